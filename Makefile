@@ -1,0 +1,52 @@
+# squall - the two set-up commands are `make demo` and `make test` (see README.md).
+BUILD       ?= build
+BUILD_ASAN  ?= build-asan
+BUILD_FUZZ  ?= build-fuzz
+JOBS        ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+SQUALL      := $(BUILD)/squall
+
+.PHONY: all deps build test test-asan fuzz demo bench format format-check ci clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j1
+
+test-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DSQ_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD_ASAN) -j$(JOBS)
+	@cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -j1
+
+fuzz:
+	@scripts/deps.sh fuzz
+	@CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQ_FUZZ=ON -DSQ_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD_FUZZ) -j$(JOBS)
+	@scripts/fuzz.sh $(BUILD_FUZZ)/fuzz $(FUZZ_SECONDS)
+
+demo: build
+	@scripts/demo.sh $(SQUALL)
+
+bench: build
+	@scripts/deps.sh bench
+	@bench/compare.sh
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+# What CI runs: the tests, the tests again under ASan+UBSan, and every fuzzer.
+ci: test test-asan fuzz
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -1,0 +1,22 @@
+/* cli/cli.h - the faces of the squall binary and its exit codes (docs/quick.md lists them). */
+#ifndef SQ_CLI_CLI_H
+#define SQ_CLI_CLI_H
+
+#include <stdio.h>
+
+enum {
+    SQ_EXIT_OK = 0,          /* the run completed (failed requests are in the summary) */
+    SQ_EXIT_FAIL = 1,        /* the run could not do its job: nothing succeeded, internal error */
+    SQ_EXIT_USAGE = 2,       /* bad flags, URL or plan */
+    SQ_EXIT_THRESHOLDS = 99, /* thresholds failed (k6's convention) */
+    SQ_EXIT_DONE = -1,       /* internal: --help or --version was answered */
+};
+
+/* `squall URL [flags]`; argv[0] is the program name. Returns the exit status. */
+int sq_cli_quick(int argc, char **argv);
+void sq_cli_usage(FILE *f);
+
+/* `squall target [flags]`; argv[0] is "target". Returns the exit status. */
+int sq_cli_target(int argc, char **argv);
+
+#endif

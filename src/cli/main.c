@@ -1,0 +1,24 @@
+/* cli/main.c - the squall binary: dispatches to a face. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        sq_cli_usage(stderr);
+        return SQ_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "target") == 0)
+        return sq_cli_target(argc - 1, argv + 1);
+    if (strcmp(argv[1], "version") == 0) {
+        printf("squall %s\n", SQ_VERSION);
+        return SQ_EXIT_OK;
+    }
+    if (strcmp(argv[1], "help") == 0) {
+        sq_cli_usage(stdout);
+        return SQ_EXIT_OK;
+    }
+    return sq_cli_quick(argc, argv);
+}

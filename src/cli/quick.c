@@ -1,0 +1,378 @@
+/* cli/quick.c - the quick face: `squall URL [flags]`, a wrk/oha-style one-liner. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/parse.h"
+#include "cli/cli.h"
+#include "engine/run.h"
+#include "http/request.h"
+#include "http/url.h"
+#include "net/sock.h"
+#include "output/report.h"
+
+#define MAX_HEADERS    64
+#define MAX_BODY_BYTES (64u << 20)
+
+static volatile int stop_flag;
+
+static void on_sigint(int sig)
+{
+    SQ_UNUSED(sig);
+    if (stop_flag) {
+        /* Second Ctrl-C: stop now, without a summary. */
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+    }
+    stop_flag = 1;
+}
+
+static const char usage[] =
+    "usage: squall URL [flags]          closed-loop HTTP/1.1 load test\n"
+    "       squall target [flags]       the built-in test server (squall target --help)\n"
+    "\n"
+    "  -c, --connections N     open connections, split across threads (default 64)\n"
+    "  -d, --duration D        run length: 500ms, 10s, 2m, 1m30s (default 10s)\n"
+    "  -n, --requests N        send N requests in all instead of running for a duration\n"
+    "  -t, --threads N         worker threads (default: online CPUs, at most -c)\n"
+    "  -m, --method M          request method (default GET)\n"
+    "  -H, --header 'K: V'     add a request header (repeatable)\n"
+    "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
+    "      --timeout D         per-request timeout (default 10s)\n"
+    "      --connect-timeout D per-connect timeout (default 5s)\n"
+    "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
+    "                          to stderr)\n"
+    "  -q, --quiet             no summary on the terminal\n"
+    "  -h, --help              this help\n"
+    "  -V, --version           print the version\n"
+    "\n"
+    "exit status: 0 the run completed, 1 it could not do its job (nothing succeeded),\n"
+    "             2 bad flags or URL\n";
+
+void sq_cli_usage(FILE *f)
+{
+    fputs(usage, f);
+}
+
+static int usage_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "squall: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, " (see squall --help)\n");
+    return SQ_EXIT_USAGE;
+}
+
+static int read_body_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf) {
+        if (n == cap) {
+            if (cap >= MAX_BODY_BYTES) {
+                rc = -SQ_ETOOBIG;
+                break;
+            }
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb)
+                break;
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f))
+                rc = -EIO;
+            break;
+        }
+    }
+    fclose(f);
+    if (!buf)
+        return -ENOMEM;
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+struct quick_opts {
+    const char *url, *method, *body_arg, *json_path;
+    struct sq_kv headers[MAX_HEADERS];
+    size_t nheaders;
+    uint64_t connections, threads, requests;
+    int64_t duration_ns, timeout_ns, connect_timeout_ns;
+    int quiet, duration_set;
+};
+
+static void release_headers(struct quick_opts *o)
+{
+    for (size_t i = 0; i < o->nheaders; i++)
+        sq_header_arg_dispose(&o->headers[i]);
+    o->nheaders = 0;
+}
+
+enum { OPT_TIMEOUT = 256, OPT_CONNECT_TIMEOUT, OPT_JSON };
+
+static int parse_flags(int argc, char **argv, struct quick_opts *o)
+{
+    static const struct option longs[] = {
+        {"connections", required_argument, NULL, 'c'},
+        {"duration", required_argument, NULL, 'd'},
+        {"requests", required_argument, NULL, 'n'},
+        {"threads", required_argument, NULL, 't'},
+        {"method", required_argument, NULL, 'm'},
+        {"header", required_argument, NULL, 'H'},
+        {"body", required_argument, NULL, 'b'},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    optind = 1;
+    int opt, li = -1;
+    char shortname[3] = "-?";
+    while ((opt = getopt_long(argc, argv, ":c:d:n:t:m:H:b:qhV", longs, &li)) != -1) {
+        /* Name the flag as the user wrote it: "--connections" or "-c". */
+        char longname[40];
+        const char *flag = shortname;
+        if (li >= 0) {
+            snprintf(longname, sizeof(longname), "--%s", longs[li].name);
+            flag = longname;
+        } else if (opt == '?' || opt == ':') {
+            flag = argv[optind - 1];
+            if (optopt > 0 && optopt < 128 && flag[0] == '-' && flag[1] != '-') {
+                shortname[1] = (char)optopt;
+                flag = shortname;
+            }
+        } else {
+            shortname[1] = (char)opt;
+        }
+        li = -1;
+        switch (opt) {
+        case 'c':
+            if (sq_parse_u64(optarg, 1, 1000000, 1, &o->connections) < 0)
+                return usage_error("%s: '%s' is not a connection count (1..1000000)", flag, optarg);
+            break;
+        case 'd':
+            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->duration_ns) < 0 || o->duration_ns <= 0)
+                return usage_error("%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
+                                   optarg);
+            o->duration_set = 1;
+            break;
+        case 'n':
+            if (sq_parse_u64(optarg, 1, UINT64_MAX / 2, 1, &o->requests) < 0)
+                return usage_error("%s: '%s' is not a request count", flag, optarg);
+            break;
+        case 't':
+            if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
+                return usage_error("%s: '%s' is not a thread count (1..1024)", flag, optarg);
+            break;
+        case 'm':
+            o->method = optarg;
+            break;
+        case 'H':
+            if (o->nheaders == MAX_HEADERS)
+                return usage_error("%s: more than %s headers", flag, "64");
+            if (sq_header_parse_arg(optarg, &o->headers[o->nheaders]) < 0)
+                return usage_error("%s: '%s' is not a header (expected 'Name: value')", flag,
+                                   optarg);
+            o->nheaders++;
+            break;
+        case 'b':
+            o->body_arg = optarg;
+            break;
+        case OPT_TIMEOUT:
+            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->timeout_ns) < 0 || o->timeout_ns <= 0)
+                return usage_error("%s: '%s' is not a duration", flag, optarg);
+            break;
+        case OPT_CONNECT_TIMEOUT:
+            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->connect_timeout_ns) < 0 ||
+                o->connect_timeout_ns <= 0)
+                return usage_error("%s: '%s' is not a duration", flag, optarg);
+            break;
+        case OPT_JSON:
+            o->json_path = optarg;
+            break;
+        case 'q':
+            o->quiet = 1;
+            break;
+        case 'h':
+            sq_cli_usage(stdout);
+            return SQ_EXIT_DONE;
+        case 'V':
+            printf("squall %s\n", SQ_VERSION);
+            return SQ_EXIT_DONE;
+        case ':':
+            return usage_error("%s needs a value%s", flag, "");
+        default:
+            return usage_error("unknown flag '%s'%s", flag, "");
+        }
+    }
+    if (optind >= argc)
+        return usage_error("no URL given%s%s", "", "");
+    if (argc - optind > 1)
+        return usage_error("one URL only; unexpected '%s'%s", argv[optind + 1], "");
+    o->url = argv[optind];
+    if (o->requests && o->duration_set)
+        return usage_error("-n and -d cannot be combined%s%s", "", "");
+    return 0;
+}
+
+int sq_cli_quick(int argc, char **argv)
+{
+    struct quick_opts o = {
+        .method = "GET",
+        .connections = 64,
+        .duration_ns = 10 * SQ_NS_PER_S,
+        .timeout_ns = 10 * SQ_NS_PER_S,
+        .connect_timeout_ns = 5 * SQ_NS_PER_S,
+    };
+    int rc = parse_flags(argc, argv, &o);
+    if (rc != 0) {
+        release_headers(&o);
+        return rc == SQ_EXIT_DONE ? 0 : rc;
+    }
+
+    struct sq_url url;
+    const char *why = NULL;
+    rc = sq_url_parse(o.url, &url, &why);
+    if (rc < 0) {
+        release_headers(&o);
+        return usage_error("bad URL '%s': %s", o.url, why ? why : sq_strerror(rc));
+    }
+    if (strcmp(url.scheme, "http") != 0) {
+        sq_url_dispose(&url);
+        release_headers(&o);
+        return usage_error("unsupported scheme in '%s': %s (only http:// for now)", o.url,
+                           "TLS is not built yet");
+    }
+
+    int exit_code = SQ_EXIT_FAIL;
+    char *body = NULL, *req = NULL;
+    size_t body_len = 0, req_len = 0;
+    struct sq_result res = {0};
+    FILE *jf = NULL;
+
+    if (o.body_arg && o.body_arg[0] == '@') {
+        rc = read_body_file(o.body_arg + 1, &body, &body_len);
+        if (rc < 0) {
+            exit_code = usage_error("-b: cannot read '%s': %s", o.body_arg + 1, sq_strerror(rc));
+            goto out;
+        }
+    } else if (o.body_arg) {
+        body_len = strlen(o.body_arg);
+        body = malloc(body_len + 1);
+        if (!body)
+            goto out;
+        memcpy(body, o.body_arg, body_len + 1);
+    }
+    rc = sq_request_build(o.method, url.path, url.authority, o.headers, o.nheaders, body, body_len,
+                          &req, &req_len);
+    if (rc < 0) {
+        exit_code = usage_error("cannot build the request: %s%s", sq_strerror(rc), "");
+        goto out;
+    }
+
+    struct sq_run_config cfg = {
+        .request = req,
+        .request_len = req_len,
+        .head_request = strcmp(o.method, "HEAD") == 0,
+        .connections = (uint32_t)o.connections,
+        .duration_ns = o.requests ? 0 : o.duration_ns,
+        .total_requests = o.requests,
+        .timeout_ns = o.timeout_ns,
+        .connect_timeout_ns = o.connect_timeout_ns,
+        .stop = &stop_flag,
+    };
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
+    if (cfg.threads > cfg.connections)
+        cfg.threads = cfg.connections;
+
+    rc = sq_resolve(url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, &why);
+    if (rc < 0) {
+        fprintf(stderr, "squall: cannot resolve '%s': %s\n", url.host, why);
+        goto out;
+    }
+    cfg.naddrs = rc;
+
+    uint64_t have = 0;
+    if (sq_raise_nofile(o.connections + 64, &have) < 0) {
+        fprintf(stderr,
+                "squall: -c %llu needs %llu open files but the limit is %llu; raise it (ulimit "
+                "-n) or use fewer connections\n",
+                (unsigned long long)o.connections, (unsigned long long)(o.connections + 64),
+                (unsigned long long)have);
+        goto out;
+    }
+
+    if (o.json_path) {
+        jf = strcmp(o.json_path, "-") == 0 ? stdout : fopen(o.json_path, "w");
+        if (!jf) {
+            exit_code = usage_error("--json: cannot write '%s': %s", o.json_path, strerror(errno));
+            goto out;
+        }
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, on_sigint);
+    rc = sq_run(&cfg, &res, &why);
+    signal(SIGINT, SIG_DFL);
+    if (rc < 0) {
+        fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
+        goto out;
+    }
+
+    char addr[80];
+    sq_addr_format(&cfg.addrs[0], addr, sizeof(addr));
+    FILE *tf = jf == stdout ? stderr : stdout;
+    struct sq_report_info info = {
+        .url = o.url,
+        .method = o.method,
+        .target_addr = addr,
+        .connections = cfg.connections,
+        .threads = res.threads,
+        .duration_ns = cfg.duration_ns,
+        .total_requests = cfg.total_requests,
+        .timeout_ns = cfg.timeout_ns,
+        .connect_timeout_ns = cfg.connect_timeout_ns,
+        .request_bytes = req_len,
+        .color = isatty(fileno(tf)) && !getenv("NO_COLOR"),
+    };
+    if (!o.quiet)
+        sq_report_summary(tf, &info, &res);
+    if (jf && sq_report_json(jf, &info, &res) < 0)
+        fprintf(stderr, "squall: --json: write failed: %s\n", strerror(errno));
+    if (res.c.completed == 0) {
+        fprintf(stderr, "squall: no request succeeded%s%s\n", res.aborted ? ": " : "",
+                res.aborted ? res.abort_reason : "");
+        exit_code = SQ_EXIT_FAIL;
+    } else {
+        exit_code = SQ_EXIT_OK;
+    }
+out:
+    if (jf && jf != stdout)
+        fclose(jf);
+    sq_result_dispose(&res);
+    free(req);
+    free(body);
+    sq_url_dispose(&url);
+    release_headers(&o);
+    return exit_code;
+}

@@ -1,0 +1,158 @@
+/* cli/target_cmd.c - `squall target [flags]`: runs the built-in test server until SIGINT/SIGTERM.
+ *
+ * Prints exactly one line on stdout once every listener is bound (tests read the port from it):
+ *     squall target listening on http://HOST:PORT
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/parse.h"
+#include "cli/cli.h"
+#include "net/sock.h"
+#include "target/target.h"
+
+#define MAX_THREADS 1024
+
+static const char target_usage[] =
+    "usage: squall target [flags]       the built-in HTTP/1.1 test server\n"
+    "\n"
+    "      --host ADDR         address to listen on (default 127.0.0.1)\n"
+    "  -p, --port N            port (default 8080; 0 picks a free one)\n"
+    "  -t, --threads N         worker threads (default: online CPUs)\n"
+    "  -q, --quiet             no summary on stderr at exit\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "endpoints: /fast /ok /bytes/N /delay/MS /status/CODE /echo GET /stats POST /stats/reset\n"
+    "(see docs/target.md). SIGINT or SIGTERM stops it.\n";
+
+static struct sq_target *volatile running;
+
+static void on_signal(int sig)
+{
+    SQ_UNUSED(sig);
+    struct sq_target *t = running;
+    if (t)
+        sq_target_stop(t); /* async-signal-safe: a flag and an eventfd write */
+}
+
+static int bad_flag(const char *what, const char *flag, const char *value)
+{
+    if (value)
+        fprintf(stderr, "squall target: %s %s: '%s' (see squall target --help)\n", what, flag,
+                value);
+    else
+        fprintf(stderr, "squall target: %s %s (see squall target --help)\n", what, flag);
+    return SQ_EXIT_USAGE;
+}
+
+/* Matches argv[*i] against a flag that takes a value: "-p N", "-pN", "--port N", "--port=N".
+ * Returns 1 with *val set, 0 when it is another flag, -1 when the value is missing. */
+static int flag_value(int argc, char **argv, int *i, const char *shrt, const char *lng,
+                      const char **val)
+{
+    const char *a = argv[*i];
+    size_t ln = strlen(lng);
+    if (strcmp(a, lng) == 0 || (shrt && strcmp(a, shrt) == 0)) {
+        if (*i + 1 >= argc)
+            return -1;
+        *val = argv[++*i];
+        return 1;
+    }
+    if (strncmp(a, lng, ln) == 0 && a[ln] == '=') {
+        *val = a + ln + 1;
+        return 1;
+    }
+    if (shrt && strncmp(a, shrt, 2) == 0 && a[2] != '\0' && a[1] != '-') {
+        *val = a + 2;
+        return 1;
+    }
+    return 0;
+}
+
+int sq_cli_target(int argc, char **argv)
+{
+    const char *host = "127.0.0.1";
+    uint64_t port = 8080;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t threads = ncpu > 0 ? (uint64_t)ncpu : 1;
+    if (threads > MAX_THREADS)
+        threads = MAX_THREADS;
+    bool quiet = false;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        int m;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(target_usage, stdout);
+            return SQ_EXIT_OK;
+        }
+        if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            quiet = true;
+            continue;
+        }
+        if ((m = flag_value(argc, argv, &i, NULL, "--host", &val)) != 0) {
+            if (m < 0)
+                return bad_flag("missing value for", "--host", NULL);
+            if (!*val)
+                return bad_flag("bad value for", "--host", val);
+            host = val;
+            continue;
+        }
+        if ((m = flag_value(argc, argv, &i, "-p", "--port", &val)) != 0) {
+            if (m < 0)
+                return bad_flag("missing value for", a, NULL);
+            if (sq_parse_u64(val, 0, 65535, 0, &port) < 0)
+                return bad_flag("bad value for", "--port", val);
+            continue;
+        }
+        if ((m = flag_value(argc, argv, &i, "-t", "--threads", &val)) != 0) {
+            if (m < 0)
+                return bad_flag("missing value for", a, NULL);
+            if (sq_parse_u64(val, 1, MAX_THREADS, 0, &threads) < 0)
+                return bad_flag("bad value for", "--threads", val);
+            continue;
+        }
+        if (a[0] == '-')
+            return bad_flag("unknown flag", a, NULL);
+        return bad_flag("unexpected argument", a, NULL);
+    }
+
+    uint64_t have = 0;
+    (void)sq_raise_nofile(65536, &have); /* best effort: many connections need many fds */
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+
+    struct sq_target_config cfg = {.host = host, .port = (uint16_t)port, .threads = (int)threads};
+    struct sq_target *t = NULL;
+    const char *why = NULL;
+    int rc = sq_target_start(&cfg, &t, &why);
+    if (rc < 0) {
+        fprintf(stderr, "squall target: cannot listen on %s:%u: %s\n", host, (unsigned)port,
+                why ? why : sq_strerror(rc));
+        return SQ_EXIT_FAIL;
+    }
+    running = t;
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    bool v6 = strchr(host, ':') != NULL;
+    printf("squall target listening on http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "",
+           (unsigned)sq_target_port(t));
+    fflush(stdout);
+
+    sq_target_wait(t);
+    running = NULL;
+    if (!quiet)
+        fprintf(stderr, "squall target: stopped\n");
+    sq_target_free(t);
+    return SQ_EXIT_OK;
+}

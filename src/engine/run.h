@@ -1,0 +1,83 @@
+/* engine/run.h - one closed-loop HTTP/1.1 run: configuration, result model and lifecycle.
+ *
+ * sq_run() splits the connections (and a request total, if any) across worker threads, lets
+ * each worker drive its own connections on its own event loop with its own metric shard, and
+ * merges the shards when every worker has stopped. Nothing is shared on the hot path.
+ */
+#ifndef SQ_ENGINE_RUN_H
+#define SQ_ENGINE_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "net/sock.h"
+
+struct sq_hist;
+
+/* Error kinds, counted per kind. Connect errors cost no request; the others fail one. */
+#define SQ_ERRK_LIST(X)                                                                            \
+    X(CONNECT, "connect")                                                                          \
+    X(TIMEOUT, "timeout")                                                                          \
+    X(CLOSED, "closed")                                                                            \
+    X(PARSE, "parse")                                                                              \
+    X(WRITE, "write")
+
+enum sq_errk {
+#define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,
+    SQ_ERRK_LIST(SQ_ERRK_ENUM)
+#undef SQ_ERRK_ENUM
+        SQ_ERRK_COUNT
+};
+
+/* The error kind's name as it appears in the summary and the JSON ("connect", "timeout"...). */
+const char *sq_errk_name(enum sq_errk k);
+
+#define SQ_MAX_ADDRS 16
+
+struct sq_run_config {
+    struct sq_addr addrs[SQ_MAX_ADDRS]; /* connections use them round-robin */
+    int naddrs;
+    const char *request; /* serialised once, shared read-only by every connection */
+    size_t request_len;
+    bool head_request;    /* responses carry no body */
+    uint32_t threads;     /* workers; capped at connections */
+    uint32_t connections; /* total, split as evenly as possible */
+    int64_t duration_ns;  /* run length; 0 when total_requests bounds the run */
+    uint64_t total_requests;
+    int64_t timeout_ns;         /* per request, from its send */
+    int64_t connect_timeout_ns; /* per connect attempt */
+    volatile int *stop;         /* optional: set non-zero (e.g. from SIGINT) to end the run */
+};
+
+/* One shard of counters. Each worker owns one; the run merges them at the end. */
+struct sq_counters {
+    uint64_t sent;      /* requests whose write was started */
+    uint64_t completed; /* full responses received, any status */
+    uint64_t failed;    /* sent but ended by an error (timeout, closed, parse, write) */
+    uint64_t status[6]; /* [0] other, [1..5] 1xx..5xx */
+    uint64_t errors[SQ_ERRK_COUNT];
+    uint64_t bytes_sent, bytes_received;
+    uint64_t conns_opened;           /* successful connects */
+    uint64_t conns_closed_by_server; /* replaced after the server closed them */
+};
+
+struct sq_result {
+    struct sq_counters c;
+    uint64_t in_flight;      /* sent but neither completed nor failed when the run ended */
+    struct sq_hist *latency; /* µs, from the actual send (closed loop); owned by the result */
+    int64_t duration_ns;     /* measured: first worker start to last worker stop of sending */
+    uint32_t threads, connections;
+    bool aborted; /* ended early: stop flag, or no connection could be made */
+    char abort_reason[160];
+};
+
+/* Runs to completion. Returns 0 (the result is filled in, even when every request failed), or a
+ * negative code when the run could not start (threads, memory, file limit); *why then says so. */
+SQ_MUST_CHECK int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why);
+void sq_result_dispose(struct sq_result *r);
+
+/* The histogram every latency shard uses: µs from 1 µs to 1 h at 3 significant figures. */
+SQ_MUST_CHECK int sq_latency_hist_new(struct sq_hist **out);
+
+#endif

@@ -1,0 +1,42 @@
+/* net/sock.h - resolution, non-blocking connect and listening sockets. */
+#ifndef SQ_NET_SOCK_H
+#define SQ_NET_SOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "base/err.h"
+
+/* One resolved address. */
+struct sq_addr {
+    struct sockaddr_storage ss;
+    socklen_t len;
+};
+
+/* Resolves host:port (numeric or by name) into at most max addresses, IPv4 first.
+ * Returns the count (>0) or SQ_ERESOLVE with *why set to getaddrinfo's message. */
+SQ_MUST_CHECK int sq_resolve(const char *host, uint16_t port, struct sq_addr *out, int max,
+                             const char **why);
+
+/* Formats an address as "127.0.0.1:8080" or "[::1]:8080". */
+void sq_addr_format(const struct sq_addr *a, char *buf, size_t size);
+
+/* Starts a non-blocking connect with TCP_NODELAY. Returns the fd (connect may be in progress:
+ * wait for writability, then call sq_connect_result) or -errno. */
+SQ_MUST_CHECK int sq_connect_start(const struct sq_addr *a);
+/* 0 when the pending connect succeeded, else -errno (SO_ERROR). */
+int sq_connect_result(int fd);
+
+/* A non-blocking listening socket with SO_REUSEADDR (and SO_REUSEPORT when reuseport), bound to
+ * a (port 0 picks a free one). Returns the fd or -errno. */
+SQ_MUST_CHECK int sq_listen(const struct sq_addr *a, bool reuseport, int backlog);
+/* The port a socket is bound to, or 0. */
+uint16_t sq_sock_port(int fd);
+
+/* Raises RLIMIT_NOFILE's soft limit to at least want (up to the hard limit).
+ * Returns 0 when the limit is now >= want, else -EMFILE with *have set to what it is. */
+int sq_raise_nofile(uint64_t want, uint64_t *have);
+
+#endif

@@ -1,0 +1,1254 @@
+/* server/server.c - the HTTP/1.1 server core (see server.h and docs/internals/server.md).
+ *
+ * Shape: N workers, each a thread with its own epoll loop, SO_REUSEPORT listener, read buffer
+ * (rbuf), output buffer (ob) and pool of connection structs. A stop eventfd, never read, is
+ * registered in every loop: once written it stays readable, so every worker wakes and leaves.
+ *
+ * Read path: one read() per readiness into the worker's rbuf; every complete request in it is
+ * answered into ob; ob is sent with one send() at the end (or earlier once it passes OB_SOFT).
+ * Only the bytes of an incomplete request are copied into the connection (c->in), and later
+ * reads go straight into c->in until it completes. A connection between requests holds no
+ * buffer at all: sizeof(struct conn) bytes from a slab.
+ *
+ * Order invariant: responses leave in request order. The serve loop stops at the first request
+ * whose answer cannot be written now - a parked (delayed) response (F_DEFER), output that hit
+ * EAGAIN (c->out), or a close (F_CLOSE) - and the requests behind it wait in c->in with EPOLLIN
+ * off, so a pipelining client gets back-pressure instead of a growing buffer.
+ *
+ * Write path: the batch is sent as soon as it is built; only on EAGAIN is the rest copied into
+ * c->out and EPOLLOUT requested (one epoll_ctl), and EPOLLIN comes back when it drains.
+ * c->out holds [bytes][fill tail]: a large streamed body is never copied, only referenced.
+ * At most one fill tail is ever pending because the serve loop stops right after it blocks.
+ *
+ * Closing: an error answer (400/413/431), or "Connection: close" with unread input behind it,
+ * shuts the write side and drains input for up to LINGER_NS (F_LINGER) so the client reads the
+ * answer instead of an RST. A plain close with nothing unread closes at once.
+ */
+#include "server/server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "loop/loop.h"
+#include "net/sock.h"
+
+#define RBUF_SIZE   (64 * 1024)
+#define OB_INIT     (64 * 1024)
+#define OB_SOFT     (64 * 1024)   /* send the batch once this much is queued */
+#define OB_KEEP     (1024 * 1024) /* a batch buffer grown past this shrinks back after use */
+#define FILL_INLINE (16 * 1024)   /* fill tails up to this are copied into the batch */
+#define IN_MIN      4096          /* smallest free space offered to read() in c->in */
+/* c->in never grows past this: a head, a body, and the overhead of chunked framing */
+#define IN_MAX          (SQ_SERVER_MAX_HEAD + 2 * SQ_SERVER_MAX_BODY)
+#define LINGER_NS       (1 * SQ_NS_PER_S)
+#define ACCEPT_BURST    64
+#define ACCEPT_PAUSE_NS (100 * SQ_NS_PER_MS)
+#define SLAB_CONNS      256
+#define MAX_IOV         16
+
+#define BUMP(x)                                                                                    \
+    atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + 1,              \
+                          memory_order_relaxed)
+
+/* Parse state of the one incomplete request at the start of a connection's saved input.
+ * Offsets are from the start of that request. */
+struct rx {
+    uint32_t need;  /* Content-Length body: bytes needed before parsing again is worth it */
+    uint32_t dlen;  /* chunked: decoded bytes, kept in place right after the head */
+    uint32_t raw;   /* chunked: offset of the next raw byte to feed the framer */
+    bool chunked;   /* framer is live */
+    bool continued; /* "100 Continue" was sent */
+    struct sq_h1_body framer;
+};
+
+/* Saved input: allocated only while a request is incomplete or waits behind a parked one. */
+struct inbuf {
+    uint32_t len, cap;
+    struct rx st;
+    char data[];
+};
+
+/* Output that hit EAGAIN: data[off, len), then fill_left bytes of fill (cyclic from fill_off). */
+struct outq {
+    size_t off, len, cap;
+    const char *fill;
+    size_t fill_len, fill_off;
+    uint64_t fill_left;
+    char data[];
+};
+
+enum {
+    F_DEFER = 1,        /* a response is parked until c->timer fires */
+    F_CLOSE = 2,        /* close once the output is drained; serve no more requests */
+    F_LINGER_AFTER = 4, /* ...and close lingering (error answer, or input left unread) */
+    F_LINGER = 8,       /* write side shut; draining input until EOF or c->timer */
+    F_FAIL = 16,        /* out of memory while answering: close without lingering */
+};
+
+enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4 }; /* parked response: HEAD, Connection header */
+enum { CONN_HDR_NONE, CONN_HDR_CLOSE, CONN_HDR_KA };
+
+struct worker;
+
+/* One connection: 88 bytes on x86-64, all an idle one costs besides the kernel's socket. */
+struct conn {
+    struct sq_io io; /* io.fd < 0: the struct is free */
+    struct worker *w;
+    union {
+        struct inbuf *in;
+        struct conn *next_free;
+    };
+    struct outq *out;
+    struct sq_timer timer; /* parked response or lingering close */
+    const char *d_ctype;   /* the parked response */
+    const char *d_body;
+    uint32_t d_body_len;
+    uint16_t d_status;
+    uint8_t flags;
+    uint8_t d_flags;
+};
+
+_Static_assert(sizeof(struct conn) <= 96, "an idle connection should stay this small");
+
+struct slab {
+    struct slab *next;
+    struct conn c[SLAB_CONNS];
+};
+
+/* Written by the owning worker only (relaxed stores), read by anyone (relaxed loads). */
+struct counters {
+    _Atomic uint64_t accepted, requests, bad_req, too_large, head_big;
+};
+
+struct view {
+    const char *p;
+    size_t len;
+    const char *fill;
+    size_t fill_len, fill_off;
+    uint64_t fill_left;
+};
+
+struct worker {
+    _Alignas(64) struct counters cnt; /* own cache line(s): no false sharing between workers */
+    _Alignas(64) struct sq_server *srv;
+    int idx;
+    int lfd;
+    bool started;
+    pthread_t thr;
+    struct sq_loop *loop;
+    struct sq_io lio, stop_io;
+    struct sq_timer accept_timer;
+    char *rbuf;
+    char *ob; /* the batch being built for one connection */
+    size_t olen, ocap;
+    struct view fill; /* a large fill tail after ob, sent with it */
+    struct slab *slabs;
+    struct conn *free_conns;
+    struct sq_h1_limits lim;
+    struct sq_h1_header hdrs[SQ_SERVER_MAX_HEADERS];
+};
+
+struct sq_server {
+    atomic_int stopping;
+    int efd;
+    int nworkers;
+    bool joined;
+    uint16_t port;
+    sq_server_handler handler;
+    void *ud;
+    struct worker **w;
+};
+
+static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct rx *st);
+
+/* ---- small helpers ---- */
+
+static const char *const reasons[600] = {
+    [100] = "Continue",
+    [101] = "Switching Protocols",
+    [200] = "OK",
+    [201] = "Created",
+    [202] = "Accepted",
+    [203] = "Non-Authoritative Information",
+    [204] = "No Content",
+    [205] = "Reset Content",
+    [206] = "Partial Content",
+    [300] = "Multiple Choices",
+    [301] = "Moved Permanently",
+    [302] = "Found",
+    [303] = "See Other",
+    [304] = "Not Modified",
+    [307] = "Temporary Redirect",
+    [308] = "Permanent Redirect",
+    [400] = "Bad Request",
+    [401] = "Unauthorized",
+    [402] = "Payment Required",
+    [403] = "Forbidden",
+    [404] = "Not Found",
+    [405] = "Method Not Allowed",
+    [406] = "Not Acceptable",
+    [407] = "Proxy Authentication Required",
+    [408] = "Request Timeout",
+    [409] = "Conflict",
+    [410] = "Gone",
+    [411] = "Length Required",
+    [412] = "Precondition Failed",
+    [413] = "Content Too Large",
+    [414] = "URI Too Long",
+    [415] = "Unsupported Media Type",
+    [416] = "Range Not Satisfiable",
+    [417] = "Expectation Failed",
+    [418] = "I'm a teapot",
+    [421] = "Misdirected Request",
+    [422] = "Unprocessable Content",
+    [425] = "Too Early",
+    [426] = "Upgrade Required",
+    [428] = "Precondition Required",
+    [429] = "Too Many Requests",
+    [431] = "Request Header Fields Too Large",
+    [451] = "Unavailable For Legal Reasons",
+    [500] = "Internal Server Error",
+    [501] = "Not Implemented",
+    [502] = "Bad Gateway",
+    [503] = "Service Unavailable",
+    [504] = "Gateway Timeout",
+    [505] = "HTTP Version Not Supported",
+};
+
+const char *sq_server_reason(int status)
+{
+    return status >= 0 && status < 600 && reasons[status] ? reasons[status] : "";
+}
+
+const struct sq_h1_header *sq_server_req_header(const struct sq_server_req *req, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < req->num_headers; i++) {
+        const struct sq_h1_header *h = &req->headers[i];
+        if (h->name_len == n && strncasecmp(h->name, name, n) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+static char *put(char *o, const char *s, size_t n)
+{
+    memcpy(o, s, n);
+    return o + n;
+}
+
+static char *put_u64(char *o, uint64_t v)
+{
+    char tmp[20];
+    int i = 20;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return put(o, tmp + i, (size_t)(20 - i));
+}
+
+#define PUT_LIT(o, s) put((o), (s), sizeof(s) - 1)
+
+static bool ob_reserve(struct worker *w, size_t n)
+{
+    if (w->ocap - w->olen >= n)
+        return true;
+    size_t cap = w->ocap * 2;
+    if (cap < w->olen + n)
+        cap = w->olen + n;
+    char *p = realloc(w->ob, cap);
+    if (!p)
+        return false;
+    w->ob = p;
+    w->ocap = cap;
+    return true;
+}
+
+/* Copies fill bytes [off, off+n) (cyclic) to o. */
+static void copy_fill(char *o, const char *fill, size_t fill_len, uint64_t n)
+{
+    while (n) {
+        size_t k = n < fill_len ? (size_t)n : fill_len;
+        memcpy(o, fill, k);
+        o += k;
+        n -= k;
+    }
+}
+
+/* Renders one response into the batch. Returns false when out of memory. */
+static bool render(struct worker *w, const struct sq_server_resp *r, bool head_only, int conn_hdr)
+{
+    int status = r->status ? r->status : 200;
+    const char *ctype = r->content_type, *fill = r->fill;
+    size_t body_len = r->body_len, fill_len = r->fill_len, hdrs_len = r->headers_len;
+    uint64_t fill_total = r->fill_total;
+    if (status < 200 || status > 999 || (fill_total && (!fill || !fill_len))) {
+        status = 500; /* 1xx cannot be a final answer; a fill without bytes is a handler bug */
+        ctype = NULL;
+        body_len = hdrs_len = 0;
+        fill_total = 0;
+    }
+    bool no_cl = status == 204 || status == 304;
+    bool no_body = head_only || no_cl;
+    size_t ctype_len = ctype ? strlen(ctype) : 0;
+    bool inline_fill = fill_total <= FILL_INLINE;
+    size_t need = 160 + ctype_len + hdrs_len;
+    if (!no_body)
+        need += body_len + (inline_fill ? (size_t)fill_total : 0);
+    if (!ob_reserve(w, need))
+        return false;
+
+    char *o = w->ob + w->olen;
+    if (status == 200) {
+        o = PUT_LIT(o, "HTTP/1.1 200 OK\r\n");
+    } else {
+        const char *reason = sq_server_reason(status);
+        o = PUT_LIT(o, "HTTP/1.1 ");
+        *o++ = (char)('0' + status / 100);
+        *o++ = (char)('0' + status / 10 % 10);
+        *o++ = (char)('0' + status % 10);
+        *o++ = ' ';
+        o = put(o, reason, strlen(reason));
+        o = PUT_LIT(o, "\r\n");
+    }
+    if (!no_cl) {
+        o = PUT_LIT(o, "Content-Length: ");
+        o = put_u64(o, body_len + fill_total);
+        o = PUT_LIT(o, "\r\n");
+    }
+    if (ctype) {
+        o = PUT_LIT(o, "Content-Type: ");
+        o = put(o, ctype, ctype_len);
+        o = PUT_LIT(o, "\r\n");
+    }
+    if (hdrs_len)
+        o = put(o, r->headers, hdrs_len);
+    if (conn_hdr == CONN_HDR_CLOSE)
+        o = PUT_LIT(o, "Connection: close\r\n");
+    else if (conn_hdr == CONN_HDR_KA)
+        o = PUT_LIT(o, "Connection: keep-alive\r\n");
+    o = PUT_LIT(o, "\r\n");
+    if (!no_body) {
+        if (body_len)
+            o = put(o, r->body, body_len);
+        if (fill_total && inline_fill) {
+            copy_fill(o, fill, fill_len, fill_total);
+            o += fill_total;
+        } else if (fill_total) {
+            w->fill = (struct view){.fill = fill, .fill_len = fill_len, .fill_left = fill_total};
+        }
+    }
+    w->olen = (size_t)(o - w->ob);
+    return true;
+}
+
+/* ---- sending ---- */
+
+/* Sends v until done (0), the socket is full (-EAGAIN: v says what is left) or an error. */
+static int view_send(int fd, struct view *v)
+{
+    for (;;) {
+        struct iovec iov[MAX_IOV];
+        int n = 0;
+        size_t total = 0;
+        if (v->len) {
+            iov[n++] = (struct iovec){(void *)v->p, v->len};
+            total += v->len;
+        }
+        uint64_t left = v->fill_left;
+        size_t foff = v->fill_off;
+        while (left && n < MAX_IOV) {
+            size_t k = v->fill_len - foff;
+            if (k > left)
+                k = (size_t)left;
+            iov[n++] = (struct iovec){(void *)(v->fill + foff), k};
+            total += k;
+            left -= k;
+            foff = 0;
+        }
+        if (n == 0)
+            return 0;
+        ssize_t r;
+        if (n == 1) {
+            r = send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+        } else {
+            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+            r = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        }
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EAGAIN ? -EAGAIN : -errno;
+        }
+        size_t done = (size_t)r;
+        size_t k = done < v->len ? done : v->len;
+        v->p += k;
+        v->len -= k;
+        done -= k;
+        if (done) {
+            v->fill_left -= done;
+            v->fill_off = (v->fill_off + done) % v->fill_len;
+        }
+        if ((size_t)r < total)
+            return -EAGAIN; /* a short write means the socket buffer is full: wait for EPOLLOUT */
+    }
+}
+
+/* Sends the batch (ob, then a large fill tail). Returns 0 when all of it left, 1 when the rest
+ * went to c->out, or a negative code (the caller closes c). */
+static int batch_flush(struct worker *w, struct conn *c)
+{
+    struct view v = w->fill;
+    v.p = w->ob;
+    v.len = w->olen;
+    w->olen = 0;
+    w->fill.fill_left = 0;
+    int rc = view_send(c->io.fd, &v);
+    if (rc == -EAGAIN) {
+        struct outq *q = malloc(sizeof(*q) + v.len);
+        if (q) {
+            q->off = 0;
+            q->len = q->cap = v.len;
+            q->fill = v.fill;
+            q->fill_len = v.fill_len;
+            q->fill_off = v.fill_off;
+            q->fill_left = v.fill_left;
+            if (v.len)
+                memcpy(q->data, v.p, v.len);
+            c->out = q;
+            rc = 1;
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    if (w->ocap > OB_KEEP) { /* one huge answer (an echo) grew it: give the memory back */
+        char *p = realloc(w->ob, OB_INIT);
+        if (p) {
+            w->ob = p;
+            w->ocap = OB_INIT;
+        }
+    }
+    return rc;
+}
+
+/* ---- connections ---- */
+
+static struct conn *conn_get(struct worker *w)
+{
+    if (!w->free_conns) {
+        struct slab *s = calloc(1, sizeof(*s));
+        if (!s)
+            return NULL;
+        s->next = w->slabs;
+        w->slabs = s;
+        for (int i = SLAB_CONNS - 1; i >= 0; i--) {
+            s->c[i].io.fd = -1;
+            s->c[i].next_free = w->free_conns;
+            w->free_conns = &s->c[i];
+        }
+    }
+    struct conn *c = w->free_conns;
+    w->free_conns = c->next_free;
+    return c;
+}
+
+static void conn_close(struct worker *w, struct conn *c)
+{
+    sq_timer_stop(w->loop, &c->timer);
+    sq_io_stop(w->loop, &c->io);
+    close(c->io.fd);
+    free(c->in);
+    free(c->out);
+    c->out = NULL;
+    c->io.fd = -1;
+    c->flags = 0;
+    c->next_free = w->free_conns;
+    w->free_conns = c;
+}
+
+static void drop_input(struct conn *c)
+{
+    free(c->in);
+    c->in = NULL;
+}
+
+/* Registers the events c's state calls for. Returns false when c was closed. */
+static bool conn_events(struct worker *w, struct conn *c)
+{
+    uint32_t ev;
+    if (c->out)
+        ev = EPOLLOUT;
+    else if (c->flags & F_DEFER)
+        ev = 0;
+    else
+        ev = EPOLLIN;
+    if (sq_io_modify(w->loop, &c->io, ev) < 0) {
+        conn_close(w, c);
+        return false;
+    }
+    return true;
+}
+
+/* The output of a closing connection has drained: close now or linger. */
+static void conn_finish(struct worker *w, struct conn *c)
+{
+    if (!(c->flags & F_LINGER_AFTER) || (c->flags & F_FAIL) || shutdown(c->io.fd, SHUT_WR) < 0) {
+        conn_close(w, c);
+        return;
+    }
+    drop_input(c);
+    c->flags = F_LINGER;
+    if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0 ||
+        sq_timer_start(w->loop, &c->timer, sq_loop_now(w->loop) + LINGER_NS) < 0)
+        conn_close(w, c);
+}
+
+static void linger_drain(struct worker *w, struct conn *c)
+{
+    ssize_t n = read(c->io.fd, w->rbuf, RBUF_SIZE);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        conn_close(w, c);
+}
+
+/* Copies the incomplete request buf[0, n) into a fresh c->in. */
+static bool save_input(struct conn *c, const char *buf, size_t n, const struct rx *st)
+{
+    size_t cap = n + IN_MIN;
+    if (st->need > cap)
+        cap = st->need;
+    if (cap > IN_MAX)
+        cap = IN_MAX;
+    if (cap < n)
+        cap = n;
+    struct inbuf *b = malloc(sizeof(*b) + cap);
+    if (!b)
+        return false;
+    b->len = (uint32_t)n;
+    b->cap = (uint32_t)cap;
+    b->st = *st;
+    memcpy(b->data, buf, n);
+    c->in = b;
+    return true;
+}
+
+/* Makes room for a read into c->in. Returns false at the hard cap (or out of memory). */
+static bool grow_input(struct conn *c)
+{
+    struct inbuf *b = c->in;
+    if (b->cap - b->len >= IN_MIN || (b->st.need > b->len && b->cap >= b->st.need))
+        return b->cap > b->len;
+    size_t cap = (size_t)b->cap * 2;
+    if (cap < b->st.need)
+        cap = b->st.need;
+    if (cap < (size_t)b->len + IN_MIN)
+        cap = (size_t)b->len + IN_MIN;
+    if (cap > IN_MAX)
+        cap = IN_MAX;
+    if (cap <= b->len)
+        return false;
+    struct inbuf *nb = realloc(b, sizeof(*b) + cap);
+    if (!nb)
+        return false;
+    nb->cap = (uint32_t)cap;
+    c->in = nb;
+    return true;
+}
+
+/* ---- serving ---- */
+
+static void error_answer(struct worker *w, struct conn *c, int status)
+{
+    if (status == 400)
+        BUMP(w->cnt.bad_req);
+    else if (status == 413)
+        BUMP(w->cnt.too_large);
+    else
+        BUMP(w->cnt.head_big);
+    struct sq_server_resp r = {.status = status};
+    if (!render(w, &r, false, CONN_HDR_CLOSE))
+        c->flags |= F_FAIL;
+    c->flags |= F_CLOSE | F_LINGER_AFTER;
+}
+
+struct dechunk {
+    char *dst;
+    uint32_t dlen;
+};
+
+/* Moves decoded bytes down to the end of the decoded run: it never overtakes the raw bytes. */
+static int on_chunk_data(void *ud, const char *data, size_t len)
+{
+    struct dechunk *d = ud;
+    if (d->dlen + len > SQ_SERVER_MAX_BODY)
+        return -EFBIG;
+    memmove(d->dst + d->dlen, data, len);
+    d->dlen += (uint32_t)len;
+    return 0;
+}
+
+/* Feeds the chunked body of the request at p (head hl bytes, n bytes in all). Returns
+ * SQ_H1_DONE with *req_len set, 0 (needs more: all raw bytes consumed) or a negative code. */
+static int dechunk(char *p, size_t n, size_t hl, struct rx *st, size_t *req_len)
+{
+    if (!st->chunked) {
+        sq_h1_body_init(&st->framer, SQ_H1_BODY_CHUNKED, 0);
+        st->chunked = true;
+        st->raw = (uint32_t)hl;
+        st->dlen = 0;
+    }
+    struct dechunk d = {p + hl, st->dlen};
+    size_t used = 0;
+    int r = sq_h1_body_feed(&st->framer, p + st->raw, n - st->raw, &used, on_chunk_data, &d);
+    st->dlen = d.dlen;
+    st->raw += (uint32_t)used;
+    if (r == SQ_H1_DONE)
+        *req_len = st->raw;
+    else if (r == 0)
+        st->raw = (uint32_t)hl + st->dlen; /* the consumed raw bytes are dropped from the buffer */
+    return r;
+}
+
+static void send_continue(struct worker *w, struct conn *c, struct rx *st,
+                          const struct sq_h1_request *rq)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (!rq->expect_continue || st->continued || rq->minor_version < 1)
+        return;
+    if (!ob_reserve(w, sizeof(cont) - 1)) {
+        c->flags |= F_FAIL | F_CLOSE;
+        return;
+    }
+    memcpy(w->ob + w->olen, cont, sizeof(cont) - 1);
+    w->olen += sizeof(cont) - 1;
+    st->continued = true;
+}
+
+/* Calls the handler for one complete request and renders or parks its answer. */
+static void answer(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
+                   const char *body, size_t body_len)
+{
+    struct sq_server *s = w->srv;
+    struct sq_server_req req = {
+        .method = rq->method,
+        .method_len = rq->method_len,
+        .path = rq->path,
+        .path_len = rq->path_len,
+        .minor_version = rq->minor_version,
+        .headers = rq->headers,
+        .num_headers = rq->num_headers,
+        .body = body_len ? body : NULL,
+        .body_len = body_len,
+        .head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0,
+        .keep_alive = rq->keep_alive,
+        .worker = w->idx,
+        .server = s,
+    };
+    struct sq_server_resp r = {0};
+    s->handler(s->ud, &req, &r);
+    BUMP(w->cnt.requests);
+
+    bool close_after = r.close || !req.keep_alive;
+    int conn_hdr = close_after              ? CONN_HDR_CLOSE
+                   : req.minor_version == 0 ? CONN_HDR_KA
+                                            : CONN_HDR_NONE;
+    if (r.delay_ns > 0) {
+        int64_t d = r.delay_ns > SQ_SERVER_MAX_DELAY_NS ? SQ_SERVER_MAX_DELAY_NS : r.delay_ns;
+        c->d_status = (uint16_t)(r.status ? r.status : 200);
+        c->d_ctype = r.content_type;
+        c->d_body = r.body;
+        c->d_body_len = (uint32_t)r.body_len;
+        c->d_flags = (uint8_t)((req.head ? DF_HEAD : 0) | (close_after ? DF_CLOSE : 0) |
+                               (conn_hdr == CONN_HDR_KA ? DF_KA : 0));
+        if (r.fill_total == 0 && r.headers_len == 0 && r.body_len <= UINT32_MAX &&
+            sq_timer_start(w->loop, &c->timer, sq_loop_now(w->loop) + d) == 0) {
+            c->flags |= F_DEFER;
+            return;
+        }
+        /* cannot park it (fill and headers are not kept, or no timer memory): answer now */
+    }
+    if (!render(w, &r, req.head, conn_hdr))
+        c->flags |= F_FAIL | F_CLOSE;
+    if (close_after)
+        c->flags |= F_CLOSE;
+}
+
+/* Answers the complete requests in buf[0, len) in order. Returns the bytes consumed; *keep is
+ * set to how many bytes after them must be kept: all of them, except for an incomplete chunked
+ * request, whose body is decoded in place (head + decoded bytes). Stops early when c cannot go
+ * on (parked, closing, or output blocked); st then describes the request at the stop. */
+static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, struct rx *st,
+                    size_t *keep)
+{
+    size_t off = 0;
+    *keep = SIZE_MAX;
+    while (off < len) {
+        char *p = buf + off;
+        size_t n = len - off;
+        if (st->need > n)
+            break;
+        struct sq_h1_request rq = {.headers = w->hdrs, .headers_cap = SQ_SERVER_MAX_HEADERS};
+        int hl = sq_h1_parse_request_head(p, n, &w->lim, &rq);
+        if (hl == SQ_H1_PARTIAL) {
+            if (n >= SQ_SERVER_MAX_HEAD)
+                error_answer(w, c, 431);
+            break;
+        }
+        if (hl < 0) {
+            error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400);
+            break;
+        }
+        const char *body = p + hl;
+        size_t body_len = 0, req_len = (size_t)hl;
+        if (rq.chunked) {
+            int r = dechunk(p, n, (size_t)hl, st, &req_len);
+            if (r == 0) {
+                send_continue(w, c, st, &rq);
+                *keep = (size_t)hl + st->dlen;
+                break;
+            }
+            if (r < 0) {
+                error_answer(w, c, r == -EFBIG ? 413 : 400);
+                break;
+            }
+            body_len = st->dlen;
+        } else if (rq.content_length > 0) {
+            if (rq.content_length > SQ_SERVER_MAX_BODY) {
+                error_answer(w, c, 413);
+                break;
+            }
+            body_len = (size_t)rq.content_length;
+            req_len += body_len;
+            if (n < req_len) {
+                st->need = (uint32_t)req_len;
+                send_continue(w, c, st, &rq);
+                break;
+            }
+        }
+        answer(w, c, &rq, body, body_len);
+        off += req_len;
+        st->need = 0;
+        st->chunked = false;
+        st->continued = false;
+        if (c->flags & (F_DEFER | F_CLOSE))
+            break;
+        if (w->fill.fill_left || w->olen >= OB_SOFT) {
+            int rc = batch_flush(w, c);
+            if (rc < 0) {
+                c->flags |= F_FAIL | F_CLOSE;
+                break;
+            }
+            if (rc > 0)
+                break; /* blocked: the rest waits in c->in for EPOLLOUT */
+        }
+    }
+    if (*keep == SIZE_MAX)
+        *keep = len - off;
+    return off;
+}
+
+/* Serves what buf holds (the worker's rbuf when st is NULL, else c->in with its state), sends
+ * the batch, keeps what is left, and sets c's events. c may be closed on return. */
+static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct rx *st)
+{
+    struct rx fresh = {0};
+    bool in_conn = st != NULL;
+    if (!in_conn)
+        st = &fresh;
+    size_t keep;
+    size_t used = serve(w, c, buf, len, st, &keep);
+    if ((w->olen || w->fill.fill_left) && batch_flush(w, c) < 0)
+        c->flags |= F_FAIL;
+    if (c->flags & F_FAIL) {
+        conn_close(w, c);
+        return;
+    }
+    if (c->flags & F_CLOSE) {
+        if (used < len)
+            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
+        drop_input(c);
+        if (c->out)
+            conn_events(w, c);
+        else
+            conn_finish(w, c);
+        return;
+    }
+    if (in_conn) {
+        struct inbuf *b = c->in;
+        if (keep == 0) {
+            drop_input(c);
+        } else {
+            if (used)
+                memmove(b->data, b->data + used, keep);
+            b->len = (uint32_t)keep;
+        }
+    } else if (keep && !save_input(c, buf + used, keep, st)) { /* the only copy of input */
+        conn_close(w, c);
+        return;
+    }
+    conn_events(w, c);
+}
+
+/* Goes on with the requests waiting in c->in, if any. */
+static void resume(struct worker *w, struct conn *c)
+{
+    if (c->in && c->in->len)
+        pump(w, c, c->in->data, c->in->len, &c->in->st);
+    else
+        conn_events(w, c);
+}
+
+static void on_readable(struct worker *w, struct conn *c)
+{
+    ssize_t n;
+    if (SQ_LIKELY(!c->in)) {
+        n = read(c->io.fd, w->rbuf, RBUF_SIZE);
+        if (SQ_LIKELY(n > 0)) {
+            pump(w, c, w->rbuf, (size_t)n, NULL);
+            return;
+        }
+    } else {
+        if (!grow_input(c)) {
+            /* a request this large passed every cap (chunked overhead): refuse it */
+            drop_input(c);
+            error_answer(w, c, 413);
+            pump(w, c, w->rbuf, 0, NULL);
+            return;
+        }
+        struct inbuf *b = c->in;
+        n = read(c->io.fd, b->data + b->len, b->cap - b->len);
+        if (n > 0) {
+            b->len += (uint32_t)n;
+            pump(w, c, b->data, b->len, &b->st);
+            return;
+        }
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    conn_close(w, c); /* EOF or error: nothing is pending in this state */
+}
+
+static void on_writable(struct worker *w, struct conn *c)
+{
+    struct outq *q = c->out;
+    struct view v = {q->data + q->off, q->len - q->off, q->fill,
+                     q->fill_len,      q->fill_off,     q->fill_left};
+    int rc = view_send(c->io.fd, &v);
+    if (rc == -EAGAIN) {
+        q->off = q->len - v.len;
+        q->fill_off = v.fill_off;
+        q->fill_left = v.fill_left;
+        return;
+    }
+    if (rc < 0) {
+        conn_close(w, c);
+        return;
+    }
+    free(q);
+    c->out = NULL;
+    if (c->flags & F_CLOSE)
+        conn_finish(w, c);
+    else if (c->flags & F_DEFER)
+        conn_events(w, c);
+    else
+        resume(w, c);
+}
+
+static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
+{
+    SQ_UNUSED(loop);
+    SQ_UNUSED(rev);
+    struct conn *c = SQ_CONTAINER_OF(io, struct conn, io);
+    struct worker *w = c->w;
+    if (SQ_UNLIKELY(c->flags & F_LINGER))
+        linger_drain(w, c);
+    else if (c->out)
+        on_writable(w, c);
+    else if (SQ_UNLIKELY(c->flags & F_DEFER))
+        conn_close(w, c); /* only EPOLLERR/EPOLLHUP reach a parked connection: the peer left */
+    else
+        on_readable(w, c);
+}
+
+/* Appends the batch to a pending c->out (which has no fill tail: see the file comment). */
+static bool out_append(struct worker *w, struct conn *c)
+{
+    struct outq *q = c->out;
+    size_t rest = q->len - q->off;
+    if (q->off) {
+        memmove(q->data, q->data + q->off, rest);
+        q->off = 0;
+        q->len = rest;
+    }
+    if (rest + w->olen > q->cap) {
+        q = realloc(q, sizeof(*q) + rest + w->olen);
+        if (!q)
+            return false;
+        q->cap = rest + w->olen;
+        c->out = q;
+    }
+    memcpy(q->data + q->len, w->ob, w->olen);
+    q->len += w->olen;
+    w->olen = 0;
+    return true;
+}
+
+static void on_timer(struct sq_loop *loop, struct sq_timer *t)
+{
+    SQ_UNUSED(loop);
+    struct conn *c = SQ_CONTAINER_OF(t, struct conn, timer);
+    struct worker *w = c->w;
+    if (c->flags & F_LINGER) {
+        conn_close(w, c);
+        return;
+    }
+    if (!(c->flags & F_DEFER))
+        return;
+    c->flags &= (uint8_t)~F_DEFER;
+    int conn_hdr = (c->d_flags & DF_CLOSE) ? CONN_HDR_CLOSE
+                   : (c->d_flags & DF_KA)  ? CONN_HDR_KA
+                                           : CONN_HDR_NONE;
+    struct sq_server_resp r = {.status = c->d_status,
+                               .content_type = c->d_ctype,
+                               .body = c->d_body,
+                               .body_len = c->d_body_len};
+    if (!render(w, &r, c->d_flags & DF_HEAD, conn_hdr)) {
+        conn_close(w, c);
+        return;
+    }
+    if (c->out) {
+        if (!out_append(w, c)) { /* c->out is already waiting for EPOLLOUT */
+            conn_close(w, c);
+            return;
+        }
+    } else if (batch_flush(w, c) < 0) {
+        conn_close(w, c);
+        return;
+    }
+    if (c->d_flags & DF_CLOSE) {
+        c->flags |= F_CLOSE;
+        if (c->in)
+            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
+        drop_input(c);
+        if (c->out)
+            conn_events(w, c);
+        else
+            conn_finish(w, c);
+        return;
+    }
+    if (c->out)
+        conn_events(w, c);
+    else
+        resume(w, c);
+}
+
+/* ---- accepting ---- */
+
+/* Out of fds or memory: stop accepting for a moment (level-triggered, a backlog left unread
+ * would wake the loop at once, for ever). */
+static void accept_pause(struct sq_loop *loop, struct worker *w)
+{
+    if (sq_timer_start(loop, &w->accept_timer, sq_loop_now(loop) + ACCEPT_PAUSE_NS) < 0)
+        return; /* no timer memory: keep accepting rather than stop for good */
+    if (sq_io_modify(loop, &w->lio, 0) < 0)
+        sq_timer_stop(loop, &w->accept_timer);
+}
+
+static void on_accept_resume(struct sq_loop *loop, struct sq_timer *t)
+{
+    struct worker *w = SQ_CONTAINER_OF(t, struct worker, accept_timer);
+    if (sq_io_modify(loop, &w->lio, EPOLLIN) < 0)
+        accept_pause(loop, w); /* try again later */
+}
+
+static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
+{
+    SQ_UNUSED(rev);
+    struct worker *w = SQ_CONTAINER_OF(io, struct worker, lio);
+    for (int i = 0; i < ACCEPT_BURST; i++) {
+        int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                accept_pause(loop, w);
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        struct conn *c = conn_get(w);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->w = w;
+        c->in = NULL;
+        c->out = NULL;
+        c->flags = 0;
+        sq_timer_init(&c->timer, on_timer);
+        if (sq_io_start(loop, &c->io, fd, EPOLLIN, on_conn) < 0) {
+            close(fd);
+            c->io.fd = -1;
+            c->next_free = w->free_conns;
+            w->free_conns = c;
+            continue;
+        }
+        BUMP(w->cnt.accepted);
+    }
+}
+
+static void on_stop(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
+{
+    /* Nothing to do: the worker checks the flag after every round. The eventfd is not read so
+     * that every worker sees it readable. */
+    SQ_UNUSED(loop);
+    SQ_UNUSED(io);
+    SQ_UNUSED(rev);
+}
+
+/* ---- workers ---- */
+
+static void worker_close_all(struct worker *w)
+{
+    for (struct slab *s = w->slabs; s; s = s->next) {
+        for (int i = 0; i < SLAB_CONNS; i++) {
+            struct conn *c = &s->c[i];
+            if (c->io.fd < 0)
+                continue;
+            close(c->io.fd);
+            c->io.fd = -1;
+            free(c->in);
+            free(c->out);
+            c->in = NULL;
+            c->out = NULL;
+        }
+    }
+    if (w->lfd >= 0) {
+        close(w->lfd);
+        w->lfd = -1;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    while (!atomic_load_explicit(&w->srv->stopping, memory_order_acquire)) {
+        if (sq_loop_run_once(w->loop, -1) < 0)
+            break;
+    }
+    worker_close_all(w);
+    return NULL;
+}
+
+static void worker_free(struct worker *w)
+{
+    if (!w)
+        return;
+    worker_close_all(w);
+    while (w->slabs) {
+        struct slab *s = w->slabs;
+        w->slabs = s->next;
+        free(s);
+    }
+    sq_loop_free(w->loop);
+    free(w->rbuf);
+    free(w->ob);
+    free(w);
+}
+
+static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int backlog,
+                      struct worker **out)
+{
+    size_t size = (sizeof(struct worker) + 63) & ~(size_t)63;
+    struct worker *w = aligned_alloc(64, size);
+    if (!w)
+        return -ENOMEM;
+    memset(w, 0, size);
+    w->srv = s;
+    w->idx = idx;
+    w->lfd = -1;
+    w->lim.max_head_bytes = SQ_SERVER_MAX_HEAD;
+    w->lim.max_headers = SQ_SERVER_MAX_HEADERS;
+    sq_timer_init(&w->accept_timer, on_accept_resume);
+    int rc = sq_loop_new(&w->loop);
+    if (rc < 0) {
+        worker_free(w);
+        return rc;
+    }
+    w->rbuf = malloc(RBUF_SIZE);
+    w->ob = malloc(OB_INIT);
+    w->ocap = OB_INIT;
+    if (!w->rbuf || !w->ob) {
+        worker_free(w);
+        return -ENOMEM;
+    }
+    w->lfd = sq_listen(a, true, backlog);
+    if (w->lfd < 0) {
+        rc = w->lfd;
+        w->lfd = -1;
+        worker_free(w);
+        return rc;
+    }
+    if ((rc = sq_io_start(w->loop, &w->lio, w->lfd, EPOLLIN, on_accept)) < 0 ||
+        (rc = sq_io_start(w->loop, &w->stop_io, s->efd, EPOLLIN, on_stop)) < 0) {
+        worker_free(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+static void set_port(struct sq_addr *a, uint16_t port)
+{
+    if (a->ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&a->ss)->sin6_port = htons(port);
+    else
+        ((struct sockaddr_in *)&a->ss)->sin_port = htons(port);
+}
+
+/* SO_REUSEPORT would let a second server (same user) join a port that is already serving and
+ * silently take half its connections. A plain bind first tells "in use" apart. */
+static int probe_port(const struct sq_addr *a)
+{
+    int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+    if (fd < 0)
+        return -errno;
+    int one = 1, rc = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)); /* TIME_WAIT is no conflict */
+    if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, const char **why)
+{
+    if (why)
+        *why = NULL;
+    if (!cfg || !cfg->handler || cfg->threads < 1 || cfg->threads > 4096)
+        return -EINVAL;
+    struct sq_addr addr;
+    const char *rwhy = NULL;
+    int rc = sq_resolve(cfg->host ? cfg->host : "127.0.0.1", cfg->port, &addr, 1, &rwhy);
+    if (rc < 0) {
+        if (why)
+            *why = rwhy;
+        return rc;
+    }
+    if (cfg->port != 0 && (rc = probe_port(&addr)) < 0)
+        return rc;
+    struct sq_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->handler = cfg->handler;
+    s->ud = cfg->ud;
+    s->joined = true; /* nothing to join yet */
+    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->w = calloc((size_t)cfg->threads, sizeof(*s->w));
+    if (s->efd < 0 || !s->w) {
+        rc = s->efd < 0 ? -errno : -ENOMEM;
+        goto fail;
+    }
+    int backlog = cfg->backlog > 0 ? cfg->backlog : 1024;
+    for (int i = 0; i < cfg->threads; i++) {
+        if ((rc = worker_new(s, i, &addr, backlog, &s->w[i])) < 0)
+            goto fail;
+        s->nworkers = i + 1;
+        if (i == 0) {
+            s->port = sq_sock_port(s->w[0]->lfd);
+            set_port(&addr, s->port); /* the rest share the port the first one got */
+        }
+    }
+    /* Workers block the stop signals so the caller's thread takes them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    s->joined = false;
+    for (int i = 0; i < s->nworkers; i++) {
+        rc = -pthread_create(&s->w[i]->thr, NULL, worker_main, s->w[i]);
+        if (rc < 0)
+            break;
+        s->w[i]->started = true;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc < 0)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    sq_server_free(s);
+    return rc;
+}
+
+uint16_t sq_server_port(const struct sq_server *s)
+{
+    return s->port;
+}
+
+int sq_server_threads(const struct sq_server *s)
+{
+    return s->nworkers;
+}
+
+void sq_server_stop(struct sq_server *s)
+{
+    atomic_store_explicit(&s->stopping, 1, memory_order_release);
+    if (s->efd >= 0) {
+        uint64_t one = 1;
+        ssize_t r = write(s->efd, &one, sizeof(one));
+        SQ_UNUSED(r); /* EAGAIN: the counter is already non-zero, which is all we need */
+    }
+}
+
+void sq_server_wait(struct sq_server *s)
+{
+    if (s->joined)
+        return;
+    for (int i = 0; i < s->nworkers; i++) {
+        if (s->w[i]->started) {
+            pthread_join(s->w[i]->thr, NULL);
+            s->w[i]->started = false;
+        }
+    }
+    s->joined = true;
+}
+
+void sq_server_free(struct sq_server *s)
+{
+    if (!s)
+        return;
+    sq_server_stop(s);
+    sq_server_wait(s);
+    if (s->w)
+        for (int i = 0; i < s->nworkers; i++)
+            worker_free(s->w[i]);
+    free(s->w);
+    if (s->efd >= 0)
+        close(s->efd);
+    free(s);
+}
+
+void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < s->nworkers; i++) {
+        const struct counters *c = &s->w[i]->cnt;
+        out->accepted += atomic_load_explicit(&c->accepted, memory_order_relaxed);
+        out->requests += atomic_load_explicit(&c->requests, memory_order_relaxed);
+        out->bad_req += atomic_load_explicit(&c->bad_req, memory_order_relaxed);
+        out->too_large += atomic_load_explicit(&c->too_large, memory_order_relaxed);
+        out->head_big += atomic_load_explicit(&c->head_big, memory_order_relaxed);
+    }
+}

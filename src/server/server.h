@@ -1,0 +1,117 @@
+/* server/server.h - a small HTTP/1.1 server core: one thread and one epoll loop per worker.
+ *
+ * Each worker owns a SO_REUSEPORT listener on the shared port, its connections, a read buffer
+ * and an output buffer; nothing is shared between workers on the request path. Requests are
+ * parsed with http/h1, handed to one handler callback, and answered strictly in order
+ * (pipelining included). The server itself answers malformed input (400), oversized heads or too
+ * many headers (431) and oversized bodies (413), counts them and closes the connection after.
+ *
+ * Threads: sq_server_start() spawns the workers; the handler runs on a worker thread and may only
+ * touch that worker's state (req->worker says which). sq_server_stop() is async-signal-safe.
+ */
+#ifndef SQ_SERVER_SERVER_H
+#define SQ_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "http/h1.h"
+
+#define SQ_SERVER_MAX_HEAD     (8 * 1024)    /* request line + headers; larger: 431 */
+#define SQ_SERVER_MAX_HEADERS  64            /* more: 431 */
+#define SQ_SERVER_MAX_BODY     (1024 * 1024) /* decoded request body; larger: 413 */
+#define SQ_SERVER_MAX_DELAY_NS (60LL * 1000 * 1000 * 1000)
+
+struct sq_server; /* opaque; sq_server_start creates it */
+
+/* A complete request. Every pointer is borrowed and valid only during the handler call. */
+struct sq_server_req {
+    const char *method;
+    size_t method_len;
+    const char *path; /* the request-target as sent (query included) */
+    size_t path_len;
+    int minor_version;                  /* HTTP/1.<minor> */
+    const struct sq_h1_header *headers; /* spans into the server's buffers */
+    size_t num_headers;
+    const char *body; /* decoded (de-chunked) body, or NULL when empty */
+    size_t body_len;
+    bool head;       /* the method is HEAD: the server drops the body it renders */
+    bool keep_alive; /* the connection stays open after this response unless resp->close */
+    int worker;      /* index of the worker thread running the handler, 0..threads-1 */
+    struct sq_server *server;
+};
+
+/* What the handler answers (the server hands it zeroed). The server writes the status line,
+ * Content-Length (not for 204/304), Content-Type when set, the handler's extra header lines,
+ * and "Connection: close" / "Connection: keep-alive" when needed; nothing else. */
+struct sq_server_resp {
+    int status;               /* 200..999; 0 means 200 (a 1xx is not final: sent as 500) */
+    const char *content_type; /* NULL: no Content-Type header */
+    const char *headers;      /* more header lines, each ending in CRLF, copied verbatim */
+    size_t headers_len;
+    const char *body; /* copied before the handler's caller returns, unless delay_ns */
+    size_t body_len;
+    /* A streamed tail after body: fill_total bytes taken cyclically from fill[0..fill_len), which
+     * must stay valid (and unchanged) for the life of the server. Large payloads are written
+     * from it piece by piece, never copied whole. */
+    const char *fill;
+    size_t fill_len;
+    uint64_t fill_total;
+    bool close; /* close the connection after this response */
+    /* > 0: "answer later". The server parks the connection (later pipelined requests wait) and
+     * sends this response when a loop timer fires delay_ns from now (capped at
+     * SQ_SERVER_MAX_DELAY_NS). body and content_type then must stay valid until sent (static
+     * storage); a response with a fill tail or extra headers is not parked but sent at once. */
+    int64_t delay_ns;
+};
+
+/* Called on a worker thread for each complete request, in order per connection. */
+typedef void (*sq_server_handler)(void *ud, const struct sq_server_req *req,
+                                  struct sq_server_resp *resp);
+
+struct sq_server_config {
+    const char *host; /* numeric address or name; NULL means 127.0.0.1 */
+    uint16_t port;    /* 0: any free port (the first listener picks it, the rest share it) */
+    int threads;      /* >= 1 */
+    int backlog;      /* 0: 1024 */
+    sq_server_handler handler;
+    void *ud;
+};
+
+/* Counts kept by the server itself, summed over workers (each worker writes only its own). */
+struct sq_server_counts {
+    uint64_t accepted;  /* connections accepted */
+    uint64_t requests;  /* requests handed to the handler */
+    uint64_t bad_req;   /* 400: malformed */
+    uint64_t too_large; /* 413: body over SQ_SERVER_MAX_BODY */
+    uint64_t head_big;  /* 431: head over SQ_SERVER_MAX_HEAD or too many headers */
+};
+
+/* Binds every listener, then starts the worker threads. Returns 0, -errno (bind, listen, thread
+ * creation), -SQ_ERESOLVE (with *why set, may be NULL) or -EINVAL (bad config). Nothing is left
+ * running on error. */
+SQ_MUST_CHECK int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out,
+                                  const char **why);
+/* The port every listener is bound to. */
+uint16_t sq_server_port(const struct sq_server *s);
+/* Number of worker threads. */
+int sq_server_threads(const struct sq_server *s);
+/* Asks every worker to close its connections and exit. Async-signal-safe; idempotent. */
+void sq_server_stop(struct sq_server *s);
+/* Waits for every worker to exit (after sq_server_stop). */
+void sq_server_wait(struct sq_server *s);
+/* Stops, waits, and frees the server. NULL is a no-op. */
+void sq_server_free(struct sq_server *s);
+
+/* Sums the per-worker counts (relaxed loads: a live, untorn-per-field view). Any thread. */
+void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out);
+
+/* Finds a header by name, case-insensitively. Returns it or NULL. */
+const struct sq_h1_header *sq_server_req_header(const struct sq_server_req *req, const char *name);
+
+/* The reason phrase for a status code ("" for codes without one). */
+const char *sq_server_reason(int status);
+
+#endif

@@ -1,0 +1,602 @@
+/* target/target.c - the endpoints of `squall target` (docs/target.md), on top of server/.
+ *
+ * Every handler call runs on a worker thread and touches only that worker's shard and scratch
+ * buffer. /bytes/N never allocates N: it hands the server a shared 64 KiB block, filled once
+ * with a period-64 pattern (byte i of any body is PATTERN[i % 64]), to write cyclically.
+ * /delay/MS asks the server to answer later (a loop timer, never a sleep).
+ */
+#include "target/target.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "server/server.h"
+
+#define BLOCK_SIZE   (64 * 1024)
+#define SCRATCH_KEEP (1024 * 1024) /* a scratch buffer grown past this shrinks on the next use */
+
+static const char PATTERN[65] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static char block[BLOCK_SIZE];
+static pthread_once_t block_once = PTHREAD_ONCE_INIT;
+
+static void block_fill(void)
+{
+    for (size_t i = 0; i < BLOCK_SIZE; i++)
+        block[i] = PATTERN[i % 64];
+}
+
+/* ---- counters ---- */
+
+struct shard {
+    _Alignas(64) _Atomic uint64_t v[SQ_TARGET_EP__COUNT];
+};
+
+struct sq_target_counters {
+    int n;
+    struct shard *shards;
+    _Alignas(64) _Atomic uint64_t base[SQ_TARGET_NCOUNTERS];
+};
+
+struct sq_target_counters *sq_target_counters_new(int nshards)
+{
+    if (nshards < 1)
+        return NULL;
+    struct sq_target_counters *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    size_t size = (size_t)nshards * sizeof(struct shard);
+    c->shards = aligned_alloc(_Alignof(struct shard), size);
+    if (!c->shards) {
+        free(c);
+        return NULL;
+    }
+    memset(c->shards, 0, size);
+    c->n = nshards;
+    return c;
+}
+
+void sq_target_counters_free(struct sq_target_counters *c)
+{
+    if (!c)
+        return;
+    free(c->shards);
+    free(c);
+}
+
+void sq_target_counters_bump(struct sq_target_counters *c, int s, int i)
+{
+    _Atomic uint64_t *p = &c->shards[s].v[i];
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+uint64_t sq_target_counters_sum(const struct sq_target_counters *c, int i)
+{
+    uint64_t sum = 0;
+    if (i < 0 || i >= SQ_TARGET_EP__COUNT)
+        return 0;
+    for (int s = 0; s < c->n; s++)
+        sum += atomic_load_explicit(&c->shards[s].v[i], memory_order_relaxed);
+    return sum;
+}
+
+static uint64_t raw_value(const struct sq_target_counters *c, const uint64_t extra[4], int i)
+{
+    if (i < SQ_TARGET_EP__COUNT)
+        return sq_target_counters_sum(c, i);
+    return extra ? extra[i - SQ_TARGET_EP__COUNT] : 0;
+}
+
+void sq_target_counters_read(const struct sq_target_counters *c, const uint64_t extra[4],
+                             uint64_t *out)
+{
+    for (int i = 0; i < SQ_TARGET_NCOUNTERS; i++) {
+        uint64_t v = raw_value(c, extra, i);
+        uint64_t b = atomic_load_explicit(&c->base[i], memory_order_relaxed);
+        out[i] = v > b ? v - b : 0;
+    }
+}
+
+void sq_target_counters_reset(struct sq_target_counters *c, const uint64_t extra[4])
+{
+    for (int i = 0; i < SQ_TARGET_NCOUNTERS; i++)
+        atomic_store_explicit(&c->base[i], raw_value(c, extra, i), memory_order_relaxed);
+}
+
+/* ---- text helpers ---- */
+
+static const char *const ep_names[] = {
+#define SQ_TARGET_EP_STR(name, str) str,
+    SQ_TARGET_ENDPOINTS(SQ_TARGET_EP_STR)
+#undef SQ_TARGET_EP_STR
+};
+
+const char *sq_target_ep_name(enum sq_target_ep ep)
+{
+    if (ep == SQ_TARGET_EP_STATS_RESET)
+        ep = SQ_TARGET_EP_STATS;
+    return (unsigned)ep < SQ_ARRAY_LEN(ep_names) ? ep_names[ep] : "?";
+}
+
+bool sq_target_parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+    if (n == 0 || n > 19)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Length of the valid UTF-8 sequence at s[0, n), or 0 when the bytes there are not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    unsigned cp = c & (0x7f >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+bool sq_target_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = utf8_seq(p + i, n - i);
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+size_t sq_target_json_escape(char *out, size_t cap, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+#define EMIT(ch)                                                                                   \
+    do {                                                                                           \
+        if (o < cap)                                                                               \
+            out[o] = (char)(ch);                                                                   \
+        o++;                                                                                       \
+    } while (0)
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            EMIT(c);
+            i++;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_seq(p + i, n - i);
+            if (k) {
+                for (size_t j = 0; j < k; j++)
+                    EMIT(p[i + j]);
+                i += k;
+                continue;
+            }
+        }
+        EMIT('\\');
+        switch (c) {
+        case '"':
+            EMIT('"');
+            break;
+        case '\\':
+            EMIT('\\');
+            break;
+        case '\n':
+            EMIT('n');
+            break;
+        case '\r':
+            EMIT('r');
+            break;
+        case '\t':
+            EMIT('t');
+            break;
+        case '\b':
+            EMIT('b');
+            break;
+        case '\f':
+            EMIT('f');
+            break;
+        default:
+            EMIT('u');
+            EMIT('0');
+            EMIT('0');
+            EMIT(hex[c >> 4]);
+            EMIT(hex[c & 15]);
+        }
+        i++;
+    }
+#undef EMIT
+    return o;
+}
+
+size_t sq_target_base64(char *out, const char *s, size_t n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0, i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = tab[(v >> 6) & 63];
+        out[o++] = tab[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    return o;
+}
+
+/* ---- routing ---- */
+
+static bool eq(const char *s, size_t n, const char *lit)
+{
+    size_t k = strlen(lit);
+    return n == k && memcmp(s, lit, k) == 0;
+}
+
+static bool prefix(const char *s, size_t n, const char *lit, size_t *k)
+{
+    *k = strlen(lit);
+    return n >= *k && memcmp(s, lit, *k) == 0;
+}
+
+struct sq_target_route sq_target_route(const char *method, size_t method_len, const char *path,
+                                       size_t path_len)
+{
+    struct sq_target_route r = {.ep = SQ_TARGET_EP_NOT_FOUND};
+    size_t k;
+    /* absolute-form ("http://host:port/fast", RFC 9112 3.2.2): route on its path */
+    if ((prefix(path, path_len, "http://", &k) || prefix(path, path_len, "https://", &k))) {
+        const char *slash = memchr(path + k, '/', path_len - k);
+        if (!slash)
+            return r;
+        path_len -= (size_t)(slash - path);
+        path = slash;
+    }
+    const char *q = memchr(path, '?', path_len);
+    size_t n = q ? (size_t)(q - path) : path_len;
+    if (n < 2 || path[0] != '/')
+        return r;
+    switch (path[1]) {
+    case 'f':
+        if (eq(path, n, "/fast"))
+            r.ep = SQ_TARGET_EP_FAST;
+        break;
+    case 'o':
+        if (eq(path, n, "/ok"))
+            r.ep = SQ_TARGET_EP_OK;
+        break;
+    case 'e':
+        if (eq(path, n, "/echo"))
+            r.ep = SQ_TARGET_EP_ECHO;
+        break;
+    case 'b':
+        if (prefix(path, n, "/bytes/", &k)) {
+            r.ep = SQ_TARGET_EP_BYTES;
+            r.bad_arg = !sq_target_parse_u64(path + k, n - k, SQ_TARGET_MAX_BYTES, &r.arg);
+        }
+        break;
+    case 'd':
+        if (prefix(path, n, "/delay/", &k)) {
+            r.ep = SQ_TARGET_EP_DELAY;
+            r.bad_arg = !sq_target_parse_u64(path + k, n - k, SQ_TARGET_MAX_DELAY_MS, &r.arg);
+        }
+        break;
+    case 's':
+        if (prefix(path, n, "/status/", &k)) {
+            r.ep = SQ_TARGET_EP_STATUS;
+            r.bad_arg = n - k != 3 || !sq_target_parse_u64(path + k, 3, 599, &r.arg) ||
+                        r.arg < 200; /* 1xx cannot be a final answer */
+        } else if (eq(path, n, "/stats")) {
+            if (eq(method, method_len, "GET") || eq(method, method_len, "HEAD"))
+                r.ep = SQ_TARGET_EP_STATS;
+        } else if (eq(path, n, "/stats/reset")) {
+            if (eq(method, method_len, "POST"))
+                r.ep = SQ_TARGET_EP_STATS_RESET;
+        }
+        break;
+    }
+    return r;
+}
+
+/* ---- the target ---- */
+
+struct scratch {
+    _Alignas(64) char *p;
+    size_t cap;
+};
+
+struct sq_target {
+    struct sq_server *srv;
+    struct sq_target_counters *cnt;
+    struct scratch *scr; /* one per worker */
+    int threads;
+    int64_t start_ns;
+    _Atomic int64_t reset_ns;
+};
+
+static char *scratch_get(struct scratch *s, size_t need)
+{
+    if (s->cap >= need && (s->cap <= SCRATCH_KEEP || need > SCRATCH_KEEP / 4))
+        return s->p;
+    char *p = realloc(s->p, need < 4096 ? 4096 : need);
+    if (!p)
+        return NULL;
+    s->p = p;
+    s->cap = need < 4096 ? 4096 : need;
+    return p;
+}
+
+static void server_extra(const struct sq_server *srv, uint64_t extra[4])
+{
+    struct sq_server_counts sc;
+    sq_server_counts(srv, &sc);
+    extra[0] = sc.accepted;
+    extra[1] = sc.bad_req;
+    extra[2] = sc.too_large;
+    extra[3] = sc.head_big;
+}
+
+static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
+                         struct sq_server_resp *resp)
+{
+    uint64_t extra[4], v[SQ_TARGET_NCOUNTERS];
+    server_extra(req->server, extra);
+    sq_target_counters_read(t->cnt, extra, v);
+    uint64_t total = 0;
+    for (int i = 0; i < SQ_TARGET_EP__COUNT; i++)
+        total += v[i];
+    char *o = scratch_get(&t->scr[req->worker], 1024);
+    if (!o) {
+        resp->status = 500;
+        return;
+    }
+    int64_t now = sq_now_ns();
+    int64_t since = atomic_load_explicit(&t->reset_ns, memory_order_relaxed);
+    size_t len = 0, cap = 1024;
+    len += (size_t)snprintf(o + len, cap - len, "{\"requests\":%llu,\"endpoints\":{",
+                            (unsigned long long)total);
+    for (int i = 0; i < SQ_TARGET_EP__COUNT; i++)
+        len += (size_t)snprintf(o + len, cap - len, "%s\"%s\":%llu", i ? "," : "",
+                                sq_target_ep_name((enum sq_target_ep)i), (unsigned long long)v[i]);
+    len += (size_t)snprintf(
+        o + len, cap - len,
+        "},\"errors\":{\"400\":%llu,\"413\":%llu,\"431\":%llu},\"connections\":%llu,"
+        "\"threads\":%d,\"uptime_s\":%.3f,\"since_reset_s\":%.3f}\n",
+        (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
+        (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_ACCEPTED],
+        t->threads, (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9);
+    resp->content_type = "application/json";
+    resp->body = o;
+    resp->body_len = len;
+}
+
+/* Appends a JSON string (quoted) for s[0, n) at o + *len; the caller reserved 6n + 2 bytes. */
+static void put_json_str(char *o, size_t *len, const char *s, size_t n)
+{
+    o[(*len)++] = '"';
+    *len += sq_target_json_escape(o + *len, 6 * n, s, n);
+    o[(*len)++] = '"';
+}
+
+static void put_lit(char *o, size_t *len, const char *lit)
+{
+    size_t k = strlen(lit);
+    memcpy(o + *len, lit, k);
+    *len += k;
+}
+
+static void answer_echo(struct sq_target *t, const struct sq_server_req *req,
+                        struct sq_server_resp *resp)
+{
+    bool utf8 = sq_target_utf8_valid(req->body, req->body_len);
+    size_t need = 256 + 6 * (req->method_len + req->path_len) +
+                  (utf8 ? 6 * req->body_len : 4 * (req->body_len / 3 + 1));
+    for (size_t i = 0; i < req->num_headers; i++)
+        need += 16 + 6 * (req->headers[i].name_len + req->headers[i].value_len);
+    char *o = scratch_get(&t->scr[req->worker], need);
+    if (!o) {
+        resp->status = 500;
+        return;
+    }
+    size_t len = 0;
+    put_lit(o, &len, "{\"method\":");
+    put_json_str(o, &len, req->method, req->method_len);
+    put_lit(o, &len, ",\"path\":");
+    put_json_str(o, &len, req->path, req->path_len);
+    put_lit(o, &len,
+            req->minor_version == 0 ? ",\"version\":\"HTTP/1.0\",\"headers\":["
+                                    : ",\"version\":\"HTTP/1.1\",\"headers\":[");
+    for (size_t i = 0; i < req->num_headers; i++) {
+        const struct sq_h1_header *h = &req->headers[i];
+        put_lit(o, &len, i ? ",[" : "[");
+        put_json_str(o, &len, h->name, h->name_len);
+        o[len++] = ',';
+        put_json_str(o, &len, h->value, h->value_len);
+        o[len++] = ']';
+    }
+    if (utf8) {
+        put_lit(o, &len, "],\"body\":");
+        put_json_str(o, &len, req->body ? req->body : "", req->body_len);
+    } else {
+        put_lit(o, &len, "],\"body_base64\":\"");
+        len += sq_target_base64(o + len, req->body, req->body_len);
+        o[len++] = '"';
+    }
+    len += (size_t)snprintf(o + len, 64, ",\"body_len\":%zu}\n", req->body_len);
+    resp->content_type = "application/json";
+    resp->body = o;
+    resp->body_len = len;
+}
+
+static void handle(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    struct sq_target *t = ud;
+    struct sq_target_route r =
+        sq_target_route(req->method, req->method_len, req->path, req->path_len);
+    int ep = r.ep == SQ_TARGET_EP_STATS_RESET ? SQ_TARGET_EP_STATS : (int)r.ep;
+    if (r.bad_arg) {
+        resp->status = 400;
+        sq_target_counters_bump(t->cnt, req->worker, ep);
+        return;
+    }
+    switch (r.ep) {
+    case SQ_TARGET_EP_FAST:
+        resp->content_type = "text/plain";
+        resp->body = "hello world";
+        resp->body_len = 11;
+        break;
+    case SQ_TARGET_EP_OK:
+        break;
+    case SQ_TARGET_EP_BYTES:
+        resp->content_type = "application/octet-stream";
+        resp->fill = block;
+        resp->fill_len = BLOCK_SIZE;
+        resp->fill_total = r.arg;
+        break;
+    case SQ_TARGET_EP_DELAY:
+        resp->delay_ns = (int64_t)r.arg * SQ_NS_PER_MS;
+        break;
+    case SQ_TARGET_EP_STATUS:
+        resp->status = (int)r.arg;
+        break;
+    case SQ_TARGET_EP_ECHO:
+        answer_echo(t, req, resp);
+        break;
+    case SQ_TARGET_EP_STATS:
+        /* rendered before this request is counted: a /stats read does not count itself */
+        answer_stats(t, req, resp);
+        break;
+    case SQ_TARGET_EP_STATS_RESET: {
+        /* counted before the baseline is taken: the reset does not show up after it */
+        sq_target_counters_bump(t->cnt, req->worker, ep);
+        uint64_t extra[4];
+        server_extra(req->server, extra);
+        sq_target_counters_reset(t->cnt, extra);
+        atomic_store_explicit(&t->reset_ns, sq_now_ns(), memory_order_relaxed);
+        resp->content_type = "application/json";
+        resp->body = "{\"reset\":true}\n";
+        resp->body_len = strlen(resp->body);
+        return;
+    }
+    default:
+        resp->status = 404;
+        break;
+    }
+    sq_target_counters_bump(t->cnt, req->worker, ep);
+}
+
+int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, const char **why)
+{
+    if (why)
+        *why = NULL;
+    if (!cfg || cfg->threads < 1)
+        return -EINVAL;
+    pthread_once(&block_once, block_fill);
+    struct sq_target *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->threads = cfg->threads;
+    t->start_ns = sq_now_ns();
+    atomic_store(&t->reset_ns, t->start_ns);
+    t->cnt = sq_target_counters_new(cfg->threads);
+    t->scr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct scratch));
+    if (!t->cnt || !t->scr) {
+        sq_target_free(t);
+        return -ENOMEM;
+    }
+    memset(t->scr, 0, (size_t)cfg->threads * sizeof(struct scratch));
+    struct sq_server_config sc = {
+        .host = cfg->host,
+        .port = cfg->port,
+        .threads = cfg->threads,
+        .handler = handle,
+        .ud = t,
+    };
+    int rc = sq_server_start(&sc, &t->srv, why);
+    if (rc < 0) {
+        sq_target_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+uint16_t sq_target_port(const struct sq_target *t)
+{
+    return sq_server_port(t->srv);
+}
+
+void sq_target_stop(struct sq_target *t)
+{
+    if (t->srv)
+        sq_server_stop(t->srv);
+}
+
+void sq_target_wait(struct sq_target *t)
+{
+    if (t->srv)
+        sq_server_wait(t->srv);
+}
+
+void sq_target_free(struct sq_target *t)
+{
+    if (!t)
+        return;
+    sq_server_free(t->srv);
+    if (t->scr)
+        for (int i = 0; i < t->threads; i++)
+            free(t->scr[i].p);
+    free(t->scr);
+    sq_target_counters_free(t->cnt);
+    free(t);
+}

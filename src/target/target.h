@@ -1,0 +1,117 @@
+/* target/target.h - `squall target`: the built-in test server's endpoints and counters.
+ *
+ * Endpoints (docs/target.md): /fast, /ok, /bytes/N, /delay/MS, /status/CODE, /echo,
+ * GET /stats, POST /stats/reset; anything else is 404. Each worker counts into its own shard
+ * (relaxed atomic stores by the owner only); /stats sums the shards with relaxed loads and
+ * subtracts a baseline that /stats/reset stores. No lock and no shared cache line per request.
+ */
+#ifndef SQ_TARGET_TARGET_H
+#define SQ_TARGET_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define SQ_TARGET_MAX_BYTES    (64ULL * 1024 * 1024) /* /bytes/N: N at most 64 MiB */
+#define SQ_TARGET_MAX_DELAY_MS 60000ULL              /* /delay/MS: at most 60 s */
+
+struct sq_target; /* opaque; sq_target_start creates it */
+
+struct sq_target_config {
+    const char *host; /* NULL: 127.0.0.1 */
+    uint16_t port;    /* 0: any free port */
+    int threads;      /* >= 1 */
+};
+
+/* Binds and starts the workers. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */
+SQ_MUST_CHECK int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out,
+                                  const char **why);
+uint16_t sq_target_port(const struct sq_target *t);
+/* Asks the workers to close every connection and exit. Async-signal-safe; idempotent. */
+void sq_target_stop(struct sq_target *t);
+/* Waits until every worker has exited (after sq_target_stop). */
+void sq_target_wait(struct sq_target *t);
+/* Stops, waits and frees. NULL is a no-op. */
+void sq_target_free(struct sq_target *t);
+
+/* ---- counters and routing (exposed for tests) ---- */
+
+/* The endpoints /stats reports, in its order. */
+#define SQ_TARGET_ENDPOINTS(X)                                                                     \
+    X(FAST, "fast")                                                                                \
+    X(OK, "ok")                                                                                    \
+    X(BYTES, "bytes")                                                                              \
+    X(DELAY, "delay")                                                                              \
+    X(STATUS, "status")                                                                            \
+    X(ECHO, "echo")                                                                                \
+    X(STATS, "stats")                                                                              \
+    X(NOT_FOUND, "not_found")
+
+enum sq_target_ep {
+#define SQ_TARGET_EP_ENUM(name, str) SQ_TARGET_EP_##name,
+    SQ_TARGET_ENDPOINTS(SQ_TARGET_EP_ENUM)
+#undef SQ_TARGET_EP_ENUM
+        SQ_TARGET_EP__COUNT,
+    SQ_TARGET_EP_STATS_RESET = SQ_TARGET_EP__COUNT, /* routed apart, counted as STATS */
+};
+
+/* The JSON key of an endpoint ("fast", ...). */
+const char *sq_target_ep_name(enum sq_target_ep ep);
+
+/* A routed request: which endpoint, its numeric argument, and whether the argument is valid
+ * (false: the endpoint answers 400). */
+struct sq_target_route {
+    enum sq_target_ep ep;
+    uint64_t arg;
+    bool bad_arg;
+};
+
+/* Routes a request by method and request-target (origin or absolute form; the query string
+ * is ignored). */
+struct sq_target_route sq_target_route(const char *method, size_t method_len, const char *path,
+                                       size_t path_len);
+
+/* Parses s[0, n) as a decimal in [0, max] (no sign, no leading '+', at most 19 digits).
+ * Returns false on anything else. */
+bool sq_target_parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out);
+
+/* Writes s[0, n) as a JSON string body (no quotes) into out (capacity cap), escaping '"', '\\'
+ * and control bytes; valid UTF-8 passes through, any other byte becomes \u00XX. Returns the
+ * length needed; out is complete only when that is <= cap. At most 6 * n. */
+size_t sq_target_json_escape(char *out, size_t cap, const char *s, size_t n);
+
+/* True when s[0, n) is valid UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
+bool sq_target_utf8_valid(const char *s, size_t n);
+
+/* Standard base64 with padding into out (capacity >= 4 * ((n + 2) / 3)). Returns the length. */
+size_t sq_target_base64(char *out, const char *s, size_t n);
+
+/* Counter shards: one per worker plus a baseline. Each value reported is sum - baseline
+ * (never below 0: a reset that races a read shows 0, not a wrapped number). */
+#define SQ_TARGET_NCOUNTERS (SQ_TARGET_EP__COUNT + 4) /* endpoints, then the 4 below */
+enum {
+    SQ_TARGET_C_ACCEPTED = SQ_TARGET_EP__COUNT,
+    SQ_TARGET_C_400,
+    SQ_TARGET_C_413,
+    SQ_TARGET_C_431,
+};
+
+struct sq_target_counters; /* opaque */
+
+/* nshards shards, each on its own cache lines. Returns NULL when out of memory. */
+struct sq_target_counters *sq_target_counters_new(int nshards);
+void sq_target_counters_free(struct sq_target_counters *c);
+/* Adds 1 to counter i of shard s. Only the thread that owns shard s may call it. */
+void sq_target_counters_bump(struct sq_target_counters *c, int s, int i);
+/* Sums counter i over all shards (relaxed loads; any thread). */
+uint64_t sq_target_counters_sum(const struct sq_target_counters *c, int i);
+/* Fills out[SQ_TARGET_NCOUNTERS] with sums less the baseline. extra[4] are counts kept
+ * elsewhere (accepted, 400, 413, 431: the server's), added to the sums of those slots. */
+void sq_target_counters_read(const struct sq_target_counters *c, const uint64_t extra[4],
+                             uint64_t *out);
+/* Stores the current sums (with extra[4]) as the baseline. Any thread. */
+void sq_target_counters_reset(struct sq_target_counters *c, const uint64_t extra[4]);
+
+#endif

@@ -1,0 +1,182 @@
+"""Shared helpers for squall's end-to-end tests (plain python3, no third-party modules).
+
+The squall binary comes from $SQUALL (ctest sets it); every server runs on 127.0.0.1 on a port
+the kernel picks (`--port 0`), read back from the one line `squall target` prints.
+"""
+
+import http.client as httpclient
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+HOST = "127.0.0.1"
+_LISTEN_RE = re.compile(r"^squall target listening on http://(.+):(\d+)$")
+
+
+def squall_path():
+    path = os.environ.get("SQUALL")
+    if not path:
+        here = os.path.dirname(os.path.abspath(__file__))
+        for cand in ("build", "build-target"):
+            p = os.path.join(here, "..", "..", cand, "squall")
+            if os.path.exists(p):
+                return os.path.abspath(p)
+        raise RuntimeError("set SQUALL to the squall binary")
+    return path
+
+
+def start_target(*args, timeout=10.0):
+    """Runs `$SQUALL target --port 0 ARGS...`; returns (Popen, port) once it listens."""
+    proc = subprocess.Popen(
+        [squall_path(), "target", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    fd = proc.stdout.fileno()
+    line = b""
+    deadline = time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            stop(proc, kill=True)
+            raise RuntimeError("squall target printed no listening line in %.0fs" % timeout)
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            continue
+        chunk = os.read(fd, 1)
+        if not chunk:
+            rc = proc.wait(timeout=5)
+            raise RuntimeError("squall target exited (%s) before listening: %r" % (rc, line))
+        line += chunk
+    m = _LISTEN_RE.match(line.decode().strip())
+    if not m:
+        stop(proc, kill=True)
+        raise RuntimeError("unexpected first line: %r" % line)
+    return proc, int(m.group(2))
+
+
+def stop(proc, timeout=10.0, kill=False):
+    """Sends SIGTERM (SIGKILL when kill) to that process only and waits; returns its status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("squall target did not exit within %.0fs of SIGTERM" % timeout)
+    if proc.stdout:
+        proc.stdout.close()
+    return rc
+
+
+def http(port, method, path, body=None, headers=None, timeout=10.0, conn=None):
+    """One request; returns (status, {lower-case name: value}, body bytes). A new connection
+    each call unless conn (an httpclient.HTTPConnection) is given."""
+    own = conn is None
+    if own:
+        conn = httpclient.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+        hdrs = {k.lower(): v for k, v in resp.getheaders()}
+        return resp.status, hdrs, data
+    finally:
+        if own:
+            conn.close()
+
+
+def json_get(port, path):
+    status, _, data = http(port, "GET", path)
+    if status != 200:
+        raise AssertionError("GET %s: status %d" % (path, status))
+    return json.loads(data)
+
+
+def raw_connect(port, timeout=10.0):
+    s = socket.create_connection((HOST, port), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+class RawReader:
+    """Reads HTTP/1.1 responses (Content-Length framed, or none for HEAD/204/304) off a socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = bytearray()
+
+    def _fill(self):
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise EOFError("connection closed")
+        self.buf += chunk
+
+    def response(self, head_request=False):
+        """Returns (status, {lower-case name: value}, body, raw head bytes)."""
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        end = self.buf.index(b"\r\n\r\n") + 4
+        head = bytes(self.buf[:end])
+        del self.buf[:end]
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        hdrs = {}
+        for ln in lines[1:]:
+            if ln:
+                k, v = ln.split(":", 1)
+                hdrs[k.strip().lower()] = v.strip()
+        n = 0
+        if not head_request and status not in (204, 304) and status >= 200:
+            n = int(hdrs.get("content-length", "0"))
+        while len(self.buf) < n:
+            self._fill()
+        body = bytes(self.buf[:n])
+        del self.buf[:n]
+        return status, hdrs, body, head
+
+    def at_eof(self, timeout=5.0):
+        """True when the peer closed (after any pending bytes are consumed as garbage)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+
+def main():
+    """Runs the calling module's tests; prints `N passed, M failed`; exits non-zero on failure."""
+    module = sys.modules["__main__"]
+    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+    if len(sys.argv) > 1:
+        names = set(sys.argv[1:])
+        flat = []
+
+        def walk(s):
+            for t in s:
+                if isinstance(t, unittest.TestSuite):
+                    walk(t)
+                elif t.id().split(".")[-1] in names:
+                    flat.append(t)
+
+        walk(suite)
+        suite = unittest.TestSuite(flat)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    failed = len(result.failures) + len(result.errors)
+    passed = result.testsRun - failed - len(result.skipped)
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed or not result.testsRun else 0)

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the quick face against `squall target` on an ephemeral loopback port.
+
+Every load here is bounded by -n or a short -d; the target is started by the test and stopped by
+its PID.
+"""
+import base64
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.dirname(__file__))
+import sqtest  # noqa: E402
+
+SQUALL = os.environ.get("SQUALL", "build/squall")
+
+
+def run(*args, timeout=60):
+    t0 = time.monotonic()
+    p = subprocess.run([SQUALL, *args], capture_output=True, text=True, timeout=timeout)
+    return p, time.monotonic() - t0
+
+
+def run_json(*args, timeout=60):
+    p, took = run(*args, "--json", "-", timeout=timeout)
+    doc = json.loads(p.stdout) if p.stdout.strip() else None
+    return p, doc, took
+
+
+def decode_hist_total(b64):
+    """Decodes HdrHistogram's V2 compressed encoding independently and returns the total count."""
+    raw = base64.b64decode(b64)
+    cookie, clen = struct.unpack(">Ii", raw[:8])
+    assert cookie == 0x1C849314, hex(cookie)
+    inner = zlib.decompress(raw[8 : 8 + clen])
+    (icookie, plen, _norm, sigfigs, lowest, highest, _ratio) = struct.unpack(">IiiiqqQ", inner[:40])
+    assert icookie & ~0xF0 == 0x1C849303, hex(icookie)
+    assert sigfigs == 3 and lowest == 1 and highest == 3_600_000_000
+    payload = inner[40 : 40 + plen]
+    total, i = 0, 0
+    while i < len(payload):
+        v, shift = 0, 0
+        for k in range(9):
+            b = payload[i]
+            i += 1
+            if k == 8:
+                v |= b << 56
+                break
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        v = (v >> 1) ^ -(v & 1)  # ZigZag
+        if v > 0:
+            total += v
+    return total
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class QuickFace(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.port = sqtest.start_target("-t", "1")
+        cls.base = f"http://127.0.0.1:{cls.port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        sqtest.stop(cls.proc)
+
+    def reset(self):
+        sqtest.http(self.port, "POST", "/stats/reset")
+
+    def served(self, path=None):
+        st = sqtest.json_get(self.port, "/stats")
+        return st["requests"] if path is None else st["endpoints"].get(path, 0)
+
+    def assert_accounting(self, doc):
+        r = doc["requests"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
+        self.assertEqual(sum(doc["errors"][k] for k in ("timeout", "closed", "parse", "write")),
+                         r["failed"], doc["errors"])
+        self.assertEqual(sum(doc["status"].values()), r["completed"])
+        self.assertEqual(doc["latency"]["count"], r["completed"])
+
+    def test_count_run_matches_target(self):
+        self.reset()
+        p, doc, _ = run_json(self.base + "/fast", "-n", "5000", "-c", "32", "-t", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["schema"], "squall.result/1")
+        self.assert_accounting(doc)
+        r = doc["requests"]
+        self.assertEqual(r["sent"], 5000)
+        self.assertEqual(r["completed"], 5000)
+        self.assertEqual(r["in_flight"], 0)
+        self.assertEqual(doc["status"]["2xx"], 5000)
+        self.assertEqual(self.served("fast"), r["completed"])
+        lat = doc["latency"]
+        self.assertTrue(0 <= lat["min_us"] <= lat["p50_us"] <= lat["p90_us"] <= lat["p95_us"]
+                        <= lat["p99_us"] <= lat["p99_9_us"] <= lat["max_us"], lat)
+        self.assertEqual(decode_hist_total(lat["histogram"]["data"]), 5000)
+        self.assertEqual(doc["connections"]["opened"], 32)
+        self.assertGreater(doc["bytes"]["received"], 5000 * 11)
+        self.assertAlmostEqual(doc["rate"]["requests_per_s"], r["completed"] / doc["duration_s"],
+                               delta=1.0)
+        # The human summary goes to stderr when the JSON takes stdout.
+        self.assertIn("Requests", p.stderr)
+
+    def test_duration_run(self):
+        self.reset()
+        p, doc, took = run_json(self.base + "/fast", "-d", "1s", "-c", "8", "-t", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        self.assertAlmostEqual(doc["duration_s"], 1.0, delta=0.2)
+        self.assertLess(took, 5)
+        served = self.served("fast")
+        r = doc["requests"]
+        # The target may have answered requests still in flight at the end.
+        self.assertGreaterEqual(served, r["completed"])
+        self.assertLessEqual(served, r["completed"] + r["in_flight"])
+        self.assertLessEqual(r["in_flight"], 8)
+
+    def test_delay_latency(self):
+        p, doc, _ = run_json(self.base + "/delay/50", "-n", "40", "-c", "4", "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p50 = doc["latency"]["p50_us"]
+        self.assertGreaterEqual(p50, 50_000)
+        self.assertLessEqual(p50, 60_000)
+
+    def test_target_down(self):
+        port = free_port()
+        p, doc, took = run_json(f"http://127.0.0.1:{port}/", "-d", "5s", "-c", "4",
+                                "--connect-timeout", "1s")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertLess(took, 3.0)
+        self.assertGreaterEqual(doc["errors"]["connect"], 4)
+        self.assertEqual(doc["requests"]["completed"], 0)
+        self.assertIn("refused", p.stderr.lower())
+
+    def test_unresolvable_host(self):
+        p, _ = run("http://nonexistent.invalid/", "-n", "1")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("resolve", p.stderr)
+
+    def test_server_closes_every_connection(self):
+        self.reset()
+        p, doc, _ = run_json(self.base + "/fast", "-n", "300", "-c", "4", "-t", "1",
+                             "-H", "Connection: close")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        self.assertEqual(doc["requests"]["completed"], 300)
+        self.assertEqual(doc["connections"]["closed_by_server"], 300)
+        self.assertGreaterEqual(doc["connections"]["opened"], 300)
+        self.assertEqual(self.served("fast"), 300)
+
+    def test_timeout(self):
+        p, doc, took = run_json(self.base + "/delay/3000", "-n", "4", "-c", "2", "-t", "1",
+                                "--timeout", "300ms")
+        self.assertEqual(p.returncode, 1)  # nothing succeeded
+        self.assertEqual(doc["errors"]["timeout"], 4)
+        self.assertEqual(doc["requests"]["failed"], 4)
+        self.assertLess(took, 3)
+        self.assert_accounting(doc)
+
+    def test_body_from_file_and_method(self):
+        self.reset()
+        with tempfile.NamedTemporaryFile("wb", delete=False) as f:
+            f.write(b'{"hello":"world"}')
+            path = f.name
+        try:
+            p, doc, _ = run_json(self.base + "/echo", "-n", "10", "-c", "2", "-m", "POST",
+                                 "-b", "@" + path, "-H", "X-Test: 1")
+        finally:
+            os.unlink(path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["status"]["2xx"], 10)
+        self.assertEqual(self.served("echo"), 10)
+        self.assertGreater(doc["config"]["request_bytes"], 17)
+
+    def test_head_and_status_classes(self):
+        p, doc, _ = run_json(self.base + "/bytes/100000", "-n", "20", "-c", "2", "-m", "HEAD")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 20)
+        self.assertLess(doc["bytes"]["received"], 20 * 1000)
+        p, doc, _ = run_json(self.base + "/status/503", "-n", "30", "-c", "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["status"]["5xx"], 30)
+
+    def test_large_bodies(self):
+        p, doc, _ = run_json(self.base + "/bytes/1000000", "-n", "20", "-c", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 20)
+        self.assertGreater(doc["bytes"]["received"], 20 * 1000000)
+
+
+class BadInput(unittest.TestCase):
+    def expect_usage(self, args, needle):
+        p, _ = run(*args)
+        self.assertEqual(p.returncode, 2, (args, p.stderr))
+        self.assertIn(needle, p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def test_bad_flags(self):
+        self.expect_usage(["http://127.0.0.1:1/", "-c", "abc"], "-c")
+        self.expect_usage(["http://127.0.0.1:1/", "--connections", "0"], "--connections")
+        self.expect_usage(["http://127.0.0.1:1/", "-d", "10parsecs"], "-d")
+        self.expect_usage(["http://127.0.0.1:1/", "--frobnicate"], "--frobnicate")
+        self.expect_usage(["http://127.0.0.1:1/", "-c"], "-c")
+        self.expect_usage(["http://127.0.0.1:1/", "-n", "5", "-d", "1s"], "-n")
+        self.expect_usage(["http://127.0.0.1:1/", "-H", "no colon"], "-H")
+        self.expect_usage(["-c", "4"], "URL")
+        p, _ = run()  # no arguments at all: the usage text, exit 2
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("usage:", p.stderr)
+
+    def test_bad_urls(self):
+        self.expect_usage(["ftp://127.0.0.1/"], "ftp")
+        self.expect_usage(["http://127.0.0.1:99999/"], "99999")
+        self.expect_usage(["http:///nohost"], "URL")
+        self.expect_usage(["https://127.0.0.1/"], "https")
+
+    def test_help_and_version(self):
+        p, _ = run("--help")
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("--connections", p.stdout)
+        p, _ = run("--version")
+        self.assertEqual(p.returncode, 0)
+        self.assertTrue(p.stdout.startswith("squall "))
+
+
+if __name__ == "__main__":
+    result = unittest.main(exit=False, verbosity=2).result
+    bad = len(result.failures) + len(result.errors)
+    print(f"{result.testsRun - bad} passed, {bad} failed")
+    sys.exit(1 if bad or not result.testsRun else 0)

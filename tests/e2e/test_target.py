@@ -1,0 +1,482 @@
+"""End-to-end tests of `squall target`: every endpoint, framing, limits and counting."""
+
+import http.client as httpclient
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sqtest  # noqa: E402
+from sqtest import HOST, RawReader, http, json_get, raw_connect  # noqa: E402
+
+PATTERN = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def pattern(n):
+    return (PATTERN * (n // 64 + 1))[:n]
+
+
+class TargetTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.port = sqtest.start_target("-t", "2", "-q")
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = sqtest.stop(cls.proc)
+        assert rc == 0, "squall target exited with %d after SIGTERM" % rc
+
+    def raw(self):
+        s = raw_connect(self.port)
+        self.addCleanup(s.close)
+        return s, RawReader(s)
+
+    # ---- endpoints ----
+
+    def test_fast(self):
+        status, hdrs, body = http(self.port, "GET", "/fast")
+        self.assertEqual(status, 200)
+        self.assertEqual(body, b"hello world")
+        self.assertEqual(hdrs["content-length"], "11")
+        self.assertEqual(hdrs["content-type"], "text/plain")
+
+    def test_fast_any_method_and_query(self):
+        status, _, body = http(self.port, "POST", "/fast?x=1", body=b"ignored")
+        self.assertEqual((status, body), (200, b"hello world"))
+
+    def test_ok(self):
+        status, hdrs, body = http(self.port, "GET", "/ok")
+        self.assertEqual((status, body, hdrs["content-length"]), (200, b"", "0"))
+
+    def test_bytes(self):
+        for n in (0, 1, 63, 64, 65, 16384, 16385, 65536, 100000, 5 * 1024 * 1024 + 7):
+            status, hdrs, body = http(self.port, "GET", "/bytes/%d" % n)
+            self.assertEqual(status, 200)
+            self.assertEqual(int(hdrs["content-length"]), n)
+            self.assertEqual(len(body), n)
+            self.assertTrue(body == pattern(n), "pattern mismatch for /bytes/%d" % n)
+
+    def test_bytes_max_and_bad(self):
+        status, hdrs, _ = http(self.port, "HEAD", "/bytes/%d" % (64 * 1024 * 1024))
+        self.assertEqual((status, hdrs["content-length"]), (200, str(64 * 1024 * 1024)))
+        for path in ("/bytes/%d" % (64 * 1024 * 1024 + 1), "/bytes/abc", "/bytes/", "/bytes/-1"):
+            self.assertEqual(http(self.port, "GET", path)[0], 400, path)
+
+    def test_bytes_big_streamed(self):
+        n = 64 * 1024 * 1024
+        s, rd = self.raw()
+        s.sendall(b"GET /bytes/%d HTTP/1.1\r\nHost: x\r\n\r\nGET /fast HTTP/1.1\r\nHost: x\r\n\r\n" % n)
+        status, hdrs, body, _ = rd.response()
+        self.assertEqual((status, len(body)), (200, n))
+        self.assertTrue(body[:128] == pattern(128) and body[-64:] == pattern(n)[-64:])
+        self.assertEqual(rd.response()[2], b"hello world")
+
+    def test_delay(self):
+        t0 = time.monotonic()
+        status, _, body = http(self.port, "GET", "/delay/50")
+        took = time.monotonic() - t0
+        self.assertEqual((status, body), (200, b""))
+        self.assertGreaterEqual(took, 0.050)
+        self.assertLess(took, 2.0)
+        self.assertEqual(http(self.port, "GET", "/delay/0")[0], 200)
+        self.assertEqual(http(self.port, "GET", "/delay/60001")[0], 400)
+        self.assertEqual(http(self.port, "GET", "/delay/x")[0], 400)
+
+    def test_delay_does_not_block_the_worker(self):
+        # 20 parallel /delay/300 on a 2-worker server finish in about 300 ms, not 20 x 300.
+        results = []
+
+        def one():
+            results.append(http(self.port, "GET", "/delay/300")[0])
+
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=one) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.monotonic() - t0
+        self.assertEqual(results, [200] * 20)
+        self.assertLess(took, 2.0)
+
+    def test_status(self):
+        for code in (200, 201, 299, 302, 404, 418, 500, 503, 599):
+            status, hdrs, body = http(self.port, "GET", "/status/%d" % code)
+            self.assertEqual((status, body), (code, b""), code)
+        status, hdrs, _ = http(self.port, "GET", "/status/204")
+        self.assertEqual(status, 204)
+        self.assertNotIn("content-length", hdrs)
+        for bad in ("100", "101", "199", "600", "99", "abc", "2000", "20"):
+            self.assertEqual(http(self.port, "GET", "/status/" + bad)[0], 400, bad)
+
+    def test_echo(self):
+        body = 'hé "quoted" \\ back\nline\ttab \x01 end \u2603'.encode()
+        status, hdrs, data = http(
+            self.port, "POST", "/echo?q=1", body=body, headers={"X-Test": 'v "1"'}
+        )
+        self.assertEqual(status, 200)
+        self.assertEqual(hdrs["content-type"], "application/json")
+        j = json.loads(data)
+        self.assertEqual(j["method"], "POST")
+        self.assertEqual(j["path"], "/echo?q=1")
+        self.assertEqual(j["version"], "HTTP/1.1")
+        self.assertEqual(j["body"], body.decode())
+        self.assertEqual(j["body_len"], len(body))
+        self.assertIn(["X-Test", 'v "1"'], j["headers"])
+
+    def test_echo_binary_body(self):
+        body = bytes(range(256))
+        _, _, data = http(self.port, "PUT", "/echo", body=body)
+        j = json.loads(data)
+        import base64
+
+        self.assertNotIn("body", j)
+        self.assertEqual(base64.b64decode(j["body_base64"]), body)
+
+    def test_echo_get_empty(self):
+        j = json_get(self.port, "/echo")
+        self.assertEqual((j["method"], j["body"], j["body_len"]), ("GET", "", 0))
+
+    def test_echo_chunked(self):
+        s, rd = self.raw()
+        s.sendall(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n1;ext=1\r\n \r\n"
+        )
+        time.sleep(0.05)  # the rest arrives in a later read
+        s.sendall(b"5\r\nworld\r\n0\r\nX-Trailer: 1\r\n\r\n")
+        status, _, body, _ = rd.response()
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["body"], "hello world")
+
+    def test_echo_one_mib(self):
+        body = b"a" * (1024 * 1024)
+        status, _, data = http(self.port, "POST", "/echo", body=body)
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(data)["body_len"], len(body))
+
+    def test_not_found(self):
+        for method, path in (("GET", "/"), ("GET", "/nope"), ("GET", "/fast/"),
+                             ("POST", "/stats"), ("GET", "/stats/reset")):
+            self.assertEqual(http(self.port, method, path)[0], 404, (method, path))
+
+    def test_head(self):
+        conn = httpclient.HTTPConnection(HOST, self.port, timeout=10)
+        self.addCleanup(conn.close)
+        status, hdrs, body = http(self.port, "HEAD", "/fast", conn=conn)
+        self.assertEqual((status, hdrs["content-length"], body), (200, "11", b""))
+        # the connection is still in step: the next answer is not shifted by a stray body
+        self.assertEqual(http(self.port, "GET", "/fast", conn=conn)[2], b"hello world")
+        s, rd = self.raw()
+        s.sendall(b"HEAD /bytes/1000 HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, hdrs, body, _ = rd.response(head_request=True)
+        self.assertEqual((status, hdrs["content-length"]), (200, "1000"))
+        self.assertEqual(rd.response()[0], 200)
+        self.assertEqual(rd.buf, b"")
+
+    # ---- connections ----
+
+    def test_keepalive_reuse(self):
+        before = json_get(self.port, "/stats")["connections"]
+        conn = httpclient.HTTPConnection(HOST, self.port, timeout=10)
+        self.addCleanup(conn.close)
+        for i in range(20):
+            self.assertEqual(http(self.port, "GET", "/fast", conn=conn)[0], 200)
+        after = json_get(self.port, "/stats")["connections"]
+        self.assertEqual(after - before, 2)  # the keep-alive connection and this /stats one
+
+    def test_pipelining_in_order(self):
+        s, rd = self.raw()
+        t0 = time.monotonic()
+        s.sendall(
+            b"GET /bytes/5 HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /delay/50 HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        r1, r2, r3 = rd.response(), rd.response(), rd.response()
+        took = time.monotonic() - t0
+        self.assertEqual((r1[0], r1[2]), (200, b"ABCDE"))
+        self.assertEqual((r2[0], r2[2], r2[1]["content-length"]), (200, b"", "0"))
+        self.assertEqual((r3[0], r3[2]), (200, b"hello world"))
+        self.assertGreaterEqual(took, 0.050)
+        self.assertFalse(rd.at_eof(timeout=0.1))  # still open
+
+    def test_pipelining_many(self):
+        s, rd = self.raw()
+        reqs = []
+        for i in range(200):
+            reqs.append(b"GET /bytes/%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+        s.sendall(b"".join(reqs))
+        for i in range(200):
+            status, _, body, _ = rd.response()
+            self.assertEqual((status, body), (200, pattern(i)))
+
+    def test_split_request(self):
+        s, rd = self.raw()
+        req = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhello world"
+        for i in range(0, len(req), 7):
+            s.sendall(req[i : i + 7])
+            time.sleep(0.005)
+        status, _, body, _ = rd.response()
+        self.assertEqual((status, json.loads(body)["body"]), (200, "hello world"))
+
+    def test_http10(self):
+        s, rd = self.raw()
+        s.sendall(b"GET /fast HTTP/1.0\r\n\r\n")
+        status, hdrs, body, _ = rd.response()
+        self.assertEqual((status, body), (200, b"hello world"))
+        self.assertTrue(rd.at_eof(), "HTTP/1.0 without keep-alive must close")
+
+    def test_http10_keepalive(self):
+        s, rd = self.raw()
+        for _ in range(3):
+            s.sendall(b"GET /fast HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            status, hdrs, body, _ = rd.response()
+            self.assertEqual((status, body), (200, b"hello world"))
+            self.assertEqual(hdrs.get("connection", "").lower(), "keep-alive")
+        self.assertFalse(rd.at_eof(timeout=0.1))
+
+    def test_connection_close(self):
+        s, rd = self.raw()
+        s.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        status, hdrs, body, _ = rd.response()
+        self.assertEqual((status, hdrs.get("connection")), (200, "close"))
+        self.assertTrue(rd.at_eof())
+
+    def test_expect_continue(self):
+        s, rd = self.raw()
+        s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+        status, _, _, _ = rd.response()
+        self.assertEqual(status, 100)
+        s.sendall(b"hello")
+        status, _, body, _ = rd.response()
+        self.assertEqual((status, json.loads(body)["body"]), (200, "hello"))
+
+    def test_many_connections(self):
+        n = 200
+        socks = [raw_connect(self.port) for _ in range(n)]
+        try:
+            for s in socks:
+                s.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            for s in socks:
+                status, _, body, _ = RawReader(s).response()
+                self.assertEqual((status, body), (200, b"hello world"))
+            for s in socks:  # all still open: a second round on each
+                s.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+            for s in socks:
+                self.assertEqual(RawReader(s).response()[0], 200)
+        finally:
+            for s in socks:
+                s.close()
+
+    def test_idle_connections_cost_little(self):
+        # 2000 keep-alive connections, each after one request: the server's resident memory
+        # grows by well under 1 KiB per connection (kernel socket buffers are not in RSS)
+        import resource
+
+        n = 2000
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < n + 100:
+            self.skipTest("RLIMIT_NOFILE too low for %d sockets" % n)
+
+        def rss_kib():
+            with open("/proc/%d/status" % self.proc.pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+            return 0
+
+        # warm up: slabs, buffers and malloc arenas of both workers exist before measuring
+        warm = [raw_connect(self.port) for _ in range(64)]
+        for s in warm:
+            s.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            RawReader(s).response()
+        before = rss_kib()
+        socks = []
+        try:
+            for _ in range(n):
+                s = raw_connect(self.port)
+                socks.append(s)
+                s.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            for s in socks:
+                self.assertEqual(RawReader(s).response()[0], 200)
+            grown = rss_kib() - before
+            self.assertLess(grown * 1024 / n, 1024, "%d KiB for %d connections" % (grown, n))
+        finally:
+            for s in socks + warm:
+                s.close()
+
+    # ---- limits: answered, counted, connection closed ----
+
+    def expect_error_close(self, data, code):
+        s, rd = self.raw()
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        status, hdrs, body, _ = rd.response()
+        self.assertEqual(status, code)
+        self.assertEqual(hdrs.get("connection"), "close")
+        self.assertTrue(rd.at_eof(), "connection must be closed after %d" % code)
+
+    def test_400(self):
+        self.expect_error_close(b"GET /fast HTTP/1.1\r\nbad header line\r\n\r\n", 400)
+        self.expect_error_close(b"\x00\x01garbage\r\n\r\n", 400)
+        self.expect_error_close(b"GET /fast HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400)
+
+    def test_400_after_good_pipelined(self):
+        s, rd = self.raw()
+        s.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\nBROKEN\r\n\r\n")
+        self.assertEqual(rd.response()[2], b"hello world")
+        self.assertEqual(rd.response()[0], 400)
+        self.assertTrue(rd.at_eof())
+
+    def test_431_big_head(self):
+        self.expect_error_close(
+            b"GET /fast HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", 431
+        )
+
+    def test_431_big_head_partial(self):
+        # no end of head in sight after 8 KiB: answered without waiting for the rest
+        self.expect_error_close(b"GET /fast HTTP/1.1\r\nX-Big: " + b"a" * 10000, 431)
+
+    def test_431_many_headers(self):
+        hdrs = b"".join(b"X-H%d: v\r\n" % i for i in range(100))
+        self.expect_error_close(b"GET /fast HTTP/1.1\r\n" + hdrs + b"\r\n", 431)
+
+    def test_413(self):
+        self.expect_error_close(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1024 * 1024 + 1), 413
+        )
+
+    def test_413_with_body_sent(self):
+        n = 2 * 1024 * 1024
+        s, rd = self.raw()
+        s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % n)
+        try:
+            s.sendall(b"x" * n)  # the server drains while lingering, so this completes
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.assertEqual(rd.response()[0], 413)
+
+    def test_413_chunked(self):
+        s, rd = self.raw()
+        s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"100000\r\n" + b"b" * 0x100000 + b"\r\n"  # 1 MiB
+        try:
+            s.sendall(chunk + chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.assertEqual(rd.response()[0], 413)
+        self.assertTrue(rd.at_eof())
+
+    # ---- /stats ----
+
+    def test_stats_counts_and_reset(self):
+        r = http(self.port, "POST", "/stats/reset")
+        self.assertEqual(r[0], 200)
+        self.assertEqual(json.loads(r[2]), {"reset": True})
+        for _ in range(5):
+            http(self.port, "GET", "/fast")
+        http(self.port, "GET", "/ok")
+        http(self.port, "GET", "/ok")
+        http(self.port, "GET", "/missing")
+        self.expect_error_close(b"NOT HTTP\r\n\r\n", 400)
+        self.expect_error_close(b"GET / HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n", 431)
+        self.expect_error_close(b"POST / HTTP/1.1\r\nContent-Length: 9999999\r\n\r\n", 413)
+        st = json_get(self.port, "/stats")
+        self.assertEqual(st["requests"], 8)
+        ep = st["endpoints"]
+        self.assertEqual((ep["fast"], ep["ok"], ep["not_found"], ep["stats"]), (5, 2, 1, 0))
+        self.assertEqual(ep["bytes"] + ep["delay"] + ep["status"] + ep["echo"], 0)
+        self.assertEqual(st["errors"], {"400": 1, "413": 1, "431": 1})
+        self.assertEqual(st["connections"], 12)  # one per request above, /stats included
+        self.assertEqual(st["threads"], 2)
+        # a read does not reset; a second read counts the first
+        st2 = json_get(self.port, "/stats")
+        self.assertEqual((st2["requests"], st2["endpoints"]["stats"]), (9, 1))
+        http(self.port, "POST", "/stats/reset")
+        st3 = json_get(self.port, "/stats")
+        self.assertEqual(st3["requests"], 0)
+        self.assertEqual(st3["errors"], {"400": 0, "413": 0, "431": 0})
+        self.assertEqual(st3["connections"], 1)
+        self.assertLess(st3["since_reset_s"], st3["uptime_s"])
+
+    def test_stats_under_concurrency(self):
+        http(self.port, "POST", "/stats/reset")
+        per, nthreads = 50, 8
+
+        def work():
+            conn = httpclient.HTTPConnection(HOST, self.port, timeout=10)
+            for _ in range(per):
+                http(self.port, "GET", "/fast", conn=conn)
+            conn.close()
+
+        threads = [threading.Thread(target=work) for _ in range(nthreads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        st = json_get(self.port, "/stats")
+        self.assertEqual(st["endpoints"]["fast"], per * nthreads)
+
+
+class CliTest(unittest.TestCase):
+    def test_bad_flags(self):
+        for args, word in ((["--nope"], "--nope"), (["-p", "70000"], "--port"),
+                           (["-t", "0"], "--threads"), (["--port"], "--port"), (["extra"], "extra")):
+            p = subprocess.run([sqtest.squall_path(), "target", *args], capture_output=True,
+                               timeout=10)
+            self.assertEqual(p.returncode, 2, args)
+            err = p.stderr.decode().strip().splitlines()
+            self.assertEqual(len(err), 1, err)
+            self.assertIn(word, err[0])
+
+    def test_help(self):
+        p = subprocess.run([sqtest.squall_path(), "target", "--help"], capture_output=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn(b"--port", p.stdout)
+
+    def test_sigterm_with_open_connections(self):
+        proc, port = sqtest.start_target("-t", "1", "-q")
+        socks = [raw_connect(port) for _ in range(5)]
+        socks[0].sendall(b"GET /delay/10000 HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.1)
+        t0 = time.monotonic()
+        self.assertEqual(sqtest.stop(proc), 0)
+        self.assertLess(time.monotonic() - t0, 2.0)
+        for s in socks:
+            s.settimeout(5)
+            self.assertEqual(s.recv(100), b"")
+            s.close()
+
+    def test_port_in_use(self):
+        proc, port = sqtest.start_target("-t", "1", "-q")
+        try:
+            # SO_REUSEPORT lets the same user share a port; a plain socket holding it does not
+            blocker = socket.socket()
+            blocker.bind((HOST, 0))
+            blocker.listen(1)
+            busy = blocker.getsockname()[1]
+            p = subprocess.run([sqtest.squall_path(), "target", "-p", str(busy)],
+                               capture_output=True, timeout=10)
+            blocker.close()
+            self.assertEqual(p.returncode, 1)
+            self.assertIn(b"cannot listen", p.stderr)
+            # nor may a second target join a running one's port through SO_REUSEPORT
+            p = subprocess.run([sqtest.squall_path(), "target", "-p", str(port)],
+                               capture_output=True, timeout=10)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn(b"in use", p.stderr)
+        finally:
+            sqtest.stop(proc)
+
+
+if __name__ == "__main__":
+    sqtest.main()
