@@ -36,9 +36,19 @@ static const char usage[] =
     "usage: squall URL [flags]          closed-loop HTTP/1.1 load test\n"
     "       squall target [flags]       the built-in test server (squall target --help)\n"
     "\n"
-    "  -c, --connections N     open connections, split across threads (default 64)\n"
+    "  -c, --connections N     connections (VUs), opened before the start and split across\n"
+    "                          threads (default 64)\n"
     "  -d, --duration D        run length: 500ms, 10s, 2m, 1m30s (default 10s)\n"
-    "  -n, --requests N        send N requests in all instead of running for a duration\n"
+    "  -n, --requests N        send N requests in all (shared iterations); with -d, the\n"
+    "                          longest the run may take (default 10m)\n"
+    "  -r, --rate N            open loop: N requests per second whatever the server does\n"
+    "                          (latency from each request's intended send time)\n"
+    "      --max-in-flight N   open loop: requests in flight plus waiting for a connection;\n"
+    "                          past it an arrival is dropped and counted (default: -c)\n"
+    "      --stages S          ramp: \"10s:100,30s:100,10s:0\" as VUs (connections), or as\n"
+    "                          rates with -r (-r is then the starting rate)\n"
+    "      --pacing D          closed loop: each connection starts a request at most every D\n"
+    "      --graceful-stop D   let requests in flight at the end finish for up to D (default 0)\n"
     "  -t, --threads N         worker threads (default: online CPUs, at most -c)\n"
     "  -m, --method M          request method (default GET)\n"
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
@@ -111,9 +121,11 @@ struct quick_opts {
     const char *url, *method, *body_arg, *json_path;
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
-    uint64_t connections, threads, requests;
-    int64_t duration_ns, timeout_ns, connect_timeout_ns;
-    int quiet, duration_set;
+    uint64_t connections, threads, requests, max_in_flight;
+    int64_t duration_ns, timeout_ns, connect_timeout_ns, pacing_ns, graceful_ns;
+    double rate;
+    const char *stages;
+    int quiet, duration_set, rate_set;
 };
 
 static void release_headers(struct quick_opts *o)
@@ -123,7 +135,15 @@ static void release_headers(struct quick_opts *o)
     o->nheaders = 0;
 }
 
-enum { OPT_TIMEOUT = 256, OPT_CONNECT_TIMEOUT, OPT_JSON };
+enum {
+    OPT_TIMEOUT = 256,
+    OPT_CONNECT_TIMEOUT,
+    OPT_JSON,
+    OPT_MAX_IN_FLIGHT,
+    OPT_STAGES,
+    OPT_PACING,
+    OPT_GRACEFUL,
+};
 
 static int parse_flags(int argc, char **argv, struct quick_opts *o)
 {
@@ -131,6 +151,11 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"connections", required_argument, NULL, 'c'},
         {"duration", required_argument, NULL, 'd'},
         {"requests", required_argument, NULL, 'n'},
+        {"rate", required_argument, NULL, 'r'},
+        {"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
+        {"stages", required_argument, NULL, OPT_STAGES},
+        {"pacing", required_argument, NULL, OPT_PACING},
+        {"graceful-stop", required_argument, NULL, OPT_GRACEFUL},
         {"threads", required_argument, NULL, 't'},
         {"method", required_argument, NULL, 'm'},
         {"header", required_argument, NULL, 'H'},
@@ -147,7 +172,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     optind = 1;
     int opt, li = -1;
     char shortname[3] = "-?";
-    while ((opt = getopt_long(argc, argv, ":c:d:n:t:m:H:b:qhV", longs, &li)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:qhV", longs, &li)) != -1) {
         /* Name the flag as the user wrote it: "--connections" or "-c". */
         char longname[40];
         const char *flag = shortname;
@@ -178,6 +203,29 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         case 'n':
             if (sq_parse_u64(optarg, 1, UINT64_MAX / 2, 1, &o->requests) < 0)
                 return usage_error("%s: '%s' is not a request count", flag, optarg);
+            break;
+        case 'r': {
+            char *end;
+            o->rate = strtod(optarg, &end);
+            if (*end || !(o->rate >= 0 && o->rate <= 1e8) || optarg[0] == '\0')
+                return usage_error("%s: '%s' is not a rate (requests per second)", flag, optarg);
+            o->rate_set = 1;
+            break;
+        }
+        case OPT_MAX_IN_FLIGHT:
+            if (sq_parse_u64(optarg, 1, 100000000, 1, &o->max_in_flight) < 0)
+                return usage_error("%s: '%s' is not a count", flag, optarg);
+            break;
+        case OPT_STAGES:
+            o->stages = optarg;
+            break;
+        case OPT_PACING:
+            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->pacing_ns) < 0)
+                return usage_error("%s: '%s' is not a duration", flag, optarg);
+            break;
+        case OPT_GRACEFUL:
+            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->graceful_ns) < 0)
+                return usage_error("%s: '%s' is not a duration", flag, optarg);
             break;
         case 't':
             if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
@@ -229,8 +277,49 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     if (argc - optind > 1)
         return usage_error("one URL only; unexpected '%s'%s", argv[optind + 1], "");
     o->url = argv[optind];
-    if (o->requests && o->duration_set)
-        return usage_error("-n and -d cannot be combined%s%s", "", "");
+    if (o->requests && (o->rate_set || o->stages))
+        return usage_error("-n cannot be combined with %s%s", o->rate_set ? "-r" : "--stages", "");
+    if (o->stages && o->duration_set)
+        return usage_error("--stages sets the run's length; drop -d%s%s", "", "");
+    if (o->rate_set && !o->stages && o->rate <= 0)
+        return usage_error("-r: the rate must be positive%s%s", "", "");
+    if (o->rate_set && o->pacing_ns)
+        return usage_error("--pacing applies to the closed loop, not with -r%s%s", "", "");
+    if (o->max_in_flight && !o->rate_set)
+        return usage_error("--max-in-flight applies to the open loop (-r)%s%s", "", "");
+    if (o->max_in_flight && o->max_in_flight < o->connections)
+        return usage_error("--max-in-flight must be at least -c%s%s", "", "");
+    return 0;
+}
+
+/* Maps the quick face's flags onto one executor (engine/exec.h). */
+static int build_exec(const struct quick_opts *o, struct sq_exec *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->vus = (uint32_t)o->connections;
+    e->pacing_ns = o->pacing_ns;
+    e->graceful_stop_ns = o->graceful_ns;
+    const char *why = NULL;
+    if (o->stages && sq_exec_parse_stages(e, o->stages, &why) < 0)
+        return usage_error("--stages: %s%s", why + strlen("stages: "), "");
+    if (o->rate_set) {
+        e->kind = o->stages ? SQ_EXEC_RAMPING_ARRIVAL_RATE : SQ_EXEC_CONSTANT_ARRIVAL_RATE;
+        e->rate = o->rate;
+        e->start_rate = o->rate;
+        e->duration_ns = o->duration_ns;
+        e->max_in_flight = o->max_in_flight;
+    } else if (o->stages) {
+        e->kind = SQ_EXEC_RAMPING_VUS;
+    } else if (o->requests) {
+        e->kind = SQ_EXEC_SHARED_ITERATIONS;
+        e->iterations = o->requests;
+        e->max_duration_ns = o->duration_set ? o->duration_ns : 0;
+    } else {
+        e->kind = SQ_EXEC_CONSTANT_VUS;
+        e->duration_ns = o->duration_ns;
+    }
+    if (sq_exec_prepare(e, &why) < 0)
+        return usage_error("%s%s", why, "");
     return 0;
 }
 
@@ -293,17 +382,17 @@ int sq_cli_quick(int argc, char **argv)
         .request = req,
         .request_len = req_len,
         .head_request = strcmp(o.method, "HEAD") == 0,
-        .connections = (uint32_t)o.connections,
-        .duration_ns = o.requests ? 0 : o.duration_ns,
-        .total_requests = o.requests,
         .timeout_ns = o.timeout_ns,
         .connect_timeout_ns = o.connect_timeout_ns,
         .stop = &stop_flag,
     };
+    rc = build_exec(&o, &cfg.exec);
+    if (rc != 0) {
+        exit_code = rc;
+        goto out;
+    }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
-    if (cfg.threads > cfg.connections)
-        cfg.threads = cfg.connections;
 
     rc = sq_resolve(url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, &why);
     if (rc < 0) {
@@ -346,10 +435,8 @@ int sq_cli_quick(int argc, char **argv)
         .url = o.url,
         .method = o.method,
         .target_addr = addr,
-        .connections = cfg.connections,
+        .exec = &cfg.exec,
         .threads = res.threads,
-        .duration_ns = cfg.duration_ns,
-        .total_requests = cfg.total_requests,
         .timeout_ns = cfg.timeout_ns,
         .connect_timeout_ns = cfg.connect_timeout_ns,
         .request_bytes = req_len,

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "engine/exec.h"
 #include "net/sock.h"
 
 struct sq_hist;
@@ -40,11 +41,9 @@ struct sq_run_config {
     int naddrs;
     const char *request; /* serialised once, shared read-only by every connection */
     size_t request_len;
-    bool head_request;    /* responses carry no body */
-    uint32_t threads;     /* workers; capped at connections */
-    uint32_t connections; /* total, split as evenly as possible */
-    int64_t duration_ns;  /* run length; 0 when total_requests bounds the run */
-    uint64_t total_requests;
+    bool head_request;          /* responses carry no body */
+    uint32_t threads;           /* workers; capped at the connections the executor needs */
+    struct sq_exec exec;        /* prepared with sq_exec_prepare() */
     int64_t timeout_ns;         /* per request, from its send */
     int64_t connect_timeout_ns; /* per connect attempt */
     volatile int *stop;         /* optional: set non-zero (e.g. from SIGINT) to end the run */
@@ -53,6 +52,8 @@ struct sq_run_config {
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
 struct sq_counters {
     uint64_t sent;      /* requests whose write was started */
+    uint64_t dropped;   /* arrivals due but never sent: no room under the in-flight cap, or
+                           still waiting for a connection when the run ended */
     uint64_t completed; /* full responses received, any status */
     uint64_t failed;    /* sent but ended by an error (timeout, closed, parse, write) */
     uint64_t status[6]; /* [0] other, [1..5] 1xx..5xx */
@@ -64,9 +65,16 @@ struct sq_counters {
 
 struct sq_result {
     struct sq_counters c;
-    uint64_t in_flight;      /* sent but neither completed nor failed when the run ended */
-    struct sq_hist *latency; /* µs, from the actual send (closed loop); owned by the result */
-    int64_t duration_ns;     /* measured: first worker start to last worker stop of sending */
+    uint64_t in_flight; /* sent but neither completed nor failed when the run ended */
+    /* Latency in µs, owned by the result. Closed model: from the actual send. Open model: from
+     * each arrival's intended send time, and latency_uncorrected from the actual send. */
+    struct sq_hist *latency;
+    struct sq_hist *latency_uncorrected; /* NULL for the closed model */
+    bool open;                           /* arrival-rate executor */
+    uint64_t arrivals;                   /* open model: arrivals due, = sent + dropped */
+    int64_t setup_ns;                    /* opening the connection pool, before the start */
+    int64_t duration_ns;                 /* from the common start to the last worker's end */
+    int64_t spin_ns; /* open model: the busy-wait tail used before each arrival */
     uint32_t threads, connections;
     bool aborted; /* ended early: stop flag, or no connection could be made */
     char abort_reason[160];

@@ -1,22 +1,33 @@
-/* engine/worker.c - the closed-loop HTTP/1.1 hot path.
+/* engine/worker.c - the HTTP/1.1 hot path for every executor.
  *
- * Each connection cycles CONNECTING -> ACTIVE (a request in flight) -> ACTIVE ... and is
- * replaced when the server closes it or an error ends it. Per request the steady state costs one
- * send(), one read() (usually), one clock read and no allocation: the request bytes are shared,
- * the response is read into the worker's buffer and parsed for framing only, and every fd stays
- * registered for EPOLLIN alone unless a write hits EAGAIN.
+ * A worker opens its share of the connection pool before the common start, so connection setup
+ * is never inside the measurement. Then:
+ *  - closed model (VU executors): each connection is one VU that runs iterations back to back,
+ *    optionally paced, while it is active (ramping-vus activates and parks VUs over time);
+ *  - open model (arrival rates): the worker follows an absolute schedule, arrival i due at
+ *    start + T(i) for i = windex, windex + n, ...; each wake-up dispatches every arrival that is
+ *    due to an idle connection, or queues it (bounded by the in-flight cap) until one is free,
+ *    or drops it. Latency is measured from the arrival's intended time, and also from the actual
+ *    send (the uncorrected figure).
+ *
+ * Per request the steady state costs one send(), one read() (usually), one clock read and no
+ * allocation: the request bytes are shared, the response is read into the worker's buffer and
+ * parsed for framing only, and every fd stays registered for EPOLLIN alone unless a write hits
+ * EAGAIN.
  *
  * Timeouts are found by a sweep of the worker's connections every 100 ms instead of a timer per
  * request: arming and disarming a heap timer on every request would cost more than the scan.
  *
- * Accounting invariant, per worker and so per run:
+ * Accounting invariants, per worker and so per run:
  *   c.sent == c.completed + c.failed + in_flight
+ *   open model: arrivals == c.sent + c.dropped
  */
 #include "engine/worker.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,6 +38,7 @@
 
 #define RBUF_SIZE         (64 * 1024)
 #define SWEEP_NS          (100 * SQ_NS_PER_MS)
+#define RAMP_CHECK_NS     (10 * SQ_NS_PER_MS)
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
 #define BACKOFF_MAX_SHIFT 7 /* 10 ms << 7 = 1.28 s */
 
@@ -34,26 +46,32 @@ enum conn_state {
     CONN_CLOSED,
     CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
     CONN_CONNECTING, /* non-blocking connect in progress */
-    CONN_IDLE,       /* open, no request in flight (the worker stopped sending) */
+    CONN_IDLE,       /* open, no request in flight */
+    CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
     CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
 };
 
 struct sq_engine__conn {
     struct sq_io io; /* fd lives here */
     struct sq_engine__worker *w;
-    int64_t since_ns; /* ACTIVE: when the request was sent; CONNECTING: connect start */
+    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING: start */
+    int64_t sent_ns;  /* ACTIVE: the actual send */
+    int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
+    uint64_t iters;   /* per-vu-iterations: iterations this VU may still start */
     uint32_t woff;    /* bytes of the request written so far */
-    uint32_t index;   /* global connection number, picks the address */
+    uint32_t local;   /* index in the worker: VU number, idle stack entry */
+    uint32_t global;  /* global connection number, picks the address */
     uint8_t state;
     uint8_t backoff;
-    struct sq_timer retry;
+    bool in_idle;          /* on the worker's idle stack (open model) */
+    struct sq_timer timer; /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
 };
 
 static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
 
 static void conn_connect(struct sq_engine__conn *c);
-static void conn_send(struct sq_engine__conn *c, int64_t now);
+static void conn_next(struct sq_engine__conn *c, int64_t now);
 
 static void publish(struct sq_engine__worker *w)
 {
@@ -72,6 +90,7 @@ static void conn_close(struct sq_engine__conn *c)
     }
     if (c->state == CONN_ACTIVE)
         c->w->in_flight--;
+    sq_timer_stop(c->w->loop, &c->timer);
     sq_h1_reader_dispose(&c->rd);
     sq_h1_reader_init(&c->rd, &h1_limits);
     c->state = CONN_CLOSED;
@@ -87,19 +106,23 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
     conn_close(c);
 }
 
-/* Opens a fresh connection in place of a closed one, if the worker still sends. */
+/* Opens a fresh connection in place of a closed one, unless the worker is winding down. */
 static void conn_replace(struct sq_engine__conn *c)
 {
     if (c->w->sending)
         conn_connect(c);
 }
 
-static void retry_cb(struct sq_loop *loop, struct sq_timer *t)
+static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
 {
-    SQ_UNUSED(loop);
-    struct sq_engine__conn *c = SQ_CONTAINER_OF(t, struct sq_engine__conn, retry);
-    c->state = CONN_CLOSED;
-    conn_replace(c);
+    struct sq_engine__conn *c = SQ_CONTAINER_OF(t, struct sq_engine__conn, timer);
+    if (c->state == CONN_BACKOFF) {
+        c->state = CONN_CLOSED;
+        conn_replace(c);
+    } else if (c->state == CONN_PACING) {
+        c->state = CONN_IDLE;
+        conn_next(c, sq_loop_now(loop));
+    }
 }
 
 static void connect_failed(struct sq_engine__conn *c, int err)
@@ -114,7 +137,7 @@ static void connect_failed(struct sq_engine__conn *c, int err)
     int64_t delay = BACKOFF_MIN_NS << c->backoff;
     if (c->backoff < BACKOFF_MAX_SHIFT)
         c->backoff++;
-    if (sq_timer_start(w->loop, &c->retry, sq_loop_now(w->loop) + delay) == 0)
+    if (sq_timer_start(w->loop, &c->timer, sq_loop_now(w->loop) + delay) == 0)
         c->state = CONN_BACKOFF;
 }
 
@@ -123,7 +146,7 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 static void conn_connect(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
-    const struct sq_addr *a = &w->cfg->addrs[c->index % (uint32_t)w->cfg->naddrs];
+    const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
     int fd = sq_connect_start(a);
     if (fd < 0) {
         connect_failed(c, fd);
@@ -166,30 +189,113 @@ static void conn_write(struct sq_engine__conn *c)
     }
 }
 
-/* Starts the next request on an open connection, or parks it when the worker is done. */
-static void conn_send(struct sq_engine__conn *c, int64_t now)
+/* Sends one request: intended is the time it was due (open) or now (closed). */
+static void conn_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
-    if (!w->sending || w->quota == 0) {
-        c->state = CONN_IDLE;
-        return;
-    }
-    if (w->quota != UINT64_MAX && --w->quota == 0)
-        w->sending = false;
     w->c.sent++;
     w->in_flight++;
     c->state = CONN_ACTIVE;
-    c->since_ns = now;
+    c->since_ns = intended;
+    c->sent_ns = now;
     c->woff = 0;
     sq_h1_reader_start(&c->rd, w->cfg->head_request);
     conn_write(c);
 }
 
+static void idle_push(struct sq_engine__conn *c)
+{
+    c->state = CONN_IDLE;
+    if (!c->in_idle) {
+        c->in_idle = true;
+        c->w->idle[c->w->nidle++] = c->local;
+    }
+}
+
+/* Pops an idle connection; entries whose connection has since closed are skipped. */
+static struct sq_engine__conn *idle_pop(struct sq_engine__worker *w)
+{
+    while (w->nidle > 0) {
+        struct sq_engine__conn *c = &w->conns[w->idle[--w->nidle]];
+        c->in_idle = false;
+        if (c->state == CONN_IDLE)
+            return c;
+    }
+    return NULL;
+}
+
+/* One arrival of the open model, due at intended. */
+static void dispatch(struct sq_engine__worker *w, int64_t intended, int64_t now)
+{
+    w->arrivals++;
+    struct sq_engine__conn *c = idle_pop(w);
+    if (c) {
+        conn_send(c, intended, now);
+    } else if (w->qlen < w->qcap) {
+        uint32_t tail = w->qhead + w->qlen;
+        w->queue[tail >= w->qcap ? tail - w->qcap : tail] = intended;
+        w->qlen++;
+    } else {
+        w->c.dropped++;
+    }
+}
+
+/* What an open, idle connection does next. */
+static void conn_next(struct sq_engine__conn *c, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    c->state = CONN_IDLE;
+    if (!w->started)
+        return;
+    if (w->open) {
+        if (w->qlen > 0 && w->sending) {
+            int64_t intended = w->queue[w->qhead];
+            w->qhead = w->qhead + 1 == w->qcap ? 0 : w->qhead + 1;
+            w->qlen--;
+            conn_send(c, intended, now);
+        } else {
+            idle_push(c);
+        }
+        return;
+    }
+    if (!w->sending || c->local >= w->active_vus)
+        return; /* parked: the run is winding down, or the VU was ramped away */
+    const struct sq_exec *ex = w->ex;
+    if (ex->kind == SQ_EXEC_SHARED_ITERATIONS) {
+        if (w->quota == 0)
+            return;
+    } else if (ex->kind == SQ_EXEC_PER_VU_ITERATIONS) {
+        if (c->iters == 0)
+            return;
+    }
+    if (ex->pacing_ns) {
+        /* Iteration starts follow an absolute cadence, so a timer that fires a little late
+         * does not push every later start back; a response slower than the pacing restarts
+         * the cadence from now (an iteration never starts before the previous start plus the
+         * pacing). */
+        int64_t due = c->iter_ns ? c->iter_ns + ex->pacing_ns : now;
+        if (now < due) {
+            if (sq_timer_start(w->loop, &c->timer, due) == 0) {
+                c->state = CONN_PACING;
+                return;
+            }
+        }
+        int64_t tolerance = ex->pacing_ns / 10 < SQ_NS_PER_MS ? ex->pacing_ns / 10 : SQ_NS_PER_MS;
+        c->iter_ns = now - due <= tolerance ? due : now;
+    }
+    if (ex->kind == SQ_EXEC_SHARED_ITERATIONS)
+        w->quota--;
+    else if (ex->kind == SQ_EXEC_PER_VU_ITERATIONS)
+        c->iters--;
+    conn_send(c, now, now);
+}
+
 static void conn_complete(struct sq_engine__conn *c, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
-    int64_t us = (now - c->since_ns) / SQ_NS_PER_US;
-    sq_hist_record(w->hist, us);
+    sq_hist_record(w->hist, (now - c->since_ns) / SQ_NS_PER_US);
+    if (w->hist_unc)
+        sq_hist_record(w->hist_unc, (now - c->sent_ns) / SQ_NS_PER_US);
     unsigned cls = (unsigned)c->rd.status / 100;
     w->c.status[cls <= 5 ? cls : 0]++;
     w->c.completed++;
@@ -230,7 +336,7 @@ static void conn_read(struct sq_engine__conn *c)
                 conn_replace(c);
                 return;
             }
-            conn_send(c, now);
+            conn_next(c, now);
             if (c->state != CONN_ACTIVE)
                 return; /* parked, or replaced after a failed write: drop the rest */
         }
@@ -269,8 +375,7 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             connect_failed(c, -errno);
             return;
         }
-        c->state = CONN_IDLE;
-        conn_send(c, sq_now_ns());
+        conn_next(c, sq_now_ns());
         return;
     }
     if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < w->cfg->request_len) {
@@ -288,7 +393,7 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
     const struct sq_run_config *cfg = w->cfg;
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
-        if (c->state == CONN_ACTIVE && now - c->since_ns >= cfg->timeout_ns) {
+        if (c->state == CONN_ACTIVE && now - c->sent_ns >= cfg->timeout_ns) {
             conn_fail(c, SQ_ERRK_TIMEOUT);
             conn_replace(c);
         } else if (c->state == CONN_CONNECTING && now - c->since_ns >= cfg->connect_timeout_ns) {
@@ -298,32 +403,225 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
     publish(w);
 }
 
-int sq_engine__worker_init(struct sq_engine__worker *w, const struct sq_run_config *cfg,
-                           uint32_t nconns, uint32_t first_conn, uint64_t quota, const int *abort)
+/* ramping-vus: activates VUs up to this worker's share of the target, in order. Parked VUs
+ * beyond the share finish their iteration and stop (conn_next checks active_vus). */
+static void ramp(struct sq_engine__worker *w, int64_t now)
+{
+    uint32_t target = sq_exec_vus_at(w->ex, now - w->start_ns);
+    uint32_t mine = (uint32_t)sq_engine__share(target, w->run->nworkers, w->windex);
+    uint32_t was = w->active_vus;
+    w->active_vus = mine;
+    for (uint32_t i = was; i < mine && i < w->nconns; i++)
+        if (w->conns[i].state == CONN_IDLE)
+            conn_next(&w->conns[i], now);
+}
+
+static bool pool_settled(const struct sq_engine__worker *w)
+{
+    for (uint32_t i = 0; i < w->nconns; i++)
+        if (w->conns[i].state == CONN_CONNECTING || w->conns[i].state == CONN_CLOSED)
+            return false;
+    return true;
+}
+
+static bool aborted(const struct sq_engine__worker *w)
+{
+    return __atomic_load_n(&w->run->abort, __ATOMIC_RELAXED) != 0;
+}
+
+/* Opens the pool and waits for the run's common start. False when the run was aborted. */
+static bool setup(struct sq_engine__worker *w)
+{
+    struct sq_loop *loop = w->loop;
+    int64_t next_sweep = sq_loop_update_now(loop) + SWEEP_NS;
+    for (uint32_t i = 0; i < w->nconns; i++)
+        conn_connect(&w->conns[i]);
+    bool ready = false;
+    for (;;) {
+        if (!ready && pool_settled(w)) {
+            ready = true;
+            w->ready_ns = sq_loop_now(loop);
+            publish(w);
+            __atomic_store_n(&w->live.ready, 1, __ATOMIC_RELEASE);
+        }
+        if (aborted(w))
+            return false;
+        int64_t go = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
+        int64_t now = sq_loop_now(loop);
+        if (go && now >= go)
+            return true;
+        int64_t wait = go ? go - now : SQ_NS_PER_MS;
+        if (wait > next_sweep - now)
+            wait = next_sweep - now;
+        if (sq_loop_run_once(loop, wait < 0 ? 0 : wait) < 0)
+            return false;
+        now = sq_loop_now(loop);
+        if (now >= next_sweep) {
+            sweep(w, now);
+            next_sweep = now + SWEEP_NS;
+        }
+    }
+}
+
+static void start(struct sq_engine__worker *w)
+{
+    const struct sq_exec *ex = w->ex;
+    w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
+    w->end_load_ns = w->start_ns + sq_exec_length_ns(ex);
+    w->hard_end_ns = w->end_load_ns + ex->graceful_stop_ns;
+    w->started = true;
+    int64_t now = sq_loop_update_now(w->loop);
+    if (w->open) {
+        w->next_arrival = w->windex;
+        for (uint32_t i = 0; i < w->nconns; i++)
+            if (w->conns[i].state == CONN_IDLE)
+                idle_push(&w->conns[i]);
+        return;
+    }
+    w->active_vus = ex->kind == SQ_EXEC_RAMPING_VUS ? 0 : w->nconns;
+    if (ex->kind == SQ_EXEC_RAMPING_VUS) {
+        ramp(w, now);
+        return;
+    }
+    for (uint32_t i = 0; i < w->nconns; i++)
+        if (w->conns[i].state == CONN_IDLE)
+            conn_next(&w->conns[i], now);
+}
+
+/* Stops starting iterations: queued arrivals are dropped, VUs park after their iteration. */
+static void wind_down(struct sq_engine__worker *w)
+{
+    w->sending = false;
+    w->c.dropped += w->qlen;
+    w->qlen = 0;
+}
+
+/* Closed model with iterations: true when no iteration is left to start. */
+static bool iterations_done(const struct sq_engine__worker *w)
+{
+    if (w->ex->kind == SQ_EXEC_SHARED_ITERATIONS)
+        return w->quota == 0;
+    if (w->ex->kind != SQ_EXEC_PER_VU_ITERATIONS)
+        return false;
+    for (uint32_t i = 0; i < w->nconns; i++)
+        if (w->conns[i].iters > 0)
+            return false;
+    return true;
+}
+
+static void run_loop(struct sq_engine__worker *w)
+{
+    struct sq_loop *loop = w->loop;
+    const struct sq_exec *ex = w->ex;
+    int64_t spin = w->run->spin_ns;
+    uint32_t step = w->run->nworkers;
+    int64_t now = sq_loop_now(loop);
+    int64_t next_sweep = now + SWEEP_NS, next_ramp = now + RAMP_CHECK_NS;
+    int64_t next_due = INT64_MAX;
+    for (;;) {
+        now = sq_loop_now(loop);
+        if (w->open && w->sending) {
+            /* Every arrival that is due goes out now, at its own intended time. */
+            while (w->next_arrival < w->total_arrivals) {
+                int64_t due = w->start_ns + sq_exec_arrival_ns(ex, w->next_arrival);
+                if (due > now) {
+                    next_due = due;
+                    break;
+                }
+                dispatch(w, due, now);
+                w->next_arrival += step;
+            }
+            if (w->next_arrival >= w->total_arrivals)
+                next_due = INT64_MAX;
+        }
+        if (aborted(w))
+            break;
+        if (w->sending && (now >= w->end_load_ns || (!w->open && iterations_done(w))))
+            wind_down(w);
+        if (!w->sending && (w->in_flight == 0 || now >= w->hard_end_ns))
+            break;
+        if (ex->kind == SQ_EXEC_RAMPING_VUS && w->sending && now >= next_ramp) {
+            ramp(w, now);
+            next_ramp = now + RAMP_CHECK_NS;
+        }
+
+        int64_t until = next_sweep;
+        if (w->sending && w->end_load_ns < until)
+            until = w->end_load_ns;
+        if (!w->sending && w->hard_end_ns < until)
+            until = w->hard_end_ns;
+        if (ex->kind == SQ_EXEC_RAMPING_VUS && next_ramp < until)
+            until = next_ramp;
+        int64_t wait;
+        if (next_due < until && w->sending) {
+            /* Sleep through the coarse part, then poll until the arrival is due: the kernel
+             * wakes a sleeper up to spin_ns late, which would land in every latency. */
+            wait = next_due - now - spin;
+            if (wait < 0)
+                wait = 0;
+        } else {
+            wait = until - now;
+        }
+        if (sq_loop_run_once(loop, wait < 0 ? 0 : wait) < 0)
+            break;
+        now = sq_loop_now(loop);
+        if (now >= next_sweep) {
+            sweep(w, now);
+            next_sweep = now + SWEEP_NS;
+        }
+    }
+}
+
+int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared *run,
+                           uint32_t windex)
 {
     memset(w, 0, sizeof(*w));
+    const struct sq_run_config *cfg = run->cfg;
+    const struct sq_exec *ex = &cfg->exec;
+    uint32_t n = run->nworkers;
     w->cfg = cfg;
-    w->nconns = nconns;
-    w->first_conn = first_conn;
-    w->quota = quota;
-    w->abort = abort;
+    w->ex = ex;
+    w->run = run;
+    w->windex = windex;
+    w->open = sq_exec_is_open(ex);
+    w->nconns = (uint32_t)sq_engine__share(sq_exec_max_vus(ex), n, windex);
+    uint32_t first = 0;
+    for (uint32_t i = 0; i < windex; i++)
+        first += (uint32_t)sq_engine__share(sq_exec_max_vus(ex), n, i);
+    if (ex->kind == SQ_EXEC_SHARED_ITERATIONS)
+        w->quota = sq_engine__share(ex->iterations, n, windex);
     int rc = sq_loop_new(&w->loop);
     if (rc < 0)
         return rc;
-    w->conns = calloc(nconns, sizeof(*w->conns));
+    w->conns = calloc(w->nconns ? w->nconns : 1, sizeof(*w->conns));
     w->rbuf = malloc(RBUF_SIZE);
     if (!w->conns || !w->rbuf)
         return -ENOMEM;
     rc = sq_latency_hist_new(&w->hist);
     if (rc < 0)
         return rc;
-    for (uint32_t i = 0; i < nconns; i++) {
+    if (w->open) {
+        w->total_arrivals = sq_exec_total_arrivals(ex);
+        uint64_t cap = sq_engine__share(ex->max_in_flight, n, windex);
+        w->qcap = (uint32_t)(cap > w->nconns ? cap - w->nconns : 0);
+        w->queue = malloc((w->qcap ? w->qcap : 1) * sizeof(*w->queue));
+        w->idle = malloc((w->nconns ? w->nconns : 1) * sizeof(*w->idle));
+        if (!w->queue || !w->idle)
+            return -ENOMEM;
+        rc = sq_latency_hist_new(&w->hist_unc);
+        if (rc < 0)
+            return rc;
+    }
+    for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
         c->io.fd = -1;
-        c->index = first_conn + i;
+        c->local = i;
+        c->global = first + i;
         c->state = CONN_CLOSED;
-        sq_timer_init(&c->retry, retry_cb);
+        if (ex->kind == SQ_EXEC_PER_VU_ITERATIONS)
+            c->iters = ex->iterations;
+        sq_timer_init(&c->timer, timer_cb);
         sq_h1_reader_init(&c->rd, &h1_limits);
     }
     return 0;
@@ -337,7 +635,10 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     }
     free(w->conns);
     free(w->rbuf);
+    free(w->queue);
+    free(w->idle);
     sq_hist_free(w->hist);
+    sq_hist_free(w->hist_unc);
     sq_loop_free(w->loop);
     memset(w, 0, sizeof(*w));
 }
@@ -345,44 +646,27 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
 void *sq_engine__worker_main(void *arg)
 {
     struct sq_engine__worker *w = arg;
-    struct sq_loop *loop = w->loop;
-    w->sending = w->quota > 0;
-    w->start_ns = sq_loop_update_now(loop);
-    for (uint32_t i = 0; i < w->nconns && w->sending; i++)
-        conn_connect(&w->conns[i]);
-    int64_t next_sweep = w->start_ns + SWEEP_NS;
-    for (;;) {
-        int64_t now = sq_loop_now(loop);
-        int64_t wait = next_sweep - now;
-        if (w->deadline_ns && w->deadline_ns - now < wait)
-            wait = w->deadline_ns - now;
-        if (wait < 0)
-            wait = 0;
-        if (sq_loop_run_once(loop, wait) < 0)
-            break;
-        now = sq_loop_now(loop);
-        if (now >= next_sweep) {
-            sweep(w, now);
-            next_sweep = now + SWEEP_NS;
-        }
-        if (__atomic_load_n(w->abort, __ATOMIC_RELAXED))
-            break;
-        if (w->deadline_ns && now >= w->deadline_ns)
-            break; /* a timed run ends on time; what is in flight is reported as such */
-        if (!w->sending && w->in_flight == 0)
-            break;
+    /* Timers and waits as precise as the kernel allows: the default 50 µs slack would land in
+     * every paced send. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    w->sending = true;
+    if (setup(w)) {
+        start(w);
+        run_loop(w);
     }
-    w->end_ns = sq_loop_update_now(loop);
+    w->end_ns = sq_loop_update_now(w->loop);
     w->sending = false;
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
-        sq_timer_stop(loop, &c->retry);
+        sq_timer_stop(w->loop, &c->timer);
         if (c->state >= CONN_CONNECTING) {
-            sq_io_stop(loop, &c->io);
+            sq_io_stop(w->loop, &c->io);
             close(c->io.fd);
         }
         c->state = CONN_CLOSED; /* in_flight keeps counting what was still out */
     }
+    w->c.dropped += w->qlen;
+    w->qlen = 0;
     publish(w);
     __atomic_store_n(&w->live.done, 1, __ATOMIC_RELEASE);
     return NULL;

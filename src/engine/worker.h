@@ -20,33 +20,61 @@ struct sq_engine__live {
     uint64_t opened;         /* successful connects */
     uint64_t connect_errors; /* failed connect attempts */
     int last_connect_err;    /* -errno of the latest failed connect */
+    int ready;               /* every connection of the pool has connected or failed once */
     int done;                /* the worker has left its loop */
+};
+
+/* What every worker shares with the run, read-only for workers except through atomics. */
+struct sq_engine__shared {
+    const struct sq_run_config *cfg;
+    uint32_t nworkers;
+    int abort;       /* set by the main thread: leave now */
+    int64_t go_ns;   /* the common start, 0 until every worker is ready */
+    int64_t spin_ns; /* busy-wait tail before an arrival (open model) */
 };
 
 struct sq_engine__worker {
     pthread_t tid;
     const struct sq_run_config *cfg;
+    const struct sq_exec *ex;
+    struct sq_engine__shared *run;
+    uint32_t windex;
     struct sq_loop *loop;
     struct sq_engine__conn *conns;
-    uint32_t nconns, first_conn; /* first_conn: global index of conns[0], for address choice */
-    uint64_t quota;              /* requests this worker may still start (UINT64_MAX: no bound) */
+    uint32_t nconns;
+    bool open;           /* arrival-rate executor */
+    bool started;        /* past the common start */
+    bool sending;        /* still starting iterations */
+    bool leave;          /* leave the loop */
+    uint64_t quota;      /* shared-iterations: iterations this worker may still start */
+    uint32_t active_vus; /* ramping-vus: how many of this worker's VUs may run */
     uint64_t in_flight;
-    bool sending; /* still starting requests */
-    bool leave;   /* leave the loop at the end of this round */
-    char *rbuf;   /* per-worker read buffer, shared by all its connections */
+    /* open model */
+    uint64_t next_arrival; /* global index of this worker's next arrival */
+    uint64_t total_arrivals;
+    uint64_t arrivals; /* this worker's arrivals dispatched (sent + dropped) */
+    int64_t *queue;    /* intended times of arrivals waiting for a connection (ring) */
+    uint32_t qhead, qlen, qcap;
+    uint32_t *idle; /* stack of idle connection indices */
+    uint32_t nidle;
+    char *rbuf; /* per-worker read buffer, shared by all its connections */
     struct sq_counters c;
-    struct sq_hist *hist;
-    int64_t start_ns, deadline_ns, end_ns;
-    const int *abort; /* the run's own stop flag (watchdog, caller's stop) */
+    struct sq_hist *hist, *hist_unc;
+    int64_t start_ns, end_load_ns, hard_end_ns, end_ns, ready_ns;
     struct sq_engine__live live;
 };
 
-/* Allocates the worker's loop, connections, buffer and shard. Returns 0 or -errno. */
-SQ_MUST_CHECK int sq_engine__worker_init(struct sq_engine__worker *w,
-                                         const struct sq_run_config *cfg, uint32_t nconns,
-                                         uint32_t first_conn, uint64_t quota, const int *abort);
+/* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
+SQ_MUST_CHECK int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared *run,
+                                         uint32_t windex);
 void sq_engine__worker_dispose(struct sq_engine__worker *w);
-/* The thread body: runs until the deadline, the quota is done, or *abort is set. */
+/* The thread body: opens the pool, waits for the common start, runs the executor. */
 void *sq_engine__worker_main(void *arg);
+
+/* Shares of total over n parts that always add up to total: the first total % n get one more. */
+static inline uint64_t sq_engine__share(uint64_t total, uint32_t n, uint32_t i)
+{
+    return total / n + (i < total % n ? 1 : 0);
+}
 
 #endif

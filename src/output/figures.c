@@ -3,9 +3,8 @@
 
 #include "stats/hist.h"
 
-void sq_report_latency_figures(const struct sq_result *r, struct sq_latency_figures *out)
+void sq_report_latency_figures(const struct sq_hist *h, struct sq_latency_figures *out)
 {
-    const struct sq_hist *h = r->latency;
     out->count = sq_hist_total(h);
     out->out_of_range = sq_hist_out_of_range(h);
     if (out->count == 0) {

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "base/b64.h"
@@ -15,11 +16,11 @@ static json_t *jdur_s(int64_t ns)
     return json_real((double)ns / 1e9);
 }
 
-static json_t *histogram(const struct sq_result *r)
+static json_t *histogram(const struct sq_hist *hist)
 {
     unsigned char *blob = NULL;
     size_t len = 0;
-    if (sq_hist_encode(r->latency, &blob, &len) < 0)
+    if (sq_hist_encode(hist, &blob, &len) < 0)
         return json_null();
     char *b64 = malloc(sq_b64_encoded_len(len)); /* includes the NUL */
     if (!b64) {
@@ -36,24 +37,72 @@ static json_t *histogram(const struct sq_result *r)
     return h;
 }
 
-int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_result *r)
+static json_t *latency_block(const struct sq_hist *h, const char *from)
 {
     struct sq_latency_figures lf;
-    sq_report_latency_figures(r, &lf);
+    sq_report_latency_figures(h, &lf);
+    json_t *l = json_pack(
+        "{s:s, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "measured_from", from,
+        "count", (json_int_t)lf.count, "out_of_range", (json_int_t)lf.out_of_range, "min_us",
+        (json_int_t)lf.min, "mean_us", lf.mean, "stdev_us", lf.stdev, "p50_us", (json_int_t)lf.p50,
+        "p90_us", (json_int_t)lf.p90, "p95_us", (json_int_t)lf.p95, "p99_us", (json_int_t)lf.p99,
+        "p99_9_us", (json_int_t)lf.p999, "max_us", (json_int_t)lf.max);
+    json_object_set_new(l, "histogram", histogram(h));
+    return l;
+}
+
+static json_t *executor(const struct sq_exec *e)
+{
+    double per_s = 1e9 / (double)e->time_unit_ns;
+    json_t *x =
+        json_pack("{s:s, s:I, s:f, s:f, s:o}", "kind", sq_exec_name(e->kind), "vus",
+                  (json_int_t)sq_exec_max_vus(e), "length_s", (double)sq_exec_length_ns(e) / 1e9,
+                  "graceful_stop_s", (double)e->graceful_stop_ns / 1e9, "pacing_s",
+                  e->pacing_ns ? jdur_s(e->pacing_ns) : json_null());
+    if (e->kind == SQ_EXEC_CONSTANT_ARRIVAL_RATE)
+        json_object_set_new(x, "rate_per_s", json_real(e->rate * per_s));
+    if (e->kind == SQ_EXEC_RAMPING_ARRIVAL_RATE)
+        json_object_set_new(x, "start_rate_per_s", json_real(e->start_rate * per_s));
+    if (sq_exec_is_open(e))
+        json_object_set_new(x, "max_in_flight", json_integer((json_int_t)e->max_in_flight));
+    if (e->kind == SQ_EXEC_SHARED_ITERATIONS || e->kind == SQ_EXEC_PER_VU_ITERATIONS)
+        json_object_set_new(x, "iterations", json_integer((json_int_t)e->iterations));
+    if (e->kind == SQ_EXEC_RAMPING_VUS || e->kind == SQ_EXEC_RAMPING_ARRIVAL_RATE) {
+        json_t *st = json_array();
+        bool rate = e->kind == SQ_EXEC_RAMPING_ARRIVAL_RATE;
+        for (uint32_t i = 0; i < e->nstages; i++)
+            json_array_append_new(st, json_pack("{s:f, s:f}", "duration_s",
+                                                (double)e->stages[i].duration_ns / 1e9,
+                                                rate ? "target_per_s" : "target_vus",
+                                                e->stages[i].target * (rate ? per_s : 1)));
+        json_object_set_new(x, "stages", st);
+    }
+    return x;
+}
+
+int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_result *r)
+{
     double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1e-9;
+    const struct sq_exec *ex = info->exec;
+    bool timed = ex->kind != SQ_EXEC_SHARED_ITERATIONS && ex->kind != SQ_EXEC_PER_VU_ITERATIONS;
 
-    json_t *config = json_pack(
-        "{s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:I}", "url", info->url, "method",
-        info->method, "address", info->target_addr, "connections", (json_int_t)info->connections,
-        "threads", (json_int_t)info->threads, "duration_s",
-        info->duration_ns ? jdur_s(info->duration_ns) : json_null(), "requests",
-        info->total_requests ? json_integer((json_int_t)info->total_requests) : json_null(),
-        "timeout_s", jdur_s(info->timeout_ns), "connect_timeout_s",
-        jdur_s(info->connect_timeout_ns), "request_bytes", (json_int_t)info->request_bytes);
+    json_t *config =
+        json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:I, s:o}", "url", info->url,
+                  "method", info->method, "address", info->target_addr, "connections",
+                  (json_int_t)r->connections, "threads", (json_int_t)info->threads, "duration_s",
+                  timed ? jdur_s(sq_exec_length_ns(ex)) : json_null(), "requests",
+                  ex->kind == SQ_EXEC_SHARED_ITERATIONS ? json_integer((json_int_t)ex->iterations)
+                                                        : json_null(),
+                  "timeout_s", jdur_s(info->timeout_ns), "connect_timeout_s",
+                  jdur_s(info->connect_timeout_ns), "request_bytes",
+                  (json_int_t)info->request_bytes, "executor", executor(ex));
 
-    json_t *requests = json_pack("{s:I, s:I, s:I, s:I}", "sent", (json_int_t)r->c.sent, "completed",
-                                 (json_int_t)r->c.completed, "failed", (json_int_t)r->c.failed,
-                                 "in_flight", (json_int_t)r->in_flight);
+    json_t *requests =
+        json_pack("{s:I, s:I, s:I, s:I, s:I}", "sent", (json_int_t)r->c.sent, "completed",
+                  (json_int_t)r->c.completed, "failed", (json_int_t)r->c.failed, "in_flight",
+                  (json_int_t)r->in_flight, "dropped", (json_int_t)r->c.dropped);
+    if (r->open)
+        json_object_set_new(requests, "arrivals", json_integer((json_int_t)r->arrivals));
     json_t *status = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "1xx", (json_int_t)r->c.status[1],
                                "2xx", (json_int_t)r->c.status[2], "3xx", (json_int_t)r->c.status[3],
                                "4xx", (json_int_t)r->c.status[4], "5xx", (json_int_t)r->c.status[5],
@@ -62,28 +111,27 @@ int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_r
     for (int k = 0; k < SQ_ERRK_COUNT; k++)
         json_object_set_new(errors, sq_errk_name((enum sq_errk)k),
                             json_integer((json_int_t)r->c.errors[k]));
-    json_t *latency = json_pack(
-        "{s:s, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "measured_from",
-        "actual_send", "count", (json_int_t)lf.count, "out_of_range", (json_int_t)lf.out_of_range,
-        "min_us", (json_int_t)lf.min, "mean_us", lf.mean, "stdev_us", lf.stdev, "p50_us",
-        (json_int_t)lf.p50, "p90_us", (json_int_t)lf.p90, "p95_us", (json_int_t)lf.p95, "p99_us",
-        (json_int_t)lf.p99, "p99_9_us", (json_int_t)lf.p999, "max_us", (json_int_t)lf.max);
-    json_object_set_new(latency, "histogram", histogram(r));
 
-    json_t *root =
-        json_pack("{s:s, s:s, s:s, s:o, s:f, s:b, s:o, s:o, s:{s:f, s:f, s:f}, s:o, s:o, "
-                  "s:{s:I, s:I}, s:{s:I, s:I}, s:o}",
-                  "schema", SQ_RESULT_SCHEMA, "squall_version", SQ_VERSION, "mode", "closed-loop",
-                  "config", config, "duration_s", secs, "aborted", r->aborted, "abort_reason",
-                  r->aborted ? json_string(r->abort_reason) : json_null(), "requests", requests,
-                  "rate", "requests_per_s", (double)r->c.completed / secs, "bytes_received_per_s",
-                  (double)r->c.bytes_received / secs, "bytes_sent_per_s",
-                  (double)r->c.bytes_sent / secs, "status", status, "errors", errors, "bytes",
-                  "sent", (json_int_t)r->c.bytes_sent, "received", (json_int_t)r->c.bytes_received,
-                  "connections", "opened", (json_int_t)r->c.conns_opened, "closed_by_server",
-                  (json_int_t)r->c.conns_closed_by_server, "latency", latency);
+    json_t *root = json_pack(
+        "{s:s, s:s, s:s, s:o, s:f, s:f, s:b, s:o, s:o, s:{s:f, s:f, s:f}, s:o, s:o, "
+        "s:{s:I, s:I}, s:{s:I, s:I}, s:o}",
+        "schema", SQ_RESULT_SCHEMA, "squall_version", SQ_VERSION, "mode",
+        r->open ? "open-loop" : "closed-loop", "config", config, "duration_s", secs, "setup_s",
+        (double)r->setup_ns / 1e9, "aborted", r->aborted, "abort_reason",
+        r->aborted ? json_string(r->abort_reason) : json_null(), "requests", requests, "rate",
+        "requests_per_s", (double)r->c.completed / secs, "bytes_received_per_s",
+        (double)r->c.bytes_received / secs, "bytes_sent_per_s", (double)r->c.bytes_sent / secs,
+        "status", status, "errors", errors, "bytes", "sent", (json_int_t)r->c.bytes_sent,
+        "received", (json_int_t)r->c.bytes_received, "connections", "opened",
+        (json_int_t)r->c.conns_opened, "closed_by_server", (json_int_t)r->c.conns_closed_by_server,
+        "latency", latency_block(r->latency, r->open ? "intended_send" : "actual_send"));
     if (!root)
         return -ENOMEM;
+    if (r->open) {
+        json_object_set_new(root, "latency_uncorrected",
+                            latency_block(r->latency_uncorrected, "actual_send"));
+        json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
+    }
     json_object_set_new(root, "threads", json_integer(r->threads));
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     fputc('\n', f);

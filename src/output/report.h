@@ -21,9 +21,8 @@ struct sq_report_info {
     const char *url;
     const char *method;
     const char *target_addr; /* the first resolved address, "127.0.0.1:8080" */
-    uint32_t connections, threads;
-    int64_t duration_ns;     /* asked; 0 when bounded by requests */
-    uint64_t total_requests; /* asked; 0 when bounded by time */
+    const struct sq_exec *exec; /* what load was asked for */
+    uint32_t threads;
     int64_t timeout_ns, connect_timeout_ns;
     size_t request_bytes; /* size of one serialised request */
     bool color;           /* ANSI colour in the summary */
@@ -36,7 +35,8 @@ struct sq_latency_figures {
     double mean, stdev;
 };
 
-void sq_report_latency_figures(const struct sq_result *r, struct sq_latency_figures *out);
+/* Figures of one latency histogram (the result's, or its uncorrected one). */
+void sq_report_latency_figures(const struct sq_hist *h, struct sq_latency_figures *out);
 
 /* Prints the human summary. */
 void sq_report_summary(FILE *f, const struct sq_report_info *info, const struct sq_result *r);

@@ -101,7 +101,8 @@ static void distribution(FILE *f, const struct sq_result *r, const struct sq_lat
 void sq_report_summary(FILE *f, const struct sq_report_info *info, const struct sq_result *r)
 {
     struct sq_latency_figures lf;
-    sq_report_latency_figures(r, &lf);
+    sq_report_latency_figures(r->latency, &lf);
+    const struct sq_exec *ex = info->exec;
     const char *bold = info->color ? "\033[1m" : "", *red = info->color ? "\033[31m" : "",
                *off = info->color ? "\033[0m" : "";
     char g1[32], g2[32], g3[32], g4[32], d[6][24];
@@ -110,31 +111,53 @@ void sq_report_summary(FILE *f, const struct sq_report_info *info, const struct 
         secs = 1e-9;
 
     fprintf(f, "%ssquall%s %s %s → %s\n", bold, off, info->method, info->url, info->target_addr);
-    fprintf(f, "closed loop · %u connection%s · %u thread%s · %.2fs", r->connections,
-            r->connections == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s", secs);
-    if (info->total_requests)
-        fprintf(f, " (asked: %s requests)\n", group(info->total_requests, g1, sizeof(g1)));
-    else
-        fprintf(f, " (asked: %.2fs)\n", (double)info->duration_ns / 1e9);
+    fprintf(f, "%s · %s", r->open ? "open loop" : "closed loop", sq_exec_name(ex->kind));
+    if (ex->kind == SQ_EXEC_CONSTANT_ARRIVAL_RATE)
+        fprintf(f, " %g/s", ex->rate * 1e9 / (double)ex->time_unit_ns);
+    if (ex->kind == SQ_EXEC_SHARED_ITERATIONS || ex->kind == SQ_EXEC_PER_VU_ITERATIONS)
+        fprintf(f, " %s", group(ex->iterations, g1, sizeof(g1)));
+    fprintf(f, " · %u connection%s", r->connections, r->connections == 1 ? "" : "s");
+    if (r->open)
+        fprintf(f, " (max in flight %s)", group(ex->max_in_flight, g1, sizeof(g1)));
+    if (ex->pacing_ns)
+        fprintf(f, " · paced %s", dur_us((double)ex->pacing_ns / 1e3, d[0], 24));
+    fprintf(f, " · %u thread%s · %.2fs (asked %.2fs) · setup %s\n", r->threads,
+            r->threads == 1 ? "" : "s", secs, (double)sq_exec_length_ns(ex) / 1e9,
+            dur_us((double)r->setup_ns / 1e3, d[0], 24));
     if (r->aborted)
         fprintf(f, "%sstopped early: %s%s\n", red, r->abort_reason, off);
 
-    fprintf(f, "\n%-12s %s sent · %s completed · %s failed · %s in flight at the end\n", "Requests",
+    fprintf(f, "\n%-12s %s sent · %s completed · %s failed · %s in flight at the end", "Requests",
             group(r->c.sent, g1, sizeof(g1)), group(r->c.completed, g2, sizeof(g2)),
             group(r->c.failed, g3, sizeof(g3)), group(r->in_flight, g4, sizeof(g4)));
+    if (r->open)
+        fprintf(f,
+                "\n%-12s %s due · %s%s dropped%s (no connection free within the in-flight "
+                "cap, or still waiting at the end)",
+                "Arrivals", group(r->arrivals, g1, sizeof(g1)), r->c.dropped ? red : "",
+                group(r->c.dropped, g2, sizeof(g2)), r->c.dropped ? off : "");
+    fputc('\n', f);
     fprintf(f, "%-12s %.1f req/s · %s/s in · %s/s out\n", "Throughput",
             (double)r->c.completed / secs, bytes_h((double)r->c.bytes_received / secs, d[0], 24),
             bytes_h((double)r->c.bytes_sent / secs, d[1], 24));
     if (lf.count) {
-        fprintf(f, "%-12s min %s · mean %s · stdev %s · max %s (from the actual send)\n", "Latency",
+        fprintf(f, "%-12s min %s · mean %s · stdev %s · max %s (from the %s send)\n", "Latency",
                 dur_us((double)lf.min, d[0], 24), dur_us(lf.mean, d[1], 24),
-                dur_us(lf.stdev, d[2], 24), dur_us((double)lf.max, d[3], 24));
+                dur_us(lf.stdev, d[2], 24), dur_us((double)lf.max, d[3], 24),
+                r->open ? "intended" : "actual");
         fprintf(f, "%-12s p50 %s · p90 %s · p95 %s · p99 %s", "", dur_us((double)lf.p50, d[0], 24),
                 dur_us((double)lf.p90, d[1], 24), dur_us((double)lf.p95, d[2], 24),
                 dur_us((double)lf.p99, d[3], 24));
         fprintf(f, " · p99.9 %s\n", dur_us((double)lf.p999, d[4], 24));
     } else {
         fprintf(f, "%-12s no response completed\n", "Latency");
+    }
+    if (r->open && lf.count) {
+        struct sq_latency_figures u;
+        sq_report_latency_figures(r->latency_uncorrected, &u);
+        fprintf(f, "%-12s p50 %s · p90 %s · p99 %s · max %s (uncorrected: from the actual send)\n",
+                "", dur_us((double)u.p50, d[0], 24), dur_us((double)u.p90, d[1], 24),
+                dur_us((double)u.p99, d[2], 24), dur_us((double)u.max, d[3], 24));
     }
     if (lf.out_of_range)
         fprintf(f, "%-12s %s values outside 1µs..1h were not recorded\n", "",

@@ -219,7 +219,7 @@ class BadInput(unittest.TestCase):
         self.expect_usage(["http://127.0.0.1:1/", "-d", "10parsecs"], "-d")
         self.expect_usage(["http://127.0.0.1:1/", "--frobnicate"], "--frobnicate")
         self.expect_usage(["http://127.0.0.1:1/", "-c"], "-c")
-        self.expect_usage(["http://127.0.0.1:1/", "-n", "5", "-d", "1s"], "-n")
+        self.expect_usage(["http://127.0.0.1:1/", "-n", "5", "-r", "10"], "-n")
         self.expect_usage(["http://127.0.0.1:1/", "-H", "no colon"], "-H")
         self.expect_usage(["-c", "4"], "URL")
         p, _ = run()  # no arguments at all: the usage text, exit 2

@@ -108,9 +108,22 @@ static void config(struct sq_run_config *cfg, char **req, const char *path)
     cfg->request = *req;
     cfg->request_len = len;
     cfg->threads = 2;
-    cfg->connections = 8;
+    cfg->exec.vus = 8;
     cfg->timeout_ns = 5 * SQ_NS_PER_S;
     cfg->connect_timeout_ns = 5 * SQ_NS_PER_S;
+}
+
+static void prepare(struct sq_run_config *cfg)
+{
+    const char *why;
+    assert_int_equal(sq_exec_prepare(&cfg->exec, &why), 0);
+}
+
+static void iterations(struct sq_run_config *cfg, uint64_t n)
+{
+    cfg->exec.kind = SQ_EXEC_SHARED_ITERATIONS;
+    cfg->exec.iterations = n;
+    prepare(cfg);
 }
 
 static uint64_t allocs_for(uint64_t requests)
@@ -118,7 +131,7 @@ static uint64_t allocs_for(uint64_t requests)
     struct sq_run_config cfg;
     char *req;
     config(&cfg, &req, "/fast");
-    cfg.total_requests = requests;
+    iterations(&cfg, requests);
     struct sq_result res;
     const char *why;
     uint64_t before = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED);
@@ -153,8 +166,8 @@ static void shares_add_up(void **state)
     char *req;
     config(&cfg, &req, "/fast");
     cfg.threads = 3;
-    cfg.connections = 7;
-    cfg.total_requests = 1001;
+    cfg.exec.vus = 7;
+    iterations(&cfg, 1001);
     struct sq_result res;
     const char *why;
     assert_int_equal(sq_run(&cfg, &res, &why), 0);
@@ -173,7 +186,9 @@ static void timed_run_accounts_for_everything(void **state)
     struct sq_run_config cfg;
     char *req;
     config(&cfg, &req, "/delay/20");
-    cfg.duration_ns = 300 * SQ_NS_PER_MS;
+    cfg.exec.kind = SQ_EXEC_CONSTANT_VUS;
+    cfg.exec.duration_ns = 300 * SQ_NS_PER_MS;
+    prepare(&cfg);
     struct sq_result res;
     const char *why;
     int64_t t0 = sq_now_ns();
@@ -197,8 +212,8 @@ static void worker_count_capped_by_connections(void **state)
     char *req;
     config(&cfg, &req, "/fast");
     cfg.threads = 16;
-    cfg.connections = 3;
-    cfg.total_requests = 30;
+    cfg.exec.vus = 3;
+    iterations(&cfg, 30);
     struct sq_result res;
     const char *why;
     assert_int_equal(sq_run(&cfg, &res, &why), 0);

@@ -1,0 +1,98 @@
+/* engine/exec.h - executors: how much load a scenario offers over time (k6's names and semantics).
+ *
+ * Closed-model executors drive virtual users (VUs): each VU runs iterations back to back (one
+ * request each in the quick face), optionally paced. Open-model executors start iterations at
+ * arrival times fixed in advance, whatever the server does, and measure latency from each
+ * arrival's intended time, so a slow server cannot slow the load down (no coordinated omission).
+ *
+ * The schedule is pure arithmetic on the configuration, shared read-only by every worker: worker
+ * w of n takes arrivals w, w+n, w+2n... (and VUs likewise), so the shares always add up to the
+ * whole for any rate, ramp or worker count.
+ */
+#ifndef SQ_ENGINE_EXEC_H
+#define SQ_ENGINE_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define SQ_EXEC_LIST(X)                                                                            \
+    X(CONSTANT_VUS, "constant-vus")                                                                \
+    X(RAMPING_VUS, "ramping-vus")                                                                  \
+    X(CONSTANT_ARRIVAL_RATE, "constant-arrival-rate")                                              \
+    X(RAMPING_ARRIVAL_RATE, "ramping-arrival-rate")                                                \
+    X(PER_VU_ITERATIONS, "per-vu-iterations")                                                      \
+    X(SHARED_ITERATIONS, "shared-iterations")
+
+enum sq_exec_kind {
+#define SQ_EXEC_ENUM(name, str) SQ_EXEC_##name,
+    SQ_EXEC_LIST(SQ_EXEC_ENUM)
+#undef SQ_EXEC_ENUM
+        SQ_EXEC__COUNT
+};
+
+#define SQ_EXEC_MAX_STAGES 64
+
+struct sq_stage {
+    int64_t duration_ns;
+    double target; /* VUs, or arrivals per time_unit */
+};
+
+struct sq_exec {
+    enum sq_exec_kind kind;
+    uint32_t vus;             /* constant-vus, *-iterations: VUs; arrival rate: connections */
+    uint32_t start_vus;       /* ramping-vus */
+    int64_t duration_ns;      /* constant-vus, constant-arrival-rate */
+    int64_t max_duration_ns;  /* *-iterations (default 10 min) */
+    int64_t graceful_stop_ns; /* how long in-flight iterations may finish after the end */
+    uint64_t iterations;      /* per VU, or shared in all */
+    double rate;              /* constant-arrival-rate, per time_unit */
+    double start_rate;        /* ramping-arrival-rate, per time_unit */
+    int64_t time_unit_ns;     /* default 1 s */
+    uint64_t max_in_flight;   /* arrival rate: in flight + waiting for a connection; 0 = vus */
+    int64_t pacing_ns;        /* closed model: minimum time between a VU's iteration starts */
+    struct sq_stage stages[SQ_EXEC_MAX_STAGES];
+    uint32_t nstages;
+    /* Filled by sq_exec_prepare for the arrival schedule: per stage, its start (ns), the
+     * arrivals expected before it, and its rates at both ends in arrivals per ns. */
+    int64_t _t0[SQ_EXEC_MAX_STAGES];
+    double _cum[SQ_EXEC_MAX_STAGES + 1];
+    double _from[SQ_EXEC_MAX_STAGES], _to[SQ_EXEC_MAX_STAGES];
+};
+
+/* The executor's name as k6 spells it, and the reverse (-1 when unknown). */
+const char *sq_exec_name(enum sq_exec_kind k);
+int sq_exec_kind_from_name(const char *name);
+
+/* Fills the defaults (time unit 1 s, max duration 10 min, max_in_flight = vus) and checks the
+ * configuration. Returns 0, or -SQ_EUSAGE with *why naming the field and the problem. */
+SQ_MUST_CHECK int sq_exec_prepare(struct sq_exec *e, const char **why);
+
+/* True for the arrival-rate executors. */
+bool sq_exec_is_open(const struct sq_exec *e);
+
+/* How long the executor offers load (stages summed, duration, or max duration), before the
+ * graceful stop. */
+int64_t sq_exec_length_ns(const struct sq_exec *e);
+
+/* The most VUs (or connections) the executor ever needs at once. */
+uint32_t sq_exec_max_vus(const struct sq_exec *e);
+
+/* Ramping VUs: how many VUs should be active t ns after the start (linear between stages,
+ * rounded down, as k6 does). Constant VUs: vus. */
+uint32_t sq_exec_vus_at(const struct sq_exec *e, int64_t t_ns);
+
+/* Arrival executors: the number of arrivals due in [0, length): every i with
+ * sq_exec_arrival_ns(e, i) < length. Exact: 1,000/s for 3 s is 3,000. */
+uint64_t sq_exec_total_arrivals(const struct sq_exec *e);
+
+/* Arrival executors: when arrival i (0-based, global) is due, in ns after the start. Arrival i is
+ * due the moment the expected cumulative count of arrivals reaches i, integrating the rate curve
+ * of each stage (linear ramps included). Returns INT64_MAX past the last stage. */
+int64_t sq_exec_arrival_ns(const struct sq_exec *e, uint64_t i);
+
+/* Parses "10s:100,30s:100,10s:0" into e->stages. Returns 0 or -SQ_EUSAGE with *why set. */
+SQ_MUST_CHECK int sq_exec_parse_stages(struct sq_exec *e, const char *s, const char **why);
+
+#endif
