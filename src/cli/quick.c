@@ -15,6 +15,7 @@
 #include "http/url.h"
 #include "net/sock.h"
 #include "output/report.h"
+#include "output/series.h"
 
 #define MAX_HEADERS    64
 #define MAX_BODY_BYTES (64u << 20)
@@ -30,6 +31,27 @@ static void on_sigint(int sig)
         raise(SIGINT);
     }
     stop_flag = 1;
+}
+
+/* Everything the run's tick feeds, on the main thread. */
+struct ticker {
+    struct sq_progress progress;
+    bool show;
+    FILE *csv, *hdr;
+    bool hdr_failed;
+};
+
+static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
+                    const struct sq_hist *hu)
+{
+    SQ_UNUSED(hu);
+    struct ticker *t = ud;
+    if (t->show)
+        sq_progress_tick(&t->progress, s);
+    if (t->csv)
+        sq_csv_row(t->csv, s);
+    if (t->hdr && !t->hdr_failed && sq_hdrlog_line(t->hdr, s, h) < 0)
+        t->hdr_failed = true;
 }
 
 static const char usage[] =
@@ -57,7 +79,9 @@ static const char usage[] =
     "      --connect-timeout D per-connect timeout (default 5s)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
     "                          to stderr)\n"
-    "  -q, --quiet             no summary on the terminal\n"
+    "      --out csv=FILE      write the per-second series as CSV while the run goes\n"
+    "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
+    "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n"
     "\n"
@@ -75,6 +99,14 @@ static int usage_error(const char *fmt, const char *a, const char *b)
     fprintf(stderr, fmt, a, b);
     fprintf(stderr, " (see squall --help)\n");
     return SQ_EXIT_USAGE;
+}
+
+static FILE *open_out(const char *path, const char *flag, int *exit_code)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        *exit_code = usage_error("%s: cannot write '%s'", flag, path);
+    return f;
 }
 
 static int read_body_file(const char *path, char **out, size_t *len)
@@ -118,7 +150,7 @@ static int read_body_file(const char *path, char **out, size_t *len)
 }
 
 struct quick_opts {
-    const char *url, *method, *body_arg, *json_path;
+    const char *url, *method, *body_arg, *json_path, *csv_path, *hdr_path;
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
     uint64_t connections, threads, requests, max_in_flight;
@@ -143,6 +175,7 @@ enum {
     OPT_STAGES,
     OPT_PACING,
     OPT_GRACEFUL,
+    OPT_OUT,
 };
 
 static int parse_flags(int argc, char **argv, struct quick_opts *o)
@@ -156,6 +189,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"stages", required_argument, NULL, OPT_STAGES},
         {"pacing", required_argument, NULL, OPT_PACING},
         {"graceful-stop", required_argument, NULL, OPT_GRACEFUL},
+        {"out", required_argument, NULL, OPT_OUT},
         {"threads", required_argument, NULL, 't'},
         {"method", required_argument, NULL, 'm'},
         {"header", required_argument, NULL, 'H'},
@@ -257,6 +291,15 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         case OPT_JSON:
             o->json_path = optarg;
             break;
+        case OPT_OUT:
+            if (strncmp(optarg, "csv=", 4) == 0 && optarg[4])
+                o->csv_path = optarg + 4;
+            else if (strncmp(optarg, "hdr=", 4) == 0 && optarg[4])
+                o->hdr_path = optarg + 4;
+            else
+                return usage_error("%s: '%s' is not an output (csv=FILE or hdr=FILE)", flag,
+                                   optarg);
+            break;
         case 'q':
             o->quiet = 1;
             break;
@@ -357,6 +400,7 @@ int sq_cli_quick(int argc, char **argv)
     size_t body_len = 0, req_len = 0;
     struct sq_result res = {0};
     FILE *jf = NULL;
+    struct ticker tk = {0};
 
     if (o.body_arg && o.body_arg[0] == '@') {
         rc = read_body_file(o.body_arg + 1, &body, &body_len);
@@ -419,10 +463,35 @@ int sq_cli_quick(int argc, char **argv)
         }
     }
 
+    tk = (struct ticker){
+        .progress = {.f = stderr,
+                     .tty = isatty(STDERR_FILENO),
+                     .color = isatty(STDERR_FILENO) && !getenv("NO_COLOR"),
+                     .every_s = 10,
+                     .open = sq_exec_is_open(&cfg.exec),
+                     .length_s = cfg.exec.kind == SQ_EXEC_SHARED_ITERATIONS
+                                     ? 0
+                                     : (double)sq_exec_length_ns(&cfg.exec) / 1e9},
+        .show = !o.quiet,
+    };
+    if (o.csv_path && !(tk.csv = open_out(o.csv_path, "--out csv", &exit_code)))
+        goto out;
+    if (o.hdr_path && !(tk.hdr = open_out(o.hdr_path, "--out hdr", &exit_code)))
+        goto out;
+    if (tk.csv)
+        sq_csv_header(tk.csv);
+    if (tk.hdr)
+        sq_hdrlog_header(tk.hdr, sq_wall_s());
+    cfg.on_tick = on_tick;
+    cfg.tick_ud = &tk;
+
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, on_sigint);
     rc = sq_run(&cfg, &res, &why);
     signal(SIGINT, SIG_DFL);
+    sq_progress_finish(&tk.progress);
+    if (tk.hdr_failed)
+        fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
     if (rc < 0) {
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
         goto out;
@@ -456,6 +525,10 @@ int sq_cli_quick(int argc, char **argv)
 out:
     if (jf && jf != stdout)
         fclose(jf);
+    if (tk.csv)
+        fclose(tk.csv);
+    if (tk.hdr)
+        fclose(tk.hdr);
     sq_result_dispose(&res);
     free(req);
     free(body);

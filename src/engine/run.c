@@ -52,6 +52,22 @@ static void merge_counters(struct sq_counters *dst, const struct sq_counters *sr
     dst->conns_closed_by_server += src->conns_closed_by_server;
 }
 
+static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
+{
+    dst->sent -= src->sent;
+    dst->dropped -= src->dropped;
+    dst->completed -= src->completed;
+    dst->failed -= src->failed;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(dst->status); i++)
+        dst->status[i] -= src->status[i];
+    for (size_t i = 0; i < SQ_ERRK_COUNT; i++)
+        dst->errors[i] -= src->errors[i];
+    dst->bytes_sent -= src->bytes_sent;
+    dst->bytes_received -= src->bytes_received;
+    dst->conns_opened -= src->conns_opened;
+    dst->conns_closed_by_server -= src->conns_closed_by_server;
+}
+
 static void sleep_ns(int64_t ns)
 {
     struct timespec ts = {.tv_sec = ns / SQ_NS_PER_S, .tv_nsec = ns % SQ_NS_PER_S};
@@ -95,6 +111,157 @@ static int64_t calibrate_spin(void)
     return spin;
 }
 
+/* The main thread's half of the interval shards: merges each second's slots from every worker
+ * into one series entry, and every slot into the run's total histograms. */
+struct agg {
+    uint32_t cur; /* the second being assembled, 1-based */
+    struct sq_hist *h, *hu;
+    struct sq_counters *last;   /* per worker: cumulative counters of its last consumed slot */
+    uint64_t *active;           /* per worker: active VUs or in flight at its last slot */
+    struct sq_counters emitted; /* the sum of `last` when the previous entry was emitted */
+    int64_t prev_end;
+    bool finished;
+};
+
+static uint64_t errors_of(const struct sq_counters *c)
+{
+    uint64_t e = 0;
+    for (int k = 0; k < SQ_ERRK_COUNT; k++)
+        e += c->errors[k];
+    return e;
+}
+
+static void fill_deltas(struct sq_second *e, const struct sq_counters *now,
+                        const struct sq_counters *then)
+{
+    e->sent += now->sent - then->sent;
+    e->completed += now->completed - then->completed;
+    e->failed += now->failed - then->failed;
+    e->dropped += now->dropped - then->dropped;
+    e->errors += errors_of(now) - errors_of(then);
+    e->bytes_received += now->bytes_received - then->bytes_received;
+}
+
+static int series_push(struct sq_series *s, const struct sq_second *e)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        struct sq_second *v = realloc(s->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = *e;
+    return 0;
+}
+
+static void sum_last(const struct agg *a, uint32_t n, struct sq_counters *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (uint32_t i = 0; i < n; i++)
+        merge_counters(out, &a->last[i]);
+}
+
+/* Consumes one published slot of worker w: its histograms go into the second being assembled
+ * (or, for a slot of a second already emitted, into that entry's counts only) and into the
+ * run's totals; then the slot is reset and handed back. */
+static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, struct sq_result *out,
+                    int64_t *end)
+{
+    uint32_t rd = w->rd;
+    struct sq_engine__slot *s = &w->slots[rd % SQ_SLOTS];
+    sq_hist_merge(out->latency, s->hist);
+    if (s->hist_unc)
+        sq_hist_merge(out->latency_uncorrected, s->hist_unc);
+    if (s->second < a->cur && out->series.n > 0) {
+        /* A slot of a second already emitted (the last sliver of a run): its counts join that
+         * entry, and the baseline moves with them. */
+        struct sq_second *e = &out->series.v[out->series.n - 1];
+        fill_deltas(e, &s->c, &a->last[wi]);
+        sub_counters(&a->emitted, &a->last[wi]);
+        merge_counters(&a->emitted, &s->c);
+        a->last[wi] = s->c;
+        int64_t mx = sq_hist_total(s->hist) ? sq_hist_max(s->hist) : 0;
+        if (mx > e->max_us)
+            e->max_us = mx;
+    } else {
+        sq_hist_merge(a->h, s->hist);
+        if (s->hist_unc)
+            sq_hist_merge(a->hu, s->hist_unc);
+        a->last[wi] = s->c;
+        a->active[wi] = s->active;
+        if (s->end_ns > *end)
+            *end = s->end_ns;
+    }
+    sq_hist_reset(s->hist);
+    if (s->hist_unc)
+        sq_hist_reset(s->hist_unc);
+    __atomic_store_n(&w->rd, rd + 1, __ATOMIC_RELEASE);
+}
+
+/* Emits every second for which each worker has either published its slot or finished. */
+static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
+                      const struct sq_run_config *cfg, struct sq_result *out, int64_t go)
+{
+    while (!a->finished) {
+        bool any = false;
+        for (uint32_t i = 0; i < n; i++) {
+            struct sq_engine__worker *w = &ws[i];
+            uint32_t wr = __atomic_load_n(&w->wr, __ATOMIC_ACQUIRE);
+            if (wr != w->rd) {
+                any = true;
+                continue; /* a slot is waiting: for this second or a later one */
+            }
+            if (!__atomic_load_n(&w->live.done, __ATOMIC_ACQUIRE))
+                return; /* still inside this second */
+        }
+        if (!any) {
+            a->finished = true;
+            return;
+        }
+        if (a->prev_end == 0)
+            a->prev_end = go;
+        int64_t end = a->prev_end;
+        bool late_only = true;
+        for (uint32_t i = 0; i < n; i++) {
+            struct sq_engine__worker *w = &ws[i];
+            while (__atomic_load_n(&w->wr, __ATOMIC_ACQUIRE) != w->rd &&
+                   w->slots[w->rd % SQ_SLOTS].second <= a->cur) {
+                if (w->slots[w->rd % SQ_SLOTS].second == a->cur)
+                    late_only = false;
+                consume(a, w, i, out, &end);
+            }
+        }
+        if (late_only) {
+            a->cur++;
+            continue;
+        }
+        struct sq_counters total;
+        sum_last(a, n, &total);
+        struct sq_second e = {0};
+        fill_deltas(&e, &total, &a->emitted);
+        a->emitted = total;
+        e.t_s = (double)(end - go) / 1e9;
+        e.len_s = (double)(end - a->prev_end) / 1e9;
+        a->prev_end = end;
+        for (uint32_t i = 0; i < n; i++)
+            e.active += a->active[i];
+        if (sq_hist_total(a->h)) {
+            e.p50_us = sq_hist_percentile(a->h, 50);
+            e.p90_us = sq_hist_percentile(a->h, 90);
+            e.p99_us = sq_hist_percentile(a->h, 99);
+            e.max_us = sq_hist_max(a->h);
+        }
+        if (series_push(&out->series, &e) == 0 && cfg->on_tick)
+            cfg->on_tick(cfg->tick_ud, &e, a->h, out->open ? a->hu : NULL);
+        sq_hist_reset(a->h);
+        if (a->hu)
+            sq_hist_reset(a->hu);
+        a->cur++;
+    }
+}
+
 struct totals {
     uint32_t done, ready;
     uint64_t progress, opened, errors;
@@ -131,7 +298,7 @@ static void stop_run(struct sq_engine__shared *run, struct sq_result *out, const
  * (every connection failed to connect and none succeeded), or when nothing has moved for a
  * whole timeout while connects keep failing. */
 static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__shared *run,
-                  struct sq_result *out, int64_t begin)
+                  struct sq_result *out, int64_t begin, struct agg *agg)
 {
     const struct sq_run_config *cfg = run->cfg;
     uint64_t last_progress = 0, last_opened = 0, errors_then = 0;
@@ -143,7 +310,9 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
     for (;;) {
         struct totals t;
         sum_live(ws, n, &t);
-        if (t.done == n)
+        if (run->go_ns)
+            aggregate(agg, ws, n, cfg, out, run->go_ns);
+        if (t.done == n && (!run->go_ns || agg->finished))
             return;
         int64_t now = sq_now_ns();
         if (cfg->stop && *cfg->stop)
@@ -200,6 +369,16 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         return -ENOMEM;
     }
     struct sq_engine__shared run = {.cfg = cfg, .nworkers = nw};
+    struct agg agg = {.cur = 1};
+    agg.last = calloc(nw, sizeof(*agg.last));
+    agg.active = calloc(nw, sizeof(*agg.active));
+    rc = agg.last && agg.active ? sq_latency_hist_new(&agg.h) : -ENOMEM;
+    if (rc == 0 && out->open)
+        rc = sq_latency_hist_new(&agg.hu);
+    if (rc < 0) {
+        *why = "out of memory";
+        goto out;
+    }
     run.spin_ns = out->open ? calibrate_spin() : 0;
     for (uint32_t i = 0; i < nw; i++) {
         rc = sq_engine__worker_init(&ws[i], &run, i);
@@ -220,16 +399,13 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         started++;
     }
     if (started == nw)
-        watch(ws, nw, &run, out, begin);
+        watch(ws, nw, &run, out, begin, &agg);
     int64_t go = run.go_ns, end = go;
     for (uint32_t i = 0; i < started; i++) {
         pthread_join(ws[i].tid, NULL);
         merge_counters(&out->c, &ws[i].c);
         out->in_flight += ws[i].in_flight;
-        out->arrivals += ws[i].arrivals;
-        sq_hist_merge(out->latency, ws[i].hist);
-        if (ws[i].hist_unc)
-            sq_hist_merge(out->latency_uncorrected, ws[i].hist_unc);
+        out->arrivals += ws[i].arrivals; /* latencies arrived through the slots */
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
     }
@@ -242,6 +418,10 @@ out:
     for (uint32_t i = 0; i < nw; i++)
         sq_engine__worker_dispose(&ws[i]);
     free(ws);
+    free(agg.last);
+    free(agg.active);
+    sq_hist_free(agg.h);
+    sq_hist_free(agg.hu);
     if (rc < 0)
         sq_result_dispose(out);
     return rc;
@@ -249,6 +429,8 @@ out:
 
 void sq_result_dispose(struct sq_result *r)
 {
+    free(r->series.v);
+    r->series = (struct sq_series){0};
     sq_hist_free(r->latency);
     sq_hist_free(r->latency_uncorrected);
     r->latency = NULL;

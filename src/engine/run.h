@@ -36,6 +36,26 @@ const char *sq_errk_name(enum sq_errk k);
 
 #define SQ_MAX_ADDRS 16
 
+/* One second of a run, merged across workers by the main thread (the per-second series). */
+struct sq_second {
+    double t_s;   /* end of the interval, seconds after the start */
+    double len_s; /* its length (the last one may be shorter) */
+    uint64_t sent, completed, failed, dropped, errors, bytes_received;
+    uint64_t active; /* closed model: active VUs; open model: requests in flight at the end */
+    int64_t p50_us, p90_us, p99_us, max_us;
+};
+
+struct sq_series {
+    struct sq_second *v;
+    size_t n, cap;
+};
+
+struct sq_hist;
+/* Called on the main thread as each second of the run completes. h is that second's merged
+ * latency histogram (borrowed, valid during the call); hu the uncorrected one or NULL. */
+typedef void (*sq_tick_cb)(void *ud, const struct sq_second *s, const struct sq_hist *h,
+                           const struct sq_hist *hu);
+
 struct sq_run_config {
     struct sq_addr addrs[SQ_MAX_ADDRS]; /* connections use them round-robin */
     int naddrs;
@@ -47,6 +67,8 @@ struct sq_run_config {
     int64_t timeout_ns;         /* per request, from its send */
     int64_t connect_timeout_ns; /* per connect attempt */
     volatile int *stop;         /* optional: set non-zero (e.g. from SIGINT) to end the run */
+    sq_tick_cb on_tick;         /* optional: progress, interval logs */
+    void *tick_ud;
 };
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
@@ -76,7 +98,8 @@ struct sq_result {
     int64_t duration_ns;                 /* from the common start to the last worker's end */
     int64_t spin_ns; /* open model: the busy-wait tail used before each arrival */
     uint32_t threads, connections;
-    bool aborted; /* ended early: stop flag, or no connection could be made */
+    struct sq_series series; /* one entry per second, owned by the result */
+    bool aborted;            /* ended early: stop flag, or no connection could be made */
     char abort_reason[160];
 };
 

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -469,6 +470,7 @@ static void start(struct sq_engine__worker *w)
     w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
     w->end_load_ns = w->start_ns + sq_exec_length_ns(ex);
     w->hard_end_ns = w->end_load_ns + ex->graceful_stop_ns;
+    w->next_tick_ns = w->start_ns + SQ_NS_PER_S;
     w->started = true;
     int64_t now = sq_loop_update_now(w->loop);
     if (w->open) {
@@ -507,6 +509,42 @@ static bool iterations_done(const struct sq_engine__worker *w)
         if (w->conns[i].iters > 0)
             return false;
     return true;
+}
+
+/* Closes the current slot as second `second` and moves to the next one. Returns false (and keeps
+ * recording into the same slot) when the main thread has not yet freed a slot, unless wait is
+ * set: then it waits for one (only at the very end). */
+static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t now, bool wait)
+{
+    for (;;) {
+        uint32_t rd = __atomic_load_n(&w->rd, __ATOMIC_ACQUIRE);
+        if (w->wr - rd < SQ_SLOTS - 1)
+            break;
+        if (!wait)
+            return false;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = SQ_NS_PER_MS};
+        nanosleep(&ts, NULL);
+    }
+    struct sq_engine__slot *s = &w->slots[w->wr % SQ_SLOTS];
+    s->c = w->c;
+    s->active = w->open ? w->in_flight : w->active_vus;
+    s->second = second;
+    s->end_ns = now;
+    __atomic_store_n(&w->wr, w->wr + 1, __ATOMIC_RELEASE);
+    struct sq_engine__slot *next = &w->slots[w->wr % SQ_SLOTS];
+    w->hist = next->hist;
+    w->hist_unc = next->hist_unc;
+    return true;
+}
+
+/* At each whole second after the start: hand the second's shard to the main thread. */
+static void tick(struct sq_engine__worker *w, int64_t now)
+{
+    uint32_t second = (uint32_t)((w->next_tick_ns - w->start_ns) / SQ_NS_PER_S);
+    if (publish_slot(w, second, now, false))
+        w->next_tick_ns = w->start_ns + (int64_t)(second + 1) * SQ_NS_PER_S;
+    else
+        w->next_tick_ns += 10 * SQ_NS_PER_MS; /* the main thread is behind: try again soon */
 }
 
 static void run_loop(struct sq_engine__worker *w)
@@ -552,6 +590,8 @@ static void run_loop(struct sq_engine__worker *w)
             until = w->hard_end_ns;
         if (ex->kind == SQ_EXEC_RAMPING_VUS && next_ramp < until)
             until = next_ramp;
+        if (w->next_tick_ns < until)
+            until = w->next_tick_ns;
         int64_t wait;
         if (next_due < until && w->sending) {
             /* Sleep through the coarse part, then poll until the arrival is due: the kernel
@@ -569,6 +609,8 @@ static void run_loop(struct sq_engine__worker *w)
             sweep(w, now);
             next_sweep = now + SWEEP_NS;
         }
+        if (now >= w->next_tick_ns)
+            tick(w, now);
     }
 }
 
@@ -597,9 +639,15 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->rbuf = malloc(RBUF_SIZE);
     if (!w->conns || !w->rbuf)
         return -ENOMEM;
-    rc = sq_latency_hist_new(&w->hist);
-    if (rc < 0)
-        return rc;
+    for (int i = 0; i < SQ_SLOTS; i++) {
+        rc = sq_latency_hist_new(&w->slots[i].hist);
+        if (rc == 0 && sq_exec_is_open(ex))
+            rc = sq_latency_hist_new(&w->slots[i].hist_unc);
+        if (rc < 0)
+            return rc;
+    }
+    w->hist = w->slots[0].hist;
+    w->hist_unc = w->slots[0].hist_unc;
     if (w->open) {
         w->total_arrivals = sq_exec_total_arrivals(ex);
         uint64_t cap = sq_engine__share(ex->max_in_flight, n, windex);
@@ -608,9 +656,6 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         w->idle = malloc((w->nconns ? w->nconns : 1) * sizeof(*w->idle));
         if (!w->queue || !w->idle)
             return -ENOMEM;
-        rc = sq_latency_hist_new(&w->hist_unc);
-        if (rc < 0)
-            return rc;
     }
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
@@ -637,8 +682,10 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     free(w->rbuf);
     free(w->queue);
     free(w->idle);
-    sq_hist_free(w->hist);
-    sq_hist_free(w->hist_unc);
+    for (int i = 0; i < SQ_SLOTS; i++) {
+        sq_hist_free(w->slots[i].hist);
+        sq_hist_free(w->slots[i].hist_unc);
+    }
     sq_loop_free(w->loop);
     memset(w, 0, sizeof(*w));
 }
@@ -667,6 +714,15 @@ void *sq_engine__worker_main(void *arg)
     }
     w->c.dropped += w->qlen;
     w->qlen = 0;
+    if (w->started) {
+        /* The last, partial second: labelled with the second it falls in, or folded into the
+         * one before when it is a sliver (a timed run ends a hair after its last tick). */
+        int64_t into = w->end_ns - w->start_ns;
+        uint32_t second = (uint32_t)((into + SQ_NS_PER_S - 1) / SQ_NS_PER_S);
+        if (second > 1 && into - (int64_t)(second - 1) * SQ_NS_PER_S < SQ_NS_PER_S / 10)
+            second--;
+        publish_slot(w, second ? second : 1, w->end_ns, true);
+    }
     publish(w);
     __atomic_store_n(&w->live.done, 1, __ATOMIC_RELEASE);
     return NULL;

@@ -33,6 +33,21 @@ struct sq_engine__shared {
     int64_t spin_ns; /* busy-wait tail before an arrival (open model) */
 };
 
+/* Interval shards: the worker records each second's latencies into its current slot, and at
+ * each second's end publishes the slot (with a copy of its cumulative counters) and moves to the
+ * next. Slots [rd, wr) await the main thread, which merges and resets them; the worker owns
+ * slot wr % SQ_SLOTS. Single producer, single consumer: wr is written by the worker, rd by the
+ * main thread, each with release and read with acquire. No lock, no copy of a histogram. */
+#define SQ_SLOTS 4
+
+struct sq_engine__slot {
+    struct sq_hist *hist, *hist_unc;
+    struct sq_counters c; /* the worker's cumulative counters when the slot closed */
+    uint64_t active;      /* active VUs (closed) or in flight (open) when it closed */
+    uint32_t second;      /* 1-based: the second of the run this slot ends */
+    int64_t end_ns;
+};
+
 struct sq_engine__worker {
     pthread_t tid;
     const struct sq_run_config *cfg;
@@ -59,7 +74,10 @@ struct sq_engine__worker {
     uint32_t nidle;
     char *rbuf; /* per-worker read buffer, shared by all its connections */
     struct sq_counters c;
-    struct sq_hist *hist, *hist_unc;
+    struct sq_hist *hist, *hist_unc; /* the current slot's */
+    struct sq_engine__slot slots[SQ_SLOTS];
+    uint32_t wr, rd; /* slots published / consumed */
+    int64_t next_tick_ns;
     int64_t start_ns, end_load_ns, hard_end_ns, end_ns, ready_ns;
     struct sq_engine__live live;
 };

@@ -80,6 +80,26 @@ static json_t *executor(const struct sq_exec *e)
     return x;
 }
 
+/* The per-second series: one object per second of the run. */
+static json_t *series(const struct sq_result *r)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < r->series.n; i++) {
+        const struct sq_second *e = &r->series.v[i];
+        double len = e->len_s > 0 ? e->len_s : 1;
+        json_array_append_new(
+            a, json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
+                         "t_s", e->t_s, "len_s", e->len_s, "requests", (json_int_t)e->sent,
+                         "completed", (json_int_t)e->completed, "failed", (json_int_t)e->failed,
+                         "dropped", (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
+                         (double)e->completed / len, "bytes_received",
+                         (json_int_t)e->bytes_received, "p50_us", (json_int_t)e->p50_us, "p90_us",
+                         (json_int_t)e->p90_us, "p99_us", (json_int_t)e->p99_us, "max_us",
+                         (json_int_t)e->max_us, "vus", (json_int_t)e->active));
+    }
+    return a;
+}
+
 int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_result *r)
 {
     double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1e-9;
@@ -133,6 +153,7 @@ int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_r
         json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
     }
     json_object_set_new(root, "threads", json_integer(r->threads));
+    json_object_set_new(root, "series", series(r));
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     fputc('\n', f);
     json_decref(root);

@@ -133,6 +133,38 @@ class QuickFace(unittest.TestCase):
         self.assertLessEqual(served, r["completed"] + r["in_flight"])
         self.assertLessEqual(r["in_flight"], 8)
 
+    def test_series_and_interval_outputs(self):
+        with tempfile.TemporaryDirectory() as d:
+            csv, hlog = os.path.join(d, "s.csv"), os.path.join(d, "s.hlog")
+            p, doc, _ = run_json(self.base + "/fast", "-d", "2500ms", "-c", "4", "-t", "2",
+                                 "--out", "csv=" + csv, "--out", "hdr=" + hlog)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            series = doc["series"]
+            self.assertIn(len(series), (2, 3))  # whole seconds, and the last half second
+            r = doc["requests"]
+            self.assertEqual(sum(e["requests"] for e in series), r["sent"])
+            self.assertEqual(sum(e["completed"] for e in series), r["completed"])
+            self.assertAlmostEqual(series[-1]["t_s"], doc["duration_s"], delta=0.05)
+            for e in series:
+                self.assertLessEqual(e["p50_us"], e["p99_us"])
+                self.assertLessEqual(e["p99_us"], e["max_us"])
+            rows = open(csv).read().splitlines()
+            self.assertTrue(rows[0].startswith("t_s,len_s,requests,completed"))
+            self.assertEqual(len(rows) - 1, len(series))
+            self.assertEqual(sum(int(x.split(",")[3]) for x in rows[1:]), r["completed"])
+            lines = open(hlog).read().splitlines()
+            self.assertEqual(lines[0], "#[Histogram log format version 1.2]")
+            self.assertTrue(lines[1].startswith("#[StartTime: "))
+            data = [x for x in lines if x and not x.startswith("#") and not x.startswith('"')]
+            self.assertEqual(len(data), len(series))
+            self.assertEqual(sum(decode_hist_total(x.split(",")[3]) for x in data),
+                             r["completed"])
+
+    def test_bad_out(self):
+        p, _ = run(self.base + "/fast", "-n", "1", "--out", "xml=foo")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--out", p.stderr)
+
     def test_delay_latency(self):
         p, doc, _ = run_json(self.base + "/delay/50", "-n", "40", "-c", "4", "-t", "1")
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -1,0 +1,127 @@
+/* output/series.c - progress line, CSV series, HdrHistogram interval log. */
+#include "output/series.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/b64.h"
+#include "stats/hist.h"
+
+#define BAR 20
+
+static void fmt_us(int64_t us, char *buf, size_t size)
+{
+    if (us < 1000)
+        snprintf(buf, size, "%" PRId64 "µs", us);
+    else if (us < 1000000)
+        snprintf(buf, size, "%.2fms", (double)us / 1e3);
+    else
+        snprintf(buf, size, "%.2fs", (double)us / 1e6);
+}
+
+void sq_progress_tick(struct sq_progress *p, const struct sq_second *s)
+{
+    p->errors_so_far += s->errors;
+    p->completed_so_far += s->completed;
+    int sec = (int)(s->t_s + 0.5);
+    if (!p->tty && (p->every_s <= 0 || sec % p->every_s != 0))
+        return;
+    double rps = s->len_s > 0 ? (double)s->completed / s->len_s : 0;
+    char p99[24];
+    fmt_us(s->p99_us, p99, sizeof(p99));
+    if (p->tty) {
+        fputs("\r\033[K", p->f);
+        if (p->length_s > 0) {
+            double frac = s->t_s / p->length_s;
+            int fill = (int)(frac * BAR + 0.5);
+            if (fill > BAR)
+                fill = BAR;
+            fputc('[', p->f);
+            for (int i = 0; i < BAR; i++)
+                fputs(i < fill ? "█" : "░", p->f);
+            fprintf(p->f, "] %.0fs/%.0fs ", s->t_s, p->length_s);
+        } else {
+            fprintf(p->f, "%.0fs ", s->t_s);
+        }
+    } else {
+        fprintf(p->f, "[%6.1fs] ", s->t_s);
+    }
+    fprintf(p->f, "%s %" PRIu64 " · %.0f req/s · p99 %s · %s%" PRIu64 " errors%s",
+            p->open ? "in flight" : "VUs", s->active, rps, p99,
+            p->errors_so_far && p->color ? "\033[31m" : "", p->errors_so_far,
+            p->errors_so_far && p->color ? "\033[0m" : "");
+    if (s->dropped)
+        fprintf(p->f, " · %" PRIu64 " dropped", s->dropped);
+    if (!p->tty)
+        fputc('\n', p->f);
+    p->drawn = p->tty;
+    fflush(p->f);
+}
+
+void sq_progress_finish(struct sq_progress *p)
+{
+    if (p->drawn) {
+        fputs("\r\033[K", p->f);
+        fflush(p->f);
+    }
+    p->drawn = false;
+}
+
+void sq_csv_header(FILE *f)
+{
+    fputs("t_s,len_s,requests,completed,failed,dropped,errors,rps,bytes_received,p50_us,p90_us,"
+          "p99_us,max_us,vus\n",
+          f);
+}
+
+void sq_csv_row(FILE *f, const struct sq_second *s)
+{
+    double len = s->len_s > 0 ? s->len_s : 1;
+    fprintf(f,
+            "%.3f,%.3f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.1f,%" PRIu64
+            ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu64 "\n",
+            s->t_s, s->len_s, s->sent, s->completed, s->failed, s->dropped, s->errors,
+            (double)s->completed / len, s->bytes_received, s->p50_us, s->p90_us, s->p99_us,
+            s->max_us, s->active);
+    fflush(f);
+}
+
+void sq_hdrlog_header(FILE *f, double start_wall_s)
+{
+    time_t t = (time_t)start_wall_s;
+    struct tm tm;
+    char date[64] = "";
+    if (gmtime_r(&t, &tm))
+        strftime(date, sizeof(date), "%a %b %d %H:%M:%S UTC %Y", &tm);
+    fprintf(f, "#[Histogram log format version 1.2]\n");
+    fprintf(f, "#[StartTime: %.3f (seconds since epoch), %s]\n", start_wall_s, date);
+    fprintf(f, "#[BaseTime: %.3f (seconds since epoch)]\n", start_wall_s);
+    fprintf(f, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\","
+               "\"Interval_Compressed_Histogram\"\n");
+    fflush(f);
+}
+
+int sq_hdrlog_line(FILE *f, const struct sq_second *s, const struct sq_hist *h)
+{
+    unsigned char *blob = NULL;
+    size_t len = 0;
+    int rc = sq_hist_encode(h, &blob, &len);
+    if (rc < 0)
+        return rc;
+    char *b64 = malloc(sq_b64_encoded_len(len));
+    if (!b64) {
+        free(blob);
+        return -ENOMEM;
+    }
+    sq_b64_encode(blob, len, b64);
+    /* Like Java's HistogramLogWriter: start relative to BaseTime, the max divided by the
+     * default max-value unit ratio (1e6), three decimals. Values are µs. */
+    int64_t max = sq_hist_total(h) ? sq_hist_max(h) : 0;
+    fprintf(f, "%.3f,%.3f,%.3f,%s\n", s->t_s - s->len_s, s->len_s, (double)max / 1e6, b64);
+    fflush(f);
+    free(b64);
+    free(blob);
+    return 0;
+}
