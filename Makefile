@@ -2,11 +2,12 @@
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
 BUILD_FUZZ  ?= build-fuzz
+BUILD_TSAN  ?= build-tsan
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 SQUALL      := $(BUILD)/squall
 
-.PHONY: all deps build test test-asan fuzz demo bench format format-check ci clean
+.PHONY: all deps build test test-asan test-tsan fuzz demo bench format format-check ci clean
 
 all: build
 
@@ -25,6 +26,13 @@ test-asan: deps
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
 	@cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j1
+
+# The threaded parts (engine workers, server workers) again under ThreadSanitizer.
+test-tsan: deps
+	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DSQ_TSAN=ON >/dev/null
+	@cmake --build $(BUILD_TSAN) -j$(JOBS)
+	@cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1 \
+		ctest --output-on-failure -j1 -R 'test_engine|test_server|e2e.test_quick|e2e.test_executors'
 
 fuzz:
 	@scripts/deps.sh fuzz
@@ -45,8 +53,8 @@ format:
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
-# What CI runs: the tests, the tests again under ASan+UBSan, and every fuzzer.
-ci: test test-asan fuzz
+# What CI runs: the tests, the tests again under ASan+UBSan and TSan, and every fuzzer.
+ci: test test-asan test-tsan fuzz
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_TSAN)

@@ -130,7 +130,7 @@ static void connect_failed(struct sq_engine__conn *c, int err)
 {
     struct sq_engine__worker *w = c->w;
     w->c.errors[SQ_ERRK_CONNECT]++;
-    w->live.last_connect_err = err;
+    __atomic_store_n(&w->live.last_connect_err, err, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
     conn_close(c);
     if (!w->sending)
