@@ -15,6 +15,7 @@
 #include "http/url.h"
 #include "net/sock.h"
 #include "output/report.h"
+#include "output/ndjson.h"
 #include "output/series.h"
 
 #define MAX_HEADERS    64
@@ -81,6 +82,8 @@ static const char usage[] =
     "                          to stderr)\n"
     "      --out csv=FILE      write the per-second series as CSV while the run goes\n"
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
+    "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
+    "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n"
@@ -150,7 +153,8 @@ static int read_body_file(const char *path, char **out, size_t *len)
 }
 
 struct quick_opts {
-    const char *url, *method, *body_arg, *json_path, *csv_path, *hdr_path;
+    const char *url, *method, *body_arg, *json_path, *csv_path, *hdr_path, *ndjson_path;
+    double sample;
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
     uint64_t connections, threads, requests, max_in_flight;
@@ -176,6 +180,7 @@ enum {
     OPT_PACING,
     OPT_GRACEFUL,
     OPT_OUT,
+    OPT_SAMPLE,
 };
 
 static int parse_flags(int argc, char **argv, struct quick_opts *o)
@@ -190,6 +195,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"pacing", required_argument, NULL, OPT_PACING},
         {"graceful-stop", required_argument, NULL, OPT_GRACEFUL},
         {"out", required_argument, NULL, OPT_OUT},
+        {"sample", required_argument, NULL, OPT_SAMPLE},
         {"threads", required_argument, NULL, 't'},
         {"method", required_argument, NULL, 'm'},
         {"header", required_argument, NULL, 'H'},
@@ -296,10 +302,19 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
                 o->csv_path = optarg + 4;
             else if (strncmp(optarg, "hdr=", 4) == 0 && optarg[4])
                 o->hdr_path = optarg + 4;
+            else if (strncmp(optarg, "ndjson=", 7) == 0 && optarg[7])
+                o->ndjson_path = optarg + 7;
             else
-                return usage_error("%s: '%s' is not an output (csv=FILE or hdr=FILE)", flag,
+                return usage_error("%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)", flag,
                                    optarg);
             break;
+        case OPT_SAMPLE: {
+            char *end;
+            o->sample = strtod(optarg, &end);
+            if (*end || !(o->sample > 0 && o->sample <= 1))
+                return usage_error("%s: '%s' is not a fraction in (0, 1]", flag, optarg);
+            break;
+        }
         case 'q':
             o->quiet = 1;
             break;
@@ -328,6 +343,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         return usage_error("-r: the rate must be positive%s%s", "", "");
     if (o->rate_set && o->pacing_ns)
         return usage_error("--pacing applies to the closed loop, not with -r%s%s", "", "");
+    if (o->sample && !o->ndjson_path)
+        return usage_error("--sample applies to --out ndjson=FILE%s%s", "", "");
     if (o->max_in_flight && !o->rate_set)
         return usage_error("--max-in-flight applies to the open loop (-r)%s%s", "", "");
     if (o->max_in_flight && o->max_in_flight < o->connections)
@@ -401,6 +418,7 @@ int sq_cli_quick(int argc, char **argv)
     struct sq_result res = {0};
     FILE *jf = NULL;
     struct ticker tk = {0};
+    struct sq_ndjson nd = {.scenario = "default"};
 
     if (o.body_arg && o.body_arg[0] == '@') {
         rc = read_body_file(o.body_arg + 1, &body, &body_len);
@@ -478,6 +496,14 @@ int sq_cli_quick(int argc, char **argv)
         goto out;
     if (o.hdr_path && !(tk.hdr = open_out(o.hdr_path, "--out hdr", &exit_code)))
         goto out;
+    if (o.ndjson_path) {
+        if (!(nd.f = open_out(o.ndjson_path, "--out ndjson", &exit_code)))
+            goto out;
+        setvbuf(nd.f, NULL, _IOFBF, 1 << 20);
+        cfg.on_samples = sq_ndjson_write;
+        cfg.samples_ud = &nd;
+        cfg.sample_fraction = o.sample ? o.sample : 1;
+    }
     if (tk.csv)
         sq_csv_header(tk.csv);
     if (tk.hdr)
@@ -492,6 +518,13 @@ int sq_cli_quick(int argc, char **argv)
     sq_progress_finish(&tk.progress);
     if (tk.hdr_failed)
         fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
+    if (nd.f && (fflush(nd.f) != 0 || nd.failed))
+        fprintf(stderr, "squall: --out ndjson: write failed: %s\n", strerror(errno));
+    if (res.samples_lost)
+        fprintf(stderr,
+                "squall: --out ndjson: %llu requests not recorded (the writer fell "
+                "behind; try --sample)\n",
+                (unsigned long long)res.samples_lost);
     if (rc < 0) {
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
         goto out;
@@ -529,6 +562,8 @@ out:
         fclose(tk.csv);
     if (tk.hdr)
         fclose(tk.hdr);
+    if (nd.f)
+        fclose(nd.f);
     sq_result_dispose(&res);
     free(req);
     free(body);

@@ -262,6 +262,53 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
     }
 }
 
+/* The writer thread: drains every worker's ring of per-request records into the caller's
+ * callback, so formatting and disk writes never happen on a worker. */
+struct writer {
+    pthread_t tid;
+    struct sq_engine__worker *ws;
+    uint32_t n;
+    const struct sq_run_config *cfg;
+    int stop;
+    uint64_t written;
+};
+
+static bool drain(struct writer *wr)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < wr->n; i++) {
+        struct sq_engine__worker *w = &wr->ws[i];
+        if (!w->ring)
+            continue;
+        uint32_t head = __atomic_load_n(&w->rhead, __ATOMIC_ACQUIRE);
+        uint32_t tail = w->rtail;
+        while (tail != head) {
+            /* Hand out the contiguous run up to the ring's end in one call. */
+            uint32_t at = tail & (w->rcap - 1);
+            uint32_t n = head - tail;
+            if (n > w->rcap - at)
+                n = w->rcap - at;
+            wr->cfg->on_samples(wr->cfg->samples_ud, &w->ring[at], n);
+            wr->written += n;
+            tail += n;
+            __atomic_store_n(&w->rtail, tail, __ATOMIC_RELEASE);
+            any = true;
+        }
+    }
+    return any;
+}
+
+static void *writer_main(void *arg)
+{
+    struct writer *wr = arg;
+    while (!__atomic_load_n(&wr->stop, __ATOMIC_ACQUIRE)) {
+        if (!drain(wr))
+            sleep_ns(2 * SQ_NS_PER_MS);
+    }
+    drain(wr); /* what the workers wrote before they stopped */
+    return NULL;
+}
+
 struct totals {
     uint32_t done, ready;
     uint64_t progress, opened, errors;
@@ -387,6 +434,16 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
             goto out;
         }
     }
+    struct writer wr = {.ws = ws, .n = nw, .cfg = cfg};
+    bool writing = false;
+    if (cfg->on_samples) {
+        rc = -pthread_create(&wr.tid, NULL, writer_main, &wr);
+        if (rc < 0) {
+            *why = "could not start the writer thread";
+            goto out;
+        }
+        writing = true;
+    }
     int64_t begin = sq_now_ns();
     uint32_t started = 0;
     for (uint32_t i = 0; i < nw; i++) {
@@ -408,6 +465,13 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         out->arrivals += ws[i].arrivals; /* latencies arrived through the slots */
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
+    }
+    if (writing) {
+        __atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(wr.tid, NULL);
+        out->samples_written = wr.written;
+        for (uint32_t i = 0; i < nw; i++)
+            out->samples_lost += ws[i].samples_lost;
     }
     out->duration_ns = go ? end - go : 0;
     out->spin_ns = run.spin_ns;

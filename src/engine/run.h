@@ -56,6 +56,22 @@ struct sq_hist;
 typedef void (*sq_tick_cb)(void *ud, const struct sq_second *s, const struct sq_hist *h,
                            const struct sq_hist *hu);
 
+/* One request, for per-request outputs (--out ndjson). Filled on the worker's hot path only when
+ * sampling is on, into a per-worker ring that a writer thread drains: the hot path never waits
+ * for the disk (a full ring drops the record and counts it). */
+struct sq_sample {
+    int64_t end_ns;     /* when it completed or failed, ns after the start */
+    int64_t latency_us; /* from the intended send (open) or the send (closed) */
+    int64_t wait_us;    /* open model: from the intended to the actual send */
+    uint32_t bytes;     /* response bytes, head and body */
+    uint16_t status;    /* 0 when it failed */
+    uint8_t error;      /* 0, or 1 + enum sq_errk */
+    uint8_t _pad;
+};
+
+/* Called on the writer thread with a batch of records (borrowed for the call). */
+typedef void (*sq_samples_cb)(void *ud, const struct sq_sample *v, size_t n);
+
 struct sq_run_config {
     struct sq_addr addrs[SQ_MAX_ADDRS]; /* connections use them round-robin */
     int naddrs;
@@ -69,6 +85,9 @@ struct sq_run_config {
     volatile int *stop;         /* optional: set non-zero (e.g. from SIGINT) to end the run */
     sq_tick_cb on_tick;         /* optional: progress, interval logs */
     void *tick_ud;
+    sq_samples_cb on_samples; /* optional: per-request records */
+    void *samples_ud;
+    double sample_fraction; /* with on_samples: the share of requests recorded, (0, 1] */
 };
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
@@ -98,8 +117,9 @@ struct sq_result {
     int64_t duration_ns;                 /* from the common start to the last worker's end */
     int64_t spin_ns; /* open model: the busy-wait tail used before each arrival */
     uint32_t threads, connections;
-    struct sq_series series; /* one entry per second, owned by the result */
-    bool aborted;            /* ended early: stop flag, or no connection could be made */
+    struct sq_series series;                /* one entry per second, owned by the result */
+    uint64_t samples_written, samples_lost; /* per-request records: handed out, dropped */
+    bool aborted; /* ended early: stop flag, or no connection could be made */
     char abort_reason[160];
 };
 

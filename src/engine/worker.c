@@ -97,13 +97,42 @@ static void conn_close(struct sq_engine__conn *c)
     c->state = CONN_CLOSED;
 }
 
+/* Records one request for the per-request outputs, if sampling is on and it is picked. */
+static void sample(struct sq_engine__conn *c, int64_t now, uint16_t status, uint8_t error)
+{
+    struct sq_engine__worker *w = c->w;
+    if (w->sample_below != UINT64_MAX) {
+        w->rng ^= w->rng << 13; /* xorshift64 */
+        w->rng ^= w->rng >> 7;
+        w->rng ^= w->rng << 17;
+        if (w->rng >= w->sample_below)
+            return;
+    }
+    uint32_t head = w->rhead;
+    if (head - __atomic_load_n(&w->rtail, __ATOMIC_ACQUIRE) == w->rcap) {
+        w->samples_lost++;
+        return;
+    }
+    struct sq_sample *s = &w->ring[head & (w->rcap - 1)];
+    s->end_ns = now - w->start_ns;
+    s->latency_us = (now - c->since_ns) / SQ_NS_PER_US;
+    s->wait_us = (c->sent_ns - c->since_ns) / SQ_NS_PER_US;
+    s->bytes = status ? c->rd.head_bytes + (uint32_t)c->rd.body.bytes : 0;
+    s->status = status;
+    s->error = error;
+    __atomic_store_n(&w->rhead, head + 1, __ATOMIC_RELEASE);
+}
+
 /* Ends the request in flight with an error of kind k. */
 static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
 {
     struct sq_engine__worker *w = c->w;
     w->c.errors[k]++;
-    if (c->state == CONN_ACTIVE)
+    if (c->state == CONN_ACTIVE) {
         w->c.failed++;
+        if (w->ring)
+            sample(c, sq_now_ns(), 0, (uint8_t)(k + 1));
+    }
     conn_close(c);
 }
 
@@ -299,6 +328,8 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         sq_hist_record(w->hist_unc, (now - c->sent_ns) / SQ_NS_PER_US);
     unsigned cls = (unsigned)c->rd.status / 100;
     w->c.status[cls <= 5 ? cls : 0]++;
+    if (w->ring)
+        sample(c, now, c->rd.status, 0);
     w->c.completed++;
     w->in_flight--;
     c->state = CONN_IDLE;
@@ -657,6 +688,15 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if (!w->queue || !w->idle)
             return -ENOMEM;
     }
+    if (cfg->on_samples) {
+        w->rcap = 1u << 15;
+        w->ring = malloc(w->rcap * sizeof(*w->ring));
+        if (!w->ring)
+            return -ENOMEM;
+        double f = cfg->sample_fraction;
+        w->sample_below = f >= 1 || f <= 0 ? UINT64_MAX : (uint64_t)(f * 18446744073709551615.0);
+        w->rng = 0x9E3779B97F4A7C15ull * (windex + 1);
+    }
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
@@ -682,6 +722,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     free(w->rbuf);
     free(w->queue);
     free(w->idle);
+    free(w->ring);
     for (int i = 0; i < SQ_SLOTS; i++) {
         sq_hist_free(w->slots[i].hist);
         sq_hist_free(w->slots[i].hist_unc);

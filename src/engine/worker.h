@@ -77,6 +77,12 @@ struct sq_engine__worker {
     struct sq_hist *hist, *hist_unc; /* the current slot's */
     struct sq_engine__slot slots[SQ_SLOTS];
     uint32_t wr, rd; /* slots published / consumed */
+    /* Per-request records (sampling on): a ring written by this worker (rhead) and drained by
+     * the run's writer thread (rtail); release/acquire on both indexes. */
+    struct sq_sample *ring;
+    uint32_t rcap, rhead, rtail;
+    uint64_t rng, sample_below; /* xorshift64 state; record when rng < sample_below */
+    uint64_t samples_lost;
     int64_t next_tick_ns;
     int64_t start_ns, end_load_ns, hard_end_ns, end_ns, ready_ns;
     struct sq_engine__live live;

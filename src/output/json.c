@@ -153,6 +153,10 @@ int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_r
         json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
     }
     json_object_set_new(root, "threads", json_integer(r->threads));
+    if (r->samples_written || r->samples_lost)
+        json_object_set_new(root, "samples",
+                            json_pack("{s:I, s:I}", "written", (json_int_t)r->samples_written,
+                                      "lost", (json_int_t)r->samples_lost));
     json_object_set_new(root, "series", series(r));
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     fputc('\n', f);

@@ -160,10 +160,38 @@ class QuickFace(unittest.TestCase):
             self.assertEqual(sum(decode_hist_total(x.split(",")[3]) for x in data),
                              r["completed"])
 
+    def test_ndjson_per_request(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.ndjson")
+            p, doc, _ = run_json(self.base + "/status/503", "-n", "3000", "-c", "8", "-t", "2",
+                                 "--out", "ndjson=" + path)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            lines = [json.loads(x) for x in open(path)]
+            self.assertEqual(len(lines), 3000)
+            self.assertEqual(doc["samples"], {"written": 3000, "lost": 0})
+            self.assertTrue(all(x["status"] == 503 and x["error"] is None for x in lines))
+            self.assertTrue(all(x["latency_us"] >= 0 and x["bytes"] > 0 for x in lines))
+            self.assertEqual({x["scenario"] for x in lines}, {"default"})
+            p, doc, _ = run_json(self.base + "/fast", "-n", "20000", "-c", "8", "--out",
+                                 "ndjson=" + path, "--sample", "0.1")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            n = sum(1 for _ in open(path))
+            self.assertGreater(n, 1500)
+            self.assertLess(n, 2500)
+            # Failed requests are recorded with their error kind.
+            p, doc, _ = run_json(self.base + "/delay/2000", "-n", "2", "-c", "2",
+                                 "--timeout", "200ms", "--out", "ndjson=" + path)
+            lines = [json.loads(x) for x in open(path)]
+            self.assertEqual([x["error"] for x in lines], ["timeout", "timeout"])
+            self.assertEqual([x["status"] for x in lines], [0, 0])
+
     def test_bad_out(self):
         p, _ = run(self.base + "/fast", "-n", "1", "--out", "xml=foo")
         self.assertEqual(p.returncode, 2)
         self.assertIn("--out", p.stderr)
+        p, _ = run(self.base + "/fast", "-n", "1", "--sample", "0.5")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--sample", p.stderr)
 
     def test_delay_latency(self):
         p, doc, _ = run_json(self.base + "/delay/50", "-n", "40", "-c", "4", "-t", "1")
