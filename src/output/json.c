@@ -6,6 +6,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include "base/b64.h"
 #include "output/report.h"
@@ -78,6 +80,18 @@ static json_t *executor(const struct sq_exec *e)
         json_object_set_new(x, "stages", st);
     }
     return x;
+}
+
+/* Where the run ran: enough to tell two results' machines apart. */
+static json_t *environment(void)
+{
+    struct utsname u;
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    bool un = uname(&u) == 0;
+    return json_pack("{s:s, s:s, s:s, s:s, s:I}", "squall_version", SQ_VERSION, "host", host, "os",
+                     un ? u.sysname : "", "kernel", un ? u.release : "", "cpus",
+                     (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* The per-second series: one object per second of the run. */
@@ -153,6 +167,7 @@ int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_r
         json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
     }
     json_object_set_new(root, "threads", json_integer(r->threads));
+    json_object_set_new(root, "environment", environment());
     if (r->samples_written || r->samples_lost)
         json_object_set_new(root, "samples",
                             json_pack("{s:I, s:I}", "written", (json_int_t)r->samples_written,

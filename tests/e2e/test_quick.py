@@ -185,6 +185,20 @@ class QuickFace(unittest.TestCase):
             self.assertEqual([x["error"] for x in lines], ["timeout", "timeout"])
             self.assertEqual([x["status"] for x in lines], [0, 0])
 
+    def test_documents_follow_the_schema(self):
+        import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        schema = json.load(open(os.path.join(root, "docs", "result.schema.json")))
+        docs = [run_json(self.base + "/fast", "-n", "500", "-c", "4")[1],
+                run_json(self.base + "/fast", "-r", "300", "-d", "1s", "-c", "4")[1],
+                run_json(self.base + "/fast", "--stages", "500ms:2,500ms:0")[1]]
+        for doc in docs:
+            jsonschema.validate(doc, schema)
+        broken = dict(docs[0])
+        del broken["requests"]
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.validate(broken, schema)
+
     def test_bad_out(self):
         p, _ = run(self.base + "/fast", "-n", "1", "--out", "xml=foo")
         self.assertEqual(p.returncode, 2)
