@@ -7,7 +7,8 @@ JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 SQUALL      := $(BUILD)/squall
 
-.PHONY: all deps build test test-asan test-tsan fuzz demo bench format format-check ci clean
+.PHONY: all deps build test test-asan test-tsan fuzz demo bench bench-micro bench-scaling \
+	format format-check ci clean
 
 all: build
 
@@ -45,7 +46,14 @@ demo: build
 
 bench: build
 	@scripts/deps.sh bench
-	@bench/compare.sh
+	@bench/compare.sh --squall $(SQUALL) --probe $(BUILD)/bench/probe
+
+bench-micro: build
+	@bench/micro.sh $(BUILD)
+
+bench-scaling: build
+	@scripts/deps.sh bench
+	@bench/scaling.sh --squall $(SQUALL)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

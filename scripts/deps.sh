@@ -3,18 +3,28 @@
 #   scripts/deps.sh          build + test dependencies
 #   scripts/deps.sh fuzz     + clang and libFuzzer
 #   scripts/deps.sh bench    + the peers and servers bench/ compares against
+#   scripts/deps.sh browser  + headless Chromium for the HTML report's browser test
 set -euo pipefail
 
-build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev python3)
+build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev python3 python3-jsonschema)
 fuzz=(clang libclang-rt-14-dev)
-bench=(nginx-light wrk apache2-utils nghttp2-client util-linux procps)
+# bench: servers and peers (ab in apache2-utils, h2load in nghttp2-client, Locust from Debian),
+# GNU time for client CPU and RSS; node and npm, which install autocannon into bench/.tools/
+# (kept as they are when npm is already on PATH: NodeSource's nodejs conflicts with Debian's npm).
+bench=(nginx-light wrk apache2-utils nghttp2-client hey python3-locust util-linux procps time)
+command -v npm >/dev/null 2>&1 || bench+=(nodejs npm)
+browser=(chromium)
+# npm fetches uPlot, which the build embeds into the HTML report. A node that came from elsewhere
+# (NodeSource's nodejs ships npm inside it and conflicts with Debian's npm) is kept as it is.
+command -v npm >/dev/null 2>&1 || build+=(nodejs npm)
 
 want=("${build[@]}")
 for extra in "$@"; do
   case "$extra" in
     fuzz) want+=("${fuzz[@]}") ;;
     bench) want+=("${bench[@]}") ;;
-    *) echo "deps.sh: unknown set '$extra' (fuzz, bench)" >&2; exit 2 ;;
+    browser) want+=("${browser[@]}") ;;
+    *) echo "deps.sh: unknown set '$extra' (fuzz, bench, browser)" >&2; exit 2 ;;
   esac
 done
 
