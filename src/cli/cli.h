@@ -19,4 +19,7 @@ void sq_cli_usage(FILE *f);
 /* `squall target [flags]`; argv[0] is "target". Returns the exit status. */
 int sq_cli_target(int argc, char **argv);
 
+/* `squall report FILE [--html OUT]`; argv[0] is "report". Returns the exit status. */
+int sq_cli_report(int argc, char **argv);
+
 #endif

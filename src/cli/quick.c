@@ -15,6 +15,8 @@
 #include "http/url.h"
 #include "net/sock.h"
 #include "output/report.h"
+#include "output/doc.h"
+#include "output/html.h"
 #include "output/ndjson.h"
 #include "output/series.h"
 
@@ -58,6 +60,8 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
 static const char usage[] =
     "usage: squall URL [flags]          closed-loop HTTP/1.1 load test\n"
     "       squall target [flags]       the built-in test server (squall target --help)\n"
+    "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
+    "                                   report\n"
     "\n"
     "  -c, --connections N     connections (VUs), opened before the start and split across\n"
     "                          threads (default 64)\n"
@@ -80,6 +84,7 @@ static const char usage[] =
     "      --connect-timeout D per-connect timeout (default 5s)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
     "                          to stderr)\n"
+    "      --html FILE         write a self-contained HTML report (charts; opens offline)\n"
     "      --out csv=FILE      write the per-second series as CSV while the run goes\n"
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
@@ -153,7 +158,7 @@ static int read_body_file(const char *path, char **out, size_t *len)
 }
 
 struct quick_opts {
-    const char *url, *method, *body_arg, *json_path, *csv_path, *hdr_path, *ndjson_path;
+    const char *url, *method, *body_arg, *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample;
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
@@ -181,6 +186,7 @@ enum {
     OPT_GRACEFUL,
     OPT_OUT,
     OPT_SAMPLE,
+    OPT_HTML,
 };
 
 static int parse_flags(int argc, char **argv, struct quick_opts *o)
@@ -196,6 +202,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"graceful-stop", required_argument, NULL, OPT_GRACEFUL},
         {"out", required_argument, NULL, OPT_OUT},
         {"sample", required_argument, NULL, OPT_SAMPLE},
+        {"html", required_argument, NULL, OPT_HTML},
         {"threads", required_argument, NULL, 't'},
         {"method", required_argument, NULL, 'm'},
         {"header", required_argument, NULL, 'H'},
@@ -308,6 +315,9 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
                 return usage_error("%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)", flag,
                                    optarg);
             break;
+        case OPT_HTML:
+            o->html_path = optarg;
+            break;
         case OPT_SAMPLE: {
             char *end;
             o->sample = strtod(optarg, &end);
@@ -416,7 +426,7 @@ int sq_cli_quick(int argc, char **argv)
     char *body = NULL, *req = NULL;
     size_t body_len = 0, req_len = 0;
     struct sq_result res = {0};
-    FILE *jf = NULL;
+    FILE *jf = NULL, *hf = NULL;
     struct ticker tk = {0};
     struct sq_ndjson nd = {.scenario = "default"};
 
@@ -473,6 +483,8 @@ int sq_cli_quick(int argc, char **argv)
         goto out;
     }
 
+    if (o.html_path && !(hf = open_out(o.html_path, "--html", &exit_code)))
+        goto out;
     if (o.json_path) {
         jf = strcmp(o.json_path, "-") == 0 ? stdout : fopen(o.json_path, "w");
         if (!jf) {
@@ -542,12 +554,20 @@ int sq_cli_quick(int argc, char **argv)
         .timeout_ns = cfg.timeout_ns,
         .connect_timeout_ns = cfg.connect_timeout_ns,
         .request_bytes = req_len,
-        .color = isatty(fileno(tf)) && !getenv("NO_COLOR"),
     };
-    if (!o.quiet)
-        sq_report_summary(tf, &info, &res);
-    if (jf && sq_report_json(jf, &info, &res) < 0)
+    /* One document feeds every output, so they cannot disagree. */
+    json_t *doc = sq_report_json_doc(&info, &res);
+    if (!doc) {
+        fprintf(stderr, "squall: out of memory building the result\n");
+        goto out;
+    }
+    if (!o.quiet && sq_report_summary_json(doc, tf) < 0)
+        fprintf(stderr, "squall: could not print the summary\n");
+    if (jf && sq_report_json_write(jf, doc) < 0)
         fprintf(stderr, "squall: --json: write failed: %s\n", strerror(errno));
+    if (hf && sq_report_html(doc, hf) < 0)
+        fprintf(stderr, "squall: --html: write failed: %s\n", strerror(errno));
+    json_decref(doc);
     if (res.c.completed == 0) {
         fprintf(stderr, "squall: no request succeeded%s%s\n", res.aborted ? ": " : "",
                 res.aborted ? res.abort_reason : "");
@@ -558,6 +578,8 @@ int sq_cli_quick(int argc, char **argv)
 out:
     if (jf && jf != stdout)
         fclose(jf);
+    if (hf)
+        fclose(hf);
     if (tk.csv)
         fclose(tk.csv);
     if (tk.hdr)

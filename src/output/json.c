@@ -114,7 +114,7 @@ static json_t *series(const struct sq_result *r)
     return a;
 }
 
-int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_result *r)
+json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r)
 {
     double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1e-9;
     const struct sq_exec *ex = info->exec;
@@ -160,7 +160,7 @@ int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_r
         (json_int_t)r->c.conns_opened, "closed_by_server", (json_int_t)r->c.conns_closed_by_server,
         "latency", latency_block(r->latency, r->open ? "intended_send" : "actual_send"));
     if (!root)
-        return -ENOMEM;
+        return NULL;
     if (r->open) {
         json_object_set_new(root, "latency_uncorrected",
                             latency_block(r->latency_uncorrected, "actual_send"));
@@ -173,9 +173,13 @@ int sq_report_json(FILE *f, const struct sq_report_info *info, const struct sq_r
                             json_pack("{s:I, s:I}", "written", (json_int_t)r->samples_written,
                                       "lost", (json_int_t)r->samples_lost));
     json_object_set_new(root, "series", series(r));
-    int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    return root;
+}
+
+int sq_report_json_write(FILE *f, const json_t *doc)
+{
+    int rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     fputc('\n', f);
-    json_decref(root);
     if (rc < 0 || fflush(f) != 0)
         return -EIO;
     return 0;

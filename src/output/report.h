@@ -1,13 +1,15 @@
-/* output/report.h - the end-of-run outputs of the quick face: terminal summary and JSON.
+/* output/report.h - the result document of a run (schema squall.result/1).
  *
- * Both read one result model (engine/run.h) and the run's description below; neither touches
- * the engine while it runs.
+ * Every end-of-run output is rendered from this one document: the JSON file, the terminal
+ * summary (output/doc.h, sq_report_summary_json) and the HTML report (output/html.h). So the
+ * summary printed after a run and the one `squall report FILE` reprints cannot disagree.
  */
 #ifndef SQ_OUTPUT_REPORT_H
 #define SQ_OUTPUT_REPORT_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <jansson.h>
 #include <stdio.h>
 
 #include "base/err.h"
@@ -20,12 +22,11 @@
 struct sq_report_info {
     const char *url;
     const char *method;
-    const char *target_addr; /* the first resolved address, "127.0.0.1:8080" */
+    const char *target_addr;    /* the first resolved address, "127.0.0.1:8080" */
     const struct sq_exec *exec; /* what load was asked for */
     uint32_t threads;
     int64_t timeout_ns, connect_timeout_ns;
     size_t request_bytes; /* size of one serialised request */
-    bool color;           /* ANSI colour in the summary */
 };
 
 /* Latency figures derived once from the merged histogram, in µs. */
@@ -38,12 +39,10 @@ struct sq_latency_figures {
 /* Figures of one latency histogram (the result's, or its uncorrected one). */
 void sq_report_latency_figures(const struct sq_hist *h, struct sq_latency_figures *out);
 
-/* Prints the human summary. */
-void sq_report_summary(FILE *f, const struct sq_report_info *info, const struct sq_result *r);
+/* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
+json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);
 
-/* Writes the result as one JSON document (schema SQ_RESULT_SCHEMA). Returns 0 or -errno /
- * -ENOMEM. */
-SQ_MUST_CHECK int sq_report_json(FILE *f, const struct sq_report_info *info,
-                                 const struct sq_result *r);
+/* Writes the document as indented JSON. Returns 0 or -EIO. */
+SQ_MUST_CHECK int sq_report_json_write(FILE *f, const json_t *doc);
 
 #endif

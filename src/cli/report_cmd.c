@@ -1,0 +1,155 @@
+/* cli/report_cmd.c - `squall report FILE [--html OUT]`: a saved run's summary, or its HTML report.
+ *
+ * FILE is a document written by `squall URL --json FILE` (schema squall.result/1). A file that
+ * cannot be read, is not JSON or is not such a result gets one line naming the file and the
+ * problem, and exit status 2, like a bad flag.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "output/doc.h"
+#include "output/html.h"
+
+/* Declared here until cli/cli.h carries it (the same line; a repeated declaration is harmless). */
+
+/* A result is a few KiB plus ~250 bytes per second of series; past this it is not one. */
+#define MAX_RESULT_BYTES ((off_t)256 << 20)
+
+static const char report_usage[] =
+    "usage: squall report FILE [--html OUT]\n"
+    "\n"
+    "Reads a result saved with `squall URL --json FILE` (schema squall.result/1; - reads stdin)\n"
+    "and prints its summary again, or writes its HTML report.\n"
+    "\n"
+    "      --html OUT   write the self-contained HTML report to OUT (- for stdout): charts of\n"
+    "                   throughput, errors and latency over time, the latency percentile plot,\n"
+    "                   status codes, errors, request accounting and the configuration\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "exit status: 0 done, 1 the report could not be written, 2 bad flags or a FILE that is not\n"
+    "             a squall result\n";
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "squall report: %s%s%s%s (see squall report --help)\n", what, arg ? " '" : "",
+            arg ? arg : "", arg ? "'" : "");
+    return SQ_EXIT_USAGE;
+}
+
+static int bad_file(const char *path, const char *problem, const char *detail)
+{
+    fprintf(stderr, "squall report: %s: %s%s%s\n", path, problem, detail ? ": " : "",
+            detail ? detail : "");
+    return SQ_EXIT_USAGE;
+}
+
+/* Loads and checks the document; on failure prints the one line and returns the exit status. */
+static int load(const char *path, json_t **out)
+{
+    bool is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f)
+        return bad_file(path, strerror(errno), NULL);
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fclose(f);
+            return bad_file(path, "is a directory", NULL);
+        }
+        if (S_ISREG(st.st_mode) && st.st_size > MAX_RESULT_BYTES) {
+            fclose(f);
+            return bad_file(path, "too large for a squall result (over 256 MiB)", NULL);
+        }
+    }
+    json_error_t err;
+    json_t *doc = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    if (!is_stdin)
+        fclose(f);
+    if (!doc) {
+        char detail[JSON_ERROR_TEXT_LENGTH + 48];
+        snprintf(detail, sizeof(detail), "%s (line %d, column %d)", err.text, err.line, err.column);
+        return bad_file(path, "not JSON", detail);
+    }
+    const char *why;
+    if (sq_report_doc_check(doc, &why) < 0) {
+        const json_t *schema = json_is_object(doc) ? json_object_get(doc, "schema") : NULL;
+        char detail[160];
+        if (json_is_string(schema) && strcmp(json_string_value(schema), "squall.result/1") != 0) {
+            snprintf(detail, sizeof(detail), "schema '%.64s' is not squall.result/1",
+                     json_string_value(schema));
+            why = detail;
+        }
+        json_decref(doc);
+        return bad_file(path, "not a squall result this version reads", why);
+    }
+    *out = doc;
+    return SQ_EXIT_OK;
+}
+
+int sq_cli_report(int argc, char **argv)
+{
+    const char *path = NULL, *html = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(report_usage, stdout);
+            return SQ_EXIT_OK;
+        }
+        if (strcmp(a, "--html") == 0) {
+            if (i + 1 >= argc || !*argv[i + 1])
+                return usage_error("--html needs a file name", NULL);
+            html = argv[++i];
+            continue;
+        }
+        if (strncmp(a, "--html=", 7) == 0) {
+            if (!a[7])
+                return usage_error("--html needs a file name", NULL);
+            html = a + 7;
+            continue;
+        }
+        if (a[0] == '-' && a[1] != '\0')
+            return usage_error("unknown flag", a);
+        if (path)
+            return usage_error("one result file only; unexpected", a);
+        path = a;
+    }
+    if (!path)
+        return usage_error("no result file given", NULL);
+
+    json_t *doc = NULL;
+    int rc = load(path, &doc);
+    if (rc != SQ_EXIT_OK)
+        return rc;
+
+    if (!html) {
+        rc = sq_report_summary_json(doc, stdout);
+        json_decref(doc);
+        if (rc < 0) {
+            fprintf(stderr, "squall report: writing the summary: %s\n", sq_strerror(rc));
+            return SQ_EXIT_FAIL;
+        }
+        return SQ_EXIT_OK;
+    }
+
+    bool to_stdout = strcmp(html, "-") == 0;
+    FILE *out = to_stdout ? stdout : fopen(html, "w");
+    if (!out) {
+        fprintf(stderr, "squall report: %s: %s\n", html, strerror(errno));
+        json_decref(doc);
+        return SQ_EXIT_FAIL;
+    }
+    rc = sq_report_html(doc, out);
+    json_decref(doc);
+    if (!to_stdout && fclose(out) != 0 && rc == 0)
+        rc = -errno;
+    if (rc < 0) {
+        fprintf(stderr, "squall report: %s: %s\n", html, sq_strerror(rc));
+        return SQ_EXIT_FAIL;
+    }
+    return SQ_EXIT_OK;
+}

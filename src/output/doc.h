@@ -1,0 +1,45 @@
+/* output/doc.h - outputs rendered from a saved result document (`squall report FILE`).
+ *
+ * The document is the parsed JSON of `--json` (schema squall.result/1, docs/json-schema.md). Only
+ * "schema", "requests" and "latency" are required; every other key may be missing (an older or a
+ * newer squall wrote it) and is then left out of what is printed, never guessed.
+ */
+#ifndef SQ_OUTPUT_DOC_H
+#define SQ_OUTPUT_DOC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/err.h"
+
+struct sq_hist;
+
+/* Checks that doc is a result this build reads: an object whose "schema" is squall.result/1,
+ * with "requests" and "latency" objects. Returns 0, or -SQ_EPARSE with *why set to a short static
+ * phrase ("no \"schema\" key: not a squall result"). */
+SQ_MUST_CHECK int sq_report_doc_check(const json_t *doc, const char **why);
+
+/* Prints the terminal summary of a saved run, laid out as the one printed after the run (no
+ * colour). Returns 0, -SQ_EPARSE (sq_report_doc_check failed) or -EIO. */
+SQ_MUST_CHECK int sq_report_summary_json(const json_t *doc, FILE *f);
+
+/* ---- Internal to output/: lookups shared by doc.c, summary_json.c and html.c. ---- */
+
+/* The value at a dotted path ("latency.histogram.data"), or NULL when any step is missing. */
+const json_t *sq_report__get(const json_t *doc, const char *path);
+/* The number at path (integer or real); false, and *out untouched, when it is not a number. */
+bool sq_report__num(const json_t *doc, const char *path, double *out);
+/* The number at path, or dflt. */
+double sq_report__numd(const json_t *doc, const char *path, double dflt);
+/* v as a count: negative and NaN give 0, anything past UINT64_MAX gives UINT64_MAX (a cast of an
+ * out-of-range double is undefined behaviour, and the document is untrusted input). */
+uint64_t sq_report__count(double v);
+/* The string at path, or dflt. */
+const char *sq_report__str(const json_t *doc, const char *path, const char *dflt);
+/* Decodes a latency block's "histogram.data" (base64 of HdrHistogram V2 compressed). Returns 0,
+ * -SQ_EPARSE (no data string), -SQ_EDECODE, -SQ_ETOOBIG or -ENOMEM; the caller frees *out. */
+SQ_MUST_CHECK int sq_report__hist(const json_t *latency, struct sq_hist **out);
+
+#endif

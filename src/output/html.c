@@ -1,0 +1,650 @@
+/* output/html.c - the self-contained HTML report of a saved run.
+ *
+ * The page is written in three layers:
+ *  - tables (summary, request accounting, status, errors, configuration, and steps / checks /
+ *    thresholds when the document has them) are rendered here, every string from the document
+ *    HTML-escaped;
+ *  - the data for the charts travels as a JSON island, <script type="application/json">, holding
+ *    the document itself and the HDR percentile curves computed here; every '<', '>' and '&' in
+ *    it is written as a \u escape, so no string in the document can close the script element;
+ *  - web/report/report.js (embedded, with uPlot) draws the charts from the island into the
+ *    containers emitted here. A chart the document cannot feed gets a note instead of a
+ *    container.
+ *
+ * A Content-Security-Policy meta tag allows inline scripts and styles and data: images only: the
+ * report opens offline and cannot fetch anything.
+ */
+#include "output/html.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/doc.h"
+#include "output/fmt.h"
+#include "output/html_assets.h"
+#include "stats/hist.h"
+
+#define HDR_STEPS_PER_DECADE 20 /* points per decade of 1/(1-p) */
+#define HDR_MIN_DECADES      2  /* up to 99% at least */
+#define HDR_MAX_DECADES      7  /* up to 99.99999% at most */
+#define GENERIC_MAX_DEPTH    4  /* nested tables; deeper values print as compact JSON */
+#define GENERIC_MAX_ROWS     1000
+#define GENERIC_MAX_COLS     24
+#define D                    32
+
+/* ---- escaping ---- */
+
+/* HTML text and attribute values (double- or single-quoted). */
+static void esc(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&#39;", f);
+            break;
+        default:
+            fputc(*s, f);
+        }
+    }
+}
+
+__attribute__((format(printf, 2, 3))) static void escf(FILE *f, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    esc(f, buf);
+}
+
+/* JSON text inside a <script> element. '<', '>' and '&' occur in JSON text only inside strings,
+ * where their \u escapes mean the same; with them gone, neither "</script" nor "<!--" can. */
+static void island_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<')
+            fputs("\\u003c", f);
+        else if (*s == '>')
+            fputs("\\u003e", f);
+        else if (*s == '&')
+            fputs("\\u0026", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* ---- small table helpers ---- */
+
+/* A figure: right-aligned, kept on one line. */
+static void row(FILE *f, const char *label, const char *value)
+{
+    fputs("<tr><th>", f);
+    esc(f, label);
+    fputs("</th><td class=\"n\">", f);
+    esc(f, value);
+    fputs("</td></tr>\n", f);
+}
+
+/* A phrase: may wrap. */
+static void row_text(FILE *f, const char *label, const char *value)
+{
+    fputs("<tr><th>", f);
+    esc(f, label);
+    fputs("</th><td class=\"t\">", f);
+    esc(f, value);
+    fputs("</td></tr>\n", f);
+}
+
+static const char *num_text(const json_t *doc, const char *path, char *buf)
+{
+    double v;
+    if (!sq_report__num(doc, path, &v))
+        return "—";
+    return sq_fmt_group(sq_report__count(v), buf, D);
+}
+
+static const char *dur_text(const json_t *doc, const char *path, double scale, char *buf)
+{
+    double v;
+    if (!sq_report__num(doc, path, &v))
+        return "—";
+    return sq_fmt_dur_us(v * scale, buf, D);
+}
+
+/* ---- generic rendering: configuration, steps, checks, thresholds ---- */
+
+static void compact(FILE *f, const json_t *v)
+{
+    char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    fputs("<code>", f);
+    if (s)
+        esc(f, s);
+    fputs("</code>", f);
+    free(s);
+}
+
+static void scalar(FILE *f, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        esc(f, json_string_value(v));
+        break;
+    case JSON_INTEGER:
+        fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        fprintf(f, "%.6g", json_real_value(v));
+        break;
+    case JSON_TRUE:
+        fputs("yes", f);
+        break;
+    case JSON_FALSE:
+        fputs("no", f);
+        break;
+    case JSON_NULL:
+        fputs("—", f);
+        break;
+    default:
+        compact(f, v);
+    }
+}
+
+static void value(FILE *f, const json_t *v, int depth);
+
+static void kv_table(FILE *f, const json_t *obj, int depth, const char *skip)
+{
+    const char *k;
+    json_t *v;
+    fputs("<table>\n", f);
+    json_object_foreach((json_t *)obj, k, v)
+    {
+        if (skip && strcmp(k, skip) == 0)
+            continue;
+        fputs("<tr><th>", f);
+        esc(f, k);
+        fputs("</th><td>", f);
+        value(f, v, depth + 1);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+/* An array of objects as one table: the union of their keys, in first-seen order, as columns. */
+static void rows_table(FILE *f, const json_t *arr, int depth)
+{
+    json_t *cols = json_object(), *e, *v;
+    size_t i;
+    const char *k;
+    if (!cols)
+        return;
+    json_array_foreach((json_t *)arr, i, e)
+    {
+        json_object_foreach(e, k, v)
+        {
+            if (json_object_size(cols) < GENERIC_MAX_COLS)
+                json_object_set_new(cols, k, json_true());
+        }
+    }
+    fputs("<table>\n<tr>", f);
+    json_object_foreach(cols, k, v)
+    {
+        fputs("<th>", f);
+        esc(f, k);
+        fputs("</th>", f);
+    }
+    fputs("</tr>\n", f);
+    json_array_foreach((json_t *)arr, i, e)
+    {
+        if (i == GENERIC_MAX_ROWS)
+            break;
+        fputs("<tr>", f);
+        json_object_foreach(cols, k, v)
+        {
+            const json_t *cell = json_object_get(e, k);
+            fputs("<td>", f);
+            if (cell)
+                value(f, cell, depth + 1);
+            fputs("</td>", f);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+    if (json_array_size(arr) > GENERIC_MAX_ROWS)
+        fprintf(f, "<p class=\"meta\">%zu more rows are in the embedded data.</p>\n",
+                json_array_size(arr) - GENERIC_MAX_ROWS);
+    json_decref(cols);
+}
+
+static void value(FILE *f, const json_t *v, int depth)
+{
+    if (depth > GENERIC_MAX_DEPTH) {
+        compact(f, v);
+        return;
+    }
+    if (json_is_object(v)) {
+        if (json_object_size(v) == 0)
+            fputs("—", f);
+        else
+            kv_table(f, v, depth, NULL);
+        return;
+    }
+    if (json_is_array(v)) {
+        size_t i, nobj = 0, nscalar = 0;
+        json_t *e;
+        json_array_foreach((json_t *)v, i, e)
+        {
+            nobj += json_is_object(e);
+            nscalar += !json_is_object(e) && !json_is_array(e);
+        }
+        if (json_array_size(v) == 0) {
+            fputs("none", f);
+        } else if (nobj == json_array_size(v)) {
+            rows_table(f, v, depth);
+        } else if (nscalar == json_array_size(v)) {
+            json_array_foreach((json_t *)v, i, e)
+            {
+                if (i)
+                    fputs(", ", f);
+                scalar(f, e);
+            }
+        } else {
+            compact(f, v);
+        }
+        return;
+    }
+    scalar(f, v);
+}
+
+/* ---- the HDR percentile curves ---- */
+
+static json_t *curve(const struct sq_hist *h, const json_t *xs)
+{
+    json_t *a = json_array(), *x;
+    size_t i;
+    json_array_foreach((json_t *)xs, i, x)
+    {
+        double pct = 100.0 * (1.0 - 1.0 / json_real_value(x));
+        json_array_append_new(a, json_integer(sq_hist_percentile(h, pct)));
+    }
+    return a;
+}
+
+/* {"x": [1/(1-p)...], "corrected": [µs...], "uncorrected": [µs...]?, labels}, or NULL with
+ * *why saying what is missing. */
+static json_t *hdr_curves(const json_t *doc, bool open, const char **why)
+{
+    struct sq_hist *hc = NULL, *hu = NULL;
+    if (sq_report__hist(json_object_get(doc, "latency"), &hc) < 0) {
+        *why = "The document carries no readable latency histogram, so the percentile plot is "
+               "left out.";
+        return NULL;
+    }
+    int64_t total = sq_hist_total(hc);
+    if (total == 0) {
+        sq_hist_free(hc);
+        *why = "No response completed: there is no latency to plot.";
+        return NULL;
+    }
+    const json_t *ul = json_object_get(doc, "latency_uncorrected");
+    if (json_is_object(ul) && (sq_report__hist(ul, &hu) < 0 || sq_hist_total(hu) == 0)) {
+        sq_hist_free(hu);
+        hu = NULL;
+    }
+    /* Past 1/(1-p) = total every percentile is the maximum: stop at the decade that holds it. */
+    int decades = (int)ceil(log10((double)total));
+    if (decades < HDR_MIN_DECADES)
+        decades = HDR_MIN_DECADES;
+    if (decades > HDR_MAX_DECADES)
+        decades = HDR_MAX_DECADES;
+    json_t *xs = json_array();
+    for (int i = 0; i <= decades * HDR_STEPS_PER_DECADE; i++)
+        json_array_append_new(xs, json_real(pow(10.0, (double)i / HDR_STEPS_PER_DECADE)));
+    json_t *o = json_pack("{s:o, s:o, s:s}", "x", xs, "corrected", curve(hc, xs), "corrected_label",
+                          open ? "from the intended send" : "from the actual send");
+    if (o && hu) {
+        json_object_set_new(o, "uncorrected", curve(hu, xs));
+        json_object_set_new(o, "uncorrected_label",
+                            json_string("uncorrected: from the actual send"));
+    }
+    sq_hist_free(hc);
+    sq_hist_free(hu);
+    if (!o)
+        *why = "Out of memory computing the percentile plot.";
+    return o;
+}
+
+/* ---- sections ---- */
+
+static void header(FILE *f, const json_t *doc, bool open)
+{
+    const json_t *ex = sq_report__get(doc, "config.executor");
+    char b[D];
+    double v;
+    fputs("<header>\n<h1><span class=\"brand\">squall</span><span class=\"target\">", f);
+    esc(f, sq_report__str(doc, "config.method", ""));
+    fputc(' ', f);
+    esc(f, sq_report__str(doc, "config.url", "(no URL in the document)"));
+    fputs("</span></h1>\n<p class=\"meta\">", f);
+    esc(f, open ? "open loop" : "closed loop");
+    if (sq_report__str(ex, "kind", NULL)) {
+        fputs(" · ", f);
+        esc(f, sq_report__str(ex, "kind", ""));
+    }
+    if (sq_report__num(ex, "rate_per_s", &v))
+        escf(f, " %g/s", v);
+    if (sq_report__num(doc, "config.connections", &v))
+        escf(f, " · %s connection%s", sq_fmt_group(sq_report__count(v), b, D), v == 1 ? "" : "s");
+    if (sq_report__num(doc, "threads", &v) || sq_report__num(doc, "config.threads", &v))
+        escf(f, " · %.0f thread%s", v, v == 1 ? "" : "s");
+    if (sq_report__num(doc, "duration_s", &v))
+        escf(f, " · %.2f s", v);
+    if (sq_report__str(doc, "config.address", NULL)) {
+        fputs(" · to ", f);
+        esc(f, sq_report__str(doc, "config.address", ""));
+    }
+    if (sq_report__str(doc, "squall_version", NULL)) {
+        fputs(" · squall ", f);
+        esc(f, sq_report__str(doc, "squall_version", ""));
+    }
+    fputs("</p>\n", f);
+    if (json_is_true(json_object_get(doc, "aborted"))) {
+        fputs("<p class=\"meta bad\">Stopped early: ", f);
+        esc(f, sq_report__str(doc, "abort_reason", "no reason given"));
+        fputs("</p>\n", f);
+    }
+    fputs("</header>\n", f);
+}
+
+static void figures(FILE *f, const json_t *doc, bool open)
+{
+    const json_t *l = json_object_get(doc, "latency");
+    const json_t *u = json_object_get(doc, "latency_uncorrected");
+    char b[D], c[D];
+    double v;
+    fputs("<div>\n<h3>Figures</h3>\n<table>\n", f);
+    if (sq_report__num(doc, "rate.requests_per_s", &v)) {
+        snprintf(b, D, "%.1f req/s", v);
+        row(f, "Throughput", b);
+    }
+    if (sq_report__num(doc, "rate.bytes_received_per_s", &v)) {
+        double out = sq_report__numd(doc, "rate.bytes_sent_per_s", 0);
+        char t[2 * D + 16];
+        snprintf(t, sizeof(t), "%s/s in · %s/s out", sq_fmt_bytes(v, b, D),
+                 sq_fmt_bytes(out, c, D));
+        row_text(f, "Bandwidth", t);
+    }
+    if (sq_report__num(doc, "duration_s", &v)) {
+        snprintf(b, D, "%.3f s", v);
+        row(f, "Duration", b);
+    }
+    row(f, "Setup", dur_text(doc, "setup_s", 1e6, b));
+    if (sq_report__numd(l, "count", 0) > 0) {
+        static const char *const keys[][2] = {
+            {"min", "min_us"}, {"mean", "mean_us"},   {"stdev", "stdev_us"},
+            {"p50", "p50_us"}, {"p90", "p90_us"},     {"p95", "p95_us"},
+            {"p99", "p99_us"}, {"p99.9", "p99_9_us"}, {"max", "max_us"},
+        };
+        for (size_t i = 0; i < SQ_ARRAY_LEN(keys); i++) {
+            char label[D];
+            snprintf(label, D, "Latency %s", keys[i][0]);
+            row(f, label, dur_text(l, keys[i][1], 1, b));
+        }
+        const char *from = sq_report__str(l, "measured_from", "");
+        row_text(f, "Measured from",
+                 strcmp(from, "intended_send") == 0 ? "the intended send (no coordinated omission)"
+                 : strcmp(from, "actual_send") == 0 ? "the actual send"
+                                                    : from);
+        if (open && json_is_object(u) && sq_report__numd(u, "count", 0) > 0) {
+            char t[4 * D + 32], d1[D], d2[D], d3[D];
+            snprintf(t, sizeof(t), "p50 %s · p90 %s · p99 %s · max %s", dur_text(u, "p50_us", 1, b),
+                     dur_text(u, "p90_us", 1, d1), dur_text(u, "p99_us", 1, d2),
+                     dur_text(u, "max_us", 1, d3));
+            row_text(f, "Uncorrected", t);
+        }
+    } else {
+        row_text(f, "Latency", "no response completed");
+    }
+    if (sq_report__numd(l, "out_of_range", 0) > 0)
+        row(f, "Out of range (not recorded)", num_text(l, "out_of_range", b));
+    if (sq_report__num(doc, "spin_us", &v))
+        row(f, "Spin before each arrival", dur_text(doc, "spin_us", 1, b));
+    fputs("</table>\n</div>\n", f);
+}
+
+static void accounting(FILE *f, const json_t *doc, bool open)
+{
+    const json_t *rq = json_object_get(doc, "requests");
+    char b[D];
+    fputs("<div>\n<h3>Request accounting</h3>\n<table>\n", f);
+    row(f, "Sent", num_text(rq, "sent", b));
+    row(f, "Completed", num_text(rq, "completed", b));
+    row(f, "Failed", num_text(rq, "failed", b));
+    row(f, "In flight at the end", num_text(rq, "in_flight", b));
+    row(f, "Dropped (due, not sent)", num_text(rq, "dropped", b));
+    if (open || json_object_get(rq, "arrivals"))
+        row(f, "Arrivals (due)", num_text(rq, "arrivals", b));
+    if (json_is_object(json_object_get(doc, "connections"))) {
+        row(f, "Connections opened", num_text(doc, "connections.opened", b));
+        row(f, "Replaced after a server close", num_text(doc, "connections.closed_by_server", b));
+    }
+    fputs("</table>\n", f);
+    double sent = sq_report__numd(rq, "sent", 0), done = sq_report__numd(rq, "completed", 0),
+           failed = sq_report__numd(rq, "failed", 0), infl = sq_report__numd(rq, "in_flight", 0);
+    double off = sent - done - failed - infl;
+    if (off == 0)
+        fputs("<p class=\"meta\">sent = completed + failed + in flight: every request is "
+              "accounted for.</p>\n",
+              f);
+    else
+        escf(f, "<p class=\"meta bad\">sent − (completed + failed + in flight) = %.0f</p>\n", off);
+    fputs("</div>\n", f);
+}
+
+/* A chart container, or the note that says why there is none; caption is trusted HTML. */
+static void chart_or_note(FILE *f, const char *id, const char *title, const char *note,
+                          const char *caption)
+{
+    fputs("<section>\n<h2>", f);
+    esc(f, title);
+    fputs("</h2>\n", f);
+    if (note) {
+        fputs("<p class=\"note\">", f);
+        esc(f, note);
+        fputs("</p>\n", f);
+    } else {
+        fprintf(f, "<div class=\"chart\" id=\"%s\"></div>\n", id);
+        if (caption)
+            fprintf(f, "<p class=\"meta\">%s</p>\n", caption);
+    }
+    fputs("</section>\n", f);
+}
+
+static void status_and_errors(FILE *f, const json_t *doc)
+{
+    static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+    const json_t *st = json_object_get(doc, "status");
+    double total = 0;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(cls); i++)
+        total += sq_report__numd(st, cls[i], 0);
+    char b[D];
+    fputs("<section>\n<h2>Status codes and errors</h2>\n<div class=\"grid\">\n"
+          "<div><div class=\"chart\" id=\"chart-status\"></div></div>\n<div>\n"
+          "<h3>Responses by status class</h3>\n<table>\n",
+          f);
+    for (size_t i = 0; i < SQ_ARRAY_LEN(cls); i++) {
+        double n = sq_report__numd(st, cls[i], 0);
+        fprintf(f, "<tr><th>%s</th><td class=\"n\">", cls[i]);
+        esc(f, sq_fmt_group(sq_report__count(n), b, D));
+        fprintf(f, "</td><td class=\"n\">%.2f%%</td></tr>\n", total > 0 ? 100.0 * n / total : 0.0);
+    }
+    fputs("</table>\n<h3>Errors by kind</h3>\n", f);
+    const json_t *errs = json_object_get(doc, "errors");
+    if (json_is_object(errs) && json_object_size(errs)) {
+        const char *k;
+        json_t *v;
+        fputs("<table>\n", f);
+        json_object_foreach((json_t *)errs, k, v)
+        {
+            fputs("<tr><th>", f);
+            esc(f, k);
+            fputs("</th><td class=\"n\">", f);
+            if (json_is_number(v))
+                esc(f, sq_fmt_group(sq_report__count(json_number_value(v)), b, D));
+            else
+                scalar(f, v);
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</table>\n<p class=\"meta\">A connect error costs no request; the others each "
+              "fail one (docs/json-schema.md).</p>\n",
+              f);
+    } else {
+        fputs("<p class=\"note\">The document lists no errors.</p>\n", f);
+    }
+    fputs("</div>\n</div>\n</section>\n", f);
+}
+
+static void configuration(FILE *f, const json_t *doc)
+{
+    const json_t *cfg = json_object_get(doc, "config");
+    fputs("<section>\n<h2>Configuration</h2>\n", f);
+    if (!json_is_object(cfg)) {
+        fputs("<p class=\"note\">The document has no configuration.</p>\n</section>\n", f);
+        return;
+    }
+    fputs("<div class=\"grid\">\n<div>\n<h3>Run</h3>\n", f);
+    kv_table(f, cfg, 0, "executor");
+    fputs("</div>\n", f);
+    const json_t *ex = json_object_get(cfg, "executor");
+    if (json_is_object(ex)) {
+        fputs("<div>\n<h3>Executor</h3>\n", f);
+        kv_table(f, ex, 0, NULL);
+        fputs("</div>\n", f);
+    }
+    /* Where it ran, and the --out ndjson sample count, when the document has them. */
+    static const char *const more[][2] = {{"environment", "Environment"},
+                                          {"samples", "Samples (--out ndjson)"}};
+    for (size_t i = 0; i < SQ_ARRAY_LEN(more); i++) {
+        const json_t *v = json_object_get(doc, more[i][0]);
+        if (!json_is_object(v) || json_object_size(v) == 0)
+            continue;
+        fputs("<div>\n<h3>", f);
+        esc(f, more[i][1]);
+        fputs("</h3>\n", f);
+        kv_table(f, v, 0, NULL);
+        fputs("</div>\n", f);
+    }
+    fputs("</div>\n</section>\n", f);
+}
+
+static void optional_section(FILE *f, const json_t *doc, const char *key, const char *title)
+{
+    const json_t *v = json_object_get(doc, key);
+    if (!v || json_is_null(v))
+        return;
+    fputs("<section>\n<h2>", f);
+    esc(f, title);
+    fputs("</h2>\n", f);
+    value(f, v, 0);
+    fputs("</section>\n", f);
+}
+
+int sq_report_html(const json_t *doc, FILE *out)
+{
+    const char *why;
+    if (sq_report_doc_check(doc, &why) < 0)
+        return -SQ_EPARSE;
+    bool open = strcmp(sq_report__str(doc, "mode", ""), "open-loop") == 0;
+
+    const char *hdr_why = NULL;
+    json_t *hdr = hdr_curves(doc, open, &hdr_why);
+    json_t *island = json_object();
+    if (!island) {
+        json_decref(hdr);
+        return -ENOMEM;
+    }
+    json_object_set(island, "result", (json_t *)doc);
+    json_object_set_new(island, "hdr", hdr ? hdr : json_null());
+    char *island_json = json_dumps(island, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(island);
+    if (!island_json)
+        return -ENOMEM;
+
+    const json_t *series = json_object_get(doc, "series");
+    const char *series_why =
+        json_is_array(series) && json_array_size(series)
+            ? NULL
+            : "This result has no per-second series (the squall that wrote it did not record "
+              "one), so the charts over time are left out.";
+
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+          "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+          "<meta name=\"generator\" content=\"squall " SQ_VERSION "\">\n"
+          "<link rel=\"icon\" href=\"data:,\">\n<title>squall report · ",
+          out);
+    esc(out, sq_report__str(doc, "config.url", "run"));
+    fputs("</title>\n<style>\n", out);
+    fwrite(sq_uplot_css, 1, sq_uplot_css_len, out);
+    fputs("\n", out);
+    fwrite(sq_report_css, 1, sq_report_css_len, out);
+    fputs("</style>\n</head>\n<body>\n", out);
+
+    header(out, doc, open);
+    fputs("<main>\n<section>\n<h2>Summary</h2>\n<div class=\"grid\">\n", out);
+    figures(out, doc, open);
+    accounting(out, doc, open);
+    fputs("</div>\n</section>\n", out);
+    chart_or_note(out, "chart-throughput", "Throughput and errors over time", series_why,
+                  "Per second of the run: responses completed, requests failed and arrivals "
+                  "dropped, and the VUs active (open loop: the requests in flight).");
+    chart_or_note(out, "chart-latency", "Latency over time", series_why,
+                  "Percentiles of the responses completed in each second.");
+    chart_or_note(out, "chart-hdr", "Latency distribution (percentiles)", hdr_why,
+                  open
+                      ? "HdrHistogram&#39;s percentile plot of the merged histogram: the x axis is "
+                        "1/(1&#8722;percentile) on a log scale, each tick one more nine. The solid "
+                        "curve is measured from each request&#39;s intended send; the dashed one "
+                        "from its actual send, which hides the waiting that coordinated omission "
+                        "hides."
+                      : "HdrHistogram&#39;s percentile plot of the merged histogram: the x axis is "
+                        "1/(1&#8722;percentile) on a log scale, each tick one more nine.");
+    status_and_errors(out, doc);
+    configuration(out, doc);
+    optional_section(out, doc, "steps", "Steps");
+    optional_section(out, doc, "checks", "Checks");
+    optional_section(out, doc, "thresholds", "Thresholds");
+    fputs("</main>\n<footer>Written by squall " SQ_VERSION " from a ", out);
+    esc(out, sq_report__str(doc, "schema", ""));
+    fputs(" document, which is embedded in this file (the JSON in script#squall-data, under "
+          "\"result\").</footer>\n",
+          out);
+
+    fputs("<script type=\"application/json\" id=\"squall-data\">", out);
+    island_text(out, island_json);
+    free(island_json);
+    fputs("</script>\n<script>\n", out);
+    fwrite(sq_uplot_js, 1, sq_uplot_js_len, out);
+    fputs("\n</script>\n<script>\n", out);
+    fwrite(sq_report_js, 1, sq_report_js_len, out);
+    fputs("</script>\n</body>\n</html>\n", out);
+    return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
+}

@@ -1,0 +1,161 @@
+/* output/summary_json.c - the terminal summary of a saved run, from its result document.
+ *
+ * Mirrors summary.c line for line, reading the document instead of the result model: the figures
+ * come from the document (they were computed once, from the merged histogram), and the latency
+ * distribution from the histogram decoded out of it. A key the document lacks leaves its part out.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "output/doc.h"
+#include "output/fmt.h"
+#include "stats/hist.h"
+
+#define D 24
+
+static uint64_t u64(const json_t *doc, const char *path)
+{
+    double v = sq_report__numd(doc, path, 0);
+    return sq_report__count(v);
+}
+
+static const char *g(const json_t *doc, const char *path, char *buf)
+{
+    return sq_fmt_group(u64(doc, path), buf, 32);
+}
+
+static const char *dus(const json_t *doc, const char *path, char *buf)
+{
+    return sq_fmt_dur_us(sq_report__numd(doc, path, 0), buf, D);
+}
+
+/* "name 12 · name 3" over the non-zero numbers of an object, in document order; " none". */
+static void counts(FILE *f, const json_t *obj, const char *const *order, size_t norder)
+{
+    int any = 0;
+    char n[32];
+    if (order) {
+        for (size_t i = 0; i < norder; i++) {
+            const json_t *v = json_object_get(obj, order[i]);
+            if (json_is_number(v) && json_number_value(v) > 0) {
+                fprintf(f, "%s%s %s", any ? " · " : " ", order[i],
+                        sq_fmt_group(sq_report__count(json_number_value(v)), n, sizeof(n)));
+                any = 1;
+            }
+        }
+    } else {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)obj, k, v)
+        {
+            if (json_is_number(v) && json_number_value(v) > 0) {
+                fprintf(f, "%s%s %s", any ? " · " : " ", k,
+                        sq_fmt_group(sq_report__count(json_number_value(v)), n, sizeof(n)));
+                any = 1;
+            }
+        }
+    }
+    fprintf(f, "%s\n", any ? "" : " none");
+}
+
+static void header(FILE *f, const json_t *doc, bool open)
+{
+    const json_t *ex = sq_report__get(doc, "config.executor");
+    const char *kind = sq_report__str(ex, "kind", NULL);
+    char g1[32], d0[D];
+    double v;
+
+    fprintf(f, "squall %s %s → %s\n", sq_report__str(doc, "config.method", "?"),
+            sq_report__str(doc, "config.url", "?"), sq_report__str(doc, "config.address", "?"));
+    fprintf(f, "%s", open ? "open loop" : "closed loop");
+    if (kind)
+        fprintf(f, " · %s", kind);
+    if (sq_report__num(ex, "rate_per_s", &v))
+        fprintf(f, " %g/s", v);
+    if (sq_report__num(ex, "iterations", &v))
+        fprintf(f, " %s", sq_fmt_group(sq_report__count(v), g1, sizeof(g1)));
+    if (sq_report__num(doc, "config.connections", &v))
+        fprintf(f, " · %s connection%s", sq_fmt_group(sq_report__count(v), g1, sizeof(g1)),
+                v == 1 ? "" : "s");
+    if (open && sq_report__num(ex, "max_in_flight", &v))
+        fprintf(f, " (max in flight %s)", sq_fmt_group(sq_report__count(v), g1, sizeof(g1)));
+    if (sq_report__num(ex, "pacing_s", &v) && v > 0)
+        fprintf(f, " · paced %s", sq_fmt_dur_us(v * 1e6, d0, D));
+    if (sq_report__num(doc, "threads", &v) || sq_report__num(doc, "config.threads", &v))
+        fprintf(f, " · %.0f thread%s", v, v == 1 ? "" : "s");
+    fprintf(f, " · %.2fs", sq_report__numd(doc, "duration_s", 0));
+    if (sq_report__num(ex, "length_s", &v) || sq_report__num(doc, "config.duration_s", &v))
+        fprintf(f, " (asked %.2fs)", v);
+    if (sq_report__num(doc, "setup_s", &v))
+        fprintf(f, " · setup %s", sq_fmt_dur_us(v * 1e6, d0, D));
+    fputc('\n', f);
+    if (json_is_true(json_object_get(doc, "aborted")))
+        fprintf(f, "stopped early: %s\n", sq_report__str(doc, "abort_reason", "(no reason given)"));
+}
+
+static void latency(FILE *f, const json_t *doc, bool open)
+{
+    const json_t *l = json_object_get(doc, "latency");
+    char d[5][D], g1[32];
+    if (sq_report__numd(l, "count", 0) > 0) {
+        const char *from = sq_report__str(l, "measured_from", open ? "intended_send" : "");
+        fprintf(f, "%-12s min %s · mean %s · stdev %s · max %s (from the %s send)\n", "Latency",
+                dus(l, "min_us", d[0]), dus(l, "mean_us", d[1]), dus(l, "stdev_us", d[2]),
+                dus(l, "max_us", d[3]), strcmp(from, "intended_send") == 0 ? "intended" : "actual");
+        fprintf(f, "%-12s p50 %s · p90 %s · p95 %s · p99 %s · p99.9 %s\n", "",
+                dus(l, "p50_us", d[0]), dus(l, "p90_us", d[1]), dus(l, "p95_us", d[2]),
+                dus(l, "p99_us", d[3]), dus(l, "p99_9_us", d[4]));
+    } else {
+        fprintf(f, "%-12s no response completed\n", "Latency");
+    }
+    const json_t *u = json_object_get(doc, "latency_uncorrected");
+    if (open && json_is_object(u) && sq_report__numd(l, "count", 0) > 0)
+        fprintf(f, "%-12s p50 %s · p90 %s · p99 %s · max %s (uncorrected: from the actual send)\n",
+                "", dus(u, "p50_us", d[0]), dus(u, "p90_us", d[1]), dus(u, "p99_us", d[2]),
+                dus(u, "max_us", d[3]));
+    if (sq_report__numd(l, "out_of_range", 0) > 0)
+        fprintf(f, "%-12s %s values outside 1µs..1h were not recorded\n", "",
+                g(l, "out_of_range", g1));
+}
+
+int sq_report_summary_json(const json_t *doc, FILE *f)
+{
+    const char *why;
+    if (sq_report_doc_check(doc, &why) < 0)
+        return -SQ_EPARSE;
+    bool open = strcmp(sq_report__str(doc, "mode", ""), "open-loop") == 0;
+    const json_t *rq = json_object_get(doc, "requests");
+    char g1[32], g2[32], g3[32], g4[32], d0[D], d1[D];
+
+    header(f, doc, open);
+    fprintf(f, "\n%-12s %s sent · %s completed · %s failed · %s in flight at the end", "Requests",
+            g(rq, "sent", g1), g(rq, "completed", g2), g(rq, "failed", g3), g(rq, "in_flight", g4));
+    if (open)
+        fprintf(f,
+                "\n%-12s %s due · %s dropped (no connection free within the in-flight cap, or "
+                "still waiting at the end)",
+                "Arrivals", g(rq, "arrivals", g1), g(rq, "dropped", g2));
+    fputc('\n', f);
+    fprintf(f, "%-12s %.1f req/s · %s/s in · %s/s out\n", "Throughput",
+            sq_report__numd(doc, "rate.requests_per_s", 0),
+            sq_fmt_bytes(sq_report__numd(doc, "rate.bytes_received_per_s", 0), d0, D),
+            sq_fmt_bytes(sq_report__numd(doc, "rate.bytes_sent_per_s", 0), d1, D));
+    latency(f, doc, open);
+
+    static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+    fprintf(f, "%-12s", "Status");
+    counts(f, json_object_get(doc, "status"), cls, SQ_ARRAY_LEN(cls));
+    fprintf(f, "%-12s", "Errors");
+    counts(f, json_object_get(doc, "errors"), NULL, 0);
+    if (json_is_object(json_object_get(doc, "connections")))
+        fprintf(f, "%-12s %s opened · %s replaced after the server closed them\n", "Connections",
+                g(doc, "connections.opened", g1), g(doc, "connections.closed_by_server", g2));
+
+    struct sq_hist *h;
+    if (sq_report__hist(json_object_get(doc, "latency"), &h) == 0) {
+        sq_fmt_distribution(f, h);
+        sq_hist_free(h);
+    }
+    return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
+}

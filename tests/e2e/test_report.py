@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `squall report FILE [--html OUT]` on a saved result (no load is run).
+
+The input is tests/browser/fixture.json (a recorded open-loop run with its per-second series)
+and variants of it written to a temporary folder. tests/browser/report.test.mjs opens the HTML in
+a real browser; this file checks the terminal summary, the HTML's text and the bad-input paths.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import sqtest  # noqa: E402
+
+SQUALL = sqtest.squall_path()
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "browser", "fixture.json")
+ISLAND_RE = re.compile(
+    r'<script type="application/json" id="squall-data">(.*?)</script>', re.S)
+
+
+def run(*args, stdin=None):
+    return subprocess.run([SQUALL, "report", *args], capture_output=True, text=True,
+                          input=stdin, timeout=60)
+
+
+def load_fixture():
+    with open(FIXTURE) as f:
+        return json.load(f)
+
+
+def group(n):
+    return "{:,}".format(n)
+
+
+class Summary(unittest.TestCase):
+    def test_reprints_the_summary(self):
+        p = run(FIXTURE)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        out = p.stdout
+        rq = load_fixture()["requests"]
+        self.assertRegex(out, r"^squall GET http://127\.0\.0\.1:\d+/fast → 127\.0\.0\.1:\d+\n")
+        self.assertIn("open loop · ramping-arrival-rate · 16 connections (max in flight 16)", out)
+        self.assertIn("Requests     %s sent · %s completed · %s failed · %s in flight at the end\n"
+                      % (group(rq["sent"]), group(rq["completed"]), group(rq["failed"]),
+                         group(rq["in_flight"])), out)
+        self.assertIn("Arrivals     %s due · %s dropped" % (group(rq["arrivals"]),
+                                                          group(rq["dropped"])), out)
+        self.assertIn("(from the intended send)", out)
+        self.assertIn("(uncorrected: from the actual send)", out)
+        self.assertIn("Status       2xx %s\n" % group(rq["completed"]), out)
+        self.assertIn("Errors       none\n", out)
+        self.assertIn("\nLatency distribution\n", out)
+
+    def test_figures_come_from_the_document(self):
+        doc = load_fixture()
+        out = run(FIXTURE).stdout
+        tput = "Throughput   %.1f req/s" % doc["rate"]["requests_per_s"]
+        self.assertIn(tput, out)
+        p50 = doc["latency"]["p50_us"]
+        want = "%dµs" % p50 if p50 < 1000 else "%.2fms" % (p50 / 1e3)
+        self.assertIn("p50 " + want, out)
+
+    def test_distribution_adds_up(self):
+        doc = load_fixture()
+        out = run(FIXTURE).stdout
+        rows = out.split("\nLatency distribution\n", 1)[1].strip().splitlines()
+        total = sum(int(r.split()[-1].replace(",", "")) for r in rows)
+        self.assertEqual(total, doc["latency"]["count"])
+
+    def test_reads_stdin(self):
+        with open(FIXTURE) as f:
+            p = run("-", stdin=f.read())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("Requests     %s sent" % group(load_fixture()["requests"]["sent"]), p.stdout)
+
+    def test_without_series_or_optional_keys(self):
+        doc = load_fixture()
+        for k in ("series", "latency_uncorrected", "spin_us", "connections", "config"):
+            doc.pop(k, None)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.json")
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            p = run(path)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("Requests     %s sent" % group(load_fixture()["requests"]["sent"]), p.stdout)
+            p = run(path, "--html", os.path.join(d, "r.html"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+
+
+class Html(unittest.TestCase):
+    def render(self, doc=None):
+        with tempfile.TemporaryDirectory() as d:
+            src = FIXTURE
+            if doc is not None:
+                src = os.path.join(d, "r.json")
+                with open(src, "w") as f:
+                    json.dump(doc, f)
+            out = os.path.join(d, "r.html")
+            p = run(src, "--html", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stdout, "")
+            with open(out, encoding="utf-8") as f:
+                return f.read()
+
+    def island(self, html):
+        m = ISLAND_RE.findall(html)
+        self.assertEqual(len(m), 1)
+        self.assertNotIn("<", m[0])
+        return json.loads(m[0])
+
+    def test_self_contained(self):
+        html = self.render()
+        self.assertTrue(html.startswith("<!DOCTYPE html>\n"))
+        self.assertIn("Content-Security-Policy", html)
+        self.assertIn("default-src 'none'", html)
+        # no external script, stylesheet, image or font
+        self.assertNotRegex(html, r"""(?i)<(script|link|img|iframe)[^>]*\s(src|href)\s*=\s*["']?(https?:)?//""")
+        self.assertNotRegex(html, r"(?i)@import|url\(\s*['\"]?(https?:)?//")
+        self.assertIn("uPlot", html)
+        self.assertIn('id="chart-hdr"', html)
+        self.assertIn('id="chart-throughput"', html)
+        self.assertNotIn("no per-second series", html)
+        self.assertIn("<h3>Environment</h3>", html)
+        self.assertIn("<h3>Executor</h3>", html)
+
+    def test_island_carries_the_document_and_the_percentile_curves(self):
+        doc = load_fixture()
+        isl = self.island(self.render())
+        self.assertEqual(isl["result"], doc)
+        hdr = isl["hdr"]
+        self.assertEqual(hdr["x"][0], 1)
+        self.assertEqual(len(hdr["x"]), len(hdr["corrected"]))
+        self.assertEqual(len(hdr["x"]), len(hdr["uncorrected"]))
+        for curve in ("corrected", "uncorrected"):
+            v = hdr[curve]
+            self.assertEqual(v, sorted(v), curve)
+        self.assertEqual(hdr["corrected"][-1], doc["latency"]["max_us"])
+        self.assertEqual(hdr["uncorrected"][-1], doc["latency_uncorrected"]["max_us"])
+        i90 = min(range(len(hdr["x"])), key=lambda i: abs(hdr["x"][i] - 10))
+        self.assertEqual(hdr["corrected"][i90], doc["latency"]["p90_us"])
+        self.assertGreaterEqual(hdr["x"][-1], doc["latency"]["count"])
+
+    def test_without_series_says_so(self):
+        doc = load_fixture()
+        del doc["series"]
+        html = self.render(doc)
+        self.assertIn("no per-second series", html)
+        self.assertNotIn('id="chart-throughput"', html)
+        self.assertIn('id="chart-hdr"', html)
+
+    def test_optional_sections_only_when_present(self):
+        html = self.render()
+        for h in ("Steps", "Checks", "Thresholds"):
+            self.assertNotIn("<h2>%s</h2>" % h, html)
+        doc = load_fixture()
+        doc["steps"] = [{"name": "login", "requests": 10}, {"name": "browse", "p99_us": 1200}]
+        doc["checks"] = {"status is 200": {"passes": 10, "fails": 0}}
+        doc["thresholds"] = [{"metric": "p99", "condition": "< 10ms", "ok": True}]
+        html = self.render(doc)
+        for h in ("Steps", "Checks", "Thresholds"):
+            self.assertIn("<h2>%s</h2>" % h, html)
+        self.assertIn("<th>name</th><th>requests</th><th>p99_us</th>", html)
+        self.assertIn("status is 200", html)
+
+    def test_escapes_document_strings(self):
+        doc = load_fixture()
+        evil = '</script><script>alert(1)</script><img src=x onerror="alert(2)">&\'"'
+        doc["config"]["url"] = "http://h/" + evil
+        doc["config"]["method"] = evil
+        doc["aborted"] = True
+        doc["abort_reason"] = evil
+        doc["errors"][evil] = 1
+        doc["steps"] = [{evil: evil}]
+        html = self.render(doc)
+        self.assertNotIn("<script>alert", html)
+        self.assertNotIn("<img src=x", html)
+        self.assertIn("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x "
+                      "onerror=&quot;alert(2)&quot;&gt;&amp;&#39;&quot;", html)
+        self.assertEqual(html.count("<script"), 3)
+        self.assertEqual(self.island(html)["result"]["config"]["url"], "http://h/" + evil)
+
+
+class BadInput(unittest.TestCase):
+    def one_line(self, p, *needles):
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stdout, "")
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        for n in needles:
+            self.assertIn(n, lines[0])
+
+    def write(self, d, name, text):
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_missing_file(self):
+        self.one_line(run("/nonexistent/result.json"), "/nonexistent/result.json",
+                      "No such file")
+
+    def test_not_json(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.write(d, "bad.json", "squall http://x -d 3s\n")
+            self.one_line(run(path), path, "not JSON", "line 1")
+            path = self.write(d, "trunc.json", '{"schema": "squall.result/1", "requests": {')
+            self.one_line(run(path, "--html", os.path.join(d, "o.html")), path, "not JSON")
+            self.assertFalse(os.path.exists(os.path.join(d, "o.html")))
+
+    def test_wrong_schema(self):
+        doc = load_fixture()
+        with tempfile.TemporaryDirectory() as d:
+            doc["schema"] = "squall.result/2"
+            path = self.write(d, "v2.json", json.dumps(doc))
+            self.one_line(run(path), path, "schema 'squall.result/2' is not squall.result/1")
+            path = self.write(d, "other.json", '{"name": "not a result"}')
+            self.one_line(run(path), path, "no \"schema\" key")
+            path = self.write(d, "array.json", "[1, 2]")
+            self.one_line(run(path), path, "not a squall result")
+            del doc["latency"]
+            doc["schema"] = "squall.result/1"
+            path = self.write(d, "nolat.json", json.dumps(doc))
+            self.one_line(run(path, "--html", os.path.join(d, "o.html")), path, "latency")
+
+    def test_a_directory(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.one_line(run(d), d)
+
+    def test_bad_flags(self):
+        self.one_line(run(), "no result file")
+        self.one_line(run(FIXTURE, "--html"), "--html")
+        self.one_line(run(FIXTURE, "--bogus"), "--bogus")
+        self.one_line(run(FIXTURE, FIXTURE), "one result file")
+
+    def test_unwritable_output(self):
+        p = run(FIXTURE, "--html", "/nonexistent/dir/out.html")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("/nonexistent/dir/out.html", p.stderr)
+
+
+if __name__ == "__main__":
+    sqtest.main()

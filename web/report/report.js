@@ -1,0 +1,160 @@
+/* web/report/report.js - draws the squall HTML report's charts with uPlot.
+ *
+ * Reads the JSON island (script#squall-data: {"result": the squall.result/1 document, "hdr": the
+ * percentile curves src/output/html.c computed from its histograms}) and fills each chart
+ * container the C side emitted; a container that is not there is a chart the document cannot
+ * feed (no series, no histogram), and the C side has put a note in its place. Text from the
+ * document reaches the page through textContent and uPlot's legend only, never innerHTML.
+ */
+(function () {
+  'use strict';
+
+  var island = JSON.parse(document.getElementById('squall-data').textContent);
+  var doc = island.result || {};
+  var open = doc.mode === 'open-loop';
+  var charts = [];
+  window.squallCharts = charts; /* the browser test inspects these */
+
+  var C = {
+    rps: '#1971c2', err: '#e03131', drop: '#f08c00', vus: '#7048e8',
+    p50: '#2f9e44', p90: '#1971c2', p99: '#e8590c', max: '#c92a2a',
+    corrected: '#1971c2', uncorrected: '#e8590c', bar: '#1c7ed6'
+  };
+
+  function num(v) { return typeof v === 'number' && isFinite(v) ? v : null; }
+  function fmtNum(v) {
+    return v == null ? '' : v.toLocaleString('en-US', { maximumFractionDigits: 1 });
+  }
+  function fmtUs(v) {
+    if (v == null || !isFinite(v)) return '';
+    var a = Math.abs(v);
+    if (a < 1000) return +v.toPrecision(3) + 'µs';
+    if (a < 1e6) return +(v / 1e3).toPrecision(3) + 'ms';
+    return +(v / 1e6).toPrecision(3) + 's';
+  }
+  /* x = 1/(1-p): 1 -> 0%, 10 -> 90%, 100 -> 99%, 1000 -> 99.9% */
+  function pctLabel(x) {
+    if (x == null || !(x >= 1)) return '';
+    var d = Math.max(0, Math.ceil(Math.log10(x) - 1e-9) - 2);
+    return (100 * (1 - 1 / x)).toFixed(d) + '%';
+  }
+  function fromZero(u, min, max) { return [0, max > 0 ? max * 1.08 : 1]; }
+
+  function make(id, opts, data) {
+    var el = document.getElementById(id);
+    if (!el) return;
+    opts.width = Math.max(320, el.clientWidth);
+    opts.height = opts.height || 300;
+    var u = new uPlot(opts, data, el);
+    charts.push({ id: id, plot: u });
+  }
+
+  /* ---- over time: the per-second series (optional in the document) ---- */
+  var rows = Array.isArray(doc.series) ? doc.series.filter(function (r) {
+    return r && typeof r === 'object';
+  }) : [];
+  rows.forEach(function (r, i) { r.__t = num(r.t_s) != null ? r.t_s : i + 1; });
+  rows.sort(function (a, b) { return a.__t - b.__t; });
+  function col(k) { return rows.map(function (r) { return num(r[k]); }); }
+  /* completed per second; from the count and the interval's length if "rps" is missing */
+  var rps = rows.map(function (r) {
+    if (num(r.rps) != null) return r.rps;
+    var n = num(r.completed), len = num(r.len_s) || 1;
+    return n == null ? null : n / len;
+  });
+  var vus = rows.map(function (r) { return num(r.vus) != null ? r.vus : num(r.active); });
+  /* a latency of a second with no completed response is a gap, not a zero */
+  function lat(k) {
+    return rows.map(function (r) { return r.completed === 0 ? null : num(r[k]); });
+  }
+  var t = rows.map(function (r) { return r.__t; });
+  var secs = { label: 'second', value: function (u, v) { return v == null ? '' : fmtNum(v) + ' s'; } };
+  var xAxis = { label: 'seconds into the run' };
+
+  if (rows.length) {
+    make('chart-throughput', {
+      scales: { x: { time: false }, y: { range: fromZero }, n: { range: fromZero } },
+      series: [secs,
+        { label: 'completed/s', stroke: C.rps, width: 2, fill: 'rgba(25,113,194,0.08)',
+          scale: 'y', value: function (u, v) { return fmtNum(v); } },
+        { label: 'errors/s', stroke: C.err, width: 2, scale: 'n' },
+        { label: 'dropped/s', stroke: C.drop, width: 2, scale: 'n', dash: [6, 4] },
+        { label: open ? 'in flight' : 'VUs', stroke: C.vus, width: 1, scale: 'n', dash: [2, 3] }],
+      axes: [xAxis,
+        { scale: 'y', label: 'requests / s', size: 70,
+          values: function (u, s) { return s.map(fmtNum); } },
+        { scale: 'n', side: 1, label: open ? 'errors, dropped / s · in flight' : 'errors / s · VUs', size: 60,
+          grid: { show: false }, values: function (u, s) { return s.map(fmtNum); } }]
+    }, [t, rps, col('errors'), col('dropped'), vus]);
+
+    make('chart-latency', {
+      scales: { x: { time: false }, y: { range: fromZero } },
+      series: [secs,
+        { label: 'p50', stroke: C.p50, width: 2, value: function (u, v) { return fmtUs(v); } },
+        { label: 'p90', stroke: C.p90, width: 2, value: function (u, v) { return fmtUs(v); } },
+        { label: 'p99', stroke: C.p99, width: 2, value: function (u, v) { return fmtUs(v); } },
+        { label: 'max', stroke: C.max, width: 1, dash: [4, 3],
+          value: function (u, v) { return fmtUs(v); } }],
+      axes: [xAxis, { label: 'latency', size: 70, values: function (u, s) { return s.map(fmtUs); } }]
+    }, [t, lat('p50_us'), lat('p90_us'), lat('p99_us'), lat('max_us')]);
+  }
+
+  /* ---- the latency distribution: HdrHistogram's percentile plot ---- */
+  var hdr = island.hdr;
+  if (hdr && Array.isArray(hdr.x) && hdr.x.length) {
+    var ser = [{ label: 'percentile', value: function (u, v) { return pctLabel(v); } },
+      { label: hdr.corrected_label || 'latency', stroke: C.corrected, width: 2,
+        value: function (u, v) { return fmtUs(v); } }];
+    var data = [hdr.x, hdr.corrected];
+    if (Array.isArray(hdr.uncorrected)) {
+      ser.push({ label: hdr.uncorrected_label || 'uncorrected', stroke: C.uncorrected, width: 2,
+        dash: [6, 4], value: function (u, v) { return fmtUs(v); } });
+      data.push(hdr.uncorrected);
+    }
+    make('chart-hdr', {
+      padding: [16, 28, 0, 0], /* room for the last tick's label */
+      scales: { x: { time: false, distr: 3, log: 10 }, y: { range: fromZero } },
+      series: ser,
+      axes: [
+        { label: 'percentile (log scale of 1/(1-p))',
+          splits: function (u, i, min, max) {
+            var s = [];
+            for (var x = 1; x <= max * 1.0001; x *= 10) if (x >= min * 0.9999) s.push(x);
+            return s;
+          },
+          values: function (u, s) { return s.map(pctLabel); } },
+        { label: 'latency', size: 70, values: function (u, s) { return s.map(fmtUs); } }]
+    }, data);
+  }
+
+  /* ---- status classes ---- */
+  var classes = ['1xx', '2xx', '3xx', '4xx', '5xx', 'other'];
+  var st = doc.status && typeof doc.status === 'object' ? doc.status : {};
+  make('chart-status', {
+    height: 240,
+    scales: { x: { time: false, auto: false, range: [-0.5, classes.length - 0.5] },
+      y: { range: fromZero } },
+    series: [{ label: 'class', value: function (u, v) { return v == null ? '' : classes[v]; } },
+      { label: 'responses', stroke: C.bar, fill: C.bar, width: 0,
+        paths: uPlot.paths.bars({ size: [0.6, 90] }), points: { show: false },
+        value: function (u, v) { return fmtNum(v); } }],
+    axes: [{ splits: function () { return classes.map(function (c, i) { return i; }); },
+      values: function (u, s) { return s.map(function (i) { return classes[i] || ''; }); },
+      grid: { show: false } },
+    { size: 70, values: function (u, s) { return s.map(fmtNum); } }]
+  }, [classes.map(function (c, i) { return i; }),
+    classes.map(function (c) { return num(st[c]) || 0; })]);
+
+  var resizing = 0;
+  window.addEventListener('resize', function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () {
+      charts.forEach(function (c) {
+        var el = document.getElementById(c.id);
+        c.plot.setSize({ width: Math.max(320, el.clientWidth), height: c.plot.height });
+      });
+    }, 100);
+  });
+  document.documentElement.setAttribute('data-charts', String(charts.length));
+  window.squallReady = true;
+})();
