@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "net/sock.h"
@@ -23,6 +24,8 @@ static const char target_usage[] =
     "      --host ADDR         address to listen on (default 127.0.0.1)\n"
     "  -p, --port N            port (default 8080; 0 picks a free one)\n"
     "  -t, --threads N         worker threads (default: online CPUs)\n"
+    "      --stall DUR/PERIOD  once every PERIOD, hold every response for DUR (e.g. 500ms/2s;\n"
+    "                          a bare number is ms; 0 < DUR < PERIOD, DUR at most 1h)\n"
     "  -q, --quiet             no summary on stderr at exit\n"
     "  -h, --help              this help\n"
     "\n"
@@ -73,6 +76,23 @@ static int flag_value(int argc, char **argv, int *i, const char *shrt, const cha
     return 0;
 }
 
+/* Parses "DUR/PERIOD" (durations as sq_parse_duration takes them, a bare number in ms) with
+ * 0 < DUR < PERIOD and DUR <= SQ_TARGET_MAX_STALL_NS. Returns false on anything else. */
+static bool parse_stall(const char *val, int64_t *dur, int64_t *period)
+{
+    const char *slash = strchr(val, '/');
+    char a[64];
+    size_t n = slash ? (size_t)(slash - val) : 0;
+    if (!slash || n == 0 || n >= sizeof(a) || strchr(slash + 1, '/'))
+        return false;
+    memcpy(a, val, n);
+    a[n] = '\0';
+    if (sq_parse_duration(a, SQ_NS_PER_MS, dur) < 0 ||
+        sq_parse_duration(slash + 1, SQ_NS_PER_MS, period) < 0)
+        return false;
+    return *dur > 0 && *dur < *period && *dur <= SQ_TARGET_MAX_STALL_NS;
+}
+
 int sq_cli_target(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
@@ -82,6 +102,7 @@ int sq_cli_target(int argc, char **argv)
     if (threads > MAX_THREADS)
         threads = MAX_THREADS;
     bool quiet = false;
+    int64_t stall = 0, stall_period = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
@@ -116,6 +137,18 @@ int sq_cli_target(int argc, char **argv)
                 return bad_flag("bad value for", "--threads", val);
             continue;
         }
+        if ((m = flag_value(argc, argv, &i, NULL, "--stall", &val)) != 0) {
+            if (m < 0)
+                return bad_flag("missing value for", "--stall", NULL);
+            if (!parse_stall(val, &stall, &stall_period)) {
+                fprintf(stderr,
+                        "squall target: bad value for --stall: '%s' (want DUR/PERIOD with "
+                        "0 < DUR < PERIOD and DUR <= 1h, e.g. 500ms/2s)\n",
+                        val);
+                return SQ_EXIT_USAGE;
+            }
+            continue;
+        }
         if (a[0] == '-')
             return bad_flag("unknown flag", a, NULL);
         return bad_flag("unexpected argument", a, NULL);
@@ -129,7 +162,11 @@ int sq_cli_target(int argc, char **argv)
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
 
-    struct sq_target_config cfg = {.host = host, .port = (uint16_t)port, .threads = (int)threads};
+    struct sq_target_config cfg = {.host = host,
+                                   .port = (uint16_t)port,
+                                   .threads = (int)threads,
+                                   .stall_ns = stall,
+                                   .stall_period_ns = stall_period};
     struct sq_target *t = NULL;
     const char *why = NULL;
     int rc = sq_target_start(&cfg, &t, &why);

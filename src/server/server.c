@@ -15,6 +15,11 @@
  * EAGAIN (c->out), or a close (F_CLOSE) - and the requests behind it wait in c->in with EPOLLIN
  * off, so a pipelining client gets back-pressure instead of a growing buffer.
  *
+ * Answer later: a plain delayed response is parked as pointers in the connection (d_status,
+ * d_ctype, d_body); any other (a fill tail, extra headers, a body that does not outlive the
+ * handler call) is rendered at once and its bytes held in an outq (d_held, DF_HELD) until the
+ * timer fires. Either way F_DEFER is set and the connection waits with no events registered.
+ *
  * Write path: the batch is sent as soon as it is built; only on EAGAIN is the rest copied into
  * c->out and EPOLLOUT requested (one epoll_ctl), and EPOLLIN comes back when it drains.
  * c->out holds [bytes][fill tail]: a large streamed body is never copied, only referenced.
@@ -65,11 +70,12 @@
 /* Parse state of the one incomplete request at the start of a connection's saved input.
  * Offsets are from the start of that request. */
 struct rx {
-    uint32_t need;  /* Content-Length body: bytes needed before parsing again is worth it */
-    uint32_t dlen;  /* chunked: decoded bytes, kept in place right after the head */
-    uint32_t raw;   /* chunked: offset of the next raw byte to feed the framer */
-    bool chunked;   /* framer is live */
-    bool continued; /* "100 Continue" was sent */
+    uint32_t need;   /* Content-Length body: bytes needed before parsing again is worth it */
+    uint32_t dlen;   /* chunked: decoded bytes, kept in place right after the head */
+    uint32_t raw;    /* chunked: offset of the next raw byte to feed the framer */
+    bool chunked;    /* framer is live */
+    bool continued;  /* "100 Continue" was sent */
+    int64_t arrival; /* when the head was first parsed complete (stamp_arrivals), else 0 */
     struct sq_h1_body framer;
 };
 
@@ -97,7 +103,8 @@ enum {
     F_FAIL = 16,        /* out of memory while answering: close without lingering */
 };
 
-enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4 }; /* parked response: HEAD, Connection header */
+/* parked response: HEAD, Connection header, rendered bytes held in d_held */
+enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4, DF_HELD = 8 };
 enum { CONN_HDR_NONE, CONN_HDR_CLOSE, CONN_HDR_KA };
 
 struct worker;
@@ -113,7 +120,10 @@ struct conn {
     struct outq *out;
     struct sq_timer timer; /* parked response or lingering close */
     const char *d_ctype;   /* the parked response */
-    const char *d_body;
+    union {
+        const char *d_body;
+        struct outq *d_held; /* DF_HELD: the rendered response, sent when the timer fires */
+    };
     uint32_t d_body_len;
     uint16_t d_status;
     uint8_t flags;
@@ -146,6 +156,7 @@ struct worker {
     int idx;
     int lfd;
     bool started;
+    bool stamp; /* stamp_arrivals */
     pthread_t thr;
     struct sq_loop *loop;
     struct sq_io lio, stop_io;
@@ -165,6 +176,7 @@ struct sq_server {
     int efd;
     int nworkers;
     bool joined;
+    bool stamp;
     uint16_t port;
     sq_server_handler handler;
     void *ud;
@@ -465,9 +477,20 @@ static struct conn *conn_get(struct worker *w)
     return c;
 }
 
+/* Frees a held response that was never sent. */
+static void drop_held(struct conn *c)
+{
+    if ((c->flags & F_DEFER) && (c->d_flags & DF_HELD)) {
+        free(c->d_held);
+        c->d_held = NULL;
+        c->d_flags = 0;
+    }
+}
+
 static void conn_close(struct worker *w, struct conn *c)
 {
     sq_timer_stop(w->loop, &c->timer);
+    drop_held(c);
     sq_io_stop(w->loop, &c->io);
     close(c->io.fd);
     free(c->in);
@@ -636,9 +659,39 @@ static void send_continue(struct worker *w, struct conn *c, struct rx *st,
     st->continued = true;
 }
 
+/* Renders r now and keeps its bytes (and a reference to its fill tail) in a new outq, c->d_held,
+ * with c->timer armed for due. Returns false (ob and w->fill as before, nothing armed) when out
+ * of memory. w->fill is empty here: a fill tail leaves before the next request is served. */
+static bool hold(struct worker *w, struct conn *c, const struct sq_server_resp *r, bool head_only,
+                 int conn_hdr, int64_t due)
+{
+    size_t start = w->olen;
+    if (!render(w, r, head_only, conn_hdr))
+        return false;
+    size_t n = w->olen - start;
+    struct outq *q = malloc(sizeof(*q) + n);
+    if (q) {
+        q->off = 0;
+        q->len = q->cap = n;
+        memcpy(q->data, w->ob + start, n);
+        q->fill = w->fill.fill;
+        q->fill_len = w->fill.fill_len;
+        q->fill_off = 0;
+        q->fill_left = w->fill.fill_left;
+    }
+    w->olen = start;
+    w->fill.fill_left = 0;
+    if (!q || sq_timer_start(w->loop, &c->timer, due) < 0) {
+        free(q);
+        return false;
+    }
+    c->d_held = q;
+    return true;
+}
+
 /* Calls the handler for one complete request and renders or parks its answer. */
 static void answer(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
-                   const char *body, size_t body_len)
+                   const char *body, size_t body_len, int64_t arrival)
 {
     struct sq_server *s = w->srv;
     struct sq_server_req req = {
@@ -654,6 +707,7 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
         .head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0,
         .keep_alive = rq->keep_alive,
         .worker = w->idx,
+        .arrival_ns = arrival,
         .server = s,
     };
     struct sq_server_resp r = {0};
@@ -666,18 +720,27 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
                                             : CONN_HDR_NONE;
     if (r.delay_ns > 0) {
         int64_t d = r.delay_ns > SQ_SERVER_MAX_DELAY_NS ? SQ_SERVER_MAX_DELAY_NS : r.delay_ns;
-        c->d_status = (uint16_t)(r.status ? r.status : 200);
-        c->d_ctype = r.content_type;
-        c->d_body = r.body;
-        c->d_body_len = (uint32_t)r.body_len;
-        c->d_flags = (uint8_t)((req.head ? DF_HEAD : 0) | (close_after ? DF_CLOSE : 0) |
+        /* from a fresh clock, not the loop's round time: the handler may have aimed at an
+         * absolute moment (the target's stall window) and must not be answered before it */
+        int64_t due = sq_now_ns() + d;
+        uint8_t df = (uint8_t)((req.head ? DF_HEAD : 0) | (close_after ? DF_CLOSE : 0) |
                                (conn_hdr == CONN_HDR_KA ? DF_KA : 0));
-        if (r.fill_total == 0 && r.headers_len == 0 && r.body_len <= UINT32_MAX &&
-            sq_timer_start(w->loop, &c->timer, sq_loop_now(w->loop) + d) == 0) {
+        if (r.fill_total == 0 && r.headers_len == 0 && !r.delay_copy && r.body_len <= UINT32_MAX) {
+            c->d_status = (uint16_t)(r.status ? r.status : 200);
+            c->d_ctype = r.content_type;
+            c->d_body = r.body;
+            c->d_body_len = (uint32_t)r.body_len;
+            if (sq_timer_start(w->loop, &c->timer, due) == 0) {
+                c->d_flags = df;
+                c->flags |= F_DEFER;
+                return;
+            }
+        } else if (hold(w, c, &r, req.head, conn_hdr, due)) {
+            c->d_flags = df | DF_HELD;
             c->flags |= F_DEFER;
             return;
         }
-        /* cannot park it (fill and headers are not kept, or no timer memory): answer now */
+        /* cannot park it (no timer or buffer memory): answer now */
     }
     if (!render(w, &r, req.head, conn_hdr))
         c->flags |= F_FAIL | F_CLOSE;
@@ -710,6 +773,8 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
             error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400);
             break;
         }
+        if (w->stamp && !st->arrival)
+            st->arrival = sq_now_ns(); /* once per request: a later read re-parses the head */
         const char *body = p + hl;
         size_t body_len = 0, req_len = (size_t)hl;
         if (rq.chunked) {
@@ -737,11 +802,12 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
                 break;
             }
         }
-        answer(w, c, &rq, body, body_len);
+        answer(w, c, &rq, body, body_len, st->arrival);
         off += req_len;
         st->need = 0;
         st->chunked = false;
         st->continued = false;
+        st->arrival = 0;
         if (c->flags & (F_DEFER | F_CLOSE))
             break;
         if (w->fill.fill_left || w->olen >= OB_SOFT) {
@@ -882,8 +948,8 @@ static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
         on_readable(w, c);
 }
 
-/* Appends the batch to a pending c->out (which has no fill tail: see the file comment). */
-static bool out_append(struct worker *w, struct conn *c)
+/* Appends p[0, n) to a pending c->out (which has no fill tail: see the file comment). */
+static bool out_append(struct conn *c, const char *p, size_t n)
 {
     struct outq *q = c->out;
     size_t rest = q->len - q->off;
@@ -892,17 +958,45 @@ static bool out_append(struct worker *w, struct conn *c)
         q->off = 0;
         q->len = rest;
     }
-    if (rest + w->olen > q->cap) {
-        q = realloc(q, sizeof(*q) + rest + w->olen);
+    if (rest + n > q->cap) {
+        q = realloc(q, sizeof(*q) + rest + n);
         if (!q)
             return false;
-        q->cap = rest + w->olen;
+        q->cap = rest + n;
         c->out = q;
     }
-    memcpy(q->data + q->len, w->ob, w->olen);
-    q->len += w->olen;
-    w->olen = 0;
+    memcpy(q->data + q->len, p, n);
+    q->len += n;
     return true;
+}
+
+/* Sends a held response h (owned here) after what c->out still holds. Returns false on a send
+ * error or out of memory (the caller closes c); what could not be sent now is left in c->out. */
+static bool held_send(struct conn *c, struct outq *h)
+{
+    if (c->out) { /* plain bytes only (see out_append): h's bytes go after, its fill tail last */
+        bool ok = out_append(c, h->data + h->off, h->len - h->off);
+        if (ok) {
+            c->out->fill = h->fill;
+            c->out->fill_len = h->fill_len;
+            c->out->fill_off = h->fill_off;
+            c->out->fill_left = h->fill_left;
+        }
+        free(h);
+        return ok;
+    }
+    struct view v = {h->data + h->off, h->len - h->off, h->fill,
+                     h->fill_len,      h->fill_off,     h->fill_left};
+    int rc = view_send(c->io.fd, &v);
+    if (rc == -EAGAIN) {
+        h->off = h->len - v.len;
+        h->fill_off = v.fill_off;
+        h->fill_left = v.fill_left;
+        c->out = h; /* the caller registers EPOLLOUT */
+        return true;
+    }
+    free(h);
+    return rc == 0;
 }
 
 static void on_timer(struct sq_loop *loop, struct sq_timer *t)
@@ -917,25 +1011,37 @@ static void on_timer(struct sq_loop *loop, struct sq_timer *t)
     if (!(c->flags & F_DEFER))
         return;
     c->flags &= (uint8_t)~F_DEFER;
-    int conn_hdr = (c->d_flags & DF_CLOSE) ? CONN_HDR_CLOSE
-                   : (c->d_flags & DF_KA)  ? CONN_HDR_KA
-                                           : CONN_HDR_NONE;
-    struct sq_server_resp r = {.status = c->d_status,
-                               .content_type = c->d_ctype,
-                               .body = c->d_body,
-                               .body_len = c->d_body_len};
-    if (!render(w, &r, c->d_flags & DF_HEAD, conn_hdr)) {
-        conn_close(w, c);
-        return;
-    }
-    if (c->out) {
-        if (!out_append(w, c)) { /* c->out is already waiting for EPOLLOUT */
+    if (c->d_flags & DF_HELD) {
+        struct outq *h = c->d_held;
+        c->d_held = NULL;
+        c->d_flags &= (uint8_t)~DF_HELD;
+        if (!held_send(c, h)) {
             conn_close(w, c);
             return;
         }
-    } else if (batch_flush(w, c) < 0) {
-        conn_close(w, c);
-        return;
+    } else {
+        int conn_hdr = (c->d_flags & DF_CLOSE) ? CONN_HDR_CLOSE
+                       : (c->d_flags & DF_KA)  ? CONN_HDR_KA
+                                               : CONN_HDR_NONE;
+        struct sq_server_resp r = {.status = c->d_status,
+                                   .content_type = c->d_ctype,
+                                   .body = c->d_body,
+                                   .body_len = c->d_body_len};
+        if (!render(w, &r, c->d_flags & DF_HEAD, conn_hdr)) {
+            conn_close(w, c);
+            return;
+        }
+        if (c->out) {
+            bool ok = out_append(c, w->ob, w->olen); /* c->out already waits for EPOLLOUT */
+            w->olen = 0;
+            if (!ok) {
+                conn_close(w, c);
+                return;
+            }
+        } else if (batch_flush(w, c) < 0) {
+            conn_close(w, c);
+            return;
+        }
     }
     if (c->d_flags & DF_CLOSE) {
         c->flags |= F_CLOSE;
@@ -997,6 +1103,7 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
         c->in = NULL;
         c->out = NULL;
         c->flags = 0;
+        c->d_flags = 0;
         sq_timer_init(&c->timer, on_timer);
         if (sq_io_start(loop, &c->io, fd, EPOLLIN, on_conn) < 0) {
             close(fd);
@@ -1027,6 +1134,7 @@ static void worker_close_all(struct worker *w)
             struct conn *c = &s->c[i];
             if (c->io.fd < 0)
                 continue;
+            drop_held(c);
             close(c->io.fd);
             c->io.fd = -1;
             free(c->in);
@@ -1079,6 +1187,7 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
     w->srv = s;
     w->idx = idx;
     w->lfd = -1;
+    w->stamp = s->stamp;
     w->lim.max_head_bytes = SQ_SERVER_MAX_HEAD;
     w->lim.max_headers = SQ_SERVER_MAX_HEADERS;
     sq_timer_init(&w->accept_timer, on_accept_resume);
@@ -1154,6 +1263,7 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
         return -ENOMEM;
     s->handler = cfg->handler;
     s->ud = cfg->ud;
+    s->stamp = cfg->stamp_arrivals;
     s->joined = true; /* nothing to join yet */
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->w = calloc((size_t)cfg->threads, sizeof(*s->w));

@@ -16,13 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "http/h1.h"
 
 #define SQ_SERVER_MAX_HEAD     (8 * 1024)    /* request line + headers; larger: 431 */
 #define SQ_SERVER_MAX_HEADERS  64            /* more: 431 */
 #define SQ_SERVER_MAX_BODY     (1024 * 1024) /* decoded request body; larger: 413 */
-#define SQ_SERVER_MAX_DELAY_NS (60LL * 1000 * 1000 * 1000)
+#define SQ_SERVER_MAX_DELAY_NS (86400LL * SQ_NS_PER_S)
 
 struct sq_server; /* opaque; sq_server_start creates it */
 
@@ -40,6 +41,9 @@ struct sq_server_req {
     bool head;       /* the method is HEAD: the server drops the body it renders */
     bool keep_alive; /* the connection stays open after this response unless resp->close */
     int worker;      /* index of the worker thread running the handler, 0..threads-1 */
+    /* CLOCK_MONOTONIC ns when the server first parsed this request's complete head (taken per
+     * request, not per read); 0 unless the config asked for stamp_arrivals. */
+    int64_t arrival_ns;
     struct sq_server *server;
 };
 
@@ -61,10 +65,13 @@ struct sq_server_resp {
     uint64_t fill_total;
     bool close; /* close the connection after this response */
     /* > 0: "answer later". The server parks the connection (later pipelined requests wait) and
-     * sends this response when a loop timer fires delay_ns from now (capped at
-     * SQ_SERVER_MAX_DELAY_NS). body and content_type then must stay valid until sent (static
-     * storage); a response with a fill tail or extra headers is not parked but sent at once. */
+     * sends this response when a loop timer fires delay_ns from now (capped at a day,
+     * SQ_SERVER_MAX_DELAY_NS). A plain response (no fill tail, no extra headers, !delay_copy)
+     * is parked as pointers: body and content_type must then stay valid until sent (static
+     * storage). Any other is rendered at once and its bytes held (one allocation) until the
+     * timer fires; a fill tail is held by reference, so fill must outlive the server as above. */
     int64_t delay_ns;
+    bool delay_copy; /* with delay_ns: body does not outlive the call, hold a rendered copy */
 };
 
 /* Called on a worker thread for each complete request, in order per connection. */
@@ -76,6 +83,8 @@ struct sq_server_config {
     uint16_t port;    /* 0: any free port (the first listener picks it, the rest share it) */
     int threads;      /* >= 1 */
     int backlog;      /* 0: 1024 */
+    /* Read the clock once per request, as its head is parsed: req->arrival_ns. */
+    bool stamp_arrivals;
     sq_server_handler handler;
     void *ud;
 };

@@ -4,11 +4,24 @@
  * buffer. /bytes/N never allocates N: it hands the server a shared 64 KiB block, filled once
  * with a period-64 pattern (byte i of any body is PATTERN[i % 64]), to write cyclically.
  * /delay/MS asks the server to answer later (a loop timer, never a sleep).
+ *
+ * Arrivals: worker w appends the arrival time the server stamped on each request it counts to
+ * its ring arr[w].ts. The owner alone writes entries and count (the entry with a relaxed store,
+ * then count with a release store); /stats/reset (any worker) stores base = count with a release
+ * store; the window is entries [base, count). The owner writes only at count, and drops (counts
+ * in dropped) when count - base reaches the ring's size, so it never overwrites the window. A
+ * reader (any worker) loads base, then count (acquire), copies the window, and loads base again:
+ * if a reset moved it meanwhile the owner may have reused those slots, so it reads again.
+ * Entries are _Atomic so that this race is benign, not undefined; on x86-64 they are plain moves.
+ *
+ * Stall: the handler computes when the response would leave (now + any /delay) and, when that
+ * falls inside a stall window, asks the server to answer later, at the window's end.
  */
 #include "target/target.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +29,14 @@
 
 #include "base/clock.h"
 #include "server/server.h"
+#include "stats/hist.h"
 
 #define BLOCK_SIZE   (64 * 1024)
 #define SCRATCH_KEEP (1024 * 1024) /* a scratch buffer grown past this shrinks on the next use */
+#define STATS_CAP    2048          /* the /stats body */
+#define GAP_HIGHEST  (60LL * SQ_NS_PER_S)
+#define READ_TRIES   4          /* /stats re-reads the arrivals this often when resets race it */
+#define RING_HUGE    (2u << 20) /* a transparent huge page */
 
 static const char PATTERN[65] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 static char block[BLOCK_SIZE];
@@ -106,6 +124,169 @@ void sq_target_counters_reset(struct sq_target_counters *c, const uint64_t extra
 {
     for (int i = 0; i < SQ_TARGET_NCOUNTERS; i++)
         atomic_store_explicit(&c->base[i], raw_value(c, extra, i), memory_order_relaxed);
+}
+
+/* ---- arrival gaps ---- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void sort_run(struct sq_target_run *r)
+{
+    for (size_t i = 1; i < r->n; i++) {
+        if (r->t[i] < r->t[i - 1]) {
+            qsort(r->t, r->n, sizeof(*r->t), cmp_i64);
+            return;
+        }
+    }
+}
+
+/* A k-way merge: a binary min-heap of run heads. */
+struct mhead {
+    int64_t v;
+    size_t run, pos;
+};
+
+static void sift_down(struct mhead *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && h[c + 1].v < h[c].v)
+            c++;
+        if (h[i].v <= h[c].v)
+            return;
+        struct mhead tmp = h[i];
+        h[i] = h[c];
+        h[c] = tmp;
+        i = c;
+    }
+}
+
+struct gap_acc {
+    struct sq_hist *h;
+    int64_t prev, first, max;
+    uint64_t count;
+};
+
+static inline void gap_add(struct gap_acc *a, int64_t t)
+{
+    if (a->count++ == 0) {
+        a->first = a->prev = t;
+        return;
+    }
+    int64_t g = t - a->prev;
+    a->prev = t;
+    if (g > a->max)
+        a->max = g;
+    sq_hist_record(a->h, g < GAP_HIGHEST ? g : GAP_HIGHEST);
+}
+
+int sq_target_gaps(struct sq_target_run *runs, size_t nruns, struct sq_target_gaps *out)
+{
+    struct gap_acc a = {0};
+    int rc = sq_hist_new(1, GAP_HIGHEST, 3, &a.h);
+    if (rc < 0)
+        return rc;
+    struct mhead *heap = malloc((nruns ? nruns : 1) * sizeof(*heap));
+    if (!heap) {
+        sq_hist_free(a.h);
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < nruns; i++) {
+        sort_run(&runs[i]);
+        if (runs[i].n)
+            heap[n++] = (struct mhead){runs[i].t[0], i, 0};
+    }
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(heap, n, i);
+    while (n > 1) {
+        struct mhead *top = &heap[0];
+        gap_add(&a, top->v);
+        const struct sq_target_run *r = &runs[top->run];
+        if (++top->pos < r->n)
+            top->v = r->t[top->pos];
+        else
+            heap[0] = heap[--n];
+        sift_down(heap, n, 0);
+    }
+    if (n == 1) /* the last run left: no more merging */
+        for (size_t i = heap[0].pos; i < runs[heap[0].run].n; i++)
+            gap_add(&a, runs[heap[0].run].t[i]);
+    free(heap);
+
+    memset(out, 0, sizeof(*out));
+    out->count = a.count;
+    if (a.count >= 2) {
+        /* a bucket's highest equivalent value may pass the exact max: never report past it */
+        int64_t p50 = sq_hist_percentile(a.h, 50.0), p90 = sq_hist_percentile(a.h, 90.0),
+                p99 = sq_hist_percentile(a.h, 99.0);
+        out->p50_us = (double)(p50 < a.max ? p50 : a.max) / 1e3;
+        out->p90_us = (double)(p90 < a.max ? p90 : a.max) / 1e3;
+        out->p99_us = (double)(p99 < a.max ? p99 : a.max) / 1e3;
+        out->max_us = (double)a.max / 1e3;
+        out->mean_us = (double)(a.prev - a.first) / (double)(a.count - 1) / 1e3;
+    }
+    sq_hist_free(a.h);
+    return 0;
+}
+
+/* ---- arrival rings (see the file comment) ---- */
+
+struct arrivals {
+    _Alignas(64) _Atomic uint64_t count; /* times ever appended (owner; release) */
+    _Atomic uint64_t dropped;            /* times not kept: the window was full (owner) */
+    _Atomic uint64_t base;               /* count at the last reset (any worker; release) */
+    _Atomic uint64_t dropped_base;       /* dropped at the last reset */
+    _Atomic int64_t *ts;                 /* mask + 1 entries; time number i is ts[i & mask] */
+    uint64_t mask;
+    size_t map_len;
+};
+
+/* Hot path: a few loads and two plain stores, all on the owner's own cache line and ring. */
+static inline void arrival_record(struct arrivals *a, int64_t t)
+{
+    uint64_t n = atomic_load_explicit(&a->count, memory_order_relaxed);
+    if (SQ_UNLIKELY(n - atomic_load_explicit(&a->base, memory_order_relaxed) > a->mask)) {
+        atomic_store_explicit(&a->dropped,
+                              atomic_load_explicit(&a->dropped, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        return;
+    }
+    atomic_store_explicit(&a->ts[n & a->mask], t, memory_order_relaxed);
+    atomic_store_explicit(&a->count, n + 1, memory_order_release);
+}
+
+/* Reserves len bytes for a ring: address space only, touched as the ring fills. A ring of 2 MiB
+ * or more is 2 MiB-aligned and asks for transparent huge pages (best effort): the first touch
+ * of each 4 KiB page costs a fault, 30 ns per arrival on a paravirtualised VM, and huge pages
+ * take 512 times fewer. Returns NULL when out of address space. */
+static void *ring_map(size_t len)
+{
+    size_t align = len >= RING_HUGE ? RING_HUGE : 0, map = len + align;
+    char *m =
+        mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    if (!align)
+        return m;
+    char *p = (char *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
+    if (p > m)
+        munmap(m, (size_t)(p - m));
+    if (m + map > p + len)
+        munmap(p + len, (size_t)(m + map - (p + len)));
+    (void)madvise(p, len, MADV_HUGEPAGE);
+    return p;
+}
+
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
 }
 
 /* ---- text helpers ---- */
@@ -358,9 +539,11 @@ struct scratch {
 struct sq_target {
     struct sq_server *srv;
     struct sq_target_counters *cnt;
-    struct scratch *scr; /* one per worker */
+    struct scratch *scr;  /* one per worker */
+    struct arrivals *arr; /* one per worker */
     int threads;
     int64_t start_ns;
+    int64_t stall_ns, stall_period_ns; /* 0: no stall */
     _Atomic int64_t reset_ns;
 };
 
@@ -386,6 +569,76 @@ static void server_extra(const struct sq_server *srv, uint64_t extra[4])
     extra[3] = sc.head_big;
 }
 
+/* Summarises the arrivals since the last reset. Returns 0 or -ENOMEM. */
+static int arrivals_read(struct sq_target *t, struct sq_target_gaps *g, uint64_t *dropped)
+{
+    int nw = t->threads;
+    struct sq_target_run *runs = calloc((size_t)nw, sizeof(*runs));
+    uint64_t *base = calloc((size_t)nw, sizeof(*base));
+    int64_t *buf = NULL;
+    int rc = -ENOMEM;
+    if (!runs || !base)
+        goto out;
+    for (int tries = 0;; tries++) {
+        size_t total = 0;
+        for (int w = 0; w < nw; w++) {
+            struct arrivals *a = &t->arr[w];
+            base[w] = atomic_load_explicit(&a->base, memory_order_acquire);
+            uint64_t c = atomic_load_explicit(&a->count, memory_order_acquire);
+            uint64_t n = sub0(c, base[w]);
+            runs[w].n = (size_t)(n > a->mask + 1 ? a->mask + 1 : n);
+            total += runs[w].n;
+        }
+        free(buf);
+        buf = malloc((total ? total : 1) * sizeof(*buf));
+        if (!buf)
+            goto out;
+        bool moved = false;
+        int64_t *p = buf;
+        for (int w = 0; w < nw; w++) {
+            struct arrivals *a = &t->arr[w];
+            runs[w].t = p;
+            for (size_t i = 0; i < runs[w].n; i++)
+                p[i] = atomic_load_explicit(&a->ts[(base[w] + i) & a->mask], memory_order_relaxed);
+            p += runs[w].n;
+            if (atomic_load_explicit(&a->base, memory_order_acquire) != base[w])
+                moved = true;
+        }
+        if (!moved || tries + 1 >= READ_TRIES)
+            break; /* resets kept racing: report what was read (a blend of two windows) */
+    }
+    rc = sq_target_gaps(runs, (size_t)nw, g);
+    *dropped = 0;
+    for (int w = 0; w < nw; w++)
+        *dropped += sub0(atomic_load_explicit(&t->arr[w].dropped, memory_order_relaxed),
+                         atomic_load_explicit(&t->arr[w].dropped_base, memory_order_relaxed));
+out:
+    free(buf);
+    free(base);
+    free(runs);
+    return rc;
+}
+
+static void arrivals_reset(struct sq_target *t)
+{
+    for (int w = 0; w < t->threads; w++) {
+        struct arrivals *a = &t->arr[w];
+        atomic_store_explicit(&a->dropped_base,
+                              atomic_load_explicit(&a->dropped, memory_order_relaxed),
+                              memory_order_relaxed);
+        atomic_store_explicit(&a->base, atomic_load_explicit(&a->count, memory_order_acquire),
+                              memory_order_release);
+    }
+}
+
+/* Milliseconds as a JSON number: an integer when whole, else with ns precision. */
+static int put_ms(char *o, size_t cap, int64_t ns)
+{
+    if (ns % SQ_NS_PER_MS == 0)
+        return snprintf(o, cap, "%lld", (long long)(ns / SQ_NS_PER_MS));
+    return snprintf(o, cap, "%.6f", (double)ns / 1e6);
+}
+
 static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
                          struct sq_server_resp *resp)
 {
@@ -395,14 +648,16 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
     uint64_t total = 0;
     for (int i = 0; i < SQ_TARGET_EP__COUNT; i++)
         total += v[i];
-    char *o = scratch_get(&t->scr[req->worker], 1024);
-    if (!o) {
+    struct sq_target_gaps g;
+    uint64_t dropped;
+    char *o = scratch_get(&t->scr[req->worker], STATS_CAP);
+    if (!o || arrivals_read(t, &g, &dropped) < 0) {
         resp->status = 500;
         return;
     }
     int64_t now = sq_now_ns();
     int64_t since = atomic_load_explicit(&t->reset_ns, memory_order_relaxed);
-    size_t len = 0, cap = 1024;
+    size_t len = 0, cap = STATS_CAP;
     len += (size_t)snprintf(o + len, cap - len, "{\"requests\":%llu,\"endpoints\":{",
                             (unsigned long long)total);
     for (int i = 0; i < SQ_TARGET_EP__COUNT; i++)
@@ -411,10 +666,22 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
     len += (size_t)snprintf(
         o + len, cap - len,
         "},\"errors\":{\"400\":%llu,\"413\":%llu,\"431\":%llu},\"connections\":%llu,"
-        "\"threads\":%d,\"uptime_s\":%.3f,\"since_reset_s\":%.3f}\n",
+        "\"threads\":%d,\"uptime_s\":%.3f,\"since_reset_s\":%.3f,"
+        "\"arrivals\":{\"count\":%llu,\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
+        "\"max\":%.3f,\"mean\":%.3f}},\"arrivals_dropped\":%llu",
         (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
         (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_ACCEPTED],
-        t->threads, (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9);
+        t->threads, (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9,
+        (unsigned long long)g.count, g.p50_us, g.p90_us, g.p99_us, g.max_us, g.mean_us,
+        (unsigned long long)dropped);
+    if (t->stall_ns) {
+        len += (size_t)snprintf(o + len, cap - len, ",\"stall\":{\"duration_ms\":");
+        len += (size_t)put_ms(o + len, cap - len, t->stall_ns);
+        len += (size_t)snprintf(o + len, cap - len, ",\"period_ms\":");
+        len += (size_t)put_ms(o + len, cap - len, t->stall_period_ns);
+        len += (size_t)snprintf(o + len, cap - len, "}");
+    }
+    len += (size_t)snprintf(o + len, cap - len, "}\n");
     resp->content_type = "application/json";
     resp->body = o;
     resp->body_len = len;
@@ -478,60 +745,73 @@ static void answer_echo(struct sq_target *t, const struct sq_server_req *req,
     resp->body_len = len;
 }
 
+/* The delay that makes a response due delay_ns from now leave outside the stall windows. */
+static int64_t stall_delay(const struct sq_target *t, int64_t delay_ns)
+{
+    int64_t at = sq_now_ns() + delay_ns - t->start_ns; /* when it would leave, since start */
+    int64_t phase = at % t->stall_period_ns;
+    return phase < t->stall_ns ? delay_ns + (t->stall_ns - phase) : delay_ns;
+}
+
 static void handle(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
 {
     struct sq_target *t = ud;
     struct sq_target_route r =
         sq_target_route(req->method, req->method_len, req->path, req->path_len);
     int ep = r.ep == SQ_TARGET_EP_STATS_RESET ? SQ_TARGET_EP_STATS : (int)r.ep;
+    if (ep != SQ_TARGET_EP_STATS) /* the observer's own requests are not arrivals */
+        arrival_record(&t->arr[req->worker], req->arrival_ns);
     if (r.bad_arg) {
         resp->status = 400;
-        sq_target_counters_bump(t->cnt, req->worker, ep);
-        return;
+    } else {
+        switch (r.ep) {
+        case SQ_TARGET_EP_FAST:
+            resp->content_type = "text/plain";
+            resp->body = "hello world";
+            resp->body_len = 11;
+            break;
+        case SQ_TARGET_EP_OK:
+            break;
+        case SQ_TARGET_EP_BYTES:
+            resp->content_type = "application/octet-stream";
+            resp->fill = block;
+            resp->fill_len = BLOCK_SIZE;
+            resp->fill_total = r.arg;
+            break;
+        case SQ_TARGET_EP_DELAY:
+            resp->delay_ns = (int64_t)r.arg * SQ_NS_PER_MS;
+            break;
+        case SQ_TARGET_EP_STATUS:
+            resp->status = (int)r.arg;
+            break;
+        case SQ_TARGET_EP_ECHO:
+            answer_echo(t, req, resp);
+            resp->delay_copy = true; /* the body is in the worker's scratch buffer */
+            break;
+        case SQ_TARGET_EP_STATS:
+            /* rendered before this request is counted: a /stats read does not count itself */
+            answer_stats(t, req, resp);
+            break;
+        case SQ_TARGET_EP_STATS_RESET: {
+            /* counted before the baseline is taken: the reset does not show up after it */
+            sq_target_counters_bump(t->cnt, req->worker, ep);
+            uint64_t extra[4];
+            server_extra(req->server, extra);
+            sq_target_counters_reset(t->cnt, extra);
+            arrivals_reset(t);
+            atomic_store_explicit(&t->reset_ns, sq_now_ns(), memory_order_relaxed);
+            resp->content_type = "application/json";
+            resp->body = "{\"reset\":true}\n";
+            resp->body_len = strlen(resp->body);
+            return;
+        }
+        default:
+            resp->status = 404;
+            break;
+        }
     }
-    switch (r.ep) {
-    case SQ_TARGET_EP_FAST:
-        resp->content_type = "text/plain";
-        resp->body = "hello world";
-        resp->body_len = 11;
-        break;
-    case SQ_TARGET_EP_OK:
-        break;
-    case SQ_TARGET_EP_BYTES:
-        resp->content_type = "application/octet-stream";
-        resp->fill = block;
-        resp->fill_len = BLOCK_SIZE;
-        resp->fill_total = r.arg;
-        break;
-    case SQ_TARGET_EP_DELAY:
-        resp->delay_ns = (int64_t)r.arg * SQ_NS_PER_MS;
-        break;
-    case SQ_TARGET_EP_STATUS:
-        resp->status = (int)r.arg;
-        break;
-    case SQ_TARGET_EP_ECHO:
-        answer_echo(t, req, resp);
-        break;
-    case SQ_TARGET_EP_STATS:
-        /* rendered before this request is counted: a /stats read does not count itself */
-        answer_stats(t, req, resp);
-        break;
-    case SQ_TARGET_EP_STATS_RESET: {
-        /* counted before the baseline is taken: the reset does not show up after it */
-        sq_target_counters_bump(t->cnt, req->worker, ep);
-        uint64_t extra[4];
-        server_extra(req->server, extra);
-        sq_target_counters_reset(t->cnt, extra);
-        atomic_store_explicit(&t->reset_ns, sq_now_ns(), memory_order_relaxed);
-        resp->content_type = "application/json";
-        resp->body = "{\"reset\":true}\n";
-        resp->body_len = strlen(resp->body);
-        return;
-    }
-    default:
-        resp->status = 404;
-        break;
-    }
+    if (t->stall_ns && ep != SQ_TARGET_EP_STATS)
+        resp->delay_ns = stall_delay(t, resp->delay_ns);
     sq_target_counters_bump(t->cnt, req->worker, ep);
 }
 
@@ -541,24 +821,53 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
         *why = NULL;
     if (!cfg || cfg->threads < 1)
         return -EINVAL;
+    if (cfg->stall_ns || cfg->stall_period_ns) {
+        if (cfg->stall_ns <= 0 || cfg->stall_ns >= cfg->stall_period_ns ||
+            cfg->stall_ns > SQ_TARGET_MAX_STALL_NS)
+            return -EINVAL;
+    }
+    size_t want = cfg->arrivals_cap ? cfg->arrivals_cap : SQ_TARGET_ARRIVALS_CAP;
+    if (want > ((size_t)1 << 40))
+        return -EINVAL;
+    size_t cap = 1;
+    while (cap < want)
+        cap <<= 1;
     pthread_once(&block_once, block_fill);
     struct sq_target *t = calloc(1, sizeof(*t));
     if (!t)
         return -ENOMEM;
     t->threads = cfg->threads;
     t->start_ns = sq_now_ns();
+    t->stall_ns = cfg->stall_ns;
+    t->stall_period_ns = cfg->stall_period_ns;
     atomic_store(&t->reset_ns, t->start_ns);
     t->cnt = sq_target_counters_new(cfg->threads);
     t->scr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct scratch));
-    if (!t->cnt || !t->scr) {
+    if (t->scr) /* zeroed at once: sq_target_free walks it */
+        memset(t->scr, 0, (size_t)cfg->threads * sizeof(struct scratch));
+    t->arr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct arrivals));
+    if (t->arr)
+        memset(t->arr, 0, (size_t)cfg->threads * sizeof(struct arrivals));
+    if (!t->cnt || !t->scr || !t->arr) {
         sq_target_free(t);
         return -ENOMEM;
     }
-    memset(t->scr, 0, (size_t)cfg->threads * sizeof(struct scratch));
+    for (int w = 0; w < cfg->threads; w++) {
+        size_t len = cap * sizeof(int64_t);
+        void *m = ring_map(len);
+        if (!m) {
+            sq_target_free(t);
+            return -ENOMEM;
+        }
+        t->arr[w].ts = m;
+        t->arr[w].mask = cap - 1;
+        t->arr[w].map_len = len;
+    }
     struct sq_server_config sc = {
         .host = cfg->host,
         .port = cfg->port,
         .threads = cfg->threads,
+        .stamp_arrivals = true,
         .handler = handle,
         .ud = t,
     };
@@ -597,6 +906,11 @@ void sq_target_free(struct sq_target *t)
         for (int i = 0; i < t->threads; i++)
             free(t->scr[i].p);
     free(t->scr);
+    if (t->arr)
+        for (int i = 0; i < t->threads; i++)
+            if (t->arr[i].ts)
+                munmap((void *)t->arr[i].ts, t->arr[i].map_len);
+    free(t->arr);
     sq_target_counters_free(t->cnt);
     free(t);
 }

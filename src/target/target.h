@@ -4,6 +4,15 @@
  * GET /stats, POST /stats/reset; anything else is 404. Each worker counts into its own shard
  * (relaxed atomic stores by the owner only); /stats sums the shards with relaxed loads and
  * subtracts a baseline that /stats/reset stores. No lock and no shared cache line per request.
+ *
+ * Arrivals: each worker also appends the arrival time of every request it counts (but /stats
+ * and /stats/reset) to its own ring (a relaxed store and a release store of its count); /stats
+ * copies every worker's times since the last reset, merges them into one time order and reports
+ * the gaps between consecutive arrivals (sq_target_gaps). A full window drops and counts.
+ *
+ * Stall (optional): once every period, counted from the start, every response (but /stats and
+ * /stats/reset) that would leave during [k * period, k * period + stall) leaves at the window's
+ * end instead, through the server's "answer later" timer.
  */
 #ifndef SQ_TARGET_TARGET_H
 #define SQ_TARGET_TARGET_H
@@ -16,6 +25,8 @@
 
 #define SQ_TARGET_MAX_BYTES    (64ULL * 1024 * 1024) /* /bytes/N: N at most 64 MiB */
 #define SQ_TARGET_MAX_DELAY_MS 60000ULL              /* /delay/MS: at most 60 s */
+#define SQ_TARGET_ARRIVALS_CAP (4u << 20) /* arrival times kept per worker per window (32 MiB) */
+#define SQ_TARGET_MAX_STALL_NS (3600LL * 1000 * 1000 * 1000) /* a stall lasts at most 1 h */
 
 struct sq_target; /* opaque; sq_target_start creates it */
 
@@ -23,6 +34,13 @@ struct sq_target_config {
     const char *host; /* NULL: 127.0.0.1 */
     uint16_t port;    /* 0: any free port */
     int threads;      /* >= 1 */
+    /* Both > 0 (stall_ns < stall_period_ns, stall_ns <= SQ_TARGET_MAX_STALL_NS): hold responses
+     * for stall_ns once every stall_period_ns. Both 0: no stall. Anything else: -EINVAL. */
+    int64_t stall_ns;
+    int64_t stall_period_ns;
+    /* Arrival times kept per worker between resets; 0: SQ_TARGET_ARRIVALS_CAP. Rounded up to a
+     * power of two. Address space is reserved up front; memory is touched as it fills. */
+    size_t arrivals_cap;
 };
 
 /* Binds and starts the workers. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */
@@ -87,6 +105,29 @@ bool sq_target_utf8_valid(const char *s, size_t n);
 
 /* Standard base64 with padding into out (capacity >= 4 * ((n + 2) / 3)). Returns the length. */
 size_t sq_target_base64(char *out, const char *s, size_t n);
+
+/* ---- arrival gaps (the pure part of /stats' "arrivals"; exposed for tests) ---- */
+
+/* One run of arrival times, CLOCK_MONOTONIC ns (one worker's, in the target). */
+struct sq_target_run {
+    int64_t *t;
+    size_t n;
+};
+
+struct sq_target_gaps {
+    uint64_t count; /* arrivals in all runs */
+    /* Gaps between consecutive arrivals in the merged time order (count - 1 of them), in µs.
+     * Percentiles come from an HDR histogram of the gaps in ns (lowest 1, highest 60 s, 3
+     * significant digits: within 0.1%; a longer gap is recorded as 60 s); max and mean are
+     * exact. All 0 when count < 2. */
+    double p50_us, p90_us, p99_us, max_us, mean_us;
+};
+
+/* Puts the arrivals of all runs into one time order - each run is sorted in place first unless
+ * it already is, then the runs are merged - and summarises the gaps into *out. Returns 0 or
+ * -ENOMEM (*out untouched). */
+SQ_MUST_CHECK int sq_target_gaps(struct sq_target_run *runs, size_t nruns,
+                                 struct sq_target_gaps *out);
 
 /* Counter shards: one per worker plus a baseline. Each value reported is sum - baseline
  * (never below 0: a reset that races a read shows 0, not a wrapped number). */

@@ -426,10 +426,166 @@ class TargetTest(unittest.TestCase):
         self.assertEqual(st["endpoints"]["fast"], per * nthreads)
 
 
+class ArrivalTest(unittest.TestCase):
+    """Inter-arrival gaps in /stats: a client paced with time.sleep (coarse: generous bounds)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.port = sqtest.start_target("-t", "2", "-q")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert sqtest.stop(cls.proc) == 0
+
+    def paced(self, n, interval, conns):
+        """Sends n GET /fast at a fixed schedule (absolute: a late one does not shift the rest),
+        taking the connections in turn."""
+        t0 = time.monotonic()
+        for i in range(n):
+            left = t0 + i * interval - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+            self.assertEqual(http(self.port, "GET", "/fast", conn=conns[i % len(conns)])[0], 200)
+
+    def conn(self):
+        c = httpclient.HTTPConnection(HOST, self.port, timeout=10)
+        self.addCleanup(c.close)
+        return c
+
+    def assert_gaps(self, g, want_us):
+        for key in ("p50", "mean"):
+            self.assertGreater(g[key], want_us * 0.7, (key, g))
+            self.assertLess(g[key], want_us * 1.3, (key, g))
+        self.assertLessEqual(g["p50"], g["p90"])
+        self.assertLessEqual(g["p90"], g["p99"])
+        self.assertLessEqual(g["p99"], g["max"])
+
+    def test_paced_one_connection(self):
+        c = self.conn()
+        http(self.port, "POST", "/stats/reset")
+        self.paced(100, 0.010, [c])  # 100 req/s for 1 s on one keep-alive connection
+        st = json_get(self.port, "/stats")
+        self.assertEqual(st["arrivals"]["count"], 100)
+        self.assertEqual(st["arrivals_dropped"], 0)
+        self.assert_gaps(st["arrivals"]["gap_us"], 10000)
+        # /stats reads are not arrivals: a second read sees the same window
+        st2 = json_get(self.port, "/stats")
+        self.assertEqual(st2["arrivals"], st["arrivals"])
+        self.assertEqual(st2["arrivals"]["count"], st2["requests"] - st2["endpoints"]["stats"])
+        self.assertNotIn("stall", st2)
+        # a reset starts a new window (and is not in it)
+        http(self.port, "POST", "/stats/reset")
+        st3 = json_get(self.port, "/stats")
+        self.assertEqual(st3["arrivals"]["count"], 0)
+        self.assertEqual(set(st3["arrivals"]["gap_us"].values()), {0})
+        self.paced(21, 0.020, [c])
+        st4 = json_get(self.port, "/stats")
+        self.assertEqual(st4["arrivals"]["count"], 21)
+        self.assert_gaps(st4["arrivals"]["gap_us"], 20000)
+
+    def test_gaps_across_connections(self):
+        # two connections (likely on both workers) taking turns every 10 ms: each alone sees
+        # 20 ms gaps; merged in global time order the gaps are 10 ms
+        conns = [self.conn(), self.conn()]
+        for c in conns:  # connect first: not inside the measured window
+            http(self.port, "GET", "/ok", conn=c)
+        http(self.port, "POST", "/stats/reset")
+        self.paced(60, 0.010, conns)
+        st = json_get(self.port, "/stats")
+        self.assertEqual(st["arrivals"]["count"], 60)
+        self.assert_gaps(st["arrivals"]["gap_us"], 10000)
+
+    def test_every_counted_request_arrives(self):
+        http(self.port, "POST", "/stats/reset")
+        for path in ("/fast", "/ok", "/nope", "/status/404", "/bytes/x", "/delay/1", "/echo"):
+            http(self.port, "GET", path)
+        http(self.port, "POST", "/stats")  # a 404: not the stats endpoint, so it counts
+        st = json_get(self.port, "/stats")
+        self.assertEqual(st["arrivals"]["count"], 8)
+        self.assertEqual(st["requests"] - st["endpoints"]["stats"], 8)
+
+
+class StallTest(unittest.TestCase):
+    """--stall 300ms/1s: answers due in [k s, k s + 300 ms) since start leave at k s + 300 ms."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.port = sqtest.start_target("-t", "1", "-q", "--stall", "300ms/1s")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert sqtest.stop(cls.proc) == 0
+
+    def wait_phase(self, want):
+        """Sleeps until the target's time since start, mod 1 s, is about `want` s (read from
+        /stats uptime_s, which /stall never holds; good to a few ms)."""
+        t0 = time.monotonic()
+        st = json_get(self.port, "/stats")
+        t1 = time.monotonic()
+        self.assertLess(t1 - t0, 0.1)  # /stats itself is not held
+        self.assertEqual(st["stall"], {"duration_ms": 300, "period_ms": 1000})
+        phase = (st["uptime_s"] + (time.monotonic() - (t0 + t1) / 2)) % 1.0
+        time.sleep((want - phase) % 1.0)
+
+    def timed(self, conn, method, path, body=None):
+        t0 = time.monotonic()
+        status, _, data = http(self.port, method, path, body=body, conn=conn)
+        return time.monotonic() - t0, status, data
+
+    def conn(self):
+        c = httpclient.HTTPConnection(HOST, self.port, timeout=10)
+        self.addCleanup(c.close)
+        http(self.port, "GET", "/ok", conn=c)  # connected before the timing starts
+        return c
+
+    def test_inside_window_waits_for_its_end(self):
+        c = self.conn()
+        self.wait_phase(0.05)
+        took, status, body = self.timed(c, "GET", "/fast")
+        self.assertEqual((status, body), (200, b"hello world"))
+        self.assertGreaterEqual(took, 0.25 - 0.03)  # the rest of the window
+        self.assertLess(took, 0.25 + 0.15)
+
+    def test_outside_window_is_fast(self):
+        c = self.conn()
+        self.wait_phase(0.5)
+        took, status, _ = self.timed(c, "GET", "/fast")
+        self.assertEqual(status, 200)
+        self.assertLess(took, 0.1)
+
+    def test_held_bodies_intact(self):
+        c = self.conn()
+        self.wait_phase(0.05)
+        took, status, data = self.timed(c, "POST", "/echo", body=b"held")
+        self.assertEqual((status, json.loads(data)["body"]), (200, "held"))
+        self.assertGreaterEqual(took, 0.25 - 0.03)
+        self.wait_phase(0.05)
+        took, status, data = self.timed(c, "GET", "/bytes/100000")
+        self.assertEqual((status, data), (200, pattern(100000)))
+        self.assertGreaterEqual(took, 0.25 - 0.03)
+
+    def test_delay_that_lands_in_a_window(self):
+        c = self.conn()
+        self.wait_phase(0.85)  # due at about 1.05: inside the next window, so out at 1.3
+        took, status, _ = self.timed(c, "GET", "/delay/200")
+        self.assertEqual(status, 200)
+        self.assertGreaterEqual(took, 0.45 - 0.03)
+        self.assertLess(took, 0.45 + 0.15)
+        self.wait_phase(0.4)  # due at about 0.5: outside, so just the delay
+        took, status, _ = self.timed(c, "GET", "/delay/100")
+        self.assertGreaterEqual(took, 0.1)
+        self.assertLess(took, 0.2)
+
+
 class CliTest(unittest.TestCase):
     def test_bad_flags(self):
         for args, word in ((["--nope"], "--nope"), (["-p", "70000"], "--port"),
-                           (["-t", "0"], "--threads"), (["--port"], "--port"), (["extra"], "extra")):
+                           (["-t", "0"], "--threads"), (["--port"], "--port"), (["extra"], "extra"),
+                           (["--stall"], "--stall")) + tuple(
+                               (["--stall", v], "--stall")
+                               for v in ("", "300ms", "1s/300ms", "1s/1s", "0/1s", "0s/1s",
+                                         "1s/0", "-1s/2s", "abc/1s", "1s/abc", "300ms/",
+                                         "/1s", "1s/2s/3s", "2h/3h", "1x/2s")):
             p = subprocess.run([sqtest.squall_path(), "target", *args], capture_output=True,
                                timeout=10)
             self.assertEqual(p.returncode, 2, args)

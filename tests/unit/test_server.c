@@ -9,14 +9,18 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <stdatomic.h>
 #include <sys/time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "base/clock.h"
 #include "server/server.h"
@@ -207,6 +211,93 @@ static void test_counters(void **state)
     sq_target_counters_free(c);
     sq_target_counters_free(NULL);
     assert_null(sq_target_counters_new(0));
+}
+
+/* ---- arrival gaps ---- */
+
+static void gaps_of(struct sq_target_run *runs, size_t n, struct sq_target_gaps *g)
+{
+    memset(g, 0xab, sizeof(*g));
+    assert_int_equal(sq_target_gaps(runs, n, g), 0);
+}
+
+/* HDR percentiles are a bucket's highest equivalent value: within 0.1% above the true value. */
+static void assert_near(double got, double want)
+{
+    if (!(got >= want * 0.999 && got <= want * 1.001))
+        fail_msg("got %.3f, want %.3f (0.1%%)", got, want);
+}
+
+static void test_gaps(void **state)
+{
+    (void)state;
+    struct sq_target_gaps g;
+
+    /* nothing, one empty run, one arrival: no gap, all 0 */
+    gaps_of(NULL, 0, &g);
+    assert_int_equal(g.count, 0);
+    assert_true(g.p50_us == 0 && g.max_us == 0 && g.mean_us == 0);
+    int64_t one[1] = {12345};
+    struct sq_target_run r1[2] = {{NULL, 0}, {one, 1}};
+    gaps_of(r1, 2, &g);
+    assert_int_equal(g.count, 1);
+    assert_true(g.p50_us == 0 && g.p99_us == 0 && g.max_us == 0 && g.mean_us == 0);
+
+    /* three workers taking turns every 1 µs: each run alone has 3 µs gaps, merged 1 µs */
+    static int64_t w[3][100];
+    struct sq_target_run rr[3];
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < 100; i++)
+            w[k][i] = 1000000 + 1000 * k + 3000 * i;
+        rr[k] = (struct sq_target_run){w[k], 100};
+    }
+    gaps_of(rr, 3, &g);
+    assert_int_equal(g.count, 300);
+    assert_true(g.p50_us == 1.0 && g.p90_us == 1.0 && g.p99_us == 1.0);
+    assert_true(g.max_us == 1.0 && g.mean_us == 1.0);
+
+    /* 100 gaps: 90 of 1 ms, 9 of 10 ms, 1 of 100 ms, the arrivals dealt over 4 runs of
+     * different lengths, one of them out of order (it is sorted first) */
+    static int64_t t[101];
+    t[0] = 5 * SQ_NS_PER_S;
+    for (int i = 1; i <= 100; i++) {
+        int64_t gap = i % 10 == 3 ? 10 * SQ_NS_PER_MS : SQ_NS_PER_MS; /* 10 of these ... */
+        if (i == 53)
+            gap = 100 * SQ_NS_PER_MS; /* ... one of which is the 100 ms gap */
+        t[i] = t[i - 1] + gap;
+    }
+    static int64_t d[4][101];
+    size_t dn[4] = {0};
+    for (int i = 0; i <= 100; i++) {
+        int k = i % 7 == 0 ? 3 : i % 3; /* uneven shares */
+        d[k][dn[k]++] = t[i];
+    }
+    for (size_t i = 0; i < dn[2] / 2; i++) { /* reverse run 2 */
+        int64_t x = d[2][i];
+        d[2][i] = d[2][dn[2] - 1 - i];
+        d[2][dn[2] - 1 - i] = x;
+    }
+    struct sq_target_run rd[5] = {
+        {d[0], dn[0]}, {NULL, 0}, {d[1], dn[1]}, {d[2], dn[2]}, {d[3], dn[3]}};
+    gaps_of(rd, 5, &g);
+    assert_int_equal(g.count, 101);
+    assert_near(g.p50_us, 1000.0);
+    assert_near(g.p90_us, 1000.0);
+    assert_near(g.p99_us, 10000.0);
+    assert_true(g.max_us == 100000.0);                      /* exact */
+    assert_true(g.mean_us == (90.0 + 90.0 + 100.0) * 10.0); /* exact: 2.8 ms */
+    for (size_t i = 1; i < dn[2]; i++)
+        assert_true(d[2][i - 1] <= d[2][i]); /* sorted in place */
+
+    /* equal times on two workers (a 0 gap) and a gap past the histogram's 60 s */
+    int64_t a[3] = {0, 10, 120 * SQ_NS_PER_S}, b[2] = {10, 20};
+    struct sq_target_run re[2] = {{a, 3}, {b, 2}};
+    gaps_of(re, 2, &g);
+    assert_int_equal(g.count, 5);
+    assert_true(g.p50_us == 0.01); /* merged 0, 10, 10, 20, 120 s: gaps 10, 0, 10 ns, ~120 s */
+    assert_true(g.p90_us <= 60.0 * 1e6 * 1.001);               /* the histogram's top */
+    assert_true(fabs(g.max_us - (120.0 * 1e6 - 0.02)) < 1e-6); /* exact, not clamped */
+    assert_true(g.mean_us == (120.0 * 1e6) / 4.0);             /* exact */
 }
 
 static void test_reason(void **state)
@@ -483,6 +574,284 @@ static void test_server_bad_config(void **state)
     assert_non_null(why);
 }
 
+/* Reads GET /stats off an open connection and parses it. */
+static json_t *get_stats(int fd, struct reader *rd)
+{
+    struct resp r;
+    send_str(fd, "GET /stats HTTP/1.1\r\nHost: x\r\n\r\n");
+    read_resp(rd, &r, false);
+    assert_int_equal(r.status, 200);
+    json_error_t err;
+    json_t *j = json_loads(r.body, 0, &err);
+    if (!j)
+        fail_msg("bad /stats JSON: %s: %s", err.text, r.body);
+    free(r.body);
+    return j;
+}
+
+static json_int_t jint(json_t *j, const char *a, const char *b)
+{
+    json_t *v = json_object_get(j, a);
+    if (b)
+        v = json_object_get(v, b);
+    assert_true(json_is_integer(v));
+    return json_integer_value(v);
+}
+
+/* Sends n pipelined /fast requests and reads their answers. */
+static void fast_n(int fd, struct reader *rd, int n)
+{
+    char buf[64 * 40];
+    size_t len = 0;
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "GET /fast HTTP/1.1\r\n\r\n");
+    send_all(fd, buf, len);
+    for (int i = 0; i < n; i++) {
+        struct resp r;
+        read_resp(rd, &r, false);
+        assert_int_equal(r.status, 200);
+        free(r.body);
+    }
+}
+
+static void post_reset(int fd, struct reader *rd)
+{
+    struct resp r;
+    send_str(fd, "POST /stats/reset HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    read_resp(rd, &r, false);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+}
+
+static void check_arrivals(int fd, struct reader *rd, json_int_t count, json_int_t dropped)
+{
+    json_t *j = get_stats(fd, rd);
+    assert_int_equal(jint(j, "arrivals", "count"), count);
+    assert_int_equal(jint(j, "arrivals_dropped", NULL), dropped);
+    json_t *g = json_object_get(json_object_get(j, "arrivals"), "gap_us");
+    const char *keys[] = {"p50", "p90", "p99", "max", "mean"};
+    for (size_t i = 0; i < 5; i++)
+        assert_true(json_is_number(json_object_get(g, keys[i])));
+    assert_null(json_object_get(j, "stall")); /* only with a stall */
+    json_decref(j);
+}
+
+static void test_target_arrivals(void **state)
+{
+    (void)state;
+    /* a window of 8 per worker: fills, drops and counts, and starts over after a reset */
+    struct sq_target_config cfg = {.port = 0, .threads = 1, .arrivals_cap = 6};
+    struct sq_target *t = NULL;
+    assert_int_equal(sq_target_start(&cfg, &t, NULL), 0);
+    int fd = client(sq_target_port(t));
+    struct reader rd = {.fd = fd};
+
+    fast_n(fd, &rd, 5);
+    check_arrivals(fd, &rd, 5, 0);
+    check_arrivals(fd, &rd, 5, 0); /* /stats reads are not arrivals */
+    fast_n(fd, &rd, 10);
+    check_arrivals(fd, &rd, 8, 7);
+    post_reset(fd, &rd);
+    check_arrivals(fd, &rd, 0, 0); /* nor is the reset */
+    fast_n(fd, &rd, 3);            /* the ring wraps: slots 0..2 again */
+    check_arrivals(fd, &rd, 3, 0);
+    fast_n(fd, &rd, 12);
+    check_arrivals(fd, &rd, 8, 7);
+    post_reset(fd, &rd);
+    fast_n(fd, &rd, 8);
+    check_arrivals(fd, &rd, 8, 0);
+
+    close(fd);
+    free(rd.buf);
+    sq_target_free(t);
+
+    /* bad stall settings */
+    struct sq_target_config bad[] = {
+        {.threads = 1, .stall_ns = 1, .stall_period_ns = 0},
+        {.threads = 1, .stall_ns = 0, .stall_period_ns = 5},
+        {.threads = 1, .stall_ns = 5, .stall_period_ns = 5},
+        {.threads = 1, .stall_ns = -1, .stall_period_ns = 5},
+        {.threads = 1, .stall_ns = SQ_TARGET_MAX_STALL_NS + 1, .stall_period_ns = INT64_MAX},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(sq_target_start(&bad[i], &t, NULL), -EINVAL);
+}
+
+static void test_target_stall(void **state)
+{
+    (void)state;
+    /* 40 ms of every 100 ms: /stats says so, and is never held itself */
+    const int64_t D = 40 * SQ_NS_PER_MS, P = 100 * SQ_NS_PER_MS;
+    struct sq_target_config cfg = {.port = 0, .threads = 1, .stall_ns = D, .stall_period_ns = P};
+    struct sq_target *t = NULL;
+    int64_t s_lo = sq_now_ns(); /* the target's start lies in [s_lo, s_hi] */
+    assert_int_equal(sq_target_start(&cfg, &t, NULL), 0);
+    int64_t s_hi = sq_now_ns();
+    int fd = client(sq_target_port(t));
+    struct reader rd = {.fd = fd};
+    json_t *j = get_stats(fd, &rd);
+    assert_int_equal(jint(j, "stall", "duration_ms"), 40);
+    assert_int_equal(jint(j, "stall", "period_ms"), 100);
+    json_decref(j);
+
+    /* A request sent inside a window (whatever the start within [s_lo, s_hi]) is answered no
+     * sooner than the window's end: /fast, a held /echo (scratch body) and a held /bytes (fill
+     * tail) alike. Requests are spread over the phases by a 7 ms step. */
+    static const char *reqs[] = {
+        "GET /fast HTTP/1.1\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+        "GET /bytes/100000 HTTP/1.1\r\n\r\n",
+        "GET /delay/7 HTTP/1.1\r\n\r\n",
+    };
+    int inside = 0, fast_outside = 0;
+    for (int i = 0; i < 48; i++) {
+        const char *q = reqs[i % 4];
+        int64_t t0 = sq_now_ns();
+        send_str(fd, q);
+        struct resp r;
+        read_resp(&rd, &r, false);
+        int64_t t1 = sq_now_ns();
+        assert_int_equal(r.status, 200);
+        if (i % 4 == 1)
+            assert_non_null(strstr(r.body, "\"body\":\"abc\""));
+        if (i % 4 == 2)
+            assert_int_equal(r.body_len, 100000);
+        free(r.body);
+        int64_t k = (t0 - s_hi) / P, ph_hi = (t0 - s_hi) % P, ph_lo = (t0 - s_lo) - k * P;
+        if (i % 4 == 3) {
+            assert_true(t1 - t0 >= 7 * SQ_NS_PER_MS);
+        } else if (ph_hi >= 0 && ph_lo < D) {
+            inside++;
+            assert_true(t1 >= s_lo + k * P + D);
+        } else if (ph_hi > D + 5 * SQ_NS_PER_MS && ph_lo < P - 10 * SQ_NS_PER_MS &&
+                   t1 - t0 < 5 * SQ_NS_PER_MS) {
+            fast_outside++;
+        }
+        usleep(7000);
+    }
+    assert_true(inside > 0);
+    assert_true(fast_outside > 0);
+    close(fd);
+    free(rd.buf);
+    sq_target_free(t);
+}
+
+/* ---- arrival stamps and held answers in the server core ---- */
+
+static _Atomic int64_t stamps[8];
+static atomic_int nstamps;
+
+static void stamp_handler(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    (void)ud;
+    int i = atomic_load(&nstamps);
+    if (i < 8) {
+        atomic_store(&stamps[i], req->arrival_ns);
+        atomic_store(&nstamps, i + 1);
+    }
+    static char buf[16]; /* valid until the call returns: rewritten by later calls */
+    if (req->path_len == 5 && memcmp(req->path, "/held", 5) == 0) {
+        /* a transient body, extra headers and a fill tail: rendered now, held, sent later */
+        memcpy(buf, "transient", 10);
+        resp->body = buf;
+        resp->body_len = 9;
+        resp->headers = "X-H: 1\r\n";
+        resp->headers_len = 8;
+        resp->fill = seven;
+        resp->fill_len = 7;
+        resp->fill_total = 200000;
+        resp->delay_ns = 30 * SQ_NS_PER_MS;
+        resp->delay_copy = true;
+    } else if (req->path_len == 5 && memcmp(req->path, "/copy", 5) == 0) {
+        memcpy(buf, "first", 6);
+        resp->body = buf;
+        resp->body_len = 5;
+        resp->delay_ns = 30 * SQ_NS_PER_MS;
+        resp->delay_copy = true;
+        resp->close = true;
+    } else if (req->path_len == 8 && memcmp(req->path, "/clobber", 8) == 0) {
+        memcpy(buf, "XXXXX", 6); /* while /copy is held: the server must have copied it */
+    } else {
+        resp->body = "ok";
+        resp->body_len = 2;
+    }
+}
+
+static void test_server_stamps_and_held(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {
+        .port = 0, .threads = 1, .stamp_arrivals = true, .handler = stamp_handler};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    int fd = client(sq_server_port(s));
+    struct reader rd = {.fd = fd};
+    struct resp r;
+
+    /* a body that arrives 50 ms after its head: stamped when the head was parsed */
+    int64_t t0 = sq_now_ns();
+    send_str(fd, "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\n");
+    usleep(50000);
+    send_str(fd, "hello");
+    read_resp(&rd, &r, false);
+    free(r.body);
+    int64_t st = atomic_load(&stamps[0]);
+    assert_true(st >= t0);
+    assert_true(st < t0 + 25 * SQ_NS_PER_MS);
+
+    /* pipelined: one read, each request its own clock read, in order; then a held answer with
+     * everything a parked one cannot keep, and the answers behind it wait */
+    t0 = sq_now_ns();
+    send_str(fd, "GET /b HTTP/1.1\r\n\r\nGET /held HTTP/1.1\r\n\r\nGET /c HTTP/1.1\r\n\r\n");
+    read_resp(&rd, &r, false);
+    assert_string_equal(r.body, "ok");
+    free(r.body);
+    read_resp(&rd, &r, false);
+    assert_true(sq_now_ns() - t0 >= 30 * SQ_NS_PER_MS);
+    assert_non_null(strstr(r.head, "X-H: 1\r\n"));
+    assert_int_equal(r.body_len, 200009);
+    assert_memory_equal(r.body, "transient0123456", 16);
+    for (size_t i = 9; i < r.body_len; i++)
+        if (r.body[i] != seven[(i - 9) % 7])
+            fail_msg("held fill mismatch at %zu", i);
+    free(r.body);
+    read_resp(&rd, &r, false);
+    assert_string_equal(r.body, "ok");
+    free(r.body);
+    assert_int_equal(atomic_load(&nstamps), 4);
+    assert_true(atomic_load(&stamps[1]) >= t0);
+    assert_true(atomic_load(&stamps[2]) > atomic_load(&stamps[1])); /* a clock read each */
+    assert_true(atomic_load(&stamps[2]) < t0 + 25 * SQ_NS_PER_MS);
+    /* /c waited unparsed behind the held answer: stamped when parsed, after the release */
+    assert_true(atomic_load(&stamps[3]) >= t0 + 30 * SQ_NS_PER_MS);
+
+    /* a copied body, held while another connection's call rewrites the handler's buffer,
+     * then the connection closes as asked */
+    send_str(fd, "GET /copy HTTP/1.1\r\n\r\n");
+    int fd2 = client(sq_server_port(s));
+    struct reader rd2 = {.fd = fd2};
+    send_str(fd2, "GET /clobber HTTP/1.1\r\n\r\n");
+    read_resp(&rd2, &r, false);
+    free(r.body);
+    close(fd2);
+    free(rd2.buf);
+    read_resp(&rd, &r, false);
+    assert_string_equal(r.body, "first");
+    assert_non_null(strstr(r.head, "Connection: close\r\n"));
+    free(r.body);
+    assert_true(at_eof(&rd));
+    close(fd);
+    free(rd.buf);
+
+    /* a held answer whose client leaves before it is sent: freed with the connection */
+    fd = client(sq_server_port(s));
+    send_str(fd, "GET /held HTTP/1.1\r\n\r\n");
+    close(fd);
+    usleep(50000);
+    sq_server_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,10 +860,14 @@ int main(void)
         cmocka_unit_test(test_json_escape),
         cmocka_unit_test(test_utf8_base64),
         cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_gaps),
         cmocka_unit_test(test_reason),
         cmocka_unit_test(test_target_live),
         cmocka_unit_test(test_server_custom_handler),
         cmocka_unit_test(test_server_bad_config),
+        cmocka_unit_test(test_target_arrivals),
+        cmocka_unit_test(test_target_stall),
+        cmocka_unit_test(test_server_stamps_and_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
