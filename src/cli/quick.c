@@ -473,12 +473,13 @@ int sq_cli_quick(int argc, char **argv)
     }
     cfg.naddrs = rc;
 
-    uint64_t have = 0;
-    if (sq_raise_nofile(o.connections + 64, &have) < 0) {
+    /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
+    uint64_t have = 0, need = (uint64_t)sq_exec_max_vus(&cfg.exec) + 64;
+    if (sq_raise_nofile(need, &have) < 0) {
         fprintf(stderr,
-                "squall: -c %llu needs %llu open files but the limit is %llu; raise it (ulimit "
-                "-n) or use fewer connections\n",
-                (unsigned long long)o.connections, (unsigned long long)(o.connections + 64),
+                "squall: %llu connections need %llu open files but the limit is %llu; raise it "
+                "(ulimit -n) or use fewer connections\n",
+                (unsigned long long)(need - 64), (unsigned long long)need,
                 (unsigned long long)have);
         goto out;
     }

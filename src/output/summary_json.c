@@ -85,7 +85,9 @@ static void header(FILE *f, const json_t *doc, bool open)
     if (sq_report__num(doc, "threads", &v) || sq_report__num(doc, "config.threads", &v))
         fprintf(f, " · %.0f thread%s", v, v == 1 ? "" : "s");
     fprintf(f, " · %.2fs", sq_report__numd(doc, "duration_s", 0));
-    if (sq_report__num(ex, "length_s", &v) || sq_report__num(doc, "config.duration_s", &v))
+    if (sq_report__num(ex, "iterations", &v))
+        fprintf(f, " (at most %.0fs)", sq_report__numd(ex, "length_s", 0));
+    else if (sq_report__num(ex, "length_s", &v) || sq_report__num(doc, "config.duration_s", &v))
         fprintf(f, " (asked %.2fs)", v);
     if (sq_report__num(doc, "setup_s", &v))
         fprintf(f, " · setup %s", sq_fmt_dur_us(v * 1e6, d0, D));
