@@ -223,6 +223,48 @@ static void worker_count_capped_by_connections(void **state)
     free(req);
 }
 
+static void per_vu_iterations(void **state)
+{
+    (void)state;
+    /* 5 VUs over 2 threads, 7 iterations each: exactly 35 requests, 7 per connection. */
+    struct sq_run_config cfg;
+    char *req;
+    config(&cfg, &req, "/fast");
+    cfg.exec.kind = SQ_EXEC_PER_VU_ITERATIONS;
+    cfg.exec.vus = 5;
+    cfg.exec.iterations = 7;
+    prepare(&cfg);
+    struct sq_result res;
+    const char *why;
+    assert_int_equal(sq_run(&cfg, &res, &why), 0);
+    assert_int_equal(res.c.sent, 35);
+    assert_int_equal(res.c.completed, 35);
+    assert_int_equal(res.c.conns_opened, 5);
+    assert_int_equal(res.in_flight, 0);
+    sq_result_dispose(&res);
+    free(req);
+}
+
+static void paced_vus_keep_cadence(void **state)
+{
+    (void)state;
+    /* 2 VUs paced at 20 ms for 500 ms: 25 iterations each (the first at the start). */
+    struct sq_run_config cfg;
+    char *req;
+    config(&cfg, &req, "/fast");
+    cfg.exec.kind = SQ_EXEC_CONSTANT_VUS;
+    cfg.exec.vus = 2;
+    cfg.exec.duration_ns = 500 * SQ_NS_PER_MS;
+    cfg.exec.pacing_ns = 20 * SQ_NS_PER_MS;
+    prepare(&cfg);
+    struct sq_result res;
+    const char *why;
+    assert_int_equal(sq_run(&cfg, &res, &why), 0);
+    assert_true(res.c.sent >= 48 && res.c.sent <= 52);
+    sq_result_dispose(&res);
+    free(req);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +272,8 @@ int main(void)
         cmocka_unit_test(shares_add_up),
         cmocka_unit_test(timed_run_accounts_for_everything),
         cmocka_unit_test(worker_count_capped_by_connections),
+        cmocka_unit_test(per_vu_iterations),
+        cmocka_unit_test(paced_vus_keep_cadence),
     };
     return cmocka_run_group_tests(tests, start_target, stop_target);
 }
