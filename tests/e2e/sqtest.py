@@ -158,6 +158,53 @@ class RawReader:
             return False
 
 
+def run_squall(*args, timeout=60):
+    """Runs `$SQUALL ARGS...`; returns (CompletedProcess with text output, wall seconds)."""
+    t0 = time.monotonic()
+    p = subprocess.run([squall_path(), *args], capture_output=True, text=True, timeout=timeout)
+    return p, time.monotonic() - t0
+
+
+def run_json(*args, timeout=60):
+    """Runs squall with `--json -`; returns (CompletedProcess, document or None, wall seconds).
+    The summary goes to stderr then."""
+    p, took = run_squall(*args, "--json", "-", timeout=timeout)
+    doc = json.loads(p.stdout) if p.stdout.strip() else None
+    return p, doc, took
+
+
+class TargetCase(unittest.TestCase):
+    """A test class with its own `squall target` (started once for the class, stopped by PID)."""
+
+    target_args = ("-t", "1")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.port = start_target(*cls.target_args)
+        cls.base = f"http://{HOST}:{cls.port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.proc)
+
+    def reset(self):
+        http(self.port, "POST", "/stats/reset")
+
+    def stats(self):
+        return json_get(self.port, "/stats")
+
+    def assert_accounting(self, doc):
+        """The invariants every result document keeps (docs/json-schema.md)."""
+        r = doc["requests"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
+        self.assertEqual(sum(doc["errors"][k] for k in ("timeout", "closed", "parse", "write")),
+                         r["failed"], doc["errors"])
+        self.assertEqual(sum(doc["status"].values()), r["completed"])
+        self.assertEqual(doc["latency"]["count"], r["completed"])
+        if doc["mode"] == "open-loop":
+            self.assertEqual(r["arrivals"], r["sent"] + r["dropped"], r)
+
+
 def main():
     """Runs the calling module's tests; prints `N passed, M failed`; exits non-zero on failure."""
     module = sys.modules["__main__"]

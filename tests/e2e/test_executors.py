@@ -15,18 +15,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
 
-SQUALL = os.environ.get("SQUALL", "build/squall")
-
-
-def run_json(*args, timeout=60):
-    """Runs squall with --json -, returns (process, stderr, document, wall seconds)."""
-    t0 = time.monotonic()
-    p = subprocess.Popen([SQUALL, *args, "--json", "-"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate(timeout=timeout)
-    wall = time.monotonic() - t0
-    doc = json.loads(out) if out.strip() else None
-    return p, err, doc, wall
+SQUALL = sqtest.squall_path()
+run_json = sqtest.run_json
 
 
 def run_measured(*args, timeout=60):
@@ -54,33 +44,13 @@ def run_measured(*args, timeout=60):
         ru.ru_utime + ru.ru_stime, wall
 
 
-class OpenLoop(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.proc, cls.port = sqtest.start_target("-t", "1")
-        cls.base = f"http://127.0.0.1:{cls.port}"
-
-    @classmethod
-    def tearDownClass(cls):
-        sqtest.stop(cls.proc)
-
-    def reset(self):
-        sqtest.http(self.port, "POST", "/stats/reset")
-
-    def stats(self):
-        return sqtest.json_get(self.port, "/stats")
-
-    def accounting(self, doc):
-        r = doc["requests"]
-        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
-        if doc["mode"] == "open-loop":
-            self.assertEqual(r["arrivals"], r["sent"] + r["dropped"], r)
+class OpenLoop(sqtest.TargetCase):
 
     def test_constant_rate(self):
         self.reset()
-        p, err, doc, wall = run_json(self.base + "/fast", "-r", "1000", "-d", "3s", "-c", "32")
-        self.assertEqual(p.returncode, 0, err)
-        self.accounting(doc)
+        p, doc, wall = run_json(self.base + "/fast", "-r", "1000", "-d", "3s", "-c", "32")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
         r = doc["requests"]
         self.assertEqual(doc["mode"], "open-loop")
         self.assertEqual(doc["config"]["executor"]["kind"], "constant-arrival-rate")
@@ -101,9 +71,9 @@ class OpenLoop(unittest.TestCase):
     def test_drops_are_counted_not_delayed(self):
         # Two connections that each take 100 ms per request cannot carry 200/s: most arrivals
         # find no free connection and, with no room to wait (max-in-flight = -c), are dropped.
-        p, err, doc, _ = run_json(self.base + "/delay/100", "-r", "200", "-d", "1s", "-c", "2")
-        self.assertEqual(p.returncode, 0, err)
-        self.accounting(doc)
+        p, doc, _ = run_json(self.base + "/delay/100", "-r", "200", "-d", "1s", "-c", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
         r = doc["requests"]
         self.assertEqual(r["sent"] + r["dropped"], 200)
         self.assertGreater(r["dropped"], 150)
@@ -111,10 +81,10 @@ class OpenLoop(unittest.TestCase):
 
     def test_ramping_rate(self):
         self.reset()
-        p, err, doc, _ = run_json(self.base + "/fast", "-r", "0", "--stages", "10s:1000",
+        p, doc, _ = run_json(self.base + "/fast", "-r", "0", "--stages", "10s:1000",
                                   "-c", "32", timeout=60)
-        self.assertEqual(p.returncode, 0, err)
-        self.accounting(doc)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
         r = doc["requests"]
         self.assertEqual(doc["config"]["executor"]["kind"], "ramping-arrival-rate")
         self.assertEqual(r["sent"] + r["dropped"], 5000)
@@ -123,30 +93,23 @@ class OpenLoop(unittest.TestCase):
 
     def test_rate_split_across_threads(self):
         self.reset()
-        p, err, doc, _ = run_json(self.base + "/fast", "-r", "997", "-d", "2s", "-c", "9",
+        p, doc, _ = run_json(self.base + "/fast", "-r", "997", "-d", "2s", "-c", "9",
                                   "-t", "2")
-        self.assertEqual(p.returncode, 0, err)
-        self.accounting(doc)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
         self.assertEqual(doc["threads"], 2)
         self.assertEqual(doc["requests"]["arrivals"], 1994)
 
 
-class Stall(unittest.TestCase):
+class Stall(sqtest.TargetCase):
     """Coordinated omission: a server that freezes for 500 ms every 2 s."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.proc, cls.port = sqtest.start_target("-t", "1", "--stall", "500ms/2s")
-        cls.base = f"http://127.0.0.1:{cls.port}"
-
-    @classmethod
-    def tearDownClass(cls):
-        sqtest.stop(cls.proc)
+    target_args = ("-t", "1", "--stall", "500ms/2s")
 
     def test_open_loop_shows_the_stall(self):
-        p, err, doc, _ = run_json(self.base + "/fast", "-r", "1000", "-d", "4s", "-c", "64",
+        p, doc, _ = run_json(self.base + "/fast", "-r", "1000", "-d", "4s", "-c", "64",
                                   "--max-in-flight", "2000")
-        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(p.returncode, 0, p.stderr)
         r = doc["requests"]
         self.assertEqual(r["arrivals"], 4000)
         self.assertEqual(r["sent"] + r["dropped"], 4000)
@@ -156,16 +119,7 @@ class Stall(unittest.TestCase):
         self.assertLess(uncorrected, 100_000, doc["latency_uncorrected"])
 
 
-class ClosedLoop(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.proc, cls.port = sqtest.start_target("-t", "1")
-        cls.base = f"http://127.0.0.1:{cls.port}"
-
-    @classmethod
-    def tearDownClass(cls):
-        sqtest.stop(cls.proc)
-
+class ClosedLoop(sqtest.TargetCase):
     def test_pacing_holds_cadence_cheaply(self):
         rc, doc, cpu, wall = run_measured(self.base + "/fast", "-c", "1", "--pacing", "10ms",
                                           "-d", "3s")
@@ -176,10 +130,9 @@ class ClosedLoop(unittest.TestCase):
         self.assertLess(cpu / doc["duration_s"], 0.10, f"{cpu:.3f}s CPU in {wall:.2f}s")
 
     def test_ramping_vus(self):
-        self.accounting = OpenLoop.accounting.__get__(self)
-        p, err, doc, wall = run_json(self.base + "/delay/10", "--stages", "1s:8,1s:8,1s:0")
-        self.assertEqual(p.returncode, 0, err)
-        self.accounting(doc)
+        p, doc, wall = run_json(self.base + "/delay/10", "--stages", "1s:8,1s:8,1s:0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
         self.assertEqual(doc["config"]["executor"]["kind"], "ramping-vus")
         self.assertEqual(doc["connections"]["opened"], 8)
         # 4 VU-seconds up, 8 flat, 4 down: 16 VU-seconds at 10 ms or more per request.
@@ -188,9 +141,9 @@ class ClosedLoop(unittest.TestCase):
         self.assertLess(wall, 6)
 
     def test_iterations_with_max_duration(self):
-        p, err, doc, wall = run_json(self.base + "/delay/50", "-n", "1000", "-c", "2",
+        p, doc, wall = run_json(self.base + "/delay/50", "-n", "1000", "-c", "2",
                                      "-d", "1s")
-        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(doc["config"]["executor"]["kind"], "shared-iterations")
         self.assertLess(doc["requests"]["sent"], 1000)  # maxDuration ended it
         self.assertLess(wall, 4)
@@ -215,7 +168,4 @@ class BadFlags(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    result = unittest.main(exit=False, verbosity=2).result
-    bad = len(result.failures) + len(result.errors)
-    print(f"{result.testsRun - bad} passed, {bad} failed")
-    sys.exit(1 if bad or not result.testsRun else 0)
+    sqtest.main()

@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,19 +18,8 @@ import zlib
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
 
-SQUALL = os.environ.get("SQUALL", "build/squall")
-
-
-def run(*args, timeout=60):
-    t0 = time.monotonic()
-    p = subprocess.run([SQUALL, *args], capture_output=True, text=True, timeout=timeout)
-    return p, time.monotonic() - t0
-
-
-def run_json(*args, timeout=60):
-    p, took = run(*args, "--json", "-", timeout=timeout)
-    doc = json.loads(p.stdout) if p.stdout.strip() else None
-    return p, doc, took
+run = sqtest.run_squall
+run_json = sqtest.run_json
 
 
 def decode_hist_total(b64):
@@ -71,30 +59,10 @@ def free_port():
     return port
 
 
-class QuickFace(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.proc, cls.port = sqtest.start_target("-t", "1")
-        cls.base = f"http://127.0.0.1:{cls.port}"
-
-    @classmethod
-    def tearDownClass(cls):
-        sqtest.stop(cls.proc)
-
-    def reset(self):
-        sqtest.http(self.port, "POST", "/stats/reset")
-
+class QuickFace(sqtest.TargetCase):
     def served(self, path=None):
-        st = sqtest.json_get(self.port, "/stats")
+        st = self.stats()
         return st["requests"] if path is None else st["endpoints"].get(path, 0)
-
-    def assert_accounting(self, doc):
-        r = doc["requests"]
-        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
-        self.assertEqual(sum(doc["errors"][k] for k in ("timeout", "closed", "parse", "write")),
-                         r["failed"], doc["errors"])
-        self.assertEqual(sum(doc["status"].values()), r["completed"])
-        self.assertEqual(doc["latency"]["count"], r["completed"])
 
     def test_count_run_matches_target(self):
         self.reset()
@@ -316,7 +284,4 @@ class BadInput(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    result = unittest.main(exit=False, verbosity=2).result
-    bad = len(result.failures) + len(result.errors)
-    print(f"{result.testsRun - bad} passed, {bad} failed")
-    sys.exit(1 if bad or not result.testsRun else 0)
+    sqtest.main()

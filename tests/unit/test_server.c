@@ -771,7 +771,7 @@ static void stamp_handler(void *ud, const struct sq_server_req *req, struct sq_s
         resp->delay_copy = true;
         resp->close = true;
     } else if (req->path_len == 8 && memcmp(req->path, "/clobber", 8) == 0) {
-        memcpy(buf, "XXXXX", 6); /* while /copy is held: the server must have copied it */
+        memcpy(buf, "ZZZZZ", 6); /* while /copy is held: the server must have copied it */
     } else {
         resp->body = "ok";
         resp->body_len = 2;
