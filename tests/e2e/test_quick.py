@@ -11,7 +11,6 @@ import socket
 import struct
 import sys
 import tempfile
-import time
 import unittest
 import zlib
 
