@@ -9,7 +9,7 @@
 
 struct sq_ndjson {
     FILE *f;
-    const char *scenario; /* "default" for the quick face */
+    const char *scenario; /* "default" for the quick face; a JSON-safe name (no escaping) */
     int failed;           /* a write failed (disk full): later lines are not attempted */
 };
 
