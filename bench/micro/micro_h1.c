@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "micro.h"
 #include "base/clock.h"
 #include "http/h1.h"
 
@@ -23,12 +24,6 @@ static const char small[] = "HTTP/1.1 200 OK\r\n"
                             "Hello, World!";
 
 static volatile uint64_t sink;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static void die(const char *what, int rc)
 {
@@ -135,7 +130,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < reps; i++)
             t[i] = b->kind ? bench_head(b->buf, b->len, b->iters)
                            : bench_reader(b->buf, b->len, b->split, b->iters);
-        qsort(t, (size_t)reps, sizeof(double), cmp_double);
+        qsort(t, (size_t)reps, sizeof(double), micro_cmp_double);
         double med = t[reps / 2];
         printf("  %-48s %6zu B  %9.1f ns  (min %.1f, max %.1f)  %6.2f GB/s\n", b->name, b->len, med,
                t[0], t[reps - 1], (double)b->len / med);

@@ -11,32 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "micro.h"
 #include "base/clock.h"
 #include "stats/hist.h"
 
 #define NVALS 65536
-
-static uint64_t state = 0x5eed;
-
-static double unit(void)
-{
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return ((double)(state >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int main(int argc, char **argv)
 {
@@ -48,7 +27,7 @@ int main(int argc, char **argv)
     }
     static int64_t vals[NVALS];
     for (int i = 0; i < NVALS; i++) {
-        double z = sqrt(-2.0 * log(unit())) * cos(6.283185307179586 * unit());
+        double z = sqrt(-2.0 * log(micro_unit())) * cos(6.283185307179586 * micro_unit());
         double v = exp(log(2000.0) + 1.2 * z);
         vals[i] = v < 1 ? 1 : v > 3.6e9 ? 3600000000 : (int64_t)v;
     }
@@ -87,11 +66,11 @@ int main(int argc, char **argv)
         return 1;
 
     printf("micro_hist: record %.2f ns/record (median of %d x %ld, 1us..1h 3sf)\n",
-           median(rec, reps), reps, per_rep);
-    printf("micro_hist: merge %.1f us/merge (same config, %zu B of counts)\n", median(mrg, reps),
-           sq_hist_footprint(h));
-    printf("micro_hist: encode %.1f us/encode (V2 compressed, %zu B blob)\n", median(enc, reps),
-           blob_len);
+           micro_median(rec, reps), reps, per_rep);
+    printf("micro_hist: merge %.1f us/merge (same config, %zu B of counts)\n",
+           micro_median(mrg, reps), sq_hist_footprint(h));
+    printf("micro_hist: encode %.1f us/encode (V2 compressed, %zu B blob)\n",
+           micro_median(enc, reps), blob_len);
     sq_hist_free(h);
     sq_hist_free(other);
     return 0;

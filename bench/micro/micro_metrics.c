@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "micro.h"
 #include "base/clock.h"
 #include "engine/run.h"
 #include "stats/hist.h"
@@ -48,28 +49,6 @@ static struct shard *volatile shard_ptr = &the_shard;
 
 static int64_t lat_ns[NVALS]; /* now - since, in ns, as the engine has it */
 static uint16_t status[NVALS];
-static uint64_t state = 0x5eed;
-
-static double unit(void)
-{
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return ((double)(state >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static double bench_same_counter(long n)
 {
     struct shard *s = shard_ptr;
@@ -147,10 +126,10 @@ int main(int argc, char **argv)
         return 2;
     }
     for (int i = 0; i < NVALS; i++) {
-        double z = sqrt(-2.0 * log(unit())) * cos(6.283185307179586 * unit());
+        double z = sqrt(-2.0 * log(micro_unit())) * cos(6.283185307179586 * micro_unit());
         double v = exp(log(2000.0) + 1.2 * z);
         int64_t us = v < 4 ? 4 : v > 3.6e9 ? 3600000000 : (int64_t)v;
-        lat_ns[i] = us * SQ_NS_PER_US + (int64_t)(unit() * 1000.0);
+        lat_ns[i] = us * SQ_NS_PER_US + (int64_t)(micro_unit() * 1000.0);
         status[i] = (i & 63) == 0 ? 404 : 200;
     }
     struct shard *s = shard_ptr;
@@ -187,15 +166,15 @@ int main(int argc, char **argv)
 
     printf("micro_metrics: counter increment, same counter back to back %.2f ns "
            "(median of %d x %ld)\n",
-           median(same, reps), reps, per_rep);
+           micro_median(same, reps), reps, per_rep);
     printf("micro_metrics: counter increment, 8 counters in turn %.2f ns/increment\n",
-           median(eight, reps));
+           micro_median(eight, reps));
     printf("micro_metrics: per request, closed loop (1 hist record + 7 counter updates) %.2f ns\n",
-           median(closed, reps));
+           micro_median(closed, reps));
     printf("micro_metrics: per request, open loop (2 hist records + 7 counter updates) %.2f ns\n",
-           median(open, reps));
+           micro_median(open, reps));
     printf("micro_metrics: sq_now_ns() %.2f ns/call (for scale: one per event)\n",
-           median(clk, reps));
+           micro_median(clk, reps));
     sq_hist_free(s->hist);
     sq_hist_free(unc);
     return 0;

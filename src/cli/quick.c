@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,14 @@ enum {
     OPT_HTML,
 };
 
+/* Parses a duration flag's value (a bare number is seconds); positive refuses zero. */
+static int duration_flag(const char *flag, const char *arg, bool positive, int64_t *out)
+{
+    if (sq_parse_duration(arg, SQ_NS_PER_S, out) < 0 || (positive && *out <= 0))
+        return usage_error("%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag, arg);
+    return 0;
+}
+
 static int parse_flags(int argc, char **argv, struct quick_opts *o)
 {
     static const struct option longs[] = {
@@ -217,7 +226,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     };
     opterr = 0;
     optind = 1;
-    int opt, li = -1;
+    int opt, li = -1, rc;
     char shortname[3] = "-?";
     while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:qhV", longs, &li)) != -1) {
         /* Name the flag as the user wrote it: "--connections" or "-c". */
@@ -242,9 +251,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
                 return usage_error("%s: '%s' is not a connection count (1..1000000)", flag, optarg);
             break;
         case 'd':
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->duration_ns) < 0 || o->duration_ns <= 0)
-                return usage_error("%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
-                                   optarg);
+            if ((rc = duration_flag(flag, optarg, true, &o->duration_ns)) != 0)
+                return rc;
             o->duration_set = 1;
             break;
         case 'n':
@@ -267,12 +275,12 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             o->stages = optarg;
             break;
         case OPT_PACING:
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->pacing_ns) < 0)
-                return usage_error("%s: '%s' is not a duration", flag, optarg);
+            if ((rc = duration_flag(flag, optarg, false, &o->pacing_ns)) != 0)
+                return rc;
             break;
         case OPT_GRACEFUL:
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->graceful_ns) < 0)
-                return usage_error("%s: '%s' is not a duration", flag, optarg);
+            if ((rc = duration_flag(flag, optarg, false, &o->graceful_ns)) != 0)
+                return rc;
             break;
         case 't':
             if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
@@ -293,13 +301,12 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             o->body_arg = optarg;
             break;
         case OPT_TIMEOUT:
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->timeout_ns) < 0 || o->timeout_ns <= 0)
-                return usage_error("%s: '%s' is not a duration", flag, optarg);
+            if ((rc = duration_flag(flag, optarg, true, &o->timeout_ns)) != 0)
+                return rc;
             break;
         case OPT_CONNECT_TIMEOUT:
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->connect_timeout_ns) < 0 ||
-                o->connect_timeout_ns <= 0)
-                return usage_error("%s: '%s' is not a duration", flag, optarg);
+            if ((rc = duration_flag(flag, optarg, true, &o->connect_timeout_ns)) != 0)
+                return rc;
             break;
         case OPT_JSON:
             o->json_path = optarg;
