@@ -369,7 +369,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     return 0;
 }
 
-/* Maps the quick face's flags onto one executor (engine/exec.h). */
+/* Maps the quick face's flags onto one executor (plan/exec.h). */
 static int build_exec(const struct quick_opts *o, struct sq_exec *e)
 {
     memset(e, 0, sizeof(*e));

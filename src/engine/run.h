@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "engine/exec.h"
+#include "plan/exec.h"
 #include "net/sock.h"
 
 struct sq_hist;

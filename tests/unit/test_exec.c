@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "engine/exec.h"
+#include "plan/exec.h"
 
 static struct sq_exec rate_exec(double rate, int64_t duration_ns)
 {

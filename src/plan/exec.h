@@ -1,4 +1,4 @@
-/* engine/exec.h - executors: how much load a scenario offers over time (k6's names and semantics).
+/* plan/exec.h - executors: how much load a scenario offers over time (k6's names and semantics).
  *
  * Closed-model executors drive virtual users (VUs): each VU runs iterations back to back (one
  * request each in the quick face), optionally paced. Open-model executors start iterations at
@@ -9,8 +9,8 @@
  * w of n takes arrivals w, w+n, w+2n... (and VUs likewise), so the shares always add up to the
  * whole for any rate, ramp or worker count.
  */
-#ifndef SQ_ENGINE_EXEC_H
-#define SQ_ENGINE_EXEC_H
+#ifndef SQ_PLAN_EXEC_H
+#define SQ_PLAN_EXEC_H
 
 #include <stdbool.h>
 #include <stdint.h>

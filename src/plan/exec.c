@@ -7,7 +7,7 @@
  * which is the root of the quadratic written so that it stays exact for flat stages (t = k/f),
  * ramps that start at zero (t = sqrt(2kD/g)) and ramps down, without dividing by g - f.
  */
-#include "engine/exec.h"
+#include "plan/exec.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,0 +1,149 @@
+/* plan/plan.h - the compiled plan: what `squall run plan.yaml` loads and every worker shares.
+ *
+ * sq_plan_load() reads the YAML (libfyaml), checks every key against the schema in
+ * docs/plans.md and compiles templates, extractors, checks, thresholds and feeders. The result
+ * is immutable once loaded (except the feeders' sequential cursors, which are atomics) and is
+ * shared read-only by every worker. Nothing in here knows about sockets: the engine turns each
+ * request into bytes.
+ */
+#ifndef SQ_PLAN_PLAN_H
+#define SQ_PLAN_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/err.h"
+#include "plan/eval.h"
+#include "plan/exec.h"
+#include "plan/feeder.h"
+#include "plan/threshold.h"
+#include "plan/tmpl.h"
+
+/* A position in the plan file, 1-based. */
+struct sq_loc {
+    uint32_t line, col;
+};
+
+struct sq_plan_header {
+    char *name;            /* as written */
+    struct sq_tmpl *value; /* compiled with SQ_TMPL_ESC_NONE */
+};
+
+enum sq_body_kind {
+    SQ_BODY_NONE,
+    SQ_BODY_TEXT, /* body: a template string */
+    SQ_BODY_JSON, /* json: an object serialised once into a template (values JSON-escaped) */
+    SQ_BODY_FORM, /* form: urlencoded pairs (values form-escaped) */
+    SQ_BODY_FILE, /* file: the file's bytes, read at load time (static) */
+};
+
+struct sq_plan_request {
+    char *method; /* upper-case token; default GET */
+    /* url: a path ("/items?x={{$vu}}") resolved against the plan's target, or an absolute
+     * http:// URL on the same host and port as the target (other origins: a load error). */
+    struct sq_tmpl *url;
+    struct sq_plan_header *headers; /* the defaults first, then the step's (a step's header
+                                       replaces a default of the same name) */
+    size_t nheaders;
+    enum sq_body_kind body_kind;
+    struct sq_tmpl *body; /* NULL when body_kind is NONE */
+    /* Content-Type the engine adds unless a header sets one: application/json for json,
+     * application/x-www-form-urlencoded for form, NULL otherwise. */
+    const char *content_type;
+    int64_t timeout_ns; /* the step's, else the defaults', else 0 (the run's default) */
+};
+
+enum sq_on_error { SQ_ON_ERROR_CONTINUE, SQ_ON_ERROR_NEXT_ITERATION };
+
+enum sq_step_kind { SQ_STEP_REQUEST, SQ_STEP_THINK };
+
+struct sq_plan_step {
+    enum sq_step_kind kind;
+    char *name; /* given, or "step N" (1-based) when the step has none; unique in the flow */
+    struct sq_loc loc;
+    int64_t think_ns; /* THINK */
+    struct sq_plan_request req;
+    struct sq_extractor *extract; /* each sets extract[i].var */
+    size_t nextract;
+    struct sq_check *checks;
+    size_t nchecks;
+    enum sq_on_error on_error; /* after a failed extraction or a failed request */
+    bool needs_body;           /* a check or an extractor reads the body */
+    bool needs_headers;        /* a check or an extractor reads headers */
+};
+
+struct sq_plan_scenario {
+    char *name;
+    struct sq_loc loc;
+    struct sq_exec exec;   /* prepared (sq_exec_prepare) */
+    int64_t start_ns;      /* startTime: offset from the run's start */
+    struct sq_plan_step *steps;
+    size_t nsteps;
+    char **vars; /* names of the per-VU variable slots (extracted values), nvars of them */
+    uint32_t nvars;
+    bool cookies; /* per-VU cookie jar */
+};
+
+struct sq_plan_feeder {
+    char *name;
+    char *path;
+    enum sq_feed_mode mode;
+    struct sq_feeder *data;
+};
+
+struct sq_plan_threshold {
+    char *selector; /* as written: "http_req_duration{step:login}" */
+    struct sq_metric_sel sel; /* spans into selector */
+    struct sq_th_expr *exprs;
+    size_t nexprs;
+    bool abort_on_fail;
+    int64_t delay_abort_eval_ns;
+    struct sq_loc loc;
+};
+
+struct sq_plan_var {
+    char *name, *value;
+};
+
+struct sq_plan {
+    char *file;   /* the path it was loaded from */
+    char *target; /* base URL ("http://127.0.0.1:8080"), required */
+    struct sq_plan_var *vars;
+    size_t nvars;
+    struct sq_plan_feeder *feeders;
+    size_t nfeeders;
+    struct sq_plan_scenario *scenarios;
+    size_t nscenarios;
+    struct sq_plan_threshold *thresholds;
+    size_t nthresholds;
+    int64_t default_timeout_ns; /* defaults.timeout; 0 when unset */
+};
+
+/* A load error: where, which key, what was expected. */
+struct sq_plan_error {
+    char file[256];
+    struct sq_loc loc;
+    char key[96];  /* the key path: "scenarios.shoppers.flow[0].request.url" */
+    char msg[320]; /* "unknown key 'metod' (did you mean 'method'?)" */
+};
+
+/* Loads and compiles the plan at path. Returns 0, or -SQ_EPARSE / -SQ_EUSAGE (err filled:
+ * sq_plan_error_format() prints it as file:line:col: key: msg), -errno when the file cannot be
+ * read, -ENOMEM. */
+SQ_MUST_CHECK int sq_plan_load(const char *path, struct sq_plan **out, struct sq_plan_error *err);
+/* The same from a string (tests); name is used as the file name in errors. */
+SQ_MUST_CHECK int sq_plan_load_string(const char *name, const char *yaml, size_t len,
+                                      struct sq_plan **out, struct sq_plan_error *err);
+void sq_plan_free(struct sq_plan *p);
+
+/* "plan.yaml:12:7: scenarios.shoppers.flow[0].request: unknown key 'metod' (did you mean
+ * 'method'?)" into buf. */
+void sq_plan_error_format(const struct sq_plan_error *e, char *buf, size_t len);
+
+/* What `squall validate` prints: target, feeders, each scenario with its executor, load shape
+ * and steps (method, url template, checks, extractors), thresholds. */
+void sq_plan_describe(const struct sq_plan *p, FILE *out);
+
+#endif

@@ -1,0 +1,94 @@
+/* plan/tmpl.h - templates: "{{...}}" strings compiled once into static pieces and slots.
+ *
+ * A template is compiled when the plan loads and rendered per iteration into a caller-owned
+ * buffer (no allocation once the buffer has grown to its working size). Names inside {{ }}:
+ *   $vu                 the VU number, 1-based, unique across the run's workers
+ *   $iteration          the VU's iteration number in its scenario, 0-based
+ *   $randomUUID         a random (version 4) UUID, new at every occurrence
+ *   $randomInt(a,b)     a random integer in [a, b], new at every occurrence
+ *   $timestamp          wall-clock milliseconds since the epoch, at render time
+ *   $isoTimestamp       the same instant as 2026-11-30T14:05:06.123Z
+ *   $env.NAME           the environment variable, read once at compile time (unset: an error)
+ *   anything else       resolved by the caller's resolver: a plan variable (static text), a
+ *                       value extracted earlier in the flow (a per-VU slot), or a feeder
+ *                       column such as users.name (a column of the VU's current row)
+ * Whitespace inside the braces is allowed ("{{ token }}"). "{{" with no closing "}}" is an error.
+ *
+ * Escaping is a property of the whole template, applied to every dynamic value and to static
+ * values substituted by the resolver (never to the literal text): JSON string escaping for
+ * values placed inside JSON strings, percent-encoding for form bodies.
+ */
+#ifndef SQ_PLAN_TMPL_H
+#define SQ_PLAN_TMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+
+enum sq_tmpl_escape {
+    SQ_TMPL_ESC_NONE,
+    SQ_TMPL_ESC_JSON, /* inside a JSON string: " \ and control characters escaped */
+    SQ_TMPL_ESC_FORM, /* application/x-www-form-urlencoded value: unreserved kept, space as + */
+};
+
+/* What the resolver says a name is. */
+enum sq_tmpl_ref_kind {
+    SQ_TMPL_REF_UNKNOWN, /* not a name the plan knows: compile fails */
+    SQ_TMPL_REF_STATIC,  /* fixed text (a plan variable): value/value_len, copied at compile */
+    SQ_TMPL_REF_VAR,     /* a per-VU variable slot (extracted values): index */
+    SQ_TMPL_REF_FEED,    /* a feeder column: feeder, column */
+};
+
+struct sq_tmpl_ref {
+    enum sq_tmpl_ref_kind kind;
+    const char *value; /* STATIC */
+    size_t value_len;
+    uint32_t index;  /* VAR */
+    uint32_t feeder; /* FEED */
+    uint32_t column; /* FEED */
+};
+
+/* Resolves a name that is not a built-in ($...). name is not NUL-terminated. */
+typedef void (*sq_tmpl_resolve_fn)(void *ud, const char *name, size_t len, struct sq_tmpl_ref *out);
+
+struct sq_tmpl_error {
+    size_t offset; /* byte offset in the source where the problem starts */
+    char msg[160]; /* e.g. "unknown name 'tokn' (did you mean 'token'?)" */
+};
+
+/* Per-render values, owned by the VU. */
+struct sq_tmpl_ctx {
+    uint64_t vu;              /* 1-based */
+    uint64_t iteration;       /* 0-based */
+    uint64_t *rng;            /* the VU's (or worker's) xorshift64 state, never 0 */
+    const struct sq_str *vars; /* per-VU variable values, indexed by SQ_TMPL_REF_VAR.index;
+                                  an unset variable renders as empty */
+    const struct sq_str *const *rows; /* per feeder: the current row, one sq_str per column */
+};
+
+struct sq_tmpl;
+
+/* Compiles src[0, len). resolve may be NULL (then only built-ins and literal text are valid).
+ * Returns 0, -SQ_EPARSE (syntax, unknown name, $env.NAME unset; err says what and where) or
+ * -ENOMEM. */
+SQ_MUST_CHECK int sq_tmpl_compile(const char *src, size_t len, enum sq_tmpl_escape esc,
+                                  sq_tmpl_resolve_fn resolve, void *ud, struct sq_tmpl **out,
+                                  struct sq_tmpl_error *err);
+void sq_tmpl_free(struct sq_tmpl *t);
+
+/* True when the template has no dynamic part (only literal text and static values): then *s,
+ * *len give the whole rendered text, valid as long as the template. */
+bool sq_tmpl_static(const struct sq_tmpl *t, const char **s, size_t *len);
+
+/* True when the template uses any feeder column (then rows must be set in the context). */
+bool sq_tmpl_uses_feeds(const struct sq_tmpl *t);
+
+/* Appends the rendered text to out. Returns 0 or -ENOMEM. Generators ($randomUUID,
+ * $randomInt, $timestamp) are evaluated at each occurrence. */
+SQ_MUST_CHECK int sq_tmpl_render(const struct sq_tmpl *t, const struct sq_tmpl_ctx *ctx,
+                                 struct sq_buf *out);
+
+#endif
