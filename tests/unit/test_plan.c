@@ -33,7 +33,7 @@ static int setup(void **state)
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/sq_test_plan_XXXXXX");
     if (!mkdtemp(tmpdir))
         return -1;
-    write_file("users.csv", "name,password\nAnn \"Lee\",pw1\nbob,pw&2\n");
+    write_file("users.csv", "name,password\n\"Ann \"\"Lee\"\"\",pw1\nbob,pw&2\n");
     write_file("body.bin", "{{not a template}}\x01 raw");
     return 0;
 }
