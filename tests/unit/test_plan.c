@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 #include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -623,6 +624,36 @@ static void error_format(void **state)
     assert_null(p);
 }
 
+/* Every plan under examples/ loads (they are documentation a user copies). */
+static void examples_load(void **state)
+{
+    (void)state;
+    char pattern[512];
+    const char *here = __FILE__; /* .../tests/unit/test_plan.c */
+    const char *cut = strstr(here, "tests/unit/test_plan.c");
+    assert_non_null(cut);
+    snprintf(pattern, sizeof(pattern), "%.*sexamples/*.yaml", (int)(cut - here), here);
+    glob_t g;
+    assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+    assert_true(g.gl_pathc >= 4);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct sq_plan *p = NULL;
+        struct sq_plan_error e;
+        if (sq_plan_load(g.gl_pathv[i], &p, &e) != 0) {
+            char b[800];
+            sq_plan_error_format(&e, b, sizeof(b));
+            globfree(&g);
+            fail_msg("%s", b);
+        }
+        FILE *out = fopen("/dev/null", "w");
+        assert_non_null(out);
+        sq_plan_describe(p, out);
+        fclose(out);
+        sq_plan_free(p);
+    }
+    globfree(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -631,6 +662,7 @@ int main(void)
         cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
         cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
         cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
+        cmocka_unit_test(examples_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
