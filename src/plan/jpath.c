@@ -427,10 +427,12 @@ static int path_error(char *err, size_t errlen, size_t off, const char *what)
     return -SQ_EPARSE;
 }
 
-/* A byte allowed in a .name: anything but the path's punctuation, whitespace and controls. */
+/* A byte allowed in a .name: anything but the path's punctuation (backslash included: escapes
+ * belong in the quoted form), whitespace and controls. */
 static bool name_byte(unsigned char c)
 {
-    return c > 0x20 && c != 0x7f && c != '.' && c != '[' && c != ']' && c != '\'' && c != '"';
+    return c > 0x20 && c != 0x7f && c != '.' && c != '[' && c != ']' && c != '\'' && c != '"' &&
+           c != '\\';
 }
 
 int sq_jpath_compile(const char *src, size_t len, struct sq_jpath **out, char *err, size_t errlen)

@@ -409,6 +409,8 @@ static void test_path_compile(void **state)
         {"$['\\udc00']", "offset 3: expected a \\u escape that is not a lone surrogate"},
         {"$[99999999999999999999999]", "offset 2: expected a smaller index"},
         {"$.a]", "offset 3: expected '.' or '['"},
+        {"$.a\\.b", "offset 3: expected '.' or '['"},
+        {"$.a'", "offset 3: expected '.' or '['"},
     };
     for (size_t i = 0; i < SQ_ARRAY_LEN(cases); i++) {
         struct sq_jpath *p = (struct sq_jpath *)1;
