@@ -68,7 +68,7 @@ static int load(const char *yaml, struct sq_plan **p, struct sq_flow **f, struct
     }
     const char *why;
     if (sq_url_parse((*p)->target, u, &why) < 0 ||
-        sq_flow_compile(*p, &(*p)->scenarios[0], u, f, msg, sizeof(msg)) < 0) {
+        sq_flow_compile(*p, &(*p)->scenarios[0], u, NULL, f, msg, sizeof(msg)) < 0) {
         fprintf(stderr, "micro_flow: cannot compile the flow\n");
         return -1;
     }

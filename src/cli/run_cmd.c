@@ -13,6 +13,7 @@
 #include "engine/flow.h"
 #include "engine/run.h"
 #include "engine/thresholds.h"
+#include "http/decode.h"
 #include "http/url.h"
 #include "net/sock.h"
 #include "output/doc.h"
@@ -43,6 +44,8 @@ static const char run_usage[] =
     "      --connect-timeout D connect timeout (default 5s)\n"
     "      --json FILE         write the result document (- for stdout)\n"
     "      --html FILE         write a self-contained HTML report\n"
+    "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
+    "      --no-phases         do not record per-phase timings\n"
     "  -q, --quiet             no progress line, no summary\n"
     "\n"
     "exit codes: 0 done, 1 nothing succeeded or an internal error, 2 bad flags or plan,\n"
@@ -124,7 +127,7 @@ struct run_opts {
     const char *plan, *json, *html;
     uint64_t threads;
     int64_t timeout_ns, connect_timeout_ns;
-    bool quiet;
+    bool quiet, no_compression, no_phases;
 };
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -136,6 +139,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"json", required_argument, NULL, 'j'},
         {"html", required_argument, NULL, 'H'},
         {"quiet", no_argument, NULL, 'q'},
+        {"no-compression", no_argument, NULL, 'Z'},
+        {"no-phases", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
     };
@@ -166,6 +171,12 @@ static int parse(int argc, char **argv, struct run_opts *o)
             break;
         case 'q':
             o->quiet = true;
+            break;
+        case 'Z':
+            o->no_compression = true;
+            break;
+        case 'P':
+            o->no_phases = true;
             break;
         case 'h':
             fputs(run_usage, stdout);
@@ -215,13 +226,14 @@ int sq_cli_run(int argc, char **argv)
         exit_code = SQ_EXIT_USAGE;
         goto out;
     }
+    const char *accept = o.no_compression ? NULL : sq_accept_encoding_default();
     scens = calloc(p->nscenarios ? p->nscenarios : 1, sizeof(*scens));
     if (!scens)
         goto out;
     uint64_t vus = 0;
     for (size_t i = 0; i < p->nscenarios; i++) {
         struct sq_flow *f = NULL;
-        rc = sq_flow_compile(p, &p->scenarios[i], &url, &f, err, sizeof(err));
+        rc = sq_flow_compile(p, &p->scenarios[i], &url, accept, &f, err, sizeof(err));
         if (rc < 0) {
             fprintf(stderr, "squall: %s: scenario '%s': %s\n", o.plan, p->scenarios[i].name, err);
             exit_code = SQ_EXIT_USAGE;
@@ -239,7 +251,7 @@ int sq_cli_run(int argc, char **argv)
         .stop = &stop_flag,
         .scens = scens,
         .nscens = (uint32_t)p->nscenarios,
-        .phases = true,
+        .phases = !o.no_phases,
     };
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
@@ -309,6 +321,7 @@ int sq_cli_run(int argc, char **argv)
         .threads = res.threads,
         .timeout_ns = cfg.timeout_ns,
         .connect_timeout_ns = cfg.connect_timeout_ns,
+        .accept_encoding = accept,
     };
     json_t *doc = sq_report_json_doc(&info, &res);
     if (!doc || sq_report_plan_sections(doc, p, &res, &verdicts) < 0) {

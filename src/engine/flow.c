@@ -83,6 +83,11 @@ static int compile_static(const struct sq_flow *f, struct sq_flow_step *st, cons
         kv[n].value = r->content_type;
         n++;
     }
+    if (f->accept_encoding && !header_user_set(r, "Accept-Encoding")) {
+        kv[n].name = "Accept-Encoding";
+        kv[n].value = f->accept_encoding;
+        n++;
+    }
     const char *path;
     size_t plen;
     origin_form(url, url_len, &path, &plen);
@@ -165,6 +170,13 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
         if (rc == 0)
             rc = sq_buf_append(&fx, "\r\n", 2);
     }
+    if (rc == 0 && f->accept_encoding && !header_user_set(r, "Accept-Encoding")) {
+        rc = sq_buf_append(&fx, "Accept-Encoding: ", 17);
+        if (rc == 0)
+            rc = sq_buf_append(&fx, f->accept_encoding, strlen(f->accept_encoding));
+        if (rc == 0)
+            rc = sq_buf_append(&fx, "\r\n", 2);
+    }
     if (rc == 0 && !header_user_set(r, "User-Agent"))
         rc = sq_buf_append(&fx, UA_LINE, sizeof(UA_LINE) - 1);
     if (rc < 0) {
@@ -179,11 +191,13 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
 }
 
 int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
-                    const struct sq_url *target, struct sq_flow **out, char *err, size_t errlen)
+                    const struct sq_url *target, const char *accept_encoding, struct sq_flow **out,
+                    char *err, size_t errlen)
 {
     struct sq_flow *f = calloc(1, sizeof(*f));
     if (!f)
         return -ENOMEM;
+    f->accept_encoding = accept_encoding;
     f->plan = p;
     f->sc = sc;
     f->secure = strcmp(target->scheme, "https") == 0;
