@@ -120,6 +120,28 @@ class LoginFlow(PlanCase):
         self.assertIn("thresholds failed", p.stderr)
 
 
+class Abort(PlanCase):
+    def test_abort_on_fail_stops_the_run(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: constant-vus
+                vus: 2
+                duration: 20s
+                flow:
+                  - request: { url: /status/500 }
+            thresholds:
+              http_req_failed: [{ threshold: "rate < 0.01", abortOnFail: true, delayAbortEval: 1s }]
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 99, p.stderr)
+        self.assertIn("abortOnFail", p.stderr)
+        self.assertLess(doc["duration_s"], 5)
+        self.assertTrue(doc["thresholds_failed"])
+
+
 class Engine(PlanCase):
     def test_static_steps_are_not_rendered(self):
         path = self.plan(
