@@ -15,6 +15,7 @@
 #include "engine/thresholds.h"
 #include "http/decode.h"
 #include "http/url.h"
+#include "net/dns.h"
 #include "net/sock.h"
 #include "output/doc.h"
 #include "output/html.h"
@@ -46,6 +47,9 @@ static const char run_usage[] =
     "      --html FILE         write a self-contained HTML report\n"
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
     "      --no-phases         do not record per-phase timings\n"
+    "      --resolve H:P:ADDR  use ADDR for host H port P (as in the quick face)\n"
+    "      --connect-to H:P:H2:P2  connect to H2:P2 instead of H:P\n"
+    "      --dns-ttl D         resolve the target again every D during the run\n"
     "  -q, --quiet             no progress line, no summary\n"
     "\n"
     "exit codes: 0 done, 1 nothing succeeded or an internal error, 2 bad flags or plan,\n"
@@ -84,6 +88,12 @@ int sq_cli_validate(int argc, char **argv)
     int rc = load(argv[1], &p);
     if (rc)
         return rc;
+    char err[512];
+    if (sq_thresholds_check(p, err, sizeof(err)) < 0) {
+        fprintf(stderr, "squall: %s\n", err);
+        sq_plan_free(p);
+        return SQ_EXIT_USAGE;
+    }
     sq_plan_describe(p, stdout);
     printf("plan OK\n");
     sq_plan_free(p);
@@ -128,7 +138,23 @@ struct run_opts {
     uint64_t threads;
     int64_t timeout_ns, connect_timeout_ns;
     bool quiet, no_compression, no_phases;
+    const char *resolve[16], *connect_to[16];
+    size_t nresolve, nconnect_to;
+    int64_t dns_ttl_ns;
 };
+
+/* --dns-ttl: the run's lookup again, on the main thread. */
+struct relookup {
+    const struct sq_dns_opts *dns;
+    const struct sq_url *url;
+};
+
+static int relookup(void *ud, struct sq_addr *out, int max)
+{
+    struct relookup *r = ud;
+    char why[300];
+    return sq_dns_lookup(r->dns, r->url->host, r->url->port, out, max, why, sizeof(why));
+}
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
@@ -141,6 +167,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"quiet", no_argument, NULL, 'q'},
         {"no-compression", no_argument, NULL, 'Z'},
         {"no-phases", no_argument, NULL, 'P'},
+        {"resolve", required_argument, NULL, 'R'},
+        {"connect-to", required_argument, NULL, 'O'},
+        {"dns-ttl", required_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
     };
@@ -178,6 +207,24 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 'P':
             o->no_phases = true;
             break;
+        case 'R':
+        case 'O': {
+            char why[200];
+            bool ct = ch == 'O';
+            size_t *n = ct ? &o->nconnect_to : &o->nresolve;
+            if (*n == 16)
+                return usage_error("%s: at most 16 of them", ct ? "--connect-to" : "--resolve");
+            if (sq_dns_check_arg(optarg, ct, why, sizeof(why)) < 0) {
+                fprintf(stderr, "squall: %s: %s\n", ct ? "--connect-to" : "--resolve", why);
+                return SQ_EXIT_USAGE;
+            }
+            (ct ? o->connect_to : o->resolve)[(*n)++] = optarg;
+            break;
+        }
+        case 'D':
+            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->dns_ttl_ns) < 0 || o->dns_ttl_ns <= 0)
+                return usage_error("--dns-ttl: expected a duration like 30s, got '%s'", optarg);
+            break;
         case 'h':
             fputs(run_usage, stdout);
             return SQ_EXIT_DONE;
@@ -214,6 +261,11 @@ int sq_cli_run(int argc, char **argv)
     const char *why = NULL;
     char err[512];
 
+    if (sq_thresholds_check(p, err, sizeof(err)) < 0) {
+        fprintf(stderr, "squall: %s\n", err);
+        exit_code = SQ_EXIT_USAGE;
+        goto out;
+    }
     rc = sq_url_parse(p->target, &url, &why);
     if (rc < 0) {
         fprintf(stderr, "squall: %s: target: bad URL '%s': %s\n", o.plan, p->target,
@@ -255,14 +307,24 @@ int sq_cli_run(int argc, char **argv)
     };
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
+    struct sq_dns_opts dns = {.resolve = o.resolve,
+                              .nresolve = o.nresolve,
+                              .connect_to = o.connect_to,
+                              .nconnect_to = o.nconnect_to};
+    struct relookup rl = {.dns = &dns, .url = &url};
     int64_t t0 = sq_now_ns();
-    rc = sq_resolve(url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, &why);
+    rc = sq_dns_lookup(&dns, url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, err, sizeof(err));
     if (rc < 0) {
-        fprintf(stderr, "squall: cannot resolve '%s': %s\n", url.host, why);
+        fprintf(stderr, "squall: dns: %s\n", err);
         goto out;
     }
     cfg.dns_ns = sq_now_ns() - t0;
     cfg.naddrs = rc;
+    if (o.dns_ttl_ns) {
+        cfg.dns_ttl_ns = o.dns_ttl_ns;
+        cfg.resolve = relookup;
+        cfg.resolve_ud = &rl;
+    }
     uint64_t have = 0;
     if (sq_raise_nofile(vus + 64, &have) < 0) {
         fprintf(stderr, "squall: %llu VUs need %llu open files but the limit is %llu\n",
@@ -323,6 +385,11 @@ int sq_cli_run(int argc, char **argv)
         .connect_timeout_ns = cfg.connect_timeout_ns,
         .accept_encoding = accept,
     };
+    if (tk.aborted) {
+        /* The run stopped itself: say which threshold, not "stopped by request". */
+        res.aborted = true;
+        snprintf(res.abort_reason, sizeof(res.abort_reason), "%.159s", tk.why);
+    }
     json_t *doc = sq_report_json_doc(&info, &res);
     if (!doc || sq_report_plan_sections(doc, p, &res, &verdicts) < 0) {
         json_decref(doc);

@@ -42,10 +42,10 @@ struct sq_flow {
     const struct sq_plan_scenario *sc;
     struct sq_flow_step *steps;
     size_t nsteps;
-    char host[300];   /* the Host header value, also the cookie host */
-    bool secure;      /* https target (cookies marked Secure are sent) */
+    char host[300];              /* the Host header value, also the cookie host */
+    bool secure;                 /* https target (cookies marked Secure are sent) */
     const char *accept_encoding; /* offered on every request without its own, or NULL */
-    uint32_t nstates; /* regex match-data blocks a worker needs (sq_flow_states_new) */
+    uint32_t nstates;            /* regex match-data blocks a worker needs (sq_flow_states_new) */
 };
 
 /* The state of one VU. */
@@ -57,6 +57,7 @@ struct sq_flow_vu {
     uint64_t vu;    /* 1-based */
     uint64_t iteration;
     int64_t iter_start_ns;
+    int64_t think_until; /* the current think step's end (0: not thinking) */
     uint64_t rng;
     struct sq_buf req, body, head, scratch, val;
     bool body_truncated;

@@ -186,7 +186,7 @@ struct sq_scen_result {
     struct sq_step_stats *steps;
     size_t nsteps;
     uint32_t vus_max;
-    uint64_t interrupted; /* iterations cut short by the end of the run or a lost connection */
+    uint64_t interrupted; /* iterations still going when the run ended (hard end or abort) */
 };
 
 struct sq_result {

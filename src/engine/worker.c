@@ -342,8 +342,8 @@ static int on_body(void *ud, const char *data, size_t len)
     return deliver(c, data, len);
 }
 
-/* A final response head is in (set only when the run decodes, streams or runs flows): decides
- * what its body goes through. A plain body with nothing to look at stays framing-only. */
+/* A final response head is in (every reader has this callback): decides what its body goes
+ * through. A plain body with nothing to look at stays framing-only. */
 static int on_head(void *ud, const char *head, size_t len)
 {
     struct sq_engine__conn *c = ud;
@@ -380,7 +380,11 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     struct sq_flow_vu *v = c->fv;
     const struct sq_flow_step *st = &w->flow->steps[v->step];
     if (st->think) {
-        if (sq_timer_start(w->loop, &c->timer, now + st->ps->think_ns) == 0) {
+        /* The deadline is the VU's, not the connection's: a server that closes the idle
+         * connection during the think does not restart it after the reconnect. */
+        if (!v->think_until)
+            v->think_until = now + st->ps->think_ns;
+        if (v->think_until > now && sq_timer_start(w->loop, &c->timer, v->think_until) == 0) {
             c->state = CONN_THINK;
             return;
         }
@@ -416,6 +420,7 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     struct sq_flow_vu *v = c->fv;
     if (!v->in_iter)
         return;
+    v->think_until = 0;
     v->step++;
     if (!stop && v->step < w->flow->nsteps)
         return;

@@ -183,12 +183,15 @@ static void plan_sections(FILE *f, const json_t *doc)
         json_array_foreach((json_t *)steps, i, e)
         {
             const json_t *du = json_object_get(e, "duration_ms");
-            fprintf(f, "  %-24s %-6s %10s req · %s failed · p50 %s · p95 %s · max %s\n",
-                    sq_report__str(e, "step", "?"), sq_report__str(e, "method", ""),
-                    g(e, "requests", g1), g(e, "failed", g2),
-                    sq_fmt_dur_us(sq_report__numd(du, "med", 0) * 1000, d[0], D),
-                    sq_fmt_dur_us(sq_report__numd(du, "p(95)", 0) * 1000, d[1], D),
-                    sq_fmt_dur_us(sq_report__numd(du, "max", 0) * 1000, d[2], D));
+            fprintf(f, "  %-24s %-6s %10s req · %s failed", sq_report__str(e, "step", "?"),
+                    sq_report__str(e, "method", ""), g(e, "requests", g1), g(e, "failed", g2));
+            if (sq_report__numd(du, "count", 0) > 0)
+                fprintf(f, " · p50 %s · p95 %s · max %s\n",
+                        sq_fmt_dur_us(sq_report__numd(du, "med", 0) * 1000, d[0], D),
+                        sq_fmt_dur_us(sq_report__numd(du, "p(95)", 0) * 1000, d[1], D),
+                        sq_fmt_dur_us(sq_report__numd(du, "max", 0) * 1000, d[2], D));
+            else
+                fprintf(f, " · no response\n");
         }
     }
     if (json_is_array(checks) && json_array_size(checks)) {
@@ -212,8 +215,6 @@ static void plan_sections(FILE *f, const json_t *doc)
                     json_is_true(json_object_get(e, "no_data")) ? ", no data" : "");
         }
     }
-    if (json_is_array(steps) && json_array_size(steps))
-        fputc('\n', f);
 }
 
 int sq_report_summary_json(const json_t *doc, FILE *f)
