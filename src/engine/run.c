@@ -132,9 +132,10 @@ void sq_engine__addrs_load(const struct sq_engine__addrs *t, uint32_t idx, struc
         s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
         uint32_t n = __atomic_load_n(&t->n, __ATOMIC_RELAXED);
         uint32_t i = n ? idx % n : 0;
+        /* Acquire loads keep the second read of seq after the words (no fence: ThreadSanitizer
+         * does not model fences). */
         for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
-            words[k] = __atomic_load_n(&t->w[i][k], __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            words[k] = __atomic_load_n(&t->w[i][k], __ATOMIC_ACQUIRE);
         s2 = __atomic_load_n(&t->seq, __ATOMIC_RELAXED);
     } while ((s1 & 1) || s1 != s2);
     memcpy(out, words, sizeof(*out));
