@@ -15,14 +15,18 @@
 #include "net/sock.h"
 
 struct sq_hist;
+struct sq_tls_client;
 
-/* Error kinds, counted per kind. Connect errors cost no request; the others fail one. */
+/* Error kinds, counted per kind. Connect errors cost no request; the others fail one, except
+ * tls: a failed handshake costs no request (sq_counters.tls_handshake_errors counts those), a
+ * TLS failure while a request is out (an alert, a bad record) fails it. */
 #define SQ_ERRK_LIST(X)                                                                            \
     X(CONNECT, "connect")                                                                          \
     X(TIMEOUT, "timeout")                                                                          \
     X(CLOSED, "closed")                                                                            \
     X(PARSE, "parse")                                                                              \
-    X(WRITE, "write")
+    X(WRITE, "write")                                                                              \
+    X(TLS, "tls")
 
 enum sq_errk {
 #define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,
@@ -88,6 +92,9 @@ struct sq_run_config {
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
     double sample_fraction; /* with on_samples: the share of requests recorded, (0, 1] */
+    /* https: the TLS client context (net/tls.h), shared read-only by every worker; NULL for
+     * plain http. Each worker keeps its own session cache, so reconnects resume. */
+    struct sq_tls_client *tls;
 };
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
@@ -100,8 +107,11 @@ struct sq_counters {
     uint64_t status[6]; /* [0] other, [1..5] 1xx..5xx */
     uint64_t errors[SQ_ERRK_COUNT];
     uint64_t bytes_sent, bytes_received;
-    uint64_t conns_opened;           /* successful connects */
+    uint64_t conns_opened;           /* successful connects (https: with the handshake done) */
     uint64_t conns_closed_by_server; /* replaced after the server closed them */
+    uint64_t tls_handshakes;         /* TLS handshakes completed */
+    uint64_t tls_resumed;            /* ... of which resumed a session */
+    uint64_t tls_handshake_errors;   /* errors[TLS] that cost no request (handshake, idle) */
 };
 
 struct sq_result {
@@ -120,7 +130,12 @@ struct sq_result {
     struct sq_series series;                /* one entry per second, owned by the result */
     uint64_t samples_written, samples_lost; /* per-request records: handed out, dropped */
     bool aborted; /* ended early: stop flag, or no connection could be made */
-    char abort_reason[160];
+    char abort_reason[320];
+    /* https: what the first connection negotiated (static strings; NULL for plain http or when
+     * no handshake completed), and the first TLS error's message ("" if none). */
+    bool tls; /* the run used TLS (https) */
+    const char *tls_version, *tls_cipher, *tls_alpn;
+    char tls_error[256];
 };
 
 /* Runs to completion. Returns 0 (the result is filled in, even when every request failed), or a
