@@ -167,6 +167,34 @@ class GeneratedCertTest(TlsCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(doc["tls"]["version"], "TLSv1.3")
 
+    def test_large_bodies_delays_and_open_loop(self):
+        # Streamed fill tails and large echoes cross many records and EAGAIN'd writes.
+        n = 5 * 1024 * 1024 + 7
+        data, _, _ = https_get(self.port, "/bytes/%d" % n, self.cert)
+        head, _, body = data.partition(b"\r\n\r\n")
+        self.assertEqual(len(body), n)
+        pattern = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+        self.assertEqual(body[:64], pattern)
+        self.assertEqual(body[-7:], pattern[:7])
+        p, doc, _ = run_json(self.url(path="/bytes/%d" % n), "-n", "20", "-c", "2", "-k")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 20)
+        self.assertGreater(doc["bytes"]["received"], 20 * n)
+        with tempfile.NamedTemporaryFile(dir=self.dir, delete=False) as f:
+            f.write(b"x" * (700 * 1024))
+        p, doc, _ = run_json(self.url(path="/echo"), "-n", "20", "-c", "2", "-k", "-m", "POST",
+                             "-b", "@" + f.name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["status"]["2xx"], 20)
+        self.assertGreater(doc["bytes"]["received"], 20 * 700 * 1024)
+        # Parked answers, and the open loop.
+        p, doc, _ = run_json(self.url(path="/delay/20"), "-r", "200", "-d", "1s", "-c", "8", "-k")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["sent"] + doc["requests"]["dropped"], 200)
+        self.assertGreater(doc["requests"]["completed"], 150)
+        self.assertGreaterEqual(doc["latency"]["p50_us"], 20000)
+        self.check_accounting(doc)
+
     def test_plain_http_to_tls_target_and_back(self):
         # http:// at a TLS port: the server drops the connection; nothing succeeds.
         p, doc, _ = run_json("http://%s:%d/fast" % (HOST, self.port), "-c", "1", "-d", "1s",
