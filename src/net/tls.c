@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <openssl/bio.h>
@@ -559,6 +560,54 @@ void sq_tls_server_free(struct sq_tls_server *s)
 
 /* ---- connections ---- */
 
+/* OpenSSL's socket BIO writes with write(), which raises SIGPIPE on a connection the peer has
+ * closed. This one is the socket BIO with its write replaced by send(MSG_NOSIGNAL), so no caller
+ * has to ignore SIGPIPE (the plaintext paths never needed to). */
+static BIO_METHOD *bio_method;
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *in, int inl)
+{
+    int fd = -1;
+    BIO_get_fd(b, &fd);
+    ssize_t r = send(fd, in, (size_t)inl, MSG_NOSIGNAL);
+    BIO_clear_retry_flags(b);
+    if (r < 0 && BIO_sock_should_retry(-1))
+        BIO_set_retry_write(b);
+    return r < 0 ? -1 : (int)r;
+}
+
+static void bio_init(void)
+{
+    const BIO_METHOD *s = BIO_s_socket();
+    BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "socket, MSG_NOSIGNAL");
+    if (!m)
+        return;
+    if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, BIO_meth_get_read(s)) ||
+        !BIO_meth_set_puts(m, BIO_meth_get_puts(s)) ||
+        !BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(s)) ||
+        !BIO_meth_set_create(m, BIO_meth_get_create(s)) ||
+        !BIO_meth_set_destroy(m, BIO_meth_get_destroy(s))) {
+        BIO_meth_free(m);
+        return;
+    }
+    bio_method = m; /* lives as long as the process */
+}
+
+/* Attaches fd (not owned) to ssl through the no-SIGPIPE socket BIO. */
+static int set_socket(SSL *ssl, int fd)
+{
+    pthread_once(&bio_once, bio_init);
+    if (!bio_method)
+        return 0;
+    BIO *b = BIO_new(bio_method);
+    if (!b)
+        return 0;
+    BIO_set_fd(b, fd, BIO_NOCLOSE);
+    SSL_set_bio(ssl, b, b);
+    return 1;
+}
+
 static int conn_new(SSL_CTX *ctx, int fd, struct sq_tls_conn **out)
 {
     struct sq_tls_conn *t = calloc(1, sizeof(*t));
@@ -566,7 +615,7 @@ static int conn_new(SSL_CTX *ctx, int fd, struct sq_tls_conn **out)
         return -ENOMEM;
     t->vdepth = -1;
     t->ssl = SSL_new(ctx);
-    if (!t->ssl || SSL_set_fd(t->ssl, fd) != 1 ||
+    if (!t->ssl || set_socket(t->ssl, fd) != 1 ||
         SSL_set_ex_data(t->ssl, ex_index_once(), t) != 1) {
         ERR_clear_error();
         sq_tls_conn_free(t);

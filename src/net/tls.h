@@ -11,6 +11,8 @@
  * thread-local error queue is emptied at each failure, so the next call on the thread starts
  * clean.
  *
+ * Writes use send(MSG_NOSIGNAL): a closed peer is an error (-EPIPE), never a SIGPIPE.
+ *
  * Records: one sq_tls_read returns the plaintext of at most one TLS record (16 KiB). A caller
  * whose buffer holds at least SQ_TLS_RECORD_MAX bytes never leaves decrypted bytes inside
  * OpenSSL (read-ahead is off: OpenSSL reads the socket record by record), so a level-triggered
