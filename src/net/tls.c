@@ -8,9 +8,12 @@
  *
  * Resumption (client): the context keeps no session cache of its own; a new-session callback
  * puts each session a server issues into the connection's sq_tls_sessions (one per worker
- * thread, no lock), and the next connection of that thread offers it. TLS 1.3 tickets arrive
- * after the handshake, with the first read, so the first connections of a run are full
- * handshakes and the reconnects after them resume.
+ * thread, no lock), and the next connection of that thread offers the newest. TLS 1.3 tickets
+ * are single-use (OpenSSL's client marks a ticket spent once a handshake resumed with it), so
+ * the cache is a stack: a ticket leaves it when offered, and every handshake brings a new one
+ * (the server sends one per handshake). TLS 1.3 tickets arrive after the handshake, with the
+ * first read, so the first connections of a run are full handshakes and the reconnects after
+ * them resume.
  */
 #include "net/tls.h"
 
@@ -260,13 +263,44 @@ static void set_common(SSL_CTX *ctx)
 
 /* ---- client ---- */
 
+/* Adds sess (its reference) to the cache, dropping the oldest when full. */
+static void sessions_push(struct sq_tls_sessions *s, SSL_SESSION *sess)
+{
+    if (s->_n == SQ_TLS_SESSIONS) {
+        SSL_SESSION_free(s->_v[0]);
+        memmove(&s->_v[0], &s->_v[1], (SQ_TLS_SESSIONS - 1) * sizeof(s->_v[0]));
+        s->_n--;
+    }
+    s->_v[s->_n++] = sess;
+}
+
+/* The newest resumable session, or NULL; *taken says whether it left the cache (a TLS 1.3
+ * ticket: the caller then owns that reference). Spent sessions found on the way are freed. */
+static SSL_SESSION *sessions_take(struct sq_tls_sessions *s, bool *taken)
+{
+    *taken = false;
+    while (s->_n > 0) {
+        SSL_SESSION *sess = s->_v[s->_n - 1];
+        if (!SSL_SESSION_is_resumable(sess)) {
+            SSL_SESSION_free(sess);
+            s->_n--;
+            continue;
+        }
+        if (SSL_SESSION_get_protocol_version(sess) >= TLS1_3_VERSION) {
+            s->_n--;
+            *taken = true;
+        }
+        return sess;
+    }
+    return NULL;
+}
+
 static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 {
     struct sq_tls_conn *t = SSL_get_ex_data(ssl, ex_index_once());
     if (!t || !t->cache)
         return 0;
-    SSL_SESSION_free(t->cache->_sess);
-    t->cache->_sess = sess;
+    sessions_push(t->cache, sess);
     return 1; /* the cache keeps the reference */
 }
 
@@ -274,8 +308,14 @@ void sq_tls_sessions_dispose(struct sq_tls_sessions *s)
 {
     if (!s)
         return;
-    SSL_SESSION_free(s->_sess);
-    s->_sess = NULL;
+    for (unsigned i = 0; i < s->_n; i++)
+        SSL_SESSION_free(s->_v[i]);
+    s->_n = 0;
+}
+
+unsigned sq_tls_sessions_count(const struct sq_tls_sessions *s)
+{
+    return s->_n;
 }
 
 int sq_tls_client_new(const struct sq_tls_client_opts *o, struct sq_tls_client **out, char *errbuf,
@@ -641,8 +681,13 @@ int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, i
         sq_tls_conn_free(t);
         return -ENOMEM;
     }
-    if (cache && cache->_sess && SSL_SESSION_is_resumable(cache->_sess))
-        SSL_set_session(t->ssl, cache->_sess); /* a failure only costs the resumption */
+    bool taken;
+    SSL_SESSION *sess = cache ? sessions_take(cache, &taken) : NULL;
+    if (sess) {
+        SSL_set_session(t->ssl, sess); /* holds its own reference; a failure costs the resumption */
+        if (taken)
+            SSL_SESSION_free(sess);
+    }
     ERR_clear_error();
     *out = t;
     return 0;

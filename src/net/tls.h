@@ -56,13 +56,20 @@ SQ_MUST_CHECK int sq_tls_client_new(const struct sq_tls_client_opts *o, struct s
                                     char *errbuf, size_t errlen);
 void sq_tls_client_free(struct sq_tls_client *c); /* NULL is a no-op */
 
-/* A session cache for resumption, one per thread (a worker): keeps the latest session a server
- * gave this thread's connections, and offers it on the next connection. Zero-initialised storage
- * is an empty cache; sq_tls_sessions_dispose frees what it holds. */
+/* A session cache for resumption, one per thread (a worker): keeps the latest sessions the
+ * servers gave this thread's connections, and offers the newest on the next connection. A
+ * TLS 1.3 ticket is used once (OpenSSL's client spends it: RFC 8446 C.4), so it leaves the cache
+ * when offered and each resumed connection brings a fresh one; a TLS 1.2 session stays and is
+ * offered again. Zero-initialised storage is an empty cache; sq_tls_sessions_dispose frees what
+ * it holds. Not thread-safe: one per thread. */
+#define SQ_TLS_SESSIONS 64
 struct sq_tls_sessions {
-    void *_sess; /* SSL_SESSION * */
+    void *_v[SQ_TLS_SESSIONS]; /* SSL_SESSION *, oldest first */
+    unsigned _n;
 };
 void sq_tls_sessions_dispose(struct sq_tls_sessions *s);
+/* Sessions held now (for tests). */
+unsigned sq_tls_sessions_count(const struct sq_tls_sessions *s);
 
 /* ---- server ---- */
 

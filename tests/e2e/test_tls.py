@@ -71,7 +71,7 @@ class TlsCase(unittest.TestCase):
         r = doc["requests"]
         self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
         e = doc["errors"]
-        request_errors = e["timeout"] + e["closed"] + e["parse"] + e["write"]
+        request_errors = e["timeout"] + e["closed"] + e["parse"] + e["write"] + e.get("decode", 0)
         request_errors += e["tls"] - doc["tls"]["handshake_errors"]
         self.assertEqual(request_errors, r["failed"], doc)
         self.assertEqual(doc["latency"]["count"], r["completed"])
@@ -153,7 +153,9 @@ class GeneratedCertTest(TlsCase):
         self.assertGreater(doc["connections"]["closed_by_server"], 10)
         self.assertGreater(t["handshakes"], 10)
         self.assertGreater(t["resumed"], 0)
-        self.assertGreaterEqual(t["resumed"], t["handshakes"] // 2, t)
+        # Only the first handshake of each connection is a full one (TLS 1.3 tickets are spent
+        # once each: the worker keeps one per connection).
+        self.assertGreaterEqual(t["resumed"], t["handshakes"] - 4, t)
         self.assertEqual(doc["errors"]["tls"], 0)
         self.check_accounting(doc)
 
