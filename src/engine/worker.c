@@ -15,6 +15,11 @@
  * parsed for framing only, and every fd stays registered for EPOLLIN alone unless a write hits
  * EAGAIN.
  *
+ * https: the transport sits behind conn_recv / conn_sendb (one predictable branch on c->tls; the
+ * plaintext path is the plain read() / send()). After the TCP connect a connection shakes hands
+ * (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a backoff like
+ * a failed connect, and its message is kept for the summary.
+ *
  * Timeouts are found by a sweep of the worker's connections every 100 ms instead of a timer per
  * request: arming and disarming a heap timer on every request would cost more than the scan.
  *
@@ -25,6 +30,7 @@
 #include "engine/worker.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -46,10 +52,14 @@
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
 #define BACKOFF_MAX_SHIFT 7 /* 10 ms << 7 = 1.28 s */
 
+/* One TLS read returns at most a record; a buffer this size leaves nothing inside OpenSSL. */
+_Static_assert(RBUF_SIZE >= SQ_TLS_RECORD_MAX, "the read buffer must hold a TLS record");
+
 enum conn_state {
     CONN_CLOSED,
     CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
     CONN_CONNECTING, /* non-blocking connect in progress */
+    CONN_HANDSHAKE,  /* connected, TLS handshake in progress */
     CONN_IDLE,       /* open, no request in flight */
     CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
     CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
@@ -59,7 +69,8 @@ enum conn_state {
 struct sq_engine__conn {
     struct sq_io io; /* fd lives here */
     struct sq_engine__worker *w;
-    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING: start */
+    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING, HANDSHAKE:
+                         when that phase started */
     int64_t sent_ns;  /* ACTIVE: the actual send */
     int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
     int64_t tmo_ns;   /* ACTIVE: this request's timeout */
@@ -84,6 +95,7 @@ struct sq_engine__conn {
     int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
     struct sq_timer timer;  /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
+    struct sq_tls_conn *tls; /* https, from the handshake on; NULL otherwise */
 };
 
 static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
@@ -108,6 +120,7 @@ static void publish(struct sq_engine__worker *w)
     __atomic_store_n(&w->live.progress, w->c.completed + w->c.failed, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.opened, w->c.conns_opened, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
+    __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
 }
 
 /* Closes the socket and forgets any request in flight (the caller has accounted for it). */
@@ -115,6 +128,10 @@ static void conn_close(struct sq_engine__conn *c)
 {
     if (c->state >= CONN_CONNECTING) {
         sq_io_stop(c->w->loop, &c->io);
+        if (c->tls) {
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
+        }
         close(c->io.fd);
         c->io.fd = -1;
     }
@@ -219,6 +236,118 @@ static void connect_failed(struct sq_engine__conn *c, int err)
 
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 
+/* ---- TLS (https) ---- */
+
+static inline ssize_t tls_errno(ssize_t r)
+{
+    if (r >= 0)
+        return r;
+    errno = (int)-r;
+    return -1;
+}
+
+/* read() and send() on the connection, plain or TLS (same contract: -1 with errno; EPROTO is a
+ * TLS failure whose message sq_tls_conn_error holds). */
+static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
+{
+    if (SQ_UNLIKELY(c->tls != NULL))
+        return tls_errno(sq_tls_read(c->tls, buf, n));
+    return read(c->io.fd, buf, n);
+}
+
+static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
+{
+    if (SQ_UNLIKELY(c->tls != NULL))
+        return tls_errno(sq_tls_write(c->tls, buf, n));
+    return send(c->io.fd, buf, n, MSG_NOSIGNAL);
+}
+
+/* Keeps the worker's first TLS error message for the summary (written once, then published). */
+static void tls_note(struct sq_engine__worker *w, const char *msg)
+{
+    if (w->live.tls_err_set)
+        return;
+    snprintf(w->tls_err, sizeof(w->tls_err), "%s", msg && msg[0] ? msg : "unknown TLS error");
+    __atomic_store_n(&w->live.tls_err_set, 1, __ATOMIC_RELEASE);
+}
+
+/* A TLS failure that costs no request (the handshake, or an alert on an idle connection):
+ * counted, its message kept, the connection retried after a backoff like a failed connect. */
+static void tls_failed(struct sq_engine__conn *c, const char *msg)
+{
+    struct sq_engine__worker *w = c->w;
+    w->c.errors[SQ_ERRK_TLS]++;
+    w->c.tls_handshake_errors++;
+    tls_note(w, msg);
+    __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
+    conn_close(c);
+    if (!w->sending)
+        return;
+    int64_t delay = BACKOFF_MIN_NS << c->backoff;
+    if (c->backoff < BACKOFF_MAX_SHIFT)
+        c->backoff++;
+    if (sq_timer_start(w->loop, &c->timer, sq_loop_now(w->loop) + delay) == 0)
+        c->state = CONN_BACKOFF;
+}
+
+/* A TLS failure on an open connection: fails the request in flight, if any. */
+static void tls_broken(struct sq_engine__conn *c)
+{
+    if (c->state != CONN_ACTIVE) {
+        tls_failed(c, sq_tls_conn_error(c->tls));
+        return;
+    }
+    tls_note(c->w, sq_tls_conn_error(c->tls));
+    conn_fail(c, SQ_ERRK_TLS);
+    conn_replace(c);
+}
+
+/* Steps the handshake; when it completes the connection counts as opened and goes to work. */
+static void tls_step(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    int rc = sq_tls_handshake(c->tls);
+    if (rc == -EAGAIN) {
+        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
+            connect_failed(c, -errno);
+        return;
+    }
+    if (rc < 0) {
+        tls_failed(c, sq_tls_conn_error(c->tls));
+        return;
+    }
+    int64_t now = sq_now_ns();
+    c->tls_ns = now - c->since_ns;
+    c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
+    w->c.tls_handshakes++;
+    if (sq_tls_resumed(c->tls))
+        w->c.tls_resumed++;
+    if (!w->tls_version) {
+        w->tls_version = sq_tls_version(c->tls);
+        w->tls_cipher = sq_tls_cipher(c->tls);
+        w->tls_alpn = sq_tls_alpn(c->tls);
+    }
+    w->c.conns_opened++;
+    c->backoff = 0;
+    if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
+        connect_failed(c, -errno);
+        return;
+    }
+    conn_next(c, now);
+}
+
+static void tls_begin(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, c->io.fd, &c->tls) < 0) {
+        tls_failed(c, "out of memory for a TLS connection");
+        return;
+    }
+    c->state = CONN_HANDSHAKE;
+    c->since_ns = sq_now_ns();
+    tls_step(c);
+}
+
 static void conn_connect(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
@@ -248,7 +377,7 @@ static void conn_write(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
     size_t len = c->req_len;
-    ssize_t n = send(c->io.fd, c->req + c->woff, len - c->woff, MSG_NOSIGNAL);
+    ssize_t n = conn_sendb(c, c->req + c->woff, len - c->woff);
     if (n > 0) {
         w->c.bytes_sent += (uint64_t)n;
         c->woff += (uint32_t)n;
@@ -653,7 +782,7 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
 static void conn_read(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
-    ssize_t n = read(c->io.fd, w->rbuf, RBUF_SIZE);
+    ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
     if (n > 0) {
         w->c.bytes_received += (uint64_t)n;
         if (c->fb_ns == 0)
@@ -697,6 +826,10 @@ static void conn_read(struct sq_engine__conn *c)
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
+    if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->tls)) {
+        tls_broken(c);
+        return;
+    }
     /* End of stream or a reset. A response delimited by the close is complete now. */
     if (c->state == CONN_ACTIVE && n == 0 && sq_h1_reader_eof(&c->rd) == 1 &&
         !(c->decoding && sq_decoder_finish(c->dec) < 0)) {
@@ -723,9 +856,13 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             connect_failed(c, rc);
             return;
         }
+        c->connect_ns = sq_now_ns() - c->since_ns;
+        if (SQ_UNLIKELY(w->cfg->tls != NULL)) {
+            tls_begin(c);
+            return;
+        }
         w->c.conns_opened++;
         c->backoff = 0;
-        c->connect_ns = sq_now_ns() - c->since_ns;
         c->tls_ns = 0;
         c->fresh = true;
         if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
@@ -733,6 +870,10 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             return;
         }
         conn_next(c, sq_now_ns());
+        return;
+    }
+    if (SQ_UNLIKELY(c->state == CONN_HANDSHAKE)) {
+        tls_step(c);
         return;
     }
     if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < c->req_len) {
@@ -755,6 +896,8 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
             conn_replace(c);
         } else if (c->state == CONN_CONNECTING && now - c->since_ns >= cfg->connect_timeout_ns) {
             connect_failed(c, -ETIMEDOUT);
+        } else if (c->state == CONN_HANDSHAKE && now - c->since_ns >= cfg->connect_timeout_ns) {
+            tls_failed(c, "handshake timed out");
         }
     }
     publish(w);
@@ -776,7 +919,8 @@ static void ramp(struct sq_engine__worker *w, int64_t now)
 static bool pool_settled(const struct sq_engine__worker *w)
 {
     for (uint32_t i = 0; i < w->nconns; i++)
-        if (w->conns[i].state == CONN_CONNECTING || w->conns[i].state == CONN_CLOSED)
+        if (w->conns[i].state == CONN_CONNECTING || w->conns[i].state == CONN_CLOSED ||
+            w->conns[i].state == CONN_HANDSHAKE)
             return false;
     return true;
 }
@@ -1110,6 +1254,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     free(w->queue);
     free(w->idle);
     free(w->ring);
+    sq_tls_sessions_dispose(&w->tls_cache);
     for (int i = 0; i < SQ_SLOTS; i++) {
         sq_hist_free(w->slots[i].hist);
         sq_hist_free(w->slots[i].hist_unc);
@@ -1139,6 +1284,8 @@ void *sq_engine__worker_main(void *arg)
         sq_timer_stop(w->loop, &c->timer);
         if (c->state >= CONN_CONNECTING) {
             sq_io_stop(w->loop, &c->io);
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
             close(c->io.fd);
         }
         c->state = CONN_CLOSED; /* in_flight keeps counting what was still out */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "engine/run.h"
+#include "net/tls.h"
 
 struct sq_loop;
 struct sq_hist;
@@ -22,6 +23,8 @@ struct sq_engine__live {
     uint64_t opened;         /* successful connects */
     uint64_t connect_errors; /* failed connect attempts */
     int last_connect_err;    /* -errno of the latest failed connect */
+    uint64_t tls_errors;     /* failed handshakes and other TLS errors */
+    int tls_err_set;         /* tls_err (in the worker) is written: release store, once */
     int ready;               /* every connection of the pool has connected or failed once */
     int done;                /* the worker has left its loop */
 };
@@ -121,6 +124,10 @@ struct sq_engine__worker {
     int64_t sched_ns; /* its scenario's start: the executor's time zero */
     int64_t end_load_ns, hard_end_ns, end_ns, ready_ns;
     struct sq_engine__live live;
+    /* https */
+    struct sq_tls_sessions tls_cache; /* the latest sessions, offered by the next connects */
+    const char *tls_version, *tls_cipher, *tls_alpn; /* of the first handshake */
+    char tls_err[SQ_TLS_ERRLEN]; /* the first TLS error (written once, then live.tls_err_set) */
 };
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
