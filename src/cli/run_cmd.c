@@ -17,6 +17,7 @@
 #include "http/url.h"
 #include "net/dns.h"
 #include "net/sock.h"
+#include "net/tls.h"
 #include "output/doc.h"
 #include "output/html.h"
 #include "output/report.h"
@@ -50,6 +51,10 @@ static const char run_usage[] =
     "      --resolve H:P:ADDR  use ADDR for host H port P (as in the quick face)\n"
     "      --connect-to H:P:H2:P2  connect to H2:P2 instead of H:P\n"
     "      --dns-ttl D         resolve the target again every D during the run\n"
+    "  -k, --insecure          https: do not verify the server's certificate\n"
+    "      --cacert FILE       https: trust these CA certificates (PEM)\n"
+    "      --cert FILE, --key FILE  https: a client certificate and its key (PEM)\n"
+    "      --tls-min V, --tls-max V  https: TLS versions, 1.2 or 1.3\n"
     "  -q, --quiet             no progress line, no summary\n"
     "\n"
     "exit codes: 0 done, 1 nothing succeeded or an internal error, 2 bad flags or plan,\n"
@@ -141,6 +146,7 @@ struct run_opts {
     const char *resolve[16], *connect_to[16];
     size_t nresolve, nconnect_to;
     int64_t dns_ttl_ns;
+    struct sq_tls_client_opts tls;
 };
 
 /* --dns-ttl: the run's lookup again, on the main thread. */
@@ -170,13 +176,19 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"resolve", required_argument, NULL, 'R'},
         {"connect-to", required_argument, NULL, 'O'},
         {"dns-ttl", required_argument, NULL, 'D'},
+        {"insecure", no_argument, NULL, 'k'},
+        {"cacert", required_argument, NULL, 'A'},
+        {"cert", required_argument, NULL, 'E'},
+        {"key", required_argument, NULL, 'K'},
+        {"tls-min", required_argument, NULL, 'm'},
+        {"tls-max", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
     };
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":t:qh", longs, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":t:qhk", longs, NULL)) != -1) {
         switch (ch) {
         case 't':
             if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
@@ -221,6 +233,28 @@ static int parse(int argc, char **argv, struct run_opts *o)
             (ct ? o->connect_to : o->resolve)[(*n)++] = optarg;
             break;
         }
+        case 'k':
+            o->tls.insecure = true;
+            break;
+        case 'A':
+            o->tls.cacert = optarg;
+            break;
+        case 'E':
+            o->tls.cert = optarg;
+            break;
+        case 'K':
+            o->tls.key = optarg;
+            break;
+        case 'm':
+        case 'M':
+            if (sq_tls_version_parse(optarg) < 0)
+                return usage_error("--tls-min/--tls-max: '%s' is not a TLS version (1.2 or 1.3)",
+                                   optarg);
+            if (ch == 'm')
+                o->tls.min_version = optarg;
+            else
+                o->tls.max_version = optarg;
+            break;
         case 'D':
             if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->dns_ttl_ns) < 0 || o->dns_ttl_ns <= 0)
                 return usage_error("--dns-ttl: expected a duration like 30s, got '%s'", optarg);
@@ -234,6 +268,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
             return usage_error("unknown flag '%s'", argv[optind - 1]);
         }
     }
+    if (o->tls.min_version && o->tls.max_version &&
+        sq_tls_version_parse(o->tls.min_version) > sq_tls_version_parse(o->tls.max_version))
+        return usage_error("--tls-min is above --tls-max%s", "");
+    if (o->tls.key && !o->tls.cert)
+        return usage_error("--key needs --cert%s", "");
     if (optind != argc - 1)
         return usage_error("%s", optind >= argc ? "run needs one plan file" : "one plan file only");
     o->plan = argv[optind];
@@ -257,6 +296,7 @@ int sq_cli_run(int argc, char **argv)
     struct sq_result res = {0};
     struct sq_th_verdicts verdicts = {0};
     struct ticker tk = {.plan = p};
+    struct sq_tls_client *tls = NULL;
     FILE *jf = NULL, *hf = NULL;
     const char *why = NULL;
     char err[512];
@@ -273,10 +313,15 @@ int sq_cli_run(int argc, char **argv)
         exit_code = SQ_EXIT_USAGE;
         goto out;
     }
-    if (strcmp(url.scheme, "http") != 0) {
-        fprintf(stderr, "squall: %s: target: only http:// targets for now\n", o.plan);
-        exit_code = SQ_EXIT_USAGE;
-        goto out;
+    if (strcmp(url.scheme, "https") == 0) {
+        char terr[SQ_TLS_ERRLEN];
+        o.tls.host = url.host;
+        rc = sq_tls_client_new(&o.tls, &tls, terr, sizeof(terr));
+        if (rc < 0) {
+            fprintf(stderr, "squall: tls: %s\n", rc == -EINVAL ? terr : sq_strerror(rc));
+            exit_code = SQ_EXIT_USAGE;
+            goto out;
+        }
     }
     const char *accept = o.no_compression ? NULL : sq_accept_encoding_default();
     scens = calloc(p->nscenarios ? p->nscenarios : 1, sizeof(*scens));
@@ -304,6 +349,7 @@ int sq_cli_run(int argc, char **argv)
         .scens = scens,
         .nscens = (uint32_t)p->nscenarios,
         .phases = !o.no_phases,
+        .tls = tls,
     };
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
@@ -429,6 +475,7 @@ out:
             sq_flow_free((struct sq_flow *)scens[i].flow);
     free(scens);
     sq_url_dispose(&url);
+    sq_tls_client_free(tls);
     sq_plan_free(p);
     return exit_code;
 }

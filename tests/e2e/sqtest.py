@@ -17,7 +17,7 @@ import time
 import unittest
 
 HOST = "127.0.0.1"
-_LISTEN_RE = re.compile(r"^squall target listening on http://(.+):(\d+)$")
+_LISTEN_RE = re.compile(r"^squall target listening on https?://(.+):(\d+)$")
 
 
 def squall_path():

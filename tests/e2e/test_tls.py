@@ -3,7 +3,6 @@
 
 import json
 import os
-import re
 import shutil
 import socket
 import ssl
@@ -17,7 +16,6 @@ import sqtest  # noqa: E402
 from sqtest import HOST, run_json, run_squall  # noqa: E402
 
 # `squall target --tls` prints https://; accept both schemes.
-sqtest._LISTEN_RE = re.compile(r"^squall target listening on https?://(.+):(\d+)$")
 
 VERIFY_MSG = "tls: certificate verify failed: self-signed certificate (depth 0, CN=localhost)"
 
