@@ -101,6 +101,7 @@ struct sq_engine__conn {
 static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
 
 static void conn_connect(struct sq_engine__conn *c);
+static void conn_backoff(struct sq_engine__conn *c);
 static int on_head(void *ud, const char *head, size_t len);
 
 /* A fresh reader whose head callback decides, per response, whether the body is decoded,
@@ -225,8 +226,23 @@ static void connect_failed(struct sq_engine__conn *c, int err)
     __atomic_store_n(&w->live.last_connect_err, err, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
     conn_close(c);
-    if (!w->sending)
+    conn_backoff(c);
+}
+
+/* After a failed connect or handshake: try again later, with a backoff that doubles from 10 ms
+ * to 1.28 s. Once the run winds down nothing reconnects: a VU still inside an iteration gives
+ * that iteration up (it would otherwise wait for the hard end). */
+static void conn_backoff(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    if (!w->sending) {
+        if (c->fv && c->fv->in_iter) {
+            c->fv->in_iter = false;
+            w->in_iter--;
+            w->interrupted++;
+        }
         return;
+    }
     int64_t delay = BACKOFF_MIN_NS << c->backoff;
     if (c->backoff < BACKOFF_MAX_SHIFT)
         c->backoff++;
@@ -281,13 +297,7 @@ static void tls_failed(struct sq_engine__conn *c, const char *msg)
     tls_note(w, msg);
     __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
     conn_close(c);
-    if (!w->sending)
-        return;
-    int64_t delay = BACKOFF_MIN_NS << c->backoff;
-    if (c->backoff < BACKOFF_MAX_SHIFT)
-        c->backoff++;
-    if (sq_timer_start(w->loop, &c->timer, sq_loop_now(w->loop) + delay) == 0)
-        c->state = CONN_BACKOFF;
+    conn_backoff(c);
 }
 
 /* A TLS failure on an open connection: fails the request in flight, if any. */
