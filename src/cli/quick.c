@@ -6,15 +6,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "engine/run.h"
+#include "http/decode.h"
 #include "http/request.h"
 #include "http/url.h"
+#include "net/dns.h"
 #include "net/sock.h"
+#include "net/tls.h"
 #include "output/report.h"
 #include "output/doc.h"
 #include "output/html.h"
@@ -59,7 +63,7 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
 }
 
 static const char usage[] =
-    "usage: squall URL [flags]          closed-loop HTTP/1.1 load test\n"
+    "usage: squall URL [flags]          closed-loop HTTP/1.1 load test (http:// or https://)\n"
     "       squall target [flags]       the built-in test server (squall target --help)\n"
     "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
     "                                   report\n"
@@ -82,7 +86,13 @@ static const char usage[] =
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
     "      --timeout D         per-request timeout (default 10s)\n"
-    "      --connect-timeout D per-connect timeout (default 5s)\n"
+    "      --connect-timeout D per-connect timeout (default 5s; the TLS handshake gets as long)\n"
+    "  -k, --insecure          https: do not verify the server's certificate\n"
+    "      --cacert FILE       https: trust the CAs in this PEM file (default: the system's)\n"
+    "      --cert FILE         https: client certificate (PEM), with --key\n"
+    "      --key FILE          https: private key of --cert (PEM)\n"
+    "      --tls-min V         https: lowest TLS version, 1.2 or 1.3 (default 1.2)\n"
+    "      --tls-max V         https: highest TLS version, 1.2 or 1.3 (default 1.3)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
     "                          to stderr)\n"
     "      --html FILE         write a self-contained HTML report (charts; opens offline)\n"
@@ -90,6 +100,13 @@ static const char usage[] =
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
+    "      --resolve H:P:ADDR  use ADDR (IPv4, [IPv6], comma-separated) for host H port P\n"
+    "      --connect-to H:P:H2:P2  connect to H2:P2 instead of H:P (Host header unchanged)\n"
+    "      --dns-ttl D         resolve the host again every D during the run (default: once)\n"
+    "      --no-compression    do not send Accept-Encoding (default: gzip, deflate, br, zstd;\n"
+    "                          compressed bodies are decoded and counted either way)\n"
+    "      --no-phases         do not record per-phase timings (blocked, connecting,\n"
+    "                          sending, waiting, receiving...)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n"
@@ -161,13 +178,19 @@ static int read_body_file(const char *path, char **out, size_t *len)
 struct quick_opts {
     const char *url, *method, *body_arg, *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample;
+    bool no_phases;
+    bool no_compression;
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
+    const char *resolve[16], *connect_to[16];
+    size_t nresolve, nconnect_to;
+    int64_t dns_ttl_ns;
     uint64_t connections, threads, requests, max_in_flight;
     int64_t duration_ns, timeout_ns, connect_timeout_ns, pacing_ns, graceful_ns;
     double rate;
     const char *stages;
     int quiet, duration_set, rate_set;
+    struct sq_tls_client_opts tls;
 };
 
 static void release_headers(struct quick_opts *o)
@@ -188,6 +211,16 @@ enum {
     OPT_OUT,
     OPT_SAMPLE,
     OPT_HTML,
+    OPT_CACERT,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_TLS_MIN,
+    OPT_TLS_MAX,
+    OPT_NO_PHASES,
+    OPT_NO_COMPRESSION,
+    OPT_RESOLVE,
+    OPT_CONNECT_TO,
+    OPT_DNS_TTL,
 };
 
 /* Parses a duration flag's value (a bare number is seconds); positive refuses zero. */
@@ -196,6 +229,19 @@ static int duration_flag(const char *flag, const char *arg, bool positive, int64
     if (sq_parse_duration(arg, SQ_NS_PER_S, out) < 0 || (positive && *out <= 0))
         return usage_error("%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag, arg);
     return 0;
+}
+
+/* --dns-ttl: the run's lookup again, on the main thread. */
+struct relookup {
+    const struct sq_dns_opts *dns;
+    const struct sq_url *url;
+};
+
+static int relookup(void *ud, struct sq_addr *out, int max)
+{
+    struct relookup *r = ud;
+    char why[300];
+    return sq_dns_lookup(r->dns, r->url->host, r->url->port, out, max, why, sizeof(why));
 }
 
 static int parse_flags(int argc, char **argv, struct quick_opts *o)
@@ -219,7 +265,18 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"json", required_argument, NULL, OPT_JSON},
+        {"insecure", no_argument, NULL, 'k'},
+        {"cacert", required_argument, NULL, OPT_CACERT},
+        {"cert", required_argument, NULL, OPT_CERT},
+        {"key", required_argument, NULL, OPT_KEY},
+        {"tls-min", required_argument, NULL, OPT_TLS_MIN},
+        {"tls-max", required_argument, NULL, OPT_TLS_MAX},
         {"quiet", no_argument, NULL, 'q'},
+        {"no-phases", no_argument, NULL, OPT_NO_PHASES},
+        {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
+        {"resolve", required_argument, NULL, OPT_RESOLVE},
+        {"connect-to", required_argument, NULL, OPT_CONNECT_TO},
+        {"dns-ttl", required_argument, NULL, OPT_DNS_TTL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -228,7 +285,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     optind = 1;
     int opt, li = -1, rc;
     char shortname[3] = "-?";
-    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:qhV", longs, &li)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:kqhV", longs, &li)) != -1) {
         /* Name the flag as the user wrote it: "--connections" or "-c". */
         char longname[40];
         const char *flag = shortname;
@@ -335,6 +392,49 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         case 'q':
             o->quiet = 1;
             break;
+        case 'k':
+            o->tls.insecure = true;
+            break;
+        case OPT_CACERT:
+            o->tls.cacert = optarg;
+            break;
+        case OPT_CERT:
+            o->tls.cert = optarg;
+            break;
+        case OPT_KEY:
+            o->tls.key = optarg;
+            break;
+        case OPT_TLS_MIN:
+        case OPT_TLS_MAX:
+            if (sq_tls_version_parse(optarg) < 0)
+                return usage_error("%s: '%s' is not a TLS version (1.2 or 1.3)", flag, optarg);
+            if (opt == OPT_TLS_MIN)
+                o->tls.min_version = optarg;
+            else
+                o->tls.max_version = optarg;
+            break;
+        case OPT_NO_PHASES:
+            o->no_phases = true;
+            break;
+        case OPT_NO_COMPRESSION:
+            o->no_compression = true;
+            break;
+        case OPT_RESOLVE:
+        case OPT_CONNECT_TO: {
+            char why[200];
+            bool ct = opt == OPT_CONNECT_TO;
+            size_t *n = ct ? &o->nconnect_to : &o->nresolve;
+            if (*n == 16)
+                return usage_error("%s: at most %s of them", flag, "16");
+            if (sq_dns_check_arg(optarg, ct, why, sizeof(why)) < 0)
+                return usage_error("%s: %s", flag, why);
+            (ct ? o->connect_to : o->resolve)[(*n)++] = optarg;
+            break;
+        }
+        case OPT_DNS_TTL:
+            if ((rc = duration_flag(flag, optarg, true, &o->dns_ttl_ns)) != 0)
+                return rc;
+            break;
         case 'h':
             sq_cli_usage(stdout);
             return SQ_EXIT_DONE;
@@ -366,6 +466,12 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         return usage_error("--max-in-flight applies to the open loop (-r)%s%s", "", "");
     if (o->max_in_flight && o->max_in_flight < o->connections)
         return usage_error("--max-in-flight must be at least -c%s%s", "", "");
+    if (o->tls.min_version && o->tls.max_version &&
+        sq_tls_version_parse(o->tls.min_version) > sq_tls_version_parse(o->tls.max_version))
+        return usage_error("--tls-min %s is above --tls-max %s", o->tls.min_version,
+                           o->tls.max_version);
+    if (o->tls.key && !o->tls.cert)
+        return usage_error("--key needs --cert%s%s", "", "");
     return 0;
 }
 
@@ -422,11 +528,17 @@ int sq_cli_quick(int argc, char **argv)
         release_headers(&o);
         return usage_error("bad URL '%s': %s", o.url, why ? why : sq_strerror(rc));
     }
-    if (strcmp(url.scheme, "http") != 0) {
-        sq_url_dispose(&url);
-        release_headers(&o);
-        return usage_error("unsupported scheme in '%s': %s (only http:// for now)", o.url,
-                           "TLS is not built yet");
+    struct sq_tls_client *tls = NULL;
+    if (strcmp(url.scheme, "https") == 0) {
+        char err[SQ_TLS_ERRLEN];
+        o.tls.host = url.host;
+        rc = sq_tls_client_new(&o.tls, &tls, err, sizeof(err));
+        if (rc < 0) {
+            sq_url_dispose(&url);
+            release_headers(&o);
+            return rc == -EINVAL ? usage_error("tls: %s%s", err, "")
+                                 : usage_error("tls: %s%s", sq_strerror(rc), "");
+        }
     }
 
     int exit_code = SQ_EXIT_FAIL;
@@ -450,8 +562,19 @@ int sq_cli_quick(int argc, char **argv)
             goto out;
         memcpy(body, o.body_arg, body_len + 1);
     }
+    /* Accept-Encoding is offered unless the user set one or turned compression off. */
+    const char *accept = o.no_compression ? NULL : sq_accept_encoding_default();
+    for (size_t i = 0; i < o.nheaders; i++)
+        if (strcasecmp(o.headers[i].name, "Accept-Encoding") == 0)
+            accept = o.headers[i].value[0] ? o.headers[i].value : NULL;
+    bool add_accept = accept && !o.no_compression && accept == sq_accept_encoding_default() &&
+                      o.nheaders < MAX_HEADERS;
+    if (add_accept)
+        o.headers[o.nheaders++] = (struct sq_kv){.name = "Accept-Encoding", .value = accept};
     rc = sq_request_build(o.method, url.path, url.authority, o.headers, o.nheaders, body, body_len,
                           &req, &req_len);
+    if (add_accept)
+        o.headers[--o.nheaders] = (struct sq_kv){0};
     if (rc < 0) {
         exit_code = usage_error("cannot build the request: %s%s", sq_strerror(rc), "");
         goto out;
@@ -464,6 +587,8 @@ int sq_cli_quick(int argc, char **argv)
         .timeout_ns = o.timeout_ns,
         .connect_timeout_ns = o.connect_timeout_ns,
         .stop = &stop_flag,
+        .tls = tls,
+        .phases = !o.no_phases,
     };
     rc = build_exec(&o, &cfg.exec);
     if (rc != 0) {
@@ -473,12 +598,25 @@ int sq_cli_quick(int argc, char **argv)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
 
-    rc = sq_resolve(url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, &why);
+    struct sq_dns_opts dns = {.resolve = o.resolve,
+                              .nresolve = o.nresolve,
+                              .connect_to = o.connect_to,
+                              .nconnect_to = o.nconnect_to};
+    struct relookup rl = {.dns = &dns, .url = &url};
+    int64_t t0 = sq_now_ns();
+    char dwhy[300];
+    rc = sq_dns_lookup(&dns, url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, dwhy, sizeof(dwhy));
     if (rc < 0) {
-        fprintf(stderr, "squall: cannot resolve '%s': %s\n", url.host, why);
+        fprintf(stderr, "squall: dns: %s\n", dwhy);
         goto out;
     }
+    cfg.dns_ns = sq_now_ns() - t0;
     cfg.naddrs = rc;
+    if (o.dns_ttl_ns) {
+        cfg.dns_ttl_ns = o.dns_ttl_ns;
+        cfg.resolve = relookup;
+        cfg.resolve_ud = &rl;
+    }
 
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
     uint64_t have = 0, need = (uint64_t)sq_exec_max_vus(&cfg.exec) + 64;
@@ -562,6 +700,7 @@ int sq_cli_quick(int argc, char **argv)
         .timeout_ns = cfg.timeout_ns,
         .connect_timeout_ns = cfg.connect_timeout_ns,
         .request_bytes = req_len,
+        .accept_encoding = accept,
     };
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_json_doc(&info, &res);
@@ -577,8 +716,11 @@ int sq_cli_quick(int argc, char **argv)
         fprintf(stderr, "squall: --html: write failed: %s\n", strerror(errno));
     json_decref(doc);
     if (res.c.completed == 0) {
-        fprintf(stderr, "squall: no request succeeded%s%s\n", res.aborted ? ": " : "",
-                res.aborted ? res.abort_reason : "");
+        if (!res.aborted && res.tls_error[0])
+            fprintf(stderr, "squall: no request succeeded: tls: %s\n", res.tls_error);
+        else
+            fprintf(stderr, "squall: no request succeeded%s%s\n", res.aborted ? ": " : "",
+                    res.aborted ? res.abort_reason : "");
         exit_code = SQ_EXIT_FAIL;
     } else {
         exit_code = SQ_EXIT_OK;
@@ -599,5 +741,6 @@ out:
     free(body);
     sq_url_dispose(&url);
     release_headers(&o);
+    sq_tls_client_free(tls);
     return exit_code;
 }

@@ -20,6 +20,12 @@
  * handler call) is rendered at once and its bytes held in an outq (d_held, DF_HELD) until the
  * timer fires. Either way F_DEFER is set and the connection waits with no events registered.
  *
+ * Streams: a streamed answer (resp->stream) sends its head with the batch, then lives in a small
+ * struct stream (c->d_stream, DF_STREAM) with F_DEFER set, driven by c->timer: each tick renders
+ * the pieces that are due as chunks into ob and sends them. While c->out is pending the tick only
+ * notes it (blocked) and on_writable runs it again once the output drains, so a slow reader
+ * holds at most one batch of pieces, never a growing queue.
+ *
  * Write path: the batch is sent as soon as it is built; only on EAGAIN is the rest copied into
  * c->out and EPOLLOUT requested (one epoll_ctl), and EPOLLIN comes back when it drains.
  * c->out holds [bytes][fill tail]: a large streamed body is never copied, only referenced.
@@ -48,6 +54,7 @@
 #include "base/clock.h"
 #include "loop/loop.h"
 #include "net/sock.h"
+#include "net/tls.h"
 
 #define RBUF_SIZE   (64 * 1024)
 #define OB_INIT     (64 * 1024)
@@ -101,18 +108,23 @@ enum {
     F_LINGER_AFTER = 4, /* ...and close lingering (error answer, or input left unread) */
     F_LINGER = 8,       /* write side shut; draining input until EOF or c->timer */
     F_FAIL = 16,        /* out of memory while answering: close without lingering */
+    F_HS = 32,          /* TLS handshake in progress */
 };
 
-/* parked response: HEAD, Connection header, rendered bytes held in d_held */
-enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4, DF_HELD = 8 };
+/* parked response: HEAD, Connection header, rendered bytes held in d_held, a stream in d_stream */
+enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4, DF_HELD = 8, DF_STREAM = 16 };
+/* how render() frames the body */
+enum { FR_LENGTH, FR_CHUNKED, FR_NONE };
 enum { CONN_HDR_NONE, CONN_HDR_CLOSE, CONN_HDR_KA };
 
 struct worker;
 
-/* One connection: 88 bytes on x86-64, all an idle one costs besides the kernel's socket. */
+/* One connection: 96 bytes on x86-64, all an idle one costs besides the kernel's socket (and,
+ * with TLS, OpenSSL's state). */
 struct conn {
     struct sq_io io; /* io.fd < 0: the struct is free */
     struct worker *w;
+    struct sq_tls_conn *tls; /* NULL: plaintext */
     union {
         struct inbuf *in;
         struct conn *next_free;
@@ -122,7 +134,8 @@ struct conn {
     const char *d_ctype;   /* the parked response */
     union {
         const char *d_body;
-        struct outq *d_held; /* DF_HELD: the rendered response, sent when the timer fires */
+        struct outq *d_held;     /* DF_HELD: the rendered response, sent when the timer fires */
+        struct stream *d_stream; /* DF_STREAM: the streamed body in progress */
     };
     uint32_t d_body_len;
     uint16_t d_status;
@@ -132,6 +145,18 @@ struct conn {
 
 _Static_assert(sizeof(struct conn) <= 96, "an idle connection should stay this small");
 
+/* A streamed body in progress (see sq_server_resp.stream). */
+struct stream {
+    sq_server_stream_fn fn;
+    void *ud;
+    uint32_t next, count; /* the next piece to make; how many in all */
+    int64_t start_ns, interval_ns;
+    bool chunked; /* false: HTTP/1.0, the body ends with the connection */
+    bool blocked; /* a tick found c->out pending: on_writable ticks again once it drains */
+};
+
+#define STREAM_BATCH (64 * 1024) /* bytes of pieces rendered per tick at most */
+
 struct slab {
     struct slab *next;
     struct conn c[SLAB_CONNS];
@@ -139,7 +164,7 @@ struct slab {
 
 /* Written by the owning worker only (relaxed stores), read by anyone (relaxed loads). */
 struct counters {
-    _Atomic uint64_t accepted, requests, bad_req, too_large, head_big;
+    _Atomic uint64_t accepted, requests, bad_req, too_large, head_big, tls_ok, tls_failed;
 };
 
 struct view {
@@ -178,12 +203,14 @@ struct sq_server {
     bool joined;
     bool stamp;
     uint16_t port;
+    struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
     struct worker **w;
 };
 
 static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct rx *st);
+static void resume(struct worker *w, struct conn *c);
 
 /* ---- small helpers ---- */
 
@@ -300,8 +327,10 @@ static void copy_fill(char *o, const char *fill, size_t fill_len, uint64_t n)
     }
 }
 
-/* Renders one response into the batch. Returns false when out of memory. */
-static bool render(struct worker *w, const struct sq_server_resp *r, bool head_only, int conn_hdr)
+/* Renders one response into the batch, its body framed as framing says (FR_CHUNKED and FR_NONE
+ * write the head only: a stream's pieces follow later). Returns false when out of memory. */
+static bool render_framed(struct worker *w, const struct sq_server_resp *r, bool head_only,
+                          int conn_hdr, int framing)
 {
     int status = r->status ? r->status : 200;
     const char *ctype = r->content_type, *fill = r->fill;
@@ -314,7 +343,7 @@ static bool render(struct worker *w, const struct sq_server_resp *r, bool head_o
         fill_total = 0;
     }
     bool no_cl = status == 204 || status == 304;
-    bool no_body = head_only || no_cl;
+    bool no_body = head_only || no_cl || framing != FR_LENGTH;
     size_t ctype_len = ctype ? strlen(ctype) : 0;
     bool inline_fill = fill_total <= FILL_INLINE;
     size_t need = 160 + ctype_len + hdrs_len;
@@ -336,10 +365,12 @@ static bool render(struct worker *w, const struct sq_server_resp *r, bool head_o
         o = put(o, reason, strlen(reason));
         o = PUT_LIT(o, "\r\n");
     }
-    if (!no_cl) {
+    if (!no_cl && framing == FR_LENGTH) {
         o = PUT_LIT(o, "Content-Length: ");
         o = put_u64(o, body_len + fill_total);
         o = PUT_LIT(o, "\r\n");
+    } else if (!no_cl && framing == FR_CHUNKED) {
+        o = PUT_LIT(o, "Transfer-Encoding: chunked\r\n");
     }
     if (ctype) {
         o = PUT_LIT(o, "Content-Type: ");
@@ -367,11 +398,51 @@ static bool render(struct worker *w, const struct sq_server_resp *r, bool head_o
     return true;
 }
 
+static bool render(struct worker *w, const struct sq_server_resp *r, bool head_only, int conn_hdr)
+{
+    return render_framed(w, r, head_only, conn_hdr, FR_LENGTH);
+}
+
 /* ---- sending ---- */
 
-/* Sends v until done (0), the socket is full (-EAGAIN: v says what is left) or an error. */
-static int view_send(int fd, struct view *v)
+/* view_send over TLS: piece by piece, each write all-or-nothing. A piece that hits EAGAIN is
+ * left in v whole, so the retry starts with the same bytes (sq_tls_write's rule). */
+static int tls_view_send(struct sq_tls_conn *t, struct view *v)
 {
+    for (;;) {
+        const char *p;
+        size_t k;
+        bool fill = v->len == 0;
+        if (!fill) {
+            p = v->p;
+            k = v->len;
+        } else if (v->fill_left) {
+            p = v->fill + v->fill_off;
+            k = v->fill_len - v->fill_off;
+            if (k > v->fill_left)
+                k = (size_t)v->fill_left;
+        } else {
+            return 0;
+        }
+        ssize_t r = sq_tls_write(t, p, k);
+        if (r < 0)
+            return (int)r;
+        if (!fill) {
+            v->p += r;
+            v->len -= (size_t)r;
+        } else {
+            v->fill_left -= (uint64_t)r;
+            v->fill_off = (v->fill_off + (size_t)r) % v->fill_len;
+        }
+    }
+}
+
+/* Sends v on c until done (0), the socket is full (-EAGAIN: v says what is left) or an error. */
+static int view_send(struct conn *c, struct view *v)
+{
+    if (SQ_UNLIKELY(c->tls != NULL))
+        return tls_view_send(c->tls, v);
+    int fd = c->io.fd;
     for (;;) {
         struct iovec iov[MAX_IOV];
         int n = 0;
@@ -428,7 +499,7 @@ static int batch_flush(struct worker *w, struct conn *c)
     v.len = w->olen;
     w->olen = 0;
     w->fill.fill_left = 0;
-    int rc = view_send(c->io.fd, &v);
+    int rc = view_send(c, &v);
     if (rc == -EAGAIN) {
         struct outq *q = malloc(sizeof(*q) + v.len);
         if (q) {
@@ -477,12 +548,16 @@ static struct conn *conn_get(struct worker *w)
     return c;
 }
 
-/* Frees a held response that was never sent. */
+/* Frees a held response that was never sent, or a stream that did not end. */
 static void drop_held(struct conn *c)
 {
     if ((c->flags & F_DEFER) && (c->d_flags & DF_HELD)) {
         free(c->d_held);
         c->d_held = NULL;
+        c->d_flags = 0;
+    } else if ((c->flags & F_DEFER) && (c->d_flags & DF_STREAM)) {
+        free(c->d_stream);
+        c->d_stream = NULL;
         c->d_flags = 0;
     }
 }
@@ -492,6 +567,10 @@ static void conn_close(struct worker *w, struct conn *c)
     sq_timer_stop(w->loop, &c->timer);
     drop_held(c);
     sq_io_stop(w->loop, &c->io);
+    if (c->tls) {
+        sq_tls_conn_free(c->tls);
+        c->tls = NULL;
+    }
     close(c->io.fd);
     free(c->in);
     free(c->out);
@@ -528,6 +607,8 @@ static bool conn_events(struct worker *w, struct conn *c)
 /* The output of a closing connection has drained: close now or linger. */
 static void conn_finish(struct worker *w, struct conn *c)
 {
+    if (c->tls)
+        sq_tls_shutdown(c->tls); /* close_notify first, so the client sees a clean end */
     if (!(c->flags & F_LINGER_AFTER) || (c->flags & F_FAIL) || shutdown(c->io.fd, SHUT_WR) < 0) {
         conn_close(w, c);
         return;
@@ -689,6 +770,140 @@ static bool hold(struct worker *w, struct conn *c, const struct sq_server_resp *
     return true;
 }
 
+/* Sends the head of a streamed answer with the batch and parks c with its stream, the timer
+ * armed for the first piece. HEAD, 204 and 304 get the head alone and no stream. Returns false
+ * (the batch as before) when out of memory. */
+static bool stream_begin(struct worker *w, struct conn *c, const struct sq_server_resp *r,
+                         bool head_only, bool chunked, int conn_hdr, bool close_after)
+{
+    int status = r->status ? r->status : 200;
+    if (status < 200 || status > 999)
+        return false; /* the caller answers 500 */
+    struct sq_server_resp h = *r;
+    h.body_len = 0;
+    h.fill_total = 0;
+    size_t start = w->olen;
+    if (!render_framed(w, &h, head_only, conn_hdr, chunked ? FR_CHUNKED : FR_NONE))
+        return false;
+    if (head_only || status == 204 || status == 304) {
+        if (close_after)
+            c->flags |= F_CLOSE;
+        return true; /* the head is the whole answer */
+    }
+    struct stream *st = malloc(sizeof(*st));
+    if (st) {
+        st->fn = r->stream;
+        st->ud = r->stream_ud;
+        st->next = 0;
+        st->count = r->stream_count;
+        st->start_ns = sq_now_ns();
+        st->interval_ns = r->stream_interval_ns > 0 ? r->stream_interval_ns : 0;
+        st->chunked = chunked;
+        st->blocked = false;
+    }
+    if (!st || sq_timer_start(w->loop, &c->timer, st->start_ns + st->interval_ns) < 0) {
+        free(st);
+        w->olen = start;
+        return false;
+    }
+    c->d_stream = st;
+    c->d_flags = (uint8_t)(DF_STREAM | (close_after ? DF_CLOSE : 0));
+    c->flags |= F_DEFER;
+    return true;
+}
+
+/* Appends the pieces of c's stream that are due (at most STREAM_BATCH bytes of them) to the
+ * batch and sends it; ends the stream after its last piece, then goes on as after a parked
+ * answer. c may be closed on return. */
+static void stream_tick(struct worker *w, struct conn *c)
+{
+    struct stream *st = c->d_stream;
+    if (c->out) {
+        st->blocked = true; /* on_writable calls again once the output drains */
+        return;
+    }
+    st->blocked = false;
+    int64_t now = sq_now_ns();
+    char piece[SQ_SERVER_STREAM_PIECE];
+    while (st->next < st->count && w->olen < STREAM_BATCH) {
+        if (st->start_ns + st->interval_ns * ((int64_t)st->next + 1) > now)
+            break;
+        size_t n = st->fn(st->ud, st->next, st->count, piece, sizeof(piece));
+        st->next++;
+        if (n == 0)
+            continue;
+        if (n > sizeof(piece))
+            n = sizeof(piece);
+        if (!ob_reserve(w, n + 16))
+            goto fail;
+        char *o = w->ob + w->olen;
+        if (st->chunked) {
+            static const char hex[] = "0123456789abcdef";
+            char tmp[8];
+            int k = 8;
+            size_t v = n;
+            do {
+                tmp[--k] = hex[v & 15];
+                v >>= 4;
+            } while (v);
+            o = put(o, tmp + k, (size_t)(8 - k));
+            o = PUT_LIT(o, "\r\n");
+        }
+        o = put(o, piece, n);
+        if (st->chunked)
+            o = PUT_LIT(o, "\r\n");
+        w->olen = (size_t)(o - w->ob);
+    }
+    bool done = st->next >= st->count;
+    if (done && st->chunked) {
+        if (!ob_reserve(w, 5))
+            goto fail;
+        memcpy(w->ob + w->olen, "0\r\n\r\n", 5);
+        w->olen += 5;
+    }
+    if (!done) {
+        /* a full batch: go on in the next loop round; else at the next piece's time */
+        int64_t due = w->olen >= STREAM_BATCH
+                          ? now
+                          : st->start_ns + st->interval_ns * ((int64_t)st->next + 1);
+        if (sq_timer_start(w->loop, &c->timer, due) < 0)
+            goto fail;
+    }
+    if (w->olen && batch_flush(w, c) < 0) {
+        conn_close(w, c);
+        return;
+    }
+    if (!done) {
+        if (c->out)
+            conn_events(w, c); /* EPOLLOUT; F_DEFER keeps EPOLLIN off */
+        return;
+    }
+    free(st);
+    c->d_stream = NULL;
+    c->flags &= (uint8_t)~F_DEFER;
+    bool close_after = c->d_flags & DF_CLOSE;
+    c->d_flags = 0;
+    if (close_after) {
+        c->flags |= F_CLOSE;
+        if (c->in)
+            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
+        drop_input(c);
+        if (c->out)
+            conn_events(w, c);
+        else
+            conn_finish(w, c);
+        return;
+    }
+    if (c->out)
+        conn_events(w, c);
+    else
+        resume(w, c);
+    return;
+fail:
+    w->olen = 0;
+    conn_close(w, c);
+}
+
 /* Calls the handler for one complete request and renders or parks its answer. */
 static void answer(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
                    const char *body, size_t body_len, int64_t arrival)
@@ -715,10 +930,18 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
     BUMP(w->cnt.requests);
 
     bool close_after = r.close || !req.keep_alive;
+    if (r.stream && r.stream_count && req.minor_version == 0)
+        close_after = true; /* HTTP/1.0 has no chunked framing: the close ends the body */
     int conn_hdr = close_after              ? CONN_HDR_CLOSE
                    : req.minor_version == 0 ? CONN_HDR_KA
                                             : CONN_HDR_NONE;
-    if (r.delay_ns > 0) {
+    if (r.stream && r.stream_count) {
+        if (stream_begin(w, c, &r, req.head, req.minor_version >= 1, conn_hdr, close_after))
+            return;
+        r = (struct sq_server_resp){.status = 500}; /* out of memory: no stream */
+        close_after = true;
+        conn_hdr = CONN_HDR_CLOSE;
+    } else if (r.delay_ns > 0) {
         int64_t d = r.delay_ns > SQ_SERVER_MAX_DELAY_NS ? SQ_SERVER_MAX_DELAY_NS : r.delay_ns;
         /* from a fresh clock, not the loop's round time: the handler may have aimed at an
          * absolute moment (the target's stall window) and must not be answered before it */
@@ -876,11 +1099,60 @@ static void resume(struct worker *w, struct conn *c)
         conn_events(w, c);
 }
 
+/* read(), or TLS: the same contract (-1 with errno; EPROTO for a TLS failure). */
+static inline ssize_t conn_recv(struct conn *c, void *buf, size_t n)
+{
+    if (SQ_UNLIKELY(c->tls != NULL)) {
+        ssize_t r = sq_tls_read(c->tls, buf, n);
+        if (r < 0) {
+            errno = (int)-r;
+            return -1;
+        }
+        return r;
+    }
+    return read(c->io.fd, buf, n);
+}
+
+/* A record larger than the room left in c->in leaves decrypted bytes inside OpenSSL, which no
+ * poll would report: take them now (rbuf reads are record-sized, so they never do). */
+static void tls_drain(struct conn *c)
+{
+    while (sq_tls_pending(c->tls) > 0 && grow_input(c)) {
+        struct inbuf *b = c->in;
+        ssize_t r = sq_tls_read(c->tls, b->data + b->len, b->cap - b->len);
+        if (r <= 0)
+            return;
+        b->len += (uint32_t)r;
+    }
+}
+
+/* Steps a TLS handshake; once done the connection serves like any other. */
+static void handshake(struct worker *w, struct conn *c)
+{
+    int rc = sq_tls_handshake(c->tls);
+    if (rc == -EAGAIN) {
+        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
+            conn_close(w, c);
+        return;
+    }
+    if (rc < 0) {
+        /* Close lingering: a client that already sent its request (TLS 1.3 sends it before
+         * the server has judged its certificate) then reads the alert, not a reset. */
+        BUMP(w->cnt.tls_failed);
+        c->flags = F_CLOSE | F_LINGER_AFTER;
+        conn_finish(w, c);
+        return;
+    }
+    BUMP(w->cnt.tls_ok);
+    c->flags &= (uint8_t)~F_HS;
+    conn_events(w, c);
+}
+
 static void on_readable(struct worker *w, struct conn *c)
 {
     ssize_t n;
     if (SQ_LIKELY(!c->in)) {
-        n = read(c->io.fd, w->rbuf, RBUF_SIZE);
+        n = conn_recv(c, w->rbuf, RBUF_SIZE);
         if (SQ_LIKELY(n > 0)) {
             pump(w, c, w->rbuf, (size_t)n, NULL);
             return;
@@ -894,10 +1166,12 @@ static void on_readable(struct worker *w, struct conn *c)
             return;
         }
         struct inbuf *b = c->in;
-        n = read(c->io.fd, b->data + b->len, b->cap - b->len);
+        n = conn_recv(c, b->data + b->len, b->cap - b->len);
         if (n > 0) {
             b->len += (uint32_t)n;
-            pump(w, c, b->data, b->len, &b->st);
+            if (SQ_UNLIKELY(c->tls != NULL))
+                tls_drain(c);
+            pump(w, c, c->in->data, c->in->len, &c->in->st);
             return;
         }
     }
@@ -911,7 +1185,7 @@ static void on_writable(struct worker *w, struct conn *c)
     struct outq *q = c->out;
     struct view v = {q->data + q->off, q->len - q->off, q->fill,
                      q->fill_len,      q->fill_off,     q->fill_left};
-    int rc = view_send(c->io.fd, &v);
+    int rc = view_send(c, &v);
     if (rc == -EAGAIN) {
         q->off = q->len - v.len;
         q->fill_off = v.fill_off;
@@ -926,7 +1200,10 @@ static void on_writable(struct worker *w, struct conn *c)
     c->out = NULL;
     if (c->flags & F_CLOSE)
         conn_finish(w, c);
-    else if (c->flags & F_DEFER)
+    else if ((c->flags & F_DEFER) && (c->d_flags & DF_STREAM) && c->d_stream->blocked) {
+        if (conn_events(w, c)) /* EPOLLOUT off: a parked connection waits on its timer */
+            stream_tick(w, c);
+    } else if (c->flags & F_DEFER)
         conn_events(w, c);
     else
         resume(w, c);
@@ -938,9 +1215,12 @@ static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
     SQ_UNUSED(rev);
     struct conn *c = SQ_CONTAINER_OF(io, struct conn, io);
     struct worker *w = c->w;
-    if (SQ_UNLIKELY(c->flags & F_LINGER))
-        linger_drain(w, c);
-    else if (c->out)
+    if (SQ_UNLIKELY(c->flags & (F_LINGER | F_HS))) {
+        if (c->flags & F_LINGER)
+            linger_drain(w, c);
+        else
+            handshake(w, c);
+    } else if (c->out)
         on_writable(w, c);
     else if (SQ_UNLIKELY(c->flags & F_DEFER))
         conn_close(w, c); /* only EPOLLERR/EPOLLHUP reach a parked connection: the peer left */
@@ -987,7 +1267,7 @@ static bool held_send(struct conn *c, struct outq *h)
     }
     struct view v = {h->data + h->off, h->len - h->off, h->fill,
                      h->fill_len,      h->fill_off,     h->fill_left};
-    int rc = view_send(c->io.fd, &v);
+    int rc = view_send(c, &v);
     if (rc == -EAGAIN) {
         h->off = h->len - v.len;
         h->fill_off = v.fill_off;
@@ -1010,6 +1290,10 @@ static void on_timer(struct sq_loop *loop, struct sq_timer *t)
     }
     if (!(c->flags & F_DEFER))
         return;
+    if (c->d_flags & DF_STREAM) {
+        stream_tick(w, c);
+        return;
+    }
     c->flags &= (uint8_t)~F_DEFER;
     if (c->d_flags & DF_HELD) {
         struct outq *h = c->d_held;
@@ -1102,10 +1386,22 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
         c->w = w;
         c->in = NULL;
         c->out = NULL;
+        c->tls = NULL;
         c->flags = 0;
         c->d_flags = 0;
         sq_timer_init(&c->timer, on_timer);
+        if (w->srv->tls) {
+            if (sq_tls_conn_server(w->srv->tls, fd, &c->tls) < 0) {
+                close(fd);
+                c->next_free = w->free_conns;
+                w->free_conns = c;
+                continue;
+            }
+            c->flags = F_HS; /* the client speaks first: wait for EPOLLIN */
+        }
         if (sq_io_start(loop, &c->io, fd, EPOLLIN, on_conn) < 0) {
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
             close(fd);
             c->io.fd = -1;
             c->next_free = w->free_conns;
@@ -1135,6 +1431,8 @@ static void worker_close_all(struct worker *w)
             if (c->io.fd < 0)
                 continue;
             drop_held(c);
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
             close(c->io.fd);
             c->io.fd = -1;
             free(c->in);
@@ -1264,6 +1562,7 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     s->handler = cfg->handler;
     s->ud = cfg->ud;
     s->stamp = cfg->stamp_arrivals;
+    s->tls = cfg->tls;
     s->joined = true; /* nothing to join yet */
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->w = calloc((size_t)cfg->threads, sizeof(*s->w));
@@ -1360,5 +1659,7 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
         out->bad_req += atomic_load_explicit(&c->bad_req, memory_order_relaxed);
         out->too_large += atomic_load_explicit(&c->too_large, memory_order_relaxed);
         out->head_big += atomic_load_explicit(&c->head_big, memory_order_relaxed);
+        out->tls_ok += atomic_load_explicit(&c->tls_ok, memory_order_relaxed);
+        out->tls_failed += atomic_load_explicit(&c->tls_failed, memory_order_relaxed);
     }
 }
