@@ -28,7 +28,8 @@ struct sq_tls_client;
     X(WRITE, "write")                                                                              \
     X(DNS, "dns")                                                                                  \
     X(DECODE, "decode")                                                                            \
-    X(TLS, "tls")
+    X(TLS, "tls")                                                                                  \
+    X(EXTRACT, "extract")
 
 enum sq_errk {
 #define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,

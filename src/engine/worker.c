@@ -614,6 +614,7 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
         w->c.checks_passed += p1 - p0;
         w->c.checks_failed += f1 - f0;
         ss->extract_fail += o.extract_fail;
+        w->c.errors[SQ_ERRK_EXTRACT] += o.extract_fail; /* its own kind: costs no request */
         stop = o.stop_iteration;
     }
     flow_advance(c, now, stop);

@@ -214,6 +214,8 @@ class Engine(PlanCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         first = self.step(doc, "first")
         self.assertEqual(first["extract_failed"], 5)
+        self.assertEqual(doc["errors"]["extract"], 5)
+        self.assertEqual(doc["requests"]["failed"], 0)
         self.assertEqual(self.step(doc, "second")["requests"], 0)
         self.assertEqual(doc["metrics"]["iterations"]["count"], 5)
 
