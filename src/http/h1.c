@@ -3,7 +3,9 @@
  * The head parsers are stateless and scan left to right once, checking each byte as soon as it
  * is seen: a malformed head fails on the first bad byte, a valid but incomplete one returns
  * SQ_H1_PARTIAL, and nothing past buf + len is ever read. Only fields that decide framing or
- * connection reuse (Content-Length, Transfer-Encoding, Connection, Expect) are interpreted.
+ * connection reuse (Content-Length, Transfer-Encoding, Connection, Expect), and the two a client
+ * needs before the body (Content-Encoding, Content-Type: text/event-stream), are interpreted;
+ * a field is matched on its name's length first.
  *
  * The body framer and the reader keep their own small state so they can be fed any split of
  * the stream. The reader's invariant: _spill_len > 0 only while a head is incomplete, and then
@@ -123,6 +125,8 @@ struct fields {
     bool conn_close;
     bool conn_keep_alive;
     bool expect_continue;
+    uint8_t coding; /* enum sq_coding over every Content-Encoding field */
+    bool event_stream;
 };
 
 /* Next element of a comma-separated list in v[0,n) from *i, OWS trimmed, empty ones skipped. */
@@ -206,6 +210,26 @@ static void on_connection(struct fields *f, const char *v, size_t n)
     }
 }
 
+/* Content-Encoding: one coding over all fields; a second coding stacks (not decodable). */
+static void on_content_encoding(struct fields *f, const char *v, size_t n)
+{
+    enum sq_coding c = sq_coding_from_header(v, n);
+    if (c != SQ_CODING_NONE)
+        f->coding = f->coding == SQ_CODING_NONE ? (uint8_t)c : (uint8_t)SQ_CODING_OTHER;
+}
+
+/* Content-Type: media-type "text/event-stream" (case-insensitive), then parameters or nothing. */
+static bool is_event_stream(const char *v, size_t n)
+{
+    static const char lit[] = "text/event-stream";
+    size_t i = sizeof(lit) - 1;
+    if (n < i || !ieq(v, i, lit, i))
+        return false;
+    while (i < n && IS_OWS(v[i]))
+        i++;
+    return i == n || v[i] == ';';
+}
+
 static int on_field(struct fields *f, const char *name, size_t name_len, const char *v, size_t n)
 {
     switch (name_len) {
@@ -217,9 +241,17 @@ static int on_field(struct fields *f, const char *name, size_t name_len, const c
         if (IEQ(name, name_len, "connection"))
             on_connection(f, v, n);
         return 0;
+    case 12:
+        if (IEQ(name, name_len, "content-type"))
+            f->event_stream = is_event_stream(v, n);
+        return 0;
     case 14:
         if (IEQ(name, name_len, "content-length"))
             return on_content_length(f, v, n);
+        return 0;
+    case 16:
+        if (IEQ(name, name_len, "content-encoding"))
+            on_content_encoding(f, v, n);
         return 0;
     case 17:
         if (IEQ(name, name_len, "transfer-encoding"))
@@ -370,6 +402,8 @@ static int parse_response(const char *buf, size_t len, const struct sq_h1_limits
     out->chunked = f.chunked;
     out->transfer_encoding = f.te;
     out->keep_alive = f.conn_close ? false : minor >= 1 ? true : f.conn_keep_alive;
+    out->content_encoding = f.coding;
+    out->event_stream = f.event_stream;
     return (int)i;
 }
 
@@ -724,15 +758,25 @@ enum { R_IDLE, R_HEAD, R_BODY, R_DONE };
 #define SPILL_MIN       512u                /* first spill allocation */
 #define SPILL_KEEP      512u                /* a spill buffer this small is kept for reuse */
 
+/* The spill buffer keeps its capacity in its own header, so the reader stays at 88 bytes. */
+struct sq_h1__spill {
+    uint32_t cap;
+    char data[];
+};
+
+static uint32_t spill_cap(const struct sq_h1_reader *r)
+{
+    return r->_spill ? r->_spill->cap : 0;
+}
+
 /* Forgets the spilled bytes; keeps the buffer for reuse only while it is small. */
 static void spill_reset(struct sq_h1_reader *r)
 {
     r->_spill_len = 0;
     r->_eoh = 0;
-    if (r->_spill_cap > SPILL_KEEP) {
+    if (spill_cap(r) > SPILL_KEEP) {
         free(r->_spill);
         r->_spill = NULL;
-        r->_spill_cap = 0;
     }
 }
 
@@ -750,7 +794,7 @@ void sq_h1_reader_dispose(struct sq_h1_reader *r)
 {
     free(r->_spill);
     r->_spill = NULL;
-    r->_spill_cap = r->_spill_len = 0;
+    r->_spill_len = 0;
     r->_state = R_IDLE;
 }
 
@@ -760,6 +804,12 @@ void sq_h1_reader_on_body(struct sq_h1_reader *r, sq_h1_data_cb cb, void *ud)
     r->_ud = ud;
 }
 
+void sq_h1_reader_on_head(struct sq_h1_reader *r, sq_h1_head_cb cb, void *ud)
+{
+    r->_on_head = cb;
+    r->_head_ud = ud;
+}
+
 void sq_h1_reader_start(struct sq_h1_reader *r, bool head_request)
 {
     sq_h1_body_init(&r->body, SQ_H1_BODY_NONE, 0);
@@ -767,6 +817,8 @@ void sq_h1_reader_start(struct sq_h1_reader *r, bool head_request)
     r->status = 0;
     r->minor_version = 0;
     r->keep_alive = false;
+    r->content_encoding = SQ_CODING_NONE;
+    r->event_stream = false;
     spill_reset(r); /* a response abandoned mid-head leaves no big buffer behind */
     r->_interim = 0;
     r->_head_req = head_request;
@@ -780,7 +832,7 @@ uint32_t sq_h1_reader_spill_allocs(const struct sq_h1_reader *r)
 
 size_t sq_h1_reader_heap_bytes(const struct sq_h1_reader *r)
 {
-    return r->_spill ? r->_spill_cap : 0;
+    return spill_cap(r);
 }
 
 /* Appends p[0,n) to the spill buffer; the caller has checked _spill_len + n <= _max_head. */
@@ -789,20 +841,21 @@ static int spill_append(struct sq_h1_reader *r, const char *p, size_t n)
     size_t need = (size_t)r->_spill_len + n;
     if (n == 0)
         return 0;
-    if (need > r->_spill_cap) {
-        size_t cap = r->_spill_cap ? r->_spill_cap : SPILL_MIN;
+    if (need > spill_cap(r)) {
+        size_t cap = r->_spill ? r->_spill->cap : SPILL_MIN;
         while (cap < need)
             cap *= 2;
         if (cap > r->_max_head)
             cap = r->_max_head;
-        char *np = realloc(r->_spill, cap);
+        struct sq_h1__spill *np = realloc(r->_spill, sizeof(*np) + cap);
         if (!np)
             return -ENOMEM;
+        np->cap = (uint32_t)cap;
         r->_spill = np;
-        r->_spill_cap = (uint32_t)cap;
-        r->_spill_allocs++;
+        if (r->_spill_allocs < UINT8_MAX)
+            r->_spill_allocs++;
     }
-    memcpy(r->_spill + r->_spill_len, p, n);
+    memcpy(r->_spill->data + r->_spill_len, p, n);
     r->_spill_len = (uint32_t)need;
     return 0;
 }
@@ -810,10 +863,10 @@ static int spill_append(struct sq_h1_reader *r, const char *p, size_t n)
 /* Looks for the blank line that ends a head in p[0,n), continuing the scan state *st
  * (0: inside a line, 1: just after LF, 2: after LF CR). Returns the offset just past the blank
  * line, or 0 when there is none (a blank line ends at offset >= 1, so 0 is free). */
-static size_t scan_eoh(uint8_t *st, const char *p, size_t n)
+static size_t scan_eoh(unsigned *st, const char *p, size_t n)
 {
     size_t i = 0;
-    uint8_t s = *st;
+    unsigned s = *st;
     while (i < n) {
         if (s == 0) {
             const char *q = memchr(p + i, '\n', n - i);
@@ -836,8 +889,10 @@ static size_t scan_eoh(uint8_t *st, const char *p, size_t n)
     return 0;
 }
 
-/* A complete head was parsed: skip it if interim, else set up the body. */
-static int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h, size_t head_len)
+/* A complete head (head[0, head_len)) was parsed: skip it if interim, else set up the body and
+ * hand the head to the head callback. Returns 0 or a negative code. */
+static int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h, const char *head,
+                   size_t head_len)
 {
     r->head_bytes += (uint32_t)head_len;
     r->status = (uint16_t)h->status;
@@ -848,6 +903,8 @@ static int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h, size_
             return -SQ_ETOOBIG;
         return 0; /* 100 Continue, 103 Early Hints ...: the final response follows */
     }
+    r->content_encoding = h->content_encoding;
+    r->event_stream = h->event_stream;
     enum sq_h1_body_mode mode = SQ_H1_BODY_NONE;
     uint64_t length = 0;
     if (h->status == 101) {
@@ -865,6 +922,8 @@ static int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h, size_
     }
     sq_h1_body_init(&r->body, mode, length);
     r->_state = R_BODY;
+    if (r->_on_head)
+        return r->_on_head(r->_head_ud, head, head_len);
     return 0;
 }
 
@@ -877,27 +936,32 @@ static int reader_head(struct sq_h1_reader *r, const char *buf, size_t len, size
     h.headers = NULL;
     h.headers_cap = 0;
     int rc;
+    unsigned eoh;
     *used = 0;
     if (SQ_LIKELY(r->_spill_len == 0)) {
         /* Fast path: parse in place. */
         rc = sq_h1_parse_response_head(buf, len, &lim, &h);
         if (rc > 0) {
             *used = (size_t)rc;
-            return on_head(r, &h, (size_t)rc) < 0 ? -SQ_ETOOBIG : 1;
+            rc = on_head(r, &h, buf, (size_t)rc);
+            return rc < 0 ? rc : 1;
         }
         if (rc < 0)
             return rc;
         /* A valid prefix (shorter than _max_head): keep it. It holds no blank line. */
-        r->_eoh = 0;
-        if (scan_eoh(&r->_eoh, buf, len) != 0)
+        eoh = 0;
+        if (scan_eoh(&eoh, buf, len) != 0)
             return -SQ_EPARSE;
+        r->_eoh = eoh & 3;
         rc = spill_append(r, buf, len);
         if (rc < 0)
             return rc;
         *used = len;
         return 0;
     }
-    size_t end = scan_eoh(&r->_eoh, buf, len);
+    eoh = r->_eoh;
+    size_t end = scan_eoh(&eoh, buf, len);
+    r->_eoh = eoh & 3;
     if (end == 0) {
         if ((size_t)r->_spill_len + len >= r->_max_head)
             return -SQ_ETOOBIG;
@@ -912,15 +976,18 @@ static int reader_head(struct sq_h1_reader *r, const char *buf, size_t len, size
     rc = spill_append(r, buf, end);
     if (rc < 0)
         return rc;
-    rc = sq_h1_parse_response_head(r->_spill, r->_spill_len, &lim, &h);
+    const char *head = r->_spill->data;
     size_t head_len = r->_spill_len;
+    rc = sq_h1_parse_response_head(head, head_len, &lim, &h);
     if (rc >= 0 && (size_t)rc != head_len)
         rc = -SQ_EPARSE; /* cannot happen: both stop at the first blank line */
+    if (rc >= 0)
+        rc = on_head(r, &h, head, head_len); /* the callback sees the spill buffer */
     spill_reset(r);
     if (rc < 0)
         return rc;
     *used = end;
-    return on_head(r, &h, head_len) < 0 ? -SQ_ETOOBIG : 1;
+    return 1;
 }
 
 int sq_h1_reader_feed(struct sq_h1_reader *r, const char *buf, size_t len, size_t *consumed)

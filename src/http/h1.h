@@ -12,6 +12,12 @@
  * Content-Length that is not a list of equal decimals (at most 18 digits), Content-Length
  * together with Transfer-Encoding, "chunked" that is not the final transfer coding or appears
  * twice. See docs/internals/http.md.
+ *
+ * Besides framing, a response head yields two cheap facts a client needs before the first body
+ * byte: its Content-Encoding (sq_coding_from_header() over every such field: two fields with a
+ * coding each are stacked codings, SQ_CODING_OTHER) and whether Content-Type is
+ * text/event-stream (the last Content-Type field decides). Field names are compared by length
+ * first, so other fields cost one switch on their length.
  */
 #ifndef SQ_HTTP_H1_H
 #define SQ_HTTP_H1_H
@@ -21,6 +27,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "http/decode.h"
 
 /* Returned by the head parsers when the head is not complete yet (a valid prefix). Zero, so it
  * can never be confused with a head length (> 0) or an error (negative). */
@@ -60,11 +67,13 @@ struct sq_h1_response {
     int minor_version;            /* HTTP/1.<minor> */
     const char *reason;           /* reason phrase span (may be empty) */
     size_t reason_len;
-    size_t num_headers;     /* fields in the head (all stored when headers != NULL) */
-    int64_t content_length; /* -1: no Content-Length */
-    bool chunked;           /* Transfer-Encoding ends in "chunked" */
-    bool transfer_encoding; /* a Transfer-Encoding field is present (chunked or not) */
-    bool keep_alive;        /* Connection: close, or HTTP/1.0 without keep-alive: false */
+    size_t num_headers;       /* fields in the head (all stored when headers != NULL) */
+    int64_t content_length;   /* -1: no Content-Length */
+    bool chunked;             /* Transfer-Encoding ends in "chunked" */
+    bool transfer_encoding;   /* a Transfer-Encoding field is present (chunked or not) */
+    bool keep_alive;          /* Connection: close, or HTTP/1.0 without keep-alive: false */
+    uint8_t content_encoding; /* enum sq_coding of the Content-Encoding field(s); NONE: none */
+    bool event_stream;        /* Content-Type is text/event-stream (parameters allowed) */
 };
 
 /* A parsed request head; same conventions as struct sq_h1_response. */
@@ -143,28 +152,40 @@ SQ_MUST_CHECK int sq_h1_body_eof(struct sq_h1_body *b);
 
 /* ---- response reader ---- */
 
-/* One per connection, embedded by the caller (sizeof is about 80 bytes). Public fields are
- * valid after sq_h1_reader_feed()/sq_h1_reader_eof() returned SQ_H1_DONE, until the next
- * sq_h1_reader_start(). A head split across reads is copied into a spill buffer the reader
- * owns (allocated on first need, at most max_head_bytes, kept for reuse while it is small);
- * body bytes are never copied. */
+/* Receives the complete head of a final response: head[0, len), contiguous, valid during the
+ * call only. Return 0 to go on, or a negative code that the feed call then returns. */
+typedef int (*sq_h1_head_cb)(void *ud, const char *head, size_t len);
+
+struct sq_h1__spill; /* the reader's spill buffer (private) */
+
+/* One per connection, embedded by the caller (sizeof is 88 bytes). status, minor_version,
+ * keep_alive, content_encoding and event_stream describe the final response as soon as its head
+ * is parsed: from the head callback on, before the first body callback, and until the next
+ * sq_h1_reader_start(). body and head_bytes are complete once sq_h1_reader_feed() or
+ * sq_h1_reader_eof() returned SQ_H1_DONE. A head split across reads is copied into a spill
+ * buffer the reader owns (allocated on first need, at most max_head_bytes, kept for reuse while
+ * it is small); body bytes are never copied. */
 struct sq_h1_reader {
     struct sq_h1_body body; /* body.bytes: decoded payload bytes of the final response */
     uint32_t head_bytes;    /* bytes of the head(s), interim 1xx heads included */
     uint16_t status;        /* final status; 101 also ends a response */
     uint8_t minor_version;
-    bool keep_alive; /* the connection may carry the next response */
-    sq_h1_data_cb _on_data;
-    void *_ud;
-    char *_spill;
-    uint32_t _spill_len, _spill_cap;
-    uint32_t _max_head;
-    uint32_t _spill_allocs;
+    bool keep_alive;          /* the connection may carry the next response */
+    uint8_t content_encoding; /* enum sq_coding of the final response */
+    bool event_stream;        /* its Content-Type is text/event-stream */
     uint16_t _max_headers;
     uint8_t _state;
-    uint8_t _eoh; /* end-of-head scanner state over the spilled bytes */
     uint8_t _interim;
-    bool _head_req;
+    uint8_t _spill_allocs; /* saturates at 255 */
+    uint8_t _eoh : 2;      /* end-of-head scanner state over the spilled bytes */
+    uint8_t _head_req : 1;
+    uint32_t _spill_len;
+    uint32_t _max_head;
+    sq_h1_data_cb _on_data;
+    void *_ud;
+    sq_h1_head_cb _on_head;
+    void *_head_ud;
+    struct sq_h1__spill *_spill;
 };
 
 /* Initialises r (idle, no memory held). lim may be NULL (defaults); it is copied. */
@@ -174,13 +195,19 @@ void sq_h1_reader_dispose(struct sq_h1_reader *r);
 /* Sets a callback for decoded body bytes of later responses (NULL: framing only, the default).
  * Interim responses and heads never reach it. */
 void sq_h1_reader_on_body(struct sq_h1_reader *r, sq_h1_data_cb cb, void *ud);
+/* Sets a callback for the complete head of each later final response (NULL: none, the
+ * default). It is called once per final response (interim 1xx heads never reach it), after the
+ * public fields are set and before any body callback, with the head from the caller's buffer or,
+ * when the head was split across reads, from the spill buffer. */
+void sq_h1_reader_on_head(struct sq_h1_reader *r, sq_h1_head_cb cb, void *ud);
 /* A new response is expected; head_request: it answers a HEAD request (no body). */
 void sq_h1_reader_start(struct sq_h1_reader *r, bool head_request);
 /* Feeds bytes read from the connection. Returns SQ_H1_DONE when the response ended (*consumed:
  * bytes used; the rest belongs to the next response, after the next sq_h1_reader_start()), 0
  * when all of buf was consumed and more is needed, or a negative code: -SQ_EPARSE,
  * -SQ_ETOOBIG (head over max_head_bytes or max_headers, too many interim responses, chunk
- * caps), -ENOMEM (spill buffer), -SQ_EUSAGE (no response was started). Interim 1xx responses
+ * caps), -ENOMEM (spill buffer), -SQ_EUSAGE (no response was started), or what the head or
+ * body callback returned. Interim 1xx responses
  * other than 101 are skipped; 101, 1xx, 204, 304 and answers to HEAD have no body; a response
  * with neither Content-Length nor chunked runs until the connection closes. After an error the
  * connection must not be reused; the reader may be started again. */
@@ -190,7 +217,8 @@ SQ_MUST_CHECK int sq_h1_reader_feed(struct sq_h1_reader *r, const char *buf, siz
  * the close), 0 when no byte of the started response had arrived (or none was started), or
  * -SQ_EPARSE when the response was cut short. */
 SQ_MUST_CHECK int sq_h1_reader_eof(struct sq_h1_reader *r);
-/* How many times this reader allocated or grew its spill buffer since init (tests). */
+/* How many times this reader allocated or grew its spill buffer since init, at most 255
+ * (tests). */
 uint32_t sq_h1_reader_spill_allocs(const struct sq_h1_reader *r);
 /* Bytes of heap the reader holds now (its spill buffer). */
 size_t sq_h1_reader_heap_bytes(const struct sq_h1_reader *r);

@@ -44,11 +44,13 @@ struct sq_plan_request {
     /* url: a path ("/items?x={{$vu}}") resolved against the plan's target, or an absolute
      * http:// URL on the same host and port as the target (other origins: a load error). */
     struct sq_tmpl *url;
+    char *url_src; /* the url as written in the plan (for `squall validate`) */
     struct sq_plan_header *headers; /* the defaults first, then the step's (a step's header
                                        replaces a default of the same name) */
     size_t nheaders;
     enum sq_body_kind body_kind;
     struct sq_tmpl *body; /* NULL when body_kind is NONE */
+    char *body_file;      /* FILE: the path as written in the plan; NULL otherwise */
     /* Content-Type the engine adds unless a header sets one: application/json for json,
      * application/x-www-form-urlencoded for form, NULL otherwise. */
     const char *content_type;
@@ -66,6 +68,7 @@ struct sq_plan_step {
     int64_t think_ns; /* THINK */
     struct sq_plan_request req;
     struct sq_extractor *extract; /* each sets extract[i].var */
+    char **extract_src;           /* per extractor: its JSON path, regex or header as written */
     size_t nextract;
     struct sq_check *checks;
     size_t nchecks;

@@ -79,6 +79,13 @@ SQ_MUST_CHECK int sq_tmpl_compile(const char *src, size_t len, enum sq_tmpl_esca
                                   struct sq_tmpl_error *err);
 void sq_tmpl_free(struct sq_tmpl *t);
 
+/* A static template holding s[0, len) as it is: "{{" is not interpreted (file bodies). Returns 0
+ * or -ENOMEM. */
+SQ_MUST_CHECK int sq_tmpl_new_literal(const char *s, size_t len, struct sq_tmpl **out);
+
+/* The source text the template was compiled from (for `squall validate`), NUL-terminated. */
+const char *sq_tmpl_source(const struct sq_tmpl *t, size_t *len);
+
 /* True when the template has no dynamic part (only literal text and static values): then *s,
  * *len give the whole rendered text, valid as long as the template. */
 bool sq_tmpl_static(const struct sq_tmpl *t, const char **s, size_t *len);

@@ -15,6 +15,10 @@
  * lines (names lowercased; connection-specific fields dropped), and a DATA source that reads
  * the body, then the fill tail cyclically (never copied whole). A delayed answer (delay_ns)
  * waits on the stream's own loop timer; the other streams of the connection go on meanwhile.
+ * A streamed answer (resp->stream) gets HEADERS without content-length and a DATA source that
+ * makes each piece when nghttp2 asks for data and the piece is due; until then it defers and
+ * the stream's timer resumes it (flow control and a full socket hold pieces back, never queue
+ * them).
  *
  * Limits as HTTP/1.1: a header block over SQ_SERVER_MAX_HEAD bytes or SQ_SERVER_MAX_HEADERS
  * fields is answered 431, a body over SQ_SERVER_MAX_BODY 413 (without calling the handler).
@@ -64,6 +68,14 @@ struct stream {
     size_t fill_len, fill_off;
     uint64_t fill_left;
     uint64_t content_length;
+    /* a streamed answer (sq_server_resp.stream): pieces made as nghttp2 asks for DATA */
+    bool streamed;
+    sq_server_stream_fn sfn;
+    void *sud;
+    uint32_t snext, scount;
+    int64_t sstart, sinterval;
+    char *piece; /* SQ_SERVER_STREAM_PIECE bytes: the piece being sent */
+    uint32_t piece_len, piece_off;
     char hinl[HBUF_INLINE];
     char rinl[RS_INLINE];
 };
@@ -84,6 +96,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* ---- streams ---- */
 
+static void on_timer(struct sq_loop *loop, struct sq_timer *t);
+
 static struct stream *stream_get(struct sq_server__h2 *h, int32_t id)
 {
     struct stream *st = h->free;
@@ -99,7 +113,7 @@ static struct stream *stream_get(struct sq_server__h2 *h, int32_t id)
     st->hbuf = st->hinl;
     st->hcap = HBUF_INLINE;
     st->rs = st->rinl;
-    sq_timer_init(&st->timer, NULL);
+    sq_timer_init(&st->timer, on_timer);
     st->next = h->live;
     if (h->live)
         h->live->prev = st;
@@ -115,6 +129,7 @@ static void stream_release(struct sq_server__h2 *h, struct stream *st, bool keep
     if (st->rs != st->rinl)
         free(st->rs);
     free(st->body);
+    free(st->piece);
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -212,6 +227,50 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
     return (ssize_t)n;
 }
 
+/* A streamed answer: copies the piece in progress, then makes the pieces that are due, until buf
+ * is full; when nothing is due yet, arms the stream's timer for the next piece and defers (the
+ * timer resumes the stream). */
+static ssize_t read_stream(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+                           uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)s;
+    (void)id;
+    struct sq_server__h2 *h = ud;
+    struct stream *st = src->ptr;
+    size_t n = 0;
+    int64_t now = 0;
+    while (n < length) {
+        if (st->piece_off < st->piece_len) {
+            size_t k = st->piece_len - st->piece_off;
+            if (k > length - n)
+                k = length - n;
+            memcpy(buf + n, st->piece + st->piece_off, k);
+            st->piece_off += (uint32_t)k;
+            n += k;
+            continue;
+        }
+        if (st->snext >= st->scount) {
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+            break;
+        }
+        int64_t due = st->sstart + st->sinterval * ((int64_t)st->snext + 1);
+        if (!now)
+            now = sq_now_ns();
+        if (due > now) {
+            if (n)
+                break;
+            if (sq_timer_start(h->loop, &st->timer, due) < 0)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+            return NGHTTP2_ERR_DEFERRED;
+        }
+        size_t k = st->sfn(st->sud, st->snext, st->scount, st->piece, SQ_SERVER_STREAM_PIECE);
+        st->snext++;
+        st->piece_len = (uint32_t)(k < SQ_SERVER_STREAM_PIECE ? k : SQ_SERVER_STREAM_PIECE);
+        st->piece_off = 0;
+    }
+    return (ssize_t)n;
+}
+
 static bool conn_specific(const char *name, size_t n)
 {
     static const char *const drop[] = {"connection", "keep-alive",        "proxy-connection",
@@ -238,7 +297,7 @@ static int submit(struct sq_server__h2 *h, struct stream *st)
     nv[n++] = mknv(":status", 7, status, 3);
     char cl[24];
     bool no_cl = st->status == 204 || st->status == 304;
-    if (!no_cl) {
+    if (!no_cl && !st->streamed) {
         int k = snprintf(cl, sizeof(cl), "%llu", (unsigned long long)st->content_length);
         nv[n++] = mknv("content-length", 14, cl, (size_t)k);
     }
@@ -261,8 +320,9 @@ static int submit(struct sq_server__h2 *h, struct stream *st)
         }
         p = eol ? eol + 1 : end;
     }
-    bool body = !st->head && !no_cl && st->content_length > 0;
-    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+    bool body = !st->head && !no_cl && (st->streamed || st->content_length > 0);
+    nghttp2_data_provider prd = {.source.ptr = st,
+                                 .read_callback = st->streamed ? read_stream : read_body};
     return nghttp2_submit_response(h->s, st->id, nv, n, body ? &prd : NULL);
 }
 
@@ -274,7 +334,8 @@ static bool keep_answer(struct stream *st, const struct sq_server_resp *r)
     const char *ctype = r->content_type;
     size_t hdrs_len = r->headers_len, body_len = r->body_len;
     uint64_t fill_total = r->fill_total;
-    if (status < 200 || status > 999 || (fill_total && (!r->fill || !r->fill_len))) {
+    bool bad = status < 200 || status > 999 || (fill_total && (!r->fill || !r->fill_len));
+    if (bad) {
         status = 500; /* as HTTP/1.1: no 1xx final answer, no fill without bytes */
         ctype = NULL;
         hdrs_len = body_len = 0;
@@ -318,15 +379,37 @@ static bool keep_answer(struct stream *st, const struct sq_server_resp *r)
     st->fill_off = 0;
     st->fill_left = fill_total;
     st->content_length = body_len + fill_total;
+    if (r->stream && r->stream_count && !bad) {
+        st->streamed = true;
+        st->sfn = r->stream;
+        st->sud = r->stream_ud;
+        st->snext = 0;
+        st->scount = r->stream_count;
+        st->sstart = sq_now_ns();
+        st->sinterval = r->stream_interval_ns > 0 ? r->stream_interval_ns : 0;
+        st->rbody_len = st->content_length = 0;
+        st->fill_left = 0;
+        if (!(st->piece = malloc(SQ_SERVER_STREAM_PIECE))) {
+            st->streamed = false;
+            st->status = 500;
+            st->ctype_len = st->hdrs_len = 0;
+            return false;
+        }
+    }
     return true;
 }
 
-static void on_delay(struct sq_loop *loop, struct sq_timer *t)
+/* The stream's timer: a delayed answer is due, or the next piece of a streamed one. Either
+ * call fails only when the stream is gone: nothing to send then. */
+static void on_timer(struct sq_loop *loop, struct sq_timer *t)
 {
     (void)loop;
     struct stream *st = SQ_CONTAINER_OF(t, struct stream, timer);
     struct sq_server__h2 *h = st->h;
-    (void)submit(h, st);      /* fails only when the stream is gone: nothing to send then */
+    if (st->streamed)
+        (void)nghttp2_session_resume_data(h->s, st->id);
+    else
+        (void)submit(h, st);
     sq_server__h2_kick(h->c); /* may close the connection and free h */
 }
 
@@ -400,9 +483,8 @@ static void request_done(struct sq_server__h2 *h, struct stream *st)
     keep_answer(st, &resp);
     if (resp.close)
         (void)nghttp2_submit_goaway(h->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR, NULL, 0);
-    if (resp.delay_ns > 0) {
+    if (resp.delay_ns > 0 && !st->streamed) {
         int64_t d = resp.delay_ns > SQ_SERVER_MAX_DELAY_NS ? SQ_SERVER_MAX_DELAY_NS : resp.delay_ns;
-        st->timer.cb = on_delay;
         /* a fresh clock, as for HTTP/1.1: the handler may aim at an absolute moment */
         if (sq_timer_start(h->loop, &st->timer, sq_now_ns() + d) == 0)
             return;

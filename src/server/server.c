@@ -20,6 +20,12 @@
  * handler call) is rendered at once and its bytes held in an outq (d_held, DF_HELD) until the
  * timer fires. Either way F_DEFER is set and the connection waits with no events registered.
  *
+ * Streams: a streamed answer (resp->stream) sends its head with the batch, then lives in a small
+ * struct stream (c->d_stream, DF_STREAM) with F_DEFER set, driven by c->timer: each tick renders
+ * the pieces that are due as chunks into ob and sends them. While c->out is pending the tick only
+ * notes it (blocked) and on_writable runs it again once the output drains, so a slow reader
+ * holds at most one batch of pieces, never a growing queue.
+ *
  * Write path: the batch is sent as soon as it is built; only on EAGAIN is the rest copied into
  * c->out and EPOLLOUT requested (one epoll_ctl), and EPOLLIN comes back when it drains.
  * c->out holds [bytes][fill tail]: a large streamed body is never copied, only referenced.
@@ -106,8 +112,10 @@ enum {
     F_SERVED = 64,      /* answered a request: the HTTP/2 preface can no longer come */
 };
 
-/* parked response: HEAD, Connection header, rendered bytes held in d_held */
-enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4, DF_HELD = 8 };
+/* parked response: HEAD, Connection header, rendered bytes held in d_held, a stream in d_stream */
+enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4, DF_HELD = 8, DF_STREAM = 16 };
+/* how render() frames the body */
+enum { FR_LENGTH, FR_CHUNKED, FR_NONE };
 enum { CONN_HDR_NONE, CONN_HDR_CLOSE, CONN_HDR_KA };
 
 struct worker;
@@ -128,7 +136,8 @@ struct conn {
     };
     union {
         const char *d_body;
-        struct outq *d_held; /* DF_HELD: the rendered response, sent when the timer fires */
+        struct outq *d_held;     /* DF_HELD: the rendered response, sent when the timer fires */
+        struct stream *d_stream; /* DF_STREAM: the streamed body in progress */
     };
     uint32_t d_body_len;
     uint16_t d_status;
@@ -137,6 +146,18 @@ struct conn {
 };
 
 _Static_assert(sizeof(struct conn) <= 96, "an idle connection should stay this small");
+
+/* A streamed body in progress (see sq_server_resp.stream). */
+struct stream {
+    sq_server_stream_fn fn;
+    void *ud;
+    uint32_t next, count; /* the next piece to make; how many in all */
+    int64_t start_ns, interval_ns;
+    bool chunked; /* false: HTTP/1.0, the body ends with the connection */
+    bool blocked; /* a tick found c->out pending: on_writable ticks again once it drains */
+};
+
+#define STREAM_BATCH (64 * 1024) /* bytes of pieces rendered per tick at most */
 
 struct slab {
     struct slab *next;
@@ -192,6 +213,7 @@ struct sq_server {
 
 static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct rx *st);
 static bool out_append(struct conn *c, const char *p, size_t n);
+static void resume(struct worker *w, struct conn *c);
 
 /* ---- small helpers ---- */
 
@@ -308,8 +330,10 @@ static void copy_fill(char *o, const char *fill, size_t fill_len, uint64_t n)
     }
 }
 
-/* Renders one response into the batch. Returns false when out of memory. */
-static bool render(struct worker *w, const struct sq_server_resp *r, bool head_only, int conn_hdr)
+/* Renders one response into the batch, its body framed as framing says (FR_CHUNKED and FR_NONE
+ * write the head only: a stream's pieces follow later). Returns false when out of memory. */
+static bool render_framed(struct worker *w, const struct sq_server_resp *r, bool head_only,
+                          int conn_hdr, int framing)
 {
     int status = r->status ? r->status : 200;
     const char *ctype = r->content_type, *fill = r->fill;
@@ -322,7 +346,7 @@ static bool render(struct worker *w, const struct sq_server_resp *r, bool head_o
         fill_total = 0;
     }
     bool no_cl = status == 204 || status == 304;
-    bool no_body = head_only || no_cl;
+    bool no_body = head_only || no_cl || framing != FR_LENGTH;
     size_t ctype_len = ctype ? strlen(ctype) : 0;
     bool inline_fill = fill_total <= FILL_INLINE;
     size_t need = 160 + ctype_len + hdrs_len;
@@ -344,10 +368,12 @@ static bool render(struct worker *w, const struct sq_server_resp *r, bool head_o
         o = put(o, reason, strlen(reason));
         o = PUT_LIT(o, "\r\n");
     }
-    if (!no_cl) {
+    if (!no_cl && framing == FR_LENGTH) {
         o = PUT_LIT(o, "Content-Length: ");
         o = put_u64(o, body_len + fill_total);
         o = PUT_LIT(o, "\r\n");
+    } else if (!no_cl && framing == FR_CHUNKED) {
+        o = PUT_LIT(o, "Transfer-Encoding: chunked\r\n");
     }
     if (ctype) {
         o = PUT_LIT(o, "Content-Type: ");
@@ -373,6 +399,11 @@ static bool render(struct worker *w, const struct sq_server_resp *r, bool head_o
     }
     w->olen = (size_t)(o - w->ob);
     return true;
+}
+
+static bool render(struct worker *w, const struct sq_server_resp *r, bool head_only, int conn_hdr)
+{
+    return render_framed(w, r, head_only, conn_hdr, FR_LENGTH);
 }
 
 /* ---- sending ---- */
@@ -485,12 +516,16 @@ static struct conn *conn_get(struct worker *w)
     return c;
 }
 
-/* Frees a held response that was never sent. */
+/* Frees a held response that was never sent, or a stream that did not end. */
 static void drop_held(struct conn *c)
 {
     if ((c->flags & F_DEFER) && (c->d_flags & DF_HELD)) {
         free(c->d_held);
         c->d_held = NULL;
+        c->d_flags = 0;
+    } else if ((c->flags & F_DEFER) && (c->d_flags & DF_STREAM)) {
+        free(c->d_stream);
+        c->d_stream = NULL;
         c->d_flags = 0;
     }
 }
@@ -701,6 +736,140 @@ static bool hold(struct worker *w, struct conn *c, const struct sq_server_resp *
     return true;
 }
 
+/* Sends the head of a streamed answer with the batch and parks c with its stream, the timer
+ * armed for the first piece. HEAD, 204 and 304 get the head alone and no stream. Returns false
+ * (the batch as before) when out of memory. */
+static bool stream_begin(struct worker *w, struct conn *c, const struct sq_server_resp *r,
+                         bool head_only, bool chunked, int conn_hdr, bool close_after)
+{
+    int status = r->status ? r->status : 200;
+    if (status < 200 || status > 999)
+        return false; /* the caller answers 500 */
+    struct sq_server_resp h = *r;
+    h.body_len = 0;
+    h.fill_total = 0;
+    size_t start = w->olen;
+    if (!render_framed(w, &h, head_only, conn_hdr, chunked ? FR_CHUNKED : FR_NONE))
+        return false;
+    if (head_only || status == 204 || status == 304) {
+        if (close_after)
+            c->flags |= F_CLOSE;
+        return true; /* the head is the whole answer */
+    }
+    struct stream *st = malloc(sizeof(*st));
+    if (st) {
+        st->fn = r->stream;
+        st->ud = r->stream_ud;
+        st->next = 0;
+        st->count = r->stream_count;
+        st->start_ns = sq_now_ns();
+        st->interval_ns = r->stream_interval_ns > 0 ? r->stream_interval_ns : 0;
+        st->chunked = chunked;
+        st->blocked = false;
+    }
+    if (!st || sq_timer_start(w->loop, &c->timer, st->start_ns + st->interval_ns) < 0) {
+        free(st);
+        w->olen = start;
+        return false;
+    }
+    c->d_stream = st;
+    c->d_flags = (uint8_t)(DF_STREAM | (close_after ? DF_CLOSE : 0));
+    c->flags |= F_DEFER;
+    return true;
+}
+
+/* Appends the pieces of c's stream that are due (at most STREAM_BATCH bytes of them) to the
+ * batch and sends it; ends the stream after its last piece, then goes on as after a parked
+ * answer. c may be closed on return. */
+static void stream_tick(struct worker *w, struct conn *c)
+{
+    struct stream *st = c->d_stream;
+    if (c->out) {
+        st->blocked = true; /* on_writable calls again once the output drains */
+        return;
+    }
+    st->blocked = false;
+    int64_t now = sq_now_ns();
+    char piece[SQ_SERVER_STREAM_PIECE];
+    while (st->next < st->count && w->olen < STREAM_BATCH) {
+        if (st->start_ns + st->interval_ns * ((int64_t)st->next + 1) > now)
+            break;
+        size_t n = st->fn(st->ud, st->next, st->count, piece, sizeof(piece));
+        st->next++;
+        if (n == 0)
+            continue;
+        if (n > sizeof(piece))
+            n = sizeof(piece);
+        if (!ob_reserve(w, n + 16))
+            goto fail;
+        char *o = w->ob + w->olen;
+        if (st->chunked) {
+            static const char hex[] = "0123456789abcdef";
+            char tmp[8];
+            int k = 8;
+            size_t v = n;
+            do {
+                tmp[--k] = hex[v & 15];
+                v >>= 4;
+            } while (v);
+            o = put(o, tmp + k, (size_t)(8 - k));
+            o = PUT_LIT(o, "\r\n");
+        }
+        o = put(o, piece, n);
+        if (st->chunked)
+            o = PUT_LIT(o, "\r\n");
+        w->olen = (size_t)(o - w->ob);
+    }
+    bool done = st->next >= st->count;
+    if (done && st->chunked) {
+        if (!ob_reserve(w, 5))
+            goto fail;
+        memcpy(w->ob + w->olen, "0\r\n\r\n", 5);
+        w->olen += 5;
+    }
+    if (!done) {
+        /* a full batch: go on in the next loop round; else at the next piece's time */
+        int64_t due = w->olen >= STREAM_BATCH
+                          ? now
+                          : st->start_ns + st->interval_ns * ((int64_t)st->next + 1);
+        if (sq_timer_start(w->loop, &c->timer, due) < 0)
+            goto fail;
+    }
+    if (w->olen && batch_flush(w, c) < 0) {
+        conn_close(w, c);
+        return;
+    }
+    if (!done) {
+        if (c->out)
+            conn_events(w, c); /* EPOLLOUT; F_DEFER keeps EPOLLIN off */
+        return;
+    }
+    free(st);
+    c->d_stream = NULL;
+    c->flags &= (uint8_t)~F_DEFER;
+    bool close_after = c->d_flags & DF_CLOSE;
+    c->d_flags = 0;
+    if (close_after) {
+        c->flags |= F_CLOSE;
+        if (c->in)
+            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
+        drop_input(c);
+        if (c->out)
+            conn_events(w, c);
+        else
+            conn_finish(w, c);
+        return;
+    }
+    if (c->out)
+        conn_events(w, c);
+    else
+        resume(w, c);
+    return;
+fail:
+    w->olen = 0;
+    conn_close(w, c);
+}
+
 /* Calls the handler for one complete request and renders or parks its answer. */
 static void answer(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
                    const char *body, size_t body_len, int64_t arrival)
@@ -728,10 +897,18 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
     c->flags |= F_SERVED;
 
     bool close_after = r.close || !req.keep_alive;
+    if (r.stream && r.stream_count && req.minor_version == 0)
+        close_after = true; /* HTTP/1.0 has no chunked framing: the close ends the body */
     int conn_hdr = close_after              ? CONN_HDR_CLOSE
                    : req.minor_version == 0 ? CONN_HDR_KA
                                             : CONN_HDR_NONE;
-    if (r.delay_ns > 0) {
+    if (r.stream && r.stream_count) {
+        if (stream_begin(w, c, &r, req.head, req.minor_version >= 1, conn_hdr, close_after))
+            return;
+        r = (struct sq_server_resp){.status = 500}; /* out of memory: no stream */
+        close_after = true;
+        conn_hdr = CONN_HDR_CLOSE;
+    } else if (r.delay_ns > 0) {
         int64_t d = r.delay_ns > SQ_SERVER_MAX_DELAY_NS ? SQ_SERVER_MAX_DELAY_NS : r.delay_ns;
         /* from a fresh clock, not the loop's round time: the handler may have aimed at an
          * absolute moment (the target's stall window) and must not be answered before it */
@@ -953,7 +1130,10 @@ static void on_writable(struct worker *w, struct conn *c)
     c->out = NULL;
     if (c->flags & F_CLOSE)
         conn_finish(w, c);
-    else if (c->flags & F_DEFER)
+    else if ((c->flags & F_DEFER) && (c->d_flags & DF_STREAM) && c->d_stream->blocked) {
+        if (conn_events(w, c)) /* EPOLLOUT off: a parked connection waits on its timer */
+            stream_tick(w, c);
+    } else if (c->flags & F_DEFER)
         conn_events(w, c);
     else
         resume(w, c);
@@ -1159,6 +1339,10 @@ static void on_timer(struct sq_loop *loop, struct sq_timer *t)
     }
     if (!(c->flags & F_DEFER))
         return;
+    if (c->d_flags & DF_STREAM) {
+        stream_tick(w, c);
+        return;
+    }
     c->flags &= (uint8_t)~F_DEFER;
     if (c->d_flags & DF_HELD) {
         struct outq *h = c->d_held;

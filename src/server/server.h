@@ -52,6 +52,14 @@ struct sq_server_req {
     struct sq_server *server;
 };
 
+/* Produces piece seq (0-based, of count) of a streamed body into buf[0, cap). Returns the bytes
+ * written (<= cap; 0: nothing for this piece). Runs on the worker thread that took the request;
+ * ud is the response's stream_ud and must outlive the stream. */
+typedef size_t (*sq_server_stream_fn)(void *ud, uint32_t seq, uint32_t count, char *buf,
+                                      size_t cap);
+
+#define SQ_SERVER_STREAM_PIECE 1024 /* most bytes one stream piece may hold */
+
 /* What the handler answers (the server hands it zeroed). The server writes the status line,
  * Content-Length (not for 204/304), Content-Type when set, the handler's extra header lines,
  * and "Connection: close" / "Connection: keep-alive" when needed; nothing else. */
@@ -77,6 +85,19 @@ struct sq_server_resp {
      * timer fires; a fill tail is held by reference, so fill must outlive the server as above. */
     int64_t delay_ns;
     bool delay_copy; /* with delay_ns: body does not outlive the call, hold a rendered copy */
+    /* A streamed body (stream set, stream_count > 0): the head leaves at once, with
+     * "Transfer-Encoding: chunked" instead of Content-Length (an HTTP/1.0 request gets no framing
+     * and the connection closes after the body); then piece i (0-based) is made by
+     * stream(stream_ud, i, stream_count, ...) and sent as one chunk stream_interval_ns * (i + 1)
+     * after the head; the zero chunk follows the last piece at once. Pieces that fall due
+     * together (interval 0, a late timer, a socket that was full) leave together, at most 64 KiB
+     * per loop round. The connection answers nothing else meanwhile: requests pipelined behind
+     * wait, as behind a delayed answer. body, fill and delay_ns are ignored; HEAD, 204 and 304
+     * get the head alone. */
+    sq_server_stream_fn stream;
+    void *stream_ud;
+    uint32_t stream_count;
+    int64_t stream_interval_ns; /* >= 0 */
 };
 
 /* Called on a worker thread for each complete request, in order per connection. */

@@ -30,6 +30,7 @@
 #include "base/clock.h"
 #include "server/server.h"
 #include "stats/hist.h"
+#include "target/app.h"
 
 #define BLOCK_SIZE   (64 * 1024)
 #define SCRATCH_KEEP (1024 * 1024) /* a scratch buffer grown past this shrinks on the next use */
@@ -51,7 +52,7 @@ static void block_fill(void)
 /* ---- counters ---- */
 
 struct shard {
-    _Alignas(64) _Atomic uint64_t v[SQ_TARGET_EP__COUNT];
+    _Alignas(64) _Atomic uint64_t v[SQ_TARGET_NSHARD];
 };
 
 struct sq_target_counters {
@@ -96,7 +97,7 @@ void sq_target_counters_bump(struct sq_target_counters *c, int s, int i)
 uint64_t sq_target_counters_sum(const struct sq_target_counters *c, int i)
 {
     uint64_t sum = 0;
-    if (i < 0 || i >= SQ_TARGET_EP__COUNT)
+    if (i < 0 || i >= SQ_TARGET_NSHARD)
         return 0;
     for (int s = 0; s < c->n; s++)
         sum += atomic_load_explicit(&c->shards[s].v[i], memory_order_relaxed);
@@ -105,9 +106,9 @@ uint64_t sq_target_counters_sum(const struct sq_target_counters *c, int i)
 
 static uint64_t raw_value(const struct sq_target_counters *c, const uint64_t extra[4], int i)
 {
-    if (i < SQ_TARGET_EP__COUNT)
+    if (i < SQ_TARGET_NSHARD)
         return sq_target_counters_sum(c, i);
-    return extra ? extra[i - SQ_TARGET_EP__COUNT] : 0;
+    return extra ? extra[i - SQ_TARGET_NSHARD] : 0;
 }
 
 void sq_target_counters_read(const struct sq_target_counters *c, const uint64_t extra[4],
@@ -500,6 +501,27 @@ struct sq_target_route sq_target_route(const char *method, size_t method_len, co
         if (eq(path, n, "/echo"))
             r.ep = SQ_TARGET_EP_ECHO;
         break;
+    case 'j':
+        if (prefix(path, n, "/json/", &k)) {
+            r.ep = SQ_TARGET_EP_JSON;
+            r.bad_arg =
+                !sq_target_parse_u64(path + k, n - k, SQ_TARGET_MAX_JSON, &r.arg) || r.arg < 2;
+        }
+        break;
+    case 'l':
+        if (eq(path, n, "/login") && eq(method, method_len, "POST"))
+            r.ep = SQ_TARGET_EP_LOGIN;
+        break;
+    case 'i':
+        if (eq(path, n, "/items"))
+            r.ep = SQ_TARGET_EP_ITEMS;
+        break;
+    case 'c':
+        if (eq(path, n, "/cookie/set") || eq(path, n, "/cookie/echo")) {
+            r.ep = SQ_TARGET_EP_COOKIE;
+            r.arg = path[8] == 'e';
+        }
+        break;
     case 'b':
         if (prefix(path, n, "/bytes/", &k)) {
             r.ep = SQ_TARGET_EP_BYTES;
@@ -517,6 +539,8 @@ struct sq_target_route sq_target_route(const char *method, size_t method_len, co
             r.ep = SQ_TARGET_EP_STATUS;
             r.bad_arg = n - k != 3 || !sq_target_parse_u64(path + k, 3, 599, &r.arg) ||
                         r.arg < 200; /* 1xx cannot be a final answer */
+        } else if (eq(path, n, "/sse")) {
+            r.ep = SQ_TARGET_EP_SSE;
         } else if (eq(path, n, "/stats")) {
             if (eq(method, method_len, "GET") || eq(method, method_len, "HEAD"))
                 r.ep = SQ_TARGET_EP_STATS;
@@ -541,6 +565,7 @@ struct sq_target {
     struct sq_target_counters *cnt;
     struct scratch *scr;  /* one per worker */
     struct arrivals *arr; /* one per worker */
+    struct sq_target__app *app;
     int threads;
     int64_t start_ns;
     int64_t stall_ns, stall_period_ns; /* 0: no stall */
@@ -674,12 +699,16 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         "\"threads\":%d,\"uptime_s\":%.3f,\"since_reset_s\":%.3f,"
         "\"arrivals\":{\"count\":%llu,\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
         "\"max\":%.3f,\"mean\":%.3f}},\"arrivals_dropped\":%llu,"
+        "\"auth\":{\"logins\":%llu,\"items_ok\":%llu,\"items_unauthorized\":%llu},"
         "\"h2\":{\"connections\":%llu,\"streams\":%llu}",
         (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
         (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_ACCEPTED],
         t->threads, (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9,
         (unsigned long long)g.count, g.p50_us, g.p90_us, g.p99_us, g.max_us, g.mean_us,
-        (unsigned long long)dropped, (unsigned long long)h2c, (unsigned long long)h2s);
+        (unsigned long long)dropped, (unsigned long long)v[SQ_TARGET_C_LOGINS],
+        (unsigned long long)v[SQ_TARGET_C_ITEMS_OK],
+        (unsigned long long)v[SQ_TARGET_C_ITEMS_UNAUTH], (unsigned long long)h2c,
+        (unsigned long long)h2s);
     if (t->stall_ns) {
         len += (size_t)snprintf(o + len, cap - len, ",\"stall\":{\"duration_ms\":");
         len += (size_t)put_ms(o + len, cap - len, t->stall_ns);
@@ -795,6 +824,24 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
             answer_echo(t, req, resp);
             resp->delay_copy = true; /* the body is in the worker's scratch buffer */
             break;
+        case SQ_TARGET_EP_JSON:
+            sq_target__json(t->app, req, resp, r.arg);
+            break;
+        case SQ_TARGET_EP_SSE:
+            sq_target__sse(t->app, req, resp);
+            break;
+        case SQ_TARGET_EP_LOGIN:
+            sq_target__login(t->app, req, resp);
+            sq_target_counters_bump(t->cnt, req->worker, SQ_TARGET_C_LOGINS);
+            break;
+        case SQ_TARGET_EP_ITEMS:
+            sq_target_counters_bump(t->cnt, req->worker,
+                                    sq_target__items(t->app, req, resp) ? SQ_TARGET_C_ITEMS_OK
+                                                                        : SQ_TARGET_C_ITEMS_UNAUTH);
+            break;
+        case SQ_TARGET_EP_COOKIE:
+            sq_target__cookie(t->app, req, resp, r.arg == 1);
+            break;
         case SQ_TARGET_EP_STATS:
             /* rendered before this request is counted: a /stats read does not count itself */
             answer_stats(t, req, resp);
@@ -853,13 +900,15 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     t->stall_period_ns = cfg->stall_period_ns;
     atomic_store(&t->reset_ns, t->start_ns);
     t->cnt = sq_target_counters_new(cfg->threads);
+    if (sq_target__app_new(cfg->threads, &t->app) < 0)
+        t->app = NULL;
     t->scr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct scratch));
     if (t->scr) /* zeroed at once: sq_target_free walks it */
         memset(t->scr, 0, (size_t)cfg->threads * sizeof(struct scratch));
     t->arr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct arrivals));
     if (t->arr)
         memset(t->arr, 0, (size_t)cfg->threads * sizeof(struct arrivals));
-    if (!t->cnt || !t->scr || !t->arr) {
+    if (!t->cnt || !t->scr || !t->arr || !t->app) {
         sq_target_free(t);
         return -ENOMEM;
     }
@@ -922,6 +971,7 @@ void sq_target_free(struct sq_target *t)
             if (t->arr[i].ts)
                 munmap((void *)t->arr[i].ts, t->arr[i].map_len);
     free(t->arr);
+    sq_target__app_free(t->app); /* after the server: it may be streaming /json bodies */
     sq_target_counters_free(t->cnt);
     free(t);
 }

@@ -1,7 +1,8 @@
 /* target/target.h - `squall target`: the built-in test server's endpoints and counters.
  *
  * Endpoints (docs/target.md): /fast, /ok, /bytes/N, /delay/MS, /status/CODE, /echo,
- * GET /stats, POST /stats/reset; anything else is 404. Each worker counts into its own shard
+ * /json/N, /sse, POST /login, /items, /cookie/set, /cookie/echo, GET /stats,
+ * POST /stats/reset; anything else is 404. Each worker counts into its own shard
  * (relaxed atomic stores by the owner only); /stats sums the shards with relaxed loads and
  * subtracts a baseline that /stats/reset stores. No lock and no shared cache line per request.
  *
@@ -22,11 +23,15 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "http/decode.h"
 
 #define SQ_TARGET_MAX_BYTES    (64ULL * 1024 * 1024) /* /bytes/N: N at most 64 MiB */
 #define SQ_TARGET_MAX_DELAY_MS 60000ULL              /* /delay/MS: at most 60 s */
 #define SQ_TARGET_ARRIVALS_CAP (4u << 20) /* arrival times kept per worker per window (32 MiB) */
 #define SQ_TARGET_MAX_STALL_NS (3600LL * 1000 * 1000 * 1000) /* a stall lasts at most 1 h */
+#define SQ_TARGET_MAX_JSON     (16ULL * 1024 * 1024)         /* /json/N: 2 <= N <= 16 MiB */
+#define SQ_TARGET_MAX_EVENTS   1000000ULL                    /* /sse?events=N */
+#define SQ_TARGET_MAX_INTERVAL 60000ULL                      /* /sse?interval=MS */
 
 struct sq_target; /* opaque; sq_target_start creates it */
 
@@ -64,6 +69,11 @@ void sq_target_free(struct sq_target *t);
     X(DELAY, "delay")                                                                              \
     X(STATUS, "status")                                                                            \
     X(ECHO, "echo")                                                                                \
+    X(JSON, "json")                                                                                \
+    X(SSE, "sse")                                                                                  \
+    X(LOGIN, "login")                                                                              \
+    X(ITEMS, "items")                                                                              \
+    X(COOKIE, "cookie")                                                                            \
     X(STATS, "stats")                                                                              \
     X(NOT_FOUND, "not_found")
 
@@ -79,7 +89,7 @@ enum sq_target_ep {
 const char *sq_target_ep_name(enum sq_target_ep ep);
 
 /* A routed request: which endpoint, its numeric argument, and whether the argument is valid
- * (false: the endpoint answers 400). */
+ * (false: the endpoint answers 400). COOKIE's argument: 0 /cookie/set, 1 /cookie/echo. */
 struct sq_target_route {
     enum sq_target_ep ep;
     uint64_t arg;
@@ -130,10 +140,17 @@ SQ_MUST_CHECK int sq_target_gaps(struct sq_target_run *runs, size_t nruns,
                                  struct sq_target_gaps *out);
 
 /* Counter shards: one per worker plus a baseline. Each value reported is sum - baseline
- * (never below 0: a reset that races a read shows 0, not a wrapped number). */
-#define SQ_TARGET_NCOUNTERS (SQ_TARGET_EP__COUNT + 4) /* endpoints, then the 4 below */
+ * (never below 0: a reset that races a read shows 0, not a wrapped number). A shard holds the
+ * endpoints and the three auth counts (SQ_TARGET_NSHARD slots); the last 4 are the server's. */
+#define SQ_TARGET_NSHARD (SQ_TARGET_EP__COUNT + 3)
 enum {
-    SQ_TARGET_C_ACCEPTED = SQ_TARGET_EP__COUNT,
+    SQ_TARGET_C_LOGINS = SQ_TARGET_EP__COUNT, /* tokens issued by POST /login */
+    SQ_TARGET_C_ITEMS_OK,                     /* /items with a valid token */
+    SQ_TARGET_C_ITEMS_UNAUTH,                 /* /items answered 401 */
+};
+#define SQ_TARGET_NCOUNTERS (SQ_TARGET_NSHARD + 4) /* shard slots, then the 4 below */
+enum {
+    SQ_TARGET_C_ACCEPTED = SQ_TARGET_NSHARD,
     SQ_TARGET_C_400,
     SQ_TARGET_C_413,
     SQ_TARGET_C_431,
@@ -146,7 +163,7 @@ struct sq_target_counters *sq_target_counters_new(int nshards);
 void sq_target_counters_free(struct sq_target_counters *c);
 /* Adds 1 to counter i of shard s. Only the thread that owns shard s may call it. */
 void sq_target_counters_bump(struct sq_target_counters *c, int s, int i);
-/* Sums counter i over all shards (relaxed loads; any thread). */
+/* Sums counter i (< SQ_TARGET_NSHARD; else 0) over all shards (relaxed loads; any thread). */
 uint64_t sq_target_counters_sum(const struct sq_target_counters *c, int i);
 /* Fills out[SQ_TARGET_NCOUNTERS] with sums less the baseline. extra[4] are counts kept
  * elsewhere (accepted, 400, 413, 431: the server's), added to the sums of those slots. */
@@ -154,5 +171,30 @@ void sq_target_counters_read(const struct sq_target_counters *c, const uint64_t 
                              uint64_t *out);
 /* Stores the current sums (with extra[4]) as the baseline. Any thread. */
 void sq_target_counters_reset(struct sq_target_counters *c, const uint64_t extra[4]);
+
+/* ---- /json, /login, /items (the pure parts; exposed for tests) ---- */
+
+/* The coding /json answers with for an Accept-Encoding value (accept[0, len); NULL/0: no
+ * header). Among gzip (x-gzip), deflate, br and zstd, the one with the highest q-value > 0 wins
+ * (a coding not listed takes the q of "*", if any; a malformed q drops that element); ties go to
+ * zstd, then br, gzip, deflate. SQ_CODING_NONE when none is acceptable. */
+enum sq_coding sq_target_pick_coding(const char *accept, size_t len);
+
+/* Writes exactly n (>= 2) bytes of valid JSON into out: an array of small objects
+ * {"id":I,"name":"item-I","ok":B} padded with spaces before the closing bracket. */
+void sq_target_json_fill(char *out, size_t n);
+
+#define SQ_TARGET_TOKEN_LEN 32 /* hex(nonce) then hex(tag), 16 digits each */
+
+/* SipHash-2-4 of the 8-byte little-endian message m under key[2] (as written from the
+ * SipHash paper; used as a keyed checksum so that any worker can verify a token without shared
+ * state). Not a security boundary: the target is a test server. */
+uint64_t sq_target_siphash(const uint64_t key[2], uint64_t m);
+
+/* Writes the token for nonce (SQ_TARGET_TOKEN_LEN lowercase hex digits, no NUL). */
+void sq_target_token_make(const uint64_t key[2], uint64_t nonce, char *out);
+
+/* True when tok[0, len) is a token made under key (hex digits of either case). */
+bool sq_target_token_check(const uint64_t key[2], const char *tok, size_t len);
 
 #endif

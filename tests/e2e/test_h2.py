@@ -104,6 +104,26 @@ class H2TargetTest(sqtest.TargetCase):
         self.assertGreaterEqual(took, 0.3)
         self.assertLess(took, 0.9)
 
+    def test_streamed_answer(self):
+        # /sse streams its events as DATA frames as they fall due; a /fast on the same
+        # connection is answered meanwhile
+        t0 = time.monotonic()
+        out = self.nghttp("-v", self.base + "/sse?events=4&interval=100",
+                          self.base + "/fast").decode()
+        took = time.monotonic() - t0
+        self.assertGreaterEqual(took, 0.4)
+        self.assertEqual(out.count('data: {"id":'), 4, out)
+        self.assertIn("content-type: text/event-stream", out)
+        self.assertIn("hello world", out)
+        # the events leave one by one (one DATA frame each), the last with END_STREAM
+        self.assertGreaterEqual(len(re.findall(r"recv DATA frame <length=\d+, flags=0x00", out)), 3)
+
+    def test_compressed_and_cookies(self):
+        out = self.nghttp("-v", "-H", "accept-encoding: gzip", self.base + "/json/5000").decode()
+        self.assertIn("content-encoding: gzip", out)
+        out = self.nghttp("-v", self.base + "/cookie/set?flavour=oat").decode()
+        self.assertIn("set-cookie: flavour=oat", out)
+
     def test_echo(self):
         with tempfile.NamedTemporaryFile() as f:
             body = b"x" * 70000 + b"\xff"

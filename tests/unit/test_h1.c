@@ -289,6 +289,77 @@ static void test_response_header_spans(void **state)
     free(b);
 }
 
+/* Content-Encoding and Content-Type: text/event-stream, over every prefix of each head. */
+struct rf_case {
+    const char *fields; /* header lines between the status line and the blank line */
+    enum sq_coding ce;
+    bool es;
+};
+
+static const struct rf_case rf_cases[] = {
+    {"", SQ_CODING_NONE, false},
+    {"Content-Encoding: gzip\r\n", SQ_CODING_GZIP, false},
+    {"content-encoding:  BR \r\n", SQ_CODING_BR, false},
+    {"CONTENT-ENCODING:zstd\r\n", SQ_CODING_ZSTD, false},
+    {"Content-Encoding: deflate\r\n", SQ_CODING_DEFLATE, false},
+    {"Content-Encoding: x-gzip\r\n", SQ_CODING_GZIP, false},
+    {"Content-Encoding: identity\r\n", SQ_CODING_NONE, false},
+    {"Content-Encoding: \r\n", SQ_CODING_NONE, false},
+    {"Content-Encoding: compress\r\n", SQ_CODING_OTHER, false},
+    {"Content-Encoding: gzip, zstd\r\n", SQ_CODING_OTHER, false},
+    {"Content-Encoding: gzip\r\nContent-Encoding: br\r\n", SQ_CODING_OTHER, false},
+    {"Content-Encoding: gzip\r\nContent-Encoding: identity\r\n", SQ_CODING_GZIP, false},
+    {"Content-Encodinx: gzip\r\n", SQ_CODING_NONE, false},
+    {"X-Content-Encoding: gzip\r\n", SQ_CODING_NONE, false},
+    {"Content-Type: text/event-stream\r\n", SQ_CODING_NONE, true},
+    {"content-type: Text/Event-Stream\r\n", SQ_CODING_NONE, true},
+    {"Content-Type: text/event-stream;charset=utf-8\r\n", SQ_CODING_NONE, true},
+    {"Content-Type: text/event-stream \t; x=y\r\n", SQ_CODING_NONE, true},
+    {"Content-Type: text/event-streamx\r\n", SQ_CODING_NONE, false},
+    {"Content-Type: text/event-stream-x\r\n", SQ_CODING_NONE, false},
+    {"Content-Type: text/event\r\n", SQ_CODING_NONE, false},
+    {"Content-Type: application/json\r\n", SQ_CODING_NONE, false},
+    {"Content-Type: text/event-stream\r\nContent-Type: text/plain\r\n", SQ_CODING_NONE, false},
+    {"Content-Type: text/plain\r\nContent-Type: text/event-stream\r\n", SQ_CODING_NONE, true},
+    {"Content-Typo: text/event-stream\r\n", SQ_CODING_NONE, false},
+    {"X-Type: text/event-stream\r\n", SQ_CODING_NONE, false},
+    {"Content-Encoding: br\r\nContent-Type: text/event-stream\r\nContent-Length: 3\r\n",
+     SQ_CODING_BR, true},
+};
+
+static void test_response_fields(void **state)
+{
+    (void)state;
+    for (size_t ci = 0; ci < SQ_ARRAY_LEN(rf_cases); ci++) {
+        const struct rf_case *c = &rf_cases[ci];
+        char in[512];
+        int len = snprintf(in, sizeof(in), "HTTP/1.1 200 OK\r\nServer: t\r\n%s\r\n", c->fields);
+        assert_true(len > 0 && (size_t)len < sizeof(in));
+        struct guard g;
+        guard_init(&g, (size_t)len);
+        for (int with_array = 0; with_array < 2; with_array++) {
+            for (size_t k = 0; k <= (size_t)len; k++) {
+                const char *p = guard_put(&g, in, k);
+                struct sq_h1_header hdr[16];
+                struct sq_h1_response r;
+                memset(&r, 0xff, sizeof(r));
+                r.headers = with_array ? hdr : NULL;
+                r.headers_cap = with_array ? 16 : 0;
+                int rc = sq_h1_parse_response_head(p, k, NULL, &r);
+                if (k < (size_t)len) {
+                    CHECK(rc == SQ_H1_PARTIAL, "%s: prefix %zu gave %d\n", c->fields, k, rc);
+                    continue;
+                }
+                CHECK(rc == len, "%s: gave %d\n", c->fields, rc);
+                CHECK(r.content_encoding == c->ce, "%s: content_encoding %s\n", c->fields,
+                      sq_coding_name((enum sq_coding)r.content_encoding));
+                CHECK(r.event_stream == c->es, "%s: event_stream %d\n", c->fields, r.event_stream);
+            }
+        }
+        guard_free(&g);
+    }
+}
+
 /* Every byte value in a field name, a field value, a reason phrase and a request-target is
  * accepted exactly when RFC 9110/9112 allow it there. */
 static void test_char_classes(void **state)
@@ -691,6 +762,8 @@ struct rd_resp {
     int status;
     bool ka;
     const char *body;
+    enum sq_coding ce; /* content_encoding of the final head */
+    bool es;           /* event_stream */
 };
 
 struct rd_case {
@@ -884,6 +957,33 @@ static const struct rd_case rd_cases[] = {
      {{0}},
      -SQ_EPARSE},
     {"interim then close", "HTTP/1.1 100 Continue\r\n\r\n", false, 0, {{0}}, -SQ_EPARSE},
+    {"gzip chunked",
+     "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "3\r\nabc\r\n0\r\n\r\n",
+     false,
+     1,
+     {{200, true, "abc", SQ_CODING_GZIP}}},
+    {"event stream after interim",
+     "HTTP/1.1 103 Early Hints\r\nContent-Type: text/event-stream\r\nContent-Encoding: br\r\n"
+     "\r\nHTTP/1.1 200 OK\r\ncontent-type: Text/Event-Stream; charset=utf-8\r\n"
+     "Content-Length: 9\r\n\r\ndata: x\n\n",
+     false,
+     1,
+     {{200, true, "data: x\n\n", SQ_CODING_NONE, true}}},
+    {"fields are per response",
+     "HTTP/1.1 200 OK\r\nContent-Encoding: zstd\r\nContent-Type: text/event-stream\r\n"
+     "Content-Length: 2\r\n\r\nzzHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"
+     "HTTP/1.1 204 No Content\r\nContent-Encoding: deflate\r\n\r\n",
+     false,
+     3,
+     {{200, true, "zz", SQ_CODING_ZSTD, true},
+      {200, true, "x"},
+      {204, true, "", SQ_CODING_DEFLATE}}},
+    {"head request with encoding",
+     "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 20\r\n\r\n",
+     true,
+     1,
+     {{200, true, "", SQ_CODING_GZIP}}},
     {"good then bad",
      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxjunk\r\n\r\n",
      false,
@@ -902,11 +1002,47 @@ static const struct rd_case rd_cases[] = {
 struct rd_got {
     int status;
     bool ka;
+    uint8_t ce;
+    bool es;
     uint64_t body_bytes;
     uint32_t head_bytes;
     char *body;
     size_t body_len;
+    int head_calls; /* head callback calls for this response */
+    char *head;     /* what the head callback got (a copy) */
+    size_t head_len;
 };
+
+/* What the head callback saw for the response in progress. */
+struct head_seen {
+    const struct sq_h1_reader *r;
+    const struct sink *s;
+    int calls;
+    uint8_t ce;
+    bool es;
+    int status;
+    char *head;
+    size_t head_len;
+    int fail; /* != 0: return this */
+};
+
+static int head_cb(void *ud, const char *head, size_t len)
+{
+    struct head_seen *h = ud;
+    /* before any body byte of this response, with the public fields already set */
+    assert_int_equal(h->s->len, 0);
+    assert_int_equal(h->r->body.bytes, 0);
+    h->calls++;
+    h->ce = h->r->content_encoding;
+    h->es = h->r->event_stream;
+    h->status = h->r->status;
+    free(h->head);
+    h->head = malloc(len + 1);
+    assert_non_null(h->head);
+    memcpy(h->head, head, len);
+    h->head_len = len;
+    return h->fail;
+}
 
 struct rd_outcome {
     int n;
@@ -947,12 +1083,26 @@ static char *big_payload(void)
     return s;
 }
 
-static void record(struct rd_outcome *o, const struct sq_h1_reader *r, struct sink *s)
+static void record(struct rd_outcome *o, const struct sq_h1_reader *r, struct sink *s,
+                   struct head_seen *h)
 {
     assert_true(o->n < 8);
     struct rd_got *g = &o->r[o->n++];
     g->status = r->status;
     g->ka = r->keep_alive;
+    g->ce = r->content_encoding;
+    g->es = r->event_stream;
+    g->head_calls = h->calls;
+    g->head = h->head;
+    g->head_len = h->head_len;
+    if (h->calls) { /* the fields did not change between the head and the end */
+        assert_int_equal(h->ce, r->content_encoding);
+        assert_int_equal(h->es, r->event_stream);
+        assert_int_equal(h->status, r->status);
+    }
+    h->calls = 0;
+    h->head = NULL;
+    h->head_len = 0;
     g->body_bytes = r->body.bytes;
     g->head_bytes = r->head_bytes;
     g->body = malloc(s->len + 1);
@@ -964,8 +1114,10 @@ static void record(struct rd_outcome *o, const struct sq_h1_reader *r, struct si
 
 static void outcome_free(struct rd_outcome *o)
 {
-    for (int i = 0; i < o->n; i++)
+    for (int i = 0; i < o->n; i++) {
         free(o->r[i].body);
+        free(o->r[i].head);
+    }
     memset(o, 0, sizeof(*o));
 }
 
@@ -977,10 +1129,12 @@ static void run_reader(const struct rd_case *c, const char *in, size_t len, size
     static struct sink s;
     struct sq_h1_reader r;
     struct sq_h1_limits lim = {c->max_head, c->max_headers};
+    struct head_seen h = {.r = &r, .s = &s};
     memset(o, 0, sizeof(*o));
     s.len = 0;
     sq_h1_reader_init(&r, &lim);
     sq_h1_reader_on_body(&r, sink_cb, &s);
+    sq_h1_reader_on_head(&r, head_cb, &h);
     sq_h1_reader_start(&r, c->head_req);
     char *scratch = malloc(len + 1);
     assert_non_null(scratch);
@@ -999,7 +1153,7 @@ static void run_reader(const struct rd_case *c, const char *in, size_t len, size
             assert_true(used <= n - p);
             p += used;
             if (rc == SQ_H1_DONE) {
-                record(o, &r, &s);
+                record(o, &r, &s, &h);
                 sq_h1_reader_start(&r, c->head_req);
             } else if (rc == 0) {
                 assert_int_equal(p, n);
@@ -1015,7 +1169,7 @@ static void run_reader(const struct rd_case *c, const char *in, size_t len, size
     if (!stop && eof) {
         int rc = sq_h1_reader_eof(&r);
         if (rc == SQ_H1_DONE) {
-            record(o, &r, &s);
+            record(o, &r, &s, &h);
             o->by_eof = true;
         } else if (rc < 0) {
             o->err = rc;
@@ -1025,6 +1179,19 @@ static void run_reader(const struct rd_case *c, const char *in, size_t len, size
     assert_true(sq_h1_reader_heap_bytes(&r) <= 512);
     sq_h1_reader_dispose(&r);
     free(scratch);
+    free(h.head);
+    /* each head the callback got is one whole final head of the input, contiguous */
+    for (int i = 0; i < o->n; i++) {
+        const struct rd_got *g = &o->r[i];
+        if (!g->head_calls)
+            continue;
+        struct sq_h1_response hr = {0};
+        assert_int_equal(sq_h1_parse_response_head(g->head, g->head_len, &lim, &hr),
+                         (int)g->head_len);
+        assert_int_equal(hr.status, g->status);
+        assert_true(g->head_len <= g->head_bytes);
+        assert_non_null(memmem(in, len, g->head, g->head_len));
+    }
 }
 
 static void check_reader(const struct rd_case *c, const struct rd_outcome *o, const char *how,
@@ -1043,6 +1210,11 @@ static void check_reader(const struct rd_case *c, const struct rd_outcome *o, co
               o->r[i].body);
         CHECK(o->r[i].body_bytes == o->r[i].body_len, "%s: body_bytes\n", c->name);
         CHECK(o->r[i].head_bytes > 0, "%s: head_bytes\n", c->name);
+        CHECK(o->r[i].ce == c->r[i].ce && o->r[i].es == c->r[i].es,
+              "%s (%s %zu): #%d content_encoding %d event_stream %d\n", c->name, how, at, i,
+              o->r[i].ce, o->r[i].es);
+        CHECK(o->r[i].head_calls == 1, "%s (%s %zu): #%d head callback called %d times\n", c->name,
+              how, at, i, o->r[i].head_calls);
     }
     /* a head under 512 bytes never needs more than one spill allocation, kept for reuse */
     CHECK(o->spill_allocs <= 1, "%s (%s %zu): %u spill allocations\n", c->name, how, at,
@@ -1217,13 +1389,107 @@ static void test_reader_misc(void **state)
     sq_h1_reader_dispose(&r);
 }
 
+/* The head callback: once per final response, the whole head contiguous - from the caller's
+ * buffer when it came in one piece, from the spill buffer when split - before any body byte. */
+static void test_reader_head_callback(void **state)
+{
+    (void)state;
+    static const char interim[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
+                               "Content-Type: text/event-stream\r\nContent-Length: 5\r\n\r\n";
+    char in[256];
+    size_t ilen = sizeof(interim) - 1, hlen = sizeof(head) - 1;
+    memcpy(in, interim, ilen);
+    memcpy(in + ilen, head, hlen);
+    memcpy(in + ilen + hlen, "hello", 5);
+    size_t len = ilen + hlen + 5;
+    static struct sink s;
+    struct sq_h1_reader r;
+    struct head_seen h = {.r = &r, .s = &s};
+    size_t used;
+    sq_h1_reader_init(&r, NULL);
+    sq_h1_reader_on_body(&r, sink_cb, &s);
+    sq_h1_reader_on_head(&r, head_cb, &h);
+
+    /* whole: the callback sees the caller's buffer, just past the interim head */
+    s.len = 0;
+    sq_h1_reader_start(&r, false);
+    assert_int_equal(sq_h1_reader_feed(&r, in, len, &used), SQ_H1_DONE);
+    assert_int_equal(h.calls, 1);
+    assert_int_equal(h.head_len, hlen);
+    assert_memory_equal(h.head, head, hlen);
+    assert_int_equal(h.ce, SQ_CODING_GZIP);
+    assert_true(h.es);
+    assert_int_equal(s.len, 5);
+
+    /* split at every point: the same head, contiguous, once */
+    for (size_t k = 1; k < len; k++) {
+        char *a = malloc(k), *b = malloc(len - k);
+        assert_non_null(a);
+        assert_non_null(b);
+        memcpy(a, in, k);
+        memcpy(b, in + k, len - k);
+        h.calls = 0;
+        s.len = 0;
+        sq_h1_reader_start(&r, false);
+        int rc = sq_h1_reader_feed(&r, a, k, &used);
+        size_t p = used;
+        assert_true(rc == 0 || (rc == SQ_H1_DONE && k == len));
+        memset(a, 0xAA, k); /* the reader must not keep pointers into an old read */
+        assert_int_equal(sq_h1_reader_feed(&r, b, len - k, &used), SQ_H1_DONE);
+        p += used;
+        assert_int_equal(p, len);
+        assert_int_equal(h.calls, 1);
+        assert_int_equal(h.head_len, hlen);
+        assert_memory_equal(h.head, head, hlen);
+        assert_int_equal(s.len, 5);
+        assert_memory_equal(s.buf, "hello", 5);
+        free(a);
+        free(b);
+    }
+
+    /* an error from the callback stops the response before its body */
+    h.calls = 0;
+    h.fail = -99;
+    s.len = 0;
+    sq_h1_reader_start(&r, false);
+    assert_int_equal(sq_h1_reader_feed(&r, in, len, &used), -99);
+    assert_int_equal(h.calls, 1);
+    assert_int_equal(s.len, 0);
+    /* ...also from the spill path */
+    h.calls = 0;
+    sq_h1_reader_start(&r, false);
+    assert_int_equal(sq_h1_reader_feed(&r, in, ilen + 10, &used), 0);
+    assert_int_equal(sq_h1_reader_feed(&r, in + ilen + 10, len - ilen - 10, &used), -99);
+    assert_int_equal(h.calls, 1);
+    assert_int_equal(s.len, 0);
+    assert_int_equal(sq_h1_reader_heap_bytes(&r), 512);
+
+    /* no callback: nothing is called */
+    h.calls = 0;
+    h.fail = 0;
+    sq_h1_reader_on_head(&r, NULL, NULL);
+    sq_h1_reader_start(&r, false);
+    assert_int_equal(sq_h1_reader_feed(&r, in, len, &used), SQ_H1_DONE);
+    assert_int_equal(h.calls, 0);
+    assert_int_equal(r.content_encoding, SQ_CODING_GZIP);
+    assert_true(r.event_stream);
+    /* a new response clears the fields */
+    sq_h1_reader_start(&r, false);
+    assert_int_equal(r.content_encoding, SQ_CODING_NONE);
+    assert_false(r.event_stream);
+    sq_h1_reader_dispose(&r);
+    free(h.head);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_response_heads), cmocka_unit_test(test_response_header_spans),
-        cmocka_unit_test(test_char_classes),   cmocka_unit_test(test_request_heads),
-        cmocka_unit_test(test_body_framer),    cmocka_unit_test(test_body_callback_error),
-        cmocka_unit_test(test_reader_table),   cmocka_unit_test(test_reader_misc),
+        cmocka_unit_test(test_response_heads),  cmocka_unit_test(test_response_header_spans),
+        cmocka_unit_test(test_char_classes),    cmocka_unit_test(test_request_heads),
+        cmocka_unit_test(test_body_framer),     cmocka_unit_test(test_body_callback_error),
+        cmocka_unit_test(test_reader_table),    cmocka_unit_test(test_reader_misc),
+        cmocka_unit_test(test_response_fields), cmocka_unit_test(test_reader_head_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

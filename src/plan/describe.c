@@ -1,0 +1,285 @@
+/* plan/describe.c - a loaded plan as text (`squall validate`) and load errors as one line.
+ *
+ * The outline names everything the run will do, in the plan's own words: the target, the
+ * feeders, each scenario's executor and load shape, each step's method, url template, body,
+ * extractors and checks, and the thresholds. Long or multi-line values are shortened so each
+ * item stays on one line.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "plan/plan.h"
+
+void sq_plan_error_format(const struct sq_plan_error *e, char *buf, size_t len)
+{
+    if (!len)
+        return;
+    const char *file = e->file[0] ? e->file : "plan";
+    if (e->loc.line && e->key[0])
+        snprintf(buf, len, "%s:%u:%u: %s: %s", file, e->loc.line, e->loc.col, e->key, e->msg);
+    else if (e->loc.line)
+        snprintf(buf, len, "%s:%u:%u: %s", file, e->loc.line, e->loc.col, e->msg);
+    else
+        snprintf(buf, len, "%s: %s", file, e->msg);
+}
+
+/* "1h2m3s", "250ms", "1.5s", "0s" */
+static const char *fmt_dur(int64_t ns, char *buf, size_t len)
+{
+    if (ns <= 0) {
+        snprintf(buf, len, "0s");
+    } else if (ns % SQ_NS_PER_S == 0) {
+        int64_t s = ns / SQ_NS_PER_S, h = s / 3600, m = s / 60 % 60;
+        size_t used = 0;
+        if (h)
+            used += (size_t)snprintf(buf + used, len - used, "%" PRId64 "h", h);
+        if (m && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%" PRId64 "m", m);
+        if ((s % 60 || !used) && used < len)
+            snprintf(buf + used, len - used, "%" PRId64 "s", s % 60);
+    } else if (ns < SQ_NS_PER_S && ns % SQ_NS_PER_MS == 0) {
+        snprintf(buf, len, "%" PRId64 "ms", (int64_t)(ns / SQ_NS_PER_MS));
+    } else if (ns < SQ_NS_PER_MS && ns % SQ_NS_PER_US == 0) {
+        snprintf(buf, len, "%" PRId64 "us", (int64_t)(ns / SQ_NS_PER_US));
+    } else if (ns < SQ_NS_PER_US) {
+        snprintf(buf, len, "%" PRId64 "ns", ns);
+    } else {
+        snprintf(buf, len, "%gs", (double)ns / 1e9);
+    }
+    return buf;
+}
+
+/* Prints s[0, n) on one line: control characters as escapes, cut after max bytes. */
+static void put_short(FILE *out, const char *s, size_t n, size_t max)
+{
+    size_t shown = n > max ? max : n;
+    for (size_t i = 0; i < shown; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\r')
+            fputs("\\r", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\x%02x", c);
+        else
+            fputc(c, out);
+    }
+    if (n > max)
+        fprintf(out, "... (%zu bytes)", n);
+}
+
+static const char *feed_mode(enum sq_feed_mode m)
+{
+    return m == SQ_FEED_PER_VU ? "per-vu" : m == SQ_FEED_RANDOM ? "random" : "sequential";
+}
+
+static void put_rate(FILE *out, double rate, int64_t unit)
+{
+    char d[32];
+    if (unit == SQ_NS_PER_S)
+        fprintf(out, "%g/s", rate);
+    else
+        fprintf(out, "%g per %s", rate, fmt_dur(unit, d, sizeof(d)));
+}
+
+static void put_stages(FILE *out, const struct sq_exec *e, bool rate)
+{
+    char d[32];
+    for (uint32_t i = 0; i < e->nstages; i++) {
+        fprintf(out, "%s%s to ", i ? ", " : "", fmt_dur(e->stages[i].duration_ns, d, sizeof(d)));
+        if (rate)
+            put_rate(out, e->stages[i].target, e->time_unit_ns);
+        else
+            fprintf(out, "%g", e->stages[i].target);
+    }
+}
+
+static void put_shape(FILE *out, const struct sq_exec *e)
+{
+    char d[32], d2[32];
+    fprintf(out, "%s: ", sq_exec_name(e->kind));
+    switch (e->kind) {
+    case SQ_EXEC_CONSTANT_VUS:
+        fprintf(out, "%u VUs for %s", e->vus, fmt_dur(e->duration_ns, d, sizeof(d)));
+        break;
+    case SQ_EXEC_RAMPING_VUS:
+        fprintf(out, "from %u VUs: ", e->start_vus);
+        put_stages(out, e, false);
+        fprintf(out, " (%s, at most %u VUs)", fmt_dur(sq_exec_length_ns(e), d, sizeof(d)),
+                sq_exec_max_vus(e));
+        break;
+    case SQ_EXEC_CONSTANT_ARRIVAL_RATE:
+        put_rate(out, e->rate, e->time_unit_ns);
+        fprintf(out,
+                " for %s (%" PRIu64 " iterations), %u VUs preallocated, at most %" PRIu64
+                " in flight",
+                fmt_dur(e->duration_ns, d, sizeof(d)), sq_exec_total_arrivals(e), e->vus,
+                e->max_in_flight);
+        break;
+    case SQ_EXEC_RAMPING_ARRIVAL_RATE:
+        fprintf(out, "from ");
+        put_rate(out, e->start_rate, e->time_unit_ns);
+        fprintf(out, ": ");
+        put_stages(out, e, true);
+        fprintf(out,
+                " (%s, %" PRIu64 " iterations), %u VUs preallocated, at most %" PRIu64 " in flight",
+                fmt_dur(sq_exec_length_ns(e), d, sizeof(d)), sq_exec_total_arrivals(e), e->vus,
+                e->max_in_flight);
+        break;
+    case SQ_EXEC_PER_VU_ITERATIONS:
+        fprintf(out, "%u VUs x %" PRIu64 " iterations each (at most %s)", e->vus, e->iterations,
+                fmt_dur(e->max_duration_ns, d, sizeof(d)));
+        break;
+    case SQ_EXEC_SHARED_ITERATIONS:
+        fprintf(out, "%" PRIu64 " iterations shared by %u VUs (at most %s)", e->iterations, e->vus,
+                fmt_dur(e->max_duration_ns, d, sizeof(d)));
+        break;
+    default:
+        break;
+    }
+    if (e->pacing_ns)
+        fprintf(out, ", pacing %s", fmt_dur(e->pacing_ns, d, sizeof(d)));
+    fprintf(out, ", graceful stop %s", fmt_dur(e->graceful_stop_ns, d2, sizeof(d2)));
+}
+
+static const char *body_kind(enum sq_body_kind k)
+{
+    switch (k) {
+    case SQ_BODY_TEXT:
+        return "text";
+    case SQ_BODY_JSON:
+        return "json";
+    case SQ_BODY_FORM:
+        return "form";
+    case SQ_BODY_FILE:
+        return "file";
+    default:
+        return "none";
+    }
+}
+
+static void put_tmpl(FILE *out, const struct sq_tmpl *t, size_t max)
+{
+    size_t n;
+    const char *s = sq_tmpl_source(t, &n);
+    put_short(out, s, n, max);
+}
+
+static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
+{
+    const struct sq_plan_step *st = &sc->steps[i];
+    char d[32];
+    const char *pad = "       ";
+    if (st->kind == SQ_STEP_THINK) {
+        fprintf(out, "    %zu. %s: think %s\n", i + 1, st->name,
+                fmt_dur(st->think_ns, d, sizeof(d)));
+        return;
+    }
+    const struct sq_plan_request *r = &st->req;
+    fprintf(out, "    %zu. %s: %s ", i + 1, st->name, r->method);
+    put_short(out, r->url_src, strlen(r->url_src), 160);
+    if (sq_tmpl_static(r->url, NULL, NULL))
+        fprintf(out, "  (static)");
+    fputc('\n', out);
+    for (size_t h = 0; h < r->nheaders; h++) {
+        fprintf(out, "%sheader %s: ", pad, r->headers[h].name);
+        put_tmpl(out, r->headers[h].value, 100);
+        fputc('\n', out);
+    }
+    if (r->body_kind == SQ_BODY_FILE) {
+        size_t n;
+        sq_tmpl_source(r->body, &n);
+        fprintf(out, "%sbody (file): %s, %zu bytes\n", pad, r->body_file, n);
+    } else if (r->body_kind != SQ_BODY_NONE) {
+        fprintf(out, "%sbody (%s): ", pad, body_kind(r->body_kind));
+        put_tmpl(out, r->body, 120);
+        fputc('\n', out);
+    }
+    if (r->timeout_ns)
+        fprintf(out, "%stimeout %s\n", pad, fmt_dur(r->timeout_ns, d, sizeof(d)));
+    for (size_t k = 0; k < st->nextract; k++) {
+        const struct sq_extractor *e = &st->extract[k];
+        static const char *const kinds[] = {"json", "regex", "header"};
+        fprintf(out, "%sextract %s <- %s ", pad, sc->vars[e->var],
+                (unsigned)e->kind < 3 ? kinds[e->kind] : "?");
+        const char *src = st->extract_src ? st->extract_src[k] : NULL;
+        put_short(out, src ? src : "", src ? strlen(src) : 0, 100);
+        fputc('\n', out);
+    }
+    for (size_t k = 0; k < st->nchecks; k++) {
+        const char *name = st->checks[k].name ? st->checks[k].name : "?";
+        fprintf(out, "%scheck ", pad);
+        put_short(out, name, strlen(name), 120);
+        fputc('\n', out);
+    }
+    if (st->on_error == SQ_ON_ERROR_NEXT_ITERATION)
+        fprintf(out, "%son error: next iteration\n", pad);
+}
+
+void sq_plan_describe(const struct sq_plan *p, FILE *out)
+{
+    char d[32];
+    fprintf(out, "plan %s\n", p->file ? p->file : "");
+    fprintf(out, "target %s\n", p->target ? p->target : "");
+    if (p->default_timeout_ns)
+        fprintf(out, "default timeout %s\n", fmt_dur(p->default_timeout_ns, d, sizeof(d)));
+    if (p->nvars) {
+        fprintf(out, "vars\n");
+        for (size_t i = 0; i < p->nvars; i++) {
+            fprintf(out, "  %s = ", p->vars[i].name);
+            put_short(out, p->vars[i].value, strlen(p->vars[i].value), 100);
+            fputc('\n', out);
+        }
+    }
+    if (p->nfeeders) {
+        fprintf(out, "data\n");
+        for (size_t i = 0; i < p->nfeeders; i++) {
+            const struct sq_plan_feeder *f = &p->feeders[i];
+            fprintf(out, "  %s: %s, %zu rows, %s; columns ", f->name, f->path,
+                    f->data ? f->data->nrows : 0, feed_mode(f->mode));
+            for (size_t c = 0; f->data && c < f->data->ncolumns; c++)
+                fprintf(out, "%s%s", c ? ", " : "", f->data->columns[c]);
+            fputc('\n', out);
+        }
+    }
+    for (size_t i = 0; i < p->nscenarios; i++) {
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        fprintf(out, "scenario %s\n  ", sc->name);
+        put_shape(out, &sc->exec);
+        fputc('\n', out);
+        if (sc->start_ns)
+            fprintf(out, "  starts at %s\n", fmt_dur(sc->start_ns, d, sizeof(d)));
+        if (sc->cookies)
+            fprintf(out, "  cookies: a jar per VU\n");
+        if (sc->nvars) {
+            fprintf(out, "  variables:");
+            for (uint32_t v = 0; v < sc->nvars; v++)
+                fprintf(out, " %s", sc->vars[v]);
+            fputc('\n', out);
+        }
+        fprintf(out, "  flow (%zu step%s)\n", sc->nsteps, sc->nsteps == 1 ? "" : "s");
+        for (size_t s = 0; s < sc->nsteps; s++)
+            put_step(out, sc, s);
+    }
+    if (p->nthresholds) {
+        fprintf(out, "thresholds\n");
+        for (size_t i = 0; i < p->nthresholds; i++) {
+            const struct sq_plan_threshold *t = &p->thresholds[i];
+            fprintf(out, "  %s:", t->selector);
+            for (size_t e = 0; e < t->nexprs; e++)
+                fprintf(out, "%s %s", e ? "," : "", t->exprs[e].text);
+            if (t->abort_on_fail) {
+                fprintf(out, " (abort on fail");
+                if (t->delay_abort_eval_ns)
+                    fprintf(out, ", evaluated after %s",
+                            fmt_dur(t->delay_abort_eval_ns, d, sizeof(d)));
+                fputc(')', out);
+            }
+            fputc('\n', out);
+        }
+    }
+}

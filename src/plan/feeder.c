@@ -1,0 +1,913 @@
+/* plan/feeder.c - CSV (RFC 4180) and JSON feeders, loaded once before the run.
+ *
+ * Both parsers decode in place: the file is read into one buffer (f->text, len + 1 bytes) and
+ * every decoded cell is written back into that buffer at or before the position it was read
+ * from (an escape never decodes longer than it is written), so a cell is a span into f->text and
+ * nothing else is allocated per cell. Every cell and column name is also NUL-terminated in
+ * place (the terminator overwrites a byte that was already consumed). Column names point into
+ * the text as well. See docs/internals/plan-data.md. */
+#include "plan/feeder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plan/feeder_internal.h"
+
+/* A parser over t[0..len), t[len] == '\0'. */
+struct parser {
+    const char *path;
+    char *t;
+    size_t len;
+    size_t r;          /* read position */
+    size_t line;       /* 1-based line of r */
+    size_t line_start; /* offset where that line starts (after a BOM on line 1) */
+    char *err;
+    size_t errlen;
+    struct sq_str *cells;
+    size_t ncells, capcells;
+    /* columns: names point into t (NUL-terminated), with lengths */
+    char **cols;
+    size_t *col_lens;
+    size_t *col_row; /* JSON: the last row (+1) that set the column, to catch duplicate keys */
+    size_t ncols, capcols;
+};
+
+struct pos {
+    size_t line, col;
+};
+
+static struct pos here(const struct parser *p)
+{
+    return (struct pos){p->line, p->r - p->line_start + 1};
+}
+
+__attribute__((format(printf, 4, 5))) static int perr(struct parser *p, struct pos at, int rc,
+                                                      const char *fmt, ...)
+{
+    if (p->err && p->errlen) {
+        int n = snprintf(p->err, p->errlen, "%s:%zu:%zu: ", p->path, at.line, at.col);
+        if (n >= 0 && (size_t)n < p->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return rc;
+}
+
+__attribute__((format(printf, 3, 4))) static int ferr(struct parser *p, int rc, const char *fmt,
+                                                      ...)
+{
+    if (p->err && p->errlen) {
+        int n = snprintf(p->err, p->errlen, "%s: ", p->path);
+        if (n >= 0 && (size_t)n < p->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return rc;
+}
+
+/* Grows *arr (elements of size sz) to hold one more than *n. */
+static int grow(void **arr, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    if (ncap < *cap || ncap > ((size_t)-1) / sz)
+        return -ENOMEM;
+    void *a = realloc(*arr, ncap * sz);
+    if (!a)
+        return -ENOMEM;
+    *arr = a;
+    *cap = ncap;
+    return 0;
+}
+
+static int add_cell(struct parser *p, const char *s, size_t len)
+{
+    void *a = p->cells;
+    if (grow(&a, &p->capcells, p->ncells, sizeof(*p->cells)) < 0)
+        return -ENOMEM;
+    p->cells = a;
+    p->cells[p->ncells++] = (struct sq_str){s, len};
+    return 0;
+}
+
+static int add_col(struct parser *p, char *name, size_t len)
+{
+    if (p->ncols == p->capcols) {
+        size_t cap = p->capcols;
+        void *a = p->cols;
+        if (grow(&a, &cap, p->ncols, sizeof(*p->cols)) < 0)
+            return -ENOMEM;
+        p->cols = a;
+        cap = p->capcols;
+        a = p->col_lens;
+        if (grow(&a, &cap, p->ncols, sizeof(*p->col_lens)) < 0)
+            return -ENOMEM;
+        p->col_lens = a;
+        cap = p->capcols;
+        a = p->col_row;
+        if (grow(&a, &cap, p->ncols, sizeof(*p->col_row)) < 0)
+            return -ENOMEM;
+        p->col_row = a;
+        p->capcols = cap;
+    }
+    p->cols[p->ncols] = name;
+    p->col_lens[p->ncols] = len;
+    p->col_row[p->ncols] = 0;
+    p->ncols++;
+    return 0;
+}
+
+static void parser_dispose(struct parser *p)
+{
+    free(p->cells);
+    free(p->cols);
+    free(p->col_lens);
+    free(p->col_row);
+    free(p->t);
+}
+
+/* Hands the parsed text, columns and cells over to a new feeder. */
+static int finish(struct parser *p, size_t nrows, struct sq_feeder **out)
+{
+    struct sq_feeder *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    f->columns = p->cols;
+    f->ncolumns = p->ncols;
+    f->nrows = nrows;
+    f->cells = p->cells;
+    f->text = p->t;
+    p->cols = NULL;
+    p->cells = NULL;
+    p->t = NULL;
+    *out = f;
+    return 0;
+}
+
+/* Quotes a byte for a message. */
+static const char *show(char c, char buf[8])
+{
+    if (c == '\n')
+        return "end of line";
+    if ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f)
+        snprintf(buf, 8, "0x%02x", (unsigned char)c);
+    else
+        snprintf(buf, 8, "'%c'", c);
+    return buf;
+}
+
+/* ---- CSV ---- */
+
+/* Parses one record starting at p->r. The fields are appended to the cells unless more than
+ * want (0: any number); *nfields gets the count. Decoded bytes go to t[*w...]. header: empty or
+ * duplicate names are errors. */
+static int csv_record(struct parser *p, size_t *w, size_t want, bool header, size_t *nfields)
+{
+    char *t = p->t;
+    size_t nf = 0;
+    struct pos extra = {0, 0};
+    for (;;) {
+        struct pos fs = here(p);
+        size_t w0 = *w;
+        char cb[8];
+        if (p->r < p->len && t[p->r] == '"') {
+            p->r++;
+            for (;;) {
+                if (p->r >= p->len)
+                    return perr(p, fs, -SQ_EPARSE,
+                                "unterminated quoted field (no closing '\"' before the end)");
+                char c = t[p->r];
+                if (c == '"') {
+                    if (p->r + 1 < p->len && t[p->r + 1] == '"') {
+                        t[(*w)++] = '"';
+                        p->r += 2;
+                        continue;
+                    }
+                    p->r++;
+                    break;
+                }
+                if (c == '\0')
+                    return perr(p, here(p), -SQ_EPARSE, "NUL byte in a field");
+                t[(*w)++] = c;
+                p->r++;
+                if (c == '\n') {
+                    p->line++;
+                    p->line_start = p->r;
+                }
+            }
+            if (p->r < p->len && t[p->r] != ',' && t[p->r] != '\n' &&
+                !(t[p->r] == '\r' && p->r + 1 < p->len && t[p->r + 1] == '\n'))
+                return perr(p, here(p), -SQ_EPARSE,
+                            "unexpected %s after a closing quote (expected ',' or the end of "
+                            "the line)",
+                            show(t[p->r], cb));
+        } else {
+            while (p->r < p->len) {
+                char c = t[p->r];
+                if (c == ',' || c == '\n')
+                    break;
+                if (c == '\r') {
+                    if (p->r + 1 < p->len && t[p->r + 1] == '\n')
+                        break;
+                    return perr(p, here(p), -SQ_EPARSE, "CR not followed by LF");
+                }
+                if (c == '"')
+                    return perr(p, here(p), -SQ_EPARSE,
+                                "'\"' in an unquoted field (quote the whole field and write "
+                                "the quote as \"\")");
+                if (c == '\0')
+                    return perr(p, here(p), -SQ_EPARSE, "NUL byte in a field");
+                t[(*w)++] = c;
+                p->r++;
+            }
+        }
+        size_t flen = *w - w0;
+        nf++;
+        if (header) {
+            if (flen == 0)
+                return perr(p, fs, -SQ_EPARSE, "empty column name (column %zu)", nf);
+            for (size_t k = 0; k < p->ncols; k++)
+                if (p->col_lens[k] == flen && memcmp(p->cols[k], t + w0, flen) == 0)
+                    return perr(p, fs, -SQ_EPARSE,
+                                "duplicate column name '%.*s' (column %zu, first as column %zu)",
+                                flen > 60 ? 60 : (int)flen, t + w0, nf, k + 1);
+        }
+        if (want && nf == want + 1)
+            extra = fs;
+        /* The separator: consume it, then terminate the field (w < r now). */
+        struct pos end = here(p);
+        bool more = false;
+        if (p->r < p->len) {
+            if (t[p->r] == ',') {
+                more = true;
+                p->r++;
+            } else {
+                p->r += t[p->r] == '\r' ? 2 : 1;
+                p->line++;
+                p->line_start = p->r;
+            }
+        }
+        t[*w] = '\0';
+        if (!want || nf <= want) {
+            int rc = header ? add_col(p, t + w0, flen) : add_cell(p, t + w0, flen);
+            if (rc < 0)
+                return ferr(p, rc, "out of memory");
+        }
+        (*w)++;
+        if (!more) {
+            if (want && nf > want)
+                return perr(p, extra, -SQ_EPARSE, "row has %zu fields, the header has %zu", nf,
+                            want);
+            if (want && nf < want)
+                return perr(p, end, -SQ_EPARSE, "row has %zu field%s, the header has %zu", nf,
+                            nf == 1 ? "" : "s", want);
+            *nfields = nf;
+            return 0;
+        }
+    }
+}
+
+/* Skips empty lines at p->r. */
+static void csv_skip_blank(struct parser *p)
+{
+    for (;;) {
+        if (p->r < p->len && p->t[p->r] == '\n')
+            p->r++;
+        else if (p->r + 1 < p->len && p->t[p->r] == '\r' && p->t[p->r + 1] == '\n')
+            p->r += 2;
+        else
+            return;
+        p->line++;
+        p->line_start = p->r;
+    }
+}
+
+static int parse_csv(struct parser *p, struct sq_feeder **out)
+{
+    size_t w = p->r; /* the write position trails the read position */
+    csv_skip_blank(p);
+    if (p->r >= p->len)
+        return perr(p, here(p), -SQ_EPARSE, "empty file (expected a header row)");
+    size_t ncols;
+    int rc = csv_record(p, &w, 0, true, &ncols);
+    if (rc < 0)
+        return rc;
+    size_t nrows = 0;
+    for (;;) {
+        csv_skip_blank(p);
+        if (p->r >= p->len)
+            break;
+        size_t nf;
+        rc = csv_record(p, &w, ncols, false, &nf);
+        if (rc < 0)
+            return rc;
+        nrows++;
+    }
+    if (!nrows)
+        return perr(p, here(p), -SQ_EPARSE, "no data rows after the header");
+    return finish(p, nrows, out);
+}
+
+/* ---- JSON ---- */
+
+static void json_ws(struct parser *p)
+{
+    while (p->r < p->len) {
+        char c = p->t[p->r];
+        if (c == '\n') {
+            p->r++;
+            p->line++;
+            p->line_start = p->r;
+        } else if (c == ' ' || c == '\t' || c == '\r') {
+            p->r++;
+        } else {
+            return;
+        }
+    }
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Reads 4 hex digits at t[r]. */
+static long hex4(const char *t, size_t r, size_t len)
+{
+    if (len - r < 4)
+        return -1;
+    long v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(t[r + (size_t)k]);
+        if (h < 0)
+            return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* Decodes the string whose opening quote is at p->r, in place from that position; the result
+ * is NUL-terminated. */
+static int json_string(struct parser *p, struct sq_str *out)
+{
+    char *t = p->t;
+    struct pos start = here(p);
+    p->r++;
+    size_t w0 = p->r - 1, w = w0; /* writes start over the opening quote */
+    for (;;) {
+        if (p->r >= p->len)
+            return perr(p, start, -SQ_EPARSE, "unterminated string");
+        unsigned char c = (unsigned char)t[p->r];
+        if (c == '"') {
+            p->r++;
+            break;
+        }
+        if (c < 0x20)
+            return perr(p, here(p), -SQ_EPARSE, "control character 0x%02x in a string (escape it)",
+                        c);
+        if (c != '\\') {
+            t[w++] = (char)c;
+            p->r++;
+            continue;
+        }
+        struct pos esc = here(p);
+        if (p->r + 1 >= p->len)
+            return perr(p, start, -SQ_EPARSE, "unterminated string");
+        char e = t[p->r + 1];
+        p->r += 2;
+        switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+            t[w++] = e;
+            continue;
+        case 'b':
+            t[w++] = '\b';
+            continue;
+        case 'f':
+            t[w++] = '\f';
+            continue;
+        case 'n':
+            t[w++] = '\n';
+            continue;
+        case 'r':
+            t[w++] = '\r';
+            continue;
+        case 't':
+            t[w++] = '\t';
+            continue;
+        case 'u':
+            break;
+        default: {
+            char cb[8];
+            return perr(p, esc, -SQ_EPARSE, "invalid escape '\\' followed by %s", show(e, cb));
+        }
+        }
+        long u = hex4(t, p->r, p->len);
+        if (u < 0)
+            return perr(p, esc, -SQ_EPARSE, "'\\u' must be followed by 4 hex digits");
+        p->r += 4;
+        unsigned long cp = (unsigned long)u;
+        if (cp >= 0xDC00 && cp <= 0xDFFF)
+            return perr(p, esc, -SQ_EPARSE, "lone low surrogate \\u%04lX", cp);
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            long lo = -1;
+            if (p->len - p->r >= 6 && t[p->r] == '\\' && t[p->r + 1] == 'u')
+                lo = hex4(t, p->r + 2, p->len);
+            if (lo < 0xDC00 || lo > 0xDFFF)
+                return perr(p, esc, -SQ_EPARSE,
+                            "high surrogate \\u%04lX not followed by a low surrogate", cp);
+            p->r += 6;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + ((unsigned long)lo - 0xDC00);
+        }
+        if (cp == 0)
+            return perr(p, esc, -SQ_EPARSE, "\\u0000 is not allowed in a feeder");
+        /* 6 (or 12) bytes read decode to at most 3 (or 4): w stays behind r. */
+        if (cp < 0x80) {
+            t[w++] = (char)cp;
+        } else if (cp < 0x800) {
+            t[w++] = (char)(0xC0 | (cp >> 6));
+            t[w++] = (char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            t[w++] = (char)(0xE0 | (cp >> 12));
+            t[w++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            t[w++] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            t[w++] = (char)(0xF0 | (cp >> 18));
+            t[w++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            t[w++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            t[w++] = (char)(0x80 | (cp & 0x3F));
+        }
+    }
+    t[w] = '\0'; /* w < r: at most over the closing quote */
+    *out = (struct sq_str){t + w0, w - w0};
+    return 0;
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* A number or literal at p->r, kept as written: moved one byte left (over the consumed ':' or
+ * whitespace before it) so that it can be NUL-terminated. */
+static int json_scalar(struct parser *p, struct sq_str *out)
+{
+    char *t = p->t;
+    size_t a = p->r, r = a;
+    struct pos at = here(p);
+    if (t[r] != '-' && !is_digit(t[r])) {
+        static const char *const lits[] = {"true", "false", "null"};
+        for (size_t k = 0; k < 3; k++) {
+            size_t n = strlen(lits[k]);
+            if (p->len - r >= n && memcmp(t + r, lits[k], n) == 0) {
+                p->r = r + n;
+                if (k == 2) {
+                    *out = (struct sq_str){t + p->len, 0};
+                    return 0;
+                }
+                goto done;
+            }
+        }
+        return perr(p, at, -SQ_EPARSE, "expected a value (string, number, true, false or null)");
+    }
+    if (t[r] == '-')
+        r++;
+    if (r < p->len && t[r] == '0') {
+        r++;
+    } else if (r < p->len && is_digit(t[r])) {
+        while (r < p->len && is_digit(t[r]))
+            r++;
+    } else {
+        goto bad;
+    }
+    if (r < p->len && t[r] == '.') {
+        r++;
+        if (r >= p->len || !is_digit(t[r]))
+            goto bad;
+        while (r < p->len && is_digit(t[r]))
+            r++;
+    }
+    if (r < p->len && (t[r] == 'e' || t[r] == 'E')) {
+        r++;
+        if (r < p->len && (t[r] == '+' || t[r] == '-'))
+            r++;
+        if (r >= p->len || !is_digit(t[r]))
+            goto bad;
+        while (r < p->len && is_digit(t[r]))
+            r++;
+    }
+    p->r = r;
+done:
+    memmove(t + a - 1, t + a, p->r - a);
+    t[p->r - 1] = '\0';
+    *out = (struct sq_str){t + a - 1, p->r - a};
+    return 0;
+bad:
+    return perr(p, at, -SQ_EPARSE, "malformed number");
+}
+
+/* Column index of a key, adding a new column when unseen. hint: the key's position in its
+ * object, the usual column. */
+static int json_column(struct parser *p, struct sq_str key, size_t hint, size_t *idx)
+{
+    if (hint < p->ncols && p->col_lens[hint] == key.len &&
+        memcmp(p->cols[hint], key.p, key.len) == 0) {
+        *idx = hint;
+        return 0;
+    }
+    for (size_t k = 0; k < p->ncols; k++) {
+        if (p->col_lens[k] == key.len && memcmp(p->cols[k], key.p, key.len) == 0) {
+            *idx = k;
+            return 0;
+        }
+    }
+    *idx = p->ncols;
+    return add_col(p, (char *)key.p, key.len);
+}
+
+/* One (row, column, value) triple, until the matrix can be laid out. */
+struct triple {
+    size_t row, col;
+    struct sq_str v;
+};
+
+static int parse_json(struct parser *p, struct sq_feeder **out)
+{
+    char *t = p->t;
+    char cb[8];
+    struct triple *tr = NULL;
+    size_t ntr = 0, captr = 0, nrows = 0;
+    int rc;
+
+    json_ws(p);
+    if (p->r >= p->len) {
+        rc = perr(p, here(p), -SQ_EPARSE, "empty file (expected a JSON array of objects)");
+        goto fail;
+    }
+    if (t[p->r] != '[') {
+        rc = perr(p, here(p), -SQ_EPARSE, "expected '[' (a top-level array of objects), found %s",
+                  show(t[p->r], cb));
+        goto fail;
+    }
+    p->r++;
+    json_ws(p);
+    if (p->r < p->len && t[p->r] == ']') {
+        rc = perr(p, here(p), -SQ_EPARSE, "empty array (expected at least one object)");
+        goto fail;
+    }
+    for (;;) {
+        json_ws(p);
+        if (p->r >= p->len) {
+            rc = perr(p, here(p), -SQ_EPARSE,
+                      "unexpected end (expected an object for row index "
+                      "%zu)",
+                      nrows);
+            goto fail;
+        }
+        if (t[p->r] != '{') {
+            rc = perr(p, here(p), -SQ_EPARSE, "row index %zu is not an object (found %s)", nrows,
+                      show(t[p->r], cb));
+            goto fail;
+        }
+        p->r++;
+        json_ws(p);
+        if (p->r < p->len && t[p->r] == '}') {
+            p->r++;
+        } else {
+            for (size_t nkey = 0;; nkey++) {
+                json_ws(p);
+                if (p->r >= p->len || t[p->r] != '"') {
+                    rc = perr(p, here(p), -SQ_EPARSE, "expected a key string in row index %zu",
+                              nrows);
+                    goto fail;
+                }
+                struct pos kpos = here(p);
+                struct sq_str key, val;
+                if ((rc = json_string(p, &key)) < 0)
+                    goto fail;
+                if (key.len == 0) {
+                    rc = perr(p, kpos, -SQ_EPARSE, "row index %zu: empty key", nrows);
+                    goto fail;
+                }
+                json_ws(p);
+                if (p->r >= p->len || t[p->r] != ':') {
+                    rc = perr(p, here(p), -SQ_EPARSE, "expected ':' after key '%.*s'",
+                              key.len > 60 ? 60 : (int)key.len, key.p);
+                    goto fail;
+                }
+                p->r++;
+                json_ws(p);
+                if (p->r >= p->len) {
+                    rc = perr(p, here(p), -SQ_EPARSE, "unexpected end (expected a value)");
+                    goto fail;
+                }
+                char c = t[p->r];
+                if (c == '{' || c == '[') {
+                    rc = perr(p, here(p), -SQ_EPARSE,
+                              "row index %zu, key '%.*s': nested %s not allowed (values are "
+                              "strings, numbers, booleans or null)",
+                              nrows, key.len > 60 ? 60 : (int)key.len, key.p,
+                              c == '{' ? "object" : "array");
+                    goto fail;
+                }
+                rc = c == '"' ? json_string(p, &val) : json_scalar(p, &val);
+                if (rc < 0)
+                    goto fail;
+                size_t col;
+                if (json_column(p, key, nkey, &col) < 0) {
+                    rc = ferr(p, -ENOMEM, "out of memory");
+                    goto fail;
+                }
+                if (p->col_row[col] == nrows + 1) {
+                    rc = perr(p, kpos, -SQ_EPARSE, "row index %zu: duplicate key '%.*s'", nrows,
+                              key.len > 60 ? 60 : (int)key.len, key.p);
+                    goto fail;
+                }
+                p->col_row[col] = nrows + 1;
+                void *a = tr;
+                if (grow(&a, &captr, ntr, sizeof(*tr)) < 0) {
+                    rc = ferr(p, -ENOMEM, "out of memory");
+                    goto fail;
+                }
+                tr = a;
+                tr[ntr++] = (struct triple){nrows, col, val};
+                json_ws(p);
+                if (p->r < p->len && t[p->r] == ',') {
+                    p->r++;
+                    continue;
+                }
+                if (p->r < p->len && t[p->r] == '}') {
+                    p->r++;
+                    break;
+                }
+                rc = perr(p, here(p), -SQ_EPARSE, "expected ',' or '}' in row index %zu, found %s",
+                          nrows, p->r < p->len ? show(t[p->r], cb) : "the end");
+                goto fail;
+            }
+        }
+        nrows++;
+        json_ws(p);
+        if (p->r < p->len && t[p->r] == ',') {
+            p->r++;
+            continue;
+        }
+        if (p->r < p->len && t[p->r] == ']') {
+            p->r++;
+            break;
+        }
+        rc = perr(p, here(p), -SQ_EPARSE, "expected ',' or ']' after row index %zu, found %s",
+                  nrows - 1, p->r < p->len ? show(t[p->r], cb) : "the end");
+        goto fail;
+    }
+    json_ws(p);
+    if (p->r < p->len) {
+        rc = perr(p, here(p), -SQ_EPARSE, "unexpected %s after the array", show(t[p->r], cb));
+        goto fail;
+    }
+    if (!p->ncols) {
+        rc = ferr(p, -SQ_EPARSE, "no keys in any object (no columns)");
+        goto fail;
+    }
+    if (nrows > ((size_t)-1) / sizeof(struct sq_str) / p->ncols) {
+        rc = ferr(p, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    free(p->cells);
+    p->cells = malloc(nrows * p->ncols * sizeof(struct sq_str));
+    if (!p->cells) {
+        rc = ferr(p, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t k = 0; k < nrows * p->ncols; k++)
+        p->cells[k] = (struct sq_str){t + p->len, 0};
+    for (size_t k = 0; k < ntr; k++)
+        p->cells[tr[k].row * p->ncols + tr[k].col] = tr[k].v;
+    free(tr);
+    return finish(p, nrows, out);
+fail:
+    free(tr);
+    return rc;
+}
+
+/* ---- loading ---- */
+
+/* Sets up a parser over a copy of data (len + 1 bytes, NUL-terminated); skips a UTF-8 BOM. */
+static int parser_init(struct parser *p, const char *path, const char *data, size_t len, char *err,
+                       size_t errlen)
+{
+    memset(p, 0, sizeof(*p));
+    p->path = path ? path : "(feeder)";
+    p->err = err;
+    p->errlen = errlen;
+    p->line = 1;
+    if (err && errlen)
+        err[0] = '\0';
+    if (len > SQ_FEEDER_MAX_BYTES)
+        return ferr(p, -SQ_ETOOBIG, "file is over %zu MiB", SQ_FEEDER_MAX_BYTES >> 20);
+    p->t = malloc(len + 1);
+    if (!p->t)
+        return ferr(p, -ENOMEM, "out of memory");
+    if (len)
+        memcpy(p->t, data, len);
+    p->t[len] = '\0';
+    p->len = len;
+    if (len >= 3 && memcmp(p->t, "\xEF\xBB\xBF", 3) == 0)
+        p->r = p->line_start = 3;
+    return 0;
+}
+
+int sq_feeder__parse_csv(const char *path, const char *data, size_t len, struct sq_feeder **out,
+                         char *err, size_t errlen)
+{
+    struct parser p;
+    *out = NULL;
+    int rc = parser_init(&p, path, data, len, err, errlen);
+    if (rc == 0)
+        rc = parse_csv(&p, out);
+    parser_dispose(&p);
+    return rc;
+}
+
+int sq_feeder__parse_json(const char *path, const char *data, size_t len, struct sq_feeder **out,
+                          char *err, size_t errlen)
+{
+    struct parser p;
+    *out = NULL;
+    int rc = parser_init(&p, path, data, len, err, errlen);
+    if (rc == 0)
+        rc = parse_json(&p, out);
+    parser_dispose(&p);
+    return rc;
+}
+
+/* Reads the whole file into a malloc'd buffer. */
+static int read_file(const char *path, char **data, size_t *len, char *err, size_t errlen)
+{
+    *data = NULL;
+    *len = 0;
+    if (err && errlen)
+        err[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (err && errlen)
+            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        return -e;
+    }
+    struct stat st;
+    size_t cap = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        cap = (size_t)st.st_size + 1;
+    if (cap < 4096)
+        cap = 4096;
+    char *buf = NULL;
+    size_t n = 0;
+    int rc = 0;
+    for (;;) {
+        if (n == cap || !buf) {
+            if (buf)
+                cap *= 2;
+            if (cap > SQ_FEEDER_MAX_BYTES + 1)
+                cap = SQ_FEEDER_MAX_BYTES + 1;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                rc = -ENOMEM;
+                if (err && errlen)
+                    snprintf(err, errlen, "%s: out of memory", path);
+                break;
+            }
+            buf = nb;
+        }
+        if (n == cap) {
+            rc = -SQ_ETOOBIG;
+            if (err && errlen)
+                snprintf(err, errlen, "%s: file is over %zu MiB", path, SQ_FEEDER_MAX_BYTES >> 20);
+            break;
+        }
+        ssize_t k = read(fd, buf + n, cap - n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            if (err && errlen)
+                snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+            break;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+typedef int (*parse_fn)(struct parser *p, struct sq_feeder **out);
+
+static int load(const char *path, parse_fn fn, struct sq_feeder **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    char *data;
+    size_t len;
+    int rc = read_file(path, &data, &len, err, errlen);
+    if (rc < 0)
+        return rc;
+    /* Parse in the read buffer itself: no second copy of a large file. */
+    struct parser p;
+    memset(&p, 0, sizeof(p));
+    p.path = path;
+    p.err = err;
+    p.errlen = errlen;
+    p.line = 1;
+    char *t = realloc(data, len + 1);
+    if (!t) {
+        free(data);
+        return ferr(&p, -ENOMEM, "out of memory");
+    }
+    t[len] = '\0';
+    p.t = t;
+    p.len = len;
+    if (len >= 3 && memcmp(t, "\xEF\xBB\xBF", 3) == 0)
+        p.r = p.line_start = 3;
+    rc = fn(&p, out);
+    parser_dispose(&p);
+    return rc;
+}
+
+int sq_feeder_load_csv(const char *path, struct sq_feeder **out, char *err, size_t errlen)
+{
+    return load(path, parse_csv, out, err, errlen);
+}
+
+int sq_feeder_load_json(const char *path, struct sq_feeder **out, char *err, size_t errlen)
+{
+    return load(path, parse_json, out, err, errlen);
+}
+
+void sq_feeder_free(struct sq_feeder *f)
+{
+    if (!f)
+        return;
+    free(f->columns); /* the names point into text */
+    free(f->cells);
+    free(f->text);
+    free(f);
+}
+
+int sq_feeder_column(const struct sq_feeder *f, const char *name, size_t len)
+{
+    for (size_t k = 0; k < f->ncolumns; k++)
+        if (strlen(f->columns[k]) == len && memcmp(f->columns[k], name, len) == 0)
+            return k > (size_t)INT32_MAX ? -1 : (int)k;
+    return -1;
+}
+
+const struct sq_str *sq_feeder_row(struct sq_feeder *f, enum sq_feed_mode mode, uint64_t vu,
+                                   uint64_t *rng)
+{
+    uint64_t i = 0;
+    switch (mode) {
+    case SQ_FEED_SEQUENTIAL:
+        i = __atomic_fetch_add(&f->cursor, 1, __ATOMIC_RELAXED) % f->nrows;
+        break;
+    case SQ_FEED_PER_VU:
+        i = (vu - 1) % f->nrows;
+        break;
+    case SQ_FEED_RANDOM: {
+        uint64_t x = *rng ? *rng : 0x9E3779B97F4A7C15ull; /* 0 is xorshift's fixed point */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *rng = x;
+        i = x % f->nrows; /* modulo bias: under nrows / 2^64, negligible */
+        break;
+    }
+    }
+    return f->cells + i * f->ncolumns;
+}

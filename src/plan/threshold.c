@@ -1,0 +1,415 @@
+/* plan/threshold.c - k6 threshold expressions ("p(95) < 200") and metric selectors
+ * ("http_req_duration{step:login}").
+ *
+ * Both parsers are hand-written scanners over (s, len): no allocation, no NUL needed, every
+ * error names the offending token and its byte offset in s. See docs/internals/plan-data.md. */
+#include "plan/threshold.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AGG_LIST "count, rate, value, avg, min, max, med or p(N)"
+#define OP_LIST  ">, >=, <, <=, ==, === or !="
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
+                                                      ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -SQ_EPARSE;
+}
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_op_char(char c)
+{
+    return c == '<' || c == '>' || c == '=' || c == '!';
+}
+
+static size_t skip_ws(const char *s, size_t len, size_t i)
+{
+    while (i < len && is_ws(s[i]))
+        i++;
+    return i;
+}
+
+/* The end of the token starting at i, for messages: a run of characters that are neither
+ * whitespace nor operator characters (at least one character when i < len). */
+static size_t token_end(const char *s, size_t len, size_t i)
+{
+    size_t j = i;
+    while (j < len && !is_ws(s[j]) && !is_op_char(s[j]))
+        j++;
+    if (j == i && i < len)
+        j++;
+    return j;
+}
+
+/* Shortens a token for quoting in a message. */
+static int tok_len(size_t n)
+{
+    return n > 40 ? 40 : (int)n;
+}
+
+/* Scans a number at s[i..]: [+-]? (digits [. digits*] | . digits) ([eE] [+-]? digits)? when
+ * allow_sign_exp, else digits [. digits]. Returns the end, or i when there is no number. */
+static size_t scan_number(const char *s, size_t len, size_t i, bool allow_sign_exp)
+{
+    size_t j = i;
+    if (allow_sign_exp && j < len && (s[j] == '+' || s[j] == '-'))
+        j++;
+    size_t int_start = j;
+    while (j < len && is_digit(s[j]))
+        j++;
+    size_t nint = j - int_start, nfrac = 0;
+    if (j < len && s[j] == '.') {
+        size_t k = j + 1;
+        while (k < len && is_digit(s[k]))
+            k++;
+        nfrac = k - j - 1;
+        if (nfrac || (allow_sign_exp && nint))
+            j = k;
+        else if (!allow_sign_exp)
+            return i; /* "95." is not a percentile */
+    }
+    if (nint == 0 && nfrac == 0)
+        return i;
+    if (allow_sign_exp && j < len && (s[j] == 'e' || s[j] == 'E')) {
+        size_t k = j + 1;
+        if (k < len && (s[k] == '+' || s[k] == '-'))
+            k++;
+        size_t d = k;
+        while (k < len && is_digit(s[k]))
+            k++;
+        if (k == d)
+            return i; /* "1e" */
+        j = k;
+    }
+    return j;
+}
+
+/* Converts the scanned number s[i..j) (at most 63 characters) into *out. */
+static bool to_double(const char *s, size_t i, size_t j, double *out)
+{
+    char tmp[64];
+    if (j - i >= sizeof(tmp))
+        return false;
+    memcpy(tmp, s + i, j - i);
+    tmp[j - i] = '\0';
+    errno = 0;
+    char *end;
+    double v = strtod(tmp, &end);
+    if (*end != '\0' || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+static const struct {
+    const char *name;
+    enum sq_th_agg agg;
+} aggs[] = {
+    {"count", SQ_TH_COUNT}, {"rate", SQ_TH_RATE}, {"value", SQ_TH_VALUE}, {"avg", SQ_TH_AVG},
+    {"min", SQ_TH_MIN},     {"max", SQ_TH_MAX},   {"med", SQ_TH_MED},
+};
+
+static int parse_expr(const char *s, size_t len, struct sq_th_expr *out, char *err, size_t errlen)
+{
+    size_t start = skip_ws(s, len, 0), end = len;
+    while (end > start && is_ws(s[end - 1]))
+        end--;
+    if (start == end)
+        return fail(err, errlen, "empty threshold expression (expected e.g. 'p(95) < 200')");
+
+    /* The aggregation. */
+    size_t i = start, w = i;
+    while (w < end && ((s[w] >= 'a' && s[w] <= 'z') || (s[w] >= 'A' && s[w] <= 'Z') ||
+                       is_digit(s[w]) || s[w] == '_'))
+        w++;
+    size_t after = skip_ws(s, end, w);
+    if (w - i == 1 && s[i] == 'p' && after < end && s[after] == '(') {
+        size_t n0 = skip_ws(s, end, after + 1);
+        size_t n1 = scan_number(s, end, n0, false);
+        double pct;
+        if (n1 == n0) {
+            size_t te = n0;
+            while (te < end && s[te] != ')' && !is_ws(s[te]))
+                te++;
+            if (te == n0)
+                return fail(err, errlen, "expected a percentile at %zu in 'p(N)' (0 < N <= 100)",
+                            n0);
+            return fail(err, errlen, "percentile '%.*s' at %zu is not a decimal number",
+                        tok_len(te - n0), s + n0, n0);
+        }
+        if (!to_double(s, n0, n1, &pct) || !(pct > 0 && pct <= 100))
+            return fail(err, errlen, "percentile %.*s at %zu is out of range (0 < N <= 100)",
+                        tok_len(n1 - n0), s + n0, n0);
+        size_t c = skip_ws(s, end, n1);
+        if (c >= end || s[c] != ')')
+            return fail(err, errlen, "expected ')' at %zu to close 'p(' at %zu", c, i);
+        out->agg = SQ_TH_PCT;
+        out->pct = pct;
+        i = c + 1;
+    } else {
+        bool found = false;
+        for (size_t k = 0; k < SQ_ARRAY_LEN(aggs); k++) {
+            if (strlen(aggs[k].name) == w - i && memcmp(aggs[k].name, s + i, w - i) == 0) {
+                out->agg = aggs[k].agg;
+                found = true;
+                break;
+            }
+        }
+        if (!found) {
+            size_t te = token_end(s, end, i);
+            return fail(err, errlen, "unknown aggregation '%.*s' at %zu (expected " AGG_LIST ")",
+                        tok_len(te - i), s + i, i);
+        }
+        i = w;
+    }
+
+    /* The operator: longest match first. */
+    i = skip_ws(s, end, i);
+    static const struct {
+        const char *text;
+        enum sq_th_op op;
+    } ops[] = {{"===", SQ_TH_EQ}, {"==", SQ_TH_EQ}, {"!=", SQ_TH_NE}, {">=", SQ_TH_GE},
+               {"<=", SQ_TH_LE},  {">", SQ_TH_GT},  {"<", SQ_TH_LT}};
+    size_t oplen = 0;
+    for (size_t k = 0; k < SQ_ARRAY_LEN(ops); k++) {
+        size_t n = strlen(ops[k].text);
+        if (end - i >= n && memcmp(s + i, ops[k].text, n) == 0) {
+            out->op = ops[k].op;
+            oplen = n;
+            break;
+        }
+    }
+    if (!oplen) {
+        if (i >= end)
+            return fail(err, errlen, "expected an operator (" OP_LIST ") at %zu, found the end", i);
+        size_t te = i;
+        while (te < end && is_op_char(s[te]))
+            te++;
+        if (te == i)
+            te = token_end(s, end, i);
+        return fail(err, errlen, "expected an operator (" OP_LIST ") at %zu, found '%.*s'", i,
+                    tok_len(te - i), s + i);
+    }
+    size_t op_at = i;
+    i = skip_ws(s, end, i + oplen);
+
+    /* The number. */
+    size_t n1 = scan_number(s, end, i, true);
+    if (n1 == i || (n1 < end && !is_ws(s[n1]))) {
+        if (i >= end)
+            return fail(err, errlen, "expected a number at %zu after '%.*s', found the end", i,
+                        (int)oplen, s + op_at);
+        size_t te = i;
+        while (te < end && !is_ws(s[te]))
+            te++;
+        return fail(err, errlen, "malformed number '%.*s' at %zu after '%.*s'", tok_len(te - i),
+                    s + i, i, (int)oplen, s + op_at);
+    }
+    if (!to_double(s, i, n1, &out->value))
+        return fail(err, errlen, "number '%.*s' at %zu is out of range", tok_len(n1 - i), s + i, i);
+    size_t t = skip_ws(s, end, n1);
+    if (t < end) {
+        size_t te = t;
+        while (te < end && !is_ws(s[te]))
+            te++;
+        return fail(err, errlen, "unexpected '%.*s' at %zu after the number", tok_len(te - t),
+                    s + t, t);
+    }
+
+    /* The text as written, trimmed; a long one is cut with "...". */
+    size_t n = end - start;
+    if (n < sizeof(out->text)) {
+        memcpy(out->text, s + start, n);
+        out->text[n] = '\0';
+    } else {
+        size_t keep = sizeof(out->text) - 4;
+        memcpy(out->text, s + start, keep);
+        memcpy(out->text + keep, "...", 4);
+    }
+    return 0;
+}
+
+int sq_th_expr_parse(const char *s, size_t len, struct sq_th_expr *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (err && errlen)
+        err[0] = '\0';
+    int rc = parse_expr(s ? s : "", s ? len : 0, out, err, errlen);
+    if (rc < 0)
+        memset(out, 0, sizeof(*out));
+    return rc;
+}
+
+bool sq_th_expr_holds(const struct sq_th_expr *e, double v)
+{
+    switch (e->op) {
+    case SQ_TH_GT:
+        return v > e->value;
+    case SQ_TH_GE:
+        return v >= e->value;
+    case SQ_TH_LT:
+        return v < e->value;
+    case SQ_TH_LE:
+        return v <= e->value;
+    case SQ_TH_EQ:
+        return v == e->value;
+    case SQ_TH_NE:
+        return v != e->value;
+    }
+    return false;
+}
+
+const char *sq_th_op_str(enum sq_th_op op)
+{
+    switch (op) {
+    case SQ_TH_GT:
+        return ">";
+    case SQ_TH_GE:
+        return ">=";
+    case SQ_TH_LT:
+        return "<";
+    case SQ_TH_LE:
+        return "<=";
+    case SQ_TH_EQ:
+        return "==";
+    case SQ_TH_NE:
+        return "!=";
+    }
+    return "?";
+}
+
+/* ---- selectors ---- */
+
+static bool is_name_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || c == '_';
+}
+
+static bool is_name_char(char c)
+{
+    return is_name_start(c) || is_digit(c);
+}
+
+static int parse_sel(const char *s, size_t len, struct sq_metric_sel *out, char *err, size_t errlen)
+{
+    size_t i = skip_ws(s, len, 0), end = len;
+    while (end > i && is_ws(s[end - 1]))
+        end--;
+    if (i == end)
+        return fail(err, errlen, "empty metric selector (expected e.g. 'http_req_duration')");
+    if (!is_name_start(s[i]))
+        return fail(err, errlen,
+                    "metric name must start with a lowercase letter or '_' at %zu, found '%c'", i,
+                    s[i]);
+    size_t m0 = i;
+    while (i < end && is_name_char(s[i]))
+        i++;
+    out->metric = s + m0;
+    out->metric_len = i - m0;
+    size_t b = skip_ws(s, end, i);
+    if (b == end)
+        return 0;
+    if (s[b] != '{') {
+        if (b == i)
+            return fail(err, errlen,
+                        "unexpected '%c' at %zu in the metric name (expected [a-z0-9_] or '{')",
+                        s[i], i);
+        return fail(err, errlen, "expected '{' or the end at %zu, found '%c'", b, s[b]);
+    }
+    i = b + 1;
+    for (;;) {
+        /* key */
+        size_t k0 = skip_ws(s, end, i), k1 = k0;
+        while (k1 < end && !is_ws(s[k1]) && s[k1] != ':' && s[k1] != ',' && s[k1] != '{' &&
+               s[k1] != '}' && s[k1] != '"')
+            k1++;
+        if (k1 == k0) {
+            if (k0 >= end)
+                return fail(err, errlen, "expected a tag 'key:value' at %zu, found the end", k0);
+            return fail(err, errlen, "expected a tag 'key:value' at %zu, found '%c'", k0, s[k0]);
+        }
+        size_t c = skip_ws(s, end, k1);
+        if (c >= end || s[c] != ':')
+            return fail(err, errlen, "expected ':' after tag '%.*s' at %zu", tok_len(k1 - k0),
+                        s + k0, c);
+        for (size_t t = 0; t < out->ntags; t++)
+            if (out->tags[t].key_len == k1 - k0 && memcmp(out->tags[t].key, s + k0, k1 - k0) == 0)
+                return fail(err, errlen, "duplicate tag '%.*s' at %zu", tok_len(k1 - k0), s + k0,
+                            k0);
+        if (out->ntags == SQ_TH_MAX_TAGS)
+            return fail(err, errlen, "too many tags at %zu (at most %d)", k0, SQ_TH_MAX_TAGS);
+        /* value */
+        size_t v0 = skip_ws(s, end, c + 1), v1, next;
+        if (v0 < end && s[v0] == '"') {
+            v1 = v0 + 1;
+            while (v1 < end && s[v1] != '"')
+                v1++;
+            if (v1 >= end)
+                return fail(err, errlen, "unterminated quoted value starting at %zu", v0);
+            next = skip_ws(s, end, v1 + 1);
+            v0++;
+            if (next < end && s[next] != ',' && s[next] != '}')
+                return fail(err, errlen, "expected ',' or '}' at %zu after the quoted value", next);
+        } else {
+            v1 = v0;
+            while (v1 < end && s[v1] != ',' && s[v1] != '}') {
+                if (s[v1] == '"' || s[v1] == '{')
+                    return fail(err, errlen, "unexpected '%c' at %zu in the value of tag '%.*s'",
+                                s[v1], v1, tok_len(k1 - k0), s + k0);
+                v1++;
+            }
+            next = v1;
+            while (v1 > v0 && is_ws(s[v1 - 1]))
+                v1--;
+            if (v1 == v0)
+                return fail(err, errlen, "empty value for tag '%.*s' at %zu", tok_len(k1 - k0),
+                            s + k0, v0);
+        }
+        out->tags[out->ntags].key = s + k0;
+        out->tags[out->ntags].key_len = k1 - k0;
+        out->tags[out->ntags].value = s + v0;
+        out->tags[out->ntags].value_len = v1 - v0;
+        out->ntags++;
+        if (next >= end)
+            return fail(err, errlen, "expected '}' at %zu to close '{' at %zu", next, b);
+        if (s[next] == '}') {
+            size_t t = skip_ws(s, end, next + 1);
+            if (t != end)
+                return fail(err, errlen, "unexpected '%c' at %zu after '}'", s[t], t);
+            return 0;
+        }
+        i = next + 1; /* ',' */
+    }
+}
+
+int sq_metric_sel_parse(const char *s, size_t len, struct sq_metric_sel *out, char *err,
+                        size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (err && errlen)
+        err[0] = '\0';
+    int rc = parse_sel(s ? s : "", s ? len : 0, out, err, errlen);
+    if (rc < 0)
+        memset(out, 0, sizeof(*out));
+    return rc;
+}

@@ -1,0 +1,668 @@
+/* Unit tests: plan/load + plan/describe (the plan language: errors with file:line:col and key
+ * path, and the compiled model of a full plan). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "plan/plan.h"
+
+static char tmpdir[64];
+
+static void write_file(const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/sq_test_plan_XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    write_file("users.csv", "name,password\n\"Ann \"\"Lee\"\"\",pw1\nbob,pw&2\n");
+    write_file("body.bin", "{{not a template}}\x01 raw");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    const char *names[] = {"users.csv", "body.bin", "plan.yaml"};
+    for (size_t i = 0; i < SQ_ARRAY_LEN(names); i++) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, names[i]);
+        unlink(path);
+    }
+    rmdir(tmpdir);
+    return 0;
+}
+
+/* Loads yaml as tmpdir/plan.yaml (so feeders resolve) and expects an error at where ("L:C"),
+ * with key path key and a message containing msg. */
+static void expect_err_at(int line, const char *yaml, const char *where, const char *key,
+                          const char *msg)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "%s/plan.yaml", tmpdir);
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string(name, yaml, strlen(yaml), &p, &e);
+    if (rc == 0) {
+        sq_plan_free(p);
+        fail_msg("line %d: the plan loaded; expected %s %s: %s", line, where, key, msg);
+    }
+    char got_where[32];
+    snprintf(got_where, sizeof(got_where), "%u:%u", e.loc.line, e.loc.col);
+    char full[1024];
+    sq_plan_error_format(&e, full, sizeof(full));
+    if (strcmp(got_where, where) || strcmp(e.key, key) || !strstr(e.msg, msg) ||
+        strcmp(e.file, name))
+        fail_msg("line %d: got '%s'\n  expected %s: %s: ...%s...", line, full, where, key, msg);
+    /* the formatted line is file:line:col: key: msg */
+    char want[1024];
+    if (key[0])
+        snprintf(want, sizeof(want), "%s:%s: %s: %s", name, where, key, e.msg);
+    else
+        snprintf(want, sizeof(want), "%s:%s: %s", name, where, e.msg);
+    assert_string_equal(full, want);
+    assert_null(p);
+}
+
+#define expect_err(...) expect_err_at(__LINE__, __VA_ARGS__)
+
+#define HEAD                                                                                       \
+    "target: http://127.0.0.1:8080\n"                                                              \
+    "scenarios:\n"                                                                                 \
+    "  s:\n"                                                                                       \
+    "    executor: constant-vus\n"                                                                 \
+    "    duration: 1s\n"                                                                           \
+    "    flow:\n"
+
+static void unknown_keys(void **state)
+{
+    (void)state;
+    expect_err(HEAD "      - request: { metod: POST, url: /x }\n", "7:20",
+               "scenarios.s.flow[0].request", "unknown key 'metod' (did you mean 'method'?)");
+    expect_err(HEAD "      - request: { url: /x }\n        chek: { status: 200 }\n", "8:9",
+               "scenarios.s.flow[0]", "unknown key 'chek' (did you mean 'check'?)");
+    expect_err("target: http://127.0.0.1:8080\nscenarioz: {}\n", "2:1", "",
+               "unknown key 'scenarioz' (did you mean 'scenarios'?)");
+    expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
+               "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
+               "thresholds)");
+    /* an executor's key on another executor */
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    duration: 1s\n    rate: 5\n",
+               "6:5", "scenarios.s",
+               "'rate' does not apply to constant-vus (it takes vus, duration, pacing)");
+    expect_err(HEAD
+               "      - request: { url: /x }\n        check: { json: { \"$.a\": { gte: 1 } } }\n",
+               "8:35", "scenarios.s.flow[0].check.json.$.a",
+               "unknown operator 'gte' (did you mean 'gt'?)");
+    expect_err("target: http://127.0.0.1:8080\ntarget: x\n", "2:1", "",
+               "duplicate key 'target' (first at line 1)");
+}
+
+static void wrong_types(void **state)
+{
+    (void)state;
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    vus: many\n    duration: 1s\n    flow: [ { request: { url: /x } } ]\n",
+               "5:10", "scenarios.s.vus", "expected a whole number from 1 to 1000000, got 'many'");
+    expect_err(HEAD "      - request: { url: /x }\n        check: { status: [200, 99] }\n", "8:32",
+               "scenarios.s.flow[0].check.status",
+               "expected an HTTP status from 100 to 599, got 99");
+    expect_err(HEAD "      - request: { url: [a] }\n", "7:25", "scenarios.s.flow[0].request.url",
+               "expected a path like /items or a URL on the target, got a list");
+    expect_err(HEAD "      - request: /x\n", "7:18", "scenarios.s.flow[0].request",
+               "expected a mapping (method, url, headers, body...), got a scalar");
+    expect_err(HEAD "      - request: { url: /x, method: post }\n", "7:37",
+               "scenarios.s.flow[0].request.method",
+               "expected an upper-case method, got 'post' (did you mean 'POST'?)");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    duration: 1s\n    cookies: yes\n    flow: [ { request: { url: /x } } ]\n",
+               "6:14", "scenarios.s.cookies", "expected true or false, got 'yes'");
+    expect_err(HEAD "      - request: { url: /x }\n        on_error: next\n", "8:19",
+               "scenarios.s.flow[0].on_error", "expected continue or next_iteration, got 'next'");
+    expect_err(HEAD "      - request: { url: /x, json: { a: .inf } }\n", "7:40",
+               "scenarios.s.flow[0].request.json.a", "'.inf' has no JSON form");
+    expect_err(HEAD "      - request: { url: /x, body: a, json: { a: 1 } }\n", "7:38",
+               "scenarios.s.flow[0].request",
+               "a request has one body: 'body' and 'json' are both set");
+}
+
+static void missing_keys(void **state)
+{
+    (void)state;
+    expect_err("scenarios: {}\n", "1:1", "", "missing key 'target'");
+    expect_err("target: http://127.0.0.1:8080\n", "1:1", "", "missing key 'scenarios'");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    duration: 1s\n", "3:3",
+               "scenarios.s", "missing key 'executor'");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    flow: [ { request: { url: /x } } ]\n",
+               "3:3", "scenarios.s", "missing key 'duration' (constant-vus needs it)");
+    expect_err(
+        "target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-arrival-rate\n"
+        "    rate: 10\n    duration: 1s\n    flow: [ { request: { url: /x } } ]\n",
+        "3:3", "scenarios.s", "missing key 'preAllocatedVUs'");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    duration: 1s\n",
+               "3:3", "scenarios.s", "missing key 'flow'");
+    expect_err(HEAD "      - name: a\n", "7:9", "scenarios.s.flow[0]", "missing key 'request'");
+    expect_err(HEAD "      - request: { method: GET }\n", "7:18", "scenarios.s.flow[0].request",
+               "missing key 'url'");
+    expect_err("", "1:1", "", "the plan is empty");
+}
+
+static void durations_and_executors(void **state)
+{
+    (void)state;
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    duration: 10 parsecs\n    flow: [ { request: { url: /x } } ]\n",
+               "5:15", "scenarios.s.duration",
+               "expected a duration like 500ms or 2s, got '10 parsecs'");
+    expect_err(HEAD "      - think: 100\n", "7:16", "scenarios.s.flow[0].think",
+               "expected a duration like 500ms or 2s, got '100'");
+    expect_err(HEAD "      - think: 1s\n        request: { url: /x }\n", "8:9",
+               "scenarios.s.flow[0]", "a think step has only name and think");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vu\n"
+               "    duration: 1s\n    flow: [ { request: { url: /x } } ]\n",
+               "4:15", "scenarios.s.executor",
+               "unknown executor 'constant-vu' (did you mean 'constant-vus'?)");
+    /* sq_exec_prepare's complaints land on the key they are about */
+    expect_err(
+        "target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: ramping-vus\n"
+        "    stages: [ { duration: 0s, target: 5 } ]\n    flow: [ { request: { url: /x } } ]\n",
+        "5:13", "scenarios.s.stages", "the stages add up to no time");
+    expect_err(
+        "target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-arrival-rate\n"
+        "    rate: 10\n    duration: 1s\n    preAllocatedVUs: 10\n    maxVUs: 5\n"
+        "    flow: [ { request: { url: /x } } ]\n",
+        "8:13", "scenarios.s.maxVUs", "must be at least preAllocatedVUs");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    duration: 0s\n    flow: [ { request: { url: /x } } ]\n",
+               "5:15", "scenarios.s.duration", "must be positive");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: ramping-vus\n"
+               "    stages: [ { duration: 1s, target: 1.5 } ]\n",
+               "5:39", "scenarios.s.stages[0].target", "expected a whole number");
+}
+
+static void templates(void **state)
+{
+    (void)state;
+    expect_err(
+        HEAD "      - request: { url: /login }\n        extract: { token: { json: \"$.token\" } }\n"
+             "      - request: { url: \"/items/{{tokn}}\" }\n",
+        "9:35", "scenarios.s.flow[1].request.url", "unknown name 'tokn' (did you mean 'token'?)");
+    expect_err(HEAD "      - request: { url: \"/a/{{$vuu}}\" }\n", "7:31",
+               "scenarios.s.flow[0].request.url", "unknown built-in '$vuu' (did you mean '$vu'?)");
+    expect_err(HEAD "      - request: { url: \"/a/{{$vu\" }\n", "7:29",
+               "scenarios.s.flow[0].request.url", "unclosed '{{'");
+    expect_err(
+        "target: http://127.0.0.1:8080\ndata:\n  users: { csv: users.csv }\n"
+        "scenarios:\n  s:\n    executor: constant-vus\n    duration: 1s\n    flow:\n"
+        "      - request: { url: \"/u/{{users.nme}}\" }\n",
+        "9:31", "scenarios.s.flow[0].request.url",
+        "feeder 'users' has no column 'nme' (did you mean 'name'?) (columns: name, password)");
+    expect_err("target: http://127.0.0.1:8080\ndata:\n  users: { csv: users.csv }\n"
+               "scenarios:\n  s:\n    executor: constant-vus\n    duration: 1s\n    flow:\n"
+               "      - request: { url: \"/u/{{usrs.name}}\" }\n",
+               "9:31", "scenarios.s.flow[0].request.url",
+               "unknown feeder 'usrs' in 'usrs.name' (did you mean 'users'?)");
+    /* in a json body: at the string inside the body */
+    expect_err(HEAD
+               "      - request:\n          url: /x\n          json: { a: [1, \"x {{nope}}\"] }\n",
+               "9:31", "scenarios.s.flow[0].request.json.a[1]", "unknown name 'nope'");
+    expect_err(HEAD "      - request:\n          url: /x\n          headers: { X-A: "
+                    "\"{{$env.SQ_TEST_PLAN_UNSET}}\" }\n",
+               "9:30", "scenarios.s.flow[0].request.headers.X-A",
+               "environment variable 'SQ_TEST_PLAN_UNSET' is not set");
+    expect_err("target: http://127.0.0.1:8080\nvars: { a: \"{{$vu}}\" }\nscenarios: {}\n", "2:13",
+               "vars.a", "a plan variable is fixed text");
+    /* extracting into a plan variable's name */
+    expect_err("target: http://127.0.0.1:8080\nvars: { token: x }\nscenarios:\n  s:\n"
+               "    executor: constant-vus\n    duration: 1s\n    flow:\n"
+               "      - request: { url: /x }\n        extract: { token: { header: X-T } }\n",
+               "9:20", "scenarios.s.flow[0].extract", "'token' is already a plan variable");
+    /* urls */
+    expect_err(HEAD "      - request: { url: \"http://example.com/x\" }\n", "7:26",
+               "scenarios.s.flow[0].request.url", "is not on the target http://127.0.0.1:8080");
+    expect_err(HEAD "      - request: { url: \"/a b\" }\n", "7:28",
+               "scenarios.s.flow[0].request.url", "a url cannot contain spaces");
+    expect_err(HEAD "      - request: { url: items }\n", "7:25", "scenarios.s.flow[0].request.url",
+               "expected a path starting with '/'");
+    expect_err("target: http://127.0.0.1:8080/api\nscenarios: {}\n", "1:9", "target",
+               "without a path");
+    expect_err("target: ftp://127.0.0.1\nscenarios: {}\n", "1:9", "target",
+               "expected an http:// or https:// URL");
+}
+
+static void evaluators(void **state)
+{
+    (void)state;
+    /* errors from plan/eval, reported at the node */
+    expect_err(
+        HEAD
+        "      - request: { url: /login }\n        extract: { id: { regex: \"id=(\\\\d+\" } }\n",
+        "8:34", "scenarios.s.flow[0].extract.id.regex", "missing closing parenthesis");
+    expect_err(
+        HEAD
+        "      - request: { url: /login }\n        check: { header_matches: { X-Id: \"(\" } }\n",
+        "8:43", "scenarios.s.flow[0].check.header_matches.X-Id", "missing closing parenthesis");
+    expect_err(HEAD "      - request: { url: /login }\n        extract: { id: { json: token } }\n",
+               "8:32", "scenarios.s.flow[0].extract.id.json", "$");
+    expect_err(
+        HEAD
+        "      - request: { url: /login }\n        extract: { id: { json: $.a, header: X } }\n",
+        "8:24", "scenarios.s.flow[0].extract.id", "exactly one of json, regex or header");
+    expect_err(
+        HEAD
+        "      - request: { url: /login }\n        check: { json: { \"$.n\": { gt: abc } } }\n",
+        "8:39", "scenarios.s.flow[0].check.json.$.n.gt", "'gt' compares numbers");
+}
+
+#define TH_HEAD                                                                                    \
+    HEAD "      - name: login\n"                                                                   \
+         "        request: { url: /login }\n"                                                      \
+         "thresholds:\n"
+
+static void thresholds(void **state)
+{
+    (void)state;
+    expect_err(TH_HEAD "  http_req_duration: [\"p95 < 200\"]\n", "10:24",
+               "thresholds.http_req_duration[0]", "unknown aggregation 'p95'");
+    expect_err(TH_HEAD "  http_req_duraton: [\"p(95) < 200\"]\n", "10:3",
+               "thresholds.http_req_duraton",
+               "unknown metric 'http_req_duraton' (did you mean 'http_req_duration'?)");
+    expect_err(TH_HEAD "  \"http_req_duration{step:logn}\": [\"p(95) < 200\"]\n", "10:4",
+               "thresholds.http_req_duration{step:logn}",
+               "no step named 'logn' in the plan (did you mean 'login'?)");
+    expect_err(TH_HEAD "  \"http_reqs{scenario:t}\": [\"count > 1\"]\n", "10:4",
+               "thresholds.http_reqs{scenario:t}", "no scenario named 't' in the plan");
+    expect_err(TH_HEAD "  \"http_reqs{stp:login}\": [\"count > 1\"]\n", "10:4",
+               "thresholds.http_reqs{stp:login}", "unknown tag 'stp' (did you mean 'step'?)");
+    expect_err(TH_HEAD "  checks: [\"p(95) < 200\"]\n", "10:13", "thresholds.checks[0]",
+               "'p(95)' does not apply to checks (a rate: rate)");
+    expect_err(TH_HEAD "  vus: [\"avg < 2\"]\n", "10:10", "thresholds.vus[0]",
+               "'avg' does not apply to vus (a gauge: value)");
+    expect_err(TH_HEAD "  http_reqs: [{ threshold: \"count > 1\", abortOnFail: 1 }]\n", "10:54",
+               "thresholds.http_reqs[0].abortOnFail", "expected true or false");
+    expect_err(TH_HEAD "  http_reqs: [{ abortOnFail: true }]\n", "10:15", "thresholds.http_reqs[0]",
+               "missing key 'threshold'");
+}
+
+static void yaml_syntax(void **state)
+{
+    (void)state;
+    expect_err("target: http://127.0.0.1:8080\nscenarios: [a,\n  b: c\n", "4:1", "",
+               "YAML syntax error");
+    expect_err("target: http://127.0.0.1:8080\n  bad: indent\n", "1:9", "", "YAML syntax error");
+    expect_err("a: *nowhere\n", "1:5", "", "unknown alias '*nowhere'");
+    expect_err("a: 1\n---\nb: 2\n", "2:1", "", "a plan is one YAML document");
+    expect_err("target: !foo x\n", "1:14", "", "unsupported tag '!foo'");
+}
+
+static const char full_plan[] =
+    "target: http://127.0.0.1:8080/\n"
+    "vars: { greeting: hello, both: \"{{greeting}} world\" }\n"
+    "defaults: { headers: { Accept: application/json, X-Env: fixed }, timeout: 5s }\n"
+    "data:\n"
+    "  users: { csv: users.csv, mode: per-vu }\n"
+    "x-common: &common\n"
+    "  executor: constant-vus\n"
+    "scenarios:\n"
+    "  shoppers:\n"
+    "    <<: *common\n"
+    "    vus: 64\n"
+    "    duration: 30s\n"
+    "    cookies: true\n"
+    "    flow:\n"
+    "      - name: login\n"
+    "        request:\n"
+    "          method: POST\n"
+    "          url: /login\n"
+    "          json: { user: \"{{users.name}}\", pw: \"{{users.password}}\", n: 5, f: 1.5,\n"
+    "                  ok: true, nil: null, hex: 0x1F, list: [1, \"a\\\"b\"], id: !raw "
+    "\"{{$vu}}\",\n"
+    "                  s: \"5\" }\n"
+    "        extract: { token: { json: \"$.token\" }, rid: { header: X-Request-Id } }\n"
+    "        check: { status: 200 }\n"
+    "        on_error: next_iteration\n"
+    "      - name: items\n"
+    "        request:\n"
+    "          url: \"/items?vu={{$vu}}&it={{$iteration}}&t={{token}}&g={{greeting}}\"\n"
+    "          headers: { Authorization: \"Bearer {{token}}\", x-env: step }\n"
+    "          timeout: 2s\n"
+    "        check: { status: [200, 204], body_contains: items, json: { \"$.count\": { gt: 0, le: "
+    "10 },\n"
+    "                 \"$.ok\": true }, header: { Content-Type: application/json },\n"
+    "                 header_matches: { X-Id: \"^[0-9]+$\" }, duration: { lt: 200ms } }\n"
+    "        extract: { last: { regex: \"id=(\\\\d+)\" } }\n"
+    "      - think: 100ms\n"
+    "      - name: form\n"
+    "        request: { method: PUT, url: \"http://127.0.0.1:8080/f\", form: { \"user name\": "
+    "\"{{users.name}}\", q: \"a&b c\" } }\n"
+    "      - name: upload\n"
+    "        request: { method: POST, url: /up, file: body.bin }\n"
+    "      - request: { url: /static, body: \"{{both}}\" }\n"
+    "  burst:\n"
+    "    executor: ramping-arrival-rate\n"
+    "    startRate: 0\n"
+    "    timeUnit: 1m\n"
+    "    stages: [{ duration: 10s, target: 600 }, { duration: 20s, target: 600 }]\n"
+    "    preAllocatedVUs: 10\n"
+    "    maxVUs: 50\n"
+    "    startTime: 5s\n"
+    "    flow:\n"
+    "      - request: { url: /health }\n"
+    "thresholds:\n"
+    "  http_req_duration: [\"p(95) < 200\", \"p(99) < 500\"]\n"
+    "  \"http_req_duration{step:login}\": [\"p(99) < 300\"]\n"
+    "  checks: \"rate > 0.99\"\n"
+    "  http_req_failed: [\"rate < 0.05\", { threshold: \"rate < 0.01\", abortOnFail: true, "
+    "delayAbortEval: 10s }]\n";
+
+static char *render(const struct sq_tmpl *t, const struct sq_str *vars, const struct sq_str *row)
+{
+    uint64_t rng = 12345;
+    const struct sq_str *rows[] = {row};
+    struct sq_tmpl_ctx ctx = {.vu = 3, .iteration = 9, .rng = &rng, .vars = vars, .rows = rows};
+    struct sq_buf b = {0};
+    assert_int_equal(sq_tmpl_render(t, &ctx, &b), 0);
+    assert_int_equal(sq_buf_append(&b, "", 1), 0);
+    return b.p;
+}
+
+static void full_plan_model(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/plan.yaml", tmpdir);
+    write_file("plan.yaml", full_plan);
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load(path, &p, &e);
+    if (rc != 0) {
+        char b[800];
+        sq_plan_error_format(&e, b, sizeof(b));
+        fail_msg("%s", b);
+    }
+    assert_string_equal(p->target, "http://127.0.0.1:8080");
+    assert_int_equal(p->nvars, 2);
+    assert_string_equal(p->vars[1].name, "both");
+    assert_string_equal(p->vars[1].value, "hello world");
+    assert_int_equal(p->default_timeout_ns, 5 * SQ_NS_PER_S);
+    assert_int_equal(p->nfeeders, 1);
+    assert_string_equal(p->feeders[0].name, "users");
+    assert_int_equal(p->feeders[0].mode, SQ_FEED_PER_VU);
+    assert_int_equal(p->feeders[0].data->nrows, 2);
+    assert_int_equal(p->nscenarios, 2);
+
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_string_equal(sc->name, "shoppers");
+    assert_int_equal(sc->exec.kind, SQ_EXEC_CONSTANT_VUS); /* from the merge key */
+    assert_int_equal(sc->exec.vus, 64);
+    assert_int_equal(sc->exec.duration_ns, 30 * SQ_NS_PER_S);
+    assert_int_equal(sc->exec.graceful_stop_ns, 30 * SQ_NS_PER_S);
+    assert_true(sc->cookies);
+    assert_int_equal(sc->nsteps, 6);
+    /* slots in order of first appearance */
+    assert_int_equal(sc->nvars, 3);
+    assert_string_equal(sc->vars[0], "token");
+    assert_string_equal(sc->vars[1], "rid");
+    assert_string_equal(sc->vars[2], "last");
+
+    /* step 1: POST /login, json body */
+    const struct sq_plan_step *st = &sc->steps[0];
+    assert_int_equal(st->kind, SQ_STEP_REQUEST);
+    assert_string_equal(st->name, "login");
+    assert_int_equal(st->loc.line, 15);
+    assert_string_equal(st->req.method, "POST");
+    const char *s;
+    size_t len;
+    assert_true(sq_tmpl_static(st->req.url, &s, &len));
+    assert_int_equal(len, 6);
+    assert_memory_equal(s, "/login", 6);
+    assert_int_equal(st->req.body_kind, SQ_BODY_JSON);
+    assert_string_equal(st->req.content_type, "application/json");
+    assert_false(sq_tmpl_static(st->req.body, NULL, NULL));
+    assert_true(sq_tmpl_uses_feeds(st->req.body));
+    static const struct sq_str row[] = {{"Ann \"Lee\"", 9}, {"pw&1", 4}};
+    static const struct sq_str vars[] = {{"T0K", 3}, {"r", 1}, {"42", 2}};
+    char *r = render(st->req.body, vars, row);
+    assert_string_equal(
+        r, "{\"user\":\"Ann \\\"Lee\\\"\",\"pw\":\"pw&1\",\"n\":5,\"f\":1.5,\"ok\":true,"
+           "\"nil\":null,\"hex\":31,\"list\":[1,\"a\\\"b\"],\"id\":3,\"s\":\"5\"}");
+    free(r);
+    assert_int_equal(st->nextract, 2);
+    assert_int_equal(st->extract[0].kind, SQ_EXTRACT_JSON);
+    assert_int_equal(st->extract[0].var, 0);
+    assert_string_equal(st->extract_src[0], "$.token");
+    assert_int_equal(st->extract[1].kind, SQ_EXTRACT_HEADER);
+    assert_int_equal(st->extract[1].var, 1);
+    assert_int_equal(st->nchecks, 1);
+    assert_int_equal(st->checks[0].kind, SQ_CHECK_STATUS);
+    assert_int_equal(st->on_error, SQ_ON_ERROR_NEXT_ITERATION);
+    assert_true(st->needs_body);    /* the json extractor */
+    assert_true(st->needs_headers); /* the header extractor */
+    assert_int_equal(st->req.timeout_ns, 5 * SQ_NS_PER_S);
+    assert_int_equal(st->req.nheaders, 2);
+
+    /* step 2: templated url, merged headers, checks */
+    st = &sc->steps[1];
+    assert_string_equal(st->req.method, "GET");
+    assert_false(sq_tmpl_static(st->req.url, NULL, NULL));
+    assert_false(sq_tmpl_uses_feeds(st->req.url));
+    r = render(st->req.url, vars, row);
+    assert_string_equal(r, "/items?vu=3&it=9&t=T0K&g=hello");
+    free(r);
+    assert_int_equal(st->req.nheaders, 3); /* Accept, X-Env (replaced in place), Authorization */
+    assert_string_equal(st->req.headers[0].name, "Accept");
+    assert_string_equal(st->req.headers[1].name, "x-env");
+    assert_true(sq_tmpl_static(st->req.headers[1].value, &s, &len));
+    assert_memory_equal(s, "step", 4);
+    assert_string_equal(st->req.headers[2].name, "Authorization");
+    r = render(st->req.headers[2].value, vars, row);
+    assert_string_equal(r, "Bearer T0K");
+    free(r);
+    assert_int_equal(st->req.timeout_ns, 2 * SQ_NS_PER_S);
+    assert_int_equal(st->nchecks, 8); /* status, body, 2 + 1 json, header, match, duration */
+    assert_int_equal(st->checks[0].kind, SQ_CHECK_STATUS);
+    assert_int_equal(st->checks[0].ncodes, 2);
+    assert_int_equal(st->checks[0].codes[1], 204);
+    assert_int_equal(st->checks[1].kind, SQ_CHECK_BODY_CONTAINS);
+    assert_int_equal(st->checks[2].kind, SQ_CHECK_JSON);
+    assert_int_equal(st->checks[2].op, SQ_CMP_GT);
+    assert_true(st->checks[2].num);
+    assert_int_equal(st->checks[3].op, SQ_CMP_LE);
+    assert_int_equal(st->checks[4].op, SQ_CMP_EQ);
+    assert_false(st->checks[4].num);
+    assert_int_equal(st->checks[5].kind, SQ_CHECK_HEADER_EQ);
+    assert_int_equal(st->checks[6].kind, SQ_CHECK_HEADER_MATCH);
+    assert_int_equal(st->checks[7].kind, SQ_CHECK_DURATION);
+    assert_int_equal(st->checks[7].op, SQ_CMP_LT);
+    assert_true(st->checks[7].value == 200000.0); /* µs */
+    assert_true(st->needs_body);
+    assert_true(st->needs_headers);
+    assert_int_equal(st->nextract, 1);
+    assert_int_equal(st->extract[0].kind, SQ_EXTRACT_REGEX);
+    assert_int_equal(st->extract[0].var, 2);
+
+    /* step 3: think */
+    st = &sc->steps[2];
+    assert_int_equal(st->kind, SQ_STEP_THINK);
+    assert_string_equal(st->name, "step 3");
+    assert_int_equal(st->think_ns, 100 * SQ_NS_PER_MS);
+
+    /* step 4: form body, absolute url on the target */
+    st = &sc->steps[3];
+    assert_int_equal(st->req.body_kind, SQ_BODY_FORM);
+    assert_string_equal(st->req.content_type, "application/x-www-form-urlencoded");
+    assert_string_equal(st->req.url_src, "http://127.0.0.1:8080/f");
+    assert_true(sq_tmpl_static(st->req.url, &s, &len));
+    assert_memory_equal(s, "/f", 2);
+    r = render(st->req.body, vars, row);
+    assert_string_equal(r, "user+name=Ann+%22Lee%22&q=a%26b+c");
+    free(r);
+    assert_false(st->needs_body);
+    assert_false(st->needs_headers);
+
+    /* step 5: file body, bytes as they are */
+    st = &sc->steps[4];
+    assert_int_equal(st->req.body_kind, SQ_BODY_FILE);
+    assert_null(st->req.content_type);
+    assert_string_equal(st->req.body_file, "body.bin");
+    assert_true(sq_tmpl_static(st->req.body, &s, &len));
+    assert_int_equal(len, 23);
+    assert_memory_equal(s, "{{not a template}}\x01 raw", 23);
+
+    /* step 6: a text body that is static after plan variables */
+    st = &sc->steps[5];
+    assert_string_equal(st->name, "step 6");
+    assert_int_equal(st->req.body_kind, SQ_BODY_TEXT);
+    assert_true(sq_tmpl_static(st->req.body, &s, &len));
+    assert_int_equal(len, 11);
+    assert_memory_equal(s, "hello world", 11);
+
+    /* the arrival-rate scenario */
+    sc = &p->scenarios[1];
+    assert_string_equal(sc->name, "burst");
+    assert_int_equal(sc->exec.kind, SQ_EXEC_RAMPING_ARRIVAL_RATE);
+    assert_int_equal(sc->exec.vus, 10);
+    assert_int_equal(sc->exec.max_in_flight, 50);
+    assert_int_equal(sc->exec.time_unit_ns, 60 * SQ_NS_PER_S);
+    assert_int_equal(sc->exec.nstages, 2);
+    assert_true(sc->exec.stages[0].target == 600.0);
+    assert_int_equal(sq_exec_total_arrivals(&sc->exec), 250); /* 10/s: 50 + 200 */
+    assert_int_equal(sc->start_ns, 5 * SQ_NS_PER_S);
+    assert_int_equal(sc->nvars, 0);
+    assert_false(sc->cookies);
+
+    /* thresholds: plain strings grouped per selector, each object its own entry */
+    assert_int_equal(p->nthresholds, 5);
+    assert_string_equal(p->thresholds[0].selector, "http_req_duration");
+    assert_int_equal(p->thresholds[0].nexprs, 2);
+    assert_int_equal(p->thresholds[0].exprs[1].agg, SQ_TH_PCT);
+    assert_true(p->thresholds[0].exprs[1].pct == 99.0);
+    assert_string_equal(p->thresholds[1].selector, "http_req_duration{step:login}");
+    assert_int_equal(p->thresholds[1].sel.ntags, 1);
+    assert_int_equal(p->thresholds[1].sel.metric_len, strlen("http_req_duration"));
+    assert_string_equal(p->thresholds[2].selector, "checks");
+    assert_int_equal(p->thresholds[2].exprs[0].agg, SQ_TH_RATE);
+    assert_false(p->thresholds[3].abort_on_fail);
+    assert_true(p->thresholds[4].abort_on_fail);
+    assert_int_equal(p->thresholds[4].delay_abort_eval_ns, 10 * SQ_NS_PER_S);
+    assert_int_equal(p->thresholds[4].nexprs, 1);
+
+    /* the outline */
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *out = open_memstream(&text, &tlen);
+    assert_non_null(out);
+    sq_plan_describe(p, out);
+    fclose(out);
+    static const char *const want[] = {
+        "target http://127.0.0.1:8080\n",
+        "users: ",
+        "2 rows, per-vu; columns name, password\n",
+        "scenario shoppers\n  constant-vus: 64 VUs for 30s, graceful stop 30s\n",
+        "1. login: POST /login  (static)\n",
+        "body (json): {\"user\":\"{{users.name}}\"",
+        "extract token <- json $.token\n",
+        "2. items: GET /items?vu={{$vu}}&it={{$iteration}}&t={{token}}&g={{greeting}}\n",
+        "header Authorization: Bearer {{token}}\n",
+        "3. step 3: think 100ms\n",
+        "body (form): user+name={{users.name}}&q=a%26b+c\n",
+        "body (file): body.bin, 23 bytes\n",
+        "ramping-arrival-rate: from 0 per 1m: 10s to 600 per 1m, 20s to 600 per 1m (30s, 250 "
+        "iterations), 10 VUs preallocated, at most 50 in flight",
+        "starts at 5s\n",
+        "http_req_failed: rate < 0.01 (abort on fail, evaluated after 10s)\n",
+    };
+    for (size_t i = 0; i < SQ_ARRAY_LEN(want); i++)
+        if (!strstr(text, want[i]))
+            fail_msg("describe lacks '%s' in:\n%s", want[i], text);
+    free(text);
+    sq_plan_free(p);
+    sq_plan_free(NULL);
+}
+
+static void error_format(void **state)
+{
+    (void)state;
+    struct sq_plan_error e = {.file = "p.yaml", .loc = {12, 7}, .key = "a.b", .msg = "bad"};
+    char buf[128];
+    sq_plan_error_format(&e, buf, sizeof(buf));
+    assert_string_equal(buf, "p.yaml:12:7: a.b: bad");
+    e.key[0] = '\0';
+    sq_plan_error_format(&e, buf, sizeof(buf));
+    assert_string_equal(buf, "p.yaml:12:7: bad");
+    e.loc.line = 0;
+    sq_plan_error_format(&e, buf, sizeof(buf));
+    assert_string_equal(buf, "p.yaml: bad");
+
+    /* an unreadable file */
+    struct sq_plan *p = NULL;
+    int rc = sq_plan_load("/nonexistent/dir/plan.yaml", &p, &e);
+    assert_int_equal(rc, -ENOENT);
+    assert_non_null(strstr(e.msg, "cannot read"));
+    assert_null(p);
+}
+
+/* Every plan under examples/ loads (they are documentation a user copies). */
+static void examples_load(void **state)
+{
+    (void)state;
+    char pattern[512];
+    const char *here = __FILE__; /* .../tests/unit/test_plan.c */
+    const char *cut = strstr(here, "tests/unit/test_plan.c");
+    assert_non_null(cut);
+    snprintf(pattern, sizeof(pattern), "%.*sexamples/*.yaml", (int)(cut - here), here);
+    glob_t g;
+    assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+    assert_true(g.gl_pathc >= 4);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct sq_plan *p = NULL;
+        struct sq_plan_error e;
+        if (sq_plan_load(g.gl_pathv[i], &p, &e) != 0) {
+            char b[800];
+            sq_plan_error_format(&e, b, sizeof(b));
+            globfree(&g);
+            fail_msg("%s", b);
+        }
+        FILE *out = fopen("/dev/null", "w");
+        assert_non_null(out);
+        sq_plan_describe(p, out);
+        fclose(out);
+        sq_plan_free(p);
+    }
+    globfree(&g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(unknown_keys),    cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
+        cmocka_unit_test(examples_load),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
