@@ -22,4 +22,8 @@ int sq_cli_target(int argc, char **argv);
 /* `squall report FILE [--html OUT]`; argv[0] is "report". Returns the exit status. */
 int sq_cli_report(int argc, char **argv);
 
+/* `squall run PLAN [flags]` and `squall validate PLAN`; argv[0] is the subcommand. */
+int sq_cli_run(int argc, char **argv);
+int sq_cli_validate(int argc, char **argv);
+
 #endif

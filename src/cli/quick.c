@@ -6,14 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "engine/run.h"
+#include "http/decode.h"
 #include "http/request.h"
 #include "http/url.h"
+#include "net/dns.h"
 #include "net/sock.h"
 #include "output/report.h"
 #include "output/doc.h"
@@ -90,6 +93,13 @@ static const char usage[] =
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
+    "      --resolve H:P:ADDR  use ADDR (IPv4, [IPv6], comma-separated) for host H port P\n"
+    "      --connect-to H:P:H2:P2  connect to H2:P2 instead of H:P (Host header unchanged)\n"
+    "      --dns-ttl D         resolve the host again every D during the run (default: once)\n"
+    "      --no-compression    do not send Accept-Encoding (default: gzip, deflate, br, zstd;\n"
+    "                          compressed bodies are decoded and counted either way)\n"
+    "      --no-phases         do not record per-phase timings (blocked, connecting,\n"
+    "                          sending, waiting, receiving...)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n"
@@ -161,8 +171,13 @@ static int read_body_file(const char *path, char **out, size_t *len)
 struct quick_opts {
     const char *url, *method, *body_arg, *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample;
+    bool no_phases;
+    bool no_compression;
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
+    const char *resolve[16], *connect_to[16];
+    size_t nresolve, nconnect_to;
+    int64_t dns_ttl_ns;
     uint64_t connections, threads, requests, max_in_flight;
     int64_t duration_ns, timeout_ns, connect_timeout_ns, pacing_ns, graceful_ns;
     double rate;
@@ -188,6 +203,11 @@ enum {
     OPT_OUT,
     OPT_SAMPLE,
     OPT_HTML,
+    OPT_NO_PHASES,
+    OPT_NO_COMPRESSION,
+    OPT_RESOLVE,
+    OPT_CONNECT_TO,
+    OPT_DNS_TTL,
 };
 
 /* Parses a duration flag's value (a bare number is seconds); positive refuses zero. */
@@ -196,6 +216,19 @@ static int duration_flag(const char *flag, const char *arg, bool positive, int64
     if (sq_parse_duration(arg, SQ_NS_PER_S, out) < 0 || (positive && *out <= 0))
         return usage_error("%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag, arg);
     return 0;
+}
+
+/* --dns-ttl: the run's lookup again, on the main thread. */
+struct relookup {
+    const struct sq_dns_opts *dns;
+    const struct sq_url *url;
+};
+
+static int relookup(void *ud, struct sq_addr *out, int max)
+{
+    struct relookup *r = ud;
+    char why[300];
+    return sq_dns_lookup(r->dns, r->url->host, r->url->port, out, max, why, sizeof(why));
 }
 
 static int parse_flags(int argc, char **argv, struct quick_opts *o)
@@ -220,6 +253,11 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"json", required_argument, NULL, OPT_JSON},
         {"quiet", no_argument, NULL, 'q'},
+        {"no-phases", no_argument, NULL, OPT_NO_PHASES},
+        {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
+        {"resolve", required_argument, NULL, OPT_RESOLVE},
+        {"connect-to", required_argument, NULL, OPT_CONNECT_TO},
+        {"dns-ttl", required_argument, NULL, OPT_DNS_TTL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -334,6 +372,28 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         }
         case 'q':
             o->quiet = 1;
+            break;
+        case OPT_NO_PHASES:
+            o->no_phases = true;
+            break;
+        case OPT_NO_COMPRESSION:
+            o->no_compression = true;
+            break;
+        case OPT_RESOLVE:
+        case OPT_CONNECT_TO: {
+            char why[200];
+            bool ct = opt == OPT_CONNECT_TO;
+            size_t *n = ct ? &o->nconnect_to : &o->nresolve;
+            if (*n == 16)
+                return usage_error("%s: at most %s of them", flag, "16");
+            if (sq_dns_check_arg(optarg, ct, why, sizeof(why)) < 0)
+                return usage_error("%s: %s", flag, why);
+            (ct ? o->connect_to : o->resolve)[(*n)++] = optarg;
+            break;
+        }
+        case OPT_DNS_TTL:
+            if ((rc = duration_flag(flag, optarg, true, &o->dns_ttl_ns)) != 0)
+                return rc;
             break;
         case 'h':
             sq_cli_usage(stdout);
@@ -450,8 +510,19 @@ int sq_cli_quick(int argc, char **argv)
             goto out;
         memcpy(body, o.body_arg, body_len + 1);
     }
+    /* Accept-Encoding is offered unless the user set one or turned compression off. */
+    const char *accept = o.no_compression ? NULL : sq_accept_encoding_default();
+    for (size_t i = 0; i < o.nheaders; i++)
+        if (strcasecmp(o.headers[i].name, "Accept-Encoding") == 0)
+            accept = o.headers[i].value[0] ? o.headers[i].value : NULL;
+    bool add_accept = accept && !o.no_compression && accept == sq_accept_encoding_default() &&
+                      o.nheaders < MAX_HEADERS;
+    if (add_accept)
+        o.headers[o.nheaders++] = (struct sq_kv){.name = "Accept-Encoding", .value = accept};
     rc = sq_request_build(o.method, url.path, url.authority, o.headers, o.nheaders, body, body_len,
                           &req, &req_len);
+    if (add_accept)
+        o.headers[--o.nheaders] = (struct sq_kv){0};
     if (rc < 0) {
         exit_code = usage_error("cannot build the request: %s%s", sq_strerror(rc), "");
         goto out;
@@ -464,6 +535,7 @@ int sq_cli_quick(int argc, char **argv)
         .timeout_ns = o.timeout_ns,
         .connect_timeout_ns = o.connect_timeout_ns,
         .stop = &stop_flag,
+        .phases = !o.no_phases,
     };
     rc = build_exec(&o, &cfg.exec);
     if (rc != 0) {
@@ -473,12 +545,25 @@ int sq_cli_quick(int argc, char **argv)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
 
-    rc = sq_resolve(url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, &why);
+    struct sq_dns_opts dns = {.resolve = o.resolve,
+                              .nresolve = o.nresolve,
+                              .connect_to = o.connect_to,
+                              .nconnect_to = o.nconnect_to};
+    struct relookup rl = {.dns = &dns, .url = &url};
+    int64_t t0 = sq_now_ns();
+    char dwhy[300];
+    rc = sq_dns_lookup(&dns, url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, dwhy, sizeof(dwhy));
     if (rc < 0) {
-        fprintf(stderr, "squall: cannot resolve '%s': %s\n", url.host, why);
+        fprintf(stderr, "squall: dns: %s\n", dwhy);
         goto out;
     }
+    cfg.dns_ns = sq_now_ns() - t0;
     cfg.naddrs = rc;
+    if (o.dns_ttl_ns) {
+        cfg.dns_ttl_ns = o.dns_ttl_ns;
+        cfg.resolve = relookup;
+        cfg.resolve_ud = &rl;
+    }
 
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
     uint64_t have = 0, need = (uint64_t)sq_exec_max_vus(&cfg.exec) + 64;
@@ -562,6 +647,7 @@ int sq_cli_quick(int argc, char **argv)
         .timeout_ns = cfg.timeout_ns,
         .connect_timeout_ns = cfg.connect_timeout_ns,
         .request_bytes = req_len,
+        .accept_encoding = accept,
     };
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_json_doc(&info, &res);

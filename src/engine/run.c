@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/flow.h"
 #include "engine/worker.h"
 #include "stats/hist.h"
 
@@ -29,6 +30,27 @@ static const char *const errk_names[] = {
 const char *sq_errk_name(enum sq_errk k)
 {
     return (unsigned)k < SQ_ERRK_COUNT ? errk_names[k] : "?";
+}
+
+static const char *const phase_names[] = {
+#define SQ_PHASE_STR(name, str, k6) str,
+    SQ_PHASE_LIST(SQ_PHASE_STR)
+#undef SQ_PHASE_STR
+};
+static const char *const phase_metrics[] = {
+#define SQ_PHASE_K6(name, str, k6) k6,
+    SQ_PHASE_LIST(SQ_PHASE_K6)
+#undef SQ_PHASE_K6
+};
+
+const char *sq_phase_name(enum sq_phase p)
+{
+    return (unsigned)p < SQ_PHASE_COUNT ? phase_names[p] : "?";
+}
+
+const char *sq_phase_metric(enum sq_phase p)
+{
+    return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
 }
 
 int sq_latency_hist_new(struct sq_hist **out)
@@ -50,6 +72,16 @@ static void merge_counters(struct sq_counters *dst, const struct sq_counters *sr
     dst->bytes_received += src->bytes_received;
     dst->conns_opened += src->conns_opened;
     dst->conns_closed_by_server += src->conns_closed_by_server;
+    dst->iterations += src->iterations;
+    dst->checks_passed += src->checks_passed;
+    dst->checks_failed += src->checks_failed;
+    dst->http_failed += src->http_failed;
+    dst->rendered += src->rendered;
+    dst->body_bytes += src->body_bytes;
+    dst->compressed += src->compressed;
+    dst->undecodable += src->undecodable;
+    dst->sse_streams += src->sse_streams;
+    dst->sse_events += src->sse_events;
 }
 
 static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
@@ -66,6 +98,46 @@ static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
     dst->bytes_received -= src->bytes_received;
     dst->conns_opened -= src->conns_opened;
     dst->conns_closed_by_server -= src->conns_closed_by_server;
+    dst->iterations -= src->iterations;
+    dst->checks_passed -= src->checks_passed;
+    dst->checks_failed -= src->checks_failed;
+    dst->http_failed -= src->http_failed;
+    dst->rendered -= src->rendered;
+    dst->body_bytes -= src->body_bytes;
+    dst->compressed -= src->compressed;
+    dst->undecodable -= src->undecodable;
+    dst->sse_streams -= src->sse_streams;
+    dst->sse_events -= src->sse_events;
+}
+
+void sq_engine__addrs_store(struct sq_engine__addrs *t, const struct sq_addr *a, int n)
+{
+    uint64_t words[SQ_ADDR_WORDS];
+    __atomic_fetch_add(&t->seq, 1, __ATOMIC_ACQ_REL);
+    for (int i = 0; i < n && i < SQ_MAX_ADDRS; i++) {
+        memset(words, 0, sizeof(words));
+        memcpy(words, &a[i], sizeof(a[i]));
+        for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
+            __atomic_store_n(&t->w[i][k], words[k], __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&t->n, (uint32_t)(n < SQ_MAX_ADDRS ? n : SQ_MAX_ADDRS), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->seq, 1, __ATOMIC_ACQ_REL);
+}
+
+void sq_engine__addrs_load(const struct sq_engine__addrs *t, uint32_t idx, struct sq_addr *out)
+{
+    uint64_t words[SQ_ADDR_WORDS];
+    uint32_t s1, s2;
+    do {
+        s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+        uint32_t n = __atomic_load_n(&t->n, __ATOMIC_RELAXED);
+        uint32_t i = n ? idx % n : 0;
+        for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
+            words[k] = __atomic_load_n(&t->w[i][k], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        s2 = __atomic_load_n(&t->seq, __ATOMIC_RELAXED);
+    } while ((s1 & 1) || s1 != s2);
+    memcpy(out, words, sizeof(*out));
 }
 
 static void sleep_ns(int64_t ns)
@@ -140,6 +212,11 @@ static void fill_deltas(struct sq_second *e, const struct sq_counters *now,
     e->dropped += now->dropped - then->dropped;
     e->errors += errors_of(now) - errors_of(then);
     e->bytes_received += now->bytes_received - then->bytes_received;
+    e->bytes_sent += now->bytes_sent - then->bytes_sent;
+    e->iterations += now->iterations - then->iterations;
+    e->checks_passed += now->checks_passed - then->checks_passed;
+    e->checks_failed += now->checks_failed - then->checks_failed;
+    e->http_failed += now->http_failed - then->http_failed;
 }
 
 static int series_push(struct sq_series *s, const struct sq_second *e)
@@ -350,6 +427,7 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
     const struct sq_run_config *cfg = run->cfg;
     uint64_t last_progress = 0, last_opened = 0, errors_then = 0;
     int64_t still_since = sq_now_ns();
+    int64_t next_dns = still_since + cfg->dns_ttl_ns;
     int64_t stall_limit =
         cfg->timeout_ns > cfg->connect_timeout_ns ? cfg->timeout_ns : cfg->connect_timeout_ns;
     char addr[64];
@@ -383,24 +461,91 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
             stop_run(run, out, "no progress for %s while connects fail: %s", secs,
                      sq_strerror(t.last_err));
         }
+        if (cfg->dns_ttl_ns > 0 && cfg->resolve && now >= next_dns) {
+            struct sq_addr fresh[SQ_MAX_ADDRS];
+            int got = cfg->resolve(cfg->resolve_ud, fresh, SQ_MAX_ADDRS);
+            if (got > 0)
+                sq_engine__addrs_store(&run->addrs, fresh, got);
+            else
+                out->c.errors[SQ_ERRK_DNS]++;
+            out->dns_lookups++;
+            next_dns = sq_now_ns() + cfg->dns_ttl_ns;
+        }
         last_progress = t.progress;
         last_opened = t.opened;
         sleep_ns(run->go_ns ? WATCH_NS : SQ_NS_PER_MS);
     }
 }
 
+/* Scenario i's executor. */
+static const struct sq_exec *scen_exec(const struct sq_run_config *cfg, uint32_t i)
+{
+    return cfg->scens ? &cfg->scens[i].exec : &cfg->exec;
+}
+
+/* Workers for one scenario: the run's threads, never more than its VUs. */
+static uint32_t scen_workers(const struct sq_run_config *cfg, uint32_t i)
+{
+    uint32_t v = sq_exec_max_vus(scen_exec(cfg, i));
+    return cfg->threads < v ? cfg->threads : v;
+}
+
+/* Plan runs: each scenario's figures from its workers. */
+static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker *ws, uint32_t nw,
+                       struct sq_result *out)
+{
+    out->scens = calloc(cfg->nscens, sizeof(*out->scens));
+    if (!out->scens)
+        return -ENOMEM;
+    out->nscens = cfg->nscens;
+    for (uint32_t i = 0; i < cfg->nscens; i++) {
+        struct sq_scen_result *r = &out->scens[i];
+        const struct sq_flow *f = cfg->scens[i].flow;
+        r->name = cfg->scens[i].name;
+        r->vus_max = sq_exec_max_vus(&cfg->scens[i].exec);
+        r->nsteps = f->nsteps;
+        int rc = sq_latency_hist_new(&r->latency);
+        if (rc == 0)
+            rc = sq_latency_hist_new(&r->iter_dur);
+        if (rc == 0)
+            rc = sq_engine__steps_new(f, &r->steps);
+        if (rc < 0)
+            return rc;
+        for (uint32_t k = 0; k < nw; k++) {
+            struct sq_engine__worker *w = &ws[k];
+            if (w->scen != i || !w->steps)
+                continue;
+            merge_counters(&r->c, &w->c);
+            r->interrupted += w->interrupted;
+            sq_hist_merge(r->iter_dur, w->iter_hist);
+            for (size_t s = 0; s < f->nsteps; s++)
+                sq_engine__steps_merge_one(&r->steps[s], &w->steps[s], f->steps[s].ps->nchecks);
+        }
+        for (size_t s = 0; s < f->nsteps; s++)
+            sq_hist_merge(r->latency, r->steps[s].dur);
+    }
+    return 0;
+}
+
 int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why)
 {
     memset(out, 0, sizeof(*out));
     *why = NULL;
-    const struct sq_exec *ex = &cfg->exec;
-    uint32_t conns = sq_exec_max_vus(ex);
-    uint32_t nw = cfg->threads < conns ? cfg->threads : conns;
-    if (nw == 0 || cfg->naddrs <= 0 || !cfg->request_len) {
+    uint32_t nscen = cfg->scens ? cfg->nscens : 1;
+    uint32_t conns = 0, nw = 0;
+    bool empty = false; /* a scenario without VUs: nothing sensible to run */
+    for (uint32_t i = 0; i < nscen; i++) {
+        uint32_t sw = scen_workers(cfg, i);
+        empty |= sw == 0;
+        nw += sw;
+        conns += sq_exec_max_vus(scen_exec(cfg, i));
+        if (sq_exec_is_open(scen_exec(cfg, i)))
+            out->open = true;
+    }
+    if (empty || nw == 0 || cfg->naddrs <= 0 || (!cfg->scens && !cfg->request_len)) {
         *why = "nothing to run: no connection, address or request";
         return -EINVAL;
     }
-    out->open = sq_exec_is_open(ex);
     int rc = sq_latency_hist_new(&out->latency);
     if (rc == 0 && out->open)
         rc = sq_latency_hist_new(&out->latency_uncorrected);
@@ -416,6 +561,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         return -ENOMEM;
     }
     struct sq_engine__shared run = {.cfg = cfg, .nworkers = nw};
+    sq_engine__addrs_store(&run.addrs, cfg->addrs, cfg->naddrs);
     struct agg agg = {.cur = 1};
     agg.last = calloc(nw, sizeof(*agg.last));
     agg.active = calloc(nw, sizeof(*agg.active));
@@ -427,12 +573,18 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         goto out;
     }
     run.spin_ns = out->open ? calibrate_spin() : 0;
-    for (uint32_t i = 0; i < nw; i++) {
-        rc = sq_engine__worker_init(&ws[i], &run, i);
-        if (rc < 0) {
-            *why = "could not set up a worker";
-            goto out;
+    uint32_t wi = 0, vu_base = 0;
+    for (uint32_t s = 0; s < nscen && rc == 0; s++) {
+        uint32_t sw = scen_workers(cfg, s);
+        for (uint32_t k = 0; k < sw; k++, wi++) {
+            struct sq_engine__place pl = {.scen = s, .sindex = k, .snw = sw, .vu_base = vu_base};
+            rc = sq_engine__worker_init(&ws[wi], &run, wi, &pl);
+            if (rc < 0) {
+                *why = "could not set up a worker";
+                goto out;
+            }
         }
+        vu_base += sq_exec_max_vus(scen_exec(cfg, s));
     }
     struct writer wr = {.ws = ws, .n = nw, .cfg = cfg};
     bool writing = false;
@@ -473,6 +625,33 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         for (uint32_t i = 0; i < nw; i++)
             out->samples_lost += ws[i].samples_lost;
     }
+    out->dns_ns = cfg->dns_ns;
+    for (int k = 0; cfg->phases && k < SQ_PHASE_COUNT; k++) {
+        if (sq_latency_hist_new(&out->phase[k]) < 0) {
+            rc = -ENOMEM;
+            *why = "out of memory";
+            goto out;
+        }
+        for (uint32_t i = 0; i < started; i++)
+            sq_hist_merge(out->phase[k], ws[i].phase[k]);
+    }
+    for (uint32_t i = 0; i < started; i++) {
+        if (!ws[i].sse_first)
+            continue;
+        if ((!out->sse_first_event && sq_latency_hist_new(&out->sse_first_event) < 0) ||
+            (!out->sse_duration && sq_latency_hist_new(&out->sse_duration) < 0)) {
+            rc = -ENOMEM;
+            *why = "out of memory";
+            goto out;
+        }
+        sq_hist_merge(out->sse_first_event, ws[i].sse_first);
+        sq_hist_merge(out->sse_duration, ws[i].sse_dur);
+    }
+    if (cfg->scens && merge_scens(cfg, ws, started, out) < 0) {
+        rc = -ENOMEM;
+        *why = "out of memory";
+        goto out;
+    }
     out->duration_ns = go ? end - go : 0;
     out->spin_ns = run.spin_ns;
     out->threads = nw;
@@ -497,6 +676,21 @@ void sq_result_dispose(struct sq_result *r)
     r->series = (struct sq_series){0};
     sq_hist_free(r->latency);
     sq_hist_free(r->latency_uncorrected);
+    for (uint32_t i = 0; i < r->nscens; i++) {
+        sq_hist_free(r->scens[i].latency);
+        sq_hist_free(r->scens[i].iter_dur);
+        sq_engine__steps_free(r->scens[i].steps, r->scens[i].nsteps);
+    }
+    free(r->scens);
+    r->scens = NULL;
+    for (int k = 0; k < SQ_PHASE_COUNT; k++) {
+        sq_hist_free(r->phase[k]);
+        r->phase[k] = NULL;
+    }
+    sq_hist_free(r->sse_first_event);
+    sq_hist_free(r->sse_duration);
+    r->sse_first_event = r->sse_duration = NULL;
+    r->nscens = 0;
     r->latency = NULL;
     r->latency_uncorrected = NULL;
 }

@@ -22,7 +22,9 @@ struct sq_hist;
     X(TIMEOUT, "timeout")                                                                          \
     X(CLOSED, "closed")                                                                            \
     X(PARSE, "parse")                                                                              \
-    X(WRITE, "write")
+    X(WRITE, "write")                                                                              \
+    X(DNS, "dns")                                                                                  \
+    X(DECODE, "decode")
 
 enum sq_errk {
 #define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,
@@ -36,11 +38,34 @@ const char *sq_errk_name(enum sq_errk k);
 
 #define SQ_MAX_ADDRS 16
 
+/* Per-request phases (k6's names where k6 has them). A request on a reused connection records
+ * zero for its setup phases (dns, connecting, tls_handshaking). */
+#define SQ_PHASE_LIST(X)                                                                           \
+    X(BLOCKED, "blocked", "http_req_blocked")                                                      \
+    X(DNS, "dns", "http_req_dns")                                                                  \
+    X(CONNECTING, "connecting", "http_req_connecting")                                             \
+    X(TLS, "tls_handshaking", "http_req_tls_handshaking")                                          \
+    X(SENDING, "sending", "http_req_sending")                                                      \
+    X(WAITING, "waiting", "http_req_waiting")                                                      \
+    X(RECEIVING, "receiving", "http_req_receiving")
+
+enum sq_phase {
+#define SQ_PHASE_ENUM(name, str, k6) SQ_PHASE_##name,
+    SQ_PHASE_LIST(SQ_PHASE_ENUM)
+#undef SQ_PHASE_ENUM
+        SQ_PHASE_COUNT
+};
+
+/* "blocked" ... and "http_req_blocked" ... */
+const char *sq_phase_name(enum sq_phase p);
+const char *sq_phase_metric(enum sq_phase p);
+
 /* One second of a run, merged across workers by the main thread (the per-second series). */
 struct sq_second {
     double t_s;   /* end of the interval, seconds after the start */
     double len_s; /* its length (the last one may be shorter) */
     uint64_t sent, completed, failed, dropped, errors, bytes_received;
+    uint64_t bytes_sent, iterations, checks_passed, checks_failed, http_failed; /* plan runs */
     uint64_t active; /* closed model: active VUs; open model: requests in flight at the end */
     int64_t p50_us, p90_us, p99_us, max_us;
 };
@@ -72,6 +97,16 @@ struct sq_sample {
 /* Called on the writer thread with a batch of records (borrowed for the call). */
 typedef void (*sq_samples_cb)(void *ud, const struct sq_sample *v, size_t n);
 
+struct sq_flow;
+
+/* One scenario of a plan run: its own executor, start offset and flow (engine/flow.h). */
+struct sq_run_scen {
+    const char *name;
+    struct sq_exec exec; /* prepared */
+    int64_t start_ns;    /* offset from the run's common start */
+    const struct sq_flow *flow;
+};
+
 struct sq_run_config {
     struct sq_addr addrs[SQ_MAX_ADDRS]; /* connections use them round-robin */
     int naddrs;
@@ -88,6 +123,18 @@ struct sq_run_config {
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
     double sample_fraction; /* with on_samples: the share of requests recorded, (0, 1] */
+    bool phases;            /* record per-phase timings (--no-phases turns them off) */
+    /* Optional: resolve the target again every dns_ttl_ns while the run goes (new connections
+     * use the fresh addresses; a failed lookup counts a `dns` error and keeps the old ones).
+     * Called on the main thread; returns the number of addresses or a negative code. */
+    int64_t dns_ttl_ns;
+    int (*resolve)(void *ud, struct sq_addr *out, int max);
+    void *resolve_ud;
+    int64_t dns_ns; /* how long resolving the target took (once per run, before it) */
+    /* Plan runs: the scenarios, run concurrently (each with min(threads, its VUs) workers).
+     * NULL for the quick face, which runs exec with the static request above. */
+    const struct sq_run_scen *scens;
+    uint32_t nscens;
 };
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
@@ -102,6 +149,44 @@ struct sq_counters {
     uint64_t bytes_sent, bytes_received;
     uint64_t conns_opened;           /* successful connects */
     uint64_t conns_closed_by_server; /* replaced after the server closed them */
+    /* plan runs */
+    uint64_t iterations; /* completed iterations of a flow */
+    uint64_t checks_passed, checks_failed;
+    uint64_t http_failed; /* k6's http_req_failed: errors and statuses >= 400 */
+    uint64_t rendered;    /* requests rendered from templates (static steps are not) */
+    /* bodies */
+    uint64_t body_bytes;  /* response bodies after decoding (uncompressed bodies as they came) */
+    uint64_t compressed;  /* responses with a Content-Encoding squall decoded */
+    uint64_t undecodable; /* responses with a coding squall cannot decode (counted raw) */
+    uint64_t sse_streams, sse_events; /* text/event-stream responses, and their events */
+};
+
+/* Per-step figures of a plan run, merged across the scenario's workers. */
+#define SQ_STEP_STATUSES 8
+struct sq_step_stats {
+    uint64_t reqs;         /* requests sent on this step (completed + failed) */
+    uint64_t failed;       /* http_req_failed: an error, or a status >= 400 */
+    uint64_t errors;       /* no response: timeout, closed, parse, write */
+    uint64_t extract_fail; /* extractions that found nothing */
+    struct sq_hist *dur;   /* µs, completed requests */
+    struct {
+        uint16_t status;
+        uint64_t n;
+        struct sq_hist *h;
+    } by_status[SQ_STEP_STATUSES]; /* the first statuses seen, with their own durations */
+    uint32_t nstatus;
+    uint64_t *check_pass, *check_fail; /* per check of the step */
+};
+
+struct sq_scen_result {
+    const char *name;
+    struct sq_counters c;     /* this scenario's workers only */
+    struct sq_hist *latency;  /* every request of the scenario */
+    struct sq_hist *iter_dur; /* iteration_duration, µs */
+    struct sq_step_stats *steps;
+    size_t nsteps;
+    uint32_t vus_max;
+    uint64_t interrupted; /* iterations cut short by the end of the run or a lost connection */
 };
 
 struct sq_result {
@@ -119,6 +204,13 @@ struct sq_result {
     uint32_t threads, connections;
     struct sq_series series;                /* one entry per second, owned by the result */
     uint64_t samples_written, samples_lost; /* per-request records: handed out, dropped */
+    struct sq_hist *phase[SQ_PHASE_COUNT];  /* µs per phase, when cfg->phases; else NULL */
+    int64_t dns_ns;                         /* the run's first resolution of the target */
+    uint64_t dns_lookups;                   /* resolutions during the run (--dns-ttl) */
+    struct sq_hist *sse_first_event;        /* streams: from the send to the first event, µs */
+    struct sq_hist *sse_duration;           /* streams: from the send to the end of the stream */
+    struct sq_scen_result *scens;           /* plan runs: one per scenario */
+    uint32_t nscens;
     bool aborted; /* ended early: stop flag, or no connection could be made */
     char abort_reason[160];
 };

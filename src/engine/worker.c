@@ -33,7 +33,10 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/flow.h"
+#include "http/decode.h"
 #include "http/h1.h"
+#include "http/sse.h"
 #include "loop/loop.h"
 #include "stats/hist.h"
 
@@ -50,6 +53,7 @@ enum conn_state {
     CONN_IDLE,       /* open, no request in flight */
     CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
     CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
+    CONN_THINK,      /* open, a flow's think step (plan runs) */
 };
 
 struct sq_engine__conn {
@@ -58,21 +62,46 @@ struct sq_engine__conn {
     int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING: start */
     int64_t sent_ns;  /* ACTIVE: the actual send */
     int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
-    uint64_t iters;   /* per-vu-iterations: iterations this VU may still start */
-    uint32_t woff;    /* bytes of the request written so far */
-    uint32_t local;   /* index in the worker: VU number, idle stack entry */
-    uint32_t global;  /* global connection number, picks the address */
+    int64_t tmo_ns;   /* ACTIVE: this request's timeout */
+    int64_t wdone_ns; /* ACTIVE: the request's last byte was written (0: not yet) */
+    int64_t fb_ns;    /* ACTIVE: the response's first byte arrived (0: not yet) */
+    int64_t connect_ns, tls_ns; /* how long this connection's setup took */
+    uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
+    const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
+    uint32_t req_len;
+    uint32_t woff;   /* bytes of the request written so far */
+    uint32_t local;  /* index in the worker: VU number, idle stack entry */
+    uint32_t global; /* global connection number, picks the address */
     uint8_t state;
     uint8_t backoff;
-    bool in_idle;          /* on the worker's idle stack (open model) */
-    struct sq_timer timer; /* reconnect backoff, or pacing */
+    bool in_idle;           /* on the worker's idle stack (open model) */
+    bool fresh;             /* no request has completed on this connection yet */
+    struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
+    bool decoding;          /* the current response's body goes through dec */
+    bool streaming;         /* the current response is a text/event-stream */
+    struct sq_decoder *dec; /* created on the first compressed response */
+    struct sq_sse sse;
+    int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
+    struct sq_timer timer;  /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
 };
 
 static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
 
 static void conn_connect(struct sq_engine__conn *c);
+static int on_head(void *ud, const char *head, size_t len);
+
+/* A fresh reader whose head callback decides, per response, whether the body is decoded,
+ * scanned for events or captured. */
+static void reader_init(struct sq_engine__conn *c)
+{
+    sq_h1_reader_init(&c->rd, &h1_limits);
+    sq_h1_reader_on_head(&c->rd, on_head, c);
+    c->decoding = c->streaming = false;
+}
 static void conn_next(struct sq_engine__conn *c, int64_t now);
+static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now);
+static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop);
 
 static void publish(struct sq_engine__worker *w)
 {
@@ -93,7 +122,7 @@ static void conn_close(struct sq_engine__conn *c)
         c->w->in_flight--;
     sq_timer_stop(c->w->loop, &c->timer);
     sq_h1_reader_dispose(&c->rd);
-    sq_h1_reader_init(&c->rd, &h1_limits);
+    reader_init(c);
     c->state = CONN_CLOSED;
 }
 
@@ -128,18 +157,30 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
 {
     struct sq_engine__worker *w = c->w;
     w->c.errors[k]++;
-    if (c->state == CONN_ACTIVE) {
+    bool active = c->state == CONN_ACTIVE;
+    if (active) {
         w->c.failed++;
         if (w->ring)
             sample(c, sq_now_ns(), 0, (uint8_t)(k + 1));
     }
     conn_close(c);
+    if (active && c->fv && c->fv->in_iter) {
+        /* The step failed: its error is counted; the flow goes on with the next step (or the
+         * next iteration, as on_error says) once the connection is replaced. */
+        struct sq_step_stats *ss = &w->steps[c->fv->step];
+        ss->reqs++;
+        ss->errors++;
+        ss->failed++;
+        w->c.http_failed++;
+        const struct sq_plan_step *ps = w->flow->steps[c->fv->step].ps;
+        flow_advance(c, sq_now_ns(), ps->on_error == SQ_ON_ERROR_NEXT_ITERATION);
+    }
 }
 
 /* Opens a fresh connection in place of a closed one, unless the worker is winding down. */
 static void conn_replace(struct sq_engine__conn *c)
 {
-    if (c->w->sending)
+    if (c->w->sending || (c->fv && c->fv->in_iter))
         conn_connect(c);
 }
 
@@ -152,6 +193,11 @@ static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
     } else if (c->state == CONN_PACING) {
         c->state = CONN_IDLE;
         conn_next(c, sq_loop_now(loop));
+    } else if (c->state == CONN_THINK) {
+        c->state = CONN_IDLE;
+        int64_t now = sq_loop_now(loop);
+        flow_advance(c, now, false);
+        conn_next(c, now);
     }
 }
 
@@ -177,6 +223,11 @@ static void conn_connect(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
     const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
+    struct sq_addr fresh;
+    if (w->cfg->dns_ttl_ns > 0) {
+        sq_engine__addrs_load(&w->run->addrs, c->global, &fresh);
+        a = &fresh;
+    }
     int fd = sq_connect_start(a);
     if (fd < 0) {
         connect_failed(c, fd);
@@ -196,12 +247,13 @@ static void conn_connect(struct sq_engine__conn *c)
 static void conn_write(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
-    size_t len = w->cfg->request_len;
-    ssize_t n = send(c->io.fd, w->cfg->request + c->woff, len - c->woff, MSG_NOSIGNAL);
+    size_t len = c->req_len;
+    ssize_t n = send(c->io.fd, c->req + c->woff, len - c->woff, MSG_NOSIGNAL);
     if (n > 0) {
         w->c.bytes_sent += (uint64_t)n;
         c->woff += (uint32_t)n;
         if (c->woff == len) {
+            c->wdone_ns = c->io.events & EPOLLOUT ? sq_loop_now(w->loop) : c->sent_ns;
             if (c->io.events & EPOLLOUT && sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
                 conn_fail(c, SQ_ERRK_WRITE);
                 conn_replace(c);
@@ -220,7 +272,8 @@ static void conn_write(struct sq_engine__conn *c)
 }
 
 /* Sends one request: intended is the time it was due (open) or now (closed). */
-static void conn_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
+static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bool head,
+                      int64_t tmo, int64_t intended, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     w->c.sent++;
@@ -228,9 +281,198 @@ static void conn_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
     c->state = CONN_ACTIVE;
     c->since_ns = intended;
     c->sent_ns = now;
+    c->tmo_ns = tmo;
+    c->req = req;
+    c->req_len = (uint32_t)len;
     c->woff = 0;
-    sq_h1_reader_start(&c->rd, w->cfg->head_request);
+    c->wdone_ns = 0;
+    c->fb_ns = 0;
+    sq_h1_reader_start(&c->rd, head);
     conn_write(c);
+}
+
+/* Starts one iteration: the quick face's static request, or a flow from its first step. */
+static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    if (!c->fv) {
+        conn_send(c, w->cfg->request, w->cfg->request_len, w->cfg->head_request, w->cfg->timeout_ns,
+                  intended, now);
+        return;
+    }
+    sq_flow_vu_begin(c->fv, w->flow, intended);
+    w->in_iter++;
+    flow_step(c, intended, now);
+}
+
+/* Collects a flow response's body for checks and extractors, up to SQ_FLOW_BODY_CAP. */
+static int capture_body(struct sq_flow_vu *v, const char *data, size_t len)
+{
+    size_t room = SQ_FLOW_BODY_CAP - v->body.len;
+    if (len > room) {
+        len = room;
+        v->body_truncated = true;
+    }
+    if (len && sq_buf_append(&v->body, data, len) < 0)
+        v->body_truncated = true;
+    return 0;
+}
+
+/* The decoded body of the current response, in pieces: counted as SSE events when it is a stream,
+ * kept for checks and extractors when the VU's step needs it. */
+static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
+{
+    if (c->streaming && sq_sse_feed(&c->sse, data, len) && !c->first_event_ns)
+        c->first_event_ns = sq_now_ns();
+    if (c->fv && c->fv->capture)
+        capture_body(c->fv, data, len);
+    return 0;
+}
+
+static int on_decoded(void *ud, const char *data, size_t len)
+{
+    return deliver(ud, data, len);
+}
+
+static int on_body(void *ud, const char *data, size_t len)
+{
+    struct sq_engine__conn *c = ud;
+    if (c->decoding)
+        return sq_decoder_feed(c->dec, data, len, on_decoded, c);
+    return deliver(c, data, len);
+}
+
+/* A final response head is in (set only when the run decodes, streams or runs flows): decides
+ * what its body goes through. A plain body with nothing to look at stays framing-only. */
+static int on_head(void *ud, const char *head, size_t len)
+{
+    struct sq_engine__conn *c = ud;
+    struct sq_flow_vu *v = c->fv;
+    if (v && v->want_head) {
+        sq_buf_reset(&v->head);
+        if (sq_buf_append(&v->head, head, len) < 0)
+            sq_buf_reset(&v->head);
+    }
+    uint8_t enc = c->rd.content_encoding;
+    c->decoding = false;
+    c->streaming = c->rd.event_stream;
+    if (enc != SQ_CODING_NONE && enc != SQ_CODING_OTHER) {
+        if (!c->dec && sq_decoder_new(0, &c->dec) < 0)
+            return -ENOMEM;
+        int rc = sq_decoder_reset(c->dec, (enum sq_coding)enc);
+        if (rc < 0)
+            return rc;
+        c->decoding = true;
+    }
+    if (c->streaming) {
+        sq_sse_init(&c->sse);
+        c->first_event_ns = 0;
+    }
+    bool body = c->decoding || c->streaming || (v && v->capture);
+    sq_h1_reader_on_body(&c->rd, body ? on_body : NULL, c);
+    return 0;
+}
+
+/* Sends the request of the VU's current step, or starts its think time. */
+static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    const struct sq_flow_step *st = &w->flow->steps[v->step];
+    if (st->think) {
+        if (sq_timer_start(w->loop, &c->timer, now + st->ps->think_ns) == 0) {
+            c->state = CONN_THINK;
+            return;
+        }
+        flow_advance(c, now, false);
+        conn_next(c, now);
+        return;
+    }
+    const char *req;
+    size_t len;
+    bool rendered;
+    if (sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0) {
+        /* Out of memory rendering: the iteration cannot go on. */
+        flow_advance(c, now, true);
+        return;
+    }
+    if (rendered)
+        w->c.rendered++;
+    const struct sq_plan_step *ps = st->ps;
+    sq_buf_reset(&v->body);
+    sq_buf_reset(&v->head);
+    v->body_truncated = false;
+    v->capture = ps->needs_body;
+    v->want_head = ps->needs_headers || v->jar;
+    conn_send(c, req, len, st->head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, intended,
+              now);
+}
+
+/* Moves the VU past its current step (or, with stop, past the whole iteration). At the end of
+ * the flow the iteration is counted and the VU is free for the next one. */
+static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    if (!v->in_iter)
+        return;
+    v->step++;
+    if (!stop && v->step < w->flow->nsteps)
+        return;
+    v->in_iter = false;
+    v->step = 0;
+    v->iteration++;
+    w->in_iter--;
+    w->c.iterations++;
+    sq_hist_record(w->iter_hist, (now - v->iter_start_ns) / SQ_NS_PER_US);
+}
+
+/* A flow step's response is complete: per-step figures, checks, extractors, cookies. */
+static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    const struct sq_flow_step *st = &w->flow->steps[v->step];
+    struct sq_step_stats *ss = &w->steps[v->step];
+    uint16_t status = c->rd.status;
+    ss->reqs++;
+    sq_hist_record(ss->dur, lat_us);
+    if (status >= 400) {
+        ss->failed++;
+        w->c.http_failed++;
+    }
+    uint32_t i = 0;
+    while (i < ss->nstatus && ss->by_status[i].status != status)
+        i++;
+    if (i == ss->nstatus && i < SQ_STEP_STATUSES && sq_latency_hist_new(&ss->by_status[i].h) == 0) {
+        ss->by_status[i].status = status;
+        ss->nstatus++;
+    }
+    if (i < ss->nstatus) {
+        ss->by_status[i].n++;
+        sq_hist_record(ss->by_status[i].h, lat_us);
+    }
+    const struct sq_plan_step *ps = st->ps;
+    bool stop = false;
+    if (ps->nchecks || ps->nextract || v->jar) {
+        struct sq_flow_outcome o;
+        uint64_t p0 = 0, f0 = 0;
+        for (size_t k = 0; k < ps->nchecks; k++) {
+            p0 += ss->check_pass[k];
+            f0 += ss->check_fail[k];
+        }
+        sq_flow_eval(w->flow, st, v, w->states, status, lat_us, ss->check_pass, ss->check_fail, &o);
+        uint64_t p1 = 0, f1 = 0;
+        for (size_t k = 0; k < ps->nchecks; k++) {
+            p1 += ss->check_pass[k];
+            f1 += ss->check_fail[k];
+        }
+        w->c.checks_passed += p1 - p0;
+        w->c.checks_failed += f1 - f0;
+        ss->extract_fail += o.extract_fail;
+        stop = o.stop_iteration;
+    }
+    flow_advance(c, now, stop);
 }
 
 static void idle_push(struct sq_engine__conn *c)
@@ -260,7 +502,7 @@ static void dispatch(struct sq_engine__worker *w, int64_t intended, int64_t now)
     w->arrivals++;
     struct sq_engine__conn *c = idle_pop(w);
     if (c) {
-        conn_send(c, intended, now);
+        iter_begin(c, intended, now);
     } else if (w->qlen < w->qcap) {
         uint32_t tail = w->qhead + w->qlen;
         w->queue[tail >= w->qcap ? tail - w->qcap : tail] = intended;
@@ -277,12 +519,16 @@ static void conn_next(struct sq_engine__conn *c, int64_t now)
     c->state = CONN_IDLE;
     if (!w->started)
         return;
+    if (c->fv && c->fv->in_iter) {
+        flow_step(c, now, now);
+        return;
+    }
     if (w->open) {
         if (w->qlen > 0 && w->sending) {
             int64_t intended = w->queue[w->qhead];
             w->qhead = w->qhead + 1 == w->qcap ? 0 : w->qhead + 1;
             w->qlen--;
-            conn_send(c, intended, now);
+            iter_begin(c, intended, now);
         } else {
             idle_push(c);
         }
@@ -317,13 +563,75 @@ static void conn_next(struct sq_engine__conn *c, int64_t now)
         w->quota--;
     else if (ex->kind == SQ_EXEC_PER_VU_ITERATIONS)
         c->iters--;
-    conn_send(c, now, now);
+    iter_begin(c, now, now);
+}
+
+/* Per-phase timings of the request that just completed: blocked (open model: from the intended
+ * to the actual send), the connection's setup on its first request only, then sending, waiting
+ * (to the first byte) and receiving. The first byte is stamped with the loop's wake-up time, so
+ * it costs no clock read. */
+static void record_phases(struct sq_engine__conn *c, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    int64_t wdone = c->wdone_ns ? c->wdone_ns : c->sent_ns;
+    int64_t fb = c->fb_ns > wdone ? c->fb_ns : wdone;
+    if (fb > now)
+        fb = now;
+    sq_hist_record(w->phase[SQ_PHASE_BLOCKED], (c->sent_ns - c->since_ns) / SQ_NS_PER_US);
+    int64_t dns = 0, conn = 0, tls = 0;
+    if (c->fresh) {
+        c->fresh = false;
+        conn = c->connect_ns;
+        tls = c->tls_ns;
+        if (!w->dns_done) {
+            w->dns_done = true; /* the one resolution of the run lands on its first request */
+            dns = w->windex == 0 ? w->cfg->dns_ns : 0;
+        }
+    }
+    sq_hist_record(w->phase[SQ_PHASE_DNS], dns / SQ_NS_PER_US);
+    sq_hist_record(w->phase[SQ_PHASE_CONNECTING], conn / SQ_NS_PER_US);
+    sq_hist_record(w->phase[SQ_PHASE_TLS], tls / SQ_NS_PER_US);
+    sq_hist_record(w->phase[SQ_PHASE_SENDING], (wdone - c->sent_ns) / SQ_NS_PER_US);
+    sq_hist_record(w->phase[SQ_PHASE_WAITING], (fb - wdone) / SQ_NS_PER_US);
+    sq_hist_record(w->phase[SQ_PHASE_RECEIVING], (now - fb) / SQ_NS_PER_US);
+}
+
+/* The end of a decoded body or of an event stream. */
+static void body_done(struct sq_engine__conn *c, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    if (c->decoding) {
+        w->c.compressed++;
+        w->c.body_bytes += sq_decoder_total(c->dec);
+    } else {
+        w->c.body_bytes += c->rd.body.bytes;
+    }
+    if (c->streaming) {
+        w->c.sse_streams++;
+        w->c.sse_events += c->sse.events;
+        if (!w->sse_first &&
+            (sq_latency_hist_new(&w->sse_first) < 0 || sq_latency_hist_new(&w->sse_dur) < 0))
+            return;
+        if (c->first_event_ns)
+            sq_hist_record(w->sse_first, (c->first_event_ns - c->since_ns) / SQ_NS_PER_US);
+        sq_hist_record(w->sse_dur, (now - c->since_ns) / SQ_NS_PER_US);
+    }
 }
 
 static void conn_complete(struct sq_engine__conn *c, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
-    sq_hist_record(w->hist, (now - c->since_ns) / SQ_NS_PER_US);
+    int64_t lat_us = (now - c->since_ns) / SQ_NS_PER_US;
+    sq_hist_record(w->hist, lat_us);
+    if (SQ_UNLIKELY(c->decoding || c->streaming)) {
+        body_done(c, now);
+    } else {
+        w->c.body_bytes += c->rd.body.bytes;
+        if (c->rd.content_encoding != SQ_CODING_NONE)
+            w->c.undecodable++;
+    }
+    if (w->phase[0])
+        record_phases(c, now);
     if (w->hist_unc)
         sq_hist_record(w->hist_unc, (now - c->sent_ns) / SQ_NS_PER_US);
     unsigned cls = (unsigned)c->rd.status / 100;
@@ -333,6 +641,8 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
     w->c.completed++;
     w->in_flight--;
     c->state = CONN_IDLE;
+    if (c->fv && c->fv->in_iter)
+        flow_complete(c, now, lat_us);
 }
 
 static void conn_read(struct sq_engine__conn *c)
@@ -341,6 +651,8 @@ static void conn_read(struct sq_engine__conn *c)
     ssize_t n = read(c->io.fd, w->rbuf, RBUF_SIZE);
     if (n > 0) {
         w->c.bytes_received += (uint64_t)n;
+        if (c->fb_ns == 0)
+            c->fb_ns = sq_loop_now(w->loop);
         size_t off = 0;
         while (off < (size_t)n) {
             if (c->state != CONN_ACTIVE) {
@@ -355,8 +667,12 @@ static void conn_read(struct sq_engine__conn *c)
             off += used;
             if (rc == 0)
                 return;
+            if (rc > 0 && c->decoding && sq_decoder_finish(c->dec) < 0)
+                rc = -SQ_EDECODE; /* the encoded stream was cut short */
             if (rc < 0) {
-                conn_fail(c, SQ_ERRK_PARSE);
+                conn_fail(c, c->decoding && (rc == -SQ_EDECODE || rc == -SQ_ETOOBIG)
+                                 ? SQ_ERRK_DECODE
+                                 : SQ_ERRK_PARSE);
                 conn_replace(c);
                 return;
             }
@@ -377,7 +693,8 @@ static void conn_read(struct sq_engine__conn *c)
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     /* End of stream or a reset. A response delimited by the close is complete now. */
-    if (c->state == CONN_ACTIVE && n == 0 && sq_h1_reader_eof(&c->rd) == 1) {
+    if (c->state == CONN_ACTIVE && n == 0 && sq_h1_reader_eof(&c->rd) == 1 &&
+        !(c->decoding && sq_decoder_finish(c->dec) < 0)) {
         conn_complete(c, sq_now_ns());
         w->c.conns_closed_by_server++;
         conn_close(c);
@@ -403,6 +720,9 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
         }
         w->c.conns_opened++;
         c->backoff = 0;
+        c->connect_ns = sq_now_ns() - c->since_ns;
+        c->tls_ns = 0;
+        c->fresh = true;
         if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
             connect_failed(c, -errno);
             return;
@@ -410,7 +730,7 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
         conn_next(c, sq_now_ns());
         return;
     }
-    if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < w->cfg->request_len) {
+    if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < c->req_len) {
         conn_write(c);
         if (c->state < CONN_CONNECTING)
             return;
@@ -425,7 +745,7 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
     const struct sq_run_config *cfg = w->cfg;
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
-        if (c->state == CONN_ACTIVE && now - c->sent_ns >= cfg->timeout_ns) {
+        if (c->state == CONN_ACTIVE && now - c->sent_ns >= c->tmo_ns) {
             conn_fail(c, SQ_ERRK_TIMEOUT);
             conn_replace(c);
         } else if (c->state == CONN_CONNECTING && now - c->since_ns >= cfg->connect_timeout_ns) {
@@ -439,8 +759,8 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
  * beyond the share finish their iteration and stop (conn_next checks active_vus). */
 static void ramp(struct sq_engine__worker *w, int64_t now)
 {
-    uint32_t target = sq_exec_vus_at(w->ex, now - w->start_ns);
-    uint32_t mine = (uint32_t)sq_engine__share(target, w->run->nworkers, w->windex);
+    uint32_t target = sq_exec_vus_at(w->ex, now - w->sched_ns);
+    uint32_t mine = (uint32_t)sq_engine__share(target, w->snw, w->sindex);
     uint32_t was = w->active_vus;
     w->active_vus = mine;
     for (uint32_t i = was; i < mine && i < w->nconns; i++)
@@ -495,17 +815,18 @@ static bool setup(struct sq_engine__worker *w)
     }
 }
 
+/* The scenario's own start: its executor's clock begins here (start_ns stays the run's start,
+ * which the per-second slots count from). */
 static void start(struct sq_engine__worker *w)
 {
     const struct sq_exec *ex = w->ex;
-    w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
-    w->end_load_ns = w->start_ns + sq_exec_length_ns(ex);
+    w->sched_ns = w->start_ns + w->offset_ns;
+    w->end_load_ns = w->sched_ns + sq_exec_length_ns(ex);
     w->hard_end_ns = w->end_load_ns + ex->graceful_stop_ns;
-    w->next_tick_ns = w->start_ns + SQ_NS_PER_S;
     w->started = true;
     int64_t now = sq_loop_update_now(w->loop);
     if (w->open) {
-        w->next_arrival = w->windex;
+        w->next_arrival = w->sindex;
         for (uint32_t i = 0; i < w->nconns; i++)
             if (w->conns[i].state == CONN_IDLE)
                 idle_push(&w->conns[i]);
@@ -583,16 +904,20 @@ static void run_loop(struct sq_engine__worker *w)
     struct sq_loop *loop = w->loop;
     const struct sq_exec *ex = w->ex;
     int64_t spin = w->run->spin_ns;
-    uint32_t step = w->run->nworkers;
+    uint32_t step = w->snw;
     int64_t now = sq_loop_now(loop);
     int64_t next_sweep = now + SWEEP_NS, next_ramp = now + RAMP_CHECK_NS;
     int64_t next_due = INT64_MAX;
     for (;;) {
         now = sq_loop_now(loop);
-        if (w->open && w->sending) {
+        if (!w->started && now >= w->start_ns + w->offset_ns) {
+            start(w);
+            now = sq_loop_now(loop);
+        }
+        if (w->open && w->sending && w->started) {
             /* Every arrival that is due goes out now, at its own intended time. */
             while (w->next_arrival < w->total_arrivals) {
-                int64_t due = w->start_ns + sq_exec_arrival_ns(ex, w->next_arrival);
+                int64_t due = w->sched_ns + sq_exec_arrival_ns(ex, w->next_arrival);
                 if (due > now) {
                     next_due = due;
                     break;
@@ -607,7 +932,7 @@ static void run_loop(struct sq_engine__worker *w)
             break;
         if (w->sending && (now >= w->end_load_ns || (!w->open && iterations_done(w))))
             wind_down(w);
-        if (!w->sending && (w->in_flight == 0 || now >= w->hard_end_ns))
+        if (!w->sending && ((w->in_flight == 0 && w->in_iter == 0) || now >= w->hard_end_ns))
             break;
         if (ex->kind == SQ_EXEC_RAMPING_VUS && w->sending && now >= next_ramp) {
             ramp(w, now);
@@ -623,6 +948,8 @@ static void run_loop(struct sq_engine__worker *w)
             until = next_ramp;
         if (w->next_tick_ns < until)
             until = w->next_tick_ns;
+        if (!w->started && w->start_ns + w->offset_ns < until)
+            until = w->start_ns + w->offset_ns;
         int64_t wait;
         if (next_due < until && w->sending) {
             /* Sleep through the coarse part, then poll until the arrival is due: the kernel
@@ -645,24 +972,52 @@ static void run_loop(struct sq_engine__worker *w)
     }
 }
 
+/* Plan runs: per-VU flow state, per-step figures, the iteration histogram, regex states. */
+static int flow_init(struct sq_engine__worker *w)
+{
+    const struct sq_flow *f = w->flow;
+    w->vus = calloc(w->nconns ? w->nconns : 1, sizeof(*w->vus));
+    if (!w->vus)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < w->nconns; i++) {
+        int rc = sq_flow_vu_init(&w->vus[i], f, (uint64_t)w->first_vu + i + 1);
+        if (rc < 0)
+            return rc;
+    }
+    int rc = sq_engine__steps_new(f, &w->steps);
+    if (rc == 0)
+        rc = sq_latency_hist_new(&w->iter_hist);
+    if (rc < 0)
+        return rc;
+    w->states = sq_flow_states_new(f);
+    return w->states ? 0 : -ENOMEM;
+}
+
 int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared *run,
-                           uint32_t windex)
+                           uint32_t windex, const struct sq_engine__place *pl)
 {
     memset(w, 0, sizeof(*w));
     const struct sq_run_config *cfg = run->cfg;
-    const struct sq_exec *ex = &cfg->exec;
-    uint32_t n = run->nworkers;
+    const struct sq_run_scen *sc = cfg->scens ? &cfg->scens[pl->scen] : NULL;
+    const struct sq_exec *ex = sc ? &sc->exec : &cfg->exec;
+    uint32_t n = pl->snw, si = pl->sindex;
     w->cfg = cfg;
     w->ex = ex;
     w->run = run;
     w->windex = windex;
+    w->scen = pl->scen;
+    w->sindex = si;
+    w->snw = n;
+    w->offset_ns = sc ? sc->start_ns : 0;
+    w->flow = sc ? sc->flow : NULL;
     w->open = sq_exec_is_open(ex);
-    w->nconns = (uint32_t)sq_engine__share(sq_exec_max_vus(ex), n, windex);
-    uint32_t first = 0;
-    for (uint32_t i = 0; i < windex; i++)
+    w->nconns = (uint32_t)sq_engine__share(sq_exec_max_vus(ex), n, si);
+    uint32_t first = pl->vu_base;
+    for (uint32_t i = 0; i < si; i++)
         first += (uint32_t)sq_engine__share(sq_exec_max_vus(ex), n, i);
+    w->first_vu = first;
     if (ex->kind == SQ_EXEC_SHARED_ITERATIONS)
-        w->quota = sq_engine__share(ex->iterations, n, windex);
+        w->quota = sq_engine__share(ex->iterations, n, si);
     int rc = sq_loop_new(&w->loop);
     if (rc < 0)
         return rc;
@@ -681,7 +1036,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->hist_unc = w->slots[0].hist_unc;
     if (w->open) {
         w->total_arrivals = sq_exec_total_arrivals(ex);
-        uint64_t cap = sq_engine__share(ex->max_in_flight, n, windex);
+        uint64_t cap = sq_engine__share(ex->max_in_flight, n, si);
         w->qcap = (uint32_t)(cap > w->nconns ? cap - w->nconns : 0);
         w->queue = malloc((w->qcap ? w->qcap : 1) * sizeof(*w->queue));
         w->idle = malloc((w->nconns ? w->nconns : 1) * sizeof(*w->idle));
@@ -697,6 +1052,16 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         w->sample_below = f >= 1 || f <= 0 ? UINT64_MAX : (uint64_t)(f * 18446744073709551615.0);
         w->rng = 0x9E3779B97F4A7C15ull * (windex + 1);
     }
+    for (int k = 0; cfg->phases && k < SQ_PHASE_COUNT; k++) {
+        rc = sq_latency_hist_new(&w->phase[k]);
+        if (rc < 0)
+            return rc;
+    }
+    if (w->flow) {
+        rc = flow_init(w);
+        if (rc < 0)
+            return rc;
+    }
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
@@ -707,7 +1072,9 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if (ex->kind == SQ_EXEC_PER_VU_ITERATIONS)
             c->iters = ex->iterations;
         sq_timer_init(&c->timer, timer_cb);
-        sq_h1_reader_init(&c->rd, &h1_limits);
+        reader_init(c);
+        if (w->flow)
+            c->fv = &w->vus[i];
     }
     return 0;
 }
@@ -715,9 +1082,24 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
 void sq_engine__worker_dispose(struct sq_engine__worker *w)
 {
     if (w->conns) {
-        for (uint32_t i = 0; i < w->nconns; i++)
+        for (uint32_t i = 0; i < w->nconns; i++) {
             sq_h1_reader_dispose(&w->conns[i].rd);
+            sq_decoder_free(w->conns[i].dec);
+        }
     }
+    if (w->flow) {
+        if (w->vus)
+            for (uint32_t i = 0; i < w->nconns; i++)
+                sq_flow_vu_dispose(&w->vus[i], w->flow);
+        free(w->vus);
+        sq_engine__steps_free(w->steps, w->flow->nsteps);
+        sq_hist_free(w->iter_hist);
+        sq_flow_states_free(w->flow, w->states);
+    }
+    for (int k = 0; k < SQ_PHASE_COUNT; k++)
+        sq_hist_free(w->phase[k]);
+    sq_hist_free(w->sse_first);
+    sq_hist_free(w->sse_dur);
     free(w->conns);
     free(w->rbuf);
     free(w->queue);
@@ -739,7 +1121,10 @@ void *sq_engine__worker_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     w->sending = true;
     if (setup(w)) {
-        start(w);
+        w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
+        w->next_tick_ns = w->start_ns + SQ_NS_PER_S;
+        w->end_load_ns = w->hard_end_ns = INT64_MAX;
+        w->ticking = true;
         run_loop(w);
     }
     w->end_ns = sq_loop_update_now(w->loop);
@@ -752,10 +1137,14 @@ void *sq_engine__worker_main(void *arg)
             close(c->io.fd);
         }
         c->state = CONN_CLOSED; /* in_flight keeps counting what was still out */
+        if (c->fv && c->fv->in_iter) {
+            c->fv->in_iter = false;
+            w->interrupted++;
+        }
     }
     w->c.dropped += w->qlen;
     w->qlen = 0;
-    if (w->started) {
+    if (w->ticking) {
         /* The last, partial second: labelled with the second it falls in, or folded into the
          * one before when it is a sliver (a timed run ends a hair after its last tick). */
         int64_t into = w->end_ns - w->start_ns;

@@ -12,6 +12,8 @@
 struct sq_loop;
 struct sq_hist;
 struct sq_engine__conn;
+struct sq_flow;
+struct sq_flow_vu;
 
 /* What a worker publishes for the run's watchdog: written by the worker with relaxed atomic
  * stores at each sweep (10 per second), read by the main thread with relaxed loads. */
@@ -24,8 +26,23 @@ struct sq_engine__live {
     int done;                /* the worker has left its loop */
 };
 
+/* The target's addresses when the run re-resolves them: a seqlock the main thread writes and
+ * workers read at connect time. Every access is atomic, so a reader can never see a torn
+ * address: it retries while a write is in progress or happened under it. */
+#define SQ_ADDR_WORDS ((sizeof(struct sq_addr) + 7) / 8)
+struct sq_engine__addrs {
+    uint32_t seq; /* odd while the main thread writes */
+    uint32_t n;
+    uint64_t w[SQ_MAX_ADDRS][SQ_ADDR_WORDS];
+};
+
+void sq_engine__addrs_store(struct sq_engine__addrs *t, const struct sq_addr *a, int n);
+/* Copies address idx % n into *out. */
+void sq_engine__addrs_load(const struct sq_engine__addrs *t, uint32_t idx, struct sq_addr *out);
+
 /* What every worker shares with the run, read-only for workers except through atomics. */
 struct sq_engine__shared {
+    struct sq_engine__addrs addrs; /* used when cfg->dns_ttl_ns > 0 */
     const struct sq_run_config *cfg;
     uint32_t nworkers;
     int abort;       /* set by the main thread: leave now */
@@ -53,12 +70,28 @@ struct sq_engine__worker {
     const struct sq_run_config *cfg;
     const struct sq_exec *ex;
     struct sq_engine__shared *run;
-    uint32_t windex;
+    uint32_t windex;      /* among every worker of the run */
+    uint32_t sindex, snw; /* among the workers of its scenario, and how many those are */
+    uint32_t scen;        /* its scenario (0 for the quick face) */
+    uint32_t first_vu;    /* global number of its first VU - 1 */
+    int64_t offset_ns;    /* the scenario's start time after the run's start */
+    /* plan runs */
+    const struct sq_flow *flow;
+    struct sq_flow_vu *vus;                /* one per connection */
+    struct sq_step_stats *steps;           /* one per step of the flow */
+    struct sq_hist *iter_hist;             /* iteration_duration */
+    struct sq_hist *phase[SQ_PHASE_COUNT]; /* per-phase timings, when the run records them */
+    struct sq_hist *sse_first, *sse_dur;   /* streams: created with the first one */
+    void **states;                         /* regex match data */
+    uint64_t in_iter;                      /* VUs inside an iteration */
+    uint64_t interrupted;
     struct sq_loop *loop;
     struct sq_engine__conn *conns;
     uint32_t nconns;
     bool open;           /* arrival-rate executor */
-    bool started;        /* past the common start */
+    bool ticking;        /* past the run's common start: publishing seconds */
+    bool dns_done;       /* the run's resolution time has been recorded (worker 0) */
+    bool started;        /* past its scenario's start */
     bool sending;        /* still starting iterations */
     bool leave;          /* leave the loop */
     uint64_t quota;      /* shared-iterations: iterations this worker may still start */
@@ -84,16 +117,32 @@ struct sq_engine__worker {
     uint64_t rng, sample_below; /* xorshift64 state; record when rng < sample_below */
     uint64_t samples_lost;
     int64_t next_tick_ns;
-    int64_t start_ns, end_load_ns, hard_end_ns, end_ns, ready_ns;
+    int64_t start_ns; /* the run's common start */
+    int64_t sched_ns; /* its scenario's start: the executor's time zero */
+    int64_t end_load_ns, hard_end_ns, end_ns, ready_ns;
     struct sq_engine__live live;
 };
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
+/* Which scenario a worker serves: its index, the worker's rank among that scenario's workers,
+ * how many those are, and the global number (0-based) of the scenario's first VU. */
+struct sq_engine__place {
+    uint32_t scen, sindex, snw, vu_base;
+};
+
 SQ_MUST_CHECK int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared *run,
-                                         uint32_t windex);
+                                         uint32_t windex, const struct sq_engine__place *pl);
 void sq_engine__worker_dispose(struct sq_engine__worker *w);
 /* The thread body: opens the pool, waits for the common start, runs the executor. */
 void *sq_engine__worker_main(void *arg);
+
+/* Per-step figures for a flow: allocated, and freed with their histograms. */
+SQ_MUST_CHECK int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out);
+void sq_engine__steps_free(struct sq_step_stats *s, size_t n);
+/* Adds one step's figures into another's (same step); histograms by status are allocated as
+ * needed. */
+void sq_engine__steps_merge_one(struct sq_step_stats *d, const struct sq_step_stats *s,
+                                size_t nchecks);
 
 /* Shares of total over n parts that always add up to total: the first total % n get one more. */
 static inline uint64_t sq_engine__share(uint64_t total, uint32_t n, uint32_t i)

@@ -172,6 +172,48 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         json_object_set_new(root, "samples",
                             json_pack("{s:I, s:I}", "written", (json_int_t)r->samples_written,
                                       "lost", (json_int_t)r->samples_lost));
+    if (r->phase[0]) {
+        /* Per-phase timings (k6's metric names beside ours), summary figures only: the phases'
+         * histograms stay in memory. */
+        json_t *ph = json_object();
+        for (int k = 0; k < SQ_PHASE_COUNT; k++) {
+            struct sq_latency_figures lf;
+            sq_report_latency_figures(r->phase[k], &lf);
+            json_object_set_new(ph, sq_phase_name((enum sq_phase)k),
+                                json_pack("{s:s, s:I, s:f, s:I, s:I, s:I, s:I, s:I}", "metric",
+                                          sq_phase_metric((enum sq_phase)k), "count",
+                                          (json_int_t)lf.count, "mean_us", lf.mean, "p50_us",
+                                          (json_int_t)lf.p50, "p90_us", (json_int_t)lf.p90,
+                                          "p95_us", (json_int_t)lf.p95, "p99_us",
+                                          (json_int_t)lf.p99, "max_us", (json_int_t)lf.max));
+        }
+
+        json_object_set_new(root, "phases", ph);
+    }
+    json_object_set_new(
+        root, "bodies",
+        json_pack("{s:b, s:s?, s:I, s:I, s:I, s:I}", "compression", info->accept_encoding != NULL,
+                  "accept_encoding", info->accept_encoding, "wire_bytes",
+                  (json_int_t)r->c.bytes_received, "decoded_bytes", (json_int_t)r->c.body_bytes,
+                  "compressed_responses", (json_int_t)r->c.compressed, "undecodable_responses",
+                  (json_int_t)r->c.undecodable));
+    if (r->c.sse_streams) {
+        struct sq_latency_figures fe, du;
+        sq_report_latency_figures(r->sse_first_event, &fe);
+        sq_report_latency_figures(r->sse_duration, &du);
+        json_object_set_new(root, "sse",
+                            json_pack("{s:I, s:I, s:f, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
+                                      "streams", (json_int_t)r->c.sse_streams, "events",
+                                      (json_int_t)r->c.sse_events, "events_per_s",
+                                      (double)r->c.sse_events / secs, "first_event", "count",
+                                      (json_int_t)fe.count, "p50_us", (json_int_t)fe.p50, "p99_us",
+                                      (json_int_t)fe.p99, "max_us", (json_int_t)fe.max,
+                                      "stream_duration", "p50_us", (json_int_t)du.p50, "p99_us",
+                                      (json_int_t)du.p99, "max_us", (json_int_t)du.max));
+    }
+    json_object_set_new(root, "dns",
+                        json_pack("{s:f, s:I}", "first_lookup_us", (double)r->dns_ns / 1e3,
+                                  "lookups_during_run", (json_int_t)r->dns_lookups));
     json_object_set_new(root, "series", series(r));
     return root;
 }

@@ -26,7 +26,8 @@ struct sq_report_info {
     const struct sq_exec *exec; /* what load was asked for */
     uint32_t threads;
     int64_t timeout_ns, connect_timeout_ns;
-    size_t request_bytes; /* size of one serialised request */
+    size_t request_bytes;        /* size of one serialised request */
+    const char *accept_encoding; /* what the requests offered (NULL: --no-compression) */
 };
 
 /* Latency figures derived once from the merged histogram, in µs. */
@@ -41,6 +42,14 @@ void sq_report_latency_figures(const struct sq_hist *h, struct sq_latency_figure
 
 /* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
 json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);
+
+struct sq_plan;
+struct sq_th_verdicts;
+/* Plan runs: adds "plan", "scenarios", "steps", "checks", "thresholds", "thresholds_failed" and
+ * k6-named "metrics" to doc. v may be NULL (no thresholds evaluated). Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_report_plan_sections(json_t *doc, const struct sq_plan *p,
+                                          const struct sq_result *r,
+                                          const struct sq_th_verdicts *v);
 
 /* Writes the document as indented JSON. Returns 0 or -EIO. */
 SQ_MUST_CHECK int sq_report_json_write(FILE *f, const json_t *doc);

@@ -121,6 +121,101 @@ static void latency(FILE *f, const json_t *doc, bool open)
                 g(l, "out_of_range", g1));
 }
 
+/* Bytes on the wire and decoded, and the compression setting; event streams. */
+static void bodies(FILE *f, const json_t *doc)
+{
+    const json_t *b = json_object_get(doc, "bodies");
+    char d0[D], d1[D], g1[32], g2[32];
+    if (json_is_object(b)) {
+        bool on = json_is_true(json_object_get(b, "compression"));
+        fprintf(f, "%-12s %s on the wire · %s decoded · compression %s", "Bodies",
+                sq_fmt_bytes(sq_report__numd(b, "wire_bytes", 0), d0, D),
+                sq_fmt_bytes(sq_report__numd(b, "decoded_bytes", 0), d1, D),
+                on ? "offered" : "off (--no-compression)");
+        if (sq_report__numd(b, "compressed_responses", 0) > 0)
+            fprintf(f, " · %s responses decoded", g(b, "compressed_responses", g1));
+        if (sq_report__numd(b, "undecodable_responses", 0) > 0)
+            fprintf(f, " · %s in a coding squall cannot decode", g(b, "undecodable_responses", g2));
+        fputc('\n', f);
+    }
+    const json_t *s = json_object_get(doc, "sse");
+    if (json_is_object(s))
+        fprintf(
+            f,
+            "%-12s %s streams · %s events · %.1f events/s · first event p50 %s · stream p50 %s\n",
+            "Streams", g(s, "streams", g1), g(s, "events", g2),
+            sq_report__numd(s, "events_per_s", 0), dus(s, "first_event.p50_us", d0),
+            dus(s, "stream_duration.p50_us", d1));
+}
+
+/* Per-phase timings: one line of p50 / p95 per phase that has any time in it. */
+static void phases(FILE *f, const json_t *doc)
+{
+    const json_t *ph = json_object_get(doc, "phases");
+    if (!json_is_object(ph))
+        return;
+    static const char *const order[] = {"blocked", "dns",     "connecting", "tls_handshaking",
+                                        "sending", "waiting", "receiving"};
+    char d[2][D];
+    fprintf(f, "%-12s", "Phases");
+    int n = 0;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(order); i++) {
+        const json_t *p = json_object_get(ph, order[i]);
+        if (!json_is_object(p) || sq_report__numd(p, "max_us", 0) <= 0)
+            continue;
+        fprintf(f, "%s%s p50 %s p95 %s", n++ ? " · " : " ", order[i], dus(p, "p50_us", d[0]),
+                dus(p, "p95_us", d[1]));
+    }
+    fprintf(f, "%s\n", n ? "" : " all under 1µs");
+}
+
+/* Plan runs: per-step figures, checks and thresholds (k6's ✓/✗). */
+static void plan_sections(FILE *f, const json_t *doc)
+{
+    const json_t *steps = json_object_get(doc, "steps");
+    const json_t *checks = json_object_get(doc, "checks");
+    const json_t *ths = json_object_get(doc, "thresholds");
+    size_t i;
+    const json_t *e;
+    char g1[32], g2[32], d[3][D];
+    if (json_is_array(steps) && json_array_size(steps)) {
+        fprintf(f, "\nSteps\n");
+        json_array_foreach((json_t *)steps, i, e)
+        {
+            const json_t *du = json_object_get(e, "duration_ms");
+            fprintf(f, "  %-24s %-6s %10s req · %s failed · p50 %s · p95 %s · max %s\n",
+                    sq_report__str(e, "step", "?"), sq_report__str(e, "method", ""),
+                    g(e, "requests", g1), g(e, "failed", g2),
+                    sq_fmt_dur_us(sq_report__numd(du, "med", 0) * 1000, d[0], D),
+                    sq_fmt_dur_us(sq_report__numd(du, "p(95)", 0) * 1000, d[1], D),
+                    sq_fmt_dur_us(sq_report__numd(du, "max", 0) * 1000, d[2], D));
+        }
+    }
+    if (json_is_array(checks) && json_array_size(checks)) {
+        fprintf(f, "\nChecks\n");
+        json_array_foreach((json_t *)checks, i, e)
+        {
+            uint64_t pass = u64(e, "passed"), fail = u64(e, "failed");
+            fprintf(f, "  %s %s: %s  (%s passed, %s failed)\n", fail ? "✗" : "✓",
+                    sq_report__str(e, "step", "?"), sq_report__str(e, "check", "?"),
+                    sq_fmt_group(pass, g1, sizeof(g1)), sq_fmt_group(fail, g2, sizeof(g2)));
+        }
+    }
+    if (json_is_array(ths) && json_array_size(ths)) {
+        fprintf(f, "\nThresholds\n");
+        json_array_foreach((json_t *)ths, i, e)
+        {
+            bool ok = json_is_true(json_object_get(e, "ok"));
+            fprintf(f, "  %s %s: %s  (value %.4g%s)\n", ok ? "✓" : "✗",
+                    sq_report__str(e, "metric", "?"), sq_report__str(e, "expression", "?"),
+                    sq_report__numd(e, "value", 0),
+                    json_is_true(json_object_get(e, "no_data")) ? ", no data" : "");
+        }
+    }
+    if (json_is_array(steps) && json_array_size(steps))
+        fputc('\n', f);
+}
+
 int sq_report_summary_json(const json_t *doc, FILE *f)
 {
     const char *why;
@@ -153,6 +248,10 @@ int sq_report_summary_json(const json_t *doc, FILE *f)
     if (json_is_object(json_object_get(doc, "connections")))
         fprintf(f, "%-12s %s opened · %s replaced after the server closed them\n", "Connections",
                 g(doc, "connections.opened", g1), g(doc, "connections.closed_by_server", g2));
+
+    bodies(f, doc);
+    phases(f, doc);
+    plan_sections(f, doc);
 
     struct sq_hist *h;
     if (sq_report__hist(json_object_get(doc, "latency"), &h) == 0) {

@@ -1,0 +1,488 @@
+/* engine/flow.c - compiling a scenario's steps into requests, and running checks and
+ * extractors on what came back. See flow.h. */
+#include "engine/flow.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "http/h1.h"
+#include "http/request.h"
+#include "http/url.h"
+#include "plan/cookie.h"
+
+#define UA_LINE     "User-Agent: squall/" SQ_VERSION "\r\n"
+#define MAX_HEADERS 128
+
+static bool name_is(const char *name, const char *want)
+{
+    return strcasecmp(name, want) == 0;
+}
+
+static bool method_sends_length(const char *m)
+{
+    return strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "PATCH") == 0;
+}
+
+/* The request-target of a rendered or static URL: an absolute URL loses its scheme and
+ * authority (the loader has checked that it names the plan's target). */
+static void origin_form(const char *u, size_t len, const char **path, size_t *plen)
+{
+    const char *s = memmem(u, len, "://", 3);
+    if (s && s - u <= 5) {
+        const char *p = memchr(s + 3, '/', len - (size_t)(s + 3 - u));
+        if (!p) {
+            *path = "/";
+            *plen = 1;
+            return;
+        }
+        *path = p;
+        *plen = len - (size_t)(p - u);
+        return;
+    }
+    *path = u;
+    *plen = len;
+}
+
+static bool header_user_set(const struct sq_plan_request *r, const char *name)
+{
+    for (size_t i = 0; i < r->nheaders; i++)
+        if (name_is(r->headers[i].name, name))
+            return true;
+    return false;
+}
+
+static int compile_static(const struct sq_flow *f, struct sq_flow_step *st, const char *url,
+                          size_t url_len, const char *body, size_t body_len)
+{
+    const struct sq_plan_request *r = &st->ps->req;
+    struct sq_kv kv[MAX_HEADERS + 1];
+    char *copies[MAX_HEADERS];
+    size_t n = 0;
+    int rc = 0;
+    for (size_t i = 0; i < r->nheaders && n < MAX_HEADERS; i++) {
+        const char *v;
+        size_t vl;
+        if (!sq_tmpl_static(r->headers[i].value, &v, &vl))
+            return -EINVAL;
+        copies[n] = strndup(v, vl);
+        if (!copies[n]) {
+            rc = -ENOMEM;
+            break;
+        }
+        kv[n].name = r->headers[i].name;
+        kv[n].value = copies[n];
+        n++;
+    }
+    size_t ncopies = n;
+    if (r->content_type && !header_user_set(r, "Content-Type")) {
+        kv[n].name = "Content-Type";
+        kv[n].value = r->content_type;
+        n++;
+    }
+    const char *path;
+    size_t plen;
+    origin_form(url, url_len, &path, &plen);
+    char *p = rc == 0 ? strndup(path, plen) : NULL;
+    if (rc == 0 && !p)
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = sq_request_build(r->method, p, f->host, kv, n, body, body_len, &st->req, &st->req_len);
+    free(p);
+    for (size_t i = 0; i < ncopies; i++)
+        free(copies[i]);
+    return rc;
+}
+
+static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, size_t errlen)
+{
+    const struct sq_plan_step *ps = st->ps;
+    if (ps->kind == SQ_STEP_THINK) {
+        st->think = true;
+        return 0;
+    }
+    const struct sq_plan_request *r = &ps->req;
+    st->head = strcmp(r->method, "HEAD") == 0;
+    st->timeout_ns = r->timeout_ns;
+    const char *url = NULL, *body = NULL;
+    size_t url_len = 0, body_len = 0;
+    bool dynamic = f->sc->cookies;
+    if (!sq_tmpl_static(r->url, &url, &url_len))
+        dynamic = true;
+    if (r->body && !sq_tmpl_static(r->body, &body, &body_len))
+        dynamic = true;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        const char *v;
+        size_t vl;
+        if (!sq_tmpl_static(r->headers[i].value, &v, &vl))
+            dynamic = true;
+    }
+    if (!dynamic) {
+        int rc = compile_static(f, st, url, url_len, body, body_len);
+        if (rc < 0)
+            snprintf(err, errlen, "step '%s': cannot build the request: %s", ps->name,
+                     sq_strerror(rc));
+        return rc;
+    }
+    /* Dynamic: "METHOD " + target + fixed part + dynamic headers + length + CRLF + body. */
+    size_t ml = strlen(r->method);
+    st->method_sp = malloc(ml + 2);
+    st->dyn = calloc(r->nheaders ? r->nheaders : 1, sizeof(*st->dyn));
+    struct sq_buf fx = {0};
+    int rc = st->method_sp && st->dyn ? 0 : -ENOMEM;
+    if (rc == 0) {
+        memcpy(st->method_sp, r->method, ml);
+        memcpy(st->method_sp + ml, " ", 2);
+        rc = sq_buf_append(&fx, " HTTP/1.1\r\nHost: ", 17);
+    }
+    if (rc == 0)
+        rc = sq_buf_append(&fx, f->host, strlen(f->host));
+    if (rc == 0)
+        rc = sq_buf_append(&fx, "\r\n", 2);
+    for (size_t i = 0; rc == 0 && i < r->nheaders; i++) {
+        const char *v;
+        size_t vl;
+        if (!sq_tmpl_static(r->headers[i].value, &v, &vl)) {
+            st->dyn[st->ndyn++] = (uint32_t)i;
+            continue;
+        }
+        const char *name = r->headers[i].name;
+        rc = sq_buf_append(&fx, name, strlen(name));
+        if (rc == 0)
+            rc = sq_buf_append(&fx, ": ", 2);
+        if (rc == 0)
+            rc = sq_buf_append(&fx, v, vl);
+        if (rc == 0)
+            rc = sq_buf_append(&fx, "\r\n", 2);
+    }
+    if (rc == 0 && r->content_type && !header_user_set(r, "Content-Type")) {
+        rc = sq_buf_append(&fx, "Content-Type: ", 14);
+        if (rc == 0)
+            rc = sq_buf_append(&fx, r->content_type, strlen(r->content_type));
+        if (rc == 0)
+            rc = sq_buf_append(&fx, "\r\n", 2);
+    }
+    if (rc == 0 && !header_user_set(r, "User-Agent"))
+        rc = sq_buf_append(&fx, UA_LINE, sizeof(UA_LINE) - 1);
+    if (rc < 0) {
+        sq_buf_dispose(&fx);
+        snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    st->fixed = fx.p;
+    st->fixed_len = fx.len;
+    st->content_length = r->body != NULL || method_sends_length(r->method);
+    return 0;
+}
+
+int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
+                    const struct sq_url *target, struct sq_flow **out, char *err, size_t errlen)
+{
+    struct sq_flow *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    f->plan = p;
+    f->sc = sc;
+    f->secure = strcmp(target->scheme, "https") == 0;
+    snprintf(f->host, sizeof(f->host), "%s", target->authority);
+    f->steps = calloc(sc->nsteps ? sc->nsteps : 1, sizeof(*f->steps));
+    if (!f->steps) {
+        free(f);
+        return -ENOMEM;
+    }
+    f->nsteps = sc->nsteps;
+    uint32_t md = 0;
+    for (size_t i = 0; i < sc->nsteps; i++) {
+        struct sq_flow_step *st = &f->steps[i];
+        st->ps = &sc->steps[i];
+        st->md_base = md;
+        md += (uint32_t)(st->ps->nextract + st->ps->nchecks);
+        int rc = compile_step(f, st, err, errlen);
+        if (rc < 0) {
+            sq_flow_free(f);
+            return rc;
+        }
+    }
+    f->nstates = md;
+    *out = f;
+    return 0;
+}
+
+void sq_flow_free(struct sq_flow *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->nsteps; i++) {
+        struct sq_flow_step *st = &f->steps[i];
+        free(st->req);
+        free(st->method_sp);
+        free(st->fixed);
+        free(st->dyn);
+    }
+    free(f->steps);
+    free(f);
+}
+
+int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu)
+{
+    memset(v, 0, sizeof(*v));
+    v->vu = vu;
+    v->rng = 0x9E3779B97F4A7C15ull ^ (vu * 0xBF58476D1CE4E5B9ull);
+    if (!v->rng)
+        v->rng = 1;
+    uint32_t nv = f->sc->nvars;
+    v->vars = calloc(nv ? nv : 1, sizeof(*v->vars));
+    v->var_views = calloc(nv ? nv : 1, sizeof(*v->var_views));
+    size_t nf = f->plan->nfeeders;
+    v->rows = calloc(nf ? nf : 1, sizeof(*v->rows));
+    if (!v->vars || !v->var_views || !v->rows)
+        return -ENOMEM;
+    if (f->sc->cookies) {
+        int rc = sq_cookie_jar_new(&v->jar);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
+{
+    if (v->vars)
+        for (uint32_t i = 0; i < f->sc->nvars; i++)
+            sq_buf_dispose(&v->vars[i]);
+    free(v->vars);
+    free(v->var_views);
+    free(v->rows);
+    sq_buf_dispose(&v->req);
+    sq_buf_dispose(&v->body);
+    sq_buf_dispose(&v->head);
+    sq_buf_dispose(&v->scratch);
+    sq_buf_dispose(&v->val);
+    sq_cookie_jar_free(v->jar);
+    memset(v, 0, sizeof(*v));
+}
+
+void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now)
+{
+    v->step = 0;
+    v->in_iter = true;
+    v->iter_start_ns = now;
+    const struct sq_plan *p = f->plan;
+    for (size_t i = 0; i < p->nfeeders; i++)
+        v->rows[i] = sq_feeder_row(p->feeders[i].data, p->feeders[i].mode, v->vu, &v->rng);
+}
+
+/* Appends a rendered header value with CR and LF replaced by spaces: an extracted value from a
+ * hostile response must not inject header lines. */
+static int append_value(struct sq_buf *out, size_t from)
+{
+    for (size_t i = from; i < out->len; i++)
+        if (out->p[i] == '\r' || out->p[i] == '\n')
+            out->p[i] = ' ';
+    return 0;
+}
+
+int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
+                    const char **req, size_t *len, bool *rendered)
+{
+    if (st->req) {
+        *req = st->req;
+        *len = st->req_len;
+        *rendered = false;
+        const char *sp = memchr(st->req, ' ', st->req_len);
+        const char *e = sp ? memchr(sp + 1, ' ', st->req_len - (size_t)(sp + 1 - st->req)) : NULL;
+        v->path = sp && e ? sp + 1 : "/";
+        v->path_len = sp && e ? (size_t)(e - sp - 1) : 1;
+        return 0;
+    }
+    *rendered = true;
+    const struct sq_plan_request *r = &st->ps->req;
+    for (uint32_t i = 0; i < f->sc->nvars; i++) {
+        v->var_views[i].p = v->vars[i].p;
+        v->var_views[i].len = v->vars[i].len;
+    }
+    struct sq_tmpl_ctx ctx = {
+        .vu = v->vu,
+        .iteration = v->iteration,
+        .rng = &v->rng,
+        .vars = v->var_views,
+        .rows = (const struct sq_str *const *)v->rows,
+    };
+    struct sq_buf *o = &v->req;
+    sq_buf_reset(o);
+    sq_buf_reset(&v->scratch);
+    int rc = 0;
+    if (r->body)
+        rc = sq_tmpl_render(r->body, &ctx, &v->scratch);
+    if (rc == 0)
+        rc = sq_buf_append(o, st->method_sp, strlen(st->method_sp));
+    size_t url_at = o->len;
+    if (rc == 0)
+        rc = sq_tmpl_render(r->url, &ctx, o);
+    if (rc < 0)
+        return rc;
+    /* An absolute URL becomes origin-form in place. */
+    const char *path;
+    size_t plen;
+    origin_form(o->p + url_at, o->len - url_at, &path, &plen);
+    if (path != o->p + url_at) {
+        if (path[0] == '/' && plen && path >= o->p + url_at && path < o->p + o->len) {
+            memmove(o->p + url_at, path, plen);
+            o->len = url_at + plen;
+        } else {
+            o->len = url_at;
+            rc = sq_buf_append(o, "/", 1);
+        }
+    }
+    size_t path_len = o->len - url_at;
+    if (path_len == 0 && rc == 0) {
+        rc = sq_buf_append(o, "/", 1);
+        path_len = 1;
+    }
+    if (rc == 0)
+        rc = sq_buf_append(o, st->fixed, st->fixed_len);
+    for (size_t i = 0; rc == 0 && i < st->ndyn; i++) {
+        const struct sq_plan_header *h = &r->headers[st->dyn[i]];
+        rc = sq_buf_append(o, h->name, strlen(h->name));
+        if (rc == 0)
+            rc = sq_buf_append(o, ": ", 2);
+        size_t at = o->len;
+        if (rc == 0)
+            rc = sq_tmpl_render(h->value, &ctx, o);
+        if (rc == 0)
+            rc = append_value(o, at);
+        if (rc == 0)
+            rc = sq_buf_append(o, "\r\n", 2);
+    }
+    if (rc == 0 && v->jar) {
+        size_t at = o->len;
+        rc = sq_buf_append(o, "Cookie: ", 8);
+        /* The path is in o; copy it out first, since appending may move the buffer. */
+        char pbuf[512];
+        size_t pl = path_len < sizeof(pbuf) ? path_len : sizeof(pbuf) - 1;
+        memcpy(pbuf, o->p + url_at, pl);
+        const char *q = memchr(pbuf, '?', pl);
+        if (q)
+            pl = (size_t)(q - pbuf);
+        int n = rc == 0 ? sq_cookie_jar_header(v->jar, f->host, strlen(f->host), pbuf, pl,
+                                               f->secure, (int64_t)sq_wall_s(), o)
+                        : 0;
+        if (n < 0)
+            rc = n;
+        else if (n == 0)
+            o->len = at;
+        else
+            rc = sq_buf_append(o, "\r\n", 2);
+    }
+    if (rc == 0 && st->content_length) {
+        char cl[48];
+        int n = snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", v->scratch.len);
+        rc = sq_buf_append(o, cl, (size_t)n);
+    }
+    if (rc == 0)
+        rc = sq_buf_append(o, "\r\n", 2);
+    if (rc == 0 && v->scratch.len)
+        rc = sq_buf_append(o, v->scratch.p, v->scratch.len);
+    if (rc < 0)
+        return rc;
+    v->path = o->p + url_at;
+    v->path_len = path_len;
+    *req = o->p;
+    *len = o->len;
+    return 0;
+}
+
+void **sq_flow_states_new(const struct sq_flow *f)
+{
+    void **st = calloc(f->nstates ? f->nstates : 1, sizeof(*st));
+    if (!st)
+        return NULL;
+    for (size_t i = 0; i < f->nsteps; i++) {
+        const struct sq_plan_step *ps = f->steps[i].ps;
+        uint32_t b = f->steps[i].md_base;
+        for (size_t k = 0; k < ps->nextract; k++)
+            st[b + k] = sq_extractor_clone_state(&ps->extract[k]);
+        for (size_t k = 0; k < ps->nchecks; k++)
+            st[b + ps->nextract + k] = sq_check_clone_state(&ps->checks[k]);
+    }
+    return st;
+}
+
+void sq_flow_states_free(const struct sq_flow *f, void **st)
+{
+    if (!st)
+        return;
+    for (uint32_t i = 0; i < f->nstates; i++)
+        sq_extractor_free_state(st[i]);
+    free(st);
+}
+
+void sq_flow_eval(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
+                  void **states, int status, int64_t duration_us, uint64_t *pass, uint64_t *fail,
+                  struct sq_flow_outcome *out)
+{
+    const struct sq_plan_step *ps = st->ps;
+    out->extract_fail = 0;
+    out->stop_iteration = false;
+    struct sq_h1_header hs[MAX_HEADERS];
+    struct sq_h1_response resp = {.headers = hs, .headers_cap = MAX_HEADERS};
+    size_t nh = 0;
+    if (v->head.len) {
+        if (sq_h1_parse_response_head(v->head.p, v->head.len, NULL, &resp) > 0)
+            nh = resp.num_headers;
+    }
+    _Static_assert(sizeof(struct sq_h1_header) == sizeof(struct sq_resp_header),
+                   "header layouts must match");
+    struct sq_resp_view r = {
+        .status = status,
+        .headers = (const struct sq_resp_header *)(const void *)hs,
+        .nheaders = nh,
+        .body = v->body.p ? v->body.p : "",
+        .body_len = v->body.len,
+        .body_truncated = v->body_truncated,
+        .duration_us = duration_us,
+    };
+    if (v->jar) {
+        for (size_t i = 0; i < nh; i++) {
+            if (hs[i].name_len == 10 && strncasecmp(hs[i].name, "set-cookie", 10) == 0) {
+                char pbuf[512];
+                size_t pl = v->path_len < sizeof(pbuf) ? v->path_len : sizeof(pbuf) - 1;
+                memcpy(pbuf, v->path ? v->path : "/", v->path ? pl : 1);
+                if (!v->path)
+                    pl = 1;
+                const char *q = memchr(pbuf, '?', pl);
+                if (q)
+                    pl = (size_t)(q - pbuf);
+                if (sq_cookie_jar_set(v->jar, f->host, strlen(f->host), pbuf, pl, hs[i].value,
+                                      hs[i].value_len, (int64_t)sq_wall_s()) < 0)
+                    break;
+            }
+        }
+    }
+    for (size_t k = 0; k < ps->nchecks; k++) {
+        bool ok = sq_check_run(&ps->checks[k], &r,
+                               states ? states[st->md_base + ps->nextract + k] : NULL, &v->scratch);
+        if (ok)
+            pass[k]++;
+        else
+            fail[k]++;
+    }
+    for (size_t k = 0; k < ps->nextract; k++) {
+        const struct sq_extractor *e = &ps->extract[k];
+        int rc = sq_extractor_run(e, &r, states ? states[st->md_base + k] : NULL, &v->val);
+        if (rc == 1) {
+            struct sq_buf *dst = &v->vars[e->var];
+            sq_buf_reset(dst);
+            if (sq_buf_append(dst, v->val.p ? v->val.p : "", v->val.len) < 0)
+                rc = 0;
+        }
+        if (rc != 1) {
+            out->extract_fail++;
+            if (ps->on_error == SQ_ON_ERROR_NEXT_ITERATION)
+                out->stop_iteration = true;
+        }
+    }
+}

@@ -1,0 +1,110 @@
+/* engine/flow.h - a plan scenario's flow as the engine runs it.
+ *
+ * sq_flow_compile() turns each request step of a compiled plan (plan/plan.h) into either one
+ * pre-serialised request shared by every VU (a step with no dynamic part: the static path of
+ * the core engine, no rendering at all) or the pieces to render it per iteration into the VU's
+ * own buffer. Each VU keeps its flow state in a struct sq_flow_vu: the step it is on, its
+ * iteration, extracted variables, feeder rows, cookie jar and the buffers that a response is
+ * captured into when a check or an extractor needs it. Buffers keep their memory between
+ * iterations, so a VU that has reached its working size renders without allocating.
+ */
+#ifndef SQ_ENGINE_FLOW_H
+#define SQ_ENGINE_FLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "plan/plan.h"
+
+struct sq_url;
+struct sq_cookie_jar;
+
+struct sq_flow_step {
+    const struct sq_plan_step *ps;
+    bool think;
+    bool head; /* a HEAD request: no response body */
+    char *req; /* static steps: the whole request (owned), else NULL */
+    size_t req_len;
+    char *method_sp; /* "POST " */
+    char *fixed;     /* " HTTP/1.1\r\nHost: ...\r\n" + static header lines */
+    size_t fixed_len;
+    uint32_t *dyn; /* indices of headers with dynamic values */
+    size_t ndyn;
+    bool content_length; /* send Content-Length (a body, or POST/PUT/PATCH) */
+    uint32_t md_base;    /* first per-worker regex state of this step's extractors, then checks */
+    int64_t timeout_ns;  /* 0: the run's */
+};
+
+struct sq_flow {
+    const struct sq_plan *plan;
+    const struct sq_plan_scenario *sc;
+    struct sq_flow_step *steps;
+    size_t nsteps;
+    char host[300];   /* the Host header value, also the cookie host */
+    bool secure;      /* https target (cookies marked Secure are sent) */
+    uint32_t nstates; /* regex match-data blocks a worker needs (sq_flow_states_new) */
+};
+
+/* The state of one VU. */
+struct sq_flow_vu {
+    uint32_t step;
+    bool in_iter;
+    bool capture;   /* capture the current response's body into body */
+    bool want_head; /* capture the current response's head into head */
+    uint64_t vu;    /* 1-based */
+    uint64_t iteration;
+    int64_t iter_start_ns;
+    uint64_t rng;
+    struct sq_buf req, body, head, scratch, val;
+    bool body_truncated;
+    const char *path; /* the current request's target, inside req (or the static request) */
+    size_t path_len;
+    struct sq_buf *vars; /* nvars */
+    struct sq_str *var_views;
+    const struct sq_str **rows; /* per feeder of the plan */
+    struct sq_cookie_jar *jar;
+};
+
+/* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked
+ * truncated (checks see the first bytes). */
+#define SQ_FLOW_BODY_CAP (1u << 20)
+
+/* Compiles the scenario's steps against the target URL. Returns 0, or a negative code with err
+ * saying which step and why. */
+SQ_MUST_CHECK int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
+                                  const struct sq_url *target, struct sq_flow **out, char *err,
+                                  size_t errlen);
+void sq_flow_free(struct sq_flow *f);
+
+SQ_MUST_CHECK int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu);
+void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f);
+
+/* Starts an iteration: step 0, feeder rows picked. */
+void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now);
+
+/* The request of step st for this VU: the static bytes, or rendered into v->req. Returns 0 or
+ * -ENOMEM; *rendered tells which. */
+SQ_MUST_CHECK int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st,
+                                  struct sq_flow_vu *v, const char **req, size_t *len,
+                                  bool *rendered);
+
+/* Per-worker regex match data for every extractor and check of the flow. */
+void **sq_flow_states_new(const struct sq_flow *f);
+void sq_flow_states_free(const struct sq_flow *f, void **st);
+
+/* Outcome of evaluating one response. */
+struct sq_flow_outcome {
+    uint32_t extract_fail; /* extractors that found nothing */
+    bool stop_iteration;   /* on_error: next_iteration and something failed */
+};
+
+/* Runs the step's checks (adding to pass/fail, one slot per check) and extractors, stores
+ * cookies, for a completed response with status and duration. The head and body are taken from
+ * v->head / v->body when they were captured. */
+void sq_flow_eval(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
+                  void **states, int status, int64_t duration_us, uint64_t *pass, uint64_t *fail,
+                  struct sq_flow_outcome *out);
+
+#endif

@@ -1,0 +1,51 @@
+/* engine/thresholds.h - evaluating a plan's thresholds against a run's merged figures.
+ *
+ * Metric values follow k6: time metrics in milliseconds, rates as fractions, counters as counts
+ * (rate: per second of the run). Tags select steps (step, method, status) and scenarios
+ * (scenario); status selects the step's per-status histograms and counts. A metric with no
+ * sample evaluates as 0 (k6's behaviour) and is flagged no_data so the summary can say so.
+ */
+#ifndef SQ_ENGINE_THRESHOLDS_H
+#define SQ_ENGINE_THRESHOLDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/run.h"
+#include "plan/plan.h"
+
+struct sq_th_verdict {
+    const struct sq_plan_threshold *th;
+    const struct sq_th_expr *expr;
+    double value;
+    bool ok;
+    bool no_data;
+};
+
+struct sq_th_verdicts {
+    struct sq_th_verdict *v;
+    size_t n;
+    bool failed; /* at least one threshold did not hold */
+};
+
+/* Evaluates every threshold of p on r (a plan run's result: r->scens in plan order). Returns 0
+ * or -ENOMEM. Free with sq_th_verdicts_dispose(). */
+SQ_MUST_CHECK int sq_thresholds_eval(const struct sq_plan *p, const struct sq_result *r,
+                                     struct sq_th_verdicts *out);
+void sq_th_verdicts_dispose(struct sq_th_verdicts *v);
+
+/* Cumulative figures of a run so far, for abortOnFail thresholds (evaluated each second on the
+ * main thread; only thresholds without tags can be checked live, tagged ones at the end). */
+struct sq_live_totals {
+    struct sq_hist *dur; /* every completed request so far, µs */
+    uint64_t reqs, http_failed, checks_passed, checks_failed, iterations, dropped;
+    uint64_t bytes_sent, bytes_received;
+    double elapsed_s;
+};
+
+/* True when an abortOnFail threshold (without tags, past its delayAbortEval) fails on t; why
+ * then names it. */
+bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_totals *t, char *why,
+                                size_t len);
+
+#endif

@@ -1,0 +1,38 @@
+/* net/dns.h - how a run finds its target's addresses: the cache it resolves into once per run,
+ * and curl's overrides.
+ *
+ *   --resolve HOST:PORT:ADDR[,ADDR...]      use these addresses for HOST:PORT (no lookup)
+ *   --connect-to HOST:PORT:HOST2:PORT2      connect to HOST2:PORT2 instead of HOST:PORT (the
+ *                                           Host header and TLS name stay HOST); an empty HOST or
+ *                                           PORT matches any, an empty HOST2 or PORT2 keeps the
+ *                                           original
+ *
+ * IPv6 addresses are written in brackets ([::1]). Every address found is used, round-robin across
+ * connections; a lookup that fails is the run's `dns` error. */
+#ifndef SQ_NET_DNS_H
+#define SQ_NET_DNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "net/sock.h"
+
+struct sq_dns_opts {
+    const char *const *resolve; /* --resolve arguments */
+    size_t nresolve;
+    const char *const *connect_to; /* --connect-to arguments */
+    size_t nconnect_to;
+};
+
+/* Checks one --resolve (connect_to false) or --connect-to argument. Returns 0, or -SQ_EUSAGE
+ * with why saying what is wrong. */
+SQ_MUST_CHECK int sq_dns_check_arg(const char *arg, int connect_to, char *why, size_t len);
+
+/* Finds host:port's addresses: --connect-to first maps the name and port, then a --resolve
+ * entry for the result is used as it is, else the system resolver. Returns the number of
+ * addresses (> 0, at most max), or -SQ_ERESOLVE / -SQ_EUSAGE with why filled in. */
+SQ_MUST_CHECK int sq_dns_lookup(const struct sq_dns_opts *o, const char *host, uint16_t port,
+                                struct sq_addr *out, int max, char *why, size_t len);
+
+#endif

@@ -1,0 +1,142 @@
+/* output/plan_json.c - the plan-run sections of the result document: scenarios, steps, checks,
+ * thresholds and k6-named metrics (docs/json-schema.md). The names come from the plan; every
+ * figure from the merged result. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/thresholds.h"
+#include "output/report.h"
+#include "stats/hist.h"
+
+static double ms(int64_t us)
+{
+    return (double)us / 1000.0;
+}
+
+/* k6's trend figures, in ms. */
+static json_t *trend(const struct sq_hist *h)
+{
+    if (!sq_hist_total(h))
+        return json_pack("{s:I}", "count", (json_int_t)0);
+    return json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "count",
+                     (json_int_t)sq_hist_total(h), "avg", sq_hist_mean(h) / 1000.0, "min",
+                     ms(sq_hist_min(h)), "med", ms(sq_hist_percentile(h, 50)), "max",
+                     ms(sq_hist_max(h)), "p(90)", ms(sq_hist_percentile(h, 90)), "p(95)",
+                     ms(sq_hist_percentile(h, 95)), "p(99)", ms(sq_hist_percentile(h, 99)));
+}
+
+static json_t *counter(uint64_t n, double secs)
+{
+    return json_pack("{s:I, s:f}", "count", (json_int_t)n, "rate", secs > 0 ? (double)n / secs : 0);
+}
+
+static json_t *rate(uint64_t passes, uint64_t total)
+{
+    return json_pack("{s:f, s:I, s:I}", "rate", total ? (double)passes / (double)total : 0,
+                     "passes", (json_int_t)passes, "fails", (json_int_t)(total - passes));
+}
+
+int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct sq_result *r,
+                            const struct sq_th_verdicts *v)
+{
+    double secs = (double)r->duration_ns / 1e9;
+    json_t *scen = json_array(), *steps = json_array(), *checks = json_array();
+    json_t *ths = json_array(), *metrics = json_object();
+    if (!scen || !steps || !checks || !ths || !metrics)
+        goto fail;
+    struct sq_hist *all = NULL, *iters = NULL;
+    if (sq_latency_hist_new(&all) < 0 || sq_latency_hist_new(&iters) < 0) {
+        sq_hist_free(all);
+        goto fail;
+    }
+    uint64_t reqs = 0, failed = 0, cpass = 0, ctotal = 0, vus = 0;
+    struct sq_counters tot = {0};
+    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
+        const struct sq_scen_result *sr = &r->scens[i];
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        sq_hist_merge(all, sr->latency);
+        sq_hist_merge(iters, sr->iter_dur);
+        vus += sr->vus_max;
+        tot.iterations += sr->c.iterations;
+        tot.dropped += sr->c.dropped;
+        tot.bytes_sent += sr->c.bytes_sent;
+        tot.bytes_received += sr->c.bytes_received;
+        json_array_append_new(
+            scen,
+            json_pack("{s:s, s:s, s:I, s:f, s:I, s:I, s:I, s:o}", "name", sc->name, "executor",
+                      sq_exec_name(sc->exec.kind), "vus_max", (json_int_t)sr->vus_max, "start_s",
+                      (double)sc->start_ns / 1e9, "iterations", (json_int_t)sr->c.iterations,
+                      "interrupted", (json_int_t)sr->interrupted, "dropped",
+                      (json_int_t)sr->c.dropped, "iteration_duration_ms", trend(sr->iter_dur)));
+        for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++) {
+            const struct sq_plan_step *ps = &sc->steps[k];
+            const struct sq_step_stats *ss = &sr->steps[k];
+            if (ps->kind != SQ_STEP_REQUEST)
+                continue;
+            reqs += ss->reqs;
+            failed += ss->failed;
+            json_t *st = json_object();
+            for (uint32_t b = 0; b < ss->nstatus; b++) {
+                char code[8];
+                snprintf(code, sizeof(code), "%u", ss->by_status[b].status);
+                json_object_set_new(st, code, json_integer((json_int_t)ss->by_status[b].n));
+            }
+            json_array_append_new(
+                steps,
+                json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:o, s:o}", "scenario",
+                          sc->name, "step", ps->name, "method", ps->req.method, "url",
+                          ps->req.url_src ? json_string(ps->req.url_src) : json_null(), "requests",
+                          (json_int_t)ss->reqs, "failed", (json_int_t)ss->failed, "errors",
+                          (json_int_t)ss->errors, "extract_failed", (json_int_t)ss->extract_fail,
+                          "status", st, "duration_ms", trend(ss->dur)));
+            for (size_t c = 0; c < ps->nchecks; c++) {
+                cpass += ss->check_pass[c];
+                ctotal += ss->check_pass[c] + ss->check_fail[c];
+                json_array_append_new(checks,
+                                      json_pack("{s:s, s:s, s:s, s:I, s:I}", "scenario", sc->name,
+                                                "step", ps->name, "check", ps->checks[c].name,
+                                                "passed", (json_int_t)ss->check_pass[c], "failed",
+                                                (json_int_t)ss->check_fail[c]));
+            }
+        }
+    }
+    for (size_t i = 0; v && i < v->n; i++) {
+        const struct sq_th_verdict *t = &v->v[i];
+        json_array_append_new(ths, json_pack("{s:s, s:s, s:f, s:b, s:b, s:b}", "metric",
+                                             t->th->selector, "expression", t->expr->text, "value",
+                                             t->value, "ok", t->ok, "no_data", t->no_data,
+                                             "abort_on_fail", t->th->abort_on_fail));
+    }
+    json_object_set_new(metrics, "http_reqs", counter(reqs, secs));
+    json_object_set_new(metrics, "http_req_duration", trend(all));
+    json_object_set_new(metrics, "http_req_failed", rate(failed, reqs));
+    json_object_set_new(metrics, "iterations", counter(tot.iterations, secs));
+    json_object_set_new(metrics, "iteration_duration", trend(iters));
+    json_object_set_new(metrics, "dropped_iterations", counter(tot.dropped, secs));
+    json_object_set_new(metrics, "checks", rate(cpass, ctotal));
+    json_object_set_new(metrics, "data_sent", counter(tot.bytes_sent, secs));
+    json_object_set_new(metrics, "data_received", counter(tot.bytes_received, secs));
+    json_object_set_new(metrics, "vus_max", json_pack("{s:I}", "value", (json_int_t)vus));
+    sq_hist_free(all);
+    sq_hist_free(iters);
+    json_object_set_new(doc, "plan", json_pack("{s:s, s:s}", "file", p->file, "target", p->target));
+    json_object_set_new(doc, "scenarios", scen);
+    json_object_set_new(doc, "steps", steps);
+    json_object_set_new(doc, "checks", checks);
+    json_object_set_new(doc, "thresholds", ths);
+    json_object_set_new(doc, "metrics", metrics);
+    json_object_set_new(doc, "thresholds_failed", json_boolean(v && v->failed));
+    /* How many requests were rendered from templates: steps without a dynamic part send their
+     * pre-serialised bytes and count none. */
+    json_object_set_new(doc, "rendered_requests", json_integer((json_int_t)r->c.rendered));
+    return 0;
+fail:
+    json_decref(scen);
+    json_decref(steps);
+    json_decref(checks);
+    json_decref(ths);
+    json_decref(metrics);
+    return -ENOMEM;
+}

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `squall run` / `squall validate` against `squall target` on an ephemeral
+loopback port: a login flow whose every /items call the target confirms carried a token it issued,
+thresholds and exit 99, the static fast path, scenarios with start times, on_error, think time and
+cookies. Every run is bounded by an iteration count or a duration of a few seconds.
+"""
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import sqtest  # noqa: E402
+
+run_squall = sqtest.run_squall
+
+
+class PlanCase(sqtest.TargetCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.reset()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text).lstrip())
+        return path
+
+    def plan(self, body, name="plan.yaml"):
+        return self.write(name, f"target: {self.base}\n" + textwrap.dedent(body).lstrip())
+
+    def run_plan(self, path, *extra, timeout=60):
+        p, _ = run_squall("run", path, "--json", "-", "-q", *extra, timeout=timeout)
+        doc = json.loads(p.stdout) if p.stdout.strip() else None
+        return p, doc
+
+    def step(self, doc, name):
+        for s in doc["steps"]:
+            if s["step"] == name:
+                return s
+        raise AssertionError(f"no step {name} in {doc['steps']}")
+
+
+class LoginFlow(PlanCase):
+    def test_login_flow_carries_issued_tokens(self):
+        self.write("users.csv", "name,password\nalice,a1\nbob,b2\ncarol,c3\n")
+        path = self.plan(
+            """
+            defaults: { headers: { Accept: application/json }, timeout: 5s }
+            data:
+              users: { csv: users.csv, mode: per-vu }
+            scenarios:
+              shoppers:
+                executor: shared-iterations
+                vus: 4
+                iterations: 300
+                flow:
+                  - name: login
+                    request: { method: POST, url: /login, json: { user: "{{users.name}}", password: "{{users.password}}" } }
+                    extract: { token: { json: "$.token" } }
+                    check: { status: 200 }
+                  - name: items
+                    request:
+                      url: "/items?vu={{$vu}}&it={{$iteration}}&id={{$randomUUID}}"
+                      headers: { Authorization: "Bearer {{token}}" }
+                    check: { status: 200, body_contains: items, json: { "$.count": { gt: 0 } }, duration: { lt: 2s } }
+            thresholds:
+              http_req_duration: ["p(95) < 2000"]
+              "http_req_duration{step:login}": ["p(99) < 3000"]
+              checks: ["rate > 0.99"]
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        st = self.stats()
+        self.assertEqual(st["auth"]["logins"], 300, st)
+        self.assertEqual(st["auth"]["items_ok"], 300, st)
+        self.assertEqual(st["auth"]["items_unauthorized"], 0, st)
+        self.assertEqual(doc["metrics"]["iterations"]["count"], 300)
+        self.assertEqual(self.step(doc, "login")["requests"], 300)
+        self.assertEqual(self.step(doc, "items")["requests"], 300)
+        for c in doc["checks"]:
+            self.assertEqual(c["failed"], 0, c)
+            self.assertEqual(c["passed"], 300, c)
+        self.assertEqual(len(doc["thresholds"]), 3)
+        self.assertTrue(all(t["ok"] for t in doc["thresholds"]), doc["thresholds"])
+        self.assertFalse(doc["thresholds_failed"])
+        # Both steps are templated: every request was rendered.
+        self.assertEqual(doc["rendered_requests"], 600)
+
+    def test_without_token_the_target_refuses(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                vus: 2
+                iterations: 10
+                flow:
+                  - name: items
+                    request: { url: /items }
+                    check: { status: 200 }
+            thresholds:
+              checks: ["rate > 0.99"]
+              http_req_failed: ["rate < 0.5"]
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 99, p.stderr)
+        self.assertEqual(self.stats()["auth"]["items_unauthorized"], 20)
+        c = doc["checks"][0]
+        self.assertEqual((c["passed"], c["failed"]), (0, 20))
+        self.assertEqual(self.step(doc, "items")["status"], {"401": 20})
+        self.assertEqual([t["ok"] for t in doc["thresholds"]], [False, False])
+        self.assertIn("thresholds failed", p.stderr)
+
+
+class Engine(PlanCase):
+    def test_static_steps_are_not_rendered(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: shared-iterations
+                vus: 2
+                iterations: 50
+                flow:
+                  - request: { url: /fast }
+                  - request: { method: POST, url: /echo, body: "hello" }
+                    check: { status: 200, body_contains: hello }
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["rendered_requests"], 0)
+        self.assertEqual(doc["requests"]["completed"], 100)
+        self.assertEqual(doc["checks"][0]["passed"], 50)
+
+    def test_scenarios_run_concurrently_with_start_times(self):
+        path = self.plan(
+            """
+            scenarios:
+              early:
+                executor: constant-arrival-rate
+                rate: 50
+                duration: 2s
+                preAllocatedVUs: 4
+                flow:
+                  - request: { url: /fast }
+              late:
+                executor: constant-arrival-rate
+                rate: 50
+                duration: 1s
+                startTime: 1s
+                preAllocatedVUs: 4
+                flow:
+                  - request: { url: /ok }
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sc = {s["name"]: s for s in doc["scenarios"]}
+        self.assertEqual(sc["early"]["iterations"], 100)
+        self.assertEqual(sc["late"]["iterations"], 50)
+        self.assertEqual(sc["late"]["start_s"], 1.0)
+        self.assertLess(doc["duration_s"], 3.5)
+        self.assertGreaterEqual(doc["duration_s"], 1.9)
+
+    def test_failed_extraction_skips_to_the_next_iteration(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: shared-iterations
+                vus: 1
+                iterations: 5
+                flow:
+                  - name: first
+                    request: { method: POST, url: /login }
+                    extract: { nothing: { json: "$.missing" } }
+                    on_error: next_iteration
+                  - name: second
+                    request: { url: "/fast?{{nothing}}" }
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        first = self.step(doc, "first")
+        self.assertEqual(first["extract_failed"], 5)
+        self.assertEqual(self.step(doc, "second")["requests"], 0)
+        self.assertEqual(doc["metrics"]["iterations"]["count"], 5)
+
+    def test_think_time_lands_in_iteration_duration(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                vus: 2
+                iterations: 3
+                flow:
+                  - request: { url: /fast }
+                  - think: 200ms
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        it = doc["metrics"]["iteration_duration"]
+        self.assertEqual(it["count"], 6)
+        self.assertGreaterEqual(it["min"], 195)
+        self.assertLess(it["max"], 1000)
+
+    def test_cookie_jar(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: shared-iterations
+                vus: 2
+                iterations: 10
+                cookies: true
+                flow:
+                  - request: { url: "/cookie/set?sid=vu{{$vu}}" }
+                  - request: { url: /cookie/echo }
+                    check: { body_contains: "sid=vu" }
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["checks"][0]["passed"], 10, doc["checks"])
+
+
+class Validate(PlanCase):
+    def test_valid_plan(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: constant-vus
+                vus: 2
+                duration: 1s
+                flow:
+                  - request: { url: /fast }
+            """
+        )
+        p, _ = run_squall("validate", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("plan OK", p.stdout)
+        self.assertIn("constant-vus", p.stdout)
+
+    def test_unknown_key_names_file_line_col(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: constant-vus
+                vus: 2
+                duration: 1s
+                flow:
+                  - request: { metod: GET, url: /fast }
+            """
+        )
+        for cmd in ("validate", "run"):
+            p, _ = run_squall(cmd, path)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"{path}:8:", p.stderr)
+            self.assertIn("metod", p.stderr)
+            self.assertIn("method", p.stderr)
+        self.assertEqual(self.stats()["requests"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
