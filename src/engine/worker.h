@@ -8,12 +8,61 @@
 #include <stdint.h>
 
 #include "engine/run.h"
+#include "http/h1.h"
+#include "http/sse.h"
+#include "loop/loop.h"
 
 struct sq_loop;
 struct sq_hist;
 struct sq_engine__conn;
 struct sq_flow;
 struct sq_flow_vu;
+struct sq_decoder;
+struct sq_engine__h2; /* engine/h2drv.c: a worker's HTTP/2 connections */
+
+/* One VU of a worker (worker.c). Over HTTP/1.1 it is also a connection: io, reader and all.
+ * Over HTTP/2 (w->h2) it is one stream slot of a shared connection that h2drv.c owns: io stays
+ * unused (fd -1), the state says where the VU is, and rd carries the finished response's status
+ * and sizes so the accounting is the same code. */
+enum conn_state {
+    CONN_CLOSED,
+    CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
+    CONN_CONNECTING, /* non-blocking connect in progress */
+    CONN_IDLE,       /* open, no request in flight */
+    CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
+    CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
+    CONN_THINK,      /* open, a flow's think step (plan runs) */
+};
+
+struct sq_engine__conn {
+    struct sq_io io; /* fd lives here */
+    struct sq_engine__worker *w;
+    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING: start */
+    int64_t sent_ns;  /* ACTIVE: the actual send */
+    int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
+    int64_t tmo_ns;   /* ACTIVE: this request's timeout */
+    int64_t wdone_ns; /* ACTIVE: the request's last byte was written (0: not yet) */
+    int64_t fb_ns;    /* ACTIVE: the response's first byte arrived (0: not yet) */
+    int64_t connect_ns, tls_ns; /* how long this connection's setup took */
+    uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
+    const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
+    uint32_t req_len;
+    uint32_t woff;   /* bytes of the request written so far */
+    uint32_t local;  /* index in the worker: VU number, idle stack entry */
+    uint32_t global; /* global connection number, picks the address */
+    uint8_t state;
+    uint8_t backoff;
+    bool in_idle;           /* on the worker's idle stack (open model) */
+    bool fresh;             /* no request has completed on this connection yet */
+    struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
+    bool decoding;          /* the current response's body goes through dec */
+    bool streaming;         /* the current response is a text/event-stream */
+    struct sq_decoder *dec; /* created on the first compressed response */
+    struct sq_sse sse;
+    int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
+    struct sq_timer timer;  /* reconnect backoff, or pacing */
+    struct sq_h1_reader rd;
+};
 
 /* What a worker publishes for the run's watchdog: written by the worker with relaxed atomic
  * stores at each sweep (10 per second), read by the main thread with relaxed loads. */
@@ -121,6 +170,7 @@ struct sq_engine__worker {
     int64_t sched_ns; /* its scenario's start: the executor's time zero */
     int64_t end_load_ns, hard_end_ns, end_ns, ready_ns;
     struct sq_engine__live live;
+    struct sq_engine__h2 *h2; /* HTTP/2 runs (cfg->h2_request): the connections; else NULL */
 };
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
@@ -143,6 +193,20 @@ void sq_engine__steps_free(struct sq_step_stats *s, size_t n);
  * needed. */
 void sq_engine__steps_merge_one(struct sq_step_stats *d, const struct sq_step_stats *s,
                                 size_t nchecks);
+
+#define SQ_ENGINE_RBUF_SIZE (64 * 1024) /* a worker's read buffer (w->rbuf) */
+
+/* For engine/h2drv.c: the per-VU steps of worker.c, the same code HTTP/1.1 runs. */
+/* What an open, idle VU does next (send, pace, park, or wait for an arrival). */
+void sq_engine__vu_next(struct sq_engine__conn *c, int64_t now);
+/* The VU's request completed (status and sizes in c->rd): latency, status, bytes, sample. */
+void sq_engine__vu_complete(struct sq_engine__conn *c, int64_t now);
+/* The VU's request failed with kind k; the VU is closed (sq_engine__h2_vu_close). */
+void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k);
+/* The VU asks for a connection again, unless the worker is winding down. */
+void sq_engine__vu_replace(struct sq_engine__conn *c);
+/* A connect attempt failed with err: counted once, published for the watchdog. */
+void sq_engine__connect_error(struct sq_engine__worker *w, int err);
 
 /* Shares of total over n parts that always add up to total: the first total % n get one more. */
 static inline uint64_t sq_engine__share(uint64_t total, uint32_t n, uint32_t i)

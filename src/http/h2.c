@@ -164,7 +164,15 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 {
     (void)flags;
     (void)ud;
-    if (f->hd.type != NGHTTP2_HEADERS || nlen != 7 || memcmp(name, ":status", 7) != 0)
+    if (f->hd.type != NGHTTP2_HEADERS)
+        return 0;
+    if (nlen == 16 && memcmp(name, "content-encoding", 16) == 0) {
+        struct sq_h2_stream *st = stream_of(s, f->hd.stream_id);
+        if (st && !(vlen == 8 && memcmp(value, "identity", 8) == 0))
+            st->encoded = true;
+        return 0;
+    }
+    if (nlen != 7 || memcmp(name, ":status", 7) != 0)
         return 0;
     struct sq_h2_stream *st = stream_of(s, f->hd.stream_id);
     if (!st || st->_head_seen || vlen != 3)
@@ -217,6 +225,7 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t error_code, 
     if (!st)
         return 0;
     nghttp2_session_set_stream_user_data(s, id, NULL);
+    st->_live = false;
     c->open--;
     c->_cb->on_close(c->_ud, st, error_code);
     return 0;
@@ -313,11 +322,18 @@ int sq_h2_client_feed(struct sq_h2_client *c, const char *buf, size_t len)
 
 bool sq_h2_client_can_submit(const struct sq_h2_client *c)
 {
-    if (c->goaway || c->open >= c->_max_streams)
-        return false;
-    uint32_t peer =
-        nghttp2_session_get_remote_settings(c->_s, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-    return c->open < peer;
+    return !c->goaway && c->open < c->_max_streams;
+}
+
+void sq_h2_client_cancel(struct sq_h2_client *c, struct sq_h2_stream *st, uint32_t error_code)
+{
+    if (!st->_live)
+        return;
+    /* works for a stream whose HEADERS still wait in nghttp2's queue too: they are dropped */
+    nghttp2_session_set_stream_user_data(c->_s, st->id, NULL);
+    (void)nghttp2_submit_rst_stream(c->_s, NGHTTP2_FLAG_NONE, st->id, error_code);
+    st->_live = false;
+    c->open--;
 }
 
 int32_t sq_h2_client_submit(struct sq_h2_client *c, const struct sq_h2_req *r,
@@ -325,13 +341,14 @@ int32_t sq_h2_client_submit(struct sq_h2_client *c, const struct sq_h2_req *r,
 {
     if (c->goaway)
         return -EPIPE;
-    if (!sq_h2_client_can_submit(c))
+    if (c->open >= c->_max_streams)
         return -EAGAIN;
     st->_req = r;
     st->_off = 0;
     st->id = 0;
     st->status = 0;
     st->_head_seen = false;
+    st->encoded = false;
     st->rx_bytes = 0;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
     int32_t id =
@@ -339,6 +356,7 @@ int32_t sq_h2_client_submit(struct sq_h2_client *c, const struct sq_h2_req *r,
     if (id < 0)
         return id == NGHTTP2_ERR_NOMEM ? -ENOMEM : -EPIPE;
     st->id = id;
+    st->_live = true;
     c->open++;
     return id;
 }

@@ -55,6 +55,8 @@ struct sq_h2_stream {
     int32_t id;      /* the stream id (> 0) once submitted */
     uint16_t status; /* the final status once the response head arrived, else 0 */
     bool _head_seen;
+    bool _live;        /* submitted, not closed or cancelled yet */
+    bool encoded;      /* the response has a content-encoding other than identity */
     uint64_t rx_bytes; /* response header block + DATA payload bytes received */
 };
 
@@ -122,13 +124,18 @@ void sq_h2_client_dispose(struct sq_h2_client *c);
  * connection (after writing what pending() still has, e.g. a GOAWAY). */
 SQ_MUST_CHECK int sq_h2_client_feed(struct sq_h2_client *c, const char *buf, size_t len);
 
-/* Submits r on st. Returns the stream id (> 0), -EAGAIN (no stream slot now:
- * sq_h2_client_can_submit() is false), -EPIPE (GOAWAY received, or stream ids exhausted: open
- * a new connection) or -ENOMEM. The HEADERS frame is queued; it leaves with pending(). */
+/* Submits r on st. Returns the stream id (> 0), -EAGAIN (opts.max_streams are open),
+ * -EPIPE (GOAWAY received, or stream ids exhausted: open a new connection) or -ENOMEM. The
+ * HEADERS frame is queued; it leaves with pending(). Past the server's
+ * SETTINGS_MAX_CONCURRENT_STREAMS nghttp2 holds the request back until a stream closes. */
 SQ_MUST_CHECK int32_t sq_h2_client_submit(struct sq_h2_client *c, const struct sq_h2_req *r,
                                           struct sq_h2_stream *st);
-/* True when a submit would be accepted now (no GOAWAY, under both stream limits). */
+/* True when a submit would be accepted now (no GOAWAY, under opts.max_streams). */
 bool sq_h2_client_can_submit(const struct sq_h2_client *c);
+/* Gives up on st (a timeout, say): queues RST_STREAM with error_code and forgets the stream at
+ * once - its slot counts as free, and no callback will name st again. No-op when st is not in
+ * flight on c. */
+void sq_h2_client_cancel(struct sq_h2_client *c, struct sq_h2_stream *st, uint32_t error_code);
 
 /* Everything queued to write, coalesced: *p and *len (0 when nothing) stay valid until the next
  * call on c. Returns 0, or -ENOMEM / -SQ_EPARSE (the session failed: close). */

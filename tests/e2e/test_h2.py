@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from sqtest import http  # noqa: E402
 PATTERN = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 H2LOAD = shutil.which("h2load")
 NGHTTP = shutil.which("nghttp")
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 
 
 def pattern(n):
@@ -151,6 +153,193 @@ class H2TargetTest(sqtest.TargetCase):
             self.assertEqual(rd.response()[0], 404)
         finally:
             s.close()
+
+
+class QuickH2Test(sqtest.TargetCase):
+    """The quick face over h2c: `squall --http2 --streams N` against squall target."""
+
+    target_args = ("-t", "2", "-q")
+
+    def run_h2(self, *args, timeout=60, rc=0):
+        p, doc, _ = sqtest.run_json("--http2", "-q", *args, timeout=timeout)
+        self.assertEqual(p.returncode, rc, p.stderr)
+        self.assert_accounting(doc)
+        return doc
+
+    def test_requests_streams_connections(self):
+        self.reset()
+        doc = self.run_h2("-c", "2", "--streams", "8", "-n", "2000", "-t", "1",
+                          self.base + "/fast")
+        r = doc["requests"]
+        self.assertEqual((r["sent"], r["completed"], r["failed"]), (2000, 2000, 0))
+        self.assertEqual(doc["status"]["2xx"], 2000)
+        self.assertEqual(doc["config"]["protocol"], "h2c")
+        self.assertEqual(doc["config"]["streams"], 8)
+        self.assertEqual(doc["config"]["connections"], 2)
+        self.assertEqual(doc["connections"]["opened"], 2)
+        self.assertEqual(doc["bodies"]["decoded_bytes"], 2000 * 11)
+        st = self.stats()
+        self.assertEqual(st["h2"], {"connections": 2, "streams": 2000})
+        self.assertEqual(st["endpoints"]["fast"], 2000)
+
+    def test_streams_run_concurrently(self):
+        # one connection, 10 streams, 100 ms answers: about 10 requests per 100 ms
+        self.reset()
+        doc = self.run_h2("-c", "1", "--streams", "10", "-d", "1s", self.base + "/delay/100")
+        done = doc["requests"]["completed"]
+        self.assertGreaterEqual(done, 60)  # one at a time would be about 10
+        self.assertLessEqual(done, 110)
+        self.assertGreaterEqual(doc["latency"]["p50_us"], 100000)
+        self.assertEqual(self.stats()["h2"]["connections"], 1)
+
+    def test_workers_split_whole_connections(self):
+        self.reset()
+        doc = self.run_h2("-c", "4", "--streams", "3", "-t", "2", "-n", "600", self.base + "/ok")
+        self.assertEqual(doc["requests"]["completed"], 600)
+        self.assertEqual(doc["config"]["connections"], 4)
+        self.assertEqual(self.stats()["h2"], {"connections": 4, "streams": 600})
+
+    def test_timeout_cancels_the_stream_only(self):
+        self.reset()
+        doc = self.run_h2("-c", "1", "--streams", "2", "-d", "1s", "--timeout", "200ms",
+                          self.base + "/delay/5000", rc=1)  # 1: no request succeeded
+        errs = doc["errors"]
+        self.assertGreaterEqual(errs["timeout"], 4)
+        self.assertEqual(errs["closed"] + errs["parse"] + errs["write"], 0)
+        self.assertEqual(doc["requests"]["completed"], 0)
+        # the connection stayed: each timed-out stream was reset, the next one reused it
+        self.assertEqual(self.stats()["h2"]["connections"], 1)
+
+    def test_open_loop(self):
+        doc = self.run_h2("-c", "1", "--streams", "4", "-r", "200", "-d", "1s",
+                          self.base + "/fast")
+        r = doc["requests"]
+        self.assertEqual(r["arrivals"], 200)
+        self.assertEqual(r["sent"] + r["dropped"], 200)
+        self.assertGreaterEqual(r["completed"], 190)
+
+    def test_post_body_and_status(self):
+        self.reset()
+        doc = self.run_h2("-c", "1", "--streams", "4", "-n", "100", "-m", "POST", "-b",
+                          "x" * 40000, self.base + "/echo")
+        self.assertEqual(doc["requests"]["completed"], 100)
+        self.assertGreater(doc["bytes"]["sent"], 100 * 40000)
+        doc = self.run_h2("-c", "1", "--streams", "4", "-n", "50", self.base + "/status/503")
+        self.assertEqual(doc["status"]["5xx"], 50)
+
+    def test_flags(self):
+        p, _ = sqtest.run_squall("--streams", "4", self.base + "/fast")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--streams applies to --http2", p.stderr)
+        p, _ = sqtest.run_squall("--http2", "--streams", "0", self.base + "/fast")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--streams", p.stderr)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind((sqtest.HOST, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+NGINX_CONF = """worker_processes 1;
+master_process off;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    keepalive_requests {kr};
+    server {{
+        listen {host}:{port} http2;
+        location / {{ return 200 "hello from nginx\n"; }}
+    }}
+}}
+"""
+
+
+@unittest.skipUnless(NGINX, "nginx not installed")
+class NginxH2Test(unittest.TestCase):
+    """An independent HTTP/2 server: nginx (h2c, `listen ... http2`), started here as a
+    non-daemon child with its own prefix and config, stopped by its PID. keepalive_requests
+    makes it send GOAWAY every 100 requests per connection."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="squall-nginx-")
+        cls.port = free_port()
+        conf = os.path.join(cls.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(d=cls.dir, kr=100, host=sqtest.HOST, port=cls.port))
+        cls.proc = subprocess.Popen([NGINX, "-p", cls.dir, "-c", conf,
+                                     "-e", os.path.join(cls.dir, "error.log")],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((sqtest.HOST, cls.port), timeout=1).close()
+                break
+            except OSError:
+                if cls.proc.poll() is not None or time.monotonic() > deadline:
+                    err = cls.proc.stderr.read().decode(errors="replace")
+                    raise RuntimeError("nginx did not start: " + err)
+                time.sleep(0.05)
+        cls.base = "http://%s:%d" % (sqtest.HOST, cls.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.proc.poll() is None:
+            cls.proc.terminate()
+        try:
+            cls.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            cls.proc.kill()
+            cls.proc.wait()
+        cls.proc.stderr.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_quick_h2_against_nginx(self):
+        p, doc, _ = sqtest.run_json("--http2", "-q", "-c", "2", "--streams", "4", "-n", "1000",
+                                    "-t", "1", self.base + "/")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = doc["requests"]
+        self.assertEqual(r["sent"], 1000)
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual(r["in_flight"], 0)
+        # every 100 requests nginx says GOAWAY: the connection is replaced, and the streams it
+        # had already refused (at most streams - 1 per GOAWAY) count as `closed`
+        self.assertGreaterEqual(doc["connections"]["opened"], 10)
+        self.assertGreaterEqual(doc["connections"]["closed_by_server"], 8)
+        self.assertLessEqual(doc["errors"]["closed"], 3 * doc["connections"]["closed_by_server"])
+        self.assertEqual(doc["errors"]["closed"], r["failed"])
+        self.assertEqual(doc["status"]["2xx"], r["completed"])
+        self.assertGreaterEqual(r["completed"], 900)
+        self.assertEqual(doc["bodies"]["decoded_bytes"], r["completed"] * 17)
+
+    def test_timed_run_against_nginx(self):
+        p, doc, _ = sqtest.run_json("--http2", "-q", "-c", "1", "--streams", "8", "-d", "1s",
+                                    self.base + "/")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = doc["requests"]
+        self.assertGreater(r["completed"], 500)
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+
+    def test_client_module_via_h2load_parity(self):
+        # the same server through nghttp2's own client, as a cross-check of the setup
+        if not H2LOAD:
+            self.skipTest("h2load not installed")
+        p = subprocess.run([H2LOAD, "-n", "200", "-c", "1", "-m", "4", self.base + "/"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertIn("status codes: ", p.stdout)
 
 
 if __name__ == "__main__":
