@@ -19,7 +19,7 @@
 #define MAX_THREADS 1024
 
 static const char target_usage[] =
-    "usage: squall target [flags]       the built-in HTTP/1.1 test server\n"
+    "usage: squall target [flags]       the built-in HTTP/1.1 and h2c test server\n"
     "\n"
     "      --host ADDR         address to listen on (default 127.0.0.1)\n"
     "  -p, --port N            port (default 8080; 0 picks a free one)\n"
