@@ -19,6 +19,7 @@
 #include "http/url.h"
 #include "net/dns.h"
 #include "net/sock.h"
+#include "net/tls.h"
 #include "output/report.h"
 #include "output/doc.h"
 #include "output/html.h"
@@ -63,7 +64,8 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
 }
 
 static const char usage[] =
-    "usage: squall URL [flags]          closed-loop HTTP/1.1 (or --http2) load test\n"
+    "usage: squall URL [flags]          closed-loop HTTP/1.1 (or --http2) load test (http://\n"
+    "                                   or https://)\n"
     "       squall target [flags]       the built-in test server (squall target --help)\n"
     "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
     "                                   report\n"
@@ -86,7 +88,13 @@ static const char usage[] =
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
     "      --timeout D         per-request timeout (default 10s)\n"
-    "      --connect-timeout D per-connect timeout (default 5s)\n"
+    "      --connect-timeout D per-connect timeout (default 5s; the TLS handshake gets as long)\n"
+    "  -k, --insecure          https: do not verify the server's certificate\n"
+    "      --cacert FILE       https: trust the CAs in this PEM file (default: the system's)\n"
+    "      --cert FILE         https: client certificate (PEM), with --key\n"
+    "      --key FILE          https: private key of --cert (PEM)\n"
+    "      --tls-min V         https: lowest TLS version, 1.2 or 1.3 (default 1.2)\n"
+    "      --tls-max V         https: highest TLS version, 1.2 or 1.3 (default 1.3)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
     "                          to stderr)\n"
     "      --html FILE         write a self-contained HTML report (charts; opens offline)\n"
@@ -189,6 +197,7 @@ struct quick_opts {
     double rate;
     const char *stages;
     int quiet, duration_set, rate_set;
+    struct sq_tls_client_opts tls;
 };
 
 static void release_headers(struct quick_opts *o)
@@ -209,6 +218,11 @@ enum {
     OPT_OUT,
     OPT_SAMPLE,
     OPT_HTML,
+    OPT_CACERT,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_TLS_MIN,
+    OPT_TLS_MAX,
     OPT_NO_PHASES,
     OPT_NO_COMPRESSION,
     OPT_RESOLVE,
@@ -260,6 +274,12 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"json", required_argument, NULL, OPT_JSON},
+        {"insecure", no_argument, NULL, 'k'},
+        {"cacert", required_argument, NULL, OPT_CACERT},
+        {"cert", required_argument, NULL, OPT_CERT},
+        {"key", required_argument, NULL, OPT_KEY},
+        {"tls-min", required_argument, NULL, OPT_TLS_MIN},
+        {"tls-max", required_argument, NULL, OPT_TLS_MAX},
         {"quiet", no_argument, NULL, 'q'},
         {"no-phases", no_argument, NULL, OPT_NO_PHASES},
         {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
@@ -276,7 +296,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     optind = 1;
     int opt, li = -1, rc;
     char shortname[3] = "-?";
-    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:qhV", longs, &li)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:kqhV", longs, &li)) != -1) {
         /* Name the flag as the user wrote it: "--connections" or "-c". */
         char longname[40];
         const char *flag = shortname;
@@ -383,6 +403,27 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         case 'q':
             o->quiet = 1;
             break;
+        case 'k':
+            o->tls.insecure = true;
+            break;
+        case OPT_CACERT:
+            o->tls.cacert = optarg;
+            break;
+        case OPT_CERT:
+            o->tls.cert = optarg;
+            break;
+        case OPT_KEY:
+            o->tls.key = optarg;
+            break;
+        case OPT_TLS_MIN:
+        case OPT_TLS_MAX:
+            if (sq_tls_version_parse(optarg) < 0)
+                return usage_error("%s: '%s' is not a TLS version (1.2 or 1.3)", flag, optarg);
+            if (opt == OPT_TLS_MIN)
+                o->tls.min_version = optarg;
+            else
+                o->tls.max_version = optarg;
+            break;
         case OPT_NO_PHASES:
             o->no_phases = true;
             break;
@@ -450,6 +491,12 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     if (o->max_in_flight && o->max_in_flight < o->connections * o->streams)
         return usage_error("--max-in-flight must be at least -c%s%s",
                            o->streams > 1 ? " x --streams" : "", "");
+    if (o->tls.min_version && o->tls.max_version &&
+        sq_tls_version_parse(o->tls.min_version) > sq_tls_version_parse(o->tls.max_version))
+        return usage_error("--tls-min %s is above --tls-max %s", o->tls.min_version,
+                           o->tls.max_version);
+    if (o->tls.key && !o->tls.cert)
+        return usage_error("--key needs --cert%s%s", "", "");
     return 0;
 }
 
@@ -506,11 +553,19 @@ int sq_cli_quick(int argc, char **argv)
         release_headers(&o);
         return usage_error("bad URL '%s': %s", o.url, why ? why : sq_strerror(rc));
     }
-    if (strcmp(url.scheme, "http") != 0) {
-        sq_url_dispose(&url);
-        release_headers(&o);
-        return usage_error("unsupported scheme in '%s': %s (only http:// for now)", o.url,
-                           "TLS is not built yet");
+    struct sq_tls_client *tls = NULL;
+    if (strcmp(url.scheme, "https") == 0) {
+        char err[SQ_TLS_ERRLEN];
+        o.tls.host = url.host;
+        if (o.http2)
+            o.tls.alpn = "h2"; /* required: a server that does not pick it fails the handshake */
+        rc = sq_tls_client_new(&o.tls, &tls, err, sizeof(err));
+        if (rc < 0) {
+            sq_url_dispose(&url);
+            release_headers(&o);
+            return rc == -EINVAL ? usage_error("tls: %s%s", err, "")
+                                 : usage_error("tls: %s%s", sq_strerror(rc), "");
+        }
     }
 
     int exit_code = SQ_EXIT_FAIL;
@@ -569,6 +624,7 @@ int sq_cli_quick(int argc, char **argv)
         .timeout_ns = o.timeout_ns,
         .connect_timeout_ns = o.connect_timeout_ns,
         .stop = &stop_flag,
+        .tls = tls,
         .phases = !o.no_phases,
         .h2_request = o.http2 ? &h2req : NULL,
         .streams = (uint32_t)o.streams,
@@ -684,7 +740,9 @@ int sq_cli_quick(int argc, char **argv)
         .connect_timeout_ns = cfg.connect_timeout_ns,
         .request_bytes = req_len,
         .accept_encoding = accept,
-        .protocol = o.http2 ? "h2c" : "http/1.1",
+        .protocol = !o.http2 ? "http/1.1"
+                    : tls    ? "h2"
+                             : "h2c",
         .streams = o.http2 ? (uint32_t)o.streams : 0,
     };
     /* One document feeds every output, so they cannot disagree. */
@@ -701,8 +759,11 @@ int sq_cli_quick(int argc, char **argv)
         fprintf(stderr, "squall: --html: write failed: %s\n", strerror(errno));
     json_decref(doc);
     if (res.c.completed == 0) {
-        fprintf(stderr, "squall: no request succeeded%s%s\n", res.aborted ? ": " : "",
-                res.aborted ? res.abort_reason : "");
+        if (!res.aborted && res.tls_error[0])
+            fprintf(stderr, "squall: no request succeeded: tls: %s\n", res.tls_error);
+        else
+            fprintf(stderr, "squall: no request succeeded%s%s\n", res.aborted ? ": " : "",
+                    res.aborted ? res.abort_reason : "");
         exit_code = SQ_EXIT_FAIL;
     } else {
         exit_code = SQ_EXIT_OK;
@@ -724,5 +785,6 @@ out:
     free(body);
     sq_url_dispose(&url);
     release_headers(&o);
+    sq_tls_client_free(tls);
     return exit_code;
 }

@@ -13,8 +13,11 @@
 #include "engine/flow.h"
 #include "engine/run.h"
 #include "engine/thresholds.h"
+#include "http/decode.h"
 #include "http/url.h"
+#include "net/dns.h"
 #include "net/sock.h"
+#include "net/tls.h"
 #include "output/doc.h"
 #include "output/html.h"
 #include "output/report.h"
@@ -43,6 +46,15 @@ static const char run_usage[] =
     "      --connect-timeout D connect timeout (default 5s)\n"
     "      --json FILE         write the result document (- for stdout)\n"
     "      --html FILE         write a self-contained HTML report\n"
+    "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
+    "      --no-phases         do not record per-phase timings\n"
+    "      --resolve H:P:ADDR  use ADDR for host H port P (as in the quick face)\n"
+    "      --connect-to H:P:H2:P2  connect to H2:P2 instead of H:P\n"
+    "      --dns-ttl D         resolve the target again every D during the run\n"
+    "  -k, --insecure          https: do not verify the server's certificate\n"
+    "      --cacert FILE       https: trust these CA certificates (PEM)\n"
+    "      --cert FILE, --key FILE  https: a client certificate and its key (PEM)\n"
+    "      --tls-min V, --tls-max V  https: TLS versions, 1.2 or 1.3\n"
     "  -q, --quiet             no progress line, no summary\n"
     "\n"
     "exit codes: 0 done, 1 nothing succeeded or an internal error, 2 bad flags or plan,\n"
@@ -81,6 +93,12 @@ int sq_cli_validate(int argc, char **argv)
     int rc = load(argv[1], &p);
     if (rc)
         return rc;
+    char err[512];
+    if (sq_thresholds_check(p, err, sizeof(err)) < 0) {
+        fprintf(stderr, "squall: %s\n", err);
+        sq_plan_free(p);
+        return SQ_EXIT_USAGE;
+    }
     sq_plan_describe(p, stdout);
     printf("plan OK\n");
     sq_plan_free(p);
@@ -124,8 +142,25 @@ struct run_opts {
     const char *plan, *json, *html;
     uint64_t threads;
     int64_t timeout_ns, connect_timeout_ns;
-    bool quiet;
+    bool quiet, no_compression, no_phases;
+    const char *resolve[16], *connect_to[16];
+    size_t nresolve, nconnect_to;
+    int64_t dns_ttl_ns;
+    struct sq_tls_client_opts tls;
 };
+
+/* --dns-ttl: the run's lookup again, on the main thread. */
+struct relookup {
+    const struct sq_dns_opts *dns;
+    const struct sq_url *url;
+};
+
+static int relookup(void *ud, struct sq_addr *out, int max)
+{
+    struct relookup *r = ud;
+    char why[300];
+    return sq_dns_lookup(r->dns, r->url->host, r->url->port, out, max, why, sizeof(why));
+}
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
@@ -136,13 +171,24 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"json", required_argument, NULL, 'j'},
         {"html", required_argument, NULL, 'H'},
         {"quiet", no_argument, NULL, 'q'},
+        {"no-compression", no_argument, NULL, 'Z'},
+        {"no-phases", no_argument, NULL, 'P'},
+        {"resolve", required_argument, NULL, 'R'},
+        {"connect-to", required_argument, NULL, 'O'},
+        {"dns-ttl", required_argument, NULL, 'D'},
+        {"insecure", no_argument, NULL, 'k'},
+        {"cacert", required_argument, NULL, 'A'},
+        {"cert", required_argument, NULL, 'E'},
+        {"key", required_argument, NULL, 'K'},
+        {"tls-min", required_argument, NULL, 'm'},
+        {"tls-max", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
     };
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":t:qh", longs, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":t:qhk", longs, NULL)) != -1) {
         switch (ch) {
         case 't':
             if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
@@ -167,6 +213,52 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 'q':
             o->quiet = true;
             break;
+        case 'Z':
+            o->no_compression = true;
+            break;
+        case 'P':
+            o->no_phases = true;
+            break;
+        case 'R':
+        case 'O': {
+            char why[200];
+            bool ct = ch == 'O';
+            size_t *n = ct ? &o->nconnect_to : &o->nresolve;
+            if (*n == 16)
+                return usage_error("%s: at most 16 of them", ct ? "--connect-to" : "--resolve");
+            if (sq_dns_check_arg(optarg, ct, why, sizeof(why)) < 0) {
+                fprintf(stderr, "squall: %s: %s\n", ct ? "--connect-to" : "--resolve", why);
+                return SQ_EXIT_USAGE;
+            }
+            (ct ? o->connect_to : o->resolve)[(*n)++] = optarg;
+            break;
+        }
+        case 'k':
+            o->tls.insecure = true;
+            break;
+        case 'A':
+            o->tls.cacert = optarg;
+            break;
+        case 'E':
+            o->tls.cert = optarg;
+            break;
+        case 'K':
+            o->tls.key = optarg;
+            break;
+        case 'm':
+        case 'M':
+            if (sq_tls_version_parse(optarg) < 0)
+                return usage_error("--tls-min/--tls-max: '%s' is not a TLS version (1.2 or 1.3)",
+                                   optarg);
+            if (ch == 'm')
+                o->tls.min_version = optarg;
+            else
+                o->tls.max_version = optarg;
+            break;
+        case 'D':
+            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->dns_ttl_ns) < 0 || o->dns_ttl_ns <= 0)
+                return usage_error("--dns-ttl: expected a duration like 30s, got '%s'", optarg);
+            break;
         case 'h':
             fputs(run_usage, stdout);
             return SQ_EXIT_DONE;
@@ -176,6 +268,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
             return usage_error("unknown flag '%s'", argv[optind - 1]);
         }
     }
+    if (o->tls.min_version && o->tls.max_version &&
+        sq_tls_version_parse(o->tls.min_version) > sq_tls_version_parse(o->tls.max_version))
+        return usage_error("--tls-min is above --tls-max%s", "");
+    if (o->tls.key && !o->tls.cert)
+        return usage_error("--key needs --cert%s", "");
     if (optind != argc - 1)
         return usage_error("%s", optind >= argc ? "run needs one plan file" : "one plan file only");
     o->plan = argv[optind];
@@ -199,10 +296,16 @@ int sq_cli_run(int argc, char **argv)
     struct sq_result res = {0};
     struct sq_th_verdicts verdicts = {0};
     struct ticker tk = {.plan = p};
+    struct sq_tls_client *tls = NULL;
     FILE *jf = NULL, *hf = NULL;
     const char *why = NULL;
     char err[512];
 
+    if (sq_thresholds_check(p, err, sizeof(err)) < 0) {
+        fprintf(stderr, "squall: %s\n", err);
+        exit_code = SQ_EXIT_USAGE;
+        goto out;
+    }
     rc = sq_url_parse(p->target, &url, &why);
     if (rc < 0) {
         fprintf(stderr, "squall: %s: target: bad URL '%s': %s\n", o.plan, p->target,
@@ -210,18 +313,24 @@ int sq_cli_run(int argc, char **argv)
         exit_code = SQ_EXIT_USAGE;
         goto out;
     }
-    if (strcmp(url.scheme, "http") != 0) {
-        fprintf(stderr, "squall: %s: target: only http:// targets for now\n", o.plan);
-        exit_code = SQ_EXIT_USAGE;
-        goto out;
+    if (strcmp(url.scheme, "https") == 0) {
+        char terr[SQ_TLS_ERRLEN];
+        o.tls.host = url.host;
+        rc = sq_tls_client_new(&o.tls, &tls, terr, sizeof(terr));
+        if (rc < 0) {
+            fprintf(stderr, "squall: tls: %s\n", rc == -EINVAL ? terr : sq_strerror(rc));
+            exit_code = SQ_EXIT_USAGE;
+            goto out;
+        }
     }
+    const char *accept = o.no_compression ? NULL : sq_accept_encoding_default();
     scens = calloc(p->nscenarios ? p->nscenarios : 1, sizeof(*scens));
     if (!scens)
         goto out;
     uint64_t vus = 0;
     for (size_t i = 0; i < p->nscenarios; i++) {
         struct sq_flow *f = NULL;
-        rc = sq_flow_compile(p, &p->scenarios[i], &url, &f, err, sizeof(err));
+        rc = sq_flow_compile(p, &p->scenarios[i], &url, accept, &f, err, sizeof(err));
         if (rc < 0) {
             fprintf(stderr, "squall: %s: scenario '%s': %s\n", o.plan, p->scenarios[i].name, err);
             exit_code = SQ_EXIT_USAGE;
@@ -239,18 +348,29 @@ int sq_cli_run(int argc, char **argv)
         .stop = &stop_flag,
         .scens = scens,
         .nscens = (uint32_t)p->nscenarios,
-        .phases = true,
+        .phases = !o.no_phases,
+        .tls = tls,
     };
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
+    struct sq_dns_opts dns = {.resolve = o.resolve,
+                              .nresolve = o.nresolve,
+                              .connect_to = o.connect_to,
+                              .nconnect_to = o.nconnect_to};
+    struct relookup rl = {.dns = &dns, .url = &url};
     int64_t t0 = sq_now_ns();
-    rc = sq_resolve(url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, &why);
+    rc = sq_dns_lookup(&dns, url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, err, sizeof(err));
     if (rc < 0) {
-        fprintf(stderr, "squall: cannot resolve '%s': %s\n", url.host, why);
+        fprintf(stderr, "squall: dns: %s\n", err);
         goto out;
     }
     cfg.dns_ns = sq_now_ns() - t0;
     cfg.naddrs = rc;
+    if (o.dns_ttl_ns) {
+        cfg.dns_ttl_ns = o.dns_ttl_ns;
+        cfg.resolve = relookup;
+        cfg.resolve_ud = &rl;
+    }
     uint64_t have = 0;
     if (sq_raise_nofile(vus + 64, &have) < 0) {
         fprintf(stderr, "squall: %llu VUs need %llu open files but the limit is %llu\n",
@@ -309,7 +429,13 @@ int sq_cli_run(int argc, char **argv)
         .threads = res.threads,
         .timeout_ns = cfg.timeout_ns,
         .connect_timeout_ns = cfg.connect_timeout_ns,
+        .accept_encoding = accept,
     };
+    if (tk.aborted) {
+        /* The run stopped itself: say which threshold, not "stopped by request". */
+        res.aborted = true;
+        snprintf(res.abort_reason, sizeof(res.abort_reason), "%.159s", tk.why);
+    }
     json_t *doc = sq_report_json_doc(&info, &res);
     if (!doc || sq_report_plan_sections(doc, p, &res, &verdicts) < 0) {
         json_decref(doc);
@@ -349,6 +475,7 @@ out:
             sq_flow_free((struct sq_flow *)scens[i].flow);
     free(scens);
     sq_url_dispose(&url);
+    sq_tls_client_free(tls);
     sq_plan_free(p);
     return exit_code;
 }

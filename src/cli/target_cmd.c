@@ -1,7 +1,7 @@
 /* cli/target_cmd.c - `squall target [flags]`: runs the built-in test server until SIGINT/SIGTERM.
  *
  * Prints exactly one line on stdout once every listener is bound (tests read the port from it):
- *     squall target listening on http://HOST:PORT
+ *     squall target listening on http://HOST:PORT     (https:// with --tls)
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -14,6 +14,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "net/sock.h"
+#include "net/tls.h"
 #include "target/target.h"
 
 #define MAX_THREADS 1024
@@ -26,6 +27,12 @@ static const char target_usage[] =
     "  -t, --threads N         worker threads (default: online CPUs)\n"
     "      --stall DUR/PERIOD  once every PERIOD, hold every response for DUR (e.g. 500ms/2s;\n"
     "                          a bare number is ms; 0 < DUR < PERIOD, DUR at most 1h)\n"
+    "      --tls               serve HTTPS: a self-signed certificate for localhost is made\n"
+    "                          at start, unless --cert/--key give one\n"
+    "      --cert FILE         PEM certificate (chain) to serve (with --key; implies --tls)\n"
+    "      --key FILE          PEM private key of --cert\n"
+    "      --client-ca FILE    require client certificates signed by these CAs (implies --tls)\n"
+    "      --cert-out FILE     write the certificate in use as PEM (for a client's --cacert)\n"
     "  -q, --quiet             no summary on stderr at exit\n"
     "  -h, --help              this help\n"
     "\n"
@@ -103,6 +110,15 @@ int sq_cli_target(int argc, char **argv)
         threads = MAX_THREADS;
     bool quiet = false;
     int64_t stall = 0, stall_period = 0;
+    bool tls = false;
+    struct sq_tls_server_opts topts = {0};
+    struct {
+        const char *name;
+        const char **dst;
+    } const files[] = {{"--cert", &topts.cert},
+                       {"--key", &topts.key},
+                       {"--client-ca", &topts.client_ca},
+                       {"--cert-out", &topts.cert_out}};
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
@@ -115,6 +131,24 @@ int sq_cli_target(int argc, char **argv)
             quiet = true;
             continue;
         }
+        if (strcmp(a, "--tls") == 0) {
+            tls = true;
+            continue;
+        }
+        bool matched = false;
+        for (size_t f = 0; f < SQ_ARRAY_LEN(files) && !matched; f++) {
+            if ((m = flag_value(argc, argv, &i, NULL, files[f].name, &val)) == 0)
+                continue;
+            if (m < 0)
+                return bad_flag("missing value for", files[f].name, NULL);
+            if (!*val)
+                return bad_flag("bad value for", files[f].name, val);
+            *files[f].dst = val;
+            tls = true;
+            matched = true;
+        }
+        if (matched)
+            continue;
         if ((m = flag_value(argc, argv, &i, NULL, "--host", &val)) != 0) {
             if (m < 0)
                 return bad_flag("missing value for", "--host", NULL);
@@ -154,8 +188,22 @@ int sq_cli_target(int argc, char **argv)
         return bad_flag("unexpected argument", a, NULL);
     }
 
+    if ((topts.cert == NULL) != (topts.key == NULL))
+        return bad_flag(topts.cert ? "--cert needs" : "--key needs",
+                        topts.cert ? "--key" : "--cert", NULL);
+
     uint64_t have = 0;
     (void)sq_raise_nofile(65536, &have); /* best effort: many connections need many fds */
+
+    struct sq_tls_server *ts = NULL;
+    if (tls) {
+        char err[SQ_TLS_ERRLEN];
+        topts.alpn = "h2,http/1.1"; /* h2 first: the server's preference (server/h2.h) */
+        if (sq_tls_server_new(&topts, &ts, err, sizeof(err)) < 0) {
+            fprintf(stderr, "squall target: tls: %s\n", err);
+            return SQ_EXIT_USAGE;
+        }
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -166,13 +214,15 @@ int sq_cli_target(int argc, char **argv)
                                    .port = (uint16_t)port,
                                    .threads = (int)threads,
                                    .stall_ns = stall,
-                                   .stall_period_ns = stall_period};
+                                   .stall_period_ns = stall_period,
+                                   .tls = ts};
     struct sq_target *t = NULL;
     const char *why = NULL;
     int rc = sq_target_start(&cfg, &t, &why);
     if (rc < 0) {
         fprintf(stderr, "squall target: cannot listen on %s:%u: %s\n", host, (unsigned)port,
                 why ? why : sq_strerror(rc));
+        sq_tls_server_free(ts);
         return SQ_EXIT_FAIL;
     }
     running = t;
@@ -182,8 +232,8 @@ int sq_cli_target(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
 
     bool v6 = strchr(host, ':') != NULL;
-    printf("squall target listening on http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "",
-           (unsigned)sq_target_port(t));
+    printf("squall target listening on %s://%s%s%s:%u\n", ts ? "https" : "http", v6 ? "[" : "",
+           host, v6 ? "]" : "", (unsigned)sq_target_port(t));
     fflush(stdout);
 
     sq_target_wait(t);
@@ -191,5 +241,6 @@ int sq_cli_target(int argc, char **argv)
     if (!quiet)
         fprintf(stderr, "squall target: stopped\n");
     sq_target_free(t);
+    sq_tls_server_free(ts);
     return SQ_EXIT_OK;
 }

@@ -83,6 +83,11 @@ static int compile_static(const struct sq_flow *f, struct sq_flow_step *st, cons
         kv[n].value = r->content_type;
         n++;
     }
+    if (f->accept_encoding && !header_user_set(r, "Accept-Encoding")) {
+        kv[n].name = "Accept-Encoding";
+        kv[n].value = f->accept_encoding;
+        n++;
+    }
     const char *path;
     size_t plen;
     origin_form(url, url_len, &path, &plen);
@@ -133,15 +138,21 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
     st->dyn = calloc(r->nheaders ? r->nheaders : 1, sizeof(*st->dyn));
     struct sq_buf fx = {0};
     int rc = st->method_sp && st->dyn ? 0 : -ENOMEM;
+    /* As sq_request_build does for static requests: a step's own Host replaces the default one
+     * (and goes first), a Content-Length or Transfer-Encoding of its own replaces ours. */
+    bool own_host = header_user_set(r, "Host");
     if (rc == 0) {
         memcpy(st->method_sp, r->method, ml);
         memcpy(st->method_sp + ml, " ", 2);
-        rc = sq_buf_append(&fx, " HTTP/1.1\r\nHost: ", 17);
+        rc = sq_buf_append(&fx, " HTTP/1.1\r\n", 11);
     }
-    if (rc == 0)
-        rc = sq_buf_append(&fx, f->host, strlen(f->host));
-    if (rc == 0)
-        rc = sq_buf_append(&fx, "\r\n", 2);
+    if (rc == 0 && !own_host) {
+        rc = sq_buf_append(&fx, "Host: ", 6);
+        if (rc == 0)
+            rc = sq_buf_append(&fx, f->host, strlen(f->host));
+        if (rc == 0)
+            rc = sq_buf_append(&fx, "\r\n", 2);
+    }
     for (size_t i = 0; rc == 0 && i < r->nheaders; i++) {
         const char *v;
         size_t vl;
@@ -165,6 +176,13 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
         if (rc == 0)
             rc = sq_buf_append(&fx, "\r\n", 2);
     }
+    if (rc == 0 && f->accept_encoding && !header_user_set(r, "Accept-Encoding")) {
+        rc = sq_buf_append(&fx, "Accept-Encoding: ", 17);
+        if (rc == 0)
+            rc = sq_buf_append(&fx, f->accept_encoding, strlen(f->accept_encoding));
+        if (rc == 0)
+            rc = sq_buf_append(&fx, "\r\n", 2);
+    }
     if (rc == 0 && !header_user_set(r, "User-Agent"))
         rc = sq_buf_append(&fx, UA_LINE, sizeof(UA_LINE) - 1);
     if (rc < 0) {
@@ -174,16 +192,20 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
     }
     st->fixed = fx.p;
     st->fixed_len = fx.len;
-    st->content_length = r->body != NULL || method_sends_length(r->method);
+    st->content_length = (r->body != NULL || method_sends_length(r->method)) &&
+                         !header_user_set(r, "Content-Length") &&
+                         !header_user_set(r, "Transfer-Encoding");
     return 0;
 }
 
 int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
-                    const struct sq_url *target, struct sq_flow **out, char *err, size_t errlen)
+                    const struct sq_url *target, const char *accept_encoding, struct sq_flow **out,
+                    char *err, size_t errlen)
 {
     struct sq_flow *f = calloc(1, sizeof(*f));
     if (!f)
         return -ENOMEM;
+    f->accept_encoding = accept_encoding;
     f->plan = p;
     f->sc = sc;
     f->secure = strcmp(target->scheme, "https") == 0;
@@ -270,6 +292,9 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
     v->step = 0;
     v->in_iter = true;
     v->iter_start_ns = now;
+    v->think_until = 0;
+    if (v->jar)
+        sq_cookie_jar_clear(v->jar); /* each iteration starts with an empty jar, as in k6 */
     const struct sq_plan *p = f->plan;
     for (size_t i = 0; i < p->nfeeders; i++)
         v->rows[i] = sq_feeder_row(p->feeders[i].data, p->feeders[i].mode, v->vu, &v->rng);
@@ -282,6 +307,40 @@ static int append_value(struct sq_buf *out, size_t from)
     for (size_t i = from; i < out->len; i++)
         if (out->p[i] == '\r' || out->p[i] == '\n')
             out->p[i] = ' ';
+    return 0;
+}
+
+/* A request-target may only hold visible ASCII: a rendered value with a space, a control byte or
+ * a byte >= 0x80 is percent-encoded in place, so no value can break the request line. Only
+ * rendered targets pay for the scan. */
+static bool target_byte_ok(unsigned char ch)
+{
+    return ch > 0x20 && ch < 0x7f;
+}
+
+static int encode_target(struct sq_buf *o, size_t from)
+{
+    size_t bad = 0;
+    for (size_t i = from; i < o->len; i++)
+        bad += !target_byte_ok((unsigned char)o->p[i]);
+    if (!bad)
+        return 0;
+    int rc = sq_buf_reserve(o, 2 * bad);
+    if (rc < 0)
+        return rc;
+    static const char hex[] = "0123456789ABCDEF";
+    size_t end = o->len + 2 * bad;
+    for (size_t i = o->len, k = end; i-- > from;) {
+        unsigned char ch = (unsigned char)o->p[i];
+        if (target_byte_ok(ch)) {
+            o->p[--k] = (char)ch;
+        } else {
+            o->p[--k] = hex[ch & 15];
+            o->p[--k] = hex[ch >> 4];
+            o->p[--k] = '%';
+        }
+    }
+    o->len = end;
     return 0;
 }
 
@@ -337,6 +396,8 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
             rc = sq_buf_append(o, "/", 1);
         }
     }
+    if (rc == 0)
+        rc = encode_target(o, url_at);
     size_t path_len = o->len - url_at;
     if (path_len == 0 && rc == 0) {
         rc = sq_buf_append(o, "/", 1);

@@ -42,9 +42,10 @@ struct sq_flow {
     const struct sq_plan_scenario *sc;
     struct sq_flow_step *steps;
     size_t nsteps;
-    char host[300];   /* the Host header value, also the cookie host */
-    bool secure;      /* https target (cookies marked Secure are sent) */
-    uint32_t nstates; /* regex match-data blocks a worker needs (sq_flow_states_new) */
+    char host[300];              /* the Host header value, also the cookie host */
+    bool secure;                 /* https target (cookies marked Secure are sent) */
+    const char *accept_encoding; /* offered on every request without its own, or NULL */
+    uint32_t nstates;            /* regex match-data blocks a worker needs (sq_flow_states_new) */
 };
 
 /* The state of one VU. */
@@ -56,6 +57,7 @@ struct sq_flow_vu {
     uint64_t vu;    /* 1-based */
     uint64_t iteration;
     int64_t iter_start_ns;
+    int64_t think_until; /* the current think step's end (0: not thinking) */
     uint64_t rng;
     struct sq_buf req, body, head, scratch, val;
     bool body_truncated;
@@ -71,11 +73,12 @@ struct sq_flow_vu {
  * truncated (checks see the first bytes). */
 #define SQ_FLOW_BODY_CAP (1u << 20)
 
-/* Compiles the scenario's steps against the target URL. Returns 0, or a negative code with err
- * saying which step and why. */
+/* Compiles the scenario's steps against the target URL; accept_encoding (static storage, or
+ * NULL) is offered on requests that do not set Accept-Encoding. Returns 0, or a negative code
+ * with err saying which step and why. */
 SQ_MUST_CHECK int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
-                                  const struct sq_url *target, struct sq_flow **out, char *err,
-                                  size_t errlen);
+                                  const struct sq_url *target, const char *accept_encoding,
+                                  struct sq_flow **out, char *err, size_t errlen);
 void sq_flow_free(struct sq_flow *f);
 
 SQ_MUST_CHECK int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu);

@@ -34,21 +34,24 @@
 #include "http/h2.h"
 #include "loop/loop.h"
 #include "net/sock.h"
+#include "net/tls.h"
 
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
 #define BACKOFF_MAX_SHIFT 7
 
-enum { T_CLOSED, T_BACKOFF, T_CONNECTING, T_OPEN };
+enum { T_CLOSED, T_BACKOFF, T_CONNECTING, T_HANDSHAKE, T_OPEN };
 
 struct h2conn {
     struct sq_io io; /* fd -1 when closed */
     struct sq_engine__worker *w;
-    struct sq_h2_client cl; /* valid while `client` */
-    struct sq_timer timer;  /* reconnect backoff */
-    int64_t since_ns;       /* CONNECTING: when the connect started */
-    int64_t now;            /* inside a read: when it returned (the completion time) */
-    uint32_t first, n;      /* its VUs: w->conns[first, first + n) */
-    uint32_t global;        /* connection number in the run: picks the address */
+    struct sq_tls_conn *tls; /* https (ALPN h2), from the handshake on; NULL otherwise */
+    struct sq_h2_client cl;  /* valid while `client` */
+    struct sq_timer timer;   /* reconnect backoff */
+    int64_t since_ns;        /* CONNECTING, HANDSHAKE: when that phase started */
+    int64_t connect_ns;      /* the TCP connect's duration (for the phases) */
+    int64_t now;             /* inside a read: when it returned (the completion time) */
+    uint32_t first, n;       /* its VUs: w->conns[first, first + n) */
+    uint32_t global;         /* connection number in the run: picks the address */
     uint8_t state;
     uint8_t backoff;
     bool client;   /* cl is initialised */
@@ -66,6 +69,33 @@ struct sq_engine__h2 {
 
 static void t_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 static bool t_flush(struct h2conn *t);
+
+/* read() and send() on the connection, plain or TLS: -1 with errno (EPROTO: a TLS failure whose
+ * message sq_tls_conn_error holds). A TLS write takes all of p or nothing (EAGAIN); the session
+ * hands the same bytes first again next time, as sq_tls_write asks. */
+static ssize_t t_recv(struct h2conn *t, char *buf, size_t n)
+{
+    if (!t->tls)
+        return read(t->io.fd, buf, n);
+    ssize_t r = sq_tls_read(t->tls, buf, n);
+    if (r < 0) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+}
+
+static ssize_t t_send(struct h2conn *t, const char *p, size_t n)
+{
+    if (!t->tls)
+        return send(t->io.fd, p, n, MSG_NOSIGNAL);
+    ssize_t r = sq_tls_write(t->tls, p, n);
+    if (r < 0) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+}
 
 static struct h2conn *conn_of(const struct sq_engine__conn *c)
 {
@@ -100,6 +130,10 @@ static void t_teardown(struct h2conn *t)
     sq_timer_stop(w->loop, &t->timer);
     if (t->io.fd >= 0) {
         sq_io_stop(w->loop, &t->io);
+        if (t->tls) {
+            sq_tls_conn_free(t->tls);
+            t->tls = NULL;
+        }
         close(t->io.fd);
         t->io.fd = -1;
     }
@@ -144,7 +178,8 @@ static void t_connect(struct h2conn *t);
 static void t_connect_failed(struct h2conn *t, int err)
 {
     struct sq_engine__worker *w = t->w;
-    sq_engine__connect_error(w, err);
+    if (err) /* 0: a handshake failure, counted as such by the caller */
+        sq_engine__connect_error(w, err);
     t_teardown(t);
     uint8_t vs = CONN_CLOSED;
     if (w->sending) {
@@ -298,7 +333,7 @@ static bool t_flush(struct h2conn *t)
         }
         if (!len)
             break;
-        ssize_t n = send(t->io.fd, p, len, MSG_NOSIGNAL);
+        ssize_t n = t_send(t, p, len);
         if (n > 0) {
             w->c.bytes_sent += (uint64_t)n;
             sq_h2_client_consume(&t->cl, (size_t)n);
@@ -313,6 +348,10 @@ static bool t_flush(struct h2conn *t)
         if (n < 0 && errno == EAGAIN) {
             blocked = true;
             break;
+        }
+        if (n < 0 && errno == EPROTO && t->tls) {
+            sq_engine__tls_error(w, sq_tls_conn_error(t->tls), t->cl.open == 0);
+            kind = SQ_ERRK_TLS;
         }
         ok = false;
         break;
@@ -334,15 +373,10 @@ static bool t_flush(struct h2conn *t)
     return true;
 }
 
-static void t_connected(struct h2conn *t)
+/* The connection is up (TCP, and TLS when https): start the session and its VUs. */
+static void t_open(struct h2conn *t, int64_t now, int64_t tls_ns)
 {
     struct sq_engine__worker *w = t->w;
-    int rc = sq_connect_result(t->io.fd);
-    if (rc < 0) {
-        t_connect_failed(t, rc);
-        return;
-    }
-    int64_t now = sq_now_ns();
     w->c.conns_opened++;
     t->backoff = 0;
     struct sq_h2_opts o = {.max_streams = t->n};
@@ -353,7 +387,6 @@ static void t_connected(struct h2conn *t)
     t->client = true;
     t->state = T_OPEN;
     t->draining = false;
-    int64_t connect_ns = now - t->since_ns;
     bool first = true;
     t->busy++;
     for (uint32_t i = t->first; i < t->first + t->n; i++) {
@@ -363,23 +396,84 @@ static void t_connected(struct h2conn *t)
         c->state = CONN_IDLE;
         c->fresh = first; /* the setup lands on one request of the connection, not on each */
         first = false;
-        c->connect_ns = connect_ns;
-        c->tls_ns = 0;
+        c->connect_ns = t->connect_ns;
+        c->tls_ns = tls_ns;
         sq_engine__vu_next(c, now);
     }
     t->busy--;
+    if (sq_io_modify(w->loop, &t->io, EPOLLIN) < 0) {
+        t_fail(t, SQ_ERRK_WRITE);
+        return;
+    }
     t_flush(t); /* the preface, SETTINGS and the first streams in one write */
+}
+
+/* A handshake that failed or timed out: one `tls` error (no request lost), then the same backoff
+ * as a failed connect. */
+static void t_tls_failed(struct h2conn *t, const char *msg)
+{
+    struct sq_engine__worker *w = t->w;
+    sq_engine__tls_error(w, msg, true);
+    t_connect_failed(t, 0);
+}
+
+static void t_handshake(struct h2conn *t)
+{
+    struct sq_engine__worker *w = t->w;
+    int rc = sq_tls_handshake(t->tls);
+    if (rc == -EAGAIN) {
+        if (sq_io_modify(w->loop, &t->io, sq_tls_want_write(t->tls) ? EPOLLOUT : EPOLLIN) < 0)
+            t_tls_failed(t, "epoll_ctl failed");
+        return;
+    }
+    if (rc < 0) {
+        t_tls_failed(t, sq_tls_conn_error(t->tls));
+        return;
+    }
+    int64_t now = sq_now_ns();
+    sq_engine__tls_done(w, t->tls); /* ALPN is h2: it was the only protocol offered */
+    t_open(t, now, now - t->since_ns);
+}
+
+static void t_connected(struct h2conn *t)
+{
+    struct sq_engine__worker *w = t->w;
+    int rc = sq_connect_result(t->io.fd);
+    if (rc < 0) {
+        t_connect_failed(t, rc);
+        return;
+    }
+    int64_t now = sq_now_ns();
+    t->connect_ns = now - t->since_ns;
+    if (w->cfg->tls) {
+        if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, t->io.fd, &t->tls) < 0) {
+            t_tls_failed(t, "out of memory for a TLS connection");
+            return;
+        }
+        t->state = T_HANDSHAKE;
+        t->since_ns = now;
+        t_handshake(t);
+        return;
+    }
+    t_open(t, now, 0);
 }
 
 static void t_read(struct h2conn *t)
 {
     struct sq_engine__worker *w = t->w;
-    ssize_t n = read(t->io.fd, w->rbuf, SQ_ENGINE_RBUF_SIZE);
+    ssize_t n = t_recv(t, w->rbuf, SQ_ENGINE_RBUF_SIZE);
     if (n > 0) {
-        w->c.bytes_received += (uint64_t)n;
         t->now = sq_now_ns();
         t->busy++;
-        int rc = sq_h2_client_feed(&t->cl, w->rbuf, (size_t)n);
+        int rc;
+        for (;;) {
+            w->c.bytes_received += (uint64_t)n;
+            rc = sq_h2_client_feed(&t->cl, w->rbuf, (size_t)n);
+            /* TLS: decrypted bytes OpenSSL still holds would wake no poll */
+            if (rc < 0 || !t->tls || sq_tls_pending(t->tls) == 0 ||
+                (n = t_recv(t, w->rbuf, SQ_ENGINE_RBUF_SIZE)) <= 0)
+                break;
+        }
         t->busy--;
         t->now = 0;
         if (rc < 0) {
@@ -395,6 +489,11 @@ static void t_read(struct h2conn *t)
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
+    if (n < 0 && errno == EPROTO && t->tls) { /* an alert, a bad record */
+        sq_engine__tls_error(w, sq_tls_conn_error(t->tls), t->cl.open == 0);
+        t_fail(t, SQ_ERRK_TLS);
+        return;
+    }
     t_fail(t, SQ_ERRK_CLOSED); /* end of stream, or a reset */
 }
 
@@ -404,6 +503,10 @@ static void t_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
     struct h2conn *t = SQ_CONTAINER_OF(io, struct h2conn, io);
     if (t->state == T_CONNECTING) {
         t_connected(t);
+        return;
+    }
+    if (SQ_UNLIKELY(t->state == T_HANDSHAKE)) {
+        t_handshake(t);
         return;
     }
     if ((ev & EPOLLOUT) && !t_flush(t))
@@ -428,6 +531,7 @@ void sq_engine__h2_vu_connect(struct sq_engine__conn *c)
         sq_engine__vu_next(c, sq_loop_now(c->w->loop));
         return;
     case T_CONNECTING:
+    case T_HANDSHAKE:
         c->state = CONN_CONNECTING;
         return;
     case T_BACKOFF:
@@ -482,6 +586,8 @@ void sq_engine__h2_sweep(struct sq_engine__worker *w, int64_t now)
         struct h2conn *t = &h->t[k];
         if (t->state == T_CONNECTING && now - t->since_ns >= w->cfg->connect_timeout_ns)
             t_connect_failed(t, -ETIMEDOUT);
+        else if (t->state == T_HANDSHAKE && now - t->since_ns >= w->cfg->connect_timeout_ns)
+            t_tls_failed(t, "handshake timed out");
         else if (t->state == T_OPEN && t->dirty && !t->busy)
             t_flush(t);
     }

@@ -72,6 +72,9 @@ static void merge_counters(struct sq_counters *dst, const struct sq_counters *sr
     dst->bytes_received += src->bytes_received;
     dst->conns_opened += src->conns_opened;
     dst->conns_closed_by_server += src->conns_closed_by_server;
+    dst->tls_handshakes += src->tls_handshakes;
+    dst->tls_resumed += src->tls_resumed;
+    dst->tls_handshake_errors += src->tls_handshake_errors;
     dst->iterations += src->iterations;
     dst->checks_passed += src->checks_passed;
     dst->checks_failed += src->checks_failed;
@@ -98,6 +101,9 @@ static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
     dst->bytes_received -= src->bytes_received;
     dst->conns_opened -= src->conns_opened;
     dst->conns_closed_by_server -= src->conns_closed_by_server;
+    dst->tls_handshakes -= src->tls_handshakes;
+    dst->tls_resumed -= src->tls_resumed;
+    dst->tls_handshake_errors -= src->tls_handshake_errors;
     dst->iterations -= src->iterations;
     dst->checks_passed -= src->checks_passed;
     dst->checks_failed -= src->checks_failed;
@@ -132,9 +138,10 @@ void sq_engine__addrs_load(const struct sq_engine__addrs *t, uint32_t idx, struc
         s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
         uint32_t n = __atomic_load_n(&t->n, __ATOMIC_RELAXED);
         uint32_t i = n ? idx % n : 0;
+        /* Acquire loads keep the second read of seq after the words (no fence: ThreadSanitizer
+         * does not model fences). */
         for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
-            words[k] = __atomic_load_n(&t->w[i][k], __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            words[k] = __atomic_load_n(&t->w[i][k], __ATOMIC_ACQUIRE);
         s2 = __atomic_load_n(&t->seq, __ATOMIC_RELAXED);
     } while ((s1 & 1) || s1 != s2);
     memcpy(out, words, sizeof(*out));
@@ -388,8 +395,9 @@ static void *writer_main(void *arg)
 
 struct totals {
     uint32_t done, ready;
-    uint64_t progress, opened, errors;
+    uint64_t progress, opened, errors, tls_errors;
     int last_err;
+    const char *tls_msg; /* a worker's first TLS error, or NULL */
 };
 
 static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
@@ -405,6 +413,11 @@ static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
         if (e)
             t->last_err = __atomic_load_n(&l->last_connect_err, __ATOMIC_RELAXED);
         t->errors += e;
+        e = __atomic_load_n(&l->tls_errors, __ATOMIC_RELAXED);
+        t->errors += e;
+        t->tls_errors += e;
+        if (!t->tls_msg && __atomic_load_n(&l->tls_err_set, __ATOMIC_ACQUIRE))
+            t->tls_msg = ws[i].tls_err; /* written once, before the flag */
     }
 }
 
@@ -443,7 +456,9 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         if (cfg->stop && *cfg->stop)
             stop_run(run, out, "stopped by request%s%s", "", "");
         if (!run->go_ns && t.ready == n) {
-            if (t.opened == 0) {
+            if (t.opened == 0 && t.tls_msg) {
+                stop_run(run, out, "no connection could be made to %s: tls: %s", addr, t.tls_msg);
+            } else if (t.opened == 0) {
                 stop_run(run, out, "no connection could be made to %s: %s", addr,
                          sq_strerror(t.last_err));
             } else {
@@ -458,8 +473,11 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         } else if (t.errors > errors_then && now - still_since > stall_limit) {
             char secs[32];
             snprintf(secs, sizeof(secs), "%.1fs", (double)stall_limit / 1e9);
-            stop_run(run, out, "no progress for %s while connects fail: %s", secs,
-                     sq_strerror(t.last_err));
+            if (t.tls_errors && t.tls_msg)
+                stop_run(run, out, "no progress for %s while TLS fails: %s", secs, t.tls_msg);
+            else
+                stop_run(run, out, "no progress for %s while connects fail: %s", secs,
+                         sq_strerror(t.last_err));
         }
         if (cfg->dns_ttl_ns > 0 && cfg->resolve && now >= next_dns) {
             struct sq_addr fresh[SQ_MAX_ADDRS];
@@ -617,6 +635,13 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         out->arrivals += ws[i].arrivals; /* latencies arrived through the slots */
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
+        if (!out->tls_version && ws[i].tls_version) {
+            out->tls_version = ws[i].tls_version;
+            out->tls_cipher = ws[i].tls_cipher;
+            out->tls_alpn = ws[i].tls_alpn;
+        }
+        if (!out->tls_error[0] && ws[i].live.tls_err_set)
+            snprintf(out->tls_error, sizeof(out->tls_error), "%s", ws[i].tls_err);
     }
     if (writing) {
         __atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
@@ -657,6 +682,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     out->threads = nw;
     out->connections = conns;
     out->aborted = run.abort != 0;
+    out->tls = cfg->tls != NULL;
 out:
     for (uint32_t i = 0; i < nw; i++)
         sq_engine__worker_dispose(&ws[i]);

@@ -16,8 +16,11 @@
 
 struct sq_hist;
 struct sq_h2_req;
+struct sq_tls_client;
 
-/* Error kinds, counted per kind. Connect errors cost no request; the others fail one. */
+/* Error kinds, counted per kind. Connect errors cost no request; the others fail one, except
+ * tls: a failed handshake costs no request (sq_counters.tls_handshake_errors counts those), a
+ * TLS failure while a request is out (an alert, a bad record) fails it. */
 #define SQ_ERRK_LIST(X)                                                                            \
     X(CONNECT, "connect")                                                                          \
     X(TIMEOUT, "timeout")                                                                          \
@@ -25,7 +28,8 @@ struct sq_h2_req;
     X(PARSE, "parse")                                                                              \
     X(WRITE, "write")                                                                              \
     X(DNS, "dns")                                                                                  \
-    X(DECODE, "decode")
+    X(DECODE, "decode")                                                                            \
+    X(TLS, "tls")
 
 enum sq_errk {
 #define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,
@@ -124,7 +128,10 @@ struct sq_run_config {
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
     double sample_fraction; /* with on_samples: the share of requests recorded, (0, 1] */
-    bool phases;            /* record per-phase timings (--no-phases turns them off) */
+    /* https: the TLS client context (net/tls.h), shared read-only by every worker; NULL for
+     * plain http. Each worker keeps its own session cache, so reconnects resume. */
+    struct sq_tls_client *tls;
+    bool phases; /* record per-phase timings (--no-phases turns them off) */
     /* Optional: resolve the target again every dns_ttl_ns while the run goes (new connections
      * use the fresh addresses; a failed lookup counts a `dns` error and keeps the old ones).
      * Called on the main thread; returns the number of addresses or a negative code. */
@@ -163,8 +170,11 @@ struct sq_counters {
     uint64_t status[6]; /* [0] other, [1..5] 1xx..5xx */
     uint64_t errors[SQ_ERRK_COUNT];
     uint64_t bytes_sent, bytes_received;
-    uint64_t conns_opened;           /* successful connects */
+    uint64_t conns_opened;           /* successful connects (https: with the handshake done) */
     uint64_t conns_closed_by_server; /* replaced after the server closed them */
+    uint64_t tls_handshakes;         /* TLS handshakes completed */
+    uint64_t tls_resumed;            /* ... of which resumed a session */
+    uint64_t tls_handshake_errors;   /* errors[TLS] that cost no request (handshake, idle) */
     /* plan runs */
     uint64_t iterations; /* completed iterations of a flow */
     uint64_t checks_passed, checks_failed;
@@ -202,7 +212,7 @@ struct sq_scen_result {
     struct sq_step_stats *steps;
     size_t nsteps;
     uint32_t vus_max;
-    uint64_t interrupted; /* iterations cut short by the end of the run or a lost connection */
+    uint64_t interrupted; /* iterations still going when the run ended (hard end or abort) */
 };
 
 struct sq_result {
@@ -228,7 +238,12 @@ struct sq_result {
     struct sq_scen_result *scens;           /* plan runs: one per scenario */
     uint32_t nscens;
     bool aborted; /* ended early: stop flag, or no connection could be made */
-    char abort_reason[160];
+    char abort_reason[320];
+    /* https: what the first connection negotiated (static strings; NULL for plain http or when
+     * no handshake completed), and the first TLS error's message ("" if none). */
+    bool tls; /* the run used TLS (https) */
+    const char *tls_version, *tls_cipher, *tls_alpn;
+    char tls_error[256];
 };
 
 /* Runs to completion. Returns 0 (the result is filled in, even when every request failed), or a

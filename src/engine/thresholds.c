@@ -157,7 +157,7 @@ static int value_of(const struct sq_plan *p, const struct sq_result *r,
                 num += failed;
                 den += reqs;
             } else {
-                trend = true; /* phase metrics: no samples are recorded for them yet */
+                trend = true; /* phase metrics: taken from the run's phase histograms below */
             }
         }
     }
@@ -216,6 +216,35 @@ void sq_th_verdicts_dispose(struct sq_th_verdicts *v)
     memset(v, 0, sizeof(*v));
 }
 
+int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len)
+{
+    static const char *const run_level[] = {
+        "iterations", "iteration_duration", "dropped_iterations",
+        "data_sent",  "data_received",      "vus",
+        "vus_max"};
+    for (size_t i = 0; i < p->nthresholds; i++) {
+        const struct sq_plan_threshold *th = &p->thresholds[i];
+        const struct sq_metric_sel *s = &th->sel;
+        if (!s->ntags)
+            continue;
+        const char *why = NULL;
+        for (int k = 0; k < SQ_PHASE_COUNT && !why; k++)
+            if (is(s, sq_phase_metric((enum sq_phase)k)))
+                why = "phase timings are kept for the whole run: this metric takes no tags";
+        size_t l;
+        for (size_t k = 0; k < SQ_ARRAY_LEN(run_level) && !why; k++)
+            if (is(s, run_level[k]) &&
+                (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l)))
+                why = "this metric is kept per scenario: the only tag it takes is scenario";
+        if (why) {
+            snprintf(err, len, "%s:%u:%u: thresholds: '%s': %s", p->file, th->loc.line, th->loc.col,
+                     th->selector, why);
+            return -SQ_EUSAGE;
+        }
+    }
+    return 0;
+}
+
 bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_totals *t, char *why,
                                 size_t len)
 {
@@ -233,10 +262,8 @@ bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_to
                 v = trend_value(t->dur, e);
             else if (is(s, "http_req_failed"))
                 v = t->reqs ? (double)t->http_failed / (double)t->reqs : 0;
-            else if (is(s, "checks"))
-                v = t->checks_passed + t->checks_failed
-                        ? (double)t->checks_passed / (double)(t->checks_passed + t->checks_failed)
-                        : 1;
+            else if (is(s, "checks") && t->checks_passed + t->checks_failed)
+                v = (double)t->checks_passed / (double)(t->checks_passed + t->checks_failed);
             else if (is(s, "http_reqs"))
                 v = e->agg == SQ_TH_RATE ? (double)t->reqs / secs : (double)t->reqs;
             else if (is(s, "iterations"))

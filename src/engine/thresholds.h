@@ -34,6 +34,11 @@ SQ_MUST_CHECK int sq_thresholds_eval(const struct sq_plan *p, const struct sq_re
                                      struct sq_th_verdicts *out);
 void sq_th_verdicts_dispose(struct sq_th_verdicts *v);
 
+/* Refuses thresholds the engine cannot evaluate: tags on the per-phase metrics (kept for the whole
+ * run) and step/method/status tags on per-scenario metrics (iterations, data, VUs). Returns 0, or
+ * -SQ_EUSAGE with err as "file:line:col: thresholds: 'selector': why". */
+SQ_MUST_CHECK int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len);
+
 /* Cumulative figures of a run so far, for abortOnFail thresholds (evaluated each second on the
  * main thread; only thresholds without tags can be checked live, tagged ones at the end). */
 struct sq_live_totals {

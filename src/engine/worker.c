@@ -15,6 +15,11 @@
  * parsed for framing only, and every fd stays registered for EPOLLIN alone unless a write hits
  * EAGAIN.
  *
+ * https: the transport sits behind conn_recv / conn_sendb (one predictable branch on c->tls; the
+ * plaintext path is the plain read() / send()). After the TCP connect a connection shakes hands
+ * (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a backoff like
+ * a failed connect, and its message is kept for the summary.
+ *
  * Timeouts are found by a sweep of the worker's connections every 100 ms instead of a timer per
  * request: arming and disarming a heap timer on every request would cost more than the scan.
  *
@@ -25,6 +30,7 @@
 #include "engine/worker.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -47,9 +53,13 @@
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
 #define BACKOFF_MAX_SHIFT 7 /* 10 ms << 7 = 1.28 s */
 
+/* One TLS read returns at most a record; a buffer this size leaves nothing inside OpenSSL. */
+_Static_assert(RBUF_SIZE >= SQ_TLS_RECORD_MAX, "the read buffer must hold a TLS record");
+
 static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
 
 static void conn_connect(struct sq_engine__conn *c);
+static void conn_backoff(struct sq_engine__conn *c);
 static int on_head(void *ud, const char *head, size_t len);
 
 /* A fresh reader whose head callback decides, per response, whether the body is decoded,
@@ -69,6 +79,7 @@ static void publish(struct sq_engine__worker *w)
     __atomic_store_n(&w->live.progress, w->c.completed + w->c.failed, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.opened, w->c.conns_opened, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
+    __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
 }
 
 /* Closes the socket and forgets any request in flight (the caller has accounted for it). */
@@ -78,6 +89,10 @@ static void conn_close(struct sq_engine__conn *c)
         sq_engine__h2_vu_close(c); /* the VU's stream, if any; the connection is shared */
     } else if (c->state >= CONN_CONNECTING) {
         sq_io_stop(c->w->loop, &c->io);
+        if (c->tls) {
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
+        }
         close(c->io.fd);
         c->io.fd = -1;
     }
@@ -176,8 +191,23 @@ static void connect_failed(struct sq_engine__conn *c, int err)
     struct sq_engine__worker *w = c->w;
     sq_engine__connect_error(w, err);
     conn_close(c);
-    if (!w->sending)
+    conn_backoff(c);
+}
+
+/* After a failed connect or handshake: try again later, with a backoff that doubles from 10 ms
+ * to 1.28 s. Once the run winds down nothing reconnects: a VU still inside an iteration gives
+ * that iteration up (it would otherwise wait for the hard end). */
+static void conn_backoff(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    if (!w->sending) {
+        if (c->fv && c->fv->in_iter) {
+            c->fv->in_iter = false;
+            w->in_iter--;
+            w->interrupted++;
+        }
         return;
+    }
     int64_t delay = BACKOFF_MIN_NS << c->backoff;
     if (c->backoff < BACKOFF_MAX_SHIFT)
         c->backoff++;
@@ -186,6 +216,123 @@ static void connect_failed(struct sq_engine__conn *c, int err)
 }
 
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
+
+/* ---- TLS (https) ---- */
+
+static inline ssize_t tls_errno(ssize_t r)
+{
+    if (r >= 0)
+        return r;
+    errno = (int)-r;
+    return -1;
+}
+
+/* read() and send() on the connection, plain or TLS (same contract: -1 with errno; EPROTO is a
+ * TLS failure whose message sq_tls_conn_error holds). */
+static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
+{
+    if (SQ_UNLIKELY(c->tls != NULL))
+        return tls_errno(sq_tls_read(c->tls, buf, n));
+    return read(c->io.fd, buf, n);
+}
+
+static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
+{
+    if (SQ_UNLIKELY(c->tls != NULL))
+        return tls_errno(sq_tls_write(c->tls, buf, n));
+    return send(c->io.fd, buf, n, MSG_NOSIGNAL);
+}
+
+/* Keeps the worker's first TLS error message for the summary (written once, then published). */
+static void tls_note(struct sq_engine__worker *w, const char *msg)
+{
+    if (w->live.tls_err_set)
+        return;
+    snprintf(w->tls_err, sizeof(w->tls_err), "%s", msg && msg[0] ? msg : "unknown TLS error");
+    __atomic_store_n(&w->live.tls_err_set, 1, __ATOMIC_RELEASE);
+}
+
+void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool count)
+{
+    if (count) {
+        w->c.errors[SQ_ERRK_TLS]++;
+        w->c.tls_handshake_errors++;
+        __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
+    }
+    tls_note(w, msg);
+}
+
+void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t)
+{
+    w->c.tls_handshakes++;
+    if (sq_tls_resumed(t))
+        w->c.tls_resumed++;
+    if (!w->tls_version) {
+        w->tls_version = sq_tls_version(t);
+        w->tls_cipher = sq_tls_cipher(t);
+        w->tls_alpn = sq_tls_alpn(t);
+    }
+}
+
+/* A TLS failure that costs no request (the handshake, or an alert on an idle connection):
+ * counted, its message kept, the connection retried after a backoff like a failed connect. */
+static void tls_failed(struct sq_engine__conn *c, const char *msg)
+{
+    sq_engine__tls_error(c->w, msg, true);
+    conn_close(c);
+    conn_backoff(c);
+}
+
+/* A TLS failure on an open connection: fails the request in flight, if any. */
+static void tls_broken(struct sq_engine__conn *c)
+{
+    if (c->state != CONN_ACTIVE) {
+        tls_failed(c, sq_tls_conn_error(c->tls));
+        return;
+    }
+    tls_note(c->w, sq_tls_conn_error(c->tls));
+    conn_fail(c, SQ_ERRK_TLS);
+    conn_replace(c);
+}
+
+/* Steps the handshake; when it completes the connection counts as opened and goes to work. */
+static void tls_step(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    int rc = sq_tls_handshake(c->tls);
+    if (rc == -EAGAIN) {
+        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
+            connect_failed(c, -errno);
+        return;
+    }
+    if (rc < 0) {
+        tls_failed(c, sq_tls_conn_error(c->tls));
+        return;
+    }
+    int64_t now = sq_now_ns();
+    c->tls_ns = now - c->since_ns;
+    c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
+    sq_engine__tls_done(w, c->tls);
+    w->c.conns_opened++;
+    c->backoff = 0;
+    if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
+        connect_failed(c, -errno);
+        return;
+    }
+    conn_next(c, now);
+}
+
+static void tls_begin(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, c->io.fd, &c->tls) < 0) {
+        tls_failed(c, "out of memory for a TLS connection");
+        return;
+    }
+    c->state = CONN_HANDSHAKE;
+    c->since_ns = sq_now_ns();
+    tls_step(c);
+}
 
 static void conn_connect(struct sq_engine__conn *c)
 {
@@ -220,7 +367,7 @@ static void conn_write(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
     size_t len = c->req_len;
-    ssize_t n = send(c->io.fd, c->req + c->woff, len - c->woff, MSG_NOSIGNAL);
+    ssize_t n = conn_sendb(c, c->req + c->woff, len - c->woff);
     if (n > 0) {
         w->c.bytes_sent += (uint64_t)n;
         c->woff += (uint32_t)n;
@@ -318,8 +465,8 @@ static int on_body(void *ud, const char *data, size_t len)
     return deliver(c, data, len);
 }
 
-/* A final response head is in (set only when the run decodes, streams or runs flows): decides
- * what its body goes through. A plain body with nothing to look at stays framing-only. */
+/* A final response head is in (every reader has this callback): decides what its body goes
+ * through. A plain body with nothing to look at stays framing-only. */
 static int on_head(void *ud, const char *head, size_t len)
 {
     struct sq_engine__conn *c = ud;
@@ -356,7 +503,11 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     struct sq_flow_vu *v = c->fv;
     const struct sq_flow_step *st = &w->flow->steps[v->step];
     if (st->think) {
-        if (sq_timer_start(w->loop, &c->timer, now + st->ps->think_ns) == 0) {
+        /* The deadline is the VU's, not the connection's: a server that closes the idle
+         * connection during the think does not restart it after the reconnect. */
+        if (!v->think_until)
+            v->think_until = now + st->ps->think_ns;
+        if (v->think_until > now && sq_timer_start(w->loop, &c->timer, v->think_until) == 0) {
             c->state = CONN_THINK;
             return;
         }
@@ -392,6 +543,7 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     struct sq_flow_vu *v = c->fv;
     if (!v->in_iter)
         return;
+    v->think_until = 0;
     v->step++;
     if (!stop && v->step < w->flow->nsteps)
         return;
@@ -624,7 +776,7 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
 static void conn_read(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
-    ssize_t n = read(c->io.fd, w->rbuf, RBUF_SIZE);
+    ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
     if (n > 0) {
         w->c.bytes_received += (uint64_t)n;
         if (c->fb_ns == 0)
@@ -668,6 +820,10 @@ static void conn_read(struct sq_engine__conn *c)
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
+    if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->tls)) {
+        tls_broken(c);
+        return;
+    }
     /* End of stream or a reset. A response delimited by the close is complete now. */
     if (c->state == CONN_ACTIVE && n == 0 && sq_h1_reader_eof(&c->rd) == 1 &&
         !(c->decoding && sq_decoder_finish(c->dec) < 0)) {
@@ -694,9 +850,13 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             connect_failed(c, rc);
             return;
         }
+        c->connect_ns = sq_now_ns() - c->since_ns;
+        if (SQ_UNLIKELY(w->cfg->tls != NULL)) {
+            tls_begin(c);
+            return;
+        }
         w->c.conns_opened++;
         c->backoff = 0;
-        c->connect_ns = sq_now_ns() - c->since_ns;
         c->tls_ns = 0;
         c->fresh = true;
         if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
@@ -704,6 +864,10 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             return;
         }
         conn_next(c, sq_now_ns());
+        return;
+    }
+    if (SQ_UNLIKELY(c->state == CONN_HANDSHAKE)) {
+        tls_step(c);
         return;
     }
     if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < c->req_len) {
@@ -727,6 +891,8 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
         } else if (c->state == CONN_CONNECTING && !w->h2 &&
                    now - c->since_ns >= cfg->connect_timeout_ns) {
             connect_failed(c, -ETIMEDOUT);
+        } else if (c->state == CONN_HANDSHAKE && now - c->since_ns >= cfg->connect_timeout_ns) {
+            tls_failed(c, "handshake timed out");
         }
     }
     if (w->h2)
@@ -750,7 +916,8 @@ static void ramp(struct sq_engine__worker *w, int64_t now)
 static bool pool_settled(const struct sq_engine__worker *w)
 {
     for (uint32_t i = 0; i < w->nconns; i++)
-        if (w->conns[i].state == CONN_CONNECTING || w->conns[i].state == CONN_CLOSED)
+        if (w->conns[i].state == CONN_CONNECTING || w->conns[i].state == CONN_CLOSED ||
+            w->conns[i].state == CONN_HANDSHAKE)
             return false;
     return true;
 }
@@ -1099,6 +1266,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     free(w->queue);
     free(w->idle);
     free(w->ring);
+    sq_tls_sessions_dispose(&w->tls_cache);
     for (int i = 0; i < SQ_SLOTS; i++) {
         sq_hist_free(w->slots[i].hist);
         sq_hist_free(w->slots[i].hist_unc);
@@ -1130,6 +1298,8 @@ void *sq_engine__worker_main(void *arg)
         sq_timer_stop(w->loop, &c->timer);
         if (c->state >= CONN_CONNECTING && !w->h2) {
             sq_io_stop(w->loop, &c->io);
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
             close(c->io.fd);
         }
         c->state = CONN_CLOSED; /* in_flight keeps counting what was still out */

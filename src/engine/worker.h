@@ -11,6 +11,7 @@
 #include "http/h1.h"
 #include "http/sse.h"
 #include "loop/loop.h"
+#include "net/tls.h"
 
 struct sq_loop;
 struct sq_hist;
@@ -28,6 +29,7 @@ enum conn_state {
     CONN_CLOSED,
     CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
     CONN_CONNECTING, /* non-blocking connect in progress */
+    CONN_HANDSHAKE,  /* connected, TLS handshake in progress */
     CONN_IDLE,       /* open, no request in flight */
     CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
     CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
@@ -37,7 +39,8 @@ enum conn_state {
 struct sq_engine__conn {
     struct sq_io io; /* fd lives here */
     struct sq_engine__worker *w;
-    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING: start */
+    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING, HANDSHAKE:
+                         when that phase started */
     int64_t sent_ns;  /* ACTIVE: the actual send */
     int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
     int64_t tmo_ns;   /* ACTIVE: this request's timeout */
@@ -62,6 +65,7 @@ struct sq_engine__conn {
     int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
     struct sq_timer timer;  /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
+    struct sq_tls_conn *tls; /* https, from the handshake on; NULL otherwise */
 };
 
 /* What a worker publishes for the run's watchdog: written by the worker with relaxed atomic
@@ -71,6 +75,8 @@ struct sq_engine__live {
     uint64_t opened;         /* successful connects */
     uint64_t connect_errors; /* failed connect attempts */
     int last_connect_err;    /* -errno of the latest failed connect */
+    uint64_t tls_errors;     /* failed handshakes and other TLS errors */
+    int tls_err_set;         /* tls_err (in the worker) is written: release store, once */
     int ready;               /* every connection of the pool has connected or failed once */
     int done;                /* the worker has left its loop */
 };
@@ -170,7 +176,11 @@ struct sq_engine__worker {
     int64_t sched_ns; /* its scenario's start: the executor's time zero */
     int64_t end_load_ns, hard_end_ns, end_ns, ready_ns;
     struct sq_engine__live live;
-    struct sq_engine__h2 *h2; /* HTTP/2 runs (cfg->h2_request): the connections; else NULL */
+    /* https */
+    struct sq_tls_sessions tls_cache; /* the latest sessions, offered by the next connects */
+    const char *tls_version, *tls_cipher, *tls_alpn; /* of the first handshake */
+    char tls_err[SQ_TLS_ERRLEN]; /* the first TLS error (written once, then live.tls_err_set) */
+    struct sq_engine__h2 *h2;    /* HTTP/2 runs (cfg->h2_request): the connections; else NULL */
 };
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
@@ -207,6 +217,11 @@ void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k);
 void sq_engine__vu_replace(struct sq_engine__conn *c);
 /* A connect attempt failed with err: counted once, published for the watchdog. */
 void sq_engine__connect_error(struct sq_engine__worker *w, int err);
+/* A TLS failure: its message kept for the summary (the first one); with count, also counted as
+ * one `tls` error that cost no request (a handshake, or an alert on an idle connection). */
+void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool count);
+/* A handshake completed: counted (resumed too); the first one's version, cipher and ALPN kept. */
+void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t);
 
 /* Shares of total over n parts that always add up to total: the first total % n get one more. */
 static inline uint64_t sq_engine__share(uint64_t total, uint32_t n, uint32_t i)

@@ -82,6 +82,22 @@ static json_t *executor(const struct sq_exec *e)
     return x;
 }
 
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+/* https: handshakes, what the first connection negotiated, and the first TLS error. */
+static json_t *tls_block(const struct sq_result *r)
+{
+    return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o, s:o}", "handshakes",
+                     (json_int_t)r->c.tls_handshakes, "resumed", (json_int_t)r->c.tls_resumed,
+                     "handshake_errors", (json_int_t)r->c.tls_handshake_errors, "version",
+                     str_or_null(r->tls_version), "cipher", str_or_null(r->tls_cipher), "alpn",
+                     str_or_null(r->tls_alpn), "first_error",
+                     r->tls_error[0] ? json_string(r->tls_error) : json_null());
+}
+
 /* Where the run ran: enough to tell two results' machines apart. */
 static json_t *environment(void)
 {
@@ -171,6 +187,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
                             latency_block(r->latency_uncorrected, "actual_send"));
         json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
     }
+    if (r->tls)
+        json_object_set_new(root, "tls", tls_block(r));
     json_object_set_new(root, "threads", json_integer(r->threads));
     json_object_set_new(root, "environment", environment());
     if (r->samples_written || r->samples_lost)

@@ -127,6 +127,27 @@ static void latency(FILE *f, const json_t *doc, bool open)
                 g(l, "out_of_range", g1));
 }
 
+/* https: "TLSv1.3 · TLS_AES_256_GCM_SHA384 · ALPN http/1.1 · 64 handshakes (0 resumed)". */
+static void tls(FILE *f, const json_t *t)
+{
+    if (!json_is_object(t))
+        return;
+    char g1[32], g2[32], g3[32];
+    const char *ver = sq_report__str(t, "version", NULL);
+    const char *alpn = sq_report__str(t, "alpn", "");
+    fprintf(f, "%-12s ", "TLS");
+    if (ver)
+        fprintf(f, "%s · %s · ALPN %s · ", ver, sq_report__str(t, "cipher", "?"),
+                alpn[0] ? alpn : "none");
+    fprintf(f, "%s handshakes (%s resumed)", g(t, "handshakes", g1), g(t, "resumed", g2));
+    if (sq_report__numd(t, "handshake_errors", 0) > 0)
+        fprintf(f, " · %s failed", g(t, "handshake_errors", g3));
+    fputc('\n', f);
+    const char *err = sq_report__str(t, "first_error", NULL);
+    if (err)
+        fprintf(f, "%-12s %s\n", "TLS error", err);
+}
+
 /* Bytes on the wire and decoded, and the compression setting; event streams. */
 static void bodies(FILE *f, const json_t *doc)
 {
@@ -192,12 +213,15 @@ static void plan_sections(FILE *f, const json_t *doc)
         json_array_foreach((json_t *)steps, i, e)
         {
             const json_t *du = json_object_get(e, "duration_ms");
-            fprintf(f, "  %-24s %-6s %10s req · %s failed · p50 %s · p95 %s · max %s\n",
-                    sq_report__str(e, "step", "?"), sq_report__str(e, "method", ""),
-                    g(e, "requests", g1), g(e, "failed", g2),
-                    sq_fmt_dur_us(sq_report__numd(du, "med", 0) * 1000, d[0], D),
-                    sq_fmt_dur_us(sq_report__numd(du, "p(95)", 0) * 1000, d[1], D),
-                    sq_fmt_dur_us(sq_report__numd(du, "max", 0) * 1000, d[2], D));
+            fprintf(f, "  %-24s %-6s %10s req · %s failed", sq_report__str(e, "step", "?"),
+                    sq_report__str(e, "method", ""), g(e, "requests", g1), g(e, "failed", g2));
+            if (sq_report__numd(du, "count", 0) > 0)
+                fprintf(f, " · p50 %s · p95 %s · max %s\n",
+                        sq_fmt_dur_us(sq_report__numd(du, "med", 0) * 1000, d[0], D),
+                        sq_fmt_dur_us(sq_report__numd(du, "p(95)", 0) * 1000, d[1], D),
+                        sq_fmt_dur_us(sq_report__numd(du, "max", 0) * 1000, d[2], D));
+            else
+                fprintf(f, " · no response\n");
         }
     }
     if (json_is_array(checks) && json_array_size(checks)) {
@@ -221,8 +245,6 @@ static void plan_sections(FILE *f, const json_t *doc)
                     json_is_true(json_object_get(e, "no_data")) ? ", no data" : "");
         }
     }
-    if (json_is_array(steps) && json_array_size(steps))
-        fputc('\n', f);
 }
 
 int sq_report_summary_json(const json_t *doc, FILE *f)
@@ -257,6 +279,7 @@ int sq_report_summary_json(const json_t *doc, FILE *f)
     if (json_is_object(json_object_get(doc, "connections")))
         fprintf(f, "%-12s %s opened · %s replaced after the server closed them\n", "Connections",
                 g(doc, "connections.opened", g1), g(doc, "connections.closed_by_server", g2));
+    tls(f, json_object_get(doc, "tls"));
 
     bodies(f, doc);
     phases(f, doc);

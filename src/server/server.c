@@ -54,6 +54,7 @@
 #include "base/clock.h"
 #include "loop/loop.h"
 #include "net/sock.h"
+#include "net/tls.h"
 #include "server/h2.h"
 
 #define RBUF_SIZE   (64 * 1024)
@@ -108,8 +109,9 @@ enum {
     F_LINGER_AFTER = 4, /* ...and close lingering (error answer, or input left unread) */
     F_LINGER = 8,       /* write side shut; draining input until EOF or c->timer */
     F_FAIL = 16,        /* out of memory while answering: close without lingering */
-    F_H2 = 32,          /* HTTP/2: c->h2 holds the session (server/h2.h) */
-    F_SERVED = 64,      /* answered a request: the HTTP/2 preface can no longer come */
+    F_HS = 32,          /* TLS handshake in progress */
+    F_H2 = 64,          /* HTTP/2: c->h2 holds the session (server/h2.h) */
+    F_SERVED = 128,     /* answered a request: the HTTP/2 preface can no longer come */
 };
 
 /* parked response: HEAD, Connection header, rendered bytes held in d_held, a stream in d_stream */
@@ -120,10 +122,12 @@ enum { CONN_HDR_NONE, CONN_HDR_CLOSE, CONN_HDR_KA };
 
 struct worker;
 
-/* One connection: 88 bytes on x86-64, all an idle one costs besides the kernel's socket. */
+/* One connection: 96 bytes on x86-64, all an idle one costs besides the kernel's socket (and,
+ * with TLS, OpenSSL's state). */
 struct conn {
     struct sq_io io; /* io.fd < 0: the struct is free */
     struct worker *w;
+    struct sq_tls_conn *tls; /* NULL: plaintext */
     union {
         struct inbuf *in;
         struct conn *next_free;
@@ -166,7 +170,7 @@ struct slab {
 
 /* Written by the owning worker only (relaxed stores), read by anyone (relaxed loads). */
 struct counters {
-    _Atomic uint64_t accepted, requests, bad_req, too_large, head_big;
+    _Atomic uint64_t accepted, requests, bad_req, too_large, head_big, tls_ok, tls_failed;
     _Atomic uint64_t h2_conns, h2_streams;
 };
 
@@ -206,6 +210,7 @@ struct sq_server {
     bool joined;
     bool stamp;
     uint16_t port;
+    struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
     struct worker **w;
@@ -408,9 +413,44 @@ static bool render(struct worker *w, const struct sq_server_resp *r, bool head_o
 
 /* ---- sending ---- */
 
-/* Sends v until done (0), the socket is full (-EAGAIN: v says what is left) or an error. */
-static int view_send(int fd, struct view *v)
+/* view_send over TLS: piece by piece, each write all-or-nothing. A piece that hits EAGAIN is
+ * left in v whole, so the retry starts with the same bytes (sq_tls_write's rule). */
+static int tls_view_send(struct sq_tls_conn *t, struct view *v)
 {
+    for (;;) {
+        const char *p;
+        size_t k;
+        bool fill = v->len == 0;
+        if (!fill) {
+            p = v->p;
+            k = v->len;
+        } else if (v->fill_left) {
+            p = v->fill + v->fill_off;
+            k = v->fill_len - v->fill_off;
+            if (k > v->fill_left)
+                k = (size_t)v->fill_left;
+        } else {
+            return 0;
+        }
+        ssize_t r = sq_tls_write(t, p, k);
+        if (r < 0)
+            return (int)r;
+        if (!fill) {
+            v->p += r;
+            v->len -= (size_t)r;
+        } else {
+            v->fill_left -= (uint64_t)r;
+            v->fill_off = (v->fill_off + (size_t)r) % v->fill_len;
+        }
+    }
+}
+
+/* Sends v on c until done (0), the socket is full (-EAGAIN: v says what is left) or an error. */
+static int view_send(struct conn *c, struct view *v)
+{
+    if (SQ_UNLIKELY(c->tls != NULL))
+        return tls_view_send(c->tls, v);
+    int fd = c->io.fd;
     for (;;) {
         struct iovec iov[MAX_IOV];
         int n = 0;
@@ -467,7 +507,7 @@ static int batch_flush(struct worker *w, struct conn *c)
     v.len = w->olen;
     w->olen = 0;
     w->fill.fill_left = 0;
-    int rc = view_send(c->io.fd, &v);
+    int rc = view_send(c, &v);
     if (rc == -EAGAIN) {
         struct outq *q = malloc(sizeof(*q) + v.len);
         if (q) {
@@ -539,6 +579,10 @@ static void conn_close(struct worker *w, struct conn *c)
         c->h2 = NULL;
     }
     sq_io_stop(w->loop, &c->io);
+    if (c->tls) {
+        sq_tls_conn_free(c->tls);
+        c->tls = NULL;
+    }
     close(c->io.fd);
     free(c->in);
     free(c->out);
@@ -575,6 +619,8 @@ static bool conn_events(struct worker *w, struct conn *c)
 /* The output of a closing connection has drained: close now or linger. */
 static void conn_finish(struct worker *w, struct conn *c)
 {
+    if (c->tls)
+        sq_tls_shutdown(c->tls); /* close_notify first, so the client sees a clean end */
     if (!(c->flags & F_LINGER_AFTER) || (c->flags & F_FAIL) || shutdown(c->io.fd, SHUT_WR) < 0) {
         conn_close(w, c);
         return;
@@ -1080,11 +1126,64 @@ static void resume(struct worker *w, struct conn *c)
         conn_events(w, c);
 }
 
+/* read(), or TLS: the same contract (-1 with errno; EPROTO for a TLS failure). */
+static inline ssize_t conn_recv(struct conn *c, void *buf, size_t n)
+{
+    if (SQ_UNLIKELY(c->tls != NULL)) {
+        ssize_t r = sq_tls_read(c->tls, buf, n);
+        if (r < 0) {
+            errno = (int)-r;
+            return -1;
+        }
+        return r;
+    }
+    return read(c->io.fd, buf, n);
+}
+
+/* A record larger than the room left in c->in leaves decrypted bytes inside OpenSSL, which no
+ * poll would report: take them now (rbuf reads are record-sized, so they never do). */
+static void tls_drain(struct conn *c)
+{
+    while (sq_tls_pending(c->tls) > 0 && grow_input(c)) {
+        struct inbuf *b = c->in;
+        ssize_t r = sq_tls_read(c->tls, b->data + b->len, b->cap - b->len);
+        if (r <= 0)
+            return;
+        b->len += (uint32_t)r;
+    }
+}
+
+/* Steps a TLS handshake; once done the connection serves like any other. */
+static void handshake(struct worker *w, struct conn *c)
+{
+    int rc = sq_tls_handshake(c->tls);
+    if (rc == -EAGAIN) {
+        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
+            conn_close(w, c);
+        return;
+    }
+    if (rc < 0) {
+        /* Close lingering: a client that already sent its request (TLS 1.3 sends it before
+         * the server has judged its certificate) then reads the alert, not a reset. */
+        BUMP(w->cnt.tls_failed);
+        c->flags = F_CLOSE | F_LINGER_AFTER;
+        conn_finish(w, c);
+        return;
+    }
+    BUMP(w->cnt.tls_ok);
+    c->flags &= (uint8_t)~F_HS;
+    if (strcmp(sq_tls_alpn(c->tls), "h2") == 0) {
+        sq_server__h2_begin(c, NULL, 0); /* HTTP/2 from the first byte after the handshake */
+        return;
+    }
+    conn_events(w, c);
+}
+
 static void on_readable(struct worker *w, struct conn *c)
 {
     ssize_t n;
     if (SQ_LIKELY(!c->in)) {
-        n = read(c->io.fd, w->rbuf, RBUF_SIZE);
+        n = conn_recv(c, w->rbuf, RBUF_SIZE);
         if (SQ_LIKELY(n > 0)) {
             pump(w, c, w->rbuf, (size_t)n, NULL);
             return;
@@ -1098,10 +1197,12 @@ static void on_readable(struct worker *w, struct conn *c)
             return;
         }
         struct inbuf *b = c->in;
-        n = read(c->io.fd, b->data + b->len, b->cap - b->len);
+        n = conn_recv(c, b->data + b->len, b->cap - b->len);
         if (n > 0) {
             b->len += (uint32_t)n;
-            pump(w, c, b->data, b->len, &b->st);
+            if (SQ_UNLIKELY(c->tls != NULL))
+                tls_drain(c);
+            pump(w, c, c->in->data, c->in->len, &c->in->st);
             return;
         }
     }
@@ -1115,7 +1216,7 @@ static void on_writable(struct worker *w, struct conn *c)
     struct outq *q = c->out;
     struct view v = {q->data + q->off, q->len - q->off, q->fill,
                      q->fill_len,      q->fill_off,     q->fill_left};
-    int rc = view_send(c->io.fd, &v);
+    int rc = view_send(c, &v);
     if (rc == -EAGAIN) {
         q->off = q->len - v.len;
         q->fill_off = v.fill_off;
@@ -1164,7 +1265,7 @@ static void h2_fail(struct worker *w, struct conn *c)
 {
     if (!c->out && sq_server__h2_send(c->h2) >= 0 && w->olen) {
         struct view v = {.p = w->ob, .len = w->olen};
-        (void)view_send(c->io.fd, &v);
+        (void)view_send(c, &v);
     }
     w->olen = 0;
     conn_close(w, c);
@@ -1176,7 +1277,7 @@ static void h2_event(struct worker *w, struct conn *c)
         struct outq *q = c->out;
         struct view v = {q->data + q->off, q->len - q->off, q->fill,
                          q->fill_len,      q->fill_off,     q->fill_left};
-        int rc = view_send(c->io.fd, &v);
+        int rc = view_send(c, &v);
         if (rc == -EAGAIN) {
             q->off = q->len - v.len;
             q->fill_off = v.fill_off;
@@ -1190,16 +1291,22 @@ static void h2_event(struct worker *w, struct conn *c)
             return;
         }
     } else {
-        ssize_t n = read(c->io.fd, w->rbuf, RBUF_SIZE);
+        ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         if (n <= 0) {
             conn_close(w, c);
             return;
         }
-        if (sq_server__h2_feed(c->h2, w->rbuf, (size_t)n) < 0) {
-            h2_fail(w, c);
-            return;
+        for (;;) {
+            if (sq_server__h2_feed(c->h2, w->rbuf, (size_t)n) < 0) {
+                h2_fail(w, c);
+                return;
+            }
+            /* TLS: decrypted bytes OpenSSL still holds would wake no poll */
+            if (!c->tls || sq_tls_pending(c->tls) == 0 ||
+                (n = conn_recv(c, w->rbuf, RBUF_SIZE)) <= 0)
+                break;
         }
     }
     h2_settle(w, c);
@@ -1264,9 +1371,11 @@ static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
     SQ_UNUSED(rev);
     struct conn *c = SQ_CONTAINER_OF(io, struct conn, io);
     struct worker *w = c->w;
-    if (SQ_UNLIKELY(c->flags & (F_LINGER | F_H2))) {
+    if (SQ_UNLIKELY(c->flags & (F_LINGER | F_HS | F_H2))) {
         if (c->flags & F_LINGER)
             linger_drain(w, c);
+        else if (c->flags & F_HS)
+            handshake(w, c);
         else
             h2_event(w, c);
     } else if (c->out)
@@ -1316,7 +1425,7 @@ static bool held_send(struct conn *c, struct outq *h)
     }
     struct view v = {h->data + h->off, h->len - h->off, h->fill,
                      h->fill_len,      h->fill_off,     h->fill_left};
-    int rc = view_send(c->io.fd, &v);
+    int rc = view_send(c, &v);
     if (rc == -EAGAIN) {
         h->off = h->len - v.len;
         h->fill_off = v.fill_off;
@@ -1435,10 +1544,22 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
         c->w = w;
         c->in = NULL;
         c->out = NULL;
+        c->tls = NULL;
         c->flags = 0;
         c->d_flags = 0;
         sq_timer_init(&c->timer, on_timer);
+        if (w->srv->tls) {
+            if (sq_tls_conn_server(w->srv->tls, fd, &c->tls) < 0) {
+                close(fd);
+                c->next_free = w->free_conns;
+                w->free_conns = c;
+                continue;
+            }
+            c->flags = F_HS; /* the client speaks first: wait for EPOLLIN */
+        }
         if (sq_io_start(loop, &c->io, fd, EPOLLIN, on_conn) < 0) {
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
             close(fd);
             c->io.fd = -1;
             c->next_free = w->free_conns;
@@ -1473,6 +1594,8 @@ static void worker_close_all(struct worker *w)
                 c->h2 = NULL;
                 c->flags = 0;
             }
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
             close(c->io.fd);
             c->io.fd = -1;
             free(c->in);
@@ -1602,6 +1725,7 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     s->handler = cfg->handler;
     s->ud = cfg->ud;
     s->stamp = cfg->stamp_arrivals;
+    s->tls = cfg->tls;
     s->joined = true; /* nothing to join yet */
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->w = calloc((size_t)cfg->threads, sizeof(*s->w));
@@ -1698,6 +1822,8 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
         out->bad_req += atomic_load_explicit(&c->bad_req, memory_order_relaxed);
         out->too_large += atomic_load_explicit(&c->too_large, memory_order_relaxed);
         out->head_big += atomic_load_explicit(&c->head_big, memory_order_relaxed);
+        out->tls_ok += atomic_load_explicit(&c->tls_ok, memory_order_relaxed);
+        out->tls_failed += atomic_load_explicit(&c->tls_failed, memory_order_relaxed);
         out->h2_conns += atomic_load_explicit(&c->h2_conns, memory_order_relaxed);
         out->h2_streams += atomic_load_explicit(&c->h2_streams, memory_order_relaxed);
     }

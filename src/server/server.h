@@ -30,6 +30,7 @@
 #define SQ_SERVER_MAX_DELAY_NS (86400LL * SQ_NS_PER_S)
 
 struct sq_server; /* opaque; sq_server_start creates it */
+struct sq_tls_server;
 
 /* A complete request. Every pointer is borrowed and valid only during the handler call. */
 struct sq_server_req {
@@ -111,18 +112,22 @@ struct sq_server_config {
     int backlog;      /* 0: 1024 */
     /* Read the clock once per request, as its head is parsed: req->arrival_ns. */
     bool stamp_arrivals;
+    /* Optional: serve TLS on every connection (borrowed; must outlive the server). Each
+     * accepted connection shakes hands first; one that fails is closed. */
+    struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
 };
 
 /* Counts kept by the server itself, summed over workers (each worker writes only its own). */
 struct sq_server_counts {
-    uint64_t accepted;   /* connections accepted */
-    uint64_t requests;   /* requests handed to the handler */
-    uint64_t bad_req;    /* 400: malformed */
-    uint64_t too_large;  /* 413: body over SQ_SERVER_MAX_BODY */
-    uint64_t head_big;   /* 431: head over SQ_SERVER_MAX_HEAD or too many headers */
-    uint64_t h2_conns;   /* connections switched to HTTP/2 (h2c preface or ALPN "h2") */
+    uint64_t accepted;           /* connections accepted */
+    uint64_t requests;           /* requests handed to the handler */
+    uint64_t bad_req;            /* 400: malformed */
+    uint64_t too_large;          /* 413: body over SQ_SERVER_MAX_BODY */
+    uint64_t head_big;           /* 431: head over SQ_SERVER_MAX_HEAD or too many headers */
+    uint64_t tls_ok, tls_failed; /* TLS handshakes completed / failed (closed) */
+    uint64_t h2_conns;           /* connections switched to HTTP/2 (h2c preface or ALPN "h2") */
     uint64_t h2_streams; /* HTTP/2 requests (streams) handed to the handler; in requests too */
 };
 

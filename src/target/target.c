@@ -928,6 +928,7 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
         .port = cfg->port,
         .threads = cfg->threads,
         .stamp_arrivals = true,
+        .tls = cfg->tls,
         .handler = handle,
         .ud = t,
     };

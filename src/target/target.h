@@ -34,6 +34,7 @@
 #define SQ_TARGET_MAX_INTERVAL 60000ULL                      /* /sse?interval=MS */
 
 struct sq_target; /* opaque; sq_target_start creates it */
+struct sq_tls_server;
 
 struct sq_target_config {
     const char *host; /* NULL: 127.0.0.1 */
@@ -46,6 +47,8 @@ struct sq_target_config {
     /* Arrival times kept per worker between resets; 0: SQ_TARGET_ARRIVALS_CAP. Rounded up to a
      * power of two. Address space is reserved up front; memory is touched as it fills. */
     size_t arrivals_cap;
+    /* Optional: serve HTTPS (borrowed; must outlive the target). NULL: plain HTTP. */
+    struct sq_tls_server *tls;
 };
 
 /* Binds and starts the workers. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */

@@ -17,7 +17,7 @@ import time
 import unittest
 
 HOST = "127.0.0.1"
-_LISTEN_RE = re.compile(r"^squall target listening on http://(.+):(\d+)$")
+_LISTEN_RE = re.compile(r"^squall target listening on https?://(.+):(\d+)$")
 
 
 def squall_path():
@@ -197,7 +197,7 @@ class TargetCase(unittest.TestCase):
         """The invariants every result document keeps (docs/json-schema.md)."""
         r = doc["requests"]
         self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
-        self.assertEqual(sum(doc["errors"][k] for k in ("timeout", "closed", "parse", "write")),
+        self.assertEqual(sum(doc["errors"][k] for k in ("timeout", "closed", "parse", "write", "decode")),
                          r["failed"], doc["errors"])
         self.assertEqual(sum(doc["status"].values()), r["completed"])
         self.assertEqual(doc["latency"]["count"], r["completed"])

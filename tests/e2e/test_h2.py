@@ -236,6 +236,69 @@ class QuickH2Test(sqtest.TargetCase):
         self.assertIn("--streams", p.stderr)
 
 
+def https_json(port, path):
+    """GET over TLS (no verification: the target's self-signed certificate), HTTP/1.1."""
+    import http.client
+    import ssl
+    ctx = ssl._create_unverified_context()
+    c = http.client.HTTPSConnection(sqtest.HOST, port, context=ctx, timeout=10)
+    try:
+        c.request("GET", path)
+        return json.loads(c.getresponse().read())
+    finally:
+        c.close()
+
+
+class H2TlsTest(unittest.TestCase):
+    """HTTP/2 over TLS: squall target --tls offers ALPN h2 (then http/1.1); squall --http2 with
+    https:// requires h2."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.port = sqtest.start_target("-t", "2", "-q", "--tls")
+        cls.base = "https://%s:%d" % (sqtest.HOST, cls.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        sqtest.stop(cls.proc)
+
+    def test_quick_h2_over_tls(self):
+        before = https_json(self.port, "/stats")["h2"]
+        p, doc, _ = sqtest.run_json("--http2", "-k", "-q", "-c", "2", "--streams", "4", "-n", "500",
+                                    "-t", "2", self.base + "/fast")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = doc["requests"]
+        self.assertEqual((r["completed"], r["failed"]), (500, 0))
+        self.assertEqual(doc["config"]["protocol"], "h2")
+        self.assertEqual(doc["tls"]["alpn"], "h2")
+        self.assertEqual(doc["tls"]["handshakes"], 2)
+        self.assertEqual(doc["connections"]["opened"], 2)
+        after = https_json(self.port, "/stats")["h2"]
+        self.assertEqual(after["connections"] - before["connections"], 2)
+        self.assertEqual(after["streams"] - before["streams"], 500)
+
+    def test_http11_clients_still_get_http11(self):
+        p, doc, _ = sqtest.run_json("-k", "-q", "-c", "2", "-n", "100", self.base + "/fast")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["tls"]["alpn"], "http/1.1")
+        self.assertEqual(doc["requests"]["completed"], 100)
+
+    def test_unverified_h2_fails_as_tls(self):
+        p, doc, _ = sqtest.run_json("--http2", "-q", "-c", "1", "--streams", "2", "-d", "300ms",
+                                    self.base + "/fast")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertGreater(doc["errors"]["tls"], 0)
+        self.assertEqual(doc["requests"]["sent"], 0)
+        self.assertIn("certificate verify failed", doc["tls"]["first_error"])
+
+    @unittest.skipUnless(NGHTTP, "nghttp not installed")
+    def test_nghttp_over_tls(self):
+        p = subprocess.run([NGHTTP, "-nv", self.base + "/bytes/1000"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("recv DATA frame <length=1000", p.stdout)
+
+
 def free_port():
     s = socket.socket()
     s.bind((sqtest.HOST, 0))
@@ -262,8 +325,16 @@ http {{
         listen {host}:{port} http2;
         location / {{ return 200 "hello from nginx\n"; }}
     }}
+    {tls_server}
 }}
 """
+
+NGINX_TLS = """server {{
+        listen {host}:{port} ssl http2;
+        ssl_certificate {d}/cert.pem;
+        ssl_certificate_key {d}/key.pem;
+        location / {{ return 200 "hello from nginx\n"; }}
+    }}"""
 
 
 @unittest.skipUnless(NGINX, "nginx not installed")
@@ -276,9 +347,20 @@ class NginxH2Test(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="squall-nginx-")
         cls.port = free_port()
+        cls.tls_port = None
+        tls_server = ""
+        if shutil.which("openssl"):
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                            "/CN=localhost", "-keyout", os.path.join(cls.dir, "key.pem"), "-out",
+                            os.path.join(cls.dir, "cert.pem")], check=True,
+                           capture_output=True, timeout=60)
+            cls.tls_port = free_port()
+            tls_server = NGINX_TLS.format(d=cls.dir, host=sqtest.HOST, port=cls.tls_port)
         conf = os.path.join(cls.dir, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(d=cls.dir, kr=100, host=sqtest.HOST, port=cls.port))
+            f.write(NGINX_CONF.format(d=cls.dir, kr=100, host=sqtest.HOST, port=cls.port,
+                                      tls_server=tls_server))
         cls.proc = subprocess.Popen([NGINX, "-p", cls.dir, "-c", conf,
                                      "-e", os.path.join(cls.dir, "error.log")],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -324,6 +406,20 @@ class NginxH2Test(unittest.TestCase):
         self.assertEqual(doc["status"]["2xx"], r["completed"])
         self.assertGreaterEqual(r["completed"], 900)
         self.assertEqual(doc["bodies"]["decoded_bytes"], r["completed"] * 17)
+
+    def test_quick_h2_over_tls_against_nginx(self):
+        if not self.tls_port:
+            self.skipTest("openssl CLI not installed: no certificate for nginx")
+        p, doc, _ = sqtest.run_json("--http2", "-k", "-q", "-c", "2", "--streams", "4", "-n",
+                                    "300", "-t", "1",
+                                    "https://%s:%d/" % (sqtest.HOST, self.tls_port))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = doc["requests"]
+        self.assertEqual(r["sent"], 300)
+        self.assertEqual(r["sent"], r["completed"] + r["failed"])
+        self.assertGreaterEqual(r["completed"], 280)  # GOAWAY every 100: a few refused
+        self.assertEqual(doc["tls"]["alpn"], "h2")
+        self.assertGreaterEqual(doc["connections"]["opened"], 3)
 
     def test_timed_run_against_nginx(self):
         p, doc, _ = sqtest.run_json("--http2", "-q", "-c", "1", "--streams", "8", "-d", "1s",

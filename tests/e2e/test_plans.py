@@ -120,6 +120,28 @@ class LoginFlow(PlanCase):
         self.assertIn("thresholds failed", p.stderr)
 
 
+class Abort(PlanCase):
+    def test_abort_on_fail_stops_the_run(self):
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: constant-vus
+                vus: 2
+                duration: 20s
+                flow:
+                  - request: { url: /status/500 }
+            thresholds:
+              http_req_failed: [{ threshold: "rate < 0.01", abortOnFail: true, delayAbortEval: 1s }]
+            """
+        )
+        p, doc = self.run_plan(path)
+        self.assertEqual(p.returncode, 99, p.stderr)
+        self.assertIn("abortOnFail", p.stderr)
+        self.assertLess(doc["duration_s"], 5)
+        self.assertTrue(doc["thresholds_failed"])
+
+
 class Engine(PlanCase):
     def test_static_steps_are_not_rendered(self):
         path = self.plan(
@@ -233,6 +255,37 @@ class Engine(PlanCase):
         p, doc = self.run_plan(path)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(doc["checks"][0]["passed"], 10, doc["checks"])
+
+
+class Https(PlanCase):
+    target_args = ("-t", "1", "--tls")
+
+    def reset(self):
+        pass  # /stats/reset would need https; this class reads no server counts
+
+    def test_plan_over_https(self):
+        path = self.write("plan.yaml", f"""
+            target: https://127.0.0.1:{self.port}
+            scenarios:
+              s:
+                executor: shared-iterations
+                vus: 2
+                iterations: 40
+                flow:
+                  - name: login
+                    request: {{ method: POST, url: /login }}
+                    extract: {{ token: {{ json: "$.token" }} }}
+                  - name: items
+                    request: {{ url: /items, headers: {{ Authorization: "Bearer {{{{token}}}}" }} }}
+                    check: {{ status: 200 }}
+            """)
+        p, doc = self.run_plan(path, "--insecure")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["checks"][0]["passed"], 40)
+        self.assertEqual(doc["tls"]["handshakes"], 2, doc["tls"])
+        p, _ = self.run_plan(path)  # the self-signed certificate is refused without --insecure
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("certificate verify failed", p.stderr)
 
 
 class Validate(PlanCase):

@@ -271,7 +271,8 @@ class BadInput(unittest.TestCase):
         self.expect_usage(["ftp://127.0.0.1/"], "ftp")
         self.expect_usage(["http://127.0.0.1:99999/"], "99999")
         self.expect_usage(["http:///nohost"], "URL")
-        self.expect_usage(["https://127.0.0.1/"], "https")
+        # https:// works (test_tls.py); a TLS option it cannot use is a usage error.
+        self.expect_usage(["https://127.0.0.1/", "--cacert", "/nonexistent.pem"], "cacert")
 
     def test_help_and_version(self):
         p, _ = run("--help")

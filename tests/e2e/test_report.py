@@ -244,5 +244,164 @@ class BadInput(unittest.TestCase):
         self.assertIn("/nonexistent/dir/out.html", p.stderr)
 
 
+
+SCHEMA = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "result.schema.json")
+
+# A small plan for the schema test: a static step, a templated one with a JSON extraction, a
+# think, checks, and thresholds of which one must fail (so both verdicts are in the document).
+PLAN = """\
+target: {base}
+scenarios:
+  shop:
+    executor: shared-iterations
+    vus: 2
+    iterations: 20
+    flow:
+      - name: home
+        request: {{ url: /fast }}
+        check: {{ status: 200, body_contains: hello }}
+      - name: echo
+        request:
+          method: PUT
+          url: "/echo?i={{{{$iteration}}}}"
+          body: "vu {{{{$vu}}}}"
+        extract:
+          method: {{ json: "$.method" }}
+        check: {{ status: 200, json: {{ "$.method": PUT }} }}
+      - think: 1ms
+  late:
+    executor: per-vu-iterations
+    vus: 1
+    iterations: 3
+    startTime: 50ms
+    flow:
+      - name: missing
+        request: {{ url: /status/404 }}
+        check: {{ status: 404 }}
+thresholds:
+  http_req_duration: ["p(99) < 5000"]
+  "http_reqs{{step:home}}": ["count == 20"]
+  "http_req_failed{{scenario:shop}}": ["rate == 0"]
+  checks: ["rate > 0.9"]
+  iterations: ["count > 1000000"]
+"""
+
+
+class SchemaOfRealDocuments(sqtest.TargetCase):
+    """Documents written by this build, against the target, follow docs/result.schema.json."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+        with open(SCHEMA) as f:
+            schema = json.load(f)
+        jsonschema.Draft202012Validator.check_schema(schema)
+        cls.validator = jsonschema.Draft202012Validator(schema)
+
+    def validate(self, doc):
+        errors = ["%s: %s" % ("/".join(map(str, e.absolute_path)), e.message)
+                  for e in self.validator.iter_errors(doc)]
+        self.assertEqual(errors, [])
+
+    def test_phases_bodies_and_dns(self):
+        p, doc, _ = sqtest.run_json(self.base + "/json/4000", "-n", "200", "-c", "4", "-t", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.validate(doc)
+        done = doc["requests"]["completed"]
+        self.assertEqual(done, 200)
+        ph = doc["phases"]
+        self.assertEqual(sorted(ph), sorted(["blocked", "dns", "connecting", "tls_handshaking",
+                                             "sending", "waiting", "receiving"]))
+        for name, v in ph.items():
+            self.assertEqual(v["count"], done, name)
+        self.assertEqual(ph["waiting"]["metric"], "http_req_waiting")
+        b = doc["bodies"]
+        self.assertTrue(b["compression"])
+        self.assertIsInstance(b["accept_encoding"], str)
+        self.assertEqual(b["compressed_responses"], done)
+        self.assertEqual(b["decoded_bytes"], 4000 * done)
+        self.assertEqual(b["wire_bytes"], doc["bytes"]["received"])
+        self.assertNotIn("sse", doc)
+        self.assertEqual(doc["dns"]["lookups_during_run"], 0)
+        self.assertGreaterEqual(doc["dns"]["first_lookup_us"], 0)
+        self.assertEqual(doc["errors"]["dns"], 0)
+        self.assertEqual(doc["errors"]["decode"], 0)
+
+    def test_event_streams(self):
+        p, doc, _ = sqtest.run_json(self.base + "/sse?events=3&interval=5", "-n", "6", "-c", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.validate(doc)
+        s = doc["sse"]
+        self.assertEqual(s["streams"], 6)
+        self.assertEqual(s["events"], 18)
+        self.assertEqual(s["first_event"]["count"], 6)
+        self.assertLessEqual(s["first_event"]["p50_us"], s["stream_duration"]["p50_us"])
+        self.assertIn("phases", doc)
+
+    def test_without_phases_or_compression(self):
+        p, doc, _ = sqtest.run_json(self.base + "/json/1000", "-n", "50", "-c", "2",
+                                    "--no-phases", "--no-compression")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.validate(doc)
+        self.assertNotIn("phases", doc)
+        self.assertEqual(doc["bodies"]["compression"], False)
+        self.assertIsNone(doc["bodies"]["accept_encoding"])
+        self.assertEqual(doc["bodies"]["compressed_responses"], 0)
+        self.assertEqual(doc["bodies"]["decoded_bytes"], 1000 * 50)
+
+    def test_plan_run(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plan.yaml")
+            with open(path, "w") as f:
+                f.write(PLAN.format(base=self.base))
+            p, doc, _ = sqtest.run_json("run", path, "-t", "2")
+            self.assertEqual(p.returncode, 99, p.stderr)  # the iterations threshold fails
+            self.validate(doc)
+            saved = os.path.join(d, "r.json")
+            with open(saved, "w") as f:
+                json.dump(doc, f)
+            rp = run(saved)
+        self.assertEqual(doc["plan"], {"file": path, "target": self.base})
+        self.assertEqual([s["name"] for s in doc["scenarios"]], ["shop", "late"])
+        shop, late = doc["scenarios"]
+        self.assertEqual((shop["iterations"], shop["interrupted"]), (20, 0))
+        self.assertEqual(late["iterations"], 3)
+        self.assertEqual(late["start_s"], 0.05)
+        # Think steps are not in "steps"; every request step is, in plan order.
+        self.assertEqual([(s["scenario"], s["step"]) for s in doc["steps"]],
+                         [("shop", "home"), ("shop", "echo"), ("late", "missing")])
+        home, echo, missing = doc["steps"]
+        self.assertEqual(home["status"], {"200": 20})
+        self.assertEqual(echo["url"], "/echo?i={{$iteration}}")
+        self.assertEqual(echo["extract_failed"], 0)
+        self.assertEqual(missing["status"], {"404": 3})
+        self.assertEqual(missing["failed"], 3)  # a 4xx is http_req_failed
+        self.assertEqual(doc["rendered_requests"], 20)  # the templated step only
+        m = doc["metrics"]
+        self.assertEqual(m["http_reqs"]["count"], 43)
+        self.assertEqual(m["http_reqs"]["count"], doc["requests"]["sent"])
+        self.assertEqual(m["http_req_duration"]["count"], 43)
+        self.assertEqual((m["http_req_failed"]["passes"], m["http_req_failed"]["fails"]), (3, 40))
+        self.assertEqual(m["iterations"]["count"], 23)
+        self.assertEqual(m["iteration_duration"]["count"], 23)
+        self.assertEqual(m["vus_max"]["value"], 3)
+        self.assertEqual(m["checks"]["passes"], sum(c["passed"] for c in doc["checks"]))
+        self.assertEqual(m["checks"]["fails"], 0)
+        self.assertEqual(m["data_received"]["count"], doc["bytes"]["received"])
+        self.assertEqual(len(doc["checks"]), 5)
+        verdicts = {(t["metric"], t["expression"]): t for t in doc["thresholds"]}
+        self.assertEqual(len(verdicts), 5)
+        self.assertTrue(verdicts[("http_reqs{step:home}", "count == 20")]["ok"])
+        self.assertTrue(verdicts[("http_req_failed{scenario:shop}", "rate == 0")]["ok"])
+        self.assertFalse(verdicts[("iterations", "count > 1000000")]["ok"])
+        self.assertTrue(doc["thresholds_failed"])
+        # The saved document renders its plan sections, with k6's marks.
+        self.assertEqual(rp.returncode, 0, rp.stderr)
+        self.assertIn("\nSteps\n", rp.stdout)
+        self.assertIn("✓ home: status 200", rp.stdout)
+        self.assertIn("✗ iterations: count > 1000000", rp.stdout)
+
+
 if __name__ == "__main__":
     sqtest.main()
