@@ -31,8 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         null_out = fopen("/dev/null", "w");
     struct sq_plan *p = NULL;
     struct sq_plan_error err;
-    int rc = sq_plan_load_string("/nonexistent-fuzz-dir/plan.yaml", (const char *)data, size, &p,
-                                 &err);
+    int rc =
+        sq_plan_load_string("/nonexistent-fuzz-dir/plan.yaml", (const char *)data, size, &p, &err);
     if (rc != 0) {
         CHECK(p == NULL);
         CHECK(err.msg[0] != '\0');

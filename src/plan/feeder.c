@@ -170,6 +170,28 @@ static const char *show(char c, char buf[8])
     return buf;
 }
 
+/* A name for a message: at most 60 bytes, control bytes as \xNN, "..." when cut. */
+static const char *printable(const char *s, size_t len, char out[256])
+{
+    size_t w = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (i == 60) {
+            memcpy(out + w, "...", 3);
+            w += 3;
+            break;
+        }
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) {
+            snprintf(out + w, 5, "\\x%02x", c);
+            w += 4;
+        } else {
+            out[w++] = (char)c;
+        }
+    }
+    out[w] = '\0';
+    return out;
+}
+
 /* ---- CSV ---- */
 
 /* Parses one record starting at p->r. The fields are appended to the cells unless more than
@@ -238,13 +260,14 @@ static int csv_record(struct parser *p, size_t *w, size_t want, bool header, siz
         size_t flen = *w - w0;
         nf++;
         if (header) {
+            char nb[256];
             if (flen == 0)
                 return perr(p, fs, -SQ_EPARSE, "empty column name (column %zu)", nf);
             for (size_t k = 0; k < p->ncols; k++)
                 if (p->col_lens[k] == flen && memcmp(p->cols[k], t + w0, flen) == 0)
                     return perr(p, fs, -SQ_EPARSE,
-                                "duplicate column name '%.*s' (column %zu, first as column %zu)",
-                                flen > 60 ? 60 : (int)flen, t + w0, nf, k + 1);
+                                "duplicate column name '%s' (column %zu, first as column %zu)",
+                                printable(t + w0, flen, nb), nf, k + 1);
         }
         if (want && nf == want + 1)
             extra = fs;
@@ -555,7 +578,7 @@ struct triple {
 static int parse_json(struct parser *p, struct sq_feeder **out)
 {
     char *t = p->t;
-    char cb[8];
+    char cb[8], nb[256];
     struct triple *tr = NULL;
     size_t ntr = 0, captr = 0, nrows = 0;
     int rc;
@@ -612,8 +635,8 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
                 }
                 json_ws(p);
                 if (p->r >= p->len || t[p->r] != ':') {
-                    rc = perr(p, here(p), -SQ_EPARSE, "expected ':' after key '%.*s'",
-                              key.len > 60 ? 60 : (int)key.len, key.p);
+                    rc = perr(p, here(p), -SQ_EPARSE, "expected ':' after key '%s'",
+                              printable(key.p, key.len, nb));
                     goto fail;
                 }
                 p->r++;
@@ -625,10 +648,9 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
                 char c = t[p->r];
                 if (c == '{' || c == '[') {
                     rc = perr(p, here(p), -SQ_EPARSE,
-                              "row index %zu, key '%.*s': nested %s not allowed (values are "
+                              "row index %zu, key '%s': nested %s not allowed (values are "
                               "strings, numbers, booleans or null)",
-                              nrows, key.len > 60 ? 60 : (int)key.len, key.p,
-                              c == '{' ? "object" : "array");
+                              nrows, printable(key.p, key.len, nb), c == '{' ? "object" : "array");
                     goto fail;
                 }
                 rc = c == '"' ? json_string(p, &val) : json_scalar(p, &val);
@@ -640,8 +662,8 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
                     goto fail;
                 }
                 if (p->col_row[col] == nrows + 1) {
-                    rc = perr(p, kpos, -SQ_EPARSE, "row index %zu: duplicate key '%.*s'", nrows,
-                              key.len > 60 ? 60 : (int)key.len, key.p);
+                    rc = perr(p, kpos, -SQ_EPARSE, "row index %zu: duplicate key '%s'", nrows,
+                              printable(key.p, key.len, nb));
                     goto fail;
                 }
                 p->col_row[col] = nrows + 1;

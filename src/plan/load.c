@@ -159,6 +159,10 @@ static int fail_at(struct ld *L, struct sq_loc loc, const char *fmt, ...)
 static int fail_at(struct ld *L, struct sq_loc loc, const char *fmt, ...)
 {
     struct sq_plan_error *e = L->err;
+    if (!loc.line) { /* never happens for a node with a position; keep errors locatable */
+        loc.line = 1;
+        loc.col = 1;
+    }
     if (e) {
         e->loc = loc;
         snprintf(e->key, sizeof(e->key), "%.95s", L->path);
@@ -372,6 +376,47 @@ static int finish_seq(struct ld *L, struct frame *f)
     return 0;
 }
 
+/* The value of a single-quoted scalar whose text starts at src[pos] (after the quote): '' is a
+ * quote; a line break folds into a space, n empty lines into n line breaks; blanks around line
+ * breaks go. Done here rather than with fy_token_get_text(): libfyaml 0.7 leaks its atom
+ * iterator's chunk array on runs of '' escapes. The stream is known to parse (pass 1). */
+static char *single_quoted(struct ld *L, size_t pos, size_t *len)
+{
+    const char *s = L->src;
+    size_t end = pos;
+    while (end < L->src_len && !(s[end] == '\'' && (end + 1 >= L->src_len || s[end + 1] != '\'')))
+        end += s[end] == '\'' ? 2 : 1;
+    char *out = ld_alloc(L, end - pos + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = pos; i < end;) {
+        if (s[i] == '\'' && i + 1 < end && s[i + 1] == '\'') {
+            out[o++] = '\'';
+            i += 2;
+        } else if (s[i] == '\r' || s[i] == '\n') {
+            while (o > 0 && (out[o - 1] == ' ' || out[o - 1] == '\t'))
+                o--; /* trailing blanks of the line */
+            size_t breaks = 0;
+            while (i < end && (s[i] == '\r' || s[i] == '\n' || s[i] == ' ' || s[i] == '\t')) {
+                if (s[i] == '\n' || (s[i] == '\r' && (i + 1 >= end || s[i + 1] != '\n')))
+                    breaks++;
+                i++;
+            }
+            if (breaks == 1)
+                out[o++] = ' ';
+            else
+                for (size_t b = 1; b < breaks; b++)
+                    out[o++] = '\n';
+        } else {
+            out[o++] = s[i++];
+        }
+    }
+    out[o] = '\0';
+    *len = o;
+    return out;
+}
+
 static int check_tag(struct ld *L, struct fy_token *tag, struct ynode *n, bool scalar)
 {
     if (!tag)
@@ -393,6 +438,59 @@ static int check_tag(struct ld *L, struct fy_token *tag, struct ynode *n, bool s
         return 0;
     return fail(L, n, "unsupported tag '%.*s' (squall knows !!str, and !raw in json bodies)",
                 (int)(tl > 60 ? 60 : tl), t);
+}
+
+/* Length of the UTF-8 sequence at s[0, n), 0 when it is malformed (overlong, surrogate, past
+ * U+10FFFF, truncated). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len;
+    unsigned min, cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, min = 0x80, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, min = 0x800, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, min = 0x10000, cp = c & 0x07;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A plan is UTF-8 text without control characters other than tab and line breaks. Checked
+ * before libfyaml sees it: some malformed UTF-8 sends libfyaml 0.7 into an endless loop. */
+static int check_text(struct ld *L)
+{
+    const unsigned char *s = (const unsigned char *)L->src;
+    struct sq_loc loc = {1, 1};
+    for (size_t i = 0; i < L->src_len;) {
+        size_t n = utf8_len(s + i, L->src_len - i);
+        if (n == 0)
+            return fail_at(L, loc, "the plan is not UTF-8 text (byte 0x%02X)", s[i]);
+        if (n == 1 &&
+            ((s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') || s[i] == 0x7f))
+            return fail_at(L, loc, "control character 0x%02X in the plan", s[i]);
+        if (s[i] == '\n') {
+            loc.line++;
+            loc.col = 1;
+        } else {
+            loc.col++;
+        }
+        i += n;
+    }
+    return 0;
 }
 
 static void diag_sink(struct fy_diag *diag, void *user, const char *buf, size_t len)
@@ -419,7 +517,8 @@ static int yaml_error(struct ld *L, struct fy_diag *diag)
     return fail_at(L, loc, "YAML syntax error");
 }
 
-static int build_tree(struct ld *L, struct ynode **root)
+/* A parser whose diagnostics are collected, never printed. */
+static struct fy_parser *new_parser(struct ld *L, struct fy_diag **diagp)
 {
     struct fy_diag_cfg dc;
     fy_diag_cfg_default(&dc);
@@ -428,23 +527,60 @@ static int build_tree(struct ld *L, struct ynode **root)
     dc.colorize = false;
     struct fy_diag *diag = fy_diag_create(&dc);
     if (!diag)
-        return -ENOMEM;
+        return NULL;
     fy_diag_set_collect_errors(diag, true);
     struct fy_parse_cfg cfg = {.flags = FYPCF_QUIET | FYPCF_DEFAULT_VERSION_1_2, .diag = diag};
     struct fy_parser *fyp = fy_parser_create(&cfg);
-    if (!fyp) {
+    if (!fyp || fy_parser_set_string(fyp, L->src, L->src_len) != 0) {
+        if (fyp)
+            fy_parser_destroy(fyp);
         fy_diag_destroy(diag);
-        return -ENOMEM;
+        return NULL;
     }
-    int rc = fy_parser_set_string(fyp, L->src, L->src_len);
+    *diagp = diag;
+    return fyp;
+}
+
+/* Pass 1: the YAML syntax alone. libfyaml 0.7 leaks the text of a scalar token fetched with
+ * fy_token_get_text() when the stream then fails (the parser still holds the token), so the
+ * tree is built only from a stream known to parse. */
+static int yaml_syntax(struct ld *L)
+{
+    struct fy_diag *diag = NULL;
+    struct fy_parser *fyp = new_parser(L, &diag);
+    if (!fyp)
+        return -ENOMEM;
+    struct fy_event *ev;
+    while ((ev = fy_parser_parse(fyp)) != NULL)
+        fy_parser_event_free(fyp, ev);
+    int rc = fy_parser_get_stream_error(fyp) ? yaml_error(L, diag) : 0;
+    fy_parser_destroy(fyp);
+    fy_diag_destroy(diag);
+    return rc;
+}
+
+static int build_tree(struct ld *L, struct ynode **root)
+{
+    int rc = yaml_syntax(L);
+    if (rc < 0)
+        return rc;
+    struct fy_diag *diag = NULL;
+    struct fy_parser *fyp = new_parser(L, &diag);
+    if (!fyp)
+        return -ENOMEM;
     struct frame stack[80];
     size_t depth = 0, docs = 0;
     struct ynode *top = NULL;
     struct fy_event *ev = NULL;
+    struct sq_loc last_loc = {1, 1}; /* for nodes libfyaml gives no position (empty scalars) */
+    size_t last_pos = 0;
     while (rc == 0 && (ev = fy_parser_parse(fyp)) != NULL) {
         struct ynode *n = NULL;
         struct fy_token *anchor = NULL, *tag = NULL;
         const struct fy_mark *m = fy_event_start_mark(ev);
+        const bool ev_has_mark = m && m->line >= 0 && m->column >= 0; /* m dies with ev */
+        const struct sq_loc ev_loc = mark_loc(m);
+        const size_t ev_pos = m ? m->input_pos : 0;
         switch (ev->type) {
         case FYET_DOCUMENT_START:
             if (++docs > 1) {
@@ -504,11 +640,17 @@ static int build_tree(struct ld *L, struct ynode **root)
                 break;
             }
             size_t len = 0;
-            const char *t = fy_token_get_text(ev->scalar.value, &len);
             n->kind = Y_SCALAR;
-            n->s = ld_strndup(L, t ? t : "", t ? len : 0);
-            n->len = t ? len : 0;
             n->style = fy_token_scalar_style(ev->scalar.value);
+            if (n->style == FYSS_SINGLE_QUOTED && m && m->input_pos > 0 &&
+                m->input_pos <= L->src_len && L->src[m->input_pos - 1] == '\'') {
+                n->s = single_quoted(L, m->input_pos, &len);
+            } else {
+                const char *t = fy_token_get_text(ev->scalar.value, &len);
+                n->s = ld_strndup(L, t ? t : "", t ? len : 0);
+                len = t ? len : 0;
+            }
+            n->len = len;
             n->loc = mark_loc(m);
             n->pos = m ? m->input_pos : 0;
             if (!n->s) {
@@ -537,6 +679,15 @@ static int build_tree(struct ld *L, struct ynode **root)
             break;
         }
         fy_parser_event_free(fyp, ev);
+        if (rc == 0 && n && n->loc.line == 0 &&
+            !(depth > 0 && stack[depth - 1].node->kind == Y_MAP && stack[depth - 1].n % 2 == 1)) {
+            n->loc = last_loc; /* an empty key or item: where the parser last was */
+            n->pos = last_pos;
+        }
+        if (ev_has_mark) {
+            last_loc = ev_loc;
+            last_pos = ev_pos;
+        }
         if (rc == 0 && n) {
             if (depth == 0) {
                 top = n;
@@ -1649,6 +1800,22 @@ static int load_executor(struct ld *L, const struct ynode *key, const struct yno
         if (rc < 0)
             return rc;
         path_pop(L, m2);
+    }
+    if (sq_exec_is_open(e)) {
+        /* keep the schedule's arithmetic inside 64 bits: at most 10^15 arrivals */
+        double unit = (double)(e->time_unit_ns ? e->time_unit_ns : SQ_NS_PER_S), total = 0;
+        if (kind == SQ_EXEC_CONSTANT_ARRIVAL_RATE) {
+            total = e->rate * (double)e->duration_ns / unit;
+        } else {
+            double from = e->start_rate;
+            for (uint32_t i = 0; i < e->nstages; i++) {
+                total += (from + e->stages[i].target) / 2 * (double)e->stages[i].duration_ns / unit;
+                from = e->stages[i].target;
+            }
+        }
+        if (!(total <= 1e15))
+            return fail(L, key, "the schedule has %.3g iterations (at most 1e15: lower the rate)",
+                        total);
     }
     const char *why = NULL;
     if (sq_exec_prepare(e, &why) < 0)
@@ -2801,6 +2968,8 @@ int sq_plan_load_string(const char *name, const char *yaml, size_t len, struct s
         struct sq_loc loc = {1, 1};
         rc = fail_at(L, loc, "the plan is larger than %u MiB", MAX_PLAN_BYTES >> 20);
     }
+    if (rc == 0)
+        rc = check_text(L);
     if (rc == 0)
         rc = build_tree(L, &root);
     L->root = root;

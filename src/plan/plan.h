@@ -44,7 +44,7 @@ struct sq_plan_request {
     /* url: a path ("/items?x={{$vu}}") resolved against the plan's target, or an absolute
      * http:// URL on the same host and port as the target (other origins: a load error). */
     struct sq_tmpl *url;
-    char *url_src; /* the url as written in the plan (for `squall validate`) */
+    char *url_src;                  /* the url as written in the plan (for `squall validate`) */
     struct sq_plan_header *headers; /* the defaults first, then the step's (a step's header
                                        replaces a default of the same name) */
     size_t nheaders;

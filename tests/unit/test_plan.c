@@ -315,6 +315,10 @@ static void yaml_syntax(void **state)
     expect_err("a: *nowhere\n", "1:5", "", "unknown alias '*nowhere'");
     expect_err("a: 1\n---\nb: 2\n", "2:1", "", "a plan is one YAML document");
     expect_err("target: !foo x\n", "1:14", "", "unsupported tag '!foo'");
+    /* text libfyaml must never see: malformed UTF-8 (%\xff hangs libfyaml 0.7), controls */
+    expect_err("%\xff", "1:2", "", "the plan is not UTF-8 text (byte 0xFF)");
+    expect_err("a: \xc3\xa9\xed\xa0\x80\n", "1:5", "", "not UTF-8 text (byte 0xED)");
+    expect_err("a: 1\nb: x\x01\n", "2:5", "", "control character 0x01");
 }
 
 static const char full_plan[] =
@@ -624,6 +628,54 @@ static void error_format(void **state)
     assert_null(p);
 }
 
+/* YAML details the loader handles itself: single-quoted folding and '' (libfyaml 0.7 gets runs
+ * of '' wrong), !!str, block scalars, $env in vars and target, aliases. */
+static void yaml_features(void **state)
+{
+    (void)state;
+    setenv("SQ_TEST_PLAN_PORT", "8081", 1);
+    static const char yaml[] = "target: \"http://127.0.0.1:{{$env.SQ_TEST_PLAN_PORT}}\"\n"
+                               "vars:\n"
+                               "  a: 'x''''y'\n"
+                               "  b: 'line one\n"
+                               "    line two'\n"
+                               "  c: 'para one\n"
+                               "\n"
+                               "    para two  '\n"
+                               "  d: !!str 12\n"
+                               "  e: &e |\n"
+                               "    literal\n"
+                               "    text\n"
+                               "  f: *e\n"
+                               "scenarios:\n"
+                               "  s: { executor: per-vu-iterations, flow: [ { request: { url: "
+                               "'/x''y', body: !!str 5 } } ] }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("inline.yaml", yaml, strlen(yaml), &p, &e);
+    if (rc != 0) {
+        char b[800];
+        sq_plan_error_format(&e, b, sizeof(b));
+        fail_msg("%s", b);
+    }
+    assert_string_equal(p->target, "http://127.0.0.1:8081");
+    assert_string_equal(p->vars[0].value, "x''y");
+    assert_string_equal(p->vars[1].value, "line one line two");
+    assert_string_equal(p->vars[2].value, "para one\npara two  ");
+    assert_string_equal(p->vars[3].value, "12");
+    assert_string_equal(p->vars[4].value, "literal\ntext\n");
+    assert_string_equal(p->vars[5].value, "literal\ntext\n");
+    const struct sq_plan_step *st = &p->scenarios[0].steps[0];
+    const char *s;
+    size_t len;
+    assert_true(sq_tmpl_static(st->req.url, &s, &len));
+    assert_int_equal(len, 4);
+    assert_memory_equal(s, "/x'y", 4);
+    assert_int_equal(p->scenarios[0].exec.vus, 1); /* k6's defaults */
+    assert_int_equal(p->scenarios[0].exec.iterations, 1);
+    sq_plan_free(p);
+}
+
 /* Every plan under examples/ loads (they are documentation a user copies). */
 static void examples_load(void **state)
 {
@@ -662,7 +714,7 @@ int main(void)
         cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
         cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
         cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
-        cmocka_unit_test(examples_load),
+        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
