@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "engine/run.h"
 #include "http/decode.h"
+#include "http/h2.h"
 #include "http/request.h"
 #include "http/url.h"
 #include "net/dns.h"
@@ -63,7 +64,8 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
 }
 
 static const char usage[] =
-    "usage: squall URL [flags]          closed-loop HTTP/1.1 load test (http:// or https://)\n"
+    "usage: squall URL [flags]          closed-loop HTTP/1.1 (or --http2) load test (http://\n"
+    "                                   or https://)\n"
     "       squall target [flags]       the built-in test server (squall target --help)\n"
     "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
     "                                   report\n"
@@ -103,6 +105,9 @@ static const char usage[] =
     "      --resolve H:P:ADDR  use ADDR (IPv4, [IPv6], comma-separated) for host H port P\n"
     "      --connect-to H:P:H2:P2  connect to H2:P2 instead of H:P (Host header unchanged)\n"
     "      --dns-ttl D         resolve the host again every D during the run (default: once)\n"
+    "      --http2             HTTP/2: h2c with prior knowledge for http:// (RFC 9113 3.3)\n"
+    "      --streams N         with --http2: concurrent streams per connection (default 1);\n"
+    "                          VUs = connections x streams, each stream slot one VU\n"
     "      --no-compression    do not send Accept-Encoding (default: gzip, deflate, br, zstd;\n"
     "                          compressed bodies are decoded and counted either way)\n"
     "      --no-phases         do not record per-phase timings (blocked, connecting,\n"
@@ -180,6 +185,8 @@ struct quick_opts {
     double sample;
     bool no_phases;
     bool no_compression;
+    bool http2;
+    uint64_t streams;
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
     const char *resolve[16], *connect_to[16];
@@ -221,6 +228,8 @@ enum {
     OPT_RESOLVE,
     OPT_CONNECT_TO,
     OPT_DNS_TTL,
+    OPT_HTTP2,
+    OPT_STREAMS,
 };
 
 /* Parses a duration flag's value (a bare number is seconds); positive refuses zero. */
@@ -277,6 +286,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"resolve", required_argument, NULL, OPT_RESOLVE},
         {"connect-to", required_argument, NULL, OPT_CONNECT_TO},
         {"dns-ttl", required_argument, NULL, OPT_DNS_TTL},
+        {"http2", no_argument, NULL, OPT_HTTP2},
+        {"streams", required_argument, NULL, OPT_STREAMS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -435,6 +446,13 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             if ((rc = duration_flag(flag, optarg, true, &o->dns_ttl_ns)) != 0)
                 return rc;
             break;
+        case OPT_HTTP2:
+            o->http2 = true;
+            break;
+        case OPT_STREAMS:
+            if (sq_parse_u64(optarg, 1, 1000, 1, &o->streams) < 0)
+                return usage_error("%s: '%s' is not a stream count (1..1000)", flag, optarg);
+            break;
         case 'h':
             sq_cli_usage(stdout);
             return SQ_EXIT_DONE;
@@ -464,8 +482,15 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         return usage_error("--sample applies to --out ndjson=FILE%s%s", "", "");
     if (o->max_in_flight && !o->rate_set)
         return usage_error("--max-in-flight applies to the open loop (-r)%s%s", "", "");
-    if (o->max_in_flight && o->max_in_flight < o->connections)
-        return usage_error("--max-in-flight must be at least -c%s%s", "", "");
+    if (o->streams && !o->http2)
+        return usage_error("--streams applies to --http2%s%s", "", "");
+    if (!o->streams)
+        o->streams = 1;
+    if (o->connections * o->streams > 1000000)
+        return usage_error("-c x --streams: at most 1000000 VUs%s%s", "", "");
+    if (o->max_in_flight && o->max_in_flight < o->connections * o->streams)
+        return usage_error("--max-in-flight must be at least -c%s%s",
+                           o->streams > 1 ? " x --streams" : "", "");
     if (o->tls.min_version && o->tls.max_version &&
         sq_tls_version_parse(o->tls.min_version) > sq_tls_version_parse(o->tls.max_version))
         return usage_error("--tls-min %s is above --tls-max %s", o->tls.min_version,
@@ -479,7 +504,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
 static int build_exec(const struct quick_opts *o, struct sq_exec *e)
 {
     memset(e, 0, sizeof(*e));
-    e->vus = (uint32_t)o->connections;
+    e->vus = (uint32_t)(o->connections * o->streams); /* HTTP/2: one VU per stream slot */
     e->pacing_ns = o->pacing_ns;
     e->graceful_stop_ns = o->graceful_ns;
     const char *why = NULL;
@@ -532,6 +557,8 @@ int sq_cli_quick(int argc, char **argv)
     if (strcmp(url.scheme, "https") == 0) {
         char err[SQ_TLS_ERRLEN];
         o.tls.host = url.host;
+        if (o.http2)
+            o.tls.alpn = "h2"; /* required: a server that does not pick it fails the handshake */
         rc = sq_tls_client_new(&o.tls, &tls, err, sizeof(err));
         if (rc < 0) {
             sq_url_dispose(&url);
@@ -548,6 +575,7 @@ int sq_cli_quick(int argc, char **argv)
     FILE *jf = NULL, *hf = NULL;
     struct ticker tk = {0};
     struct sq_ndjson nd = {.scenario = "default"};
+    struct sq_h2_req h2req = {0};
 
     if (o.body_arg && o.body_arg[0] == '@') {
         rc = read_body_file(o.body_arg + 1, &body, &body_len);
@@ -562,8 +590,9 @@ int sq_cli_quick(int argc, char **argv)
             goto out;
         memcpy(body, o.body_arg, body_len + 1);
     }
-    /* Accept-Encoding is offered unless the user set one or turned compression off. */
-    const char *accept = o.no_compression ? NULL : sq_accept_encoding_default();
+    /* Accept-Encoding is offered unless the user set one or turned compression off. Over
+     * HTTP/2 bodies are framed only (not decoded yet): nothing is offered unless asked. */
+    const char *accept = o.no_compression || o.http2 ? NULL : sq_accept_encoding_default();
     for (size_t i = 0; i < o.nheaders; i++)
         if (strcasecmp(o.headers[i].name, "Accept-Encoding") == 0)
             accept = o.headers[i].value[0] ? o.headers[i].value : NULL;
@@ -579,6 +608,14 @@ int sq_cli_quick(int argc, char **argv)
         exit_code = usage_error("cannot build the request: %s%s", sq_strerror(rc), "");
         goto out;
     }
+    if (o.http2) {
+        rc = sq_h2_req_init(&h2req, o.method, url.scheme, url.authority, url.path, o.headers,
+                            o.nheaders, body, body_len);
+        if (rc < 0) {
+            exit_code = usage_error("cannot build the request: %s%s", sq_strerror(rc), "");
+            goto out;
+        }
+    }
 
     struct sq_run_config cfg = {
         .request = req,
@@ -589,6 +626,8 @@ int sq_cli_quick(int argc, char **argv)
         .stop = &stop_flag,
         .tls = tls,
         .phases = !o.no_phases,
+        .h2_request = o.http2 ? &h2req : NULL,
+        .streams = (uint32_t)o.streams,
     };
     rc = build_exec(&o, &cfg.exec);
     if (rc != 0) {
@@ -619,7 +658,7 @@ int sq_cli_quick(int argc, char **argv)
     }
 
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
-    uint64_t have = 0, need = (uint64_t)sq_exec_max_vus(&cfg.exec) + 64;
+    uint64_t have = 0, need = (uint64_t)sq_run_connections(&cfg, sq_exec_max_vus(&cfg.exec)) + 64;
     if (sq_raise_nofile(need, &have) < 0) {
         fprintf(stderr,
                 "squall: %llu connections need %llu open files but the limit is %llu; raise it "
@@ -701,6 +740,10 @@ int sq_cli_quick(int argc, char **argv)
         .connect_timeout_ns = cfg.connect_timeout_ns,
         .request_bytes = req_len,
         .accept_encoding = accept,
+        .protocol = !o.http2 ? "http/1.1"
+                    : tls    ? "h2"
+                             : "h2c",
+        .streams = o.http2 ? (uint32_t)o.streams : 0,
     };
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_json_doc(&info, &res);
@@ -737,6 +780,7 @@ out:
     if (nd.f)
         fclose(nd.f);
     sq_result_dispose(&res);
+    sq_h2_req_dispose(&h2req);
     free(req);
     free(body);
     sq_url_dispose(&url);

@@ -20,7 +20,7 @@
 #define MAX_THREADS 1024
 
 static const char target_usage[] =
-    "usage: squall target [flags]       the built-in HTTP/1.1 test server\n"
+    "usage: squall target [flags]       the built-in HTTP/1.1 and h2c test server\n"
     "\n"
     "      --host ADDR         address to listen on (default 127.0.0.1)\n"
     "  -p, --port N            port (default 8080; 0 picks a free one)\n"
@@ -198,6 +198,7 @@ int sq_cli_target(int argc, char **argv)
     struct sq_tls_server *ts = NULL;
     if (tls) {
         char err[SQ_TLS_ERRLEN];
+        topts.alpn = "h2,http/1.1"; /* h2 first: the server's preference (server/h2.h) */
         if (sq_tls_server_new(&topts, &ts, err, sizeof(err)) < 0) {
             fprintf(stderr, "squall target: tls: %s\n", err);
             return SQ_EXIT_USAGE;

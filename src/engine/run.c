@@ -501,10 +501,10 @@ static const struct sq_exec *scen_exec(const struct sq_run_config *cfg, uint32_t
     return cfg->scens ? &cfg->scens[i].exec : &cfg->exec;
 }
 
-/* Workers for one scenario: the run's threads, never more than its VUs. */
+/* Workers for one scenario: the run's threads, never more than its connections. */
 static uint32_t scen_workers(const struct sq_run_config *cfg, uint32_t i)
 {
-    uint32_t v = sq_exec_max_vus(scen_exec(cfg, i));
+    uint32_t v = sq_run_connections(cfg, sq_exec_max_vus(scen_exec(cfg, i)));
     return cfg->threads < v ? cfg->threads : v;
 }
 
@@ -556,7 +556,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         uint32_t sw = scen_workers(cfg, i);
         empty |= sw == 0;
         nw += sw;
-        conns += sq_exec_max_vus(scen_exec(cfg, i));
+        conns += sq_run_connections(cfg, sq_exec_max_vus(scen_exec(cfg, i)));
         if (sq_exec_is_open(scen_exec(cfg, i)))
             out->open = true;
     }

@@ -15,6 +15,7 @@
 #include "net/sock.h"
 
 struct sq_hist;
+struct sq_h2_req;
 struct sq_tls_client;
 
 /* Error kinds, counted per kind. Connect errors cost no request; the others fail one, except
@@ -143,7 +144,22 @@ struct sq_run_config {
      * NULL for the quick face, which runs exec with the static request above. */
     const struct sq_run_scen *scens;
     uint32_t nscens;
+    /* HTTP/2 (the quick face's --http2; not with scens): the request prepared once for nghttp2,
+     * NULL for HTTP/1.1. The executor's VUs are then stream slots: each connection carries
+     * `streams` of them (>= 1), so a run opens ceil(VUs / streams) connections
+     * (sq_run_connections). */
+    const struct sq_h2_req *h2_request;
+    uint32_t streams;
 };
+
+/* Connections a run opens for `vus` VUs: one each over HTTP/1.1, one per `streams` over
+ * HTTP/2. */
+static inline uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus)
+{
+    if (!cfg->h2_request || cfg->scens || cfg->streams <= 1)
+        return vus;
+    return (uint32_t)(((uint64_t)vus + cfg->streams - 1) / cfg->streams);
+}
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
 struct sq_counters {

@@ -40,13 +40,14 @@
 
 #include "base/clock.h"
 #include "engine/flow.h"
+#include "engine/h2drv.h"
 #include "http/decode.h"
 #include "http/h1.h"
 #include "http/sse.h"
 #include "loop/loop.h"
 #include "stats/hist.h"
 
-#define RBUF_SIZE         (64 * 1024)
+#define RBUF_SIZE         SQ_ENGINE_RBUF_SIZE
 #define SWEEP_NS          (100 * SQ_NS_PER_MS)
 #define RAMP_CHECK_NS     (10 * SQ_NS_PER_MS)
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
@@ -54,49 +55,6 @@
 
 /* One TLS read returns at most a record; a buffer this size leaves nothing inside OpenSSL. */
 _Static_assert(RBUF_SIZE >= SQ_TLS_RECORD_MAX, "the read buffer must hold a TLS record");
-
-enum conn_state {
-    CONN_CLOSED,
-    CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
-    CONN_CONNECTING, /* non-blocking connect in progress */
-    CONN_HANDSHAKE,  /* connected, TLS handshake in progress */
-    CONN_IDLE,       /* open, no request in flight */
-    CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
-    CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
-    CONN_THINK,      /* open, a flow's think step (plan runs) */
-};
-
-struct sq_engine__conn {
-    struct sq_io io; /* fd lives here */
-    struct sq_engine__worker *w;
-    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING, HANDSHAKE:
-                         when that phase started */
-    int64_t sent_ns;  /* ACTIVE: the actual send */
-    int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
-    int64_t tmo_ns;   /* ACTIVE: this request's timeout */
-    int64_t wdone_ns; /* ACTIVE: the request's last byte was written (0: not yet) */
-    int64_t fb_ns;    /* ACTIVE: the response's first byte arrived (0: not yet) */
-    int64_t connect_ns, tls_ns; /* how long this connection's setup took */
-    uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
-    const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
-    uint32_t req_len;
-    uint32_t woff;   /* bytes of the request written so far */
-    uint32_t local;  /* index in the worker: VU number, idle stack entry */
-    uint32_t global; /* global connection number, picks the address */
-    uint8_t state;
-    uint8_t backoff;
-    bool in_idle;           /* on the worker's idle stack (open model) */
-    bool fresh;             /* no request has completed on this connection yet */
-    struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
-    bool decoding;          /* the current response's body goes through dec */
-    bool streaming;         /* the current response is a text/event-stream */
-    struct sq_decoder *dec; /* created on the first compressed response */
-    struct sq_sse sse;
-    int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
-    struct sq_timer timer;  /* reconnect backoff, or pacing */
-    struct sq_h1_reader rd;
-    struct sq_tls_conn *tls; /* https, from the handshake on; NULL otherwise */
-};
 
 static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
 
@@ -127,7 +85,9 @@ static void publish(struct sq_engine__worker *w)
 /* Closes the socket and forgets any request in flight (the caller has accounted for it). */
 static void conn_close(struct sq_engine__conn *c)
 {
-    if (c->state >= CONN_CONNECTING) {
+    if (SQ_UNLIKELY(c->w->h2)) {
+        sq_engine__h2_vu_close(c); /* the VU's stream, if any; the connection is shared */
+    } else if (c->state >= CONN_CONNECTING) {
         sq_io_stop(c->w->loop, &c->io);
         if (c->tls) {
             sq_tls_conn_free(c->tls);
@@ -219,12 +179,17 @@ static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
     }
 }
 
-static void connect_failed(struct sq_engine__conn *c, int err)
+void sq_engine__connect_error(struct sq_engine__worker *w, int err)
 {
-    struct sq_engine__worker *w = c->w;
     w->c.errors[SQ_ERRK_CONNECT]++;
     __atomic_store_n(&w->live.last_connect_err, err, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
+}
+
+static void connect_failed(struct sq_engine__conn *c, int err)
+{
+    struct sq_engine__worker *w = c->w;
+    sq_engine__connect_error(w, err);
     conn_close(c);
     conn_backoff(c);
 }
@@ -287,15 +252,33 @@ static void tls_note(struct sq_engine__worker *w, const char *msg)
     __atomic_store_n(&w->live.tls_err_set, 1, __ATOMIC_RELEASE);
 }
 
+void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool count)
+{
+    if (count) {
+        w->c.errors[SQ_ERRK_TLS]++;
+        w->c.tls_handshake_errors++;
+        __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
+    }
+    tls_note(w, msg);
+}
+
+void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t)
+{
+    w->c.tls_handshakes++;
+    if (sq_tls_resumed(t))
+        w->c.tls_resumed++;
+    if (!w->tls_version) {
+        w->tls_version = sq_tls_version(t);
+        w->tls_cipher = sq_tls_cipher(t);
+        w->tls_alpn = sq_tls_alpn(t);
+    }
+}
+
 /* A TLS failure that costs no request (the handshake, or an alert on an idle connection):
  * counted, its message kept, the connection retried after a backoff like a failed connect. */
 static void tls_failed(struct sq_engine__conn *c, const char *msg)
 {
-    struct sq_engine__worker *w = c->w;
-    w->c.errors[SQ_ERRK_TLS]++;
-    w->c.tls_handshake_errors++;
-    tls_note(w, msg);
-    __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
+    sq_engine__tls_error(c->w, msg, true);
     conn_close(c);
     conn_backoff(c);
 }
@@ -329,14 +312,7 @@ static void tls_step(struct sq_engine__conn *c)
     int64_t now = sq_now_ns();
     c->tls_ns = now - c->since_ns;
     c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
-    w->c.tls_handshakes++;
-    if (sq_tls_resumed(c->tls))
-        w->c.tls_resumed++;
-    if (!w->tls_version) {
-        w->tls_version = sq_tls_version(c->tls);
-        w->tls_cipher = sq_tls_cipher(c->tls);
-        w->tls_alpn = sq_tls_alpn(c->tls);
-    }
+    sq_engine__tls_done(w, c->tls);
     w->c.conns_opened++;
     c->backoff = 0;
     if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
@@ -361,6 +337,10 @@ static void tls_begin(struct sq_engine__conn *c)
 static void conn_connect(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
+    if (SQ_UNLIKELY(w->h2)) {
+        sq_engine__h2_vu_connect(c);
+        return;
+    }
     const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
     struct sq_addr fresh;
     if (w->cfg->dns_ttl_ns > 0) {
@@ -426,6 +406,10 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     c->woff = 0;
     c->wdone_ns = 0;
     c->fb_ns = 0;
+    if (SQ_UNLIKELY(w->h2)) {
+        sq_engine__h2_vu_send(c); /* a stream on the VU's connection */
+        return;
+    }
     sq_h1_reader_start(&c->rd, head);
     conn_write(c);
 }
@@ -905,12 +889,15 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
         if (c->state == CONN_ACTIVE && now - c->sent_ns >= c->tmo_ns) {
             conn_fail(c, SQ_ERRK_TIMEOUT);
             conn_replace(c);
-        } else if (c->state == CONN_CONNECTING && now - c->since_ns >= cfg->connect_timeout_ns) {
+        } else if (c->state == CONN_CONNECTING && !w->h2 &&
+                   now - c->since_ns >= cfg->connect_timeout_ns) {
             connect_failed(c, -ETIMEDOUT);
         } else if (c->state == CONN_HANDSHAKE && now - c->since_ns >= cfg->connect_timeout_ns) {
             tls_failed(c, "handshake timed out");
         }
     }
+    if (w->h2)
+        sq_engine__h2_sweep(w, now); /* HTTP/2 connections time out their connects there */
     publish(w);
 }
 
@@ -1175,6 +1162,18 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     uint32_t first = pl->vu_base;
     for (uint32_t i = 0; i < si; i++)
         first += (uint32_t)sq_engine__share(sq_exec_max_vus(ex), n, i);
+    /* HTTP/2: whole connections per worker, `streams` VUs each */
+    bool h2 = cfg->h2_request && !sc;
+    uint32_t h2_conns = 0, h2_first = 0;
+    if (h2) {
+        uint32_t total = sq_run_connections(cfg, sq_exec_max_vus(ex));
+        uint32_t streams = cfg->streams ? cfg->streams : 1;
+        h2_conns = (uint32_t)sq_engine__share(total, n, si);
+        for (uint32_t i = 0; i < si; i++)
+            h2_first += (uint32_t)sq_engine__share(total, n, i);
+        w->nconns = h2_conns * streams;
+        first = pl->vu_base + h2_first * streams;
+    }
     w->first_vu = first;
     if (ex->kind == SQ_EXEC_SHARED_ITERATIONS)
         w->quota = sq_engine__share(ex->iterations, n, si);
@@ -1222,6 +1221,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if (rc < 0)
             return rc;
     }
+    if (h2 && (rc = sq_engine__h2_init(w, h2_conns, h2_first)) < 0)
+        return rc;
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
@@ -1241,6 +1242,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
 
 void sq_engine__worker_dispose(struct sq_engine__worker *w)
 {
+    sq_engine__h2_dispose(w);
     if (w->conns) {
         for (uint32_t i = 0; i < w->nconns; i++) {
             sq_h1_reader_dispose(&w->conns[i].rd);
@@ -1290,10 +1292,12 @@ void *sq_engine__worker_main(void *arg)
     }
     w->end_ns = sq_loop_update_now(w->loop);
     w->sending = false;
+    if (w->h2)
+        sq_engine__h2_close_all(w); /* HTTP/2 VUs hold no socket of their own */
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         sq_timer_stop(w->loop, &c->timer);
-        if (c->state >= CONN_CONNECTING) {
+        if (c->state >= CONN_CONNECTING && !w->h2) {
             sq_io_stop(w->loop, &c->io);
             sq_tls_conn_free(c->tls);
             c->tls = NULL;
@@ -1319,4 +1323,26 @@ void *sq_engine__worker_main(void *arg)
     publish(w);
     __atomic_store_n(&w->live.done, 1, __ATOMIC_RELEASE);
     return NULL;
+}
+
+/* ---- for engine/h2drv.c: the same steps, callable from the HTTP/2 driver ---- */
+
+void sq_engine__vu_next(struct sq_engine__conn *c, int64_t now)
+{
+    conn_next(c, now);
+}
+
+void sq_engine__vu_complete(struct sq_engine__conn *c, int64_t now)
+{
+    conn_complete(c, now);
+}
+
+void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k)
+{
+    conn_fail(c, k);
+}
+
+void sq_engine__vu_replace(struct sq_engine__conn *c)
+{
+    conn_replace(c);
 }

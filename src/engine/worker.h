@@ -8,6 +8,9 @@
 #include <stdint.h>
 
 #include "engine/run.h"
+#include "http/h1.h"
+#include "http/sse.h"
+#include "loop/loop.h"
 #include "net/tls.h"
 
 struct sq_loop;
@@ -15,6 +18,55 @@ struct sq_hist;
 struct sq_engine__conn;
 struct sq_flow;
 struct sq_flow_vu;
+struct sq_decoder;
+struct sq_engine__h2; /* engine/h2drv.c: a worker's HTTP/2 connections */
+
+/* One VU of a worker (worker.c). Over HTTP/1.1 it is also a connection: io, reader and all.
+ * Over HTTP/2 (w->h2) it is one stream slot of a shared connection that h2drv.c owns: io stays
+ * unused (fd -1), the state says where the VU is, and rd carries the finished response's status
+ * and sizes so the accounting is the same code. */
+enum conn_state {
+    CONN_CLOSED,
+    CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
+    CONN_CONNECTING, /* non-blocking connect in progress */
+    CONN_HANDSHAKE,  /* connected, TLS handshake in progress */
+    CONN_IDLE,       /* open, no request in flight */
+    CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
+    CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
+    CONN_THINK,      /* open, a flow's think step (plan runs) */
+};
+
+struct sq_engine__conn {
+    struct sq_io io; /* fd lives here */
+    struct sq_engine__worker *w;
+    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING, HANDSHAKE:
+                         when that phase started */
+    int64_t sent_ns;  /* ACTIVE: the actual send */
+    int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
+    int64_t tmo_ns;   /* ACTIVE: this request's timeout */
+    int64_t wdone_ns; /* ACTIVE: the request's last byte was written (0: not yet) */
+    int64_t fb_ns;    /* ACTIVE: the response's first byte arrived (0: not yet) */
+    int64_t connect_ns, tls_ns; /* how long this connection's setup took */
+    uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
+    const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
+    uint32_t req_len;
+    uint32_t woff;   /* bytes of the request written so far */
+    uint32_t local;  /* index in the worker: VU number, idle stack entry */
+    uint32_t global; /* global connection number, picks the address */
+    uint8_t state;
+    uint8_t backoff;
+    bool in_idle;           /* on the worker's idle stack (open model) */
+    bool fresh;             /* no request has completed on this connection yet */
+    struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
+    bool decoding;          /* the current response's body goes through dec */
+    bool streaming;         /* the current response is a text/event-stream */
+    struct sq_decoder *dec; /* created on the first compressed response */
+    struct sq_sse sse;
+    int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
+    struct sq_timer timer;  /* reconnect backoff, or pacing */
+    struct sq_h1_reader rd;
+    struct sq_tls_conn *tls; /* https, from the handshake on; NULL otherwise */
+};
 
 /* What a worker publishes for the run's watchdog: written by the worker with relaxed atomic
  * stores at each sweep (10 per second), read by the main thread with relaxed loads. */
@@ -128,6 +180,7 @@ struct sq_engine__worker {
     struct sq_tls_sessions tls_cache; /* the latest sessions, offered by the next connects */
     const char *tls_version, *tls_cipher, *tls_alpn; /* of the first handshake */
     char tls_err[SQ_TLS_ERRLEN]; /* the first TLS error (written once, then live.tls_err_set) */
+    struct sq_engine__h2 *h2;    /* HTTP/2 runs (cfg->h2_request): the connections; else NULL */
 };
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
@@ -150,6 +203,25 @@ void sq_engine__steps_free(struct sq_step_stats *s, size_t n);
  * needed. */
 void sq_engine__steps_merge_one(struct sq_step_stats *d, const struct sq_step_stats *s,
                                 size_t nchecks);
+
+#define SQ_ENGINE_RBUF_SIZE (64 * 1024) /* a worker's read buffer (w->rbuf) */
+
+/* For engine/h2drv.c: the per-VU steps of worker.c, the same code HTTP/1.1 runs. */
+/* What an open, idle VU does next (send, pace, park, or wait for an arrival). */
+void sq_engine__vu_next(struct sq_engine__conn *c, int64_t now);
+/* The VU's request completed (status and sizes in c->rd): latency, status, bytes, sample. */
+void sq_engine__vu_complete(struct sq_engine__conn *c, int64_t now);
+/* The VU's request failed with kind k; the VU is closed (sq_engine__h2_vu_close). */
+void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k);
+/* The VU asks for a connection again, unless the worker is winding down. */
+void sq_engine__vu_replace(struct sq_engine__conn *c);
+/* A connect attempt failed with err: counted once, published for the watchdog. */
+void sq_engine__connect_error(struct sq_engine__worker *w, int err);
+/* A TLS failure: its message kept for the summary (the first one); with count, also counted as
+ * one `tls` error that cost no request (a handshake, or an alert on an idle connection). */
+void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool count);
+/* A handshake completed: counted (resumed too); the first one's version, cipher and ALPN kept. */
+void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t);
 
 /* Shares of total over n parts that always add up to total: the first total % n get one more. */
 static inline uint64_t sq_engine__share(uint64_t total, uint32_t n, uint32_t i)

@@ -147,6 +147,11 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
                   jdur_s(info->connect_timeout_ns), "request_bytes",
                   (json_int_t)info->request_bytes, "executor", executor(ex));
 
+    if (config && info->protocol)
+        json_object_set_new(config, "protocol", json_string(info->protocol));
+    if (config && info->streams)
+        json_object_set_new(config, "streams", json_integer((json_int_t)info->streams));
+
     json_t *requests =
         json_pack("{s:I, s:I, s:I, s:I, s:I}", "sent", (json_int_t)r->c.sent, "completed",
                   (json_int_t)r->c.completed, "failed", (json_int_t)r->c.failed, "in_flight",

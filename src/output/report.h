@@ -28,6 +28,8 @@ struct sq_report_info {
     int64_t timeout_ns, connect_timeout_ns;
     size_t request_bytes;        /* size of one serialised request */
     const char *accept_encoding; /* what the requests offered (NULL: --no-compression) */
+    const char *protocol;        /* "http/1.1" or "h2c" (--http2); NULL: not said */
+    uint32_t streams;            /* HTTP/2: streams per connection; 0: not HTTP/2 */
 };
 
 /* Latency figures derived once from the merged histogram, in µs. */

@@ -78,6 +78,12 @@ static void header(FILE *f, const json_t *doc, bool open)
     if (sq_report__num(doc, "config.connections", &v))
         fprintf(f, " · %s connection%s", sq_fmt_group(sq_report__count(v), g1, sizeof(g1)),
                 v == 1 ? "" : "s");
+    const char *proto = sq_report__str(doc, "config.protocol", NULL);
+    if (proto && strcmp(proto, "http/1.1") != 0) {
+        fprintf(f, " · %s", proto);
+        if (sq_report__num(doc, "config.streams", &v))
+            fprintf(f, " × %.0f stream%s", v, v == 1 ? "" : "s");
+    }
     if (open && sq_report__num(ex, "max_in_flight", &v))
         fprintf(f, " (max in flight %s)", sq_fmt_group(sq_report__count(v), g1, sizeof(g1)));
     if (sq_report__num(ex, "pacing_s", &v) && v > 0)
@@ -149,10 +155,13 @@ static void bodies(FILE *f, const json_t *doc)
     char d0[D], d1[D], g1[32], g2[32];
     if (json_is_object(b)) {
         bool on = json_is_true(json_object_get(b, "compression"));
+        bool h2 = strncmp(sq_report__str(doc, "config.protocol", ""), "h2", 2) == 0;
         fprintf(f, "%-12s %s on the wire · %s decoded · compression %s", "Bodies",
                 sq_fmt_bytes(sq_report__numd(b, "wire_bytes", 0), d0, D),
                 sq_fmt_bytes(sq_report__numd(b, "decoded_bytes", 0), d1, D),
-                on ? "offered" : "off (--no-compression)");
+                on   ? "offered"
+                : h2 ? "not offered (HTTP/2 bodies are not decoded yet)"
+                     : "off (--no-compression)");
         if (sq_report__numd(b, "compressed_responses", 0) > 0)
             fprintf(f, " · %s responses decoded", g(b, "compressed_responses", g1));
         if (sq_report__numd(b, "undecodable_responses", 0) > 0)

@@ -55,6 +55,7 @@
 #include "loop/loop.h"
 #include "net/sock.h"
 #include "net/tls.h"
+#include "server/h2.h"
 
 #define RBUF_SIZE   (64 * 1024)
 #define OB_INIT     (64 * 1024)
@@ -109,6 +110,8 @@ enum {
     F_LINGER = 8,       /* write side shut; draining input until EOF or c->timer */
     F_FAIL = 16,        /* out of memory while answering: close without lingering */
     F_HS = 32,          /* TLS handshake in progress */
+    F_H2 = 64,          /* HTTP/2: c->h2 holds the session (server/h2.h) */
+    F_SERVED = 128,     /* answered a request: the HTTP/2 preface can no longer come */
 };
 
 /* parked response: HEAD, Connection header, rendered bytes held in d_held, a stream in d_stream */
@@ -131,7 +134,10 @@ struct conn {
     };
     struct outq *out;
     struct sq_timer timer; /* parked response or lingering close */
-    const char *d_ctype;   /* the parked response */
+    union {
+        const char *d_ctype;      /* the parked response */
+        struct sq_server__h2 *h2; /* F_H2: the HTTP/2 session (never parked) */
+    };
     union {
         const char *d_body;
         struct outq *d_held;     /* DF_HELD: the rendered response, sent when the timer fires */
@@ -165,6 +171,7 @@ struct slab {
 /* Written by the owning worker only (relaxed stores), read by anyone (relaxed loads). */
 struct counters {
     _Atomic uint64_t accepted, requests, bad_req, too_large, head_big, tls_ok, tls_failed;
+    _Atomic uint64_t h2_conns, h2_streams;
 };
 
 struct view {
@@ -210,6 +217,7 @@ struct sq_server {
 };
 
 static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct rx *st);
+static bool out_append(struct conn *c, const char *p, size_t n);
 static void resume(struct worker *w, struct conn *c);
 
 /* ---- small helpers ---- */
@@ -566,6 +574,10 @@ static void conn_close(struct worker *w, struct conn *c)
 {
     sq_timer_stop(w->loop, &c->timer);
     drop_held(c);
+    if (SQ_UNLIKELY(c->flags & F_H2)) {
+        sq_server__h2_free(c->h2);
+        c->h2 = NULL;
+    }
     sq_io_stop(w->loop, &c->io);
     if (c->tls) {
         sq_tls_conn_free(c->tls);
@@ -928,6 +940,7 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
     struct sq_server_resp r = {0};
     s->handler(s->ud, &req, &r);
     BUMP(w->cnt.requests);
+    c->flags |= F_SERVED;
 
     bool close_after = r.close || !req.keep_alive;
     if (r.stream && r.stream_count && req.minor_version == 0)
@@ -993,6 +1006,16 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
             break;
         }
         if (hl < 0) {
+            /* "PRI * HTTP/2.0" is no HTTP/1.x request line: only here, off the hot path, is
+             * the HTTP/2 preface looked for (at the start of a fresh connection) */
+            if (off == 0 && !(c->flags & F_SERVED)) {
+                size_t k = n < SQ_SERVER_H2_PREFACE_LEN ? n : SQ_SERVER_H2_PREFACE_LEN;
+                if (memcmp(p, SQ_SERVER_H2_PREFACE, k) == 0) {
+                    if (k == SQ_SERVER_H2_PREFACE_LEN)
+                        c->flags |= F_H2; /* pump() switches the connection */
+                    break;                /* else a partial preface: wait for the rest */
+                }
+            }
             error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400);
             break;
         }
@@ -1058,6 +1081,10 @@ static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct
         st = &fresh;
     size_t keep;
     size_t used = serve(w, c, buf, len, st, &keep);
+    if (SQ_UNLIKELY(c->flags & F_H2)) {
+        sq_server__h2_begin(c, buf + used, len - used); /* used is 0: nothing was answered */
+        return;
+    }
     if ((w->olen || w->fill.fill_left) && batch_flush(w, c) < 0)
         c->flags |= F_FAIL;
     if (c->flags & F_FAIL) {
@@ -1145,6 +1172,10 @@ static void handshake(struct worker *w, struct conn *c)
     }
     BUMP(w->cnt.tls_ok);
     c->flags &= (uint8_t)~F_HS;
+    if (strcmp(sq_tls_alpn(c->tls), "h2") == 0) {
+        sq_server__h2_begin(c, NULL, 0); /* HTTP/2 from the first byte after the handshake */
+        return;
+    }
     conn_events(w, c);
 }
 
@@ -1209,17 +1240,144 @@ static void on_writable(struct worker *w, struct conn *c)
         resume(w, c);
 }
 
+/* ---- HTTP/2 connections (the protocol is in h2.c; the bytes move here) ---- */
+
+/* After input or a timer: pull the session's output, send it, then set c's events, or close c
+ * when the session is done or failed. */
+static void h2_settle(struct worker *w, struct conn *c)
+{
+    int rc = c->out ? 1 : sq_server__h2_send(c->h2);
+    if (rc >= 0 && (w->olen || w->fill.fill_left)) {
+        int f = batch_flush(w, c);
+        if (f < 0)
+            rc = f;
+    }
+    w->olen = 0;
+    if (rc < 0 || (!c->out && sq_server__h2_done(c->h2))) {
+        conn_close(w, c);
+        return;
+    }
+    conn_events(w, c);
+}
+
+/* A session that failed: send what it queued (a GOAWAY), if the socket takes it, and close. */
+static void h2_fail(struct worker *w, struct conn *c)
+{
+    if (!c->out && sq_server__h2_send(c->h2) >= 0 && w->olen) {
+        struct view v = {.p = w->ob, .len = w->olen};
+        (void)view_send(c, &v);
+    }
+    w->olen = 0;
+    conn_close(w, c);
+}
+
+static void h2_event(struct worker *w, struct conn *c)
+{
+    if (c->out) {
+        struct outq *q = c->out;
+        struct view v = {q->data + q->off, q->len - q->off, q->fill,
+                         q->fill_len,      q->fill_off,     q->fill_left};
+        int rc = view_send(c, &v);
+        if (rc == -EAGAIN) {
+            q->off = q->len - v.len;
+            q->fill_off = v.fill_off;
+            q->fill_left = v.fill_left;
+            return;
+        }
+        free(q);
+        c->out = NULL;
+        if (rc < 0) {
+            conn_close(w, c);
+            return;
+        }
+    } else {
+        ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n <= 0) {
+            conn_close(w, c);
+            return;
+        }
+        for (;;) {
+            if (sq_server__h2_feed(c->h2, w->rbuf, (size_t)n) < 0) {
+                h2_fail(w, c);
+                return;
+            }
+            /* TLS: decrypted bytes OpenSSL still holds would wake no poll */
+            if (!c->tls || sq_tls_pending(c->tls) == 0 ||
+                (n = conn_recv(c, w->rbuf, RBUF_SIZE)) <= 0)
+                break;
+        }
+    }
+    h2_settle(w, c);
+}
+
+void sq_server__h2_begin(struct conn *c, const char *initial, size_t len)
+{
+    struct worker *w = c->w;
+    struct sq_server__h2 *h;
+    c->flags = (uint8_t)((c->flags | F_H2) & ~(F_DEFER | F_CLOSE | F_LINGER_AFTER));
+    c->h2 = NULL;
+    if (sq_server__h2_new(c, w->loop, &h) < 0) {
+        conn_close(w, c);
+        return;
+    }
+    c->h2 = h;
+    BUMP(w->cnt.h2_conns);
+    int rc = sq_server__h2_feed(h, initial, len);
+    drop_input(c); /* initial may have been c->in: the session has taken what it needs */
+    if (rc < 0)
+        h2_fail(w, c);
+    else
+        h2_settle(w, c);
+}
+
+int sq_server__h2_out(struct conn *c, const uint8_t *p, size_t n)
+{
+    struct worker *w = c->w;
+    if (c->out)
+        return out_append(c, (const char *)p, n) ? 1 : -ENOMEM;
+    if (!ob_reserve(w, n))
+        return -ENOMEM;
+    memcpy(w->ob + w->olen, p, n);
+    w->olen += n;
+    if (w->olen < OB_SOFT)
+        return 0;
+    return batch_flush(w, c); /* 1: blocked, the rest is in c->out */
+}
+
+void sq_server__h2_dispatch(struct conn *c, struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    struct worker *w = c->w;
+    struct sq_server *s = w->srv;
+    req->worker = w->idx;
+    req->server = s;
+    req->arrival_ns = w->stamp ? sq_now_ns() : 0;
+    s->handler(s->ud, req, resp);
+    BUMP(w->cnt.requests);
+    BUMP(w->cnt.h2_streams);
+}
+
+void sq_server__h2_kick(struct conn *c)
+{
+    if (c->out)
+        return; /* EPOLLOUT is registered: the rest follows when the socket drains */
+    h2_settle(c->w, c);
+}
+
 static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 {
     SQ_UNUSED(loop);
     SQ_UNUSED(rev);
     struct conn *c = SQ_CONTAINER_OF(io, struct conn, io);
     struct worker *w = c->w;
-    if (SQ_UNLIKELY(c->flags & (F_LINGER | F_HS))) {
+    if (SQ_UNLIKELY(c->flags & (F_LINGER | F_HS | F_H2))) {
         if (c->flags & F_LINGER)
             linger_drain(w, c);
-        else
+        else if (c->flags & F_HS)
             handshake(w, c);
+        else
+            h2_event(w, c);
     } else if (c->out)
         on_writable(w, c);
     else if (SQ_UNLIKELY(c->flags & F_DEFER))
@@ -1431,6 +1589,11 @@ static void worker_close_all(struct worker *w)
             if (c->io.fd < 0)
                 continue;
             drop_held(c);
+            if (c->flags & F_H2) {
+                sq_server__h2_free(c->h2);
+                c->h2 = NULL;
+                c->flags = 0;
+            }
             sq_tls_conn_free(c->tls);
             c->tls = NULL;
             close(c->io.fd);
@@ -1661,5 +1824,7 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
         out->head_big += atomic_load_explicit(&c->head_big, memory_order_relaxed);
         out->tls_ok += atomic_load_explicit(&c->tls_ok, memory_order_relaxed);
         out->tls_failed += atomic_load_explicit(&c->tls_failed, memory_order_relaxed);
+        out->h2_conns += atomic_load_explicit(&c->h2_conns, memory_order_relaxed);
+        out->h2_streams += atomic_load_explicit(&c->h2_streams, memory_order_relaxed);
     }
 }

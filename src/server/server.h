@@ -6,6 +6,10 @@
  * (pipelining included). The server itself answers malformed input (400), oversized heads or too
  * many headers (431) and oversized bodies (413), counts them and closes the connection after.
  *
+ * HTTP/2: a connection that opens with the HTTP/2 client preface (h2c, prior knowledge) is
+ * served by an nghttp2 session instead (server/h2.h); the same handler answers each stream, with
+ * req->h2 set. sq_server__h2_begin() switches a connection after TLS ALPN picked "h2".
+ *
  * Threads: sq_server_start() spawns the workers; the handler runs on a worker thread and may only
  * touch that worker's state (req->worker says which). sq_server_stop() is async-signal-safe.
  */
@@ -34,7 +38,8 @@ struct sq_server_req {
     size_t method_len;
     const char *path; /* the request-target as sent (query included) */
     size_t path_len;
-    int minor_version;                  /* HTTP/1.<minor> */
+    int minor_version;                  /* HTTP/1.<minor>; 0 for HTTP/2 */
+    bool h2;                            /* the request came over HTTP/2 (a stream) */
     const struct sq_h1_header *headers; /* spans into the server's buffers */
     size_t num_headers;
     const char *body; /* decoded (de-chunked) body, or NULL when empty */
@@ -122,6 +127,8 @@ struct sq_server_counts {
     uint64_t too_large;          /* 413: body over SQ_SERVER_MAX_BODY */
     uint64_t head_big;           /* 431: head over SQ_SERVER_MAX_HEAD or too many headers */
     uint64_t tls_ok, tls_failed; /* TLS handshakes completed / failed (closed) */
+    uint64_t h2_conns;           /* connections switched to HTTP/2 (h2c preface or ALPN "h2") */
+    uint64_t h2_streams; /* HTTP/2 requests (streams) handed to the handler; in requests too */
 };
 
 /* Binds every listener, then starts the worker threads. Returns 0, -errno (bind, listen, thread

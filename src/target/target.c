@@ -570,6 +570,7 @@ struct sq_target {
     int64_t start_ns;
     int64_t stall_ns, stall_period_ns; /* 0: no stall */
     _Atomic int64_t reset_ns;
+    _Atomic uint64_t h2_base[2]; /* h2 connections and streams at the last reset */
 };
 
 static char *scratch_get(struct scratch *s, size_t need)
@@ -673,6 +674,10 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
     uint64_t total = 0;
     for (int i = 0; i < SQ_TARGET_EP__COUNT; i++)
         total += v[i];
+    struct sq_server_counts sc;
+    sq_server_counts(req->server, &sc);
+    uint64_t h2c = sub0(sc.h2_conns, atomic_load_explicit(&t->h2_base[0], memory_order_relaxed));
+    uint64_t h2s = sub0(sc.h2_streams, atomic_load_explicit(&t->h2_base[1], memory_order_relaxed));
     struct sq_target_gaps g;
     uint64_t dropped;
     char *o = scratch_get(&t->scr[req->worker], STATS_CAP);
@@ -694,14 +699,16 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         "\"threads\":%d,\"uptime_s\":%.3f,\"since_reset_s\":%.3f,"
         "\"arrivals\":{\"count\":%llu,\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
         "\"max\":%.3f,\"mean\":%.3f}},\"arrivals_dropped\":%llu,"
-        "\"auth\":{\"logins\":%llu,\"items_ok\":%llu,\"items_unauthorized\":%llu}",
+        "\"auth\":{\"logins\":%llu,\"items_ok\":%llu,\"items_unauthorized\":%llu},"
+        "\"h2\":{\"connections\":%llu,\"streams\":%llu}",
         (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
         (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_ACCEPTED],
         t->threads, (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9,
         (unsigned long long)g.count, g.p50_us, g.p90_us, g.p99_us, g.max_us, g.mean_us,
         (unsigned long long)dropped, (unsigned long long)v[SQ_TARGET_C_LOGINS],
         (unsigned long long)v[SQ_TARGET_C_ITEMS_OK],
-        (unsigned long long)v[SQ_TARGET_C_ITEMS_UNAUTH]);
+        (unsigned long long)v[SQ_TARGET_C_ITEMS_UNAUTH], (unsigned long long)h2c,
+        (unsigned long long)h2s);
     if (t->stall_ns) {
         len += (size_t)snprintf(o + len, cap - len, ",\"stall\":{\"duration_ms\":");
         len += (size_t)put_ms(o + len, cap - len, t->stall_ns);
@@ -749,8 +756,9 @@ static void answer_echo(struct sq_target *t, const struct sq_server_req *req,
     put_lit(o, &len, ",\"path\":");
     put_json_str(o, &len, req->path, req->path_len);
     put_lit(o, &len,
-            req->minor_version == 0 ? ",\"version\":\"HTTP/1.0\",\"headers\":["
-                                    : ",\"version\":\"HTTP/1.1\",\"headers\":[");
+            req->h2                   ? ",\"version\":\"HTTP/2\",\"headers\":["
+            : req->minor_version == 0 ? ",\"version\":\"HTTP/1.0\",\"headers\":["
+                                      : ",\"version\":\"HTTP/1.1\",\"headers\":[");
     for (size_t i = 0; i < req->num_headers; i++) {
         const struct sq_h1_header *h = &req->headers[i];
         put_lit(o, &len, i ? ",[" : "[");
@@ -844,6 +852,10 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
             uint64_t extra[4];
             server_extra(req->server, extra);
             sq_target_counters_reset(t->cnt, extra);
+            struct sq_server_counts sc;
+            sq_server_counts(req->server, &sc);
+            atomic_store_explicit(&t->h2_base[0], sc.h2_conns, memory_order_relaxed);
+            atomic_store_explicit(&t->h2_base[1], sc.h2_streams, memory_order_relaxed);
             arrivals_reset(t);
             atomic_store_explicit(&t->reset_ns, sq_now_ns(), memory_order_relaxed);
             resp->content_type = "application/json";

@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "engine/run.h"
+#include "http/h2.h"
 #include "http/request.h"
 #include "net/sock.h"
 #include "stats/hist.h"
@@ -265,6 +266,82 @@ static void paced_vus_keep_cadence(void **state)
     free(req);
 }
 
+/* ---- HTTP/2: VUs are stream slots on shared connections (engine/h2drv.c) ---- */
+
+static uint64_t h2_allocs_for(uint64_t requests, uint32_t threads)
+{
+    struct sq_run_config cfg;
+    char *req;
+    config(&cfg, &req, "/fast");
+    struct sq_h2_req h2;
+    assert_int_equal(sq_h2_req_init(&h2, "GET", "http", "127.0.0.1", "/fast", NULL, 0, NULL, 0), 0);
+    cfg.h2_request = &h2;
+    cfg.streams = 4;
+    cfg.threads = threads;
+    iterations(&cfg, requests); /* 8 VUs: 2 connections of 4 streams */
+    struct sq_result res;
+    const char *why;
+    uint64_t before = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED);
+    assert_int_equal(sq_run(&cfg, &res, &why), 0);
+    uint64_t used = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED) - before;
+    assert_int_equal(res.c.completed, requests);
+    assert_int_equal(res.c.sent, requests);
+    assert_int_equal(res.c.failed, 0);
+    assert_int_equal(res.in_flight, 0);
+    assert_int_equal(res.c.status[2], requests);
+    assert_int_equal(sq_hist_total(res.latency), (int64_t)requests);
+    assert_int_equal(res.c.body_bytes, requests * 11);
+    assert_int_equal(res.c.conns_opened, 2);
+    assert_int_equal(res.connections, 2);
+    assert_int_equal(res.threads, threads < 2 ? threads : 2); /* capped at the connections */
+    sq_result_dispose(&res);
+    sq_h2_req_dispose(&h2);
+    free(req);
+    return used;
+}
+
+static void h2_streams_share_connections(void **state)
+{
+    (void)state;
+    h2_allocs_for(100, 2); /* two workers, one connection each */
+    h2_allocs_for(100, 8); /* threads capped at the connections: still 2 */
+    uint64_t small = h2_allocs_for(200, 1);
+    uint64_t large = h2_allocs_for(20200, 1);
+    double per = (double)(large - small) / 20000;
+    printf("HTTP/2: %.2f allocations per request (all nghttp2's)\n", per);
+    /* nghttp2's: the stream, its HEADERS item, the nv copy, and the literal content-length
+     * value the target's HPACK never indexes (test_h2.c counts nghttp2's alone: the same 4) */
+    assert_true(per <= 4.05);
+}
+
+static void h2_timed_run_accounts(void **state)
+{
+    (void)state;
+    struct sq_run_config cfg;
+    char *req;
+    config(&cfg, &req, "/delay/20");
+    struct sq_h2_req h2;
+    assert_int_equal(sq_h2_req_init(&h2, "GET", "http", "127.0.0.1", "/delay/20", NULL, 0, NULL, 0),
+                     0);
+    cfg.h2_request = &h2;
+    cfg.streams = 8;
+    cfg.exec.vus = 16;
+    cfg.exec.kind = SQ_EXEC_CONSTANT_VUS;
+    cfg.exec.duration_ns = 300 * SQ_NS_PER_MS;
+    prepare(&cfg);
+    struct sq_result res;
+    const char *why;
+    assert_int_equal(sq_run(&cfg, &res, &why), 0);
+    assert_int_equal(res.c.sent, res.c.completed + res.c.failed + res.in_flight);
+    /* 16 concurrent 20 ms requests for 300 ms: about 240, far more than 2 at a time would do */
+    assert_true(res.c.completed >= 120);
+    assert_true(res.in_flight <= 16);
+    assert_int_equal(res.c.conns_opened, 2);
+    sq_result_dispose(&res);
+    sq_h2_req_dispose(&h2);
+    free(req);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +351,8 @@ int main(void)
         cmocka_unit_test(worker_count_capped_by_connections),
         cmocka_unit_test(per_vu_iterations),
         cmocka_unit_test(paced_vus_keep_cadence),
+        cmocka_unit_test(h2_streams_share_connections),
+        cmocka_unit_test(h2_timed_run_accounts),
     };
     return cmocka_run_group_tests(tests, start_target, stop_target);
 }
