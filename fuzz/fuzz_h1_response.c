@@ -3,7 +3,9 @@
  * Input: byte 0 = flags (bit 0: HEAD request, bit 1: small limits), byte 1 = split seed, then
  * the byte stream a server would send. Checks: no over-read (every buffer is an exact-size
  * heap copy under ASan), spans inside the input, and that the reader gives the same responses
- * whether the stream arrives whole or in random pieces.
+ * whether the stream arrives whole or in random pieces: status, keep-alive, body and head sizes,
+ * Content-Encoding and event-stream, and the head callback's bytes (once per final response,
+ * before its body, one whole head that parses to its own length).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,9 +22,35 @@ struct outcome {
     bool ka[MAX_RESP];
     uint64_t body[MAX_RESP];
     uint32_t head[MAX_RESP];
+    uint8_t ce[MAX_RESP];
+    bool es[MAX_RESP];
+    uint32_t cb_len[MAX_RESP]; /* the head callback's length, and a hash of its bytes */
+    uint32_t cb_hash[MAX_RESP];
     int err;
     bool by_eof;
+    /* the response in progress */
+    int calls;
+    uint32_t len, hash;
+    const struct sq_h1_reader *r;
+    const struct sq_h1_limits *lim;
 };
+
+static int on_head(void *ud, const char *head, size_t len)
+{
+    struct outcome *o = ud;
+    if (o->calls++ || o->r->body.bytes != 0)
+        abort(); /* once per final response, before any body byte */
+    struct sq_h1_response h = {0};
+    if (sq_h1_parse_response_head(head, len, o->lim, &h) != (int)len || h.status != o->r->status ||
+        h.content_encoding != o->r->content_encoding || h.event_stream != o->r->event_stream)
+        abort();
+    uint32_t x = 2166136261u;
+    for (size_t i = 0; i < len; i++)
+        x = (x ^ (unsigned char)head[i]) * 16777619u;
+    o->len = (uint32_t)len;
+    o->hash = x;
+    return 0;
+}
 
 static uint32_t next_rand(uint32_t *s)
 {
@@ -40,7 +68,14 @@ static void record(struct outcome *o, const struct sq_h1_reader *r)
         o->ka[o->n] = r->keep_alive;
         o->body[o->n] = r->body.bytes;
         o->head[o->n] = r->head_bytes;
+        o->ce[o->n] = r->content_encoding;
+        o->es[o->n] = r->event_stream;
+        o->cb_len[o->n] = o->len;
+        o->cb_hash[o->n] = o->hash;
     }
+    if (o->calls != 1 || o->len > r->head_bytes)
+        abort();
+    o->calls = 0;
     o->n++;
 }
 
@@ -50,7 +85,10 @@ static void run(const char *in, size_t len, bool head_req, const struct sq_h1_li
 {
     struct sq_h1_reader r;
     memset(o, 0, sizeof(*o));
+    o->r = &r;
+    o->lim = lim;
     sq_h1_reader_init(&r, lim);
+    sq_h1_reader_on_head(&r, on_head, o);
     sq_h1_reader_start(&r, head_req);
     size_t off = 0;
     bool stop = false;
@@ -169,7 +207,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     for (int i = 0; i < a.n && i < MAX_RESP; i++)
         if (a.status[i] != b.status[i] || a.ka[i] != b.ka[i] || a.body[i] != b.body[i] ||
-            a.head[i] != b.head[i])
+            a.head[i] != b.head[i] || a.ce[i] != b.ce[i] || a.es[i] != b.es[i] ||
+            a.cb_len[i] != b.cb_len[i] || a.cb_hash[i] != b.cb_hash[i])
             abort();
     free(in);
     return 0;

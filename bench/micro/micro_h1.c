@@ -2,9 +2,13 @@
  *
  * Cases: a small 200 with Content-Length, fed whole; the same with its head split across two
  * reads (the spill path); a 16 KiB chunked response (16 chunks of 1 KiB), fed whole; and the
- * bare head parser on the small response. Each figure is the median of REPS repetitions.
+ * bare head parser on the small response. Then a small 200 that also carries Content-Encoding
+ * and Content-Type: text/event-stream (the fields the reader interprets for decoding and SSE),
+ * and the small 200 with a head callback set (a no-op one: the cost of the call itself). Each
+ * figure is the median of REPS repetitions.
  * Usage: micro_h1 [reps]
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +27,23 @@ static const char small[] = "HTTP/1.1 200 OK\r\n"
                             "\r\n"
                             "Hello, World!";
 
+static const char coded[] = "HTTP/1.1 200 OK\r\n"
+                            "Server: squall-target\r\n"
+                            "Date: Mon, 01 Jan 2024 00:00:00 GMT\r\n"
+                            "Content-Type: text/event-stream; charset=utf-8\r\n"
+                            "Content-Encoding: gzip\r\n"
+                            "Content-Length: 13\r\n"
+                            "\r\n"
+                            "Hello, World!";
+
 static volatile uint64_t sink;
+
+static int on_head(void *ud, const char *head, size_t len)
+{
+    (void)ud;
+    sink += len + (uint64_t)(unsigned char)head[0];
+    return 0;
+}
 
 static void die(const char *what, int rc)
 {
@@ -50,10 +70,12 @@ static void read_one(struct sq_h1_reader *r, const char *buf, size_t len, size_t
     sink += r->body.bytes;
 }
 
-static double bench_reader(const char *buf, size_t len, size_t split, long iters)
+static double bench_reader(const char *buf, size_t len, size_t split, long iters, bool head_cb)
 {
     struct sq_h1_reader r;
     sq_h1_reader_init(&r, NULL);
+    if (head_cb)
+        sq_h1_reader_on_head(&r, on_head, NULL);
     read_one(&r, buf, len, split); /* warm: allocates the spill buffer once when split */
     int64_t t0 = sq_now_ns();
     for (long i = 0; i < iters; i++)
@@ -101,7 +123,7 @@ static char *make_chunked(size_t *len)
 
 struct bcase {
     const char *name;
-    int kind; /* 0 reader, 1 head only */
+    int kind; /* 0 reader, 1 head only, 2 reader with a head callback */
     const char *buf;
     size_t len, split;
     long iters;
@@ -120,6 +142,9 @@ int main(int argc, char **argv)
         {"small 200, head split over two reads", 0, small, slen, 40, 2000000},
         {"16 KiB chunked (16 x 1 KiB), one read", 0, chunked, clen, 0, 100000},
         {"small 200, head parser only (16 headers array)", 1, small, slen, 0, 2000000},
+        {"200 with Content-Encoding + event-stream, one read", 0, coded, sizeof(coded) - 1, 0,
+         2000000},
+        {"small 200, one read, head callback set", 2, small, slen, 0, 2000000},
     };
     double *t = calloc((size_t)reps, sizeof(double));
     if (!t)
@@ -128,8 +153,8 @@ int main(int argc, char **argv)
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const struct bcase *b = &cases[c];
         for (int i = 0; i < reps; i++)
-            t[i] = b->kind ? bench_head(b->buf, b->len, b->iters)
-                           : bench_reader(b->buf, b->len, b->split, b->iters);
+            t[i] = b->kind == 1 ? bench_head(b->buf, b->len, b->iters)
+                                : bench_reader(b->buf, b->len, b->split, b->iters, b->kind == 2);
         qsort(t, (size_t)reps, sizeof(double), micro_cmp_double);
         double med = t[reps / 2];
         printf("  %-48s %6zu B  %9.1f ns  (min %.1f, max %.1f)  %6.2f GB/s\n", b->name, b->len, med,

@@ -36,7 +36,8 @@ static const char target_usage[] =
     "  -q, --quiet             no summary on stderr at exit\n"
     "  -h, --help              this help\n"
     "\n"
-    "endpoints: /fast /ok /bytes/N /delay/MS /status/CODE /echo GET /stats POST /stats/reset\n"
+    "endpoints: /fast /ok /bytes/N /delay/MS /status/CODE /echo /json/N /sse POST /login\n"
+    "/items /cookie/set /cookie/echo GET /stats POST /stats/reset\n"
     "(see docs/target.md). SIGINT or SIGTERM stops it.\n";
 
 static struct sq_target *volatile running;

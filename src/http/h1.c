@@ -66,6 +66,44 @@ static bool ieq(const char *p, size_t n, const char *lit, size_t lit_len)
     return true;
 }
 
+/* NAME_IS(p, lit): p[0, sizeof(lit) - 1) equals lit ignoring case, where lit is lowercase
+ * letters, '-' and '/' and p holds bytes the head scanner already accepted (token or field-value
+ * bytes: no control byte but HTAB). Then setting bit 0x20 folds case exactly: the only other
+ * bytes it maps onto a letter, '-' or '/' are control bytes, and HTAB becomes ')', which no
+ * literal here holds. So the compare is 4- and 8-byte loads, two or three of them, overlapping
+ * at the end. The caller checks the length first. */
+#define NAME_IS(p, lit) name_is((p), (lit), sizeof(lit) - 1)
+
+static inline uint64_t load8(const char *p)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+
+static inline uint32_t load4(const char *p)
+{
+    uint32_t x;
+    memcpy(&x, p, 4);
+    return x;
+}
+
+static inline bool name_is(const char *p, const char *lit, size_t n)
+{
+    const uint64_t fold8 = 0x2020202020202020ull;
+    const uint32_t fold4 = 0x20202020u;
+    if (n < 8)
+        return (((load4(p) | fold4) ^ load4(lit)) |
+                ((load4(p + n - 4) | fold4) ^ load4(lit + n - 4))) == 0;
+    uint64_t d = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        d |= (load8(p + i) | fold8) ^ load8(lit + i);
+    if (i < n)
+        d |= (load8(p + n - 8) | fold8) ^ load8(lit + n - 8);
+    return d == 0;
+}
+
 static size_t lim_head(const struct sq_h1_limits *lim)
 {
     size_t v = lim && lim->max_head_bytes ? lim->max_head_bytes : SQ_H1_DEFAULT_MAX_HEAD_BYTES;
@@ -213,7 +251,15 @@ static void on_connection(struct fields *f, const char *v, size_t n)
 /* Content-Encoding: one coding over all fields; a second coding stacks (not decodable). */
 static void on_content_encoding(struct fields *f, const char *v, size_t n)
 {
-    enum sq_coding c = sq_coding_from_header(v, n);
+    enum sq_coding c;
+    if (n == 4 && NAME_IS(v, "gzip")) /* the common single values first, inline */
+        c = SQ_CODING_GZIP;
+    else if (n == 2 && (v[0] | 0x20) == 'b' && (v[1] | 0x20) == 'r')
+        c = SQ_CODING_BR;
+    else if (n == 4 && NAME_IS(v, "zstd"))
+        c = SQ_CODING_ZSTD;
+    else
+        c = sq_coding_from_header(v, n);
     if (c != SQ_CODING_NONE)
         f->coding = f->coding == SQ_CODING_NONE ? (uint8_t)c : (uint8_t)SQ_CODING_OTHER;
 }
@@ -223,7 +269,7 @@ static bool is_event_stream(const char *v, size_t n)
 {
     static const char lit[] = "text/event-stream";
     size_t i = sizeof(lit) - 1;
-    if (n < i || !ieq(v, i, lit, i))
+    if (n < i || !NAME_IS(v, lit))
         return false;
     while (i < n && IS_OWS(v[i]))
         i++;
@@ -234,27 +280,27 @@ static int on_field(struct fields *f, const char *name, size_t name_len, const c
 {
     switch (name_len) {
     case 6:
-        if (IEQ(name, name_len, "expect") && IEQ(v, n, "100-continue"))
+        if (NAME_IS(name, "expect") && IEQ(v, n, "100-continue"))
             f->expect_continue = true;
         return 0;
     case 10:
-        if (IEQ(name, name_len, "connection"))
+        if (NAME_IS(name, "connection"))
             on_connection(f, v, n);
         return 0;
     case 12:
-        if (IEQ(name, name_len, "content-type"))
+        if (NAME_IS(name, "content-type"))
             f->event_stream = is_event_stream(v, n);
         return 0;
     case 14:
-        if (IEQ(name, name_len, "content-length"))
+        if (NAME_IS(name, "content-length"))
             return on_content_length(f, v, n);
         return 0;
     case 16:
-        if (IEQ(name, name_len, "content-encoding"))
+        if (NAME_IS(name, "content-encoding"))
             on_content_encoding(f, v, n);
         return 0;
     case 17:
-        if (IEQ(name, name_len, "transfer-encoding"))
+        if (NAME_IS(name, "transfer-encoding"))
             return on_transfer_encoding(f, v, n);
         return 0;
     default:

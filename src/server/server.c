@@ -163,6 +163,16 @@ struct stream {
 
 #define STREAM_BATCH (64 * 1024) /* bytes of pieces rendered per tick at most */
 
+/* When piece k (0-based) is due: interval * (k + 1) after the start, saturating. */
+static int64_t piece_due(const struct stream *st, uint32_t k)
+{
+    int64_t off, due;
+    if (__builtin_mul_overflow(st->interval_ns, (int64_t)k + 1, &off) ||
+        __builtin_add_overflow(st->start_ns, off, &due))
+        return INT64_MAX;
+    return due;
+}
+
 struct slab {
     struct slab *next;
     struct conn c[SLAB_CONNS];
@@ -813,7 +823,7 @@ static bool stream_begin(struct worker *w, struct conn *c, const struct sq_serve
         st->chunked = chunked;
         st->blocked = false;
     }
-    if (!st || sq_timer_start(w->loop, &c->timer, st->start_ns + st->interval_ns) < 0) {
+    if (!st || sq_timer_start(w->loop, &c->timer, piece_due(st, 0)) < 0) {
         free(st);
         w->olen = start;
         return false;
@@ -838,7 +848,7 @@ static void stream_tick(struct worker *w, struct conn *c)
     int64_t now = sq_now_ns();
     char piece[SQ_SERVER_STREAM_PIECE];
     while (st->next < st->count && w->olen < STREAM_BATCH) {
-        if (st->start_ns + st->interval_ns * ((int64_t)st->next + 1) > now)
+        if (piece_due(st, st->next) > now)
             break;
         size_t n = st->fn(st->ud, st->next, st->count, piece, sizeof(piece));
         st->next++;
@@ -875,9 +885,7 @@ static void stream_tick(struct worker *w, struct conn *c)
     }
     if (!done) {
         /* a full batch: go on in the next loop round; else at the next piece's time */
-        int64_t due = w->olen >= STREAM_BATCH
-                          ? now
-                          : st->start_ns + st->interval_ns * ((int64_t)st->next + 1);
+        int64_t due = w->olen >= STREAM_BATCH ? now : piece_due(st, st->next);
         if (sq_timer_start(w->loop, &c->timer, due) < 0)
             goto fail;
     }
