@@ -80,8 +80,8 @@ struct sq_plan_step {
 struct sq_plan_scenario {
     char *name;
     struct sq_loc loc;
-    struct sq_exec exec;   /* prepared (sq_exec_prepare) */
-    int64_t start_ns;      /* startTime: offset from the run's start */
+    struct sq_exec exec; /* prepared (sq_exec_prepare) */
+    int64_t start_ns;    /* startTime: offset from the run's start */
     struct sq_plan_step *steps;
     size_t nsteps;
     char **vars; /* names of the per-VU variable slots (extracted values), nvars of them */
@@ -97,7 +97,7 @@ struct sq_plan_feeder {
 };
 
 struct sq_plan_threshold {
-    char *selector; /* as written: "http_req_duration{step:login}" */
+    char *selector;           /* as written: "http_req_duration{step:login}" */
     struct sq_metric_sel sel; /* spans into selector */
     struct sq_th_expr *exprs;
     size_t nexprs;

@@ -61,11 +61,11 @@ struct sq_tmpl_error {
 
 /* Per-render values, owned by the VU. */
 struct sq_tmpl_ctx {
-    uint64_t vu;              /* 1-based */
-    uint64_t iteration;       /* 0-based */
-    uint64_t *rng;            /* the VU's (or worker's) xorshift64 state, never 0 */
-    const struct sq_str *vars; /* per-VU variable values, indexed by SQ_TMPL_REF_VAR.index;
-                                  an unset variable renders as empty */
+    uint64_t vu;                      /* 1-based */
+    uint64_t iteration;               /* 0-based */
+    uint64_t *rng;                    /* the VU's (or worker's) xorshift64 state, never 0 */
+    const struct sq_str *vars;        /* per-VU variable values, indexed by SQ_TMPL_REF_VAR.index;
+                                         an unset variable renders as empty */
     const struct sq_str *const *rows; /* per feeder: the current row, one sq_str per column */
 };
 
