@@ -12,14 +12,13 @@
 #include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/netopts.h"
 #include "engine/run.h"
 #include "http/decode.h"
 #include "http/h2.h"
 #include "http/request.h"
 #include "http/url.h"
-#include "net/dns.h"
 #include "net/sock.h"
-#include "net/tls.h"
 #include "output/report.h"
 #include "output/doc.h"
 #include "output/html.h"
@@ -89,12 +88,6 @@ static const char usage[] =
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
     "      --timeout D         per-request timeout (default 10s)\n"
     "      --connect-timeout D per-connect timeout (default 5s; the TLS handshake gets as long)\n"
-    "  -k, --insecure          https: do not verify the server's certificate\n"
-    "      --cacert FILE       https: trust the CAs in this PEM file (default: the system's)\n"
-    "      --cert FILE         https: client certificate (PEM), with --key\n"
-    "      --key FILE          https: private key of --cert (PEM)\n"
-    "      --tls-min V         https: lowest TLS version, 1.2 or 1.3 (default 1.2)\n"
-    "      --tls-max V         https: highest TLS version, 1.2 or 1.3 (default 1.3)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
     "                          to stderr)\n"
     "      --html FILE         write a self-contained HTML report (charts; opens offline)\n"
@@ -102,9 +95,6 @@ static const char usage[] =
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
-    "      --resolve H:P:ADDR  use ADDR (IPv4, [IPv6], comma-separated) for host H port P\n"
-    "      --connect-to H:P:H2:P2  connect to H2:P2 instead of H:P (Host header unchanged)\n"
-    "      --dns-ttl D         resolve the host again every D during the run (default: once)\n"
     "      --http2             HTTP/2: h2c with prior knowledge for http:// (RFC 9113 3.3)\n"
     "      --streams N         with --http2: concurrent streams per connection (default 1);\n"
     "                          VUs = connections x streams, each stream slot one VU\n"
@@ -114,7 +104,9 @@ static const char usage[] =
     "                          sending, waiting, receiving...)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
-    "  -V, --version           print the version\n"
+    "  -V, --version           print the version\n";
+
+static const char usage_tail[] =
     "\n"
     "exit status: 0 the run completed, 1 it could not do its job (nothing succeeded),\n"
     "             2 bad flags or URL\n";
@@ -122,6 +114,8 @@ static const char usage[] =
 void sq_cli_usage(FILE *f)
 {
     fputs(usage, f);
+    fputs(sq_cli_net_usage, f);
+    fputs(usage_tail, f);
 }
 
 static int usage_error(const char *fmt, const char *a, const char *b)
@@ -189,15 +183,12 @@ struct quick_opts {
     uint64_t streams;
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
-    const char *resolve[16], *connect_to[16];
-    size_t nresolve, nconnect_to;
-    int64_t dns_ttl_ns;
     uint64_t connections, threads, requests, max_in_flight;
     int64_t duration_ns, timeout_ns, connect_timeout_ns, pacing_ns, graceful_ns;
     double rate;
     const char *stages;
     int quiet, duration_set, rate_set;
-    struct sq_tls_client_opts tls;
+    struct sq_cli_net net; /* DNS and TLS flags (cli/netopts.h) */
 };
 
 static void release_headers(struct quick_opts *o)
@@ -218,16 +209,8 @@ enum {
     OPT_OUT,
     OPT_SAMPLE,
     OPT_HTML,
-    OPT_CACERT,
-    OPT_CERT,
-    OPT_KEY,
-    OPT_TLS_MIN,
-    OPT_TLS_MAX,
     OPT_NO_PHASES,
     OPT_NO_COMPRESSION,
-    OPT_RESOLVE,
-    OPT_CONNECT_TO,
-    OPT_DNS_TTL,
     OPT_HTTP2,
     OPT_STREAMS,
 };
@@ -238,19 +221,6 @@ static int duration_flag(const char *flag, const char *arg, bool positive, int64
     if (sq_parse_duration(arg, SQ_NS_PER_S, out) < 0 || (positive && *out <= 0))
         return usage_error("%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag, arg);
     return 0;
-}
-
-/* --dns-ttl: the run's lookup again, on the main thread. */
-struct relookup {
-    const struct sq_dns_opts *dns;
-    const struct sq_url *url;
-};
-
-static int relookup(void *ud, struct sq_addr *out, int max)
-{
-    struct relookup *r = ud;
-    char why[300];
-    return sq_dns_lookup(r->dns, r->url->host, r->url->port, out, max, why, sizeof(why));
 }
 
 static int parse_flags(int argc, char **argv, struct quick_opts *o)
@@ -274,18 +244,10 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
         {"json", required_argument, NULL, OPT_JSON},
-        {"insecure", no_argument, NULL, 'k'},
-        {"cacert", required_argument, NULL, OPT_CACERT},
-        {"cert", required_argument, NULL, OPT_CERT},
-        {"key", required_argument, NULL, OPT_KEY},
-        {"tls-min", required_argument, NULL, OPT_TLS_MIN},
-        {"tls-max", required_argument, NULL, OPT_TLS_MAX},
+        SQ_CLI_NET_LONG_OPTIONS,
         {"quiet", no_argument, NULL, 'q'},
         {"no-phases", no_argument, NULL, OPT_NO_PHASES},
         {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
-        {"resolve", required_argument, NULL, OPT_RESOLVE},
-        {"connect-to", required_argument, NULL, OPT_CONNECT_TO},
-        {"dns-ttl", required_argument, NULL, OPT_DNS_TTL},
         {"http2", no_argument, NULL, OPT_HTTP2},
         {"streams", required_argument, NULL, OPT_STREAMS},
         {"help", no_argument, NULL, 'h'},
@@ -313,6 +275,11 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             shortname[1] = (char)opt;
         }
         li = -1;
+        if ((rc = sq_cli_net_flag(&o->net, opt, flag, optarg)) != 0) {
+            if (rc == 1)
+                continue;
+            return rc;
+        }
         switch (opt) {
         case 'c':
             if (sq_parse_u64(optarg, 1, 1000000, 1, &o->connections) < 0)
@@ -403,48 +370,11 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         case 'q':
             o->quiet = 1;
             break;
-        case 'k':
-            o->tls.insecure = true;
-            break;
-        case OPT_CACERT:
-            o->tls.cacert = optarg;
-            break;
-        case OPT_CERT:
-            o->tls.cert = optarg;
-            break;
-        case OPT_KEY:
-            o->tls.key = optarg;
-            break;
-        case OPT_TLS_MIN:
-        case OPT_TLS_MAX:
-            if (sq_tls_version_parse(optarg) < 0)
-                return usage_error("%s: '%s' is not a TLS version (1.2 or 1.3)", flag, optarg);
-            if (opt == OPT_TLS_MIN)
-                o->tls.min_version = optarg;
-            else
-                o->tls.max_version = optarg;
-            break;
         case OPT_NO_PHASES:
             o->no_phases = true;
             break;
         case OPT_NO_COMPRESSION:
             o->no_compression = true;
-            break;
-        case OPT_RESOLVE:
-        case OPT_CONNECT_TO: {
-            char why[200];
-            bool ct = opt == OPT_CONNECT_TO;
-            size_t *n = ct ? &o->nconnect_to : &o->nresolve;
-            if (*n == 16)
-                return usage_error("%s: at most %s of them", flag, "16");
-            if (sq_dns_check_arg(optarg, ct, why, sizeof(why)) < 0)
-                return usage_error("%s: %s", flag, why);
-            (ct ? o->connect_to : o->resolve)[(*n)++] = optarg;
-            break;
-        }
-        case OPT_DNS_TTL:
-            if ((rc = duration_flag(flag, optarg, true, &o->dns_ttl_ns)) != 0)
-                return rc;
             break;
         case OPT_HTTP2:
             o->http2 = true;
@@ -491,13 +421,7 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     if (o->max_in_flight && o->max_in_flight < o->connections * o->streams)
         return usage_error("--max-in-flight must be at least -c%s%s",
                            o->streams > 1 ? " x --streams" : "", "");
-    if (o->tls.min_version && o->tls.max_version &&
-        sq_tls_version_parse(o->tls.min_version) > sq_tls_version_parse(o->tls.max_version))
-        return usage_error("--tls-min %s is above --tls-max %s", o->tls.min_version,
-                           o->tls.max_version);
-    if (o->tls.key && !o->tls.cert)
-        return usage_error("--key needs --cert%s%s", "", "");
-    return 0;
+    return sq_cli_net_check(&o->net);
 }
 
 /* Maps the quick face's flags onto one executor (plan/exec.h). */
@@ -554,19 +478,8 @@ int sq_cli_quick(int argc, char **argv)
         return usage_error("bad URL '%s': %s", o.url, why ? why : sq_strerror(rc));
     }
     struct sq_tls_client *tls = NULL;
-    if (strcmp(url.scheme, "https") == 0) {
-        char err[SQ_TLS_ERRLEN];
-        o.tls.host = url.host;
-        if (o.http2)
-            o.tls.alpn = "h2"; /* required: a server that does not pick it fails the handshake */
-        rc = sq_tls_client_new(&o.tls, &tls, err, sizeof(err));
-        if (rc < 0) {
-            sq_url_dispose(&url);
-            release_headers(&o);
-            return rc == -EINVAL ? usage_error("tls: %s%s", err, "")
-                                 : usage_error("tls: %s%s", sq_strerror(rc), "");
-        }
-    }
+    if (o.http2)
+        o.net.tls.alpn = "h2"; /* required: a server that does not pick it fails the handshake */
 
     int exit_code = SQ_EXIT_FAIL;
     char *body = NULL, *req = NULL;
@@ -624,7 +537,6 @@ int sq_cli_quick(int argc, char **argv)
         .timeout_ns = o.timeout_ns,
         .connect_timeout_ns = o.connect_timeout_ns,
         .stop = &stop_flag,
-        .tls = tls,
         .phases = !o.no_phases,
         .h2_request = o.http2 ? &h2req : NULL,
         .streams = (uint32_t)o.streams,
@@ -637,24 +549,10 @@ int sq_cli_quick(int argc, char **argv)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
 
-    struct sq_dns_opts dns = {.resolve = o.resolve,
-                              .nresolve = o.nresolve,
-                              .connect_to = o.connect_to,
-                              .nconnect_to = o.nconnect_to};
-    struct relookup rl = {.dns = &dns, .url = &url};
-    int64_t t0 = sq_now_ns();
-    char dwhy[300];
-    rc = sq_dns_lookup(&dns, url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, dwhy, sizeof(dwhy));
-    if (rc < 0) {
-        fprintf(stderr, "squall: dns: %s\n", dwhy);
+    rc = sq_cli_net_setup(&o.net, &url, &cfg, &tls);
+    if (rc != 0) {
+        exit_code = rc;
         goto out;
-    }
-    cfg.dns_ns = sq_now_ns() - t0;
-    cfg.naddrs = rc;
-    if (o.dns_ttl_ns) {
-        cfg.dns_ttl_ns = o.dns_ttl_ns;
-        cfg.resolve = relookup;
-        cfg.resolve_ud = &rl;
     }
 
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */

@@ -10,14 +10,13 @@
 #include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/netopts.h"
 #include "engine/flow.h"
 #include "engine/run.h"
 #include "engine/thresholds.h"
 #include "http/decode.h"
 #include "http/url.h"
-#include "net/dns.h"
 #include "net/sock.h"
-#include "net/tls.h"
 #include "output/doc.h"
 #include "output/html.h"
 #include "output/report.h"
@@ -48,17 +47,20 @@ static const char run_usage[] =
     "      --html FILE         write a self-contained HTML report\n"
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
     "      --no-phases         do not record per-phase timings\n"
-    "      --resolve H:P:ADDR  use ADDR for host H port P (as in the quick face)\n"
-    "      --connect-to H:P:H2:P2  connect to H2:P2 instead of H:P\n"
-    "      --dns-ttl D         resolve the target again every D during the run\n"
-    "  -k, --insecure          https: do not verify the server's certificate\n"
-    "      --cacert FILE       https: trust these CA certificates (PEM)\n"
-    "      --cert FILE, --key FILE  https: a client certificate and its key (PEM)\n"
-    "      --tls-min V, --tls-max V  https: TLS versions, 1.2 or 1.3\n"
     "  -q, --quiet             no progress line, no summary\n"
+    "  -h, --help              this help\n";
+
+static const char run_usage_tail[] =
     "\n"
     "exit codes: 0 done, 1 nothing succeeded or an internal error, 2 bad flags or plan,\n"
     "99 thresholds failed\n";
+
+static void print_usage(FILE *f)
+{
+    fputs(run_usage, f);
+    fputs(sq_cli_net_usage, f);
+    fputs(run_usage_tail, f);
+}
 
 static int usage_error(const char *fmt, const char *a)
 {
@@ -86,7 +88,7 @@ static int load(const char *path, struct sq_plan **p)
 int sq_cli_validate(int argc, char **argv)
 {
     if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(run_usage, argc == 2 ? stdout : stderr);
+        print_usage(argc == 2 ? stdout : stderr);
         return argc == 2 ? SQ_EXIT_OK : SQ_EXIT_USAGE;
     }
     struct sq_plan *p = NULL;
@@ -143,24 +145,8 @@ struct run_opts {
     uint64_t threads;
     int64_t timeout_ns, connect_timeout_ns;
     bool quiet, no_compression, no_phases;
-    const char *resolve[16], *connect_to[16];
-    size_t nresolve, nconnect_to;
-    int64_t dns_ttl_ns;
-    struct sq_tls_client_opts tls;
+    struct sq_cli_net net; /* DNS and TLS flags (cli/netopts.h) */
 };
-
-/* --dns-ttl: the run's lookup again, on the main thread. */
-struct relookup {
-    const struct sq_dns_opts *dns;
-    const struct sq_url *url;
-};
-
-static int relookup(void *ud, struct sq_addr *out, int max)
-{
-    struct relookup *r = ud;
-    char why[300];
-    return sq_dns_lookup(r->dns, r->url->host, r->url->port, out, max, why, sizeof(why));
-}
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
@@ -173,22 +159,26 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"quiet", no_argument, NULL, 'q'},
         {"no-compression", no_argument, NULL, 'Z'},
         {"no-phases", no_argument, NULL, 'P'},
-        {"resolve", required_argument, NULL, 'R'},
-        {"connect-to", required_argument, NULL, 'O'},
-        {"dns-ttl", required_argument, NULL, 'D'},
-        {"insecure", no_argument, NULL, 'k'},
-        {"cacert", required_argument, NULL, 'A'},
-        {"cert", required_argument, NULL, 'E'},
-        {"key", required_argument, NULL, 'K'},
-        {"tls-min", required_argument, NULL, 'm'},
-        {"tls-max", required_argument, NULL, 'M'},
+        SQ_CLI_NET_LONG_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
     };
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":t:qhk", longs, NULL)) != -1) {
+    int li = -1;
+    while ((ch = getopt_long(argc, argv, ":t:qhk", longs, &li)) != -1) {
+        char flag[40];
+        if (li >= 0)
+            snprintf(flag, sizeof(flag), "--%s", longs[li].name);
+        else
+            snprintf(flag, sizeof(flag), "-%c", ch > 0 && ch < 128 ? ch : '?');
+        li = -1;
+        int taken = sq_cli_net_flag(&o->net, ch, flag, optarg);
+        if (taken == 1)
+            continue;
+        if (taken)
+            return taken;
         switch (ch) {
         case 't':
             if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
@@ -219,48 +209,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 'P':
             o->no_phases = true;
             break;
-        case 'R':
-        case 'O': {
-            char why[200];
-            bool ct = ch == 'O';
-            size_t *n = ct ? &o->nconnect_to : &o->nresolve;
-            if (*n == 16)
-                return usage_error("%s: at most 16 of them", ct ? "--connect-to" : "--resolve");
-            if (sq_dns_check_arg(optarg, ct, why, sizeof(why)) < 0) {
-                fprintf(stderr, "squall: %s: %s\n", ct ? "--connect-to" : "--resolve", why);
-                return SQ_EXIT_USAGE;
-            }
-            (ct ? o->connect_to : o->resolve)[(*n)++] = optarg;
-            break;
-        }
-        case 'k':
-            o->tls.insecure = true;
-            break;
-        case 'A':
-            o->tls.cacert = optarg;
-            break;
-        case 'E':
-            o->tls.cert = optarg;
-            break;
-        case 'K':
-            o->tls.key = optarg;
-            break;
-        case 'm':
-        case 'M':
-            if (sq_tls_version_parse(optarg) < 0)
-                return usage_error("--tls-min/--tls-max: '%s' is not a TLS version (1.2 or 1.3)",
-                                   optarg);
-            if (ch == 'm')
-                o->tls.min_version = optarg;
-            else
-                o->tls.max_version = optarg;
-            break;
-        case 'D':
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->dns_ttl_ns) < 0 || o->dns_ttl_ns <= 0)
-                return usage_error("--dns-ttl: expected a duration like 30s, got '%s'", optarg);
-            break;
         case 'h':
-            fputs(run_usage, stdout);
+            print_usage(stdout);
             return SQ_EXIT_DONE;
         case ':':
             return usage_error("%s needs a value", argv[optind - 1]);
@@ -268,11 +218,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
             return usage_error("unknown flag '%s'", argv[optind - 1]);
         }
     }
-    if (o->tls.min_version && o->tls.max_version &&
-        sq_tls_version_parse(o->tls.min_version) > sq_tls_version_parse(o->tls.max_version))
-        return usage_error("--tls-min is above --tls-max%s", "");
-    if (o->tls.key && !o->tls.cert)
-        return usage_error("--key needs --cert%s", "");
+    int rc = sq_cli_net_check(&o->net);
+    if (rc)
+        return rc;
     if (optind != argc - 1)
         return usage_error("%s", optind >= argc ? "run needs one plan file" : "one plan file only");
     o->plan = argv[optind];
@@ -313,16 +261,6 @@ int sq_cli_run(int argc, char **argv)
         exit_code = SQ_EXIT_USAGE;
         goto out;
     }
-    if (strcmp(url.scheme, "https") == 0) {
-        char terr[SQ_TLS_ERRLEN];
-        o.tls.host = url.host;
-        rc = sq_tls_client_new(&o.tls, &tls, terr, sizeof(terr));
-        if (rc < 0) {
-            fprintf(stderr, "squall: tls: %s\n", rc == -EINVAL ? terr : sq_strerror(rc));
-            exit_code = SQ_EXIT_USAGE;
-            goto out;
-        }
-    }
     const char *accept = o.no_compression ? NULL : sq_accept_encoding_default();
     scens = calloc(p->nscenarios ? p->nscenarios : 1, sizeof(*scens));
     if (!scens)
@@ -349,27 +287,13 @@ int sq_cli_run(int argc, char **argv)
         .scens = scens,
         .nscens = (uint32_t)p->nscenarios,
         .phases = !o.no_phases,
-        .tls = tls,
     };
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
-    struct sq_dns_opts dns = {.resolve = o.resolve,
-                              .nresolve = o.nresolve,
-                              .connect_to = o.connect_to,
-                              .nconnect_to = o.nconnect_to};
-    struct relookup rl = {.dns = &dns, .url = &url};
-    int64_t t0 = sq_now_ns();
-    rc = sq_dns_lookup(&dns, url.host, url.port, cfg.addrs, SQ_MAX_ADDRS, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "squall: dns: %s\n", err);
+    rc = sq_cli_net_setup(&o.net, &url, &cfg, &tls);
+    if (rc != 0) {
+        exit_code = rc;
         goto out;
-    }
-    cfg.dns_ns = sq_now_ns() - t0;
-    cfg.naddrs = rc;
-    if (o.dns_ttl_ns) {
-        cfg.dns_ttl_ns = o.dns_ttl_ns;
-        cfg.resolve = relookup;
-        cfg.resolve_ud = &rl;
     }
     uint64_t have = 0;
     if (sq_raise_nofile(vus + 64, &have) < 0) {
