@@ -593,8 +593,8 @@ static void full_plan_model(void **state)
         "3. step 3: think 100ms\n",
         "body (form): user+name={{users.name}}&q=a%26b+c\n",
         "body (file): body.bin, 23 bytes\n",
-        "ramping-arrival-rate: from 0 per 1m: 10s to 600 per 1m, 20s to 600 per 1m (30s, 250 "
-        "iterations), 10 VUs preallocated, at most 50 in flight",
+        ("ramping-arrival-rate: from 0 per 1m: 10s to 600 per 1m, 20s to 600 per 1m (30s, 250 "
+         "iterations), 10 VUs preallocated, at most 50 in flight"),
         "starts at 5s\n",
         "http_req_failed: rate < 0.01 (abort on fail, evaluated after 10s)\n",
     };
