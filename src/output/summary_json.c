@@ -156,8 +156,8 @@ static void bodies(FILE *f, const json_t *doc)
     if (json_is_object(b)) {
         bool on = json_is_true(json_object_get(b, "compression"));
         bool h2 = strncmp(sq_report__str(doc, "config.protocol", ""), "h2", 2) == 0;
-        fprintf(f, "%-12s %s on the wire · %s decoded · compression %s", "Bodies",
-                sq_fmt_bytes(sq_report__numd(b, "wire_bytes", 0), d0, D),
+        fprintf(f, "%-12s %s received (heads included) · %s of bodies decoded · compression %s",
+                "Bodies", sq_fmt_bytes(sq_report__numd(b, "wire_bytes", 0), d0, D),
                 sq_fmt_bytes(sq_report__numd(b, "decoded_bytes", 0), d1, D),
                 on   ? "offered"
                 : h2 ? "not offered (HTTP/2 bodies are not decoded yet)"
