@@ -32,6 +32,8 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "base/str.h"
+
 #define POOL_SLOTS      16
 #define POOL_KEEP       (1u << 20) /* bytes of freed blocks kept for reuse */
 #define ZSTD_WINDOW_LOG 23         /* 8 MiB: RFC 8878 9.1 for HTTP content coding */
@@ -72,21 +74,6 @@ struct sq_decoder {
 
 /* ---- names ---- */
 
-static bool ieq(const char *p, size_t n, const char *lit)
-{
-    size_t k = strlen(lit);
-    if (n != k)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c >= 'A' && c <= 'Z')
-            c = (unsigned char)(c + ('a' - 'A'));
-        if (c != (unsigned char)lit[i])
-            return false;
-    }
-    return true;
-}
-
 enum sq_coding sq_coding_from_header(const char *value, size_t len)
 {
     enum sq_coding found = SQ_CODING_NONE;
@@ -105,15 +92,15 @@ enum sq_coding sq_coding_from_header(const char *value, size_t len)
         const char *el = value + s;
         size_t n = e - s;
         enum sq_coding c;
-        if (ieq(el, n, "identity"))
+        if (sq_ieq_cstr(el, n, "identity"))
             continue;
-        if (ieq(el, n, "gzip") || ieq(el, n, "x-gzip"))
+        if (sq_ieq_cstr(el, n, "gzip") || sq_ieq_cstr(el, n, "x-gzip"))
             c = SQ_CODING_GZIP;
-        else if (ieq(el, n, "deflate"))
+        else if (sq_ieq_cstr(el, n, "deflate"))
             c = SQ_CODING_DEFLATE;
-        else if (ieq(el, n, "br"))
+        else if (sq_ieq_cstr(el, n, "br"))
             c = SQ_CODING_BR;
-        else if (ieq(el, n, "zstd"))
+        else if (sq_ieq_cstr(el, n, "zstd"))
             c = SQ_CODING_ZSTD;
         else
             return SQ_CODING_OTHER;

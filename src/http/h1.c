@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/str.h"
+
 /* Character classes: token (tchar), field content (VCHAR, SP, HTAB, obs-text), request-target
  * (VCHAR). */
 enum { C_TOKEN = 1, C_FIELD = 2, C_TARGET = 4 };
@@ -50,21 +52,7 @@ static const uint8_t cls[256] = {
 #define PARTIAL SQ_H1_PARTIAL
 
 /* Case-insensitive compare of p[0,n) with a lowercase literal. */
-#define IEQ(p, n, lit) ieq((p), (n), (lit), sizeof(lit) - 1)
-
-static bool ieq(const char *p, size_t n, const char *lit, size_t lit_len)
-{
-    if (n != lit_len)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c >= 'A' && c <= 'Z')
-            c = (unsigned char)(c + ('a' - 'A'));
-        if (c != (unsigned char)lit[i])
-            return false;
-    }
-    return true;
-}
+#define IEQ(p, n, lit) sq_ieq((p), (n), (lit), sizeof(lit) - 1)
 
 /* NAME_IS(p, lit): p[0, sizeof(lit) - 1) equals lit ignoring case, where lit is lowercase
  * letters, '-' and '/' and p holds bytes the head scanner already accepted (token or field-value

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/str.h"
 #include "plan/cookie_internal.h"
 
 struct entry {
@@ -104,17 +105,6 @@ static void trim(const char **s, size_t *len)
 static char lower(char c)
 {
     return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
-}
-
-static bool ieq(const char *a, size_t alen, const char *lit)
-{
-    size_t n = strlen(lit);
-    if (alen != n)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (lower(a[i]) != lit[i])
-            return false;
-    return true;
 }
 
 static bool has_ctl(const char *s, size_t len)
@@ -425,13 +415,13 @@ int sq_cookie_jar_set(struct sq_cookie_jar *j, const char *host, size_t host_len
         }
         trim(&an, &anl);
         p = next;
-        if (ieq(an, anl, "expires")) {
+        if (sq_ieq_cstr(an, anl, "expires")) {
             int64_t t;
             if (av && sq_cookie__parse_date(av, avlen, &t)) {
                 have_expires = true;
                 expires = t;
             }
-        } else if (ieq(an, anl, "max-age")) {
+        } else if (sq_ieq_cstr(an, anl, "max-age")) {
             if (!av || avlen == 0 || (av[0] != '-' && !is_digit(av[0])))
                 continue;
             size_t k = av[0] == '-';
@@ -454,7 +444,7 @@ int sq_cookie_jar_set(struct sq_cookie_jar *j, const char *host, size_t host_len
                 max_age_exp = INT64_MIN;
             else
                 max_age_exp = now_s > INT64_MAX - delta ? INT64_MAX - 1 : now_s + delta;
-        } else if (ieq(an, anl, "domain")) {
+        } else if (sq_ieq_cstr(an, anl, "domain")) {
             if (!av)
                 continue;
             if (avlen && av[0] == '.') {
@@ -466,7 +456,7 @@ int sq_cookie_jar_set(struct sq_cookie_jar *j, const char *host, size_t host_len
             for (size_t k = 0; k < avlen; k++)
                 dom[k] = lower(av[k]);
             dl = avlen;
-        } else if (ieq(an, anl, "path")) {
+        } else if (sq_ieq_cstr(an, anl, "path")) {
             if (av && avlen && av[0] == '/' && avlen <= SQ_COOKIE_MAX_ATTR && !has_ctl(av, avlen)) {
                 cpath = av;
                 cpl = avlen;
@@ -474,7 +464,7 @@ int sq_cookie_jar_set(struct sq_cookie_jar *j, const char *host, size_t host_len
                 cpath = NULL; /* default path, as when there is none */
                 cpl = 0;
             }
-        } else if (ieq(an, anl, "secure")) {
+        } else if (sq_ieq_cstr(an, anl, "secure")) {
             secure = true;
         }
         /* HttpOnly, SameSite and anything else: ignored (no scripts, no cross-site) */

@@ -29,6 +29,7 @@
 #include <zstd.h>
 
 #include "base/clock.h"
+#include "base/str.h"
 #include "target/target.h"
 
 #define JSON_SLOTS     64
@@ -67,21 +68,6 @@ static uint64_t splitmix(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-static bool ieq(const char *p, size_t n, const char *lit)
-{
-    size_t k = strlen(lit);
-    if (n != k)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c >= 'A' && c <= 'Z')
-            c = (unsigned char)(c + ('a' - 'A'));
-        if (c != (unsigned char)lit[i])
-            return false;
-    }
-    return true;
 }
 
 /* The query string of a request-target (after '?'), or an empty one. */
@@ -173,13 +159,13 @@ enum sq_coding sq_target_pick_coding(const char *accept, size_t len)
         const char *tok = accept + s;
         size_t tl = t - s;
         int c = -1;
-        if (ieq(tok, tl, "gzip") || ieq(tok, tl, "x-gzip"))
+        if (sq_ieq_cstr(tok, tl, "gzip") || sq_ieq_cstr(tok, tl, "x-gzip"))
             c = SQ_CODING_GZIP;
-        else if (ieq(tok, tl, "deflate"))
+        else if (sq_ieq_cstr(tok, tl, "deflate"))
             c = SQ_CODING_DEFLATE;
-        else if (ieq(tok, tl, "br"))
+        else if (sq_ieq_cstr(tok, tl, "br"))
             c = SQ_CODING_BR;
-        else if (ieq(tok, tl, "zstd"))
+        else if (sq_ieq_cstr(tok, tl, "zstd"))
             c = SQ_CODING_ZSTD;
         else if (tl == 1 && tok[0] == '*')
             star = star > w ? star : w;
@@ -549,7 +535,7 @@ bool sq_target__items(struct sq_target__app *a, const struct sq_server_req *req,
     static const char no_body[] = "{\"error\":\"unauthorized\"}\n";
     const struct sq_h1_header *h = sq_server_req_header(req, "authorization");
     bool ok = false;
-    if (h && h->value_len > 7 && ieq(h->value, 6, "bearer") &&
+    if (h && h->value_len > 7 && sq_ieq_cstr(h->value, 6, "bearer") &&
         (h->value[6] == ' ' || h->value[6] == '\t')) {
         size_t i = 7;
         while (i < h->value_len && (h->value[i] == ' ' || h->value[i] == '\t'))
@@ -595,7 +581,7 @@ void sq_target__cookie(struct sq_target__app *a, const struct sq_server_req *req
         /* every Cookie field, joined as one (RFC 6265 5.4 sends one; be lenient) */
         for (size_t i = 0; i < req->num_headers; i++) {
             const struct sq_h1_header *h = &req->headers[i];
-            if (!ieq(h->name, h->name_len, "cookie") || h->value_len == 0)
+            if (!sq_ieq_cstr(h->name, h->name_len, "cookie") || h->value_len == 0)
                 continue;
             if (len + h->value_len + 2 > SCRATCH)
                 break; /* cannot happen: a request head is at most 8 KiB */
