@@ -1,0 +1,39 @@
+# cmake/modules.cmake - the module map: every src/ folder, what it may use, and what it links.
+#
+# This table is the one copy of DESIGN.md's module map in the repository. CMakeLists.txt builds
+# one static library per folder (sq_<folder>) linked only to the folders listed here, and the
+# ctest `map.modules` (tests/map/check_map.py) fails when a source file includes a header of a
+# folder its own folder may not use, or when a library's object code calls a function that only
+# a folder it may not use defines. Arrows point down only: a folder never uses one above it.
+#
+# SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
+set(SQ_MODULES base loop stats net http proto server plan script engine output target store
+               cluster daemon cli)
+
+set(SQ_USES_base "")
+set(SQ_USES_loop base)
+set(SQ_USES_stats base)
+set(SQ_USES_net loop base)
+set(SQ_USES_http base)
+set(SQ_USES_proto base)
+set(SQ_USES_server http net loop base)
+set(SQ_USES_plan stats base)
+set(SQ_USES_script plan stats base)
+set(SQ_USES_engine script proto plan http net stats loop base)
+set(SQ_USES_output engine plan stats base)
+set(SQ_USES_target server http stats loop base)
+set(SQ_USES_store output base)
+set(SQ_USES_cluster engine proto plan stats base)
+set(SQ_USES_daemon store engine output plan server http stats base)
+set(SQ_USES_cli daemon cluster store target output engine script plan proto server http net
+                stats loop base)
+
+set(SQ_EXT_base Threads::Threads m)
+set(SQ_EXT_stats ZLIB::ZLIB)
+set(SQ_EXT_net PkgConfig::OPENSSL)
+set(SQ_EXT_http ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD PkgConfig::NGHTTP2)
+set(SQ_EXT_server PkgConfig::NGHTTP2)
+set(SQ_EXT_plan PkgConfig::FYAML PkgConfig::PCRE2 PkgConfig::JANSSON)
+set(SQ_EXT_output PkgConfig::JANSSON)
+set(SQ_EXT_target ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD)
+set(SQ_EXT_cli PkgConfig::JANSSON)
