@@ -14,8 +14,7 @@
 #include "cli/cli.h"
 #include "output/doc.h"
 #include "output/html.h"
-
-/* Declared here until cli/cli.h carries it (the same line; a repeated declaration is harmless). */
+#include "output/summary.h"
 
 /* A result is a few KiB plus ~250 bytes per second of series; past this it is not one. */
 #define MAX_RESULT_BYTES ((off_t)256 << 20)
@@ -66,28 +65,12 @@ static int load(const char *path, json_t **out)
             return bad_file(path, "too large for a squall result (over 256 MiB)", NULL);
         }
     }
-    json_error_t err;
-    json_t *doc = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    char why[JSON_ERROR_TEXT_LENGTH + 160];
+    int rc = sq_report_doc_read(f, out, why, sizeof(why));
     if (!is_stdin)
         fclose(f);
-    if (!doc) {
-        char detail[JSON_ERROR_TEXT_LENGTH + 48];
-        snprintf(detail, sizeof(detail), "%s (line %d, column %d)", err.text, err.line, err.column);
-        return bad_file(path, "not JSON", detail);
-    }
-    const char *why;
-    if (sq_report_doc_check(doc, &why) < 0) {
-        const json_t *schema = json_is_object(doc) ? json_object_get(doc, "schema") : NULL;
-        char detail[160];
-        if (json_is_string(schema) && strcmp(json_string_value(schema), "squall.result/1") != 0) {
-            snprintf(detail, sizeof(detail), "schema '%.64s' is not squall.result/1",
-                     json_string_value(schema));
-            why = detail;
-        }
-        json_decref(doc);
-        return bad_file(path, "not a squall result this version reads", why);
-    }
-    *out = doc;
+    if (rc < 0)
+        return bad_file(path, why, NULL);
     return SQ_EXIT_OK;
 }
 
@@ -127,7 +110,7 @@ int sq_cli_report(int argc, char **argv)
         return rc;
 
     if (!html) {
-        rc = sq_report_summary_json(doc, stdout);
+        rc = sq_report_summary(doc, stdout);
         json_decref(doc);
         if (rc < 0) {
             fprintf(stderr, "squall report: writing the summary: %s\n", sq_strerror(rc));
