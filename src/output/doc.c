@@ -94,12 +94,22 @@ int sq_report_doc_check(const json_t *doc, const char **why)
     return 0;
 }
 
+/* The reason is printed as one line: a control byte the parser quoted from the file (a newline
+ * inside a bad token) becomes '?'. */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 int sq_report_doc_read(FILE *f, json_t **out, char *why, size_t len)
 {
     json_error_t err;
     json_t *doc = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
     if (!doc) {
         snprintf(why, len, "not JSON: %s (line %d, column %d)", err.text, err.line, err.column);
+        one_line(why);
         return -SQ_EPARSE;
     }
     const char *problem;
@@ -110,6 +120,7 @@ int sq_report_doc_read(FILE *f, json_t **out, char *why, size_t len)
                      json_string_value(schema), SQ_RESULT_SCHEMA);
         else
             snprintf(why, len, "not a squall result this version reads: %s", problem);
+        one_line(why);
         json_decref(doc);
         return -SQ_EPARSE;
     }

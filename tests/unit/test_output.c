@@ -572,6 +572,8 @@ static void test_reader_refusals(void **state)
         {"{\"schema\": \"squall.result/2\", \"requests\": {}, \"latency\": {}}",
          "not a squall result this version reads: schema 'squall.result/2' is not "
          "squall.result/1"},
+        {"{\"schema\": \"x\\ny\", \"requests\": {}, \"latency\": {}}",
+         "schema 'x?y' is not squall.result/1"},
         {"{\"schema\": 1, \"requests\": {}, \"latency\": {}}",
          "not a squall result this version reads: \"schema\" is not squall.result/1"},
         {"{\"schema\": \"squall.result/1\", \"latency\": {}}", "no \"requests\" object"},
