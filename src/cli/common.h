@@ -6,6 +6,7 @@
 #ifndef SQ_CLI_COMMON_H
 #define SQ_CLI_COMMON_H
 
+#include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,10 +16,34 @@
 
 struct sq_progress;
 
-/* Prints "FACE: MESSAGE (see FACE --help)" as one line on stderr and returns SQ_EXIT_USAGE.
- * face is how the user called it: "squall", "squall run", "squall target"... */
+/* Prints "FACE: MESSAGE (see FACE --help)" as one line on stderr and returns SQ_EXIT_USAGE;
+ * control bytes in MESSAGE (a value the user typed) are shown as C escapes (\r, \n, \x01).
+ * face is how the user called it: "squall", "squall run", "squall target"... The shapes every
+ * face uses: "FLAG: 'VALUE' is not A THING (what is)", "FLAG needs a value",
+ * "unknown flag 'FLAG'". */
 int sq_cli_usage_error(const char *face, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The flag getopt_long just returned (opt), named as the user wrote it: "--connections" or "-c",
+ * also for an unknown flag ('?') or one that lacks its value (':'). *li is getopt_long's
+ * longindex; it is reset to -1 for the next call. Returns buf or a string of argv. */
+const char *sq_cli_flag_name(const struct option *longs, int *li, int opt, char **argv, char *buf,
+                             size_t size);
+
+/* The usage error for what getopt_long refused (opt '?' or ':'): "FLAG needs a value",
+ * "FLAG takes no value", "'--co' is ambiguous: --connections, --connect-timeout" or
+ * "unknown flag 'FLAG'". Returns SQ_EXIT_USAGE. */
+int sq_cli_flag_error(const char *face, const struct option *longs, int opt, const char *flag);
+
+/* A TLS option the library refused (the message of sq_tls_client_new / sq_tls_server_new, which
+ * names the option: "cacert '/x.pem': No such file or directory"), printed as a usage error that
+ * names the flag instead: "FACE: --cacert: '/x.pem': No such file or directory". Returns
+ * SQ_EXIT_USAGE. */
+int sq_cli_tls_error(const char *face, const char *err);
+
+/* Prints "FACE: MESSAGE" as one line on stderr, escaped like sq_cli_usage_error: a problem that is
+ * not a flag's (a file that is not a result, a path that cannot be written). */
+void sq_cli_error(const char *face, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The worker threads of a run: asked, or the online CPUs when asked is 0. */
 uint32_t sq_cli_threads(uint64_t asked);

@@ -110,9 +110,11 @@ int sq_cli_net_setup(struct sq_cli_net *n, const struct sq_url *url, struct sq_r
         char err[SQ_TLS_ERRLEN];
         n->tls.host = url->host;
         int rc = sq_tls_client_new(&n->tls, tls, err, sizeof(err));
+        if (rc == -EINVAL)
+            return sq_cli_tls_error(face(n), err);
         if (rc < 0) {
-            fprintf(stderr, "squall: tls: %s\n", rc == -EINVAL ? err : sq_strerror(rc));
-            return SQ_EXIT_USAGE;
+            fprintf(stderr, "squall: tls: %s\n", sq_strerror(rc));
+            return SQ_EXIT_FAIL;
         }
     }
     n->dns = (struct sq_dns_opts){.resolve = n->resolve,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
@@ -105,11 +106,17 @@ void sq_cli_usage(FILE *f)
     fputs(usage_tail, f);
 }
 
+/* Reads -b @FILE. Returns 0, -errno (-EISDIR for a directory), -SQ_ETOOBIG or -ENOMEM. */
 static int read_body_file(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return -errno;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return -EISDIR;
+    }
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     int rc = 0;
@@ -145,7 +152,37 @@ static int read_body_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
+/* True when m is a method the request line can carry (an RFC 9110 token): the serialiser
+ * itself is asked, so the flag check and the request cannot disagree. */
+static bool method_ok(const char *m)
+{
+    char *req = NULL;
+    size_t len = 0;
+    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &len) < 0)
+        return false;
+    free(req);
+    return true;
+}
+
+/* Why a -H value is not a header, for the message. */
+static const char *header_problem(const char *arg)
+{
+    if (strpbrk(arg, "\r\n"))
+        return "CR and LF are not allowed (one header per -H)";
+    const char *colon = strchr(arg, ':');
+    if (!colon)
+        return "expected 'Name: value'";
+    if (colon == arg)
+        return "the name before ':' is empty";
+    for (const char *p = arg; p < colon; p++)
+        if (*p == ' ' || *p == '\t')
+            return "the name cannot contain spaces";
+    return "expected 'Name: value', the name a token and the value printable";
+}
+
 struct quick_opts {
+    const char *body_flag; /* -b or --body, as the user wrote it */
+    const char *rate_arg;  /* -r's value as given, for messages */
     const char *url, *method, *body_arg, *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample;
     bool no_phases;
@@ -229,24 +266,9 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     opterr = 0;
     optind = 1;
     int opt, li = -1, rc;
-    char shortname[3] = "-?";
     while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:kqhV", longs, &li)) != -1) {
-        /* Name the flag as the user wrote it: "--connections" or "-c". */
-        char longname[40];
-        const char *flag = shortname;
-        if (li >= 0) {
-            snprintf(longname, sizeof(longname), "--%s", longs[li].name);
-            flag = longname;
-        } else if (opt == '?' || opt == ':') {
-            flag = argv[optind - 1];
-            if (optopt > 0 && optopt < 128 && flag[0] == '-' && flag[1] != '-') {
-                shortname[1] = (char)optopt;
-                flag = shortname;
-            }
-        } else {
-            shortname[1] = (char)opt;
-        }
-        li = -1;
+        char name[48];
+        const char *flag = sq_cli_flag_name(longs, &li, opt, argv, name, sizeof(name));
         if ((rc = sq_cli_net_flag(&o->net, opt, flag, optarg)) != 0) {
             if (rc == 1)
                 continue;
@@ -265,20 +287,24 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             break;
         case 'n':
             if (sq_parse_u64(optarg, 1, UINT64_MAX / 2, 1, &o->requests) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a request count", flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a request count (1 or more)", flag,
+                                          optarg);
             break;
         case 'r': {
             char *end;
             o->rate = strtod(optarg, &end);
             if (*end || !(o->rate >= 0 && o->rate <= 1e8) || optarg[0] == '\0')
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a rate (requests per second)",
-                                          flag, optarg);
+                return sq_cli_usage_error(
+                    FACE, "%s: '%s' is not a rate (requests per second, 0..100000000)", flag,
+                    optarg);
             o->rate_set = 1;
+            o->rate_arg = optarg;
             break;
         }
         case OPT_MAX_IN_FLIGHT:
             if (sq_parse_u64(optarg, 1, 100000000, 1, &o->max_in_flight) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a count", flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a count (1..100000000)", flag,
+                                          optarg);
             break;
         case OPT_STAGES:
             o->stages = optarg;
@@ -297,17 +323,27 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
                                           optarg);
             break;
         case 'm':
+            if (!method_ok(optarg))
+                return sq_cli_usage_error(FACE,
+                                          "%s: '%s' is not a method (a token like GET or POST: "
+                                          "letters, digits and !#$%%&'*+-.^_`|~)",
+                                          flag, optarg);
             o->method = optarg;
             break;
         case 'H':
             if (o->nheaders == MAX_HEADERS)
-                return sq_cli_usage_error(FACE, "%s: more than %s headers", flag, "64");
-            if (sq_header_parse_arg(optarg, &o->headers[o->nheaders]) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a header (expected 'Name: value')",
-                                          flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s': at most %d headers", flag, optarg,
+                                          MAX_HEADERS);
+            if ((rc = sq_header_parse_arg(optarg, &o->headers[o->nheaders])) < 0)
+                return rc == -ENOMEM ? SQ_EXIT_FAIL
+                                     : sq_cli_usage_error(FACE, "%s: '%s' is not a header: %s",
+                                                          flag, optarg, header_problem(optarg));
             o->nheaders++;
             break;
         case 'b':
+            if (optarg[0] == '@' && optarg[1] == '\0')
+                return sq_cli_usage_error(FACE, "%s: '@' names no file (-b @FILE)", flag);
+            o->body_flag = flag[1] == '-' ? "--body" : "-b";
             o->body_arg = optarg;
             break;
         case OPT_TIMEOUT:
@@ -366,10 +402,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         case 'V':
             printf("squall %s\n", SQ_VERSION);
             return SQ_EXIT_DONE;
-        case ':':
-            return sq_cli_usage_error(FACE, "%s needs a value", flag);
         default:
-            return sq_cli_usage_error(FACE, "unknown flag '%s'", flag);
+            return sq_cli_flag_error(FACE, longs, opt, flag);
         }
     }
     if (optind >= argc)
@@ -383,7 +417,9 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     if (o->stages && o->duration_set)
         return sq_cli_usage_error(FACE, "--stages sets the run's length; drop -d");
     if (o->rate_set && !o->stages && o->rate <= 0)
-        return sq_cli_usage_error(FACE, "-r: the rate must be positive");
+        return sq_cli_usage_error(
+            FACE, "-r: '%s': the rate must be positive (with --stages it may start at 0)",
+            o->rate_arg);
     if (o->rate_set && o->pacing_ns)
         return sq_cli_usage_error(FACE, "--pacing applies to the closed loop, not with -r");
     if (o->sample && !o->ndjson_path)
@@ -397,8 +433,10 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     if (o->connections * o->streams > 1000000)
         return sq_cli_usage_error(FACE, "-c x --streams: at most 1000000 VUs");
     if (o->max_in_flight && o->max_in_flight < o->connections * o->streams)
-        return sq_cli_usage_error(FACE, "--max-in-flight must be at least -c%s",
-                                  o->streams > 1 ? " x --streams" : "");
+        return sq_cli_usage_error(FACE, "--max-in-flight: '%llu' must be at least -c%s (%llu)",
+                                  (unsigned long long)o->max_in_flight,
+                                  o->streams > 1 ? " x --streams" : "",
+                                  (unsigned long long)(o->connections * o->streams));
     return sq_cli_net_check(&o->net);
 }
 
@@ -411,7 +449,7 @@ static int build_exec(const struct quick_opts *o, struct sq_exec *e)
     e->graceful_stop_ns = o->graceful_ns;
     const char *why = NULL;
     if (o->stages && sq_exec_parse_stages(e, o->stages, &why) < 0)
-        return sq_cli_usage_error(FACE, "--stages: %s", why + strlen("stages: "));
+        return sq_cli_usage_error(FACE, "--stages: '%s': %s", o->stages, why + strlen("stages: "));
     if (o->rate_set) {
         e->kind = o->stages ? SQ_EXEC_RAMPING_ARRIVAL_RATE : SQ_EXEC_CONSTANT_ARRIVAL_RATE;
         e->rate = o->rate;
@@ -428,8 +466,12 @@ static int build_exec(const struct quick_opts *o, struct sq_exec *e)
         e->kind = SQ_EXEC_CONSTANT_VUS;
         e->duration_ns = o->duration_ns;
     }
-    if (sq_exec_prepare(e, &why) < 0)
+    if (sq_exec_prepare(e, &why) < 0) {
+        /* The executor names its plan keys; say which flag set them. */
+        if (strncmp(why, "stages: ", 8) == 0)
+            return sq_cli_usage_error(FACE, "--stages: '%s': %s", o->stages, why + 8);
         return sq_cli_usage_error(FACE, "%s", why);
+    }
     return 0;
 }
 
@@ -472,8 +514,16 @@ int sq_cli_quick(int argc, char **argv)
     if (o.body_arg && o.body_arg[0] == '@') {
         rc = read_body_file(o.body_arg + 1, &body, &body_len);
         if (rc < 0) {
-            exit_code = sq_cli_usage_error(FACE, "-b: cannot read '%s': %s", o.body_arg + 1,
-                                           sq_strerror(rc));
+            const char *file = o.body_arg + 1;
+            if (rc == -EISDIR)
+                exit_code = sq_cli_usage_error(FACE, "%s: '%s': %s is a directory, not a file",
+                                               o.body_flag, o.body_arg, file);
+            else if (rc == -SQ_ETOOBIG)
+                exit_code = sq_cli_usage_error(FACE, "%s: '%s': %s is larger than %u MiB",
+                                               o.body_flag, o.body_arg, file, MAX_BODY_BYTES >> 20);
+            else
+                exit_code = sq_cli_usage_error(FACE, "%s: '%s': cannot read %s: %s", o.body_flag,
+                                               o.body_arg, file, sq_strerror(rc));
             goto out;
         }
     } else if (o.body_arg) {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
@@ -52,6 +53,11 @@ static void print_usage(FILE *f)
 /* Loads the plan or prints why not. */
 static int load(const char *path, struct sq_plan **p)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "squall: %s: cannot read the plan: it is a directory\n", path);
+        return SQ_EXIT_USAGE;
+    }
     struct sq_plan_error err;
     memset(&err, 0, sizeof(err));
     int rc = sq_plan_load(path, p, &err);
@@ -66,12 +72,23 @@ static int load(const char *path, struct sq_plan **p)
 
 int sq_cli_validate(int argc, char **argv)
 {
-    if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        print_usage(argc == 2 ? stdout : stderr);
-        return argc == 2 ? SQ_EXIT_OK : SQ_EXIT_USAGE;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_usage(stdout);
+            return SQ_EXIT_OK;
+        }
+        if (a[0] == '-' && a[1] != '\0')
+            return sq_cli_usage_error("squall validate", "unknown flag '%s'", a);
+        if (path)
+            return sq_cli_usage_error("squall validate", "one plan file only; unexpected '%s'", a);
+        path = a;
     }
+    if (!path)
+        return sq_cli_usage_error("squall validate", "no plan file given");
     struct sq_plan *p = NULL;
-    int rc = load(argv[1], &p);
+    int rc = load(path, &p);
     if (rc)
         return rc;
     char err[512];
@@ -148,12 +165,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
     int ch;
     int li = -1;
     while ((ch = getopt_long(argc, argv, ":t:qhk", longs, &li)) != -1) {
-        char flag[40];
-        if (li >= 0)
-            snprintf(flag, sizeof(flag), "--%s", longs[li].name);
-        else
-            snprintf(flag, sizeof(flag), "-%c", ch > 0 && ch < 128 ? ch : '?');
-        li = -1;
+        char name[48];
+        const char *flag = sq_cli_flag_name(longs, &li, ch, argv, name, sizeof(name));
         int taken = sq_cli_net_flag(&o->net, ch, flag, optarg);
         if (taken == 1)
             continue;
@@ -162,19 +175,19 @@ static int parse(int argc, char **argv, struct run_opts *o)
         switch (ch) {
         case 't':
             if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
-                return sq_cli_usage_error(
-                    FACE, "-t: expected a thread count from 1 to 1024, got '%s'", optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a thread count (1..1024)", flag,
+                                          optarg);
             break;
         case 'T':
             if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->timeout_ns) < 0 || o->timeout_ns <= 0)
-                return sq_cli_usage_error(FACE, "--timeout: expected a duration like 5s, got '%s'",
-                                          optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
+                                          flag, optarg);
             break;
         case 'C':
             if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->connect_timeout_ns) < 0 ||
                 o->connect_timeout_ns <= 0)
-                return sq_cli_usage_error(
-                    FACE, "--connect-timeout: expected a duration like 5s, got '%s'", optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
+                                          flag, optarg);
             break;
         case 'j':
             o->json = optarg;
@@ -194,18 +207,17 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 'h':
             print_usage(stdout);
             return SQ_EXIT_DONE;
-        case ':':
-            return sq_cli_usage_error(FACE, "%s needs a value", argv[optind - 1]);
         default:
-            return sq_cli_usage_error(FACE, "unknown flag '%s'", argv[optind - 1]);
+            return sq_cli_flag_error(FACE, longs, ch, flag);
         }
     }
     int rc = sq_cli_net_check(&o->net);
     if (rc)
         return rc;
-    if (optind != argc - 1)
-        return sq_cli_usage_error(
-            FACE, "%s", optind >= argc ? "run needs one plan file" : "one plan file only");
+    if (optind >= argc)
+        return sq_cli_usage_error(FACE, "no plan file given");
+    if (optind < argc - 1)
+        return sq_cli_usage_error(FACE, "one plan file only; unexpected '%s'", argv[optind + 1]);
     o->plan = argv[optind];
     return 0;
 }
