@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/common.h"
 #include "http/url.h"
 
 const char sq_cli_net_usage[] =
@@ -21,10 +22,14 @@ const char sq_cli_net_usage[] =
     "      --tls-min V         https: lowest TLS version, 1.2 or 1.3 (default 1.2)\n"
     "      --tls-max V         https: highest TLS version, 1.2 or 1.3 (default 1.3)\n";
 
-static int fail(const char *flag, const char *why)
+static const char *face(const struct sq_cli_net *n)
 {
-    fprintf(stderr, "squall: %s: %s (see --help)\n", flag, why);
-    return SQ_EXIT_USAGE;
+    return n->face ? n->face : "squall";
+}
+
+static int fail(const struct sq_cli_net *n, const char *flag, const char *why)
+{
+    return sq_cli_usage_error(face(n), "%s: %s", flag, why);
 }
 
 int sq_cli_net_flag(struct sq_cli_net *n, int opt, const char *flag, const char *arg)
@@ -36,16 +41,16 @@ int sq_cli_net_flag(struct sq_cli_net *n, int opt, const char *flag, const char 
         bool ct = opt == SQ_CLI_NET_CONNECT_TO;
         size_t *cnt = ct ? &n->nconnect_to : &n->nresolve;
         if (*cnt == 16)
-            return fail(flag, "at most 16 of them");
+            return fail(n, flag, "at most 16 of them");
         if (sq_dns_check_arg(arg, ct, why, sizeof(why)) < 0)
-            return fail(flag, why);
+            return fail(n, flag, why);
         (ct ? n->connect_to : n->resolve)[(*cnt)++] = arg;
         return 1;
     }
     case SQ_CLI_NET_DNS_TTL:
         if (sq_parse_duration(arg, SQ_NS_PER_S, &n->dns_ttl_ns) < 0 || n->dns_ttl_ns <= 0) {
             snprintf(why, sizeof(why), "'%s' is not a duration (e.g. 500ms, 10s, 2m)", arg);
-            return fail(flag, why);
+            return fail(n, flag, why);
         }
         return 1;
     case 'k':
@@ -64,7 +69,7 @@ int sq_cli_net_flag(struct sq_cli_net *n, int opt, const char *flag, const char 
     case SQ_CLI_NET_TLS_MAX:
         if (sq_tls_version_parse(arg) < 0) {
             snprintf(why, sizeof(why), "'%s' is not a TLS version (1.2 or 1.3)", arg);
-            return fail(flag, why);
+            return fail(n, flag, why);
         }
         if (opt == SQ_CLI_NET_TLS_MIN)
             n->tls.min_version = arg;
@@ -81,14 +86,11 @@ int sq_cli_net_check(const struct sq_cli_net *n)
     const struct sq_tls_client_opts *t = &n->tls;
     if (t->min_version && t->max_version &&
         sq_tls_version_parse(t->min_version) > sq_tls_version_parse(t->max_version)) {
-        fprintf(stderr, "squall: --tls-min %s is above --tls-max %s (see --help)\n", t->min_version,
-                t->max_version);
-        return SQ_EXIT_USAGE;
+        return sq_cli_usage_error(face(n), "--tls-min %s is above --tls-max %s", t->min_version,
+                                  t->max_version);
     }
-    if (t->key && !t->cert) {
-        fprintf(stderr, "squall: --key needs --cert (see --help)\n");
-        return SQ_EXIT_USAGE;
-    }
+    if (t->key && !t->cert)
+        return sq_cli_usage_error(face(n), "--key needs --cert");
     return 0;
 }
 
@@ -108,9 +110,11 @@ int sq_cli_net_setup(struct sq_cli_net *n, const struct sq_url *url, struct sq_r
         char err[SQ_TLS_ERRLEN];
         n->tls.host = url->host;
         int rc = sq_tls_client_new(&n->tls, tls, err, sizeof(err));
+        if (rc == -EINVAL)
+            return sq_cli_tls_error(face(n), err);
         if (rc < 0) {
-            fprintf(stderr, "squall: tls: %s\n", rc == -EINVAL ? err : sq_strerror(rc));
-            return SQ_EXIT_USAGE;
+            fprintf(stderr, "squall: tls: %s\n", sq_strerror(rc));
+            return SQ_EXIT_FAIL;
         }
     }
     n->dns = (struct sq_dns_opts){.resolve = n->resolve,

@@ -17,6 +17,7 @@
 struct sq_url;
 
 struct sq_cli_net {
+    const char *face; /* for messages: "squall" (the default) or "squall run" */
     const char *resolve[16], *connect_to[16];
     size_t nresolve, nconnect_to;
     int64_t dns_ttl_ns;
@@ -56,8 +57,8 @@ enum {
 extern const char sq_cli_net_usage[];
 
 /* Takes one parsed option: 1 when it was one of the shared flags (stored), 0 when it is not, or
- * SQ_EXIT_USAGE after printing "squall: FLAG: why" to stderr. flag is the option as the user
- * wrote it. */
+ * SQ_EXIT_USAGE after printing "FACE: FLAG: why" to stderr (cli/common.h). flag is the option as
+ * the user wrote it. */
 int sq_cli_net_flag(struct sq_cli_net *n, int opt, const char *flag, const char *arg);
 
 /* Checks the flags together (--tls-min above --tls-max, --key without --cert): 0, or

@@ -1,17 +1,17 @@
 /* cli/quick.c - the quick face: `squall URL [flags]`, a wrk/oha-style one-liner. */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/common.h"
 #include "cli/netopts.h"
 #include "engine/run.h"
 #include "http/decode.h"
@@ -19,27 +19,15 @@
 #include "http/request.h"
 #include "http/url.h"
 #include "net/sock.h"
-#include "output/report.h"
-#include "output/doc.h"
-#include "output/html.h"
+#include "output/json.h"
 #include "output/ndjson.h"
+#include "output/progress.h"
 #include "output/series.h"
 
 #define MAX_HEADERS    64
 #define MAX_BODY_BYTES (64u << 20)
 
-static volatile int stop_flag;
-
-static void on_sigint(int sig)
-{
-    SQ_UNUSED(sig);
-    if (stop_flag) {
-        /* Second Ctrl-C: stop now, without a summary. */
-        signal(SIGINT, SIG_DFL);
-        raise(SIGINT);
-    }
-    stop_flag = 1;
-}
+#define FACE "squall"
 
 /* Everything the run's tick feeds, on the main thread. */
 struct ticker {
@@ -118,27 +106,17 @@ void sq_cli_usage(FILE *f)
     fputs(usage_tail, f);
 }
 
-static int usage_error(const char *fmt, const char *a, const char *b)
-{
-    fprintf(stderr, "squall: ");
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, " (see squall --help)\n");
-    return SQ_EXIT_USAGE;
-}
-
-static FILE *open_out(const char *path, const char *flag, int *exit_code)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        *exit_code = usage_error("%s: cannot write '%s'", flag, path);
-    return f;
-}
-
+/* Reads -b @FILE. Returns 0, -errno (-EISDIR for a directory), -SQ_ETOOBIG or -ENOMEM. */
 static int read_body_file(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return -errno;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return -EISDIR;
+    }
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     int rc = 0;
@@ -174,7 +152,37 @@ static int read_body_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
+/* True when m is a method the request line can carry (an RFC 9110 token): the serialiser
+ * itself is asked, so the flag check and the request cannot disagree. */
+static bool method_ok(const char *m)
+{
+    char *req = NULL;
+    size_t len = 0;
+    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &len) < 0)
+        return false;
+    free(req);
+    return true;
+}
+
+/* Why a -H value is not a header, for the message. */
+static const char *header_problem(const char *arg)
+{
+    if (strpbrk(arg, "\r\n"))
+        return "CR and LF are not allowed (one header per -H)";
+    const char *colon = strchr(arg, ':');
+    if (!colon)
+        return "expected 'Name: value'";
+    if (colon == arg)
+        return "the name before ':' is empty";
+    for (const char *p = arg; p < colon; p++)
+        if (*p == ' ' || *p == '\t')
+            return "the name cannot contain spaces";
+    return "expected 'Name: value', the name a token and the value printable";
+}
+
 struct quick_opts {
+    const char *body_flag; /* -b or --body, as the user wrote it */
+    const char *rate_arg;  /* -r's value as given, for messages */
     const char *url, *method, *body_arg, *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample;
     bool no_phases;
@@ -219,7 +227,8 @@ enum {
 static int duration_flag(const char *flag, const char *arg, bool positive, int64_t *out)
 {
     if (sq_parse_duration(arg, SQ_NS_PER_S, out) < 0 || (positive && *out <= 0))
-        return usage_error("%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag, arg);
+        return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
+                                  arg);
     return 0;
 }
 
@@ -257,24 +266,9 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     opterr = 0;
     optind = 1;
     int opt, li = -1, rc;
-    char shortname[3] = "-?";
     while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:kqhV", longs, &li)) != -1) {
-        /* Name the flag as the user wrote it: "--connections" or "-c". */
-        char longname[40];
-        const char *flag = shortname;
-        if (li >= 0) {
-            snprintf(longname, sizeof(longname), "--%s", longs[li].name);
-            flag = longname;
-        } else if (opt == '?' || opt == ':') {
-            flag = argv[optind - 1];
-            if (optopt > 0 && optopt < 128 && flag[0] == '-' && flag[1] != '-') {
-                shortname[1] = (char)optopt;
-                flag = shortname;
-            }
-        } else {
-            shortname[1] = (char)opt;
-        }
-        li = -1;
+        char name[48];
+        const char *flag = sq_cli_flag_name(longs, &li, opt, argv, name, sizeof(name));
         if ((rc = sq_cli_net_flag(&o->net, opt, flag, optarg)) != 0) {
             if (rc == 1)
                 continue;
@@ -283,7 +277,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         switch (opt) {
         case 'c':
             if (sq_parse_u64(optarg, 1, 1000000, 1, &o->connections) < 0)
-                return usage_error("%s: '%s' is not a connection count (1..1000000)", flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a connection count (1..1000000)",
+                                          flag, optarg);
             break;
         case 'd':
             if ((rc = duration_flag(flag, optarg, true, &o->duration_ns)) != 0)
@@ -292,19 +287,24 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             break;
         case 'n':
             if (sq_parse_u64(optarg, 1, UINT64_MAX / 2, 1, &o->requests) < 0)
-                return usage_error("%s: '%s' is not a request count", flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a request count (1 or more)", flag,
+                                          optarg);
             break;
         case 'r': {
             char *end;
             o->rate = strtod(optarg, &end);
             if (*end || !(o->rate >= 0 && o->rate <= 1e8) || optarg[0] == '\0')
-                return usage_error("%s: '%s' is not a rate (requests per second)", flag, optarg);
+                return sq_cli_usage_error(
+                    FACE, "%s: '%s' is not a rate (requests per second, 0..100000000)", flag,
+                    optarg);
             o->rate_set = 1;
+            o->rate_arg = optarg;
             break;
         }
         case OPT_MAX_IN_FLIGHT:
             if (sq_parse_u64(optarg, 1, 100000000, 1, &o->max_in_flight) < 0)
-                return usage_error("%s: '%s' is not a count", flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a count (1..100000000)", flag,
+                                          optarg);
             break;
         case OPT_STAGES:
             o->stages = optarg;
@@ -319,20 +319,31 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             break;
         case 't':
             if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
-                return usage_error("%s: '%s' is not a thread count (1..1024)", flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a thread count (1..1024)", flag,
+                                          optarg);
             break;
         case 'm':
+            if (!method_ok(optarg))
+                return sq_cli_usage_error(FACE,
+                                          "%s: '%s' is not a method (a token like GET or POST: "
+                                          "letters, digits and !#$%%&'*+-.^_`|~)",
+                                          flag, optarg);
             o->method = optarg;
             break;
         case 'H':
             if (o->nheaders == MAX_HEADERS)
-                return usage_error("%s: more than %s headers", flag, "64");
-            if (sq_header_parse_arg(optarg, &o->headers[o->nheaders]) < 0)
-                return usage_error("%s: '%s' is not a header (expected 'Name: value')", flag,
-                                   optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s': at most %d headers", flag, optarg,
+                                          MAX_HEADERS);
+            if ((rc = sq_header_parse_arg(optarg, &o->headers[o->nheaders])) < 0)
+                return rc == -ENOMEM ? SQ_EXIT_FAIL
+                                     : sq_cli_usage_error(FACE, "%s: '%s' is not a header: %s",
+                                                          flag, optarg, header_problem(optarg));
             o->nheaders++;
             break;
         case 'b':
+            if (optarg[0] == '@' && optarg[1] == '\0')
+                return sq_cli_usage_error(FACE, "%s: '@' names no file (-b @FILE)", flag);
+            o->body_flag = flag[1] == '-' ? "--body" : "-b";
             o->body_arg = optarg;
             break;
         case OPT_TIMEOUT:
@@ -354,8 +365,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             else if (strncmp(optarg, "ndjson=", 7) == 0 && optarg[7])
                 o->ndjson_path = optarg + 7;
             else
-                return usage_error("%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)", flag,
-                                   optarg);
+                return sq_cli_usage_error(
+                    FACE, "%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)", flag, optarg);
             break;
         case OPT_HTML:
             o->html_path = optarg;
@@ -364,7 +375,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             char *end;
             o->sample = strtod(optarg, &end);
             if (*end || !(o->sample > 0 && o->sample <= 1))
-                return usage_error("%s: '%s' is not a fraction in (0, 1]", flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a fraction in (0, 1]", flag,
+                                          optarg);
             break;
         }
         case 'q':
@@ -381,7 +393,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
             break;
         case OPT_STREAMS:
             if (sq_parse_u64(optarg, 1, 1000, 1, &o->streams) < 0)
-                return usage_error("%s: '%s' is not a stream count (1..1000)", flag, optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a stream count (1..1000)", flag,
+                                          optarg);
             break;
         case 'h':
             sq_cli_usage(stdout);
@@ -389,38 +402,41 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         case 'V':
             printf("squall %s\n", SQ_VERSION);
             return SQ_EXIT_DONE;
-        case ':':
-            return usage_error("%s needs a value%s", flag, "");
         default:
-            return usage_error("unknown flag '%s'%s", flag, "");
+            return sq_cli_flag_error(FACE, longs, opt, flag);
         }
     }
     if (optind >= argc)
-        return usage_error("no URL given%s%s", "", "");
+        return sq_cli_usage_error(FACE, "no URL given");
     if (argc - optind > 1)
-        return usage_error("one URL only; unexpected '%s'%s", argv[optind + 1], "");
+        return sq_cli_usage_error(FACE, "one URL only; unexpected '%s'", argv[optind + 1]);
     o->url = argv[optind];
     if (o->requests && (o->rate_set || o->stages))
-        return usage_error("-n cannot be combined with %s%s", o->rate_set ? "-r" : "--stages", "");
+        return sq_cli_usage_error(FACE, "-n cannot be combined with %s",
+                                  o->rate_set ? "-r" : "--stages");
     if (o->stages && o->duration_set)
-        return usage_error("--stages sets the run's length; drop -d%s%s", "", "");
+        return sq_cli_usage_error(FACE, "--stages sets the run's length; drop -d");
     if (o->rate_set && !o->stages && o->rate <= 0)
-        return usage_error("-r: the rate must be positive%s%s", "", "");
+        return sq_cli_usage_error(
+            FACE, "-r: '%s': the rate must be positive (with --stages it may start at 0)",
+            o->rate_arg);
     if (o->rate_set && o->pacing_ns)
-        return usage_error("--pacing applies to the closed loop, not with -r%s%s", "", "");
+        return sq_cli_usage_error(FACE, "--pacing applies to the closed loop, not with -r");
     if (o->sample && !o->ndjson_path)
-        return usage_error("--sample applies to --out ndjson=FILE%s%s", "", "");
+        return sq_cli_usage_error(FACE, "--sample applies to --out ndjson=FILE");
     if (o->max_in_flight && !o->rate_set)
-        return usage_error("--max-in-flight applies to the open loop (-r)%s%s", "", "");
+        return sq_cli_usage_error(FACE, "--max-in-flight applies to the open loop (-r)");
     if (o->streams && !o->http2)
-        return usage_error("--streams applies to --http2%s%s", "", "");
+        return sq_cli_usage_error(FACE, "--streams applies to --http2");
     if (!o->streams)
         o->streams = 1;
     if (o->connections * o->streams > 1000000)
-        return usage_error("-c x --streams: at most 1000000 VUs%s%s", "", "");
+        return sq_cli_usage_error(FACE, "-c x --streams: at most 1000000 VUs");
     if (o->max_in_flight && o->max_in_flight < o->connections * o->streams)
-        return usage_error("--max-in-flight must be at least -c%s%s",
-                           o->streams > 1 ? " x --streams" : "", "");
+        return sq_cli_usage_error(FACE, "--max-in-flight: '%llu' must be at least -c%s (%llu)",
+                                  (unsigned long long)o->max_in_flight,
+                                  o->streams > 1 ? " x --streams" : "",
+                                  (unsigned long long)(o->connections * o->streams));
     return sq_cli_net_check(&o->net);
 }
 
@@ -433,7 +449,7 @@ static int build_exec(const struct quick_opts *o, struct sq_exec *e)
     e->graceful_stop_ns = o->graceful_ns;
     const char *why = NULL;
     if (o->stages && sq_exec_parse_stages(e, o->stages, &why) < 0)
-        return usage_error("--stages: %s%s", why + strlen("stages: "), "");
+        return sq_cli_usage_error(FACE, "--stages: '%s': %s", o->stages, why + strlen("stages: "));
     if (o->rate_set) {
         e->kind = o->stages ? SQ_EXEC_RAMPING_ARRIVAL_RATE : SQ_EXEC_CONSTANT_ARRIVAL_RATE;
         e->rate = o->rate;
@@ -450,8 +466,12 @@ static int build_exec(const struct quick_opts *o, struct sq_exec *e)
         e->kind = SQ_EXEC_CONSTANT_VUS;
         e->duration_ns = o->duration_ns;
     }
-    if (sq_exec_prepare(e, &why) < 0)
-        return usage_error("%s%s", why, "");
+    if (sq_exec_prepare(e, &why) < 0) {
+        /* The executor names its plan keys; say which flag set them. */
+        if (strncmp(why, "stages: ", 8) == 0)
+            return sq_cli_usage_error(FACE, "--stages: '%s': %s", o->stages, why + 8);
+        return sq_cli_usage_error(FACE, "%s", why);
+    }
     return 0;
 }
 
@@ -475,7 +495,7 @@ int sq_cli_quick(int argc, char **argv)
     rc = sq_url_parse(o.url, &url, &why);
     if (rc < 0) {
         release_headers(&o);
-        return usage_error("bad URL '%s': %s", o.url, why ? why : sq_strerror(rc));
+        return sq_cli_usage_error(FACE, "bad URL '%s': %s", o.url, why ? why : sq_strerror(rc));
     }
     struct sq_tls_client *tls = NULL;
     if (o.http2)
@@ -485,7 +505,8 @@ int sq_cli_quick(int argc, char **argv)
     char *body = NULL, *req = NULL;
     size_t body_len = 0, req_len = 0;
     struct sq_result res = {0};
-    FILE *jf = NULL, *hf = NULL;
+    struct sq_cli_outputs outs = {
+        .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     struct ticker tk = {0};
     struct sq_ndjson nd = {.scenario = "default"};
     struct sq_h2_req h2req = {0};
@@ -493,7 +514,16 @@ int sq_cli_quick(int argc, char **argv)
     if (o.body_arg && o.body_arg[0] == '@') {
         rc = read_body_file(o.body_arg + 1, &body, &body_len);
         if (rc < 0) {
-            exit_code = usage_error("-b: cannot read '%s': %s", o.body_arg + 1, sq_strerror(rc));
+            const char *file = o.body_arg + 1;
+            if (rc == -EISDIR)
+                exit_code = sq_cli_usage_error(FACE, "%s: '%s': %s is a directory, not a file",
+                                               o.body_flag, o.body_arg, file);
+            else if (rc == -SQ_ETOOBIG)
+                exit_code = sq_cli_usage_error(FACE, "%s: '%s': %s is larger than %u MiB",
+                                               o.body_flag, o.body_arg, file, MAX_BODY_BYTES >> 20);
+            else
+                exit_code = sq_cli_usage_error(FACE, "%s: '%s': cannot read %s: %s", o.body_flag,
+                                               o.body_arg, file, sq_strerror(rc));
             goto out;
         }
     } else if (o.body_arg) {
@@ -518,14 +548,14 @@ int sq_cli_quick(int argc, char **argv)
     if (add_accept)
         o.headers[--o.nheaders] = (struct sq_kv){0};
     if (rc < 0) {
-        exit_code = usage_error("cannot build the request: %s%s", sq_strerror(rc), "");
+        exit_code = sq_cli_usage_error(FACE, "cannot build the request: %s", sq_strerror(rc));
         goto out;
     }
     if (o.http2) {
         rc = sq_h2_req_init(&h2req, o.method, url.scheme, url.authority, url.path, o.headers,
                             o.nheaders, body, body_len);
         if (rc < 0) {
-            exit_code = usage_error("cannot build the request: %s%s", sq_strerror(rc), "");
+            exit_code = sq_cli_usage_error(FACE, "cannot build the request: %s", sq_strerror(rc));
             goto out;
         }
     }
@@ -536,7 +566,6 @@ int sq_cli_quick(int argc, char **argv)
         .head_request = strcmp(o.method, "HEAD") == 0,
         .timeout_ns = o.timeout_ns,
         .connect_timeout_ns = o.connect_timeout_ns,
-        .stop = &stop_flag,
         .phases = !o.no_phases,
         .h2_request = o.http2 ? &h2req : NULL,
         .streams = (uint32_t)o.streams,
@@ -546,8 +575,7 @@ int sq_cli_quick(int argc, char **argv)
         exit_code = rc;
         goto out;
     }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
+    cfg.threads = sq_cli_threads(o.threads);
 
     rc = sq_cli_net_setup(&o.net, &url, &cfg, &tls);
     if (rc != 0) {
@@ -556,43 +584,27 @@ int sq_cli_quick(int argc, char **argv)
     }
 
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
-    uint64_t have = 0, need = (uint64_t)sq_run_connections(&cfg, sq_exec_max_vus(&cfg.exec)) + 64;
-    if (sq_raise_nofile(need, &have) < 0) {
-        fprintf(stderr,
-                "squall: %llu connections need %llu open files but the limit is %llu; raise it "
-                "(ulimit -n) or use fewer connections\n",
-                (unsigned long long)(need - 64), (unsigned long long)need,
-                (unsigned long long)have);
+    if ((rc = sq_cli_raise_nofile(sq_run_connections(&cfg, sq_exec_max_vus(&cfg.exec)),
+                                  "connections")) != 0) {
+        exit_code = rc;
         goto out;
     }
 
-    if (o.html_path && !(hf = open_out(o.html_path, "--html", &exit_code)))
+    if ((rc = sq_cli_outputs_open(&outs)) != 0) {
+        exit_code = rc;
         goto out;
-    if (o.json_path) {
-        jf = strcmp(o.json_path, "-") == 0 ? stdout : fopen(o.json_path, "w");
-        if (!jf) {
-            exit_code = usage_error("--json: cannot write '%s': %s", o.json_path, strerror(errno));
-            goto out;
-        }
     }
-
-    tk = (struct ticker){
-        .progress = {.f = stderr,
-                     .tty = isatty(STDERR_FILENO),
-                     .color = isatty(STDERR_FILENO) && !getenv("NO_COLOR"),
-                     .every_s = 10,
-                     .open = sq_exec_is_open(&cfg.exec),
-                     .length_s = cfg.exec.kind == SQ_EXEC_SHARED_ITERATIONS
-                                     ? 0
-                                     : (double)sq_exec_length_ns(&cfg.exec) / 1e9},
-        .show = !o.quiet,
-    };
-    if (o.csv_path && !(tk.csv = open_out(o.csv_path, "--out csv", &exit_code)))
+    sq_cli_progress_init(&tk.progress, sq_exec_is_open(&cfg.exec),
+                         cfg.exec.kind == SQ_EXEC_SHARED_ITERATIONS
+                             ? 0
+                             : (double)sq_exec_length_ns(&cfg.exec) / 1e9);
+    tk.show = !o.quiet;
+    if (o.csv_path && !(tk.csv = sq_cli_open_out(FACE, "--out csv", o.csv_path, &exit_code)))
         goto out;
-    if (o.hdr_path && !(tk.hdr = open_out(o.hdr_path, "--out hdr", &exit_code)))
+    if (o.hdr_path && !(tk.hdr = sq_cli_open_out(FACE, "--out hdr", o.hdr_path, &exit_code)))
         goto out;
     if (o.ndjson_path) {
-        if (!(nd.f = open_out(o.ndjson_path, "--out ndjson", &exit_code)))
+        if (!(nd.f = sq_cli_open_out(FACE, "--out ndjson", o.ndjson_path, &exit_code)))
             goto out;
         setvbuf(nd.f, NULL, _IOFBF, 1 << 20);
         cfg.on_samples = sq_ndjson_write;
@@ -606,10 +618,9 @@ int sq_cli_quick(int argc, char **argv)
     cfg.on_tick = on_tick;
     cfg.tick_ud = &tk;
 
-    signal(SIGPIPE, SIG_IGN);
-    signal(SIGINT, on_sigint);
+    cfg.stop = sq_cli_signals_begin();
     rc = sq_run(&cfg, &res, &why);
-    signal(SIGINT, SIG_DFL);
+    sq_cli_signals_end();
     sq_progress_finish(&tk.progress);
     if (tk.hdr_failed)
         fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
@@ -627,7 +638,6 @@ int sq_cli_quick(int argc, char **argv)
 
     char addr[80];
     sq_addr_format(&cfg.addrs[0], addr, sizeof(addr));
-    FILE *tf = jf == stdout ? stderr : stdout;
     struct sq_report_info info = {
         .url = o.url,
         .method = o.method,
@@ -649,28 +659,11 @@ int sq_cli_quick(int argc, char **argv)
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
-    if (!o.quiet && sq_report_summary_json(doc, tf) < 0)
-        fprintf(stderr, "squall: could not print the summary\n");
-    if (jf && sq_report_json_write(jf, doc) < 0)
-        fprintf(stderr, "squall: --json: write failed: %s\n", strerror(errno));
-    if (hf && sq_report_html(doc, hf) < 0)
-        fprintf(stderr, "squall: --html: write failed: %s\n", strerror(errno));
+    sq_cli_render(&outs, doc);
     json_decref(doc);
-    if (res.c.completed == 0) {
-        if (!res.aborted && res.tls_error[0])
-            fprintf(stderr, "squall: no request succeeded: tls: %s\n", res.tls_error);
-        else
-            fprintf(stderr, "squall: no request succeeded%s%s\n", res.aborted ? ": " : "",
-                    res.aborted ? res.abort_reason : "");
-        exit_code = SQ_EXIT_FAIL;
-    } else {
-        exit_code = SQ_EXIT_OK;
-    }
+    exit_code = sq_cli_run_status(&res);
 out:
-    if (jf && jf != stdout)
-        fclose(jf);
-    if (hf)
-        fclose(hf);
+    sq_cli_outputs_close(&outs);
     if (tk.csv)
         fclose(tk.csv);
     if (tk.hdr)

@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/common.h"
 #include "output/doc.h"
 #include "output/html.h"
-
-/* Declared here until cli/cli.h carries it (the same line; a repeated declaration is harmless). */
+#include "output/summary.h"
 
 /* A result is a few KiB plus ~250 bytes per second of series; past this it is not one. */
 #define MAX_RESULT_BYTES ((off_t)256 << 20)
@@ -34,17 +34,11 @@ static const char report_usage[] =
     "exit status: 0 done, 1 the report could not be written, 2 bad flags or a FILE that is not\n"
     "             a squall result\n";
 
-static int usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, "squall report: %s%s%s%s (see squall report --help)\n", what, arg ? " '" : "",
-            arg ? arg : "", arg ? "'" : "");
-    return SQ_EXIT_USAGE;
-}
+#define FACE "squall report"
 
-static int bad_file(const char *path, const char *problem, const char *detail)
+static int bad_file(const char *path, const char *problem)
 {
-    fprintf(stderr, "squall report: %s: %s%s%s\n", path, problem, detail ? ": " : "",
-            detail ? detail : "");
+    sq_cli_error(FACE, "%s: %s", path, problem);
     return SQ_EXIT_USAGE;
 }
 
@@ -54,40 +48,24 @@ static int load(const char *path, json_t **out)
     bool is_stdin = strcmp(path, "-") == 0;
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
-        return bad_file(path, strerror(errno), NULL);
+        return bad_file(path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) == 0) {
         if (S_ISDIR(st.st_mode)) {
             fclose(f);
-            return bad_file(path, "is a directory", NULL);
+            return bad_file(path, "is a directory");
         }
         if (S_ISREG(st.st_mode) && st.st_size > MAX_RESULT_BYTES) {
             fclose(f);
-            return bad_file(path, "too large for a squall result (over 256 MiB)", NULL);
+            return bad_file(path, "too large for a squall result (over 256 MiB)");
         }
     }
-    json_error_t err;
-    json_t *doc = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    char why[JSON_ERROR_TEXT_LENGTH + 160];
+    int rc = sq_report_doc_read(f, out, why, sizeof(why));
     if (!is_stdin)
         fclose(f);
-    if (!doc) {
-        char detail[JSON_ERROR_TEXT_LENGTH + 48];
-        snprintf(detail, sizeof(detail), "%s (line %d, column %d)", err.text, err.line, err.column);
-        return bad_file(path, "not JSON", detail);
-    }
-    const char *why;
-    if (sq_report_doc_check(doc, &why) < 0) {
-        const json_t *schema = json_is_object(doc) ? json_object_get(doc, "schema") : NULL;
-        char detail[160];
-        if (json_is_string(schema) && strcmp(json_string_value(schema), "squall.result/1") != 0) {
-            snprintf(detail, sizeof(detail), "schema '%.64s' is not squall.result/1",
-                     json_string_value(schema));
-            why = detail;
-        }
-        json_decref(doc);
-        return bad_file(path, "not a squall result this version reads", why);
-    }
-    *out = doc;
+    if (rc < 0)
+        return bad_file(path, why);
     return SQ_EXIT_OK;
 }
 
@@ -101,25 +79,27 @@ int sq_cli_report(int argc, char **argv)
             return SQ_EXIT_OK;
         }
         if (strcmp(a, "--html") == 0) {
-            if (i + 1 >= argc || !*argv[i + 1])
-                return usage_error("--html needs a file name", NULL);
+            if (i + 1 >= argc)
+                return sq_cli_usage_error(FACE, "--html needs a value");
+            if (!*argv[i + 1])
+                return sq_cli_usage_error(FACE, "--html: '' is not a file name");
             html = argv[++i];
             continue;
         }
         if (strncmp(a, "--html=", 7) == 0) {
             if (!a[7])
-                return usage_error("--html needs a file name", NULL);
+                return sq_cli_usage_error(FACE, "--html: '' is not a file name");
             html = a + 7;
             continue;
         }
         if (a[0] == '-' && a[1] != '\0')
-            return usage_error("unknown flag", a);
+            return sq_cli_usage_error(FACE, "unknown flag '%s'", a);
         if (path)
-            return usage_error("one result file only; unexpected", a);
+            return sq_cli_usage_error(FACE, "one result file only; unexpected '%s'", a);
         path = a;
     }
     if (!path)
-        return usage_error("no result file given", NULL);
+        return sq_cli_usage_error(FACE, "no result file given");
 
     json_t *doc = NULL;
     int rc = load(path, &doc);
@@ -127,7 +107,7 @@ int sq_cli_report(int argc, char **argv)
         return rc;
 
     if (!html) {
-        rc = sq_report_summary_json(doc, stdout);
+        rc = sq_report_summary(doc, stdout);
         json_decref(doc);
         if (rc < 0) {
             fprintf(stderr, "squall report: writing the summary: %s\n", sq_strerror(rc));
@@ -139,7 +119,7 @@ int sq_cli_report(int argc, char **argv)
     bool to_stdout = strcmp(html, "-") == 0;
     FILE *out = to_stdout ? stdout : fopen(html, "w");
     if (!out) {
-        fprintf(stderr, "squall report: %s: %s\n", html, strerror(errno));
+        sq_cli_error(FACE, "--html: cannot write '%s': %s", html, strerror(errno));
         json_decref(doc);
         return SQ_EXIT_FAIL;
     }
@@ -148,7 +128,7 @@ int sq_cli_report(int argc, char **argv)
     if (!to_stdout && fclose(out) != 0 && rc == 0)
         rc = -errno;
     if (rc < 0) {
-        fprintf(stderr, "squall report: %s: %s\n", html, sq_strerror(rc));
+        sq_cli_error(FACE, "--html: writing '%s': %s", html, sq_strerror(rc));
         return SQ_EXIT_FAIL;
     }
     return SQ_EXIT_OK;

@@ -1,15 +1,14 @@
 /* cli/run_cmd.c - the plan face: `squall run PLAN` and `squall validate PLAN`. */
-#include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/common.h"
 #include "cli/netopts.h"
 #include "engine/flow.h"
 #include "engine/run.h"
@@ -17,24 +16,13 @@
 #include "http/decode.h"
 #include "http/url.h"
 #include "net/sock.h"
-#include "output/doc.h"
-#include "output/html.h"
-#include "output/report.h"
-#include "output/series.h"
+#include "output/json.h"
+#include "output/plan_json.h"
+#include "output/progress.h"
 #include "plan/plan.h"
 #include "stats/hist.h"
 
-static volatile int stop_flag;
-
-static void on_sigint(int sig)
-{
-    SQ_UNUSED(sig);
-    if (stop_flag) {
-        signal(SIGINT, SIG_DFL);
-        raise(SIGINT);
-    }
-    stop_flag = 1;
-}
+#define FACE "squall run"
 
 static const char run_usage[] =
     "usage: squall run PLAN [flags]      run a YAML plan (docs/plans.md)\n"
@@ -62,17 +50,14 @@ static void print_usage(FILE *f)
     fputs(run_usage_tail, f);
 }
 
-static int usage_error(const char *fmt, const char *a)
-{
-    fprintf(stderr, "squall: ");
-    fprintf(stderr, fmt, a);
-    fprintf(stderr, "\n(squall run --help for usage)\n");
-    return SQ_EXIT_USAGE;
-}
-
 /* Loads the plan or prints why not. */
 static int load(const char *path, struct sq_plan **p)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "squall: %s: cannot read the plan: it is a directory\n", path);
+        return SQ_EXIT_USAGE;
+    }
     struct sq_plan_error err;
     memset(&err, 0, sizeof(err));
     int rc = sq_plan_load(path, p, &err);
@@ -87,12 +72,23 @@ static int load(const char *path, struct sq_plan **p)
 
 int sq_cli_validate(int argc, char **argv)
 {
-    if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        print_usage(argc == 2 ? stdout : stderr);
-        return argc == 2 ? SQ_EXIT_OK : SQ_EXIT_USAGE;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_usage(stdout);
+            return SQ_EXIT_OK;
+        }
+        if (a[0] == '-' && a[1] != '\0')
+            return sq_cli_usage_error("squall validate", "unknown flag '%s'", a);
+        if (path)
+            return sq_cli_usage_error("squall validate", "one plan file only; unexpected '%s'", a);
+        path = a;
     }
+    if (!path)
+        return sq_cli_usage_error("squall validate", "no plan file given");
     struct sq_plan *p = NULL;
-    int rc = load(argv[1], &p);
+    int rc = load(path, &p);
     if (rc)
         return rc;
     char err[512];
@@ -113,6 +109,7 @@ struct ticker {
     bool show;
     const struct sq_plan *plan;
     struct sq_live_totals t;
+    volatile int *stop; /* the run's stop flag: an abortOnFail threshold sets it */
     bool aborted;
     char why[256];
 };
@@ -136,7 +133,7 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     t->t.elapsed_s = s->t_s;
     if (!t->aborted && sq_thresholds_should_abort(t->plan, &t->t, t->why, sizeof(t->why))) {
         t->aborted = true;
-        stop_flag = 1;
+        *t->stop = 1;
     }
 }
 
@@ -168,12 +165,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
     int ch;
     int li = -1;
     while ((ch = getopt_long(argc, argv, ":t:qhk", longs, &li)) != -1) {
-        char flag[40];
-        if (li >= 0)
-            snprintf(flag, sizeof(flag), "--%s", longs[li].name);
-        else
-            snprintf(flag, sizeof(flag), "-%c", ch > 0 && ch < 128 ? ch : '?');
-        li = -1;
+        char name[48];
+        const char *flag = sq_cli_flag_name(longs, &li, ch, argv, name, sizeof(name));
         int taken = sq_cli_net_flag(&o->net, ch, flag, optarg);
         if (taken == 1)
             continue;
@@ -182,17 +175,19 @@ static int parse(int argc, char **argv, struct run_opts *o)
         switch (ch) {
         case 't':
             if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
-                return usage_error("-t: expected a thread count from 1 to 1024, got '%s'", optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a thread count (1..1024)", flag,
+                                          optarg);
             break;
         case 'T':
             if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->timeout_ns) < 0 || o->timeout_ns <= 0)
-                return usage_error("--timeout: expected a duration like 5s, got '%s'", optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
+                                          flag, optarg);
             break;
         case 'C':
             if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->connect_timeout_ns) < 0 ||
                 o->connect_timeout_ns <= 0)
-                return usage_error("--connect-timeout: expected a duration like 5s, got '%s'",
-                                   optarg);
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
+                                          flag, optarg);
             break;
         case 'j':
             o->json = optarg;
@@ -212,24 +207,26 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 'h':
             print_usage(stdout);
             return SQ_EXIT_DONE;
-        case ':':
-            return usage_error("%s needs a value", argv[optind - 1]);
         default:
-            return usage_error("unknown flag '%s'", argv[optind - 1]);
+            return sq_cli_flag_error(FACE, longs, ch, flag);
         }
     }
     int rc = sq_cli_net_check(&o->net);
     if (rc)
         return rc;
-    if (optind != argc - 1)
-        return usage_error("%s", optind >= argc ? "run needs one plan file" : "one plan file only");
+    if (optind >= argc)
+        return sq_cli_usage_error(FACE, "no plan file given");
+    if (optind < argc - 1)
+        return sq_cli_usage_error(FACE, "one plan file only; unexpected '%s'", argv[optind + 1]);
     o->plan = argv[optind];
     return 0;
 }
 
 int sq_cli_run(int argc, char **argv)
 {
-    struct run_opts o = {.timeout_ns = 10 * SQ_NS_PER_S, .connect_timeout_ns = 5 * SQ_NS_PER_S};
+    struct run_opts o = {.timeout_ns = 10 * SQ_NS_PER_S,
+                         .connect_timeout_ns = 5 * SQ_NS_PER_S,
+                         .net = {.face = FACE}};
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
@@ -245,7 +242,8 @@ int sq_cli_run(int argc, char **argv)
     struct sq_th_verdicts verdicts = {0};
     struct ticker tk = {.plan = p};
     struct sq_tls_client *tls = NULL;
-    FILE *jf = NULL, *hf = NULL;
+    struct sq_cli_outputs outs = {
+        .face = FACE, .json_path = o.json, .html_path = o.html, .quiet = o.quiet};
     const char *why = NULL;
     char err[512];
 
@@ -283,33 +281,18 @@ int sq_cli_run(int argc, char **argv)
     struct sq_run_config cfg = {
         .timeout_ns = p->default_timeout_ns ? p->default_timeout_ns : o.timeout_ns,
         .connect_timeout_ns = o.connect_timeout_ns,
-        .stop = &stop_flag,
         .scens = scens,
         .nscens = (uint32_t)p->nscenarios,
         .phases = !o.no_phases,
     };
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg.threads = (uint32_t)(o.threads ? o.threads : (uint64_t)(cpus > 0 ? cpus : 1));
+    cfg.threads = sq_cli_threads(o.threads);
     rc = sq_cli_net_setup(&o.net, &url, &cfg, &tls);
     if (rc != 0) {
         exit_code = rc;
         goto out;
     }
-    uint64_t have = 0;
-    if (sq_raise_nofile(vus + 64, &have) < 0) {
-        fprintf(stderr, "squall: %llu VUs need %llu open files but the limit is %llu\n",
-                (unsigned long long)vus, (unsigned long long)(vus + 64), (unsigned long long)have);
-        goto out;
-    }
-    if (o.json) {
-        jf = strcmp(o.json, "-") == 0 ? stdout : fopen(o.json, "w");
-        if (!jf) {
-            exit_code = usage_error("--json: cannot write '%s'", o.json);
-            goto out;
-        }
-    }
-    if (o.html && !(hf = fopen(o.html, "w"))) {
-        exit_code = usage_error("--html: cannot write '%s'", o.html);
+    if ((rc = sq_cli_raise_nofile(vus, "VUs")) != 0 || (rc = sq_cli_outputs_open(&outs)) != 0) {
+        exit_code = rc;
         goto out;
     }
     double length_s = 0;
@@ -320,22 +303,16 @@ int sq_cli_run(int argc, char **argv)
             length_s = l;
         open |= sq_exec_is_open(&scens[i].exec);
     }
-    tk.progress = (struct sq_progress){.f = stderr,
-                                       .tty = isatty(STDERR_FILENO),
-                                       .color = isatty(STDERR_FILENO) && !getenv("NO_COLOR"),
-                                       .every_s = 10,
-                                       .open = open,
-                                       .length_s = length_s};
+    sq_cli_progress_init(&tk.progress, open, length_s);
     tk.show = !o.quiet;
     if (sq_latency_hist_new(&tk.t.dur) < 0)
         goto out;
     cfg.on_tick = on_tick;
     cfg.tick_ud = &tk;
 
-    signal(SIGPIPE, SIG_IGN);
-    signal(SIGINT, on_sigint);
+    cfg.stop = tk.stop = sq_cli_signals_begin();
     rc = sq_run(&cfg, &res, &why);
-    signal(SIGINT, SIG_DFL);
+    sq_cli_signals_end();
     sq_progress_finish(&tk.progress);
     if (rc < 0) {
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
@@ -366,31 +343,18 @@ int sq_cli_run(int argc, char **argv)
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
-    FILE *tf = jf == stdout ? stderr : stdout;
-    if (!o.quiet && sq_report_summary_json(doc, tf) < 0)
-        fprintf(stderr, "squall: could not print the summary\n");
-    if (jf && sq_report_json_write(jf, doc) < 0)
-        fprintf(stderr, "squall: --json: write failed: %s\n", strerror(errno));
-    if (hf && sq_report_html(doc, hf) < 0)
-        fprintf(stderr, "squall: --html: write failed: %s\n", strerror(errno));
+    sq_cli_render(&outs, doc);
     json_decref(doc);
     if (tk.aborted)
         fprintf(stderr, "squall: run stopped: %s\n", tk.why);
     if (verdicts.failed || tk.aborted) {
         fprintf(stderr, "squall: thresholds failed\n");
         exit_code = SQ_EXIT_THRESHOLDS;
-    } else if (res.c.completed == 0) {
-        fprintf(stderr, "squall: no request succeeded%s%s\n", res.aborted ? ": " : "",
-                res.aborted ? res.abort_reason : "");
-        exit_code = SQ_EXIT_FAIL;
     } else {
-        exit_code = SQ_EXIT_OK;
+        exit_code = sq_cli_run_status(&res);
     }
 out:
-    if (jf && jf != stdout)
-        fclose(jf);
-    if (hf)
-        fclose(hf);
+    sq_cli_outputs_close(&outs);
     sq_hist_free(tk.t.dur);
     sq_th_verdicts_dispose(&verdicts);
     sq_result_dispose(&res);

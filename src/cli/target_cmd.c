@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/common.h"
 #include "net/sock.h"
 #include "net/tls.h"
 #include "target/target.h"
@@ -50,14 +51,17 @@ static void on_signal(int sig)
         sq_target_stop(t); /* async-signal-safe: a flag and an eventfd write */
 }
 
-static int bad_flag(const char *what, const char *flag, const char *value)
+#define FACE "squall target"
+
+/* Messages name the long flag (-p is --port): "squall target: --port: '70000' is not a port". */
+static int bad_value(const char *flag, const char *value, const char *what)
 {
-    if (value)
-        fprintf(stderr, "squall target: %s %s: '%s' (see squall target --help)\n", what, flag,
-                value);
-    else
-        fprintf(stderr, "squall target: %s %s (see squall target --help)\n", what, flag);
-    return SQ_EXIT_USAGE;
+    return sq_cli_usage_error(FACE, "%s: '%s' is not %s", flag, value, what);
+}
+
+static int no_value(const char *flag)
+{
+    return sq_cli_usage_error(FACE, "%s needs a value", flag);
 }
 
 /* Matches argv[*i] against a flag that takes a value: "-p N", "-pN", "--port N", "--port=N".
@@ -141,9 +145,9 @@ int sq_cli_target(int argc, char **argv)
             if ((m = flag_value(argc, argv, &i, NULL, files[f].name, &val)) == 0)
                 continue;
             if (m < 0)
-                return bad_flag("missing value for", files[f].name, NULL);
+                return no_value(files[f].name);
             if (!*val)
-                return bad_flag("bad value for", files[f].name, val);
+                return bad_value(files[f].name, val, "a file name");
             *files[f].dst = val;
             tls = true;
             matched = true;
@@ -152,46 +156,42 @@ int sq_cli_target(int argc, char **argv)
             continue;
         if ((m = flag_value(argc, argv, &i, NULL, "--host", &val)) != 0) {
             if (m < 0)
-                return bad_flag("missing value for", "--host", NULL);
+                return no_value("--host");
             if (!*val)
-                return bad_flag("bad value for", "--host", val);
+                return bad_value("--host", val, "an address (e.g. 127.0.0.1, ::1, 0.0.0.0)");
             host = val;
             continue;
         }
         if ((m = flag_value(argc, argv, &i, "-p", "--port", &val)) != 0) {
             if (m < 0)
-                return bad_flag("missing value for", a, NULL);
+                return no_value("--port");
             if (sq_parse_u64(val, 0, 65535, 0, &port) < 0)
-                return bad_flag("bad value for", "--port", val);
+                return bad_value("--port", val, "a port (0..65535; 0 picks a free one)");
             continue;
         }
         if ((m = flag_value(argc, argv, &i, "-t", "--threads", &val)) != 0) {
             if (m < 0)
-                return bad_flag("missing value for", a, NULL);
+                return no_value("--threads");
             if (sq_parse_u64(val, 1, MAX_THREADS, 0, &threads) < 0)
-                return bad_flag("bad value for", "--threads", val);
+                return bad_value("--threads", val, "a thread count (1..1024)");
             continue;
         }
         if ((m = flag_value(argc, argv, &i, NULL, "--stall", &val)) != 0) {
             if (m < 0)
-                return bad_flag("missing value for", "--stall", NULL);
-            if (!parse_stall(val, &stall, &stall_period)) {
-                fprintf(stderr,
-                        "squall target: bad value for --stall: '%s' (want DUR/PERIOD with "
-                        "0 < DUR < PERIOD and DUR <= 1h, e.g. 500ms/2s)\n",
-                        val);
-                return SQ_EXIT_USAGE;
-            }
+                return no_value("--stall");
+            if (!parse_stall(val, &stall, &stall_period))
+                return bad_value("--stall", val,
+                                 "DUR/PERIOD (0 < DUR < PERIOD, DUR at most 1h, e.g. 500ms/2s)");
             continue;
         }
         if (a[0] == '-')
-            return bad_flag("unknown flag", a, NULL);
-        return bad_flag("unexpected argument", a, NULL);
+            return sq_cli_usage_error(FACE, "unknown flag '%s'", a);
+        return sq_cli_usage_error(FACE, "unexpected argument '%s'", a);
     }
 
     if ((topts.cert == NULL) != (topts.key == NULL))
-        return bad_flag(topts.cert ? "--cert needs" : "--key needs",
-                        topts.cert ? "--key" : "--cert", NULL);
+        return sq_cli_usage_error(FACE, "%s",
+                                  topts.cert ? "--cert needs --key" : "--key needs --cert");
 
     uint64_t have = 0;
     (void)sq_raise_nofile(65536, &have); /* best effort: many connections need many fds */
@@ -200,10 +200,8 @@ int sq_cli_target(int argc, char **argv)
     if (tls) {
         char err[SQ_TLS_ERRLEN];
         topts.alpn = "h2,http/1.1"; /* h2 first: the server's preference (server/h2.h) */
-        if (sq_tls_server_new(&topts, &ts, err, sizeof(err)) < 0) {
-            fprintf(stderr, "squall target: tls: %s\n", err);
-            return SQ_EXIT_USAGE;
-        }
+        if (sq_tls_server_new(&topts, &ts, err, sizeof(err)) < 0)
+            return sq_cli_tls_error(FACE, err);
     }
 
     struct sigaction sa;

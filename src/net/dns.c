@@ -85,6 +85,8 @@ static int parse_addr(const char *s, size_t len, uint16_t port, struct sq_addr *
     return 0;
 }
 
+/* Parses a comma-separated list of numeric addresses, storing the first max of them. Returns how
+ * many the list holds (which may exceed max), or -1 when one of them is not an address. */
 static int addr_list(const char *s, size_t len, uint16_t port, struct sq_addr *out, int max)
 {
     int n = 0;
@@ -93,7 +95,8 @@ static int addr_list(const char *s, size_t len, uint16_t port, struct sq_addr *o
         size_t j = i;
         while (j < len && s[j] != ',')
             j++;
-        if (n == max || parse_addr(s + i, j - i, port, &out[n]) < 0)
+        struct sq_addr spare;
+        if (parse_addr(s + i, j - i, port, n < max ? &out[n] : &spare) < 0)
             return -1;
         n++;
         i = j + 1;
@@ -116,7 +119,7 @@ int sq_dns_check_arg(const char *arg, int connect_to, char *why, size_t len)
     size_t fl[5];
     int n = split(arg, f, fl, 4);
     uint16_t port;
-    struct sq_addr a[16];
+    struct sq_addr a[SQ_DNS_MAX_RESOLVE];
     if (connect_to) {
         if (n != 4) {
             snprintf(why, len, "'%s' is not HOST:PORT:HOST2:PORT2", arg);
@@ -137,8 +140,13 @@ int sq_dns_check_arg(const char *arg, int connect_to, char *why, size_t len)
         snprintf(why, len, "'%s': the port must be 1-65535", arg);
         return -SQ_EUSAGE;
     }
-    if (addr_list(f[2], fl[2], port, a, 16) < 0) {
+    int naddrs = addr_list(f[2], fl[2], port, a, SQ_DNS_MAX_RESOLVE);
+    if (naddrs < 0) {
         snprintf(why, len, "'%s': addresses must be numeric IPv4 or [IPv6], comma-separated", arg);
+        return -SQ_EUSAGE;
+    }
+    if (naddrs > SQ_DNS_MAX_RESOLVE) {
+        snprintf(why, len, "'%s': at most %d addresses", arg, SQ_DNS_MAX_RESOLVE);
         return -SQ_EUSAGE;
     }
     return 0;
@@ -180,7 +188,7 @@ int sq_dns_lookup(const struct sq_dns_opts *o, const char *host, uint16_t port, 
             continue;
         int n = addr_list(f[2], fl[2], port, out, max);
         if (n > 0)
-            return n;
+            return n < max ? n : max;
     }
     const char *msg = NULL;
     int n = sq_resolve(mapped, port, out, max, &msg);

@@ -18,6 +18,9 @@
 #include "base/err.h"
 #include "net/sock.h"
 
+/* The most addresses one --resolve entry may list (a run keeps at most 16: engine/run.h). */
+#define SQ_DNS_MAX_RESOLVE 16
+
 struct sq_dns_opts {
     const char *const *resolve; /* --resolve arguments */
     size_t nresolve;
@@ -30,8 +33,9 @@ struct sq_dns_opts {
 SQ_MUST_CHECK int sq_dns_check_arg(const char *arg, int connect_to, char *why, size_t len);
 
 /* Finds host:port's addresses: --connect-to first maps the name and port, then a --resolve
- * entry for the result is used as it is, else the system resolver. Returns the number of
- * addresses (> 0, at most max), or -SQ_ERESOLVE / -SQ_EUSAGE with why filled in. */
+ * entry for the result is used as it is (its first max addresses), else the system resolver.
+ * Returns the number of addresses (> 0, at most max), or -SQ_ERESOLVE / -SQ_EUSAGE with why
+ * filled in. */
 SQ_MUST_CHECK int sq_dns_lookup(const struct sq_dns_opts *o, const char *host, uint16_t port,
                                 struct sq_addr *out, int max, char *why, size_t len);
 

@@ -1,11 +1,12 @@
 /* output/doc.c - reading a saved result document: the schema check and path lookups. */
 #include "output/doc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/b64.h"
-#include "output/report.h"
+#include "output/json.h"
 #include "stats/hist.h"
 
 const json_t *sq_report__get(const json_t *doc, const char *path)
@@ -90,5 +91,39 @@ int sq_report_doc_check(const json_t *doc, const char **why)
         *why = "no \"latency\" object";
         return -SQ_EPARSE;
     }
+    return 0;
+}
+
+/* The reason is printed as one line: a control byte the parser quoted from the file (a newline
+ * inside a bad token) becomes '?'. */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
+int sq_report_doc_read(FILE *f, json_t **out, char *why, size_t len)
+{
+    json_error_t err;
+    json_t *doc = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    if (!doc) {
+        snprintf(why, len, "not JSON: %s (line %d, column %d)", err.text, err.line, err.column);
+        one_line(why);
+        return -SQ_EPARSE;
+    }
+    const char *problem;
+    if (sq_report_doc_check(doc, &problem) < 0) {
+        const json_t *schema = json_is_object(doc) ? json_object_get(doc, "schema") : NULL;
+        if (json_is_string(schema) && strcmp(json_string_value(schema), SQ_RESULT_SCHEMA) != 0)
+            snprintf(why, len, "not a squall result this version reads: schema '%.64s' is not %s",
+                     json_string_value(schema), SQ_RESULT_SCHEMA);
+        else
+            snprintf(why, len, "not a squall result this version reads: %s", problem);
+        one_line(why);
+        json_decref(doc);
+        return -SQ_EPARSE;
+    }
+    *out = doc;
     return 0;
 }

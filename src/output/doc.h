@@ -1,4 +1,5 @@
-/* output/doc.h - outputs rendered from a saved result document (`squall report FILE`).
+/* output/doc.h - reading a saved result document (`squall report FILE`): the checks and lookups
+ * the outputs rendered from it (output/summary.h, output/html.h) share.
  *
  * The document is the parsed JSON of `--json` (schema squall.result/1, docs/json-schema.md). Only
  * "schema", "requests" and "latency" are required; every other key may be missing (an older or a
@@ -21,11 +22,14 @@ struct sq_hist;
  * phrase ("no \"schema\" key: not a squall result"). */
 SQ_MUST_CHECK int sq_report_doc_check(const json_t *doc, const char **why);
 
-/* Prints the terminal summary of a saved run, laid out as the one printed after the run (no
- * colour). Returns 0, -SQ_EPARSE (sq_report_doc_check failed) or -EIO. */
-SQ_MUST_CHECK int sq_report_summary_json(const json_t *doc, FILE *f);
+/* Reads a saved result from f (untrusted input: `squall report FILE`) and checks it. Returns 0
+ * with *out set (the caller json_decrefs it), or -SQ_EPARSE with why holding one line that says
+ * what is wrong: "not JSON: <jansson's text> (line L, column C)" or "not a squall result this
+ * version reads: <what sq_report_doc_check found>". A duplicate key is refused (two values for
+ * one figure cannot both be right). */
+SQ_MUST_CHECK int sq_report_doc_read(FILE *f, json_t **out, char *why, size_t len);
 
-/* ---- Internal to output/: lookups shared by doc.c, summary_json.c and html.c. ---- */
+/* ---- Internal to output/: lookups shared by doc.c, summary.c and html.c. ---- */
 
 /* The value at a dotted path ("latency.histogram.data"), or NULL when any step is missing. */
 const json_t *sq_report__get(const json_t *doc, const char *path);

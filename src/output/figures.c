@@ -1,5 +1,5 @@
 /* output/figures.c - the figures both outputs print, computed once from the result. */
-#include "output/report.h"
+#include "output/figures.h"
 
 #include "stats/hist.h"
 

@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "base/b64.h"
-#include "output/report.h"
+#include "output/figures.h"
+#include "output/json.h"
 #include "stats/hist.h"
 
 static json_t *jdur_s(int64_t ns)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine/thresholds.h"
-#include "output/report.h"
+#include "output/plan_json.h"
 #include "stats/hist.h"
 
 static double ms(int64_t us)

@@ -1,4 +1,4 @@
-/* engine/exec.c - executor validation and schedule arithmetic.
+/* plan/exec.c - executor validation and schedule arithmetic.
  *
  * Arrival schedule. Within a stage of length D whose rate moves linearly from f to g (arrivals
  * per ns), the expected count after t ns is N(t) = f*t + (g-f)*t^2/(2D). Arrival k of the stage

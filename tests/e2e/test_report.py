@@ -402,6 +402,35 @@ class SchemaOfRealDocuments(sqtest.TargetCase):
         self.assertIn("✓ home: status 200", rp.stdout)
         self.assertIn("✗ iterations: count > 1000000", rp.stdout)
 
+    def test_report_reprints_what_the_run_printed(self):
+        # cli/common.c renders the end of every run from the document it writes, so the summary
+        # a run prints and the one `squall report` reprints from its --json are the same bytes,
+        # for the quick face (with and without --json on stdout) and for a plan.
+        with tempfile.TemporaryDirectory() as d:
+            saved = os.path.join(d, "r.json")
+            for args in ([self.base + "/fast", "-n", "50", "-c", "2", "-t", "1"],
+                         [self.base + "/status/404", "-r", "50", "-d", "500ms", "-c", "2",
+                          "-t", "1"]):
+                p, _ = sqtest.run_squall(*args, "--json", saved)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                rp = run(saved)
+                self.assertEqual(rp.returncode, 0, rp.stderr)
+                self.assertEqual(rp.stdout, p.stdout)
+                # With the JSON on stdout the summary goes to stderr, after the progress line.
+                p, doc, _ = sqtest.run_json(*args)
+                with open(saved, "w") as f:
+                    json.dump(doc, f)
+                self.assertTrue(p.stderr.endswith(run(saved).stdout), p.stderr)
+            path = os.path.join(d, "plan.yaml")
+            with open(path, "w") as f:
+                f.write(PLAN.format(base=self.base))
+            p, _ = sqtest.run_squall("run", path, "-t", "1", "-q", "--json", saved)
+            self.assertEqual(p.returncode, 99, p.stderr)
+            self.assertEqual(p.stdout, "")  # -q: no summary, the document still written
+            p, _ = sqtest.run_squall("run", path, "-t", "1", "--json", saved)
+            self.assertEqual(p.returncode, 99, p.stderr)
+            self.assertEqual(run(saved).stdout, p.stdout)
+
 
 if __name__ == "__main__":
     sqtest.main()

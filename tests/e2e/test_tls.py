@@ -297,7 +297,7 @@ class FlagTest(unittest.TestCase):
         self.expect_usage((url, "--tls-min", "1.1"), "--tls-min: '1.1' is not a TLS version")
         self.expect_usage((url, "--tls-max", "x"), "--tls-max: 'x' is not a TLS version")
         self.expect_usage((url, "--cacert", "/nonexistent/ca.pem"),
-                          "tls: cacert '/nonexistent/ca.pem': No such file or directory")
+                          "--cacert: '/nonexistent/ca.pem': No such file or directory")
         self.expect_usage((url, "--key", "k.pem"), "--key needs --cert")
         self.expect_usage((url, "--cacert"), "--cacert needs a value")
 
@@ -305,10 +305,10 @@ class FlagTest(unittest.TestCase):
         self.expect_usage(("--cert", "/x.pem"), "--cert needs --key", target=True)
         self.expect_usage(("--key", "/x.pem"), "--key needs --cert", target=True)
         self.expect_usage(("--cert", "/nonexistent.pem", "--key", "/nonexistent.key"),
-                          "tls: cert '/nonexistent.pem'", target=True)
-        self.expect_usage(("--client-ca",), "missing value for --client-ca", target=True)
+                          "--cert: '/nonexistent.pem'", target=True)
+        self.expect_usage(("--client-ca",), "--client-ca needs a value", target=True)
         self.expect_usage(("--tls", "--cert-out", "/nonexistent/dir/x.pem"),
-                          "cert_out '/nonexistent/dir/x.pem'", target=True)
+                          "--cert-out: '/nonexistent/dir/x.pem'", target=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-/* Unit tests: engine/exec (executor validation, arrival schedule, VU ramps, stage parsing). */
+/* Unit tests: plan/exec (executor validation, arrival schedule, VU ramps, stage parsing). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -14,46 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "http/h1.h"
+
+#include "guard.h"
 
 #define OK 1 /* expected result: a complete head / body */
 
 _Static_assert(sizeof(struct sq_h1_reader) <= 88, "the per-connection reader must stay small");
-
-/* ---- guard pages ---- */
-
-struct guard {
-    char *map;
-    size_t map_len;
-    char *end; /* first byte of the PROT_NONE page */
-};
-
-static void guard_init(struct guard *g, size_t cap)
-{
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    size_t data = cap ? (cap + pg - 1) / pg * pg : pg;
-    g->map_len = data + pg;
-    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(g->map != MAP_FAILED);
-    assert_int_equal(mprotect(g->map + data, pg, PROT_NONE), 0);
-    g->end = g->map + data;
-}
-
-/* Copies src[0,n) so that it ends right at the guard page. */
-static char *guard_put(struct guard *g, const char *src, size_t n)
-{
-    char *p = g->end - n;
-    memcpy(p, src, n);
-    return p;
-}
-
-static void guard_free(struct guard *g)
-{
-    munmap(g->map, g->map_len);
-}
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \

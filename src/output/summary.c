@@ -1,9 +1,11 @@
-/* output/summary_json.c - the terminal summary of a saved run, from its result document.
+/* output/summary.c - the terminal summary, from the result document (see summary.h).
  *
- * Mirrors summary.c line for line, reading the document instead of the result model: the figures
- * come from the document (they were computed once, from the merged histogram), and the latency
+ * The same code prints the summary after a run and for `squall report FILE`: the figures come
+ * from the document (they were computed once, from the merged histogram), and the latency
  * distribution from the histogram decoded out of it. A key the document lacks leaves its part out.
  */
+#include "output/summary.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -247,7 +249,7 @@ static void plan_sections(FILE *f, const json_t *doc)
     }
 }
 
-int sq_report_summary_json(const json_t *doc, FILE *f)
+int sq_report_summary(const json_t *doc, FILE *f)
 {
     const char *why;
     if (sq_report_doc_check(doc, &why) < 0)

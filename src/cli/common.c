@@ -1,0 +1,271 @@
+/* cli/common.c - see common.h. */
+#include "cli/common.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "net/sock.h"
+#include "output/html.h"
+#include "output/json.h"
+#include "output/progress.h"
+#include "output/summary.h"
+
+#define NOFILE_HEADROOM 64
+
+/* Prints msg with C escapes for control bytes, so it stays on one line whatever the user typed. */
+static void put_line(const char *msg)
+{
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p == '\r')
+            fputs("\\r", stderr);
+        else if (*p == '\n')
+            fputs("\\n", stderr);
+        else if (*p == '\t')
+            fputs("\\t", stderr);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(stderr, "\\x%02x", *p);
+        else
+            fputc(*p, stderr);
+    }
+}
+
+static void vline(const char *face, const char *hint, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    fprintf(stderr, "%s: ", face);
+    put_line(msg);
+    if (n >= (int)sizeof(msg))
+        fputs("...", stderr); /* an overlong value is cut */
+    if (hint)
+        fprintf(stderr, " (see %s --help)", hint);
+    fputc('\n', stderr);
+}
+
+int sq_cli_usage_error(const char *face, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vline(face, face, fmt, ap);
+    va_end(ap);
+    return SQ_EXIT_USAGE;
+}
+
+void sq_cli_error(const char *face, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vline(face, NULL, fmt, ap);
+    va_end(ap);
+}
+
+/* The long option a "--name" or "--name=value" token names exactly, or NULL. */
+static const struct option *long_named(const struct option *longs, const char *tok)
+{
+    if (strncmp(tok, "--", 2) != 0)
+        return NULL;
+    tok += 2;
+    size_t n = strcspn(tok, "=");
+    for (const struct option *o = longs; o->name; o++)
+        if (strlen(o->name) == n && strncmp(o->name, tok, n) == 0)
+            return o;
+    return NULL;
+}
+
+const char *sq_cli_flag_name(const struct option *longs, int *li, int opt, char **argv, char *buf,
+                             size_t size)
+{
+    int idx = *li;
+    *li = -1;
+    if (idx >= 0) {
+        snprintf(buf, size, "--%s", longs[idx].name);
+        return buf;
+    }
+    if (opt != '?' && opt != ':') {
+        snprintf(buf, size, "-%c", opt);
+        return buf;
+    }
+    /* getopt_long has moved past the token when it was the last of its argument; inside a
+     * cluster of short flags ("-qx") it has not, so optopt is the one to trust there. */
+    const char *tok = optind > 0 ? argv[optind - 1] : "";
+    const struct option *lo = long_named(longs, tok);
+    if (optopt > 0 && optopt < 128 && !(lo && lo->val == optopt)) {
+        snprintf(buf, size, "-%c", optopt);
+        return buf;
+    }
+    if (lo) {
+        snprintf(buf, size, "--%s", lo->name);
+        return buf;
+    }
+    return tok;
+}
+
+int sq_cli_flag_error(const char *face, const struct option *longs, int opt, const char *flag)
+{
+    if (opt == ':')
+        return sq_cli_usage_error(face, "%s needs a value", flag);
+    const struct option *lo = long_named(longs, flag);
+    if (lo && lo->has_arg == no_argument)
+        return sq_cli_usage_error(face, "%s takes no value", flag);
+    if (strncmp(flag, "--", 2) == 0 && flag[2] && !lo) {
+        /* getopt_long takes an unambiguous prefix; an ambiguous one lands here. */
+        char names[400] = "";
+        size_t n = strcspn(flag + 2, "="), len = 0;
+        int matches = 0;
+        for (const struct option *o = longs; o->name; o++) {
+            if (strncmp(o->name, flag + 2, n) != 0)
+                continue;
+            int w =
+                snprintf(names + len, sizeof(names) - len, "%s--%s", matches ? ", " : "", o->name);
+            if (w > 0 && (size_t)w < sizeof(names) - len)
+                len += (size_t)w;
+            matches++;
+        }
+        if (matches > 1)
+            return sq_cli_usage_error(face, "'%.*s' is ambiguous: %s", (int)(n + 2), flag, names);
+    }
+    return sq_cli_usage_error(face, "unknown flag '%s'", flag);
+}
+
+/* The names the TLS library gives its options (net/tls.h), and the flags that set them. */
+static const struct {
+    const char *field, *flag;
+} tls_flags[] = {
+    {"cacert '", "--cacert"},       {"cert '", "--cert"},         {"key '", "--key"},
+    {"client_ca '", "--client-ca"}, {"cert_out '", "--cert-out"},
+};
+
+int sq_cli_tls_error(const char *face, const char *err)
+{
+    for (size_t i = 0; i < SQ_ARRAY_LEN(tls_flags); i++) {
+        size_t n = strlen(tls_flags[i].field);
+        if (strncmp(err, tls_flags[i].field, n) == 0) {
+            /* OpenSSL's reason for a file that is not PEM says only "no start line". */
+            const char *end = err + strlen(err);
+            bool pem = end - err >= 13 && strcmp(end - 13, "no start line") == 0;
+            return sq_cli_usage_error(face, "%s: '%s%s", tls_flags[i].flag, err + n,
+                                      pem ? " (not a PEM file)" : "");
+        }
+    }
+    return sq_cli_usage_error(face, "tls: %s", err);
+}
+
+uint32_t sq_cli_threads(uint64_t asked)
+{
+    if (asked)
+        return (uint32_t)asked;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return (uint32_t)(cpus > 0 ? cpus : 1);
+}
+
+int sq_cli_raise_nofile(uint64_t n, const char *what)
+{
+    uint64_t have = 0, need = n + NOFILE_HEADROOM;
+    if (sq_raise_nofile(need, &have) == 0)
+        return 0;
+    fprintf(stderr,
+            "squall: %llu %s need %llu open files but the limit is %llu; raise it (ulimit -n) or "
+            "use fewer %s\n",
+            (unsigned long long)n, what, (unsigned long long)need, (unsigned long long)have, what);
+    return SQ_EXIT_FAIL;
+}
+
+static volatile int stop_flag;
+
+static void on_sigint(int sig)
+{
+    SQ_UNUSED(sig);
+    if (stop_flag) {
+        /* Second Ctrl-C: stop now, without a summary. */
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+    }
+    stop_flag = 1;
+}
+
+volatile int *sq_cli_signals_begin(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, on_sigint);
+    return &stop_flag;
+}
+
+void sq_cli_signals_end(void)
+{
+    signal(SIGINT, SIG_DFL);
+}
+
+void sq_cli_progress_init(struct sq_progress *p, bool open, double length_s)
+{
+    bool tty = isatty(STDERR_FILENO);
+    *p = (struct sq_progress){.f = stderr,
+                              .tty = tty,
+                              .color = tty && !getenv("NO_COLOR"),
+                              .every_s = 10,
+                              .open = open,
+                              .length_s = length_s};
+}
+
+FILE *sq_cli_open_out(const char *face, const char *flag, const char *path, int *exit_code)
+{
+    if (!path[0]) {
+        *exit_code = sq_cli_usage_error(face, "%s: '' is not a file name", flag);
+        return NULL;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f)
+        *exit_code =
+            sq_cli_usage_error(face, "%s: cannot write '%s': %s", flag, path, strerror(errno));
+    return f;
+}
+
+int sq_cli_outputs_open(struct sq_cli_outputs *o)
+{
+    int rc = 0;
+    if (o->html_path && !(o->html = sq_cli_open_out(o->face, "--html", o->html_path, &rc)))
+        return rc;
+    if (o->json_path) {
+        if (strcmp(o->json_path, "-") == 0)
+            o->json = stdout;
+        else if (!(o->json = sq_cli_open_out(o->face, "--json", o->json_path, &rc)))
+            return rc;
+    }
+    return 0;
+}
+
+void sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc)
+{
+    FILE *tf = o->json == stdout ? stderr : stdout;
+    if (!o->quiet && sq_report_summary(doc, tf) < 0)
+        fprintf(stderr, "squall: could not print the summary\n");
+    if (o->json && sq_report_json_write(o->json, doc) < 0)
+        fprintf(stderr, "squall: --json: write failed: %s\n", strerror(errno));
+    if (o->html && sq_report_html(doc, o->html) < 0)
+        fprintf(stderr, "squall: --html: write failed: %s\n", strerror(errno));
+}
+
+void sq_cli_outputs_close(struct sq_cli_outputs *o)
+{
+    if (o->json && o->json != stdout)
+        fclose(o->json);
+    if (o->html)
+        fclose(o->html);
+    o->json = o->html = NULL;
+}
+
+int sq_cli_run_status(const struct sq_result *res)
+{
+    if (res->c.completed)
+        return SQ_EXIT_OK;
+    if (!res->aborted && res->tls_error[0])
+        fprintf(stderr, "squall: no request succeeded: tls: %s\n", res->tls_error);
+    else
+        fprintf(stderr, "squall: no request succeeded%s%s\n", res->aborted ? ": " : "",
+                res->aborted ? res->abort_reason : "");
+    return SQ_EXIT_FAIL;
+}

@@ -1,0 +1,42 @@
+/* output/json.h - the result document of a run (schema squall.result/1, docs/json-schema.md).
+ *
+ * Every end-of-run output is rendered from this one document: the JSON file, the terminal
+ * summary (output/summary.h) and the HTML report (output/html.h). So the summary printed after a
+ * run and the one `squall report FILE` reprints cannot disagree. Plan runs add their sections
+ * with output/plan_json.h.
+ */
+#ifndef SQ_OUTPUT_JSON_H
+#define SQ_OUTPUT_JSON_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/err.h"
+#include "engine/run.h"
+
+/* The JSON schema this build writes; docs/json-schema.md describes it. */
+#define SQ_RESULT_SCHEMA "squall.result/1"
+
+/* What was asked for, as the user said it. */
+struct sq_report_info {
+    const char *url;
+    const char *method;
+    const char *target_addr;    /* the first resolved address, "127.0.0.1:8080" */
+    const struct sq_exec *exec; /* what load was asked for */
+    uint32_t threads;
+    int64_t timeout_ns, connect_timeout_ns;
+    size_t request_bytes;        /* size of one serialised request */
+    const char *accept_encoding; /* what the requests offered (NULL: --no-compression) */
+    const char *protocol;        /* "http/1.1" or "h2c" (--http2); NULL: not said */
+    uint32_t streams;            /* HTTP/2: streams per connection; 0: not HTTP/2 */
+};
+
+/* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
+json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);
+
+/* Writes the document as indented JSON, keys in document order. Returns 0 or -EIO. */
+SQ_MUST_CHECK int sq_report_json_write(FILE *f, const json_t *doc);
+
+#endif
