@@ -14,18 +14,25 @@
  *             busy timeout
  *   -ENOTSUP  the database's schema is newer than this squall's (or, read-only, older)
  *   -EIO      not a squall store, not a database, corrupt, or another SQLite failure
- *   -ENOMEM, -ENOSPC, -EROFS, -EACCES, -SQ_ETOOBIG, or a negative errno from the file system
+ *   -EROFS    a write through a read-only handle
+ *   -ENOMEM, -ENOSPC, -EACCES, -SQ_ETOOBIG, or a negative errno from the file system
  *
- * Threads. One struct sq_store serves every thread of a process: each call takes the store's
- * mutex for the whole call, so calls never interleave inside a transaction. A process opens the
- * store read-write once (a second read-write open, from this process or another, is -EBUSY);
- * read-only handles (sq_store_opts.read_only) may be opened beside it, by any process.
+ * Threads. One struct sq_store serves every thread of a process, and calls never interleave
+ * inside a transaction: writes (create, start, end, append, delete, prune) take the writer
+ * connection's mutex for the whole call; reads (get, list, series, result, count, check) take
+ * the reader connection's, so an API read never waits for a write's fsync, only for another
+ * read. A read sees every write that returned before it started. sq_store_open starts one
+ * thread of its own (the checkpointer, idle until the WAL grows); do not fork() with a store
+ * open. A process opens the store read-write once (a second read-write open, from this process
+ * or another, is -EBUSY); read-only handles (sq_store_opts.read_only) may be opened beside it,
+ * by any process, and refuse every write with -EROFS.
  *
  * Durability. The database is in WAL mode. A call that changes a run's state (create, start,
  * end with its result) returns only once its transaction is on disk (synchronous=FULL for that
  * commit): no finished run is lost, even to a power cut. A second of series is its own
  * transaction at synchronous=NORMAL: it survives the process being killed the moment the call
- * returns; a power cut may lose the seconds since the last state change or checkpoint.
+ * returns (kill -9 loses at most the second being written); a power cut may lose the seconds
+ * written since the last state change or checkpoint, never the database.
  *
  * Times are wall-clock Unix milliseconds (sq_store_opts.clock_ms); 0 means "not yet". */
 #ifndef SQ_STORE_STORE_H
@@ -86,8 +93,8 @@ struct sq_store_opts {
     bool read_only;
     int busy_timeout_ms;  /* how long a call waits for another process's lock; 0: 5000 */
     int checkpoint_pages; /* WAL pages that wake the checkpointer; 0: 1000 (4 MiB) */
-    /* The wall clock, Unix ms (tests pass a fake one); NULL: CLOCK_REALTIME. Called under the
-     * store's mutex. */
+    /* The wall clock, Unix ms (tests pass a fake one); NULL: CLOCK_REALTIME. Called by writes,
+     * under the writer's mutex. */
     int64_t (*clock_ms)(void *ud);
     void *clock_ud;
 };
