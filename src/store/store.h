@@ -106,8 +106,8 @@ struct sq_store_opts {
  *
  * Read-write opens then, in order: take path's lock file (squall.db.lock, holding the pid:
  * -EBUSY names the pid holding it), refuse a database that is not a squall store or whose
- * schema is newer (-ENOTSUP: "schema version 3 is newer than this squall's 2"), migrate an
- * older schema step by step (each step one transaction), and recover: every run left queued or
+ * schema is newer (-ENOTSUP: "... has schema version 3, newer than this squall's 2 ..."), migrate
+ * an older schema step by step (each step one transaction), and recover: every run left queued or
  * running by a previous process becomes interrupted, with its series so far and a reason
  * (sq_store_recovered says how many). o may be NULL for the defaults.
  * On error *out is untouched and nothing stays open. */
