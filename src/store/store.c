@@ -25,7 +25,8 @@
  * keeps a v1 database as a fixture and migrates it).
  *
  * Pruning works in transactions of a bounded cost and hands wr's mutex over between them: a
- * thread waiting for it (the per-second writer) goes first. */
+ * thread waiting for it (the per-second writer) goes first. Between them, when the WAL is long,
+ * it waits for the checkpointer, so the WAL can start over. */
 #include "store/store.h"
 
 #include <errno.h>
@@ -242,7 +243,9 @@ struct sq_store {
     pthread_t ck_thread;
     bool ck_started, ck_due, ck_quit;
     pthread_mutex_t ck_mu;
-    pthread_cond_t ck_cv;
+    pthread_cond_t ck_cv;      /* wakes the checkpointer */
+    pthread_cond_t ck_done_cv; /* it finished a round: ck_rounds grew */
+    int64_t ck_rounds;
     int ck_frames;            /* wake it every ck_frames WAL pages */
     int ck_next, ck_last;     /* on_commit's: the WAL length that wakes it next, the last seen */
     atomic_llong checkpoints; /* done so far */
@@ -705,6 +708,32 @@ static int identify(struct sq_store *s, struct conn *c, int64_t *ver, char *err,
     return 0;
 }
 
+static void wake_checkpointer(struct sq_store *s)
+{
+    pthread_mutex_lock(&s->ck_mu);
+    s->ck_due = true;
+    pthread_cond_signal(&s->ck_cv);
+    pthread_mutex_unlock(&s->ck_mu);
+}
+
+/* Wakes the checkpointer and waits (at most 2 s) until it has been round: for a writer that
+ * keeps the WAL busy (pruning), so that the WAL gets copied in full and starts over instead of
+ * growing by everything the prune writes. Holds no connection's mutex. */
+static void await_checkpoint(struct sq_store *s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += 2;
+    pthread_mutex_lock(&s->ck_mu);
+    int64_t round = s->ck_rounds;
+    s->ck_due = true;
+    pthread_cond_signal(&s->ck_cv);
+    while (s->ck_rounds == round && !s->ck_quit &&
+           pthread_cond_timedwait(&s->ck_done_cv, &s->ck_mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&s->ck_mu);
+}
+
 /* Called by SQLite after each commit on wr (under wr's mutex, so ck_next and ck_last need no
  * lock of their own) with the WAL's length in pages. It replaces SQLite's auto-checkpoint, which
  * would copy the WAL back inside that commit, and wakes the checkpointer once per ck_frames
@@ -718,17 +747,16 @@ static int on_commit(void *ud, sqlite3 *db, const char *name, int frames)
     s->ck_last = frames;
     if (frames >= s->ck_next) {
         s->ck_next = frames + s->ck_frames;
-        pthread_mutex_lock(&s->ck_mu);
-        s->ck_due = true;
-        pthread_cond_signal(&s->ck_cv);
-        pthread_mutex_unlock(&s->ck_mu);
+        wake_checkpointer(s);
     }
     return SQLITE_OK;
 }
 
-/* The checkpointer thread: sleeps until a commit leaves the WAL long, then copies it into the
- * database (PASSIVE: it never waits for, nor blocks, the writer or the readers; the next
- * commit after a complete checkpoint starts the WAL over). No timer: idle, it waits. */
+/* The checkpointer thread: sleeps until woken, then copies the WAL into the database. PASSIVE:
+ * it never waits for, nor blocks, the writer or the readers, so it copies the pages committed
+ * when it started; it goes again (a few times at most) while commits made meanwhile remain, so
+ * that it ends with the whole WAL copied and the next commit can start the WAL over instead of
+ * growing it. No timer: idle, it waits. */
 static void *checkpointer(void *arg)
 {
     struct sq_store *s = arg;
@@ -740,11 +768,18 @@ static void *checkpointer(void *arg)
             break;
         s->ck_due = false;
         pthread_mutex_unlock(&s->ck_mu);
-        int frames, done;
-        if (sqlite3_wal_checkpoint_v2(s->ck.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &done) ==
-            SQLITE_OK)
+        for (int pass = 0; pass < 8; pass++) {
+            int frames = 0, copied = 0;
+            if (sqlite3_wal_checkpoint_v2(s->ck.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames,
+                                          &copied) != SQLITE_OK)
+                break;
             atomic_fetch_add_explicit(&s->checkpoints, 1, memory_order_relaxed);
+            if (copied >= frames)
+                break;
+        }
         pthread_mutex_lock(&s->ck_mu);
+        s->ck_rounds++;
+        pthread_cond_broadcast(&s->ck_done_cv);
     }
     pthread_mutex_unlock(&s->ck_mu);
     return NULL;
@@ -836,6 +871,11 @@ int sq_store_open(const char *path, const struct sq_store_opts *o, struct sq_sto
     }
     pthread_mutex_init(&s->ck_mu, NULL);
     pthread_cond_init(&s->ck_cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->ck_done_cv, &ca);
+    pthread_condattr_destroy(&ca);
     atomic_init(&s->checkpoints, 0);
     int r = resolve(path, s->ro, &s->path, err, errlen);
     if (r == 0)
@@ -874,6 +914,7 @@ void sq_store_close(struct sq_store *s)
         pthread_mutex_destroy(&conns[i]->mu);
     pthread_mutex_destroy(&s->ck_mu);
     pthread_cond_destroy(&s->ck_cv);
+    pthread_cond_destroy(&s->ck_done_cv);
     free(s->path);
     free(s);
 }
@@ -1531,11 +1572,14 @@ int sq_store_prune(struct sq_store *s, const struct sq_store_retention *ret,
         int64_t t0 = sq_now_ns();
         r = prune_batch(c, cut_id, cut_ms, batch, &last, &more, stats, err, errlen);
         int64_t us = (sq_now_ns() - t0) / 1000;
+        bool long_wal = s->ck_last >= 2 * s->ck_frames; /* on_commit's, read under wr's mutex */
         unlock(c);
         stats->transactions++;
         if (us > stats->max_txn_us)
             stats->max_txn_us = us;
         hand_over(c);
+        if (long_wal)
+            await_checkpoint(s);
     }
     /* Free pages back to the file system, 256 (1 MiB) per transaction. */
     for (int64_t prev = -1; r == 0 && s->incremental;) {
@@ -1556,11 +1600,13 @@ int sq_store_prune(struct sq_store *s, const struct sq_store_retention *ret,
                 ;
             sqlite3_reset(st);
             rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-        } else
+        } else {
             free_pages = 0;
+        }
         int64_t us = (sq_now_ns() - t0) / 1000;
         if (rc != SQLITE_OK)
             r = db_fail(c, rc, err, errlen, "returning free pages");
+        bool long_wal = s->ck_last >= 2 * s->ck_frames;
         unlock(c);
         if (free_pages == 0)
             break;
@@ -1569,7 +1615,12 @@ int sq_store_prune(struct sq_store *s, const struct sq_store_retention *ret,
         if (us > stats->max_txn_us)
             stats->max_txn_us = us;
         hand_over(c);
+        if (long_wal)
+            await_checkpoint(s);
     }
+    /* Fold what pruning wrote into the database now, not at the next run's thousandth page. */
+    if (stats->transactions)
+        wake_checkpointer(s);
     return r;
 }
 

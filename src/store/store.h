@@ -282,15 +282,18 @@ struct sq_store_prune_stats {
     int64_t runs_deleted;
     int64_t rows_deleted; /* series rows */
     int64_t transactions; /* write transactions, the vacuum steps included */
-    int64_t max_txn_us;   /* the longest of them, mutex held: what a live run's append waited */
+    int64_t max_txn_us;   /* the longest, writer's mutex held: what an append may wait */
 };
 
 /* Deletes ended runs outside the retention (a run is deleted when it is older than the newest
  * keep_runs, or created more than keep_days ago); queued and running runs are never touched.
  * Works in transactions of about r->batch rows and lets every waiting call in between, so a
- * live run's per-second append waits at most one batch. Returns free pages to the file system
- * in bounded steps (databases created by this squall use incremental auto-vacuum). r NULL: the
- * defaults; stats may be NULL. */
+ * live run's per-second append waits at most one batch; when the WAL grows long it waits
+ * between batches (holding nothing) for the checkpointer, so the WAL does not grow by all it
+ * writes. Returns free pages to the file system in bounded steps (databases created by this
+ * squall use incremental auto-vacuum). Takes seconds for thousands of runs: call it from a
+ * thread that can wait (after each run, as the daemon does). r NULL: the defaults; stats may be
+ * NULL. */
 SQ_MUST_CHECK int sq_store_prune(struct sq_store *s, const struct sq_store_retention *r,
                                  struct sq_store_prune_stats *stats, char *err, size_t errlen);
 

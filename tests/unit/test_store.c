@@ -1355,6 +1355,11 @@ static void checkpointer_keeps_wal_short(void **state)
         for (int w = 0; w < 500 && sq_store_checkpoints(s) == before; w++)
             usleep(10000);
         assert_true(sq_store_checkpoints(s) > before);
+        /* ... and until it is done: the count stays put for 100 ms. */
+        for (int64_t seen = -1; seen != sq_store_checkpoints(s);) {
+            seen = sq_store_checkpoints(s);
+            usleep(100000);
+        }
     }
     /* The WAL starts over after each checkpoint: it never holds much more than a round (400
      * appends without checkpoints would make it about 5 MB). */
