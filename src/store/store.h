@@ -273,8 +273,9 @@ void sq_store_result_dispose(struct sq_store_result *r); /* NULL is a no-op */
 struct sq_store_retention {
     int64_t keep_runs; /* keep the newest N runs (of any status); 0: no count limit */
     int64_t keep_days; /* keep runs created in the last D days; 0: no age limit */
-    /* Work per transaction, in rows (a run costs 1 + its seconds); 0: SQ_STORE_PRUNE_BATCH.
-     * A run bigger than a batch loses its series over several transactions, then goes. */
+    /* Work per transaction: a run costs 1 + its seconds + its result's 4 KiB pages; 0:
+     * SQ_STORE_PRUNE_BATCH. A run bigger than a batch loses its series over several
+     * transactions, then goes. */
     int64_t batch;
 };
 
