@@ -31,7 +31,8 @@
  * never aborted by a script error. (LuaJIT running out of memory outside a protected call is
  * the one fatal case, as for any allocation failure inside a library.)
  *
- * docs/internals/script.md describes the layout and the costs; docs/wrk.md the user's view.
+ * docs/internals/script.md describes the layout, the invariants, the costs and every place
+ * where this differs from wrk.
  */
 #ifndef SQ_SCRIPT_SCRIPT_H
 #define SQ_SCRIPT_SCRIPT_H
@@ -229,8 +230,9 @@ struct sq_script_step_result {
     size_t body_len;
 };
 
-/* Finds the global function fn for later calls (at plan load, once per state). Returns 0 and
- * *hook, or -ENOENT when fn is not a function in this script (err names it), or -ENOMEM. */
+/* Finds the global function fn for later calls (at plan load, once per state: a hook handle
+ * belongs to the state that found it). Returns 0 and *hook; -ENOENT when fn is not a function in
+ * this script (sq_script_error() names it); -SQ_ESCRIPT. */
 SQ_MUST_CHECK int sq_script_hook_find(struct sq_script *s, const char *fn, int *hook);
 
 /* Calls the hook with a context for step, reading and writing the VU's variables through

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -554,6 +555,59 @@ static void test_thread_stop(void **state)
             assert_true(sq_script_stopped(s));
     }
     sq_script_free(s);
+}
+
+/* As the engine will run it: setup on the main state, then each worker state driven by its own
+ * thread at the same time, then done() on the main state reading every thread's globals. */
+struct worker_arg {
+    struct sq_script *s;
+    int n;
+    int failed;
+};
+
+static void *worker_main(void *p)
+{
+    struct worker_arg *a = p;
+    for (int i = 0; i < a->n; i++) {
+        const char *req;
+        size_t len;
+        uint32_t n;
+        if (sq_script_request(a->s, &req, &len, &n) != 0 || n != 1 ||
+            sq_script_response(a->s, 200, NULL, 0, "ok", 2) != 0)
+            a->failed++;
+    }
+    return NULL;
+}
+
+static void test_workers_in_threads(void **state)
+{
+    (void)state;
+    enum { N = 4, CALLS = 5000 };
+    struct sq_script *main = load("setup.lua");
+    struct sq_script *w[N];
+    struct worker_arg args[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = load("setup.lua");
+        assert_int_equal(sq_script_setup(main, w[i]), 0);
+        init(w[i]);
+        args[i] = (struct worker_arg){w[i], CALLS * (i + 1), 0};
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &args[i]), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(args[i].failed, 0);
+    }
+    assert_int_equal(sq_script_done(main, NULL, NULL, NULL), 0); /* prints via thread:get */
+    for (int i = 0; i < N; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "%d", CALLS * (i + 1));
+        assert_string_equal(eval(w[i], "requests"), want);
+        assert_string_equal(eval(w[i], "responses"), want);
+        sq_script_free(w[i]);
+    }
+    sq_script_free(main);
 }
 
 /* ---- the fixtures as the engine drives them ---- */
@@ -1115,6 +1169,7 @@ int main(void)
         cmocka_unit_test(test_setup_fixture_across_threads),
         cmocka_unit_test(test_thread_get_set_values),
         cmocka_unit_test(test_thread_stop),
+        cmocka_unit_test(test_workers_in_threads),
         cmocka_unit_test(test_counter_fixture),
         cmocka_unit_test(test_pipeline_fixture),
         cmocka_unit_test(test_post_fixture_static_path),
