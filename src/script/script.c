@@ -165,12 +165,10 @@ static void drop_anonymous_c_frames(struct sq_buf *b)
     *end = '\0';
 }
 
-/* Runs op protected, leaving nres results above SLOT_TOP. On an error sets s->err to
- * "what (defined at file:line): message" and returns -SQ_ESCRIPT, the stack back at SLOT_TOP.
- * fn names the hook (a global name, or a registry ref when fn is NULL and ref >= 0) for the
- * "defined at" part; neither: no such part. */
-/* After a failed lua_pcall (error message at SLOT_TOP + 1): sets s->err and returns
- * -SQ_ESCRIPT with the stack back at SLOT_TOP. */
+/* After a failed lua_pcall (error message at SLOT_TOP + 1): sets s->err to "what (defined at
+ * file:line): message" and returns -SQ_ESCRIPT with the stack back at SLOT_TOP. fn names the
+ * hook (a global name, or a registry ref when fn is NULL and ref >= 0) for the "defined at"
+ * part, added only when the message carries no position of its own; neither: no such part. */
 static int pcall_failed(struct sq_script *s, int rc, const char *what, const char *fn, int ref)
 {
     lua_State *L = s->L;
@@ -191,6 +189,7 @@ static int pcall_failed(struct sq_script *s, int rc, const char *what, const cha
     return -SQ_ESCRIPT;
 }
 
+/* Runs op protected, leaving nres results above SLOT_TOP; errors as pcall_failed. */
 static int run_fn(struct sq_script *s, struct op *op, int nres, const char *what, const char *fn,
                   int ref)
 {
@@ -250,6 +249,8 @@ static int build(lua_State *L)
     set_str(L, wrk, "path", t && t->path ? t->path : "/");
     lua_newtable(L);
     for (size_t i = 0; t && i < t->nheaders; i++) {
+        if (!t->headers[i].name)
+            continue;
         lua_pushstring(L, t->headers[i].value ? t->headers[i].value : "");
         lua_setfield(L, -2, t->headers[i].name);
     }
