@@ -129,7 +129,7 @@ SQ_MUST_CHECK int sq_script_init(struct sq_script *s, const char *url, int argc,
 
 /* The request sq_script_init() rendered: the whole bytes (valid until s is freed, shared by all
  * of the worker's connections) and how many requests they hold (1 unless the wrk table makes a
- * pipeline of it). */
+ * pipeline of it). NULL, 0, 0 before a successful sq_script_init(). */
 void sq_script_static_request(const struct sq_script *s, const char **req, size_t *len,
                               uint32_t *nreq);
 
