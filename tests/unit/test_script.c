@@ -330,6 +330,68 @@ static void test_format(void **state)
     sq_script_free(s);
 }
 
+/* The C wrk.format renders what wrk's own Lua rendering gives (wrk.lua: defaults from the wrk
+ * table, Host from wrk.headers, Content-Length from the body, lines joined by CRLF), up to the
+ * order of the header lines, which pairs() leaves unspecified in wrk too. */
+static void test_format_matches_wrk_lua(void **state)
+{
+    (void)state;
+    struct sq_script *s =
+        load_str("function ref_format(method, path, headers, body)\n"
+                 "  method = method or wrk.method\n"
+                 "  path = path or wrk.path\n"
+                 "  local h = {}\n"
+                 "  for k, v in pairs(headers or wrk.headers) do h[k] = v end\n"
+                 "  body = body or wrk.body\n"
+                 "  if not h.Host then h.Host = wrk.headers.Host end\n"
+                 "  h['Content-Length'] = body and #body\n"
+                 "  local lines = { string.format('%s %s HTTP/1.1', method, path) }\n"
+                 "  for k, v in pairs(h) do lines[#lines + 1] = string.format('%s: %s', k, v) end\n"
+                 "  lines[#lines + 1] = ''\n"
+                 "  lines[#lines + 1] = body or ''\n"
+                 "  return table.concat(lines, '\\r\\n')\n"
+                 "end\n"
+                 "-- request line, sorted header lines, body\n"
+                 "function canon(r)\n"
+                 "  local head, body = r:match('^(.-)\\r\\n\\r\\n(.*)$')\n"
+                 "  local lines = {}\n"
+                 "  for l in (head .. '\\r\\n'):gmatch('(.-)\\r\\n') do lines[#lines + 1] = l end\n"
+                 "  local first = table.remove(lines, 1)\n"
+                 "  table.sort(lines)\n"
+                 "  return first .. '|' .. table.concat(lines, '|') .. '|' .. body\n"
+                 "end\n"
+                 "function same(...)\n"
+                 "  local a, b = canon(wrk.format(...)), canon(ref_format(...))\n"
+                 "  if a ~= b then return a .. ' ~= ' .. b end\n"
+                 "  return 'same'\n"
+                 "end\n");
+    static const char *const cases[] = {
+        "same()",
+        "same('POST', '/x', {A = '1', B = 2}, 'body')",
+        "same(nil, '/p', {Host = 'h'})",
+        "same(nil, nil, {['Content-Length'] = 5, X = 'y'})",
+        "same('PUT', '/e', nil, '')",
+        "same(nil, '/q?a=1&b=2', {['X-Num'] = 12345, ['X-Frac'] = 0.25}, 'x=1')",
+        "(function() wrk.method = 'PATCH' wrk.body = 'wb' local r = same() "
+        "wrk.method = 'GET' wrk.body = nil return r end)()",
+    };
+    for (int pass = 0; pass < 2; pass++) { /* before init (no Host yet) and after */
+        for (size_t i = 0; i < SQ_ARRAY_LEN(cases); i++) {
+            const char *r = eval(s, cases[i]);
+            if (strcmp(r, "same") != 0)
+                fail_msg("%s: %s", cases[i], r);
+        }
+        if (pass == 0)
+            init(s);
+    }
+    /* the comparison can tell a difference */
+    assert_string_equal(eval(s, "canon(wrk.format()) == canon(ref_format('POST'))"), "false");
+    assert_string_equal(eval(s, "canon(wrk.format(nil, nil, {A = 1})) == "
+                                "canon(ref_format(nil, nil, {A = 2}))"),
+                        "false");
+    sq_script_free(s);
+}
+
 static void test_host_header_forms(void **state)
 {
     (void)state;
@@ -1162,6 +1224,7 @@ int main(void)
         cmocka_unit_test(test_format_bad_args),
         cmocka_unit_test(test_wrk_table),
         cmocka_unit_test(test_format),
+        cmocka_unit_test(test_format_matches_wrk_lua),
         cmocka_unit_test(test_host_header_forms),
         cmocka_unit_test(test_init_args),
         cmocka_unit_test(test_lookup_connect),
