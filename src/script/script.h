@@ -95,7 +95,8 @@ void sq_script_free(struct sq_script *s);
 
 /* The message of the last call that returned -SQ_ESCRIPT (or another error), "" if none. Valid
  * until the next call on s. A runtime error reads "request(): file:line: message\nstack
- * traceback:\n\t...". */
+ * traceback:\n\t...", or "request() (defined at file:line): message\n..." when the error has
+ * no line of its own (raised by a C function such as wrk.format in a tail call). */
 const char *sq_script_error(const struct sq_script *s);
 
 /* The SQ_SCRIPT_* hooks s defines now: the globals setup, init, delay, request, response and
