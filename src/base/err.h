@@ -16,7 +16,8 @@
     X(SQ_ERESOLVE, "host could not be resolved")                                                   \
     X(SQ_ESCHEME, "unsupported URL scheme")                                                        \
     X(SQ_EDECODE, "corrupt encoded data")                                                          \
-    X(SQ_ERANGE, "value out of range")
+    X(SQ_ERANGE, "value out of range")                                                             \
+    X(SQ_ESCRIPT, "script error")
 
 enum sq_err {
     SQ_E__BASE = 10000,
