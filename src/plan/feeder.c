@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/text.h"
 #include "plan/feeder_internal.h"
 
 /* A parser over t[0..len), t[len] == '\0'. */
@@ -363,17 +364,6 @@ static void json_ws(struct parser *p)
     }
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Reads 4 hex digits at t[r]. */
 static long hex4(const char *t, size_t r, size_t len)
 {
@@ -381,7 +371,7 @@ static long hex4(const char *t, size_t r, size_t len)
         return -1;
     long v = 0;
     for (int k = 0; k < 4; k++) {
-        int h = hexval(t[r + (size_t)k]);
+        int h = sq_hex_value((unsigned char)t[r + (size_t)k]);
         if (h < 0)
             return -1;
         v = v * 16 + h;
@@ -466,21 +456,7 @@ static int json_string(struct parser *p, struct sq_str *out)
         if (cp == 0)
             return perr(p, esc, -SQ_EPARSE, "\\u0000 is not allowed in a feeder");
         /* 6 (or 12) bytes read decode to at most 3 (or 4): w stays behind r. */
-        if (cp < 0x80) {
-            t[w++] = (char)cp;
-        } else if (cp < 0x800) {
-            t[w++] = (char)(0xC0 | (cp >> 6));
-            t[w++] = (char)(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            t[w++] = (char)(0xE0 | (cp >> 12));
-            t[w++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            t[w++] = (char)(0x80 | (cp & 0x3F));
-        } else {
-            t[w++] = (char)(0xF0 | (cp >> 18));
-            t[w++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-            t[w++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            t[w++] = (char)(0x80 | (cp & 0x3F));
-        }
+        w += sq_utf8_encode((uint32_t)cp, (unsigned char *)t + w);
     }
     t[w] = '\0'; /* w < r: at most over the closing quote */
     *out = (struct sq_str){t + w0, w - w0};

@@ -26,6 +26,7 @@
 
 #include "base/clock.h"
 #include "base/parse.h"
+#include "base/text.h"
 
 #define MAX_PLAN_BYTES (16u << 20) /* a plan file */
 #define MAX_FILE_BODY  (64u << 20) /* a `file:` body */
@@ -175,70 +176,6 @@ static int fail_at(struct ld *L, struct sq_loc loc, const char *fmt, ...)
 }
 
 #define fail(L, node, ...) fail_at((L), (node)->loc, __VA_ARGS__)
-
-/* ------------------------------------------------------------------------------------------ */
-/* Suggestions                                                                                 */
-
-static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
-{
-    if (la > 63 || lb > 63)
-        return 64;
-    size_t row[64];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
-            size_t v = diag + !cost;
-            if (row[j] + 1 < v)
-                v = row[j] + 1;
-            if (row[j - 1] + 1 < v)
-                v = row[j - 1] + 1;
-            row[j] = v;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-/* Keeps the closest candidate within a length-scaled distance. */
-struct suggest {
-    const char *best;
-    size_t bestd;
-    const char *word;
-    size_t wlen;
-};
-
-static void suggest_init(struct suggest *s, const char *word, size_t wlen)
-{
-    s->best = NULL;
-    s->bestd = (size_t)-1;
-    s->word = word;
-    s->wlen = wlen;
-}
-
-static void suggest_try(struct suggest *s, const char *cand)
-{
-    size_t cl = strlen(cand);
-    size_t d = edit_distance(s->word, s->wlen, cand, cl);
-    size_t longest = s->wlen > cl ? s->wlen : cl;
-    if (d <= 1 + longest / 4 && d < s->bestd) {
-        s->bestd = d;
-        s->best = cand;
-    }
-}
-
-/* " (did you mean 'x'?)" or "" */
-static const char *suggest_tail(const struct suggest *s, char *buf, size_t len)
-{
-    if (!s->best)
-        return "";
-    snprintf(buf, len, " (did you mean '%s'?)", s->best);
-    return buf;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* YAML -> tree                                                                                */
@@ -440,35 +377,6 @@ static int check_tag(struct ld *L, struct fy_token *tag, struct ynode *n, bool s
                 (int)(tl > 60 ? 60 : tl), t);
 }
 
-/* Length of the UTF-8 sequence at s[0, n), 0 when it is malformed (overlong, surrogate, past
- * U+10FFFF, truncated). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned min, cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2, min = 0x80, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3, min = 0x800, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4, min = 0x10000, cp = c & 0x07;
-    else
-        return 0;
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* A plan is UTF-8 text without control characters other than tab and line breaks. Checked
  * before libfyaml sees it: some malformed UTF-8 sends libfyaml 0.7 into an endless loop. */
 static int check_text(struct ld *L)
@@ -476,7 +384,7 @@ static int check_text(struct ld *L)
     const unsigned char *s = (const unsigned char *)L->src;
     struct sq_loc loc = {1, 1};
     for (size_t i = 0; i < L->src_len;) {
-        size_t n = utf8_len(s + i, L->src_len - i);
+        size_t n = sq_utf8_decode(s + i, L->src_len - i, NULL);
         if (n == 0)
             return fail_at(L, loc, "the plan is not UTF-8 text (byte 0x%02X)", s[i]);
         if (n == 1 &&
@@ -759,10 +667,10 @@ static int check_keys(struct ld *L, const struct ynode *map, const char *const *
             ok = strcmp(k->s, allowed[j]) == 0;
         if (ok)
             continue;
-        struct suggest s;
-        suggest_init(&s, k->s, k->len);
+        struct sq_suggest s;
+        sq_suggest_init(&s, k->s, k->len);
         for (size_t j = 0; j < n; j++)
-            suggest_try(&s, allowed[j]);
+            sq_suggest_try(&s, allowed[j]);
         if (s.best)
             return fail(L, k, "unknown key '%.60s' (did you mean '%s'?)", k->s, s.best);
         char list[200] = "";
@@ -1022,25 +930,25 @@ static void resolve_name(void *ud, const char *name, size_t len, struct sq_tmpl_
                 out->column = (uint32_t)c;
                 return;
             }
-            struct suggest s;
-            suggest_init(&s, col, cl);
+            struct sq_suggest s;
+            sq_suggest_init(&s, col, cl);
             for (size_t j = 0; j < f->data->ncolumns; j++)
-                suggest_try(&s, f->data->columns[j]);
+                sq_suggest_try(&s, f->data->columns[j]);
             char cols[80] = "";
             size_t used = 0;
             for (size_t j = 0; j < f->data->ncolumns && used < sizeof(cols); j++)
                 used += (size_t)snprintf(cols + used, sizeof(cols) - used, "%s%s", j ? ", " : "",
                                          f->data->columns[j]);
             snprintf(R->msg, sizeof(R->msg), "feeder '%s' has no column '%.*s'%s (columns: %s)",
-                     f->name, (int)(cl > 40 ? 40 : cl), col, suggest_tail(&s, tail, sizeof(tail)),
-                     cols);
+                     f->name, (int)(cl > 40 ? 40 : cl), col,
+                     sq_suggest_tail(&s, tail, sizeof(tail)), cols);
             R->have_msg = true;
             return;
         }
-        struct suggest s;
-        suggest_init(&s, name, fl);
+        struct sq_suggest s;
+        sq_suggest_init(&s, name, fl);
         for (size_t i = 0; i < p->nfeeders; i++)
-            suggest_try(&s, p->feeders[i].name);
+            sq_suggest_try(&s, p->feeders[i].name);
         if (s.best) {
             snprintf(R->msg, sizeof(R->msg), "unknown feeder '%.*s' in '%s' (did you mean '%s'?)",
                      (int)(fl > 40 ? 40 : fl), name, shown, s.best);
@@ -1049,32 +957,30 @@ static void resolve_name(void *ud, const char *name, size_t len, struct sq_tmpl_
         }
     }
     /* Suggest among every name the template could use here. */
-    struct suggest s;
-    suggest_init(&s, name, len);
+    struct sq_suggest s;
+    sq_suggest_init(&s, name, len);
     for (size_t i = 0; i < R->nvars; i++)
-        suggest_try(&s, p->vars[i].name);
+        sq_suggest_try(&s, p->vars[i].name);
     char full[8][128];
     size_t nfull = 0;
     if (R->sc) {
         for (uint32_t i = 0; i < R->sc->nvars; i++)
-            suggest_try(&s, R->sc->vars[i]);
+            sq_suggest_try(&s, R->sc->vars[i]);
         for (size_t i = 0; i < p->nfeeders; i++) {
             for (size_t j = 0; j < p->feeders[i].data->ncolumns; j++) {
                 char cand[128];
                 snprintf(cand, sizeof(cand), "%s.%s", p->feeders[i].name,
                          p->feeders[i].data->columns[j]);
-                size_t d = edit_distance(name, len, cand, strlen(cand));
-                if (d < s.bestd && d <= 1 + (len > strlen(cand) ? len : strlen(cand)) / 4) {
+                if (sq_suggest_offer(&s, cand, strlen(cand))) {
                     size_t slot = nfull < 8 ? nfull++ : 7;
                     memcpy(full[slot], cand, sizeof(cand));
-                    s.best = full[slot];
-                    s.bestd = d;
+                    s.best = full[slot]; /* cand is about to go */
                 }
             }
         }
     }
     snprintf(R->msg, sizeof(R->msg), "unknown name '%s'%s", shown,
-             suggest_tail(&s, tail, sizeof(tail)));
+             sq_suggest_tail(&s, tail, sizeof(tail)));
     R->have_msg = true;
 }
 
@@ -1164,7 +1070,6 @@ static int split_tags(struct sq_buf *b, const char *s, size_t n,
 
 static int lit_json(struct sq_buf *b, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         int rc;
@@ -1172,7 +1077,7 @@ static int lit_json(struct sq_buf *b, const char *s, size_t n)
             char e[2] = {'\\', (char)c};
             rc = sq_buf_append(b, e, 2);
         } else if (c < 0x20) {
-            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            char e[6] = {'\\', 'u', '0', '0', sq_hex_lower[c >> 4], sq_hex_lower[c & 15]};
             rc = sq_buf_append(b, e, 6);
         } else {
             rc = sq_buf_append(b, &s[i], 1);
@@ -1185,7 +1090,6 @@ static int lit_json(struct sq_buf *b, const char *s, size_t n)
 
 static int lit_form(struct sq_buf *b, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         int rc;
@@ -1194,7 +1098,7 @@ static int lit_form(struct sq_buf *b, const char *s, size_t n)
         } else if (c == ' ') {
             rc = sq_buf_append(b, "+", 1);
         } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            char e[3] = {'%', sq_hex_upper[c >> 4], sq_hex_upper[c & 15]};
             rc = sq_buf_append(b, e, 3);
         }
         if (rc < 0)
@@ -1520,14 +1424,14 @@ static int load_data(struct ld *L, const struct ynode *n)
             else if (!strcmp(mode->s, "random"))
                 f->mode = SQ_FEED_RANDOM;
             else {
-                struct suggest s;
+                struct sq_suggest s;
                 char tail[64];
-                suggest_init(&s, mode->s, mode->len);
-                suggest_try(&s, "sequential");
-                suggest_try(&s, "per-vu");
-                suggest_try(&s, "random");
+                sq_suggest_init(&s, mode->s, mode->len);
+                sq_suggest_try(&s, "sequential");
+                sq_suggest_try(&s, "per-vu");
+                sq_suggest_try(&s, "random");
                 return fail(L, mode, "expected sequential, per-vu or random, got '%.40s'%s",
-                            mode->s, suggest_tail(&s, tail, sizeof(tail)));
+                            mode->s, sq_suggest_tail(&s, tail, sizeof(tail)));
             }
             path_pop(L, m2);
         }
@@ -1702,14 +1606,14 @@ static int load_executor(struct ld *L, const struct ynode *key, const struct yno
         return rc;
     int kind = sq_exec_kind_from_name(ex->s);
     if (kind < 0) {
-        struct suggest s;
+        struct sq_suggest s;
         char tail[96];
-        suggest_init(&s, ex->s, ex->len);
+        sq_suggest_init(&s, ex->s, ex->len);
         for (int i = 0; i < SQ_EXEC__COUNT; i++)
-            suggest_try(&s, sq_exec_name((enum sq_exec_kind)i));
+            sq_suggest_try(&s, sq_exec_name((enum sq_exec_kind)i));
         if (s.best)
             return fail(L, ex, "unknown executor '%.60s'%s", ex->s,
-                        suggest_tail(&s, tail, sizeof(tail)));
+                        sq_suggest_tail(&s, tail, sizeof(tail)));
         return fail(L, ex,
                     "unknown executor '%.60s' (expected constant-vus, ramping-vus, "
                     "constant-arrival-rate, ramping-arrival-rate, per-vu-iterations or "
@@ -2310,13 +2214,13 @@ static int load_json_checks(struct ld *L, const struct ynode *n, struct sq_plan_
                 op = sq_cmp_op_parse(ok->s);
                 if (op < 0) {
                     static const char *const opn[] = {"eq", "ne", "gt", "ge", "lt", "le", "exists"};
-                    struct suggest s;
+                    struct sq_suggest s;
                     char tail[64];
-                    suggest_init(&s, ok->s, ok->len);
+                    sq_suggest_init(&s, ok->s, ok->len);
                     for (size_t x = 0; x < SQ_ARRAY_LEN(opn); x++)
-                        suggest_try(&s, opn[x]);
+                        sq_suggest_try(&s, opn[x]);
                     return fail(L, ok, "unknown operator '%.30s'%s (ops: eq ne gt ge lt le exists)",
-                                ok->s, suggest_tail(&s, tail, sizeof(tail)));
+                                ok->s, sq_suggest_tail(&s, tail, sizeof(tail)));
                 }
             }
             size_t m2 = ok ? path_key(L, ok->s) : L->path_len;
@@ -2545,13 +2449,13 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         if (!strcmp(v->s, "next_iteration"))
             st->on_error = SQ_ON_ERROR_NEXT_ITERATION;
         else if (strcmp(v->s, "continue")) {
-            struct suggest s;
+            struct sq_suggest s;
             char tail[64];
-            suggest_init(&s, v->s, v->len);
-            suggest_try(&s, "continue");
-            suggest_try(&s, "next_iteration");
+            sq_suggest_init(&s, v->s, v->len);
+            sq_suggest_try(&s, "continue");
+            sq_suggest_try(&s, "next_iteration");
             return fail(L, v, "expected continue or next_iteration, got '%.40s'%s", v->s,
-                        suggest_tail(&s, tail, sizeof(tail)));
+                        sq_suggest_tail(&s, tail, sizeof(tail)));
         }
         path_pop(L, mark);
     }
@@ -2692,13 +2596,13 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
             !memcmp(metrics[i].name, sel->metric, sel->metric_len))
             found = (int)i;
     if (found < 0) {
-        struct suggest s;
-        suggest_init(&s, sel->metric, sel->metric_len);
+        struct sq_suggest s;
+        sq_suggest_init(&s, sel->metric, sel->metric_len);
         for (size_t i = 0; i < SQ_ARRAY_LEN(metrics); i++)
-            suggest_try(&s, metrics[i].name);
+            sq_suggest_try(&s, metrics[i].name);
         return fail(L, key, "unknown metric '%.*s'%s",
                     (int)(sel->metric_len > 60 ? 60 : sel->metric_len), sel->metric,
-                    s.best ? suggest_tail(&s, tail, sizeof(tail))
+                    s.best ? sq_suggest_tail(&s, tail, sizeof(tail))
                            : " (see docs/plans.md for the metric names)");
     }
     *type = metrics[found].type;
@@ -2712,28 +2616,28 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
             if (strlen(tags[i]) == kl && !memcmp(tags[i], k, kl))
                 tag = (int)i;
         if (tag < 0) {
-            struct suggest s;
-            suggest_init(&s, k, kl);
+            struct sq_suggest s;
+            sq_suggest_init(&s, k, kl);
             for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
-                suggest_try(&s, tags[i]);
+                sq_suggest_try(&s, tags[i]);
             return fail(L, key, "unknown tag '%.*s'%s (tags: scenario, step, method, status)",
-                        (int)(kl > 40 ? 40 : kl), k, suggest_tail(&s, tail, sizeof(tail)));
+                        (int)(kl > 40 ? 40 : kl), k, sq_suggest_tail(&s, tail, sizeof(tail)));
         }
         bool ok = false;
-        struct suggest s;
-        suggest_init(&s, v, vl);
+        struct sq_suggest s;
+        sq_suggest_init(&s, v, vl);
         if (tag == 0) {
             for (size_t i = 0; i < p->nscenarios; i++) {
                 ok = ok ||
                      (strlen(p->scenarios[i].name) == vl && !memcmp(p->scenarios[i].name, v, vl));
-                suggest_try(&s, p->scenarios[i].name);
+                sq_suggest_try(&s, p->scenarios[i].name);
             }
         } else if (tag == 1) {
             for (size_t i = 0; i < p->nscenarios; i++)
                 for (size_t j = 0; j < p->scenarios[i].nsteps; j++) {
                     const char *sn = p->scenarios[i].steps[j].name;
                     ok = ok || (strlen(sn) == vl && !memcmp(sn, v, vl));
-                    suggest_try(&s, sn);
+                    sq_suggest_try(&s, sn);
                 }
         } else if (tag == 2) {
             ok = vl > 0;
@@ -2751,7 +2655,7 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
         }
         if (!ok)
             return fail(L, key, "no %s named '%.*s' in the plan%s", tag == 0 ? "scenario" : "step",
-                        (int)(vl > 60 ? 60 : vl), v, suggest_tail(&s, tail, sizeof(tail)));
+                        (int)(vl > 60 ? 60 : vl), v, sq_suggest_tail(&s, tail, sizeof(tail)));
     }
     return 0;
 }
