@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/thresholds.h"
+#include "engine/verdict.h"
 #include "output/report.h"
 #include "stats/hist.h"
 

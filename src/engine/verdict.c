@@ -1,5 +1,5 @@
-/* engine/thresholds.c - see thresholds.h. */
-#include "engine/thresholds.h"
+/* engine/verdict.c - see verdict.h. */
+#include "engine/verdict.h"
 
 #include <errno.h>
 #include <stdio.h>
