@@ -1,4 +1,7 @@
-/* engine/verdict.c - see verdict.h. */
+/* engine/verdict.c - see verdict.h. Each metric's figure is taken where the engine keeps it
+ * (plan/metrics.h says which scope): per step and status, per scenario, or the whole run's phase
+ * histograms. Switches over enum sq_metric have no default, so a metric added to the table
+ * does not compile here until it has a figure. */
 #include "engine/verdict.h"
 
 #include <errno.h>
@@ -7,14 +10,8 @@
 #include <string.h>
 
 #include "engine/flow.h"
+#include "plan/metrics.h"
 #include "stats/hist.h"
-
-enum mtype { M_COUNTER, M_RATE, M_TREND, M_GAUGE, M_UNKNOWN };
-
-static bool is(const struct sq_metric_sel *s, const char *name)
-{
-    return s->metric_len == strlen(name) && memcmp(s->metric, name, s->metric_len) == 0;
-}
 
 static bool span_eq(const char *a, size_t al, const char *b)
 {
@@ -83,103 +80,167 @@ static double trend_value(const struct sq_hist *h, const struct sq_th_expr *e)
     }
 }
 
+/* What one threshold adds up across the run. */
+struct acc {
+    uint64_t num, den; /* counters and gauges: num; rates: num / den */
+    struct sq_hist *h; /* trends */
+};
+
+/* The engine's phase behind a whole-run metric (its histogram is r->phase[k]), or -1. */
+static int phase_of(enum sq_metric m)
+{
+    for (int k = 0; k < SQ_PHASE_COUNT; k++)
+        if (strcmp(sq_phase_metric((enum sq_phase)k), sq_metric_name(m)) == 0)
+            return k;
+    return -1;
+}
+
+/* A step's share of a per-step metric (status: the status tag's value, -1 for none). */
+static void add_step(enum sq_metric m, const struct sq_plan_step *ps,
+                     const struct sq_step_stats *ss, int status, struct acc *a)
+{
+    uint64_t reqs = ss->reqs, failed = ss->failed;
+    if (status >= 0) {
+        reqs = 0;
+        for (uint32_t b = 0; b < ss->nstatus; b++)
+            if (ss->by_status[b].status == status)
+                reqs += ss->by_status[b].n;
+        failed = status >= 400 ? reqs : 0;
+    }
+    switch (m) {
+    case SQ_METRIC_CHECKS:
+        for (size_t c = 0; c < ps->nchecks; c++) {
+            a->num += ss->check_pass[c];
+            a->den += ss->check_pass[c] + ss->check_fail[c];
+        }
+        return;
+    case SQ_METRIC_HTTP_REQ_DURATION:
+        if (status < 0) {
+            sq_hist_merge(a->h, ss->dur);
+        } else {
+            for (uint32_t b = 0; b < ss->nstatus; b++)
+                if (ss->by_status[b].status == status)
+                    sq_hist_merge(a->h, ss->by_status[b].h);
+        }
+        return;
+    case SQ_METRIC_HTTP_REQS:
+        a->num += reqs;
+        return;
+    case SQ_METRIC_HTTP_REQ_FAILED:
+        a->num += failed;
+        a->den += reqs;
+        return;
+    case SQ_METRIC_HTTP_REQ_BLOCKED:
+    case SQ_METRIC_HTTP_REQ_CONNECTING:
+    case SQ_METRIC_HTTP_REQ_TLS_HANDSHAKING:
+    case SQ_METRIC_HTTP_REQ_SENDING:
+    case SQ_METRIC_HTTP_REQ_WAITING:
+    case SQ_METRIC_HTTP_REQ_RECEIVING:
+    case SQ_METRIC_HTTP_REQ_DNS:
+    case SQ_METRIC_ITERATIONS:
+    case SQ_METRIC_ITERATION_DURATION:
+    case SQ_METRIC_DROPPED_ITERATIONS:
+    case SQ_METRIC_DATA_SENT:
+    case SQ_METRIC_DATA_RECEIVED:
+    case SQ_METRIC_VUS:
+    case SQ_METRIC_VUS_MAX:
+    case SQ_METRIC__COUNT:
+        return; /* not kept per step */
+    }
+}
+
+/* A scenario's share of a per-scenario metric. */
+static void add_scenario(enum sq_metric m, const struct sq_scen_result *sr, struct acc *a)
+{
+    switch (m) {
+    case SQ_METRIC_ITERATIONS:
+        a->num += sr->c.iterations;
+        return;
+    case SQ_METRIC_DROPPED_ITERATIONS:
+        a->num += sr->c.dropped;
+        return;
+    case SQ_METRIC_DATA_SENT:
+        a->num += sr->c.bytes_sent;
+        return;
+    case SQ_METRIC_DATA_RECEIVED:
+        a->num += sr->c.bytes_received;
+        return;
+    case SQ_METRIC_VUS:
+    case SQ_METRIC_VUS_MAX:
+        a->num += sr->vus_max;
+        return;
+    case SQ_METRIC_ITERATION_DURATION:
+        sq_hist_merge(a->h, sr->iter_dur);
+        return;
+    case SQ_METRIC_HTTP_REQS:
+    case SQ_METRIC_HTTP_REQ_DURATION:
+    case SQ_METRIC_HTTP_REQ_FAILED:
+    case SQ_METRIC_CHECKS:
+    case SQ_METRIC_HTTP_REQ_BLOCKED:
+    case SQ_METRIC_HTTP_REQ_CONNECTING:
+    case SQ_METRIC_HTTP_REQ_TLS_HANDSHAKING:
+    case SQ_METRIC_HTTP_REQ_SENDING:
+    case SQ_METRIC_HTTP_REQ_WAITING:
+    case SQ_METRIC_HTTP_REQ_RECEIVING:
+    case SQ_METRIC_HTTP_REQ_DNS:
+    case SQ_METRIC__COUNT:
+        return; /* kept per step, or for the whole run */
+    }
+}
+
 /* One threshold expression's value on a finished run. */
 static int value_of(const struct sq_plan *p, const struct sq_result *r,
                     const struct sq_plan_threshold *th, const struct sq_th_expr *e, double *out,
                     bool *no_data)
 {
     const struct sq_metric_sel *s = &th->sel;
+    const enum sq_metric m = th->metric;
     double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1;
-    int want_status = status_filter(s);
-    struct sq_hist *h = NULL;
-    int rc = sq_latency_hist_new(&h);
+    struct acc a = {0, 0, NULL};
+    int rc = sq_latency_hist_new(&a.h);
     if (rc < 0)
         return rc;
-    uint64_t num = 0, den = 0;
-    bool trend = false;
-    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
-        const struct sq_scen_result *sr = &r->scens[i];
-        const struct sq_plan_scenario *sc = &p->scenarios[i];
-        if (!scen_matches(s, sc->name))
-            continue;
-        if (is(s, "iterations") || is(s, "dropped_iterations") || is(s, "iteration_duration") ||
-            is(s, "data_sent") || is(s, "data_received") || is(s, "vus") || is(s, "vus_max")) {
-            if (is(s, "iterations"))
-                num += sr->c.iterations;
-            else if (is(s, "dropped_iterations"))
-                num += sr->c.dropped;
-            else if (is(s, "data_sent"))
-                num += sr->c.bytes_sent;
-            else if (is(s, "data_received"))
-                num += sr->c.bytes_received;
-            else if (is(s, "vus") || is(s, "vus_max"))
-                num += sr->vus_max;
-            else {
-                trend = true;
-                sq_hist_merge(h, sr->iter_dur);
-            }
-            continue;
-        }
-        for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++) {
-            const struct sq_plan_step *ps = &sc->steps[k];
-            const struct sq_step_stats *ss = &sr->steps[k];
-            if (!step_matches(s, ps))
-                continue;
-            if (is(s, "checks")) {
-                for (size_t c = 0; c < ps->nchecks; c++) {
-                    num += ss->check_pass[c];
-                    den += ss->check_pass[c] + ss->check_fail[c];
-                }
-                continue;
-            }
-            if (is(s, "http_req_duration")) {
-                trend = true;
-                if (want_status < 0) {
-                    sq_hist_merge(h, ss->dur);
-                } else {
-                    for (uint32_t b = 0; b < ss->nstatus; b++)
-                        if (ss->by_status[b].status == want_status)
-                            sq_hist_merge(h, ss->by_status[b].h);
-                }
-                continue;
-            }
-            uint64_t reqs = ss->reqs, failed = ss->failed;
-            if (want_status >= 0) {
-                reqs = 0;
-                for (uint32_t b = 0; b < ss->nstatus; b++)
-                    if (ss->by_status[b].status == want_status)
-                        reqs += ss->by_status[b].n;
-                failed = want_status >= 400 ? reqs : 0;
-            }
-            if (is(s, "http_reqs")) {
-                num += reqs;
-            } else if (is(s, "http_req_failed")) {
-                num += failed;
-                den += reqs;
-            } else {
-                trend = true; /* phase metrics: taken from the run's phase histograms below */
-            }
-        }
+    switch (sq_metric_scope(m)) {
+    case SQ_MS_RUN: {
+        int k = phase_of(m);
+        if (k >= 0 && r->phase[k] && s->ntags == 0)
+            sq_hist_merge(a.h, r->phase[k]);
+        break;
     }
-    for (int k = 0; k < SQ_PHASE_COUNT; k++) {
-        if (is(s, sq_phase_metric((enum sq_phase)k))) {
-            trend = true;
-            if (r->phase[k] && s->ntags == 0)
-                sq_hist_merge(h, r->phase[k]);
+    case SQ_MS_SCENARIO:
+    case SQ_MS_STEP: {
+        int want_status = status_filter(s);
+        for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
+            const struct sq_scen_result *sr = &r->scens[i];
+            const struct sq_plan_scenario *sc = &p->scenarios[i];
+            if (!scen_matches(s, sc->name))
+                continue;
+            add_scenario(m, sr, &a);
+            if (sq_metric_scope(m) != SQ_MS_STEP)
+                continue;
+            for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++)
+                if (step_matches(s, &sc->steps[k]))
+                    add_step(m, &sc->steps[k], &sr->steps[k], want_status, &a);
         }
+        break;
     }
-    bool rate_metric = is(s, "http_req_failed") || is(s, "checks");
-    if (trend) {
-        *no_data = sq_hist_total(h) == 0;
-        *out = trend_value(h, e);
-    } else if (rate_metric) {
-        *no_data = den == 0;
-        *out = den ? (double)num / (double)den : 0;
-    } else {
+    }
+    switch (sq_metric_kind(m)) {
+    case SQ_MK_TREND:
+        *no_data = sq_hist_total(a.h) == 0;
+        *out = trend_value(a.h, e);
+        break;
+    case SQ_MK_RATE:
+        *no_data = a.den == 0;
+        *out = a.den ? (double)a.num / (double)a.den : 0;
+        break;
+    case SQ_MK_COUNTER:
+    case SQ_MK_GAUGE:
         *no_data = false;
-        *out = e->agg == SQ_TH_RATE ? (double)num / secs : (double)num;
+        *out = e->agg == SQ_TH_RATE ? (double)a.num / secs : (double)a.num;
+        break;
     }
-    sq_hist_free(h);
+    sq_hist_free(a.h);
     return 0;
 }
 
@@ -218,24 +279,24 @@ void sq_th_verdicts_dispose(struct sq_th_verdicts *v)
 
 int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len)
 {
-    static const char *const run_level[] = {
-        "iterations", "iteration_duration", "dropped_iterations",
-        "data_sent",  "data_received",      "vus",
-        "vus_max"};
     for (size_t i = 0; i < p->nthresholds; i++) {
         const struct sq_plan_threshold *th = &p->thresholds[i];
         const struct sq_metric_sel *s = &th->sel;
         if (!s->ntags)
             continue;
         const char *why = NULL;
-        for (int k = 0; k < SQ_PHASE_COUNT && !why; k++)
-            if (is(s, sq_phase_metric((enum sq_phase)k)))
-                why = "phase timings are kept for the whole run: this metric takes no tags";
         size_t l;
-        for (size_t k = 0; k < SQ_ARRAY_LEN(run_level) && !why; k++)
-            if (is(s, run_level[k]) &&
-                (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l)))
+        switch (sq_metric_scope(th->metric)) {
+        case SQ_MS_RUN:
+            why = "phase timings are kept for the whole run: this metric takes no tags";
+            break;
+        case SQ_MS_SCENARIO:
+            if (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l))
                 why = "this metric is kept per scenario: the only tag it takes is scenario";
+            break;
+        case SQ_MS_STEP:
+            break;
+        }
         if (why) {
             snprintf(err, len, "%s:%u:%u: thresholds: '%s': %s", p->file, th->loc.line, th->loc.col,
                      th->selector, why);
@@ -243,6 +304,12 @@ int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len)
         }
     }
     return 0;
+}
+
+/* A counter's figure for an expression: its count, or its rate per second of secs. */
+static double count_or_rate(const struct sq_th_expr *e, uint64_t n, double secs)
+{
+    return e->agg == SQ_TH_RATE ? (double)n / secs : (double)n;
 }
 
 bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_totals *t, char *why,
@@ -256,27 +323,48 @@ bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_to
             continue;
         for (size_t k = 0; k < th->nexprs; k++) {
             const struct sq_th_expr *e = &th->exprs[k];
-            double v;
+            double v = 0;
             double secs = t->elapsed_s > 0 ? t->elapsed_s : 1;
-            if (is(s, "http_req_duration"))
+            switch (th->metric) {
+            case SQ_METRIC_HTTP_REQ_DURATION:
                 v = trend_value(t->dur, e);
-            else if (is(s, "http_req_failed"))
+                break;
+            case SQ_METRIC_HTTP_REQ_FAILED:
                 v = t->reqs ? (double)t->http_failed / (double)t->reqs : 0;
-            else if (is(s, "checks") && t->checks_passed + t->checks_failed)
+                break;
+            case SQ_METRIC_CHECKS:
+                if (t->checks_passed + t->checks_failed == 0)
+                    continue; /* nothing to judge yet */
                 v = (double)t->checks_passed / (double)(t->checks_passed + t->checks_failed);
-            else if (is(s, "http_reqs"))
-                v = e->agg == SQ_TH_RATE ? (double)t->reqs / secs : (double)t->reqs;
-            else if (is(s, "iterations"))
-                v = e->agg == SQ_TH_RATE ? (double)t->iterations / secs : (double)t->iterations;
-            else if (is(s, "dropped_iterations"))
-                v = e->agg == SQ_TH_RATE ? (double)t->dropped / secs : (double)t->dropped;
-            else if (is(s, "data_sent"))
-                v = e->agg == SQ_TH_RATE ? (double)t->bytes_sent / secs : (double)t->bytes_sent;
-            else if (is(s, "data_received"))
-                v = e->agg == SQ_TH_RATE ? (double)t->bytes_received / secs
-                                         : (double)t->bytes_received;
-            else
-                continue;
+                break;
+            case SQ_METRIC_HTTP_REQS:
+                v = count_or_rate(e, t->reqs, secs);
+                break;
+            case SQ_METRIC_ITERATIONS:
+                v = count_or_rate(e, t->iterations, secs);
+                break;
+            case SQ_METRIC_DROPPED_ITERATIONS:
+                v = count_or_rate(e, t->dropped, secs);
+                break;
+            case SQ_METRIC_DATA_SENT:
+                v = count_or_rate(e, t->bytes_sent, secs);
+                break;
+            case SQ_METRIC_DATA_RECEIVED:
+                v = count_or_rate(e, t->bytes_received, secs);
+                break;
+            case SQ_METRIC_HTTP_REQ_BLOCKED:
+            case SQ_METRIC_HTTP_REQ_CONNECTING:
+            case SQ_METRIC_HTTP_REQ_TLS_HANDSHAKING:
+            case SQ_METRIC_HTTP_REQ_SENDING:
+            case SQ_METRIC_HTTP_REQ_WAITING:
+            case SQ_METRIC_HTTP_REQ_RECEIVING:
+            case SQ_METRIC_HTTP_REQ_DNS:
+            case SQ_METRIC_ITERATION_DURATION:
+            case SQ_METRIC_VUS:
+            case SQ_METRIC_VUS_MAX:
+            case SQ_METRIC__COUNT:
+                continue; /* not kept live: judged at the end */
+            }
             if (!sq_th_expr_holds(e, v)) {
                 snprintf(why, len, "threshold %s: %s failed (value %.4g) with abortOnFail",
                          th->selector, e->text, v);

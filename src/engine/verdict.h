@@ -1,4 +1,8 @@
-/* engine/verdict.h - evaluating a plan's thresholds against a run's merged figures.
+/* engine/verdict.h - evaluating a plan's thresholds against a run's merged figures: the verdicts.
+ *
+ * The thresholds themselves are parsed and checked by the plan loader (plan/threshold.c); which
+ * metric is a counter, a rate, a gauge or a trend, and where the engine keeps it, comes from the
+ * one metric table (plan/metrics.h).
  *
  * Metric values follow k6: time metrics in milliseconds, rates as fractions, counters as counts
  * (rate: per second of the run). Tags select steps (step, method, status) and scenarios

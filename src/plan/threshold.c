@@ -15,6 +15,7 @@
 
 #include "base/text.h"
 #include "plan/load_internal.h"
+#include "plan/metrics.h"
 
 #define AGG_LIST "count, rate, value, avg, min, max, med or p(N)"
 #define OP_LIST  ">, >=, <, <=, ==, === or !="
@@ -421,61 +422,6 @@ int sq_metric_sel_parse(const char *s, size_t len, struct sq_metric_sel *out, ch
 /* ------------------------------------------------------------------------------------------ */
 /* Thresholds in a plan (the loader's part: see load_internal.h)                              */
 
-enum mtype { M_COUNTER, M_RATE, M_GAUGE, M_TREND };
-
-static const struct {
-    const char *name;
-    enum mtype type;
-} metrics[] = {
-    {"http_reqs", M_COUNTER},
-    {"http_req_duration", M_TREND},
-    {"http_req_failed", M_RATE},
-    {"http_req_blocked", M_TREND},
-    {"http_req_connecting", M_TREND},
-    {"http_req_tls_handshaking", M_TREND},
-    {"http_req_sending", M_TREND},
-    {"http_req_waiting", M_TREND},
-    {"http_req_receiving", M_TREND},
-    {"http_req_dns", M_TREND},
-    {"iterations", M_COUNTER},
-    {"iteration_duration", M_TREND},
-    {"dropped_iterations", M_COUNTER},
-    {"checks", M_RATE},
-    {"data_sent", M_COUNTER},
-    {"data_received", M_COUNTER},
-    {"vus", M_GAUGE},
-    {"vus_max", M_GAUGE},
-};
-
-static bool agg_fits(enum mtype t, enum sq_th_agg a)
-{
-    switch (t) {
-    case M_COUNTER:
-        return a == SQ_TH_COUNT || a == SQ_TH_RATE;
-    case M_RATE:
-        return a == SQ_TH_RATE;
-    case M_GAUGE:
-        return a == SQ_TH_VALUE;
-    default:
-        return a == SQ_TH_AVG || a == SQ_TH_MIN || a == SQ_TH_MAX || a == SQ_TH_MED ||
-               a == SQ_TH_PCT;
-    }
-}
-
-static const char *type_aggs(enum mtype t)
-{
-    switch (t) {
-    case M_COUNTER:
-        return "a counter: count or rate";
-    case M_RATE:
-        return "a rate: rate";
-    case M_GAUGE:
-        return "a gauge: value";
-    default:
-        return "a trend: avg, min, max, med or p(N)";
-    }
-}
-
 static const char *agg_name(const struct sq_th_expr *e, char *buf, size_t len)
 {
     static const char *const names[] = {"count", "rate", "value", "avg", "min", "max", "med"};
@@ -486,27 +432,23 @@ static const char *agg_name(const struct sq_th_expr *e, char *buf, size_t len)
     return (unsigned)e->agg < SQ_ARRAY_LEN(names) ? names[e->agg] : "?";
 }
 
-/* Checks the selector's metric and tags against the plan. Returns the metric's type. */
+/* Checks the selector's metric and tags against the plan; *metric is the metric. */
 static int check_selector(struct ld *L, const struct ynode *key, const struct sq_metric_sel *sel,
-                          enum mtype *type)
+                          enum sq_metric *metric)
 {
     char tail[96];
-    int found = -1;
-    for (size_t i = 0; i < SQ_ARRAY_LEN(metrics); i++)
-        if (strlen(metrics[i].name) == sel->metric_len &&
-            !memcmp(metrics[i].name, sel->metric, sel->metric_len))
-            found = (int)i;
+    int found = sq_metric_find(sel->metric, sel->metric_len);
     if (found < 0) {
         struct sq_suggest s;
         sq_suggest_init(&s, sel->metric, sel->metric_len);
-        for (size_t i = 0; i < SQ_ARRAY_LEN(metrics); i++)
-            sq_suggest_try(&s, metrics[i].name);
+        for (int i = 0; i < SQ_METRIC__COUNT; i++)
+            sq_suggest_try(&s, sq_metric_name((enum sq_metric)i));
         return sq_plan__fail(L, key, "unknown metric '%.*s'%s",
                              (int)(sel->metric_len > 60 ? 60 : sel->metric_len), sel->metric,
                              s.best ? sq_suggest_tail(&s, tail, sizeof(tail))
                                     : " (see docs/plans.md for the metric names)");
     }
-    *type = metrics[found].type;
+    *metric = (enum sq_metric)found;
     const struct sq_plan *p = L->p;
     for (size_t t = 0; t < sel->ntags; t++) {
         const char *k = sel->tags[t].key, *v = sel->tags[t].value;
@@ -564,7 +506,8 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
 }
 
 static struct sq_plan_threshold *new_threshold(struct sq_plan *p, const char *selector,
-                                               struct sq_loc loc, size_t *cap)
+                                               enum sq_metric metric, struct sq_loc loc,
+                                               size_t *cap)
 {
     if (p->nthresholds == *cap) {
         size_t nc = *cap ? *cap * 2 : 8;
@@ -580,6 +523,7 @@ static struct sq_plan_threshold *new_threshold(struct sq_plan *p, const char *se
     if (!t->selector)
         return NULL;
     p->nthresholds++;
+    t->metric = metric;
     t->loc = loc;
     char err[8];
     if (sq_metric_sel_parse(t->selector, strlen(t->selector), &t->sel, err, sizeof(err)) < 0)
@@ -597,7 +541,7 @@ static int add_expr(struct sq_plan_threshold *t, const struct sq_th_expr *e)
     return 0;
 }
 
-static int check_expr(struct ld *L, const struct ynode *n, enum mtype type,
+static int check_expr(struct ld *L, const struct ynode *n, enum sq_metric metric,
                       const struct sq_metric_sel *sel, struct sq_th_expr *e)
 {
     int rc = sq_plan__want_string(L, n, "an expression like \"p(95) < 200\"");
@@ -609,10 +553,11 @@ static int check_expr(struct ld *L, const struct ynode *n, enum mtype type,
         return rc;
     if (rc < 0)
         return sq_plan__fail(L, n, "%s", err[0] ? err : "malformed threshold expression");
-    if (!agg_fits(type, e->agg)) {
+    if (!sq_metric_agg_fits(sq_metric_kind(metric), e->agg)) {
         char an[32];
         return sq_plan__fail(L, n, "'%s' does not apply to %.*s (%s)", agg_name(e, an, sizeof(an)),
-                             (int)sel->metric_len, sel->metric, type_aggs(type));
+                             (int)sel->metric_len, sel->metric,
+                             sq_metric_kind_aggs(sq_metric_kind(metric)));
     }
     return 0;
 }
@@ -632,8 +577,8 @@ int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
         char err[256] = "";
         if (sq_metric_sel_parse(k->s, k->len, &sel, err, sizeof(err)) < 0)
             return sq_plan__fail(L, k, "%s", err[0] ? err : "malformed metric selector");
-        enum mtype type = M_TREND;
-        if ((rc = check_selector(L, k, &sel, &type)) < 0)
+        enum sq_metric metric = SQ_METRIC_HTTP_REQ_DURATION;
+        if ((rc = check_selector(L, k, &sel, &metric)) < 0)
             return rc;
         size_t cnt = v->kind == Y_SEQ ? v->nitems : 1;
         if (cnt == 0)
@@ -650,10 +595,10 @@ int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
                 if (!th)
                     return sq_plan__fail(L, it, "missing key 'threshold' (the expression)");
                 size_t m3 = sq_plan__path_key(L, "threshold");
-                if ((rc = check_expr(L, th, type, &sel, &e)) < 0)
+                if ((rc = check_expr(L, th, metric, &sel, &e)) < 0)
                     return rc;
                 sq_plan__path_pop(L, m3);
-                struct sq_plan_threshold *t = new_threshold(p, k->s, it->loc, &cap);
+                struct sq_plan_threshold *t = new_threshold(p, k->s, metric, it->loc, &cap);
                 if (!t || add_expr(t, &e) < 0)
                     return -ENOMEM;
                 const struct ynode *x = sq_plan__get(it, "abortOnFail");
@@ -671,10 +616,10 @@ int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
                     sq_plan__path_pop(L, m3);
                 }
             } else {
-                if ((rc = check_expr(L, it, type, &sel, &e)) < 0)
+                if ((rc = check_expr(L, it, metric, &sel, &e)) < 0)
                     return rc;
                 if (!plain) {
-                    plain = new_threshold(p, k->s, k->loc, &cap);
+                    plain = new_threshold(p, k->s, metric, k->loc, &cap);
                     if (!plain)
                         return -ENOMEM;
                 }
