@@ -19,10 +19,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/file.h"
 #include "base/text.h"
 #include "plan/load_internal.h"
 
 #define MAX_JSON_BODY (4u << 20) /* a serialised `json:` body (aliases can multiply it) */
+#define TOO_BIG                                                                                    \
+    "the plan is larger than %u MiB, the limit for a plan file (see docs/plans.md, Limits)"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Templates                                                                                  */
@@ -32,22 +35,18 @@ void sq_plan__resolve_name(void *ud, const char *name, size_t len, struct sq_tmp
     struct rctx *R = ud;
     const struct sq_plan *p = R->L->p;
     out->kind = SQ_TMPL_REF_UNKNOWN;
-    for (size_t i = 0; i < R->nvars; i++) {
-        if (strlen(p->vars[i].name) == len && memcmp(p->vars[i].name, name, len) == 0) {
-            out->kind = SQ_TMPL_REF_STATIC;
-            out->value = p->vars[i].value;
-            out->value_len = strlen(p->vars[i].value);
-            return;
-        }
+    uintptr_t at;
+    if (sq_plan__map_get(&R->L->vars, name, len, &at) && at < R->nvars) {
+        out->kind = SQ_TMPL_REF_STATIC;
+        out->value = p->vars[at].value;
+        out->value_len = strlen(p->vars[at].value);
+        return;
     }
-    if (R->sc) {
-        for (uint32_t i = 0; i < R->sc->nvars; i++) {
-            if (strlen(R->sc->vars[i]) == len && memcmp(R->sc->vars[i], name, len) == 0) {
-                out->kind = SQ_TMPL_REF_VAR;
-                out->index = i;
-                return;
-            }
-        }
+    /* L->slots holds the slots of the scenario being loaded, which is R->sc */
+    if (R->sc && sq_plan__map_get(&R->L->slots, name, len, &at) && at < R->sc->nvars) {
+        out->kind = SQ_TMPL_REF_VAR;
+        out->index = (uint32_t)at;
+        return;
     }
     const char *dot = memchr(name, '.', len);
     char shown[64];
@@ -321,41 +320,6 @@ int sq_plan__relative_path(struct ld *L, const struct ynode *n, char *out, size_
     return 0;
 }
 
-int sq_plan__read_file(const char *path, size_t max, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
-    struct sq_buf b = {0};
-    int rc = 0;
-    for (;;) {
-        rc = sq_buf_reserve(&b, 65536);
-        if (rc < 0)
-            break;
-        size_t got = fread(b.p + b.len, 1, 65536, f);
-        b.len += got;
-        if (b.len > max) {
-            rc = -SQ_ETOOBIG;
-            break;
-        }
-        if (got < 65536) {
-            if (ferror(f))
-                rc = -EIO;
-            break;
-        }
-    }
-    fclose(f);
-    if (rc == 0)
-        rc = sq_buf_append(&b, "", 1);
-    if (rc < 0) {
-        sq_buf_dispose(&b);
-        return rc;
-    }
-    *out = b.p;
-    *len = b.len - 1;
-    return 0;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Top level: vars, target, defaults, data                                                    */
 
@@ -396,7 +360,8 @@ static int load_vars(struct ld *L, const struct ynode *n)
         p->vars[i].value = strndup(s, len);
         p->nvars = i + 1;
         sq_tmpl_free(t);
-        if (!p->vars[i].name || !p->vars[i].value)
+        if (!p->vars[i].name || !p->vars[i].value ||
+            sq_plan__map_add(&L->vars, p->vars[i].name, strlen(p->vars[i].name), i, NULL) < 0)
             return -ENOMEM;
         sq_plan__path_pop(L, mark);
     }
@@ -684,6 +649,12 @@ int sq_plan_load_string(const char *name, const char *yaml, size_t len, struct s
     }
     L->p = p;
     L->err = err;
+    sq_plan__map_init(&L->anchors, false);
+    sq_plan__map_init(&L->vars, false);
+    sq_plan__map_init(&L->slots, false);
+    sq_plan__map_init(&L->step_names, false);
+    sq_plan__map_init(&L->scenario_names, false);
+    sq_plan__map_init(&L->all_step_names, false);
     L->src = yaml;
     L->src_len = len;
     const char *slash = strrchr(name, '/');
@@ -694,7 +665,7 @@ int sq_plan_load_string(const char *name, const char *yaml, size_t len, struct s
     struct ynode *root = NULL;
     if (rc == 0 && len > SQ_PLAN_MAX_BYTES) {
         struct sq_loc loc = {1, 1};
-        rc = sq_plan__fail_at(L, loc, "the plan is larger than %u MiB", SQ_PLAN_MAX_BYTES >> 20);
+        rc = sq_plan__fail_at(L, loc, TOO_BIG, SQ_PLAN_MAX_BYTES >> 20);
     }
     if (rc == 0)
         rc = sq_plan__yaml_tree(L, &root);
@@ -717,13 +688,17 @@ int sq_plan_load(const char *path, struct sq_plan **out, struct sq_plan_error *e
 {
     char *text = NULL;
     size_t len = 0;
-    int rc = sq_plan__read_file(path, SQ_PLAN_MAX_BYTES, &text, &len);
+    int rc = sq_file_read(path, SQ_PLAN_MAX_BYTES, &text, &len);
     if (rc < 0) {
         if (err) {
             memset(err, 0, sizeof(*err));
             snprintf(err->file, sizeof(err->file), "%s", path);
-            snprintf(err->msg, sizeof(err->msg), "cannot read the plan: %s",
-                     rc == -SQ_ETOOBIG ? "larger than 16 MiB" : sq_strerror(rc));
+            if (rc == -SQ_ETOOBIG)
+                snprintf(err->msg, sizeof(err->msg), TOO_BIG, SQ_PLAN_MAX_BYTES >> 20);
+            else if (rc == -EISDIR)
+                snprintf(err->msg, sizeof(err->msg), "cannot read the plan: it is a directory");
+            else
+                snprintf(err->msg, sizeof(err->msg), "cannot read the plan: %s", sq_strerror(rc));
         }
         return rc == -SQ_ETOOBIG ? -SQ_EPARSE : rc;
     }

@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/file.h"
 #include "base/parse.h"
 #include "base/text.h"
 #include "plan/load_internal.h"
@@ -293,14 +294,27 @@ static int load_executor(struct ld *L, const struct ynode *key, const struct yno
 /* ------------------------------------------------------------------------------------------ */
 /* Steps                                                                                      */
 
-static int add_slot(struct sq_plan_scenario *sc, const char *name, uint32_t *index)
+/* Grows an array of n elements when n is 0 or a power of two: amortised linear appends without
+ * a capacity field. */
+static void *grow(void *v, size_t n, size_t size)
 {
-    for (uint32_t i = 0; i < sc->nvars; i++)
-        if (!strcmp(sc->vars[i], name)) {
-            *index = i;
-            return 0;
-        }
-    char **nv = realloc(sc->vars, (sc->nvars + 1) * sizeof(*nv));
+    if (n & (n - 1))
+        return v; /* room left */
+    size_t cap = n ? 2 * n : 1;
+    if (cap > SIZE_MAX / size)
+        return NULL;
+    return realloc(v, cap * size);
+}
+
+/* The slot of an extract variable of the scenario being loaded, added when new. */
+static int add_slot(struct ld *L, struct sq_plan_scenario *sc, const char *name, uint32_t *index)
+{
+    uintptr_t i;
+    if (sq_plan__map_get(&L->slots, name, strlen(name), &i)) {
+        *index = (uint32_t)i;
+        return 0;
+    }
+    char **nv = grow(sc->vars, sc->nvars, sizeof(*nv));
     if (!nv)
         return -ENOMEM;
     sc->vars = nv;
@@ -308,7 +322,8 @@ static int add_slot(struct sq_plan_scenario *sc, const char *name, uint32_t *ind
     if (!sc->vars[sc->nvars])
         return -ENOMEM;
     *index = sc->nvars++;
-    return 0;
+    return sq_plan__map_add(&L->slots, sc->vars[*index], strlen(name), *index, NULL) < 0 ? -ENOMEM
+                                                                                         : 0;
 }
 
 /* First pass over a flow: every extract key is a slot, in order of first appearance. */
@@ -330,15 +345,13 @@ static int collect_slots(struct ld *L, const struct ynode *flow, struct sq_plan_
                                      "'%.60s' is not a variable name (letters, digits and '_', not "
                                      "starting with a digit)",
                                      k->s);
-            for (size_t v = 0; v < L->p->nvars; v++)
-                if (!strcmp(L->p->vars[v].name, k->s))
-                    return sq_plan__fail(
-                        L, k,
-                        "'%s' is already a plan variable (vars): extract into another "
-                        "name",
-                        k->s);
+            if (sq_plan__map_get(&L->vars, k->s, strlen(k->s), NULL))
+                return sq_plan__fail(L, k,
+                                     "'%s' is already a plan variable (vars): extract into another "
+                                     "name",
+                                     k->s);
             uint32_t idx;
-            if ((rc = add_slot(sc, k->s, &idx)) < 0)
+            if ((rc = add_slot(L, sc, k->s, &idx)) < 0)
                 return rc;
         }
         sq_plan__path_pop(L, mark);
@@ -346,41 +359,59 @@ static int collect_slots(struct ld *L, const struct ynode *flow, struct sq_plan_
     return 0;
 }
 
-static int find_header(const struct sq_plan_request *r, const char *name)
-{
-    for (size_t i = 0; i < r->nheaders; i++)
-        if (!strcasecmp(r->headers[i].name, name))
-            return (int)i;
-    return -1;
-}
-
+/* Compiles the headers of mapping h into r. names maps the headers r has so far (their YAML
+ * keys, ignoring case) to their index: a step's header replaces the default of the same name in
+ * its place; from_defaults, every header is new. */
 static int load_headers(struct ld *L, const struct ynode *h, struct sq_plan_request *r,
-                        struct rctx *R, bool from_defaults)
+                        struct rctx *R, bool from_defaults, struct sq_plan__map *names)
 {
     int rc;
+    struct sq_plan__map own; /* h's names so far -> their pair: names differing only in case
+                                are one header */
+    sq_plan__map_init(&own, true);
     for (size_t i = 0; i < h->npairs; i++) {
         const struct ynode *k = h->pairs[i].key, *v = h->pairs[i].val;
-        if (!sq_plan__is_token(k->s))
-            return sq_plan__fail(
+        rc = 0;
+        if (!sq_plan__is_token(k->s)) {
+            rc = sq_plan__fail(
                 L, k, "'%.60s' is not a header name (letters, digits and -!#$%%&'*+.^_`|~)", k->s);
+            break;
+        }
         size_t mark = sq_plan__path_key(L, k->s);
         if ((rc = sq_plan__want_scalar(L, v, "a header value")) < 0)
-            return rc;
-        if (strpbrk(v->s, "\r\n") || strlen(v->s) != v->len)
-            return sq_plan__fail(L, v, "a header value cannot contain line breaks or NUL bytes");
-        for (size_t j = 0; j < i; j++) /* names differing only in case are one header */
-            if (!strcasecmp(h->pairs[j].key->s, k->s))
-                return sq_plan__fail(L, k, "header '%s' is set twice (first at line %u)", k->s,
-                                     h->pairs[j].key->loc.line);
-        int at = from_defaults ? -1 : find_header(r, k->s);
+            break;
+        if (strpbrk(v->s, "\r\n") || strlen(v->s) != v->len) {
+            rc = sq_plan__fail(L, v, "a header value cannot contain line breaks or NUL bytes");
+            break;
+        }
+        uintptr_t j = 0;
+        size_t kl = strlen(k->s);
+        if ((rc = sq_plan__map_add(&own, k->s, kl, i, &j)) < 0)
+            break;
+        if (rc == 0) {
+            const struct ynode *first = h->pairs[j].key;
+            rc = sq_plan__fail(L, k, "header '%s' is set twice (first at line %u)", k->s,
+                               first->loc.line);
+            break;
+        }
+        uintptr_t at = 0;
+        bool replace = !from_defaults && sq_plan__map_get(names, k->s, kl, &at);
+        if (!replace && r->nheaders == SQ_PLAN_MAX_HEADERS) {
+            rc = sq_plan__fail(L, k,
+                               "more than %d headers in one request (the defaults' included), "
+                               "the limit for a request (see docs/plans.md, Limits)",
+                               SQ_PLAN_MAX_HEADERS);
+            break;
+        }
         struct sq_tmpl *t = NULL;
         if ((rc = sq_plan__compile_scalar(L, v, SQ_TMPL_ESC_NONE, R, &t)) < 0)
-            return rc;
-        if (at >= 0) { /* the step's header replaces the default's, in its place */
+            break;
+        if (replace) { /* the step's header replaces the default's, in its place */
             char *nn = strdup(k->s);
             if (!nn) {
                 sq_tmpl_free(t);
-                return -ENOMEM;
+                rc = -ENOMEM;
+                break;
             }
             free(r->headers[at].name);
             r->headers[at].name = nn;
@@ -391,12 +422,16 @@ static int load_headers(struct ld *L, const struct ynode *h, struct sq_plan_requ
             nh->name = strdup(k->s);
             nh->value = t;
             r->nheaders++;
-            if (!nh->name)
-                return -ENOMEM;
+            if (!nh->name || sq_plan__map_add(names, k->s, kl, r->nheaders - 1, NULL) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
         }
         sq_plan__path_pop(L, mark);
+        rc = 0;
     }
-    return 0;
+    sq_plan__map_dispose(&own);
+    return rc;
 }
 
 /* url: "/path?q" (a template) or an absolute URL on the target's origin. */
@@ -450,15 +485,15 @@ static int load_url(struct ld *L, const struct ynode *n, struct sq_plan_request 
         path = tmp.p;
         plen = tmp.len;
     }
+    bool in_tag = false; /* blanks inside {{ }} are fine */
     for (size_t i = 0; i < plen; i++) {
+        if (i >= 2) { /* a "{{" or "}}" that ends before i - 1 opens or closes a tag */
+            if (path[i - 2] == '{' && path[i - 1] == '{')
+                in_tag = true;
+            else if (path[i - 2] == '}' && path[i - 1] == '}')
+                in_tag = false;
+        }
         if ((unsigned char)path[i] <= 0x20 || path[i] == 0x7f) {
-            bool in_tag = false; /* blanks inside {{ }} are fine */
-            for (size_t j = 0; j + 1 < i; j++) {
-                if (path[j] == '{' && path[j + 1] == '{')
-                    in_tag = true;
-                else if (path[j] == '}' && path[j + 1] == '}')
-                    in_tag = false;
-            }
             if (!in_tag) {
                 sq_buf_dispose(&tmp);
                 return sq_plan__fail_at(
@@ -557,9 +592,12 @@ static int load_body(struct ld *L, const struct ynode *req, struct sq_plan_reque
             return rc;
         char *data = NULL;
         size_t len = 0;
-        rc = sq_plan__read_file(full, MAX_FILE_BODY, &data, &len);
+        rc = sq_file_read(full, MAX_FILE_BODY, &data, &len);
         if (rc == -SQ_ETOOBIG)
-            return sq_plan__fail(L, which, "%s: larger than %u MiB", full, MAX_FILE_BODY >> 20);
+            return sq_plan__fail(L, which, "%s: larger than %u MiB, the limit for a file body",
+                                 full, MAX_FILE_BODY >> 20);
+        if (rc == -EISDIR)
+            return sq_plan__fail(L, which, "%s: is a directory, not a file", full);
         if (rc < 0 && rc != -ENOMEM)
             return sq_plan__fail(L, which, "%s: %s", full, sq_strerror(rc));
         if (rc == 0) {
@@ -636,6 +674,9 @@ static int load_request(struct ld *L, const struct ynode *n, struct sq_plan_requ
     r->headers = calloc(nh ? nh : 1, sizeof(*r->headers));
     if (!r->headers)
         return -ENOMEM;
+    struct sq_plan__map names; /* the request's header names so far -> index */
+    sq_plan__map_init(&names, true);
+    rc = 0;
     if (L->def_headers) {
         /* the defaults compile against this scenario's names; errors point into defaults */
         char saved[sizeof(L->path)];
@@ -643,18 +684,20 @@ static int load_request(struct ld *L, const struct ynode *n, struct sq_plan_requ
         memcpy(saved, L->path, sizeof(saved));
         sq_plan__path_pop(L, 0);
         sq_plan__path_key(L, "defaults.headers");
-        rc = load_headers(L, L->def_headers, r, R, true);
-        if (rc < 0)
-            return rc;
-        memcpy(L->path, saved, sizeof(saved));
-        L->path_len = saved_len;
+        rc = load_headers(L, L->def_headers, r, R, true, &names);
+        if (rc == 0) {
+            memcpy(L->path, saved, sizeof(saved));
+            L->path_len = saved_len;
+        }
     }
-    if (h) {
+    if (rc == 0 && h) {
         mark = sq_plan__path_key(L, "headers");
-        if ((rc = load_headers(L, h, r, R, false)) < 0)
-            return rc;
-        sq_plan__path_pop(L, mark);
+        if ((rc = load_headers(L, h, r, R, false, &names)) == 0)
+            sq_plan__path_pop(L, mark);
     }
+    sq_plan__map_dispose(&names);
+    if (rc < 0)
+        return rc;
     if ((rc = load_body(L, n, r, R)) < 0)
         return rc;
     r->timeout_ns = L->p->default_timeout_ns;
@@ -712,7 +755,7 @@ static int load_extract(struct ld *L, const struct ynode *n, struct sq_plan_step
         st->extract_src[st->nextract] = strdup(arg->s);
         st->nextract++;
         uint32_t idx = 0;
-        if ((rc = add_slot(sc, k->s, &idx)) < 0 || !st->extract_src[st->nextract - 1])
+        if ((rc = add_slot(L, sc, k->s, &idx)) < 0 || !st->extract_src[st->nextract - 1])
             return rc < 0 ? rc : -ENOMEM;
         e->var = idx;
         if (sq_extractor_needs_body(e))
@@ -961,22 +1004,21 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         size_t mark = sq_plan__path_key(L, "name");
         if ((rc = sq_plan__want_string(L, name, "a step name")) < 0)
             return rc;
-        for (size_t i = 0; i < index; i++)
-            if (!strcmp(sc->steps[i].name, name->s))
-                return sq_plan__fail(L, name, "duplicate step name '%.60s' (first at line %u)",
-                                     name->s, sc->steps[i].loc.line);
+        uintptr_t i;
+        if (sq_plan__map_get(&L->step_names, name->s, strlen(name->s), &i))
+            return sq_plan__fail(L, name, "duplicate step name '%.60s' (first at line %u)", name->s,
+                                 sc->steps[i].loc.line);
         st->name = strdup(name->s);
         sq_plan__path_pop(L, mark);
     } else {
         char def[32];
         snprintf(def, sizeof(def), "step %zu", index + 1);
-        for (size_t i = 0; i < index; i++)
-            if (!strcmp(sc->steps[i].name, def))
-                return sq_plan__fail(L, n, "step %zu has no name and another step is named '%s'",
-                                     index + 1, def);
+        if (sq_plan__map_get(&L->step_names, def, strlen(def), NULL))
+            return sq_plan__fail(L, n, "step %zu has no name and another step is named '%s'",
+                                 index + 1, def);
         st->name = strdup(def);
     }
-    if (!st->name)
+    if (!st->name || sq_plan__map_add(&L->step_names, st->name, strlen(st->name), index, NULL) < 0)
         return -ENOMEM;
     const struct ynode *think = sq_plan__get(n, "think");
     if (think) {
@@ -1059,6 +1101,8 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
     if (!scenario_name_ok(key->s))
         return sq_plan__fail(
             L, key, "'%.60s' is not a scenario name (letters, digits, '_', '-' and '.')", key->s);
+    sq_plan__map_dispose(&L->slots); /* names are per scenario */
+    sq_plan__map_dispose(&L->step_names);
     sc->name = strdup(key->s);
     sc->loc = key->loc;
     if (!sc->name)

@@ -20,7 +20,31 @@
 #include "base/buf.h"
 #include "plan/plan.h"
 
-#define SQ_PLAN_MAX_BYTES (16u << 20) /* a plan file */
+/* Limits on a plan (docs/plans.md, "Limits"). Each is refused with a message that names it. */
+#define SQ_PLAN_MAX_BYTES   (16u << 20) /* the plan file */
+#define SQ_PLAN_MAX_NODES   1000000     /* YAML nodes: scalars, mappings, lists, aliases */
+#define SQ_PLAN_MAX_WEIGHT  (32u << 20) /* the tree's weight with every alias expanded */
+#define SQ_PLAN_MAX_HEADERS 100         /* headers of one request, the defaults' included */
+
+/* ---- a string-keyed hash map (yaml.c): keys are borrowed and must outlive the map ---- */
+
+struct sq_plan__map {
+    struct sq_plan__slot *slots; /* cap of them, cap a power of two (or 0) */
+    size_t cap, n;
+    uint64_t seed;
+    bool icase; /* keys compare ignoring ASCII case (header names) */
+};
+
+void sq_plan__map_init(struct sq_plan__map *m, bool icase);
+void sq_plan__map_dispose(struct sq_plan__map *m);
+/* True when key[0, len) is in the map; its value in *val (when val is not NULL). */
+bool sq_plan__map_get(const struct sq_plan__map *m, const char *key, size_t len, uintptr_t *val);
+/* Adds key[0, len) with val. Returns 1 (added), 0 (already there: nothing changes, its value
+ * in *old when old is not NULL) or -ENOMEM. */
+int sq_plan__map_add(struct sq_plan__map *m, const char *key, size_t len, uintptr_t val,
+                     uintptr_t *old);
+/* Sets key[0, len) to val, added or replaced. 0 or -ENOMEM. */
+int sq_plan__map_set(struct sq_plan__map *m, const char *key, size_t len, uintptr_t val);
 
 /* ---- the tree (yaml.c) ---- */
 
@@ -35,29 +59,32 @@ struct ypair {
     struct ynode *key, *val;
 };
 
+/* One node: 32 bytes, in the loader's arena. The fields in the unions are read only for the
+ * kind that has them (a scalar has no pairs; check kind first). An alias is the node it names
+ * (the tree is a DAG, never a cycle: an anchor is registered when its node closes). */
 struct ynode {
-    enum ykind kind;
+    union {
+        char *s;              /* Y_SCALAR: the text, NUL-terminated */
+        struct ypair *pairs;  /* Y_MAP: own keys in order, then merged (<<) ones */
+        struct ynode **items; /* Y_SEQ */
+    };
+    union {
+        uint32_t len;    /* Y_SCALAR: bytes in s (NUL bytes included) */
+        uint32_t npairs; /* Y_MAP */
+        uint32_t nitems; /* Y_SEQ */
+    };
+    uint32_t pos;      /* byte offset of the node in the source (valid when loc.line) */
     struct sq_loc loc; /* 1-based; 0:0 when libfyaml gave no position (an empty value) */
-    size_t pos;        /* byte offset of the node in the source (valid when loc.line) */
-    /* Y_SCALAR */
-    char *s; /* NUL-terminated */
-    size_t len;
-    enum ystyle style;
-    bool raw; /* tagged !raw */
-    /* Y_MAP */
-    struct ypair *pairs;
-    size_t npairs;
-    /* Y_SEQ */
-    struct ynode **items;
-    size_t nitems;
+    uint32_t weight;   /* 8 per node plus the text's bytes, through aliases: what a walk of
+                          the node costs (at most SQ_PLAN_MAX_WEIGHT) */
+    uint8_t kind;      /* enum ykind */
+    uint8_t style;     /* enum ystyle (Y_SCALAR) */
+    bool raw;          /* tagged !raw */
 };
 
-struct anchor {
-    char *name;
-    struct ynode *node;
-};
+struct sq_plan__chunk; /* a block of the arena (yaml.c) */
 
-/* The loader's state. Tree memory is one list of blocks freed together. */
+/* The loader's state. Tree memory is an arena of large blocks freed together. */
 struct ld {
     struct sq_plan *p;
     struct sq_plan_error *err;
@@ -66,10 +93,21 @@ struct ld {
     char dir[4096]; /* the plan file's directory, "" for the working directory */
     char path[256]; /* the key path being compiled */
     size_t path_len;
-    void **blocks;
-    size_t nblocks, capblocks;
-    struct anchor *anchors;
-    size_t nanchors, capanchors;
+    /* the arena */
+    struct sq_plan__chunk *chunks;
+    char *cur;        /* free space in the current block */
+    size_t left;      /* bytes there */
+    size_t next_size; /* the next block's size (grows to 1 MiB) */
+    /* building the tree */
+    struct sq_plan__map anchors; /* name -> node; a later definition replaces an earlier one */
+    struct ynode **stack;        /* children of the open collections, innermost last */
+    size_t nstack, capstack;
+    /* lookups over what the walk has compiled so far (hash maps: a plan with 100,000 names
+     * loads in linear time) */
+    struct sq_plan__map vars;       /* plan variable -> index */
+    struct sq_plan__map slots;      /* the current scenario's extract variable -> index */
+    struct sq_plan__map step_names; /* the current scenario's step name -> index */
+    struct sq_plan__map scenario_names, all_step_names; /* for threshold tags */
     /* the target origin, for absolute step URLs */
     char scheme[8];
     char host[256];
@@ -82,10 +120,12 @@ struct ld {
 /* Builds the tree of L->src (checked as UTF-8 text first) into *root. 0, -SQ_EPARSE (L->err
  * says where and why) or -ENOMEM. */
 int sq_plan__yaml_tree(struct ld *L, struct ynode **root);
-/* Frees the tree and everything allocated with sq_plan__alloc(). */
+/* Frees the tree, the arena and the loader's maps. */
 void sq_plan__ld_dispose(struct ld *L);
-/* Zeroed memory that lives as long as the tree. NULL when out of memory. */
+/* Zeroed memory from the arena, aligned for any node (size 0 is fine); lives as long as the
+ * tree. NULL when out of memory. */
 void *sq_plan__alloc(struct ld *L, size_t size);
+/* s[0, n) and a NUL, from the arena (unaligned: text only). */
 char *sq_plan__strndup(struct ld *L, const char *s, size_t n);
 
 /* ---- errors and the key path (yaml.c) ---- */
@@ -163,8 +203,6 @@ int sq_plan__to_json(struct ld *L, const struct ynode *n, struct rctx *R, struct
                      int depth);
 /* n's path, relative to the plan's directory unless absolute, into out. */
 int sq_plan__relative_path(struct ld *L, const struct ynode *n, char *out, size_t outlen);
-/* The whole file into a malloc'd, NUL-terminated buffer: 0, -errno, -SQ_ETOOBIG past max. */
-int sq_plan__read_file(const char *path, size_t max, char **out, size_t *len);
 /* scheme://host[:port][/] with nothing after: the origin every step's url is relative to. */
 bool sq_plan__parse_origin(const char *s, size_t len, char *scheme, char *host, size_t hostlen,
                            unsigned *port);

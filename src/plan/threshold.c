@@ -471,18 +471,14 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
         struct sq_suggest s;
         sq_suggest_init(&s, v, vl);
         if (tag == 0) {
-            for (size_t i = 0; i < p->nscenarios; i++) {
-                ok = ok ||
-                     (strlen(p->scenarios[i].name) == vl && !memcmp(p->scenarios[i].name, v, vl));
+            ok = sq_plan__map_get(&L->scenario_names, v, vl, NULL);
+            for (size_t i = 0; !ok && i < p->nscenarios; i++)
                 sq_suggest_try(&s, p->scenarios[i].name);
-            }
         } else if (tag == 1) {
-            for (size_t i = 0; i < p->nscenarios; i++)
-                for (size_t j = 0; j < p->scenarios[i].nsteps; j++) {
-                    const char *sn = p->scenarios[i].steps[j].name;
-                    ok = ok || (strlen(sn) == vl && !memcmp(sn, v, vl));
-                    sq_suggest_try(&s, sn);
-                }
+            ok = sq_plan__map_get(&L->all_step_names, v, vl, NULL);
+            for (size_t i = 0; !ok && i < p->nscenarios; i++)
+                for (size_t j = 0; j < p->scenarios[i].nsteps; j++)
+                    sq_suggest_try(&s, p->scenarios[i].steps[j].name);
         } else if (tag == 2) {
             ok = vl > 0;
             for (size_t i = 0; i < vl; i++)
@@ -533,10 +529,13 @@ static struct sq_plan_threshold *new_threshold(struct sq_plan *p, const char *se
 
 static int add_expr(struct sq_plan_threshold *t, const struct sq_th_expr *e)
 {
-    struct sq_th_expr *v = realloc(t->exprs, (t->nexprs + 1) * sizeof(*v));
-    if (!v)
-        return -ENOMEM;
-    t->exprs = v;
+    size_t n = t->nexprs;
+    if ((n & (n - 1)) == 0) { /* 0 or a power of two: double */
+        struct sq_th_expr *v = realloc(t->exprs, (n ? 2 * n : 1) * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        t->exprs = v;
+    }
     t->exprs[t->nexprs++] = *e;
     return 0;
 }
@@ -568,6 +567,16 @@ int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
     int rc = sq_plan__want_map(L, n, "a mapping of metrics to lists of expressions");
     if (rc < 0)
         return rc;
+    /* the names tags may select, looked up once per tag */
+    for (size_t i = 0; i < p->nscenarios; i++) {
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        if (sq_plan__map_add(&L->scenario_names, sc->name, strlen(sc->name), i, NULL) < 0)
+            return -ENOMEM;
+        for (size_t j = 0; j < sc->nsteps; j++)
+            if (sq_plan__map_add(&L->all_step_names, sc->steps[j].name, strlen(sc->steps[j].name),
+                                 j, NULL) < 0)
+                return -ENOMEM;
+    }
     size_t cap = 0;
     static const char *const keys[] = {"threshold", "abortOnFail", "delayAbortEval"};
     for (size_t i = 0; i < n->npairs; i++) {

@@ -22,38 +22,221 @@
 #include "plan/load_internal.h"
 
 /* ------------------------------------------------------------------------------------------ */
-/* The loader's memory and errors                                                             */
+/* The loader's memory                                                                        */
+
+/* The arena: blocks of 16 KiB growing to 1 MiB, bump-allocated, freed together. A node costs
+ * its 32 bytes and nothing for bookkeeping (a malloc per node cost 3 to 4 times that). */
+struct sq_plan__chunk {
+    struct sq_plan__chunk *next;
+    max_align_t data[];
+};
+
+#define CHUNK_MIN (16u << 10)
+#define CHUNK_MAX (1u << 20)
+
+static struct sq_plan__chunk *chunk_new(struct ld *L, size_t cap)
+{
+    if (cap > SIZE_MAX - sizeof(struct sq_plan__chunk))
+        return NULL;
+    struct sq_plan__chunk *c = calloc(1, sizeof(*c) + cap);
+    if (c) {
+        c->next = L->chunks;
+        L->chunks = c;
+    }
+    return c;
+}
+
+static void *arena_take(struct ld *L, size_t size, size_t align)
+{
+    size_t pad = (size_t)(-(uintptr_t)L->cur & (align - 1));
+    if (L->left >= pad && L->left - pad >= size) {
+        char *p = L->cur + pad;
+        L->cur = p + size;
+        L->left -= pad + size;
+        return p;
+    }
+    if (!L->next_size)
+        L->next_size = CHUNK_MIN;
+    if (size > L->next_size / 4) { /* a large piece (a long scalar): a block of its own */
+        struct sq_plan__chunk *c = chunk_new(L, size);
+        return c ? (void *)c->data : NULL;
+    }
+    struct sq_plan__chunk *c = chunk_new(L, L->next_size);
+    if (!c)
+        return NULL;
+    L->cur = (char *)c->data;
+    L->left = L->next_size;
+    if (L->next_size < CHUNK_MAX)
+        L->next_size *= 2;
+    return arena_take(L, size, align); /* fits now: size <= a quarter of the block */
+}
 
 void *sq_plan__alloc(struct ld *L, size_t size)
 {
-    if (L->nblocks == L->capblocks) {
-        size_t cap = L->capblocks ? L->capblocks * 2 : 64;
-        void **nb = realloc(L->blocks, cap * sizeof(*nb));
-        if (!nb)
-            return NULL;
-        L->blocks = nb;
-        L->capblocks = cap;
-    }
-    void *b = calloc(1, size ? size : 1);
-    if (b)
-        L->blocks[L->nblocks++] = b;
-    return b;
+    return arena_take(L, size ? size : 1, _Alignof(max_align_t)); /* blocks come zeroed */
 }
 
 char *sq_plan__strndup(struct ld *L, const char *s, size_t n)
 {
-    char *d = sq_plan__alloc(L, n + 1);
+    if (n == SIZE_MAX)
+        return NULL;
+    char *d = arena_take(L, n + 1, 1);
     if (d && n)
         memcpy(d, s, n);
+    if (d)
+        d[n] = '\0';
     return d;
 }
 
 void sq_plan__ld_dispose(struct ld *L)
 {
-    for (size_t i = 0; i < L->nblocks; i++)
-        free(L->blocks[i]);
-    free(L->blocks);
-    free(L->anchors);
+    for (struct sq_plan__chunk *c = L->chunks, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    L->chunks = NULL;
+    L->cur = NULL;
+    L->left = 0;
+    free(L->stack);
+    L->stack = NULL;
+    sq_plan__map_dispose(&L->anchors);
+    sq_plan__map_dispose(&L->vars);
+    sq_plan__map_dispose(&L->slots);
+    sq_plan__map_dispose(&L->step_names);
+    sq_plan__map_dispose(&L->scenario_names);
+    sq_plan__map_dispose(&L->all_step_names);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* String maps                                                                                 */
+
+/* Open addressing with linear probing, at most 3/4 full. The hash is FNV-1a over the key's
+ * bytes, seeded per map from its address (a plan cannot aim its keys at one bucket without
+ * knowing it) and finished with a 64-bit mix so the low bits index well. */
+struct sq_plan__slot {
+    const char *key; /* NULL: empty */
+    size_t len;
+    uint64_t hash;
+    uintptr_t val;
+};
+
+static unsigned char fold(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
+}
+
+static uint64_t map_hash(const struct sq_plan__map *m, const char *key, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ m->seed;
+    for (size_t i = 0; i < len; i++) {
+        h ^= m->icase ? fold((unsigned char)key[i]) : (unsigned char)key[i];
+        h *= 0x100000001b3ull;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+static bool key_eq(const struct sq_plan__map *m, const struct sq_plan__slot *s, const char *key,
+                   size_t len, uint64_t h)
+{
+    if (s->hash != h || s->len != len)
+        return false;
+    if (!m->icase)
+        return memcmp(s->key, key, len) == 0;
+    for (size_t i = 0; i < len; i++)
+        if (fold((unsigned char)s->key[i]) != fold((unsigned char)key[i]))
+            return false;
+    return true;
+}
+
+void sq_plan__map_init(struct sq_plan__map *m, bool icase)
+{
+    memset(m, 0, sizeof(*m));
+    m->icase = icase;
+    m->seed = (uint64_t)(uintptr_t)m * 0x9e3779b97f4a7c15ull;
+}
+
+void sq_plan__map_dispose(struct sq_plan__map *m)
+{
+    free(m->slots);
+    m->slots = NULL;
+    m->cap = m->n = 0;
+}
+
+/* The slot of key, or the empty slot where it would go. */
+static struct sq_plan__slot *map_find(const struct sq_plan__map *m, const char *key, size_t len,
+                                      uint64_t h)
+{
+    size_t mask = m->cap - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        struct sq_plan__slot *s = &m->slots[i];
+        if (!s->key || key_eq(m, s, key, len, h))
+            return s;
+    }
+}
+
+static int map_grow(struct sq_plan__map *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    if (cap > SIZE_MAX / sizeof(struct sq_plan__slot))
+        return -ENOMEM;
+    struct sq_plan__slot *old = m->slots, *ns = calloc(cap, sizeof(*ns));
+    if (!ns)
+        return -ENOMEM;
+    size_t oldcap = m->cap;
+    m->slots = ns;
+    m->cap = cap;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].key)
+            *map_find(m, old[i].key, old[i].len, old[i].hash) = old[i];
+    free(old);
+    return 0;
+}
+
+bool sq_plan__map_get(const struct sq_plan__map *m, const char *key, size_t len, uintptr_t *val)
+{
+    if (!m->n)
+        return false;
+    const struct sq_plan__slot *s = map_find(m, key, len, map_hash(m, key, len));
+    if (!s->key)
+        return false;
+    if (val)
+        *val = s->val;
+    return true;
+}
+
+static int map_put(struct sq_plan__map *m, const char *key, size_t len, uintptr_t val,
+                   uintptr_t *old, bool replace)
+{
+    if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m) < 0)
+        return -ENOMEM;
+    uint64_t h = map_hash(m, key, len);
+    struct sq_plan__slot *s = map_find(m, key, len, h);
+    if (s->key) {
+        if (old)
+            *old = s->val;
+        if (replace)
+            s->val = val;
+        return 0;
+    }
+    *s = (struct sq_plan__slot){key, len, h, val};
+    m->n++;
+    return 1;
+}
+
+int sq_plan__map_add(struct sq_plan__map *m, const char *key, size_t len, uintptr_t val,
+                     uintptr_t *old)
+{
+    return map_put(m, key, len, val, old, false);
+}
+
+int sq_plan__map_set(struct sq_plan__map *m, const char *key, size_t len, uintptr_t val)
+{
+    int rc = map_put(m, key, len, val, NULL, true);
+    return rc < 0 ? rc : 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -122,11 +305,15 @@ int sq_plan__fail(struct ld *L, const struct ynode *n, const char *fmt, ...)
 /* ------------------------------------------------------------------------------------------ */
 /* YAML -> tree                                                                               */
 
+/* An open mapping or sequence. Its children so far are L->stack[start, L->nstack): one stack
+ * for every open collection, so building allocates nothing per collection but the node and,
+ * when it closes, its exact array in the arena. */
 struct frame {
     struct ynode *node;
-    struct ynode **items; /* a mapping: key, value, key, value... */
-    size_t n, cap;
-    char *anchor;
+    size_t start;
+    uint64_t weight; /* the node's weight so far */
+    const char *anchor;
+    size_t anchor_len;
 };
 
 static struct sq_loc mark_loc(const struct fy_mark *m)
@@ -139,121 +326,143 @@ static struct sq_loc mark_loc(const struct fy_mark *m)
     return loc;
 }
 
-static int frame_add(struct frame *f, struct ynode *n)
+static int stack_push(struct ld *L, struct ynode *n)
 {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 8;
-        struct ynode **ni = realloc(f->items, cap * sizeof(*ni));
-        if (!ni)
+    if (L->nstack == L->capstack) {
+        size_t cap = L->capstack ? L->capstack * 2 : 256;
+        struct ynode **ns = realloc(L->stack, cap * sizeof(*ns));
+        if (!ns)
             return -ENOMEM;
-        f->items = ni;
-        f->cap = cap;
+        L->stack = ns;
+        L->capstack = cap;
     }
-    f->items[f->n++] = n;
+    L->stack[L->nstack++] = n;
     return 0;
 }
 
-static int add_anchor(struct ld *L, const char *name, struct ynode *n)
+static int too_heavy(struct ld *L, struct sq_loc at)
 {
-    if (L->nanchors == L->capanchors) {
-        size_t cap = L->capanchors ? L->capanchors * 2 : 8;
-        struct anchor *na = realloc(L->anchors, cap * sizeof(*na));
-        if (!na)
-            return -ENOMEM;
-        L->anchors = na;
-        L->capanchors = cap;
-    }
-    L->anchors[L->nanchors].name = (char *)name;
-    L->anchors[L->nanchors++].node = n;
-    return 0;
+    return sq_plan__fail_at(L, at,
+                            "aliases expand the plan past %u MiB, the limit for a plan with its "
+                            "aliases expanded (see docs/plans.md, Limits)",
+                            SQ_PLAN_MAX_WEIGHT >> 20);
 }
 
-static struct ynode *find_anchor(struct ld *L, const char *name, size_t len)
+/* Adds a node's weight to its parent's; at says where to report a plan that gets too heavy. */
+static int add_weight(struct ld *L, struct frame *f, uint64_t w, struct sq_loc at)
 {
-    for (size_t i = L->nanchors; i-- > 0;) /* the latest definition wins */
-        if (strlen(L->anchors[i].name) == len && memcmp(L->anchors[i].name, name, len) == 0)
-            return L->anchors[i].node;
-    return NULL;
+    f->weight += w;
+    return f->weight > SQ_PLAN_MAX_WEIGHT ? too_heavy(L, at) : 0;
 }
 
-static bool pairs_have(const struct ypair *pairs, size_t n, const char *key)
+static bool is_merge_key(const struct ynode *k)
 {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(pairs[i].key->s, key) == 0)
-            return true;
-    return false;
+    return k->kind == Y_SCALAR && k->style == YS_PLAIN && strcmp(k->s, "<<") == 0;
 }
+
+/* Mappings with more keys than this check duplicates with a hash map, smaller ones pairwise. */
+#define SMALL_MAP 16
 
 /* Closes a mapping: keys must be scalars and unique; merge keys (<<) bring in the pairs of the
- * merged mapping(s) that the mapping does not set itself. */
+ * merged mapping(s) that the mapping does not set itself (its own keys win, then earlier
+ * merges). Errors come in the order of the keys. */
 static int finish_map(struct ld *L, struct frame *f)
 {
     struct ynode *m = f->node;
-    size_t npairs = f->n / 2, nmerged = 0;
-    for (size_t i = 0; i < npairs; i++) {
-        struct ynode *k = f->items[2 * i], *v = f->items[2 * i + 1];
-        if (k->kind != Y_SCALAR)
-            return sq_plan__fail(L, k, "a mapping key must be a plain string");
-        if (k->style == YS_PLAIN && strcmp(k->s, "<<") == 0) {
-            if (v->kind == Y_MAP) {
-                nmerged += v->npairs;
-            } else if (v->kind == Y_SEQ) {
-                for (size_t j = 0; j < v->nitems; j++) {
+    struct ynode *const *it = L->stack + f->start;
+    size_t npairs = (L->nstack - f->start) / 2, nmerged = 0;
+    for (size_t i = 0; i < npairs; i++) { /* an upper bound on what merges bring */
+        const struct ynode *k = it[2 * i], *v = it[2 * i + 1];
+        if (!is_merge_key(k))
+            continue;
+        if (v->kind == Y_MAP)
+            nmerged += v->npairs;
+        else if (v->kind == Y_SEQ)
+            for (size_t j = 0; j < v->nitems; j++)
+                nmerged += v->items[j]->kind == Y_MAP ? v->items[j]->npairs : 0;
+    }
+    const bool hashed = npairs + nmerged > SMALL_MAP;
+    struct sq_plan__map keys; /* key -> index of its pair in it[] / 2 */
+    sq_plan__map_init(&keys, false);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < npairs; i++) {
+        const struct ynode *k = it[2 * i], *v = it[2 * i + 1];
+        if (k->kind != Y_SCALAR) {
+            rc = sq_plan__fail(L, k, "a mapping key must be a plain string");
+        } else if (is_merge_key(k)) {
+            if (v->kind == Y_SEQ) {
+                for (size_t j = 0; rc == 0 && j < v->nitems; j++)
                     if (v->items[j]->kind != Y_MAP)
-                        return sq_plan__fail(L, v->items[j], "a merge key (<<) takes mappings");
-                    nmerged += v->items[j]->npairs;
-                }
-            } else {
-                return sq_plan__fail(L, v,
-                                     "a merge key (<<) takes a mapping or a list of mappings");
+                        rc = sq_plan__fail(L, v->items[j], "a merge key (<<) takes mappings");
+            } else if (v->kind != Y_MAP) {
+                rc = sq_plan__fail(L, v, "a merge key (<<) takes a mapping or a list of mappings");
             }
-            continue;
-        }
-        for (size_t j = 0; j < i; j++) {
-            struct ynode *o = f->items[2 * j];
-            if (strcmp(o->s, k->s) == 0 && !(o->style == YS_PLAIN && strcmp(o->s, "<<") == 0))
-                return sq_plan__fail(L, k, "duplicate key '%s' (first at line %u)", k->s,
-                                     o->loc.line);
+            f->weight -= (uint64_t)k->weight + v->weight; /* walked as the merged pairs */
+        } else {
+            const struct ynode *first = NULL;
+            if (hashed) {
+                uintptr_t j = 0;
+                int added = sq_plan__map_add(&keys, k->s, strlen(k->s), i, &j);
+                if (added < 0)
+                    rc = added;
+                else if (added == 0)
+                    first = it[2 * j];
+            } else {
+                for (size_t j = 0; j < i && !first; j++)
+                    if (!is_merge_key(it[2 * j]) && strcmp(it[2 * j]->s, k->s) == 0)
+                        first = it[2 * j];
+            }
+            if (first)
+                rc = sq_plan__fail(L, k, "duplicate key '%s' (first at line %u)", k->s,
+                                   first->loc.line);
         }
     }
-    if (npairs + nmerged > SIZE_MAX / sizeof(struct ypair) / 2)
-        return -ENOMEM;
-    m->pairs = sq_plan__alloc(L, (npairs + nmerged) * sizeof(struct ypair));
-    if (!m->pairs)
-        return -ENOMEM;
-    for (size_t i = 0; i < npairs; i++) {
-        struct ynode *k = f->items[2 * i];
-        if (k->style == YS_PLAIN && strcmp(k->s, "<<") == 0)
-            continue;
-        m->pairs[m->npairs].key = k;
-        m->pairs[m->npairs++].val = f->items[2 * i + 1];
-    }
-    for (size_t i = 0; i < npairs; i++) {
-        struct ynode *k = f->items[2 * i], *v = f->items[2 * i + 1];
-        if (!(k->style == YS_PLAIN && strcmp(k->s, "<<") == 0))
+    if (rc == 0 && (npairs + nmerged > UINT32_MAX ||
+                    !(m->pairs = sq_plan__alloc(L, (npairs + nmerged) * sizeof(struct ypair)))))
+        rc = -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; rc == 0 && i < npairs; i++)
+        if (!is_merge_key(it[2 * i]))
+            m->pairs[n++] = (struct ypair){it[2 * i], it[2 * i + 1]};
+    for (size_t i = 0; rc == 0 && i < npairs; i++) {
+        const struct ynode *k = it[2 * i], *v = it[2 * i + 1];
+        if (!is_merge_key(k))
             continue;
         size_t nsrc = v->kind == Y_MAP ? 1 : v->nitems;
-        for (size_t s = 0; s < nsrc; s++) {
+        for (size_t s = 0; rc == 0 && s < nsrc; s++) {
             const struct ynode *src = v->kind == Y_MAP ? v : v->items[s];
-            for (size_t j = 0; j < src->npairs; j++) {
-                if (pairs_have(m->pairs, m->npairs, src->pairs[j].key->s))
-                    continue; /* the mapping's own keys, then earlier merges, win */
-                m->pairs[m->npairs++] = src->pairs[j];
+            for (size_t j = 0; rc == 0 && j < src->npairs; j++) {
+                const struct ypair *pr = &src->pairs[j];
+                bool have = false;
+                if (hashed) {
+                    int added = sq_plan__map_add(&keys, pr->key->s, strlen(pr->key->s), 0, NULL);
+                    rc = added < 0 ? added : 0;
+                    have = added == 0;
+                } else {
+                    for (size_t x = 0; x < n && !have; x++)
+                        have = strcmp(m->pairs[x].key->s, pr->key->s) == 0;
+                }
+                if (rc == 0 && !have) {
+                    m->pairs[n++] = *pr;
+                    rc = add_weight(L, f, (uint64_t)pr->key->weight + pr->val->weight, m->loc);
+                }
             }
         }
     }
-    return 0;
+    m->npairs = (uint32_t)n;
+    sq_plan__map_dispose(&keys);
+    return rc;
 }
 
 static int finish_seq(struct ld *L, struct frame *f)
 {
     struct ynode *s = f->node;
-    s->items = sq_plan__alloc(L, f->n * sizeof(*s->items));
-    if (!s->items)
+    size_t n = L->nstack - f->start;
+    if (n > UINT32_MAX || !(s->items = sq_plan__alloc(L, n * sizeof(*s->items))))
         return -ENOMEM;
-    if (f->n)
-        memcpy(s->items, f->items, f->n * sizeof(*s->items));
-    s->nitems = f->n;
+    if (n)
+        memcpy(s->items, L->stack + f->start, n * sizeof(*s->items));
+    s->nitems = (uint32_t)n;
     return 0;
 }
 
@@ -267,7 +476,7 @@ static char *single_quoted(struct ld *L, size_t pos, size_t *len)
     size_t end = pos;
     while (end < L->src_len && !(s[end] == '\'' && (end + 1 >= L->src_len || s[end + 1] != '\'')))
         end += s[end] == '\'' ? 2 : 1;
-    char *out = sq_plan__alloc(L, end - pos + 1);
+    char *out = arena_take(L, end - pos + 1, 1);
     if (!out)
         return NULL;
     size_t o = 0;
@@ -395,9 +604,10 @@ static struct fy_parser *new_parser(struct ld *L, struct fy_diag **diagp)
     return fyp;
 }
 
-/* Pass 1: the YAML syntax alone. libfyaml 0.7 leaks the text of a scalar token fetched with
- * fy_token_get_text() when the stream then fails (the parser still holds the token), so the
- * tree is built only from a stream known to parse. */
+/* Pass 1: the YAML syntax alone, and the node count. libfyaml 0.7 leaks the text of a scalar
+ * token fetched with fy_token_get_text() when the stream then fails (the parser still holds the
+ * token), so the tree is built only from a stream known to parse. A plan over the node limit
+ * stops here, after reading no more than the limit's worth of it. */
 static int yaml_syntax(struct ld *L)
 {
     struct fy_diag *diag = NULL;
@@ -405,9 +615,22 @@ static int yaml_syntax(struct ld *L)
     if (!fyp)
         return -ENOMEM;
     struct fy_event *ev;
-    while ((ev = fy_parser_parse(fyp)) != NULL)
+    size_t nodes = 0;
+    int rc = 0;
+    while (rc == 0 && (ev = fy_parser_parse(fyp)) != NULL) {
+        if ((ev->type == FYET_SCALAR || ev->type == FYET_ALIAS || ev->type == FYET_MAPPING_START ||
+             ev->type == FYET_SEQUENCE_START) &&
+            ++nodes > SQ_PLAN_MAX_NODES) {
+            struct sq_loc at = mark_loc(fy_event_start_mark(ev));
+            rc = sq_plan__fail_at(L, at.line ? at : (struct sq_loc){1, 1},
+                                  "the plan has more than %u YAML nodes, the limit for a plan "
+                                  "(see docs/plans.md, Limits)",
+                                  (unsigned)SQ_PLAN_MAX_NODES);
+        }
         fy_parser_event_free(fyp, ev);
-    int rc = fy_parser_get_stream_error(fyp) ? yaml_error(L, diag) : 0;
+    }
+    if (rc == 0 && fy_parser_get_stream_error(fyp))
+        rc = yaml_error(L, diag);
     fy_parser_destroy(fyp);
     fy_diag_destroy(diag);
     return rc;
@@ -451,6 +674,7 @@ static int build_tree(struct ld *L, struct ynode **root)
         const bool ev_has_mark = m && m->line >= 0 && m->column >= 0; /* m dies with ev */
         const struct sq_loc ev_loc = mark_loc(m);
         const size_t ev_pos = m ? m->input_pos : 0;
+        bool alias = false;
         switch (ev->type) {
         case FYET_DOCUMENT_START:
             if (++docs > 1) {
@@ -475,17 +699,20 @@ static int build_tree(struct ld *L, struct ynode **root)
             }
             n->kind = map ? Y_MAP : Y_SEQ;
             n->loc = mark_loc(m);
-            n->pos = m ? m->input_pos : 0;
+            n->pos = (uint32_t)ev_pos;
             rc = check_tag(L, tag, n, false);
             if (rc < 0)
                 break;
             struct frame *f = &stack[depth++];
             memset(f, 0, sizeof(*f));
             f->node = n;
+            f->start = L->nstack;
+            f->weight = 8;
             if (anchor) {
-                size_t al;
+                size_t al = 0;
                 const char *a = fy_token_get_text(anchor, &al);
                 f->anchor = a ? sq_plan__strndup(L, a, al) : NULL;
+                f->anchor_len = al;
                 if (a && !f->anchor)
                     rc = -ENOMEM;
             }
@@ -496,12 +723,12 @@ static int build_tree(struct ld *L, struct ynode **root)
         case FYET_SEQUENCE_END: {
             struct frame *f = &stack[depth - 1];
             rc = f->node->kind == Y_MAP ? finish_map(L, f) : finish_seq(L, f);
-            free(f->items);
-            f->items = NULL;
+            L->nstack = f->start;
             depth--;
             n = f->node;
+            n->weight = (uint32_t)f->weight; /* at most SQ_PLAN_MAX_WEIGHT */
             if (rc == 0 && f->anchor)
-                rc = add_anchor(L, f->anchor, n);
+                rc = sq_plan__map_set(&L->anchors, f->anchor, f->anchor_len, (uintptr_t)n);
             break;
         }
         case FYET_SCALAR: {
@@ -521,62 +748,67 @@ static int build_tree(struct ld *L, struct ynode **root)
                 n->s = sq_plan__strndup(L, t ? t : "", t ? len : 0);
                 len = t ? len : 0;
             }
-            n->len = len;
+            n->len = (uint32_t)len; /* a plan is at most 16 MiB */
+            n->weight = (uint32_t)(len + 8);
             n->loc = mark_loc(m);
-            n->pos = m ? m->input_pos : 0;
+            n->pos = (uint32_t)ev_pos;
             if (!n->s) {
                 rc = -ENOMEM;
                 break;
             }
             rc = check_tag(L, ev->scalar.tag, n, true);
             if (rc == 0 && ev->scalar.anchor) {
-                size_t al;
+                size_t al = 0;
                 const char *a = fy_token_get_text(ev->scalar.anchor, &al);
                 char *name = a ? sq_plan__strndup(L, a, al) : NULL;
-                rc = !name ? -ENOMEM : add_anchor(L, name, n);
+                rc = !name ? -ENOMEM : sq_plan__map_set(&L->anchors, name, al, (uintptr_t)n);
             }
             break;
         }
         case FYET_ALIAS: {
             size_t al = 0;
             const char *a = fy_token_get_text(ev->alias.anchor, &al);
-            n = a ? find_anchor(L, a, al) : NULL;
+            uintptr_t node = 0;
+            if (a && sq_plan__map_get(&L->anchors, a, al, &node))
+                n = (struct ynode *)node;
             if (!n)
                 rc = sq_plan__fail_at(L, mark_loc(m), "unknown alias '*%.*s'",
                                       (int)(al > 60 ? 60 : al), a ? a : "");
+            alias = true;
             break;
         }
         default:
             break;
         }
         fy_parser_event_free(fyp, ev);
-        if (rc == 0 && n && n->loc.line == 0 &&
-            !(depth > 0 && stack[depth - 1].node->kind == Y_MAP && stack[depth - 1].n % 2 == 1)) {
+        struct frame *f = depth > 0 ? &stack[depth - 1] : NULL;
+        const bool is_value = f && f->node->kind == Y_MAP && (L->nstack - f->start) % 2 == 1;
+        if (rc == 0 && n && n->loc.line == 0 && !is_value) {
             n->loc = last_loc; /* an empty key or item: where the parser last was */
-            n->pos = last_pos;
+            n->pos = (uint32_t)last_pos;
         }
         if (ev_has_mark) {
             last_loc = ev_loc;
             last_pos = ev_pos;
         }
         if (rc == 0 && n) {
-            if (depth == 0) {
+            if (!f) {
                 top = n;
             } else {
-                struct frame *f = &stack[depth - 1];
                 /* an empty value has no position: give it its key's */
-                if (f->node->kind == Y_MAP && f->n % 2 == 1 && n->loc.line == 0) {
-                    n->loc = f->items[f->n - 1]->loc;
-                    n->pos = f->items[f->n - 1]->pos;
+                if (is_value && n->loc.line == 0) {
+                    n->loc = L->stack[L->nstack - 1]->loc;
+                    n->pos = L->stack[L->nstack - 1]->pos;
                 }
-                rc = frame_add(f, n);
+                rc = stack_push(L, n);
+                if (rc == 0)
+                    rc = add_weight(L, f, n->weight, alias && ev_loc.line ? ev_loc : n->loc);
             }
         }
     }
     if (rc == 0 && fy_parser_get_stream_error(fyp))
         rc = yaml_error(L, diag);
-    while (depth > 0)
-        free(stack[--depth].items);
+    L->nstack = 0;
     fy_parser_destroy(fyp);
     fy_diag_destroy(diag);
     if (rc < 0)
@@ -604,20 +836,26 @@ const char *sq_plan__kind_name(const struct ynode *n)
     return n->kind == Y_MAP ? "a mapping" : n->kind == Y_SEQ ? "a list" : "a scalar";
 }
 
-const struct ynode *sq_plan__get(const struct ynode *map, const char *key)
+static const struct ypair *find_pair(const struct ynode *map, const char *key)
 {
+    if (map->kind != Y_MAP)
+        return NULL;
     for (size_t i = 0; i < map->npairs; i++)
         if (strcmp(map->pairs[i].key->s, key) == 0)
-            return map->pairs[i].val;
+            return &map->pairs[i];
     return NULL;
+}
+
+const struct ynode *sq_plan__get(const struct ynode *map, const char *key)
+{
+    const struct ypair *p = find_pair(map, key);
+    return p ? p->val : NULL;
 }
 
 const struct ynode *sq_plan__get_key(const struct ynode *map, const char *key)
 {
-    for (size_t i = 0; i < map->npairs; i++)
-        if (strcmp(map->pairs[i].key->s, key) == 0)
-            return map->pairs[i].key;
-    return NULL;
+    const struct ypair *p = find_pair(map, key);
+    return p ? p->key : NULL;
 }
 
 int sq_plan__want_map(struct ld *L, const struct ynode *n, const char *what)
@@ -718,8 +956,9 @@ bool sq_plan__is_false(const char *s)
 
 bool sq_plan__is_null(const struct ynode *n)
 {
-    return n->style == YS_PLAIN && (n->len == 0 || !strcmp(n->s, "null") || !strcmp(n->s, "Null") ||
-                                    !strcmp(n->s, "NULL") || !strcmp(n->s, "~"));
+    return n->kind == Y_SCALAR && n->style == YS_PLAIN &&
+           (n->len == 0 || !strcmp(n->s, "null") || !strcmp(n->s, "Null") ||
+            !strcmp(n->s, "NULL") || !strcmp(n->s, "~"));
 }
 
 int sq_plan__get_bool(struct ld *L, const struct ynode *n, bool *out)
@@ -792,7 +1031,7 @@ static bool json_number_syntax(const char *s)
 
 int sq_plan__yaml_number(const struct ynode *n, char *out, size_t outlen)
 {
-    if (n->style != YS_PLAIN || n->len == 0 || n->len > 40 || n->raw)
+    if (n->kind != Y_SCALAR || n->style != YS_PLAIN || n->len == 0 || n->len > 40 || n->raw)
         return 0;
     const char *s = n->s;
     if (json_number_syntax(s)) {
