@@ -188,60 +188,64 @@ static void add_scenario(enum sq_metric m, const struct sq_scen_result *sr, stru
     }
 }
 
-/* One threshold expression's value on a finished run. */
-static int value_of(const struct sq_plan *p, const struct sq_result *r,
-                    const struct sq_plan_threshold *th, const struct sq_th_expr *e, double *out,
-                    bool *no_data)
+/* What a threshold's selector adds up on a finished run, once for all its expressions: a->h
+ * must be empty. The request durations of scenarios selected without a step, method or status
+ * tag come from the scenario's own histogram (its steps' durations, merged once by the run), so
+ * a plan of many steps and thresholds does not merge every step's histogram per threshold. */
+static void gather(const struct sq_plan *p, const struct sq_result *r,
+                   const struct sq_plan_threshold *th, struct acc *a)
 {
     const struct sq_metric_sel *s = &th->sel;
     const enum sq_metric m = th->metric;
-    double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1;
-    struct acc a = {0, 0, NULL};
-    int rc = sq_latency_hist_new(&a.h);
-    if (rc < 0)
-        return rc;
     switch (sq_metric_scope(m)) {
     case SQ_MS_RUN: {
         int k = phase_of(m);
         if (k >= 0 && r->phase[k] && s->ntags == 0)
-            sq_hist_merge(a.h, r->phase[k]);
-        break;
+            sq_hist_merge(a->h, r->phase[k]);
+        return;
     }
     case SQ_MS_SCENARIO:
-    case SQ_MS_STEP: {
-        int want_status = status_filter(s);
-        for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
-            const struct sq_scen_result *sr = &r->scens[i];
-            const struct sq_plan_scenario *sc = &p->scenarios[i];
-            if (!scen_matches(s, sc->name))
-                continue;
-            add_scenario(m, sr, &a);
-            if (sq_metric_scope(m) != SQ_MS_STEP)
-                continue;
-            for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++)
-                if (step_matches(s, &sc->steps[k]))
-                    add_step(m, &sc->steps[k], &sr->steps[k], want_status, &a);
-        }
+    case SQ_MS_STEP:
         break;
     }
+    size_t l;
+    const bool by_step = tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l);
+    const int want_status = status_filter(s);
+    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
+        const struct sq_scen_result *sr = &r->scens[i];
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        if (!scen_matches(s, sc->name))
+            continue;
+        add_scenario(m, sr, a);
+        if (sq_metric_scope(m) != SQ_MS_STEP)
+            continue;
+        if (m == SQ_METRIC_HTTP_REQ_DURATION && !by_step) {
+            sq_hist_merge(a->h, sr->latency);
+            continue;
+        }
+        for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++)
+            if (step_matches(s, &sc->steps[k]))
+                add_step(m, &sc->steps[k], &sr->steps[k], want_status, a);
     }
+}
+
+/* One expression's value from what its threshold gathered. */
+static double value_of(enum sq_metric m, const struct acc *a, const struct sq_th_expr *e,
+                       double secs, bool *no_data)
+{
     switch (sq_metric_kind(m)) {
     case SQ_MK_TREND:
-        *no_data = sq_hist_total(a.h) == 0;
-        *out = trend_value(a.h, e);
-        break;
+        *no_data = sq_hist_total(a->h) == 0;
+        return trend_value(a->h, e);
     case SQ_MK_RATE:
-        *no_data = a.den == 0;
-        *out = a.den ? (double)a.num / (double)a.den : 0;
-        break;
+        *no_data = a->den == 0;
+        return a->den ? (double)a->num / (double)a->den : 0;
     case SQ_MK_COUNTER:
     case SQ_MK_GAUGE:
-        *no_data = false;
-        *out = e->agg == SQ_TH_RATE ? (double)a.num / secs : (double)a.num;
         break;
     }
-    sq_hist_free(a.h);
-    return 0;
+    *no_data = false;
+    return e->agg == SQ_TH_RATE ? (double)a->num / secs : (double)a->num;
 }
 
 int sq_thresholds_eval(const struct sq_plan *p, const struct sq_result *r,
@@ -254,19 +258,24 @@ int sq_thresholds_eval(const struct sq_plan *p, const struct sq_result *r,
     out->v = calloc(n ? n : 1, sizeof(*out->v));
     if (!out->v)
         return -ENOMEM;
+    const double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1;
     for (size_t i = 0; i < p->nthresholds; i++) {
         const struct sq_plan_threshold *th = &p->thresholds[i];
+        struct acc a = {0, 0, NULL};
+        int rc = sq_latency_hist_new(&a.h);
+        if (rc < 0)
+            return rc;
+        gather(p, r, th, &a);
         for (size_t k = 0; k < th->nexprs; k++) {
             struct sq_th_verdict *v = &out->v[out->n++];
             v->th = th;
             v->expr = &th->exprs[k];
-            int rc = value_of(p, r, th, v->expr, &v->value, &v->no_data);
-            if (rc < 0)
-                return rc;
+            v->value = value_of(th->metric, &a, v->expr, secs, &v->no_data);
             v->ok = sq_th_expr_holds(v->expr, v->value);
             if (!v->ok)
                 out->failed = true;
         }
+        sq_hist_free(a.h);
     }
     return 0;
 }

@@ -31,6 +31,8 @@ struct sq_plan__chunk {
     max_align_t data[];
 };
 
+_Static_assert(sizeof(struct ynode) == 32, "a node is 32 bytes (docs/internals/plan.md)");
+
 #define CHUNK_MIN (16u << 10)
 #define CHUNK_MAX (1u << 20)
 
