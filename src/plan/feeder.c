@@ -20,6 +20,7 @@
 
 #include "base/text.h"
 #include "plan/feeder_internal.h"
+#include "plan/strmap.h"
 
 /* A parser over t[0..len), t[len] == '\0'. */
 struct parser {
@@ -38,6 +39,7 @@ struct parser {
     size_t *col_lens;
     size_t *col_row; /* JSON: the last row (+1) that set the column, to catch duplicate keys */
     size_t ncols, capcols;
+    struct sq_plan__map colmap; /* name -> column: a file of many columns parses in linear time */
 };
 
 struct pos {
@@ -125,6 +127,8 @@ static int add_col(struct parser *p, char *name, size_t len)
         p->col_row = a;
         p->capcols = cap;
     }
+    if (sq_plan__map_add(&p->colmap, name, len, p->ncols, NULL) < 0)
+        return -ENOMEM;
     p->cols[p->ncols] = name;
     p->col_lens[p->ncols] = len;
     p->col_row[p->ncols] = 0;
@@ -138,6 +142,7 @@ static void parser_dispose(struct parser *p)
     free(p->cols);
     free(p->col_lens);
     free(p->col_row);
+    sq_plan__map_dispose(&p->colmap);
     free(p->t);
 }
 
@@ -264,11 +269,11 @@ static int csv_record(struct parser *p, size_t *w, size_t want, bool header, siz
             char nb[256];
             if (flen == 0)
                 return perr(p, fs, -SQ_EPARSE, "empty column name (column %zu)", nf);
-            for (size_t k = 0; k < p->ncols; k++)
-                if (p->col_lens[k] == flen && memcmp(p->cols[k], t + w0, flen) == 0)
-                    return perr(p, fs, -SQ_EPARSE,
-                                "duplicate column name '%s' (column %zu, first as column %zu)",
-                                printable(t + w0, flen, nb), nf, k + 1);
+            uintptr_t k;
+            if (sq_plan__map_get(&p->colmap, t + w0, flen, &k))
+                return perr(p, fs, -SQ_EPARSE,
+                            "duplicate column name '%s' (column %zu, first as column %zu)",
+                            printable(t + w0, flen, nb), nf, (size_t)k + 1);
         }
         if (want && nf == want + 1)
             extra = fs;
@@ -535,11 +540,10 @@ static int json_column(struct parser *p, struct sq_str key, size_t hint, size_t 
         *idx = hint;
         return 0;
     }
-    for (size_t k = 0; k < p->ncols; k++) {
-        if (p->col_lens[k] == key.len && memcmp(p->cols[k], key.p, key.len) == 0) {
-            *idx = k;
-            return 0;
-        }
+    uintptr_t k;
+    if (sq_plan__map_get(&p->colmap, key.p, key.len, &k)) {
+        *idx = k;
+        return 0;
     }
     *idx = p->ncols;
     return add_col(p, (char *)key.p, key.len);

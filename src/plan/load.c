@@ -54,16 +54,15 @@ void sq_plan__resolve_name(void *ud, const char *name, size_t len, struct sq_tmp
     char tail[80];
     if (dot && R->sc) {
         size_t fl = (size_t)(dot - name);
-        for (size_t i = 0; i < p->nfeeders; i++) {
-            const struct sq_plan_feeder *f = &p->feeders[i];
-            if (strlen(f->name) != fl || memcmp(f->name, name, fl) != 0)
-                continue;
+        uintptr_t fi;
+        if (sq_plan__map_get(&R->L->feeder_names, name, fl, &fi) && fi < R->L->nfeeder_cols) {
+            const struct sq_plan_feeder *f = &p->feeders[fi];
             const char *col = dot + 1;
             size_t cl = len - fl - 1;
-            int c = sq_feeder_column(f->data, col, cl);
-            if (c >= 0) {
+            uintptr_t c;
+            if (sq_plan__map_get(&R->L->feeder_cols[fi], col, cl, &c)) {
                 out->kind = SQ_TMPL_REF_FEED;
-                out->feeder = (uint32_t)i;
+                out->feeder = (uint32_t)fi;
                 out->column = (uint32_t)c;
                 return;
             }
@@ -502,7 +501,8 @@ static int load_data(struct ld *L, const struct ynode *n)
     if (rc < 0)
         return rc;
     p->feeders = calloc(n->npairs ? n->npairs : 1, sizeof(*p->feeders));
-    if (!p->feeders)
+    L->feeder_cols = calloc(n->npairs ? n->npairs : 1, sizeof(*L->feeder_cols)); /* empty maps */
+    if (!p->feeders || !L->feeder_cols)
         return -ENOMEM;
     for (size_t i = 0; i < n->npairs; i++) {
         const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
@@ -566,6 +566,14 @@ static int load_data(struct ld *L, const struct ynode *n)
             return sq_plan__fail(L, file, "%s", ferr[0] ? ferr : sq_strerror(rc));
         if (f->data->ncolumns == 0 || f->data->nrows == 0)
             return sq_plan__fail(L, file, "%s: no data rows", full);
+        /* the names templates look up: the feeder's, and its columns' (first one wins) */
+        L->nfeeder_cols = i + 1;
+        if (sq_plan__map_add(&L->feeder_names, f->name, strlen(f->name), i, NULL) < 0)
+            return -ENOMEM;
+        for (size_t c = 0; c < f->data->ncolumns; c++)
+            if (sq_plan__map_add(&L->feeder_cols[i], f->data->columns[c],
+                                 strlen(f->data->columns[c]), c, NULL) < 0)
+                return -ENOMEM;
         sq_plan__path_pop(L, m2);
         sq_plan__path_pop(L, mark);
     }
@@ -655,6 +663,7 @@ int sq_plan_load_string(const char *name, const char *yaml, size_t len, struct s
     sq_plan__map_init(&L->step_names, false);
     sq_plan__map_init(&L->scenario_names, false);
     sq_plan__map_init(&L->all_step_names, false);
+    sq_plan__map_init(&L->feeder_names, false);
     L->src = yaml;
     L->src_len = len;
     const char *slash = strrchr(name, '/');

@@ -19,32 +19,13 @@
 
 #include "base/buf.h"
 #include "plan/plan.h"
+#include "plan/strmap.h"
 
 /* Limits on a plan (docs/plans.md, "Limits"). Each is refused with a message that names it. */
 #define SQ_PLAN_MAX_BYTES   (16u << 20) /* the plan file */
 #define SQ_PLAN_MAX_NODES   1000000     /* YAML nodes: scalars, mappings, lists, aliases */
 #define SQ_PLAN_MAX_WEIGHT  (32u << 20) /* the tree's weight with every alias expanded */
 #define SQ_PLAN_MAX_HEADERS 100         /* headers of one request, the defaults' included */
-
-/* ---- a string-keyed hash map (yaml.c): keys are borrowed and must outlive the map ---- */
-
-struct sq_plan__map {
-    struct sq_plan__slot *slots; /* cap of them, cap a power of two (or 0) */
-    size_t cap, n;
-    uint64_t seed;
-    bool icase; /* keys compare ignoring ASCII case (header names) */
-};
-
-void sq_plan__map_init(struct sq_plan__map *m, bool icase);
-void sq_plan__map_dispose(struct sq_plan__map *m);
-/* True when key[0, len) is in the map; its value in *val (when val is not NULL). */
-bool sq_plan__map_get(const struct sq_plan__map *m, const char *key, size_t len, uintptr_t *val);
-/* Adds key[0, len) with val. Returns 1 (added), 0 (already there: nothing changes, its value
- * in *old when old is not NULL) or -ENOMEM. */
-int sq_plan__map_add(struct sq_plan__map *m, const char *key, size_t len, uintptr_t val,
-                     uintptr_t *old);
-/* Sets key[0, len) to val, added or replaced. 0 or -ENOMEM. */
-int sq_plan__map_set(struct sq_plan__map *m, const char *key, size_t len, uintptr_t val);
 
 /* ---- the tree (yaml.c) ---- */
 
@@ -108,6 +89,9 @@ struct ld {
     struct sq_plan__map slots;      /* the current scenario's extract variable -> index */
     struct sq_plan__map step_names; /* the current scenario's step name -> index */
     struct sq_plan__map scenario_names, all_step_names; /* for threshold tags */
+    struct sq_plan__map feeder_names;                   /* feeder -> index */
+    struct sq_plan__map *feeder_cols; /* per feeder: column -> index (nfeeder_cols built) */
+    size_t nfeeder_cols;
     /* the target origin, for absolute step URLs */
     char scheme[8];
     char host[256];
