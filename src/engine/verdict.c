@@ -130,13 +130,7 @@ static void add_step(enum sq_metric m, const struct sq_plan_step *ps,
         a->num += failed;
         a->den += reqs;
         return;
-    case SQ_METRIC_HTTP_REQ_BLOCKED:
-    case SQ_METRIC_HTTP_REQ_CONNECTING:
-    case SQ_METRIC_HTTP_REQ_TLS_HANDSHAKING:
-    case SQ_METRIC_HTTP_REQ_SENDING:
-    case SQ_METRIC_HTTP_REQ_WAITING:
-    case SQ_METRIC_HTTP_REQ_RECEIVING:
-    case SQ_METRIC_HTTP_REQ_DNS:
+        SQ_METRIC_PHASES(SQ_METRIC_CASE)
     case SQ_METRIC_ITERATIONS:
     case SQ_METRIC_ITERATION_DURATION:
     case SQ_METRIC_DROPPED_ITERATIONS:
@@ -176,13 +170,7 @@ static void add_scenario(enum sq_metric m, const struct sq_scen_result *sr, stru
     case SQ_METRIC_HTTP_REQ_DURATION:
     case SQ_METRIC_HTTP_REQ_FAILED:
     case SQ_METRIC_CHECKS:
-    case SQ_METRIC_HTTP_REQ_BLOCKED:
-    case SQ_METRIC_HTTP_REQ_CONNECTING:
-    case SQ_METRIC_HTTP_REQ_TLS_HANDSHAKING:
-    case SQ_METRIC_HTTP_REQ_SENDING:
-    case SQ_METRIC_HTTP_REQ_WAITING:
-    case SQ_METRIC_HTTP_REQ_RECEIVING:
-    case SQ_METRIC_HTTP_REQ_DNS:
+        SQ_METRIC_PHASES(SQ_METRIC_CASE)
     case SQ_METRIC__COUNT:
         return; /* kept per step, or for the whole run */
     }
@@ -361,13 +349,7 @@ bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_to
             case SQ_METRIC_DATA_RECEIVED:
                 v = count_or_rate(e, t->bytes_received, secs);
                 break;
-            case SQ_METRIC_HTTP_REQ_BLOCKED:
-            case SQ_METRIC_HTTP_REQ_CONNECTING:
-            case SQ_METRIC_HTTP_REQ_TLS_HANDSHAKING:
-            case SQ_METRIC_HTTP_REQ_SENDING:
-            case SQ_METRIC_HTTP_REQ_WAITING:
-            case SQ_METRIC_HTTP_REQ_RECEIVING:
-            case SQ_METRIC_HTTP_REQ_DNS:
+                SQ_METRIC_PHASES(SQ_METRIC_CASE)
             case SQ_METRIC_ITERATION_DURATION:
             case SQ_METRIC_VUS:
             case SQ_METRIC_VUS_MAX:

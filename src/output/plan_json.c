@@ -144,14 +144,9 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
         case SQ_METRIC_VUS_MAX:
             val = json_pack("{s:I}", "value", (json_int_t)vus);
             break;
-        case SQ_METRIC_VUS:              /* a live gauge: the document has vus_max */
-        case SQ_METRIC_HTTP_REQ_BLOCKED: /* the phases: under "phases" (output/json.c) */
-        case SQ_METRIC_HTTP_REQ_CONNECTING:
-        case SQ_METRIC_HTTP_REQ_TLS_HANDSHAKING:
-        case SQ_METRIC_HTTP_REQ_SENDING:
-        case SQ_METRIC_HTTP_REQ_WAITING:
-        case SQ_METRIC_HTTP_REQ_RECEIVING:
-        case SQ_METRIC_HTTP_REQ_DNS:
+        case SQ_METRIC_VUS: /* a live gauge: the document has vus_max */
+            break;
+            SQ_METRIC_PHASES(SQ_METRIC_CASE) /* under "phases" (output/json.c) */
         case SQ_METRIC__COUNT:
             break;
         }

@@ -32,18 +32,22 @@ enum sq_metric_scope {
     SQ_MS_RUN,      /* the request phases, kept for the whole run: no tag */
 };
 
-/* X(id, name, kind, scope), in the order messages list them. */
-#define SQ_METRIC_LIST(X)                                                                          \
-    X(HTTP_REQS, "http_reqs", COUNTER, STEP)                                                       \
-    X(HTTP_REQ_DURATION, "http_req_duration", TREND, STEP)                                         \
-    X(HTTP_REQ_FAILED, "http_req_failed", RATE, STEP)                                              \
+/* X(id, name, kind, scope), in the order messages list them. The request phases are a list of
+ * their own so that a switch can name them all at once: SQ_METRIC_PHASES(SQ_METRIC_CASE). */
+#define SQ_METRIC_PHASES(X)                                                                        \
     X(HTTP_REQ_BLOCKED, "http_req_blocked", TREND, RUN)                                            \
     X(HTTP_REQ_CONNECTING, "http_req_connecting", TREND, RUN)                                      \
     X(HTTP_REQ_TLS_HANDSHAKING, "http_req_tls_handshaking", TREND, RUN)                            \
     X(HTTP_REQ_SENDING, "http_req_sending", TREND, RUN)                                            \
     X(HTTP_REQ_WAITING, "http_req_waiting", TREND, RUN)                                            \
     X(HTTP_REQ_RECEIVING, "http_req_receiving", TREND, RUN)                                        \
-    X(HTTP_REQ_DNS, "http_req_dns", TREND, RUN)                                                    \
+    X(HTTP_REQ_DNS, "http_req_dns", TREND, RUN)
+
+#define SQ_METRIC_LIST(X)                                                                          \
+    X(HTTP_REQS, "http_reqs", COUNTER, STEP)                                                       \
+    X(HTTP_REQ_DURATION, "http_req_duration", TREND, STEP)                                         \
+    X(HTTP_REQ_FAILED, "http_req_failed", RATE, STEP)                                              \
+    SQ_METRIC_PHASES(X)                                                                            \
     X(ITERATIONS, "iterations", COUNTER, SCENARIO)                                                 \
     X(ITERATION_DURATION, "iteration_duration", TREND, SCENARIO)                                   \
     X(DROPPED_ITERATIONS, "dropped_iterations", COUNTER, SCENARIO)                                 \
@@ -52,6 +56,9 @@ enum sq_metric_scope {
     X(DATA_RECEIVED, "data_received", COUNTER, SCENARIO)                                           \
     X(VUS, "vus", GAUGE, SCENARIO)                                                                 \
     X(VUS_MAX, "vus_max", GAUGE, SCENARIO)
+
+/* A case label per metric of a list: `switch (m) { SQ_METRIC_PHASES(SQ_METRIC_CASE) ... }`. */
+#define SQ_METRIC_CASE(id, name, kind, scope) case SQ_METRIC_##id:
 
 enum sq_metric {
 #define SQ_METRIC_ENUM(id, name, kind, scope) SQ_METRIC_##id,
