@@ -243,7 +243,7 @@ static bool is_merge_key(const struct ynode *k)
 static int finish_map(struct ld *L, struct frame *f)
 {
     struct ynode *m = f->node;
-    struct ynode *const *it = L->stack + f->start;
+    struct ynode *const *it = L->stack ? L->stack + f->start : NULL; /* NULL: {} first */
     size_t npairs = (L->nstack - f->start) / 2, nmerged = 0;
     for (size_t i = 0; i < npairs; i++) { /* an upper bound on what merges bring */
         const struct ynode *k = it[2 * i], *v = it[2 * i + 1];
