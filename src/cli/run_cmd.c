@@ -12,7 +12,7 @@
 #include "cli/netopts.h"
 #include "engine/flow.h"
 #include "engine/run.h"
-#include "engine/thresholds.h"
+#include "engine/verdict.h"
 #include "http/decode.h"
 #include "http/url.h"
 #include "net/sock.h"

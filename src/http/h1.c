@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/str.h"
+#include "base/text.h"
 
 /* Character classes: token (tchar), field content (VCHAR, SP, HTAB, obs-text), request-target
  * (VCHAR). */
@@ -572,16 +573,6 @@ static inline int deliver(struct sq_h1_body *b, const char *p, size_t n, sq_h1_d
     return 0;
 }
 
-static inline int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 static int chunked_feed(struct sq_h1_body *b, const char *buf, size_t len, size_t *consumed,
                         sq_h1_data_cb cb, void *ud)
 {
@@ -611,7 +602,7 @@ static int chunked_feed(struct sq_h1_body *b, const char *buf, size_t len, size_
         char c = buf[i++];
         switch (st) {
         case CS_SIZE: {
-            int h = hexval((unsigned char)c);
+            int h = sq_hex_value((unsigned char)c);
             if (h >= 0) {
                 if (b->_digits == 16)
                     goto too_big; /* more would overflow 64 bits */

@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/thresholds.h"
+#include "engine/verdict.h"
 #include "output/plan_json.h"
+#include "plan/metrics.h"
 #include "stats/hist.h"
 
 static double ms(int64_t us)
@@ -109,16 +110,49 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
                                              t->value, "ok", t->ok, "no_data", t->no_data,
                                              "abort_on_fail", t->th->abort_on_fail));
     }
-    json_object_set_new(metrics, "http_reqs", counter(reqs, secs));
-    json_object_set_new(metrics, "http_req_duration", trend(all));
-    json_object_set_new(metrics, "http_req_failed", rate(failed, reqs));
-    json_object_set_new(metrics, "iterations", counter(tot.iterations, secs));
-    json_object_set_new(metrics, "iteration_duration", trend(iters));
-    json_object_set_new(metrics, "dropped_iterations", counter(tot.dropped, secs));
-    json_object_set_new(metrics, "checks", rate(cpass, ctotal));
-    json_object_set_new(metrics, "data_sent", counter(tot.bytes_sent, secs));
-    json_object_set_new(metrics, "data_received", counter(tot.bytes_received, secs));
-    json_object_set_new(metrics, "vus_max", json_pack("{s:I}", "value", (json_int_t)vus));
+    /* The k6 metrics under the registry's names (plan/metrics.h), in its order. */
+    for (int m = 0; m < SQ_METRIC__COUNT; m++) {
+        json_t *val = NULL;
+        switch ((enum sq_metric)m) {
+        case SQ_METRIC_HTTP_REQS:
+            val = counter(reqs, secs);
+            break;
+        case SQ_METRIC_HTTP_REQ_DURATION:
+            val = trend(all);
+            break;
+        case SQ_METRIC_HTTP_REQ_FAILED:
+            val = rate(failed, reqs);
+            break;
+        case SQ_METRIC_ITERATIONS:
+            val = counter(tot.iterations, secs);
+            break;
+        case SQ_METRIC_ITERATION_DURATION:
+            val = trend(iters);
+            break;
+        case SQ_METRIC_DROPPED_ITERATIONS:
+            val = counter(tot.dropped, secs);
+            break;
+        case SQ_METRIC_CHECKS:
+            val = rate(cpass, ctotal);
+            break;
+        case SQ_METRIC_DATA_SENT:
+            val = counter(tot.bytes_sent, secs);
+            break;
+        case SQ_METRIC_DATA_RECEIVED:
+            val = counter(tot.bytes_received, secs);
+            break;
+        case SQ_METRIC_VUS_MAX:
+            val = json_pack("{s:I}", "value", (json_int_t)vus);
+            break;
+        case SQ_METRIC_VUS: /* a live gauge: the document has vus_max */
+            break;
+            SQ_METRIC_PHASES(SQ_METRIC_CASE) /* under "phases" (output/json.c) */
+        case SQ_METRIC__COUNT:
+            break;
+        }
+        if (val)
+            json_object_set_new(metrics, sq_metric_name((enum sq_metric)m), val);
+    }
     sq_hist_free(all);
     sq_hist_free(iters);
     json_object_set_new(doc, "plan", json_pack("{s:s, s:s}", "file", p->file, "target", p->target));

@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/text.h"
 #include "plan/feeder_internal.h"
+#include "plan/strmap.h"
 
 /* A parser over t[0..len), t[len] == '\0'. */
 struct parser {
@@ -37,6 +39,7 @@ struct parser {
     size_t *col_lens;
     size_t *col_row; /* JSON: the last row (+1) that set the column, to catch duplicate keys */
     size_t ncols, capcols;
+    struct sq_plan__map colmap; /* name -> column: a file of many columns parses in linear time */
 };
 
 struct pos {
@@ -124,6 +127,8 @@ static int add_col(struct parser *p, char *name, size_t len)
         p->col_row = a;
         p->capcols = cap;
     }
+    if (sq_plan__map_add(&p->colmap, name, len, p->ncols, NULL) < 0)
+        return -ENOMEM;
     p->cols[p->ncols] = name;
     p->col_lens[p->ncols] = len;
     p->col_row[p->ncols] = 0;
@@ -137,6 +142,7 @@ static void parser_dispose(struct parser *p)
     free(p->cols);
     free(p->col_lens);
     free(p->col_row);
+    sq_plan__map_dispose(&p->colmap);
     free(p->t);
 }
 
@@ -263,11 +269,11 @@ static int csv_record(struct parser *p, size_t *w, size_t want, bool header, siz
             char nb[256];
             if (flen == 0)
                 return perr(p, fs, -SQ_EPARSE, "empty column name (column %zu)", nf);
-            for (size_t k = 0; k < p->ncols; k++)
-                if (p->col_lens[k] == flen && memcmp(p->cols[k], t + w0, flen) == 0)
-                    return perr(p, fs, -SQ_EPARSE,
-                                "duplicate column name '%s' (column %zu, first as column %zu)",
-                                printable(t + w0, flen, nb), nf, k + 1);
+            uintptr_t k;
+            if (sq_plan__map_get(&p->colmap, t + w0, flen, &k))
+                return perr(p, fs, -SQ_EPARSE,
+                            "duplicate column name '%s' (column %zu, first as column %zu)",
+                            printable(t + w0, flen, nb), nf, (size_t)k + 1);
         }
         if (want && nf == want + 1)
             extra = fs;
@@ -363,17 +369,6 @@ static void json_ws(struct parser *p)
     }
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Reads 4 hex digits at t[r]. */
 static long hex4(const char *t, size_t r, size_t len)
 {
@@ -381,7 +376,7 @@ static long hex4(const char *t, size_t r, size_t len)
         return -1;
     long v = 0;
     for (int k = 0; k < 4; k++) {
-        int h = hexval(t[r + (size_t)k]);
+        int h = sq_hex_value((unsigned char)t[r + (size_t)k]);
         if (h < 0)
             return -1;
         v = v * 16 + h;
@@ -466,21 +461,7 @@ static int json_string(struct parser *p, struct sq_str *out)
         if (cp == 0)
             return perr(p, esc, -SQ_EPARSE, "\\u0000 is not allowed in a feeder");
         /* 6 (or 12) bytes read decode to at most 3 (or 4): w stays behind r. */
-        if (cp < 0x80) {
-            t[w++] = (char)cp;
-        } else if (cp < 0x800) {
-            t[w++] = (char)(0xC0 | (cp >> 6));
-            t[w++] = (char)(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            t[w++] = (char)(0xE0 | (cp >> 12));
-            t[w++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            t[w++] = (char)(0x80 | (cp & 0x3F));
-        } else {
-            t[w++] = (char)(0xF0 | (cp >> 18));
-            t[w++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-            t[w++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            t[w++] = (char)(0x80 | (cp & 0x3F));
-        }
+        w += sq_utf8_encode((uint32_t)cp, (unsigned char *)t + w);
     }
     t[w] = '\0'; /* w < r: at most over the closing quote */
     *out = (struct sq_str){t + w0, w - w0};
@@ -559,11 +540,10 @@ static int json_column(struct parser *p, struct sq_str key, size_t hint, size_t 
         *idx = hint;
         return 0;
     }
-    for (size_t k = 0; k < p->ncols; k++) {
-        if (p->col_lens[k] == key.len && memcmp(p->cols[k], key.p, key.len) == 0) {
-            *idx = k;
-            return 0;
-        }
+    uintptr_t k;
+    if (sq_plan__map_get(&p->colmap, key.p, key.len, &k)) {
+        *idx = k;
+        return 0;
     }
     *idx = p->ncols;
     return add_col(p, (char *)key.p, key.len);

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
+
 #define JSON_MAX_DEPTH 256   /* containers nested in a document we still walk */
 #define JPATH_MAX_SEGS 256   /* a longer path could never match */
 #define JPATH_MAX_LEN  65536 /* bytes of path source */
@@ -65,16 +67,6 @@ static const char *skip_ws(const char *p, const char *end)
     return p;
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* The 4 hex digits at p, or -1. */
 static int32_t hex4(const char *p, const char *end)
 {
@@ -82,7 +74,7 @@ static int32_t hex4(const char *p, const char *end)
         return -1;
     int32_t v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hexval((unsigned char)p[i]);
+        int h = sq_hex_value((unsigned char)p[i]);
         if (h < 0)
             return -1;
         v = v << 4 | h;
@@ -154,31 +146,6 @@ static int decode_escape(const char *p, const char *end, bool squote, uint32_t *
     }
     *next = p + 1;
     return ESC_OK;
-}
-
-/* Writes cp (at most 0x10FFFF, no surrogate) as UTF-8; returns the byte count (1..4). */
-static size_t utf8_put(uint32_t cp, unsigned char *u)
-{
-    if (cp < 0x80) {
-        u[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        u[0] = (unsigned char)(0xC0 | cp >> 6);
-        u[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        u[0] = (unsigned char)(0xE0 | cp >> 12);
-        u[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-        u[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    u[0] = (unsigned char)(0xF0 | cp >> 18);
-    u[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-    u[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-    u[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /* ---- skipping values ---- */
@@ -409,7 +376,7 @@ static const char *scan_key(const char *p, const char *end, const char *name, si
         if (rc == ESC_LONE)
             return skip_string_body(next, end);
         unsigned char u[4];
-        size_t n = utf8_put(cp, u);
+        size_t n = sq_utf8_encode(cp, u);
         if (nlen - i < n || memcmp(name + i, u, n) != 0)
             return skip_string_body(next, end);
         i += n;
@@ -519,7 +486,7 @@ int sq_jpath_compile(const char *src, size_t len, struct sq_jpath **out, char *e
                             path_error(err, errlen, i, "a \\u escape that is not a lone surrogate");
                         goto fail;
                     }
-                    names += utf8_put(cp, (unsigned char *)names);
+                    names += sq_utf8_encode(cp, (unsigned char *)names);
                     i = (size_t)(next - src);
                 }
                 g->len = (size_t)(names - g->name);
@@ -661,7 +628,7 @@ int sq_json_val_text(const struct sq_json_val *v, struct sq_buf *out)
         const char *next;
         if (decode_escape(p + 1, end, false, &cp, &next) != ESC_OK)
             return -SQ_EPARSE;
-        w += utf8_put(cp, w);
+        w += sq_utf8_encode(cp, w);
         p = next;
     }
     out->len = (size_t)((char *)w - out->p);

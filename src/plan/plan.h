@@ -18,6 +18,7 @@
 #include "plan/eval.h"
 #include "plan/exec.h"
 #include "plan/feeder.h"
+#include "plan/metrics.h"
 #include "plan/threshold.h"
 #include "plan/tmpl.h"
 
@@ -99,6 +100,7 @@ struct sq_plan_feeder {
 struct sq_plan_threshold {
     char *selector;           /* as written: "http_req_duration{step:login}" */
     struct sq_metric_sel sel; /* spans into selector */
+    enum sq_metric metric;    /* sel's metric, from the registry (plan/metrics.h) */
     struct sq_th_expr *exprs;
     size_t nexprs;
     bool abort_on_fail;

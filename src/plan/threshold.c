@@ -5,12 +5,17 @@
  * error names the offending token and its byte offset in s. See docs/internals/plan-data.md. */
 #include "plan/threshold.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/text.h"
+#include "plan/load_internal.h"
+#include "plan/metrics.h"
 
 #define AGG_LIST "count, rate, value, avg, min, max, med or p(N)"
 #define OP_LIST  ">, >=, <, <=, ==, === or !="
@@ -412,4 +417,227 @@ int sq_metric_sel_parse(const char *s, size_t len, struct sq_metric_sel *out, ch
     if (rc < 0)
         memset(out, 0, sizeof(*out));
     return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Thresholds in a plan (the loader's part: see load_internal.h)                              */
+
+static const char *agg_name(const struct sq_th_expr *e, char *buf, size_t len)
+{
+    static const char *const names[] = {"count", "rate", "value", "avg", "min", "max", "med"};
+    if (e->agg == SQ_TH_PCT) {
+        snprintf(buf, len, "p(%g)", e->pct);
+        return buf;
+    }
+    return (unsigned)e->agg < SQ_ARRAY_LEN(names) ? names[e->agg] : "?";
+}
+
+/* Checks the selector's metric and tags against the plan; *metric is the metric. */
+static int check_selector(struct ld *L, const struct ynode *key, const struct sq_metric_sel *sel,
+                          enum sq_metric *metric)
+{
+    char tail[96];
+    int found = sq_metric_find(sel->metric, sel->metric_len);
+    if (found < 0) {
+        struct sq_suggest s;
+        sq_suggest_init(&s, sel->metric, sel->metric_len);
+        for (int i = 0; i < SQ_METRIC__COUNT; i++)
+            sq_suggest_try(&s, sq_metric_name((enum sq_metric)i));
+        return sq_plan__fail(L, key, "unknown metric '%.*s'%s",
+                             (int)(sel->metric_len > 60 ? 60 : sel->metric_len), sel->metric,
+                             s.best ? sq_suggest_tail(&s, tail, sizeof(tail))
+                                    : " (see docs/plans.md for the metric names)");
+    }
+    *metric = (enum sq_metric)found;
+    const struct sq_plan *p = L->p;
+    for (size_t t = 0; t < sel->ntags; t++) {
+        const char *k = sel->tags[t].key, *v = sel->tags[t].value;
+        size_t kl = sel->tags[t].key_len, vl = sel->tags[t].value_len;
+        static const char *const tags[] = {"scenario", "step", "method", "status"};
+        int tag = -1;
+        for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
+            if (strlen(tags[i]) == kl && !memcmp(tags[i], k, kl))
+                tag = (int)i;
+        if (tag < 0) {
+            struct sq_suggest s;
+            sq_suggest_init(&s, k, kl);
+            for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
+                sq_suggest_try(&s, tags[i]);
+            return sq_plan__fail(
+                L, key, "unknown tag '%.*s'%s (tags: scenario, step, method, status)",
+                (int)(kl > 40 ? 40 : kl), k, sq_suggest_tail(&s, tail, sizeof(tail)));
+        }
+        bool ok = false;
+        struct sq_suggest s;
+        sq_suggest_init(&s, v, vl);
+        if (tag == 0) {
+            ok = sq_plan__map_get(&L->scenario_names, v, vl, NULL);
+            for (size_t i = 0; !ok && i < p->nscenarios; i++)
+                sq_suggest_try(&s, p->scenarios[i].name);
+        } else if (tag == 1) {
+            ok = sq_plan__map_get(&L->all_step_names, v, vl, NULL);
+            for (size_t i = 0; !ok && i < p->nscenarios; i++)
+                for (size_t j = 0; j < p->scenarios[i].nsteps; j++)
+                    sq_suggest_try(&s, p->scenarios[i].steps[j].name);
+        } else if (tag == 2) {
+            ok = vl > 0;
+            for (size_t i = 0; i < vl; i++)
+                ok = ok && ((v[i] >= 'A' && v[i] <= 'Z') || v[i] == '-' || v[i] == '_');
+            if (!ok)
+                return sq_plan__fail(L, key, "method:%.*s: expected an upper-case method like GET",
+                                     (int)(vl > 30 ? 30 : vl), v);
+        } else {
+            ok = vl == 3 && isdigit((unsigned char)v[0]) && isdigit((unsigned char)v[1]) &&
+                 isdigit((unsigned char)v[2]);
+            if (!ok)
+                return sq_plan__fail(L, key, "status:%.*s: expected a 3-digit status like 200",
+                                     (int)(vl > 30 ? 30 : vl), v);
+        }
+        if (!ok)
+            return sq_plan__fail(L, key, "no %s named '%.*s' in the plan%s",
+                                 tag == 0 ? "scenario" : "step", (int)(vl > 60 ? 60 : vl), v,
+                                 sq_suggest_tail(&s, tail, sizeof(tail)));
+    }
+    return 0;
+}
+
+static struct sq_plan_threshold *new_threshold(struct sq_plan *p, const char *selector,
+                                               enum sq_metric metric, struct sq_loc loc,
+                                               size_t *cap)
+{
+    if (p->nthresholds == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        struct sq_plan_threshold *v = realloc(p->thresholds, nc * sizeof(*v));
+        if (!v)
+            return NULL;
+        p->thresholds = v;
+        *cap = nc;
+    }
+    struct sq_plan_threshold *t = &p->thresholds[p->nthresholds];
+    memset(t, 0, sizeof(*t));
+    t->selector = strdup(selector);
+    if (!t->selector)
+        return NULL;
+    p->nthresholds++;
+    t->metric = metric;
+    t->loc = loc;
+    char err[8];
+    if (sq_metric_sel_parse(t->selector, strlen(t->selector), &t->sel, err, sizeof(err)) < 0)
+        return NULL; /* parsed once already: cannot fail */
+    return t;
+}
+
+static int add_expr(struct sq_plan_threshold *t, const struct sq_th_expr *e)
+{
+    size_t n = t->nexprs;
+    if ((n & (n - 1)) == 0) { /* 0 or a power of two: double */
+        struct sq_th_expr *v = realloc(t->exprs, (n ? 2 * n : 1) * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        t->exprs = v;
+    }
+    t->exprs[t->nexprs++] = *e;
+    return 0;
+}
+
+static int check_expr(struct ld *L, const struct ynode *n, enum sq_metric metric,
+                      const struct sq_metric_sel *sel, struct sq_th_expr *e)
+{
+    int rc = sq_plan__want_string(L, n, "an expression like \"p(95) < 200\"");
+    if (rc < 0)
+        return rc;
+    char err[256] = "";
+    rc = sq_th_expr_parse(n->s, n->len, e, err, sizeof(err));
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0)
+        return sq_plan__fail(L, n, "%s", err[0] ? err : "malformed threshold expression");
+    if (!sq_metric_agg_fits(sq_metric_kind(metric), e->agg)) {
+        char an[32];
+        return sq_plan__fail(L, n, "'%s' does not apply to %.*s (%s)", agg_name(e, an, sizeof(an)),
+                             (int)sel->metric_len, sel->metric,
+                             sq_metric_kind_aggs(sq_metric_kind(metric)));
+    }
+    return 0;
+}
+
+int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
+{
+    struct sq_plan *p = L->p;
+    int rc = sq_plan__want_map(L, n, "a mapping of metrics to lists of expressions");
+    if (rc < 0)
+        return rc;
+    /* the names tags may select, looked up once per tag */
+    for (size_t i = 0; i < p->nscenarios; i++) {
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        if (sq_plan__map_add(&L->scenario_names, sc->name, strlen(sc->name), i, NULL) < 0)
+            return -ENOMEM;
+        for (size_t j = 0; j < sc->nsteps; j++)
+            if (sq_plan__map_add(&L->all_step_names, sc->steps[j].name, strlen(sc->steps[j].name),
+                                 j, NULL) < 0)
+                return -ENOMEM;
+    }
+    size_t cap = 0;
+    static const char *const keys[] = {"threshold", "abortOnFail", "delayAbortEval"};
+    for (size_t i = 0; i < n->npairs; i++) {
+        const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
+        size_t mark = sq_plan__path_key(L, k->s);
+        struct sq_metric_sel sel;
+        char err[256] = "";
+        if (sq_metric_sel_parse(k->s, k->len, &sel, err, sizeof(err)) < 0)
+            return sq_plan__fail(L, k, "%s", err[0] ? err : "malformed metric selector");
+        enum sq_metric metric = SQ_METRIC_HTTP_REQ_DURATION;
+        if ((rc = check_selector(L, k, &sel, &metric)) < 0)
+            return rc;
+        size_t cnt = v->kind == Y_SEQ ? v->nitems : 1;
+        if (cnt == 0)
+            return sq_plan__fail(L, v, "expected at least one expression like \"p(95) < 200\"");
+        struct sq_plan_threshold *plain = NULL;
+        for (size_t j = 0; j < cnt; j++) {
+            const struct ynode *it = v->kind == Y_SEQ ? v->items[j] : v;
+            size_t m2 = v->kind == Y_SEQ ? sq_plan__path_push(L, "[%zu]", j) : L->path_len;
+            struct sq_th_expr e;
+            if (it->kind == Y_MAP) {
+                if ((rc = sq_plan__check_keys(L, it, keys, SQ_ARRAY_LEN(keys))) < 0)
+                    return rc;
+                const struct ynode *th = sq_plan__get(it, "threshold");
+                if (!th)
+                    return sq_plan__fail(L, it, "missing key 'threshold' (the expression)");
+                size_t m3 = sq_plan__path_key(L, "threshold");
+                if ((rc = check_expr(L, th, metric, &sel, &e)) < 0)
+                    return rc;
+                sq_plan__path_pop(L, m3);
+                struct sq_plan_threshold *t = new_threshold(p, k->s, metric, it->loc, &cap);
+                if (!t || add_expr(t, &e) < 0)
+                    return -ENOMEM;
+                const struct ynode *x = sq_plan__get(it, "abortOnFail");
+                if (x) {
+                    m3 = sq_plan__path_key(L, "abortOnFail");
+                    if ((rc = sq_plan__get_bool(L, x, &t->abort_on_fail)) < 0)
+                        return rc;
+                    sq_plan__path_pop(L, m3);
+                }
+                x = sq_plan__get(it, "delayAbortEval");
+                if (x) {
+                    m3 = sq_plan__path_key(L, "delayAbortEval");
+                    if ((rc = sq_plan__get_duration(L, x, &t->delay_abort_eval_ns)) < 0)
+                        return rc;
+                    sq_plan__path_pop(L, m3);
+                }
+            } else {
+                if ((rc = check_expr(L, it, metric, &sel, &e)) < 0)
+                    return rc;
+                if (!plain) {
+                    plain = new_threshold(p, k->s, metric, k->loc, &cap);
+                    if (!plain)
+                        return -ENOMEM;
+                }
+                if (add_expr(plain, &e) < 0)
+                    return -ENOMEM;
+            }
+            sq_plan__path_pop(L, m2);
+        }
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
 }

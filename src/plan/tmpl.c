@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/text.h"
+
 enum piece_kind {
     P_LIT,
     P_VU,
@@ -54,8 +56,6 @@ static bool unreserved(unsigned char c)
            c == '.' || c == '_' || c == '~';
 }
 
-static const char hexd[] = "0123456789ABCDEF";
-
 /* Appends s[0, n) escaped for esc. Reserves the worst case once, then writes in place. */
 static int append_esc(struct sq_buf *b, enum sq_tmpl_escape esc, const char *s, size_t n)
 {
@@ -75,8 +75,8 @@ static int append_esc(struct sq_buf *b, enum sq_tmpl_escape esc, const char *s, 
                 *o++ = (char)c;
             } else if (c < 0x20) {
                 memcpy(o, "\\u00", 4);
-                o[4] = hexd[c >> 4];
-                o[5] = hexd[c & 15];
+                o[4] = sq_hex_upper[c >> 4];
+                o[5] = sq_hex_upper[c & 15];
                 o += 6;
             } else {
                 *o++ = (char)c;
@@ -88,8 +88,8 @@ static int append_esc(struct sq_buf *b, enum sq_tmpl_escape esc, const char *s, 
                 *o++ = '+';
             } else {
                 o[0] = '%';
-                o[1] = hexd[c >> 4];
-                o[2] = hexd[c & 15];
+                o[1] = sq_hex_upper[c >> 4];
+                o[2] = sq_hex_upper[c & 15];
                 o += 3;
             }
         }
@@ -153,31 +153,6 @@ static void set_err(struct sq_tmpl_error *err, size_t off, const char *fmt, cons
     if (alen > 60)
         alen = 60;
     snprintf(err->msg, sizeof(err->msg), fmt, (int)alen, a, b ? b : "");
-}
-
-static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
-{
-    if (la > 63 || lb > 63)
-        return 64;
-    size_t row[64];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost = (a[i - 1] | 0x20) == (b[j - 1] | 0x20) ? 0 : 1;
-            size_t v = diag + cost;
-            if (row[j] + 1 < v)
-                v = row[j] + 1;
-            if (row[j - 1] + 1 < v)
-                v = row[j - 1] + 1;
-            row[j] = v;
-            diag = up;
-        }
-    }
-    return row[lb];
 }
 
 static const struct {
@@ -289,15 +264,11 @@ static int compile_builtin(struct builder *bd, const char *src, size_t off, size
         while (base < len && s[base] != '(' && s[base] != '.' && !is_space(s[base]))
             base++;
         const char *best = NULL;
-        size_t bestd = (size_t)-1;
-        for (size_t i = 0; i < SQ_ARRAY_LEN(builtins); i++) {
-            size_t bl = strlen(builtins[i].name);
-            size_t d = edit_distance(s, base, builtins[i].name, bl);
-            if (d <= 1 + (base > bl ? base : bl) / 4 && d < bestd) {
-                bestd = d;
+        struct sq_suggest sg;
+        sq_suggest_init(&sg, s, base);
+        for (size_t i = 0; i < SQ_ARRAY_LEN(builtins); i++)
+            if (sq_suggest_offer(&sg, builtins[i].name, strlen(builtins[i].name)))
                 best = builtins[i].shown;
-            }
-        }
         char tail[64] = "";
         if (best)
             snprintf(tail, sizeof(tail), " (did you mean '%s'?)", best);
@@ -549,13 +520,12 @@ static size_t fmt_uuid(char *o, uint64_t *rng)
     }
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    static const char lower[] = "0123456789abcdef";
     size_t n = 0;
     for (int i = 0; i < 16; i++) {
         if (i == 4 || i == 6 || i == 8 || i == 10)
             o[n++] = '-';
-        o[n++] = lower[b[i] >> 4];
-        o[n++] = lower[b[i] & 15];
+        o[n++] = sq_hex_lower[b[i] >> 4];
+        o[n++] = sq_hex_lower[b[i] & 15];
     }
     return n;
 }

@@ -30,6 +30,7 @@
 
 #include "base/clock.h"
 #include "base/str.h"
+#include "base/text.h"
 #include "target/target.h"
 
 #define JSON_SLOTS     64
@@ -472,24 +473,18 @@ uint64_t sq_target_siphash(const uint64_t key[2], uint64_t m)
 
 static void put_hex64(char *o, uint64_t v)
 {
-    static const char hex[] = "0123456789abcdef";
     for (int i = 15; i >= 0; i--, v >>= 4)
-        o[i] = hex[v & 15];
+        o[i] = sq_hex_lower[v & 15];
 }
 
 static bool get_hex64(const char *s, uint64_t *out)
 {
     uint64_t v = 0;
     for (int i = 0; i < 16; i++) {
-        unsigned char c = (unsigned char)s[i];
-        unsigned d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
-            d = (unsigned)(c | 0x20) - 'a' + 10;
-        else
+        int d = sq_hex_value((unsigned char)s[i]);
+        if (d < 0)
             return false;
-        v = v << 4 | d;
+        v = v << 4 | (unsigned)d;
     }
     *out = v;
     return true;

@@ -27,7 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/b64.h"
 #include "base/clock.h"
+#include "base/text.h"
 #include "server/server.h"
 #include "stats/hist.h"
 #include "target/app.h"
@@ -321,59 +323,8 @@ bool sq_target_parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out)
     return true;
 }
 
-/* Length of the valid UTF-8 sequence at s[0, n), or 0 when the bytes there are not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        min = 0x80;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        min = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    unsigned cp = c & (0x7f >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-bool sq_target_utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        if (p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k = utf8_seq(p + i, n - i);
-        if (k == 0)
-            return false;
-        i += k;
-    }
-    return true;
-}
-
 size_t sq_target_json_escape(char *out, size_t cap, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
     size_t o = 0;
 #define EMIT(ch)                                                                                   \
@@ -391,7 +342,7 @@ size_t sq_target_json_escape(char *out, size_t cap, const char *s, size_t n)
             continue;
         }
         if (c >= 0x80) {
-            size_t k = utf8_seq(p + i, n - i);
+            size_t k = sq_utf8_decode(p + i, n - i, NULL);
             if (k) {
                 for (size_t j = 0; j < k; j++)
                     EMIT(p[i + j]);
@@ -426,34 +377,12 @@ size_t sq_target_json_escape(char *out, size_t cap, const char *s, size_t n)
             EMIT('u');
             EMIT('0');
             EMIT('0');
-            EMIT(hex[c >> 4]);
-            EMIT(hex[c & 15]);
+            EMIT(sq_hex_lower[c >> 4]);
+            EMIT(sq_hex_lower[c & 15]);
         }
         i++;
     }
 #undef EMIT
-    return o;
-}
-
-size_t sq_target_base64(char *out, const char *s, size_t n)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const unsigned char *p = (const unsigned char *)s;
-    size_t o = 0, i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = tab[(v >> 6) & 63];
-        out[o++] = tab[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        out[o++] = '=';
-    }
     return o;
 }
 
@@ -740,7 +669,7 @@ static void put_lit(char *o, size_t *len, const char *lit)
 static void answer_echo(struct sq_target *t, const struct sq_server_req *req,
                         struct sq_server_resp *resp)
 {
-    bool utf8 = sq_target_utf8_valid(req->body, req->body_len);
+    bool utf8 = sq_utf8_valid(req->body, req->body_len);
     size_t need = 256 + 6 * (req->method_len + req->path_len) +
                   (utf8 ? 6 * req->body_len : 4 * (req->body_len / 3 + 1));
     for (size_t i = 0; i < req->num_headers; i++)
@@ -772,7 +701,8 @@ static void answer_echo(struct sq_target *t, const struct sq_server_req *req,
         put_json_str(o, &len, req->body ? req->body : "", req->body_len);
     } else {
         put_lit(o, &len, "],\"body_base64\":\"");
-        len += sq_target_base64(o + len, req->body, req->body_len);
+        sq_b64_encode(req->body, req->body_len, o + len); /* room: see need above */
+        len += sq_b64_encoded_len(req->body_len) - 1;
         o[len++] = '"';
     }
     len += (size_t)snprintf(o + len, 64, ",\"body_len\":%zu}\n", req->body_len);

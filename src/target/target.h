@@ -113,12 +113,6 @@ bool sq_target_parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out);
  * length needed; out is complete only when that is <= cap. At most 6 * n. */
 size_t sq_target_json_escape(char *out, size_t cap, const char *s, size_t n);
 
-/* True when s[0, n) is valid UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
-bool sq_target_utf8_valid(const char *s, size_t n);
-
-/* Standard base64 with padding into out (capacity >= 4 * ((n + 2) / 3)). Returns the length. */
-size_t sq_target_base64(char *out, const char *s, size_t n);
-
 /* ---- arrival gaps (the pure part of /stats' "arrivals"; exposed for tests) ---- */
 
 /* One run of arrival times, CLOCK_MONOTONIC ns (one worker's, in the target). */

@@ -6,6 +6,7 @@ cookies. Every run is bounded by an iteration count or a duration of a few secon
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -326,6 +327,148 @@ class Validate(PlanCase):
             self.assertIn(f"{path}:8:", p.stderr)
             self.assertIn("metod", p.stderr)
             self.assertIn("method", p.stderr)
+        self.assertEqual(self.stats()["requests"], 0)
+
+
+# Under AddressSanitizer (make test-asan sets ASAN_OPTIONS) the loader runs a few times slower
+# and its memory has shadow and redzones: the bounds widen accordingly.
+ASAN = "ASAN_OPTIONS" in os.environ
+TIME_BOUND_S = 30.0 if ASAN else 10.0  # before the hash maps: 29 s for 100,000 keys, 15 s for anchors
+
+
+def run_measured(*args, timeout=120):
+    """Runs `$SQUALL ARGS...` from a python child of its own, whose RUSAGE_CHILDREN then is this
+    squall alone; returns (exit code, stdout, stderr, wall seconds, peak RSS in MiB)."""
+    wrapper = (
+        "import json, resource, subprocess, sys, time\n"
+        "t0 = time.monotonic()\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "took = time.monotonic() - t0\n"
+        "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0\n"
+        "print(json.dumps([p.returncode, p.stdout, p.stderr[-4000:], took, rss]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", wrapper, sqtest.squall_path(), *args],
+                         capture_output=True, text=True, timeout=timeout, check=True)
+    return tuple(json.loads(out.stdout))
+
+
+class LargePlans(PlanCase):
+    """Plans with 100,000 keys, 100,000 anchors and millions of nodes load in bounded time and
+    memory, or are refused with the message of the limit they pass (docs/plans.md, Limits)."""
+
+    def big(self, name, head, lines, tail=""):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(f"target: {self.base}\n" + head)
+            f.write("".join(lines))
+            f.write(tail)
+        return path
+
+    def check_bounds(self, what, took, rss, time_s=TIME_BOUND_S, rss_mib=128):
+        print(f"{what}: {took:.2f} s, peak RSS {rss:.0f} MiB", file=sys.stderr)
+        self.assertLess(took, time_s, what)
+        self.assertLess(rss, rss_mib * (3 if ASAN else 1), what)
+
+    FLOW = ("scenarios:\n  s:\n    executor: per-vu-iterations\n    flow:\n"
+            "      - request: { url: \"/fast?a={{v0}}&b={{v99999}}\" }\n")
+
+    def test_100k_keys_validate_and_run(self):
+        path = self.big("keys.yaml", "vars:\n", (f"  v{i}: x{i}\n" for i in range(100000)),
+                        self.FLOW)
+        rc, out, err, took, rss = run_measured("validate", path)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("plan OK", out)
+        self.check_bounds("validate, 100,000 keys", took, rss)
+        rc, out, err, took, rss = run_measured("run", path, "-q", "--json", "-", "-t", "1")
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["requests"]["completed"], 1)
+        self.assertEqual(self.stats()["requests"], 1)  # the target saw exactly that one
+        self.check_bounds("run, 100,000 keys", took, rss)
+
+    def test_100k_anchors(self):
+        path = self.big("anchors.yaml", "x-a:\n",
+                        [f"  - &a{i} {i}\n" for i in range(100000)] + ["x-b:\n"] +
+                        [f"  - *a{i}\n" for i in range(100000)], self.FLOW.replace("{{v0}}", "1")
+                        .replace("{{v99999}}", "2"))
+        rc, out, err, took, rss = run_measured("validate", path)
+        self.assertEqual(rc, 0, err)
+        self.check_bounds("validate, 100,000 anchors", took, rss)
+
+    def test_multi_megabyte_plan(self):
+        # about 12 MB and 750,000 nodes, inside the limits: it validates
+        row = '  - {{ id: {0}, name: "user number {0}, with a name long enough to fill a line" }}\n'
+        path = self.big("mb.yaml", "x-rows:\n", (row.format(i) for i in range(150000)),
+                        self.FLOW.replace("{{v0}}", "1").replace("{{v99999}}", "2"))
+        self.assertGreater(os.path.getsize(path), 8 << 20)
+        rc, out, err, took, rss = run_measured("validate", path)
+        self.assertEqual(rc, 0, err)
+        self.check_bounds("validate, %.1f MB" % (os.path.getsize(path) / 1e6), took, rss)
+
+    def test_seven_million_nodes_refused(self):
+        # 14 MB, 7 M nodes: it took 9 s and 1.1 GB; now the node limit stops it early
+        path = self.big("nodes.yaml", "x-big: [", ("0," for _ in range(7000000)), "0]\n" +
+                        self.FLOW.replace("{{v0}}", "1").replace("{{v99999}}", "2"))
+        rc, out, err, took, rss = run_measured("validate", path)
+        self.assertEqual(rc, 2, err)
+        self.assertIn(f"{path}:2:", err)
+        self.assertIn("the plan has more than 1000000 YAML nodes, the limit for a plan", err)
+        self.check_bounds("validate, 7 M nodes (refused)", took, rss, rss_mib=64)
+
+    def test_alias_bomb_refused(self):
+        lines = ["x-0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"]
+        for i in range(1, 10):
+            lines.append(f"x-{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]\n")
+        path = self.big("bomb.yaml", "", lines, self.FLOW.replace("{{v0}}", "1")
+                        .replace("{{v99999}}", "2"))
+        rc, out, err, took, rss = run_measured("validate", path)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("aliases expand the plan past 32 MiB", err)
+        self.check_bounds("validate, alias bomb (refused)", took, rss, time_s=5, rss_mib=64)
+
+    def test_oversized_file_refused_unread(self):
+        path = os.path.join(self.tmp.name, "huge.yaml")
+        with open(path, "wb") as f:
+            f.truncate(50 << 20)  # sparse: refusing it must not read it
+        rc, out, err, took, rss = run_measured("validate", path)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("the plan is larger than 16 MiB, the limit for a plan file", err)
+        self.check_bounds("validate, 50 MB file (refused)", took, rss, time_s=5, rss_mib=64)
+
+    def test_directories_are_named(self):
+        p, _ = run_squall("validate", self.tmp.name)
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr.strip().splitlines()[0],
+                         f"squall: {self.tmp.name}: cannot read the plan: it is a directory")
+        os.mkdir(os.path.join(self.tmp.name, "d"))
+        path = self.plan(
+            """
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                flow:
+                  - request: { url: /fast, file: d }
+            """
+        )
+        p, _ = run_squall("run", path)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("request.file: " + os.path.join(self.tmp.name, "d") +
+                      ": is a directory, not a file", p.stderr)
+        path = self.plan(
+            """
+            data:
+              users: { csv: d }
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                flow:
+                  - request: { url: /fast }
+            """
+        )
+        p, _ = run_squall("validate", path)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("data.users.csv: " + os.path.join(self.tmp.name, "d") +
+                      ": cannot read: Is a directory", p.stderr)
         self.assertEqual(self.stats()["requests"], 0)
 
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "plan/load_internal.h"
 #include "plan/plan.h"
 
 static char tmpdir[64];
@@ -706,6 +707,331 @@ static void examples_load(void **state)
     globfree(&g);
 }
 
+/* ---- large plans and limits ---- */
+
+/* A growable text for generated plans. */
+struct text {
+    char *p;
+    size_t len, cap;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        assert_true(n >= 0);
+        if (t->p && (size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = (t->cap + (size_t)n + 1) * 2;
+        t->p = realloc(t->p, t->cap);
+        assert_non_null(t->p);
+    }
+}
+
+/* Loads t (named inline.yaml) and returns the plan, failing the test on an error. */
+static struct sq_plan *load_ok(const struct text *t)
+{
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    if (sq_plan_load_string("inline.yaml", t->p, t->len, &p, &e) != 0) {
+        char b[800];
+        sq_plan_error_format(&e, b, sizeof(b));
+        fail_msg("%s", b);
+    }
+    return p;
+}
+
+/* Loads t and expects an error whose message contains msg; returns the error. */
+static struct sq_plan_error load_err(const struct text *t, const char *msg)
+{
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("inline.yaml", t->p, t->len, &p, &e);
+    if (rc == 0) {
+        sq_plan_free(p);
+        fail_msg("the plan loaded; expected ...%s...", msg);
+    }
+    if (!strstr(e.msg, msg))
+        fail_msg("got '%s', expected ...%s...", e.msg, msg);
+    assert_null(p);
+    return e;
+}
+
+#define FLOW1 "scenarios:\n  s:\n    executor: per-vu-iterations\n    flow:\n"
+
+/* 100,000 plan variables (one mapping of 100,000 keys) load, every one resolvable; a duplicate
+ * among them is found (a hash map: the pairwise check took 29 s) and named with its first line. */
+static void many_keys(void **state)
+{
+    (void)state;
+    struct text t = {0};
+    put(&t, "target: http://127.0.0.1:8080\nvars:\n");
+    for (int i = 0; i < 100000; i++)
+        put(&t, "  v%d: x%d\n", i, i);
+    put(&t, FLOW1 "      - request: { url: \"/{{v0}}/{{v99999}}\" }\n");
+    struct sq_plan *p = load_ok(&t);
+    assert_int_equal(p->nvars, 100000);
+    assert_string_equal(p->vars[99999].name, "v99999");
+    const char *s;
+    size_t len;
+    assert_true(sq_tmpl_static(p->scenarios[0].steps[0].req.url, &s, &len));
+    assert_int_equal(len, 10);
+    assert_memory_equal(s, "/x0/x99999", 10);
+    sq_plan_free(p);
+
+    t.len = 0;
+    put(&t, "target: http://127.0.0.1:8080\nvars:\n");
+    for (int i = 0; i < 100000; i++)
+        put(&t, "  v%d: x\n", i == 99999 ? 17 : i);
+    put(&t, FLOW1 "      - request: { url: / }\n");
+    struct sq_plan_error e = load_err(&t, "duplicate key 'v17' (first at line 20)");
+    assert_int_equal(e.loc.line, 100002);
+    assert_int_equal(e.loc.col, 3);
+    free(t.p);
+}
+
+/* 100,000 anchors and as many aliases load (a hash map; a linear search took 15 s); a later
+ * anchor of the same name replaces the earlier one, as YAML says. */
+static void many_anchors(void **state)
+{
+    (void)state;
+    struct text t = {0};
+    put(&t, "target: http://127.0.0.1:8080\nx-a:\n");
+    for (int i = 0; i < 100000; i++)
+        put(&t, "  - &a%d /p%d\n", i, i);
+    put(&t, "  - &a5 /again\nx-b:\n");
+    for (int i = 0; i < 100000; i++)
+        put(&t, "  - *a%d\n", i);
+    put(&t, FLOW1 "      - request: { url: *a99999 }\n      - request: { url: *a5 }\n");
+    struct sq_plan *p = load_ok(&t);
+    const char *s;
+    size_t len;
+    assert_true(sq_tmpl_static(p->scenarios[0].steps[0].req.url, &s, &len));
+    assert_int_equal(len, 7);
+    assert_memory_equal(s, "/p99999", 7);
+    assert_true(sq_tmpl_static(p->scenarios[0].steps[1].req.url, &s, &len));
+    assert_int_equal(len, 6);
+    assert_memory_equal(s, "/again", 6);
+    sq_plan_free(p);
+    free(t.p);
+}
+
+/* Merge keys over mappings large enough for the hashed path keep YAML's rule: the mapping's own
+ * keys win, then earlier merges; a duplicate own key is still an error. */
+static void large_merges(void **state)
+{
+    (void)state;
+    struct text t = {0};
+    put(&t, "target: http://127.0.0.1:8080\nx-one: &one\n");
+    for (int i = 0; i < 40; i++)
+        put(&t, "  v%d: one%d\n", i, i);
+    put(&t, "x-two: &two\n");
+    for (int i = 0; i < 60; i++)
+        put(&t, "  v%d: two%d\n", i, i);
+    put(&t, "vars:\n  <<: [*one, *two]\n  v3: own\n" FLOW1
+            "      - request: { url: \"/{{v3}}/{{v39}}/{{v59}}\" }\n");
+    struct sq_plan *p = load_ok(&t);
+    assert_int_equal(p->nvars, 60);
+    assert_string_equal(p->vars[0].name, "v3"); /* own keys first */
+    const char *s;
+    size_t len;
+    assert_true(sq_tmpl_static(p->scenarios[0].steps[0].req.url, &s, &len));
+    assert_int_equal(len, strlen("/own/one39/two59"));
+    assert_memory_equal(s, "/own/one39/two59", len);
+    sq_plan_free(p);
+
+    t.len = 0;
+    put(&t, "target: http://127.0.0.1:8080\nx-one: &one\n");
+    for (int i = 0; i < 40; i++)
+        put(&t, "  v%d: one\n", i);
+    put(&t, "vars:\n  <<: *one\n  w: 1\n  w: 2\n" FLOW1 "      - request: { url: / }\n");
+    struct sq_plan_error e = load_err(&t, "duplicate key 'w' (first at line 45)");
+    assert_int_equal(e.loc.line, 46);
+    free(t.p);
+}
+
+/* Many scenarios, steps, headers, extracts and thresholds: each name check is a lookup. */
+static void many_names(void **state)
+{
+    (void)state;
+    struct text t = {0};
+    put(&t, "target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: per-vu-iterations\n"
+            "    flow:\n");
+    for (int i = 0; i < 20000; i++)
+        put(&t,
+            "      - { name: st%d, request: { url: \"/{{e%d}}\", headers: { X-A: a, x-b: b } }, "
+            "extract: { e%d: { header: X-E } } }\n",
+            i, i, i);
+    put(&t, "thresholds:\n");
+    for (int i = 0; i < 20000; i += 7)
+        put(&t, "  \"http_req_duration{step:st%d}\": [\"p(95) < 100\"]\n", i);
+    struct sq_plan *p = load_ok(&t);
+    assert_int_equal(p->scenarios[0].nsteps, 20000);
+    assert_int_equal(p->scenarios[0].nvars, 20000);
+    assert_int_equal(p->scenarios[0].steps[19999].extract[0].var, 19999);
+    assert_int_equal(p->nthresholds, (20000 + 6) / 7);
+    sq_plan_free(p);
+
+    t.len = 0;
+    put(&t, "target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: per-vu-iterations\n"
+            "    flow:\n");
+    for (int i = 0; i < 1000; i++)
+        put(&t, "      - { name: st%d, request: { url: / } }\n", i);
+    put(&t, "      - { name: st500, request: { url: / } }\n");
+    struct sq_plan_error e = load_err(&t, "duplicate step name 'st500' (first at line 506)");
+    assert_int_equal(e.loc.line, 1006);
+    free(t.p);
+}
+
+/* The documented limits, each refused with a message that names it. */
+static void limits(void **state)
+{
+    (void)state;
+    /* nodes: counted while the syntax is checked, so an oversized plan stops early */
+    struct text t = {0};
+    put(&t, "target: http://127.0.0.1:8080\nx-big: [");
+    for (int i = 0; i < 1000000; i++)
+        put(&t, "0,");
+    put(&t, "0]\n" FLOW1 "      - request: { url: / }\n");
+    struct sq_plan_error e =
+        load_err(&t, "the plan has more than 1000000 YAML nodes, the limit for a plan");
+    assert_int_equal(e.loc.line, 2);
+    /* the node past the limit: the root mapping, target and its value, x-big and the list come
+     * first, so it is the list's 999,996th item, in column 9 + 2 * 999,995 */
+    assert_int_equal(e.loc.col, 1999999);
+    /* just under it loads */
+    t.len = 0;
+    put(&t, "target: http://127.0.0.1:8080\nx-big: [");
+    for (int i = 0; i < 999980; i++)
+        put(&t, "0,");
+    put(&t, "0]\n" FLOW1 "      - request: { url: / }\n");
+    sq_plan_free(load_ok(&t));
+
+    /* the weight with aliases expanded: a billion laughs stops at the alias that passes it */
+    t.len = 0;
+    put(&t, "target: http://127.0.0.1:8080\n"
+            "x-0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for (int i = 1; i < 9; i++)
+        put(&t, "x-%d: &l%d [*l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d]\n", i, i,
+            i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1);
+    put(&t, FLOW1 "      - request: { url: / }\n");
+    e = load_err(&t, "aliases expand the plan past 32 MiB, the limit for a plan with its aliases "
+                     "expanded");
+    assert_int_equal(e.loc.line, 8); /* x-6: 11 * 10^6 bytes of "lol" and more, x-7 passes */
+    /* a json body that aliases multiply is caught by the same limit */
+    t.len = 0;
+    put(&t, "target: http://127.0.0.1:8080\nx-s: &s \"%0*d\"\nx-l: &l [", 1000000, 0);
+    for (int i = 0; i < 40; i++)
+        put(&t, "*s, ");
+    put(&t, "*s]\n" FLOW1 "      - request: { url: /, json: [*l] }\n");
+    load_err(&t, "aliases expand the plan past 32 MiB");
+
+    /* bytes: by the string's length, and by the file's size before reading it */
+    char *big = malloc((16u << 20) + 2);
+    assert_non_null(big);
+    memset(big, '#', (16u << 20) + 1);
+    big[(16u << 20) + 1] = '\0';
+    struct sq_plan *p = NULL;
+    assert_int_equal(sq_plan_load_string("big.yaml", big, (16u << 20) + 1, &p, &e), -SQ_EPARSE);
+    assert_string_equal(e.msg, "the plan is larger than 16 MiB, the limit for a plan file (see "
+                               "docs/plans.md, Limits)");
+    free(big);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/big.yaml", tmpdir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), 50 << 20), 0); /* sparse: nothing to read */
+    fclose(f);
+    int64_t t0 = sq_now_ns();
+    assert_int_equal(sq_plan_load(path, &p, &e), -SQ_EPARSE);
+    assert_true(sq_now_ns() - t0 < SQ_NS_PER_S);
+    assert_string_equal(e.msg, "the plan is larger than 16 MiB, the limit for a plan file (see "
+                               "docs/plans.md, Limits)");
+    unlink(path);
+
+    /* headers: 100 per request, the defaults' included */
+    t.len = 0;
+    put(&t, "target: http://127.0.0.1:8080\ndefaults:\n  headers:\n");
+    for (int i = 0; i < 60; i++)
+        put(&t, "    D%d: d\n", i);
+    put(&t, FLOW1 "      - request:\n          url: /\n          headers:\n");
+    for (int i = 0; i < 40; i++)
+        put(&t, "            S%d: s\n", i);
+    put(&t, "            D0: replaced\n");
+    p = load_ok(&t);
+    assert_int_equal(p->scenarios[0].steps[0].req.nheaders, 100);
+    assert_string_equal(p->scenarios[0].steps[0].req.headers[0].name, "D0");
+    sq_plan_free(p);
+    t.len -= strlen("            D0: replaced\n");
+    put(&t, "            S40: one too many\n");
+    e = load_err(&t, "more than 100 headers in one request (the defaults' included), the limit "
+                     "for a request");
+    assert_string_equal(e.key, "scenarios.s.flow[0].request.headers.S40");
+    free(t.p);
+}
+
+/* A directory where a file is expected says so (it said "Input/output error"). */
+static void directories(void **state)
+{
+    (void)state;
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    assert_int_equal(sq_plan_load(tmpdir, &p, &e), -EISDIR);
+    char full[600];
+    sq_plan_error_format(&e, full, sizeof(full));
+    char want[600];
+    snprintf(want, sizeof(want), "%s: cannot read the plan: it is a directory", tmpdir);
+    assert_string_equal(full, want);
+    expect_err(HEAD "      - request: { url: /, file: . }\n", "7:34",
+               "scenarios.s.flow[0].request.file", "/.: is a directory, not a file");
+    expect_err("target: http://127.0.0.1:8080\ndata:\n  u: { csv: . }\nscenarios:\n  s:\n"
+               "    executor: per-vu-iterations\n    flow: [ { request: { url: / } } ]\n",
+               "3:13", "data.u.csv", "/.: cannot read: Is a directory");
+}
+
+/* The loader's string map: add keeps the first value, set replaces, case folding on demand,
+ * growth past many keys. */
+static void string_map(void **state)
+{
+    (void)state;
+    struct sq_plan__map m;
+    sq_plan__map_init(&m, false);
+    uintptr_t v = 0;
+    assert_false(sq_plan__map_get(&m, "a", 1, &v));
+    assert_int_equal(sq_plan__map_add(&m, "a", 1, 7, NULL), 1);
+    assert_int_equal(sq_plan__map_add(&m, "a", 1, 8, &v), 0);
+    assert_int_equal(v, 7);
+    assert_int_equal(sq_plan__map_set(&m, "a", 1, 9), 0);
+    assert_true(sq_plan__map_get(&m, "a", 1, &v));
+    assert_int_equal(v, 9);
+    assert_false(sq_plan__map_get(&m, "A", 1, NULL));
+    assert_false(sq_plan__map_get(&m, "a\0", 2, NULL)); /* lengths count */
+    static char keys[5000][8];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+        assert_int_equal(sq_plan__map_add(&m, keys[i], strlen(keys[i]), (uintptr_t)i, NULL), 1);
+    }
+    for (int i = 0; i < 5000; i++) {
+        assert_true(sq_plan__map_get(&m, keys[i], strlen(keys[i]), &v));
+        assert_int_equal(v, i);
+    }
+    assert_int_equal(m.n, 5001);
+    sq_plan__map_dispose(&m);
+    sq_plan__map_init(&m, true);
+    assert_int_equal(sq_plan__map_add(&m, "Content-Type", 12, 1, NULL), 1);
+    assert_true(sq_plan__map_get(&m, "content-TYPE", 12, &v));
+    assert_int_equal(sq_plan__map_add(&m, "CONTENT-type", 12, 2, &v), 0);
+    assert_int_equal(v, 1);
+    sq_plan__map_dispose(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +1041,10 @@ int main(void)
         cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
         cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
         cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),          cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -136,36 +136,6 @@ static void test_json_escape(void **state)
     check_escape("\xed\xa0\x80", 3, "\\u00ed\\u00a0\\u0080"); /* surrogate */
 }
 
-static void test_utf8_base64(void **state)
-{
-    (void)state;
-    assert_true(sq_target_utf8_valid("", 0));
-    assert_true(sq_target_utf8_valid("abc\xc3\xa9\xe2\x98\x83", 8));
-    assert_false(sq_target_utf8_valid("\xc3", 1));
-    assert_false(sq_target_utf8_valid("\xc0\x80", 2));
-    assert_false(sq_target_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
-    assert_false(sq_target_utf8_valid("\x80", 1));
-
-    static const struct {
-        const char *in, *out;
-    } v[] = {{"", ""},
-             {"f", "Zg=="},
-             {"fo", "Zm8="},
-             {"foo", "Zm9v"},
-             {"foob", "Zm9vYg=="},
-             {"fooba", "Zm9vYmE="},
-             {"foobar", "Zm9vYmFy"}};
-    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-        char out[16];
-        size_t n = sq_target_base64(out, v[i].in, strlen(v[i].in));
-        assert_int_equal(n, strlen(v[i].out));
-        assert_memory_equal(out, v[i].out, n);
-    }
-    char out[8];
-    assert_int_equal(sq_target_base64(out, "\xff\x00\xfe", 3), 4);
-    assert_memory_equal(out, "/wD+", 4);
-}
-
 static void test_counters(void **state)
 {
     (void)state;
@@ -858,7 +828,6 @@ int main(void)
         cmocka_unit_test(test_route),
         cmocka_unit_test(test_parse_u64),
         cmocka_unit_test(test_json_escape),
-        cmocka_unit_test(test_utf8_base64),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_gaps),
         cmocka_unit_test(test_reason),

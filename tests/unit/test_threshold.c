@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/run.h"
+#include "plan/metrics.h"
 #include "plan/threshold.h"
 
 struct ok_case {
@@ -362,14 +364,62 @@ static void test_sel_prefixes(void **state)
     }
 }
 
+/* The metric registry: unique names that find themselves, the kinds k6 gives them, the
+ * aggregations each kind takes, and the engine's phases among the whole-run trends. */
+static void test_metric_registry(void **state)
+{
+    (void)state;
+    for (int i = 0; i < SQ_METRIC__COUNT; i++) {
+        const char *n = sq_metric_name((enum sq_metric)i);
+        assert_int_equal(sq_metric_find(n, strlen(n)), i);
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(n, sq_metric_name((enum sq_metric)j));
+    }
+    assert_int_equal(sq_metric_find("http_req", 8), -1); /* a prefix is not a name */
+    assert_int_equal(sq_metric_find("http_reqs{", 10), -1);
+    assert_int_equal(sq_metric_find("", 0), -1);
+    assert_string_equal(sq_metric_name(SQ_METRIC__COUNT), "?");
+    assert_int_equal(sq_metric_kind(SQ_METRIC_HTTP_REQS), SQ_MK_COUNTER);
+    assert_int_equal(sq_metric_kind(SQ_METRIC_HTTP_REQ_FAILED), SQ_MK_RATE);
+    assert_int_equal(sq_metric_kind(SQ_METRIC_CHECKS), SQ_MK_RATE);
+    assert_int_equal(sq_metric_kind(SQ_METRIC_VUS_MAX), SQ_MK_GAUGE);
+    assert_int_equal(sq_metric_kind(SQ_METRIC_ITERATION_DURATION), SQ_MK_TREND);
+    assert_int_equal(sq_metric_scope(SQ_METRIC_HTTP_REQ_DURATION), SQ_MS_STEP);
+    assert_int_equal(sq_metric_scope(SQ_METRIC_DATA_SENT), SQ_MS_SCENARIO);
+    assert_true(sq_metric_agg_fits(SQ_MK_COUNTER, SQ_TH_COUNT));
+    assert_true(sq_metric_agg_fits(SQ_MK_COUNTER, SQ_TH_RATE));
+    assert_false(sq_metric_agg_fits(SQ_MK_COUNTER, SQ_TH_PCT));
+    assert_true(sq_metric_agg_fits(SQ_MK_RATE, SQ_TH_RATE));
+    assert_false(sq_metric_agg_fits(SQ_MK_RATE, SQ_TH_COUNT));
+    assert_true(sq_metric_agg_fits(SQ_MK_GAUGE, SQ_TH_VALUE));
+    assert_false(sq_metric_agg_fits(SQ_MK_GAUGE, SQ_TH_MAX));
+    assert_true(sq_metric_agg_fits(SQ_MK_TREND, SQ_TH_PCT));
+    assert_false(sq_metric_agg_fits(SQ_MK_TREND, SQ_TH_VALUE));
+    assert_string_equal(sq_metric_kind_aggs(SQ_MK_RATE), "a rate: rate");
+    /* Every engine phase is a whole-run trend of the registry, and every whole-run metric is a
+     * phase: the evaluator finds a phase's histogram by this name. */
+    int run_scope = 0;
+    for (int i = 0; i < SQ_METRIC__COUNT; i++)
+        run_scope += sq_metric_scope((enum sq_metric)i) == SQ_MS_RUN;
+    assert_int_equal(run_scope, SQ_PHASE_COUNT);
+    for (int k = 0; k < SQ_PHASE_COUNT; k++) {
+        const char *n = sq_phase_metric((enum sq_phase)k);
+        int m = sq_metric_find(n, strlen(n));
+        assert_true(m >= 0);
+        assert_int_equal(sq_metric_scope((enum sq_metric)m), SQ_MS_RUN);
+        assert_int_equal(sq_metric_kind((enum sq_metric)m), SQ_MK_TREND);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_expr_ok),       cmocka_unit_test(test_expr_errors),
-        cmocka_unit_test(test_expr_prefixes), cmocka_unit_test(test_expr_long_text),
-        cmocka_unit_test(test_expr_holds),    cmocka_unit_test(test_op_str),
-        cmocka_unit_test(test_sel_ok),        cmocka_unit_test(test_sel_values),
-        cmocka_unit_test(test_sel_errors),    cmocka_unit_test(test_sel_prefixes),
+        cmocka_unit_test(test_expr_ok),         cmocka_unit_test(test_expr_errors),
+        cmocka_unit_test(test_expr_prefixes),   cmocka_unit_test(test_expr_long_text),
+        cmocka_unit_test(test_expr_holds),      cmocka_unit_test(test_op_str),
+        cmocka_unit_test(test_sel_ok),          cmocka_unit_test(test_sel_values),
+        cmocka_unit_test(test_sel_errors),      cmocka_unit_test(test_sel_prefixes),
+        cmocka_unit_test(test_metric_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,12 +1,16 @@
-/* engine/thresholds.h - evaluating a plan's thresholds against a run's merged figures.
+/* engine/verdict.h - evaluating a plan's thresholds against a run's merged figures: the verdicts.
+ *
+ * The thresholds themselves are parsed and checked by the plan loader (plan/threshold.c); which
+ * metric is a counter, a rate, a gauge or a trend, and where the engine keeps it, comes from the
+ * one metric table (plan/metrics.h).
  *
  * Metric values follow k6: time metrics in milliseconds, rates as fractions, counters as counts
  * (rate: per second of the run). Tags select steps (step, method, status) and scenarios
  * (scenario); status selects the step's per-status histograms and counts. A metric with no
  * sample evaluates as 0 (k6's behaviour) and is flagged no_data so the summary can say so.
  */
-#ifndef SQ_ENGINE_THRESHOLDS_H
-#define SQ_ENGINE_THRESHOLDS_H
+#ifndef SQ_ENGINE_VERDICT_H
+#define SQ_ENGINE_VERDICT_H
 
 #include <stdbool.h>
 #include <stddef.h>

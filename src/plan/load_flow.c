@@ -1,0 +1,1142 @@
+/* plan/load_flow.c - the plan loader's scenarios: executors, steps, requests, extracts and
+ * checks (see load.c for the whole and load_internal.h for the tree and its typed access).
+ *
+ * A scenario's executor keys are checked against a table of what each executor takes and needs,
+ * then sq_exec_prepare() validates the numbers and its complaint is mapped back onto the key it
+ * is about. Each step compiles its request (url, headers with the defaults, one body), its
+ * extractors into the scenario's variable slots and its checks.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "base/file.h"
+#include "base/parse.h"
+#include "base/text.h"
+#include "plan/load_internal.h"
+
+#define MAX_FILE_BODY  (64u << 20) /* a `file:` body */
+#define MAX_VUS        1000000
+#define MAX_ITERATIONS 1000000000000ull
+
+/* ------------------------------------------------------------------------------------------ */
+/* Executors                                                                                  */
+
+enum {
+    F_VUS = 1 << 0,
+    F_DURATION = 1 << 1,
+    F_ITERATIONS = 1 << 2,
+    F_RATE = 1 << 3,
+    F_TIME_UNIT = 1 << 4,
+    F_START_RATE = 1 << 5,
+    F_START_VUS = 1 << 6,
+    F_PREALLOC = 1 << 7,
+    F_MAX_VUS = 1 << 8,
+    F_STAGES = 1 << 9,
+    F_MAX_DURATION = 1 << 10,
+    F_PACING = 1 << 11,
+};
+
+static const char *const exec_keys[] = {"vus",      "duration",  "iterations",  "rate",
+                                        "timeUnit", "startRate", "startVUs",    "preAllocatedVUs",
+                                        "maxVUs",   "stages",    "maxDuration", "pacing"};
+
+static const struct {
+    unsigned allowed, required;
+} exec_fields[SQ_EXEC__COUNT] = {
+    [SQ_EXEC_CONSTANT_VUS] = {F_VUS | F_DURATION | F_PACING, F_DURATION},
+    [SQ_EXEC_RAMPING_VUS] = {F_START_VUS | F_STAGES | F_PACING, F_STAGES},
+    [SQ_EXEC_CONSTANT_ARRIVAL_RATE] = {F_RATE | F_TIME_UNIT | F_DURATION | F_PREALLOC | F_MAX_VUS,
+                                       F_RATE | F_DURATION | F_PREALLOC},
+    [SQ_EXEC_RAMPING_ARRIVAL_RATE] = {F_START_RATE | F_TIME_UNIT | F_STAGES | F_PREALLOC |
+                                          F_MAX_VUS,
+                                      F_STAGES | F_PREALLOC},
+    [SQ_EXEC_PER_VU_ITERATIONS] = {F_VUS | F_ITERATIONS | F_MAX_DURATION | F_PACING, 0},
+    [SQ_EXEC_SHARED_ITERATIONS] = {F_VUS | F_ITERATIONS | F_MAX_DURATION | F_PACING, 0},
+};
+
+static const char *const scenario_common[] = {"executor", "flow", "startTime", "gracefulStop",
+                                              "cookies"};
+
+static int load_stages(struct ld *L, const struct ynode *n, struct sq_exec *e, bool vus)
+{
+    int rc;
+    if (n->kind == Y_SCALAR) {
+        const char *why;
+        if (sq_exec_parse_stages(e, n->s, &why) < 0)
+            return sq_plan__fail(L, n, "%s", why);
+        return 0;
+    }
+    if (n->kind != Y_SEQ)
+        return sq_plan__fail(L, n, "expected a list of { duration, target }, got %s",
+                             sq_plan__kind_name(n));
+    if (n->nitems == 0)
+        return sq_plan__fail(L, n, "at least one stage is needed");
+    if (n->nitems > SQ_EXEC_MAX_STAGES)
+        return sq_plan__fail(L, n->items[SQ_EXEC_MAX_STAGES], "at most %d stages",
+                             SQ_EXEC_MAX_STAGES);
+    static const char *const keys[] = {"duration", "target"};
+    for (size_t i = 0; i < n->nitems; i++) {
+        const struct ynode *s = n->items[i];
+        size_t mark = sq_plan__path_push(L, "[%zu]", i);
+        if ((rc = sq_plan__want_map(L, s, "a stage like { duration: 30s, target: 100 }")) < 0 ||
+            (rc = sq_plan__check_keys(L, s, keys, 2)) < 0)
+            return rc;
+        const struct ynode *d = sq_plan__get(s, "duration"), *t = sq_plan__get(s, "target");
+        if (!d || !t)
+            return sq_plan__fail(L, s, "missing key '%s' (a stage is { duration, target })",
+                                 d ? "target" : "duration");
+        size_t m2 = sq_plan__path_key(L, "duration");
+        if ((rc = sq_plan__get_duration(L, d, &e->stages[i].duration_ns)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m2);
+        m2 = sq_plan__path_key(L, "target");
+        if (vus) {
+            uint64_t v;
+            if ((rc = sq_plan__get_u64(L, t, 0, MAX_VUS, &v)) < 0)
+                return rc;
+            e->stages[i].target = (double)v;
+        } else if ((rc = sq_plan__get_number(L, t, 0, &e->stages[i].target)) < 0) {
+            return rc;
+        }
+        sq_plan__path_pop(L, m2);
+        sq_plan__path_pop(L, mark);
+    }
+    e->nstages = (uint32_t)n->nitems;
+    return 0;
+}
+
+/* Maps sq_exec_prepare's complaint ("duration: must be positive") onto the plan key it is
+ * about, in the plan's spelling. */
+static int exec_error(struct ld *L, const struct ynode *sc_key, const struct ynode *sc,
+                      const struct sq_exec *e, const char *why)
+{
+    static const struct {
+        const char *prefix, *key;
+    } map[] = {
+        {"max-in-flight", "maxVUs"},
+        {"preAllocatedVUs", "preAllocatedVUs"},
+        {"timeUnit", "timeUnit"},
+        {"startRate", "startRate"},
+        {"vus", "vus"},
+        {"duration", "duration"},
+        {"rate", "rate"},
+        {"stages", "stages"},
+        {"iterations", "iterations"},
+        {"pacing", "pacing"},
+    };
+    const char *key = NULL, *rest = why;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(map); i++) {
+        size_t pl = strlen(map[i].prefix);
+        if (strncmp(why, map[i].prefix, pl) == 0) {
+            key = map[i].key;
+            rest = why + pl;
+            break;
+        }
+    }
+    if (key && !strcmp(key, "vus") && sq_exec_is_open(e))
+        key = "preAllocatedVUs";
+    const struct ynode *at = key ? sq_plan__get(sc, key) : NULL;
+    if (!key)
+        return sq_plan__fail(L, sc_key, "%s", why);
+    if (!strncmp(rest, " (connections)", 14))
+        rest += 14;
+    if (*rest == ':')
+        rest++;
+    while (*rest == ' ')
+        rest++;
+    sq_plan__path_key(L, key);
+    if (!strcmp(key, "maxVUs"))
+        rest = "must be at least preAllocatedVUs";
+    return sq_plan__fail(L, at ? at : sc_key, "%s", rest);
+}
+
+static int load_executor(struct ld *L, const struct ynode *key, const struct ynode *n,
+                         struct sq_plan_scenario *sc)
+{
+    int rc;
+    const struct ynode *ex = sq_plan__get(n, "executor");
+    if (!ex)
+        return sq_plan__fail(L, key,
+                             "missing key 'executor' (one of constant-vus, ramping-vus, "
+                             "constant-arrival-rate, ramping-arrival-rate, per-vu-iterations, "
+                             "shared-iterations)");
+    size_t mark = sq_plan__path_key(L, "executor");
+    if ((rc = sq_plan__want_string(L, ex, "an executor name")) < 0)
+        return rc;
+    int kind = sq_exec_kind_from_name(ex->s);
+    if (kind < 0) {
+        struct sq_suggest s;
+        char tail[96];
+        sq_suggest_init(&s, ex->s, ex->len);
+        for (int i = 0; i < SQ_EXEC__COUNT; i++)
+            sq_suggest_try(&s, sq_exec_name((enum sq_exec_kind)i));
+        if (s.best)
+            return sq_plan__fail(L, ex, "unknown executor '%.60s'%s", ex->s,
+                                 sq_suggest_tail(&s, tail, sizeof(tail)));
+        return sq_plan__fail(L, ex,
+                             "unknown executor '%.60s' (expected constant-vus, ramping-vus, "
+                             "constant-arrival-rate, ramping-arrival-rate, per-vu-iterations or "
+                             "shared-iterations)",
+                             ex->s);
+    }
+    sq_plan__path_pop(L, mark);
+    unsigned allowed = exec_fields[kind].allowed, required = exec_fields[kind].required;
+
+    /* keys: the common ones plus the executor's own */
+    const char *keys[SQ_ARRAY_LEN(scenario_common) + SQ_ARRAY_LEN(exec_keys)];
+    size_t nkeys = 0;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(scenario_common); i++)
+        keys[nkeys++] = scenario_common[i];
+    for (size_t i = 0; i < SQ_ARRAY_LEN(exec_keys); i++)
+        if (allowed & (1u << i))
+            keys[nkeys++] = exec_keys[i];
+    for (size_t i = 0; i < n->npairs; i++) {
+        const struct ynode *k = n->pairs[i].key;
+        for (size_t j = 0; j < SQ_ARRAY_LEN(exec_keys); j++) {
+            if (strcmp(k->s, exec_keys[j]) == 0 && !(allowed & (1u << j))) {
+                char list[160] = "";
+                size_t used = 0;
+                for (size_t x = 0; x < SQ_ARRAY_LEN(exec_keys) && used < sizeof(list); x++)
+                    if (allowed & (1u << x))
+                        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
+                                                 used ? ", " : "", exec_keys[x]);
+                return sq_plan__fail(L, k, "'%s' does not apply to %s (it takes %s)", k->s,
+                                     sq_exec_name((enum sq_exec_kind)kind), list);
+            }
+        }
+    }
+    if ((rc = sq_plan__check_keys(L, n, keys, nkeys)) < 0)
+        return rc;
+    for (size_t j = 0; j < SQ_ARRAY_LEN(exec_keys); j++)
+        if ((required & (1u << j)) && !sq_plan__get(n, exec_keys[j]))
+            return sq_plan__fail(L, key, "missing key '%s' (%s needs it)", exec_keys[j],
+                                 sq_exec_name((enum sq_exec_kind)kind));
+
+    struct sq_exec *e = &sc->exec;
+    memset(e, 0, sizeof(*e));
+    e->kind = (enum sq_exec_kind)kind;
+    e->vus = 1;
+    e->start_vus = 1;
+    e->iterations = 1;
+    e->graceful_stop_ns = 30 * SQ_NS_PER_S; /* k6's default */
+    for (size_t i = 0; i < n->npairs; i++) {
+        const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
+        const char *name = k->s;
+        uint64_t u;
+        size_t m2 = sq_plan__path_key(L, name);
+        rc = 0;
+        if (!strcmp(name, "vus") || !strcmp(name, "preAllocatedVUs")) {
+            if ((rc = sq_plan__get_u64(L, v, 1, MAX_VUS, &u)) == 0)
+                e->vus = (uint32_t)u;
+        } else if (!strcmp(name, "startVUs")) {
+            if ((rc = sq_plan__get_u64(L, v, 0, MAX_VUS, &u)) == 0)
+                e->start_vus = (uint32_t)u;
+        } else if (!strcmp(name, "maxVUs")) {
+            if ((rc = sq_plan__get_u64(L, v, 1, 10 * (uint64_t)MAX_VUS, &u)) == 0)
+                e->max_in_flight = u;
+        } else if (!strcmp(name, "iterations")) {
+            if ((rc = sq_plan__get_u64(L, v, 1, MAX_ITERATIONS, &u)) == 0)
+                e->iterations = u;
+        } else if (!strcmp(name, "duration")) {
+            rc = sq_plan__get_duration(L, v, &e->duration_ns);
+        } else if (!strcmp(name, "maxDuration")) {
+            rc = sq_plan__get_duration(L, v, &e->max_duration_ns);
+        } else if (!strcmp(name, "gracefulStop")) {
+            rc = sq_plan__get_duration(L, v, &e->graceful_stop_ns);
+        } else if (!strcmp(name, "pacing")) {
+            rc = sq_plan__get_duration(L, v, &e->pacing_ns);
+        } else if (!strcmp(name, "timeUnit")) {
+            rc = sq_plan__get_duration(L, v, &e->time_unit_ns);
+            if (rc == 0 && e->time_unit_ns <= 0)
+                rc = sq_plan__fail(L, v, "timeUnit must be longer than 0");
+        } else if (!strcmp(name, "startTime")) {
+            rc = sq_plan__get_duration(L, v, &sc->start_ns);
+        } else if (!strcmp(name, "rate")) {
+            rc = sq_plan__get_number(L, v, 0, &e->rate);
+        } else if (!strcmp(name, "startRate")) {
+            rc = sq_plan__get_number(L, v, 0, &e->start_rate);
+        } else if (!strcmp(name, "stages")) {
+            rc = load_stages(L, v, e, kind == SQ_EXEC_RAMPING_VUS);
+        } else if (!strcmp(name, "cookies")) {
+            rc = sq_plan__get_bool(L, v, &sc->cookies);
+        }
+        if (rc < 0)
+            return rc;
+        sq_plan__path_pop(L, m2);
+    }
+    if (sq_exec_is_open(e)) {
+        /* keep the schedule's arithmetic inside 64 bits: at most 10^15 arrivals */
+        double unit = (double)(e->time_unit_ns ? e->time_unit_ns : SQ_NS_PER_S), total = 0;
+        if (kind == SQ_EXEC_CONSTANT_ARRIVAL_RATE) {
+            total = e->rate * (double)e->duration_ns / unit;
+        } else {
+            double from = e->start_rate;
+            for (uint32_t i = 0; i < e->nstages; i++) {
+                total += (from + e->stages[i].target) / 2 * (double)e->stages[i].duration_ns / unit;
+                from = e->stages[i].target;
+            }
+        }
+        if (!(total <= 1e15))
+            return sq_plan__fail(
+                L, key, "the schedule has %.3g iterations (at most 1e15: lower the rate)", total);
+    }
+    const char *why = NULL;
+    if (sq_exec_prepare(e, &why) < 0)
+        return exec_error(L, key, n, e, why ? why : "invalid executor settings");
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Steps                                                                                      */
+
+/* Grows an array of n elements when n is 0 or a power of two: amortised linear appends without
+ * a capacity field. */
+static void *grow(void *v, size_t n, size_t size)
+{
+    if (n & (n - 1))
+        return v; /* room left */
+    size_t cap = n ? 2 * n : 1;
+    if (cap > SIZE_MAX / size)
+        return NULL;
+    return realloc(v, cap * size);
+}
+
+/* The slot of an extract variable of the scenario being loaded, added when new. */
+static int add_slot(struct ld *L, struct sq_plan_scenario *sc, const char *name, uint32_t *index)
+{
+    uintptr_t i;
+    if (sq_plan__map_get(&L->slots, name, strlen(name), &i)) {
+        *index = (uint32_t)i;
+        return 0;
+    }
+    char **nv = grow(sc->vars, sc->nvars, sizeof(*nv));
+    if (!nv)
+        return -ENOMEM;
+    sc->vars = nv;
+    sc->vars[sc->nvars] = strdup(name);
+    if (!sc->vars[sc->nvars])
+        return -ENOMEM;
+    *index = sc->nvars++;
+    return sq_plan__map_add(&L->slots, sc->vars[*index], strlen(name), *index, NULL) < 0 ? -ENOMEM
+                                                                                         : 0;
+}
+
+/* First pass over a flow: every extract key is a slot, in order of first appearance. */
+static int collect_slots(struct ld *L, const struct ynode *flow, struct sq_plan_scenario *sc)
+{
+    int rc;
+    for (size_t i = 0; i < flow->nitems; i++) {
+        const struct ynode *st = flow->items[i];
+        if (st->kind != Y_MAP)
+            continue; /* reported by the second pass */
+        const struct ynode *ex = sq_plan__get(st, "extract");
+        if (!ex || ex->kind != Y_MAP)
+            continue;
+        size_t mark = sq_plan__path_push(L, ".flow[%zu].extract", i);
+        for (size_t j = 0; j < ex->npairs; j++) {
+            const struct ynode *k = ex->pairs[j].key;
+            if (!sq_plan__is_ident(k->s))
+                return sq_plan__fail(L, k,
+                                     "'%.60s' is not a variable name (letters, digits and '_', not "
+                                     "starting with a digit)",
+                                     k->s);
+            if (sq_plan__map_get(&L->vars, k->s, strlen(k->s), NULL))
+                return sq_plan__fail(L, k,
+                                     "'%s' is already a plan variable (vars): extract into another "
+                                     "name",
+                                     k->s);
+            uint32_t idx;
+            if ((rc = add_slot(L, sc, k->s, &idx)) < 0)
+                return rc;
+        }
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
+/* Compiles the headers of mapping h into r. names maps the headers r has so far (their YAML
+ * keys, ignoring case) to their index: a step's header replaces the default of the same name in
+ * its place; from_defaults, every header is new. */
+static int load_headers(struct ld *L, const struct ynode *h, struct sq_plan_request *r,
+                        struct rctx *R, bool from_defaults, struct sq_plan__map *names)
+{
+    int rc;
+    struct sq_plan__map own; /* h's names so far -> their pair: names differing only in case
+                                are one header */
+    sq_plan__map_init(&own, true);
+    for (size_t i = 0; i < h->npairs; i++) {
+        const struct ynode *k = h->pairs[i].key, *v = h->pairs[i].val;
+        rc = 0;
+        if (!sq_plan__is_token(k->s)) {
+            rc = sq_plan__fail(
+                L, k, "'%.60s' is not a header name (letters, digits and -!#$%%&'*+.^_`|~)", k->s);
+            break;
+        }
+        size_t mark = sq_plan__path_key(L, k->s);
+        if ((rc = sq_plan__want_scalar(L, v, "a header value")) < 0)
+            break;
+        if (strpbrk(v->s, "\r\n") || strlen(v->s) != v->len) {
+            rc = sq_plan__fail(L, v, "a header value cannot contain line breaks or NUL bytes");
+            break;
+        }
+        uintptr_t j = 0;
+        size_t kl = strlen(k->s);
+        if ((rc = sq_plan__map_add(&own, k->s, kl, i, &j)) < 0)
+            break;
+        if (rc == 0) {
+            const struct ynode *first = h->pairs[j].key;
+            rc = sq_plan__fail(L, k, "header '%s' is set twice (first at line %u)", k->s,
+                               first->loc.line);
+            break;
+        }
+        uintptr_t at = 0;
+        bool replace = !from_defaults && sq_plan__map_get(names, k->s, kl, &at);
+        if (!replace && r->nheaders == SQ_PLAN_MAX_HEADERS) {
+            rc = sq_plan__fail(L, k,
+                               "more than %d headers in one request (the defaults' included), "
+                               "the limit for a request (see docs/plans.md, Limits)",
+                               SQ_PLAN_MAX_HEADERS);
+            break;
+        }
+        struct sq_tmpl *t = NULL;
+        if ((rc = sq_plan__compile_scalar(L, v, SQ_TMPL_ESC_NONE, R, &t)) < 0)
+            break;
+        if (replace) { /* the step's header replaces the default's, in its place */
+            char *nn = strdup(k->s);
+            if (!nn) {
+                sq_tmpl_free(t);
+                rc = -ENOMEM;
+                break;
+            }
+            free(r->headers[at].name);
+            r->headers[at].name = nn;
+            sq_tmpl_free(r->headers[at].value);
+            r->headers[at].value = t;
+        } else {
+            struct sq_plan_header *nh = &r->headers[r->nheaders];
+            nh->name = strdup(k->s);
+            nh->value = t;
+            r->nheaders++;
+            if (!nh->name || sq_plan__map_add(names, k->s, kl, r->nheaders - 1, NULL) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+        }
+        sq_plan__path_pop(L, mark);
+        rc = 0;
+    }
+    sq_plan__map_dispose(&own);
+    return rc;
+}
+
+/* url: "/path?q" (a template) or an absolute URL on the target's origin. */
+static int load_url(struct ld *L, const struct ynode *n, struct sq_plan_request *r, struct rctx *R)
+{
+    int rc = sq_plan__want_string(L, n, "a path like /items or a URL on the target");
+    if (rc < 0)
+        return rc;
+    r->url_src = strdup(n->s);
+    if (!r->url_src)
+        return -ENOMEM;
+    const char *s = n->s;
+    size_t skip = 0;
+    if (s[0] != '/') {
+        const char *sep = strstr(s, "://");
+        if (!sep || (strncasecmp(s, "http://", 7) && strncasecmp(s, "https://", 8)))
+            return sq_plan__fail(L, n,
+                                 "expected a path starting with '/' or an http(s):// URL on the "
+                                 "target, got '%.60s'",
+                                 s);
+        const char *end = sep + 3;
+        while (*end && *end != '/' && *end != '?')
+            end++;
+        char scheme[8], host[256];
+        unsigned port;
+        size_t olen = (size_t)(end - s);
+        if (memmem(s, olen, "{{", 2))
+            return sq_plan__fail(L, n,
+                                 "the scheme, host and port of a url are fixed text (templates go "
+                                 "in the path)");
+        if (!sq_plan__parse_origin(s, olen, scheme, host, sizeof(host), &port))
+            return sq_plan__fail(L, n, "malformed URL '%.60s'", s);
+        if (strcmp(scheme, L->scheme) || strcmp(host, L->host) || port != L->port)
+            return sq_plan__fail(
+                L, n,
+                "url '%.*s' is not on the target %s (a plan talks to one origin: use a "
+                "path like /x)",
+                (int)(olen > 60 ? 60 : olen), s, L->p->target);
+        skip = olen;
+    }
+    const char *path = s + skip;
+    size_t plen = n->len - skip;
+    char buf[8];
+    struct sq_buf tmp = {0};
+    if (plen == 0 || path[0] == '?') { /* "http://h:1" or "http://h:1?x" */
+        buf[0] = '/';
+        if ((rc = sq_buf_append(&tmp, buf, 1)) < 0 || (rc = sq_buf_append(&tmp, path, plen)) < 0) {
+            sq_buf_dispose(&tmp);
+            return rc;
+        }
+        path = tmp.p;
+        plen = tmp.len;
+    }
+    bool in_tag = false; /* blanks inside {{ }} are fine */
+    for (size_t i = 0; i < plen; i++) {
+        if (i >= 2) { /* a "{{" or "}}" that ends before i - 1 opens or closes a tag */
+            if (path[i - 2] == '{' && path[i - 1] == '{')
+                in_tag = true;
+            else if (path[i - 2] == '}' && path[i - 1] == '}')
+                in_tag = false;
+        }
+        if ((unsigned char)path[i] <= 0x20 || path[i] == 0x7f) {
+            if (!in_tag) {
+                sq_buf_dispose(&tmp);
+                return sq_plan__fail_at(
+                    L, sq_plan__value_loc(L, n, skip + i),
+                    "a url cannot contain spaces or control characters (write %%20)");
+            }
+        }
+    }
+    if (tmp.p) {
+        rc = sq_plan__compile_tmpl(L, n, false, path, plen, SQ_TMPL_ESC_NONE, R, &r->url);
+    } else {
+        /* offsets in the template are offsets in the value, shifted by the origin */
+        struct sq_tmpl_error te = {0};
+        R->have_msg = false;
+        rc = sq_tmpl_compile(path, plen, SQ_TMPL_ESC_NONE, sq_plan__resolve_name, R, &r->url, &te);
+        if (rc < 0 && rc != -ENOMEM)
+            rc = sq_plan__fail_at(L, sq_plan__value_loc(L, n, skip + te.offset), "%s",
+                                  R->have_msg ? R->msg : te.msg);
+    }
+    sq_buf_dispose(&tmp);
+    return rc;
+}
+
+static int load_body(struct ld *L, const struct ynode *req, struct sq_plan_request *r,
+                     struct rctx *R)
+{
+    static const char *const kinds[] = {"body", "json", "form", "file"};
+    const struct ynode *which = NULL, *wkey = NULL;
+    int rc;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(kinds); i++) {
+        const struct ynode *v = sq_plan__get(req, kinds[i]);
+        if (!v)
+            continue;
+        if (which)
+            return sq_plan__fail(L, sq_plan__get_key(req, kinds[i]),
+                                 "a request has one body: '%s' and '%s' are both set", wkey->s,
+                                 kinds[i]);
+        which = v;
+        wkey = sq_plan__get_key(req, kinds[i]);
+    }
+    if (!which)
+        return 0;
+    size_t mark = sq_plan__path_key(L, wkey->s);
+    if (!strcmp(wkey->s, "body")) {
+        if ((rc = sq_plan__want_scalar(L, which, "a text body")) < 0)
+            return rc;
+        r->body_kind = SQ_BODY_TEXT;
+        rc = sq_plan__compile_scalar(L, which, SQ_TMPL_ESC_NONE, R, &r->body);
+    } else if (!strcmp(wkey->s, "json")) {
+        if (which->kind == Y_SCALAR)
+            return sq_plan__fail(
+                L, which,
+                "expected a mapping or a list (the JSON document); for JSON text use "
+                "body: with a Content-Type header");
+        struct sq_buf b = {0};
+        rc = sq_plan__to_json(L, which, R, &b, 0);
+        if (rc == 0) {
+            r->body_kind = SQ_BODY_JSON;
+            r->content_type = "application/json";
+            rc = sq_plan__compile_tmpl(L, which, false, b.p, b.len, SQ_TMPL_ESC_JSON, R, &r->body);
+        }
+        sq_buf_dispose(&b);
+    } else if (!strcmp(wkey->s, "form")) {
+        if ((rc = sq_plan__want_map(L, which, "a mapping of form fields")) < 0)
+            return rc;
+        struct sq_buf b = {0};
+        for (size_t i = 0; rc == 0 && i < which->npairs; i++) {
+            const struct ynode *k = which->pairs[i].key, *v = which->pairs[i].val;
+            size_t m2 = sq_plan__path_key(L, k->s);
+            rc = sq_plan__want_scalar(L, v, "a form value");
+            if (rc == 0)
+                rc = sq_plan__precheck(L, v, R);
+            if (rc == 0 && i)
+                rc = sq_buf_append(&b, "&", 1);
+            if (rc == 0)
+                rc = sq_plan__lit_form(&b, k->s, k->len);
+            if (rc == 0)
+                rc = sq_buf_append(&b, "=", 1);
+            if (rc == 0 && !sq_plan__is_null(v))
+                rc = sq_plan__split_tags(&b, v->s, v->len, sq_plan__lit_form);
+            if (rc == 0)
+                sq_plan__path_pop(L, m2);
+        }
+        if (rc == 0) {
+            r->body_kind = SQ_BODY_FORM;
+            r->content_type = "application/x-www-form-urlencoded";
+            rc = sq_plan__compile_tmpl(L, which, false, b.p ? b.p : "", b.len, SQ_TMPL_ESC_FORM, R,
+                                       &r->body);
+        }
+        sq_buf_dispose(&b);
+    } else {
+        if ((rc = sq_plan__want_string(L, which, "a file path")) < 0)
+            return rc;
+        char full[4096];
+        if ((rc = sq_plan__relative_path(L, which, full, sizeof(full))) < 0)
+            return rc;
+        char *data = NULL;
+        size_t len = 0;
+        rc = sq_file_read(full, MAX_FILE_BODY, &data, &len);
+        if (rc == -SQ_ETOOBIG)
+            return sq_plan__fail(L, which, "%s: larger than %u MiB, the limit for a file body",
+                                 full, MAX_FILE_BODY >> 20);
+        if (rc == -EISDIR)
+            return sq_plan__fail(L, which, "%s: is a directory, not a file", full);
+        if (rc < 0 && rc != -ENOMEM)
+            return sq_plan__fail(L, which, "%s: %s", full, sq_strerror(rc));
+        if (rc == 0) {
+            r->body_kind = SQ_BODY_FILE;
+            r->body_file = strdup(which->s);
+            rc = sq_tmpl_new_literal(data, len, &r->body);
+            if (rc == 0 && !r->body_file)
+                rc = -ENOMEM;
+        }
+        free(data);
+    }
+    if (rc == 0)
+        sq_plan__path_pop(L, mark);
+    return rc;
+}
+
+static int load_request(struct ld *L, const struct ynode *n, struct sq_plan_request *r,
+                        struct rctx *R)
+{
+    static const char *const keys[] = {"method", "url",  "headers", "body",
+                                       "json",   "form", "file",    "timeout"};
+    int rc = sq_plan__want_map(L, n, "a mapping (method, url, headers, body...)");
+    if (rc == 0)
+        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    const struct ynode *v = sq_plan__get(n, "method");
+    size_t mark;
+    if (v) {
+        mark = sq_plan__path_key(L, "method");
+        if ((rc = sq_plan__want_string(L, v, "an HTTP method like GET or POST")) < 0)
+            return rc;
+        bool upper = true;
+        for (const char *c = v->s; *c; c++)
+            upper = upper && ((*c >= 'A' && *c <= 'Z') || *c == '-' || *c == '_');
+        if (!upper) {
+            char up[32];
+            size_t i = 0;
+            for (; i + 1 < sizeof(up) && v->s[i]; i++)
+                up[i] = (char)toupper((unsigned char)v->s[i]);
+            up[i] = '\0';
+            if (sq_plan__is_token(v->s))
+                return sq_plan__fail(
+                    L, v, "expected an upper-case method, got '%.30s' (did you mean '%s'?)", v->s,
+                    up);
+            return sq_plan__fail(L, v, "expected an HTTP method like GET or POST, got '%.30s'",
+                                 v->s);
+        }
+        r->method = strdup(v->s);
+        sq_plan__path_pop(L, mark);
+    } else {
+        r->method = strdup("GET");
+    }
+    if (!r->method)
+        return -ENOMEM;
+    v = sq_plan__get(n, "url");
+    if (!v)
+        return sq_plan__fail(L, n,
+                             "missing key 'url' (a path like /items, resolved against the target)");
+    mark = sq_plan__path_key(L, "url");
+    if ((rc = load_url(L, v, r, R)) < 0)
+        return rc;
+    sq_plan__path_pop(L, mark);
+
+    size_t nh = (L->def_headers ? L->def_headers->npairs : 0);
+    const struct ynode *h = sq_plan__get(n, "headers");
+    if (h) {
+        mark = sq_plan__path_key(L, "headers");
+        if ((rc = sq_plan__want_map(L, h, "a mapping of header names to values")) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+        nh += h->npairs;
+    }
+    r->headers = calloc(nh ? nh : 1, sizeof(*r->headers));
+    if (!r->headers)
+        return -ENOMEM;
+    struct sq_plan__map names; /* the request's header names so far -> index */
+    sq_plan__map_init(&names, true);
+    rc = 0;
+    if (L->def_headers) {
+        /* the defaults compile against this scenario's names; errors point into defaults */
+        char saved[sizeof(L->path)];
+        size_t saved_len = L->path_len;
+        memcpy(saved, L->path, sizeof(saved));
+        sq_plan__path_pop(L, 0);
+        sq_plan__path_key(L, "defaults.headers");
+        rc = load_headers(L, L->def_headers, r, R, true, &names);
+        if (rc == 0) {
+            memcpy(L->path, saved, sizeof(saved));
+            L->path_len = saved_len;
+        }
+    }
+    if (rc == 0 && h) {
+        mark = sq_plan__path_key(L, "headers");
+        if ((rc = load_headers(L, h, r, R, false, &names)) == 0)
+            sq_plan__path_pop(L, mark);
+    }
+    sq_plan__map_dispose(&names);
+    if (rc < 0)
+        return rc;
+    if ((rc = load_body(L, n, r, R)) < 0)
+        return rc;
+    r->timeout_ns = L->p->default_timeout_ns;
+    v = sq_plan__get(n, "timeout");
+    if (v) {
+        mark = sq_plan__path_key(L, "timeout");
+        if ((rc = sq_plan__get_duration(L, v, &r->timeout_ns)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
+static int load_extract(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
+                        struct sq_plan_scenario *sc)
+{
+    int rc = sq_plan__want_map(L, n, "a mapping of variable names to { json | regex | header }");
+    if (rc < 0)
+        return rc;
+    st->extract = calloc(n->npairs ? n->npairs : 1, sizeof(*st->extract));
+    st->extract_src = calloc(n->npairs ? n->npairs : 1, sizeof(*st->extract_src));
+    if (!st->extract || !st->extract_src)
+        return -ENOMEM;
+    static const char *const keys[] = {"json", "regex", "header"};
+    for (size_t i = 0; i < n->npairs; i++) {
+        const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
+        size_t mark = sq_plan__path_key(L, k->s);
+        if ((rc = sq_plan__want_map(
+                 L, v, "{ json: PATH }, { regex: PATTERN } or { header: NAME }")) < 0 ||
+            (rc = sq_plan__check_keys(L, v, keys, SQ_ARRAY_LEN(keys))) < 0)
+            return rc;
+        if (v->npairs != 1)
+            return sq_plan__fail(L, v, "an extractor has exactly one of json, regex or header");
+        const struct ynode *what = v->pairs[0].key, *arg = v->pairs[0].val;
+        size_t m2 = sq_plan__path_key(L, what->s);
+        if ((rc = sq_plan__want_string(L, arg,
+                                       !strcmp(what->s, "json")    ? "a JSON path like $.token"
+                                       : !strcmp(what->s, "regex") ? "a regular expression"
+                                                                   : "a header name")) < 0)
+            return rc;
+        char eerr[256] = "";
+        struct sq_extractor *e = &st->extract[st->nextract];
+        if (!strcmp(what->s, "json"))
+            rc = sq_extractor_init_json(e, arg->s, eerr, sizeof(eerr));
+        else if (!strcmp(what->s, "regex"))
+            rc = sq_extractor_init_regex(e, arg->s, eerr, sizeof(eerr));
+        else if (!sq_plan__is_token(arg->s))
+            return sq_plan__fail(L, arg, "'%.60s' is not a header name", arg->s);
+        else
+            rc = sq_extractor_init_header(e, arg->s, eerr, sizeof(eerr));
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc < 0)
+            return sq_plan__fail(L, arg, "%s", eerr[0] ? eerr : "invalid extractor");
+        st->extract_src[st->nextract] = strdup(arg->s);
+        st->nextract++;
+        uint32_t idx = 0;
+        if ((rc = add_slot(L, sc, k->s, &idx)) < 0 || !st->extract_src[st->nextract - 1])
+            return rc < 0 ? rc : -ENOMEM;
+        e->var = idx;
+        if (sq_extractor_needs_body(e))
+            st->needs_body = true;
+        if (e->kind == SQ_EXTRACT_HEADER)
+            st->needs_headers = true;
+        sq_plan__path_pop(L, m2);
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
+static struct sq_check *check_slot(struct sq_plan_step *st, size_t *cap)
+{
+    if (st->nchecks == *cap) {
+        size_t nc = *cap ? *cap * 2 : 4;
+        struct sq_check *v = realloc(st->checks, nc * sizeof(*v));
+        if (!v)
+            return NULL;
+        st->checks = v;
+        *cap = nc;
+    }
+    struct sq_check *c = &st->checks[st->nchecks];
+    memset(c, 0, sizeof(*c));
+    return c;
+}
+
+static int check_done(struct ld *L, const struct ynode *at, struct sq_plan_step *st, int rc,
+                      const char *err)
+{
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0)
+        return sq_plan__fail(L, at, "%s", err[0] ? err : "invalid check");
+    struct sq_check *c = &st->checks[st->nchecks++];
+    if (sq_check_needs_body(c))
+        st->needs_body = true;
+    if (sq_check_needs_headers(c))
+        st->needs_headers = true;
+    return 0;
+}
+
+static int status_code(struct ld *L, const struct ynode *n, int *out)
+{
+    uint64_t v;
+    if (n->kind != Y_SCALAR || n->style != YS_PLAIN || sq_parse_u64(n->s, 100, 599, 0, &v) < 0)
+        return sq_plan__fail(L, n, "expected an HTTP status from 100 to 599, got %s",
+                             n->kind == Y_SCALAR ? n->s : sq_plan__kind_name(n));
+    *out = (int)v;
+    return 0;
+}
+
+static int load_json_checks(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
+                            size_t *cap)
+{
+    int rc = sq_plan__want_map(L, n, "a mapping of JSON paths to values or { op: value }");
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < n->npairs; i++) {
+        const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
+        size_t mark = sq_plan__path_key(L, k->s);
+        size_t nops = v->kind == Y_MAP ? v->npairs : 1;
+        if (v->kind == Y_SEQ)
+            return sq_plan__fail(
+                L, v, "expected a value or { op: value } (ops: eq ne gt ge lt le exists)");
+        if (v->kind == Y_MAP && nops == 0)
+            return sq_plan__fail(L, v, "expected { op: value } (ops: eq ne gt ge lt le exists)");
+        for (size_t j = 0; j < nops; j++) {
+            const struct ynode *ok = v->kind == Y_MAP ? v->pairs[j].key : NULL;
+            const struct ynode *val = v->kind == Y_MAP ? v->pairs[j].val : v;
+            int op = SQ_CMP_EQ;
+            if (ok) {
+                op = sq_cmp_op_parse(ok->s);
+                if (op < 0) {
+                    static const char *const opn[] = {"eq", "ne", "gt", "ge", "lt", "le", "exists"};
+                    struct sq_suggest s;
+                    char tail[64];
+                    sq_suggest_init(&s, ok->s, ok->len);
+                    for (size_t x = 0; x < SQ_ARRAY_LEN(opn); x++)
+                        sq_suggest_try(&s, opn[x]);
+                    return sq_plan__fail(
+                        L, ok, "unknown operator '%.30s'%s (ops: eq ne gt ge lt le exists)", ok->s,
+                        sq_suggest_tail(&s, tail, sizeof(tail)));
+                }
+            }
+            size_t m2 = ok ? sq_plan__path_key(L, ok->s) : L->path_len;
+            if ((rc = sq_plan__want_scalar(L, val, "a scalar value")) < 0)
+                return rc;
+            char num[64];
+            int isnum = sq_plan__yaml_number(val, num, sizeof(num));
+            const char *text = isnum > 0 ? num : sq_plan__is_null(val) ? "null" : val->s;
+            if (op == SQ_CMP_EXISTS) {
+                bool b;
+                if ((rc = sq_plan__get_bool(L, val, &b)) < 0)
+                    return rc;
+                text = b ? "true" : "false";
+                isnum = 0;
+            } else if (val->style == YS_PLAIN &&
+                       (sq_plan__is_true(val->s) || sq_plan__is_false(val->s))) {
+                text = sq_plan__is_true(val->s) ? "true" : "false";
+            }
+            if ((op == SQ_CMP_GT || op == SQ_CMP_GE || op == SQ_CMP_LT || op == SQ_CMP_LE) &&
+                isnum <= 0)
+                return sq_plan__fail(L, val,
+                                     "'%s' compares numbers: expected a number, got '%.40s'",
+                                     sq_cmp_op_name((enum sq_cmp_op)op), val->s);
+            char cerr[256] = "";
+            struct sq_jpath *jp = NULL; /* a bad path is reported at the path */
+            rc = sq_jpath_compile(k->s, k->len, &jp, cerr, sizeof(cerr));
+            sq_jpath_free(jp);
+            if (rc == -ENOMEM)
+                return rc;
+            if (rc < 0)
+                return sq_plan__fail(L, k, "%s", cerr[0] ? cerr : "malformed JSON path");
+            struct sq_check *c = check_slot(st, cap);
+            if (!c)
+                return -ENOMEM;
+            rc = sq_check_init_json(c, k->s, (enum sq_cmp_op)op, text, isnum > 0, cerr,
+                                    sizeof(cerr));
+            if ((rc = check_done(L, val, st, rc, cerr)) < 0)
+                return rc;
+            sq_plan__path_pop(L, m2);
+        }
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
+static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step *st)
+{
+    static const char *const keys[] = {"status", "body_contains",  "json",
+                                       "header", "header_matches", "duration"};
+    int rc = sq_plan__want_map(L, n,
+                               "a mapping (status, body_contains, json, header, header_matches, "
+                               "duration)");
+    if (rc == 0)
+        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    size_t cap = 0;
+    for (size_t i = 0; i < n->npairs; i++) {
+        const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
+        size_t mark = sq_plan__path_key(L, k->s);
+        char cerr[256] = "";
+        if (!strcmp(k->s, "status")) {
+            int codes[16];
+            size_t nc = 0;
+            if (v->kind == Y_SEQ) {
+                if (v->nitems == 0 || v->nitems > 16)
+                    return sq_plan__fail(L, v, "expected 1 to 16 status codes");
+                for (size_t j = 0; j < v->nitems; j++)
+                    if ((rc = status_code(L, v->items[j], &codes[nc++])) < 0)
+                        return rc;
+            } else if ((rc = status_code(L, v, &codes[nc++])) < 0) {
+                return rc;
+            }
+            struct sq_check *c = check_slot(st, &cap);
+            if (!c)
+                return -ENOMEM;
+            rc = sq_check_init_status(c, codes, nc, cerr, sizeof(cerr));
+            if ((rc = check_done(L, v, st, rc, cerr)) < 0)
+                return rc;
+        } else if (!strcmp(k->s, "body_contains")) {
+            size_t cnt = v->kind == Y_SEQ ? v->nitems : 1;
+            if (v->kind == Y_MAP || cnt == 0)
+                return sq_plan__fail(L, v, "expected a text or a list of texts");
+            for (size_t j = 0; j < cnt; j++) {
+                const struct ynode *t = v->kind == Y_SEQ ? v->items[j] : v;
+                if ((rc = sq_plan__want_string(L, t, "a text to find in the body")) < 0)
+                    return rc;
+                struct sq_check *c = check_slot(st, &cap);
+                if (!c)
+                    return -ENOMEM;
+                rc = sq_check_init_body_contains(c, t->s, cerr, sizeof(cerr));
+                if ((rc = check_done(L, t, st, rc, cerr)) < 0)
+                    return rc;
+            }
+        } else if (!strcmp(k->s, "json")) {
+            if ((rc = load_json_checks(L, v, st, &cap)) < 0)
+                return rc;
+        } else if (!strcmp(k->s, "header") || !strcmp(k->s, "header_matches")) {
+            bool re = !strcmp(k->s, "header_matches");
+            if ((rc = sq_plan__want_map(L, v,
+                                        re ? "a mapping of header names to regular expressions"
+                                           : "a mapping of header names to values")) < 0)
+                return rc;
+            for (size_t j = 0; j < v->npairs; j++) {
+                const struct ynode *hk = v->pairs[j].key, *hv = v->pairs[j].val;
+                size_t m2 = sq_plan__path_key(L, hk->s);
+                if (!sq_plan__is_token(hk->s))
+                    return sq_plan__fail(L, hk, "'%.60s' is not a header name", hk->s);
+                if ((rc = sq_plan__want_scalar(L, hv,
+                                               re ? "a regular expression" : "a header value")) < 0)
+                    return rc;
+                struct sq_check *c = check_slot(st, &cap);
+                if (!c)
+                    return -ENOMEM;
+                rc = re ? sq_check_init_header_match(c, hk->s, hv->s, cerr, sizeof(cerr))
+                        : sq_check_init_header_eq(c, hk->s, hv->s, cerr, sizeof(cerr));
+                if ((rc = check_done(L, hv, st, rc, cerr)) < 0)
+                    return rc;
+                sq_plan__path_pop(L, m2);
+            }
+        } else { /* duration */
+            if ((rc = sq_plan__want_map(L, v, "{ lt: 200ms } (ops: lt le gt ge)")) < 0)
+                return rc;
+            if (v->npairs == 0)
+                return sq_plan__fail(L, v, "expected { lt: 200ms } (ops: lt le gt ge)");
+            for (size_t j = 0; j < v->npairs; j++) {
+                const struct ynode *ok = v->pairs[j].key, *ov = v->pairs[j].val;
+                int op = sq_cmp_op_parse(ok->s);
+                if (op != SQ_CMP_LT && op != SQ_CMP_LE && op != SQ_CMP_GT && op != SQ_CMP_GE)
+                    return sq_plan__fail(
+                        L, ok, "unknown operator '%.30s' for a duration (ops: lt le gt ge)", ok->s);
+                size_t m2 = sq_plan__path_key(L, ok->s);
+                int64_t ns;
+                if ((rc = sq_plan__get_duration(L, ov, &ns)) < 0)
+                    return rc;
+                struct sq_check *c = check_slot(st, &cap);
+                if (!c)
+                    return -ENOMEM;
+                rc = sq_check_init_duration(c, (enum sq_cmp_op)op, ns / SQ_NS_PER_US, cerr,
+                                            sizeof(cerr));
+                if ((rc = check_done(L, ov, st, rc, cerr)) < 0)
+                    return rc;
+                sq_plan__path_pop(L, m2);
+            }
+        }
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
+static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
+                     struct sq_plan_scenario *sc)
+{
+    static const char *const keys[] = {"name", "request", "think", "extract", "check", "on_error"};
+    int rc = sq_plan__want_map(L, n, "a step: a mapping with request (or think)");
+    if (rc == 0)
+        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    st->loc = n->loc;
+    const struct ynode *name = sq_plan__get(n, "name");
+    if (name) {
+        size_t mark = sq_plan__path_key(L, "name");
+        if ((rc = sq_plan__want_string(L, name, "a step name")) < 0)
+            return rc;
+        uintptr_t i;
+        if (sq_plan__map_get(&L->step_names, name->s, strlen(name->s), &i))
+            return sq_plan__fail(L, name, "duplicate step name '%.60s' (first at line %u)", name->s,
+                                 sc->steps[i].loc.line);
+        st->name = strdup(name->s);
+        sq_plan__path_pop(L, mark);
+    } else {
+        char def[32];
+        snprintf(def, sizeof(def), "step %zu", index + 1);
+        if (sq_plan__map_get(&L->step_names, def, strlen(def), NULL))
+            return sq_plan__fail(L, n, "step %zu has no name and another step is named '%s'",
+                                 index + 1, def);
+        st->name = strdup(def);
+    }
+    if (!st->name || sq_plan__map_add(&L->step_names, st->name, strlen(st->name), index, NULL) < 0)
+        return -ENOMEM;
+    const struct ynode *think = sq_plan__get(n, "think");
+    if (think) {
+        for (size_t i = 0; i < n->npairs; i++) {
+            const char *k = n->pairs[i].key->s;
+            if (strcmp(k, "think") && strcmp(k, "name"))
+                return sq_plan__fail(
+                    L, n->pairs[i].key,
+                    "a think step has only name and think ('%s' belongs to a request "
+                    "step)",
+                    k);
+        }
+        st->kind = SQ_STEP_THINK;
+        size_t mark = sq_plan__path_key(L, "think");
+        if ((rc = sq_plan__get_duration(L, think, &st->think_ns)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+        return 0;
+    }
+    const struct ynode *req = sq_plan__get(n, "request");
+    if (!req)
+        return sq_plan__fail(L, n,
+                             "missing key 'request' (a step is a request or a think: DURATION)");
+    st->kind = SQ_STEP_REQUEST;
+    struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
+    size_t mark = sq_plan__path_key(L, "request");
+    if ((rc = load_request(L, req, &st->req, &R)) < 0)
+        return rc;
+    sq_plan__path_pop(L, mark);
+    const struct ynode *v = sq_plan__get(n, "extract");
+    if (v) {
+        mark = sq_plan__path_key(L, "extract");
+        if ((rc = load_extract(L, v, st, sc)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    v = sq_plan__get(n, "check");
+    if (v) {
+        mark = sq_plan__path_key(L, "check");
+        if ((rc = load_checks(L, v, st)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    v = sq_plan__get(n, "on_error");
+    st->on_error = SQ_ON_ERROR_CONTINUE;
+    if (v) {
+        mark = sq_plan__path_key(L, "on_error");
+        if ((rc = sq_plan__want_string(L, v, "continue or next_iteration")) < 0)
+            return rc;
+        if (!strcmp(v->s, "next_iteration"))
+            st->on_error = SQ_ON_ERROR_NEXT_ITERATION;
+        else if (strcmp(v->s, "continue")) {
+            struct sq_suggest s;
+            char tail[64];
+            sq_suggest_init(&s, v->s, v->len);
+            sq_suggest_try(&s, "continue");
+            sq_suggest_try(&s, "next_iteration");
+            return sq_plan__fail(L, v, "expected continue or next_iteration, got '%.40s'%s", v->s,
+                                 sq_suggest_tail(&s, tail, sizeof(tail)));
+        }
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
+static bool scenario_name_ok(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '-' || *s == '.'))
+            return false;
+    return true;
+}
+
+int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct ynode *n,
+                           struct sq_plan_scenario *sc)
+{
+    int rc;
+    if (!scenario_name_ok(key->s))
+        return sq_plan__fail(
+            L, key, "'%.60s' is not a scenario name (letters, digits, '_', '-' and '.')", key->s);
+    sq_plan__map_dispose(&L->slots); /* names are per scenario */
+    sq_plan__map_dispose(&L->step_names);
+    sc->name = strdup(key->s);
+    sc->loc = key->loc;
+    if (!sc->name)
+        return -ENOMEM;
+    size_t mark = sq_plan__path_key(L, key->s);
+    if ((rc = sq_plan__want_map(L, n, "a scenario: a mapping with executor and flow")) < 0)
+        return rc;
+    if ((rc = load_executor(L, key, n, sc)) < 0)
+        return rc;
+    const struct ynode *flow = sq_plan__get(n, "flow");
+    if (!flow)
+        return sq_plan__fail(L, key, "missing key 'flow' (the list of steps each iteration runs)");
+    size_t m2 = sq_plan__path_key(L, "flow");
+    if (flow->kind != Y_SEQ)
+        return sq_plan__fail(L, flow, "expected a list of steps, got %s", sq_plan__kind_name(flow));
+    if (flow->nitems == 0)
+        return sq_plan__fail(L, flow, "a flow needs at least one step");
+    sq_plan__path_pop(L, m2);
+    if ((rc = collect_slots(L, flow, sc)) < 0)
+        return rc;
+    sc->steps = calloc(flow->nitems, sizeof(*sc->steps));
+    if (!sc->steps)
+        return -ENOMEM;
+    bool any_request = false;
+    for (size_t i = 0; i < flow->nitems; i++) {
+        size_t m3 = sq_plan__path_push(L, ".flow[%zu]", i);
+        sc->nsteps = i + 1;
+        if ((rc = load_step(L, flow->items[i], i, &sc->steps[i], sc)) < 0)
+            return rc;
+        any_request = any_request || sc->steps[i].kind == SQ_STEP_REQUEST;
+        sq_plan__path_pop(L, m3);
+    }
+    if (!any_request)
+        return sq_plan__fail(L, flow, "a flow needs at least one request step");
+    sq_plan__path_pop(L, mark);
+    return 0;
+}

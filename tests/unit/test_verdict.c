@@ -1,0 +1,280 @@
+/* tests/unit/test_verdict.c - engine/verdict: a plan's thresholds against a result built by hand
+ * (known histograms and counts), for every scope of the metric table: per step and status, per
+ * scenario, the run's phases; rates, counters per second, gauges, no_data; the live abort check;
+ * and the tags the engine cannot honour. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "engine/verdict.h"
+#include "stats/hist.h"
+
+static struct sq_plan *load(const char *yaml)
+{
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    if (sq_plan_load_string("t.yaml", yaml, strlen(yaml), &p, &e) != 0) {
+        char b[800];
+        sq_plan_error_format(&e, b, sizeof(b));
+        fail_msg("%s", b);
+    }
+    return p;
+}
+
+/* A histogram as the engine makes them (µs, 1 µs to 1 h, 3 digits) holding us[0, n). */
+static struct sq_hist *hist(const int64_t *us, size_t n)
+{
+    struct sq_hist *h = NULL;
+    assert_int_equal(sq_hist_new(1, 3600LL * 1000 * 1000, 3, &h), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_true(sq_hist_record(h, us[i]));
+    return h;
+}
+
+#define HIST(...)  hist((const int64_t[]){__VA_ARGS__}, sizeof((int64_t[]){__VA_ARGS__}) / 8)
+#define EMPTY_HIST hist(NULL, 0)
+
+/* Two scenarios: a (steps login, items, a think) and b (step fetch). The comment after each
+ * threshold is its verdict's index and what it sees in the result build() makes. */
+static const char plan_yaml[] =
+    "target: http://127.0.0.1:1\n"
+    "scenarios:\n"
+    "  a:\n"
+    "    executor: per-vu-iterations\n"
+    "    flow:\n"
+    "      - { name: login, request: { method: POST, url: /l }, check: { status: 200 } }\n"
+    "      - { name: items, request: { url: /i }, check: { status: 200, body_contains: x } }\n"
+    "      - think: 1s\n"
+    "  b:\n"
+    "    executor: per-vu-iterations\n"
+    "    flow:\n"
+    "      - { name: fetch, request: { url: /f } }\n"
+    "thresholds:\n"
+    "  http_req_duration: [\"max < 50\", \"p(50) < 21\"]\n" /* 0, 1: 10 12 20 40 30 35 ms */
+    "  \"http_req_duration{step:login}\": [\"max < 15\"]\n" /* 2: 10 12 */
+    "  \"http_req_duration{status:500}\": [\"avg > 35\"]\n" /* 3: 40 */
+    "  \"http_req_duration{scenario:b}\": [\"min > 29\"]\n" /* 4: 30 35 */
+    "  \"http_req_duration{method:GET}\": [\"min > 19\"]\n" /* 5: items and fetch */
+    "  http_reqs: [\"count == 6\", \"rate == 3\"]\n"        /* 6, 7: 6 in 2 s */
+    "  \"http_reqs{scenario:a}\": [\"count == 4\"]\n"       /* 8 */
+    "  http_req_failed: [\"rate < 0.2\"]\n"                 /* 9: 1 of 6 */
+    "  checks: [\"rate > 0.8\"]\n"                          /* 10: 5 of 6 */
+    "  iterations: [\"count == 7\"]\n"                      /* 11: 4 + 3 */
+    "  \"iterations{scenario:b}\": [\"rate == 1.5\"]\n"     /* 12: 3 in 2 s */
+    "  iteration_duration: [\"max < 2000\"]\n"              /* 13: 1500 ms */
+    "  vus_max: [\"value == 3\"]\n"                         /* 14: 2 + 1 */
+    "  http_req_waiting: [\"p(99) < 5\"]\n"                 /* 15: the phase, 4 ms */
+    "  data_sent: [\"count == 1000\"]\n"                    /* 16: 600 + 400 */
+    "  \"http_req_duration{step:fetch,scenario:a}\": [\"p(95) < 1\"]\n" /* 17: no data: 0 */
+    "  \"http_reqs{step:items}\": [\"count > 2\"]\n"                    /* 18: 2, fails */
+    "  \"checks{scenario:b}\": [\"rate > 0\"]\n";                       /* 19: no data, fails */
+
+static void build(struct sq_result *r, const struct sq_plan *p)
+{
+    memset(r, 0, sizeof(*r));
+    r->duration_ns = 2 * SQ_NS_PER_S;
+    r->nscens = 2;
+    r->scens = calloc(2, sizeof(*r->scens));
+    assert_non_null(r->scens);
+    /* a: login 10, 12 ms (200); items 20 ms (200), 40 ms (500); think: nothing */
+    struct sq_scen_result *a = &r->scens[0];
+    a->nsteps = 3;
+    a->steps = calloc(3, sizeof(*a->steps));
+    a->steps[0].dur = HIST(10000, 12000);
+    a->steps[0].reqs = 2;
+    a->steps[0].nstatus = 1;
+    a->steps[0].by_status[0].status = 200;
+    a->steps[0].by_status[0].n = 2;
+    a->steps[0].by_status[0].h = HIST(10000, 12000);
+    a->steps[1].dur = HIST(20000, 40000);
+    a->steps[1].reqs = 2;
+    a->steps[1].failed = 1;
+    a->steps[1].nstatus = 2;
+    a->steps[1].by_status[0].status = 200;
+    a->steps[1].by_status[0].n = 1;
+    a->steps[1].by_status[0].h = HIST(20000);
+    a->steps[1].by_status[1].status = 500;
+    a->steps[1].by_status[1].n = 1;
+    a->steps[1].by_status[1].h = HIST(40000);
+    a->steps[2].dur = EMPTY_HIST; /* the think step */
+    static uint64_t pass0[] = {2}, fail0[] = {0}, pass1[] = {1, 2}, fail1[] = {1, 0};
+    a->steps[0].check_pass = pass0;
+    a->steps[0].check_fail = fail0;
+    a->steps[1].check_pass = pass1;
+    a->steps[1].check_fail = fail1;
+    a->latency = HIST(10000, 12000, 20000, 40000);
+    a->iter_dur = HIST(1500000);
+    a->c.iterations = 4;
+    a->c.bytes_sent = 600;
+    a->vus_max = 2;
+    /* b: fetch 30, 35 ms (200) */
+    struct sq_scen_result *b = &r->scens[1];
+    b->nsteps = 1;
+    b->steps = calloc(1, sizeof(*b->steps));
+    b->steps[0].dur = HIST(30000, 35000);
+    b->steps[0].reqs = 2;
+    b->steps[0].nstatus = 1;
+    b->steps[0].by_status[0].status = 200;
+    b->steps[0].by_status[0].n = 2;
+    b->steps[0].by_status[0].h = HIST(30000, 35000);
+    b->latency = HIST(30000, 35000);
+    b->iter_dur = HIST(35000);
+    b->c.iterations = 3;
+    b->c.bytes_sent = 400;
+    b->vus_max = 1;
+    for (int k = 0; k < SQ_PHASE_COUNT; k++)
+        r->phase[k] = HIST(k == SQ_PHASE_WAITING ? 4000 : 1);
+    (void)p;
+}
+
+static void dispose(struct sq_result *r)
+{
+    for (uint32_t i = 0; i < r->nscens; i++) {
+        struct sq_scen_result *s = &r->scens[i];
+        for (size_t k = 0; k < s->nsteps; k++) {
+            sq_hist_free(s->steps[k].dur);
+            for (uint32_t b = 0; b < s->steps[k].nstatus; b++)
+                sq_hist_free(s->steps[k].by_status[b].h);
+        }
+        free(s->steps);
+        sq_hist_free(s->latency);
+        sq_hist_free(s->iter_dur);
+    }
+    free(r->scens);
+    for (int k = 0; k < SQ_PHASE_COUNT; k++)
+        sq_hist_free(r->phase[k]);
+}
+
+static void test_every_scope(void **state)
+{
+    (void)state;
+    struct sq_plan *p = load(plan_yaml);
+    struct sq_result r;
+    build(&r, p);
+    struct sq_th_verdicts v;
+    assert_int_equal(sq_thresholds_eval(p, &r, &v), 0);
+    assert_int_equal(v.n, 20);
+    for (size_t i = 0; i < v.n; i++) {
+        bool want_ok = i < 18;
+        if (v.v[i].ok != want_ok)
+            fail_msg("verdict %zu: %s: %s is %g, ok %d", i, v.v[i].th->selector, v.v[i].expr->text,
+                     v.v[i].value, v.v[i].ok);
+        assert_int_equal(v.v[i].no_data, i == 17 || i == 19);
+    }
+    assert_true(v.v[0].value > 39.9 && v.v[0].value < 40.1); /* every request */
+    assert_true(v.v[2].value > 11.9 && v.v[2].value < 12.1); /* login only */
+    assert_true(v.v[3].value > 39.9 && v.v[3].value < 40.1); /* the 500 only */
+    assert_true(v.v[7].value == 3.0);
+    assert_true(v.v[9].value > 0.166 && v.v[9].value < 0.167);
+    assert_true(v.v[10].value > 0.833 && v.v[10].value < 0.834);
+    assert_true(v.v[12].value == 1.5);
+    assert_true(v.v[14].value == 3.0);
+    assert_true(v.v[15].value > 3.9 && v.v[15].value < 4.1);
+    assert_true(v.v[17].value == 0);
+    assert_true(v.v[18].value == 2.0);
+    assert_true(v.failed);
+    sq_th_verdicts_dispose(&v);
+    dispose(&r);
+    sq_plan_free(p);
+}
+
+/* Tags the engine cannot honour are refused before a run, naming the threshold. */
+static void test_check_refuses(void **state)
+{
+    (void)state;
+    static const char head[] = "target: http://127.0.0.1:1\n"
+                               "scenarios:\n"
+                               "  a:\n"
+                               "    executor: per-vu-iterations\n"
+                               "    flow: [ { name: login, request: { url: / } } ]\n"
+                               "thresholds:\n";
+    static const struct {
+        const char *th, *why;
+    } cases[] = {
+        {"  \"http_req_waiting{scenario:a}\": [\"p(95) < 1\"]\n",
+         "t.yaml:7:4: thresholds: 'http_req_waiting{scenario:a}': phase timings are kept for the "
+         "whole run: this metric takes no tags"},
+        {"  \"iterations{step:login}\": [\"count > 1\"]\n",
+         "t.yaml:7:4: thresholds: 'iterations{step:login}': this metric is kept per scenario: the "
+         "only tag it takes is scenario"},
+        {"  \"vus{status:200}\": [\"value > 1\"]\n",
+         "t.yaml:7:4: thresholds: 'vus{status:200}': this metric is kept per scenario: the only "
+         "tag it takes is scenario"},
+        {"  \"iterations{scenario:a}\": [\"count > 1\"]\n", NULL},
+        {"  \"http_req_duration{step:login,status:200}\": [\"p(95) < 1\"]\n", NULL},
+    };
+    for (size_t i = 0; i < SQ_ARRAY_LEN(cases); i++) {
+        char yaml[1024], err[512] = "";
+        snprintf(yaml, sizeof(yaml), "%s%s", head, cases[i].th);
+        struct sq_plan *p = load(yaml);
+        int rc = sq_thresholds_check(p, err, sizeof(err));
+        if (cases[i].why) {
+            assert_int_equal(rc, -SQ_EUSAGE);
+            assert_string_equal(err, cases[i].why);
+        } else {
+            assert_int_equal(rc, 0);
+        }
+        sq_plan_free(p);
+    }
+}
+
+/* abortOnFail: judged on the live totals once past delayAbortEval; tagged thresholds and
+ * metrics that are not kept live wait for the end; checks with none run yet are not judged. */
+static void test_should_abort(void **state)
+{
+    (void)state;
+    struct sq_plan *p =
+        load("target: http://127.0.0.1:1\n"
+             "scenarios:\n"
+             "  a:\n"
+             "    executor: per-vu-iterations\n"
+             "    flow: [ { name: s, request: { url: / } } ]\n"
+             "thresholds:\n"
+             "  checks: [{ threshold: \"rate > 0.9\", abortOnFail: true }]\n"
+             "  iteration_duration: [{ threshold: \"max < 0\", abortOnFail: true }]\n"
+             "  \"http_reqs{step:s}\": [{ threshold: \"count < 0\", abortOnFail: true }]\n"
+             "  http_req_failed:\n"
+             "    - { threshold: \"rate < 0.1\", abortOnFail: true, "
+             "delayAbortEval: 2s }\n"
+             "  data_received: [{ threshold: \"rate < 1000\", abortOnFail: true }]\n");
+    struct sq_live_totals t = {0};
+    assert_int_equal(sq_hist_new(1, 3600LL * 1000 * 1000, 3, &t.dur), 0);
+    char why[256] = "";
+    t.reqs = 10;
+    t.http_failed = 5;
+    t.elapsed_s = 1;
+    assert_false(sq_thresholds_should_abort(p, &t, why, sizeof(why))); /* before the delay */
+    t.elapsed_s = 3;
+    assert_true(sq_thresholds_should_abort(p, &t, why, sizeof(why)));
+    assert_string_equal(why, "threshold http_req_failed: rate < 0.1 failed (value 0.5) with "
+                             "abortOnFail");
+    t.http_failed = 0;
+    t.bytes_received = 6000; /* 2000 per second */
+    assert_true(sq_thresholds_should_abort(p, &t, why, sizeof(why)));
+    assert_string_equal(why, "threshold data_received: rate < 1000 failed (value 2000) with "
+                             "abortOnFail");
+    t.bytes_received = 0;
+    t.checks_passed = 1;
+    t.checks_failed = 1;
+    assert_true(sq_thresholds_should_abort(p, &t, why, sizeof(why)));
+    assert_string_equal(why, "threshold checks: rate > 0.9 failed (value 0.5) with abortOnFail");
+    sq_hist_free(t.dur);
+    sq_plan_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_scope),
+        cmocka_unit_test(test_check_refuses),
+        cmocka_unit_test(test_should_abort),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
