@@ -394,7 +394,7 @@ class TargetTest(unittest.TestCase):
         ep = st["endpoints"]
         self.assertEqual((ep["fast"], ep["ok"], ep["not_found"], ep["stats"]), (5, 2, 1, 0))
         self.assertEqual(ep["bytes"] + ep["delay"] + ep["status"] + ep["echo"], 0)
-        self.assertEqual(st["errors"], {"400": 1, "413": 1, "431": 1})
+        self.assertEqual(st["errors"], {"400": 1, "413": 1, "431": 1, "smuggling": 0})
         self.assertEqual(st["connections"], 12)  # one per request above, /stats included
         self.assertEqual(st["threads"], 2)
         # a read does not reset; a second read counts the first
@@ -403,7 +403,7 @@ class TargetTest(unittest.TestCase):
         http(self.port, "POST", "/stats/reset")
         st3 = json_get(self.port, "/stats")
         self.assertEqual(st3["requests"], 0)
-        self.assertEqual(st3["errors"], {"400": 0, "413": 0, "431": 0})
+        self.assertEqual(st3["errors"], {"400": 0, "413": 0, "431": 0, "smuggling": 0})
         self.assertEqual(st3["connections"], 1)
         self.assertLess(st3["since_reset_s"], st3["uptime_s"])
 
