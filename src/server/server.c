@@ -770,12 +770,9 @@ static int64_t decimal(const char *a, const char *b)
     return v;
 }
 
-/* True when the head at p[0, n) (complete or not) has a shape RFC 9112 refuses because two
- * parties could frame it differently: Content-Length with Transfer-Encoding (6.1, 6.3),
- * Content-Length values that disagree (6.3), obs-fold (5.2), whitespace between a field name
- * and its colon (5.1), Transfer-Encoding in HTTP/1.0 or without "chunked" as its only final
- * coding (6.1, 6.3). Incomplete last lines are looked at for obs-fold only. */
-static bool smuggle_shape(const char *p, size_t n)
+/* See server.h. Only reached on the error path: the parser has refused the head. Incomplete
+ * last lines are looked at for obs-fold only. */
+bool sq_server_smuggle_shape(const char *p, size_t n)
 {
     const char *e = p + n, *l = p;
     while (l < e && (*l == '\r' || *l == '\n')) /* empty lines before the request line */
@@ -1157,7 +1154,7 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
                     break;                /* else a partial preface: wait for the rest */
                 }
             }
-            if (hl != -SQ_ETOOBIG && smuggle_shape(p, n))
+            if (hl != -SQ_ETOOBIG && sq_server_smuggle_shape(p, n))
                 BUMP(w->cnt.smuggling);
             error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400);
             break;
@@ -1770,8 +1767,8 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
         unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed);
         if (s->max_conns && open >= s->max_conns) {
             atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
+            BUMP(w->cnt.refused); /* before the close: a client that sees it may read /stats */
             close(fd); /* the client sees the close (or a reset if it has sent already) */
-            BUMP(w->cnt.refused);
             continue;
         }
         int one = 1;

@@ -178,6 +178,14 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out);
 /* Finds a header by name, case-insensitively. Returns it or NULL. */
 const struct sq_h1_header *sq_server_req_header(const struct sq_server_req *req, const char *name);
 
+/* True when the request head at p[0, n) (complete or not; never read past p + n) has a shape
+ * RFC 9112 refuses because two parties could frame its body differently: Content-Length with
+ * Transfer-Encoding (6.1, 6.3), Content-Length values that disagree (6.3), obs-fold (5.2),
+ * whitespace between a field name and its colon (5.1), Transfer-Encoding in HTTP/1.0, or
+ * without "chunked" as its one and final coding (6.1, 6.3). The server asks it only about heads
+ * the parser has refused (400), to count them apart; exposed for tests. */
+bool sq_server_smuggle_shape(const char *p, size_t n);
+
 /* The reason phrase for a status code ("" for codes without one). */
 const char *sq_server_reason(int status);
 

@@ -1110,6 +1110,54 @@ static void test_server_max_conns(void **state)
     sq_server_free(s);
 }
 
+/* The smuggling classifier over every truncated prefix of each head, each copied into a buffer
+ * of exactly its length (ASan catches a read past it): complete heads classify as the table
+ * says; no prefix of a clean head is a shape (but for Transfer-Encoding lists). */
+static void test_smuggle_shape(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *head;
+        bool shape;
+    } cases[] = {
+        {"POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n", true},
+        {"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\ncontent-length: 0\r\n\r\n", true},
+        {"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", true},
+        {"POST / HTTP/1.1\r\nContent-Length: 3,4\r\n\r\n", true},
+        {"POST / HTTP/1.1\r\nContent-Length: 4, 4\r\nContent-Length: 04\r\n\r\n", false},
+        {"GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", true},
+        {"GET / HTTP/1.1\nX: a\n\tb\n\n", true},
+        {"GET / HTTP/1.1\r\nHost : x\r\n\r\n", true},
+        {"GET / HTTP/1.1\r\nHost\t: x\r\n\r\n", true},
+        {"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", true},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", true},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: xchunked\r\n\r\n", true},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+         true},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", false},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n", false},
+        {"\r\nGET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", false},
+        {"GET / HTTP/1.1\r\nX-Bad\r\n\r\n", false},
+        {"GARBAGE", false},
+        {"", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t len = strlen(cases[i].head);
+        for (size_t n = 0; n <= len; n++) {
+            char *p = malloc(n ? n : 1);
+            assert_non_null(p);
+            memcpy(p, cases[i].head, n);
+            bool got = sq_server_smuggle_shape(p, n);
+            free(p);
+            if (n == len && got != cases[i].shape)
+                fail_msg("case %zu: %d, want %d", i, got, cases[i].shape);
+            /* (a prefix that stops after "Transfer-Encoding: gzip" is a shape of its own) */
+            if (!cases[i].shape && got && !strstr(cases[i].head, "Transfer-Encoding"))
+                fail_msg("case %zu, prefix %zu: a shape in a clean head", i, n);
+        }
+    }
+}
+
 static void test_server_smuggling(void **state)
 {
     (void)state;
@@ -1224,6 +1272,7 @@ int main(void)
         cmocka_unit_test(test_server_idle_timeout),
         cmocka_unit_test(test_server_header_timeout),
         cmocka_unit_test(test_server_max_conns),
+        cmocka_unit_test(test_smuggle_shape),
         cmocka_unit_test(test_server_smuggling),
         cmocka_unit_test(test_server_backpressure),
     };
