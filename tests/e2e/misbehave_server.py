@@ -28,7 +28,7 @@ import zlib
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 STOP = False  # a mode returns it to close the connection (gracefully) after its answer
 
-lock = threading.Lock()
+lock = threading.RLock()  # the SIGTERM handler may run on a thread that holds it
 counts = {"requests": 0, "connections": 0}
 status_path = None
 written = None
