@@ -681,7 +681,8 @@ class LimitsTest(unittest.TestCase):
             rd = RawReader(s)
             status, hdrs, _, _ = rd.response()
             self.assertEqual((status, hdrs.get("connection")), (400, "close"), data)
-            self.assertTrue(rd.at_eof(), data)  # nothing after: the smuggled request is not served
+            self.assertTrue(rd.at_eof(), data)
+            self.assertEqual(bytes(rd.buf), b"", data)  # the smuggled request is not served
         after = self.stats()["errors"]
         self.assertEqual(after["smuggling"] - before["smuggling"], len(shapes))
         self.assertEqual(after["400"] - before["400"], len(shapes))
