@@ -16,6 +16,7 @@
 #include "cli/common.h"
 #include "net/sock.h"
 #include "net/tls.h"
+#include "server/server.h"
 #include "target/target.h"
 
 #define MAX_THREADS 1024
@@ -34,6 +35,12 @@ static const char target_usage[] =
     "      --key FILE          PEM private key of --cert\n"
     "      --client-ca FILE    require client certificates signed by these CAs (implies --tls)\n"
     "      --cert-out FILE     write the certificate in use as PEM (for a client's --cacert)\n"
+    "      --idle-timeout D    close a connection that moves no byte for D (default 60s;\n"
+    "                          0: never; a bare number is seconds)\n"
+    "      --header-timeout D  answer 408 and close when a request head (or a TLS handshake)\n"
+    "                          takes longer than D to arrive (default 10s; 0: never)\n"
+    "      --max-conns N       at most N connections open at once; more are closed at\n"
+    "                          accept and counted (default: no cap)\n"
     "  -q, --quiet             no summary on stderr at exit\n"
     "  -h, --help              this help\n"
     "\n"
@@ -88,6 +95,12 @@ static int flag_value(int argc, char **argv, int *i, const char *shrt, const cha
     return 0;
 }
 
+/* Parses a timeout: a duration (a bare number in s), 0 for none, at most 30 days. */
+static bool parse_timeout(const char *val, int64_t *out)
+{
+    return sq_parse_duration(val, SQ_NS_PER_S, out) == 0 && *out <= SQ_SERVER_MAX_TIMEOUT_NS;
+}
+
 /* Parses "DUR/PERIOD" (durations as sq_parse_duration takes them, a bare number in ms) with
  * 0 < DUR < PERIOD and DUR <= SQ_TARGET_MAX_STALL_NS. Returns false on anything else. */
 static bool parse_stall(const char *val, int64_t *dur, int64_t *period)
@@ -115,6 +128,8 @@ int sq_cli_target(int argc, char **argv)
         threads = MAX_THREADS;
     bool quiet = false;
     int64_t stall = 0, stall_period = 0;
+    int64_t idle_timeout = 60 * SQ_NS_PER_S, header_timeout = 10 * SQ_NS_PER_S;
+    uint64_t max_conns = 0;
     bool tls = false;
     struct sq_tls_server_opts topts = {0};
     struct {
@@ -184,6 +199,27 @@ int sq_cli_target(int argc, char **argv)
                                  "DUR/PERIOD (0 < DUR < PERIOD, DUR at most 1h, e.g. 500ms/2s)");
             continue;
         }
+        if ((m = flag_value(argc, argv, &i, NULL, "--idle-timeout", &val)) != 0) {
+            if (m < 0)
+                return bad_flag("missing value for", "--idle-timeout", NULL);
+            if (!parse_timeout(val, &idle_timeout))
+                return bad_flag("bad value for", "--idle-timeout", val);
+            continue;
+        }
+        if ((m = flag_value(argc, argv, &i, NULL, "--header-timeout", &val)) != 0) {
+            if (m < 0)
+                return bad_flag("missing value for", "--header-timeout", NULL);
+            if (!parse_timeout(val, &header_timeout))
+                return bad_flag("bad value for", "--header-timeout", val);
+            continue;
+        }
+        if ((m = flag_value(argc, argv, &i, NULL, "--max-conns", &val)) != 0) {
+            if (m < 0)
+                return bad_flag("missing value for", "--max-conns", NULL);
+            if (sq_parse_u64(val, 1, UINT32_MAX, 1, &max_conns) < 0)
+                return bad_flag("bad value for", "--max-conns", val);
+            continue;
+        }
         if (a[0] == '-')
             return sq_cli_usage_error(FACE, "unknown flag '%s'", a);
         return sq_cli_usage_error(FACE, "unexpected argument '%s'", a);
@@ -214,7 +250,10 @@ int sq_cli_target(int argc, char **argv)
                                    .threads = (int)threads,
                                    .stall_ns = stall,
                                    .stall_period_ns = stall_period,
-                                   .tls = ts};
+                                   .tls = ts,
+                                   .idle_timeout_ns = idle_timeout,
+                                   .header_timeout_ns = header_timeout,
+                                   .max_conns = (uint32_t)max_conns};
     struct sq_target *t = NULL;
     const char *why = NULL;
     int rc = sq_target_start(&cfg, &t, &why);

@@ -638,6 +638,14 @@ void sq_server__h2_free(struct sq_server__h2 *h)
     free(h);
 }
 
+bool sq_server__h2_waiting(const struct sq_server__h2 *h)
+{
+    for (const struct stream *st = h->live; st; st = st->next)
+        if (sq_timer_active(&st->timer))
+            return true;
+    return false;
+}
+
 int sq_server__h2_feed(struct sq_server__h2 *h, const char *buf, size_t len)
 {
     if (!len)

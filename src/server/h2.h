@@ -55,6 +55,9 @@ SQ_MUST_CHECK int sq_server__h2_feed(struct sq_server__h2 *h, const char *buf, s
  * nothing more to send now or the output blocked. Returns 0 (all out), 1 (blocked: call again
  * once the socket drained) or a negative code. */
 SQ_MUST_CHECK int sq_server__h2_send(struct sq_server__h2 *h);
+/* True when a stream waits on its own timer (a delayed answer, a streamed one between pieces):
+ * the connection is then not idle, whatever its client does. */
+bool sq_server__h2_waiting(const struct sq_server__h2 *h);
 /* True when the session wants neither to read nor to write (GOAWAY done): close. */
 bool sq_server__h2_done(const struct sq_server__h2 *h);
 

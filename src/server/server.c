@@ -34,6 +34,22 @@
  * Closing: an error answer (400/413/431), or "Connection: close" with unread input behind it,
  * shuts the write side and drains input for up to LINGER_NS (F_LINGER) so the client reads the
  * answer instead of an RST. A plain close with nothing unread closes at once.
+ *
+ * Timeouts: no timer per request or per connection. Each worker keeps a coarse clock (w->tick,
+ * ms, advanced only by its sweep timer); a read or a write stores it in c->seen (one store, no
+ * clock read), and c->in->since is the tick when the incomplete head at the start of c->in
+ * began. During a TLS handshake c->seen stays at the accept. The sweep, every 1/8 of the
+ * shorter timeout (at most 1 s), walks the worker's slabs: a connection parked on the server's
+ * own timer (a delayed or streamed answer, an h2 stream waiting on one) is skipped, and stamped
+ * when it wakes; one silent for idle_ms is closed; one reading a head for header_ms gets 408
+ * and a lingering close, and a handshake not done in header_ms is closed. A stamp lags the activity
+ * it marks by less than a sweep, so the sweep waits one sweep longer than the timeout: a timeout
+ * never fires early, and at most two sweeps late.
+ *
+ * Output is capped by construction: the serve loop stops at the first blocked batch, so c->out
+ * holds at most one batch (OB_SOFT plus the one answer that crossed it; a fill tail by
+ * reference) and EPOLLIN stays off until it drains. A client that never reads holds that, its
+ * c->in (at most IN_MAX) and its socket buffers, and the idle timeout closes it.
  */
 #include "server/server.h"
 
@@ -52,6 +68,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/str.h"
 #include "loop/loop.h"
 #include "net/sock.h"
 #include "net/tls.h"
@@ -70,6 +87,8 @@
 #define ACCEPT_PAUSE_NS (100 * SQ_NS_PER_MS)
 #define SLAB_CONNS      256
 #define MAX_IOV         16
+#define SWEEP_MIN_NS    (10 * SQ_NS_PER_MS)
+#define SWEEP_MAX_NS    (1 * SQ_NS_PER_S)
 
 #define BUMP(x)                                                                                    \
     atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + 1,              \
@@ -90,6 +109,7 @@ struct rx {
 /* Saved input: allocated only while a request is incomplete or waits behind a parked one. */
 struct inbuf {
     uint32_t len, cap;
+    uint32_t since; /* w->tick when the request at the start began to arrive */
     struct rx st;
     char data[];
 };
@@ -143,7 +163,10 @@ struct conn {
         struct outq *d_held;     /* DF_HELD: the rendered response, sent when the timer fires */
         struct stream *d_stream; /* DF_STREAM: the streamed body in progress */
     };
-    uint32_t d_body_len;
+    union {
+        uint32_t d_body_len; /* a plain parked answer (F_DEFER without DF_HELD or DF_STREAM) */
+        uint32_t seen;       /* otherwise: w->tick at the last read or write (F_HS: the accept) */
+    };
     uint16_t d_status;
     uint8_t flags;
     uint8_t d_flags;
@@ -181,7 +204,7 @@ struct slab {
 /* Written by the owning worker only (relaxed stores), read by anyone (relaxed loads). */
 struct counters {
     _Atomic uint64_t accepted, requests, bad_req, too_large, head_big, tls_ok, tls_failed;
-    _Atomic uint64_t h2_conns, h2_streams;
+    _Atomic uint64_t h2_conns, h2_streams, smuggling, refused, idle_to, header_to;
 };
 
 struct view {
@@ -203,6 +226,9 @@ struct worker {
     struct sq_loop *loop;
     struct sq_io lio, stop_io;
     struct sq_timer accept_timer;
+    struct sq_timer sweep_timer; /* armed when a timeout is set */
+    uint32_t tick;               /* ms since epoch_ns, as of the last sweep */
+    int64_t epoch_ns;
     char *rbuf;
     char *ob; /* the batch being built for one connection */
     size_t olen, ocap;
@@ -215,11 +241,15 @@ struct worker {
 
 struct sq_server {
     atomic_int stopping;
-    int efd;
+    _Alignas(64) atomic_uint open; /* connections open now; touched per connection, not request */
+    _Alignas(64) int efd;
     int nworkers;
     bool joined;
     bool stamp;
     uint16_t port;
+    uint32_t max_conns;
+    uint32_t idle_ms, header_ms; /* 0: off */
+    int64_t sweep_ns;            /* 0: no sweep */
     struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
@@ -601,6 +631,7 @@ static void conn_close(struct worker *w, struct conn *c)
     c->flags = 0;
     c->next_free = w->free_conns;
     w->free_conns = c;
+    atomic_fetch_sub_explicit(&w->srv->open, 1, memory_order_relaxed);
 }
 
 static void drop_input(struct conn *c)
@@ -701,12 +732,111 @@ static void error_answer(struct worker *w, struct conn *c, int status)
         BUMP(w->cnt.bad_req);
     else if (status == 413)
         BUMP(w->cnt.too_large);
-    else
+    else if (status == 431)
         BUMP(w->cnt.head_big);
     struct sq_server_resp r = {.status = status};
     if (!render(w, &r, false, CONN_HDR_CLOSE))
         c->flags |= F_FAIL;
     c->flags |= F_CLOSE | F_LINGER_AFTER;
+}
+
+/* ---- request smuggling shapes (only on the error path: the parser has refused the head) ---- */
+
+static bool ows(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+/* Trims optional whitespace off both ends of [*a, *b). */
+static void trim(const char **a, const char **b)
+{
+    while (*a < *b && ows(**a))
+        (*a)++;
+    while (*b > *a && ows((*b)[-1]))
+        (*b)--;
+}
+
+/* The decimal value of [a, b), or -1 when it is not 1..18 digits. */
+static int64_t decimal(const char *a, const char *b)
+{
+    if (a == b || b - a > 18)
+        return -1;
+    int64_t v = 0;
+    for (; a < b; a++) {
+        if (*a < '0' || *a > '9')
+            return -1;
+        v = v * 10 + (*a - '0');
+    }
+    return v;
+}
+
+/* See server.h. Only reached on the error path: the parser has refused the head. Incomplete
+ * last lines are looked at for obs-fold only. */
+bool sq_server_smuggle_shape(const char *p, size_t n)
+{
+    const char *e = p + n, *l = p;
+    while (l < e && (*l == '\r' || *l == '\n')) /* empty lines before the request line */
+        l++;
+    const char *eol = memchr(l, '\n', (size_t)(e - l));
+    if (!eol)
+        return false;
+    bool v10 = eol - l >= 9 && memcmp(eol - ((eol[-1] == '\r') ? 9 : 8), "HTTP/1.0", 8) == 0;
+    int64_t cl = -1;
+    bool has_cl = false, te = false, last_chunked = false;
+    int chunked = 0;
+    for (l = eol + 1; l < e; l = eol + 1) {
+        if (ows(*l))
+            return true; /* obs-fold */
+        eol = memchr(l, '\n', (size_t)(e - l));
+        if (!eol)
+            break;
+        const char *end = eol > l && eol[-1] == '\r' ? eol - 1 : eol;
+        if (end == l)
+            break; /* the blank line: the head ends */
+        const char *colon = memchr(l, ':', (size_t)(end - l));
+        if (!colon)
+            continue;
+        if (colon > l && ows(colon[-1]))
+            return true;
+        const char *v = colon + 1, *ve = end;
+        size_t nl = (size_t)(colon - l);
+        if (sq_ieq(l, nl, "content-length", 14)) {
+            has_cl = true;
+            for (const char *a = v; a <= ve;) { /* a list of values: all must be equal */
+                const char *comma = memchr(a, ',', (size_t)(ve - a));
+                const char *b = comma ? comma : ve, *x = a;
+                trim(&x, &b);
+                int64_t d = decimal(x, b);
+                if (d >= 0 && cl >= 0 && d != cl)
+                    return true;
+                if (d >= 0)
+                    cl = d;
+                if (!comma)
+                    break;
+                a = comma + 1;
+            }
+        } else if (sq_ieq(l, nl, "transfer-encoding", 17)) {
+            te = true;
+            const char *last = v;
+            for (const char *a = v; a < ve; a++)
+                if (*a == ',')
+                    last = a + 1;
+            for (const char *a = v; a < ve;) {
+                const char *comma = memchr(a, ',', (size_t)(ve - a));
+                const char *b = comma ? comma : ve, *x = a;
+                trim(&x, &b);
+                if (sq_ieq(x, (size_t)(b - x), "chunked", 7))
+                    chunked++;
+                if (!comma)
+                    break;
+                a = comma + 1;
+            }
+            const char *x = last, *b = ve;
+            trim(&x, &b);
+            last_chunked = sq_ieq(x, (size_t)(b - x), "chunked", 7); /* the last field decides */
+        }
+    }
+    return te && (has_cl || v10 || !last_chunked || chunked != 1);
 }
 
 struct dechunk {
@@ -970,11 +1100,11 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
         uint8_t df = (uint8_t)((req.head ? DF_HEAD : 0) | (close_after ? DF_CLOSE : 0) |
                                (conn_hdr == CONN_HDR_KA ? DF_KA : 0));
         if (r.fill_total == 0 && r.headers_len == 0 && !r.delay_copy && r.body_len <= UINT32_MAX) {
-            c->d_status = (uint16_t)(r.status ? r.status : 200);
-            c->d_ctype = r.content_type;
-            c->d_body = r.body;
-            c->d_body_len = (uint32_t)r.body_len;
             if (sq_timer_start(w->loop, &c->timer, due) == 0) {
+                c->d_status = (uint16_t)(r.status ? r.status : 200);
+                c->d_ctype = r.content_type;
+                c->d_body = r.body;
+                c->d_body_len = (uint32_t)r.body_len; /* over c->seen until on_timer */
                 c->d_flags = df;
                 c->flags |= F_DEFER;
                 return;
@@ -1024,6 +1154,8 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
                     break;                /* else a partial preface: wait for the rest */
                 }
             }
+            if (hl != -SQ_ETOOBIG && sq_server_smuggle_shape(p, n))
+                BUMP(w->cnt.smuggling);
             error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400);
             break;
         }
@@ -1113,14 +1245,19 @@ static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct
         struct inbuf *b = c->in;
         if (keep == 0) {
             drop_input(c);
+        } else if (used) {
+            memmove(b->data, b->data + used, keep);
+            b->len = (uint32_t)keep;
+            b->since = w->tick; /* a new request at the start */
         } else {
-            if (used)
-                memmove(b->data, b->data + used, keep);
             b->len = (uint32_t)keep;
         }
-    } else if (keep && !save_input(c, buf + used, keep, st)) { /* the only copy of input */
-        conn_close(w, c);
-        return;
+    } else if (keep) {
+        if (!save_input(c, buf + used, keep, st)) { /* the only copy of input */
+            conn_close(w, c);
+            return;
+        }
+        c->in->since = w->tick;
     }
     conn_events(w, c);
 }
@@ -1128,6 +1265,8 @@ static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct
 /* Goes on with the requests waiting in c->in, if any. */
 static void resume(struct worker *w, struct conn *c)
 {
+    if (c->in) /* a request waiting behind could not be read meanwhile */
+        c->in->since = w->tick;
     if (c->in && c->in->len)
         pump(w, c, c->in->data, c->in->len, &c->in->st);
     else
@@ -1180,6 +1319,7 @@ static void handshake(struct worker *w, struct conn *c)
     }
     BUMP(w->cnt.tls_ok);
     c->flags &= (uint8_t)~F_HS;
+    c->seen = w->tick;
     if (strcmp(sq_tls_alpn(c->tls), "h2") == 0) {
         sq_server__h2_begin(c, NULL, 0); /* HTTP/2 from the first byte after the handshake */
         return;
@@ -1190,6 +1330,7 @@ static void handshake(struct worker *w, struct conn *c)
 static void on_readable(struct worker *w, struct conn *c)
 {
     ssize_t n;
+    c->seen = w->tick; /* never parked here (on_conn); EOF and errors close anyway */
     if (SQ_LIKELY(!c->in)) {
         n = conn_recv(c, w->rbuf, RBUF_SIZE);
         if (SQ_LIKELY(n > 0)) {
@@ -1222,6 +1363,10 @@ static void on_readable(struct worker *w, struct conn *c)
 static void on_writable(struct worker *w, struct conn *c)
 {
     struct outq *q = c->out;
+    /* EPOLLOUT: the socket has room again, so bytes move. A plain parked answer behind this
+     * output keeps its length in the stamp's slot: on_timer stamps it instead. */
+    if (!(c->flags & F_DEFER) || (c->d_flags & (DF_HELD | DF_STREAM)))
+        c->seen = w->tick;
     struct view v = {q->data + q->off, q->len - q->off, q->fill,
                      q->fill_len,      q->fill_off,     q->fill_left};
     int rc = view_send(c, &v);
@@ -1281,6 +1426,7 @@ static void h2_fail(struct worker *w, struct conn *c)
 
 static void h2_event(struct worker *w, struct conn *c)
 {
+    c->seen = w->tick;
     if (c->out) {
         struct outq *q = c->out;
         struct view v = {q->data + q->off, q->len - q->off, q->fill,
@@ -1477,6 +1623,7 @@ static void on_timer(struct sq_loop *loop, struct sq_timer *t)
                                    .content_type = c->d_ctype,
                                    .body = c->d_body,
                                    .body_len = c->d_body_len};
+        c->seen = w->tick; /* d_body_len is read: the slot is the idle stamp again */
         if (!render(w, &r, c->d_flags & DF_HEAD, conn_hdr)) {
             conn_close(w, c);
             return;
@@ -1510,6 +1657,77 @@ static void on_timer(struct sq_loop *loop, struct sq_timer *t)
         resume(w, c);
 }
 
+/* ---- timeouts ---- */
+
+/* A head (or a TLS handshake) took too long: 408 and a lingering close (a handshake just
+ * closes: there is no channel to answer on). c is closed or closing on return. */
+static void header_timeout(struct worker *w, struct conn *c)
+{
+    BUMP(w->cnt.header_to);
+    if (c->flags & F_HS) {
+        conn_close(w, c);
+        return;
+    }
+    drop_input(c);
+    error_answer(w, c, 408);
+    if ((c->flags & F_FAIL) || batch_flush(w, c) < 0) {
+        w->olen = 0;
+        conn_close(w, c);
+    } else if (c->out) {
+        conn_events(w, c);
+    } else {
+        conn_finish(w, c);
+    }
+}
+
+/* Every sweep_ns: advances w->tick, then closes the connections past a timeout. */
+static void on_sweep(struct sq_loop *loop, struct sq_timer *t)
+{
+    struct worker *w = SQ_CONTAINER_OF(t, struct worker, sweep_timer);
+    const struct sq_server *s = w->srv;
+    int64_t now = sq_loop_now(loop);
+    uint32_t tick = (uint32_t)((now - w->epoch_ns) / SQ_NS_PER_MS);
+    uint32_t slack = (uint32_t)(s->sweep_ns / SQ_NS_PER_MS) + 1; /* stamps lag by < a sweep */
+    w->tick = tick;
+    /* first, while the heap slot this timer just left is free; should it fail all the same
+     * (no memory), the next accept arms it again */
+    if (sq_timer_start(loop, t, now + s->sweep_ns) < 0)
+        sq_timer_stop(loop, t);
+    for (struct slab *sl = w->slabs; sl; sl = sl->next) {
+        for (int i = 0; i < SLAB_CONNS; i++) {
+            struct conn *c = &sl->c[i];
+            if (c->io.fd < 0 || (c->flags & F_LINGER))
+                continue; /* free, or closing on its own timer */
+            /* the server is the one taking its time: not idle */
+            if (c->flags & F_DEFER) {
+                if (!(c->d_flags & (DF_HELD | DF_STREAM)))
+                    continue; /* a plain parked answer: c->seen holds its length till on_timer */
+                if (!c->out) {
+                    c->seen = tick;
+                    continue;
+                }
+            } else if ((c->flags & F_H2) && !c->out && sq_server__h2_waiting(c->h2)) {
+                c->seen = tick;
+                continue;
+            }
+            uint32_t quiet = tick - c->seen;
+            if (s->idle_ms && quiet >= s->idle_ms + slack) {
+                BUMP(w->cnt.idle_to);
+                conn_close(w, c);
+            } else if (!s->header_ms) {
+                continue;
+            } else if (c->flags & F_HS) {
+                if (quiet >= s->header_ms + slack) /* c->seen is the accept during a handshake */
+                    header_timeout(w, c);
+            } else if (c->in && !c->out && !(c->flags & (F_DEFER | F_CLOSE | F_H2)) &&
+                       !c->in->st.need && !c->in->st.chunked &&
+                       tick - c->in->since >= s->header_ms + slack) {
+                header_timeout(w, c); /* reading, and the head at the start is incomplete */
+            }
+        }
+    }
+}
+
 /* ---- accepting ---- */
 
 /* Out of fds or memory: stop accepting for a moment (level-triggered, a backlog left unread
@@ -1533,6 +1751,9 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 {
     SQ_UNUSED(rev);
     struct worker *w = SQ_CONTAINER_OF(io, struct worker, lio);
+    if (SQ_UNLIKELY(w->srv->sweep_ns && !sq_timer_active(&w->sweep_timer)) &&
+        sq_timer_start(loop, &w->sweep_timer, sq_loop_now(loop) + w->srv->sweep_ns) < 0)
+        sq_timer_stop(loop, &w->sweep_timer); /* still no memory: the next accept tries again */
     for (int i = 0; i < ACCEPT_BURST; i++) {
         int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -1542,22 +1763,33 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
                 accept_pause(loop, w);
             return;
         }
+        struct sq_server *s = w->srv;
+        unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed);
+        if (s->max_conns && open >= s->max_conns) {
+            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
+            BUMP(w->cnt.refused); /* before the close: a client that sees it may read /stats */
+            close(fd); /* the client sees the close (or a reset if it has sent already) */
+            continue;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         struct conn *c = conn_get(w);
         if (!c) {
+            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
             close(fd);
             continue;
         }
         c->w = w;
+        c->seen = w->tick;
         c->in = NULL;
         c->out = NULL;
         c->tls = NULL;
         c->flags = 0;
         c->d_flags = 0;
         sq_timer_init(&c->timer, on_timer);
-        if (w->srv->tls) {
-            if (sq_tls_conn_server(w->srv->tls, fd, &c->tls) < 0) {
+        if (s->tls) {
+            if (sq_tls_conn_server(s->tls, fd, &c->tls) < 0) {
+                atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
                 close(fd);
                 c->next_free = w->free_conns;
                 w->free_conns = c;
@@ -1566,6 +1798,7 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
             c->flags = F_HS; /* the client speaks first: wait for EPOLLIN */
         }
         if (sq_io_start(loop, &c->io, fd, EPOLLIN, on_conn) < 0) {
+            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
             sq_tls_conn_free(c->tls);
             c->tls = NULL;
             close(fd);
@@ -1660,8 +1893,15 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
     w->lim.max_head_bytes = SQ_SERVER_MAX_HEAD;
     w->lim.max_headers = SQ_SERVER_MAX_HEADERS;
     sq_timer_init(&w->accept_timer, on_accept_resume);
+    sq_timer_init(&w->sweep_timer, on_sweep);
     int rc = sq_loop_new(&w->loop);
     if (rc < 0) {
+        worker_free(w);
+        return rc;
+    }
+    w->epoch_ns = sq_loop_now(w->loop);
+    if (s->sweep_ns &&
+        (rc = sq_timer_start(w->loop, &w->sweep_timer, w->epoch_ns + s->sweep_ns)) < 0) {
         worker_free(w);
         return rc;
     }
@@ -1686,6 +1926,11 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
     }
     *out = w;
     return 0;
+}
+
+static uint32_t ms_ceil(int64_t ns)
+{
+    return (uint32_t)((ns + SQ_NS_PER_MS - 1) / SQ_NS_PER_MS);
 }
 
 static void set_port(struct sq_addr *a, uint16_t port)
@@ -1715,7 +1960,9 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
 {
     if (why)
         *why = NULL;
-    if (!cfg || !cfg->handler || cfg->threads < 1 || cfg->threads > 4096)
+    if (!cfg || !cfg->handler || cfg->threads < 1 || cfg->threads > 4096 ||
+        cfg->idle_timeout_ns < 0 || cfg->idle_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS ||
+        cfg->header_timeout_ns < 0 || cfg->header_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS)
         return -EINVAL;
     struct sq_addr addr;
     const char *rwhy = NULL;
@@ -1734,6 +1981,19 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     s->ud = cfg->ud;
     s->stamp = cfg->stamp_arrivals;
     s->tls = cfg->tls;
+    s->max_conns = cfg->max_conns;
+    /* a timeout under 1 ms still waits 1 ms: the sweep counts whole ms */
+    s->idle_ms = ms_ceil(cfg->idle_timeout_ns);
+    s->header_ms = ms_ceil(cfg->header_timeout_ns);
+    int64_t shortest = cfg->idle_timeout_ns;
+    if (cfg->header_timeout_ns && (!shortest || cfg->header_timeout_ns < shortest))
+        shortest = cfg->header_timeout_ns;
+    if (shortest > 0) {
+        s->sweep_ns = shortest / 8;
+        s->sweep_ns = s->sweep_ns < SWEEP_MIN_NS   ? SWEEP_MIN_NS
+                      : s->sweep_ns > SWEEP_MAX_NS ? SWEEP_MAX_NS
+                                                   : s->sweep_ns;
+    }
     s->joined = true; /* nothing to join yet */
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->w = calloc((size_t)cfg->threads, sizeof(*s->w));
@@ -1834,5 +2094,10 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
         out->tls_failed += atomic_load_explicit(&c->tls_failed, memory_order_relaxed);
         out->h2_conns += atomic_load_explicit(&c->h2_conns, memory_order_relaxed);
         out->h2_streams += atomic_load_explicit(&c->h2_streams, memory_order_relaxed);
+        out->smuggling += atomic_load_explicit(&c->smuggling, memory_order_relaxed);
+        out->refused += atomic_load_explicit(&c->refused, memory_order_relaxed);
+        out->idle_timeouts += atomic_load_explicit(&c->idle_to, memory_order_relaxed);
+        out->header_timeouts += atomic_load_explicit(&c->header_to, memory_order_relaxed);
     }
+    out->open = atomic_load_explicit(&s->open, memory_order_relaxed);
 }

@@ -5,6 +5,15 @@
  * parsed with http/h1, handed to one handler callback, and answered strictly in order
  * (pipelining included). The server itself answers malformed input (400), oversized heads or too
  * many headers (431) and oversized bodies (413), counts them and closes the connection after.
+ * Request-smuggling shapes (RFC 9112: Content-Length with Transfer-Encoding, Content-Length
+ * fields that disagree, obs-fold, whitespace before a colon, a Transfer-Encoding it cannot frame)
+ * are among the 400s and also counted on their own.
+ *
+ * Limits (each optional, counted when it acts): an idle timeout (no byte moved either way), a
+ * header timeout (a request head, or a TLS handshake, still incomplete; answered 408), and a cap
+ * on open connections (more are accepted and closed at once). Timeouts are checked by one sweep
+ * per worker over its connections, never by a timer per request; a connection that waits on the
+ * server's own timer (a delayed or streamed answer) is never idle.
  *
  * HTTP/2: a connection that opens with the HTTP/2 client preface (h2c, prior knowledge) is
  * served by an nghttp2 session instead (server/h2.h); the same handler answers each stream, with
@@ -24,10 +33,11 @@
 #include "base/err.h"
 #include "http/h1.h"
 
-#define SQ_SERVER_MAX_HEAD     (8 * 1024)    /* request line + headers; larger: 431 */
-#define SQ_SERVER_MAX_HEADERS  64            /* more: 431 */
-#define SQ_SERVER_MAX_BODY     (1024 * 1024) /* decoded request body; larger: 413 */
-#define SQ_SERVER_MAX_DELAY_NS (86400LL * SQ_NS_PER_S)
+#define SQ_SERVER_MAX_HEAD       (8 * 1024)    /* request line + headers; larger: 431 */
+#define SQ_SERVER_MAX_HEADERS    64            /* more: 431 */
+#define SQ_SERVER_MAX_BODY       (1024 * 1024) /* decoded request body; larger: 413 */
+#define SQ_SERVER_MAX_DELAY_NS   (86400LL * SQ_NS_PER_S)
+#define SQ_SERVER_MAX_TIMEOUT_NS (30LL * 86400 * SQ_NS_PER_S) /* idle / header timeouts */
 
 struct sq_server; /* opaque; sq_server_start creates it */
 struct sq_tls_server;
@@ -117,6 +127,16 @@ struct sq_server_config {
     struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
+    /* > 0: close a connection that moved no byte in either direction for this long (one waiting
+     * on a delayed or streamed answer of the server's is not idle). 0: never. */
+    int64_t idle_timeout_ns;
+    /* > 0: a request head (or a TLS handshake) still incomplete this long after its first byte
+     * arrived (after accept, for a handshake) is answered 408 (a handshake: closed) and its
+     * connection closed. 0: never. */
+    int64_t header_timeout_ns;
+    /* > 0: at most this many connections open at once across all workers; one more is accepted
+     * and closed at once (counted: refused). 0: no cap. */
+    uint32_t max_conns;
 };
 
 /* Counts kept by the server itself, summed over workers (each worker writes only its own). */
@@ -129,10 +149,15 @@ struct sq_server_counts {
     uint64_t tls_ok, tls_failed; /* TLS handshakes completed / failed (closed) */
     uint64_t h2_conns;           /* connections switched to HTTP/2 (h2c preface or ALPN "h2") */
     uint64_t h2_streams; /* HTTP/2 requests (streams) handed to the handler; in requests too */
+    uint64_t smuggling;  /* of bad_req: request-smuggling shapes (see the file comment) */
+    uint64_t refused;    /* connections closed at accept: max_conns were open */
+    uint64_t idle_timeouts, header_timeouts; /* connections closed by each timeout */
+    uint64_t open;                           /* connections open now (a gauge, not a count) */
 };
 
 /* Binds every listener, then starts the worker threads. Returns 0, -errno (bind, listen, thread
- * creation), -SQ_ERESOLVE (with *why set, may be NULL) or -EINVAL (bad config). Nothing is left
+ * creation), -SQ_ERESOLVE (with *why set, may be NULL) or -EINVAL (bad config: a negative
+ * timeout, or one over SQ_SERVER_MAX_TIMEOUT_NS). Nothing is left
  * running on error. */
 SQ_MUST_CHECK int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out,
                                   const char **why);
@@ -152,6 +177,14 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out);
 
 /* Finds a header by name, case-insensitively. Returns it or NULL. */
 const struct sq_h1_header *sq_server_req_header(const struct sq_server_req *req, const char *name);
+
+/* True when the request head at p[0, n) (complete or not; never read past p + n) has a shape
+ * RFC 9112 refuses because two parties could frame its body differently: Content-Length with
+ * Transfer-Encoding (6.1, 6.3), Content-Length values that disagree (6.3), obs-fold (5.2),
+ * whitespace between a field name and its colon (5.1), Transfer-Encoding in HTTP/1.0, or
+ * without "chunked" as its one and final coding (6.1, 6.3). The server asks it only about heads
+ * the parser has refused (400), to count them apart; exposed for tests. */
+bool sq_server_smuggle_shape(const char *p, size_t n);
 
 /* The reason phrase for a status code ("" for codes without one). */
 const char *sq_server_reason(int status);

@@ -106,15 +106,16 @@ uint64_t sq_target_counters_sum(const struct sq_target_counters *c, int i)
     return sum;
 }
 
-static uint64_t raw_value(const struct sq_target_counters *c, const uint64_t extra[4], int i)
+static uint64_t raw_value(const struct sq_target_counters *c,
+                          const uint64_t extra[SQ_TARGET_NEXTRA], int i)
 {
     if (i < SQ_TARGET_NSHARD)
         return sq_target_counters_sum(c, i);
     return extra ? extra[i - SQ_TARGET_NSHARD] : 0;
 }
 
-void sq_target_counters_read(const struct sq_target_counters *c, const uint64_t extra[4],
-                             uint64_t *out)
+void sq_target_counters_read(const struct sq_target_counters *c,
+                             const uint64_t extra[SQ_TARGET_NEXTRA], uint64_t *out)
 {
     for (int i = 0; i < SQ_TARGET_NCOUNTERS; i++) {
         uint64_t v = raw_value(c, extra, i);
@@ -123,7 +124,7 @@ void sq_target_counters_read(const struct sq_target_counters *c, const uint64_t 
     }
 }
 
-void sq_target_counters_reset(struct sq_target_counters *c, const uint64_t extra[4])
+void sq_target_counters_reset(struct sq_target_counters *c, const uint64_t extra[SQ_TARGET_NEXTRA])
 {
     for (int i = 0; i < SQ_TARGET_NCOUNTERS; i++)
         atomic_store_explicit(&c->base[i], raw_value(c, extra, i), memory_order_relaxed);
@@ -497,7 +498,9 @@ struct sq_target {
     struct sq_target__app *app;
     int threads;
     int64_t start_ns;
-    int64_t stall_ns, stall_period_ns; /* 0: no stall */
+    int64_t stall_ns, stall_period_ns;          /* 0: no stall */
+    int64_t idle_timeout_ns, header_timeout_ns; /* as configured, for /stats' "limits" */
+    uint32_t max_conns;
     _Atomic int64_t reset_ns;
     _Atomic uint64_t h2_base[2]; /* h2 connections and streams at the last reset */
 };
@@ -514,14 +517,14 @@ static char *scratch_get(struct scratch *s, size_t need)
     return p;
 }
 
-static void server_extra(const struct sq_server *srv, uint64_t extra[4])
+static void server_extra(const struct sq_server *srv, uint64_t extra[SQ_TARGET_NEXTRA])
 {
     struct sq_server_counts sc;
     sq_server_counts(srv, &sc);
-    extra[0] = sc.accepted;
-    extra[1] = sc.bad_req;
-    extra[2] = sc.too_large;
-    extra[3] = sc.head_big;
+    const uint64_t v[SQ_TARGET_NEXTRA] = {sc.accepted,      sc.bad_req,        sc.too_large,
+                                          sc.head_big,      sc.smuggling,      sc.refused,
+                                          sc.idle_timeouts, sc.header_timeouts};
+    memcpy(extra, v, sizeof(v));
 }
 
 /* Summarises the arrivals since the last reset. Returns 0 or -ENOMEM. */
@@ -597,7 +600,7 @@ static int put_ms(char *o, size_t cap, int64_t ns)
 static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
                          struct sq_server_resp *resp)
 {
-    uint64_t extra[4], v[SQ_TARGET_NCOUNTERS];
+    uint64_t extra[SQ_TARGET_NEXTRA], v[SQ_TARGET_NCOUNTERS];
     server_extra(req->server, extra);
     sq_target_counters_read(t->cnt, extra, v);
     uint64_t total = 0;
@@ -624,18 +627,24 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
                                 sq_target_ep_name((enum sq_target_ep)i), (unsigned long long)v[i]);
     len += (size_t)snprintf(
         o + len, cap - len,
-        "},\"errors\":{\"400\":%llu,\"413\":%llu,\"431\":%llu},\"connections\":%llu,"
+        "},\"errors\":{\"400\":%llu,\"413\":%llu,\"431\":%llu,\"smuggling\":%llu},"
+        "\"connections\":%llu,\"open\":%llu,\"refused\":%llu,"
+        "\"timeouts\":{\"idle\":%llu,\"header\":%llu},"
+        "\"limits\":{\"max_conns\":%u,\"idle_timeout_s\":%.3f,\"header_timeout_s\":%.3f},"
         "\"threads\":%d,\"uptime_s\":%.3f,\"since_reset_s\":%.3f,"
         "\"arrivals\":{\"count\":%llu,\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
         "\"max\":%.3f,\"mean\":%.3f}},\"arrivals_dropped\":%llu,"
         "\"auth\":{\"logins\":%llu,\"items_ok\":%llu,\"items_unauthorized\":%llu},"
         "\"h2\":{\"connections\":%llu,\"streams\":%llu}",
         (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
-        (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_ACCEPTED],
-        t->threads, (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9,
-        (unsigned long long)g.count, g.p50_us, g.p90_us, g.p99_us, g.max_us, g.mean_us,
-        (unsigned long long)dropped, (unsigned long long)v[SQ_TARGET_C_LOGINS],
-        (unsigned long long)v[SQ_TARGET_C_ITEMS_OK],
+        (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_SMUGGLING],
+        (unsigned long long)v[SQ_TARGET_C_ACCEPTED], (unsigned long long)sc.open,
+        (unsigned long long)v[SQ_TARGET_C_REFUSED], (unsigned long long)v[SQ_TARGET_C_IDLE_TO],
+        (unsigned long long)v[SQ_TARGET_C_HEADER_TO], t->max_conns,
+        (double)t->idle_timeout_ns / 1e9, (double)t->header_timeout_ns / 1e9, t->threads,
+        (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9, (unsigned long long)g.count,
+        g.p50_us, g.p90_us, g.p99_us, g.max_us, g.mean_us, (unsigned long long)dropped,
+        (unsigned long long)v[SQ_TARGET_C_LOGINS], (unsigned long long)v[SQ_TARGET_C_ITEMS_OK],
         (unsigned long long)v[SQ_TARGET_C_ITEMS_UNAUTH], (unsigned long long)h2c,
         (unsigned long long)h2s);
     if (t->stall_ns) {
@@ -779,7 +788,7 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
         case SQ_TARGET_EP_STATS_RESET: {
             /* counted before the baseline is taken: the reset does not show up after it */
             sq_target_counters_bump(t->cnt, req->worker, ep);
-            uint64_t extra[4];
+            uint64_t extra[SQ_TARGET_NEXTRA];
             server_extra(req->server, extra);
             sq_target_counters_reset(t->cnt, extra);
             struct sq_server_counts sc;
@@ -828,6 +837,9 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     t->start_ns = sq_now_ns();
     t->stall_ns = cfg->stall_ns;
     t->stall_period_ns = cfg->stall_period_ns;
+    t->idle_timeout_ns = cfg->idle_timeout_ns;
+    t->header_timeout_ns = cfg->header_timeout_ns;
+    t->max_conns = cfg->max_conns;
     atomic_store(&t->reset_ns, t->start_ns);
     t->cnt = sq_target_counters_new(cfg->threads);
     if (sq_target__app_new(cfg->threads, &t->app) < 0)
@@ -861,6 +873,9 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
         .tls = cfg->tls,
         .handler = handle,
         .ud = t,
+        .idle_timeout_ns = cfg->idle_timeout_ns,
+        .header_timeout_ns = cfg->header_timeout_ns,
+        .max_conns = cfg->max_conns,
     };
     int rc = sq_server_start(&sc, &t->srv, why);
     if (rc < 0) {

@@ -49,6 +49,11 @@ struct sq_target_config {
     size_t arrivals_cap;
     /* Optional: serve HTTPS (borrowed; must outlive the target). NULL: plain HTTP. */
     struct sq_tls_server *tls;
+    /* The server's limits (sq_server_config): idle and header timeouts (0: none), the most
+     * connections open at once (0: no cap). `squall target` defaults to 60 s, 10 s, none. */
+    int64_t idle_timeout_ns;
+    int64_t header_timeout_ns;
+    uint32_t max_conns;
 };
 
 /* Binds and starts the workers. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */
@@ -138,19 +143,25 @@ SQ_MUST_CHECK int sq_target_gaps(struct sq_target_run *runs, size_t nruns,
 
 /* Counter shards: one per worker plus a baseline. Each value reported is sum - baseline
  * (never below 0: a reset that races a read shows 0, not a wrapped number). A shard holds the
- * endpoints and the three auth counts (SQ_TARGET_NSHARD slots); the last 4 are the server's. */
+ * endpoints and the three auth counts (SQ_TARGET_NSHARD slots); the last SQ_TARGET_NEXTRA are
+ * the server's (sq_server_counts), passed in as extra[]. */
 #define SQ_TARGET_NSHARD (SQ_TARGET_EP__COUNT + 3)
 enum {
     SQ_TARGET_C_LOGINS = SQ_TARGET_EP__COUNT, /* tokens issued by POST /login */
     SQ_TARGET_C_ITEMS_OK,                     /* /items with a valid token */
     SQ_TARGET_C_ITEMS_UNAUTH,                 /* /items answered 401 */
 };
-#define SQ_TARGET_NCOUNTERS (SQ_TARGET_NSHARD + 4) /* shard slots, then the 4 below */
+#define SQ_TARGET_NEXTRA    8
+#define SQ_TARGET_NCOUNTERS (SQ_TARGET_NSHARD + SQ_TARGET_NEXTRA) /* shard slots, then these: */
 enum {
     SQ_TARGET_C_ACCEPTED = SQ_TARGET_NSHARD,
     SQ_TARGET_C_400,
     SQ_TARGET_C_413,
     SQ_TARGET_C_431,
+    SQ_TARGET_C_SMUGGLING, /* of the 400s */
+    SQ_TARGET_C_REFUSED,   /* connections over max_conns */
+    SQ_TARGET_C_IDLE_TO,   /* connections closed by the idle timeout */
+    SQ_TARGET_C_HEADER_TO, /* ... by the header timeout */
 };
 
 struct sq_target_counters; /* opaque */
@@ -162,12 +173,13 @@ void sq_target_counters_free(struct sq_target_counters *c);
 void sq_target_counters_bump(struct sq_target_counters *c, int s, int i);
 /* Sums counter i (< SQ_TARGET_NSHARD; else 0) over all shards (relaxed loads; any thread). */
 uint64_t sq_target_counters_sum(const struct sq_target_counters *c, int i);
-/* Fills out[SQ_TARGET_NCOUNTERS] with sums less the baseline. extra[4] are counts kept
- * elsewhere (accepted, 400, 413, 431: the server's), added to the sums of those slots. */
-void sq_target_counters_read(const struct sq_target_counters *c, const uint64_t extra[4],
-                             uint64_t *out);
-/* Stores the current sums (with extra[4]) as the baseline. Any thread. */
-void sq_target_counters_reset(struct sq_target_counters *c, const uint64_t extra[4]);
+/* Fills out[SQ_TARGET_NCOUNTERS] with sums less the baseline. extra[SQ_TARGET_NEXTRA] are
+ * counts kept elsewhere (the server's, in the order of the slots above), taken as those slots'
+ * sums. */
+void sq_target_counters_read(const struct sq_target_counters *c,
+                             const uint64_t extra[SQ_TARGET_NEXTRA], uint64_t *out);
+/* Stores the current sums (with extra[]) as the baseline. Any thread. */
+void sq_target_counters_reset(struct sq_target_counters *c, const uint64_t extra[SQ_TARGET_NEXTRA]);
 
 /* ---- /json, /login, /items (the pure parts; exposed for tests) ---- */
 

@@ -394,7 +394,7 @@ class TargetTest(unittest.TestCase):
         ep = st["endpoints"]
         self.assertEqual((ep["fast"], ep["ok"], ep["not_found"], ep["stats"]), (5, 2, 1, 0))
         self.assertEqual(ep["bytes"] + ep["delay"] + ep["status"] + ep["echo"], 0)
-        self.assertEqual(st["errors"], {"400": 1, "413": 1, "431": 1})
+        self.assertEqual(st["errors"], {"400": 1, "413": 1, "431": 1, "smuggling": 0})
         self.assertEqual(st["connections"], 12)  # one per request above, /stats included
         self.assertEqual(st["threads"], 2)
         # a read does not reset; a second read counts the first
@@ -403,7 +403,7 @@ class TargetTest(unittest.TestCase):
         http(self.port, "POST", "/stats/reset")
         st3 = json_get(self.port, "/stats")
         self.assertEqual(st3["requests"], 0)
-        self.assertEqual(st3["errors"], {"400": 0, "413": 0, "431": 0})
+        self.assertEqual(st3["errors"], {"400": 0, "413": 0, "431": 0, "smuggling": 0})
         self.assertEqual(st3["connections"], 1)
         self.assertLess(st3["since_reset_s"], st3["uptime_s"])
 
@@ -577,11 +577,230 @@ class StallTest(unittest.TestCase):
         self.assertLess(took, 0.2)
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class LimitsTest(unittest.TestCase):
+    """Timeouts, smuggling shapes and a client that never reads (docs/target.md, Limits)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.port = sqtest.start_target(
+            "-t", "2", "-q", "--idle-timeout", "1s", "--header-timeout", "500ms")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert sqtest.stop(cls.proc) == 0
+
+    def stats(self):
+        return json_get(self.port, "/stats")
+
+    def closed_after(self, s, timeout=5.0):
+        """Seconds until the server closes s (reading and dropping what it sends)."""
+        t0 = time.monotonic()
+        s.settimeout(timeout)
+        try:
+            while s.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+        return time.monotonic() - t0
+
+    def test_idle_connection_closed_and_counted(self):
+        before = self.stats()["timeouts"]["idle"]
+        s = raw_connect(self.port)
+        self.addCleanup(s.close)
+        took = self.closed_after(s)
+        self.assertGreaterEqual(took, 0.95)
+        self.assertLess(took, 2.5)
+        self.assertEqual(self.stats()["timeouts"]["idle"], before + 1)
+
+    def test_keep_alive_between_requests_under_the_timeout(self):
+        s = raw_connect(self.port)
+        self.addCleanup(s.close)
+        rd = RawReader(s)
+        for _ in range(4):  # 2 s in all, never silent for 1 s
+            s.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertEqual(rd.response()[2], b"hello world")
+            time.sleep(0.5)
+        # a delayed answer longer than the timeout is the server's wait, not the client's
+        s.sendall(b"GET /delay/1500 HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual(rd.response()[0], 200)
+
+    def test_slowloris_head_gets_408(self):
+        before = self.stats()["timeouts"]["header"]
+        s = raw_connect(self.port)
+        self.addCleanup(s.close)
+        t0 = time.monotonic()
+        got = b""
+        s.settimeout(0.1)
+        for b in b"GET /fast HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+            try:
+                s.send(bytes([b]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            try:
+                got += s.recv(4096)
+            except socket.timeout:
+                pass
+            if got:
+                break
+        self.assertTrue(got.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), got)
+        self.assertIn(b"Connection: close\r\n", got)
+        took = time.monotonic() - t0
+        self.assertGreaterEqual(took, 0.45)
+        self.assertLess(took, 2.0)
+        self.assertEqual(self.stats()["timeouts"]["header"], before + 1)
+
+    def test_h2_delay_longer_than_idle(self):
+        # an HTTP/2 stream waiting on its /delay keeps the connection from being idle
+        p, doc, took = sqtest.run_json(f"http://{HOST}:{self.port}/delay/1300", "--http2",
+                                       "-n", "2", "-c", "1", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual((doc["requests"]["completed"], doc["requests"]["failed"]), (2, 0))
+
+    def test_smuggling_shapes_refused_and_counted(self):
+        shapes = [
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /fast HTTP/1.1\r\n\r\n",
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 10\r\n\r\n"
+            b"hello",
+            b"GET /fast HTTP/1.1\r\nHost: x\r\nX-Fold: a\r\n folded\r\n\r\n",
+            b"GET /fast HTTP/1.1\r\nHost : x\r\n\r\n",
+        ]
+        before = self.stats()["errors"]
+        for data in shapes:
+            s = raw_connect(self.port)
+            self.addCleanup(s.close)
+            s.sendall(data)
+            rd = RawReader(s)
+            status, hdrs, _, _ = rd.response()
+            self.assertEqual((status, hdrs.get("connection")), (400, "close"), data)
+            self.assertTrue(rd.at_eof(), data)
+            self.assertEqual(bytes(rd.buf), b"", data)  # the smuggled request is not served
+        after = self.stats()["errors"]
+        self.assertEqual(after["smuggling"] - before["smuggling"], len(shapes))
+        self.assertEqual(after["400"] - before["400"], len(shapes))
+
+    def test_client_that_never_reads(self):
+        # 20 connections each pipeline 200 /echo requests of 64 KiB (256 MiB of answers) and
+        # never read: the target stops reading them, holds at most a batch each, and the idle
+        # timeout closes them
+        body = b"x" * 65536
+        req = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        warm = raw_connect(self.port)
+        warm.sendall(req)
+        RawReader(warm).response()
+        warm.close()
+        before_rss = rss_kib(self.proc.pid)
+        before = self.stats()["timeouts"]["idle"]
+        socks = []
+        for _ in range(20):
+            s = raw_connect(self.port)
+            self.addCleanup(s.close)
+            s.setblocking(False)
+            socks.append(s)
+        stream = memoryview(req * 200)
+        sent = [0] * len(socks)
+        deadline = time.monotonic() + 0.8
+        while time.monotonic() < deadline:
+            for i, s in enumerate(socks):
+                while sent[i] < len(stream):
+                    try:
+                        sent[i] += s.send(stream[sent[i]:sent[i] + (1 << 20)])
+                    except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                        break
+            time.sleep(0.05)
+        peak = rss_kib(self.proc.pid)
+        grown = peak - before_rss
+        # measured: about 4 MiB, plain or under ASan (the 256 MiB asked for would show)
+        self.assertLess(grown, 32 * 1024, "target grew %d KiB for 20 clients that never read" % grown)
+        self.assertLess(max(sent), len(stream), "the target kept reading a client that never reads")
+        for _ in range(60):
+            if self.stats()["timeouts"]["idle"] >= before + 20:
+                break
+            time.sleep(0.1)
+        self.assertGreaterEqual(self.stats()["timeouts"]["idle"], before + 20)
+
+
+class TlsHandshakeTimeoutTest(unittest.TestCase):
+    def test_handshake_that_never_comes(self):
+        proc, port = sqtest.start_target("-t", "1", "-q", "--tls", "--header-timeout", "400ms")
+        try:
+            s = raw_connect(port)  # TCP only: no ClientHello
+            t0 = time.monotonic()
+            s.settimeout(5)
+            try:
+                self.assertEqual(s.recv(100), b"")
+            except ConnectionResetError:
+                pass
+            took = time.monotonic() - t0
+            s.close()
+            self.assertGreaterEqual(took, 0.35)
+            self.assertLess(took, 2.0)
+            ctx = __import__("ssl").create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = 0
+            c = httpclient.HTTPSConnection(HOST, port, context=ctx, timeout=10)
+            c.request("GET", "/stats")
+            st = json.loads(c.getresponse().read())
+            c.close()
+            self.assertEqual(st["timeouts"], {"idle": 0, "header": 1})
+        finally:
+            sqtest.stop(proc)
+
+
+class MaxConnsTest(unittest.TestCase):
+    def test_refused_over_the_cap(self):
+        proc, port = sqtest.start_target("-t", "2", "-q", "--max-conns", "3")
+        try:
+            held = []
+            for _ in range(3):
+                s = raw_connect(port)
+                s.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+                self.assertEqual(RawReader(s).response()[0], 200)
+                held.append(s)
+            extra = raw_connect(port)
+            extra.settimeout(5)
+            try:
+                self.assertEqual(extra.recv(100), b"")  # accepted and closed at once
+            except ConnectionResetError:
+                pass
+            extra.close()
+            held.pop().close()
+            st = None
+            for _ in range(50):  # the slot frees once the target has seen the close
+                try:
+                    st = json_get(port, "/stats")
+                    break
+                except (ConnectionResetError, httpclient.RemoteDisconnected, BrokenPipeError):
+                    time.sleep(0.05)
+            self.assertIsNotNone(st)
+            self.assertGreaterEqual(st["refused"], 1)
+            self.assertEqual(st["limits"]["max_conns"], 3)
+            self.assertEqual(st["open"], 3)  # two held and the /stats one
+            for s in held:
+                s.close()
+        finally:
+            sqtest.stop(proc)
+
+
 class CliTest(unittest.TestCase):
     def test_bad_flags(self):
         for args, word in ((["--nope"], "--nope"), (["-p", "70000"], "--port"),
                            (["-t", "0"], "--threads"), (["--port"], "--port"), (["extra"], "extra"),
-                           (["--stall"], "--stall")) + tuple(
+                           (["--stall"], "--stall"), (["--idle-timeout", "x"], "--idle-timeout"),
+                           (["--idle-timeout", "-1s"], "--idle-timeout"),
+                           (["--idle-timeout", "31d"], "--idle-timeout"),
+                           (["--header-timeout", "1parsec"], "--header-timeout"),
+                           (["--header-timeout"], "--header-timeout"),
+                           (["--max-conns", "0"], "--max-conns"),
+                           (["--max-conns", "x"], "--max-conns")) + tuple(
                                (["--stall", v], "--stall")
                                for v in ("", "300ms", "1s/300ms", "1s/1s", "0/1s", "0s/1s",
                                          "1s/0", "-1s/2s", "abc/1s", "1s/abc", "300ms/",

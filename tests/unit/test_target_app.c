@@ -379,6 +379,51 @@ static void test_stream_live(void **state)
     free(c);
 }
 
+/* Streams and the idle timeout: pieces further apart than the timeout are the server's wait,
+ * not the client's silence; a stream to a client that stops reading is. */
+static void test_stream_idle(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {
+        .port = 0, .threads = 1, .handler = handler, .idle_timeout_ns = 200 * SQ_NS_PER_MS};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    struct conn_rd *c = malloc(sizeof(*c));
+    assert_non_null(c);
+
+    rd_init(c, client(port));
+    send_str(c->fd, "GET /s?3,350 HTTP/1.1\r\n\r\n");
+    assert_int_equal(rd_response(c, false), SQ_H1_DONE);
+    assert_int_equal(c->sse.events, 3);
+    assert_true(c->rd.keep_alive);
+    send_str(c->fd, "GET /after HTTP/1.1\r\n\r\n"); /* the connection is still there */
+    assert_int_equal(rd_response(c, false), SQ_H1_DONE);
+    assert_int_equal(c->body, 5);
+    int64_t t0 = sq_now_ns();
+    assert_true(rd_at_eof(c)); /* then, silent, it is closed */
+    assert_true(sq_now_ns() - t0 >= 150 * SQ_NS_PER_MS);
+    close(c->fd);
+    sq_h1_reader_dispose(&c->rd);
+
+    /* a stream whose client never reads: the socket fills, nothing moves, the timeout acts */
+    int fd = client(port);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    send_str(fd, "GET /s?1000000,0 HTTP/1.1\r\n\r\n");
+    struct sq_server_counts cnt;
+    for (int i = 0; i < 500; i++) {
+        sq_server_counts(s, &cnt);
+        if (cnt.idle_timeouts == 2)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(cnt.idle_timeouts, 2);
+    close(fd);
+    sq_server_free(s);
+    free(c);
+}
+
 /* The target end to end in-process: /json in every coding decodes to its N bytes. */
 struct jsink {
     char *p;
@@ -476,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_pick_coding), cmocka_unit_test(test_json_fill),
         cmocka_unit_test(test_tokens),      cmocka_unit_test(test_route_new),
         cmocka_unit_test(test_stream_live), cmocka_unit_test(test_target_json_live),
+        cmocka_unit_test(test_stream_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
