@@ -201,23 +201,24 @@ int sq_cli_target(int argc, char **argv)
         }
         if ((m = flag_value(argc, argv, &i, NULL, "--idle-timeout", &val)) != 0) {
             if (m < 0)
-                return bad_flag("missing value for", "--idle-timeout", NULL);
+                return no_value("--idle-timeout");
             if (!parse_timeout(val, &idle_timeout))
-                return bad_flag("bad value for", "--idle-timeout", val);
+                return bad_value("--idle-timeout", val, "a timeout (e.g. 30s, 2m; 0 turns it off)");
             continue;
         }
         if ((m = flag_value(argc, argv, &i, NULL, "--header-timeout", &val)) != 0) {
             if (m < 0)
-                return bad_flag("missing value for", "--header-timeout", NULL);
+                return no_value("--header-timeout");
             if (!parse_timeout(val, &header_timeout))
-                return bad_flag("bad value for", "--header-timeout", val);
+                return bad_value("--header-timeout", val,
+                                 "a timeout (e.g. 10s, 500ms; 0 turns it off)");
             continue;
         }
         if ((m = flag_value(argc, argv, &i, NULL, "--max-conns", &val)) != 0) {
             if (m < 0)
-                return bad_flag("missing value for", "--max-conns", NULL);
+                return no_value("--max-conns");
             if (sq_parse_u64(val, 1, UINT32_MAX, 1, &max_conns) < 0)
-                return bad_flag("bad value for", "--max-conns", val);
+                return bad_value("--max-conns", val, "a connection count (1..4294967295)");
             continue;
         }
         if (a[0] == '-')
