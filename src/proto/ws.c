@@ -460,6 +460,8 @@ int sq_ws_feed(struct sq_ws_ctx *w, struct sq_ws_conn *c, const void *buf, size_
     w->_in = NULL;
     w->_in_len = 0;
     w->_conn = NULL;
+    if (rc == 0 && c->close_received && c->_given != c->_used)
+        rc = ws_fail(w, -SQ_EPARSE, "WebSocket: bytes after the server's close");
     if (rc == 0 && c->_given == c->_used && !c->_in_frame) {
         pool_put(w, c->_fc);
         c->_fc = NULL;
