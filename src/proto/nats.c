@@ -105,13 +105,19 @@ static inline void dec_put(char *out, uint64_t v, size_t n)
 /* A size token: 0, -SQ_EPARSE (not all digits) or -SQ_ETOOBIG (over max). */
 static int size_tok(struct sq_str t, uint64_t max, uint64_t *out)
 {
-    for (size_t i = 0; i < t.len; i++)
-        if ((unsigned)(unsigned char)t.p[i] - '0' > 9)
-            return -SQ_EPARSE;
     if (t.len == 0)
         return -SQ_EPARSE;
-    if (t.len > 19 || !dec_u64(t.p, t.len, 19, out) || *out > max)
+    uint64_t v = 0;
+    for (size_t i = 0; i < t.len; i++) {
+        unsigned d = (unsigned)(unsigned char)t.p[i] - '0';
+        if (d > 9)
+            return -SQ_EPARSE;
+        if (v <= max) /* past max it only has to stay a number */
+            v = v * 10 + d;
+    }
+    if (v > max)
         return -SQ_ETOOBIG;
+    *out = v;
     return 0;
 }
 
@@ -237,6 +243,26 @@ static int check_headers(const char *b, size_t len, size_t hdr_len, struct sq_na
     }
 }
 
+/* Judges the control-line bytes buf[from, to) (no LF among them; len bounds the look-ahead for
+ * a CR): a CR must be followed by LF, control bytes are refused except HTAB, and DEL only in
+ * text (INFO, -ERR). */
+static int check_bytes(const char *buf, size_t from, size_t to, size_t len, bool text,
+                       struct sq_nats_event *ev)
+{
+    for (size_t i = from; i < to; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if ((c >= 0x20 && c != 0x7f) || c == '\t' || (c == 0x7f && text))
+            continue;
+        if (c == '\r') {
+            if (i + 1 < len && buf[i + 1] != '\n')
+                return fail(ev, -SQ_EPARSE, "NATS: CR not followed by LF");
+            continue;
+        }
+        return fail(ev, -SQ_EPARSE, "NATS: control byte in a control line");
+    }
+    return 0;
+}
+
 int sq_nats_parse(const char *buf, size_t len, const struct sq_nats_limits *lim,
                   struct sq_nats_event *ev, size_t *need)
 {
@@ -276,36 +302,28 @@ int sq_nats_parse(const char *buf, size_t len, const struct sq_nats_limits *lim,
     if (!is_blank(buf[i]))
         return fail(ev, -SQ_EPARSE, "NATS: operation name not followed by a blank");
 
-    /* Find the end of the control line, judging each byte on the way. */
+    /* Find the end of the control line: memchr for the LF, then the bytes are judged by the
+     * tokenizer (MSG, HMSG) or check_bytes() (INFO, -ERR). A line without its LF yet is judged
+     * here at once, so garbage fails on its bytes, not at the cap. */
     bool text = k == N_INFO || k == N_ERR;
     size_t cap = k == N_INFO ? max_info : max_line; /* whole line, CRLF included */
     size_t scan = len < cap ? len : cap;
-    size_t eol = 0;
-    for (; i < scan; i++) {
-        unsigned char c = (unsigned char)buf[i];
-        if (c >= 0x20 && c != 0x7f)
-            continue;
-        if (c == '\t')
-            continue;
-        if (c == '\r') {
-            if (i + 1 < len && buf[i + 1] != '\n')
-                return fail(ev, -SQ_EPARSE, "NATS: CR not followed by LF");
-            continue;
-        }
-        if (c == '\n') {
-            if (buf[i - 1] != '\r')
-                return fail(ev, -SQ_EPARSE, "NATS: line ends without CR");
-            eol = i;
-            break;
-        }
-        if (c == 0x7f && text)
-            continue;
-        return fail(ev, -SQ_EPARSE, "NATS: control byte in a control line");
-    }
-    if (!eol) {
+    const char *nl = memchr(buf + i, '\n', scan - i);
+    if (!nl) {
+        int rc = check_bytes(buf, i, scan, len, text, ev);
+        if (rc < 0)
+            return rc;
         if (scan == cap)
             return fail(ev, -SQ_ETOOBIG, "NATS: control line over the cap");
         return PARTIAL;
+    }
+    size_t eol = (size_t)(nl - buf);
+    if (buf[eol - 1] != '\r')
+        return fail(ev, -SQ_EPARSE, "NATS: line ends without CR");
+    if (text) {
+        int rc = check_bytes(buf, i, eol - 1, eol - 1, true, ev);
+        if (rc < 0)
+            return rc;
     }
     size_t line_len = eol + 1;
     const char *a = buf + ops[k].len, *end = buf + eol - 1; /* args: [a, end) */
@@ -341,6 +359,8 @@ int sq_nats_parse(const char *buf, size_t len, const struct sq_nats_limits *lim,
         const char *s = p;
         while (p < end && is_tok(*p))
             p++;
+        if (p == s) /* neither a blank nor a token byte: a control byte or a stray CR */
+            return fail(ev, -SQ_EPARSE, "NATS: control byte in a control line");
         tok[nt++] = (struct sq_str){s, (size_t)(p - s)};
         while (p < end && is_blank(*p))
             p++;
@@ -812,14 +832,32 @@ int sq_nats_puback_parse(const char *payload, size_t len, struct sq_nats_puback 
 
 /* ---- encoders ---- */
 
+static inline bool word_ok(const char *p)
+{
+    uint64_t w, x;
+    memcpy(&w, p, 8);
+    x = w ^ 0x7f7f7f7f7f7f7f7fULL;
+    return !(((w - 0x2121212121212121ULL) & ~w & 0x8080808080808080ULL) |
+             ((x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL));
+}
+
 bool sq_nats_subject_ok(struct sq_str s)
 {
     if (s.len == 0)
         return false;
-    for (size_t i = 0; i < s.len; i++)
-        if (!is_tok(s.p[i]))
+    if (s.len < 8) {
+        for (size_t i = 0; i < s.len; i++)
+            if (!is_tok(s.p[i]))
+                return false;
+        return true;
+    }
+    /* Eight bytes at a time, the last eight overlapping: no byte < 0x21 (the has-less-than
+     * trick, exact as a yes/no; bytes with the high bit set are masked out) and no 0x7f (no
+     * zero byte in w ^ 0x7f..). */
+    for (size_t i = 0; i + 8 < s.len; i += 8)
+        if (!word_ok(s.p + i))
             return false;
-    return true;
+    return word_ok(s.p + s.len - 8);
 }
 
 /* A bounded writer for the rarely-used encoders (CONNECT): writes what fits, remembers overflow. */

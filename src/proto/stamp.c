@@ -120,25 +120,31 @@ size_t sq_stamp_format(const struct sq_stamp *s, char *out)
     return sq_stamp_encode(&e, s->seq, s->ns, out);
 }
 
-/* One field: the longest run of base36 characters at p[*i], converted in base 32 or 36. False on
- * an empty field, a leading zero, a character outside the base, or overflow past max. */
-static bool field(const char *p, size_t n, size_t *i, unsigned base, uint64_t max, uint64_t *out)
+/* One field: the longest run of base36 characters at p[*i], converted in base 32 or 36. False
+ * on an empty field, a leading zero, a character outside the base, or a value over max. Twelve
+ * digits fit 64 bits in either base; only a thirteenth needs an overflow check, and a
+ * fourteenth overflows. Inlined with a constant base, so the multiply is by a constant. */
+static inline __attribute__((always_inline)) bool field(const char *p, size_t n, size_t *i,
+                                                        unsigned base, uint64_t max, uint64_t *out)
 {
     const uint8_t *val = base == 32 ? v32 : v36;
-    size_t k = *i;
+    size_t s = *i, k = s;
     uint64_t v = 0;
-    while (k < n && v36[(unsigned char)p[k]] < 36) {
-        unsigned d = val[(unsigned char)p[k]];
+    for (; k < n; k++) {
+        unsigned char c = (unsigned char)p[k];
+        if (v36[c] >= 36)
+            break;
+        unsigned d = val[c];
         if (d >= base)
             return false;
-        if (k > *i && v == 0)
-            return false; /* a leading zero */
-        if (v > (max - d) / base)
+        if (k - s < 12) {
+            v = v * base + d;
+        } else if (k - s > 12 || __builtin_mul_overflow(v, base, &v) ||
+                   __builtin_add_overflow(v, d, &v)) {
             return false;
-        v = v * base + d;
-        k++;
+        }
     }
-    if (k == *i)
+    if (k == s || (k - s > 1 && p[s] == '0') || v > max)
         return false;
     *i = k;
     *out = v;
@@ -188,10 +194,15 @@ bool sq_stamp_find(const char *p, size_t n, struct sq_stamp *out, size_t *at, si
 {
     tables();
     size_t off = 0;
-    while (off < n) {
-        const char *c = memmem(p + off, n - off, SQ_STAMP_PREFIX, SQ_STAMP_PREFIX_LEN);
+    while (off + SQ_STAMP_PREFIX_LEN <= n) {
+        /* memchr for the 's' (vectorised in libc), then the other three bytes. */
+        const char *c = memchr(p + off, 's', n - off - (SQ_STAMP_PREFIX_LEN - 1));
         if (!c)
             return false;
+        if (memcmp(c + 1, SQ_STAMP_PREFIX + 1, SQ_STAMP_PREFIX_LEN - 1) != 0) {
+            off = (size_t)(c - p) + 1;
+            continue;
+        }
         size_t i = (size_t)(c - p), end;
         struct sq_stamp s;
         if ((i == 0 || is_boundary(p, n, i - 1)) && parse_at(c, n - i, &s, &end) &&

@@ -491,6 +491,32 @@ static void test_encoders(void **state)
     assert_memory_equal(v.p, "m1", 2);
 }
 
+/* The subject check, eight bytes at a time and in the tail, at every position. */
+static void test_subject_check(void **state)
+{
+    (void)state;
+    static const unsigned char bad[] = {' ', '\t', '\r', '\n', 0x00, 0x01, 0x1f, 0x20, 0x7f};
+    static const unsigned char good[] = {'!', '.', '>', '*', 0x80, 0xc3, 0xfe, 0xff, '~', 0x21};
+    char s[21];
+    for (size_t len = 1; len <= 20; len++) {
+        for (size_t pos = 0; pos < len; pos++) {
+            for (size_t b = 0; b < sizeof(bad); b++) {
+                memset(s, 'a', len);
+                s[pos] = (char)bad[b];
+                CHECK(!sq_nats_subject_ok((struct sq_str){s, len}), "len %zu pos %zu byte %02x\n",
+                      len, pos, bad[b]);
+            }
+            for (size_t g = 0; g < sizeof(good); g++) {
+                memset(s, 'a', len);
+                s[pos] = (char)good[g];
+                CHECK(sq_nats_subject_ok((struct sq_str){s, len}), "len %zu pos %zu byte %02x\n",
+                      len, pos, good[g]);
+            }
+        }
+    }
+    assert_false(sq_nats_subject_ok((struct sq_str){"", 0}));
+}
+
 /* Many PUBs into one buffer, as the load path writes them. */
 static void test_pub_batch(void **state)
 {
@@ -517,7 +543,7 @@ int main(void)
         cmocka_unit_test(test_stream_splits), cmocka_unit_test(test_headers),
         cmocka_unit_test(test_info),          cmocka_unit_test(test_json),
         cmocka_unit_test(test_puback),        cmocka_unit_test(test_encoders),
-        cmocka_unit_test(test_pub_batch),
+        cmocka_unit_test(test_pub_batch),     cmocka_unit_test(test_subject_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
