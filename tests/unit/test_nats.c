@@ -100,7 +100,7 @@ static void check_str(const char *what, struct sq_str got, const char *want, con
 {
     if (!want)
         return;
-    CHECK(got.len == strlen(want) && memcmp(got.p, want, got.len) == 0,
+    CHECK(got.len == strlen(want) && (got.len == 0 || memcmp(got.p, want, got.len) == 0),
           "%s: %s is '%.*s', want '%s'\n", name, what, (int)got.len, got.p ? got.p : "", want);
 }
 
