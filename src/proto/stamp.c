@@ -199,7 +199,7 @@ bool sq_stamp_find(const char *p, size_t n, struct sq_stamp *out, size_t *at, si
         const char *c = memchr(p + off, 's', n - off - (SQ_STAMP_PREFIX_LEN - 1));
         if (!c)
             return false;
-        if (memcmp(c + 1, SQ_STAMP_PREFIX + 1, SQ_STAMP_PREFIX_LEN - 1) != 0) {
+        if (memcmp(c + 1, &SQ_STAMP_PREFIX[1], SQ_STAMP_PREFIX_LEN - 1) != 0) {
             off = (size_t)(c - p) + 1;
             continue;
         }
