@@ -243,10 +243,11 @@ static int check_headers(const char *b, size_t len, size_t hdr_len, struct sq_na
     }
 }
 
-/* Judges the control-line bytes buf[from, to) (no LF among them; len bounds the look-ahead for
- * a CR): a CR must be followed by LF, control bytes are refused except HTAB, and DEL only in
- * text (INFO, -ERR). */
-static int check_bytes(const char *buf, size_t from, size_t to, size_t len, bool text,
+/* Judges the control-line bytes buf[from, to) (no LF among them): a CR must be followed by LF,
+ * control bytes are refused except HTAB, and DEL only in text (INFO, -ERR). A CR's next byte is
+ * looked at only below `limit`: for a line still without its LF that is the cap, so a CR in the
+ * cap's last byte is over the cap whatever comes next, and every longer prefix judges alike. */
+static int check_bytes(const char *buf, size_t from, size_t to, size_t limit, bool text,
                        struct sq_nats_event *ev)
 {
     for (size_t i = from; i < to; i++) {
@@ -254,7 +255,7 @@ static int check_bytes(const char *buf, size_t from, size_t to, size_t len, bool
         if ((c >= 0x20 && c != 0x7f) || c == '\t' || (c == 0x7f && text))
             continue;
         if (c == '\r') {
-            if (i + 1 < len && buf[i + 1] != '\n')
+            if (i + 1 < limit && buf[i + 1] != '\n')
                 return fail(ev, -SQ_EPARSE, "NATS: CR not followed by LF");
             continue;
         }
@@ -310,7 +311,7 @@ int sq_nats_parse(const char *buf, size_t len, const struct sq_nats_limits *lim,
     size_t scan = len < cap ? len : cap;
     const char *nl = memchr(buf + i, '\n', scan - i);
     if (!nl) {
-        int rc = check_bytes(buf, i, scan, len, text, ev);
+        int rc = check_bytes(buf, i, scan, scan, text, ev); /* look no further than the cap */
         if (rc < 0)
             return rc;
         if (scan == cap)
@@ -321,7 +322,7 @@ int sq_nats_parse(const char *buf, size_t len, const struct sq_nats_limits *lim,
     if (buf[eol - 1] != '\r')
         return fail(ev, -SQ_EPARSE, "NATS: line ends without CR");
     if (text) {
-        int rc = check_bytes(buf, i, eol - 1, eol - 1, true, ev);
+        int rc = check_bytes(buf, i, eol - 1, eol, true, ev);
         if (rc < 0)
             return rc;
     }

@@ -93,6 +93,10 @@ static const struct pcase pcases[] = {
     {"info not json", "INFO {\"a\":}\r\n", 0, -SQ_EPARSE},
     {"info trailing", "INFO {} x\r\n", 0, -SQ_EPARSE},
     {"info wrong type", "INFO {\"headers\":1}\r\n", 0, -SQ_EPARSE},
+    {"info cr cr lf", "INFO {}\r\r\n", 0, -SQ_EPARSE}, /* found by fuzz_nats */
+    {"err cr inside", "-ERR 'a\rb'\r\n", 0, -SQ_EPARSE},
+    /* A CR as the last byte the cap allows: over the cap whatever follows (found by fuzz_nats) */
+    {"cr at the cap", "MSG aaaaaaaaaaaaaaaaaaaaaaa 1 1\rx\n", 0, -SQ_ETOOBIG, .max_line = 32},
 };
 #pragma GCC diagnostic pop
 
