@@ -307,51 +307,41 @@ static int on_head(void *ud, const char *head, size_t len)
 
 /* ---- read ---- */
 
-static void conn_read(struct sq_engine__conn *c)
+/* Bytes no request asked for (RFC 9112 6.3): behind a complete response, or on a connection with
+ * nothing in flight. They fail no request, and nothing after them can be matched to one: the
+ * connection is replaced. */
+static void unsolicited(struct sq_engine__conn *c)
+{
+    sq_engine__conn_error(c->w, SQ_ERRK_UNSOLICITED);
+    sq_engine__vu_close(c);
+    sq_engine__vu_replace(c);
+}
+
+/* A response ended exactly where the read that carried its last byte ended: did more bytes
+ * arrive with it? Plain: only a read that filled the buffer can have left bytes in the socket.
+ * TLS: records OpenSSL read ahead of the one returned, or, behind a response larger than its
+ * buffer, bytes still in the socket. Costs a system call only in those last cases. */
+static bool more_arrived(struct sq_engine__conn *c, ssize_t n)
 {
     struct sq_engine__worker *w = c->w;
-    ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
-    if (n > 0) {
-        w->c.bytes_received += (uint64_t)n;
-        if (c->fb_ns == 0)
-            c->fb_ns = sq_loop_now(w->loop);
-        size_t off = 0;
-        while (off < (size_t)n) {
-            if (c->state != CONN_ACTIVE) {
-                /* Bytes nobody asked for: the stream can no longer be trusted. */
-                sq_engine__conn_error(w, SQ_ERRK_PARSE);
-                sq_engine__vu_close(c);
-                sq_engine__vu_replace(c);
-                return;
-            }
-            size_t used = 0;
-            int rc = sq_h1_reader_feed(&c->rd, w->rbuf + off, (size_t)n - off, &used);
-            off += used;
-            if (rc == 0)
-                return;
-            if (rc > 0 && c->decoding && sq_decoder_finish(c->dec) < 0)
-                rc = -SQ_EDECODE; /* the encoded stream was cut short */
-            if (rc < 0) {
-                sq_engine__vu_fail(c, c->decoding && (rc == -SQ_EDECODE || rc == -SQ_ETOOBIG)
-                                          ? SQ_ERRK_DECODE
-                                          : SQ_ERRK_PARSE);
-                sq_engine__vu_replace(c);
-                return;
-            }
-            int64_t now = sq_now_ns();
-            sq_engine__vu_complete(c, now);
-            if (!c->rd.keep_alive) {
-                w->c.conns_closed_by_server++;
-                sq_engine__vu_close(c);
-                sq_engine__vu_replace(c);
-                return;
-            }
-            sq_engine__vu_next(c, now);
-            if (c->state != CONN_ACTIVE)
-                return; /* parked, or replaced after a failed write: drop the rest */
-        }
-        return;
+    if (SQ_LIKELY(!c->tls)) {
+        if (SQ_LIKELY(n < RBUF_SIZE))
+            return false;
+    } else if (!sq_tls_buffered(c->tls) &&
+               c->rd.head_bytes + c->rd.body.bytes < SQ_TLS_RECORD_MAX) {
+        return false;
     }
+    ssize_t m = conn_recv(c, w->rbuf, RBUF_SIZE);
+    if (m <= 0)
+        return false; /* nothing, or an end or error the next poll reports again */
+    w->c.bytes_received += (uint64_t)m;
+    return true;
+}
+
+/* The read returned n <= 0: nothing yet, a TLS failure, or the end of the stream. */
+static void read_end(struct sq_engine__conn *c, ssize_t n)
+{
+    struct sq_engine__worker *w = c->w;
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->tls)) {
@@ -371,6 +361,59 @@ static void conn_read(struct sq_engine__conn *c)
         sq_engine__vu_close(c);
     }
     sq_engine__vu_replace(c);
+}
+
+/* One response per read at most: the read that completes a response ends this event, and
+ * whatever came with it behind the response is unsolicited, never the next request's answer
+ * (the next request is sent only after this check). */
+static void conn_read(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    for (;;) {
+        ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
+        if (SQ_UNLIKELY(n <= 0)) {
+            read_end(c, n);
+            return;
+        }
+        w->c.bytes_received += (uint64_t)n;
+        if (SQ_UNLIKELY(c->state != CONN_ACTIVE)) {
+            unsolicited(c);
+            return;
+        }
+        if (c->fb_ns == 0)
+            c->fb_ns = sq_loop_now(w->loop);
+        size_t used = 0;
+        int rc = sq_h1_reader_feed(&c->rd, w->rbuf, (size_t)n, &used);
+        if (rc == 0) {
+            /* more to come; TLS: records OpenSSL already holds would wake no poll */
+            if (SQ_LIKELY(!c->tls) || !sq_tls_buffered(c->tls))
+                return;
+            continue;
+        }
+        if (rc > 0 && c->decoding && sq_decoder_finish(c->dec) < 0)
+            rc = -SQ_EDECODE; /* the encoded stream was cut short */
+        if (rc < 0) {
+            sq_engine__vu_fail(c, c->decoding && (rc == -SQ_EDECODE || rc == -SQ_ETOOBIG)
+                                      ? SQ_ERRK_DECODE
+                                      : SQ_ERRK_PARSE);
+            sq_engine__vu_replace(c);
+            return;
+        }
+        int64_t now = sq_now_ns();
+        sq_engine__vu_complete(c, now);
+        if (SQ_UNLIKELY(used < (size_t)n) || SQ_UNLIKELY(more_arrived(c, n))) {
+            unsolicited(c);
+            return;
+        }
+        if (!c->rd.keep_alive) {
+            w->c.conns_closed_by_server++;
+            sq_engine__vu_close(c);
+            sq_engine__vu_replace(c);
+            return;
+        }
+        sq_engine__vu_next(c, now);
+        return;
+    }
 }
 
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)

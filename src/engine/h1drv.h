@@ -9,7 +9,9 @@
  * (a response delimited by the close completes); a malformed response is `parse`, a corrupt or
  * oversized compressed body `decode`; a failed write `write`; a TLS alert or bad record `tls`.
  * Each closes the connection, and the VU connects again. Bytes that arrive while no request is
- * in flight count a `parse` error that costs no request, and the connection is replaced.
+ * in flight, or behind a complete response (in the same read, or already waiting when it
+ * ended), are `unsolicited`: they cost no request (the response before them stays completed),
+ * and the connection is replaced.
  */
 #ifndef SQ_ENGINE_H1DRV_H
 #define SQ_ENGINE_H1DRV_H

@@ -475,8 +475,8 @@ static void t_read(struct h2conn *t)
         for (;;) {
             w->c.bytes_received += (uint64_t)n;
             rc = sq_h2_client_feed(&t->cl, w->rbuf, (size_t)n);
-            /* TLS: decrypted bytes OpenSSL still holds would wake no poll */
-            if (rc < 0 || !t->tls || sq_tls_pending(t->tls) == 0 ||
+            /* TLS: records OpenSSL read ahead would wake no poll */
+            if (rc < 0 || !t->tls || !sq_tls_buffered(t->tls) ||
                 (n = t_recv(t, w->rbuf, SQ_ENGINE_RBUF_SIZE)) <= 0)
                 break;
         }
