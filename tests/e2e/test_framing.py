@@ -5,7 +5,9 @@ A small misbehaving server of our own (threads, plain or TLS) answers every requ
 counts the requests, and then misbehaves in one of these ways:
 
   extra    the answer (204) and an unsolicited complete 500 in one write
-  twice    the same 200 answer twice, in two writes (over TLS: two records)
+  twice    the same 200 answer twice, in two writes (over TLS: two records); the second may
+           reach squall only after its next request went out, where no client can tell it from
+           that request's answer, so this mode allows a few such matches (check(race=True))
   garbage  the answer (204) and a few bytes of garbage in one write
 
 squall must count `errors.unsolicited` (which costs no request), replace the connection, credit
@@ -155,10 +157,19 @@ class FramingCase(unittest.TestCase):
         self.assertIn(p.returncode, (0,), p.stderr)
         return srv, doc, took
 
-    def check(self, srv, doc, exact=True):
+    def check(self, srv, doc, exact=True, race=False):
+        """exact: a counted run (-n), all of it read by the server. race: the extra comes in a
+        write of its own, so it may reach squall after the next request went out, where it reads
+        as that request's answer (no client can tell; docs/json-schema.md): then `sent` may run
+        ahead of what the server read by a few, never by a share of the run."""
         r, e = doc["requests"], doc["errors"]
         # first what a wrong match shows: answers the server never sent, requests it never read
         self.assertEqual(doc["status"]["5xx"], 0, "an unsolicited 500 was credited to a request")
+        if race:
+            self.assertLessEqual(srv.reads, r["sent"], (r, srv.reads))
+            self.assertLessEqual(r["sent"] - srv.reads, max(4, r["sent"] // 50), (r, srv.reads))
+            self.assertGreater(e["unsolicited"], r["sent"] // 2, e)
+            exact = False
         if exact:
             self.assertEqual(r["sent"], srv.reads, (r, srv.reads))
         # the invariants of docs/json-schema.md, with unsolicited costing no request
@@ -176,7 +187,7 @@ class FramingCase(unittest.TestCase):
             # each answer is followed by its extra: one unsolicited error per request, except
             # where the run ended before the extra was read
             self.assertLessEqual(e["unsolicited"], r["completed"], e)
-        else:
+        elif not race:
             self.assertLessEqual(r["sent"] - r["in_flight"], srv.reads, (r, srv.reads))
             self.assertLessEqual(srv.reads, r["sent"], (r, srv.reads))
 
@@ -187,10 +198,8 @@ class FramingCase(unittest.TestCase):
 
     def test_answered_twice_closed_loop(self):
         srv, doc, _ = self.run_mode("twice", "-c", "4", "-t", "1", "-n", "400")
-        self.check(srv, doc)
-        # two writes may reach squall in two reads; either way the second copy is never an
-        # answer, so nothing is ever completed that the server did not read
-        self.assertEqual(doc["requests"]["completed"], srv.reads)
+        self.check(srv, doc, race=True)
+        self.assertEqual(doc["requests"]["completed"], 400)
 
     def test_garbage_behind_answer(self):
         srv, doc, _ = self.run_mode("garbage", "-c", "4", "-t", "1", "-n", "300")
