@@ -53,11 +53,6 @@ const char *sq_phase_metric(enum sq_phase p)
     return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
 }
 
-int sq_latency_hist_new(struct sq_hist **out)
-{
-    return sq_hist_new(1, 3600LL * 1000 * 1000, 3, out);
-}
-
 static void merge_counters(struct sq_counters *dst, const struct sq_counters *src)
 {
     dst->sent += src->sent;

@@ -256,7 +256,4 @@ struct sq_result {
 SQ_MUST_CHECK int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why);
 void sq_result_dispose(struct sq_result *r);
 
-/* The histogram every latency shard uses: µs from 1 µs to 1 h at 3 significant figures. */
-SQ_MUST_CHECK int sq_latency_hist_new(struct sq_hist **out);
-
 #endif
