@@ -43,6 +43,8 @@ _Static_assert(RBUF_SIZE >= SQ_TLS_RECORD_MAX, "the read buffer must hold a TLS 
 static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
 
 static int on_head(void *ud, const char *head, size_t len);
+static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_header *fields,
+                     size_t nfields);
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 
 /* A fresh reader whose head callback decides, per response, whether the body is decoded,
@@ -232,6 +234,13 @@ static void conn_write(struct sq_engine__conn *c)
 static void h1_send(struct sq_engine__conn *c)
 {
     sq_h1_reader_start(&c->rd, c->head);
+    if (SQ_UNLIKELY(c->fv != NULL)) {
+        /* a flow step: the head with its fields, or the plain callback */
+        if (c->fv->want_head)
+            sq_h1_reader_on_fields(&c->rd, on_fields, c);
+        else
+            sq_h1_reader_on_head(&c->rd, on_head, c);
+    }
     conn_write(c);
 }
 
@@ -274,17 +283,14 @@ static int on_body(void *ud, const char *data, size_t len)
     return deliver(c, data, len);
 }
 
-/* A final response head is in (every reader has this callback): decides what its body goes
- * through. A plain body with nothing to look at stays framing-only. */
+/* A final response head is in (every reader has this callback, or on_fields): decides what its
+ * body goes through. A plain body with nothing to look at stays framing-only. */
 static int on_head(void *ud, const char *head, size_t len)
 {
+    SQ_UNUSED(head);
+    SQ_UNUSED(len);
     struct sq_engine__conn *c = ud;
     struct sq_flow_vu *v = c->fv;
-    if (v && v->want_head) {
-        sq_buf_reset(&v->head);
-        if (sq_buf_append(&v->head, head, len) < 0)
-            sq_buf_reset(&v->head);
-    }
     uint8_t enc = c->rd.content_encoding;
     c->decoding = false;
     c->streaming = c->rd.event_stream;
@@ -303,6 +309,16 @@ static int on_head(void *ud, const char *head, size_t len)
     bool body = c->decoding || c->streaming || (v && v->capture);
     sq_h1_reader_on_body(&c->rd, body ? on_body : NULL, c);
     return 0;
+}
+
+/* The same, for a flow step that reads headers (checks, extractors, a cookie jar): the head is
+ * kept with the fields the reader parsed on its way, so the flow never parses it again. */
+static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_header *fields,
+                     size_t nfields)
+{
+    struct sq_engine__conn *c = ud;
+    sq_flow_vu_keep_head(c->fv, head, len, fields, nfields);
+    return on_head(ud, head, len);
 }
 
 /* ---- read ---- */

@@ -840,8 +840,16 @@ void sq_h1_reader_on_body(struct sq_h1_reader *r, sq_h1_data_cb cb, void *ud)
 
 void sq_h1_reader_on_head(struct sq_h1_reader *r, sq_h1_head_cb cb, void *ud)
 {
-    r->_on_head = cb;
+    r->_on_head.head = cb;
     r->_head_ud = ud;
+    r->_fields = 0;
+}
+
+void sq_h1_reader_on_fields(struct sq_h1_reader *r, sq_h1_fields_cb cb, void *ud)
+{
+    r->_on_head.fields = cb;
+    r->_head_ud = ud;
+    r->_fields = cb != NULL;
 }
 
 void sq_h1_reader_start(struct sq_h1_reader *r, bool head_request)
@@ -956,8 +964,10 @@ static int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h, const
     }
     sq_h1_body_init(&r->body, mode, length);
     r->_state = R_BODY;
-    if (r->_on_head)
-        return r->_on_head(r->_head_ud, head, head_len);
+    if (SQ_UNLIKELY(r->_fields))
+        return r->_on_head.fields(r->_head_ud, head, head_len, h->headers, h->num_headers);
+    if (r->_on_head.head)
+        return r->_on_head.head(r->_head_ud, head, head_len);
     return 0;
 }
 
@@ -967,8 +977,13 @@ static int reader_head(struct sq_h1_reader *r, const char *buf, size_t len, size
 {
     const struct sq_h1_limits lim = {r->_max_head, r->_max_headers};
     struct sq_h1_response h;
+    struct sq_h1_header fields[SQ_H1_READER_MAX_FIELDS]; /* only with a fields callback */
     h.headers = NULL;
     h.headers_cap = 0;
+    if (SQ_UNLIKELY(r->_fields)) {
+        h.headers = fields;
+        h.headers_cap = SQ_H1_READER_MAX_FIELDS;
+    }
     int rc;
     unsigned eoh;
     *used = 0;
