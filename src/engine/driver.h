@@ -91,9 +91,10 @@ void sq_engine__connect_error(struct sq_engine__worker *w, int err);
 void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool count);
 /* A handshake completed: counted (resumed too); the first one's version, cipher and ALPN kept. */
 void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t);
-/* True once the run must not start more work on this worker: past its hard end, or aborted.
- * For a driver inside long work (decoding a large body): it abandons the work and leaves the
- * request in flight. Reads the clock. */
-bool sq_engine__past_end(const struct sq_engine__worker *w);
+/* True once the worker must stop: past its hard end (the load's end plus the graceful stop),
+ * or the run was aborted. For a driver inside long work (decoding a large body): it abandons
+ * the work, leaves the request in flight and stops watching that connection; the worker leaves
+ * its loop as soon as the current batch of events is done. Reads the clock until it is true. */
+bool sq_engine__past_end(struct sq_engine__worker *w);
 
 #endif

@@ -270,9 +270,19 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
     return 0;
 }
 
+/* A body that decodes to far more than its size (a decompression bomb decodes up to the 64 MiB
+ * cap before it fails) must not hold the worker past the run's end: past this much decoded, each
+ * piece checks the clock, and at the hard end (or an abort) the response is abandoned, still in
+ * flight. Small bodies never read the clock. */
+#define DECODE_CHECK_AFTER (64 * 1024)
+
 static int on_decoded(void *ud, const char *data, size_t len)
 {
-    return deliver(ud, data, len);
+    struct sq_engine__conn *c = ud;
+    if (SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
+        sq_engine__past_end(c->w))
+        return -ETIMEDOUT;
+    return deliver(c, data, len);
 }
 
 static int on_body(void *ud, const char *data, size_t len)
@@ -409,6 +419,11 @@ static void conn_read(struct sq_engine__conn *c)
         if (rc > 0 && c->decoding && sq_decoder_finish(c->dec) < 0)
             rc = -SQ_EDECODE; /* the encoded stream was cut short */
         if (rc < 0) {
+            if (SQ_UNLIKELY(rc == -ETIMEDOUT)) {
+                /* abandoned at the run's end (on_decoded): it stays in flight, unwatched */
+                sq_io_stop(w->loop, &c->io);
+                return;
+            }
             sq_engine__vu_fail(c, c->decoding && (rc == -SQ_EDECODE || rc == -SQ_ETOOBIG)
                                       ? SQ_ERRK_DECODE
                                       : SQ_ERRK_PARSE);

@@ -744,6 +744,8 @@ static void run_loop(struct sq_engine__worker *w)
         }
         if (sq_loop_run_once(loop, wait < 0 ? 0 : wait) < 0)
             break;
+        if (SQ_UNLIKELY(w->over))
+            break; /* a driver gave up long work at the end (the loop's clock is stale then) */
         now = sq_loop_now(loop);
         if (now >= next_sweep) {
             sweep(w, now);
@@ -977,7 +979,9 @@ void sq_engine__conn_error(struct sq_engine__worker *w, enum sq_errk k)
     w->c.errors[k]++;
 }
 
-bool sq_engine__past_end(const struct sq_engine__worker *w)
+bool sq_engine__past_end(struct sq_engine__worker *w)
 {
-    return aborted(w) || sq_now_ns() >= w->hard_end_ns;
+    if (!w->over && (aborted(w) || sq_now_ns() >= w->hard_end_ns))
+        w->over = true;
+    return w->over;
 }

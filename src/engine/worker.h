@@ -150,6 +150,7 @@ struct sq_engine__worker {
     bool started;        /* past its scenario's start */
     bool sending;        /* still starting iterations */
     bool leave;          /* leave the loop */
+    bool over;           /* a driver found the run over (sq_engine__past_end): leave at once */
     uint64_t quota;      /* shared-iterations: iterations this worker may still start */
     uint32_t active_vus; /* ramping-vus: how many of this worker's VUs may run */
     uint64_t in_flight;
