@@ -246,7 +246,7 @@ static void sum_last(const struct agg *a, uint32_t n, struct sq_counters *out)
  * (or, for a slot of a second already emitted, into that entry's counts only) and into the
  * run's totals; then the slot is reset and handed back. */
 static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, struct sq_result *out,
-                    int64_t *end)
+                    int64_t go, int64_t *end)
 {
     uint32_t rd = w->rd;
     struct sq_engine__slot *s = &w->slots[rd % SQ_SLOTS];
@@ -255,7 +255,8 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         sq_hist_merge(out->latency_uncorrected, s->hist_unc);
     if (s->second < a->cur && out->series.n > 0) {
         /* A slot of a second already emitted (the last sliver of a run): its counts join that
-         * entry, and the baseline moves with them. */
+         * entry, the baseline moves with them, and the entry now ends where the slot did, so
+         * the last entry ends where the run does and the entries' lengths still add up. */
         struct sq_second *e = &out->series.v[out->series.n - 1];
         fill_deltas(e, &s->c, &a->last[wi]);
         sub_counters(&a->emitted, &a->last[wi]);
@@ -264,6 +265,11 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         int64_t mx = sq_hist_total(s->hist) ? sq_hist_max(s->hist) : 0;
         if (mx > e->max_us)
             e->max_us = mx;
+        if (s->end_ns > a->prev_end) {
+            e->t_s = (double)(s->end_ns - go) / 1e9;
+            e->len_s += (double)(s->end_ns - a->prev_end) / 1e9;
+            a->prev_end = s->end_ns;
+        }
     } else {
         sq_hist_merge(a->h, s->hist);
         if (s->hist_unc)
@@ -309,7 +315,7 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
                    w->slots[w->rd % SQ_SLOTS].second <= a->cur) {
                 if (w->slots[w->rd % SQ_SLOTS].second == a->cur)
                     late_only = false;
-                consume(a, w, i, out, &end);
+                consume(a, w, i, out, go, &end);
             }
         }
         if (late_only) {

@@ -915,6 +915,15 @@ void *sq_engine__worker_main(void *arg)
         run_loop(w);
     }
     w->end_ns = sq_loop_update_now(w->loop);
+    int64_t go = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
+    if (go && !w->ticking) {
+        /* aborted after the common start was set but before this worker saw it: it still
+         * closes its one (empty) interval, so every worker's end is in the series */
+        w->start_ns = go;
+        w->ticking = true;
+        if (w->end_ns < go)
+            w->end_ns = go;
+    }
     w->sending = false;
     w->drv->close_all(w);
     for (uint32_t i = 0; i < w->nconns; i++) {
@@ -930,7 +939,9 @@ void *sq_engine__worker_main(void *arg)
     w->qlen = 0;
     if (w->ticking) {
         /* The last, partial second: labelled with the second it falls in, or folded into the
-         * one before when it is a sliver (a timed run ends a hair after its last tick). */
+         * one before when it is a sliver (a timed run ends a hair after its last tick). Either
+         * way the series' last entry ends at the latest worker's end, which is the run's
+         * duration (run.c: consume). */
         int64_t into = w->end_ns - w->start_ns;
         uint32_t second = (uint32_t)((into + SQ_NS_PER_S - 1) / SQ_NS_PER_S);
         if (second > 1 && into - (int64_t)(second - 1) * SQ_NS_PER_S < SQ_NS_PER_S / 10)
