@@ -119,6 +119,7 @@ def main():
     ap.add_argument("--a", default="")
     ap.add_argument("--b", default="")
     ap.add_argument("--path", default="/fast")
+    ap.add_argument("--tls", action="store_true", help="https: the target with --tls, -k")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("-c", type=int, default=64)
@@ -134,13 +135,16 @@ def main():
     sq = os.path.abspath(a.squall)
     bins = {"A": os.path.abspath(a.a_squall or sq), "B": os.path.abspath(a.b_squall or sq)}
     tsq = os.path.abspath(a.target_squall or sq)
-    tgt = subprocess.Popen(["taskset", "-c", a.server_cpus, tsq, "target", "--port", "0", "-t", "1"],
+    tgt = subprocess.Popen(["taskset", "-c", a.server_cpus, tsq, "target", "--port", "0", "-t", "1"]
+                           + (["--tls"] if a.tls else []),
                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     port = int(re.search(r":(\d+)$", tgt.stdout.readline().decode().strip()).group(1))
-    url = f"http://127.0.0.1:{port}{a.path}"
+    url = f"{'https' if a.tls else 'http'}://127.0.0.1:{port}{a.path}"
     arms = {}
     for name, flags in (("A", a.a), ("B", a.b)):
         base = [bins[name], url, "-c", str(a.c), "-t", str(a.threads), "--json", "-", "-q"]
+        if a.tls:
+            base.append("-k")
         if not a.callgrind:
             base = ["taskset", "-c", a.client_cpus] + base + ["-d", f"{a.duration}s"]
         arms[name] = base + shlex.split(flags)

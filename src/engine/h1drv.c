@@ -11,9 +11,18 @@
  * (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a backoff like
  * a failed connect, and its message is kept for the summary.
  *
+ * Framing (RFC 9112 6.3): one response per event at most. The read that completes a response
+ * ends the event, and whatever came with it behind the response (the rest of that read, records
+ * OpenSSL read ahead, or what the socket still held after a read that filled the buffer) is
+ * unsolicited: counted, never matched to a request, the connection replaced. The check runs
+ * before the next request goes out, and costs no system call unless the buffer was full or the
+ * TLS response outgrew OpenSSL's buffer. Bytes on a connection with nothing in flight are
+ * unsolicited too.
+ *
  * Bodies: the reader frames every body; the head callback (on_head) decides per response whether
  * the body also goes through the VU's decoder, the SSE scanner or the flow's capture buffer. A
- * plain body with nothing to look at is framed and skipped.
+ * plain body with nothing to look at is framed and skipped. A body that decodes to far more than
+ * it weighs is abandoned at the run's hard end (on_decoded), so a timed run ends on time.
  *
  * What the driver never does: count sent, completed, failed or in flight (worker.c does, through
  * the callbacks of engine/driver.h), or decide what a VU does next.
@@ -21,7 +30,6 @@
 #include "engine/h1drv.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
