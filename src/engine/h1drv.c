@@ -366,10 +366,13 @@ static bool more_arrived(struct sq_engine__conn *c, ssize_t n)
         return false;
     }
     ssize_t m = conn_recv(c, w->rbuf, RBUF_SIZE);
-    if (m <= 0)
-        return false; /* nothing, or an end or error the next poll reports again */
-    w->c.bytes_received += (uint64_t)m;
-    return true;
+    if (m > 0) {
+        w->c.bytes_received += (uint64_t)m;
+        return true;
+    }
+    /* nothing, or an end or error the next poll reports again; over TLS, part of a record that
+     * OpenSSL still holds arrived all the same */
+    return c->tls && sq_tls_buffered(c->tls);
 }
 
 /* The read returned n <= 0: nothing yet, a TLS failure, or the end of the stream. */
