@@ -111,37 +111,6 @@ static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
     dst->sse_events -= src->sse_events;
 }
 
-void sq_engine__addrs_store(struct sq_engine__addrs *t, const struct sq_addr *a, int n)
-{
-    uint64_t words[SQ_ADDR_WORDS];
-    __atomic_fetch_add(&t->seq, 1, __ATOMIC_ACQ_REL);
-    for (int i = 0; i < n && i < SQ_MAX_ADDRS; i++) {
-        memset(words, 0, sizeof(words));
-        memcpy(words, &a[i], sizeof(a[i]));
-        for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
-            __atomic_store_n(&t->w[i][k], words[k], __ATOMIC_RELAXED);
-    }
-    __atomic_store_n(&t->n, (uint32_t)(n < SQ_MAX_ADDRS ? n : SQ_MAX_ADDRS), __ATOMIC_RELAXED);
-    __atomic_fetch_add(&t->seq, 1, __ATOMIC_ACQ_REL);
-}
-
-void sq_engine__addrs_load(const struct sq_engine__addrs *t, uint32_t idx, struct sq_addr *out)
-{
-    uint64_t words[SQ_ADDR_WORDS];
-    uint32_t s1, s2;
-    do {
-        s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
-        uint32_t n = __atomic_load_n(&t->n, __ATOMIC_RELAXED);
-        uint32_t i = n ? idx % n : 0;
-        /* Acquire loads keep the second read of seq after the words (no fence: ThreadSanitizer
-         * does not model fences). */
-        for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
-            words[k] = __atomic_load_n(&t->w[i][k], __ATOMIC_ACQUIRE);
-        s2 = __atomic_load_n(&t->seq, __ATOMIC_RELAXED);
-    } while ((s1 & 1) || s1 != s2);
-    memcpy(out, words, sizeof(*out));
-}
-
 static void sleep_ns(int64_t ns)
 {
     struct timespec ts = {.tv_sec = ns / SQ_NS_PER_S, .tv_nsec = ns % SQ_NS_PER_S};
