@@ -356,7 +356,7 @@ static void h2_timed_run_accounts(void **state)
  *
  * A server thread answers request number i with one payload, "a complete 204 + extra", where the
  * extra is an unsolicited complete response or a few bytes of a partial head, written in two
- * pieces split at byte k = 1 + i % (len - 1) with 0.5 ms between them, so the client may
+ * pieces split at byte k = 1 + i % (len - 1) with 0.2 ms between them, so the client may
  * see any split of the stream across its reads (or both pieces in one read, when it is slow).
  * Whatever the split: every request completes with its 204, each is followed by exactly one
  * `unsolicited` error (the connection is replaced), no request fails, nothing of the extra is
@@ -365,7 +365,9 @@ static void h2_timed_run_accounts(void **state)
  * (closed loop), pacing, idle (open loop) and thinking (a plan flow). With the next request sent
  * at once, a split right at the end of the 204 puts the extra behind that request, which the
  * client cannot tell from its answer: that one split is left out there (see
- * docs/internals/engine.md). */
+ * docs/internals/engine.md). In the other states the next request waits 50 ms (pacing, think,
+ * arrivals 25 ms apart over 8 VUs), far longer than the 0.2 ms between the pieces, so the extra
+ * always arrives while nothing is in flight: the same race, made as unlikely as a test can. */
 
 static const char resp204[] = "HTTP/1.1 204 No Content\r\n\r\n";
 static const char extra_full[] = "HTTP/1.1 500 Oops\r\nContent-Length: 4\r\n\r\noops";
@@ -436,7 +438,7 @@ static void *mis_conn_main(void *arg)
         if (m->skip_boundary && k == m->boundary)
             k = k + 1 < m->len ? k + 1 : 1;
         write_all(mc->fd, m->payload, k);
-        sleep_us(500);
+        sleep_us(200);
         write_all(mc->fd, m->payload + k, m->len - k);
     }
     close(mc->fd);
@@ -507,10 +509,15 @@ static void mis_stop(struct mis *m)
 static void assert_framing(const struct sq_result *res, const struct mis *m, uint64_t iters)
 {
     uint64_t reads = __atomic_load_n(&m->reads, __ATOMIC_RELAXED);
-    printf("  sent %llu, server read %llu, completed %llu, unsolicited %llu\n",
+    printf("  sent %llu, server read %llu, completed %llu, unsolicited %llu, failed %llu "
+           "(timeout %llu, closed %llu, parse %llu, write %llu)\n",
            (unsigned long long)res->c.sent, (unsigned long long)reads,
            (unsigned long long)res->c.completed,
-           (unsigned long long)res->c.errors[SQ_ERRK_UNSOLICITED]);
+           (unsigned long long)res->c.errors[SQ_ERRK_UNSOLICITED],
+           (unsigned long long)res->c.failed, (unsigned long long)res->c.errors[SQ_ERRK_TIMEOUT],
+           (unsigned long long)res->c.errors[SQ_ERRK_CLOSED],
+           (unsigned long long)res->c.errors[SQ_ERRK_PARSE],
+           (unsigned long long)res->c.errors[SQ_ERRK_WRITE]);
     assert_int_equal(res->c.status[5], 0); /* the extra never answers a request */
     assert_int_equal(res->c.failed, 0);
     assert_int_equal(res->c.errors[SQ_ERRK_PARSE], 0);
@@ -542,7 +549,7 @@ static void framing_config(struct sq_run_config *cfg, char **req, const struct m
     cfg->request = *req;
     cfg->request_len = len;
     cfg->threads = 1;
-    cfg->exec.vus = 4;
+    cfg->exec.vus = 8;
     cfg->timeout_ns = 5 * SQ_NS_PER_S;
     cfg->connect_timeout_ns = 5 * SQ_NS_PER_S;
 }
@@ -581,8 +588,8 @@ static void framing_pacing(void **state)
         struct sq_run_config cfg;
         char *req;
         framing_config(&cfg, &req, &m);
-        cfg.exec.pacing_ns = 25 * SQ_NS_PER_MS;
-        uint64_t n = 2 * (m.len - 1);
+        cfg.exec.pacing_ns = 50 * SQ_NS_PER_MS;
+        uint64_t n = m.len - 1; /* each split once */
         iterations(&cfg, n);
         struct sq_result res;
         const char *why;
@@ -605,8 +612,8 @@ static void framing_open_loop(void **state)
         char *req;
         framing_config(&cfg, &req, &m);
         cfg.exec.kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE;
-        cfg.exec.rate = 100;
-        cfg.exec.duration_ns = (int64_t)(m.len - 1) * 2 * 10 * SQ_NS_PER_MS; /* 2 per split */
+        cfg.exec.rate = 40; /* 8 VUs: each idle about 200 ms between its arrivals */
+        cfg.exec.duration_ns = (int64_t)(m.len - 1) * 25 * SQ_NS_PER_MS; /* each split once */
         prepare(&cfg);
         struct sq_result res;
         const char *why;
@@ -627,17 +634,17 @@ static void framing_flow_think(void **state)
         struct mis m;
         mis_start(&m, extras[x], false);
         char yaml[512];
-        uint64_t n = 2 * (m.len - 1);
+        uint64_t n = m.len - 1; /* each split once */
         snprintf(yaml, sizeof(yaml),
                  "target: http://127.0.0.1:%u\n"
                  "scenarios:\n"
                  "  s:\n"
                  "    executor: shared-iterations\n"
-                 "    vus: 4\n"
+                 "    vus: 8\n"
                  "    iterations: %llu\n"
                  "    flow:\n"
                  "      - request: { url: / }\n"
-                 "      - think: 25ms\n",
+                 "      - think: 50ms\n",
                  m.port, (unsigned long long)n);
         struct sq_plan *p;
         struct sq_plan_error perr;
