@@ -668,6 +668,7 @@ static void framing_flow_think(void **state)
         assert_int_equal(res.c.iterations, n);
         sq_result_dispose(&res);
         sq_flow_free(f);
+        sq_url_dispose(&u);
         sq_plan_free(p);
         free(req);
     }
