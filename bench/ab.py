@@ -19,6 +19,7 @@ epoll_wait returns, which the rounds show).
 
 usage: bench/ab.py --squall build/squall --a="" --b="--no-phases" [--path /fast] [--rounds 5]
                    [--duration 5] [-c 64] [--threads 1] [--server-cpus 0] [--client-cpus 1]
+                   [--tls] [-v: every round's figures]
        bench/ab.py --squall build/squall --a-squall /tmp/main/build/squall --b="" \\
                    --callgrind 20000,60000 [--rounds 3]
 """
@@ -126,6 +127,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--server-cpus", default="0")
     ap.add_argument("--client-cpus", default="1")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every round")
     ap.add_argument("--callgrind", metavar="N1,N2",
                     help="instructions per request under callgrind instead of timing")
     ap.add_argument("--callgrind-fn", metavar="NAME",
@@ -161,6 +163,8 @@ def main():
                     res[name].append(((hi[0] - lo[0]) / (n2 - n1), (hi[1] - lo[1]) / (n2 - n1)))
                 else:
                     res[name].append(run(arms[name]))
+                if a.verbose:
+                    print(f"round {r + 1} {name}: {res[name][-1]}", flush=True)
     finally:
         tgt.terminate()
         tgt.wait()
