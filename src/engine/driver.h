@@ -11,8 +11,8 @@
  *
  * Why a table and not a switch: the only entry point a request crosses in the steady state is
  * `send` (connect, close and sweep are per connection or per 100 ms), and an indirect call that
- * always goes to the same place costs what a direct one does; the A/B in docs/benchmarks.md
- * ("Driver seam") measured it against the switch-free code it replaced.
+ * always goes to the same place costs what a direct one does; docs/benchmarks.md ("The driver
+ * seam, the framing check and the head fields") measures it against the code it replaced.
  *
  * The accounting contract, per worker: c.sent == c.completed + c.failed + in_flight. The worker
  * counts `sent` and `in_flight` in conn_send before it calls `send`; from then on exactly one of
