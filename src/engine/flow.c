@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/text.h"
 #include "http/h1.h"
 #include "http/request.h"
 #include "http/url.h"
@@ -329,15 +330,14 @@ static int encode_target(struct sq_buf *o, size_t from)
     int rc = sq_buf_reserve(o, 2 * bad);
     if (rc < 0)
         return rc;
-    static const char hex[] = "0123456789ABCDEF";
     size_t end = o->len + 2 * bad;
     for (size_t i = o->len, k = end; i-- > from;) {
         unsigned char ch = (unsigned char)o->p[i];
         if (target_byte_ok(ch)) {
             o->p[--k] = (char)ch;
         } else {
-            o->p[--k] = hex[ch & 15];
-            o->p[--k] = hex[ch >> 4];
+            o->p[--k] = sq_hex_upper[ch & 15];
+            o->p[--k] = sq_hex_upper[ch >> 4];
             o->p[--k] = '%';
         }
     }
