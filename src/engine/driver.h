@@ -58,8 +58,10 @@ struct sq_engine__driver {
     void (*close_all)(struct sq_engine__worker *w);
 };
 
-extern const struct sq_engine__driver sq_engine__h1_driver; /* h1drv.c */
-extern const struct sq_engine__driver sq_engine__h2_driver; /* h2drv.c */
+extern const struct sq_engine__driver sq_engine__h1_driver;   /* h1drv.c */
+extern const struct sq_engine__driver sq_engine__h2_driver;   /* h2drv.c */
+extern const struct sq_engine__driver sq_engine__nats_driver; /* natsdrv.c */
+extern const struct sq_engine__driver sq_engine__mqtt_driver; /* mqttdrv.c */
 
 /* ---- what a driver calls back (worker.c) ---- */
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/bus.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
 #include "stats/hist.h"
@@ -53,8 +54,35 @@ const char *sq_phase_metric(enum sq_phase p)
     return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
 }
 
+uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus)
+{
+    uint32_t per = 1;
+    if (cfg->scens)
+        return vus;
+    if (cfg->bus)
+        per = cfg->bus->window ? cfg->bus->window : 1;
+    else if (cfg->h2_request && cfg->streams > 1)
+        per = cfg->streams;
+    return (uint32_t)(((uint64_t)vus + per - 1) / per);
+}
+
+/* The bus counters are all uint64_t: added and subtracted as an array. */
+#define BUS_WORDS (sizeof(struct sq_bus_counters) / sizeof(uint64_t))
+_Static_assert(sizeof(struct sq_bus_counters) % sizeof(uint64_t) == 0, "uint64_t fields only");
+
+static void bus_add(struct sq_bus_counters *dst, const struct sq_bus_counters *src, int sign)
+{
+    uint64_t d[BUS_WORDS], s[BUS_WORDS];
+    memcpy(d, dst, sizeof(d));
+    memcpy(s, src, sizeof(s));
+    for (size_t i = 0; i < BUS_WORDS; i++)
+        d[i] = sign > 0 ? d[i] + s[i] : d[i] - s[i];
+    memcpy(dst, d, sizeof(d));
+}
+
 static void merge_counters(struct sq_counters *dst, const struct sq_counters *src)
 {
+    bus_add(&dst->bus, &src->bus, 1);
     dst->sent += src->sent;
     dst->dropped += src->dropped;
     dst->completed += src->completed;
@@ -84,6 +112,7 @@ static void merge_counters(struct sq_counters *dst, const struct sq_counters *sr
 
 static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
 {
+    bus_add(&dst->bus, &src->bus, -1);
     dst->sent -= src->sent;
     dst->dropped -= src->dropped;
     dst->completed -= src->completed;
@@ -368,6 +397,7 @@ struct totals {
     uint64_t progress, opened, errors, tls_errors;
     int last_err;
     const char *tls_msg; /* a worker's first TLS error, or NULL */
+    const char *bus_msg; /* a worker's first broker error, or NULL */
 };
 
 static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
@@ -388,6 +418,9 @@ static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
         t->tls_errors += e;
         if (!t->tls_msg && __atomic_load_n(&l->tls_err_set, __ATOMIC_ACQUIRE))
             t->tls_msg = ws[i].tls_err; /* written once, before the flag */
+        t->errors += __atomic_load_n(&l->bus_errors, __ATOMIC_RELAXED);
+        if (!t->bus_msg && __atomic_load_n(&l->bus_err_set, __ATOMIC_ACQUIRE))
+            t->bus_msg = ws[i].bus_err;
     }
 }
 
@@ -428,6 +461,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         if (!run->go_ns && t.ready == n) {
             if (t.opened == 0 && t.tls_msg) {
                 stop_run(run, out, "no connection could be made to %s: tls: %s", addr, t.tls_msg);
+            } else if (t.opened == 0 && t.bus_msg) {
+                stop_run(run, out, "no connection could be made to %s: %s", addr, t.bus_msg);
             } else if (t.opened == 0) {
                 stop_run(run, out, "no connection could be made to %s: %s", addr,
                          sq_strerror(t.last_err));
@@ -445,6 +480,9 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
             snprintf(secs, sizeof(secs), "%.1fs", (double)stall_limit / 1e9);
             if (t.tls_errors && t.tls_msg)
                 stop_run(run, out, "no progress for %s while TLS fails: %s", secs, t.tls_msg);
+            else if (t.bus_msg)
+                stop_run(run, out, "no progress for %s while the broker refuses: %s", secs,
+                         t.bus_msg);
             else
                 stop_run(run, out, "no progress for %s while connects fail: %s", secs,
                          sq_strerror(t.last_err));
@@ -530,7 +568,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         if (sq_exec_is_open(scen_exec(cfg, i)))
             out->open = true;
     }
-    if (empty || nw == 0 || cfg->naddrs <= 0 || (!cfg->scens && !cfg->request_len)) {
+    if (empty || nw == 0 || cfg->naddrs <= 0 || (!cfg->scens && !cfg->request_len && !cfg->bus)) {
         *why = "nothing to run: no connection, address or request";
         return -EINVAL;
     }
@@ -548,7 +586,26 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         sq_result_dispose(out);
         return -ENOMEM;
     }
-    struct sq_engine__shared run = {.cfg = cfg, .nworkers = nw};
+    struct sq_engine__shared run = {.cfg = cfg, .nworkers = nw, .run_id = cfg->run_id};
+    if (!run.run_id) {
+        /* 52 random bits (the low ones carry the worker: SQ_STAMP_STREAM_BITS) */
+        uint64_t x = (uint64_t)sq_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&run;
+        x ^= x >> 33;
+        x *= 0xFF51AFD7ED558CCDull;
+        x ^= x >> 33;
+        x *= 0xC4CEB9FE1A85EC53ull;
+        x ^= x >> 33;
+        run.run_id = x << SQ_STAMP_STREAM_BITS;
+    }
+    out->run_id = run.run_id;
+    out->stamped = calloc(nw, sizeof(*out->stamped));
+    if (!out->stamped) {
+        free(ws);
+        *why = "out of memory";
+        sq_result_dispose(out);
+        return -ENOMEM;
+    }
+    out->nstreams = nw;
     sq_engine__addrs_store(&run.addrs, cfg->addrs, cfg->naddrs);
     struct agg agg = {.cur = 1};
     agg.last = calloc(nw, sizeof(*agg.last));
@@ -612,6 +669,9 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         }
         if (!out->tls_error[0] && ws[i].live.tls_err_set)
             snprintf(out->tls_error, sizeof(out->tls_error), "%s", ws[i].tls_err);
+        if (!out->bus_error[0] && ws[i].live.bus_err_set)
+            snprintf(out->bus_error, sizeof(out->bus_error), "%s", ws[i].bus_err);
+        out->stamped[i] = ws[i].stamp_next;
     }
     if (writing) {
         __atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
@@ -685,6 +745,9 @@ void sq_result_dispose(struct sq_result *r)
     }
     sq_hist_free(r->sse_first_event);
     sq_hist_free(r->sse_duration);
+    free(r->stamped);
+    r->stamped = NULL;
+    r->nstreams = 0;
     r->sse_first_event = r->sse_duration = NULL;
     r->nscens = 0;
     r->latency = NULL;

@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "engine/bus.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "http/decode.h"
@@ -53,6 +54,7 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop);
 
 static void publish(struct sq_engine__worker *w)
 {
+    __atomic_store_n(&w->live.bus_errors, w->c.errors[SQ_ERRK_SERVER_ERROR], __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.progress, w->c.completed + w->c.failed, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.opened, w->c.conns_opened, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
@@ -795,11 +797,18 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->offset_ns = sc ? sc->start_ns : 0;
     w->flow = sc ? sc->flow : NULL;
     w->open = sq_exec_is_open(ex);
-    /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` (a
-     * worker gets whole connections), HTTP/1.1 one. Plans run HTTP/1.1. */
+    /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` and a
+     * bus connection `window` (a worker gets whole connections), HTTP/1.1 one. Plans run
+     * HTTP/1.1. */
     bool h2 = cfg->h2_request && !sc;
+    const struct sq_bus_config *bus = sc ? NULL : cfg->bus;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
     uint32_t per = h2 && cfg->streams ? cfg->streams : 1;
+    if (bus) {
+        w->drv = bus->kind == SQ_BUS_MQTT ? &sq_engine__mqtt_driver : &sq_engine__nats_driver;
+        per = bus->window ? bus->window : 1;
+    }
+    sq_stamp_enc_init(&w->stamp, run->run_id + windex);
     uint32_t total = (uint32_t)(((uint64_t)sq_exec_max_vus(ex) + per - 1) / per);
     uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;
     for (uint32_t i = 0; i < si; i++)
@@ -1021,6 +1030,14 @@ void sq_engine__vu_backoff(struct sq_engine__conn *c)
 void sq_engine__conn_error(struct sq_engine__worker *w, enum sq_errk k)
 {
     w->c.errors[k]++;
+}
+
+size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out)
+{
+    uint64_t s = w->stamp_next++;
+    if (seq)
+        *seq = s;
+    return sq_stamp_encode(&w->stamp, s, sq_stamp_now_ns(), out);
 }
 
 bool sq_engine__past_end(struct sq_engine__worker *w)
