@@ -30,13 +30,9 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "proto/busurl.h"
 
 struct sq_tmpl;
-
-enum sq_bus_kind {
-    SQ_BUS_NATS = 1,
-    SQ_BUS_MQTT = 2,
-};
 
 enum sq_bus_mode {
     SQ_BUS_PUBLISH = 0, /* NATS core publish; MQTT publish at the configured QoS */
@@ -71,36 +67,6 @@ struct sq_bus_config {
     char *user, *password; /* from the URL's userinfo (owned, NULL: none) */
     char *client_id;       /* MQTT client id prefix; the connection number is appended */
 };
-
-/* The scheme's default port, 0 for a scheme that is no bus. */
-uint16_t sq_bus_default_port(const char *scheme, size_t len);
-
-/* A bus URL, split: nats://[user[:pass]@]host[:port]/subject and
- * mqtt://[user[:pass]@]host[:port]/topic/with/levels. */
-struct sq_bus_url {
-    enum sq_bus_kind kind;
-    char host[256]; /* IPv6 without brackets */
-    uint16_t port;  /* explicit or 4222 / 1883 */
-    char *user, *password;
-    char *target; /* subject or topic, percent-decoded (NULL: none given) */
-};
-
-/* True when s starts with nats:// or mqtt:// (any case): a URL for sq_bus_url_parse. */
-bool sq_bus_url_is_bus(const char *s);
-
-/* Parses a bus URL. The subject (NATS) must be one the protocol can carry (no blank or control
- * byte); the topic (MQTT) is UTF-8 without U+0000 and, for a publish, without wildcards; both
- * are percent-decoded first and may be empty only where the caller allows (need_target false).
- * Returns 0, -SQ_EPARSE with *why set (a constant or thread-local message), or -ENOMEM. out is
- * cleared first and may be disposed whatever the result. */
-SQ_MUST_CHECK int sq_bus_url_parse(const char *s, bool need_target, struct sq_bus_url *out,
-                                   const char **why);
-void sq_bus_url_dispose(struct sq_bus_url *u);
-
-/* True when t can be an MQTT topic name to publish to (non-empty UTF-8, no U+0000, no '+' or
- * '#'), or, with filter, a topic filter to subscribe with (wildcards placed as MQTT 4.7
- * says). */
-bool sq_bus_mqtt_topic_ok(const char *t, size_t len, bool filter);
 
 /* What the quick face's bus flags say (engine/quick.c fills it from --payload, -H, --window,
  * --qos, --jetstream...). Zeros mean "not given". */

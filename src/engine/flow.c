@@ -120,11 +120,13 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
         dynamic = true;
     if (r->body && !sq_tmpl_static(r->body, &body, &body_len))
         dynamic = true;
+    st->stamped = sq_tmpl_uses_stamp(r->url) || (r->body && sq_tmpl_uses_stamp(r->body));
     for (size_t i = 0; i < r->nheaders; i++) {
         const char *v;
         size_t vl;
         if (!sq_tmpl_static(r->headers[i].value, &v, &vl))
             dynamic = true;
+        st->stamped |= sq_tmpl_uses_stamp(r->headers[i].value);
     }
     if (!dynamic) {
         int rc = compile_static(f, st, url, url_len, body, body_len);
@@ -364,12 +366,18 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
         v->var_views[i].p = v->vars[i].p;
         v->var_views[i].len = v->vars[i].len;
     }
+    struct sq_str stamp = {v->stamp, 0};
+    if (st->stamped && v->stamp_fn) {
+        v->stamp_len = (uint8_t)v->stamp_fn(v->stamp_ud, &v->stamp_seq, v->stamp);
+        stamp.len = v->stamp_len;
+    }
     struct sq_tmpl_ctx ctx = {
         .vu = v->vu,
         .iteration = v->iteration,
         .rng = &v->rng,
         .vars = v->var_views,
         .rows = (const struct sq_str *const *)v->rows,
+        .stamp = &stamp,
     };
     struct sq_buf *o = &v->req;
     sq_buf_reset(o);

@@ -17,6 +17,7 @@
 
 #include "base/buf.h"
 #include "plan/plan.h"
+#include "proto/stamp.h"
 
 struct sq_url;
 struct sq_cookie_jar;
@@ -36,6 +37,7 @@ struct sq_flow_step {
     bool content_length; /* send Content-Length (a body, or POST/PUT/PATCH) */
     uint32_t md_base;    /* first per-worker regex state of this step's extractors, then checks */
     int64_t timeout_ns;  /* 0: the run's */
+    bool stamped;        /* its URL, a header or the body uses {{$stamp}} */
 };
 
 struct sq_flow {
@@ -70,6 +72,13 @@ struct sq_flow_vu {
     struct sq_str *var_views;
     const struct sq_str **rows; /* per feeder of the plan */
     struct sq_cookie_jar *jar;
+    /* {{$stamp}}: who makes a stamp (the worker: its stream and sequence numbers), and the VU's
+     * latest one (a later step may wait for the event that carries it) */
+    size_t (*stamp_fn)(void *ud, uint64_t *seq, char *out);
+    void *stamp_ud;
+    char stamp[SQ_STAMP_MAX];
+    uint8_t stamp_len;
+    uint64_t stamp_seq;
 };
 
 /* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked

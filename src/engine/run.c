@@ -18,6 +18,7 @@
 #include "engine/bus.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
+#include "proto/stamp.h"
 #include "stats/hist.h"
 
 #define WATCH_NS (20 * SQ_NS_PER_MS)
@@ -52,6 +53,16 @@ const char *sq_phase_name(enum sq_phase p)
 const char *sq_phase_metric(enum sq_phase p)
 {
     return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
+}
+
+void sq_stamp_run_text(uint64_t run, char *out)
+{
+    struct sq_stamp_enc e;
+    sq_stamp_enc_init(&e, run);
+    /* the encoder's head is "sq1.<run>." */
+    size_t n = (size_t)e.head_len - SQ_STAMP_PREFIX_LEN - 1;
+    memcpy(out, e.head + SQ_STAMP_PREFIX_LEN, n);
+    out[n] = '\0';
 }
 
 uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus)

@@ -182,6 +182,10 @@ struct sq_run_config {
  * counter on the hot path. */
 #define SQ_STAMP_STREAM_BITS 12
 
+/* A stamp's run field as the stamp writes it (Crockford base32, lowercase), NUL-terminated, in
+ * out (14 bytes). */
+void sq_stamp_run_text(uint64_t run, char *out);
+
 /* Connections a run opens for `vus` VUs: one each over HTTP/1.1, one per `streams` over
  * HTTP/2. */
 uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus);

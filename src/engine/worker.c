@@ -758,6 +758,13 @@ static void run_loop(struct sq_engine__worker *w)
     }
 }
 
+static size_t flow_stamp(void *ud, uint64_t *seq, char *out)
+{
+    struct sq_engine__worker *w = ud;
+    w->c.bus.stamped++;
+    return sq_engine__stamp(w, seq, out);
+}
+
 /* Plan runs: per-VU flow state, per-step figures, the iteration histogram, regex states. */
 static int flow_init(struct sq_engine__worker *w)
 {
@@ -769,6 +776,8 @@ static int flow_init(struct sq_engine__worker *w)
         int rc = sq_flow_vu_init(&w->vus[i], f, (uint64_t)w->first_vu + i + 1);
         if (rc < 0)
             return rc;
+        w->vus[i].stamp_fn = flow_stamp;
+        w->vus[i].stamp_ud = w;
     }
     int rc = sq_engine__steps_new(f, &w->steps);
     if (rc == 0)

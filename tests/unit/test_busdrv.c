@@ -331,7 +331,7 @@ static void bus_config(struct bus_run *r, const char *url, const struct sq_bus_o
     memset(r, 0, sizeof(*r));
     struct sq_bus_url u;
     const char *why = NULL;
-    assert_int_equal(sq_bus_url_parse(url, true, &u, &why), 0);
+    assert_int_equal(sq_bus_url_parse(url, SQ_BUS_URL_TARGET, &u, &why), 0);
     char err[256];
     int rc = sq_bus_prepare(&r->bus, &u, o, err, sizeof(err));
     if (rc != 0)
