@@ -56,7 +56,7 @@ struct sq_busio *sq_busio_of(struct sq_engine__conn *c)
 
 static const struct sq_busio_ops *ops_of(const struct sq_busio *b)
 {
-    return sq_busdrv_of(b->w)->ops;
+    return b->ops;
 }
 
 /* VUs that wait for the connection to (re)open. */
@@ -119,9 +119,10 @@ static void b_connect_failed(struct sq_busio *b, int err)
 static void b_connect(struct sq_busio *b)
 {
     struct sq_engine__worker *w = b->w;
-    const struct sq_addr *a = &w->cfg->addrs[b->global % (uint32_t)w->cfg->naddrs];
+    const struct sq_addr *a =
+        b->addr ? b->addr : &w->cfg->addrs[b->global % (uint32_t)w->cfg->naddrs];
     struct sq_addr fresh;
-    if (w->cfg->dns_ttl_ns > 0) {
+    if (!b->addr && w->cfg->dns_ttl_ns > 0) {
         sq_engine__addrs_load(&w->run->addrs, b->global, &fresh);
         a = &fresh;
     }
@@ -452,7 +453,7 @@ static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 void sq_busio_open(struct sq_busio *b)
 {
     struct sq_engine__worker *w = b->w;
-    w->c.conns_opened++;
+    w->c.conns_opened++; /* a flow's side connection (flowbus.c) counts too */
     if (b->was_open)
         w->c.bus.reconnects++;
     b->was_open = true;
@@ -498,6 +499,7 @@ int sq_busio_drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t firs
     for (uint32_t k = 0; k < nconn; k++) {
         struct sq_busio *b = sq_busio_at(d, k);
         b->w = w;
+        b->ops = ops;
         b->io.fd = -1;
         b->first = k * d->window;
         b->n = d->window;
@@ -586,24 +588,52 @@ void sq_busio_drv_close(struct sq_engine__conn *c)
         sq_busdrv_of(c->w)->ops->release(b, c);
 }
 
+void sq_busio_sweep_one(struct sq_busio *b, int64_t now)
+{
+    int64_t limit = b->w->cfg->connect_timeout_ns;
+    if (b->state == B_CONNECTING && now - b->since_ns >= limit) {
+        b_connect_failed(b, -ETIMEDOUT);
+    } else if (b->state == B_HELLO && now - b->since_ns >= limit) {
+        b_connect_failed(b, -ETIMEDOUT); /* the broker never finished its greeting */
+    } else if (b->state == B_OPEN) {
+        if (b->ops->tick)
+            b->ops->tick(b, now);
+        if (b->state == B_OPEN && b->out.len > b->out_off && !b->busy && !(b->io.events & EPOLLOUT))
+            b_flush(b);
+    }
+}
+
 void sq_busio_drv_sweep(struct sq_engine__worker *w, int64_t now)
 {
     struct sq_busdrv *d = sq_busdrv_of(w);
-    int64_t limit = w->cfg->connect_timeout_ns;
-    for (uint32_t k = 0; k < d->nconn; k++) {
-        struct sq_busio *b = sq_busio_at(d, k);
-        if (b->state == B_CONNECTING && now - b->since_ns >= limit) {
-            b_connect_failed(b, -ETIMEDOUT);
-        } else if (b->state == B_HELLO && now - b->since_ns >= limit) {
-            b_connect_failed(b, -ETIMEDOUT); /* the broker never finished its greeting */
-        } else if (b->state == B_OPEN) {
-            if (d->ops->tick)
-                d->ops->tick(b, now);
-            if (b->state == B_OPEN && b->out.len > b->out_off && !b->busy &&
-                !(b->io.events & EPOLLOUT))
-                b_flush(b);
-        }
-    }
+    for (uint32_t k = 0; k < d->nconn; k++)
+        sq_busio_sweep_one(sq_busio_at(d, k), now);
+}
+
+void sq_busio_init_side(struct sq_busio *b, struct sq_engine__worker *w,
+                        const struct sq_busio_ops *ops, const struct sq_addr *addr)
+{
+    memset(b, 0, sizeof(*b));
+    b->w = w;
+    b->ops = ops;
+    b->addr = addr;
+    b->io.fd = -1;
+    b->max_unit = 1024 * 1024;
+    sq_timer_init(&b->timer, b_on_backoff);
+    sq_timer_init(&b->kick, b_on_kick);
+}
+
+void sq_busio_start(struct sq_busio *b)
+{
+    if (b->state == B_CLOSED)
+        b_connect(b);
+}
+
+void sq_busio_dispose_side(struct sq_busio *b)
+{
+    b_teardown(b);
+    sq_buf_dispose(&b->out);
+    sq_buf_dispose(&b->spill);
 }
 
 /* The end of the run: what is queued still goes to the broker (so its counts match what was

@@ -72,9 +72,11 @@ struct sq_busio_ops {
 struct sq_busio {
     struct sq_io io; /* fd -1 when closed */
     struct sq_engine__worker *w;
-    struct sq_timer timer; /* reconnect backoff */
-    struct sq_timer kick;  /* a write due now (messages queued outside an event) */
-    struct sq_buf out;     /* bytes to write; out_off of them written */
+    const struct sq_busio_ops *ops;
+    const struct sq_addr *addr; /* the broker; NULL: the run's addresses (cfg->addrs) */
+    struct sq_timer timer;      /* reconnect backoff */
+    struct sq_timer kick;       /* a write due now (messages queued outside an event) */
+    struct sq_buf out;          /* bytes to write; out_off of them written */
     size_t out_off;
     struct sq_buf spill; /* a unit cut by the end of a read */
     size_t need;         /* its whole length once known, else 0 */
@@ -94,6 +96,17 @@ struct sq_busio {
     int busy;      /* inside an event of this connection */
     int broken;    /* a failure found while busy: 1 + enum sq_errk; 0 none */
 };
+
+/* Sets up a connection that carries no VUs (engine/flowbus.c: a flow's publish and subscribe
+ * steps): it connects to addr when asked (sq_busio_start), and reconnects only when asked again. */
+void sq_busio_init_side(struct sq_busio *b, struct sq_engine__worker *w,
+                        const struct sq_busio_ops *ops, const struct sq_addr *addr);
+void sq_busio_start(struct sq_busio *b);
+/* Closes it without a callback and frees its buffers. */
+void sq_busio_dispose_side(struct sq_busio *b);
+/* Connect and greeting timeouts, keep-alive, a stuck write: the sweep's part for one
+ * connection. */
+void sq_busio_sweep_one(struct sq_busio *b, int64_t now);
 
 /* The per-worker state of a bus driver (w->proto). */
 struct sq_busdrv {

@@ -38,6 +38,23 @@ struct sq_flow_step {
     uint32_t md_base;    /* first per-worker regex state of this step's extractors, then checks */
     int64_t timeout_ns;  /* 0: the run's */
     bool stamped;        /* its URL, a header or the body uses {{$stamp}} */
+    /* publish and subscribe steps: the broker (an index into f->brokers) and the subject or
+     * topic (owned) */
+    int broker;
+    char *subject;
+    size_t subject_len;
+};
+
+/* A broker the flow's publish and subscribe steps use: each worker opens one connection to it
+ * (engine/flowbus.c) and subscribes there to every subject its subscribe steps wait on. */
+struct sq_flow_broker {
+    int kind; /* enum sq_bus_kind */
+    char host[256];
+    uint16_t port;
+    char *user, *password;
+    char **subs; /* subjects or topic filters to subscribe to */
+    size_t nsubs;
+    uint8_t qos; /* MQTT: the highest QoS a step asks for */
 };
 
 struct sq_flow {
@@ -49,6 +66,8 @@ struct sq_flow {
     bool secure;                 /* https target (cookies marked Secure are sent) */
     const char *accept_encoding; /* offered on every request without its own, or NULL */
     uint32_t nstates;            /* regex match-data blocks a worker needs (sq_flow_states_new) */
+    struct sq_flow_broker *brokers; /* of the publish and subscribe steps */
+    size_t nbrokers;
 };
 
 /* The state of one VU. */
@@ -104,6 +123,15 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
 SQ_MUST_CHECK int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st,
                                   struct sq_flow_vu *v, const char **req, size_t *len,
                                   bool *rendered);
+
+#define SQ_FLOW_MAX_HEADERS 128 /* a request's headers: the plan allows 100 */
+
+/* A publish step's message for this VU: the payload and each header's value rendered (the
+ * stamp made first when the step uses one). Spans point into the VU's buffers, valid until its
+ * next render; hvals has room for the step's headers. Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *st,
+                                         struct sq_flow_vu *v, struct sq_str *payload,
+                                         struct sq_str *hvals);
 
 /* Keeps a response head for the step's checks, extractors and cookie jar: head[0, len) is
  * copied into v->head and its fields, as the HTTP/1.1 reader parsed them (spans into head), are

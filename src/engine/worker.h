@@ -35,6 +35,7 @@ enum conn_state {
     CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
     CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
     CONN_THINK,      /* open, a flow's think step (plan runs) */
+    CONN_WAIT,       /* open, a flow's publish or subscribe step is out (engine/flowbus.c) */
 };
 
 struct sq_engine__conn {
@@ -192,6 +193,7 @@ struct sq_engine__worker {
      * per-worker state (h2drv.c: its connections; NULL for HTTP/1.1) */
     const struct sq_engine__driver *drv;
     void *proto;
+    struct sq_flowbus *fbus; /* plan runs with publish / subscribe steps, else NULL */
     /* {{$stamp}}: this worker's stream (run id + windex) and its next sequence number */
     struct sq_stamp_enc stamp;
     uint64_t stamp_next;

@@ -74,10 +74,12 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
         for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++) {
             const struct sq_plan_step *ps = &sc->steps[k];
             const struct sq_step_stats *ss = &sr->steps[k];
-            if (ps->kind != SQ_STEP_REQUEST)
+            if (ps->kind == SQ_STEP_THINK)
                 continue;
-            reqs += ss->reqs;
-            failed += ss->failed;
+            if (ps->kind == SQ_STEP_REQUEST) { /* http_reqs: publish and subscribe are not */
+                reqs += ss->reqs;
+                failed += ss->failed;
+            }
             json_t *st = json_object();
             for (uint32_t b = 0; b < ss->nstatus; b++) {
                 char code[8];

@@ -60,7 +60,11 @@ struct sq_plan_request {
 
 enum sq_on_error { SQ_ON_ERROR_CONTINUE, SQ_ON_ERROR_NEXT_ITERATION };
 
-enum sq_step_kind { SQ_STEP_REQUEST, SQ_STEP_THINK };
+/* PUBLISH and SUBSCRIBE are event-bus steps (engine/flowbus.c): their req holds method "PUB" /
+ * "SUB", url_src the broker URL (nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC, checked
+ * in full when the engine compiles the flow), a publish's payload (body) and headers (NATS
+ * headers, MQTT 5 user properties), and the timeout. */
+enum sq_step_kind { SQ_STEP_REQUEST, SQ_STEP_THINK, SQ_STEP_PUBLISH, SQ_STEP_SUBSCRIBE };
 
 struct sq_plan_step {
     enum sq_step_kind kind;
@@ -74,6 +78,7 @@ struct sq_plan_step {
     struct sq_check *checks;
     size_t nchecks;
     enum sq_on_error on_error; /* after a failed extraction or a failed request */
+    uint8_t qos;               /* PUBLISH, SUBSCRIBE over MQTT: 0..2 */
     bool needs_body;           /* a check or an extractor reads the body */
     bool needs_headers;        /* a check or an extractor reads headers */
 };
