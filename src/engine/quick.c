@@ -1,11 +1,14 @@
 /* engine/quick.c - see quick.h. The flags are checked where they are parsed when they can be (a
  * method is given to the request serialiser itself, so the check and the request cannot
  * disagree), combinations after every flag is read, files (-b @FILE, --cacert) when they are
- * opened in sq_quick_prepare, still before anything is sent. */
+ * opened in sq_quick_prepare, still before anything is sent. The JSON form builds arguments and
+ * goes through the same parser, so there is one set of checks and one set of messages. */
 #include "engine/quick.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/parse.h"
+#include "base/text.h"
 #include "engine/flags.h"
 #include "http/decode.h"
 
@@ -80,6 +84,13 @@ void sq_quick_opts_dispose(struct sq_quick_opts *o)
     for (size_t i = 0; i < o->nheaders; i++)
         sq_header_arg_dispose(&o->headers[i]);
     o->nheaders = 0;
+    for (size_t i = 0; i < o->_argc; i++)
+        free(o->_argv[i]);
+    free(o->_argv);
+    free(o->_body);
+    o->_argv = NULL;
+    o->_argc = 0;
+    o->_body = NULL;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -304,6 +315,227 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* JSON                                                                                       */
+
+/* Keys a run started from JSON does not take: they write files or print. */
+static const struct {
+    const char *key, *why;
+} cli_only[] = {
+    {"json", "writes no files"},   {"html", "writes no files"}, {"out", "writes no files"},
+    {"sample", "writes no files"}, {"quiet", "prints nothing"},
+};
+
+static bool repeatable(const char *key)
+{
+    return strcmp(key, "header") == 0 || strcmp(key, "resolve") == 0 ||
+           strcmp(key, "connect-to") == 0;
+}
+
+/* The long option named key exactly, if a JSON object may use it. */
+static const struct option *json_option(const char *key)
+{
+    if (strcmp(key, "help") == 0 || strcmp(key, "version") == 0)
+        return NULL;
+    for (const struct option *lo = longs; lo->name; lo++)
+        if (strcmp(lo->name, key) == 0)
+            return lo;
+    return NULL;
+}
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "a list";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+        return "true";
+    case JSON_FALSE:
+        return "false";
+    case JSON_NULL:
+        return "null";
+    }
+    return "?";
+}
+
+/* The arguments being built. */
+struct args {
+    char **v;
+    size_t n, cap;
+};
+
+/* Appends s (owned; NULL ends argv); frees it when it cannot. Returns 0 or -ENOMEM. */
+static int push_raw(struct args *a, char *s)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        char **nv = realloc(a->v, cap * sizeof(*nv));
+        if (!nv) {
+            free(s);
+            return -ENOMEM;
+        }
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n++] = s;
+    return 0;
+}
+
+/* Appends a string just allocated (NULL: the allocation failed). */
+static int push(struct args *a, char *s)
+{
+    return s ? push_raw(a, s) : -ENOMEM;
+}
+
+static char *printf_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *printf_dup(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+/* A scalar JSON value as the text of an argument: a string as it is, a number as written
+ * (integers exactly, reals in the shortest form that reads back the same). */
+static int value_text(const char *flag, const json_t *v, char *num, size_t numlen, const char **out,
+                      char *err, size_t len)
+{
+    if (json_is_string(v)) {
+        if (strlen(json_string_value(v)) != json_string_length(v))
+            return sq_flag_fail(err, len, "%s: a value cannot contain a NUL byte", flag);
+        *out = json_string_value(v);
+        return 0;
+    }
+    if (json_is_integer(v)) {
+        snprintf(num, numlen, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        *out = num;
+        return 0;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        snprintf(num, numlen, "%.15g", d);
+        if (strtod(num, NULL) != d)
+            snprintf(num, numlen, "%.17g", d);
+        *out = num;
+        return 0;
+    }
+    return sq_flag_fail(err, len, "%s: expected a string or a number, not %s", flag, json_kind(v));
+}
+
+/* One key of the object, as arguments. */
+static int key_args(struct args *a, const char *key, const json_t *v, const char **url,
+                    const char **body, char *err, size_t len)
+{
+    char flag[64];
+    if (strcmp(key, "url") == 0) {
+        if (!json_is_string(v))
+            return sq_flag_fail(err, len, "url: expected a string, not %s", json_kind(v));
+        if (strlen(json_string_value(v)) != json_string_length(v))
+            return sq_flag_fail(err, len, "url: a value cannot contain a NUL byte");
+        *url = json_string_value(v);
+        return 0;
+    }
+    for (size_t i = 0; i < SQ_ARRAY_LEN(cli_only); i++)
+        if (strcmp(key, cli_only[i].key) == 0)
+            return sq_flag_fail(err, len, "key '%s' is refused: a run started from JSON %s", key,
+                                cli_only[i].why);
+    const struct option *lo = json_option(key);
+    if (!lo) {
+        struct sq_suggest s;
+        char tail[96];
+        sq_suggest_init(&s, key, strlen(key));
+        sq_suggest_try(&s, "url");
+        for (const struct option *c = longs; c->name; c++)
+            if (json_option(c->name))
+                sq_suggest_try(&s, c->name);
+        return sq_flag_fail(err, len, "unknown key '%.60s'%s", key,
+                            sq_suggest_tail(&s, tail, sizeof(tail)));
+    }
+    snprintf(flag, sizeof(flag), "--%s", key);
+    if (json_is_null(v))
+        return 0;
+    if (lo->has_arg == no_argument) {
+        if (json_is_false(v))
+            return 0;
+        if (!json_is_true(v))
+            return sq_flag_fail(err, len, "%s: expected true or false, not %s", flag, json_kind(v));
+        return push(a, strdup(flag));
+    }
+    if (json_is_array(v) && !repeatable(key))
+        return sq_flag_fail(err, len,
+                            "%s: expected a string or a number, not a list (only header, "
+                            "resolve and connect-to take several)",
+                            flag);
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        char num[40];
+        const char *text = NULL;
+        int rc = value_text(flag, e, num, sizeof(num), &text, err, len);
+        if (rc < 0)
+            return rc;
+        if (lo->val == 'b') {
+            *body = text; /* the body itself: set after the parse, never read as @FILE */
+            continue;
+        }
+        if ((rc = push(a, printf_dup("%s=%s", flag, text))) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err, size_t len)
+{
+    if (!json_is_object(obj))
+        return sq_flag_fail(err, len, "the quick options must be a JSON object, not %s",
+                            json_kind(obj));
+    struct args a = {0};
+    const char *url = NULL, *body = NULL, *key;
+    json_t *v;
+    int rc = push(&a, strdup("squall"));
+    json_object_foreach((json_t *)obj, key, v)
+    {
+        if (rc == 0)
+            rc = key_args(&a, key, v, &url, &body, err, len);
+    }
+    if (rc == 0 && url) {
+        rc = push(&a, strdup("--"));
+        if (rc == 0)
+            rc = push(&a, strdup(url));
+    }
+    size_t argc = a.n;
+    if (rc == 0)
+        rc = push_raw(&a, NULL); /* argv[argc] */
+    o->_argv = a.v;
+    o->_argc = argc;
+    if (rc == 0 && body && !(o->_body = strdup(body)))
+        rc = -ENOMEM;
+    if (rc == -ENOMEM)
+        snprintf(err, len, "out of memory");
+    if (rc < 0)
+        return rc;
+    rc = sq_quick_parse_argv(o, (int)argc, a.v, err, len);
+    if (rc > 0) /* --help and --version are not keys JSON may use */
+        rc = sq_flag_fail(err, len, "unknown key");
+    if (rc == 0 && o->_body) {
+        o->body_arg = o->_body;
+        o->body_flag = "--body";
+        o->body_literal = true;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Prepare                                                                                    */
 
 /* Reads -b @FILE. Returns 0, -errno (-EISDIR for a directory), -SQ_ETOOBIG or -ENOMEM. */
@@ -360,7 +592,7 @@ static int load_body(struct sq_quick_run *r, const struct sq_quick_opts *o, char
 {
     if (!o->body_arg)
         return 0;
-    if (o->body_arg[0] == '@') {
+    if (o->body_arg[0] == '@' && !o->body_literal) {
         const char *file = o->body_arg + 1;
         int rc = read_body_file(file, &r->body, &r->body_len);
         if (rc == -EISDIR)
