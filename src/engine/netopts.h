@@ -63,12 +63,12 @@ extern const char sq_netopts_usage[];
 /* Takes one parsed option: 1 when it was one of the shared flags (stored), 0 when it is not, or
  * -SQ_EUSAGE with err saying "FLAG: why". flag is the option as the user wrote it
  * (sq_flag_name); arg is borrowed and must outlive n. */
-int sq_netopts_flag(struct sq_netopts *n, int opt, const char *flag, const char *arg, char *err,
-                    size_t len);
+SQ_MUST_CHECK int sq_netopts_flag(struct sq_netopts *n, int opt, const char *flag, const char *arg,
+                                  char *err, size_t len);
 
 /* Checks the flags together (--tls-min above --tls-max, --key without --cert): 0, or -SQ_EUSAGE
  * with err saying why. */
-int sq_netopts_check(const struct sq_netopts *n, char *err, size_t len);
+SQ_MUST_CHECK int sq_netopts_check(const struct sq_netopts *n, char *err, size_t len);
 
 /* A TLS library message that names its option ("cacert '/x.pem': No such file or directory",
  * net/tls.h) rewritten to name the flag instead: "--cacert: '/x.pem': No such file or directory"

@@ -445,10 +445,14 @@ static int key_args(struct args *a, const char *key, const json_t *v, const char
         *url = json_string_value(v);
         return 0;
     }
-    for (size_t i = 0; i < SQ_ARRAY_LEN(cli_only); i++)
-        if (strcmp(key, cli_only[i].key) == 0)
-            return sq_flag_fail(err, len, "key '%s' is refused: a run started from JSON %s", key,
-                                cli_only[i].why);
+    for (size_t i = 0; i < SQ_ARRAY_LEN(cli_only); i++) {
+        if (strcmp(key, cli_only[i].key) != 0)
+            continue;
+        if (json_is_null(v) || json_is_false(v)) /* not asked for: nothing to refuse */
+            return 0;
+        return sq_flag_fail(err, len, "key '%s' is refused: a run started from JSON %s", key,
+                            cli_only[i].why);
+    }
     const struct option *lo = json_option(key);
     if (!lo) {
         struct sq_suggest s;

@@ -90,10 +90,10 @@ SQ_MUST_CHECK int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **
  * ("connections": 64 or "64"); "header", "resolve" and "connect-to" take one value or an array
  * of them; a flag without a value takes true (false and null: not given). "body" is always the
  * body itself (no @FILE). Refused, with err naming the key: an unknown key (with the nearest
- * one), "json", "html", "out", "sample" and "quiet" (a run started from JSON writes no files and
- * prints nothing), a value of the wrong type, a string with a NUL byte; then every value the
- * CLI refuses, with its message. Returns 0, -SQ_EUSAGE or -ENOMEM. o owns what it built:
- * sq_quick_opts_dispose. Not thread-safe (getopt_long). */
+ * one), "json", "html", "out", "sample" and "quiet" unless null or false (a run started from JSON
+ * writes no files and prints nothing), a value of the wrong type, a string with a NUL byte; then
+ * every value the CLI refuses, with its message. Returns 0, -SQ_EUSAGE or -ENOMEM. o owns what it
+ * built: sq_quick_opts_dispose. Not thread-safe (getopt_long). */
 SQ_MUST_CHECK int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err,
                                      size_t len);
 

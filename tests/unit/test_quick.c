@@ -123,6 +123,8 @@ static const struct {
     {"{\"url\": \"" U "\", \"stages\": \"1s:3\", \"pacing\": \"100ms\", \"http2\": false, "
      "\"rate\": null, \"header\": \"Accept-Encoding: gzip\"}",
      {"--stages", "1s:3", "--pacing", "100ms", "-H", "Accept-Encoding: gzip", U, NULL}},
+    /* the terminal's keys, not asked for */
+    {"{\"url\": \"" U "\", \"json\": null, \"quiet\": false, \"out\": null}", {U, NULL}},
     /* DNS overrides (one value or a list), HTTP/2 streams, HEAD */
     {"{\"url\": \"http://example.test:8080/\", \"resolve\": [\"example.test:8080:127.0.0.1\"], "
      "\"connect-to\": \"a:1:b:2\", \"dns-ttl\": \"5s\", \"http2\": true, \"streams\": 4, "
