@@ -14,6 +14,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "engine/flags.h"
 #include "output/fmt.h"
 #include "output/json.h"
 #include "sink/sink.h"
@@ -131,7 +132,7 @@ int sq_cli_sink(int argc, char **argv)
     int opt, li = -1, rc;
     while ((opt = getopt_long(argc, argv, ":t:d:qh", longs, &li)) != -1) {
         char name[48];
-        const char *flag = sq_cli_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
         switch (opt) {
         case OPT_HTTP:
             cfg.http = optarg;
@@ -216,8 +217,11 @@ int sq_cli_sink(int argc, char **argv)
         case 'h':
             fputs(usage, stdout);
             return SQ_EXIT_OK;
-        default:
-            return sq_cli_flag_error(FACE, longs, opt, flag);
+        default: {
+            char msg[256];
+            sq_flag_refused(longs, opt, flag, msg, sizeof(msg));
+            return sq_cli_usage_error(FACE, "%s", msg);
+        }
         }
     }
     if (optind < argc)

@@ -159,23 +159,16 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
     if (o->nheaders && !nats && c->mqtt_version != 5)
         return usage(err, errlen, "-H: MQTT 3.1.1 has no user properties (--mqtt-version 5)");
     for (size_t i = 0; i < o->nheaders; i++) {
-        const char *h = o->headers[i];
-        const char *colon = strchr(h, ':');
-        if (!colon || !header_name_ok(h, (size_t)(colon - h), u->kind))
-            return usage(err, errlen,
-                         "-H: '%s' is not a header: expected 'Name: value' (the name %s)", h,
+        const char *h = o->header_names[i], *v = o->header_values[i];
+        if (!header_name_ok(h, strlen(h), u->kind))
+            return usage(err, errlen, "-H: '%s' is not a header name (%s)", h,
                          nats ? "a token without ':' or blanks" : "UTF-8, not empty");
-        if (strpbrk(h, "\r\n"))
+        if (strpbrk(v, "\r\n"))
             return usage(err, errlen, "-H: '%s': CR and LF are not allowed", h);
-        const char *v = colon + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
         struct sq_bus_header *bh = &c->headers[c->nheaders];
-        bh->name = malloc((size_t)(colon - h) + 1);
+        bh->name = dup_str(h);
         if (!bh->name)
             return -ENOMEM;
-        memcpy(bh->name, h, (size_t)(colon - h));
-        bh->name[colon - h] = '\0';
         rc = sq_tmpl_compile(v, strlen(v), SQ_TMPL_ESC_NONE, NULL, NULL, &bh->value, &te);
         if (rc == -ENOMEM) {
             free(bh->name);

@@ -73,8 +73,8 @@ struct sq_bus_config {
 struct sq_bus_opts {
     const char *payload; /* --payload's text (a @FILE already read); NULL: the default */
     size_t payload_len;
-    const char *payload_flag;   /* "--payload" or "@FILE" as the user wrote it, for messages */
-    const char *const *headers; /* -H "Name: value" */
+    const char *payload_flag; /* "--payload" or "@FILE" as the user wrote it, for messages */
+    const char *const *header_names, *const *header_values; /* -H, parsed */
     size_t nheaders;
     uint64_t window;  /* --window; 0: the mode's default */
     int qos;          /* --qos; -1: not given (0) */

@@ -254,6 +254,11 @@ void sq_busio_commit(struct sq_busio *b, size_t n)
         b_kick(b);
 }
 
+void sq_busio_write_now(struct sq_busio *b)
+{
+    b_flush(b);
+}
+
 int sq_busio_queue(struct sq_busio *b, const void *p, size_t n)
 {
     char *r = sq_busio_room(b, n);

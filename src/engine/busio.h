@@ -131,6 +131,10 @@ SQ_MUST_CHECK int sq_busio_queue(struct sq_busio *b, const void *p, size_t n);
  * NULL when out of memory. */
 char *sq_busio_room(struct sq_busio *b, size_t n);
 void sq_busio_commit(struct sq_busio *b, size_t n);
+/* Writes what is queued now, even inside an event (a protocol that closes its batches itself:
+ * NATS core and MQTT QoS 0 write every quarter window, so four batches are out at once and
+ * the broker always has the next one while the PONG of the last one travels back). */
+void sq_busio_write_now(struct sq_busio *b);
 /* The hello is done: the connection is open, its waiting VUs go to work. */
 void sq_busio_open(struct sq_busio *b);
 /* The connection fails with kind (the kind fails the requests out on it): at once, or when the

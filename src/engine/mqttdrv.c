@@ -154,6 +154,7 @@ struct mqtt {
     size_t payload_len;
     uint8_t *msg; /* a static PUBLISH (QoS 0: whole; QoS > 0: whole, id patched), or NULL */
     size_t msg_len, id_off;
+    uint32_t quarter; /* QoS 0: write (and PINGREQ) every quarter window inside an event */
     uint64_t rng;
     uint64_t stream; /* this worker's stamp run field */
 };
@@ -438,6 +439,8 @@ static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
         if (batch)
             mc->unpinged++;
         sq_busio_commit(b, m->msg_len);
+        if (batch && b->busy && mc->unpinged >= m->quarter)
+            sq_busio_write_now(b);
         return 0;
     }
     char stamp[SQ_STAMP_MAX];
@@ -507,6 +510,8 @@ static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
     if (batch)
         mc->unpinged++;
     sq_busio_commit(b, (size_t)k);
+    if (batch && b->busy && mc->unpinged >= m->quarter)
+        sq_busio_write_now(b);
     return 0;
 }
 
@@ -597,6 +602,7 @@ static int mqtt_init(struct sq_engine__worker *w)
     m->stream = w->run->run_id + w->windex;
     uint64_t seed = w->run->run_id ^ ((uint64_t)w->windex << 40) ^ (uint64_t)sq_now_ns();
     m->rng = splitmix(&seed) | 1;
+    m->quarter = d->window >= 4 ? d->window / 4 : 1;
     if (sq_tmpl_static(bus->payload, &m->payload, &m->payload_len) && !m->payload)
         m->payload = "";
     if (m->payload && bus->nheaders == 0 && bus->mode != SQ_BUS_ROUND_TRIP) {

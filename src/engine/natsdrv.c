@@ -97,6 +97,7 @@ struct nats {
     size_t payload_len;
     char *msg; /* a whole static core PUB, or NULL */
     size_t msg_len;
+    uint32_t quarter; /* core publish: write (and PING) every quarter window inside an event */
     uint64_t rng;
 };
 
@@ -339,6 +340,8 @@ static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
         memcpy(r, n->msg, n->msg_len);
         nc->unpinged++;
         sq_busio_commit(b, n->msg_len);
+        if (b->busy && nc->unpinged >= n->quarter)
+            sq_busio_write_now(b);
         return 0;
     }
     char stamp[SQ_STAMP_MAX];
@@ -408,6 +411,8 @@ static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
         nc->unpinged++;
     }
     sq_busio_commit(b, (size_t)k + plen + 2);
+    if (core && b->busy && nc->unpinged >= n->quarter)
+        sq_busio_write_now(b);
     return 0;
 }
 
@@ -464,6 +469,7 @@ static int nats_init(struct sq_engine__worker *w)
         return -ENOMEM;
     uint64_t seed = w->run->run_id ^ ((uint64_t)w->windex << 40) ^ (uint64_t)sq_now_ns();
     n->rng = splitmix(&seed) | 1;
+    n->quarter = d->window >= 4 ? d->window / 4 : 1;
     if (sq_tmpl_static(bus->payload, &n->payload, &n->payload_len) && !n->payload)
         n->payload = "";
     if (n->payload && bus->mode == SQ_BUS_PUBLISH && bus->nheaders == 0) {

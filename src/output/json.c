@@ -160,7 +160,7 @@ static json_t *bus_block(const struct sq_bus_config *b, const struct sq_result *
 {
     const struct sq_bus_counters *c = &r->c.bus;
     json_t *j = json_pack(
-        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "mode",
+        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "mode",
         sq_bus_mode_name(b->mode), b->kind == SQ_BUS_NATS ? "subject" : "topic", b->subject,
         "window", (json_int_t)b->window, "latency_means", bus_latency_means(b), "stamped",
         (json_int_t)c->stamped, "acks", (json_int_t)c->acks, "duplicates",
@@ -342,6 +342,11 @@ json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result
         .accept_encoding = r->accept_encoding,
         .protocol = sq_quick_protocol(r),
         .streams = o->http2 ? (uint32_t)o->streams : 0,
+        .bus = r->is_bus ? &r->bus : NULL,
     };
+    if (r->is_bus) {
+        info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : "PUBLISH";
+        info.request_bytes = 0;
+    }
     return sq_report_json_doc(&info, res);
 }
