@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/sinkrun.h"
 #include "engine/flags.h"
 #include "engine/quick.h"
 #include "engine/run.h"
@@ -157,9 +158,21 @@ int sq_cli_quick(int argc, char **argv)
     cfg->on_tick = on_tick;
     cfg->tick_ud = &tk;
 
+    struct sq_sink *sink = NULL;
+    if (o.nsinks) {
+        struct sq_cli_sink_opts so = {.nurls = o.nsinks,
+                                      .stamp = o.sink_stamp,
+                                      .settle_ns = o.sink_settle_ns,
+                                      .mqtt_qos = -1};
+        memcpy(so.urls, o.sinks, o.nsinks * sizeof(so.urls[0]));
+        cfg->run_id = sq_run_new_id();
+        if ((rc = sq_cli_sink_begin(FACE, &so, cfg->run_id, &sink)) != 0) {
+            exit_code = rc;
+            goto out;
+        }
+    }
     cfg->stop = sq_cli_signals_begin();
     rc = sq_run(cfg, &res, &why);
-    sq_cli_signals_end();
     sq_progress_finish(&tk.progress);
     if (tk.hdr_failed)
         fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
@@ -171,12 +184,16 @@ int sq_cli_quick(int argc, char **argv)
                 "behind; try --sample)\n",
                 (unsigned long long)res.samples_lost);
     if (rc < 0) {
+        sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
+        sq_cli_sink_end(sink, &res, NULL, cfg->stop);
         goto out;
     }
 
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_quick_doc(&run, &res);
+    sq_cli_sink_end(sink, &res, doc, cfg->stop); /* its block, and its line first */
+    sq_cli_signals_end();
     if (!doc) {
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;

@@ -55,6 +55,23 @@ const char *sq_phase_metric(enum sq_phase p)
     return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
 }
 
+uint64_t sq_run_new_id(void)
+{
+    /* 52 random bits (the low ones carry the worker: SQ_STAMP_STREAM_BITS) */
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+                 __atomic_add_fetch(&counter, 0x9E3779B97F4A7C15ull, __ATOMIC_RELAXED);
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    uint64_t id = x << SQ_STAMP_STREAM_BITS;
+    return id ? id : 1ull << SQ_STAMP_STREAM_BITS; /* never 0: 0 means "draw one" */
+}
+
 void sq_stamp_run_text(uint64_t run, char *out)
 {
     struct sq_stamp_enc e;
@@ -599,16 +616,8 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         return -ENOMEM;
     }
     struct sq_engine__shared run = {.cfg = cfg, .nworkers = nw, .run_id = cfg->run_id};
-    if (!run.run_id) {
-        /* 52 random bits (the low ones carry the worker: SQ_STAMP_STREAM_BITS) */
-        uint64_t x = (uint64_t)sq_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&run;
-        x ^= x >> 33;
-        x *= 0xFF51AFD7ED558CCDull;
-        x ^= x >> 33;
-        x *= 0xC4CEB9FE1A85EC53ull;
-        x ^= x >> 33;
-        run.run_id = x << SQ_STAMP_STREAM_BITS;
-    }
+    if (!run.run_id)
+        run.run_id = sq_run_new_id();
     out->run_id = run.run_id;
     out->stamped = calloc(nw, sizeof(*out->stamped));
     if (!out->stamped) {

@@ -182,6 +182,11 @@ struct sq_run_config {
  * counter on the hot path. */
 #define SQ_STAMP_STREAM_BITS 12
 
+/* A fresh run id for stamps (52 random bits, the low SQ_STAMP_STREAM_BITS zero): what sq_run
+ * draws when cfg->run_id is 0; a caller that must know it before the run (a sink beside it)
+ * draws it first. */
+uint64_t sq_run_new_id(void);
+
 /* A stamp's run field as the stamp writes it (Crockford base32, lowercase), NUL-terminated, in
  * out (14 bytes). */
 void sq_stamp_run_text(uint64_t run, char *out);

@@ -117,9 +117,22 @@ struct sq_plan_var {
     char *name, *value;
 };
 
+/* sink: what arrives at the far end of the run's pipeline, counted beside the load in one
+ * process (cli/sinkrun.h, sink/sink.h). Strings owned; URLs as written. */
+struct sq_plan_sink {
+    char *http; /* HOST:PORT to listen on */
+    char *nats, *mqtt;
+    char *stamp; /* where the stamp is (NULL: scan) */
+    int64_t settle_ns;
+    int qos; /* mqtt: -1 default */
+    char *stream, *durable, *queue;
+    struct sq_loc loc;
+};
+
 struct sq_plan {
-    char *file;   /* the path it was loaded from */
-    char *target; /* base URL ("http://127.0.0.1:8080"), required */
+    char *file;                /* the path it was loaded from */
+    struct sq_plan_sink *sink; /* NULL: none */
+    char *target;              /* base URL ("http://127.0.0.1:8080"), required */
     struct sq_plan_var *vars;
     size_t nvars;
     struct sq_plan_feeder *feeders;

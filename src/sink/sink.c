@@ -33,6 +33,7 @@
 #include "loop/loop.h"
 #include "proto/stamp.h"
 #include "server/server.h"
+#include "proto/busurl.h"
 #include "sink/internal.h"
 #include "stats/hist.h"
 
@@ -439,6 +440,26 @@ int sq_sink_check(const struct sq_sink_config *cfg, char *err, size_t len)
                 -SQ_EUSAGE);
     if (cfg->settle_ns < 0)
         return (snprintf(err, len, "--settle: must not be negative"), -SQ_EUSAGE);
+    for (int k = 0; k < 2; k++) {
+        const char *url = k == 0 ? cfg->nats : cfg->mqtt;
+        if (!url)
+            continue;
+        struct sq_bus_url u;
+        const char *why = NULL;
+        int urc = sq_bus_url_parse(url, SQ_BUS_URL_TARGET | SQ_BUS_URL_FILTER, &u, &why);
+        if (urc == 0 && u.kind != (k == 0 ? SQ_BUS_NATS : SQ_BUS_MQTT)) {
+            why = k == 0 ? "expected nats://HOST[:PORT]/SUBJECT"
+                         : "expected mqtt://HOST[:PORT]/TOPIC";
+            urc = -SQ_EPARSE;
+        }
+        sq_bus_url_dispose(&u);
+        if (urc == -SQ_EPARSE)
+            return (snprintf(err, len, "%s: '%s': %s", k == 0 ? "--nats" : "--mqtt", url,
+                             why ? why : "not a URL"),
+                    -SQ_EUSAGE);
+        if (urc < 0)
+            return urc;
+    }
     struct sq_sink_finder *f;
     int rc = sq_sink_finder_new(cfg->find, &f, err, len);
     if (rc < 0)
