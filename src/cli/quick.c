@@ -56,6 +56,7 @@ static const char usage[] =
     "       squall target [flags]       the built-in test server (squall target --help)\n"
     "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
     "                                   report\n"
+    "       squall wrk [wrk's flags] URL  wrk's flags, report and Lua scripts (squall wrk -h)\n"
     "\n"
     "  -c, --connections N     connections (VUs), opened before the start and split across\n"
     "                          threads (default 64)\n"
