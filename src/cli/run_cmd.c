@@ -11,6 +11,8 @@
 #include "cli/common.h"
 #include "cli/netopts.h"
 #include "engine/flow.h"
+#include "engine/hooks.h"
+#include "engine/oauth.h"
 #include "engine/run.h"
 #include "engine/verdict.h"
 #include "http/decode.h"
@@ -48,6 +50,28 @@ static void print_usage(FILE *f)
     fputs(run_usage, f);
     fputs(sq_cli_net_usage, f);
     fputs(run_usage_tail, f);
+}
+
+/* The result document's script and oauth blocks of a plan run (docs/json-schema.md). */
+static void plan_blocks(json_t *doc, const struct sq_plan *p, const struct sq_result *r,
+                        struct sq_oauth *oauth)
+{
+    if (p->script)
+        json_object_set_new(doc, "script",
+                            json_pack("{s:s, s:{s:I}, s:I, s:s?}", "file", p->script, "calls",
+                                      "hooks", (json_int_t)r->c.script_hooks, "skipped_steps",
+                                      (json_int_t)r->c.script_skips, "error", r->script_error));
+    if (oauth) {
+        struct sq_oauth_stats st;
+        sq_oauth_stats(oauth, &st);
+        json_object_set_new(doc, "oauth",
+                            json_pack("{s:I, s:I, s:I, s:f, s:f, s:s?}", "tokens",
+                                      (json_int_t)st.tokens, "refreshes", (json_int_t)st.refreshes,
+                                      "failures", (json_int_t)st.failures, "first_token_s",
+                                      (double)st.first_ns / 1e9, "expires_in_s",
+                                      (double)st.expires_in_ns / 1e9, "last_error",
+                                      st.last_error[0] ? st.last_error : NULL));
+    }
 }
 
 /* Loads the plan or prints why not. */
@@ -242,12 +266,14 @@ int sq_cli_run(int argc, char **argv)
     struct sq_th_verdicts verdicts = {0};
     struct ticker tk = {.plan = p};
     struct sq_tls_client *tls = NULL;
+    struct sq_oauth *oauth = NULL;
     struct sq_cli_outputs outs = {
         .face = FACE, .json_path = o.json, .html_path = o.html, .quiet = o.quiet};
     const char *why = NULL;
     char err[512];
 
-    if (sq_thresholds_check(p, err, sizeof(err)) < 0) {
+    if (sq_thresholds_check(p, err, sizeof(err)) < 0 ||
+        sq_plan_hooks_check(p, err, sizeof(err)) < 0) {
         fprintf(stderr, "squall: %s\n", err);
         exit_code = SQ_EXIT_USAGE;
         goto out;
@@ -295,6 +321,15 @@ int sq_cli_run(int argc, char **argv)
         exit_code = rc;
         goto out;
     }
+    if (p->oauth2) {
+        /* the run's token, before any load: no token, no run */
+        if (sq_oauth_start(p->oauth2, p->target, &o.net.tls, &oauth, err, sizeof(err)) < 0) {
+            fprintf(stderr, "squall: %s\n", err);
+            goto out;
+        }
+        for (size_t i = 0; i < p->nscenarios; i++)
+            ((struct sq_flow *)scens[i].flow)->oauth = sq_oauth_live(oauth);
+    }
     double length_s = 0;
     bool open = false;
     for (size_t i = 0; i < p->nscenarios; i++) {
@@ -314,6 +349,7 @@ int sq_cli_run(int argc, char **argv)
     rc = sq_run(&cfg, &res, &why);
     sq_cli_signals_end();
     sq_progress_finish(&tk.progress);
+    sq_oauth_stop(oauth);
     if (rc < 0) {
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
         goto out;
@@ -343,8 +379,14 @@ int sq_cli_run(int argc, char **argv)
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
+    plan_blocks(doc, p, &res, oauth);
     sq_cli_render(&outs, doc);
     json_decref(doc);
+    if (res.script_error) {
+        fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
+        exit_code = SQ_EXIT_FAIL;
+        goto out;
+    }
     if (tk.aborted)
         fprintf(stderr, "squall: run stopped: %s\n", tk.why);
     if (verdicts.failed || tk.aborted) {
@@ -364,6 +406,7 @@ out:
     free(scens);
     sq_url_dispose(&url);
     sq_tls_client_free(tls);
+    sq_oauth_free(oauth);
     sq_plan_free(p);
     return exit_code;
 }

@@ -83,6 +83,8 @@ static void merge_counters(struct sq_counters *dst, const struct sq_counters *sr
     dst->script_requests += src->script_requests;
     dst->script_responses += src->script_responses;
     dst->script_delays += src->script_delays;
+    dst->script_hooks += src->script_hooks;
+    dst->script_skips += src->script_skips;
 }
 
 static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
@@ -115,6 +117,8 @@ static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
     dst->script_requests -= src->script_requests;
     dst->script_responses -= src->script_responses;
     dst->script_delays -= src->script_delays;
+    dst->script_hooks -= src->script_hooks;
+    dst->script_skips -= src->script_skips;
 }
 
 static void sleep_ns(int64_t ns)

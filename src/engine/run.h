@@ -211,6 +211,7 @@ struct sq_counters {
     uint64_t sse_streams, sse_events; /* text/event-stream responses, and their events */
     /* wrk-style scripts: calls of request(), response() and delay() */
     uint64_t script_requests, script_responses, script_delays;
+    uint64_t script_hooks, script_skips; /* plan hooks: before/after calls, skipped steps */
 };
 
 /* Per-step figures of a plan run, merged across the scenario's workers. */

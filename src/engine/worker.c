@@ -50,6 +50,8 @@
 static void conn_connect(struct sq_engine__conn *c);
 static void conn_next(struct sq_engine__conn *c, int64_t now);
 static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now);
+static bool plan_hook(struct sq_engine__conn *c, enum sq_script_when when, int status,
+                      struct sq_script_step_result *res);
 static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop);
 
 static void publish(struct sq_engine__worker *w)
@@ -119,6 +121,10 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
         ss->errors++;
         ss->failed++;
         w->c.http_failed++;
+        if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * c->fv->step + 1] >= 0) {
+            struct sq_script_step_result res; /* status 0: no response, no headers, no body */
+            plan_hook(c, SQ_SCRIPT_AFTER, 0, &res);
+        }
         const struct sq_plan_step *ps = w->flow->steps[c->fv->step].ps;
         flow_advance(c, sq_now_ns(), ps->on_error == SQ_ON_ERROR_NEXT_ITERATION);
     }
@@ -348,6 +354,104 @@ static void script_response(struct sq_engine__conn *c)
         script_check_stop(w);
 }
 
+/* ---- plan hooks: a plan's script:, a step's before: / after: ---- */
+
+/* The VU's variables as a hook sees them: the scenario's slots (extracted values and locals),
+ * then the plan's fixed vars (read only). An empty slot reads as unset. */
+static bool hook_get(void *vu, const char *name, size_t len, struct sq_str *out)
+{
+    struct sq_engine__conn *c = vu;
+    const struct sq_flow *f = c->w->flow;
+    for (uint32_t i = 0; i < f->sc->nvars; i++) {
+        const char *n = f->sc->vars[i];
+        if (strlen(n) == len && memcmp(n, name, len) == 0) {
+            const struct sq_buf *b = &c->fv->vars[i];
+            if (!b->len)
+                return false;
+            *out = (struct sq_str){b->p, b->len};
+            return true;
+        }
+    }
+    for (size_t i = 0; i < f->plan->nvars; i++) {
+        const struct sq_plan_var *pv = &f->plan->vars[i];
+        if (strlen(pv->name) == len && memcmp(pv->name, name, len) == 0) {
+            *out = (struct sq_str){pv->value, strlen(pv->value)};
+            return true;
+        }
+    }
+    return false;
+}
+
+static int hook_set(void *vu, const char *name, size_t len, const char *val, size_t val_len)
+{
+    struct sq_engine__conn *c = vu;
+    const struct sq_flow *f = c->w->flow;
+    for (uint32_t i = 0; i < f->sc->nvars; i++) {
+        const char *n = f->sc->vars[i];
+        if (strlen(n) == len && memcmp(n, name, len) == 0) {
+            struct sq_buf *b = &c->fv->vars[i];
+            sq_buf_reset(b);
+            return val && val_len ? sq_buf_append(b, val, val_len) : 0;
+        }
+    }
+    return -ENOENT;
+}
+
+static const struct sq_script_vars hook_vars = {.get = hook_get, .set = hook_set};
+
+/* Runs the current step's before or after hook. False when it raised: the run stops. */
+static bool plan_hook(struct sq_engine__conn *c, enum sq_script_when when, int status,
+                      struct sq_script_step_result *res)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    const struct sq_plan_step *ps = w->flow->steps[v->step].ps;
+    struct sq_script_step step = {.name = ps->name, .vu = v->vu, .iteration = v->iteration};
+    if (when == SQ_SCRIPT_AFTER) {
+        step.status = status;
+        if (status && v->head.len) {
+            step.headers = (const struct sq_resp_header *)(const void *)v->fields.p;
+            step.nheaders = v->nfields;
+        }
+        if (status) {
+            step.body = v->body.p ? v->body.p : "";
+            step.body_len = v->body.len;
+        }
+    }
+    w->c.script_hooks++;
+    int hook = w->hook_ids[2 * v->step + (when == SQ_SCRIPT_AFTER)];
+    if (sq_script_hook_call(w->script, hook, when, &step, &hook_vars, c, res) < 0) {
+        script_failed(w);
+        return false;
+    }
+    return true;
+}
+
+/* A worker's own state for the plan's hooks, and each step's hook handles. */
+static int hooks_init(struct sq_engine__worker *w)
+{
+    const struct sq_flow *f = w->flow;
+    char err[512];
+    int rc = sq_script_new(f->plan->script, NULL, &w->script, err, sizeof(err));
+    if (rc < 0)
+        return rc;
+    w->own_script = true;
+    w->hook_ids = malloc(2 * (f->nsteps ? f->nsteps : 1) * sizeof(*w->hook_ids));
+    if (!w->hook_ids)
+        return -ENOMEM;
+    for (size_t i = 0; i < f->nsteps; i++) {
+        const struct sq_plan_step *ps = f->steps[i].ps;
+        const char *fn[2] = {ps->before, ps->after};
+        for (int k = 0; k < 2; k++) {
+            w->hook_ids[2 * i + (size_t)k] = -1;
+            if (fn[k] &&
+                (rc = sq_script_hook_find(w->script, fn[k], &w->hook_ids[2 * i + (size_t)k])) < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* Starts one iteration: the quick face's static request, or a flow from its first step. */
 static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
@@ -383,6 +487,28 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         flow_advance(c, now, false);
         conn_next(c, now);
         return;
+    }
+    v->body_set = false;
+    if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * v->step] >= 0) {
+        struct sq_script_step_result res;
+        if (!plan_hook(c, SQ_SCRIPT_BEFORE, 0, &res))
+            return;
+        if (res.skip) {
+            /* not sent, its checks not run: on to the next step, or (the iteration over) to the
+             * next iteration from the loop, so a flow that skips everything cannot recurse */
+            w->c.script_skips++;
+            flow_advance(c, now, false);
+            if (v->in_iter) {
+                conn_next(c, now);
+            } else if (sq_timer_start(w->loop, &c->timer, now) == 0) {
+                c->state = CONN_PACING;
+            }
+            return;
+        }
+        if (res.has_body) {
+            v->body_set = true;
+            v->body_in = (struct sq_str){res.body, res.body_len};
+        }
     }
     const char *req;
     size_t len;
@@ -469,6 +595,10 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
         ss->extract_fail += o.extract_fail;
         w->c.errors[SQ_ERRK_EXTRACT] += o.extract_fail; /* its own kind: costs no request */
         stop = o.stop_iteration;
+    }
+    if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * v->step + 1] >= 0) {
+        struct sq_script_step_result res;
+        plan_hook(c, SQ_SCRIPT_AFTER, status, &res);
     }
     flow_advance(c, now, stop);
 }
@@ -1026,6 +1156,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         rc = flow_init(w);
         if (rc < 0)
             return rc;
+        if (w->flow->plan->script && (rc = hooks_init(w)) < 0)
+            return rc;
     }
     if (cfg->rate_samples && (rc = sq_latency_hist_new(&w->rate)) < 0)
         return rc;
@@ -1073,6 +1205,9 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         free(c->own);
     }
     free(w->script_err);
+    free(w->hook_ids);
+    if (w->own_script)
+        sq_script_free(w->script);
     sq_hist_free(w->rate);
     sq_hist_free(w->sse_first);
     sq_hist_free(w->sse_dur);

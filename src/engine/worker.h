@@ -216,6 +216,10 @@ struct sq_engine__worker {
     const struct sq_addr *addr; /* the script's thread.addr, or NULL: the run's addresses */
     char *script_err;           /* the first hook error (owned), then live.script_failed */
     bool script_stopped;        /* thread:stop() */
+    /* plan hooks (a plan's script:): this worker's own state (owned) and, per step, the handles
+     * of its before and after hooks ([2 * step], [2 * step + 1]; -1: none); NULL: no hooks */
+    int *hook_ids;
+    bool own_script;
     /* cfg->rate_samples: requests per second every 100 ms (wrk's Req/Sec) */
     struct sq_hist *rate;
     int64_t rate_ns;
