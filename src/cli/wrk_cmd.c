@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
@@ -484,6 +485,18 @@ int sq_cli_wrk(int argc, char **argv)
         goto out;
     }
 
+    FILE *rep = stdout;
+    if (o.json_path && strcmp(o.json_path, "-") == 0) {
+        /* the document takes stdout; the report and whatever the script prints go to stderr */
+        fflush(stdout);
+        int jfd = dup(STDOUT_FILENO);
+        if (jfd < 0 || !(json = fdopen(jfd, "w")) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            fprintf(stderr, "%s: --json -: %s\n", FACE, strerror(errno));
+            if (jfd >= 0 && !json)
+                close(jfd);
+            goto out;
+        }
+    }
     struct sq_script_header hs[MAX_HEADERS];
     for (size_t i = 0; i < o.nheaders; i++)
         hs[i] = (struct sq_script_header){.name = o.hname[i], .value = o.hvalue[i]};
@@ -521,15 +534,8 @@ int sq_cli_wrk(int argc, char **argv)
         exit_code = rc;
         goto out;
     }
-    FILE *rep = stdout;
-    if (o.json_path) {
-        if (strcmp(o.json_path, "-") == 0) {
-            json = stdout;
-            rep = stderr;
-        } else if (!(json = sq_cli_open_out(FACE, "--json", o.json_path, &exit_code))) {
-            goto out;
-        }
-    }
+    if (o.json_path && !json && !(json = sq_cli_open_out(FACE, "--json", o.json_path, &exit_code)))
+        goto out;
 
     char dur[32];
     fmt_time_s(dur, sizeof(dur), (double)o.duration_ns / 1e9);
@@ -597,7 +603,7 @@ int sq_cli_wrk(int argc, char **argv)
                      : "; -R N measures latency from the intended send, like wrk2");
     exit_code = SQ_EXIT_OK;
 out:
-    if (json && json != stdout)
+    if (json)
         fclose(json);
     sq_result_dispose(&res);
     sq_wrk_script_close(&ws);

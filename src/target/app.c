@@ -65,7 +65,8 @@ struct sq_target__app {
     struct slot *slots;
     _Atomic size_t cached;
     _Atomic(struct jentry *) cache[JSON_SLOTS];
-    _Atomic uint64_t oauth_seq; /* token requests since start or the last /stats/reset */
+    _Atomic uint64_t oauth_seq;    /* token requests since start or the last /stats/reset */
+    char *oauth_id, *oauth_secret; /* --oauth-client: the one client accepted (NULL: any) */
 };
 
 /* ---- small helpers ---- */
@@ -665,8 +666,8 @@ int sq_target__oauth(struct sq_target__app *a, const struct sq_server_req *req,
         oauth_error(resp, 400, "{\"error\":\"unsupported_grant_type\"}\n", no_store);
         return SQ_TARGET_OAUTH_BAD;
     }
-    /* the client: HTTP Basic (RFC 6749 2.3.1, preferred), else the body's pair */
-    bool client = id[0] && secret[0];
+    /* the client: HTTP Basic of the form-encoded pair (RFC 6749 2.3.1), else the body's */
+    bool client = true;
     const struct sq_h1_header *h = sq_server_req_header(req, "authorization");
     if (h && h->value_len > 6 && sq_ieq_cstr(h->value, 5, "basic") && h->value[5] == ' ') {
         unsigned char *dec = NULL;
@@ -674,10 +675,15 @@ int sq_target__oauth(struct sq_target__app *a, const struct sq_server_req *req,
         client = false;
         if (sq_b64_decode(h->value + 6, h->value_len - 6, &dec, &dl) == 0) {
             const unsigned char *colon = memchr(dec, ':', dl);
-            client = colon && colon > dec && (size_t)(colon - dec) + 1 < dl;
+            client =
+                colon && form_decode((const char *)dec, (size_t)(colon - dec), id, 960) &&
+                form_decode((const char *)colon + 1, dl - (size_t)(colon + 1 - dec), secret, 1024);
             free(dec);
         }
     }
+    client = client && id[0] && secret[0];
+    if (client && a->oauth_id)
+        client = strcmp(id, a->oauth_id) == 0 && strcmp(secret, a->oauth_secret) == 0;
     if (!client) {
         oauth_error(resp, 401, "{\"error\":\"invalid_client\"}\n",
                     "WWW-Authenticate: Basic realm=\"squall\"\r\nCache-Control: no-store\r\n");
@@ -703,6 +709,16 @@ int sq_target__oauth(struct sq_target__app *a, const struct sq_server_req *req,
     resp->body_len = len;
     resp->delay_copy = true;
     return SQ_TARGET_OAUTH_ISSUED;
+}
+
+int sq_target__app_oauth_client(struct sq_target__app *a, const char *id_secret)
+{
+    const char *colon = strchr(id_secret, ':');
+    if (!colon || colon == id_secret || !colon[1])
+        return -EINVAL;
+    a->oauth_id = strndup(id_secret, (size_t)(colon - id_secret));
+    a->oauth_secret = strdup(colon + 1);
+    return a->oauth_id && a->oauth_secret ? 0 : -ENOMEM;
 }
 
 void sq_target__oauth_reset(struct sq_target__app *a)
@@ -866,5 +882,7 @@ void sq_target__app_free(struct sq_target__app *a)
     free(a->slots);
     for (int k = 0; k < JSON_SLOTS; k++)
         free(atomic_load_explicit(&a->cache[k], memory_order_relaxed));
+    free(a->oauth_id);
+    free(a->oauth_secret);
     free(a);
 }

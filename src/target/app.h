@@ -40,6 +40,9 @@ int sq_target__items(struct sq_target__app *a, const struct sq_server_req *req,
 enum { SQ_TARGET_OAUTH_ISSUED, SQ_TARGET_OAUTH_REFUSED, SQ_TARGET_OAUTH_BAD };
 int sq_target__oauth(struct sq_target__app *a, const struct sq_server_req *req,
                      struct sq_server_resp *resp);
+/* Accepts only the client "ID:SECRET" from then on (before the server starts). Returns 0,
+ * -EINVAL (not ID:SECRET) or -ENOMEM. */
+int sq_target__app_oauth_client(struct sq_target__app *a, const char *id_secret);
 /* /stats/reset: the ordinal of token requests (fail_after counts from it) starts again. */
 void sq_target__oauth_reset(struct sq_target__app *a);
 /* /cookie/set?name=value[&name=value...] (echo false) or /cookie/echo (echo true). */

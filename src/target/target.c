@@ -861,8 +861,12 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     t->max_conns = cfg->max_conns;
     atomic_store(&t->reset_ns, t->start_ns);
     t->cnt = sq_target_counters_new(cfg->threads);
-    if (sq_target__app_new(cfg->threads, &t->app) < 0)
+    if (sq_target__app_new(cfg->threads, &t->app) < 0) {
         t->app = NULL;
+    } else if (cfg->oauth_client && sq_target__app_oauth_client(t->app, cfg->oauth_client) < 0) {
+        sq_target__app_free(t->app);
+        t->app = NULL;
+    }
     t->scr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct scratch));
     if (t->scr) /* zeroed at once: sq_target_free walks it */
         memset(t->scr, 0, (size_t)cfg->threads * sizeof(struct scratch));

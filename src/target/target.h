@@ -54,6 +54,8 @@ struct sq_target_config {
     int64_t idle_timeout_ns;
     int64_t header_timeout_ns;
     uint32_t max_conns;
+    /* POST /oauth/token accepts only this client, "ID:SECRET" (NULL: any id with a secret). */
+    const char *oauth_client;
 };
 
 /* Binds and starts the workers. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */
