@@ -19,6 +19,15 @@ import sqtest  # noqa: E402
 
 SECRET = "sq-secret-7f3a9c41"
 HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "hooks.lua")
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                      "result.schema.json")
+
+
+def validate(doc):
+    import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+
+    with open(SCHEMA) as f:
+        jsonschema.validate(doc, json.load(f))
 
 
 class ScriptPlans(sqtest.TargetCase):
@@ -91,6 +100,7 @@ class ScriptPlans(sqtest.TargetCase):
         self.assertGreaterEqual(o["refreshes"], 6, o)
         self.assertEqual(o["failures"], 0, o)
         self.assertEqual(o["tokens"], st["oauth"]["tokens"], (o, st))
+        validate(doc)
         self.assertEqual(doc["checks"][0]["failed"], 0)
         self.assertRegex(p.stdout, r"OAuth2 +\d+ tokens · \d+ refreshes · 0 refresh failures")
         # the secret went to the token endpoint (it accepts only this client), and nowhere else
@@ -122,6 +132,7 @@ class ScriptPlans(sqtest.TargetCase):
         self.assertEqual(o["failures"], 2, o)
         self.assertGreaterEqual(o["refreshes"], 1, o)
         self.assertIn("HTTP 503", o["last_error"])
+        validate(doc)
         self.assertIn("2 refresh failures (latest: HTTP 503 from the token endpoint)", p.stdout)
         for s in (p.stdout, p.stderr, text):
             self.assertNotIn(SECRET, s)
@@ -191,6 +202,7 @@ class ScriptPlans(sqtest.TargetCase):
         self.assertEqual(st["auth"]["items_unauthorized"], 0, st)
         self.assertEqual(st["endpoints"]["echo"], 60, st)
         self.assertEqual(doc["script"]["skipped_steps"], 57)
+        validate(doc)
         # hooks: 60 echo before + 60 login before + 3 login after
         self.assertEqual(doc["script"]["calls"]["hooks"], 123)
         checks = {c["check"]: c for c in doc["checks"]}

@@ -336,6 +336,10 @@ class WrkCompat(unittest.TestCase):
         self.assertGreater(doc["requests"]["completed"], 100)
         self.assertEqual(doc["status"]["2xx"], doc["requests"]["completed"])  # wrk.path took
         self.assertIn("DONE %d" % doc["requests"]["completed"], p.stderr)
+        import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+
+        with open(os.path.join(HERE, "..", "..", "docs", "result.schema.json")) as f:
+            jsonschema.validate(doc, json.load(f))
         # with request() every request is the script's
         p, _ = run("squall", "-t1", "-c2", "-d1s", "-s", fixture("counter.lua"), "--json", "-",
                    self.turl + "/")

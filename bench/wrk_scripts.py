@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""bench/wrk_scripts.py - `squall wrk` against Debian's wrk with the same Lua scripts.
+
+Arms run alternately (the order rotated each round) against one `squall target` (-t 1, pinned
+to --server-cpus), the client pinned to --client-cpus with the same -t/-c/-d. Each run's
+requests and duration come from the report both print ("N requests in T"), its CPU from wait4
+(user + sys of the client process). Prints per arm the median and min-max of req/s and of client
+CPU per 1,000 requests, and each arm against the first.
+
+Arms (--arms, comma-separated):
+    wrk:SCRIPT          wrk -s SCRIPT (SCRIPT "-" for none)
+    squall:SCRIPT       squall wrk -s SCRIPT
+    quick               squall URL (the quick face, --no-phases, the same -t/-c/-d)
+
+usage: bench/wrk_scripts.py --squall build/squall \\
+           --arms wrk:tests/scripts/counter.lua,squall:tests/scripts/counter.lua [--rounds 7]
+           [--duration 5] [-c 32] [--threads 1] [--path /fast] [--server-cpus 0]
+           [--client-cpus 1] [-v]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+
+UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def run(cmd):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.stdout.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{cmd}: exit {status}")
+    if out.lstrip().startswith("{"):
+        doc = json.loads(out)
+        done, secs = doc["requests"]["completed"], doc["duration_s"]
+    else:
+        m = re.search(r"^\s+(\d+) requests in ([\d.]+)(us|ms|s|m|h),", out, re.M)
+        if not m:
+            raise RuntimeError(f"{cmd}: no report:\n{out}")
+        done, secs = int(m.group(1)), float(m.group(2)) * UNITS[m.group(3)]
+    return done / secs, (ru.ru_utime + ru.ru_stime) * 1e6 / done
+
+
+def spread(v, fmt):
+    return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--squall", required=True)
+    ap.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
+    ap.add_argument("--arms", required=True)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("-c", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--path", default="/fast")
+    ap.add_argument("--server-cpus", default="0")
+    ap.add_argument("--client-cpus", default="1")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    sq = os.path.abspath(a.squall)
+    tgt = subprocess.Popen(["taskset", "-c", a.server_cpus, sq, "target", "--port", "0", "-t", "1"],
+                           stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    port = int(re.search(r":(\d+)$", tgt.stdout.readline().decode().strip()).group(1))
+    url = f"http://127.0.0.1:{port}{a.path}"
+    common = ["-t", str(a.threads), "-c", str(a.c), "-d", f"{a.duration}s"]
+    arms = []
+    for spec in a.arms.split(","):
+        kind, _, script = spec.partition(":")
+        s = [] if script in ("", "-") else ["-s", script]
+        if kind == "wrk":
+            cmd = [a.wrk, *common, *s, url]
+        elif kind == "squall":
+            cmd = [sq, "wrk", *common, *s, url]
+        elif kind == "quick":
+            cmd = [sq, url, *common, "--no-phases", "--json", "-", "-q"]
+        else:
+            raise SystemExit(f"unknown arm {spec}")
+        arms.append((spec, ["taskset", "-c", a.client_cpus, *cmd]))
+    res = {spec: [] for spec, _ in arms}
+    try:
+        for r in range(a.rounds):
+            order = arms[r % len(arms):] + arms[: r % len(arms)]
+            for spec, cmd in order:
+                res[spec].append(run(cmd))
+                if a.verbose:
+                    print(f"round {r + 1} {spec}: {res[spec][-1]}", flush=True)
+    finally:
+        tgt.terminate()
+        tgt.wait()
+    base = None
+    for spec, _ in arms:
+        rps = [x[0] for x in res[spec]]
+        cpu = [x[1] for x in res[spec]]
+        line = f"{spec}: {spread(rps, '{:,.0f}')} req/s, {spread(cpu, '{:.1f}')} ms CPU/1k"
+        if base:
+            line += (f"  [vs {base[0]}: req/s x{statistics.median(rps) / base[1]:.2f}, "
+                     f"CPU/request x{statistics.median(cpu) / base[2]:.2f}]")
+        else:
+            base = (spec, statistics.median(rps), statistics.median(cpu))
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
