@@ -12,10 +12,17 @@ Arms (--arms, comma-separated):
     squall:SCRIPT       squall wrk -s SCRIPT
     quick               squall URL (the quick face, --no-phases, the same -t/-c/-d)
 
+--callgrind D1,D2: instead of timing, each arm runs under `valgrind --tool=callgrind` for D1 and
+then D2 seconds; its instructions per request are (Ir(D2) - Ir(D1)) / (requests(D2) -
+requests(D1)), so start-up (Lua states included) cancels out. User-space instructions only: a
+system call costs one instruction there (use it between squall arms, and timing against wrk,
+whose extra epoll_ctl per request is kernel time).
+
 usage: bench/wrk_scripts.py --squall build/squall \\
            --arms wrk:tests/scripts/counter.lua,squall:tests/scripts/counter.lua [--rounds 7]
            [--duration 5] [-c 32] [--threads 1] [--path /fast] [--server-cpus 0]
            [--client-cpus 1] [-v]
+       bench/wrk_scripts.py --squall build/squall --arms quick,squall:- --callgrind 2,6
 """
 import argparse
 import json
@@ -24,8 +31,43 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab import build_shim  # noqa: E402  (valgrind 3.19 does not know epoll_pwait2)
 
 UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse(cmd, out):
+    """(completed requests, seconds) from a report or a JSON document."""
+    if out.lstrip().startswith("{"):
+        doc = json.loads(out)
+        return doc["requests"]["completed"], doc["duration_s"]
+    m = re.search(r"^\s+(\d+) requests in ([\d.]+)(us|ms|s|m|h),", out, re.M)
+    if not m:
+        raise RuntimeError(f"{cmd}: no report:\n{out}")
+    return int(m.group(1)), float(m.group(2)) * UNITS[m.group(3)]
+
+
+def callgrind(cmd, shim):
+    """(instructions, completed requests) of one run of cmd under callgrind."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cg.out")
+        p = subprocess.run(["valgrind", "--tool=callgrind", "--smc-check=all-non-file",
+                            f"--callgrind-out-file={out}", *cmd], capture_output=True, text=True,
+                           env=dict(os.environ, LD_PRELOAD=shim))
+        if p.returncode != 0:
+            raise RuntimeError(f"{cmd}: exit {p.returncode}: {p.stderr[-2000:]}")
+        done, _ = parse(cmd, p.stdout)
+        total = 0
+        for f in os.listdir(d):  # one file per thread with --separate-threads; one here
+            with open(os.path.join(d, f)) as fh:
+                for line in fh:
+                    if line.startswith(("totals:", "summary:")):
+                        total = max(total, int(line.split()[1]))
+        return total, done
 
 
 def run(cmd):
@@ -35,14 +77,7 @@ def run(cmd):
     p.stdout.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{cmd}: exit {status}")
-    if out.lstrip().startswith("{"):
-        doc = json.loads(out)
-        done, secs = doc["requests"]["completed"], doc["duration_s"]
-    else:
-        m = re.search(r"^\s+(\d+) requests in ([\d.]+)(us|ms|s|m|h),", out, re.M)
-        if not m:
-            raise RuntimeError(f"{cmd}: no report:\n{out}")
-        done, secs = int(m.group(1)), float(m.group(2)) * UNITS[m.group(3)]
+    done, secs = parse(cmd, out)
     return done / secs, (ru.ru_utime + ru.ru_stime) * 1e6 / done
 
 
@@ -63,13 +98,15 @@ def main():
     ap.add_argument("--server-cpus", default="0")
     ap.add_argument("--client-cpus", default="1")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--callgrind", metavar="D1,D2",
+                    help="instructions per request under callgrind instead of timing")
     a = ap.parse_args()
     sq = os.path.abspath(a.squall)
     tgt = subprocess.Popen(["taskset", "-c", a.server_cpus, sq, "target", "--port", "0", "-t", "1"],
                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     port = int(re.search(r":(\d+)$", tgt.stdout.readline().decode().strip()).group(1))
     url = f"http://127.0.0.1:{port}{a.path}"
-    common = ["-t", str(a.threads), "-c", str(a.c), "-d", f"{a.duration}s"]
+    common = ["-t", str(a.threads), "-c", str(a.c), "-d", "DUR"]
     arms = []
     for spec in a.arms.split(","):
         kind, _, script = spec.partition(":")
@@ -82,18 +119,42 @@ def main():
             cmd = [sq, url, *common, "--no-phases", "--json", "-", "-q"]
         else:
             raise SystemExit(f"unknown arm {spec}")
-        arms.append((spec, ["taskset", "-c", a.client_cpus, *cmd]))
+        arms.append((spec, cmd if a.callgrind else ["taskset", "-c", a.client_cpus, *cmd]))
+
+    def with_dur(cmd, secs):
+        return [f"{secs}s" if x == "DUR" else x for x in cmd]
+
     res = {spec: [] for spec, _ in arms}
+    tmp = tempfile.TemporaryDirectory()
+    shim = build_shim(tmp.name) if a.callgrind else None
     try:
         for r in range(a.rounds):
             order = arms[r % len(arms):] + arms[: r % len(arms)]
             for spec, cmd in order:
-                res[spec].append(run(cmd))
+                if a.callgrind:
+                    d1, d2 = a.callgrind.split(",")
+                    i1, n1 = callgrind(with_dur(cmd, d1), shim)
+                    i2, n2 = callgrind(with_dur(cmd, d2), shim)
+                    res[spec].append(((i2 - i1) / (n2 - n1), 0))
+                else:
+                    res[spec].append(run(with_dur(cmd, a.duration)))
                 if a.verbose:
                     print(f"round {r + 1} {spec}: {res[spec][-1]}", flush=True)
     finally:
         tgt.terminate()
         tgt.wait()
+        tmp.cleanup()
+    if a.callgrind:
+        base = None
+        for spec, _ in arms:
+            ir = [x[0] for x in res[spec]]
+            line = f"{spec}: {spread(ir, '{:,.0f}')} instructions/request"
+            if base:
+                line += f"  [vs {base[0]}: x{statistics.median(ir) / base[1]:.3f}]"
+            else:
+                base = (spec, statistics.median(ir))
+            print(line)
+        return
     base = None
     for spec, _ in arms:
         rps = [x[0] for x in res[spec]]
