@@ -25,8 +25,9 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/netopts.h"
 #include "cli/wrk.h"
+#include "engine/flags.h"
+#include "engine/netopts.h"
 #include "engine/run.h"
 #include "engine/wrkscript.h"
 #include "http/url.h"
@@ -320,7 +321,7 @@ static int parse_flags(int argc, char **argv, struct wrk_opts *o)
     int opt, li = -1;
     while ((opt = getopt_long(argc, argv, ":t:c:d:s:H:T:R:Lvh", longs, &li)) != -1) {
         char name[48];
-        const char *flag = sq_cli_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
         switch (opt) {
         case 't':
             if (!scan_metric(optarg, &o->threads) || o->threads == 0 || o->threads > 1024)
@@ -389,8 +390,11 @@ static int parse_flags(int argc, char **argv, struct wrk_opts *o)
         case 'h':
             fputs(usage, stdout);
             return SQ_EXIT_DONE;
-        default:
-            return sq_cli_flag_error(FACE, longs, opt, flag);
+        default: {
+            char msg[SQ_PREP_ERRLEN];
+            sq_flag_refused(longs, opt, flag, msg, sizeof(msg));
+            return sq_cli_usage_error(FACE, "%s", msg);
+        }
         }
     }
     if (optind >= argc) {
@@ -437,7 +441,7 @@ int sq_cli_wrk(int argc, char **argv)
     };
     int exit_code = parse_flags(argc, argv, &o);
     struct sq_url url = {0};
-    struct sq_tls_client *tls = NULL;
+    struct sq_net net = {0};
     struct sq_wrk_script ws = {0};
     struct sq_result res = {0};
     char *port = NULL;
@@ -478,10 +482,11 @@ int sq_cli_wrk(int argc, char **argv)
     cfg.threads = (uint32_t)o.threads;
 
     /* wrk verifies no certificate; neither does its drop-in. */
-    struct sq_cli_net net = {.face = FACE};
-    net.tls.insecure = true;
-    if ((rc = sq_cli_net_setup(&net, &url, &cfg, &tls)) != 0) {
-        exit_code = rc;
+    struct sq_netopts nopts = {0};
+    nopts.tls.insecure = true;
+    char err[8192];
+    if ((rc = sq_net_setup(&net, &nopts, &url, NULL, &cfg, err, sizeof(err))) < 0) {
+        exit_code = sq_cli_prep_error(FACE, rc, err);
         goto out;
     }
 
@@ -518,7 +523,6 @@ int sq_cli_wrk(int argc, char **argv)
         .addrs = cfg.addrs,
         .naddrs = cfg.naddrs,
     };
-    char err[8192];
     rc = sq_wrk_script_open(&ws, &sa, err, sizeof(err));
     if (rc < 0) {
         /* a script that does not load, or fails before the run: nothing was sent */
@@ -530,8 +534,8 @@ int sq_cli_wrk(int argc, char **argv)
     cfg.request = ws.request;
     cfg.request_len = ws.request_len;
 
-    if ((rc = sq_cli_raise_nofile(o.connections, "connections")) != 0) {
-        exit_code = rc;
+    if ((rc = sq_net_raise_nofile(o.connections, "connections", err, sizeof(err))) < 0) {
+        exit_code = sq_cli_prep_error(FACE, rc, err);
         goto out;
     }
     if (o.json_path && !json && !(json = sq_cli_open_out(FACE, "--json", o.json_path, &exit_code)))
@@ -607,7 +611,7 @@ out:
         fclose(json);
     sq_result_dispose(&res);
     sq_wrk_script_close(&ws);
-    sq_tls_client_free(tls);
+    sq_net_dispose(&net);
     sq_url_dispose(&url);
     free(port);
     for (size_t i = 0; i < o.nheaders; i++)

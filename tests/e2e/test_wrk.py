@@ -317,6 +317,34 @@ class WrkCompat(unittest.TestCase):
         self.assertEqual(doc["config"]["connections"], 1000)
         self.assertAlmostEqual(doc["config"]["duration_s"], 0.5, places=3)
 
+    # ---- the quick face's -s: the same engine ----
+
+    def test_quick_face_script(self):
+        self.log()
+        p, _ = sqtest.run_squall(self.purl + "/", "-s", fixture("counter.lua"), "-c", "2", "-t",
+                                 "2", "-d", "1s", "-q", "--json", "-")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        reqs = self.log()
+        self.assertEqual(doc["script"]["calls"]["request"], doc["requests"]["sent"])
+        r = doc["requests"]
+        self.assertTrue(r["sent"] - r["in_flight"] <= len(reqs) <= r["sent"], (len(reqs), r))
+        for rs in self.by_conn(reqs).values():
+            ns = [int(self.header(r, "X-Counter")) for r in rs]
+            self.assertEqual(ns, list(range(len(ns))))  # each thread counts from 0
+        # done() and the arguments after the URL, as squall wrk passes them
+        p, _ = sqtest.run_squall(self.purl + "/", "-s", fixture("setup.lua"), "-c", "2", "-t", "2",
+                                 "-d", "1s", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(re.findall(r"^thread \d made \d+ requests", p.stdout, re.M)), 2)
+        p, _ = sqtest.run_squall(self.purl + "/", "-s", fixture("bad/syntax.lua"))
+        self.assertEqual(p.returncode, 2)
+        self.assertRegex(p.stderr, r"bad/syntax\.lua:4: ")
+        p, _ = sqtest.run_squall(self.purl + "/", "-s", fixture("counter.lua"), "--http2")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("-s: scripts run over HTTP/1.1", p.stderr)
+        self.log()
+
     # ---- the static path ----
 
     def test_static_path(self):
