@@ -128,6 +128,10 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     char why[512];
     if (sq_thresholds_check(p, why, sizeof(why)) < 0)
         return plan_fail(err, len, "%s", why);
+    if (p->script && o->refuse_scripts)
+        return plan_fail(err, len,
+                         "%s:%u:%u: script: this runner runs no Lua from plans (no hooks here)",
+                         p->file, p->script_loc.line, p->script_loc.col);
     int hrc = sq_plan_hooks_check(p, why, sizeof(why)); /* the script loads, its hooks exist */
     if (hrc == -ENOMEM)
         return no_memory(err, len);

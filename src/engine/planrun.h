@@ -34,6 +34,9 @@ struct sq_planrun_opts {
     int64_t timeout_ns;         /* unless the plan sets one; default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_compression, no_phases;
+    /* Refuse a plan with script: (a daemon that runs plans its clients send: their Lua could
+     * use io and os). Not a flag; false from sq_planrun_opts_init. */
+    bool refuse_scripts;
     struct sq_netopts net;
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;

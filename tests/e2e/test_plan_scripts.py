@@ -106,6 +106,14 @@ class ScriptPlans(sqtest.TargetCase):
         # the secret went to the token endpoint (it accepts only this client), and nowhere else
         for where, s in (("stdout", p.stdout), ("stderr", p.stderr), ("json", text)):
             self.assertNotIn(SECRET, s, where)
+        import subprocess
+
+        v = subprocess.run([sqtest.squall_path(), "validate", path], capture_output=True, text=True,
+                           timeout=30, env=dict(os.environ, SECRET=SECRET))
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertIn("client_id squall-client (as HTTP Basic; the secret is set, not shown)",
+                      v.stdout)
+        self.assertNotIn(SECRET, v.stdout + v.stderr)
 
     def test_refresh_failures_counted_old_token_kept(self):
         # token requests 2 and 3 (the first refresh and its first retry) are answered 503; the
@@ -259,6 +267,9 @@ class ScriptPlans(sqtest.TargetCase):
         # a hook that is not a function of the script: the plan is refused before any load
         p, _, _ = self.run_plan(self.plan("script: bad.lua\n" + textwrap.dedent(body % "bom")))
         self.assertEqual(p.returncode, 2, p.stderr)
+        v, _ = sqtest.run_squall("validate", os.path.join(self.tmp.name, "plan.yaml"))
+        self.assertEqual(v.returncode, 2, v.stderr)
+        self.assertIn("'bom' is not a function of", v.stderr)
         self.assertRegex(p.stderr, r"plan\.yaml:\d+:\d+: scenarios\.s\.flow\[0\]\.before: 'bom' is "
                                    r"not a function of .*bad\.lua")
         # a hook without a script
