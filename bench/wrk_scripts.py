@@ -78,6 +78,8 @@ def run(cmd):
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{cmd}: exit {status}")
     done, secs = parse(cmd, out)
+    if not done:
+        raise RuntimeError(f"{cmd}: no request completed")
     return done / secs, (ru.ru_utime + ru.ru_stime) * 1e6 / done
 
 
