@@ -51,8 +51,21 @@ def parse(cmd, out):
     return int(m.group(1)), float(m.group(2)) * UNITS[m.group(3)]
 
 
-def callgrind(cmd, shim):
-    """(instructions, completed requests) of one run of cmd under callgrind."""
+def inclusive(out, fn):
+    """The inclusive instructions of the functions named fn in a callgrind file."""
+    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
+                         capture_output=True, text=True).stdout
+    incl = 0
+    for line in ann.splitlines():
+        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(\S+):(\S+) \[", line)
+        if m and m.group(3) == fn and not m.group(2).startswith("???"):
+            incl += int(m.group(1).replace(",", ""))
+    return incl
+
+
+def callgrind(cmd, shim, fn=None):
+    """(instructions, completed requests, fn's inclusive instructions) of one run of cmd under
+    callgrind."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg.out")
         p = subprocess.run(["valgrind", "--tool=callgrind", "--smc-check=all-non-file",
@@ -67,7 +80,7 @@ def callgrind(cmd, shim):
                 for line in fh:
                     if line.startswith(("totals:", "summary:")):
                         total = max(total, int(line.split()[1]))
-        return total, done
+        return total, done, inclusive(out, fn) if fn else 0
 
 
 def run(cmd):
@@ -102,6 +115,9 @@ def main():
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--callgrind", metavar="D1,D2",
                     help="instructions per request under callgrind instead of timing")
+    ap.add_argument("--callgrind-fn", metavar="NAME",
+                    help="with --callgrind: also NAME's inclusive instructions per request "
+                         "(on_io: squall's connection event handler)")
     a = ap.parse_args()
     sq = os.path.abspath(a.squall)
     tgt = subprocess.Popen(["taskset", "-c", a.server_cpus, sq, "target", "--port", "0", "-t", "1"],
@@ -135,9 +151,9 @@ def main():
             for spec, cmd in order:
                 if a.callgrind:
                     d1, d2 = a.callgrind.split(",")
-                    i1, n1 = callgrind(with_dur(cmd, d1), shim)
-                    i2, n2 = callgrind(with_dur(cmd, d2), shim)
-                    res[spec].append(((i2 - i1) / (n2 - n1), 0))
+                    i1, n1, f1 = callgrind(with_dur(cmd, d1), shim, a.callgrind_fn)
+                    i2, n2, f2 = callgrind(with_dur(cmd, d2), shim, a.callgrind_fn)
+                    res[spec].append(((i2 - i1) / (n2 - n1), (f2 - f1) / (n2 - n1)))
                 else:
                     res[spec].append(run(with_dur(cmd, a.duration)))
                 if a.verbose:
@@ -151,6 +167,8 @@ def main():
         for spec, _ in arms:
             ir = [x[0] for x in res[spec]]
             line = f"{spec}: {spread(ir, '{:,.0f}')} instructions/request"
+            if a.callgrind_fn:
+                line += f", {a.callgrind_fn} {spread([x[1] for x in res[spec]], '{:,.0f}')}"
             if base:
                 line += f"  [vs {base[0]}: x{statistics.median(ir) / base[1]:.3f}]"
             else:

@@ -218,6 +218,28 @@ class WrkCompat(unittest.TestCase):
             self.assertIn("ARGS %s|a|-b\n" % self.purl, p.stdout, tool)
         self.log()
 
+    def test_setup_moves_thread_addr(self):
+        # setup() points each thread at the peer while the URL names the target: the requests
+        # follow thread.addr (wrk.lookup and wrk.connect find it)
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+            f.write('function setup(thread)\n'
+                    '  local a = wrk.lookup("127.0.0.1", "%d")[1]\n'
+                    '  assert(wrk.connect(a))\n'
+                    '  thread.addr = a\n'
+                    'end\n' % self.pport)
+        try:
+            self.log()
+            for tool in TOOLS:
+                sqtest.http(self.tport, "POST", "/stats/reset")
+                p, _ = run(tool, "-t2", "-c2", "-d1s", "-s", f.name, self.turl + "/fast")
+                self.assertEqual(p.returncode, 0, (tool, p.stderr))
+                reqs = self.log()
+                self.assertGreater(len(reqs), 10, tool)
+                self.assertTrue(all(r["path"] == "/fast" for r in reqs), tool)
+                self.assertEqual(sqtest.json_get(self.tport, "/stats")["endpoints"]["fast"], 0, tool)
+        finally:
+            os.unlink(f.name)
+
     def test_no_script_request(self):
         # without -s both send what wrk.format renders from the URL: the same fields
         runs = self.both("-t1", "-c1", "-d1s", path="/x")
