@@ -602,6 +602,11 @@ int sq_cli_wrk(int argc, char **argv)
                                    sq_errk_name((enum sq_errk)k), res.c.errors[k]);
     if (kinds[0])
         fprintf(stderr, "squall: errors by kind: %s\n", kinds);
+    if (res.open && res.c.dropped)
+        fprintf(stderr,
+                "squall: %" PRIu64 " of %" PRIu64
+                " arrivals dropped (no connection free: raise -c)\n",
+                res.c.dropped, res.arrivals);
     fprintf(stderr, "squall: errors by kind and the full result with --json FILE%s; docs/wrk.md\n",
             res.open ? "; latency above is from each request's intended send (-R)"
                      : "; -R N measures latency from the intended send, like wrk2");
