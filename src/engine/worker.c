@@ -19,6 +19,12 @@
  * Timeouts are found by a sweep of the worker's VUs every 100 ms instead of a timer per request:
  * arming and disarming a heap timer on every request would cost more than the scan.
  *
+ * Scripts: a worker with a wrk-style Lua state calls only the hooks it defines (request(),
+ * response(), delay()) and otherwise sends its state's static request down the same path as a
+ * request built from flags; a plan's before/after hooks run only for steps that name them. A
+ * request() string may hold a pipelined batch: each of its requests is counted, timed and
+ * answered on its own (c->pending), so the invariants below hold per request.
+ *
  * Accounting invariants, per worker and so per run:
  *   c.sent == c.completed + c.failed + in_flight
  *   open model: arrivals == c.sent + c.dropped
