@@ -13,6 +13,8 @@
  *                       send time): the caller makes one per request (ctx->stamp) and every
  *                       occurrence in that request's templates (payload, headers, properties)
  *                       renders the same token
+ *   $oauth.token        the run's current OAuth2 access token (a plan's auth.oauth2), read at
+ *                       each render: valid only where the resolver answers SQ_TMPL_REF_OAUTH
  *   anything else       resolved by the caller's resolver: a plan variable (static text), a
  *                       value extracted earlier in the flow (a per-VU slot), or a feeder
  *                       column such as users.name (a column of the VU's current row)
@@ -44,6 +46,7 @@ enum sq_tmpl_ref_kind {
     SQ_TMPL_REF_STATIC,  /* fixed text (a plan variable): value/value_len, copied at compile */
     SQ_TMPL_REF_VAR,     /* a per-VU variable slot (extracted values): index */
     SQ_TMPL_REF_FEED,    /* a feeder column: feeder, column */
+    SQ_TMPL_REF_OAUTH,   /* asked for "$oauth.token": a token source is set up here */
 };
 
 struct sq_tmpl_ref {
@@ -63,6 +66,13 @@ struct sq_tmpl_error {
     char msg[160]; /* e.g. "unknown name 'tokn' (did you mean 'token'?)" */
 };
 
+/* A value the whole run shares and that changes while it runs ({{$oauth.token}}): the writer
+ * publishes a new string with a release store (__atomic_store_n), renders read it with an
+ * acquire load. A published string stays valid until the run ends. */
+struct sq_tmpl_live {
+    const struct sq_str *cur; /* NULL: nothing yet (renders as empty) */
+};
+
 /* Per-render values, owned by the VU. */
 struct sq_tmpl_ctx {
     uint64_t vu;                      /* 1-based */
@@ -72,6 +82,7 @@ struct sq_tmpl_ctx {
                                          an unset variable renders as empty */
     const struct sq_str *const *rows; /* per feeder: the current row, one sq_str per column */
     const struct sq_str *stamp;       /* $stamp's text for this request; NULL renders nothing */
+    const struct sq_tmpl_live *oauth; /* {{$oauth.token}}; NULL: renders as empty */
 };
 
 struct sq_tmpl;

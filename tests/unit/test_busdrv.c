@@ -579,6 +579,7 @@ static void nats_broker_restart(void **state)
     assert_true(nats_start());
     pthread_join(t, NULL);
     assert_int_equal(x.rc, 0);
+    int64_t after_restart = mon_get("/varz", "in_msgs"); /* the new server's own count */
     printf("restart: sent %llu completed %llu failed %llu dropped %llu reconnects %llu "
            "connect errors %llu closed %llu\n",
            (unsigned long long)r.res.c.sent, (unsigned long long)r.res.c.completed,
@@ -592,7 +593,10 @@ static void nats_broker_restart(void **state)
     assert_true(r.res.c.bus.reconnects >= 1);
     assert_true(r.res.c.errors[SQ_ERRK_CONNECT] >= 1);
     assert_true(r.res.c.dropped > 0); /* arrivals while no connection was open */
-    assert_true(r.res.c.completed > 8000);
+    /* published again once the new server was up (how many depends on how long it took to
+     * start on a loaded machine, so no fixed share) */
+    assert_true(after_restart > 0);
+    assert_true(r.res.c.completed > 5000); /* the first 1.2 s at 5,000/s, and more */
     assert_int_equal(r.res.c.conns_opened, 1 + r.res.c.bus.reconnects);
     bus_done(&r);
 }
