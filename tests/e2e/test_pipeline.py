@@ -25,8 +25,15 @@ import time
 import http.client as httpclient
 import unittest
 
+import jsonschema
+
 import sqtest
 from sqtest import HOST
+
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                           "result.schema.json")
+with open(SCHEMA_PATH) as _f:
+    SCHEMA = json.load(_f)
 
 NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
@@ -228,6 +235,8 @@ class Brokers(unittest.TestCase):
 
     def squall(self, *args, timeout=60):
         p, doc, _ = sqtest.run_json(*args, timeout=timeout)
+        if doc is not None:  # every document, with its nats / mqtt / stamps / sink blocks
+            jsonschema.validate(doc, SCHEMA)
         return p, doc
 
 
