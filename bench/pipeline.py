@@ -8,6 +8,8 @@ Benches (each a few seconds, every load bounded by -n or -d; servers started her
             p50 / p99; the stream's own message count must grow by exactly what squall counted.
   mqtt-rt   `squall mqtt://.../bench/rt --qos 1 --round-trip -n COUNT --window W` for W in 1
             (sequential) and 64 through mosquitto: round trips/s, p50 / p99.
+            Beside it, bench/nats_js_libnats.c (cnats: js_Publish for 1, js_PublishAsync with
+            MaxPending = W otherwise) publishes the same count, held against the stream too.
   sink      `squall sink --http 127.0.0.1:PORT -t 1` on CPU 0, fed by `squall
             http://127.0.0.1:PORT/e -b '{"t":"{{$stamp}}"}' -c 64 -t 1 -d D` on CPU 1 (HTTP/1.1
             keep-alive): the sink's delivered events/s; its count must equal the load's
@@ -105,7 +107,7 @@ def bench_js(a, rounds):
     srv = subprocess.Popen(["taskset", "-c", "0", "nats-server", "-a", HOST, "-p", str(port),
                             "-m", str(mon), "-js", "-sd", d], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-    rows = {}
+    rows, lrows = {}, {}
     try:
         wait_port(port, srv)
         wait_port(mon, srv)
@@ -131,15 +133,31 @@ def bench_js(a, rounds):
                 rows.setdefault(w, []).append((done / doc["duration_s"],
                                                doc["latency"]["p50_us"], doc["latency"]["p99_us"]))
                 nats_api(port, "$JS.API.STREAM.PURGE.BENCHJS", b"")
+                lib = os.path.join(a.build, "bench", "nats_js_libnats")
+                if os.path.exists(lib):
+                    p = subprocess.run(["taskset", "-c", "1", lib, str(port), str(n), "64", str(w),
+                                        "bench.js.x"], capture_output=True, text=True, timeout=120)
+                    if p.returncode != 0:
+                        sys.exit("nats_js_libnats: %s" % p.stderr)
+                    r = json.loads(p.stdout)
+                    after = nats_api(port, "$JS.API.STREAM.INFO.BENCHJS", b"")["state"]["messages"]
+                    if after != n or r["errors"]:
+                        sys.exit("libnats w=%d: the stream holds %d of %d, %d errors" %
+                                 (w, after, n, r["errors"]))
+                    lrows.setdefault(w, []).append(n / r["seconds"])
+                    nats_api(port, "$JS.API.STREAM.PURGE.BENCHJS", b"")
     finally:
         stop(srv)
         shutil.rmtree(d, ignore_errors=True)
-    print("\n| outstanding PubAcks (--window) | msgs/s median (range) | ack p50 µs | ack p99 µs |")
-    print("|---|---|---|---|")
+    print("\n| outstanding PubAcks (--window) | squall msgs/s median (range) | ack p50 µs | ack p99 µs "
+          "| cnats msgs/s (js_PublishAsync, MaxPending = window) |")
+    print("|---|---|---|---|---|")
     for w in sorted(rows):
         rs = rows[w]
-        print("| %d | %s | %s | %s |" % (w, summary([x[0] for x in rs]),
-                                         summary([x[1] for x in rs]), summary([x[2] for x in rs])))
+        print("| %d | %s | %s | %s | %s |" % (w, summary([x[0] for x in rs]),
+                                              summary([x[1] for x in rs]),
+                                              summary([x[2] for x in rs]),
+                                              summary(lrows[w]) if w in lrows else "-"))
 
 
 def bench_mqtt(a, rounds):

@@ -310,6 +310,91 @@ class MqttLoad(Brokers):
         self.assertEqual(doc["mqtt"]["delivered"], 2000)
 
 
+class SinkSources(Brokers):
+    def test_jetstream_durable_consumer_counts_what_the_stream_took(self):
+        nc = NatsClient(self.nats_port)
+        try:
+            created = nc.request("$JS.API.STREAM.CREATE.SQSINK",
+                                 b'{"name":"SQSINK","subjects":["sqsink.>"],"storage":"memory"}')
+            self.assertNotIn("error", created)
+        finally:
+            nc.close()
+        sink = subprocess.Popen(
+            [sqtest.squall_path(), "sink", "--nats", self.nats_url + "/sqsink.orders", "--stream",
+             "SQSINK", "--durable", "sqtest", "--count", "1500", "-d", "20s", "--json", "-", "-q"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # the consumer exists once the sink is subscribed: wait for it on the JetStream API
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                nc = NatsClient(self.nats_port)
+                info = nc.request("$JS.API.CONSUMER.INFO.SQSINK.sqtest", b"")
+                nc.close()
+                if "error" not in info:
+                    break
+                time.sleep(0.1)
+            self.assertNotIn("error", info)
+            p, doc = self.squall(self.nats_url + "/sqsink.orders", "--jetstream", "-n", "1500",
+                                 "--window", "16")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(doc["nats"]["acks"], 1500)
+            out, err = sink.communicate(timeout=30)
+        finally:
+            stop_proc(sink)
+        self.assertEqual(sink.returncode, 0, err)
+        s = json.loads(out)["sink"]
+        self.assertEqual((s["delivered"], s["duplicates"], s["unstamped"]), (1500, 0, 0))
+        self.assertIsNone(s["sent"])  # the sink alone does not know what was sent
+        self.assertEqual(s["lost"], 0)  # no gap below the highest sequence number seen
+        self.assertEqual(s["sources"][0]["messages"], 1500)
+
+
+class BrokerRestart(unittest.TestCase):
+    """mosquitto stopped mid-run and started again on the same port: messages out on the lost
+    connection fail as `closed`, refused reconnects count as `connect`, the run goes on, the
+    reconnect is counted, and the run still exits 0."""
+
+    def test_mqtt_broker_restarted_mid_run(self):
+        d = tempfile.mkdtemp(prefix="sq-pipeline-restart-")
+        port = free_port()
+        conf = os.path.join(d, "mosquitto.conf")
+        with open(conf, "w") as f:
+            f.write("listener %d %s\nallow_anonymous true\npersistence false\nlog_dest none\n"
+                    % (port, HOST))
+        mq = subprocess.Popen([MOSQUITTO, "-c", conf], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        run = None
+        try:
+            wait_port(port, mq)
+            run = subprocess.Popen(
+                [sqtest.squall_path(), "mqtt://%s:%d/sq/restart" % (HOST, port), "--qos", "1",
+                 "-r", "500", "-d", "3s", "--window", "8", "--json", "-", "-q"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1.0)
+            stop_proc(mq)
+            time.sleep(0.4)
+            mq = subprocess.Popen([MOSQUITTO, "-c", conf], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+            wait_port(port, mq)
+            out, err = run.communicate(timeout=30)
+        finally:
+            if run:
+                stop_proc(run)
+            stop_proc(mq)
+            shutil.rmtree(d, ignore_errors=True)
+        self.assertEqual(run.returncode, 0, err)
+        doc = json.loads(out)
+        r = doc["requests"]
+        self.assertEqual(r["arrivals"], 1500)
+        self.assertEqual(r["arrivals"], r["sent"] + r["dropped"])
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertGreaterEqual(doc["mqtt"]["reconnects"], 1)
+        self.assertGreater(doc["errors"]["connect"] + doc["errors"]["closed"], 0)
+        self.assertGreater(r["completed"], 500)  # before the stop, and after the restart
+        self.assertEqual(doc["connections"]["opened"], 1 + doc["mqtt"]["reconnects"])
+        jsonschema.validate(doc, SCHEMA)
+
+
 class BadInput(Brokers):
     def test_bad_urls_and_options_exit_2(self):
         cases = [
