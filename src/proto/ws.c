@@ -526,6 +526,8 @@ int sq_ws_encode_frame(struct sq_ws_ctx *w, struct sq_ws_conn *c, uint8_t *buf, 
     struct wslay_frame_context **enc = c->server ? &w->_enc_srv : &w->_enc;
     if (!*enc && !(*enc = ctx_new(w)))
         return ws_fail(w, -ENOMEM, "WebSocket: out of memory");
+    /* A send from inside a feed's callback (an echo) leaves the feed's cursor as it was. */
+    struct sq_ws_conn *feeding = w->_conn;
     w->_out = buf;
     w->_out_len = 0;
     w->_out_cap = cap;
@@ -543,7 +545,7 @@ int sq_ws_encode_frame(struct sq_ws_ctx *w, struct sq_ws_conn *c, uint8_t *buf, 
     size_t wrote = w->_out_len;
     w->_out = NULL;
     w->_out_cap = w->_out_len = 0;
-    w->_conn = NULL;
+    w->_conn = feeding;
     if (r < 0 || (size_t)r != len || wrote != need) {
         /* Cannot happen with the room checked above; never leave the encoder mid-frame. */
         wslay_frame_context_free(*enc);

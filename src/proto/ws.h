@@ -151,7 +151,9 @@ struct sq_ws_event {
     uint16_t code;       /* CLOSE: the status code, SQ_WS_CLOSE_NO_STATUS when none */
 };
 
-/* Called for each event; a nonzero return stops sq_ws_feed, which returns it. */
+/* Called for each event; a nonzero return stops sq_ws_feed, which returns it. It may encode
+ * frames (sq_ws_encode_frame / _close, any connection of the same context): an echo answers
+ * from inside the callback. */
 typedef int (*sq_ws_event_cb)(void *ud, const struct sq_ws_event *ev);
 
 /* Per worker. Returns 0 or -ENOMEM. */
