@@ -369,6 +369,11 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
         conn_read(c);
 }
 
+void sq_engine__h1_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
+{
+    on_io(loop, io, ev);
+}
+
 /* ---- the rest of the driver table ---- */
 
 /* Closes the socket; the reader starts afresh for the next connection. */

@@ -273,10 +273,10 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         conn_next(c, now);
         return;
     }
-    const char *req;
-    size_t len;
-    bool rendered;
-    if (sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0) {
+    const char *req = "";
+    size_t len = 0;
+    bool rendered = false;
+    if (SQ_LIKELY(!st->ws) && sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0) {
         /* Out of memory rendering: the iteration cannot go on. */
         flow_advance(c, now, true);
         return;
@@ -810,8 +810,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
      * worker gets whole connections), HTTP/1.1 one. Plans run HTTP/1.1. */
     bool h2 = cfg->h2_request && !sc;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
-    if (cfg->ws && !sc)
-        w->drv = &sq_engine__ws_driver;
+    if ((cfg->ws && !sc) || (sc && sc->flow->sc->ws))
+        w->drv = &sq_engine__ws_driver; /* plans: HTTP/1.1 steps go through it to h1drv */
     uint32_t per = h2 && cfg->streams ? cfg->streams : 1;
     uint32_t total = (uint32_t)(((uint64_t)sq_exec_max_vus(ex) + per - 1) / per);
     uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;

@@ -34,6 +34,7 @@
 
 #include "base/clock.h"
 #include "engine/flow.h"
+#include "engine/h1drv.h"
 #include "engine/worker.h"
 #include "engine/xport.h"
 #include "http/h1.h"
@@ -45,7 +46,7 @@
 #define RBUF_SIZE SQ_ENGINE_RBUF_SIZE
 #define OBUF_INIT 4096
 
-enum { PH_NONE, PH_TLS, PH_UPGRADE, PH_OPEN };
+enum { PH_NONE, PH_TLS, PH_UPGRADE, PH_OPEN, PH_HTTP /* a plan's VU between WebSockets */ };
 
 static const struct sq_h1_limits up_limits = {.max_head_bytes = 16 * 1024, .max_headers = 64};
 
@@ -68,6 +69,7 @@ struct pending {
     bool done;  /* the reply completed (the VU is IDLE now) */
     bool pong;  /* answer a ping */
     bool close; /* the server closed */
+    bool ours;  /* ...answering a close step of ours: the step completed */
     uint8_t pong_len;
     uint16_t close_code;
     int64_t now;
@@ -95,6 +97,25 @@ static inline struct sq_engine__ws *ws_of(const struct sq_engine__worker *w)
 static inline struct wsvu *vu_of(const struct sq_engine__conn *c)
 {
     return &ws_of(c->w)->v[c->local];
+}
+
+/* A plan's VU: the step it is on. */
+static inline const struct sq_plan_step *step_of(const struct sq_engine__conn *c)
+{
+    return c->w->flow->steps[c->fv->step].ps;
+}
+
+/* Whether the VU's request in flight is waiting for a message: the quick face's always, a
+ * plan's on a receive step or a send with reply. */
+static bool awaits_message(const struct sq_engine__conn *c)
+{
+    if (c->state != CONN_ACTIVE)
+        return false;
+    if (!c->fv)
+        return true;
+    const struct sq_plan_step *ps = step_of(c);
+    return ps->kind == SQ_STEP_WS &&
+           (ps->ws.op == SQ_WS_OP_RECEIVE || (ps->ws.op == SQ_WS_OP_SEND && ps->ws.reply));
 }
 
 static bool obuf_reserve(struct sq_engine__ws *d, size_t n)
@@ -179,13 +200,36 @@ static void broken(struct sq_engine__conn *c, enum sq_errk k, bool count_idle)
 
 /* ---- the upgrade ---- */
 
+/* The upgrade failed. The quick face: it cost no request, the VU tries again after a backoff. A
+ * plan's connect step: the step fails (`upgrade`) and the VU goes on, on a new connection. */
 static void upgrade_failed(struct sq_engine__conn *c, uint16_t key, const char *msg)
 {
     struct sq_engine__ws *d = ws_of(c->w);
     sq_ws_tally_add(&d->st.upgrade_failed, key, 1);
+    if (c->fv) {
+        sq_engine__vu_fail(c, SQ_ERRK_UPGRADE);
+        sq_engine__vu_replace(c);
+        return;
+    }
     sq_engine__upgrade_error(c->w, msg);
     sq_engine__vu_close(c);
     sq_engine__vu_backoff(c);
+}
+
+static int send_close(struct sq_engine__conn *c, uint16_t code);
+
+/* After a request completed: the next one, unless a plan's iteration ended with its WebSocket
+ * still open (a check stopped it early): that one is closed (1000), and the VU goes on with a
+ * fresh HTTP/1.1 connection. */
+static void after_complete(struct sq_engine__conn *c, int64_t now)
+{
+    if (c->fv && !c->fv->in_iter && vu_of(c)->phase == PH_OPEN) {
+        send_close(c, SQ_WS_CLOSE_NORMAL);
+        sq_engine__vu_close(c);
+        sq_engine__vu_replace(c);
+        return;
+    }
+    sq_engine__vu_next(c, now);
 }
 
 static struct sq_str str_of(const char *s)
@@ -254,7 +298,10 @@ static void upgrade_read(struct sq_engine__conn *c)
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
             if (n < 0 && errno == EPROTO && c->tls) {
-                sq_engine__xport_tls_failed(c, sq_tls_conn_error(c->tls));
+                if (c->fv)
+                    sq_engine__xport_tls_broken(c); /* a plan's connect step fails `tls` */
+                else
+                    sq_engine__xport_tls_failed(c, sq_tls_conn_error(c->tls));
                 return;
             }
             upgrade_failed(c, SQ_WS_UP_CLOSED,
@@ -278,6 +325,26 @@ static void upgrade_read(struct sq_engine__conn *c)
             return;
         }
         uint16_t status = c->rd.status;
+        if (status != 101 && c->fv) {
+            /* a plan's connect step: an answer like any other, and the connection stays HTTP */
+            sq_ws_tally_add(&d->st.upgrade_failed, status, 1);
+            v->phase = PH_HTTP;
+            c->io.cb = sq_engine__h1_io;
+            int64_t now = sq_now_ns();
+            sq_engine__vu_complete(c, now);
+            if (used < (size_t)n) {
+                sq_engine__conn_error(w, SQ_ERRK_UNSOLICITED);
+                sq_engine__vu_close(c);
+                sq_engine__vu_replace(c);
+            } else if (!c->rd.keep_alive) {
+                w->c.conns_closed_by_server++;
+                sq_engine__vu_close(c);
+                sq_engine__vu_replace(c);
+            } else {
+                after_complete(c, now);
+            }
+            return;
+        }
         if (status != 101) {
             char msg[96];
             snprintf(msg, sizeof(msg), "WebSocket: the upgrade was answered with status %u",
@@ -292,24 +359,28 @@ static void upgrade_read(struct sq_engine__conn *c)
         int64_t now = sq_now_ns();
         sq_hist_record(d->st.upgrade_us, (now - v->up_ns) / SQ_NS_PER_US);
         d->st.upgrades++;
-        w->c.conns_opened++;
-        c->backoff = 0;
-        c->fresh = true;
-        sq_h1_reader_dispose(&c->rd); /* a spilled head's buffer goes */
-        sq_h1_reader_init(&c->rd, &up_limits);
         const struct sq_ws_run *r = w->cfg->ws;
-        sq_ws_conn_init(&v->ws, sq_ws_rand(&d->rng), r->max_message);
+        sq_ws_conn_init(&v->ws, sq_ws_rand(&d->rng), r ? r->max_message : 0);
         v->phase = PH_OPEN;
         v->rx_reply = false;
-        v->ping_due = r->ping_ns > 0 ? now + r->ping_ns : INT64_MAX;
-        c->state = CONN_IDLE;
+        v->ping_due = r && r->ping_ns > 0 ? now + r->ping_ns : INT64_MAX;
+        if (c->fv) {
+            sq_engine__vu_complete(c, now); /* the connect step, status 101 */
+        } else {
+            w->c.conns_opened++;
+            c->backoff = 0;
+            c->fresh = true;
+            c->state = CONN_IDLE;
+            sq_h1_reader_dispose(&c->rd); /* a spilled head's buffer goes */
+            sq_h1_reader_init(&c->rd, &up_limits);
+        }
         if (used < (size_t)n) {
             /* frames right behind the 101: the server spoke first (none of ours awaits) */
             feed_frames(c, w->rbuf + used, (size_t)n - used);
             if (c->state < CONN_IDLE)
                 return; /* it closed, or broke the protocol */
         }
-        sq_engine__vu_next(c, now);
+        after_complete(c, now);
         return;
     }
 }
@@ -326,7 +397,7 @@ static int on_event(void *ud, const struct sq_ws_event *ev)
     switch (ev->type) {
     case SQ_WS_EV_DATA:
         if (ev->first)
-            v->rx_reply = c->state == CONN_ACTIVE;
+            v->rx_reply = awaits_message(c);
         if (v->rx_reply && c->fb_ns == 0)
             c->fb_ns = sq_loop_now(w->loop);
         if (v->rx_reply && c->fv && c->fv->capture && ev->len) {
@@ -339,7 +410,7 @@ static int on_event(void *ud, const struct sq_ws_event *ev)
             return 0;
         d->st.messages_received++;
         d->st.bytes_received += ev->msg_len;
-        if (!v->rx_reply || c->state != CONN_ACTIVE) {
+        if (!v->rx_reply || !awaits_message(c)) {
             d->st.unmatched++;
             return 0;
         }
@@ -372,6 +443,17 @@ static int on_event(void *ud, const struct sq_ws_event *ev)
         p->close = true;
         p->close_code = ev->code;
         sq_ws_tally_add(&d->st.close_codes, ev->code, 1);
+        if (c->fv && c->state == CONN_ACTIVE && step_of(c)->kind == SQ_STEP_WS &&
+            step_of(c)->ws.op == SQ_WS_OP_CLOSE) {
+            /* the answer to a close step of ours */
+            p->ours = true;
+            p->now = sq_now_ns();
+            c->rd.status = 0;
+            c->rd.head_bytes = 0;
+            c->rd.body.bytes = 0;
+            c->rd.content_encoding = SQ_CODING_NONE;
+            sq_engine__vu_complete(c, p->now);
+        }
         return 0;
     default:
         return 0;
@@ -412,6 +494,13 @@ static void feed_frames(struct sq_engine__conn *c, const char *buf, size_t n)
     memset(p, 0, offsetof(struct pending, pong_data));
     p->c = c;
     int rc = sq_ws_feed(&d->ctx, &v->ws, buf, n, on_event, c);
+    if (p->ours) {
+        /* a close step of ours is answered: the WebSocket is done, the VU goes on over a fresh
+         * HTTP/1.1 connection */
+        sq_engine__vu_close(c);
+        sq_engine__vu_replace(c);
+        return;
+    }
     if (p->close) {
         /* The server's close: echo its code (RFC 6455 5.5.1), then the connection goes. Bytes
          * after the close (rc < 0 then) change nothing. */
@@ -433,7 +522,7 @@ static void feed_frames(struct sq_engine__conn *c, const char *buf, size_t n)
         }
     }
     if (p->done)
-        sq_engine__vu_next(c, p->now);
+        after_complete(c, p->now);
 }
 
 /* The read returned n <= 0. */
@@ -503,6 +592,11 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 static void ws_connect(struct sq_engine__conn *c)
 {
     struct wsvu *v = vu_of(c);
+    if (c->w->flow) { /* a plan's VU starts on HTTP/1.1; a connect step upgrades it */
+        v->phase = PH_HTTP;
+        sq_engine__h1_driver.connect(c);
+        return;
+    }
     v->phase = c->w->cfg->tls ? PH_TLS : PH_NONE;
     sq_engine__xport_connect(c, on_io);
 }
@@ -533,9 +627,159 @@ static int message(struct sq_engine__conn *c, const char **p, size_t *len)
     return 0;
 }
 
+/* Appends s[0, n) to b with bytes a request line or a header cannot carry made harmless:
+ * controls and spaces percent-encoded in a target (target true), CR and LF turned into spaces
+ * in a header value. */
+static int append_clean(struct sq_buf *b, const char *s, size_t n, bool target)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char esc[3];
+        if (target && (ch <= 0x20 || ch == 0x7f)) {
+            esc[0] = '%';
+            esc[1] = "0123456789ABCDEF"[ch >> 4];
+            esc[2] = "0123456789ABCDEF"[ch & 15];
+            if (sq_buf_append(b, esc, 3) < 0)
+                return -ENOMEM;
+        } else if (sq_buf_append(b, (ch == '\r' || ch == '\n') && !target ? " " : &s[i], 1) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* A plan's ws connect step: the VU's HTTP/1.1 connection (open and idle) sends the upgrade, and
+ * its answer decides (upgrade_read): a 101 makes it a WebSocket, anything else is the step's
+ * answer and the connection stays HTTP/1.1. */
+static void flow_connect(struct sq_engine__conn *c, const struct sq_plan_step *ps)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_engine__ws *d = ws_of(w);
+    struct wsvu *v = vu_of(c);
+    struct sq_flow_vu *fv = c->fv;
+    const struct sq_plan_request *r = &ps->req;
+    sq_buf_reset(&fv->scratch);
+    sq_buf_reset(&fv->val);
+    int rc = sq_flow_render(w->flow, fv, r->url, &fv->val);
+    if (rc == 0)
+        rc = append_clean(&fv->scratch, fv->val.p, fv->val.len, true);
+    size_t path_len = fv->scratch.len;
+    for (size_t i = 0; rc == 0 && i < r->nheaders; i++) {
+        sq_buf_reset(&fv->val);
+        rc = sq_flow_render(w->flow, fv, r->headers[i].value, &fv->val);
+        if (rc == 0)
+            rc = sq_buf_append(&fv->scratch, r->headers[i].name, strlen(r->headers[i].name));
+        if (rc == 0)
+            rc = sq_buf_append(&fv->scratch, ": ", 2);
+        if (rc == 0)
+            rc = append_clean(&fv->scratch, fv->val.p, fv->val.len, false);
+        if (rc == 0)
+            rc = sq_buf_append(&fv->scratch, "\r\n", 2);
+    }
+    if (rc < 0) {
+        broken(c, SQ_ERRK_WRITE, true);
+        return;
+    }
+    sq_ws_handshake_init(&v->hs, &d->rng, str_of(ps->ws.subprotocol));
+    struct sq_str host = str_of(w->flow->host), path = {fv->scratch.p, path_len},
+                  extra = {fv->scratch.p + path_len, fv->scratch.len - path_len};
+    size_t need = 160 + host.len + fv->scratch.len + v->hs.protocol.len;
+    int n = obuf_reserve(d, need)
+                ? sq_ws_encode_upgrade((char *)d->obuf, d->ocap, &v->hs, host, path, extra)
+                : -ENOMEM;
+    if (n < 0) {
+        broken(c, SQ_ERRK_WRITE, true);
+        return;
+    }
+    v->phase = PH_UPGRADE;
+    c->io.cb = on_io;
+    sq_h1_reader_start(&c->rd, false);
+    sq_h1_reader_on_fields(&c->rd, on_fields, c);
+    v->up_ns = sq_now_ns();
+    if (out_send(c, d->obuf, (size_t)n) < 0) {
+        broken(c, SQ_ERRK_WRITE, true);
+        return;
+    }
+    if (!v->out.len)
+        c->wdone_ns = c->sent_ns;
+}
+
+/* A plan's step on a VU of this driver: HTTP/1.1 requests go to h1drv, ws steps are done here. */
+static void flow_send(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_engine__ws *d = ws_of(w);
+    struct wsvu *v = vu_of(c);
+    const struct sq_plan_step *ps = step_of(c);
+    if (ps->kind != SQ_STEP_WS) {
+        if (v->phase != PH_HTTP) { /* cannot happen in a flow the loader passed */
+            broken(c, SQ_ERRK_CLOSED, true);
+            return;
+        }
+        sq_engine__h1_driver.send(c);
+        return;
+    }
+    if (ps->ws.op == SQ_WS_OP_CONNECT) {
+        if (v->phase != PH_HTTP) {
+            broken(c, SQ_ERRK_CLOSED, true);
+            return;
+        }
+        flow_connect(c, ps);
+        return;
+    }
+    if (v->phase != PH_OPEN) {
+        /* no WebSocket: its connect failed (or the server closed it) */
+        broken(c, SQ_ERRK_CLOSED, true);
+        return;
+    }
+    v->rx_reply = false;
+    if (ps->ws.op == SQ_WS_OP_RECEIVE) {
+        c->wdone_ns = c->sent_ns;
+        return; /* the next message completes it */
+    }
+    if (ps->ws.op == SQ_WS_OP_CLOSE) {
+        if (send_close(c, ps->ws.close_code) < 0)
+            broken(c, SQ_ERRK_WRITE, true);
+        else if (!v->out.len)
+            c->wdone_ns = c->sent_ns;
+        return; /* the server's close completes it */
+    }
+    sq_buf_reset(&d->msg);
+    if (sq_flow_render(w->flow, c->fv, ps->req.body, &d->msg) < 0 ||
+        !obuf_reserve(d, sq_ws_frame_len(d->msg.len))) {
+        broken(c, SQ_ERRK_WRITE, true);
+        return;
+    }
+    w->c.rendered++;
+    uint8_t op = ps->ws.binary ? SQ_WS_BINARY : SQ_WS_TEXT;
+    int n = sq_ws_encode_frame(&d->ctx, &v->ws, d->obuf, d->ocap, op, true, d->msg.p, d->msg.len);
+    if (n < 0 || out_send(c, d->obuf, (size_t)n) < 0) {
+        broken(c, SQ_ERRK_WRITE, true);
+        return;
+    }
+    d->st.messages_sent++;
+    d->st.bytes_sent += d->msg.len;
+    if (!v->out.len)
+        c->wdone_ns = c->sent_ns;
+    if (ps->ws.reply)
+        return;
+    /* fire and forget: written (or queued), the step is done */
+    int64_t now = sq_now_ns();
+    c->rd.status = 0;
+    c->rd.head_bytes = 0;
+    c->rd.body.bytes = 0;
+    c->rd.content_encoding = SQ_CODING_NONE;
+    sq_engine__vu_complete(c, now);
+    after_complete(c, now);
+}
+
 static void ws_send(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
+    if (c->fv) {
+        flow_send(c);
+        return;
+    }
     struct sq_engine__ws *d = ws_of(w);
     struct wsvu *v = vu_of(c);
     const char *msg;
@@ -562,11 +806,15 @@ static void ws_close(struct sq_engine__conn *c)
 {
     struct sq_engine__ws *d = ws_of(c->w);
     struct wsvu *v = vu_of(c);
-    sq_engine__xport_close(c);
     if (v->phase == PH_OPEN)
         sq_ws_conn_dispose(&d->ctx, &v->ws);
     v->phase = PH_NONE;
     sq_buf_dispose(&v->out);
+    if (c->w->flow) { /* the socket and the reader (with its head callback) are h1drv's */
+        sq_engine__h1_driver.close(c);
+        return;
+    }
+    sq_engine__xport_close(c);
     sq_h1_reader_dispose(&c->rd);
     sq_h1_reader_init(&c->rd, &up_limits);
 }
@@ -576,6 +824,10 @@ static void ws_sweep(struct sq_engine__worker *w, int64_t now)
 {
     struct sq_engine__ws *d = ws_of(w);
     const struct sq_ws_run *r = w->cfg->ws;
+    if (!r) { /* a plan: connects are h1drv's, an upgrade in place is a request (its timeout) */
+        sq_engine__h1_driver.sweep(w, now);
+        return;
+    }
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         struct wsvu *v = &d->v[i];
@@ -607,6 +859,8 @@ static void ws_close_all(struct sq_engine__worker *w)
         struct wsvu *v = &d->v[i];
         if (c->state < CONN_CONNECTING)
             continue;
+        if (w->flow && v->phase != PH_OPEN)
+            continue; /* h1drv's close_all below */
         if (v->phase == PH_OPEN && !v->out.len) {
             uint8_t buf[16];
             int n = sq_ws_encode_close(&d->ctx, &v->ws, buf, sizeof(buf), SQ_WS_CLOSE_NORMAL,
@@ -616,14 +870,15 @@ static void ws_close_all(struct sq_engine__worker *w)
                 w->c.bytes_sent += (uint64_t)n;
             }
         }
-        sq_engine__xport_close(c);
+        if (!w->flow)
+            sq_engine__xport_close(c);
     }
+    if (w->flow)
+        sq_engine__h1_driver.close_all(w);
 }
 
 static int ws_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
 {
-    SQ_UNUSED(nconn);
-    SQ_UNUSED(first_global);
     struct sq_engine__ws *d = calloc(1, sizeof(*d));
     if (!d)
         return -ENOMEM;
@@ -637,6 +892,8 @@ static int ws_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_g
     d->rng ^= 0x9E3779B97F4A7C15ull * (w->windex + 1);
     if (!d->rng)
         d->rng = 1; /* the template's xorshift state must not be 0 */
+    if (w->flow)    /* HTTP/1.1 steps: h1drv's readers */
+        return sq_engine__h1_driver.init(w, nconn, first_global);
     for (uint32_t i = 0; i < w->nconns; i++)
         sq_h1_reader_init(&w->conns[i].rd, &up_limits);
     return 0;
@@ -651,8 +908,11 @@ static void ws_dispose(struct sq_engine__worker *w)
         if (d->v[i].phase == PH_OPEN)
             sq_ws_conn_dispose(&d->ctx, &d->v[i].ws);
         sq_buf_dispose(&d->v[i].out);
-        sq_h1_reader_dispose(&w->conns[i].rd);
+        if (!w->flow)
+            sq_h1_reader_dispose(&w->conns[i].rd);
     }
+    if (w->flow)
+        sq_engine__h1_driver.dispose(w);
     sq_ws_ctx_dispose(&d->ctx);
     free(d->v);
     free(d->obuf);

@@ -308,7 +308,9 @@ int sq_report_summary(const json_t *doc, FILE *f)
 
     static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
     const json_t *ws = json_object_get(doc, "ws");
-    if (!json_is_object(ws)) { /* a WebSocket reply has no HTTP status */
+    /* a WebSocket run's requests are messages: no HTTP status, no HTTP bodies */
+    bool messages = strcmp(sq_report__str(doc, "config.protocol", ""), "websocket") == 0;
+    if (!messages) {
         fprintf(f, "%-12s", "Status");
         counts(f, json_object_get(doc, "status"), cls, SQ_ARRAY_LEN(cls));
     }
@@ -320,7 +322,7 @@ int sq_report_summary(const json_t *doc, FILE *f)
     tls(f, json_object_get(doc, "tls"));
     websocket(f, ws);
 
-    if (!json_is_object(ws))
+    if (!messages)
         bodies(f, doc); /* WebSocket: the ws block has the payload figures */
     phases(f, doc);
     plan_sections(f, doc);
