@@ -1153,13 +1153,16 @@ static int check_ws_flow(struct ld *L, const struct ynode *flow, const struct sq
     for (size_t i = 0; i < sc->nsteps; i++) {
         const struct sq_plan_step *st = &sc->steps[i];
         const struct ynode *at = flow->items[i];
+        size_t mark = sq_plan__path_push(L, "[%zu]", i); /* errors name the step */
         if (st->kind == SQ_STEP_REQUEST && open_at != SIZE_MAX)
             return sq_plan__fail(L, at,
                                  "a request step while the WebSocket opened by '%s' is open (its "
                                  "connection is upgraded): close it first (ws: {close: 1000})",
                                  sc->steps[open_at].name);
-        if (st->kind != SQ_STEP_WS)
+        if (st->kind != SQ_STEP_WS) {
+            sq_plan__path_pop(L, mark);
             continue;
+        }
         if (st->ws.op == SQ_WS_OP_CONNECT && open_at != SIZE_MAX)
             return sq_plan__fail(L, at,
                                  "ws connect while the WebSocket opened by '%s' is open: close "
@@ -1175,13 +1178,15 @@ static int check_ws_flow(struct ld *L, const struct ynode *flow, const struct sq
             open_at = i;
         else if (st->ws.op == SQ_WS_OP_CLOSE)
             open_at = SIZE_MAX;
+        sq_plan__path_pop(L, mark);
     }
-    if (open_at != SIZE_MAX)
-        return sq_plan__fail(L, flow->items[open_at],
-                             "the WebSocket '%s' opens is never closed: end it with a ws close "
-                             "step (ws: {close: 1000})",
-                             sc->steps[open_at].name);
-    return 0;
+    if (open_at == SIZE_MAX)
+        return 0;
+    sq_plan__path_push(L, "[%zu]", open_at);
+    return sq_plan__fail(L, flow->items[open_at],
+                         "the WebSocket '%s' opens is never closed: end it with a ws close "
+                         "step (ws: {close: 1000})",
+                         sc->steps[open_at].name);
 }
 
 static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
