@@ -23,6 +23,7 @@
 #include "output/ndjson.h"
 #include "output/progress.h"
 #include "output/series.h"
+#include "plan/tmpl.h"
 
 #define MAX_HEADERS    64
 #define MAX_BODY_BYTES (64u << 20)
@@ -90,6 +91,16 @@ static const char usage[] =
     "                          compressed bodies are decoded and counted either way)\n"
     "      --no-phases         do not record per-phase timings (blocked, connecting,\n"
     "                          sending, waiting, receiving...)\n"
+    "\n"
+    "  WebSocket (ws:// and wss:// URLs): each VU opens one connection with an HTTP/1.1\n"
+    "  upgrade; a request is one message, complete when the next whole message comes back\n"
+    "      --message S|@FILE   the message each request sends: a template ({{$vu}},\n"
+    "                          {{$iteration}}, {{$randomUUID}}...), or FILE's bytes as they are\n"
+    "      --binary            send binary messages (default: text)\n"
+    "      --ws-ping D         ping every open connection every D (the pongs' round trip is\n"
+    "                          in the result)\n"
+    "      --ws-subprotocol P  offer Sec-WebSocket-Protocol P (a list: a, b)\n"
+    "                          -H headers go on the upgrade request\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n";
@@ -189,6 +200,13 @@ struct quick_opts {
     bool no_compression;
     bool http2;
     uint64_t streams;
+    /* WebSocket (ws://, wss://) */
+    bool ws;                    /* the URL's scheme is ws or wss */
+    const char *message_arg;    /* --message */
+    const char *message_flag;   /* --message as written, for messages */
+    bool binary;                /* --binary */
+    int64_t ws_ping_ns;         /* --ws-ping */
+    const char *ws_subprotocol; /* --ws-subprotocol */
     struct sq_kv headers[MAX_HEADERS];
     size_t nheaders;
     uint64_t connections, threads, requests, max_in_flight;
@@ -221,7 +239,21 @@ enum {
     OPT_NO_COMPRESSION,
     OPT_HTTP2,
     OPT_STREAMS,
+    OPT_MESSAGE,
+    OPT_BINARY,
+    OPT_WS_PING,
+    OPT_WS_SUBPROTOCOL,
 };
+
+/* ws:// and wss:// URLs: 1 and 2 (the scheme in any case), else 0. */
+static int ws_scheme(const char *url)
+{
+    if (strncasecmp(url, "ws://", 5) == 0)
+        return 1;
+    if (strncasecmp(url, "wss://", 6) == 0)
+        return 2;
+    return 0;
+}
 
 /* Parses a duration flag's value (a bare number is seconds); positive refuses zero. */
 static int duration_flag(const char *flag, const char *arg, bool positive, int64_t *out)
@@ -259,6 +291,10 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
         {"http2", no_argument, NULL, OPT_HTTP2},
         {"streams", required_argument, NULL, OPT_STREAMS},
+        {"message", required_argument, NULL, OPT_MESSAGE},
+        {"binary", no_argument, NULL, OPT_BINARY},
+        {"ws-ping", required_argument, NULL, OPT_WS_PING},
+        {"ws-subprotocol", required_argument, NULL, OPT_WS_SUBPROTOCOL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -396,6 +432,30 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
                 return sq_cli_usage_error(FACE, "%s: '%s' is not a stream count (1..1000)", flag,
                                           optarg);
             break;
+        case OPT_MESSAGE:
+            if (optarg[0] == '@' && optarg[1] == '\0')
+                return sq_cli_usage_error(FACE, "%s: '@' names no file (--message @FILE)", flag);
+            o->message_arg = optarg;
+            o->message_flag = "--message";
+            break;
+        case OPT_BINARY:
+            o->binary = true;
+            break;
+        case OPT_WS_PING:
+            if ((rc = duration_flag(flag, optarg, true, &o->ws_ping_ns)) != 0)
+                return rc;
+            if (o->ws_ping_ns < 100 * SQ_NS_PER_MS)
+                return sq_cli_usage_error(FACE,
+                                          "%s: '%s': at least 100ms (pings go out from the "
+                                          "sweep, ten times a second)",
+                                          flag, optarg);
+            break;
+        case OPT_WS_SUBPROTOCOL:
+            if (!optarg[0] || strpbrk(optarg, "\r\n"))
+                return sq_cli_usage_error(FACE, "%s: '%s' is not a subprotocol list (a, b)", flag,
+                                          optarg);
+            o->ws_subprotocol = optarg;
+            break;
         case 'h':
             sq_cli_usage(stdout);
             return SQ_EXIT_DONE;
@@ -411,6 +471,25 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
     if (argc - optind > 1)
         return sq_cli_usage_error(FACE, "one URL only; unexpected '%s'", argv[optind + 1]);
     o->url = argv[optind];
+    o->ws = ws_scheme(o->url) != 0;
+    if (o->ws) {
+        if (!o->message_arg)
+            return sq_cli_usage_error(FACE, "a ws:// URL needs --message (what each request sends; "
+                                            "the next message back completes it)");
+        if (o->body_arg)
+            return sq_cli_usage_error(FACE, "%s: a ws:// run sends --message, not a body",
+                                      o->body_flag);
+        if (strcmp(o->method, "GET") != 0)
+            return sq_cli_usage_error(FACE, "-m: a ws:// run opens with GET (the upgrade)");
+        if (o->http2)
+            return sq_cli_usage_error(FACE, "--http2: WebSocket runs over HTTP/1.1 (RFC 6455)");
+    } else if (o->message_arg || o->binary || o->ws_ping_ns || o->ws_subprotocol) {
+        return sq_cli_usage_error(FACE, "%s applies to ws:// and wss:// URLs (-b sends a body)",
+                                  o->message_arg  ? "--message"
+                                  : o->binary     ? "--binary"
+                                  : o->ws_ping_ns ? "--ws-ping"
+                                                  : "--ws-subprotocol");
+    }
     if (o->requests && (o->rate_set || o->stages))
         return sq_cli_usage_error(FACE, "-n cannot be combined with %s",
                                   o->rate_set ? "-r" : "--stages");
@@ -475,6 +554,79 @@ static int build_exec(const struct quick_opts *o, struct sq_exec *e)
     return 0;
 }
 
+/* A ws:// run: the message (a template, or @FILE's bytes as they are), the upgrade's target,
+ * headers and subprotocol. body gets the static message (or "" when it has dynamic parts, then
+ * *msg renders it per send). Returns 0, or non-zero with *exit_code set. */
+static int ws_prepare(const struct quick_opts *o, const struct sq_url *url, struct sq_ws_run *w,
+                      struct sq_tmpl **msg, struct sq_buf *hdrs, char **body, size_t *body_len,
+                      int *exit_code)
+{
+    const char *arg = o->message_arg, *f = o->message_flag;
+    char *text = NULL;
+    size_t len = 0;
+    if (arg[0] == '@') {
+        int rc = read_body_file(arg + 1, &text, &len);
+        if (rc < 0) {
+            if (rc == -EISDIR)
+                *exit_code = sq_cli_usage_error(FACE, "%s: '%s': %s is a directory, not a file", f,
+                                                arg, arg + 1);
+            else if (rc == -SQ_ETOOBIG)
+                *exit_code = sq_cli_usage_error(FACE, "%s: '%s': %s is larger than %u MiB", f, arg,
+                                                arg + 1, MAX_BODY_BYTES >> 20);
+            else
+                *exit_code = sq_cli_usage_error(FACE, "%s: '%s': cannot read %s: %s", f, arg,
+                                                arg + 1, sq_strerror(rc));
+            return 1;
+        }
+    } else {
+        struct sq_tmpl_error te = {0};
+        int rc = sq_tmpl_compile(arg, strlen(arg), SQ_TMPL_ESC_NONE, NULL, NULL, msg, &te);
+        if (rc < 0) {
+            *exit_code = rc == -ENOMEM ? SQ_EXIT_FAIL
+                                       : sq_cli_usage_error(FACE, "%s: '%s': %s (at byte %zu)", f,
+                                                            arg, te.msg, te.offset + 1);
+            return 1;
+        }
+        const char *s;
+        if (sq_tmpl_static(*msg, &s, &len)) {
+            text = malloc(len + 1);
+            if (!text)
+                return *exit_code = SQ_EXIT_FAIL;
+            memcpy(text, s, len);
+            text[len] = '\0';
+            sq_tmpl_free(*msg); /* the static path: one message for every send */
+            *msg = NULL;
+        } else {
+            text = calloc(1, 1);
+            len = 0;
+            if (!text)
+                return *exit_code = SQ_EXIT_FAIL;
+        }
+    }
+    *body = text;
+    *body_len = len;
+    for (size_t i = 0; i < o->nheaders; i++) {
+        const struct sq_kv *h = &o->headers[i];
+        if (sq_buf_append(hdrs, h->name, strlen(h->name)) < 0 || sq_buf_append(hdrs, ": ", 2) < 0 ||
+            sq_buf_append(hdrs, h->value, strlen(h->value)) < 0 ||
+            sq_buf_append(hdrs, "\r\n", 2) < 0)
+            return *exit_code = SQ_EXIT_FAIL;
+    }
+    if (hdrs->len) { /* NUL-terminated for the driver */
+        if (sq_buf_append(hdrs, "", 1) < 0)
+            return *exit_code = SQ_EXIT_FAIL;
+        hdrs->len--;
+    }
+    w->host = url->authority;
+    w->path = url->path;
+    w->headers = hdrs->len ? hdrs->p : NULL;
+    w->protocol = o->ws_subprotocol;
+    w->binary = o->binary;
+    w->message = *msg;
+    w->ping_ns = o->ws_ping_ns;
+    return 0;
+}
+
 int sq_cli_quick(int argc, char **argv)
 {
     struct quick_opts o = {
@@ -492,7 +644,21 @@ int sq_cli_quick(int argc, char **argv)
 
     struct sq_url url;
     const char *why = NULL;
-    rc = sq_url_parse(o.url, &url, &why);
+    /* ws:// and wss:// are http:// and https:// for the upgrade (RFC 6455 3): parsed as those,
+     * so TLS, DNS and the Host header follow; the document keeps the URL as written */
+    char *url_text = NULL;
+    int wsk = ws_scheme(o.url);
+    if (wsk) {
+        size_t skip = wsk == 1 ? 2 : 3; /* "ws" / "wss" */
+        url_text = malloc(strlen(o.url) + 3);
+        if (!url_text) {
+            release_headers(&o);
+            return SQ_EXIT_FAIL;
+        }
+        snprintf(url_text, strlen(o.url) + 3, "%s%s", wsk == 1 ? "http" : "https", o.url + skip);
+    }
+    rc = sq_url_parse(url_text ? url_text : o.url, &url, &why);
+    free(url_text);
     if (rc < 0) {
         release_headers(&o);
         return sq_cli_usage_error(FACE, "bad URL '%s': %s", o.url, why ? why : sq_strerror(rc));
@@ -510,6 +676,10 @@ int sq_cli_quick(int argc, char **argv)
     struct ticker tk = {0};
     struct sq_ndjson nd = {.scenario = "default"};
     struct sq_h2_req h2req = {0};
+    const char *accept = NULL; /* what the requests offer (none over WebSocket) */
+    struct sq_ws_run wsr = {0};
+    struct sq_tmpl *ws_msg = NULL;
+    struct sq_buf ws_hdrs = {0};
 
     if (o.body_arg && o.body_arg[0] == '@') {
         rc = read_body_file(o.body_arg + 1, &body, &body_len);
@@ -533,9 +703,16 @@ int sq_cli_quick(int argc, char **argv)
             goto out;
         memcpy(body, o.body_arg, body_len + 1);
     }
+    if (o.ws) {
+        rc = ws_prepare(&o, &url, &wsr, &ws_msg, &ws_hdrs, &body, &body_len, &exit_code);
+        if (rc != 0)
+            goto out;
+        req_len = body_len;
+        goto configured;
+    }
     /* Accept-Encoding is offered unless the user set one or turned compression off. Over
      * HTTP/2 bodies are framed only (not decoded yet): nothing is offered unless asked. */
-    const char *accept = o.no_compression || o.http2 ? NULL : sq_accept_encoding_default();
+    accept = o.no_compression || o.http2 ? NULL : sq_accept_encoding_default();
     for (size_t i = 0; i < o.nheaders; i++)
         if (strcasecmp(o.headers[i].name, "Accept-Encoding") == 0)
             accept = o.headers[i].value[0] ? o.headers[i].value : NULL;
@@ -560,8 +737,9 @@ int sq_cli_quick(int argc, char **argv)
         }
     }
 
+configured:;
     struct sq_run_config cfg = {
-        .request = req,
+        .request = o.ws ? body : req,
         .request_len = req_len,
         .head_request = strcmp(o.method, "HEAD") == 0,
         .timeout_ns = o.timeout_ns,
@@ -569,6 +747,7 @@ int sq_cli_quick(int argc, char **argv)
         .phases = !o.no_phases,
         .h2_request = o.http2 ? &h2req : NULL,
         .streams = (uint32_t)o.streams,
+        .ws = o.ws ? &wsr : NULL,
     };
     rc = build_exec(&o, &cfg.exec);
     if (rc != 0) {
@@ -648,9 +827,10 @@ int sq_cli_quick(int argc, char **argv)
         .connect_timeout_ns = cfg.connect_timeout_ns,
         .request_bytes = req_len,
         .accept_encoding = accept,
-        .protocol = !o.http2 ? "http/1.1"
-                    : tls    ? "h2"
-                             : "h2c",
+        .protocol = o.ws       ? "websocket"
+                    : !o.http2 ? "http/1.1"
+                    : tls      ? "h2"
+                               : "h2c",
         .streams = o.http2 ? (uint32_t)o.streams : 0,
     };
     /* One document feeds every output, so they cannot disagree. */
@@ -672,6 +852,8 @@ out:
         fclose(nd.f);
     sq_result_dispose(&res);
     sq_h2_req_dispose(&h2req);
+    sq_tmpl_free(ws_msg);
+    sq_buf_dispose(&ws_hdrs);
     free(req);
     free(body);
     sq_url_dispose(&url);
