@@ -80,6 +80,174 @@ def write_plan(dirname, text):
     return path
 
 
+class QuickOnTarget(sqtest.TargetCase):
+    """`squall ws://...` against the target's /ws."""
+
+    def url(self, path="/ws"):
+        return f"ws://{HOST}:{self.port}{path}"
+
+    def test_echo_counts_match_the_target(self):
+        self.reset()
+        p, doc, _ = run_json(self.url(), "-c", "4", "-t", "2", "-n", "2000", "--message",
+                             '{"hello":"websocket"}', "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        self.assertEqual(doc["config"]["protocol"], "websocket")
+        self.assertEqual(doc["requests"]["completed"], 2000)
+        self.assertEqual(doc["status"]["other"], 2000)  # a message has no HTTP status
+        ws = doc["ws"]
+        self.assertEqual(ws["upgrades"], 4)
+        self.assertEqual(ws["messages"]["sent"], 2000)
+        self.assertEqual(ws["messages"]["received"], 2000)
+        self.assertEqual(ws["messages"]["unmatched"], 0)
+        self.assertEqual(ws["payload_bytes"]["sent"], 2000 * 21)
+        self.assertEqual(ws["payload_bytes"]["received"], 2000 * 21)
+        self.assertEqual(ws["upgrade"]["count"], 4)
+        self.assertEqual(ws["closes_sent"], 4)  # one close 1000 per connection at the end
+        self.assertEqual(doc["errors"]["upgrade"], 0)
+        deadline = time.monotonic() + 5
+        while True:
+            st = self.stats()
+            if st["ws"]["closes_received"] == 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual(st["ws"]["upgrades"], 4)
+        self.assertEqual(st["ws"]["messages_in"], 2000)
+        self.assertEqual(st["ws"]["messages_out"], 2000)
+        self.assertEqual(st["ws"]["bytes_in"], 2000 * 21)
+        self.assertEqual(st["ws"]["closes_received"], 4)
+        self.assertEqual(st["ws"]["protocol_errors"], 0)
+
+    def test_template_message(self):
+        self.reset()
+        p, doc, _ = run_json(self.url(), "-c", "2", "-t", "1", "-n", "100", "--message",
+                             '{"vu":{{$vu}},"i":{{$iteration}},"id":"{{$randomUUID}}"}', "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 100)
+        ws = doc["ws"]
+        # rendered per send: the echo carries as many bytes as went out
+        self.assertEqual(ws["payload_bytes"]["received"], ws["payload_bytes"]["sent"])
+        self.assertGreaterEqual(ws["payload_bytes"]["sent"], 100 * len('{"vu":1,"i":0,"id":""}') + 100 * 36)
+        self.assertEqual(self.stats()["ws"]["bytes_in"], ws["payload_bytes"]["sent"])
+
+    def test_fragments_and_server_pings(self):
+        self.reset()
+        p, doc, _ = run_json(self.url("/ws?frag=3&ping=1"), "-c", "2", "-t", "1", "-n", "200",
+                             "--message", "fragmented message", "--binary", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 200)
+        ws = doc["ws"]
+        self.assertEqual(ws["payload_bytes"]["received"], 200 * 18)
+        st = self.stats()["ws"]
+        self.assertEqual(ws["pings"]["received"], st["pings_sent"])
+        self.assertEqual(st["pings_sent"], 200 * 6)  # one before each fragment
+        self.assertGreaterEqual(ws["pongs"]["sent"], 200)
+        self.assertEqual(ws["pongs"]["sent"], st["pongs_received"])
+
+    def test_server_close_1011_is_counted_and_the_run_goes_on(self):
+        p, doc, _ = run_json(self.url("/ws?close=1011&after=5"), "-c", "2", "-t", "1", "-d",
+                             "1s", "--message", "x", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        ws = doc["ws"]
+        self.assertGreater(ws["close_codes"].get("1011", 0), 2)
+        self.assertGreater(ws["upgrades"], 2)  # each close replaced its connection
+        self.assertGreaterEqual(doc["requests"]["completed"], 5 * ws["close_codes"]["1011"])
+
+    def test_client_pings_and_open_loop(self):
+        p, doc, _ = run_json(self.url(), "-c", "4", "-t", "1", "-r", "200", "-d", "1s",
+                             "--ws-ping", "200ms", "--message", "tick", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        r = doc["requests"]
+        self.assertEqual(r["arrivals"], 200)
+        self.assertGreaterEqual(r["completed"], 195)
+        ws = doc["ws"]
+        self.assertGreaterEqual(ws["pings"]["sent"], 4 * 3)
+        self.assertEqual(ws["pongs"]["received"], ws["ping_rtt"]["count"])
+        self.assertGreaterEqual(ws["pongs"]["received"], ws["pings"]["sent"] - 4)
+
+    def test_refused_upgrade_stops_the_run(self):
+        p, doc, _ = run_json(self.url("/fast"), "-c", "2", "-d", "2s", "--message", "x", "-q")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertTrue(doc["aborted"])
+        self.assertIn("upgrade was answered with status 200", doc["abort_reason"])
+        self.assertEqual(doc["ws"]["upgrade_failed"].get("200"), doc["errors"]["upgrade"])
+        self.assertIn("no request succeeded", p.stderr)
+
+    def test_bad_flags_exit_2(self):
+        cases = [
+            ((self.url(),), "a ws:// URL needs --message"),
+            ((f"http://{HOST}:{self.port}/", "--message", "x"), "--message applies to ws://"),
+            ((self.url(), "--message", "x", "-m", "POST"), "a ws:// run opens with GET"),
+            ((self.url(), "--message", "x", "--http2"), "WebSocket runs over HTTP/1.1"),
+            ((self.url(), "--message", "x", "-b", "y"), "-b: a ws:// run sends --message"),
+            ((self.url(), "--message", "x", "--ws-ping", "10ms"), "--ws-ping: '10ms': at least"),
+            ((self.url(), "--message", "{{$nope}}"), "--message: '{{$nope}}'"),
+            ((self.url(), "--message", "@/nonexistent/m"), "cannot read /nonexistent/m"),
+            ((self.url(), "--message", "x", "--ws-subprotocol", ""), "is not a subprotocol"),
+            (("ws://", "--message", "x"), "bad URL 'ws://'"),
+        ]
+        for args, msg in cases:
+            p, _ = run_squall(*args, "-d", "1s")
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(msg, p.stderr, args)
+
+
+class QuickOnTls(unittest.TestCase):
+    """wss:// over squall's TLS against `squall target --tls`."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="sq_wss_")
+        cls.cert = os.path.join(cls.dir, "target.pem")
+        cls.proc, cls.port = sqtest.start_target("-t", "1", "-q", "--tls", "--cert-out", cls.cert)
+
+    @classmethod
+    def tearDownClass(cls):
+        sqtest.stop(cls.proc)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_wss_echo(self):
+        p, doc, _ = run_json(f"wss://localhost:{self.port}/ws", "--cacert", self.cert, "--resolve",
+                             f"localhost:{self.port}:127.0.0.1", "-c", "2", "-t", "1", "-n", "300",
+                             "--message", "secure", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 300)
+        self.assertEqual(doc["tls"]["handshakes"], 2)
+        self.assertEqual(doc["ws"]["upgrades"], 2)
+        self.assertEqual(doc["ws"]["payload_bytes"]["received"], 300 * 6)
+
+    def test_wss_unverified_fails_tls(self):
+        p, doc, _ = run_json(f"wss://localhost:{self.port}/ws", "--resolve",
+                             f"localhost:{self.port}:127.0.0.1", "-c", "1", "-d", "1s",
+                             "--message", "x", "-q")
+        self.assertEqual(p.returncode, 1)
+        self.assertGreater(doc["errors"]["tls"], 0)
+        self.assertEqual(doc["ws"]["upgrades"], 0)
+
+
+class QuickSilentServer(unittest.TestCase):
+    """A server that accepts the connection and never answers the upgrade."""
+
+    def test_upgrade_times_out(self):
+        import socket
+        ls = socket.socket()
+        ls.bind((HOST, 0))
+        ls.listen(16)
+        port = ls.getsockname()[1]
+        try:
+            p, doc, took = run_json(f"ws://{HOST}:{port}/ws", "-c", "2", "-d", "5s",
+                                    "--connect-timeout", "500ms", "--message", "x", "-q")
+        finally:
+            ls.close()
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertLess(took, 4)
+        self.assertTrue(doc["aborted"])
+        self.assertIn("no answer to the upgrade within the connect timeout", doc["abort_reason"])
+        self.assertEqual(doc["ws"]["upgrade_failed"], {"timeout": doc["errors"]["upgrade"]})
+
+
 class PlanOnTarget(sqtest.TargetCase):
     """Plan ws steps against the target's /ws and /webhook."""
 
@@ -196,6 +364,17 @@ class PlanOnNpmWs(unittest.TestCase):
     def tearDownClass(cls):
         stop_proc(cls.proc)
         shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_quick_echo(self):
+        p, doc, _ = run_json(f"ws://{HOST}:{self.port}/", "-c", "4", "-t", "1", "-n", "1000",
+                             "--message", '{"n":{{$iteration}}}', "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 1000)
+        ws = doc["ws"]
+        self.assertEqual(ws["upgrades"], 4)
+        self.assertEqual(ws["messages"]["received"], 1000)
+        self.assertEqual(ws["payload_bytes"]["received"], ws["payload_bytes"]["sent"])
+        self.assertEqual(doc["errors"]["parse"], 0)
 
     def test_echo_flow(self):
         path = write_plan(self.dir, (
