@@ -1141,7 +1141,18 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
     if (SQ_UNLIKELY(r.upgrade != NULL)) {
         if (upgrade_take(w, c, &r, &req))
             return;
-        r.upgrade->closed(r.upgrade_ud); /* not taken: answered as usual */
+        /* not taken: answered now as it is (no delay, no stream), then the protocol's state
+         * goes (the answer may point into it until it is rendered) */
+        bool close_after = r.close || !req.keep_alive;
+        int conn_hdr = close_after              ? CONN_HDR_CLOSE
+                       : req.minor_version == 0 ? CONN_HDR_KA
+                                                : CONN_HDR_NONE;
+        if (!render(w, &r, req.head, conn_hdr))
+            c->flags |= F_FAIL | F_CLOSE;
+        if (close_after)
+            c->flags |= F_CLOSE;
+        r.upgrade->closed(r.upgrade_ud);
+        return;
     }
 
     bool close_after = r.close || !req.keep_alive;
@@ -1578,10 +1589,6 @@ void sq_server__h2_dispatch(struct conn *c, struct sq_server_req *req, struct sq
     s->handler(s->ud, req, resp);
     BUMP(w->cnt.requests);
     BUMP(w->cnt.h2_streams);
-    if (resp->upgrade) { /* no upgrade over HTTP/2 (RFC 9113 8.6): answered as it is */
-        resp->upgrade->closed(resp->upgrade_ud);
-        resp->upgrade = NULL;
-    }
 }
 
 void sq_server__h2_kick(struct conn *c)

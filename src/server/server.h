@@ -113,8 +113,9 @@ struct sq_server_resp {
      * "HTTP/1.1 101 Switching Protocols", the handler's extra header lines and nothing else (no
      * Content-Length, no Connection of its own; the handler writes Upgrade and Connection), and
      * the connection then belongs to `upgrade` with upgrade_ud; requests pipelined behind it are
-     * the new protocol's bytes. Any other answer is sent as usual and upgrade->closed(upgrade_ud)
-     * runs at once. body, fill, delay and stream are ignored with an upgrade. */
+     * the new protocol's bytes. Any other answer (another status, a HEAD, HTTP/1.0, HTTP/2) is
+     * sent as it is, at once (delay and stream ignored), and upgrade->closed(upgrade_ud) runs once
+     * it is rendered. With a 101, body, fill, delay and stream are ignored. */
     const struct sq_server_upgrade *upgrade;
     void *upgrade_ud;
 };
