@@ -107,8 +107,7 @@ struct wslay_frame_context;
 struct sq_ws_ctx {
     uint64_t contexts_created; /* wslay contexts made so far (pool growth; tests read it) */
     const char *why;           /* after an error from sq_ws_feed / sq_ws_encode_frame */
-    struct wslay_frame_context *_enc;
-    struct wslay_frame_context *_enc_srv; /* unmasked frames (a server's end), made on first use */
+    struct wslay_frame_context *_enc_srv; /* a server's frames (unmasked), made on first use */
     struct wslay_frame_context **_pool;
     size_t _npool, _pool_cap;
     /* The cursor the wslay callbacks use during one call. */
