@@ -1309,10 +1309,10 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         v = sq_plan__get(n, hook_keys[h]);
         if (!v)
             continue;
+        mark = sq_plan__path_key(L, hook_keys[h]);
         if (st->kind == SQ_STEP_WS)
             return sq_plan__fail(L, v, "'%s': hooks run around request steps, not ws steps",
                                  hook_keys[h]);
-        mark = sq_plan__path_key(L, hook_keys[h]);
         if ((rc = sq_plan__load_hook(L, v, hook_keys[h], h ? &st->after : &st->before,
                                      h ? &st->after_loc : &st->before_loc)) < 0)
             return rc;

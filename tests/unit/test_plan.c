@@ -1153,6 +1153,10 @@ static void hooks_and_auth(void **state)
     assert_int_equal(o->retry_max_ns, 30 * SQ_NS_PER_S);
     assert_int_equal(o->timeout_ns, 10 * SQ_NS_PER_S);
     sq_plan_free(p);
+    expect_err("script: hooks.lua\n" HEAD "      - ws: { connect: /ws }\n        before: f\n"
+               "      - ws: { close: 1000 }\n",
+               "9:17", "scenarios.s.flow[0].before",
+               "'before': hooks run around request steps, not ws steps");
 
 #define AUTH(x)                                                                                    \
     "target: http://127.0.0.1:8080\nauth:\n  oauth2:\n    token_url: /t\n    client_id: a\n" x     \
