@@ -21,7 +21,7 @@ set(SQ_USES_plan stats base)
 set(SQ_USES_script plan stats base)
 set(SQ_USES_engine script proto plan http net stats loop base)
 set(SQ_USES_output engine plan stats base)
-set(SQ_USES_target server http stats loop base)
+set(SQ_USES_target server http proto stats loop base)
 # sink/: what arrives at the far end of a pipeline. Its HTTP source is server/'s, its NATS and
 # MQTT subscriptions speak proto/'s codecs over net/ and loop/, and it finds stamps with plan/'s
 # JSON paths and regexes. A folder of its own, beside target/, so target/ stays a plain server.

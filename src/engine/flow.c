@@ -197,6 +197,11 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
     }
     if (ps->kind == SQ_STEP_PUBLISH || ps->kind == SQ_STEP_SUBSCRIBE)
         return compile_bus_step(f, st, err, errlen);
+    if (ps->kind == SQ_STEP_WS) {
+        st->ws = true;
+        st->timeout_ns = ps->req.timeout_ns;
+        return 0;
+    }
     const struct sq_plan_request *r = &ps->req;
     st->head = strcmp(r->method, "HEAD") == 0;
     st->timeout_ns = r->timeout_ns;
@@ -447,27 +452,50 @@ static int encode_target(struct sq_buf *o, size_t from)
     return 0;
 }
 
-int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *st,
-                           struct sq_flow_vu *v, struct sq_str *payload, struct sq_str *hvals)
+/* The template context of a VU: its numbers, variables (views refreshed) and feeder rows. */
+static void render_ctx(const struct sq_flow *f, struct sq_flow_vu *v, struct sq_tmpl_ctx *ctx)
 {
-    const struct sq_plan_request *r = &st->ps->req;
     for (uint32_t i = 0; i < f->sc->nvars; i++) {
         v->var_views[i].p = v->vars[i].p;
         v->var_views[i].len = v->vars[i].len;
     }
-    struct sq_str stamp = {v->stamp, 0};
-    if (st->stamped && v->stamp_fn) {
-        v->stamp_len = (uint8_t)v->stamp_fn(v->stamp_ud, &v->stamp_seq, v->stamp);
-        stamp.len = v->stamp_len;
-    }
-    struct sq_tmpl_ctx ctx = {
+    *ctx = (struct sq_tmpl_ctx){
         .vu = v->vu,
         .iteration = v->iteration,
         .rng = &v->rng,
         .vars = v->var_views,
         .rows = (const struct sq_str *const *)v->rows,
-        .stamp = &stamp,
+        .oauth = f->oauth,
     };
+}
+
+/* A stamped step's stamp, made once per step (every {{$stamp}} in it renders the same token). */
+static void make_stamp(const struct sq_flow_step *st, struct sq_flow_vu *v, struct sq_str *stamp)
+{
+    *stamp = (struct sq_str){v->stamp, 0};
+    if (st->stamped && v->stamp_fn) {
+        v->stamp_len = (uint8_t)v->stamp_fn(v->stamp_ud, &v->stamp_seq, v->stamp);
+        stamp->len = v->stamp_len;
+    }
+}
+
+int sq_flow_render(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_tmpl *t,
+                   struct sq_buf *out)
+{
+    struct sq_tmpl_ctx ctx;
+    render_ctx(f, v, &ctx);
+    return sq_tmpl_render(t, &ctx, out);
+}
+
+int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *st,
+                           struct sq_flow_vu *v, struct sq_str *payload, struct sq_str *hvals)
+{
+    const struct sq_plan_request *r = &st->ps->req;
+    struct sq_tmpl_ctx ctx;
+    render_ctx(f, v, &ctx);
+    struct sq_str stamp;
+    make_stamp(st, v, &stamp);
+    ctx.stamp = &stamp;
     sq_buf_reset(&v->scratch);
     sq_buf_reset(&v->val);
     int rc = r->body ? sq_tmpl_render(r->body, &ctx, &v->scratch) : 0;
@@ -504,24 +532,11 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
     }
     *rendered = true;
     const struct sq_plan_request *r = &st->ps->req;
-    for (uint32_t i = 0; i < f->sc->nvars; i++) {
-        v->var_views[i].p = v->vars[i].p;
-        v->var_views[i].len = v->vars[i].len;
-    }
-    struct sq_str stamp = {v->stamp, 0};
-    if (st->stamped && v->stamp_fn) {
-        v->stamp_len = (uint8_t)v->stamp_fn(v->stamp_ud, &v->stamp_seq, v->stamp);
-        stamp.len = v->stamp_len;
-    }
-    struct sq_tmpl_ctx ctx = {
-        .vu = v->vu,
-        .iteration = v->iteration,
-        .rng = &v->rng,
-        .vars = v->var_views,
-        .rows = (const struct sq_str *const *)v->rows,
-        .stamp = &stamp,
-        .oauth = f->oauth,
-    };
+    struct sq_tmpl_ctx ctx;
+    render_ctx(f, v, &ctx);
+    struct sq_str stamp;
+    make_stamp(st, v, &stamp);
+    ctx.stamp = &stamp;
     struct sq_buf *o = &v->req;
     sq_buf_reset(o);
     sq_buf_reset(&v->scratch);

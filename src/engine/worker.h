@@ -99,6 +99,8 @@ struct sq_engine__live {
     int tls_err_set;         /* tls_err (in the worker) is written: release store, once */
     uint64_t bus_errors;     /* the broker refused the connection or the session */
     int bus_err_set;         /* bus_err (in the worker) is written: release store, once */
+    uint64_t upgrade_errors; /* failed WebSocket upgrades */
+    int up_err_set;          /* up_err (in the worker) is written: release store, once */
     int ready;               /* every connection of the pool has connected or failed once */
     int script_failed;       /* a script hook raised: script_err is written (release store) */
     int done;                /* the worker has left its loop */
@@ -207,8 +209,10 @@ struct sq_engine__worker {
     char tls_err[SQ_TLS_ERRLEN]; /* the first TLS error (written once, then live.tls_err_set) */
     char bus_err[160];           /* the broker's first error message (written once, then
                                     live.bus_err_set) */
-    /* the protocol: its driver (HTTP/1.1, or HTTP/2 when cfg->h2_request) and that driver's own
-     * per-worker state (h2drv.c: its connections; NULL for HTTP/1.1) */
+    char up_err[192]; /* the first failed WebSocket upgrade (written once, then live.up_err_set) */
+    /* the protocol: its driver (HTTP/1.1, HTTP/2 when cfg->h2_request, WebSocket when cfg->ws)
+     * and that driver's own per-worker state (h2drv.c: its connections; wsdrv.c: its VUs'
+     * frame state; NULL for HTTP/1.1) */
     const struct sq_engine__driver *drv;
     void *proto;
     struct sq_flowbus *fbus; /* plan runs with publish / subscribe steps, else NULL */

@@ -404,6 +404,7 @@ class BadInput(Brokers):
             ([self.nats_url + "/a", "--qos", "1"], "--qos"),
             ([self.nats_url + "/a", "-b", "x"], "-b"),
             (["http://127.0.0.1:1/", "--payload", "x"], "--payload"),
+            (["http://127.0.0.1:1/", "--sink", "http://127.0.0.1:9"], "use a plan's sink:"),
             ([self.nats_url + "/a", "--sink", "ftp://x"], "--sink"),
             ([self.nats_url + "/a", "--sink-stamp", "json:t"], "--sink-stamp"),
             ([self.nats_url + "/a", "--sink", self.nats_url + "/a", "--sink-stamp", "xml:t"],
