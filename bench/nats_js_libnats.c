@@ -55,6 +55,7 @@ int main(int argc, char **argv)
     check(jsOptions_Init(&o), "jsOptions_Init");
     o.PublishAsync.MaxPending = window;
     o.PublishAsync.ErrHandler = on_err;
+    o.PublishAsync.StallWait = 10000; /* a loaded machine: wait for room, do not fail */
     jsCtx *js = NULL;
     check(natsConnection_JetStream(&js, nc, &o), "JetStream");
     double t0 = now();
