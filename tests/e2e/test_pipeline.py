@@ -9,7 +9,7 @@ relay is this file's own: a NATS subscriber that forwards each event as an HTTP 
 sink, holding it 20 ms, dropping every 100th and sending every 50th twice, so the sink's lost,
 duplicate and latency figures have exact expected values.
 
-Runs in about 30 s (plain build); every load is bounded by -n or -d.
+Runs in about 35 s (plain build); every load is bounded by -n or -d.
 """
 
 import json
@@ -131,7 +131,7 @@ class NatsClient:
 
 class Relay(threading.Thread):
     """NATS subject -> HTTP POSTs to a sink: the i-th event (from 0) is held `delay` seconds,
-    dropped when i % drop_every == drop_every - 1, sent twice when i % dup_every == 0."""
+    dropped when i % drop_every == drop_every - 1, sent twice when i % dup_every == 0 (0: never)."""
 
     def __init__(self, nats_port, subject, sink_port, delay=0.02, drop_every=100, dup_every=50):
         super().__init__(daemon=True)
@@ -152,11 +152,11 @@ class Relay(threading.Thread):
                 _, payload = self.nc.next_msg()
                 i = self.received
                 self.received += 1
-                if i % self.drop_every == self.drop_every - 1:
+                if self.drop_every and i % self.drop_every == self.drop_every - 1:
                     self.dropped += 1
                     self.dropped_payloads.append(payload)
                     continue
-                copies = 2 if i % self.dup_every == 0 else 1
+                copies = 2 if self.dup_every and i % self.dup_every == 0 else 1
                 self.duplicated += copies - 1
                 self.q.put((time.monotonic() + self.delay, payload, copies))
         except (OSError, ConnectionError):
@@ -427,13 +427,13 @@ class Pipeline(Brokers):
     """squall -> NATS -> relay (20 ms, drops every 100th, doubles every 50th) -> squall's HTTP
     sink, in one squall process."""
 
-    def test_known_loss_duplicates_and_delay(self):
+    def run_through_relay(self, subject, **relay_args):
         sink_port = free_port()
-        relay = Relay(self.nats_port, "pipe.orders", sink_port)
+        relay = Relay(self.nats_port, subject, sink_port, **relay_args)
         try:
             # the relay starts posting once the sink listens (started by the run below)
             relay.start()
-            p, doc = self.squall(self.nats_url + "/pipe.orders", "-r", "200", "-d", "3s",
+            p, doc = self.squall(self.nats_url + "/" + subject, "-r", "200", "-d", "3s",
                                  "--payload", '{"order":7,"stamp":"{{$stamp}}"}', "--sink",
                                  "http://127.0.0.1:%d" % sink_port, "--sink-stamp",
                                  "json:$.stamp", "--sink-settle", "1s")
@@ -441,6 +441,10 @@ class Pipeline(Brokers):
             relay.stop()
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(relay.errors, [])
+        return relay, p, doc
+
+    def test_known_loss_and_duplicates(self):
+        relay, p, doc = self.run_through_relay("pipe.loss")
         r, s = doc["requests"], doc["sink"]
         self.assertEqual((r["arrivals"], r["completed"]), (600, 600))
         self.assertEqual(relay.received, 600)
@@ -455,13 +459,22 @@ class Pipeline(Brokers):
         self.assertEqual(s["delivered"], 594)
         self.assertEqual(s["out_of_order"], 0)
         self.assertEqual(s["sources"][0]["requests"], 606)
-        # end-to-end latency truth: the relay held each event 20 ms
         lat = s["latency"]
         self.assertEqual(lat["count"], 594)
+        self.assertGreaterEqual(lat["min_us"], 20000)  # the relay held each one 20 ms
+        self.assertIn("lost 6", p.stderr.lstrip().splitlines()[0])
+
+    @sqtest.timing()
+    def test_latency_truth(self):
+        # the relay holds every event 20 ms and drops none: the sink's p50 is 20 ms plus the
+        # pipeline's own few hundred µs
+        relay, _, doc = self.run_through_relay("pipe.delay", drop_every=0, dup_every=0)
+        s = doc["sink"]
+        self.assertEqual((s["sent"], s["delivered"], s["lost"], s["duplicates"]), (600, 600, 0, 0))
+        lat = s["latency"]
         self.assertGreaterEqual(lat["min_us"], 20000)
         self.assertGreaterEqual(lat["p50_us"], 20000)
         self.assertLessEqual(lat["p50_us"], 25000, lat)
-        self.assertIn("lost 6", p.stderr.lstrip().splitlines()[0])
 
 
 class PlanSteps(Brokers):
