@@ -154,6 +154,17 @@ struct sq_run_config {
      * (sq_run_connections). */
     const struct sq_h2_req *h2_request;
     uint32_t streams;
+    /* Distributed runs (cluster/). seg: run only this execution segment of every executor
+     * (plan/exec.h): its share of the VUs, shared iterations and in-flight cap, and the global
+     * arrivals dealt to it, each at its global time; VU numbers ({{$vu}}) stay global. A
+     * scenario whose share has no VU gets no worker. NULL: the whole.
+     * start_at: once every pool is open the run calls on_ready(ready_ud) (optional) once, then
+     * starts at the CLOCK_MONOTONIC time another thread stores into *start_at with an atomic
+     * store (0: not known yet), or at once when that time has passed. NULL: at once. */
+    const struct sq_seg *seg;
+    int64_t *start_at;
+    void (*on_ready)(void *ud);
+    void *ready_ud;
 };
 
 /* Connections a run opens for `vus` VUs: one each over HTTP/1.1, one per `streams` over
@@ -207,6 +218,7 @@ struct sq_step_stats {
     } by_status[SQ_STEP_STATUSES]; /* the first statuses seen, with their own durations */
     uint32_t nstatus;
     uint64_t *check_pass, *check_fail; /* per check of the step */
+    uint32_t nchecks;                  /* their length */
 };
 
 struct sq_scen_result {
@@ -242,7 +254,8 @@ struct sq_result {
     struct sq_hist *sse_duration;           /* streams: from the send to the end of the stream */
     struct sq_scen_result *scens;           /* plan runs: one per scenario */
     uint32_t nscens;
-    bool aborted; /* ended early: stop flag, or no connection could be made */
+    int64_t start_mono_ns; /* the common start, CLOCK_MONOTONIC; 0 when it never started */
+    bool aborted;          /* ended early: stop flag, or no connection could be made */
     char abort_reason[320];
     /* https: what the first connection negotiated (static strings; NULL for plain http or when
      * no handshake completed), and the first TLS error's message ("" if none). */
@@ -255,5 +268,19 @@ struct sq_result {
  * negative code when the run could not start (threads, memory, file limit); *why then says so. */
 SQ_MUST_CHECK int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why);
 void sq_result_dispose(struct sq_result *r);
+
+/* Adds src's counters into dst's. */
+void sq_counters_add(struct sq_counters *dst, const struct sq_counters *src);
+
+/* Adds the result src into dst without loss (engine/merge.c), as if one run had done both:
+ * counters, in-flight and arrivals summed; every histogram merged bucket for bucket (created in
+ * dst when only src has it); scenarios and their steps matched by index (both results come from
+ * the same plan; dst takes src's shape when it has none); threads, connections and VUs summed;
+ * setup, duration and the DNS time the longest; aborted if either was, with the first reason.
+ * Strings (scenario names, TLS names) are borrowed from src when dst has none. The per-second
+ * series is left alone: a second's percentiles need that second's histograms (cluster/ merges
+ * them from the interval stream). Returns 0, -EINVAL (scenarios or steps that do not match) or
+ * -ENOMEM (dst may then be partly merged; dispose it). */
+SQ_MUST_CHECK int sq_result_merge(struct sq_result *dst, const struct sq_result *src);
 
 #endif
