@@ -23,7 +23,10 @@ set(SQ_USES_engine script proto plan http net stats loop base)
 set(SQ_USES_output engine plan stats base)
 set(SQ_USES_target server http stats loop base)
 set(SQ_USES_store output base)
-set(SQ_USES_cluster engine proto plan stats base)
+# cluster/ holds its own control-plane NATS connection (cluster/bus.c: one blocking socket, no
+# event loop), so it uses net/ for resolving and connecting; docs/internals/map.md says why it is
+# not in engine/.
+set(SQ_USES_cluster engine proto plan net stats base)
 set(SQ_USES_daemon store engine output plan server http stats base)
 set(SQ_USES_cli daemon cluster store target output engine script plan proto server http net
                 stats loop base)
@@ -40,3 +43,4 @@ set(SQ_EXT_cli PkgConfig::JANSSON)
 set(SQ_EXT_store PkgConfig::SQLITE3)
 set(SQ_EXT_script PkgConfig::LUAJIT)
 set(SQ_EXT_proto wslay PkgConfig::OPENSSL)
+set(SQ_EXT_cluster PkgConfig::JANSSON)

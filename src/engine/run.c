@@ -188,6 +188,10 @@ static void fill_deltas(struct sq_second *e, const struct sq_counters *now,
     e->checks_passed += now->checks_passed - then->checks_passed;
     e->checks_failed += now->checks_failed - then->checks_failed;
     e->http_failed += now->http_failed - then->http_failed;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(e->status); i++)
+        e->status[i] += now->status[i] - then->status[i];
+    for (size_t i = 0; i < SQ_ERRK_COUNT; i++)
+        e->errk[i] += now->errors[i] - then->errors[i];
 }
 
 static int series_push(struct sq_series *s, const struct sq_second *e)

@@ -78,6 +78,8 @@ struct sq_second {
     uint64_t bytes_sent, iterations, checks_passed, checks_failed, http_failed; /* plan runs */
     uint64_t active; /* closed model: active VUs; open model: requests in flight at the end */
     int64_t p50_us, p90_us, p99_us, max_us;
+    uint64_t status[6];           /* completed by class: [0] other, [1..5] 1xx..5xx */
+    uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (errors is their sum) */
 };
 
 struct sq_series {
