@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/distopts.h"
 #include "engine/netopts.h"
 #include "engine/run.h"
 #include "engine/verdict.h"
@@ -34,6 +35,7 @@ struct sq_planrun_opts {
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_compression, no_phases;
     struct sq_netopts net;
+    struct sq_distopts dist; /* --agents N --nats URL...: a run on agents */
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     bool quiet;

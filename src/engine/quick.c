@@ -65,6 +65,7 @@ static const struct option longs[] = {
     {"streams", required_argument, NULL, OPT_STREAMS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
+    SQ_DISTOPTS_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
@@ -141,6 +142,8 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
 {
     int rc = sq_netopts_flag(&o->net, opt, flag, arg, err, len);
     if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    if ((rc = sq_distopts_flag(&o->dist, opt, flag, arg, err, len)) != 0)
         return rc == 1 ? 0 : rc;
     switch (opt) {
     case 'c':
@@ -292,6 +295,13 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             (unsigned long long)o->max_in_flight,
                             o->streams > 1 ? " x --streams" : "",
                             (unsigned long long)(o->connections * o->streams));
+    if (o->dist.agents && o->ndjson_path)
+        return sq_flag_fail(err, len,
+                            "--out ndjson: per-request records stay on the agents; not with "
+                            "--agents");
+    int rc = sq_distopts_check(&o->dist, err, len);
+    if (rc < 0)
+        return rc;
     return sq_netopts_check(&o->net, err, len);
 }
 
@@ -321,8 +331,17 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
 static const struct {
     const char *key, *why;
 } cli_only[] = {
-    {"json", "writes no files"},   {"html", "writes no files"}, {"out", "writes no files"},
-    {"sample", "writes no files"}, {"quiet", "prints nothing"},
+    {"json", "writes no files"},
+    {"html", "writes no files"},
+    {"out", "writes no files"},
+    {"sample", "writes no files"},
+    {"quiet", "prints nothing"},
+    {"agents", "cannot run on agents"},
+    {"nats", "cannot run on agents"},
+    {"agent-wait", "cannot run on agents"},
+    {"tolerate-agent-loss", "cannot run on agents"},
+    {"subject-prefix", "cannot run on agents"},
+    {"segments", "cannot run on agents"},
 };
 
 static bool repeatable(const char *key)

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/distopts.h"
 #include "engine/netopts.h"
 #include "engine/run.h"
 #include "http/h2.h"
@@ -58,7 +59,8 @@ struct sq_quick_opts {
     int64_t timeout_ns;         /* default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
-    struct sq_netopts net; /* DNS and TLS */
+    struct sq_netopts net;   /* DNS and TLS */
+    struct sq_distopts dist; /* --agents N --nats URL...: a run on agents (the CLI only) */
     /* The CLI's own outputs and terminal (refused from JSON: a daemon run writes no files). */
     const char *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample; /* --sample; 0: not given */
