@@ -26,4 +26,7 @@ int sq_cli_report(int argc, char **argv);
 int sq_cli_run(int argc, char **argv);
 int sq_cli_validate(int argc, char **argv);
 
+/* `squall agent --nats URL [flags]`; argv[0] is "agent". Returns the exit status. */
+int sq_cli_agent(int argc, char **argv);
+
 #endif

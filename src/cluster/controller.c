@@ -694,8 +694,8 @@ static int lost_result(struct sq_cluster_agent *a)
     r->in_flight = r->c.sent - r->c.completed - r->c.failed;
     if (r->open)
         r->arrivals = r->c.sent + r->c.dropped;
-    r->aborted = true;
-    snprintf(r->abort_reason, sizeof(r->abort_reason), "agent lost at %.1f s", a->lost_at_s);
+    /* Its run did not end, but the merged run is not stopped by it: the others go on (the
+     * report and the document's cluster block say it was lost). */
     return 0;
 }
 
@@ -777,11 +777,6 @@ static int merge(struct ctl *c, struct sq_result *out)
         first = false;
     }
     c->rep->start_spread_ms = hi - lo;
-    if (c->rep->lost && !out->aborted) {
-        /* The run went on without them; say so where a reader looks first. */
-        snprintf(out->abort_reason, sizeof(out->abort_reason), "%u agent%s lost", c->rep->lost,
-                 c->rep->lost == 1 ? "" : "s");
-    }
     return 0;
 }
 
