@@ -42,10 +42,16 @@
 
 enum cstate { C_ASSIGNED, C_ACCEPTED, C_READY, C_RUNNING, C_DONE, C_LOST };
 
-/* One second from one agent. */
+/* One second from one agent: its counts. Its histograms are merged as they come into the
+ * agent's totals and into the second's pending merge (struct pend), and not kept: a long run on
+ * many agents holds a few bytes per agent-second, not two histograms (190 KB each). */
 struct iv {
     bool have;
     struct sq_second s;
+};
+
+/* A second not yet emitted: every agent's histograms of it, merged as they arrive. */
+struct pend {
     struct sq_hist *h, *hu;
 };
 
@@ -55,6 +61,7 @@ struct sq_cluster__agent {
     int64_t last_seen;
     struct iv *ivs; /* by second - 1 */
     size_t niv;
+    struct sq_hist *lat, *lat_u; /* every second it sent, merged (its figures if it is lost) */
     struct sq_wire_res final;
     bool have_final;
     struct sq_buf parts; /* a final result in parts */
@@ -82,8 +89,11 @@ struct ctl {
     uint32_t busy;
     int64_t start_c; /* the common start, controller clock; 0 before */
     bool stop_sent;
-    uint32_t emitted; /* live seconds emitted */
-    struct sq_hist *tick_h, *tick_hu;
+    uint32_t emitted;  /* live seconds emitted */
+    struct pend *pend; /* seconds emitted + 1, + 2, ... */
+    size_t npend;
+    struct sq_second *pct; /* each emitted second's percentiles (p50_us ... max_us), by second */
+    size_t npct;
     int64_t next_hb;
 };
 
@@ -208,21 +218,61 @@ static struct iv *iv_slot(struct sq_cluster__agent *in, uint32_t second)
     return &in->ivs[second - 1];
 }
 
+/* The pending merge of second `second` (> emitted), created as needed. */
+static struct pend *pend_at(struct ctl *c, uint32_t second)
+{
+    size_t k = second - c->emitted - 1;
+    if (k >= 100000)
+        return NULL;
+    if (k >= c->npend) {
+        struct pend *v = realloc(c->pend, (k + 1) * sizeof(*v));
+        if (!v)
+            return NULL;
+        memset(v + c->npend, 0, (k + 1 - c->npend) * sizeof(*v));
+        c->pend = v;
+        c->npend = k + 1;
+    }
+    struct pend *p = &c->pend[k];
+    if ((!p->h && sq_latency_hist_new(&p->h) < 0) || (!p->hu && sq_latency_hist_new(&p->hu) < 0))
+        return NULL;
+    return p;
+}
+
 static void on_iv(struct ctl *c, struct sq_cluster_agent *a, const json_t *o)
 {
     json_t *n = json_object_get(o, "n");
     if (!json_is_integer(n) || json_integer_value(n) < 1)
         return;
-    struct iv *slot = iv_slot(a->_in, (uint32_t)json_integer_value(n));
+    uint32_t second = (uint32_t)json_integer_value(n);
+    struct iv *slot = iv_slot(a->_in, second);
     if (!slot || slot->have)
         return;
     char err[128];
-    if (sq_wire_second_read(o, &slot->s, &slot->h, &slot->hu, err, sizeof(err)) < 0) {
+    struct sq_hist *h = NULL, *hu = NULL;
+    if (sq_wire_second_read(o, &slot->s, &h, &hu, err, sizeof(err)) < 0) {
         event(c, "agent %s: %s", a->name, err);
         return;
     }
     slot->have = true;
     a->seconds++;
+    struct sq_cluster__agent *in = a->_in;
+    if ((h && !in->lat && sq_latency_hist_new(&in->lat) < 0) ||
+        (hu && !in->lat_u && sq_latency_hist_new(&in->lat_u) < 0))
+        goto out;
+    if (h)
+        sq_hist_merge(in->lat, h);
+    if (hu)
+        sq_hist_merge(in->lat_u, hu);
+    /* A second already emitted (an agent that came late): its counts still reach the series at
+     * the end; its latencies reach the totals but not that second's percentiles. */
+    struct pend *p = second > c->emitted ? pend_at(c, second) : NULL;
+    if (p && h)
+        sq_hist_merge(p->h, h);
+    if (p && hu)
+        sq_hist_merge(p->hu, hu);
+out:
+    sq_hist_free(h);
+    sq_hist_free(hu);
 }
 
 static void on_final(struct ctl *c, struct sq_cluster_agent *a, const json_t *o)
@@ -405,22 +455,33 @@ static void emit_live(struct ctl *c)
         if (!any)
             return;
         struct sq_second e = {0};
-        sq_hist_reset(c->tick_h);
-        sq_hist_reset(c->tick_hu);
         for (uint32_t i = 0; i < c->rep->n; i++) {
             struct sq_cluster__agent *in = c->rep->agents[i]._in;
-            if (s > in->niv || !in->ivs[s - 1].have)
-                continue;
-            add_second(&e, &in->ivs[s - 1].s);
-            if (in->ivs[s - 1].h)
-                sq_hist_merge(c->tick_h, in->ivs[s - 1].h);
-            if (in->ivs[s - 1].hu)
-                sq_hist_merge(c->tick_hu, in->ivs[s - 1].hu);
+            if (s <= in->niv && in->ivs[s - 1].have)
+                add_second(&e, &in->ivs[s - 1].s);
         }
-        percentiles(&e, c->tick_h);
+        struct pend *p = pend_at(c, s);
+        if (!p)
+            return; /* out of memory: try again at the next message */
+        percentiles(&e, p->h);
+        if (s > c->npct) {
+            size_t n = c->npct ? c->npct * 2 : 64;
+            struct sq_second *v = realloc(c->pct, n * sizeof(*v));
+            if (!v)
+                return;
+            c->pct = v;
+            c->npct = n;
+        }
+        c->pct[s - 1] = e;
         c->emitted = s;
         if (c->cfg->on_tick)
-            c->cfg->on_tick(c->cfg->tick_ud, &e, c->tick_h, c->cfg->open ? c->tick_hu : NULL);
+            c->cfg->on_tick(c->cfg->tick_ud, &e, p->h, c->cfg->open ? p->hu : NULL);
+        /* the next second moves to the front; this one's histograms are reused */
+        struct pend done = c->pend[0];
+        memmove(c->pend, c->pend + 1, (c->npend - 1) * sizeof(*c->pend));
+        sq_hist_reset(done.h);
+        sq_hist_reset(done.hu);
+        c->pend[c->npend - 1] = done;
     }
 }
 
@@ -679,17 +740,17 @@ static int lost_result(struct sq_cluster_agent *a)
             r->c.status[i] += v->s.status[i];
         for (int k = 0; k < SQ_ERRK_COUNT; k++)
             r->c.errors[k] += v->s.errk[k];
-        if (v->h)
-            sq_hist_merge(r->latency, v->h);
-        if (v->hu) {
-            if (!r->latency_uncorrected && (rc = sq_latency_hist_new(&r->latency_uncorrected)) < 0)
-                return rc;
-            sq_hist_merge(r->latency_uncorrected, v->hu);
-            r->open = true;
-        }
         int64_t d = (int64_t)(v->s.t_s * 1e9);
         if (d > r->duration_ns)
             r->duration_ns = d;
+    }
+    if (in->lat)
+        sq_hist_merge(r->latency, in->lat);
+    if (in->lat_u) {
+        if ((rc = sq_latency_hist_new(&r->latency_uncorrected)) < 0)
+            return rc;
+        sq_hist_merge(r->latency_uncorrected, in->lat_u);
+        r->open = true;
     }
     r->in_flight = r->c.sent - r->c.completed - r->c.failed;
     if (r->open)
@@ -700,7 +761,7 @@ static int lost_result(struct sq_cluster_agent *a)
 }
 
 /* The series: second by second, each agent's own counts (its final series, complete; or its
- * seconds, when lost) and the percentiles of the merged histograms of that second. */
+ * seconds, when lost) and the percentiles of that second's merged histograms (emit_live). */
 static int merge_series(struct ctl *c, struct sq_result *out)
 {
     size_t n = 0;
@@ -719,23 +780,23 @@ static int merge_series(struct ctl *c, struct sq_result *out)
     if (!out->series.v)
         return -ENOMEM;
     out->series.n = out->series.cap = n;
-    struct sq_hist *h = c->tick_h;
     for (size_t s = 0; s < n; s++) {
         struct sq_second *e = &out->series.v[s];
-        sq_hist_reset(h);
         for (uint32_t i = 0; i < c->rep->n; i++) {
             struct sq_cluster__agent *in = c->rep->agents[i]._in;
-            const struct iv *v = s < in->niv && in->ivs[s].have ? &in->ivs[s] : NULL;
             if (in->have_final) {
                 if (s < in->final.r.series.n)
                     add_second(e, &in->final.r.series.v[s]);
-            } else if (v) {
-                add_second(e, &v->s);
+            } else if (s < in->niv && in->ivs[s].have) {
+                add_second(e, &in->ivs[s].s);
             }
-            if (v && v->h)
-                sq_hist_merge(h, v->h);
         }
-        percentiles(e, h);
+        if (s < c->emitted) {
+            e->p50_us = c->pct[s].p50_us;
+            e->p90_us = c->pct[s].p90_us;
+            e->p99_us = c->pct[s].p99_us;
+            e->max_us = c->pct[s].max_us;
+        }
     }
     return 0;
 }
@@ -800,13 +861,7 @@ int sq_cluster_run(const struct sq_cluster_config *cfg, struct sq_result *out,
         return fail(&c, -EINVAL, "--agents: between 1 and %d", SQ_SEG_MAX_PARTS);
     sq_cluster__rand_id(rep->run);
     snprintf(c.self, sizeof(c.self), "%s.ctl.%s", c.prefix, rep->run);
-    int rc = sq_latency_hist_new(&c.tick_h);
-    if (rc == 0)
-        rc = sq_latency_hist_new(&c.tick_hu);
-    if (rc < 0) {
-        fail(&c, rc, "out of memory");
-        goto out;
-    }
+    int rc;
     char cname[64];
     snprintf(cname, sizeof(cname), "squall-controller %s", rep->run);
     rc = sq_bus_connect(cfg->nats_url, cname, 5 * SQ_NS_PER_S, &c.bus, err, len);
@@ -850,8 +905,12 @@ out:
     for (size_t i = 0; i < c.ncands; i++)
         json_decref(c.cands[i].labels);
     free(c.cands);
-    sq_hist_free(c.tick_h);
-    sq_hist_free(c.tick_hu);
+    for (size_t i = 0; i < c.npend; i++) {
+        sq_hist_free(c.pend[i].h);
+        sq_hist_free(c.pend[i].hu);
+    }
+    free(c.pend);
+    free(c.pct);
     if (rc < 0)
         sq_result_dispose(out);
     return rc;
@@ -866,11 +925,9 @@ void sq_cluster_report_dispose(struct sq_cluster_report *rep)
         sq_result_dispose(&a->res);
         if (!in)
             continue;
-        for (size_t s = 0; s < in->niv; s++) {
-            sq_hist_free(in->ivs[s].h);
-            sq_hist_free(in->ivs[s].hu);
-        }
         free(in->ivs);
+        sq_hist_free(in->lat);
+        sq_hist_free(in->lat_u);
         free(in->parts.p);
         sq_wire_res_dispose(&in->final);
     }

@@ -228,15 +228,27 @@ class Cluster(unittest.TestCase):
         st = sqtest.json_get(self.port, "/stats")
         # every request sent reached the target: 15,000 less the dropped, exactly
         self.assertEqual(st["arrivals"]["count"], r["sent"])
-        # one steady 3,000/s stream (a gap of 333 µs), not three bursts in step (two gaps of
-        # a few µs for every 1 ms one, so a median gap near zero)
-        gap = st["arrivals"]["gap_us"]
-        self.assertAlmostEqual(gap["mean"], 333.3, delta=20)
-        self.assertGreater(gap["p50"], 150, gap)
-        self.assertLess(gap["p50"], 600, gap)
+        self.assertAlmostEqual(st["arrivals"]["gap_us"]["mean"], 333.3, delta=20)
         # the series adds up to the totals, second by second
         self.assertEqual(sum(s["requests"] for s in doc["series"]), r["sent"])
-        print("split: %.1fs, gaps %s, dropped %d" % (took, gap, r["dropped"]))
+        print("split: %.1fs, gaps at 3,000/s %s, dropped %d" % (took, st["arrivals"]["gap_us"],
+                                                               r["dropped"]))
+
+        # One steady stream, not three bursts in step. At 3,000/s the gaps (333 µs) are as
+        # short as the wake-up delays of a busy 2-core VM, where the target then reads a few
+        # requests at once and even a local run shows a median gap of 30-40 µs; so the shape
+        # is checked at 300/s: a steady stream's median gap is 3.3 ms, three agents in step
+        # would give two gaps of a few µs for every 10 ms one (a median near zero).
+        sqtest.http(self.port, "POST", "/stats/reset")
+        p, doc, _ = self.run_ctl("split", self.base + "/fast", "-r", "300", "-d", "3s", "-c", "30",
+                                 "-t", "1", "--max-in-flight", "300", "--agents", "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["arrivals"], 900)
+        gap = sqtest.json_get(self.port, "/stats")["arrivals"]["gap_us"]
+        self.assertAlmostEqual(gap["mean"], 3333, delta=150)
+        self.assertGreater(gap["p50"], 2000, gap)
+        self.assertLess(gap["p50"], 4700, gap)
+        print("split: gaps at 300/s %s" % gap)
 
     def test_plan_odd_splits_add_up(self):
         self.start_agents("plan", ["p1", "p2", "p3"])
