@@ -21,10 +21,14 @@ import threading
 import time
 import unittest
 
+import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
 
 HOST = "127.0.0.1"
+with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "result.schema.json")) as f:
+    SCHEMA = json.load(f)
 
 
 def free_port():
@@ -198,7 +202,9 @@ class Cluster(unittest.TestCase):
         return p, doc, took
 
     def assert_sums(self, doc):
-        """The merged totals are the sums of the agents' own."""
+        """The document follows docs/result.schema.json, and the merged totals are the sums of
+        the agents' own."""
+        jsonschema.validate(doc, SCHEMA)
         agents = doc["cluster"]["agents"]
         for k in ("sent", "completed", "failed", "dropped", "in_flight", "arrivals"):
             if k in doc["requests"]:
