@@ -87,6 +87,17 @@ static void pub(struct agent *a, const char *subject, const char *reply, json_t 
         json_decref(o);
 }
 
+/* The run's stop flag is written here and read by the run's watchdog on the runner thread. */
+static void stop_run(struct agent *a)
+{
+    __atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
+}
+
+static bool stopped(struct agent *a)
+{
+    return __atomic_load_n(&a->stop, __ATOMIC_ACQUIRE) != 0;
+}
+
 /* ---- the runner thread and the run's callbacks ---- */
 
 static void on_ready(void *ud)
@@ -109,7 +120,7 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     json_object_set_new(o, "op", json_string("iv"));
     json_object_set_new(o, "agent", json_string(a->id));
     json_object_set_new(o, "run", json_string(a->run));
-    json_object_set_new(o, "n", json_integer(++a->seconds));
+    json_object_set_new(o, "n", json_integer(__atomic_add_fetch(&a->seconds, 1, __ATOMIC_RELAXED)));
     pub(a, a->ctl, NULL, o);
 }
 
@@ -123,7 +134,7 @@ static void *runner_main(void *arg)
         on_ready(a);
         for (;;) {
             int64_t at = __atomic_load_n(&a->start_at, __ATOMIC_ACQUIRE);
-            if (a->stop || (at && sq_now_ns() >= at))
+            if (stopped(a) || (at && sq_now_ns() >= at))
                 break;
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 5 * SQ_NS_PER_MS};
             nanosleep(&ts, NULL);
@@ -132,8 +143,8 @@ static void *runner_main(void *arg)
         a->run_rc = sq_latency_hist_new(&a->res.latency);
         a->run_why = "out of memory";
         a->res.start_mono_ns = __atomic_load_n(&a->start_at, __ATOMIC_ACQUIRE);
-        a->res.aborted = a->stop != 0;
-        if (a->stop)
+        a->res.aborted = stopped(a);
+        if (a->res.aborted)
             snprintf(a->res.abort_reason, sizeof(a->res.abort_reason), "stopped by request");
     }
     __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
@@ -204,7 +215,7 @@ static int clock_sync(struct agent *a)
 {
     struct sq_clock_sample s[SYNC_SAMPLES];
     size_t n = 0;
-    for (int i = 0; i < SYNC_SAMPLES && !a->stop; i++) {
+    for (int i = 0; i < SYNC_SAMPLES && !stopped(a); i++) {
         int64_t t0 = agent_now(a);
         pub(a, a->ctl, a->self,
             json_pack("{s:s, s:s, s:s, s:i}", "op", "time", "agent", a->id, "run", a->run, "n", i));
@@ -325,10 +336,10 @@ static void assign(struct agent *a, const json_t *o, const char *reply)
     sq_rat_format(a->seg.from, from, sizeof(from));
     sq_rat_format(a->seg.to, to, sizeof(to));
     rc = clock_sync(a);
-    if (rc < 0 || a->stop) {
+    if (rc < 0 || stopped(a)) {
         snprintf(a->error, sizeof(a->error), "%s",
-                 a->stop ? "stopped before the start"
-                         : "the controller answered no clock round trip in time");
+                 stopped(a) ? "stopped before the start"
+                            : "the controller answered no clock round trip in time");
         logf_(a, "run %s: %s", a->run, a->error);
         job_end(a);
         return;
@@ -385,7 +396,7 @@ static void handle(struct agent *a, const struct sq_bus_msg *m)
             }
             a->last_ctl = sq_now_ns();
         } else if (mine && (strcmp(op, "stop") == 0 || strcmp(op, "release") == 0)) {
-            a->stop = 1;
+            stop_run(a);
             logf_(a, "run %s: stop requested (%s)", a->run, sq_cluster__str(o, "why"));
         } else if (mine && strcmp(op, "hb") == 0) {
             a->last_ctl = sq_now_ns();
@@ -459,7 +470,7 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
                 sleep_ns(backoff);
                 backoff = backoff * 2 > 5 * SQ_NS_PER_S ? 5 * SQ_NS_PER_S : backoff * 2;
                 if (a->busy) {
-                    a->stop = 1; /* no controller can hear this run */
+                    stop_run(a); /* no controller can hear this run */
                     if (__atomic_load_n(&a->done, __ATOMIC_ACQUIRE))
                         job_end(a);
                 }
@@ -487,12 +498,12 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
         if (now >= a->next_hb) {
             pub(a, a->ctl, NULL,
                 json_pack("{s:s, s:s, s:s, s:i}", "op", "hb", "agent", a->id, "run", a->run,
-                          "seconds", (int)a->seconds));
+                          "seconds", (int)__atomic_load_n(&a->seconds, __ATOMIC_RELAXED)));
             a->next_hb = now + SQ_CLUSTER_HB_NS;
         }
         if (!a->orphaned && now - a->last_ctl > SQ_CLUSTER_ORPHAN_NS) {
             a->orphaned = true;
-            a->stop = 1;
+            stop_run(a);
             logf_(a, "run %s: the controller is silent; stopping", a->run);
         }
         if (a->runner && __atomic_load_n(&a->done, __ATOMIC_ACQUIRE)) {
@@ -502,7 +513,7 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
         }
     }
     if (a->busy) {
-        a->stop = 1;
+        stop_run(a);
         job_end(a);
     }
     sq_bus_close(a->bus);

@@ -297,6 +297,8 @@ static void on_final(struct ctl *c, struct sq_cluster_agent *a, const json_t *o)
         if (json_is_integer(v))
             a->start_late_ns = (int64_t)json_integer_value(v);
     }
+    if (in->have_final && in->st < C_RUNNING && in->final.r.aborted && !a->error[0])
+        snprintf(a->error, sizeof(a->error), "could not start: %.280s", in->final.r.abort_reason);
     a->finished = in->have_final;
     in->st = C_DONE;
     if (a->error[0])

@@ -428,7 +428,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         if (t.done == n && (!run->go_ns || agg->finished))
             return;
         int64_t now = sq_now_ns();
-        if (cfg->stop && *cfg->stop)
+        if (cfg->stop &&
+            __atomic_load_n(cfg->stop, __ATOMIC_RELAXED)) /* another thread may set it */
             stop_run(run, out, "stopped by request%s%s", "", "");
         if (!run->go_ns && t.ready == n) {
             if (t.opened == 0 && t.tls_msg) {

@@ -7,6 +7,7 @@
 #include "output/summary.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -276,8 +277,7 @@ static void cluster(FILE *f, const json_t *doc)
             sq_report__numd(a, "clock.offset_ms", 0));
         double at;
         if (json_is_true(json_object_get(a, "lost")) && sq_report__num(a, "lost_at_s", &at))
-            fprintf(f, " · LOST at %.1f s (its share is missing from %.0f s on)", at,
-                    at < 1 ? 0 : (double)(long)at);
+            fprintf(f, " · LOST at %.1f s (its share is missing from %.0f s on)", at, floor(at));
         const char *err = sq_report__str(a, "error", NULL);
         if (err)
             fprintf(f, " · %s", err);

@@ -288,6 +288,16 @@ thresholds:
         self.assert_sums(doc)
         self.assertEqual(sorted(a["requests"]["sent"] for a in doc["cluster"]["agents"]),
                          [39, 39, 43])  # 9 + 34, 6 + 33, 6 + 33
+        # an uneven sequence: half, a quarter, a quarter of 100 requests and of 10 connections
+        p, doc, _ = self.run_ctl("plan", self.base + "/fast", "-n", "100", "-c", "10", "-t", "1",
+                                 "--agents", "3", "--segments", "0,1/2,3/4,1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        agents = doc["cluster"]["agents"]
+        self.assertEqual([a["requests"]["sent"] for a in agents], [50, 25, 25])
+        self.assertEqual([(a["segment"]["from"], a["segment"]["to"]) for a in agents],
+                         [("0", "1/2"), ("1/2", "3/4"), ("3/4", "1")])
+        self.assertEqual(doc["connections"]["opened"], 10)  # 5 + 3 + 2
+        self.assert_sums(doc)
 
     # -- the common start ------------------------------------------------------------------
 
