@@ -235,20 +235,28 @@ def callgrind(a):
             venv = dict(os.environ, LD_PRELOAD=shim)
             base = [a.squall, "http://%s:%d/fast" % (HOST, env.port), "-c", "4", "-t", "1"]
 
-            def ir(path):
+            def ir_file(path):
                 with open(path) as f:
                     for line in f:
                         if line.startswith("totals:") or line.startswith("summary:"):
                             return int(line.split()[1])
                 raise RuntimeError("no totals in " + path)
 
-            res = {"A": [], "B": []}
+            def ir(path):
+                """(every thread, the busiest thread: the worker) from --separate-threads."""
+                files = [os.path.join(d, f) for f in os.listdir(d)
+                         if f.startswith(os.path.basename(path) + "-")]
+                per = [ir_file(f) for f in files]
+                return sum(per), max(per)
+
+            res = {"A": [], "B": [], "Aw": [], "Bw": []}
             for r in range(a.rounds):
                 for arm in "AB":
                     got = []
                     for n in (n1, n2):
                         out = os.path.join(d, "cg.%s.%d.%d" % (arm, r, n))
-                        cg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]
+                        cg = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                              "--callgrind-out-file=" + out]
                         if arm == "A":
                             subprocess.run(cg + base + ["-n", str(n), "-q"], env=venv,
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -263,16 +271,18 @@ def callgrind(a):
                                             "--subject-prefix", "cg", "--agent-wait", "60s"])
                             ag.wait(timeout=120)
                         got.append(ir(out))
-                    res[arm].append((got[1] - got[0]) / (n2 - n1))
+                    res[arm].append((got[1][0] - got[0][0]) / (n2 - n1))
+                    res[arm + "w"].append((got[1][1] - got[0][1]) / (n2 - n1))
                     if a.v:
-                        print("round %d %s: %.0f instructions per request" % (r, arm, res[arm][-1]),
-                              file=sys.stderr)
-        print("| arm | instructions per request (N = %d..%d) |" % (n1, n2))
-        print("|---|---|")
-        print("| A local | %s |" % spread(res["A"]))
-        print("| B one agent | %s |" % spread(res["B"]))
-        ma, mb = statistics.median(res["A"]), statistics.median(res["B"])
-        print("B against A: %+.2f%%" % ((mb - ma) / ma * 100))
+                        print("round %d %s: %.0f instructions per request, %.0f on the worker" %
+                              (r, arm, res[arm][-1], res[arm + "w"][-1]), file=sys.stderr)
+        print("| arm | instructions per request, every thread | on the worker thread |")
+        print("|---|---|---|")
+        print("| A local | %s | %s |" % (spread(res["A"]), spread(res["Aw"])))
+        print("| B one agent | %s | %s |" % (spread(res["B"]), spread(res["Bw"])))
+        for k in ("", "w"):
+            ma, mb = statistics.median(res["A" + k]), statistics.median(res["B" + k])
+            print("B against A%s: %+.2f%%" % (" (worker)" if k else "", (mb - ma) / ma * 100))
     finally:
         env.close()
 

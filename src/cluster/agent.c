@@ -264,7 +264,7 @@ static bool seg_empty(const struct sq_run_config *rc, const struct sq_seg *seg)
 static void assign(struct agent *a, const json_t *o, const char *reply)
 {
     const char *run = sq_cluster__str(o, "run");
-    char why[512];
+    char why[640];
     if (a->busy) {
         snprintf(why, sizeof(why), "agent %s is busy with run %s", a->name, a->run);
         refuse(a, reply, run, why);
@@ -309,7 +309,7 @@ static void assign(struct agent *a, const json_t *o, const char *reply)
     if (rc < 0) {
         if (!err[0])
             snprintf(err, sizeof(err), "the job cannot be run: %s", sq_strerror(rc));
-        snprintf(why, sizeof(why), "agent %s: %s", a->name, err);
+        snprintf(why, sizeof(why), "agent %s: %.380s", a->name, err);
         refuse(a, reply, run, why);
         if (a->handle)
             a->cfg->release(a->cfg->ud, a->handle);

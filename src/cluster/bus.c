@@ -156,7 +156,8 @@ static char *dup_span(struct sq_str s)
 {
     char *p = malloc(s.len + 1);
     if (p) {
-        memcpy(p, s.p, s.len);
+        if (s.len) /* an absent reply is an empty span with no pointer */
+            memcpy(p, s.p, s.len);
         p[s.len] = '\0';
     }
     return p;

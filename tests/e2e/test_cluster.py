@@ -80,9 +80,12 @@ class Agent:
             return f.read()
 
     def stop(self, sig=signal.SIGTERM):
+        """Stops it; returns what it logged (sanitizer reports included, under make test-asan)."""
         stop(self.proc, sig)
+        text = self.text()
         self.log.close()
         os.unlink(self.log.name)
+        return text
 
 
 class Recorder:
@@ -188,7 +191,9 @@ class Cluster(unittest.TestCase):
 
     def tearDown(self):
         for a in self.agents:
-            a.stop()
+            log = a.stop()
+            self.assertNotIn("Sanitizer", log)
+            self.assertNotIn("runtime error", log)
 
     def start_agents(self, prefix, names, extras=None):
         for i, n in enumerate(names):
@@ -199,6 +204,8 @@ class Cluster(unittest.TestCase):
         p, took = sqtest.run_squall(*args, "--nats", self.url, "--subject-prefix", prefix,
                                     "--json", "-", timeout=timeout)
         doc = json.loads(p.stdout) if p.stdout.strip() else None
+        self.assertNotIn("Sanitizer", p.stderr)
+        self.assertNotIn("runtime error", p.stderr)
         return p, doc, took
 
     def assert_sums(self, doc):
@@ -338,6 +345,7 @@ thresholds:
         agents[1].proc.send_signal(signal.SIGKILL)
         t_lost, line = ctl.wait_line("agent l2 lost at", timeout=10)
         rc, doc, err = ctl.finish()
+        self.assertNotIn("Sanitizer", err)
         self.assertLessEqual(t_lost - killed, 3.0, line)
         self.assertEqual(rc, 1, err)
         self.assertIn("1 of 3 agents lost", err)
@@ -366,6 +374,7 @@ thresholds:
         time.sleep(1.0)
         agents[0].proc.send_signal(signal.SIGKILL)
         rc, doc, err = ctl.finish()
+        self.assertNotIn("Sanitizer", err)
         self.assertEqual(rc, 0, err)
         self.assertEqual(doc["cluster"]["lost"], 1)
         self.assertIn("tolerated", err)
@@ -381,6 +390,7 @@ thresholds:
         t0 = time.monotonic()
         ctl.proc.send_signal(signal.SIGINT)
         rc, doc, err = ctl.finish()
+        self.assertNotIn("Sanitizer", err)
         took = time.monotonic() - t0
         self.assertLess(took, 5, err)
         self.assertEqual(rc, 0, err)
