@@ -54,6 +54,11 @@ static const struct field counter_fields[] = {
     CF(undecodable),
     CF(sse_streams),
     CF(sse_events),
+    CF(script_requests),
+    CF(script_responses),
+    CF(script_delays),
+    CF(script_hooks),
+    CF(script_skips),
 };
 #undef CF
 
