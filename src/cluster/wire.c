@@ -376,6 +376,8 @@ json_t *sq_wire_result(const struct sq_result *r)
     json_object_set_new(o, "tls_cipher", opt_str(r->tls_cipher));
     json_object_set_new(o, "tls_alpn", opt_str(r->tls_alpn));
     json_object_set_new(o, "tls_error", json_string(r->tls_error));
+    json_object_set_new(o, "script_error", opt_str(r->script_error));
+    put_u64(o, "script_stopped", r->script_stopped);
     json_t *series = json_array();
     for (size_t i = 0; i < r->series.n; i++) {
         json_t *e = sq_wire_second(&r->series.v[i], NULL, NULL);
@@ -521,6 +523,16 @@ static int read_result(const json_t *j, struct sq_wire_res *w)
         snprintf(r->abort_reason, sizeof(r->abort_reason), "%s", json_string_value(why));
     if (json_is_string(te))
         snprintf(r->tls_error, sizeof(r->tls_error), "%s", json_string_value(te));
+    const json_t *se = json_object_get(j, "script_error");
+    if (se && !json_is_null(se) && !json_is_string(se))
+        return -SQ_EPARSE;
+    if (json_is_string(se) && !(r->script_error = strdup(json_string_value(se))))
+        return -ENOMEM;
+    uint64_t stopped = 0;
+    if (json_object_get(j, "script_stopped") &&
+        (!get_u64(j, "script_stopped", &stopped) || stopped > UINT32_MAX))
+        return -SQ_EPARSE;
+    r->script_stopped = (uint32_t)stopped;
     int rc = sq_wire_hist_read(json_object_get(j, "latency"), &r->latency);
     if (rc == 0 && !r->latency)
         rc = sq_latency_hist_new(&r->latency);

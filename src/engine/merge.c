@@ -147,5 +147,8 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
     }
     if (!dst->tls_error[0] && src->tls_error[0])
         snprintf(dst->tls_error, sizeof(dst->tls_error), "%s", src->tls_error);
+    dst->script_stopped += src->script_stopped;
+    if (!dst->script_error && src->script_error && !(dst->script_error = strdup(src->script_error)))
+        return -ENOMEM;
     return 0;
 }

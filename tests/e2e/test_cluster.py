@@ -306,6 +306,39 @@ thresholds:
         self.assertEqual(doc["connections"]["opened"], 10)  # 5 + 3 + 2
         self.assert_sums(doc)
 
+    def test_plan_hooks_on_agents(self):
+        # a plan's script runs on every agent (the file at the same path); the hook counts are
+        # summed, and a hook's error on an agent fails the merged run with its message
+        self.start_agents("hooks", ["h1", "h2"])
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "hooks.lua"), "w") as f:
+                f.write("function noop(ctx) end\n"
+                        "function boom(ctx)\n  local t = nil\n  return t.field\nend\n")
+            plan = os.path.join(d, "plan.yaml")
+            for hook in ("noop", "boom"):
+                with open(plan, "w") as f:
+                    f.write("target: %s\nscript: hooks.lua\n" % self.base + """
+scenarios:
+  s:
+    executor: shared-iterations
+    vus: 4
+    iterations: 30
+    flow:
+      - request: { url: /fast }
+        before: %s
+""" % hook)
+                p, doc, _ = self.run_ctl("hooks", "run", plan, "-t", "1", "--agents", "2")
+                if hook == "noop":
+                    self.assertEqual(p.returncode, 0, p.stderr)
+                    self.assertEqual(doc["script"]["calls"]["hooks"], 30)
+                    self.assertEqual(doc["requests"]["completed"], 30)
+                    self.assertIsNone(doc["script"]["error"])
+                    self.assert_sums(doc)
+                else:
+                    self.assertEqual(p.returncode, 1, p.stderr)
+                    self.assertIn("hooks.lua:4: attempt to index local 't'", p.stderr)
+                    self.assertIn("hooks.lua:4", doc["script"]["error"])
+
     # -- the common start ------------------------------------------------------------------
 
     def test_skewed_clocks_start_together(self):
@@ -468,6 +501,9 @@ thresholds:
                                  "--nats", dead, "--segments", "0,1/2,1")
         self.assertEqual(p.returncode, 2)
         self.assertIn("2 segments for 3 agents", p.stderr)
+        p, _ = sqtest.run_squall(self.base, "-s", "x.lua", "--agents", "2", "--nats", dead)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("-s: a script runs on this machine only", p.stderr)
         p, _ = sqtest.run_squall(self.base, "-d", "1s", "--agents", "1", "--nats", dead)
         self.assertEqual(p.returncode, 1)
         self.assertIn("cannot connect to the NATS server", p.stderr)

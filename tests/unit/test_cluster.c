@@ -266,6 +266,20 @@ static void result_round_trip(void **state)
     assert_hist_equal(w.r.scens[0].steps[0].by_status[0].h, r.scens[0].steps[0].by_status[0].h);
     assert_int_equal(w.r.series.n, 3);
     assert_int_equal(w.r.series.v[2].sent, 14);
+    assert_null(w.r.script_error);
+    sq_wire_res_dispose(&w);
+    /* a hook's error and the threads thread:stop() ended come back too */
+    r.script_error = strdup("hooks.lua:3: boom\nstack traceback: ...");
+    r.script_stopped = 2;
+    through_wire(&r, &w);
+    assert_string_equal(w.r.script_error, r.script_error);
+    assert_int_equal(w.r.script_stopped, 2);
+    struct sq_result merged = {0};
+    assert_int_equal(sq_result_merge(&merged, &w.r), 0);
+    assert_int_equal(sq_result_merge(&merged, &w.r), 0);
+    assert_string_equal(merged.script_error, r.script_error);
+    assert_int_equal(merged.script_stopped, 4);
+    sq_result_dispose(&merged);
     sq_wire_res_dispose(&w);
     sq_result_dispose(&r);
 }
