@@ -16,6 +16,11 @@ usage: bench/cluster.py --squall build/squall controller [--agents 1,8] [--rate 
                         [--duration 10] [--rounds 3]
        bench/cluster.py --squall build/squall overhead [-c 16] [--duration 5] [--rounds 5]
        bench/cluster.py --squall build/squall persecond [--rate 1000] [--duration 10]
+       bench/cluster.py --squall build/squall scale --agents 4 --threads 4 [-c 256]
+                        [--target-threads 8]
+
+scale: N agents x T threads on this host against one local run with N x T threads (the
+    issue's 4 x 4 against -t 16 on a 16-core machine), req/s and CPU per request.
 
 callgrind: instructions per request of the process running the load, local and on one agent
     (the stable measure on a noisy machine): bench/cluster.py callgrind [--callgrind 20000,60000].
@@ -69,7 +74,7 @@ def proc_cpu(pid):
 
 
 class Env:
-    def __init__(self, squall):
+    def __init__(self, squall, target_threads=1):
         self.squall = squall
         self.nats_port = free_port()
         self.nats = subprocess.Popen(["nats-server", "-a", HOST, "-p", str(self.nats_port)],
@@ -77,7 +82,8 @@ class Env:
         wait_port(self.nats_port)
         self.url = "nats://%s:%d" % (HOST, self.nats_port)
         self.port = free_port()
-        self.target = subprocess.Popen([squall, "target", "--port", str(self.port), "-t", "1"],
+        self.target = subprocess.Popen([squall, "target", "--port", str(self.port), "-t",
+                                        str(target_threads)],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
         self.agents = []
@@ -177,6 +183,51 @@ def overhead(a):
         print("|---|---|---|")
         print("| A local | %s | %s |" % (spread(res["A"][0]), spread(res["A"][1])))
         print("| B --agents 1 | %s | %s |" % (spread(res["B"][0]), spread(res["B"][1])))
+        print("B against A: %+.1f%% req/s" % ((rb - ra) / ra * 100))
+    finally:
+        env.close()
+
+
+def scale(a):
+    """N agents x T threads on this host (B) against one local run with N x T threads (A), the
+    same connections in all, A/B alternating: req/s and the CPU per 1,000 requests of the
+    processes that ran the load (A: the client; B: the agents, from /proc around the run)."""
+    n = int(a.agents.split(",")[-1])
+    env = Env(a.squall, a.target_threads)
+    try:
+        agents = env.start_agents(n, "scale")
+        base = [a.squall, "http://%s:%d/fast" % (HOST, env.port), "-c", str(a.c),
+                "-d", "%ds" % a.duration]
+        res = {"A": ([], []), "B": ([], [])}
+        for r in range(a.rounds):
+            for arm in ("AB" if r % 2 == 0 else "BA"):
+                if arm == "A":
+                    p = subprocess.Popen(base + ["-t", str(n * a.threads), "--json", "-", "-q"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True)
+                    out = p.stdout.read()
+                    _, _, ru = os.wait4(p.pid, 0)
+                    cpu = ru.ru_utime + ru.ru_stime
+                    doc = json.loads(out)
+                else:
+                    c0 = sum(proc_cpu(g.pid) for g in agents)
+                    doc, _ = run_doc(base + ["-t", str(a.threads), "--agents", str(n), "--nats",
+                                             env.url, "--subject-prefix", "scale"])
+                    time.sleep(0.2)
+                    cpu = sum(proc_cpu(g.pid) for g in agents) - c0
+                done = doc["requests"]["completed"]
+                res[arm][0].append(done / doc["duration_s"])
+                res[arm][1].append(cpu / done * 1000 * 1000)
+                if a.v:
+                    print("round %d %s: %.0f req/s, %.3f ms CPU per 1k" % (
+                        r, arm, res[arm][0][-1], res[arm][1][-1]), file=sys.stderr)
+        ra, rb = statistics.median(res["A"][0]), statistics.median(res["B"][0])
+        print("| arm | req/s | CPU ms per 1,000 requests |")
+        print("|---|---|---|")
+        print("| A local -t %d | %s | %s |" % (n * a.threads, spread(res["A"][0]),
+                                             spread(res["A"][1])))
+        print("| B %d agents x -t %d | %s | %s |" % (n, a.threads, spread(res["B"][0]),
+                                                    spread(res["B"][1])))
         print("B against A: %+.1f%% req/s" % ((rb - ra) / ra * 100))
     finally:
         env.close()
@@ -290,7 +341,7 @@ def callgrind(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--squall", default="build/squall")
-    ap.add_argument("mode", choices=["controller", "overhead", "persecond", "callgrind"])
+    ap.add_argument("mode", choices=["controller", "overhead", "persecond", "callgrind", "scale"])
     ap.add_argument("--callgrind", default="20000,60000", help="callgrind: N1,N2")
     ap.add_argument("--agents", default="1,8")
     ap.add_argument("--rate", type=int, default=800)
@@ -298,11 +349,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-c", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--target-threads", type=int, default=1, help="the target's -t")
     ap.add_argument("-v", action="store_true")
     a = ap.parse_args()
     a.squall = os.path.abspath(a.squall)
     {"controller": controller, "overhead": overhead, "persecond": persecond,
-     "callgrind": callgrind}[a.mode](a)
+     "callgrind": callgrind, "scale": scale}[a.mode](a)
 
 
 if __name__ == "__main__":
