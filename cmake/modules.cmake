@@ -21,7 +21,7 @@ set(SQ_USES_plan stats base)
 set(SQ_USES_script plan stats base)
 set(SQ_USES_engine script proto plan http net stats loop base)
 set(SQ_USES_output engine plan stats base)
-set(SQ_USES_target server http stats loop base)
+set(SQ_USES_target server http proto stats loop base)
 set(SQ_USES_store output base)
 # cluster/ holds its own control-plane NATS connection (cluster/bus.c: one blocking socket, no
 # event loop), so it uses net/ for resolving and connecting; docs/internals/map.md says why it is
