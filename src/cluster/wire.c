@@ -325,6 +325,81 @@ static json_t *step_json(const struct sq_step_stats *st, bool *ok)
     return o;
 }
 
+/* A WebSocket run's figures (struct sq_ws_stats), named as in the struct. */
+#define WF(f)                                                                                      \
+    {                                                                                              \
+#f, offsetof(struct sq_ws_stats, f)                                                        \
+    }
+static const struct field ws_fields[] = {
+    WF(upgrades),       WF(messages_sent), WF(messages_received), WF(bytes_sent),
+    WF(bytes_received), WF(unmatched),     WF(pings_sent),        WF(pongs_received),
+    WF(pings_received), WF(pongs_sent),    WF(closes_sent),
+};
+#undef WF
+
+static json_t *tally_json(const struct sq_ws_tally *t)
+{
+    json_t *o = json_object(), *rows = json_array();
+    for (uint32_t i = 0; i < t->n; i++)
+        json_array_append_new(rows, json_pack("[iI]", (int)t->row[i].key, (json_int_t)t->row[i].n));
+    json_object_set_new(o, "rows", rows);
+    put_u64(o, "other", t->other);
+    return o;
+}
+
+static json_t *ws_json(const struct sq_ws_stats *w, bool *ok)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < SQ_ARRAY_LEN(ws_fields); i++)
+        put_u64(o, ws_fields[i].name, *cu64_at(w, ws_fields[i].off));
+    json_object_set_new(o, "close_codes", tally_json(&w->close_codes));
+    json_object_set_new(o, "upgrade_failed", tally_json(&w->upgrade_failed));
+    if (w->upgrade_us)
+        *ok &= put_hist(o, "upgrade_us", w->upgrade_us);
+    if (w->ping_rtt_us)
+        *ok &= put_hist(o, "ping_rtt_us", w->ping_rtt_us);
+    return o;
+}
+
+static int tally_read(const json_t *j, struct sq_ws_tally *t)
+{
+    const json_t *rows = json_object_get(j, "rows");
+    if (!json_is_object(j) || !json_is_array(rows) || !get_u64(j, "other", &t->other))
+        return -SQ_EPARSE;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        const json_t *r = json_array_get(rows, i);
+        const json_t *k = json_array_get(r, 0), *n = json_array_get(r, 1);
+        if (!json_is_array(r) || json_array_size(r) != 2 || !json_is_integer(k) ||
+            !json_is_integer(n) || json_integer_value(k) < 0 ||
+            json_integer_value(k) > UINT16_MAX || json_integer_value(n) < 0)
+            return -SQ_EPARSE;
+        sq_ws_tally_add(t, (uint16_t)json_integer_value(k), (uint64_t)json_integer_value(n));
+    }
+    return 0;
+}
+
+static int ws_read(const json_t *j, struct sq_result *r)
+{
+    if (!j || json_is_null(j))
+        return 0;
+    if (!json_is_object(j))
+        return -SQ_EPARSE;
+    struct sq_ws_stats *w = r->ws = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(ws_fields); i++)
+        if (!get_u64(j, ws_fields[i].name, u64_at(w, ws_fields[i].off)))
+            return -SQ_EPARSE;
+    int rc = tally_read(json_object_get(j, "close_codes"), &w->close_codes);
+    if (rc == 0)
+        rc = tally_read(json_object_get(j, "upgrade_failed"), &w->upgrade_failed);
+    if (rc == 0)
+        rc = sq_wire_hist_read(json_object_get(j, "upgrade_us"), &w->upgrade_us);
+    if (rc == 0)
+        rc = sq_wire_hist_read(json_object_get(j, "ping_rtt_us"), &w->ping_rtt_us);
+    return rc;
+}
+
 json_t *sq_wire_result(const struct sq_result *r)
 {
     bool ok = true;
@@ -376,6 +451,8 @@ json_t *sq_wire_result(const struct sq_result *r)
     json_object_set_new(o, "tls_cipher", opt_str(r->tls_cipher));
     json_object_set_new(o, "tls_alpn", opt_str(r->tls_alpn));
     json_object_set_new(o, "tls_error", json_string(r->tls_error));
+    if (r->ws)
+        json_object_set_new(o, "ws", ws_json(r->ws, &ok));
     json_object_set_new(o, "script_error", opt_str(r->script_error));
     put_u64(o, "script_stopped", r->script_stopped);
     json_t *series = json_array();
@@ -547,6 +624,8 @@ static int read_result(const json_t *j, struct sq_wire_res *w)
         return -SQ_EPARSE;
     for (int k = 0; rc == 0 && ph && k < SQ_PHASE_COUNT; k++)
         rc = sq_wire_hist_read(json_object_get(ph, sq_phase_name((enum sq_phase)k)), &r->phase[k]);
+    if (rc == 0)
+        rc = ws_read(json_object_get(j, "ws"), r);
     if (rc == 0)
         rc = keep_str(w, json_object_get(j, "tls_version"), &r->tls_version);
     if (rc == 0)

@@ -28,6 +28,36 @@ static int hist_add(struct sq_hist **dst, const struct sq_hist *src)
     return 0;
 }
 
+/* A WebSocket run's own figures: counts summed, tallies by key, histograms bucket for bucket. */
+static int ws_add(struct sq_result *dst, const struct sq_ws_stats *s)
+{
+    if (!s)
+        return 0;
+    struct sq_ws_stats *t = dst->ws;
+    if (!t && !(t = dst->ws = calloc(1, sizeof(*t))))
+        return -ENOMEM;
+    t->upgrades += s->upgrades;
+    t->messages_sent += s->messages_sent;
+    t->messages_received += s->messages_received;
+    t->bytes_sent += s->bytes_sent;
+    t->bytes_received += s->bytes_received;
+    t->unmatched += s->unmatched;
+    t->pings_sent += s->pings_sent;
+    t->pongs_received += s->pongs_received;
+    t->pings_received += s->pings_received;
+    t->pongs_sent += s->pongs_sent;
+    t->closes_sent += s->closes_sent;
+    const struct sq_ws_tally *from[] = {&s->close_codes, &s->upgrade_failed};
+    struct sq_ws_tally *to[] = {&t->close_codes, &t->upgrade_failed};
+    for (size_t k = 0; k < 2; k++) {
+        for (uint32_t i = 0; i < from[k]->n; i++)
+            sq_ws_tally_add(to[k], from[k]->row[i].key, from[k]->row[i].n);
+        to[k]->other += from[k]->other;
+    }
+    int rc = hist_add(&t->upgrade_us, s->upgrade_us);
+    return rc == 0 ? hist_add(&t->ping_rtt_us, s->ping_rtt_us) : rc;
+}
+
 static int64_t max64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
@@ -125,6 +155,8 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
         rc = hist_add(&dst->sse_first_event, src->sse_first_event);
     if (rc == 0)
         rc = hist_add(&dst->sse_duration, src->sse_duration);
+    if (rc == 0)
+        rc = ws_add(dst, src->ws);
     if (rc < 0)
         return rc;
     dst->setup_ns = max64(dst->setup_ns, src->setup_ns);

@@ -356,6 +356,31 @@ scenarios:
                     self.assertIn("hooks.lua:4: attempt to index local 't'", p.stderr)
                     self.assertIn("hooks.lua:4", doc["script"]["error"])
 
+    def test_websocket_on_agents(self):
+        # a WebSocket run's own figures (upgrades, messages, bytes, close codes, the upgrade
+        # histogram) come back from every agent and add up to what the target saw
+        self.start_agents("ws", ["w1", "w2"])
+        sqtest.http(self.port, "POST", "/stats/reset")
+        p, doc, _ = self.run_ctl("ws", "ws://%s:%d/ws" % (HOST, self.port), "-c", "5", "-t", "1",
+                                 "-n", "600", "--message", "hello", "--agents", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_sums(doc)
+        self.assertEqual([a["requests"]["sent"] for a in doc["cluster"]["agents"]], [300, 300])
+        ws = doc["ws"]
+        self.assertEqual(ws["upgrades"], 5)  # 3 + 2 connections
+        self.assertEqual(ws["upgrade"]["count"], 5)
+        self.assertEqual(ws["messages"]["sent"], 600)
+        self.assertEqual(ws["messages"]["received"], 600)
+        self.assertEqual(ws["payload_bytes"]["sent"], 600 * 5)
+        self.assertEqual(ws["closes_sent"], 5)
+        deadline = time.monotonic() + 5
+        while True:
+            st = sqtest.json_get(self.port, "/stats")["ws"]
+            if st["closes_received"] == 5 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual((st["upgrades"], st["messages_in"], st["closes_received"]), (5, 600, 5))
+
     # -- the common start ------------------------------------------------------------------
 
     def test_skewed_clocks_start_together(self):

@@ -268,6 +268,38 @@ static void result_round_trip(void **state)
     assert_int_equal(w.r.series.v[2].sent, 14);
     assert_null(w.r.script_error);
     sq_wire_res_dispose(&w);
+    /* a WebSocket run's own figures: counts, tallies by key, histograms */
+    r.ws = calloc(1, sizeof(*r.ws));
+    assert_non_null(r.ws);
+    assert_int_equal(sq_latency_hist_new(&r.ws->upgrade_us), 0);
+    fill_hist(r.ws->upgrade_us, 500, 20000);
+    r.ws->upgrades = 7;
+    r.ws->messages_received = 1234;
+    r.ws->closes_sent = 7;
+    sq_ws_tally_add(&r.ws->close_codes, 1000, 5);
+    sq_ws_tally_add(&r.ws->close_codes, 1006, 2);
+    sq_ws_tally_add(&r.ws->upgrade_failed, SQ_WS_UP_TIMEOUT, 3);
+    r.ws->upgrade_failed.other = 4;
+    through_wire(&r, &w);
+    assert_non_null(w.r.ws);
+    assert_int_equal(w.r.ws->upgrades, 7);
+    assert_int_equal(w.r.ws->messages_received, 1234);
+    assert_int_equal(w.r.ws->close_codes.n, 2);
+    assert_int_equal(w.r.ws->close_codes.row[1].key, 1006);
+    assert_int_equal(w.r.ws->close_codes.row[1].n, 2);
+    assert_int_equal(w.r.ws->upgrade_failed.row[0].key, SQ_WS_UP_TIMEOUT);
+    assert_int_equal(w.r.ws->upgrade_failed.other, 4);
+    assert_hist_equal(w.r.ws->upgrade_us, r.ws->upgrade_us);
+    assert_null(w.r.ws->ping_rtt_us);
+    struct sq_result wsm = {0};
+    assert_int_equal(sq_result_merge(&wsm, &w.r), 0);
+    assert_int_equal(sq_result_merge(&wsm, &w.r), 0);
+    assert_int_equal(wsm.ws->upgrades, 14);
+    assert_int_equal(wsm.ws->close_codes.row[0].n, 10);
+    assert_int_equal(wsm.ws->upgrade_failed.other, 8);
+    assert_int_equal(sq_hist_total(wsm.ws->upgrade_us), 2 * sq_hist_total(r.ws->upgrade_us));
+    sq_result_dispose(&wsm);
+    sq_wire_res_dispose(&w);
     /* a hook's error and the threads thread:stop() ended come back too */
     r.script_error = strdup("hooks.lua:3: boom\nstack traceback: ...");
     r.script_stopped = 2;
