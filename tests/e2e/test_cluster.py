@@ -502,7 +502,7 @@ thresholds:
             p, doc, _ = self.run_ctl("abort", "run", plan, "-t", "1", "--agents", "2")
             took = time.monotonic() - t0
         self.assertEqual(p.returncode, 99, p.stderr)
-        self.assertLess(took, 8)
+        self.assertLess(took, 16 if sanitized() else 8)  # the plan runs 20 s
         self.assertTrue(doc["aborted"])
         self.assertTrue(all(a["finished"] for a in doc["cluster"]["agents"]))
 
