@@ -27,7 +27,10 @@ set(SQ_USES_target server http proto stats loop base)
 # JSON paths and regexes. A folder of its own, beside target/, so target/ stays a plain server.
 set(SQ_USES_sink server proto plan http net stats loop base)
 set(SQ_USES_store output base)
-set(SQ_USES_cluster engine proto plan stats base)
+# cluster/ holds its own control-plane NATS connection (cluster/bus.c: one blocking socket, no
+# event loop), so it uses net/ for resolving and connecting; docs/internals/map.md says why it is
+# not in engine/.
+set(SQ_USES_cluster engine proto plan net stats base)
 set(SQ_USES_daemon store engine output plan server http stats base)
 set(SQ_USES_cli daemon cluster store sink target output engine script plan proto server http net
                 stats loop base)
@@ -46,3 +49,4 @@ set(SQ_EXT_sink PkgConfig::JANSSON)
 set(SQ_EXT_store PkgConfig::SQLITE3)
 set(SQ_EXT_script PkgConfig::LUAJIT)
 set(SQ_EXT_proto wslay PkgConfig::OPENSSL)
+set(SQ_EXT_cluster PkgConfig::JANSSON)

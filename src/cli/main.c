@@ -21,6 +21,8 @@ int main(int argc, char **argv)
         return sq_cli_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "validate") == 0)
         return sq_cli_validate(argc - 1, argv + 1);
+    if (strcmp(argv[1], "agent") == 0)
+        return sq_cli_agent(argc - 1, argv + 1);
     if (strcmp(argv[1], "wrk") == 0)
         return sq_cli_wrk(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0) {

@@ -4,12 +4,15 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/sinkrun.h"
+#include "cli/dist.h"
+#include "base/b64.h"
 #include "cli/wrk.h"
 #include "engine/flags.h"
 #include "engine/quick.h"
@@ -48,6 +51,7 @@ static const char usage[] =
     "       squall target [flags]       the built-in test server (squall target --help)\n"
     "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
     "                                   report\n"
+    "       squall agent --nats URL     wait for distributed runs (squall agent --help)\n"
     "       squall wrk [wrk's flags] URL  wrk's flags, report and Lua scripts (squall wrk -h)\n"
     "       squall nats://HOST[:PORT]/SUBJECT [flags]  publish load on NATS (docs/quick.md)\n"
     "       squall mqtt://HOST[:PORT]/TOPIC [flags]    publish load on MQTT\n"
@@ -129,7 +133,28 @@ void sq_cli_usage(FILE *f)
 {
     fputs(usage, f);
     fputs(sq_netopts_usage, f);
+    fputs(sq_distopts_usage, f);
     fputs(usage_tail, f);
+}
+
+/* What the agents run: this face's arguments, and the body when it came from a file (the file
+ * need not exist on the agents). */
+static json_t *quick_job(int argc, char **argv, const struct sq_quick_opts *o,
+                         const struct sq_quick_run *r)
+{
+    json_t *args = sq_cli_dist_args(argc, argv, 1);
+    json_t *job = args ? json_pack("{s:s, s:o}", "face", "quick", "args", args) : NULL;
+    if (job && o->body_arg && o->body_arg[0] == '@' && !o->body_literal) {
+        char *b64 = malloc(sq_b64_encoded_len(r->body_len));
+        if (!b64) {
+            json_decref(job);
+            return NULL;
+        }
+        sq_b64_encode(r->body, r->body_len, b64);
+        json_object_set_new(job, "body_file_b64", json_string(b64));
+        free(b64);
+    }
+    return job;
 }
 
 int sq_cli_quick(int argc, char **argv)
@@ -154,10 +179,13 @@ int sq_cli_quick(int argc, char **argv)
         .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     struct ticker tk = {0};
     struct sq_ndjson nd = {.scenario = "default"};
+    struct sq_cluster_report rep = {0};
+    struct sq_cli_dist dist = {0};
+    json_t *job = NULL;
     const char *why = NULL;
 
     rc = sq_quick_prepare(&run, &o, err, sizeof(err));
-    if (rc == 0)
+    if (rc == 0 && !o.dist.agents) /* on agents, each raises its own */
         rc = sq_net_raise_nofile(run.conns, "connections", err, sizeof(err));
     if (rc < 0) {
         exit_code = sq_cli_prep_error(FACE, rc, err);
@@ -207,7 +235,32 @@ int sq_cli_quick(int argc, char **argv)
         }
     }
     cfg->stop = sq_cli_signals_begin();
-    rc = sq_run(cfg, &res, &why);
+    if (o.dist.agents) {
+        /* The same run on agents: they get the arguments (and a -b @FILE's bytes). */
+        job = quick_job(argc, argv, &o, &run);
+        struct sq_cli_dist x = {.face = FACE,
+                                .d = &o.dist,
+                                .job = job,
+                                .open = sq_exec_is_open(&cfg->exec),
+                                .length_ns =
+                                    sq_exec_length_ns(&cfg->exec) + cfg->exec.graceful_stop_ns,
+                                .on_tick = on_tick,
+                                .tick_ud = &tk,
+                                .stop = cfg->stop,
+                                .progress = tk.show ? &tk.progress : NULL};
+        dist = x;
+        rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
+        if (!job)
+            fprintf(stderr, "squall: out of memory\n");
+        if (rc) {
+            sq_cli_signals_end();
+            sq_cli_sink_end(sink, &res, NULL, cfg->stop);
+            exit_code = rc;
+            goto out;
+        }
+    } else {
+        rc = sq_run(cfg, &res, &why);
+    }
     sq_progress_finish(&tk.progress);
     if (tk.hdr_failed)
         fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
@@ -229,7 +282,8 @@ int sq_cli_quick(int argc, char **argv)
     json_t *doc = sq_report_quick_doc(&run, &res);
     sq_cli_sink_end(sink, &res, doc, cfg->stop); /* its block, and its line first */
     sq_cli_signals_end();
-    if (!doc) {
+    if (!doc || (o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0)) {
+        json_decref(doc);
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
@@ -248,6 +302,8 @@ int sq_cli_quick(int argc, char **argv)
     }
     fflush(stdout);
     exit_code = sq_cli_run_status(&res);
+    if (o.dist.agents)
+        exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
 out:
     sq_cli_outputs_close(&outs);
     if (tk.csv)
@@ -256,7 +312,9 @@ out:
         fclose(tk.hdr);
     if (nd.f)
         fclose(nd.f);
-    sq_result_dispose(&res);
+    sq_result_dispose(&res); /* before rep: a distributed result borrows its strings */
+    sq_cluster_report_dispose(&rep);
+    json_decref(job);
     sq_quick_run_dispose(&run);
     sq_quick_opts_dispose(&o);
     return exit_code;

@@ -32,6 +32,7 @@ static const struct option longs[] = {
     {"no-compression", no_argument, NULL, 'Z'},
     {"no-phases", no_argument, NULL, 'P'},
     SQ_NETOPTS_LONG_OPTIONS,
+    SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {0, 0, 0, 0},
 };
@@ -53,6 +54,11 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
         char name[48];
         const char *flag = sq_flag_name(longs, &li, ch, argv, name, sizeof(name));
         rc = sq_netopts_flag(&o->net, ch, flag, optarg, err, len);
+        if (rc == 1)
+            continue;
+        if (rc)
+            return rc;
+        rc = sq_distopts_flag(&o->dist, ch, flag, optarg, err, len);
         if (rc == 1)
             continue;
         if (rc)
@@ -93,6 +99,8 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
         }
     }
     if ((rc = sq_netopts_check(&o->net, err, len)) < 0)
+        return rc;
+    if ((rc = sq_distopts_check(&o->dist, err, len)) < 0)
         return rc;
     if (optind >= argc)
         return sq_flag_fail(err, len, "no plan file given");

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/distopts.h"
 #include "engine/netopts.h"
 #include "engine/oauth.h"
 #include "engine/run.h"
@@ -38,6 +39,7 @@ struct sq_planrun_opts {
      * use io and os). Not a flag; false from sq_planrun_opts_init. */
     bool refuse_scripts;
     struct sq_netopts net;
+    struct sq_distopts dist; /* --agents N --nats URL...: a run on agents */
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     bool quiet;

@@ -102,6 +102,7 @@ static const struct option longs[] = {
     {"ws-subprotocol", required_argument, NULL, OPT_WS_SUBPROTOCOL},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
+    SQ_DISTOPTS_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
@@ -251,6 +252,8 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
 {
     int rc = sq_netopts_flag(&o->net, opt, flag, arg, err, len);
     if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    if ((rc = sq_distopts_flag(&o->dist, opt, flag, arg, err, len)) != 0)
         return rc == 1 ? 0 : rc;
     switch (opt) {
     case 'c':
@@ -529,6 +532,15 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             (unsigned long long)o->max_in_flight,
                             o->streams > 1 ? " x --streams" : "",
                             (unsigned long long)(o->connections * o->streams));
+    if (o->dist.agents && o->ndjson_path)
+        return sq_flag_fail(err, len,
+                            "--out ndjson: per-request records stay on the agents; not with "
+                            "--agents");
+    if (o->dist.agents && o->script)
+        return sq_flag_fail(err, len, "-s: a script runs on this machine only; not with --agents");
+    int rc = sq_distopts_check(&o->dist, err, len);
+    if (rc < 0)
+        return rc;
     return sq_netopts_check(&o->net, err, len);
 }
 
@@ -569,6 +581,12 @@ static const struct {
     {"sink", "runs no sink (squall sink runs one beside it)"},
     {"sink-stamp", "runs no sink"},
     {"sink-settle", "runs no sink"},
+    {"agents", "cannot run on agents"},
+    {"nats", "cannot run on agents"},
+    {"agent-wait", "cannot run on agents"},
+    {"tolerate-agent-loss", "cannot run on agents"},
+    {"subject-prefix", "cannot run on agents"},
+    {"segments", "cannot run on agents"},
 };
 
 static bool repeatable(const char *key)

@@ -26,6 +26,7 @@
 
 #include "engine/bus.h"
 #include "base/buf.h"
+#include "engine/distopts.h"
 #include "engine/netopts.h"
 #include "engine/run.h"
 #include "engine/wrkscript.h"
@@ -61,7 +62,8 @@ struct sq_quick_opts {
     int64_t timeout_ns;         /* default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
-    struct sq_netopts net; /* DNS and TLS */
+    struct sq_netopts net;   /* DNS and TLS */
+    struct sq_distopts dist; /* --agents N --nats URL...: a run on agents (the CLI only) */
     /* -s FILE: a wrk-style Lua script (docs/wrk.md), and the arguments after the URL that its
      * init(args) gets (refused from JSON: a daemon runs no script file) */
     const char *script;

@@ -96,6 +96,8 @@ struct sq_second {
     uint64_t bytes_sent, iterations, checks_passed, checks_failed, http_failed; /* plan runs */
     uint64_t active; /* closed model: active VUs; open model: requests in flight at the end */
     int64_t p50_us, p90_us, p99_us, max_us;
+    uint64_t status[6];           /* completed by class: [0] other, [1..5] 1xx..5xx */
+    uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (errors is their sum) */
 };
 
 struct sq_series {
@@ -238,6 +240,17 @@ struct sq_run_config {
     /* The run id that {{$stamp}} carries (proto/stamp.h), 0: one is drawn at random. Worker w's
      * stamps carry run_id + w (its stream: SQ_STAMP_STREAM_BITS below). */
     uint64_t run_id;
+    /* Distributed runs (cluster/). seg: run only this execution segment of every executor
+     * (plan/exec.h): its share of the VUs, shared iterations and in-flight cap, and the global
+     * arrivals dealt to it, each at its global time; VU numbers ({{$vu}}) stay global. A
+     * scenario whose share has no VU gets no worker. NULL: the whole.
+     * start_at: once every pool is open the run calls on_ready(ready_ud) (optional) once, then
+     * starts at the CLOCK_MONOTONIC time another thread stores into *start_at with an atomic
+     * store (0: not known yet), or at once when that time has passed. NULL: at once. */
+    const struct sq_seg *seg;
+    int64_t *start_at;
+    void (*on_ready)(void *ud);
+    void *ready_ud;
     /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
      * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
     const struct sq_run_script *script;
@@ -338,6 +351,7 @@ struct sq_step_stats {
     } by_status[SQ_STEP_STATUSES]; /* the first statuses seen, with their own durations */
     uint32_t nstatus;
     uint64_t *check_pass, *check_fail; /* per check of the step */
+    uint32_t nchecks;                  /* their length */
 };
 
 struct sq_scen_result {
@@ -373,7 +387,8 @@ struct sq_result {
     struct sq_hist *sse_duration;           /* streams: from the send to the end of the stream */
     struct sq_scen_result *scens;           /* plan runs: one per scenario */
     uint32_t nscens;
-    bool aborted; /* ended early: stop flag, or no connection could be made */
+    int64_t start_mono_ns; /* the common start, CLOCK_MONOTONIC; 0 when it never started */
+    bool aborted;          /* ended early: stop flag, or no connection could be made */
     char abort_reason[320];
     /* https: what the first connection negotiated (static strings; NULL for plain http or when
      * no handshake completed), and the first TLS error's message ("" if none). */
@@ -401,5 +416,19 @@ struct sq_result {
  * negative code when the run could not start (threads, memory, file limit); *why then says so. */
 SQ_MUST_CHECK int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why);
 void sq_result_dispose(struct sq_result *r);
+
+/* Adds src's counters into dst's. */
+void sq_counters_add(struct sq_counters *dst, const struct sq_counters *src);
+
+/* Adds the result src into dst without loss (engine/merge.c), as if one run had done both:
+ * counters, in-flight and arrivals summed; every histogram merged bucket for bucket (created in
+ * dst when only src has it); scenarios and their steps matched by index (both results come from
+ * the same plan; dst takes src's shape when it has none); threads, connections and VUs summed;
+ * setup, duration and the DNS time the longest; aborted if either was, with the first reason.
+ * Strings (scenario names, TLS names) are borrowed from src when dst has none. The per-second
+ * series is left alone: a second's percentiles need that second's histograms (cluster/ merges
+ * them from the interval stream). Returns 0, -EINVAL (scenarios or steps that do not match) or
+ * -ENOMEM (dst may then be partly merged; dispose it). */
+SQ_MUST_CHECK int sq_result_merge(struct sq_result *dst, const struct sq_result *src);
 
 #endif

@@ -901,7 +901,7 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
  * beyond the share finish their iteration and stop (conn_next checks active_vus). */
 static void ramp(struct sq_engine__worker *w, int64_t now)
 {
-    uint32_t target = sq_exec_vus_at(w->ex, now - w->sched_ns);
+    uint32_t target = (uint32_t)sq_seg_share(w->cfg->seg, sq_exec_vus_at(w->ex, now - w->sched_ns));
     uint32_t mine = (uint32_t)sq_engine__share(target, w->snw, w->sindex);
     uint32_t was = w->active_vus;
     w->active_vus = mine;
@@ -1069,7 +1069,8 @@ static void run_loop(struct sq_engine__worker *w)
         if (w->open && w->sending && w->started) {
             /* Every arrival that is due goes out now, at its own intended time. */
             while (w->next_arrival < w->total_arrivals) {
-                int64_t due = w->sched_ns + sq_exec_arrival_ns(ex, w->next_arrival);
+                int64_t due = w->sched_ns +
+                              sq_exec_arrival_ns(ex, sq_seg_global(w->cfg->seg, w->next_arrival));
                 if (due > now) {
                     next_due = due;
                     break;
@@ -1141,7 +1142,9 @@ static int flow_init(struct sq_engine__worker *w)
     if (!w->vus)
         return -ENOMEM;
     for (uint32_t i = 0; i < w->nconns; i++) {
-        int rc = sq_flow_vu_init(&w->vus[i], f, (uint64_t)w->first_vu + i + 1);
+        /* VU numbers are global: in a segment, its own VUs' places in the whole */
+        uint64_t vu = w->vu_base + sq_seg_global(w->cfg->seg, w->first_vu - w->vu_base + i) + 1;
+        int rc = sq_flow_vu_init(&w->vus[i], f, vu);
         if (rc < 0)
             return rc;
         w->vus[i].stamp_fn = flow_stamp;
@@ -1222,15 +1225,17 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             w->drv = &sq_engine__null_driver;
     }
     sq_stamp_enc_init(&w->stamp, run->run_id + windex);
-    uint32_t total = (uint32_t)(((uint64_t)sq_exec_max_vus(ex) + per - 1) / per);
+    uint64_t vus = sq_seg_share(cfg->seg, sq_exec_max_vus(ex));
+    uint32_t total = (uint32_t)((vus + per - 1) / per);
     uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;
     for (uint32_t i = 0; i < si; i++)
         first_conn += (uint32_t)sq_engine__share(total, n, i);
     w->nconns = nconn * per;
     uint32_t first = pl->vu_base + first_conn * per;
     w->first_vu = first;
+    w->vu_base = pl->vu_base;
     if (ex->kind == SQ_EXEC_SHARED_ITERATIONS)
-        w->quota = sq_engine__share(ex->iterations, n, si);
+        w->quota = sq_engine__share(sq_seg_share(cfg->seg, ex->iterations), n, si);
     int rc = sq_loop_new(&w->loop);
     if (rc < 0)
         return rc;
@@ -1248,8 +1253,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->hist = w->slots[0].hist;
     w->hist_unc = w->slots[0].hist_unc;
     if (w->open) {
-        w->total_arrivals = sq_exec_total_arrivals(ex);
-        uint64_t cap = sq_engine__share(ex->max_in_flight, n, si);
+        w->total_arrivals = sq_seg_share(cfg->seg, sq_exec_total_arrivals(ex));
+        uint64_t cap = sq_engine__share(sq_seg_share(cfg->seg, ex->max_in_flight), n, si);
         w->qcap = (uint32_t)(cap > w->nconns ? cap - w->nconns : 0);
         w->queue = malloc((w->qcap ? w->qcap : 1) * sizeof(*w->queue));
         w->idle = malloc((w->nconns ? w->nconns : 1) * sizeof(*w->idle));

@@ -154,7 +154,9 @@ struct sq_engine__worker {
     uint32_t windex;      /* among every worker of the run */
     uint32_t sindex, snw; /* among the workers of its scenario, and how many those are */
     uint32_t scen;        /* its scenario (0 for the quick face) */
-    uint32_t first_vu;    /* global number of its first VU - 1 */
+    uint32_t first_vu;    /* global number of its first VU - 1 (in a segment: vu_base + the
+                             segment's own index of it) */
+    uint32_t vu_base;     /* VUs of the scenarios before its own */
     int64_t offset_ns;    /* the scenario's start time after the run's start */
     /* plan runs */
     const struct sq_flow *flow;

@@ -7,6 +7,7 @@
 #include "output/summary.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -369,6 +370,41 @@ static void bus_lines(FILE *f, const json_t *doc)
     }
 }
 
+/* A distributed run (docs/distributed.md): the agents, their segments and clocks, and the lost. */
+static void cluster(FILE *f, const json_t *doc)
+{
+    const json_t *c = json_object_get(doc, "cluster");
+    const json_t *agents = json_object_get(c, "agents");
+    if (!json_is_array(agents))
+        return;
+    char g1[32];
+    double spread = sq_report__numd(c, "start_spread_ms", 0), unc = 0;
+    for (size_t i = 0; i < json_array_size(agents); i++) {
+        double u = sq_report__numd(json_array_get(agents, i), "clock.uncertainty_ms", 0);
+        unc = u > unc ? u : unc;
+    }
+    fprintf(f, "%-12s %zu (run %s) · clocks known to within %.3f ms · start spread %.3f ms",
+            "Agents", json_array_size(agents), sq_report__str(c, "run", "?"), unc, spread);
+    if (sq_report__numd(c, "lost", 0) > 0)
+        fprintf(f, " · %.0f LOST", sq_report__numd(c, "lost", 0));
+    fputc('\n', f);
+    for (size_t i = 0; i < json_array_size(agents); i++) {
+        const json_t *a = json_array_get(agents, i);
+        fprintf(
+            f, "%-12s %s %s:%s · %s sent · clock %+.3f ms", "", sq_report__str(a, "name", "?"),
+            sq_report__str(a, "segment.from", "?"), sq_report__str(a, "segment.to", "?"),
+            sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.sent", 0)), g1, sizeof(g1)),
+            sq_report__numd(a, "clock.offset_ms", 0));
+        double at;
+        if (json_is_true(json_object_get(a, "lost")) && sq_report__num(a, "lost_at_s", &at))
+            fprintf(f, " · LOST at %.1f s (its share is missing from %.0f s on)", at, floor(at));
+        const char *err = sq_report__str(a, "error", NULL);
+        if (err)
+            fprintf(f, " · %s", err);
+        fputc('\n', f);
+    }
+}
+
 /* The script and OAuth2 blocks, when the run had them. */
 static void scripting(FILE *f, const json_t *doc)
 {
@@ -455,6 +491,7 @@ int sq_report_summary(const json_t *doc, FILE *f)
     if (!messages && !bus)
         bodies(f, doc); /* WebSocket: the ws block has the payload figures */
     phases(f, doc);
+    cluster(f, doc);
     scripting(f, doc);
     plan_sections(f, doc);
 
