@@ -103,7 +103,8 @@ static void h_goaway(void *ud, uint32_t err, int32_t last)
     h->goaway_last = last;
 }
 
-static const struct sq_h2_callbacks hcb = {h_headers, h_data, h_close, h_goaway};
+static const struct sq_h2_callbacks hcb = {
+    .on_headers = h_headers, .on_data = h_data, .on_close = h_close, .on_goaway = h_goaway};
 
 static void harness_init(struct harness *h, uint32_t max_streams, bool want_body)
 {
