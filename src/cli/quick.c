@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -15,7 +16,6 @@
 #include "output/json.h"
 #include "output/ndjson.h"
 #include "output/progress.h"
-#include "output/series.h"
 
 #define FACE "squall"
 
@@ -23,8 +23,7 @@
 struct ticker {
     struct sq_progress progress;
     bool show;
-    FILE *csv, *hdr;
-    bool hdr_failed;
+    struct sq_cli_series out; /* --out files */
 };
 
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -34,10 +33,25 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     struct ticker *t = ud;
     if (t->show)
         sq_progress_tick(&t->progress, s);
-    if (t->csv)
-        sq_csv_row(t->csv, s);
-    if (t->hdr && !t->hdr_failed && sq_hdrlog_line(t->hdr, s, h) < 0)
-        t->hdr_failed = true;
+    sq_cli_series_tick(&t->out, s, h);
+}
+
+/* --urls: each URL named in the ndjson lines ("METHOD URL"). */
+static int url_labels(struct sq_ndjson *nd, const struct sq_quick_run *run)
+{
+    char **labels = calloc(run->nurls, sizeof(*labels));
+    int rc = labels ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < run->nurls; i++)
+        if (asprintf(&labels[i], "%s %s", run->urls[i].method, run->list.v[i].url) < 0) {
+            labels[i] = NULL;
+            rc = -ENOMEM;
+        }
+    if (rc == 0)
+        rc = sq_ndjson_url_labels(nd, (const char *const *)labels, run->nurls);
+    for (size_t i = 0; labels && i < run->nurls; i++)
+        free(labels[i]);
+    free(labels);
+    return rc;
 }
 
 static const char usage[] =
@@ -64,6 +78,10 @@ static const char usage[] =
     "  -m, --method M          request method (default GET)\n"
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
+    "      --urls FILE         several URLs instead of one: a line each, [METHOD] URL\n"
+    "                          [BODY|@FILE], # comments; sent round-robin, one connection pool\n"
+    "                          (every URL on the first one's scheme, host and port), each URL's\n"
+    "                          figures reported apart\n"
     "      --timeout D         per-request timeout (default 10s)\n"
     "      --connect-timeout D per-connect timeout (default 5s; the TLS handshake gets as long)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
@@ -117,7 +135,6 @@ int sq_cli_quick(int argc, char **argv)
     struct sq_cli_outputs outs = {
         .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     struct ticker tk = {0};
-    struct sq_ndjson nd = {.scenario = "default"};
     const char *why = NULL;
 
     rc = sq_quick_prepare(&run, &o, err, sizeof(err));
@@ -138,22 +155,15 @@ int sq_cli_quick(int argc, char **argv)
                              ? 0
                              : (double)sq_exec_length_ns(&cfg->exec) / 1e9);
     tk.show = !o.quiet;
-    if (o.csv_path && !(tk.csv = sq_cli_open_out(FACE, "--out csv", o.csv_path, &exit_code)))
+    if ((rc = sq_cli_series_open(&tk.out, FACE, o.csv_path, o.hdr_path, o.ndjson_path, o.sample,
+                                 cfg)) != 0) {
+        exit_code = rc;
         goto out;
-    if (o.hdr_path && !(tk.hdr = sq_cli_open_out(FACE, "--out hdr", o.hdr_path, &exit_code)))
-        goto out;
-    if (o.ndjson_path) {
-        if (!(nd.f = sq_cli_open_out(FACE, "--out ndjson", o.ndjson_path, &exit_code)))
-            goto out;
-        setvbuf(nd.f, NULL, _IOFBF, 1 << 20);
-        cfg->on_samples = sq_ndjson_write;
-        cfg->samples_ud = &nd;
-        cfg->sample_fraction = o.sample ? o.sample : 1;
     }
-    if (tk.csv)
-        sq_csv_header(tk.csv);
-    if (tk.hdr)
-        sq_hdrlog_header(tk.hdr, sq_wall_s());
+    if (tk.out.nd.f && run.nurls && url_labels(&tk.out.nd, &run) < 0) {
+        fprintf(stderr, "squall: out of memory\n");
+        goto out;
+    }
     cfg->on_tick = on_tick;
     cfg->tick_ud = &tk;
 
@@ -161,15 +171,7 @@ int sq_cli_quick(int argc, char **argv)
     rc = sq_run(cfg, &res, &why);
     sq_cli_signals_end();
     sq_progress_finish(&tk.progress);
-    if (tk.hdr_failed)
-        fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
-    if (nd.f && (fflush(nd.f) != 0 || nd.failed))
-        fprintf(stderr, "squall: --out ndjson: write failed: %s\n", strerror(errno));
-    if (res.samples_lost)
-        fprintf(stderr,
-                "squall: --out ndjson: %llu requests not recorded (the writer fell "
-                "behind; try --sample)\n",
-                (unsigned long long)res.samples_lost);
+    sq_cli_series_report(&tk.out, &res);
     if (rc < 0) {
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
         goto out;
@@ -186,12 +188,7 @@ int sq_cli_quick(int argc, char **argv)
     exit_code = sq_cli_run_status(&res);
 out:
     sq_cli_outputs_close(&outs);
-    if (tk.csv)
-        fclose(tk.csv);
-    if (tk.hdr)
-        fclose(tk.hdr);
-    if (nd.f)
-        fclose(nd.f);
+    sq_cli_series_close(&tk.out);
     sq_result_dispose(&res);
     sq_quick_run_dispose(&run);
     sq_quick_opts_dispose(&o);

@@ -93,6 +93,11 @@ static void sample(struct sq_engine__conn *c, int64_t now, uint16_t status, uint
     s->bytes = status ? c->rd.head_bytes + (uint32_t)c->rd.body.bytes : 0;
     s->status = status;
     s->error = error;
+    s->scen = (uint16_t)w->scen;
+    if (c->fv)
+        s->label = c->fv->in_iter ? (uint16_t)(c->fv->step + 1) : 0;
+    else
+        s->label = w->ustats ? (uint16_t)(c->url + 1) : 0;
     __atomic_store_n(&w->rhead, head + 1, __ATOMIC_RELEASE);
 }
 
@@ -106,6 +111,8 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
         w->c.failed++;
         if (w->ring)
             sample(c, sq_now_ns(), 0, (uint8_t)(k + 1));
+        if (SQ_UNLIKELY(w->ustats != NULL))
+            w->ustats[c->url].failed++;
     }
     conn_close(c);
     if (active && c->fv && c->fv->in_iter) {
@@ -229,11 +236,30 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     w->drv->send(c);
 }
 
-/* Starts one iteration: the quick face's static request, or a flow from its first step. */
+/* --urls: the worker's next URL (round-robin), counted as sent for that URL. */
+static void url_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    const struct sq_run_config *cfg = w->cfg;
+    uint32_t u = w->url_next;
+    w->url_next = u + 1 == cfg->nurls ? 0 : u + 1;
+    const struct sq_run_url *ru = &cfg->urls[u];
+    c->url = (uint16_t)u;
+    c->h2req = ru->h2;
+    w->ustats[u].sent++;
+    conn_send(c, ru->request, ru->request_len, ru->head, cfg->timeout_ns, intended, now);
+}
+
+/* Starts one iteration: the quick face's static request (or its next URL), or a flow from its
+ * first step. */
 static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     if (!c->fv) {
+        if (SQ_UNLIKELY(w->ustats != NULL)) {
+            url_send(c, intended, now);
+            return;
+        }
         conn_send(c, w->cfg->request, w->cfg->request_len, w->cfg->head_request, w->cfg->timeout_ns,
                   intended, now);
         return;
@@ -265,9 +291,18 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     const char *req;
     size_t len;
     bool rendered;
-    if (sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0) {
-        /* Out of memory rendering: the iteration cannot go on. */
-        flow_advance(c, now, true);
+    if (SQ_UNLIKELY(sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0 ||
+                    (w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len, &c->h2req) < 0))) {
+        /* The request cannot be written (no memory; over HTTP/2, a rendered field HTTP/2
+         * cannot carry): it counts as sent and failed (`write`), the step as failed, and the VU
+         * goes on after a backoff, so a step that never renders cannot spin. */
+        w->c.sent++;
+        w->in_flight++;
+        c->state = CONN_ACTIVE;
+        c->since_ns = intended;
+        c->sent_ns = now;
+        conn_fail(c, SQ_ERRK_WRITE);
+        conn_backoff(c);
         return;
     }
     if (rendered)
@@ -514,6 +549,12 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
     w->c.status[cls <= 5 ? cls : 0]++;
     if (w->ring)
         sample(c, now, c->rd.status, 0);
+    if (SQ_UNLIKELY(w->ustats != NULL)) {
+        struct sq_url_result *u = &w->ustats[c->url];
+        u->completed++;
+        u->status[cls <= 5 ? cls : 0]++;
+        sq_hist_record(u->latency, lat_us);
+    }
     w->c.completed++;
     w->in_flight--;
     c->state = CONN_IDLE;
@@ -796,8 +837,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->flow = sc ? sc->flow : NULL;
     w->open = sq_exec_is_open(ex);
     /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` (a
-     * worker gets whole connections), HTTP/1.1 one. Plans run HTTP/1.1. */
-    bool h2 = cfg->h2_request && !sc;
+     * worker gets whole connections), HTTP/1.1 one. A plan's scenario says its own. */
+    bool h2 = sc ? sc->h2 : cfg->h2_request != NULL;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
     uint32_t per = h2 && cfg->streams ? cfg->streams : 1;
     uint32_t total = (uint32_t)(((uint64_t)sq_exec_max_vus(ex) + per - 1) / per);
@@ -853,6 +894,15 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if (rc < 0)
             return rc;
     }
+    if (!sc && cfg->nurls) {
+        w->ustats = calloc(cfg->nurls, sizeof(*w->ustats));
+        if (!w->ustats)
+            return -ENOMEM;
+        for (uint32_t u = 0; u < cfg->nurls; u++)
+            if ((rc = sq_latency_hist_new(&w->ustats[u].latency)) < 0)
+                return rc;
+        w->url_next = windex % cfg->nurls;
+    }
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
@@ -884,6 +934,9 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     }
     for (int k = 0; k < SQ_PHASE_COUNT; k++)
         sq_hist_free(w->phase[k]);
+    for (uint32_t u = 0; w->ustats && u < w->cfg->nurls; u++)
+        sq_hist_free(w->ustats[u].latency);
+    free(w->ustats);
     sq_hist_free(w->sse_first);
     sq_hist_free(w->sse_dur);
     free(w->conns);

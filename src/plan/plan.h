@@ -88,6 +88,7 @@ struct sq_plan_scenario {
     char **vars; /* names of the per-VU variable slots (extracted values), nvars of them */
     uint32_t nvars;
     bool cookies; /* per-VU cookie jar */
+    bool h2;      /* protocol: h2 (HTTP/2 streams; h2c for http://, ALPN h2 for https://) */
 };
 
 struct sq_plan_feeder {
