@@ -218,6 +218,8 @@ int sq_urllist_parse(const char *name, const char *text, size_t len, struct sq_u
         const char *nl = memchr(line, '\n', len - pos);
         size_t ll = nl ? (size_t)(nl - line) : len - pos;
         pos += ll + (nl ? 1 : 0);
+        if (ll && line[ll - 1] == '\r')
+            ll--; /* CRLF line ends: the CR belongs to no field */
         const char *nul = memchr(line, '\0', ll);
         if (nul)
             return fail(err, errlen, name, lineno, (size_t)(nul - line) + 1, "a NUL byte");
