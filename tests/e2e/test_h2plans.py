@@ -252,6 +252,11 @@ class UrlList(Case):
         self.assertEqual(u[0]["status"]["2xx"], n)
         self.assertEqual(u[3]["status"]["5xx"], n)
         self.assertEqual(doc["status"]["5xx"], n)
+        r = doc["requests"]
+        self.assertEqual([sum(x[k] for x in u) for k in ("requests", "completed", "failed")],
+                         [r["sent"], r["completed"], r["failed"]])
+        for k in doc["status"]:
+            self.assertEqual(sum(x["status"][k] for x in u), doc["status"][k], k)
         st = self.stats()
         self.assertEqual((st["endpoints"]["fast"], st["endpoints"]["echo"],
                           st["endpoints"]["status"]), (n, 2 * n, n))
