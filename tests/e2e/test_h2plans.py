@@ -278,6 +278,16 @@ class UrlList(Case):
         self.check_urls(doc, 100)
         self.assertEqual(self.stats()["h2"]["streams"], 400)
 
+    def test_summary_lists_each_url(self):
+        path = self.urls()
+        p, _ = sqtest.run_squall("--urls", path, "-c", "1", "-n", "8")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout + p.stderr
+        self.assertIn("\nURLs (%s)\n" % path, out)
+        self.assertIn("  POST   %s/echo\n         2 req · 0 failed · 2xx 2 · p50 " % self.base, out)
+        self.assertIn("  GET    %s/status/503\n         2 req · 0 failed · 5xx 2 · p50 "
+                      % self.base, out)
+
     def test_bodies_reach_the_server(self):
         # the target answers 413 to a body over 1 MiB: a line's @FILE body (2 MB) is sent, and
         # a line without a body takes -b's (small), over both protocols
