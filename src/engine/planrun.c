@@ -174,7 +174,15 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
         struct sq_flow *f = NULL;
         rc =
             sq_flow_compile(p, &p->scenarios[i], &r->url, r->accept_encoding, &f, why, sizeof(why));
-        bool h2 = o->http2 || p->scenarios[i].h2;
+        /* WebSocket steps upgrade an HTTP/1.1 connection: --http2 leaves their scenario on it,
+         * and `protocol: h2` beside them is refused */
+        bool ws = p->scenarios[i].ws;
+        bool h2 = (o->http2 && !ws) || p->scenarios[i].h2;
+        if (rc == 0 && h2 && ws) {
+            snprintf(why, sizeof(why),
+                     "protocol: h2 cannot carry WebSocket steps (their upgrade needs HTTP/1.1)");
+            rc = -SQ_EPARSE;
+        }
         if (rc == 0 && h2)
             rc = sq_flow_use_h2(f, why, sizeof(why));
         struct sq_run_scen *s = &r->scens[i];

@@ -165,6 +165,30 @@ class PlanOverH2c(Case):
             self.refused([face, path], path + ":5:15: scenarios.s.protocol: 'h3' is not a "
                          "protocol: http/1.1 (the default) or h2")
 
+    def test_websocket_steps_stay_on_http11(self):
+        ws = """
+            scenarios:
+              chat:
+                executor: shared-iterations
+                {protocol}
+                iterations: 4
+                flow:
+                  - ws: {{ connect: /ws }}
+                  - ws: {{ send: hello, reply: true }}
+                  - ws: {{ close: 1000 }}
+              api:
+                executor: shared-iterations
+                iterations: 10
+                flow: [ {{ request: {{ url: /echo }}, check: {{ body_contains: HTTP/2 }} }} ]
+            """
+        self.refused(["run", self.plan(ws.format(protocol="protocol: h2"))],
+                     "scenario 'chat': protocol: h2 cannot carry WebSocket steps (their upgrade "
+                     "needs HTTP/1.1)")
+        doc = self.run_doc("run", self.plan(ws.format(protocol="")), "--http2")
+        self.assertEqual([s["protocol"] for s in doc["scenarios"]], ["http/1.1", "h2c"])
+        self.assertEqual(doc["checks"][0]["passed"], 10)
+        self.assertEqual(self.stats()["h2"]["streams"], 10)
+
     def test_run_writes_every_out_file(self):
         path = self.plan(FLOW.format(protocol="protocol: h2"))
         csv, hdr, nd = self.path("s.csv"), self.path("s.hdr"), self.path("s.ndjson")
