@@ -20,7 +20,6 @@
 #include "output/json.h"
 #include "output/ndjson.h"
 #include "output/progress.h"
-#include "output/series.h"
 
 #define FACE "squall"
 
@@ -28,8 +27,7 @@
 struct ticker {
     struct sq_progress progress;
     bool show;
-    FILE *csv, *hdr;
-    bool hdr_failed;
+    struct sq_cli_series out; /* --out files */
 };
 
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -39,10 +37,25 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     struct ticker *t = ud;
     if (t->show)
         sq_progress_tick(&t->progress, s);
-    if (t->csv)
-        sq_csv_row(t->csv, s);
-    if (t->hdr && !t->hdr_failed && sq_hdrlog_line(t->hdr, s, h) < 0)
-        t->hdr_failed = true;
+    sq_cli_series_tick(&t->out, s, h);
+}
+
+/* --urls: each URL named in the ndjson lines ("METHOD URL"). */
+static int url_labels(struct sq_ndjson *nd, const struct sq_quick_run *run)
+{
+    char **labels = calloc(run->nurls, sizeof(*labels));
+    int rc = labels ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < run->nurls; i++)
+        if (asprintf(&labels[i], "%s %s", run->urls[i].method, run->list.v[i].url) < 0) {
+            labels[i] = NULL;
+            rc = -ENOMEM;
+        }
+    if (rc == 0)
+        rc = sq_ndjson_url_labels(nd, (const char *const *)labels, run->nurls);
+    for (size_t i = 0; labels && i < run->nurls; i++)
+        free(labels[i]);
+    free(labels);
+    return rc;
 }
 
 static const char usage[] =
@@ -76,6 +89,10 @@ static const char usage[] =
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
     "  -s, --script FILE       a Lua script with wrk's API (docs/wrk.md); the arguments after\n"
     "                          the URL go to its init(args)\n"
+    "      --urls FILE         several URLs instead of one: a line each, [METHOD] URL\n"
+    "                          [BODY|@FILE], # comments; sent round-robin, one connection pool\n"
+    "                          (every URL on the first one's scheme, host and port), each URL's\n"
+    "                          figures reported apart\n"
     "      --timeout D         per-request timeout (default 10s)\n"
     "      --connect-timeout D per-connect timeout (default 5s; the TLS handshake gets as long)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
@@ -178,7 +195,6 @@ int sq_cli_quick(int argc, char **argv)
     struct sq_cli_outputs outs = {
         .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     struct ticker tk = {0};
-    struct sq_ndjson nd = {.scenario = "default"};
     struct sq_cluster_report rep = {0};
     struct sq_cli_dist dist = {0};
     json_t *job = NULL;
@@ -202,22 +218,15 @@ int sq_cli_quick(int argc, char **argv)
                              ? 0
                              : (double)sq_exec_length_ns(&cfg->exec) / 1e9);
     tk.show = !o.quiet;
-    if (o.csv_path && !(tk.csv = sq_cli_open_out(FACE, "--out csv", o.csv_path, &exit_code)))
+    if ((rc = sq_cli_series_open(&tk.out, FACE, o.csv_path, o.hdr_path, o.ndjson_path, o.sample,
+                                 cfg)) != 0) {
+        exit_code = rc;
         goto out;
-    if (o.hdr_path && !(tk.hdr = sq_cli_open_out(FACE, "--out hdr", o.hdr_path, &exit_code)))
-        goto out;
-    if (o.ndjson_path) {
-        if (!(nd.f = sq_cli_open_out(FACE, "--out ndjson", o.ndjson_path, &exit_code)))
-            goto out;
-        setvbuf(nd.f, NULL, _IOFBF, 1 << 20);
-        cfg->on_samples = sq_ndjson_write;
-        cfg->samples_ud = &nd;
-        cfg->sample_fraction = o.sample ? o.sample : 1;
     }
-    if (tk.csv)
-        sq_csv_header(tk.csv);
-    if (tk.hdr)
-        sq_hdrlog_header(tk.hdr, sq_wall_s());
+    if (tk.out.nd.f && run.nurls && url_labels(&tk.out.nd, &run) < 0) {
+        fprintf(stderr, "squall: out of memory\n");
+        goto out;
+    }
     cfg->on_tick = on_tick;
     cfg->tick_ud = &tk;
 
@@ -262,15 +271,7 @@ int sq_cli_quick(int argc, char **argv)
         rc = sq_run(cfg, &res, &why);
     }
     sq_progress_finish(&tk.progress);
-    if (tk.hdr_failed)
-        fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
-    if (nd.f && (fflush(nd.f) != 0 || nd.failed))
-        fprintf(stderr, "squall: --out ndjson: write failed: %s\n", strerror(errno));
-    if (res.samples_lost)
-        fprintf(stderr,
-                "squall: --out ndjson: %llu requests not recorded (the writer fell "
-                "behind; try --sample)\n",
-                (unsigned long long)res.samples_lost);
+    sq_cli_series_report(&tk.out, &res);
     if (rc < 0) {
         sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
@@ -306,13 +307,8 @@ int sq_cli_quick(int argc, char **argv)
         exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
 out:
     sq_cli_outputs_close(&outs);
-    if (tk.csv)
-        fclose(tk.csv);
-    if (tk.hdr)
-        fclose(tk.hdr);
-    if (nd.f)
-        fclose(nd.f);
-    sq_result_dispose(&res); /* before rep: a distributed result borrows its strings */
+    sq_cli_series_close(&tk.out);
+    sq_result_dispose(&res);
     sq_cluster_report_dispose(&rep);
     json_decref(job);
     sq_quick_run_dispose(&run);

@@ -33,6 +33,13 @@ static const char run_usage[] =
     "      --connect-timeout D connect timeout (default 5s)\n"
     "      --json FILE         write the result document (- for stdout)\n"
     "      --html FILE         write a self-contained HTML report\n"
+    "      --out csv=FILE      write the per-second series as CSV while the run goes\n"
+    "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
+    "      --out ndjson=FILE   write one JSON line per request (scenario and step named)\n"
+    "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
+    "      --http2             every scenario over HTTP/2 (h2c for http://, ALPN h2 for\n"
+    "                          https://); a scenario may say `protocol: h2` on its own\n"
+    "      --streams N         HTTP/2 scenarios: streams (VUs) per connection (default 1)\n"
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
     "      --no-phases         do not record per-phase timings\n"
     "  -q, --quiet             no progress line, no summary\n"
@@ -110,7 +117,8 @@ struct ticker {
     struct sq_progress progress;
     bool show;
     struct sq_planrun_watch w;
-    volatile int *stop; /* the run's stop flag: an abortOnFail threshold sets it */
+    volatile int *stop;       /* the run's stop flag: an abortOnFail threshold sets it */
+    struct sq_cli_series out; /* --out files */
 };
 
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -120,6 +128,7 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     struct ticker *t = ud;
     if (t->show)
         sq_progress_tick(&t->progress, s);
+    sq_cli_series_tick(&t->out, s, h);
     if (sq_planrun_watch_tick(&t->w, s, h))
         *t->stop = 1;
 }
@@ -185,8 +194,14 @@ int sq_cli_run(int argc, char **argv)
         exit_code = sq_cli_prep_error(FACE, rc, err);
         goto out;
     }
-    if ((rc = sq_cli_outputs_open(&outs)) != 0) {
+    if ((rc = sq_cli_outputs_open(&outs)) != 0 ||
+        (rc = sq_cli_series_open(&tk.out, FACE, o.csv_path, o.hdr_path, o.ndjson_path, o.sample,
+                                 &run.cfg)) != 0) {
         exit_code = rc;
+        goto out;
+    }
+    if (tk.out.nd.f && sq_ndjson_plan_labels(&tk.out.nd, p) < 0) {
+        fprintf(stderr, "squall: out of memory\n");
         goto out;
     }
     sq_cli_progress_init(&tk.progress, run.open, run.length_s);
@@ -236,6 +251,7 @@ int sq_cli_run(int argc, char **argv)
         rc = sq_run(&run.cfg, &res, &why);
     }
     sq_progress_finish(&tk.progress);
+    sq_cli_series_report(&tk.out, &res);
     if (rc < 0) {
         sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
@@ -276,6 +292,7 @@ int sq_cli_run(int argc, char **argv)
         exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
 out:
     sq_cli_outputs_close(&outs);
+    sq_cli_series_close(&tk.out);
     sq_planrun_watch_dispose(&tk.w);
     sq_th_verdicts_dispose(&verdicts);
     sq_result_dispose(&res); /* before rep: a distributed result borrows its strings */

@@ -620,6 +620,15 @@ static uint32_t seg_vus(const struct sq_run_config *cfg, uint32_t i)
     return (uint32_t)sq_seg_share(cfg->seg, sq_exec_max_vus(scen_exec(cfg, i)));
 }
 
+/* Connections of scenario i: a plan's HTTP/2 scenario carries `streams` VUs on each. */
+static uint32_t scen_conns(const struct sq_run_config *cfg, uint32_t i)
+{
+    uint32_t vus = seg_vus(cfg, i);
+    if (cfg->scens && cfg->scens[i].h2 && cfg->streams > 1)
+        return (uint32_t)(((uint64_t)vus + cfg->streams - 1) / cfg->streams);
+    return sq_run_connections(cfg, vus);
+}
+
 uint32_t sq_run_workers(const struct sq_run_config *cfg)
 {
     uint32_t v = sq_run_connections(cfg, seg_vus(cfg, 0));
@@ -629,8 +638,36 @@ uint32_t sq_run_workers(const struct sq_run_config *cfg)
 /* Workers for one scenario: the run's threads, never more than its connections. */
 static uint32_t scen_workers(const struct sq_run_config *cfg, uint32_t i)
 {
-    uint32_t v = sq_run_connections(cfg, seg_vus(cfg, i));
+    uint32_t v = scen_conns(cfg, i);
     return cfg->threads < v ? cfg->threads : v;
+}
+
+/* --urls: each URL's figures from every worker. */
+static int merge_urls(const struct sq_run_config *cfg, struct sq_engine__worker *ws, uint32_t nw,
+                      struct sq_result *out)
+{
+    out->urls = calloc(cfg->nurls, sizeof(*out->urls));
+    if (!out->urls)
+        return -ENOMEM;
+    out->nurls = cfg->nurls;
+    for (uint32_t u = 0; u < cfg->nurls; u++) {
+        struct sq_url_result *r = &out->urls[u];
+        int rc = sq_latency_hist_new(&r->latency);
+        if (rc < 0)
+            return rc;
+        for (uint32_t k = 0; k < nw; k++) {
+            const struct sq_url_result *x = ws[k].ustats ? &ws[k].ustats[u] : NULL;
+            if (!x)
+                continue;
+            r->sent += x->sent;
+            r->completed += x->completed;
+            r->failed += x->failed;
+            for (size_t c = 0; c < SQ_ARRAY_LEN(r->status); c++)
+                r->status[c] += x->status[c];
+            sq_hist_merge(r->latency, x->latency);
+        }
+    }
+    return 0;
 }
 
 /* Plan runs: each scenario's figures from its workers. */
@@ -682,7 +719,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         uint32_t sw = scen_workers(cfg, i);
         empty |= sw == 0 && !cfg->seg; /* a segment may have no share of a scenario */
         nw += sw;
-        conns += sq_run_connections(cfg, seg_vus(cfg, i));
+        conns += scen_conns(cfg, i);
         if (sq_exec_is_open(scen_exec(cfg, i)))
             out->open = true;
     }
@@ -830,6 +867,11 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         sq_hist_merge(out->sse_first_event, ws[i].sse_first);
         sq_hist_merge(out->sse_duration, ws[i].sse_dur);
     }
+    if (!cfg->scens && cfg->nurls && merge_urls(cfg, ws, started, out) < 0) {
+        rc = -ENOMEM;
+        *why = "out of memory";
+        goto out;
+    }
     if (cfg->rate_samples) {
         if (sq_latency_hist_new(&out->rate) < 0) {
             rc = -ENOMEM;
@@ -878,6 +920,11 @@ void sq_result_dispose(struct sq_result *r)
     }
     free(r->scens);
     r->scens = NULL;
+    for (uint32_t u = 0; r->urls && u < r->nurls; u++)
+        sq_hist_free(r->urls[u].latency);
+    free(r->urls);
+    r->urls = NULL;
+    r->nurls = 0;
     for (int k = 0; k < SQ_PHASE_COUNT; k++) {
         sq_hist_free(r->phase[k]);
         r->phase[k] = NULL;

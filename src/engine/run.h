@@ -122,6 +122,8 @@ struct sq_sample {
     uint16_t status;    /* 0 when it failed */
     uint8_t error;      /* 0, or 1 + enum sq_errk */
     uint8_t _pad;
+    uint16_t scen;  /* plan runs: the scenario's index (0 for the quick face) */
+    uint16_t label; /* plan runs: 1 + the step's index; --urls: 1 + the URL's index; 0: none */
 };
 
 /* Called on the writer thread with a batch of records (borrowed for the call). */
@@ -194,6 +196,24 @@ struct sq_run_scen {
     struct sq_exec exec; /* prepared */
     int64_t start_ns;    /* offset from the run's common start */
     const struct sq_flow *flow;
+    bool h2; /* over HTTP/2 (`protocol: h2`, --http2): its VUs are stream slots, `streams` of
+                them per connection (the run's streams, at least 1); the flow sq_flow_use_h2'd */
+};
+
+/* One URL of the quick face's --urls list: its request serialised once (and prepared for
+ * nghttp2 over HTTP/2). Every URL of a run shares the scheme, host and port. */
+struct sq_run_url {
+    const char *request; /* HTTP/1.1 bytes, shared read-only */
+    size_t request_len;
+    bool head;                  /* a HEAD request: its responses carry no body */
+    const struct sq_h2_req *h2; /* HTTP/2 runs: the same request for nghttp2; else NULL */
+};
+
+/* One URL's figures (the result's `urls` block), merged across workers. */
+struct sq_url_result {
+    uint64_t sent, completed, failed; /* failed: ended by an error (no response) */
+    uint64_t status[6];               /* [0] other, [1..5] 1xx..5xx */
+    struct sq_hist *latency;          /* µs, completed requests, measured as the run's */
 };
 
 struct sq_run_config {
@@ -251,6 +271,13 @@ struct sq_run_config {
     int64_t *start_at;
     void (*on_ready)(void *ud);
     void *ready_ud;
+    /* Plans that mix HTTP/1.1 and HTTP/2 scenarios over https: the TLS client of the h2 ones
+     * (ALPN h2), tls being the others'. NULL: every connection uses tls. */
+    struct sq_tls_client *tls_h2;
+    /* The quick face's --urls: the requests, sent round-robin (each worker takes the next URL
+     * for each request it starts); request above is the first one's. NULL: one request. */
+    const struct sq_run_url *urls;
+    uint32_t nurls;
     /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
      * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
     const struct sq_run_script *script;
@@ -402,6 +429,8 @@ struct sq_result {
     uint32_t nstreams;
     /* Event buses: the broker's first error message ("" if none), e.g. a NATS -ERR text. */
     char bus_error[256];
+    struct sq_url_result *urls; /* --urls: one per URL, in the list's order (owned); else NULL */
+    uint32_t nurls;
     /* cfg->rate_samples: requests per second, one value per worker and 100 ms (owned) */
     struct sq_hist *rate;
     /* wrk-style scripts: the first error a hook raised during the run, with its Lua traceback

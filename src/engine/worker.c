@@ -110,6 +110,11 @@ static void sample(struct sq_engine__conn *c, int64_t now, uint16_t status, uint
     s->bytes = status ? c->rd.head_bytes + (uint32_t)c->rd.body.bytes : 0;
     s->status = status;
     s->error = error;
+    s->scen = (uint16_t)w->scen;
+    if (c->fv)
+        s->label = c->fv->in_iter ? (uint16_t)(c->fv->step + 1) : 0;
+    else
+        s->label = w->ustats ? (uint16_t)(c->url + 1) : 0;
     __atomic_store_n(&w->rhead, head + 1, __ATOMIC_RELEASE);
 }
 
@@ -125,6 +130,8 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
         w->c.failed += n;
         if (w->ring)
             sample(c, sq_now_ns(), 0, (uint8_t)(k + 1));
+        if (SQ_UNLIKELY(w->ustats != NULL))
+            w->ustats[c->url].failed += n;
     }
     conn_close(c);
     if (active && c->fv && c->fv->in_iter) {
@@ -272,6 +279,20 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     c->fb_ns = 0;
     c->head = head;
     w->drv->send(c);
+}
+
+/* --urls: the worker's next URL (round-robin), counted as sent for that URL. */
+static void url_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    const struct sq_run_config *cfg = w->cfg;
+    uint32_t u = w->url_next;
+    w->url_next = u + 1 == cfg->nurls ? 0 : u + 1;
+    const struct sq_run_url *ru = &cfg->urls[u];
+    c->url = (uint16_t)u;
+    c->h2req = ru->h2;
+    w->ustats[u].sent++;
+    conn_send(c, ru->request, ru->request_len, ru->head, cfg->timeout_ns, intended, now, 1);
 }
 
 /* ---- wrk-style scripts: the worker's own Lua state (script/script.h) ---- */
@@ -476,11 +497,16 @@ static int hooks_init(struct sq_engine__worker *w)
     return 0;
 }
 
-/* Starts one iteration: the quick face's static request, or a flow from its first step. */
+/* Starts one iteration: the quick face's static request (or its next URL), or a flow from its
+ * first step. */
 static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     if (!c->fv) {
+        if (SQ_UNLIKELY(w->ustats != NULL)) {
+            url_send(c, intended, now);
+            return;
+        }
         if (SQ_UNLIKELY(w->shooks & (SQ_SCRIPT_REQUEST | SQ_SCRIPT_DELAY))) {
             script_iter(c, intended, now);
             return;
@@ -554,9 +580,20 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     const char *req = "";
     size_t len = 0;
     bool rendered = false;
-    if (SQ_LIKELY(!st->ws) && sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0) {
-        /* Out of memory rendering: the iteration cannot go on. */
-        flow_advance(c, now, true);
+    if (SQ_LIKELY(!st->ws) &&
+        SQ_UNLIKELY(sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0 ||
+                    (w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len, &c->h2req) < 0))) {
+        /* The request cannot be written (no memory; over HTTP/2, a rendered field HTTP/2
+         * cannot carry): it counts as sent and failed (`write`), the step as failed, and the VU
+         * goes on after a backoff, so a step that never renders cannot spin. */
+        w->c.sent++;
+        w->in_flight++;
+        c->pending = 1;
+        c->state = CONN_ACTIVE;
+        c->since_ns = intended;
+        c->sent_ns = now;
+        conn_fail(c, SQ_ERRK_WRITE);
+        conn_backoff(c);
         return;
     }
     if (rendered)
@@ -847,6 +884,12 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
     w->c.status[cls <= 5 ? cls : 0]++;
     if (w->ring)
         sample(c, now, c->rd.status, 0);
+    if (SQ_UNLIKELY(w->ustats != NULL)) {
+        struct sq_url_result *u = &w->ustats[c->url];
+        u->completed++;
+        u->status[cls <= 5 ? cls : 0]++;
+        sq_hist_record(u->latency, lat_us);
+    }
     w->c.completed++;
     w->in_flight--;
     if (SQ_UNLIKELY(c->cap != NULL))
@@ -1204,9 +1247,9 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             w->addr = &cfg->script->addrs[windex];
     }
     /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` and a
-     * bus connection `window` (a worker gets whole connections), HTTP/1.1 one. Plans run
-     * HTTP/1.1. */
-    bool h2 = cfg->h2_request && !sc;
+     * bus connection `window` (a worker gets whole connections), HTTP/1.1 one. A plan's scenario
+     * says its own protocol; buses are the quick face's. */
+    bool h2 = sc ? sc->h2 : cfg->h2_request != NULL;
     const struct sq_bus_config *bus = sc ? NULL : cfg->bus;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
     if ((cfg->ws && !sc) || (sc && sc->flow->sc->ws))
@@ -1282,6 +1325,15 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if (w->flow->plan->script && (rc = hooks_init(w)) < 0)
             return rc;
     }
+    if (!sc && cfg->nurls) {
+        w->ustats = calloc(cfg->nurls, sizeof(*w->ustats));
+        if (!w->ustats)
+            return -ENOMEM;
+        for (uint32_t u = 0; u < cfg->nurls; u++)
+            if ((rc = sq_latency_hist_new(&w->ustats[u].latency)) < 0)
+                return rc;
+        w->url_next = windex % cfg->nurls;
+    }
     if (cfg->rate_samples && (rc = sq_latency_hist_new(&w->rate)) < 0)
         return rc;
     for (uint32_t i = 0; i < w->nconns; i++) {
@@ -1318,6 +1370,9 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     }
     for (int k = 0; k < SQ_PHASE_COUNT; k++)
         sq_hist_free(w->phase[k]);
+    for (uint32_t u = 0; w->ustats && u < w->cfg->nurls; u++)
+        sq_hist_free(w->ustats[u].latency);
+    free(w->ustats);
     for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         if (c->cap) {

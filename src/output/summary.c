@@ -405,6 +405,34 @@ static void cluster(FILE *f, const json_t *doc)
     }
 }
 
+/* --urls: each URL's figures (the document's `urls`). */
+static void urls_section(FILE *f, const json_t *doc)
+{
+    const json_t *urls = json_object_get(doc, "urls");
+    if (!json_is_array(urls) || !json_array_size(urls))
+        return;
+    static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+    size_t i;
+    const json_t *e;
+    char g1[32], g2[32], d[3][D];
+    fprintf(f, "\nURLs (%s)\n", sq_report__str(json_object_get(doc, "config"), "urls_file", "?"));
+    json_array_foreach((json_t *)urls, i, e)
+    {
+        const json_t *lat = json_object_get(e, "latency");
+        fprintf(f, "  %-6s %s\n         %s req · %s failed ·", sq_report__str(e, "method", ""),
+                sq_report__str(e, "url", "?"), g(e, "requests", g1), g(e, "failed", g2));
+        const json_t *st = json_object_get(e, "status");
+        for (size_t k = 0; k < SQ_ARRAY_LEN(cls); k++)
+            if (u64(st, cls[k]))
+                fprintf(f, " %s %s ·", cls[k], g(st, cls[k], g1));
+        if (sq_report__numd(lat, "count", 0) > 0)
+            fprintf(f, " p50 %s · p95 %s · max %s\n", dus(lat, "p50_us", d[0]),
+                    dus(lat, "p95_us", d[1]), dus(lat, "max_us", d[2]));
+        else
+            fprintf(f, " no response\n");
+    }
+}
+
 /* The script and OAuth2 blocks, when the run had them. */
 static void scripting(FILE *f, const json_t *doc)
 {
@@ -494,6 +522,7 @@ int sq_report_summary(const json_t *doc, FILE *f)
     cluster(f, doc);
     scripting(f, doc);
     plan_sections(f, doc);
+    urls_section(f, doc);
 
     struct sq_hist *h;
     if (sq_report__hist(json_object_get(doc, "latency"), &h) == 0) {
