@@ -59,6 +59,15 @@ static const struct field counter_fields[] = {
     CF(script_delays),
     CF(script_hooks),
     CF(script_skips),
+    CF(bus.reconnects),
+    CF(bus.flushes),
+    CF(bus.pings),
+    CF(bus.acks),
+    CF(bus.duplicates),
+    CF(bus.late),
+    CF(bus.delivered),
+    CF(bus.foreign),
+    CF(bus.stamped),
 };
 #undef CF
 
