@@ -8,7 +8,7 @@
 #
 # SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
 set(SQ_MODULES base loop stats net http proto server plan script engine output target store
-               cluster daemon cli)
+               mcp cluster daemon cli)
 
 set(SQ_USES_base "")
 set(SQ_USES_loop base)
@@ -23,9 +23,10 @@ set(SQ_USES_engine script proto plan http net stats loop base)
 set(SQ_USES_output engine plan stats base)
 set(SQ_USES_target server http proto stats loop base)
 set(SQ_USES_store output base)
+set(SQ_USES_mcp store engine output plan target server http net stats base)
 set(SQ_USES_cluster engine proto plan stats base)
 set(SQ_USES_daemon store engine output plan server http stats base)
-set(SQ_USES_cli daemon cluster store target output engine script plan proto server http net
+set(SQ_USES_cli mcp daemon cluster store target output engine script plan proto server http net
                 stats loop base)
 
 set(SQ_EXT_base Threads::Threads m)
@@ -38,6 +39,7 @@ set(SQ_EXT_output PkgConfig::JANSSON)
 set(SQ_EXT_target ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD)
 set(SQ_EXT_engine PkgConfig::JANSSON)
 set(SQ_EXT_cli PkgConfig::JANSSON)
+set(SQ_EXT_mcp PkgConfig::JANSSON)
 set(SQ_EXT_store PkgConfig::SQLITE3)
 set(SQ_EXT_script PkgConfig::LUAJIT)
 set(SQ_EXT_proto wslay PkgConfig::OPENSSL)
