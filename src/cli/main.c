@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/inbox.h"
 #include "cli/mcp.h"
 #include "cli/wrk.h"
 
@@ -20,6 +21,8 @@ int main(int argc, char **argv)
         return sq_cli_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "validate") == 0)
         return sq_cli_validate(argc - 1, argv + 1);
+    if (strcmp(argv[1], "inbox") == 0)
+        return sq_cli_inbox(argc - 1, argv + 1);
     if (strcmp(argv[1], "mcp") == 0)
         return sq_cli_mcp(argc - 1, argv + 1);
     if (strcmp(argv[1], "wrk") == 0)

@@ -48,6 +48,8 @@ static const char usage[] =
     "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
     "                                   report\n"
     "       squall wrk [wrk's flags] URL  wrk's flags, report and Lua scripts (squall wrk -h)\n"
+    "       squall inbox [flags]        a webhook inbox: captures requests, serves them back\n"
+    "                                   (squall inbox --help)\n"
     "       squall mcp                  the Model Context Protocol on stdio, for AI agents\n"
     "                                   (squall mcp --help)\n"
     "\n"
