@@ -10,11 +10,12 @@
  * counts and the path table; the API handlers render under it into their worker's own scratch
  * buffer (bounded by SQ_INBOX_LIST_BYTES), which the server copies before the handler returns.
  *
- * SSE readers (/_inbox/stream) are the server's streamed bodies: one piece every 250 ms carries
- * the summaries of the captures since that reader's cursor (as many as fit in a piece; the rest
- * follow in the next), or nothing (a comment every 10 s keeps proxies awake). A reader's cursor
- * lives in one of SQ_INBOX_MAX_STREAMS slots; the server tells nobody when a streaming client
- * leaves, so a slot whose pieces stopped being asked for 10 s ago is taken back.
+ * SSE readers (/_inbox/stream) are the server's streamed bodies: one piece every 100 ms carries
+ * the summaries of the captures since that reader's cursor ("capture" events), or, when more
+ * than a few wait (a piece holds 1 KiB), one "batch" event naming their range, which the reader
+ * fetches from /_inbox/captures; or nothing (a comment every 10 s keeps proxies awake). A reader's
+ * cursor lives in one of SQ_INBOX_MAX_STREAMS slots; the server tells nobody when a streaming
+ * client leaves, so a slot whose pieces stopped being asked for 10 s ago is taken back.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,9 +35,10 @@
 #include "target/inbox.h"
 #include "target/target.h"
 
-#define STREAM_INTERVAL_NS (250LL * 1000 * 1000)
+#define STREAM_INTERVAL_NS (100LL * 1000 * 1000)
 #define STREAM_IDLE_NS     (10LL * 1000 * 1000 * 1000)
-#define KEEPALIVE_EVERY    40 /* empty pieces between two comments (10 s) */
+#define KEEPALIVE_EVERY    100 /* empty pieces between two comments (10 s) */
+#define BATCH_OVER         3   /* captures waiting past which one batch event names them */
 
 struct cap {
     uint64_t seq;
@@ -400,7 +402,20 @@ static size_t stream_piece(void *ud, uint32_t seq, uint32_t count, char *buf, si
     size_t len = 0;
     pthread_mutex_lock(&b->mu);
     uint64_t from = sl->cursor + 1 > oldest(b) ? sl->cursor + 1 : oldest(b);
-    for (uint64_t q = from; q < b->next_seq; q++) {
+    bool batched = from < b->next_seq && b->next_seq - from > BATCH_OVER;
+    if (batched) {
+        /* More waiting than a piece holds one by one: one event names them all, and the reader
+         * fetches them from /_inbox/captures?since=FIRST-1. */
+        int n = snprintf(buf, cap,
+                         "id: %llu\nevent: batch\ndata: {\"first\":%llu,\"last\":%llu,"
+                         "\"count\":%llu}\n\n",
+                         (unsigned long long)(b->next_seq - 1), (unsigned long long)from,
+                         (unsigned long long)(b->next_seq - 1),
+                         (unsigned long long)(b->next_seq - from));
+        len = (size_t)n;
+        sl->cursor = b->next_seq - 1;
+    }
+    for (uint64_t q = from; !batched && q < b->next_seq; q++) {
         const struct cap *c = b->ring[q % b->cap];
         /* The head's first members up to the headers: seq, time, method, path, client. */
         const char *hdrs = strstr(c->head, ",\"headers\":");
