@@ -9,12 +9,20 @@
 
 #include "mcp/mcp.h"
 
+struct sq_inbox;
 struct sq_target;
 
 /* A target start_target started in this process. */
 struct sq_mcp__target {
     struct sq_target *t; /* NULL: a free slot */
     uint16_t port;
+};
+
+/* An inbox inbox_start started in this process. */
+struct sq_mcp__inbox {
+    struct sq_inbox *b; /* NULL: a free slot */
+    uint16_t port;
+    char *body; /* the answer's body (owned) */
 };
 
 /* A finished run kept for list_runs / get_run (a ring of SQ_MCP_KEEP_RUNS). */
@@ -30,6 +38,7 @@ struct sq_mcp {
     struct sq_mcp_config cfg;
     bool initialized;
     struct sq_mcp__target targets[SQ_MCP_MAX_TARGETS];
+    struct sq_mcp__inbox inboxes[SQ_MCP_MAX_TARGETS];
     struct sq_mcp__run runs[SQ_MCP_KEEP_RUNS];
     uint64_t next_run; /* the id the next run gets */
 };

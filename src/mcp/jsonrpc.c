@@ -24,7 +24,9 @@ static const char *const versions[] = {SQ_MCP_PROTOCOL, "2025-03-26", "2024-11-0
 static const char instructions[] =
     "squall is a load-testing engine. Start a test server with start_target (or use a server "
     "on 127.0.0.1), check a plan with validate_plan, run a bounded load with run_load_test "
-    "and read its result (get_run). Every call is capped: at most 400 VUs, 10,000 requests/s "
+    "and read its result (get_run). To see the webhooks a system sends, start an inbox "
+    "(inbox_start), point the system at it and read the captures (inbox_read). Every call is "
+    "capped: at most 400 VUs, 10,000 requests/s "
     "and 5 minutes; loads go to loopback unless the operator allowed more hosts.";
 
 static void set_why(char *why, size_t len, const char *s)

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "base/buf.h"
 #include "engine/flags.h"
 #include "engine/hooks.h"
 #include "engine/netopts.h"
@@ -34,6 +36,7 @@
 #include "output/summary.h"
 #include "plan/exec.h"
 #include "plan/plan.h"
+#include "target/inbox.h"
 #include "target/target.h"
 
 #define CAPS_TEXT                                                                                  \
@@ -97,6 +100,37 @@ static const struct tool tools[] = {
      "\"maximum\":4,\"description\":\"worker threads (default 1)\"}}}",
      false},
     {"stop_target", "Stop a test server", "Stops a test server start_target started, by its port.",
+     "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":65535}},\"required\":[\"port\"]}",
+     false},
+    {"inbox_start", "Start a webhook inbox",
+     "Starts a webhook inbox (squall inbox) in this process on 127.0.0.1 and a free port: it "
+     "captures every request sent to it (method, path, headers, body up to max_body, client "
+     "address) into a ring of max_captures (older ones evicted and counted) and answers each "
+     "with status and body. Point the system under test's webhook URL at it, then read what "
+     "arrived with inbox_read. At most 4 at once.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"max_captures\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100000,"
+     "\"description\":\"captures kept (default 10000)\"},"
+     "\"max_body\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1048576,"
+     "\"description\":\"body bytes kept per capture (default 65536)\"},"
+     "\"status\":{\"type\":\"integer\",\"minimum\":200,\"maximum\":599,"
+     "\"description\":\"the answer's status (default 200)\"},"
+     "\"body\":{\"type\":\"string\",\"description\":\"the answer's body\"}}}",
+     false},
+    {"inbox_read", "Read a webhook inbox",
+     "Returns the captures of an inbox inbox_start started, oldest first: those after `since` "
+     "(a sequence number; 0: from the oldest kept), whose path starts with `path`, at most "
+     "`limit` (default 100, at most 1000). `next` is the `since` of the following call; "
+     "`evicted` counts captures pushed out of the ring.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535},"
+     "\"since\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"path\":{\"type\":\"string\"},"
+     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},"
+     "\"required\":[\"port\"]}",
+     true},
+    {"inbox_stop", "Stop a webhook inbox", "Stops an inbox inbox_start started, by its port.",
      "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":65535}},\"required\":[\"port\"]}",
      false},
@@ -659,6 +693,142 @@ static int stop_target(struct sq_mcp *m, json_t *args, json_t **result, char *er
     return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
 }
 
+/* ---- inboxes ---- */
+
+static bool int_arg(json_t *args, const char *key, json_int_t lo, json_int_t hi, json_int_t *out)
+{
+    json_t *v = json_object_get(args, key);
+    if (!v)
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return false;
+    *out = json_integer_value(v);
+    return true;
+}
+
+static struct sq_mcp__inbox *find_inbox(struct sq_mcp *m, json_int_t port)
+{
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS; i++)
+        if (m->inboxes[i].b && m->inboxes[i].port == port)
+            return &m->inboxes[i];
+    return NULL;
+}
+
+static int inbox_start(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_int_t max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT, max_body = SQ_INBOX_MAX_BODY_DEFAULT,
+               status = 200;
+    json_t *body = json_object_get(args, "body");
+    if (!int_arg(args, "max_captures", 1, 100000, &max_captures) ||
+        !int_arg(args, "max_body", 0, 1048576, &max_body) ||
+        !int_arg(args, "status", 200, 599, &status) ||
+        (body &&
+         (!json_is_string(body) || strlen(json_string_value(body)) != json_string_length(body)))) {
+        bad_args(err, len, "inbox_start",
+                 "max_captures 1..100000, max_body 0..1048576, status 200..599, body a string");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    struct sq_mcp__inbox *slot = NULL;
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS && !slot; i++)
+        if (!m->inboxes[i].b)
+            slot = &m->inboxes[i];
+    if (!slot) {
+        *result =
+            tool_error("cap: at most %d inboxes at once: inbox_stop one first", SQ_MCP_MAX_TARGETS);
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    free(slot->body);
+    slot->body = body ? strdup(json_string_value(body)) : NULL;
+    struct sq_inbox_config ic = {
+        .host = "127.0.0.1",
+        .threads = 1,
+        .max_captures = (uint32_t)max_captures,
+        .max_body = (size_t)max_body,
+        .status = (int)status,
+        .body = slot->body,
+        .idle_timeout_ns = 60LL * 1000000000,
+        .header_timeout_ns = 10LL * 1000000000,
+    };
+    const char *why = NULL;
+    int rc = sq_inbox_start(&ic, &slot->b, &why);
+    if (rc < 0) {
+        slot->b = NULL;
+        *result = tool_error("inbox_start: %s", why ? why : sq_strerror(rc));
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    slot->port = sq_inbox_port(slot->b);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)slot->port);
+    char text[160];
+    snprintf(text, sizeof(text), "squall inbox listening on %s", url);
+    *result = tool_ok(text, json_pack("{s:s, s:i}", "url", url, "port", (int)slot->port));
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+static int inbox_read(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_int_t port = 0, since = 0, limit = SQ_INBOX_LIST_DEFAULT;
+    json_t *path = json_object_get(args, "path");
+    if (!json_object_get(args, "port") || !int_arg(args, "port", 1, 65535, &port) ||
+        !int_arg(args, "since", 0, INT64_MAX / 2, &since) ||
+        !int_arg(args, "limit", 1, SQ_INBOX_LIST_MAX, &limit) ||
+        (path &&
+         (!json_is_string(path) || strlen(json_string_value(path)) != json_string_length(path)))) {
+        bad_args(err, len, "inbox_read",
+                 "port 1..65535 (required), since >= 0, limit 1..1000, path a string");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    struct sq_mcp__inbox *ib = find_inbox(m, port);
+    if (!ib) {
+        *result = tool_error("inbox_read: no inbox of this session listens on port %lld",
+                             (long long)port);
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    struct sq_buf s = {0};
+    json_t *doc = NULL;
+    if (sq_inbox_list(ib->b, (uint64_t)since, path ? json_string_value(path) : NULL,
+                      (uint64_t)limit, &s) == 0)
+        doc = json_loadb(s.p, s.len, 0, NULL);
+    sq_buf_dispose(&s);
+    if (!doc)
+        return SQ_MCP_INTERNAL_ERROR;
+    struct sq_inbox_counts c;
+    sq_inbox_counts(ib->b, &c);
+    json_object_set_new(doc, "captured", json_integer((json_int_t)c.captured));
+    json_object_set_new(doc, "truncated", json_integer((json_int_t)c.truncated));
+    char text[200];
+    snprintf(text, sizeof(text),
+             "%zu captures (next since=%lld; %llu captured in all, %llu evicted)",
+             json_array_size(json_object_get(doc, "captures")),
+             (long long)json_integer_value(json_object_get(doc, "next")),
+             (unsigned long long)c.captured, (unsigned long long)c.evicted);
+    *result = tool_ok(text, doc);
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+static int inbox_stop(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_int_t port = 0;
+    if (!json_object_get(args, "port") || !int_arg(args, "port", 1, 65535, &port)) {
+        bad_args(err, len, "inbox_stop", "port must be an integer 1..65535");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    struct sq_mcp__inbox *ib = find_inbox(m, port);
+    if (!ib) {
+        *result = tool_error("inbox_stop: no inbox of this session listens on port %lld",
+                             (long long)port);
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    sq_inbox_free(ib->b);
+    ib->b = NULL;
+    free(ib->body);
+    ib->body = NULL;
+    char text[96];
+    snprintf(text, sizeof(text), "stopped the inbox on port %lld", (long long)port);
+    *result = json_pack("{s:[o], s:b}", "content", text_block(text), "isError", 0);
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
 /* ---- runs ---- */
 
 static int list_runs(struct sq_mcp *m, json_t **result)
@@ -716,6 +886,12 @@ int sq_mcp__tools_call(struct sq_mcp *m, const char *name, json_t *args, json_t 
         rc = start_target(m, args, result, err, errlen);
     else if (strcmp(name, "stop_target") == 0)
         rc = stop_target(m, args, result, err, errlen);
+    else if (strcmp(name, "inbox_start") == 0)
+        rc = inbox_start(m, args, result, err, errlen);
+    else if (strcmp(name, "inbox_read") == 0)
+        rc = inbox_read(m, args, result, err, errlen);
+    else if (strcmp(name, "inbox_stop") == 0)
+        rc = inbox_stop(m, args, result, err, errlen);
     else if (strcmp(name, "list_runs") == 0)
         rc = list_runs(m, result);
     else if (strcmp(name, "get_run") == 0)
@@ -735,6 +911,12 @@ void sq_mcp__tools_dispose(struct sq_mcp *m)
     for (size_t i = 0; i < SQ_MCP_MAX_TARGETS; i++) {
         sq_target_free(m->targets[i].t);
         m->targets[i].t = NULL;
+    }
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS; i++) {
+        sq_inbox_free(m->inboxes[i].b);
+        m->inboxes[i].b = NULL;
+        free(m->inboxes[i].body);
+        m->inboxes[i].body = NULL;
     }
     for (size_t i = 0; i < SQ_MCP_KEEP_RUNS; i++)
         run_clear(&m->runs[i]);

@@ -286,6 +286,38 @@ static uint64_t oldest(const struct sq_inbox *b)
     return b->next_seq - b->stored;
 }
 
+int sq_inbox_list(struct sq_inbox *b, uint64_t since, const char *prefix, uint64_t limit,
+                  struct sq_buf *s)
+{
+    size_t pfl = prefix ? strlen(prefix) : 0;
+    if (limit == 0 || limit > SQ_INBOX_LIST_MAX)
+        limit = SQ_INBOX_LIST_MAX;
+    sq_buf_reset(s);
+    int rc = put_str(s, "{\"captures\":[");
+    pthread_mutex_lock(&b->mu);
+    uint64_t seq = since + 1 > oldest(b) ? since + 1 : oldest(b);
+    uint64_t n = 0, next = since;
+    for (; seq < b->next_seq && n < limit && s->len < SQ_INBOX_LIST_BYTES && !rc; seq++) {
+        const struct cap *c = b->ring[seq % b->cap];
+        next = seq;
+        if (pfl && (c->path_len < pfl || memcmp(c->path, prefix, pfl) != 0))
+            continue;
+        rc |= put_str(s, n ? ",{" : "{");
+        rc |= sq_buf_append(s, c->head, c->head_len);
+        rc |= put_str(s, ",\"body\":\"");
+        rc |= put_esc(s, c->body, c->body_len);
+        rc |= put_str(s, "\"}");
+        n++;
+    }
+    if (seq == b->next_seq && b->next_seq > 1)
+        next = b->next_seq - 1 > since ? b->next_seq - 1 : since;
+    rc |= putf(s, "],\"next\":%llu,\"more\":%s,\"oldest\":%llu,\"evicted\":%llu}\n",
+               (unsigned long long)next, seq < b->next_seq ? "true" : "false",
+               (unsigned long long)oldest(b), (unsigned long long)b->evicted);
+    pthread_mutex_unlock(&b->mu);
+    return rc ? -ENOMEM : 0;
+}
+
 static void list(struct sq_inbox *b, const struct sq_server_req *req, struct sq_buf *s,
                  struct sq_server_resp *resp)
 {
@@ -305,32 +337,7 @@ static void list(struct sq_inbox *b, const struct sq_server_req *req, struct sq_
     }
     char pf[512];
     bool filter = query_param(req->path, req->path_len, "path", pf, sizeof(pf));
-    size_t pfl = filter ? strlen(pf) : 0;
-
-    sq_buf_reset(s);
-    int rc = put_str(s, "{\"captures\":[");
-    pthread_mutex_lock(&b->mu);
-    uint64_t seq = since + 1 > oldest(b) ? since + 1 : oldest(b);
-    uint64_t n = 0, next = since;
-    for (; seq < b->next_seq && n < limit && s->len < SQ_INBOX_LIST_BYTES && !rc; seq++) {
-        const struct cap *c = b->ring[seq % b->cap];
-        next = seq;
-        if (filter && (c->path_len < pfl || memcmp(c->path, pf, pfl) != 0))
-            continue;
-        rc |= put_str(s, n ? ",{" : "{");
-        rc |= sq_buf_append(s, c->head, c->head_len);
-        rc |= put_str(s, ",\"body\":\"");
-        rc |= put_esc(s, c->body, c->body_len);
-        rc |= put_str(s, "\"}");
-        n++;
-    }
-    if (seq == b->next_seq && b->next_seq > 1)
-        next = b->next_seq - 1 > since ? b->next_seq - 1 : since;
-    rc |= putf(s, "],\"next\":%llu,\"more\":%s,\"oldest\":%llu,\"evicted\":%llu}\n",
-               (unsigned long long)next, seq < b->next_seq ? "true" : "false",
-               (unsigned long long)oldest(b), (unsigned long long)b->evicted);
-    pthread_mutex_unlock(&b->mu);
-    if (rc) {
+    if (sq_inbox_list(b, since, filter ? pf : NULL, limit, s) < 0) {
         resp->status = 500;
         resp->body = "out of memory\n";
         return;

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 
 #define SQ_INBOX_MAX_CAPTURES_DEFAULT 10000
@@ -66,5 +67,12 @@ struct sq_inbox_counts {
     uint64_t next_seq;  /* the sequence number the next capture gets (they count from 1) */
 };
 void sq_inbox_counts(struct sq_inbox *b, struct sq_inbox_counts *out);
+
+/* What GET /_inbox/captures answers, into s (reset first): the captures after since whose path
+ * (without the query) starts with prefix (NULL: any), at most limit (0 or over
+ * SQ_INBOX_LIST_MAX: SQ_INBOX_LIST_MAX), oldest first, as {"captures":[...],"next":SEQ,
+ * "more":B,"oldest":SEQ,"evicted":N}. Any thread. Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_inbox_list(struct sq_inbox *b, uint64_t since, const char *prefix,
+                                uint64_t limit, struct sq_buf *s);
 
 #endif

@@ -91,7 +91,8 @@ async function sdkChecks() {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   check('tools/list: the tools', JSON.stringify(names) === JSON.stringify(
-    ['get_run', 'list_runs', 'run_load_test', 'start_target', 'stop_target', 'validate_plan']),
+    ['get_run', 'inbox_read', 'inbox_start', 'inbox_stop', 'list_runs', 'run_load_test',
+      'start_target', 'stop_target', 'validate_plan']),
   names.join(','));
   const ajv = new Ajv({ strict: false, allErrors: true });
   const validators = {};
@@ -173,6 +174,27 @@ async function sdkChecks() {
   await expectRpcError(client, { name: 'run_load_test', arguments: {} }, -32602, 'neither quick nor plan');
   await expectRpcError(client, { name: 'get_run', arguments: { id: 'one' } }, -32602, 'get_run with a string id');
   await expectRpcError(client, { name: 'no_such_tool', arguments: {} }, -32602, 'an unknown tool');
+
+  // A webhook inbox: a bounded run posts to it; inbox_read returns what came.
+  const ib = await client.callTool({ name: 'inbox_start', arguments: { max_captures: 100, status: 202 } });
+  const iport = ib.structuredContent?.port;
+  check('inbox_start: a port', iport > 0, text(ib));
+  const posts = await client.callTool({ name: 'run_load_test', arguments: { quick: {
+    url: `http://127.0.0.1:${iport}/hooks/a`, method: 'POST', body: '{"event":"paid"}',
+    header: ['Content-Type: application/json'], connections: 2, requests: 40, threads: 1 } } });
+  check('a run posts to the inbox', posts.isError !== true &&
+    posts.structuredContent?.result?.requests?.completed === 40, text(posts).slice(0, 200));
+  const rd = await client.callTool({ name: 'inbox_read', arguments: { port: iport, since: 0, limit: 1000 } });
+  const caps = rd.structuredContent?.captures || [];
+  check('inbox_read: every post captured', caps.length === 40 && rd.structuredContent.captured === 40,
+    text(rd));
+  check('inbox_read: method, path, body, headers', caps[0]?.method === 'POST' &&
+    caps[0]?.path === '/hooks/a' && caps[0]?.body === '{"event":"paid"}' &&
+    caps[0]?.headers.some(([k, v]) => k === 'Content-Type' && v === 'application/json'),
+  JSON.stringify(caps[0]));
+  const ist = await client.callTool({ name: 'inbox_stop', arguments: { port: iport } });
+  check('inbox_stop', ist.isError !== true, text(ist));
+  await expectRpcError(client, { name: 'inbox_read', arguments: {} }, -32602, 'inbox_read without a port');
 
   const stop = await client.callTool({ name: 'stop_target', arguments: { port } });
   check('stop_target', stop.isError !== true, text(stop));

@@ -220,7 +220,7 @@ static void test_methods(void **state)
 
     v = call(m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"}");
     json_t *tools = json_object_get(json_object_get(v, "result"), "tools");
-    assert_int_equal(json_array_size(tools), 6);
+    assert_int_equal(json_array_size(tools), 9);
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t)
@@ -417,6 +417,37 @@ static void test_run(void **state)
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(doc, "requests"), "completed")), 200);
     json_decref(r);
+
+    /* An inbox: a run posts to it, inbox_read returns what came (the body cut at max_body). */
+    r = tool(m, "inbox_start", "{\"max_captures\":20,\"max_body\":3,\"status\":202}");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    int iport =
+        (int)json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "port"));
+    json_decref(r);
+    snprintf(args, sizeof(args),
+             "{\"quick\":{\"url\":\"http://127.0.0.1:%d/hook\",\"method\":\"POST\","
+             "\"body\":\"hello\",\"connections\":1,\"threads\":1,\"requests\":30}}",
+             iport);
+    r = tool(m, "run_load_test", args);
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_decref(r);
+    snprintf(args, sizeof(args), "{\"port\":%d,\"since\":0,\"limit\":5,\"path\":\"/hook\"}", iport);
+    r = tool(m, "inbox_read", args);
+    sc = json_object_get(r, "structuredContent");
+    json_t *caps = json_object_get(sc, "captures");
+    assert_int_equal(json_array_size(caps), 5);
+    assert_int_equal(json_integer_value(json_object_get(sc, "captured")), 30);
+    assert_int_equal(json_integer_value(json_object_get(sc, "evicted")), 10);
+    json_t *c0 = json_array_get(caps, 0);
+    assert_int_equal(json_integer_value(json_object_get(c0, "seq")), 11);
+    assert_string_equal(json_string_value(json_object_get(c0, "body")), "hel");
+    assert_true(json_is_true(json_object_get(c0, "truncated")));
+    json_decref(r);
+    snprintf(args, sizeof(args), "{\"port\":%d}", iport);
+    r = tool(m, "inbox_stop", args);
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_decref(r);
+    assert_tool_error(m, "inbox_read", args, "no inbox");
 
     snprintf(args, sizeof(args), "{\"port\":%d}", port);
     r = tool(m, "stop_target", args);
