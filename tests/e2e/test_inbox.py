@@ -220,7 +220,9 @@ class InboxLoad(unittest.TestCase):
             self.assertGreaterEqual(doc["requests"]["completed"], 5000)
             rss2 = rss_kib(proc.pid)
             st = get_json(port, "/_inbox/stats")
-            self.assertEqual(st["captured"], n + 1 + doc["requests"]["completed"])
+            n2 = st["captured"] - n - 1
+            self.assertLessEqual(doc["requests"]["completed"], n2, (doc["requests"], st))
+            self.assertLessEqual(n2, doc["requests"]["sent"], (doc["requests"], st))
             self.assertEqual(st["stored"], 4000)
             self.assertEqual(st["evicted"], st["captured"] - 4000 - 1)
             print("RSS KiB: empty %d, ring full %d, after 10k more %d; round 1 took %.1fs"
