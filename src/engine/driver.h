@@ -91,6 +91,11 @@ void sq_engine__connect_error(struct sq_engine__worker *w, int err);
 void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool count);
 /* A handshake completed: counted (resumed too); the first one's version, cipher and ALPN kept. */
 void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t);
+/* Capture (engine/capture.h), called only when c->cap is set: raw response bytes read before
+ * the head is complete, the complete head, and body bytes (decoded). */
+void sq_engine__cap_raw(struct sq_engine__conn *c, const char *data, size_t len);
+void sq_engine__cap_head(struct sq_engine__conn *c, const char *head, size_t len);
+void sq_engine__cap_body(struct sq_engine__conn *c, const char *data, size_t len);
 /* True once the worker must stop: past its hard end (the load's end plus the graceful stop),
  * or the run was aborted. For a driver inside long work (decoding a large body): it abandons
  * the work, leaves the request in flight and stops watching that connection; the worker leaves

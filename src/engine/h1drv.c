@@ -275,6 +275,8 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
         c->first_event_ns = sq_now_ns();
     if (c->fv && c->fv->capture)
         capture_body(c->fv, data, len);
+    if (SQ_UNLIKELY(c->cap != NULL))
+        sq_engine__cap_body(c, data, len);
     return 0;
 }
 
@@ -305,10 +307,10 @@ static int on_body(void *ud, const char *data, size_t len)
  * body goes through. A plain body with nothing to look at stays framing-only. */
 static int on_head(void *ud, const char *head, size_t len)
 {
-    SQ_UNUSED(head);
-    SQ_UNUSED(len);
     struct sq_engine__conn *c = ud;
     struct sq_flow_vu *v = c->fv;
+    if (SQ_UNLIKELY(c->cap != NULL))
+        sq_engine__cap_head(c, head, len);
     uint8_t enc = c->rd.content_encoding;
     c->decoding = false;
     c->streaming = c->rd.event_stream;
@@ -324,7 +326,7 @@ static int on_head(void *ud, const char *head, size_t len)
         sq_sse_init(&c->sse);
         c->first_event_ns = 0;
     }
-    bool body = c->decoding || c->streaming || (v && v->capture);
+    bool body = c->decoding || c->streaming || (v && v->capture) || (c->cap && c->cap->on);
     sq_h1_reader_on_body(&c->rd, body ? on_body : NULL, c);
     return 0;
 }
@@ -419,6 +421,8 @@ static void conn_read(struct sq_engine__conn *c)
         }
         if (c->fb_ns == 0)
             c->fb_ns = sq_loop_now(w->loop);
+        if (SQ_UNLIKELY(c->cap != NULL))
+            sq_engine__cap_raw(c, w->rbuf, (size_t)n);
         size_t used = 0;
         int rc = sq_h1_reader_feed(&c->rd, w->rbuf, (size_t)n, &used);
         if (rc == 0) {

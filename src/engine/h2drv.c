@@ -23,6 +23,7 @@
 #include "engine/h2drv.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -263,17 +264,23 @@ static void t_recycle(struct h2conn *t)
 
 static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
 {
-    SQ_UNUSED(status);
     struct h2conn *t = ud;
     struct sq_engine__conn *c = vu_of(t, st);
     if (c->fb_ns == 0)
         c->fb_ns = sq_loop_now(t->w->loop);
+    if (SQ_UNLIKELY(c->cap != NULL)) {
+        char line[32];
+        int n = snprintf(line, sizeof(line), "HTTP/2 %d\r\n\r\n", status);
+        sq_engine__cap_head(c, line, (size_t)n);
+    }
 }
 
 static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t len)
 {
-    SQ_UNUSED(data);
-    vu_of(ud, st)->rd.body.bytes += len;
+    struct sq_engine__conn *c = vu_of(ud, st);
+    c->rd.body.bytes += len;
+    if (SQ_UNLIKELY(c->cap != NULL))
+        sq_engine__cap_body(c, data, len);
 }
 
 static void cb_close(void *ud, struct sq_h2_stream *st, uint32_t error_code)
