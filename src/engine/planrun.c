@@ -30,6 +30,8 @@ static const struct option longs[] = {
     {"quiet", no_argument, NULL, 'q'},
     {"no-compression", no_argument, NULL, 'Z'},
     {"no-phases", no_argument, NULL, 'P'},
+    {"name", required_argument, NULL, 'N'},
+    {"percentiles", required_argument, NULL, 'R'},
     SQ_NETOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {0, 0, 0, 0},
@@ -85,6 +87,20 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
         case 'P':
             o->no_phases = true;
             break;
+        case 'N':
+            if (!optarg[0])
+                return sq_flag_fail(err, len, "%s: the name is empty", flag);
+            o->name = optarg;
+            break;
+        case 'R': {
+            const char *why = NULL;
+            int n =
+                sq_parse_percentiles(optarg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
+            if (n < 0)
+                return sq_flag_fail(err, len, "%s: '%s': %s", flag, optarg, why);
+            o->npercentiles = (size_t)n;
+            break;
+        }
         case 'h':
             return SQ_PLANRUN_HELP;
         default:

@@ -34,6 +34,9 @@ struct sq_planrun_opts {
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_compression, no_phases;
     struct sq_netopts net;
+    const char *name;       /* --name: the run's name (over the plan's name:) */
+    double percentiles[16]; /* --percentiles; npercentiles 0: the default list */
+    size_t npercentiles;
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     bool quiet;

@@ -36,6 +36,9 @@ enum {
     OPT_NO_COMPRESSION,
     OPT_HTTP2,
     OPT_STREAMS,
+    OPT_HTTP_DEBUG,
+    OPT_NAME,
+    OPT_PERCENTILES,
 };
 
 static const struct option longs[] = {
@@ -63,6 +66,10 @@ static const struct option longs[] = {
     {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"streams", required_argument, NULL, OPT_STREAMS},
+    {"verbose", no_argument, NULL, 'v'},
+    {"http-debug", optional_argument, NULL, OPT_HTTP_DEBUG},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"percentiles", required_argument, NULL, OPT_PERCENTILES},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -106,6 +113,20 @@ static bool method_ok(const char *m)
         return false;
     free(req);
     return true;
+}
+
+/* The standard methods (RFC 9110 9, RFC 5789): one written in another case is taken as meant in
+ * capitals (-m post sends POST). Methods are case-sensitive, so any other token is sent as it
+ * was written. */
+static const char *const standard_methods[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
+                                               "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+
+static const char *method_canonical(const char *m)
+{
+    for (size_t i = 0; i < SQ_ARRAY_LEN(standard_methods); i++)
+        if (strcasecmp(m, standard_methods[i]) == 0)
+            return standard_methods[i];
+    return m;
 }
 
 /* Why a -H value is not a header, for the message. */
@@ -188,7 +209,7 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
                                 "%s: '%s' is not a method (a token like GET or POST: letters, "
                                 "digits and !#$%%&'*+-.^_`|~)",
                                 flag, arg);
-        o->method = arg;
+        o->method = method_canonical(arg);
         return 0;
     case 'H':
         if (o->nheaders == SQ_QUICK_MAX_HEADERS)
@@ -254,6 +275,31 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
         return 0;
+    case 'v':
+        o->verbose = true;
+        return 0;
+    case OPT_HTTP_DEBUG:
+        if (arg && strcmp(arg, "force") != 0)
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a value it takes (--http-debug, or "
+                                "--http-debug=force for more than %d requests)",
+                                flag, arg, SQ_QUICK_HTTP_DEBUG_MAX);
+        o->http_debug = true;
+        o->http_debug_force = arg != NULL;
+        return 0;
+    case OPT_NAME:
+        if (!arg[0])
+            return sq_flag_fail(err, len, "%s: the name is empty", flag);
+        o->name = arg;
+        return 0;
+    case OPT_PERCENTILES: {
+        const char *why = NULL;
+        int n = sq_parse_percentiles(arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
+        if (n < 0)
+            return sq_flag_fail(err, len, "%s: '%s': %s", flag, arg, why);
+        o->npercentiles = (size_t)n;
+        return 0;
+    }
     case 'h':
         return SQ_QUICK_HELP;
     case 'V':
@@ -283,6 +329,12 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
         return sq_flag_fail(err, len, "--max-in-flight applies to the open loop (-r)");
     if (o->streams && !o->http2)
         return sq_flag_fail(err, len, "--streams applies to --http2");
+    if (o->http_debug && !o->http_debug_force &&
+        (!o->requests || o->requests > SQ_QUICK_HTTP_DEBUG_MAX))
+        return sq_flag_fail(err, len,
+                            "--http-debug prints every exchange: give -n N (N at most %d), or "
+                            "--http-debug=force",
+                            SQ_QUICK_HTTP_DEBUG_MAX);
     if (!o->streams)
         o->streams = 1;
     if (o->connections * o->streams > 1000000)
@@ -300,7 +352,7 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
     opterr = 0;
     optind = 0; /* getopt_long starts afresh, whatever an earlier parse left behind */
     int opt, li = -1, rc;
-    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:kqhV", longs, &li)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:kqvhV", longs, &li)) != -1) {
         char name[48];
         const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
         if ((rc = take(o, opt, flag, optarg, err, len)) != 0)
@@ -321,8 +373,9 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
 static const struct {
     const char *key, *why;
 } cli_only[] = {
-    {"json", "writes no files"},   {"html", "writes no files"}, {"out", "writes no files"},
-    {"sample", "writes no files"}, {"quiet", "prints nothing"},
+    {"json", "writes no files"},      {"html", "writes no files"}, {"out", "writes no files"},
+    {"sample", "writes no files"},    {"quiet", "prints nothing"}, {"verbose", "prints nothing"},
+    {"http-debug", "prints nothing"},
 };
 
 static bool repeatable(const char *key)
@@ -665,6 +718,13 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     r->opts = o;
     const char *why = NULL;
     int rc = sq_url_parse(o->url, &r->url, &why);
+    if (rc < 0 && !strstr(o->url, "://")) {
+        /* "localhost:8080/x", ":8080/x", "/x": a URL without its scheme */
+        const char *u = o->url;
+        return sq_flag_fail(err, len, "bad URL '%s': no scheme (did you mean http://%s%s%s?)", u,
+                            u[0] == ':' || u[0] == '/' ? "127.0.0.1" : "",
+                            u[0] == '/' ? ":8080" : "", u);
+    }
     if (rc < 0)
         return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why ? why : sq_strerror(rc));
     if ((rc = load_body(r, o, err, len)) < 0)
