@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -40,12 +41,14 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
         t->hdr_failed = true;
 }
 
+static const char usage_head[] = "usage: squall COMMAND [args] or squall URL [flags]\n"
+                                 "\n";
+
 static const char usage[] =
-    "usage: squall URL [flags]          closed-loop HTTP/1.1 (or --http2) load test (http://\n"
-    "                                   or https://)\n"
-    "       squall target [flags]       the built-in test server (squall target --help)\n"
-    "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
-    "                                   report\n"
+    "\n"
+    "squall URL: a load test of one URL (http:// or https://). Closed loop by default: each\n"
+    "connection is a VU that sends its next request when a response ends. Open loop with -r:\n"
+    "requests start at a fixed rate whatever the server does, latency from the intended send.\n"
     "\n"
     "  -c, --connections N     connections (VUs), opened before the start and split across\n"
     "                          threads (default 64)\n"
@@ -61,7 +64,7 @@ static const char usage[] =
     "      --pacing D          closed loop: each connection starts a request at most every D\n"
     "      --graceful-stop D   let requests in flight at the end finish for up to D (default 0)\n"
     "  -t, --threads N         worker threads (default: online CPUs, at most -c)\n"
-    "  -m, --method M          request method (default GET)\n"
+    "  -m, --method M          request method (default GET; get, post... are upper-cased)\n"
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
     "      --timeout D         per-request timeout (default 10s)\n"
@@ -73,6 +76,8 @@ static const char usage[] =
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
+    "      --name NAME         the run's name in the result and the report\n"
+    "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
     "      --http2             HTTP/2: h2c with prior knowledge for http:// (RFC 9113 3.3)\n"
     "      --streams N         with --http2: concurrent streams per connection (default 1);\n"
     "                          VUs = connections x streams, each stream slot one VU\n"
@@ -80,20 +85,53 @@ static const char usage[] =
     "                          compressed bodies are decoded and counted either way)\n"
     "      --no-phases         do not record per-phase timings (blocked, connecting,\n"
     "                          sending, waiting, receiving...)\n"
+    "  -v, --verbose           print the first request and response of each status and each\n"
+    "                          error kind (head and the first 1 KiB of the body)\n"
+    "      --http-debug        print every exchange (with -n 20 or fewer; =force for more)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n";
 
-static const char usage_tail[] =
-    "\n"
-    "exit status: 0 the run completed, 1 it could not do its job (nothing succeeded),\n"
-    "             2 bad flags or URL\n";
-
 void sq_cli_usage(FILE *f)
 {
+    fputs(usage_head, f);
+    fputs("commands:\n", f);
+    sq_cli_commands(f);
     fputs(usage, f);
     fputs(sq_netopts_usage, f);
-    fputs(usage_tail, f);
+    fputs("\nSIGINT (Ctrl-C) or SIGTERM stops a run gracefully and still writes every output; a\n"
+          "second signal 1 s or more later stops it at once (the outputs still written).\n\n",
+          f);
+    sq_cli_exit_codes(f);
+}
+
+/* The streamed --out files: temporary files renamed into place at the end (atomic). */
+struct outs {
+    struct sq_cli_file csv, hdr, nd;
+};
+
+static int open_streams(const struct sq_quick_opts *o, struct outs *s)
+{
+    int rc;
+    if (o->csv_path && (rc = sq_cli_file_open(FACE, "--out csv", o->csv_path, &s->csv)) != 0)
+        return rc;
+    if (o->hdr_path && (rc = sq_cli_file_open(FACE, "--out hdr", o->hdr_path, &s->hdr)) != 0)
+        return rc;
+    if (o->ndjson_path &&
+        (rc = sq_cli_file_open(FACE, "--out ndjson", o->ndjson_path, &s->nd)) != 0)
+        return rc;
+    return 0;
+}
+
+static void close_streams(struct outs *s, bool commit)
+{
+    struct sq_cli_file *all[] = {&s->csv, &s->hdr, &s->nd};
+    for (size_t i = 0; i < SQ_ARRAY_LEN(all); i++) {
+        if (commit)
+            sq_cli_file_commit(all[i]);
+        else
+            sq_cli_file_discard(all[i]);
+    }
 }
 
 int sq_cli_quick(int argc, char **argv)
@@ -101,12 +139,15 @@ int sq_cli_quick(int argc, char **argv)
     char err[SQ_PREP_ERRLEN];
     struct sq_quick_opts o;
     sq_quick_opts_init(&o);
+    /* the command line as typed, for the result ("run.command"): getopt reorders argv */
+    char **typed = sq_cli_argv_copy(argc, argv);
     int rc = sq_quick_parse_argv(&o, argc, argv, err, sizeof(err));
     if (rc == SQ_QUICK_HELP)
         sq_cli_usage(stdout);
     else if (rc == SQ_QUICK_VERSION)
         printf("squall %s\n", SQ_VERSION);
     if (rc != 0) {
+        free(typed);
         sq_quick_opts_dispose(&o);
         return rc > 0 ? SQ_EXIT_OK : sq_cli_prep_error(FACE, rc, err);
     }
@@ -117,7 +158,9 @@ int sq_cli_quick(int argc, char **argv)
     struct sq_cli_outputs outs = {
         .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     struct ticker tk = {0};
+    struct outs streams = {0};
     struct sq_ndjson nd = {.scenario = "default"};
+    struct sq_cli_capture cap = {0};
     const char *why = NULL;
 
     rc = sq_quick_prepare(&run, &o, err, sizeof(err));
@@ -138,13 +181,14 @@ int sq_cli_quick(int argc, char **argv)
                              ? 0
                              : (double)sq_exec_length_ns(&cfg->exec) / 1e9);
     tk.show = !o.quiet;
-    if (o.csv_path && !(tk.csv = sq_cli_open_out(FACE, "--out csv", o.csv_path, &exit_code)))
+    if ((rc = open_streams(&o, &streams)) != 0) {
+        exit_code = rc;
         goto out;
-    if (o.hdr_path && !(tk.hdr = sq_cli_open_out(FACE, "--out hdr", o.hdr_path, &exit_code)))
-        goto out;
-    if (o.ndjson_path) {
-        if (!(nd.f = sq_cli_open_out(FACE, "--out ndjson", o.ndjson_path, &exit_code)))
-            goto out;
+    }
+    tk.csv = streams.csv.f;
+    tk.hdr = streams.hdr.f;
+    if (streams.nd.f) {
+        nd.f = streams.nd.f;
         setvbuf(nd.f, NULL, _IOFBF, 1 << 20);
         cfg->on_samples = sq_ndjson_write;
         cfg->samples_ud = &nd;
@@ -156,10 +200,17 @@ int sq_cli_quick(int argc, char **argv)
         sq_hdrlog_header(tk.hdr, sq_wall_s());
     cfg->on_tick = on_tick;
     cfg->tick_ud = &tk;
+    if (o.verbose || o.http_debug) {
+        if (sq_cli_capture_init(&cap, o.http_debug ? SQ_CAPTURE_EVERY : SQ_CAPTURE_FIRST_OF_KIND) <
+            0)
+            goto out;
+        cfg->capture = &cap.cfg;
+    }
 
     cfg->stop = sq_cli_signals_begin();
     rc = sq_run(cfg, &res, &why);
-    sq_cli_signals_end();
+    bool forced;
+    int sig = sq_cli_signal_seen(&forced);
     sq_progress_finish(&tk.progress);
     if (tk.hdr_failed)
         fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
@@ -174,6 +225,11 @@ int sq_cli_quick(int argc, char **argv)
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
         goto out;
     }
+    close_streams(&streams, true);
+    if (sig)
+        sq_cli_signal_mark(&res, sig, forced);
+    if (cfg->capture)
+        sq_cli_capture_print(&cap, stderr);
 
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_quick_doc(&run, &res);
@@ -181,19 +237,22 @@ int sq_cli_quick(int argc, char **argv)
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
-    sq_cli_render(&outs, doc);
+    if (typed)
+        sq_report_set_command(doc, argc, typed);
+    if (sig)
+        sq_cli_signal_doc(doc, sig, forced);
+    bool written = sq_cli_render(&outs, doc) == 0;
     json_decref(doc);
-    exit_code = sq_cli_run_status(&res);
+    exit_code = sq_cli_run_status(&res, sig);
+    if (!written && exit_code == SQ_EXIT_OK)
+        exit_code = SQ_EXIT_FAIL;
 out:
-    sq_cli_outputs_close(&outs);
-    if (tk.csv)
-        fclose(tk.csv);
-    if (tk.hdr)
-        fclose(tk.hdr);
-    if (nd.f)
-        fclose(nd.f);
+    sq_cli_signals_end();
+    close_streams(&streams, false); /* what was not committed above: nothing measured */
+    sq_cli_capture_dispose(&cap);
     sq_result_dispose(&res);
     sq_quick_run_dispose(&run);
     sq_quick_opts_dispose(&o);
+    free(typed);
     return exit_code;
 }
