@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "base/text.h"
 #include "cli/cli.h"
+#include "cli/wrk.h"
 
 static int version(int argc, char **argv)
 {
@@ -37,6 +38,7 @@ static const struct command {
     {"target", "[flags]", "the built-in test server", sq_cli_target},
     {"report", "FILE [--html OUT]", "a saved --json result: its summary or its HTML report",
      sq_cli_report},
+    {"wrk", "[wrk's flags] URL", "wrk's flags, report and Lua scripts (squall wrk -h)", sq_cli_wrk},
     {"version", "", "print the version", version},
     {"help", "", "this help", help},
 };

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/wrk.h"
 #include "engine/flags.h"
 #include "engine/quick.h"
 #include "engine/run.h"
@@ -49,6 +50,7 @@ static const char usage[] =
     "squall URL: a load test of one URL (http:// or https://). Closed loop by default: each\n"
     "connection is a VU that sends its next request when a response ends. Open loop with -r:\n"
     "requests start at a fixed rate whatever the server does, latency from the intended send.\n"
+    "WebSocket with ws:// and wss:// URLs (below).\n"
     "\n"
     "  -c, --connections N     connections (VUs), opened before the start and split across\n"
     "                          threads (default 64)\n"
@@ -67,6 +69,8 @@ static const char usage[] =
     "  -m, --method M          request method (default GET; get, post... are upper-cased)\n"
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
+    "  -s, --script FILE       a Lua script with wrk's API (docs/wrk.md); the arguments after\n"
+    "                          the URL go to its init(args)\n"
     "      --timeout D         per-request timeout (default 10s)\n"
     "      --connect-timeout D per-connect timeout (default 5s; the TLS handshake gets as long)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
@@ -88,6 +92,16 @@ static const char usage[] =
     "  -v, --verbose           print the first request and response of each status and each\n"
     "                          error kind (head and the first 1 KiB of the body)\n"
     "      --http-debug        print every exchange (with -n 20 or fewer; =force for more)\n"
+    "\n"
+    "  WebSocket (ws:// and wss:// URLs): each VU opens one connection with an HTTP/1.1\n"
+    "  upgrade; a request is one message, complete when the next whole message comes back\n"
+    "      --message S|@FILE   the message each request sends: a template ({{$vu}},\n"
+    "                          {{$iteration}}, {{$randomUUID}}...), or FILE's bytes as they are\n"
+    "      --binary            send binary messages (default: text)\n"
+    "      --ws-ping D         ping every open connection every D (at least 100ms; the pongs'\n"
+    "                          round trip is in the result)\n"
+    "      --ws-subprotocol P  offer Sec-WebSocket-Protocol P (a list: a, b)\n"
+    "                          (-H headers go on the upgrade request)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n";
@@ -241,8 +255,20 @@ int sq_cli_quick(int argc, char **argv)
         sq_report_set_command(doc, argc, typed);
     if (sig)
         sq_cli_signal_doc(doc, sig, forced);
+    if (o.script)
+        json_object_set_new(doc, "script", sq_cli_script_json(o.script, run.wrk.hooks, &res));
     bool written = sq_cli_render(&outs, doc) == 0;
     json_decref(doc);
+    if (res.script_error) {
+        fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
+        goto out;
+    }
+    if (o.script && sq_wrk_script_done(&run.wrk, &res, err, sizeof(err)) < 0) {
+        fflush(stdout);
+        fprintf(stderr, "squall: done(): %s\n", err);
+        goto out;
+    }
+    fflush(stdout);
     exit_code = sq_cli_run_status(&res, sig);
     if (!written && exit_code == SQ_EXIT_OK)
         exit_code = SQ_EXIT_FAIL;

@@ -1,7 +1,7 @@
 /* engine/capture.c - exchanges for the run's capture hook (engine/capture.h).
  *
- * Each VU of a capturing run owns one buffer (struct sq_engine__cap, worker.h). conn_send arms
- * it; the driver fills it (cap_raw before the head is complete, cap_head once it is, cap_body
+ * Each VU of a capturing run owns one buffer (struct sq_engine__xc, worker.h). conn_send arms
+ * it; the driver fills it (xc_raw before the head is complete, xc_head once it is, xc_body
  * after); conn_complete and conn_fail end it, and the mode decides whether the hook sees it.
  * The first-of-kind mode keeps a per-worker bitmap (one bit per status code, then one per
  * error kind): once a kind was handed out, the worker never copies that kind again.
@@ -15,26 +15,26 @@
 
 #define SEEN_BITS (SQ_STATUS_CODES + SQ_ERRK_COUNT)
 
-int sq_engine__cap_init(struct sq_engine__worker *w)
+int sq_engine__xc_init(struct sq_engine__worker *w)
 {
     w->capture = w->cfg->capture;
     if (!w->capture)
         return 0;
-    w->caps = calloc(w->nconns ? w->nconns : 1, sizeof(*w->caps));
-    w->cap_seen = calloc((SEEN_BITS + 7) / 8, 1);
-    if (!w->caps || !w->cap_seen)
+    w->xcs = calloc(w->nconns ? w->nconns : 1, sizeof(*w->xcs));
+    w->xc_seen = calloc((SEEN_BITS + 7) / 8, 1);
+    if (!w->xcs || !w->xc_seen)
         return -ENOMEM;
     for (uint32_t i = 0; i < w->nconns; i++)
-        w->conns[i].cap = &w->caps[i];
+        w->conns[i].xc = &w->xcs[i];
     return 0;
 }
 
-void sq_engine__cap_dispose(struct sq_engine__worker *w)
+void sq_engine__xc_dispose(struct sq_engine__worker *w)
 {
-    free(w->caps);
-    free(w->cap_seen);
-    w->caps = NULL;
-    w->cap_seen = NULL;
+    free(w->xcs);
+    free(w->xc_seen);
+    w->xcs = NULL;
+    w->xc_seen = NULL;
 }
 
 static size_t body_max(const struct sq_capture *cap)
@@ -43,18 +43,18 @@ static size_t body_max(const struct sq_capture *cap)
                                                                 : SQ_CAPTURE_BODY_MAX;
 }
 
-void sq_engine__cap_arm(struct sq_engine__conn *c)
+void sq_engine__xc_arm(struct sq_engine__conn *c)
 {
-    struct sq_engine__cap *k = c->cap;
+    struct sq_engine__xc *k = c->xc;
     k->on = true;
     k->in_body = k->head_cut = false;
     k->head_len = k->body_len = 0;
     k->body_total = 0;
 }
 
-void sq_engine__cap_raw(struct sq_engine__conn *c, const char *data, size_t len)
+void sq_engine__xc_raw(struct sq_engine__conn *c, const char *data, size_t len)
 {
-    struct sq_engine__cap *k = c->cap;
+    struct sq_engine__xc *k = c->xc;
     if (!k->on || k->in_body)
         return;
     size_t room = SQ_CAPTURE_HEAD_MAX - k->head_len;
@@ -66,9 +66,9 @@ void sq_engine__cap_raw(struct sq_engine__conn *c, const char *data, size_t len)
     k->head_len += (uint32_t)len;
 }
 
-void sq_engine__cap_head(struct sq_engine__conn *c, const char *head, size_t len)
+void sq_engine__xc_head(struct sq_engine__conn *c, const char *head, size_t len)
 {
-    struct sq_engine__cap *k = c->cap;
+    struct sq_engine__xc *k = c->xc;
     if (!k->on)
         return;
     k->head_cut = len > SQ_CAPTURE_HEAD_MAX;
@@ -79,9 +79,9 @@ void sq_engine__cap_head(struct sq_engine__conn *c, const char *head, size_t len
     k->in_body = true;
 }
 
-void sq_engine__cap_body(struct sq_engine__conn *c, const char *data, size_t len)
+void sq_engine__xc_body(struct sq_engine__conn *c, const char *data, size_t len)
 {
-    struct sq_engine__cap *k = c->cap;
+    struct sq_engine__xc *k = c->xc;
     if (!k->on)
         return;
     k->in_body = true;
@@ -103,19 +103,19 @@ static size_t request_part(const char *req, size_t len, size_t max_body)
     return len - head > max_body ? head + max_body : len;
 }
 
-void sq_engine__cap_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error)
+void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error)
 {
     struct sq_engine__worker *w = c->w;
-    struct sq_engine__cap *k = c->cap;
+    struct sq_engine__xc *k = c->xc;
     if (!k->on)
         return;
     k->on = false;
     if (w->capture->mode == SQ_CAPTURE_FIRST_OF_KIND) {
         size_t bit =
             error >= 0 ? SQ_STATUS_CODES + (size_t)error : (status < SQ_STATUS_CODES ? status : 0);
-        if (w->cap_seen[bit / 8] & (1u << (bit % 8)))
+        if (w->xc_seen[bit / 8] & (1u << (bit % 8)))
             return;
-        w->cap_seen[bit / 8] |= (uint8_t)(1u << (bit % 8));
+        w->xc_seen[bit / 8] |= (uint8_t)(1u << (bit % 8));
     }
     size_t req_len = c->req ? request_part(c->req, c->req_len, body_max(w->capture)) : 0;
     struct sq_exchange x = {

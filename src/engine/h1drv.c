@@ -6,8 +6,9 @@
  * EAGAIN. The read that ends a response also stamps the send of the next (its clock read is
  * the completion time, and sq_engine__vu_next sends from inside the same event).
  *
- * https: the transport sits behind conn_recv / conn_sendb (one predictable branch on c->tls; the
- * plaintext path is the plain read() / send()). After the TCP connect a connection shakes hands
+ * https: the transport sits behind conn_recv / conn_sendb (engine/xport.h: one predictable branch
+ * on c->tls; the plaintext path is the plain read() / send()). The connect and the TLS handshake
+ * are xport.c's, shared with wsdrv.c: after the TCP connect a connection shakes hands
  * (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a backoff like
  * a failed connect, and its message is kept for the summary.
  *
@@ -36,6 +37,7 @@
 #include "base/clock.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
+#include "engine/xport.h"
 #include "http/decode.h"
 #include "http/h1.h"
 #include "http/sse.h"
@@ -53,6 +55,8 @@ static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_
 static int on_head(void *ud, const char *head, size_t len);
 static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_header *fields,
                      size_t nfields);
+static int on_script_fields(void *ud, const char *head, size_t len,
+                            const struct sq_h1_header *fields, size_t nfields);
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 
 /* A fresh reader whose head callback decides, per response, whether the body is decoded,
@@ -60,64 +64,23 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 static void reader_init(struct sq_engine__conn *c)
 {
     sq_h1_reader_init(&c->rd, &h1_limits);
-    sq_h1_reader_on_head(&c->rd, on_head, c);
+    if (SQ_UNLIKELY(c->cap != NULL))
+        sq_h1_reader_on_fields(&c->rd, on_script_fields, c); /* a wrk script's response() */
+    else
+        sq_h1_reader_on_head(&c->rd, on_head, c);
     c->decoding = c->streaming = false;
 }
 
-/* ---- transport: plain or TLS ---- */
+/* ---- connect and handshake (engine/xport.c, shared with wsdrv.c) ---- */
 
-static inline ssize_t tls_errno(ssize_t r)
-{
-    if (r >= 0)
-        return r;
-    errno = (int)-r;
-    return -1;
-}
-
-/* read() and send() on the connection, plain or TLS (same contract: -1 with errno; EPROTO is a
- * TLS failure whose message sq_tls_conn_error holds). */
 static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
 {
-    if (SQ_UNLIKELY(c->tls != NULL))
-        return tls_errno(sq_tls_read(c->tls, buf, n));
-    return read(c->io.fd, buf, n);
+    return sq_engine__recv(c, buf, n);
 }
 
 static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
 {
-    if (SQ_UNLIKELY(c->tls != NULL))
-        return tls_errno(sq_tls_write(c->tls, buf, n));
-    return send(c->io.fd, buf, n, MSG_NOSIGNAL);
-}
-
-/* ---- connect and handshake ---- */
-
-static void connect_failed(struct sq_engine__conn *c, int err)
-{
-    sq_engine__connect_error(c->w, err);
-    sq_engine__vu_close(c);
-    sq_engine__vu_backoff(c);
-}
-
-/* A TLS failure that costs no request (the handshake, or an alert on an idle connection):
- * counted, its message kept, the connection retried after a backoff like a failed connect. */
-static void tls_failed(struct sq_engine__conn *c, const char *msg)
-{
-    sq_engine__tls_error(c->w, msg, true);
-    sq_engine__vu_close(c);
-    sq_engine__vu_backoff(c);
-}
-
-/* A TLS failure on an open connection: fails the request in flight, if any. */
-static void tls_broken(struct sq_engine__conn *c)
-{
-    if (c->state != CONN_ACTIVE) {
-        tls_failed(c, sq_tls_conn_error(c->tls));
-        return;
-    }
-    sq_engine__tls_error(c->w, sq_tls_conn_error(c->tls), false);
-    sq_engine__vu_fail(c, SQ_ERRK_TLS);
-    sq_engine__vu_replace(c);
+    return sq_engine__sendb(c, buf, n);
 }
 
 /* The connection is usable (TCP, and TLS when https): it counts as opened and goes to work. */
@@ -128,83 +91,15 @@ static void opened(struct sq_engine__conn *c, int64_t now)
     c->backoff = 0;
     c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
     if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
-        connect_failed(c, -errno);
+        sq_engine__xport_connect_failed(c, -errno);
         return;
     }
     sq_engine__vu_next(c, now);
 }
 
-/* Steps the handshake; when it completes the connection counts as opened and goes to work. */
-static void tls_step(struct sq_engine__conn *c)
-{
-    struct sq_engine__worker *w = c->w;
-    int rc = sq_tls_handshake(c->tls);
-    if (rc == -EAGAIN) {
-        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
-            connect_failed(c, -errno);
-        return;
-    }
-    if (rc < 0) {
-        tls_failed(c, sq_tls_conn_error(c->tls));
-        return;
-    }
-    int64_t now = sq_now_ns();
-    c->tls_ns = now - c->since_ns;
-    sq_engine__tls_done(w, c->tls);
-    opened(c, now);
-}
-
-static void tls_begin(struct sq_engine__conn *c)
-{
-    struct sq_engine__worker *w = c->w;
-    if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, c->io.fd, &c->tls) < 0) {
-        tls_failed(c, "out of memory for a TLS connection");
-        return;
-    }
-    c->state = CONN_HANDSHAKE;
-    c->since_ns = sq_now_ns();
-    tls_step(c);
-}
-
-/* The non-blocking connect finished (EPOLLOUT): failed, or on to TLS, or open. */
-static void connected(struct sq_engine__conn *c)
-{
-    int rc = sq_connect_result(c->io.fd);
-    if (rc < 0) {
-        connect_failed(c, rc);
-        return;
-    }
-    c->connect_ns = sq_now_ns() - c->since_ns;
-    if (SQ_UNLIKELY(c->w->cfg->tls != NULL)) {
-        tls_begin(c);
-        return;
-    }
-    c->tls_ns = 0;
-    opened(c, sq_now_ns());
-}
-
 static void h1_connect(struct sq_engine__conn *c)
 {
-    struct sq_engine__worker *w = c->w;
-    const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
-    struct sq_addr fresh;
-    if (w->cfg->dns_ttl_ns > 0) {
-        sq_engine__addrs_load(&w->run->addrs, c->global, &fresh);
-        a = &fresh;
-    }
-    int fd = sq_connect_start(a);
-    if (fd < 0) {
-        connect_failed(c, fd);
-        return;
-    }
-    int rc = sq_io_start(w->loop, &c->io, fd, EPOLLOUT, on_io);
-    if (rc < 0) {
-        close(fd);
-        connect_failed(c, rc);
-        return;
-    }
-    c->state = CONN_CONNECTING;
-    c->since_ns = sq_loop_now(w->loop);
+    sq_engine__xport_connect(c, on_io);
 }
 
 /* ---- write ---- */
@@ -275,8 +170,15 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
         c->first_event_ns = sq_now_ns();
     if (c->fv && c->fv->capture)
         capture_body(c->fv, data, len);
-    if (SQ_UNLIKELY(c->cap != NULL))
-        sq_engine__cap_body(c, data, len);
+    else if (c->cap) {
+        /* a wrk script's response(): the body, up to the cap */
+        size_t room = SQ_ENGINE_CAPTURE_CAP - c->cap->body.len;
+        size_t n = len > room ? room : len;
+        if (n && sq_buf_append(&c->cap->body, data, n) < 0)
+            return -ENOMEM;
+    }
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_body(c, data, len);
     return 0;
 }
 
@@ -309,8 +211,8 @@ static int on_head(void *ud, const char *head, size_t len)
 {
     struct sq_engine__conn *c = ud;
     struct sq_flow_vu *v = c->fv;
-    if (SQ_UNLIKELY(c->cap != NULL))
-        sq_engine__cap_head(c, head, len);
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_head(c, head, len);
     uint8_t enc = c->rd.content_encoding;
     c->decoding = false;
     c->streaming = c->rd.event_stream;
@@ -326,7 +228,7 @@ static int on_head(void *ud, const char *head, size_t len)
         sq_sse_init(&c->sse);
         c->first_event_ns = 0;
     }
-    bool body = c->decoding || c->streaming || (v && v->capture) || (c->cap && c->cap->on);
+    bool body = c->decoding || c->streaming || (v && v->capture) || (c->xc && c->xc->on);
     sq_h1_reader_on_body(&c->rd, body ? on_body : NULL, c);
     return 0;
 }
@@ -339,6 +241,33 @@ static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_
     struct sq_engine__conn *c = ud;
     sq_flow_vu_keep_head(c->fv, head, len, fields, nfields);
     return on_head(ud, head, len);
+}
+
+/* The same, for a wrk script with response(): the head and its fields kept for the call (spans
+ * into the copy), and the body captured whatever it is. */
+static int on_script_fields(void *ud, const char *head, size_t len,
+                            const struct sq_h1_header *fields, size_t nfields)
+{
+    struct sq_engine__conn *c = ud;
+    struct sq_engine__capture *k = c->cap;
+    sq_buf_reset(&k->head);
+    sq_buf_reset(&k->body);
+    k->nfields = 0;
+    if (sq_buf_append(&k->head, head, len) < 0 ||
+        sq_buf_reserve(&k->fields, nfields * sizeof(struct sq_resp_header)) < 0)
+        return -ENOMEM;
+    struct sq_resp_header *out = (struct sq_resp_header *)(void *)k->fields.p;
+    for (size_t i = 0; i < nfields; i++) {
+        out[i].name = k->head.p + (fields[i].name - head);
+        out[i].name_len = fields[i].name_len;
+        out[i].value = k->head.p + (fields[i].value - head);
+        out[i].value_len = fields[i].value_len;
+    }
+    k->nfields = nfields;
+    int rc = on_head(ud, head, len);
+    if (rc == 0)
+        sq_h1_reader_on_body(&c->rd, on_body, c);
+    return rc;
 }
 
 /* ---- read ---- */
@@ -384,7 +313,7 @@ static void read_end(struct sq_engine__conn *c, ssize_t n)
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->tls)) {
-        tls_broken(c);
+        sq_engine__xport_tls_broken(c);
         return;
     }
     /* End of stream or a reset. A response delimited by the close is complete now. */
@@ -421,10 +350,13 @@ static void conn_read(struct sq_engine__conn *c)
         }
         if (c->fb_ns == 0)
             c->fb_ns = sq_loop_now(w->loop);
-        if (SQ_UNLIKELY(c->cap != NULL))
-            sq_engine__cap_raw(c, w->rbuf, (size_t)n);
+        if (SQ_UNLIKELY(c->xc != NULL))
+            sq_engine__xc_raw(c, w->rbuf, (size_t)n);
+        const char *p = w->rbuf;
+        size_t left = (size_t)n;
+    next_response:;
         size_t used = 0;
-        int rc = sq_h1_reader_feed(&c->rd, w->rbuf, (size_t)n, &used);
+        int rc = sq_h1_reader_feed(&c->rd, p, left, &used);
         if (rc == 0) {
             /* more to come; TLS: records OpenSSL already holds would wake no poll */
             if (SQ_LIKELY(!c->tls) || !sq_tls_buffered(c->tls))
@@ -447,7 +379,24 @@ static void conn_read(struct sq_engine__conn *c)
         }
         int64_t now = sq_now_ns();
         sq_engine__vu_complete(c, now);
-        if (SQ_UNLIKELY(used < (size_t)n) || SQ_UNLIKELY(more_arrived(c, n))) {
+        if (SQ_UNLIKELY(c->state == CONN_ACTIVE)) {
+            /* A pipelined batch (a wrk script's request()): its next response follows on this
+             * connection, maybe in the same read. */
+            if (!c->rd.keep_alive) {
+                sq_engine__vu_fail(c, SQ_ERRK_CLOSED); /* the rest of the batch is lost */
+                sq_engine__vu_replace(c);
+                return;
+            }
+            sq_h1_reader_start(&c->rd, c->head);
+            p += used;
+            left -= used;
+            if (left)
+                goto next_response;
+            if (SQ_LIKELY(!c->tls) || !sq_tls_buffered(c->tls))
+                return;
+            continue;
+        }
+        if (SQ_UNLIKELY(used < left) || SQ_UNLIKELY(more_arrived(c, n))) {
             unsolicited(c);
             return;
         }
@@ -467,11 +416,11 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
     SQ_UNUSED(loop);
     struct sq_engine__conn *c = SQ_CONTAINER_OF(io, struct sq_engine__conn, io);
     if (c->state == CONN_CONNECTING) {
-        connected(c);
+        sq_engine__xport_connected(c, opened);
         return;
     }
     if (SQ_UNLIKELY(c->state == CONN_HANDSHAKE)) {
-        tls_step(c);
+        sq_engine__xport_tls_step(c, opened);
         return;
     }
     if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < c->req_len) {
@@ -483,20 +432,17 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
         conn_read(c);
 }
 
+void sq_engine__h1_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
+{
+    on_io(loop, io, ev);
+}
+
 /* ---- the rest of the driver table ---- */
 
 /* Closes the socket; the reader starts afresh for the next connection. */
 static void h1_close(struct sq_engine__conn *c)
 {
-    if (c->state >= CONN_CONNECTING) {
-        sq_io_stop(c->w->loop, &c->io);
-        if (c->tls) {
-            sq_tls_conn_free(c->tls);
-            c->tls = NULL;
-        }
-        close(c->io.fd);
-        c->io.fd = -1;
-    }
+    sq_engine__xport_close(c);
     sq_h1_reader_dispose(&c->rd);
     reader_init(c);
 }
@@ -504,14 +450,8 @@ static void h1_close(struct sq_engine__conn *c)
 /* Connects and handshakes that take longer than the connect timeout fail like a refused one. */
 static void h1_sweep(struct sq_engine__worker *w, int64_t now)
 {
-    int64_t limit = w->cfg->connect_timeout_ns;
-    for (uint32_t i = 0; i < w->nconns; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
-        if (c->state == CONN_CONNECTING && now - c->since_ns >= limit)
-            connect_failed(c, -ETIMEDOUT);
-        else if (c->state == CONN_HANDSHAKE && now - c->since_ns >= limit)
-            tls_failed(c, "handshake timed out");
-    }
+    for (uint32_t i = 0; i < w->nconns; i++)
+        sq_engine__xport_sweep(&w->conns[i], now);
 }
 
 static void h1_close_all(struct sq_engine__worker *w)

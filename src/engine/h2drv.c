@@ -268,10 +268,10 @@ static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
     struct sq_engine__conn *c = vu_of(t, st);
     if (c->fb_ns == 0)
         c->fb_ns = sq_loop_now(t->w->loop);
-    if (SQ_UNLIKELY(c->cap != NULL)) {
+    if (SQ_UNLIKELY(c->xc != NULL)) {
         char line[32];
         int n = snprintf(line, sizeof(line), "HTTP/2 %d\r\n\r\n", status);
-        sq_engine__cap_head(c, line, (size_t)n);
+        sq_engine__xc_head(c, line, (size_t)n);
     }
 }
 
@@ -279,8 +279,8 @@ static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t 
 {
     struct sq_engine__conn *c = vu_of(ud, st);
     c->rd.body.bytes += len;
-    if (SQ_UNLIKELY(c->cap != NULL))
-        sq_engine__cap_body(c, data, len);
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_body(c, data, len);
 }
 
 static void cb_close(void *ud, struct sq_h2_stream *st, uint32_t error_code)

@@ -24,8 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "engine/netopts.h"
 #include "engine/run.h"
+#include "engine/wrkscript.h"
 #include "http/h2.h"
 #include "http/request.h"
 #include "http/url.h"
@@ -60,6 +62,18 @@ struct sq_quick_opts {
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
     struct sq_netopts net; /* DNS and TLS */
+    /* -s FILE: a wrk-style Lua script (docs/wrk.md), and the arguments after the URL that its
+     * init(args) gets (refused from JSON: a daemon runs no script file) */
+    const char *script;
+    int script_argc;
+    char **script_argv;
+    /* WebSocket (ws:// and wss:// URLs) */
+    bool ws;                    /* the URL's scheme is ws or wss (set by the parse) */
+    const char *message_arg;    /* --message: a template, or "@FILE" (from argv) */
+    bool message_literal;       /* from JSON: message_arg is the text even when it starts with @ */
+    bool binary;                /* --binary */
+    int64_t ws_ping_ns;         /* --ws-ping */
+    const char *ws_subprotocol; /* --ws-subprotocol */
     /* The CLI's own outputs and terminal (refused from JSON: a daemon run writes no files). */
     const char *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample; /* --sample; 0: not given */
@@ -74,6 +88,7 @@ struct sq_quick_opts {
     char **_argv;
     size_t _argc;
     char *_body;
+    char *_message;
 };
 
 /* The defaults of every option. */
@@ -117,17 +132,25 @@ struct sq_quick_run {
     const char *accept_encoding; /* what the requests offer (NULL: nothing) */
     uint64_t conns;              /* connections the run may open: its open-file need */
     struct sq_net net;
+    struct sq_wrk_script wrk; /* -s: the script's states (cfg.script points into it) */
+    /* ws:// and wss://: what cfg.ws points at; the message template when it has dynamic parts
+     * (else the message is body, sent as it is), the upgrade's -H lines */
+    struct sq_ws_run ws;
+    struct sq_tmpl *ws_message;
+    struct sq_buf ws_headers;
 };
 
 /* Prepares the run o describes. Returns 0, -SQ_EUSAGE (a bad URL, a -b @FILE that cannot be
- * read, a load shape the executor refuses, a TLS file: err names the flag), -SQ_ERESOLVE and
- * other negative codes when the run cannot be set up here (err says why). r is filled either way:
- * sq_quick_run_dispose it. */
+ * read, a load shape the executor refuses, a TLS file: err names the flag), -SQ_EPARSE (-s: a
+ * script that does not load, or fails in setup() or init(): err is the script's message),
+ * -SQ_ERESOLVE and other negative codes when the run cannot be set up here (err says why). r is
+ * filled either way: sq_quick_run_dispose it. With -s the caller calls sq_wrk_script_done(&r->ws,
+ * ...) after the run. */
 SQ_MUST_CHECK int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err,
                                    size_t len);
 void sq_quick_run_dispose(struct sq_quick_run *r);
 
-/* The protocol the result document names: "http/1.1", "h2" or "h2c". */
+/* The protocol the result document names: "http/1.1", "h2", "h2c" or "websocket". */
 const char *sq_quick_protocol(const struct sq_quick_run *r);
 
 #endif

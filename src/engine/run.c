@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
 #include "stats/hist.h"
@@ -53,6 +54,43 @@ const char *sq_phase_metric(enum sq_phase p)
     return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
 }
 
+void sq_ws_tally_add(struct sq_ws_tally *t, uint16_t key, uint64_t n)
+{
+    for (uint32_t i = 0; i < t->n; i++) {
+        if (t->row[i].key == key) {
+            t->row[i].n += n;
+            return;
+        }
+    }
+    if (t->n == SQ_WS_KEYS) {
+        t->other += n;
+        return;
+    }
+    t->row[t->n].key = key;
+    t->row[t->n].n = n;
+    t->n++;
+}
+
+const char *sq_ws_key_name(uint16_t key, bool upgrade, char *buf)
+{
+    if (upgrade) {
+        switch (key) {
+        case SQ_WS_UP_TIMEOUT:
+            return "timeout";
+        case SQ_WS_UP_CLOSED:
+            return "closed";
+        case SQ_WS_UP_INVALID:
+            return "invalid";
+        case SQ_WS_UP_MALFORMED:
+            return "malformed";
+        default:
+            break;
+        }
+    }
+    snprintf(buf, 12, "%u", (unsigned)key);
+    return buf;
+}
+
 static void merge_counters(struct sq_counters *dst, const struct sq_counters *src)
 {
     dst->sent += src->sent;
@@ -80,6 +118,11 @@ static void merge_counters(struct sq_counters *dst, const struct sq_counters *sr
     dst->undecodable += src->undecodable;
     dst->sse_streams += src->sse_streams;
     dst->sse_events += src->sse_events;
+    dst->script_requests += src->script_requests;
+    dst->script_responses += src->script_responses;
+    dst->script_delays += src->script_delays;
+    dst->script_hooks += src->script_hooks;
+    dst->script_skips += src->script_skips;
 }
 
 static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
@@ -109,6 +152,11 @@ static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
     dst->undecodable -= src->undecodable;
     dst->sse_streams -= src->sse_streams;
     dst->sse_events -= src->sse_events;
+    dst->script_requests -= src->script_requests;
+    dst->script_responses -= src->script_responses;
+    dst->script_delays -= src->script_delays;
+    dst->script_hooks -= src->script_hooks;
+    dst->script_skips -= src->script_skips;
 }
 
 static void sleep_ns(int64_t ns)
@@ -427,10 +475,11 @@ static void *writer_main(void *arg)
 }
 
 struct totals {
-    uint32_t done, ready;
+    uint32_t done, ready, script_failed;
     uint64_t progress, opened, errors, tls_errors;
     int last_err;
     const char *tls_msg; /* a worker's first TLS error, or NULL */
+    const char *up_msg;  /* a worker's first failed WebSocket upgrade, or NULL */
 };
 
 static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
@@ -439,6 +488,7 @@ static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
     for (uint32_t i = 0; i < n; i++) {
         struct sq_engine__live *l = &ws[i].live;
         t->done += (uint32_t)__atomic_load_n(&l->done, __ATOMIC_ACQUIRE);
+        t->script_failed += (uint32_t)__atomic_load_n(&l->script_failed, __ATOMIC_ACQUIRE);
         t->ready += (uint32_t)__atomic_load_n(&l->ready, __ATOMIC_ACQUIRE);
         t->progress += __atomic_load_n(&l->progress, __ATOMIC_RELAXED);
         t->opened += __atomic_load_n(&l->opened, __ATOMIC_RELAXED);
@@ -451,6 +501,9 @@ static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
         t->tls_errors += e;
         if (!t->tls_msg && __atomic_load_n(&l->tls_err_set, __ATOMIC_ACQUIRE))
             t->tls_msg = ws[i].tls_err; /* written once, before the flag */
+        t->errors += __atomic_load_n(&l->upgrade_errors, __ATOMIC_RELAXED);
+        if (!t->up_msg && __atomic_load_n(&l->up_err_set, __ATOMIC_ACQUIRE))
+            t->up_msg = ws[i].up_err;
     }
 }
 
@@ -503,8 +556,12 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         int64_t now = sq_now_ns();
         if (cfg->stop && *cfg->stop)
             stop_asked(run, out, *cfg->stop, now);
+        if (t.script_failed)
+            stop_run(run, out, "a script hook raised an error%s%s", "", "");
         if (!run->go_ns && t.ready == n) {
-            if (t.opened == 0 && t.tls_msg) {
+            if (t.opened == 0 && t.up_msg) {
+                stop_run(run, out, "no connection could be made to %s: %s", addr, t.up_msg);
+            } else if (t.opened == 0 && t.tls_msg) {
                 stop_run(run, out, "no connection could be made to %s: tls: %s", addr, t.tls_msg);
             } else if (t.opened == 0) {
                 stop_run(run, out, "no connection could be made to %s: %s", addr,
@@ -524,6 +581,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
             snprintf(secs, sizeof(secs), "%.1fs", (double)stall_limit / 1e9);
             if (t.tls_errors && t.tls_msg)
                 stop_run(run, out, "no progress for %s while TLS fails: %s", secs, t.tls_msg);
+            else if (t.up_msg)
+                stop_run(run, out, "no progress for %s while upgrades fail: %s", secs, t.up_msg);
             else
                 stop_run(run, out, "no progress for %s while connects fail: %s", secs,
                          sq_strerror(t.last_err));
@@ -616,6 +675,12 @@ static const struct sq_exec *scen_exec(const struct sq_run_config *cfg, uint32_t
     return cfg->scens ? &cfg->scens[i].exec : &cfg->exec;
 }
 
+uint32_t sq_run_workers(const struct sq_run_config *cfg)
+{
+    uint32_t v = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
+    return cfg->threads < v ? cfg->threads : v;
+}
+
 /* Workers for one scenario: the run's threads, never more than its connections. */
 static uint32_t scen_workers(const struct sq_run_config *cfg, uint32_t i)
 {
@@ -675,8 +740,12 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         if (sq_exec_is_open(scen_exec(cfg, i)))
             out->open = true;
     }
-    if (empty || nw == 0 || cfg->naddrs <= 0 || (!cfg->scens && !cfg->request_len)) {
+    if (empty || nw == 0 || cfg->naddrs <= 0 || (!cfg->scens && !cfg->request_len && !cfg->ws)) {
         *why = "nothing to run: no connection, address or request";
+        return -EINVAL;
+    }
+    if (cfg->script && (cfg->scens || cfg->h2_request || cfg->script->n != nw)) {
+        *why = "a wrk script needs one state per worker, over HTTP/1.1";
         return -EINVAL;
     }
     int rc = sq_latency_hist_new(&out->latency);
@@ -763,11 +832,21 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
             out->status_codes[k] += ws[i].codes[k];
         if (!out->first_connect_err)
             out->first_connect_err = ws[i].first_connect_err;
+        if (!out->script_error && ws[i].script_err) {
+            out->script_error = ws[i].script_err; /* handed over */
+            ws[i].script_err = NULL;
+        }
+        out->script_stopped += ws[i].script_stopped;
+        if (!out->upgrade_error[0] && ws[i].live.up_err_set)
+            snprintf(out->upgrade_error, sizeof(out->upgrade_error), "%s", ws[i].up_err);
+        if (ws[i].drv && ws[i].drv->result && ws[i].drv->result(&ws[i], out) < 0 && rc == 0) {
+            rc = -ENOMEM;
+            *why = "out of memory";
+        }
     }
-    if (go && fine_merge(ws, started, end - go, &out->fine) < 0) {
+    if (rc == 0 && go && fine_merge(ws, started, end - go, &out->fine) < 0) {
         rc = -ENOMEM;
         *why = "out of memory";
-        goto out;
     }
     if (writing) {
         __atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
@@ -776,6 +855,8 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         for (uint32_t i = 0; i < nw; i++)
             out->samples_lost += ws[i].samples_lost;
     }
+    if (rc < 0)
+        goto out;
     out->dns_ns = cfg->dns_ns;
     for (int k = 0; cfg->phases && k < SQ_PHASE_COUNT; k++) {
         if (sq_latency_hist_new(&out->phase[k]) < 0) {
@@ -797,6 +878,16 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         }
         sq_hist_merge(out->sse_first_event, ws[i].sse_first);
         sq_hist_merge(out->sse_duration, ws[i].sse_dur);
+    }
+    if (cfg->rate_samples) {
+        if (sq_latency_hist_new(&out->rate) < 0) {
+            rc = -ENOMEM;
+            *why = "out of memory";
+            goto out;
+        }
+        for (uint32_t i = 0; i < started; i++)
+            if (ws[i].rate)
+                sq_hist_merge(out->rate, ws[i].rate);
     }
     if (cfg->scens && merge_scens(cfg, ws, started, out) < 0) {
         rc = -ENOMEM;
@@ -853,6 +944,16 @@ void sq_result_dispose(struct sq_result *r)
     sq_hist_free(r->sse_first_event);
     sq_hist_free(r->sse_duration);
     r->sse_first_event = r->sse_duration = NULL;
+    sq_hist_free(r->rate);
+    r->rate = NULL;
+    free(r->script_error);
+    r->script_error = NULL;
+    if (r->ws) {
+        sq_hist_free(r->ws->upgrade_us);
+        sq_hist_free(r->ws->ping_rtt_us);
+        free(r->ws);
+        r->ws = NULL;
+    }
     r->nscens = 0;
     r->latency = NULL;
     r->latency_uncorrected = NULL;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "engine/capture.h"
 #include "engine/run.h"
 #include "http/h1.h"
@@ -35,7 +36,17 @@ enum conn_state {
     CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
     CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
     CONN_THINK,      /* open, a flow's think step (plan runs) */
+    CONN_DELAY,      /* open, waiting out a wrk script's delay() before its next request */
 };
+
+/* A wrk script with response(): the response kept for it (the head with its fields, and the
+ * body up to SQ_ENGINE_CAPTURE_CAP). Buffers keep their memory between responses. */
+struct sq_engine__capture {
+    struct sq_buf head, body;
+    struct sq_buf fields; /* struct sq_resp_header, spans into head */
+    size_t nfields;
+};
+#define SQ_ENGINE_CAPTURE_CAP (64u << 20)
 
 struct sq_engine__conn {
     struct sq_io io; /* fd lives here */
@@ -51,9 +62,10 @@ struct sq_engine__conn {
     uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
     const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
     uint32_t req_len;
-    uint32_t woff;   /* bytes of the request written so far */
-    uint32_t local;  /* index in the worker: VU number, idle stack entry */
-    uint32_t global; /* global connection number, picks the address */
+    uint32_t woff;    /* bytes of the request written so far */
+    uint32_t pending; /* ACTIVE: responses still due (more than 1: a pipelined batch) */
+    uint32_t local;   /* index in the worker: VU number, idle stack entry */
+    uint32_t global;  /* global connection number, picks the address */
     uint8_t state;
     uint8_t backoff;
     bool head;              /* ACTIVE: a HEAD request (its response has no body) */
@@ -67,12 +79,18 @@ struct sq_engine__conn {
     int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
     struct sq_timer timer;  /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
-    struct sq_tls_conn *tls;    /* https, from the handshake on; NULL otherwise */
-    struct sq_engine__cap *cap; /* the run captures exchanges (engine/capture.h); else NULL */
+    struct sq_tls_conn *tls; /* https, from the handshake on; NULL otherwise */
+    /* wrk scripts */
+    struct sq_engine__capture *cap; /* response() is defined: the response kept for it */
+    bool delayed;                   /* delay() was called for the request about to leave */
+    char *own;                      /* a request() string copied when its write was short */
+    size_t own_cap;
+    struct sq_engine__xc *xc; /* the run captures exchanges (engine/capture.h); else NULL */
 };
 
-/* A VU's capture buffer (capture.c): the response of the request in flight, as it arrives. */
-struct sq_engine__cap {
+/* A VU's exchange capture buffer (capture.c): the response of the request in flight, as it
+ * arrives (--verbose, --http-debug; not the wrk scripts' struct sq_engine__capture). */
+struct sq_engine__xc {
     bool on;      /* this exchange is being captured */
     bool in_body; /* the head is complete: what arrives now is body */
     bool head_cut;
@@ -91,7 +109,10 @@ struct sq_engine__live {
     int last_connect_err;    /* -errno of the latest failed connect */
     uint64_t tls_errors;     /* failed handshakes and other TLS errors */
     int tls_err_set;         /* tls_err (in the worker) is written: release store, once */
+    uint64_t upgrade_errors; /* failed WebSocket upgrades */
+    int up_err_set;          /* up_err (in the worker) is written: release store, once */
     int ready;               /* every connection of the pool has connected or failed once */
+    int script_failed;       /* a script hook raised: script_err is written (release store) */
     int done;                /* the worker has left its loop */
 };
 
@@ -190,8 +211,8 @@ struct sq_engine__worker {
     /* exchanges (capture.c): the run's hook, a buffer per VU, what this worker already handed
      * out (one bit per status code, then one per error kind) */
     const struct sq_capture *capture;
-    struct sq_engine__cap *caps;
-    uint8_t *cap_seen;
+    struct sq_engine__xc *xcs;
+    uint8_t *xc_seen;
     int first_connect_err;
     struct sq_engine__slot slots[SQ_SLOTS];
     uint32_t wr, rd; /* slots published / consumed */
@@ -210,10 +231,32 @@ struct sq_engine__worker {
     struct sq_tls_sessions tls_cache; /* the latest sessions, offered by the next connects */
     const char *tls_version, *tls_cipher, *tls_alpn; /* of the first handshake */
     char tls_err[SQ_TLS_ERRLEN]; /* the first TLS error (written once, then live.tls_err_set) */
-    /* the protocol: its driver (HTTP/1.1, or HTTP/2 when cfg->h2_request) and that driver's own
-     * per-worker state (h2drv.c: its connections; NULL for HTTP/1.1) */
+    char up_err[192]; /* the first failed WebSocket upgrade (written once, then live.up_err_set) */
+    /* the protocol: its driver (HTTP/1.1, HTTP/2 when cfg->h2_request, WebSocket when cfg->ws)
+     * and that driver's own per-worker state (h2drv.c: its connections; wsdrv.c: its VUs'
+     * frame state; NULL for HTTP/1.1) */
     const struct sq_engine__driver *drv;
     void *proto;
+    /* a wrk-style script (cfg->script): this worker's state, the hooks it calls per request
+     * (SQ_SCRIPT_REQUEST, _RESPONSE, _DELAY) and its static request; NULL/0 without one */
+    struct sq_script *script;
+    unsigned shooks;
+    const char *req; /* the request iterations send without request(): cfg->request, or the
+                        script state's static request */
+    size_t req_len;
+    uint32_t req_n; /* requests in it (a static pipeline) */
+    bool req_head;
+    const struct sq_addr *addr; /* the script's thread.addr, or NULL: the run's addresses */
+    char *script_err;           /* the first hook error (owned), then live.script_failed */
+    bool script_stopped;        /* thread:stop() */
+    /* plan hooks (a plan's script:): this worker's own state (owned) and, per step, the handles
+     * of its before and after hooks ([2 * step], [2 * step + 1]; -1: none); NULL: no hooks */
+    int *hook_ids;
+    bool own_script;
+    /* cfg->rate_samples: requests per second every 100 ms (wrk's Req/Sec) */
+    struct sq_hist *rate;
+    int64_t rate_ns;
+    uint64_t rate_base;
 };
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
@@ -245,13 +288,13 @@ static inline struct sq_fine_bin *sq_engine__fine_bin(struct sq_engine__worker *
 /* ---- capture.c: exchanges for the run's hook (engine/capture.h) ---- */
 
 /* Allocates the VUs' capture buffers when the run captures. Returns 0 or -ENOMEM. */
-SQ_MUST_CHECK int sq_engine__cap_init(struct sq_engine__worker *w);
-void sq_engine__cap_dispose(struct sq_engine__worker *w);
+SQ_MUST_CHECK int sq_engine__xc_init(struct sq_engine__worker *w);
+void sq_engine__xc_dispose(struct sq_engine__worker *w);
 /* A request was sent: capture its exchange (the mode decides at its end). */
-void sq_engine__cap_arm(struct sq_engine__conn *c);
+void sq_engine__xc_arm(struct sq_engine__conn *c);
 /* The request ended: completed with status (error -1), or failed with an enum sq_errk. Hands
  * the exchange to the hook when the mode wants it. */
-void sq_engine__cap_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error);
+void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error);
 
 /* Per-step figures for a flow: allocated, and freed with their histograms. */
 SQ_MUST_CHECK int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out);

@@ -95,8 +95,9 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
         for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++) {
             const struct sq_plan_step *ps = &sc->steps[k];
             const struct sq_step_stats *ss = &sr->steps[k];
-            if (ps->kind != SQ_STEP_REQUEST)
+            if (ps->kind == SQ_STEP_THINK)
                 continue;
+            bool ws = ps->kind == SQ_STEP_WS;
             reqs += ss->reqs;
             failed += ss->failed;
             json_t *st = json_object();
@@ -108,7 +109,7 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
             json_array_append_new(
                 steps,
                 json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:o, s:o}", "scenario",
-                          sc->name, "step", ps->name, "method", ps->req.method, "url",
+                          sc->name, "step", ps->name, "method", ws ? "WS" : ps->req.method, "url",
                           ps->req.url_src ? json_string(ps->req.url_src) : json_null(), "requests",
                           (json_int_t)ss->reqs, "failed", (json_int_t)ss->failed, "errors",
                           (json_int_t)ss->errors, "extract_failed", (json_int_t)ss->extract_fail,
@@ -116,6 +117,11 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
             if (r->step_series && base + k < r->nstep_series)
                 json_object_set_new(json_array_get(steps, json_array_size(steps) - 1), "series",
                                     step_series(&r->step_series[base + k]));
+            if (ws) { /* which WebSocket operation (docs/json-schema.md) */
+                static const char *const ops[] = {"connect", "send", "receive", "close"};
+                json_object_set_new(json_array_get(steps, json_array_size(steps) - 1), "ws",
+                                    json_string(ops[ps->ws.op]));
+            }
             for (size_t c = 0; c < ps->nchecks; c++) {
                 cpass += ss->check_pass[c];
                 ctotal += ss->check_pass[c] + ss->check_fail[c];
@@ -221,6 +227,22 @@ json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result
     if (doc && sq_report_plan_sections(doc, r->plan, res, v) < 0) {
         json_decref(doc);
         return NULL;
+    }
+    if (doc && r->plan->script)
+        json_object_set_new(doc, "script",
+                            json_pack("{s:s, s:{s:I}, s:I, s:s?}", "file", r->plan->script, "calls",
+                                      "hooks", (json_int_t)res->c.script_hooks, "skipped_steps",
+                                      (json_int_t)res->c.script_skips, "error", res->script_error));
+    if (doc && r->oauth) {
+        struct sq_oauth_stats st;
+        sq_oauth_stats(r->oauth, &st);
+        json_object_set_new(doc, "oauth",
+                            json_pack("{s:I, s:I, s:I, s:f, s:f, s:s?}", "tokens",
+                                      (json_int_t)st.tokens, "refreshes", (json_int_t)st.refreshes,
+                                      "failures", (json_int_t)st.failures, "first_token_s",
+                                      (double)st.first_ns / 1e9, "expires_in_s",
+                                      (double)st.expires_in_ns / 1e9, "last_error",
+                                      st.last_error[0] ? st.last_error : NULL));
     }
     return doc;
 }

@@ -184,6 +184,33 @@ static bool step_static(const struct sq_plan_scenario *sc, const struct sq_plan_
     return true;
 }
 
+/* A ws step's first line: what it does (its headers, message and timeout follow as for a
+ * request). */
+static void put_ws_step(FILE *out, const struct sq_plan_step *st, size_t i)
+{
+    const struct sq_plan_request *r = &st->req;
+    fprintf(out, "    %zu. %s: ws ", i + 1, st->name);
+    switch (st->ws.op) {
+    case SQ_WS_OP_CONNECT:
+        fprintf(out, "connect ");
+        put_short(out, r->url_src, strlen(r->url_src), 160);
+        if (st->ws.subprotocol)
+            fprintf(out, "  (subprotocol %s)", st->ws.subprotocol);
+        break;
+    case SQ_WS_OP_SEND:
+        fprintf(out, "send a %s message%s", st->ws.binary ? "binary" : "text",
+                st->ws.reply ? ", then wait for the reply" : "");
+        break;
+    case SQ_WS_OP_RECEIVE:
+        fprintf(out, "receive the next message");
+        break;
+    case SQ_WS_OP_CLOSE:
+        fprintf(out, "close %u", (unsigned)st->ws.close_code);
+        break;
+    }
+    fputc('\n', out);
+}
+
 static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
 {
     const struct sq_plan_step *st = &sc->steps[i];
@@ -195,11 +222,15 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         return;
     }
     const struct sq_plan_request *r = &st->req;
-    fprintf(out, "    %zu. %s: %s ", i + 1, st->name, r->method);
-    put_short(out, r->url_src, strlen(r->url_src), 160);
-    if (step_static(sc, r))
-        fprintf(out, "  (static)");
-    fputc('\n', out);
+    if (st->kind == SQ_STEP_WS) {
+        put_ws_step(out, st, i);
+    } else {
+        fprintf(out, "    %zu. %s: %s ", i + 1, st->name, r->method);
+        put_short(out, r->url_src, strlen(r->url_src), 160);
+        if (step_static(sc, r))
+            fprintf(out, "  (static)");
+        fputc('\n', out);
+    }
     for (size_t h = 0; h < r->nheaders; h++) {
         fprintf(out, "%sheader %s: ", pad, r->headers[h].name);
         put_tmpl(out, r->headers[h].value, 100);
@@ -210,7 +241,8 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         sq_tmpl_source(r->body, &n);
         fprintf(out, "%sbody (file): %s, %zu bytes\n", pad, r->body_file, n);
     } else if (r->body_kind != SQ_BODY_NONE) {
-        fprintf(out, "%sbody (%s): ", pad, body_kind(r->body_kind));
+        fprintf(out, "%s%s (%s): ", pad, st->kind == SQ_STEP_WS ? "message" : "body",
+                body_kind(r->body_kind));
         put_tmpl(out, r->body, 120);
         fputc('\n', out);
     }
@@ -233,6 +265,10 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
     }
     if (st->on_error == SQ_ON_ERROR_NEXT_ITERATION)
         fprintf(out, "%son error: next iteration\n", pad);
+    if (st->before)
+        fprintf(out, "%sbefore: %s()\n", pad, st->before);
+    if (st->after)
+        fprintf(out, "%safter: %s()\n", pad, st->after);
 }
 
 void sq_plan_describe(const struct sq_plan *p, FILE *out)
@@ -262,6 +298,27 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
                 fprintf(out, "%s%s", c ? ", " : "", f->data->columns[c]);
             fputc('\n', out);
         }
+    }
+    if (p->script)
+        fprintf(out, "script %s\n", p->script);
+    if (p->oauth2) {
+        /* the client secret is never shown */
+        const struct sq_plan_oauth2 *o = p->oauth2;
+        fprintf(out, "auth oauth2 (client credentials)\n  token_url ");
+        put_short(out, o->token_url, strlen(o->token_url), 160);
+        fprintf(out, "\n  client_id ");
+        put_short(out, o->client_id, strlen(o->client_id), 100);
+        fprintf(out, " (as %s; the secret is set, not shown)\n",
+                o->client_auth_body ? "form fields" : "HTTP Basic");
+        if (o->scope) {
+            fprintf(out, "  scope ");
+            put_short(out, o->scope, strlen(o->scope), 100);
+            fputc('\n', out);
+        }
+        fprintf(out, "  refreshed %s before expiry", fmt_dur(o->refresh_lead_ns, d, sizeof(d)));
+        fprintf(out, ", at most every %s", fmt_dur(o->min_refresh_ns, d, sizeof(d)));
+        fprintf(out, "; retries after %s", fmt_dur(o->retry_ns, d, sizeof(d)));
+        fprintf(out, " doubling to %s\n", fmt_dur(o->retry_max_ns, d, sizeof(d)));
     }
     for (size_t i = 0; i < p->nscenarios; i++) {
         const struct sq_plan_scenario *sc = &p->scenarios[i];

@@ -60,7 +60,27 @@ struct sq_plan_request {
 
 enum sq_on_error { SQ_ON_ERROR_CONTINUE, SQ_ON_ERROR_NEXT_ITERATION };
 
-enum sq_step_kind { SQ_STEP_REQUEST, SQ_STEP_THINK };
+enum sq_step_kind { SQ_STEP_REQUEST, SQ_STEP_THINK, SQ_STEP_WS };
+
+/* A WebSocket step (`ws:`, docs/plans.md). A VU's WebSocket is its HTTP/1.1 connection upgraded
+ * in place by `connect`; it lives until `close` (every connect is followed by a close in the
+ * flow, and no request step comes between them: the loader checks both). The step's templates
+ * live in its `req`: connect's path in req.url and its headers in req.headers, send's message in
+ * req.body (SQ_BODY_TEXT); req.timeout_ns is the step's timeout. */
+enum sq_ws_op {
+    SQ_WS_OP_CONNECT, /* upgrade; completes with the answer's status (101) */
+    SQ_WS_OP_SEND,    /* a message; completes when written, or with `reply` at the next message */
+    SQ_WS_OP_RECEIVE, /* completes with the next message */
+    SQ_WS_OP_CLOSE,   /* a close frame; completes with the server's close */
+};
+
+struct sq_plan_ws {
+    enum sq_ws_op op;
+    bool binary;         /* SEND: a binary message (default text) */
+    bool reply;          /* SEND: wait for the next message */
+    uint16_t close_code; /* CLOSE: the code sent (default 1000) */
+    char *subprotocol;   /* CONNECT: Sec-WebSocket-Protocol to offer, or NULL */
+};
 
 struct sq_plan_step {
     enum sq_step_kind kind;
@@ -68,14 +88,18 @@ struct sq_plan_step {
     struct sq_loc loc;
     int64_t think_ns; /* THINK */
     struct sq_plan_request req;
+    struct sq_plan_ws ws;         /* WS */
     struct sq_extractor *extract; /* each sets extract[i].var */
     char **extract_src;           /* per extractor: its JSON path, regex or header as written */
     size_t nextract;
     struct sq_check *checks;
     size_t nchecks;
     enum sq_on_error on_error; /* after a failed extraction or a failed request */
-    bool needs_body;           /* a check or an extractor reads the body */
-    bool needs_headers;        /* a check or an extractor reads headers */
+    bool needs_body;           /* a check, an extractor or an after hook reads the body */
+    bool needs_headers;        /* a check, an extractor or an after hook reads headers */
+    /* before: / after: the plan script's functions run around the request (NULL: none) */
+    char *before, *after;
+    struct sq_loc before_loc, after_loc;
 };
 
 struct sq_plan_scenario {
@@ -85,9 +109,11 @@ struct sq_plan_scenario {
     int64_t start_ns;    /* startTime: offset from the run's start */
     struct sq_plan_step *steps;
     size_t nsteps;
-    char **vars; /* names of the per-VU variable slots (extracted values), nvars of them */
+    char **vars; /* names of the per-VU variable slots (extracted values, then the scenario's
+                    locals: the names hooks set), nvars of them */
     uint32_t nvars;
     bool cookies; /* per-VU cookie jar */
+    bool ws;      /* a flow with WebSocket steps */
 };
 
 struct sq_plan_feeder {
@@ -112,6 +138,22 @@ struct sq_plan_var {
     char *name, *value;
 };
 
+/* auth.oauth2: one access token for the whole run from the client-credentials grant (RFC 6749
+ * 4.4), fetched before the start and refreshed while it runs (engine/oauth.h). */
+struct sq_plan_oauth2 {
+    char *token_url;         /* an absolute http(s) URL, or a path on the plan's target */
+    char *client_id;         /* fixed text (plan variables and $env.NAME resolved) */
+    char *client_secret;     /* the same; never printed (not by validate, errors or the JSON) */
+    char *scope;             /* NULL: none asked */
+    bool client_auth_body;   /* client_auth: body (the pair in the form) instead of HTTP Basic */
+    int64_t refresh_lead_ns; /* refresh this long before the token expires (30s) */
+    int64_t min_refresh_ns;  /* never two refreshes closer than this (1s) */
+    int64_t retry_ns;        /* after a failed refresh, wait this long, doubling (500ms) ... */
+    int64_t retry_max_ns;    /* ... up to this (30s) */
+    int64_t timeout_ns;      /* one token request (10s) */
+    struct sq_loc loc;
+};
+
 struct sq_plan {
     char *file;   /* the path it was loaded from */
     char *target; /* base URL ("http://127.0.0.1:8080"), required */
@@ -125,6 +167,10 @@ struct sq_plan {
     struct sq_plan_threshold *thresholds;
     size_t nthresholds;
     int64_t default_timeout_ns; /* defaults.timeout; 0 when unset */
+    char *script; /* script: the Lua file of the steps' before/after hooks (a resolved path), or
+                     NULL */
+    struct sq_loc script_loc;
+    struct sq_plan_oauth2 *oauth2; /* auth.oauth2, or NULL */
 };
 
 /* A load error: where, which key, what was expected. */

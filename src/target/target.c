@@ -33,10 +33,11 @@
 #include "server/server.h"
 #include "stats/hist.h"
 #include "target/app.h"
+#include "target/wsep.h"
 
 #define BLOCK_SIZE   (64 * 1024)
 #define SCRATCH_KEEP (1024 * 1024) /* a scratch buffer grown past this shrinks on the next use */
-#define STATS_CAP    2048          /* the /stats body */
+#define STATS_CAP    4096          /* the /stats body */
 #define GAP_HIGHEST  (60LL * SQ_NS_PER_S)
 #define READ_TRIES   4          /* /stats re-reads the arrivals this often when resets race it */
 #define RING_HUGE    (2u << 20) /* a transparent huge page */
@@ -87,6 +88,13 @@ void sq_target_counters_free(struct sq_target_counters *c)
         return;
     free(c->shards);
     free(c);
+}
+
+void sq_target_counters_add(struct sq_target_counters *c, int s, int i, uint64_t n)
+{
+    _Atomic uint64_t *p = &c->shards[s].v[i];
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + n,
+                          memory_order_relaxed);
 }
 
 void sq_target_counters_bump(struct sq_target_counters *c, int s, int i)
@@ -426,6 +434,8 @@ struct sq_target_route sq_target_route(const char *method, size_t method_len, co
     case 'o':
         if (eq(path, n, "/ok"))
             r.ep = SQ_TARGET_EP_OK;
+        else if (eq(path, n, "/oauth/token") && eq(method, method_len, "POST"))
+            r.ep = SQ_TARGET_EP_OAUTH;
         break;
     case 'e':
         if (eq(path, n, "/echo"))
@@ -445,6 +455,12 @@ struct sq_target_route sq_target_route(const char *method, size_t method_len, co
     case 'i':
         if (eq(path, n, "/items"))
             r.ep = SQ_TARGET_EP_ITEMS;
+        break;
+    case 'w':
+        if (eq(path, n, "/ws"))
+            r.ep = SQ_TARGET_EP_WS;
+        else if (eq(path, n, "/webhook"))
+            r.ep = SQ_TARGET_EP_WEBHOOK;
         break;
     case 'c':
         if (eq(path, n, "/cookie/set") || eq(path, n, "/cookie/echo")) {
@@ -496,6 +512,7 @@ struct sq_target {
     struct scratch *scr;  /* one per worker */
     struct arrivals *arr; /* one per worker */
     struct sq_target__app *app;
+    struct sq_target__ws *ws; /* /ws and /webhook */
     int threads;
     int64_t start_ns;
     int64_t stall_ns, stall_period_ns;          /* 0: no stall */
@@ -635,6 +652,7 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         "\"arrivals\":{\"count\":%llu,\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
         "\"max\":%.3f,\"mean\":%.3f}},\"arrivals_dropped\":%llu,"
         "\"auth\":{\"logins\":%llu,\"items_ok\":%llu,\"items_unauthorized\":%llu},"
+        "\"oauth\":{\"tokens\":%llu,\"refused\":%llu,\"expired\":%llu},"
         "\"h2\":{\"connections\":%llu,\"streams\":%llu}",
         (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
         (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_SMUGGLING],
@@ -645,8 +663,34 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9, (unsigned long long)g.count,
         g.p50_us, g.p90_us, g.p99_us, g.max_us, g.mean_us, (unsigned long long)dropped,
         (unsigned long long)v[SQ_TARGET_C_LOGINS], (unsigned long long)v[SQ_TARGET_C_ITEMS_OK],
-        (unsigned long long)v[SQ_TARGET_C_ITEMS_UNAUTH], (unsigned long long)h2c,
+        (unsigned long long)v[SQ_TARGET_C_ITEMS_UNAUTH],
+        (unsigned long long)v[SQ_TARGET_C_OAUTH_TOKENS],
+        (unsigned long long)v[SQ_TARGET_C_OAUTH_REFUSED],
+        (unsigned long long)v[SQ_TARGET_C_ITEMS_EXPIRED], (unsigned long long)h2c,
         (unsigned long long)h2s);
+    /* open WebSocket connections: raw sums (a gauge; a reset does not zero it) */
+    uint64_t ws_up = sq_target_counters_sum(t->cnt, SQ_TARGET_C_WS_UPGRADES),
+             ws_end = sq_target_counters_sum(t->cnt, SQ_TARGET_C_WS_ENDED);
+    len += (size_t)snprintf(
+        o + len, cap - len,
+        ",\"ws\":{\"upgrades\":%llu,\"open\":%llu,\"messages_in\":%llu,\"messages_out\":%llu,"
+        "\"bytes_in\":%llu,\"bytes_out\":%llu,\"pings_sent\":%llu,\"pongs_received\":%llu,"
+        "\"pings_received\":%llu,\"closes_received\":%llu,\"protocol_errors\":%llu},"
+        "\"webhook\":{\"events\":%llu,\"stamped\":%llu,\"bytes\":%llu}",
+        (unsigned long long)v[SQ_TARGET_C_WS_UPGRADES],
+        (unsigned long long)(ws_up > ws_end ? ws_up - ws_end : 0),
+        (unsigned long long)v[SQ_TARGET_C_WS_MSGS_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_MSGS_OUT],
+        (unsigned long long)v[SQ_TARGET_C_WS_BYTES_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_BYTES_OUT],
+        (unsigned long long)v[SQ_TARGET_C_WS_PINGS_OUT],
+        (unsigned long long)v[SQ_TARGET_C_WS_PONGS_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_PINGS_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_CLOSES_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_ERRORS],
+        (unsigned long long)v[SQ_TARGET_C_WEBHOOK_EVENTS],
+        (unsigned long long)v[SQ_TARGET_C_WEBHOOK_STAMPED],
+        (unsigned long long)v[SQ_TARGET_C_WEBHOOK_BYTES]);
     if (t->stall_ns) {
         len += (size_t)snprintf(o + len, cap - len, ",\"stall\":{\"duration_ms\":");
         len += (size_t)put_ms(o + len, cap - len, t->stall_ns);
@@ -773,13 +817,31 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
             sq_target__login(t->app, req, resp);
             sq_target_counters_bump(t->cnt, req->worker, SQ_TARGET_C_LOGINS);
             break;
-        case SQ_TARGET_EP_ITEMS:
+        case SQ_TARGET_EP_ITEMS: {
+            int got = sq_target__items(t->app, req, resp);
             sq_target_counters_bump(t->cnt, req->worker,
-                                    sq_target__items(t->app, req, resp) ? SQ_TARGET_C_ITEMS_OK
-                                                                        : SQ_TARGET_C_ITEMS_UNAUTH);
+                                    got == SQ_TARGET_ITEMS_OK ? SQ_TARGET_C_ITEMS_OK
+                                                              : SQ_TARGET_C_ITEMS_UNAUTH);
+            if (got == SQ_TARGET_ITEMS_EXPIRED)
+                sq_target_counters_bump(t->cnt, req->worker, SQ_TARGET_C_ITEMS_EXPIRED);
             break;
+        }
+        case SQ_TARGET_EP_OAUTH: {
+            int got = sq_target__oauth(t->app, req, resp);
+            if (got != SQ_TARGET_OAUTH_BAD)
+                sq_target_counters_bump(t->cnt, req->worker,
+                                        got == SQ_TARGET_OAUTH_ISSUED ? SQ_TARGET_C_OAUTH_TOKENS
+                                                                      : SQ_TARGET_C_OAUTH_REFUSED);
+            break;
+        }
         case SQ_TARGET_EP_COOKIE:
             sq_target__cookie(t->app, req, resp, r.arg == 1);
+            break;
+        case SQ_TARGET_EP_WS:
+            sq_target__ws(t->ws, req, resp);
+            break;
+        case SQ_TARGET_EP_WEBHOOK:
+            sq_target__webhook(t->ws, req, resp);
             break;
         case SQ_TARGET_EP_STATS:
             /* rendered before this request is counted: a /stats read does not count itself */
@@ -796,6 +858,7 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
             atomic_store_explicit(&t->h2_base[0], sc.h2_conns, memory_order_relaxed);
             atomic_store_explicit(&t->h2_base[1], sc.h2_streams, memory_order_relaxed);
             arrivals_reset(t);
+            sq_target__oauth_reset(t->app);
             atomic_store_explicit(&t->reset_ns, sq_now_ns(), memory_order_relaxed);
             resp->content_type = "application/json";
             resp->body = "{\"reset\":true}\n";
@@ -842,15 +905,21 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     t->max_conns = cfg->max_conns;
     atomic_store(&t->reset_ns, t->start_ns);
     t->cnt = sq_target_counters_new(cfg->threads);
-    if (sq_target__app_new(cfg->threads, &t->app) < 0)
+    if (sq_target__app_new(cfg->threads, &t->app) < 0) {
         t->app = NULL;
+    } else if (cfg->oauth_client && sq_target__app_oauth_client(t->app, cfg->oauth_client) < 0) {
+        sq_target__app_free(t->app);
+        t->app = NULL;
+    }
     t->scr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct scratch));
     if (t->scr) /* zeroed at once: sq_target_free walks it */
         memset(t->scr, 0, (size_t)cfg->threads * sizeof(struct scratch));
     t->arr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct arrivals));
     if (t->arr)
         memset(t->arr, 0, (size_t)cfg->threads * sizeof(struct arrivals));
-    if (!t->cnt || !t->scr || !t->arr || !t->app) {
+    if (t->cnt && sq_target__ws_new(cfg->threads, t->cnt, &t->ws) < 0)
+        t->ws = NULL;
+    if (!t->cnt || !t->scr || !t->arr || !t->app || !t->ws) {
         sq_target_free(t);
         return -ENOMEM;
     }
@@ -918,6 +987,7 @@ void sq_target_free(struct sq_target *t)
                 munmap((void *)t->arr[i].ts, t->arr[i].map_len);
     free(t->arr);
     sq_target__app_free(t->app); /* after the server: it may be streaming /json bodies */
+    sq_target__ws_free(t->ws);   /* after the server: its connections are closed */
     sq_target_counters_free(t->cnt);
     free(t);
 }

@@ -37,13 +37,14 @@ static int setup(void **state)
         return -1;
     write_file("users.csv", "name,password\n\"Ann \"\"Lee\"\"\",pw1\nbob,pw&2\n");
     write_file("body.bin", "{{not a template}}\x01 raw");
+    write_file("hooks.lua", "function f(ctx) end\n");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    const char *names[] = {"users.csv", "body.bin", "plan.yaml"};
+    const char *names[] = {"users.csv", "body.bin", "plan.yaml", "hooks.lua"};
     for (size_t i = 0; i < SQ_ARRAY_LEN(names); i++) {
         char path[256];
         snprintf(path, sizeof(path), "%s/%s", tmpdir, names[i]);
@@ -86,6 +87,13 @@ static void expect_err_at(int line, const char *yaml, const char *where, const c
 
 #define expect_err(...) expect_err_at(__LINE__, __VA_ARGS__)
 
+#define HEAD_REST                                                                                  \
+    "scenarios:\n"                                                                                 \
+    "  s:\n"                                                                                       \
+    "    executor: constant-vus\n"                                                                 \
+    "    duration: 1s\n"                                                                           \
+    "    flow:\n"
+
 #define HEAD                                                                                       \
     "target: http://127.0.0.1:8080\n"                                                              \
     "scenarios:\n"                                                                                 \
@@ -105,7 +113,7 @@ static void unknown_keys(void **state)
                "unknown key 'scenarioz' (did you mean 'scenarios'?)");
     expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
                "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
-               "thresholds, name)");
+               "thresholds, script, auth, name)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -168,6 +176,68 @@ static void missing_keys(void **state)
     expect_err(HEAD "      - request: { method: GET }\n", "7:18", "scenarios.s.flow[0].request",
                "missing key 'url'");
     expect_err("", "1:1", "", "the plan is empty");
+}
+
+/* ws: steps - what each operation takes, and the order the flow must keep. */
+static void ws_steps(void **state)
+{
+    (void)state;
+    char name[128];
+    snprintf(name, sizeof(name), "%s/plan.yaml", tmpdir);
+    const char *good = HEAD "      - request: { method: POST, url: /webhook, body: x }\n"
+                            "      - name: open\n"
+                            "        ws: { connect: '/ws?u={{$vu}}', headers: { X-A: b }, "
+                            "subprotocol: chat, timeout: 2s }\n"
+                            "        check: { status: 101 }\n"
+                            "      - ws: { send: 'hi {{$iteration}}', reply: true }\n"
+                            "      - ws: { send: 'x', binary: true }\n"
+                            "      - ws: { receive: true }\n"
+                            "      - ws: { close: 4000 }\n"
+                            "      - request: { url: /fast }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    assert_int_equal(sq_plan_load_string(name, good, strlen(good), &p, &e), 0);
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_true(sc->ws);
+    assert_int_equal(sc->nsteps, 7);
+    assert_int_equal(sc->steps[1].kind, SQ_STEP_WS);
+    assert_int_equal(sc->steps[1].ws.op, SQ_WS_OP_CONNECT);
+    assert_string_equal(sc->steps[1].req.url_src, "/ws?u={{$vu}}");
+    assert_int_equal(sc->steps[1].req.nheaders, 1);
+    assert_string_equal(sc->steps[1].ws.subprotocol, "chat");
+    assert_int_equal(sc->steps[1].req.timeout_ns, 2 * 1000000000LL);
+    assert_int_equal(sc->steps[2].ws.op, SQ_WS_OP_SEND);
+    assert_true(sc->steps[2].ws.reply);
+    assert_false(sc->steps[2].ws.binary);
+    assert_true(sc->steps[3].ws.binary);
+    assert_int_equal(sc->steps[4].ws.op, SQ_WS_OP_RECEIVE);
+    assert_int_equal(sc->steps[5].ws.close_code, 4000);
+    sq_plan_free(p);
+
+    expect_err(HEAD "      - ws: { connect: /ws, send: x }\n", "7:35", "scenarios.s.flow[0].ws",
+               "a ws step does one thing: 'connect' and 'send'");
+    expect_err(HEAD "      - ws: { timeout: 1s }\n", "7:13", "scenarios.s.flow[0].ws",
+               "a ws step needs one of connect, send, receive or close");
+    expect_err(HEAD "      - ws: { connect: ws://h/x }\n      - ws: { close: 1000 }\n", "7:24",
+               "scenarios.s.flow[0].ws.connect", "expected a path starting with '/'");
+    expect_err(HEAD "      - ws: { connect: /ws, reply: true }\n", "7:36", "scenarios.s.flow[0].ws",
+               "'reply' goes with send, not connect");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - ws: { close: 1005 }\n", "8:22",
+               "scenarios.s.flow[1].ws.close", "1005 is not a close code a client may send");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - ws: { receive: false }\n", "8:24",
+               "scenarios.s.flow[1].ws.receive", "receive: true waits for the next message");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - request: { url: /x }\n"
+                    "      - ws: { close: 1000 }\n",
+               "8:9", "scenarios.s.flow[1]",
+               "a request step while the WebSocket opened by 'step 1' is open");
+    expect_err(HEAD "      - ws: { send: x }\n", "7:9", "scenarios.s.flow[0]",
+               "a ws send step with no WebSocket open");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - ws: { connect: /ws }\n", "8:9",
+               "scenarios.s.flow[1]", "ws connect while the WebSocket opened by 'step 1' is open");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - ws: { send: x }\n", "7:9",
+               "scenarios.s.flow[0]", "the WebSocket 'step 1' opens is never closed");
+    expect_err(HEAD "      - ws: { connect: /ws }\n        request: { url: /x }\n", "7:13",
+               "scenarios.s.flow[0]", "a step is a request or a ws step, not both");
 }
 
 static void durations_and_executors(void **state)
@@ -1032,6 +1102,95 @@ static void string_map(void **state)
     sq_plan__map_dispose(&m);
 }
 
+/* script:, before:/after:, locals: and auth.oauth2 */
+static void hooks_and_auth(void **state)
+{
+    (void)state;
+    setenv("SQ_TEST_SECRET", "s3cr3t", 1);
+    char name[128];
+    snprintf(name, sizeof(name), "%s/plan.yaml", tmpdir);
+    static const char ok[] =
+        "target: http://127.0.0.1:8080\n"
+        "script: hooks.lua\n"
+        "auth:\n"
+        "  oauth2:\n"
+        "    token_url: /oauth/token\n"
+        "    client_id: me\n"
+        "    client_secret: \"{{$env.SQ_TEST_SECRET}}\"\n"
+        "    scope: a b\n"
+        "    refresh_lead: 5s\n"
+        "    client_auth: body\n"
+        "scenarios:\n"
+        "  s:\n"
+        "    executor: constant-vus\n"
+        "    duration: 1s\n"
+        "    locals: [user]\n"
+        "    flow:\n"
+        "      - request: { url: \"/x?u={{user}}\", headers: { A: \"Bearer {{$oauth.token}}\" } }\n"
+        "        before: f\n"
+        "        after: f\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    assert_int_equal(sq_plan_load_string(name, ok, strlen(ok), &p, &e), 0);
+    char want[256];
+    snprintf(want, sizeof(want), "%s/hooks.lua", tmpdir);
+    assert_string_equal(p->script, want);
+    const struct sq_plan_step *st = &p->scenarios[0].steps[0];
+    assert_string_equal(st->before, "f");
+    assert_string_equal(st->after, "f");
+    assert_true(st->needs_body && st->needs_headers); /* an after hook sees the response */
+    assert_int_equal(p->scenarios[0].nvars, 1);
+    assert_string_equal(p->scenarios[0].vars[0], "user");
+    const struct sq_plan_oauth2 *o = p->oauth2;
+    assert_non_null(o);
+    assert_string_equal(o->token_url, "/oauth/token");
+    assert_string_equal(o->client_secret, "s3cr3t");
+    assert_string_equal(o->scope, "a b");
+    assert_true(o->client_auth_body);
+    assert_int_equal(o->refresh_lead_ns, 5 * SQ_NS_PER_S);
+    assert_int_equal(o->min_refresh_ns, SQ_NS_PER_S); /* the defaults */
+    assert_int_equal(o->retry_ns, 500 * SQ_NS_PER_MS);
+    assert_int_equal(o->retry_max_ns, 30 * SQ_NS_PER_S);
+    assert_int_equal(o->timeout_ns, 10 * SQ_NS_PER_S);
+    sq_plan_free(p);
+    expect_err("script: hooks.lua\n" HEAD "      - ws: { connect: /ws }\n        before: f\n"
+               "      - ws: { close: 1000 }\n",
+               "9:17", "scenarios.s.flow[0].before",
+               "'before': hooks run around request steps, not ws steps");
+
+#define AUTH(x)                                                                                    \
+    "target: http://127.0.0.1:8080\nauth:\n  oauth2:\n    token_url: /t\n    client_id: a\n" x     \
+    "scenarios:\n  s:\n    executor: constant-vus\n    duration: 1s\n    flow:\n"                  \
+    "      - request: { url: /x }\n"
+    expect_err(AUTH(""), "4:5", "auth.oauth2", "missing key 'client_secret'");
+    expect_err(AUTH("    client_secret: b\n    client_auth: form\n"), "7:18",
+               "auth.oauth2.client_auth", "expected basic");
+    expect_err(AUTH("    client_secret: \"{{$randomUUID}}\"\n"), "6:21",
+               "auth.oauth2.client_secret", "the client secret is fixed for the run");
+    expect_err(AUTH("    client_secret: b\n    retry_backoff: 1m\n"), "4:5", "auth.oauth2",
+               "retry_backoff_max: must be at least retry_backoff");
+    expect_err("target: http://127.0.0.1:8080\nauth:\n  oauth2:\n    token_url: ftp://x\n"
+               "    client_id: a\n    client_secret: b\n"
+               "scenarios:\n  s:\n    executor: constant-vus\n    duration: 1s\n    flow:\n"
+               "      - request: { url: /x }\n",
+               "4:16", "auth.oauth2.token_url", "expected an http:// or https:// URL");
+    expect_err(HEAD "      - request: { url: /x, headers: { A: \"{{$oauth.token}}\" } }\n", "7:46",
+               "scenarios.s.flow[0].request.headers.A",
+               "'$oauth.token' needs an OAuth2 token source");
+    expect_err(HEAD "      - request: { url: /x }\n        before: f\n", "8:17",
+               "scenarios.s.flow[0].before", "the plan has no script");
+    expect_err("target: http://127.0.0.1:8080\nscript: hooks.lua\n" HEAD_REST
+               "      - request: { url: /x }\n        after: \"not-a-name\"\n",
+               "9:17", "scenarios.s.flow[0].after", "is not a Lua function name");
+    expect_err("target: http://127.0.0.1:8080\nscript: nope.lua\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:9", "script", "cannot read");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    duration: 1s\n    locals: [1x]\n    flow:\n      - request: { url: /x }\n",
+               "6:14", "scenarios.s.locals", "'1x' is not a variable name");
+#undef AUTH
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1044,7 +1203,8 @@ int main(void)
         cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
         cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
         cmocka_unit_test(limits),          cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),
+        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
