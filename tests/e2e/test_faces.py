@@ -73,8 +73,17 @@ class Faces(sqtest.TargetCase):
 
     def signalled(self, sigs, gap_s=0.0, args=None, completes=True):
         args = args or [self.base + "/fast", "-c", "2", "-d", "20s"]
+        self.reset()
         p = self.start(*args)
-        time.sleep(1.2)
+        # signal once the load is flowing (the target has seen requests), however slow the
+        # start is (ASan): a signal before the run's handlers are in place is the default action
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            ep = self.stats()["endpoints"]
+            if ep["fast"] + ep["delay"] >= 2:
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
         t0 = time.monotonic()
         for i, s in enumerate(sigs):
             if i:
