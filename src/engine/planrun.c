@@ -35,6 +35,8 @@ static const struct option longs[] = {
     {"streams", required_argument, NULL, 'S'},
     {"out", required_argument, NULL, 'O'},
     {"sample", required_argument, NULL, 's'},
+    {"name", required_argument, NULL, 'N'},
+    {"percentiles", required_argument, NULL, 'R'},
     SQ_NETOPTS_LONG_OPTIONS,
     SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -113,6 +115,20 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
             if ((rc = sq_flag_sample(flag, optarg, &o->sample, err, len)) < 0)
                 return rc;
             break;
+        case 'N':
+            if (!optarg[0])
+                return sq_flag_fail(err, len, "%s: the name is empty", flag);
+            o->name = optarg;
+            break;
+        case 'R': {
+            const char *why = NULL;
+            int n =
+                sq_parse_percentiles(optarg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
+            if (n < 0)
+                return sq_flag_fail(err, len, "%s: '%s': %s", flag, optarg, why);
+            o->npercentiles = (size_t)n;
+            break;
+        }
         case 'h':
             return SQ_PLANRUN_HELP;
         default:

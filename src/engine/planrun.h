@@ -43,6 +43,9 @@ struct sq_planrun_opts {
     bool refuse_scripts;
     struct sq_netopts net;
     struct sq_distopts dist; /* --agents N --nats URL...: a run on agents */
+    const char *name;        /* --name: the run's name (over the plan's name:) */
+    double percentiles[16];  /* --percentiles; npercentiles 0: the default list */
+    size_t npercentiles;
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     const char *csv_path, *hdr_path, *ndjson_path; /* --out csv=, hdr=, ndjson= */

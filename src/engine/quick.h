@@ -35,8 +35,9 @@
 #include "http/request.h"
 #include "http/url.h"
 
-#define SQ_QUICK_MAX_HEADERS   64
-#define SQ_QUICK_MAX_BODY_FILE (64u << 20) /* -b @FILE: the largest file read */
+#define SQ_QUICK_MAX_HEADERS    64
+#define SQ_QUICK_HTTP_DEBUG_MAX 20 /* --http-debug: the most requests (-n) without =force */
+#define SQ_QUICK_MAX_BODY_FILE  (64u << 20) /* -b @FILE: the largest file read */
 
 /* The quick face's options. Strings are borrowed from the arguments parsed (argv, or what
  * sq_quick_from_json built, which the options then own). */
@@ -98,6 +99,12 @@ struct sq_quick_opts {
     size_t nsinks;
     const char *sink_stamp;
     int64_t sink_settle_ns;
+    bool verbose;           /* -v: the first exchange of each status and error kind */
+    bool http_debug;        /* --http-debug: every exchange (a few requests only) */
+    bool http_debug_force;  /* --http-debug=force: whatever the count */
+    const char *name;       /* --name: the run's name in the result */
+    double percentiles[16]; /* --percentiles (output/json.h); npercentiles 0: the default */
+    size_t npercentiles;
     /* sq_quick_from_json: the arguments it built and the body (owned) */
     char **_argv;
     size_t _argc;

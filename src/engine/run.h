@@ -1,4 +1,4 @@
-/* engine/run.h - one closed-loop HTTP/1.1 run: configuration, result model and lifecycle.
+/* engine/run.h - one run of the engine: configuration, result model and lifecycle.
  *
  * sq_run() splits the connections (and a request total, if any) across worker threads, lets
  * each worker drive its own connections on its own event loop with its own metric shard, and
@@ -18,7 +18,37 @@ struct sq_hist;
 struct sq_h2_req;
 struct sq_tls_client;
 struct sq_bus_config;
+struct sq_capture;
 struct sq_script;
+
+/* Exact status codes are counted in a table indexed by the code: a status is three digits
+ * (RFC 9110 15), so 1000 entries hold every one a parser accepts. */
+#define SQ_STATUS_CODES 1000
+
+/* What the run's stop flag (struct sq_run_config.stop) asks. */
+enum {
+    SQ_STOP_NONE = 0,
+    /* Stop starting work; what is in flight may finish for the executor's graceful stop, at
+     * most SQ_STOP_GRACE_MAX_NS (a signal, an abortOnFail threshold). */
+    SQ_STOP_GRACEFUL = 1,
+    SQ_STOP_NOW = 2, /* leave at once; what is in flight stays in flight */
+};
+#define SQ_STOP_GRACE_MAX_NS (5LL * 1000 * 1000 * 1000)
+
+/* The fine-grained series: completions, failures and the largest latency per 100 ms bin, so a
+ * stall shorter than a second shows. Bins cover the first SQ_FINE_BINS x 100 ms (10 minutes);
+ * a longer run doubles the bins' width as often as needed, so memory stays bounded. */
+#define SQ_FINE_BIN_NS (100LL * 1000 * 1000)
+#define SQ_FINE_BINS   6000
+struct sq_fine_bin {
+    uint32_t completed, failed;
+    uint32_t max_us; /* 0 when nothing completed in the bin */
+};
+struct sq_fine_series {
+    int64_t bin_ns;        /* SQ_FINE_BIN_NS, doubled for runs past SQ_FINE_BINS bins */
+    struct sq_fine_bin *v; /* owned */
+    size_t n;              /* bins up to the run's end */
+};
 
 /* Error kinds, counted per kind. connect, dns, extract and unsolicited cost no request; the
  * others fail one, except tls: a failed handshake costs no request
@@ -226,7 +256,7 @@ struct sq_run_config {
     struct sq_exec exec;        /* prepared with sq_exec_prepare() */
     int64_t timeout_ns;         /* per request, from its send */
     int64_t connect_timeout_ns; /* per connect attempt */
-    volatile int *stop;         /* optional: set non-zero (e.g. from SIGINT) to end the run */
+    volatile int *stop;         /* optional: SQ_STOP_GRACEFUL or SQ_STOP_NOW ends the run */
     sq_tick_cb on_tick;         /* optional: progress, interval logs */
     void *tick_ud;
     sq_samples_cb on_samples; /* optional: per-request records */
@@ -278,6 +308,9 @@ struct sq_run_config {
      * for each request it starts); request above is the first one's. NULL: one request. */
     const struct sq_run_url *urls;
     uint32_t nurls;
+    /* Optional: exchanges (request and response heads, the start of each body) handed to a
+     * per-worker hook (engine/capture.h: --verbose, --http-debug). NULL costs nothing. */
+    const struct sq_capture *capture;
     /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
      * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
     const struct sq_run_script *script;
@@ -381,6 +414,17 @@ struct sq_step_stats {
     uint32_t nchecks;                  /* their length */
 };
 
+/* One second of one step of a plan run: its responses and their latency percentiles. */
+struct sq_step_point {
+    double t_s;
+    uint64_t responses;
+    int64_t p50_us, p90_us, p99_us, max_us;
+};
+struct sq_step_series {
+    struct sq_step_point *v;
+    size_t n, cap;
+};
+
 struct sq_scen_result {
     const char *name;
     struct sq_counters c;     /* this scenario's workers only */
@@ -417,6 +461,14 @@ struct sq_result {
     int64_t start_mono_ns; /* the common start, CLOCK_MONOTONIC; 0 when it never started */
     bool aborted;          /* ended early: stop flag, or no connection could be made */
     char abort_reason[320];
+    uint64_t status_codes[SQ_STATUS_CODES]; /* responses by exact status ([0]: none parsed) */
+    int64_t wall_start_ns;                  /* CLOCK_REALTIME at the common start; 0: none */
+    int first_connect_err;                  /* -errno of the first failed connect; 0: none */
+    struct sq_fine_series fine;             /* the 100 ms series */
+    /* Plan runs: per request step (indexed like the steps of every scenario in order, think
+     * steps included, which stay empty), its responses and latency per second. */
+    struct sq_step_series *step_series;
+    uint32_t nstep_series;
     /* https: what the first connection negotiated (static strings; NULL for plain http or when
      * no handshake completed), and the first TLS error's message ("" if none). */
     bool tls; /* the run used TLS (https) */

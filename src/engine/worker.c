@@ -128,10 +128,14 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
     w->c.errors[k] += n;
     if (active) {
         w->c.failed += n;
+        int64_t now = sq_loop_now(w->loop);
+        sq_engine__fine_bin(w, now)->failed += n;
         if (w->ring)
             sample(c, sq_now_ns(), 0, (uint8_t)(k + 1));
         if (SQ_UNLIKELY(w->ustats != NULL))
             w->ustats[c->url].failed += n;
+        if (SQ_UNLIKELY(c->xc != NULL))
+            sq_engine__xc_end(c, now, 0, (int)k);
     }
     conn_close(c);
     if (active && c->fv && c->fv->in_iter) {
@@ -186,6 +190,8 @@ static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
 
 void sq_engine__connect_error(struct sq_engine__worker *w, int err)
 {
+    if (!w->first_connect_err)
+        w->first_connect_err = err;
     w->c.errors[SQ_ERRK_CONNECT]++;
     __atomic_store_n(&w->live.last_connect_err, err, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
@@ -278,6 +284,8 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     c->wdone_ns = 0;
     c->fb_ns = 0;
     c->head = head;
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_arm(c);
     w->drv->send(c);
 }
 
@@ -678,6 +686,7 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
     uint16_t status = c->rd.status;
     ss->reqs++;
     sq_hist_record(ss->dur, lat_us);
+    sq_hist_record(w->step_h[v->step], lat_us);
     if (status >= 400) {
         ss->failed++;
         w->c.http_failed++;
@@ -880,8 +889,13 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         record_phases(c, now);
     if (w->hist_unc)
         sq_hist_record(w->hist_unc, (now - c->sent_ns) / SQ_NS_PER_US);
-    unsigned cls = (unsigned)c->rd.status / 100;
+    unsigned status = c->rd.status, cls = status / 100;
     w->c.status[cls <= 5 ? cls : 0]++;
+    w->codes[status < SQ_STATUS_CODES ? status : 0]++;
+    struct sq_fine_bin *fb = sq_engine__fine_bin(w, now);
+    fb->completed++;
+    if ((uint64_t)lat_us > fb->max_us)
+        fb->max_us = lat_us < UINT32_MAX ? (uint32_t)lat_us : UINT32_MAX;
     if (w->ring)
         sample(c, now, c->rd.status, 0);
     if (SQ_UNLIKELY(w->ustats != NULL)) {
@@ -890,6 +904,8 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         u->status[cls <= 5 ? cls : 0]++;
         sq_hist_record(u->latency, lat_us);
     }
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_end(c, now, c->rd.status, -1);
     w->c.completed++;
     w->in_flight--;
     if (SQ_UNLIKELY(c->cap != NULL))
@@ -1081,6 +1097,7 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     struct sq_engine__slot *next = &w->slots[w->wr % SQ_SLOTS];
     w->hist = next->hist;
     w->hist_unc = next->hist_unc;
+    w->step_h = next->step_h;
     return true;
 }
 
@@ -1126,6 +1143,16 @@ static void run_loop(struct sq_engine__worker *w)
         }
         if (aborted(w))
             break;
+        int64_t wind = __atomic_load_n(&w->run->wind_ns, __ATOMIC_RELAXED);
+        if (SQ_UNLIKELY(wind != 0)) {
+            /* stopped by the caller: what is in flight may finish for the graceful stop */
+            if (w->sending)
+                wind_down(w);
+            int64_t grace = ex->graceful_stop_ns < SQ_STOP_GRACE_MAX_NS ? ex->graceful_stop_ns
+                                                                        : SQ_STOP_GRACE_MAX_NS;
+            if (wind + grace < w->hard_end_ns)
+                w->hard_end_ns = wind + grace;
+        }
         if (w->sending && (now >= w->end_load_ns || (!w->open && iterations_done(w))))
             wind_down(w);
         if (!w->sending && ((w->in_flight == 0 && w->in_iter == 0) || now >= w->hard_end_ns))
@@ -1295,6 +1322,11 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     }
     w->hist = w->slots[0].hist;
     w->hist_unc = w->slots[0].hist_unc;
+    w->fine = calloc(SQ_FINE_BINS, sizeof(*w->fine));
+    if (!w->fine)
+        return -ENOMEM;
+    w->fine_ns = SQ_FINE_BIN_NS;
+    w->fine_next = INT64_MAX; /* until the start: nothing completes before it */
     if (w->open) {
         w->total_arrivals = sq_seg_share(cfg->seg, sq_exec_total_arrivals(ex));
         uint64_t cap = sq_engine__share(sq_seg_share(cfg->seg, ex->max_in_flight), n, si);
@@ -1324,6 +1356,16 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             return rc;
         if (w->flow->plan->script && (rc = hooks_init(w)) < 0)
             return rc;
+        for (int i = 0; i < SQ_SLOTS; i++) {
+            struct sq_hist **sh = calloc(w->flow->nsteps ? w->flow->nsteps : 1, sizeof(*sh));
+            if (!sh)
+                return -ENOMEM;
+            w->slots[i].step_h = sh;
+            for (size_t k = 0; k < w->flow->nsteps; k++)
+                if (!w->flow->steps[k].think && (rc = sq_engine__step_hist_new(&sh[k])) < 0)
+                    return rc;
+        }
+        w->step_h = w->slots[0].step_h;
     }
     if (!sc && cfg->nurls) {
         w->ustats = calloc(cfg->nurls, sizeof(*w->ustats));
@@ -1351,6 +1393,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if ((w->shooks & SQ_SCRIPT_RESPONSE) && !(c->cap = calloc(1, sizeof(*c->cap))))
             return -ENOMEM;
     }
+    if ((rc = sq_engine__xc_init(w)) < 0)
+        return rc;
     return w->drv->init(w, nconn, first_conn);
 }
 
@@ -1399,7 +1443,12 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     for (int i = 0; i < SQ_SLOTS; i++) {
         sq_hist_free(w->slots[i].hist);
         sq_hist_free(w->slots[i].hist_unc);
+        for (size_t k = 0; w->slots[i].step_h && k < w->flow->nsteps; k++)
+            sq_hist_free(w->slots[i].step_h[k]);
+        free(w->slots[i].step_h);
     }
+    free(w->fine);
+    sq_engine__xc_dispose(w);
     sq_loop_free(w->loop);
     memset(w, 0, sizeof(*w));
 }
@@ -1414,6 +1463,8 @@ void *sq_engine__worker_main(void *arg)
     if (setup(w)) {
         w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
         w->next_tick_ns = w->start_ns + SQ_NS_PER_S;
+        w->fine_i = 0;
+        w->fine_next = w->start_ns + w->fine_ns;
         w->end_load_ns = w->hard_end_ns = INT64_MAX;
         w->ticking = true;
         run_loop(w);
@@ -1542,4 +1593,33 @@ bool sq_engine__past_end(struct sq_engine__worker *w)
     if (!w->over && (aborted(w) || sq_now_ns() >= w->hard_end_ns))
         w->over = true;
     return w->over;
+}
+
+/* ---- the 100 ms series (worker.h) ---- */
+
+void sq_engine__fine_advance(struct sq_engine__worker *w, int64_t now)
+{
+    int64_t off = now - w->start_ns;
+    if (off < 0)
+        off = 0;
+    uint64_t i = (uint64_t)(off / w->fine_ns);
+    while (i >= SQ_FINE_BINS) {
+        /* a run past the bins' span: pairs of bins become one twice as wide */
+        for (uint32_t k = 0; k < SQ_FINE_BINS / 2; k++) {
+            struct sq_fine_bin a = w->fine[2 * k], b = w->fine[2 * k + 1];
+            w->fine[k] = (struct sq_fine_bin){.completed = a.completed + b.completed,
+                                              .failed = a.failed + b.failed,
+                                              .max_us = a.max_us > b.max_us ? a.max_us : b.max_us};
+        }
+        memset(&w->fine[SQ_FINE_BINS / 2], 0, SQ_FINE_BINS / 2 * sizeof(*w->fine));
+        w->fine_ns *= 2;
+        i = (uint64_t)(off / w->fine_ns);
+    }
+    w->fine_i = (uint32_t)i;
+    w->fine_next = w->start_ns + (int64_t)(i + 1) * w->fine_ns;
+}
+
+int sq_engine__step_hist_new(struct sq_hist **out)
+{
+    return sq_hist_new(SQ_LATENCY_LOWEST_US, SQ_LATENCY_HIGHEST_US, 2, out);
 }

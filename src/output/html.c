@@ -333,16 +333,90 @@ static json_t *hdr_curves(const json_t *doc, bool open, const char **why)
 
 /* ---- sections ---- */
 
+/* When and where it ran, and how it was started: what an archived report is found by. */
+static void run_line(FILE *f, const json_t *doc)
+{
+    const json_t *run = json_object_get(doc, "run");
+    if (!json_is_object(run))
+        return;
+    fputs("<p class=\"meta run\">", f);
+    const char *a = sq_report__str(run, "started_at", NULL);
+    const char *b = sq_report__str(run, "ended_at", NULL);
+    if (a) {
+        fputs("<span id=\"run-start\">", f);
+        esc(f, a);
+        fputs("</span>", f);
+        if (b) {
+            fputs(" → <span id=\"run-end\">", f);
+            esc(f, b);
+            fputs("</span>", f);
+        }
+    } else {
+        fputs("never started", f);
+    }
+    if (sq_report__str(run, "host", NULL)) {
+        fputs(" · on ", f);
+        esc(f, sq_report__str(run, "host", ""));
+    }
+    fputs("</p>\n", f);
+    if (sq_report__str(run, "command", NULL)) {
+        fputs("<p class=\"meta\"><code id=\"run-command\">", f);
+        esc(f, sq_report__str(run, "command", ""));
+        fputs("</code></p>\n", f);
+    }
+}
+
+/* A plan with thresholds: PASS or FAIL, the crossed ones named. */
+static void verdict(FILE *f, const json_t *doc)
+{
+    const json_t *ths = json_object_get(doc, "thresholds");
+    if (!json_is_array(ths) || !json_array_size(ths))
+        return;
+    size_t i, crossed = 0;
+    const json_t *e;
+    json_array_foreach((json_t *)ths, i, e) crossed += !json_is_true(json_object_get(e, "ok"));
+    fprintf(f, "<p id=\"verdict\" class=\"verdict %s\">%s", crossed ? "fail" : "pass",
+            crossed ? "✗ FAIL · thresholds crossed: " : "✓ PASS · every threshold held");
+    size_t n = 0;
+    json_array_foreach((json_t *)ths, i, e)
+    {
+        if (json_is_true(json_object_get(e, "ok")))
+            continue;
+        fputs(n++ ? "; " : "", f);
+        esc(f, sq_report__str(e, "metric", "?"));
+        fputc(' ', f);
+        esc(f, sq_report__str(e, "expression", "?"));
+    }
+    fputs("</p>\n", f);
+}
+
 static void header(FILE *f, const json_t *doc, bool open)
 {
     const json_t *ex = sq_report__get(doc, "config.executor");
     char b[D];
     double v;
-    fputs("<header>\n<h1><span class=\"brand\">squall</span><span class=\"target\">", f);
-    esc(f, sq_report__str(doc, "config.method", ""));
-    fputc(' ', f);
-    esc(f, sq_report__str(doc, "config.url", "(no URL in the document)"));
-    fputs("</span></h1>\n<p class=\"meta\">", f);
+    const char *name = sq_report__str(doc, "run.name", NULL);
+    fputs("<header>\n<h1><span class=\"brand\">squall</span>", f);
+    if (name) {
+        fputs("<span class=\"name\">", f);
+        esc(f, name);
+        fputs("</span> ", f);
+    }
+    fputs("<span class=\"target\">", f);
+    if (json_is_object(json_object_get(doc, "plan"))) {
+        /* a plan run: its file and target, not the quick face's method and URL */
+        fputs("run ", f);
+        esc(f, sq_report__str(doc, "plan.file", "?"));
+        fputs(" → ", f);
+        esc(f, sq_report__str(doc, "plan.target", "?"));
+    } else {
+        esc(f, sq_report__str(doc, "config.method", ""));
+        fputc(' ', f);
+        esc(f, sq_report__str(doc, "config.url", "(no URL in the document)"));
+    }
+    fputs("</span></h1>\n", f);
+    run_line(f, doc);
+    fputs("<p class=\"meta\">", f);
     esc(f, open ? "open loop" : "closed loop");
     if (sq_report__str(ex, "kind", NULL)) {
         fputs(" · ", f);
@@ -370,6 +444,7 @@ static void header(FILE *f, const json_t *doc, bool open)
         esc(f, sq_report__str(doc, "abort_reason", "no reason given"));
         fputs("</p>\n", f);
     }
+    verdict(f, doc);
     fputs("</header>\n", f);
 }
 
@@ -495,14 +570,47 @@ static void status_and_errors(FILE *f, const json_t *doc)
         esc(f, sq_fmt_group(sq_report__count(n), b, D));
         fprintf(f, "</td><td class=\"n\">%.2f%%</td></tr>\n", total > 0 ? 100.0 * n / total : 0.0);
     }
-    fputs("</table>\n<h3>Errors by kind</h3>\n", f);
+    fputs("</table>\n", f);
+    const json_t *codes = json_object_get(doc, "status_codes");
+    if (json_is_object(codes) && json_object_size(codes)) {
+        const char *k;
+        json_t *v;
+        fputs("<h3>Responses by exact status</h3>\n<table id=\"status-codes\">\n", f);
+        json_object_foreach((json_t *)codes, k, v)
+        {
+            fputs("<tr><th>", f);
+            esc(f, k);
+            fputs("</th><td class=\"n\">", f);
+            esc(f,
+                sq_fmt_group(sq_report__count(json_is_number(v) ? json_number_value(v) : 0), b, D));
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</table>\n", f);
+    }
+    const json_t *fl = json_object_get(doc, "failures");
+    if (json_is_object(fl)) {
+        fputs("<h3>Failures</h3>\n<table>\n<tr><th>transport (no response)</th><td class=\"n\">",
+              f);
+        esc(f, sq_fmt_group(sq_report__count(sq_report__numd(fl, "transport", 0)), b, D));
+        fputs("</td></tr>\n<tr><th>HTTP (status ≥ 400)</th><td class=\"n\">", f);
+        esc(f, sq_fmt_group(sq_report__count(sq_report__numd(fl, "http", 0)), b, D));
+        escf(f, "</td></tr>\n<tr><th>http_req_failed (k6: both)</th><td class=\"n\">%.2f%%",
+             100.0 * sq_report__numd(fl, "http_req_failed.rate", 0));
+        fputs("</td></tr>\n</table>\n", f);
+    }
+    fputs("<h3>Errors by kind</h3>\n", f);
     const json_t *errs = json_object_get(doc, "errors");
+    const json_t *msgs = json_object_get(doc, "error_messages");
+    size_t shown = 0;
     if (json_is_object(errs) && json_object_size(errs)) {
         const char *k;
         json_t *v;
-        fputs("<table>\n", f);
         json_object_foreach((json_t *)errs, k, v)
         {
+            if (json_is_number(v) && json_number_value(v) <= 0)
+                continue; /* empty kinds are folded away */
+            if (!shown++)
+                fputs("<table id=\"errors\">\n", f);
             fputs("<tr><th>", f);
             esc(f, k);
             fputs("</th><td class=\"n\">", f);
@@ -510,14 +618,17 @@ static void status_and_errors(FILE *f, const json_t *doc)
                 esc(f, sq_fmt_group(sq_report__count(json_number_value(v)), b, D));
             else
                 scalar(f, v);
+            fputs("</td><td>", f);
+            esc(f, sq_report__str(msgs, k, ""));
             fputs("</td></tr>\n", f);
         }
+    }
+    if (shown)
         fputs("</table>\n<p class=\"meta\">A connect error costs no request; the others each "
               "fail one (docs/json-schema.md).</p>\n",
               f);
-    } else {
-        fputs("<p class=\"note\">The document lists no errors.</p>\n", f);
-    }
+    else
+        fputs("<p class=\"note\">No errors.</p>\n", f);
     fputs("</div>\n</div>\n</section>\n", f);
 }
 
@@ -530,7 +641,19 @@ static void configuration(FILE *f, const json_t *doc)
         return;
     }
     fputs("<div class=\"grid\">\n<div>\n<h3>Run</h3>\n", f);
-    kv_table(f, cfg, 0, "executor");
+    if (json_is_object(json_object_get(doc, "plan"))) {
+        /* a plan run: the quick face's method and URL mean nothing here (the header names the
+         * plan file and its target) */
+        json_t *c = json_copy((json_t *)cfg);
+        if (c) {
+            json_object_del(c, "method");
+            json_object_del(c, "url");
+            kv_table(f, c, 0, "executor");
+            json_decref(c);
+        }
+    } else {
+        kv_table(f, cfg, 0, "executor");
+    }
     fputs("</div>\n", f);
     const json_t *ex = json_object_get(cfg, "executor");
     if (json_is_object(ex)) {
@@ -609,7 +732,14 @@ int sq_report_html(const json_t *doc, FILE *out)
     fputs("</style>\n</head>\n<body>\n", out);
 
     header(out, doc, open);
-    fputs("<main>\n<section>\n<h2>Summary</h2>\n<div class=\"grid\">\n", out);
+    fputs("<main>\n", out);
+    bool plan = json_is_object(json_object_get(doc, "plan"));
+    if (plan) {
+        /* a plan's verdict comes first: its thresholds, then its checks */
+        optional_section(out, doc, "thresholds", "Thresholds");
+        optional_section(out, doc, "checks", "Checks");
+    }
+    fputs("<section>\n<h2>Summary</h2>\n<div class=\"grid\">\n", out);
     figures(out, doc, open);
     accounting(out, doc, open);
     fputs("</div>\n</section>\n", out);
@@ -618,6 +748,15 @@ int sq_report_html(const json_t *doc, FILE *out)
                   "dropped, and the VUs active (open loop: the requests in flight).");
     chart_or_note(out, "chart-latency", "Latency over time", series_why,
                   "Percentiles of the responses completed in each second.");
+    const json_t *fine = json_object_get(doc, "series_100ms");
+    chart_or_note(out, "chart-fine", "Every 100 ms",
+                  json_is_object(fine) && json_array_size(json_object_get(fine, "completed"))
+                      ? NULL
+                      : "This result has no 100 ms series (written by an older squall, or the "
+                        "run never started).",
+                  "Responses completed and the largest latency in each 100 ms of the run: a "
+                  "stall shorter than a second shows here, where the per-second charts average "
+                  "it away.");
     chart_or_note(out, "chart-hdr", "Latency distribution (percentiles)", hdr_why,
                   open
                       ? "HdrHistogram&#39;s percentile plot of the merged histogram: the x axis is "
@@ -629,9 +768,15 @@ int sq_report_html(const json_t *doc, FILE *out)
                         "1/(1&#8722;percentile) on a log scale, each tick one more nine.");
     status_and_errors(out, doc);
     configuration(out, doc);
+    if (plan && json_array_size(json_object_get(doc, "steps")))
+        chart_or_note(out, "chart-steps", "Steps over time", NULL,
+                      "Per second, each request step's p99 latency (solid, left axis) and its "
+                      "responses (dotted, right axis).");
     optional_section(out, doc, "steps", "Steps");
-    optional_section(out, doc, "checks", "Checks");
-    optional_section(out, doc, "thresholds", "Thresholds");
+    if (!plan) {
+        optional_section(out, doc, "checks", "Checks");
+        optional_section(out, doc, "thresholds", "Thresholds");
+    }
     fputs("</main>\n<footer>Written by squall " SQ_VERSION " from a ", out);
     esc(out, sq_report__str(doc, "schema", ""));
     fputs(" document, which is embedded in this file (the JSON in script#squall-data, under "
