@@ -7,26 +7,27 @@
 # a folder it may not use defines. Arrows point down only: a folder never uses one above it.
 #
 # SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
-set(SQ_MODULES base loop stats net http proto server plan script engine output target store
+set(SQ_MODULES base loop stats proc net http proto server plan script engine output target store
                cluster daemon cli)
 
 set(SQ_USES_base "")
 set(SQ_USES_loop base)
 set(SQ_USES_stats base)
+set(SQ_USES_proc base)
 set(SQ_USES_net loop base)
 set(SQ_USES_http base)
 set(SQ_USES_proto base)
 set(SQ_USES_server http net loop base)
 set(SQ_USES_plan stats base)
 set(SQ_USES_script plan stats base)
-set(SQ_USES_engine script proto plan http net stats loop base)
-set(SQ_USES_output engine plan stats base)
+set(SQ_USES_engine script proto plan http net stats proc loop base)
+set(SQ_USES_output engine plan stats proc base)
 set(SQ_USES_target server http stats loop base)
 set(SQ_USES_store output base)
 set(SQ_USES_cluster engine proto plan stats base)
 set(SQ_USES_daemon store engine output plan server http stats base)
 set(SQ_USES_cli daemon cluster store target output engine script plan proto server http net
-                stats loop base)
+                stats proc loop base)
 
 set(SQ_EXT_base Threads::Threads m)
 set(SQ_EXT_stats ZLIB::ZLIB)
