@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/client.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
 #include "stats/hist.h"
@@ -164,6 +165,7 @@ struct agg {
     struct sq_counters emitted; /* the sum of `last` when the previous entry was emitted */
     int64_t prev_end;
     bool finished;
+    struct sq_engine__clagg cl; /* squall's own cost, the watched processes (engine/client.h) */
 };
 
 static uint64_t errors_of(const struct sq_counters *c)
@@ -231,6 +233,7 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         sub_counters(&a->emitted, &a->last[wi]);
         merge_counters(&a->emitted, &s->c);
         a->last[wi] = s->c;
+        sq_engine__clagg_slot(&a->cl, wi, s, e);
         int64_t mx = sq_hist_total(s->hist) ? sq_hist_max(s->hist) : 0;
         if (mx > e->max_us)
             e->max_us = mx;
@@ -245,6 +248,7 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
             sq_hist_merge(a->hu, s->hist_unc);
         a->last[wi] = s->c;
         a->active[wi] = s->active;
+        sq_engine__clagg_slot(&a->cl, wi, s, NULL);
         if (s->end_ns > *end)
             *end = s->end_ns;
     }
@@ -307,6 +311,7 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
             e.p99_us = sq_hist_percentile(a->h, 99);
             e.max_us = sq_hist_max(a->h);
         }
+        sq_engine__clagg_emit(&a->cl, &e, sq_now_ns());
         if (series_push(&out->series, &e) == 0 && cfg->on_tick)
             cfg->on_tick(cfg->tick_ud, &e, a->h, out->open ? a->hu : NULL);
         sq_hist_reset(a->h);
@@ -420,8 +425,14 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         sum_live(ws, n, &t);
         if (run->go_ns)
             aggregate(agg, ws, n, cfg, out, run->go_ns);
-        if (t.done == n && (!run->go_ns || agg->finished))
+        if (t.done == n && (!run->go_ns || agg->finished)) {
+            if (run->go_ns &&
+                sq_engine__clagg_end(&agg->cl,
+                                     out->series.n ? &out->series.v[out->series.n - 1] : NULL, out,
+                                     sq_now_ns()) < 0)
+                out->client.valid = false;
             return;
+        }
         int64_t now = sq_now_ns();
         if (cfg->stop && *cfg->stop)
             stop_run(run, out, "stopped by request%s%s", "", "");
@@ -433,6 +444,7 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
                          sq_strerror(t.last_err));
             } else {
                 out->setup_ns = now - begin;
+                sq_engine__clagg_begin(&agg->cl, now + SQ_NS_PER_MS);
                 /* A moment ahead, so every worker sees it before it is due. */
                 __atomic_store_n(&run->go_ns, now + SQ_NS_PER_MS, __ATOMIC_RELEASE);
             }
@@ -554,6 +566,8 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     agg.last = calloc(nw, sizeof(*agg.last));
     agg.active = calloc(nw, sizeof(*agg.active));
     rc = agg.last && agg.active ? sq_latency_hist_new(&agg.h) : -ENOMEM;
+    if (rc == 0)
+        rc = sq_engine__clagg_init(&agg.cl, nw, cfg);
     if (rc == 0 && out->open)
         rc = sq_latency_hist_new(&agg.hu);
     if (rc < 0) {
@@ -659,6 +673,7 @@ out:
     free(ws);
     free(agg.last);
     free(agg.active);
+    sq_engine__clagg_dispose(&agg.cl);
     sq_hist_free(agg.h);
     sq_hist_free(agg.hu);
     if (rc < 0)
@@ -685,6 +700,12 @@ void sq_result_dispose(struct sq_result *r)
     }
     sq_hist_free(r->sse_first_event);
     sq_hist_free(r->sse_duration);
+    free(r->client.workers);
+    r->client.workers = NULL;
+    r->client.nworkers = 0;
+    free(r->server.procs);
+    r->server.procs = NULL;
+    r->server.nprocs = 0;
     r->sse_first_event = r->sse_duration = NULL;
     r->nscens = 0;
     r->latency = NULL;

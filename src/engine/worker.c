@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "engine/client.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "http/decode.h"
@@ -664,6 +665,17 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     s->active = w->open ? w->in_flight : w->active_vus;
     s->second = second;
     s->end_ns = now;
+    /* The worker's own cost, once a second (engine/client.c). */
+    sq_engine__times(w, &s->cpu_ns, &s->wait_ns);
+    s->cpu_ns -= w->cpu0_ns;
+    s->wait_ns -= w->wait0_ns;
+    s->spin_ns = w->spin_ns;
+    s->lag_ns = w->lag_ns;
+    s->behind_ns = 0;
+    if (w->open && w->sending && w->started && w->next_arrival < w->total_arrivals) {
+        int64_t due = w->sched_ns + sq_exec_arrival_ns(w->ex, w->next_arrival);
+        s->behind_ns = now > due ? now - due : 0;
+    }
     __atomic_store_n(&w->wr, w->wr + 1, __ATOMIC_RELEASE);
     struct sq_engine__slot *next = &w->slots[w->wr % SQ_SLOTS];
     w->hist = next->hist;
@@ -675,9 +687,13 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
 static void tick(struct sq_engine__worker *w, int64_t now)
 {
     uint32_t second = (uint32_t)((w->next_tick_ns - w->start_ns) / SQ_NS_PER_S);
-    if (publish_slot(w, second, now, false))
+    int64_t lag = now - w->next_tick_ns;
+    if (lag > w->lag_ns)
+        w->lag_ns = lag; /* the largest since the last slot went out */
+    if (publish_slot(w, second, now, false)) {
         w->next_tick_ns = w->start_ns + (int64_t)(second + 1) * SQ_NS_PER_S;
-    else
+        w->lag_ns = 0;
+    } else
         w->next_tick_ns += 10 * SQ_NS_PER_MS; /* the main thread is behind: try again soon */
 }
 
@@ -733,20 +749,26 @@ static void run_loop(struct sq_engine__worker *w)
         if (!w->started && w->start_ns + w->offset_ns < until)
             until = w->start_ns + w->offset_ns;
         int64_t wait;
+        bool spinning = false;
         if (next_due < until && w->sending) {
             /* Sleep through the coarse part, then poll until the arrival is due: the kernel
              * wakes a sleeper up to spin_ns late, which would land in every latency. */
             wait = next_due - now - spin;
-            if (wait < 0)
+            if (wait < 0) {
                 wait = 0;
+                spinning = next_due > now; /* a poll that waits for the arrival, on purpose */
+            }
         } else {
             wait = until - now;
         }
+        int64_t before = now;
         if (sq_loop_run_once(loop, wait < 0 ? 0 : wait) < 0)
             break;
         if (SQ_UNLIKELY(w->over))
             break; /* a driver gave up long work at the end (the loop's clock is stale then) */
         now = sq_loop_now(loop);
+        if (spinning)
+            w->spin_ns += now - before; /* client.c takes it out of the worker's busy share */
         if (now >= next_sweep) {
             sweep(w, now);
             next_sweep = now + SWEEP_NS;
@@ -871,6 +893,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
 
 void sq_engine__worker_dispose(struct sq_engine__worker *w)
 {
+    sq_engine__times_close(w);
     if (w->drv)
         w->drv->dispose(w);
     if (w->flow) {
@@ -906,8 +929,10 @@ void *sq_engine__worker_main(void *arg)
     /* Timers and waits as precise as the kernel allows: the default 50 µs slack would land in
      * every paced send. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    sq_engine__times_open(w);
     w->sending = true;
     if (setup(w)) {
+        sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);
         w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
         w->next_tick_ns = w->start_ns + SQ_NS_PER_S;
         w->end_load_ns = w->hard_end_ns = INT64_MAX;
@@ -923,6 +948,7 @@ void *sq_engine__worker_main(void *arg)
         w->ticking = true;
         if (w->end_ns < go)
             w->end_ns = go;
+        sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);
     }
     w->sending = false;
     w->drv->close_all(w);
@@ -948,6 +974,7 @@ void *sq_engine__worker_main(void *arg)
             second--;
         publish_slot(w, second ? second : 1, w->end_ns, true);
     }
+    sq_engine__times_close(w);
     publish(w);
     __atomic_store_n(&w->live.done, 1, __ATOMIC_RELEASE);
     return NULL;
