@@ -26,4 +26,10 @@ int sq_cli_report(int argc, char **argv);
 int sq_cli_run(int argc, char **argv);
 int sq_cli_validate(int argc, char **argv);
 
+/* `squall compare A B`, `squall measure --spawn CMD ...`, `squall ab --arm A=... ...` (the
+ * instruments, docs/instruments.md); argv[0] is the subcommand. */
+int sq_cli_compare(int argc, char **argv);
+int sq_cli_measure(int argc, char **argv);
+int sq_cli_ab(int argc, char **argv);
+
 #endif

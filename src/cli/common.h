@@ -87,6 +87,12 @@ int sq_cli_outputs_open(struct sq_cli_outputs *o);
 void sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc);
 void sq_cli_outputs_close(struct sq_cli_outputs *o);
 
+/* Reads a saved result document (`squall report FILE`, `squall compare A B`; "-" is stdin) and
+ * checks it (output/doc.h). Returns SQ_EXIT_OK with *out set (json_decref it), or SQ_EXIT_USAGE
+ * after printing "FACE: PATH: what is wrong" (cannot be opened, a directory, over 256 MiB, not
+ * JSON, not a squall result). */
+int sq_cli_read_result(const char *face, const char *path, json_t **out);
+
 /* The exit status of a run that completed (thresholds aside): SQ_EXIT_OK, or SQ_EXIT_FAIL after
  * printing "squall: no request succeeded: why" when nothing completed. */
 int sq_cli_run_status(const struct sq_result *res);

@@ -18,6 +18,12 @@ int main(int argc, char **argv)
         return sq_cli_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "validate") == 0)
         return sq_cli_validate(argc - 1, argv + 1);
+    if (strcmp(argv[1], "compare") == 0)
+        return sq_cli_compare(argc - 1, argv + 1);
+    if (strcmp(argv[1], "measure") == 0)
+        return sq_cli_measure(argc - 1, argv + 1);
+    if (strcmp(argv[1], "ab") == 0)
+        return sq_cli_ab(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0) {
         printf("squall %s\n", SQ_VERSION);
         return SQ_EXIT_OK;

@@ -27,6 +27,7 @@
 #include "output/doc.h"
 #include "output/fmt.h"
 #include "output/html_assets.h"
+#include "output/page.h"
 #include "stats/hist.h"
 
 #define HDR_STEPS_PER_DECADE 20 /* points per decade of 1/(1-p) */
@@ -37,58 +38,18 @@
 #define GENERIC_MAX_COLS     24
 #define D                    32
 
-/* ---- escaping ---- */
+/* ---- escaping (output/page.c) ---- */
 
-/* HTML text and attribute values (double- or single-quoted). */
 static void esc(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&#39;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-    }
+    sq_page__esc(f, s);
 }
 
-__attribute__((format(printf, 2, 3))) static void escf(FILE *f, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    esc(f, buf);
-}
+#define escf sq_page__escf
 
-/* JSON text inside a <script> element. '<', '>' and '&' occur in JSON text only inside strings,
- * where their \u escapes mean the same; with them gone, neither "</script" nor "<!--" can. */
 static void island_text(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '<')
-            fputs("\\u003c", f);
-        else if (*s == '>')
-            fputs("\\u003e", f);
-        else if (*s == '&')
-            fputs("\\u0026", f);
-        else
-            fputc(*s, f);
-    }
+    sq_page__island_text(f, s);
 }
 
 /* ---- small table helpers ---- */
@@ -480,10 +441,10 @@ static void resources(FILE *f, const json_t *doc)
         row(f, "Open files (most)", num_text(sv, "fds_max", b));
         if (sq_report__num(sv, "ctxsw_voluntary", &v)) {
             char g1[D], g2[D];
-            snprintf(t, sizeof(t), "%s voluntary · %s involuntary",
-                     sq_fmt_group(sq_report__count(v), g1, D),
-                     sq_fmt_group(sq_report__count(sq_report__numd(sv, "ctxsw_involuntary", 0)),
-                                  g2, D));
+            snprintf(
+                t, sizeof(t), "%s voluntary · %s involuntary",
+                sq_fmt_group(sq_report__count(v), g1, D),
+                sq_fmt_group(sq_report__count(sq_report__numd(sv, "ctxsw_involuntary", 0)), g2, D));
             row_text(f, "Context switches", t);
         }
         fputs("</table>\n", f);

@@ -228,7 +228,8 @@ static void server(FILE *f, const json_t *doc)
     {
         if (!json_is_true(json_object_get(p, "exited")))
             continue;
-        double at = sq_report__numd(p, "exited_at_s", 0), seen = sq_report__numd(p, "last_seen_s", 0);
+        double at = sq_report__numd(p, "exited_at_s", 0),
+               seen = sq_report__numd(p, "last_seen_s", 0);
         fprintf(f, "%-12s pid %.0f (%s) exited between %.1f s and %.1f s into the run\n", "",
                 sq_report__numd(p, "pid", 0), sq_report__str(p, "name", "?"), seen, at);
     }
