@@ -14,6 +14,7 @@
 #include "cli/common.h"
 #include "cli/netopts.h"
 #include "engine/run.h"
+#include "engine/watchopt.h"
 #include "http/decode.h"
 #include "http/h2.h"
 #include "http/request.h"
@@ -90,6 +91,10 @@ static const char usage[] =
     "                          compressed bodies are decoded and counted either way)\n"
     "      --no-phases         do not record per-phase timings (blocked, connecting,\n"
     "                          sending, waiting, receiving...)\n"
+    "      --watch PID         sample that process and its children each second from /proc\n"
+    "                          (CPU, RSS, threads, open files, context switches): the summary\n"
+    "                          adds the server's CPU per 1k requests (repeatable)\n"
+    "      --watch-name NAME   the same for every process named NAME (repeatable)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n";
@@ -196,7 +201,8 @@ struct quick_opts {
     double rate;
     const char *stages;
     int quiet, duration_set, rate_set;
-    struct sq_cli_net net; /* DNS and TLS flags (cli/netopts.h) */
+    struct sq_cli_net net;      /* DNS and TLS flags (cli/netopts.h) */
+    struct sq_watch_opts watch; /* --watch, --watch-name */
 };
 
 static void release_headers(struct quick_opts *o)
@@ -221,6 +227,8 @@ enum {
     OPT_NO_COMPRESSION,
     OPT_HTTP2,
     OPT_STREAMS,
+    OPT_WATCH,
+    OPT_WATCH_NAME,
 };
 
 /* Parses a duration flag's value (a bare number is seconds); positive refuses zero. */
@@ -259,6 +267,8 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
         {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
         {"http2", no_argument, NULL, OPT_HTTP2},
         {"streams", required_argument, NULL, OPT_STREAMS},
+        {"watch", required_argument, NULL, OPT_WATCH},
+        {"watch-name", required_argument, NULL, OPT_WATCH_NAME},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -396,6 +406,14 @@ static int parse_flags(int argc, char **argv, struct quick_opts *o)
                 return sq_cli_usage_error(FACE, "%s: '%s' is not a stream count (1..1000)", flag,
                                           optarg);
             break;
+        case OPT_WATCH:
+        case OPT_WATCH_NAME: {
+            char err[512];
+            if (sq_watch_opts_add(&o->watch, opt == OPT_WATCH_NAME, flag, optarg, err,
+                                  sizeof(err)) < 0)
+                return sq_cli_usage_error(FACE, "%s", err);
+            break;
+        }
         case 'h':
             sq_cli_usage(stdout);
             return SQ_EXIT_DONE;
@@ -510,6 +528,7 @@ int sq_cli_quick(int argc, char **argv)
     struct ticker tk = {0};
     struct sq_ndjson nd = {.scenario = "default"};
     struct sq_h2_req h2req = {0};
+    struct sq_watch *watch = NULL;
 
     if (o.body_arg && o.body_arg[0] == '@') {
         rc = read_body_file(o.body_arg + 1, &body, &body_len);
@@ -576,6 +595,15 @@ int sq_cli_quick(int argc, char **argv)
         goto out;
     }
     cfg.threads = sq_cli_threads(o.threads);
+    {
+        char err[512];
+        rc = sq_watch_opts_build(&o.watch, &watch, err, sizeof(err));
+        if (rc < 0) {
+            exit_code = rc == -SQ_EUSAGE ? sq_cli_usage_error(FACE, "%s", err) : SQ_EXIT_FAIL;
+            goto out;
+        }
+        cfg.watch = watch;
+    }
 
     rc = sq_cli_net_setup(&o.net, &url, &cfg, &tls);
     if (rc != 0) {
@@ -677,5 +705,6 @@ out:
     sq_url_dispose(&url);
     release_headers(&o);
     sq_tls_client_free(tls);
+    sq_watch_free(watch);
     return exit_code;
 }

@@ -12,6 +12,7 @@
 #include "cli/netopts.h"
 #include "engine/flow.h"
 #include "engine/run.h"
+#include "engine/watchopt.h"
 #include "engine/verdict.h"
 #include "http/decode.h"
 #include "http/url.h"
@@ -35,6 +36,9 @@ static const char run_usage[] =
     "      --html FILE         write a self-contained HTML report\n"
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
     "      --no-phases         do not record per-phase timings\n"
+    "      --watch PID         sample that process and its children each second (CPU, RSS,\n"
+    "                          threads, open files, switches; repeatable)\n"
+    "      --watch-name NAME   the same for every process named NAME (repeatable)\n"
     "  -q, --quiet             no progress line, no summary\n"
     "  -h, --help              this help\n";
 
@@ -142,7 +146,8 @@ struct run_opts {
     uint64_t threads;
     int64_t timeout_ns, connect_timeout_ns;
     bool quiet, no_compression, no_phases;
-    struct sq_cli_net net; /* DNS and TLS flags (cli/netopts.h) */
+    struct sq_cli_net net;      /* DNS and TLS flags (cli/netopts.h) */
+    struct sq_watch_opts watch; /* --watch, --watch-name */
 };
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -156,6 +161,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"quiet", no_argument, NULL, 'q'},
         {"no-compression", no_argument, NULL, 'Z'},
         {"no-phases", no_argument, NULL, 'P'},
+        {"watch", required_argument, NULL, 'W'},
+        {"watch-name", required_argument, NULL, 'N'},
         SQ_CLI_NET_LONG_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
@@ -204,6 +211,13 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 'P':
             o->no_phases = true;
             break;
+        case 'W':
+        case 'N': {
+            char err[512];
+            if (sq_watch_opts_add(&o->watch, ch == 'N', flag, optarg, err, sizeof(err)) < 0)
+                return sq_cli_usage_error(FACE, "%s", err);
+            break;
+        }
         case 'h':
             print_usage(stdout);
             return SQ_EXIT_DONE;
@@ -242,6 +256,7 @@ int sq_cli_run(int argc, char **argv)
     struct sq_th_verdicts verdicts = {0};
     struct ticker tk = {.plan = p};
     struct sq_tls_client *tls = NULL;
+    struct sq_watch *watch = NULL;
     struct sq_cli_outputs outs = {
         .face = FACE, .json_path = o.json, .html_path = o.html, .quiet = o.quiet};
     const char *why = NULL;
@@ -286,6 +301,12 @@ int sq_cli_run(int argc, char **argv)
         .phases = !o.no_phases,
     };
     cfg.threads = sq_cli_threads(o.threads);
+    rc = sq_watch_opts_build(&o.watch, &watch, err, sizeof(err));
+    if (rc < 0) {
+        exit_code = rc == -SQ_EUSAGE ? sq_cli_usage_error(FACE, "%s", err) : SQ_EXIT_FAIL;
+        goto out;
+    }
+    cfg.watch = watch;
     rc = sq_cli_net_setup(&o.net, &url, &cfg, &tls);
     if (rc != 0) {
         exit_code = rc;
@@ -364,6 +385,7 @@ out:
     free(scens);
     sq_url_dispose(&url);
     sq_tls_client_free(tls);
+    sq_watch_free(watch);
     sq_plan_free(p);
     return exit_code;
 }
