@@ -1,10 +1,12 @@
 /* engine/client.c - squall's own cost during a run, the watched processes, and whether the
  * client limited the run (see client.h and sq_client_judge in run.h).
  *
- * A worker's busy share is (on a CPU + waiting for one - the open loop's busy-wait) / wall time,
- * from /proc/thread-self/schedstat: a worker that is runnable but has no CPU is as much a
- * bottleneck as one that is computing, and only the kernel sees the difference. The busy-wait
- * before each arrival (engine/worker.c) burns CPU on purpose, so it does not count.
+ * A worker's busy share is (on a CPU + waiting for one) / wall time, from
+ * /proc/thread-self/schedstat: a worker that is runnable but has no CPU is as much a bottleneck
+ * as one that is computing, and only the kernel sees the difference. An open-loop worker
+ * busy-waits before each arrival on purpose (engine/worker.c), so its share is reported but not
+ * judged: the open loop's sign of saturation is falling behind its schedule, which each tick
+ * measures as how overdue the next arrival is.
  */
 #include "engine/client.h"
 
@@ -86,9 +88,8 @@ int sq_engine__clagg_init(struct sq_engine__clagg *a, uint32_t n, const struct s
     a->end = calloc(n, sizeof(*a->end));
     a->cpu = calloc(n, sizeof(*a->cpu));
     a->wait = calloc(n, sizeof(*a->wait));
-    a->spin = calloc(n, sizeof(*a->spin));
     a->ws = calloc(n, sizeof(*a->ws));
-    return a->end && a->cpu && a->wait && a->spin && a->ws ? 0 : -ENOMEM;
+    return a->end && a->cpu && a->wait && a->ws ? 0 : -ENOMEM;
 }
 
 void sq_engine__clagg_dispose(struct sq_engine__clagg *a)
@@ -96,7 +97,6 @@ void sq_engine__clagg_dispose(struct sq_engine__clagg *a)
     free(a->end);
     free(a->cpu);
     free(a->wait);
-    free(a->spin);
     free(a->ws);
     memset(a, 0, sizeof(*a));
 }
@@ -118,8 +118,7 @@ void sq_engine__clagg_slot(struct sq_engine__clagg *a, uint32_t wi, const struct
 {
     struct sq_worker_stats *ws = &a->ws[wi];
     int64_t wall = s->end_ns - a->end[wi];
-    int64_t busy_ns =
-        (s->cpu_ns - a->cpu[wi]) - (s->spin_ns - a->spin[wi]) + (s->wait_ns - a->wait[wi]);
+    int64_t busy_ns = (s->cpu_ns - a->cpu[wi]) + (s->wait_ns - a->wait[wi]);
     double busy = wall > 0 ? (double)busy_ns / (double)wall : 0;
     if (busy < 0)
         busy = 0;
@@ -137,11 +136,9 @@ void sq_engine__clagg_slot(struct sq_engine__clagg *a, uint32_t wi, const struct
     ws->wall_ns = s->end_ns - a->go;
     ws->cpu_ns = s->cpu_ns;
     ws->wait_ns = s->wait_ns;
-    ws->spin_ns = s->spin_ns;
     a->end[wi] = s->end_ns;
     a->cpu[wi] = s->cpu_ns;
     a->wait[wi] = s->wait_ns;
-    a->spin[wi] = s->spin_ns;
 
     struct sq_client_second *c = late ? &late->client : NULL;
     double *bmax = c ? &c->busy_max : &a->busy_max;
@@ -193,9 +190,7 @@ int sq_engine__clagg_end(struct sq_engine__clagg *a, struct sq_second *last, str
     for (uint32_t i = 0; i < a->n; i++) {
         struct sq_worker_stats *ws = &c->workers[i];
         *ws = a->ws[i];
-        ws->busy = ws->wall_ns > 0
-                       ? (double)(ws->cpu_ns - ws->spin_ns + ws->wait_ns) / (double)ws->wall_ns
-                       : 0;
+        ws->busy = ws->wall_ns > 0 ? (double)(ws->cpu_ns + ws->wait_ns) / (double)ws->wall_ns : 0;
         if (ws->busy < 0)
             ws->busy = 0;
     }
@@ -251,11 +246,13 @@ void sq_client_judge(struct sq_client_stats *c, bool open)
             c->saturated = true;
             return;
         }
+        if (open)
+            continue; /* it busy-waits before each arrival on purpose: its share says nothing */
         if (w->wall_ns >= JUDGE_MIN_NS && w->busy >= SQ_CLIENT_BUSY) {
             double wall = (double)w->wall_ns;
             snprintf(c->saturation, sizeof(c->saturation),
                      "%s was busy %.0f%% of the run (%.0f%% on a CPU, %.0f%% waiting for one)", who,
-                     100 * w->busy, 100 * (double)(w->cpu_ns - w->spin_ns) / wall,
+                     100 * w->busy, 100 * (double)w->cpu_ns / wall,
                      100 * (double)w->wait_ns / wall);
             c->saturated = true;
             return;

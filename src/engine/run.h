@@ -73,7 +73,7 @@ const char *sq_phase_metric(enum sq_phase p);
 
 /* The client's own cost in one second of the run (squall's, read once a second: nothing of it
  * is on the hot path). busy: the share of the second a worker thread was on a CPU or waiting for
- * one (the open loop's busy-wait before each arrival excluded), for the busiest worker. */
+ * one (an open-loop worker's busy-wait before each arrival included), for the busiest worker. */
 struct sq_client_second {
     int64_t cpu_ns;        /* the whole process: user + system, in this second */
     double busy_max;       /* 0..1 (and a little above when the kernel's clocks disagree) */
@@ -243,8 +243,7 @@ struct sq_worker_stats {
     int64_t wall_ns;
     int64_t cpu_ns;        /* on a CPU */
     int64_t wait_ns;       /* runnable, waiting for a CPU (0 when the kernel does not say) */
-    int64_t spin_ns;       /* open loop: the busy-wait before each arrival (inside cpu_ns) */
-    double busy;           /* (cpu - spin + wait) / wall */
+    double busy;           /* (cpu + wait) / wall (open loop: its busy-wait included) */
     double busy_max;       /* the same for its busiest whole second */
     uint32_t busy_seconds; /* whole seconds at or above SQ_CLIENT_BUSY */
     uint32_t seconds;      /* whole seconds it ran */
@@ -277,9 +276,10 @@ struct sq_server_stats {
     size_t nprocs;
 };
 
-/* Sets c->saturated and c->saturation from the workers' figures: a worker busy at least
- * SQ_CLIENT_BUSY of the run (once it ran 200 ms) or in SQ_CLIENT_BUSY_SECS whole seconds, or,
- * when open, an arrival overdue by SQ_CLIENT_BEHIND_NS at a tick. */
+/* Sets c->saturated and c->saturation from the workers' figures: closed loop, a worker busy at
+ * least SQ_CLIENT_BUSY of the run (once it ran 200 ms) or in SQ_CLIENT_BUSY_SECS whole seconds;
+ * open loop (whose workers busy-wait before each arrival on purpose), an arrival overdue by
+ * SQ_CLIENT_BEHIND_NS at a tick. */
 void sq_client_judge(struct sq_client_stats *c, bool open);
 
 struct sq_result {

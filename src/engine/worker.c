@@ -669,7 +669,6 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     sq_engine__times(w, &s->cpu_ns, &s->wait_ns);
     s->cpu_ns -= w->cpu0_ns;
     s->wait_ns -= w->wait0_ns;
-    s->spin_ns = w->spin_ns;
     s->lag_ns = w->lag_ns;
     s->behind_ns = 0;
     if (w->open && w->sending && w->started && w->next_arrival < w->total_arrivals) {
@@ -749,26 +748,20 @@ static void run_loop(struct sq_engine__worker *w)
         if (!w->started && w->start_ns + w->offset_ns < until)
             until = w->start_ns + w->offset_ns;
         int64_t wait;
-        bool spinning = false;
         if (next_due < until && w->sending) {
             /* Sleep through the coarse part, then poll until the arrival is due: the kernel
              * wakes a sleeper up to spin_ns late, which would land in every latency. */
             wait = next_due - now - spin;
-            if (wait < 0) {
+            if (wait < 0)
                 wait = 0;
-                spinning = next_due > now; /* a poll that waits for the arrival, on purpose */
-            }
         } else {
             wait = until - now;
         }
-        int64_t before = now;
         if (sq_loop_run_once(loop, wait < 0 ? 0 : wait) < 0)
             break;
         if (SQ_UNLIKELY(w->over))
             break; /* a driver gave up long work at the end (the loop's clock is stale then) */
         now = sq_loop_now(loop);
-        if (spinning)
-            w->spin_ns += now - before; /* client.c takes it out of the worker's busy share */
         if (now >= next_sweep) {
             sweep(w, now);
             next_sweep = now + SWEEP_NS;

@@ -180,11 +180,10 @@ static json_t *client_block(const struct sq_result *r)
     int64_t lag = 0, behind = 0;
     for (uint32_t i = 0; i < c->nworkers; i++) {
         const struct sq_worker_stats *w = &c->workers[i];
-        json_t *o =
-            json_pack("{s:o, s:o, s:o, s:f, s:f, s:I, s:I, s:o}", "cpu_s", ns_s(w->cpu_ns),
-                      "wait_s", ns_s(w->wait_ns), "spin_s", ns_s(w->spin_ns), "busy", w->busy,
-                      "busy_max", w->busy_max, "seconds", (json_int_t)w->seconds, "busy_seconds",
-                      (json_int_t)w->busy_seconds, "loop_lag_max_ms", ns_ms(w->lag_max_ns));
+        json_t *o = json_pack("{s:o, s:o, s:f, s:f, s:I, s:I, s:o}", "cpu_s", ns_s(w->cpu_ns),
+                              "wait_s", ns_s(w->wait_ns), "busy", w->busy, "busy_max", w->busy_max,
+                              "seconds", (json_int_t)w->seconds, "busy_seconds",
+                              (json_int_t)w->busy_seconds, "loop_lag_max_ms", ns_ms(w->lag_max_ns));
         if (o && r->open)
             json_object_set_new(o, "behind_max_ms", ns_ms(w->behind_max_ns));
         json_array_append_new(ws, o);
