@@ -20,6 +20,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "engine/flags.h"
 #include "cli/instr.h"
 #include "engine/watchopt.h"
 #include "output/instr.h"
@@ -230,7 +231,7 @@ static int parse(int argc, char **argv, struct opts *o)
     int opt, li = -1, rc;
     while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
         char name[48];
-        const char *flag = sq_cli_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
         int64_t *dur = opt == O_DURATION   ? &o->duration_ns
                        : opt == O_COOLDOWN ? &o->cooldown_ns
                                            : &o->ready_timeout_ns;
@@ -302,8 +303,11 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'h':
             fputs(ab_usage, stdout);
             return SQ_EXIT_DONE;
-        default:
-            return sq_cli_flag_error(FACE, longs, opt, flag);
+        default: {
+            char err[256];
+            (void)sq_flag_refused(longs, opt, flag, err, sizeof(err));
+            return sq_cli_usage_error(FACE, "%s", err);
+        }
         }
     }
     if (optind < argc)

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "engine/flags.h"
 #include "output/compare.h"
 #include "output/json.h"
 
@@ -92,7 +93,7 @@ int sq_cli_compare(int argc, char **argv)
     int opt, li = -1;
     while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
         char name[48];
-        const char *flag = sq_cli_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
         switch (opt) {
         case 'H':
         case 'J':
@@ -106,8 +107,11 @@ int sq_cli_compare(int argc, char **argv)
         case 'h':
             fputs(compare_usage, stdout);
             return SQ_EXIT_OK;
-        default:
-            return sq_cli_flag_error(FACE, longs, opt, flag);
+        default: {
+            char err[256];
+            (void)sq_flag_refused(longs, opt, flag, err, sizeof(err));
+            return sq_cli_usage_error(FACE, "%s", err);
+        }
         }
     }
     if (argc - optind < 2)
