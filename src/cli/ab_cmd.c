@@ -166,7 +166,8 @@ static int add_arm(struct opts *o, const char *flag, const char *val)
     for (int i = 0; i < a->nargs && !a->url; i++)
         if (strncmp(a->args[i], "http://", 7) == 0 || strncmp(a->args[i], "https://", 8) == 0)
             a->url = a->args[i];
-    a->sets_length = sets_length(a->args, a->nargs);
+    /* A plan ("run PLAN") sets its own length; so do -d, -n and --stages. */
+    a->sets_length = strcmp(a->args[0], "run") == 0 || sets_length(a->args, a->nargs);
     o->narms++;
     return 0;
 }
@@ -343,6 +344,16 @@ static int parse(int argc, char **argv, struct opts *o)
             return sq_cli_usage_error(FACE, "--server: '%s': %s", nm,
                                       a->nserver ? why : "no command");
         }
+    }
+    /* Each arm's arguments, checked as its runs will read them, before anything runs. */
+    for (uint32_t i = 0; i < o->narms; i++) {
+        struct arm *a = &o->arms[i];
+        char err[1024], dur[32];
+        const char *extra[2] = {"-d", dur};
+        snprintf(dur, sizeof(dur), "%lldms", (long long)(o->duration_ns / SQ_NS_PER_MS));
+        if (sq_cli_check_run_args((const char *const *)a->args, a->nargs, extra,
+                                  a->sets_length ? 0 : 2, err, sizeof(err)) < 0)
+            return sq_cli_usage_error(FACE, "--arm %s: %s", a->name, err);
     }
     for (uint32_t i = 0; i < o->narms; i++) {
         struct arm *a = &o->arms[i];

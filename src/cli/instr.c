@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/planrun.h"
 #include "engine/probe.h"
+#include "engine/quick.h"
 #include "http/url.h"
 #include "output/doc.h"
 #include "proc/spawn.h"
@@ -165,6 +167,47 @@ void sq_cli_child_abort(struct sq_cli_child *c)
         unlink(c->json_path);
     if (c->err_path[0])
         unlink(c->err_path);
+}
+
+/* ---- checking a run's arguments ---- */
+
+int sq_cli_check_run_args(const char *const *args, int nargs, const char *const *extra,
+                          int nextra, char *err, size_t len)
+{
+    /* getopt_long permutes what it parses: a copy, with the program's name first. */
+    char **v = calloc((size_t)nargs + (size_t)nextra + 2, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    int n = 0;
+    v[n++] = (char *)"squall";
+    for (int i = 0; i < nargs; i++)
+        v[n++] = (char *)args[i];
+    for (int i = 0; i < nextra; i++)
+        v[n++] = (char *)extra[i];
+    int rc;
+    if (nargs > 0 && strcmp(args[0], "run") == 0) {
+        struct sq_planrun_opts o;
+        sq_planrun_opts_init(&o);
+        rc = sq_planrun_parse_argv(&o, n - 1, v + 1, err, len);
+    } else {
+        struct sq_quick_opts o;
+        sq_quick_opts_init(&o);
+        rc = sq_quick_parse_argv(&o, n, v, err, len);
+        if (rc == 0) { /* the URL, a -b @FILE, the load shape, the TLS files: no connection */
+            struct sq_quick_run r;
+            rc = sq_quick_prepare(&r, &o, err, len);
+            sq_quick_run_dispose(&r);
+            if (rc < 0 && rc != -SQ_EUSAGE)
+                rc = 0; /* a lookup or the TLS library here: the run itself will say */
+        }
+        sq_quick_opts_dispose(&o);
+    }
+    free(v);
+    if (rc > 0) { /* --help or --version: not a run */
+        snprintf(err, len, "--help and --version do not run anything");
+        return -SQ_EUSAGE;
+    }
+    return rc < 0 ? -SQ_EUSAGE : 0;
 }
 
 /* ---- probes ---- */

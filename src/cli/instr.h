@@ -52,6 +52,13 @@ int sq_cli_probe_url(const char *url, struct sq_cli_probe_url *out, const char *
 int sq_cli_wait_ready(pid_t pid, const struct sq_cli_probe_url *u, bool want_2xx,
                       int64_t timeout_ns, int64_t *ready_ns, int *status, int *last_status);
 
+/* Checks the squall arguments of a run (an arm, a --load) the way the run will, without running
+ * it: the quick face's flags, or the plan face's when args[0] is "run". extra (may be NULL, nextra
+ * words) is appended as the run will append it. Returns 0, or -SQ_EUSAGE with err holding the
+ * run's own message ("-c: '0' is not a connection count (1..1000000)"). */
+int sq_cli_check_run_args(const char *const *args, int nargs, const char *const *extra,
+                          int nextra, char *err, size_t len);
+
 /* Ctrl-C for the instruments: the first SIGINT sets the flag (the face stops what it started
  * and exits 130), a second one kills squall at once (its children get SIGTERM as it dies). */
 void sq_cli_instr_signals(void);

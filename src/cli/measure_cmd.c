@@ -298,6 +298,12 @@ int sq_cli_measure(int argc, char **argv)
             exit_code = sq_cli_usage_error(FACE, "--load: '%s' holds no squall arguments", o.load);
             goto out;
         }
+        char err[1024];
+        if (sq_cli_check_run_args((const char *const *)load, nload, NULL, 0, err, sizeof(err)) <
+            0) {
+            exit_code = sq_cli_usage_error(FACE, "--load: %s", err);
+            goto out;
+        }
     }
     struct sq_cli_probe_url ready;
     if (sq_cli_probe_url(o.ready, &ready, &why) < 0) {

@@ -443,17 +443,26 @@ class AB(sqtest.TargetCase):
                  "--metric: 'mean' is not a metric"),
                 (["--arm", f"A={self.base}/", "--arm", f"B={self.base}/", "--watch",
                   str(self.gone_pid())], "--watch: no process %d" % self.gone_pid()),
-                (["--arm", "A=/no/url", "--arm", f"B={self.base}/", "--server-a", "sleep 5"],
+                (["--arm", "A=run plan.yaml", "--arm", f"B={self.base}/", "--server-a", "sleep 5"],
                  "arm A has a server but no http:// URL"),
         ):
             p, _ = run("ab", *args)
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn(want, p.stderr)
-        # an arm whose flags squall refuses: exit 2, named, after its first run
-        p, _ = run("ab", "--arm", f"A={self.base}/fast -c 1", "--arm", f"B={self.base}/fast -c 0",
-                   "--rounds", "2", "--duration", "100ms", "--cooldown", "0", "-q")
+        # an arm whose flags squall refuses: exit 2, named, before anything runs
+        stats0 = self.stats()
+        for arm, want in ((f"B={self.base}/fast -c 0", "--arm B: -c: '0' is not a connection count"),
+                          ("B=ftp://x/", "--arm B: bad URL 'ftp://x/'"),
+                          (f"B={self.base}/fast --stages 1s:5 -d 1s",
+                           "--arm B: --stages sets the run's length; drop -d")):
+            p, _ = run("ab", "--arm", f"A={self.base}/fast -c 1", "--arm", arm, "-q")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(want, p.stderr)
+        self.assertEqual(stats0["endpoints"]["fast"], self.stats()["endpoints"]["fast"])
+        p, _ = run("measure", "--spawn", "sleep 5", "--ready", "http://127.0.0.1:1/",
+                   "--load", f"{self.base}/fast --rate x")
         self.assertEqual(p.returncode, 2, p.stderr)
-        self.assertIn("--arm B: squall: -c: '0' is not a connection count", p.stderr)
+        self.assertIn("--load: --rate: 'x' is not a rate", p.stderr)
 
 
 class Compare(sqtest.TargetCase):
