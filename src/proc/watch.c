@@ -20,6 +20,7 @@
 #define MAX_NAME   255
 #define MAX_DEPTH  64 /* ppid links followed to find an ancestor */
 #define READ_FLAGS (SQ_PROC_FDS | SQ_PROC_CTXSW)
+#define SCAN_NS    (5 * SQ_NS_PER_S) /* a scan of /proc for new processes, at most this often */
 
 struct name_entry {
     char *name;
@@ -38,6 +39,7 @@ struct sq_watch {
     size_t nprocs, cap;
     bool started;
     int64_t start_ns, prev_ns;
+    int64_t scanned_ns; /* the last scan of /proc; 0: none since the start */
     uint64_t start_ticks;
     uint64_t rss_peak;
     uint32_t threads_max;
@@ -375,8 +377,13 @@ int sq_watch_sample(struct sq_watch *w, int64_t now_ns, struct sq_watch_tick *t)
     t->fds = -1;
     t->ctxsw_vol = t->ctxsw_invol = -1;
     int rc = 0;
-    if (needs_scan(w) && discover(w, now_ns) == -ENOMEM)
-        rc = -ENOMEM;
+    /* New processes (a name's, or children): at the first sample, then every SCAN_NS. A scan
+     * reads every process's stat file (docs/benchmarks.md: about 1 ms per 100 processes). */
+    if (needs_scan(w) && (!w->scanned_ns || now_ns - w->scanned_ns >= SCAN_NS)) {
+        w->scanned_ns = now_ns;
+        if (discover(w, now_ns) == -ENOMEM)
+            rc = -ENOMEM;
+    }
     int64_t at = rel(w, now_ns);
     for (size_t i = 0; i < w->nprocs; i++) {
         struct sq_watch_proc *p = &w->procs[i];

@@ -4,7 +4,8 @@
  * The set holds entries (a PID, or a name) and the processes they found. A name matches every
  * process whose command name (comm, /proc/PID/comm: the kernel keeps its first 15 bytes) is NAME,
  * and every process below one of those (children, grandchildren); the set looks for new ones at
- * each sample, so a worker a server forks mid-run joins it. A PID entry may ask for its children
+ * its first sample and then every 5 s (a scan reads every process's stat file), so a worker a
+ * server forks mid-run joins it within 5 s. A PID entry may ask for its children
  * the same way. squall itself (this process) is never matched by a name.
  *
  * Figures are differences between samples: sq_watch_start() takes the baseline, each
