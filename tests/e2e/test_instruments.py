@@ -314,17 +314,62 @@ class Measure(unittest.TestCase):
         with self.assertRaises(OSError):
             socket.create_connection((sqtest.HOST, port), timeout=1).close()
 
+    def own_cold_start_ms(self, argv, port):
+        """Spawn to the first 2xx of /ok, timed here (Popen, then a GET every millisecond), with
+        the server stopped by its PID after it: an independent measure of the same start."""
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            while True:
+                try:
+                    c = socket.create_connection((sqtest.HOST, port), timeout=2)
+                    c.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    head = c.recv(64)
+                    c.close()
+                    if head.startswith(b"HTTP/1.1 2"):
+                        return (time.monotonic() - t0) * 1000
+                except OSError:
+                    pass
+                self.assertIsNone(proc.poll(), "the server exited before it was ready")
+                self.assertLess(time.monotonic() - t0, 10, "the server did not start")
+                time.sleep(0.001)
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+            for _ in range(100):  # the port is free again before the next start
+                try:
+                    socket.create_connection((sqtest.HOST, port), timeout=0.1).close()
+                    time.sleep(0.01)
+                except OSError:
+                    break
+
     def test_cold_start_of_a_slow_server(self):
-        """A server that sleeps 300 ms before it listens: every cold start in [300, 340] ms."""
+        """A server that sleeps 300 ms before it listens: every cold start at least 300 ms, and
+        the median within [300, 340] ms plus what the same start costs without the sleep (sh,
+        sleep and the server's exec: tens of ms on a quiet machine, more under load), which the
+        test times itself. And measure's median agrees with the test's own timing of the slow
+        start within 40 ms."""
         port = free_port()
-        cmd = (f"sh -c 'sleep 0.3; exec {sqtest.squall_path()} target --port {port} -t 1'")
-        p, doc, _ = run_json("measure", "--spawn", cmd, "--ready",
+        target = f"exec {sqtest.squall_path()} target --port {port} -t 1"
+        slow = f"sleep 0.3; {target}"
+        quick = f"sleep 0; {target}"  # the same chain of execs, without the wait
+        own_quick, own_slow = [], []
+        for _ in range(3):  # alternated, so drift in the machine's load lands on both
+            own_quick.append(self.own_cold_start_ms(["sh", "-c", quick], port))
+            own_slow.append(self.own_cold_start_ms(["sh", "-c", slow], port))
+        p, doc, _ = run_json("measure", "--spawn", f"sh -c '{slow}'", "--ready",
                              f"http://{sqtest.HOST}:{port}/ok", "--idle", "0", "--after", "0",
                              "--repeat", "3", timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
-        for ms in doc["cold_start"]["runs_ms"]:
+        runs = doc["cold_start"]["runs_ms"]
+        for ms in runs:
             self.assertGreaterEqual(ms, 300)
-            self.assertLessEqual(ms, 340, doc["cold_start"])
+        med = doc["cold_start"]["summary"]["median_ms"]
+        overhead = sorted(own_quick)[1]
+        why = f"measure {runs}, test's own: slow {own_slow}, without the sleep {own_quick}"
+        self.assertLessEqual(med, 340 + overhead, why)
+        self.assertLess(abs(med - sorted(own_slow)[1]), 40, why)
         self.assertIsNone(doc["load"])
 
     def test_refusals(self):
@@ -425,8 +470,12 @@ class AB(sqtest.TargetCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertFalse(doc["null_test"])
             self.assertEqual([a["name"] for a in doc["arms"]], ["A", "B"])
-            self.assertIn("no null test was run", " ".join(c["sentence"] for c in
-                                                           doc["comparisons"]))
+            # Two short rounds on a busy machine may resolve nothing; a resolved comparison
+            # says that no null test backs it, and none cites a null test's band.
+            for c in doc["comparisons"]:
+                self.assertNotIn("the null test moves", c["sentence"])
+                if c["verdict"] == "resolved":
+                    self.assertIn("no null test was run", c["sentence"])
             self.assertIn("Paired per round against A", p.stderr)
             with open(html) as f:
                 text = f.read()
