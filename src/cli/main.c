@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/wrk.h"
 
 int main(int argc, char **argv)
 {
@@ -24,6 +25,8 @@ int main(int argc, char **argv)
         return sq_cli_measure(argc - 1, argv + 1);
     if (strcmp(argv[1], "ab") == 0)
         return sq_cli_ab(argc - 1, argv + 1);
+    if (strcmp(argv[1], "wrk") == 0)
+        return sq_cli_wrk(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0) {
         printf("squall %s\n", SQ_VERSION);
         return SQ_EXIT_OK;
