@@ -235,7 +235,9 @@ async function main() {
     });
 
     await checkReport(ctx, 'live', liveHtml, {
-      charts: liveHasSeries ? ['chart-throughput', 'chart-latency', 'chart-hdr', 'chart-status']
+      // a live run's series carries squall's own cost per second (docs/instruments.md)
+      charts: liveHasSeries
+        ? ['chart-throughput', 'chart-latency', 'chart-hdr', 'chart-status', 'chart-client']
         : ['chart-hdr', 'chart-status'],
       hdrSeries: 2,
       text: ['Request accounting', 'constant-vus',
