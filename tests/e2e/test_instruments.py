@@ -348,8 +348,8 @@ class Measure(unittest.TestCase):
         """A server that sleeps 300 ms before it listens: every cold start at least 300 ms, and
         the median within [300, 340] ms plus what the same start costs without the sleep (sh,
         sleep and the server's exec: tens of ms on a quiet machine, more under load), which the
-        test times itself. And measure's median agrees with the test's own timing of the slow
-        start within 40 ms."""
+        test times itself. And measure's median is no later than the test's own timing of the
+        slow start, plus 40 ms."""
         port = free_port()
         target = f"exec {sqtest.squall_path()} target --port {port} -t 1"
         slow = f"sleep 0.3; {target}"
@@ -369,7 +369,9 @@ class Measure(unittest.TestCase):
         overhead = sorted(own_quick)[1]
         why = f"measure {runs}, test's own: slow {own_slow}, without the sleep {own_quick}"
         self.assertLessEqual(med, 340 + overhead, why)
-        self.assertLess(abs(med - sorted(own_slow)[1]), 40, why)
+        # measure adds nothing of its own: its median is no later than the test's own timing
+        # of the same start (a Python loop, itself a little late), with 40 ms to spare
+        self.assertLessEqual(med, sorted(own_slow)[1] + 40, why)
         self.assertIsNone(doc["load"])
 
     def test_refusals(self):
