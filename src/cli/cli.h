@@ -36,5 +36,10 @@ int sq_cli_validate(int argc, char **argv);
 int sq_cli_sink(int argc, char **argv);
 /* `squall agent --nats URL [flags]`; argv[0] is "agent". Returns the exit status. */
 int sq_cli_agent(int argc, char **argv);
+/* `squall compare A B`, `squall measure --spawn CMD ...`, `squall ab --arm A=... ...` (the
+ * instruments, docs/instruments.md); argv[0] is the subcommand. */
+int sq_cli_compare(int argc, char **argv);
+int sq_cli_measure(int argc, char **argv);
+int sq_cli_ab(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "engine/flags.h"
 #include "engine/netopts.h"
+#include "output/doc.h"
 #include "output/html.h"
 #include "output/json.h"
 #include "output/progress.h"
@@ -529,6 +530,41 @@ static void on_exchange(void *ud, uint32_t worker, const struct sq_exchange *x)
         st->n++;
     }
     pthread_mutex_unlock(&st->mu);
+}
+
+/* A result is a few KiB plus ~250 bytes per second of series; past this it is not one. */
+#define MAX_RESULT_BYTES ((off_t)256 << 20)
+
+static int bad_file(const char *face, const char *path, const char *problem)
+{
+    sq_cli_error(face, "%s: %s", path, problem);
+    return SQ_EXIT_USAGE;
+}
+
+int sq_cli_read_result(const char *face, const char *path, json_t **out)
+{
+    bool is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f)
+        return bad_file(face, path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fclose(f);
+            return bad_file(face, path, "is a directory");
+        }
+        if (S_ISREG(st.st_mode) && st.st_size > MAX_RESULT_BYTES) {
+            fclose(f);
+            return bad_file(face, path, "too large for a squall result (over 256 MiB)");
+        }
+    }
+    char why[JSON_ERROR_TEXT_LENGTH + 160];
+    int rc = sq_report_doc_read(f, out, why, sizeof(why));
+    if (!is_stdin)
+        fclose(f);
+    if (rc < 0)
+        return bad_file(face, path, why);
+    return SQ_EXIT_OK;
 }
 
 int sq_cli_capture_init(struct sq_cli_capture *c, enum sq_capture_mode mode)

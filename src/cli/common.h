@@ -152,6 +152,12 @@ int sq_cli_capture_init(struct sq_cli_capture *c, enum sq_capture_mode mode);
 void sq_cli_capture_print(const struct sq_cli_capture *c, FILE *f);
 void sq_cli_capture_dispose(struct sq_cli_capture *c);
 
+/* Reads a saved result document (`squall report FILE`, `squall compare A B`; "-" is stdin) and
+ * checks it (output/doc.h). Returns SQ_EXIT_OK with *out set (json_decref it), or SQ_EXIT_USAGE
+ * after printing "FACE: PATH: what is wrong" (cannot be opened, a directory, over 256 MiB, not
+ * JSON, not a squall result). */
+int sq_cli_read_result(const char *face, const char *path, json_t **out);
+
 /* The exit status of a run that completed (thresholds aside): SQ_EXIT_SIGNAL when a signal
  * stopped it, SQ_EXIT_OK, or SQ_EXIT_FAIL after printing "squall: no request succeeded: why"
  * when nothing completed. */

@@ -45,6 +45,12 @@ static const struct command {
     {"mcp", "", "the Model Context Protocol on stdio, for AI agents", sq_cli_mcp},
     {"report", "FILE [--html OUT]", "a saved --json result: its summary or its HTML report",
      sq_cli_report},
+    {"compare", "A.json B.json [flags]", "two saved results side by side (docs/instruments.md)",
+     sq_cli_compare},
+    {"measure", "--spawn CMD [flags]", "a server's life measured: cold start, idle, under load",
+     sq_cli_measure},
+    {"ab", "--arm A=... --arm B=... [flags]",
+     "whether a difference is real: A/B rounds, interleaved", sq_cli_ab},
     {"wrk", "[wrk's flags] URL", "wrk's flags, report and Lua scripts (squall wrk -h)", sq_cli_wrk},
     {"version", "", "print the version", version},
     {"help", "", "this help", help},
@@ -71,7 +77,8 @@ void sq_cli_exit_codes(FILE *f)
           "    2  bad flags, URL or plan\n"
           "   99  thresholds crossed (squall run; k6's convention)\n"
           "  105  stopped by SIGINT or SIGTERM (k6's external abort); every output is still\n"
-          "       written, marked aborted\n",
+          "       written, marked aborted\n"
+          "  130  squall measure or squall ab interrupted (what they started is stopped)\n",
           f);
 }
 

@@ -45,6 +45,9 @@ static const char run_usage[] =
     "      --no-phases         do not record per-phase timings\n"
     "      --name NAME         the run's name in the result (over the plan's name:)\n"
     "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
+    "      --watch PID         sample that process and its children each second (CPU, RSS,\n"
+    "                          threads, open files, switches; repeatable)\n"
+    "      --watch-name NAME   the same for every process named NAME (repeatable)\n"
     "  -q, --quiet             no progress line, no summary\n"
     "  -h, --help              this help\n";
 

@@ -55,6 +55,8 @@ enum {
     OPT_HTTP_DEBUG,
     OPT_NAME,
     OPT_PERCENTILES,
+    OPT_WATCH,
+    OPT_WATCH_NAME,
     OPT_MESSAGE,
     OPT_BINARY,
     OPT_WS_PING,
@@ -104,6 +106,8 @@ static const struct option longs[] = {
     {"http-debug", optional_argument, NULL, OPT_HTTP_DEBUG},
     {"name", required_argument, NULL, OPT_NAME},
     {"percentiles", required_argument, NULL, OPT_PERCENTILES},
+    {"watch", required_argument, NULL, OPT_WATCH},
+    {"watch-name", required_argument, NULL, OPT_WATCH_NAME},
     {"script", required_argument, NULL, 's'},
     {"message", required_argument, NULL, OPT_MESSAGE},
     {"binary", no_argument, NULL, OPT_BINARY},
@@ -405,6 +409,9 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         o->npercentiles = (size_t)n;
         return 0;
     }
+    case OPT_WATCH:
+    case OPT_WATCH_NAME:
+        return sq_watch_opts_add(&o->watch, opt == OPT_WATCH_NAME, flag, arg, err, len);
     case 's':
         o->script = arg;
         return 0;
@@ -651,7 +658,8 @@ static const struct {
 static bool repeatable(const char *key)
 {
     return strcmp(key, "header") == 0 || strcmp(key, "resolve") == 0 ||
-           strcmp(key, "connect-to") == 0;
+           strcmp(key, "connect-to") == 0 || strcmp(key, "watch") == 0 ||
+           strcmp(key, "watch-name") == 0;
 }
 
 /* The long option named key exactly, if a JSON object may use it. */
@@ -1386,6 +1394,10 @@ configure:;
     if ((rc = build_exec(o, o->streams, &cfg->exec, err, len)) < 0)
         return rc;
     cfg->threads = sq_flag_threads(o->threads);
+    /* Every watched process must exist now: refused before any load, never found out after. */
+    if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
+        return rc;
+    cfg->watch = r->watch;
     /* ALPN h2 is required: a server that does not pick it fails the handshake. */
     rc = sq_net_setup(&r->net, &o->net, &r->url, o->http2 ? "h2" : NULL, cfg, err, len);
     if (rc < 0)
@@ -1423,6 +1435,8 @@ void sq_quick_run_dispose(struct sq_quick_run *r)
     r->req = r->body = NULL;
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
+    sq_watch_free(r->watch);
+    r->watch = NULL;
     sq_wrk_script_close(&r->wrk);
 }
 

@@ -30,6 +30,7 @@
 #include "engine/netopts.h"
 #include "engine/run.h"
 #include "engine/urllist.h"
+#include "engine/watchopt.h"
 #include "engine/wrkscript.h"
 #include "http/h2.h"
 #include "http/request.h"
@@ -65,8 +66,9 @@ struct sq_quick_opts {
     int64_t timeout_ns;         /* default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
-    struct sq_netopts net;   /* DNS and TLS */
-    struct sq_distopts dist; /* --agents N --nats URL...: a run on agents (the CLI only) */
+    struct sq_netopts net;      /* DNS and TLS */
+    struct sq_distopts dist;    /* --agents N --nats URL...: a run on agents (the CLI only) */
+    struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (engine/watchopt.h) */
     /* -s FILE: a wrk-style Lua script (docs/wrk.md), and the arguments after the URL that its
      * init(args) gets (refused from JSON: a daemon runs no script file) */
     const char *script;
@@ -169,6 +171,7 @@ struct sq_quick_run {
     struct sq_bus_url bus_url;
     char *payload;
     size_t payload_len;
+    struct sq_watch *watch;   /* the processes --watch names (cfg.watch), or NULL */
     struct sq_wrk_script wrk; /* -s: the script's states (cfg.script points into it) */
     /* ws:// and wss://: what cfg.ws points at; the message template when it has dynamic parts
      * (else the message is body, sent as it is), the upgrade's -H lines */

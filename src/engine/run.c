@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "engine/bus.h"
+#include "engine/client.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
@@ -274,6 +275,7 @@ struct agg {
     struct sq_counters emitted; /* the sum of `last` when the previous entry was emitted */
     int64_t prev_end;
     bool finished;
+    struct sq_engine__clagg cl; /* squall's own cost, the watched processes (engine/client.h) */
 };
 
 static uint64_t errors_of(const struct sq_counters *c)
@@ -394,6 +396,7 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         sub_counters(&a->emitted, &a->last[wi]);
         sq_counters_add(&a->emitted, &s->c);
         a->last[wi] = s->c;
+        sq_engine__clagg_slot(&a->cl, wi, s, e);
         int64_t mx = sq_hist_total(s->hist) ? sq_hist_max(s->hist) : 0;
         if (mx > e->max_us)
             e->max_us = mx;
@@ -412,6 +415,7 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
                 sq_hist_merge(a->sh[a->step_base[w->scen] + k], s->step_h[k]);
         a->last[wi] = s->c;
         a->active[wi] = s->active;
+        sq_engine__clagg_slot(&a->cl, wi, s, NULL);
         if (s->end_ns > *end)
             *end = s->end_ns;
     }
@@ -477,6 +481,7 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
             e.p99_us = sq_hist_percentile(a->h, 99);
             e.max_us = sq_hist_max(a->h);
         }
+        sq_engine__clagg_emit(&a->cl, &e, sq_now_ns());
         if (series_push(&out->series, &e) == 0 && cfg->on_tick)
             cfg->on_tick(cfg->tick_ud, &e, a->h, out->open ? a->hu : NULL);
         if (a->sh)
@@ -617,8 +622,14 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         sum_live(ws, n, &t);
         if (run->go_ns)
             aggregate(agg, ws, n, cfg, out, run->go_ns);
-        if (t.done == n && (!run->go_ns || agg->finished))
+        if (t.done == n && (!run->go_ns || agg->finished)) {
+            if (run->go_ns &&
+                sq_engine__clagg_end(&agg->cl,
+                                     out->series.n ? &out->series.v[out->series.n - 1] : NULL, out,
+                                     sq_now_ns()) < 0)
+                out->client.valid = false;
             return;
+        }
         int64_t now = sq_now_ns();
         int stop_how = cfg->stop ? __atomic_load_n(cfg->stop, __ATOMIC_RELAXED) : 0;
         if (stop_how) /* another thread may set it */
@@ -651,6 +662,7 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
                 }
                 if (go) {
                     out->wall_start_ns = sq_wall_ns() + (go - now);
+                    sq_engine__clagg_begin(&agg->cl, go);
                     __atomic_store_n(&run->go_ns, go, __ATOMIC_RELEASE);
                 }
             }
@@ -909,6 +921,8 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     agg.last = calloc(nw, sizeof(*agg.last));
     agg.active = calloc(nw, sizeof(*agg.active));
     rc = agg.last && agg.active ? sq_latency_hist_new(&agg.h) : -ENOMEM;
+    if (rc == 0)
+        rc = sq_engine__clagg_init(&agg.cl, nw, cfg);
     if (rc == 0 && out->open)
         rc = sq_latency_hist_new(&agg.hu);
     if (rc == 0 && cfg->scens)
@@ -1056,6 +1070,7 @@ out:
     free(ws);
     free(agg.last);
     free(agg.active);
+    sq_engine__clagg_dispose(&agg.cl);
     sq_hist_free(agg.h);
     sq_hist_free(agg.hu);
     for (uint32_t g = 0; agg.sh && g < agg.nsteps; g++)
@@ -1101,6 +1116,12 @@ void sq_result_dispose(struct sq_result *r)
     free(r->stamped);
     r->stamped = NULL;
     r->nstreams = 0;
+    free(r->client.workers);
+    r->client.workers = NULL;
+    r->client.nworkers = 0;
+    free(r->server.procs);
+    r->server.procs = NULL;
+    r->server.nprocs = 0;
     r->sse_first_event = r->sse_duration = NULL;
     sq_hist_free(r->rate);
     r->rate = NULL;

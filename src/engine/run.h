@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "plan/exec.h"
 #include "net/sock.h"
+#include "proc/watch.h"
 
 struct sq_hist;
 struct sq_h2_req;
@@ -118,6 +119,17 @@ enum sq_phase {
 const char *sq_phase_name(enum sq_phase p);
 const char *sq_phase_metric(enum sq_phase p);
 
+/* The client's own cost in one second of the run (squall's, read once a second: nothing of it
+ * is on the hot path). busy: the share of the second a worker thread was on a CPU or waiting for
+ * one (an open-loop worker's busy-wait before each arrival included), for the busiest worker. */
+struct sq_client_second {
+    int64_t cpu_ns;        /* the whole process: user + system, in this second */
+    double busy_max;       /* 0..1 (and a little above when the kernel's clocks disagree) */
+    int64_t lag_max_ns;    /* how late the busiest-lagging worker's once-a-second tick ran */
+    int64_t behind_max_ns; /* open loop: the most an arrival was overdue at a worker's tick */
+    uint64_t rss_bytes;    /* the process's RSS at the end of the second */
+};
+
 /* One second of a run, merged across workers by the main thread (the per-second series). */
 struct sq_second {
     double t_s;   /* end of the interval, seconds after the start */
@@ -128,6 +140,8 @@ struct sq_second {
     int64_t p50_us, p90_us, p99_us, max_us;
     uint64_t status[6];           /* completed by class: [0] other, [1..5] 1xx..5xx */
     uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (errors is their sum) */
+    struct sq_client_second client;
+    struct sq_watch_tick server; /* the watched processes (cfg->watch); server.on false without */
 };
 
 struct sq_series {
@@ -311,6 +325,10 @@ struct sq_run_config {
     /* Optional: exchanges (request and response heads, the start of each body) handed to a
      * per-worker hook (engine/capture.h: --verbose, --http-debug). NULL costs nothing. */
     const struct sq_capture *capture;
+    /* Optional (--watch, --watch-name): processes sampled from /proc at the start, at each second
+     * and at the end, on the main thread (proc/watch.h). Owned by the caller; sq_run starts it.
+     * The figures land in each second's `server` and in the result's `server`. */
+    struct sq_watch *watch;
     /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
      * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
     const struct sq_run_script *script;
@@ -436,6 +454,50 @@ struct sq_scen_result {
     uint64_t interrupted; /* iterations still going when the run ended (hard end or abort) */
 };
 
+/* One worker thread's own cost over the run (from the common start to the worker's end). */
+struct sq_worker_stats {
+    int64_t wall_ns;
+    int64_t cpu_ns;        /* on a CPU */
+    int64_t wait_ns;       /* runnable, waiting for a CPU (0 when the kernel does not say) */
+    double busy;           /* (cpu + wait) / wall (open loop: its busy-wait included) */
+    double busy_max;       /* the same for its busiest whole second */
+    uint32_t busy_seconds; /* whole seconds at or above SQ_CLIENT_BUSY */
+    uint32_t seconds;      /* whole seconds it ran */
+    int64_t lag_max_ns;    /* the latest its once-a-second tick ran */
+    int64_t behind_max_ns; /* open loop: the most an arrival was overdue at one of its ticks */
+};
+
+/* The client's verdict on itself: a worker this busy, or an open loop this far behind its
+ * schedule, means the figures measure squall rather than the server (sq_client_judge). */
+#define SQ_CLIENT_BUSY      0.95
+#define SQ_CLIENT_BUSY_SECS 3                    /* ... in this many whole seconds */
+#define SQ_CLIENT_BEHIND_NS (50 * 1000 * 1000LL) /* overdue arrivals at a tick */
+
+/* squall's own cost during a run: the process's CPU and RSS, each worker's share. */
+struct sq_client_stats {
+    bool valid;                      /* filled by a run (false in a result built by hand) */
+    int64_t cpu_user_ns, cpu_sys_ns; /* the whole process, from the start to the end */
+    uint64_t rss_peak;               /* the largest RSS of the process at a second's end */
+    struct sq_worker_stats *workers; /* owned by the result */
+    uint32_t nworkers;
+    bool saturated;
+    char saturation[256]; /* why, in words: "worker 1 of 2 was busy 97% of the run (...)" */
+};
+
+/* The watched processes over the run (cfg->watch). */
+struct sq_server_stats {
+    bool on;
+    struct sq_watch_totals tot;
+    struct sq_watch_proc *procs; /* a copy, owned by the result */
+    size_t nprocs;
+};
+
+/* Sets c->saturated and c->saturation from the workers' figures: closed loop, a worker busy at
+ * least SQ_CLIENT_BUSY of the run (once it ran 200 ms) or in SQ_CLIENT_BUSY_SECS whole seconds;
+ * open loop (whose workers busy-wait before each arrival on purpose), an arrival overdue by
+ * SQ_CLIENT_BEHIND_NS at a tick. */
+void sq_client_judge(struct sq_client_stats *c, bool open);
+
 struct sq_result {
     struct sq_counters c;
     uint64_t in_flight; /* sent but neither completed nor failed when the run ended */
@@ -483,6 +545,8 @@ struct sq_result {
     char bus_error[256];
     struct sq_url_result *urls; /* --urls: one per URL, in the list's order (owned); else NULL */
     uint32_t nurls;
+    struct sq_client_stats client; /* squall's own cost */
+    struct sq_server_stats server; /* cfg->watch's processes */
     /* cfg->rate_samples: requests per second, one value per worker and 100 ms (owned) */
     struct sq_hist *rate;
     /* wrk-style scripts: the first error a hook raised during the run, with its Lua traceback

@@ -42,6 +42,7 @@
 
 #include "base/clock.h"
 #include "engine/bus.h"
+#include "engine/client.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/flowbus.h"
@@ -1093,6 +1094,16 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     s->active = w->open ? w->in_flight : w->active_vus;
     s->second = second;
     s->end_ns = now;
+    /* The worker's own cost, once a second (engine/client.c). */
+    sq_engine__times(w, &s->cpu_ns, &s->wait_ns);
+    s->cpu_ns -= w->cpu0_ns;
+    s->wait_ns -= w->wait0_ns;
+    s->lag_ns = w->lag_ns;
+    s->behind_ns = 0;
+    if (w->open && w->sending && w->started && w->next_arrival < w->total_arrivals) {
+        int64_t due = w->sched_ns + sq_exec_arrival_ns(w->ex, w->next_arrival);
+        s->behind_ns = now > due ? now - due : 0;
+    }
     __atomic_store_n(&w->wr, w->wr + 1, __ATOMIC_RELEASE);
     struct sq_engine__slot *next = &w->slots[w->wr % SQ_SLOTS];
     w->hist = next->hist;
@@ -1105,9 +1116,13 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
 static void tick(struct sq_engine__worker *w, int64_t now)
 {
     uint32_t second = (uint32_t)((w->next_tick_ns - w->start_ns) / SQ_NS_PER_S);
-    if (publish_slot(w, second, now, false))
+    int64_t lag = now - w->next_tick_ns;
+    if (lag > w->lag_ns)
+        w->lag_ns = lag; /* the largest since the last slot went out */
+    if (publish_slot(w, second, now, false)) {
         w->next_tick_ns = w->start_ns + (int64_t)(second + 1) * SQ_NS_PER_S;
-    else
+        w->lag_ns = 0;
+    } else
         w->next_tick_ns += 10 * SQ_NS_PER_MS; /* the main thread is behind: try again soon */
 }
 
@@ -1400,6 +1415,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
 
 void sq_engine__worker_dispose(struct sq_engine__worker *w)
 {
+    sq_engine__times_close(w);
     if (w->drv)
         w->drv->dispose(w);
     if (w->flow) {
@@ -1459,8 +1475,10 @@ void *sq_engine__worker_main(void *arg)
     /* Timers and waits as precise as the kernel allows: the default 50 µs slack would land in
      * every paced send. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    sq_engine__times_open(w);
     w->sending = true;
     if (setup(w)) {
+        sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);
         w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
         w->next_tick_ns = w->start_ns + SQ_NS_PER_S;
         w->fine_i = 0;
@@ -1478,6 +1496,7 @@ void *sq_engine__worker_main(void *arg)
         w->ticking = true;
         if (w->end_ns < go)
             w->end_ns = go;
+        sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);
     }
     w->sending = false;
     w->drv->close_all(w);
@@ -1505,6 +1524,7 @@ void *sq_engine__worker_main(void *arg)
             second--;
         publish_slot(w, second ? second : 1, w->end_ns, true);
     }
+    sq_engine__times_close(w);
     publish(w);
     __atomic_store_n(&w->live.done, 1, __ATOMIC_RELEASE);
     return NULL;

@@ -165,6 +165,10 @@ struct sq_engine__slot {
     int64_t end_ns;
     struct sq_hist **step_h; /* plan runs: per step of the flow, its responses' latency (NULL
                                 for think steps) */
+    /* The worker's own cost from the common start to end_ns (engine/client.c), and at this
+     * tick: how late it ran, and (open loop) how overdue the next arrival was. */
+    int64_t cpu_ns, wait_ns;
+    int64_t lag_ns, behind_ns;
 };
 
 struct sq_engine__worker {
@@ -237,6 +241,12 @@ struct sq_engine__worker {
     int64_t start_ns; /* the run's common start */
     int64_t sched_ns; /* its scenario's start: the executor's time zero */
     int64_t end_load_ns, hard_end_ns, end_ns, ready_ns;
+    /* its own cost (read at each tick only): /proc/thread-self/schedstat, kept open (when the
+     * kernel does not offer it, the thread's CPU clock is read instead); the readings at the
+     * common start; the largest tick lateness since the last slot */
+    int sched_fd;
+    bool sched_open;
+    int64_t cpu0_ns, wait0_ns, lag_ns;
     struct sq_engine__live live;
     /* --urls: per-URL figures (cfg->nurls of them, histograms included), and the next URL */
     struct sq_url_result *ustats;

@@ -306,6 +306,43 @@ static json_t *environment(void)
                      (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
+static json_t *ns_s(int64_t ns)
+{
+    return json_real((double)ns / 1e9);
+}
+
+static json_t *ns_ms(int64_t ns)
+{
+    return json_real((double)ns / 1e6);
+}
+
+/* A count that may be unknown (-1): null then. */
+static json_t *count_or_null(int64_t v)
+{
+    return v >= 0 ? json_integer((json_int_t)v) : json_null();
+}
+
+/* One second of the watched processes (docs/json-schema.md, "server" in a series entry). */
+static json_t *server_second(const struct sq_watch_tick *t)
+{
+    return json_pack("{s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "cpu_user_s", ns_s(t->cpu_user_ns),
+                     "cpu_sys_s", ns_s(t->cpu_sys_ns), "rss_bytes", (json_int_t)t->rss_bytes,
+                     "processes", (json_int_t)t->procs, "threads", (json_int_t)t->threads, "fds",
+                     count_or_null(t->fds), "ctxsw_voluntary", count_or_null(t->ctxsw_vol),
+                     "ctxsw_involuntary", count_or_null(t->ctxsw_invol));
+}
+
+/* squall's own cost in one second ("client" in a series entry). */
+static json_t *client_second(const struct sq_client_second *c, bool open)
+{
+    json_t *o =
+        json_pack("{s:o, s:f, s:o, s:I}", "cpu_s", ns_s(c->cpu_ns), "busy_max", c->busy_max,
+                  "loop_lag_ms", ns_ms(c->lag_max_ns), "rss_bytes", (json_int_t)c->rss_bytes);
+    if (o && open)
+        json_object_set_new(o, "behind_ms", ns_ms(c->behind_max_ns));
+    return o;
+}
+
 /* The per-second series: one object per second of the run. */
 static json_t *series(const struct sq_result *r)
 {
@@ -313,15 +350,19 @@ static json_t *series(const struct sq_result *r)
     for (size_t i = 0; i < r->series.n; i++) {
         const struct sq_second *e = &r->series.v[i];
         double len = e->len_s > 0 ? e->len_s : 1;
-        json_array_append_new(
-            a, json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
-                         "t_s", e->t_s, "len_s", e->len_s, "requests", (json_int_t)e->sent,
-                         "completed", (json_int_t)e->completed, "failed", (json_int_t)e->failed,
-                         "dropped", (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
-                         (double)e->completed / len, "bytes_received",
-                         (json_int_t)e->bytes_received, "p50_us", (json_int_t)e->p50_us, "p90_us",
-                         (json_int_t)e->p90_us, "p99_us", (json_int_t)e->p99_us, "max_us",
-                         (json_int_t)e->max_us, "vus", (json_int_t)e->active));
+        json_t *o = json_pack(
+            "{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "t_s", e->t_s,
+            "len_s", e->len_s, "requests", (json_int_t)e->sent, "completed",
+            (json_int_t)e->completed, "failed", (json_int_t)e->failed, "dropped",
+            (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
+            (double)e->completed / len, "bytes_received", (json_int_t)e->bytes_received, "p50_us",
+            (json_int_t)e->p50_us, "p90_us", (json_int_t)e->p90_us, "p99_us", (json_int_t)e->p99_us,
+            "max_us", (json_int_t)e->max_us, "vus", (json_int_t)e->active);
+        if (o && r->client.valid)
+            json_object_set_new(o, "client", client_second(&e->client, r->open));
+        if (o && e->server.on)
+            json_object_set_new(o, "server", server_second(&e->server));
+        json_array_append_new(a, o);
     }
     return a;
 }
@@ -383,6 +424,76 @@ static json_t *stamps_block(const struct sq_result *r)
     sq_stamp_run_text(r->run_id, run);
     return json_pack("{s:s, s:I, s:I}", "run_id", run, "streams", (json_int_t)r->nstreams,
                      "stamped", (json_int_t)total);
+}
+
+/* squall's own cost over the run, and whether it limited the run (docs/json-schema.md). */
+static json_t *client_block(const struct sq_result *r)
+{
+    const struct sq_client_stats *c = &r->client;
+    json_t *ws = json_array();
+    int64_t lag = 0, behind = 0;
+    for (uint32_t i = 0; i < c->nworkers; i++) {
+        const struct sq_worker_stats *w = &c->workers[i];
+        json_t *o = json_pack("{s:o, s:o, s:f, s:f, s:I, s:I, s:o}", "cpu_s", ns_s(w->cpu_ns),
+                              "wait_s", ns_s(w->wait_ns), "busy", w->busy, "busy_max", w->busy_max,
+                              "seconds", (json_int_t)w->seconds, "busy_seconds",
+                              (json_int_t)w->busy_seconds, "loop_lag_max_ms", ns_ms(w->lag_max_ns));
+        if (o && r->open)
+            json_object_set_new(o, "behind_max_ms", ns_ms(w->behind_max_ns));
+        json_array_append_new(ws, o);
+        if (w->lag_max_ns > lag)
+            lag = w->lag_max_ns;
+        if (w->behind_max_ns > behind)
+            behind = w->behind_max_ns;
+    }
+    int64_t cpu = c->cpu_user_ns + c->cpu_sys_ns;
+    json_t *o = json_pack(
+        "{s:o, s:o, s:o, s:I, s:o, s:b, s:o, s:o}", "cpu_user_s", ns_s(c->cpu_user_ns), "cpu_sys_s",
+        ns_s(c->cpu_sys_ns), "cpu_per_request_us",
+        r->c.completed ? json_real((double)cpu / 1e3 / (double)r->c.completed) : json_null(),
+        "rss_peak_bytes", (json_int_t)c->rss_peak, "loop_lag_max_ms", ns_ms(lag), "saturated",
+        c->saturated, "saturation", c->saturated ? json_string(c->saturation) : json_null(),
+        "workers", ws);
+    if (o && r->open)
+        json_object_set_new(o, "behind_max_ms", ns_ms(behind));
+    return o;
+}
+
+static const char *how_name(enum sq_watch_how h)
+{
+    return h == SQ_WATCH_BY_PID ? "pid" : h == SQ_WATCH_BY_NAME ? "name" : "child";
+}
+
+/* The watched processes over the run (docs/json-schema.md). */
+static json_t *server_block(const struct sq_result *r)
+{
+    const struct sq_server_stats *sv = &r->server;
+    const struct sq_watch_totals *t = &sv->tot;
+    json_t *ps = json_array();
+    for (size_t i = 0; i < sv->nprocs; i++) {
+        const struct sq_watch_proc *p = &sv->procs[i];
+        json_array_append_new(
+            ps, json_pack("{s:I, s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:o, s:b, s:o, s:o}", "pid",
+                          (json_int_t)p->pid, "name", p->comm, "how", how_name(p->how),
+                          "cpu_user_s", ns_s(p->last.cpu_user_ns - p->base.cpu_user_ns),
+                          "cpu_sys_s", ns_s(p->last.cpu_sys_ns - p->base.cpu_sys_ns),
+                          "rss_peak_bytes", (json_int_t)p->rss_peak, "vm_hwm_bytes",
+                          (json_int_t)p->last.hwm_bytes, "threads_max", (json_int_t)p->threads_max,
+                          "fds_max", count_or_null(p->fds_max), "exited", p->exited, "exited_at_s",
+                          p->exited ? ns_s(p->exited_ns) : json_null(), "last_seen_s",
+                          ns_s(p->last_seen_ns)));
+    }
+    int64_t cpu = t->cpu_user_ns + t->cpu_sys_ns;
+    double done = (double)r->c.completed;
+    return json_pack(
+        "{s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "cpu_user_s",
+        ns_s(t->cpu_user_ns), "cpu_sys_s", ns_s(t->cpu_sys_ns), "cpu_ms_per_1k_requests",
+        done > 0 ? json_real((double)cpu / 1e6 / done * 1000) : json_null(), "cpu_us_per_request",
+        done > 0 ? json_real((double)cpu / 1e3 / done) : json_null(), "rss_peak_bytes",
+        (json_int_t)t->rss_peak, "threads_max", (json_int_t)t->threads_max, "fds_max",
+        count_or_null(t->fds_max), "ctxsw_voluntary", count_or_null(t->ctxsw_vol),
+        "ctxsw_involuntary", count_or_null(t->ctxsw_invol), "elapsed_s", ns_s(t->elapsed_ns),
+        "processes", ps);
 }
 
 /* A count by key (close codes, upgrade failures). */
@@ -553,6 +664,10 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
             json_object_set_new(root, "stamps", stamps_block(r));
             break;
         }
+    if (r->client.valid)
+        json_object_set_new(root, "client", client_block(r));
+    if (r->server.on)
+        json_object_set_new(root, "server", server_block(r));
     json_object_set_new(root, "series", series(r));
     json_object_set_new(root, "series_100ms", fine_series(r));
     return root;

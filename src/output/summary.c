@@ -305,6 +305,71 @@ static void phases(FILE *f, const json_t *doc)
                 "", sq_fmt_dur_us(sq_report__numd(doc, "setup_s", 0) * 1e6, d[0], D));
 }
 
+/* The watched processes (--watch): "Server  12.3 ms CPU per 1k requests · RSS peak 45.6 MB ·
+ * threads 4", and a line for each one that exited during the run. */
+static void server(FILE *f, const json_t *doc)
+{
+    const json_t *sv = json_object_get(doc, "server");
+    if (!json_is_object(sv))
+        return;
+    double v;
+    fprintf(f, "%-12s ", "Server");
+    if (sq_report__num(sv, "cpu_ms_per_1k_requests", &v))
+        fprintf(f, "%.1f ms CPU per 1k requests", v);
+    else
+        fprintf(f, "%.2f s CPU (no request completed)",
+                sq_report__numd(sv, "cpu_user_s", 0) + sq_report__numd(sv, "cpu_sys_s", 0));
+    fprintf(f, " · RSS peak %.1f MB · threads %.0f", sq_report__numd(sv, "rss_peak_bytes", 0) / 1e6,
+            sq_report__numd(sv, "threads_max", 0));
+    const json_t *ps = json_object_get(sv, "processes");
+    size_t np = json_is_array(ps) ? json_array_size(ps) : 0;
+    if (np != 1)
+        fprintf(f, " · %zu processes", np);
+    fputc('\n', f);
+    size_t i;
+    const json_t *p;
+    json_array_foreach((json_t *)ps, i, p)
+    {
+        if (!json_is_true(json_object_get(p, "exited")))
+            continue;
+        double at = sq_report__numd(p, "exited_at_s", 0),
+               seen = sq_report__numd(p, "last_seen_s", 0);
+        fprintf(f, "%-12s pid %.0f (%s) exited between %.1f s and %.1f s into the run\n", "",
+                sq_report__numd(p, "pid", 0), sq_report__str(p, "name", "?"), seen, at);
+    }
+}
+
+/* squall's own cost: "Client  2.10 µs CPU per request · RSS peak 12.0 MB · busiest worker 45% ·
+ * loop lag max 1.20ms". */
+static void client(FILE *f, const json_t *doc, bool open)
+{
+    const json_t *c = json_object_get(doc, "client");
+    if (!json_is_object(c))
+        return;
+    char d0[D], d1[D];
+    double v, busiest = 0;
+    fprintf(f, "%-12s ", "Client");
+    if (sq_report__num(c, "cpu_per_request_us", &v))
+        fprintf(f, "%s CPU per request", sq_fmt_dur_us(v, d0, D));
+    else
+        fprintf(f, "%.2f s CPU",
+                sq_report__numd(c, "cpu_user_s", 0) + sq_report__numd(c, "cpu_sys_s", 0));
+    size_t i;
+    const json_t *w;
+    json_array_foreach(json_object_get(c, "workers"), i, w)
+    {
+        double b = sq_report__numd(w, "busy", 0);
+        if (b > busiest)
+            busiest = b;
+    }
+    fprintf(f, " · RSS peak %.1f MB · busiest worker %.0f%% · loop lag max %s",
+            sq_report__numd(c, "rss_peak_bytes", 0) / 1e6, 100 * busiest,
+            sq_fmt_dur_us(sq_report__numd(c, "loop_lag_max_ms", 0) * 1e3, d1, D));
+    if (open && sq_report__num(c, "behind_max_ms", &v))
+        fprintf(f, " · behind schedule max %s", sq_fmt_dur_us(v * 1e3, d0, D));
+    fputc('\n', f);
+}
+
 /* Plan runs: per-step figures, checks and thresholds (k6's ✓/✗). */
 static void plan_sections(const struct out *o, const json_t *doc)
 {
@@ -701,6 +766,11 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     char g1[32], g2[32], g3[32], d0[D], d1[D];
 
     all_errors_warning(&o, doc);
+    if (json_is_true(sq_report__get(doc, "client.saturated")))
+        fprintf(f,
+                "the client was saturated: %s — these figures measure squall, not the server; "
+                "add threads or agents\n",
+                sq_report__str(doc, "client.saturation", "(no reason given)"));
     header(f, doc, open);
     if (json_is_true(json_object_get(doc, "aborted")))
         fprintf(f, "%sstopped early: %s%s\n", c_on(&o, YELLOW),
@@ -736,6 +806,8 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
                 g(doc, "connections.opened", g1), g(doc, "connections.closed_by_server", g2));
     tls(f, json_object_get(doc, "tls"));
     websocket(f, ws);
+    server(f, doc);
+    client(f, doc, open);
 
     if (!messages && !bus)
         bodies(f, doc); /* WebSocket: the ws block has the payload figures */

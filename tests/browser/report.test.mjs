@@ -255,8 +255,10 @@ async function main() {
     });
 
     await checkReport(ctx, 'live', liveHtml, {
+      // a live run's series carries squall's own cost per second (docs/instruments.md)
       charts: liveHasSeries
-        ? ['chart-throughput', 'chart-latency', 'chart-fine', 'chart-hdr', 'chart-status']
+        ? ['chart-throughput', 'chart-latency', 'chart-fine', 'chart-hdr', 'chart-status',
+          'chart-client']
         : ['chart-fine', 'chart-hdr', 'chart-status'],
       hdrSeries: 2,
       text: ['Request accounting', 'constant-vus',
