@@ -269,7 +269,8 @@ async function main() {
       screenshot: path.join(ARTIFACTS, 'report.png'),
     });
     const sp = await checkReport(ctx, 'stall', stallHtml, {
-      charts: ['chart-throughput', 'chart-latency', 'chart-fine', 'chart-hdr', 'chart-status'],
+      charts: ['chart-throughput', 'chart-latency', 'chart-fine', 'chart-hdr', 'chart-status',
+        'chart-client'],
       hdrSeries: 2,
       text: ['stall-check', 'Every 100 ms', 'Responses by exact status'],
       screenshot: path.join(ARTIFACTS, 'report-stall.png'),
@@ -291,7 +292,7 @@ async function main() {
       `slow ${slow}, fast ${fast} of ${fmax.length}`);
     const pp = await checkReport(ctx, 'plan', planHtml, {
       charts: ['chart-throughput', 'chart-latency', 'chart-fine', 'chart-steps', 'chart-hdr',
-        'chart-status'],
+        'chart-status', 'chart-client'],
       hdrSeries: 3, /* an arrival-rate plan: the uncorrected curve too */
       text: ['banner-check', 'run ', 'FAIL · thresholds crossed: checks rate > 0.99',
         'Steps over time'],
