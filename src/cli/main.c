@@ -18,6 +18,10 @@ int main(int argc, char **argv)
         return sq_cli_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "validate") == 0)
         return sq_cli_validate(argc - 1, argv + 1);
+    if (strcmp(argv[1], "serve") == 0)
+        return sq_cli_serve(argc - 1, argv + 1);
+    if (strcmp(argv[1], "runs") == 0)
+        return sq_cli_runs(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0) {
         printf("squall %s\n", SQ_VERSION);
         return SQ_EXIT_OK;

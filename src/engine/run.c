@@ -224,6 +224,10 @@ static void fill_deltas(struct sq_second *e, const struct sq_counters *now,
     e->checks_passed += now->checks_passed - then->checks_passed;
     e->checks_failed += now->checks_failed - then->checks_failed;
     e->http_failed += now->http_failed - then->http_failed;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(e->status); i++)
+        e->status[i] += now->status[i] - then->status[i];
+    for (size_t i = 0; i < SQ_ERRK_COUNT; i++)
+        e->errk[i] += now->errors[i] - then->errors[i];
 }
 
 static int series_push(struct sq_series *s, const struct sq_second *e)
@@ -453,7 +457,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         if (t.done == n && (!run->go_ns || agg->finished))
             return;
         int64_t now = sq_now_ns();
-        if (cfg->stop && *cfg->stop)
+        /* atomic: another thread may set it (the daemon's API), not only a signal handler */
+        if (cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_RELAXED))
             stop_run(run, out, "stopped by request%s%s", "", "");
         if (!run->go_ns && t.ready == n) {
             if (t.opened == 0 && t.tls_msg) {
@@ -694,6 +699,14 @@ out:
     if (rc < 0)
         sq_result_dispose(out);
     return rc;
+}
+
+uint32_t sq_run_workers(const struct sq_run_config *cfg)
+{
+    uint32_t nw = 0;
+    for (uint32_t i = 0; i < (cfg->scens ? cfg->nscens : 1); i++)
+        nw += scen_workers(cfg, i);
+    return nw;
 }
 
 void sq_result_dispose(struct sq_result *r)

@@ -74,6 +74,8 @@ struct sq_second {
     uint64_t bytes_sent, iterations, checks_passed, checks_failed, http_failed; /* plan runs */
     uint64_t active; /* closed model: active VUs; open model: requests in flight at the end */
     int64_t p50_us, p90_us, p99_us, max_us;
+    uint64_t status[6];           /* responses by class: [0] other, [1..5] 1xx..5xx */
+    uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (they add up to errors) */
 };
 
 struct sq_series {
@@ -123,8 +125,9 @@ struct sq_run_config {
     struct sq_exec exec;        /* prepared with sq_exec_prepare() */
     int64_t timeout_ns;         /* per request, from its send */
     int64_t connect_timeout_ns; /* per connect attempt */
-    volatile int *stop;         /* optional: set non-zero (e.g. from SIGINT) to end the run */
-    sq_tick_cb on_tick;         /* optional: progress, interval logs */
+    volatile int *stop; /* optional: set non-zero (a SIGINT handler, or another thread with an
+                           atomic store) to end the run; read with an atomic load */
+    sq_tick_cb on_tick; /* optional: progress, interval logs */
     void *tick_ud;
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
@@ -160,6 +163,10 @@ static inline uint32_t sq_run_connections(const struct sq_run_config *cfg, uint3
         return vus;
     return (uint32_t)(((uint64_t)vus + cfg->streams - 1) / cfg->streams);
 }
+
+/* The worker threads sq_run(cfg) starts: per scenario, cfg->threads but never more than the
+ * connections its executor needs (what a run's result reports as threads). */
+uint32_t sq_run_workers(const struct sq_run_config *cfg);
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
 struct sq_counters {

@@ -36,6 +36,10 @@ struct sq_report_info {
 /* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
 json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);
 
+/* One entry of the document's per-second "series" (owned by the caller), or NULL when out of
+ * memory. The daemon's live events carry the same shape. */
+json_t *sq_report_json_second(const struct sq_second *e);
+
 /* Writes the document as indented JSON, keys in document order. Returns 0 or -EIO. */
 SQ_MUST_CHECK int sq_report_json_write(FILE *f, const json_t *doc);
 
