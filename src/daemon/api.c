@@ -190,6 +190,9 @@ static void on_answer(void *ud)
         };
         if (a->status / 100 < 6)
             p->d->answers[a->status / 100]++;
+        if (p->d->access_log)
+            sq_daemon__log(p->d, "%s %d %.2fms", p->what, a->status,
+                           (double)(sq_now_ns() - p->t0) / 1e6);
         (void)sq_server_hold_answer(p->h, &r); /* on failure the connection is gone */
     }
     sq_daemon__pending_free(p);
@@ -245,6 +248,13 @@ static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
         return;
     }
     p->d = d;
+    if (d->access_log) {
+        const char *qm = memchr(req->path, '?', req->path_len);
+        size_t pn = qm ? (size_t)(qm - req->path) : req->path_len;
+        p->t0 = sq_now_ns();
+        snprintf(p->what, sizeof(p->what), "%.*s %.*s", (int)req->method_len, req->method,
+                 (int)(pn > 200 ? 200 : pn), req->path);
+    }
     p->h = sq_server_hold(req, sq_daemon__pending_gone, p);
     if (!p->h) {
         free(body);
@@ -910,7 +920,7 @@ void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_ser
     int st = resp->status ? resp->status : 200;
     if (!o->held && st / 100 < 6)
         d->answers[st / 100]++;
-    if (d->access_log) {
+    if (d->access_log && !o->held) {
         /* path only (no query: a token must never be logged, nor anything a query carries) */
         sq_daemon__log(d, "%.*s %.*s %d %.2fms", (int)req->method_len, req->method,
                        (int)(pn > 200 ? 200 : pn), path, st, (double)(sq_now_ns() - t0) / 1e6);

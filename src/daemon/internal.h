@@ -158,6 +158,8 @@ struct sq_daemon__pending {
     struct sq_daemon *d;
     struct sq_server_hold *h;
     char *headers; /* extra header lines for the answer (CORS), owned */
+    int64_t t0;    /* --access-log: when the request came, and its method and path */
+    char what[224];
 };
 
 enum sq_daemon__op_kind { OP_CREATE, OP_VALIDATE, OP_CANCEL, OP_DELETE, OP_PRUNE };
