@@ -12,12 +12,15 @@ set -euo pipefail
 build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev python3 python3-jsonschema
        libfyaml-dev libpcre2-dev libssl-dev openssl libnghttp2-dev libbrotli-dev libzstd-dev
        nginx-light nghttp2-client curl libluajit-5.1-dev wrk
+       libwslay-dev nats-server mosquitto
        libsqlite3-dev sqlite3)  # the run store; the sqlite3 CLI opens it in test_store
 fuzz=(clang libclang-rt-14-dev)
 # bench: servers and peers (ab in apache2-utils, h2load in nghttp2-client, Locust from Debian),
 # GNU time for client CPU and RSS; node and npm, which install autocannon into bench/.tools/
 # (kept as they are when npm is already on PATH: NodeSource's nodejs conflicts with Debian's npm).
 bench=(nginx-light wrk apache2-utils nghttp2-client hey python3-locust util-linux procps time)
+# bench/nats_*: cnats, so the NATS library-vs-own-codec figure can be measured.
+bench+=(libnats-dev)
 command -v npm >/dev/null 2>&1 || bench+=(nodejs npm)
 browser=(chromium)
 # npm fetches uPlot, which the build embeds into the HTML report. A node that came from elsewhere

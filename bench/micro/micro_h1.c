@@ -4,8 +4,9 @@
  * reads (the spill path); a 16 KiB chunked response (16 chunks of 1 KiB), fed whole; and the
  * bare head parser on the small response. Then a small 200 that also carries Content-Encoding
  * and Content-Type: text/event-stream (the fields the reader interprets for decoding and SSE),
- * and the small 200 with a head callback set (a no-op one: the cost of the call itself). Each
- * figure is the median of REPS repetitions.
+ * the small 200 with a head callback set (a no-op one: the cost of the call itself), and with a
+ * fields callback (the reader stores the fields' spans as it parses: what a plan step that
+ * reads headers costs). Each figure is the median of REPS repetitions.
  * Usage: micro_h1 [reps]
  */
 #include <stdbool.h>
@@ -45,6 +46,13 @@ static int on_head(void *ud, const char *head, size_t len)
     return 0;
 }
 
+static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_header *f, size_t n)
+{
+    (void)ud;
+    sink += len + (uint64_t)(unsigned char)head[0] + n + f[n - 1].value_len;
+    return 0;
+}
+
 static void die(const char *what, int rc)
 {
     fprintf(stderr, "micro_h1: %s: %s\n", what, sq_strerror(rc));
@@ -70,12 +78,14 @@ static void read_one(struct sq_h1_reader *r, const char *buf, size_t len, size_t
     sink += r->body.bytes;
 }
 
-static double bench_reader(const char *buf, size_t len, size_t split, long iters, bool head_cb)
+static double bench_reader(const char *buf, size_t len, size_t split, long iters, int kind)
 {
     struct sq_h1_reader r;
     sq_h1_reader_init(&r, NULL);
-    if (head_cb)
+    if (kind == 2)
         sq_h1_reader_on_head(&r, on_head, NULL);
+    else if (kind == 3)
+        sq_h1_reader_on_fields(&r, on_fields, NULL);
     read_one(&r, buf, len, split); /* warm: allocates the spill buffer once when split */
     int64_t t0 = sq_now_ns();
     for (long i = 0; i < iters; i++)
@@ -123,7 +133,7 @@ static char *make_chunked(size_t *len)
 
 struct bcase {
     const char *name;
-    int kind; /* 0 reader, 1 head only, 2 reader with a head callback */
+    int kind; /* 0 reader, 1 head only, 2 reader with a head callback, 3 with a fields one */
     const char *buf;
     size_t len, split;
     long iters;
@@ -145,6 +155,7 @@ int main(int argc, char **argv)
         {"200 with Content-Encoding + event-stream, one read", 0, coded, sizeof(coded) - 1, 0,
          2000000},
         {"small 200, one read, head callback set", 2, small, slen, 0, 2000000},
+        {"small 200, one read, fields callback set", 3, small, slen, 0, 2000000},
     };
     double *t = calloc((size_t)reps, sizeof(double));
     if (!t)
@@ -154,7 +165,7 @@ int main(int argc, char **argv)
         const struct bcase *b = &cases[c];
         for (int i = 0; i < reps; i++)
             t[i] = b->kind == 1 ? bench_head(b->buf, b->len, b->iters)
-                                : bench_reader(b->buf, b->len, b->split, b->iters, b->kind == 2);
+                                : bench_reader(b->buf, b->len, b->split, b->iters, b->kind);
         qsort(t, (size_t)reps, sizeof(double), micro_cmp_double);
         double med = t[reps / 2];
         printf("  %-48s %6zu B  %9.1f ns  (min %.1f, max %.1f)  %6.2f GB/s\n", b->name, b->len, med,

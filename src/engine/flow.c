@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/text.h"
 #include "http/h1.h"
 #include "http/request.h"
 #include "http/url.h"
@@ -281,6 +282,7 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     sq_buf_dispose(&v->req);
     sq_buf_dispose(&v->body);
     sq_buf_dispose(&v->head);
+    sq_buf_dispose(&v->fields);
     sq_buf_dispose(&v->scratch);
     sq_buf_dispose(&v->val);
     sq_cookie_jar_free(v->jar);
@@ -328,15 +330,14 @@ static int encode_target(struct sq_buf *o, size_t from)
     int rc = sq_buf_reserve(o, 2 * bad);
     if (rc < 0)
         return rc;
-    static const char hex[] = "0123456789ABCDEF";
     size_t end = o->len + 2 * bad;
     for (size_t i = o->len, k = end; i-- > from;) {
         unsigned char ch = (unsigned char)o->p[i];
         if (target_byte_ok(ch)) {
             o->p[--k] = (char)ch;
         } else {
-            o->p[--k] = hex[ch & 15];
-            o->p[--k] = hex[ch >> 4];
+            o->p[--k] = sq_hex_upper[ch & 15];
+            o->p[--k] = sq_hex_upper[ch >> 4];
             o->p[--k] = '%';
         }
     }
@@ -481,6 +482,28 @@ void sq_flow_states_free(const struct sq_flow *f, void **st)
     free(st);
 }
 
+void sq_flow_vu_keep_head(struct sq_flow_vu *v, const char *head, size_t len,
+                          const struct sq_h1_header *fields, size_t nfields)
+{
+    sq_buf_reset(&v->head);
+    sq_buf_reset(&v->fields);
+    v->nfields = 0;
+    if (sq_buf_append(&v->head, head, len) < 0 ||
+        sq_buf_reserve(&v->fields, nfields * sizeof(struct sq_resp_header)) < 0) {
+        sq_buf_reset(&v->head);
+        return;
+    }
+    struct sq_resp_header *out = (struct sq_resp_header *)(void *)v->fields.p;
+    for (size_t i = 0; i < nfields; i++) {
+        out[i].name = v->head.p + (fields[i].name - head);
+        out[i].name_len = fields[i].name_len;
+        out[i].value = v->head.p + (fields[i].value - head);
+        out[i].value_len = fields[i].value_len;
+    }
+    v->fields.len = nfields * sizeof(struct sq_resp_header);
+    v->nfields = nfields;
+}
+
 void sq_flow_eval(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
                   void **states, int status, int64_t duration_us, uint64_t *pass, uint64_t *fail,
                   struct sq_flow_outcome *out)
@@ -488,18 +511,12 @@ void sq_flow_eval(const struct sq_flow *f, const struct sq_flow_step *st, struct
     const struct sq_plan_step *ps = st->ps;
     out->extract_fail = 0;
     out->stop_iteration = false;
-    struct sq_h1_header hs[MAX_HEADERS];
-    struct sq_h1_response resp = {.headers = hs, .headers_cap = MAX_HEADERS};
-    size_t nh = 0;
-    if (v->head.len) {
-        if (sq_h1_parse_response_head(v->head.p, v->head.len, NULL, &resp) > 0)
-            nh = resp.num_headers;
-    }
-    _Static_assert(sizeof(struct sq_h1_header) == sizeof(struct sq_resp_header),
-                   "header layouts must match");
+    /* the fields the reader parsed, kept with the head (a reset head has none) */
+    const struct sq_resp_header *hs = (const struct sq_resp_header *)(const void *)v->fields.p;
+    size_t nh = v->head.len ? v->nfields : 0;
     struct sq_resp_view r = {
         .status = status,
-        .headers = (const struct sq_resp_header *)(const void *)hs,
+        .headers = hs,
         .nheaders = nh,
         .body = v->body.p ? v->body.p : "",
         .body_len = v->body.len,

@@ -20,6 +20,7 @@
 
 struct sq_url;
 struct sq_cookie_jar;
+struct sq_h1_header;
 
 struct sq_flow_step {
     const struct sq_plan_step *ps;
@@ -60,6 +61,8 @@ struct sq_flow_vu {
     int64_t think_until; /* the current think step's end (0: not thinking) */
     uint64_t rng;
     struct sq_buf req, body, head, scratch, val;
+    struct sq_buf fields; /* the head's fields (struct sq_resp_header), spans into head */
+    size_t nfields;
     bool body_truncated;
     const char *path; /* the current request's target, inside req (or the static request) */
     size_t path_len;
@@ -93,6 +96,14 @@ SQ_MUST_CHECK int sq_flow_request(const struct sq_flow *f, const struct sq_flow_
                                   struct sq_flow_vu *v, const char **req, size_t *len,
                                   bool *rendered);
 
+/* Keeps a response head for the step's checks, extractors and cookie jar: head[0, len) is
+ * copied into v->head and its fields, as the HTTP/1.1 reader parsed them (spans into head), are
+ * kept as spans into that copy, so the head is never parsed again. Out of memory: the head is
+ * dropped (the step then sees no headers). Allocates only until the buffers reach their
+ * working size. */
+void sq_flow_vu_keep_head(struct sq_flow_vu *v, const char *head, size_t len,
+                          const struct sq_h1_header *fields, size_t nfields);
+
 /* Per-worker regex match data for every extractor and check of the flow. */
 void **sq_flow_states_new(const struct sq_flow *f);
 void sq_flow_states_free(const struct sq_flow *f, void **st);
@@ -104,8 +115,8 @@ struct sq_flow_outcome {
 };
 
 /* Runs the step's checks (adding to pass/fail, one slot per check) and extractors, stores
- * cookies, for a completed response with status and duration. The head and body are taken from
- * v->head / v->body when they were captured. */
+ * cookies, for a completed response with status and duration. The head's fields and the body
+ * are taken from v (sq_flow_vu_keep_head, v->body) when they were captured. */
 void sq_flow_eval(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
                   void **states, int status, int64_t duration_us, uint64_t *pass, uint64_t *fail,
                   struct sq_flow_outcome *out);

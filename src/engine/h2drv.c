@@ -97,15 +97,21 @@ static ssize_t t_send(struct h2conn *t, const char *p, size_t n)
     return r;
 }
 
+/* The driver's state of worker w. */
+static inline struct sq_engine__h2 *h2_of(const struct sq_engine__worker *w)
+{
+    return w->proto;
+}
+
 static struct h2conn *conn_of(const struct sq_engine__conn *c)
 {
-    struct sq_engine__h2 *h = c->w->h2;
+    struct sq_engine__h2 *h = h2_of(c->w);
     return &h->t[c->local / h->streams];
 }
 
 static struct sq_engine__conn *vu_of(struct h2conn *t, struct sq_h2_stream *st)
 {
-    return &t->w->conns[st - t->w->h2->st];
+    return &t->w->conns[st - h2_of(t->w)->st];
 }
 
 /* Open, no GOAWAY: new streams may start. */
@@ -469,8 +475,8 @@ static void t_read(struct h2conn *t)
         for (;;) {
             w->c.bytes_received += (uint64_t)n;
             rc = sq_h2_client_feed(&t->cl, w->rbuf, (size_t)n);
-            /* TLS: decrypted bytes OpenSSL still holds would wake no poll */
-            if (rc < 0 || !t->tls || sq_tls_pending(t->tls) == 0 ||
+            /* TLS: records OpenSSL read ahead would wake no poll */
+            if (rc < 0 || !t->tls || !sq_tls_buffered(t->tls) ||
                 (n = t_recv(t, w->rbuf, SQ_ENGINE_RBUF_SIZE)) <= 0)
                 break;
         }
@@ -515,9 +521,9 @@ static void t_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
         t_read(t);
 }
 
-/* ---- the worker's entry points ---- */
+/* ---- the driver table (engine/driver.h) ---- */
 
-void sq_engine__h2_vu_connect(struct sq_engine__conn *c)
+static void h2_connect(struct sq_engine__conn *c)
 {
     struct h2conn *t = conn_of(c);
     switch (t->state) {
@@ -544,7 +550,7 @@ void sq_engine__h2_vu_connect(struct sq_engine__conn *c)
     }
 }
 
-void sq_engine__h2_vu_send(struct sq_engine__conn *c)
+static void h2_send(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
     struct h2conn *t = conn_of(c);
@@ -556,7 +562,7 @@ void sq_engine__h2_vu_send(struct sq_engine__conn *c)
         sq_engine__vu_replace(c);
         return;
     }
-    if (sq_h2_client_submit(&t->cl, w->cfg->h2_request, &w->h2->st[c->local]) < 0) {
+    if (sq_h2_client_submit(&t->cl, w->cfg->h2_request, &h2_of(w)->st[c->local]) < 0) {
         /* stream ids ran out (2^30 requests), or no memory: start a fresh connection */
         t->draining = true;
         sq_engine__vu_fail(c, SQ_ERRK_WRITE);
@@ -570,18 +576,18 @@ void sq_engine__h2_vu_send(struct sq_engine__conn *c)
     t_kick(t);
 }
 
-void sq_engine__h2_vu_close(struct sq_engine__conn *c)
+static void h2_close(struct sq_engine__conn *c)
 {
     struct h2conn *t = conn_of(c);
     if (c->state == CONN_ACTIVE && t->client) {
-        sq_h2_client_cancel(&t->cl, &c->w->h2->st[c->local], SQ_H2_CANCEL);
+        sq_h2_client_cancel(&t->cl, &h2_of(c->w)->st[c->local], SQ_H2_CANCEL);
         t->dirty = true; /* the RST_STREAM leaves with the next write (or the sweep) */
     }
 }
 
-void sq_engine__h2_sweep(struct sq_engine__worker *w, int64_t now)
+static void h2_sweep(struct sq_engine__worker *w, int64_t now)
 {
-    struct sq_engine__h2 *h = w->h2;
+    struct sq_engine__h2 *h = h2_of(w);
     for (uint32_t k = 0; k < h->nt; k++) {
         struct h2conn *t = &h->t[k];
         if (t->state == T_CONNECTING && now - t->since_ns >= w->cfg->connect_timeout_ns)
@@ -593,19 +599,19 @@ void sq_engine__h2_sweep(struct sq_engine__worker *w, int64_t now)
     }
 }
 
-void sq_engine__h2_close_all(struct sq_engine__worker *w)
+static void h2_close_all(struct sq_engine__worker *w)
 {
-    struct sq_engine__h2 *h = w->h2;
+    struct sq_engine__h2 *h = h2_of(w);
     for (uint32_t k = 0; h && k < h->nt; k++)
         t_teardown(&h->t[k]);
 }
 
-int sq_engine__h2_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
+static int h2_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
 {
     struct sq_engine__h2 *h = calloc(1, sizeof(*h));
     if (!h)
         return -ENOMEM;
-    w->h2 = h;
+    w->proto = h;
     h->streams = w->cfg->streams ? w->cfg->streams : 1;
     h->nt = nconn;
     h->t = calloc(nconn ? nconn : 1, sizeof(*h->t));
@@ -624,9 +630,9 @@ int sq_engine__h2_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t fir
     return 0;
 }
 
-void sq_engine__h2_dispose(struct sq_engine__worker *w)
+static void h2_dispose(struct sq_engine__worker *w)
 {
-    struct sq_engine__h2 *h = w->h2;
+    struct sq_engine__h2 *h = h2_of(w);
     if (!h)
         return;
     if (h->t)
@@ -636,5 +642,16 @@ void sq_engine__h2_dispose(struct sq_engine__worker *w)
     free(h->t);
     free(h->st);
     free(h);
-    w->h2 = NULL;
+    w->proto = NULL;
 }
+
+const struct sq_engine__driver sq_engine__h2_driver = {
+    .name = "h2",
+    .init = h2_init,
+    .dispose = h2_dispose,
+    .connect = h2_connect,
+    .send = h2_send,
+    .close = h2_close,
+    .sweep = h2_sweep,
+    .close_all = h2_close_all,
+};

@@ -53,11 +53,6 @@ const char *sq_phase_metric(enum sq_phase p)
     return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
 }
 
-int sq_latency_hist_new(struct sq_hist **out)
-{
-    return sq_hist_new(1, 3600LL * 1000 * 1000, 3, out);
-}
-
 static void merge_counters(struct sq_counters *dst, const struct sq_counters *src)
 {
     dst->sent += src->sent;
@@ -114,37 +109,6 @@ static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
     dst->undecodable -= src->undecodable;
     dst->sse_streams -= src->sse_streams;
     dst->sse_events -= src->sse_events;
-}
-
-void sq_engine__addrs_store(struct sq_engine__addrs *t, const struct sq_addr *a, int n)
-{
-    uint64_t words[SQ_ADDR_WORDS];
-    __atomic_fetch_add(&t->seq, 1, __ATOMIC_ACQ_REL);
-    for (int i = 0; i < n && i < SQ_MAX_ADDRS; i++) {
-        memset(words, 0, sizeof(words));
-        memcpy(words, &a[i], sizeof(a[i]));
-        for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
-            __atomic_store_n(&t->w[i][k], words[k], __ATOMIC_RELAXED);
-    }
-    __atomic_store_n(&t->n, (uint32_t)(n < SQ_MAX_ADDRS ? n : SQ_MAX_ADDRS), __ATOMIC_RELAXED);
-    __atomic_fetch_add(&t->seq, 1, __ATOMIC_ACQ_REL);
-}
-
-void sq_engine__addrs_load(const struct sq_engine__addrs *t, uint32_t idx, struct sq_addr *out)
-{
-    uint64_t words[SQ_ADDR_WORDS];
-    uint32_t s1, s2;
-    do {
-        s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
-        uint32_t n = __atomic_load_n(&t->n, __ATOMIC_RELAXED);
-        uint32_t i = n ? idx % n : 0;
-        /* Acquire loads keep the second read of seq after the words (no fence: ThreadSanitizer
-         * does not model fences). */
-        for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
-            words[k] = __atomic_load_n(&t->w[i][k], __ATOMIC_ACQUIRE);
-        s2 = __atomic_load_n(&t->seq, __ATOMIC_RELAXED);
-    } while ((s1 & 1) || s1 != s2);
-    memcpy(out, words, sizeof(*out));
 }
 
 static void sleep_ns(int64_t ns)
@@ -255,7 +219,7 @@ static void sum_last(const struct agg *a, uint32_t n, struct sq_counters *out)
  * (or, for a slot of a second already emitted, into that entry's counts only) and into the
  * run's totals; then the slot is reset and handed back. */
 static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, struct sq_result *out,
-                    int64_t *end)
+                    int64_t go, int64_t *end)
 {
     uint32_t rd = w->rd;
     struct sq_engine__slot *s = &w->slots[rd % SQ_SLOTS];
@@ -264,7 +228,8 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         sq_hist_merge(out->latency_uncorrected, s->hist_unc);
     if (s->second < a->cur && out->series.n > 0) {
         /* A slot of a second already emitted (the last sliver of a run): its counts join that
-         * entry, and the baseline moves with them. */
+         * entry, the baseline moves with them, and the entry now ends where the slot did, so
+         * the last entry ends where the run does and the entries' lengths still add up. */
         struct sq_second *e = &out->series.v[out->series.n - 1];
         fill_deltas(e, &s->c, &a->last[wi]);
         sub_counters(&a->emitted, &a->last[wi]);
@@ -273,6 +238,11 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         int64_t mx = sq_hist_total(s->hist) ? sq_hist_max(s->hist) : 0;
         if (mx > e->max_us)
             e->max_us = mx;
+        if (s->end_ns > a->prev_end) {
+            e->t_s = (double)(s->end_ns - go) / 1e9;
+            e->len_s += (double)(s->end_ns - a->prev_end) / 1e9;
+            a->prev_end = s->end_ns;
+        }
     } else {
         sq_hist_merge(a->h, s->hist);
         if (s->hist_unc)
@@ -318,7 +288,7 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
                    w->slots[w->rd % SQ_SLOTS].second <= a->cur) {
                 if (w->slots[w->rd % SQ_SLOTS].second == a->cur)
                     late_only = false;
-                consume(a, w, i, out, &end);
+                consume(a, w, i, out, go, &end);
             }
         }
         if (late_only) {

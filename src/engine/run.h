@@ -18,9 +18,12 @@ struct sq_hist;
 struct sq_h2_req;
 struct sq_tls_client;
 
-/* Error kinds, counted per kind. Connect errors cost no request; the others fail one, except
- * tls: a failed handshake costs no request (sq_counters.tls_handshake_errors counts those), a
- * TLS failure while a request is out (an alert, a bad record) fails it. */
+/* Error kinds, counted per kind. connect, dns, extract and unsolicited cost no request; the
+ * others fail one, except tls: a failed handshake costs no request
+ * (sq_counters.tls_handshake_errors counts those), a TLS failure while a request is out (an
+ * alert, a bad record) fails it. unsolicited: bytes that arrived on a connection while no request
+ * was in flight, or behind a complete response (RFC 9112 6.3): the connection is replaced, the
+ * response before them stays completed. */
 #define SQ_ERRK_LIST(X)                                                                            \
     X(CONNECT, "connect")                                                                          \
     X(TIMEOUT, "timeout")                                                                          \
@@ -30,7 +33,8 @@ struct sq_tls_client;
     X(DNS, "dns")                                                                                  \
     X(DECODE, "decode")                                                                            \
     X(TLS, "tls")                                                                                  \
-    X(EXTRACT, "extract")
+    X(EXTRACT, "extract")                                                                          \
+    X(UNSOLICITED, "unsolicited")
 
 enum sq_errk {
 #define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,
@@ -258,8 +262,5 @@ struct sq_result {
  * negative code when the run could not start (threads, memory, file limit); *why then says so. */
 SQ_MUST_CHECK int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why);
 void sq_result_dispose(struct sq_result *r);
-
-/* The histogram every latency shard uses: µs from 1 µs to 1 h at 3 significant figures. */
-SQ_MUST_CHECK int sq_latency_hist_new(struct sq_hist **out);
 
 #endif

@@ -1,31 +1,29 @@
-/* engine/worker.c - the HTTP/1.1 hot path for every executor.
+/* engine/worker.c - VUs, scheduling and accounting for every executor and every protocol.
  *
  * A worker opens its share of the connection pool before the common start, so connection setup
  * is never inside the measurement. Then:
- *  - closed model (VU executors): each connection is one VU that runs iterations back to back,
- *    optionally paced, while it is active (ramping-vus activates and parks VUs over time);
+ *  - closed model (VU executors): each VU runs iterations back to back, optionally paced, while
+ *    it is active (ramping-vus activates and parks VUs over time);
  *  - open model (arrival rates): the worker follows an absolute schedule, arrival i due at
  *    start + T(i) for i = windex, windex + n, ...; each wake-up dispatches every arrival that is
- *    due to an idle connection, or queues it (bounded by the in-flight cap) until one is free,
- *    or drops it. Latency is measured from the arrival's intended time, and also from the actual
- *    send (the uncorrected figure).
+ *    due to an idle VU, or queues it (bounded by the in-flight cap) until one is free, or drops
+ *    it. Latency is measured from the arrival's intended time, and also from the actual send
+ *    (the uncorrected figure).
  *
- * Per request the steady state costs one send(), one read() (usually), one clock read and no
- * allocation: the request bytes are shared, the response is read into the worker's buffer and
- * parsed for framing only, and every fd stays registered for EPOLLIN alone unless a write hits
- * EAGAIN.
+ * The bytes are a driver's (engine/driver.h): h1drv.c for HTTP/1.1, h2drv.c for HTTP/2. The
+ * worker calls its driver to connect a VU, send its request, close it, sweep and end the run;
+ * the driver calls back when a request completes or fails and when a VU is free. Per request
+ * the worker adds one indirect call (send) to what the driver costs; the HTTP/1.1 steady state
+ * stays one send(), one read() (usually), one clock read and no allocation.
  *
- * https: the transport sits behind conn_recv / conn_sendb (one predictable branch on c->tls; the
- * plaintext path is the plain read() / send()). After the TCP connect a connection shakes hands
- * (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a backoff like
- * a failed connect, and its message is kept for the summary.
- *
- * Timeouts are found by a sweep of the worker's connections every 100 ms instead of a timer per
- * request: arming and disarming a heap timer on every request would cost more than the scan.
+ * Timeouts are found by a sweep of the worker's VUs every 100 ms instead of a timer per request:
+ * arming and disarming a heap timer on every request would cost more than the scan.
  *
  * Accounting invariants, per worker and so per run:
  *   c.sent == c.completed + c.failed + in_flight
  *   open model: arrivals == c.sent + c.dropped
+ * conn_send counts a request sent; exactly one of conn_complete or conn_fail ends it, or it is
+ * in flight when the worker leaves its loop.
  */
 #include "engine/worker.h"
 
@@ -34,42 +32,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/driver.h"
 #include "engine/flow.h"
-#include "engine/h2drv.h"
 #include "http/decode.h"
-#include "http/h1.h"
-#include "http/sse.h"
 #include "loop/loop.h"
 #include "stats/hist.h"
 
-#define RBUF_SIZE         SQ_ENGINE_RBUF_SIZE
 #define SWEEP_NS          (100 * SQ_NS_PER_MS)
 #define RAMP_CHECK_NS     (10 * SQ_NS_PER_MS)
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
 #define BACKOFF_MAX_SHIFT 7 /* 10 ms << 7 = 1.28 s */
 
-/* One TLS read returns at most a record; a buffer this size leaves nothing inside OpenSSL. */
-_Static_assert(RBUF_SIZE >= SQ_TLS_RECORD_MAX, "the read buffer must hold a TLS record");
-
-static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
-
 static void conn_connect(struct sq_engine__conn *c);
-static void conn_backoff(struct sq_engine__conn *c);
-static int on_head(void *ud, const char *head, size_t len);
-
-/* A fresh reader whose head callback decides, per response, whether the body is decoded,
- * scanned for events or captured. */
-static void reader_init(struct sq_engine__conn *c)
-{
-    sq_h1_reader_init(&c->rd, &h1_limits);
-    sq_h1_reader_on_head(&c->rd, on_head, c);
-    c->decoding = c->streaming = false;
-}
 static void conn_next(struct sq_engine__conn *c, int64_t now);
 static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now);
 static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop);
@@ -82,25 +59,14 @@ static void publish(struct sq_engine__worker *w)
     __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
 }
 
-/* Closes the socket and forgets any request in flight (the caller has accounted for it). */
+/* Closes the VU (its socket, or its stream) and forgets any request in flight (the caller has
+ * accounted for it). */
 static void conn_close(struct sq_engine__conn *c)
 {
-    if (SQ_UNLIKELY(c->w->h2)) {
-        sq_engine__h2_vu_close(c); /* the VU's stream, if any; the connection is shared */
-    } else if (c->state >= CONN_CONNECTING) {
-        sq_io_stop(c->w->loop, &c->io);
-        if (c->tls) {
-            sq_tls_conn_free(c->tls);
-            c->tls = NULL;
-        }
-        close(c->io.fd);
-        c->io.fd = -1;
-    }
+    c->w->drv->close(c);
     if (c->state == CONN_ACTIVE)
         c->w->in_flight--;
     sq_timer_stop(c->w->loop, &c->timer);
-    sq_h1_reader_dispose(&c->rd);
-    reader_init(c);
     c->state = CONN_CLOSED;
 }
 
@@ -186,14 +152,6 @@ void sq_engine__connect_error(struct sq_engine__worker *w, int err)
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
 }
 
-static void connect_failed(struct sq_engine__conn *c, int err)
-{
-    struct sq_engine__worker *w = c->w;
-    sq_engine__connect_error(w, err);
-    conn_close(c);
-    conn_backoff(c);
-}
-
 /* After a failed connect or handshake: try again later, with a backoff that doubles from 10 ms
  * to 1.28 s. Once the run winds down nothing reconnects: a VU still inside an iteration gives
  * that iteration up (it would otherwise wait for the hard end). */
@@ -213,34 +171,6 @@ static void conn_backoff(struct sq_engine__conn *c)
         c->backoff++;
     if (sq_timer_start(w->loop, &c->timer, sq_loop_now(w->loop) + delay) == 0)
         c->state = CONN_BACKOFF;
-}
-
-static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
-
-/* ---- TLS (https) ---- */
-
-static inline ssize_t tls_errno(ssize_t r)
-{
-    if (r >= 0)
-        return r;
-    errno = (int)-r;
-    return -1;
-}
-
-/* read() and send() on the connection, plain or TLS (same contract: -1 with errno; EPROTO is a
- * TLS failure whose message sq_tls_conn_error holds). */
-static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
-{
-    if (SQ_UNLIKELY(c->tls != NULL))
-        return tls_errno(sq_tls_read(c->tls, buf, n));
-    return read(c->io.fd, buf, n);
-}
-
-static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
-{
-    if (SQ_UNLIKELY(c->tls != NULL))
-        return tls_errno(sq_tls_write(c->tls, buf, n));
-    return send(c->io.fd, buf, n, MSG_NOSIGNAL);
 }
 
 /* Keeps the worker's first TLS error message for the summary (written once, then published). */
@@ -274,120 +204,9 @@ void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *
     }
 }
 
-/* A TLS failure that costs no request (the handshake, or an alert on an idle connection):
- * counted, its message kept, the connection retried after a backoff like a failed connect. */
-static void tls_failed(struct sq_engine__conn *c, const char *msg)
-{
-    sq_engine__tls_error(c->w, msg, true);
-    conn_close(c);
-    conn_backoff(c);
-}
-
-/* A TLS failure on an open connection: fails the request in flight, if any. */
-static void tls_broken(struct sq_engine__conn *c)
-{
-    if (c->state != CONN_ACTIVE) {
-        tls_failed(c, sq_tls_conn_error(c->tls));
-        return;
-    }
-    tls_note(c->w, sq_tls_conn_error(c->tls));
-    conn_fail(c, SQ_ERRK_TLS);
-    conn_replace(c);
-}
-
-/* Steps the handshake; when it completes the connection counts as opened and goes to work. */
-static void tls_step(struct sq_engine__conn *c)
-{
-    struct sq_engine__worker *w = c->w;
-    int rc = sq_tls_handshake(c->tls);
-    if (rc == -EAGAIN) {
-        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
-            connect_failed(c, -errno);
-        return;
-    }
-    if (rc < 0) {
-        tls_failed(c, sq_tls_conn_error(c->tls));
-        return;
-    }
-    int64_t now = sq_now_ns();
-    c->tls_ns = now - c->since_ns;
-    c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
-    sq_engine__tls_done(w, c->tls);
-    w->c.conns_opened++;
-    c->backoff = 0;
-    if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
-        connect_failed(c, -errno);
-        return;
-    }
-    conn_next(c, now);
-}
-
-static void tls_begin(struct sq_engine__conn *c)
-{
-    struct sq_engine__worker *w = c->w;
-    if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, c->io.fd, &c->tls) < 0) {
-        tls_failed(c, "out of memory for a TLS connection");
-        return;
-    }
-    c->state = CONN_HANDSHAKE;
-    c->since_ns = sq_now_ns();
-    tls_step(c);
-}
-
 static void conn_connect(struct sq_engine__conn *c)
 {
-    struct sq_engine__worker *w = c->w;
-    if (SQ_UNLIKELY(w->h2)) {
-        sq_engine__h2_vu_connect(c);
-        return;
-    }
-    const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
-    struct sq_addr fresh;
-    if (w->cfg->dns_ttl_ns > 0) {
-        sq_engine__addrs_load(&w->run->addrs, c->global, &fresh);
-        a = &fresh;
-    }
-    int fd = sq_connect_start(a);
-    if (fd < 0) {
-        connect_failed(c, fd);
-        return;
-    }
-    int rc = sq_io_start(w->loop, &c->io, fd, EPOLLOUT, on_io);
-    if (rc < 0) {
-        close(fd);
-        connect_failed(c, rc);
-        return;
-    }
-    c->state = CONN_CONNECTING;
-    c->since_ns = sq_loop_now(w->loop);
-}
-
-/* Writes what is left of the request. Registers for EPOLLOUT only after a short write. */
-static void conn_write(struct sq_engine__conn *c)
-{
-    struct sq_engine__worker *w = c->w;
-    size_t len = c->req_len;
-    ssize_t n = conn_sendb(c, c->req + c->woff, len - c->woff);
-    if (n > 0) {
-        w->c.bytes_sent += (uint64_t)n;
-        c->woff += (uint32_t)n;
-        if (c->woff == len) {
-            c->wdone_ns = c->io.events & EPOLLOUT ? sq_loop_now(w->loop) : c->sent_ns;
-            if (c->io.events & EPOLLOUT && sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
-                conn_fail(c, SQ_ERRK_WRITE);
-                conn_replace(c);
-            }
-            return;
-        }
-    } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-        conn_fail(c, SQ_ERRK_WRITE);
-        conn_replace(c);
-        return;
-    }
-    if (sq_io_modify(w->loop, &c->io, EPOLLIN | EPOLLOUT) < 0) {
-        conn_fail(c, SQ_ERRK_WRITE);
-        conn_replace(c);
-    }
+    c->w->drv->connect(c);
 }
 
 /* Sends one request: intended is the time it was due (open) or now (closed). */
@@ -406,12 +225,8 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     c->woff = 0;
     c->wdone_ns = 0;
     c->fb_ns = 0;
-    if (SQ_UNLIKELY(w->h2)) {
-        sq_engine__h2_vu_send(c); /* a stream on the VU's connection */
-        return;
-    }
-    sq_h1_reader_start(&c->rd, head);
-    conn_write(c);
+    c->head = head;
+    w->drv->send(c);
 }
 
 /* Starts one iteration: the quick face's static request, or a flow from its first step. */
@@ -426,74 +241,6 @@ static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
     sq_flow_vu_begin(c->fv, w->flow, intended);
     w->in_iter++;
     flow_step(c, intended, now);
-}
-
-/* Collects a flow response's body for checks and extractors, up to SQ_FLOW_BODY_CAP. */
-static int capture_body(struct sq_flow_vu *v, const char *data, size_t len)
-{
-    size_t room = SQ_FLOW_BODY_CAP - v->body.len;
-    if (len > room) {
-        len = room;
-        v->body_truncated = true;
-    }
-    if (len && sq_buf_append(&v->body, data, len) < 0)
-        v->body_truncated = true;
-    return 0;
-}
-
-/* The decoded body of the current response, in pieces: counted as SSE events when it is a stream,
- * kept for checks and extractors when the VU's step needs it. */
-static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
-{
-    if (c->streaming && sq_sse_feed(&c->sse, data, len) && !c->first_event_ns)
-        c->first_event_ns = sq_now_ns();
-    if (c->fv && c->fv->capture)
-        capture_body(c->fv, data, len);
-    return 0;
-}
-
-static int on_decoded(void *ud, const char *data, size_t len)
-{
-    return deliver(ud, data, len);
-}
-
-static int on_body(void *ud, const char *data, size_t len)
-{
-    struct sq_engine__conn *c = ud;
-    if (c->decoding)
-        return sq_decoder_feed(c->dec, data, len, on_decoded, c);
-    return deliver(c, data, len);
-}
-
-/* A final response head is in (every reader has this callback): decides what its body goes
- * through. A plain body with nothing to look at stays framing-only. */
-static int on_head(void *ud, const char *head, size_t len)
-{
-    struct sq_engine__conn *c = ud;
-    struct sq_flow_vu *v = c->fv;
-    if (v && v->want_head) {
-        sq_buf_reset(&v->head);
-        if (sq_buf_append(&v->head, head, len) < 0)
-            sq_buf_reset(&v->head);
-    }
-    uint8_t enc = c->rd.content_encoding;
-    c->decoding = false;
-    c->streaming = c->rd.event_stream;
-    if (enc != SQ_CODING_NONE && enc != SQ_CODING_OTHER) {
-        if (!c->dec && sq_decoder_new(0, &c->dec) < 0)
-            return -ENOMEM;
-        int rc = sq_decoder_reset(c->dec, (enum sq_coding)enc);
-        if (rc < 0)
-            return rc;
-        c->decoding = true;
-    }
-    if (c->streaming) {
-        sq_sse_init(&c->sse);
-        c->first_event_ns = 0;
-    }
-    bool body = c->decoding || c->streaming || (v && v->capture);
-    sq_h1_reader_on_body(&c->rd, body ? on_body : NULL, c);
-    return 0;
 }
 
 /* Sends the request of the VU's current step, or starts its think time. */
@@ -774,130 +521,18 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         flow_complete(c, now, lat_us);
 }
 
-static void conn_read(struct sq_engine__conn *c)
-{
-    struct sq_engine__worker *w = c->w;
-    ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
-    if (n > 0) {
-        w->c.bytes_received += (uint64_t)n;
-        if (c->fb_ns == 0)
-            c->fb_ns = sq_loop_now(w->loop);
-        size_t off = 0;
-        while (off < (size_t)n) {
-            if (c->state != CONN_ACTIVE) {
-                /* Bytes nobody asked for: the stream can no longer be trusted. */
-                w->c.errors[SQ_ERRK_PARSE]++;
-                conn_close(c);
-                conn_replace(c);
-                return;
-            }
-            size_t used = 0;
-            int rc = sq_h1_reader_feed(&c->rd, w->rbuf + off, (size_t)n - off, &used);
-            off += used;
-            if (rc == 0)
-                return;
-            if (rc > 0 && c->decoding && sq_decoder_finish(c->dec) < 0)
-                rc = -SQ_EDECODE; /* the encoded stream was cut short */
-            if (rc < 0) {
-                conn_fail(c, c->decoding && (rc == -SQ_EDECODE || rc == -SQ_ETOOBIG)
-                                 ? SQ_ERRK_DECODE
-                                 : SQ_ERRK_PARSE);
-                conn_replace(c);
-                return;
-            }
-            int64_t now = sq_now_ns();
-            conn_complete(c, now);
-            if (!c->rd.keep_alive) {
-                w->c.conns_closed_by_server++;
-                conn_close(c);
-                conn_replace(c);
-                return;
-            }
-            conn_next(c, now);
-            if (c->state != CONN_ACTIVE)
-                return; /* parked, or replaced after a failed write: drop the rest */
-        }
-        return;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->tls)) {
-        tls_broken(c);
-        return;
-    }
-    /* End of stream or a reset. A response delimited by the close is complete now. */
-    if (c->state == CONN_ACTIVE && n == 0 && sq_h1_reader_eof(&c->rd) == 1 &&
-        !(c->decoding && sq_decoder_finish(c->dec) < 0)) {
-        conn_complete(c, sq_now_ns());
-        w->c.conns_closed_by_server++;
-        conn_close(c);
-    } else if (c->state == CONN_ACTIVE) {
-        conn_fail(c, SQ_ERRK_CLOSED);
-    } else {
-        w->c.conns_closed_by_server++;
-        conn_close(c);
-    }
-    conn_replace(c);
-}
-
-static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
-{
-    SQ_UNUSED(loop);
-    struct sq_engine__conn *c = SQ_CONTAINER_OF(io, struct sq_engine__conn, io);
-    struct sq_engine__worker *w = c->w;
-    if (c->state == CONN_CONNECTING) {
-        int rc = sq_connect_result(c->io.fd);
-        if (rc < 0) {
-            connect_failed(c, rc);
-            return;
-        }
-        c->connect_ns = sq_now_ns() - c->since_ns;
-        if (SQ_UNLIKELY(w->cfg->tls != NULL)) {
-            tls_begin(c);
-            return;
-        }
-        w->c.conns_opened++;
-        c->backoff = 0;
-        c->tls_ns = 0;
-        c->fresh = true;
-        if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
-            connect_failed(c, -errno);
-            return;
-        }
-        conn_next(c, sq_now_ns());
-        return;
-    }
-    if (SQ_UNLIKELY(c->state == CONN_HANDSHAKE)) {
-        tls_step(c);
-        return;
-    }
-    if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < c->req_len) {
-        conn_write(c);
-        if (c->state < CONN_CONNECTING)
-            return;
-    }
-    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
-        conn_read(c);
-}
-
-/* Every 100 ms: time out slow requests and connects, publish live figures. */
+/* Every 100 ms: time out slow requests (the driver times out its connects), publish live
+ * figures. */
 static void sweep(struct sq_engine__worker *w, int64_t now)
 {
-    const struct sq_run_config *cfg = w->cfg;
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         if (c->state == CONN_ACTIVE && now - c->sent_ns >= c->tmo_ns) {
             conn_fail(c, SQ_ERRK_TIMEOUT);
             conn_replace(c);
-        } else if (c->state == CONN_CONNECTING && !w->h2 &&
-                   now - c->since_ns >= cfg->connect_timeout_ns) {
-            connect_failed(c, -ETIMEDOUT);
-        } else if (c->state == CONN_HANDSHAKE && now - c->since_ns >= cfg->connect_timeout_ns) {
-            tls_failed(c, "handshake timed out");
         }
     }
-    if (w->h2)
-        sq_engine__h2_sweep(w, now); /* HTTP/2 connections time out their connects there */
+    w->drv->sweep(w, now);
     publish(w);
 }
 
@@ -1109,6 +744,8 @@ static void run_loop(struct sq_engine__worker *w)
         }
         if (sq_loop_run_once(loop, wait < 0 ? 0 : wait) < 0)
             break;
+        if (SQ_UNLIKELY(w->over))
+            break; /* a driver gave up long work at the end (the loop's clock is stale then) */
         now = sq_loop_now(loop);
         if (now >= next_sweep) {
             sweep(w, now);
@@ -1158,22 +795,17 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->offset_ns = sc ? sc->start_ns : 0;
     w->flow = sc ? sc->flow : NULL;
     w->open = sq_exec_is_open(ex);
-    w->nconns = (uint32_t)sq_engine__share(sq_exec_max_vus(ex), n, si);
-    uint32_t first = pl->vu_base;
-    for (uint32_t i = 0; i < si; i++)
-        first += (uint32_t)sq_engine__share(sq_exec_max_vus(ex), n, i);
-    /* HTTP/2: whole connections per worker, `streams` VUs each */
+    /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` (a
+     * worker gets whole connections), HTTP/1.1 one. Plans run HTTP/1.1. */
     bool h2 = cfg->h2_request && !sc;
-    uint32_t h2_conns = 0, h2_first = 0;
-    if (h2) {
-        uint32_t total = sq_run_connections(cfg, sq_exec_max_vus(ex));
-        uint32_t streams = cfg->streams ? cfg->streams : 1;
-        h2_conns = (uint32_t)sq_engine__share(total, n, si);
-        for (uint32_t i = 0; i < si; i++)
-            h2_first += (uint32_t)sq_engine__share(total, n, i);
-        w->nconns = h2_conns * streams;
-        first = pl->vu_base + h2_first * streams;
-    }
+    w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
+    uint32_t per = h2 && cfg->streams ? cfg->streams : 1;
+    uint32_t total = (uint32_t)(((uint64_t)sq_exec_max_vus(ex) + per - 1) / per);
+    uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;
+    for (uint32_t i = 0; i < si; i++)
+        first_conn += (uint32_t)sq_engine__share(total, n, i);
+    w->nconns = nconn * per;
+    uint32_t first = pl->vu_base + first_conn * per;
     w->first_vu = first;
     if (ex->kind == SQ_EXEC_SHARED_ITERATIONS)
         w->quota = sq_engine__share(ex->iterations, n, si);
@@ -1181,7 +813,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     if (rc < 0)
         return rc;
     w->conns = calloc(w->nconns ? w->nconns : 1, sizeof(*w->conns));
-    w->rbuf = malloc(RBUF_SIZE);
+    w->rbuf = malloc(SQ_ENGINE_RBUF_SIZE);
     if (!w->conns || !w->rbuf)
         return -ENOMEM;
     for (int i = 0; i < SQ_SLOTS; i++) {
@@ -1221,8 +853,6 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if (rc < 0)
             return rc;
     }
-    if (h2 && (rc = sq_engine__h2_init(w, h2_conns, h2_first)) < 0)
-        return rc;
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
@@ -1233,22 +863,16 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if (ex->kind == SQ_EXEC_PER_VU_ITERATIONS)
             c->iters = ex->iterations;
         sq_timer_init(&c->timer, timer_cb);
-        reader_init(c);
         if (w->flow)
             c->fv = &w->vus[i];
     }
-    return 0;
+    return w->drv->init(w, nconn, first_conn);
 }
 
 void sq_engine__worker_dispose(struct sq_engine__worker *w)
 {
-    sq_engine__h2_dispose(w);
-    if (w->conns) {
-        for (uint32_t i = 0; i < w->nconns; i++) {
-            sq_h1_reader_dispose(&w->conns[i].rd);
-            sq_decoder_free(w->conns[i].dec);
-        }
-    }
+    if (w->drv)
+        w->drv->dispose(w);
     if (w->flow) {
         if (w->vus)
             for (uint32_t i = 0; i < w->nconns; i++)
@@ -1291,18 +915,20 @@ void *sq_engine__worker_main(void *arg)
         run_loop(w);
     }
     w->end_ns = sq_loop_update_now(w->loop);
+    int64_t go = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
+    if (go && !w->ticking) {
+        /* aborted after the common start was set but before this worker saw it: it still
+         * closes its one (empty) interval, so every worker's end is in the series */
+        w->start_ns = go;
+        w->ticking = true;
+        if (w->end_ns < go)
+            w->end_ns = go;
+    }
     w->sending = false;
-    if (w->h2)
-        sq_engine__h2_close_all(w); /* HTTP/2 VUs hold no socket of their own */
+    w->drv->close_all(w);
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         sq_timer_stop(w->loop, &c->timer);
-        if (c->state >= CONN_CONNECTING && !w->h2) {
-            sq_io_stop(w->loop, &c->io);
-            sq_tls_conn_free(c->tls);
-            c->tls = NULL;
-            close(c->io.fd);
-        }
         c->state = CONN_CLOSED; /* in_flight keeps counting what was still out */
         if (c->fv && c->fv->in_iter) {
             c->fv->in_iter = false;
@@ -1313,7 +939,9 @@ void *sq_engine__worker_main(void *arg)
     w->qlen = 0;
     if (w->ticking) {
         /* The last, partial second: labelled with the second it falls in, or folded into the
-         * one before when it is a sliver (a timed run ends a hair after its last tick). */
+         * one before when it is a sliver (a timed run ends a hair after its last tick). Either
+         * way the series' last entry ends at the latest worker's end, which is the run's
+         * duration (run.c: consume). */
         int64_t into = w->end_ns - w->start_ns;
         uint32_t second = (uint32_t)((into + SQ_NS_PER_S - 1) / SQ_NS_PER_S);
         if (second > 1 && into - (int64_t)(second - 1) * SQ_NS_PER_S < SQ_NS_PER_S / 10)
@@ -1325,7 +953,40 @@ void *sq_engine__worker_main(void *arg)
     return NULL;
 }
 
-/* ---- for engine/h2drv.c: the same steps, callable from the HTTP/2 driver ---- */
+/* ---- the run's addresses (worker.h): written by the main thread, read at connect time ---- */
+
+void sq_engine__addrs_store(struct sq_engine__addrs *t, const struct sq_addr *a, int n)
+{
+    uint64_t words[SQ_ADDR_WORDS];
+    __atomic_fetch_add(&t->seq, 1, __ATOMIC_ACQ_REL);
+    for (int i = 0; i < n && i < SQ_MAX_ADDRS; i++) {
+        memset(words, 0, sizeof(words));
+        memcpy(words, &a[i], sizeof(a[i]));
+        for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
+            __atomic_store_n(&t->w[i][k], words[k], __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&t->n, (uint32_t)(n < SQ_MAX_ADDRS ? n : SQ_MAX_ADDRS), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->seq, 1, __ATOMIC_ACQ_REL);
+}
+
+void sq_engine__addrs_load(const struct sq_engine__addrs *t, uint32_t idx, struct sq_addr *out)
+{
+    uint64_t words[SQ_ADDR_WORDS];
+    uint32_t s1, s2;
+    do {
+        s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+        uint32_t n = __atomic_load_n(&t->n, __ATOMIC_RELAXED);
+        uint32_t i = n ? idx % n : 0;
+        /* Acquire loads keep the second read of seq after the words (no fence: ThreadSanitizer
+         * does not model fences). */
+        for (size_t k = 0; k < SQ_ADDR_WORDS; k++)
+            words[k] = __atomic_load_n(&t->w[i][k], __ATOMIC_ACQUIRE);
+        s2 = __atomic_load_n(&t->seq, __ATOMIC_RELAXED);
+    } while ((s1 & 1) || s1 != s2);
+    memcpy(out, words, sizeof(*out));
+}
+
+/* ---- for the drivers (engine/driver.h): the same steps, whatever the protocol ---- */
 
 void sq_engine__vu_next(struct sq_engine__conn *c, int64_t now)
 {
@@ -1342,7 +1003,29 @@ void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k)
     conn_fail(c, k);
 }
 
+void sq_engine__vu_close(struct sq_engine__conn *c)
+{
+    conn_close(c);
+}
+
 void sq_engine__vu_replace(struct sq_engine__conn *c)
 {
     conn_replace(c);
+}
+
+void sq_engine__vu_backoff(struct sq_engine__conn *c)
+{
+    conn_backoff(c);
+}
+
+void sq_engine__conn_error(struct sq_engine__worker *w, enum sq_errk k)
+{
+    w->c.errors[k]++;
+}
+
+bool sq_engine__past_end(struct sq_engine__worker *w)
+{
+    if (!w->over && (aborted(w) || sq_now_ns() >= w->hard_end_ns))
+        w->over = true;
+    return w->over;
 }

@@ -19,12 +19,12 @@ struct sq_engine__conn;
 struct sq_flow;
 struct sq_flow_vu;
 struct sq_decoder;
-struct sq_engine__h2; /* engine/h2drv.c: a worker's HTTP/2 connections */
+struct sq_engine__driver; /* engine/driver.h: the protocol seam */
 
-/* One VU of a worker (worker.c). Over HTTP/1.1 it is also a connection: io, reader and all.
- * Over HTTP/2 (w->h2) it is one stream slot of a shared connection that h2drv.c owns: io stays
- * unused (fd -1), the state says where the VU is, and rd carries the finished response's status
- * and sizes so the accounting is the same code. */
+/* One VU of a worker (worker.c). Over HTTP/1.1 (h1drv.c) it is also a connection: io, reader
+ * and all. Over HTTP/2 (h2drv.c) it is one stream slot of a shared connection that the driver
+ * owns: io stays unused (fd -1), the state says where the VU is, and rd carries the finished
+ * response's status and sizes so the accounting is the same code. */
 enum conn_state {
     CONN_CLOSED,
     CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
@@ -55,6 +55,7 @@ struct sq_engine__conn {
     uint32_t global; /* global connection number, picks the address */
     uint8_t state;
     uint8_t backoff;
+    bool head;              /* ACTIVE: a HEAD request (its response has no body) */
     bool in_idle;           /* on the worker's idle stack (open model) */
     bool fresh;             /* no request has completed on this connection yet */
     struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
@@ -149,6 +150,7 @@ struct sq_engine__worker {
     bool started;        /* past its scenario's start */
     bool sending;        /* still starting iterations */
     bool leave;          /* leave the loop */
+    bool over;           /* a driver found the run over (sq_engine__past_end): leave at once */
     uint64_t quota;      /* shared-iterations: iterations this worker may still start */
     uint32_t active_vus; /* ramping-vus: how many of this worker's VUs may run */
     uint64_t in_flight;
@@ -180,7 +182,10 @@ struct sq_engine__worker {
     struct sq_tls_sessions tls_cache; /* the latest sessions, offered by the next connects */
     const char *tls_version, *tls_cipher, *tls_alpn; /* of the first handshake */
     char tls_err[SQ_TLS_ERRLEN]; /* the first TLS error (written once, then live.tls_err_set) */
-    struct sq_engine__h2 *h2;    /* HTTP/2 runs (cfg->h2_request): the connections; else NULL */
+    /* the protocol: its driver (HTTP/1.1, or HTTP/2 when cfg->h2_request) and that driver's own
+     * per-worker state (h2drv.c: its connections; NULL for HTTP/1.1) */
+    const struct sq_engine__driver *drv;
+    void *proto;
 };
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
@@ -205,23 +210,6 @@ void sq_engine__steps_merge_one(struct sq_step_stats *d, const struct sq_step_st
                                 size_t nchecks);
 
 #define SQ_ENGINE_RBUF_SIZE (64 * 1024) /* a worker's read buffer (w->rbuf) */
-
-/* For engine/h2drv.c: the per-VU steps of worker.c, the same code HTTP/1.1 runs. */
-/* What an open, idle VU does next (send, pace, park, or wait for an arrival). */
-void sq_engine__vu_next(struct sq_engine__conn *c, int64_t now);
-/* The VU's request completed (status and sizes in c->rd): latency, status, bytes, sample. */
-void sq_engine__vu_complete(struct sq_engine__conn *c, int64_t now);
-/* The VU's request failed with kind k; the VU is closed (sq_engine__h2_vu_close). */
-void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k);
-/* The VU asks for a connection again, unless the worker is winding down. */
-void sq_engine__vu_replace(struct sq_engine__conn *c);
-/* A connect attempt failed with err: counted once, published for the watchdog. */
-void sq_engine__connect_error(struct sq_engine__worker *w, int err);
-/* A TLS failure: its message kept for the summary (the first one); with count, also counted as
- * one `tls` error that cost no request (a handshake, or an alert on an idle connection). */
-void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool count);
-/* A handshake completed: counted (resumed too); the first one's version, cipher and ALPN kept. */
-void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t);
 
 /* Shares of total over n parts that always add up to total: the first total % n get one more. */
 static inline uint64_t sq_engine__share(uint64_t total, uint32_t n, uint32_t i)

@@ -831,8 +831,16 @@ void sq_h1_reader_on_body(struct sq_h1_reader *r, sq_h1_data_cb cb, void *ud)
 
 void sq_h1_reader_on_head(struct sq_h1_reader *r, sq_h1_head_cb cb, void *ud)
 {
-    r->_on_head = cb;
+    r->_on_head.head = cb;
     r->_head_ud = ud;
+    r->_fields = 0;
+}
+
+void sq_h1_reader_on_fields(struct sq_h1_reader *r, sq_h1_fields_cb cb, void *ud)
+{
+    r->_on_head.fields = cb;
+    r->_head_ud = ud;
+    r->_fields = cb != NULL;
 }
 
 void sq_h1_reader_start(struct sq_h1_reader *r, bool head_request)
@@ -915,9 +923,10 @@ static size_t scan_eoh(unsigned *st, const char *p, size_t n)
 }
 
 /* A complete head (head[0, head_len)) was parsed: skip it if interim, else set up the body and
- * hand the head to the head callback. Returns 0 or a negative code. */
-static int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h, const char *head,
-                   size_t head_len)
+ * hand the head to the head callback (with_fields: the fields callback, h->headers filled).
+ * Returns 0 or a negative code. with_fields is a constant in each inlined copy. */
+static inline int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h, const char *head,
+                          size_t head_len, const bool with_fields)
 {
     r->head_bytes += (uint32_t)head_len;
     r->status = (uint16_t)h->status;
@@ -947,19 +956,26 @@ static int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h, const
     }
     sq_h1_body_init(&r->body, mode, length);
     r->_state = R_BODY;
-    if (r->_on_head)
-        return r->_on_head(r->_head_ud, head, head_len);
+    if (with_fields)
+        return r->_on_head.fields(r->_head_ud, head, head_len, h->headers, h->num_headers);
+    if (r->_on_head.head)
+        return r->_on_head.head(r->_head_ud, head, head_len);
     return 0;
 }
 
 /* Parses the next head from buf[0,len) (or from the spill buffer plus buf). Returns 1 with
- * *used set, 0 when buf was swallowed into the spill buffer, or a negative code. */
-static int reader_head(struct sq_h1_reader *r, const char *buf, size_t len, size_t *used)
+ * *used set, 0 when buf was swallowed into the spill buffer, or a negative code. fields: NULL
+ * (the framing-only scan; a constant in the copy inlined into the feed), or room for
+ * SQ_H1_READER_MAX_FIELDS fields for the fields callback. */
+__attribute__((always_inline)) static inline int reader_head(struct sq_h1_reader *r,
+                                                             const char *buf, size_t len,
+                                                             size_t *used,
+                                                             struct sq_h1_header *fields)
 {
     const struct sq_h1_limits lim = {r->_max_head, r->_max_headers};
     struct sq_h1_response h;
-    h.headers = NULL;
-    h.headers_cap = 0;
+    h.headers = fields;
+    h.headers_cap = fields ? SQ_H1_READER_MAX_FIELDS : 0;
     int rc;
     unsigned eoh;
     *used = 0;
@@ -968,7 +984,7 @@ static int reader_head(struct sq_h1_reader *r, const char *buf, size_t len, size
         rc = sq_h1_parse_response_head(buf, len, &lim, &h);
         if (rc > 0) {
             *used = (size_t)rc;
-            rc = on_head(r, &h, buf, (size_t)rc);
+            rc = on_head(r, &h, buf, (size_t)rc, fields != NULL);
             return rc < 0 ? rc : 1;
         }
         if (rc < 0)
@@ -1007,12 +1023,21 @@ static int reader_head(struct sq_h1_reader *r, const char *buf, size_t len, size
     if (rc >= 0 && (size_t)rc != head_len)
         rc = -SQ_EPARSE; /* cannot happen: both stop at the first blank line */
     if (rc >= 0)
-        rc = on_head(r, &h, head, head_len); /* the callback sees the spill buffer */
+        rc = on_head(r, &h, head, head_len, fields != NULL); /* it sees the spill buffer */
     spill_reset(r);
     if (rc < 0)
         return rc;
     *used = end;
     return 1;
+}
+
+/* The same, for a reader with a fields callback: the fields go into an array on this frame, kept
+ * out of the framing-only path. */
+__attribute__((noinline)) static int reader_head_fields(struct sq_h1_reader *r, const char *buf,
+                                                        size_t len, size_t *used)
+{
+    struct sq_h1_header fields[SQ_H1_READER_MAX_FIELDS];
+    return reader_head(r, buf, len, used, fields);
 }
 
 int sq_h1_reader_feed(struct sq_h1_reader *r, const char *buf, size_t len, size_t *consumed)
@@ -1023,7 +1048,10 @@ int sq_h1_reader_feed(struct sq_h1_reader *r, const char *buf, size_t len, size_
     if (r->_state != R_HEAD && r->_state != R_BODY)
         return -SQ_EUSAGE;
     while (r->_state == R_HEAD) {
-        rc = reader_head(r, buf + pos, len - pos, &used);
+        if (SQ_UNLIKELY(r->_fields))
+            rc = reader_head_fields(r, buf + pos, len - pos, &used);
+        else
+            rc = reader_head(r, buf + pos, len - pos, &used, NULL);
         pos += used;
         if (rc < 0)
             goto fail;

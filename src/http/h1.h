@@ -155,6 +155,14 @@ SQ_MUST_CHECK int sq_h1_body_eof(struct sq_h1_body *b);
 /* Receives the complete head of a final response: head[0, len), contiguous, valid during the
  * call only. Return 0 to go on, or a negative code that the feed call then returns. */
 typedef int (*sq_h1_head_cb)(void *ud, const char *head, size_t len);
+/* The same, with the head's fields as the reader parsed them: spans into head (valid during the
+ * call only), in order. */
+typedef int (*sq_h1_fields_cb)(void *ud, const char *head, size_t len,
+                               const struct sq_h1_header *fields, size_t nfields);
+
+/* The most fields a reader hands to a fields callback: a head with more fails with -SQ_ETOOBIG
+ * while a fields callback is set, whatever max_headers says. */
+#define SQ_H1_READER_MAX_FIELDS SQ_H1_DEFAULT_MAX_HEADERS
 
 struct sq_h1__spill; /* the reader's spill buffer (private) */
 
@@ -179,11 +187,15 @@ struct sq_h1_reader {
     uint8_t _spill_allocs; /* saturates at 255 */
     uint8_t _eoh : 2;      /* end-of-head scanner state over the spilled bytes */
     uint8_t _head_req : 1;
+    uint8_t _fields : 1; /* _on_head holds a fields callback */
     uint32_t _spill_len;
     uint32_t _max_head;
     sq_h1_data_cb _on_data;
     void *_ud;
-    sq_h1_head_cb _on_head;
+    union {
+        sq_h1_head_cb head;
+        sq_h1_fields_cb fields;
+    } _on_head;
     void *_head_ud;
     struct sq_h1__spill *_spill;
 };
@@ -200,6 +212,11 @@ void sq_h1_reader_on_body(struct sq_h1_reader *r, sq_h1_data_cb cb, void *ud);
  * public fields are set and before any body callback, with the head from the caller's buffer or,
  * when the head was split across reads, from the spill buffer. */
 void sq_h1_reader_on_head(struct sq_h1_reader *r, sq_h1_head_cb cb, void *ud);
+/* Instead of a head callback (each setter replaces the other): the same call, with the fields
+ * the reader parsed out of the head on its way (at most SQ_H1_READER_MAX_FIELDS), so a caller
+ * that reads header values never parses the head again. Without it the reader parses heads
+ * without storing their fields (the cheaper scan). cb NULL: no head callback. */
+void sq_h1_reader_on_fields(struct sq_h1_reader *r, sq_h1_fields_cb cb, void *ud);
 /* A new response is expected; head_request: it answers a HEAD request (no body). */
 void sq_h1_reader_start(struct sq_h1_reader *r, bool head_request);
 /* Feeds bytes read from the connection. Returns SQ_H1_DONE when the response ended (*consumed:

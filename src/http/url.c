@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
+
 static int fail(const char **errmsg, const char *msg, int rc)
 {
     if (errmsg)
@@ -76,13 +78,12 @@ static int copy_path(const char *s, size_t n, char **out, const char **errmsg)
     char *w = p;
     if (slash)
         *w++ = '/';
-    static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
             *w++ = '%';
-            *w++ = hex[c >> 4];
-            *w++ = hex[c & 15];
+            *w++ = sq_hex_upper[c >> 4];
+            *w++ = sq_hex_upper[c & 15];
         } else {
             *w++ = (char)c;
         }

@@ -676,6 +676,7 @@ int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, i
     t->alpn = &c->alpn;
     t->cache = cache;
     SSL_set_connect_state(t->ssl);
+    SSL_set_read_ahead(t->ssl, 1); /* one read() per burst of records (sq_tls_buffered) */
     if (c->sni && SSL_set_tlsext_host_name(t->ssl, c->host) != 1) {
         ERR_clear_error();
         sq_tls_conn_free(t);
@@ -855,6 +856,11 @@ size_t sq_tls_pending(const struct sq_tls_conn *t)
 {
     int n = SSL_pending(t->ssl);
     return n > 0 ? (size_t)n : 0;
+}
+
+bool sq_tls_buffered(const struct sq_tls_conn *t)
+{
+    return SSL_has_pending(t->ssl) == 1;
 }
 
 void sq_tls_shutdown(struct sq_tls_conn *t)

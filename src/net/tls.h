@@ -15,8 +15,11 @@
  *
  * Records: one sq_tls_read returns the plaintext of at most one TLS record (16 KiB). A caller
  * whose buffer holds at least SQ_TLS_RECORD_MAX bytes never leaves decrypted bytes inside
- * OpenSSL (read-ahead is off: OpenSSL reads the socket record by record), so a level-triggered
- * poll on the fd stays truthful. With a smaller buffer, call again while sq_tls_pending() > 0.
+ * OpenSSL. Server connections read the socket record by record (read-ahead off), so a
+ * level-triggered poll on the fd stays truthful. Client connections read ahead: one read() takes
+ * every record the socket holds (up to OpenSSL's buffer), which halves the reads per response,
+ * and records still inside OpenSSL wake no poll: a client calls again while sq_tls_buffered(),
+ * and can tell without a system call whether more bytes arrived behind the ones it read.
  */
 #ifndef SQ_NET_TLS_H
 #define SQ_NET_TLS_H
@@ -126,6 +129,10 @@ ssize_t sq_tls_read(struct sq_tls_conn *t, void *buf, size_t n);
 ssize_t sq_tls_write(struct sq_tls_conn *t, const void *buf, size_t n);
 /* Decrypted bytes held inside OpenSSL, not yet read (0 with a buffer >= SQ_TLS_RECORD_MAX). */
 size_t sq_tls_pending(const struct sq_tls_conn *t);
+/* True when OpenSSL holds bytes of the peer not yet read: decrypted, or records read ahead (a
+ * client connection), whole or partial. The next sq_tls_read may still return -EAGAIN (a
+ * partial record, or one that carried no application data). */
+bool sq_tls_buffered(const struct sq_tls_conn *t);
 /* Sends close_notify once, best effort (never blocks, never fails). */
 void sq_tls_shutdown(struct sq_tls_conn *t);
 

@@ -69,6 +69,7 @@
 
 #include "base/clock.h"
 #include "base/str.h"
+#include "base/text.h"
 #include "loop/loop.h"
 #include "net/sock.h"
 #include "net/tls.h"
@@ -1028,12 +1029,11 @@ static void stream_tick(struct worker *w, struct conn *c)
             goto fail;
         char *o = w->ob + w->olen;
         if (st->chunked) {
-            static const char hex[] = "0123456789abcdef";
             char tmp[8];
             int k = 8;
             size_t v = n;
             do {
-                tmp[--k] = hex[v & 15];
+                tmp[--k] = sq_hex_lower[v & 15];
                 v >>= 4;
             } while (v);
             o = put(o, tmp + k, (size_t)(8 - k));

@@ -139,6 +139,11 @@ int sq_hist_new(int64_t lowest, int64_t highest, int sigfigs, struct sq_hist **o
     return hist_alloc(&c, out);
 }
 
+int sq_latency_hist_new(struct sq_hist **out)
+{
+    return sq_hist_new(SQ_LATENCY_LOWEST_US, SQ_LATENCY_HIGHEST_US, SQ_LATENCY_SIGFIGS, out);
+}
+
 void sq_hist_free(struct sq_hist *h)
 {
     free(h);

@@ -30,6 +30,14 @@ struct sq_hist; /* opaque; the creator owns it */
 SQ_MUST_CHECK int sq_hist_new(int64_t lowest, int64_t highest, int sigfigs, struct sq_hist **out);
 void sq_hist_free(struct sq_hist *h); /* NULL is a no-op */
 
+/* squall's latency histogram, the one every shard, series and result uses (so any two merge
+ * losslessly): microseconds from SQ_LATENCY_LOWEST_US to SQ_LATENCY_HIGHEST_US (1 h) at
+ * SQ_LATENCY_SIGFIGS significant digits. Returns 0 or -ENOMEM. */
+#define SQ_LATENCY_LOWEST_US  1
+#define SQ_LATENCY_HIGHEST_US (3600LL * 1000 * 1000)
+#define SQ_LATENCY_SIGFIGS    3
+SQ_MUST_CHECK int sq_latency_hist_new(struct sq_hist **out);
+
 /* Empties h (counts, total, min, max and the out-of-range counter); keeps its configuration. */
 void sq_hist_reset(struct sq_hist *h);
 

@@ -1,4 +1,5 @@
-/* Unit tests: engine/ against a real `squall target` process on an ephemeral loopback port.
+/* Unit tests: engine/ against a real `squall target` process on an ephemeral loopback port, and
+ * against a misbehaving server thread of this file (framing, below).
  *
  * The allocation test links with --wrap=malloc/calloc/realloc (see CMakeLists.txt) and counts
  * every allocation the process makes: two runs that differ only in their request count must
@@ -10,19 +11,28 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/flow.h"
 #include "engine/run.h"
 #include "http/h2.h"
 #include "http/request.h"
+#include "http/url.h"
 #include "net/sock.h"
+#include "plan/plan.h"
 #include "stats/hist.h"
 
 extern char **environ;
@@ -342,6 +352,328 @@ static void h2_timed_run_accounts(void **state)
     free(req);
 }
 
+/* ---- framing: bytes behind a complete response (RFC 9112 6.3) ----
+ *
+ * A server thread answers request number i with one payload, "a complete 204 + extra", where the
+ * extra is an unsolicited complete response or a few bytes of a partial head, written in two
+ * pieces split at byte k = 1 + i % (len - 1) with 0.2 ms between them, so the client may
+ * see any split of the stream across its reads (or both pieces in one read, when it is slow).
+ * Whatever the split: every request completes with its 204, each is followed by exactly one
+ * `unsolicited` error (the connection is replaced), no request fails, nothing of the extra is
+ * ever counted as a response (no 5xx), and the client sent exactly what the server read. That
+ * holds in every state a VU can be in behind a response: sending its next request at once
+ * (closed loop), pacing, idle (open loop) and thinking (a plan flow). With the next request sent
+ * at once, a split right at the end of the 204 puts the extra behind that request, which the
+ * client cannot tell from its answer: that one split is left out there (see
+ * docs/internals/engine.md). In the other states the next request waits 50 ms (pacing, think,
+ * arrivals 25 ms apart over 8 VUs), far longer than the 0.2 ms between the pieces, so the extra
+ * always arrives while nothing is in flight: the same race, made as unlikely as a test can. */
+
+static const char resp204[] = "HTTP/1.1 204 No Content\r\n\r\n";
+static const char extra_full[] = "HTTP/1.1 500 Oops\r\nContent-Length: 4\r\n\r\noops";
+static const char extra_part[] = "HTTP/1.1 5";
+
+struct mis {
+    int lfd;
+    uint16_t port;
+    char payload[256];
+    size_t len, boundary;
+    bool skip_boundary;
+    uint64_t reads; /* requests read (atomic) */
+    uint64_t next;  /* request counter that picks the split (atomic) */
+    int live;       /* connection threads still running (atomic) */
+    int stop;       /* (atomic) */
+    pthread_t tid;
+};
+
+struct mis_conn {
+    struct mis *m;
+    int fd;
+};
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void *mis_conn_main(void *arg)
+{
+    struct mis_conn *mc = arg;
+    struct mis *m = mc->m;
+    char buf[4096];
+    size_t have = 0;
+    for (;;) {
+        char *end = have >= 4 ? memmem(buf, have, "\r\n\r\n", 4) : NULL;
+        if (!end) {
+            struct pollfd pfd = {.fd = mc->fd, .events = POLLIN};
+            if (poll(&pfd, 1, 100) == 0) {
+                if (__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE))
+                    break;
+                continue;
+            }
+            ssize_t r = read(mc->fd, buf + have, sizeof(buf) - have);
+            if (r <= 0 || have + (size_t)r == sizeof(buf))
+                break;
+            have += (size_t)r;
+            continue;
+        }
+        size_t used = (size_t)(end - buf) + 4;
+        memmove(buf, buf + used, have - used);
+        have -= used;
+        __atomic_add_fetch(&m->reads, 1, __ATOMIC_RELAXED);
+        uint64_t i = __atomic_fetch_add(&m->next, 1, __ATOMIC_RELAXED);
+        size_t k = 1 + (size_t)(i % (m->len - 1));
+        if (m->skip_boundary && k == m->boundary)
+            k = k + 1 < m->len ? k + 1 : 1;
+        write_all(mc->fd, m->payload, k);
+        sleep_us(200);
+        write_all(mc->fd, m->payload + k, m->len - k);
+    }
+    close(mc->fd);
+    free(mc);
+    __atomic_sub_fetch(&m->live, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void *mis_main(void *arg)
+{
+    struct mis *m = arg;
+    while (!__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
+        struct pollfd pfd = {.fd = m->lfd, .events = POLLIN};
+        if (poll(&pfd, 1, 50) <= 0)
+            continue;
+        int fd = accept(m->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        struct mis_conn *mc = malloc(sizeof(*mc));
+        pthread_t t;
+        if (!mc) {
+            close(fd);
+            continue;
+        }
+        mc->m = m;
+        mc->fd = fd;
+        __atomic_add_fetch(&m->live, 1, __ATOMIC_RELAXED);
+        if (pthread_create(&t, NULL, mis_conn_main, mc) != 0) {
+            __atomic_sub_fetch(&m->live, 1, __ATOMIC_RELAXED);
+            close(fd);
+            free(mc);
+            continue;
+        }
+        pthread_detach(t);
+    }
+    return NULL;
+}
+
+static void mis_start(struct mis *m, const char *extra, bool skip_boundary)
+{
+    memset(m, 0, sizeof(*m));
+    m->boundary = strlen(resp204);
+    m->len = (size_t)snprintf(m->payload, sizeof(m->payload), "%s%s", resp204, extra);
+    m->skip_boundary = skip_boundary;
+    m->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(m->lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(m->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(m->lfd, 128), 0);
+    socklen_t al = sizeof(a);
+    assert_int_equal(getsockname(m->lfd, (struct sockaddr *)&a, &al), 0);
+    m->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&m->tid, NULL, mis_main, m), 0);
+}
+
+static void mis_stop(struct mis *m)
+{
+    __atomic_store_n(&m->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(m->tid, NULL);
+    close(m->lfd);
+    while (__atomic_load_n(&m->live, __ATOMIC_ACQUIRE) > 0)
+        sleep_us(1000);
+}
+
+/* What every framing run must show (see above); iters: the requests a counted run sends. */
+static void assert_framing(const struct sq_result *res, const struct mis *m, uint64_t iters)
+{
+    uint64_t reads = __atomic_load_n(&m->reads, __ATOMIC_RELAXED);
+    printf("  sent %llu, server read %llu, completed %llu, unsolicited %llu, failed %llu "
+           "(timeout %llu, closed %llu, parse %llu, write %llu)\n",
+           (unsigned long long)res->c.sent, (unsigned long long)reads,
+           (unsigned long long)res->c.completed,
+           (unsigned long long)res->c.errors[SQ_ERRK_UNSOLICITED],
+           (unsigned long long)res->c.failed, (unsigned long long)res->c.errors[SQ_ERRK_TIMEOUT],
+           (unsigned long long)res->c.errors[SQ_ERRK_CLOSED],
+           (unsigned long long)res->c.errors[SQ_ERRK_PARSE],
+           (unsigned long long)res->c.errors[SQ_ERRK_WRITE]);
+    assert_int_equal(res->c.status[5], 0); /* the extra never answers a request */
+    assert_int_equal(res->c.failed, 0);
+    assert_int_equal(res->c.errors[SQ_ERRK_PARSE], 0);
+    assert_int_equal(res->c.sent, res->c.completed + res->in_flight);
+    if (iters) {
+        assert_int_equal(res->c.sent, iters);
+        assert_int_equal(res->in_flight, 0);
+    }
+    assert_true(res->c.sent > 0);
+    /* the client sent exactly what the server read (a timed run may end with a request the
+     * server has not read yet) */
+    assert_true(reads <= res->c.sent && reads + res->in_flight >= res->c.sent);
+    assert_int_equal(res->c.status[2], res->c.completed);
+    /* one unsolicited error behind each answer; a timed run may end before the last extra */
+    uint64_t u = res->c.errors[SQ_ERRK_UNSOLICITED];
+    assert_true(u <= res->c.completed && u + 4 >= res->c.completed);
+    if (iters)
+        assert_int_equal(u, res->c.completed);
+}
+
+static void framing_config(struct sq_run_config *cfg, char **req, const struct mis *m)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    const char *why;
+    assert_int_equal(sq_resolve("127.0.0.1", m->port, cfg->addrs, SQ_MAX_ADDRS, &why), 1);
+    cfg->naddrs = 1;
+    size_t len;
+    assert_int_equal(sq_request_build("GET", "/", "127.0.0.1", NULL, 0, NULL, 0, req, &len), 0);
+    cfg->request = *req;
+    cfg->request_len = len;
+    cfg->threads = 1;
+    cfg->exec.vus = 8;
+    cfg->timeout_ns = 5 * SQ_NS_PER_S;
+    cfg->connect_timeout_ns = 5 * SQ_NS_PER_S;
+}
+
+static const char *const extras[] = {extra_full, extra_part};
+
+/* The next request goes out at once: every split but the one at the end of the 204. */
+static void framing_closed_loop(void **state)
+{
+    (void)state;
+    for (size_t x = 0; x < 2; x++) {
+        struct mis m;
+        mis_start(&m, extras[x], true);
+        struct sq_run_config cfg;
+        char *req;
+        framing_config(&cfg, &req, &m);
+        uint64_t n = 2 * (m.len - 1);
+        iterations(&cfg, n);
+        struct sq_result res;
+        const char *why;
+        assert_int_equal(sq_run(&cfg, &res, &why), 0);
+        mis_stop(&m);
+        assert_framing(&res, &m, n);
+        sq_result_dispose(&res);
+        free(req);
+    }
+}
+
+/* Pacing: behind each answer the VU waits for its next start (nothing in flight). */
+static void framing_pacing(void **state)
+{
+    (void)state;
+    for (size_t x = 0; x < 2; x++) {
+        struct mis m;
+        mis_start(&m, extras[x], false);
+        struct sq_run_config cfg;
+        char *req;
+        framing_config(&cfg, &req, &m);
+        cfg.exec.pacing_ns = 50 * SQ_NS_PER_MS;
+        uint64_t n = m.len - 1; /* each split once */
+        iterations(&cfg, n);
+        struct sq_result res;
+        const char *why;
+        assert_int_equal(sq_run(&cfg, &res, &why), 0);
+        mis_stop(&m);
+        assert_framing(&res, &m, n);
+        sq_result_dispose(&res);
+        free(req);
+    }
+}
+
+/* Open loop: behind each answer the VU is idle until the next arrival. */
+static void framing_open_loop(void **state)
+{
+    (void)state;
+    for (size_t x = 0; x < 2; x++) {
+        struct mis m;
+        mis_start(&m, extras[x], false);
+        struct sq_run_config cfg;
+        char *req;
+        framing_config(&cfg, &req, &m);
+        cfg.exec.kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE;
+        cfg.exec.rate = 40; /* 8 VUs: each idle about 200 ms between its arrivals */
+        cfg.exec.duration_ns = (int64_t)(m.len - 1) * 25 * SQ_NS_PER_MS; /* each split once */
+        prepare(&cfg);
+        struct sq_result res;
+        const char *why;
+        assert_int_equal(sq_run(&cfg, &res, &why), 0);
+        mis_stop(&m);
+        assert_framing(&res, &m, 0);
+        assert_int_equal(res.arrivals, res.c.sent + res.c.dropped);
+        sq_result_dispose(&res);
+        free(req);
+    }
+}
+
+/* A plan flow whose request is followed by a think step: the VU thinks behind each answer. */
+static void framing_flow_think(void **state)
+{
+    (void)state;
+    for (size_t x = 0; x < 2; x++) {
+        struct mis m;
+        mis_start(&m, extras[x], false);
+        char yaml[512];
+        uint64_t n = m.len - 1; /* each split once */
+        snprintf(yaml, sizeof(yaml),
+                 "target: http://127.0.0.1:%u\n"
+                 "scenarios:\n"
+                 "  s:\n"
+                 "    executor: shared-iterations\n"
+                 "    vus: 8\n"
+                 "    iterations: %llu\n"
+                 "    flow:\n"
+                 "      - request: { url: / }\n"
+                 "      - think: 50ms\n",
+                 m.port, (unsigned long long)n);
+        struct sq_plan *p;
+        struct sq_plan_error perr;
+        assert_int_equal(sq_plan_load_string("framing.yaml", yaml, strlen(yaml), &p, &perr), 0);
+        struct sq_url u;
+        const char *why;
+        assert_int_equal(sq_url_parse(p->target, &u, &why), 0);
+        struct sq_flow *f;
+        char err[256];
+        assert_int_equal(sq_flow_compile(p, &p->scenarios[0], &u, NULL, &f, err, sizeof(err)), 0);
+        struct sq_run_scen sc = {.name = "s", .exec = p->scenarios[0].exec, .flow = f};
+        struct sq_run_config cfg;
+        char *req;
+        framing_config(&cfg, &req, &m);
+        cfg.scens = &sc;
+        cfg.nscens = 1;
+        struct sq_result res;
+        assert_int_equal(sq_run(&cfg, &res, &why), 0);
+        mis_stop(&m);
+        assert_framing(&res, &m, n);
+        assert_int_equal(res.c.iterations, n);
+        sq_result_dispose(&res);
+        sq_flow_free(f);
+        sq_url_dispose(&u);
+        sq_plan_free(p);
+        free(req);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +685,10 @@ int main(void)
         cmocka_unit_test(paced_vus_keep_cadence),
         cmocka_unit_test(h2_streams_share_connections),
         cmocka_unit_test(h2_timed_run_accounts),
+        cmocka_unit_test(framing_closed_loop),
+        cmocka_unit_test(framing_pacing),
+        cmocka_unit_test(framing_open_loop),
+        cmocka_unit_test(framing_flow_think),
     };
     return cmocka_run_group_tests(tests, start_target, stop_target);
 }

@@ -1359,6 +1359,92 @@ static void test_reader_misc(void **state)
 
 /* The head callback: once per final response, the whole head contiguous - from the caller's
  * buffer when it came in one piece, from the spill buffer when split - before any body byte. */
+/* A fields callback sees the head with the fields the reader parsed: spans into that head, in
+ * order, at every split of the stream (in place, or out of the spill buffer). */
+struct fields_seen {
+    int calls;
+    size_t head_len, n;
+    char names[8][32], values[8][64];
+    bool inside; /* every span lies inside the head it came with */
+};
+
+static int fields_cb(void *ud, const char *head, size_t len, const struct sq_h1_header *f, size_t n)
+{
+    struct fields_seen *fs = ud;
+    fs->calls++;
+    fs->head_len = len;
+    fs->n = n;
+    fs->inside = true;
+    for (size_t i = 0; i < n && i < 8; i++) {
+        fs->inside &= f[i].name >= head && f[i].name + f[i].name_len <= head + len;
+        fs->inside &= f[i].value >= head && f[i].value + f[i].value_len <= head + len;
+        snprintf(fs->names[i], sizeof(fs->names[i]), "%.*s", (int)f[i].name_len, f[i].name);
+        snprintf(fs->values[i], sizeof(fs->values[i]), "%.*s", (int)f[i].value_len, f[i].value);
+    }
+    return 0;
+}
+
+static void test_reader_fields_callback(void **state)
+{
+    (void)state;
+    static const char in[] = "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+                             "HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-Id:  42 \r\n"
+                             "Content-Length: 2\r\n\r\nhi";
+    size_t len = sizeof(in) - 1;
+    struct sq_h1_reader r;
+    struct fields_seen fs;
+    size_t used;
+    sq_h1_reader_init(&r, NULL);
+    sq_h1_reader_on_fields(&r, fields_cb, &fs);
+    for (size_t k = 1; k <= len; k++) {
+        char *a = malloc(k), *b = malloc(len - k + 1);
+        assert_non_null(a);
+        assert_non_null(b);
+        memcpy(a, in, k);
+        memcpy(b, in + k, len - k);
+        memset(&fs, 0, sizeof(fs));
+        sq_h1_reader_start(&r, false);
+        int rc = sq_h1_reader_feed(&r, a, k, &used);
+        size_t p = used;
+        if (k < len) {
+            assert_int_equal(rc, 0);
+            rc = sq_h1_reader_feed(&r, b, len - k, &used);
+            p += used;
+        }
+        assert_int_equal(rc, SQ_H1_DONE);
+        assert_int_equal(p, len);
+        assert_int_equal(fs.calls, 1); /* the final head only, never the 103 */
+        assert_int_equal(fs.n, 3);
+        assert_true(fs.inside);
+        assert_string_equal(fs.names[0], "Set-Cookie");
+        assert_string_equal(fs.values[0], "a=1");
+        assert_string_equal(fs.names[1], "X-Id");
+        assert_string_equal(fs.values[1], "42");
+        assert_string_equal(fs.names[2], "Content-Length");
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.body.bytes, 2);
+        free(a);
+        free(b);
+    }
+    /* more fields than a fields callback can take: refused, as max_headers would */
+    char big[8192];
+    size_t n = (size_t)snprintf(big, sizeof(big), "HTTP/1.1 200 OK\r\n");
+    for (int i = 0; i <= SQ_H1_READER_MAX_FIELDS; i++)
+        n += (size_t)snprintf(big + n, sizeof(big) - n, "X-%d: v\r\n", i);
+    n += (size_t)snprintf(big + n, sizeof(big) - n, "Content-Length: 0\r\n\r\n");
+    struct sq_h1_limits lim = {.max_headers = 1000};
+    sq_h1_reader_dispose(&r);
+    sq_h1_reader_init(&r, &lim);
+    sq_h1_reader_on_fields(&r, fields_cb, &fs);
+    sq_h1_reader_start(&r, false);
+    assert_int_equal(sq_h1_reader_feed(&r, big, n, &used), -SQ_ETOOBIG);
+    /* the plain head callback (set again) takes the same head */
+    sq_h1_reader_on_head(&r, NULL, NULL);
+    sq_h1_reader_start(&r, false);
+    assert_int_equal(sq_h1_reader_feed(&r, big, n, &used), SQ_H1_DONE);
+    sq_h1_reader_dispose(&r);
+}
+
 static void test_reader_head_callback(void **state)
 {
     (void)state;
@@ -1453,11 +1539,17 @@ static void test_reader_head_callback(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_response_heads),  cmocka_unit_test(test_response_header_spans),
-        cmocka_unit_test(test_char_classes),    cmocka_unit_test(test_request_heads),
-        cmocka_unit_test(test_body_framer),     cmocka_unit_test(test_body_callback_error),
-        cmocka_unit_test(test_reader_table),    cmocka_unit_test(test_reader_misc),
-        cmocka_unit_test(test_response_fields), cmocka_unit_test(test_reader_head_callback),
+        cmocka_unit_test(test_response_heads),
+        cmocka_unit_test(test_response_header_spans),
+        cmocka_unit_test(test_char_classes),
+        cmocka_unit_test(test_request_heads),
+        cmocka_unit_test(test_body_framer),
+        cmocka_unit_test(test_body_callback_error),
+        cmocka_unit_test(test_reader_table),
+        cmocka_unit_test(test_reader_misc),
+        cmocka_unit_test(test_response_fields),
+        cmocka_unit_test(test_reader_head_callback),
+        cmocka_unit_test(test_reader_fields_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,6 +207,26 @@ static void test_config_memory(void **state)
     }
 }
 
+/* The factory every latency shard uses: 1 us .. 1 h at 3 digits, so any two merge losslessly. */
+static void test_latency_factory(void **state)
+{
+    (void)state;
+    struct sq_hist *a, *b;
+    assert_int_equal(sq_latency_hist_new(&a), 0);
+    assert_int_equal(sq_latency_hist_new(&b), 0);
+    assert_int_equal(sq_hist_lowest(a), 1);
+    assert_int_equal(sq_hist_highest(a), 3600000000LL);
+    assert_int_equal(sq_hist_sigfigs(a), 3);
+    assert_int_equal(sq_hist__counts_len(a), 23552);
+    assert_true(sq_hist_record(a, 3600000000LL));
+    assert_false(sq_hist_record(a, 3600000001LL));
+    assert_true(sq_hist_record(b, 250));
+    assert_int_equal(sq_hist_merge(b, a), 0);
+    assert_int_equal(sq_hist_total(b), 2);
+    sq_hist_free(a);
+    sq_hist_free(b);
+}
+
 static void check_layout(struct sq_hist *h)
 {
     int32_t len = sq_hist__counts_len(h);
@@ -1096,6 +1116,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_rejects_bad_config),
         cmocka_unit_test(test_config_memory),
+        cmocka_unit_test(test_latency_factory),
         cmocka_unit_test(test_index_boundaries),
         cmocka_unit_test(test_out_of_range_counted),
         cmocka_unit_test(test_min_max_mean_stddev),

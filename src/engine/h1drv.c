@@ -1,0 +1,554 @@
+/* engine/h1drv.c - HTTP/1.1 connections, plain or TLS: one per VU (see h1drv.h).
+ *
+ * Per request the steady state costs one send(), one read() (usually), one clock read and no
+ * allocation: the request bytes are shared, the response is read into the worker's buffer and
+ * parsed for framing only, and every fd stays registered for EPOLLIN alone unless a write hits
+ * EAGAIN. The read that ends a response also stamps the send of the next (its clock read is
+ * the completion time, and sq_engine__vu_next sends from inside the same event).
+ *
+ * https: the transport sits behind conn_recv / conn_sendb (one predictable branch on c->tls; the
+ * plaintext path is the plain read() / send()). After the TCP connect a connection shakes hands
+ * (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a backoff like
+ * a failed connect, and its message is kept for the summary.
+ *
+ * Framing (RFC 9112 6.3): one response per event at most. The read that completes a response
+ * ends the event, and whatever came with it behind the response (the rest of that read, records
+ * OpenSSL read ahead, or what the socket still held after a read that filled the buffer) is
+ * unsolicited: counted, never matched to a request, the connection replaced. The check runs
+ * before the next request goes out, and costs no system call unless the buffer was full or the
+ * TLS response outgrew OpenSSL's buffer. Bytes on a connection with nothing in flight are
+ * unsolicited too.
+ *
+ * Bodies: the reader frames every body; the head callback (on_head) decides per response whether
+ * the body also goes through the VU's decoder, the SSE scanner or the flow's capture buffer. A
+ * plain body with nothing to look at is framed and skipped. A body that decodes to far more than
+ * it weighs is abandoned at the run's hard end (on_decoded), so a timed run ends on time.
+ *
+ * What the driver never does: count sent, completed, failed or in flight (worker.c does, through
+ * the callbacks of engine/driver.h), or decide what a VU does next.
+ */
+#include "engine/h1drv.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "engine/flow.h"
+#include "engine/worker.h"
+#include "http/decode.h"
+#include "http/h1.h"
+#include "http/sse.h"
+#include "loop/loop.h"
+#include "net/sock.h"
+#include "net/tls.h"
+
+#define RBUF_SIZE SQ_ENGINE_RBUF_SIZE
+
+/* One TLS read returns at most a record; a buffer this size leaves nothing inside OpenSSL. */
+_Static_assert(RBUF_SIZE >= SQ_TLS_RECORD_MAX, "the read buffer must hold a TLS record");
+
+static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_headers = 128};
+
+static int on_head(void *ud, const char *head, size_t len);
+static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_header *fields,
+                     size_t nfields);
+static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
+
+/* A fresh reader whose head callback decides, per response, whether the body is decoded,
+ * scanned for events or captured. */
+static void reader_init(struct sq_engine__conn *c)
+{
+    sq_h1_reader_init(&c->rd, &h1_limits);
+    sq_h1_reader_on_head(&c->rd, on_head, c);
+    c->decoding = c->streaming = false;
+}
+
+/* ---- transport: plain or TLS ---- */
+
+static inline ssize_t tls_errno(ssize_t r)
+{
+    if (r >= 0)
+        return r;
+    errno = (int)-r;
+    return -1;
+}
+
+/* read() and send() on the connection, plain or TLS (same contract: -1 with errno; EPROTO is a
+ * TLS failure whose message sq_tls_conn_error holds). */
+static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
+{
+    if (SQ_UNLIKELY(c->tls != NULL))
+        return tls_errno(sq_tls_read(c->tls, buf, n));
+    return read(c->io.fd, buf, n);
+}
+
+static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
+{
+    if (SQ_UNLIKELY(c->tls != NULL))
+        return tls_errno(sq_tls_write(c->tls, buf, n));
+    return send(c->io.fd, buf, n, MSG_NOSIGNAL);
+}
+
+/* ---- connect and handshake ---- */
+
+static void connect_failed(struct sq_engine__conn *c, int err)
+{
+    sq_engine__connect_error(c->w, err);
+    sq_engine__vu_close(c);
+    sq_engine__vu_backoff(c);
+}
+
+/* A TLS failure that costs no request (the handshake, or an alert on an idle connection):
+ * counted, its message kept, the connection retried after a backoff like a failed connect. */
+static void tls_failed(struct sq_engine__conn *c, const char *msg)
+{
+    sq_engine__tls_error(c->w, msg, true);
+    sq_engine__vu_close(c);
+    sq_engine__vu_backoff(c);
+}
+
+/* A TLS failure on an open connection: fails the request in flight, if any. */
+static void tls_broken(struct sq_engine__conn *c)
+{
+    if (c->state != CONN_ACTIVE) {
+        tls_failed(c, sq_tls_conn_error(c->tls));
+        return;
+    }
+    sq_engine__tls_error(c->w, sq_tls_conn_error(c->tls), false);
+    sq_engine__vu_fail(c, SQ_ERRK_TLS);
+    sq_engine__vu_replace(c);
+}
+
+/* The connection is usable (TCP, and TLS when https): it counts as opened and goes to work. */
+static void opened(struct sq_engine__conn *c, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    w->c.conns_opened++;
+    c->backoff = 0;
+    c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
+    if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
+        connect_failed(c, -errno);
+        return;
+    }
+    sq_engine__vu_next(c, now);
+}
+
+/* Steps the handshake; when it completes the connection counts as opened and goes to work. */
+static void tls_step(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    int rc = sq_tls_handshake(c->tls);
+    if (rc == -EAGAIN) {
+        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
+            connect_failed(c, -errno);
+        return;
+    }
+    if (rc < 0) {
+        tls_failed(c, sq_tls_conn_error(c->tls));
+        return;
+    }
+    int64_t now = sq_now_ns();
+    c->tls_ns = now - c->since_ns;
+    sq_engine__tls_done(w, c->tls);
+    opened(c, now);
+}
+
+static void tls_begin(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, c->io.fd, &c->tls) < 0) {
+        tls_failed(c, "out of memory for a TLS connection");
+        return;
+    }
+    c->state = CONN_HANDSHAKE;
+    c->since_ns = sq_now_ns();
+    tls_step(c);
+}
+
+/* The non-blocking connect finished (EPOLLOUT): failed, or on to TLS, or open. */
+static void connected(struct sq_engine__conn *c)
+{
+    int rc = sq_connect_result(c->io.fd);
+    if (rc < 0) {
+        connect_failed(c, rc);
+        return;
+    }
+    c->connect_ns = sq_now_ns() - c->since_ns;
+    if (SQ_UNLIKELY(c->w->cfg->tls != NULL)) {
+        tls_begin(c);
+        return;
+    }
+    c->tls_ns = 0;
+    opened(c, sq_now_ns());
+}
+
+static void h1_connect(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
+    struct sq_addr fresh;
+    if (w->cfg->dns_ttl_ns > 0) {
+        sq_engine__addrs_load(&w->run->addrs, c->global, &fresh);
+        a = &fresh;
+    }
+    int fd = sq_connect_start(a);
+    if (fd < 0) {
+        connect_failed(c, fd);
+        return;
+    }
+    int rc = sq_io_start(w->loop, &c->io, fd, EPOLLOUT, on_io);
+    if (rc < 0) {
+        close(fd);
+        connect_failed(c, rc);
+        return;
+    }
+    c->state = CONN_CONNECTING;
+    c->since_ns = sq_loop_now(w->loop);
+}
+
+/* ---- write ---- */
+
+/* A request that cannot be written fails; the VU connects again. */
+static void write_failed(struct sq_engine__conn *c)
+{
+    sq_engine__vu_fail(c, SQ_ERRK_WRITE);
+    sq_engine__vu_replace(c);
+}
+
+/* Writes what is left of the request. Registers for EPOLLOUT only after a short write. */
+static void conn_write(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    size_t len = c->req_len;
+    ssize_t n = conn_sendb(c, c->req + c->woff, len - c->woff);
+    if (n > 0) {
+        w->c.bytes_sent += (uint64_t)n;
+        c->woff += (uint32_t)n;
+        if (c->woff == len) {
+            c->wdone_ns = c->io.events & EPOLLOUT ? sq_loop_now(w->loop) : c->sent_ns;
+            if (c->io.events & EPOLLOUT && sq_io_modify(w->loop, &c->io, EPOLLIN) < 0)
+                write_failed(c);
+            return;
+        }
+    } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        write_failed(c);
+        return;
+    }
+    if (sq_io_modify(w->loop, &c->io, EPOLLIN | EPOLLOUT) < 0)
+        write_failed(c);
+}
+
+static void h1_send(struct sq_engine__conn *c)
+{
+    sq_h1_reader_start(&c->rd, c->head);
+    if (SQ_UNLIKELY(c->fv != NULL)) {
+        /* a flow step: the head with its fields, or the plain callback */
+        if (c->fv->want_head)
+            sq_h1_reader_on_fields(&c->rd, on_fields, c);
+        else
+            sq_h1_reader_on_head(&c->rd, on_head, c);
+    }
+    conn_write(c);
+}
+
+/* ---- bodies: decoded, scanned for events, captured for a flow ---- */
+
+/* Collects a flow response's body for checks and extractors, up to SQ_FLOW_BODY_CAP. */
+static int capture_body(struct sq_flow_vu *v, const char *data, size_t len)
+{
+    size_t room = SQ_FLOW_BODY_CAP - v->body.len;
+    if (len > room) {
+        len = room;
+        v->body_truncated = true;
+    }
+    if (len && sq_buf_append(&v->body, data, len) < 0)
+        v->body_truncated = true;
+    return 0;
+}
+
+/* The decoded body of the current response, in pieces: counted as SSE events when it is a stream,
+ * kept for checks and extractors when the VU's step needs it. */
+static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
+{
+    if (c->streaming && sq_sse_feed(&c->sse, data, len) && !c->first_event_ns)
+        c->first_event_ns = sq_now_ns();
+    if (c->fv && c->fv->capture)
+        capture_body(c->fv, data, len);
+    return 0;
+}
+
+/* A body that decodes to far more than its size (a decompression bomb decodes up to the 64 MiB
+ * cap before it fails) must not hold the worker past the run's end: past this much decoded, each
+ * piece checks the clock, and at the hard end (or an abort) the response is abandoned, still in
+ * flight. Small bodies never read the clock. */
+#define DECODE_CHECK_AFTER (64 * 1024)
+
+static int on_decoded(void *ud, const char *data, size_t len)
+{
+    struct sq_engine__conn *c = ud;
+    if (SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
+        sq_engine__past_end(c->w))
+        return -ETIMEDOUT;
+    return deliver(c, data, len);
+}
+
+static int on_body(void *ud, const char *data, size_t len)
+{
+    struct sq_engine__conn *c = ud;
+    if (c->decoding)
+        return sq_decoder_feed(c->dec, data, len, on_decoded, c);
+    return deliver(c, data, len);
+}
+
+/* A final response head is in (every reader has this callback, or on_fields): decides what its
+ * body goes through. A plain body with nothing to look at stays framing-only. */
+static int on_head(void *ud, const char *head, size_t len)
+{
+    SQ_UNUSED(head);
+    SQ_UNUSED(len);
+    struct sq_engine__conn *c = ud;
+    struct sq_flow_vu *v = c->fv;
+    uint8_t enc = c->rd.content_encoding;
+    c->decoding = false;
+    c->streaming = c->rd.event_stream;
+    if (enc != SQ_CODING_NONE && enc != SQ_CODING_OTHER) {
+        if (!c->dec && sq_decoder_new(0, &c->dec) < 0)
+            return -ENOMEM;
+        int rc = sq_decoder_reset(c->dec, (enum sq_coding)enc);
+        if (rc < 0)
+            return rc;
+        c->decoding = true;
+    }
+    if (c->streaming) {
+        sq_sse_init(&c->sse);
+        c->first_event_ns = 0;
+    }
+    bool body = c->decoding || c->streaming || (v && v->capture);
+    sq_h1_reader_on_body(&c->rd, body ? on_body : NULL, c);
+    return 0;
+}
+
+/* The same, for a flow step that reads headers (checks, extractors, a cookie jar): the head is
+ * kept with the fields the reader parsed on its way, so the flow never parses it again. */
+static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_header *fields,
+                     size_t nfields)
+{
+    struct sq_engine__conn *c = ud;
+    sq_flow_vu_keep_head(c->fv, head, len, fields, nfields);
+    return on_head(ud, head, len);
+}
+
+/* ---- read ---- */
+
+/* Bytes no request asked for (RFC 9112 6.3): behind a complete response, or on a connection with
+ * nothing in flight. They fail no request, and nothing after them can be matched to one: the
+ * connection is replaced. */
+static void unsolicited(struct sq_engine__conn *c)
+{
+    sq_engine__conn_error(c->w, SQ_ERRK_UNSOLICITED);
+    sq_engine__vu_close(c);
+    sq_engine__vu_replace(c);
+}
+
+/* A response ended exactly where the read that carried its last byte ended: did more bytes
+ * arrive with it? Plain: only a read that filled the buffer can have left bytes in the socket.
+ * TLS: records OpenSSL read ahead of the one returned, or, behind a response larger than its
+ * buffer, bytes still in the socket. Costs a system call only in those last cases. */
+static bool more_arrived(struct sq_engine__conn *c, ssize_t n)
+{
+    struct sq_engine__worker *w = c->w;
+    if (SQ_LIKELY(!c->tls)) {
+        if (SQ_LIKELY(n < RBUF_SIZE))
+            return false;
+    } else if (!sq_tls_buffered(c->tls) &&
+               c->rd.head_bytes + c->rd.body.bytes < SQ_TLS_RECORD_MAX) {
+        return false;
+    }
+    ssize_t m = conn_recv(c, w->rbuf, RBUF_SIZE);
+    if (m > 0) {
+        w->c.bytes_received += (uint64_t)m;
+        return true;
+    }
+    /* nothing, or an end or error the next poll reports again; over TLS, part of a record that
+     * OpenSSL still holds arrived all the same */
+    return c->tls && sq_tls_buffered(c->tls);
+}
+
+/* The read returned n <= 0: nothing yet, a TLS failure, or the end of the stream. */
+static void read_end(struct sq_engine__conn *c, ssize_t n)
+{
+    struct sq_engine__worker *w = c->w;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->tls)) {
+        tls_broken(c);
+        return;
+    }
+    /* End of stream or a reset. A response delimited by the close is complete now. */
+    if (c->state == CONN_ACTIVE && n == 0 && sq_h1_reader_eof(&c->rd) == 1 &&
+        !(c->decoding && sq_decoder_finish(c->dec) < 0)) {
+        sq_engine__vu_complete(c, sq_now_ns());
+        w->c.conns_closed_by_server++;
+        sq_engine__vu_close(c);
+    } else if (c->state == CONN_ACTIVE) {
+        sq_engine__vu_fail(c, SQ_ERRK_CLOSED);
+    } else {
+        w->c.conns_closed_by_server++;
+        sq_engine__vu_close(c);
+    }
+    sq_engine__vu_replace(c);
+}
+
+/* One response per read at most: the read that completes a response ends this event, and
+ * whatever came with it behind the response is unsolicited, never the next request's answer
+ * (the next request is sent only after this check). */
+static void conn_read(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    for (;;) {
+        ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
+        if (SQ_UNLIKELY(n <= 0)) {
+            read_end(c, n);
+            return;
+        }
+        w->c.bytes_received += (uint64_t)n;
+        if (SQ_UNLIKELY(c->state != CONN_ACTIVE)) {
+            unsolicited(c);
+            return;
+        }
+        if (c->fb_ns == 0)
+            c->fb_ns = sq_loop_now(w->loop);
+        size_t used = 0;
+        int rc = sq_h1_reader_feed(&c->rd, w->rbuf, (size_t)n, &used);
+        if (rc == 0) {
+            /* more to come; TLS: records OpenSSL already holds would wake no poll */
+            if (SQ_LIKELY(!c->tls) || !sq_tls_buffered(c->tls))
+                return;
+            continue;
+        }
+        if (rc > 0 && c->decoding && sq_decoder_finish(c->dec) < 0)
+            rc = -SQ_EDECODE; /* the encoded stream was cut short */
+        if (rc < 0) {
+            if (SQ_UNLIKELY(rc == -ETIMEDOUT)) {
+                /* abandoned at the run's end (on_decoded): it stays in flight, unwatched */
+                sq_io_stop(w->loop, &c->io);
+                return;
+            }
+            sq_engine__vu_fail(c, c->decoding && (rc == -SQ_EDECODE || rc == -SQ_ETOOBIG)
+                                      ? SQ_ERRK_DECODE
+                                      : SQ_ERRK_PARSE);
+            sq_engine__vu_replace(c);
+            return;
+        }
+        int64_t now = sq_now_ns();
+        sq_engine__vu_complete(c, now);
+        if (SQ_UNLIKELY(used < (size_t)n) || SQ_UNLIKELY(more_arrived(c, n))) {
+            unsolicited(c);
+            return;
+        }
+        if (!c->rd.keep_alive) {
+            w->c.conns_closed_by_server++;
+            sq_engine__vu_close(c);
+            sq_engine__vu_replace(c);
+            return;
+        }
+        sq_engine__vu_next(c, now);
+        return;
+    }
+}
+
+static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
+{
+    SQ_UNUSED(loop);
+    struct sq_engine__conn *c = SQ_CONTAINER_OF(io, struct sq_engine__conn, io);
+    if (c->state == CONN_CONNECTING) {
+        connected(c);
+        return;
+    }
+    if (SQ_UNLIKELY(c->state == CONN_HANDSHAKE)) {
+        tls_step(c);
+        return;
+    }
+    if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < c->req_len) {
+        conn_write(c);
+        if (c->state < CONN_CONNECTING)
+            return;
+    }
+    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        conn_read(c);
+}
+
+/* ---- the rest of the driver table ---- */
+
+/* Closes the socket; the reader starts afresh for the next connection. */
+static void h1_close(struct sq_engine__conn *c)
+{
+    if (c->state >= CONN_CONNECTING) {
+        sq_io_stop(c->w->loop, &c->io);
+        if (c->tls) {
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
+        }
+        close(c->io.fd);
+        c->io.fd = -1;
+    }
+    sq_h1_reader_dispose(&c->rd);
+    reader_init(c);
+}
+
+/* Connects and handshakes that take longer than the connect timeout fail like a refused one. */
+static void h1_sweep(struct sq_engine__worker *w, int64_t now)
+{
+    int64_t limit = w->cfg->connect_timeout_ns;
+    for (uint32_t i = 0; i < w->nconns; i++) {
+        struct sq_engine__conn *c = &w->conns[i];
+        if (c->state == CONN_CONNECTING && now - c->since_ns >= limit)
+            connect_failed(c, -ETIMEDOUT);
+        else if (c->state == CONN_HANDSHAKE && now - c->since_ns >= limit)
+            tls_failed(c, "handshake timed out");
+    }
+}
+
+static void h1_close_all(struct sq_engine__worker *w)
+{
+    for (uint32_t i = 0; i < w->nconns; i++) {
+        struct sq_engine__conn *c = &w->conns[i];
+        if (c->state >= CONN_CONNECTING) {
+            sq_io_stop(w->loop, &c->io);
+            sq_tls_conn_free(c->tls);
+            c->tls = NULL;
+            close(c->io.fd);
+            c->io.fd = -1;
+        }
+    }
+}
+
+static int h1_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
+{
+    SQ_UNUSED(nconn);
+    SQ_UNUSED(first_global);
+    for (uint32_t i = 0; i < w->nconns; i++)
+        reader_init(&w->conns[i]);
+    return 0;
+}
+
+static void h1_dispose(struct sq_engine__worker *w)
+{
+    for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
+        sq_h1_reader_dispose(&w->conns[i].rd);
+        sq_decoder_free(w->conns[i].dec);
+        w->conns[i].dec = NULL;
+    }
+}
+
+const struct sq_engine__driver sq_engine__h1_driver = {
+    .name = "http/1.1",
+    .init = h1_init,
+    .dispose = h1_dispose,
+    .connect = h1_connect,
+    .send = h1_send,
+    .close = h1_close,
+    .sweep = h1_sweep,
+    .close_all = h1_close_all,
+};

@@ -1,0 +1,21 @@
+/* engine/h1drv.h - the HTTP/1.1 driver of a worker, plain or TLS (internal to engine/).
+ *
+ * Every VU is one connection of its own: h1drv.c connects it (and shakes hands over https),
+ * writes its requests, reads and frames its responses with the VU's sq_h1_reader, decodes
+ * compressed bodies and counts SSE events on the way, and calls back into worker.c at each
+ * request's end (engine/driver.h). The worker reaches it only through sq_engine__h1_driver.
+ *
+ * Errors, per request: a reset or an end of stream before the response ended is `closed`
+ * (a response delimited by the close completes); a malformed response is `parse`, a corrupt or
+ * oversized compressed body `decode`; a failed write `write`; a TLS alert or bad record `tls`.
+ * Each closes the connection, and the VU connects again. Bytes that arrive while no request is
+ * in flight, or behind a complete response (in the same read, or already waiting when it
+ * ended), are `unsolicited`: they cost no request (the response before them stays completed),
+ * and the connection is replaced.
+ */
+#ifndef SQ_ENGINE_H1DRV_H
+#define SQ_ENGINE_H1DRV_H
+
+#include "engine/driver.h"
+
+#endif
