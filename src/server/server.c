@@ -286,7 +286,8 @@ struct sq_server {
 };
 
 static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct rx *st);
-static bool hold_head(struct worker *w, struct sq_server_hold *h, const struct sq_server_resp *resp);
+static bool hold_head(struct worker *w, struct sq_server_hold *h,
+                      const struct sq_server_resp *resp);
 static void hold_free(struct conn *c, struct sq_server_hold *h);
 static bool out_append(struct conn *c, const char *p, size_t n);
 static void resume(struct worker *w, struct conn *c);
@@ -685,6 +686,8 @@ static bool conn_events(struct worker *w, struct conn *c)
     uint32_t ev;
     if (c->out)
         ev = EPOLLOUT;
+    else if ((c->flags & F_DEFER) && (c->d_flags & DF_HOLD))
+        ev = EPOLLRDHUP; /* a held connection hears its peer leave (gone), nothing else */
     else if (c->flags & F_DEFER)
         ev = 0;
     else
@@ -1594,7 +1597,8 @@ static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
     } else if (c->out)
         on_writable(w, c);
     else if (SQ_UNLIKELY(c->flags & F_DEFER))
-        conn_close(w, c); /* only EPOLLERR/EPOLLHUP reach a parked connection: the peer left */
+        conn_close(w, c); /* only EPOLLERR/EPOLLHUP (and, held, EPOLLRDHUP) reach a parked
+                             connection: the peer left */
     else
         on_readable(w, c);
 }
