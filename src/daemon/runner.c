@@ -637,7 +637,10 @@ static void op_validate(struct sq_daemon *d, struct sq_daemon__op *op)
     json_decref(o);
     if (!text)
         rc = -ENOMEM, text = sq_daemon__error_body("out of memory");
-    sq_daemon__answer(d, op->p, rc == 0 ? 200 : status_of(rc), text, NULL);
+    /* validating worked, whatever it found: 200, "ok" says which; only a failure of the
+     * daemon's own (memory) is not a 200 */
+    int st = rc == 0 ? 200 : rc == -ENOMEM ? 503 : status_of(rc) == 500 ? 500 : 200;
+    sq_daemon__answer(d, op->p, st, text, NULL);
 }
 
 static void op_cancel(struct sq_daemon *d, struct sq_daemon__op *op)

@@ -374,9 +374,12 @@ class TestApi(DaemonCase):
         self.assertEqual(st, 200)
         self.assertTrue(doc["ok"])
         st, doc = self.c.post("/validate", {"quick": {"url": "http://x/", "duration": "soon"}})
-        self.assertEqual(st, 400)
+        self.assertEqual(st, 200)
         self.assertFalse(doc["ok"])
         self.assertIn("--duration", doc["error"])
+        st, doc = self.c.post("/validate", b"[1]")
+        self.assertEqual(st, 400)
+        self.assertIn("object", doc["error"])
 
     def test_config(self):
         st, cfg = self.c.get("/config")

@@ -446,7 +446,7 @@
     }
     validate.addEventListener('click', function () {
       api('/validate', { method: 'POST', json: planBody() })
-        .then(function (r) { say('ok', r.description || 'plan OK'); })
+        .then(function (r) { if (r.ok) say('ok', r.description || 'plan OK'); else say('bad', r.error); })
         .catch(function (e) { say('bad', e.body && e.body.error ? e.body.error : e.message); });
     });
     function start(b) {
