@@ -150,7 +150,7 @@ struct sq_daemon__job {
     int64_t id;
     struct sq_daemon__req *req;
     volatile int stop;  /* the run's stop flag (cfg.stop): atomic stores and loads */
-    bool shutting_down; /* stopped because the daemon shuts down */
+    bool shutting_down; /* stopped because the daemon shuts down (under d->mu) */
 };
 
 /* A held API request waiting for the ops thread. gone() clears h. */

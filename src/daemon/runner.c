@@ -321,8 +321,11 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
             doc = sq_daemon__req_doc(job->req, &res);
             bool stopped = __atomic_load_n(&job->stop, __ATOMIC_RELAXED) && !x.abort_why;
             if (stopped) {
+                pthread_mutex_lock(&d->mu); /* written under it by sq_daemon__threads_stop */
+                bool shut = job->shutting_down;
+                pthread_mutex_unlock(&d->mu);
                 st = SQ_STORE_STOPPED;
-                reason = job->shutting_down ? "the daemon shut down" : "stopped by request";
+                reason = shut ? "the daemon shut down" : "stopped by request";
             } else if (x.abort_why) {
                 st = SQ_STORE_FAILED;
                 snprintf(why_buf, sizeof(why_buf), "%s", x.abort_why);

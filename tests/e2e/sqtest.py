@@ -103,6 +103,18 @@ def start_serve(*args, timeout=15.0, env=None):
     return proc, int(m.group(2))
 
 
+def sanitizer():
+    """'tsan' or 'asan' when $SQUALL was built with that sanitizer (its runtime is linked in),
+    else None. ThreadSanitizer's runtime keeps a thread of its own that wakes every 100 ms."""
+    with open(squall_path(), "rb") as f:
+        data = f.read()
+    if b"__tsan_init" in data:
+        return "tsan"
+    if b"__asan_init" in data:
+        return "asan"
+    return None
+
+
 def stop(proc, timeout=10.0, kill=False):
     """Sends SIGTERM (SIGKILL when kill) to that process only and waits; returns its status."""
     if proc.poll() is None:

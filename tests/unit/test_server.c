@@ -1242,9 +1242,10 @@ enum { P_ANSWER, P_CHUNKS, P_END };
 static void held_post(void *ud)
 {
     struct held_ctx *x = ud;
-    atomic_fetch_add(&x->posts, 1);
-    if (!x->h)
+    if (!x->h) {
+        atomic_fetch_add(&x->posts, 1); /* last: the test's thread then reuses x */
         return;
+    }
     if (x->plan == P_ANSWER) {
         struct sq_server_resp r = {.status = 201,
                                    .content_type = "application/json",
@@ -1262,6 +1263,7 @@ static void held_post(void *ud)
         assert_int_equal(sq_server_hold_end(x->h), 0);
         x->h = NULL;
     }
+    atomic_fetch_add(&x->posts, 1);
 }
 
 static void post_wait(struct held_ctx *x, int plan, int want_posts)
