@@ -176,17 +176,23 @@ def main():
     line = daemon.stdout.readline().decode()
     port = int(re.search(r":(\d+)/$", line.strip()).group(1))
     res = {"cli": [], "daemon": [], "clients": []}
+    cpu = {"cli": [], "daemon": [], "clients": []}  # µs of CPU per completed request
     lat, events = [], []
     rss_run = []
     try:
         for r in range(a.rounds):
             for arm in ("cli", "daemon", "clients"):
                 if arm == "cli":
-                    p = subprocess.run(pinned(1, [squall, url, "-c", str(a.connections), "-d",
-                                                  "%ds" % a.duration, "-t", "1", "-q", "--json",
-                                                  "-"]), capture_output=True, timeout=120)
-                    doc = json.loads(p.stdout)
+                    p = subprocess.Popen(pinned(1, [squall, url, "-c", str(a.connections), "-d",
+                                                    "%ds" % a.duration, "-t", "1", "-q",
+                                                    "--json", "-"]), stdout=subprocess.PIPE)
+                    out = p.stdout.read()
+                    _, _, ru = os.wait4(p.pid, 0)
+                    p.stdout.close()
+                    doc = json.loads(out)
+                    used = ru.ru_utime + ru.ru_stime
                 else:
+                    t0 = proc_stat(daemon.pid)
                     rid = daemon_run(port, url, a)
                     cl = Clients(port, rid, a) if arm == "clients" else None
                     time.sleep(a.duration / 2)
@@ -197,7 +203,9 @@ def main():
                         lat.extend(cl.lat)
                         events.append(cl.events)
                     doc = run["result"]
+                    used = (proc_stat(daemon.pid) - t0) / os.sysconf("SC_CLK_TCK")
                 res[arm].append(doc["rate"]["requests_per_s"])
+                cpu[arm].append(used * 1e6 / max(1, doc["requests"]["completed"]))
                 print("round %d %-8s %10.0f req/s" % (r + 1, arm, res[arm][-1]), file=sys.stderr)
         rss_after = rss_kb(daemon.pid)
         c0, s0 = proc_stat(daemon.pid), switches(daemon.pid)
@@ -222,11 +230,14 @@ def main():
 
     hz = os.sysconf("SC_CLK_TCK")
     med = {k: statistics.median(v) for k, v in res.items()}
-    print("| arm | median req/s | vs cli | rounds |")
-    print("|---|---|---|---|")
+    mc = {k: statistics.median(v) for k, v in cpu.items()}
+    print("| arm | median req/s | vs cli | rounds | CPU per request (median) | rounds |")
+    print("|---|---|---|---|---|---|")
     for k in ("cli", "daemon", "clients"):
-        print("| %s | %.0f | %+.1f%% | %s |" % (k, med[k], 100 * (med[k] / med["cli"] - 1),
-                                             ", ".join("%.0f" % x for x in res[k])))
+        print("| %s | %.0f | %+.1f%% | %s | %.2f µs (%+.1f%%) | %s |"
+              % (k, med[k], 100 * (med[k] / med["cli"] - 1),
+                 ", ".join("%.0f" % x for x in res[k]), mc[k], 100 * (mc[k] / mc["cli"] - 1),
+                 ", ".join("%.2f" % x for x in cpu[k])))
     print()
     print("GET /runs/{id} under a live run (%d pollers every %d ms, %d followers): "
           "%d answers, p50 %.2f ms, p99 %.2f ms, max %.2f ms; followers got %s events"

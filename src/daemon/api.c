@@ -914,6 +914,8 @@ void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_ser
         resp->body_len = o->body.len;
     }
     if (!resp->headers) {
+        if (resp->content_type && strncmp(resp->content_type, "text/html", 9) != 0)
+            hdr(o, "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n");
         resp->headers = o->hdrs;
         resp->headers_len = o->hlen;
     }

@@ -379,6 +379,17 @@ void sq_daemon__live_end(struct sq_daemon *d, struct sq_daemon__live *l)
     }
     if (d->cur == l)
         d->cur = NULL;
+    /* every follower has its end; a late one replays the store: keep only the totals (for
+     * /metrics), not the run's events */
+    pthread_mutex_lock(&l->mu);
+    for (size_t i = 0; i < l->nev; i++)
+        free(l->ev[i]);
+    free(l->ev);
+    free(l->end_ev);
+    l->ev = NULL;
+    l->end_ev = NULL;
+    l->nev = l->cap = 0;
+    pthread_mutex_unlock(&l->mu);
     if (d->last != l) {
         sq_daemon__live_free(d->last);
         d->last = l;

@@ -161,7 +161,7 @@ int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
             continue;
         pthread_mutex_lock(&l->mu);
         s[n].t = l->t;
-        s[n].running = l->end_ev == NULL;
+        s[n].running = !l->t.ended;
         pthread_mutex_unlock(&l->mu);
         s[n].l = l;
         n++;
