@@ -194,6 +194,8 @@ async function main() {
       JSON.stringify(lt));
     const rps = await page.textContent('[data-tile="requests/s"] .v');
     check('the requests/s tile shows a figure', /^[\d,.]+$/.test(rps) && rps !== '0', rps);
+    const counts = await page.textContent('#counts-line');
+    check('the live status classes show 2xx', /^2xx [\d,]+/.test(counts), counts);
     const hdr = await page.textContent('#daemon-status');
     check('the header shows the run with its workers and VUs', hdr.includes(`run ${id1} running`) &&
       /1 workers · 4 VUs/.test(hdr), hdr);
@@ -247,7 +249,19 @@ async function main() {
     check('compare lists p99 with its change', /p99.*%/.test(p99), p99);
     await shot(page, 'dashboard-compare.png');
 
-    // 7. the Validate button says what is wrong, where
+    // 7. run it again: the same request, queued anew
+    await page.goto(base + '#/run/' + id2);
+    await page.waitForSelector('#run-again', { timeout: 10000 });
+    await page.click('#run-again');
+    await page.waitForFunction((old) => /^#\/run\/\d+$/.test(location.hash) &&
+      location.hash !== '#/run/' + old, id2, { timeout: 10000 });
+    const id3 = Number((await page.evaluate(() => location.hash)).split('/')[2]);
+    check('Run again queued a new run', id3 > id2, id3);
+    await page.waitForSelector('#report-frame', { timeout: 30000 });
+    const again = await page.textContent('h1');
+    check('the new run has the same name', again.includes('second'), again);
+
+    // 8. the Validate button says what is wrong, where
     await page.goto(base + '#/new');
     await page.click('#tab-plan');
     await page.fill('#plan-text', 'target: [unclosed');
@@ -260,7 +274,7 @@ async function main() {
     check('nothing fetched beyond the daemon', requests.length === 0, requests.join(' '));
     await page.close();
 
-    // 8. a daemon with a token: the page asks once, and keeps it for the tab
+    // 9. a daemon with a token: the page asks once, and keeps it for the tab
     const tok = path.join(tmp, 'token');
     fs.writeFileSync(tok, TOKEN + '\n');
     daemon2 = await startProc(['serve', '--listen', '127.0.0.1:0', '--data', path.join(tmp, 'd2'),

@@ -253,7 +253,20 @@
         h('div', { class: 'k', text: it[0] }), h('div', { class: 'v', text: it[1] })));
     });
   }
+  /* "2xx 61,204 · timeout 3": the classes and error kinds seen so far */
+  function countsLine(t) {
+    var parts = [];
+    ['1xx', '2xx', '3xx', '4xx', '5xx', 'other'].forEach(function (k) {
+      if (t.status && t.status[k]) parts.push(k + ' ' + fmtNum(t.status[k], 0));
+    });
+    Object.keys(t.errors_by_kind || {}).forEach(function (k) {
+      if (t.errors_by_kind[k]) parts.push(k + ' ' + fmtNum(t.errors_by_kind[k], 0));
+    });
+    return parts.join(' · ');
+  }
   function totalsTiles(box, t, running) {
+    var line = document.getElementById('counts-line');
+    if (line) line.textContent = countsLine(t);
     tiles(box, [
       ['requests/s', fmtNum(running ? t.last_rps : t.rps)],
       ['p50', fmtUs(t.p50_us)], ['p90', fmtUs(t.p90_us)], ['p99', fmtUs(t.p99_us)],
@@ -500,6 +513,13 @@
           api('/runs/' + id + '/stop', { method: 'POST' }).catch(alertErr);
         } }, r.status === 'queued' ? 'Cancel' : 'Stop'));
       } else {
+        if (r.request) {
+          btns.appendChild(h('button', { id: 'run-again', title: 'queue the same request again',
+            onclick: function () {
+              api('/runs', { method: 'POST', json: r.request })
+                .then(function (x) { go('#/run/' + x.id); }).catch(alertErr);
+            } }, 'Run again'));
+        }
         if (r.has_result) {
           btns.appendChild(h('button', { id: 'download-json', onclick: function () { download(id); } }, 'Download JSON'));
           btns.appendChild(h('button', { id: 'compare-with', onclick: function () { go('#/compare/' + id); } }, 'Compare with…'));
@@ -523,6 +543,7 @@
       var lc = null, lastTotals = null;
       body.appendChild(h('p', { class: 'muted', id: 'live-note',
         text: r.status === 'queued' ? 'Waiting in the queue…' : 'Live: updated every second.' }));
+      body.appendChild(h('p', { class: 'muted mono', id: 'counts-line' }));
       lc = liveCharts(body);
       state.stop = follow(id, function (ev, d) {
         if (ev === 'status') {
@@ -575,6 +596,7 @@
 
     function showSeries(r) {
       body.appendChild(h('p', { class: 'muted', text: 'No result document: the seconds stored before the run ended.' }));
+      body.appendChild(h('p', { class: 'muted mono', id: 'counts-line' }));
       var lc = liveCharts(body);
       api('/runs/' + id + '/series').then(function (s) {
         s.series.forEach(function (x) { lc.add(x); });
