@@ -91,19 +91,9 @@ json_t *sq_daemon__run_json(const struct sq_store_run *r)
                      "summary", sum);
 }
 
-/* The answer being built for the current request: the server copies the body and the header
- * lines before the handler's caller returns, so one buffer per thread serves every request. */
-struct out {
-    struct sq_buf body;
-    char hdrs[2048];
-    size_t hlen;
-    bool held; /* handed to the ops thread: counted when answered */
-};
-
-static __thread struct out tl_out;
-
-static void hdr(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void hdr(struct out *o, const char *fmt, ...)
+static void hdr(struct sq_daemon__out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void hdr(struct sq_daemon__out *o, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -113,7 +103,7 @@ static void hdr(struct out *o, const char *fmt, ...)
         o->hlen += (size_t)n;
 }
 
-static void set_body(struct out *o, const char *p, size_t n)
+static void set_body(struct sq_daemon__out *o, const char *p, size_t n)
 {
     sq_buf_reset(&o->body);
     if (sq_buf_append(&o->body, p, n) < 0)
@@ -121,7 +111,8 @@ static void set_body(struct out *o, const char *p, size_t n)
 }
 
 /* A JSON answer: status and a document (taken). */
-static void answer_json(struct out *o, struct sq_server_resp *resp, int status, json_t *j)
+static void answer_json(struct sq_daemon__out *o, struct sq_server_resp *resp, int status,
+                        json_t *j)
 {
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
@@ -135,10 +126,10 @@ static void answer_json(struct out *o, struct sq_server_resp *resp, int status, 
     resp->content_type = "application/json";
 }
 
-static void answer_error(struct out *o, struct sq_server_resp *resp, int status, const char *fmt,
-                         ...) __attribute__((format(printf, 4, 5)));
-static void answer_error(struct out *o, struct sq_server_resp *resp, int status, const char *fmt,
-                         ...)
+static void answer_error(struct sq_daemon__out *o, struct sq_server_resp *resp, int status,
+                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void answer_error(struct sq_daemon__out *o, struct sq_server_resp *resp, int status,
+                         const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -225,8 +216,8 @@ void sq_daemon__answer(struct sq_daemon *d, struct sq_daemon__pending *p, int st
 
 /* Holds req and hands it to the ops thread as op (which takes body). */
 static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
-                         struct sq_server_resp *resp, struct out *o, enum sq_daemon__op_kind kind,
-                         int64_t id, const char *cors)
+                         struct sq_server_resp *resp, struct sq_daemon__out *o,
+                         enum sq_daemon__op_kind kind, int64_t id, const char *cors)
 {
     struct sq_daemon__pending *p = calloc(1, sizeof(*p));
     struct sq_daemon__op *op = calloc(1, sizeof(*op));
@@ -330,7 +321,7 @@ static bool parse_id(const char *s, size_t n, int64_t *out)
 
 /* ---- routes ---- */
 
-static void get_runs(struct sq_daemon *d, const char *q, size_t qn, struct out *o,
+static void get_runs(struct sq_daemon *d, const char *q, size_t qn, struct sq_daemon__out *o,
                      struct sq_server_resp *resp)
 {
     struct sq_store_query sq = {0};
@@ -409,7 +400,8 @@ static json_t *live_json(struct sq_daemon *d, int64_t id)
     return j;
 }
 
-static void get_run(struct sq_daemon *d, int64_t id, struct out *o, struct sq_server_resp *resp)
+static void get_run(struct sq_daemon *d, int64_t id, struct sq_daemon__out *o,
+                    struct sq_server_resp *resp)
 {
     char err[256];
     struct sq_store_run r;
@@ -452,7 +444,8 @@ static void get_run(struct sq_daemon *d, int64_t id, struct out *o, struct sq_se
     resp->content_type = "application/json";
 }
 
-static void get_series(struct sq_daemon *d, int64_t id, struct out *o, struct sq_server_resp *resp)
+static void get_series(struct sq_daemon *d, int64_t id, struct sq_daemon__out *o,
+                       struct sq_server_resp *resp)
 {
     char err[256];
     struct sq_store_series se = {0};
@@ -485,8 +478,8 @@ static void get_series(struct sq_daemon *d, int64_t id, struct out *o, struct sq
 
 /* Reads run id's stored result: the document (parsed) and, optionally, its histogram. Answers
  * the error itself and returns NULL when there is none. */
-static json_t *load_result(struct sq_daemon *d, int64_t id, struct sq_hist **hist, struct out *o,
-                           struct sq_server_resp *resp)
+static json_t *load_result(struct sq_daemon *d, int64_t id, struct sq_hist **hist,
+                           struct sq_daemon__out *o, struct sq_server_resp *resp)
 {
     char err[256];
     struct sq_store_result res = {0};
@@ -504,7 +497,8 @@ static json_t *load_result(struct sq_daemon *d, int64_t id, struct sq_hist **his
     return doc;
 }
 
-static void get_result(struct sq_daemon *d, int64_t id, struct out *o, struct sq_server_resp *resp)
+static void get_result(struct sq_daemon *d, int64_t id, struct sq_daemon__out *o,
+                       struct sq_server_resp *resp)
 {
     char err[256];
     struct sq_store_result res = {0};
@@ -519,7 +513,8 @@ static void get_result(struct sq_daemon *d, int64_t id, struct out *o, struct sq
     resp->content_type = "application/json";
 }
 
-static void get_report(struct sq_daemon *d, int64_t id, struct out *o, struct sq_server_resp *resp)
+static void get_report(struct sq_daemon *d, int64_t id, struct sq_daemon__out *o,
+                       struct sq_server_resp *resp)
 {
     json_t *doc = load_result(d, id, NULL, o, resp);
     if (!doc)
@@ -544,7 +539,7 @@ static void get_report(struct sq_daemon *d, int64_t id, struct out *o, struct sq
            "style-src 'unsafe-inline'; img-src data:\r\n");
 }
 
-static void get_compare(struct sq_daemon *d, const char *q, size_t qn, struct out *o,
+static void get_compare(struct sq_daemon *d, const char *q, size_t qn, struct sq_daemon__out *o,
                         struct sq_server_resp *resp)
 {
     char va[32], vb[32];
@@ -572,7 +567,7 @@ static void get_compare(struct sq_daemon *d, const char *q, size_t qn, struct ou
     sq_hist_free(hb);
 }
 
-static void get_health(struct sq_daemon *d, struct out *o, struct sq_server_resp *resp)
+static void get_health(struct sq_daemon *d, struct sq_daemon__out *o, struct sq_server_resp *resp)
 {
     char err[256];
     int64_t bytes = -1;
@@ -605,8 +600,8 @@ static void get_health(struct sq_daemon *d, struct out *o, struct sq_server_resp
                           bytes >= 0 ? json_integer(bytes) : json_null()));
 }
 
-static void put_config(struct sq_daemon *d, const struct sq_server_req *req, struct out *o,
-                       struct sq_server_resp *resp)
+static void put_config(struct sq_daemon *d, const struct sq_server_req *req,
+                       struct sq_daemon__out *o, struct sq_server_resp *resp)
 {
     json_error_t je;
     json_t *j = json_loadb(req->body ? req->body : "", req->body_len, JSON_REJECT_DUPLICATES, &je);
@@ -627,7 +622,7 @@ static void put_config(struct sq_daemon *d, const struct sq_server_req *req, str
 }
 
 static void stop_run(struct sq_daemon *d, const struct sq_server_req *req, int64_t id,
-                     struct out *o, struct sq_server_resp *resp, const char *cors)
+                     struct sq_daemon__out *o, struct sq_server_resp *resp, const char *cors)
 {
     if (sq_daemon__stop_running(d, id)) {
         sq_daemon__log(d, "run %lld: stop asked", (long long)id);
@@ -716,7 +711,8 @@ static bool is(const struct sq_server_req *r, const char *m)
     return r->method_len == n && memcmp(r->method, m, n) == 0;
 }
 
-static void method_not_allowed(struct out *o, struct sq_server_resp *resp, const char *allow)
+static void method_not_allowed(struct sq_daemon__out *o, struct sq_server_resp *resp,
+                               const char *allow)
 {
     hdr(o, "Allow: %s\r\n", allow);
     answer_error(o, resp, 405, "method not allowed here (allowed: %s)", allow);
@@ -726,7 +722,8 @@ static const char page_headers[] = "X-Content-Type-Options: nosniff\r\n"
                                    "Referrer-Policy: no-referrer\r\n"
                                    "Cache-Control: no-store\r\n";
 
-static void serve_page(struct sq_daemon *d, struct out *o, struct sq_server_resp *resp, int status)
+static void serve_page(struct sq_daemon *d, struct sq_daemon__out *o, struct sq_server_resp *resp,
+                       int status)
 {
     hdr(o, "Content-Security-Policy: %s\r\n%s", sq_daemon__page_csp, page_headers);
     resp->status = status;
@@ -736,7 +733,7 @@ static void serve_page(struct sq_daemon *d, struct out *o, struct sq_server_resp
 }
 
 static void route(struct sq_daemon *d, const struct sq_server_req *req, struct sq_server_resp *resp,
-                  struct out *o, const char *path, size_t pn, const char *q, size_t qn,
+                  struct sq_daemon__out *o, const char *path, size_t pn, const char *q, size_t qn,
                   const char *cors)
 {
     bool get = is(req, "GET") || is(req, "HEAD");
@@ -848,7 +845,7 @@ static void route(struct sq_daemon *d, const struct sq_server_req *req, struct s
 void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
 {
     struct sq_daemon *d = ud;
-    struct out *o = &tl_out;
+    struct sq_daemon__out *o = &d->out; /* API thread only */
     int64_t t0 = d->access_log ? sq_now_ns() : 0;
     o->hlen = 0;
     o->hdrs[0] = '\0';

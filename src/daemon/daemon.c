@@ -112,6 +112,8 @@ static void daemon_release(struct sq_daemon *d)
     free(d->cors_origin);
     free(d->cors_headers);
     free(d->page);
+    sq_buf_dispose(&d->out.body);
+    sq_buf_dispose(&d->live_body);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->q_cv);
     pthread_mutex_destroy(&d->ops_mu);

@@ -223,6 +223,15 @@ void sq_daemon__prom_label(struct sq_buf *b, const char *s);
 SQ_MUST_CHECK int sq_daemon__page(char **out, size_t *len);
 extern const char sq_daemon__page_csp[];
 
+/* The answer the API thread is building (its body and header lines): the server copies both
+ * before the handler's caller returns, so one serves every request. */
+struct sq_daemon__out {
+    struct sq_buf body;
+    char hdrs[2048];
+    size_t hlen;
+    bool held; /* handed to the ops thread: counted when answered */
+};
+
 /* ---- the daemon ---- */
 
 struct sq_daemon {
@@ -262,6 +271,9 @@ struct sq_daemon {
     uint64_t unauthorized;
     char *page;
     size_t page_len;
+    struct sq_daemon__out out; /* the answer being built */
+    struct sq_buf live_body;   /* GET /runs/{id}/live's first bytes */
+    char live_hdrs[1024];
     bool shut;
 };
 

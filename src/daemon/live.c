@@ -278,30 +278,30 @@ static void replay(struct sq_daemon *d, const struct sq_store_run *r, struct sq_
 void sq_daemon__live_follow(struct sq_daemon *d, const struct sq_server_req *req,
                             struct sq_server_resp *resp, int64_t id, const char *cors)
 {
-    static __thread struct sq_buf b; /* the answer's bytes: copied by the server at return */
-    static __thread char hdrs[1024];
-    sq_buf_reset(&b);
+    struct sq_buf *bp = &d->live_body; /* the answer's bytes: copied by the server */
+    char *hdrs = d->live_hdrs;
+    sq_buf_reset(bp);
     char err[256];
     struct sq_store_run r;
     int rc = sq_store_run_get(d->store, id, &r, err, sizeof(err));
-    snprintf(hdrs, sizeof(hdrs), "%s%s", sse_headers, cors ? cors : "");
+    snprintf(hdrs, sizeof(d->live_hdrs), "%s%s", sse_headers, cors ? cors : "");
     resp->headers = hdrs;
     resp->headers_len = strlen(hdrs);
     if (rc < 0) {
         char *body = sq_daemon__error_body(rc == -ENOENT ? "no such run" : err);
-        if (sq_buf_append(&b, body, strlen(body)) < 0)
-            b.len = 0;
+        if (sq_buf_append(bp, body, strlen(body)) < 0)
+            bp->len = 0;
         free(body);
         resp->status = rc == -ENOENT ? 404 : 500;
         resp->content_type = "application/json";
-        resp->body = b.p;
-        resp->body_len = b.len;
+        resp->body = bp->p;
+        resp->body_len = bp->len;
         resp->headers = cors;
         resp->headers_len = cors ? strlen(cors) : 0;
         return;
     }
     if (sq_store_status_ended(r.status)) {
-        replay(d, &r, resp, &b);
+        replay(d, &r, resp, bp);
         sq_store_run_dispose(&r);
         return;
     }
@@ -330,20 +330,20 @@ void sq_daemon__live_follow(struct sq_daemon *d, const struct sq_server_req *req
      * handler returns, in order; hold_write may not be called from here) */
     char *first = sq_daemon__event_status(id, l ? SQ_STORE_RUNNING : r.status);
     sq_store_run_dispose(&r);
-    if (first && sq_buf_append(&b, first, strlen(first)) < 0)
-        b.len = 0;
+    if (first && sq_buf_append(bp, first, strlen(first)) < 0)
+        bp->len = 0;
     free(first);
     if (l) { /* an end already there follows with the runner's end post */
         pthread_mutex_lock(&l->mu);
         for (; s->next_ev < l->nev; s->next_ev++)
-            if (sq_buf_append(&b, l->ev[s->next_ev], strlen(l->ev[s->next_ev])) < 0)
+            if (sq_buf_append(bp, l->ev[s->next_ev], strlen(l->ev[s->next_ev])) < 0)
                 break;
         pthread_mutex_unlock(&l->mu);
     }
     resp->status = 200;
     resp->content_type = "text/event-stream";
-    resp->body = b.p;
-    resp->body_len = b.len;
+    resp->body = bp->p;
+    resp->body_len = bp->len;
 }
 
 void sq_daemon__live_begin(struct sq_daemon *d, struct sq_daemon__live *l)
