@@ -9,13 +9,12 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "net/sock.h"
+#include "engine/flags.h"
+#include "engine/netopts.h"
 #include "output/html.h"
 #include "output/json.h"
 #include "output/progress.h"
 #include "output/summary.h"
-
-#define NOFILE_HEADROOM 64
 
 /* Prints msg with C escapes for control bytes, so it stays on one line whatever the user typed. */
 static void put_line(const char *msg)
@@ -64,115 +63,19 @@ void sq_cli_error(const char *face, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The long option a "--name" or "--name=value" token names exactly, or NULL. */
-static const struct option *long_named(const struct option *longs, const char *tok)
+int sq_cli_prep_error(const char *face, int rc, const char *msg)
 {
-    if (strncmp(tok, "--", 2) != 0)
-        return NULL;
-    tok += 2;
-    size_t n = strcspn(tok, "=");
-    for (const struct option *o = longs; o->name; o++)
-        if (strlen(o->name) == n && strncmp(o->name, tok, n) == 0)
-            return o;
-    return NULL;
+    if (rc == -SQ_EUSAGE)
+        return sq_cli_usage_error(face, "%s", msg);
+    fprintf(stderr, "squall: %s\n", msg);
+    return rc == -SQ_EPARSE ? SQ_EXIT_USAGE : SQ_EXIT_FAIL;
 }
-
-const char *sq_cli_flag_name(const struct option *longs, int *li, int opt, char **argv, char *buf,
-                             size_t size)
-{
-    int idx = *li;
-    *li = -1;
-    if (idx >= 0) {
-        snprintf(buf, size, "--%s", longs[idx].name);
-        return buf;
-    }
-    if (opt != '?' && opt != ':') {
-        snprintf(buf, size, "-%c", opt);
-        return buf;
-    }
-    /* getopt_long has moved past the token when it was the last of its argument; inside a
-     * cluster of short flags ("-qx") it has not, so optopt is the one to trust there. */
-    const char *tok = optind > 0 ? argv[optind - 1] : "";
-    const struct option *lo = long_named(longs, tok);
-    if (optopt > 0 && optopt < 128 && !(lo && lo->val == optopt)) {
-        snprintf(buf, size, "-%c", optopt);
-        return buf;
-    }
-    if (lo) {
-        snprintf(buf, size, "--%s", lo->name);
-        return buf;
-    }
-    return tok;
-}
-
-int sq_cli_flag_error(const char *face, const struct option *longs, int opt, const char *flag)
-{
-    if (opt == ':')
-        return sq_cli_usage_error(face, "%s needs a value", flag);
-    const struct option *lo = long_named(longs, flag);
-    if (lo && lo->has_arg == no_argument)
-        return sq_cli_usage_error(face, "%s takes no value", flag);
-    if (strncmp(flag, "--", 2) == 0 && flag[2] && !lo) {
-        /* getopt_long takes an unambiguous prefix; an ambiguous one lands here. */
-        char names[400] = "";
-        size_t n = strcspn(flag + 2, "="), len = 0;
-        int matches = 0;
-        for (const struct option *o = longs; o->name; o++) {
-            if (strncmp(o->name, flag + 2, n) != 0)
-                continue;
-            int w =
-                snprintf(names + len, sizeof(names) - len, "%s--%s", matches ? ", " : "", o->name);
-            if (w > 0 && (size_t)w < sizeof(names) - len)
-                len += (size_t)w;
-            matches++;
-        }
-        if (matches > 1)
-            return sq_cli_usage_error(face, "'%.*s' is ambiguous: %s", (int)(n + 2), flag, names);
-    }
-    return sq_cli_usage_error(face, "unknown flag '%s'", flag);
-}
-
-/* The names the TLS library gives its options (net/tls.h), and the flags that set them. */
-static const struct {
-    const char *field, *flag;
-} tls_flags[] = {
-    {"cacert '", "--cacert"},       {"cert '", "--cert"},         {"key '", "--key"},
-    {"client_ca '", "--client-ca"}, {"cert_out '", "--cert-out"},
-};
 
 int sq_cli_tls_error(const char *face, const char *err)
 {
-    for (size_t i = 0; i < SQ_ARRAY_LEN(tls_flags); i++) {
-        size_t n = strlen(tls_flags[i].field);
-        if (strncmp(err, tls_flags[i].field, n) == 0) {
-            /* OpenSSL's reason for a file that is not PEM says only "no start line". */
-            const char *end = err + strlen(err);
-            bool pem = end - err >= 13 && strcmp(end - 13, "no start line") == 0;
-            return sq_cli_usage_error(face, "%s: '%s%s", tls_flags[i].flag, err + n,
-                                      pem ? " (not a PEM file)" : "");
-        }
-    }
-    return sq_cli_usage_error(face, "tls: %s", err);
-}
-
-uint32_t sq_cli_threads(uint64_t asked)
-{
-    if (asked)
-        return (uint32_t)asked;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return (uint32_t)(cpus > 0 ? cpus : 1);
-}
-
-int sq_cli_raise_nofile(uint64_t n, const char *what)
-{
-    uint64_t have = 0, need = n + NOFILE_HEADROOM;
-    if (sq_raise_nofile(need, &have) == 0)
-        return 0;
-    fprintf(stderr,
-            "squall: %llu %s need %llu open files but the limit is %llu; raise it (ulimit -n) or "
-            "use fewer %s\n",
-            (unsigned long long)n, what, (unsigned long long)need, (unsigned long long)have, what);
-    return SQ_EXIT_FAIL;
+    char msg[SQ_PREP_ERRLEN];
+    sq_netopts_tls_message(err, msg, sizeof(msg));
+    return sq_cli_usage_error(face, "%s", msg);
 }
 
 static volatile int stop_flag;

@@ -1,12 +1,11 @@
 /* cli/common.h - what the two load faces, `squall URL` (quick.c) and `squall run PLAN`
- * (run_cmd.c), both do around a run: one-line usage errors, the thread default, the open-file
- * limit, signals, the progress line, the output files and the end-of-run render. Each face keeps
- * only its own flags and how it builds the run; the network flags they share are in netopts.h.
+ * (run_cmd.c), both do around a run: one-line messages, signals, the progress line, the output
+ * files and the end-of-run render. The flags and the run set-up are the engine's
+ * (engine/quick.h, engine/planrun.h), shared with the daemon; the CLI prints what they say.
  */
 #ifndef SQ_CLI_COMMON_H
 #define SQ_CLI_COMMON_H
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,16 +23,11 @@ struct sq_progress;
 int sq_cli_usage_error(const char *face, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* The flag getopt_long just returned (opt), named as the user wrote it: "--connections" or "-c",
- * also for an unknown flag ('?') or one that lacks its value (':'). *li is getopt_long's
- * longindex; it is reset to -1 for the next call. Returns buf or a string of argv. */
-const char *sq_cli_flag_name(const struct option *longs, int *li, int opt, char **argv, char *buf,
-                             size_t size);
-
-/* The usage error for what getopt_long refused (opt '?' or ':'): "FLAG needs a value",
- * "FLAG takes no value", "'--co' is ambiguous: --connections, --connect-timeout" or
- * "unknown flag 'FLAG'". Returns SQ_EXIT_USAGE. */
-int sq_cli_flag_error(const char *face, const struct option *longs, int opt, const char *flag);
+/* Prints what the run set-up code refused (engine/flags.h) and returns the exit status:
+ * -SQ_EUSAGE as a usage error of face ("FACE: MSG (see FACE --help)", SQ_EXIT_USAGE),
+ * -SQ_EPARSE as "squall: MSG" (a plan's fault, SQ_EXIT_USAGE), any other code as "squall: MSG"
+ * (SQ_EXIT_FAIL). */
+int sq_cli_prep_error(const char *face, int rc, const char *msg);
 
 /* A TLS option the library refused (the message of sq_tls_client_new / sq_tls_server_new, which
  * names the option: "cacert '/x.pem': No such file or directory"), printed as a usage error that
@@ -44,14 +38,6 @@ int sq_cli_tls_error(const char *face, const char *err);
 /* Prints "FACE: MESSAGE" as one line on stderr, escaped like sq_cli_usage_error: a problem that is
  * not a flag's (a file that is not a result, a path that cannot be written). */
 void sq_cli_error(const char *face, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* The worker threads of a run: asked, or the online CPUs when asked is 0. */
-uint32_t sq_cli_threads(uint64_t asked);
-
-/* Raises RLIMIT_NOFILE for n sockets plus headroom (files, the loop, listeners). Returns 0, or
- * SQ_EXIT_FAIL after printing "squall: N WHAT need M open files but the limit is L; raise it
- * (ulimit -n) or use fewer WHAT" (what: "connections", "VUs"). */
-int sq_cli_raise_nofile(uint64_t n, const char *what);
 
 /* Signals around a run. begin ignores SIGPIPE and installs the SIGINT handler, and returns the
  * flag the run polls (struct sq_run_config.stop): the first SIGINT sets it, so the run winds

@@ -1,26 +1,19 @@
-/* cli/run_cmd.c - the plan face: `squall run PLAN` and `squall validate PLAN`. */
-#include <getopt.h>
+/* cli/run_cmd.c - the plan face: `squall run PLAN` and `squall validate PLAN`. The flags, the
+ * run's set-up and the thresholds are engine/planrun.h (shared with the daemon); here: the help,
+ * loading the file, printing what the engine refused, signals, the progress line and the
+ * end-of-run outputs. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "base/clock.h"
-#include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/netopts.h"
-#include "engine/flow.h"
+#include "engine/flags.h"
+#include "engine/planrun.h"
 #include "engine/run.h"
 #include "engine/verdict.h"
-#include "http/decode.h"
-#include "http/url.h"
-#include "net/sock.h"
-#include "output/json.h"
 #include "output/plan_json.h"
 #include "output/progress.h"
 #include "plan/plan.h"
-#include "stats/hist.h"
 
 #define FACE "squall run"
 
@@ -46,18 +39,14 @@ static const char run_usage_tail[] =
 static void print_usage(FILE *f)
 {
     fputs(run_usage, f);
-    fputs(sq_cli_net_usage, f);
+    fputs(sq_netopts_usage, f);
     fputs(run_usage_tail, f);
 }
 
-/* Loads the plan or prints why not. */
+/* Loads the plan or prints why not ("squall: FILE: cannot read the plan: it is a directory",
+ * "squall: FILE:LINE:COL: key: why"). */
 static int load(const char *path, struct sq_plan **p)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "squall: %s: cannot read the plan: it is a directory\n", path);
-        return SQ_EXIT_USAGE;
-    }
     struct sq_plan_error err;
     memset(&err, 0, sizeof(err));
     int rc = sq_plan_load(path, p, &err);
@@ -107,11 +96,8 @@ int sq_cli_validate(int argc, char **argv)
 struct ticker {
     struct sq_progress progress;
     bool show;
-    const struct sq_plan *plan;
-    struct sq_live_totals t;
+    struct sq_planrun_watch w;
     volatile int *stop; /* the run's stop flag: an abortOnFail threshold sets it */
-    bool aborted;
-    char why[256];
 };
 
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -121,233 +107,72 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     struct ticker *t = ud;
     if (t->show)
         sq_progress_tick(&t->progress, s);
-    sq_hist_merge(t->t.dur, h);
-    t->t.reqs += s->completed + s->failed;
-    t->t.http_failed += s->http_failed;
-    t->t.checks_passed += s->checks_passed;
-    t->t.checks_failed += s->checks_failed;
-    t->t.iterations += s->iterations;
-    t->t.dropped += s->dropped;
-    t->t.bytes_sent += s->bytes_sent;
-    t->t.bytes_received += s->bytes_received;
-    t->t.elapsed_s = s->t_s;
-    if (!t->aborted && sq_thresholds_should_abort(t->plan, &t->t, t->why, sizeof(t->why))) {
-        t->aborted = true;
+    if (sq_planrun_watch_tick(&t->w, s, h))
         *t->stop = 1;
-    }
-}
-
-struct run_opts {
-    const char *plan, *json, *html;
-    uint64_t threads;
-    int64_t timeout_ns, connect_timeout_ns;
-    bool quiet, no_compression, no_phases;
-    struct sq_cli_net net; /* DNS and TLS flags (cli/netopts.h) */
-};
-
-static int parse(int argc, char **argv, struct run_opts *o)
-{
-    static const struct option longs[] = {
-        {"threads", required_argument, NULL, 't'},
-        {"timeout", required_argument, NULL, 'T'},
-        {"connect-timeout", required_argument, NULL, 'C'},
-        {"json", required_argument, NULL, 'j'},
-        {"html", required_argument, NULL, 'H'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"no-compression", no_argument, NULL, 'Z'},
-        {"no-phases", no_argument, NULL, 'P'},
-        SQ_CLI_NET_LONG_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0},
-    };
-    optind = 1;
-    opterr = 0;
-    int ch;
-    int li = -1;
-    while ((ch = getopt_long(argc, argv, ":t:qhk", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_cli_flag_name(longs, &li, ch, argv, name, sizeof(name));
-        int taken = sq_cli_net_flag(&o->net, ch, flag, optarg);
-        if (taken == 1)
-            continue;
-        if (taken)
-            return taken;
-        switch (ch) {
-        case 't':
-            if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a thread count (1..1024)", flag,
-                                          optarg);
-            break;
-        case 'T':
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->timeout_ns) < 0 || o->timeout_ns <= 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
-                                          flag, optarg);
-            break;
-        case 'C':
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, &o->connect_timeout_ns) < 0 ||
-                o->connect_timeout_ns <= 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
-                                          flag, optarg);
-            break;
-        case 'j':
-            o->json = optarg;
-            break;
-        case 'H':
-            o->html = optarg;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'Z':
-            o->no_compression = true;
-            break;
-        case 'P':
-            o->no_phases = true;
-            break;
-        case 'h':
-            print_usage(stdout);
-            return SQ_EXIT_DONE;
-        default:
-            return sq_cli_flag_error(FACE, longs, ch, flag);
-        }
-    }
-    int rc = sq_cli_net_check(&o->net);
-    if (rc)
-        return rc;
-    if (optind >= argc)
-        return sq_cli_usage_error(FACE, "no plan file given");
-    if (optind < argc - 1)
-        return sq_cli_usage_error(FACE, "one plan file only; unexpected '%s'", argv[optind + 1]);
-    o->plan = argv[optind];
-    return 0;
 }
 
 int sq_cli_run(int argc, char **argv)
 {
-    struct run_opts o = {.timeout_ns = 10 * SQ_NS_PER_S,
-                         .connect_timeout_ns = 5 * SQ_NS_PER_S,
-                         .net = {.face = FACE}};
-    int rc = parse(argc, argv, &o);
+    char err[SQ_PREP_ERRLEN];
+    struct sq_planrun_opts o;
+    sq_planrun_opts_init(&o);
+    int rc = sq_planrun_parse_argv(&o, argc, argv, err, sizeof(err));
+    if (rc == SQ_PLANRUN_HELP)
+        print_usage(stdout);
     if (rc)
-        return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
+        return rc > 0 ? SQ_EXIT_OK : sq_cli_prep_error(FACE, rc, err);
     struct sq_plan *p = NULL;
     rc = load(o.plan, &p);
     if (rc)
         return rc;
 
     int exit_code = SQ_EXIT_FAIL;
-    struct sq_url url = {0};
-    struct sq_run_scen *scens = NULL;
+    struct sq_planrun run;
     struct sq_result res = {0};
     struct sq_th_verdicts verdicts = {0};
-    struct ticker tk = {.plan = p};
-    struct sq_tls_client *tls = NULL;
+    struct ticker tk = {0};
     struct sq_cli_outputs outs = {
-        .face = FACE, .json_path = o.json, .html_path = o.html, .quiet = o.quiet};
+        .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     const char *why = NULL;
-    char err[512];
 
-    if (sq_thresholds_check(p, err, sizeof(err)) < 0) {
-        fprintf(stderr, "squall: %s\n", err);
-        exit_code = SQ_EXIT_USAGE;
-        goto out;
-    }
-    rc = sq_url_parse(p->target, &url, &why);
+    rc = sq_planrun_prepare(&run, p, &o, err, sizeof(err));
+    if (rc == 0)
+        rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err));
     if (rc < 0) {
-        fprintf(stderr, "squall: %s: target: bad URL '%s': %s\n", o.plan, p->target,
-                why ? why : sq_strerror(rc));
-        exit_code = SQ_EXIT_USAGE;
+        exit_code = sq_cli_prep_error(FACE, rc, err);
         goto out;
     }
-    const char *accept = o.no_compression ? NULL : sq_accept_encoding_default();
-    scens = calloc(p->nscenarios ? p->nscenarios : 1, sizeof(*scens));
-    if (!scens)
-        goto out;
-    uint64_t vus = 0;
-    for (size_t i = 0; i < p->nscenarios; i++) {
-        struct sq_flow *f = NULL;
-        rc = sq_flow_compile(p, &p->scenarios[i], &url, accept, &f, err, sizeof(err));
-        if (rc < 0) {
-            fprintf(stderr, "squall: %s: scenario '%s': %s\n", o.plan, p->scenarios[i].name, err);
-            exit_code = SQ_EXIT_USAGE;
-            goto out;
-        }
-        scens[i].name = p->scenarios[i].name;
-        scens[i].exec = p->scenarios[i].exec;
-        scens[i].start_ns = p->scenarios[i].start_ns;
-        scens[i].flow = f;
-        vus += sq_exec_max_vus(&scens[i].exec);
-    }
-    struct sq_run_config cfg = {
-        .timeout_ns = p->default_timeout_ns ? p->default_timeout_ns : o.timeout_ns,
-        .connect_timeout_ns = o.connect_timeout_ns,
-        .scens = scens,
-        .nscens = (uint32_t)p->nscenarios,
-        .phases = !o.no_phases,
-    };
-    cfg.threads = sq_cli_threads(o.threads);
-    rc = sq_cli_net_setup(&o.net, &url, &cfg, &tls);
-    if (rc != 0) {
+    if ((rc = sq_cli_outputs_open(&outs)) != 0) {
         exit_code = rc;
         goto out;
     }
-    if ((rc = sq_cli_raise_nofile(vus, "VUs")) != 0 || (rc = sq_cli_outputs_open(&outs)) != 0) {
-        exit_code = rc;
-        goto out;
-    }
-    double length_s = 0;
-    bool open = false;
-    for (size_t i = 0; i < p->nscenarios; i++) {
-        double l = (double)(scens[i].start_ns + sq_exec_length_ns(&scens[i].exec)) / 1e9;
-        if (l > length_s)
-            length_s = l;
-        open |= sq_exec_is_open(&scens[i].exec);
-    }
-    sq_cli_progress_init(&tk.progress, open, length_s);
+    sq_cli_progress_init(&tk.progress, run.open, run.length_s);
     tk.show = !o.quiet;
-    if (sq_latency_hist_new(&tk.t.dur) < 0)
+    if (sq_planrun_watch_init(&tk.w, p) < 0)
         goto out;
-    cfg.on_tick = on_tick;
-    cfg.tick_ud = &tk;
+    run.cfg.on_tick = on_tick;
+    run.cfg.tick_ud = &tk;
 
-    cfg.stop = tk.stop = sq_cli_signals_begin();
-    rc = sq_run(&cfg, &res, &why);
+    run.cfg.stop = tk.stop = sq_cli_signals_begin();
+    rc = sq_run(&run.cfg, &res, &why);
     sq_cli_signals_end();
     sq_progress_finish(&tk.progress);
     if (rc < 0) {
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
         goto out;
     }
-    if (sq_thresholds_eval(p, &res, &verdicts) < 0)
+    if (sq_planrun_finish(&run, &tk.w, &res, &verdicts) < 0)
         goto out;
-    char addr[80];
-    sq_addr_format(&cfg.addrs[0], addr, sizeof(addr));
-    struct sq_report_info info = {
-        .url = o.plan,
-        .method = "run",
-        .target_addr = addr,
-        .exec = &scens[0].exec,
-        .threads = res.threads,
-        .timeout_ns = cfg.timeout_ns,
-        .connect_timeout_ns = cfg.connect_timeout_ns,
-        .accept_encoding = accept,
-    };
-    if (tk.aborted) {
-        /* The run stopped itself: say which threshold, not "stopped by request". */
-        res.aborted = true;
-        snprintf(res.abort_reason, sizeof(res.abort_reason), "%.159s", tk.why);
-    }
-    json_t *doc = sq_report_json_doc(&info, &res);
-    if (!doc || sq_report_plan_sections(doc, p, &res, &verdicts) < 0) {
-        json_decref(doc);
+    json_t *doc = sq_report_planrun_doc(&run, &res, &verdicts);
+    if (!doc) {
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
     sq_cli_render(&outs, doc);
     json_decref(doc);
-    if (tk.aborted)
-        fprintf(stderr, "squall: run stopped: %s\n", tk.why);
-    if (verdicts.failed || tk.aborted) {
+    if (tk.w.aborted)
+        fprintf(stderr, "squall: run stopped: %s\n", tk.w.why);
+    if (verdicts.failed || tk.w.aborted) {
         fprintf(stderr, "squall: thresholds failed\n");
         exit_code = SQ_EXIT_THRESHOLDS;
     } else {
@@ -355,15 +180,10 @@ int sq_cli_run(int argc, char **argv)
     }
 out:
     sq_cli_outputs_close(&outs);
-    sq_hist_free(tk.t.dur);
+    sq_planrun_watch_dispose(&tk.w);
     sq_th_verdicts_dispose(&verdicts);
     sq_result_dispose(&res);
-    if (scens)
-        for (size_t i = 0; i < p->nscenarios; i++)
-            sq_flow_free((struct sq_flow *)scens[i].flow);
-    free(scens);
-    sq_url_dispose(&url);
-    sq_tls_client_free(tls);
+    sq_planrun_dispose(&run);
     sq_plan_free(p);
     return exit_code;
 }

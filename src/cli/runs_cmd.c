@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "daemon/compare.h"
+#include "engine/flags.h"
 #include "daemon/daemon.h"
 #include "output/doc.h"
 #include "output/fmt.h"
@@ -53,6 +54,14 @@ struct runs_opts {
     int nargs;
 };
 
+/* What getopt_long refused, as a usage error. */
+static int flag_refused(const struct option *longs, int opt, const char *flag)
+{
+    char err[256];
+    sq_flag_refused(longs, opt, flag, err, sizeof(err));
+    return sq_cli_usage_error(FACE, "%s", err);
+}
+
 /* argv[0] is the subcommand: export takes --json FILE, the others a bare --json. */
 static int parse(int argc, char **argv, struct runs_opts *o)
 {
@@ -80,7 +89,7 @@ static int parse(int argc, char **argv, struct runs_opts *o)
     o->args[o->nargs++] = argv[0];
     while ((opt = getopt_long(argc, argv, ":h", table, &li)) != -1) {
         char name[48];
-        const char *flag = sq_cli_flag_name(table, &li, opt, argv, name, sizeof(name));
+        const char *flag = sq_flag_name(table, &li, opt, argv, name, sizeof(name));
         switch (opt) {
         case 'D':
             o->data = optarg;
@@ -104,7 +113,7 @@ static int parse(int argc, char **argv, struct runs_opts *o)
             fputs(runs_usage, stdout);
             return SQ_EXIT_DONE;
         default:
-            return sq_cli_flag_error(FACE, table, opt, flag);
+            return flag_refused(table, opt, flag);
         }
     }
     for (int i = optind; i < argc; i++) {

@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "daemon/daemon.h"
+#include "engine/flags.h"
 
 #define FACE "squall serve"
 
@@ -73,6 +74,14 @@ enum {
     OPT_CORS,
     OPT_ACCESS_LOG,
 };
+
+/* What getopt_long refused, as a usage error. */
+static int flag_refused(const struct option *longs, int opt, const char *flag)
+{
+    char err[256];
+    sq_flag_refused(longs, opt, flag, err, sizeof(err));
+    return sq_cli_usage_error(FACE, "%s", err);
+}
 
 /* "HOST:PORT", "[V6]:PORT" or ":PORT" (loopback). host is written into buf. */
 static bool parse_listen(const char *s, char *buf, size_t len, uint16_t *port)
@@ -173,7 +182,7 @@ int sq_cli_serve(int argc, char **argv)
     optind = 1;
     while (rc == 0 && (opt = getopt_long(argc, argv, ":l:t:qh", longs, &li)) != -1) {
         char name[48];
-        const char *flag = sq_cli_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
         switch (opt) {
         case 'l':
             if (!parse_listen(optarg, host, sizeof(host), &port))
@@ -244,7 +253,7 @@ int sq_cli_serve(int argc, char **argv)
             sq_daemon_config_dispose(&cfg);
             return SQ_EXIT_OK;
         default:
-            rc = sq_cli_flag_error(FACE, longs, opt, flag);
+            rc = flag_refused(longs, opt, flag);
         }
     }
     if (rc == 0 && optind < argc)

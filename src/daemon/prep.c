@@ -1,47 +1,50 @@
 /* daemon/prep.c - a run request (the body of POST /runs): parsed, checked against the caps, set
- * up for the engine, and its result document built.
+ * up for the engine, and its result document built - with the CLI's own code (engine/quick.h,
+ * engine/planrun.h, plan's sq_plan_load_text, output's document builders), so the daemon and the
+ * CLI refuse the same requests with the same words and write the same document for the same
+ * run.
  *
- * INTERIM: a small quick-face reader of its own (url, connections, duration, requests, rate,
- * threads, method, header, body, timeout, connect-timeout; numeric hosts only) until the run
- * preparation moves from cli/ into engine/ (engine/quick.h, engine/planrun.h); then this file
- * calls those, so the daemon and the CLI refuse and run the same requests the same way.
+ * A request is set up twice: once on the ops thread when it arrives (everything the CLI checks
+ * before a run, DNS and TLS files included, so a bad request is refused before it is queued;
+ * then the caps and the allowlist on the run it would be), and again on the runner when its turn
+ * comes (fresh DNS, a fresh TLS context: a run may wait long in the queue). Parsing happens on
+ * the ops thread only: the quick face's parser uses getopt_long, which is not thread-safe.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/clock.h"
-#include "base/parse.h"
 #include "daemon/internal.h"
-#include "http/decode.h"
-#include "http/request.h"
-#include "http/url.h"
+#include "engine/flags.h"
+#include "engine/planrun.h"
+#include "engine/quick.h"
+#include "engine/verdict.h"
 #include "output/json.h"
+#include "output/plan_json.h"
 #include "plan/exec.h"
+#include "plan/plan.h"
 
-#define MAX_HDRS 64
+#define PLAN_NAME_DEFAULT "plan.yaml"
 
 struct sq_daemon__req {
-    char *url_text, *method, *body;
-    size_t body_len;
-    struct sq_kv hdrs[MAX_HDRS];
-    size_t nhdrs;
-    uint64_t connections, threads, requests;
-    int64_t duration_ns, timeout_ns, connect_timeout_ns;
-    double rate;
-    bool rate_set;
-    struct sq_exec exec;
-    /* set up */
-    struct sq_url url;
-    char *reqbuf;
-    size_t reqlen;
-    struct sq_run_config cfg;
-    char addr[300];
+    enum sq_store_kind kind;
+    /* quick: the options (parsed on the ops thread; they own what they built) and the run */
+    struct sq_quick_opts qo;
+    struct sq_quick_run qr;
+    bool qr_set;
+    /* plan: the loaded plan, the face's options and the run, its threshold watch and verdicts */
+    char *plan_name;
+    struct sq_plan *plan;
+    struct sq_planrun_opts po;
+    struct sq_planrun pr;
+    bool pr_set;
+    struct sq_planrun_watch watch;
+    bool watch_set;
+    struct sq_th_verdicts verdicts;
 };
 
 static int fail(char *err, size_t len, int rc, const char *fmt, ...)
@@ -55,43 +58,6 @@ static int fail(char *err, size_t len, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* A value as text: strings as they are, numbers printed. */
-static const char *text_of(const json_t *v, char *buf, size_t n)
-{
-    if (json_is_string(v))
-        return json_string_value(v);
-    if (json_is_integer(v)) {
-        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
-        return buf;
-    }
-    if (json_is_real(v)) {
-        snprintf(buf, n, "%.17g", json_real_value(v));
-        return buf;
-    }
-    return NULL;
-}
-
-static int dur(const char *key, const json_t *v, int64_t *out, char *err, size_t len)
-{
-    char b[64];
-    const char *s = text_of(v, b, sizeof(b));
-    if (!s || sq_parse_duration(s, SQ_NS_PER_S, out) < 0 || *out <= 0)
-        return fail(err, len, -SQ_EUSAGE, "--%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", key,
-                    s ? s : "?");
-    return 0;
-}
-
-static int count(const char *key, const json_t *v, uint64_t lo, uint64_t hi, uint64_t *out,
-                 char *err, size_t len)
-{
-    char b[64];
-    const char *s = text_of(v, b, sizeof(b));
-    if (!s || sq_parse_u64(s, lo, hi, 1, out) < 0)
-        return fail(err, len, -SQ_EUSAGE, "--%s: '%s' is not a count (%llu..%llu)", key,
-                    s ? s : "?", (unsigned long long)lo, (unsigned long long)hi);
-    return 0;
-}
-
 static char *dupstr(const char *s)
 {
     size_t n = strlen(s);
@@ -101,85 +67,7 @@ static char *dupstr(const char *s)
     return p;
 }
 
-static int add_header(struct sq_daemon__req *r, const json_t *v, char *err, size_t len)
-{
-    if (!json_is_string(v))
-        return fail(err, len, -SQ_EUSAGE, "--header: expects a string or an array of strings");
-    if (r->nhdrs == MAX_HDRS)
-        return fail(err, len, -SQ_EUSAGE, "--header: at most %d headers", MAX_HDRS);
-    int rc = sq_header_parse_arg(json_string_value(v), &r->hdrs[r->nhdrs]);
-    if (rc < 0)
-        return fail(err, len, rc == -ENOMEM ? rc : -SQ_EUSAGE,
-                    "--header: '%s' is not a header: expected 'Name: value'", json_string_value(v));
-    r->nhdrs++;
-    return 0;
-}
-
-static int parse_quick(struct sq_daemon__req *r, const json_t *q, char *err, size_t len)
-{
-    if (!json_is_object(q))
-        return fail(err, len, -SQ_EUSAGE, "quick: expects an object of options");
-    const char *k;
-    json_t *v;
-    int rc = 0;
-    json_object_foreach((json_t *)q, k, v)
-    {
-        if (strcmp(k, "url") == 0) {
-            if (!json_is_string(v))
-                return fail(err, len, -SQ_EUSAGE, "url: expects a string");
-            r->url_text = dupstr(json_string_value(v));
-        } else if (strcmp(k, "connections") == 0) {
-            rc = count(k, v, 1, 1000000, &r->connections, err, len);
-        } else if (strcmp(k, "threads") == 0) {
-            rc = count(k, v, 1, 1024, &r->threads, err, len);
-        } else if (strcmp(k, "requests") == 0) {
-            rc = count(k, v, 1, UINT64_MAX / 2, &r->requests, err, len);
-        } else if (strcmp(k, "duration") == 0) {
-            rc = dur(k, v, &r->duration_ns, err, len);
-        } else if (strcmp(k, "timeout") == 0) {
-            rc = dur(k, v, &r->timeout_ns, err, len);
-        } else if (strcmp(k, "connect-timeout") == 0) {
-            rc = dur(k, v, &r->connect_timeout_ns, err, len);
-        } else if (strcmp(k, "rate") == 0) {
-            if (!json_is_number(v) || !(json_number_value(v) > 0))
-                return fail(err, len, -SQ_EUSAGE, "--rate: expects a positive number");
-            r->rate = json_number_value(v);
-            r->rate_set = true;
-        } else if (strcmp(k, "method") == 0) {
-            if (!json_is_string(v))
-                return fail(err, len, -SQ_EUSAGE, "--method: expects a string");
-            r->method = dupstr(json_string_value(v));
-        } else if (strcmp(k, "body") == 0) {
-            if (!json_is_string(v))
-                return fail(err, len, -SQ_EUSAGE, "--body: expects a string");
-            r->body_len = json_string_length(v);
-            r->body = malloc(r->body_len + 1);
-            if (r->body)
-                memcpy(r->body, json_string_value(v), r->body_len + 1);
-        } else if (strcmp(k, "header") == 0) {
-            if (json_is_array(v)) {
-                size_t i;
-                json_t *e;
-                json_array_foreach(v, i, e)
-                {
-                    if ((rc = add_header(r, e, err, len)) < 0)
-                        return rc;
-                }
-            } else {
-                rc = add_header(r, v, err, len);
-            }
-        } else {
-            return fail(err, len, -SQ_EUSAGE, "unknown key '%s'", k);
-        }
-        if (rc < 0)
-            return rc;
-    }
-    if (!r->url_text)
-        return fail(err, len, -SQ_EUSAGE, "no URL given (the \"url\" key)");
-    return 0;
-}
-
-/* The highest rate the executor reaches, per second. */
+/* The highest rate an executor reaches, per second. */
 static double peak_rate(const struct sq_exec *e)
 {
     if (!sq_exec_is_open(e))
@@ -192,61 +80,137 @@ static double peak_rate(const struct sq_exec *e)
     return r / unit;
 }
 
-static int check_caps(const struct sq_exec *e, uint64_t vus, const struct sq_daemon_config *c,
-                      char *err, size_t len)
+/* vus, the summed peak rate and the longest scenario's end (start offset and graceful stop
+ * included) against the caps. */
+static int check_caps(uint64_t vus, double rate, int64_t length_ns,
+                      const struct sq_daemon_config *c, char *err, size_t len)
 {
     if (vus > c->max_vus)
         return fail(err, len, -SQ_ERANGE,
                     "max_vus: the run needs %llu VUs (connections), over the cap of %llu",
                     (unsigned long long)vus, (unsigned long long)c->max_vus);
-    double rate = peak_rate(e);
     if (rate > c->max_rate)
         return fail(err, len, -SQ_ERANGE,
                     "max_rate: the run asks for %.10g requests/s, over the cap of %.10g", rate,
                     c->max_rate);
-    int64_t l = sq_exec_length_ns(e) + e->graceful_stop_ns;
-    if (l > c->max_duration_ns)
+    if (length_ns > c->max_duration_ns)
         return fail(err, len, -SQ_ERANGE,
                     "max_duration: the run may last %.10gs, over the cap of %.10gs",
-                    (double)l / 1e9, (double)c->max_duration_ns / 1e9);
+                    (double)length_ns / 1e9, (double)c->max_duration_ns / 1e9);
     return 0;
 }
 
-static int build_exec(struct sq_daemon__req *r, char *err, size_t len)
-{
-    struct sq_exec *e = &r->exec;
-    memset(e, 0, sizeof(*e));
-    e->vus = (uint32_t)r->connections;
-    if (r->rate_set) {
-        e->kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE;
-        e->rate = r->rate;
-        e->duration_ns = r->duration_ns;
-    } else if (r->requests) {
-        e->kind = SQ_EXEC_SHARED_ITERATIONS;
-        e->iterations = r->requests;
-    } else {
-        e->kind = SQ_EXEC_CONSTANT_VUS;
-        e->duration_ns = r->duration_ns;
-    }
-    const char *why = NULL;
-    if (sq_exec_prepare(e, &why) < 0)
-        return fail(err, len, -SQ_EUSAGE, "%s", why);
-    return 0;
-}
-
-static bool allowed(const struct sq_daemon_config *c, const char *host)
+static int check_host(const struct sq_daemon_config *c, const char *host, char *err, size_t len)
 {
     if (c->nallow == 0)
-        return true;
+        return 0;
     for (size_t i = 0; i < c->nallow; i++)
         if (strcasecmp(c->allow_hosts[i], host) == 0)
-            return true;
-    return false;
+            return 0;
+    return fail(err, len, -EACCES, "allow_hosts: '%s' is not a target this daemon may load", host);
 }
 
-int sq_daemon__req_parse(const json_t *body, const struct sq_daemon_config *cfg,
-                         struct sq_daemon__req **out, struct sq_daemon__req_info *info, char *err,
-                         size_t len)
+/* ---- quick ---- */
+
+static int quick_parse(struct sq_daemon__req *r, const json_t *q,
+                       const struct sq_daemon_config *cfg, char *err, size_t len)
+{
+    sq_quick_opts_init(&r->qo); /* first: sq_daemon__req_free disposes it */
+    if (!json_is_object(q))
+        return fail(err, len, -SQ_EUSAGE, "quick: expects an object of options");
+    int rc = sq_quick_from_json(&r->qo, q, err, len);
+    if (rc < 0)
+        return rc;
+    /* the daemon's defaults where the request says nothing */
+    if (!json_object_get(q, "threads"))
+        r->qo.threads = cfg->threads;
+    if (!json_object_get(q, "timeout") && cfg->timeout_ns)
+        r->qo.timeout_ns = cfg->timeout_ns;
+    if (!json_object_get(q, "connect-timeout") && cfg->connect_timeout_ns)
+        r->qo.connect_timeout_ns = cfg->connect_timeout_ns;
+    return 0;
+}
+
+static int quick_check(struct sq_daemon__req *r, const struct sq_daemon_config *cfg, char *err,
+                       size_t len)
+{
+    struct sq_quick_run qr;
+    int rc = sq_quick_prepare(&qr, &r->qo, err, len);
+    if (rc == 0) {
+        const struct sq_exec *e = &qr.cfg.exec;
+        rc = check_caps(sq_exec_max_vus(e), peak_rate(e),
+                        sq_exec_length_ns(e) + e->graceful_stop_ns, cfg, err, len);
+    }
+    if (rc == 0)
+        rc = check_host(cfg, qr.url.host, err, len);
+    sq_quick_run_dispose(&qr);
+    return rc;
+}
+
+/* ---- plan ---- */
+
+static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t *p,
+                      const struct sq_daemon_config *cfg, char *err, size_t len)
+{
+    if (!json_is_string(p))
+        return fail(err, len, -SQ_EUSAGE, "plan: expects the plan's YAML text (a string)");
+    const json_t *file = json_object_get(body, "file");
+    if (file && (!json_is_string(file) || !json_string_length(file) ||
+                 json_string_length(file) > 200 || strpbrk(json_string_value(file), "\r\n/")))
+        return fail(err, len, -SQ_EUSAGE, "file: expects the plan's file name (no directory)");
+    r->plan_name = dupstr(file ? json_string_value(file) : PLAN_NAME_DEFAULT);
+    if (!r->plan_name)
+        return fail(err, len, -ENOMEM, "out of memory");
+    struct sq_plan_error pe;
+    memset(&pe, 0, sizeof(pe));
+    int rc = sq_plan_load_text(r->plan_name, json_string_value(p), json_string_length(p), NULL,
+                               &r->plan, &pe);
+    if (rc < 0) {
+        if (rc == -ENOMEM)
+            return fail(err, len, rc, "out of memory");
+        sq_plan_error_format(&pe, err, len);
+        return -SQ_EPARSE;
+    }
+    if ((rc = sq_thresholds_check(r->plan, err, len)) < 0)
+        return -SQ_EPARSE;
+    sq_planrun_opts_init(&r->po);
+    r->po.plan = r->plan_name;
+    r->po.threads = cfg->threads;
+    if (cfg->timeout_ns)
+        r->po.timeout_ns = cfg->timeout_ns;
+    if (cfg->connect_timeout_ns)
+        r->po.connect_timeout_ns = cfg->connect_timeout_ns;
+    return 0;
+}
+
+static int plan_check(struct sq_daemon__req *r, const struct sq_daemon_config *cfg, char *err,
+                      size_t len)
+{
+    struct sq_planrun pr;
+    int rc = sq_planrun_prepare(&pr, r->plan, &r->po, err, len);
+    if (rc == 0) {
+        double rate = 0;
+        int64_t l = 0;
+        for (size_t i = 0; i < r->plan->nscenarios; i++) {
+            const struct sq_exec *e = &pr.scens[i].exec;
+            rate += peak_rate(e);
+            int64_t end = pr.scens[i].start_ns + sq_exec_length_ns(e) + e->graceful_stop_ns;
+            if (end > l)
+                l = end;
+        }
+        rc = check_caps(pr.vus, rate, l, cfg, err, len);
+    }
+    if (rc == 0)
+        rc = check_host(cfg, pr.url.host, err, len);
+    sq_planrun_dispose(&pr);
+    return rc;
+}
+
+/* ---- the entry points ---- */
+
+static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool check,
+                 struct sq_daemon__req **out, struct sq_daemon__req_info *info, char *err,
+                 size_t len)
 {
     memset(info, 0, sizeof(*info));
     if (!json_is_object(body))
@@ -255,44 +219,46 @@ int sq_daemon__req_parse(const json_t *body, const struct sq_daemon_config *cfg,
     const json_t *name = json_object_get(body, "name");
     if (q && p)
         return fail(err, len, -SQ_EUSAGE, "give either \"quick\" or \"plan\", not both");
-    if (p)
-        return fail(err, len, -SQ_EUSAGE, "plan: plans cannot run through the daemon yet");
-    if (!q)
-        return fail(err, len, -SQ_EUSAGE, "the body needs \"quick\" (options) or \"plan\" (YAML)");
-    if (name && !json_is_string(name))
-        return fail(err, len, -SQ_EUSAGE, "name: expects a string");
+    if (!q && !p)
+        return fail(err, len, -SQ_EUSAGE,
+                    "the body needs \"quick\" (the quick face's options) or \"plan\" (YAML)");
+    if (name && (!json_is_string(name) || json_string_length(name) > 200))
+        return fail(err, len, -SQ_EUSAGE, "name: expects a string (at most 200 bytes)");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)body, k, v)
+    {
+        if (strcmp(k, "quick") && strcmp(k, "plan") && strcmp(k, "name") && strcmp(k, "file"))
+            return fail(err, len, -SQ_EUSAGE, "unknown key '%s' (quick, plan, file, name)", k);
+    }
+    if (q && json_object_get(body, "file"))
+        return fail(err, len, -SQ_EUSAGE, "file: goes with \"plan\"");
     struct sq_daemon__req *r = calloc(1, sizeof(*r));
     if (!r)
         return fail(err, len, -ENOMEM, "out of memory");
-    r->connections = 64;
-    r->duration_ns = 10 * SQ_NS_PER_S;
-    r->timeout_ns = cfg->timeout_ns ? cfg->timeout_ns : 10 * SQ_NS_PER_S;
-    r->connect_timeout_ns = cfg->connect_timeout_ns ? cfg->connect_timeout_ns : 5 * SQ_NS_PER_S;
-    r->threads = cfg->threads;
-    int rc = parse_quick(r, q, err, len);
-    if (rc == 0)
-        rc = build_exec(r, err, len);
-    if (rc == 0)
-        rc = check_caps(&r->exec, r->connections, cfg, err, len);
-    if (rc == 0) {
-        const char *why = NULL;
-        rc = sq_url_parse(r->url_text, &r->url, &why);
-        if (rc < 0)
-            rc = fail(err, len, -SQ_EUSAGE, "bad URL '%s': %s", r->url_text,
-                      why ? why : sq_strerror(rc));
-    }
-    if (rc == 0 && !allowed(cfg, r->url.host))
-        rc = fail(err, len, -EACCES, "allow_hosts: '%s' is not a target this daemon may load",
-                  r->url.host);
+    r->kind = q ? SQ_STORE_QUICK : SQ_STORE_PLAN;
+    int rc = q ? quick_parse(r, q, cfg, err, len) : plan_parse(r, body, p, cfg, err, len);
+    if (rc == 0 && check)
+        rc = q ? quick_check(r, cfg, err, len) : plan_check(r, cfg, err, len);
     if (rc < 0) {
         sq_daemon__req_free(r);
         return rc;
     }
-    info->kind = SQ_STORE_QUICK;
-    snprintf(info->target, sizeof(info->target), "%s", r->url_text);
-    snprintf(info->name, sizeof(info->name), "%s", name ? json_string_value(name) : "");
+    info->kind = r->kind;
+    snprintf(info->target, sizeof(info->target), "%s", q ? r->qo.url : r->plan->target);
+    snprintf(info->name, sizeof(info->name), "%s",
+             name ? json_string_value(name)
+             : q  ? ""
+                  : r->plan_name);
     *out = r;
     return 0;
+}
+
+int sq_daemon__req_parse(const json_t *body, const struct sq_daemon_config *cfg,
+                         struct sq_daemon__req **out, struct sq_daemon__req_info *info, char *err,
+                         size_t len)
+{
+    return parse(body, cfg, true, out, info, err, len);
 }
 
 int sq_daemon__req_validate(const json_t *body, char **describe, char *err, size_t len)
@@ -301,109 +267,98 @@ int sq_daemon__req_validate(const json_t *body, char **describe, char *err, size
     sq_daemon_config_init(&c);
     struct sq_daemon__req *r = NULL;
     struct sq_daemon__req_info info;
-    c.max_vus = UINT64_MAX;
-    c.max_rate = INFINITY;
-    c.max_duration_ns = INT64_MAX / 2;
-    int rc = sq_daemon__req_parse(body, &c, &r, &info, err, len);
+    int rc = parse(body, &c, false, &r, &info, err, len);
     sq_daemon_config_dispose(&c);
     if (rc < 0)
         return rc;
-    char buf[700];
-    snprintf(buf, sizeof(buf), "%s %s, %s\nrequest OK\n", r->method ? r->method : "GET",
-             info.target, sq_exec_name(r->exec.kind));
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) {
+        sq_daemon__req_free(r);
+        return fail(err, len, -ENOMEM, "out of memory");
+    }
+    if (r->kind == SQ_STORE_PLAN) {
+        sq_plan_describe(r->plan, f);
+        fputs("plan OK\n", f);
+    } else {
+        fprintf(f, "%s %s\nrequest OK\n", r->qo.method, r->qo.url);
+    }
+    fclose(f);
     sq_daemon__req_free(r);
-    *describe = dupstr(buf);
-    return *describe ? 0 : -ENOMEM;
+    *describe = buf;
+    return buf ? 0 : -ENOMEM;
 }
 
 int sq_daemon__req_setup(struct sq_daemon__req *r, struct sq_run_config **cfg, char *err,
                          size_t len)
 {
-    struct sq_run_config *c = &r->cfg;
-    memset(c, 0, sizeof(*c));
-    struct sq_addr *a = &c->addrs[0];
-    memset(a, 0, sizeof(*a));
-    const char *host = strcmp(r->url.host, "localhost") == 0 ? "127.0.0.1" : r->url.host;
-    struct sockaddr_in *in = (struct sockaddr_in *)&a->ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a->ss;
-    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
-        in->sin_family = AF_INET;
-        in->sin_port = htons(r->url.port);
-        a->len = sizeof(*in);
-        snprintf(r->addr, sizeof(r->addr), "%s:%u", host, r->url.port);
-    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(r->url.port);
-        a->len = sizeof(*in6);
-        snprintf(r->addr, sizeof(r->addr), "[%s]:%u", host, r->url.port);
+    int rc;
+    uint64_t need;
+    if (r->kind == SQ_STORE_QUICK) {
+        rc = sq_quick_prepare(&r->qr, &r->qo, err, len);
+        r->qr_set = true;
+        if (rc < 0)
+            return rc;
+        *cfg = &r->qr.cfg;
+        need = r->qr.conns;
     } else {
-        return fail(err, len, -SQ_ERESOLVE, "dns: %s: only numeric hosts for now", host);
+        rc = sq_planrun_prepare(&r->pr, r->plan, &r->po, err, len);
+        r->pr_set = true;
+        if (rc < 0)
+            return rc;
+        if ((rc = sq_planrun_watch_init(&r->watch, r->plan)) < 0)
+            return fail(err, len, rc, "out of memory");
+        r->watch_set = true;
+        *cfg = &r->pr.cfg;
+        need = r->pr.vus;
     }
-    c->naddrs = 1;
-    const char *accept = sq_accept_encoding_default();
-    struct sq_kv hdrs[MAX_HDRS + 1];
-    memcpy(hdrs, r->hdrs, r->nhdrs * sizeof(hdrs[0]));
-    hdrs[r->nhdrs] = (struct sq_kv){.name = "Accept-Encoding", .value = accept};
-    int rc = sq_request_build(r->method ? r->method : "GET", r->url.path, r->url.authority, hdrs,
-                              r->nhdrs + 1, r->body, r->body_len, &r->reqbuf, &r->reqlen);
-    if (rc < 0)
-        return fail(err, len, rc, "cannot build the request: %s", sq_strerror(rc));
-    c->request = r->reqbuf;
-    c->request_len = r->reqlen;
-    c->head_request = r->method && strcmp(r->method, "HEAD") == 0;
-    c->threads = r->threads ? (uint32_t)r->threads : 2;
-    c->exec = r->exec;
-    c->timeout_ns = r->timeout_ns;
-    c->connect_timeout_ns = r->connect_timeout_ns;
-    c->phases = true;
-    c->streams = 1;
-    *cfg = c;
-    return 0;
+    return sq_net_raise_nofile(need, r->kind == SQ_STORE_QUICK ? "connections" : "VUs", err, len);
 }
 
-bool sq_daemon__req_tick(struct sq_daemon__req *rq, const struct sq_second *s,
+bool sq_daemon__req_tick(struct sq_daemon__req *r, const struct sq_second *s,
                          const struct sq_hist *h, const char **why)
 {
-    SQ_UNUSED(rq);
-    SQ_UNUSED(s);
-    SQ_UNUSED(h);
-    SQ_UNUSED(why);
-    return false;
+    if (!r->watch_set || !sq_planrun_watch_tick(&r->watch, s, h))
+        return false;
+    *why = r->watch.why;
+    return true;
 }
 
 json_t *sq_daemon__req_doc(struct sq_daemon__req *r, struct sq_result *res)
 {
-    struct sq_report_info info = {
-        .url = r->url_text,
-        .method = r->method ? r->method : "GET",
-        .target_addr = r->addr,
-        .exec = &r->cfg.exec,
-        .threads = res->threads,
-        .timeout_ns = r->cfg.timeout_ns,
-        .connect_timeout_ns = r->cfg.connect_timeout_ns,
-        .request_bytes = r->reqlen,
-        .accept_encoding = sq_accept_encoding_default(),
-        .protocol = "http/1.1",
-    };
-    return sq_report_json_doc(&info, res);
+    if (r->kind == SQ_STORE_QUICK)
+        return sq_report_quick_doc(&r->qr, res);
+    if (sq_planrun_finish(&r->pr, r->watch_set ? &r->watch : NULL, res, &r->verdicts) < 0)
+        return NULL;
+    return sq_report_planrun_doc(&r->pr, res, &r->verdicts);
 }
 
 void sq_daemon__req_shape(const struct sq_daemon__req *r, uint32_t *workers, uint64_t *vus)
 {
-    *workers = sq_run_workers(&r->cfg);
-    *vus = sq_exec_max_vus(&r->cfg.exec);
+    if (r->kind == SQ_STORE_QUICK) {
+        *workers = sq_run_workers(&r->qr.cfg);
+        *vus = sq_exec_max_vus(&r->qr.cfg.exec);
+    } else {
+        *workers = sq_run_workers(&r->pr.cfg);
+        *vus = r->pr.vus;
+    }
 }
 
 void sq_daemon__req_free(struct sq_daemon__req *r)
 {
     if (!r)
         return;
-    free(r->url_text);
-    free(r->method);
-    free(r->body);
-    for (size_t i = 0; i < r->nhdrs; i++)
-        sq_header_arg_dispose(&r->hdrs[i]);
-    sq_url_dispose(&r->url);
-    free(r->reqbuf);
+    if (r->qr_set)
+        sq_quick_run_dispose(&r->qr);
+    if (r->kind == SQ_STORE_QUICK)
+        sq_quick_opts_dispose(&r->qo);
+    if (r->pr_set)
+        sq_planrun_dispose(&r->pr);
+    if (r->watch_set)
+        sq_planrun_watch_dispose(&r->watch);
+    sq_th_verdicts_dispose(&r->verdicts);
+    sq_plan_free(r->plan);
+    free(r->plan_name);
     free(r);
 }

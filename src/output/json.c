@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/b64.h"
+#include "engine/quick.h"
 #include "output/figures.h"
 #include "output/json.h"
 #include "stats/hist.h"
@@ -251,4 +252,23 @@ int sq_report_json_write(FILE *f, const json_t *doc)
     if (rc < 0 || fflush(f) != 0)
         return -EIO;
     return 0;
+}
+
+json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
+{
+    const struct sq_quick_opts *o = r->opts;
+    struct sq_report_info info = {
+        .url = o->url,
+        .method = o->method,
+        .target_addr = r->net.addr,
+        .exec = &r->cfg.exec,
+        .threads = res->threads,
+        .timeout_ns = r->cfg.timeout_ns,
+        .connect_timeout_ns = r->cfg.connect_timeout_ns,
+        .request_bytes = r->req_len,
+        .accept_encoding = r->accept_encoding,
+        .protocol = sq_quick_protocol(r),
+        .streams = o->http2 ? (uint32_t)o->streams : 0,
+    };
+    return sq_report_json_doc(&info, res);
 }

@@ -40,6 +40,12 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
  * memory. The daemon's live events carry the same shape. */
 json_t *sq_report_json_second(const struct sq_second *e);
 
+struct sq_quick_run;
+/* The quick face's document (`squall URL --json`, and the daemon's run from {"quick": ...}):
+ * what run r (engine/quick.h) asked for and what res measured. The CLI and the daemon both call
+ * it, so the same run gives the same document. NULL when out of memory. */
+json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result *res);
+
 /* Writes the document as indented JSON, keys in document order. Returns 0 or -EIO. */
 SQ_MUST_CHECK int sq_report_json_write(FILE *f, const json_t *doc);
 

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/planrun.h"
 #include "engine/verdict.h"
+#include "output/json.h"
 #include "output/plan_json.h"
 #include "plan/metrics.h"
 #include "stats/hist.h"
@@ -173,4 +175,25 @@ fail:
     json_decref(ths);
     json_decref(metrics);
     return -ENOMEM;
+}
+
+json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
+                              const struct sq_th_verdicts *v)
+{
+    struct sq_report_info info = {
+        .url = r->plan->file,
+        .method = "run",
+        .target_addr = r->net.addr,
+        .exec = &r->scens[0].exec,
+        .threads = res->threads,
+        .timeout_ns = r->cfg.timeout_ns,
+        .connect_timeout_ns = r->cfg.connect_timeout_ns,
+        .accept_encoding = r->accept_encoding,
+    };
+    json_t *doc = sq_report_json_doc(&info, res);
+    if (doc && sq_report_plan_sections(doc, r->plan, res, v) < 0) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
 }

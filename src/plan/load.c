@@ -312,6 +312,11 @@ int sq_plan__to_json(struct ld *L, const struct ynode *n, struct rctx *R, struct
 
 int sq_plan__relative_path(struct ld *L, const struct ynode *n, char *out, size_t outlen)
 {
+    if (n->s[0] != '/' && L->no_dir)
+        return sq_plan__fail(L, n,
+                             "'%.200s' is a relative path, and this plan was given as text with no "
+                             "directory to resolve it against: use an absolute path",
+                             n->s);
     int k = n->s[0] == '/' || !L->dir[0] ? snprintf(out, outlen, "%s", n->s)
                                          : snprintf(out, outlen, "%s/%s", L->dir, n->s);
     if (k < 0 || (size_t)k >= outlen)
@@ -641,8 +646,9 @@ static int load_root(struct ld *L, const struct ynode *root)
     return 0;
 }
 
-int sq_plan_load_string(const char *name, const char *yaml, size_t len, struct sq_plan **out,
-                        struct sq_plan_error *err)
+/* Loads yaml; relative paths resolve against dir (NULL: refused). */
+static int load_mem(const char *name, const char *yaml, size_t len, const char *dir,
+                    struct sq_plan **out, struct sq_plan_error *err)
 {
     if (err) {
         memset(err, 0, sizeof(*err));
@@ -666,11 +672,15 @@ int sq_plan_load_string(const char *name, const char *yaml, size_t len, struct s
     sq_plan__map_init(&L->feeder_names, false);
     L->src = yaml;
     L->src_len = len;
-    const char *slash = strrchr(name, '/');
-    if (slash)
-        snprintf(L->dir, sizeof(L->dir), "%.*s", (int)(slash == name ? 1 : slash - name), name);
+    L->no_dir = !dir;
+    int rc = 0;
+    if (dir && snprintf(L->dir, sizeof(L->dir), "%s", dir) >= (int)sizeof(L->dir)) {
+        struct sq_loc loc = {0, 0};
+        rc = sq_plan__fail_at(L, loc, "the base directory is too long");
+    }
     p->file = strdup(name);
-    int rc = p->file ? 0 : -ENOMEM;
+    if (rc == 0 && !p->file)
+        rc = -ENOMEM;
     struct ynode *root = NULL;
     if (rc == 0 && len > SQ_PLAN_MAX_BYTES) {
         struct sq_loc loc = {1, 1};
@@ -691,6 +701,23 @@ int sq_plan_load_string(const char *name, const char *yaml, size_t len, struct s
     }
     *out = p;
     return 0;
+}
+
+int sq_plan_load_string(const char *name, const char *yaml, size_t len, struct sq_plan **out,
+                        struct sq_plan_error *err)
+{
+    /* relative paths: from the directory of name, else the working directory */
+    char dir[4096] = "";
+    const char *slash = strrchr(name, '/');
+    if (slash)
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash == name ? 1 : slash - name), name);
+    return load_mem(name, yaml, len, dir, out, err);
+}
+
+int sq_plan_load_text(const char *name, const char *text, size_t len, const char *base_dir,
+                      struct sq_plan **out, struct sq_plan_error *err)
+{
+    return load_mem(name, text, len, base_dir, out, err);
 }
 
 int sq_plan_load(const char *path, struct sq_plan **out, struct sq_plan_error *err)

@@ -72,6 +72,7 @@ struct ld {
     const char *src;
     size_t src_len;
     char dir[4096]; /* the plan file's directory, "" for the working directory */
+    bool no_dir;    /* a plan given as text without a base directory: relative paths refused */
     char path[256]; /* the key path being compiled */
     size_t path_len;
     /* the arena */
@@ -185,7 +186,8 @@ int sq_plan__lit_form(struct sq_buf *b, const char *s, size_t n);
 /* Serialises a YAML value into JSON text whose strings may hold "{{...}}" tags. */
 int sq_plan__to_json(struct ld *L, const struct ynode *n, struct rctx *R, struct sq_buf *b,
                      int depth);
-/* n's path, relative to the plan's directory unless absolute, into out. */
+/* n's path, relative to the plan's directory unless absolute, into out. A relative path of a
+ * plan without a directory (sq_plan_load_text with no base) is refused at n. */
 int sq_plan__relative_path(struct ld *L, const struct ynode *n, char *out, size_t outlen);
 /* scheme://host[:port][/] with nothing after: the origin every step's url is relative to. */
 bool sq_plan__parse_origin(const char *s, size_t len, char *scheme, char *host, size_t hostlen,

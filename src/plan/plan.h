@@ -138,9 +138,18 @@ struct sq_plan_error {
  * sq_plan_error_format() prints it as file:line:col: key: msg), -errno when the file cannot be
  * read, -ENOMEM. */
 SQ_MUST_CHECK int sq_plan_load(const char *path, struct sq_plan **out, struct sq_plan_error *err);
-/* The same from a string (tests); name is used as the file name in errors. */
+/* The same from a string (tests); name is used as the file name in errors, and relative paths
+ * resolve against its directory (the working directory when it has none). */
 SQ_MUST_CHECK int sq_plan_load_string(const char *name, const char *yaml, size_t len,
                                       struct sq_plan **out, struct sq_plan_error *err);
+/* A plan given as text (pasted into the daemon, sent to its API): name is what errors and the
+ * result call it ("plan.yaml:3:5: ..."), and relative `file:` bodies and feeder paths resolve
+ * against base_dir; with base_dir NULL they are refused at their line:col ("'data.csv' is a
+ * relative path, and this plan was given as text with no directory to resolve it against: use
+ * an absolute path"). Returns what sq_plan_load returns. */
+SQ_MUST_CHECK int sq_plan_load_text(const char *name, const char *text, size_t len,
+                                    const char *base_dir, struct sq_plan **out,
+                                    struct sq_plan_error *err);
 void sq_plan_free(struct sq_plan *p);
 
 /* "plan.yaml:12:7: scenarios.shoppers.flow[0].request: unknown key 'metod' (did you mean

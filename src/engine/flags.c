@@ -1,0 +1,94 @@
+/* engine/flags.c - see flags.h. */
+#include "engine/flags.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int sq_flag_fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (len)
+        vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -SQ_EUSAGE;
+}
+
+/* The long option a "--name" or "--name=value" token names exactly, or NULL. */
+static const struct option *long_named(const struct option *longs, const char *tok)
+{
+    if (strncmp(tok, "--", 2) != 0)
+        return NULL;
+    tok += 2;
+    size_t n = strcspn(tok, "=");
+    for (const struct option *o = longs; o->name; o++)
+        if (strlen(o->name) == n && strncmp(o->name, tok, n) == 0)
+            return o;
+    return NULL;
+}
+
+const char *sq_flag_name(const struct option *longs, int *li, int opt, char **argv, char *buf,
+                         size_t size)
+{
+    int idx = *li;
+    *li = -1;
+    if (idx >= 0) {
+        snprintf(buf, size, "--%s", longs[idx].name);
+        return buf;
+    }
+    if (opt != '?' && opt != ':') {
+        snprintf(buf, size, "-%c", opt);
+        return buf;
+    }
+    /* getopt_long has moved past the token when it was the last of its argument; inside a
+     * cluster of short flags ("-qx") it has not, so optopt is the one to trust there. */
+    const char *tok = optind > 0 ? argv[optind - 1] : "";
+    const struct option *lo = long_named(longs, tok);
+    if (optopt > 0 && optopt < 128 && !(lo && lo->val == optopt)) {
+        snprintf(buf, size, "-%c", optopt);
+        return buf;
+    }
+    if (lo) {
+        snprintf(buf, size, "--%s", lo->name);
+        return buf;
+    }
+    return tok;
+}
+
+int sq_flag_refused(const struct option *longs, int opt, const char *flag, char *err, size_t len)
+{
+    if (opt == ':')
+        return sq_flag_fail(err, len, "%s needs a value", flag);
+    const struct option *lo = long_named(longs, flag);
+    if (lo && lo->has_arg == no_argument)
+        return sq_flag_fail(err, len, "%s takes no value", flag);
+    if (strncmp(flag, "--", 2) == 0 && flag[2] && !lo) {
+        /* getopt_long takes an unambiguous prefix; an ambiguous one lands here. */
+        char names[400] = "";
+        size_t n = strcspn(flag + 2, "="), used = 0;
+        int matches = 0;
+        for (const struct option *o = longs; o->name; o++) {
+            if (strncmp(o->name, flag + 2, n) != 0)
+                continue;
+            int w = snprintf(names + used, sizeof(names) - used, "%s--%s", matches ? ", " : "",
+                             o->name);
+            if (w > 0 && (size_t)w < sizeof(names) - used)
+                used += (size_t)w;
+            matches++;
+        }
+        if (matches > 1)
+            return sq_flag_fail(err, len, "'%.*s' is ambiguous: %s", (int)(n + 2), flag, names);
+    }
+    return sq_flag_fail(err, len, "unknown flag '%s'", flag);
+}
+
+uint32_t sq_flag_threads(uint64_t asked)
+{
+    if (asked)
+        return (uint32_t)asked;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return (uint32_t)(cpus > 0 ? cpus : 1);
+}

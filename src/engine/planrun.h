@@ -1,0 +1,100 @@
+/* engine/planrun.h - the plan face (`squall run PLAN`) up to the engine and after it: its flags,
+ * the run a loaded plan prepares, and the thresholds watched while it goes and judged at its end.
+ *
+ * Shared by the CLI and the daemon, so both refuse the same plan with the same words:
+ *
+ *   sq_planrun_parse_argv     the face's flags (threads, timeouts, DNS/TLS, no-compression...)
+ *   sq_plan_load / sq_plan_load_text (plan/plan.h)   the plan, from a file or from text
+ *   sq_planrun_prepare        thresholds checked, a flow compiled per scenario, the target
+ *                             resolved, the TLS client: a run configuration
+ *   sq_planrun_watch_tick     each second: the running totals, abortOnFail thresholds
+ *   sq_planrun_finish         the verdicts, and the run marked when a threshold stopped it
+ *
+ * Messages and return codes follow engine/flags.h: -SQ_EUSAGE names a flag, -SQ_EPARSE is the
+ * plan's fault ("plan.yaml:3:5: key: why", "plan.yaml: scenario 'a': why"). Nothing prints.
+ */
+#ifndef SQ_ENGINE_PLANRUN_H
+#define SQ_ENGINE_PLANRUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/netopts.h"
+#include "engine/run.h"
+#include "engine/verdict.h"
+#include "http/url.h"
+#include "plan/plan.h"
+
+/* The plan face's flags. Strings are borrowed from the arguments. */
+struct sq_planrun_opts {
+    const char *plan;           /* the plan file (the argument) */
+    uint64_t threads;           /* per scenario; 0: the online CPUs */
+    int64_t timeout_ns;         /* unless the plan sets one; default 10 s */
+    int64_t connect_timeout_ns; /* default 5 s */
+    bool no_compression, no_phases;
+    struct sq_netopts net;
+    /* The CLI's own outputs and terminal. */
+    const char *json_path, *html_path;
+    bool quiet;
+};
+
+/* The defaults of every flag. */
+void sq_planrun_opts_init(struct sq_planrun_opts *o);
+
+/* What sq_planrun_parse_argv returns for --help (the caller prints it). */
+enum { SQ_PLANRUN_HELP = 1 };
+
+/* Parses `squall run PLAN [flags]` (argv[0] is "run"; getopt_long may reorder argv, whose strings
+ * must outlive o). Returns 0, SQ_PLANRUN_HELP or -SQ_EUSAGE with err naming the flag ("--threads:
+ * 'x' is not a thread count (1..1024)", "no plan file given"). Not thread-safe (getopt_long). */
+SQ_MUST_CHECK int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char *err,
+                                        size_t len);
+
+/* A prepared plan run: cfg is ready for sq_run() once the caller adds its own parts (stop,
+ * on_tick). cfg points into the struct, so it must stay where it is while the run goes; the
+ * plan and the options are borrowed and must outlive it. */
+struct sq_planrun {
+    const struct sq_plan *plan;
+    const struct sq_planrun_opts *opts;
+    struct sq_run_config cfg;
+    struct sq_url url;           /* the plan's target */
+    struct sq_run_scen *scens;   /* one per scenario, each with its compiled flow (owned) */
+    const char *accept_encoding; /* offered on requests without their own (NULL: none) */
+    uint64_t vus;                /* the VUs of every scenario at their peak: the open-file need */
+    bool open;                   /* a scenario has an arrival-rate executor */
+    double length_s;             /* the longest scenario's end, its start time included */
+    struct sq_net net;
+};
+
+/* Prepares the run of plan p with the flags o. Returns 0, -SQ_EPARSE (a threshold the engine
+ * cannot evaluate, a bad target URL, a step that does not compile: err says "FILE: ..."),
+ * -SQ_EUSAGE (a TLS file: err names the flag), -SQ_ERESOLVE and other negative codes when the
+ * run cannot be set up here. r is filled either way: sq_planrun_dispose it. */
+SQ_MUST_CHECK int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
+                                     const struct sq_planrun_opts *o, char *err, size_t len);
+void sq_planrun_dispose(struct sq_planrun *r);
+
+/* The running totals of a run, fed each second on the main thread (the run's on_tick), and the
+ * abortOnFail thresholds judged on them. */
+struct sq_planrun_watch {
+    const struct sq_plan *plan;
+    struct sq_live_totals t;
+    bool aborted;  /* an abortOnFail threshold failed */
+    char why[256]; /* ... which one */
+};
+
+/* Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_planrun_watch_init(struct sq_planrun_watch *w, const struct sq_plan *p);
+/* Adds one second (s, and its merged latency histogram h). Returns true once, on the second an
+ * abortOnFail threshold fails: the caller then stops the run (its stop flag). */
+bool sq_planrun_watch_tick(struct sq_planrun_watch *w, const struct sq_second *s,
+                           const struct sq_hist *h);
+void sq_planrun_watch_dispose(struct sq_planrun_watch *w);
+
+/* After the run: marks res as aborted with the threshold's reason when w (may be NULL) stopped
+ * it, and evaluates every threshold into v (sq_th_verdicts_dispose it). Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_planrun_finish(const struct sq_planrun *r, const struct sq_planrun_watch *w,
+                                    struct sq_result *res, struct sq_th_verdicts *v);
+
+#endif

@@ -1,0 +1,733 @@
+/* engine/quick.c - see quick.h. The flags are checked where they are parsed when they can be (a
+ * method is given to the request serialiser itself, so the check and the request cannot
+ * disagree), combinations after every flag is read, files (-b @FILE, --cacert) when they are
+ * opened in sq_quick_prepare, still before anything is sent. The JSON form builds arguments and
+ * goes through the same parser, so there is one set of checks and one set of messages. */
+#include "engine/quick.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "base/clock.h"
+#include "base/parse.h"
+#include "base/text.h"
+#include "engine/flags.h"
+#include "http/decode.h"
+
+enum {
+    OPT_TIMEOUT = 256,
+    OPT_CONNECT_TIMEOUT,
+    OPT_JSON,
+    OPT_MAX_IN_FLIGHT,
+    OPT_STAGES,
+    OPT_PACING,
+    OPT_GRACEFUL,
+    OPT_OUT,
+    OPT_SAMPLE,
+    OPT_HTML,
+    OPT_NO_PHASES,
+    OPT_NO_COMPRESSION,
+    OPT_HTTP2,
+    OPT_STREAMS,
+};
+
+static const struct option longs[] = {
+    {"connections", required_argument, NULL, 'c'},
+    {"duration", required_argument, NULL, 'd'},
+    {"requests", required_argument, NULL, 'n'},
+    {"rate", required_argument, NULL, 'r'},
+    {"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
+    {"stages", required_argument, NULL, OPT_STAGES},
+    {"pacing", required_argument, NULL, OPT_PACING},
+    {"graceful-stop", required_argument, NULL, OPT_GRACEFUL},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"sample", required_argument, NULL, OPT_SAMPLE},
+    {"html", required_argument, NULL, OPT_HTML},
+    {"threads", required_argument, NULL, 't'},
+    {"method", required_argument, NULL, 'm'},
+    {"header", required_argument, NULL, 'H'},
+    {"body", required_argument, NULL, 'b'},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"json", required_argument, NULL, OPT_JSON},
+    SQ_NETOPTS_LONG_OPTIONS,
+    {"quiet", no_argument, NULL, 'q'},
+    {"no-phases", no_argument, NULL, OPT_NO_PHASES},
+    {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
+    {"http2", no_argument, NULL, OPT_HTTP2},
+    {"streams", required_argument, NULL, OPT_STREAMS},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+void sq_quick_opts_init(struct sq_quick_opts *o)
+{
+    *o = (struct sq_quick_opts){
+        .method = "GET",
+        .connections = 64,
+        .duration_ns = 10 * SQ_NS_PER_S,
+        .timeout_ns = 10 * SQ_NS_PER_S,
+        .connect_timeout_ns = 5 * SQ_NS_PER_S,
+    };
+}
+
+void sq_quick_opts_dispose(struct sq_quick_opts *o)
+{
+    for (size_t i = 0; i < o->nheaders; i++)
+        sq_header_arg_dispose(&o->headers[i]);
+    o->nheaders = 0;
+    for (size_t i = 0; i < o->_argc; i++)
+        free(o->_argv[i]);
+    free(o->_argv);
+    free(o->_body);
+    o->_argv = NULL;
+    o->_argc = 0;
+    o->_body = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Arguments                                                                                  */
+
+/* True when m is a method the request line can carry (an RFC 9110 token): the serialiser
+ * itself is asked, so the flag check and the request cannot disagree. */
+static bool method_ok(const char *m)
+{
+    char *req = NULL;
+    size_t len = 0;
+    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &len) < 0)
+        return false;
+    free(req);
+    return true;
+}
+
+/* Why a -H value is not a header, for the message. */
+static const char *header_problem(const char *arg)
+{
+    if (strpbrk(arg, "\r\n"))
+        return "CR and LF are not allowed (one header per -H)";
+    const char *colon = strchr(arg, ':');
+    if (!colon)
+        return "expected 'Name: value'";
+    if (colon == arg)
+        return "the name before ':' is empty";
+    for (const char *p = arg; p < colon; p++)
+        if (*p == ' ' || *p == '\t')
+            return "the name cannot contain spaces";
+    return "expected 'Name: value', the name a token and the value printable";
+}
+
+/* Parses a duration flag's value (a bare number is seconds); positive refuses zero. */
+static int duration_flag(const char *flag, const char *arg, bool positive, int64_t *out, char *err,
+                         size_t len)
+{
+    if (sq_parse_duration(arg, SQ_NS_PER_S, out) < 0 || (positive && *out <= 0))
+        return sq_flag_fail(err, len, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
+                            arg);
+    return 0;
+}
+
+/* One flag getopt_long returned. Returns 0, SQ_QUICK_HELP, SQ_QUICK_VERSION or a negative code
+ * with err filled. */
+static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
+                size_t len)
+{
+    int rc = sq_netopts_flag(&o->net, opt, flag, arg, err, len);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    switch (opt) {
+    case 'c':
+        if (sq_parse_u64(arg, 1, 1000000, 1, &o->connections) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a connection count (1..1000000)", flag,
+                                arg);
+        return 0;
+    case 'd':
+        if ((rc = duration_flag(flag, arg, true, &o->duration_ns, err, len)) != 0)
+            return rc;
+        o->duration_set = true;
+        return 0;
+    case 'n':
+        if (sq_parse_u64(arg, 1, UINT64_MAX / 2, 1, &o->requests) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a request count (1 or more)", flag, arg);
+        return 0;
+    case 'r': {
+        char *end;
+        o->rate = strtod(arg, &end);
+        if (*end || !(o->rate >= 0 && o->rate <= 1e8) || arg[0] == '\0')
+            return sq_flag_fail(
+                err, len, "%s: '%s' is not a rate (requests per second, 0..100000000)", flag, arg);
+        o->rate_set = true;
+        o->rate_arg = arg;
+        return 0;
+    }
+    case OPT_MAX_IN_FLIGHT:
+        if (sq_parse_u64(arg, 1, 100000000, 1, &o->max_in_flight) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a count (1..100000000)", flag, arg);
+        return 0;
+    case OPT_STAGES:
+        o->stages = arg;
+        return 0;
+    case OPT_PACING:
+        return duration_flag(flag, arg, false, &o->pacing_ns, err, len);
+    case OPT_GRACEFUL:
+        return duration_flag(flag, arg, false, &o->graceful_ns, err, len);
+    case 't':
+        if (sq_parse_u64(arg, 1, 1024, 0, &o->threads) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a thread count (1..1024)", flag, arg);
+        return 0;
+    case 'm':
+        if (!method_ok(arg))
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a method (a token like GET or POST: letters, "
+                                "digits and !#$%%&'*+-.^_`|~)",
+                                flag, arg);
+        o->method = arg;
+        return 0;
+    case 'H':
+        if (o->nheaders == SQ_QUICK_MAX_HEADERS)
+            return sq_flag_fail(err, len, "%s: '%s': at most %d headers", flag, arg,
+                                SQ_QUICK_MAX_HEADERS);
+        if ((rc = sq_header_parse_arg(arg, &o->headers[o->nheaders])) < 0) {
+            if (rc == -ENOMEM) {
+                snprintf(err, len, "out of memory");
+                return rc;
+            }
+            return sq_flag_fail(err, len, "%s: '%s' is not a header: %s", flag, arg,
+                                header_problem(arg));
+        }
+        o->nheaders++;
+        return 0;
+    case 'b':
+        if (arg[0] == '@' && arg[1] == '\0')
+            return sq_flag_fail(err, len, "%s: '@' names no file (-b @FILE)", flag);
+        o->body_flag = flag[1] == '-' ? "--body" : "-b";
+        o->body_arg = arg;
+        return 0;
+    case OPT_TIMEOUT:
+        return duration_flag(flag, arg, true, &o->timeout_ns, err, len);
+    case OPT_CONNECT_TIMEOUT:
+        return duration_flag(flag, arg, true, &o->connect_timeout_ns, err, len);
+    case OPT_JSON:
+        o->json_path = arg;
+        return 0;
+    case OPT_OUT:
+        if (strncmp(arg, "csv=", 4) == 0 && arg[4])
+            o->csv_path = arg + 4;
+        else if (strncmp(arg, "hdr=", 4) == 0 && arg[4])
+            o->hdr_path = arg + 4;
+        else if (strncmp(arg, "ndjson=", 7) == 0 && arg[7])
+            o->ndjson_path = arg + 7;
+        else
+            return sq_flag_fail(err, len, "%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)",
+                                flag, arg);
+        return 0;
+    case OPT_HTML:
+        o->html_path = arg;
+        return 0;
+    case OPT_SAMPLE: {
+        char *end;
+        o->sample = strtod(arg, &end);
+        if (*end || !(o->sample > 0 && o->sample <= 1))
+            return sq_flag_fail(err, len, "%s: '%s' is not a fraction in (0, 1]", flag, arg);
+        return 0;
+    }
+    case 'q':
+        o->quiet = true;
+        return 0;
+    case OPT_NO_PHASES:
+        o->no_phases = true;
+        return 0;
+    case OPT_NO_COMPRESSION:
+        o->no_compression = true;
+        return 0;
+    case OPT_HTTP2:
+        o->http2 = true;
+        return 0;
+    case OPT_STREAMS:
+        if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
+        return 0;
+    case 'h':
+        return SQ_QUICK_HELP;
+    case 'V':
+        return SQ_QUICK_VERSION;
+    default:
+        return sq_flag_refused(longs, opt, flag, err, len);
+    }
+}
+
+/* The flags together, once all are read. */
+static int check_together(struct sq_quick_opts *o, char *err, size_t len)
+{
+    if (o->requests && (o->rate_set || o->stages))
+        return sq_flag_fail(err, len, "-n cannot be combined with %s",
+                            o->rate_set ? "-r" : "--stages");
+    if (o->stages && o->duration_set)
+        return sq_flag_fail(err, len, "--stages sets the run's length; drop -d");
+    if (o->rate_set && !o->stages && o->rate <= 0)
+        return sq_flag_fail(err, len,
+                            "-r: '%s': the rate must be positive (with --stages it may start at 0)",
+                            o->rate_arg);
+    if (o->rate_set && o->pacing_ns)
+        return sq_flag_fail(err, len, "--pacing applies to the closed loop, not with -r");
+    if (o->sample && !o->ndjson_path)
+        return sq_flag_fail(err, len, "--sample applies to --out ndjson=FILE");
+    if (o->max_in_flight && !o->rate_set)
+        return sq_flag_fail(err, len, "--max-in-flight applies to the open loop (-r)");
+    if (o->streams && !o->http2)
+        return sq_flag_fail(err, len, "--streams applies to --http2");
+    if (!o->streams)
+        o->streams = 1;
+    if (o->connections * o->streams > 1000000)
+        return sq_flag_fail(err, len, "-c x --streams: at most 1000000 VUs");
+    if (o->max_in_flight && o->max_in_flight < o->connections * o->streams)
+        return sq_flag_fail(err, len, "--max-in-flight: '%llu' must be at least -c%s (%llu)",
+                            (unsigned long long)o->max_in_flight,
+                            o->streams > 1 ? " x --streams" : "",
+                            (unsigned long long)(o->connections * o->streams));
+    return sq_netopts_check(&o->net, err, len);
+}
+
+int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *err, size_t len)
+{
+    opterr = 0;
+    optind = 0; /* getopt_long starts afresh, whatever an earlier parse left behind */
+    int opt, li = -1, rc;
+    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:kqhV", longs, &li)) != -1) {
+        char name[48];
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        if ((rc = take(o, opt, flag, optarg, err, len)) != 0)
+            return rc;
+    }
+    if (optind >= argc)
+        return sq_flag_fail(err, len, "no URL given");
+    if (argc - optind > 1)
+        return sq_flag_fail(err, len, "one URL only; unexpected '%s'", argv[optind + 1]);
+    o->url = argv[optind];
+    return check_together(o, err, len);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* JSON                                                                                       */
+
+/* Keys a run started from JSON does not take: they write files or print. */
+static const struct {
+    const char *key, *why;
+} cli_only[] = {
+    {"json", "writes no files"},   {"html", "writes no files"}, {"out", "writes no files"},
+    {"sample", "writes no files"}, {"quiet", "prints nothing"},
+};
+
+static bool repeatable(const char *key)
+{
+    return strcmp(key, "header") == 0 || strcmp(key, "resolve") == 0 ||
+           strcmp(key, "connect-to") == 0;
+}
+
+/* The long option named key exactly, if a JSON object may use it. */
+static const struct option *json_option(const char *key)
+{
+    if (strcmp(key, "help") == 0 || strcmp(key, "version") == 0)
+        return NULL;
+    for (const struct option *lo = longs; lo->name; lo++)
+        if (strcmp(lo->name, key) == 0)
+            return lo;
+    return NULL;
+}
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "a list";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+        return "true";
+    case JSON_FALSE:
+        return "false";
+    case JSON_NULL:
+        return "null";
+    }
+    return "?";
+}
+
+/* The arguments being built. */
+struct args {
+    char **v;
+    size_t n, cap;
+};
+
+/* Appends s (owned; NULL ends argv); frees it when it cannot. Returns 0 or -ENOMEM. */
+static int push_raw(struct args *a, char *s)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        char **nv = realloc(a->v, cap * sizeof(*nv));
+        if (!nv) {
+            free(s);
+            return -ENOMEM;
+        }
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n++] = s;
+    return 0;
+}
+
+/* Appends a string just allocated (NULL: the allocation failed). */
+static int push(struct args *a, char *s)
+{
+    return s ? push_raw(a, s) : -ENOMEM;
+}
+
+static char *printf_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *printf_dup(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+/* A scalar JSON value as the text of an argument: a string as it is, a number as written
+ * (integers exactly, reals in the shortest form that reads back the same). */
+static int value_text(const char *flag, const json_t *v, char *num, size_t numlen, const char **out,
+                      char *err, size_t len)
+{
+    if (json_is_string(v)) {
+        if (strlen(json_string_value(v)) != json_string_length(v))
+            return sq_flag_fail(err, len, "%s: a value cannot contain a NUL byte", flag);
+        *out = json_string_value(v);
+        return 0;
+    }
+    if (json_is_integer(v)) {
+        snprintf(num, numlen, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        *out = num;
+        return 0;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        snprintf(num, numlen, "%.15g", d);
+        if (strtod(num, NULL) != d)
+            snprintf(num, numlen, "%.17g", d);
+        *out = num;
+        return 0;
+    }
+    return sq_flag_fail(err, len, "%s: expected a string or a number, not %s", flag, json_kind(v));
+}
+
+/* One key of the object, as arguments. */
+static int key_args(struct args *a, const char *key, const json_t *v, const char **url,
+                    const char **body, char *err, size_t len)
+{
+    char flag[64];
+    if (strcmp(key, "url") == 0) {
+        if (!json_is_string(v))
+            return sq_flag_fail(err, len, "url: expected a string, not %s", json_kind(v));
+        if (strlen(json_string_value(v)) != json_string_length(v))
+            return sq_flag_fail(err, len, "url: a value cannot contain a NUL byte");
+        *url = json_string_value(v);
+        return 0;
+    }
+    for (size_t i = 0; i < SQ_ARRAY_LEN(cli_only); i++) {
+        if (strcmp(key, cli_only[i].key) != 0)
+            continue;
+        if (json_is_null(v) || json_is_false(v)) /* not asked for: nothing to refuse */
+            return 0;
+        return sq_flag_fail(err, len, "key '%s' is refused: a run started from JSON %s", key,
+                            cli_only[i].why);
+    }
+    const struct option *lo = json_option(key);
+    if (!lo) {
+        struct sq_suggest s;
+        char tail[96];
+        sq_suggest_init(&s, key, strlen(key));
+        sq_suggest_try(&s, "url");
+        for (const struct option *c = longs; c->name; c++)
+            if (json_option(c->name))
+                sq_suggest_try(&s, c->name);
+        return sq_flag_fail(err, len, "unknown key '%.60s'%s", key,
+                            sq_suggest_tail(&s, tail, sizeof(tail)));
+    }
+    snprintf(flag, sizeof(flag), "--%s", key);
+    if (json_is_null(v))
+        return 0;
+    if (lo->has_arg == no_argument) {
+        if (json_is_false(v))
+            return 0;
+        if (!json_is_true(v))
+            return sq_flag_fail(err, len, "%s: expected true or false, not %s", flag, json_kind(v));
+        return push(a, strdup(flag));
+    }
+    if (json_is_array(v) && !repeatable(key))
+        return sq_flag_fail(err, len,
+                            "%s: expected a string or a number, not a list (only header, "
+                            "resolve and connect-to take several)",
+                            flag);
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        char num[40];
+        const char *text = NULL;
+        int rc = value_text(flag, e, num, sizeof(num), &text, err, len);
+        if (rc < 0)
+            return rc;
+        if (lo->val == 'b') {
+            *body = text; /* the body itself: set after the parse, never read as @FILE */
+            continue;
+        }
+        if ((rc = push(a, printf_dup("%s=%s", flag, text))) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err, size_t len)
+{
+    if (!json_is_object(obj))
+        return sq_flag_fail(err, len, "the quick options must be a JSON object, not %s",
+                            json_kind(obj));
+    struct args a = {0};
+    const char *url = NULL, *body = NULL, *key;
+    json_t *v;
+    int rc = push(&a, strdup("squall"));
+    json_object_foreach((json_t *)obj, key, v)
+    {
+        if (rc == 0)
+            rc = key_args(&a, key, v, &url, &body, err, len);
+    }
+    if (rc == 0 && url) {
+        rc = push(&a, strdup("--"));
+        if (rc == 0)
+            rc = push(&a, strdup(url));
+    }
+    size_t argc = a.n;
+    if (rc == 0)
+        rc = push_raw(&a, NULL); /* argv[argc] */
+    o->_argv = a.v;
+    o->_argc = argc;
+    if (rc == 0 && body && !(o->_body = strdup(body)))
+        rc = -ENOMEM;
+    if (rc == -ENOMEM)
+        snprintf(err, len, "out of memory");
+    if (rc < 0)
+        return rc;
+    rc = sq_quick_parse_argv(o, (int)argc, a.v, err, len);
+    if (rc > 0) /* --help and --version are not keys JSON may use */
+        rc = sq_flag_fail(err, len, "unknown key");
+    if (rc == 0 && o->_body) {
+        o->body_arg = o->_body;
+        o->body_flag = "--body";
+        o->body_literal = true;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Prepare                                                                                    */
+
+/* Reads -b @FILE. Returns 0, -errno (-EISDIR for a directory), -SQ_ETOOBIG or -ENOMEM. */
+static int read_body_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return -EISDIR;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf) {
+        if (n == cap) {
+            if (cap >= SQ_QUICK_MAX_BODY_FILE) {
+                rc = -SQ_ETOOBIG;
+                break;
+            }
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f))
+                rc = -EIO;
+            break;
+        }
+    }
+    fclose(f);
+    if (!buf)
+        return -ENOMEM;
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* The body: -b's text, or the file -b @FILE names. */
+static int load_body(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
+{
+    if (!o->body_arg)
+        return 0;
+    if (o->body_arg[0] == '@' && !o->body_literal) {
+        const char *file = o->body_arg + 1;
+        int rc = read_body_file(file, &r->body, &r->body_len);
+        if (rc == -EISDIR)
+            return sq_flag_fail(err, len, "%s: '%s': %s is a directory, not a file", o->body_flag,
+                                o->body_arg, file);
+        if (rc == -SQ_ETOOBIG)
+            return sq_flag_fail(err, len, "%s: '%s': %s is larger than %u MiB", o->body_flag,
+                                o->body_arg, file, SQ_QUICK_MAX_BODY_FILE >> 20);
+        if (rc == -ENOMEM) {
+            snprintf(err, len, "out of memory");
+            return rc;
+        }
+        if (rc < 0)
+            return sq_flag_fail(err, len, "%s: '%s': cannot read %s: %s", o->body_flag, o->body_arg,
+                                file, sq_strerror(rc));
+        return 0;
+    }
+    r->body_len = strlen(o->body_arg);
+    r->body = malloc(r->body_len + 1);
+    if (!r->body) {
+        snprintf(err, len, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(r->body, o->body_arg, r->body_len + 1);
+    return 0;
+}
+
+/* Maps the quick face's flags onto one executor (plan/exec.h). */
+static int build_exec(const struct sq_quick_opts *o, struct sq_exec *e, char *err, size_t len)
+{
+    memset(e, 0, sizeof(*e));
+    e->vus = (uint32_t)(o->connections * o->streams); /* HTTP/2: one VU per stream slot */
+    e->pacing_ns = o->pacing_ns;
+    e->graceful_stop_ns = o->graceful_ns;
+    const char *why = NULL;
+    if (o->stages && sq_exec_parse_stages(e, o->stages, &why) < 0)
+        return sq_flag_fail(err, len, "--stages: '%s': %s", o->stages, why + strlen("stages: "));
+    if (o->rate_set) {
+        e->kind = o->stages ? SQ_EXEC_RAMPING_ARRIVAL_RATE : SQ_EXEC_CONSTANT_ARRIVAL_RATE;
+        e->rate = o->rate;
+        e->start_rate = o->rate;
+        e->duration_ns = o->duration_ns;
+        e->max_in_flight = o->max_in_flight;
+    } else if (o->stages) {
+        e->kind = SQ_EXEC_RAMPING_VUS;
+    } else if (o->requests) {
+        e->kind = SQ_EXEC_SHARED_ITERATIONS;
+        e->iterations = o->requests;
+        e->max_duration_ns = o->duration_set ? o->duration_ns : 0;
+    } else {
+        e->kind = SQ_EXEC_CONSTANT_VUS;
+        e->duration_ns = o->duration_ns;
+    }
+    if (sq_exec_prepare(e, &why) < 0) {
+        /* The executor names its plan keys; say which flag set them. */
+        if (strncmp(why, "stages: ", 8) == 0)
+            return sq_flag_fail(err, len, "--stages: '%s': %s", o->stages, why + 8);
+        return sq_flag_fail(err, len, "%s", why);
+    }
+    return 0;
+}
+
+int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
+{
+    memset(r, 0, sizeof(*r));
+    r->opts = o;
+    const char *why = NULL;
+    int rc = sq_url_parse(o->url, &r->url, &why);
+    if (rc < 0)
+        return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why ? why : sq_strerror(rc));
+    if ((rc = load_body(r, o, err, len)) < 0)
+        return rc;
+
+    /* Accept-Encoding is offered unless the user set one or turned compression off. Over
+     * HTTP/2 bodies are framed only (not decoded yet): nothing is offered unless asked. */
+    const char *accept = o->no_compression || o->http2 ? NULL : sq_accept_encoding_default();
+    for (size_t i = 0; i < o->nheaders; i++)
+        if (strcasecmp(o->headers[i].name, "Accept-Encoding") == 0)
+            accept = o->headers[i].value[0] ? o->headers[i].value : NULL;
+    r->accept_encoding = accept;
+    struct sq_kv headers[SQ_QUICK_MAX_HEADERS + 1];
+    size_t nheaders = o->nheaders;
+    memcpy(headers, o->headers, nheaders * sizeof(headers[0]));
+    if (accept && !o->no_compression && accept == sq_accept_encoding_default() &&
+        nheaders < SQ_QUICK_MAX_HEADERS)
+        headers[nheaders++] = (struct sq_kv){.name = "Accept-Encoding", .value = accept};
+    rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, nheaders, r->body,
+                          r->body_len, &r->req, &r->req_len);
+    if (rc < 0)
+        return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
+    if (o->http2) {
+        rc = sq_h2_req_init(&r->h2req, o->method, r->url.scheme, r->url.authority, r->url.path,
+                            o->headers, o->nheaders, r->body, r->body_len);
+        if (rc < 0)
+            return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
+    }
+
+    struct sq_run_config *cfg = &r->cfg;
+    cfg->request = r->req;
+    cfg->request_len = r->req_len;
+    cfg->head_request = strcmp(o->method, "HEAD") == 0;
+    cfg->timeout_ns = o->timeout_ns;
+    cfg->connect_timeout_ns = o->connect_timeout_ns;
+    cfg->phases = !o->no_phases;
+    cfg->h2_request = o->http2 ? &r->h2req : NULL;
+    cfg->streams = (uint32_t)o->streams;
+    if ((rc = build_exec(o, &cfg->exec, err, len)) < 0)
+        return rc;
+    cfg->threads = sq_flag_threads(o->threads);
+    /* ALPN h2 is required: a server that does not pick it fails the handshake. */
+    rc = sq_net_setup(&r->net, &o->net, &r->url, o->http2 ? "h2" : NULL, cfg, err, len);
+    if (rc < 0)
+        return rc;
+    /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
+    r->conns = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
+    return 0;
+}
+
+void sq_quick_run_dispose(struct sq_quick_run *r)
+{
+    sq_h2_req_dispose(&r->h2req);
+    free(r->req);
+    free(r->body);
+    r->req = r->body = NULL;
+    sq_url_dispose(&r->url);
+    sq_net_dispose(&r->net);
+}
+
+const char *sq_quick_protocol(const struct sq_quick_run *r)
+{
+    if (!r->opts->http2)
+        return "http/1.1";
+    return r->net.tls ? "h2" : "h2c";
+}

@@ -1,0 +1,126 @@
+/* engine/quick.h - the quick face (`squall URL [flags]`) as data: its options, read from
+ * arguments or from a JSON object, and the run they prepare.
+ *
+ * Three steps, each shared by the CLI and the daemon, so both refuse the same mistakes with the
+ * same words:
+ *
+ *   sq_quick_parse_argv / sq_quick_from_json   options (flags checked one by one, then together)
+ *   sq_quick_prepare                           the run: the URL, the body (-b @FILE is read),
+ *                                              the request serialised once (and the HTTP/2 one),
+ *                                              the executor, threads, DNS and TLS
+ *   sq_run(&run.cfg, ...)                      the engine (engine/run.h)
+ *
+ * The JSON form is the flags by their long names without "--": {"url": "http://h/x",
+ * "connections": 64, "duration": "10s", "header": ["A: b"], "http2": true}. It is turned into
+ * arguments and given to the same parser, so a bad value gets the CLI's message naming the flag:
+ * "--connections: '0' is not a connection count (1..1000000)". Messages and return codes follow
+ * engine/flags.h. Nothing here prints or exits.
+ */
+#ifndef SQ_ENGINE_QUICK_H
+#define SQ_ENGINE_QUICK_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/netopts.h"
+#include "engine/run.h"
+#include "http/h2.h"
+#include "http/request.h"
+#include "http/url.h"
+
+#define SQ_QUICK_MAX_HEADERS   64
+#define SQ_QUICK_MAX_BODY_FILE (64u << 20) /* -b @FILE: the largest file read */
+
+/* The quick face's options. Strings are borrowed from the arguments parsed (argv, or what
+ * sq_quick_from_json built, which the options then own). */
+struct sq_quick_opts {
+    const char *url;
+    const char *method;    /* default "GET" */
+    const char *body_arg;  /* -b's value: the body, or "@FILE" (from argv) */
+    const char *body_flag; /* "-b" or "--body", as the user wrote it */
+    bool body_literal;     /* from JSON: body_arg is the body even when it starts with '@' */
+    struct sq_kv headers[SQ_QUICK_MAX_HEADERS]; /* -H, parsed (owned: sq_quick_opts_dispose) */
+    size_t nheaders;
+    uint64_t connections; /* default 64 */
+    uint64_t threads;     /* 0: the online CPUs */
+    uint64_t requests;    /* -n; 0: a timed run */
+    uint64_t max_in_flight;
+    uint64_t streams;     /* --streams; 1 after parsing unless given */
+    int64_t duration_ns;  /* default 10 s */
+    bool duration_set;    /* -d was given */
+    double rate;          /* -r */
+    bool rate_set;        /* -r was given */
+    const char *rate_arg; /* -r's value as given, for messages */
+    const char *stages;   /* --stages as given */
+    int64_t pacing_ns, graceful_ns;
+    int64_t timeout_ns;         /* default 10 s */
+    int64_t connect_timeout_ns; /* default 5 s */
+    bool no_phases, no_compression, http2;
+    struct sq_netopts net; /* DNS and TLS */
+    /* The CLI's own outputs and terminal (refused from JSON: a daemon run writes no files). */
+    const char *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
+    double sample; /* --sample; 0: not given */
+    bool quiet;
+    /* sq_quick_from_json: the arguments it built and the body (owned) */
+    char **_argv;
+    size_t _argc;
+    char *_body;
+};
+
+/* The defaults of every option. */
+void sq_quick_opts_init(struct sq_quick_opts *o);
+/* Frees what parsing allocated (headers, the arguments built from JSON); o may be parsed into
+ * again after sq_quick_opts_init. */
+void sq_quick_opts_dispose(struct sq_quick_opts *o);
+
+/* What sq_quick_parse_argv returns for --help and --version (the caller prints them). */
+enum { SQ_QUICK_HELP = 1, SQ_QUICK_VERSION = 2 };
+
+/* Parses `squall URL [flags]` (argv[0] is the program; getopt_long may reorder argv, whose
+ * strings must outlive o) into o, which sq_quick_opts_init set. Returns 0, SQ_QUICK_HELP,
+ * SQ_QUICK_VERSION, -SQ_EUSAGE (err names the flag: "-c: 'x' is not a connection count
+ * (1..1000000)") or -ENOMEM. Not thread-safe (getopt_long). */
+SQ_MUST_CHECK int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *err,
+                                      size_t len);
+
+/* Parses a JSON object of options into o, which sq_quick_opts_init set: the keys are the long
+ * flags without "--" and "url". A value is a string, or a number where the flag takes one
+ * ("connections": 64 or "64"); "header", "resolve" and "connect-to" take one value or an array
+ * of them; a flag without a value takes true (false and null: not given). "body" is always the
+ * body itself (no @FILE). Refused, with err naming the key: an unknown key (with the nearest
+ * one), "json", "html", "out", "sample" and "quiet" unless null or false (a run started from JSON
+ * writes no files and prints nothing), a value of the wrong type, a string with a NUL byte; then
+ * every value the CLI refuses, with its message. Returns 0, -SQ_EUSAGE or -ENOMEM. o owns what it
+ * built: sq_quick_opts_dispose. Not thread-safe (getopt_long). */
+SQ_MUST_CHECK int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err,
+                                     size_t len);
+
+/* A prepared quick run: cfg is ready for sq_run() once the caller adds its own parts (stop,
+ * on_tick, on_samples). cfg points into the struct, so it must stay where it is while the run
+ * goes; opts is borrowed and must outlive it too. */
+struct sq_quick_run {
+    const struct sq_quick_opts *opts;
+    struct sq_run_config cfg;
+    struct sq_url url;
+    char *body, *req; /* the body and the serialised HTTP/1.1 request (owned) */
+    size_t body_len, req_len;
+    struct sq_h2_req h2req;      /* --http2: the request for nghttp2 */
+    const char *accept_encoding; /* what the requests offer (NULL: nothing) */
+    uint64_t conns;              /* connections the run may open: its open-file need */
+    struct sq_net net;
+};
+
+/* Prepares the run o describes. Returns 0, -SQ_EUSAGE (a bad URL, a -b @FILE that cannot be
+ * read, a load shape the executor refuses, a TLS file: err names the flag), -SQ_ERESOLVE and
+ * other negative codes when the run cannot be set up here (err says why). r is filled either way:
+ * sq_quick_run_dispose it. */
+SQ_MUST_CHECK int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err,
+                                   size_t len);
+void sq_quick_run_dispose(struct sq_quick_run *r);
+
+/* The protocol the result document names: "http/1.1", "h2" or "h2c". */
+const char *sq_quick_protocol(const struct sq_quick_run *r);
+
+#endif
