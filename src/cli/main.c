@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/wrk.h"
 
 int main(int argc, char **argv)
 {
@@ -22,6 +23,8 @@ int main(int argc, char **argv)
         return sq_cli_serve(argc - 1, argv + 1);
     if (strcmp(argv[1], "runs") == 0)
         return sq_cli_runs(argc - 1, argv + 1);
+    if (strcmp(argv[1], "wrk") == 0)
+        return sq_cli_wrk(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0) {
         printf("squall %s\n", SQ_VERSION);
         return SQ_EXIT_OK;

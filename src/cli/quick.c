@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/wrk.h"
 #include "engine/flags.h"
 #include "engine/quick.h"
 #include "engine/run.h"
@@ -49,6 +50,7 @@ static const char usage[] =
     "       squall serve [flags]        the daemon: HTTP API, run store, live dashboard\n"
     "                                   (squall serve --help)\n"
     "       squall runs list|show|compare|export  the daemon's stored runs\n"
+    "       squall wrk [wrk's flags] URL  wrk's flags, report and Lua scripts (squall wrk -h)\n"
     "\n"
     "  -c, --connections N     connections (VUs), opened before the start and split across\n"
     "                          threads (default 64)\n"
@@ -67,6 +69,8 @@ static const char usage[] =
     "  -m, --method M          request method (default GET)\n"
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
+    "  -s, --script FILE       a Lua script with wrk's API (docs/wrk.md); the arguments after\n"
+    "                          the URL go to its init(args)\n"
     "      --timeout D         per-request timeout (default 10s)\n"
     "      --connect-timeout D per-connect timeout (default 5s; the TLS handshake gets as long)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
@@ -184,8 +188,20 @@ int sq_cli_quick(int argc, char **argv)
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
+    if (o.script)
+        json_object_set_new(doc, "script", sq_cli_script_json(o.script, run.ws.hooks, &res));
     sq_cli_render(&outs, doc);
     json_decref(doc);
+    if (res.script_error) {
+        fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
+        goto out;
+    }
+    if (o.script && sq_wrk_script_done(&run.ws, &res, err, sizeof(err)) < 0) {
+        fflush(stdout);
+        fprintf(stderr, "squall: done(): %s\n", err);
+        goto out;
+    }
+    fflush(stdout);
     exit_code = sq_cli_run_status(&res);
 out:
     sq_cli_outputs_close(&outs);

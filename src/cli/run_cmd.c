@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "engine/flags.h"
+#include "engine/hooks.h"
 #include "engine/planrun.h"
 #include "engine/run.h"
 #include "engine/verdict.h"
@@ -81,7 +82,8 @@ int sq_cli_validate(int argc, char **argv)
     if (rc)
         return rc;
     char err[512];
-    if (sq_thresholds_check(p, err, sizeof(err)) < 0) {
+    if (sq_thresholds_check(p, err, sizeof(err)) < 0 ||
+        sq_plan_hooks_check(p, err, sizeof(err)) < 0) {
         fprintf(stderr, "squall: %s\n", err);
         sq_plan_free(p);
         return SQ_EXIT_USAGE;
@@ -170,6 +172,10 @@ int sq_cli_run(int argc, char **argv)
     }
     sq_cli_render(&outs, doc);
     json_decref(doc);
+    if (res.script_error) {
+        fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
+        goto out;
+    }
     if (tk.w.aborted)
         fprintf(stderr, "squall: run stopped: %s\n", tk.w.why);
     if (verdicts.failed || tk.w.aborted) {

@@ -39,6 +39,8 @@ static const char target_usage[] =
     "                          0: never; a bare number is seconds)\n"
     "      --header-timeout D  answer 408 and close when a request head (or a TLS handshake)\n"
     "                          takes longer than D to arrive (default 10s; 0: never)\n"
+    "      --oauth-client ID:SECRET  POST /oauth/token accepts only this client (default: any\n"
+    "                          id with a secret)\n"
     "      --max-conns N       at most N connections open at once; more are closed at\n"
     "                          accept and counted (default: no cap)\n"
     "  -q, --quiet             no summary on stderr at exit\n"
@@ -130,6 +132,7 @@ int sq_cli_target(int argc, char **argv)
     int64_t stall = 0, stall_period = 0;
     int64_t idle_timeout = 60 * SQ_NS_PER_S, header_timeout = 10 * SQ_NS_PER_S;
     uint64_t max_conns = 0;
+    const char *oauth_client = NULL;
     bool tls = false;
     struct sq_tls_server_opts topts = {0};
     struct {
@@ -214,6 +217,15 @@ int sq_cli_target(int argc, char **argv)
                                  "a timeout (e.g. 10s, 500ms; 0 turns it off)");
             continue;
         }
+        if ((m = flag_value(argc, argv, &i, NULL, "--oauth-client", &val)) != 0) {
+            if (m < 0)
+                return no_value("--oauth-client");
+            const char *colon = strchr(val, ':');
+            if (!colon || colon == val || !colon[1])
+                return bad_value("--oauth-client", val, "ID:SECRET (both non-empty)");
+            oauth_client = val;
+            continue;
+        }
         if ((m = flag_value(argc, argv, &i, NULL, "--max-conns", &val)) != 0) {
             if (m < 0)
                 return no_value("--max-conns");
@@ -254,7 +266,8 @@ int sq_cli_target(int argc, char **argv)
                                    .tls = ts,
                                    .idle_timeout_ns = idle_timeout,
                                    .header_timeout_ns = header_timeout,
-                                   .max_conns = (uint32_t)max_conns};
+                                   .max_conns = (uint32_t)max_conns,
+                                   .oauth_client = oauth_client};
     struct sq_target *t = NULL;
     const char *why = NULL;
     int rc = sq_target_start(&cfg, &t, &why);

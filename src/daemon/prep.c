@@ -173,8 +173,15 @@ static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t
     }
     if ((rc = sq_thresholds_check(r->plan, err, len)) < 0)
         return -SQ_EPARSE;
+    /* A plan's script: is Lua with io and os, sent by a client: refused before it is loaded (the
+     * hooks check would run it), on /validate too. */
+    if (r->plan->script)
+        return fail(err, len, -SQ_EPARSE,
+                    "%s:%u:%u: script: the daemon runs no Lua from plans (no hooks here)",
+                    r->plan_name, r->plan->script_loc.line, r->plan->script_loc.col);
     sq_planrun_opts_init(&r->po);
     r->po.plan = r->plan_name;
+    r->po.refuse_scripts = true;
     r->po.threads = cfg->threads;
     if (cfg->timeout_ns)
         r->po.timeout_ns = cfg->timeout_ns;

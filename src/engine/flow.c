@@ -115,7 +115,7 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
     st->timeout_ns = r->timeout_ns;
     const char *url = NULL, *body = NULL;
     size_t url_len = 0, body_len = 0;
-    bool dynamic = f->sc->cookies;
+    bool dynamic = f->sc->cookies || ps->before; /* a before hook may change the body */
     if (!sq_tmpl_static(r->url, &url, &url_len))
         dynamic = true;
     if (r->body && !sq_tmpl_static(r->body, &body, &body_len))
@@ -196,6 +196,8 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
     st->content_length = (r->body != NULL || method_sends_length(r->method)) &&
                          !header_user_set(r, "Content-Length") &&
                          !header_user_set(r, "Transfer-Encoding");
+    st->may_override = ps->before && !header_user_set(r, "Content-Length") &&
+                       !header_user_set(r, "Transfer-Encoding");
     return 0;
 }
 
@@ -370,12 +372,15 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
         .rng = &v->rng,
         .vars = v->var_views,
         .rows = (const struct sq_str *const *)v->rows,
+        .oauth = f->oauth,
     };
     struct sq_buf *o = &v->req;
     sq_buf_reset(o);
     sq_buf_reset(&v->scratch);
     int rc = 0;
-    if (r->body)
+    if (SQ_UNLIKELY(v->body_set))
+        rc = sq_buf_append(&v->scratch, v->body_in.p, v->body_in.len);
+    else if (r->body)
         rc = sq_tmpl_render(r->body, &ctx, &v->scratch);
     if (rc == 0)
         rc = sq_buf_append(o, st->method_sp, strlen(st->method_sp));
@@ -439,7 +444,7 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
         else
             rc = sq_buf_append(o, "\r\n", 2);
     }
-    if (rc == 0 && st->content_length) {
+    if (rc == 0 && (st->content_length || (v->body_set && st->may_override))) {
         char cl[48];
         int n = snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", v->scratch.len);
         rc = sq_buf_append(o, cl, (size_t)n);

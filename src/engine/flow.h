@@ -34,6 +34,7 @@ struct sq_flow_step {
     uint32_t *dyn; /* indices of headers with dynamic values */
     size_t ndyn;
     bool content_length; /* send Content-Length (a body, or POST/PUT/PATCH) */
+    bool may_override;   /* a before hook may set the body: send Content-Length when it does */
     uint32_t md_base;    /* first per-worker regex state of this step's extractors, then checks */
     int64_t timeout_ns;  /* 0: the run's */
 };
@@ -47,6 +48,9 @@ struct sq_flow {
     bool secure;                 /* https target (cookies marked Secure are sent) */
     const char *accept_encoding; /* offered on every request without its own, or NULL */
     uint32_t nstates;            /* regex match-data blocks a worker needs (sq_flow_states_new) */
+    /* {{$oauth.token}}: the run's token source (engine/oauth.h), set by whoever runs the plan;
+     * NULL renders it empty */
+    const struct sq_tmpl_live *oauth;
 };
 
 /* The state of one VU. */
@@ -64,7 +68,9 @@ struct sq_flow_vu {
     struct sq_buf fields; /* the head's fields (struct sq_resp_header), spans into head */
     size_t nfields;
     bool body_truncated;
-    const char *path; /* the current request's target, inside req (or the static request) */
+    bool body_set;         /* a before hook set the body of the request about to be rendered */
+    struct sq_str body_in; /* ... that body (borrowed until the request is rendered) */
+    const char *path;      /* the current request's target, inside req (or the static request) */
     size_t path_len;
     struct sq_buf *vars; /* nvars */
     struct sq_str *var_views;

@@ -53,6 +53,8 @@ static const struct sq_h1_limits h1_limits = {.max_head_bytes = 64 * 1024, .max_
 static int on_head(void *ud, const char *head, size_t len);
 static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_header *fields,
                      size_t nfields);
+static int on_script_fields(void *ud, const char *head, size_t len,
+                            const struct sq_h1_header *fields, size_t nfields);
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 
 /* A fresh reader whose head callback decides, per response, whether the body is decoded,
@@ -60,7 +62,10 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 static void reader_init(struct sq_engine__conn *c)
 {
     sq_h1_reader_init(&c->rd, &h1_limits);
-    sq_h1_reader_on_head(&c->rd, on_head, c);
+    if (SQ_UNLIKELY(c->cap != NULL))
+        sq_h1_reader_on_fields(&c->rd, on_script_fields, c); /* a wrk script's response() */
+    else
+        sq_h1_reader_on_head(&c->rd, on_head, c);
     c->decoding = c->streaming = false;
 }
 
@@ -188,7 +193,9 @@ static void h1_connect(struct sq_engine__conn *c)
     struct sq_engine__worker *w = c->w;
     const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
     struct sq_addr fresh;
-    if (w->cfg->dns_ttl_ns > 0) {
+    if (SQ_UNLIKELY(w->addr != NULL)) {
+        a = w->addr; /* a wrk script's thread.addr */
+    } else if (w->cfg->dns_ttl_ns > 0) {
         sq_engine__addrs_load(&w->run->addrs, c->global, &fresh);
         a = &fresh;
     }
@@ -275,6 +282,14 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
         c->first_event_ns = sq_now_ns();
     if (c->fv && c->fv->capture)
         capture_body(c->fv, data, len);
+    else if (c->cap) {
+        /* a wrk script's response(): the body, up to the cap */
+        size_t room = SQ_ENGINE_CAPTURE_CAP - c->cap->body.len;
+        if (len > room)
+            len = room;
+        if (len && sq_buf_append(&c->cap->body, data, len) < 0)
+            return -ENOMEM;
+    }
     return 0;
 }
 
@@ -337,6 +352,33 @@ static int on_fields(void *ud, const char *head, size_t len, const struct sq_h1_
     struct sq_engine__conn *c = ud;
     sq_flow_vu_keep_head(c->fv, head, len, fields, nfields);
     return on_head(ud, head, len);
+}
+
+/* The same, for a wrk script with response(): the head and its fields kept for the call (spans
+ * into the copy), and the body captured whatever it is. */
+static int on_script_fields(void *ud, const char *head, size_t len,
+                            const struct sq_h1_header *fields, size_t nfields)
+{
+    struct sq_engine__conn *c = ud;
+    struct sq_engine__capture *k = c->cap;
+    sq_buf_reset(&k->head);
+    sq_buf_reset(&k->body);
+    k->nfields = 0;
+    if (sq_buf_append(&k->head, head, len) < 0 ||
+        sq_buf_reserve(&k->fields, nfields * sizeof(struct sq_resp_header)) < 0)
+        return -ENOMEM;
+    struct sq_resp_header *out = (struct sq_resp_header *)(void *)k->fields.p;
+    for (size_t i = 0; i < nfields; i++) {
+        out[i].name = k->head.p + (fields[i].name - head);
+        out[i].name_len = fields[i].name_len;
+        out[i].value = k->head.p + (fields[i].value - head);
+        out[i].value_len = fields[i].value_len;
+    }
+    k->nfields = nfields;
+    int rc = on_head(ud, head, len);
+    if (rc == 0)
+        sq_h1_reader_on_body(&c->rd, on_body, c);
+    return rc;
 }
 
 /* ---- read ---- */
@@ -419,8 +461,11 @@ static void conn_read(struct sq_engine__conn *c)
         }
         if (c->fb_ns == 0)
             c->fb_ns = sq_loop_now(w->loop);
+        const char *p = w->rbuf;
+        size_t left = (size_t)n;
+    next_response:;
         size_t used = 0;
-        int rc = sq_h1_reader_feed(&c->rd, w->rbuf, (size_t)n, &used);
+        int rc = sq_h1_reader_feed(&c->rd, p, left, &used);
         if (rc == 0) {
             /* more to come; TLS: records OpenSSL already holds would wake no poll */
             if (SQ_LIKELY(!c->tls) || !sq_tls_buffered(c->tls))
@@ -443,7 +488,24 @@ static void conn_read(struct sq_engine__conn *c)
         }
         int64_t now = sq_now_ns();
         sq_engine__vu_complete(c, now);
-        if (SQ_UNLIKELY(used < (size_t)n) || SQ_UNLIKELY(more_arrived(c, n))) {
+        if (SQ_UNLIKELY(c->state == CONN_ACTIVE)) {
+            /* A pipelined batch (a wrk script's request()): its next response follows on this
+             * connection, maybe in the same read. */
+            if (!c->rd.keep_alive) {
+                sq_engine__vu_fail(c, SQ_ERRK_CLOSED); /* the rest of the batch is lost */
+                sq_engine__vu_replace(c);
+                return;
+            }
+            sq_h1_reader_start(&c->rd, c->head);
+            p += used;
+            left -= used;
+            if (left)
+                goto next_response;
+            if (SQ_LIKELY(!c->tls) || !sq_tls_buffered(c->tls))
+                return;
+            continue;
+        }
+        if (SQ_UNLIKELY(used < left) || SQ_UNLIKELY(more_arrived(c, n))) {
             unsolicited(c);
             return;
         }

@@ -12,6 +12,7 @@
 #include "base/parse.h"
 #include "engine/flags.h"
 #include "engine/flow.h"
+#include "engine/hooks.h"
 #include "http/decode.h"
 #include "stats/hist.h"
 
@@ -127,6 +128,15 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     char why[512];
     if (sq_thresholds_check(p, why, sizeof(why)) < 0)
         return plan_fail(err, len, "%s", why);
+    if (p->script && o->refuse_scripts)
+        return plan_fail(err, len,
+                         "%s:%u:%u: script: this runner runs no Lua from plans (no hooks here)",
+                         p->file, p->script_loc.line, p->script_loc.col);
+    int hrc = sq_plan_hooks_check(p, why, sizeof(why)); /* the script loads, its hooks exist */
+    if (hrc == -ENOMEM)
+        return no_memory(err, len);
+    if (hrc < 0)
+        return plan_fail(err, len, "%s", why);
     const char *uwhy = NULL;
     int rc = sq_url_parse(p->target, &r->url, &uwhy);
     if (rc < 0)
@@ -162,7 +172,15 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     cfg->nscens = (uint32_t)p->nscenarios;
     cfg->phases = !o->no_phases;
     cfg->threads = sq_flag_threads(o->threads);
-    return sq_net_setup(&r->net, &o->net, &r->url, NULL, cfg, err, len);
+    rc = sq_net_setup(&r->net, &o->net, &r->url, NULL, cfg, err, len);
+    if (rc == 0 && p->oauth2) {
+        /* the run's token, before any load: no token, no run */
+        if ((rc = sq_oauth_start(p->oauth2, p->target, &o->net.tls, &r->oauth, err, len)) < 0)
+            return rc == -SQ_EPARSE ? rc : (rc == -SQ_ERESOLVE ? rc : -EPROTO);
+        for (size_t i = 0; i < p->nscenarios; i++)
+            ((struct sq_flow *)r->scens[i].flow)->oauth = sq_oauth_live(r->oauth);
+    }
+    return rc;
 }
 
 void sq_planrun_dispose(struct sq_planrun *r)
@@ -174,6 +192,8 @@ void sq_planrun_dispose(struct sq_planrun *r)
     r->scens = NULL;
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
+    sq_oauth_free(r->oauth);
+    r->oauth = NULL;
 }
 
 int sq_planrun_watch_init(struct sq_planrun_watch *w, const struct sq_plan *p)
@@ -211,6 +231,7 @@ void sq_planrun_watch_dispose(struct sq_planrun_watch *w)
 int sq_planrun_finish(const struct sq_planrun *r, const struct sq_planrun_watch *w,
                       struct sq_result *res, struct sq_th_verdicts *v)
 {
+    sq_oauth_stop(r->oauth); /* its figures are final from here */
     if (w && w->aborted) {
         /* The run stopped itself: say which threshold, not "stopped by request". */
         res->aborted = true;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "engine/netopts.h"
+#include "engine/oauth.h"
 #include "engine/run.h"
 #include "engine/verdict.h"
 #include "http/url.h"
@@ -33,6 +34,9 @@ struct sq_planrun_opts {
     int64_t timeout_ns;         /* unless the plan sets one; default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_compression, no_phases;
+    /* Refuse a plan with script: (a daemon that runs plans its clients send: their Lua could
+     * use io and os). Not a flag; false from sq_planrun_opts_init. */
+    bool refuse_scripts;
     struct sq_netopts net;
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
@@ -65,12 +69,16 @@ struct sq_planrun {
     bool open;                   /* a scenario has an arrival-rate executor */
     double length_s;             /* the longest scenario's end, its start time included */
     struct sq_net net;
+    struct sq_oauth *oauth; /* the plan's auth.oauth2 token source (started), or NULL */
 };
 
 /* Prepares the run of plan p with the flags o. Returns 0, -SQ_EPARSE (a threshold the engine
- * cannot evaluate, a bad target URL, a step that does not compile: err says "FILE: ..."),
- * -SQ_EUSAGE (a TLS file: err names the flag), -SQ_ERESOLVE and other negative codes when the
- * run cannot be set up here. r is filled either way: sq_planrun_dispose it. */
+ * cannot evaluate, a bad target URL, a step that does not compile, a script: that does not load
+ * or a before/after that names none of its functions: err says "FILE: ..."), -SQ_EUSAGE (a TLS
+ * file: err names the flag), -SQ_ERESOLVE and other negative codes when the run cannot be set up
+ * here (with auth.oauth2, -EPROTO when no first token could be had: "auth.oauth2: no token from
+ * URL: HTTP 401 ..."; the token source is started and refreshes until sq_planrun_finish). r is
+ * filled either way: sq_planrun_dispose it. */
 SQ_MUST_CHECK int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
                                      const struct sq_planrun_opts *o, char *err, size_t len);
 void sq_planrun_dispose(struct sq_planrun *r);
@@ -92,8 +100,9 @@ bool sq_planrun_watch_tick(struct sq_planrun_watch *w, const struct sq_second *s
                            const struct sq_hist *h);
 void sq_planrun_watch_dispose(struct sq_planrun_watch *w);
 
-/* After the run: marks res as aborted with the threshold's reason when w (may be NULL) stopped
- * it, and evaluates every threshold into v (sq_th_verdicts_dispose it). Returns 0 or -ENOMEM. */
+/* After the run: stops the OAuth2 token source (its figures final), marks res as aborted with the
+ * threshold's reason when w (may be NULL) stopped it, and evaluates every threshold into v
+ * (sq_th_verdicts_dispose it). Returns 0 or -ENOMEM. */
 SQ_MUST_CHECK int sq_planrun_finish(const struct sq_planrun *r, const struct sq_planrun_watch *w,
                                     struct sq_result *res, struct sq_th_verdicts *v);
 

@@ -63,6 +63,7 @@ static const struct option longs[] = {
     {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"streams", required_argument, NULL, OPT_STREAMS},
+    {"script", required_argument, NULL, 's'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -254,6 +255,9 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
         return 0;
+    case 's':
+        o->script = arg;
+        return 0;
     case 'h':
         return SQ_QUICK_HELP;
     case 'V':
@@ -283,6 +287,13 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
         return sq_flag_fail(err, len, "--max-in-flight applies to the open loop (-r)");
     if (o->streams && !o->http2)
         return sq_flag_fail(err, len, "--streams applies to --http2");
+    if (o->script && o->http2)
+        return sq_flag_fail(err, len, "-s: scripts run over HTTP/1.1; drop --http2");
+    if (o->script && (o->body_arg || strcmp(o->method, "GET") != 0))
+        return sq_flag_fail(err, len,
+                            "-s: the script sets the method and the body (wrk.method, wrk.body); "
+                            "drop %s",
+                            o->body_arg ? o->body_flag : "-m");
     if (!o->streams)
         o->streams = 1;
     if (o->connections * o->streams > 1000000)
@@ -300,7 +311,7 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
     opterr = 0;
     optind = 0; /* getopt_long starts afresh, whatever an earlier parse left behind */
     int opt, li = -1, rc;
-    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:kqhV", longs, &li)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:s:kqhV", longs, &li)) != -1) {
         char name[48];
         const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
         if ((rc = take(o, opt, flag, optarg, err, len)) != 0)
@@ -308,9 +319,11 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
     }
     if (optind >= argc)
         return sq_flag_fail(err, len, "no URL given");
-    if (argc - optind > 1)
+    if (argc - optind > 1 && !o->script)
         return sq_flag_fail(err, len, "one URL only; unexpected '%s'", argv[optind + 1]);
     o->url = argv[optind];
+    o->script_argc = argc - optind - 1; /* with -s: init(args) gets them, as in wrk */
+    o->script_argv = argv + optind + 1;
     return check_together(o, err, len);
 }
 
@@ -322,7 +335,7 @@ static const struct {
     const char *key, *why;
 } cli_only[] = {
     {"json", "writes no files"},   {"html", "writes no files"}, {"out", "writes no files"},
-    {"sample", "writes no files"}, {"quiet", "prints nothing"},
+    {"sample", "writes no files"}, {"quiet", "prints nothing"}, {"script", "runs no script file"},
 };
 
 static bool repeatable(const char *key)
@@ -659,6 +672,48 @@ static int build_exec(const struct sq_quick_opts *o, struct sq_exec *e, char *er
     return 0;
 }
 
+/* -s: the wrk table starts from the URL and the -H headers (with the quick face's
+ * Accept-Encoding); each worker gets its state, and the script's static request replaces the one
+ * built from the flags. */
+static int prepare_script(struct sq_quick_run *r, const struct sq_quick_opts *o,
+                          const struct sq_kv *headers, size_t nheaders, char *err, size_t len)
+{
+    struct sq_script_header hs[SQ_QUICK_MAX_HEADERS + 1];
+    for (size_t i = 0; i < nheaders; i++)
+        hs[i] = (struct sq_script_header){.name = headers[i].name, .value = headers[i].value};
+    /* wrk.port is the port as the URL wrote it: the authority has it unless it is the default */
+    const char *colon =
+        r->url.ipv6_literal ? strstr(r->url.authority, "]:") : strchr(r->url.authority, ':');
+    const char *port = colon ? colon + (r->url.ipv6_literal ? 2 : 1) : NULL;
+    struct sq_script_target t = {
+        .scheme = r->url.scheme,
+        .host = r->url.host,
+        .port = port,
+        .path = r->url.path,
+        .headers = hs,
+        .nheaders = nheaders,
+    };
+    struct sq_wrk_script_args a = {
+        .file = o->script,
+        .url = o->url,
+        .target = &t,
+        .argc = o->script_argc,
+        .argv = (const char *const *)o->script_argv,
+        .workers = sq_run_workers(&r->cfg),
+        .addrs = r->cfg.addrs,
+        .naddrs = r->cfg.naddrs,
+    };
+    int rc = sq_wrk_script_open(&r->ws, &a, err, len);
+    if (rc < 0)
+        return rc == -ENOMEM ? rc : -SQ_EPARSE;
+    r->cfg.script = &r->ws.run;
+    r->cfg.request = r->ws.request;
+    r->cfg.request_len = r->ws.request_len;
+    r->cfg.head_request = r->ws.request_len > 5 && memcmp(r->ws.request, "HEAD ", 5) == 0;
+    r->cfg.rate_samples = (r->ws.hooks & SQ_SCRIPT_DONE) != 0; /* done()'s requests */
+    return 0;
+}
+
 int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
 {
     memset(r, 0, sizeof(*r));
@@ -712,6 +767,8 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
         return rc;
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
     r->conns = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
+    if (o->script && (rc = prepare_script(r, o, headers, nheaders, err, len)) < 0)
+        return rc;
     return 0;
 }
 
@@ -723,6 +780,7 @@ void sq_quick_run_dispose(struct sq_quick_run *r)
     r->req = r->body = NULL;
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
+    sq_wrk_script_close(&r->ws);
 }
 
 const char *sq_quick_protocol(const struct sq_quick_run *r)

@@ -26,6 +26,7 @@
 
 #include "engine/netopts.h"
 #include "engine/run.h"
+#include "engine/wrkscript.h"
 #include "http/h2.h"
 #include "http/request.h"
 #include "http/url.h"
@@ -59,6 +60,11 @@ struct sq_quick_opts {
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
     struct sq_netopts net; /* DNS and TLS */
+    /* -s FILE: a wrk-style Lua script (docs/wrk.md), and the arguments after the URL that its
+     * init(args) gets (refused from JSON: a daemon runs no script file) */
+    const char *script;
+    int script_argc;
+    char **script_argv;
     /* The CLI's own outputs and terminal (refused from JSON: a daemon run writes no files). */
     const char *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample; /* --sample; 0: not given */
@@ -110,12 +116,15 @@ struct sq_quick_run {
     const char *accept_encoding; /* what the requests offer (NULL: nothing) */
     uint64_t conns;              /* connections the run may open: its open-file need */
     struct sq_net net;
+    struct sq_wrk_script ws; /* -s: the script's states (cfg.script points into it) */
 };
 
 /* Prepares the run o describes. Returns 0, -SQ_EUSAGE (a bad URL, a -b @FILE that cannot be
- * read, a load shape the executor refuses, a TLS file: err names the flag), -SQ_ERESOLVE and
- * other negative codes when the run cannot be set up here (err says why). r is filled either way:
- * sq_quick_run_dispose it. */
+ * read, a load shape the executor refuses, a TLS file: err names the flag), -SQ_EPARSE (-s: a
+ * script that does not load, or fails in setup() or init(): err is the script's message),
+ * -SQ_ERESOLVE and other negative codes when the run cannot be set up here (err says why). r is
+ * filled either way: sq_quick_run_dispose it. With -s the caller calls sq_wrk_script_done(&r->ws,
+ * ...) after the run. */
 SQ_MUST_CHECK int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err,
                                    size_t len);
 void sq_quick_run_dispose(struct sq_quick_run *r);

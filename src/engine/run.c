@@ -80,6 +80,11 @@ static void merge_counters(struct sq_counters *dst, const struct sq_counters *sr
     dst->undecodable += src->undecodable;
     dst->sse_streams += src->sse_streams;
     dst->sse_events += src->sse_events;
+    dst->script_requests += src->script_requests;
+    dst->script_responses += src->script_responses;
+    dst->script_delays += src->script_delays;
+    dst->script_hooks += src->script_hooks;
+    dst->script_skips += src->script_skips;
 }
 
 static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
@@ -109,6 +114,11 @@ static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
     dst->undecodable -= src->undecodable;
     dst->sse_streams -= src->sse_streams;
     dst->sse_events -= src->sse_events;
+    dst->script_requests -= src->script_requests;
+    dst->script_responses -= src->script_responses;
+    dst->script_delays -= src->script_delays;
+    dst->script_hooks -= src->script_hooks;
+    dst->script_skips -= src->script_skips;
 }
 
 static void sleep_ns(int64_t ns)
@@ -368,7 +378,7 @@ static void *writer_main(void *arg)
 }
 
 struct totals {
-    uint32_t done, ready;
+    uint32_t done, ready, script_failed;
     uint64_t progress, opened, errors, tls_errors;
     int last_err;
     const char *tls_msg; /* a worker's first TLS error, or NULL */
@@ -380,6 +390,7 @@ static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
     for (uint32_t i = 0; i < n; i++) {
         struct sq_engine__live *l = &ws[i].live;
         t->done += (uint32_t)__atomic_load_n(&l->done, __ATOMIC_ACQUIRE);
+        t->script_failed += (uint32_t)__atomic_load_n(&l->script_failed, __ATOMIC_ACQUIRE);
         t->ready += (uint32_t)__atomic_load_n(&l->ready, __ATOMIC_ACQUIRE);
         t->progress += __atomic_load_n(&l->progress, __ATOMIC_RELAXED);
         t->opened += __atomic_load_n(&l->opened, __ATOMIC_RELAXED);
@@ -430,6 +441,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         /* atomic: another thread may set it (the daemon's API), not only a signal handler */
         if (cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_RELAXED))
             stop_run(run, out, "stopped by request%s%s", "", "");
+        if (t.script_failed)
+            stop_run(run, out, "a script hook raised an error%s%s", "", "");
         if (!run->go_ns && t.ready == n) {
             if (t.opened == 0 && t.tls_msg) {
                 stop_run(run, out, "no connection could be made to %s: tls: %s", addr, t.tls_msg);
@@ -539,6 +552,10 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         *why = "nothing to run: no connection, address or request";
         return -EINVAL;
     }
+    if (cfg->script && (cfg->scens || cfg->h2_request || cfg->script->n != nw)) {
+        *why = "a wrk script needs one state per worker, over HTTP/1.1";
+        return -EINVAL;
+    }
     int rc = sq_latency_hist_new(&out->latency);
     if (rc == 0 && out->open)
         rc = sq_latency_hist_new(&out->latency_uncorrected);
@@ -617,6 +634,11 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         }
         if (!out->tls_error[0] && ws[i].live.tls_err_set)
             snprintf(out->tls_error, sizeof(out->tls_error), "%s", ws[i].tls_err);
+        if (!out->script_error && ws[i].script_err) {
+            out->script_error = ws[i].script_err; /* handed over */
+            ws[i].script_err = NULL;
+        }
+        out->script_stopped += ws[i].script_stopped;
     }
     if (writing) {
         __atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
@@ -646,6 +668,16 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         }
         sq_hist_merge(out->sse_first_event, ws[i].sse_first);
         sq_hist_merge(out->sse_duration, ws[i].sse_dur);
+    }
+    if (cfg->rate_samples) {
+        if (sq_latency_hist_new(&out->rate) < 0) {
+            rc = -ENOMEM;
+            *why = "out of memory";
+            goto out;
+        }
+        for (uint32_t i = 0; i < started; i++)
+            if (ws[i].rate)
+                sq_hist_merge(out->rate, ws[i].rate);
     }
     if (cfg->scens && merge_scens(cfg, ws, started, out) < 0) {
         rc = -ENOMEM;
@@ -699,6 +731,10 @@ void sq_result_dispose(struct sq_result *r)
     sq_hist_free(r->sse_first_event);
     sq_hist_free(r->sse_duration);
     r->sse_first_event = r->sse_duration = NULL;
+    sq_hist_free(r->rate);
+    r->rate = NULL;
+    free(r->script_error);
+    r->script_error = NULL;
     r->nscens = 0;
     r->latency = NULL;
     r->latency_uncorrected = NULL;

@@ -17,6 +17,7 @@
 struct sq_hist;
 struct sq_h2_req;
 struct sq_tls_client;
+struct sq_script;
 
 /* Error kinds, counted per kind. connect, dns, extract and unsolicited cost no request; the
  * others fail one, except tls: a failed handshake costs no request
@@ -157,6 +158,20 @@ struct sq_run_config {
      * (sq_run_connections). */
     const struct sq_h2_req *h2_request;
     uint32_t streams;
+    /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
+     * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
+    const struct sq_run_script *script;
+    /* Record each worker's requests per second every 100 ms into sq_result.rate (wrk's
+     * Req/Sec figures and done()'s `requests`). */
+    bool rate_samples;
+};
+
+/* A wrk-style script as a run uses it: per worker (sq_run_workers(cfg) of them) its state, its
+ * static request and the address setup() gave its thread. Borrowed for the run. */
+struct sq_run_script {
+    struct sq_script *const *states;
+    const struct sq_addr *addrs; /* per worker; NULL: the run's addresses */
+    uint32_t n;
 };
 
 /* Connections a run opens for `vus` VUs: one each over HTTP/1.1, one per `streams` over
@@ -197,6 +212,9 @@ struct sq_counters {
     uint64_t compressed;  /* responses with a Content-Encoding squall decoded */
     uint64_t undecodable; /* responses with a coding squall cannot decode (counted raw) */
     uint64_t sse_streams, sse_events; /* text/event-stream responses, and their events */
+    /* wrk-style scripts: calls of request(), response() and delay() */
+    uint64_t script_requests, script_responses, script_delays;
+    uint64_t script_hooks, script_skips; /* plan hooks: before/after calls, skipped steps */
 };
 
 /* Per-step figures of a plan run, merged across the scenario's workers. */
@@ -256,6 +274,12 @@ struct sq_result {
     bool tls; /* the run used TLS (https) */
     const char *tls_version, *tls_cipher, *tls_alpn;
     char tls_error[256];
+    /* cfg->rate_samples: requests per second, one value per worker and 100 ms (owned) */
+    struct sq_hist *rate;
+    /* wrk-style scripts: the first error a hook raised during the run, with its Lua traceback
+     * (owned; the run was stopped by it), or NULL */
+    char *script_error;
+    uint32_t script_stopped; /* workers that thread:stop() ended */
 };
 
 /* Runs to completion. Returns 0 (the result is filled in, even when every request failed), or a

@@ -19,6 +19,12 @@
  * Timeouts are found by a sweep of the worker's VUs every 100 ms instead of a timer per request:
  * arming and disarming a heap timer on every request would cost more than the scan.
  *
+ * Scripts: a worker with a wrk-style Lua state calls only the hooks it defines (request(),
+ * response(), delay()) and otherwise sends its state's static request down the same path as a
+ * request built from flags; a plan's before/after hooks run only for steps that name them. A
+ * request() string may hold a pipelined batch: each of its requests is counted, timed and
+ * answered on its own (c->pending), so the invariants below hold per request.
+ *
  * Accounting invariants, per worker and so per run:
  *   c.sent == c.completed + c.failed + in_flight
  *   open model: arrivals == c.sent + c.dropped
@@ -39,6 +45,7 @@
 #include "engine/flow.h"
 #include "http/decode.h"
 #include "loop/loop.h"
+#include "script/script.h"
 #include "stats/hist.h"
 
 #define SWEEP_NS          (100 * SQ_NS_PER_MS)
@@ -49,6 +56,8 @@
 static void conn_connect(struct sq_engine__conn *c);
 static void conn_next(struct sq_engine__conn *c, int64_t now);
 static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now);
+static bool plan_hook(struct sq_engine__conn *c, enum sq_script_when when, int status,
+                      struct sq_script_step_result *res);
 static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop);
 
 static void publish(struct sq_engine__worker *w)
@@ -65,7 +74,7 @@ static void conn_close(struct sq_engine__conn *c)
 {
     c->w->drv->close(c);
     if (c->state == CONN_ACTIVE)
-        c->w->in_flight--;
+        c->w->in_flight -= c->pending;
     sq_timer_stop(c->w->loop, &c->timer);
     c->state = CONN_CLOSED;
 }
@@ -96,14 +105,16 @@ static void sample(struct sq_engine__conn *c, int64_t now, uint16_t status, uint
     __atomic_store_n(&w->rhead, head + 1, __ATOMIC_RELEASE);
 }
 
-/* Ends the request in flight with an error of kind k. */
+/* Ends the request in flight with an error of kind k (every request still due, for a pipelined
+ * batch: each counts one error of that kind). */
 static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
 {
     struct sq_engine__worker *w = c->w;
-    w->c.errors[k]++;
     bool active = c->state == CONN_ACTIVE;
+    uint32_t n = active ? c->pending : 1;
+    w->c.errors[k] += n;
     if (active) {
-        w->c.failed++;
+        w->c.failed += n;
         if (w->ring)
             sample(c, sq_now_ns(), 0, (uint8_t)(k + 1));
     }
@@ -116,6 +127,10 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
         ss->errors++;
         ss->failed++;
         w->c.http_failed++;
+        if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * c->fv->step + 1] >= 0) {
+            struct sq_script_step_result res; /* status 0: no response, no headers, no body */
+            plan_hook(c, SQ_SCRIPT_AFTER, 0, &res);
+        }
         const struct sq_plan_step *ps = w->flow->steps[c->fv->step].ps;
         flow_advance(c, sq_now_ns(), ps->on_error == SQ_ON_ERROR_NEXT_ITERATION);
     }
@@ -127,6 +142,8 @@ static void conn_replace(struct sq_engine__conn *c)
     if (c->w->sending || (c->fv && c->fv->in_iter))
         conn_connect(c);
 }
+
+static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now);
 
 static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
 {
@@ -142,6 +159,13 @@ static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
         int64_t now = sq_loop_now(loop);
         flow_advance(c, now, false);
         conn_next(c, now);
+    } else if (c->state == CONN_DELAY) {
+        c->state = CONN_IDLE;
+        if (!c->w->sending)
+            return; /* the run winds down: the delayed request never leaves */
+        c->delayed = true;
+        int64_t now = sq_loop_now(loop);
+        iter_begin(c, now, now);
     }
 }
 
@@ -209,13 +233,16 @@ static void conn_connect(struct sq_engine__conn *c)
     c->w->drv->connect(c);
 }
 
-/* Sends one request: intended is the time it was due (open) or now (closed). */
+/* Sends one request, or a pipelined batch of nreq (each counted, timed from the batch's send and
+ * answered in order on this connection): intended is the time it was due (open) or now
+ * (closed). */
 static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bool head,
-                      int64_t tmo, int64_t intended, int64_t now)
+                      int64_t tmo, int64_t intended, int64_t now, uint32_t nreq)
 {
     struct sq_engine__worker *w = c->w;
-    w->c.sent++;
-    w->in_flight++;
+    w->c.sent += nreq;
+    w->in_flight += nreq;
+    c->pending = nreq;
     c->state = CONN_ACTIVE;
     c->since_ns = intended;
     c->sent_ns = now;
@@ -229,13 +256,218 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     w->drv->send(c);
 }
 
+/* ---- wrk-style scripts: the worker's own Lua state (script/script.h) ---- */
+
+/* A hook raised: its message (with the traceback) is kept for the run, which the main thread
+ * then stops; this worker stops at once. */
+static void script_failed(struct sq_engine__worker *w)
+{
+    if (!w->script_err) {
+        const char *msg = sq_script_error(w->script);
+        w->script_err = strdup(msg && msg[0] ? msg : "script error");
+        __atomic_store_n(&w->live.script_failed, 1, __ATOMIC_RELEASE);
+    }
+    w->sending = false;
+    w->hard_end_ns = 0; /* the loop leaves at its next check; what is out stays in flight */
+}
+
+/* thread:stop() was called: as in wrk, this worker's loop ends now. */
+static void script_check_stop(struct sq_engine__worker *w)
+{
+    if (SQ_UNLIKELY(sq_script_stopped(w->script)) && !w->script_stopped) {
+        w->script_stopped = true;
+        w->sending = false;
+        w->hard_end_ns = 0;
+    }
+}
+
+/* True when the request is a HEAD (its response carries no body). */
+static bool is_head(const char *req, size_t len)
+{
+    return len > 5 && memcmp(req, "HEAD ", 5) == 0;
+}
+
+/* One iteration of a worker whose script defines request() or delay(): delay() first (closed
+ * model), then the script's request (or the static one), which may hold a pipelined batch. */
+static void script_iter(struct sq_engine__conn *c, int64_t intended, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    if ((w->shooks & SQ_SCRIPT_DELAY) && !c->delayed && !w->open) {
+        int64_t ns = 0;
+        w->c.script_delays++;
+        if (sq_script_delay(w->script, &ns) < 0) {
+            script_failed(w);
+            return;
+        }
+        script_check_stop(w);
+        if (!w->sending)
+            return;
+        if (ns > 0 && sq_timer_start(w->loop, &c->timer, now + ns) == 0) {
+            c->state = CONN_DELAY;
+            return;
+        }
+    }
+    c->delayed = false;
+    if (!(w->shooks & SQ_SCRIPT_REQUEST)) {
+        conn_send(c, w->req, w->req_len, w->req_head, w->cfg->timeout_ns, intended, now, w->req_n);
+        return;
+    }
+    const char *req;
+    size_t len;
+    uint32_t n;
+    w->c.script_requests++;
+    if (sq_script_request(w->script, &req, &len, &n) < 0) {
+        script_failed(w);
+        return;
+    }
+    script_check_stop(w);
+    if (!w->sending)
+        return;
+    conn_send(c, req, len, is_head(req, len), w->cfg->timeout_ns, intended, now, n);
+    if (c->state == CONN_ACTIVE && c->woff < c->req_len) {
+        /* A short write: the string lives only until the next request() call, so what is left
+         * to write moves into the connection's own buffer. */
+        if (c->own_cap < len) {
+            char *p = realloc(c->own, len);
+            if (!p) {
+                conn_fail(c, SQ_ERRK_WRITE);
+                conn_replace(c);
+                return;
+            }
+            c->own = p;
+            c->own_cap = len;
+        }
+        memcpy(c->own, req, len);
+        c->req = c->own;
+    }
+}
+
+/* response(status, headers, body) with what the driver kept (h1drv.c). */
+static void script_response(struct sq_engine__conn *c)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_engine__capture *k = c->cap;
+    w->c.script_responses++;
+    int rc = sq_script_response(w->script, c->rd.status,
+                                (const struct sq_resp_header *)(const void *)k->fields.p,
+                                k->head.len ? k->nfields : 0, k->body.p, k->body.len);
+    sq_buf_reset(&k->head);
+    sq_buf_reset(&k->body);
+    k->nfields = 0;
+    if (rc < 0)
+        script_failed(w);
+    else
+        script_check_stop(w);
+}
+
+/* ---- plan hooks: a plan's script:, a step's before: / after: ---- */
+
+/* The VU's variables as a hook sees them: the scenario's slots (extracted values and locals),
+ * then the plan's fixed vars (read only). An empty slot reads as unset. */
+static bool hook_get(void *vu, const char *name, size_t len, struct sq_str *out)
+{
+    struct sq_engine__conn *c = vu;
+    const struct sq_flow *f = c->w->flow;
+    for (uint32_t i = 0; i < f->sc->nvars; i++) {
+        const char *n = f->sc->vars[i];
+        if (strlen(n) == len && memcmp(n, name, len) == 0) {
+            const struct sq_buf *b = &c->fv->vars[i];
+            if (!b->len)
+                return false;
+            *out = (struct sq_str){b->p, b->len};
+            return true;
+        }
+    }
+    for (size_t i = 0; i < f->plan->nvars; i++) {
+        const struct sq_plan_var *pv = &f->plan->vars[i];
+        if (strlen(pv->name) == len && memcmp(pv->name, name, len) == 0) {
+            *out = (struct sq_str){pv->value, strlen(pv->value)};
+            return true;
+        }
+    }
+    return false;
+}
+
+static int hook_set(void *vu, const char *name, size_t len, const char *val, size_t val_len)
+{
+    struct sq_engine__conn *c = vu;
+    const struct sq_flow *f = c->w->flow;
+    for (uint32_t i = 0; i < f->sc->nvars; i++) {
+        const char *n = f->sc->vars[i];
+        if (strlen(n) == len && memcmp(n, name, len) == 0) {
+            struct sq_buf *b = &c->fv->vars[i];
+            sq_buf_reset(b);
+            return val && val_len ? sq_buf_append(b, val, val_len) : 0;
+        }
+    }
+    return -ENOENT;
+}
+
+static const struct sq_script_vars hook_vars = {.get = hook_get, .set = hook_set};
+
+/* Runs the current step's before or after hook. False when it raised: the run stops. */
+static bool plan_hook(struct sq_engine__conn *c, enum sq_script_when when, int status,
+                      struct sq_script_step_result *res)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    const struct sq_plan_step *ps = w->flow->steps[v->step].ps;
+    struct sq_script_step step = {.name = ps->name, .vu = v->vu, .iteration = v->iteration};
+    if (when == SQ_SCRIPT_AFTER) {
+        step.status = status;
+        if (status && v->head.len) {
+            step.headers = (const struct sq_resp_header *)(const void *)v->fields.p;
+            step.nheaders = v->nfields;
+        }
+        if (status) {
+            step.body = v->body.p ? v->body.p : "";
+            step.body_len = v->body.len;
+        }
+    }
+    w->c.script_hooks++;
+    int hook = w->hook_ids[2 * v->step + (when == SQ_SCRIPT_AFTER)];
+    if (sq_script_hook_call(w->script, hook, when, &step, &hook_vars, c, res) < 0) {
+        script_failed(w);
+        return false;
+    }
+    return true;
+}
+
+/* A worker's own state for the plan's hooks, and each step's hook handles. */
+static int hooks_init(struct sq_engine__worker *w)
+{
+    const struct sq_flow *f = w->flow;
+    char err[512];
+    int rc = sq_script_new(f->plan->script, NULL, &w->script, err, sizeof(err));
+    if (rc < 0)
+        return rc;
+    w->own_script = true;
+    w->hook_ids = malloc(2 * (f->nsteps ? f->nsteps : 1) * sizeof(*w->hook_ids));
+    if (!w->hook_ids)
+        return -ENOMEM;
+    for (size_t i = 0; i < f->nsteps; i++) {
+        const struct sq_plan_step *ps = f->steps[i].ps;
+        const char *fn[2] = {ps->before, ps->after};
+        for (int k = 0; k < 2; k++) {
+            w->hook_ids[2 * i + (size_t)k] = -1;
+            if (fn[k] &&
+                (rc = sq_script_hook_find(w->script, fn[k], &w->hook_ids[2 * i + (size_t)k])) < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* Starts one iteration: the quick face's static request, or a flow from its first step. */
 static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     if (!c->fv) {
-        conn_send(c, w->cfg->request, w->cfg->request_len, w->cfg->head_request, w->cfg->timeout_ns,
-                  intended, now);
+        if (SQ_UNLIKELY(w->shooks & (SQ_SCRIPT_REQUEST | SQ_SCRIPT_DELAY))) {
+            script_iter(c, intended, now);
+            return;
+        }
+        conn_send(c, w->req, w->req_len, w->req_head, w->cfg->timeout_ns, intended, now, w->req_n);
         return;
     }
     sq_flow_vu_begin(c->fv, w->flow, intended);
@@ -262,6 +494,28 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         conn_next(c, now);
         return;
     }
+    v->body_set = false;
+    if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * v->step] >= 0) {
+        struct sq_script_step_result res;
+        if (!plan_hook(c, SQ_SCRIPT_BEFORE, 0, &res))
+            return;
+        if (res.skip) {
+            /* not sent, its checks not run: on to the next step, or (the iteration over) to the
+             * next iteration from the loop, so a flow that skips everything cannot recurse */
+            w->c.script_skips++;
+            flow_advance(c, now, false);
+            if (v->in_iter) {
+                conn_next(c, now);
+            } else if (sq_timer_start(w->loop, &c->timer, now) == 0) {
+                c->state = CONN_PACING;
+            }
+            return;
+        }
+        if (res.has_body) {
+            v->body_set = true;
+            v->body_in = (struct sq_str){res.body, res.body_len};
+        }
+    }
     const char *req;
     size_t len;
     bool rendered;
@@ -279,7 +533,7 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     v->capture = ps->needs_body;
     v->want_head = ps->needs_headers || v->jar;
     conn_send(c, req, len, st->head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, intended,
-              now);
+              now, 1);
 }
 
 /* Moves the VU past its current step (or, with stop, past the whole iteration). At the end of
@@ -347,6 +601,10 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
         ss->extract_fail += o.extract_fail;
         w->c.errors[SQ_ERRK_EXTRACT] += o.extract_fail; /* its own kind: costs no request */
         stop = o.stop_iteration;
+    }
+    if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * v->step + 1] >= 0) {
+        struct sq_script_step_result res;
+        plan_hook(c, SQ_SCRIPT_AFTER, status, &res);
     }
     flow_advance(c, now, stop);
 }
@@ -516,9 +774,30 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         sample(c, now, c->rd.status, 0);
     w->c.completed++;
     w->in_flight--;
+    if (SQ_UNLIKELY(c->cap != NULL))
+        script_response(c);
+    if (SQ_UNLIKELY(--c->pending != 0))
+        return; /* a pipelined batch: the next response is due on this connection */
     c->state = CONN_IDLE;
     if (c->fv && c->fv->in_iter)
         flow_complete(c, now, lat_us);
+}
+
+/* wrk's Req/Sec: the requests this worker completed since the last sample, per second (a sample
+ * only when some completed, as wrk records them). */
+static void record_rate(struct sq_engine__worker *w, int64_t now)
+{
+    if (!w->rate_ns) {
+        w->rate_ns = w->start_ns;
+        w->rate_base = 0;
+    }
+    uint64_t done = w->c.completed - w->rate_base;
+    int64_t ms = (now - w->rate_ns) / SQ_NS_PER_MS;
+    if (done == 0 || ms <= 0)
+        return;
+    sq_hist_record(w->rate, (int64_t)((double)done * 1000.0 / (double)ms));
+    w->rate_base = w->c.completed;
+    w->rate_ns = now;
 }
 
 /* Every 100 ms: time out slow requests (the driver times out its connects), publish live
@@ -534,6 +813,8 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
     }
     w->drv->sweep(w, now);
     publish(w);
+    if (SQ_UNLIKELY(w->rate != NULL) && w->ticking)
+        record_rate(w, now);
 }
 
 /* ramping-vus: activates VUs up to this worker's share of the target, in order. Parked VUs
@@ -606,6 +887,11 @@ static void start(struct sq_engine__worker *w)
     w->end_load_ns = w->sched_ns + sq_exec_length_ns(ex);
     w->hard_end_ns = w->end_load_ns + ex->graceful_stop_ns;
     w->started = true;
+    if (SQ_UNLIKELY(w->script != NULL)) {
+        script_check_stop(w); /* setup() may have stopped the thread already */
+        if (w->script_stopped)
+            return;
+    }
     int64_t now = sq_loop_update_now(w->loop);
     if (w->open) {
         w->next_arrival = w->sindex;
@@ -795,6 +1081,30 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->offset_ns = sc ? sc->start_ns : 0;
     w->flow = sc ? sc->flow : NULL;
     w->open = sq_exec_is_open(ex);
+    w->req = cfg->request;
+    w->req_len = cfg->request_len;
+    w->req_n = 1;
+    w->req_head = cfg->head_request;
+    if (cfg->script && !sc) {
+        /* a wrk-style script: this worker's own state, its hooks and its static request */
+        if (windex >= cfg->script->n)
+            return -EINVAL;
+        w->script = cfg->script->states[windex];
+        w->shooks =
+            sq_script_hooks(w->script) & (SQ_SCRIPT_REQUEST | SQ_SCRIPT_RESPONSE | SQ_SCRIPT_DELAY);
+        const char *r;
+        size_t rl;
+        uint32_t rn;
+        sq_script_static_request(w->script, &r, &rl, &rn);
+        if (r && rl) {
+            w->req = r;
+            w->req_len = rl;
+            w->req_n = rn ? rn : 1;
+            w->req_head = is_head(r, rl);
+        }
+        if (cfg->script->addrs)
+            w->addr = &cfg->script->addrs[windex];
+    }
     /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` (a
      * worker gets whole connections), HTTP/1.1 one. Plans run HTTP/1.1. */
     bool h2 = cfg->h2_request && !sc;
@@ -852,7 +1162,11 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         rc = flow_init(w);
         if (rc < 0)
             return rc;
+        if (w->flow->plan->script && (rc = hooks_init(w)) < 0)
+            return rc;
     }
+    if (cfg->rate_samples && (rc = sq_latency_hist_new(&w->rate)) < 0)
+        return rc;
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
@@ -865,6 +1179,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         sq_timer_init(&c->timer, timer_cb);
         if (w->flow)
             c->fv = &w->vus[i];
+        if ((w->shooks & SQ_SCRIPT_RESPONSE) && !(c->cap = calloc(1, sizeof(*c->cap))))
+            return -ENOMEM;
     }
     return w->drv->init(w, nconn, first_conn);
 }
@@ -884,6 +1200,21 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     }
     for (int k = 0; k < SQ_PHASE_COUNT; k++)
         sq_hist_free(w->phase[k]);
+    for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
+        struct sq_engine__conn *c = &w->conns[i];
+        if (c->cap) {
+            sq_buf_dispose(&c->cap->head);
+            sq_buf_dispose(&c->cap->body);
+            sq_buf_dispose(&c->cap->fields);
+            free(c->cap);
+        }
+        free(c->own);
+    }
+    free(w->script_err);
+    free(w->hook_ids);
+    if (w->own_script)
+        sq_script_free(w->script);
+    sq_hist_free(w->rate);
     sq_hist_free(w->sse_first);
     sq_hist_free(w->sse_dur);
     free(w->conns);

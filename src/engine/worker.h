@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "engine/run.h"
 #include "http/h1.h"
 #include "http/sse.h"
@@ -34,7 +35,17 @@ enum conn_state {
     CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
     CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
     CONN_THINK,      /* open, a flow's think step (plan runs) */
+    CONN_DELAY,      /* open, waiting out a wrk script's delay() before its next request */
 };
+
+/* A wrk script with response(): the response kept for it (the head with its fields, and the
+ * body up to SQ_ENGINE_CAPTURE_CAP). Buffers keep their memory between responses. */
+struct sq_engine__capture {
+    struct sq_buf head, body;
+    struct sq_buf fields; /* struct sq_resp_header, spans into head */
+    size_t nfields;
+};
+#define SQ_ENGINE_CAPTURE_CAP (64u << 20)
 
 struct sq_engine__conn {
     struct sq_io io; /* fd lives here */
@@ -50,9 +61,10 @@ struct sq_engine__conn {
     uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
     const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
     uint32_t req_len;
-    uint32_t woff;   /* bytes of the request written so far */
-    uint32_t local;  /* index in the worker: VU number, idle stack entry */
-    uint32_t global; /* global connection number, picks the address */
+    uint32_t woff;    /* bytes of the request written so far */
+    uint32_t pending; /* ACTIVE: responses still due (more than 1: a pipelined batch) */
+    uint32_t local;   /* index in the worker: VU number, idle stack entry */
+    uint32_t global;  /* global connection number, picks the address */
     uint8_t state;
     uint8_t backoff;
     bool head;              /* ACTIVE: a HEAD request (its response has no body) */
@@ -67,6 +79,11 @@ struct sq_engine__conn {
     struct sq_timer timer;  /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
     struct sq_tls_conn *tls; /* https, from the handshake on; NULL otherwise */
+    /* wrk scripts */
+    struct sq_engine__capture *cap; /* response() is defined: the response kept for it */
+    bool delayed;                   /* delay() was called for the request about to leave */
+    char *own;                      /* a request() string copied when its write was short */
+    size_t own_cap;
 };
 
 /* What a worker publishes for the run's watchdog: written by the worker with relaxed atomic
@@ -79,6 +96,7 @@ struct sq_engine__live {
     uint64_t tls_errors;     /* failed handshakes and other TLS errors */
     int tls_err_set;         /* tls_err (in the worker) is written: release store, once */
     int ready;               /* every connection of the pool has connected or failed once */
+    int script_failed;       /* a script hook raised: script_err is written (release store) */
     int done;                /* the worker has left its loop */
 };
 
@@ -186,6 +204,26 @@ struct sq_engine__worker {
      * per-worker state (h2drv.c: its connections; NULL for HTTP/1.1) */
     const struct sq_engine__driver *drv;
     void *proto;
+    /* a wrk-style script (cfg->script): this worker's state, the hooks it calls per request
+     * (SQ_SCRIPT_REQUEST, _RESPONSE, _DELAY) and its static request; NULL/0 without one */
+    struct sq_script *script;
+    unsigned shooks;
+    const char *req; /* the request iterations send without request(): cfg->request, or the
+                        script state's static request */
+    size_t req_len;
+    uint32_t req_n; /* requests in it (a static pipeline) */
+    bool req_head;
+    const struct sq_addr *addr; /* the script's thread.addr, or NULL: the run's addresses */
+    char *script_err;           /* the first hook error (owned), then live.script_failed */
+    bool script_stopped;        /* thread:stop() */
+    /* plan hooks (a plan's script:): this worker's own state (owned) and, per step, the handles
+     * of its before and after hooks ([2 * step], [2 * step + 1]; -1: none); NULL: no hooks */
+    int *hook_ids;
+    bool own_script;
+    /* cfg->rate_samples: requests per second every 100 ms (wrk's Req/Sec) */
+    struct sq_hist *rate;
+    int64_t rate_ns;
+    uint64_t rate_base;
 };
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */

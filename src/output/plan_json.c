@@ -195,5 +195,21 @@ json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result
         json_decref(doc);
         return NULL;
     }
+    if (doc && r->plan->script)
+        json_object_set_new(doc, "script",
+                            json_pack("{s:s, s:{s:I}, s:I, s:s?}", "file", r->plan->script, "calls",
+                                      "hooks", (json_int_t)res->c.script_hooks, "skipped_steps",
+                                      (json_int_t)res->c.script_skips, "error", res->script_error));
+    if (doc && r->oauth) {
+        struct sq_oauth_stats st;
+        sq_oauth_stats(r->oauth, &st);
+        json_object_set_new(doc, "oauth",
+                            json_pack("{s:I, s:I, s:I, s:f, s:f, s:s?}", "tokens",
+                                      (json_int_t)st.tokens, "refreshes", (json_int_t)st.refreshes,
+                                      "failures", (json_int_t)st.failures, "first_token_s",
+                                      (double)st.first_ns / 1e9, "expires_in_s",
+                                      (double)st.expires_in_ns / 1e9, "last_error",
+                                      st.last_error[0] ? st.last_error : NULL));
+    }
     return doc;
 }

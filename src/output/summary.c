@@ -249,6 +249,39 @@ static void plan_sections(FILE *f, const json_t *doc)
     }
 }
 
+/* The script and OAuth2 blocks, when the run had them. */
+static void scripting(FILE *f, const json_t *doc)
+{
+    char g1[32], g2[32], g3[32];
+    const json_t *s = json_object_get(doc, "script");
+    if (json_is_object(s)) {
+        fprintf(f, "%-12s %s", "Script", sq_report__str(s, "file", "(none)"));
+        const json_t *c = json_object_get(s, "calls");
+        static const char *const calls[][2] = {{"request", "request()"},
+                                               {"response", "response()"},
+                                               {"delay", "delay()"},
+                                               {"hooks", "hook"}};
+        for (size_t i = 0; i < SQ_ARRAY_LEN(calls); i++)
+            if (sq_report__numd(c, calls[i][0], 0) > 0)
+                fprintf(f, " · %s %s calls", g(c, calls[i][0], g1), calls[i][1]);
+        if (sq_report__numd(s, "skipped_steps", 0) > 0)
+            fprintf(f, " · %s steps skipped", g(s, "skipped_steps", g1));
+        if (json_is_true(json_object_get(s, "static_request")))
+            fprintf(f, " · static request");
+        fputc('\n', f);
+    }
+    const json_t *o = json_object_get(doc, "oauth");
+    if (json_is_object(o)) {
+        fprintf(f, "%-12s %s token%s · %s refreshes · %s refresh failures", "OAuth2",
+                g(o, "tokens", g1), sq_report__numd(o, "tokens", 0) == 1 ? "" : "s",
+                g(o, "refreshes", g2), g(o, "failures", g3));
+        const char *last = sq_report__str(o, "last_error", "");
+        if (last[0])
+            fprintf(f, " (latest: %s)", last);
+        fputc('\n', f);
+    }
+}
+
 int sq_report_summary(const json_t *doc, FILE *f)
 {
     const char *why;
@@ -285,6 +318,7 @@ int sq_report_summary(const json_t *doc, FILE *f)
 
     bodies(f, doc);
     phases(f, doc);
+    scripting(f, doc);
     plan_sections(f, doc);
 
     struct sq_hist *h;

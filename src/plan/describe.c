@@ -218,6 +218,10 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
     }
     if (st->on_error == SQ_ON_ERROR_NEXT_ITERATION)
         fprintf(out, "%son error: next iteration\n", pad);
+    if (st->before)
+        fprintf(out, "%sbefore: %s()\n", pad, st->before);
+    if (st->after)
+        fprintf(out, "%safter: %s()\n", pad, st->after);
 }
 
 void sq_plan_describe(const struct sq_plan *p, FILE *out)
@@ -245,6 +249,27 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
                 fprintf(out, "%s%s", c ? ", " : "", f->data->columns[c]);
             fputc('\n', out);
         }
+    }
+    if (p->script)
+        fprintf(out, "script %s\n", p->script);
+    if (p->oauth2) {
+        /* the client secret is never shown */
+        const struct sq_plan_oauth2 *o = p->oauth2;
+        fprintf(out, "auth oauth2 (client credentials)\n  token_url ");
+        put_short(out, o->token_url, strlen(o->token_url), 160);
+        fprintf(out, "\n  client_id ");
+        put_short(out, o->client_id, strlen(o->client_id), 100);
+        fprintf(out, " (as %s; the secret is set, not shown)\n",
+                o->client_auth_body ? "form fields" : "HTTP Basic");
+        if (o->scope) {
+            fprintf(out, "  scope ");
+            put_short(out, o->scope, strlen(o->scope), 100);
+            fputc('\n', out);
+        }
+        fprintf(out, "  refreshed %s before expiry", fmt_dur(o->refresh_lead_ns, d, sizeof(d)));
+        fprintf(out, ", at most every %s", fmt_dur(o->min_refresh_ns, d, sizeof(d)));
+        fprintf(out, "; retries after %s", fmt_dur(o->retry_ns, d, sizeof(d)));
+        fprintf(out, " doubling to %s\n", fmt_dur(o->retry_max_ns, d, sizeof(d)));
     }
     for (size_t i = 0; i < p->nscenarios; i++) {
         const struct sq_plan_scenario *sc = &p->scenarios[i];

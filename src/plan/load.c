@@ -35,6 +35,11 @@ void sq_plan__resolve_name(void *ud, const char *name, size_t len, struct sq_tmp
     struct rctx *R = ud;
     const struct sq_plan *p = R->L->p;
     out->kind = SQ_TMPL_REF_UNKNOWN;
+    if (len == 12 && memcmp(name, "$oauth.token", 12) == 0) {
+        if (p->oauth2)
+            out->kind = SQ_TMPL_REF_OAUTH;
+        return;
+    }
     uintptr_t at;
     if (sq_plan__map_get(&R->L->vars, name, len, &at) && at < R->nvars) {
         out->kind = SQ_TMPL_REF_STATIC;
@@ -590,8 +595,8 @@ static int load_data(struct ld *L, const struct ynode *n)
 
 static int load_root(struct ld *L, const struct ynode *root)
 {
-    static const char *const keys[] = {"target", "vars",      "defaults",
-                                       "data",   "scenarios", "thresholds"};
+    static const char *const keys[] = {"target",    "vars",       "defaults", "data",
+                                       "scenarios", "thresholds", "script",   "auth"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_map(L, root, "a mapping with target and scenarios");
     if (rc == 0)
@@ -606,7 +611,7 @@ static int load_root(struct ld *L, const struct ynode *root)
         return sq_plan__fail_at(L, top,
                                 "missing key 'scenarios' (at least one scenario with an executor "
                                 "and a flow)");
-    static const char *const order[] = {"vars", "target", "defaults", "data"};
+    static const char *const order[] = {"vars", "target", "defaults", "data", "script", "auth"};
     for (size_t i = 0; i < SQ_ARRAY_LEN(order); i++) {
         const struct ynode *v = sq_plan__get(root, order[i]);
         if (!v)
@@ -615,7 +620,9 @@ static int load_root(struct ld *L, const struct ynode *root)
         rc = i == 0   ? load_vars(L, v)
              : i == 1 ? load_target(L, v)
              : i == 2 ? load_defaults(L, v)
-                      : load_data(L, v);
+             : i == 3 ? load_data(L, v)
+             : i == 4 ? sq_plan__load_script(L, v)
+                      : sq_plan__load_auth(L, v);
         if (rc < 0)
             return rc;
         sq_plan__path_pop(L, mark);
@@ -768,6 +775,8 @@ void sq_plan_free(struct sq_plan *p)
         for (size_t j = 0; j < sc->nsteps; j++) {
             struct sq_plan_step *st = &sc->steps[j];
             free(st->name);
+            free(st->before);
+            free(st->after);
             request_dispose(&st->req);
             for (size_t k = 0; k < st->nextract; k++) {
                 sq_extractor_dispose(&st->extract[k]);
@@ -804,5 +813,7 @@ void sq_plan_free(struct sq_plan *p)
     free(p->thresholds);
     free(p->target);
     free(p->file);
+    free(p->script);
+    sq_plan__oauth2_free(p->oauth2);
     free(p);
 }

@@ -59,8 +59,8 @@ static const struct {
     [SQ_EXEC_SHARED_ITERATIONS] = {F_VUS | F_ITERATIONS | F_MAX_DURATION | F_PACING, 0},
 };
 
-static const char *const scenario_common[] = {"executor", "flow", "startTime", "gracefulStop",
-                                              "cookies"};
+static const char *const scenario_common[] = {"executor",     "flow",    "startTime",
+                                              "gracefulStop", "cookies", "locals"};
 
 static int load_stages(struct ld *L, const struct ynode *n, struct sq_exec *e, bool vus)
 {
@@ -324,6 +324,34 @@ static int add_slot(struct ld *L, struct sq_plan_scenario *sc, const char *name,
     *index = sc->nvars++;
     return sq_plan__map_add(&L->slots, sc->vars[*index], strlen(name), *index, NULL) < 0 ? -ENOMEM
                                                                                          : 0;
+}
+
+/* A scenario's locals: [a, b]: per-VU variables that hooks set (ctx:set), slots like extracted
+ * values. */
+static int collect_locals(struct ld *L, const struct ynode *n, struct sq_plan_scenario *sc)
+{
+    size_t mark = sq_plan__path_key(L, "locals");
+    if (n->kind != Y_SEQ)
+        return sq_plan__fail(L, n, "expected a list of variable names, got %s",
+                             sq_plan__kind_name(n));
+    for (size_t i = 0; i < n->nitems; i++) {
+        const struct ynode *k = n->items[i];
+        int rc = sq_plan__want_string(L, k, "a variable name");
+        if (rc < 0)
+            return rc;
+        if (!sq_plan__is_ident(k->s))
+            return sq_plan__fail(L, k,
+                                 "'%.60s' is not a variable name (letters, digits and '_', not "
+                                 "starting with a digit)",
+                                 k->s);
+        if (sq_plan__map_get(&L->vars, k->s, strlen(k->s), NULL))
+            return sq_plan__fail(L, k, "'%s' is already a plan variable (vars)", k->s);
+        uint32_t idx;
+        if ((rc = add_slot(L, sc, k->s, &idx)) < 0)
+            return rc;
+    }
+    sq_plan__path_pop(L, mark);
+    return 0;
 }
 
 /* First pass over a flow: every extract key is a slot, in order of first appearance. */
@@ -992,7 +1020,8 @@ static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step 
 static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
                      struct sq_plan_scenario *sc)
 {
-    static const char *const keys[] = {"name", "request", "think", "extract", "check", "on_error"};
+    static const char *const keys[] = {"name",  "request",  "think",  "extract",
+                                       "check", "on_error", "before", "after"};
     int rc = sq_plan__want_map(L, n, "a step: a mapping with request (or think)");
     if (rc == 0)
         rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
@@ -1062,6 +1091,19 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
             return rc;
         sq_plan__path_pop(L, mark);
     }
+    static const char *const hook_keys[] = {"before", "after"};
+    for (int h = 0; h < 2; h++) {
+        v = sq_plan__get(n, hook_keys[h]);
+        if (!v)
+            continue;
+        mark = sq_plan__path_key(L, hook_keys[h]);
+        if ((rc = sq_plan__load_hook(L, v, hook_keys[h], h ? &st->after : &st->before,
+                                     h ? &st->after_loc : &st->before_loc)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    if (st->after) /* the hook sees the response: its head and body are kept for it */
+        st->needs_body = st->needs_headers = true;
     v = sq_plan__get(n, "on_error");
     st->on_error = SQ_ON_ERROR_CONTINUE;
     if (v) {
@@ -1122,6 +1164,9 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
         return sq_plan__fail(L, flow, "a flow needs at least one step");
     sq_plan__path_pop(L, m2);
     if ((rc = collect_slots(L, flow, sc)) < 0)
+        return rc;
+    const struct ynode *locals = sq_plan__get(n, "locals");
+    if (locals && (rc = collect_locals(L, locals, sc)) < 0)
         return rc;
     sc->steps = calloc(flow->nitems, sizeof(*sc->steps));
     if (!sc->steps)

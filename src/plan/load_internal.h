@@ -199,4 +199,15 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
                            struct sq_plan_scenario *sc);
 int sq_plan__load_thresholds(struct ld *L, const struct ynode *n);
 
+/* ---- code the plan hands to (load_hooks.c) ---- */
+
+/* script: FILE (resolved against the plan's directory; it must be readable). */
+int sq_plan__load_script(struct ld *L, const struct ynode *n);
+/* A step's before: / after: (key) value: a function name, kept in *fn with its place. */
+int sq_plan__load_hook(struct ld *L, const struct ynode *n, const char *key, char **fn,
+                       struct sq_loc *loc);
+/* auth: { oauth2: {...} } into L->p->oauth2. */
+int sq_plan__load_auth(struct ld *L, const struct ynode *n);
+void sq_plan__oauth2_free(struct sq_plan_oauth2 *o);
+
 #endif

@@ -74,8 +74,11 @@ struct sq_plan_step {
     struct sq_check *checks;
     size_t nchecks;
     enum sq_on_error on_error; /* after a failed extraction or a failed request */
-    bool needs_body;           /* a check or an extractor reads the body */
-    bool needs_headers;        /* a check or an extractor reads headers */
+    bool needs_body;           /* a check, an extractor or an after hook reads the body */
+    bool needs_headers;        /* a check, an extractor or an after hook reads headers */
+    /* before: / after: the plan script's functions run around the request (NULL: none) */
+    char *before, *after;
+    struct sq_loc before_loc, after_loc;
 };
 
 struct sq_plan_scenario {
@@ -85,7 +88,8 @@ struct sq_plan_scenario {
     int64_t start_ns;    /* startTime: offset from the run's start */
     struct sq_plan_step *steps;
     size_t nsteps;
-    char **vars; /* names of the per-VU variable slots (extracted values), nvars of them */
+    char **vars; /* names of the per-VU variable slots (extracted values, then the scenario's
+                    locals: the names hooks set), nvars of them */
     uint32_t nvars;
     bool cookies; /* per-VU cookie jar */
 };
@@ -112,6 +116,22 @@ struct sq_plan_var {
     char *name, *value;
 };
 
+/* auth.oauth2: one access token for the whole run from the client-credentials grant (RFC 6749
+ * 4.4), fetched before the start and refreshed while it runs (engine/oauth.h). */
+struct sq_plan_oauth2 {
+    char *token_url;         /* an absolute http(s) URL, or a path on the plan's target */
+    char *client_id;         /* fixed text (plan variables and $env.NAME resolved) */
+    char *client_secret;     /* the same; never printed (not by validate, errors or the JSON) */
+    char *scope;             /* NULL: none asked */
+    bool client_auth_body;   /* client_auth: body (the pair in the form) instead of HTTP Basic */
+    int64_t refresh_lead_ns; /* refresh this long before the token expires (30s) */
+    int64_t min_refresh_ns;  /* never two refreshes closer than this (1s) */
+    int64_t retry_ns;        /* after a failed refresh, wait this long, doubling (500ms) ... */
+    int64_t retry_max_ns;    /* ... up to this (30s) */
+    int64_t timeout_ns;      /* one token request (10s) */
+    struct sq_loc loc;
+};
+
 struct sq_plan {
     char *file;   /* the path it was loaded from */
     char *target; /* base URL ("http://127.0.0.1:8080"), required */
@@ -124,6 +144,10 @@ struct sq_plan {
     struct sq_plan_threshold *thresholds;
     size_t nthresholds;
     int64_t default_timeout_ns; /* defaults.timeout; 0 when unset */
+    char *script; /* script: the Lua file of the steps' before/after hooks (a resolved path), or
+                     NULL */
+    struct sq_loc script_loc;
+    struct sq_plan_oauth2 *oauth2; /* auth.oauth2, or NULL */
 };
 
 /* A load error: where, which key, what was expected. */

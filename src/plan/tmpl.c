@@ -29,6 +29,7 @@ enum piece_kind {
     P_ISO,
     P_VAR,
     P_FEED,
+    P_OAUTH, /* the run's current OAuth2 token (ctx->oauth) */
 };
 
 struct piece {
@@ -166,6 +167,7 @@ static const struct {
     {"$timestamp", "$timestamp"},
     {"$isoTimestamp", "$isoTimestamp"},
     {"$env", "$env.NAME"},
+    {"$oauth", "$oauth.token"},
 };
 
 static bool is_space(char c)
@@ -199,7 +201,8 @@ static bool parse_i64(const char *s, size_t n, size_t *i, int64_t *out)
 }
 
 static int compile_builtin(struct builder *bd, const char *src, size_t off, size_t len,
-                           enum sq_tmpl_escape esc, struct sq_tmpl_error *err)
+                           enum sq_tmpl_escape esc, sq_tmpl_resolve_fn resolve, void *ud,
+                           struct sq_tmpl_error *err)
 {
     const char *s = src + off;
     struct piece p = {0};
@@ -210,6 +213,17 @@ static int compile_builtin(struct builder *bd, const char *src, size_t off, size
         p.kind = P_ITER;
     } else if (IS("$randomUUID")) {
         p.kind = P_UUID;
+    } else if (IS("$oauth.token")) {
+        /* the caller says whether a token is set up where this template is used */
+        struct sq_tmpl_ref ref = {.kind = SQ_TMPL_REF_UNKNOWN};
+        if (resolve)
+            resolve(ud, s, len, &ref);
+        if (ref.kind != SQ_TMPL_REF_OAUTH) {
+            set_err(err, off, "'%.*s' needs an OAuth2 token source (a plan's auth.oauth2)%s", s,
+                    len, NULL);
+            return -SQ_EPARSE;
+        }
+        p.kind = P_OAUTH;
     } else if (IS("$timestamp")) {
         p.kind = P_TS;
     } else if (IS("$isoTimestamp")) {
@@ -402,7 +416,7 @@ int sq_tmpl_compile(const char *src, size_t len, enum sq_tmpl_escape esc,
             break;
         }
         if (src[a] == '$')
-            rc = compile_builtin(&bd, src, a, b - a, esc, err);
+            rc = compile_builtin(&bd, src, a, b - a, esc, resolve, ud, err);
         else
             rc = compile_name(&bd, src, a, b - a, esc, resolve, ud, err);
         if (rc < 0)
@@ -623,6 +637,13 @@ int sq_tmpl_render(const struct sq_tmpl *t, const struct sq_tmpl_ctx *ctx, struc
             if (ctx && ctx->rows && ctx->rows[p->a32]) {
                 const struct sq_str *cell = &ctx->rows[p->a32][p->b32];
                 rc = append_esc(out, t->esc, cell->p, cell->len);
+            }
+            break;
+        case P_OAUTH:
+            if (ctx && ctx->oauth) {
+                const struct sq_str *tok = __atomic_load_n(&ctx->oauth->cur, __ATOMIC_ACQUIRE);
+                if (tok)
+                    rc = append_esc(out, t->esc, tok->p, tok->len);
             }
             break;
         }

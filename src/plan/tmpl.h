@@ -9,6 +9,8 @@
  *   $timestamp          wall-clock milliseconds since the epoch, at render time
  *   $isoTimestamp       the same instant as 2026-11-30T14:05:06.123Z
  *   $env.NAME           the environment variable, read once at compile time (unset: an error)
+ *   $oauth.token        the run's current OAuth2 access token (a plan's auth.oauth2), read at
+ *                       each render: valid only where the resolver answers SQ_TMPL_REF_OAUTH
  *   anything else       resolved by the caller's resolver: a plan variable (static text), a
  *                       value extracted earlier in the flow (a per-VU slot), or a feeder
  *                       column such as users.name (a column of the VU's current row)
@@ -40,6 +42,7 @@ enum sq_tmpl_ref_kind {
     SQ_TMPL_REF_STATIC,  /* fixed text (a plan variable): value/value_len, copied at compile */
     SQ_TMPL_REF_VAR,     /* a per-VU variable slot (extracted values): index */
     SQ_TMPL_REF_FEED,    /* a feeder column: feeder, column */
+    SQ_TMPL_REF_OAUTH,   /* asked for "$oauth.token": a token source is set up here */
 };
 
 struct sq_tmpl_ref {
@@ -59,6 +62,13 @@ struct sq_tmpl_error {
     char msg[160]; /* e.g. "unknown name 'tokn' (did you mean 'token'?)" */
 };
 
+/* A value the whole run shares and that changes while it runs ({{$oauth.token}}): the writer
+ * publishes a new string with a release store (__atomic_store_n), renders read it with an
+ * acquire load. A published string stays valid until the run ends. */
+struct sq_tmpl_live {
+    const struct sq_str *cur; /* NULL: nothing yet (renders as empty) */
+};
+
 /* Per-render values, owned by the VU. */
 struct sq_tmpl_ctx {
     uint64_t vu;                      /* 1-based */
@@ -67,6 +77,7 @@ struct sq_tmpl_ctx {
     const struct sq_str *vars;        /* per-VU variable values, indexed by SQ_TMPL_REF_VAR.index;
                                          an unset variable renders as empty */
     const struct sq_str *const *rows; /* per feeder: the current row, one sq_str per column */
+    const struct sq_tmpl_live *oauth; /* {{$oauth.token}}; NULL: renders as empty */
 };
 
 struct sq_tmpl;

@@ -13,6 +13,11 @@
  * drawn once per process. Any worker verifies any token by recomputing the tag: no shared table,
  * no lock. It proves "this process issued it", nothing more (no expiry, no revocation); the
  * target is a test server, not a security boundary.
+ *
+ * OAuth2 tokens (POST /oauth/token, the client-credentials grant): hex(nonce) + hex(expiry) +
+ * hex(tag), expiry in CLOCK_MONOTONIC ms, tag = SipHash(key, SipHash(key, nonce) ^ expiry); /items
+ * takes them until they expire. The one shared state is the ordinal of token requests (an
+ * atomic), which lets a test make chosen requests fail (?fail=N&fail_after=M).
  */
 #include "target/app.h"
 
@@ -28,6 +33,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "base/b64.h"
 #include "base/clock.h"
 #include "base/str.h"
 #include "base/text.h"
@@ -59,6 +65,8 @@ struct sq_target__app {
     struct slot *slots;
     _Atomic size_t cached;
     _Atomic(struct jentry *) cache[JSON_SLOTS];
+    _Atomic uint64_t oauth_seq;    /* token requests since start or the last /stats/reset */
+    char *oauth_id, *oauth_secret; /* --oauth-client: the one client accepted (NULL: any) */
 };
 
 /* ---- small helpers ---- */
@@ -522,20 +530,221 @@ void sq_target__login(struct sq_target__app *a, const struct sq_server_req *req,
     resp->delay_copy = true;
 }
 
-bool sq_target__items(struct sq_target__app *a, const struct sq_server_req *req,
-                      struct sq_server_resp *resp)
+/* ---- OAuth2 client credentials (RFC 6749 4.4) ---- */
+
+static uint64_t oauth_tag(const uint64_t key[2], uint64_t nonce, uint64_t expiry_ms)
+{
+    return sq_target_siphash(key, sq_target_siphash(key, nonce) ^ expiry_ms);
+}
+
+void sq_target_oauth_make(const uint64_t key[2], uint64_t nonce, uint64_t expiry_ms, char *out)
+{
+    put_hex64(out, nonce);
+    put_hex64(out + 16, expiry_ms);
+    put_hex64(out + 32, oauth_tag(key, nonce, expiry_ms));
+}
+
+int sq_target_oauth_check(const uint64_t key[2], const char *tok, size_t len, uint64_t now_ms)
+{
+    uint64_t nonce, expiry, tag;
+    if (len != SQ_TARGET_OAUTH_TOKEN_LEN || !get_hex64(tok, &nonce) ||
+        !get_hex64(tok + 16, &expiry) || !get_hex64(tok + 32, &tag) ||
+        oauth_tag(key, nonce, expiry) != tag)
+        return -1;
+    return now_ms < expiry ? 1 : 0;
+}
+
+static uint64_t now_ms(void)
+{
+    return (uint64_t)(sq_now_ns() / SQ_NS_PER_MS);
+}
+
+/* A decimal of seconds with up to three decimals ("3", "0.5"), in ms; false otherwise. */
+static bool parse_secs_ms(const char *s, size_t n, uint64_t *ms)
+{
+    const char *dot = memchr(s, '.', n);
+    size_t ip = dot ? (size_t)(dot - s) : n, fp = dot ? n - ip - 1 : 0;
+    uint64_t whole, frac = 0;
+    if (ip == 0 || fp > 3 || (dot && fp == 0) || !sq_target_parse_u64(s, ip, 86400, &whole))
+        return false;
+    if (fp && !sq_target_parse_u64(dot + 1, fp, 999, &frac))
+        return false;
+    for (size_t i = fp; i < 3; i++)
+        frac *= 10;
+    *ms = whole * 1000 + frac;
+    return true;
+}
+
+/* Form-decodes v[0, n) into out (cap bytes, NUL-terminated): '+' is a space, %XX a byte.
+ * Returns false when it does not fit or a %-escape is malformed. */
+static bool form_decode(const char *v, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (o + 1 >= cap)
+            return false;
+        if (v[i] == '+') {
+            out[o++] = ' ';
+        } else if (v[i] == '%') {
+            int hi = i + 2 < n ? sq_hex_value((unsigned char)v[i + 1]) : -1;
+            int lo = i + 2 < n ? sq_hex_value((unsigned char)v[i + 2]) : -1;
+            if (hi < 0 || lo < 0)
+                return false;
+            out[o++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            out[o++] = v[i];
+        }
+    }
+    out[o] = '\0';
+    return true;
+}
+
+static void oauth_error(struct sq_server_resp *resp, int status, const char *body,
+                        const char *headers)
+{
+    resp->status = status;
+    resp->content_type = "application/json";
+    resp->headers = headers;
+    resp->headers_len = strlen(headers);
+    resp->body = body;
+    resp->body_len = strlen(body);
+}
+
+int sq_target__oauth(struct sq_target__app *a, const struct sq_server_req *req,
+                     struct sq_server_resp *resp)
+{
+    static const char no_store[] = "Cache-Control: no-store\r\nPragma: no-cache\r\n";
+    uint64_t seq = atomic_fetch_add_explicit(&a->oauth_seq, 1, memory_order_relaxed) + 1;
+    /* the query: ttl (the token's lifetime), fail / fail_after (test knobs) */
+    const char *q, *k, *v;
+    size_t qn, i = 0, kl, vl;
+    query_of(req, &q, &qn);
+    uint64_t ttl_ms = 3600 * 1000, fail = 0, fail_after = 0;
+    while (query_next(q, qn, &i, &k, &kl, &v, &vl)) {
+        bool ok = true;
+        if (kl == 3 && memcmp(k, "ttl", 3) == 0)
+            ok = vl != SIZE_MAX && parse_secs_ms(v, vl, &ttl_ms) && ttl_ms > 0;
+        else if (kl == 4 && memcmp(k, "fail", 4) == 0)
+            ok = vl != SIZE_MAX && sq_target_parse_u64(v, vl, 1000000, &fail);
+        else if (kl == 10 && memcmp(k, "fail_after", 10) == 0)
+            ok = vl != SIZE_MAX && sq_target_parse_u64(v, vl, 1000000, &fail_after);
+        if (!ok) {
+            oauth_error(resp, 400, "{\"error\":\"invalid_request\"}\n", no_store);
+            return SQ_TARGET_OAUTH_BAD;
+        }
+    }
+    if (fail && seq > fail_after && seq <= fail_after + fail) {
+        oauth_error(resp, 503, "{\"error\":\"temporarily_unavailable\"}\n",
+                    "Cache-Control: no-store\r\nRetry-After: 1\r\n");
+        return SQ_TARGET_OAUTH_REFUSED;
+    }
+    /* the form body: grant_type, client_id, client_secret, scope */
+    struct slot *s = &a->slots[req->worker];
+    char *grant = s->buf, *id = s->buf + 64, *secret = s->buf + 1024, *scope = s->buf + 2048;
+    grant[0] = id[0] = secret[0] = scope[0] = '\0';
+    const char *b = req->body ? req->body : "";
+    i = 0;
+    while (query_next(b, req->body_len, &i, &k, &kl, &v, &vl)) {
+        if (vl == SIZE_MAX)
+            continue;
+        bool ok = true;
+        if (kl == 10 && memcmp(k, "grant_type", 10) == 0)
+            ok = form_decode(v, vl, grant, 64);
+        else if (kl == 9 && memcmp(k, "client_id", 9) == 0)
+            ok = form_decode(v, vl, id, 960);
+        else if (kl == 13 && memcmp(k, "client_secret", 13) == 0)
+            ok = form_decode(v, vl, secret, 1024);
+        else if (kl == 5 && memcmp(k, "scope", 5) == 0)
+            ok = form_decode(v, vl, scope, 1024);
+        if (!ok) {
+            oauth_error(resp, 400, "{\"error\":\"invalid_request\"}\n", no_store);
+            return SQ_TARGET_OAUTH_BAD;
+        }
+    }
+    if (strcmp(grant, "client_credentials") != 0) {
+        oauth_error(resp, 400, "{\"error\":\"unsupported_grant_type\"}\n", no_store);
+        return SQ_TARGET_OAUTH_BAD;
+    }
+    /* the client: HTTP Basic of the form-encoded pair (RFC 6749 2.3.1), else the body's */
+    bool client = true;
+    const struct sq_h1_header *h = sq_server_req_header(req, "authorization");
+    if (h && h->value_len > 6 && sq_ieq_cstr(h->value, 5, "basic") && h->value[5] == ' ') {
+        unsigned char *dec = NULL;
+        size_t dl = 0;
+        client = false;
+        if (sq_b64_decode(h->value + 6, h->value_len - 6, &dec, &dl) == 0) {
+            const unsigned char *colon = memchr(dec, ':', dl);
+            client =
+                colon && form_decode((const char *)dec, (size_t)(colon - dec), id, 960) &&
+                form_decode((const char *)colon + 1, dl - (size_t)(colon + 1 - dec), secret, 1024);
+            free(dec);
+        }
+    }
+    client = client && id[0] && secret[0];
+    if (client && a->oauth_id)
+        client = strcmp(id, a->oauth_id) == 0 && strcmp(secret, a->oauth_secret) == 0;
+    if (!client) {
+        oauth_error(resp, 401, "{\"error\":\"invalid_client\"}\n",
+                    "WWW-Authenticate: Basic realm=\"squall\"\r\nCache-Control: no-store\r\n");
+        return SQ_TARGET_OAUTH_BAD;
+    }
+    char *o = s->buf + 4096;
+    size_t cap = SCRATCH - 4096, len = 0;
+    len += (size_t)snprintf(o, cap, "{\"access_token\":\"");
+    sq_target_oauth_make(a->key, splitmix(&s->rng), now_ms() + ttl_ms, o + len);
+    len += SQ_TARGET_OAUTH_TOKEN_LEN;
+    len += (size_t)snprintf(o + len, cap - len, "\",\"token_type\":\"Bearer\",\"expires_in\":%llu",
+                            (unsigned long long)((ttl_ms + 999) / 1000));
+    if (scope[0]) {
+        len += (size_t)snprintf(o + len, cap - len, ",\"scope\":\"");
+        len += sq_target_json_escape(o + len, cap - len - 8, scope, strlen(scope));
+        len += (size_t)snprintf(o + len, cap - len, "\"");
+    }
+    len += (size_t)snprintf(o + len, cap - len, "}\n");
+    resp->content_type = "application/json";
+    resp->headers = no_store;
+    resp->headers_len = sizeof(no_store) - 1;
+    resp->body = o;
+    resp->body_len = len;
+    resp->delay_copy = true;
+    return SQ_TARGET_OAUTH_ISSUED;
+}
+
+int sq_target__app_oauth_client(struct sq_target__app *a, const char *id_secret)
+{
+    const char *colon = strchr(id_secret, ':');
+    if (!colon || colon == id_secret || !colon[1])
+        return -EINVAL;
+    a->oauth_id = strndup(id_secret, (size_t)(colon - id_secret));
+    a->oauth_secret = strdup(colon + 1);
+    return a->oauth_id && a->oauth_secret ? 0 : -ENOMEM;
+}
+
+void sq_target__oauth_reset(struct sq_target__app *a)
+{
+    atomic_store_explicit(&a->oauth_seq, 0, memory_order_relaxed);
+}
+
+int sq_target__items(struct sq_target__app *a, const struct sq_server_req *req,
+                     struct sq_server_resp *resp)
 {
     static const char ok_body[] = "{\"count\":3,\"items\":[{\"id\":1,\"name\":\"alpha\"},"
                                   "{\"id\":2,\"name\":\"beta\"},{\"id\":3,\"name\":\"gamma\"}]}\n";
     static const char no_body[] = "{\"error\":\"unauthorized\"}\n";
     const struct sq_h1_header *h = sq_server_req_header(req, "authorization");
-    bool ok = false;
+    bool ok = false, expired = false;
     if (h && h->value_len > 7 && sq_ieq_cstr(h->value, 6, "bearer") &&
         (h->value[6] == ' ' || h->value[6] == '\t')) {
         size_t i = 7;
         while (i < h->value_len && (h->value[i] == ' ' || h->value[i] == '\t'))
             i++;
         ok = sq_target_token_check(a->key, h->value + i, h->value_len - i);
+        if (!ok) {
+            int oc = sq_target_oauth_check(a->key, h->value + i, h->value_len - i, now_ms());
+            ok = oc == 1;
+            expired = oc == 0;
+        }
     }
     resp->content_type = "application/json";
     if (ok) {
@@ -548,7 +757,7 @@ bool sq_target__items(struct sq_target__app *a, const struct sq_server_req *req,
         resp->body = no_body;
         resp->body_len = sizeof(no_body) - 1;
     }
-    return ok;
+    return ok ? SQ_TARGET_ITEMS_OK : expired ? SQ_TARGET_ITEMS_EXPIRED : SQ_TARGET_ITEMS_UNAUTH;
 }
 
 /* ---- cookies ---- */
@@ -673,5 +882,7 @@ void sq_target__app_free(struct sq_target__app *a)
     free(a->slots);
     for (int k = 0; k < JSON_SLOTS; k++)
         free(atomic_load_explicit(&a->cache[k], memory_order_relaxed));
+    free(a->oauth_id);
+    free(a->oauth_secret);
     free(a);
 }

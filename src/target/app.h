@@ -30,9 +30,21 @@ void sq_target__sse(struct sq_target__app *a, const struct sq_server_req *req,
 /* POST /login: a fresh token. */
 void sq_target__login(struct sq_target__app *a, const struct sq_server_req *req,
                       struct sq_server_resp *resp);
-/* /items: 200 with a valid bearer token (returns true), else 401 (returns false). */
-bool sq_target__items(struct sq_target__app *a, const struct sq_server_req *req,
-                      struct sq_server_resp *resp);
+/* /items: 200 with a valid bearer token (a /login token, or an OAuth2 token that has not
+ * expired), else 401. Returns which. */
+enum { SQ_TARGET_ITEMS_OK, SQ_TARGET_ITEMS_UNAUTH, SQ_TARGET_ITEMS_EXPIRED };
+int sq_target__items(struct sq_target__app *a, const struct sq_server_req *req,
+                     struct sq_server_resp *resp);
+/* POST /oauth/token[?ttl=S][&fail=N&fail_after=M]: the client-credentials grant (docs/target.md).
+ * Returns what it answered. */
+enum { SQ_TARGET_OAUTH_ISSUED, SQ_TARGET_OAUTH_REFUSED, SQ_TARGET_OAUTH_BAD };
+int sq_target__oauth(struct sq_target__app *a, const struct sq_server_req *req,
+                     struct sq_server_resp *resp);
+/* Accepts only the client "ID:SECRET" from then on (before the server starts). Returns 0,
+ * -EINVAL (not ID:SECRET) or -ENOMEM. */
+int sq_target__app_oauth_client(struct sq_target__app *a, const char *id_secret);
+/* /stats/reset: the ordinal of token requests (fail_after counts from it) starts again. */
+void sq_target__oauth_reset(struct sq_target__app *a);
 /* /cookie/set?name=value[&name=value...] (echo false) or /cookie/echo (echo true). */
 void sq_target__cookie(struct sq_target__app *a, const struct sq_server_req *req,
                        struct sq_server_resp *resp, bool echo);

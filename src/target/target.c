@@ -426,6 +426,8 @@ struct sq_target_route sq_target_route(const char *method, size_t method_len, co
     case 'o':
         if (eq(path, n, "/ok"))
             r.ep = SQ_TARGET_EP_OK;
+        else if (eq(path, n, "/oauth/token") && eq(method, method_len, "POST"))
+            r.ep = SQ_TARGET_EP_OAUTH;
         break;
     case 'e':
         if (eq(path, n, "/echo"))
@@ -635,6 +637,7 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         "\"arrivals\":{\"count\":%llu,\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
         "\"max\":%.3f,\"mean\":%.3f}},\"arrivals_dropped\":%llu,"
         "\"auth\":{\"logins\":%llu,\"items_ok\":%llu,\"items_unauthorized\":%llu},"
+        "\"oauth\":{\"tokens\":%llu,\"refused\":%llu,\"expired\":%llu},"
         "\"h2\":{\"connections\":%llu,\"streams\":%llu}",
         (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
         (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_SMUGGLING],
@@ -645,7 +648,10 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9, (unsigned long long)g.count,
         g.p50_us, g.p90_us, g.p99_us, g.max_us, g.mean_us, (unsigned long long)dropped,
         (unsigned long long)v[SQ_TARGET_C_LOGINS], (unsigned long long)v[SQ_TARGET_C_ITEMS_OK],
-        (unsigned long long)v[SQ_TARGET_C_ITEMS_UNAUTH], (unsigned long long)h2c,
+        (unsigned long long)v[SQ_TARGET_C_ITEMS_UNAUTH],
+        (unsigned long long)v[SQ_TARGET_C_OAUTH_TOKENS],
+        (unsigned long long)v[SQ_TARGET_C_OAUTH_REFUSED],
+        (unsigned long long)v[SQ_TARGET_C_ITEMS_EXPIRED], (unsigned long long)h2c,
         (unsigned long long)h2s);
     if (t->stall_ns) {
         len += (size_t)snprintf(o + len, cap - len, ",\"stall\":{\"duration_ms\":");
@@ -773,11 +779,23 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
             sq_target__login(t->app, req, resp);
             sq_target_counters_bump(t->cnt, req->worker, SQ_TARGET_C_LOGINS);
             break;
-        case SQ_TARGET_EP_ITEMS:
+        case SQ_TARGET_EP_ITEMS: {
+            int got = sq_target__items(t->app, req, resp);
             sq_target_counters_bump(t->cnt, req->worker,
-                                    sq_target__items(t->app, req, resp) ? SQ_TARGET_C_ITEMS_OK
-                                                                        : SQ_TARGET_C_ITEMS_UNAUTH);
+                                    got == SQ_TARGET_ITEMS_OK ? SQ_TARGET_C_ITEMS_OK
+                                                              : SQ_TARGET_C_ITEMS_UNAUTH);
+            if (got == SQ_TARGET_ITEMS_EXPIRED)
+                sq_target_counters_bump(t->cnt, req->worker, SQ_TARGET_C_ITEMS_EXPIRED);
             break;
+        }
+        case SQ_TARGET_EP_OAUTH: {
+            int got = sq_target__oauth(t->app, req, resp);
+            if (got != SQ_TARGET_OAUTH_BAD)
+                sq_target_counters_bump(t->cnt, req->worker,
+                                        got == SQ_TARGET_OAUTH_ISSUED ? SQ_TARGET_C_OAUTH_TOKENS
+                                                                      : SQ_TARGET_C_OAUTH_REFUSED);
+            break;
+        }
         case SQ_TARGET_EP_COOKIE:
             sq_target__cookie(t->app, req, resp, r.arg == 1);
             break;
@@ -796,6 +814,7 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
             atomic_store_explicit(&t->h2_base[0], sc.h2_conns, memory_order_relaxed);
             atomic_store_explicit(&t->h2_base[1], sc.h2_streams, memory_order_relaxed);
             arrivals_reset(t);
+            sq_target__oauth_reset(t->app);
             atomic_store_explicit(&t->reset_ns, sq_now_ns(), memory_order_relaxed);
             resp->content_type = "application/json";
             resp->body = "{\"reset\":true}\n";
@@ -842,8 +861,12 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     t->max_conns = cfg->max_conns;
     atomic_store(&t->reset_ns, t->start_ns);
     t->cnt = sq_target_counters_new(cfg->threads);
-    if (sq_target__app_new(cfg->threads, &t->app) < 0)
+    if (sq_target__app_new(cfg->threads, &t->app) < 0) {
         t->app = NULL;
+    } else if (cfg->oauth_client && sq_target__app_oauth_client(t->app, cfg->oauth_client) < 0) {
+        sq_target__app_free(t->app);
+        t->app = NULL;
+    }
     t->scr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct scratch));
     if (t->scr) /* zeroed at once: sq_target_free walks it */
         memset(t->scr, 0, (size_t)cfg->threads * sizeof(struct scratch));

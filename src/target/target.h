@@ -54,6 +54,8 @@ struct sq_target_config {
     int64_t idle_timeout_ns;
     int64_t header_timeout_ns;
     uint32_t max_conns;
+    /* POST /oauth/token accepts only this client, "ID:SECRET" (NULL: any id with a secret). */
+    const char *oauth_client;
 };
 
 /* Binds and starts the workers. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */
@@ -81,6 +83,7 @@ void sq_target_free(struct sq_target *t);
     X(SSE, "sse")                                                                                  \
     X(LOGIN, "login")                                                                              \
     X(ITEMS, "items")                                                                              \
+    X(OAUTH, "oauth")                                                                              \
     X(COOKIE, "cookie")                                                                            \
     X(STATS, "stats")                                                                              \
     X(NOT_FOUND, "not_found")
@@ -145,11 +148,14 @@ SQ_MUST_CHECK int sq_target_gaps(struct sq_target_run *runs, size_t nruns,
  * (never below 0: a reset that races a read shows 0, not a wrapped number). A shard holds the
  * endpoints and the three auth counts (SQ_TARGET_NSHARD slots); the last SQ_TARGET_NEXTRA are
  * the server's (sq_server_counts), passed in as extra[]. */
-#define SQ_TARGET_NSHARD (SQ_TARGET_EP__COUNT + 3)
+#define SQ_TARGET_NSHARD (SQ_TARGET_EP__COUNT + 6)
 enum {
     SQ_TARGET_C_LOGINS = SQ_TARGET_EP__COUNT, /* tokens issued by POST /login */
     SQ_TARGET_C_ITEMS_OK,                     /* /items with a valid token */
     SQ_TARGET_C_ITEMS_UNAUTH,                 /* /items answered 401 */
+    SQ_TARGET_C_OAUTH_TOKENS,                 /* tokens issued by POST /oauth/token */
+    SQ_TARGET_C_OAUTH_REFUSED,                /* ... answered 503 on purpose (?fail=N) */
+    SQ_TARGET_C_ITEMS_EXPIRED,                /* /items 401s for an expired OAuth2 token */
 };
 #define SQ_TARGET_NEXTRA    8
 #define SQ_TARGET_NCOUNTERS (SQ_TARGET_NSHARD + SQ_TARGET_NEXTRA) /* shard slots, then these: */
@@ -205,5 +211,13 @@ void sq_target_token_make(const uint64_t key[2], uint64_t nonce, char *out);
 
 /* True when tok[0, len) is a token made under key (hex digits of either case). */
 bool sq_target_token_check(const uint64_t key[2], const char *tok, size_t len);
+
+#define SQ_TARGET_OAUTH_TOKEN_LEN 48 /* hex(nonce), hex(expiry ms), hex(tag) */
+
+/* Writes the OAuth2 access token for nonce, valid until expiry_ms (CLOCK_MONOTONIC ms). */
+void sq_target_oauth_make(const uint64_t key[2], uint64_t nonce, uint64_t expiry_ms, char *out);
+/* 1: tok[0, len) is an OAuth2 token made under key, valid at now_ms; 0: made under key but
+ * expired; -1: not one. */
+int sq_target_oauth_check(const uint64_t key[2], const char *tok, size_t len, uint64_t now_ms);
 
 #endif

@@ -116,6 +116,15 @@ def sse(port, rid, token=None, timeout=60, stop_after=None):
     return events
 
 
+# A plan whose hooks would run Lua in the daemon: refused before the script runs (the loader
+# only checks that the file is readable: any readable file will do).
+PLAN_WITH_SCRIPT = ("target: http://127.0.0.1:1\n"
+                    "script: %s\n" % os.path.abspath(__file__) +
+                    "scenarios:\n"
+                    "  a: {executor: shared-iterations, vus: 1, iterations: 1,\n"
+                    "      flow: [{request: {url: /}}]}\n")
+
+
 def quick(port, **kw):
     q = {"url": "http://%s:%d/fast" % (HOST, port), "connections": 2, "threads": 1}
     q.update(kw)
@@ -346,6 +355,8 @@ class TestApi(DaemonCase):
             ({"quick": {"url": "http://127.0.0.1:1/", "connections": 20000}}, 400, "max_vus"),
             ({"quick": {"url": "http://127.0.0.1:1/", "rate": 5000000}}, 400, "max_rate"),
             ({"quick": {"url": "http://127.0.0.1:1/", "duration": "2h"}}, 400, "max_duration"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "script": "/tmp/x.lua"}}, 400, "script"),
+            ({"plan": PLAN_WITH_SCRIPT, "file": "h.yaml"}, 400, "h.yaml:2:9: script:"),
         ]
         for body, want, word in cases:
             st, doc = self.c.post("/runs", body)
@@ -377,6 +388,10 @@ class TestApi(DaemonCase):
         self.assertEqual(st, 200)
         self.assertFalse(doc["ok"])
         self.assertIn("--duration", doc["error"])
+        st, doc = self.c.post("/validate", {"plan": PLAN_WITH_SCRIPT})
+        self.assertEqual(st, 200)
+        self.assertFalse(doc["ok"])
+        self.assertIn("plan.yaml:2:9: script: the daemon runs no Lua", doc["error"])
         st, doc = self.c.post("/validate", b"[1]")
         self.assertEqual(st, 400)
         self.assertIn("object", doc["error"])

@@ -7,7 +7,7 @@ counts the requests, and then misbehaves in one of these ways:
   extra    the answer (204) and an unsolicited complete 500 in one write
   twice    the same 200 answer twice, in two writes (over TLS: two records); the second may
            reach squall only after its next request went out, where no client can tell it from
-           that request's answer, so this mode allows a few such matches (check(race=True))
+           that request's answer, so this mode allows some such matches (check(race=True))
   garbage  the answer (204) and a few bytes of garbage in one write
 
 squall must count `errors.unsolicited` (which costs no request), replace the connection, credit
@@ -161,14 +161,17 @@ class FramingCase(unittest.TestCase):
         """exact: a counted run (-n), all of it read by the server. race: the extra comes in a
         write of its own, so it may reach squall after the next request went out, where it reads
         as that request's answer (no client can tell; docs/json-schema.md): then `sent` may run
-        ahead of what the server read by a few, never by a share of the run."""
+        ahead of what the server read. How often that race is lost depends on scheduling (on a
+        loaded 2-core CI machine up to a fifth of the run was seen); a client that does not detect
+        unsolicited bytes at all takes every second answer as the next request's, which puts
+        `sent` ahead by half the run with no unsolicited error: the bounds sit between the two."""
         r, e = doc["requests"], doc["errors"]
         # first what a wrong match shows: answers the server never sent, requests it never read
         self.assertEqual(doc["status"]["5xx"], 0, "an unsolicited 500 was credited to a request")
         if race:
             self.assertLessEqual(srv.reads, r["sent"], (r, srv.reads))
-            self.assertLessEqual(r["sent"] - srv.reads, max(4, r["sent"] // 50), (r, srv.reads))
-            self.assertGreater(e["unsolicited"], r["sent"] // 2, e)
+            self.assertLessEqual(r["sent"] - srv.reads, max(4, r["sent"] * 2 // 5), (r, srv.reads))
+            self.assertGreater(e["unsolicited"], r["sent"] // 20, e)
             exact = False
         if exact:
             self.assertEqual(r["sent"], srv.reads, (r, srv.reads))

@@ -37,13 +37,14 @@ static int setup(void **state)
         return -1;
     write_file("users.csv", "name,password\n\"Ann \"\"Lee\"\"\",pw1\nbob,pw&2\n");
     write_file("body.bin", "{{not a template}}\x01 raw");
+    write_file("hooks.lua", "function f(ctx) end\n");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    const char *names[] = {"users.csv", "body.bin", "plan.yaml"};
+    const char *names[] = {"users.csv", "body.bin", "plan.yaml", "hooks.lua"};
     for (size_t i = 0; i < SQ_ARRAY_LEN(names); i++) {
         char path[256];
         snprintf(path, sizeof(path), "%s/%s", tmpdir, names[i]);
@@ -86,6 +87,13 @@ static void expect_err_at(int line, const char *yaml, const char *where, const c
 
 #define expect_err(...) expect_err_at(__LINE__, __VA_ARGS__)
 
+#define HEAD_REST                                                                                  \
+    "scenarios:\n"                                                                                 \
+    "  s:\n"                                                                                       \
+    "    executor: constant-vus\n"                                                                 \
+    "    duration: 1s\n"                                                                           \
+    "    flow:\n"
+
 #define HEAD                                                                                       \
     "target: http://127.0.0.1:8080\n"                                                              \
     "scenarios:\n"                                                                                 \
@@ -105,7 +113,7 @@ static void unknown_keys(void **state)
                "unknown key 'scenarioz' (did you mean 'scenarios'?)");
     expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
                "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
-               "thresholds)");
+               "thresholds, script, auth)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -1032,6 +1040,91 @@ static void string_map(void **state)
     sq_plan__map_dispose(&m);
 }
 
+/* script:, before:/after:, locals: and auth.oauth2 */
+static void hooks_and_auth(void **state)
+{
+    (void)state;
+    setenv("SQ_TEST_SECRET", "s3cr3t", 1);
+    char name[128];
+    snprintf(name, sizeof(name), "%s/plan.yaml", tmpdir);
+    static const char ok[] =
+        "target: http://127.0.0.1:8080\n"
+        "script: hooks.lua\n"
+        "auth:\n"
+        "  oauth2:\n"
+        "    token_url: /oauth/token\n"
+        "    client_id: me\n"
+        "    client_secret: \"{{$env.SQ_TEST_SECRET}}\"\n"
+        "    scope: a b\n"
+        "    refresh_lead: 5s\n"
+        "    client_auth: body\n"
+        "scenarios:\n"
+        "  s:\n"
+        "    executor: constant-vus\n"
+        "    duration: 1s\n"
+        "    locals: [user]\n"
+        "    flow:\n"
+        "      - request: { url: \"/x?u={{user}}\", headers: { A: \"Bearer {{$oauth.token}}\" } }\n"
+        "        before: f\n"
+        "        after: f\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    assert_int_equal(sq_plan_load_string(name, ok, strlen(ok), &p, &e), 0);
+    char want[256];
+    snprintf(want, sizeof(want), "%s/hooks.lua", tmpdir);
+    assert_string_equal(p->script, want);
+    const struct sq_plan_step *st = &p->scenarios[0].steps[0];
+    assert_string_equal(st->before, "f");
+    assert_string_equal(st->after, "f");
+    assert_true(st->needs_body && st->needs_headers); /* an after hook sees the response */
+    assert_int_equal(p->scenarios[0].nvars, 1);
+    assert_string_equal(p->scenarios[0].vars[0], "user");
+    const struct sq_plan_oauth2 *o = p->oauth2;
+    assert_non_null(o);
+    assert_string_equal(o->token_url, "/oauth/token");
+    assert_string_equal(o->client_secret, "s3cr3t");
+    assert_string_equal(o->scope, "a b");
+    assert_true(o->client_auth_body);
+    assert_int_equal(o->refresh_lead_ns, 5 * SQ_NS_PER_S);
+    assert_int_equal(o->min_refresh_ns, SQ_NS_PER_S); /* the defaults */
+    assert_int_equal(o->retry_ns, 500 * SQ_NS_PER_MS);
+    assert_int_equal(o->retry_max_ns, 30 * SQ_NS_PER_S);
+    assert_int_equal(o->timeout_ns, 10 * SQ_NS_PER_S);
+    sq_plan_free(p);
+
+#define AUTH(x)                                                                                    \
+    "target: http://127.0.0.1:8080\nauth:\n  oauth2:\n    token_url: /t\n    client_id: a\n" x     \
+    "scenarios:\n  s:\n    executor: constant-vus\n    duration: 1s\n    flow:\n"                  \
+    "      - request: { url: /x }\n"
+    expect_err(AUTH(""), "4:5", "auth.oauth2", "missing key 'client_secret'");
+    expect_err(AUTH("    client_secret: b\n    client_auth: form\n"), "7:18",
+               "auth.oauth2.client_auth", "expected basic");
+    expect_err(AUTH("    client_secret: \"{{$randomUUID}}\"\n"), "6:21",
+               "auth.oauth2.client_secret", "the client secret is fixed for the run");
+    expect_err(AUTH("    client_secret: b\n    retry_backoff: 1m\n"), "4:5", "auth.oauth2",
+               "retry_backoff_max: must be at least retry_backoff");
+    expect_err("target: http://127.0.0.1:8080\nauth:\n  oauth2:\n    token_url: ftp://x\n"
+               "    client_id: a\n    client_secret: b\n"
+               "scenarios:\n  s:\n    executor: constant-vus\n    duration: 1s\n    flow:\n"
+               "      - request: { url: /x }\n",
+               "4:16", "auth.oauth2.token_url", "expected an http:// or https:// URL");
+    expect_err(HEAD "      - request: { url: /x, headers: { A: \"{{$oauth.token}}\" } }\n", "7:46",
+               "scenarios.s.flow[0].request.headers.A",
+               "'$oauth.token' needs an OAuth2 token source");
+    expect_err(HEAD "      - request: { url: /x }\n        before: f\n", "8:17",
+               "scenarios.s.flow[0].before", "the plan has no script");
+    expect_err("target: http://127.0.0.1:8080\nscript: hooks.lua\n" HEAD_REST
+               "      - request: { url: /x }\n        after: \"not-a-name\"\n",
+               "9:17", "scenarios.s.flow[0].after", "is not a Lua function name");
+    expect_err("target: http://127.0.0.1:8080\nscript: nope.lua\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:9", "script", "cannot read");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    duration: 1s\n    locals: [1x]\n    flow:\n      - request: { url: /x }\n",
+               "6:14", "scenarios.s.locals", "'1x' is not a variable name");
+#undef AUTH
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1044,7 +1137,7 @@ int main(void)
         cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
         cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
         cmocka_unit_test(limits),          cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),
+        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

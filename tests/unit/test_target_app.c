@@ -141,6 +141,30 @@ static void test_tokens(void **state)
     assert_true(sq_target_token_check(key, tok, SQ_TARGET_TOKEN_LEN));
 }
 
+/* OAuth2 access tokens: made under the key, valid until their expiry */
+static void test_oauth_tokens(void **state)
+{
+    (void)state;
+    const uint64_t key[2] = {0x1234, 0x5678}, other[2] = {0x1234, 0x5679};
+    char tok[SQ_TARGET_OAUTH_TOKEN_LEN];
+    sq_target_oauth_make(key, 42, 5000, tok);
+    assert_int_equal(sq_target_oauth_check(key, tok, sizeof(tok), 4999), 1);
+    assert_int_equal(sq_target_oauth_check(key, tok, sizeof(tok), 5000), 0); /* expired */
+    assert_int_equal(sq_target_oauth_check(other, tok, sizeof(tok), 1), -1);
+    assert_int_equal(sq_target_oauth_check(key, tok, sizeof(tok) - 1, 1), -1);
+    assert_false(sq_target_token_check(key, tok, SQ_TARGET_TOKEN_LEN)); /* not a /login one */
+    for (size_t i = 0; i < sizeof(tok); i++) {
+        /* no digit can change: the expiry cannot be moved without the key */
+        char saved = tok[i];
+        tok[i] = saved == 'f' ? 'e' : 'f';
+        assert_int_equal(sq_target_oauth_check(key, tok, sizeof(tok), 1), -1);
+        tok[i] = saved;
+    }
+    char login[SQ_TARGET_TOKEN_LEN];
+    sq_target_token_make(key, 42, login);
+    assert_int_equal(sq_target_oauth_check(key, login, sizeof(login), 1), -1);
+}
+
 static void test_route_new(void **state)
 {
     (void)state;
@@ -518,10 +542,10 @@ static void test_target_json_live(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pick_coding), cmocka_unit_test(test_json_fill),
-        cmocka_unit_test(test_tokens),      cmocka_unit_test(test_route_new),
-        cmocka_unit_test(test_stream_live), cmocka_unit_test(test_target_json_live),
-        cmocka_unit_test(test_stream_idle),
+        cmocka_unit_test(test_pick_coding),      cmocka_unit_test(test_json_fill),
+        cmocka_unit_test(test_tokens),           cmocka_unit_test(test_route_new),
+        cmocka_unit_test(test_oauth_tokens),     cmocka_unit_test(test_stream_live),
+        cmocka_unit_test(test_target_json_live), cmocka_unit_test(test_stream_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

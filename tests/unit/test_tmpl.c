@@ -42,6 +42,8 @@ static void resolve(void *ud, const char *name, size_t len, struct sq_tmpl_ref *
         out->kind = SQ_TMPL_REF_FEED;
         out->feeder = 0;
         out->column = 0;
+    } else if (NAME("$oauth.token") && ud) {
+        out->kind = SQ_TMPL_REF_OAUTH; /* ud set: a token source is set up */
     } else {
         out->kind = SQ_TMPL_REF_UNKNOWN;
     }
@@ -372,12 +374,49 @@ static void slots(void **state)
     sq_tmpl_free(t);
 }
 
+/* {{$oauth.token}}: compiled only where the resolver has a token source, read at each render */
+static void oauth_token(void **state)
+{
+    (void)state;
+    struct sq_tmpl *t = (struct sq_tmpl *)0x1;
+    struct sq_tmpl_error err = {0};
+    const char *src = "Bearer {{$oauth.token}}";
+    assert_int_equal(sq_tmpl_compile(src, strlen(src), SQ_TMPL_ESC_NONE, resolve, NULL, &t, &err),
+                     -SQ_EPARSE);
+    assert_non_null(strstr(err.msg, "needs an OAuth2 token source"));
+    assert_int_equal(err.offset, 9);
+    int yes = 1;
+    assert_int_equal(sq_tmpl_compile(src, strlen(src), SQ_TMPL_ESC_JSON, resolve, &yes, &t, &err),
+                     0);
+    const char *s;
+    size_t len;
+    assert_false(sq_tmpl_static(t, &s, &len)); /* never the static path */
+    struct sq_tmpl_live live = {0};
+    struct sq_tmpl_ctx ctx = {.oauth = &live};
+    struct sq_buf b = {0};
+    assert_int_equal(sq_tmpl_render(t, &ctx, &b), 0);
+    assert_int_equal(b.len, 7); /* nothing yet: empty */
+    struct sq_str a = {"tok\"1", 5}, c = {"tok2", 4};
+    __atomic_store_n(&live.cur, &a, __ATOMIC_RELEASE);
+    sq_buf_reset(&b);
+    assert_int_equal(sq_tmpl_render(t, &ctx, &b), 0);
+    assert_int_equal(b.len, 13);
+    assert_memory_equal(b.p, "Bearer tok\\\"1", 13); /* escaped like any value */
+    __atomic_store_n(&live.cur, &c, __ATOMIC_RELEASE);
+    sq_buf_reset(&b);
+    assert_int_equal(sq_tmpl_render(t, &ctx, &b), 0);
+    assert_memory_equal(b.p, "Bearer tok2", 11);
+    sq_buf_dispose(&b);
+    sq_tmpl_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(compile_errors), cmocka_unit_test(static_fast_path),
         cmocka_unit_test(builtins),       cmocka_unit_test(generators_differ),
         cmocka_unit_test(escapes),        cmocka_unit_test(slots),
+        cmocka_unit_test(oauth_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
