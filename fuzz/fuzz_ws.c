@@ -1,10 +1,11 @@
 /* fuzz_ws.c - the WebSocket frame path (wslay plus this layer's checks) and the encoder.
- * Input: byte 0 seeds the split and picks a small message cap (bit 0); the rest is what a
- * server sends after the 101. Checks: fed whole, in random pieces and byte by byte (each piece
+ * Input: byte 0 seeds the split, picks a small message cap (bit 0) and which end reads (bit 1:
+ * the server's end, squall target's, which wants masked frames); the rest is what the peer sends
+ * after the 101. Checks: fed whole, in random pieces and byte by byte (each piece
  * an exact-size heap copy), the events (data joined per message, control frames, close codes)
  * and the final result are the same; data chunks never pass the cap; a connection left idle at a
- * frame boundary holds no wslay context. Then the input's bytes are framed by the encoder and
- * unmasked by a reference decoder. */
+ * frame boundary holds no wslay context. Then the input's bytes are framed by the encoder (a
+ * client's end: masked; a server's: not) and read back by a reference decoder. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,10 +62,13 @@ static int on_event(void *ud, const struct sq_ws_event *ev)
 }
 
 static int run(struct sq_ws_ctx *w, const uint8_t *in, size_t n, uint32_t seed, int mode,
-               uint64_t max, uint64_t *hash)
+               uint64_t max, bool server, uint64_t *hash)
 {
     struct sq_ws_conn c;
-    sq_ws_conn_init(&c, seed, max);
+    if (server)
+        sq_ws_conn_init_server(&c, max);
+    else
+        sq_ws_conn_init(&c, seed, max);
     struct acc a = {1469598103934665603ULL, c.max_msg, 0};
     int rc = 0;
     for (size_t off = 0; off < n && rc == 0;) {
@@ -90,11 +94,14 @@ static int run(struct sq_ws_ctx *w, const uint8_t *in, size_t n, uint32_t seed, 
     return rc;
 }
 
-static void encode_check(struct sq_ws_ctx *w, const uint8_t *d, size_t n)
+static void encode_check(struct sq_ws_ctx *w, const uint8_t *d, size_t n, bool server)
 {
     struct sq_ws_conn c;
-    sq_ws_conn_init(&c, n, 0);
-    size_t cap = sq_ws_frame_len(n);
+    if (server)
+        sq_ws_conn_init_server(&c, 0);
+    else
+        sq_ws_conn_init(&c, n, 0);
+    size_t cap = sq_ws_frame_len_for(&c, n);
     uint8_t *out = malloc(cap);
     if (!out)
         abort();
@@ -103,7 +110,7 @@ static void encode_check(struct sq_ws_ctx *w, const uint8_t *d, size_t n)
     if (len != (int)cap)
         abort();
     size_t i = 2, pl = out[1] & 127;
-    if (!(out[1] & 0x80) || (out[0] & 0x7f) != op || !(out[0] & 0x80))
+    if (!(out[1] & 0x80) != server || (out[0] & 0x7f) != op || !(out[0] & 0x80))
         abort();
     if (pl == 126) {
         pl = (size_t)out[2] << 8 | out[3];
@@ -114,10 +121,11 @@ static void encode_check(struct sq_ws_ctx *w, const uint8_t *d, size_t n)
             pl = pl << 8 | out[2 + k];
         i = 10;
     }
-    if (pl != n || i + 4 + n != cap)
+    size_t mk = server ? 0 : 4;
+    if (pl != n || i + mk + n != cap)
         abort();
     for (size_t k = 0; k < n; k++)
-        if ((uint8_t)(out[i + 4 + k] ^ out[i + (k % 4)]) != d[k])
+        if ((uint8_t)(out[i + mk + k] ^ (server ? 0 : out[i + (k % 4)])) != d[k])
             abort();
     if (sq_ws_encode_frame(w, &c, out, cap - 1, op, true, d, n) != -SQ_ETOOBIG)
         abort();
@@ -136,13 +144,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     uint32_t seed = data[0] * 2654435761u + 1;
     uint64_t max = data[0] & 1 ? 100 : 0;
+    bool server = data[0] & 2;
     uint64_t h0, h1, h2;
-    int r0 = run(&w, data + 1, size - 1, seed, 0, max, &h0);
-    int r1 = run(&w, data + 1, size - 1, seed, 1, max, &h1);
-    int r2 = run(&w, data + 1, size - 1, seed, 2, max, &h2);
+    int r0 = run(&w, data + 1, size - 1, seed, 0, max, server, &h0);
+    int r1 = run(&w, data + 1, size - 1, seed, 1, max, server, &h1);
+    int r2 = run(&w, data + 1, size - 1, seed, 2, max, server, &h2);
     if (r0 != r1 || r0 != r2 || h0 != h1 || h0 != h2)
         abort();
-    encode_check(&w, data + 1, size - 1);
+    encode_check(&w, data + 1, size - 1, server);
     sq_ws_ctx_dispose(&w);
     return 0;
 }

@@ -43,7 +43,7 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
 
 static const char usage[] =
     "usage: squall URL [flags]          closed-loop HTTP/1.1 (or --http2) load test (http://\n"
-    "                                   or https://)\n"
+    "                                   or https://), or WebSocket (ws://, wss://)\n"
     "       squall target [flags]       the built-in test server (squall target --help)\n"
     "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
     "                                   report\n"
@@ -87,6 +87,16 @@ static const char usage[] =
     "                          compressed bodies are decoded and counted either way)\n"
     "      --no-phases         do not record per-phase timings (blocked, connecting,\n"
     "                          sending, waiting, receiving...)\n"
+    "\n"
+    "  WebSocket (ws:// and wss:// URLs): each VU opens one connection with an HTTP/1.1\n"
+    "  upgrade; a request is one message, complete when the next whole message comes back\n"
+    "      --message S|@FILE   the message each request sends: a template ({{$vu}},\n"
+    "                          {{$iteration}}, {{$randomUUID}}...), or FILE's bytes as they are\n"
+    "      --binary            send binary messages (default: text)\n"
+    "      --ws-ping D         ping every open connection every D (at least 100ms; the pongs'\n"
+    "                          round trip is in the result)\n"
+    "      --ws-subprotocol P  offer Sec-WebSocket-Protocol P (a list: a, b)\n"
+    "                          (-H headers go on the upgrade request)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n";
@@ -189,14 +199,14 @@ int sq_cli_quick(int argc, char **argv)
         goto out;
     }
     if (o.script)
-        json_object_set_new(doc, "script", sq_cli_script_json(o.script, run.ws.hooks, &res));
+        json_object_set_new(doc, "script", sq_cli_script_json(o.script, run.wrk.hooks, &res));
     sq_cli_render(&outs, doc);
     json_decref(doc);
     if (res.script_error) {
         fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
         goto out;
     }
-    if (o.script && sq_wrk_script_done(&run.ws, &res, err, sizeof(err)) < 0) {
+    if (o.script && sq_wrk_script_done(&run.wrk, &res, err, sizeof(err)) < 0) {
         fflush(stdout);
         fprintf(stderr, "squall: done(): %s\n", err);
         goto out;

@@ -56,10 +56,14 @@ struct sq_engine__driver {
     /* The end of the run: close every connection without a callback; the worker then marks
      * every VU closed (what was still out stays in flight). */
     void (*close_all)(struct sq_engine__worker *w);
+    /* Optional (NULL: nothing): after join, before dispose, adds the driver's own figures into
+     * the run's result (WebSocket: out->ws). Main thread, once per worker. */
+    int (*result)(struct sq_engine__worker *w, struct sq_result *out);
 };
 
 extern const struct sq_engine__driver sq_engine__h1_driver; /* h1drv.c */
 extern const struct sq_engine__driver sq_engine__h2_driver; /* h2drv.c */
+extern const struct sq_engine__driver sq_engine__ws_driver; /* wsdrv.c */
 
 /* ---- what a driver calls back (worker.c) ---- */
 
@@ -91,6 +95,10 @@ void sq_engine__connect_error(struct sq_engine__worker *w, int err);
 void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool count);
 /* A handshake completed: counted (resumed too); the first one's version, cipher and ALPN kept. */
 void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t);
+/* A WebSocket upgrade failed (msg says how): counted as one `upgrade` error that cost no request,
+ * the first message kept for the summary and the watchdog. The driver closes the VU and backs
+ * off. */
+void sq_engine__upgrade_error(struct sq_engine__worker *w, const char *msg);
 /* True once the worker must stop: past its hard end (the load's end plus the graceful stop),
  * or the run was aborted. For a driver inside long work (decoding a large body): it abandons
  * the work, leaves the request in flight and stops watching that connection; the worker leaves

@@ -110,6 +110,11 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
         st->think = true;
         return 0;
     }
+    if (ps->kind == SQ_STEP_WS) {
+        st->ws = true;
+        st->timeout_ns = ps->req.timeout_ns;
+        return 0;
+    }
     const struct sq_plan_request *r = &ps->req;
     st->head = strcmp(r->method, "HEAD") == 0;
     st->timeout_ns = r->timeout_ns;
@@ -347,6 +352,31 @@ static int encode_target(struct sq_buf *o, size_t from)
     return 0;
 }
 
+/* The template context of a VU: its numbers, variables (views refreshed) and feeder rows. */
+static void render_ctx(const struct sq_flow *f, struct sq_flow_vu *v, struct sq_tmpl_ctx *ctx)
+{
+    for (uint32_t i = 0; i < f->sc->nvars; i++) {
+        v->var_views[i].p = v->vars[i].p;
+        v->var_views[i].len = v->vars[i].len;
+    }
+    *ctx = (struct sq_tmpl_ctx){
+        .vu = v->vu,
+        .iteration = v->iteration,
+        .rng = &v->rng,
+        .vars = v->var_views,
+        .rows = (const struct sq_str *const *)v->rows,
+        .oauth = f->oauth,
+    };
+}
+
+int sq_flow_render(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_tmpl *t,
+                   struct sq_buf *out)
+{
+    struct sq_tmpl_ctx ctx;
+    render_ctx(f, v, &ctx);
+    return sq_tmpl_render(t, &ctx, out);
+}
+
 int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
                     const char **req, size_t *len, bool *rendered)
 {
@@ -362,18 +392,8 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
     }
     *rendered = true;
     const struct sq_plan_request *r = &st->ps->req;
-    for (uint32_t i = 0; i < f->sc->nvars; i++) {
-        v->var_views[i].p = v->vars[i].p;
-        v->var_views[i].len = v->vars[i].len;
-    }
-    struct sq_tmpl_ctx ctx = {
-        .vu = v->vu,
-        .iteration = v->iteration,
-        .rng = &v->rng,
-        .vars = v->var_views,
-        .rows = (const struct sq_str *const *)v->rows,
-        .oauth = f->oauth,
-    };
+    struct sq_tmpl_ctx ctx;
+    render_ctx(f, v, &ctx);
     struct sq_buf *o = &v->req;
     sq_buf_reset(o);
     sq_buf_reset(&v->scratch);

@@ -25,6 +25,7 @@ struct sq_h1_header;
 struct sq_flow_step {
     const struct sq_plan_step *ps;
     bool think;
+    bool ws;   /* a WebSocket step (ps->ws): wsdrv.c does it, nothing is rendered here */
     bool head; /* a HEAD request: no response body */
     char *req; /* static steps: the whole request (owned), else NULL */
     size_t req_len;
@@ -101,6 +102,11 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
 SQ_MUST_CHECK int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st,
                                   struct sq_flow_vu *v, const char **req, size_t *len,
                                   bool *rendered);
+
+/* Renders t with the VU's values ($vu, $iteration, variables, feeder rows), appended to out
+ * (a WebSocket step's path, headers and message). Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_flow_render(const struct sq_flow *f, struct sq_flow_vu *v,
+                                 const struct sq_tmpl *t, struct sq_buf *out);
 
 /* Keeps a response head for the step's checks, extractors and cookie jar: head[0, len) is
  * copied into v->head and its fields, as the HTTP/1.1 reader parsed them (spans into head), are

@@ -6,8 +6,9 @@
  * EAGAIN. The read that ends a response also stamps the send of the next (its clock read is
  * the completion time, and sq_engine__vu_next sends from inside the same event).
  *
- * https: the transport sits behind conn_recv / conn_sendb (one predictable branch on c->tls; the
- * plaintext path is the plain read() / send()). After the TCP connect a connection shakes hands
+ * https: the transport sits behind conn_recv / conn_sendb (engine/xport.h: one predictable branch
+ * on c->tls; the plaintext path is the plain read() / send()). The connect and the TLS handshake
+ * are xport.c's, shared with wsdrv.c: after the TCP connect a connection shakes hands
  * (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a backoff like
  * a failed connect, and its message is kept for the summary.
  *
@@ -36,6 +37,7 @@
 #include "base/clock.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
+#include "engine/xport.h"
 #include "http/decode.h"
 #include "http/h1.h"
 #include "http/sse.h"
@@ -69,60 +71,16 @@ static void reader_init(struct sq_engine__conn *c)
     c->decoding = c->streaming = false;
 }
 
-/* ---- transport: plain or TLS ---- */
+/* ---- connect and handshake (engine/xport.c, shared with wsdrv.c) ---- */
 
-static inline ssize_t tls_errno(ssize_t r)
-{
-    if (r >= 0)
-        return r;
-    errno = (int)-r;
-    return -1;
-}
-
-/* read() and send() on the connection, plain or TLS (same contract: -1 with errno; EPROTO is a
- * TLS failure whose message sq_tls_conn_error holds). */
 static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
 {
-    if (SQ_UNLIKELY(c->tls != NULL))
-        return tls_errno(sq_tls_read(c->tls, buf, n));
-    return read(c->io.fd, buf, n);
+    return sq_engine__recv(c, buf, n);
 }
 
 static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
 {
-    if (SQ_UNLIKELY(c->tls != NULL))
-        return tls_errno(sq_tls_write(c->tls, buf, n));
-    return send(c->io.fd, buf, n, MSG_NOSIGNAL);
-}
-
-/* ---- connect and handshake ---- */
-
-static void connect_failed(struct sq_engine__conn *c, int err)
-{
-    sq_engine__connect_error(c->w, err);
-    sq_engine__vu_close(c);
-    sq_engine__vu_backoff(c);
-}
-
-/* A TLS failure that costs no request (the handshake, or an alert on an idle connection):
- * counted, its message kept, the connection retried after a backoff like a failed connect. */
-static void tls_failed(struct sq_engine__conn *c, const char *msg)
-{
-    sq_engine__tls_error(c->w, msg, true);
-    sq_engine__vu_close(c);
-    sq_engine__vu_backoff(c);
-}
-
-/* A TLS failure on an open connection: fails the request in flight, if any. */
-static void tls_broken(struct sq_engine__conn *c)
-{
-    if (c->state != CONN_ACTIVE) {
-        tls_failed(c, sq_tls_conn_error(c->tls));
-        return;
-    }
-    sq_engine__tls_error(c->w, sq_tls_conn_error(c->tls), false);
-    sq_engine__vu_fail(c, SQ_ERRK_TLS);
-    sq_engine__vu_replace(c);
+    return sq_engine__sendb(c, buf, n);
 }
 
 /* The connection is usable (TCP, and TLS when https): it counts as opened and goes to work. */
@@ -133,85 +91,15 @@ static void opened(struct sq_engine__conn *c, int64_t now)
     c->backoff = 0;
     c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
     if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
-        connect_failed(c, -errno);
+        sq_engine__xport_connect_failed(c, -errno);
         return;
     }
     sq_engine__vu_next(c, now);
 }
 
-/* Steps the handshake; when it completes the connection counts as opened and goes to work. */
-static void tls_step(struct sq_engine__conn *c)
-{
-    struct sq_engine__worker *w = c->w;
-    int rc = sq_tls_handshake(c->tls);
-    if (rc == -EAGAIN) {
-        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
-            connect_failed(c, -errno);
-        return;
-    }
-    if (rc < 0) {
-        tls_failed(c, sq_tls_conn_error(c->tls));
-        return;
-    }
-    int64_t now = sq_now_ns();
-    c->tls_ns = now - c->since_ns;
-    sq_engine__tls_done(w, c->tls);
-    opened(c, now);
-}
-
-static void tls_begin(struct sq_engine__conn *c)
-{
-    struct sq_engine__worker *w = c->w;
-    if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, c->io.fd, &c->tls) < 0) {
-        tls_failed(c, "out of memory for a TLS connection");
-        return;
-    }
-    c->state = CONN_HANDSHAKE;
-    c->since_ns = sq_now_ns();
-    tls_step(c);
-}
-
-/* The non-blocking connect finished (EPOLLOUT): failed, or on to TLS, or open. */
-static void connected(struct sq_engine__conn *c)
-{
-    int rc = sq_connect_result(c->io.fd);
-    if (rc < 0) {
-        connect_failed(c, rc);
-        return;
-    }
-    c->connect_ns = sq_now_ns() - c->since_ns;
-    if (SQ_UNLIKELY(c->w->cfg->tls != NULL)) {
-        tls_begin(c);
-        return;
-    }
-    c->tls_ns = 0;
-    opened(c, sq_now_ns());
-}
-
 static void h1_connect(struct sq_engine__conn *c)
 {
-    struct sq_engine__worker *w = c->w;
-    const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
-    struct sq_addr fresh;
-    if (SQ_UNLIKELY(w->addr != NULL)) {
-        a = w->addr; /* a wrk script's thread.addr */
-    } else if (w->cfg->dns_ttl_ns > 0) {
-        sq_engine__addrs_load(&w->run->addrs, c->global, &fresh);
-        a = &fresh;
-    }
-    int fd = sq_connect_start(a);
-    if (fd < 0) {
-        connect_failed(c, fd);
-        return;
-    }
-    int rc = sq_io_start(w->loop, &c->io, fd, EPOLLOUT, on_io);
-    if (rc < 0) {
-        close(fd);
-        connect_failed(c, rc);
-        return;
-    }
-    c->state = CONN_CONNECTING;
-    c->since_ns = sq_loop_now(w->loop);
+    sq_engine__xport_connect(c, on_io);
 }
 
 /* ---- write ---- */
@@ -424,7 +312,7 @@ static void read_end(struct sq_engine__conn *c, ssize_t n)
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->tls)) {
-        tls_broken(c);
+        sq_engine__xport_tls_broken(c);
         return;
     }
     /* End of stream or a reset. A response delimited by the close is complete now. */
@@ -525,11 +413,11 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
     SQ_UNUSED(loop);
     struct sq_engine__conn *c = SQ_CONTAINER_OF(io, struct sq_engine__conn, io);
     if (c->state == CONN_CONNECTING) {
-        connected(c);
+        sq_engine__xport_connected(c, opened);
         return;
     }
     if (SQ_UNLIKELY(c->state == CONN_HANDSHAKE)) {
-        tls_step(c);
+        sq_engine__xport_tls_step(c, opened);
         return;
     }
     if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < c->req_len) {
@@ -541,20 +429,17 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
         conn_read(c);
 }
 
+void sq_engine__h1_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
+{
+    on_io(loop, io, ev);
+}
+
 /* ---- the rest of the driver table ---- */
 
 /* Closes the socket; the reader starts afresh for the next connection. */
 static void h1_close(struct sq_engine__conn *c)
 {
-    if (c->state >= CONN_CONNECTING) {
-        sq_io_stop(c->w->loop, &c->io);
-        if (c->tls) {
-            sq_tls_conn_free(c->tls);
-            c->tls = NULL;
-        }
-        close(c->io.fd);
-        c->io.fd = -1;
-    }
+    sq_engine__xport_close(c);
     sq_h1_reader_dispose(&c->rd);
     reader_init(c);
 }
@@ -562,14 +447,8 @@ static void h1_close(struct sq_engine__conn *c)
 /* Connects and handshakes that take longer than the connect timeout fail like a refused one. */
 static void h1_sweep(struct sq_engine__worker *w, int64_t now)
 {
-    int64_t limit = w->cfg->connect_timeout_ns;
-    for (uint32_t i = 0; i < w->nconns; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
-        if (c->state == CONN_CONNECTING && now - c->since_ns >= limit)
-            connect_failed(c, -ETIMEDOUT);
-        else if (c->state == CONN_HANDSHAKE && now - c->since_ns >= limit)
-            tls_failed(c, "handshake timed out");
-    }
+    for (uint32_t i = 0; i < w->nconns; i++)
+        sq_engine__xport_sweep(&w->conns[i], now);
 }
 
 static void h1_close_all(struct sq_engine__worker *w)

@@ -18,4 +18,11 @@
 
 #include "engine/driver.h"
 
+struct sq_loop;
+struct sq_io;
+
+/* The HTTP/1.1 driver's event callback: wsdrv.c hands a connection back to it after an upgrade
+ * that a plan's ws connect step did not get (the answer was another status). */
+void sq_engine__h1_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
+
 #endif

@@ -20,6 +20,7 @@
 #include "base/text.h"
 #include "engine/flags.h"
 #include "http/decode.h"
+#include "plan/tmpl.h"
 
 enum {
     OPT_TIMEOUT = 256,
@@ -36,6 +37,10 @@ enum {
     OPT_NO_COMPRESSION,
     OPT_HTTP2,
     OPT_STREAMS,
+    OPT_MESSAGE,
+    OPT_BINARY,
+    OPT_WS_PING,
+    OPT_WS_SUBPROTOCOL,
 };
 
 static const struct option longs[] = {
@@ -64,6 +69,10 @@ static const struct option longs[] = {
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"streams", required_argument, NULL, OPT_STREAMS},
     {"script", required_argument, NULL, 's'},
+    {"message", required_argument, NULL, OPT_MESSAGE},
+    {"binary", no_argument, NULL, OPT_BINARY},
+    {"ws-ping", required_argument, NULL, OPT_WS_PING},
+    {"ws-subprotocol", required_argument, NULL, OPT_WS_SUBPROTOCOL},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -89,9 +98,11 @@ void sq_quick_opts_dispose(struct sq_quick_opts *o)
         free(o->_argv[i]);
     free(o->_argv);
     free(o->_body);
+    free(o->_message);
     o->_argv = NULL;
     o->_argc = 0;
     o->_body = NULL;
+    o->_message = NULL;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -258,6 +269,28 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     case 's':
         o->script = arg;
         return 0;
+    case OPT_MESSAGE:
+        if (arg[0] == '@' && arg[1] == '\0')
+            return sq_flag_fail(err, len, "%s: '@' names no file (--message @FILE)", flag);
+        o->message_arg = arg;
+        return 0;
+    case OPT_BINARY:
+        o->binary = true;
+        return 0;
+    case OPT_WS_PING:
+        if ((rc = duration_flag(flag, arg, true, &o->ws_ping_ns, err, len)) != 0)
+            return rc;
+        if (o->ws_ping_ns < 100 * SQ_NS_PER_MS)
+            return sq_flag_fail(err, len,
+                                "%s: '%s': at least 100ms (pings go out ten times a "
+                                "second at most)",
+                                flag, arg);
+        return 0;
+    case OPT_WS_SUBPROTOCOL:
+        if (!arg[0] || strpbrk(arg, "\r\n"))
+            return sq_flag_fail(err, len, "%s: '%s' is not a subprotocol list (a, b)", flag, arg);
+        o->ws_subprotocol = arg;
+        return 0;
     case 'h':
         return SQ_QUICK_HELP;
     case 'V':
@@ -267,9 +300,48 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     }
 }
 
+/* ws:// and wss:// URLs (the scheme in any case): 1 and 2, else 0. */
+static int ws_scheme(const char *url)
+{
+    if (strncasecmp(url, "ws://", 5) == 0)
+        return 1;
+    if (strncasecmp(url, "wss://", 6) == 0)
+        return 2;
+    return 0;
+}
+
+/* A ws:// URL takes --message and the WebSocket flags; no body, method or HTTP/2. */
+static int check_ws(struct sq_quick_opts *o, char *err, size_t len)
+{
+    o->ws = ws_scheme(o->url) != 0;
+    if (!o->ws) {
+        if (o->message_arg || o->binary || o->ws_ping_ns || o->ws_subprotocol)
+            return sq_flag_fail(err, len, "%s applies to ws:// and wss:// URLs (-b sends a body)",
+                                o->message_arg  ? "--message"
+                                : o->binary     ? "--binary"
+                                : o->ws_ping_ns ? "--ws-ping"
+                                                : "--ws-subprotocol");
+        return 0;
+    }
+    if (!o->message_arg)
+        return sq_flag_fail(err, len,
+                            "a ws:// URL needs --message (what each request sends; the next "
+                            "message back completes it)");
+    if (o->body_arg)
+        return sq_flag_fail(err, len, "%s: a ws:// run sends --message, not a body", o->body_flag);
+    if (strcmp(o->method, "GET") != 0)
+        return sq_flag_fail(err, len, "-m: a ws:// run opens with GET (the upgrade)");
+    if (o->http2)
+        return sq_flag_fail(err, len, "--http2: WebSocket runs over HTTP/1.1 (RFC 6455)");
+    return 0;
+}
+
 /* The flags together, once all are read. */
 static int check_together(struct sq_quick_opts *o, char *err, size_t len)
 {
+    int wrc = check_ws(o, err, len);
+    if (wrc < 0)
+        return wrc;
     if (o->requests && (o->rate_set || o->stages))
         return sq_flag_fail(err, len, "-n cannot be combined with %s",
                             o->rate_set ? "-r" : "--stages");
@@ -289,6 +361,8 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
         return sq_flag_fail(err, len, "--streams applies to --http2");
     if (o->script && o->http2)
         return sq_flag_fail(err, len, "-s: scripts run over HTTP/1.1; drop --http2");
+    if (o->script && o->ws)
+        return sq_flag_fail(err, len, "-s: scripts run on http:// and https:// URLs, not ws://");
     if (o->script && (o->body_arg || strcmp(o->method, "GET") != 0))
         return sq_flag_fail(err, len,
                             "-s: the script sets the method and the body (wrk.method, wrk.body); "
@@ -447,7 +521,7 @@ static int value_text(const char *flag, const json_t *v, char *num, size_t numle
 
 /* One key of the object, as arguments. */
 static int key_args(struct args *a, const char *key, const json_t *v, const char **url,
-                    const char **body, char *err, size_t len)
+                    const char **body, const char **message, char *err, size_t len)
 {
     char flag[64];
     if (strcmp(key, "url") == 0) {
@@ -505,6 +579,12 @@ static int key_args(struct args *a, const char *key, const json_t *v, const char
             *body = text; /* the body itself: set after the parse, never read as @FILE */
             continue;
         }
+        if (lo->val == OPT_MESSAGE) {
+            *message = text; /* the same for a WebSocket message */
+            if ((rc = push(a, strdup("--message=-"))) < 0)
+                return rc;
+            continue;
+        }
         if ((rc = push(a, printf_dup("%s=%s", flag, text))) < 0)
             return rc;
     }
@@ -517,13 +597,13 @@ int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err, si
         return sq_flag_fail(err, len, "the quick options must be a JSON object, not %s",
                             json_kind(obj));
     struct args a = {0};
-    const char *url = NULL, *body = NULL, *key;
+    const char *url = NULL, *body = NULL, *message = NULL, *key;
     json_t *v;
     int rc = push(&a, strdup("squall"));
     json_object_foreach((json_t *)obj, key, v)
     {
         if (rc == 0)
-            rc = key_args(&a, key, v, &url, &body, err, len);
+            rc = key_args(&a, key, v, &url, &body, &message, err, len);
     }
     if (rc == 0 && url) {
         rc = push(&a, strdup("--"));
@@ -537,6 +617,8 @@ int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err, si
     o->_argc = argc;
     if (rc == 0 && body && !(o->_body = strdup(body)))
         rc = -ENOMEM;
+    if (rc == 0 && message && !(o->_message = strdup(message)))
+        rc = -ENOMEM;
     if (rc == -ENOMEM)
         snprintf(err, len, "out of memory");
     if (rc < 0)
@@ -548,6 +630,10 @@ int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err, si
         o->body_arg = o->_body;
         o->body_flag = "--body";
         o->body_literal = true;
+    }
+    if (rc == 0 && o->_message) {
+        o->message_arg = o->_message;
+        o->message_literal = true;
     }
     return rc;
 }
@@ -703,14 +789,93 @@ static int prepare_script(struct sq_quick_run *r, const struct sq_quick_opts *o,
         .addrs = r->cfg.addrs,
         .naddrs = r->cfg.naddrs,
     };
-    int rc = sq_wrk_script_open(&r->ws, &a, err, len);
+    int rc = sq_wrk_script_open(&r->wrk, &a, err, len);
     if (rc < 0)
         return rc == -ENOMEM ? rc : -SQ_EPARSE;
-    r->cfg.script = &r->ws.run;
-    r->cfg.request = r->ws.request;
-    r->cfg.request_len = r->ws.request_len;
-    r->cfg.head_request = r->ws.request_len > 5 && memcmp(r->ws.request, "HEAD ", 5) == 0;
-    r->cfg.rate_samples = (r->ws.hooks & SQ_SCRIPT_DONE) != 0; /* done()'s requests */
+    r->cfg.script = &r->wrk.run;
+    r->cfg.request = r->wrk.request;
+    r->cfg.request_len = r->wrk.request_len;
+    r->cfg.head_request = r->wrk.request_len > 5 && memcmp(r->wrk.request, "HEAD ", 5) == 0;
+    r->cfg.rate_samples = (r->wrk.hooks & SQ_SCRIPT_DONE) != 0; /* done()'s requests */
+    return 0;
+}
+
+/* A ws:// run: the message (a template, or @FILE's bytes as they are; the static path when it
+ * has no dynamic part), the upgrade's target, -H lines and subprotocol. */
+static int prepare_ws(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
+{
+    const char *arg = o->message_arg;
+    if (arg[0] == '@' && !o->message_literal) {
+        const char *file = arg + 1;
+        int rc = read_body_file(file, &r->body, &r->body_len);
+        if (rc == -EISDIR)
+            return sq_flag_fail(err, len, "--message: '%s': %s is a directory, not a file", arg,
+                                file);
+        if (rc == -SQ_ETOOBIG)
+            return sq_flag_fail(err, len, "--message: '%s': %s is larger than %u MiB", arg, file,
+                                SQ_QUICK_MAX_BODY_FILE >> 20);
+        if (rc == -ENOMEM) {
+            snprintf(err, len, "out of memory");
+            return rc;
+        }
+        if (rc < 0)
+            return sq_flag_fail(err, len, "--message: '%s': cannot read %s: %s", arg, file,
+                                sq_strerror(rc));
+    } else {
+        struct sq_tmpl_error te = {0};
+        int rc =
+            sq_tmpl_compile(arg, strlen(arg), SQ_TMPL_ESC_NONE, NULL, NULL, &r->ws_message, &te);
+        if (rc == -ENOMEM) {
+            snprintf(err, len, "out of memory");
+            return rc;
+        }
+        if (rc < 0)
+            return sq_flag_fail(err, len, "--message: '%s': %s (at byte %zu)", arg, te.msg,
+                                te.offset + 1);
+        const char *text = "";
+        size_t n = 0;
+        bool fixed = sq_tmpl_static(r->ws_message, &text, &n);
+        if (!fixed)
+            n = 0; /* rendered per send */
+        r->body = malloc(n + 1);
+        if (!r->body) {
+            snprintf(err, len, "out of memory");
+            return -ENOMEM;
+        }
+        memcpy(r->body, fixed ? text : "", n);
+        r->body[n] = '\0';
+        r->body_len = n;
+        if (fixed) { /* the static path: one message for every send */
+            sq_tmpl_free(r->ws_message);
+            r->ws_message = NULL;
+        }
+    }
+    struct sq_buf *h = &r->ws_headers;
+    for (size_t i = 0; i < o->nheaders; i++) {
+        const struct sq_kv *kv = &o->headers[i];
+        if (sq_buf_append(h, kv->name, strlen(kv->name)) < 0 || sq_buf_append(h, ": ", 2) < 0 ||
+            sq_buf_append(h, kv->value, strlen(kv->value)) < 0 || sq_buf_append(h, "\r\n", 2) < 0) {
+            snprintf(err, len, "out of memory");
+            return -ENOMEM;
+        }
+    }
+    if (h->len) { /* NUL-terminated for the driver */
+        if (sq_buf_append(h, "", 1) < 0) {
+            snprintf(err, len, "out of memory");
+            return -ENOMEM;
+        }
+        h->len--;
+    }
+    r->ws = (struct sq_ws_run){
+        .host = r->url.authority,
+        .path = r->url.path,
+        .headers = h->len ? h->p : NULL,
+        .protocol = o->ws_subprotocol,
+        .binary = o->binary,
+        .message = r->ws_message,
+        .ping_ns = o->ws_ping_ns,
+    };
+    r->req_len = r->body_len;
     return 0;
 }
 
@@ -719,9 +884,27 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     memset(r, 0, sizeof(*r));
     r->opts = o;
     const char *why = NULL;
-    int rc = sq_url_parse(o->url, &r->url, &why);
+    /* ws:// and wss:// are http:// and https:// for the upgrade (RFC 6455 3): parsed as those,
+     * so TLS, DNS and the Host header follow; the document keeps the URL as written */
+    int wsk = o->ws ? ws_scheme(o->url) : 0;
+    char *url = NULL;
+    if (wsk && asprintf(&url, "%s%s", wsk == 1 ? "http" : "https", o->url + (wsk == 1 ? 2 : 3)) < 0)
+        url = NULL;
+    if (wsk && !url) {
+        snprintf(err, len, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = sq_url_parse(url ? url : o->url, &r->url, &why);
+    free(url);
     if (rc < 0)
         return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why ? why : sq_strerror(rc));
+    struct sq_kv headers[SQ_QUICK_MAX_HEADERS + 1];
+    size_t nheaders = 0;
+    if (o->ws) {
+        if ((rc = prepare_ws(r, o, err, len)) < 0)
+            return rc;
+        goto configure;
+    }
     if ((rc = load_body(r, o, err, len)) < 0)
         return rc;
 
@@ -732,8 +915,7 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
         if (strcasecmp(o->headers[i].name, "Accept-Encoding") == 0)
             accept = o->headers[i].value[0] ? o->headers[i].value : NULL;
     r->accept_encoding = accept;
-    struct sq_kv headers[SQ_QUICK_MAX_HEADERS + 1];
-    size_t nheaders = o->nheaders;
+    nheaders = o->nheaders;
     memcpy(headers, o->headers, nheaders * sizeof(headers[0]));
     if (accept && !o->no_compression && accept == sq_accept_encoding_default() &&
         nheaders < SQ_QUICK_MAX_HEADERS)
@@ -749,9 +931,11 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
             return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
     }
 
+configure:;
     struct sq_run_config *cfg = &r->cfg;
-    cfg->request = r->req;
+    cfg->request = o->ws ? r->body : r->req;
     cfg->request_len = r->req_len;
+    cfg->ws = o->ws ? &r->ws : NULL;
     cfg->head_request = strcmp(o->method, "HEAD") == 0;
     cfg->timeout_ns = o->timeout_ns;
     cfg->connect_timeout_ns = o->connect_timeout_ns;
@@ -775,16 +959,21 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
 void sq_quick_run_dispose(struct sq_quick_run *r)
 {
     sq_h2_req_dispose(&r->h2req);
+    sq_tmpl_free(r->ws_message);
+    r->ws_message = NULL;
+    sq_buf_dispose(&r->ws_headers);
     free(r->req);
     free(r->body);
     r->req = r->body = NULL;
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
-    sq_wrk_script_close(&r->ws);
+    sq_wrk_script_close(&r->wrk);
 }
 
 const char *sq_quick_protocol(const struct sq_quick_run *r)
 {
+    if (r->opts->ws)
+        return "websocket";
     if (!r->opts->http2)
         return "http/1.1";
     return r->net.tls ? "h2" : "h2c";

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "engine/netopts.h"
 #include "engine/run.h"
 #include "engine/wrkscript.h"
@@ -65,6 +66,13 @@ struct sq_quick_opts {
     const char *script;
     int script_argc;
     char **script_argv;
+    /* WebSocket (ws:// and wss:// URLs) */
+    bool ws;                    /* the URL's scheme is ws or wss (set by the parse) */
+    const char *message_arg;    /* --message: a template, or "@FILE" (from argv) */
+    bool message_literal;       /* from JSON: message_arg is the text even when it starts with @ */
+    bool binary;                /* --binary */
+    int64_t ws_ping_ns;         /* --ws-ping */
+    const char *ws_subprotocol; /* --ws-subprotocol */
     /* The CLI's own outputs and terminal (refused from JSON: a daemon run writes no files). */
     const char *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample; /* --sample; 0: not given */
@@ -73,6 +81,7 @@ struct sq_quick_opts {
     char **_argv;
     size_t _argc;
     char *_body;
+    char *_message;
 };
 
 /* The defaults of every option. */
@@ -116,7 +125,12 @@ struct sq_quick_run {
     const char *accept_encoding; /* what the requests offer (NULL: nothing) */
     uint64_t conns;              /* connections the run may open: its open-file need */
     struct sq_net net;
-    struct sq_wrk_script ws; /* -s: the script's states (cfg.script points into it) */
+    struct sq_wrk_script wrk; /* -s: the script's states (cfg.script points into it) */
+    /* ws:// and wss://: what cfg.ws points at; the message template when it has dynamic parts
+     * (else the message is body, sent as it is), the upgrade's -H lines */
+    struct sq_ws_run ws;
+    struct sq_tmpl *ws_message;
+    struct sq_buf ws_headers;
 };
 
 /* Prepares the run o describes. Returns 0, -SQ_EUSAGE (a bad URL, a -b @FILE that cannot be
@@ -129,7 +143,7 @@ SQ_MUST_CHECK int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick
                                    size_t len);
 void sq_quick_run_dispose(struct sq_quick_run *r);
 
-/* The protocol the result document names: "http/1.1", "h2" or "h2c". */
+/* The protocol the result document names: "http/1.1", "h2", "h2c" or "websocket". */
 const char *sq_quick_protocol(const struct sq_quick_run *r);
 
 #endif

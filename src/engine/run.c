@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
 #include "stats/hist.h"
@@ -51,6 +52,43 @@ const char *sq_phase_name(enum sq_phase p)
 const char *sq_phase_metric(enum sq_phase p)
 {
     return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
+}
+
+void sq_ws_tally_add(struct sq_ws_tally *t, uint16_t key, uint64_t n)
+{
+    for (uint32_t i = 0; i < t->n; i++) {
+        if (t->row[i].key == key) {
+            t->row[i].n += n;
+            return;
+        }
+    }
+    if (t->n == SQ_WS_KEYS) {
+        t->other += n;
+        return;
+    }
+    t->row[t->n].key = key;
+    t->row[t->n].n = n;
+    t->n++;
+}
+
+const char *sq_ws_key_name(uint16_t key, bool upgrade, char *buf)
+{
+    if (upgrade) {
+        switch (key) {
+        case SQ_WS_UP_TIMEOUT:
+            return "timeout";
+        case SQ_WS_UP_CLOSED:
+            return "closed";
+        case SQ_WS_UP_INVALID:
+            return "invalid";
+        case SQ_WS_UP_MALFORMED:
+            return "malformed";
+        default:
+            break;
+        }
+    }
+    snprintf(buf, 12, "%u", (unsigned)key);
+    return buf;
 }
 
 static void merge_counters(struct sq_counters *dst, const struct sq_counters *src)
@@ -382,6 +420,7 @@ struct totals {
     uint64_t progress, opened, errors, tls_errors;
     int last_err;
     const char *tls_msg; /* a worker's first TLS error, or NULL */
+    const char *up_msg;  /* a worker's first failed WebSocket upgrade, or NULL */
 };
 
 static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
@@ -403,6 +442,9 @@ static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
         t->tls_errors += e;
         if (!t->tls_msg && __atomic_load_n(&l->tls_err_set, __ATOMIC_ACQUIRE))
             t->tls_msg = ws[i].tls_err; /* written once, before the flag */
+        t->errors += __atomic_load_n(&l->upgrade_errors, __ATOMIC_RELAXED);
+        if (!t->up_msg && __atomic_load_n(&l->up_err_set, __ATOMIC_ACQUIRE))
+            t->up_msg = ws[i].up_err;
     }
 }
 
@@ -444,7 +486,9 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         if (t.script_failed)
             stop_run(run, out, "a script hook raised an error%s%s", "", "");
         if (!run->go_ns && t.ready == n) {
-            if (t.opened == 0 && t.tls_msg) {
+            if (t.opened == 0 && t.up_msg) {
+                stop_run(run, out, "no connection could be made to %s: %s", addr, t.up_msg);
+            } else if (t.opened == 0 && t.tls_msg) {
                 stop_run(run, out, "no connection could be made to %s: tls: %s", addr, t.tls_msg);
             } else if (t.opened == 0) {
                 stop_run(run, out, "no connection could be made to %s: %s", addr,
@@ -463,6 +507,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
             snprintf(secs, sizeof(secs), "%.1fs", (double)stall_limit / 1e9);
             if (t.tls_errors && t.tls_msg)
                 stop_run(run, out, "no progress for %s while TLS fails: %s", secs, t.tls_msg);
+            else if (t.up_msg)
+                stop_run(run, out, "no progress for %s while upgrades fail: %s", secs, t.up_msg);
             else
                 stop_run(run, out, "no progress for %s while connects fail: %s", secs,
                          sq_strerror(t.last_err));
@@ -548,7 +594,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         if (sq_exec_is_open(scen_exec(cfg, i)))
             out->open = true;
     }
-    if (empty || nw == 0 || cfg->naddrs <= 0 || (!cfg->scens && !cfg->request_len)) {
+    if (empty || nw == 0 || cfg->naddrs <= 0 || (!cfg->scens && !cfg->request_len && !cfg->ws)) {
         *why = "nothing to run: no connection, address or request";
         return -EINVAL;
     }
@@ -639,6 +685,12 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
             ws[i].script_err = NULL;
         }
         out->script_stopped += ws[i].script_stopped;
+        if (!out->upgrade_error[0] && ws[i].live.up_err_set)
+            snprintf(out->upgrade_error, sizeof(out->upgrade_error), "%s", ws[i].up_err);
+        if (ws[i].drv && ws[i].drv->result && ws[i].drv->result(&ws[i], out) < 0 && rc == 0) {
+            rc = -ENOMEM;
+            *why = "out of memory";
+        }
     }
     if (writing) {
         __atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
@@ -647,6 +699,8 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         for (uint32_t i = 0; i < nw; i++)
             out->samples_lost += ws[i].samples_lost;
     }
+    if (rc < 0)
+        goto out;
     out->dns_ns = cfg->dns_ns;
     for (int k = 0; cfg->phases && k < SQ_PHASE_COUNT; k++) {
         if (sq_latency_hist_new(&out->phase[k]) < 0) {
@@ -735,6 +789,12 @@ void sq_result_dispose(struct sq_result *r)
     r->rate = NULL;
     free(r->script_error);
     r->script_error = NULL;
+    if (r->ws) {
+        sq_hist_free(r->ws->upgrade_us);
+        sq_hist_free(r->ws->ping_rtt_us);
+        free(r->ws);
+        r->ws = NULL;
+    }
     r->nscens = 0;
     r->latency = NULL;
     r->latency_uncorrected = NULL;

@@ -24,7 +24,9 @@ struct sq_script;
  * (sq_counters.tls_handshake_errors counts those), a TLS failure while a request is out (an
  * alert, a bad record) fails it. unsolicited: bytes that arrived on a connection while no request
  * was in flight, or behind a complete response (RFC 9112 6.3): the connection is replaced, the
- * response before them stays completed. */
+ * response before them stays completed. upgrade: a WebSocket upgrade that did not end in a valid
+ * 101 (another status, a bad handshake, no answer within the connect timeout, a close): it costs
+ * no request, the VU connects again after a backoff (sq_ws_stats.upgrade_failed says why). */
 #define SQ_ERRK_LIST(X)                                                                            \
     X(CONNECT, "connect")                                                                          \
     X(TIMEOUT, "timeout")                                                                          \
@@ -35,7 +37,8 @@ struct sq_script;
     X(DECODE, "decode")                                                                            \
     X(TLS, "tls")                                                                                  \
     X(EXTRACT, "extract")                                                                          \
-    X(UNSOLICITED, "unsolicited")
+    X(UNSOLICITED, "unsolicited")                                                                  \
+    X(UPGRADE, "upgrade")
 
 enum sq_errk {
 #define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,
@@ -111,6 +114,65 @@ struct sq_sample {
 typedef void (*sq_samples_cb)(void *ud, const struct sq_sample *v, size_t n);
 
 struct sq_flow;
+struct sq_tmpl;
+
+/* A WebSocket run (ws://, wss://; cfg->ws set, the quick face). Every VU is one connection
+ * opened with an HTTP/1.1 upgrade (engine/wsdrv.c); a request is one message out, and it
+ * completes with the next whole message the server sends back after it (latency: from the send
+ * to that message's last byte). The message is cfg->request (static), or `message` rendered per
+ * send when it has dynamic parts. */
+struct sq_ws_run {
+    const char *host;     /* the Host header value */
+    const char *path;     /* the request target of the upgrade ("/ws?room=1") */
+    const char *headers;  /* more header lines for the upgrade, each ending in CRLF, or NULL */
+    const char *protocol; /* Sec-WebSocket-Protocol to offer (a list), or NULL */
+    bool binary;          /* send binary frames (default: text) */
+    const struct sq_tmpl *message; /* dynamic message (plan/tmpl.h), else NULL */
+    int64_t ping_ns;               /* > 0: each open connection pings every ping_ns */
+    uint64_t max_message;          /* largest message accepted back; 0: 1 MiB */
+};
+
+/* Keys of sq_ws_stats.upgrade_failed besides HTTP statuses. */
+enum {
+    SQ_WS_UP_TIMEOUT = 1000,   /* no answer within the connect timeout */
+    SQ_WS_UP_CLOSED = 1001,    /* the connection ended before the answer */
+    SQ_WS_UP_INVALID = 1002,   /* a 101 that fails RFC 6455's checks (accept key, Upgrade...) */
+    SQ_WS_UP_MALFORMED = 1003, /* the answer is not HTTP/1.1 */
+};
+
+#define SQ_WS_KEYS 16
+/* A small count by key (close codes, upgrade failures): the first SQ_WS_KEYS keys seen each get
+ * their own row, the rest add up in `other`. */
+struct sq_ws_tally {
+    struct {
+        uint16_t key;
+        uint64_t n;
+    } row[SQ_WS_KEYS];
+    uint32_t n;
+    uint64_t other;
+};
+
+/* What a WebSocket run adds to the result (the document's `ws` block). Payload bytes; the wire
+ * bytes, frames and upgrades included, are the run's bytes. */
+struct sq_ws_stats {
+    uint64_t upgrades; /* 101s that passed the checks: connections opened */
+    uint64_t messages_sent, messages_received;
+    uint64_t bytes_sent, bytes_received;
+    uint64_t unmatched; /* whole messages that arrived with no message of ours awaiting a reply */
+    uint64_t pings_sent, pongs_received, pings_received, pongs_sent;
+    uint64_t closes_sent;
+    struct sq_ws_tally close_codes;    /* close frames from the server by code; 1006: the
+                                          connection ended without one */
+    struct sq_ws_tally upgrade_failed; /* by HTTP status, or SQ_WS_UP_* */
+    struct sq_hist *upgrade_us;        /* from the upgrade's send to its 101 */
+    struct sq_hist *ping_rtt_us;       /* from a ping of ours to its pong */
+};
+
+/* Adds n to key's row (or to `other`). */
+void sq_ws_tally_add(struct sq_ws_tally *t, uint16_t key, uint64_t n);
+/* The key's name in the document: the number, or "timeout", "closed", "invalid", "malformed"
+ * for the SQ_WS_UP_* keys of upgrade_failed (upgrade true). buf holds at least 12 bytes. */
+const char *sq_ws_key_name(uint16_t key, bool upgrade, char *buf);
 
 /* One scenario of a plan run: its own executor, start offset and flow (engine/flow.h). */
 struct sq_run_scen {
@@ -164,6 +226,8 @@ struct sq_run_config {
     /* Record each worker's requests per second every 100 ms into sq_result.rate (wrk's
      * Req/Sec figures and done()'s `requests`). */
     bool rate_samples;
+    /* WebSocket (the quick face's ws:// and wss:// URLs; not with scens): NULL otherwise. */
+    const struct sq_ws_run *ws;
 };
 
 /* A wrk-style script as a run uses it: per worker (sq_run_workers(cfg) of them) its state, its
@@ -280,6 +344,8 @@ struct sq_result {
      * (owned; the run was stopped by it), or NULL */
     char *script_error;
     uint32_t script_stopped; /* workers that thread:stop() ended */
+    struct sq_ws_stats *ws;  /* WebSocket runs: their own figures (owned); NULL otherwise */
+    char upgrade_error[192]; /* the first failed WebSocket upgrade's reason ("" if none) */
 };
 
 /* Runs to completion. Returns 0 (the result is filled in, even when every request failed), or a

@@ -43,9 +43,11 @@ static bool step_matches(const struct sq_metric_sel *s, const struct sq_plan_ste
     if (v && !span_eq(v, l, ps->name))
         return false;
     v = tag(s, "method", &l);
+    if (v && ps->kind == SQ_STEP_WS) /* a WebSocket step's method tag is WS */
+        return span_eq(v, l, "WS");
     if (v && (ps->kind != SQ_STEP_REQUEST || !span_eq(v, l, ps->req.method)))
         return false;
-    return ps->kind == SQ_STEP_REQUEST;
+    return ps->kind == SQ_STEP_REQUEST || ps->kind == SQ_STEP_WS;
 }
 
 static int status_filter(const struct sq_metric_sel *s)

@@ -66,6 +66,7 @@ static void publish(struct sq_engine__worker *w)
     __atomic_store_n(&w->live.opened, w->c.conns_opened, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
+    __atomic_store_n(&w->live.upgrade_errors, w->c.errors[SQ_ERRK_UPGRADE], __ATOMIC_RELAXED);
 }
 
 /* Closes the VU (its socket, or its stream) and forgets any request in flight (the caller has
@@ -214,6 +215,16 @@ void sq_engine__tls_error(struct sq_engine__worker *w, const char *msg, bool cou
         __atomic_store_n(&w->live.tls_errors, w->c.errors[SQ_ERRK_TLS], __ATOMIC_RELAXED);
     }
     tls_note(w, msg);
+}
+
+void sq_engine__upgrade_error(struct sq_engine__worker *w, const char *msg)
+{
+    w->c.errors[SQ_ERRK_UPGRADE]++;
+    __atomic_store_n(&w->live.upgrade_errors, w->c.errors[SQ_ERRK_UPGRADE], __ATOMIC_RELAXED);
+    if (w->live.up_err_set)
+        return;
+    snprintf(w->up_err, sizeof(w->up_err), "%s", msg && msg[0] ? msg : "WebSocket upgrade failed");
+    __atomic_store_n(&w->live.up_err_set, 1, __ATOMIC_RELEASE);
 }
 
 void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t)
@@ -516,10 +527,10 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
             v->body_in = (struct sq_str){res.body, res.body_len};
         }
     }
-    const char *req;
-    size_t len;
-    bool rendered;
-    if (sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0) {
+    const char *req = "";
+    size_t len = 0;
+    bool rendered = false;
+    if (SQ_LIKELY(!st->ws) && sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0) {
         /* Out of memory rendering: the iteration cannot go on. */
         flow_advance(c, now, true);
         return;
@@ -1109,6 +1120,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
      * worker gets whole connections), HTTP/1.1 one. Plans run HTTP/1.1. */
     bool h2 = cfg->h2_request && !sc;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
+    if ((cfg->ws && !sc) || (sc && sc->flow->sc->ws))
+        w->drv = &sq_engine__ws_driver; /* plans: HTTP/1.1 steps go through it to h1drv */
     uint32_t per = h2 && cfg->streams ? cfg->streams : 1;
     uint32_t total = (uint32_t)(((uint64_t)sq_exec_max_vus(ex) + per - 1) / per);
     uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;

@@ -95,6 +95,8 @@ struct sq_engine__live {
     int last_connect_err;    /* -errno of the latest failed connect */
     uint64_t tls_errors;     /* failed handshakes and other TLS errors */
     int tls_err_set;         /* tls_err (in the worker) is written: release store, once */
+    uint64_t upgrade_errors; /* failed WebSocket upgrades */
+    int up_err_set;          /* up_err (in the worker) is written: release store, once */
     int ready;               /* every connection of the pool has connected or failed once */
     int script_failed;       /* a script hook raised: script_err is written (release store) */
     int done;                /* the worker has left its loop */
@@ -200,8 +202,10 @@ struct sq_engine__worker {
     struct sq_tls_sessions tls_cache; /* the latest sessions, offered by the next connects */
     const char *tls_version, *tls_cipher, *tls_alpn; /* of the first handshake */
     char tls_err[SQ_TLS_ERRLEN]; /* the first TLS error (written once, then live.tls_err_set) */
-    /* the protocol: its driver (HTTP/1.1, or HTTP/2 when cfg->h2_request) and that driver's own
-     * per-worker state (h2drv.c: its connections; NULL for HTTP/1.1) */
+    char up_err[192]; /* the first failed WebSocket upgrade (written once, then live.up_err_set) */
+    /* the protocol: its driver (HTTP/1.1, HTTP/2 when cfg->h2_request, WebSocket when cfg->ws)
+     * and that driver's own per-worker state (h2drv.c: its connections; wsdrv.c: its VUs'
+     * frame state; NULL for HTTP/1.1) */
     const struct sq_engine__driver *drv;
     void *proto;
     /* a wrk-style script (cfg->script): this worker's state, the hooks it calls per request

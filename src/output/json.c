@@ -112,7 +112,6 @@ static json_t *environment(void)
                      (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-/* The per-second series: one object per second of the run. */
 json_t *sq_report_json_second(const struct sq_second *e)
 {
     double len = e->len_s > 0 ? e->len_s : 1;
@@ -126,12 +125,53 @@ json_t *sq_report_json_second(const struct sq_second *e)
                      (json_int_t)e->active);
 }
 
+/* The per-second series: one object per second of the run. */
 static json_t *series(const struct sq_result *r)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < r->series.n; i++)
         json_array_append_new(a, sq_report_json_second(&r->series.v[i]));
     return a;
+}
+
+/* A count by key (close codes, upgrade failures). */
+static json_t *ws_tally(const struct sq_ws_tally *t, bool upgrade)
+{
+    json_t *o = json_object();
+    char buf[12];
+    for (uint32_t i = 0; i < t->n; i++)
+        json_object_set_new(o, sq_ws_key_name(t->row[i].key, upgrade, buf),
+                            json_integer((json_int_t)t->row[i].n));
+    if (t->other)
+        json_object_set_new(o, "other", json_integer((json_int_t)t->other));
+    return o;
+}
+
+static json_t *ws_figures(const struct sq_hist *h)
+{
+    struct sq_latency_figures f;
+    sq_report_latency_figures(h, &f);
+    return json_pack("{s:I, s:I, s:I, s:I}", "count", (json_int_t)f.count, "p50_us",
+                     (json_int_t)f.p50, "p99_us", (json_int_t)f.p99, "max_us", (json_int_t)f.max);
+}
+
+/* WebSocket runs: upgrades, messages, control frames, close codes (docs/json-schema.md). */
+static json_t *ws_block(const struct sq_result *r, double secs)
+{
+    const struct sq_ws_stats *w = r->ws;
+    return json_pack(
+        "{s:I, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:f}, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, "
+        "s:o, s:I, s:o}",
+        "upgrades", (json_int_t)w->upgrades, "upgrade_failed", ws_tally(&w->upgrade_failed, true),
+        "first_upgrade_error", r->upgrade_error[0] ? json_string(r->upgrade_error) : json_null(),
+        "upgrade", ws_figures(w->upgrade_us), "messages", "sent", (json_int_t)w->messages_sent,
+        "received", (json_int_t)w->messages_received, "unmatched", (json_int_t)w->unmatched,
+        "received_per_s", (double)w->messages_received / secs, "payload_bytes", "sent",
+        (json_int_t)w->bytes_sent, "received", (json_int_t)w->bytes_received, "pings", "sent",
+        (json_int_t)w->pings_sent, "received", (json_int_t)w->pings_received, "pongs", "sent",
+        (json_int_t)w->pongs_sent, "received", (json_int_t)w->pongs_received, "ping_rtt",
+        ws_figures(w->ping_rtt_us), "closes_sent", (json_int_t)w->closes_sent, "close_codes",
+        ws_tally(&w->close_codes, false));
 }
 
 json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r)
@@ -238,6 +278,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
                                       "stream_duration", "p50_us", (json_int_t)du.p50, "p99_us",
                                       (json_int_t)du.p99, "max_us", (json_int_t)du.max));
     }
+    if (r->ws)
+        json_object_set_new(root, "ws", ws_block(r, secs));
     json_object_set_new(root, "dns",
                         json_pack("{s:f, s:I}", "first_lookup_us", (double)r->dns_ns / 1e3,
                                   "lookups_during_run", (json_int_t)r->dns_lookups));

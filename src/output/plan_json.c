@@ -76,8 +76,9 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
         for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++) {
             const struct sq_plan_step *ps = &sc->steps[k];
             const struct sq_step_stats *ss = &sr->steps[k];
-            if (ps->kind != SQ_STEP_REQUEST)
+            if (ps->kind == SQ_STEP_THINK)
                 continue;
+            bool ws = ps->kind == SQ_STEP_WS;
             reqs += ss->reqs;
             failed += ss->failed;
             json_t *st = json_object();
@@ -89,11 +90,16 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
             json_array_append_new(
                 steps,
                 json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:o, s:o}", "scenario",
-                          sc->name, "step", ps->name, "method", ps->req.method, "url",
+                          sc->name, "step", ps->name, "method", ws ? "WS" : ps->req.method, "url",
                           ps->req.url_src ? json_string(ps->req.url_src) : json_null(), "requests",
                           (json_int_t)ss->reqs, "failed", (json_int_t)ss->failed, "errors",
                           (json_int_t)ss->errors, "extract_failed", (json_int_t)ss->extract_fail,
                           "status", st, "duration_ms", trend(ss->dur)));
+            if (ws) { /* which WebSocket operation (docs/json-schema.md) */
+                static const char *const ops[] = {"connect", "send", "receive", "close"};
+                json_object_set_new(json_array_get(steps, json_array_size(steps) - 1), "ws",
+                                    json_string(ops[ps->ws.op]));
+            }
             for (size_t c = 0; c < ps->nchecks; c++) {
                 cpass += ss->check_pass[c];
                 ctotal += ss->check_pass[c] + ss->check_fail[c];

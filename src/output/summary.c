@@ -150,6 +150,39 @@ static void tls(FILE *f, const json_t *t)
         fprintf(f, "%-12s %s\n", "TLS error", err);
 }
 
+/* WebSocket runs: upgrades, messages (a request is one message and its reply), control frames,
+ * close codes. */
+static void websocket(FILE *f, const json_t *w)
+{
+    if (!json_is_object(w))
+        return;
+    char g1[32], g2[32], g3[32], g4[32], d0[D], d1[D];
+    fprintf(f, "%-12s %s upgrades (p50 %s) · %s messages out · %s in", "WebSocket",
+            g(w, "upgrades", g1), dus(w, "upgrade.p50_us", d0), g(w, "messages.sent", g2),
+            g(w, "messages.received", g3));
+    if (sq_report__numd(w, "messages.unmatched", 0) > 0)
+        fprintf(f, " (%s no reply of ours awaited)", g(w, "messages.unmatched", g4));
+    fputc('\n', f);
+    if (sq_report__numd(w, "pings.sent", 0) + sq_report__numd(w, "pings.received", 0) > 0) {
+        fprintf(f, "%-12s %s sent · %s pongs back", "Pings", g(w, "pings.sent", g1),
+                g(w, "pongs.received", g2));
+        if (sq_report__numd(w, "ping_rtt.count", 0) > 0)
+            fprintf(f, " (p50 %s)", dus(w, "ping_rtt.p50_us", d1));
+        fprintf(f, " · %s from the server, %s answered\n", g(w, "pings.received", g3),
+                g(w, "pongs.sent", g4));
+    }
+    fprintf(f, "%-12s", "Close codes");
+    counts(f, json_object_get(w, "close_codes"), NULL, 0);
+    const json_t *failed = json_object_get(w, "upgrade_failed");
+    if (json_is_object(failed) && json_object_size(failed)) {
+        fprintf(f, "%-12s", "Upgrades ✗");
+        counts(f, failed, NULL, 0);
+        const char *why = sq_report__str(w, "first_upgrade_error", NULL);
+        if (why)
+            fprintf(f, "%-12s %s\n", "", why);
+    }
+}
+
 /* Bytes on the wire and decoded, and the compression setting; event streams. */
 static void bodies(FILE *f, const json_t *doc)
 {
@@ -307,16 +340,23 @@ int sq_report_summary(const json_t *doc, FILE *f)
     latency(f, doc, open);
 
     static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
-    fprintf(f, "%-12s", "Status");
-    counts(f, json_object_get(doc, "status"), cls, SQ_ARRAY_LEN(cls));
+    const json_t *ws = json_object_get(doc, "ws");
+    /* a WebSocket run's requests are messages: no HTTP status, no HTTP bodies */
+    bool messages = strcmp(sq_report__str(doc, "config.protocol", ""), "websocket") == 0;
+    if (!messages) {
+        fprintf(f, "%-12s", "Status");
+        counts(f, json_object_get(doc, "status"), cls, SQ_ARRAY_LEN(cls));
+    }
     fprintf(f, "%-12s", "Errors");
     counts(f, json_object_get(doc, "errors"), NULL, 0);
     if (json_is_object(json_object_get(doc, "connections")))
         fprintf(f, "%-12s %s opened · %s replaced after the server closed them\n", "Connections",
                 g(doc, "connections.opened", g1), g(doc, "connections.closed_by_server", g2));
     tls(f, json_object_get(doc, "tls"));
+    websocket(f, ws);
 
-    bodies(f, doc);
+    if (!messages)
+        bodies(f, doc); /* WebSocket: the ws block has the payload figures */
     phases(f, doc);
     scripting(f, doc);
     plan_sections(f, doc);

@@ -169,6 +169,33 @@ static void put_tmpl(FILE *out, const struct sq_tmpl *t, size_t max)
     put_short(out, s, n, max);
 }
 
+/* A ws step's first line: what it does (its headers, message and timeout follow as for a
+ * request). */
+static void put_ws_step(FILE *out, const struct sq_plan_step *st, size_t i)
+{
+    const struct sq_plan_request *r = &st->req;
+    fprintf(out, "    %zu. %s: ws ", i + 1, st->name);
+    switch (st->ws.op) {
+    case SQ_WS_OP_CONNECT:
+        fprintf(out, "connect ");
+        put_short(out, r->url_src, strlen(r->url_src), 160);
+        if (st->ws.subprotocol)
+            fprintf(out, "  (subprotocol %s)", st->ws.subprotocol);
+        break;
+    case SQ_WS_OP_SEND:
+        fprintf(out, "send a %s message%s", st->ws.binary ? "binary" : "text",
+                st->ws.reply ? ", then wait for the reply" : "");
+        break;
+    case SQ_WS_OP_RECEIVE:
+        fprintf(out, "receive the next message");
+        break;
+    case SQ_WS_OP_CLOSE:
+        fprintf(out, "close %u", (unsigned)st->ws.close_code);
+        break;
+    }
+    fputc('\n', out);
+}
+
 static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
 {
     const struct sq_plan_step *st = &sc->steps[i];
@@ -180,11 +207,15 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         return;
     }
     const struct sq_plan_request *r = &st->req;
-    fprintf(out, "    %zu. %s: %s ", i + 1, st->name, r->method);
-    put_short(out, r->url_src, strlen(r->url_src), 160);
-    if (sq_tmpl_static(r->url, NULL, NULL))
-        fprintf(out, "  (static)");
-    fputc('\n', out);
+    if (st->kind == SQ_STEP_WS) {
+        put_ws_step(out, st, i);
+    } else {
+        fprintf(out, "    %zu. %s: %s ", i + 1, st->name, r->method);
+        put_short(out, r->url_src, strlen(r->url_src), 160);
+        if (sq_tmpl_static(r->url, NULL, NULL))
+            fprintf(out, "  (static)");
+        fputc('\n', out);
+    }
     for (size_t h = 0; h < r->nheaders; h++) {
         fprintf(out, "%sheader %s: ", pad, r->headers[h].name);
         put_tmpl(out, r->headers[h].value, 100);
@@ -195,7 +226,8 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         sq_tmpl_source(r->body, &n);
         fprintf(out, "%sbody (file): %s, %zu bytes\n", pad, r->body_file, n);
     } else if (r->body_kind != SQ_BODY_NONE) {
-        fprintf(out, "%sbody (%s): ", pad, body_kind(r->body_kind));
+        fprintf(out, "%s%s (%s): ", pad, st->kind == SQ_STEP_WS ? "message" : "body",
+                body_kind(r->body_kind));
         put_tmpl(out, r->body, 120);
         fputc('\n', out);
     }

@@ -778,6 +778,7 @@ void sq_plan_free(struct sq_plan *p)
             free(st->before);
             free(st->after);
             request_dispose(&st->req);
+            free(st->ws.subprotocol);
             for (size_t k = 0; k < st->nextract; k++) {
                 sq_extractor_dispose(&st->extract[k]);
                 free(st->extract_src[k]);

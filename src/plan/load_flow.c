@@ -1017,11 +1017,211 @@ static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step 
     return 0;
 }
 
+/* ---- WebSocket steps (ws:) ---- */
+
+/* ws: {connect: PATH, headers, subprotocol} | {send: MESSAGE, binary, reply} | {receive: true} |
+ * {close: CODE}, each with an optional timeout. The templates go into st->req (plan.h). */
+static int load_ws(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
+                   struct sq_plan_scenario *sc)
+{
+    static const char *const keys[] = {"connect", "send",  "receive", "close",      "headers",
+                                       "binary",  "reply", "timeout", "subprotocol"};
+    static const char *const ops[] = {"connect", "send", "receive", "close"};
+    int rc = sq_plan__want_map(L, n, "a mapping with one of connect, send, receive or close");
+    if (rc == 0)
+        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    const struct ynode *opn = NULL;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(ops); i++) {
+        const struct ynode *v = sq_plan__get(n, ops[i]);
+        if (!v)
+            continue;
+        if (opn)
+            return sq_plan__fail(
+                L, v, "a ws step does one thing: '%s' and '%s' (split them into two steps)",
+                ops[st->ws.op], ops[i]);
+        opn = v;
+        st->ws.op = (enum sq_ws_op)i;
+    }
+    if (!opn)
+        return sq_plan__fail(L, n, "a ws step needs one of connect, send, receive or close");
+    /* options that belong to another operation */
+    static const struct {
+        const char *key;
+        enum sq_ws_op op;
+    } only[] = {{"headers", SQ_WS_OP_CONNECT},
+                {"subprotocol", SQ_WS_OP_CONNECT},
+                {"binary", SQ_WS_OP_SEND},
+                {"reply", SQ_WS_OP_SEND}};
+    for (size_t i = 0; i < SQ_ARRAY_LEN(only); i++) {
+        const struct ynode *v = sq_plan__get(n, only[i].key);
+        if (v && st->ws.op != only[i].op)
+            return sq_plan__fail(L, v, "'%s' goes with %s, not %s", only[i].key, ops[only[i].op],
+                                 ops[st->ws.op]);
+    }
+    struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
+    struct sq_plan_request *r = &st->req;
+    r->method = strdup("GET");
+    if (!r->method)
+        return -ENOMEM;
+    size_t mark = sq_plan__path_key(L, ops[st->ws.op]);
+    switch (st->ws.op) {
+    case SQ_WS_OP_CONNECT: {
+        if ((rc = sq_plan__want_string(L, opn, "a path like /ws, on the target")) < 0)
+            return rc;
+        if (opn->s[0] != '/')
+            return sq_plan__fail(L, opn,
+                                 "expected a path starting with '/' (the WebSocket opens on the "
+                                 "target's origin), got '%.60s'",
+                                 opn->s);
+        if ((rc = load_url(L, opn, r, &R)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+        const struct ynode *h = sq_plan__get(n, "headers");
+        r->headers =
+            calloc(h && h->kind == Y_MAP && h->npairs ? h->npairs : 1, sizeof(*r->headers));
+        if (!r->headers)
+            return -ENOMEM;
+        if (h) {
+            mark = sq_plan__path_key(L, "headers");
+            if ((rc = sq_plan__want_map(L, h, "a mapping of header names to values")) < 0)
+                return rc;
+            struct sq_plan__map names;
+            sq_plan__map_init(&names, true);
+            rc = load_headers(L, h, r, &R, false, &names);
+            sq_plan__map_dispose(&names);
+            if (rc < 0)
+                return rc;
+            sq_plan__path_pop(L, mark);
+        }
+        const struct ynode *p = sq_plan__get(n, "subprotocol");
+        if (p) {
+            mark = sq_plan__path_key(L, "subprotocol");
+            if ((rc = sq_plan__want_string(L, p, "a subprotocol name (or a list: a, b)")) < 0)
+                return rc;
+            if (strpbrk(p->s, "\r\n"))
+                return sq_plan__fail(L, p, "a subprotocol cannot contain line breaks");
+            st->ws.subprotocol = strdup(p->s);
+            if (!st->ws.subprotocol)
+                return -ENOMEM;
+            sq_plan__path_pop(L, mark);
+        }
+        break;
+    }
+    case SQ_WS_OP_SEND: {
+        if ((rc = sq_plan__want_scalar(L, opn, "the message (text, templates allowed)")) < 0)
+            return rc;
+        if ((rc = sq_plan__compile_scalar(L, opn, SQ_TMPL_ESC_NONE, &R, &r->body)) < 0)
+            return rc;
+        r->body_kind = SQ_BODY_TEXT;
+        sq_plan__path_pop(L, mark);
+        const struct ynode *b = sq_plan__get(n, "binary");
+        if (b) {
+            mark = sq_plan__path_key(L, "binary");
+            if ((rc = sq_plan__get_bool(L, b, &st->ws.binary)) < 0)
+                return rc;
+            sq_plan__path_pop(L, mark);
+        }
+        b = sq_plan__get(n, "reply");
+        if (b) {
+            mark = sq_plan__path_key(L, "reply");
+            if ((rc = sq_plan__get_bool(L, b, &st->ws.reply)) < 0)
+                return rc;
+            sq_plan__path_pop(L, mark);
+        }
+        break;
+    }
+    case SQ_WS_OP_RECEIVE: {
+        bool on = false;
+        if ((rc = sq_plan__get_bool(L, opn, &on)) < 0)
+            return rc;
+        if (!on)
+            return sq_plan__fail(
+                L, opn,
+                "receive: true waits for the next message (false does nothing: drop the step)");
+        sq_plan__path_pop(L, mark);
+        break;
+    }
+    case SQ_WS_OP_CLOSE: {
+        uint64_t code = 1000;
+        if (opn->kind == Y_SCALAR && (!strcmp(opn->s, "true") || !strcmp(opn->s, "yes"))) {
+            code = 1000;
+        } else if ((rc = sq_plan__get_u64(L, opn, 1000, 4999, &code)) < 0) {
+            return rc;
+        }
+        if (!((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || code >= 3000))
+            return sq_plan__fail(L, opn,
+                                 "%llu is not a close code a client may send (1000-1003, "
+                                 "1007-1014, 3000-4999)",
+                                 (unsigned long long)code);
+        st->ws.close_code = (uint16_t)code;
+        sq_plan__path_pop(L, mark);
+        break;
+    }
+    }
+    r->timeout_ns = L->p->default_timeout_ns;
+    const struct ynode *t = sq_plan__get(n, "timeout");
+    if (t) {
+        mark = sq_plan__path_key(L, "timeout");
+        if ((rc = sq_plan__get_duration(L, t, &r->timeout_ns)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    sc->ws = true;
+    return 0;
+}
+
+/* A flow's WebSocket steps in order: connect opens, close closes; send and receive need it open,
+ * a request step needs it closed, and what a flow opens it closes before its end (a VU's
+ * WebSocket is its HTTP connection upgraded: it cannot carry requests meanwhile). */
+static int check_ws_flow(struct ld *L, const struct ynode *flow, const struct sq_plan_scenario *sc)
+{
+    size_t open_at = SIZE_MAX; /* the connect step of the open WebSocket */
+    for (size_t i = 0; i < sc->nsteps; i++) {
+        const struct sq_plan_step *st = &sc->steps[i];
+        const struct ynode *at = flow->items[i];
+        size_t mark = sq_plan__path_push(L, "[%zu]", i); /* errors name the step */
+        if (st->kind == SQ_STEP_REQUEST && open_at != SIZE_MAX)
+            return sq_plan__fail(L, at,
+                                 "a request step while the WebSocket opened by '%s' is open (its "
+                                 "connection is upgraded): close it first (ws: {close: 1000})",
+                                 sc->steps[open_at].name);
+        if (st->kind != SQ_STEP_WS) {
+            sq_plan__path_pop(L, mark);
+            continue;
+        }
+        if (st->ws.op == SQ_WS_OP_CONNECT && open_at != SIZE_MAX)
+            return sq_plan__fail(L, at,
+                                 "ws connect while the WebSocket opened by '%s' is open: close "
+                                 "it first (ws: {close: 1000})",
+                                 sc->steps[open_at].name);
+        if (st->ws.op != SQ_WS_OP_CONNECT && open_at == SIZE_MAX)
+            return sq_plan__fail(L, at,
+                                 "a ws %s step with no WebSocket open (ws: {connect: /path} first)",
+                                 st->ws.op == SQ_WS_OP_SEND      ? "send"
+                                 : st->ws.op == SQ_WS_OP_RECEIVE ? "receive"
+                                                                 : "close");
+        if (st->ws.op == SQ_WS_OP_CONNECT)
+            open_at = i;
+        else if (st->ws.op == SQ_WS_OP_CLOSE)
+            open_at = SIZE_MAX;
+        sq_plan__path_pop(L, mark);
+    }
+    if (open_at == SIZE_MAX)
+        return 0;
+    sq_plan__path_push(L, "[%zu]", open_at);
+    return sq_plan__fail(L, flow->items[open_at],
+                         "the WebSocket '%s' opens is never closed: end it with a ws close "
+                         "step (ws: {close: 1000})",
+                         sc->steps[open_at].name);
+}
+
 static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
                      struct sq_plan_scenario *sc)
 {
-    static const char *const keys[] = {"name",  "request",  "think",  "extract",
-                                       "check", "on_error", "before", "after"};
+    static const char *const keys[] = {"name",     "request", "think", "extract", "check",
+                                       "on_error", "before",  "after", "ws"};
     int rc = sq_plan__want_map(L, n, "a step: a mapping with request (or think)");
     if (rc == 0)
         rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
@@ -1068,15 +1268,28 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         return 0;
     }
     const struct ynode *req = sq_plan__get(n, "request");
-    if (!req)
-        return sq_plan__fail(L, n,
-                             "missing key 'request' (a step is a request or a think: DURATION)");
-    st->kind = SQ_STEP_REQUEST;
-    struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
-    size_t mark = sq_plan__path_key(L, "request");
-    if ((rc = load_request(L, req, &st->req, &R)) < 0)
-        return rc;
-    sq_plan__path_pop(L, mark);
+    const struct ynode *wsn = sq_plan__get(n, "ws");
+    size_t mark;
+    if (wsn && req)
+        return sq_plan__fail(L, wsn, "a step is a request or a ws step, not both");
+    if (wsn) {
+        st->kind = SQ_STEP_WS;
+        mark = sq_plan__path_key(L, "ws");
+        if ((rc = load_ws(L, wsn, st, sc)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    } else {
+        if (!req)
+            return sq_plan__fail(
+                L, n,
+                "missing key 'request' (a step is a request, a ws step or a think: DURATION)");
+        st->kind = SQ_STEP_REQUEST;
+        struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
+        mark = sq_plan__path_key(L, "request");
+        if ((rc = load_request(L, req, &st->req, &R)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
     const struct ynode *v = sq_plan__get(n, "extract");
     if (v) {
         mark = sq_plan__path_key(L, "extract");
@@ -1097,6 +1310,9 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         if (!v)
             continue;
         mark = sq_plan__path_key(L, hook_keys[h]);
+        if (st->kind == SQ_STEP_WS)
+            return sq_plan__fail(L, v, "'%s': hooks run around request steps, not ws steps",
+                                 hook_keys[h]);
         if ((rc = sq_plan__load_hook(L, v, hook_keys[h], h ? &st->after : &st->before,
                                      h ? &st->after_loc : &st->before_loc)) < 0)
             return rc;
@@ -1177,11 +1393,17 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
         sc->nsteps = i + 1;
         if ((rc = load_step(L, flow->items[i], i, &sc->steps[i], sc)) < 0)
             return rc;
-        any_request = any_request || sc->steps[i].kind == SQ_STEP_REQUEST;
+        any_request = any_request || sc->steps[i].kind != SQ_STEP_THINK;
         sq_plan__path_pop(L, m3);
     }
     if (!any_request)
         return sq_plan__fail(L, flow, "a flow needs at least one request step");
+    if (sc->ws) {
+        size_t m4 = sq_plan__path_key(L, "flow");
+        if ((rc = check_ws_flow(L, flow, sc)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m4);
+    }
     sq_plan__path_pop(L, mark);
     return 0;
 }

@@ -60,7 +60,27 @@ struct sq_plan_request {
 
 enum sq_on_error { SQ_ON_ERROR_CONTINUE, SQ_ON_ERROR_NEXT_ITERATION };
 
-enum sq_step_kind { SQ_STEP_REQUEST, SQ_STEP_THINK };
+enum sq_step_kind { SQ_STEP_REQUEST, SQ_STEP_THINK, SQ_STEP_WS };
+
+/* A WebSocket step (`ws:`, docs/plans.md). A VU's WebSocket is its HTTP/1.1 connection upgraded
+ * in place by `connect`; it lives until `close` (every connect is followed by a close in the
+ * flow, and no request step comes between them: the loader checks both). The step's templates
+ * live in its `req`: connect's path in req.url and its headers in req.headers, send's message in
+ * req.body (SQ_BODY_TEXT); req.timeout_ns is the step's timeout. */
+enum sq_ws_op {
+    SQ_WS_OP_CONNECT, /* upgrade; completes with the answer's status (101) */
+    SQ_WS_OP_SEND,    /* a message; completes when written, or with `reply` at the next message */
+    SQ_WS_OP_RECEIVE, /* completes with the next message */
+    SQ_WS_OP_CLOSE,   /* a close frame; completes with the server's close */
+};
+
+struct sq_plan_ws {
+    enum sq_ws_op op;
+    bool binary;         /* SEND: a binary message (default text) */
+    bool reply;          /* SEND: wait for the next message */
+    uint16_t close_code; /* CLOSE: the code sent (default 1000) */
+    char *subprotocol;   /* CONNECT: Sec-WebSocket-Protocol to offer, or NULL */
+};
 
 struct sq_plan_step {
     enum sq_step_kind kind;
@@ -68,6 +88,7 @@ struct sq_plan_step {
     struct sq_loc loc;
     int64_t think_ns; /* THINK */
     struct sq_plan_request req;
+    struct sq_plan_ws ws;         /* WS */
     struct sq_extractor *extract; /* each sets extract[i].var */
     char **extract_src;           /* per extractor: its JSON path, regex or header as written */
     size_t nextract;
@@ -92,6 +113,7 @@ struct sq_plan_scenario {
                     locals: the names hooks set), nvars of them */
     uint32_t nvars;
     bool cookies; /* per-VU cookie jar */
+    bool ws;      /* a flow with WebSocket steps */
 };
 
 struct sq_plan_feeder {

@@ -1,4 +1,5 @@
-/* proto/ws.c - WebSocket client: handshake bytes and checks, frames over wslay's frame API.
+/* proto/ws.c - WebSocket: the client's handshake bytes and checks, frames over wslay's frame API
+ * for either end (a client sends masked frames and refuses masked ones; a server the reverse).
  *
  * wslay's frame API pulls bytes through a recv callback into a 4 KiB buffer inside its context
  * and pushes bytes through a send callback. Both callbacks here read and write through the
@@ -12,9 +13,10 @@
  * bytes are accounted from the frame's length and mask bit, which is exact because wslay refuses
  * non-minimal length encodings. A connection idle between messages therefore holds no context.
  *
- * Sends all go through one encoder context per worker: a send here always completes (the
- * caller's buffer is checked first), so its output state is back at the frame start after every
- * call.
+ * A client's frames are written here (encode_masked: the header, and the payload masked eight
+ * bytes at a time); a server's go through one wslay encoder context per worker, made on first use:
+ * a send always completes (the caller's buffer is checked first), so its output state is back at
+ * the frame start after every call.
  */
 #include "proto/ws.h"
 
@@ -273,14 +275,13 @@ static void pool_put(struct sq_ws_ctx *w, struct wslay_frame_context *fc)
 int sq_ws_ctx_init(struct sq_ws_ctx *w)
 {
     memset(w, 0, sizeof(*w));
-    w->_enc = ctx_new(w);
-    return w->_enc ? 0 : -ENOMEM;
+    return 0;
 }
 
 void sq_ws_ctx_dispose(struct sq_ws_ctx *w)
 {
-    if (w->_enc)
-        wslay_frame_context_free(w->_enc);
+    if (w->_enc_srv)
+        wslay_frame_context_free(w->_enc_srv);
     for (size_t i = 0; i < w->_npool; i++)
         wslay_frame_context_free(w->_pool[i]);
     free(w->_pool);
@@ -292,6 +293,12 @@ void sq_ws_conn_init(struct sq_ws_conn *c, uint64_t seed, uint64_t max_msg)
     memset(c, 0, sizeof(*c));
     c->rng = seed;
     c->max_msg = max_msg ? max_msg : SQ_WS_DEFAULT_MAX_MSG;
+}
+
+void sq_ws_conn_init_server(struct sq_ws_conn *c, uint64_t max_msg)
+{
+    sq_ws_conn_init(c, 0, max_msg);
+    c->server = true;
 }
 
 void sq_ws_conn_dispose(struct sq_ws_ctx *w, struct sq_ws_conn *c)
@@ -330,9 +337,13 @@ static int ws_fail(struct sq_ws_ctx *w, int rc, const char *why)
 static int frame_start(struct sq_ws_ctx *w, struct sq_ws_conn *c, const struct wslay_frame_iocb *io)
 {
     if (c->close_received)
-        return ws_fail(w, -SQ_EPARSE, "WebSocket: a frame after the server's close");
-    if (io->mask)
+        return ws_fail(w, -SQ_EPARSE,
+                       c->server ? "WebSocket: a frame after the client's close"
+                                 : "WebSocket: a frame after the server's close");
+    if (io->mask && !c->server)
         return ws_fail(w, -SQ_EPARSE, "WebSocket: a masked frame from the server");
+    if (!io->mask && c->server)
+        return ws_fail(w, -SQ_EPARSE, "WebSocket: an unmasked frame from the client");
     if (io->rsv)
         return ws_fail(w, -SQ_EPARSE, "WebSocket: RSV bits set with no extension agreed");
     c->_in_frame = true;
@@ -396,13 +407,19 @@ static int control_done(struct sq_ws_ctx *w, struct sq_ws_conn *c, sq_ws_event_c
     return cb ? cb(ud, &ev) : 0;
 }
 
+static const char *after_close(const struct sq_ws_conn *c)
+{
+    return c->server ? "WebSocket: bytes after the client's close"
+                     : "WebSocket: bytes after the server's close";
+}
+
 int sq_ws_feed(struct sq_ws_ctx *w, struct sq_ws_conn *c, const void *buf, size_t len,
                sq_ws_event_cb cb, void *ud)
 {
     if (len == 0)
         return 0;
     if (c->close_received)
-        return ws_fail(w, -SQ_EPARSE, "WebSocket: bytes after the server's close");
+        return ws_fail(w, -SQ_EPARSE, after_close(c));
     if (!c->_fc) {
         c->_fc = pool_get(w);
         if (!c->_fc)
@@ -461,7 +478,7 @@ int sq_ws_feed(struct sq_ws_ctx *w, struct sq_ws_conn *c, const void *buf, size_
     w->_in_len = 0;
     w->_conn = NULL;
     if (rc == 0 && c->close_received && c->_given != c->_used)
-        rc = ws_fail(w, -SQ_EPARSE, "WebSocket: bytes after the server's close");
+        rc = ws_fail(w, -SQ_EPARSE, after_close(c));
     if (rc == 0 && c->_given == c->_used && !c->_in_frame) {
         pool_put(w, c->_fc);
         c->_fc = NULL;
@@ -474,6 +491,53 @@ int sq_ws_feed(struct sq_ws_ctx *w, struct sq_ws_conn *c, const void *buf, size_
 size_t sq_ws_frame_len(size_t len)
 {
     return header_len(len, true) + len;
+}
+
+size_t sq_ws_frame_len_for(const struct sq_ws_conn *c, size_t len)
+{
+    return header_len(len, !c->server) + len;
+}
+
+/* A client's frame, written here rather than by wslay: wslay masks byte by byte through a 4 KiB
+ * stack copy (655 instructions for a 64-byte message, a quarter of a client's whole cost per
+ * message: docs/benchmarks.md); this writes the header (RFC 6455 5.2, the shortest length form)
+ * and XORs the payload eight bytes at a time. The mask is one draw of the connection's
+ * splitmix64, as wslay's callback drew it. buf has room for need bytes (checked). */
+static int encode_masked(struct sq_ws_conn *c, uint8_t *buf, uint8_t opcode, bool fin,
+                         const void *payload, size_t len, size_t need)
+{
+    uint8_t *o = buf;
+    *o++ = (uint8_t)((fin ? 0x80 : 0) | opcode);
+    if (len < 126) {
+        *o++ = (uint8_t)(0x80 | len);
+    } else if (len < 65536) {
+        *o++ = 0x80 | 126;
+        *o++ = (uint8_t)(len >> 8);
+        *o++ = (uint8_t)len;
+    } else {
+        *o++ = 0x80 | 127;
+        for (int k = 7; k >= 0; k--)
+            *o++ = (uint8_t)((uint64_t)len >> (8 * k));
+    }
+    uint64_t r = sq_ws_rand(&c->rng);
+    uint8_t key[8];
+    memcpy(key, &r, 4);
+    memcpy(key + 4, &r, 4);
+    memcpy(o, key, 4);
+    o += 4;
+    uint64_t k8;
+    memcpy(&k8, key, 8);
+    const uint8_t *p = payload;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        v ^= k8;
+        memcpy(o + i, &v, 8);
+    }
+    for (; i < len; i++)
+        o[i] = p[i] ^ key[i & 3];
+    return (int)need;
 }
 
 int sq_ws_encode_frame(struct sq_ws_ctx *w, struct sq_ws_conn *c, uint8_t *buf, size_t cap,
@@ -493,9 +557,18 @@ int sq_ws_encode_frame(struct sq_ws_ctx *w, struct sq_ws_conn *c, uint8_t *buf, 
     default:
         return ws_fail(w, -EINVAL, "WebSocket: a reserved opcode");
     }
-    size_t need = sq_ws_frame_len(len);
+    size_t need = sq_ws_frame_len_for(c, len);
     if (need > cap || need > INT_MAX)
         return ws_fail(w, -SQ_ETOOBIG, "WebSocket: the frame does not fit the buffer");
+    if (!c->server)
+        return encode_masked(c, buf, opcode, fin, payload, len, need);
+    /* (wslay 1.1.1 keeps a context's mask flag once a masked frame set it: omask is never
+     * cleared. The one encoder context here only ever writes unmasked frames.) */
+    struct wslay_frame_context **enc = &w->_enc_srv;
+    if (!*enc && !(*enc = ctx_new(w)))
+        return ws_fail(w, -ENOMEM, "WebSocket: out of memory");
+    /* A send from inside a feed's callback (an echo) leaves the feed's cursor as it was. */
+    struct sq_ws_conn *feeding = w->_conn;
     w->_out = buf;
     w->_out_len = 0;
     w->_out_cap = cap;
@@ -505,19 +578,19 @@ int sq_ws_encode_frame(struct sq_ws_ctx *w, struct sq_ws_conn *c, uint8_t *buf, 
         .rsv = 0,
         .opcode = opcode,
         .payload_length = len,
-        .mask = 1,
+        .mask = !c->server,
         .data = payload,
         .data_length = len,
     };
-    ssize_t r = wslay_frame_send(w->_enc, &io);
+    ssize_t r = wslay_frame_send(*enc, &io);
     size_t wrote = w->_out_len;
     w->_out = NULL;
     w->_out_cap = w->_out_len = 0;
-    w->_conn = NULL;
+    w->_conn = feeding;
     if (r < 0 || (size_t)r != len || wrote != need) {
         /* Cannot happen with the room checked above; never leave the encoder mid-frame. */
-        wslay_frame_context_free(w->_enc);
-        w->_enc = ctx_new(w);
+        wslay_frame_context_free(*enc);
+        *enc = ctx_new(w);
         return ws_fail(w, -EIO, "WebSocket: wslay did not write the whole frame");
     }
     return (int)need;

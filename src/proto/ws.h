@@ -107,7 +107,7 @@ struct wslay_frame_context;
 struct sq_ws_ctx {
     uint64_t contexts_created; /* wslay contexts made so far (pool growth; tests read it) */
     const char *why;           /* after an error from sq_ws_feed / sq_ws_encode_frame */
-    struct wslay_frame_context *_enc;
+    struct wslay_frame_context *_enc_srv; /* a server's frames (unmasked), made on first use */
     struct wslay_frame_context **_pool;
     size_t _npool, _pool_cap;
     /* The cursor the wslay callbacks use during one call. */
@@ -128,6 +128,7 @@ struct sq_ws_conn {
     uint8_t _frame_op, _msg_op;      /* current frame's opcode; message's (0: none open) */
     bool _frame_fin, _in_frame, _msg_first;
     bool close_received;
+    bool server; /* the server's end: frames in must be masked, frames out are not */
     uint8_t _ctl_len;
     uint8_t _ctl[SQ_WS_MAX_CONTROL]; /* a control frame's payload, gathered */
 };
@@ -149,7 +150,9 @@ struct sq_ws_event {
     uint16_t code;       /* CLOSE: the status code, SQ_WS_CLOSE_NO_STATUS when none */
 };
 
-/* Called for each event; a nonzero return stops sq_ws_feed, which returns it. */
+/* Called for each event; a nonzero return stops sq_ws_feed, which returns it. It may encode
+ * frames (sq_ws_encode_frame / _close, any connection of the same context): an echo answers
+ * from inside the callback. */
 typedef int (*sq_ws_event_cb)(void *ud, const struct sq_ws_event *ev);
 
 /* Per worker. Returns 0 or -ENOMEM. */
@@ -159,12 +162,16 @@ void sq_ws_ctx_dispose(struct sq_ws_ctx *w);
 /* Per connection (after a successful handshake). seed feeds the mask PRNG; max_msg 0 takes
  * SQ_WS_DEFAULT_MAX_MSG. */
 void sq_ws_conn_init(struct sq_ws_conn *c, uint64_t seed, uint64_t max_msg);
+/* The server's end of a connection (squall target): client frames must be masked (an unmasked
+ * one is -SQ_EPARSE), frames written here are not masked. Otherwise as sq_ws_conn_init. */
+void sq_ws_conn_init_server(struct sq_ws_conn *c, uint64_t max_msg);
 /* Gives back the wslay context the connection holds, if any. */
 void sq_ws_conn_dispose(struct sq_ws_ctx *w, struct sq_ws_conn *c);
 
-/* Feeds bytes received from the server. Every byte is consumed (a partial frame waits inside the
+/* Feeds bytes received from the peer. Every byte is consumed (a partial frame waits inside the
  * borrowed wslay context). Returns 0, the callback's nonzero value, -ENOMEM, -SQ_ETOOBIG (a
- * message over max_msg) or -SQ_EPARSE with w->why: a masked frame, RSV bits, a reserved opcode,
+ * message over max_msg) or -SQ_EPARSE with w->why: a masked frame from a server (an unmasked
+ * one from a client), RSV bits, a reserved opcode,
  * a continuation with no message open or a new message inside one, a control frame over 125
  * bytes or fragmented, a non-minimal length, a close frame of 1 byte or with a code a peer may
  * not send or a reason that is not UTF-8, anything after a close. Text is not checked for UTF-8
@@ -176,10 +183,14 @@ SQ_MUST_CHECK int sq_ws_feed(struct sq_ws_ctx *w, struct sq_ws_conn *c, const vo
 
 /* The bytes a masked client frame with len payload bytes takes. */
 size_t sq_ws_frame_len(size_t len);
+/* The bytes a frame of len payload bytes takes from c's end (masked from a client, not from a
+ * server). */
+size_t sq_ws_frame_len_for(const struct sq_ws_conn *c, size_t len);
 
-/* Writes one masked client frame (mask from c->rng). opcode: SQ_WS_TEXT / BINARY / CONT with
+/* Writes one frame from c's end: masked (mask from c->rng) from a client, unmasked from a server
+ * (sq_ws_conn_init_server). opcode: SQ_WS_TEXT / BINARY / CONT with
  * fin false for all but the last fragment; CLOSE / PING / PONG with fin true and at most 125
- * bytes. Returns the length, -SQ_ETOOBIG (cap < sq_ws_frame_len(len)) or -EINVAL. */
+ * bytes. Returns the length, -SQ_ETOOBIG (cap < sq_ws_frame_len_for(c, len)) or -EINVAL. */
 SQ_MUST_CHECK int sq_ws_encode_frame(struct sq_ws_ctx *w, struct sq_ws_conn *c, uint8_t *buf,
                                      size_t cap, uint8_t opcode, bool fin, const void *payload,
                                      size_t len);

@@ -481,6 +481,10 @@ static void request_done(struct sq_server__h2 *h, struct stream *st)
     st->head = req.head;
     sq_server__h2_dispatch(h->c, &req, &resp);
     keep_answer(st, &resp);
+    if (SQ_UNLIKELY(resp.upgrade != NULL)) {   /* no upgrade over HTTP/2 (RFC 9113 8.6) */
+        resp.upgrade->closed(resp.upgrade_ud); /* the answer is copied: its state may go */
+        resp.upgrade = NULL;
+    }
     if (resp.close)
         (void)nghttp2_submit_goaway(h->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR, NULL, 0);
     if (resp.delay_ns > 0 && !st->streamed) {

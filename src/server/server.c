@@ -131,7 +131,8 @@ enum {
     F_LINGER = 8,       /* write side shut; draining input until EOF or c->timer */
     F_FAIL = 16,        /* out of memory while answering: close without lingering */
     F_HS = 32,          /* TLS handshake in progress */
-    F_H2 = 64,          /* HTTP/2: c->h2 holds the session (server/h2.h) */
+    F_H2 = 64,          /* another protocol owns the bytes: HTTP/2 (c->h2, server/h2.h), or an
+                           upgrade (d_flags DF_UP, c->up) */
     F_SERVED = 128,     /* answered a request: the HTTP/2 preface can no longer come */
 };
 
@@ -140,6 +141,15 @@ enum {
 enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4, DF_HELD = 8, DF_STREAM = 16, DF_HOLD = 32 };
 /* parked connections whose c->seen is the idle stamp (not a plain parked answer's length) */
 #define DF_STAMPED (DF_HELD | DF_STREAM | DF_HOLD)
+/* With F_H2 (never parked, so d_flags is free): the connection was upgraded, c->up holds it */
+enum { DF_UP = 128 };
+
+/* An upgraded connection's protocol (sq_server_resp.upgrade): one allocation per connection. */
+struct upgraded {
+    const struct sq_server_upgrade *ops;
+    void *ud;
+};
+
 /* how render() frames the body */
 enum { FR_LENGTH, FR_CHUNKED, FR_NONE };
 enum { CONN_HDR_NONE, CONN_HDR_CLOSE, CONN_HDR_KA };
@@ -161,6 +171,7 @@ struct conn {
     union {
         const char *d_ctype;      /* the parked response */
         struct sq_server__h2 *h2; /* F_H2: the HTTP/2 session (never parked) */
+        struct upgraded *up;      /* F_H2 with DF_UP: the upgrade's protocol */
     };
     union {
         const char *d_body;
@@ -289,6 +300,7 @@ static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct
 static bool hold_head(struct worker *w, struct sq_server_hold *h,
                       const struct sq_server_resp *resp);
 static void hold_free(struct conn *c, struct sq_server_hold *h);
+static void up_begin(struct worker *w, struct conn *c, const char *initial, size_t len);
 static bool out_append(struct conn *c, const char *p, size_t n);
 static void resume(struct worker *w, struct conn *c);
 
@@ -649,14 +661,33 @@ static void drop_held(struct conn *c)
     }
 }
 
+/* Releases what another protocol holds (HTTP/2's session, an upgrade's state: its closed
+ * callback runs) and clears F_H2. */
+static void proto_free(struct conn *c)
+{
+    if (!(c->flags & F_H2))
+        return;
+    if (c->d_flags & DF_UP) {
+        struct upgraded *u = c->up;
+        c->up = NULL;
+        c->d_flags = 0;
+        if (u) {
+            u->ops->closed(u->ud);
+            free(u);
+        }
+    } else {
+        sq_server__h2_free(c->h2);
+        c->h2 = NULL;
+    }
+    c->flags &= (uint8_t)~F_H2;
+}
+
 static void conn_close(struct worker *w, struct conn *c)
 {
     sq_timer_stop(w->loop, &c->timer);
     drop_held(c);
-    if (SQ_UNLIKELY(c->flags & F_H2)) {
-        sq_server__h2_free(c->h2);
-        c->h2 = NULL;
-    }
+    if (SQ_UNLIKELY(c->flags & F_H2))
+        proto_free(c);
     sq_io_stop(w->loop, &c->io);
     if (c->tls) {
         sq_tls_conn_free(c->tls);
@@ -702,6 +733,8 @@ static bool conn_events(struct worker *w, struct conn *c)
 /* The output of a closing connection has drained: close now or linger. */
 static void conn_finish(struct worker *w, struct conn *c)
 {
+    if (SQ_UNLIKELY(c->flags & F_H2))
+        proto_free(c); /* an upgraded connection that closes: the protocol is done */
     if (c->tls)
         sq_tls_shutdown(c->tls); /* close_notify first, so the client sees a clean end */
     if (!(c->flags & F_LINGER_AFTER) || (c->flags & F_FAIL) || shutdown(c->io.fd, SHUT_WR) < 0) {
@@ -1095,6 +1128,33 @@ fail:
     conn_close(w, c);
 }
 
+/* A 101 with an upgrade: renders the switch and hands the connection over (pump() starts the
+ * protocol once the request's bytes are consumed). False when it cannot be taken: not a 101,
+ * not HTTP/1.1, a HEAD, out of memory. */
+static bool upgrade_take(struct worker *w, struct conn *c, const struct sq_server_resp *r,
+                         const struct sq_server_req *req)
+{
+    if (r->status != 101 || req->minor_version < 1 || req->head)
+        return false;
+    static const char line[] = "HTTP/1.1 101 Switching Protocols\r\n";
+    struct upgraded *u = malloc(sizeof(*u));
+    if (!u || !ob_reserve(w, sizeof(line) + r->headers_len + 2)) {
+        free(u);
+        return false;
+    }
+    u->ops = r->upgrade;
+    u->ud = r->upgrade_ud;
+    char *o = put(w->ob + w->olen, line, sizeof(line) - 1);
+    if (r->headers_len)
+        o = put(o, r->headers, r->headers_len);
+    o = PUT_LIT(o, "\r\n");
+    w->olen = (size_t)(o - w->ob);
+    c->up = u;
+    c->d_flags = DF_UP;
+    c->flags |= F_H2; /* serve() stops here; pump() starts the protocol */
+    return true;
+}
+
 /* Calls the handler for one complete request and renders or parks its answer. */
 static void answer(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
                    const char *body, size_t body_len, int64_t arrival)
@@ -1139,6 +1199,22 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
             hold_free(c, h);
             c->flags |= F_FAIL | F_CLOSE;
         }
+        return;
+    }
+    if (SQ_UNLIKELY(r.upgrade != NULL)) {
+        if (upgrade_take(w, c, &r, &req))
+            return;
+        /* not taken: answered now as it is (no delay, no stream), then the protocol's state
+         * goes (the answer may point into it until it is rendered) */
+        bool close_after = r.close || !req.keep_alive;
+        int conn_hdr = close_after              ? CONN_HDR_CLOSE
+                       : req.minor_version == 0 ? CONN_HDR_KA
+                                                : CONN_HDR_NONE;
+        if (!render(w, &r, req.head, conn_hdr))
+            c->flags |= F_FAIL | F_CLOSE;
+        if (close_after)
+            c->flags |= F_CLOSE;
+        r.upgrade->closed(r.upgrade_ud);
         return;
     }
 
@@ -1256,7 +1332,7 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
         st->chunked = false;
         st->continued = false;
         st->arrival = 0;
-        if (c->flags & (F_DEFER | F_CLOSE))
+        if (c->flags & (F_DEFER | F_CLOSE | F_H2)) /* F_H2 here: an upgrade */
             break;
         if (w->fill.fill_left || w->olen >= OB_SOFT) {
             int rc = batch_flush(w, c);
@@ -1284,7 +1360,10 @@ static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct
     size_t keep;
     size_t used = serve(w, c, buf, len, st, &keep);
     if (SQ_UNLIKELY(c->flags & F_H2)) {
-        sq_server__h2_begin(c, buf + used, len - used); /* used is 0: nothing was answered */
+        if (c->d_flags & DF_UP)
+            up_begin(w, c, buf + used, len - used); /* the bytes behind the upgrade */
+        else
+            sq_server__h2_begin(c, buf + used, len - used); /* used is 0: nothing answered */
         return;
     }
     if ((w->olen || w->fill.fill_left) && batch_flush(w, c) < 0)
@@ -1533,6 +1612,7 @@ void sq_server__h2_begin(struct conn *c, const char *initial, size_t len)
     struct worker *w = c->w;
     struct sq_server__h2 *h;
     c->flags = (uint8_t)((c->flags | F_H2) & ~(F_DEFER | F_CLOSE | F_LINGER_AFTER));
+    c->d_flags = 0;
     c->h2 = NULL;
     if (sq_server__h2_new(c, w->loop, &h) < 0) {
         conn_close(w, c);
@@ -1581,6 +1661,119 @@ void sq_server__h2_kick(struct conn *c)
     h2_settle(c->w, c);
 }
 
+/* ---- upgraded connections (the protocol is the handler's; the bytes move here) ---- */
+
+static struct conn *conn_of_up(struct sq_server_conn *sc)
+{
+    return (struct conn *)(void *)sc;
+}
+
+int sq_server_conn_send(struct sq_server_conn *sc, const void *p, size_t n)
+{
+    struct conn *c = conn_of_up(sc);
+    struct worker *w = c->w;
+    if (c->out)
+        return out_append(c, p, n) ? 0 : -ENOMEM;
+    if (!ob_reserve(w, n))
+        return -ENOMEM;
+    memcpy(w->ob + w->olen, p, n);
+    w->olen += n;
+    if (w->olen < OB_SOFT)
+        return 0;
+    int rc = batch_flush(w, c); /* 1: blocked, the rest (and what follows) waits in c->out */
+    return rc < 0 ? rc : 0;
+}
+
+void sq_server_conn_close(struct sq_server_conn *sc, bool linger)
+{
+    struct conn *c = conn_of_up(sc);
+    c->flags |= (uint8_t)(F_CLOSE | (linger ? F_LINGER_AFTER : 0));
+}
+
+int sq_server_conn_worker(const struct sq_server_conn *sc)
+{
+    return ((const struct conn *)(const void *)sc)->w->idx;
+}
+
+/* After the protocol ran: send what it queued, then close (when it asked) or set the events.
+ * failed: it returned an error (what was queued still leaves, if the socket takes it). */
+static void up_settle(struct worker *w, struct conn *c, bool failed)
+{
+    if (failed)
+        c->flags |= F_CLOSE;
+    if ((w->olen || w->fill.fill_left) && batch_flush(w, c) < 0) {
+        conn_close(w, c);
+        return;
+    }
+    if (!(c->flags & F_CLOSE)) {
+        conn_events(w, c);
+        return;
+    }
+    if (c->out && !failed) {
+        conn_events(w, c); /* EPOLLOUT: up_event finishes once it drained */
+        return;
+    }
+    conn_finish(w, c);
+}
+
+static void up_begin(struct worker *w, struct conn *c, const char *initial, size_t len)
+{
+    struct upgraded *u = c->up;
+    struct sq_server_conn *sc = (struct sq_server_conn *)(void *)c;
+    c->seen = w->tick;
+    bool failed = u->ops->open && u->ops->open(u->ud, sc) < 0;
+    if (!failed && len && !(c->flags & F_CLOSE))
+        failed = u->ops->data(u->ud, sc, initial, len) < 0;
+    drop_input(c); /* initial may have been c->in: the protocol has taken what it needs */
+    up_settle(w, c, failed);
+}
+
+static void up_event(struct worker *w, struct conn *c)
+{
+    c->seen = w->tick;
+    if (c->out) {
+        struct outq *q = c->out;
+        struct view v = {q->data + q->off, q->len - q->off, q->fill,
+                         q->fill_len,      q->fill_off,     q->fill_left};
+        int rc = view_send(c, &v);
+        if (rc == -EAGAIN) {
+            q->off = q->len - v.len;
+            q->fill_off = v.fill_off;
+            q->fill_left = v.fill_left;
+            return;
+        }
+        free(q);
+        c->out = NULL;
+        if (rc < 0)
+            conn_close(w, c);
+        else if (c->flags & F_CLOSE)
+            conn_finish(w, c);
+        else
+            conn_events(w, c);
+        return;
+    }
+    struct upgraded *u = c->up;
+    struct sq_server_conn *sc = (struct sq_server_conn *)(void *)c;
+    bool failed = false;
+    for (;;) {
+        ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            break;
+        if (n <= 0) {
+            conn_close(w, c); /* the client left (or TLS failed): the protocol's closed runs */
+            return;
+        }
+        if (u->ops->data(u->ud, sc, w->rbuf, (size_t)n) < 0) {
+            failed = true;
+            break;
+        }
+        /* TLS: decrypted bytes OpenSSL still holds would wake no poll */
+        if ((c->flags & F_CLOSE) || c->out || !c->tls || sq_tls_pending(c->tls) == 0)
+            break;
+    }
+    up_settle(w, c, failed);
+}
+
 static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 {
     SQ_UNUSED(loop);
@@ -1592,6 +1785,8 @@ static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
             linger_drain(w, c);
         else if (c->flags & F_HS)
             handshake(w, c);
+        else if (c->d_flags & DF_UP)
+            up_event(w, c);
         else
             h2_event(w, c);
     } else if (c->out)
@@ -2022,7 +2217,8 @@ static void on_sweep(struct sq_loop *loop, struct sq_timer *t)
                     c->seen = tick;
                     continue;
                 }
-            } else if ((c->flags & F_H2) && !c->out && sq_server__h2_waiting(c->h2)) {
+            } else if ((c->flags & F_H2) && !(c->d_flags & DF_UP) && !c->out &&
+                       sq_server__h2_waiting(c->h2)) {
                 c->seen = tick;
                 continue;
             }
@@ -2153,8 +2349,7 @@ static void worker_close_all(struct worker *w)
                 continue;
             drop_held(c);
             if (c->flags & F_H2) {
-                sq_server__h2_free(c->h2);
-                c->h2 = NULL;
+                proto_free(c);
                 c->flags = 0;
             }
             sq_tls_conn_free(c->tls);

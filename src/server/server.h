@@ -110,7 +110,46 @@ struct sq_server_resp {
     void *stream_ud;
     uint32_t stream_count;
     int64_t stream_interval_ns; /* >= 0 */
+    /* An upgrade: with status 101 on an HTTP/1.1 request (not HEAD, not HTTP/2) the server sends
+     * "HTTP/1.1 101 Switching Protocols", the handler's extra header lines and nothing else (no
+     * Content-Length, no Connection of its own; the handler writes Upgrade and Connection), and
+     * the connection then belongs to `upgrade` with upgrade_ud; requests pipelined behind it are
+     * the new protocol's bytes. Any other answer (another status, a HEAD, HTTP/1.0, HTTP/2) is
+     * sent as it is, at once (delay and stream ignored), and upgrade->closed(upgrade_ud) runs once
+     * it is rendered. With a 101, body, fill, delay and stream are ignored. */
+    const struct sq_server_upgrade *upgrade;
+    void *upgrade_ud;
 };
+
+/* ---- upgraded connections (101 Switching Protocols, RFC 9110 7.8) ---- */
+
+struct sq_server_conn; /* a connection a handler took over with an upgrade (opaque) */
+
+/* The protocol an upgraded connection speaks from the byte after the request on. The server
+ * keeps the socket, TLS, the output path and its limits (the idle timeout, EPOLLOUT
+ * back-pressure: while output waits, nothing is read); the protocol gets the bytes and answers
+ * through sq_server_conn_send. Every call runs on the connection's worker thread. */
+struct sq_server_upgrade {
+    /* Optional: called once, right after the 101 is queued (a greeting, a close at once).
+     * Returns 0, or a negative code: the connection closes. */
+    int (*open)(void *ud, struct sq_server_conn *c);
+    /* Bytes from the client (the first call may carry bytes that came behind the request).
+     * Returns 0, or a negative code: what was queued is sent, then the connection closes. */
+    int (*data)(void *ud, struct sq_server_conn *c, const char *buf, size_t len);
+    /* The connection is gone (either side, an error, the server stopping), or the upgrade was
+     * not taken (see sq_server_resp.upgrade): free ud. Runs exactly once. */
+    void (*closed)(void *ud);
+};
+
+/* Queues p[0, n) for the client (sent when the current event ends, or sooner once 64 KiB wait).
+ * Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_server_conn_send(struct sq_server_conn *c, const void *p, size_t n);
+/* Closes the connection once what is queued has left. linger: shut the write side first and
+ * drain what the client still sends for up to a second (a WebSocket close handshake), instead of
+ * closing at once. */
+void sq_server_conn_close(struct sq_server_conn *c, bool linger);
+/* The worker (0..threads-1) the connection runs on. */
+int sq_server_conn_worker(const struct sq_server_conn *c);
 
 /* Called on a worker thread for each complete request, in order per connection. */
 typedef void (*sq_server_handler)(void *ud, const struct sq_server_req *req,

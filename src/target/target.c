@@ -33,10 +33,11 @@
 #include "server/server.h"
 #include "stats/hist.h"
 #include "target/app.h"
+#include "target/wsep.h"
 
 #define BLOCK_SIZE   (64 * 1024)
 #define SCRATCH_KEEP (1024 * 1024) /* a scratch buffer grown past this shrinks on the next use */
-#define STATS_CAP    2048          /* the /stats body */
+#define STATS_CAP    4096          /* the /stats body */
 #define GAP_HIGHEST  (60LL * SQ_NS_PER_S)
 #define READ_TRIES   4          /* /stats re-reads the arrivals this often when resets race it */
 #define RING_HUGE    (2u << 20) /* a transparent huge page */
@@ -87,6 +88,13 @@ void sq_target_counters_free(struct sq_target_counters *c)
         return;
     free(c->shards);
     free(c);
+}
+
+void sq_target_counters_add(struct sq_target_counters *c, int s, int i, uint64_t n)
+{
+    _Atomic uint64_t *p = &c->shards[s].v[i];
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + n,
+                          memory_order_relaxed);
 }
 
 void sq_target_counters_bump(struct sq_target_counters *c, int s, int i)
@@ -448,6 +456,12 @@ struct sq_target_route sq_target_route(const char *method, size_t method_len, co
         if (eq(path, n, "/items"))
             r.ep = SQ_TARGET_EP_ITEMS;
         break;
+    case 'w':
+        if (eq(path, n, "/ws"))
+            r.ep = SQ_TARGET_EP_WS;
+        else if (eq(path, n, "/webhook"))
+            r.ep = SQ_TARGET_EP_WEBHOOK;
+        break;
     case 'c':
         if (eq(path, n, "/cookie/set") || eq(path, n, "/cookie/echo")) {
             r.ep = SQ_TARGET_EP_COOKIE;
@@ -498,6 +512,7 @@ struct sq_target {
     struct scratch *scr;  /* one per worker */
     struct arrivals *arr; /* one per worker */
     struct sq_target__app *app;
+    struct sq_target__ws *ws; /* /ws and /webhook */
     int threads;
     int64_t start_ns;
     int64_t stall_ns, stall_period_ns;          /* 0: no stall */
@@ -653,6 +668,29 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         (unsigned long long)v[SQ_TARGET_C_OAUTH_REFUSED],
         (unsigned long long)v[SQ_TARGET_C_ITEMS_EXPIRED], (unsigned long long)h2c,
         (unsigned long long)h2s);
+    /* open WebSocket connections: raw sums (a gauge; a reset does not zero it) */
+    uint64_t ws_up = sq_target_counters_sum(t->cnt, SQ_TARGET_C_WS_UPGRADES),
+             ws_end = sq_target_counters_sum(t->cnt, SQ_TARGET_C_WS_ENDED);
+    len += (size_t)snprintf(
+        o + len, cap - len,
+        ",\"ws\":{\"upgrades\":%llu,\"open\":%llu,\"messages_in\":%llu,\"messages_out\":%llu,"
+        "\"bytes_in\":%llu,\"bytes_out\":%llu,\"pings_sent\":%llu,\"pongs_received\":%llu,"
+        "\"pings_received\":%llu,\"closes_received\":%llu,\"protocol_errors\":%llu},"
+        "\"webhook\":{\"events\":%llu,\"stamped\":%llu,\"bytes\":%llu}",
+        (unsigned long long)v[SQ_TARGET_C_WS_UPGRADES],
+        (unsigned long long)(ws_up > ws_end ? ws_up - ws_end : 0),
+        (unsigned long long)v[SQ_TARGET_C_WS_MSGS_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_MSGS_OUT],
+        (unsigned long long)v[SQ_TARGET_C_WS_BYTES_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_BYTES_OUT],
+        (unsigned long long)v[SQ_TARGET_C_WS_PINGS_OUT],
+        (unsigned long long)v[SQ_TARGET_C_WS_PONGS_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_PINGS_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_CLOSES_IN],
+        (unsigned long long)v[SQ_TARGET_C_WS_ERRORS],
+        (unsigned long long)v[SQ_TARGET_C_WEBHOOK_EVENTS],
+        (unsigned long long)v[SQ_TARGET_C_WEBHOOK_STAMPED],
+        (unsigned long long)v[SQ_TARGET_C_WEBHOOK_BYTES]);
     if (t->stall_ns) {
         len += (size_t)snprintf(o + len, cap - len, ",\"stall\":{\"duration_ms\":");
         len += (size_t)put_ms(o + len, cap - len, t->stall_ns);
@@ -799,6 +837,12 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
         case SQ_TARGET_EP_COOKIE:
             sq_target__cookie(t->app, req, resp, r.arg == 1);
             break;
+        case SQ_TARGET_EP_WS:
+            sq_target__ws(t->ws, req, resp);
+            break;
+        case SQ_TARGET_EP_WEBHOOK:
+            sq_target__webhook(t->ws, req, resp);
+            break;
         case SQ_TARGET_EP_STATS:
             /* rendered before this request is counted: a /stats read does not count itself */
             answer_stats(t, req, resp);
@@ -873,7 +917,9 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     t->arr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct arrivals));
     if (t->arr)
         memset(t->arr, 0, (size_t)cfg->threads * sizeof(struct arrivals));
-    if (!t->cnt || !t->scr || !t->arr || !t->app) {
+    if (t->cnt && sq_target__ws_new(cfg->threads, t->cnt, &t->ws) < 0)
+        t->ws = NULL;
+    if (!t->cnt || !t->scr || !t->arr || !t->app || !t->ws) {
         sq_target_free(t);
         return -ENOMEM;
     }
@@ -941,6 +987,7 @@ void sq_target_free(struct sq_target *t)
                 munmap((void *)t->arr[i].ts, t->arr[i].map_len);
     free(t->arr);
     sq_target__app_free(t->app); /* after the server: it may be streaming /json bodies */
+    sq_target__ws_free(t->ws);   /* after the server: its connections are closed */
     sq_target_counters_free(t->cnt);
     free(t);
 }

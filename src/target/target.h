@@ -1,10 +1,10 @@
 /* target/target.h - `squall target`: the built-in test server's endpoints and counters.
  *
  * Endpoints (docs/target.md): /fast, /ok, /bytes/N, /delay/MS, /status/CODE, /echo,
- * /json/N, /sse, POST /login, /items, /cookie/set, /cookie/echo, GET /stats,
- * POST /stats/reset; anything else is 404. Each worker counts into its own shard
- * (relaxed atomic stores by the owner only); /stats sums the shards with relaxed loads and
- * subtracts a baseline that /stats/reset stores. No lock and no shared cache line per request.
+ * /json/N, /sse, POST /login, /items, /cookie/set, /cookie/echo, /ws (a WebSocket echo),
+ * POST /webhook, GET /stats, POST /stats/reset; anything else is 404. Each worker counts into its
+ * own shard (relaxed atomic stores by the owner only); /stats sums the shards with relaxed loads
+ * and subtracts a baseline that /stats/reset stores. No lock and no shared cache line per request.
  *
  * Arrivals: each worker also appends the arrival time of every request it counts (but /stats
  * and /stats/reset) to its own ring (a relaxed store and a release store of its count); /stats
@@ -86,6 +86,8 @@ void sq_target_free(struct sq_target *t);
     X(OAUTH, "oauth")                                                                              \
     X(COOKIE, "cookie")                                                                            \
     X(STATS, "stats")                                                                              \
+    X(WS, "ws")                                                                                    \
+    X(WEBHOOK, "webhook")                                                                          \
     X(NOT_FOUND, "not_found")
 
 enum sq_target_ep {
@@ -148,7 +150,7 @@ SQ_MUST_CHECK int sq_target_gaps(struct sq_target_run *runs, size_t nruns,
  * (never below 0: a reset that races a read shows 0, not a wrapped number). A shard holds the
  * endpoints and the three auth counts (SQ_TARGET_NSHARD slots); the last SQ_TARGET_NEXTRA are
  * the server's (sq_server_counts), passed in as extra[]. */
-#define SQ_TARGET_NSHARD (SQ_TARGET_EP__COUNT + 6)
+#define SQ_TARGET_NSHARD (SQ_TARGET_C_WEBHOOK_BYTES + 1)
 enum {
     SQ_TARGET_C_LOGINS = SQ_TARGET_EP__COUNT, /* tokens issued by POST /login */
     SQ_TARGET_C_ITEMS_OK,                     /* /items with a valid token */
@@ -156,6 +158,24 @@ enum {
     SQ_TARGET_C_OAUTH_TOKENS,                 /* tokens issued by POST /oauth/token */
     SQ_TARGET_C_OAUTH_REFUSED,                /* ... answered 503 on purpose (?fail=N) */
     SQ_TARGET_C_ITEMS_EXPIRED,                /* /items 401s for an expired OAuth2 token */
+    /* /ws (target/wsep.c): connections upgraded and ended, messages and payload bytes each way,
+     * pings of the server (?ping=1) and pongs back, pings of the client, close frames received,
+     * connections ended for a protocol error */
+    SQ_TARGET_C_WS_UPGRADES,
+    SQ_TARGET_C_WS_ENDED,
+    SQ_TARGET_C_WS_MSGS_IN,
+    SQ_TARGET_C_WS_MSGS_OUT,
+    SQ_TARGET_C_WS_BYTES_IN,
+    SQ_TARGET_C_WS_BYTES_OUT,
+    SQ_TARGET_C_WS_PINGS_OUT,
+    SQ_TARGET_C_WS_PONGS_IN,
+    SQ_TARGET_C_WS_PINGS_IN,
+    SQ_TARGET_C_WS_CLOSES_IN,
+    SQ_TARGET_C_WS_ERRORS,
+    /* POST /webhook: events accepted (202), of which carried a {{$stamp}} token, body bytes */
+    SQ_TARGET_C_WEBHOOK_EVENTS,
+    SQ_TARGET_C_WEBHOOK_STAMPED,
+    SQ_TARGET_C_WEBHOOK_BYTES,
 };
 #define SQ_TARGET_NEXTRA    8
 #define SQ_TARGET_NCOUNTERS (SQ_TARGET_NSHARD + SQ_TARGET_NEXTRA) /* shard slots, then these: */
@@ -177,6 +197,8 @@ struct sq_target_counters *sq_target_counters_new(int nshards);
 void sq_target_counters_free(struct sq_target_counters *c);
 /* Adds 1 to counter i of shard s. Only the thread that owns shard s may call it. */
 void sq_target_counters_bump(struct sq_target_counters *c, int s, int i);
+/* Adds n to counter i of shard s (same rule). */
+void sq_target_counters_add(struct sq_target_counters *c, int s, int i, uint64_t n);
 /* Sums counter i (< SQ_TARGET_NSHARD; else 0) over all shards (relaxed loads; any thread). */
 uint64_t sq_target_counters_sum(const struct sq_target_counters *c, int i);
 /* Fills out[SQ_TARGET_NCOUNTERS] with sums less the baseline. extra[SQ_TARGET_NEXTRA] are

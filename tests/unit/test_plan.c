@@ -178,6 +178,68 @@ static void missing_keys(void **state)
     expect_err("", "1:1", "", "the plan is empty");
 }
 
+/* ws: steps - what each operation takes, and the order the flow must keep. */
+static void ws_steps(void **state)
+{
+    (void)state;
+    char name[128];
+    snprintf(name, sizeof(name), "%s/plan.yaml", tmpdir);
+    const char *good = HEAD "      - request: { method: POST, url: /webhook, body: x }\n"
+                            "      - name: open\n"
+                            "        ws: { connect: '/ws?u={{$vu}}', headers: { X-A: b }, "
+                            "subprotocol: chat, timeout: 2s }\n"
+                            "        check: { status: 101 }\n"
+                            "      - ws: { send: 'hi {{$iteration}}', reply: true }\n"
+                            "      - ws: { send: 'x', binary: true }\n"
+                            "      - ws: { receive: true }\n"
+                            "      - ws: { close: 4000 }\n"
+                            "      - request: { url: /fast }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    assert_int_equal(sq_plan_load_string(name, good, strlen(good), &p, &e), 0);
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_true(sc->ws);
+    assert_int_equal(sc->nsteps, 7);
+    assert_int_equal(sc->steps[1].kind, SQ_STEP_WS);
+    assert_int_equal(sc->steps[1].ws.op, SQ_WS_OP_CONNECT);
+    assert_string_equal(sc->steps[1].req.url_src, "/ws?u={{$vu}}");
+    assert_int_equal(sc->steps[1].req.nheaders, 1);
+    assert_string_equal(sc->steps[1].ws.subprotocol, "chat");
+    assert_int_equal(sc->steps[1].req.timeout_ns, 2 * 1000000000LL);
+    assert_int_equal(sc->steps[2].ws.op, SQ_WS_OP_SEND);
+    assert_true(sc->steps[2].ws.reply);
+    assert_false(sc->steps[2].ws.binary);
+    assert_true(sc->steps[3].ws.binary);
+    assert_int_equal(sc->steps[4].ws.op, SQ_WS_OP_RECEIVE);
+    assert_int_equal(sc->steps[5].ws.close_code, 4000);
+    sq_plan_free(p);
+
+    expect_err(HEAD "      - ws: { connect: /ws, send: x }\n", "7:35", "scenarios.s.flow[0].ws",
+               "a ws step does one thing: 'connect' and 'send'");
+    expect_err(HEAD "      - ws: { timeout: 1s }\n", "7:13", "scenarios.s.flow[0].ws",
+               "a ws step needs one of connect, send, receive or close");
+    expect_err(HEAD "      - ws: { connect: ws://h/x }\n      - ws: { close: 1000 }\n", "7:24",
+               "scenarios.s.flow[0].ws.connect", "expected a path starting with '/'");
+    expect_err(HEAD "      - ws: { connect: /ws, reply: true }\n", "7:36", "scenarios.s.flow[0].ws",
+               "'reply' goes with send, not connect");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - ws: { close: 1005 }\n", "8:22",
+               "scenarios.s.flow[1].ws.close", "1005 is not a close code a client may send");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - ws: { receive: false }\n", "8:24",
+               "scenarios.s.flow[1].ws.receive", "receive: true waits for the next message");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - request: { url: /x }\n"
+                    "      - ws: { close: 1000 }\n",
+               "8:9", "scenarios.s.flow[1]",
+               "a request step while the WebSocket opened by 'step 1' is open");
+    expect_err(HEAD "      - ws: { send: x }\n", "7:9", "scenarios.s.flow[0]",
+               "a ws send step with no WebSocket open");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - ws: { connect: /ws }\n", "8:9",
+               "scenarios.s.flow[1]", "ws connect while the WebSocket opened by 'step 1' is open");
+    expect_err(HEAD "      - ws: { connect: /ws }\n      - ws: { send: x }\n", "7:9",
+               "scenarios.s.flow[0]", "the WebSocket 'step 1' opens is never closed");
+    expect_err(HEAD "      - ws: { connect: /ws }\n        request: { url: /x }\n", "7:13",
+               "scenarios.s.flow[0]", "a step is a request or a ws step, not both");
+}
+
 static void durations_and_executors(void **state)
 {
     (void)state;
@@ -1091,6 +1153,10 @@ static void hooks_and_auth(void **state)
     assert_int_equal(o->retry_max_ns, 30 * SQ_NS_PER_S);
     assert_int_equal(o->timeout_ns, 10 * SQ_NS_PER_S);
     sq_plan_free(p);
+    expect_err("script: hooks.lua\n" HEAD "      - ws: { connect: /ws }\n        before: f\n"
+               "      - ws: { close: 1000 }\n",
+               "9:17", "scenarios.s.flow[0].before",
+               "'before': hooks run around request steps, not ws steps");
 
 #define AUTH(x)                                                                                    \
     "target: http://127.0.0.1:8080\nauth:\n  oauth2:\n    token_url: /t\n    client_id: a\n" x     \
@@ -1138,6 +1204,7 @@ int main(void)
         cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
         cmocka_unit_test(limits),          cmocka_unit_test(directories),
         cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

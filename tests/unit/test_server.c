@@ -535,6 +535,135 @@ static void test_server_custom_handler(void **state)
     sq_server_free(NULL);
 }
 
+/* ---- upgrades: a toy protocol that answers "<" + bytes + ">" and closes on "bye" ---- */
+
+struct toy {
+    char hdrs[64];
+    int opened;
+};
+
+static atomic_int toy_closed, toy_live;
+
+static int toy_open(void *ud, struct sq_server_conn *c)
+{
+    struct toy *t = ud;
+    t->opened++;
+    return sq_server_conn_send(c, "hello", 5);
+}
+
+static int toy_data(void *ud, struct sq_server_conn *c, const char *buf, size_t len)
+{
+    (void)ud;
+    if (len >= 3 && memcmp(buf, "bye", 3) == 0) {
+        if (sq_server_conn_send(c, "<bye>", 5) < 0)
+            return -1;
+        sq_server_conn_close(c, false);
+        return 0;
+    }
+    if (len >= 4 && memcmp(buf, "fail", 4) == 0)
+        return -EPROTO;
+    if (sq_server_conn_send(c, "<", 1) < 0 || sq_server_conn_send(c, buf, len) < 0 ||
+        sq_server_conn_send(c, ">", 1) < 0)
+        return -1;
+    return sq_server_conn_worker(c) == 0 ? 0 : -1;
+}
+
+static void toy_gone(void *ud)
+{
+    free(ud);
+    atomic_fetch_add(&toy_closed, 1);
+    atomic_fetch_sub(&toy_live, 1);
+}
+
+static const struct sq_server_upgrade toy_ops = {toy_open, toy_data, toy_gone};
+
+static void upgrade_handler(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    (void)ud;
+    struct toy *t = calloc(1, sizeof(*t));
+    assert_non_null(t);
+    atomic_fetch_add(&toy_live, 1);
+    snprintf(t->hdrs, sizeof(t->hdrs), "Upgrade: toy\r\nConnection: Upgrade\r\n");
+    resp->status = req->path_len == 4 && memcmp(req->path, "/200", 4) == 0 ? 200 : 101;
+    resp->headers = t->hdrs; /* points into the state: it must outlive the rendering */
+    resp->headers_len = strlen(t->hdrs);
+    resp->upgrade = &toy_ops;
+    resp->upgrade_ud = t;
+}
+
+static void read_exact(struct reader *r, const char *want)
+{
+    size_t n = strlen(want);
+    while (r->len < n)
+        assert_true(fill(r));
+    assert_memory_equal(r->buf, want, n);
+    memmove(r->buf, r->buf + n, r->len - n);
+    r->len -= n;
+}
+
+static void test_server_upgrade(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {.port = 0, .threads = 1, .handler = upgrade_handler};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    atomic_store(&toy_closed, 0);
+
+    /* taken: the 101, the greeting, then the protocol; bytes behind the request in the same
+     * write are the protocol's */
+    int fd = client(port);
+    struct reader rd = {.fd = fd};
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: h\r\n\r\nearly");
+    read_exact(&rd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: toy\r\nConnection: "
+                    "Upgrade\r\n\r\nhello<early>");
+    send_str(fd, "GET /y HTTP/1.1\r\n\r\n"); /* no longer HTTP: echoed */
+    read_exact(&rd, "<GET /y HTTP/1.1\r\n\r\n>");
+    send_str(fd, "bye");
+    read_exact(&rd, "<bye>");
+    assert_true(at_eof(&rd));
+    close(fd);
+    free(rd.buf);
+
+    /* not taken (another status, HTTP/1.0, HEAD): answered as it is, the state freed after */
+    const char *reqs[] = {"GET /200 HTTP/1.1\r\n\r\n", "GET /x HTTP/1.0\r\n\r\n",
+                          "HEAD /x HTTP/1.1\r\n\r\n"};
+    int want[] = {200, 500, 500};
+    for (int i = 0; i < 3; i++) {
+        fd = client(port);
+        struct reader r2 = {.fd = fd};
+        struct resp r;
+        send_str(fd, reqs[i]);
+        read_resp(&r2, &r, i == 2);
+        assert_int_equal(r.status, want[i]);
+        if (want[i] == 200)
+            assert_non_null(strstr(r.head, "Upgrade: toy\r\n"));
+        free(r.body);
+        close(fd);
+        free(r2.buf);
+    }
+
+    /* a protocol error closes the connection; so does the client leaving */
+    fd = client(port);
+    struct reader r3 = {.fd = fd};
+    send_str(fd, "GET /x HTTP/1.1\r\n\r\n");
+    read_exact(&r3, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: toy\r\nConnection: "
+                    "Upgrade\r\n\r\nhello");
+    send_str(fd, "fail");
+    assert_true(at_eof(&r3));
+    close(fd);
+    free(r3.buf);
+    fd = client(port);
+    send_str(fd, "GET /x HTTP/1.1\r\n\r\n");
+    close(fd);
+
+    for (int i = 0; i < 300 && (atomic_load(&toy_live) > 0 || atomic_load(&toy_closed) < 6); i++)
+        usleep(10000);
+    assert_int_equal(atomic_load(&toy_live), 0);
+    assert_int_equal(atomic_load(&toy_closed), 6); /* once per state, taken or not */
+    sq_server_free(s);
+}
+
 static void test_server_bad_config(void **state)
 {
     (void)state;
@@ -1487,6 +1616,7 @@ int main(void)
         cmocka_unit_test(test_server_backpressure),
         cmocka_unit_test(test_server_hold_and_post),
         cmocka_unit_test(test_server_post_threads),
+        cmocka_unit_test(test_server_upgrade),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -464,6 +464,64 @@ static void test_ping_pong(void **state)
     sq_ws_ctx_dispose(&w);
 }
 
+/* The server's end (squall target): client frames, masked, are unmasked; an unmasked one is
+ * refused; what it writes is unmasked and a client reads it. Fed whole and split at every byte. */
+static void test_server_end(void **state)
+{
+    (void)state;
+    struct sq_ws_ctx w;
+    assert_int_equal(sq_ws_ctx_init(&w), 0);
+    struct sq_ws_conn cl, sv;
+    sq_ws_conn_init(&cl, 9, 0);
+    uint8_t stream[256];
+    size_t n = 0;
+    int k = sq_ws_encode_frame(&w, &cl, stream, sizeof(stream), SQ_WS_TEXT, false, "hel", 3);
+    n += (size_t)k;
+    k = sq_ws_encode_frame(&w, &cl, stream + n, sizeof(stream) - n, SQ_WS_PING, true, "p", 1);
+    n += (size_t)k;
+    k = sq_ws_encode_frame(&w, &cl, stream + n, sizeof(stream) - n, SQ_WS_CONT, true, "lo", 2);
+    n += (size_t)k;
+    k = sq_ws_encode_close(&w, &cl, stream + n, sizeof(stream) - n, 1000, S(""));
+    n += (size_t)k;
+    struct log whole = {0};
+    for (size_t split = 0; split < n; split++) {
+        struct log lg = {0};
+        sq_ws_conn_init_server(&sv, 0);
+        if (split)
+            assert_int_equal(sq_ws_feed(&w, &sv, stream, split, on_event, &lg), 0);
+        assert_int_equal(sq_ws_feed(&w, &sv, stream + split, n - split, on_event, &lg), 0);
+        if (split == 0)
+            whole = lg;
+        assert_string_equal(lg.s, whole.s);
+        sq_ws_conn_dispose(&w, &sv);
+    }
+    assert_string_equal(whole.s, "T[helPING(p);lo]5;CLOSE(1000,);");
+    /* An unmasked client frame is refused; bytes after the client's close too. */
+    sq_ws_conn_init_server(&sv, 0);
+    uint8_t plain[] = {0x81, 0x01, 'a'};
+    struct log lg = {0};
+    assert_int_equal(sq_ws_feed(&w, &sv, plain, sizeof(plain), on_event, &lg), -SQ_EPARSE);
+    assert_non_null(strstr(w.why, "unmasked"));
+    sq_ws_conn_dispose(&w, &sv);
+    /* The server writes unmasked frames a client reads. */
+    sq_ws_conn_init_server(&sv, 0);
+    assert_int_equal(sq_ws_frame_len_for(&sv, 5), 7);
+    assert_int_equal(sq_ws_frame_len_for(&cl, 5), 11);
+    uint8_t out[16];
+    k = sq_ws_encode_frame(&w, &sv, out, sizeof(out), SQ_WS_TEXT, true, "hello", 5);
+    assert_int_equal(k, 7);
+    assert_int_equal(out[1], 5); /* no mask bit */
+    struct sq_ws_conn rd;
+    sq_ws_conn_init(&rd, 1, 0);
+    memset(&lg, 0, sizeof(lg));
+    assert_int_equal(sq_ws_feed(&w, &rd, out, (size_t)k, on_event, &lg), 0);
+    assert_non_null(strstr(lg.s, "hello"));
+    sq_ws_conn_dispose(&w, &rd);
+    sq_ws_conn_dispose(&w, &sv);
+    sq_ws_conn_dispose(&w, &cl);
+    sq_ws_ctx_dispose(&w);
+}
+
 /* Idle connections hold no wslay context; the pool grows to the peak caught mid-frame and the
  * steady state allocates nothing. */
 static void test_pool(void **state)
@@ -471,7 +529,7 @@ static void test_pool(void **state)
     (void)state;
     struct sq_ws_ctx w;
     assert_int_equal(sq_ws_ctx_init(&w), 0);
-    assert_int_equal(w.contexts_created, 1); /* the encoder */
+    assert_int_equal(w.contexts_created, 0); /* a client's frames need no wslay encoder */
     enum { N = 100 };
     static struct sq_ws_conn conns[N];
     for (int i = 0; i < N; i++)
@@ -485,7 +543,7 @@ static void test_pool(void **state)
             assert_int_equal(sq_ws_feed(&w, &conns[i], frame, sizeof(frame), NULL, NULL), 0);
             assert_null(conns[i]._fc);
         }
-        assert_int_equal(w.contexts_created, round == 0 ? 2 : 1 + N);
+        assert_int_equal(w.contexts_created, round == 0 ? 1 : N);
         /* Every connection caught mid-frame at once. */
         for (int i = 0; i < N; i++)
             assert_int_equal(sq_ws_feed(&w, &conns[i], frame, 3, NULL, NULL), 0);
@@ -494,7 +552,7 @@ static void test_pool(void **state)
             assert_int_equal(sq_ws_feed(&w, &conns[i], frame + 3, 2, on_event, &lg), 0);
             assert_null(conns[i]._fc);
         }
-        assert_int_equal(w.contexts_created, 1 + N);
+        assert_int_equal(w.contexts_created, N);
         if (round > 0)
             CHECK(n_allocs == allocs, "round %d allocated %llu times\n", round,
                   (unsigned long long)(n_allocs - allocs));
@@ -510,7 +568,7 @@ int main(void)
         cmocka_unit_test(test_accept_key), cmocka_unit_test(test_handshake),
         cmocka_unit_test(test_receive),    cmocka_unit_test(test_callback_stops),
         cmocka_unit_test(test_encode),     cmocka_unit_test(test_ping_pong),
-        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_pool),       cmocka_unit_test(test_server_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
