@@ -46,6 +46,7 @@ def run_measured(*args, timeout=60):
 
 class OpenLoop(sqtest.TargetCase):
 
+    @sqtest.timing()
     def test_constant_rate(self):
         self.reset()
         p, doc, wall = run_json(self.base + "/fast", "-r", "1000", "-d", "3s", "-c", "32")
@@ -79,6 +80,7 @@ class OpenLoop(sqtest.TargetCase):
         self.assertGreater(r["dropped"], 150)
         self.assertLessEqual(r["sent"], 25)
 
+    @sqtest.timing()
     def test_ramping_rate(self):
         self.reset()
         p, doc, _ = run_json(self.base + "/fast", "-r", "0", "--stages", "10s:1000",
@@ -124,6 +126,7 @@ class Stall(sqtest.TargetCase):
 
 
 class ClosedLoop(sqtest.TargetCase):
+    @sqtest.timing()
     def test_pacing_holds_cadence_cheaply(self):
         rc, doc, cpu, wall = run_measured(self.base + "/fast", "-c", "1", "--pacing", "10ms",
                                           "-d", "3s")

@@ -559,6 +559,7 @@ class SeriesTailTest(unittest.TestCase):
 
 
 class GzipBombDeadlineTest(unittest.TestCase):
+    @sqtest.timing()
     def test_gzip_bomb_deadline(self):
         tmp = tempfile.mkdtemp(prefix="squall-misbehave-")
         self.addCleanup(shutil.rmtree, tmp, True)
