@@ -298,7 +298,8 @@ class TestApi(DaemonCase):
         st, doc = self.c.post("/runs/%d/stop" % a)
         self.assertEqual((st, doc["status"]), (202, "stopping"))
         ra = self.c.wait(a)
-        self.assertLess(time.monotonic() - t0, 5)
+        # a graceful stop: the run ends within its second (a sanitizer's loaded CI gets room)
+        self.assertLess(time.monotonic() - t0, 15 if sqtest.sanitizer() else 5)
         self.assertEqual(ra["status"], "stopped")
         self.assertEqual(ra["reason"], "stopped by request")
         self.assertIsNotNone(ra["result"])  # a graceful stop keeps what was measured
