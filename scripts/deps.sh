@@ -7,14 +7,15 @@
 set -euo pipefail
 
 # build: libluajit-5.1-dev is the script/ module's Lua (wrk's API runs on LuaJIT, as in wrk);
-# wrk itself is the reference peer the script tests compare `squall wrk` against.
+# wrk itself is the reference peer the script tests compare `squall wrk` against. netbase
+# gives /etc/services, which wrk.lookup(host, "http") needs (a minimal Debian lacks it).
 
 build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev python3 python3-jsonschema
        libfyaml-dev libpcre2-dev libssl-dev openssl libnghttp2-dev libbrotli-dev libzstd-dev
        nginx-light nghttp2-client curl libluajit-5.1-dev wrk
        libwslay-dev nats-server mosquitto
-       libsqlite3-dev sqlite3   # the run store; the sqlite3 CLI opens it in test_store
-       prometheus)              # promtool checks the daemon's /metrics (test_daemon)
+       libsqlite3-dev sqlite3 netbase  # the run store (sqlite3 opens it in test_store); netbase
+       prometheus)                     # promtool checks the daemon's /metrics (test_daemon)
 fuzz=(clang libclang-rt-14-dev)
 # bench: servers and peers (ab in apache2-utils, h2load in nghttp2-client, Locust from Debian),
 # GNU time for client CPU and RSS; node and npm, which install autocannon into bench/.tools/

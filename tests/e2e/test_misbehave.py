@@ -397,6 +397,7 @@ class MisbehaveCase(unittest.TestCase):
         r, n = self.run_mode("gzip_plain")
         self.check(r, n, 1, ("decode",))
 
+    @sqtest.timing()
     def test_gzip_bomb(self):
         # the bomb is refused, counted, and memory stays bounded (squall stops at 64 MiB
         # decoded); the deadline is test_gzip_bomb_deadline's: until the engine branch lands,

@@ -164,6 +164,7 @@ class Engine(PlanCase):
         self.assertEqual(doc["requests"]["completed"], 100)
         self.assertEqual(doc["checks"][0]["passed"], 50)
 
+    @sqtest.timing()
     def test_scenarios_run_concurrently_with_start_times(self):
         path = self.plan(
             """

@@ -538,6 +538,7 @@ class StallTest(unittest.TestCase):
         http(self.port, "GET", "/ok", conn=c)  # connected before the timing starts
         return c
 
+    @sqtest.timing()
     def test_inside_window_waits_for_its_end(self):
         c = self.conn()
         self.wait_phase(0.05)
@@ -553,6 +554,7 @@ class StallTest(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertLess(took, 0.1)
 
+    @sqtest.timing()
     def test_held_bodies_intact(self):
         c = self.conn()
         self.wait_phase(0.05)

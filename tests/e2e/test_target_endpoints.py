@@ -184,6 +184,7 @@ class EndpointsTest(sqtest.TargetCase):
         head, events, rest = read_chunked_events(s, t0 + 30)
         return s, t0, head, events, rest
 
+    @sqtest.timing()
     def test_sse_events_and_timing(self):
         s, t0, head, events, _ = self.sse(b"events=5&interval=100")
         self.assertTrue(head.startswith("HTTP/1.1 200"))

