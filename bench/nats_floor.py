@@ -7,6 +7,9 @@ Arms (each publishes COUNT messages of SIZE bytes to one subject, no subscriber,
   squall-static   the same with the control line rendered once and copied (--static)
   libnats         bench/nats_libnats.c: cnats natsConnection_Publish + Flush (default options)
   libnats-1m      the same with a 1 MiB write buffer (natsOptions_SetIOBufSize)
+  squall-cli      the load path itself: `squall nats://HOST:PORT/bench.floor -n COUNT --payload
+                  <SIZE bytes> --window W` (engine/natsdrv.c; each message complete at the PONG
+                  behind its batch), timed by its own result document
 
 nats-server is pinned to CPU 0 and each publisher to CPU 1 (taskset). Rounds run every arm, the
 order rotated each round so drift lands on all of them; the table gives the median and the
@@ -79,7 +82,10 @@ def run_arm(cmd):
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         raise RuntimeError("%s exited %d" % (cmd, p.returncode))
-    return json.loads(out), ru.ru_utime + ru.ru_stime
+    doc = json.loads(out)
+    if "schema" in doc:  # squall's result document: what it sent, in how long
+        doc = {"sent": doc["requests"]["completed"], "seconds": doc["duration_s"]}
+    return doc, ru.ru_utime + ru.ru_stime
 
 
 def main():
@@ -90,6 +96,7 @@ def main():
     ap.add_argument("--count", type=int, default=4000000)
     ap.add_argument("--sizes", default="16,64")
     ap.add_argument("--arms", default="python,squall,squall-static,libnats,libnats-1m")
+    ap.add_argument("--window", type=int, default=4000, help="squall-cli: --window")
     a = ap.parse_args()
     if a.publish:
         publish(*a.publish)
@@ -106,6 +113,10 @@ def main():
                                           str(size)],
         "libnats-1m": lambda port, n, size: [os.path.join(bench, "nats_libnats"), str(port),
                                              str(n), str(size), "--iobuf", str(1 << 20)],
+        "squall-cli": lambda port, n, size: [os.path.join(a.build, "squall"),
+                                             "nats://%s:%d/bench.floor" % (HOST, port), "-n",
+                                             str(n), "--payload", "x" * size, "--window",
+                                             str(a.window), "-t", "1", "-q", "--json", "-"],
     }
     names = [x for x in a.arms.split(",") if x]
     for n in names:

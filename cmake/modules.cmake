@@ -7,7 +7,7 @@
 # a folder it may not use defines. Arrows point down only: a folder never uses one above it.
 #
 # SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
-set(SQ_MODULES base loop stats net http proto server plan script engine output target store
+set(SQ_MODULES base loop stats net http proto server plan script engine output target sink store
                cluster daemon cli)
 
 set(SQ_USES_base "")
@@ -22,10 +22,14 @@ set(SQ_USES_script plan stats base)
 set(SQ_USES_engine script proto plan http net stats loop base)
 set(SQ_USES_output engine plan stats base)
 set(SQ_USES_target server http proto stats loop base)
+# sink/: what arrives at the far end of a pipeline. Its HTTP source is server/'s, its NATS and
+# MQTT subscriptions speak proto/'s codecs over net/ and loop/, and it finds stamps with plan/'s
+# JSON paths and regexes. A folder of its own, beside target/, so target/ stays a plain server.
+set(SQ_USES_sink server proto plan http net stats loop base)
 set(SQ_USES_store output base)
 set(SQ_USES_cluster engine proto plan stats base)
 set(SQ_USES_daemon store engine output plan server http stats base)
-set(SQ_USES_cli daemon cluster store target output engine script plan proto server http net
+set(SQ_USES_cli daemon cluster store sink target output engine script plan proto server http net
                 stats loop base)
 
 set(SQ_EXT_base Threads::Threads m)
@@ -38,6 +42,7 @@ set(SQ_EXT_output PkgConfig::JANSSON)
 set(SQ_EXT_target ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD)
 set(SQ_EXT_engine PkgConfig::JANSSON)
 set(SQ_EXT_cli PkgConfig::JANSSON)
+set(SQ_EXT_sink PkgConfig::JANSSON)
 set(SQ_EXT_store PkgConfig::SQLITE3)
 set(SQ_EXT_daemon PkgConfig::JANSSON)
 set(SQ_EXT_script PkgConfig::LUAJIT)

@@ -31,4 +31,7 @@ int sq_cli_validate(int argc, char **argv);
 int sq_cli_serve(int argc, char **argv);
 int sq_cli_runs(int argc, char **argv);
 
+/* `squall sink SOURCE... [flags]`; argv[0] is "sink". Returns the exit status. */
+int sq_cli_sink(int argc, char **argv);
+
 #endif

@@ -13,6 +13,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "target") == 0)
         return sq_cli_target(argc - 1, argv + 1);
+    if (strcmp(argv[1], "sink") == 0)
+        return sq_cli_sink(argc - 1, argv + 1);
     if (strcmp(argv[1], "report") == 0)
         return sq_cli_report(argc - 1, argv + 1);
     if (strcmp(argv[1], "run") == 0)

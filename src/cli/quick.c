@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/sinkrun.h"
 #include "cli/wrk.h"
 #include "engine/flags.h"
 #include "engine/quick.h"
@@ -51,6 +52,9 @@ static const char usage[] =
     "                                   (squall serve --help)\n"
     "       squall runs list|show|compare|export  the daemon's stored runs\n"
     "       squall wrk [wrk's flags] URL  wrk's flags, report and Lua scripts (squall wrk -h)\n"
+    "       squall nats://HOST[:PORT]/SUBJECT [flags]  publish load on NATS (docs/quick.md)\n"
+    "       squall mqtt://HOST[:PORT]/TOPIC [flags]    publish load on MQTT\n"
+    "       squall sink SOURCE... [flags]  count stamped events where they arrive (docs/sink.md)\n"
     "\n"
     "  -c, --connections N     connections (VUs), opened before the start and split across\n"
     "                          threads (default 64)\n"
@@ -99,7 +103,25 @@ static const char usage[] =
     "                          (-H headers go on the upgrade request)\n"
     "  -q, --quiet             no progress line and no summary on the terminal\n"
     "  -h, --help              this help\n"
-    "  -V, --version           print the version\n";
+    "  -V, --version           print the version\n"
+    "\n"
+    "nats:// and mqtt:// URLs (one connection unless -c; VUs = connections x window):\n"
+    "      --payload S|@FILE   the message (templates; default {{$stamp}})\n"
+    "      --window N          messages out per connection (default 1,000 for NATS core and\n"
+    "                          MQTT QoS 0, else 1)\n"
+    "      --jetstream         NATS: wait for each PubAck (latency = ack)\n"
+    "      --request           NATS: request/reply (latency = reply)\n"
+    "      --qos N             MQTT: QoS 0, 1 or 2 (latency = PINGRESP, PUBACK, PUBCOMP)\n"
+    "      --round-trip        MQTT: subscribe to the topic; latency = publish to delivery\n"
+    "      --mqtt-version V    MQTT: 3 (3.1.1, default) or 5\n"
+    "      --retain            MQTT: publish retained\n"
+    "      --keepalive D       MQTT: keep-alive (default 60s)\n"
+    "      --client-id S       MQTT: client id prefix (the connection number is added)\n"
+    "      --sink URL          count the stamped events where they arrive, in this process:\n"
+    "                          http://HOST:PORT to listen on, nats://.../SUBJECT or\n"
+    "                          mqtt://.../TOPIC to subscribe to (repeatable, one of each)\n"
+    "      --sink-stamp WHERE  where the sink finds the stamp (squall sink --stamp)\n"
+    "      --sink-settle D     how long the sink waits for stragglers (default 2s)\n";
 
 static const char usage_tail[] =
     "\n"
@@ -174,9 +196,21 @@ int sq_cli_quick(int argc, char **argv)
     cfg->on_tick = on_tick;
     cfg->tick_ud = &tk;
 
+    struct sq_sink *sink = NULL;
+    if (o.nsinks) {
+        struct sq_cli_sink_opts so = {.nurls = o.nsinks,
+                                      .stamp = o.sink_stamp,
+                                      .settle_ns = o.sink_settle_ns,
+                                      .mqtt_qos = -1};
+        memcpy(so.urls, o.sinks, o.nsinks * sizeof(so.urls[0]));
+        cfg->run_id = sq_run_new_id();
+        if ((rc = sq_cli_sink_begin(FACE, &so, cfg->run_id, &sink)) != 0) {
+            exit_code = rc;
+            goto out;
+        }
+    }
     cfg->stop = sq_cli_signals_begin();
     rc = sq_run(cfg, &res, &why);
-    sq_cli_signals_end();
     sq_progress_finish(&tk.progress);
     if (tk.hdr_failed)
         fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
@@ -188,12 +222,16 @@ int sq_cli_quick(int argc, char **argv)
                 "behind; try --sample)\n",
                 (unsigned long long)res.samples_lost);
     if (rc < 0) {
+        sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
+        sq_cli_sink_end(sink, &res, NULL, cfg->stop);
         goto out;
     }
 
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_quick_doc(&run, &res);
+    sq_cli_sink_end(sink, &res, doc, cfg->stop); /* its block, and its line first */
+    sq_cli_signals_end();
     if (!doc) {
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/sinkrun.h"
 #include "engine/flags.h"
 #include "engine/hooks.h"
 #include "engine/planrun.h"
@@ -81,6 +82,10 @@ int sq_cli_validate(int argc, char **argv)
     int rc = load(path, &p);
     if (rc)
         return rc;
+    if ((rc = sq_cli_sink_plan_check(p)) != 0) {
+        sq_plan_free(p);
+        return rc;
+    }
     char err[512];
     if (sq_thresholds_check(p, err, sizeof(err)) < 0 ||
         sq_plan_hooks_check(p, err, sizeof(err)) < 0) {
@@ -125,6 +130,8 @@ int sq_cli_run(int argc, char **argv)
         return rc > 0 ? SQ_EXIT_OK : sq_cli_prep_error(FACE, rc, err);
     struct sq_plan *p = NULL;
     rc = load(o.plan, &p);
+    if (rc == 0 && (rc = sq_cli_sink_plan_check(p)) != 0)
+        sq_plan_free(p);
     if (rc)
         return rc;
 
@@ -155,17 +162,34 @@ int sq_cli_run(int argc, char **argv)
     run.cfg.on_tick = on_tick;
     run.cfg.tick_ud = &tk;
 
+    struct sq_sink *sink = NULL;
+    if (p->sink) {
+        struct sq_cli_sink_opts so;
+        char http[300];
+        sq_cli_sink_plan_opts(p, &so, http, sizeof(http));
+        run.cfg.run_id = sq_run_new_id();
+        if ((rc = sq_cli_sink_begin(FACE, &so, run.cfg.run_id, &sink)) != 0) {
+            exit_code = rc;
+            goto out;
+        }
+    }
     run.cfg.stop = tk.stop = sq_cli_signals_begin();
     rc = sq_run(&run.cfg, &res, &why);
-    sq_cli_signals_end();
     sq_progress_finish(&tk.progress);
     if (rc < 0) {
+        sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
+        sq_cli_sink_end(sink, &res, NULL, run.cfg.stop);
         goto out;
     }
-    if (sq_planrun_finish(&run, &tk.w, &res, &verdicts) < 0)
+    if (sq_planrun_finish(&run, &tk.w, &res, &verdicts) < 0) {
+        sq_cli_signals_end();
+        sq_cli_sink_end(sink, &res, NULL, run.cfg.stop);
         goto out;
+    }
     json_t *doc = sq_report_planrun_doc(&run, &res, &verdicts);
+    sq_cli_sink_end(sink, &res, doc, run.cfg.stop);
+    sq_cli_signals_end();
     if (!doc) {
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;

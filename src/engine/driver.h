@@ -61,9 +61,14 @@ struct sq_engine__driver {
     int (*result)(struct sq_engine__worker *w, struct sq_result *out);
 };
 
-extern const struct sq_engine__driver sq_engine__h1_driver; /* h1drv.c */
-extern const struct sq_engine__driver sq_engine__h2_driver; /* h2drv.c */
-extern const struct sq_engine__driver sq_engine__ws_driver; /* wsdrv.c */
+extern const struct sq_engine__driver sq_engine__h1_driver;   /* h1drv.c */
+extern const struct sq_engine__driver sq_engine__h2_driver;   /* h2drv.c */
+extern const struct sq_engine__driver sq_engine__ws_driver;   /* wsdrv.c */
+extern const struct sq_engine__driver sq_engine__nats_driver; /* natsdrv.c */
+extern const struct sq_engine__driver sq_engine__mqtt_driver; /* mqttdrv.c */
+/* flowbus.c: a plan flow with no request step (only publish, subscribe, think): its VUs open
+ * no connection of their own */
+extern const struct sq_engine__driver sq_engine__null_driver;
 
 /* ---- what a driver calls back (worker.c) ---- */
 

@@ -14,6 +14,7 @@
 #include "http/request.h"
 #include "http/url.h"
 #include "plan/cookie.h"
+#include "proto/busurl.h"
 
 #define UA_LINE     "User-Agent: squall/" SQ_VERSION "\r\n"
 #define MAX_HEADERS 128
@@ -103,13 +104,99 @@ static int compile_static(const struct sq_flow *f, struct sq_flow_step *st, cons
     return rc;
 }
 
+static int append_value(struct sq_buf *out, size_t from);
+
+static char *dupz(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* A publish or subscribe step: its broker (shared by steps that name the same one) and its
+ * subject; a subscribe step's subject joins its broker's subscriptions. */
+static int compile_bus_step(struct sq_flow *f, struct sq_flow_step *st, char *err, size_t errlen)
+{
+    const struct sq_plan_step *ps = st->ps;
+    bool sub = ps->kind == SQ_STEP_SUBSCRIBE;
+    struct sq_bus_url u;
+    const char *why = NULL;
+    int rc = sq_bus_url_parse(ps->req.url_src, SQ_BUS_URL_TARGET | (sub ? SQ_BUS_URL_FILTER : 0),
+                              &u, &why);
+    if (rc < 0) {
+        sq_bus_url_dispose(&u);
+        if (rc == -SQ_EPARSE)
+            snprintf(err, errlen, "step '%s': url '%s': %s", ps->name, ps->req.url_src, why);
+        else
+            snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    st->subject = u.target;
+    u.target = NULL;
+    st->subject_len = strlen(st->subject);
+    size_t i = 0;
+    for (; i < f->nbrokers; i++) {
+        struct sq_flow_broker *b = &f->brokers[i];
+        if (b->kind == (int)u.kind && b->port == u.port && strcmp(b->host, u.host) == 0 &&
+            same_str(b->user, u.user) && same_str(b->password, u.password))
+            break;
+    }
+    if (i == f->nbrokers) {
+        struct sq_flow_broker *nb = realloc(f->brokers, (f->nbrokers + 1) * sizeof(*nb));
+        if (!nb) {
+            sq_bus_url_dispose(&u);
+            return -ENOMEM;
+        }
+        f->brokers = nb;
+        struct sq_flow_broker *b = &f->brokers[f->nbrokers++];
+        memset(b, 0, sizeof(*b));
+        b->kind = (int)u.kind;
+        snprintf(b->host, sizeof(b->host), "%s", u.host);
+        b->port = u.port;
+        b->user = dupz(u.user);
+        b->password = dupz(u.password);
+        if ((u.user && !b->user) || (u.password && !b->password)) {
+            sq_bus_url_dispose(&u);
+            return -ENOMEM;
+        }
+    }
+    sq_bus_url_dispose(&u);
+    st->broker = (int)i;
+    struct sq_flow_broker *b = &f->brokers[i];
+    if (ps->qos > b->qos)
+        b->qos = ps->qos;
+    if (sub) {
+        for (size_t k = 0; k < b->nsubs; k++)
+            if (strcmp(b->subs[k], st->subject) == 0)
+                return 0;
+        char **ns = realloc(b->subs, (b->nsubs + 1) * sizeof(*ns));
+        if (!ns)
+            return -ENOMEM;
+        b->subs = ns;
+        if (!(b->subs[b->nsubs] = strdup(st->subject)))
+            return -ENOMEM;
+        b->nsubs++;
+    } else {
+        st->stamped = ps->req.body && sq_tmpl_uses_stamp(ps->req.body);
+        for (size_t k = 0; k < ps->req.nheaders; k++)
+            st->stamped |= sq_tmpl_uses_stamp(ps->req.headers[k].value);
+    }
+    return 0;
+}
+
 static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, size_t errlen)
 {
     const struct sq_plan_step *ps = st->ps;
+    st->broker = -1;
     if (ps->kind == SQ_STEP_THINK) {
         st->think = true;
         return 0;
     }
+    if (ps->kind == SQ_STEP_PUBLISH || ps->kind == SQ_STEP_SUBSCRIBE)
+        return compile_bus_step(f, st, err, errlen);
     if (ps->kind == SQ_STEP_WS) {
         st->ws = true;
         st->timeout_ns = ps->req.timeout_ns;
@@ -125,11 +212,13 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
         dynamic = true;
     if (r->body && !sq_tmpl_static(r->body, &body, &body_len))
         dynamic = true;
+    st->stamped = sq_tmpl_uses_stamp(r->url) || (r->body && sq_tmpl_uses_stamp(r->body));
     for (size_t i = 0; i < r->nheaders; i++) {
         const char *v;
         size_t vl;
         if (!sq_tmpl_static(r->headers[i].value, &v, &vl))
             dynamic = true;
+        st->stamped |= sq_tmpl_uses_stamp(r->headers[i].value);
     }
     if (!dynamic) {
         int rc = compile_static(f, st, url, url_len, body, body_len);
@@ -251,8 +340,18 @@ void sq_flow_free(struct sq_flow *f)
         free(st->method_sp);
         free(st->fixed);
         free(st->dyn);
+        free(st->subject);
     }
     free(f->steps);
+    for (size_t i = 0; i < f->nbrokers; i++) {
+        struct sq_flow_broker *b = &f->brokers[i];
+        free(b->user);
+        free(b->password);
+        for (size_t k = 0; k < b->nsubs; k++)
+            free(b->subs[k]);
+        free(b->subs);
+    }
+    free(f->brokers);
     free(f);
 }
 
@@ -302,6 +401,7 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
     v->in_iter = true;
     v->iter_start_ns = now;
     v->think_until = 0;
+    v->stamp_len = 0; /* a subscribe step waits for a stamp of its own iteration */
     if (v->jar)
         sq_cookie_jar_clear(v->jar); /* each iteration starts with an empty jar, as in k6 */
     const struct sq_plan *p = f->plan;
@@ -369,12 +469,52 @@ static void render_ctx(const struct sq_flow *f, struct sq_flow_vu *v, struct sq_
     };
 }
 
+/* A stamped step's stamp, made once per step (every {{$stamp}} in it renders the same token). */
+static void make_stamp(const struct sq_flow_step *st, struct sq_flow_vu *v, struct sq_str *stamp)
+{
+    *stamp = (struct sq_str){v->stamp, 0};
+    if (st->stamped && v->stamp_fn) {
+        v->stamp_len = (uint8_t)v->stamp_fn(v->stamp_ud, &v->stamp_seq, v->stamp);
+        stamp->len = v->stamp_len;
+    }
+}
+
 int sq_flow_render(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_tmpl *t,
                    struct sq_buf *out)
 {
     struct sq_tmpl_ctx ctx;
     render_ctx(f, v, &ctx);
     return sq_tmpl_render(t, &ctx, out);
+}
+
+int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *st,
+                           struct sq_flow_vu *v, struct sq_str *payload, struct sq_str *hvals)
+{
+    const struct sq_plan_request *r = &st->ps->req;
+    struct sq_tmpl_ctx ctx;
+    render_ctx(f, v, &ctx);
+    struct sq_str stamp;
+    make_stamp(st, v, &stamp);
+    ctx.stamp = &stamp;
+    sq_buf_reset(&v->scratch);
+    sq_buf_reset(&v->val);
+    int rc = r->body ? sq_tmpl_render(r->body, &ctx, &v->scratch) : 0;
+    size_t off[SQ_FLOW_MAX_HEADERS + 1];
+    if (r->nheaders > SQ_FLOW_MAX_HEADERS)
+        return -EINVAL;
+    for (size_t i = 0; rc == 0 && i < r->nheaders; i++) {
+        off[i] = v->val.len;
+        rc = sq_tmpl_render(r->headers[i].value, &ctx, &v->val);
+        if (rc == 0)
+            append_value(&v->val, off[i]);
+    }
+    if (rc < 0)
+        return rc;
+    off[r->nheaders] = v->val.len;
+    for (size_t i = 0; i < r->nheaders; i++)
+        hvals[i] = (struct sq_str){v->val.p + off[i], off[i + 1] - off[i]};
+    *payload = (struct sq_str){v->scratch.p ? v->scratch.p : "", v->scratch.len};
+    return 0;
 }
 
 int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
@@ -394,6 +534,9 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
     const struct sq_plan_request *r = &st->ps->req;
     struct sq_tmpl_ctx ctx;
     render_ctx(f, v, &ctx);
+    struct sq_str stamp;
+    make_stamp(st, v, &stamp);
+    ctx.stamp = &stamp;
     struct sq_buf *o = &v->req;
     sq_buf_reset(o);
     sq_buf_reset(&v->scratch);

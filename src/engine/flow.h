@@ -17,6 +17,7 @@
 
 #include "base/buf.h"
 #include "plan/plan.h"
+#include "proto/stamp.h"
 
 struct sq_url;
 struct sq_cookie_jar;
@@ -38,6 +39,24 @@ struct sq_flow_step {
     bool may_override;   /* a before hook may set the body: send Content-Length when it does */
     uint32_t md_base;    /* first per-worker regex state of this step's extractors, then checks */
     int64_t timeout_ns;  /* 0: the run's */
+    bool stamped;        /* its URL, a header or the body uses {{$stamp}} */
+    /* publish and subscribe steps: the broker (an index into f->brokers) and the subject or
+     * topic (owned) */
+    int broker;
+    char *subject;
+    size_t subject_len;
+};
+
+/* A broker the flow's publish and subscribe steps use: each worker opens one connection to it
+ * (engine/flowbus.c) and subscribes there to every subject its subscribe steps wait on. */
+struct sq_flow_broker {
+    int kind; /* enum sq_bus_kind */
+    char host[256];
+    uint16_t port;
+    char *user, *password;
+    char **subs; /* subjects or topic filters to subscribe to */
+    size_t nsubs;
+    uint8_t qos; /* MQTT: the highest QoS a step asks for */
 };
 
 struct sq_flow {
@@ -49,6 +68,8 @@ struct sq_flow {
     bool secure;                 /* https target (cookies marked Secure are sent) */
     const char *accept_encoding; /* offered on every request without its own, or NULL */
     uint32_t nstates;            /* regex match-data blocks a worker needs (sq_flow_states_new) */
+    struct sq_flow_broker *brokers; /* of the publish and subscribe steps */
+    size_t nbrokers;
     /* {{$oauth.token}}: the run's token source (engine/oauth.h), set by whoever runs the plan;
      * NULL renders it empty */
     const struct sq_tmpl_live *oauth;
@@ -77,6 +98,13 @@ struct sq_flow_vu {
     struct sq_str *var_views;
     const struct sq_str **rows; /* per feeder of the plan */
     struct sq_cookie_jar *jar;
+    /* {{$stamp}}: who makes a stamp (the worker: its stream and sequence numbers), and the VU's
+     * latest one (a later step may wait for the event that carries it) */
+    size_t (*stamp_fn)(void *ud, uint64_t *seq, char *out);
+    void *stamp_ud;
+    char stamp[SQ_STAMP_MAX];
+    uint8_t stamp_len;
+    uint64_t stamp_seq;
 };
 
 /* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked
@@ -102,6 +130,15 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
 SQ_MUST_CHECK int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st,
                                   struct sq_flow_vu *v, const char **req, size_t *len,
                                   bool *rendered);
+
+#define SQ_FLOW_MAX_HEADERS 128 /* a request's headers: the plan allows 100 */
+
+/* A publish step's message for this VU: the payload and each header's value rendered (the
+ * stamp made first when the step uses one). Spans point into the VU's buffers, valid until its
+ * next render; hvals has room for the step's headers. Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *st,
+                                         struct sq_flow_vu *v, struct sq_str *payload,
+                                         struct sq_str *hvals);
 
 /* Renders t with the VU's values ($vu, $iteration, variables, feeder rows), appended to out
  * (a WebSocket step's path, headers and message). Returns 0 or -ENOMEM. */

@@ -37,6 +37,20 @@ enum {
     OPT_NO_COMPRESSION,
     OPT_HTTP2,
     OPT_STREAMS,
+    /* event buses */
+    OPT_PAYLOAD,
+    OPT_WINDOW,
+    OPT_QOS,
+    OPT_MQTT_VERSION,
+    OPT_JETSTREAM,
+    OPT_REQUEST,
+    OPT_ROUND_TRIP,
+    OPT_RETAIN,
+    OPT_KEEPALIVE,
+    OPT_CLIENT_ID,
+    OPT_SINK,
+    OPT_SINK_STAMP,
+    OPT_SINK_SETTLE,
     OPT_MESSAGE,
     OPT_BINARY,
     OPT_WS_PING,
@@ -68,6 +82,19 @@ static const struct option longs[] = {
     {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"streams", required_argument, NULL, OPT_STREAMS},
+    {"payload", required_argument, NULL, OPT_PAYLOAD},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"qos", required_argument, NULL, OPT_QOS},
+    {"mqtt-version", required_argument, NULL, OPT_MQTT_VERSION},
+    {"jetstream", no_argument, NULL, OPT_JETSTREAM},
+    {"request", no_argument, NULL, OPT_REQUEST},
+    {"round-trip", no_argument, NULL, OPT_ROUND_TRIP},
+    {"retain", no_argument, NULL, OPT_RETAIN},
+    {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
+    {"client-id", required_argument, NULL, OPT_CLIENT_ID},
+    {"sink", required_argument, NULL, OPT_SINK},
+    {"sink-stamp", required_argument, NULL, OPT_SINK_STAMP},
+    {"sink-settle", required_argument, NULL, OPT_SINK_SETTLE},
     {"script", required_argument, NULL, 's'},
     {"message", required_argument, NULL, OPT_MESSAGE},
     {"binary", no_argument, NULL, OPT_BINARY},
@@ -86,6 +113,7 @@ void sq_quick_opts_init(struct sq_quick_opts *o)
         .duration_ns = 10 * SQ_NS_PER_S,
         .timeout_ns = 10 * SQ_NS_PER_S,
         .connect_timeout_ns = 5 * SQ_NS_PER_S,
+        .qos = -1,
     };
 }
 
@@ -146,6 +174,76 @@ static int duration_flag(const char *flag, const char *arg, bool positive, int64
     return 0;
 }
 
+/* The event-bus flags (engine/bus.h). Returns 0 or a negative code with err filled. */
+static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
+                    size_t len)
+{
+    uint64_t u;
+    switch (opt) {
+    case OPT_PAYLOAD:
+        if (arg[0] == '@' && arg[1] == '\0')
+            return sq_flag_fail(err, len, "%s: '@' names no file (--payload @FILE)", flag);
+        o->payload_arg = arg;
+        return 0;
+    case OPT_WINDOW:
+        if (sq_parse_u64(arg, 1, SQ_BUS_MAX_WINDOW, 1, &o->window) < 0)
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a window (1..%d messages out per "
+                                "connection)",
+                                flag, arg, SQ_BUS_MAX_WINDOW);
+        return 0;
+    case OPT_QOS:
+        if (sq_parse_u64(arg, 0, 2, 1, &u) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a QoS (0, 1 or 2)", flag, arg);
+        o->qos = (int)u;
+        return 0;
+    case OPT_MQTT_VERSION:
+        if (strcmp(arg, "3") && strcmp(arg, "3.1.1") && strcmp(arg, "5") && strcmp(arg, "5.0"))
+            return sq_flag_fail(err, len, "%s: '%s' is not an MQTT version (3 for 3.1.1, or 5)",
+                                flag, arg);
+        o->mqtt_version = arg[0] == '5' ? 5 : 3;
+        return 0;
+    case OPT_JETSTREAM:
+        o->jetstream = true;
+        return 0;
+    case OPT_REQUEST:
+        o->request_reply = true;
+        return 0;
+    case OPT_ROUND_TRIP:
+        o->round_trip = true;
+        return 0;
+    case OPT_RETAIN:
+        o->retain = true;
+        return 0;
+    case OPT_KEEPALIVE:
+        return duration_flag(flag, arg, false, &o->keepalive_ns, err, len);
+    case OPT_CLIENT_ID:
+        if (!arg[0] || strlen(arg) > 64)
+            return sq_flag_fail(err, len, "%s: '%s' is not a client id prefix (1 to 64 bytes)",
+                                flag, arg);
+        o->client_id = arg;
+        return 0;
+    case OPT_SINK:
+        if (o->nsinks == SQ_ARRAY_LEN(o->sinks))
+            return sq_flag_fail(err, len, "%s: at most %zu sinks (one http, one nats, one mqtt)",
+                                flag, SQ_ARRAY_LEN(o->sinks));
+        if (strncmp(arg, "http://", 7) && !sq_bus_url_is_bus(arg))
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a sink (http://HOST:PORT to listen on, "
+                                "nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC)",
+                                flag, arg);
+        o->sinks[o->nsinks++] = arg;
+        return 0;
+    case OPT_SINK_STAMP:
+        o->sink_stamp = arg;
+        return 0;
+    case OPT_SINK_SETTLE:
+        return duration_flag(flag, arg, false, &o->sink_settle_ns, err, len);
+    default:
+        return sq_flag_refused(longs, opt, flag, err, len);
+    }
+}
+
 /* One flag getopt_long returned. Returns 0, SQ_QUICK_HELP, SQ_QUICK_VERSION or a negative code
  * with err filled. */
 static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
@@ -159,6 +257,7 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         if (sq_parse_u64(arg, 1, 1000000, 1, &o->connections) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a connection count (1..1000000)", flag,
                                 arg);
+        o->connections_set = true;
         return 0;
     case 'd':
         if ((rc = duration_flag(flag, arg, true, &o->duration_ns, err, len)) != 0)
@@ -296,8 +395,58 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     case 'V':
         return SQ_QUICK_VERSION;
     default:
-        return sq_flag_refused(longs, opt, flag, err, len);
+        return take_bus(o, opt, flag, arg, err, len);
     }
+}
+
+/* A bus URL's flags, and an http(s) URL's lack of them. */
+static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
+{
+    bool bus = sq_bus_url_is_bus(o->url);
+    if (!bus) {
+        const char *f = o->payload_arg     ? "--payload"
+                        : o->window        ? "--window"
+                        : o->qos >= 0      ? "--qos"
+                        : o->mqtt_version  ? "--mqtt-version"
+                        : o->jetstream     ? "--jetstream"
+                        : o->request_reply ? "--request"
+                        : o->round_trip    ? "--round-trip"
+                        : o->retain        ? "--retain"
+                        : o->keepalive_ns  ? "--keepalive"
+                        : o->client_id     ? "--client-id"
+                                           : NULL;
+        if (f)
+            return sq_flag_fail(err, len, "%s is for nats:// and mqtt:// URLs%s", f,
+                                strcmp(f, "--payload") == 0 ? " (HTTP has -b)" : "");
+    } else {
+        const char *f = o->body_arg                ? "-b"
+                        : o->script                ? "-s"
+                        : strcmp(o->method, "GET") ? "-m"
+                        : o->http2                 ? "--http2"
+                        : o->streams > 1           ? "--streams"
+                        : o->no_compression        ? "--no-compression"
+                        : o->net.tls.insecure      ? "-k"
+                        : o->net.tls.cacert        ? "--cacert"
+                        : o->net.tls.cert          ? "--cert"
+                                                   : NULL;
+        if (f)
+            return sq_flag_fail(err, len, "%s is for http:// and https:// URLs%s", f,
+                                strcmp(f, "-b") == 0         ? " (a bus message is --payload)"
+                                : strcmp(f, "-s") == 0       ? " (wrk scripts write HTTP requests)"
+                                : f[1] == 'k' || f[2] == 'c' ? " (NATS and MQTT over TLS are not "
+                                                               "supported yet)"
+                                                             : "");
+        if (!o->connections_set)
+            o->connections = 1; /* one publisher, as nats bench and the MQTT tools start */
+    }
+    if (o->nsinks && !bus)
+        return sq_flag_fail(err, len,
+                            "--sink applies to nats:// and mqtt:// URLs (their --payload carries "
+                            "{{$stamp}}; an HTTP body is sent as written: use a plan's sink:)");
+    if ((o->sink_stamp || o->sink_settle_ns) && !o->nsinks)
+        return sq_flag_fail(err, len, "%s applies to --sink",
+                            o->sink_stamp ? "--sink-stamp" : "--sink-settle");
+    return 0;
 }
 
 /* ws:// and wss:// URLs (the scheme in any case): 1 and 2, else 0. */
@@ -339,6 +488,9 @@ static int check_ws(struct sq_quick_opts *o, char *err, size_t len)
 /* The flags together, once all are read. */
 static int check_together(struct sq_quick_opts *o, char *err, size_t len)
 {
+    int brc = check_bus(o, err, len);
+    if (brc < 0)
+        return brc;
     int wrc = check_ws(o, err, len);
     if (wrc < 0)
         return wrc;
@@ -408,8 +560,15 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
 static const struct {
     const char *key, *why;
 } cli_only[] = {
-    {"json", "writes no files"},   {"html", "writes no files"}, {"out", "writes no files"},
-    {"sample", "writes no files"}, {"quiet", "prints nothing"}, {"script", "runs no script file"},
+    {"json", "writes no files"},
+    {"html", "writes no files"},
+    {"out", "writes no files"},
+    {"sample", "writes no files"},
+    {"quiet", "prints nothing"},
+    {"script", "runs no script file"},
+    {"sink", "runs no sink (squall sink runs one beside it)"},
+    {"sink-stamp", "runs no sink"},
+    {"sink-settle", "runs no sink"},
 };
 
 static bool repeatable(const char *key)
@@ -723,11 +882,13 @@ static int load_body(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     return 0;
 }
 
-/* Maps the quick face's flags onto one executor (plan/exec.h). */
-static int build_exec(const struct sq_quick_opts *o, struct sq_exec *e, char *err, size_t len)
+/* Maps the quick face's flags onto one executor (plan/exec.h). per: the VUs one connection
+ * carries (HTTP/2 streams, a bus window). */
+static int build_exec(const struct sq_quick_opts *o, uint64_t per, struct sq_exec *e, char *err,
+                      size_t len)
 {
     memset(e, 0, sizeof(*e));
-    e->vus = (uint32_t)(o->connections * o->streams); /* HTTP/2: one VU per stream slot */
+    e->vus = (uint32_t)(o->connections * per); /* one VU per stream slot or window slot */
     e->pacing_ns = o->pacing_ns;
     e->graceful_stop_ns = o->graceful_ns;
     const char *why = NULL;
@@ -755,6 +916,90 @@ static int build_exec(const struct sq_quick_opts *o, struct sq_exec *e, char *er
             return sq_flag_fail(err, len, "--stages: '%s': %s", o->stages, why + 8);
         return sq_flag_fail(err, len, "%s", why);
     }
+    return 0;
+}
+
+/* A nats:// or mqtt:// run: the bus configuration (engine/bus.h), the broker's address, the
+ * executor over connections x window VUs. */
+static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
+{
+    r->is_bus = true;
+    const char *why = NULL;
+    int rc = sq_bus_url_parse(o->url, SQ_BUS_URL_TARGET, &r->bus_url, &why);
+    if (rc == -ENOMEM) {
+        snprintf(err, len, "out of memory");
+        return rc;
+    }
+    if (rc < 0)
+        return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why);
+    if (o->payload_arg && o->payload_arg[0] == '@' && !o->body_literal) {
+        const char *file = o->payload_arg + 1;
+        rc = read_body_file(file, &r->payload, &r->payload_len);
+        if (rc == -EISDIR)
+            return sq_flag_fail(err, len, "--payload: '%s': %s is a directory, not a file",
+                                o->payload_arg, file);
+        if (rc == -SQ_ETOOBIG)
+            return sq_flag_fail(err, len, "--payload: '%s': %s is larger than %u MiB",
+                                o->payload_arg, file, SQ_QUICK_MAX_BODY_FILE >> 20);
+        if (rc == -ENOMEM) {
+            snprintf(err, len, "out of memory");
+            return rc;
+        }
+        if (rc < 0)
+            return sq_flag_fail(err, len, "--payload: '%s': cannot read %s: %s", o->payload_arg,
+                                file, sq_strerror(rc));
+    }
+    const char *hs[SQ_QUICK_MAX_HEADERS], *hv[SQ_QUICK_MAX_HEADERS];
+    for (size_t i = 0; i < o->nheaders; i++) {
+        hs[i] = o->headers[i].name;
+        hv[i] = o->headers[i].value;
+    }
+    struct sq_bus_opts bo = {
+        .payload = r->payload ? r->payload : o->payload_arg,
+        .payload_len = r->payload       ? r->payload_len
+                       : o->payload_arg ? strlen(o->payload_arg)
+                                        : 0,
+        .payload_flag = "--payload",
+        .header_names = hs,
+        .header_values = hv,
+        .nheaders = o->nheaders,
+        .window = o->window,
+        .qos = o->qos,
+        .mqtt_version = o->mqtt_version,
+        .jetstream = o->jetstream,
+        .request = o->request_reply,
+        .round_trip = o->round_trip,
+        .retain = o->retain,
+        .keepalive_ns = o->keepalive_ns,
+        .client_id = o->client_id,
+    };
+    rc = sq_bus_prepare(&r->bus, &r->bus_url, &bo, err, len);
+    if (rc < 0)
+        return rc;
+    uint64_t vus = o->connections * r->bus.window;
+    if (vus > 1000000)
+        return sq_flag_fail(err, len, "-c x --window: at most 1000000 VUs");
+    if (o->max_in_flight && o->max_in_flight < vus)
+        return sq_flag_fail(err, len,
+                            "--max-in-flight: '%llu' must be at least -c x --window (%llu)",
+                            (unsigned long long)o->max_in_flight, (unsigned long long)vus);
+    struct sq_run_config *cfg = &r->cfg;
+    cfg->bus = &r->bus;
+    cfg->timeout_ns = o->timeout_ns;
+    cfg->connect_timeout_ns = o->connect_timeout_ns;
+    cfg->phases = false; /* a message has no connect or TLS of its own to time */
+    if ((rc = build_exec(o, r->bus.window, &cfg->exec, err, len)) < 0)
+        return rc;
+    cfg->threads = sq_flag_threads(o->threads);
+    /* the broker's address through the same DNS options (--resolve, --connect-to, --dns-ttl) */
+    snprintf(r->url.scheme, sizeof(r->url.scheme), "%s", "http");
+    snprintf(r->url.host, sizeof(r->url.host), "%s", r->bus_url.host);
+    r->url.port = r->bus_url.port;
+    snprintf(r->url.authority, sizeof(r->url.authority), "%s:%u", r->bus_url.host, r->bus_url.port);
+    rc = sq_net_setup(&r->net, &o->net, &r->url, NULL, cfg, err, len);
+    if (rc < 0)
+        return rc;
+    r->conns = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
     return 0;
 }
 
@@ -884,6 +1129,8 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     memset(r, 0, sizeof(*r));
     r->opts = o;
     const char *why = NULL;
+    if (sq_bus_url_is_bus(o->url))
+        return prepare_bus(r, o, err, len);
     /* ws:// and wss:// are http:// and https:// for the upgrade (RFC 6455 3): parsed as those,
      * so TLS, DNS and the Host header follow; the document keeps the URL as written */
     int wsk = o->ws ? ws_scheme(o->url) : 0;
@@ -942,7 +1189,7 @@ configure:;
     cfg->phases = !o->no_phases;
     cfg->h2_request = o->http2 ? &r->h2req : NULL;
     cfg->streams = (uint32_t)o->streams;
-    if ((rc = build_exec(o, &cfg->exec, err, len)) < 0)
+    if ((rc = build_exec(o, o->streams, &cfg->exec, err, len)) < 0)
         return rc;
     cfg->threads = sq_flag_threads(o->threads);
     /* ALPN h2 is required: a server that does not pick it fails the handshake. */
@@ -958,6 +1205,10 @@ configure:;
 
 void sq_quick_run_dispose(struct sq_quick_run *r)
 {
+    sq_bus_config_dispose(&r->bus);
+    sq_bus_url_dispose(&r->bus_url);
+    free(r->payload);
+    r->payload = NULL;
     sq_h2_req_dispose(&r->h2req);
     sq_tmpl_free(r->ws_message);
     r->ws_message = NULL;
@@ -972,6 +1223,8 @@ void sq_quick_run_dispose(struct sq_quick_run *r)
 
 const char *sq_quick_protocol(const struct sq_quick_run *r)
 {
+    if (r->is_bus)
+        return sq_bus_kind_name(r->bus.kind);
     if (r->opts->ws)
         return "websocket";
     if (!r->opts->http2)

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/bus.h"
 #include "base/buf.h"
 #include "engine/netopts.h"
 #include "engine/run.h"
@@ -77,6 +78,22 @@ struct sq_quick_opts {
     const char *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample; /* --sample; 0: not given */
     bool quiet;
+    /* Event buses (nats://, mqtt:// URLs; engine/bus.h), refused with an http(s) URL */
+    bool connections_set;    /* -c was given (a bus run defaults to 1 connection) */
+    const char *payload_arg; /* --payload: the text, or "@FILE" */
+    uint64_t window;         /* --window; 0: the mode's default */
+    int qos;                 /* --qos; -1: not given */
+    int mqtt_version;        /* --mqtt-version: 3 or 5; 0: not given */
+    bool jetstream, request_reply, round_trip, retain;
+    int64_t keepalive_ns;  /* --keepalive */
+    const char *client_id; /* --client-id */
+    /* --sink URL (the CLI runs a sink beside the load: http://HOST:PORT to listen on,
+     * nats://.../SUBJECT or mqtt://.../TOPIC to subscribe to), --sink-stamp, --sink-settle;
+     * refused from JSON (the daemon runs no sink) */
+    const char *sinks[3];
+    size_t nsinks;
+    const char *sink_stamp;
+    int64_t sink_settle_ns;
     /* sq_quick_from_json: the arguments it built and the body (owned) */
     char **_argv;
     size_t _argc;
@@ -125,6 +142,13 @@ struct sq_quick_run {
     const char *accept_encoding; /* what the requests offer (NULL: nothing) */
     uint64_t conns;              /* connections the run may open: its open-file need */
     struct sq_net net;
+    /* nats:// and mqtt:// runs: the bus (cfg.bus points here), the broker URL split, the
+     * payload as read (--payload @FILE), and the URL as sq_net_setup resolves it */
+    bool is_bus;
+    struct sq_bus_config bus;
+    struct sq_bus_url bus_url;
+    char *payload;
+    size_t payload_len;
     struct sq_wrk_script wrk; /* -s: the script's states (cfg.script points into it) */
     /* ws:// and wss://: what cfg.ws points at; the message template when it has dynamic parts
      * (else the message is body, sent as it is), the upgrade's -H lines */
@@ -143,7 +167,8 @@ SQ_MUST_CHECK int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick
                                    size_t len);
 void sq_quick_run_dispose(struct sq_quick_run *r);
 
-/* The protocol the result document names: "http/1.1", "h2", "h2c" or "websocket". */
+/* The protocol the result document names: "http/1.1", "h2", "h2c", "websocket", "nats" or
+ * "mqtt". */
 const char *sq_quick_protocol(const struct sq_quick_run *r);
 
 #endif

@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/bus.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
+#include "proto/stamp.h"
 #include "stats/hist.h"
 
 #define WATCH_NS (20 * SQ_NS_PER_MS)
@@ -52,6 +54,59 @@ const char *sq_phase_name(enum sq_phase p)
 const char *sq_phase_metric(enum sq_phase p)
 {
     return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
+}
+
+uint64_t sq_run_new_id(void)
+{
+    /* 52 random bits (the low ones carry the worker: SQ_STAMP_STREAM_BITS) */
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+                 __atomic_add_fetch(&counter, 0x9E3779B97F4A7C15ull, __ATOMIC_RELAXED);
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    uint64_t id = x << SQ_STAMP_STREAM_BITS;
+    return id ? id : 1ull << SQ_STAMP_STREAM_BITS; /* never 0: 0 means "draw one" */
+}
+
+void sq_stamp_run_text(uint64_t run, char *out)
+{
+    struct sq_stamp_enc e;
+    sq_stamp_enc_init(&e, run);
+    /* the encoder's head is "sq1.<run>." */
+    size_t n = (size_t)e.head_len - SQ_STAMP_PREFIX_LEN - 1;
+    memcpy(out, e.head + SQ_STAMP_PREFIX_LEN, n);
+    out[n] = '\0';
+}
+
+uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus)
+{
+    uint32_t per = 1;
+    if (cfg->scens)
+        return vus;
+    if (cfg->bus)
+        per = cfg->bus->window ? cfg->bus->window : 1;
+    else if (cfg->h2_request && cfg->streams > 1)
+        per = cfg->streams;
+    return (uint32_t)(((uint64_t)vus + per - 1) / per);
+}
+
+/* The bus counters are all uint64_t: added and subtracted as an array. */
+#define BUS_WORDS (sizeof(struct sq_bus_counters) / sizeof(uint64_t))
+_Static_assert(sizeof(struct sq_bus_counters) % sizeof(uint64_t) == 0, "uint64_t fields only");
+
+static void bus_add(struct sq_bus_counters *dst, const struct sq_bus_counters *src, int sign)
+{
+    uint64_t d[BUS_WORDS], s[BUS_WORDS];
+    memcpy(d, dst, sizeof(d));
+    memcpy(s, src, sizeof(s));
+    for (size_t i = 0; i < BUS_WORDS; i++)
+        d[i] = sign > 0 ? d[i] + s[i] : d[i] - s[i];
+    memcpy(dst, d, sizeof(d));
 }
 
 void sq_ws_tally_add(struct sq_ws_tally *t, uint16_t key, uint64_t n)
@@ -93,6 +148,7 @@ const char *sq_ws_key_name(uint16_t key, bool upgrade, char *buf)
 
 static void merge_counters(struct sq_counters *dst, const struct sq_counters *src)
 {
+    bus_add(&dst->bus, &src->bus, 1);
     dst->sent += src->sent;
     dst->dropped += src->dropped;
     dst->completed += src->completed;
@@ -127,6 +183,7 @@ static void merge_counters(struct sq_counters *dst, const struct sq_counters *sr
 
 static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
 {
+    bus_add(&dst->bus, &src->bus, -1);
     dst->sent -= src->sent;
     dst->dropped -= src->dropped;
     dst->completed -= src->completed;
@@ -420,6 +477,7 @@ struct totals {
     uint64_t progress, opened, errors, tls_errors;
     int last_err;
     const char *tls_msg; /* a worker's first TLS error, or NULL */
+    const char *bus_msg; /* a worker's first broker error, or NULL */
     const char *up_msg;  /* a worker's first failed WebSocket upgrade, or NULL */
 };
 
@@ -442,6 +500,9 @@ static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
         t->tls_errors += e;
         if (!t->tls_msg && __atomic_load_n(&l->tls_err_set, __ATOMIC_ACQUIRE))
             t->tls_msg = ws[i].tls_err; /* written once, before the flag */
+        t->errors += __atomic_load_n(&l->bus_errors, __ATOMIC_RELAXED);
+        if (!t->bus_msg && __atomic_load_n(&l->bus_err_set, __ATOMIC_ACQUIRE))
+            t->bus_msg = ws[i].bus_err;
         t->errors += __atomic_load_n(&l->upgrade_errors, __ATOMIC_RELAXED);
         if (!t->up_msg && __atomic_load_n(&l->up_err_set, __ATOMIC_ACQUIRE))
             t->up_msg = ws[i].up_err;
@@ -490,6 +551,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
                 stop_run(run, out, "no connection could be made to %s: %s", addr, t.up_msg);
             } else if (t.opened == 0 && t.tls_msg) {
                 stop_run(run, out, "no connection could be made to %s: tls: %s", addr, t.tls_msg);
+            } else if (t.opened == 0 && t.bus_msg) {
+                stop_run(run, out, "no connection could be made to %s: %s", addr, t.bus_msg);
             } else if (t.opened == 0) {
                 stop_run(run, out, "no connection could be made to %s: %s", addr,
                          sq_strerror(t.last_err));
@@ -507,6 +570,9 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
             snprintf(secs, sizeof(secs), "%.1fs", (double)stall_limit / 1e9);
             if (t.tls_errors && t.tls_msg)
                 stop_run(run, out, "no progress for %s while TLS fails: %s", secs, t.tls_msg);
+            else if (t.bus_msg)
+                stop_run(run, out, "no progress for %s while the broker refuses: %s", secs,
+                         t.bus_msg);
             else if (t.up_msg)
                 stop_run(run, out, "no progress for %s while upgrades fail: %s", secs, t.up_msg);
             else
@@ -573,8 +639,9 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
             for (size_t s = 0; s < f->nsteps; s++)
                 sq_engine__steps_merge_one(&r->steps[s], &w->steps[s], f->steps[s].ps->nchecks);
         }
-        for (size_t s = 0; s < f->nsteps; s++)
-            sq_hist_merge(r->latency, r->steps[s].dur);
+        for (size_t s = 0; s < f->nsteps; s++) /* HTTP requests only: http_req_duration */
+            if (f->steps[s].ps->kind == SQ_STEP_REQUEST)
+                sq_hist_merge(r->latency, r->steps[s].dur);
     }
     return 0;
 }
@@ -594,7 +661,8 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         if (sq_exec_is_open(scen_exec(cfg, i)))
             out->open = true;
     }
-    if (empty || nw == 0 || cfg->naddrs <= 0 || (!cfg->scens && !cfg->request_len && !cfg->ws)) {
+    if (empty || nw == 0 || cfg->naddrs <= 0 ||
+        (!cfg->scens && !cfg->request_len && !cfg->bus && !cfg->ws)) {
         *why = "nothing to run: no connection, address or request";
         return -EINVAL;
     }
@@ -616,7 +684,18 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         sq_result_dispose(out);
         return -ENOMEM;
     }
-    struct sq_engine__shared run = {.cfg = cfg, .nworkers = nw};
+    struct sq_engine__shared run = {.cfg = cfg, .nworkers = nw, .run_id = cfg->run_id};
+    if (!run.run_id)
+        run.run_id = sq_run_new_id();
+    out->run_id = run.run_id;
+    out->stamped = calloc(nw, sizeof(*out->stamped));
+    if (!out->stamped) {
+        free(ws);
+        *why = "out of memory";
+        sq_result_dispose(out);
+        return -ENOMEM;
+    }
+    out->nstreams = nw;
     sq_engine__addrs_store(&run.addrs, cfg->addrs, cfg->naddrs);
     struct agg agg = {.cur = 1};
     agg.last = calloc(nw, sizeof(*agg.last));
@@ -680,6 +759,9 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         }
         if (!out->tls_error[0] && ws[i].live.tls_err_set)
             snprintf(out->tls_error, sizeof(out->tls_error), "%s", ws[i].tls_err);
+        if (!out->bus_error[0] && ws[i].live.bus_err_set)
+            snprintf(out->bus_error, sizeof(out->bus_error), "%s", ws[i].bus_err);
+        out->stamped[i] = ws[i].stamp_next;
         if (!out->script_error && ws[i].script_err) {
             out->script_error = ws[i].script_err; /* handed over */
             ws[i].script_err = NULL;
@@ -784,6 +866,9 @@ void sq_result_dispose(struct sq_result *r)
     }
     sq_hist_free(r->sse_first_event);
     sq_hist_free(r->sse_duration);
+    free(r->stamped);
+    r->stamped = NULL;
+    r->nstreams = 0;
     r->sse_first_event = r->sse_duration = NULL;
     sq_hist_free(r->rate);
     r->rate = NULL;

@@ -17,6 +17,7 @@
 struct sq_hist;
 struct sq_h2_req;
 struct sq_tls_client;
+struct sq_bus_config;
 struct sq_script;
 
 /* Error kinds, counted per kind. connect, dns, extract and unsolicited cost no request; the
@@ -38,7 +39,20 @@ struct sq_script;
     X(TLS, "tls")                                                                                  \
     X(EXTRACT, "extract")                                                                          \
     X(UNSOLICITED, "unsolicited")                                                                  \
-    X(UPGRADE, "upgrade")
+    X(UPGRADE, "upgrade")                                                                          \
+    SQ_ERRK_BUS_LIST(X)
+
+/* The event buses' own kinds (engine/natsdrv.c, mqttdrv.c). no_responders: a NATS request or
+ * JetStream publish that no one listens to (a 503 status); it fails its request. ack: the broker
+ * refused a message in its acknowledgement (a JetStream PubAck with an error, an MQTT PUBACK,
+ * PUBREC or PUBCOMP with a reason code >= 0x80); it fails its request. server_error: the broker
+ * said no to the connection or the session (a NATS -ERR, an MQTT CONNACK refusal, a SUBACK
+ * failure, a DISCONNECT from the server); it costs no request, the connection is replaced
+ * (requests still out on it fail as `closed`). */
+#define SQ_ERRK_BUS_LIST(X)                                                                        \
+    X(NO_RESPONDERS, "no_responders")                                                              \
+    X(ACK, "ack")                                                                                  \
+    X(SERVER_ERROR, "server_error")
 
 enum sq_errk {
 #define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,
@@ -220,6 +234,13 @@ struct sq_run_config {
      * (sq_run_connections). */
     const struct sq_h2_req *h2_request;
     uint32_t streams;
+    /* Event buses (engine/bus.h: NATS or MQTT, the quick face's nats:// and mqtt:// URLs; not
+     * with scens): what to publish and how; NULL for HTTP. The executor's VUs are then window
+     * slots: each connection carries bus->window of them (sq_run_connections). */
+    const struct sq_bus_config *bus;
+    /* The run id that {{$stamp}} carries (proto/stamp.h), 0: one is drawn at random. Worker w's
+     * stamps carry run_id + w (its stream: SQ_STAMP_STREAM_BITS below). */
+    uint64_t run_id;
     /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
      * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
     const struct sq_run_script *script;
@@ -229,6 +250,20 @@ struct sq_run_config {
     /* WebSocket (the quick face's ws:// and wss:// URLs; not with scens): NULL otherwise. */
     const struct sq_ws_run *ws;
 };
+
+/* A stamp's run field is the run id with the worker (the stream) in its low bits: each worker
+ * numbers its own events 0, 1, 2... so a sink finds gaps per stream without any shared
+ * counter on the hot path. */
+#define SQ_STAMP_STREAM_BITS 12
+
+/* A fresh run id for stamps (52 random bits, the low SQ_STAMP_STREAM_BITS zero): what sq_run
+ * draws when cfg->run_id is 0; a caller that must know it before the run (a sink beside it)
+ * draws it first. */
+uint64_t sq_run_new_id(void);
+
+/* A stamp's run field as the stamp writes it (Crockford base32, lowercase), NUL-terminated, in
+ * out (14 bytes). */
+void sq_stamp_run_text(uint64_t run, char *out);
 
 /* A wrk-style script as a run uses it: per worker (sq_run_workers(cfg) of them) its state, its
  * static request and the address setup() gave its thread. Borrowed for the run. */
@@ -240,12 +275,21 @@ struct sq_run_script {
 
 /* Connections a run opens for `vus` VUs: one each over HTTP/1.1, one per `streams` over
  * HTTP/2. */
-static inline uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus)
-{
-    if (!cfg->h2_request || cfg->scens || cfg->streams <= 1)
-        return vus;
-    return (uint32_t)(((uint64_t)vus + cfg->streams - 1) / cfg->streams);
-}
+uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus);
+
+/* What the event-bus drivers count besides requests (the result's `nats` / `mqtt` block). Only
+ * uint64_t fields: merged as an array. */
+struct sq_bus_counters {
+    uint64_t reconnects; /* connections opened again after an open one was lost */
+    uint64_t flushes;    /* writes that carried messages */
+    uint64_t pings;      /* NATS PINGs / MQTT PINGREQs sent to close a window of publishes */
+    uint64_t acks;       /* JetStream PubAcks, MQTT PUBACKs / PUBCOMPs, NATS replies */
+    uint64_t duplicates; /* JetStream PubAcks saying "duplicate" (same Nats-Msg-Id) */
+    uint64_t late;       /* replies or acks for a request no longer waiting (timed out) */
+    uint64_t delivered;  /* round trip: deliveries matched to a publish of this run */
+    uint64_t foreign;    /* round trip: deliveries matching none (other publishers) */
+    uint64_t stamped;    /* messages (or requests) that carried a {{$stamp}} */
+};
 
 /* The worker threads sq_run(cfg) starts: per scenario, cfg->threads but never more than the
  * connections its executor needs (what a run's result reports as threads). */
@@ -276,6 +320,7 @@ struct sq_counters {
     uint64_t compressed;  /* responses with a Content-Encoding squall decoded */
     uint64_t undecodable; /* responses with a coding squall cannot decode (counted raw) */
     uint64_t sse_streams, sse_events; /* text/event-stream responses, and their events */
+    struct sq_bus_counters bus;       /* event buses */
     /* wrk-style scripts: calls of request(), response() and delay() */
     uint64_t script_requests, script_responses, script_delays;
     uint64_t script_hooks, script_skips; /* plan hooks: before/after calls, skipped steps */
@@ -338,6 +383,13 @@ struct sq_result {
     bool tls; /* the run used TLS (https) */
     const char *tls_version, *tls_cipher, *tls_alpn;
     char tls_error[256];
+    /* Stamps ({{$stamp}}): the run id and, per worker (stream), how many events it stamped:
+     * stream w carried run_id + w and sequence numbers 0 .. stamped[w] - 1. */
+    uint64_t run_id;
+    uint64_t *stamped; /* nstreams entries, owned */
+    uint32_t nstreams;
+    /* Event buses: the broker's first error message ("" if none), e.g. a NATS -ERR text. */
+    char bus_error[256];
     /* cfg->rate_samples: requests per second, one value per worker and 100 ms (owned) */
     struct sq_hist *rate;
     /* wrk-style scripts: the first error a hook raised during the run, with its Lua traceback

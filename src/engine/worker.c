@@ -41,8 +41,10 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "engine/bus.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
+#include "engine/flowbus.h"
 #include "http/decode.h"
 #include "loop/loop.h"
 #include "script/script.h"
@@ -62,6 +64,7 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop);
 
 static void publish(struct sq_engine__worker *w)
 {
+    __atomic_store_n(&w->live.bus_errors, w->c.errors[SQ_ERRK_SERVER_ERROR], __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.progress, w->c.completed + w->c.failed, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.opened, w->c.conns_opened, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
@@ -71,8 +74,12 @@ static void publish(struct sq_engine__worker *w)
 
 /* Closes the VU (its socket, or its stream) and forgets any request in flight (the caller has
  * accounted for it). */
+static void bus_step_fail(struct sq_engine__conn *c, enum sq_errk k);
+
 static void conn_close(struct sq_engine__conn *c)
 {
+    if (SQ_UNLIKELY(c->state == CONN_WAIT))
+        bus_step_fail(c, SQ_ERRK_CLOSED); /* its HTTP connection goes: the step with it */
     c->w->drv->close(c);
     if (c->state == CONN_ACTIVE)
         c->w->in_flight -= c->pending;
@@ -492,6 +499,23 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     struct sq_engine__worker *w = c->w;
     struct sq_flow_vu *v = c->fv;
     const struct sq_flow_step *st = &w->flow->steps[v->step];
+    if (st->broker >= 0) {
+        /* publish / subscribe: on the worker's broker connection (flowbus.c); the VU waits */
+        const struct sq_plan_step *ps = st->ps;
+        c->state = CONN_WAIT;
+        c->since_ns = intended;
+        c->sent_ns = now;
+        c->tmo_ns = ps->req.timeout_ns ? ps->req.timeout_ns : w->cfg->timeout_ns;
+        int k = sq_flowbus_begin(w->fbus, c);
+        if (k != 0 && c->state == CONN_WAIT) {
+            bus_step_fail(c, (enum sq_errk)k);
+            /* the flow goes on after a pause, not from inside this call: a broker that refuses
+             * at once would otherwise spin the VU through its flow */
+            if (sq_timer_start(w->loop, &c->timer, now + BACKOFF_MIN_NS) == 0)
+                c->state = CONN_PACING;
+        }
+        return;
+    }
     if (st->think) {
         /* The deadline is the VU's, not the connection's: a server that closes the idle
          * connection during the think does not restart it after the reconnect. */
@@ -565,6 +589,46 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     w->in_iter--;
     w->c.iterations++;
     sq_hist_record(w->iter_hist, (now - v->iter_start_ns) / SQ_NS_PER_US);
+}
+
+/* A publish or subscribe step ended (flowbus.c): its figures, then the flow goes on. kind < 0:
+ * completed after dur_us; else it failed with that kind (counted; the step's on_error
+ * applies). Its failures are not HTTP requests: they count by kind and in the step. */
+static void bus_step_end(struct sq_engine__conn *c, int kind, int64_t dur_us, bool next)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    struct sq_step_stats *ss = &w->steps[v->step];
+    const struct sq_plan_step *ps = w->flow->steps[v->step].ps;
+    c->state = CONN_IDLE;
+    ss->reqs++;
+    bool stop = false;
+    if (kind < 0) {
+        sq_hist_record(ss->dur, dur_us);
+    } else {
+        ss->errors++;
+        ss->failed++;
+        w->c.errors[kind]++;
+        stop = ps->on_error == SQ_ON_ERROR_NEXT_ITERATION;
+    }
+    int64_t now = sq_loop_now(w->loop);
+    flow_advance(c, now, stop);
+    if (next)
+        conn_next(c, now);
+}
+
+static void bus_step_fail(struct sq_engine__conn *c, enum sq_errk k)
+{
+    if (c->w->fbus)
+        sq_flowbus_cancel(c->w->fbus, c);
+    bus_step_end(c, (int)k, 0, false);
+}
+
+void sq_engine__flow_bus_done(struct sq_engine__conn *c, int kind, int64_t dur_us)
+{
+    if (c->state != CONN_WAIT)
+        return;
+    bus_step_end(c, kind, dur_us, true);
 }
 
 /* A flow step's response is complete: per-step figures, checks, extractors, cookies. */
@@ -820,9 +884,14 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
         if (c->state == CONN_ACTIVE && now - c->sent_ns >= c->tmo_ns) {
             conn_fail(c, SQ_ERRK_TIMEOUT);
             conn_replace(c);
+        } else if (SQ_UNLIKELY(c->state == CONN_WAIT) && now - c->sent_ns >= c->tmo_ns) {
+            bus_step_fail(c, SQ_ERRK_TIMEOUT);
+            conn_next(c, now);
         }
     }
     w->drv->sweep(w, now);
+    if (w->fbus)
+        sq_flowbus_sweep(w->fbus, now);
     publish(w);
     if (SQ_UNLIKELY(w->rate != NULL) && w->ticking)
         record_rate(w, now);
@@ -843,6 +912,8 @@ static void ramp(struct sq_engine__worker *w, int64_t now)
 
 static bool pool_settled(const struct sq_engine__worker *w)
 {
+    if (w->fbus && !sq_flowbus_settled(w->fbus))
+        return false;
     for (uint32_t i = 0; i < w->nconns; i++)
         if (w->conns[i].state == CONN_CONNECTING || w->conns[i].state == CONN_CLOSED ||
             w->conns[i].state == CONN_HANDSHAKE)
@@ -862,6 +933,8 @@ static bool setup(struct sq_engine__worker *w)
     int64_t next_sweep = sq_loop_update_now(loop) + SWEEP_NS;
     for (uint32_t i = 0; i < w->nconns; i++)
         conn_connect(&w->conns[i]);
+    if (w->fbus)
+        sq_flowbus_connect(w->fbus);
     bool ready = false;
     for (;;) {
         if (!ready && pool_settled(w)) {
@@ -1053,6 +1126,13 @@ static void run_loop(struct sq_engine__worker *w)
     }
 }
 
+static size_t flow_stamp(void *ud, uint64_t *seq, char *out)
+{
+    struct sq_engine__worker *w = ud;
+    w->c.bus.stamped++;
+    return sq_engine__stamp(w, seq, out);
+}
+
 /* Plan runs: per-VU flow state, per-step figures, the iteration histogram, regex states. */
 static int flow_init(struct sq_engine__worker *w)
 {
@@ -1064,6 +1144,8 @@ static int flow_init(struct sq_engine__worker *w)
         int rc = sq_flow_vu_init(&w->vus[i], f, (uint64_t)w->first_vu + i + 1);
         if (rc < 0)
             return rc;
+        w->vus[i].stamp_fn = flow_stamp;
+        w->vus[i].stamp_ud = w;
     }
     int rc = sq_engine__steps_new(f, &w->steps);
     if (rc == 0)
@@ -1071,7 +1153,9 @@ static int flow_init(struct sq_engine__worker *w)
     if (rc < 0)
         return rc;
     w->states = sq_flow_states_new(f);
-    return w->states ? 0 : -ENOMEM;
+    if (!w->states)
+        return -ENOMEM;
+    return sq_flowbus_new(w, &w->fbus);
 }
 
 int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared *run,
@@ -1116,13 +1200,28 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if (cfg->script->addrs)
             w->addr = &cfg->script->addrs[windex];
     }
-    /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` (a
-     * worker gets whole connections), HTTP/1.1 one. Plans run HTTP/1.1. */
+    /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` and a
+     * bus connection `window` (a worker gets whole connections), HTTP/1.1 one. Plans run
+     * HTTP/1.1. */
     bool h2 = cfg->h2_request && !sc;
+    const struct sq_bus_config *bus = sc ? NULL : cfg->bus;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
     if ((cfg->ws && !sc) || (sc && sc->flow->sc->ws))
         w->drv = &sq_engine__ws_driver; /* plans: HTTP/1.1 steps go through it to h1drv */
     uint32_t per = h2 && cfg->streams ? cfg->streams : 1;
+    if (bus) {
+        w->drv = bus->kind == SQ_BUS_MQTT ? &sq_engine__mqtt_driver : &sq_engine__nats_driver;
+        per = bus->window ? bus->window : 1;
+    }
+    if (sc) {
+        bool http = false;
+        for (size_t i = 0; i < sc->flow->nsteps; i++)
+            http |= sc->flow->steps[i].ps->kind == SQ_STEP_REQUEST ||
+                    sc->flow->steps[i].ps->kind == SQ_STEP_WS;
+        if (!http)
+            w->drv = &sq_engine__null_driver;
+    }
+    sq_stamp_enc_init(&w->stamp, run->run_id + windex);
     uint32_t total = (uint32_t)(((uint64_t)sq_exec_max_vus(ex) + per - 1) / per);
     uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;
     for (uint32_t i = 0; i < si; i++)
@@ -1210,6 +1309,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         sq_engine__steps_free(w->steps, w->flow->nsteps);
         sq_hist_free(w->iter_hist);
         sq_flow_states_free(w->flow, w->states);
+        sq_flowbus_free(w->fbus);
     }
     for (int k = 0; k < SQ_PHASE_COUNT; k++)
         sq_hist_free(w->phase[k]);
@@ -1270,6 +1370,8 @@ void *sq_engine__worker_main(void *arg)
     }
     w->sending = false;
     w->drv->close_all(w);
+    if (w->fbus)
+        sq_flowbus_close_all(w->fbus);
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         sq_timer_stop(w->loop, &c->timer);
@@ -1365,6 +1467,14 @@ void sq_engine__vu_backoff(struct sq_engine__conn *c)
 void sq_engine__conn_error(struct sq_engine__worker *w, enum sq_errk k)
 {
     w->c.errors[k]++;
+}
+
+size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out)
+{
+    uint64_t s = w->stamp_next++;
+    if (seq)
+        *seq = s;
+    return sq_stamp_encode(&w->stamp, s, sq_stamp_now_ns(), out);
 }
 
 bool sq_engine__past_end(struct sq_engine__worker *w)

@@ -13,6 +13,7 @@
 #include "http/sse.h"
 #include "loop/loop.h"
 #include "net/tls.h"
+#include "proto/stamp.h"
 
 struct sq_loop;
 struct sq_hist;
@@ -35,6 +36,7 @@ enum conn_state {
     CONN_PACING,     /* open, waiting for the VU's next iteration start (closed model) */
     CONN_ACTIVE,     /* a request is in flight (maybe still being written) */
     CONN_THINK,      /* open, a flow's think step (plan runs) */
+    CONN_WAIT,       /* open, a flow's publish or subscribe step is out (engine/flowbus.c) */
     CONN_DELAY,      /* open, waiting out a wrk script's delay() before its next request */
 };
 
@@ -95,6 +97,8 @@ struct sq_engine__live {
     int last_connect_err;    /* -errno of the latest failed connect */
     uint64_t tls_errors;     /* failed handshakes and other TLS errors */
     int tls_err_set;         /* tls_err (in the worker) is written: release store, once */
+    uint64_t bus_errors;     /* the broker refused the connection or the session */
+    int bus_err_set;         /* bus_err (in the worker) is written: release store, once */
     uint64_t upgrade_errors; /* failed WebSocket upgrades */
     int up_err_set;          /* up_err (in the worker) is written: release store, once */
     int ready;               /* every connection of the pool has connected or failed once */
@@ -123,6 +127,7 @@ struct sq_engine__shared {
     uint32_t nworkers;
     int abort;       /* set by the main thread: leave now */
     int64_t go_ns;   /* the common start, 0 until every worker is ready */
+    uint64_t run_id; /* what stamps carry (cfg->run_id, or drawn) */
     int64_t spin_ns; /* busy-wait tail before an arrival (open model) */
 };
 
@@ -202,12 +207,18 @@ struct sq_engine__worker {
     struct sq_tls_sessions tls_cache; /* the latest sessions, offered by the next connects */
     const char *tls_version, *tls_cipher, *tls_alpn; /* of the first handshake */
     char tls_err[SQ_TLS_ERRLEN]; /* the first TLS error (written once, then live.tls_err_set) */
+    char bus_err[160];           /* the broker's first error message (written once, then
+                                    live.bus_err_set) */
     char up_err[192]; /* the first failed WebSocket upgrade (written once, then live.up_err_set) */
     /* the protocol: its driver (HTTP/1.1, HTTP/2 when cfg->h2_request, WebSocket when cfg->ws)
      * and that driver's own per-worker state (h2drv.c: its connections; wsdrv.c: its VUs'
      * frame state; NULL for HTTP/1.1) */
     const struct sq_engine__driver *drv;
     void *proto;
+    struct sq_flowbus *fbus; /* plan runs with publish / subscribe steps, else NULL */
+    /* {{$stamp}}: this worker's stream (run id + windex) and its next sequence number */
+    struct sq_stamp_enc stamp;
+    uint64_t stamp_next;
     /* a wrk-style script (cfg->script): this worker's state, the hooks it calls per request
      * (SQ_SCRIPT_REQUEST, _RESPONSE, _DELAY) and its static request; NULL/0 without one */
     struct sq_script *script;
@@ -229,6 +240,10 @@ struct sq_engine__worker {
     int64_t rate_ns;
     uint64_t rate_base;
 };
+
+/* The stamp of a new event of worker w, sent now: its sequence number in *seq (may be NULL),
+ * the token in out (SQ_STAMP_MAX bytes). Returns the token's length. */
+size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out);
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
 /* Which scenario a worker serves: its index, the worker's rank among that scenario's workers,

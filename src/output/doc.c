@@ -83,6 +83,9 @@ int sq_report_doc_check(const json_t *doc, const char **why)
         *why = "\"schema\" is not " SQ_RESULT_SCHEMA ", the result schema this squall reads";
         return -SQ_EPARSE;
     }
+    /* `squall sink` alone writes a sink block instead of requests and latency */
+    if (json_is_object(json_object_get(doc, "sink")) && !json_object_get(doc, "requests"))
+        return 0;
     if (!json_is_object(json_object_get(doc, "requests"))) {
         *why = "no \"requests\" object";
         return -SQ_EPARSE;

@@ -18,7 +18,8 @@
 struct sq_hist;
 
 /* Checks that doc is a result this build reads: an object whose "schema" is squall.result/1,
- * with "requests" and "latency" objects. Returns 0, or -SQ_EPARSE with *why set to a short static
+ * with "requests" and "latency" objects (or, written by `squall sink` alone, a "sink" object
+ * instead of both). Returns 0, or -SQ_EPARSE with *why set to a short static
  * phrase ("no \"schema\" key: not a squall result"). */
 SQ_MUST_CHECK int sq_report_doc_check(const json_t *doc, const char **why);
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "engine/bus.h"
 #include "engine/run.h"
 
 /* The JSON schema this build writes; docs/json-schema.md describes it. */
@@ -27,10 +28,11 @@ struct sq_report_info {
     const struct sq_exec *exec; /* what load was asked for */
     uint32_t threads;
     int64_t timeout_ns, connect_timeout_ns;
-    size_t request_bytes;        /* size of one serialised request */
-    const char *accept_encoding; /* what the requests offered (NULL: --no-compression) */
-    const char *protocol;        /* "http/1.1" or "h2c" (--http2); NULL: not said */
-    uint32_t streams;            /* HTTP/2: streams per connection; 0: not HTTP/2 */
+    size_t request_bytes;            /* size of one serialised request */
+    const char *accept_encoding;     /* what the requests offered (NULL: --no-compression) */
+    const char *protocol;            /* "http/1.1" or "h2c" (--http2); NULL: not said */
+    uint32_t streams;                /* HTTP/2: streams per connection; 0: not HTTP/2 */
+    const struct sq_bus_config *bus; /* nats:// and mqtt:// runs (engine/bus.h); NULL: HTTP */
 };
 
 /* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
@@ -39,6 +41,10 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
 /* One entry of the document's per-second "series" (owned by the caller), or NULL when out of
  * memory. The daemon's live events carry the same shape. */
 json_t *sq_report_json_second(const struct sq_second *e);
+
+/* The document of `squall sink` alone: schema, version, mode "sink", its duration, the
+ * environment and the sink block (taken: the document owns it). NULL when out of memory. */
+json_t *sq_report_sink_doc(json_t *sink, double duration_s);
 
 struct sq_quick_run;
 /* The quick face's document (`squall URL --json`, and the daemon's run from {"quick": ...}):

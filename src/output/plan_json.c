@@ -79,8 +79,10 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
             if (ps->kind == SQ_STEP_THINK)
                 continue;
             bool ws = ps->kind == SQ_STEP_WS;
-            reqs += ss->reqs;
-            failed += ss->failed;
+            if (ps->kind == SQ_STEP_REQUEST || ws) { /* publish and subscribe are not requests */
+                reqs += ss->reqs;
+                failed += ss->failed;
+            }
             json_t *st = json_object();
             for (uint32_t b = 0; b < ss->nstatus; b++) {
                 char code[8];

@@ -282,6 +282,93 @@ static void plan_sections(FILE *f, const json_t *doc)
     }
 }
 
+/* The first line of a run with a sink, the one that answers "did anything get lost?":
+ * "sent 20,000 · delivered 20,000 · lost 0 · e2e p50 14 ms p99 36 ms", then what else the
+ * sink saw. */
+static void sink_lines(FILE *f, const json_t *doc)
+{
+    const json_t *s = json_object_get(doc, "sink");
+    if (!json_is_object(s))
+        return;
+    char g1[32], g2[32], g3[32], d[2][D];
+    const json_t *l = json_object_get(s, "latency");
+    double sent;
+    if (sq_report__num(s, "sent", &sent))
+        fprintf(f, "sent %s · ", sq_fmt_group(sq_report__count(sent), g1, sizeof(g1)));
+    fprintf(f, "delivered %s · lost %s", g(s, "delivered", g2), g(s, "lost", g3));
+    if (sq_report__numd(l, "count", 0) > 0)
+        fprintf(f, " · e2e p50 %s p99 %s", dus(l, "p50_us", d[0]), dus(l, "p99_us", d[1]));
+    fputc('\n', f);
+    const json_t *ls = json_object_get(s, "lost_seqs");
+    if (json_is_array(ls) && json_array_size(ls)) {
+        fprintf(f, "%-12s", "Lost");
+        size_t i;
+        const json_t *e;
+        json_array_foreach((json_t *)ls, i, e)
+        {
+            if (i == 10) {
+                fprintf(f, " … (%zu listed in the JSON)", json_array_size(ls));
+                break;
+            }
+            fprintf(f, "%s%s#%.0f", i ? ", " : " ", sq_report__str(e, "stream", "?"),
+                    sq_report__numd(e, "seq", 0));
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "%-12s %s duplicates · %s out of order · %s unstamped", "Sink",
+            g(s, "duplicates", g1), g(s, "out_of_order", g2), g(s, "unstamped", g3));
+    if (sq_report__numd(s, "foreign", 0) > 0)
+        fprintf(f, " · %s of other runs", g(s, "foreign", g1));
+    fprintf(f, " · settle %.1fs\n", sq_report__numd(s, "settle_s", 0));
+    const json_t *src = json_object_get(s, "sources");
+    size_t i;
+    const json_t *e;
+    json_array_foreach((json_t *)src, i, e)
+    {
+        const char *kind = sq_report__str(e, "kind", "?");
+        if (strcmp(kind, "http") == 0)
+            fprintf(f, "%-12s http %s · %s requests\n", i ? "" : "Sources",
+                    sq_report__str(e, "listen", "?"), g(e, "requests", g1));
+        else
+            fprintf(f, "%-12s %s %s %s · %s messages · %s reconnects%s%s\n", i ? "" : "Sources",
+                    kind, sq_report__str(e, "url", "?"),
+                    sq_report__str(e, "subject", sq_report__str(e, "topic", "")),
+                    g(e, "messages", g1), g(e, "reconnects", g2),
+                    sq_report__str(e, "first_error", NULL) ? " · " : "",
+                    sq_report__str(e, "first_error", ""));
+    }
+    if (sq_report__numd(l, "count", 0) > 0)
+        fprintf(f, "%-12s p50 %s · p90 %s · p99 %s · p99.9 %s · max %s (from the stamp)\n",
+                "End to end", dus(l, "p50_us", d[0]), dus(l, "p90_us", d[1]), dus(l, "p99_us", g1),
+                dus(l, "p99_9_us", g2), dus(l, "max_us", g3));
+}
+
+/* A bus run's own figures: "NATS        jetstream · 3,000 acks · 0 duplicates · 1 reconnect". */
+static void bus_lines(FILE *f, const json_t *doc)
+{
+    static const char *const kinds[] = {"nats", "mqtt"};
+    char g1[32];
+    for (size_t k = 0; k < SQ_ARRAY_LEN(kinds); k++) {
+        const json_t *b = json_object_get(doc, kinds[k]);
+        if (!json_is_object(b))
+            continue;
+        fprintf(f, "%-12s %s", k == 0 ? "NATS" : "MQTT", sq_report__str(b, "mode", "?"));
+        if (k == 1)
+            fprintf(f, " · QoS %.0f · MQTT %s", sq_report__numd(b, "qos", 0),
+                    sq_report__str(b, "version", "?"));
+        fprintf(f, " · window %s", g(b, "window", g1));
+        static const char *const order[] = {"acks",      "duplicates", "late",
+                                            "delivered", "foreign",    "reconnects"};
+        for (size_t i = 0; i < SQ_ARRAY_LEN(order); i++)
+            if (sq_report__numd(b, order[i], 0) > 0)
+                fprintf(f, " · %s %s", g(b, order[i], g1), order[i]);
+        fputc('\n', f);
+        const char *err = sq_report__str(b, "first_error", NULL);
+        if (err)
+            fprintf(f, "%-12s %s\n", "Broker said", err);
+    }
+}
+
 /* The script and OAuth2 blocks, when the run had them. */
 static void scripting(FILE *f, const json_t *doc)
 {
@@ -320,6 +407,11 @@ int sq_report_summary(const json_t *doc, FILE *f)
     const char *why;
     if (sq_report_doc_check(doc, &why) < 0)
         return -SQ_EPARSE;
+    sink_lines(f, doc);
+    if (!json_object_get(doc, "requests")) /* `squall sink` alone */
+        return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
+    if (json_object_get(doc, "sink"))
+        fputc('\n', f);
     bool open = strcmp(sq_report__str(doc, "mode", ""), "open-loop") == 0;
     const json_t *rq = json_object_get(doc, "requests");
     char g1[32], g2[32], g3[32], g4[32], d0[D], d1[D];
@@ -341,9 +433,14 @@ int sq_report_summary(const json_t *doc, FILE *f)
 
     static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
     const json_t *ws = json_object_get(doc, "ws");
-    /* a WebSocket run's requests are messages: no HTTP status, no HTTP bodies */
+    /* a WebSocket run's requests are messages: no HTTP status, no HTTP bodies; a bus run's are
+     * messages too, with its own line */
     bool messages = strcmp(sq_report__str(doc, "config.protocol", ""), "websocket") == 0;
-    if (!messages) {
+    bool bus = json_is_object(json_object_get(doc, "nats")) ||
+               json_is_object(json_object_get(doc, "mqtt"));
+    if (bus) {
+        bus_lines(f, doc);
+    } else if (!messages) {
         fprintf(f, "%-12s", "Status");
         counts(f, json_object_get(doc, "status"), cls, SQ_ARRAY_LEN(cls));
     }
@@ -355,7 +452,7 @@ int sq_report_summary(const json_t *doc, FILE *f)
     tls(f, json_object_get(doc, "tls"));
     websocket(f, ws);
 
-    if (!messages)
+    if (!messages && !bus)
         bodies(f, doc); /* WebSocket: the ws block has the payload figures */
     phases(f, doc);
     scripting(f, doc);

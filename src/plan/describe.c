@@ -282,6 +282,21 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
             fputc('\n', out);
         }
     }
+    if (p->sink) {
+        const struct sq_plan_sink *k = p->sink;
+        fprintf(out, "sink");
+        if (k->http)
+            fprintf(out, " http %s", k->http);
+        if (k->nats)
+            fprintf(out, " nats %s%s%s", k->nats, k->durable ? " durable " : "",
+                    k->durable ? k->durable : "");
+        if (k->mqtt)
+            fprintf(out, " mqtt %s", k->mqtt);
+        fprintf(out, ", stamp %s", k->stamp ? k->stamp : "scan");
+        if (k->settle_ns)
+            fprintf(out, ", settle %s", fmt_dur(k->settle_ns, d, sizeof(d)));
+        fputc('\n', out);
+    }
     if (p->script)
         fprintf(out, "script %s\n", p->script);
     if (p->oauth2) {

@@ -593,10 +593,62 @@ static int load_data(struct ld *L, const struct ynode *n)
 /* ------------------------------------------------------------------------------------------ */
 /* Entry points                                                                               */
 
+/* sink: {http: HOST:PORT, nats: URL, mqtt: URL, stamp: WHERE, settle: D, qos: N, stream: S,
+ * durable: D, queue: Q}. The sink checks its URLs and the stamp spec when it starts. */
+static int load_sink(struct ld *L, const struct ynode *n)
+{
+    static const char *const keys[] = {"http", "nats",   "mqtt",    "stamp", "settle",
+                                       "qos",  "stream", "durable", "queue"};
+    int rc = sq_plan__want_map(L, n, "a mapping (http, nats or mqtt; stamp, settle)");
+    if (rc == 0)
+        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    struct sq_plan_sink *sk = calloc(1, sizeof(*sk));
+    if (!sk)
+        return -ENOMEM;
+    L->p->sink = sk;
+    sk->loc = n->loc;
+    sk->qos = -1;
+    char **strs[] = {&sk->http, &sk->nats,   &sk->mqtt,    &sk->stamp, NULL,
+                     NULL,      &sk->stream, &sk->durable, &sk->queue};
+    for (size_t i = 0; i < SQ_ARRAY_LEN(keys); i++) {
+        const struct ynode *v = sq_plan__get(n, keys[i]);
+        if (!v || !strs[i])
+            continue;
+        size_t mark = sq_plan__path_key(L, keys[i]);
+        if ((rc = sq_plan__want_string(L, v, "a string")) < 0)
+            return rc;
+        if (!(*strs[i] = strdup(v->s)))
+            return -ENOMEM;
+        sq_plan__path_pop(L, mark);
+    }
+    if (!sk->http && !sk->nats && !sk->mqtt)
+        return sq_plan__fail(L, n, "a sink needs a source: http (HOST:PORT), nats or mqtt (a URL)");
+    const struct ynode *v = sq_plan__get(n, "settle");
+    if (v) {
+        size_t mark = sq_plan__path_key(L, "settle");
+        if ((rc = sq_plan__get_duration(L, v, &sk->settle_ns)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    v = sq_plan__get(n, "qos");
+    if (v) {
+        size_t mark = sq_plan__path_key(L, "qos");
+        if ((rc = sq_plan__want_scalar(L, v, "0, 1 or 2")) < 0)
+            return rc;
+        if (strcmp(v->s, "0") && strcmp(v->s, "1") && strcmp(v->s, "2"))
+            return sq_plan__fail(L, v, "expected a QoS of 0, 1 or 2, got '%.20s'", v->s);
+        sk->qos = v->s[0] - '0';
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
 static int load_root(struct ld *L, const struct ynode *root)
 {
-    static const char *const keys[] = {"target",    "vars",       "defaults", "data",
-                                       "scenarios", "thresholds", "script",   "auth"};
+    static const char *const keys[] = {"target",     "vars",   "defaults", "data", "scenarios",
+                                       "thresholds", "script", "auth",     "sink"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_map(L, root, "a mapping with target and scenarios");
     if (rc == 0)
@@ -647,6 +699,13 @@ static int load_root(struct ld *L, const struct ynode *root)
     if (th) {
         mark = sq_plan__path_key(L, "thresholds");
         if ((rc = sq_plan__load_thresholds(L, th)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    const struct ynode *sk = sq_plan__get(root, "sink");
+    if (sk) {
+        mark = sq_plan__path_key(L, "sink");
+        if ((rc = load_sink(L, sk)) < 0)
             return rc;
         sq_plan__path_pop(L, mark);
     }
@@ -770,6 +829,16 @@ void sq_plan_free(struct sq_plan *p)
 {
     if (!p)
         return;
+    if (p->sink) {
+        free(p->sink->http);
+        free(p->sink->nats);
+        free(p->sink->mqtt);
+        free(p->sink->stamp);
+        free(p->sink->stream);
+        free(p->sink->durable);
+        free(p->sink->queue);
+        free(p->sink);
+    }
     for (size_t i = 0; i < p->nscenarios; i++) {
         struct sq_plan_scenario *sc = &p->scenarios[i];
         for (size_t j = 0; j < sc->nsteps; j++) {

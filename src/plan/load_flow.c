@@ -1017,6 +1017,92 @@ static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step 
     return 0;
 }
 
+/* publish: {url, body | json | form | file, headers, qos, timeout} and subscribe: {url, qos,
+ * timeout}. The URL is checked for its scheme here and in full by the engine. */
+static int load_bus_step(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
+                         struct rctx *R, bool publish)
+{
+    static const char *const pub_keys[] = {"url",  "body",    "json", "form",
+                                           "file", "headers", "qos",  "timeout"};
+    static const char *const sub_keys[] = {"url", "qos", "timeout"};
+    int rc = sq_plan__want_map(L, n,
+                               publish ? "a mapping (url, body or json, headers, qos, timeout)"
+                                       : "a mapping (url, qos, timeout)");
+    if (rc == 0)
+        rc = publish ? sq_plan__check_keys(L, n, pub_keys, SQ_ARRAY_LEN(pub_keys))
+                     : sq_plan__check_keys(L, n, sub_keys, SQ_ARRAY_LEN(sub_keys));
+    if (rc < 0)
+        return rc;
+    struct sq_plan_request *r = &st->req;
+    st->kind = publish ? SQ_STEP_PUBLISH : SQ_STEP_SUBSCRIBE;
+    const struct ynode *v = sq_plan__get(n, "url");
+    if (!v)
+        return sq_plan__fail(L, n,
+                             "missing key 'url' (nats://HOST[:PORT]/SUBJECT or "
+                             "mqtt://HOST[:PORT]/TOPIC)");
+    size_t mark = sq_plan__path_key(L, "url");
+    if ((rc = sq_plan__want_string(L, v, "a broker URL")) < 0)
+        return rc;
+    if (strncasecmp(v->s, "nats://", 7) != 0 && strncasecmp(v->s, "mqtt://", 7) != 0)
+        return sq_plan__fail(L, v,
+                             "expected nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC, "
+                             "got '%.60s'",
+                             v->s);
+    r->url_src = strdup(v->s);
+    r->method = strdup(publish ? "PUB" : "SUB");
+    if (!r->url_src || !r->method || sq_tmpl_new_literal(v->s, v->len, &r->url) < 0)
+        return -ENOMEM;
+    sq_plan__path_pop(L, mark);
+    const struct ynode *h = sq_plan__get(n, "headers");
+    r->headers = calloc(h && h->kind == Y_MAP ? h->npairs : 1, sizeof(*r->headers));
+    if (!r->headers)
+        return -ENOMEM;
+    if (h) {
+        mark = sq_plan__path_key(L, "headers");
+        if ((rc = sq_plan__want_map(L, h, "a mapping of header names to values")) < 0)
+            return rc;
+        struct sq_plan__map names;
+        sq_plan__map_init(&names, true);
+        rc = load_headers(L, h, r, R, false, &names);
+        sq_plan__map_dispose(&names);
+        if (rc < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    if (publish) {
+        if ((rc = load_body(L, n, r, R)) < 0)
+            return rc;
+        if (r->body_kind == SQ_BODY_NONE) {
+            /* no payload given: the stamp alone, so the event can be found at the far end */
+            r->body_kind = SQ_BODY_TEXT;
+            struct sq_tmpl_error te;
+            if (sq_tmpl_compile("{{$stamp}}", 10, SQ_TMPL_ESC_NONE, NULL, NULL, &r->body, &te) < 0)
+                return -ENOMEM;
+        }
+    }
+    v = sq_plan__get(n, "qos");
+    if (v) {
+        mark = sq_plan__path_key(L, "qos");
+        if ((rc = sq_plan__want_scalar(L, v, "0, 1 or 2")) < 0)
+            return rc;
+        if (strcmp(v->s, "0") && strcmp(v->s, "1") && strcmp(v->s, "2"))
+            return sq_plan__fail(L, v, "expected a QoS of 0, 1 or 2, got '%.20s'", v->s);
+        if (strncasecmp(r->url_src, "mqtt://", 7) != 0)
+            return sq_plan__fail(L, v, "qos is for mqtt:// URLs (NATS core has no QoS)");
+        st->qos = (uint8_t)(v->s[0] - '0');
+        sq_plan__path_pop(L, mark);
+    }
+    r->timeout_ns = L->p->default_timeout_ns;
+    v = sq_plan__get(n, "timeout");
+    if (v) {
+        mark = sq_plan__path_key(L, "timeout");
+        if ((rc = sq_plan__get_duration(L, v, &r->timeout_ns)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
 /* ---- WebSocket steps (ws:) ---- */
 
 /* ws: {connect: PATH, headers, subprotocol} | {send: MESSAGE, binary, reply} | {receive: true} |
@@ -1220,9 +1306,12 @@ static int check_ws_flow(struct ld *L, const struct ynode *flow, const struct sq
 static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
                      struct sq_plan_scenario *sc)
 {
-    static const char *const keys[] = {"name",     "request", "think", "extract", "check",
-                                       "on_error", "before",  "after", "ws"};
-    int rc = sq_plan__want_map(L, n, "a step: a mapping with request (or think)");
+    static const char *const keys[] = {"name",  "request",  "think",    "extract",
+                                       "check", "on_error", "before",   "after",
+                                       "ws",    "publish",  "subscribe"};
+    int rc = sq_plan__want_map(L, n,
+                               "a step: a mapping with request (or think, publish, "
+                               "subscribe, ws)");
     if (rc == 0)
         rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
     if (rc < 0)
@@ -1267,6 +1356,41 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         sq_plan__path_pop(L, mark);
         return 0;
     }
+    const struct ynode *pub = sq_plan__get(n, "publish"), *sub = sq_plan__get(n, "subscribe");
+    if (pub || sub) {
+        for (size_t i = 0; i < n->npairs; i++) {
+            const char *k = n->pairs[i].key->s;
+            if (strcmp(k, "name") && strcmp(k, "on_error") && strcmp(k, "publish") &&
+                strcmp(k, "subscribe"))
+                return sq_plan__fail(L, n->pairs[i].key,
+                                     "a %s step has name, on_error and %s ('%s' belongs to a "
+                                     "request step)",
+                                     pub ? "publish" : "subscribe", pub ? "publish" : "subscribe",
+                                     k);
+        }
+        if (pub && sub)
+            return sq_plan__fail(L, sq_plan__get_key(n, "subscribe"),
+                                 "a step publishes or subscribes, not both (two steps)");
+        struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
+        size_t mark = sq_plan__path_key(L, pub ? "publish" : "subscribe");
+        if ((rc = load_bus_step(L, pub ? pub : sub, st, &R, pub != NULL)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+        st->on_error = SQ_ON_ERROR_CONTINUE;
+        const struct ynode *oe = sq_plan__get(n, "on_error");
+        if (oe) {
+            mark = sq_plan__path_key(L, "on_error");
+            if ((rc = sq_plan__want_string(L, oe, "continue or next_iteration")) < 0)
+                return rc;
+            if (!strcmp(oe->s, "next_iteration"))
+                st->on_error = SQ_ON_ERROR_NEXT_ITERATION;
+            else if (strcmp(oe->s, "continue"))
+                return sq_plan__fail(L, oe, "expected continue or next_iteration, got '%.40s'",
+                                     oe->s);
+            sq_plan__path_pop(L, mark);
+        }
+        return 0;
+    }
     const struct ynode *req = sq_plan__get(n, "request");
     const struct ynode *wsn = sq_plan__get(n, "ws");
     size_t mark;
@@ -1282,7 +1406,8 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         if (!req)
             return sq_plan__fail(
                 L, n,
-                "missing key 'request' (a step is a request, a ws step or a think: DURATION)");
+                "missing key 'request' (a step is a request, publish, subscribe, ws or think: "
+                "DURATION)");
         st->kind = SQ_STEP_REQUEST;
         struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
         mark = sq_plan__path_key(L, "request");
@@ -1397,7 +1522,8 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
         sq_plan__path_pop(L, m3);
     }
     if (!any_request)
-        return sq_plan__fail(L, flow, "a flow needs at least one request step");
+        return sq_plan__fail(L, flow,
+                             "a flow needs at least one request, publish, subscribe or ws step");
     if (sc->ws) {
         size_t m4 = sq_plan__path_key(L, "flow");
         if ((rc = check_ws_flow(L, flow, sc)) < 0)

@@ -60,7 +60,17 @@ struct sq_plan_request {
 
 enum sq_on_error { SQ_ON_ERROR_CONTINUE, SQ_ON_ERROR_NEXT_ITERATION };
 
-enum sq_step_kind { SQ_STEP_REQUEST, SQ_STEP_THINK, SQ_STEP_WS };
+/* PUBLISH and SUBSCRIBE are event-bus steps (engine/flowbus.c): their req holds method "PUB" /
+ * "SUB", url_src the broker URL (nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC, checked
+ * in full when the engine compiles the flow), a publish's payload (body) and headers (NATS
+ * headers, MQTT 5 user properties), and the timeout. */
+enum sq_step_kind {
+    SQ_STEP_REQUEST,
+    SQ_STEP_THINK,
+    SQ_STEP_PUBLISH,
+    SQ_STEP_SUBSCRIBE,
+    SQ_STEP_WS
+};
 
 /* A WebSocket step (`ws:`, docs/plans.md). A VU's WebSocket is its HTTP/1.1 connection upgraded
  * in place by `connect`; it lives until `close` (every connect is followed by a close in the
@@ -95,6 +105,7 @@ struct sq_plan_step {
     struct sq_check *checks;
     size_t nchecks;
     enum sq_on_error on_error; /* after a failed extraction or a failed request */
+    uint8_t qos;               /* PUBLISH, SUBSCRIBE over MQTT: 0..2 */
     bool needs_body;           /* a check, an extractor or an after hook reads the body */
     bool needs_headers;        /* a check, an extractor or an after hook reads headers */
     /* before: / after: the plan script's functions run around the request (NULL: none) */
@@ -138,6 +149,18 @@ struct sq_plan_var {
     char *name, *value;
 };
 
+/* sink: what arrives at the far end of the run's pipeline, counted beside the load in one
+ * process (cli/sinkrun.h, sink/sink.h). Strings owned; URLs as written. */
+struct sq_plan_sink {
+    char *http; /* HOST:PORT to listen on */
+    char *nats, *mqtt;
+    char *stamp; /* where the stamp is (NULL: scan) */
+    int64_t settle_ns;
+    int qos; /* mqtt: -1 default */
+    char *stream, *durable, *queue;
+    struct sq_loc loc;
+};
+
 /* auth.oauth2: one access token for the whole run from the client-credentials grant (RFC 6749
  * 4.4), fetched before the start and refreshed while it runs (engine/oauth.h). */
 struct sq_plan_oauth2 {
@@ -155,8 +178,9 @@ struct sq_plan_oauth2 {
 };
 
 struct sq_plan {
-    char *file;   /* the path it was loaded from */
-    char *target; /* base URL ("http://127.0.0.1:8080"), required */
+    char *file;                /* the path it was loaded from */
+    struct sq_plan_sink *sink; /* NULL: none */
+    char *target;              /* base URL ("http://127.0.0.1:8080"), required */
     struct sq_plan_var *vars;
     size_t nvars;
     struct sq_plan_feeder *feeders;

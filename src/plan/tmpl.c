@@ -29,6 +29,7 @@ enum piece_kind {
     P_ISO,
     P_VAR,
     P_FEED,
+    P_STAMP,
     P_OAUTH, /* the run's current OAuth2 token (ctx->oauth) */
 };
 
@@ -47,6 +48,7 @@ struct sq_tmpl {
     char *src; /* the source, NUL-terminated */
     size_t src_len;
     bool uses_feeds;
+    bool uses_stamp;
 };
 
 /* ---- escaping ---- */
@@ -105,7 +107,7 @@ struct builder {
     struct piece *pieces;
     size_t n, cap;
     struct sq_buf text;
-    bool uses_feeds;
+    bool uses_feeds, uses_stamp;
 };
 
 static int push_piece(struct builder *bd, const struct piece *p)
@@ -167,6 +169,7 @@ static const struct {
     {"$timestamp", "$timestamp"},
     {"$isoTimestamp", "$isoTimestamp"},
     {"$env", "$env.NAME"},
+    {"$stamp", "$stamp"},
     {"$oauth", "$oauth.token"},
 };
 
@@ -228,6 +231,9 @@ static int compile_builtin(struct builder *bd, const char *src, size_t off, size
         p.kind = P_TS;
     } else if (IS("$isoTimestamp")) {
         p.kind = P_ISO;
+    } else if (IS("$stamp")) {
+        p.kind = P_STAMP;
+        bd->uses_stamp = true;
     } else if (len >= 10 && memcmp(s, "$randomInt", 10) == 0 &&
                (len == 10 || s[10] == '(' || is_space(s[10]))) {
         size_t i = 10;
@@ -374,6 +380,7 @@ static int finish(struct builder *bd, const char *src, size_t len, enum sq_tmpl_
     t->src = s;
     t->src_len = len;
     t->uses_feeds = bd->uses_feeds;
+    t->uses_stamp = bd->uses_stamp;
     bd->pieces = NULL;
     bd->text.p = NULL;
     *out = t;
@@ -472,6 +479,11 @@ bool sq_tmpl_static(const struct sq_tmpl *t, const char **s, size_t *len)
 bool sq_tmpl_uses_feeds(const struct sq_tmpl *t)
 {
     return t->uses_feeds;
+}
+
+bool sq_tmpl_uses_stamp(const struct sq_tmpl *t)
+{
+    return t->uses_stamp;
 }
 
 /* ---- render ---- */
@@ -632,6 +644,10 @@ int sq_tmpl_render(const struct sq_tmpl *t, const struct sq_tmpl_ctx *ctx, struc
         case P_VAR:
             if (ctx && ctx->vars)
                 rc = append_esc(out, t->esc, ctx->vars[p->a32].p, ctx->vars[p->a32].len);
+            break;
+        case P_STAMP:
+            if (ctx && ctx->stamp)
+                rc = sq_buf_append(out, ctx->stamp->p, ctx->stamp->len); /* [0-9a-z.] only */
             break;
         case P_FEED:
             if (ctx && ctx->rows && ctx->rows[p->a32]) {

@@ -9,6 +9,10 @@
  *   $timestamp          wall-clock milliseconds since the epoch, at render time
  *   $isoTimestamp       the same instant as 2026-11-30T14:05:06.123Z
  *   $env.NAME           the environment variable, read once at compile time (unset: an error)
+ *   $stamp              the event stamp of this request (proto/stamp.h: run id, sequence number,
+ *                       send time): the caller makes one per request (ctx->stamp) and every
+ *                       occurrence in that request's templates (payload, headers, properties)
+ *                       renders the same token
  *   $oauth.token        the run's current OAuth2 access token (a plan's auth.oauth2), read at
  *                       each render: valid only where the resolver answers SQ_TMPL_REF_OAUTH
  *   anything else       resolved by the caller's resolver: a plan variable (static text), a
@@ -77,6 +81,7 @@ struct sq_tmpl_ctx {
     const struct sq_str *vars;        /* per-VU variable values, indexed by SQ_TMPL_REF_VAR.index;
                                          an unset variable renders as empty */
     const struct sq_str *const *rows; /* per feeder: the current row, one sq_str per column */
+    const struct sq_str *stamp;       /* $stamp's text for this request; NULL renders nothing */
     const struct sq_tmpl_live *oauth; /* {{$oauth.token}}; NULL: renders as empty */
 };
 
@@ -103,6 +108,9 @@ bool sq_tmpl_static(const struct sq_tmpl *t, const char **s, size_t *len);
 
 /* True when the template uses any feeder column (then rows must be set in the context). */
 bool sq_tmpl_uses_feeds(const struct sq_tmpl *t);
+
+/* True when the template uses $stamp (then the caller makes a stamp per request: ctx->stamp). */
+bool sq_tmpl_uses_stamp(const struct sq_tmpl *t);
 
 /* Appends the rendered text to out. Returns 0 or -ENOMEM. Generators ($randomUUID,
  * $randomInt, $timestamp) are evaluated at each occurrence. */

@@ -113,7 +113,7 @@ static void unknown_keys(void **state)
                "unknown key 'scenarioz' (did you mean 'scenarios'?)");
     expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
                "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
-               "thresholds, script, auth)");
+               "thresholds, script, auth, sink)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -1103,6 +1103,67 @@ static void string_map(void **state)
 }
 
 /* script:, before:/after:, locals: and auth.oauth2 */
+/* sink: the counting sink beside the load: its sources, stamp, settle and bus options load as
+ * written; a bad key, QoS or duration, or no source at all, is refused at its place. */
+static void sink_section(void **state)
+{
+    (void)state;
+    static const char ok[] =
+        "target: http://127.0.0.1:8080\n"
+        "sink:\n"
+        "  http: 127.0.0.1:9000\n"
+        "  nats: nats://127.0.0.1:4222/orders.>\n"
+        "  mqtt: mqtt://127.0.0.1:1883/orders/#\n"
+        "  stamp: json:t\n"
+        "  settle: 500ms\n"
+        "  qos: 2\n"
+        "  stream: ORDERS\n"
+        "  durable: squall\n"
+        "  queue: q\n" HEAD_REST "      - publish: { url: nats://127.0.0.1:4222/orders.a }\n";
+    struct text t = {0};
+    put(&t, "%s", ok);
+    struct sq_plan *p = load_ok(&t);
+    assert_non_null(p->sink);
+    assert_string_equal(p->sink->http, "127.0.0.1:9000");
+    assert_string_equal(p->sink->nats, "nats://127.0.0.1:4222/orders.>");
+    assert_string_equal(p->sink->mqtt, "mqtt://127.0.0.1:1883/orders/#");
+    assert_string_equal(p->sink->stamp, "json:t");
+    assert_int_equal(p->sink->settle_ns, 500 * 1000000LL);
+    assert_int_equal(p->sink->qos, 2);
+    assert_string_equal(p->sink->stream, "ORDERS");
+    assert_string_equal(p->sink->durable, "squall");
+    assert_string_equal(p->sink->queue, "q");
+    assert_int_equal(p->sink->loc.line, 3);
+    sq_plan_free(p);
+    free(t.p);
+    /* a plan without one has none, and the defaults are "not said" */
+    t = (struct text){0};
+    put(&t, "target: http://127.0.0.1:8080\nsink: {http: '127.0.0.1:0'}\n" HEAD_REST
+            "      - publish: { url: nats://127.0.0.1:4222/a }\n");
+    p = load_ok(&t);
+    assert_int_equal(p->sink->qos, -1);
+    assert_int_equal(p->sink->settle_ns, 0);
+    assert_null(p->sink->stamp);
+    sq_plan_free(p);
+    free(t.p);
+
+    expect_err("target: http://127.0.0.1:8080\nsink: {stamp: scan}\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:7", "sink", "a sink needs a source");
+    expect_err("target: http://127.0.0.1:8080\nsink: {http: '127.0.0.1:0', qos: 3}\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:34", "sink.qos", "expected a QoS of 0, 1 or 2, got '3'");
+    expect_err("target: http://127.0.0.1:8080\nsink: {http: '127.0.0.1:0', settle: 2x}\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:37", "sink.settle", "expected a duration");
+    expect_err("target: http://127.0.0.1:8080\nsink: {http: '127.0.0.1:0', topic: t}\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:29", "sink", "unknown key 'topic'");
+    expect_err("target: http://127.0.0.1:8080\nsink: [http]\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:7", "sink", "a mapping");
+}
+
 static void hooks_and_auth(void **state)
 {
     (void)state;
@@ -1204,7 +1265,7 @@ int main(void)
         cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
         cmocka_unit_test(limits),          cmocka_unit_test(directories),
         cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(ws_steps),
+        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""bench/pipeline.py - event pipeline figures (issue 15): JetStream PubAcks, MQTT QoS 1 round
+trips, and the counting sink's HTTP intake.
+
+Benches (each a few seconds, every load bounded by -n or -d; servers started here, stopped by PID):
+  js        `squall nats://.../bench.js.x --jetstream -n COUNT --window W` for W in 1, 16, 256
+            against nats-server -js (a memory stream on bench.js.>): msgs/s and PubAck latency
+            p50 / p99; the stream's own message count must grow by exactly what squall counted.
+  mqtt-rt   `squall mqtt://.../bench/rt --qos 1 --round-trip -n COUNT --window W` for W in 1
+            (sequential) and 64 through mosquitto: round trips/s, p50 / p99.
+            Beside it, bench/nats_js_libnats.c (cnats: js_Publish for 1, js_PublishAsync with
+            MaxPending = W otherwise) publishes the same count, held against the stream too.
+  sink      `squall sink --http 127.0.0.1:PORT -t 1` on CPU 0, fed by a plan POSTing
+            '{"t":"{{$stamp}}"}' from 64 VUs for 3 s (`squall run -t 1` on CPU 1, HTTP/1.1
+            keep-alive): the sink's delivered events/s; its count must equal the load's
+            completed requests exactly, with nothing lost or unstamped.
+
+nats-server / mosquitto / the sink on CPU 0, squall's load on CPU 1 (taskset). Rounds alternate
+the arms; the table gives the median and the range.
+
+Usage: bench/pipeline.py [--build build] [--rounds 3] [--benches js,mqtt-rt,sink]
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HOST = "127.0.0.1"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc):
+    for _ in range(200):
+        if proc.poll() is not None:
+            sys.exit("server exited before listening")
+        try:
+            socket.create_connection((HOST, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit("nothing listens on %d" % port)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def squall_json(build, args, cpu="1"):
+    cmd = ["taskset", "-c", cpu, os.path.join(build, "squall"), *args, "--json", "-", "-q"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr))
+    return json.loads(p.stdout)
+
+
+def nats_api(port, subject, body):
+    """One request on the JetStream API over a bare socket; returns the reply's JSON."""
+    s = socket.create_connection((HOST, port), timeout=10)
+    f = s.makefile("rb")
+    f.readline()
+    s.sendall(b'CONNECT {"verbose":false}\r\nSUB _INBOX.b 1\r\nPUB %s _INBOX.b %d\r\n%s\r\n'
+              % (subject.encode(), len(body), body))
+    while True:
+        line = f.readline()
+        if line.startswith(b"MSG"):
+            data = f.read(int(line.split()[-1]) + 2)[:-2]
+            s.close()
+            return json.loads(data)
+        if line.startswith(b"PING"):
+            s.sendall(b"PONG\r\n")
+
+
+def summary(vals):
+    return "%s (%s .. %s)" % (fmt(statistics.median(vals)), fmt(min(vals)), fmt(max(vals)))
+
+
+def fmt(v):
+    if v >= 1e6:
+        return "%.2f M" % (v / 1e6)
+    if v >= 1e4:
+        return "%.1f k" % (v / 1e3)
+    return "%.0f" % v
+
+
+def bench_js(a, rounds):
+    d = tempfile.mkdtemp(prefix="sq-bench-js-")
+    port, mon = free_port(), free_port()
+    srv = subprocess.Popen(["taskset", "-c", "0", "nats-server", "-a", HOST, "-p", str(port),
+                            "-m", str(mon), "-js", "-sd", d], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    rows, lrows = {}, {}
+    try:
+        wait_port(port, srv)
+        wait_port(mon, srv)
+        r = nats_api(port, "$JS.API.STREAM.CREATE.BENCHJS",
+                     b'{"name":"BENCHJS","subjects":["bench.js.>"],"storage":"memory",'
+                     b'"max_msgs":1000000}')
+        if "error" in r:
+            sys.exit("stream: %s" % r)
+        for rnd in range(rounds):
+            windows = [1, 16, 256]
+            windows = windows[rnd % 3:] + windows[:rnd % 3]
+            for w in windows:
+                n = {1: 20000, 16: 100000, 256: 200000}[w]
+                before = nats_api(port, "$JS.API.STREAM.INFO.BENCHJS", b"")["state"]["messages"]
+                doc = squall_json(a.build, ["nats://%s:%d/bench.js.x" % (HOST, port),
+                                            "--jetstream", "-n", str(n), "--window", str(w),
+                                            "--payload", "x" * 64, "-d", "60s"])
+                after = nats_api(port, "$JS.API.STREAM.INFO.BENCHJS", b"")["state"]["messages"]
+                done = doc["requests"]["completed"]
+                if after - before != done or doc["nats"]["acks"] != done:
+                    sys.exit("js w=%d: squall %d, acks %d, the stream +%d" %
+                             (w, done, doc["nats"]["acks"], after - before))
+                rows.setdefault(w, []).append((done / doc["duration_s"],
+                                               doc["latency"]["p50_us"], doc["latency"]["p99_us"]))
+                nats_api(port, "$JS.API.STREAM.PURGE.BENCHJS", b"")
+                lib = os.path.join(a.build, "bench", "nats_js_libnats")
+                if os.path.exists(lib):
+                    p = subprocess.run(["taskset", "-c", "1", lib, str(port), str(n), "64", str(w),
+                                        "bench.js.x"], capture_output=True, text=True, timeout=120)
+                    if p.returncode != 0:
+                        sys.exit("nats_js_libnats: %s" % p.stderr)
+                    r = json.loads(p.stdout)
+                    after = nats_api(port, "$JS.API.STREAM.INFO.BENCHJS", b"")["state"]["messages"]
+                    if after != n or r["errors"]:
+                        sys.exit("libnats w=%d: the stream holds %d of %d, %d errors" %
+                                 (w, after, n, r["errors"]))
+                    lrows.setdefault(w, []).append(n / r["seconds"])
+                    nats_api(port, "$JS.API.STREAM.PURGE.BENCHJS", b"")
+    finally:
+        stop(srv)
+        shutil.rmtree(d, ignore_errors=True)
+    print("\n| outstanding PubAcks (--window) | squall msgs/s median (range) | ack p50 µs | ack p99 µs "
+          "| cnats msgs/s (js_PublishAsync, MaxPending = window) |")
+    print("|---|---|---|---|---|")
+    for w in sorted(rows):
+        rs = rows[w]
+        print("| %d | %s | %s | %s | %s |" % (w, summary([x[0] for x in rs]),
+                                              summary([x[1] for x in rs]),
+                                              summary([x[2] for x in rs]),
+                                              summary(lrows[w]) if w in lrows else "-"))
+
+
+def bench_mqtt(a, rounds):
+    d = tempfile.mkdtemp(prefix="sq-bench-mq-")
+    port = free_port()
+    conf = os.path.join(d, "m.conf")
+    with open(conf, "w") as f:
+        # set_tcp_nodelay: without it mosquitto's Nagle holds each delivery that follows a
+        # PUBACK until the client's delayed ACK (~40 ms), and a sequential round trip runs at
+        # ~25/s (docs/benchmarks.md); with --no-nodelay the bench measures that too
+        f.write("listener %d %s\nallow_anonymous true\npersistence false\nlog_dest none\n"
+                "max_queued_messages 100000\n%s" % (port, HOST,
+                                                    "" if a.no_nodelay else "set_tcp_nodelay true\n"))
+    srv = subprocess.Popen(["taskset", "-c", "0", "mosquitto", "-c", conf],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows = {}
+    try:
+        wait_port(port, srv)
+        for rnd in range(rounds):
+            ws = [1, 16, 64]
+            for w in ws[rnd % 3:] + ws[:rnd % 3]:
+                n = (300 if a.no_nodelay else 5000) if w == 1 else 50000
+                doc = squall_json(a.build, ["mqtt://%s:%d/bench/rt" % (HOST, port), "--qos", "1",
+                                            "--round-trip", "-n", str(n), "--window", str(w),
+                                            "-d", "60s"])
+                done = doc["requests"]["completed"]
+                if done != n or doc["mqtt"]["delivered"] != n:
+                    sys.exit("mqtt w=%d: %d of %d, delivered %d" %
+                             (w, done, n, doc["mqtt"]["delivered"]))
+                rows.setdefault(w, []).append((done / doc["duration_s"],
+                                               doc["latency"]["p50_us"], doc["latency"]["p99_us"]))
+    finally:
+        stop(srv)
+        shutil.rmtree(d, ignore_errors=True)
+    print("\n| MQTT QoS 1 round trip (--window) | round trips/s median (range) | p50 µs | p99 µs |")
+    print("|---|---|---|---|")
+    for w in sorted(rows):
+        rs = rows[w]
+        print("| %d | %s | %s | %s |" % (w, summary([x[0] for x in rs]),
+                                         summary([x[1] for x in rs]), summary([x[2] for x in rs])))
+
+
+SINK_PLAN = """\
+target: http://127.0.0.1:%d
+scenarios:
+  events:
+    executor: constant-vus
+    vus: 64
+    duration: 3s
+    flow:
+      - request: { method: POST, url: /e, body: '{"t":"{{$stamp}}"}' }
+"""
+
+
+def wait_cpu(proc):
+    """Waits for proc; returns its user + system CPU seconds."""
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_utime + ru.ru_stime
+
+
+def bench_sink(a, rounds):
+    rates, static, cpu, scpu = [], [], [], []
+    for _ in range(rounds):
+        port = free_port()
+        d = tempfile.mkdtemp(prefix="sq-bench-sink-")
+        out, plan = os.path.join(d, "sink.json"), os.path.join(d, "plan.yaml")
+        with open(plan, "w") as f:
+            f.write(SINK_PLAN % port)
+        sink = subprocess.Popen(["taskset", "-c", "0", os.path.join(a.build, "squall"), "sink",
+                                 "--http", "%s:%d" % (HOST, port), "-t", "1", "--idle", "1s",
+                                 "--json", out, "-q"], stdout=subprocess.DEVNULL)
+        try:
+            wait_port(port, sink)
+            doc = squall_json(a.build, ["run", plan, "-t", "1"])
+            c = wait_cpu(sink)
+        finally:
+            stop(sink)
+        with open(out) as f:
+            s = json.load(f)["sink"]
+        shutil.rmtree(d, ignore_errors=True)
+        done = doc["requests"]["completed"]
+        if s["delivered"] != done or s["unstamped"] or s["duplicates"] or s["lost"]:
+            sys.exit("sink: delivered %d, load completed %d, unstamped %d, lost %d" %
+                     (s["delivered"], done, s["unstamped"], s["lost"]))
+        rates.append(done / doc["duration_s"])
+        cpu.append(done / c)
+        # the sink's own ceiling: the quick face's static body (one stamp in every POST, so all
+        # but the first arrival are duplicates; the sink parses, finds and records each alike)
+        port = free_port()
+        sink = subprocess.Popen(["taskset", "-c", "0", os.path.join(a.build, "squall"), "sink",
+                                 "--http", "%s:%d" % (HOST, port), "-t", "1", "--idle", "1s",
+                                 "--json", out, "-q"], stdout=subprocess.DEVNULL)
+        os.makedirs(d, exist_ok=True)
+        try:
+            wait_port(port, sink)
+            doc = squall_json(a.build, ["http://%s:%d/e" % (HOST, port), "-m", "POST", "-b",
+                                        '{"t":"sq1.1.1.1"}', "-c", "64", "-t", "1", "-d", "3s"])
+            c = wait_cpu(sink)
+        finally:
+            stop(sink)
+        with open(out) as f:
+            s = json.load(f)["sink"]
+        shutil.rmtree(d, ignore_errors=True)
+        # the requests still in flight when the load stopped reached the sink too
+        ev, r = s["delivered"] + s["duplicates"], doc["requests"]
+        if not r["completed"] <= ev <= r["sent"] or s["delivered"] != 1:
+            sys.exit("sink (static): %d + %d events, load completed %d, sent %d" %
+                     (s["delivered"], s["duplicates"], r["completed"], r["sent"]))
+        static.append(ev / doc["duration_s"])
+        scpu.append(ev / c)
+    print("\n| sink over HTTP/1.1 keep-alive, 1 thread on CPU 0 | events/s median (range) "
+          "| events per CPU second of the sink |")
+    print("|---|---|---|")
+    print("| a plan's POSTs (64 VUs, CPU 1): delivered, exact (= the load's completed; 0 lost, "
+          "0 unstamped) | %s | %s |" % (summary(rates), summary(cpu)))
+    print("| the same stamp in every POST (quick face, -c 64 -t 1): events recorded | %s | %s |"
+          % (summary(static), summary(scpu)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--benches", default="js,mqtt-rt,sink")
+    ap.add_argument("--no-nodelay", action="store_true", help="mosquitto without set_tcp_nodelay")
+    a = ap.parse_args()
+    print("# machine: %s, %d CPUs; load average %s" % (
+        os.uname().release, os.cpu_count(), " ".join("%.1f" % x for x in os.getloadavg())))
+    for b in a.benches.split(","):
+        {"js": bench_js, "mqtt-rt": bench_mqtt, "sink": bench_sink}[b](a, a.rounds)
+    print("# load average after: %s" % " ".join("%.1f" % x for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+/* engine/bus.h - load on an event bus: NATS (core publish, JetStream, request/reply) and MQTT
+ * (QoS 0/1/2 publish, round trip), as the quick face's nats:// and mqtt:// URLs run it.
+ *
+ * A bus run is the same engine as an HTTP one (engine/run.h): the same executors, the same
+ * accounting (sent = completed + failed + in flight; arrivals = sent + dropped), the same
+ * per-second series and histograms. Only the driver changes (natsdrv.c, mqttdrv.c) and what a
+ * "request" is:
+ *
+ *   NATS publish     one PUB; complete when the server has read it: the PONG to the PING the
+ *                    driver writes behind each batch of PUBs comes back (what nats.c's Flush
+ *                    waits for). Latency = from the (intended) send to that PONG: the time the
+ *                    message spent in squall's buffer, the socket and the server's read queue.
+ *   NATS jetstream   one PUB with a reply subject; complete when the PubAck arrives (an error in
+ *                    it fails the request as `ack`, no stream on the subject as `no_responders`).
+ *   NATS request     one PUB with a reply subject; complete when the reply arrives.
+ *   MQTT QoS 0       one PUBLISH; complete at the PINGRESP to the PINGREQ written behind it
+ *                    (the broker handles a connection's packets in order).
+ *   MQTT QoS 1 / 2   complete at the PUBACK / PUBCOMP (a reason code >= 0x80 fails it: `ack`).
+ *   MQTT round trip  the connection subscribes to the topic; a publish is complete when the
+ *                    broker delivers it back (matched by its {{$stamp}}).
+ *
+ * VUs are window slots: each connection carries `window` of them, so a run opens
+ * ceil(VUs / window) connections and each connection has at most `window` messages out.
+ */
+#ifndef SQ_ENGINE_BUS_H
+#define SQ_ENGINE_BUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "proto/busurl.h"
+
+struct sq_tmpl;
+
+enum sq_bus_mode {
+    SQ_BUS_PUBLISH = 0, /* NATS core publish; MQTT publish at the configured QoS */
+    SQ_BUS_JETSTREAM,   /* NATS: publish and wait for the PubAck */
+    SQ_BUS_REQUEST,     /* NATS: request/reply */
+    SQ_BUS_ROUND_TRIP,  /* MQTT: publish and wait for the delivery on a subscription */
+};
+
+/* A header (NATS HPUB) or user property (MQTT 5): a name and a template for its value. */
+struct sq_bus_header {
+    char *name;
+    struct sq_tmpl *value;
+};
+
+#define SQ_BUS_MAX_WINDOW  65535 /* slots per connection (MQTT packet ids are 16 bits) */
+#define SQ_BUS_MAX_HEADERS 64
+
+struct sq_bus_config {
+    enum sq_bus_kind kind;
+    enum sq_bus_mode mode;
+    char *subject; /* NATS subject or MQTT topic (owned) */
+    size_t subject_len;
+    struct sq_tmpl *payload; /* compiled (owned); static when it has no dynamic part */
+    struct sq_bus_header headers[SQ_BUS_MAX_HEADERS];
+    size_t nheaders;
+    uint32_t window;      /* VUs per connection, 1..SQ_BUS_MAX_WINDOW */
+    uint8_t qos;          /* MQTT 0..2 */
+    uint8_t mqtt_version; /* 4 (3.1.1) or 5 */
+    bool retain;
+    bool stamped;          /* some template uses {{$stamp}} */
+    uint16_t keepalive_s;  /* MQTT keep-alive; NATS answers the server's PINGs */
+    char *user, *password; /* from the URL's userinfo (owned, NULL: none) */
+    char *client_id;       /* MQTT client id prefix; the connection number is appended */
+};
+
+/* What the quick face's bus flags say (engine/quick.c fills it from --payload, -H, --window,
+ * --qos, --jetstream...). Zeros mean "not given". */
+struct sq_bus_opts {
+    const char *payload; /* --payload's text (a @FILE already read); NULL: the default */
+    size_t payload_len;
+    const char *payload_flag; /* "--payload" or "@FILE" as the user wrote it, for messages */
+    const char *const *header_names, *const *header_values; /* -H, parsed */
+    size_t nheaders;
+    uint64_t window;  /* --window; 0: the mode's default */
+    int qos;          /* --qos; -1: not given (0) */
+    int mqtt_version; /* --mqtt-version 3 (3.1.1) or 5; 0: 3.1.1 */
+    bool jetstream, request, round_trip, retain;
+    int64_t keepalive_ns;  /* --keepalive; 0: 60 s */
+    const char *client_id; /* --client-id prefix */
+};
+
+/* The payload when --payload is not given: the stamp alone, so every message can be counted
+ * and timed at the far end. */
+#define SQ_BUS_DEFAULT_PAYLOAD "{{$stamp}}"
+/* Default windows: a publish that no one answers (NATS core, MQTT QoS 0) is batched 1,000 to a
+ * window; a publish that waits for its answer goes one at a time unless --window says more. */
+#define SQ_BUS_DEFAULT_WINDOW_FIRE 1000
+#define SQ_BUS_DEFAULT_WINDOW_WAIT 1
+
+/* Builds c from a parsed URL (u->target must be set) and the flags. Returns 0, -SQ_EUSAGE with
+ * err naming the flag ("--qos: '3' is not a QoS (0, 1 or 2)", "--payload: 1:7: unknown
+ * built-in...") or -ENOMEM. c is cleared first and owns what it made either way
+ * (sq_bus_config_dispose). */
+SQ_MUST_CHECK int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u,
+                                 const struct sq_bus_opts *o, char *err, size_t errlen);
+
+/* Frees what the configuration owns (templates, strings); c may be zeroed again. */
+void sq_bus_config_dispose(struct sq_bus_config *c);
+
+/* The protocol's name as the result document writes it: "nats" or "mqtt". */
+const char *sq_bus_kind_name(enum sq_bus_kind k);
+/* The mode's name: "publish", "jetstream", "request" or "round_trip". */
+const char *sq_bus_mode_name(enum sq_bus_mode m);
+
+#endif

@@ -1,0 +1,140 @@
+/* sink/sink.h - the counting sink: what arrives at the far end of a pipeline, against what was
+ * sent.
+ *
+ * Events carry a stamp (proto/stamp.h: run, sequence number, send time). The sink takes them
+ * from any of three sources at once:
+ *   - HTTP (--http HOST:PORT): any request on any path, answered 202 (server/ core, its own
+ *     threads);
+ *   - NATS (--nats URL/SUBJECT): a core subscription (wildcards and a queue group allowed), or
+ *     a JetStream durable push consumer (--stream, --durable), each message acknowledged;
+ *   - MQTT (--mqtt URL/FILTER): a subscription at QoS 0, 1 or 2;
+ * finds the stamp in each event (sq_sink_find: scan the body, every stamp of a batch, a header,
+ * a JSON path or a regex) and counts, per stream (one stream per sending worker: the stamp's
+ * run field):
+ *   delivered     events whose (stream, sequence) arrived for the first time
+ *   duplicates    arrivals of a (stream, sequence) already delivered
+ *   out_of_order  deliveries with a lower sequence number than one already seen in the stream
+ *   lost          sequence numbers that never arrived: below the stream's highest one seen (or,
+ *                 when the sender said how many it sent, below that count), counted once they
+ *                 are `settle` old during the run and all of them at its end
+ *   latency       arrival (CLOCK_REALTIME) minus the stamp's send time, in an HDR histogram
+ *                 (same host: exact; across hosts: as good as the clocks' agreement)
+ * Events without a stamp are `unstamped`; with a stamp of another run (when the sink knows its
+ * run) `foreign`.
+ *
+ * Threads: the HTTP server's workers and the sink's own thread (the bus subscriptions and the
+ * per-second ticks) record concurrently. Each keeps its own shard (counters, histograms) under a
+ * mutex nobody else takes except the tick, once a second; the per-stream bitmaps of sequence
+ * numbers are shared and set with atomic fetch-or, so a duplicate is found whichever thread got
+ * the first copy.
+ */
+#ifndef SQ_SINK_SINK_H
+#define SQ_SINK_SINK_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+struct sq_sink;
+
+/* One second of the sink: what arrived in it, and the latency of what was delivered in it. */
+struct sq_sink_second {
+    double t_s; /* end of the second, after the sink's start */
+    uint64_t delivered, duplicates, out_of_order, lost, unstamped;
+    int64_t p50_us, p90_us, p99_us, max_us;
+};
+
+typedef void (*sq_sink_tick_cb)(void *ud, const struct sq_sink_second *s);
+
+#define SQ_SINK_DEFAULT_SETTLE_NS (2LL * 1000000000LL)
+#define SQ_SINK_DEFAULT_LIST_LOST 20
+
+struct sq_sink_config {
+    const char *http; /* "HOST:PORT" to listen on (port 0: any), NULL: none */
+    int http_threads; /* 0: 1 */
+    int http_status;  /* the answer; 0: 202 */
+    const char *nats; /* nats://[user:pass@]host[:port]/subject, NULL: none */
+    const char *nats_queue;
+    const char *nats_stream, *nats_durable; /* JetStream durable push consumer (both or none) */
+    const char *mqtt;                       /* mqtt://[user:pass@]host[:port]/filter, NULL: none */
+    int mqtt_qos;                           /* -1: 1 */
+    int mqtt_version;                       /* 0 or 3: 3.1.1; 5 */
+    const char *find;   /* "scan" (NULL), "all", "header:NAME", "json:PATH", "regex:RE" */
+    int64_t settle_ns;  /* 0: SQ_SINK_DEFAULT_SETTLE_NS */
+    uint32_t list_lost; /* 0: SQ_SINK_DEFAULT_LIST_LOST */
+    /* A run id (engine/run.h's, low SQ_STAMP_STREAM_BITS zero): streams of other runs are
+     * foreign. 0: every run's streams are counted. */
+    uint64_t run_id;
+    sq_sink_tick_cb on_tick; /* on the sink's thread, once a second */
+    void *tick_ud;
+};
+
+/* Checks a config without starting anything (flags, the find spec, the URLs). Returns 0 or
+ * -SQ_EUSAGE with err naming the flag ("--stamp: 'xml:a' is not a place (scan, all,
+ * header:NAME, json:PATH or regex:RE)"). */
+SQ_MUST_CHECK int sq_sink_check(const struct sq_sink_config *cfg, char *err, size_t len);
+
+/* Starts the sources: binds HTTP, starts connecting to the brokers (a broker that is not there
+ * yet is retried), starts the sink's thread. Returns 0, -SQ_EUSAGE (as sq_sink_check), or
+ * another negative code (bind, thread) with err saying why. */
+SQ_MUST_CHECK int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink **out, char *err,
+                                size_t len);
+
+/* The port the HTTP source listens on (0: none). */
+uint16_t sq_sink_http_port(const struct sq_sink *s);
+
+/* What the sender says it sent (a run in the same process): stream run_id + w carried sequence
+ * numbers 0 .. stamped[w] - 1. From then on those streams' losses count against these counts,
+ * and the totals' `expected` is their sum. */
+void sq_sink_expect(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped, uint32_t n);
+
+/* Live totals (any thread). */
+struct sq_sink_totals {
+    uint64_t delivered, duplicates, out_of_order, unstamped, foreign;
+    uint64_t expected;       /* sq_sink_expect's sum, 0 before */
+    uint64_t expected_in;    /* delivered events of the expected streams below their counts */
+    int64_t last_arrival_ns; /* CLOCK_MONOTONIC of the latest event, 0: none yet */
+    uint64_t reconnects;     /* broker connections opened again */
+    bool connected;          /* every broker source is subscribed */
+};
+void sq_sink_totals(struct sq_sink *s, struct sq_sink_totals *t);
+
+/* Waits until every expected event arrived, or nothing arrived for settle_ns (cfg), or max_ns
+ * passed, or *stop is set. Returns true when everything expected arrived. */
+bool sq_sink_settle(struct sq_sink *s, int64_t max_ns, volatile int *stop);
+
+/* Stops every source (in-flight requests are answered), joins the threads. Idempotent. */
+void sq_sink_stop(struct sq_sink *s);
+
+/* The `sink` block of the result document (after sq_sink_stop), or NULL when out of memory.
+ * docs/json-schema.md describes it. */
+json_t *sq_sink_json(struct sq_sink *s);
+
+void sq_sink_free(struct sq_sink *s); /* stops it first; NULL is a no-op */
+
+/* ---- finding the stamp (exposed for the fuzzer and the tests) ---- */
+
+struct sq_sink_finder;
+/* Compiles a find spec (as cfg->find). Returns 0, -SQ_EUSAGE (err says why) or -ENOMEM. */
+SQ_MUST_CHECK int sq_sink_finder_new(const char *spec, struct sq_sink_finder **out, char *err,
+                                     size_t len);
+void sq_sink_finder_free(struct sq_sink_finder *f);
+/* Calls found(ud, stamp) for each stamp the spec finds in one event (a body and its headers:
+ * names[i] / values[i], NULL when none; regex and JSON state is the caller's scratch, made by
+ * sq_sink_finder_scratch). Returns how many it found. */
+struct sq_stamp;
+struct sq_sink_scratch;
+struct sq_sink_scratch *sq_sink_finder_scratch(const struct sq_sink_finder *f);
+void sq_sink_scratch_free(struct sq_sink_scratch *s);
+struct sq_sink_field {
+    const char *name, *value;
+    size_t name_len, value_len;
+};
+size_t sq_sink_find(const struct sq_sink_finder *f, struct sq_sink_scratch *scratch,
+                    const char *body, size_t len, const struct sq_sink_field *fields,
+                    size_t nfields, void (*found)(void *ud, const struct sq_stamp *st), void *ud);
+
+#endif
