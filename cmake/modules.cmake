@@ -8,7 +8,7 @@
 #
 # SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
 set(SQ_MODULES base loop stats net http proto server plan script engine output target sink store
-               cluster daemon cli)
+               mcp cluster daemon cli)
 
 set(SQ_USES_base "")
 set(SQ_USES_loop base)
@@ -27,9 +27,13 @@ set(SQ_USES_target server http proto stats loop base)
 # JSON paths and regexes. A folder of its own, beside target/, so target/ stays a plain server.
 set(SQ_USES_sink server proto plan http net stats loop base)
 set(SQ_USES_store output base)
-set(SQ_USES_cluster engine proto plan stats base)
+set(SQ_USES_mcp store engine output plan target server http net stats base)
+# cluster/ holds its own control-plane NATS connection (cluster/bus.c: one blocking socket, no
+# event loop), so it uses net/ for resolving and connecting; docs/internals/map.md says why it is
+# not in engine/.
+set(SQ_USES_cluster engine proto plan net stats base)
 set(SQ_USES_daemon store engine output plan server http stats base)
-set(SQ_USES_cli daemon cluster store sink target output engine script plan proto server http net
+set(SQ_USES_cli mcp daemon cluster store sink target output engine script plan proto server http net
                 stats loop base)
 
 set(SQ_EXT_base Threads::Threads m)
@@ -43,7 +47,9 @@ set(SQ_EXT_target ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD)
 set(SQ_EXT_engine PkgConfig::JANSSON)
 set(SQ_EXT_cli PkgConfig::JANSSON)
 set(SQ_EXT_sink PkgConfig::JANSSON)
+set(SQ_EXT_mcp PkgConfig::JANSSON)
 set(SQ_EXT_store PkgConfig::SQLITE3)
 set(SQ_EXT_daemon PkgConfig::JANSSON)
 set(SQ_EXT_script PkgConfig::LUAJIT)
 set(SQ_EXT_proto wslay PkgConfig::OPENSSL)
+set(SQ_EXT_cluster PkgConfig::JANSSON)

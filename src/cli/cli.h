@@ -33,5 +33,7 @@ int sq_cli_runs(int argc, char **argv);
 
 /* `squall sink SOURCE... [flags]`; argv[0] is "sink". Returns the exit status. */
 int sq_cli_sink(int argc, char **argv);
+/* `squall agent --nats URL [flags]`; argv[0] is "agent". Returns the exit status. */
+int sq_cli_agent(int argc, char **argv);
 
 #endif

@@ -8,12 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "cli/cli.h"
 #include "engine/flags.h"
 #include "engine/netopts.h"
 #include "output/html.h"
 #include "output/json.h"
 #include "output/progress.h"
+#include "output/series.h"
 #include "output/summary.h"
 
 /* Prints msg with C escapes for control bytes, so it stays on one line whatever the user typed. */
@@ -125,6 +127,65 @@ FILE *sq_cli_open_out(const char *face, const char *flag, const char *path, int 
         *exit_code =
             sq_cli_usage_error(face, "%s: cannot write '%s': %s", flag, path, strerror(errno));
     return f;
+}
+
+int sq_cli_series_open(struct sq_cli_series *s, const char *face, const char *csv, const char *hdr,
+                       const char *ndjson, double sample, struct sq_run_config *cfg)
+{
+    int rc = 0;
+    s->face = face;
+    if (csv && !(s->csv = sq_cli_open_out(face, "--out csv", csv, &rc)))
+        return rc;
+    if (hdr && !(s->hdr = sq_cli_open_out(face, "--out hdr", hdr, &rc)))
+        return rc;
+    if (ndjson) {
+        if (!(s->nd.f = sq_cli_open_out(face, "--out ndjson", ndjson, &rc)))
+            return rc;
+        setvbuf(s->nd.f, NULL, _IOFBF, 1 << 20);
+        if (!s->nd.scenario)
+            s->nd.scenario = "default";
+        cfg->on_samples = sq_ndjson_write;
+        cfg->samples_ud = &s->nd;
+        cfg->sample_fraction = sample > 0 ? sample : 1;
+    }
+    if (s->csv)
+        sq_csv_header(s->csv);
+    if (s->hdr)
+        sq_hdrlog_header(s->hdr, sq_wall_s());
+    return 0;
+}
+
+void sq_cli_series_tick(struct sq_cli_series *s, const struct sq_second *e, const struct sq_hist *h)
+{
+    if (s->csv)
+        sq_csv_row(s->csv, e);
+    if (s->hdr && !s->hdr_failed && sq_hdrlog_line(s->hdr, e, h) < 0)
+        s->hdr_failed = true;
+}
+
+void sq_cli_series_report(struct sq_cli_series *s, const struct sq_result *res)
+{
+    if (s->hdr_failed)
+        fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
+    if (s->nd.f && (fflush(s->nd.f) != 0 || s->nd.failed))
+        fprintf(stderr, "squall: --out ndjson: write failed: %s\n", strerror(errno));
+    if (res->samples_lost)
+        fprintf(stderr,
+                "squall: --out ndjson: %llu requests not recorded (the writer fell "
+                "behind; try --sample)\n",
+                (unsigned long long)res->samples_lost);
+}
+
+void sq_cli_series_close(struct sq_cli_series *s)
+{
+    if (s->csv)
+        fclose(s->csv);
+    if (s->hdr)
+        fclose(s->hdr);
+    if (s->nd.f)
+        fclose(s->nd.f);
+    s->csv = s->hdr = s->nd.f = NULL;
+    sq_ndjson_dispose(&s->nd);
 }
 
 int sq_cli_outputs_open(struct sq_cli_outputs *o)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "engine/run.h"
+#include "output/ndjson.h"
 
 struct sq_progress;
 
@@ -72,6 +73,29 @@ int sq_cli_outputs_open(struct sq_cli_outputs *o);
  * written. */
 void sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc);
 void sq_cli_outputs_close(struct sq_cli_outputs *o);
+
+/* The --out files of both load faces, written while the run goes: csv= and hdr= from the run's
+ * tick (main thread), ndjson= from the engine's writer thread. */
+struct sq_cli_series {
+    const char *face;
+    FILE *csv, *hdr;
+    bool hdr_failed;
+    struct sq_ndjson nd; /* nd.f: the ndjson file; set labels before the run (output/ndjson.h) */
+};
+
+/* Opens the files asked for (a NULL path: not asked), writes their headers and, for ndjson,
+ * hooks the writer into cfg (sample: the share recorded, 0 for all). Before any load is sent, so
+ * a path that cannot be written is refused first. Returns 0, or SQ_EXIT_USAGE after printing
+ * "FACE: --out csv: cannot write 'PATH': why". */
+int sq_cli_series_open(struct sq_cli_series *s, const char *face, const char *csv, const char *hdr,
+                       const char *ndjson, double sample, struct sq_run_config *cfg);
+/* One second of the run (from the run's on_tick). */
+void sq_cli_series_tick(struct sq_cli_series *s, const struct sq_second *e,
+                        const struct sq_hist *h);
+/* After the run: one line on stderr for what went wrong (an interval hdr could not encode, a
+ * failed ndjson write, records the writer could not keep up with). */
+void sq_cli_series_report(struct sq_cli_series *s, const struct sq_result *res);
+void sq_cli_series_close(struct sq_cli_series *s);
 
 /* The exit status of a run that completed (thresholds aside): SQ_EXIT_OK, or SQ_EXIT_FAIL after
  * printing "squall: no request succeeded: why" when nothing completed. */

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/inbox.h"
+#include "cli/mcp.h"
 #include "cli/wrk.h"
 
 int main(int argc, char **argv)
@@ -25,6 +27,12 @@ int main(int argc, char **argv)
         return sq_cli_serve(argc - 1, argv + 1);
     if (strcmp(argv[1], "runs") == 0)
         return sq_cli_runs(argc - 1, argv + 1);
+    if (strcmp(argv[1], "agent") == 0)
+        return sq_cli_agent(argc - 1, argv + 1);
+    if (strcmp(argv[1], "inbox") == 0)
+        return sq_cli_inbox(argc - 1, argv + 1);
+    if (strcmp(argv[1], "mcp") == 0)
+        return sq_cli_mcp(argc - 1, argv + 1);
     if (strcmp(argv[1], "wrk") == 0)
         return sq_cli_wrk(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0) {

@@ -4,12 +4,15 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/sinkrun.h"
+#include "cli/dist.h"
+#include "base/b64.h"
 #include "cli/wrk.h"
 #include "engine/flags.h"
 #include "engine/quick.h"
@@ -17,7 +20,6 @@
 #include "output/json.h"
 #include "output/ndjson.h"
 #include "output/progress.h"
-#include "output/series.h"
 
 #define FACE "squall"
 
@@ -25,8 +27,7 @@
 struct ticker {
     struct sq_progress progress;
     bool show;
-    FILE *csv, *hdr;
-    bool hdr_failed;
+    struct sq_cli_series out; /* --out files */
 };
 
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -36,10 +37,25 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     struct ticker *t = ud;
     if (t->show)
         sq_progress_tick(&t->progress, s);
-    if (t->csv)
-        sq_csv_row(t->csv, s);
-    if (t->hdr && !t->hdr_failed && sq_hdrlog_line(t->hdr, s, h) < 0)
-        t->hdr_failed = true;
+    sq_cli_series_tick(&t->out, s, h);
+}
+
+/* --urls: each URL named in the ndjson lines ("METHOD URL"). */
+static int url_labels(struct sq_ndjson *nd, const struct sq_quick_run *run)
+{
+    char **labels = calloc(run->nurls, sizeof(*labels));
+    int rc = labels ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < run->nurls; i++)
+        if (asprintf(&labels[i], "%s %s", run->urls[i].method, run->list.v[i].url) < 0) {
+            labels[i] = NULL;
+            rc = -ENOMEM;
+        }
+    if (rc == 0)
+        rc = sq_ndjson_url_labels(nd, (const char *const *)labels, run->nurls);
+    for (size_t i = 0; labels && i < run->nurls; i++)
+        free(labels[i]);
+    free(labels);
+    return rc;
 }
 
 static const char usage[] =
@@ -51,10 +67,15 @@ static const char usage[] =
     "       squall serve [flags]        the daemon: HTTP API, run store, live dashboard\n"
     "                                   (squall serve --help)\n"
     "       squall runs list|show|compare|export  the daemon's stored runs\n"
+    "       squall agent --nats URL     wait for distributed runs (squall agent --help)\n"
     "       squall wrk [wrk's flags] URL  wrk's flags, report and Lua scripts (squall wrk -h)\n"
     "       squall nats://HOST[:PORT]/SUBJECT [flags]  publish load on NATS (docs/quick.md)\n"
     "       squall mqtt://HOST[:PORT]/TOPIC [flags]    publish load on MQTT\n"
     "       squall sink SOURCE... [flags]  count stamped events where they arrive (docs/sink.md)\n"
+    "       squall inbox [flags]        a webhook inbox: captures requests, serves them back\n"
+    "                                   (squall inbox --help)\n"
+    "       squall mcp                  the Model Context Protocol on stdio, for AI agents\n"
+    "                                   (squall mcp --help)\n"
     "\n"
     "  -c, --connections N     connections (VUs), opened before the start and split across\n"
     "                          threads (default 64)\n"
@@ -75,6 +96,10 @@ static const char usage[] =
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
     "  -s, --script FILE       a Lua script with wrk's API (docs/wrk.md); the arguments after\n"
     "                          the URL go to its init(args)\n"
+    "      --urls FILE         several URLs instead of one: a line each, [METHOD] URL\n"
+    "                          [BODY|@FILE], # comments; sent round-robin, one connection pool\n"
+    "                          (every URL on the first one's scheme, host and port), each URL's\n"
+    "                          figures reported apart\n"
     "      --timeout D         per-request timeout (default 10s)\n"
     "      --connect-timeout D per-connect timeout (default 5s; the TLS handshake gets as long)\n"
     "      --json FILE|-       write the result as JSON (- for stdout; the summary then goes\n"
@@ -132,7 +157,28 @@ void sq_cli_usage(FILE *f)
 {
     fputs(usage, f);
     fputs(sq_netopts_usage, f);
+    fputs(sq_distopts_usage, f);
     fputs(usage_tail, f);
+}
+
+/* What the agents run: this face's arguments, and the body when it came from a file (the file
+ * need not exist on the agents). */
+static json_t *quick_job(int argc, char **argv, const struct sq_quick_opts *o,
+                         const struct sq_quick_run *r)
+{
+    json_t *args = sq_cli_dist_args(argc, argv, 1);
+    json_t *job = args ? json_pack("{s:s, s:o}", "face", "quick", "args", args) : NULL;
+    if (job && o->body_arg && o->body_arg[0] == '@' && !o->body_literal) {
+        char *b64 = malloc(sq_b64_encoded_len(r->body_len));
+        if (!b64) {
+            json_decref(job);
+            return NULL;
+        }
+        sq_b64_encode(r->body, r->body_len, b64);
+        json_object_set_new(job, "body_file_b64", json_string(b64));
+        free(b64);
+    }
+    return job;
 }
 
 int sq_cli_quick(int argc, char **argv)
@@ -156,11 +202,13 @@ int sq_cli_quick(int argc, char **argv)
     struct sq_cli_outputs outs = {
         .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     struct ticker tk = {0};
-    struct sq_ndjson nd = {.scenario = "default"};
+    struct sq_cluster_report rep = {0};
+    struct sq_cli_dist dist = {0};
+    json_t *job = NULL;
     const char *why = NULL;
 
     rc = sq_quick_prepare(&run, &o, err, sizeof(err));
-    if (rc == 0)
+    if (rc == 0 && !o.dist.agents) /* on agents, each raises its own */
         rc = sq_net_raise_nofile(run.conns, "connections", err, sizeof(err));
     if (rc < 0) {
         exit_code = sq_cli_prep_error(FACE, rc, err);
@@ -177,22 +225,15 @@ int sq_cli_quick(int argc, char **argv)
                              ? 0
                              : (double)sq_exec_length_ns(&cfg->exec) / 1e9);
     tk.show = !o.quiet;
-    if (o.csv_path && !(tk.csv = sq_cli_open_out(FACE, "--out csv", o.csv_path, &exit_code)))
+    if ((rc = sq_cli_series_open(&tk.out, FACE, o.csv_path, o.hdr_path, o.ndjson_path, o.sample,
+                                 cfg)) != 0) {
+        exit_code = rc;
         goto out;
-    if (o.hdr_path && !(tk.hdr = sq_cli_open_out(FACE, "--out hdr", o.hdr_path, &exit_code)))
-        goto out;
-    if (o.ndjson_path) {
-        if (!(nd.f = sq_cli_open_out(FACE, "--out ndjson", o.ndjson_path, &exit_code)))
-            goto out;
-        setvbuf(nd.f, NULL, _IOFBF, 1 << 20);
-        cfg->on_samples = sq_ndjson_write;
-        cfg->samples_ud = &nd;
-        cfg->sample_fraction = o.sample ? o.sample : 1;
     }
-    if (tk.csv)
-        sq_csv_header(tk.csv);
-    if (tk.hdr)
-        sq_hdrlog_header(tk.hdr, sq_wall_s());
+    if (tk.out.nd.f && run.nurls && url_labels(&tk.out.nd, &run) < 0) {
+        fprintf(stderr, "squall: out of memory\n");
+        goto out;
+    }
     cfg->on_tick = on_tick;
     cfg->tick_ud = &tk;
 
@@ -210,17 +251,34 @@ int sq_cli_quick(int argc, char **argv)
         }
     }
     cfg->stop = sq_cli_signals_begin();
-    rc = sq_run(cfg, &res, &why);
+    if (o.dist.agents) {
+        /* The same run on agents: they get the arguments (and a -b @FILE's bytes). */
+        job = quick_job(argc, argv, &o, &run);
+        struct sq_cli_dist x = {.face = FACE,
+                                .d = &o.dist,
+                                .job = job,
+                                .open = sq_exec_is_open(&cfg->exec),
+                                .length_ns =
+                                    sq_exec_length_ns(&cfg->exec) + cfg->exec.graceful_stop_ns,
+                                .on_tick = on_tick,
+                                .tick_ud = &tk,
+                                .stop = cfg->stop,
+                                .progress = tk.show ? &tk.progress : NULL};
+        dist = x;
+        rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
+        if (!job)
+            fprintf(stderr, "squall: out of memory\n");
+        if (rc) {
+            sq_cli_signals_end();
+            sq_cli_sink_end(sink, &res, NULL, cfg->stop);
+            exit_code = rc;
+            goto out;
+        }
+    } else {
+        rc = sq_run(cfg, &res, &why);
+    }
     sq_progress_finish(&tk.progress);
-    if (tk.hdr_failed)
-        fprintf(stderr, "squall: --out hdr: could not encode an interval\n");
-    if (nd.f && (fflush(nd.f) != 0 || nd.failed))
-        fprintf(stderr, "squall: --out ndjson: write failed: %s\n", strerror(errno));
-    if (res.samples_lost)
-        fprintf(stderr,
-                "squall: --out ndjson: %llu requests not recorded (the writer fell "
-                "behind; try --sample)\n",
-                (unsigned long long)res.samples_lost);
+    sq_cli_series_report(&tk.out, &res);
     if (rc < 0) {
         sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
@@ -232,7 +290,8 @@ int sq_cli_quick(int argc, char **argv)
     json_t *doc = sq_report_quick_doc(&run, &res);
     sq_cli_sink_end(sink, &res, doc, cfg->stop); /* its block, and its line first */
     sq_cli_signals_end();
-    if (!doc) {
+    if (!doc || (o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0)) {
+        json_decref(doc);
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
@@ -251,15 +310,14 @@ int sq_cli_quick(int argc, char **argv)
     }
     fflush(stdout);
     exit_code = sq_cli_run_status(&res);
+    if (o.dist.agents)
+        exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
 out:
     sq_cli_outputs_close(&outs);
-    if (tk.csv)
-        fclose(tk.csv);
-    if (tk.hdr)
-        fclose(tk.hdr);
-    if (nd.f)
-        fclose(nd.f);
+    sq_cli_series_close(&tk.out);
     sq_result_dispose(&res);
+    sq_cluster_report_dispose(&rep);
+    json_decref(job);
     sq_quick_run_dispose(&run);
     sq_quick_opts_dispose(&o);
     return exit_code;

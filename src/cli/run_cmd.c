@@ -2,12 +2,17 @@
  * run's set-up and the thresholds are engine/planrun.h (shared with the daemon); here: the help,
  * loading the file, printing what the engine refused, signals, the progress line and the
  * end-of-run outputs. */
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "base/file.h"
 #include "cli/common.h"
 #include "cli/sinkrun.h"
+#include "cli/dist.h"
 #include "engine/flags.h"
 #include "engine/hooks.h"
 #include "engine/planrun.h"
@@ -28,6 +33,13 @@ static const char run_usage[] =
     "      --connect-timeout D connect timeout (default 5s)\n"
     "      --json FILE         write the result document (- for stdout)\n"
     "      --html FILE         write a self-contained HTML report\n"
+    "      --out csv=FILE      write the per-second series as CSV while the run goes\n"
+    "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
+    "      --out ndjson=FILE   write one JSON line per request (scenario and step named)\n"
+    "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
+    "      --http2             every scenario over HTTP/2 (h2c for http://, ALPN h2 for\n"
+    "                          https://); a scenario may say `protocol: h2` on its own\n"
+    "      --streams N         HTTP/2 scenarios: streams (VUs) per connection (default 1)\n"
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
     "      --no-phases         do not record per-phase timings\n"
     "  -q, --quiet             no progress line, no summary\n"
@@ -42,6 +54,7 @@ static void print_usage(FILE *f)
 {
     fputs(run_usage, f);
     fputs(sq_netopts_usage, f);
+    fputs(sq_distopts_usage, f);
     fputs(run_usage_tail, f);
 }
 
@@ -104,7 +117,8 @@ struct ticker {
     struct sq_progress progress;
     bool show;
     struct sq_planrun_watch w;
-    volatile int *stop; /* the run's stop flag: an abortOnFail threshold sets it */
+    volatile int *stop;       /* the run's stop flag: an abortOnFail threshold sets it */
+    struct sq_cli_series out; /* --out files */
 };
 
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -114,8 +128,34 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     struct ticker *t = ud;
     if (t->show)
         sq_progress_tick(&t->progress, s);
+    sq_cli_series_tick(&t->out, s, h);
     if (sq_planrun_watch_tick(&t->w, s, h))
         *t->stop = 1;
+}
+
+/* What the agents run: this face's arguments and the plan's text (its data files must be at the
+ * same paths on the agents; docs/distributed.md). */
+static json_t *plan_job(int argc, char **argv, const char *path)
+{
+    char *text = NULL, real[PATH_MAX];
+    size_t len = 0;
+    if (sq_file_read(path, 64u << 20, &text, &len) < 0) {
+        fprintf(stderr, "squall: %s: cannot read the plan to send it\n", path);
+        return NULL;
+    }
+    if (!realpath(path, real))
+        snprintf(real, sizeof(real), "%s", path);
+    json_t *args = sq_cli_dist_args(argc, argv, 1);
+    json_t *jt = json_stringn(text, len);
+    free(text);
+    if (!args || !jt) {
+        json_decref(args);
+        json_decref(jt);
+        fprintf(stderr, "squall: %s: the plan is not UTF-8 text\n", path);
+        return NULL;
+    }
+    return json_pack("{s:s, s:o, s:{s:s, s:o, s:s}}", "face", "plan", "args", args, "plan", "name",
+                     path, "text", jt, "dir", dirname(real));
 }
 
 int sq_cli_run(int argc, char **argv)
@@ -140,19 +180,28 @@ int sq_cli_run(int argc, char **argv)
     struct sq_result res = {0};
     struct sq_th_verdicts verdicts = {0};
     struct ticker tk = {0};
+    struct sq_cluster_report rep = {0};
+    struct sq_cli_dist dist = {0};
+    json_t *job = NULL;
     struct sq_cli_outputs outs = {
         .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     const char *why = NULL;
 
     rc = sq_planrun_prepare(&run, p, &o, err, sizeof(err));
-    if (rc == 0)
+    if (rc == 0 && !o.dist.agents) /* on agents, each raises its own */
         rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err));
     if (rc < 0) {
         exit_code = sq_cli_prep_error(FACE, rc, err);
         goto out;
     }
-    if ((rc = sq_cli_outputs_open(&outs)) != 0) {
+    if ((rc = sq_cli_outputs_open(&outs)) != 0 ||
+        (rc = sq_cli_series_open(&tk.out, FACE, o.csv_path, o.hdr_path, o.ndjson_path, o.sample,
+                                 &run.cfg)) != 0) {
         exit_code = rc;
+        goto out;
+    }
+    if (tk.out.nd.f && sq_ndjson_plan_labels(&tk.out.nd, p) < 0) {
+        fprintf(stderr, "squall: out of memory\n");
         goto out;
     }
     sq_cli_progress_init(&tk.progress, run.open, run.length_s);
@@ -174,8 +223,35 @@ int sq_cli_run(int argc, char **argv)
         }
     }
     run.cfg.stop = tk.stop = sq_cli_signals_begin();
-    rc = sq_run(&run.cfg, &res, &why);
+    if (o.dist.agents) {
+        /* The plan on agents: validated above, before anything is sent anywhere. */
+        int64_t grace = 0;
+        for (uint32_t i = 0; i < run.cfg.nscens; i++)
+            if (run.cfg.scens[i].exec.graceful_stop_ns > grace)
+                grace = run.cfg.scens[i].exec.graceful_stop_ns;
+        job = plan_job(argc, argv, o.plan);
+        struct sq_cli_dist x = {.face = FACE,
+                                .d = &o.dist,
+                                .job = job,
+                                .open = run.open,
+                                .length_ns = (int64_t)(run.length_s * 1e9) + grace,
+                                .on_tick = on_tick,
+                                .tick_ud = &tk,
+                                .stop = tk.stop,
+                                .progress = tk.show ? &tk.progress : NULL};
+        dist = x;
+        rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
+        if (rc) {
+            sq_cli_signals_end();
+            sq_cli_sink_end(sink, &res, NULL, run.cfg.stop);
+            exit_code = rc;
+            goto out;
+        }
+    } else {
+        rc = sq_run(&run.cfg, &res, &why);
+    }
     sq_progress_finish(&tk.progress);
+    sq_cli_series_report(&tk.out, &res);
     if (rc < 0) {
         sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
@@ -190,6 +266,10 @@ int sq_cli_run(int argc, char **argv)
     json_t *doc = sq_report_planrun_doc(&run, &res, &verdicts);
     sq_cli_sink_end(sink, &res, doc, run.cfg.stop);
     sq_cli_signals_end();
+    if (doc && o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
     if (!doc) {
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
@@ -208,11 +288,16 @@ int sq_cli_run(int argc, char **argv)
     } else {
         exit_code = sq_cli_run_status(&res);
     }
+    if (o.dist.agents)
+        exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
 out:
     sq_cli_outputs_close(&outs);
+    sq_cli_series_close(&tk.out);
     sq_planrun_watch_dispose(&tk.w);
     sq_th_verdicts_dispose(&verdicts);
-    sq_result_dispose(&res);
+    sq_result_dispose(&res); /* before rep: a distributed result borrows its strings */
+    sq_cluster_report_dispose(&rep);
+    json_decref(job);
     sq_planrun_dispose(&run);
     sq_plan_free(p);
     return exit_code;

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -15,6 +16,31 @@ int sq_flag_fail(char *err, size_t len, const char *fmt, ...)
         vsnprintf(err, len, fmt, ap);
     va_end(ap);
     return -SQ_EUSAGE;
+}
+
+int sq_flag_out(const char *flag, const char *arg, const char **csv, const char **hdr,
+                const char **ndjson, char *err, size_t len)
+{
+    if (strncmp(arg, "csv=", 4) == 0 && arg[4])
+        *csv = arg + 4;
+    else if (strncmp(arg, "hdr=", 4) == 0 && arg[4])
+        *hdr = arg + 4;
+    else if (strncmp(arg, "ndjson=", 7) == 0 && arg[7])
+        *ndjson = arg + 7;
+    else
+        return sq_flag_fail(err, len, "%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)", flag,
+                            arg);
+    return 0;
+}
+
+int sq_flag_sample(const char *flag, const char *arg, double *out, char *err, size_t len)
+{
+    char *end;
+    double f = strtod(arg, &end);
+    if (end == arg || *end || !(f > 0 && f <= 1))
+        return sq_flag_fail(err, len, "%s: '%s' is not a fraction in (0, 1]", flag, arg);
+    *out = f;
+    return 0;
 }
 
 /* The long option a "--name" or "--name=value" token names exactly, or NULL. */

@@ -341,6 +341,7 @@ void sq_flow_free(struct sq_flow *f)
         free(st->fixed);
         free(st->dyn);
         free(st->subject);
+        sq_h2_req_dispose(&st->h2);
     }
     free(f->steps);
     for (size_t i = 0; i < f->nbrokers; i++) {
@@ -392,6 +393,7 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     sq_buf_dispose(&v->scratch);
     sq_buf_dispose(&v->val);
     sq_cookie_jar_free(v->jar);
+    sq_h2_req_dispose(&v->h2);
     memset(v, 0, sizeof(*v));
 }
 
@@ -623,6 +625,89 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
     *req = o->p;
     *len = o->len;
     return 0;
+}
+
+int sq_flow_use_h2(struct sq_flow *f, char *err, size_t errlen)
+{
+    f->h2 = true;
+    for (size_t i = 0; i < f->nsteps; i++) {
+        struct sq_flow_step *st = &f->steps[i];
+        if (!st->req)
+            continue;
+        int rc = sq_h2_req_from_h1(&st->h2, f->secure ? "https" : "http", st->req, st->req_len);
+        if (rc < 0) {
+            snprintf(err, errlen, "step '%s': cannot build the HTTP/2 request: %s", st->ps->name,
+                     sq_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int sq_flow_h2_request(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
+                       const char *req, size_t len, const struct sq_h2_req **out)
+{
+    if (st->req && req == st->req) { /* the static request, as sq_flow_request gave it */
+        *out = &st->h2;
+        return 0;
+    }
+    int rc = sq_h2_req_from_h1(&v->h2, f->secure ? "https" : "http", req, len);
+    if (rc < 0)
+        return rc;
+    *out = &v->h2;
+    return 0;
+}
+
+/* A field's place in v->head while the head is being collected; turned into a struct
+ * sq_resp_header (same size) in place by sq_flow_vu_fields_done. */
+struct field_at {
+    size_t name, name_len, value, value_len;
+};
+_Static_assert(sizeof(struct field_at) == sizeof(struct sq_resp_header), "same slots");
+
+void sq_flow_vu_field(struct sq_flow_vu *v, const char *name, size_t name_len, const char *value,
+                      size_t value_len)
+{
+    if (v->head.len == 0) {
+        sq_buf_reset(&v->fields);
+        v->nfields = 0;
+    }
+    struct field_at at = {v->head.len, name_len, v->head.len + name_len + 2, value_len};
+    if (sq_buf_append(&v->head, name, name_len) < 0 || sq_buf_append(&v->head, ": ", 2) < 0 ||
+        sq_buf_append(&v->head, value, value_len) < 0 || sq_buf_append(&v->head, "\r\n", 2) < 0 ||
+        sq_buf_append(&v->fields, &at, sizeof(at)) < 0) {
+        sq_buf_reset(&v->head);
+        sq_buf_reset(&v->fields);
+        v->nfields = 0;
+        return;
+    }
+    v->nfields++;
+}
+
+void sq_flow_vu_fields_done(struct sq_flow_vu *v)
+{
+    if (!v->head.len) {
+        v->nfields = 0;
+        return;
+    }
+    for (size_t i = 0; i < v->nfields; i++) {
+        struct field_at at;
+        memcpy(&at, v->fields.p + i * sizeof(at), sizeof(at));
+        struct sq_resp_header h = {v->head.p + at.name, at.name_len, v->head.p + at.value,
+                                   at.value_len};
+        memcpy(v->fields.p + i * sizeof(h), &h, sizeof(h));
+    }
+}
+
+void sq_flow_vu_capture(struct sq_flow_vu *v, const char *data, size_t len)
+{
+    size_t room = SQ_FLOW_BODY_CAP - v->body.len;
+    if (len > room) {
+        len = room;
+        v->body_truncated = true;
+    }
+    if (len && sq_buf_append(&v->body, data, len) < 0)
+        v->body_truncated = true;
 }
 
 void **sq_flow_states_new(const struct sq_flow *f)

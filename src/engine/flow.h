@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "http/h2.h"
 #include "plan/plan.h"
 #include "proto/stamp.h"
 
@@ -45,6 +46,7 @@ struct sq_flow_step {
     int broker;
     char *subject;
     size_t subject_len;
+    struct sq_h2_req h2; /* HTTP/2 flows (sq_flow_use_h2): a static step's request, else zeroed */
 };
 
 /* A broker the flow's publish and subscribe steps use: each worker opens one connection to it
@@ -70,6 +72,7 @@ struct sq_flow {
     uint32_t nstates;            /* regex match-data blocks a worker needs (sq_flow_states_new) */
     struct sq_flow_broker *brokers; /* of the publish and subscribe steps */
     size_t nbrokers;
+    bool h2;                     /* runs over HTTP/2 (sq_flow_use_h2) */
     /* {{$oauth.token}}: the run's token source (engine/oauth.h), set by whoever runs the plan;
      * NULL renders it empty */
     const struct sq_tmpl_live *oauth;
@@ -105,6 +108,7 @@ struct sq_flow_vu {
     char stamp[SQ_STAMP_MAX];
     uint8_t stamp_len;
     uint64_t stamp_seq;
+    struct sq_h2_req h2; /* HTTP/2 flows: the current rendered request (storage reused) */
 };
 
 /* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked
@@ -152,6 +156,32 @@ SQ_MUST_CHECK int sq_flow_render(const struct sq_flow *f, struct sq_flow_vu *v,
  * working size. */
 void sq_flow_vu_keep_head(struct sq_flow_vu *v, const char *head, size_t len,
                           const struct sq_h1_header *fields, size_t nfields);
+
+/* HTTP/2 (`protocol: h2`, `squall run --http2`): the flow's requests go out as HTTP/2 streams.
+ * Each static step's request is converted once (st->h2, sq_h2_req_from_h1); a rendered one is
+ * converted per request into the VU's own (sq_flow_h2_request), from the same HTTP/1.1 bytes the
+ * templates rendered, so both protocols send the same method, target, fields and body. Returns 0,
+ * or a negative code with err saying which step and why. */
+SQ_MUST_CHECK int sq_flow_use_h2(struct sq_flow *f, char *err, size_t errlen);
+
+/* The HTTP/2 request for step st of VU v, whose HTTP/1.1 form sq_flow_request just gave as
+ * req[0, len): the step's own when static, else converted into v->h2 (allocates only until v->h2
+ * reaches its working size). Returns 0 or a negative code (-ENOMEM). */
+SQ_MUST_CHECK int sq_flow_h2_request(const struct sq_flow *f, const struct sq_flow_step *st,
+                                     struct sq_flow_vu *v, const char *req, size_t len,
+                                     const struct sq_h2_req **out);
+
+/* Keeps one field of an HTTP/2 response head for the step's checks, extractors and cookie jar,
+ * as "name: value" lines in v->head; the first field after the head was reset starts a new one.
+ * sq_flow_vu_fields_done then makes them the spans sq_flow_eval reads (as sq_flow_vu_keep_head
+ * does for HTTP/1.1). Out of memory: the head is dropped (the step then sees no headers). */
+void sq_flow_vu_field(struct sq_flow_vu *v, const char *name, size_t name_len, const char *value,
+                      size_t value_len);
+void sq_flow_vu_fields_done(struct sq_flow_vu *v);
+
+/* Appends a piece of the response body for checks and extractors, up to SQ_FLOW_BODY_CAP (past
+ * it, or out of memory, v->body_truncated is set and the rest dropped). */
+void sq_flow_vu_capture(struct sq_flow_vu *v, const char *data, size_t len);
 
 /* Per-worker regex match data for every extractor and check of the flow. */
 void **sq_flow_states_new(const struct sq_flow *f);

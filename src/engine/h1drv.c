@@ -149,19 +149,6 @@ static void h1_send(struct sq_engine__conn *c)
 
 /* ---- bodies: decoded, scanned for events, captured for a flow ---- */
 
-/* Collects a flow response's body for checks and extractors, up to SQ_FLOW_BODY_CAP. */
-static int capture_body(struct sq_flow_vu *v, const char *data, size_t len)
-{
-    size_t room = SQ_FLOW_BODY_CAP - v->body.len;
-    if (len > room) {
-        len = room;
-        v->body_truncated = true;
-    }
-    if (len && sq_buf_append(&v->body, data, len) < 0)
-        v->body_truncated = true;
-    return 0;
-}
-
 /* The decoded body of the current response, in pieces: counted as SSE events when it is a stream,
  * kept for checks and extractors when the VU's step needs it. */
 static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
@@ -169,7 +156,7 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
     if (c->streaming && sq_sse_feed(&c->sse, data, len) && !c->first_event_ns)
         c->first_event_ns = sq_now_ns();
     if (c->fv && c->fv->capture)
-        capture_body(c->fv, data, len);
+        sq_flow_vu_capture(c->fv, data, len);
     else if (c->cap) {
         /* a wrk script's response(): the body, up to the cap */
         size_t room = SQ_ENGINE_CAPTURE_CAP - c->cap->body.len;

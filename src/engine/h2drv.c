@@ -19,6 +19,14 @@
  * PACING once it is open. After a GOAWAY a connection is "draining": its idle and pacing VUs
  * wait (CONNECTING) and its active ones finish; when no stream is left it is closed and opened
  * again for them.
+ *
+ * Bodies as over HTTP/1.1: the final head's content-encoding and content-type (http/h2.c reads
+ * them as the fields arrive) decide, per response, whether DATA goes through the VU's decoder,
+ * the SSE scanner or a flow step's capture buffer; a plain body with nothing to look at is only
+ * counted. A flow step that reads headers (checks, extractors, a cookie jar) asks for the head's
+ * fields (want_fields), kept in the VU's head as "name: value" lines. So checks, extractors and
+ * cookies see what they see over HTTP/1.1. A body that fails to decode fails its request
+ * (`decode`) and resets its stream; the connection goes on.
  */
 #include "engine/h2drv.h"
 
@@ -29,9 +37,11 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/flow.h"
 #include "engine/worker.h"
 #include "http/decode.h"
 #include "http/h2.h"
+#include "http/sse.h"
 #include "loop/loop.h"
 #include "net/sock.h"
 #include "net/tls.h"
@@ -261,6 +271,40 @@ static void t_recycle(struct h2conn *t)
 
 /* ---- stream callbacks (they run inside feed, or inside flush for refused requests) ---- */
 
+/* ---- bodies: decoded, scanned for events, captured for a flow (as h1drv.c does) ---- */
+
+/* Past this much decoded, each piece checks the clock: a decompression bomb must not hold the
+ * worker past the run's end (h1drv.c has the same rule). */
+#define DECODE_CHECK_AFTER (64 * 1024)
+
+/* The decoded body of the current response, in pieces. */
+static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
+{
+    if (c->streaming && sq_sse_feed(&c->sse, data, len) && !c->first_event_ns)
+        c->first_event_ns = sq_now_ns();
+    if (c->fv && c->fv->capture)
+        sq_flow_vu_capture(c->fv, data, len);
+    return 0;
+}
+
+static int on_decoded(void *ud, const char *data, size_t len)
+{
+    struct sq_engine__conn *c = ud;
+    if (SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
+        sq_engine__past_end(c->w))
+        return -ETIMEDOUT;
+    return deliver(c, data, len);
+}
+
+/* A body that cannot be decoded (or no memory to try): the request fails, its stream is reset
+ * (h2_close), the VU goes on on the same connection. */
+static void body_failed(struct sq_engine__conn *c)
+{
+    sq_engine__vu_fail(c, SQ_ERRK_DECODE);
+    sq_engine__vu_replace(c);
+}
+
+/* The final head of c's response is in: what its body goes through. */
 static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
 {
     SQ_UNUSED(status);
@@ -268,12 +312,51 @@ static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
     struct sq_engine__conn *c = vu_of(t, st);
     if (c->fb_ns == 0)
         c->fb_ns = sq_loop_now(t->w->loop);
+    if (SQ_UNLIKELY(c->fv != NULL) && st->want_fields)
+        sq_flow_vu_fields_done(c->fv);
+    c->streaming = st->event_stream;
+    if (SQ_UNLIKELY(st->coding != SQ_CODING_NONE && st->coding != SQ_CODING_OTHER)) {
+        if ((!c->dec && sq_decoder_new(0, &c->dec) < 0) ||
+            sq_decoder_reset(c->dec, (enum sq_coding)st->coding) < 0) {
+            body_failed(c);
+            return;
+        }
+        c->decoding = true;
+    }
+    if (c->streaming) {
+        sq_sse_init(&c->sse);
+        c->first_event_ns = 0;
+    }
+}
+
+static void cb_field(void *ud, struct sq_h2_stream *st, const char *name, size_t name_len,
+                     const char *value, size_t value_len)
+{
+    struct sq_engine__conn *c = vu_of(ud, st);
+    if (c->fv)
+        sq_flow_vu_field(c->fv, name, name_len, value, value_len);
 }
 
 static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t len)
 {
-    SQ_UNUSED(data);
-    vu_of(ud, st)->rd.body.bytes += len;
+    struct h2conn *t = ud;
+    struct sq_engine__conn *c = vu_of(t, st);
+    c->rd.body.bytes += len;
+    if (SQ_LIKELY(!c->decoding && !c->streaming && !(c->fv && c->fv->capture)))
+        return; /* framing only */
+    int rc =
+        c->decoding ? sq_decoder_feed(c->dec, data, len, on_decoded, c) : deliver(c, data, len);
+    if (SQ_LIKELY(rc == 0))
+        return;
+    if (rc == -ETIMEDOUT) {
+        /* abandoned at the run's end (on_decoded): the request stays in flight, its stream is
+         * reset, and the worker leaves its loop after this batch */
+        sq_h2_client_cancel(&t->cl, st, SQ_H2_CANCEL);
+        t->dirty = true;
+        c->decoding = c->streaming = false;
+        return;
+    }
+    body_failed(c);
 }
 
 static void cb_close(void *ud, struct sq_h2_stream *st, uint32_t error_code)
@@ -284,10 +367,14 @@ static void cb_close(void *ud, struct sq_h2_stream *st, uint32_t error_code)
         return;
     int64_t now = t->now ? t->now : sq_now_ns();
     if (error_code == SQ_H2_NO_ERROR && st->status) {
+        if (SQ_UNLIKELY(c->decoding) && sq_decoder_finish(c->dec) < 0) {
+            body_failed(c); /* the encoded stream was cut short */
+            return;
+        }
         struct sq_h1_reader *rd = &c->rd;
         rd->status = st->status;
         rd->head_bytes = (uint32_t)(st->rx_bytes - rd->body.bytes);
-        rd->content_encoding = st->encoded ? SQ_CODING_OTHER : SQ_CODING_NONE;
+        rd->content_encoding = st->coding;
         sq_engine__vu_complete(c, now);
         if (usable(t))
             sq_engine__vu_next(c, now);
@@ -316,7 +403,13 @@ static void cb_goaway(void *ud, uint32_t error_code, int32_t last_stream_id)
     }
 }
 
-static const struct sq_h2_callbacks callbacks = {cb_headers, cb_data, cb_close, cb_goaway};
+static const struct sq_h2_callbacks callbacks = {
+    .on_headers = cb_headers,
+    .on_data = cb_data,
+    .on_close = cb_close,
+    .on_goaway = cb_goaway,
+    .on_field = cb_field,
+};
 
 /* ---- I/O ---- */
 
@@ -385,7 +478,7 @@ static void t_open(struct h2conn *t, int64_t now, int64_t tls_ns)
     struct sq_engine__worker *w = t->w;
     w->c.conns_opened++;
     t->backoff = 0;
-    struct sq_h2_opts o = {.max_streams = t->n};
+    struct sq_h2_opts o = {.max_streams = t->n, .want_body = true};
     if (sq_h2_client_init(&t->cl, &o, &callbacks, t) < 0) {
         t_connect_failed(t, -ENOMEM);
         return;
@@ -451,8 +544,10 @@ static void t_connected(struct h2conn *t)
     }
     int64_t now = sq_now_ns();
     t->connect_ns = now - t->since_ns;
-    if (w->cfg->tls) {
-        if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, t->io.fd, &t->tls) < 0) {
+    /* a plan mixing protocols: its h2 scenarios have their own client (ALPN h2) */
+    struct sq_tls_client *tc = w->cfg->tls_h2 ? w->cfg->tls_h2 : w->cfg->tls;
+    if (tc) {
+        if (sq_tls_conn_client(tc, &w->tls_cache, t->io.fd, &t->tls) < 0) {
             t_tls_failed(t, "out of memory for a TLS connection");
             return;
         }
@@ -557,12 +652,15 @@ static void h2_send(struct sq_engine__conn *c)
     c->rd.body.bytes = 0;
     c->rd.head_bytes = 0;
     c->rd.status = 0;
+    c->decoding = c->streaming = false;
     if (SQ_UNLIKELY(!usable(t))) {
         sq_engine__vu_fail(c, SQ_ERRK_CLOSED);
         sq_engine__vu_replace(c);
         return;
     }
-    if (sq_h2_client_submit(&t->cl, w->cfg->h2_request, &h2_of(w)->st[c->local]) < 0) {
+    struct sq_h2_stream *st = &h2_of(w)->st[c->local];
+    st->want_fields = SQ_UNLIKELY(c->fv != NULL) && c->fv->want_head;
+    if (sq_h2_client_submit(&t->cl, c->h2req ? c->h2req : w->cfg->h2_request, st) < 0) {
         /* stream ids ran out (2^30 requests), or no memory: start a fresh connection */
         t->draining = true;
         sq_engine__vu_fail(c, SQ_ERRK_WRITE);
@@ -643,6 +741,10 @@ static void h2_dispose(struct sq_engine__worker *w)
     free(h->st);
     free(h);
     w->proto = NULL;
+    for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
+        sq_decoder_free(w->conns[i].dec);
+        w->conns[i].dec = NULL;
+    }
 }
 
 const struct sq_engine__driver sq_engine__h2_driver = {

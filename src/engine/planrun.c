@@ -31,7 +31,12 @@ static const struct option longs[] = {
     {"quiet", no_argument, NULL, 'q'},
     {"no-compression", no_argument, NULL, 'Z'},
     {"no-phases", no_argument, NULL, 'P'},
+    {"http2", no_argument, NULL, '2'},
+    {"streams", required_argument, NULL, 'S'},
+    {"out", required_argument, NULL, 'O'},
+    {"sample", required_argument, NULL, 's'},
     SQ_NETOPTS_LONG_OPTIONS,
+    SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {0, 0, 0, 0},
 };
@@ -53,6 +58,11 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
         char name[48];
         const char *flag = sq_flag_name(longs, &li, ch, argv, name, sizeof(name));
         rc = sq_netopts_flag(&o->net, ch, flag, optarg, err, len);
+        if (rc == 1)
+            continue;
+        if (rc)
+            return rc;
+        rc = sq_distopts_flag(&o->dist, ch, flag, optarg, err, len);
         if (rc == 1)
             continue;
         if (rc)
@@ -86,6 +96,23 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
         case 'P':
             o->no_phases = true;
             break;
+        case '2':
+            o->http2 = true;
+            break;
+        case 'S':
+            if (sq_parse_u64(optarg, 1, 1000, 1, &o->streams) < 0)
+                return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag,
+                                    optarg);
+            break;
+        case 'O':
+            if ((rc = sq_flag_out(flag, optarg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err,
+                                  len)) < 0)
+                return rc;
+            break;
+        case 's':
+            if ((rc = sq_flag_sample(flag, optarg, &o->sample, err, len)) < 0)
+                return rc;
+            break;
         case 'h':
             return SQ_PLANRUN_HELP;
         default:
@@ -94,6 +121,10 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
     }
     if ((rc = sq_netopts_check(&o->net, err, len)) < 0)
         return rc;
+    if ((rc = sq_distopts_check(&o->dist, err, len)) < 0)
+        return rc;
+    if (o->sample && !o->ndjson_path)
+        return sq_flag_fail(err, len, "--sample applies to --out ndjson=FILE");
     if (optind >= argc)
         return sq_flag_fail(err, len, "no plan file given");
     if (optind < argc - 1)
@@ -146,19 +177,33 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     r->scens = calloc(p->nscenarios ? p->nscenarios : 1, sizeof(*r->scens));
     if (!r->scens)
         return no_memory(err, len);
+    size_t nh2 = 0;
     for (size_t i = 0; i < p->nscenarios; i++) {
         struct sq_flow *f = NULL;
         rc =
             sq_flow_compile(p, &p->scenarios[i], &r->url, r->accept_encoding, &f, why, sizeof(why));
+        /* WebSocket steps upgrade an HTTP/1.1 connection: --http2 leaves their scenario on it,
+         * and `protocol: h2` beside them is refused */
+        bool ws = p->scenarios[i].ws;
+        bool h2 = (o->http2 && !ws) || p->scenarios[i].h2;
+        if (rc == 0 && h2 && ws) {
+            snprintf(why, sizeof(why),
+                     "protocol: h2 cannot carry WebSocket steps (their upgrade needs HTTP/1.1)");
+            rc = -SQ_EPARSE;
+        }
+        if (rc == 0 && h2)
+            rc = sq_flow_use_h2(f, why, sizeof(why));
+        struct sq_run_scen *s = &r->scens[i];
+        s->flow = f; /* freed by sq_planrun_dispose, whatever happens next */
         if (rc == -ENOMEM)
             return no_memory(err, len);
         if (rc < 0)
             return plan_fail(err, len, "%s: scenario '%s': %s", p->file, p->scenarios[i].name, why);
-        struct sq_run_scen *s = &r->scens[i];
         s->name = p->scenarios[i].name;
         s->exec = p->scenarios[i].exec;
         s->start_ns = p->scenarios[i].start_ns;
-        s->flow = f;
+        s->h2 = h2;
+        nh2 += h2;
         r->vus += sq_exec_max_vus(&s->exec);
         double l = (double)(s->start_ns + sq_exec_length_ns(&s->exec)) / 1e9;
         if (l > r->length_s)
@@ -172,7 +217,26 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     cfg->nscens = (uint32_t)p->nscenarios;
     cfg->phases = !o->no_phases;
     cfg->threads = sq_flag_threads(o->threads);
-    rc = sq_net_setup(&r->net, &o->net, &r->url, NULL, cfg, err, len);
+    if (o->streams && !nh2)
+        return sq_flag_fail(err, len,
+                            "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");
+    cfg->streams = o->streams ? (uint32_t)o->streams : 1;
+    /* https: ALPN h2 for HTTP/2 scenarios (required: a server that does not pick it fails the
+     * handshake), none for HTTP/1.1 ones; a plan with both gets a client of each. */
+    bool all_h2 = nh2 == p->nscenarios && nh2 > 0;
+    rc = sq_net_setup(&r->net, &o->net, &r->url, all_h2 ? "h2" : NULL, cfg, err, len);
+    if (rc == 0 && nh2 && !all_h2 && r->net.tls) {
+        char tls_why[SQ_TLS_ERRLEN];
+        struct sq_tls_client_opts t = o->net.tls;
+        t.host = r->url.host;
+        t.alpn = "h2";
+        rc = sq_tls_client_new(&t, &r->tls_h2, tls_why, sizeof(tls_why));
+        if (rc < 0) {
+            snprintf(err, len, "tls: %s", rc == -EINVAL ? tls_why : sq_strerror(rc));
+            return rc == -EINVAL ? -SQ_EUSAGE : rc;
+        }
+        cfg->tls_h2 = r->tls_h2;
+    }
     if (rc == 0 && p->oauth2) {
         /* the run's token, before any load: no token, no run */
         if ((rc = sq_oauth_start(p->oauth2, p->target, &o->net.tls, &r->oauth, err, len)) < 0)
@@ -181,6 +245,13 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
             ((struct sq_flow *)r->scens[i].flow)->oauth = sq_oauth_live(r->oauth);
     }
     return rc;
+}
+
+const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i)
+{
+    if (!r->scens || !r->scens[i].h2)
+        return "http/1.1";
+    return r->net.tls ? "h2" : "h2c";
 }
 
 void sq_planrun_dispose(struct sq_planrun *r)
@@ -192,6 +263,8 @@ void sq_planrun_dispose(struct sq_planrun *r)
     r->scens = NULL;
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
+    sq_tls_client_free(r->tls_h2);
+    r->tls_h2 = NULL;
     sq_oauth_free(r->oauth);
     r->oauth = NULL;
 }

@@ -3,7 +3,8 @@
  *
  * Shared by the CLI and the daemon, so both refuse the same plan with the same words:
  *
- *   sq_planrun_parse_argv     the face's flags (threads, timeouts, DNS/TLS, no-compression...)
+ *   sq_planrun_parse_argv     the face's flags (threads, timeouts, DNS/TLS, no-compression,
+ *                             --http2, the --out files...)
  *   sq_plan_load / sq_plan_load_text (plan/plan.h)   the plan, from a file or from text
  *   sq_planrun_prepare        thresholds checked, a flow compiled per scenario, the target
  *                             resolved, the TLS client: a run configuration
@@ -20,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/distopts.h"
 #include "engine/netopts.h"
 #include "engine/oauth.h"
 #include "engine/run.h"
@@ -34,12 +36,17 @@ struct sq_planrun_opts {
     int64_t timeout_ns;         /* unless the plan sets one; default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_compression, no_phases;
+    bool http2;       /* --http2: every scenario over HTTP/2 (else each says, `protocol: h2`) */
+    uint64_t streams; /* --streams: HTTP/2 streams (VUs) per connection; 1 unless given */
     /* Refuse a plan with script: (a daemon that runs plans its clients send: their Lua could
      * use io and os). Not a flag; false from sq_planrun_opts_init. */
     bool refuse_scripts;
     struct sq_netopts net;
+    struct sq_distopts dist; /* --agents N --nats URL...: a run on agents */
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
+    const char *csv_path, *hdr_path, *ndjson_path; /* --out csv=, hdr=, ndjson= */
+    double sample;                                 /* --sample (with ndjson); 0: not given */
     bool quiet;
 };
 
@@ -69,8 +76,12 @@ struct sq_planrun {
     bool open;                   /* a scenario has an arrival-rate executor */
     double length_s;             /* the longest scenario's end, its start time included */
     struct sq_net net;
-    struct sq_oauth *oauth; /* the plan's auth.oauth2 token source (started), or NULL */
+    struct sq_tls_client *tls_h2; /* https plans mixing protocols: the h2 scenarios' client */
+    struct sq_oauth *oauth;       /* the plan's auth.oauth2 token source (started), or NULL */
 };
+
+/* The protocol scenario i runs, as the result names it: "http/1.1", "h2c" or "h2". */
+const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i);
 
 /* Prepares the run of plan p with the flags o. Returns 0, -SQ_EPARSE (a threshold the engine
  * cannot evaluate, a bad target URL, a step that does not compile, a script: that does not load

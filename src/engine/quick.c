@@ -51,6 +51,7 @@ enum {
     OPT_SINK,
     OPT_SINK_STAMP,
     OPT_SINK_SETTLE,
+    OPT_URLS,
     OPT_MESSAGE,
     OPT_BINARY,
     OPT_WS_PING,
@@ -95,6 +96,7 @@ static const struct option longs[] = {
     {"sink", required_argument, NULL, OPT_SINK},
     {"sink-stamp", required_argument, NULL, OPT_SINK_STAMP},
     {"sink-settle", required_argument, NULL, OPT_SINK_SETTLE},
+    {"urls", required_argument, NULL, OPT_URLS},
     {"script", required_argument, NULL, 's'},
     {"message", required_argument, NULL, OPT_MESSAGE},
     {"binary", no_argument, NULL, OPT_BINARY},
@@ -102,6 +104,7 @@ static const struct option longs[] = {
     {"ws-subprotocol", required_argument, NULL, OPT_WS_SUBPROTOCOL},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
+    SQ_DISTOPTS_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
@@ -252,6 +255,8 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     int rc = sq_netopts_flag(&o->net, opt, flag, arg, err, len);
     if (rc != 0)
         return rc == 1 ? 0 : rc;
+    if ((rc = sq_distopts_flag(&o->dist, opt, flag, arg, err, len)) != 0)
+        return rc == 1 ? 0 : rc;
     switch (opt) {
     case 'c':
         if (sq_parse_u64(arg, 1, 1000000, 1, &o->connections) < 0)
@@ -329,26 +334,12 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         o->json_path = arg;
         return 0;
     case OPT_OUT:
-        if (strncmp(arg, "csv=", 4) == 0 && arg[4])
-            o->csv_path = arg + 4;
-        else if (strncmp(arg, "hdr=", 4) == 0 && arg[4])
-            o->hdr_path = arg + 4;
-        else if (strncmp(arg, "ndjson=", 7) == 0 && arg[7])
-            o->ndjson_path = arg + 7;
-        else
-            return sq_flag_fail(err, len, "%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)",
-                                flag, arg);
-        return 0;
+        return sq_flag_out(flag, arg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err, len);
     case OPT_HTML:
         o->html_path = arg;
         return 0;
-    case OPT_SAMPLE: {
-        char *end;
-        o->sample = strtod(arg, &end);
-        if (*end || !(o->sample > 0 && o->sample <= 1))
-            return sq_flag_fail(err, len, "%s: '%s' is not a fraction in (0, 1]", flag, arg);
-        return 0;
-    }
+    case OPT_SAMPLE:
+        return sq_flag_sample(flag, arg, &o->sample, err, len);
     case 'q':
         o->quiet = true;
         return 0;
@@ -364,6 +355,9 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     case OPT_STREAMS:
         if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
+        return 0;
+    case OPT_URLS:
+        o->urls_path = arg;
         return 0;
     case 's':
         o->script = arg;
@@ -402,7 +396,7 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
 /* A bus URL's flags, and an http(s) URL's lack of them. */
 static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
 {
-    bool bus = sq_bus_url_is_bus(o->url);
+    bool bus = o->url && sq_bus_url_is_bus(o->url);
     if (!bus) {
         const char *f = o->payload_arg     ? "--payload"
                         : o->window        ? "--window"
@@ -449,9 +443,11 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
     return 0;
 }
 
-/* ws:// and wss:// URLs (the scheme in any case): 1 and 2, else 0. */
+/* ws:// and wss:// URLs (the scheme in any case): 1 and 2, else 0 (NULL, with --urls: 0). */
 static int ws_scheme(const char *url)
 {
+    if (!url)
+        return 0;
     if (strncasecmp(url, "ws://", 5) == 0)
         return 1;
     if (strncasecmp(url, "wss://", 6) == 0)
@@ -529,6 +525,15 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             (unsigned long long)o->max_in_flight,
                             o->streams > 1 ? " x --streams" : "",
                             (unsigned long long)(o->connections * o->streams));
+    if (o->dist.agents && o->ndjson_path)
+        return sq_flag_fail(err, len,
+                            "--out ndjson: per-request records stay on the agents; not with "
+                            "--agents");
+    if (o->dist.agents && o->script)
+        return sq_flag_fail(err, len, "-s: a script runs on this machine only; not with --agents");
+    int rc = sq_distopts_check(&o->dist, err, len);
+    if (rc < 0)
+        return rc;
     return sq_netopts_check(&o->net, err, len);
 }
 
@@ -543,13 +548,24 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
         if ((rc = take(o, opt, flag, optarg, err, len)) != 0)
             return rc;
     }
-    if (optind >= argc)
+    if (optind >= argc && !o->urls_path)
         return sq_flag_fail(err, len, "no URL given");
+    if (optind < argc && o->urls_path)
+        return sq_flag_fail(err, len,
+                            "--urls: '%s': give a URL or --urls FILE, not both (unexpected '%s')",
+                            o->urls_path, argv[optind]);
+    if (o->urls_path && o->script)
+        return sq_flag_fail(err, len, "--urls: not with -s (the script makes the requests)");
+    if (o->urls_path && o->dist.agents)
+        return sq_flag_fail(err, len, "--urls: not with --agents (agents get no files yet)");
     if (argc - optind > 1 && !o->script)
-        return sq_flag_fail(err, len, "one URL only; unexpected '%s'", argv[optind + 1]);
-    o->url = argv[optind];
-    o->script_argc = argc - optind - 1; /* with -s: init(args) gets them, as in wrk */
-    o->script_argv = argv + optind + 1;
+        return sq_flag_fail(err, len, "one URL only; unexpected '%s' (several: --urls FILE)",
+                            argv[optind + 1]);
+    o->url = optind < argc ? argv[optind] : NULL;
+    if (o->url) {
+        o->script_argc = argc - optind - 1; /* with -s: init(args) gets them, as in wrk */
+        o->script_argv = argv + optind + 1;
+    }
     return check_together(o, err, len);
 }
 
@@ -565,10 +581,17 @@ static const struct {
     {"out", "writes no files"},
     {"sample", "writes no files"},
     {"quiet", "prints nothing"},
+    {"urls", "reads no files"},
     {"script", "runs no script file"},
     {"sink", "runs no sink (squall sink runs one beside it)"},
     {"sink-stamp", "runs no sink"},
     {"sink-settle", "runs no sink"},
+    {"agents", "cannot run on agents"},
+    {"nats", "cannot run on agents"},
+    {"agent-wait", "cannot run on agents"},
+    {"tolerate-agent-loss", "cannot run on agents"},
+    {"subject-prefix", "cannot run on agents"},
+    {"segments", "cannot run on agents"},
 };
 
 static bool repeatable(const char *key)
@@ -1003,6 +1026,101 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     return 0;
 }
 
+/* A --urls line's @PATH body: PATH as written, taken from the list's directory when relative. */
+static int read_list_body(const struct sq_quick_opts *o, const struct sq_urllist_entry *e,
+                          char **out, size_t *blen, char *err, size_t len)
+{
+    char path[4096];
+    const char *slash = strrchr(o->urls_path, '/');
+    if (e->body_file[0] == '/' || !slash)
+        snprintf(path, sizeof(path), "%s", e->body_file);
+    else
+        snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - o->urls_path), o->urls_path,
+                 e->body_file);
+    int rc = read_body_file(path, out, blen);
+    if (rc == -ENOMEM) {
+        snprintf(err, len, "out of memory");
+        return rc;
+    }
+    if (rc < 0) {
+        snprintf(err, len, "%s:%u: @%s: cannot read %s: %s", o->urls_path, e->line, e->body_file,
+                 path,
+                 rc == -EISDIR       ? "it is a directory"
+                 : rc == -SQ_ETOOBIG ? "larger than 64 MiB"
+                                     : sq_strerror(rc));
+        return -SQ_EPARSE;
+    }
+    return 0;
+}
+
+/* --urls: reads and parses the list, and serialises each line's request (and its HTTP/2 form)
+ * with the run's headers; r->url becomes the first line's URL (the pool's origin). */
+static int prepare_urls(struct sq_quick_run *r, const struct sq_quick_opts *o,
+                        const struct sq_kv *headers, size_t nheaders, char *err, size_t len)
+{
+    char *text = NULL;
+    size_t tlen = 0;
+    int rc = read_body_file(o->urls_path, &text, &tlen);
+    if (rc == -ENOMEM) {
+        snprintf(err, len, "out of memory");
+        return rc;
+    }
+    if (rc < 0)
+        return sq_flag_fail(err, len, "--urls: '%s': %s", o->urls_path,
+                            rc == -EISDIR ? "it is a directory, not a file" : sq_strerror(rc));
+    rc = sq_urllist_parse(o->urls_path, text, tlen, &r->list, err, len);
+    free(text);
+    if (rc < 0)
+        return rc;
+    size_t n = r->list.n;
+    r->urls = calloc(n, sizeof(*r->urls));
+    r->run_urls = calloc(n, sizeof(*r->run_urls));
+    if (!r->urls || !r->run_urls) {
+        snprintf(err, len, "out of memory");
+        return -ENOMEM;
+    }
+    r->nurls = n;
+    const char *why = NULL;
+    if ((rc = sq_url_parse(r->list.v[0].url, &r->url, &why)) < 0) {
+        snprintf(err, len, "out of memory");
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct sq_urllist_entry *e = &r->list.v[i];
+        struct sq_quick_url *q = &r->urls[i];
+        q->method = e->method ? e->method : o->method;
+        const char *body = r->body;
+        size_t blen = r->body_len;
+        if (e->body_file) {
+            if ((rc = read_list_body(o, e, &q->body, &blen, err, len)) < 0)
+                return rc;
+            body = q->body;
+        } else if (e->body) {
+            body = e->body;
+            blen = e->body_len;
+        }
+        rc = sq_request_build(q->method, e->u.path, e->u.authority, headers, nheaders, body, blen,
+                              &q->req, &q->req_len);
+        if (rc == 0 && o->http2)
+            rc = sq_h2_req_init(&q->h2, q->method, e->u.scheme, e->u.authority, e->u.path, headers,
+                                nheaders, body, blen);
+        if (rc == -ENOMEM) {
+            snprintf(err, len, "out of memory");
+            return rc;
+        }
+        if (rc < 0) {
+            snprintf(err, len, "%s:%u: cannot build the request: %s", o->urls_path, e->line,
+                     sq_strerror(rc));
+            return -SQ_EPARSE;
+        }
+        r->run_urls[i] = (struct sq_run_url){.request = q->req,
+                                             .request_len = q->req_len,
+                                             .head = strcmp(q->method, "HEAD") == 0,
+                                             .h2 = o->http2 ? &q->h2 : NULL};
+    }
+    return 0;
+}
+
 /* -s: the wrk table starts from the URL and the -H headers (with the quick face's
  * Accept-Encoding); each worker gets its state, and the script's static request replaces the one
  * built from the flags. */
@@ -1129,11 +1247,12 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     memset(r, 0, sizeof(*r));
     r->opts = o;
     const char *why = NULL;
-    if (sq_bus_url_is_bus(o->url))
+    if (o->url && sq_bus_url_is_bus(o->url))
         return prepare_bus(r, o, err, len);
     /* ws:// and wss:// are http:// and https:// for the upgrade (RFC 6455 3): parsed as those,
-     * so TLS, DNS and the Host header follow; the document keeps the URL as written */
-    int wsk = o->ws ? ws_scheme(o->url) : 0;
+     * so TLS, DNS and the Host header follow; the document keeps the URL as written. No URL:
+     * --urls (its first line's is parsed below). */
+    int wsk = o->ws && o->url ? ws_scheme(o->url) : 0;
     char *url = NULL;
     if (wsk && asprintf(&url, "%s%s", wsk == 1 ? "http" : "https", o->url + (wsk == 1 ? 2 : 3)) < 0)
         url = NULL;
@@ -1141,7 +1260,7 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
         snprintf(err, len, "out of memory");
         return -ENOMEM;
     }
-    int rc = sq_url_parse(url ? url : o->url, &r->url, &why);
+    int rc = o->url ? sq_url_parse(url ? url : o->url, &r->url, &why) : 0;
     free(url);
     if (rc < 0)
         return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why ? why : sq_strerror(rc));
@@ -1155,9 +1274,9 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     if ((rc = load_body(r, o, err, len)) < 0)
         return rc;
 
-    /* Accept-Encoding is offered unless the user set one or turned compression off. Over
-     * HTTP/2 bodies are framed only (not decoded yet): nothing is offered unless asked. */
-    const char *accept = o->no_compression || o->http2 ? NULL : sq_accept_encoding_default();
+    /* Accept-Encoding is offered unless the user set one or turned compression off, over
+     * HTTP/1.1 and HTTP/2 alike (both decode what comes back). */
+    const char *accept = o->no_compression ? NULL : sq_accept_encoding_default();
     for (size_t i = 0; i < o->nheaders; i++)
         if (strcasecmp(o->headers[i].name, "Accept-Encoding") == 0)
             accept = o->headers[i].value[0] ? o->headers[i].value : NULL;
@@ -1167,27 +1286,41 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     if (accept && !o->no_compression && accept == sq_accept_encoding_default() &&
         nheaders < SQ_QUICK_MAX_HEADERS)
         headers[nheaders++] = (struct sq_kv){.name = "Accept-Encoding", .value = accept};
-    rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, nheaders, r->body,
-                          r->body_len, &r->req, &r->req_len);
-    if (rc < 0)
-        return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
-    if (o->http2) {
-        rc = sq_h2_req_init(&r->h2req, o->method, r->url.scheme, r->url.authority, r->url.path,
-                            o->headers, o->nheaders, r->body, r->body_len);
+    if (o->urls_path) {
+        struct sq_run_config *cfg = &r->cfg;
+        if ((rc = prepare_urls(r, o, headers, nheaders, err, len)) < 0)
+            return rc;
+        cfg->urls = r->run_urls;
+        cfg->nurls = (uint32_t)r->nurls;
+        cfg->request = r->urls[0].req;
+        cfg->request_len = r->req_len = r->urls[0].req_len;
+        cfg->head_request = r->run_urls[0].head;
+        cfg->h2_request = o->http2 ? &r->urls[0].h2 : NULL;
+    } else {
+        rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, nheaders, r->body,
+                              r->body_len, &r->req, &r->req_len);
         if (rc < 0)
             return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
+        if (o->http2) {
+            rc = sq_h2_req_init(&r->h2req, o->method, r->url.scheme, r->url.authority, r->url.path,
+                                headers, nheaders, r->body, r->body_len);
+            if (rc < 0)
+                return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
+        }
     }
 
 configure:;
     struct sq_run_config *cfg = &r->cfg;
-    cfg->request = o->ws ? r->body : r->req;
-    cfg->request_len = r->req_len;
+    if (!o->urls_path) {
+        cfg->request = o->ws ? r->body : r->req;
+        cfg->request_len = r->req_len;
+        cfg->head_request = strcmp(o->method, "HEAD") == 0;
+        cfg->h2_request = o->http2 ? &r->h2req : NULL;
+    }
     cfg->ws = o->ws ? &r->ws : NULL;
-    cfg->head_request = strcmp(o->method, "HEAD") == 0;
     cfg->timeout_ns = o->timeout_ns;
     cfg->connect_timeout_ns = o->connect_timeout_ns;
     cfg->phases = !o->no_phases;
-    cfg->h2_request = o->http2 ? &r->h2req : NULL;
     cfg->streams = (uint32_t)o->streams;
     if ((rc = build_exec(o, o->streams, &cfg->exec, err, len)) < 0)
         return rc;
@@ -1209,6 +1342,17 @@ void sq_quick_run_dispose(struct sq_quick_run *r)
     sq_bus_url_dispose(&r->bus_url);
     free(r->payload);
     r->payload = NULL;
+    for (size_t i = 0; r->urls && i < r->nurls; i++) {
+        free(r->urls[i].req);
+        free(r->urls[i].body);
+        sq_h2_req_dispose(&r->urls[i].h2);
+    }
+    free(r->urls);
+    free(r->run_urls);
+    r->urls = NULL;
+    r->run_urls = NULL;
+    r->nurls = 0;
+    sq_urllist_dispose(&r->list);
     sq_h2_req_dispose(&r->h2req);
     sq_tmpl_free(r->ws_message);
     r->ws_message = NULL;

@@ -26,8 +26,10 @@
 
 #include "engine/bus.h"
 #include "base/buf.h"
+#include "engine/distopts.h"
 #include "engine/netopts.h"
 #include "engine/run.h"
+#include "engine/urllist.h"
 #include "engine/wrkscript.h"
 #include "http/h2.h"
 #include "http/request.h"
@@ -39,7 +41,8 @@
 /* The quick face's options. Strings are borrowed from the arguments parsed (argv, or what
  * sq_quick_from_json built, which the options then own). */
 struct sq_quick_opts {
-    const char *url;
+    const char *url;       /* NULL with --urls */
+    const char *urls_path; /* --urls FILE (engine/urllist.h), or NULL */
     const char *method;    /* default "GET" */
     const char *body_arg;  /* -b's value: the body, or "@FILE" (from argv) */
     const char *body_flag; /* "-b" or "--body", as the user wrote it */
@@ -61,7 +64,8 @@ struct sq_quick_opts {
     int64_t timeout_ns;         /* default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
-    struct sq_netopts net; /* DNS and TLS */
+    struct sq_netopts net;   /* DNS and TLS */
+    struct sq_distopts dist; /* --agents N --nats URL...: a run on agents (the CLI only) */
     /* -s FILE: a wrk-style Lua script (docs/wrk.md), and the arguments after the URL that its
      * init(args) gets (refused from JSON: a daemon runs no script file) */
     const char *script;
@@ -129,6 +133,15 @@ SQ_MUST_CHECK int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **
 SQ_MUST_CHECK int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err,
                                      size_t len);
 
+/* One URL of a --urls run. */
+struct sq_quick_url {
+    const char *method; /* the line's, or -m's */
+    char *req;          /* serialised HTTP/1.1 request */
+    size_t req_len;
+    char *body; /* read from @PATH (owned), or NULL: the line's text or -b's */
+    struct sq_h2_req h2;
+};
+
 /* A prepared quick run: cfg is ready for sq_run() once the caller adds its own parts (stop,
  * on_tick, on_samples). cfg points into the struct, so it must stay where it is while the run
  * goes; opts is borrowed and must outlive it too. */
@@ -155,14 +168,20 @@ struct sq_quick_run {
     struct sq_ws_run ws;
     struct sq_tmpl *ws_message;
     struct sq_buf ws_headers;
+    /* --urls: the list, and per URL its request (HTTP/1.1 and HTTP/2) and body (owned) */
+    struct sq_urllist list;
+    struct sq_quick_url *urls;
+    struct sq_run_url *run_urls;
+    size_t nurls;
 };
 
 /* Prepares the run o describes. Returns 0, -SQ_EUSAGE (a bad URL, a -b @FILE that cannot be
- * read, a load shape the executor refuses, a TLS file: err names the flag), -SQ_EPARSE (-s: a
- * script that does not load, or fails in setup() or init(): err is the script's message),
- * -SQ_ERESOLVE and other negative codes when the run cannot be set up here (err says why). r is
- * filled either way: sq_quick_run_dispose it. With -s the caller calls sq_wrk_script_done(&r->ws,
- * ...) after the run. */
+ * read, a load shape the executor refuses, a TLS file, a --urls file that cannot be read: err
+ * names the flag), -SQ_EPARSE (-s: a script that does not load, or fails in setup() or init():
+ * err is the script's message; a bad line of the --urls list, or a body file it names that
+ * cannot be read: "FILE:LINE:COL: why"), -SQ_ERESOLVE and other negative codes when the run
+ * cannot be set up here (err says why). r is filled either way: sq_quick_run_dispose it. With -s
+ * the caller calls sq_wrk_script_done(&r->ws, ...) after the run. */
 SQ_MUST_CHECK int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err,
                                    size_t len);
 void sq_quick_run_dispose(struct sq_quick_run *r);

@@ -146,7 +146,7 @@ const char *sq_ws_key_name(uint16_t key, bool upgrade, char *buf)
     return buf;
 }
 
-static void merge_counters(struct sq_counters *dst, const struct sq_counters *src)
+void sq_counters_add(struct sq_counters *dst, const struct sq_counters *src)
 {
     bus_add(&dst->bus, &src->bus, 1);
     dst->sent += src->sent;
@@ -317,7 +317,7 @@ static void sum_last(const struct agg *a, uint32_t n, struct sq_counters *out)
 {
     memset(out, 0, sizeof(*out));
     for (uint32_t i = 0; i < n; i++)
-        merge_counters(out, &a->last[i]);
+        sq_counters_add(out, &a->last[i]);
 }
 
 /* Consumes one published slot of worker w: its histograms go into the second being assembled
@@ -338,7 +338,7 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         struct sq_second *e = &out->series.v[out->series.n - 1];
         fill_deltas(e, &s->c, &a->last[wi]);
         sub_counters(&a->emitted, &a->last[wi]);
-        merge_counters(&a->emitted, &s->c);
+        sq_counters_add(&a->emitted, &s->c);
         a->last[wi] = s->c;
         int64_t mx = sq_hist_total(s->hist) ? sq_hist_max(s->hist) : 0;
         if (mx > e->max_us)
@@ -527,6 +527,7 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
 {
     const struct sq_run_config *cfg = run->cfg;
     uint64_t last_progress = 0, last_opened = 0, errors_then = 0;
+    bool readied = false;
     int64_t still_since = sq_now_ns();
     int64_t next_dns = still_since + cfg->dns_ttl_ns;
     int64_t stall_limit =
@@ -557,9 +558,21 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
                 stop_run(run, out, "no connection could be made to %s: %s", addr,
                          sq_strerror(t.last_err));
             } else {
-                out->setup_ns = now - begin;
-                /* A moment ahead, so every worker sees it before it is due. */
-                __atomic_store_n(&run->go_ns, now + SQ_NS_PER_MS, __ATOMIC_RELEASE);
+                /* A moment ahead, so every worker sees it before it is due; a held start
+                 * (cfg->start_at) at the time it names, once it is known. */
+                int64_t go = now + SQ_NS_PER_MS;
+                if (!readied) {
+                    readied = true;
+                    out->setup_ns = now - begin;
+                    if (cfg->start_at && cfg->on_ready)
+                        cfg->on_ready(cfg->ready_ud);
+                }
+                if (cfg->start_at) {
+                    int64_t at = __atomic_load_n(cfg->start_at, __ATOMIC_ACQUIRE);
+                    go = at == 0 ? 0 : at > go ? at : go;
+                }
+                if (go)
+                    __atomic_store_n(&run->go_ns, go, __ATOMIC_RELEASE);
             }
         }
         if (t.progress != last_progress || t.opened != last_opened) {
@@ -601,11 +614,54 @@ static const struct sq_exec *scen_exec(const struct sq_run_config *cfg, uint32_t
     return cfg->scens ? &cfg->scens[i].exec : &cfg->exec;
 }
 
+/* Scenario i's VUs at their peak: all of them, or the run's segment's share. */
+static uint32_t seg_vus(const struct sq_run_config *cfg, uint32_t i)
+{
+    return (uint32_t)sq_seg_share(cfg->seg, sq_exec_max_vus(scen_exec(cfg, i)));
+}
+
+/* Connections of scenario i: a plan's HTTP/2 scenario carries `streams` VUs on each. */
+static uint32_t scen_conns(const struct sq_run_config *cfg, uint32_t i)
+{
+    uint32_t vus = seg_vus(cfg, i);
+    if (cfg->scens && cfg->scens[i].h2 && cfg->streams > 1)
+        return (uint32_t)(((uint64_t)vus + cfg->streams - 1) / cfg->streams);
+    return sq_run_connections(cfg, vus);
+}
+
 /* Workers for one scenario: the run's threads, never more than its connections. */
 static uint32_t scen_workers(const struct sq_run_config *cfg, uint32_t i)
 {
-    uint32_t v = sq_run_connections(cfg, sq_exec_max_vus(scen_exec(cfg, i)));
+    uint32_t v = scen_conns(cfg, i);
     return cfg->threads < v ? cfg->threads : v;
+}
+
+/* --urls: each URL's figures from every worker. */
+static int merge_urls(const struct sq_run_config *cfg, struct sq_engine__worker *ws, uint32_t nw,
+                      struct sq_result *out)
+{
+    out->urls = calloc(cfg->nurls, sizeof(*out->urls));
+    if (!out->urls)
+        return -ENOMEM;
+    out->nurls = cfg->nurls;
+    for (uint32_t u = 0; u < cfg->nurls; u++) {
+        struct sq_url_result *r = &out->urls[u];
+        int rc = sq_latency_hist_new(&r->latency);
+        if (rc < 0)
+            return rc;
+        for (uint32_t k = 0; k < nw; k++) {
+            const struct sq_url_result *x = ws[k].ustats ? &ws[k].ustats[u] : NULL;
+            if (!x)
+                continue;
+            r->sent += x->sent;
+            r->completed += x->completed;
+            r->failed += x->failed;
+            for (size_t c = 0; c < SQ_ARRAY_LEN(r->status); c++)
+                r->status[c] += x->status[c];
+            sq_hist_merge(r->latency, x->latency);
+        }
+    }
+    return 0;
 }
 
 /* Plan runs: each scenario's figures from its workers. */
@@ -620,7 +676,7 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
         struct sq_scen_result *r = &out->scens[i];
         const struct sq_flow *f = cfg->scens[i].flow;
         r->name = cfg->scens[i].name;
-        r->vus_max = sq_exec_max_vus(&cfg->scens[i].exec);
+        r->vus_max = seg_vus(cfg, i);
         r->nsteps = f->nsteps;
         int rc = sq_latency_hist_new(&r->latency);
         if (rc == 0)
@@ -633,7 +689,7 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
             struct sq_engine__worker *w = &ws[k];
             if (w->scen != i || !w->steps)
                 continue;
-            merge_counters(&r->c, &w->c);
+            sq_counters_add(&r->c, &w->c);
             r->interrupted += w->interrupted;
             sq_hist_merge(r->iter_dur, w->iter_hist);
             for (size_t s = 0; s < f->nsteps; s++)
@@ -655,9 +711,9 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     bool empty = false; /* a scenario without VUs: nothing sensible to run */
     for (uint32_t i = 0; i < nscen; i++) {
         uint32_t sw = scen_workers(cfg, i);
-        empty |= sw == 0;
+        empty |= sw == 0 && !cfg->seg; /* a segment may have no share of a scenario */
         nw += sw;
-        conns += sq_run_connections(cfg, sq_exec_max_vus(scen_exec(cfg, i)));
+        conns += scen_conns(cfg, i);
         if (sq_exec_is_open(scen_exec(cfg, i)))
             out->open = true;
     }
@@ -747,7 +803,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     int64_t go = run.go_ns, end = go;
     for (uint32_t i = 0; i < started; i++) {
         pthread_join(ws[i].tid, NULL);
-        merge_counters(&out->c, &ws[i].c);
+        sq_counters_add(&out->c, &ws[i].c);
         out->in_flight += ws[i].in_flight;
         out->arrivals += ws[i].arrivals; /* latencies arrived through the slots */
         if (ws[i].end_ns > end)
@@ -805,6 +861,11 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         sq_hist_merge(out->sse_first_event, ws[i].sse_first);
         sq_hist_merge(out->sse_duration, ws[i].sse_dur);
     }
+    if (!cfg->scens && cfg->nurls && merge_urls(cfg, ws, started, out) < 0) {
+        rc = -ENOMEM;
+        *why = "out of memory";
+        goto out;
+    }
     if (cfg->rate_samples) {
         if (sq_latency_hist_new(&out->rate) < 0) {
             rc = -ENOMEM;
@@ -821,6 +882,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         goto out;
     }
     out->duration_ns = go ? end - go : 0;
+    out->start_mono_ns = go;
     out->spin_ns = run.spin_ns;
     out->threads = nw;
     out->connections = conns;
@@ -860,6 +922,11 @@ void sq_result_dispose(struct sq_result *r)
     }
     free(r->scens);
     r->scens = NULL;
+    for (uint32_t u = 0; r->urls && u < r->nurls; u++)
+        sq_hist_free(r->urls[u].latency);
+    free(r->urls);
+    r->urls = NULL;
+    r->nurls = 0;
     for (int k = 0; k < SQ_PHASE_COUNT; k++) {
         sq_hist_free(r->phase[k]);
         r->phase[k] = NULL;

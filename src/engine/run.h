@@ -122,6 +122,8 @@ struct sq_sample {
     uint16_t status;    /* 0 when it failed */
     uint8_t error;      /* 0, or 1 + enum sq_errk */
     uint8_t _pad;
+    uint16_t scen;  /* plan runs: the scenario's index (0 for the quick face) */
+    uint16_t label; /* plan runs: 1 + the step's index; --urls: 1 + the URL's index; 0: none */
 };
 
 /* Called on the writer thread with a batch of records (borrowed for the call). */
@@ -194,6 +196,24 @@ struct sq_run_scen {
     struct sq_exec exec; /* prepared */
     int64_t start_ns;    /* offset from the run's common start */
     const struct sq_flow *flow;
+    bool h2; /* over HTTP/2 (`protocol: h2`, --http2): its VUs are stream slots, `streams` of
+                them per connection (the run's streams, at least 1); the flow sq_flow_use_h2'd */
+};
+
+/* One URL of the quick face's --urls list: its request serialised once (and prepared for
+ * nghttp2 over HTTP/2). Every URL of a run shares the scheme, host and port. */
+struct sq_run_url {
+    const char *request; /* HTTP/1.1 bytes, shared read-only */
+    size_t request_len;
+    bool head;                  /* a HEAD request: its responses carry no body */
+    const struct sq_h2_req *h2; /* HTTP/2 runs: the same request for nghttp2; else NULL */
+};
+
+/* One URL's figures (the result's `urls` block), merged across workers. */
+struct sq_url_result {
+    uint64_t sent, completed, failed; /* failed: ended by an error (no response) */
+    uint64_t status[6];               /* [0] other, [1..5] 1xx..5xx */
+    struct sq_hist *latency;          /* µs, completed requests, measured as the run's */
 };
 
 struct sq_run_config {
@@ -241,6 +261,24 @@ struct sq_run_config {
     /* The run id that {{$stamp}} carries (proto/stamp.h), 0: one is drawn at random. Worker w's
      * stamps carry run_id + w (its stream: SQ_STAMP_STREAM_BITS below). */
     uint64_t run_id;
+    /* Distributed runs (cluster/). seg: run only this execution segment of every executor
+     * (plan/exec.h): its share of the VUs, shared iterations and in-flight cap, and the global
+     * arrivals dealt to it, each at its global time; VU numbers ({{$vu}}) stay global. A
+     * scenario whose share has no VU gets no worker. NULL: the whole.
+     * start_at: once every pool is open the run calls on_ready(ready_ud) (optional) once, then
+     * starts at the CLOCK_MONOTONIC time another thread stores into *start_at with an atomic
+     * store (0: not known yet), or at once when that time has passed. NULL: at once. */
+    const struct sq_seg *seg;
+    int64_t *start_at;
+    void (*on_ready)(void *ud);
+    void *ready_ud;
+    /* Plans that mix HTTP/1.1 and HTTP/2 scenarios over https: the TLS client of the h2 ones
+     * (ALPN h2), tls being the others'. NULL: every connection uses tls. */
+    struct sq_tls_client *tls_h2;
+    /* The quick face's --urls: the requests, sent round-robin (each worker takes the next URL
+     * for each request it starts); request above is the first one's. NULL: one request. */
+    const struct sq_run_url *urls;
+    uint32_t nurls;
     /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
      * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
     const struct sq_run_script *script;
@@ -341,6 +379,7 @@ struct sq_step_stats {
     } by_status[SQ_STEP_STATUSES]; /* the first statuses seen, with their own durations */
     uint32_t nstatus;
     uint64_t *check_pass, *check_fail; /* per check of the step */
+    uint32_t nchecks;                  /* their length */
 };
 
 struct sq_scen_result {
@@ -376,7 +415,8 @@ struct sq_result {
     struct sq_hist *sse_duration;           /* streams: from the send to the end of the stream */
     struct sq_scen_result *scens;           /* plan runs: one per scenario */
     uint32_t nscens;
-    bool aborted; /* ended early: stop flag, or no connection could be made */
+    int64_t start_mono_ns; /* the common start, CLOCK_MONOTONIC; 0 when it never started */
+    bool aborted;          /* ended early: stop flag, or no connection could be made */
     char abort_reason[320];
     /* https: what the first connection negotiated (static strings; NULL for plain http or when
      * no handshake completed), and the first TLS error's message ("" if none). */
@@ -390,6 +430,8 @@ struct sq_result {
     uint32_t nstreams;
     /* Event buses: the broker's first error message ("" if none), e.g. a NATS -ERR text. */
     char bus_error[256];
+    struct sq_url_result *urls; /* --urls: one per URL, in the list's order (owned); else NULL */
+    uint32_t nurls;
     /* cfg->rate_samples: requests per second, one value per worker and 100 ms (owned) */
     struct sq_hist *rate;
     /* wrk-style scripts: the first error a hook raised during the run, with its Lua traceback
@@ -404,5 +446,19 @@ struct sq_result {
  * negative code when the run could not start (threads, memory, file limit); *why then says so. */
 SQ_MUST_CHECK int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why);
 void sq_result_dispose(struct sq_result *r);
+
+/* Adds src's counters into dst's. */
+void sq_counters_add(struct sq_counters *dst, const struct sq_counters *src);
+
+/* Adds the result src into dst without loss (engine/merge.c), as if one run had done both:
+ * counters, in-flight and arrivals summed; every histogram merged bucket for bucket (created in
+ * dst when only src has it); scenarios and their steps matched by index (both results come from
+ * the same plan; dst takes src's shape when it has none); threads, connections and VUs summed;
+ * setup, duration and the DNS time the longest; aborted if either was, with the first reason.
+ * Strings (scenario names, TLS names) are borrowed from src when dst has none. The per-second
+ * series is left alone: a second's percentiles need that second's histograms (cluster/ merges
+ * them from the interval stream). Returns 0, -EINVAL (scenarios or steps that do not match) or
+ * -ENOMEM (dst may then be partly merged; dispose it). */
+SQ_MUST_CHECK int sq_result_merge(struct sq_result *dst, const struct sq_result *src);
 
 #endif

@@ -17,6 +17,7 @@ int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out)
         size_t nc = f->steps[i].ps->nchecks;
         s[i].check_pass = calloc(nc ? nc : 1, sizeof(uint64_t));
         s[i].check_fail = calloc(nc ? nc : 1, sizeof(uint64_t));
+        s[i].nchecks = (uint32_t)nc;
         if (!s[i].check_pass || !s[i].check_fail)
             return -ENOMEM;
         int rc = sq_latency_hist_new(&s[i].dur);

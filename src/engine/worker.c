@@ -110,6 +110,11 @@ static void sample(struct sq_engine__conn *c, int64_t now, uint16_t status, uint
     s->bytes = status ? c->rd.head_bytes + (uint32_t)c->rd.body.bytes : 0;
     s->status = status;
     s->error = error;
+    s->scen = (uint16_t)w->scen;
+    if (c->fv)
+        s->label = c->fv->in_iter ? (uint16_t)(c->fv->step + 1) : 0;
+    else
+        s->label = w->ustats ? (uint16_t)(c->url + 1) : 0;
     __atomic_store_n(&w->rhead, head + 1, __ATOMIC_RELEASE);
 }
 
@@ -125,6 +130,8 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
         w->c.failed += n;
         if (w->ring)
             sample(c, sq_now_ns(), 0, (uint8_t)(k + 1));
+        if (SQ_UNLIKELY(w->ustats != NULL))
+            w->ustats[c->url].failed += n;
     }
     conn_close(c);
     if (active && c->fv && c->fv->in_iter) {
@@ -272,6 +279,20 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     c->fb_ns = 0;
     c->head = head;
     w->drv->send(c);
+}
+
+/* --urls: the worker's next URL (round-robin), counted as sent for that URL. */
+static void url_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    const struct sq_run_config *cfg = w->cfg;
+    uint32_t u = w->url_next;
+    w->url_next = u + 1 == cfg->nurls ? 0 : u + 1;
+    const struct sq_run_url *ru = &cfg->urls[u];
+    c->url = (uint16_t)u;
+    c->h2req = ru->h2;
+    w->ustats[u].sent++;
+    conn_send(c, ru->request, ru->request_len, ru->head, cfg->timeout_ns, intended, now, 1);
 }
 
 /* ---- wrk-style scripts: the worker's own Lua state (script/script.h) ---- */
@@ -476,11 +497,16 @@ static int hooks_init(struct sq_engine__worker *w)
     return 0;
 }
 
-/* Starts one iteration: the quick face's static request, or a flow from its first step. */
+/* Starts one iteration: the quick face's static request (or its next URL), or a flow from its
+ * first step. */
 static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     if (!c->fv) {
+        if (SQ_UNLIKELY(w->ustats != NULL)) {
+            url_send(c, intended, now);
+            return;
+        }
         if (SQ_UNLIKELY(w->shooks & (SQ_SCRIPT_REQUEST | SQ_SCRIPT_DELAY))) {
             script_iter(c, intended, now);
             return;
@@ -554,9 +580,20 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     const char *req = "";
     size_t len = 0;
     bool rendered = false;
-    if (SQ_LIKELY(!st->ws) && sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0) {
-        /* Out of memory rendering: the iteration cannot go on. */
-        flow_advance(c, now, true);
+    if (SQ_LIKELY(!st->ws) &&
+        SQ_UNLIKELY(sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0 ||
+                    (w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len, &c->h2req) < 0))) {
+        /* The request cannot be written (no memory; over HTTP/2, a rendered field HTTP/2
+         * cannot carry): it counts as sent and failed (`write`), the step as failed, and the VU
+         * goes on after a backoff, so a step that never renders cannot spin. */
+        w->c.sent++;
+        w->in_flight++;
+        c->pending = 1;
+        c->state = CONN_ACTIVE;
+        c->since_ns = intended;
+        c->sent_ns = now;
+        conn_fail(c, SQ_ERRK_WRITE);
+        conn_backoff(c);
         return;
     }
     if (rendered)
@@ -847,6 +884,12 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
     w->c.status[cls <= 5 ? cls : 0]++;
     if (w->ring)
         sample(c, now, c->rd.status, 0);
+    if (SQ_UNLIKELY(w->ustats != NULL)) {
+        struct sq_url_result *u = &w->ustats[c->url];
+        u->completed++;
+        u->status[cls <= 5 ? cls : 0]++;
+        sq_hist_record(u->latency, lat_us);
+    }
     w->c.completed++;
     w->in_flight--;
     if (SQ_UNLIKELY(c->cap != NULL))
@@ -901,7 +944,7 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
  * beyond the share finish their iteration and stop (conn_next checks active_vus). */
 static void ramp(struct sq_engine__worker *w, int64_t now)
 {
-    uint32_t target = sq_exec_vus_at(w->ex, now - w->sched_ns);
+    uint32_t target = (uint32_t)sq_seg_share(w->cfg->seg, sq_exec_vus_at(w->ex, now - w->sched_ns));
     uint32_t mine = (uint32_t)sq_engine__share(target, w->snw, w->sindex);
     uint32_t was = w->active_vus;
     w->active_vus = mine;
@@ -1069,7 +1112,8 @@ static void run_loop(struct sq_engine__worker *w)
         if (w->open && w->sending && w->started) {
             /* Every arrival that is due goes out now, at its own intended time. */
             while (w->next_arrival < w->total_arrivals) {
-                int64_t due = w->sched_ns + sq_exec_arrival_ns(ex, w->next_arrival);
+                int64_t due = w->sched_ns +
+                              sq_exec_arrival_ns(ex, sq_seg_global(w->cfg->seg, w->next_arrival));
                 if (due > now) {
                     next_due = due;
                     break;
@@ -1141,7 +1185,9 @@ static int flow_init(struct sq_engine__worker *w)
     if (!w->vus)
         return -ENOMEM;
     for (uint32_t i = 0; i < w->nconns; i++) {
-        int rc = sq_flow_vu_init(&w->vus[i], f, (uint64_t)w->first_vu + i + 1);
+        /* VU numbers are global: in a segment, its own VUs' places in the whole */
+        uint64_t vu = w->vu_base + sq_seg_global(w->cfg->seg, w->first_vu - w->vu_base + i) + 1;
+        int rc = sq_flow_vu_init(&w->vus[i], f, vu);
         if (rc < 0)
             return rc;
         w->vus[i].stamp_fn = flow_stamp;
@@ -1201,9 +1247,9 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             w->addr = &cfg->script->addrs[windex];
     }
     /* The driver, and how many VUs ride one of its connections: HTTP/2 carries `streams` and a
-     * bus connection `window` (a worker gets whole connections), HTTP/1.1 one. Plans run
-     * HTTP/1.1. */
-    bool h2 = cfg->h2_request && !sc;
+     * bus connection `window` (a worker gets whole connections), HTTP/1.1 one. A plan's scenario
+     * says its own protocol; buses are the quick face's. */
+    bool h2 = sc ? sc->h2 : cfg->h2_request != NULL;
     const struct sq_bus_config *bus = sc ? NULL : cfg->bus;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
     if ((cfg->ws && !sc) || (sc && sc->flow->sc->ws))
@@ -1222,15 +1268,17 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             w->drv = &sq_engine__null_driver;
     }
     sq_stamp_enc_init(&w->stamp, run->run_id + windex);
-    uint32_t total = (uint32_t)(((uint64_t)sq_exec_max_vus(ex) + per - 1) / per);
+    uint64_t vus = sq_seg_share(cfg->seg, sq_exec_max_vus(ex));
+    uint32_t total = (uint32_t)((vus + per - 1) / per);
     uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;
     for (uint32_t i = 0; i < si; i++)
         first_conn += (uint32_t)sq_engine__share(total, n, i);
     w->nconns = nconn * per;
     uint32_t first = pl->vu_base + first_conn * per;
     w->first_vu = first;
+    w->vu_base = pl->vu_base;
     if (ex->kind == SQ_EXEC_SHARED_ITERATIONS)
-        w->quota = sq_engine__share(ex->iterations, n, si);
+        w->quota = sq_engine__share(sq_seg_share(cfg->seg, ex->iterations), n, si);
     int rc = sq_loop_new(&w->loop);
     if (rc < 0)
         return rc;
@@ -1248,8 +1296,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->hist = w->slots[0].hist;
     w->hist_unc = w->slots[0].hist_unc;
     if (w->open) {
-        w->total_arrivals = sq_exec_total_arrivals(ex);
-        uint64_t cap = sq_engine__share(ex->max_in_flight, n, si);
+        w->total_arrivals = sq_seg_share(cfg->seg, sq_exec_total_arrivals(ex));
+        uint64_t cap = sq_engine__share(sq_seg_share(cfg->seg, ex->max_in_flight), n, si);
         w->qcap = (uint32_t)(cap > w->nconns ? cap - w->nconns : 0);
         w->queue = malloc((w->qcap ? w->qcap : 1) * sizeof(*w->queue));
         w->idle = malloc((w->nconns ? w->nconns : 1) * sizeof(*w->idle));
@@ -1276,6 +1324,15 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             return rc;
         if (w->flow->plan->script && (rc = hooks_init(w)) < 0)
             return rc;
+    }
+    if (!sc && cfg->nurls) {
+        w->ustats = calloc(cfg->nurls, sizeof(*w->ustats));
+        if (!w->ustats)
+            return -ENOMEM;
+        for (uint32_t u = 0; u < cfg->nurls; u++)
+            if ((rc = sq_latency_hist_new(&w->ustats[u].latency)) < 0)
+                return rc;
+        w->url_next = windex % cfg->nurls;
     }
     if (cfg->rate_samples && (rc = sq_latency_hist_new(&w->rate)) < 0)
         return rc;
@@ -1313,6 +1370,9 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     }
     for (int k = 0; k < SQ_PHASE_COUNT; k++)
         sq_hist_free(w->phase[k]);
+    for (uint32_t u = 0; w->ustats && u < w->cfg->nurls; u++)
+        sq_hist_free(w->ustats[u].latency);
+    free(w->ustats);
     for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         if (c->cap) {

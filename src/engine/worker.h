@@ -81,6 +81,10 @@ struct sq_engine__conn {
     struct sq_timer timer;  /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
     struct sq_tls_conn *tls; /* https, from the handshake on; NULL otherwise */
+    /* ACTIVE over HTTP/2: the request for nghttp2 when it is not cfg->h2_request (a flow's
+     * step, one of --urls); NULL otherwise */
+    const struct sq_h2_req *h2req;
+    uint16_t url; /* ACTIVE with --urls: the URL's index */
     /* wrk scripts */
     struct sq_engine__capture *cap; /* response() is defined: the response kept for it */
     bool delayed;                   /* delay() was called for the request about to leave */
@@ -154,7 +158,9 @@ struct sq_engine__worker {
     uint32_t windex;      /* among every worker of the run */
     uint32_t sindex, snw; /* among the workers of its scenario, and how many those are */
     uint32_t scen;        /* its scenario (0 for the quick face) */
-    uint32_t first_vu;    /* global number of its first VU - 1 */
+    uint32_t first_vu;    /* global number of its first VU - 1 (in a segment: vu_base + the
+                             segment's own index of it) */
+    uint32_t vu_base;     /* VUs of the scenarios before its own */
     int64_t offset_ns;    /* the scenario's start time after the run's start */
     /* plan runs */
     const struct sq_flow *flow;
@@ -203,6 +209,9 @@ struct sq_engine__worker {
     int64_t sched_ns; /* its scenario's start: the executor's time zero */
     int64_t end_load_ns, hard_end_ns, end_ns, ready_ns;
     struct sq_engine__live live;
+    /* --urls: per-URL figures (cfg->nurls of them, histograms included), and the next URL */
+    struct sq_url_result *ustats;
+    uint32_t url_next;
     /* https */
     struct sq_tls_sessions tls_cache; /* the latest sessions, offered by the next connects */
     const char *tls_version, *tls_cipher, *tls_alpn; /* of the first handshake */

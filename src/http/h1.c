@@ -253,8 +253,7 @@ static void on_content_encoding(struct fields *f, const char *v, size_t n)
         f->coding = f->coding == SQ_CODING_NONE ? (uint8_t)c : (uint8_t)SQ_CODING_OTHER;
 }
 
-/* Content-Type: media-type "text/event-stream" (case-insensitive), then parameters or nothing. */
-static bool is_event_stream(const char *v, size_t n)
+bool sq_h1_is_event_stream(const char *v, size_t n)
 {
     static const char lit[] = "text/event-stream";
     size_t i = sizeof(lit) - 1;
@@ -278,7 +277,7 @@ static int on_field(struct fields *f, const char *name, size_t name_len, const c
         return 0;
     case 12:
         if (NAME_IS(name, "content-type"))
-            f->event_stream = is_event_stream(v, n);
+            f->event_stream = sq_h1_is_event_stream(v, n);
         return 0;
     case 14:
         if (NAME_IS(name, "content-length"))

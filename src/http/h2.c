@@ -14,6 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/decode.h"
+#include "http/h1.h"
+
 #define OUT_INIT        (16 * 1024)
 #define OUT_SOFT        (64 * 1024) /* stop pulling frames once this much is queued */
 #define DEFAULT_STREAMS 100
@@ -47,24 +50,24 @@ static void *m_realloc(void *p, size_t n, void *ud)
 
 /* ---- requests ---- */
 
-static bool has_ctl(const char *s)
+static bool has_ctl(const char *s, size_t n)
 {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 && *s != '\t')
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 && s[i] != '\t')
             return true;
     return false;
 }
 
-static bool named(const char *name, const char *lit)
+static bool named(const char *name, size_t n, const char *lit)
 {
-    return strcasecmp(name, lit) == 0;
+    return strlen(lit) == n && strncasecmp(name, lit, n) == 0;
 }
 
-static bool conn_specific(const char *name)
+static bool conn_specific(const char *name, size_t n)
 {
-    return named(name, "connection") || named(name, "keep-alive") ||
-           named(name, "proxy-connection") || named(name, "transfer-encoding") ||
-           named(name, "upgrade");
+    return named(name, n, "connection") || named(name, n, "keep-alive") ||
+           named(name, n, "proxy-connection") || named(name, n, "transfer-encoding") ||
+           named(name, n, "upgrade");
 }
 
 struct field {
@@ -72,57 +75,75 @@ struct field {
     size_t nlen, vlen;
 };
 
-int sq_h2_req_init(struct sq_h2_req *r, const char *method, const char *scheme,
-                   const char *authority, const char *path, const struct sq_kv *headers,
-                   size_t nheaders, const void *body, size_t body_len)
+/* Builds r from spans: the pseudo-headers, then the caller's fields (the rules of h2.h), into
+ * r's storage when it fits (else a fresh block). On error r keeps what it had. */
+static int build(struct sq_h2_req *r, struct field method, const char *scheme,
+                 struct field authority, struct field path, const struct field *hs, size_t nheaders,
+                 const void *body, size_t body_len)
 {
-    memset(r, 0, sizeof(*r));
-    if (!method || !*method || !scheme || !*scheme || !authority || !*authority || !path ||
-        !*path || has_ctl(method) || has_ctl(authority) || has_ctl(path) ||
-        nheaders > MAX_REQ_HEADERS || (body_len && !body))
+    if (!method.vlen || !scheme || !*scheme || !path.vlen || has_ctl(method.value, method.vlen) ||
+        has_ctl(path.value, path.vlen) || nheaders > MAX_REQ_HEADERS || (body_len && !body))
         return -SQ_EUSAGE;
     static const char ua[] = "squall/" SQ_VERSION;
     struct field f[4 + MAX_REQ_HEADERS + 2];
     size_t n = 0;
     bool user_ua = false, user_cl = false;
     for (size_t i = 0; i < nheaders; i++) {
-        const char *hn = headers[i].name, *hv = headers[i].value;
-        if (!hn || !*hn || !hv || has_ctl(hn) || has_ctl(hv) || strchr(hn, ':'))
+        const struct field *h = &hs[i];
+        if (!h->nlen || has_ctl(h->name, h->nlen) || has_ctl(h->value, h->vlen) ||
+            memchr(h->name, ':', h->nlen))
             return -SQ_EUSAGE;
-        if (named(hn, "host")) {
-            if (*hv)
-                authority = hv;
-        } else if (named(hn, "user-agent")) {
+        if (named(h->name, h->nlen, "host")) {
+            if (h->vlen)
+                authority = (struct field){NULL, h->value, 0, h->vlen};
+        } else if (named(h->name, h->nlen, "user-agent")) {
             user_ua = true;
-        } else if (named(hn, "content-length")) {
+        } else if (named(h->name, h->nlen, "content-length")) {
             user_cl = true;
         }
     }
+    if (!authority.vlen || has_ctl(authority.value, authority.vlen))
+        return -SQ_EUSAGE; /* none given, and no Host field either */
     char cl[24];
-    f[n++] = (struct field){":method", method, 7, strlen(method)};
+    f[n++] = (struct field){":method", method.value, 7, method.vlen};
     f[n++] = (struct field){":scheme", scheme, 7, strlen(scheme)};
-    f[n++] = (struct field){":authority", authority, 10, strlen(authority)};
-    f[n++] = (struct field){":path", path, 5, strlen(path)};
+    f[n++] = (struct field){":authority", authority.value, 10, authority.vlen};
+    f[n++] = (struct field){":path", path.value, 5, path.vlen};
     for (size_t i = 0; i < nheaders; i++) {
-        const char *hn = headers[i].name, *hv = headers[i].value;
-        if (named(hn, "host") || conn_specific(hn) || (named(hn, "user-agent") && !*hv))
+        const struct field *h = &hs[i];
+        if (named(h->name, h->nlen, "host") || conn_specific(h->name, h->nlen) ||
+            (named(h->name, h->nlen, "user-agent") && !h->vlen))
             continue;
-        f[n++] = (struct field){hn, hv, strlen(hn), strlen(hv)};
+        f[n++] = *h;
     }
     if (!user_ua)
         f[n++] = (struct field){"user-agent", ua, 10, sizeof(ua) - 1};
     if (!user_cl &&
-        (body_len || named(method, "POST") || named(method, "PUT") || named(method, "PATCH"))) {
+        (body_len || named(method.value, method.vlen, "POST") ||
+         named(method.value, method.vlen, "PUT") || named(method.value, method.vlen, "PATCH"))) {
         int k = snprintf(cl, sizeof(cl), "%zu", body_len);
         f[n++] = (struct field){"content-length", cl, 14, (size_t)k};
     }
-    size_t bytes = 0;
+    size_t bytes = n * sizeof(nghttp2_nv);
     for (size_t i = 0; i < n; i++)
         bytes += f[i].nlen + f[i].vlen + 2;
-    nghttp2_nv *nv = malloc(n * sizeof(*nv) + bytes);
-    if (!nv)
-        return -ENOMEM;
-    char *o = (char *)(nv + n);
+    /* The strings may live in r's own storage (sq_h2_req_from_h1 over a request rendered into a
+     * buffer is not, but a caller may pass spans of a previous r): build into a fresh block
+     * unless r's fits and nothing points into it. */
+    char *store = r->_store;
+    bool reuse = store && r->_cap >= bytes;
+    uintptr_t lo = (uintptr_t)store, hi = lo + r->_cap;
+    for (size_t i = 0; reuse && i < n; i++)
+        if (((uintptr_t)f[i].name >= lo && (uintptr_t)f[i].name < hi) ||
+            ((uintptr_t)f[i].value >= lo && (uintptr_t)f[i].value < hi))
+            reuse = false;
+    if (!reuse) {
+        store = malloc(bytes);
+        if (!store)
+            return -ENOMEM;
+    }
+    nghttp2_nv *nv = (nghttp2_nv *)(void *)store;
+    char *o = store + n * sizeof(nghttp2_nv);
     for (size_t i = 0; i < n; i++) {
         char *name = o;
         for (size_t k = 0; k < f[i].nlen; k++) {
@@ -138,12 +159,56 @@ int sq_h2_req_init(struct sq_h2_req *r, const char *method, const char *scheme,
         nv[i] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, f[i].nlen, f[i].vlen,
                              NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
     }
+    if (!reuse) {
+        free(r->_store);
+        r->_cap = bytes;
+    }
     r->_nv = nv;
     r->_nvlen = n;
-    r->_store = (char *)nv;
+    r->_store = store;
     r->_body = body;
     r->_body_len = body_len;
     return 0;
+}
+
+static struct field span(const char *s)
+{
+    return (struct field){NULL, s ? s : "", 0, s ? strlen(s) : 0};
+}
+
+int sq_h2_req_init(struct sq_h2_req *r, const char *method, const char *scheme,
+                   const char *authority, const char *path, const struct sq_kv *headers,
+                   size_t nheaders, const void *body, size_t body_len)
+{
+    memset(r, 0, sizeof(*r));
+    if (nheaders > MAX_REQ_HEADERS)
+        return -SQ_EUSAGE;
+    struct field hs[MAX_REQ_HEADERS];
+    for (size_t i = 0; i < nheaders; i++) {
+        const char *hn = headers[i].name, *hv = headers[i].value;
+        if (!hn || !hv)
+            return -SQ_EUSAGE;
+        hs[i] = (struct field){hn, hv, strlen(hn), strlen(hv)};
+    }
+    return build(r, span(method), scheme, span(authority), span(path), hs, nheaders, body,
+                 body_len);
+}
+
+int sq_h2_req_from_h1(struct sq_h2_req *r, const char *scheme, const char *h1, size_t len)
+{
+    struct sq_h1_header hh[MAX_REQ_HEADERS];
+    struct sq_h1_request q = {.headers = hh, .headers_cap = MAX_REQ_HEADERS};
+    struct sq_h1_limits lim = {.max_head_bytes = len, .max_headers = MAX_REQ_HEADERS};
+    int head = sq_h1_parse_request_head(h1, len, &lim, &q);
+    if (head <= 0 || q.chunked)
+        return head == -ENOMEM ? -ENOMEM : -SQ_EUSAGE;
+    struct field hs[MAX_REQ_HEADERS];
+    for (size_t i = 0; i < q.num_headers; i++)
+        hs[i] = (struct field){hh[i].name, hh[i].value, hh[i].name_len, hh[i].value_len};
+    size_t blen = len - (size_t)head;
+    return build(r, (struct field){NULL, q.method, 0, q.method_len}, scheme,
+                 (struct field){NULL, "", 0, 0}, (struct field){NULL, q.path, 0, q.path_len}, hs,
+                 q.num_headers, blen ? h1 + head : NULL, blen);
 }
 
 void sq_h2_req_dispose(struct sq_h2_req *r)
@@ -159,27 +224,38 @@ static struct sq_h2_stream *stream_of(nghttp2_session *s, int32_t id)
     return nghttp2_session_get_stream_user_data(s, id);
 }
 
+/* Fields of a response: :status first, then the rest. Only the final head's fields count (a 1xx
+ * head leaves st->status at 0, trailers come after _head_seen). */
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
                      const uint8_t *value, size_t vlen, uint8_t flags, void *ud)
 {
     (void)flags;
-    (void)ud;
+    struct sq_h2_client *c = ud;
     if (f->hd.type != NGHTTP2_HEADERS)
         return 0;
-    if (nlen == 16 && memcmp(name, "content-encoding", 16) == 0) {
-        struct sq_h2_stream *st = stream_of(s, f->hd.stream_id);
-        if (st && !(vlen == 8 && memcmp(value, "identity", 8) == 0))
-            st->encoded = true;
+    struct sq_h2_stream *st = stream_of(s, f->hd.stream_id);
+    if (!st || st->_head_seen)
+        return 0;
+    if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
+        if (vlen != 3)
+            return 0; /* nghttp2 checked :status is three digits */
+        int v = (value[0] - '0') * 100 + (value[1] - '0') * 10 + (value[2] - '0');
+        if (v >= 200)
+            st->status = (uint16_t)v;
         return 0;
     }
-    if (nlen != 7 || memcmp(name, ":status", 7) != 0)
+    if (!st->status || (nlen && name[0] == ':'))
         return 0;
-    struct sq_h2_stream *st = stream_of(s, f->hd.stream_id);
-    if (!st || st->_head_seen || vlen != 3)
-        return 0; /* nghttp2 checked :status is three digits */
-    int v = (value[0] - '0') * 100 + (value[1] - '0') * 10 + (value[2] - '0');
-    if (v >= 200)
-        st->status = (uint16_t)v;
+    const char *n = (const char *)name, *v = (const char *)value;
+    if (nlen == 16 && memcmp(name, "content-encoding", 16) == 0) {
+        enum sq_coding k = sq_coding_from_header(v, vlen);
+        if (k != SQ_CODING_NONE) /* a second coding stacks: not decodable here */
+            st->coding = st->coding == SQ_CODING_NONE ? (uint8_t)k : (uint8_t)SQ_CODING_OTHER;
+    } else if (nlen == 12 && memcmp(name, "content-type", 12) == 0) {
+        st->event_stream = sq_h1_is_event_stream(v, vlen);
+    }
+    if (st->want_fields && c->_cb->on_field)
+        c->_cb->on_field(c->_ud, st, n, nlen, v, vlen);
     return 0;
 }
 
@@ -348,7 +424,8 @@ int32_t sq_h2_client_submit(struct sq_h2_client *c, const struct sq_h2_req *r,
     st->id = 0;
     st->status = 0;
     st->_head_seen = false;
-    st->encoded = false;
+    st->coding = SQ_CODING_NONE;
+    st->event_stream = false;
     st->rx_bytes = 0;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
     int32_t id =

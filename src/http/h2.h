@@ -44,6 +44,7 @@ struct sq_h2_req {
     void *_nv; /* nghttp2_nv[], names and values in _store */
     size_t _nvlen;
     char *_store;
+    size_t _cap;       /* bytes of _store: sq_h2_req_from_h1 reuses it when it fits */
     const char *_body; /* borrowed: must outlive every submission */
     size_t _body_len;
 };
@@ -55,8 +56,13 @@ struct sq_h2_stream {
     int32_t id;      /* the stream id (> 0) once submitted */
     uint16_t status; /* the final status once the response head arrived, else 0 */
     bool _head_seen;
-    bool _live;        /* submitted, not closed or cancelled yet */
-    bool encoded;      /* the response has a content-encoding other than identity */
+    bool _live; /* submitted, not closed or cancelled yet */
+    /* Of the final response head, set as its fields arrive (before on_headers): */
+    uint8_t coding;    /* enum sq_coding of its content-encoding field(s) (http/decode.h) */
+    bool event_stream; /* its content-type is text/event-stream */
+    /* Set by the caller before a submit (a submit leaves it as it is): hand every field of the
+     * final response head to on_field. */
+    bool want_fields;
     uint64_t rx_bytes; /* response header block + DATA payload bytes received */
 };
 
@@ -73,6 +79,11 @@ struct sq_h2_callbacks {
     /* The server sent GOAWAY: no new request will be accepted; streams above last_stream_id
      * are closed with SQ_H2_REFUSED_STREAM right after. May be NULL. */
     void (*on_goaway)(void *ud, uint32_t error_code, int32_t last_stream_id);
+    /* One field of st's final (non-1xx) response head, pseudo-headers left out, in the order
+     * they came (name lower case, as HTTP/2 sends it; nghttp2 has checked both for bytes a field
+     * may not hold), for a stream with want_fields set; before on_headers. May be NULL. */
+    void (*on_field)(void *ud, struct sq_h2_stream *st, const char *name, size_t name_len,
+                     const char *value, size_t value_len);
 };
 
 struct sq_h2_opts {
@@ -108,6 +119,16 @@ SQ_MUST_CHECK int sq_h2_req_init(struct sq_h2_req *r, const char *method, const 
                                  const char *authority, const char *path,
                                  const struct sq_kv *headers, size_t nheaders, const void *body,
                                  size_t body_len);
+/* The same request from its HTTP/1.1 form h1[0, len), as sq_request_build or a plan's flow
+ * serialises it: the method and target of the request line, every field (Host becomes
+ * :authority; connection-specific ones are dropped, as above), and the bytes after the head as
+ * the body (borrowed: they must outlive every submission). r is zeroed, or a request this
+ * function or sq_h2_req_init built: its storage is reused when the new request fits, so a
+ * caller rendering a request per iteration into one r stops allocating once r has reached its
+ * working size. Returns 0, -SQ_EUSAGE (not a request head, or a field HTTP/2 cannot carry) or
+ * -ENOMEM; on error r is left as a valid request (maybe a previous one) or zeroed. */
+SQ_MUST_CHECK int sq_h2_req_from_h1(struct sq_h2_req *r, const char *scheme, const char *h1,
+                                    size_t len);
 /* Frees what sq_h2_req_init() allocated. A zeroed req is a no-op. */
 void sq_h2_req_dispose(struct sq_h2_req *r);
 

@@ -3,6 +3,7 @@
  * figure from the merged result. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -188,7 +189,17 @@ fail:
 json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
                               const struct sq_th_verdicts *v)
 {
+    /* One protocol for the whole run when every scenario has the same, else each says its own */
+    const char *proto = r->plan->nscenarios ? sq_planrun_protocol(r, 0) : NULL;
+    bool h2 = false;
+    for (size_t i = 0; i < r->plan->nscenarios; i++) {
+        if (proto && strcmp(proto, sq_planrun_protocol(r, i)) != 0)
+            proto = NULL;
+        h2 |= r->scens[i].h2;
+    }
     struct sq_report_info info = {
+        .protocol = proto,
+        .streams = h2 ? r->cfg.streams : 0,
         .url = r->plan->file,
         .method = "run",
         .target_addr = r->net.addr,
@@ -203,6 +214,10 @@ json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result
         json_decref(doc);
         return NULL;
     }
+    json_t *sc = doc ? json_object_get(doc, "scenarios") : NULL;
+    for (size_t i = 0; i < json_array_size(sc) && i < r->plan->nscenarios; i++)
+        json_object_set_new(json_array_get(sc, i), "protocol",
+                            json_string(sq_planrun_protocol(r, i)));
     if (doc && r->plan->script)
         json_object_set_new(doc, "script",
                             json_pack("{s:s, s:{s:I}, s:I, s:s?}", "file", r->plan->script, "calls",

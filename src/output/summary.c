@@ -7,6 +7,7 @@
 #include "output/summary.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -369,6 +370,69 @@ static void bus_lines(FILE *f, const json_t *doc)
     }
 }
 
+/* A distributed run (docs/distributed.md): the agents, their segments and clocks, and the lost. */
+static void cluster(FILE *f, const json_t *doc)
+{
+    const json_t *c = json_object_get(doc, "cluster");
+    const json_t *agents = json_object_get(c, "agents");
+    if (!json_is_array(agents))
+        return;
+    char g1[32];
+    double spread = sq_report__numd(c, "start_spread_ms", 0), unc = 0;
+    for (size_t i = 0; i < json_array_size(agents); i++) {
+        double u = sq_report__numd(json_array_get(agents, i), "clock.uncertainty_ms", 0);
+        unc = u > unc ? u : unc;
+    }
+    fprintf(f, "%-12s %zu (run %s) · clocks known to within %.3f ms · start spread %.3f ms",
+            "Agents", json_array_size(agents), sq_report__str(c, "run", "?"), unc, spread);
+    if (sq_report__numd(c, "lost", 0) > 0)
+        fprintf(f, " · %.0f LOST", sq_report__numd(c, "lost", 0));
+    fputc('\n', f);
+    for (size_t i = 0; i < json_array_size(agents); i++) {
+        const json_t *a = json_array_get(agents, i);
+        fprintf(
+            f, "%-12s %s %s:%s · %s sent · clock %+.3f ms", "", sq_report__str(a, "name", "?"),
+            sq_report__str(a, "segment.from", "?"), sq_report__str(a, "segment.to", "?"),
+            sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.sent", 0)), g1, sizeof(g1)),
+            sq_report__numd(a, "clock.offset_ms", 0));
+        double at;
+        if (json_is_true(json_object_get(a, "lost")) && sq_report__num(a, "lost_at_s", &at))
+            fprintf(f, " · LOST at %.1f s (its share is missing from %.0f s on)", at, floor(at));
+        const char *err = sq_report__str(a, "error", NULL);
+        if (err)
+            fprintf(f, " · %s", err);
+        fputc('\n', f);
+    }
+}
+
+/* --urls: each URL's figures (the document's `urls`). */
+static void urls_section(FILE *f, const json_t *doc)
+{
+    const json_t *urls = json_object_get(doc, "urls");
+    if (!json_is_array(urls) || !json_array_size(urls))
+        return;
+    static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+    size_t i;
+    const json_t *e;
+    char g1[32], g2[32], d[3][D];
+    fprintf(f, "\nURLs (%s)\n", sq_report__str(json_object_get(doc, "config"), "urls_file", "?"));
+    json_array_foreach((json_t *)urls, i, e)
+    {
+        const json_t *lat = json_object_get(e, "latency");
+        fprintf(f, "  %-6s %s\n         %s req · %s failed ·", sq_report__str(e, "method", ""),
+                sq_report__str(e, "url", "?"), g(e, "requests", g1), g(e, "failed", g2));
+        const json_t *st = json_object_get(e, "status");
+        for (size_t k = 0; k < SQ_ARRAY_LEN(cls); k++)
+            if (u64(st, cls[k]))
+                fprintf(f, " %s %s ·", cls[k], g(st, cls[k], g1));
+        if (sq_report__numd(lat, "count", 0) > 0)
+            fprintf(f, " p50 %s · p95 %s · max %s\n", dus(lat, "p50_us", d[0]),
+                    dus(lat, "p95_us", d[1]), dus(lat, "max_us", d[2]));
+        else
+            fprintf(f, " no response\n");
+    }
+}
+
 /* The script and OAuth2 blocks, when the run had them. */
 static void scripting(FILE *f, const json_t *doc)
 {
@@ -455,8 +519,10 @@ int sq_report_summary(const json_t *doc, FILE *f)
     if (!messages && !bus)
         bodies(f, doc); /* WebSocket: the ws block has the payload figures */
     phases(f, doc);
+    cluster(f, doc);
     scripting(f, doc);
     plan_sections(f, doc);
+    urls_section(f, doc);
 
     struct sq_hist *h;
     if (sq_report__hist(json_object_get(doc, "latency"), &h) == 0) {

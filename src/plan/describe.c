@@ -327,6 +327,8 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
             fprintf(out, "  starts at %s\n", fmt_dur(sc->start_ns, d, sizeof(d)));
         if (sc->cookies)
             fprintf(out, "  cookies: a jar per VU\n");
+        if (sc->h2)
+            fprintf(out, "  protocol: h2\n");
         if (sc->nvars) {
             fprintf(out, "  variables:");
             for (uint32_t v = 0; v < sc->nvars; v++)

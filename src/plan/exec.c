@@ -9,7 +9,9 @@
  */
 #include "plan/exec.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -284,4 +286,248 @@ int sq_exec_parse_stages(struct sq_exec *e, const char *s, const char **why)
         return -SQ_EUSAGE;
     }
     return 0;
+}
+
+/* ---- execution segments ---- */
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static struct sq_rat rat_reduce(uint64_t num, uint64_t den)
+{
+    uint64_t g = gcd_u64(num, den);
+    return (struct sq_rat){num / g, den / g};
+}
+
+/* a < b, exactly (num and den below 2^32 each after parsing, so the products fit). */
+static bool rat_less(struct sq_rat a, struct sq_rat b)
+{
+    return (unsigned __int128)a.num * b.den < (unsigned __int128)b.num * a.den;
+}
+
+/* One point: "1/3", "0.25", "25%", "0", "1". */
+static int parse_point(const char *s, size_t len, struct sq_rat *out)
+{
+    char buf[48];
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    uint64_t num = 0, den = 1;
+    const char *p = buf;
+    if (!(*p >= '0' && *p <= '9'))
+        return -1;
+    while (*p >= '0' && *p <= '9') {
+        if (num > 100000000)
+            return -1;
+        num = num * 10 + (uint64_t)(*p++ - '0');
+    }
+    if (*p == '.') {
+        p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return -1;
+        while (*p >= '0' && *p <= '9') {
+            if (den >= 1000000000)
+                return -1;
+            num = num * 10 + (uint64_t)(*p++ - '0');
+            den *= 10;
+        }
+    }
+    if (*p == '%') {
+        p++;
+        if (den > 10000000)
+            return -1;
+        den *= 100;
+    } else if (*p == '/' && den == 1) {
+        p++;
+        uint64_t d = 0;
+        if (!(*p >= '1' && *p <= '9'))
+            return -1;
+        while (*p >= '0' && *p <= '9') {
+            if (d > 100000000)
+                return -1;
+            d = d * 10 + (uint64_t)(*p++ - '0');
+        }
+        den = d;
+    }
+    if (*p || num > den)
+        return -1;
+    *out = rat_reduce(num, den);
+    return 0;
+}
+
+int sq_seg_parse_sequence(const char *s, struct sq_rat *out, uint32_t max, uint32_t *n,
+                          const char **why)
+{
+    uint32_t k = 0;
+    const char *p = s;
+    if (max < 2) {
+        *why = "execution segment sequence: no room";
+        return -SQ_EUSAGE;
+    }
+    out[k++] = (struct sq_rat){0, 1};
+    bool first = true;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        struct sq_rat r;
+        if (parse_point(p, len, &r) < 0) {
+            *why = "execution segment sequence: each point is a fraction between 0 and 1 (1/3, "
+                   "0.25 or 25%), separated by commas: 0,1/3,2/3,1";
+            return -SQ_EUSAGE;
+        }
+        if (r.num != 0) {
+            if (!rat_less(out[k - 1], r)) {
+                *why = "execution segment sequence: the points must rise strictly";
+                return -SQ_EUSAGE;
+            }
+            if (k == max) {
+                *why = "execution segment sequence: too many points";
+                return -SQ_EUSAGE;
+            }
+            out[k++] = r;
+        } else if (!first) {
+            *why = "execution segment sequence: the points must rise strictly";
+            return -SQ_EUSAGE;
+        }
+        first = false;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    if (out[k - 1].num != out[k - 1].den) {
+        if (k == max) {
+            *why = "execution segment sequence: too many points";
+            return -SQ_EUSAGE;
+        }
+        out[k++] = (struct sq_rat){1, 1};
+    }
+    *n = k;
+    return 0;
+}
+
+void sq_seg_even(struct sq_rat *out, uint32_t n)
+{
+    for (uint32_t i = 0; i <= n; i++)
+        out[i] = rat_reduce(i, n);
+}
+
+int sq_seg_init(struct sq_seg *s, const struct sq_rat *pt, uint32_t npoints, uint32_t index,
+                const char **why)
+{
+    memset(s, 0, sizeof(*s));
+    uint32_t parts = npoints ? npoints - 1 : 0;
+    if (npoints < 2 || parts > SQ_SEG_MAX_PARTS || pt[0].num != 0 ||
+        pt[parts].num != pt[parts].den) {
+        *why = "execution segment sequence: it must run from 0 to 1 in at most 1024 parts";
+        return -SQ_EUSAGE;
+    }
+    if (index >= parts) {
+        *why = "execution segment: its index is past the end of the sequence";
+        return -SQ_EUSAGE;
+    }
+    uint64_t L = 1;
+    for (uint32_t i = 0; i <= parts; i++) {
+        if (pt[i].den == 0 || pt[i].num > pt[i].den || (i && !rat_less(pt[i - 1], pt[i]))) {
+            *why = "execution segment sequence: the points must rise strictly from 0 to 1";
+            return -SQ_EUSAGE;
+        }
+        uint64_t d = pt[i].den / gcd_u64(pt[i].num, pt[i].den);
+        uint64_t g = gcd_u64(L, d);
+        if (L / g > SQ_SEG_MAX_PERIOD / d) {
+            *why = "execution segment sequence: its common denominator is over 1,000,000";
+            return -SQ_EUSAGE;
+        }
+        L = L / g * d;
+    }
+    if (L * parts > 20000000) {
+        *why = "execution segment sequence: its common denominator times its parts is over "
+               "20,000,000";
+        return -SQ_EUSAGE;
+    }
+    /* Each segment's units per period, w[k] = L * (p[k+1] - p[k]); they add up to L. */
+    uint64_t *w = calloc(parts, sizeof(*w)), *c = calloc(parts, sizeof(*c));
+    if (!w || !c) {
+        free(w);
+        free(c);
+        return -ENOMEM;
+    }
+    for (uint32_t k = 0; k < parts; k++) {
+        struct sq_rat a = rat_reduce(pt[k].num, pt[k].den);
+        struct sq_rat b = rat_reduce(pt[k + 1].num, pt[k + 1].den);
+        w[k] = b.num * (L / b.den) - a.num * (L / a.den);
+    }
+    s->pos = malloc(w[index] * sizeof(*s->pos));
+    if (!s->pos) {
+        free(w);
+        free(c);
+        return -ENOMEM;
+    }
+    /* The quota method: index h goes to the segment with the largest w/(c+1) among those whose
+     * count stays within its upper quota, c < (h+1) w / L; ties to the lower segment. */
+    uint64_t mine = 0;
+    for (uint64_t h = 0; h < L; h++) {
+        uint32_t best = UINT32_MAX;
+        for (uint32_t k = 0; k < parts; k++) {
+            if (!(c[k] * L < (h + 1) * w[k]))
+                continue;
+            if (best == UINT32_MAX || w[k] * (c[best] + 1) > w[best] * (c[k] + 1))
+                best = k;
+        }
+        c[best]++; /* one is always eligible: the counts add up to h < h + 1 */
+        if (best == index)
+            s->pos[mine++] = h;
+    }
+    s->from = rat_reduce(pt[index].num, pt[index].den);
+    s->to = rat_reduce(pt[index + 1].num, pt[index + 1].den);
+    s->index = index;
+    s->count = parts;
+    s->period = L;
+    s->per_period = w[index];
+    free(w);
+    free(c);
+    return 0;
+}
+
+void sq_seg_dispose(struct sq_seg *s)
+{
+    free(s->pos);
+    memset(s, 0, sizeof(*s));
+}
+
+uint64_t sq_seg_share(const struct sq_seg *s, uint64_t v)
+{
+    if (!s)
+        return v;
+    uint64_t r = v % s->period, lo = 0, hi = s->per_period;
+    while (lo < hi) { /* how many own positions lie below r */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (s->pos[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return v / s->period * s->per_period + lo;
+}
+
+uint64_t sq_seg_global(const struct sq_seg *s, uint64_t j)
+{
+    if (!s)
+        return j;
+    return j / s->per_period * s->period + s->pos[j % s->per_period];
+}
+
+void sq_rat_format(struct sq_rat r, char *buf, size_t size)
+{
+    if (r.num == 0 || r.num == r.den)
+        snprintf(buf, size, "%d", r.num ? 1 : 0);
+    else
+        snprintf(buf, size, "%llu/%llu", (unsigned long long)r.num, (unsigned long long)r.den);
 }

@@ -13,6 +13,7 @@
 #define SQ_PLAN_EXEC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -94,5 +95,63 @@ int64_t sq_exec_arrival_ns(const struct sq_exec *e, uint64_t i);
 
 /* Parses "10s:100,30s:100,10s:0" into e->stages. Returns 0 or -SQ_EUSAGE with *why set. */
 SQ_MUST_CHECK int sq_exec_parse_stages(struct sq_exec *e, const char *s, const char **why);
+
+/* ---- Execution segments (distributed runs; k6's semantics) ----
+ *
+ * A distributed run splits every executor across agents by an execution segment sequence: the
+ * rationals 0 = s0 < s1 < ... < sN = 1, agent k running the segment (s_k, s_k+1]. Every quantity
+ * is split by one rule, so the shares always add up to the whole: the global indices 0, 1, 2...
+ * (of VUs, of iterations, of arrivals) are dealt to the segments in a fixed striped order, and a
+ * segment's share of a count v is how many of the indices below v are its own. An agent's
+ * arrivals are the global arrival indices it was dealt, each at its global time, so three agents
+ * at 1,000/s interleave into one steady 3,000/s stream instead of three bursts in step.
+ *
+ * The order repeats every L indices, L the least common denominator of the sequence; within a
+ * period the indices are dealt by Balinski and Young's quota method (the next index goes to the
+ * segment with the largest len/(count+1) among those that would stay within their upper quota),
+ * so every share of every count v stays within one of its exact proportion v * len: shares of
+ * equal segments differ by at most one, and an even split deals round-robin (0,1,2,0,1,2...). */
+
+struct sq_rat {
+    uint64_t num, den; /* den > 0; kept reduced */
+};
+
+#define SQ_SEG_MAX_PARTS  1024    /* segments in one sequence */
+#define SQ_SEG_MAX_PERIOD 1000000 /* the least common denominator of a sequence */
+
+/* One segment of a sequence, with its stripe (sq_seg_init). */
+struct sq_seg {
+    struct sq_rat from, to;
+    uint32_t index, count; /* its place in the sequence, and how many segments it has */
+    uint64_t period;       /* L: the order repeats every L global indices */
+    uint64_t per_period;   /* how many of each L are this segment's: L * (to - from) */
+    uint64_t *pos;         /* those indices within [0, L), ascending (owned) */
+};
+
+/* Parses a sequence like "0,1/3,2/3,1" (fractions, decimals like 0.25, or percentages like 25%)
+ * into out[0..*n), adding 0 and 1 when missing, as k6 does. The points must rise strictly.
+ * Returns 0 or -SQ_EUSAGE with *why naming the problem. */
+SQ_MUST_CHECK int sq_seg_parse_sequence(const char *s, struct sq_rat *out, uint32_t max,
+                                        uint32_t *n, const char **why);
+
+/* The even sequence of n parts: 0, 1/n, 2/n, ..., 1 (n + 1 points into out). */
+void sq_seg_even(struct sq_rat *out, uint32_t n);
+
+/* Builds segment `index` (0-based) of the sequence points[0..npoints). Returns 0, -SQ_EUSAGE (a
+ * sequence that does not rise from 0 to 1, an index past its end, a period over
+ * SQ_SEG_MAX_PERIOD: *why says so) or -ENOMEM. */
+SQ_MUST_CHECK int sq_seg_init(struct sq_seg *s, const struct sq_rat *points, uint32_t npoints,
+                              uint32_t index, const char **why);
+void sq_seg_dispose(struct sq_seg *s);
+
+/* The segment's share of a count v: how many of the global indices 0..v-1 are its own. The
+ * shares of every segment of a sequence add up to v. s NULL (no segment: the whole) gives v. */
+uint64_t sq_seg_share(const struct sq_seg *s, uint64_t v);
+
+/* The global index of the segment's j-th own index (0-based). s NULL gives j. */
+uint64_t sq_seg_global(const struct sq_seg *s, uint64_t j);
+
+/* "1/3", or "0" and "1". */
+void sq_rat_format(struct sq_rat r, char *buf, size_t size);
 
 #endif

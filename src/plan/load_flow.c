@@ -59,8 +59,8 @@ static const struct {
     [SQ_EXEC_SHARED_ITERATIONS] = {F_VUS | F_ITERATIONS | F_MAX_DURATION | F_PACING, 0},
 };
 
-static const char *const scenario_common[] = {"executor",     "flow",    "startTime",
-                                              "gracefulStop", "cookies", "locals"};
+static const char *const scenario_common[] = {"executor", "flow",   "startTime", "gracefulStop",
+                                              "cookies",  "locals", "protocol"};
 
 static int load_stages(struct ld *L, const struct ynode *n, struct sq_exec *e, bool vus)
 {
@@ -264,6 +264,13 @@ static int load_executor(struct ld *L, const struct ynode *key, const struct yno
             rc = load_stages(L, v, e, kind == SQ_EXEC_RAMPING_VUS);
         } else if (!strcmp(name, "cookies")) {
             rc = sq_plan__get_bool(L, v, &sc->cookies);
+        } else if (!strcmp(name, "protocol")) {
+            rc = sq_plan__want_string(L, v, "a protocol: http/1.1 or h2");
+            if (rc == 0 && !strcmp(v->s, "h2"))
+                sc->h2 = true;
+            else if (rc == 0 && strcmp(v->s, "http/1.1") != 0)
+                rc = sq_plan__fail(L, v, "'%s' is not a protocol: http/1.1 (the default) or h2",
+                                   v->s);
         }
         if (rc < 0)
             return rc;

@@ -124,6 +124,7 @@ struct sq_plan_scenario {
                     locals: the names hooks set), nvars of them */
     uint32_t nvars;
     bool cookies; /* per-VU cookie jar */
+    bool h2;      /* protocol: h2 (HTTP/2 streams; h2c for http://, ALPN h2 for https://) */
     bool ws;      /* a flow with WebSocket steps */
 };
 

@@ -1173,6 +1173,7 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
         .head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0,
         .keep_alive = rq->keep_alive,
         .worker = w->idx,
+        .fd = c->io.fd,
         .arrival_ns = arrival,
         .server = s,
         ._conn = c,
@@ -1647,6 +1648,7 @@ void sq_server__h2_dispatch(struct conn *c, struct sq_server_req *req, struct sq
     struct worker *w = c->w;
     struct sq_server *s = w->srv;
     req->worker = w->idx;
+    req->fd = c->io.fd;
     req->server = s;
     req->arrival_ns = w->stamp ? sq_now_ns() : 0;
     s->handler(s->ud, req, resp);

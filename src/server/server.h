@@ -57,6 +57,8 @@ struct sq_server_req {
     bool head;       /* the method is HEAD: the server drops the body it renders */
     bool keep_alive; /* the connection stays open after this response unless resp->close */
     int worker;      /* index of the worker thread running the handler, 0..threads-1 */
+    int fd;          /* the connection's socket (getpeername: the client's address); the
+                      * handler must not read, write or close it */
     /* CLOCK_MONOTONIC ns when the server first parsed this request's complete head (taken per
      * request, not per read); 0 unless the config asked for stamp_arrivals. */
     int64_t arrival_ns;

@@ -132,7 +132,7 @@ QUICK = [
     ([U, "-qZ"], quick("unknown flag '-Z'")),
     ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to")),
     ([U, "--timeout"], quick("--timeout needs a value")),
-    ([U, "extra"], quick("one URL only; unexpected 'extra'")),
+    ([U, "extra"], quick("one URL only; unexpected 'extra' (several: --urls FILE)")),
     (["-c", "4"], quick("no URL given")),
     (["ftp://127.0.0.1/"],
      quick("bad URL 'ftp://127.0.0.1/': unsupported URL scheme \"ftp\" (use http:// or https://)")),

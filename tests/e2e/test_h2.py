@@ -429,6 +429,36 @@ class NginxH2Test(unittest.TestCase):
         self.assertGreater(r["completed"], 500)
         self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
 
+    def test_plan_over_h2_against_nginx(self):
+        # a plan's flow over h2c against an independent server: checks read nginx's body, and
+        # nginx's GOAWAY every 100 requests replaces connections under the flow
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.yaml")
+            with open(path, "w") as f:
+                f.write("target: %s\n"
+                        "scenarios:\n"
+                        "  s:\n"
+                        "    executor: shared-iterations\n"
+                        "    protocol: h2\n"
+                        "    vus: 4\n"
+                        "    iterations: 150\n"
+                        "    flow:\n"
+                        "      - request: { url: \"/a?it={{$iteration}}\" }\n"
+                        "        check: { status: 200, body_contains: hello from nginx }\n"
+                        "      - request: { url: /b }\n" % self.base)
+            p, doc, _ = sqtest.run_json("run", path, "--streams", "4", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = doc["requests"]
+        self.assertEqual(r["sent"], 300)
+        self.assertEqual(r["sent"], r["completed"] + r["failed"])
+        self.assertEqual(doc["errors"]["closed"], r["failed"])
+        self.assertGreaterEqual(r["completed"], 290)
+        self.assertGreaterEqual(doc["connections"]["opened"], 3)
+        self.assertEqual(doc["scenarios"][0]["protocol"], "h2c")
+        for c in doc["checks"]:  # each answered first step was checked, and held
+            self.assertEqual(c["failed"], 0, c)
+            self.assertGreaterEqual(c["passed"], 140, c)
+
     def test_client_module_via_h2load_parity(self):
         # the same server through nghttp2's own client, as a cross-check of the setup
         if not H2LOAD:

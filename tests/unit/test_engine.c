@@ -674,11 +674,92 @@ static void framing_flow_think(void **state)
     }
 }
 
+/* Distributed runs: three segments of one run each do exactly their share, and the three
+ * results merge into the figures of the whole. */
+static void segments_split_the_run(void **state)
+{
+    (void)state;
+    struct sq_rat pt[4];
+    uint32_t np;
+    const char *why;
+    assert_int_equal(sq_seg_parse_sequence("1/2,3/4", pt, 4, &np, &why), 0);
+    struct sq_result total = {0};
+    uint64_t sent = 0, arrivals = 0;
+    for (uint32_t k = 0; k < 3; k++) {
+        struct sq_seg seg;
+        assert_int_equal(sq_seg_init(&seg, pt, np, k, &why), 0);
+        struct sq_run_config cfg;
+        char *req;
+        config(&cfg, &req, "/fast");
+        cfg.threads = 2;
+        cfg.exec.vus = 7;
+        cfg.seg = &seg;
+        iterations(&cfg, 1001);
+        struct sq_result res;
+        assert_int_equal(sq_run(&cfg, &res, &why), 0);
+        assert_int_equal(res.c.completed, sq_seg_share(&seg, 1001));
+        assert_int_equal(res.c.conns_opened, sq_seg_share(&seg, 7));
+        sent += res.c.sent;
+        assert_int_equal(sq_result_merge(&total, &res), 0);
+        sq_result_dispose(&res);
+
+        /* The open model: the segment's arrivals of 400/s over 250 ms (100 in all). */
+        cfg.exec = (struct sq_exec){.kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE,
+                                    .vus = 4,
+                                    .rate = 400,
+                                    .duration_ns = 250 * SQ_NS_PER_MS};
+        prepare(&cfg);
+        assert_int_equal(sq_run(&cfg, &res, &why), 0);
+        assert_int_equal(res.arrivals, sq_seg_share(&seg, 100));
+        assert_int_equal(res.c.sent + res.c.dropped, res.arrivals);
+        arrivals += res.arrivals;
+        sq_result_dispose(&res);
+        sq_seg_dispose(&seg);
+        free(req);
+    }
+    assert_int_equal(sent, 1001);
+    assert_int_equal(arrivals, 100);
+    assert_int_equal(total.c.completed, 1001);
+    assert_int_equal(sq_hist_total(total.latency), 1001);
+    assert_int_equal(total.c.conns_opened, 7);
+    sq_result_dispose(&total);
+}
+
+static void held_ready(void *ud)
+{
+    int64_t *at = ud;
+    __atomic_store_n(at, sq_now_ns() + 150 * SQ_NS_PER_MS, __ATOMIC_RELEASE);
+}
+
+/* A held start: the run opens its pool, says so, and starts at the time it is given. */
+static void held_start(void **state)
+{
+    (void)state;
+    struct sq_run_config cfg;
+    char *req;
+    config(&cfg, &req, "/fast");
+    int64_t at = 0;
+    cfg.start_at = &at;
+    cfg.on_ready = held_ready;
+    cfg.ready_ud = &at;
+    iterations(&cfg, 50);
+    struct sq_result res;
+    const char *why;
+    assert_int_equal(sq_run(&cfg, &res, &why), 0);
+    assert_true(at > 0);
+    assert_int_equal(res.start_mono_ns, at);
+    assert_int_equal(res.c.completed, 50);
+    sq_result_dispose(&res);
+    free(req);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_allocation_per_request),
         cmocka_unit_test(shares_add_up),
+        cmocka_unit_test(segments_split_the_run),
+        cmocka_unit_test(held_start),
         cmocka_unit_test(timed_run_accounts_for_everything),
         cmocka_unit_test(worker_count_capped_by_connections),
         cmocka_unit_test(per_vu_iterations),

@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,214 @@ static void stage_parsing(void **state)
     assert_int_equal(sq_exec_kind_from_name("nope"), -1);
 }
 
+/* ---- execution segments ---- */
+
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static uint64_t rnd(uint64_t n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state % n;
+}
+
+/* Checks every property of a sequence's segments over the counts 0..vmax and the given ones:
+ * the shares add up to the count, each stays within one of its exact proportion (so equal
+ * segments differ by at most one), and the global indices of the segments partition 0..v-1. */
+static void check_sequence(const struct sq_rat *pt, uint32_t np, uint64_t vmax,
+                           const uint64_t *extra, size_t nextra)
+{
+    uint32_t parts = np - 1;
+    struct sq_seg *segs = calloc(parts, sizeof(*segs));
+    assert_non_null(segs);
+    const char *why = NULL;
+    for (uint32_t k = 0; k < parts; k++)
+        assert_int_equal(sq_seg_init(&segs[k], pt, np, k, &why), 0);
+    uint64_t L = segs[0].period;
+    unsigned char *owner = calloc(vmax + 1, 1);
+    assert_non_null(owner);
+    for (uint64_t v = 0; v <= vmax + nextra; v++) {
+        uint64_t count = v <= vmax ? v : extra[v - vmax - 1];
+        uint64_t sum = 0;
+        for (uint32_t k = 0; k < parts; k++) {
+            uint64_t sh = sq_seg_share(&segs[k], count);
+            sum += sh;
+            /* |share - count * len| < 1, with len = per_period / L: exact in integers */
+            unsigned __int128 exact = (unsigned __int128)count * segs[k].per_period;
+            unsigned __int128 lo = (unsigned __int128)sh * L;
+            assert_true(lo + L > exact && exact + L > lo);
+        }
+        assert_int_equal(sum, count);
+    }
+    /* The global indices: each of 0..vmax-1 belongs to exactly one segment, in rising order. */
+    for (uint32_t k = 0; k < parts; k++) {
+        uint64_t n = sq_seg_share(&segs[k], vmax), prev = 0;
+        for (uint64_t j = 0; j < n; j++) {
+            uint64_t g = sq_seg_global(&segs[k], j);
+            assert_true(g < vmax);
+            assert_true(j == 0 || g > prev);
+            assert_int_equal(owner[g], 0);
+            owner[g] = (unsigned char)(k + 1);
+            assert_int_equal(sq_seg_share(&segs[k], g), j); /* j of its own lie below g */
+            prev = g;
+        }
+    }
+    for (uint64_t g = 0; g < vmax; g++)
+        assert_true(owner[g] != 0);
+    free(owner);
+    for (uint32_t k = 0; k < parts; k++)
+        sq_seg_dispose(&segs[k]);
+    free(segs);
+}
+
+static void segments_even(void **state)
+{
+    (void)state;
+    struct sq_rat pt[9];
+    const char *why;
+    sq_seg_even(pt, 3);
+    struct sq_seg a, b, c;
+    assert_int_equal(sq_seg_init(&a, pt, 4, 0, &why), 0);
+    assert_int_equal(sq_seg_init(&b, pt, 4, 1, &why), 0);
+    assert_int_equal(sq_seg_init(&c, pt, 4, 2, &why), 0);
+    /* Round-robin: 0,3,6.. / 1,4,7.. / 2,5,8.. */
+    for (uint64_t j = 0; j < 100; j++) {
+        assert_int_equal(sq_seg_global(&a, j), 3 * j);
+        assert_int_equal(sq_seg_global(&b, j), 3 * j + 1);
+        assert_int_equal(sq_seg_global(&c, j), 3 * j + 2);
+    }
+    /* 7 VUs over 3 agents: 3, 2, 2. 1,000 over 3: 334, 333, 333. */
+    assert_int_equal(sq_seg_share(&a, 7), 3);
+    assert_int_equal(sq_seg_share(&b, 7), 2);
+    assert_int_equal(sq_seg_share(&c, 7), 2);
+    assert_int_equal(sq_seg_share(&a, 1000), 334);
+    assert_int_equal(sq_seg_share(&b, 1000), 333);
+    assert_int_equal(sq_seg_share(&c, 1000), 333);
+    assert_int_equal(sq_seg_share(NULL, 1000), 1000);
+    assert_int_equal(sq_seg_global(NULL, 17), 17);
+    char buf[32];
+    sq_rat_format(b.from, buf, sizeof(buf));
+    assert_string_equal(buf, "1/3");
+    sq_rat_format(c.to, buf, sizeof(buf));
+    assert_string_equal(buf, "1");
+    sq_seg_dispose(&a);
+    sq_seg_dispose(&b);
+    sq_seg_dispose(&c);
+    for (uint32_t n = 1; n <= 64; n++) {
+        sq_seg_even(pt, n > 8 ? 8 : n);
+        struct sq_rat *big = calloc(n + 1, sizeof(*big));
+        assert_non_null(big);
+        sq_seg_even(big, n);
+        uint64_t extra[] = {1000000007ull, 3000, 15000, UINT64_MAX / 2};
+        check_sequence(big, n + 1, 300, extra, 4);
+        free(big);
+    }
+}
+
+/* The property over many (VUs, rate, iterations, agents) combinations and uneven sequences:
+ * each executor's quantities (VUs, iterations, the arrivals its rate and duration make) split
+ * by any sequence add up exactly, and no share strays a unit from its proportion. */
+static void segments_property(void **state)
+{
+    (void)state;
+    int checked = 0;
+    for (int round = 0; round < 300; round++) {
+        uint32_t parts = 1 + (uint32_t)rnd(round < 150 ? 8 : 24);
+        struct sq_rat pt[26];
+        pt[0] = (struct sq_rat){0, 1};
+        /* random rising points with small denominators */
+        uint32_t np = 1;
+        for (uint32_t k = 1; k < parts; k++) {
+            uint64_t den = 2 + rnd(round % 3 == 0 ? 60 : 12), num = 1 + rnd(den - 1);
+            struct sq_rat r = {num, den};
+            /* insert keeping order and uniqueness */
+            uint32_t at = np;
+            bool dup = false;
+            for (uint32_t i = 1; i < np; i++) {
+                unsigned __int128 x = (unsigned __int128)r.num * pt[i].den,
+                                  y = (unsigned __int128)pt[i].num * r.den;
+                if (x == y)
+                    dup = true;
+                if (x < y && at == np)
+                    at = i;
+            }
+            if (dup)
+                continue;
+            memmove(&pt[at + 1], &pt[at], (np - at) * sizeof(pt[0]));
+            pt[at] = r;
+            np++;
+        }
+        pt[np++] = (struct sq_rat){1, 1};
+        uint64_t L = 1; /* the period, kept small enough for a quick test */
+        for (uint32_t i = 0; i < np && L <= 50000; i++) {
+            uint64_t a = L, b = pt[i].den / gcd(pt[i].num, pt[i].den);
+            L = a / gcd(a, b) * b;
+        }
+        if (L > 50000)
+            continue;
+        /* The executors' counts: VUs, iterations and the arrivals of a rate over a duration. */
+        uint64_t vus = 1 + rnd(5000), iters = 1 + rnd(100000);
+        struct sq_exec e = rate_exec(1 + (double)rnd(20000), (int64_t)(1 + rnd(30)) * SQ_NS_PER_S);
+        uint64_t counts[] = {vus, iters, sq_exec_total_arrivals(&e), 7, 1000, 3 * L + 1};
+        checked++;
+        check_sequence(pt, np, L * 2 + 40 < 4000 ? L * 2 + 40 : 4000, counts, 6);
+    }
+    assert_true(checked > 150); /* most rounds ran: the skip above is the exception */
+}
+
+static void segment_parsing(void **state)
+{
+    (void)state;
+    struct sq_rat pt[16];
+    uint32_t n;
+    const char *why;
+    assert_int_equal(sq_seg_parse_sequence("0,1/3,2/3,1", pt, 16, &n, &why), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(pt[1].num, 1);
+    assert_int_equal(pt[1].den, 3);
+    assert_int_equal(sq_seg_parse_sequence("1/3,2/3", pt, 16, &n, &why), 0); /* 0 and 1 added */
+    assert_int_equal(n, 4);
+    assert_int_equal(pt[3].num, 1);
+    assert_int_equal(sq_seg_parse_sequence("25%,0.5,3/4", pt, 16, &n, &why), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(pt[1].num, 1);
+    assert_int_equal(pt[1].den, 4);
+    assert_int_equal(pt[2].den, 2);
+    assert_int_equal(sq_seg_parse_sequence("2/4", pt, 16, &n, &why), 0); /* reduced */
+    assert_int_equal(pt[1].num, 1);
+    assert_int_equal(pt[1].den, 2);
+    const char *bad[] = {"",    "1/3,1/4", "2/1",  "abc",  "1/0",  "0,0",  "0.5,0.5",
+                         "1,1", "1/3,,1",  "-1/3", "1/3 ", "50%%", "0x1/2"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why = NULL;
+        assert_int_equal(sq_seg_parse_sequence(bad[i], pt, 16, &n, &why), -SQ_EUSAGE);
+        assert_non_null(why);
+    }
+    assert_int_equal(sq_seg_parse_sequence("0.1,0.2,0.3", pt, 3, &n, &why), -SQ_EUSAGE);
+    /* init refuses what cannot be a sequence */
+    struct sq_seg s;
+    struct sq_rat up[] = {{0, 1}, {1, 2}, {1, 1}};
+    assert_int_equal(sq_seg_init(&s, up, 3, 2, &why), -SQ_EUSAGE); /* index past the end */
+    struct sq_rat down[] = {{0, 1}, {2, 3}, {1, 3}, {1, 1}};
+    assert_int_equal(sq_seg_init(&s, down, 4, 0, &why), -SQ_EUSAGE);
+    struct sq_rat huge[] = {{0, 1}, {1, 999983}, {1, 999979}, {1, 1}};
+    assert_int_equal(sq_seg_init(&s, huge, 4, 0, &why), -SQ_EUSAGE); /* period over the cap */
+    struct sq_rat whole[] = {{0, 1}, {1, 1}};
+    assert_int_equal(sq_seg_init(&s, whole, 2, 0, &why), 0);
+    assert_int_equal(sq_seg_share(&s, 12345), 12345);
+    sq_seg_dispose(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +379,9 @@ int main(void)
         cmocka_unit_test(vu_ramps),
         cmocka_unit_test(validation),
         cmocka_unit_test(stage_parsing),
+        cmocka_unit_test(segments_even),
+        cmocka_unit_test(segments_property),
+        cmocka_unit_test(segment_parsing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,9 @@
 #include <nghttp2/nghttp2.h>
 
 #include "base/clock.h"
+#include "http/decode.h"
 #include "http/h2.h"
+#include "http/request.h"
 #include "target/target.h"
 
 /* ---- a client harness: per-stream results ---- */
@@ -50,6 +52,10 @@ struct harness {
     int goaways;
     uint32_t goaway_err;
     int32_t goaway_last;
+    char fields[1024]; /* on_field: "name=value;" for every stream */
+    size_t fields_len;
+    int status_at_first_field; /* the slot's status when the first field came (0: before on_headers)
+                                */
     /* resubmit from on_close until `total` requests have been started */
     const struct sq_h2_req *again;
     int started, total;
@@ -103,7 +109,23 @@ static void h_goaway(void *ud, uint32_t err, int32_t last)
     h->goaway_last = last;
 }
 
-static const struct sq_h2_callbacks hcb = {h_headers, h_data, h_close, h_goaway};
+static void h_field(void *ud, struct sq_h2_stream *st, const char *name, size_t name_len,
+                    const char *value, size_t value_len)
+{
+    struct harness *h = ud;
+    if (h->fields_len == 0)
+        h->status_at_first_field = SQ_CONTAINER_OF(st, struct slot, st)->status;
+    int n = snprintf(h->fields + h->fields_len, sizeof(h->fields) - h->fields_len, "%.*s=%.*s;",
+                     (int)name_len, name, (int)value_len, value);
+    assert_true(n > 0 && (size_t)n < sizeof(h->fields) - h->fields_len);
+    h->fields_len += (size_t)n;
+}
+
+static const struct sq_h2_callbacks hcb = {.on_headers = h_headers,
+                                           .on_data = h_data,
+                                           .on_close = h_close,
+                                           .on_goaway = h_goaway,
+                                           .on_field = h_field};
 
 static void harness_init(struct harness *h, uint32_t max_streams, bool want_body)
 {
@@ -182,8 +204,10 @@ struct msrv {
     int rst_every;    /* > 0: reset every n-th stream id ((id + 1) / 2 % n == 0) */
     int goaway_after; /* > 0: GOAWAY (last id = the n-th request) once n requests came */
     int32_t goaway_id;
-    uint64_t body_in[MAXS]; /* request body bytes, by (id - 1) / 2 % MAXS */
-    const char *fill;       /* 256 bytes of content */
+    uint64_t body_in[MAXS];  /* request body bytes, by (id - 1) / 2 % MAXS */
+    const char *fill;        /* 256 bytes of content */
+    const nghttp2_nv *extra; /* more fields on every final head, and a 103 before it */
+    size_t nextra;
 };
 
 static char fill_block[256];
@@ -229,9 +253,17 @@ static int ms_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     char status[4];
     snprintf(status, sizeof(status), "%d", 200 + (k - 1) % 3);
     ms_left[id % 4096] = (uint64_t)id * 10;
-    nghttp2_nv nv[] = {{(uint8_t *)":status", (uint8_t *)status, 7, 3, 0}};
+    nghttp2_nv nv[8] = {{(uint8_t *)":status", (uint8_t *)status, 7, 3, 0}};
+    assert_true(m->nextra < 8);
+    for (size_t i = 0; i < m->nextra; i++)
+        nv[1 + i] = m->extra[i];
+    if (m->nextra) {
+        nghttp2_nv early[] = {{(uint8_t *)":status", (uint8_t *)"103", 7, 3, 0},
+                              {(uint8_t *)"link", (uint8_t *)"</a.css>", 4, 8, 0}};
+        assert_int_equal(nghttp2_submit_headers(s, NGHTTP2_FLAG_NONE, id, NULL, early, 2, NULL), 0);
+    }
     nghttp2_data_provider prd = {.source.ptr = &ms_left[id % 4096], .read_callback = ms_read};
-    assert_int_equal(nghttp2_submit_response(s, id, nv, 1, &prd), 0);
+    assert_int_equal(nghttp2_submit_response(s, id, nv, 1 + m->nextra, &prd), 0);
     return 0;
 }
 
@@ -375,6 +407,120 @@ static void test_mem_body_upload(void **state)
     nghttp2_session_del(m.s);
     harness_dispose(h);
     free(h);
+}
+
+/* The final head's fields: content-encoding and content-type read for every stream, every field
+ * handed to on_field only for a stream that asked (want_fields), 1xx heads left out. */
+static void test_mem_fields(void **state)
+{
+    (void)state;
+    struct harness *h = calloc(1, sizeof(*h));
+    struct msrv m;
+    msrv_init(&m);
+    static const nghttp2_nv extra[] = {
+        {(uint8_t *)"content-encoding", (uint8_t *)"gzip", 16, 4, 0},
+        {(uint8_t *)"content-type", (uint8_t *)"Text/Event-Stream; charset=utf-8", 12, 32, 0},
+        {(uint8_t *)"set-cookie", (uint8_t *)"a=1; Path=/", 10, 11, 0},
+    };
+    m.extra = extra;
+    m.nextra = 3;
+    harness_init(h, 8, false);
+    struct sq_h2_req r;
+    assert_int_equal(sq_h2_req_init(&r, "GET", "http", "x", "/", NULL, 0, NULL, 0), 0);
+    h->s[1].st.want_fields = true;
+    assert_true(sq_h2_client_submit(&h->c, &r, &h->s[0].st) > 0);
+    assert_true(sq_h2_client_submit(&h->c, &r, &h->s[1].st) > 0);
+    shuttle(h, &m);
+    assert_int_equal(h->closed, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(h->s[i].err, SQ_H2_NO_ERROR);
+        assert_int_equal(h->s[i].st.coding, SQ_CODING_GZIP);
+        assert_true(h->s[i].st.event_stream);
+    }
+    /* one stream's fields, before its on_headers, without the 103's link or any pseudo-header */
+    assert_string_equal(h->fields, "content-encoding=gzip;content-type=Text/Event-Stream; "
+                                   "charset=utf-8;set-cookie=a=1; Path=/;");
+    assert_int_equal(h->status_at_first_field, 0);
+
+    /* two codings stack: not decodable here; identity is none */
+    static const nghttp2_nv two[] = {
+        {(uint8_t *)"content-encoding", (uint8_t *)"gzip", 16, 4, 0},
+        {(uint8_t *)"content-encoding", (uint8_t *)"br", 16, 2, 0},
+        {(uint8_t *)"content-type", (uint8_t *)"text/plain", 12, 10, 0}};
+    m.extra = two;
+    assert_true(sq_h2_client_submit(&h->c, &r, &h->s[2].st) > 0);
+    shuttle(h, &m);
+    assert_int_equal(h->s[2].st.coding, SQ_CODING_OTHER);
+    assert_false(h->s[2].st.event_stream);
+    static const nghttp2_nv id[] = {
+        {(uint8_t *)"content-encoding", (uint8_t *)"identity", 16, 8, 0}};
+    m.extra = id;
+    m.nextra = 1;
+    assert_true(sq_h2_client_submit(&h->c, &r, &h->s[3].st) > 0);
+    shuttle(h, &m);
+    assert_int_equal(h->s[3].st.coding, SQ_CODING_NONE);
+    sq_h2_req_dispose(&r);
+    nghttp2_session_del(m.s);
+    harness_dispose(h);
+    free(h);
+}
+
+/* A request from its HTTP/1.1 bytes is the one sq_h2_req_init builds from the same parts, and a
+ * second conversion into the same req reuses its storage when it fits. */
+static void test_req_from_h1(void **state)
+{
+    (void)state;
+    struct sq_kv hv[] = {{"X-Thing", "1"}, {"Connection", "keep-alive"}, {"Accept", "*/*"}};
+    char *h1;
+    size_t len;
+    assert_int_equal(sq_request_build("POST", "/p?q=1", "a:8", hv, 3, "hey", 3, &h1, &len), 0);
+    struct sq_h2_req a = {0}, b;
+    assert_int_equal(sq_h2_req_from_h1(&a, "http", h1, len), 0);
+    assert_int_equal(sq_h2_req_init(&b, "POST", "http", "a:8", "/p?q=1", hv, 3, "hey", 3), 0);
+    /* the same fields (the regular ones maybe in another order: user-agent and content-length
+     * come from the HTTP/1.1 head where sq_request_build put them) */
+    assert_int_equal(a._nvlen, b._nvlen);
+    for (size_t i = 0; i < a._nvlen; i++) {
+        const nghttp2_nv *x = nv_of(&a, i);
+        bool found = false;
+        for (size_t k = 0; k < b._nvlen && !found; k++) {
+            const nghttp2_nv *y = nv_of(&b, k);
+            found = x->namelen == y->namelen && x->valuelen == y->valuelen &&
+                    !memcmp(x->name, y->name, x->namelen) &&
+                    !memcmp(x->value, y->value, x->valuelen) && (i >= 4 || i == k);
+        }
+        if (!found)
+            fail_msg("field %zu '%.*s' of the converted request is not sq_h2_req_init's", i,
+                     (int)x->namelen, x->name);
+    }
+    assert_nv(&a, 2, ":authority", "a:8");
+    assert_int_equal(a._body_len, 3);
+    assert_memory_equal(a._body, "hey", 3);
+    assert_ptr_equal(a._body, h1 + len - 3); /* borrowed */
+    sq_h2_req_dispose(&b);
+
+    char *store = a._store;
+    char *h1b;
+    size_t lenb;
+    assert_int_equal(sq_request_build("GET", "/", "a:8", NULL, 0, NULL, 0, &h1b, &lenb), 0);
+    assert_int_equal(sq_h2_req_from_h1(&a, "https", h1b, lenb), 0);
+    assert_ptr_equal(a._store, store);
+    assert_nv(&a, 0, ":method", "GET");
+    assert_nv(&a, 1, ":scheme", "https");
+    assert_nv(&a, 3, ":path", "/");
+    assert_int_equal(a._body_len, 0);
+
+    /* not a request head, or one HTTP/2 cannot carry: refused, a stays the last good request */
+    static const char chunked[] =
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+    assert_int_equal(sq_h2_req_from_h1(&a, "http", chunked, sizeof(chunked) - 1), -SQ_EUSAGE);
+    assert_int_equal(sq_h2_req_from_h1(&a, "http", "nonsense", 8), -SQ_EUSAGE);
+    static const char nohost[] = "GET / HTTP/1.1\r\nAccept: x\r\n\r\n";
+    assert_int_equal(sq_h2_req_from_h1(&a, "http", nohost, sizeof(nohost) - 1), -SQ_EUSAGE);
+    assert_nv(&a, 0, ":method", "GET");
+    sq_h2_req_dispose(&a);
+    free(h1);
+    free(h1b);
 }
 
 static void test_mem_rst(void **state)
@@ -809,7 +955,8 @@ static void test_live_cancel(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_req_init),        cmocka_unit_test(test_mem_streams),
+        cmocka_unit_test(test_req_init),        cmocka_unit_test(test_req_from_h1),
+        cmocka_unit_test(test_mem_fields),      cmocka_unit_test(test_mem_streams),
         cmocka_unit_test(test_mem_body_upload), cmocka_unit_test(test_mem_rst),
         cmocka_unit_test(test_mem_goaway),      cmocka_unit_test(test_mem_cancel),
         cmocka_unit_test(test_mem_garbage),     cmocka_unit_test(test_live_target),

@@ -1,0 +1,70 @@
+/* fuzz/fuzz_cluster_wire.c - libFuzzer target for what a controller reads from agents over NATS
+ * (cluster/wire.h and the parts of a large result, cluster/internal.h).
+ *
+ * A message comes from the network: any bytes are parsed as JSON and read as a second (counts
+ * and base64 histograms) and as a whole result (counters, histograms, scenarios, steps, checks,
+ * the series). A refusal must say why; an accepted result must encode again and read back to the
+ * same counters, and merge into an empty result (engine/merge.c) without a sanitizer report.
+ * The same bytes are also read as a result part's header. Seeds: fuzz/corpus/cluster_wire/, a
+ * second and a final result written by real agents, and hostile shapes.
+ */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/internal.h"
+#include "cluster/wire.h"
+#include "stats/hist.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if (!(x))                                                                                  \
+            __builtin_trap();                                                                      \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char run[40], agent[40];
+    uint32_t i, n;
+    const char *body;
+    size_t blen;
+    int pr = sq_cluster__part((const char *)data, size, run, agent, &i, &n, &body, &blen);
+    CHECK(pr != 1 || (i < n && body + blen == (const char *)data + size));
+
+    json_t *j = json_loadb((const char *)data, size, 0, NULL);
+    if (!j)
+        return 0;
+    char err[256] = "";
+    struct sq_second s;
+    struct sq_hist *h = NULL, *hu = NULL;
+    if (sq_wire_second_read(j, &s, &h, &hu, err, sizeof(err)) < 0)
+        CHECK(err[0] && !h && !hu);
+    sq_hist_free(h);
+    sq_hist_free(hu);
+
+    const json_t *r = json_object_get(j, "result");
+    struct sq_wire_res w;
+    err[0] = '\0';
+    if (sq_wire_result_read(r ? r : j, &w, err, sizeof(err)) < 0) {
+        CHECK(err[0]);
+    } else {
+        json_t *again = sq_wire_result(&w.r);
+        if (again) {
+            struct sq_wire_res back;
+            if (sq_wire_result_read(again, &back, err, sizeof(err)) == 0)
+                CHECK(memcmp(&back.r.c, &w.r.c, sizeof(w.r.c)) == 0 && back.r.nscens == w.r.nscens);
+            sq_wire_res_dispose(&back);
+            json_decref(again);
+        }
+        struct sq_result m = {0};
+        (void)sq_result_merge(&m, &w.r);
+        (void)sq_result_merge(&m, &w.r);
+        sq_result_dispose(&m);
+    }
+    sq_wire_res_dispose(&w);
+    json_decref(j);
+    return 0;
+}

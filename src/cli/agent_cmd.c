@@ -1,0 +1,347 @@
+/* cli/agent_cmd.c - `squall agent`: wait on NATS for a controller's run and run its share.
+ *
+ * The agent's work is cluster/agent.c's; here are the flags, the signals, the log lines, and the
+ * face's half of a job: the controller sends the arguments of `squall URL ...` or `squall run
+ * PLAN ...` (with the plan's text, and a -b @FILE's bytes), and this file turns them into a run
+ * configuration with the same engine code the faces use (engine/quick.h, engine/planrun.h), so
+ * an agent refuses what the controller would. docs/distributed.md is the user's guide. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/b64.h"
+#include "base/clock.h"
+#include "base/parse.h"
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cluster/cluster.h"
+#include "engine/distopts.h"
+#include "engine/flags.h"
+#include "engine/planrun.h"
+#include "engine/quick.h"
+#include "plan/plan.h"
+
+#define FACE "squall agent"
+
+static const char usage[] =
+    "usage: squall agent --nats URL [flags]   wait for distributed runs (docs/distributed.md)\n"
+    "\n"
+    "  An agent waits on NATS until a controller (squall URL ... --agents N --nats URL, or\n"
+    "  squall run PLAN --agents N --nats URL) gives it its execution segment of a run, runs it\n"
+    "  and streams the figures back; then it waits for the next run.\n"
+    "\n"
+    "      --nats URL          the NATS server (nats://host:4222; user:pass@ or token@ allowed)\n"
+    "      --name NAME         the agent's name in results (default: HOST-PID)\n"
+    "      --labels K=V[,K=V]  labels shown with its results (region=eu,rack=3)\n"
+    "      --subject-prefix P  the NATS subjects' prefix, as the controller's (default squall)\n"
+    "      --once              serve one run, then exit (a Kubernetes Job's pod)\n"
+    "  -q, --quiet             no log lines\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "exit status: 0 stopped (SIGINT, SIGTERM) or --once done, 2 bad flags\n";
+
+static volatile int quit;
+
+static void on_signal(int sig)
+{
+    SQ_UNUSED(sig);
+    quit = 1;
+}
+
+static void log_line(void *ud, const char *line)
+{
+    if (*(const bool *)ud)
+        return;
+    time_t now = time(NULL);
+    struct tm tm;
+    char ts[32];
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", gmtime_r(&now, &tm));
+    fprintf(stderr, "%sZ squall agent: %s\n", ts, line);
+}
+
+/* One job: what the controller sent, and the run prepared from it. */
+struct job {
+    json_t *j;
+    char **argv;
+    int argc;
+    bool plan;
+    struct sq_quick_opts qo;
+    struct sq_quick_run qr;
+    struct sq_planrun_opts po;
+    struct sq_plan *p;
+    struct sq_planrun pr;
+    bool qr_set, pr_set;
+};
+
+static void job_free(struct job *k)
+{
+    if (k->qr_set)
+        sq_quick_run_dispose(&k->qr);
+    if (!k->plan)
+        sq_quick_opts_dispose(&k->qo);
+    if (k->pr_set)
+        sq_planrun_dispose(&k->pr);
+    sq_plan_free(k->p);
+    free(k->argv);
+    json_decref(k->j);
+    free(k);
+}
+
+static void release(void *ud, void *handle)
+{
+    SQ_UNUSED(ud);
+    job_free(handle);
+}
+
+/* Writes a -b @FILE's bytes into a file of our own, for the face to read as @FILE. */
+static int body_file(const char *b64, char *path, size_t len, char *err, size_t errlen)
+{
+    unsigned char *bytes = NULL;
+    size_t n = 0;
+    if (sq_b64_decode(b64, strlen(b64), &bytes, &n) < 0) {
+        snprintf(err, errlen, "the job's body is not base64");
+        return -SQ_EPARSE;
+    }
+    snprintf(path, len, "/tmp/squall-body-XXXXXX");
+    int fd = mkstemp(path);
+    int rc = fd < 0 ? -errno : 0;
+    if (rc == 0 && write(fd, bytes, n) != (ssize_t)n)
+        rc = -EIO;
+    if (fd >= 0)
+        close(fd);
+    free(bytes);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot keep the job's body in a file: %s", sq_strerror(rc));
+        if (fd >= 0)
+            unlink(path);
+    }
+    return rc;
+}
+
+static int prepare(void *ud, const char *text, size_t len, const struct sq_seg *seg,
+                   struct sq_run_config **cfg, void **handle, char *err, size_t errlen)
+{
+    SQ_UNUSED(ud);
+    struct job *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    *handle = k;
+    json_error_t je;
+    k->j = json_loadb(text, len, 0, &je);
+    const json_t *args = json_object_get(k->j, "args");
+    const char *face = json_string_value(json_object_get(k->j, "face"));
+    if (!k->j || !json_is_array(args) || !face) {
+        snprintf(err, errlen, "the job is not one this agent reads");
+        return -SQ_EPARSE;
+    }
+    k->plan = strcmp(face, "plan") == 0;
+    if (!k->plan && strcmp(face, "quick") != 0) {
+        snprintf(err, errlen, "the job's face '%s' is not one this agent runs", face);
+        return -SQ_EPARSE;
+    }
+    size_t n = json_array_size(args);
+    k->argv = calloc(n + 2, sizeof(*k->argv));
+    if (!k->argv)
+        return -ENOMEM;
+    static char arg0_run[] = "run", arg0_quick[] = "squall";
+    k->argv[k->argc++] = k->plan ? arg0_run : arg0_quick;
+    for (size_t i = 0; i < n; i++) {
+        const char *a = json_string_value(json_array_get(args, i));
+        if (!a) {
+            snprintf(err, errlen, "the job's arguments are not strings");
+            return -SQ_EPARSE;
+        }
+        k->argv[k->argc++] = (char *)a;
+    }
+    int rc;
+    if (!k->plan) {
+        sq_quick_opts_init(&k->qo);
+        rc = sq_quick_parse_argv(&k->qo, k->argc, k->argv, err, errlen);
+        if (rc != 0)
+            return rc > 0 ? -SQ_EUSAGE : rc;
+        char body[64] = "", at[70];
+        const char *b64 = json_string_value(json_object_get(k->j, "body_file_b64"));
+        if (b64) {
+            if ((rc = body_file(b64, body, sizeof(body), err, errlen)) < 0)
+                return rc;
+            snprintf(at, sizeof(at), "@%s", body);
+            k->qo.body_arg = at;
+            k->qo.body_literal = false;
+        }
+        rc = sq_quick_prepare(&k->qr, &k->qo, err, errlen);
+        k->qr_set = true;
+        if (body[0])
+            unlink(body);
+        k->qo.body_arg = NULL; /* it pointed at this frame */
+        if (rc == 0)
+            rc = sq_net_raise_nofile(sq_seg_share(seg, k->qr.conns), "connections", err, errlen);
+        *cfg = &k->qr.cfg;
+        return rc;
+    }
+    const json_t *plan = json_object_get(k->j, "plan");
+    const char *name = json_string_value(json_object_get(plan, "name"));
+    const char *dir = json_string_value(json_object_get(plan, "dir"));
+    const json_t *ptext = json_object_get(plan, "text");
+    if (!name || !dir || !json_is_string(ptext)) {
+        snprintf(err, errlen, "the job carries no plan");
+        return -SQ_EPARSE;
+    }
+    sq_planrun_opts_init(&k->po);
+    rc = sq_planrun_parse_argv(&k->po, k->argc, k->argv, err, errlen);
+    if (rc != 0)
+        return rc > 0 ? -SQ_EUSAGE : rc;
+    struct sq_plan_error perr;
+    memset(&perr, 0, sizeof(perr));
+    rc = sq_plan_load_text(name, json_string_value(ptext), json_string_length(ptext), dir, &k->p,
+                           &perr);
+    if (rc < 0) {
+        sq_plan_error_format(&perr, err, errlen);
+        return rc;
+    }
+    rc = sq_planrun_prepare(&k->pr, k->p, &k->po, err, errlen);
+    k->pr_set = true;
+    if (rc == 0)
+        rc = sq_net_raise_nofile(sq_seg_share(seg, k->pr.vus), "VUs", err, errlen);
+    *cfg = &k->pr.cfg;
+    return rc;
+}
+
+/* "k=v,k2=v2" into an object of strings. */
+static json_t *labels_parse(const char *s)
+{
+    json_t *o = json_object();
+    char *copy = strdup(s), *save = NULL;
+    if (!o || !copy) {
+        json_decref(o);
+        free(copy);
+        return NULL;
+    }
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok || !json_is_string(json_string(eq + 1))) {
+            json_decref(o);
+            free(copy);
+            return NULL;
+        }
+        *eq = '\0';
+        json_object_set_new(o, tok, json_string(eq + 1));
+    }
+    free(copy);
+    return o;
+}
+
+enum { OPT_NATS = 256, OPT_NAME, OPT_LABELS, OPT_PREFIX, OPT_ONCE, OPT_SKEW, OPT_PROTO };
+
+int sq_cli_agent(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"nats", required_argument, NULL, OPT_NATS},
+        {"name", required_argument, NULL, OPT_NAME},
+        {"labels", required_argument, NULL, OPT_LABELS},
+        {"subject-prefix", required_argument, NULL, OPT_PREFIX},
+        {"once", no_argument, NULL, OPT_ONCE},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        /* for tests only (docs/distributed.md): a skewed clock, another protocol number */
+        {"x-clock-skew", required_argument, NULL, OPT_SKEW},
+        {"x-proto", required_argument, NULL, OPT_PROTO},
+        {0, 0, 0, 0},
+    };
+    bool quiet = false;
+    json_t *labels = NULL;
+    struct sq_agent_config cfg = {
+        .prepare = prepare, .release = release, .log = log_line, .ud = &quiet};
+    optind = 0;
+    opterr = 0;
+    int ch, li = -1, rc = SQ_EXIT_OK;
+    while ((ch = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
+        char name[48];
+        const char *flag = sq_flag_name(longs, &li, ch, argv, name, sizeof(name));
+        switch (ch) {
+        case OPT_NATS:
+            cfg.nats_url = optarg;
+            break;
+        case OPT_NAME:
+            if (!optarg[0] || strlen(optarg) > 100 || strpbrk(optarg, "\r\n\""))
+                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a name (1..100 printable bytes)",
+                                        flag, optarg);
+            cfg.name = optarg;
+            break;
+        case OPT_LABELS:
+            json_decref(labels);
+            if (!(labels = labels_parse(optarg)))
+                rc = sq_cli_usage_error(FACE, "%s: '%s' is not K=V[,K=V...]", flag, optarg);
+            break;
+        case OPT_PREFIX:
+            if (!sq_distopts_prefix_ok(optarg))
+                rc = sq_cli_usage_error(FACE,
+                                        "%s: '%s' is not a subject prefix (letters, digits, _ "
+                                        "and -, in tokens joined by dots)",
+                                        flag, optarg);
+            cfg.prefix = optarg;
+            break;
+        case OPT_ONCE:
+            cfg.once = true;
+            break;
+        case OPT_SKEW: {
+            const char *v = optarg[0] == '-' ? optarg + 1 : optarg;
+            int64_t ns;
+            if (sq_parse_duration(v, SQ_NS_PER_MS, &ns) < 0)
+                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a duration", flag, optarg);
+            cfg.clock_skew_ns = optarg[0] == '-' ? -ns : ns;
+            break;
+        }
+        case OPT_PROTO: {
+            uint64_t v;
+            if (sq_parse_u64(optarg, 1, 1000, 0, &v) < 0)
+                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a protocol number", flag, optarg);
+            cfg.proto = (int)v;
+            break;
+        }
+        case 'q':
+            quiet = true;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            json_decref(labels);
+            return SQ_EXIT_OK;
+        default: {
+            char err[256];
+            sq_flag_refused(longs, ch, flag, err, sizeof(err));
+            rc = sq_cli_usage_error(FACE, "%s", err);
+        }
+        }
+        if (rc)
+            break;
+    }
+    if (rc == SQ_EXIT_OK && optind < argc)
+        rc = sq_cli_usage_error(FACE, "unexpected '%s'", argv[optind]);
+    if (rc == SQ_EXIT_OK && !cfg.nats_url)
+        rc = sq_cli_usage_error(FACE, "--nats URL is needed (nats://host:4222)");
+    if (rc) {
+        json_decref(labels);
+        return rc;
+    }
+    cfg.labels = labels;
+    cfg.quit = &quit;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    char err[512];
+    int r = sq_agent_serve(&cfg, err, sizeof(err));
+    json_decref(labels);
+    if (r == -SQ_EUSAGE)
+        return sq_cli_usage_error(FACE, "--nats: %s", err);
+    if (r < 0) {
+        fprintf(stderr, "squall agent: %s\n", err);
+        return SQ_EXIT_FAIL;
+    }
+    return SQ_EXIT_OK;
+}

@@ -1,0 +1,201 @@
+/* cli/inbox_cmd.c - `squall inbox`: the webhook inbox (target/inbox.h) as a process: its flags,
+ * the listening line on stdout, and SIGINT/SIGTERM to stop (docs/inbox.md). */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "base/parse.h"
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/inbox.h"
+#include "server/server.h"
+#include "target/inbox.h"
+
+#define FACE "squall inbox"
+
+static const char usage[] =
+    "usage: squall inbox [--listen HOST:PORT] [flags]\n"
+    "\n"
+    "A webhook inbox: captures every request (time, method, path, headers, body up to a cap,\n"
+    "client address) into a bounded ring, answers each as configured, and serves the captures\n"
+    "under /_inbox/ on the same listener: GET /_inbox/captures?since=SEQ&path=P&limit=N,\n"
+    "DELETE /_inbox/captures, GET /_inbox/stats, GET /_inbox/stream (SSE). docs/inbox.md.\n"
+    "\n"
+    "      --listen HOST:PORT  where to listen (default 127.0.0.1:9100; port 0 picks a free one)\n"
+    "  -t, --threads N         worker threads (default 1)\n"
+    "      --max-captures N    captures kept; older ones are evicted and counted (default\n"
+    "                          10000, at most 1000000)\n"
+    "      --max-body SIZE     body bytes kept per capture: 64KiB, 1MiB, 0 (default 64KiB, at\n"
+    "                          most 1MiB); longer bodies are cut and flagged truncated\n"
+    "      --status N          the answer's status (200..999, default 200)\n"
+    "      --body S            the answer's body (default empty)\n"
+    "      --content-type T    the answer's Content-Type (default text/plain with --body)\n"
+    "      --delay D           answer D after each request (e.g. 50ms; default 0)\n"
+    "  -q, --quiet             no line on stderr when stopping\n"
+    "  -h, --help              this help\n";
+
+static struct sq_inbox *volatile running;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    struct sq_inbox *b = running;
+    if (b)
+        sq_inbox_stop(b);
+}
+
+static int bad_value(const char *flag, const char *val, const char *what)
+{
+    return sq_cli_usage_error(FACE, "%s: '%s' is not %s", flag, val, what);
+}
+
+/* "65536", "64KiB", "64k", "1MiB", "1M": bytes. */
+static bool parse_size(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return false;
+    uint64_t mul = 1;
+    if (strcasecmp(end, "k") == 0 || strcasecmp(end, "kib") == 0 || strcasecmp(end, "kb") == 0)
+        mul = 1024;
+    else if (strcasecmp(end, "m") == 0 || strcasecmp(end, "mib") == 0 || strcasecmp(end, "mb") == 0)
+        mul = 1024 * 1024;
+    else if (*end && strcasecmp(end, "b") != 0)
+        return false;
+    if (v > max / mul)
+        return false;
+    *out = v * mul;
+    return true;
+}
+
+int sq_cli_inbox(int argc, char **argv)
+{
+    static char host[256] = "127.0.0.1";
+    uint64_t port = 9100, threads = 1, max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT;
+    uint64_t max_body = SQ_INBOX_MAX_BODY_DEFAULT, status = 200;
+    int64_t delay = 0;
+    const char *body = NULL, *ctype = NULL;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage, stdout);
+            return SQ_EXIT_OK;
+        }
+        if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            quiet = true;
+            continue;
+        }
+        static const char *const with_value[] = {"--listen",       "--threads",      "-t",
+                                                 "--max-captures", "--max-body",     "--status",
+                                                 "--body",         "--content-type", "--delay"};
+        const char *flag = NULL, *val = NULL;
+        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]) && !flag; k++) {
+            size_t n = strlen(with_value[k]);
+            if (strcmp(a, with_value[k]) == 0) {
+                if (i + 1 >= argc)
+                    return sq_cli_usage_error(FACE, "%s needs a value", a);
+                flag = with_value[k];
+                val = argv[++i];
+            } else if (strncmp(a, with_value[k], n) == 0 && a[n] == '=') {
+                flag = with_value[k];
+                val = a + n + 1;
+            }
+        }
+        if (!flag) {
+            if (a[0] == '-')
+                return sq_cli_usage_error(FACE, "unknown flag '%s'", a);
+            return sq_cli_usage_error(FACE, "unexpected argument '%s'", a);
+        }
+        if (strcmp(flag, "--listen") == 0) {
+            const char *colon = strrchr(val, ':');
+            size_t hl = colon ? (size_t)(colon - val) : 0;
+            const char *h = val;
+            if (hl >= 2 && val[0] == '[' && val[hl - 1] == ']') {
+                h++;
+                hl -= 2;
+            }
+            if (!colon || hl == 0 || hl >= sizeof(host) ||
+                sq_parse_u64(colon + 1, 0, 65535, 0, &port) < 0)
+                return bad_value("--listen", val, "HOST:PORT (e.g. 127.0.0.1:9100)");
+            memcpy(host, h, hl);
+            host[hl] = '\0';
+        } else if (strcmp(flag, "--threads") == 0 || strcmp(flag, "-t") == 0) {
+            if (sq_parse_u64(val, 1, 1024, 0, &threads) < 0)
+                return bad_value("--threads", val, "a thread count (1..1024)");
+        } else if (strcmp(flag, "--max-captures") == 0) {
+            if (sq_parse_u64(val, 1, SQ_INBOX_MAX_CAPTURES, 1, &max_captures) < 0)
+                return bad_value("--max-captures", val, "a capture count (1..1000000)");
+        } else if (strcmp(flag, "--max-body") == 0) {
+            if (!parse_size(val, SQ_SERVER_MAX_BODY, &max_body))
+                return bad_value("--max-body", val, "a size (0..1MiB, e.g. 64KiB)");
+        } else if (strcmp(flag, "--status") == 0) {
+            if (sq_parse_u64(val, 200, 999, 0, &status) < 0)
+                return bad_value("--status", val, "a status (200..999)");
+        } else if (strcmp(flag, "--body") == 0) {
+            body = val;
+        } else if (strcmp(flag, "--content-type") == 0) {
+            if (strpbrk(val, "\r\n"))
+                return bad_value("--content-type", val, "a header value (no line breaks)");
+            ctype = val;
+        } else if (strcmp(flag, "--delay") == 0) {
+            if (sq_parse_duration(val, SQ_NS_PER_MS, &delay) != 0 || delay > SQ_SERVER_MAX_DELAY_NS)
+                return bad_value("--delay", val, "a duration (e.g. 50ms, 2s; at most 1 day)");
+        }
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+
+    struct sq_inbox_config cfg = {
+        .host = host,
+        .port = (uint16_t)port,
+        .threads = (int)threads,
+        .max_captures = (uint32_t)max_captures,
+        .max_body = (size_t)max_body,
+        .status = (int)status,
+        .body = body,
+        .content_type = ctype,
+        .delay_ns = delay,
+        .idle_timeout_ns = 60 * SQ_NS_PER_S,
+        .header_timeout_ns = 10 * SQ_NS_PER_S,
+    };
+    struct sq_inbox *b = NULL;
+    const char *why = NULL;
+    int rc = sq_inbox_start(&cfg, &b, &why);
+    if (rc < 0) {
+        fprintf(stderr, "squall inbox: cannot listen on %s:%u: %s\n", host, (unsigned)port,
+                why ? why : sq_strerror(rc));
+        return SQ_EXIT_FAIL;
+    }
+    running = b;
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    bool v6 = strchr(host, ':') != NULL;
+    printf("squall inbox listening on http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "",
+           (unsigned)sq_inbox_port(b));
+    fflush(stdout);
+    sq_inbox_wait(b);
+    running = NULL;
+    if (!quiet) {
+        struct sq_inbox_counts c;
+        sq_inbox_counts(b, &c);
+        fprintf(stderr, "squall inbox: stopped (%llu captured, %llu evicted)\n",
+                (unsigned long long)c.captured, (unsigned long long)c.evicted);
+    }
+    sq_inbox_free(b);
+    return SQ_EXIT_OK;
+}

@@ -1,0 +1,58 @@
+/* mcp/internal.h - what mcp/'s files share: the server's state and the tools' entry points. */
+#ifndef SQ_MCP_INTERNAL_H
+#define SQ_MCP_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcp/mcp.h"
+
+struct sq_inbox;
+struct sq_target;
+
+/* A target start_target started in this process. */
+struct sq_mcp__target {
+    struct sq_target *t; /* NULL: a free slot */
+    uint16_t port;
+};
+
+/* An inbox inbox_start started in this process. */
+struct sq_mcp__inbox {
+    struct sq_inbox *b; /* NULL: a free slot */
+    uint16_t port;
+    char *body; /* the answer's body (owned) */
+};
+
+/* A finished run kept for list_runs / get_run (a ring of SQ_MCP_KEEP_RUNS). */
+struct sq_mcp__run {
+    uint64_t id; /* 0: a free slot; ids count from 1 */
+    char *kind;  /* "quick" or "plan" */
+    char *url;   /* the target URL */
+    json_t *doc; /* the result document */
+    char *summary;
+};
+
+struct sq_mcp {
+    struct sq_mcp_config cfg;
+    bool initialized;
+    struct sq_mcp__target targets[SQ_MCP_MAX_TARGETS];
+    struct sq_mcp__inbox inboxes[SQ_MCP_MAX_TARGETS];
+    struct sq_mcp__run runs[SQ_MCP_KEEP_RUNS];
+    uint64_t next_run; /* the id the next run gets */
+};
+
+/* The tools' descriptors for tools/list (a new array). */
+json_t *sq_mcp__tools_list(void);
+
+/* Calls tool name with args (an object or NULL). Returns 0 with *result a CallToolResult (a tool
+ * error is one too: isError true), or SQ_MCP_INVALID_PARAMS (an unknown tool, arguments that do
+ * not match its schema: err says which) or SQ_MCP_INTERNAL_ERROR (memory). */
+int sq_mcp__tools_call(struct sq_mcp *m, const char *name, json_t *args, json_t **result, char *err,
+                       size_t errlen);
+
+/* Frees what the tools hold (targets stopped, runs dropped). */
+void sq_mcp__tools_dispose(struct sq_mcp *m);
+
+#endif

@@ -1,0 +1,923 @@
+/* mcp/tools.c - the tools an agent calls: run_load_test, validate_plan, start_target,
+ * stop_target, list_runs, get_run.
+ *
+ * Every load goes through the same engine code as the CLI (engine/quick.h's JSON entry point,
+ * sq_plan_load_text and engine/planrun.h), so the agent gets the CLI's messages for the CLI's
+ * mistakes. Around it, the caps: the target's host is checked before anything is resolved or
+ * fetched (a loopback literal, "localhost", or a host the operator allowed), the run is prepared
+ * (nothing is sent yet), then its load shape (peak VUs, peak arrival rate, length with the
+ * graceful stop) and the addresses it would connect to are checked against the caps. Only then
+ * does it run. A refusal is a tool result with isError (the agent reads it and corrects the
+ * call); arguments that do not match a tool's schema are a JSON-RPC -32602.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "base/buf.h"
+#include "engine/flags.h"
+#include "engine/hooks.h"
+#include "engine/netopts.h"
+#include "engine/planrun.h"
+#include "engine/quick.h"
+#include "engine/run.h"
+#include "engine/verdict.h"
+#include "mcp/internal.h"
+#include "net/sock.h"
+#include "output/json.h"
+#include "output/plan_json.h"
+#include "output/summary.h"
+#include "plan/exec.h"
+#include "plan/plan.h"
+#include "target/inbox.h"
+#include "target/target.h"
+
+#define CAPS_TEXT                                                                                  \
+    "Safety caps (set by the operator, not changeable here): at most 400 VUs (connections x "      \
+    "streams), at most 10,000 requests/s, at most 5 minutes per run (graceful stop included), "    \
+    "and only targets on loopback (127.0.0.1, ::1, localhost) unless the operator started "        \
+    "`squall mcp --allow-host HOST`. A call over a cap returns an error naming the cap and "       \
+    "sends nothing."
+
+/* ---- the tools' descriptors ---- */
+
+struct tool {
+    const char *name, *title, *description, *schema;
+    bool read_only;
+};
+
+static const struct tool tools[] = {
+    {"run_load_test", "Run a load test",
+     "Runs one bounded HTTP (or WebSocket) load test and waits for its end (the call lasts as "
+     "long as the run). Give either `quick` (the options of `squall URL`: the long flags "
+     "without \"--\", e.g. {\"url\": \"http://127.0.0.1:8080/fast\", \"connections\": 10, "
+     "\"duration\": \"2s\"}; a run of `requests` without `duration` is bounded by 5m) or "
+     "`plan` (a squall plan's YAML text, k6-style scenarios; relative file paths are refused "
+     "and script: is not allowed). Returns the summary text, the run id (for get_run) and the "
+     "result document (schema squall.result/1). " CAPS_TEXT,
+     "{\"type\":\"object\",\"properties\":{"
+     "\"quick\":{\"type\":\"object\",\"description\":\"The quick face's options by long flag "
+     "name: url (required), connections, duration, requests, rate, method, header, body, "
+     "http2, streams, stages, max-in-flight, pacing, graceful-stop, timeout, threads, "
+     "no-compression, message, binary...\",\"properties\":{"
+     "\"url\":{\"type\":\"string\",\"description\":\"http://, https://, ws:// or wss:// URL\"},"
+     "\"connections\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":400},"
+     "\"duration\":{\"type\":\"string\",\"description\":\"500ms, 10s, 2m (at most 5m)\"},"
+     "\"requests\":{\"type\":\"integer\",\"minimum\":1},"
+     "\"rate\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":10000,"
+     "\"description\":\"open loop: requests per second\"},"
+     "\"method\":{\"type\":\"string\"},"
+     "\"header\":{\"type\":[\"string\",\"array\"],\"items\":{\"type\":\"string\"},"
+     "\"description\":\"'Name: value', or an array of them\"},"
+     "\"body\":{\"type\":\"string\"},"
+     "\"http2\":{\"type\":\"boolean\"},"
+     "\"stages\":{\"type\":\"string\",\"description\":\"10s:100,30s:100 (VUs, or rates with "
+     "rate)\"}},"
+     "\"required\":[\"url\"]},"
+     "\"plan\":{\"type\":\"string\",\"description\":\"a plan's YAML text\"}},"
+     "\"oneOf\":[{\"required\":[\"quick\"]},{\"required\":[\"plan\"]}]}",
+     false},
+    {"validate_plan", "Validate a plan",
+     "Checks a squall plan (YAML text) without running it: its keys, executors, steps, "
+     "templates and thresholds. Returns what the plan would run (target, scenarios, load "
+     "shapes, steps) or the first mistake as FILE:LINE:COL: KEY: WHY.",
+     "{\"type\":\"object\",\"properties\":{\"plan\":{\"type\":\"string\",\"description\":"
+     "\"a plan's YAML text\"}},\"required\":[\"plan\"]}",
+     true},
+    {"start_target", "Start a test server",
+     "Starts squall's built-in test server (squall target) in this process on 127.0.0.1 and "
+     "a free port; returns its base URL. Endpoints: /fast, /ok, /bytes/N, /delay/MS, "
+     "/status/CODE, /echo, /json/N, /sse, POST /login, /items, /ws, POST /webhook, GET /stats "
+     "(counts per endpoint), POST /stats/reset. At most 4 at once; stop_target stops one.",
+     "{\"type\":\"object\",\"properties\":{\"threads\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":4,\"description\":\"worker threads (default 1)\"}}}",
+     false},
+    {"stop_target", "Stop a test server", "Stops a test server start_target started, by its port.",
+     "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":65535}},\"required\":[\"port\"]}",
+     false},
+    {"inbox_start", "Start a webhook inbox",
+     "Starts a webhook inbox (squall inbox) in this process on 127.0.0.1 and a free port: it "
+     "captures every request sent to it (method, path, headers, body up to max_body, client "
+     "address) into a ring of max_captures (older ones evicted and counted) and answers each "
+     "with status and body. Point the system under test's webhook URL at it, then read what "
+     "arrived with inbox_read. At most 4 at once.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"max_captures\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100000,"
+     "\"description\":\"captures kept (default 10000)\"},"
+     "\"max_body\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1048576,"
+     "\"description\":\"body bytes kept per capture (default 65536)\"},"
+     "\"status\":{\"type\":\"integer\",\"minimum\":200,\"maximum\":599,"
+     "\"description\":\"the answer's status (default 200)\"},"
+     "\"body\":{\"type\":\"string\",\"description\":\"the answer's body\"}}}",
+     false},
+    {"inbox_read", "Read a webhook inbox",
+     "Returns the captures of an inbox inbox_start started, oldest first: those after `since` "
+     "(a sequence number; 0: from the oldest kept), whose path starts with `path`, at most "
+     "`limit` (default 100, at most 1000). `next` is the `since` of the following call; "
+     "`evicted` counts captures pushed out of the ring.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535},"
+     "\"since\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"path\":{\"type\":\"string\"},"
+     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},"
+     "\"required\":[\"port\"]}",
+     true},
+    {"inbox_stop", "Stop a webhook inbox", "Stops an inbox inbox_start started, by its port.",
+     "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":65535}},\"required\":[\"port\"]}",
+     false},
+    {"list_runs", "List runs",
+     "Lists the load tests this session ran (the last 16), newest first: id, kind, target URL, "
+     "request counts and rate.",
+     "{\"type\":\"object\",\"properties\":{}}", true},
+    {"get_run", "Get a run's result",
+     "Returns one run's summary text and result document (schema squall.result/1) by the id "
+     "run_load_test returned.",
+     "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":1}},"
+     "\"required\":[\"id\"]}",
+     true},
+};
+#define NTOOLS (sizeof(tools) / sizeof(tools[0]))
+
+json_t *sq_mcp__tools_list(void)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < NTOOLS; i++) {
+        json_t *schema = json_loads(tools[i].schema, 0, NULL);
+        json_t *t =
+            json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b}}", "name", tools[i].name,
+                      "title", tools[i].title, "description", tools[i].description, "inputSchema",
+                      schema, "annotations", "title", tools[i].title, "readOnlyHint",
+                      tools[i].read_only, "destructiveHint", 0, "openWorldHint", 0);
+        if (!t || json_array_append_new(a, t) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+/* ---- results ---- */
+
+static json_t *text_block(const char *s)
+{
+    return json_pack("{s:s, s:s}", "type", "text", "text", s);
+}
+
+static json_t *tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *tool_error(const char *fmt, ...)
+{
+    char msg[SQ_PREP_ERRLEN + 128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return json_pack("{s:[o], s:b}", "content", text_block(msg), "isError", 1);
+}
+
+/* A result with text and structured content (also given as JSON text, as the spec advises for
+ * clients that read only text). Takes structured. */
+static json_t *tool_ok(const char *text, json_t *structured)
+{
+    if (!structured)
+        return NULL;
+    char *js = json_dumps(structured, JSON_COMPACT);
+    json_t *r = NULL;
+    if (js)
+        r = json_pack("{s:[o, o], s:o, s:b}", "content", text_block(text), text_block(js),
+                      "structuredContent", structured, "isError", 0);
+    else
+        json_decref(structured);
+    free(js);
+    return r;
+}
+
+static void bad_args(char *err, size_t len, const char *tool, const char *why)
+{
+    snprintf(err, len, "Invalid params: %s: %s", tool, why);
+}
+
+/* ---- the caps ---- */
+
+static bool loopback_literal(const char *host)
+{
+    if (strcasecmp(host, "localhost") == 0)
+        return true;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return false;
+}
+
+static bool loopback_addr(const struct sq_addr *a)
+{
+    if (a->ss.ss_family == AF_INET) {
+        const struct sockaddr_in *s = (const struct sockaddr_in *)&a->ss;
+        return (ntohl(s->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (a->ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&a->ss;
+        return IN6_IS_ADDR_LOOPBACK(&s->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr) && s->sin6_addr.s6_addr[12] == 127);
+    }
+    return false;
+}
+
+static bool host_allowed(const struct sq_mcp *m, const char *host)
+{
+    for (size_t i = 0; i < m->cfg.nallow_hosts; i++)
+        if (strcasecmp(m->cfg.allow_hosts[i], host) == 0)
+            return true;
+    return false;
+}
+
+/* The host of an absolute URL of any scheme ("ws://[::1]:80/x" -> "::1"). False when there is
+ * no "://" or the host does not fit. */
+static bool url_host(const char *url, char *out, size_t cap)
+{
+    const char *p = strstr(url, "://");
+    if (!p)
+        return false;
+    p += 3;
+    const char *at = p + strcspn(p, "/?#");
+    const char *u = memchr(p, '@', (size_t)(at - p)); /* userinfo: the host follows it */
+    if (u)
+        p = u + 1;
+    const char *e;
+    if (*p == '[') {
+        p++;
+        e = strchr(p, ']');
+        if (!e)
+            return false;
+    } else {
+        e = p + strcspn(p, ":/?#");
+    }
+    size_t n = (size_t)(e - p);
+    if (n == 0 || n >= cap)
+        return false;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* The host check before anything is resolved or fetched. Returns NULL or a tool error. */
+static json_t *check_host(const struct sq_mcp *m, const char *what, const char *url)
+{
+    char host[300];
+    if (!url_host(url, host, sizeof(host)))
+        return NULL; /* not absolute: the engine refuses it with its own words */
+    if (loopback_literal(host) || host_allowed(m, host))
+        return NULL;
+    return tool_error("cap: targets only on loopback: %s host '%s' is not 127.0.0.1, ::1 or "
+                      "localhost (the operator may allow it with `squall mcp --allow-host "
+                      "%s`); nothing was run",
+                      what, host, host);
+}
+
+/* After the set-up: every address the run would connect to is loopback (a --resolve or
+ * --connect-to cannot lead elsewhere), unless the operator allowed the host. */
+static json_t *check_addrs(const struct sq_mcp *m, const struct sq_run_config *cfg,
+                           const char *host)
+{
+    if (host_allowed(m, host))
+        return NULL;
+    for (int i = 0; i < cfg->naddrs; i++) {
+        if (!loopback_addr(&cfg->addrs[i])) {
+            char a[80];
+            sq_addr_format(&cfg->addrs[i], a, sizeof(a));
+            return tool_error("cap: targets only on loopback: '%s' connects to %s; nothing "
+                              "was run",
+                              host, a);
+        }
+    }
+    return NULL;
+}
+
+/* The arrivals per second an open executor reaches at its peak (0 for a closed one). */
+static double peak_rate(const struct sq_exec *e)
+{
+    if (!sq_exec_is_open(e))
+        return 0;
+    double r = e->rate > e->start_rate ? e->rate : e->start_rate;
+    if (e->kind == SQ_EXEC_RAMPING_ARRIVAL_RATE)
+        for (uint32_t i = 0; i < e->nstages; i++)
+            if (e->stages[i].target > r)
+                r = e->stages[i].target;
+    return r * 1e9 / (double)(e->time_unit_ns > 0 ? e->time_unit_ns : 1000000000LL);
+}
+
+static int64_t exec_end_ns(const struct sq_exec *e)
+{
+    return sq_exec_length_ns(e) + e->graceful_stop_ns;
+}
+
+static json_t *check_shape(uint64_t vus, double rate, int64_t length_ns)
+{
+    if (vus > SQ_MCP_CAP_VUS)
+        return tool_error("cap: max VUs %u: this run needs %llu (connections x streams); "
+                          "nothing was run",
+                          SQ_MCP_CAP_VUS, (unsigned long long)vus);
+    if (rate > SQ_MCP_CAP_RATE)
+        return tool_error("cap: max rate 10000/s: this run reaches %.0f/s; nothing was run", rate);
+    if (length_ns > SQ_MCP_CAP_DURATION)
+        return tool_error("cap: max duration 5m: this run may last %.1fs (its length with the "
+                          "graceful stop; an iterations executor needs maxDuration); nothing "
+                          "was run",
+                          (double)length_ns / 1e9);
+    return NULL;
+}
+
+/* ---- keeping runs ---- */
+
+static void run_clear(struct sq_mcp__run *r)
+{
+    free(r->kind);
+    free(r->url);
+    free(r->summary);
+    json_decref(r->doc);
+    memset(r, 0, sizeof(*r));
+}
+
+static uint64_t keep_run(struct sq_mcp *m, const char *kind, const char *url, json_t *doc,
+                         const char *summary)
+{
+    uint64_t id = m->next_run++;
+    struct sq_mcp__run *r = &m->runs[id % SQ_MCP_KEEP_RUNS];
+    run_clear(r);
+    r->id = id;
+    r->kind = strdup(kind);
+    r->url = strdup(url);
+    r->summary = strdup(summary);
+    r->doc = json_incref(doc);
+    return id;
+}
+
+static json_t *run_result(uint64_t id, const char *summary, json_t *doc)
+{
+    size_t n = strlen(summary) + 64;
+    char *text = malloc(n);
+    if (!text)
+        return NULL;
+    snprintf(text, n, "run %llu\n%s", (unsigned long long)id, summary);
+    json_t *r = tool_ok(text, json_pack("{s:I, s:O}", "run_id", (json_int_t)id, "result", doc));
+    free(text);
+    return r;
+}
+
+/* The summary squall prints, as text (malloc'd). */
+static char *summary_text(const json_t *doc)
+{
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f)
+        return NULL;
+    int rc = sq_report_summary(doc, f);
+    if (fclose(f) != 0 || rc < 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Renders the finished run: kept, and returned. Takes doc. */
+static json_t *finish_run(struct sq_mcp *m, const char *kind, const char *url, json_t *doc)
+{
+    if (!doc)
+        return NULL;
+    char *summary = summary_text(doc);
+    json_t *r = NULL;
+    if (summary) {
+        uint64_t id = keep_run(m, kind, url, doc, summary);
+        r = run_result(id, summary, doc);
+    }
+    free(summary);
+    json_decref(doc);
+    return r;
+}
+
+static volatile int *stop_flag(struct sq_mcp *m, volatile int *local)
+{
+    *local = 0;
+    return m->cfg.stop ? m->cfg.stop : local;
+}
+
+/* ---- run_load_test ---- */
+
+static json_t *run_quick(struct sq_mcp *m, json_t *q)
+{
+    char err[SQ_PREP_ERRLEN];
+    struct sq_quick_opts o;
+    sq_quick_opts_init(&o);
+    struct sq_quick_run run;
+    bool prepared = false;
+    struct sq_result res = {0};
+    json_t *out = NULL;
+
+    int rc = sq_quick_from_json(&o, q, err, sizeof(err));
+    if (rc < 0) {
+        out = tool_error("quick: %s", err);
+        goto done;
+    }
+    if ((out = check_host(m, "the URL's", o.url)))
+        goto done;
+    rc = sq_quick_prepare(&run, &o, err, sizeof(err));
+    prepared = true;
+    if (rc < 0) {
+        out = tool_error("quick: %s", err);
+        goto done;
+    }
+    struct sq_exec *e = &run.cfg.exec;
+    if ((e->kind == SQ_EXEC_SHARED_ITERATIONS || e->kind == SQ_EXEC_PER_VU_ITERATIONS) &&
+        !o.duration_set && e->max_duration_ns > SQ_MCP_CAP_DURATION)
+        e->max_duration_ns = SQ_MCP_CAP_DURATION; /* -n alone: bounded by the cap */
+    if ((out = check_shape(sq_exec_max_vus(e), peak_rate(e), exec_end_ns(e))) ||
+        (out = check_addrs(m, &run.cfg, run.url.host)))
+        goto done;
+    if ((rc = sq_net_raise_nofile(run.conns, "connections", err, sizeof(err))) < 0) {
+        out = tool_error("%s", err);
+        goto done;
+    }
+    volatile int local;
+    run.cfg.stop = stop_flag(m, &local);
+    const char *why = NULL;
+    rc = sq_run(&run.cfg, &res, &why);
+    if (rc < 0) {
+        out = tool_error("the run failed: %s: %s", why ? why : "run", sq_strerror(rc));
+        goto done;
+    }
+    out = finish_run(m, "quick", o.url, sq_report_quick_doc(&run, &res));
+done:
+    sq_result_dispose(&res);
+    if (prepared)
+        sq_quick_run_dispose(&run);
+    sq_quick_opts_dispose(&o);
+    return out;
+}
+
+static json_t *load_plan(const char *text, struct sq_plan **p)
+{
+    struct sq_plan_error pe;
+    int rc = sq_plan_load_text("plan.yaml", text, strlen(text), NULL, p, &pe);
+    if (rc < 0) {
+        char msg[1024];
+        sq_plan_error_format(&pe, msg, sizeof(msg));
+        return tool_error("%s", msg);
+    }
+    return NULL;
+}
+
+struct plan_ticker {
+    struct sq_planrun_watch w;
+    volatile int *stop;
+};
+
+static void plan_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
+                      const struct sq_hist *hu)
+{
+    (void)hu;
+    struct plan_ticker *t = ud;
+    if (sq_planrun_watch_tick(&t->w, s, h))
+        *t->stop = 1;
+}
+
+static json_t *run_plan(struct sq_mcp *m, const char *text)
+{
+    char err[SQ_PREP_ERRLEN];
+    struct sq_plan *p = NULL;
+    struct sq_planrun_opts o;
+    sq_planrun_opts_init(&o);
+    o.refuse_scripts = true; /* Lua could use io and os */
+    o.quiet = true;
+    struct sq_planrun run;
+    bool prepared = false, watching = false;
+    struct sq_result res = {0};
+    struct sq_th_verdicts verdicts = {0};
+    struct plan_ticker tk = {0};
+    json_t *out = load_plan(text, &p);
+    if (out)
+        goto done;
+    if ((out = check_host(m, "the plan's target", p->target)))
+        goto done;
+    if (p->oauth2 && (out = check_host(m, "auth.oauth2.token_url's", p->oauth2->token_url)))
+        goto done;
+    int rc = sq_planrun_prepare(&run, p, &o, err, sizeof(err));
+    prepared = true;
+    if (rc < 0) {
+        out = tool_error("%s", err);
+        goto done;
+    }
+    double rate = 0;
+    int64_t end = 0;
+    for (uint32_t i = 0; i < run.cfg.nscens; i++) {
+        const struct sq_run_scen *s = &run.cfg.scens[i];
+        rate += peak_rate(&s->exec);
+        if (s->start_ns + exec_end_ns(&s->exec) > end)
+            end = s->start_ns + exec_end_ns(&s->exec);
+    }
+    if ((out = check_shape(run.vus, rate, end)) || (out = check_addrs(m, &run.cfg, run.url.host)))
+        goto done;
+    if ((rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err))) < 0) {
+        out = tool_error("%s", err);
+        goto done;
+    }
+    if (sq_planrun_watch_init(&tk.w, p) < 0)
+        goto done;
+    watching = true;
+    volatile int local;
+    run.cfg.stop = tk.stop = stop_flag(m, &local);
+    run.cfg.on_tick = plan_tick;
+    run.cfg.tick_ud = &tk;
+    const char *why = NULL;
+    rc = sq_run(&run.cfg, &res, &why);
+    if (rc < 0) {
+        out = tool_error("the run failed: %s: %s", why ? why : "run", sq_strerror(rc));
+        goto done;
+    }
+    if (sq_planrun_finish(&run, &tk.w, &res, &verdicts) < 0)
+        goto done;
+    out = finish_run(m, "plan", p->target, sq_report_planrun_doc(&run, &res, &verdicts));
+done:
+    if (watching)
+        sq_planrun_watch_dispose(&tk.w);
+    sq_th_verdicts_dispose(&verdicts);
+    sq_result_dispose(&res);
+    if (prepared)
+        sq_planrun_dispose(&run);
+    sq_plan_free(p);
+    return out;
+}
+
+static int run_load_test(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_t *q = json_object_get(args, "quick");
+    json_t *plan = json_object_get(args, "plan");
+    const char *key;
+    json_t *v;
+    json_object_foreach(args, key, v)
+    {
+        if (strcmp(key, "quick") != 0 && strcmp(key, "plan") != 0) {
+            char why[160];
+            snprintf(why, sizeof(why), "unknown argument '%.60s' (give quick or plan)", key);
+            bad_args(err, len, "run_load_test", why);
+            return SQ_MCP_INVALID_PARAMS;
+        }
+    }
+    if ((q && plan) || (!q && !plan)) {
+        bad_args(err, len, "run_load_test", "give exactly one of quick (an object) or plan");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    if (q && !json_is_object(q)) {
+        bad_args(err, len, "run_load_test", "quick must be an object");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    if (plan &&
+        (!json_is_string(plan) || strlen(json_string_value(plan)) != json_string_length(plan))) {
+        bad_args(err, len, "run_load_test", "plan must be a string (YAML text, no NUL)");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    *result = q ? run_quick(m, q) : run_plan(m, json_string_value(plan));
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+/* ---- validate_plan ---- */
+
+static int validate_plan(json_t *args, json_t **result, char *err, size_t len)
+{
+    json_t *plan = json_object_get(args, "plan");
+    if (!json_is_string(plan) || strlen(json_string_value(plan)) != json_string_length(plan)) {
+        bad_args(err, len, "validate_plan", "plan must be a string (YAML text, no NUL)");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    struct sq_plan *p = NULL;
+    json_t *out = load_plan(json_string_value(plan), &p);
+    if (!out) {
+        char msg[512];
+        if (sq_thresholds_check(p, msg, sizeof(msg)) < 0 ||
+            sq_plan_hooks_check(p, msg, sizeof(msg)) < 0) {
+            out = tool_error("%s", msg);
+        } else {
+            char *s = NULL;
+            size_t n = 0;
+            FILE *f = open_memstream(&s, &n);
+            if (f) {
+                sq_plan_describe(p, f);
+                fputs("plan OK\n", f);
+                if (fclose(f) == 0)
+                    out = json_pack("{s:[o], s:b}", "content", text_block(s), "isError", 0);
+            }
+            free(s);
+        }
+    }
+    sq_plan_free(p);
+    *result = out;
+    return out ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+/* ---- targets ---- */
+
+static int start_target(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_t *th = json_object_get(args, "threads");
+    json_int_t threads = 1;
+    if (th) {
+        if (!json_is_integer(th) || json_integer_value(th) < 1 || json_integer_value(th) > 4) {
+            bad_args(err, len, "start_target", "threads must be an integer 1..4");
+            return SQ_MCP_INVALID_PARAMS;
+        }
+        threads = json_integer_value(th);
+    }
+    struct sq_mcp__target *slot = NULL;
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS && !slot; i++)
+        if (!m->targets[i].t)
+            slot = &m->targets[i];
+    if (!slot) {
+        *result = tool_error("cap: at most %d targets at once: stop_target one first",
+                             SQ_MCP_MAX_TARGETS);
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    struct sq_target_config tc = {
+        .host = "127.0.0.1",
+        .threads = (int)threads,
+        .arrivals_cap = 1u << 16,
+        .idle_timeout_ns = 60LL * 1000000000,
+        .header_timeout_ns = 10LL * 1000000000,
+    };
+    const char *why = NULL;
+    int rc = sq_target_start(&tc, &slot->t, &why);
+    if (rc < 0) {
+        slot->t = NULL;
+        *result = tool_error("start_target: %s", why ? why : sq_strerror(rc));
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    slot->port = sq_target_port(slot->t);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)slot->port);
+    char text[160];
+    snprintf(text, sizeof(text), "squall target listening on %s", url);
+    *result = tool_ok(text, json_pack("{s:s, s:i}", "url", url, "port", (int)slot->port));
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+static int stop_target(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_t *pj = json_object_get(args, "port");
+    if (!json_is_integer(pj) || json_integer_value(pj) < 1 || json_integer_value(pj) > 65535) {
+        bad_args(err, len, "stop_target", "port must be an integer 1..65535");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    json_int_t port = json_integer_value(pj);
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS; i++) {
+        if (m->targets[i].t && m->targets[i].port == port) {
+            sq_target_free(m->targets[i].t);
+            m->targets[i].t = NULL;
+            char text[96];
+            snprintf(text, sizeof(text), "stopped the target on port %lld", (long long)port);
+            *result = json_pack("{s:[o], s:b}", "content", text_block(text), "isError", 0);
+            return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+        }
+    }
+    *result =
+        tool_error("stop_target: no target of this session listens on port %lld", (long long)port);
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+/* ---- inboxes ---- */
+
+static bool int_arg(json_t *args, const char *key, json_int_t lo, json_int_t hi, json_int_t *out)
+{
+    json_t *v = json_object_get(args, key);
+    if (!v)
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return false;
+    *out = json_integer_value(v);
+    return true;
+}
+
+static struct sq_mcp__inbox *find_inbox(struct sq_mcp *m, json_int_t port)
+{
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS; i++)
+        if (m->inboxes[i].b && m->inboxes[i].port == port)
+            return &m->inboxes[i];
+    return NULL;
+}
+
+static int inbox_start(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_int_t max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT, max_body = SQ_INBOX_MAX_BODY_DEFAULT,
+               status = 200;
+    json_t *body = json_object_get(args, "body");
+    if (!int_arg(args, "max_captures", 1, 100000, &max_captures) ||
+        !int_arg(args, "max_body", 0, 1048576, &max_body) ||
+        !int_arg(args, "status", 200, 599, &status) ||
+        (body &&
+         (!json_is_string(body) || strlen(json_string_value(body)) != json_string_length(body)))) {
+        bad_args(err, len, "inbox_start",
+                 "max_captures 1..100000, max_body 0..1048576, status 200..599, body a string");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    struct sq_mcp__inbox *slot = NULL;
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS && !slot; i++)
+        if (!m->inboxes[i].b)
+            slot = &m->inboxes[i];
+    if (!slot) {
+        *result =
+            tool_error("cap: at most %d inboxes at once: inbox_stop one first", SQ_MCP_MAX_TARGETS);
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    free(slot->body);
+    slot->body = body ? strdup(json_string_value(body)) : NULL;
+    struct sq_inbox_config ic = {
+        .host = "127.0.0.1",
+        .threads = 1,
+        .max_captures = (uint32_t)max_captures,
+        .max_body = (size_t)max_body,
+        .status = (int)status,
+        .body = slot->body,
+        .idle_timeout_ns = 60LL * 1000000000,
+        .header_timeout_ns = 10LL * 1000000000,
+    };
+    const char *why = NULL;
+    int rc = sq_inbox_start(&ic, &slot->b, &why);
+    if (rc < 0) {
+        slot->b = NULL;
+        *result = tool_error("inbox_start: %s", why ? why : sq_strerror(rc));
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    slot->port = sq_inbox_port(slot->b);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)slot->port);
+    char text[160];
+    snprintf(text, sizeof(text), "squall inbox listening on %s", url);
+    *result = tool_ok(text, json_pack("{s:s, s:i}", "url", url, "port", (int)slot->port));
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+static int inbox_read(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_int_t port = 0, since = 0, limit = SQ_INBOX_LIST_DEFAULT;
+    json_t *path = json_object_get(args, "path");
+    if (!json_object_get(args, "port") || !int_arg(args, "port", 1, 65535, &port) ||
+        !int_arg(args, "since", 0, INT64_MAX / 2, &since) ||
+        !int_arg(args, "limit", 1, SQ_INBOX_LIST_MAX, &limit) ||
+        (path &&
+         (!json_is_string(path) || strlen(json_string_value(path)) != json_string_length(path)))) {
+        bad_args(err, len, "inbox_read",
+                 "port 1..65535 (required), since >= 0, limit 1..1000, path a string");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    struct sq_mcp__inbox *ib = find_inbox(m, port);
+    if (!ib) {
+        *result = tool_error("inbox_read: no inbox of this session listens on port %lld",
+                             (long long)port);
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    struct sq_buf s = {0};
+    json_t *doc = NULL;
+    if (sq_inbox_list(ib->b, (uint64_t)since, path ? json_string_value(path) : NULL,
+                      (uint64_t)limit, &s) == 0)
+        doc = json_loadb(s.p, s.len, 0, NULL);
+    sq_buf_dispose(&s);
+    if (!doc)
+        return SQ_MCP_INTERNAL_ERROR;
+    struct sq_inbox_counts c;
+    sq_inbox_counts(ib->b, &c);
+    json_object_set_new(doc, "captured", json_integer((json_int_t)c.captured));
+    json_object_set_new(doc, "truncated", json_integer((json_int_t)c.truncated));
+    char text[200];
+    snprintf(text, sizeof(text),
+             "%zu captures (next since=%lld; %llu captured in all, %llu evicted)",
+             json_array_size(json_object_get(doc, "captures")),
+             (long long)json_integer_value(json_object_get(doc, "next")),
+             (unsigned long long)c.captured, (unsigned long long)c.evicted);
+    *result = tool_ok(text, doc);
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+static int inbox_stop(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_int_t port = 0;
+    if (!json_object_get(args, "port") || !int_arg(args, "port", 1, 65535, &port)) {
+        bad_args(err, len, "inbox_stop", "port must be an integer 1..65535");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    struct sq_mcp__inbox *ib = find_inbox(m, port);
+    if (!ib) {
+        *result = tool_error("inbox_stop: no inbox of this session listens on port %lld",
+                             (long long)port);
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    sq_inbox_free(ib->b);
+    ib->b = NULL;
+    free(ib->body);
+    ib->body = NULL;
+    char text[96];
+    snprintf(text, sizeof(text), "stopped the inbox on port %lld", (long long)port);
+    *result = json_pack("{s:[o], s:b}", "content", text_block(text), "isError", 0);
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+/* ---- runs ---- */
+
+static int list_runs(struct sq_mcp *m, json_t **result)
+{
+    json_t *a = json_array();
+    for (uint64_t id = m->next_run; a && id-- > 1;) {
+        const struct sq_mcp__run *r = &m->runs[id % SQ_MCP_KEEP_RUNS];
+        if (r->id != id)
+            break;
+        json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:O?, s:O?}", "id", (json_int_t)id,
+                                           "kind", r->kind, "url", r->url, "requests",
+                                           json_object_get(r->doc, "requests"), "rate",
+                                           json_object_get(r->doc, "rate")));
+    }
+    char text[64];
+    snprintf(text, sizeof(text), "%zu runs", a ? json_array_size(a) : 0);
+    *result = tool_ok(text, json_pack("{s:o}", "runs", a));
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+static int get_run(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    json_t *idj = json_object_get(args, "id");
+    if (!json_is_integer(idj) || json_integer_value(idj) < 1) {
+        bad_args(err, len, "get_run", "id must be an integer >= 1");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    uint64_t id = (uint64_t)json_integer_value(idj);
+    const struct sq_mcp__run *r = &m->runs[id % SQ_MCP_KEEP_RUNS];
+    if (r->id != id)
+        *result = tool_error("get_run: no run %llu in this session (list_runs lists them)",
+                             (unsigned long long)id);
+    else
+        *result = run_result(id, r->summary, r->doc);
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+int sq_mcp__tools_call(struct sq_mcp *m, const char *name, json_t *args, json_t **result, char *err,
+                       size_t errlen)
+{
+    json_t *empty = NULL;
+    if (!args)
+        args = empty = json_object();
+    if (!args) {
+        snprintf(err, errlen, "out of memory");
+        return SQ_MCP_INTERNAL_ERROR;
+    }
+    *result = NULL;
+    int rc;
+    if (strcmp(name, "run_load_test") == 0)
+        rc = run_load_test(m, args, result, err, errlen);
+    else if (strcmp(name, "validate_plan") == 0)
+        rc = validate_plan(args, result, err, errlen);
+    else if (strcmp(name, "start_target") == 0)
+        rc = start_target(m, args, result, err, errlen);
+    else if (strcmp(name, "stop_target") == 0)
+        rc = stop_target(m, args, result, err, errlen);
+    else if (strcmp(name, "inbox_start") == 0)
+        rc = inbox_start(m, args, result, err, errlen);
+    else if (strcmp(name, "inbox_read") == 0)
+        rc = inbox_read(m, args, result, err, errlen);
+    else if (strcmp(name, "inbox_stop") == 0)
+        rc = inbox_stop(m, args, result, err, errlen);
+    else if (strcmp(name, "list_runs") == 0)
+        rc = list_runs(m, result);
+    else if (strcmp(name, "get_run") == 0)
+        rc = get_run(m, args, result, err, errlen);
+    else {
+        snprintf(err, errlen, "Unknown tool: %.100s", name);
+        rc = SQ_MCP_INVALID_PARAMS;
+    }
+    if (rc == SQ_MCP_INTERNAL_ERROR && !err[0])
+        snprintf(err, errlen, "out of memory");
+    json_decref(empty);
+    return rc;
+}
+
+void sq_mcp__tools_dispose(struct sq_mcp *m)
+{
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS; i++) {
+        sq_target_free(m->targets[i].t);
+        m->targets[i].t = NULL;
+    }
+    for (size_t i = 0; i < SQ_MCP_MAX_TARGETS; i++) {
+        sq_inbox_free(m->inboxes[i].b);
+        m->inboxes[i].b = NULL;
+        free(m->inboxes[i].body);
+        m->inboxes[i].body = NULL;
+    }
+    for (size_t i = 0; i < SQ_MCP_KEEP_RUNS; i++)
+        run_clear(&m->runs[i]);
+}

@@ -1,0 +1,468 @@
+/* tests/unit/test_mcp.c - mcp/: the JSON-RPC 2.0 parser over a table of messages and every
+ * truncated prefix of each, the protocol methods (initialize's version answer, ping, tools/list,
+ * notifications, error codes), every cap refused before anything runs, and a real bounded run
+ * against a target the tools start (result kept, listed, fetched, target stopped). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp/mcp.h"
+
+/* ---- the parser ---- */
+
+struct pcase {
+    const char *msg;
+    int rc;
+    bool has_id, has_method;
+};
+
+static const struct pcase pcases[] = {
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", 0, true, true},
+    {"{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"tools/list\",\"params\":{}}", 0, true, true},
+    {"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", 0, false, true},
+    {"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}", 0, true, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":1,\"message\":\"x\"}}", 0, true, false},
+    {"", SQ_MCP_PARSE_ERROR, false, false},
+    {"{", SQ_MCP_PARSE_ERROR, false, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} x", SQ_MCP_PARSE_ERROR, false, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}", SQ_MCP_PARSE_ERROR, false,
+     false},
+    {"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", SQ_MCP_INVALID_REQUEST, false, false},
+    {"[]", SQ_MCP_INVALID_REQUEST, false, false},
+    {"42", SQ_MCP_INVALID_REQUEST, false, false},
+    {"{\"id\":1,\"method\":\"ping\"}", SQ_MCP_INVALID_REQUEST, true, false},
+    {"{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}", SQ_MCP_INVALID_REQUEST, true, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", SQ_MCP_INVALID_REQUEST, false, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", SQ_MCP_INVALID_REQUEST, false, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", SQ_MCP_INVALID_REQUEST, false, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}", SQ_MCP_INVALID_REQUEST, true, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\"}", SQ_MCP_INVALID_REQUEST, true, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\\u0000b\"}", SQ_MCP_INVALID_REQUEST, true,
+     false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[]}", SQ_MCP_INVALID_REQUEST,
+     true, false},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1}", SQ_MCP_INVALID_REQUEST, true, false},
+};
+
+static void test_parse_table(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(pcases) / sizeof(pcases[0]); i++) {
+        const struct pcase *c = &pcases[i];
+        struct sq_mcp_msg m;
+        char why[256] = "";
+        int rc = sq_mcp_parse(c->msg, strlen(c->msg), &m, why, sizeof(why));
+        if (rc != c->rc)
+            fail_msg("%s: rc %d, want %d (%s)", c->msg, rc, c->rc, why);
+        assert_true((m.id != NULL) == c->has_id);
+        assert_true((m.method != NULL) == c->has_method);
+        if (rc)
+            assert_true(why[0] != '\0');
+        json_decref(m.root);
+    }
+}
+
+/* Every proper prefix of a valid message is a parse error, read from a buffer of exactly its
+ * length (ASan catches a read past it). */
+static void test_parse_prefixes(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(pcases) / sizeof(pcases[0]); i++) {
+        if (pcases[i].rc != 0)
+            continue;
+        size_t n = strlen(pcases[i].msg);
+        for (size_t k = 0; k < n; k++) {
+            char *b = malloc(k ? k : 1);
+            memcpy(b, pcases[i].msg, k);
+            struct sq_mcp_msg m;
+            int rc = sq_mcp_parse(b, k, &m, NULL, 0);
+            if (rc != SQ_MCP_PARSE_ERROR)
+                fail_msg("prefix %zu of %s: rc %d", k, pcases[i].msg, rc);
+            json_decref(m.root);
+            free(b);
+        }
+    }
+}
+
+/* ---- the protocol ---- */
+
+/* Sends text, returns the parsed response (NULL when none came). */
+static json_t *call(struct sq_mcp *m, const char *text)
+{
+    char *r = sq_mcp_handle(m, text, strlen(text));
+    if (!r)
+        return NULL;
+    assert_null(strchr(r, '\n'));
+    json_error_t je;
+    json_t *v = json_loads(r, 0, &je);
+    if (!v)
+        fail_msg("response is not JSON: %s", r);
+    free(r);
+    assert_string_equal(json_string_value(json_object_get(v, "jsonrpc")), "2.0");
+    return v;
+}
+
+static int error_code(json_t *v)
+{
+    json_t *e = json_object_get(v, "error");
+    assert_non_null(e);
+    assert_true(json_is_string(json_object_get(e, "message")));
+    return (int)json_integer_value(json_object_get(e, "code"));
+}
+
+static struct sq_mcp *new_mcp(void)
+{
+    struct sq_mcp *m = NULL;
+    assert_int_equal(sq_mcp_new(NULL, &m), 0);
+    return m;
+}
+
+static void test_initialize(void **state)
+{
+    (void)state;
+    struct sq_mcp *m = new_mcp();
+    assert_false(sq_mcp_initialized(m));
+    static const struct {
+        const char *asked, *answer;
+    } vers[] = {{"2025-06-18", "2025-06-18"},
+                {"2024-11-05", "2024-11-05"},
+                {"2025-03-26", "2025-03-26"},
+                {"1999-01-01", "2025-06-18"}};
+    for (size_t i = 0; i < 4; i++) {
+        char req[256];
+        snprintf(req, sizeof(req),
+                 "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"initialize\",\"params\":{"
+                 "\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
+                 "\"version\":\"1\"}}}",
+                 i, vers[i].asked);
+        json_t *v = call(m, req);
+        assert_int_equal(json_integer_value(json_object_get(v, "id")), (json_int_t)i);
+        json_t *r = json_object_get(v, "result");
+        assert_string_equal(json_string_value(json_object_get(r, "protocolVersion")),
+                            vers[i].answer);
+        assert_non_null(json_object_get(json_object_get(r, "capabilities"), "tools"));
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(r, "serverInfo"), "name")), "squall");
+        json_decref(v);
+    }
+    assert_true(sq_mcp_initialized(m));
+    json_t *v = call(m, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"initialize\",\"params\":{}}");
+    assert_int_equal(error_code(v), SQ_MCP_INVALID_PARAMS);
+    json_decref(v);
+    sq_mcp_free(m);
+}
+
+static void test_methods(void **state)
+{
+    (void)state;
+    struct sq_mcp *m = new_mcp();
+    assert_null(call(m, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"));
+    assert_null(call(m, "{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\"}"));
+    assert_null(call(m, "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}"));
+
+    json_t *v = call(m, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}");
+    assert_string_equal(json_string_value(json_object_get(v, "id")), "p");
+    assert_true(json_is_object(json_object_get(v, "result")));
+    assert_int_equal(json_object_size(json_object_get(v, "result")), 0);
+    json_decref(v);
+
+    struct {
+        const char *msg;
+        int code;
+        bool null_id;
+    } errs[] = {
+        {"not json", SQ_MCP_PARSE_ERROR, true},
+        {"[1]", SQ_MCP_INVALID_REQUEST, true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":5}", SQ_MCP_INVALID_REQUEST, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"nope\"}", SQ_MCP_METHOD_NOT_FOUND, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/list\"}", SQ_MCP_METHOD_NOT_FOUND,
+         false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{}}",
+         SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}",
+         SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+         "\"get_run\",\"arguments\":[1]}}",
+         SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+         "\"get_run\",\"arguments\":{\"id\":\"x\"}}}",
+         SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+         "\"run_load_test\",\"arguments\":{}}}",
+         SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+         "\"run_load_test\",\"arguments\":{\"quick\":\"x\"}}}",
+         SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+         "\"run_load_test\",\"arguments\":{\"quick\":{},\"plan\":\"x\"}}}",
+         SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+         "\"run_load_test\",\"arguments\":{\"quick\":{},\"vus\":3}}}",
+         SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+         "\"start_target\",\"arguments\":{\"threads\":9}}}",
+         SQ_MCP_INVALID_PARAMS, false},
+    };
+    for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+        v = call(m, errs[i].msg);
+        if (error_code(v) != errs[i].code)
+            fail_msg("%s: code %d, want %d", errs[i].msg, error_code(v), errs[i].code);
+        json_t *id = json_object_get(v, "id");
+        assert_true(errs[i].null_id ? json_is_null(id) : json_integer_value(id) == 4);
+        json_decref(v);
+    }
+
+    v = call(m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"}");
+    json_t *tools = json_object_get(json_object_get(v, "result"), "tools");
+    assert_int_equal(json_array_size(tools), 9);
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t)
+    {
+        assert_true(json_is_string(json_object_get(t, "name")));
+        assert_true(json_is_string(json_object_get(t, "description")));
+        json_t *s = json_object_get(t, "inputSchema");
+        assert_string_equal(json_string_value(json_object_get(s, "type")), "object");
+        if (strcmp(json_string_value(json_object_get(t, "name")), "run_load_test") == 0) {
+            const char *d = json_string_value(json_object_get(t, "description"));
+            assert_non_null(strstr(d, "400 VUs"));
+            assert_non_null(strstr(d, "10,000 requests/s"));
+            assert_non_null(strstr(d, "5 minutes"));
+            assert_non_null(strstr(d, "loopback"));
+        }
+    }
+    json_decref(v);
+    sq_mcp_free(m);
+}
+
+/* ---- tools ---- */
+
+/* Calls tool name with args (JSON text); returns the CallToolResult. */
+static json_t *tool(struct sq_mcp *m, const char *name, const char *args)
+{
+    size_t n = strlen(args) + 256;
+    char *req = malloc(n);
+    snprintf(req, n,
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+             "\"arguments\":%s}}",
+             name, args);
+    json_t *v = call(m, req);
+    free(req);
+    json_t *r = json_incref(json_object_get(v, "result"));
+    if (!r)
+        fail_msg("%s %s: %s", name, args, json_dumps(v, 0));
+    json_decref(v);
+    return r;
+}
+
+static const char *text0(json_t *r)
+{
+    return json_string_value(
+        json_object_get(json_array_get(json_object_get(r, "content"), 0), "text"));
+}
+
+static void assert_tool_error(struct sq_mcp *m, const char *name, const char *args,
+                              const char *needle)
+{
+    json_t *r = tool(m, name, args);
+    if (!json_is_true(json_object_get(r, "isError")) || !strstr(text0(r), needle))
+        fail_msg("%s %s: want an error with '%s', got %s", name, args, needle, text0(r));
+    json_decref(r);
+}
+
+static void test_caps(void **state)
+{
+    (void)state;
+    struct sq_mcp *m = new_mcp();
+    /* Port 9 on loopback: nothing listens, and nothing must be sent anyway. */
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"connections\":401,"
+                      "\"duration\":\"1s\"}}",
+                      "cap: max VUs 400");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"connections\":100,"
+                      "\"http2\":true,\"streams\":5,\"duration\":\"1s\"}}",
+                      "cap: max VUs 400");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"rate\":10001,"
+                      "\"duration\":\"1s\"}}",
+                      "cap: max rate 10000/s");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"rate\":10,\"stages\":"
+                      "\"1s:10,1s:20000\"}}",
+                      "cap: max rate 10000/s");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"duration\":\"5m1s\"}}",
+                      "cap: max duration 5m");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"duration\":\"5m\","
+                      "\"graceful-stop\":\"2s\"}}",
+                      "cap: max duration 5m");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://10.1.2.3:9/\",\"duration\":\"1s\"}}",
+                      "cap: targets only on loopback: the URL's host '10.1.2.3'");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"ws://example.invalid/\",\"message\":\"m\"}}",
+                      "'example.invalid'");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://localhost:9/\",\"duration\":\"1s\","
+                      "\"connect-to\":\"localhost:9:10.9.9.9:9\"}}",
+                      "connects to 10.9.9.9:9");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"connections\":0}}",
+                      "--connections");
+    assert_tool_error(m, "run_load_test",
+                      "{\"plan\":\"target: http://127.0.0.1:9\\nscenarios:\\n  a:\\n    executor: "
+                      "constant-vus\\n    vus: 500\\n    duration: 1s\\n    flow:\\n      - "
+                      "request: {url: /}\\n\"}",
+                      "cap: max VUs 400");
+    assert_tool_error(m, "run_load_test",
+                      "{\"plan\":\"target: http://127.0.0.1:9\\nscenarios:\\n  a:\\n    executor: "
+                      "shared-iterations\\n    vus: 5\\n    iterations: 10\\n    flow:\\n      - "
+                      "request: {url: /}\\n\"}",
+                      "cap: max duration 5m");
+    assert_tool_error(m, "run_load_test",
+                      "{\"plan\":\"target: http://192.0.2.1:9\\nscenarios:\\n  a:\\n    executor: "
+                      "constant-vus\\n    vus: 5\\n    duration: 1s\\n    flow:\\n      - "
+                      "request: {url: /}\\n\"}",
+                      "the plan's target host '192.0.2.1'");
+    assert_tool_error(m, "run_load_test", "{\"plan\":\"target: [\"}", "plan.yaml:");
+    assert_tool_error(m, "validate_plan", "{\"plan\":\"nope: 1\\n\"}", "plan.yaml:");
+    assert_tool_error(m, "get_run", "{\"id\":1}", "no run 1");
+    assert_tool_error(m, "stop_target", "{\"port\":9}", "no target");
+
+    json_t *r = tool(m, "validate_plan",
+                     "{\"plan\":\"target: http://127.0.0.1:9\\nscenarios:\\n  a:\\n    executor: "
+                     "constant-vus\\n    vus: 5\\n    duration: 1s\\n    flow:\\n      - "
+                     "request: {url: /}\\n\"}");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    assert_non_null(strstr(text0(r), "plan OK"));
+    json_decref(r);
+    sq_mcp_free(m);
+
+    /* The operator's --allow-host lets a host past the name check (then the engine fails to
+     * resolve .invalid, a run error: not a cap). */
+    struct sq_mcp_config cfg = {.allow_hosts = {"example.invalid"}, .nallow_hosts = 1};
+    assert_int_equal(sq_mcp_new(&cfg, &m), 0);
+    r = tool(m, "run_load_test", "{\"quick\":{\"url\":\"http://example.invalid/\"}}");
+    assert_true(json_is_true(json_object_get(r, "isError")));
+    assert_null(strstr(text0(r), "cap:"));
+    json_decref(r);
+    sq_mcp_free(m);
+}
+
+static void test_run(void **state)
+{
+    (void)state;
+    struct sq_mcp *m = new_mcp();
+    json_t *r = tool(m, "start_target", "{}");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_t *sc = json_object_get(r, "structuredContent");
+    int port = (int)json_integer_value(json_object_get(sc, "port"));
+    assert_true(port > 0);
+    /* The structured content is also given as JSON text. */
+    json_t *c1 = json_array_get(json_object_get(r, "content"), 1);
+    json_t *again = json_loads(json_string_value(json_object_get(c1, "text")), 0, NULL);
+    assert_true(json_equal(again, sc));
+    json_decref(again);
+    json_decref(r);
+
+    char args[256];
+    snprintf(args, sizeof(args),
+             "{\"quick\":{\"url\":\"http://127.0.0.1:%d/fast\",\"connections\":2,\"threads\":1,"
+             "\"requests\":200}}",
+             port);
+    r = tool(m, "run_load_test", args);
+    if (json_is_true(json_object_get(r, "isError")))
+        fail_msg("run: %s", text0(r));
+    sc = json_object_get(r, "structuredContent");
+    assert_int_equal(json_integer_value(json_object_get(sc, "run_id")), 1);
+    json_t *doc = json_object_get(sc, "result");
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "squall.result/1");
+    json_t *req = json_object_get(doc, "requests");
+    assert_int_equal(json_integer_value(json_object_get(req, "completed")), 200);
+    assert_non_null(strstr(text0(r), "run 1\n"));
+    json_decref(r);
+
+    snprintf(args, sizeof(args),
+             "{\"plan\":\"target: http://127.0.0.1:%d\\nscenarios:\\n  a:\\n    executor: "
+             "per-vu-iterations\\n    vus: 2\\n    iterations: 5\\n    maxDuration: 10s\\n    "
+             "flow:\\n      - request: {url: /ok}\\n\"}",
+             port);
+    r = tool(m, "run_load_test", args);
+    if (json_is_true(json_object_get(r, "isError")))
+        fail_msg("plan run: %s", text0(r));
+    doc = json_object_get(json_object_get(r, "structuredContent"), "result");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(doc, "requests"), "completed")), 10);
+    json_decref(r);
+
+    r = tool(m, "list_runs", "{}");
+    json_t *runs = json_object_get(json_object_get(r, "structuredContent"), "runs");
+    assert_int_equal(json_array_size(runs), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(runs, 0), "id")), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(runs, 1), "kind")),
+                        "quick");
+    json_decref(r);
+
+    r = tool(m, "get_run", "{\"id\":1}");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    doc = json_object_get(json_object_get(r, "structuredContent"), "result");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(doc, "requests"), "completed")), 200);
+    json_decref(r);
+
+    /* An inbox: a run posts to it, inbox_read returns what came (the body cut at max_body). */
+    r = tool(m, "inbox_start", "{\"max_captures\":20,\"max_body\":3,\"status\":202}");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    int iport =
+        (int)json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "port"));
+    json_decref(r);
+    snprintf(args, sizeof(args),
+             "{\"quick\":{\"url\":\"http://127.0.0.1:%d/hook\",\"method\":\"POST\","
+             "\"body\":\"hello\",\"connections\":1,\"threads\":1,\"requests\":30}}",
+             iport);
+    r = tool(m, "run_load_test", args);
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_decref(r);
+    snprintf(args, sizeof(args), "{\"port\":%d,\"since\":0,\"limit\":5,\"path\":\"/hook\"}", iport);
+    r = tool(m, "inbox_read", args);
+    sc = json_object_get(r, "structuredContent");
+    json_t *caps = json_object_get(sc, "captures");
+    assert_int_equal(json_array_size(caps), 5);
+    assert_int_equal(json_integer_value(json_object_get(sc, "captured")), 30);
+    assert_int_equal(json_integer_value(json_object_get(sc, "evicted")), 10);
+    json_t *c0 = json_array_get(caps, 0);
+    assert_int_equal(json_integer_value(json_object_get(c0, "seq")), 11);
+    assert_string_equal(json_string_value(json_object_get(c0, "body")), "hel");
+    assert_true(json_is_true(json_object_get(c0, "truncated")));
+    json_decref(r);
+    snprintf(args, sizeof(args), "{\"port\":%d}", iport);
+    r = tool(m, "inbox_stop", args);
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_decref(r);
+    assert_tool_error(m, "inbox_read", args, "no inbox");
+
+    snprintf(args, sizeof(args), "{\"port\":%d}", port);
+    r = tool(m, "stop_target", args);
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_decref(r);
+    assert_tool_error(m, "stop_target", args, "no target");
+    sq_mcp_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_table), cmocka_unit_test(test_parse_prefixes),
+        cmocka_unit_test(test_initialize),  cmocka_unit_test(test_methods),
+        cmocka_unit_test(test_caps),        cmocka_unit_test(test_run),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
