@@ -23,6 +23,10 @@ int main(int argc, char **argv)
         return sq_cli_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "validate") == 0)
         return sq_cli_validate(argc - 1, argv + 1);
+    if (strcmp(argv[1], "serve") == 0)
+        return sq_cli_serve(argc - 1, argv + 1);
+    if (strcmp(argv[1], "runs") == 0)
+        return sq_cli_runs(argc - 1, argv + 1);
     if (strcmp(argv[1], "agent") == 0)
         return sq_cli_agent(argc - 1, argv + 1);
     if (strcmp(argv[1], "inbox") == 0)

@@ -542,8 +542,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         if (t.done == n && (!run->go_ns || agg->finished))
             return;
         int64_t now = sq_now_ns();
-        if (cfg->stop &&
-            __atomic_load_n(cfg->stop, __ATOMIC_RELAXED)) /* another thread may set it */
+        /* atomic: another thread may set it (the daemon's API), not only a signal handler */
+        if (cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_RELAXED))
             stop_run(run, out, "stopped by request%s%s", "", "");
         if (t.script_failed)
             stop_run(run, out, "a script hook raised an error%s%s", "", "");
@@ -627,12 +627,6 @@ static uint32_t scen_conns(const struct sq_run_config *cfg, uint32_t i)
     if (cfg->scens && cfg->scens[i].h2 && cfg->streams > 1)
         return (uint32_t)(((uint64_t)vus + cfg->streams - 1) / cfg->streams);
     return sq_run_connections(cfg, vus);
-}
-
-uint32_t sq_run_workers(const struct sq_run_config *cfg)
-{
-    uint32_t v = sq_run_connections(cfg, seg_vus(cfg, 0));
-    return cfg->threads < v ? cfg->threads : v;
 }
 
 /* Workers for one scenario: the run's threads, never more than its connections. */
@@ -905,6 +899,14 @@ out:
     if (rc < 0)
         sq_result_dispose(out);
     return rc;
+}
+
+uint32_t sq_run_workers(const struct sq_run_config *cfg)
+{
+    uint32_t nw = 0;
+    for (uint32_t i = 0; i < (cfg->scens ? cfg->nscens : 1); i++)
+        nw += scen_workers(cfg, i);
+    return nw;
 }
 
 void sq_result_dispose(struct sq_result *r)

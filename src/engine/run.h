@@ -96,8 +96,8 @@ struct sq_second {
     uint64_t bytes_sent, iterations, checks_passed, checks_failed, http_failed; /* plan runs */
     uint64_t active; /* closed model: active VUs; open model: requests in flight at the end */
     int64_t p50_us, p90_us, p99_us, max_us;
-    uint64_t status[6];           /* completed by class: [0] other, [1..5] 1xx..5xx */
-    uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (errors is their sum) */
+    uint64_t status[6];           /* responses by class: [0] other, [1..5] 1xx..5xx */
+    uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (they add up to errors) */
 };
 
 struct sq_series {
@@ -226,8 +226,9 @@ struct sq_run_config {
     struct sq_exec exec;        /* prepared with sq_exec_prepare() */
     int64_t timeout_ns;         /* per request, from its send */
     int64_t connect_timeout_ns; /* per connect attempt */
-    volatile int *stop;         /* optional: set non-zero (e.g. from SIGINT) to end the run */
-    sq_tick_cb on_tick;         /* optional: progress, interval logs */
+    volatile int *stop; /* optional: set non-zero (a SIGINT handler, or another thread with an
+                           atomic store) to end the run; read with an atomic load */
+    sq_tick_cb on_tick; /* optional: progress, interval logs */
     void *tick_ud;
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
@@ -310,10 +311,6 @@ struct sq_run_script {
     uint32_t n;
 };
 
-/* The worker threads a quick-face run (no scens) starts: threads, never more than its
- * connections. */
-uint32_t sq_run_workers(const struct sq_run_config *cfg);
-
 /* Connections a run opens for `vus` VUs: one each over HTTP/1.1, one per `streams` over
  * HTTP/2. */
 uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus);
@@ -331,6 +328,10 @@ struct sq_bus_counters {
     uint64_t foreign;    /* round trip: deliveries matching none (other publishers) */
     uint64_t stamped;    /* messages (or requests) that carried a {{$stamp}} */
 };
+
+/* The worker threads sq_run(cfg) starts: per scenario, cfg->threads but never more than the
+ * connections its executor needs (what a run's result reports as threads). */
+uint32_t sq_run_workers(const struct sq_run_config *cfg);
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
 struct sq_counters {
