@@ -28,12 +28,13 @@ test-asan: deps
 	@cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j1
 
-# The threaded parts (engine and server workers, the run store) again under ThreadSanitizer.
+# The threaded parts (engine and server workers, the run store, the daemon's API, runner and ops
+# threads) again under ThreadSanitizer.
 test-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DSQ_TSAN=ON >/dev/null
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
 	@cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1 \
-		ctest --output-on-failure -j1 -R 'test_engine|test_wsdrv|test_server|test_store|e2e.test_quick|e2e.test_executors|e2e.test_plans|e2e.test_protocols|e2e.test_wrk|e2e.test_plan_scripts|e2e.test_ws$$|test_cluster'
+		ctest --output-on-failure -j1 -R 'test_engine|test_wsdrv|test_server|test_store|test_daemon|test_cluster|e2e.test_quick|e2e.test_executors|e2e.test_plans|e2e.test_protocols|e2e.test_wrk|e2e.test_plan_scripts|e2e.test_ws$$|e2e.test_cluster|e2e.test_daemon'
 
 fuzz:
 	@scripts/deps.sh fuzz

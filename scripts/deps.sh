@@ -14,9 +14,9 @@ build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev 
        libfyaml-dev libpcre2-dev libssl-dev openssl libnghttp2-dev libbrotli-dev libzstd-dev
        nginx-light nghttp2-client curl libluajit-5.1-dev wrk
        libwslay-dev nats-server mosquitto
-        libsqlite3-dev sqlite3  # the run store; the sqlite3 CLI opens it in test_store
-        netbase  # /etc/services for wrk.lookup's service names
-        python3-yaml)  # tests/e2e/test_deploy.py reads the Kubernetes manifests
+       libsqlite3-dev sqlite3 netbase  # the run store (sqlite3 opens it in test_store); netbase above
+       python3-yaml                    # tests/e2e/test_deploy.py reads the Kubernetes manifests
+       prometheus)                     # promtool checks the daemon's /metrics (test_daemon)
 fuzz=(clang libclang-rt-14-dev)
 # bench: servers and peers (ab in apache2-utils, h2load in nghttp2-client, Locust from Debian),
 # GNU time for client CPU and RSS; node and npm, which install autocannon into bench/.tools/

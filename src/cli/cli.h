@@ -32,6 +32,11 @@ int sq_cli_report(int argc, char **argv);
 int sq_cli_run(int argc, char **argv);
 int sq_cli_validate(int argc, char **argv);
 
+/* `squall serve [flags]` (the daemon) and `squall runs ...` (its store); argv[0] is the
+ * subcommand. */
+int sq_cli_serve(int argc, char **argv);
+int sq_cli_runs(int argc, char **argv);
+
 /* `squall sink SOURCE... [flags]`; argv[0] is "sink". Returns the exit status. */
 int sq_cli_sink(int argc, char **argv);
 /* `squall agent --nats URL [flags]`; argv[0] is "agent". Returns the exit status. */

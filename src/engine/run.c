@@ -787,12 +787,6 @@ static uint32_t scen_conns(const struct sq_run_config *cfg, uint32_t i)
     return sq_run_connections(cfg, vus);
 }
 
-uint32_t sq_run_workers(const struct sq_run_config *cfg)
-{
-    uint32_t v = sq_run_connections(cfg, seg_vus(cfg, 0));
-    return cfg->threads < v ? cfg->threads : v;
-}
-
 /* Workers for one scenario: the run's threads, never more than its connections. */
 static uint32_t scen_workers(const struct sq_run_config *cfg, uint32_t i)
 {
@@ -1080,6 +1074,14 @@ out:
     if (rc < 0)
         sq_result_dispose(out);
     return rc;
+}
+
+uint32_t sq_run_workers(const struct sq_run_config *cfg)
+{
+    uint32_t nw = 0;
+    for (uint32_t i = 0; i < (cfg->scens ? cfg->nscens : 1); i++)
+        nw += scen_workers(cfg, i);
+    return nw;
 }
 
 void sq_result_dispose(struct sq_result *r)

@@ -361,10 +361,6 @@ struct sq_run_script {
     uint32_t n;
 };
 
-/* The worker threads a quick-face run (no scens) starts: threads, never more than its
- * connections. */
-uint32_t sq_run_workers(const struct sq_run_config *cfg);
-
 /* Connections a run opens for `vus` VUs: one each over HTTP/1.1, one per `streams` over
  * HTTP/2. */
 uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus);
@@ -382,6 +378,10 @@ struct sq_bus_counters {
     uint64_t foreign;    /* round trip: deliveries matching none (other publishers) */
     uint64_t stamped;    /* messages (or requests) that carried a {{$stamp}} */
 };
+
+/* The worker threads sq_run(cfg) starts: per scenario, cfg->threads but never more than the
+ * connections its executor needs (what a run's result reports as threads). */
+uint32_t sq_run_workers(const struct sq_run_config *cfg);
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
 struct sq_counters {

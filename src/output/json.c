@@ -343,6 +343,19 @@ static json_t *client_second(const struct sq_client_second *c, bool open)
     return o;
 }
 
+json_t *sq_report_json_second(const struct sq_second *e)
+{
+    double len = e->len_s > 0 ? e->len_s : 1;
+    return json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
+                     "t_s", e->t_s, "len_s", e->len_s, "requests", (json_int_t)e->sent, "completed",
+                     (json_int_t)e->completed, "failed", (json_int_t)e->failed, "dropped",
+                     (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
+                     (double)e->completed / len, "bytes_received", (json_int_t)e->bytes_received,
+                     "p50_us", (json_int_t)e->p50_us, "p90_us", (json_int_t)e->p90_us, "p99_us",
+                     (json_int_t)e->p99_us, "max_us", (json_int_t)e->max_us, "vus",
+                     (json_int_t)e->active);
+}
+
 /* The per-second series: one object per second of the run. */
 static json_t *series(const struct sq_result *r)
 {

@@ -51,6 +51,10 @@ void sq_report_set_command(json_t *doc, int argc, char **argv);
 /* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
 json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);
 
+/* One entry of the document's per-second "series" (owned by the caller), or NULL when out of
+ * memory. The daemon's live events carry the same shape. */
+json_t *sq_report_json_second(const struct sq_second *e);
+
 /* The document of `squall sink` alone: schema, version, mode "sink", its duration, the
  * environment and the sink block (taken: the document owns it). NULL when out of memory. */
 json_t *sq_report_sink_doc(json_t *sink, double duration_s);

@@ -136,8 +136,11 @@ enum {
     F_SERVED = 128,     /* answered a request: the HTTP/2 preface can no longer come */
 };
 
-/* parked response: HEAD, Connection header, rendered bytes held in d_held, a stream in d_stream */
-enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4, DF_HELD = 8, DF_STREAM = 16 };
+/* parked response: HEAD, Connection header, rendered bytes held in d_held, a stream in d_stream,
+ * an answer the handler gives later in d_hold */
+enum { DF_HEAD = 1, DF_CLOSE = 2, DF_KA = 4, DF_HELD = 8, DF_STREAM = 16, DF_HOLD = 32 };
+/* parked connections whose c->seen is the idle stamp (not a plain parked answer's length) */
+#define DF_STAMPED (DF_HELD | DF_STREAM | DF_HOLD)
 /* With F_H2 (never parked, so d_flags is free): the connection was upgraded, c->up holds it */
 enum { DF_UP = 128 };
 
@@ -146,6 +149,7 @@ struct upgraded {
     const struct sq_server_upgrade *ops;
     void *ud;
 };
+
 /* how render() frames the body */
 enum { FR_LENGTH, FR_CHUNKED, FR_NONE };
 enum { CONN_HDR_NONE, CONN_HDR_CLOSE, CONN_HDR_KA };
@@ -173,6 +177,7 @@ struct conn {
         const char *d_body;
         struct outq *d_held;     /* DF_HELD: the rendered response, sent when the timer fires */
         struct stream *d_stream; /* DF_STREAM: the streamed body in progress */
+        struct sq_server_hold *d_hold; /* DF_HOLD: an answer the handler gives later */
     };
     union {
         uint32_t d_body_len; /* a plain parked answer (F_DEFER without DF_HELD or DF_STREAM) */
@@ -196,6 +201,23 @@ struct stream {
 };
 
 #define STREAM_BATCH (64 * 1024) /* bytes of pieces rendered per tick at most */
+
+/* A held request (sq_server_hold): how its answer is to be framed, and who to tell if the
+ * connection goes first. */
+struct sq_server_hold {
+    struct conn *c;
+    sq_server_gone_fn gone;
+    void *ud;
+    uint8_t conn_hdr;
+    bool head, close_after, chunked, streaming;
+};
+
+/* Work handed to a worker by another thread (sq_server_post). */
+struct post {
+    struct post *next;
+    void (*fn)(void *ud);
+    void *ud;
+};
 
 /* When piece k (0-based) is due: interval * (k + 1) after the start, saturating. */
 static int64_t piece_due(const struct stream *st, uint32_t k)
@@ -235,7 +257,13 @@ struct worker {
     bool stamp; /* stamp_arrivals */
     pthread_t thr;
     struct sq_loop *loop;
-    struct sq_io lio, stop_io;
+    struct sq_io lio, stop_io, wake_io;
+    uint32_t nconns;                 /* open on this worker: the sweep sleeps while none are */
+    struct sq_server_hold *hold_new; /* set by sq_server_hold during the handler call */
+    int wake_fd;                     /* eventfd: posts are waiting */
+    pthread_mutex_t post_mu;         /* guards the post queue */
+    struct post *post_head, *post_tail;
+    bool post_mu_init;
     struct sq_timer accept_timer;
     struct sq_timer sweep_timer; /* armed when a timeout is set */
     uint32_t tick;               /* ms since epoch_ns, as of the last sweep */
@@ -257,6 +285,7 @@ struct sq_server {
     int nworkers;
     bool joined;
     bool stamp;
+    bool http1_only;
     uint16_t port;
     uint32_t max_conns;
     uint32_t idle_ms, header_ms; /* 0: off */
@@ -268,6 +297,9 @@ struct sq_server {
 };
 
 static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct rx *st);
+static bool hold_head(struct worker *w, struct sq_server_hold *h,
+                      const struct sq_server_resp *resp);
+static void hold_free(struct conn *c, struct sq_server_hold *h);
 static void up_begin(struct worker *w, struct conn *c, const char *initial, size_t len);
 static bool out_append(struct conn *c, const char *p, size_t n);
 static void resume(struct worker *w, struct conn *c);
@@ -619,6 +651,13 @@ static void drop_held(struct conn *c)
         free(c->d_stream);
         c->d_stream = NULL;
         c->d_flags = 0;
+    } else if ((c->flags & F_DEFER) && (c->d_flags & DF_HOLD)) {
+        struct sq_server_hold *h = c->d_hold;
+        c->d_hold = NULL;
+        c->d_flags = 0;
+        if (h->gone)
+            h->gone(h->ud);
+        free(h);
     }
 }
 
@@ -662,6 +701,7 @@ static void conn_close(struct worker *w, struct conn *c)
     c->flags = 0;
     c->next_free = w->free_conns;
     w->free_conns = c;
+    w->nconns--;
     atomic_fetch_sub_explicit(&w->srv->open, 1, memory_order_relaxed);
 }
 
@@ -677,6 +717,8 @@ static bool conn_events(struct worker *w, struct conn *c)
     uint32_t ev;
     if (c->out)
         ev = EPOLLOUT;
+    else if ((c->flags & F_DEFER) && (c->d_flags & DF_HOLD))
+        ev = EPOLLRDHUP; /* a held connection hears its peer leave (gone), nothing else */
     else if (c->flags & F_DEFER)
         ev = 0;
     else
@@ -1134,11 +1176,32 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
         .fd = c->io.fd,
         .arrival_ns = arrival,
         .server = s,
+        ._conn = c,
     };
     struct sq_server_resp r = {0};
     s->handler(s->ud, &req, &r);
     BUMP(w->cnt.requests);
     c->flags |= F_SERVED;
+    if (SQ_UNLIKELY(w->hold_new != NULL)) {
+        struct sq_server_hold *h = w->hold_new;
+        w->hold_new = NULL;
+        h->head = req.head;
+        h->close_after = !req.keep_alive;
+        h->chunked = req.minor_version >= 1;
+        h->conn_hdr = (uint8_t)(h->close_after ? CONN_HDR_CLOSE
+                                : !h->chunked  ? CONN_HDR_KA
+                                               : CONN_HDR_NONE);
+        c->d_hold = h;
+        c->d_flags = DF_HOLD;
+        c->flags |= F_DEFER;
+        if (r.status && !hold_head(w, h, &r)) { /* a stream begun at once, in the batch */
+            if (h->gone)
+                h->gone(h->ud);
+            hold_free(c, h);
+            c->flags |= F_FAIL | F_CLOSE;
+        }
+        return;
+    }
     if (SQ_UNLIKELY(r.upgrade != NULL)) {
         if (upgrade_take(w, c, &r, &req))
             return;
@@ -1222,7 +1285,7 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
         if (hl < 0) {
             /* "PRI * HTTP/2.0" is no HTTP/1.x request line: only here, off the hot path, is
              * the HTTP/2 preface looked for (at the start of a fresh connection) */
-            if (off == 0 && !(c->flags & F_SERVED)) {
+            if (off == 0 && !(c->flags & F_SERVED) && !w->srv->http1_only) {
                 size_t k = n < SQ_SERVER_H2_PREFACE_LEN ? n : SQ_SERVER_H2_PREFACE_LEN;
                 if (memcmp(p, SQ_SERVER_H2_PREFACE, k) == 0) {
                     if (k == SQ_SERVER_H2_PREFACE_LEN)
@@ -1444,7 +1507,7 @@ static void on_writable(struct worker *w, struct conn *c)
     struct outq *q = c->out;
     /* EPOLLOUT: the socket has room again, so bytes move. A plain parked answer behind this
      * output keeps its length in the stamp's slot: on_timer stamps it instead. */
-    if (!(c->flags & F_DEFER) || (c->d_flags & (DF_HELD | DF_STREAM)))
+    if (!(c->flags & F_DEFER) || (c->d_flags & DF_STAMPED))
         c->seen = w->tick;
     struct view v = {q->data + q->off, q->len - q->off, q->fill,
                      q->fill_len,      q->fill_off,     q->fill_left};
@@ -1731,7 +1794,8 @@ static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
     } else if (c->out)
         on_writable(w, c);
     else if (SQ_UNLIKELY(c->flags & F_DEFER))
-        conn_close(w, c); /* only EPOLLERR/EPOLLHUP reach a parked connection: the peer left */
+        conn_close(w, c); /* only EPOLLERR/EPOLLHUP (and, held, EPOLLRDHUP) reach a parked
+                             connection: the peer left */
     else
         on_readable(w, c);
 }
@@ -1853,6 +1917,258 @@ static void on_timer(struct sq_loop *loop, struct sq_timer *t)
         resume(w, c);
 }
 
+/* ---- held answers (sq_server_hold) ---- */
+
+struct sq_server_hold *sq_server_hold(const struct sq_server_req *req, sq_server_gone_fn gone,
+                                      void *ud)
+{
+    struct conn *c = req->_conn;
+    if (!c || c->w->hold_new)
+        return NULL;
+    struct sq_server_hold *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->c = c;
+    h->gone = gone;
+    h->ud = ud;
+    c->w->hold_new = h;
+    return h;
+}
+
+/* Ends h (its connection stays): frees it and unparks c. */
+static void hold_free(struct conn *c, struct sq_server_hold *h)
+{
+    c->d_hold = NULL;
+    c->d_flags = 0;
+    c->flags &= (uint8_t)~F_DEFER;
+    free(h);
+}
+
+/* A write failed: the hold is over without telling gone, and c closes. */
+static int hold_fail(struct worker *w, struct conn *c, struct sq_server_hold *h, int rc)
+{
+    hold_free(c, h);
+    w->olen = 0;
+    conn_close(w, c);
+    return rc;
+}
+
+/* Sends w->ob[start, olen) on c (after what c->out holds), the rest into c->out, and puts the
+ * batch back at start: a hold may be answered while the worker builds another connection's
+ * batch (from a handler), whose bytes stay where they are. */
+static int hold_send(struct worker *w, struct conn *c, size_t start)
+{
+    struct view v = {.p = w->ob + start, .len = w->olen - start};
+    int rc = 0;
+    if (c->out) {
+        if (c->out->len - c->out->off > SQ_SERVER_HOLD_MAX_PENDING)
+            rc = -ENOBUFS;
+        else if (!out_append(c, v.p, v.len))
+            rc = -ENOMEM;
+    } else {
+        rc = view_send(c, &v);
+        if (rc == -EAGAIN) {
+            struct outq *q = malloc(sizeof(*q) + v.len);
+            if (q) {
+                *q = (struct outq){.len = v.len, .cap = v.len};
+                memcpy(q->data, v.p, v.len);
+                c->out = q;
+                rc = conn_events(w, c) ? 0 : -EIO; /* EPOLLOUT */
+            } else {
+                rc = -ENOMEM;
+            }
+        }
+    }
+    w->olen = start;
+    return rc;
+}
+
+/* After the last bytes of a held answer: c goes on as after a parked answer. */
+static void hold_done(struct worker *w, struct conn *c, struct sq_server_hold *h)
+{
+    bool close_after = h->close_after;
+    hold_free(c, h);
+    if (close_after) {
+        c->flags |= F_CLOSE;
+        if (c->in)
+            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
+        drop_input(c);
+        if (c->out)
+            conn_events(w, c);
+        else
+            conn_finish(w, c);
+        return;
+    }
+    if (c->out)
+        conn_events(w, c);
+    else
+        resume(w, c);
+}
+
+int sq_server_hold_answer(struct sq_server_hold *h, const struct sq_server_resp *resp)
+{
+    struct conn *c = h->c;
+    struct worker *w = c->w;
+    struct sq_server_resp r = *resp;
+    r.fill_total = 0;
+    r.stream = NULL;
+    if (r.close)
+        h->close_after = true;
+    size_t start = w->olen;
+    if (!render(w, &r, h->head, h->close_after ? CONN_HDR_CLOSE : h->conn_hdr))
+        return hold_fail(w, c, h, -ENOMEM);
+    int rc = hold_send(w, c, start);
+    if (rc < 0)
+        return hold_fail(w, c, h, rc);
+    hold_done(w, c, h);
+    return 0;
+}
+
+/* Appends one chunk's framing and bytes to the batch (unframed for HTTP/1.0). */
+static bool chunk_put(struct worker *w, bool chunked, const char *p, size_t n)
+{
+    if (!ob_reserve(w, n + 24))
+        return false;
+    char *o = w->ob + w->olen;
+    if (chunked) {
+        static const char hex[] = "0123456789abcdef";
+        char tmp[16];
+        int k = 16;
+        size_t v = n;
+        do {
+            tmp[--k] = hex[v & 15];
+            v >>= 4;
+        } while (v);
+        o = put(o, tmp + k, (size_t)(16 - k));
+        o = PUT_LIT(o, "\r\n");
+    }
+    o = put(o, p, n);
+    if (chunked)
+        o = PUT_LIT(o, "\r\n");
+    w->olen = (size_t)(o - w->ob);
+    return true;
+}
+
+/* Renders the head of h's stream (and resp->body as its first chunk) into the batch. Returns
+ * false when out of memory (the batch as before). */
+static bool hold_head(struct worker *w, struct sq_server_hold *h, const struct sq_server_resp *resp)
+{
+    struct sq_server_resp r = *resp;
+    r.fill_total = 0;
+    r.body_len = 0;
+    if (!h->chunked)
+        h->close_after = true; /* HTTP/1.0: the close ends the body */
+    int conn_hdr = h->close_after ? CONN_HDR_CLOSE : h->conn_hdr;
+    size_t start = w->olen;
+    if (!render_framed(w, &r, h->head, conn_hdr, h->chunked ? FR_CHUNKED : FR_NONE) ||
+        (!h->head && resp->body_len && !chunk_put(w, h->chunked, resp->body, resp->body_len))) {
+        w->olen = start;
+        return false;
+    }
+    h->streaming = true;
+    return true;
+}
+
+int sq_server_hold_begin(struct sq_server_hold *h, const struct sq_server_resp *resp)
+{
+    struct conn *c = h->c;
+    struct worker *w = c->w;
+    if (h->streaming)
+        return 0;
+    size_t start = w->olen;
+    if (!hold_head(w, h, resp))
+        return hold_fail(w, c, h, -ENOMEM);
+    int rc = hold_send(w, c, start);
+    return rc < 0 ? hold_fail(w, c, h, rc) : 0;
+}
+
+int sq_server_hold_write(struct sq_server_hold *h, const char *p, size_t n)
+{
+    struct conn *c = h->c;
+    struct worker *w = c->w;
+    if (!h->streaming || h->head || n == 0)
+        return 0;
+    size_t start = w->olen;
+    if (!chunk_put(w, h->chunked, p, n))
+        return hold_fail(w, c, h, -ENOMEM);
+    int rc = hold_send(w, c, start);
+    return rc < 0 ? hold_fail(w, c, h, rc) : 0;
+}
+
+int sq_server_hold_end(struct sq_server_hold *h)
+{
+    struct conn *c = h->c;
+    struct worker *w = c->w;
+    if (h->streaming && h->chunked && !h->head) {
+        size_t start = w->olen;
+        if (!ob_reserve(w, 5))
+            return hold_fail(w, c, h, -ENOMEM);
+        memcpy(w->ob + w->olen, "0\r\n\r\n", 5);
+        w->olen += 5;
+        int rc = hold_send(w, c, start);
+        if (rc < 0)
+            return hold_fail(w, c, h, rc);
+    }
+    hold_done(w, c, h);
+    return 0;
+}
+
+/* ---- posts from other threads ---- */
+
+int sq_server_post(struct sq_server *s, int worker, void (*fn)(void *ud), void *ud)
+{
+    if (!fn || worker < 0 || worker >= s->nworkers)
+        return -EINVAL;
+    struct post *p = malloc(sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->next = NULL;
+    p->fn = fn;
+    p->ud = ud;
+    struct worker *w = s->w[worker];
+    pthread_mutex_lock(&w->post_mu);
+    if (w->post_tail)
+        w->post_tail->next = p;
+    else
+        w->post_head = p;
+    w->post_tail = p;
+    pthread_mutex_unlock(&w->post_mu);
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof(one));
+    SQ_UNUSED(r); /* EAGAIN: the counter is already huge, and so readable */
+    return 0;
+}
+
+/* Runs the posts waiting on w, in order (those made meanwhile too). */
+static void run_posts(struct worker *w)
+{
+    for (;;) {
+        pthread_mutex_lock(&w->post_mu);
+        struct post *p = w->post_head;
+        w->post_head = w->post_tail = NULL;
+        pthread_mutex_unlock(&w->post_mu);
+        if (!p)
+            return;
+        while (p) {
+            struct post *next = p->next;
+            p->fn(p->ud);
+            free(p);
+            p = next;
+        }
+    }
+}
+
+static void on_wake(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
+{
+    SQ_UNUSED(loop);
+    SQ_UNUSED(rev);
+    struct worker *w = SQ_CONTAINER_OF(io, struct worker, wake_io);
+    uint64_t n;
+    ssize_t r = read(w->wake_fd, &n, sizeof(n)); /* resets the counter before the queue is read */
+    SQ_UNUSED(r);
+    run_posts(w);
+}
+
 /* ---- timeouts ---- */
 
 /* A head (or a TLS handshake) took too long: 408 and a lingering close (a handshake just
@@ -1886,8 +2202,9 @@ static void on_sweep(struct sq_loop *loop, struct sq_timer *t)
     uint32_t slack = (uint32_t)(s->sweep_ns / SQ_NS_PER_MS) + 1; /* stamps lag by < a sweep */
     w->tick = tick;
     /* first, while the heap slot this timer just left is free; should it fail all the same
-     * (no memory), the next accept arms it again */
-    if (sq_timer_start(loop, t, now + s->sweep_ns) < 0)
+     * (no memory), the next accept arms it again. With no connection open the sweep sleeps
+     * (an idle server wakes for nothing); the next accept arms it again. */
+    if (w->nconns == 0 || sq_timer_start(loop, t, now + s->sweep_ns) < 0)
         sq_timer_stop(loop, t);
     for (struct slab *sl = w->slabs; sl; sl = sl->next) {
         for (int i = 0; i < SLAB_CONNS; i++) {
@@ -1896,7 +2213,7 @@ static void on_sweep(struct sq_loop *loop, struct sq_timer *t)
                 continue; /* free, or closing on its own timer */
             /* the server is the one taking its time: not idle */
             if (c->flags & F_DEFER) {
-                if (!(c->d_flags & (DF_HELD | DF_STREAM)))
+                if (!(c->d_flags & DF_STAMPED))
                     continue; /* a plain parked answer: c->seen holds its length till on_timer */
                 if (!c->out) {
                     c->seen = tick;
@@ -1948,9 +2265,14 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 {
     SQ_UNUSED(rev);
     struct worker *w = SQ_CONTAINER_OF(io, struct worker, lio);
-    if (SQ_UNLIKELY(w->srv->sweep_ns && !sq_timer_active(&w->sweep_timer)) &&
-        sq_timer_start(loop, &w->sweep_timer, sq_loop_now(loop) + w->srv->sweep_ns) < 0)
-        sq_timer_stop(loop, &w->sweep_timer); /* still no memory: the next accept tries again */
+    if (SQ_UNLIKELY(w->srv->sweep_ns && !sq_timer_active(&w->sweep_timer))) {
+        /* the sweep slept (no connection) or had no memory: its clock is stale, so take it
+         * now, before a new connection is stamped with it */
+        int64_t now = sq_loop_now(loop);
+        w->tick = (uint32_t)((now - w->epoch_ns) / SQ_NS_PER_MS);
+        if (sq_timer_start(loop, &w->sweep_timer, now + w->srv->sweep_ns) < 0)
+            sq_timer_stop(loop, &w->sweep_timer); /* still no memory: the next accept tries */
+    }
     for (int i = 0; i < ACCEPT_BURST; i++) {
         int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -2004,6 +2326,7 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
             w->free_conns = c;
             continue;
         }
+        w->nconns++;
         BUMP(w->cnt.accepted);
     }
 }
@@ -2069,6 +2392,10 @@ static void worker_free(struct worker *w)
         free(s);
     }
     sq_loop_free(w->loop);
+    if (w->wake_fd >= 0)
+        close(w->wake_fd);
+    if (w->post_mu_init)
+        pthread_mutex_destroy(&w->post_mu);
     free(w->rbuf);
     free(w->ob);
     free(w);
@@ -2085,13 +2412,26 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
     w->srv = s;
     w->idx = idx;
     w->lfd = -1;
+    w->wake_fd = -1;
     w->stamp = s->stamp;
     w->lim.max_head_bytes = SQ_SERVER_MAX_HEAD;
     w->lim.max_headers = SQ_SERVER_MAX_HEADERS;
     sq_timer_init(&w->accept_timer, on_accept_resume);
     sq_timer_init(&w->sweep_timer, on_sweep);
-    int rc = sq_loop_new(&w->loop);
+    int rc = pthread_mutex_init(&w->post_mu, NULL);
+    if (rc != 0) {
+        worker_free(w);
+        return -rc;
+    }
+    w->post_mu_init = true;
+    rc = sq_loop_new(&w->loop);
     if (rc < 0) {
+        worker_free(w);
+        return rc;
+    }
+    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->wake_fd < 0) {
+        rc = -errno;
         worker_free(w);
         return rc;
     }
@@ -2116,7 +2456,8 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
         return rc;
     }
     if ((rc = sq_io_start(w->loop, &w->lio, w->lfd, EPOLLIN, on_accept)) < 0 ||
-        (rc = sq_io_start(w->loop, &w->stop_io, s->efd, EPOLLIN, on_stop)) < 0) {
+        (rc = sq_io_start(w->loop, &w->stop_io, s->efd, EPOLLIN, on_stop)) < 0 ||
+        (rc = sq_io_start(w->loop, &w->wake_io, w->wake_fd, EPOLLIN, on_wake)) < 0) {
         worker_free(w);
         return rc;
     }
@@ -2178,6 +2519,7 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     s->stamp = cfg->stamp_arrivals;
     s->tls = cfg->tls;
     s->max_conns = cfg->max_conns;
+    s->http1_only = cfg->http1_only;
     /* a timeout under 1 ms still waits 1 ms: the sweep counts whole ms */
     s->idle_ms = ms_ceil(cfg->idle_timeout_ns);
     s->header_ms = ms_ceil(cfg->header_timeout_ns);
@@ -2268,8 +2610,10 @@ void sq_server_free(struct sq_server *s)
     sq_server_stop(s);
     sq_server_wait(s);
     if (s->w)
-        for (int i = 0; i < s->nworkers; i++)
+        for (int i = 0; i < s->nworkers; i++) {
+            run_posts(s->w[i]); /* what the worker did not reach: each post runs once */
             worker_free(s->w[i]);
+        }
     free(s->w);
     if (s->efd >= 0)
         close(s->efd);

@@ -63,6 +63,7 @@ struct sq_server_req {
      * request, not per read); 0 unless the config asked for stamp_arrivals. */
     int64_t arrival_ns;
     struct sq_server *server;
+    void *_conn; /* the connection (HTTP/1.x), for sq_server_hold; NULL over HTTP/2 */
 };
 
 /* Produces piece seq (0-based, of count) of a streamed body into buf[0, cap). Returns the bytes
@@ -178,6 +179,9 @@ struct sq_server_config {
     /* > 0: at most this many connections open at once across all workers; one more is accepted
      * and closed at once (counted: refused). 0: no cap. */
     uint32_t max_conns;
+    /* Serve HTTP/1.x only: the HTTP/2 client preface is answered 400 like any malformed request
+     * line (an API whose answers may be held, below, which HTTP/2 streams cannot be). */
+    bool http1_only;
 };
 
 /* Counts kept by the server itself, summed over workers (each worker writes only its own). */
@@ -215,6 +219,55 @@ void sq_server_free(struct sq_server *s);
 
 /* Sums the per-worker counts (relaxed loads: a live, untorn-per-field view). Any thread. */
 void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out);
+
+/* ---- answers given later, and work handed to a worker from another thread ----
+ *
+ * A handler that cannot answer at once (the answer needs a disk write, or it is a stream of
+ * events that other threads produce) holds the request: the connection is parked with no events
+ * and no timer, like a delayed answer, and the requests pipelined behind it wait. Later, on the
+ * same worker thread, the answer is given whole (sq_server_hold_answer), or as a chunked stream
+ * (begin, write..., end). Another thread reaches the worker with sq_server_post. A held
+ * connection is never idle while nothing is queued for it (the idle timeout skips it), and a
+ * reader that is more than SQ_SERVER_HOLD_MAX_PENDING bytes behind a stream is closed. */
+
+#define SQ_SERVER_HOLD_MAX_PENDING (1024 * 1024)
+
+struct sq_server_hold; /* owned by the server; valid until the hold ends or gone() is called */
+
+/* Called on the worker thread when a held connection closes before its hold ended: the peer
+ * left (seen when the kernel reports it, or at the next write), or the server is stopping.
+ * The hold is invalid once it returns. */
+typedef void (*sq_server_gone_fn)(void *ud);
+
+/* Inside the handler only: holds req. Returns the handle, or NULL when the request cannot be
+ * held (HTTP/2, out of memory, or already held): answer it now. If the handler also sets
+ * resp->status, the answer begins at once as a stream (sq_server_hold_begin with resp, in order
+ * with the answers before it); else resp is ignored. */
+struct sq_server_hold *sq_server_hold(const struct sq_server_req *req, sq_server_gone_fn gone,
+                                      void *ud);
+
+/* On the hold's worker thread (in a sq_server_post callback or a handler), never inside the
+ * handler that created it. Each returns 0, or a negative code when the connection failed and
+ * was closed: the hold is over then and gone is not called. fill and stream in resp are not
+ * supported here (fill_total is ignored). */
+
+/* Sends the whole answer and ends the hold; the connection goes on with what waits behind. */
+int sq_server_hold_answer(struct sq_server_hold *h, const struct sq_server_resp *resp);
+/* Sends resp's head with "Transfer-Encoding: chunked" (an HTTP/1.0 request: unframed, and the
+ * connection closes at the end) and resp->body, if any, as the first chunk. The hold goes on. A
+ * HEAD request gets the head alone; later writes send nothing. */
+int sq_server_hold_begin(struct sq_server_hold *h, const struct sq_server_resp *resp);
+/* Sends p[0, n) as one chunk of a begun stream (n 0: nothing). -ENOBUFS: more than
+ * SQ_SERVER_HOLD_MAX_PENDING bytes were already waiting for a reader that does not read. */
+int sq_server_hold_write(struct sq_server_hold *h, const char *p, size_t n);
+/* Ends a begun stream (the zero chunk) and the hold. */
+int sq_server_hold_end(struct sq_server_hold *h);
+
+/* Runs fn(ud) on worker's thread once its loop wakes (an eventfd per worker). Any thread.
+ * Returns 0: fn runs exactly once - on the worker, or, for a post the worker did not reach
+ * before it stopped, inside sq_server_free on the calling thread; or -ENOMEM / -EINVAL (no such
+ * worker): fn never runs. Posts from one thread run in the order they were made. */
+SQ_MUST_CHECK int sq_server_post(struct sq_server *s, int worker, void (*fn)(void *ud), void *ud);
 
 /* Finds a header by name, case-insensitively. Returns it or NULL. */
 const struct sq_h1_header *sq_server_req_header(const struct sq_server_req *req, const char *name);

@@ -62,6 +62,59 @@ def start_target(*args, timeout=10.0):
     return proc, int(m.group(2))
 
 
+_SERVE_RE = re.compile(r"^squall serve listening on http://(.+):(\d+)/$")
+
+
+def start_serve(*args, timeout=15.0, env=None):
+    """Runs `$SQUALL serve --listen 127.0.0.1:0 ARGS...` (a --listen in ARGS wins); returns
+    (Popen, port) once it prints its listening line. Its log (stderr) goes to a file whose path
+    is proc.log_path (a pipe nobody reads could fill and stall the daemon)."""
+    import tempfile
+    log = tempfile.NamedTemporaryFile(prefix="squall-serve-", suffix=".log", delete=False)
+    cmd = [squall_path(), "serve"]
+    if not any(a in ("-l", "--listen") or str(a).startswith("--listen=") for a in args):
+        cmd += ["--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(cmd + [str(a) for a in args], stdout=subprocess.PIPE, stderr=log,
+                            stdin=subprocess.DEVNULL, env=env)
+    log.close()
+    proc.log_path = log.name
+    fd = proc.stdout.fileno()
+    line = b""
+    deadline = time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            stop(proc, kill=True)
+            raise RuntimeError("squall serve printed no listening line in %.0fs" % timeout)
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            continue
+        chunk = os.read(fd, 1)
+        if not chunk:
+            rc = proc.wait(timeout=5)
+            with open(log.name, errors="replace") as f:
+                err = f.read()
+            raise RuntimeError("squall serve exited (%s) before listening: %r %s" % (rc, line, err))
+        line += chunk
+    m = _SERVE_RE.match(line.decode().strip())
+    if not m:
+        stop(proc, kill=True)
+        raise RuntimeError("unexpected first line: %r" % line)
+    return proc, int(m.group(2))
+
+
+def sanitizer():
+    """'tsan' or 'asan' when $SQUALL was built with that sanitizer (its runtime is linked in),
+    else None. ThreadSanitizer's runtime keeps a thread of its own that wakes every 100 ms."""
+    with open(squall_path(), "rb") as f:
+        data = f.read()
+    if b"__tsan_init" in data:
+        return "tsan"
+    if b"__asan_init" in data:
+        return "asan"
+    return None
+
+
 def stop(proc, timeout=10.0, kill=False):
     """Sends SIGTERM (SIGKILL when kill) to that process only and waits; returns its status."""
     if proc.poll() is None:

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -1325,6 +1326,246 @@ static void test_server_smuggling(void **state)
     sq_server_free(s);
 }
 
+/* ---- held answers and posts (sq_server_hold, sq_server_post) ---- */
+
+struct held_ctx {
+    struct sq_server *srv;
+    struct sq_server_hold *h; /* the hold waiting, API thread only */
+    atomic_int gone, posts, holds;
+    int plan; /* what the next post does */
+};
+
+static void held_gone(void *ud)
+{
+    struct held_ctx *x = ud;
+    x->h = NULL;
+    atomic_fetch_add(&x->gone, 1);
+}
+
+static void held_handler(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    struct held_ctx *x = ud;
+    if (req->path_len == 5 && memcmp(req->path, "/hold", 5) == 0) {
+        x->h = sq_server_hold(req, held_gone, x);
+        assert_non_null(x->h);
+        assert_null(sq_server_hold(req, held_gone, x)); /* once per request */
+        atomic_fetch_add(&x->holds, 1);
+        return;
+    }
+    if (req->path_len == 7 && memcmp(req->path, "/stream", 7) == 0) {
+        x->h = sq_server_hold(req, held_gone, x);
+        assert_non_null(x->h);
+        atomic_fetch_add(&x->holds, 1);
+        resp->status = 200; /* the head leaves at once, with a first chunk */
+        resp->content_type = "text/event-stream";
+        resp->body = "first;";
+        resp->body_len = 6;
+        return;
+    }
+    resp->body = "later";
+    resp->body_len = 5;
+}
+
+enum { P_ANSWER, P_CHUNKS, P_END };
+
+static void held_post(void *ud)
+{
+    struct held_ctx *x = ud;
+    if (!x->h) {
+        atomic_fetch_add(&x->posts, 1); /* last: the test's thread then reuses x */
+        return;
+    }
+    if (x->plan == P_ANSWER) {
+        struct sq_server_resp r = {.status = 201,
+                                   .content_type = "application/json",
+                                   .body = "{\"ok\":1}",
+                                   .body_len = 8,
+                                   .headers = "X-Held: yes\r\n",
+                                   .headers_len = 13};
+        assert_int_equal(sq_server_hold_answer(x->h, &r), 0);
+        x->h = NULL;
+    } else if (x->plan == P_CHUNKS) {
+        assert_int_equal(sq_server_hold_write(x->h, "a", 1), 0);
+        assert_int_equal(sq_server_hold_write(x->h, "bb", 2), 0);
+        assert_int_equal(sq_server_hold_write(x->h, "", 0), 0);
+    } else {
+        assert_int_equal(sq_server_hold_end(x->h), 0);
+        x->h = NULL;
+    }
+    atomic_fetch_add(&x->posts, 1);
+}
+
+static void post_wait(struct held_ctx *x, int plan, int want_posts)
+{
+    x->plan = plan;
+    assert_int_equal(sq_server_post(x->srv, 0, held_post, x), 0);
+    for (int i = 0; i < 2000 && atomic_load(&x->posts) < want_posts; i++)
+        usleep(1000);
+    assert_int_equal(atomic_load(&x->posts), want_posts);
+}
+
+static void wait_for(atomic_int *v, int want)
+{
+    for (int i = 0; i < 5000 && atomic_load(v) < want; i++)
+        usleep(1000);
+    assert_int_equal(atomic_load(v), want);
+}
+
+static void noop_post(void *ud)
+{
+    atomic_fetch_add((atomic_int *)ud, 1);
+}
+
+static void test_server_hold_and_post(void **state)
+{
+    (void)state;
+    struct held_ctx x = {0};
+    struct sq_server_config cfg = {.threads = 1,
+                                   .handler = held_handler,
+                                   .ud = &x,
+                                   .idle_timeout_ns = 200 * SQ_NS_PER_MS,
+                                   .http1_only = true};
+    assert_int_equal(sq_server_start(&cfg, &x.srv, NULL), 0);
+    assert_int_equal(sq_server_post(x.srv, 1, noop_post, &x.posts), -EINVAL);
+    int fd = client(sq_server_port(x.srv));
+    struct reader rd = {.fd = fd};
+    struct resp r;
+
+    /* a held answer keeps its place: the request pipelined behind waits for it */
+    send_str(fd, "GET /hold HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n");
+    wait_for(&x.holds, 1);
+    usleep(300 * 1000); /* past the idle timeout: a held connection is not idle */
+    post_wait(&x, P_ANSWER, 1);
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 201);
+    assert_string_equal(r.body, "{\"ok\":1}");
+    assert_non_null(strstr(r.head, "X-Held: yes\r\n"));
+    free(r.body);
+    read_resp(&rd, &r, false);
+    assert_string_equal(r.body, "later");
+    free(r.body);
+
+    /* a stream: the head and first chunk at once, chunks from posts, then the end */
+    send_str(fd, "GET /stream HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n");
+    wait_for(&x.holds, 2);
+    post_wait(&x, P_CHUNKS, 2);
+    post_wait(&x, P_END, 3);
+    const char *want = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                       "Content-Type: text/event-stream\r\n\r\n"
+                       "6\r\nfirst;\r\n1\r\na\r\n2\r\nbb\r\n0\r\n\r\n";
+    while (rd.len < strlen(want))
+        assert_true(fill(&rd));
+    assert_memory_equal(rd.buf, want, strlen(want));
+    memmove(rd.buf, rd.buf + strlen(want), rd.len - strlen(want));
+    rd.len -= strlen(want);
+    read_resp(&rd, &r, false);
+    assert_string_equal(r.body, "later");
+    free(r.body);
+    assert_int_equal(atomic_load(&x.gone), 0);
+
+    /* HTTP/1.0: the stream is unframed and the close ends it */
+    send_str(fd, "GET /stream HTTP/1.0\r\n\r\n");
+    wait_for(&x.holds, 3);
+    post_wait(&x, P_CHUNKS, 4);
+    post_wait(&x, P_END, 5);
+    while (!memmem(rd.buf, rd.len, "first;abb", 9))
+        assert_true(fill(&rd));
+    assert_null(memmem(rd.buf, rd.len, "Transfer-Encoding", 17));
+    assert_true(at_eof(&rd));
+    close(fd);
+    rd.len = 0;
+
+    /* a client that leaves while held: gone is called, and a post then finds no hold */
+    fd = client(sq_server_port(x.srv));
+    send_str(fd, "GET /hold HTTP/1.1\r\n\r\n");
+    wait_for(&x.holds, 4);
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+    wait_for(&x.gone, 1);
+    post_wait(&x, P_ANSWER, 6);
+
+    /* HTTP/2's preface is a bad request on an HTTP/1-only server */
+    fd = client(sq_server_port(x.srv));
+    rd.fd = fd;
+    send_str(fd, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 400);
+    free(r.body);
+    close(fd);
+
+    /* a hold that is still open when the server stops: gone; a post after the stop runs in
+     * sq_server_free, once */
+    fd = client(sq_server_port(x.srv));
+    send_str(fd, "GET /hold HTTP/1.1\r\n\r\n");
+    wait_for(&x.holds, 5);
+    sq_server_stop(x.srv);
+    sq_server_wait(x.srv);
+    assert_int_equal(atomic_load(&x.gone), 2);
+    atomic_int late = 0;
+    assert_int_equal(sq_server_post(x.srv, 0, noop_post, &late), 0);
+    assert_int_equal(atomic_load(&late), 0);
+    sq_server_free(x.srv);
+    assert_int_equal(atomic_load(&late), 1);
+    close(fd);
+    free(rd.buf);
+}
+
+/* Posts from many threads all run, in each thread's order. */
+struct order_ctx {
+    int last[4];
+    atomic_int bad, n;
+};
+struct order_post {
+    struct order_ctx *x;
+    int thread, seq;
+};
+static void order_fn(void *ud)
+{
+    struct order_post *p = ud;
+    if (p->seq != p->x->last[p->thread] + 1)
+        atomic_fetch_add(&p->x->bad, 1);
+    p->x->last[p->thread] = p->seq;
+    atomic_fetch_add(&p->x->n, 1);
+    free(p);
+}
+struct poster {
+    pthread_t t;
+    struct sq_server *s;
+    struct order_ctx *x;
+    int idx;
+};
+static void *poster_main(void *arg)
+{
+    struct poster *p = arg;
+    for (int i = 0; i < 2000; i++) {
+        struct order_post *o = malloc(sizeof(*o));
+        *o = (struct order_post){p->x, p->idx, i};
+        if (sq_server_post(p->s, 0, order_fn, o) < 0)
+            free(o);
+    }
+    return NULL;
+}
+
+static void test_server_post_threads(void **state)
+{
+    (void)state;
+    struct held_ctx hx = {0};
+    struct sq_server_config cfg = {.threads = 1, .handler = held_handler, .ud = &hx};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    struct order_ctx x = {.last = {-1, -1, -1, -1}};
+    struct poster ps[4];
+    for (int i = 0; i < 4; i++) {
+        ps[i] = (struct poster){.s = s, .x = &x, .idx = i};
+        assert_int_equal(pthread_create(&ps[i].t, NULL, poster_main, &ps[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(ps[i].t, NULL);
+    sq_server_free(s); /* what the worker did not run yet runs here */
+    assert_int_equal(atomic_load(&x.n), 8000);
+    assert_int_equal(atomic_load(&x.bad), 0);
+}
+
 static void test_server_backpressure(void **state)
 {
     (void)state;
@@ -1373,6 +1614,8 @@ int main(void)
         cmocka_unit_test(test_smuggle_shape),
         cmocka_unit_test(test_server_smuggling),
         cmocka_unit_test(test_server_backpressure),
+        cmocka_unit_test(test_server_hold_and_post),
+        cmocka_unit_test(test_server_post_threads),
         cmocka_unit_test(test_server_upgrade),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

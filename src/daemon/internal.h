@@ -1,0 +1,280 @@
+/* daemon/internal.h - what the daemon's files share. Not a public header.
+ *
+ * Threads and who owns what:
+ *  - the API thread (the server's one worker): every handler, the dashboard, /metrics, every
+ *    SSE follower (struct sq_daemon__sub) and the live runs as the API knows them (d->cur,
+ *    d->last). It reads the store (the reader connection: never waits for an fsync) and never
+ *    writes it.
+ *  - the ops thread: runs struct sq_daemon__op in FIFO order - parsing a request (getopt_long is
+ *    not thread-safe: every parse happens here), the durable store writes the API needs
+ *    (create, cancel, delete), plan validation, pruning - and posts the answer back to the API
+ *    thread.
+ *  - the runner thread: takes jobs from the queue one at a time and runs them (sq_run on this
+ *    thread, the engine's workers beside it); each second it appends the series to the store,
+ *    updates the run's struct sq_daemon__live under its mutex and posts a wake-up to the API.
+ * d->mu guards the configuration, the queue and d->running; a live run's own mutex guards its
+ * events and totals. Lifetimes: a live run is created by the runner, handed to the API thread
+ * by a "begin" post and given up by an "end" post; the API thread frees it (it keeps the last
+ * ended one for /metrics), so the runner never touches it after "end".
+ */
+#ifndef SQ_DAEMON_INTERNAL_H
+#define SQ_DAEMON_INTERNAL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/buf.h"
+#include "daemon/daemon.h"
+#include "engine/run.h"
+#include "server/server.h"
+#include "store/store.h"
+
+struct sq_hist;
+
+/* ---- prep.c: a run request (the body of POST /runs), parsed, checked and set up ---- */
+
+struct sq_daemon__req; /* opaque: the parsed request, owned by its job */
+
+/* What the list and the caps need to know of a request. */
+struct sq_daemon__req_info {
+    enum sq_store_kind kind;
+    char target[512]; /* the URL (quick) or the plan's target */
+    char name[256];   /* the body's "name", or the plan's name, or "" */
+};
+
+/* Parses and checks a POST /runs body against the caps and the allowlist of cfg (on the ops
+ * thread only). Returns 0 with *out set; -SQ_EUSAGE (a key or flag is wrong: err names it),
+ * -SQ_EPARSE (the plan: "plan.yaml:3:5: key: why"), -SQ_ERANGE (over a cap: err names it),
+ * -EACCES (the target is not on the allowlist), -SQ_ERESOLVE (the target does not resolve),
+ * or another negative code (err says why). */
+SQ_MUST_CHECK int sq_daemon__req_parse(const json_t *body, const struct sq_daemon_config *cfg,
+                                       struct sq_daemon__req **out,
+                                       struct sq_daemon__req_info *info, char *err, size_t len);
+/* POST /validate: parses body like sq_daemon__req_parse (no caps, no DNS) and describes it.
+ * Returns 0 with *describe malloc'd (what `squall validate` prints), or the codes above. */
+SQ_MUST_CHECK int sq_daemon__req_validate(const json_t *body, char **describe, char *err,
+                                          size_t len);
+/* On the runner: sets the run up again (DNS, TLS, the request) into a run configuration that
+ * stays valid until sq_daemon__req_free. Returns 0 or a negative code (err says why). */
+SQ_MUST_CHECK int sq_daemon__req_setup(struct sq_daemon__req *rq, struct sq_run_config **cfg,
+                                       char *err, size_t len);
+/* Each second (the run's tick): true once a plan's abortOnFail threshold fails (the caller then
+ * stops the run; *why says which). */
+bool sq_daemon__req_tick(struct sq_daemon__req *rq, const struct sq_second *s,
+                         const struct sq_hist *h, const char **why);
+/* After sq_run: the squall.result/1 document, exactly what the CLI writes with --json for the
+ * same run (NULL when out of memory). */
+json_t *sq_daemon__req_doc(struct sq_daemon__req *rq, struct sq_result *res);
+/* The worker threads and the most VUs the set-up run uses. */
+void sq_daemon__req_shape(const struct sq_daemon__req *rq, uint32_t *workers, uint64_t *vus);
+void sq_daemon__req_free(struct sq_daemon__req *rq);
+
+/* ---- live.c: the run in progress as the API sees it, SSE followers ---- */
+
+#define SQ_DAEMON_NBUCKETS 15 /* Prometheus latency buckets, +Inf included */
+extern const double sq_daemon__buckets_s[SQ_DAEMON_NBUCKETS - 1];
+
+/* Running totals of a run (for its events, /health and /metrics). */
+struct sq_daemon__totals {
+    double elapsed_s;
+    uint64_t sent, completed, failed, dropped, errors, bytes_received;
+    uint64_t status[6]; /* [0] other, [1..5] 1xx..5xx */
+    uint64_t errk[SQ_ERRK_COUNT];
+    uint64_t vus, in_flight;
+    double rps; /* the last second's completed per second */
+    int64_t p50_us, p90_us, p99_us, max_us;
+    uint64_t bucket[SQ_DAEMON_NBUCKETS]; /* cumulative: at or under each bound; last +Inf */
+    double lat_sum_s;
+    bool ended; /* the totals are the result's (exact) */
+};
+
+struct sq_daemon__live {
+    int64_t id;
+    /* set before the begin post, then read-only */
+    uint32_t workers;
+    uint64_t vus_max;
+    char kind[8];
+    char name[256];
+    char target[512];
+    int64_t started_ms;
+    pthread_mutex_t mu; /* guards what follows */
+    char **ev;          /* the events so far ("second" events), each owned */
+    size_t nev, cap;
+    char *end_ev; /* the last event, once the run ended */
+    enum sq_store_status status;
+    struct sq_daemon__totals t;
+};
+
+/* SSE followers (API thread only). */
+struct sq_daemon__sub {
+    struct sq_daemon__sub *next, *prev;
+    struct sq_daemon *d;
+    struct sq_server_hold *h;
+    int64_t run;
+    size_t next_ev; /* the next live event to send */
+};
+
+SQ_MUST_CHECK int sq_daemon__live_new(int64_t id, struct sq_daemon__live **out);
+void sq_daemon__live_free(struct sq_daemon__live *l);
+/* Renders one "second" event: the second's series entry (the result document's shape) and
+ * the totals after it. idx numbers it (the SSE id). Returns malloc'd text or NULL. */
+char *sq_daemon__event_second(int64_t run, int64_t idx, const struct sq_second *s,
+                              const char *totals_json);
+/* The totals as JSON text (malloc'd), as they ride in events and the store's series extra. */
+char *sq_daemon__totals_json(const struct sq_daemon__totals *t);
+/* The last event: {"run", "status", "reason", "result"}; doc may be NULL. */
+char *sq_daemon__event_end(int64_t run, enum sq_store_status st, const char *reason,
+                           const char *doc, size_t doc_len);
+/* An event without data worth a struct: "status" with {"run", "status"}. */
+char *sq_daemon__event_status(int64_t run, enum sq_store_status st);
+
+/* API thread: GET /runs/{id}/live. Answers it (held and streamed), or fills resp. */
+void sq_daemon__live_follow(struct sq_daemon *d, const struct sq_server_req *req,
+                            struct sq_server_resp *resp, int64_t id, const char *cors);
+/* API thread, from the runner's posts. */
+void sq_daemon__live_begin(struct sq_daemon *d, struct sq_daemon__live *l);
+void sq_daemon__live_tick(struct sq_daemon *d, struct sq_daemon__live *l);
+void sq_daemon__live_end(struct sq_daemon *d, struct sq_daemon__live *l);
+/* API thread: a queued run was cancelled or the daemon stops: end its followers. */
+void sq_daemon__live_cancelled(struct sq_daemon *d, int64_t id, enum sq_store_status st,
+                               const char *reason);
+void sq_daemon__live_close_all(struct sq_daemon *d);
+
+/* ---- runner.c: the queue, the runner and the ops thread ---- */
+
+struct sq_daemon__job {
+    struct sq_daemon__job *next;
+    int64_t id;
+    struct sq_daemon__req *req;
+    volatile int stop;  /* the run's stop flag (cfg.stop): atomic stores and loads */
+    bool shutting_down; /* stopped because the daemon shuts down (under d->mu) */
+};
+
+/* A held API request waiting for the ops thread. gone() clears h. */
+struct sq_daemon__pending {
+    struct sq_daemon *d;
+    struct sq_server_hold *h;
+    char *headers; /* extra header lines for the answer (CORS), owned */
+    int64_t t0;    /* --access-log: when the request came, and its method and path */
+    char what[224];
+};
+
+enum sq_daemon__op_kind { OP_CREATE, OP_VALIDATE, OP_CANCEL, OP_DELETE, OP_PRUNE };
+
+struct sq_daemon__op {
+    struct sq_daemon__op *next;
+    enum sq_daemon__op_kind kind;
+    struct sq_daemon__pending *p; /* NULL for OP_PRUNE */
+    int64_t id;
+    char *body; /* OP_CREATE, OP_VALIDATE: the request body (owned, NUL-terminated) */
+    size_t body_len;
+};
+
+SQ_MUST_CHECK int sq_daemon__threads_start(struct sq_daemon *d, char *err, size_t len);
+/* Stops the runner (its run stopped gracefully, queued runs cancelled) and the ops thread. */
+void sq_daemon__threads_stop(struct sq_daemon *d);
+/* Hands op to the ops thread (which frees it). Returns 0 or -ESHUTDOWN (op freed, not run). */
+int sq_daemon__op_push(struct sq_daemon *d, struct sq_daemon__op *op);
+void sq_daemon__op_free(struct sq_daemon__op *op);
+/* API thread: stops run id if it is the one running (true), under d->mu. */
+bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id);
+/* API thread: takes run id out of the queue (true when it was there). */
+bool sq_daemon__dequeue(struct sq_daemon *d, int64_t id);
+
+/* ---- api.c ---- */
+
+void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp);
+void sq_daemon__pending_gone(void *ud);
+void sq_daemon__pending_free(struct sq_daemon__pending *p);
+/* Any thread: answers p on the API thread (status, JSON body; body is taken). */
+void sq_daemon__answer(struct sq_daemon *d, struct sq_daemon__pending *p, int status, char *body,
+                       const char *extra_headers);
+/* {"error": msg} as JSON text (malloc'd, never NULL). */
+char *sq_daemon__error_body(const char *msg);
+/* Unix ms as "2024-05-01T12:00:00.123Z"; "" for 0. */
+void sq_daemon__iso_time(int64_t ms, char *buf, size_t len);
+/* A run as the list shows it (no request, no result). */
+json_t *sq_daemon__run_json(const struct sq_store_run *r);
+void sq_daemon__log(struct sq_daemon *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- config.c ---- */
+
+/* GET /config: {key: {"value", "applies", "description"}} (under d->mu). */
+json_t *sq_daemon__config_json(struct sq_daemon *d);
+/* PUT /config: checks every key, then applies them all (or none). Returns 0, -SQ_EUSAGE with
+ * err naming the key, or -ENOMEM. */
+SQ_MUST_CHECK int sq_daemon__config_put(struct sq_daemon *d, const json_t *obj, char *err,
+                                        size_t len);
+
+/* ---- metrics.c ---- */
+
+/* Renders the Prometheus text exposition (API thread). Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *out);
+/* Label value escaping for the exposition format (\\, \" and \n). */
+void sq_daemon__prom_label(struct sq_buf *b, const char *s);
+
+/* ---- dashboard.c ---- */
+
+/* The dashboard page: uPlot and web/dashboard/ inlined into one HTML document (built once). */
+SQ_MUST_CHECK int sq_daemon__page(char **out, size_t *len);
+extern const char sq_daemon__page_csp[];
+
+/* The answer the API thread is building (its body and header lines): the server copies both
+ * before the handler's caller returns, so one serves every request. */
+struct sq_daemon__out {
+    struct sq_buf body;
+    char hdrs[2048];
+    size_t hlen;
+    bool held; /* handed to the ops thread: counted when answered */
+};
+
+/* ---- the daemon ---- */
+
+struct sq_daemon {
+    FILE *log;
+    bool access_log;
+    char *host, *data_dir, *token, *cors_origin, *cors_headers;
+    size_t token_len;
+    bool check_host; /* loopback without a token: only loopback Host headers (DNS rebinding) */
+    struct sq_store *store;
+    struct sq_server *srv;
+    uint16_t port;
+    int64_t start_wall_ms, start_ns;
+    pthread_mutex_t log_mu;
+
+    pthread_mutex_t mu; /* guards cfg, the queue and running */
+    pthread_cond_t q_cv;
+    struct sq_daemon_config cfg;
+    struct sq_daemon__job *q_head, *q_tail;
+    size_t q_len;
+    struct sq_daemon__job *running;
+    bool q_stop;
+    pthread_t runner;
+    bool runner_started;
+
+    pthread_mutex_t ops_mu;
+    pthread_cond_t ops_cv;
+    struct sq_daemon__op *ops_head, *ops_tail;
+    bool ops_stop, ops_started;
+    pthread_t ops;
+
+    /* API thread only */
+    struct sq_daemon__live *cur, *last;
+    struct sq_daemon__sub *subs;
+    size_t nsubs;
+    uint64_t sse_total;
+    uint64_t answers[6]; /* API answers by status class ([0]: other) */
+    uint64_t unauthorized;
+    char *page;
+    size_t page_len;
+    struct sq_daemon__out out; /* the answer being built */
+    struct sq_buf live_body;   /* GET /runs/{id}/live's first bytes */
+    char live_hdrs[1024];
+    bool shut;
+};
+
+#endif

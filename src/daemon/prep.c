@@ -1,0 +1,371 @@
+/* daemon/prep.c - a run request (the body of POST /runs): parsed, checked against the caps, set
+ * up for the engine, and its result document built - with the CLI's own code (engine/quick.h,
+ * engine/planrun.h, plan's sq_plan_load_text, output's document builders), so the daemon and the
+ * CLI refuse the same requests with the same words and write the same document for the same
+ * run.
+ *
+ * A request is set up twice: once on the ops thread when it arrives (everything the CLI checks
+ * before a run, DNS and TLS files included, so a bad request is refused before it is queued;
+ * then the caps and the allowlist on the run it would be), and again on the runner when its turn
+ * comes (fresh DNS, a fresh TLS context: a run may wait long in the queue). Parsing happens on
+ * the ops thread only: the quick face's parser uses getopt_long, which is not thread-safe.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "daemon/internal.h"
+#include "engine/flags.h"
+#include "engine/planrun.h"
+#include "engine/quick.h"
+#include "engine/verdict.h"
+#include "output/json.h"
+#include "output/plan_json.h"
+#include "plan/exec.h"
+#include "plan/plan.h"
+
+#define PLAN_NAME_DEFAULT "plan.yaml"
+
+struct sq_daemon__req {
+    enum sq_store_kind kind;
+    /* quick: the options (parsed on the ops thread; they own what they built) and the run */
+    struct sq_quick_opts qo;
+    struct sq_quick_run qr;
+    bool qr_set;
+    /* plan: the loaded plan, the face's options and the run, its threshold watch and verdicts */
+    char *plan_name;
+    struct sq_plan *plan;
+    struct sq_planrun_opts po;
+    struct sq_planrun pr;
+    bool pr_set;
+    struct sq_planrun_watch watch;
+    bool watch_set;
+    struct sq_th_verdicts verdicts;
+};
+
+static int fail(char *err, size_t len, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t len, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static char *dupstr(const char *s)
+{
+    size_t n = strlen(s);
+    char *p = malloc(n + 1);
+    if (p)
+        memcpy(p, s, n + 1);
+    return p;
+}
+
+/* The highest rate an executor reaches, per second. */
+static double peak_rate(const struct sq_exec *e)
+{
+    if (!sq_exec_is_open(e))
+        return 0;
+    double unit = e->time_unit_ns > 0 ? (double)e->time_unit_ns / 1e9 : 1.0;
+    double r = e->rate > e->start_rate ? e->rate : e->start_rate;
+    for (uint32_t i = 0; i < e->nstages; i++)
+        if (e->stages[i].target > r)
+            r = e->stages[i].target;
+    return r / unit;
+}
+
+/* vus, the summed peak rate and the longest scenario's end (start offset and graceful stop
+ * included) against the caps. */
+static int check_caps(uint64_t vus, double rate, int64_t length_ns,
+                      const struct sq_daemon_config *c, char *err, size_t len)
+{
+    if (vus > c->max_vus)
+        return fail(err, len, -SQ_ERANGE,
+                    "max_vus: the run needs %llu VUs (connections), over the cap of %llu",
+                    (unsigned long long)vus, (unsigned long long)c->max_vus);
+    if (rate > c->max_rate)
+        return fail(err, len, -SQ_ERANGE,
+                    "max_rate: the run asks for %.10g requests/s, over the cap of %.10g", rate,
+                    c->max_rate);
+    if (length_ns > c->max_duration_ns)
+        return fail(err, len, -SQ_ERANGE,
+                    "max_duration: the run may last %.10gs, over the cap of %.10gs",
+                    (double)length_ns / 1e9, (double)c->max_duration_ns / 1e9);
+    return 0;
+}
+
+static int check_host(const struct sq_daemon_config *c, const char *host, char *err, size_t len)
+{
+    if (c->nallow == 0)
+        return 0;
+    for (size_t i = 0; i < c->nallow; i++)
+        if (strcasecmp(c->allow_hosts[i], host) == 0)
+            return 0;
+    return fail(err, len, -EACCES, "allow_hosts: '%s' is not a target this daemon may load", host);
+}
+
+/* ---- quick ---- */
+
+static int quick_parse(struct sq_daemon__req *r, const json_t *q,
+                       const struct sq_daemon_config *cfg, char *err, size_t len)
+{
+    sq_quick_opts_init(&r->qo); /* first: sq_daemon__req_free disposes it */
+    if (!json_is_object(q))
+        return fail(err, len, -SQ_EUSAGE, "quick: expects an object of options");
+    int rc = sq_quick_from_json(&r->qo, q, err, len);
+    if (rc < 0)
+        return rc;
+    /* the daemon's defaults where the request says nothing */
+    if (!json_object_get(q, "threads"))
+        r->qo.threads = cfg->threads;
+    if (!json_object_get(q, "timeout") && cfg->timeout_ns)
+        r->qo.timeout_ns = cfg->timeout_ns;
+    if (!json_object_get(q, "connect-timeout") && cfg->connect_timeout_ns)
+        r->qo.connect_timeout_ns = cfg->connect_timeout_ns;
+    return 0;
+}
+
+static int quick_check(struct sq_daemon__req *r, const struct sq_daemon_config *cfg, char *err,
+                       size_t len)
+{
+    struct sq_quick_run qr;
+    int rc = sq_quick_prepare(&qr, &r->qo, err, len);
+    if (rc == 0) {
+        const struct sq_exec *e = &qr.cfg.exec;
+        rc = check_caps(sq_exec_max_vus(e), peak_rate(e),
+                        sq_exec_length_ns(e) + e->graceful_stop_ns, cfg, err, len);
+    }
+    if (rc == 0)
+        rc = check_host(cfg, qr.url.host, err, len);
+    sq_quick_run_dispose(&qr);
+    return rc;
+}
+
+/* ---- plan ---- */
+
+static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t *p,
+                      const struct sq_daemon_config *cfg, char *err, size_t len)
+{
+    if (!json_is_string(p))
+        return fail(err, len, -SQ_EUSAGE, "plan: expects the plan's YAML text (a string)");
+    const json_t *file = json_object_get(body, "file");
+    if (file && (!json_is_string(file) || !json_string_length(file) ||
+                 json_string_length(file) > 200 || strpbrk(json_string_value(file), "\r\n/")))
+        return fail(err, len, -SQ_EUSAGE, "file: expects the plan's file name (no directory)");
+    r->plan_name = dupstr(file ? json_string_value(file) : PLAN_NAME_DEFAULT);
+    if (!r->plan_name)
+        return fail(err, len, -ENOMEM, "out of memory");
+    struct sq_plan_error pe;
+    memset(&pe, 0, sizeof(pe));
+    int rc = sq_plan_load_text(r->plan_name, json_string_value(p), json_string_length(p), NULL,
+                               &r->plan, &pe);
+    if (rc < 0) {
+        if (rc == -ENOMEM)
+            return fail(err, len, rc, "out of memory");
+        sq_plan_error_format(&pe, err, len);
+        return -SQ_EPARSE;
+    }
+    if ((rc = sq_thresholds_check(r->plan, err, len)) < 0)
+        return -SQ_EPARSE;
+    /* A plan's script: is Lua with io and os, sent by a client: refused before it is loaded (the
+     * hooks check would run it), on /validate too. */
+    if (r->plan->script)
+        return fail(err, len, -SQ_EPARSE,
+                    "%s:%u:%u: script: the daemon runs no Lua from plans (no hooks here)",
+                    r->plan_name, r->plan->script_loc.line, r->plan->script_loc.col);
+    sq_planrun_opts_init(&r->po);
+    r->po.plan = r->plan_name;
+    r->po.refuse_scripts = true;
+    r->po.threads = cfg->threads;
+    if (cfg->timeout_ns)
+        r->po.timeout_ns = cfg->timeout_ns;
+    if (cfg->connect_timeout_ns)
+        r->po.connect_timeout_ns = cfg->connect_timeout_ns;
+    return 0;
+}
+
+static int plan_check(struct sq_daemon__req *r, const struct sq_daemon_config *cfg, char *err,
+                      size_t len)
+{
+    struct sq_planrun pr;
+    int rc = sq_planrun_prepare(&pr, r->plan, &r->po, err, len);
+    if (rc == 0) {
+        double rate = 0;
+        int64_t l = 0;
+        for (size_t i = 0; i < r->plan->nscenarios; i++) {
+            const struct sq_exec *e = &pr.scens[i].exec;
+            rate += peak_rate(e);
+            int64_t end = pr.scens[i].start_ns + sq_exec_length_ns(e) + e->graceful_stop_ns;
+            if (end > l)
+                l = end;
+        }
+        rc = check_caps(pr.vus, rate, l, cfg, err, len);
+    }
+    if (rc == 0)
+        rc = check_host(cfg, pr.url.host, err, len);
+    sq_planrun_dispose(&pr);
+    return rc;
+}
+
+/* ---- the entry points ---- */
+
+static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool check,
+                 struct sq_daemon__req **out, struct sq_daemon__req_info *info, char *err,
+                 size_t len)
+{
+    memset(info, 0, sizeof(*info));
+    if (!json_is_object(body))
+        return fail(err, len, -SQ_EUSAGE, "the body must be a JSON object");
+    const json_t *q = json_object_get(body, "quick"), *p = json_object_get(body, "plan");
+    const json_t *name = json_object_get(body, "name");
+    if (q && p)
+        return fail(err, len, -SQ_EUSAGE, "give either \"quick\" or \"plan\", not both");
+    if (!q && !p)
+        return fail(err, len, -SQ_EUSAGE,
+                    "the body needs \"quick\" (the quick face's options) or \"plan\" (YAML)");
+    if (name && (!json_is_string(name) || json_string_length(name) > 200))
+        return fail(err, len, -SQ_EUSAGE, "name: expects a string (at most 200 bytes)");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)body, k, v)
+    {
+        if (strcmp(k, "quick") && strcmp(k, "plan") && strcmp(k, "name") && strcmp(k, "file"))
+            return fail(err, len, -SQ_EUSAGE, "unknown key '%s' (quick, plan, file, name)", k);
+    }
+    if (q && json_object_get(body, "file"))
+        return fail(err, len, -SQ_EUSAGE, "file: goes with \"plan\"");
+    struct sq_daemon__req *r = calloc(1, sizeof(*r));
+    if (!r)
+        return fail(err, len, -ENOMEM, "out of memory");
+    r->kind = q ? SQ_STORE_QUICK : SQ_STORE_PLAN;
+    int rc = q ? quick_parse(r, q, cfg, err, len) : plan_parse(r, body, p, cfg, err, len);
+    if (rc == 0 && check)
+        rc = q ? quick_check(r, cfg, err, len) : plan_check(r, cfg, err, len);
+    if (rc < 0) {
+        sq_daemon__req_free(r);
+        return rc;
+    }
+    info->kind = r->kind;
+    snprintf(info->target, sizeof(info->target), "%s", q ? r->qo.url : r->plan->target);
+    snprintf(info->name, sizeof(info->name), "%s",
+             name ? json_string_value(name)
+             : q  ? ""
+                  : r->plan_name);
+    *out = r;
+    return 0;
+}
+
+int sq_daemon__req_parse(const json_t *body, const struct sq_daemon_config *cfg,
+                         struct sq_daemon__req **out, struct sq_daemon__req_info *info, char *err,
+                         size_t len)
+{
+    return parse(body, cfg, true, out, info, err, len);
+}
+
+int sq_daemon__req_validate(const json_t *body, char **describe, char *err, size_t len)
+{
+    struct sq_daemon_config c;
+    sq_daemon_config_init(&c);
+    struct sq_daemon__req *r = NULL;
+    struct sq_daemon__req_info info;
+    int rc = parse(body, &c, false, &r, &info, err, len);
+    sq_daemon_config_dispose(&c);
+    if (rc < 0)
+        return rc;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) {
+        sq_daemon__req_free(r);
+        return fail(err, len, -ENOMEM, "out of memory");
+    }
+    if (r->kind == SQ_STORE_PLAN) {
+        sq_plan_describe(r->plan, f);
+        fputs("plan OK\n", f);
+    } else {
+        fprintf(f, "%s %s\nrequest OK\n", r->qo.method, r->qo.url);
+    }
+    fclose(f);
+    sq_daemon__req_free(r);
+    *describe = buf;
+    return buf ? 0 : -ENOMEM;
+}
+
+int sq_daemon__req_setup(struct sq_daemon__req *r, struct sq_run_config **cfg, char *err,
+                         size_t len)
+{
+    int rc;
+    uint64_t need;
+    if (r->kind == SQ_STORE_QUICK) {
+        rc = sq_quick_prepare(&r->qr, &r->qo, err, len);
+        r->qr_set = true;
+        if (rc < 0)
+            return rc;
+        *cfg = &r->qr.cfg;
+        need = r->qr.conns;
+    } else {
+        rc = sq_planrun_prepare(&r->pr, r->plan, &r->po, err, len);
+        r->pr_set = true;
+        if (rc < 0)
+            return rc;
+        if ((rc = sq_planrun_watch_init(&r->watch, r->plan)) < 0)
+            return fail(err, len, rc, "out of memory");
+        r->watch_set = true;
+        *cfg = &r->pr.cfg;
+        need = r->pr.vus;
+    }
+    return sq_net_raise_nofile(need, r->kind == SQ_STORE_QUICK ? "connections" : "VUs", err, len);
+}
+
+bool sq_daemon__req_tick(struct sq_daemon__req *r, const struct sq_second *s,
+                         const struct sq_hist *h, const char **why)
+{
+    if (!r->watch_set || !sq_planrun_watch_tick(&r->watch, s, h))
+        return false;
+    *why = r->watch.why;
+    return true;
+}
+
+json_t *sq_daemon__req_doc(struct sq_daemon__req *r, struct sq_result *res)
+{
+    if (r->kind == SQ_STORE_QUICK)
+        return sq_report_quick_doc(&r->qr, res);
+    if (sq_planrun_finish(&r->pr, r->watch_set ? &r->watch : NULL, res, &r->verdicts) < 0)
+        return NULL;
+    return sq_report_planrun_doc(&r->pr, res, &r->verdicts);
+}
+
+void sq_daemon__req_shape(const struct sq_daemon__req *r, uint32_t *workers, uint64_t *vus)
+{
+    if (r->kind == SQ_STORE_QUICK) {
+        *workers = sq_run_workers(&r->qr.cfg);
+        *vus = sq_exec_max_vus(&r->qr.cfg.exec);
+    } else {
+        *workers = sq_run_workers(&r->pr.cfg);
+        *vus = r->pr.vus;
+    }
+}
+
+void sq_daemon__req_free(struct sq_daemon__req *r)
+{
+    if (!r)
+        return;
+    if (r->qr_set)
+        sq_quick_run_dispose(&r->qr);
+    if (r->kind == SQ_STORE_QUICK)
+        sq_quick_opts_dispose(&r->qo);
+    if (r->pr_set)
+        sq_planrun_dispose(&r->pr);
+    if (r->watch_set)
+        sq_planrun_watch_dispose(&r->watch);
+    sq_th_verdicts_dispose(&r->verdicts);
+    sq_plan_free(r->plan);
+    free(r->plan_name);
+    free(r);
+}

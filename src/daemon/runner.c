@@ -1,0 +1,791 @@
+/* daemon/runner.c - the run queue, the runner thread and the ops thread (daemon/internal.h has
+ * who owns what).
+ *
+ * The runner takes the oldest queued job, marks it running in the store, sets it up (DNS, TLS:
+ * the same code as the CLI), and runs the engine on this thread. Each second the engine's tick
+ * (on this thread) appends the second to the store - one transaction, so a kill -9 loses at
+ * most that second - renders the second's event once and posts a wake-up to the API thread.
+ * When the run ends its result document and histograms are stored in one durable transaction
+ * before the API hears of the end, so a client that sees "finished" can always read the result.
+ *
+ * The ops thread does, in order, what the API thread must not wait for: it parses requests
+ * (the quick face's parser uses getopt_long, which is not thread-safe: only this thread
+ * parses), writes the store durably (create, cancel, delete) and prunes after each run.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "daemon/internal.h"
+#include "output/json.h"
+#include "stats/hist.h"
+
+/* ---- posts to the API thread ---- */
+
+enum { LIVE_BEGIN, LIVE_TICK, LIVE_END };
+
+struct live_post {
+    struct sq_daemon *d;
+    struct sq_daemon__live *l;
+    int what;
+};
+
+static void on_live_post(void *ud)
+{
+    struct live_post *p = ud;
+    if (p->what == LIVE_BEGIN)
+        sq_daemon__live_begin(p->d, p->l);
+    else if (p->what == LIVE_TICK)
+        sq_daemon__live_tick(p->d, p->l);
+    else
+        sq_daemon__live_end(p->d, p->l);
+    free(p);
+}
+
+/* Returns false when the post could not be made (the API thread then never hears of it). */
+static bool live_post(struct sq_daemon *d, struct sq_daemon__live *l, int what)
+{
+    struct live_post *p = malloc(sizeof(*p));
+    if (!p)
+        return false;
+    *p = (struct live_post){d, l, what};
+    if (sq_server_post(d->srv, 0, on_live_post, p) < 0) {
+        free(p);
+        return false;
+    }
+    return true;
+}
+
+struct cancel_post {
+    struct sq_daemon *d;
+    int64_t id;
+    enum sq_store_status st;
+    char reason[128];
+};
+
+static void on_cancel_post(void *ud)
+{
+    struct cancel_post *p = ud;
+    sq_daemon__live_cancelled(p->d, p->id, p->st, p->reason);
+    free(p);
+}
+
+static void cancel_post(struct sq_daemon *d, int64_t id, const char *reason)
+{
+    struct cancel_post *p = malloc(sizeof(*p));
+    if (!p)
+        return;
+    p->d = d;
+    p->id = id;
+    p->st = SQ_STORE_STOPPED;
+    snprintf(p->reason, sizeof(p->reason), "%s", reason);
+    if (sq_server_post(d->srv, 0, on_cancel_post, p) < 0)
+        free(p);
+}
+
+/* ---- config copies (the ops and runner threads read the config through a copy) ---- */
+
+static int config_copy(struct sq_daemon *d, struct sq_daemon_config *out)
+{
+    pthread_mutex_lock(&d->mu);
+    *out = d->cfg;
+    int rc = 0;
+    for (size_t i = 0; i < out->nallow; i++) {
+        out->allow_hosts[i] = strdup(d->cfg.allow_hosts[i]);
+        if (!out->allow_hosts[i]) {
+            out->nallow = i;
+            rc = -ENOMEM;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ---- the run of one job ---- */
+
+struct tick_ctx {
+    struct sq_daemon *d;
+    struct sq_daemon__job *job;
+    struct sq_daemon__live *l;
+    struct sq_hist *total; /* every second merged: the running percentiles and buckets */
+    struct sq_daemon__totals t;
+    int64_t idx;
+    bool store_failed;
+    const char *abort_why;
+};
+
+static void totals_latency(struct sq_daemon__totals *t, const struct sq_hist *h)
+{
+    int64_t n = sq_hist_total(h);
+    if (n) {
+        t->p50_us = sq_hist_percentile(h, 50);
+        t->p90_us = sq_hist_percentile(h, 90);
+        t->p99_us = sq_hist_percentile(h, 99);
+        t->max_us = sq_hist_max(h);
+    }
+    for (int i = 0; i < SQ_DAEMON_NBUCKETS - 1; i++)
+        t->bucket[i] =
+            (uint64_t)sq_hist_count_between(h, 0, (int64_t)llround(sq_daemon__buckets_s[i] * 1e6));
+    t->bucket[SQ_DAEMON_NBUCKETS - 1] = (uint64_t)n;
+    t->lat_sum_s = sq_hist_mean(h) * (double)n / 1e6;
+}
+
+static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
+                    const struct sq_hist *hu)
+{
+    SQ_UNUSED(hu);
+    struct tick_ctx *x = ud;
+    struct sq_daemon__totals *t = &x->t;
+    t->elapsed_s = s->t_s;
+    t->sent += s->sent;
+    t->completed += s->completed;
+    t->failed += s->failed;
+    t->dropped += s->dropped;
+    t->errors += s->errors;
+    t->bytes_received += s->bytes_received;
+    for (int i = 0; i < 6; i++)
+        t->status[i] += s->status[i];
+    for (int k = 0; k < SQ_ERRK_COUNT; k++)
+        t->errk[k] += s->errk[k];
+    t->vus = s->active;
+    t->in_flight = t->sent >= t->completed + t->failed ? t->sent - t->completed - t->failed : 0;
+    t->rps = s->len_s > 0 ? (double)s->completed / s->len_s : 0;
+    sq_hist_merge(x->total, h);
+    totals_latency(t, x->total);
+
+    char *totals = sq_daemon__totals_json(t);
+    size_t tl = totals ? strlen(totals) : 0;
+    char *extra = totals ? malloc(tl + 16) : NULL;
+    if (extra)
+        snprintf(extra, tl + 16, "{\"totals\":%s}", totals);
+    struct sq_store_second ss = {
+        .idx = x->idx,
+        .t_s = s->t_s,
+        .len_s = s->len_s,
+        .sent = s->sent,
+        .completed = s->completed,
+        .failed = s->failed,
+        .errors = s->errors,
+        .dropped = s->dropped,
+        .bytes = s->bytes_received,
+        .active = s->active,
+        .p50_us = s->p50_us,
+        .p90_us = s->p90_us,
+        .p99_us = s->p99_us,
+        .max_us = s->max_us,
+        .extra = extra,
+    };
+    char err[256];
+    if (sq_store_series_append(x->d->store, x->job->id, &ss, err, sizeof(err)) < 0 &&
+        !x->store_failed) {
+        x->store_failed = true;
+        sq_daemon__log(x->d, "run %lld: the series could not be stored: %s", (long long)x->job->id,
+                       err);
+    }
+    free(extra);
+    char *ev = sq_daemon__event_second(x->job->id, x->idx, s, totals);
+    free(totals);
+    struct sq_daemon__live *l = x->l;
+    pthread_mutex_lock(&l->mu);
+    if (ev && l->nev == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->ev, cap * sizeof(*v));
+        if (v) {
+            l->ev = v;
+            l->cap = cap;
+        }
+    }
+    if (ev && l->nev < l->cap) {
+        l->ev[l->nev++] = ev;
+        ev = NULL;
+    }
+    l->t = *t;
+    pthread_mutex_unlock(&l->mu);
+    free(ev);
+    live_post(x->d, l, LIVE_TICK);
+    x->idx++;
+    const char *why = NULL;
+    if (!x->abort_why && sq_daemon__req_tick(x->job->req, s, h, &why)) {
+        x->abort_why = why ? why : "a threshold with abortOnFail failed";
+        __atomic_store_n(&x->job->stop, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* The totals at the end, from the result itself (exact: /metrics then equals the document). */
+static void final_totals(struct sq_daemon__totals *t, const struct sq_result *res)
+{
+    t->sent = res->c.sent;
+    t->completed = res->c.completed;
+    t->failed = res->c.failed;
+    t->dropped = res->c.dropped;
+    t->bytes_received = res->c.bytes_received;
+    t->errors = 0;
+    for (int i = 0; i < 6; i++)
+        t->status[i] = res->c.status[i];
+    for (int k = 0; k < SQ_ERRK_COUNT; k++) {
+        t->errk[k] = res->c.errors[k];
+        t->errors += res->c.errors[k];
+    }
+    t->in_flight = 0;
+    t->vus = 0;
+    t->elapsed_s = (double)res->duration_ns / 1e9;
+    if (res->latency) {
+        t->p50_us = t->p90_us = t->p99_us = t->max_us = 0;
+        totals_latency(t, res->latency);
+    }
+    t->ended = true;
+}
+
+/* Ends the live run: its last event and totals, then the post that gives it to the API. */
+static void live_finish(struct sq_daemon *d, struct sq_daemon__live *l, enum sq_store_status st,
+                        const char *reason, const char *doc, size_t doc_len,
+                        const struct sq_daemon__totals *t)
+{
+    char *end = sq_daemon__event_end(l->id, st, reason, doc, doc_len);
+    pthread_mutex_lock(&l->mu);
+    l->end_ev = end ? end : strdup("event: end\ndata: {}\n\n");
+    l->status = st;
+    if (t)
+        l->t = *t;
+    l->t.ended = true;
+    pthread_mutex_unlock(&l->mu);
+    if (!live_post(d, l, LIVE_END))
+        sq_daemon__log(d, "run %lld: the API could not be told the run ended", (long long)l->id);
+}
+
+static const char *status_word(enum sq_store_status st)
+{
+    return sq_store_status_name(st);
+}
+
+static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
+{
+    char err[2048];
+    struct sq_daemon__live *l = NULL;
+    if (sq_daemon__live_new(job->id, &l) < 0) {
+        struct sq_store_end e = {.status = SQ_STORE_FAILED, .reason = "out of memory"};
+        if (sq_store_run_end(d->store, job->id, &e, err, sizeof(err)) < 0)
+            sq_daemon__log(d, "run %lld: %s", (long long)job->id, err);
+        return;
+    }
+    if (sq_store_run_start(d->store, job->id, err, sizeof(err)) < 0) {
+        sq_daemon__log(d, "run %lld could not start: %s", (long long)job->id, err);
+        sq_daemon__live_free(l);
+        return;
+    }
+    l->started_ms = 0;
+    struct sq_store_run sr;
+    if (sq_store_run_get(d->store, job->id, &sr, err, sizeof(err)) == 0) {
+        snprintf(l->kind, sizeof(l->kind), "%s", sq_store_kind_name(sr.kind));
+        snprintf(l->name, sizeof(l->name), "%s", sr.name);
+        snprintf(l->target, sizeof(l->target), "%s", sr.target);
+        l->started_ms = sr.started_ms;
+        sq_store_run_dispose(&sr);
+    }
+    struct sq_run_config *cfg = NULL;
+    int rc = sq_daemon__req_setup(job->req, &cfg, err, sizeof(err));
+    if (rc == 0)
+        sq_daemon__req_shape(job->req, &l->workers, &l->vus_max);
+    if (!live_post(d, l, LIVE_BEGIN)) {
+        /* the API will not know of it: run it all the same, its result is what matters */
+        sq_daemon__log(d, "run %lld: the API could not be told the run started",
+                       (long long)job->id);
+    }
+    sq_daemon__log(d, "run %lld started", (long long)job->id);
+    struct sq_result res = {0};
+    struct tick_ctx x = {.d = d, .job = job, .l = l};
+    enum sq_store_status st = SQ_STORE_FAILED;
+    const char *reason = NULL;
+    char why_buf[512] = "";
+    json_t *doc = NULL;
+    if (rc < 0) {
+        snprintf(why_buf, sizeof(why_buf), "%.500s", err);
+        reason = why_buf;
+    } else if ((rc = sq_latency_hist_new(&x.total)) < 0) {
+        reason = "out of memory";
+    } else {
+        cfg->stop = &job->stop;
+        cfg->on_tick = on_tick;
+        cfg->tick_ud = &x;
+        const char *why = NULL;
+        rc = sq_run(cfg, &res, &why);
+        if (rc < 0) {
+            snprintf(why_buf, sizeof(why_buf), "%s: %s", why ? why : "the run could not start",
+                     sq_strerror(rc));
+            reason = why_buf;
+        } else {
+            doc = sq_daemon__req_doc(job->req, &res);
+            bool stopped = __atomic_load_n(&job->stop, __ATOMIC_RELAXED) && !x.abort_why;
+            if (stopped) {
+                pthread_mutex_lock(&d->mu); /* written under it by sq_daemon__threads_stop */
+                bool shut = job->shutting_down;
+                pthread_mutex_unlock(&d->mu);
+                st = SQ_STORE_STOPPED;
+                reason = shut ? "the daemon shut down" : "stopped by request";
+            } else if (x.abort_why) {
+                st = SQ_STORE_FAILED;
+                snprintf(why_buf, sizeof(why_buf), "%s", x.abort_why);
+                reason = why_buf;
+            } else if (res.aborted) {
+                st = SQ_STORE_FAILED;
+                snprintf(why_buf, sizeof(why_buf), "%s", res.abort_reason);
+                reason = why_buf;
+            } else if (res.c.completed == 0) {
+                st = SQ_STORE_FAILED;
+                reason = "no request succeeded";
+            } else {
+                st = SQ_STORE_FINISHED;
+            }
+            if (!doc) {
+                st = SQ_STORE_FAILED;
+                reason = "out of memory building the result";
+            }
+        }
+    }
+    char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(doc);
+    if (doc && !text) {
+        st = SQ_STORE_FAILED;
+        reason = "out of memory building the result";
+    }
+    unsigned char *hb = NULL, *hub = NULL;
+    size_t hl = 0, hul = 0;
+    if (text && res.latency && sq_hist_encode(res.latency, &hb, &hl) < 0)
+        hb = NULL, hl = 0;
+    if (text && res.latency_uncorrected && sq_hist_encode(res.latency_uncorrected, &hub, &hul) < 0)
+        hub = NULL, hul = 0;
+    struct sq_store_end e = {
+        .status = st,
+        .reason = reason,
+        .doc = text,
+        .doc_len = text ? strlen(text) : 0,
+        .hist = hb,
+        .hist_len = hl,
+        .hist_uncorrected = hub,
+        .hist_uncorrected_len = hul,
+    };
+    if (sq_store_run_end(d->store, job->id, &e, err, sizeof(err)) < 0) {
+        sq_daemon__log(d, "run %lld: the result could not be stored: %s", (long long)job->id, err);
+        e.status = st = SQ_STORE_FAILED;
+        e.reason = reason = "the result could not be stored";
+        e.doc = NULL;
+        if (sq_store_run_end(d->store, job->id, &e, err, sizeof(err)) < 0)
+            sq_daemon__log(d, "run %lld: %s", (long long)job->id, err);
+    }
+    struct sq_daemon__totals t = x.t;
+    if (rc == 0 && res.latency)
+        final_totals(&t, &res);
+    if (st == SQ_STORE_FINISHED)
+        sq_daemon__log(d, "run %lld finished: %llu requests, %.1f req/s", (long long)job->id,
+                       (unsigned long long)res.c.completed,
+                       res.duration_ns > 0 ? (double)res.c.completed * 1e9 / (double)res.duration_ns
+                                           : 0.0);
+    else
+        sq_daemon__log(d, "run %lld %s: %s", (long long)job->id, status_word(st),
+                       reason ? reason : "");
+    live_finish(d, l, st, reason, text, text ? strlen(text) : 0, &t);
+    free(text);
+    free(hb);
+    free(hub);
+    sq_hist_free(x.total);
+    sq_result_dispose(&res);
+}
+
+/* ---- the runner thread ---- */
+
+static void *runner_main(void *arg)
+{
+    struct sq_daemon *d = arg;
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        while (!d->q_head && !d->q_stop)
+            pthread_cond_wait(&d->q_cv, &d->mu);
+        if (d->q_stop) {
+            pthread_mutex_unlock(&d->mu);
+            break;
+        }
+        struct sq_daemon__job *job = d->q_head;
+        d->q_head = job->next;
+        if (!d->q_head)
+            d->q_tail = NULL;
+        d->q_len--;
+        d->running = job;
+        pthread_mutex_unlock(&d->mu);
+
+        run_job(d, job);
+
+        pthread_mutex_lock(&d->mu);
+        d->running = NULL;
+        pthread_mutex_unlock(&d->mu);
+        sq_daemon__req_free(job->req);
+        free(job);
+        struct sq_daemon__op *op = calloc(1, sizeof(*op));
+        if (op) {
+            op->kind = OP_PRUNE;
+            (void)sq_daemon__op_push(d, op);
+        }
+    }
+    return NULL;
+}
+
+bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id)
+{
+    bool hit = false;
+    pthread_mutex_lock(&d->mu);
+    if (d->running && d->running->id == id) {
+        __atomic_store_n(&d->running->stop, 1, __ATOMIC_RELAXED);
+        hit = true;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return hit;
+}
+
+bool sq_daemon__dequeue(struct sq_daemon *d, int64_t id)
+{
+    struct sq_daemon__job *hit = NULL;
+    pthread_mutex_lock(&d->mu);
+    for (struct sq_daemon__job **pp = &d->q_head; *pp; pp = &(*pp)->next) {
+        if ((*pp)->id == id) {
+            hit = *pp;
+            *pp = hit->next;
+            if (d->q_tail == hit) {
+                d->q_tail = NULL;
+                for (struct sq_daemon__job *j = d->q_head; j; j = j->next)
+                    d->q_tail = j;
+            }
+            d->q_len--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (!hit)
+        return false;
+    sq_daemon__req_free(hit->req);
+    free(hit);
+    return true;
+}
+
+/* ---- the ops thread ---- */
+
+void sq_daemon__op_free(struct sq_daemon__op *op)
+{
+    if (!op)
+        return;
+    free(op->body);
+    free(op);
+}
+
+int sq_daemon__op_push(struct sq_daemon *d, struct sq_daemon__op *op)
+{
+    pthread_mutex_lock(&d->ops_mu);
+    if (d->ops_stop) {
+        pthread_mutex_unlock(&d->ops_mu);
+        if (op->p)
+            sq_daemon__answer(d, op->p, 503, sq_daemon__error_body("the daemon is shutting down"),
+                              NULL);
+        sq_daemon__op_free(op);
+        return -ESHUTDOWN;
+    }
+    op->next = NULL;
+    if (d->ops_tail)
+        d->ops_tail->next = op;
+    else
+        d->ops_head = op;
+    d->ops_tail = op;
+    pthread_cond_signal(&d->ops_cv);
+    pthread_mutex_unlock(&d->ops_mu);
+    return 0;
+}
+
+/* Parses an API body: an object, with duplicate keys refused. NULL with err set otherwise. */
+static json_t *body_json(const struct sq_daemon__op *op, char *err, size_t len)
+{
+    json_error_t je;
+    json_t *j = json_loadb(op->body ? op->body : "", op->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        snprintf(err, len, "the body is not JSON: %s (line %d, column %d)", je.text, je.line,
+                 je.column);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        snprintf(err, len, "the body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+static int status_of(int rc)
+{
+    switch (rc) {
+    case -SQ_EUSAGE:
+    case -SQ_EPARSE:
+    case -SQ_ERANGE:
+    case -SQ_ERESOLVE:
+    case -SQ_ESCHEME:
+    case -SQ_ETOOBIG:
+    case -EINVAL:
+        return 400;
+    case -EACCES:
+        return 403;
+    case -ENOMEM:
+        return 503;
+    default:
+        return 500;
+    }
+}
+
+static void op_create(struct sq_daemon *d, struct sq_daemon__op *op)
+{
+    char err[2048];
+    json_t *body = body_json(op, err, sizeof(err));
+    if (!body) {
+        sq_daemon__answer(d, op->p, 400, sq_daemon__error_body(err), NULL);
+        return;
+    }
+    struct sq_daemon_config cfg;
+    if (config_copy(d, &cfg) < 0) {
+        sq_daemon_config_dispose(&cfg);
+        json_decref(body);
+        sq_daemon__answer(d, op->p, 503, sq_daemon__error_body("out of memory"), NULL);
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    bool full = d->q_len >= cfg.max_queue;
+    pthread_mutex_unlock(&d->mu);
+    if (full) {
+        snprintf(err, sizeof(err), "max_queue: %u runs are waiting already; try again later",
+                 cfg.max_queue);
+        sq_daemon_config_dispose(&cfg);
+        json_decref(body);
+        sq_daemon__answer(d, op->p, 429, sq_daemon__error_body(err), "Retry-After: 10\r\n");
+        return;
+    }
+    struct sq_daemon__req *rq = NULL;
+    struct sq_daemon__req_info info;
+    int rc = sq_daemon__req_parse(body, &cfg, &rq, &info, err, sizeof(err));
+    sq_daemon_config_dispose(&cfg);
+    json_decref(body);
+    if (rc < 0) {
+        sq_daemon__answer(d, op->p, status_of(rc), sq_daemon__error_body(err), NULL);
+        return;
+    }
+    struct sq_daemon__job *job = calloc(1, sizeof(*job));
+    struct sq_store_new_run nr = {
+        .kind = info.kind, .name = info.name, .target = info.target, .request = op->body};
+    int64_t id = 0;
+    rc = job ? sq_store_run_create(d->store, &nr, &id, err, sizeof(err)) : -ENOMEM;
+    if (rc < 0) {
+        if (!job)
+            snprintf(err, sizeof(err), "out of memory");
+        free(job);
+        sq_daemon__req_free(rq);
+        sq_daemon__answer(d, op->p, status_of(rc) == 400 ? 500 : status_of(rc),
+                          sq_daemon__error_body(err), NULL);
+        return;
+    }
+    job->id = id;
+    job->req = rq;
+    pthread_mutex_lock(&d->mu);
+    bool stopping = d->q_stop;
+    if (!stopping) {
+        if (d->q_tail)
+            d->q_tail->next = job;
+        else
+            d->q_head = job;
+        d->q_tail = job;
+        d->q_len++;
+        pthread_cond_signal(&d->q_cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (stopping) {
+        struct sq_store_end e = {.status = SQ_STORE_STOPPED, .reason = "the daemon shut down"};
+        if (sq_store_run_end(d->store, id, &e, err, sizeof(err)) < 0)
+            sq_daemon__log(d, "run %lld: %s", (long long)id, err);
+        sq_daemon__req_free(rq);
+        free(job);
+        sq_daemon__answer(d, op->p, 503, sq_daemon__error_body("the daemon is shutting down"),
+                          NULL);
+        return;
+    }
+    sq_daemon__log(d, "run %lld queued: %s %s", (long long)id, sq_store_kind_name(info.kind),
+                   info.target);
+    char body_out[160], loc[96];
+    snprintf(body_out, sizeof(body_out),
+             "{\"id\":%lld,\"status\":\"queued\",\"url\":\"/runs/%lld\"}", (long long)id,
+             (long long)id);
+    snprintf(loc, sizeof(loc), "Location: /runs/%lld\r\n", (long long)id);
+    sq_daemon__answer(d, op->p, 201, strdup(body_out), loc);
+}
+
+static void op_validate(struct sq_daemon *d, struct sq_daemon__op *op)
+{
+    char err[2048];
+    json_t *body = body_json(op, err, sizeof(err));
+    if (!body) {
+        sq_daemon__answer(d, op->p, 400, sq_daemon__error_body(err), NULL);
+        return;
+    }
+    char *desc = NULL;
+    int rc = sq_daemon__req_validate(body, &desc, err, sizeof(err));
+    json_decref(body);
+    json_t *o = rc == 0 ? json_pack("{s:b, s:s}", "ok", 1, "description", desc)
+                        : json_pack("{s:b, s:s}", "ok", 0, "error", err);
+    free(desc);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (!text)
+        rc = -ENOMEM, text = sq_daemon__error_body("out of memory");
+    /* validating worked, whatever it found: 200, "ok" says which; only a failure of the
+     * daemon's own (memory) is not a 200 */
+    int st = rc == 0 ? 200 : rc == -ENOMEM ? 503 : status_of(rc) == 500 ? 500 : 200;
+    sq_daemon__answer(d, op->p, st, text, NULL);
+}
+
+static void op_cancel(struct sq_daemon *d, struct sq_daemon__op *op)
+{
+    char err[512];
+    const char *reason = "cancelled before it started";
+    struct sq_store_end e = {.status = SQ_STORE_STOPPED, .reason = reason};
+    int rc = sq_store_run_end(d->store, op->id, &e, err, sizeof(err));
+    if (rc < 0) {
+        sq_daemon__answer(d, op->p, rc == -ENOENT ? 404 : 409, sq_daemon__error_body(err), NULL);
+        return;
+    }
+    sq_daemon__log(d, "run %lld stopped: %s", (long long)op->id, reason);
+    cancel_post(d, op->id, reason);
+    char body[128];
+    snprintf(body, sizeof(body), "{\"id\":%lld,\"status\":\"stopped\"}", (long long)op->id);
+    sq_daemon__answer(d, op->p, 200, strdup(body), NULL);
+}
+
+static void op_delete(struct sq_daemon *d, struct sq_daemon__op *op)
+{
+    char err[512];
+    int rc = sq_store_run_delete(d->store, op->id, err, sizeof(err));
+    if (rc < 0) {
+        sq_daemon__answer(d, op->p,
+                          rc == -ENOENT  ? 404
+                          : rc == -EPERM ? 409
+                                         : 500,
+                          sq_daemon__error_body(rc == -ENOENT ? "no such run" : err), NULL);
+        return;
+    }
+    sq_daemon__log(d, "run %lld deleted", (long long)op->id);
+    sq_daemon__answer(d, op->p, 204, NULL, NULL);
+}
+
+static void op_prune(struct sq_daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    struct sq_store_retention r = {.keep_runs = d->cfg.keep_runs, .keep_days = d->cfg.keep_days};
+    pthread_mutex_unlock(&d->mu);
+    if (!r.keep_runs && !r.keep_days)
+        return;
+    struct sq_store_prune_stats st = {0};
+    char err[512];
+    if (sq_store_prune(d->store, &r, &st, err, sizeof(err)) < 0)
+        sq_daemon__log(d, "pruning failed: %s", err);
+    else if (st.runs_deleted)
+        sq_daemon__log(d, "pruned %lld runs (keep %lld runs, %lld days)",
+                       (long long)st.runs_deleted, (long long)r.keep_runs, (long long)r.keep_days);
+}
+
+static void *ops_main(void *arg)
+{
+    struct sq_daemon *d = arg;
+    for (;;) {
+        pthread_mutex_lock(&d->ops_mu);
+        while (!d->ops_head && !d->ops_stop)
+            pthread_cond_wait(&d->ops_cv, &d->ops_mu);
+        struct sq_daemon__op *op = d->ops_head;
+        if (op) {
+            d->ops_head = op->next;
+            if (!d->ops_head)
+                d->ops_tail = NULL;
+        }
+        pthread_mutex_unlock(&d->ops_mu);
+        if (!op)
+            break; /* stopping, and nothing left */
+        switch (op->kind) {
+        case OP_CREATE:
+            op_create(d, op);
+            break;
+        case OP_VALIDATE:
+            op_validate(d, op);
+            break;
+        case OP_CANCEL:
+            op_cancel(d, op);
+            break;
+        case OP_DELETE:
+            op_delete(d, op);
+            break;
+        case OP_PRUNE:
+            op_prune(d);
+            break;
+        }
+        sq_daemon__op_free(op);
+    }
+    return NULL;
+}
+
+int sq_daemon__threads_start(struct sq_daemon *d, char *err, size_t len)
+{
+    int rc = -pthread_create(&d->ops, NULL, ops_main, d);
+    if (rc < 0) {
+        snprintf(err, len, "cannot start the ops thread: %s", sq_strerror(rc));
+        return rc;
+    }
+    d->ops_started = true;
+    rc = -pthread_create(&d->runner, NULL, runner_main, d);
+    if (rc < 0) {
+        snprintf(err, len, "cannot start the runner thread: %s", sq_strerror(rc));
+        return rc;
+    }
+    d->runner_started = true;
+    return 0;
+}
+
+void sq_daemon__threads_stop(struct sq_daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->q_stop = true;
+    if (d->running) {
+        d->running->shutting_down = true;
+        __atomic_store_n(&d->running->stop, 1, __ATOMIC_RELAXED);
+    }
+    struct sq_daemon__job *queued = d->q_head;
+    d->q_head = d->q_tail = NULL;
+    d->q_len = 0;
+    pthread_cond_broadcast(&d->q_cv);
+    pthread_mutex_unlock(&d->mu);
+    if (d->runner_started) {
+        pthread_join(d->runner, NULL);
+        d->runner_started = false;
+    }
+    char err[512];
+    while (queued) {
+        struct sq_daemon__job *j = queued;
+        queued = j->next;
+        struct sq_store_end e = {.status = SQ_STORE_STOPPED,
+                                 .reason = "the daemon shut down before it started"};
+        if (sq_store_run_end(d->store, j->id, &e, err, sizeof(err)) < 0)
+            sq_daemon__log(d, "run %lld: %s", (long long)j->id, err);
+        else
+            cancel_post(d, j->id, e.reason);
+        sq_daemon__req_free(j->req);
+        free(j);
+    }
+    pthread_mutex_lock(&d->ops_mu);
+    d->ops_stop = true;
+    pthread_cond_broadcast(&d->ops_cv);
+    pthread_mutex_unlock(&d->ops_mu);
+    if (d->ops_started) {
+        pthread_join(d->ops, NULL);
+        d->ops_started = false;
+    }
+}

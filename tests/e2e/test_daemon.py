@@ -1,0 +1,625 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `squall serve` (docs/daemon.md): every endpoint and its errors, each
+answer validated against docs/daemon.openapi.json; the stored result against the CLI's for the
+same run; the queue, stop, delete, retention; live events; /metrics through promtool; the
+Host/Origin/CORS gate; an idle daemon that does not wake; and `squall runs`.
+
+A daemon on a free loopback port with its store in a temp dir, `squall target` as the load's
+target; both started and stopped by the test, by PID.
+"""
+
+import http.client as httpclient
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sqtest  # noqa: E402
+from openapi_check import OpenAPI  # noqa: E402
+
+HOST = sqtest.HOST
+_ID_PATH = re.compile(r"^/runs/\d+")
+
+
+def template(path):
+    """/runs/7/live?x -> /runs/{id}/live"""
+    return _ID_PATH.sub("/runs/{id}", path.split("?")[0])
+
+
+class Client:
+    """Talks to one daemon; every answer is checked against the OpenAPI file."""
+
+    def __init__(self, port, oapi, token=None):
+        self.port = port
+        self.oapi = oapi
+        self.token = token
+
+    def call(self, method, path, body=None, headers=None, check=True, raw=False):
+        hdrs = dict(headers or {})
+        if self.token and "Authorization" not in hdrs:
+            hdrs["Authorization"] = "Bearer " + self.token
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            hdrs.setdefault("Content-Type", "application/json")
+        status, h, payload = sqtest.http(self.port, method, path, body=data, headers=hdrs,
+                                         timeout=30)
+        if check:
+            self.oapi.validate(method, template(path), status, payload, h.get("content-type"))
+        if raw:
+            return status, h, payload
+        doc = None
+        if payload and h.get("content-type", "").startswith("application/json"):
+            doc = json.loads(payload)
+        return status, doc
+
+    def get(self, path, **kw):
+        return self.call("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.call("POST", path, body=body, **kw)
+
+    def wait(self, rid, statuses=("finished", "stopped", "failed"), timeout=60):
+        deadline = time.monotonic() + timeout
+        while True:
+            st, run = self.get("/runs/%d" % rid)
+            if st == 200 and run["status"] in statuses:
+                return run
+            if time.monotonic() > deadline:
+                raise AssertionError("run %d still %s after %ds" % (rid, run and run["status"], timeout))
+            time.sleep(0.1)
+
+    def start(self, quick, name=None):
+        body = {"quick": quick}
+        if name:
+            body["name"] = name
+        st, doc = self.post("/runs", body)
+        if st != 201:
+            raise AssertionError("POST /runs: %d %s" % (st, doc))
+        return doc["id"]
+
+
+def sse(port, rid, token=None, timeout=60, stop_after=None):
+    """Reads /runs/ID/live; returns [(event, data dict, id or None)] until the end event (or
+    stop_after events)."""
+    conn = httpclient.HTTPConnection(HOST, port, timeout=timeout)
+    hdrs = {"Authorization": "Bearer " + token} if token else {}
+    conn.request("GET", "/runs/%d/live" % rid, headers=hdrs)
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.status
+    assert resp.getheader("content-type") == "text/event-stream", resp.getheader("content-type")
+    events, cur = [], {}
+    try:
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            line = line.decode().rstrip("\n")
+            if line == "":
+                if cur:
+                    events.append((cur.get("event"), json.loads(cur["data"]), cur.get("id")))
+                    if cur.get("event") == "end" or (stop_after and len(events) >= stop_after):
+                        break
+                cur = {}
+                continue
+            k, _, v = line.partition(": ")
+            cur[k] = v
+    finally:
+        conn.close()
+    return events
+
+
+# A plan whose hooks would run Lua in the daemon: refused before the script runs (the loader
+# only checks that the file is readable: any readable file will do).
+PLAN_WITH_SCRIPT = ("target: http://127.0.0.1:1\n"
+                    "script: %s\n" % os.path.abspath(__file__) +
+                    "scenarios:\n"
+                    "  a: {executor: shared-iterations, vus: 1, iterations: 1,\n"
+                    "      flow: [{request: {url: /}}]}\n")
+
+
+def quick(port, **kw):
+    q = {"url": "http://%s:%d/fast" % (HOST, port), "connections": 2, "threads": 1}
+    q.update(kw)
+    return q
+
+
+class DaemonCase(unittest.TestCase):
+    serve_args = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.oapi = OpenAPI()
+        cls.tmp = tempfile.mkdtemp(prefix="squall-daemon-")
+        cls.data = os.path.join(cls.tmp, "data")
+        cls.target, cls.tport = sqtest.start_target("-t", "1")
+        cls.proc, cls.port = sqtest.start_serve("--data", cls.data, "--access-log",
+                                                *cls.serve_args)
+        cls.c = Client(cls.port, cls.oapi)
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = sqtest.stop(cls.proc)
+        sqtest.stop(cls.target)
+        try:
+            os.unlink(cls.proc.log_path)
+        except OSError:
+            pass
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert rc == 0, "squall serve exited %s on SIGTERM" % rc
+
+    def log(self):
+        with open(self.proc.log_path, errors="replace") as f:
+            return f.read()
+
+
+class TestApi(DaemonCase):
+    def test_health_openapi_page(self):
+        st, hh = self.c.get("/health")
+        self.assertEqual(st, 200)
+        self.assertEqual(hh["status"], "ok")
+        self.assertIsNone(hh["run"])
+        self.assertGreater(hh["store"]["bytes"], 0)
+        st, h, body = self.c.get("/openapi.json", raw=True)
+        self.assertEqual(st, 200)
+        with open(os.path.join(sqtest.os.path.dirname(__file__), "..", "..", "docs",
+                               "daemon.openapi.json"), "rb") as f:
+            self.assertEqual(body, f.read())
+        st, h, page = self.c.get("/", raw=True)
+        self.assertEqual(st, 200)
+        self.assertIn("text/html", h["content-type"])
+        self.assertIn("default-src 'none'", h["content-security-policy"])
+        self.assertIn(b"uPlot", page)
+        self.assertNotIn(b"<!--DASH_JS-->", page)
+        self.assertNotIn(b"<script src", page)  # everything inline: nothing fetched
+
+    def test_lifecycle_live_and_result(self):
+        rid = self.c.start(quick(self.tport, duration="3s"), name="life")
+        st, h, _ = self.c.call("GET", "/runs/%d" % rid, raw=True)
+        self.assertEqual(st, 200)
+        # a late follower: join after the first second, get the seconds so far first
+        time.sleep(1.6)
+        st, run = self.c.get("/runs/%d" % rid)
+        self.assertEqual(run["status"], "running")
+        self.assertIsNotNone(run["live"])
+        self.assertEqual(run["live"]["workers"], 1)
+        self.assertEqual(run["live"]["vus_max"], 2)
+        st, hh = self.c.get("/health")
+        self.assertEqual(hh["run"]["id"], rid)
+        self.assertEqual(hh["run"]["workers"], 1)  # effective, not the CPU count
+        self.assertEqual(hh["run"]["vus_max"], 2)
+        events = sse(self.port, rid)
+        names = [e[0] for e in events]
+        self.assertEqual(names[0], "status")
+        self.assertEqual(names[-1], "end")
+        seconds = [e for e in events if e[0] == "second"]
+        self.assertGreaterEqual(len(seconds), 3)
+        self.assertEqual([int(e[2]) for e in seconds], list(range(len(seconds))))
+        end = events[-1][1]
+        self.assertEqual(end["status"], "finished")
+        doc = end["result"]
+        run = self.c.wait(rid)
+        self.assertEqual(run["status"], "finished")
+        self.assertEqual(run["name"], "life")
+        self.assertEqual(run["request"]["quick"]["duration"], "3s")
+        self.assertEqual(run["result"], doc)
+        # the events' seconds are the document's series, and the totals add up
+        self.assertEqual([e[1]["second"] for e in seconds], doc["series"][:len(seconds)])
+        self.assertEqual(seconds[-1][1]["totals"]["requests"],
+                         sum(s["requests"] for s in doc["series"][:len(seconds)]))
+        self.assertEqual(run["summary"]["sent"], doc["requests"]["sent"])
+        self.assertEqual(run["summary"]["p99_us"], doc["latency"]["p99_us"])
+        # a follower of the ended run gets the same stream at once
+        st, h, body = self.c.get("/runs/%d/live" % rid, raw=True)
+        self.assertEqual((st, h["content-type"]), (200, "text/event-stream"))
+        self.assertTrue(body.endswith(b"\n\n"))
+        again = sse(self.port, rid)
+        self.assertEqual([e[0] for e in again if e[0] != "status"],
+                         [e[0] for e in events if e[0] != "status"])
+        self.assertEqual(again[-1][1]["result"], doc)
+        st, ser = self.c.get("/runs/%d/series" % rid)
+        self.assertEqual(len(ser["series"]), len(doc["series"]))
+        self.assertEqual(ser["series"][0]["totals"], seconds[0][1]["totals"])
+        st, res = self.c.get("/runs/%d/result" % rid)
+        self.assertEqual(res, doc)
+        st, h, html = self.c.get("/runs/%d/report" % rid, raw=True)
+        self.assertEqual(st, 200)
+        self.assertIn(b"squall-data", html)
+
+    def test_same_document_as_cli(self):
+        args = dict(requests=3000)
+        rid = self.c.start(quick(self.tport, **args))
+        run = self.c.wait(rid)
+        d = run["result"]
+        p, cli, _ = sqtest.run_json("http://%s:%d/fast" % (HOST, self.tport), "-n", "3000",
+                                    "-c", "2", "-t", "1", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(list(d.keys()), list(cli.keys()))
+        self.assertEqual(d["config"], cli["config"])
+        self.assertEqual(d["requests"]["sent"], 3000)
+        self.assertEqual(cli["requests"]["sent"], 3000)
+        for k in ("requests", "status", "errors"):
+            self.assertEqual(list(d[k].keys()), list(cli[k].keys()), k)
+        self.assertEqual(list(d["latency"].keys()), list(cli["latency"].keys()))
+        self.assertEqual(list(d["series"][0].keys()), list(cli["series"][0].keys()))
+        # squall runs export writes what the CLI writes with --json, byte for byte in shape
+        out = os.path.join(self.tmp, "export.json")
+        p = subprocess.run([sqtest.squall_path(), "runs", "export", str(rid), "--json", out,
+                            "--data", self.data], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            text = f.read()
+        self.assertEqual(json.loads(text), d)
+        self.assertTrue(text.startswith('{\n  "schema": "squall.result/1"'), text[:60])
+
+    def test_queue_fifo(self):
+        a = self.c.start(quick(self.tport, duration="2s"))
+        b = self.c.start(quick(self.tport, duration="1s"))
+        st, rb = self.c.get("/runs/%d" % b)
+        self.assertEqual(rb["status"], "queued")
+        self.assertIsNone(rb["started_at"])
+        st, l = self.c.get("/runs?status=queued")
+        self.assertIn(b, [r["id"] for r in l["runs"]])
+        st, hh = self.c.get("/health")
+        self.assertGreaterEqual(hh["queue"], 1)
+        # a follower of a queued run waits, then sees it run
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault("ev", sse(self.port, b)))
+        t.start()
+        ra = self.c.wait(a)
+        rb = self.c.wait(b)
+        t.join(30)
+        self.assertEqual(ra["status"], "finished")
+        self.assertEqual(rb["status"], "finished")
+        self.assertGreaterEqual(rb["started_at"], ra["ended_at"])
+        ev = got["ev"]
+        self.assertEqual(ev[0][1]["status"], "queued")
+        self.assertIn(("status", "running"), [(e[0], e[1].get("status")) for e in ev])
+        self.assertEqual(ev[-1][0], "end")
+
+    def test_stop_and_cancel(self):
+        a = self.c.start(quick(self.tport, duration="30s"))
+        b = self.c.start(quick(self.tport, duration="30s"))
+        deadline = time.monotonic() + 20
+        while self.c.get("/runs/%d" % a)[1]["status"] != "running":
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        st, doc = self.c.post("/runs/%d/stop" % b)
+        self.assertEqual((st, doc["status"]), (200, "stopped"))
+        time.sleep(1.2)
+        t0 = time.monotonic()
+        st, doc = self.c.post("/runs/%d/stop" % a)
+        self.assertEqual((st, doc["status"]), (202, "stopping"))
+        ra = self.c.wait(a)
+        # a graceful stop: the run ends within its second (a sanitizer's loaded CI gets room)
+        self.assertLess(time.monotonic() - t0, 15 if sqtest.sanitizer() else 5)
+        self.assertEqual(ra["status"], "stopped")
+        self.assertEqual(ra["reason"], "stopped by request")
+        self.assertIsNotNone(ra["result"])  # a graceful stop keeps what was measured
+        self.assertTrue(ra["result"]["aborted"])
+        rb = self.c.wait(b)
+        self.assertEqual(rb["status"], "stopped")
+        self.assertIsNone(rb["started_at"])
+        self.assertIsNone(rb["result"])
+        st, doc = self.c.post("/runs/%d/stop" % a)
+        self.assertEqual(st, 409)
+        self.assertIn("stopped", doc["error"])
+        st, doc = self.c.post("/runs/999999/stop")
+        self.assertEqual(st, 404)
+
+    def test_delete(self):
+        a = self.c.start(quick(self.tport, duration="2s"))
+        time.sleep(0.3)
+        st, doc = self.c.call("DELETE", "/runs/%d" % a)
+        self.assertEqual(st, 409)
+        self.c.wait(a)
+        st, _ = self.c.call("DELETE", "/runs/%d" % a)
+        self.assertEqual(st, 204)
+        self.assertEqual(self.c.get("/runs/%d" % a)[0], 404)
+        self.assertEqual(self.c.get("/runs/%d/series" % a)[0], 404)
+        self.assertEqual(self.c.call("DELETE", "/runs/%d" % a)[0], 404)
+
+    def test_list_paging(self):
+        ids = [self.c.start(quick(self.tport, requests=50)) for _ in range(3)]
+        for i in ids:
+            self.c.wait(i)
+        st, l = self.c.get("/runs?limit=2")
+        self.assertEqual(len(l["runs"]), 2)
+        self.assertEqual(l["runs"][0]["id"], ids[-1])
+        self.assertIsNotNone(l["next"])
+        st, l2 = self.c.get(l["next"])
+        self.assertEqual(l2["runs"][0]["id"], ids[0])
+        st, l3 = self.c.get("/runs?status=finished,stopped&limit=1000")
+        self.assertTrue(all(r["status"] in ("finished", "stopped") for r in l3["runs"]))
+        for q, word in (("status=done", "status"), ("limit=0", "limit"), ("limit=1001", "limit"),
+                        ("before=x", "before")):
+            st, doc = self.c.get("/runs?" + q)
+            self.assertEqual(st, 400, q)
+            self.assertTrue(doc["error"].startswith(word), doc)
+
+    def test_bad_requests(self):
+        cases = [
+            (b"{", 400, "the body is not JSON"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "connections": 0}}, 400, "--connections"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "conections": 2}}, 400, "conections"),
+            ({"quick": {"url": "nope"}}, 400, "nope"),
+            ({"quick": {"url": "http://127.0.0.1:1/"}, "plan": "x"}, 400, "not both"),
+            ({}, 400, "quick"),
+            ([], 400, "object"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "connections": 20000}}, 400, "max_vus"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "rate": 5000000}}, 400, "max_rate"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "duration": "2h"}}, 400, "max_duration"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "script": "/tmp/x.lua"}}, 400, "script"),
+            ({"plan": PLAN_WITH_SCRIPT, "file": "h.yaml"}, 400, "h.yaml:2:9: script:"),
+        ]
+        for body, want, word in cases:
+            st, doc = self.c.post("/runs", body)
+            self.assertEqual(st, want, (body, doc))
+            self.assertIn(word, doc["error"], (body, doc))
+        st, _ = self.c.call("PUT", "/config", {"max_body": 1000})
+        st, doc = self.c.post("/runs", b"x" * 2000)
+        self.assertEqual(st, 413)
+        self.assertIn("max_body", doc["error"])
+        self.assertEqual(self.c.call("PUT", "/config", {"max_body": 1048576})[0], 200)
+        # past 1 MiB the server itself refuses (and closes): no body to validate
+        st, _, _ = self.c.call("POST", "/runs", b"x" * (1024 * 1024 + 10), check=False, raw=True)
+        self.assertEqual(st, 413)
+        st, doc = self.c.post("/runs", b'{"quick":{}}', headers={"Content-Type": "text/plain"})
+        self.assertEqual(st, 415)
+        st, h, _ = self.c.call("PATCH", "/runs", check=False, raw=True)
+        self.assertEqual(st, 405)
+        self.assertEqual(h["allow"], "GET, HEAD, POST")
+        st, h, body = self.c.call("GET", "/nope", check=False, raw=True)
+        self.assertEqual(st, 404)
+        self.assertEqual(self.c.get("/runs/0")[0], 404)
+        self.assertEqual(self.c.get("/runs/123456")[0], 404)
+
+    def test_validate(self):
+        st, doc = self.c.post("/validate", {"quick": quick(self.tport, duration="1s")})
+        self.assertEqual(st, 200)
+        self.assertTrue(doc["ok"])
+        st, doc = self.c.post("/validate", {"quick": {"url": "http://x/", "duration": "soon"}})
+        self.assertEqual(st, 200)
+        self.assertFalse(doc["ok"])
+        self.assertIn("--duration", doc["error"])
+        st, doc = self.c.post("/validate", {"plan": PLAN_WITH_SCRIPT})
+        self.assertEqual(st, 200)
+        self.assertFalse(doc["ok"])
+        self.assertIn("plan.yaml:2:9: script: the daemon runs no Lua", doc["error"])
+        st, doc = self.c.post("/validate", b"[1]")
+        self.assertEqual(st, 400)
+        self.assertIn("object", doc["error"])
+
+    def test_config(self):
+        st, cfg = self.c.get("/config")
+        self.assertEqual(cfg["max_vus"], {"value": 10000, "applies": "next_run",
+                                          "description": cfg["max_vus"]["description"]})
+        self.assertEqual(cfg["listen"]["applies"], "restart")
+        self.assertEqual(cfg["keep_runs"]["value"], 200)
+        self.assertEqual(cfg["auth"]["value"], "none")
+        st, cfg2 = self.c.call("PUT", "/config", {"max_vus": 5, "timeout": "3s"})
+        self.assertEqual(st, 200)
+        self.assertEqual(cfg2["max_vus"]["value"], 5)
+        self.assertEqual(cfg2["timeout"]["value"], "3s")
+        st, doc = self.c.post("/runs", {"quick": quick(self.tport, connections=6)})
+        self.assertEqual(st, 400)
+        self.assertIn("max_vus", doc["error"])
+        for body, word in (({"treads": 2}, "did you mean 'threads'"),
+                           ({"listen": "0.0.0.0:1"}, "restart"),
+                           ({"max_vus": 1, "keep_runs": -1}, "keep_runs"),
+                           ({"allow_hosts": ["a b"]}, "allow_hosts")):
+            st, doc = self.c.call("PUT", "/config", body)
+            self.assertEqual(st, 400, body)
+            self.assertIn(word, doc["error"])
+        st, cfg3 = self.c.get("/config")
+        self.assertEqual(cfg3["max_vus"]["value"], 5)  # the refused body changed nothing
+        st, _ = self.c.call("PUT", "/config", {"max_vus": "10000", "timeout": 10,
+                                                "allow_hosts": ["localhost"]})
+        self.assertEqual(st, 200)
+        st, doc = self.c.post("/runs", {"quick": quick(self.tport)})
+        self.assertEqual(st, 403)
+        self.assertIn("allow_hosts", doc["error"])
+        st, _ = self.c.call("PUT", "/config", {"allow_hosts": []})
+        self.assertEqual(st, 200)
+
+    def test_metrics_promtool(self):
+        rid = self.c.start(quick(self.tport, duration="3s"))
+        time.sleep(2.2)
+        st, h, live = self.c.get("/metrics", raw=True)
+        self.assertEqual(st, 200)
+        self.assertIn('squall_run_running{run="%d"} 1' % rid, live.decode())
+        self.promtool(live)
+        run = self.c.wait(rid)
+        doc = run["result"]
+        st, h, text = self.c.get("/metrics", raw=True)
+        self.promtool(text)
+        m = self.parse_metrics(text.decode())
+        r = str(rid)
+        self.assertEqual(m[("squall_run_running", (("run", r),))], 0)
+        self.assertEqual(m[("squall_run_requests_total", (("run", r),))], doc["requests"]["sent"])
+        self.assertEqual(m[("squall_run_failed_total", (("run", r),))], doc["requests"]["failed"])
+        for cls, n in doc["status"].items():
+            self.assertEqual(m[("squall_run_responses_total", (("class", cls), ("run", r)))], n)
+        for kind, n in doc["errors"].items():
+            self.assertEqual(m[("squall_run_errors_total", (("kind", kind), ("run", r)))], n)
+        self.assertEqual(m[("squall_run_latency_seconds_count", (("run", r),))],
+                         doc["latency"]["count"])
+        self.assertEqual(m[("squall_run_latency_seconds_bucket", (("le", "+Inf"), ("run", r)))],
+                         doc["latency"]["count"])
+        self.assertGreaterEqual(m[("squall_daemon_runs", (("status", "finished"),))], 1)
+        self.assertEqual(m[("squall_build_info", (("version", doc["squall_version"]),))], 1)
+
+    @staticmethod
+    def parse_metrics(text):
+        out = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            m = re.match(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$', line)
+            assert m, line
+            labels = tuple(sorted(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', m.group(2) or "")))
+            v = float(m.group(3))
+            out[(m.group(1), labels)] = int(v) if v == int(v) else v
+        return out
+
+    def promtool(self, text):
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool is missing (Debian's prometheus: scripts/deps.sh)")
+        p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
+
+    def test_compare(self):
+        a = self.c.start(quick(self.tport, requests=2000))
+        b = self.c.start(quick(self.tport, requests=2000, connections=1))
+        self.c.wait(a)
+        self.c.wait(b)
+        st, cmp = self.c.get("/compare?a=%d&b=%d" % (a, b))
+        self.assertEqual(st, 200)
+        self.assertEqual((cmp["a"]["id"], cmp["b"]["id"]), (a, b))
+        rows = {r["key"]: r for r in cmp["rows"]}
+        self.assertEqual(rows["requests.sent"]["a"], 2000)
+        self.assertEqual(rows["requests.sent"]["delta"], 0)
+        self.assertEqual(rows["latency.p99_us"]["better"], "lower")
+        p = cmp["percentiles"]
+        self.assertEqual(len(p["x"]), len(p["a"]))
+        self.assertEqual(p["a"], sorted(p["a"]))
+        self.assertEqual(self.c.get("/compare?a=%d" % a)[0], 400)
+        self.assertEqual(self.c.get("/compare?a=%d&b=987654" % a)[0], 404)
+        out = subprocess.run([sqtest.squall_path(), "runs", "compare", str(a), str(b), "--data",
+                              self.data], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("requests/s", out.stdout)
+        self.assertIn("run %d" % a, out.stdout)
+        out = subprocess.run([sqtest.squall_path(), "runs", "compare", str(a), str(b), "--json",
+                              "--data", self.data], capture_output=True, text=True, timeout=30)
+        cj = json.loads(out.stdout)
+        self.assertEqual([r["a"] for r in cj["rows"]], [r["a"] for r in cmp["rows"]])
+
+    def test_runs_cli(self):
+        rid = self.c.start(quick(self.tport, requests=500), name="cli-view")
+        self.c.wait(rid)
+
+        def runs(*a):
+            return subprocess.run([sqtest.squall_path(), "runs", *a, "--data", self.data],
+                                  capture_output=True, text=True, timeout=30)
+
+        p = runs("list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"\b%d\s+finished\b" % rid)
+        p = runs("list", "--json", "--limit", "1")
+        self.assertEqual(json.loads(p.stdout)[0]["id"], rid)
+        p = runs("show", str(rid))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("cli-view", p.stdout)
+        self.assertRegex(p.stdout, r"Requests +[\d,]+ sent")
+        p = runs("show", str(rid), "--json")
+        self.assertEqual(json.loads(p.stdout)["result"]["requests"]["sent"], 500)
+        self.assertEqual(runs("show", "999999").returncode, 1)
+        p = runs("show", "x")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("'x' is not a run id", p.stderr)
+        self.assertEqual(runs("frob").returncode, 2)
+        p = subprocess.run([sqtest.squall_path(), "runs", "list", "--data",
+                            os.path.join(self.tmp, "none")], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("no run store", p.stderr)
+
+    def test_host_and_origin_gate(self):
+        st, doc = self.c.get("/health", headers={"Host": "evil.example:%d" % self.port})
+        self.assertEqual(st, 403)
+        self.assertIn("loopback", doc["error"])
+        self.assertEqual(self.c.get("/health", headers={"Host": "localhost:1"})[0], 200)
+        st, doc = self.c.post("/runs", {"quick": quick(self.tport)},
+                              headers={"Origin": "http://evil.example"})
+        self.assertEqual(st, 403)
+        self.assertIn("cross-origin", doc["error"])
+        st, h, _ = self.c.call("OPTIONS", "/runs", check=False, raw=True)
+        self.assertEqual(st, 405)
+        self.assertNotIn("access-control-allow-origin", h)
+
+    def test_idle_wakes_nobody(self):
+        """An idle daemon has no timer: its threads sleep through 3 s."""
+        if sqtest.sanitizer() == "tsan":
+            self.skipTest("ThreadSanitizer's own thread wakes every 100 ms")
+        time.sleep(1.5)  # let the last answers and the pruning settle
+
+        def switches():
+            total = 0
+            for t in os.listdir("/proc/%d/task" % self.proc.pid):
+                with open("/proc/%d/task/%s/status" % (self.proc.pid, t)) as f:
+                    for line in f:
+                        if "ctxt_switches" in line:
+                            total += int(line.split()[1])
+            return total
+
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            cpu0 = sum(int(x) for x in f.read().split(")")[1].split()[11:13])
+        s0 = switches()
+        time.sleep(3)
+        s1 = switches()
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            cpu1 = sum(int(x) for x in f.read().split(")")[1].split()[11:13])
+        self.assertLessEqual(s1 - s0, 3, "the idle daemon woke %d times in 3 s" % (s1 - s0))
+        self.assertLessEqual(cpu1 - cpu0, 2, "the idle daemon used %d ticks" % (cpu1 - cpu0))
+
+    def test_zz_coverage(self):
+        """Runs last: every documented operation was exercised and validated."""
+        done = {(m, p) for (m, p, _) in self.oapi.checked}
+        missing = self.oapi.operations() - done
+        # checked by the browser test and the report route: the page
+        self.assertEqual(missing, set(), "operations no test validated: %s" % sorted(missing))
+
+
+class TestCors(DaemonCase):
+    serve_args = ("--cors-origin", "https://ui.example")
+
+    def test_cors(self):
+        st, h, _ = self.c.call("OPTIONS", "/runs", check=False, raw=True,
+                               headers={"Origin": "https://ui.example",
+                                        "Access-Control-Request-Method": "POST"})
+        self.assertEqual(st, 204)
+        self.assertEqual(h["access-control-allow-origin"], "https://ui.example")
+        self.assertIn("Authorization", h["access-control-allow-headers"])
+        st, h, _ = self.c.get("/health", raw=True, headers={"Origin": "https://ui.example"})
+        self.assertEqual(h["access-control-allow-origin"], "https://ui.example")
+        st, h, _ = self.c.get("/health", raw=True, headers={"Origin": "https://other.example"})
+        self.assertNotIn("access-control-allow-origin", h)
+        st, doc = self.c.post("/validate", {"quick": quick(self.tport)},
+                              headers={"Origin": "https://ui.example"})
+        self.assertEqual(st, 200)
+
+
+class TestRetention(DaemonCase):
+    serve_args = ("--keep", "2")
+
+    def test_keep_n(self):
+        ids = []
+        for _ in range(4):
+            ids.append(self.c.start(quick(self.tport, requests=20)))
+            self.c.wait(ids[-1])
+        deadline = time.monotonic() + 10
+        while True:
+            st, l = self.c.get("/runs")
+            got = [r["id"] for r in l["runs"]]
+            if got == ids[:-3:-1] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(got, [ids[3], ids[2]])
+        self.assertIn("pruned", self.log())
+        st, _ = self.c.call("PUT", "/config", {"keep_runs": 0})
+        ids.append(self.c.start(quick(self.tport, requests=20)))
+        self.c.wait(ids[-1])
+        time.sleep(0.5)
+        self.assertEqual(len(self.c.get("/runs")[1]["runs"]), 3)
+
+
+if __name__ == "__main__":
+    sqtest.main()
