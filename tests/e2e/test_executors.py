@@ -15,6 +15,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
 
+SANITIZED = "ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ
+
 SQUALL = sqtest.squall_path()
 run_json = sqtest.run_json
 
@@ -132,7 +134,8 @@ class ClosedLoop(sqtest.TargetCase):
                                           "-d", "3s")
         self.assertEqual(rc, 0)
         n = doc["requests"]["completed"]
-        self.assertGreaterEqual(n, 297)  # 300 within 1%
+        # 300 within 1% (3% in a sanitizer build, whose every wake-up costs more)
+        self.assertGreaterEqual(n, 291 if SANITIZED else 297)
         self.assertLessEqual(n, 301)
         self.assertLess(cpu / doc["duration_s"], 0.10, f"{cpu:.3f}s CPU in {wall:.2f}s")
 

@@ -333,7 +333,7 @@ class Validate(PlanCase):
 
 # Under AddressSanitizer (make test-asan sets ASAN_OPTIONS) the loader runs a few times slower
 # and its memory has shadow and redzones: the bounds widen accordingly.
-ASAN = "ASAN_OPTIONS" in os.environ
+ASAN = "ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ  # a sanitizer build (either)
 TIME_BOUND_S = 30.0 if ASAN else 10.0  # before the hash maps: 29 s for 100,000 keys, 15 s for anchors
 
 
