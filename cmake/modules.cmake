@@ -7,20 +7,21 @@
 # a folder it may not use defines. Arrows point down only: a folder never uses one above it.
 #
 # SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
-set(SQ_MODULES base loop stats net http proto server plan script engine output target sink store
-               mcp cluster daemon cli)
+set(SQ_MODULES base loop stats proc net http proto server plan script engine output target sink
+               store mcp cluster daemon cli)
 
 set(SQ_USES_base "")
 set(SQ_USES_loop base)
 set(SQ_USES_stats base)
+set(SQ_USES_proc base)
 set(SQ_USES_net loop base)
 set(SQ_USES_http base)
 set(SQ_USES_proto base)
 set(SQ_USES_server http net loop base)
 set(SQ_USES_plan stats base)
 set(SQ_USES_script plan stats base)
-set(SQ_USES_engine script proto plan http net stats loop base)
-set(SQ_USES_output engine plan stats base)
+set(SQ_USES_engine script proto plan http net stats proc loop base)
+set(SQ_USES_output engine plan stats proc base)
 set(SQ_USES_target server http proto stats loop base)
 # sink/: what arrives at the far end of a pipeline. Its HTTP source is server/'s, its NATS and
 # MQTT subscriptions speak proto/'s codecs over net/ and loop/, and it finds stamps with plan/'s
@@ -34,7 +35,7 @@ set(SQ_USES_mcp store engine output plan target server http net stats base)
 set(SQ_USES_cluster engine proto plan net stats base)
 set(SQ_USES_daemon store engine output plan server http stats base)
 set(SQ_USES_cli mcp daemon cluster store sink target output engine script plan proto server http net
-                stats loop base)
+                stats proc loop base)
 
 set(SQ_EXT_base Threads::Threads m)
 set(SQ_EXT_stats ZLIB::ZLIB)

@@ -25,4 +25,12 @@ static inline double sq_wall_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Wall-clock ns since the epoch, for reports only (never for intervals). */
+static inline int64_t sq_wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * SQ_NS_PER_S + ts.tv_nsec;
+}
+
 #endif

@@ -2,6 +2,7 @@
 #include "base/parse.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -97,4 +98,34 @@ int sq_parse_u64(const char *s, uint64_t min, uint64_t max, int allow_suffix, ui
         return -SQ_ERANGE;
     *out = v;
     return 0;
+}
+
+int sq_parse_percentiles(const char *list, double *out, size_t max, const char **why)
+{
+    size_t n = 0;
+    const char *p = list;
+    for (;;) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v > 0 && v <= 100)) {
+            *why = "each percentile is a number above 0 and at most 100, e.g. 50,90,99,99.9";
+            return -1;
+        }
+        if (n == max) {
+            *why = "too many percentiles";
+            return -1;
+        }
+        if (n && v <= out[n - 1]) {
+            *why = "percentiles go from the lowest to the highest, each once";
+            return -1;
+        }
+        out[n++] = v;
+        if (*end == '\0')
+            return (int)n;
+        if (*end != ',') {
+            *why = "a comma-separated list of numbers, e.g. 50,90,99,99.9";
+            return -1;
+        }
+        p = end + 1;
+    }
 }

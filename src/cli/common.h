@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/capture.h"
 #include "engine/run.h"
 #include "output/ndjson.h"
 
@@ -40,21 +41,58 @@ int sq_cli_tls_error(const char *face, const char *err);
  * not a flag's (a file that is not a result, a path that cannot be written). */
 void sq_cli_error(const char *face, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Signals around a run. begin ignores SIGPIPE and installs the SIGINT handler, and returns the
- * flag the run polls (struct sq_run_config.stop): the first SIGINT sets it, so the run winds
- * down and every output is written; a second SIGINT kills the process at once. The face may set
- * the flag itself (an abortOnFail threshold). end puts SIGINT back to its default. */
+/* A copy of the argv array (the pointers only; free() it), taken before getopt reorders it. NULL
+ * when out of memory. */
+char **sq_cli_argv_copy(int argc, char **argv);
+
+/* Signals around a run: SIGINT and SIGTERM both stop it gracefully, and every output is still
+ * written. begin ignores SIGPIPE, installs the handlers and returns the flag the run polls
+ * (struct sq_run_config.stop): the first signal sets it to SQ_STOP_GRACEFUL (the run stops
+ * starting work; what is in flight may finish for the graceful stop, at most 5 s). A second
+ * signal counts only when it comes 1 s or more after the first (`timeout -s INT` and a terminal's
+ * Ctrl-C deliver one signal to the process and one to its group, at once): it sets SQ_STOP_NOW,
+ * so the run ends at once, still with its outputs. The face may set the flag itself (an
+ * abortOnFail threshold). end puts the default actions back. */
 volatile int *sq_cli_signals_begin(void);
 void sq_cli_signals_end(void);
+
+/* Whether a signal arrived since sq_cli_signals_begin: its number (0: none) and, in *forced,
+ * whether a second one cut the grace period short. */
+int sq_cli_signal_seen(bool *forced);
+/* Marks res as stopped by that signal ("stopped by SIGTERM", "stopped by SIGINT, then at once
+ * by a second SIGINT 1.3 s later"). */
+void sq_cli_signal_mark(struct sq_result *res, int sig, bool forced);
+/* Adds {"signal": {"name": "SIGTERM", "forced": false}} to the result document. */
+void sq_cli_signal_doc(json_t *doc, int sig, bool forced);
 
 /* The progress line on stderr: redrawn in place on a terminal (coloured unless NO_COLOR is set),
  * a plain line every 10 s elsewhere. open: an arrival-rate run; length_s: the bar's length (0
  * when the run is a count of requests). */
 void sq_cli_progress_init(struct sq_progress *p, bool open, double length_s);
 
-/* Opens an output file for writing. Returns it, or NULL with *exit_code set to SQ_EXIT_USAGE
- * after printing "FACE: FLAG: cannot write 'PATH': why". */
-FILE *sq_cli_open_out(const char *face, const char *flag, const char *path, int *exit_code);
+/* An output file written atomically: into a temporary file beside it (".NAME.XXXXXX" in the
+ * same directory), renamed over NAME only once complete. A run killed half-way (SIGKILL, a
+ * crash) leaves no partial file under NAME. Standard output ("-"), a device or a FIFO are written
+ * directly; a symbolic link is followed and its target replaced. */
+struct sq_cli_file {
+    const char *flag; /* for messages: "--json", "--out csv" */
+    char *path;       /* where it lands (a link resolved) */
+    char *tmp;        /* the temporary file; NULL when written directly */
+    FILE *f;
+};
+
+/* Checks that path can be written (creates and removes a temporary file beside it) without
+ * touching it: before the run, so a path that cannot be written is refused before any load is
+ * sent. Returns 0, or SQ_EXIT_USAGE after printing "FACE: FLAG: cannot write 'PATH': why". */
+int sq_cli_file_check(const char *face, const char *flag, const char *path);
+/* Opens the temporary file (or path itself, directly). Returns 0, or SQ_EXIT_USAGE after
+ * printing why. */
+int sq_cli_file_open(const char *face, const char *flag, const char *path, struct sq_cli_file *out);
+/* Flushes, syncs and closes the file, then renames it over its name. Returns 0, or -errno after
+ * printing "squall: FLAG: writing 'PATH': why" (the temporary file is removed). */
+int sq_cli_file_commit(struct sq_cli_file *o);
+/* Closes and removes the temporary file (nothing is written under the name). */
+void sq_cli_file_discard(struct sq_cli_file *o);
 
 /* The end-of-run outputs both faces render from the result document. */
 struct sq_cli_outputs {
@@ -62,25 +100,25 @@ struct sq_cli_outputs {
     const char *json_path; /* --json FILE, "-" for stdout; NULL: not asked */
     const char *html_path; /* --html FILE; NULL: not asked */
     bool quiet;            /* -q: no summary */
-    FILE *json, *html;     /* opened by sq_cli_outputs_open */
 };
 
-/* Opens --html and --json before the run, so a path that cannot be written is refused before
- * any load is sent. Returns 0, or SQ_EXIT_USAGE after printing why. */
+/* Checks --html and --json before the run (sq_cli_file_check), so a path that cannot be written
+ * is refused before any load is sent. Returns 0, or SQ_EXIT_USAGE after printing why. */
 int sq_cli_outputs_open(struct sq_cli_outputs *o);
-/* Renders doc to every output: the summary (stdout, or stderr when the JSON takes stdout), the
- * JSON and the HTML report. An output that fails gets one line on stderr; the others are still
- * written. */
-void sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc);
-void sq_cli_outputs_close(struct sq_cli_outputs *o);
+/* Renders doc to every output: the summary (stdout, or stderr when the JSON takes stdout;
+ * coloured on a terminal unless NO_COLOR is set), the JSON and the HTML report, each file
+ * written atomically. An output that fails gets one line on stderr; the others are still
+ * written. Returns 0, or -1 when an output could not be written. */
+int sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc);
 
 /* The --out files of both load faces, written while the run goes: csv= and hdr= from the run's
  * tick (main thread), ndjson= from the engine's writer thread. */
 struct sq_cli_series {
     const char *face;
-    FILE *csv, *hdr;
+    FILE *csv, *hdr; /* csvf.f, hdrf.f */
     bool hdr_failed;
     struct sq_ndjson nd; /* nd.f: the ndjson file; set labels before the run (output/ndjson.h) */
+    struct sq_cli_file csvf, hdrf, ndf; /* each written atomically (sq_cli_file_open) */
 };
 
 /* Opens the files asked for (a NULL path: not asked), writes their headers and, for ndjson,
@@ -95,10 +133,34 @@ void sq_cli_series_tick(struct sq_cli_series *s, const struct sq_second *e,
 /* After the run: one line on stderr for what went wrong (an interval hdr could not encode, a
  * failed ndjson write, records the writer could not keep up with). */
 void sq_cli_series_report(struct sq_cli_series *s, const struct sq_result *res);
-void sq_cli_series_close(struct sq_cli_series *s);
+/* Closes the files: commit renames each into place; !commit (nothing measured) removes them. */
+void sq_cli_series_close(struct sq_cli_series *s, bool commit);
 
-/* The exit status of a run that completed (thresholds aside): SQ_EXIT_OK, or SQ_EXIT_FAIL after
- * printing "squall: no request succeeded: why" when nothing completed. */
-int sq_cli_run_status(const struct sq_result *res);
+/* True when colour goes to f: a terminal, and NO_COLOR unset or empty. */
+bool sq_cli_color(FILE *f);
+
+/* --verbose and --http-debug: the exchanges the run's capture hook (engine/capture.h) handed
+ * over, kept (a copy each, at most 64, the first per status and error kind across workers in
+ * the first-of-kind mode) and printed after the run, curl -v style. */
+struct sq_cli_capture {
+    struct sq_capture cfg; /* give &cfg to the run */
+    void *_priv;
+};
+/* Returns 0 or -ENOMEM. */
+int sq_cli_capture_init(struct sq_cli_capture *c, enum sq_capture_mode mode);
+/* Prints what was kept to f (stderr), each exchange headed by what it was. */
+void sq_cli_capture_print(const struct sq_cli_capture *c, FILE *f);
+void sq_cli_capture_dispose(struct sq_cli_capture *c);
+
+/* Reads a saved result document (`squall report FILE`, `squall compare A B`; "-" is stdin) and
+ * checks it (output/doc.h). Returns SQ_EXIT_OK with *out set (json_decref it), or SQ_EXIT_USAGE
+ * after printing "FACE: PATH: what is wrong" (cannot be opened, a directory, over 256 MiB, not
+ * JSON, not a squall result). */
+int sq_cli_read_result(const char *face, const char *path, json_t **out);
+
+/* The exit status of a run that completed (thresholds aside): SQ_EXIT_SIGNAL when a signal
+ * stopped it, SQ_EXIT_OK, or SQ_EXIT_FAIL after printing "squall: no request succeeded: why"
+ * when nothing completed. */
+int sq_cli_run_status(const struct sq_result *res, int sig);
 
 #endif

@@ -58,24 +58,16 @@ static int url_labels(struct sq_ndjson *nd, const struct sq_quick_run *run)
     return rc;
 }
 
+static const char usage_head[] = "usage: squall COMMAND [args] or squall URL [flags]\n"
+                                 "\n";
+
 static const char usage[] =
-    "usage: squall URL [flags]          closed-loop HTTP/1.1 (or --http2) load test (http://\n"
-    "                                   or https://), or WebSocket (ws://, wss://)\n"
-    "       squall target [flags]       the built-in test server (squall target --help)\n"
-    "       squall report FILE [--html OUT]  a saved --json result: its summary, or an HTML\n"
-    "                                   report\n"
-    "       squall serve [flags]        the daemon: HTTP API, run store, live dashboard\n"
-    "                                   (squall serve --help)\n"
-    "       squall runs list|show|compare|export  the daemon's stored runs\n"
-    "       squall agent --nats URL     wait for distributed runs (squall agent --help)\n"
-    "       squall wrk [wrk's flags] URL  wrk's flags, report and Lua scripts (squall wrk -h)\n"
-    "       squall nats://HOST[:PORT]/SUBJECT [flags]  publish load on NATS (docs/quick.md)\n"
-    "       squall mqtt://HOST[:PORT]/TOPIC [flags]    publish load on MQTT\n"
-    "       squall sink SOURCE... [flags]  count stamped events where they arrive (docs/sink.md)\n"
-    "       squall inbox [flags]        a webhook inbox: captures requests, serves them back\n"
-    "                                   (squall inbox --help)\n"
-    "       squall mcp                  the Model Context Protocol on stdio, for AI agents\n"
-    "                                   (squall mcp --help)\n"
+    "\n"
+    "squall URL: a load test of one URL (http:// or https://). Closed loop by default: each\n"
+    "connection is a VU that sends its next request when a response ends. Open loop with -r:\n"
+    "requests start at a fixed rate whatever the server does, latency from the intended send.\n"
+    "WebSocket with ws:// and wss:// URLs (below). squall nats://HOST[:PORT]/SUBJECT and\n"
+    "squall mqtt://HOST[:PORT]/TOPIC publish load on NATS and MQTT (below; docs/quick.md).\n"
     "\n"
     "  -c, --connections N     connections (VUs), opened before the start and split across\n"
     "                          threads (default 64)\n"
@@ -91,7 +83,7 @@ static const char usage[] =
     "      --pacing D          closed loop: each connection starts a request at most every D\n"
     "      --graceful-stop D   let requests in flight at the end finish for up to D (default 0)\n"
     "  -t, --threads N         worker threads (default: online CPUs, at most -c)\n"
-    "  -m, --method M          request method (default GET)\n"
+    "  -m, --method M          request method (default GET; get, post... are upper-cased)\n"
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
     "  -s, --script FILE       a Lua script with wrk's API (docs/wrk.md); the arguments after\n"
@@ -109,6 +101,8 @@ static const char usage[] =
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
+    "      --name NAME         the run's name in the result and the report\n"
+    "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
     "      --http2             HTTP/2: h2c with prior knowledge for http:// (RFC 9113 3.3)\n"
     "      --streams N         with --http2: concurrent streams per connection (default 1);\n"
     "                          VUs = connections x streams, each stream slot one VU\n"
@@ -116,6 +110,13 @@ static const char usage[] =
     "                          compressed bodies are decoded and counted either way)\n"
     "      --no-phases         do not record per-phase timings (blocked, connecting,\n"
     "                          sending, waiting, receiving...)\n"
+    "  -v, --verbose           print the first request and response of each status and each\n"
+    "                          error kind (head and the first 1 KiB of the body)\n"
+    "      --http-debug        print every exchange (with -n 20 or fewer; =force for more)\n"
+    "      --watch PID         sample that process and its children each second from /proc\n"
+    "                          (CPU, RSS, threads, open files, context switches): the summary\n"
+    "                          adds the server's CPU per 1k requests (repeatable)\n"
+    "      --watch-name NAME   the same for every process named NAME (repeatable)\n"
     "\n"
     "  WebSocket (ws:// and wss:// URLs): each VU opens one connection with an HTTP/1.1\n"
     "  upgrade; a request is one message, complete when the next whole message comes back\n"
@@ -148,17 +149,18 @@ static const char usage[] =
     "      --sink-stamp WHERE  where the sink finds the stamp (squall sink --stamp)\n"
     "      --sink-settle D     how long the sink waits for stragglers (default 2s)\n";
 
-static const char usage_tail[] =
-    "\n"
-    "exit status: 0 the run completed, 1 it could not do its job (nothing succeeded),\n"
-    "             2 bad flags or URL\n";
-
 void sq_cli_usage(FILE *f)
 {
+    fputs(usage_head, f);
+    fputs("commands:\n", f);
+    sq_cli_commands(f);
     fputs(usage, f);
     fputs(sq_netopts_usage, f);
     fputs(sq_distopts_usage, f);
-    fputs(usage_tail, f);
+    fputs("\nSIGINT (Ctrl-C) or SIGTERM stops a run gracefully and still writes every output; a\n"
+          "second signal 1 s or more later stops it at once (the outputs still written).\n\n",
+          f);
+    sq_cli_exit_codes(f);
 }
 
 /* What the agents run: this face's arguments, and the body when it came from a file (the file
@@ -186,12 +188,15 @@ int sq_cli_quick(int argc, char **argv)
     char err[SQ_PREP_ERRLEN];
     struct sq_quick_opts o;
     sq_quick_opts_init(&o);
+    /* the command line as typed, for the result ("run.command"): getopt reorders argv */
+    char **typed = sq_cli_argv_copy(argc, argv);
     int rc = sq_quick_parse_argv(&o, argc, argv, err, sizeof(err));
     if (rc == SQ_QUICK_HELP)
         sq_cli_usage(stdout);
     else if (rc == SQ_QUICK_VERSION)
         printf("squall %s\n", SQ_VERSION);
     if (rc != 0) {
+        free(typed);
         sq_quick_opts_dispose(&o);
         return rc > 0 ? SQ_EXIT_OK : sq_cli_prep_error(FACE, rc, err);
     }
@@ -205,6 +210,7 @@ int sq_cli_quick(int argc, char **argv)
     struct sq_cluster_report rep = {0};
     struct sq_cli_dist dist = {0};
     json_t *job = NULL;
+    struct sq_cli_capture cap = {0};
     const char *why = NULL;
 
     rc = sq_quick_prepare(&run, &o, err, sizeof(err));
@@ -236,6 +242,12 @@ int sq_cli_quick(int argc, char **argv)
     }
     cfg->on_tick = on_tick;
     cfg->tick_ud = &tk;
+    if (o.verbose || o.http_debug) {
+        if (sq_cli_capture_init(&cap, o.http_debug ? SQ_CAPTURE_EVERY : SQ_CAPTURE_FIRST_OF_KIND) <
+            0)
+            goto out;
+        cfg->capture = &cap.cfg;
+    }
 
     struct sq_sink *sink = NULL;
     if (o.nsinks) {
@@ -277,6 +289,8 @@ int sq_cli_quick(int argc, char **argv)
     } else {
         rc = sq_run(cfg, &res, &why);
     }
+    bool forced;
+    int sig = sq_cli_signal_seen(&forced);
     sq_progress_finish(&tk.progress);
     sq_cli_series_report(&tk.out, &res);
     if (rc < 0) {
@@ -285,6 +299,11 @@ int sq_cli_quick(int argc, char **argv)
         sq_cli_sink_end(sink, &res, NULL, cfg->stop);
         goto out;
     }
+    sq_cli_series_close(&tk.out, true);
+    if (sig)
+        sq_cli_signal_mark(&res, sig, forced);
+    if (cfg->capture)
+        sq_cli_capture_print(&cap, stderr);
 
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_quick_doc(&run, &res);
@@ -295,9 +314,13 @@ int sq_cli_quick(int argc, char **argv)
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
+    if (typed)
+        sq_report_set_command(doc, argc, typed);
+    if (sig)
+        sq_cli_signal_doc(doc, sig, forced);
     if (o.script)
         json_object_set_new(doc, "script", sq_cli_script_json(o.script, run.wrk.hooks, &res));
-    sq_cli_render(&outs, doc);
+    bool written = sq_cli_render(&outs, doc) == 0;
     json_decref(doc);
     if (res.script_error) {
         fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
@@ -309,16 +332,20 @@ int sq_cli_quick(int argc, char **argv)
         goto out;
     }
     fflush(stdout);
-    exit_code = sq_cli_run_status(&res);
+    exit_code = sq_cli_run_status(&res, sig);
     if (o.dist.agents)
         exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
+    if (!written && exit_code == SQ_EXIT_OK)
+        exit_code = SQ_EXIT_FAIL;
 out:
-    sq_cli_outputs_close(&outs);
-    sq_cli_series_close(&tk.out);
+    sq_cli_signals_end();
+    sq_cli_series_close(&tk.out, false); /* what was not committed above: nothing measured */
+    sq_cli_capture_dispose(&cap);
     sq_result_dispose(&res);
     sq_cluster_report_dispose(&rep);
     json_decref(job);
     sq_quick_run_dispose(&run);
     sq_quick_opts_dispose(&o);
+    free(typed);
     return exit_code;
 }

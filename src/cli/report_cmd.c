@@ -17,9 +17,6 @@
 #include "output/html.h"
 #include "output/summary.h"
 
-/* A result is a few KiB plus ~250 bytes per second of series; past this it is not one. */
-#define MAX_RESULT_BYTES ((off_t)256 << 20)
-
 static const char report_usage[] =
     "usage: squall report FILE [--html OUT]\n"
     "\n"
@@ -36,37 +33,10 @@ static const char report_usage[] =
 
 #define FACE "squall report"
 
-static int bad_file(const char *path, const char *problem)
-{
-    sq_cli_error(FACE, "%s: %s", path, problem);
-    return SQ_EXIT_USAGE;
-}
-
 /* Loads and checks the document; on failure prints the one line and returns the exit status. */
 static int load(const char *path, json_t **out)
 {
-    bool is_stdin = strcmp(path, "-") == 0;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f)
-        return bad_file(path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            fclose(f);
-            return bad_file(path, "is a directory");
-        }
-        if (S_ISREG(st.st_mode) && st.st_size > MAX_RESULT_BYTES) {
-            fclose(f);
-            return bad_file(path, "too large for a squall result (over 256 MiB)");
-        }
-    }
-    char why[JSON_ERROR_TEXT_LENGTH + 160];
-    int rc = sq_report_doc_read(f, out, why, sizeof(why));
-    if (!is_stdin)
-        fclose(f);
-    if (rc < 0)
-        return bad_file(path, why);
-    return SQ_EXIT_OK;
+    return sq_cli_read_result(FACE, path, out);
 }
 
 int sq_cli_report(int argc, char **argv)

@@ -18,6 +18,7 @@
 #include "engine/planrun.h"
 #include "engine/run.h"
 #include "engine/verdict.h"
+#include "output/json.h"
 #include "output/plan_json.h"
 #include "output/progress.h"
 #include "plan/plan.h"
@@ -26,7 +27,7 @@
 
 static const char run_usage[] =
     "usage: squall run PLAN [flags]      run a YAML plan (docs/plans.md)\n"
-    "       squall validate PLAN         check a plan and print what it would run\n"
+    "       squall validate PLAN...      check plans and print what each would run\n"
     "\n"
     "  -t, --threads N         worker threads per scenario (default: online CPUs)\n"
     "      --timeout D         request timeout unless the plan sets one (default 10s)\n"
@@ -42,20 +43,23 @@ static const char run_usage[] =
     "      --streams N         HTTP/2 scenarios: streams (VUs) per connection (default 1)\n"
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
     "      --no-phases         do not record per-phase timings\n"
+    "      --name NAME         the run's name in the result (over the plan's name:)\n"
+    "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
+    "      --watch PID         sample that process and its children each second (CPU, RSS,\n"
+    "                          threads, open files, switches; repeatable)\n"
+    "      --watch-name NAME   the same for every process named NAME (repeatable)\n"
     "  -q, --quiet             no progress line, no summary\n"
     "  -h, --help              this help\n";
-
-static const char run_usage_tail[] =
-    "\n"
-    "exit codes: 0 done, 1 nothing succeeded or an internal error, 2 bad flags or plan,\n"
-    "99 thresholds failed\n";
 
 static void print_usage(FILE *f)
 {
     fputs(run_usage, f);
     fputs(sq_netopts_usage, f);
     fputs(sq_distopts_usage, f);
-    fputs(run_usage_tail, f);
+    fputs("\nSIGINT or SIGTERM stops the run gracefully (in-flight iterations finish for their\n"
+          "gracefulStop, at most 5 s) and still writes every output.\n\n",
+          f);
+    sq_cli_exit_codes(f);
 }
 
 /* Loads the plan or prints why not ("squall: FILE: cannot read the plan: it is a directory",
@@ -74,23 +78,12 @@ static int load(const char *path, struct sq_plan **p)
     return 0;
 }
 
-int sq_cli_validate(int argc, char **argv)
+/* Validates one plan: prints what it would run and "plan OK", or why not. Returns the exit
+ * status for it alone. */
+static int validate_one(const char *path, bool named)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_usage(stdout);
-            return SQ_EXIT_OK;
-        }
-        if (a[0] == '-' && a[1] != '\0')
-            return sq_cli_usage_error("squall validate", "unknown flag '%s'", a);
-        if (path)
-            return sq_cli_usage_error("squall validate", "one plan file only; unexpected '%s'", a);
-        path = a;
-    }
-    if (!path)
-        return sq_cli_usage_error("squall validate", "no plan file given");
+    if (named)
+        printf("== %s\n", path);
     struct sq_plan *p = NULL;
     int rc = load(path, &p);
     if (rc)
@@ -110,6 +103,50 @@ int sq_cli_validate(int argc, char **argv)
     printf("plan OK\n");
     sq_plan_free(p);
     return SQ_EXIT_OK;
+}
+
+int sq_cli_validate(int argc, char **argv)
+{
+    int nplans = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_usage(stdout);
+            return SQ_EXIT_OK;
+        }
+        if (strcmp(a, "--") == 0)
+            break;
+        if (a[0] == '-' && a[1] != '\0')
+            return sq_cli_usage_error("squall validate", "unknown flag '%s'", a);
+        nplans++;
+    }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0)
+            nplans += argc - i - 1;
+    if (!nplans)
+        return sq_cli_usage_error("squall validate", "no plan file given");
+    /* Each plan on its own: one bad plan does not hide what the others say. */
+    int worst = SQ_EXIT_OK, bad = 0;
+    bool after_dashes = false;
+    for (int i = 1; i < argc; i++) {
+        if (!after_dashes && strcmp(argv[i], "--") == 0) {
+            after_dashes = true;
+            continue;
+        }
+        if (!after_dashes && argv[i][0] == '-' && argv[i][1] != '\0')
+            continue;
+        int rc = validate_one(argv[i], nplans > 1);
+        if (rc != SQ_EXIT_OK) {
+            bad++;
+            if (worst == SQ_EXIT_OK || rc == SQ_EXIT_USAGE)
+                worst = rc;
+        }
+        if (nplans > 1 && i + 1 < argc)
+            putchar('\n');
+    }
+    if (nplans > 1)
+        printf("%d of %d plans OK\n", nplans - bad, nplans);
+    return worst;
 }
 
 /* The main thread's per-second work: progress, and abortOnFail thresholds on the totals. */
@@ -163,17 +200,24 @@ int sq_cli_run(int argc, char **argv)
     char err[SQ_PREP_ERRLEN];
     struct sq_planrun_opts o;
     sq_planrun_opts_init(&o);
+    /* the command line as typed ("squall run PLAN ..."; main passed argv + 1, so argv[-1] is
+     * the program): getopt reorders argv */
+    char **typed = sq_cli_argv_copy(argc + 1, argv - 1);
     int rc = sq_planrun_parse_argv(&o, argc, argv, err, sizeof(err));
     if (rc == SQ_PLANRUN_HELP)
         print_usage(stdout);
-    if (rc)
+    if (rc) {
+        free(typed);
         return rc > 0 ? SQ_EXIT_OK : sq_cli_prep_error(FACE, rc, err);
+    }
     struct sq_plan *p = NULL;
     rc = load(o.plan, &p);
     if (rc == 0 && (rc = sq_cli_sink_plan_check(p)) != 0)
         sq_plan_free(p);
-    if (rc)
+    if (rc) {
+        free(typed);
         return rc;
+    }
 
     int exit_code = SQ_EXIT_FAIL;
     struct sq_planrun run;
@@ -186,6 +230,8 @@ int sq_cli_run(int argc, char **argv)
     struct sq_cli_outputs outs = {
         .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
     const char *why = NULL;
+    int sig = 0;
+    bool forced = false;
 
     rc = sq_planrun_prepare(&run, p, &o, err, sizeof(err));
     if (rc == 0 && !o.dist.agents) /* on agents, each raises its own */
@@ -250,6 +296,7 @@ int sq_cli_run(int argc, char **argv)
     } else {
         rc = sq_run(&run.cfg, &res, &why);
     }
+    sig = sq_cli_signal_seen(&forced);
     sq_progress_finish(&tk.progress);
     sq_cli_series_report(&tk.out, &res);
     if (rc < 0) {
@@ -263,6 +310,9 @@ int sq_cli_run(int argc, char **argv)
         sq_cli_sink_end(sink, &res, NULL, run.cfg.stop);
         goto out;
     }
+    sq_cli_series_close(&tk.out, true);
+    if (sig)
+        sq_cli_signal_mark(&res, sig, forced);
     json_t *doc = sq_report_planrun_doc(&run, &res, &verdicts);
     sq_cli_sink_end(sink, &res, doc, run.cfg.stop);
     sq_cli_signals_end();
@@ -274,7 +324,11 @@ int sq_cli_run(int argc, char **argv)
         fprintf(stderr, "squall: out of memory building the result\n");
         goto out;
     }
-    sq_cli_render(&outs, doc);
+    if (typed)
+        sq_report_set_command(doc, argc + 1, typed);
+    if (sig)
+        sq_cli_signal_doc(doc, sig, forced);
+    bool written = sq_cli_render(&outs, doc) == 0;
     json_decref(doc);
     if (res.script_error) {
         fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
@@ -282,17 +336,27 @@ int sq_cli_run(int argc, char **argv)
     }
     if (tk.w.aborted)
         fprintf(stderr, "squall: run stopped: %s\n", tk.w.why);
-    if (verdicts.failed || tk.w.aborted) {
-        fprintf(stderr, "squall: thresholds failed\n");
+    /* Which verdict wins: a signal (the run is incomplete), then a target that got nothing
+     * (thresholds on no data are not a regression), then the thresholds. */
+    if (sig) {
+        exit_code = SQ_EXIT_SIGNAL;
+    } else if (res.c.sent == 0 && res.c.iterations == 0) { /* a bus flow sends no request */
+        fprintf(stderr, "squall: nothing was sent: %s\n",
+                res.aborted ? res.abort_reason : "the target was not reachable");
+        exit_code = SQ_EXIT_FAIL;
+    } else if (verdicts.failed || tk.w.aborted) {
+        fprintf(stderr, "squall: thresholds crossed\n");
         exit_code = SQ_EXIT_THRESHOLDS;
     } else {
-        exit_code = sq_cli_run_status(&res);
+        exit_code = sq_cli_run_status(&res, 0);
     }
     if (o.dist.agents)
         exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
+    if (!written && exit_code == SQ_EXIT_OK)
+        exit_code = SQ_EXIT_FAIL;
 out:
-    sq_cli_outputs_close(&outs);
-    sq_cli_series_close(&tk.out);
+    sq_cli_signals_end();
+    sq_cli_series_close(&tk.out, false); /* what was not committed above: nothing measured */
     sq_planrun_watch_dispose(&tk.w);
     sq_th_verdicts_dispose(&verdicts);
     sq_result_dispose(&res); /* before rep: a distributed result borrows its strings */
@@ -300,5 +364,6 @@ out:
     json_decref(job);
     sq_planrun_dispose(&run);
     sq_plan_free(p);
+    free(typed);
     return exit_code;
 }

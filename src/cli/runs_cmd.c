@@ -351,28 +351,28 @@ static int cmd_export(struct sq_store *s, const struct runs_opts *o)
     if ((rc = load_doc(s, id, &doc, NULL)) != 0)
         return rc;
     int exit_code = SQ_EXIT_OK;
-    if (o->json_path) {
-        bool out = strcmp(o->json_path, "-") == 0;
-        FILE *f = out ? stdout : sq_cli_open_out(FACE, "--json", o->json_path, &exit_code);
-        if (f) {
-            if (sq_report_json_write(f, doc) < 0) {
-                sq_cli_error(FACE, "--json: cannot write '%s'", o->json_path);
-                exit_code = SQ_EXIT_FAIL;
-            }
-            if (!out && fclose(f) != 0)
-                exit_code = SQ_EXIT_FAIL;
+    if (o->json_path) { /* written atomically (cli/common.h), "-" to standard output */
+        struct sq_cli_file cf;
+        if ((rc = sq_cli_file_open(FACE, "--json", o->json_path, &cf)) != 0) {
+            exit_code = rc;
+        } else if (sq_report_json_write(cf.f, doc) < 0) {
+            sq_cli_error(FACE, "--json: cannot write '%s'", o->json_path);
+            sq_cli_file_discard(&cf);
+            exit_code = SQ_EXIT_FAIL;
+        } else if (sq_cli_file_commit(&cf) < 0) {
+            exit_code = SQ_EXIT_FAIL;
         }
     }
     if (o->html_path && exit_code == SQ_EXIT_OK) {
-        bool out = strcmp(o->html_path, "-") == 0;
-        FILE *f = out ? stdout : sq_cli_open_out(FACE, "--html", o->html_path, &exit_code);
-        if (f) {
-            if (sq_report_html(doc, f) < 0) {
-                sq_cli_error(FACE, "--html: cannot write '%s'", o->html_path);
-                exit_code = SQ_EXIT_FAIL;
-            }
-            if (!out && fclose(f) != 0)
-                exit_code = SQ_EXIT_FAIL;
+        struct sq_cli_file cf;
+        if ((rc = sq_cli_file_open(FACE, "--html", o->html_path, &cf)) != 0) {
+            exit_code = rc;
+        } else if (sq_report_html(doc, cf.f) < 0) {
+            sq_cli_error(FACE, "--html: cannot write '%s'", o->html_path);
+            sq_cli_file_discard(&cf);
+            exit_code = SQ_EXIT_FAIL;
+        } else if (sq_cli_file_commit(&cf) < 0) {
+            exit_code = SQ_EXIT_FAIL;
         }
     }
     json_decref(doc);

@@ -251,7 +251,6 @@ int sq_cli_sink(int argc, char **argv)
     struct sq_sink *s = NULL;
     rc = sq_sink_start(&cfg, &s, err, sizeof(err));
     if (rc < 0) {
-        sq_cli_outputs_close(&outs);
         if (rc == -SQ_EUSAGE)
             return sq_cli_usage_error(FACE, "%s", err);
         sq_cli_error(FACE, "%s", err);
@@ -308,7 +307,6 @@ int sq_cli_sink(int argc, char **argv)
             fprintf(stderr, "squall sink: nothing was delivered\n");
         json_decref(doc);
     }
-    sq_cli_outputs_close(&outs);
     sq_sink_free(s);
     return exit_code;
 }

@@ -446,6 +446,7 @@ int sq_cli_wrk(int argc, char **argv)
     struct sq_result res = {0};
     char *port = NULL;
     FILE *json = NULL;
+    struct sq_cli_file jfile = {0};
     if (exit_code != 0) {
         if (exit_code == SQ_EXIT_DONE)
             exit_code = SQ_EXIT_OK;
@@ -538,8 +539,14 @@ int sq_cli_wrk(int argc, char **argv)
         exit_code = sq_cli_prep_error(FACE, rc, err);
         goto out;
     }
-    if (o.json_path && !json && !(json = sq_cli_open_out(FACE, "--json", o.json_path, &exit_code)))
-        goto out;
+    if (o.json_path && !json) {
+        /* written atomically: a temporary file renamed into place once complete */
+        if ((rc = sq_cli_file_open(FACE, "--json", o.json_path, &jfile)) != 0) {
+            exit_code = rc;
+            goto out;
+        }
+        json = jfile.f;
+    }
 
     char dur[32];
     fmt_time_s(dur, sizeof(dur), (double)o.duration_ns / 1e9);
@@ -573,6 +580,10 @@ int sq_cli_wrk(int argc, char **argv)
             json_object_set_new(doc, "script", sq_cli_script_json(o.script, ws.hooks, &res));
             if (sq_report_json_write(json, doc) < 0)
                 fprintf(stderr, "%s: --json: write failed\n", FACE);
+            else if (jfile.f && json == jfile.f) {
+                sq_cli_file_commit(&jfile); /* closes it */
+                json = NULL;
+            }
             json_decref(doc);
         }
     }
@@ -612,7 +623,9 @@ int sq_cli_wrk(int argc, char **argv)
                      : "; -R N measures latency from the intended send, like wrk2");
     exit_code = SQ_EXIT_OK;
 out:
-    if (json)
+    if (jfile.f)
+        sq_cli_file_discard(&jfile); /* not written: nothing under its name */
+    else if (json)
         fclose(json);
     sq_result_dispose(&res);
     sq_wrk_script_close(&ws);

@@ -453,6 +453,14 @@ json_t *sq_wire_result(const struct sq_result *r)
         json_array_append_new(sc, so);
     }
     json_object_set_new(o, "scens", sc);
+    json_t *codes = json_object(); /* exact statuses seen: {"200": n, ...} */
+    for (size_t k = 0; k < SQ_STATUS_CODES; k++)
+        if (r->status_codes[k]) {
+            char key[8];
+            snprintf(key, sizeof(key), "%zu", k);
+            put_u64(codes, key, r->status_codes[k]);
+        }
+    json_object_set_new(o, "status_codes", codes);
     json_object_set_new(o, "aborted", json_boolean(r->aborted));
     json_object_set_new(o, "abort_reason", json_string(r->abort_reason));
     json_object_set_new(o, "tls", json_boolean(r->tls));
@@ -619,6 +627,19 @@ static int read_result(const json_t *j, struct sq_wire_res *w)
         (!get_u64(j, "script_stopped", &stopped) || stopped > UINT32_MAX))
         return -SQ_EPARSE;
     r->script_stopped = (uint32_t)stopped;
+    const json_t *codes = json_object_get(j, "status_codes");
+    if (codes && !json_is_object(codes))
+        return -SQ_EPARSE;
+    const char *ck;
+    const json_t *cv;
+    json_object_foreach((json_t *)codes, ck, cv)
+    {
+        char *end;
+        unsigned long k = strtoul(ck, &end, 10);
+        if (*end || k >= SQ_STATUS_CODES || !json_is_integer(cv) || json_integer_value(cv) < 0)
+            return -SQ_EPARSE;
+        r->status_codes[k] = (uint64_t)json_integer_value(cv);
+    }
     int rc = sq_wire_hist_read(json_object_get(j, "latency"), &r->latency);
     if (rc == 0 && !r->latency)
         rc = sq_latency_hist_new(&r->latency);

@@ -1,6 +1,8 @@
 /* engine/flags.c - see flags.h. */
 #include "engine/flags.h"
 
+#include "base/text.h"
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -107,6 +109,20 @@ int sq_flag_refused(const struct option *longs, int opt, const char *flag, char 
         }
         if (matches > 1)
             return sq_flag_fail(err, len, "'%.*s' is ambiguous: %s", (int)(n + 2), flag, names);
+    }
+    if (strncmp(flag, "--", 2) == 0 && flag[2]) {
+        /* a misspelt long flag: the nearest one, as the plan loader does for keys */
+        struct sq_suggest sg;
+        char tail[96];
+        size_t n = strcspn(flag + 2, "=");
+        sq_suggest_init(&sg, flag + 2, n);
+        for (const struct option *o = longs; o->name; o++)
+            sq_suggest_try(&sg, o->name);
+        if (sg.best)
+            snprintf(tail, sizeof(tail), " (did you mean '--%s'?)", sg.best);
+        else
+            tail[0] = '\0';
+        return sq_flag_fail(err, len, "unknown flag '%.*s'%s", (int)(n + 2), flag, tail);
     }
     return sq_flag_fail(err, len, "unknown flag '%s'", flag);
 }

@@ -160,11 +160,12 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
     else if (c->cap) {
         /* a wrk script's response(): the body, up to the cap */
         size_t room = SQ_ENGINE_CAPTURE_CAP - c->cap->body.len;
-        if (len > room)
-            len = room;
-        if (len && sq_buf_append(&c->cap->body, data, len) < 0)
+        size_t n = len > room ? room : len;
+        if (n && sq_buf_append(&c->cap->body, data, n) < 0)
             return -ENOMEM;
     }
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_body(c, data, len);
     return 0;
 }
 
@@ -195,10 +196,10 @@ static int on_body(void *ud, const char *data, size_t len)
  * body goes through. A plain body with nothing to look at stays framing-only. */
 static int on_head(void *ud, const char *head, size_t len)
 {
-    SQ_UNUSED(head);
-    SQ_UNUSED(len);
     struct sq_engine__conn *c = ud;
     struct sq_flow_vu *v = c->fv;
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_head(c, head, len);
     uint8_t enc = c->rd.content_encoding;
     c->decoding = false;
     c->streaming = c->rd.event_stream;
@@ -214,7 +215,7 @@ static int on_head(void *ud, const char *head, size_t len)
         sq_sse_init(&c->sse);
         c->first_event_ns = 0;
     }
-    bool body = c->decoding || c->streaming || (v && v->capture);
+    bool body = c->decoding || c->streaming || (v && v->capture) || (c->xc && c->xc->on);
     sq_h1_reader_on_body(&c->rd, body ? on_body : NULL, c);
     return 0;
 }
@@ -336,6 +337,8 @@ static void conn_read(struct sq_engine__conn *c)
         }
         if (c->fb_ns == 0)
             c->fb_ns = sq_loop_now(w->loop);
+        if (SQ_UNLIKELY(c->xc != NULL))
+            sq_engine__xc_raw(c, w->rbuf, (size_t)n);
         const char *p = w->rbuf;
         size_t left = (size_t)n;
     next_response:;

@@ -31,6 +31,7 @@
 #include "engine/h2drv.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -307,11 +308,15 @@ static void body_failed(struct sq_engine__conn *c)
 /* The final head of c's response is in: what its body goes through. */
 static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
 {
-    SQ_UNUSED(status);
     struct h2conn *t = ud;
     struct sq_engine__conn *c = vu_of(t, st);
     if (c->fb_ns == 0)
         c->fb_ns = sq_loop_now(t->w->loop);
+    if (SQ_UNLIKELY(c->xc != NULL)) {
+        char line[32];
+        int n = snprintf(line, sizeof(line), "HTTP/2 %d\r\n\r\n", status);
+        sq_engine__xc_head(c, line, (size_t)n);
+    }
     if (SQ_UNLIKELY(c->fv != NULL) && st->want_fields)
         sq_flow_vu_fields_done(c->fv);
     c->streaming = st->event_stream;
@@ -342,6 +347,8 @@ static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t 
     struct h2conn *t = ud;
     struct sq_engine__conn *c = vu_of(t, st);
     c->rd.body.bytes += len;
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_body(c, data, len);
     if (SQ_LIKELY(!c->decoding && !c->streaming && !(c->fv && c->fv->capture)))
         return; /* framing only */
     int rc =

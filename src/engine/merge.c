@@ -145,6 +145,8 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
     sq_counters_add(&dst->c, &src->c);
     dst->in_flight += src->in_flight;
     dst->arrivals += src->arrivals;
+    for (size_t k = 0; k < SQ_STATUS_CODES; k++)
+        dst->status_codes[k] += src->status_codes[k];
     dst->open |= src->open;
     int rc = hist_add(&dst->latency, src->latency);
     if (rc == 0)

@@ -35,6 +35,10 @@ static const struct option longs[] = {
     {"streams", required_argument, NULL, 'S'},
     {"out", required_argument, NULL, 'O'},
     {"sample", required_argument, NULL, 's'},
+    {"name", required_argument, NULL, 'N'},
+    {"percentiles", required_argument, NULL, 'R'},
+    {"watch", required_argument, NULL, 'W'},
+    {"watch-name", required_argument, NULL, 'w'},
     SQ_NETOPTS_LONG_OPTIONS,
     SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -111,6 +115,25 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
             break;
         case 's':
             if ((rc = sq_flag_sample(flag, optarg, &o->sample, err, len)) < 0)
+                return rc;
+            break;
+        case 'N':
+            if (!optarg[0])
+                return sq_flag_fail(err, len, "%s: the name is empty", flag);
+            o->name = optarg;
+            break;
+        case 'R': {
+            const char *why = NULL;
+            int n =
+                sq_parse_percentiles(optarg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
+            if (n < 0)
+                return sq_flag_fail(err, len, "%s: '%s': %s", flag, optarg, why);
+            o->npercentiles = (size_t)n;
+            break;
+        }
+        case 'W':
+        case 'w':
+            if ((rc = sq_watch_opts_add(&o->watch, ch == 'w', flag, optarg, err, len)) < 0)
                 return rc;
             break;
         case 'h':
@@ -217,6 +240,10 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     cfg->nscens = (uint32_t)p->nscenarios;
     cfg->phases = !o->no_phases;
     cfg->threads = sq_flag_threads(o->threads);
+    /* Every watched process must exist now: refused before any load, never found out after. */
+    if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
+        return rc;
+    cfg->watch = r->watch;
     if (o->streams && !nh2)
         return sq_flag_fail(err, len,
                             "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");
@@ -265,6 +292,8 @@ void sq_planrun_dispose(struct sq_planrun *r)
     sq_net_dispose(&r->net);
     sq_tls_client_free(r->tls_h2);
     r->tls_h2 = NULL;
+    sq_watch_free(r->watch);
+    r->watch = NULL;
     sq_oauth_free(r->oauth);
     r->oauth = NULL;
 }

@@ -25,6 +25,7 @@
 #include "engine/netopts.h"
 #include "engine/oauth.h"
 #include "engine/run.h"
+#include "engine/watchopt.h"
 #include "engine/verdict.h"
 #include "http/url.h"
 #include "plan/plan.h"
@@ -43,6 +44,10 @@ struct sq_planrun_opts {
     bool refuse_scripts;
     struct sq_netopts net;
     struct sq_distopts dist; /* --agents N --nats URL...: a run on agents */
+    const char *name;        /* --name: the run's name (over the plan's name:) */
+    double percentiles[16];  /* --percentiles; npercentiles 0: the default list */
+    size_t npercentiles;
+    struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (engine/watchopt.h) */
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     const char *csv_path, *hdr_path, *ndjson_path; /* --out csv=, hdr=, ndjson= */
@@ -78,6 +83,7 @@ struct sq_planrun {
     struct sq_net net;
     struct sq_tls_client *tls_h2; /* https plans mixing protocols: the h2 scenarios' client */
     struct sq_oauth *oauth;       /* the plan's auth.oauth2 token source (started), or NULL */
+    struct sq_watch *watch;       /* the processes --watch names (cfg.watch), or NULL */
 };
 
 /* The protocol scenario i runs, as the result names it: "http/1.1", "h2c" or "h2". */

@@ -52,6 +52,11 @@ enum {
     OPT_SINK_STAMP,
     OPT_SINK_SETTLE,
     OPT_URLS,
+    OPT_HTTP_DEBUG,
+    OPT_NAME,
+    OPT_PERCENTILES,
+    OPT_WATCH,
+    OPT_WATCH_NAME,
     OPT_MESSAGE,
     OPT_BINARY,
     OPT_WS_PING,
@@ -97,6 +102,12 @@ static const struct option longs[] = {
     {"sink-stamp", required_argument, NULL, OPT_SINK_STAMP},
     {"sink-settle", required_argument, NULL, OPT_SINK_SETTLE},
     {"urls", required_argument, NULL, OPT_URLS},
+    {"verbose", no_argument, NULL, 'v'},
+    {"http-debug", optional_argument, NULL, OPT_HTTP_DEBUG},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"percentiles", required_argument, NULL, OPT_PERCENTILES},
+    {"watch", required_argument, NULL, OPT_WATCH},
+    {"watch-name", required_argument, NULL, OPT_WATCH_NAME},
     {"script", required_argument, NULL, 's'},
     {"message", required_argument, NULL, OPT_MESSAGE},
     {"binary", no_argument, NULL, OPT_BINARY},
@@ -149,6 +160,20 @@ static bool method_ok(const char *m)
         return false;
     free(req);
     return true;
+}
+
+/* The standard methods (RFC 9110 9, RFC 5789): one written in another case is taken as meant in
+ * capitals (-m post sends POST). Methods are case-sensitive, so any other token is sent as it
+ * was written. */
+static const char *const standard_methods[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
+                                               "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+
+static const char *method_canonical(const char *m)
+{
+    for (size_t i = 0; i < SQ_ARRAY_LEN(standard_methods); i++)
+        if (strcasecmp(m, standard_methods[i]) == 0)
+            return standard_methods[i];
+    return m;
 }
 
 /* Why a -H value is not a header, for the message. */
@@ -304,7 +329,7 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
                                 "%s: '%s' is not a method (a token like GET or POST: letters, "
                                 "digits and !#$%%&'*+-.^_`|~)",
                                 flag, arg);
-        o->method = arg;
+        o->method = method_canonical(arg);
         return 0;
     case 'H':
         if (o->nheaders == SQ_QUICK_MAX_HEADERS)
@@ -359,6 +384,34 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     case OPT_URLS:
         o->urls_path = arg;
         return 0;
+    case 'v':
+        o->verbose = true;
+        return 0;
+    case OPT_HTTP_DEBUG:
+        if (arg && strcmp(arg, "force") != 0)
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a value it takes (--http-debug, or "
+                                "--http-debug=force for more than %d requests)",
+                                flag, arg, SQ_QUICK_HTTP_DEBUG_MAX);
+        o->http_debug = true;
+        o->http_debug_force = arg != NULL;
+        return 0;
+    case OPT_NAME:
+        if (!arg[0])
+            return sq_flag_fail(err, len, "%s: the name is empty", flag);
+        o->name = arg;
+        return 0;
+    case OPT_PERCENTILES: {
+        const char *why = NULL;
+        int n = sq_parse_percentiles(arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
+        if (n < 0)
+            return sq_flag_fail(err, len, "%s: '%s': %s", flag, arg, why);
+        o->npercentiles = (size_t)n;
+        return 0;
+    }
+    case OPT_WATCH:
+    case OPT_WATCH_NAME:
+        return sq_watch_opts_add(&o->watch, opt == OPT_WATCH_NAME, flag, arg, err, len);
     case 's':
         o->script = arg;
         return 0;
@@ -507,6 +560,12 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
         return sq_flag_fail(err, len, "--max-in-flight applies to the open loop (-r)");
     if (o->streams && !o->http2)
         return sq_flag_fail(err, len, "--streams applies to --http2");
+    if (o->http_debug && !o->http_debug_force &&
+        (!o->requests || o->requests > SQ_QUICK_HTTP_DEBUG_MAX))
+        return sq_flag_fail(err, len,
+                            "--http-debug prints every exchange: give -n N (N at most %d), or "
+                            "--http-debug=force",
+                            SQ_QUICK_HTTP_DEBUG_MAX);
     if (o->script && o->http2)
         return sq_flag_fail(err, len, "-s: scripts run over HTTP/1.1; drop --http2");
     if (o->script && o->ws)
@@ -542,7 +601,7 @@ int sq_quick_parse_argv(struct sq_quick_opts *o, int argc, char **argv, char *er
     opterr = 0;
     optind = 0; /* getopt_long starts afresh, whatever an earlier parse left behind */
     int opt, li = -1, rc;
-    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:s:kqhV", longs, &li)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":c:d:n:r:t:m:H:b:s:kqvhV", longs, &li)) != -1) {
         char name[48];
         const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
         if ((rc = take(o, opt, flag, optarg, err, len)) != 0)
@@ -592,12 +651,15 @@ static const struct {
     {"tolerate-agent-loss", "cannot run on agents"},
     {"subject-prefix", "cannot run on agents"},
     {"segments", "cannot run on agents"},
+    {"verbose", "prints nothing"},
+    {"http-debug", "prints nothing"},
 };
 
 static bool repeatable(const char *key)
 {
     return strcmp(key, "header") == 0 || strcmp(key, "resolve") == 0 ||
-           strcmp(key, "connect-to") == 0;
+           strcmp(key, "connect-to") == 0 || strcmp(key, "watch") == 0 ||
+           strcmp(key, "watch-name") == 0;
 }
 
 /* The long option named key exactly, if a JSON object may use it. */
@@ -1262,6 +1324,13 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     }
     int rc = o->url ? sq_url_parse(url ? url : o->url, &r->url, &why) : 0;
     free(url);
+    if (rc < 0 && !strstr(o->url, "://")) {
+        /* "localhost:8080/x", ":8080/x", "/x": a URL without its scheme */
+        const char *u = o->url;
+        return sq_flag_fail(err, len, "bad URL '%s': no scheme (did you mean http://%s%s%s?)", u,
+                            u[0] == ':' || u[0] == '/' ? "127.0.0.1" : "",
+                            u[0] == '/' ? ":8080" : "", u);
+    }
     if (rc < 0)
         return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why ? why : sq_strerror(rc));
     struct sq_kv headers[SQ_QUICK_MAX_HEADERS + 1];
@@ -1325,6 +1394,10 @@ configure:;
     if ((rc = build_exec(o, o->streams, &cfg->exec, err, len)) < 0)
         return rc;
     cfg->threads = sq_flag_threads(o->threads);
+    /* Every watched process must exist now: refused before any load, never found out after. */
+    if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
+        return rc;
+    cfg->watch = r->watch;
     /* ALPN h2 is required: a server that does not pick it fails the handshake. */
     rc = sq_net_setup(&r->net, &o->net, &r->url, o->http2 ? "h2" : NULL, cfg, err, len);
     if (rc < 0)
@@ -1362,6 +1435,8 @@ void sq_quick_run_dispose(struct sq_quick_run *r)
     r->req = r->body = NULL;
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
+    sq_watch_free(r->watch);
+    r->watch = NULL;
     sq_wrk_script_close(&r->wrk);
 }
 

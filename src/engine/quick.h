@@ -30,13 +30,15 @@
 #include "engine/netopts.h"
 #include "engine/run.h"
 #include "engine/urllist.h"
+#include "engine/watchopt.h"
 #include "engine/wrkscript.h"
 #include "http/h2.h"
 #include "http/request.h"
 #include "http/url.h"
 
-#define SQ_QUICK_MAX_HEADERS   64
-#define SQ_QUICK_MAX_BODY_FILE (64u << 20) /* -b @FILE: the largest file read */
+#define SQ_QUICK_MAX_HEADERS    64
+#define SQ_QUICK_HTTP_DEBUG_MAX 20 /* --http-debug: the most requests (-n) without =force */
+#define SQ_QUICK_MAX_BODY_FILE  (64u << 20) /* -b @FILE: the largest file read */
 
 /* The quick face's options. Strings are borrowed from the arguments parsed (argv, or what
  * sq_quick_from_json built, which the options then own). */
@@ -64,8 +66,9 @@ struct sq_quick_opts {
     int64_t timeout_ns;         /* default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
-    struct sq_netopts net;   /* DNS and TLS */
-    struct sq_distopts dist; /* --agents N --nats URL...: a run on agents (the CLI only) */
+    struct sq_netopts net;      /* DNS and TLS */
+    struct sq_distopts dist;    /* --agents N --nats URL...: a run on agents (the CLI only) */
+    struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (engine/watchopt.h) */
     /* -s FILE: a wrk-style Lua script (docs/wrk.md), and the arguments after the URL that its
      * init(args) gets (refused from JSON: a daemon runs no script file) */
     const char *script;
@@ -98,6 +101,12 @@ struct sq_quick_opts {
     size_t nsinks;
     const char *sink_stamp;
     int64_t sink_settle_ns;
+    bool verbose;           /* -v: the first exchange of each status and error kind */
+    bool http_debug;        /* --http-debug: every exchange (a few requests only) */
+    bool http_debug_force;  /* --http-debug=force: whatever the count */
+    const char *name;       /* --name: the run's name in the result */
+    double percentiles[16]; /* --percentiles (output/json.h); npercentiles 0: the default */
+    size_t npercentiles;
     /* sq_quick_from_json: the arguments it built and the body (owned) */
     char **_argv;
     size_t _argc;
@@ -162,6 +171,7 @@ struct sq_quick_run {
     struct sq_bus_url bus_url;
     char *payload;
     size_t payload_len;
+    struct sq_watch *watch;   /* the processes --watch names (cfg.watch), or NULL */
     struct sq_wrk_script wrk; /* -s: the script's states (cfg.script points into it) */
     /* ws:// and wss://: what cfg.ws points at; the message template when it has dynamic parts
      * (else the message is body, sent as it is), the upgrade's -H lines */

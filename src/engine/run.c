@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "engine/bus.h"
+#include "engine/client.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
@@ -264,11 +265,17 @@ static int64_t calibrate_spin(void)
 struct agg {
     uint32_t cur; /* the second being assembled, 1-based */
     struct sq_hist *h, *hu;
+    /* plan runs: per step of every scenario (scenario i's steps from step_base[i]), this
+     * second's latencies; NULL for think steps */
+    struct sq_hist **sh;
+    uint32_t *step_base;
+    uint32_t nsteps;
     struct sq_counters *last;   /* per worker: cumulative counters of its last consumed slot */
     uint64_t *active;           /* per worker: active VUs or in flight at its last slot */
     struct sq_counters emitted; /* the sum of `last` when the previous entry was emitted */
     int64_t prev_end;
     bool finished;
+    struct sq_engine__clagg cl; /* squall's own cost, the watched processes (engine/client.h) */
 };
 
 static uint64_t errors_of(const struct sq_counters *c)
@@ -320,6 +327,55 @@ static void sum_last(const struct agg *a, uint32_t n, struct sq_counters *out)
         sq_counters_add(out, &a->last[i]);
 }
 
+static int step_push(struct sq_step_series *s, const struct sq_step_point *p)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct sq_step_point *v = realloc(s->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = *p;
+    return 0;
+}
+
+/* A slot of a second already emitted: its steps' responses join that second's points (their
+ * percentiles stay the whole second's without the sliver, as in the run's series). */
+static void step_late(struct agg *a, const struct sq_engine__worker *w,
+                      const struct sq_engine__slot *s, struct sq_result *out)
+{
+    for (size_t k = 0; s->step_h && k < w->flow->nsteps; k++) {
+        struct sq_step_series *ss = &out->step_series[a->step_base[w->scen] + k];
+        if (!s->step_h[k] || !sq_hist_total(s->step_h[k]) || ss->n == 0)
+            continue;
+        struct sq_step_point *p = &ss->v[ss->n - 1];
+        p->responses += (uint64_t)sq_hist_total(s->step_h[k]);
+        if (sq_hist_max(s->step_h[k]) > p->max_us)
+            p->max_us = sq_hist_max(s->step_h[k]);
+    }
+}
+
+/* This second's point of every step, from its merged histogram (then reset). */
+static void step_emit(struct agg *a, struct sq_result *out, double t_s)
+{
+    for (uint32_t g = 0; g < a->nsteps; g++) {
+        struct sq_hist *h = a->sh[g];
+        if (!h)
+            continue;
+        struct sq_step_point p = {.t_s = t_s, .responses = (uint64_t)sq_hist_total(h)};
+        if (p.responses) {
+            p.p50_us = sq_hist_percentile(h, 50);
+            p.p90_us = sq_hist_percentile(h, 90);
+            p.p99_us = sq_hist_percentile(h, 99);
+            p.max_us = sq_hist_max(h);
+        }
+        step_push(&out->step_series[g], &p);
+        sq_hist_reset(h);
+    }
+}
+
 /* Consumes one published slot of worker w: its histograms go into the second being assembled
  * (or, for a slot of a second already emitted, into that entry's counts only) and into the
  * run's totals; then the slot is reset and handed back. */
@@ -340,9 +396,11 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         sub_counters(&a->emitted, &a->last[wi]);
         sq_counters_add(&a->emitted, &s->c);
         a->last[wi] = s->c;
+        sq_engine__clagg_slot(&a->cl, wi, s, e);
         int64_t mx = sq_hist_total(s->hist) ? sq_hist_max(s->hist) : 0;
         if (mx > e->max_us)
             e->max_us = mx;
+        step_late(a, w, s, out);
         if (s->end_ns > a->prev_end) {
             e->t_s = (double)(s->end_ns - go) / 1e9;
             e->len_s += (double)(s->end_ns - a->prev_end) / 1e9;
@@ -352,14 +410,21 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         sq_hist_merge(a->h, s->hist);
         if (s->hist_unc)
             sq_hist_merge(a->hu, s->hist_unc);
+        for (size_t k = 0; s->step_h && k < w->flow->nsteps; k++)
+            if (s->step_h[k])
+                sq_hist_merge(a->sh[a->step_base[w->scen] + k], s->step_h[k]);
         a->last[wi] = s->c;
         a->active[wi] = s->active;
+        sq_engine__clagg_slot(&a->cl, wi, s, NULL);
         if (s->end_ns > *end)
             *end = s->end_ns;
     }
     sq_hist_reset(s->hist);
     if (s->hist_unc)
         sq_hist_reset(s->hist_unc);
+    for (size_t k = 0; s->step_h && k < w->flow->nsteps; k++)
+        if (s->step_h[k])
+            sq_hist_reset(s->step_h[k]);
     __atomic_store_n(&w->rd, rd + 1, __ATOMIC_RELEASE);
 }
 
@@ -416,8 +481,11 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
             e.p99_us = sq_hist_percentile(a->h, 99);
             e.max_us = sq_hist_max(a->h);
         }
+        sq_engine__clagg_emit(&a->cl, &e, sq_now_ns());
         if (series_push(&out->series, &e) == 0 && cfg->on_tick)
             cfg->on_tick(cfg->tick_ud, &e, a->h, out->open ? a->hu : NULL);
+        if (a->sh)
+            step_emit(a, out, e.t_s);
         sq_hist_reset(a->h);
         if (a->hu)
             sq_hist_reset(a->hu);
@@ -514,8 +582,23 @@ static void stop_run(struct sq_engine__shared *run, struct sq_result *out, const
 {
     if (run->abort)
         return;
-    snprintf(out->abort_reason, sizeof(out->abort_reason), fmt, a, b);
+    if (!run->wind_ns)
+        snprintf(out->abort_reason, sizeof(out->abort_reason), fmt, a, b);
     __atomic_store_n(&run->abort, 1, __ATOMIC_RELAXED);
+}
+
+/* The caller's stop flag: a graceful stop once the run has started (workers stop starting work
+ * and let what is in flight finish for their graceful stop), otherwise at once. */
+static void stop_asked(struct sq_engine__shared *run, struct sq_result *out, int how, int64_t now)
+{
+    if (how >= SQ_STOP_NOW || !run->go_ns) {
+        stop_run(run, out, "stopped by request%s%s", "", "");
+        return;
+    }
+    if (run->wind_ns || run->abort)
+        return;
+    snprintf(out->abort_reason, sizeof(out->abort_reason), "stopped by request");
+    __atomic_store_n(&run->wind_ns, now, __ATOMIC_RELAXED);
 }
 
 /* Watches the workers from the main thread until every one has left its loop: starts the run
@@ -539,12 +622,18 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         sum_live(ws, n, &t);
         if (run->go_ns)
             aggregate(agg, ws, n, cfg, out, run->go_ns);
-        if (t.done == n && (!run->go_ns || agg->finished))
+        if (t.done == n && (!run->go_ns || agg->finished)) {
+            if (run->go_ns &&
+                sq_engine__clagg_end(&agg->cl,
+                                     out->series.n ? &out->series.v[out->series.n - 1] : NULL, out,
+                                     sq_now_ns()) < 0)
+                out->client.valid = false;
             return;
+        }
         int64_t now = sq_now_ns();
-        /* atomic: another thread may set it (the daemon's API), not only a signal handler */
-        if (cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_RELAXED))
-            stop_run(run, out, "stopped by request%s%s", "", "");
+        int stop_how = cfg->stop ? __atomic_load_n(cfg->stop, __ATOMIC_RELAXED) : 0;
+        if (stop_how) /* another thread may set it */
+            stop_asked(run, out, stop_how, now);
         if (t.script_failed)
             stop_run(run, out, "a script hook raised an error%s%s", "", "");
         if (!run->go_ns && t.ready == n) {
@@ -571,8 +660,11 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
                     int64_t at = __atomic_load_n(cfg->start_at, __ATOMIC_ACQUIRE);
                     go = at == 0 ? 0 : at > go ? at : go;
                 }
-                if (go)
+                if (go) {
+                    out->wall_start_ns = sq_wall_ns() + (go - now);
+                    sq_engine__clagg_begin(&agg->cl, go);
                     __atomic_store_n(&run->go_ns, go, __ATOMIC_RELEASE);
+                }
             }
         }
         if (t.progress != last_progress || t.opened != last_opened) {
@@ -606,6 +698,72 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         last_opened = t.opened;
         sleep_ns(run->go_ns ? WATCH_NS : SQ_NS_PER_MS);
     }
+}
+
+/* Plan runs: a per-step series for every step of every scenario, and the histogram each second
+ * is merged into. */
+static int steps_init(struct agg *a, const struct sq_run_config *cfg, struct sq_result *out)
+{
+    a->step_base = calloc(cfg->nscens, sizeof(*a->step_base));
+    if (!a->step_base)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < cfg->nscens; i++) {
+        a->step_base[i] = a->nsteps;
+        a->nsteps += (uint32_t)cfg->scens[i].flow->nsteps;
+    }
+    a->sh = calloc(a->nsteps ? a->nsteps : 1, sizeof(*a->sh));
+    out->step_series = calloc(a->nsteps ? a->nsteps : 1, sizeof(*out->step_series));
+    if (!a->sh || !out->step_series)
+        return -ENOMEM;
+    out->nstep_series = a->nsteps;
+    for (uint32_t i = 0; i < cfg->nscens; i++) {
+        const struct sq_flow *f = cfg->scens[i].flow;
+        for (size_t k = 0; k < f->nsteps; k++) {
+            int rc = f->steps[k].think ? 0 : sq_engine__step_hist_new(&a->sh[a->step_base[i] + k]);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The run's 100 ms series: every worker's bins, brought to the widest width any of them
+ * reached, added up, and cut at the run's end. */
+static int fine_merge(struct sq_engine__worker *ws, uint32_t n, int64_t duration_ns,
+                      struct sq_fine_series *out)
+{
+    int64_t bin = SQ_FINE_BIN_NS;
+    for (uint32_t i = 0; i < n; i++)
+        if (ws[i].fine_ns > bin)
+            bin = ws[i].fine_ns;
+    size_t nb = duration_ns > 0 ? (size_t)((duration_ns + bin - 1) / bin) : 0;
+    if (nb > SQ_FINE_BINS)
+        nb = SQ_FINE_BINS;
+    out->bin_ns = bin;
+    out->n = nb;
+    out->v = calloc(nb ? nb : 1, sizeof(*out->v));
+    if (!out->v)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t scale = bin / ws[i].fine_ns; /* a power of two */
+        for (size_t k = 0; k < SQ_FINE_BINS; k++) {
+            const struct sq_fine_bin *b = &ws[i].fine[k];
+            size_t j = k / (size_t)scale;
+            if (j >= nb) {
+                if (!b->completed && !b->failed)
+                    continue;
+                j = nb ? nb - 1 : 0; /* a sliver past the end lands in the last bin */
+                if (!nb)
+                    continue;
+            }
+            struct sq_fine_bin *d = &out->v[j];
+            d->completed += b->completed;
+            d->failed += b->failed;
+            if (b->max_us > d->max_us)
+                d->max_us = b->max_us;
+        }
+    }
+    return 0;
 }
 
 /* Scenario i's executor. */
@@ -757,8 +915,12 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     agg.last = calloc(nw, sizeof(*agg.last));
     agg.active = calloc(nw, sizeof(*agg.active));
     rc = agg.last && agg.active ? sq_latency_hist_new(&agg.h) : -ENOMEM;
+    if (rc == 0)
+        rc = sq_engine__clagg_init(&agg.cl, nw, cfg);
     if (rc == 0 && out->open)
         rc = sq_latency_hist_new(&agg.hu);
+    if (rc == 0 && cfg->scens)
+        rc = steps_init(&agg, cfg, out);
     if (rc < 0) {
         *why = "out of memory";
         goto out;
@@ -818,6 +980,10 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         if (!out->bus_error[0] && ws[i].live.bus_err_set)
             snprintf(out->bus_error, sizeof(out->bus_error), "%s", ws[i].bus_err);
         out->stamped[i] = ws[i].stamp_next;
+        for (size_t k = 0; k < SQ_STATUS_CODES; k++)
+            out->status_codes[k] += ws[i].codes[k];
+        if (!out->first_connect_err)
+            out->first_connect_err = ws[i].first_connect_err;
         if (!out->script_error && ws[i].script_err) {
             out->script_error = ws[i].script_err; /* handed over */
             ws[i].script_err = NULL;
@@ -829,6 +995,10 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
             rc = -ENOMEM;
             *why = "out of memory";
         }
+    }
+    if (rc == 0 && go && fine_merge(ws, started, end - go, &out->fine) < 0) {
+        rc = -ENOMEM;
+        *why = "out of memory";
     }
     if (writing) {
         __atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
@@ -886,7 +1056,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     out->spin_ns = run.spin_ns;
     out->threads = nw;
     out->connections = conns;
-    out->aborted = run.abort != 0;
+    out->aborted = run.abort != 0 || run.wind_ns != 0;
     out->tls = cfg->tls != NULL;
 out:
     for (uint32_t i = 0; i < nw; i++)
@@ -894,8 +1064,13 @@ out:
     free(ws);
     free(agg.last);
     free(agg.active);
+    sq_engine__clagg_dispose(&agg.cl);
     sq_hist_free(agg.h);
     sq_hist_free(agg.hu);
+    for (uint32_t g = 0; agg.sh && g < agg.nsteps; g++)
+        sq_hist_free(agg.sh[g]);
+    free(agg.sh);
+    free(agg.step_base);
     if (rc < 0)
         sq_result_dispose(out);
     return rc;
@@ -913,6 +1088,13 @@ void sq_result_dispose(struct sq_result *r)
 {
     free(r->series.v);
     r->series = (struct sq_series){0};
+    free(r->fine.v);
+    r->fine = (struct sq_fine_series){0};
+    for (uint32_t g = 0; g < r->nstep_series; g++)
+        free(r->step_series[g].v);
+    free(r->step_series);
+    r->step_series = NULL;
+    r->nstep_series = 0;
     sq_hist_free(r->latency);
     sq_hist_free(r->latency_uncorrected);
     for (uint32_t i = 0; i < r->nscens; i++) {
@@ -936,6 +1118,12 @@ void sq_result_dispose(struct sq_result *r)
     free(r->stamped);
     r->stamped = NULL;
     r->nstreams = 0;
+    free(r->client.workers);
+    r->client.workers = NULL;
+    r->client.nworkers = 0;
+    free(r->server.procs);
+    r->server.procs = NULL;
+    r->server.nprocs = 0;
     r->sse_first_event = r->sse_duration = NULL;
     sq_hist_free(r->rate);
     r->rate = NULL;

@@ -1,4 +1,4 @@
-/* engine/run.h - one closed-loop HTTP/1.1 run: configuration, result model and lifecycle.
+/* engine/run.h - one run of the engine: configuration, result model and lifecycle.
  *
  * sq_run() splits the connections (and a request total, if any) across worker threads, lets
  * each worker drive its own connections on its own event loop with its own metric shard, and
@@ -13,12 +13,43 @@
 #include "base/err.h"
 #include "plan/exec.h"
 #include "net/sock.h"
+#include "proc/watch.h"
 
 struct sq_hist;
 struct sq_h2_req;
 struct sq_tls_client;
 struct sq_bus_config;
+struct sq_capture;
 struct sq_script;
+
+/* Exact status codes are counted in a table indexed by the code: a status is three digits
+ * (RFC 9110 15), so 1000 entries hold every one a parser accepts. */
+#define SQ_STATUS_CODES 1000
+
+/* What the run's stop flag (struct sq_run_config.stop) asks. */
+enum {
+    SQ_STOP_NONE = 0,
+    /* Stop starting work; what is in flight may finish for the executor's graceful stop, at
+     * most SQ_STOP_GRACE_MAX_NS (a signal, an abortOnFail threshold). */
+    SQ_STOP_GRACEFUL = 1,
+    SQ_STOP_NOW = 2, /* leave at once; what is in flight stays in flight */
+};
+#define SQ_STOP_GRACE_MAX_NS (5LL * 1000 * 1000 * 1000)
+
+/* The fine-grained series: completions, failures and the largest latency per 100 ms bin, so a
+ * stall shorter than a second shows. Bins cover the first SQ_FINE_BINS x 100 ms (10 minutes);
+ * a longer run doubles the bins' width as often as needed, so memory stays bounded. */
+#define SQ_FINE_BIN_NS (100LL * 1000 * 1000)
+#define SQ_FINE_BINS   6000
+struct sq_fine_bin {
+    uint32_t completed, failed;
+    uint32_t max_us; /* 0 when nothing completed in the bin */
+};
+struct sq_fine_series {
+    int64_t bin_ns;        /* SQ_FINE_BIN_NS, doubled for runs past SQ_FINE_BINS bins */
+    struct sq_fine_bin *v; /* owned */
+    size_t n;              /* bins up to the run's end */
+};
 
 /* Error kinds, counted per kind. connect, dns, extract and unsolicited cost no request; the
  * others fail one, except tls: a failed handshake costs no request
@@ -88,6 +119,17 @@ enum sq_phase {
 const char *sq_phase_name(enum sq_phase p);
 const char *sq_phase_metric(enum sq_phase p);
 
+/* The client's own cost in one second of the run (squall's, read once a second: nothing of it
+ * is on the hot path). busy: the share of the second a worker thread was on a CPU or waiting for
+ * one (an open-loop worker's busy-wait before each arrival included), for the busiest worker. */
+struct sq_client_second {
+    int64_t cpu_ns;        /* the whole process: user + system, in this second */
+    double busy_max;       /* 0..1 (and a little above when the kernel's clocks disagree) */
+    int64_t lag_max_ns;    /* how late the busiest-lagging worker's once-a-second tick ran */
+    int64_t behind_max_ns; /* open loop: the most an arrival was overdue at a worker's tick */
+    uint64_t rss_bytes;    /* the process's RSS at the end of the second */
+};
+
 /* One second of a run, merged across workers by the main thread (the per-second series). */
 struct sq_second {
     double t_s;   /* end of the interval, seconds after the start */
@@ -96,8 +138,10 @@ struct sq_second {
     uint64_t bytes_sent, iterations, checks_passed, checks_failed, http_failed; /* plan runs */
     uint64_t active; /* closed model: active VUs; open model: requests in flight at the end */
     int64_t p50_us, p90_us, p99_us, max_us;
-    uint64_t status[6];           /* responses by class: [0] other, [1..5] 1xx..5xx */
-    uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (they add up to errors) */
+    uint64_t status[6];           /* completed by class: [0] other, [1..5] 1xx..5xx */
+    uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (errors is their sum) */
+    struct sq_client_second client;
+    struct sq_watch_tick server; /* the watched processes (cfg->watch); server.on false without */
 };
 
 struct sq_series {
@@ -226,9 +270,8 @@ struct sq_run_config {
     struct sq_exec exec;        /* prepared with sq_exec_prepare() */
     int64_t timeout_ns;         /* per request, from its send */
     int64_t connect_timeout_ns; /* per connect attempt */
-    volatile int *stop; /* optional: set non-zero (a SIGINT handler, or another thread with an
-                           atomic store) to end the run; read with an atomic load */
-    sq_tick_cb on_tick; /* optional: progress, interval logs */
+    volatile int *stop;         /* optional: SQ_STOP_GRACEFUL or SQ_STOP_NOW ends the run */
+    sq_tick_cb on_tick;         /* optional: progress, interval logs */
     void *tick_ud;
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
@@ -279,6 +322,13 @@ struct sq_run_config {
      * for each request it starts); request above is the first one's. NULL: one request. */
     const struct sq_run_url *urls;
     uint32_t nurls;
+    /* Optional: exchanges (request and response heads, the start of each body) handed to a
+     * per-worker hook (engine/capture.h: --verbose, --http-debug). NULL costs nothing. */
+    const struct sq_capture *capture;
+    /* Optional (--watch, --watch-name): processes sampled from /proc at the start, at each second
+     * and at the end, on the main thread (proc/watch.h). Owned by the caller; sq_run starts it.
+     * The figures land in each second's `server` and in the result's `server`. */
+    struct sq_watch *watch;
     /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
      * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
     const struct sq_run_script *script;
@@ -382,6 +432,17 @@ struct sq_step_stats {
     uint32_t nchecks;                  /* their length */
 };
 
+/* One second of one step of a plan run: its responses and their latency percentiles. */
+struct sq_step_point {
+    double t_s;
+    uint64_t responses;
+    int64_t p50_us, p90_us, p99_us, max_us;
+};
+struct sq_step_series {
+    struct sq_step_point *v;
+    size_t n, cap;
+};
+
 struct sq_scen_result {
     const char *name;
     struct sq_counters c;     /* this scenario's workers only */
@@ -392,6 +453,50 @@ struct sq_scen_result {
     uint32_t vus_max;
     uint64_t interrupted; /* iterations still going when the run ended (hard end or abort) */
 };
+
+/* One worker thread's own cost over the run (from the common start to the worker's end). */
+struct sq_worker_stats {
+    int64_t wall_ns;
+    int64_t cpu_ns;        /* on a CPU */
+    int64_t wait_ns;       /* runnable, waiting for a CPU (0 when the kernel does not say) */
+    double busy;           /* (cpu + wait) / wall (open loop: its busy-wait included) */
+    double busy_max;       /* the same for its busiest whole second */
+    uint32_t busy_seconds; /* whole seconds at or above SQ_CLIENT_BUSY */
+    uint32_t seconds;      /* whole seconds it ran */
+    int64_t lag_max_ns;    /* the latest its once-a-second tick ran */
+    int64_t behind_max_ns; /* open loop: the most an arrival was overdue at one of its ticks */
+};
+
+/* The client's verdict on itself: a worker this busy, or an open loop this far behind its
+ * schedule, means the figures measure squall rather than the server (sq_client_judge). */
+#define SQ_CLIENT_BUSY      0.95
+#define SQ_CLIENT_BUSY_SECS 3                    /* ... in this many whole seconds */
+#define SQ_CLIENT_BEHIND_NS (50 * 1000 * 1000LL) /* overdue arrivals at a tick */
+
+/* squall's own cost during a run: the process's CPU and RSS, each worker's share. */
+struct sq_client_stats {
+    bool valid;                      /* filled by a run (false in a result built by hand) */
+    int64_t cpu_user_ns, cpu_sys_ns; /* the whole process, from the start to the end */
+    uint64_t rss_peak;               /* the largest RSS of the process at a second's end */
+    struct sq_worker_stats *workers; /* owned by the result */
+    uint32_t nworkers;
+    bool saturated;
+    char saturation[256]; /* why, in words: "worker 1 of 2 was busy 97% of the run (...)" */
+};
+
+/* The watched processes over the run (cfg->watch). */
+struct sq_server_stats {
+    bool on;
+    struct sq_watch_totals tot;
+    struct sq_watch_proc *procs; /* a copy, owned by the result */
+    size_t nprocs;
+};
+
+/* Sets c->saturated and c->saturation from the workers' figures: closed loop, a worker busy at
+ * least SQ_CLIENT_BUSY of the run (once it ran 200 ms) or in SQ_CLIENT_BUSY_SECS whole seconds;
+ * open loop (whose workers busy-wait before each arrival on purpose), an arrival overdue by
+ * SQ_CLIENT_BEHIND_NS at a tick. */
+void sq_client_judge(struct sq_client_stats *c, bool open);
 
 struct sq_result {
     struct sq_counters c;
@@ -418,6 +523,14 @@ struct sq_result {
     int64_t start_mono_ns; /* the common start, CLOCK_MONOTONIC; 0 when it never started */
     bool aborted;          /* ended early: stop flag, or no connection could be made */
     char abort_reason[320];
+    uint64_t status_codes[SQ_STATUS_CODES]; /* responses by exact status ([0]: none parsed) */
+    int64_t wall_start_ns;                  /* CLOCK_REALTIME at the common start; 0: none */
+    int first_connect_err;                  /* -errno of the first failed connect; 0: none */
+    struct sq_fine_series fine;             /* the 100 ms series */
+    /* Plan runs: per request step (indexed like the steps of every scenario in order, think
+     * steps included, which stay empty), its responses and latency per second. */
+    struct sq_step_series *step_series;
+    uint32_t nstep_series;
     /* https: what the first connection negotiated (static strings; NULL for plain http or when
      * no handshake completed), and the first TLS error's message ("" if none). */
     bool tls; /* the run used TLS (https) */
@@ -432,6 +545,8 @@ struct sq_result {
     char bus_error[256];
     struct sq_url_result *urls; /* --urls: one per URL, in the list's order (owned); else NULL */
     uint32_t nurls;
+    struct sq_client_stats client; /* squall's own cost */
+    struct sq_server_stats server; /* cfg->watch's processes */
     /* cfg->rate_samples: requests per second, one value per worker and 100 ms (owned) */
     struct sq_hist *rate;
     /* wrk-style scripts: the first error a hook raised during the run, with its Lua traceback

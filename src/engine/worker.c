@@ -42,6 +42,7 @@
 
 #include "base/clock.h"
 #include "engine/bus.h"
+#include "engine/client.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/flowbus.h"
@@ -128,10 +129,14 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
     w->c.errors[k] += n;
     if (active) {
         w->c.failed += n;
+        int64_t now = sq_loop_now(w->loop);
+        sq_engine__fine_bin(w, now)->failed += n;
         if (w->ring)
             sample(c, sq_now_ns(), 0, (uint8_t)(k + 1));
         if (SQ_UNLIKELY(w->ustats != NULL))
             w->ustats[c->url].failed += n;
+        if (SQ_UNLIKELY(c->xc != NULL))
+            sq_engine__xc_end(c, now, 0, (int)k);
     }
     conn_close(c);
     if (active && c->fv && c->fv->in_iter) {
@@ -186,6 +191,8 @@ static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
 
 void sq_engine__connect_error(struct sq_engine__worker *w, int err)
 {
+    if (!w->first_connect_err)
+        w->first_connect_err = err;
     w->c.errors[SQ_ERRK_CONNECT]++;
     __atomic_store_n(&w->live.last_connect_err, err, __ATOMIC_RELAXED);
     __atomic_store_n(&w->live.connect_errors, w->c.errors[SQ_ERRK_CONNECT], __ATOMIC_RELAXED);
@@ -278,6 +285,8 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     c->wdone_ns = 0;
     c->fb_ns = 0;
     c->head = head;
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_arm(c);
     w->drv->send(c);
 }
 
@@ -678,6 +687,7 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
     uint16_t status = c->rd.status;
     ss->reqs++;
     sq_hist_record(ss->dur, lat_us);
+    sq_hist_record(w->step_h[v->step], lat_us);
     if (status >= 400) {
         ss->failed++;
         w->c.http_failed++;
@@ -880,8 +890,13 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         record_phases(c, now);
     if (w->hist_unc)
         sq_hist_record(w->hist_unc, (now - c->sent_ns) / SQ_NS_PER_US);
-    unsigned cls = (unsigned)c->rd.status / 100;
+    unsigned status = c->rd.status, cls = status / 100;
     w->c.status[cls <= 5 ? cls : 0]++;
+    w->codes[status < SQ_STATUS_CODES ? status : 0]++;
+    struct sq_fine_bin *fb = sq_engine__fine_bin(w, now);
+    fb->completed++;
+    if ((uint64_t)lat_us > fb->max_us)
+        fb->max_us = lat_us < UINT32_MAX ? (uint32_t)lat_us : UINT32_MAX;
     if (w->ring)
         sample(c, now, c->rd.status, 0);
     if (SQ_UNLIKELY(w->ustats != NULL)) {
@@ -890,6 +905,8 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         u->status[cls <= 5 ? cls : 0]++;
         sq_hist_record(u->latency, lat_us);
     }
+    if (SQ_UNLIKELY(c->xc != NULL))
+        sq_engine__xc_end(c, now, c->rd.status, -1);
     w->c.completed++;
     w->in_flight--;
     if (SQ_UNLIKELY(c->cap != NULL))
@@ -1077,10 +1094,21 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     s->active = w->open ? w->in_flight : w->active_vus;
     s->second = second;
     s->end_ns = now;
+    /* The worker's own cost, once a second (engine/client.c). */
+    sq_engine__times(w, &s->cpu_ns, &s->wait_ns);
+    s->cpu_ns -= w->cpu0_ns;
+    s->wait_ns -= w->wait0_ns;
+    s->lag_ns = w->lag_ns;
+    s->behind_ns = 0;
+    if (w->open && w->sending && w->started && w->next_arrival < w->total_arrivals) {
+        int64_t due = w->sched_ns + sq_exec_arrival_ns(w->ex, w->next_arrival);
+        s->behind_ns = now > due ? now - due : 0;
+    }
     __atomic_store_n(&w->wr, w->wr + 1, __ATOMIC_RELEASE);
     struct sq_engine__slot *next = &w->slots[w->wr % SQ_SLOTS];
     w->hist = next->hist;
     w->hist_unc = next->hist_unc;
+    w->step_h = next->step_h;
     return true;
 }
 
@@ -1088,9 +1116,13 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
 static void tick(struct sq_engine__worker *w, int64_t now)
 {
     uint32_t second = (uint32_t)((w->next_tick_ns - w->start_ns) / SQ_NS_PER_S);
-    if (publish_slot(w, second, now, false))
+    int64_t lag = now - w->next_tick_ns;
+    if (lag > w->lag_ns)
+        w->lag_ns = lag; /* the largest since the last slot went out */
+    if (publish_slot(w, second, now, false)) {
         w->next_tick_ns = w->start_ns + (int64_t)(second + 1) * SQ_NS_PER_S;
-    else
+        w->lag_ns = 0;
+    } else
         w->next_tick_ns += 10 * SQ_NS_PER_MS; /* the main thread is behind: try again soon */
 }
 
@@ -1126,6 +1158,16 @@ static void run_loop(struct sq_engine__worker *w)
         }
         if (aborted(w))
             break;
+        int64_t wind = __atomic_load_n(&w->run->wind_ns, __ATOMIC_RELAXED);
+        if (SQ_UNLIKELY(wind != 0)) {
+            /* stopped by the caller: what is in flight may finish for the graceful stop */
+            if (w->sending)
+                wind_down(w);
+            int64_t grace = ex->graceful_stop_ns < SQ_STOP_GRACE_MAX_NS ? ex->graceful_stop_ns
+                                                                        : SQ_STOP_GRACE_MAX_NS;
+            if (wind + grace < w->hard_end_ns)
+                w->hard_end_ns = wind + grace;
+        }
         if (w->sending && (now >= w->end_load_ns || (!w->open && iterations_done(w))))
             wind_down(w);
         if (!w->sending && ((w->in_flight == 0 && w->in_iter == 0) || now >= w->hard_end_ns))
@@ -1295,6 +1337,11 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     }
     w->hist = w->slots[0].hist;
     w->hist_unc = w->slots[0].hist_unc;
+    w->fine = calloc(SQ_FINE_BINS, sizeof(*w->fine));
+    if (!w->fine)
+        return -ENOMEM;
+    w->fine_ns = SQ_FINE_BIN_NS;
+    w->fine_next = INT64_MAX; /* until the start: nothing completes before it */
     if (w->open) {
         w->total_arrivals = sq_seg_share(cfg->seg, sq_exec_total_arrivals(ex));
         uint64_t cap = sq_engine__share(sq_seg_share(cfg->seg, ex->max_in_flight), n, si);
@@ -1324,6 +1371,16 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             return rc;
         if (w->flow->plan->script && (rc = hooks_init(w)) < 0)
             return rc;
+        for (int i = 0; i < SQ_SLOTS; i++) {
+            struct sq_hist **sh = calloc(w->flow->nsteps ? w->flow->nsteps : 1, sizeof(*sh));
+            if (!sh)
+                return -ENOMEM;
+            w->slots[i].step_h = sh;
+            for (size_t k = 0; k < w->flow->nsteps; k++)
+                if (!w->flow->steps[k].think && (rc = sq_engine__step_hist_new(&sh[k])) < 0)
+                    return rc;
+        }
+        w->step_h = w->slots[0].step_h;
     }
     if (!sc && cfg->nurls) {
         w->ustats = calloc(cfg->nurls, sizeof(*w->ustats));
@@ -1351,11 +1408,14 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if ((w->shooks & SQ_SCRIPT_RESPONSE) && !(c->cap = calloc(1, sizeof(*c->cap))))
             return -ENOMEM;
     }
+    if ((rc = sq_engine__xc_init(w)) < 0)
+        return rc;
     return w->drv->init(w, nconn, first_conn);
 }
 
 void sq_engine__worker_dispose(struct sq_engine__worker *w)
 {
+    sq_engine__times_close(w);
     if (w->drv)
         w->drv->dispose(w);
     if (w->flow) {
@@ -1399,7 +1459,12 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     for (int i = 0; i < SQ_SLOTS; i++) {
         sq_hist_free(w->slots[i].hist);
         sq_hist_free(w->slots[i].hist_unc);
+        for (size_t k = 0; w->slots[i].step_h && k < w->flow->nsteps; k++)
+            sq_hist_free(w->slots[i].step_h[k]);
+        free(w->slots[i].step_h);
     }
+    free(w->fine);
+    sq_engine__xc_dispose(w);
     sq_loop_free(w->loop);
     memset(w, 0, sizeof(*w));
 }
@@ -1410,10 +1475,14 @@ void *sq_engine__worker_main(void *arg)
     /* Timers and waits as precise as the kernel allows: the default 50 µs slack would land in
      * every paced send. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    sq_engine__times_open(w);
     w->sending = true;
     if (setup(w)) {
+        sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);
         w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
         w->next_tick_ns = w->start_ns + SQ_NS_PER_S;
+        w->fine_i = 0;
+        w->fine_next = w->start_ns + w->fine_ns;
         w->end_load_ns = w->hard_end_ns = INT64_MAX;
         w->ticking = true;
         run_loop(w);
@@ -1427,6 +1496,7 @@ void *sq_engine__worker_main(void *arg)
         w->ticking = true;
         if (w->end_ns < go)
             w->end_ns = go;
+        sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);
     }
     w->sending = false;
     w->drv->close_all(w);
@@ -1454,6 +1524,7 @@ void *sq_engine__worker_main(void *arg)
             second--;
         publish_slot(w, second ? second : 1, w->end_ns, true);
     }
+    sq_engine__times_close(w);
     publish(w);
     __atomic_store_n(&w->live.done, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -1542,4 +1613,33 @@ bool sq_engine__past_end(struct sq_engine__worker *w)
     if (!w->over && (aborted(w) || sq_now_ns() >= w->hard_end_ns))
         w->over = true;
     return w->over;
+}
+
+/* ---- the 100 ms series (worker.h) ---- */
+
+void sq_engine__fine_advance(struct sq_engine__worker *w, int64_t now)
+{
+    int64_t off = now - w->start_ns;
+    if (off < 0)
+        off = 0;
+    uint64_t i = (uint64_t)(off / w->fine_ns);
+    while (i >= SQ_FINE_BINS) {
+        /* a run past the bins' span: pairs of bins become one twice as wide */
+        for (uint32_t k = 0; k < SQ_FINE_BINS / 2; k++) {
+            struct sq_fine_bin a = w->fine[2 * k], b = w->fine[2 * k + 1];
+            w->fine[k] = (struct sq_fine_bin){.completed = a.completed + b.completed,
+                                              .failed = a.failed + b.failed,
+                                              .max_us = a.max_us > b.max_us ? a.max_us : b.max_us};
+        }
+        memset(&w->fine[SQ_FINE_BINS / 2], 0, SQ_FINE_BINS / 2 * sizeof(*w->fine));
+        w->fine_ns *= 2;
+        i = (uint64_t)(off / w->fine_ns);
+    }
+    w->fine_i = (uint32_t)i;
+    w->fine_next = w->start_ns + (int64_t)(i + 1) * w->fine_ns;
+}
+
+int sq_engine__step_hist_new(struct sq_hist **out)
+{
+    return sq_hist_new(SQ_LATENCY_LOWEST_US, SQ_LATENCY_HIGHEST_US, 2, out);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "engine/capture.h"
 #include "engine/run.h"
 #include "http/h1.h"
 #include "http/sse.h"
@@ -90,6 +91,19 @@ struct sq_engine__conn {
     bool delayed;                   /* delay() was called for the request about to leave */
     char *own;                      /* a request() string copied when its write was short */
     size_t own_cap;
+    struct sq_engine__xc *xc; /* the run captures exchanges (engine/capture.h); else NULL */
+};
+
+/* A VU's exchange capture buffer (capture.c): the response of the request in flight, as it
+ * arrives (--verbose, --http-debug; not the wrk scripts' struct sq_engine__capture). */
+struct sq_engine__xc {
+    bool on;      /* this exchange is being captured */
+    bool in_body; /* the head is complete: what arrives now is body */
+    bool head_cut;
+    uint32_t head_len, body_len;
+    uint64_t body_total;
+    char head[SQ_CAPTURE_HEAD_MAX];
+    char body[SQ_CAPTURE_BODY_MAX];
 };
 
 /* What a worker publishes for the run's watchdog: written by the worker with relaxed atomic
@@ -130,6 +144,7 @@ struct sq_engine__shared {
     const struct sq_run_config *cfg;
     uint32_t nworkers;
     int abort;       /* set by the main thread: leave now */
+    int64_t wind_ns; /* set by the main thread: stop starting work from then (SQ_STOP_GRACEFUL) */
     int64_t go_ns;   /* the common start, 0 until every worker is ready */
     uint64_t run_id; /* what stamps carry (cfg->run_id, or drawn) */
     int64_t spin_ns; /* busy-wait tail before an arrival (open model) */
@@ -148,6 +163,12 @@ struct sq_engine__slot {
     uint64_t active;      /* active VUs (closed) or in flight (open) when it closed */
     uint32_t second;      /* 1-based: the second of the run this slot ends */
     int64_t end_ns;
+    struct sq_hist **step_h; /* plan runs: per step of the flow, its responses' latency (NULL
+                                for think steps) */
+    /* The worker's own cost from the common start to end_ns (engine/client.c), and at this
+     * tick: how late it ran, and (open loop) how overdue the next arrival was. */
+    int64_t cpu_ns, wait_ns;
+    int64_t lag_ns, behind_ns;
 };
 
 struct sq_engine__worker {
@@ -195,7 +216,19 @@ struct sq_engine__worker {
     uint32_t nidle;
     char *rbuf; /* per-worker read buffer, shared by all its connections */
     struct sq_counters c;
+    uint64_t codes[SQ_STATUS_CODES]; /* responses by exact status */
     struct sq_hist *hist, *hist_unc; /* the current slot's */
+    struct sq_hist **step_h;         /* the current slot's, per step (plan runs) */
+    /* the 100 ms series (run.h): the bin being filled and when it ends */
+    struct sq_fine_bin *fine;
+    uint32_t fine_i;
+    int64_t fine_ns, fine_next;
+    /* exchanges (capture.c): the run's hook, a buffer per VU, what this worker already handed
+     * out (one bit per status code, then one per error kind) */
+    const struct sq_capture *capture;
+    struct sq_engine__xc *xcs;
+    uint8_t *xc_seen;
+    int first_connect_err;
     struct sq_engine__slot slots[SQ_SLOTS];
     uint32_t wr, rd; /* slots published / consumed */
     /* Per-request records (sampling on): a ring written by this worker (rhead) and drained by
@@ -208,6 +241,12 @@ struct sq_engine__worker {
     int64_t start_ns; /* the run's common start */
     int64_t sched_ns; /* its scenario's start: the executor's time zero */
     int64_t end_load_ns, hard_end_ns, end_ns, ready_ns;
+    /* its own cost (read at each tick only): /proc/thread-self/schedstat, kept open (when the
+     * kernel does not offer it, the thread's CPU clock is read instead); the readings at the
+     * common start; the largest tick lateness since the last slot */
+    int sched_fd;
+    bool sched_open;
+    int64_t cpu0_ns, wait0_ns, lag_ns;
     struct sq_engine__live live;
     /* --urls: per-URL figures (cfg->nurls of them, histograms included), and the next URL */
     struct sq_url_result *ustats;
@@ -266,6 +305,30 @@ SQ_MUST_CHECK int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_
 void sq_engine__worker_dispose(struct sq_engine__worker *w);
 /* The thread body: opens the pool, waits for the common start, runs the executor. */
 void *sq_engine__worker_main(void *arg);
+
+/* The histograms of the per-step series: 2 significant digits, enough for a chart. */
+SQ_MUST_CHECK int sq_engine__step_hist_new(struct sq_hist **out);
+
+/* The 100 ms series: the bin of time now (after the run's start), moved on when now has passed
+ * the current one. */
+void sq_engine__fine_advance(struct sq_engine__worker *w, int64_t now);
+static inline struct sq_fine_bin *sq_engine__fine_bin(struct sq_engine__worker *w, int64_t now)
+{
+    if (SQ_UNLIKELY(now >= w->fine_next))
+        sq_engine__fine_advance(w, now);
+    return &w->fine[w->fine_i];
+}
+
+/* ---- capture.c: exchanges for the run's hook (engine/capture.h) ---- */
+
+/* Allocates the VUs' capture buffers when the run captures. Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_engine__xc_init(struct sq_engine__worker *w);
+void sq_engine__xc_dispose(struct sq_engine__worker *w);
+/* A request was sent: capture its exchange (the mode decides at its end). */
+void sq_engine__xc_arm(struct sq_engine__conn *c);
+/* The request ended: completed with status (error -1), or failed with an enum sq_errk. Hands
+ * the exchange to the hook when the mode wants it. */
+void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error);
 
 /* Per-step figures for a flow: allocated, and freed with their histograms. */
 SQ_MUST_CHECK int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out);

@@ -27,6 +27,7 @@
 #include "output/doc.h"
 #include "output/fmt.h"
 #include "output/html_assets.h"
+#include "output/page.h"
 #include "stats/hist.h"
 
 #define HDR_STEPS_PER_DECADE 20 /* points per decade of 1/(1-p) */
@@ -37,58 +38,18 @@
 #define GENERIC_MAX_COLS     24
 #define D                    32
 
-/* ---- escaping ---- */
+/* ---- escaping (output/page.c) ---- */
 
-/* HTML text and attribute values (double- or single-quoted). */
 static void esc(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&#39;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-    }
+    sq_page__esc(f, s);
 }
 
-__attribute__((format(printf, 2, 3))) static void escf(FILE *f, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    esc(f, buf);
-}
+#define escf sq_page__escf
 
-/* JSON text inside a <script> element. '<', '>' and '&' occur in JSON text only inside strings,
- * where their \u escapes mean the same; with them gone, neither "</script" nor "<!--" can. */
 static void island_text(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '<')
-            fputs("\\u003c", f);
-        else if (*s == '>')
-            fputs("\\u003e", f);
-        else if (*s == '&')
-            fputs("\\u0026", f);
-        else
-            fputc(*s, f);
-    }
+    sq_page__island_text(f, s);
 }
 
 /* ---- small table helpers ---- */
@@ -333,16 +294,90 @@ static json_t *hdr_curves(const json_t *doc, bool open, const char **why)
 
 /* ---- sections ---- */
 
+/* When and where it ran, and how it was started: what an archived report is found by. */
+static void run_line(FILE *f, const json_t *doc)
+{
+    const json_t *run = json_object_get(doc, "run");
+    if (!json_is_object(run))
+        return;
+    fputs("<p class=\"meta run\">", f);
+    const char *a = sq_report__str(run, "started_at", NULL);
+    const char *b = sq_report__str(run, "ended_at", NULL);
+    if (a) {
+        fputs("<span id=\"run-start\">", f);
+        esc(f, a);
+        fputs("</span>", f);
+        if (b) {
+            fputs(" → <span id=\"run-end\">", f);
+            esc(f, b);
+            fputs("</span>", f);
+        }
+    } else {
+        fputs("never started", f);
+    }
+    if (sq_report__str(run, "host", NULL)) {
+        fputs(" · on ", f);
+        esc(f, sq_report__str(run, "host", ""));
+    }
+    fputs("</p>\n", f);
+    if (sq_report__str(run, "command", NULL)) {
+        fputs("<p class=\"meta\"><code id=\"run-command\">", f);
+        esc(f, sq_report__str(run, "command", ""));
+        fputs("</code></p>\n", f);
+    }
+}
+
+/* A plan with thresholds: PASS or FAIL, the crossed ones named. */
+static void verdict(FILE *f, const json_t *doc)
+{
+    const json_t *ths = json_object_get(doc, "thresholds");
+    if (!json_is_array(ths) || !json_array_size(ths))
+        return;
+    size_t i, crossed = 0;
+    const json_t *e;
+    json_array_foreach((json_t *)ths, i, e) crossed += !json_is_true(json_object_get(e, "ok"));
+    fprintf(f, "<p id=\"verdict\" class=\"verdict %s\">%s", crossed ? "fail" : "pass",
+            crossed ? "✗ FAIL · thresholds crossed: " : "✓ PASS · every threshold held");
+    size_t n = 0;
+    json_array_foreach((json_t *)ths, i, e)
+    {
+        if (json_is_true(json_object_get(e, "ok")))
+            continue;
+        fputs(n++ ? "; " : "", f);
+        esc(f, sq_report__str(e, "metric", "?"));
+        fputc(' ', f);
+        esc(f, sq_report__str(e, "expression", "?"));
+    }
+    fputs("</p>\n", f);
+}
+
 static void header(FILE *f, const json_t *doc, bool open)
 {
     const json_t *ex = sq_report__get(doc, "config.executor");
     char b[D];
     double v;
-    fputs("<header>\n<h1><span class=\"brand\">squall</span><span class=\"target\">", f);
-    esc(f, sq_report__str(doc, "config.method", ""));
-    fputc(' ', f);
-    esc(f, sq_report__str(doc, "config.url", "(no URL in the document)"));
-    fputs("</span></h1>\n<p class=\"meta\">", f);
+    const char *name = sq_report__str(doc, "run.name", NULL);
+    fputs("<header>\n<h1><span class=\"brand\">squall</span>", f);
+    if (name) {
+        fputs("<span class=\"name\">", f);
+        esc(f, name);
+        fputs("</span> ", f);
+    }
+    fputs("<span class=\"target\">", f);
+    if (json_is_object(json_object_get(doc, "plan"))) {
+        /* a plan run: its file and target, not the quick face's method and URL */
+        fputs("run ", f);
+        esc(f, sq_report__str(doc, "plan.file", "?"));
+        fputs(" → ", f);
+        esc(f, sq_report__str(doc, "plan.target", "?"));
+    } else {
+        esc(f, sq_report__str(doc, "config.method", ""));
+        fputc(' ', f);
+        esc(f, sq_report__str(doc, "config.url", "(no URL in the document)"));
+    }
+    fputs("</span></h1>\n", f);
+    run_line(f, doc);
+    fputs("<p class=\"meta\">", f);
     esc(f, open ? "open loop" : "closed loop");
     if (sq_report__str(ex, "kind", NULL)) {
         fputs(" · ", f);
@@ -370,6 +405,7 @@ static void header(FILE *f, const json_t *doc, bool open)
         esc(f, sq_report__str(doc, "abort_reason", "no reason given"));
         fputs("</p>\n", f);
     }
+    verdict(f, doc);
     fputs("</header>\n", f);
 }
 
@@ -458,6 +494,94 @@ static void accounting(FILE *f, const json_t *doc, bool open)
     fputs("</div>\n", f);
 }
 
+/* The watched processes' figures (--watch) and squall's own, when the document has them. */
+static void resources(FILE *f, const json_t *doc)
+{
+    const json_t *sv = json_object_get(doc, "server");
+    const json_t *cl = json_object_get(doc, "client");
+    char b[D], t[4 * D];
+    double v;
+    if (json_is_object(sv)) {
+        fputs("<div>\n<h3>Server (watched processes)</h3>\n<table>\n", f);
+        if (sq_report__num(sv, "cpu_ms_per_1k_requests", &v)) {
+            snprintf(b, D, "%.2f ms", v);
+            row(f, "CPU per 1k requests", b);
+        }
+        snprintf(t, sizeof(t), "%.2f s user · %.2f s system", sq_report__numd(sv, "cpu_user_s", 0),
+                 sq_report__numd(sv, "cpu_sys_s", 0));
+        row_text(f, "CPU over the run", t);
+        snprintf(b, D, "%.1f MB", sq_report__numd(sv, "rss_peak_bytes", 0) / 1e6);
+        row(f, "RSS peak", b);
+        row(f, "Threads (most)", num_text(sv, "threads_max", b));
+        row(f, "Open files (most)", num_text(sv, "fds_max", b));
+        if (sq_report__num(sv, "ctxsw_voluntary", &v)) {
+            char g1[D], g2[D];
+            snprintf(
+                t, sizeof(t), "%s voluntary · %s involuntary",
+                sq_fmt_group(sq_report__count(v), g1, D),
+                sq_fmt_group(sq_report__count(sq_report__numd(sv, "ctxsw_involuntary", 0)), g2, D));
+            row_text(f, "Context switches", t);
+        }
+        fputs("</table>\n", f);
+        size_t i;
+        const json_t *p;
+        json_array_foreach(json_object_get(sv, "processes"), i, p)
+        {
+            if (!json_is_true(json_object_get(p, "exited")))
+                continue;
+            escf(f, "<p class=\"meta bad\">pid %.0f (", sq_report__numd(p, "pid", 0));
+            esc(f, sq_report__str(p, "name", "?"));
+            escf(f, ") exited between %.1f s and %.1f s into the run.</p>\n",
+                 sq_report__numd(p, "last_seen_s", 0), sq_report__numd(p, "exited_at_s", 0));
+        }
+        fputs("</div>\n", f);
+    }
+    if (json_is_object(cl)) {
+        fputs("<div>\n<h3>Client (squall itself)</h3>\n<table>\n", f);
+        if (sq_report__num(cl, "cpu_per_request_us", &v))
+            row(f, "CPU per request", sq_fmt_dur_us(v, b, D));
+        snprintf(t, sizeof(t), "%.2f s user · %.2f s system", sq_report__numd(cl, "cpu_user_s", 0),
+                 sq_report__numd(cl, "cpu_sys_s", 0));
+        row_text(f, "CPU over the run", t);
+        snprintf(b, D, "%.1f MB", sq_report__numd(cl, "rss_peak_bytes", 0) / 1e6);
+        row(f, "RSS peak", b);
+        row(f, "Loop lag (most)", dur_text(cl, "loop_lag_max_ms", 1e3, b));
+        if (sq_report__num(cl, "behind_max_ms", &v))
+            row(f, "Behind its schedule (most)", dur_text(cl, "behind_max_ms", 1e3, b));
+        size_t i;
+        const json_t *w;
+        json_array_foreach(json_object_get(cl, "workers"), i, w)
+        {
+            char label[48];
+            snprintf(label, sizeof(label), "Worker %zu busy", i + 1);
+            snprintf(t, sizeof(t), "%.0f%% (busiest second %.0f%%)",
+                     100 * sq_report__numd(w, "busy", 0), 100 * sq_report__numd(w, "busy_max", 0));
+            row_text(f, label, t);
+        }
+        fputs("</table>\n", f);
+        if (json_is_true(json_object_get(cl, "saturated"))) {
+            fputs("<p class=\"meta bad\">The client was saturated: ", f);
+            esc(f, sq_report__str(cl, "saturation", ""));
+            fputs(". These figures measure squall, not the server; add threads or agents.</p>\n",
+                  f);
+        }
+        fputs("</div>\n", f);
+    }
+}
+
+/* True when some entry of the series carries key (an object). */
+static bool series_has(const json_t *doc, const char *key)
+{
+    const json_t *series = json_object_get(doc, "series"), *e;
+    size_t i;
+    json_array_foreach((json_t *)series, i, e)
+    {
+        if (json_is_object(json_object_get(e, key)))
+            return true;
+    }
+    return false;
+}
+
 /* A chart container, or the note that says why there is none; caption is trusted HTML. */
 static void chart_or_note(FILE *f, const char *id, const char *title, const char *note,
                           const char *caption)
@@ -495,14 +619,47 @@ static void status_and_errors(FILE *f, const json_t *doc)
         esc(f, sq_fmt_group(sq_report__count(n), b, D));
         fprintf(f, "</td><td class=\"n\">%.2f%%</td></tr>\n", total > 0 ? 100.0 * n / total : 0.0);
     }
-    fputs("</table>\n<h3>Errors by kind</h3>\n", f);
+    fputs("</table>\n", f);
+    const json_t *codes = json_object_get(doc, "status_codes");
+    if (json_is_object(codes) && json_object_size(codes)) {
+        const char *k;
+        json_t *v;
+        fputs("<h3>Responses by exact status</h3>\n<table id=\"status-codes\">\n", f);
+        json_object_foreach((json_t *)codes, k, v)
+        {
+            fputs("<tr><th>", f);
+            esc(f, k);
+            fputs("</th><td class=\"n\">", f);
+            esc(f,
+                sq_fmt_group(sq_report__count(json_is_number(v) ? json_number_value(v) : 0), b, D));
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</table>\n", f);
+    }
+    const json_t *fl = json_object_get(doc, "failures");
+    if (json_is_object(fl)) {
+        fputs("<h3>Failures</h3>\n<table>\n<tr><th>transport (no response)</th><td class=\"n\">",
+              f);
+        esc(f, sq_fmt_group(sq_report__count(sq_report__numd(fl, "transport", 0)), b, D));
+        fputs("</td></tr>\n<tr><th>HTTP (status ≥ 400)</th><td class=\"n\">", f);
+        esc(f, sq_fmt_group(sq_report__count(sq_report__numd(fl, "http", 0)), b, D));
+        escf(f, "</td></tr>\n<tr><th>http_req_failed (k6: both)</th><td class=\"n\">%.2f%%",
+             100.0 * sq_report__numd(fl, "http_req_failed.rate", 0));
+        fputs("</td></tr>\n</table>\n", f);
+    }
+    fputs("<h3>Errors by kind</h3>\n", f);
     const json_t *errs = json_object_get(doc, "errors");
+    const json_t *msgs = json_object_get(doc, "error_messages");
+    size_t shown = 0;
     if (json_is_object(errs) && json_object_size(errs)) {
         const char *k;
         json_t *v;
-        fputs("<table>\n", f);
         json_object_foreach((json_t *)errs, k, v)
         {
+            if (json_is_number(v) && json_number_value(v) <= 0)
+                continue; /* empty kinds are folded away */
+            if (!shown++)
+                fputs("<table id=\"errors\">\n", f);
             fputs("<tr><th>", f);
             esc(f, k);
             fputs("</th><td class=\"n\">", f);
@@ -510,14 +667,17 @@ static void status_and_errors(FILE *f, const json_t *doc)
                 esc(f, sq_fmt_group(sq_report__count(json_number_value(v)), b, D));
             else
                 scalar(f, v);
+            fputs("</td><td>", f);
+            esc(f, sq_report__str(msgs, k, ""));
             fputs("</td></tr>\n", f);
         }
+    }
+    if (shown)
         fputs("</table>\n<p class=\"meta\">A connect error costs no request; the others each "
               "fail one (docs/json-schema.md).</p>\n",
               f);
-    } else {
-        fputs("<p class=\"note\">The document lists no errors.</p>\n", f);
-    }
+    else
+        fputs("<p class=\"note\">No errors.</p>\n", f);
     fputs("</div>\n</div>\n</section>\n", f);
 }
 
@@ -530,7 +690,19 @@ static void configuration(FILE *f, const json_t *doc)
         return;
     }
     fputs("<div class=\"grid\">\n<div>\n<h3>Run</h3>\n", f);
-    kv_table(f, cfg, 0, "executor");
+    if (json_is_object(json_object_get(doc, "plan"))) {
+        /* a plan run: the quick face's method and URL mean nothing here (the header names the
+         * plan file and its target) */
+        json_t *c = json_copy((json_t *)cfg);
+        if (c) {
+            json_object_del(c, "method");
+            json_object_del(c, "url");
+            kv_table(f, c, 0, "executor");
+            json_decref(c);
+        }
+    } else {
+        kv_table(f, cfg, 0, "executor");
+    }
     fputs("</div>\n", f);
     const json_t *ex = json_object_get(cfg, "executor");
     if (json_is_object(ex)) {
@@ -609,15 +781,57 @@ int sq_report_html(const json_t *doc, FILE *out)
     fputs("</style>\n</head>\n<body>\n", out);
 
     header(out, doc, open);
-    fputs("<main>\n<section>\n<h2>Summary</h2>\n<div class=\"grid\">\n", out);
+    if (json_is_true(sq_report__get(doc, "client.saturated"))) {
+        fputs("<p class=\"meta bad\">The client was saturated: ", out);
+        esc(out, sq_report__str(doc, "client.saturation", ""));
+        fputs(" &#8212; these figures measure squall, not the server; add threads or "
+              "agents.</p>\n",
+              out);
+    }
+    fputs("<main>\n", out);
+    bool plan = json_is_object(json_object_get(doc, "plan"));
+    if (plan) {
+        /* a plan's verdict comes first: its thresholds, then its checks */
+        optional_section(out, doc, "thresholds", "Thresholds");
+        optional_section(out, doc, "checks", "Checks");
+    }
+    fputs("<section>\n<h2>Summary</h2>\n<div class=\"grid\">\n", out);
     figures(out, doc, open);
     accounting(out, doc, open);
+    resources(out, doc);
     fputs("</div>\n</section>\n", out);
     chart_or_note(out, "chart-throughput", "Throughput and errors over time", series_why,
                   "Per second of the run: responses completed, requests failed and arrivals "
                   "dropped, and the VUs active (open loop: the requests in flight).");
     chart_or_note(out, "chart-latency", "Latency over time", series_why,
                   "Percentiles of the responses completed in each second.");
+    const json_t *fine = json_object_get(doc, "series_100ms");
+    chart_or_note(out, "chart-fine", "Every 100 ms",
+                  json_is_object(fine) && json_array_size(json_object_get(fine, "completed"))
+                      ? NULL
+                      : "This result has no 100 ms series (written by an older squall, or the "
+                        "run never started).",
+                  "Responses completed and the largest latency in each 100 ms of the run: a "
+                  "stall shorter than a second shows here, where the per-second charts average "
+                  "it away.");
+    if (json_is_object(json_object_get(doc, "server")) && !series_why) {
+        chart_or_note(out, "chart-server", "The server over time (watched processes)",
+                      series_has(doc, "server") ? NULL
+                                                : "The series carries no sample of the watched "
+                                                  "processes.",
+                      "Per second: responses completed beside the CPU the watched processes "
+                      "spent (100% is one core, user and system together).");
+        if (series_has(doc, "server"))
+            chart_or_note(out, "chart-server-mem", "Server memory, threads and open files", NULL,
+                          "RSS of the watched processes at each second&#39;s end (summed), their "
+                          "threads and their open file descriptors.");
+    }
+    if (series_has(doc, "client"))
+        chart_or_note(out, "chart-client", "The client over time (squall itself)", NULL,
+                      "Per second: the busiest worker thread&#39;s busy share (on a CPU or "
+                      "waiting for one), squall&#39;s CPU (100% is one core) and how late its "
+                      "once-a-second tick ran. A worker near 100% busy means the figures measure "
+                      "squall, not the server.");
     chart_or_note(out, "chart-hdr", "Latency distribution (percentiles)", hdr_why,
                   open
                       ? "HdrHistogram&#39;s percentile plot of the merged histogram: the x axis is "
@@ -629,9 +843,17 @@ int sq_report_html(const json_t *doc, FILE *out)
                         "1/(1&#8722;percentile) on a log scale, each tick one more nine.");
     status_and_errors(out, doc);
     configuration(out, doc);
+    if (plan && json_array_size(json_object_get(doc, "steps")))
+        chart_or_note(out, "chart-steps", "Steps over time", NULL,
+                      "Per second, each request step's p99 latency (solid, left axis) and its "
+                      "responses (dotted, right axis).");
+    if (json_is_object(json_object_get(doc, "server")))
+        optional_section(out, sq_report__get(doc, "server"), "processes", "Watched processes");
     optional_section(out, doc, "steps", "Steps");
-    optional_section(out, doc, "checks", "Checks");
-    optional_section(out, doc, "thresholds", "Thresholds");
+    if (!plan) {
+        optional_section(out, doc, "checks", "Checks");
+        optional_section(out, doc, "thresholds", "Thresholds");
+    }
     fputs("</main>\n<footer>Written by squall " SQ_VERSION " from a ", out);
     esc(out, sq_report__str(doc, "schema", ""));
     fputs(" document, which is embedded in this file (the JSON in script#squall-data, under "

@@ -4,10 +4,12 @@
  */
 #include <errno.h>
 #include <jansson.h>
-#include <stdio.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/b64.h"
@@ -42,6 +44,21 @@ static json_t *histogram(const struct sq_hist *hist)
     return h;
 }
 
+static const double default_pcts[] = {50, 90, 95, 99, 99.9};
+
+/* {"50": 830, "99.9": 5510}: the asked percentiles of h, keyed as the user wrote them. */
+static json_t *percentiles(const struct sq_hist *h, const double *pcts, size_t n)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "%g", pcts[i]);
+        json_object_set_new(o, key,
+                            json_integer(sq_hist_total(h) ? sq_hist_percentile(h, pcts[i]) : 0));
+    }
+    return o;
+}
+
 static json_t *latency_block(const struct sq_hist *h, const char *from)
 {
     struct sq_latency_figures lf;
@@ -54,6 +71,182 @@ static json_t *latency_block(const struct sq_hist *h, const char *from)
         "p99_9_us", (json_int_t)lf.p999, "max_us", (json_int_t)lf.max);
     json_object_set_new(l, "histogram", histogram(h));
     return l;
+}
+
+const char *sq_report_iso8601(int64_t wall_ns, char *buf, size_t size)
+{
+    time_t t = (time_t)(wall_ns / 1000000000LL);
+    struct tm tm;
+    char date[32], zone[8];
+    if (!localtime_r(&t, &tm) || !strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm) ||
+        !strftime(zone, sizeof(zone), "%z", &tm) || strlen(zone) != 5) {
+        snprintf(buf, size, "?");
+        return buf;
+    }
+    /* %z is +hhmm; ISO 8601's extended form wants +hh:mm */
+    snprintf(buf, size, "%s.%03d%.3s:%s", date, (int)(wall_ns / 1000000LL % 1000), zone, zone + 3);
+    return buf;
+}
+
+/* When the run ran, under what name, from where: what an archived report needs to be found
+ * again. "command" is the CLI's to fill (sq_report_set_command). */
+static json_t *run_block(const struct sq_report_info *info, const struct sq_result *r)
+{
+    char a[48], b[48], host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    bool started = r->wall_start_ns > 0;
+    return json_pack(
+        "{s:o, s:o, s:o, s:o, s:s}", "name", info->name ? json_string(info->name) : json_null(),
+        "started_at",
+        started ? json_string(sq_report_iso8601(r->wall_start_ns, a, sizeof(a))) : json_null(),
+        "ended_at",
+        started ? json_string(sq_report_iso8601(r->wall_start_ns + r->duration_ns, b, sizeof(b)))
+                : json_null(),
+        "command", json_null(), "host", host);
+}
+
+/* Appends s to o, quoted for a POSIX shell when it holds anything a shell reads specially.
+ * o has room for 4 * strlen(s) + 3 bytes. Returns the end. */
+static char *shell_word(char *o, const char *s)
+{
+    static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                               "@%+=:,./-_";
+    size_t n = strlen(s);
+    if (n && strspn(s, safe) == n) {
+        memcpy(o, s, n);
+        return o + n;
+    }
+    *o++ = '\'';
+    for (; *s; s++) {
+        if (*s == '\'') {
+            memcpy(o, "'\\''", 4); /* close, an escaped quote, open again */
+            o += 4;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o++ = '\'';
+    return o;
+}
+
+void sq_report_set_command(json_t *doc, int argc, char **argv)
+{
+    json_t *run = json_object_get(doc, "run");
+    if (!json_is_object(run) || argc < 1)
+        return;
+    size_t cap = 1;
+    for (int i = 0; i < argc; i++)
+        cap += 4 * strlen(i ? argv[i] : "squall") + 4;
+    char *buf = malloc(cap), *o = buf;
+    if (!buf)
+        return;
+    for (int i = 0; i < argc; i++) {
+        if (i)
+            *o++ = ' ';
+        o = shell_word(o, i ? argv[i] : "squall");
+    }
+    *o = '\0';
+    json_object_set_new(run, "command", json_string(buf));
+    free(buf);
+}
+
+/* {"200": 9, "503": 1}: every exact status seen, lowest first. */
+static json_t *status_codes(const struct sq_result *r)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < SQ_STATUS_CODES; k++) {
+        if (!r->status_codes[k])
+            continue;
+        char key[8];
+        snprintf(key, sizeof(key), "%d", k);
+        json_object_set_new(o, key, json_integer((json_int_t)r->status_codes[k]));
+    }
+    return o;
+}
+
+/* Responses with a status >= 400: the 4xx and 5xx classes, and any code above 599 (counted in
+ * the "other" class with the statuses that did not parse). */
+static uint64_t http_failed(const struct sq_result *r)
+{
+    uint64_t n = r->c.status[4] + r->c.status[5];
+    for (int k = 600; k < SQ_STATUS_CODES; k++)
+        n += r->status_codes[k];
+    return n;
+}
+
+/* The two kinds of failure, apart, and k6's http_req_failed over both. */
+static json_t *failures(const struct sq_result *r)
+{
+    uint64_t transport = r->c.failed, http = http_failed(r);
+    uint64_t ended = r->c.completed + r->c.failed;
+    return json_pack("{s:I, s:I, s:{s:I, s:I, s:f}}", "transport", (json_int_t)transport, "http",
+                     (json_int_t)http, "http_req_failed", "count", (json_int_t)(transport + http),
+                     "of", (json_int_t)ended, "rate",
+                     ended ? (double)(transport + http) / (double)ended : 0.0);
+}
+
+/* What an error kind means, or its first message when squall keeps one. */
+static json_t *error_message(const struct sq_result *r, enum sq_errk k, int64_t timeout_ns)
+{
+    char buf[320];
+    switch (k) {
+    case SQ_ERRK_CONNECT:
+        if (r->first_connect_err)
+            return json_string(sq_strerror(r->first_connect_err));
+        return json_string("a connect attempt failed");
+    case SQ_ERRK_TLS:
+        if (r->tls_error[0])
+            return json_string(r->tls_error);
+        return json_string("a TLS failure");
+    case SQ_ERRK_TIMEOUT:
+        snprintf(buf, sizeof(buf), "no complete response within the %gs timeout",
+                 (double)timeout_ns / 1e9);
+        return json_string(buf);
+    case SQ_ERRK_CLOSED:
+        return json_string("the server closed or reset the connection with a request in flight");
+    case SQ_ERRK_PARSE:
+        return json_string("a response that is not valid HTTP, or past the limits (64 KiB of "
+                           "head, 128 headers)");
+    case SQ_ERRK_WRITE:
+        return json_string("the request could not be written: the connection broke");
+    case SQ_ERRK_DNS:
+        return json_string("a lookup of the target during the run failed (the old addresses "
+                           "stay in use)");
+    case SQ_ERRK_DECODE:
+        return json_string("a compressed body did not decode: corrupt, cut short, or over 64 MiB "
+                           "decoded");
+    case SQ_ERRK_EXTRACT:
+        return json_string("an extractor found nothing");
+    case SQ_ERRK_UNSOLICITED:
+        return json_string("bytes no request asked for (RFC 9112 6.3): the connection was "
+                           "replaced");
+    default:
+        return json_string(sq_errk_name(k));
+    }
+}
+
+static json_t *error_messages(const struct sq_result *r, int64_t timeout_ns)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < SQ_ERRK_COUNT; k++)
+        if (r->c.errors[k])
+            json_object_set_new(o, sq_errk_name((enum sq_errk)k),
+                                error_message(r, (enum sq_errk)k, timeout_ns));
+    return o;
+}
+
+/* The 100 ms series, as parallel arrays: a bin a key would triple the document. */
+static json_t *fine_series(const struct sq_result *r)
+{
+    json_t *done = json_array(), *failed = json_array(), *mx = json_array();
+    for (size_t i = 0; i < r->fine.n; i++) {
+        json_array_append_new(done, json_integer(r->fine.v[i].completed));
+        json_array_append_new(failed, json_integer(r->fine.v[i].failed));
+        json_array_append_new(mx, json_integer(r->fine.v[i].max_us));
+    }
+    int64_t bin_ns = r->fine.bin_ns ? r->fine.bin_ns : SQ_FINE_BIN_NS;
+    return json_pack("{s:f, s:o, s:o, s:o}", "bin_s", (double)bin_ns / 1e9, "completed", done,
+                     "failed", failed, "max_us", mx);
 }
 
 static json_t *executor(const struct sq_exec *e)
@@ -113,17 +306,59 @@ static json_t *environment(void)
                      (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-json_t *sq_report_json_second(const struct sq_second *e)
+static json_t *ns_s(int64_t ns)
+{
+    return json_real((double)ns / 1e9);
+}
+
+static json_t *ns_ms(int64_t ns)
+{
+    return json_real((double)ns / 1e6);
+}
+
+/* A count that may be unknown (-1): null then. */
+static json_t *count_or_null(int64_t v)
+{
+    return v >= 0 ? json_integer((json_int_t)v) : json_null();
+}
+
+/* One second of the watched processes (docs/json-schema.md, "server" in a series entry). */
+static json_t *server_second(const struct sq_watch_tick *t)
+{
+    return json_pack("{s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "cpu_user_s", ns_s(t->cpu_user_ns),
+                     "cpu_sys_s", ns_s(t->cpu_sys_ns), "rss_bytes", (json_int_t)t->rss_bytes,
+                     "processes", (json_int_t)t->procs, "threads", (json_int_t)t->threads, "fds",
+                     count_or_null(t->fds), "ctxsw_voluntary", count_or_null(t->ctxsw_vol),
+                     "ctxsw_involuntary", count_or_null(t->ctxsw_invol));
+}
+
+/* squall's own cost in one second ("client" in a series entry). */
+static json_t *client_second(const struct sq_client_second *c, bool open)
+{
+    json_t *o =
+        json_pack("{s:o, s:f, s:o, s:I}", "cpu_s", ns_s(c->cpu_ns), "busy_max", c->busy_max,
+                  "loop_lag_ms", ns_ms(c->lag_max_ns), "rss_bytes", (json_int_t)c->rss_bytes);
+    if (o && open)
+        json_object_set_new(o, "behind_ms", ns_ms(c->behind_max_ns));
+    return o;
+}
+
+json_t *sq_report_json_second(const struct sq_second *e, bool client, bool open)
 {
     double len = e->len_s > 0 ? e->len_s : 1;
-    return json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
-                     "t_s", e->t_s, "len_s", e->len_s, "requests", (json_int_t)e->sent, "completed",
-                     (json_int_t)e->completed, "failed", (json_int_t)e->failed, "dropped",
-                     (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
-                     (double)e->completed / len, "bytes_received", (json_int_t)e->bytes_received,
-                     "p50_us", (json_int_t)e->p50_us, "p90_us", (json_int_t)e->p90_us, "p99_us",
-                     (json_int_t)e->p99_us, "max_us", (json_int_t)e->max_us, "vus",
-                     (json_int_t)e->active);
+    json_t *o = json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
+                          "t_s", e->t_s, "len_s", e->len_s, "requests", (json_int_t)e->sent,
+                          "completed", (json_int_t)e->completed, "failed", (json_int_t)e->failed,
+                          "dropped", (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
+                          (double)e->completed / len, "bytes_received",
+                          (json_int_t)e->bytes_received, "p50_us", (json_int_t)e->p50_us, "p90_us",
+                          (json_int_t)e->p90_us, "p99_us", (json_int_t)e->p99_us, "max_us",
+                          (json_int_t)e->max_us, "vus", (json_int_t)e->active);
+    if (o && client)
+        json_object_set_new(o, "client", client_second(&e->client, open));
+    if (o && e->server.on)
+        json_object_set_new(o, "server", server_second(&e->server));
+    return o;
 }
 
 /* The per-second series: one object per second of the run. */
@@ -131,7 +366,7 @@ static json_t *series(const struct sq_result *r)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < r->series.n; i++)
-        json_array_append_new(a, sq_report_json_second(&r->series.v[i]));
+        json_array_append_new(a, sq_report_json_second(&r->series.v[i], r->client.valid, r->open));
     return a;
 }
 
@@ -192,6 +427,76 @@ static json_t *stamps_block(const struct sq_result *r)
     sq_stamp_run_text(r->run_id, run);
     return json_pack("{s:s, s:I, s:I}", "run_id", run, "streams", (json_int_t)r->nstreams,
                      "stamped", (json_int_t)total);
+}
+
+/* squall's own cost over the run, and whether it limited the run (docs/json-schema.md). */
+static json_t *client_block(const struct sq_result *r)
+{
+    const struct sq_client_stats *c = &r->client;
+    json_t *ws = json_array();
+    int64_t lag = 0, behind = 0;
+    for (uint32_t i = 0; i < c->nworkers; i++) {
+        const struct sq_worker_stats *w = &c->workers[i];
+        json_t *o = json_pack("{s:o, s:o, s:f, s:f, s:I, s:I, s:o}", "cpu_s", ns_s(w->cpu_ns),
+                              "wait_s", ns_s(w->wait_ns), "busy", w->busy, "busy_max", w->busy_max,
+                              "seconds", (json_int_t)w->seconds, "busy_seconds",
+                              (json_int_t)w->busy_seconds, "loop_lag_max_ms", ns_ms(w->lag_max_ns));
+        if (o && r->open)
+            json_object_set_new(o, "behind_max_ms", ns_ms(w->behind_max_ns));
+        json_array_append_new(ws, o);
+        if (w->lag_max_ns > lag)
+            lag = w->lag_max_ns;
+        if (w->behind_max_ns > behind)
+            behind = w->behind_max_ns;
+    }
+    int64_t cpu = c->cpu_user_ns + c->cpu_sys_ns;
+    json_t *o = json_pack(
+        "{s:o, s:o, s:o, s:I, s:o, s:b, s:o, s:o}", "cpu_user_s", ns_s(c->cpu_user_ns), "cpu_sys_s",
+        ns_s(c->cpu_sys_ns), "cpu_per_request_us",
+        r->c.completed ? json_real((double)cpu / 1e3 / (double)r->c.completed) : json_null(),
+        "rss_peak_bytes", (json_int_t)c->rss_peak, "loop_lag_max_ms", ns_ms(lag), "saturated",
+        c->saturated, "saturation", c->saturated ? json_string(c->saturation) : json_null(),
+        "workers", ws);
+    if (o && r->open)
+        json_object_set_new(o, "behind_max_ms", ns_ms(behind));
+    return o;
+}
+
+static const char *how_name(enum sq_watch_how h)
+{
+    return h == SQ_WATCH_BY_PID ? "pid" : h == SQ_WATCH_BY_NAME ? "name" : "child";
+}
+
+/* The watched processes over the run (docs/json-schema.md). */
+static json_t *server_block(const struct sq_result *r)
+{
+    const struct sq_server_stats *sv = &r->server;
+    const struct sq_watch_totals *t = &sv->tot;
+    json_t *ps = json_array();
+    for (size_t i = 0; i < sv->nprocs; i++) {
+        const struct sq_watch_proc *p = &sv->procs[i];
+        json_array_append_new(
+            ps, json_pack("{s:I, s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:o, s:b, s:o, s:o}", "pid",
+                          (json_int_t)p->pid, "name", p->comm, "how", how_name(p->how),
+                          "cpu_user_s", ns_s(p->last.cpu_user_ns - p->base.cpu_user_ns),
+                          "cpu_sys_s", ns_s(p->last.cpu_sys_ns - p->base.cpu_sys_ns),
+                          "rss_peak_bytes", (json_int_t)p->rss_peak, "vm_hwm_bytes",
+                          (json_int_t)p->last.hwm_bytes, "threads_max", (json_int_t)p->threads_max,
+                          "fds_max", count_or_null(p->fds_max), "exited", p->exited, "exited_at_s",
+                          p->exited ? ns_s(p->exited_ns) : json_null(), "last_seen_s",
+                          ns_s(p->last_seen_ns)));
+    }
+    int64_t cpu = t->cpu_user_ns + t->cpu_sys_ns;
+    double done = (double)r->c.completed;
+    return json_pack(
+        "{s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "cpu_user_s",
+        ns_s(t->cpu_user_ns), "cpu_sys_s", ns_s(t->cpu_sys_ns), "cpu_ms_per_1k_requests",
+        done > 0 ? json_real((double)cpu / 1e6 / done * 1000) : json_null(), "cpu_us_per_request",
+        done > 0 ? json_real((double)cpu / 1e3 / done) : json_null(), "rss_peak_bytes",
+        (json_int_t)t->rss_peak, "threads_max", (json_int_t)t->threads_max, "fds_max",
+        count_or_null(t->fds_max), "ctxsw_voluntary", count_or_null(t->ctxsw_vol),
+        "ctxsw_involuntary", count_or_null(t->ctxsw_invol), "elapsed_s", ns_s(t->elapsed_ns),
+        "processes", ps);
 }
 
 /* A count by key (close codes, upgrade failures). */
@@ -270,6 +575,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
     for (int k = 0; k < SQ_ERRK_COUNT; k++)
         json_object_set_new(errors, sq_errk_name((enum sq_errk)k),
                             json_integer((json_int_t)r->c.errors[k]));
+    const double *pcts = info->percentiles ? info->percentiles : default_pcts;
+    size_t npcts = info->percentiles ? info->npercentiles : SQ_ARRAY_LEN(default_pcts);
 
     json_t *root = json_pack(
         "{s:s, s:s, s:s, s:o, s:f, s:f, s:b, s:o, s:o, s:{s:f, s:f, s:f}, s:o, s:o, "
@@ -286,9 +593,18 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         "latency", latency_block(r->latency, r->open ? "intended_send" : "actual_send"));
     if (!root)
         return NULL;
+    json_object_set_new(json_object_get(root, "latency"), "percentiles",
+                        percentiles(r->latency, pcts, npcts));
+    json_object_set_new(root, "run", run_block(info, r));
+    /* a bus run's messages have no HTTP status: none listed */
+    json_object_set_new(root, "status_codes", info->bus ? json_object() : status_codes(r));
+    json_object_set_new(root, "failures", failures(r));
+    json_object_set_new(root, "error_messages", error_messages(r, info->timeout_ns));
     if (r->open) {
         json_object_set_new(root, "latency_uncorrected",
                             latency_block(r->latency_uncorrected, "actual_send"));
+        json_object_set_new(json_object_get(root, "latency_uncorrected"), "percentiles",
+                            percentiles(r->latency_uncorrected, pcts, npcts));
         json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
     }
     if (r->tls)
@@ -351,7 +667,12 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
             json_object_set_new(root, "stamps", stamps_block(r));
             break;
         }
+    if (r->client.valid)
+        json_object_set_new(root, "client", client_block(r));
+    if (r->server.on)
+        json_object_set_new(root, "server", server_block(r));
     json_object_set_new(root, "series", series(r));
+    json_object_set_new(root, "series_100ms", fine_series(r));
     return root;
 }
 
@@ -413,6 +734,9 @@ json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result
         .protocol = sq_quick_protocol(r),
         .streams = o->http2 ? (uint32_t)o->streams : 0,
         .bus = r->is_bus ? &r->bus : NULL,
+        .name = o->name,
+        .percentiles = o->npercentiles ? o->percentiles : NULL,
+        .npercentiles = o->npercentiles,
     };
     if (r->is_bus) {
         info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : "PUBLISH";

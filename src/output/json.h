@@ -9,6 +9,7 @@
 #define SQ_OUTPUT_JSON_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,14 +34,29 @@ struct sq_report_info {
     const char *protocol;            /* "http/1.1" or "h2c" (--http2); NULL: not said */
     uint32_t streams;                /* HTTP/2: streams per connection; 0: not HTTP/2 */
     const struct sq_bus_config *bus; /* nats:// and mqtt:// runs (engine/bus.h); NULL: HTTP */
+    const char *name;                /* --name, a plan's name:; NULL: none */
+    /* --percentiles: the latency percentiles "latency.percentiles" lists; NULL: the default
+     * 50, 90, 95, 99, 99.9 */
+    const double *percentiles;
+    size_t npercentiles;
 };
+
+/* "2024-05-01T10:00:00.123+02:00": wall-clock ns since the epoch as ISO 8601 in the local time
+ * zone, with milliseconds and the zone's offset. */
+const char *sq_report_iso8601(int64_t wall_ns, char *buf, size_t size);
+
+/* Sets what only the command line knows in doc's "run" block: the command as typed (argv joined
+ * with spaces, each argument quoted for a POSIX shell when it needs to be). */
+void sq_report_set_command(json_t *doc, int argc, char **argv);
 
 /* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
 json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);
 
 /* One entry of the document's per-second "series" (owned by the caller), or NULL when out of
- * memory. The daemon's live events carry the same shape. */
-json_t *sq_report_json_second(const struct sq_second *e);
+ * memory. client: carry the "client" block (squall's own cost; the document does when its
+ * result's client figures are valid), open: the run is open-loop (the block's behind_ms). The
+ * daemon's live events carry the same shape. */
+json_t *sq_report_json_second(const struct sq_second *e, bool client, bool open);
 
 /* The document of `squall sink` alone: schema, version, mode "sink", its duration, the
  * environment and the sink block (taken: the document owns it). NULL when out of memory. */

@@ -42,6 +42,24 @@ static json_t *rate(uint64_t passes, uint64_t total)
                      "passes", (json_int_t)passes, "fails", (json_int_t)(total - passes));
 }
 
+/* One step's responses and latency per second, as parallel arrays. */
+static json_t *step_series(const struct sq_step_series *ss)
+{
+    json_t *t = json_array(), *n = json_array(), *p50 = json_array(), *p90 = json_array(),
+           *p99 = json_array(), *mx = json_array();
+    for (size_t i = 0; ss && i < ss->n; i++) {
+        const struct sq_step_point *p = &ss->v[i];
+        json_array_append_new(t, json_real(p->t_s));
+        json_array_append_new(n, json_integer((json_int_t)p->responses));
+        json_array_append_new(p50, json_integer(p->p50_us));
+        json_array_append_new(p90, json_integer(p->p90_us));
+        json_array_append_new(p99, json_integer(p->p99_us));
+        json_array_append_new(mx, json_integer(p->max_us));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "t_s", t, "responses", n, "p50_us", p50,
+                     "p90_us", p90, "p99_us", p99, "max_us", mx);
+}
+
 int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct sq_result *r,
                             const struct sq_th_verdicts *v)
 {
@@ -57,7 +75,8 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
     }
     uint64_t reqs = 0, failed = 0, cpass = 0, ctotal = 0, vus = 0;
     struct sq_counters tot = {0};
-    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
+    size_t base = 0; /* the scenario's first step among every scenario's (r->step_series) */
+    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; base += p->scenarios[i].nsteps, i++) {
         const struct sq_scen_result *sr = &r->scens[i];
         const struct sq_plan_scenario *sc = &p->scenarios[i];
         sq_hist_merge(all, sr->latency);
@@ -98,6 +117,9 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
                           (json_int_t)ss->reqs, "failed", (json_int_t)ss->failed, "errors",
                           (json_int_t)ss->errors, "extract_failed", (json_int_t)ss->extract_fail,
                           "status", st, "duration_ms", trend(ss->dur)));
+            if (r->step_series && base + k < r->nstep_series)
+                json_object_set_new(json_array_get(steps, json_array_size(steps) - 1), "series",
+                                    step_series(&r->step_series[base + k]));
             if (ws) { /* which WebSocket operation (docs/json-schema.md) */
                 static const char *const ops[] = {"connect", "send", "receive", "close"};
                 json_object_set_new(json_array_get(steps, json_array_size(steps) - 1), "ws",
@@ -167,6 +189,8 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
     sq_hist_free(all);
     sq_hist_free(iters);
     json_object_set_new(doc, "plan", json_pack("{s:s, s:s}", "file", p->file, "target", p->target));
+    if (p->name)
+        json_object_set_new(json_object_get(doc, "plan"), "name", json_string(p->name));
     json_object_set_new(doc, "scenarios", scen);
     json_object_set_new(doc, "steps", steps);
     json_object_set_new(doc, "checks", checks);
@@ -208,6 +232,9 @@ json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result
         .timeout_ns = r->cfg.timeout_ns,
         .connect_timeout_ns = r->cfg.connect_timeout_ns,
         .accept_encoding = r->accept_encoding,
+        .name = r->opts->name ? r->opts->name : r->plan->name,
+        .percentiles = r->opts->npercentiles ? r->opts->percentiles : NULL,
+        .npercentiles = r->opts->npercentiles,
     };
     json_t *doc = sq_report_json_doc(&info, res);
     if (doc && sq_report_plan_sections(doc, r->plan, res, v) < 0) {

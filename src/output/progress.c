@@ -20,7 +20,9 @@ void sq_progress_tick(struct sq_progress *p, const struct sq_second *s)
     p->errors_so_far += s->errors;
     p->completed_so_far += s->completed;
     int sec = (int)(s->t_s + 0.5);
-    if (!p->tty && (p->every_s <= 0 || sec % p->every_s != 0))
+    /* Elsewhere than a terminal, a line every every_s seconds: none for a run shorter than
+     * that (its last, partial second rounds to 0). */
+    if (!p->tty && (p->every_s <= 0 || sec < p->every_s || sec % p->every_s != 0))
         return;
     double rps = s->len_s > 0 ? (double)s->completed / s->len_s : 0;
     char p99[24];

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "output/doc.h"
@@ -16,6 +17,27 @@
 #include "stats/hist.h"
 
 #define D 24
+
+/* Colours: only when the caller asked (a terminal without NO_COLOR). */
+struct out {
+    FILE *f;
+    bool color;
+};
+#define RED    "\033[31m"
+#define GREEN  "\033[32m"
+#define YELLOW "\033[33m"
+#define BOLD   "\033[1m"
+#define RESET  "\033[0m"
+
+static const char *c_on(const struct out *o, const char *code)
+{
+    return o->color ? code : "";
+}
+
+static const char *c_off(const struct out *o)
+{
+    return o->color ? RESET : "";
+}
 
 static uint64_t u64(const json_t *doc, const char *path)
 {
@@ -66,11 +88,20 @@ static void header(FILE *f, const json_t *doc, bool open)
 {
     const json_t *ex = sq_report__get(doc, "config.executor");
     const char *kind = sq_report__str(ex, "kind", NULL);
+    const char *name = sq_report__str(doc, "run.name", NULL);
     char g1[32], d0[D];
     double v;
 
-    fprintf(f, "squall %s %s → %s\n", sq_report__str(doc, "config.method", "?"),
-            sq_report__str(doc, "config.url", "?"), sq_report__str(doc, "config.address", "?"));
+    fputs("squall ", f);
+    if (name)
+        fprintf(f, "[%s] ", name);
+    if (json_is_object(json_object_get(doc, "plan")))
+        fprintf(f, "run %s → %s (%s)\n", sq_report__str(doc, "plan.file", "?"),
+                sq_report__str(doc, "plan.target", "?"),
+                sq_report__str(doc, "config.address", "?"));
+    else
+        fprintf(f, "%s %s → %s\n", sq_report__str(doc, "config.method", "?"),
+                sq_report__str(doc, "config.url", "?"), sq_report__str(doc, "config.address", "?"));
     fprintf(f, "%s", open ? "open loop" : "closed loop");
     if (kind)
         fprintf(f, " · %s", kind);
@@ -101,8 +132,6 @@ static void header(FILE *f, const json_t *doc, bool open)
     if (sq_report__num(doc, "setup_s", &v))
         fprintf(f, " · setup %s", sq_fmt_dur_us(v * 1e6, d0, D));
     fputc('\n', f);
-    if (json_is_true(json_object_get(doc, "aborted")))
-        fprintf(f, "stopped early: %s\n", sq_report__str(doc, "abort_reason", "(no reason given)"));
 }
 
 static void latency(FILE *f, const json_t *doc, bool open)
@@ -114,9 +143,24 @@ static void latency(FILE *f, const json_t *doc, bool open)
         fprintf(f, "%-12s min %s · mean %s · stdev %s · max %s (from the %s send)\n", "Latency",
                 dus(l, "min_us", d[0]), dus(l, "mean_us", d[1]), dus(l, "stdev_us", d[2]),
                 dus(l, "max_us", d[3]), strcmp(from, "intended_send") == 0 ? "intended" : "actual");
-        fprintf(f, "%-12s p50 %s · p90 %s · p95 %s · p99 %s · p99.9 %s\n", "",
-                dus(l, "p50_us", d[0]), dus(l, "p90_us", d[1]), dus(l, "p95_us", d[2]),
-                dus(l, "p99_us", d[3]), dus(l, "p99_9_us", d[4]));
+        const json_t *pc = json_object_get(l, "percentiles");
+        if (json_is_object(pc) && json_object_size(pc)) {
+            /* the asked percentiles (--percentiles), in the document's order */
+            const char *k;
+            const json_t *v;
+            int n = 0;
+            fprintf(f, "%-12s", "");
+            json_object_foreach((json_t *)pc, k, v)
+            {
+                fprintf(f, "%sp%s %s", n++ ? " · " : " ", k,
+                        sq_fmt_dur_us(json_is_number(v) ? json_number_value(v) : 0, d[0], D));
+            }
+            fputc('\n', f);
+        } else {
+            fprintf(f, "%-12s p50 %s · p90 %s · p95 %s · p99 %s · p99.9 %s\n", "",
+                    dus(l, "p50_us", d[0]), dus(l, "p90_us", d[1]), dus(l, "p95_us", d[2]),
+                    dus(l, "p99_us", d[3]), dus(l, "p99_9_us", d[4]));
+        }
     } else {
         fprintf(f, "%-12s no response completed\n", "Latency");
     }
@@ -215,6 +259,22 @@ static void bodies(FILE *f, const json_t *doc)
 }
 
 /* Per-phase timings: one line of p50 / p95 per phase that has any time in it. */
+/* True when no connection was opened after the start: the pool was opened before it and never
+ * replaced, so the setup phases (dns, connecting, tls_handshaking) only carry the pool's own
+ * setup, on each connection's first request. */
+static bool setup_before_start(const json_t *doc)
+{
+    double opened, conns;
+    return sq_report__num(doc, "connections.opened", &opened) &&
+           sq_report__num(doc, "config.connections", &conns) && opened <= conns;
+}
+
+static bool setup_phase(const char *name)
+{
+    return strcmp(name, "dns") == 0 || strcmp(name, "connecting") == 0 ||
+           strcmp(name, "tls_handshaking") == 0;
+}
+
 static void phases(FILE *f, const json_t *doc)
 {
     const json_t *ph = json_object_get(doc, "phases");
@@ -222,22 +282,98 @@ static void phases(FILE *f, const json_t *doc)
         return;
     static const char *const order[] = {"blocked", "dns",     "connecting", "tls_handshaking",
                                         "sending", "waiting", "receiving"};
-    char d[2][D];
+    bool fold = setup_before_start(doc);
+    char d[3][D];
     fprintf(f, "%-12s", "Phases");
     int n = 0;
     for (size_t i = 0; i < SQ_ARRAY_LEN(order); i++) {
         const json_t *p = json_object_get(ph, order[i]);
         if (!json_is_object(p) || sq_report__numd(p, "max_us", 0) <= 0)
             continue;
+        if (fold && setup_phase(order[i]))
+            continue;
         fprintf(f, "%s%s p50 %s p95 %s", n++ ? " · " : " ", order[i], dus(p, "p50_us", d[0]),
                 dus(p, "p95_us", d[1]));
+        if (setup_phase(order[i]))
+            fprintf(f, " max %s", dus(p, "max_us", d[2]));
     }
     fprintf(f, "%s\n", n ? "" : " all under 1µs");
+    if (fold)
+        fprintf(f,
+                "%-12s connection setup: none during the run (the pool was opened before the "
+                "start, in %s)\n",
+                "", sq_fmt_dur_us(sq_report__numd(doc, "setup_s", 0) * 1e6, d[0], D));
+}
+
+/* The watched processes (--watch): "Server  12.3 ms CPU per 1k requests · RSS peak 45.6 MB ·
+ * threads 4", and a line for each one that exited during the run. */
+static void server(FILE *f, const json_t *doc)
+{
+    const json_t *sv = json_object_get(doc, "server");
+    if (!json_is_object(sv))
+        return;
+    double v;
+    fprintf(f, "%-12s ", "Server");
+    if (sq_report__num(sv, "cpu_ms_per_1k_requests", &v))
+        fprintf(f, "%.1f ms CPU per 1k requests", v);
+    else
+        fprintf(f, "%.2f s CPU (no request completed)",
+                sq_report__numd(sv, "cpu_user_s", 0) + sq_report__numd(sv, "cpu_sys_s", 0));
+    fprintf(f, " · RSS peak %.1f MB · threads %.0f", sq_report__numd(sv, "rss_peak_bytes", 0) / 1e6,
+            sq_report__numd(sv, "threads_max", 0));
+    const json_t *ps = json_object_get(sv, "processes");
+    size_t np = json_is_array(ps) ? json_array_size(ps) : 0;
+    if (np != 1)
+        fprintf(f, " · %zu processes", np);
+    fputc('\n', f);
+    size_t i;
+    const json_t *p;
+    json_array_foreach((json_t *)ps, i, p)
+    {
+        if (!json_is_true(json_object_get(p, "exited")))
+            continue;
+        double at = sq_report__numd(p, "exited_at_s", 0),
+               seen = sq_report__numd(p, "last_seen_s", 0);
+        fprintf(f, "%-12s pid %.0f (%s) exited between %.1f s and %.1f s into the run\n", "",
+                sq_report__numd(p, "pid", 0), sq_report__str(p, "name", "?"), seen, at);
+    }
+}
+
+/* squall's own cost: "Client  2.10 µs CPU per request · RSS peak 12.0 MB · busiest worker 45% ·
+ * loop lag max 1.20ms". */
+static void client(FILE *f, const json_t *doc, bool open)
+{
+    const json_t *c = json_object_get(doc, "client");
+    if (!json_is_object(c))
+        return;
+    char d0[D], d1[D];
+    double v, busiest = 0;
+    fprintf(f, "%-12s ", "Client");
+    if (sq_report__num(c, "cpu_per_request_us", &v))
+        fprintf(f, "%s CPU per request", sq_fmt_dur_us(v, d0, D));
+    else
+        fprintf(f, "%.2f s CPU",
+                sq_report__numd(c, "cpu_user_s", 0) + sq_report__numd(c, "cpu_sys_s", 0));
+    size_t i;
+    const json_t *w;
+    json_array_foreach(json_object_get(c, "workers"), i, w)
+    {
+        double b = sq_report__numd(w, "busy", 0);
+        if (b > busiest)
+            busiest = b;
+    }
+    fprintf(f, " · RSS peak %.1f MB · busiest worker %.0f%% · loop lag max %s",
+            sq_report__numd(c, "rss_peak_bytes", 0) / 1e6, 100 * busiest,
+            sq_fmt_dur_us(sq_report__numd(c, "loop_lag_max_ms", 0) * 1e3, d1, D));
+    if (open && sq_report__num(c, "behind_max_ms", &v))
+        fprintf(f, " · behind schedule max %s", sq_fmt_dur_us(v * 1e3, d0, D));
+    fputc('\n', f);
 }
 
 /* Plan runs: per-step figures, checks and thresholds (k6's ✓/✗). */
-static void plan_sections(FILE *f, const json_t *doc)
+static void plan_sections(const struct out *o, const json_t *doc)
 {
+    FILE *f = o->f;
     const json_t *steps = json_object_get(doc, "steps");
     const json_t *checks = json_object_get(doc, "checks");
     const json_t *ths = json_object_get(doc, "thresholds");
@@ -249,8 +385,13 @@ static void plan_sections(FILE *f, const json_t *doc)
         json_array_foreach((json_t *)steps, i, e)
         {
             const json_t *du = json_object_get(e, "duration_ms");
-            fprintf(f, "  %-24s %-6s %10s req · %s failed", sq_report__str(e, "step", "?"),
-                    sq_report__str(e, "method", ""), g(e, "requests", g1), g(e, "failed", g2));
+            char g3[32];
+            double errs = sq_report__numd(e, "errors", 0);
+            fprintf(
+                f, "  %-24s %-6s %10s req · %s failed (%s transport, %s HTTP)",
+                sq_report__str(e, "step", "?"), sq_report__str(e, "method", ""),
+                g(e, "requests", g1), g(e, "failed", g2), g(e, "errors", g3),
+                sq_fmt_group(sq_report__count(sq_report__numd(e, "failed", 0) - errs), d[0], D));
             if (sq_report__numd(du, "count", 0) > 0)
                 fprintf(f, " · p50 %s · p95 %s · max %s\n",
                         sq_fmt_dur_us(sq_report__numd(du, "med", 0) * 1000, d[0], D),
@@ -265,20 +406,26 @@ static void plan_sections(FILE *f, const json_t *doc)
         json_array_foreach((json_t *)checks, i, e)
         {
             uint64_t pass = u64(e, "passed"), fail = u64(e, "failed");
-            fprintf(f, "  %s %s: %s  (%s passed, %s failed)\n", fail ? "✗" : "✓",
-                    sq_report__str(e, "step", "?"), sq_report__str(e, "check", "?"),
-                    sq_fmt_group(pass, g1, sizeof(g1)), sq_fmt_group(fail, g2, sizeof(g2)));
+            fprintf(f, "  %s%s%s %s: %s  (%s passed, %s failed)\n", c_on(o, fail ? RED : GREEN),
+                    fail ? "✗" : "✓", c_off(o), sq_report__str(e, "step", "?"),
+                    sq_report__str(e, "check", "?"), sq_fmt_group(pass, g1, sizeof(g1)),
+                    sq_fmt_group(fail, g2, sizeof(g2)));
         }
     }
     if (json_is_array(ths) && json_array_size(ths)) {
         fprintf(f, "\nThresholds\n");
-        json_array_foreach((json_t *)ths, i, e)
-        {
-            bool ok = json_is_true(json_object_get(e, "ok"));
-            fprintf(f, "  %s %s: %s  (value %.4g%s)\n", ok ? "✓" : "✗",
-                    sq_report__str(e, "metric", "?"), sq_report__str(e, "expression", "?"),
-                    sq_report__numd(e, "value", 0),
-                    json_is_true(json_object_get(e, "no_data")) ? ", no data" : "");
+        /* the crossed ones first */
+        for (int pass = 0; pass < 2; pass++) {
+            json_array_foreach((json_t *)ths, i, e)
+            {
+                bool ok = json_is_true(json_object_get(e, "ok"));
+                if (ok != (pass == 1))
+                    continue;
+                fprintf(f, "  %s%s%s %s: %s  (value %.4g%s)\n", c_on(o, ok ? GREEN : RED),
+                        ok ? "✓" : "✗", c_off(o), sq_report__str(e, "metric", "?"),
+                        sq_report__str(e, "expression", "?"), sq_report__numd(e, "value", 0),
+                        json_is_true(json_object_get(e, "no_data")) ? ", no data" : "");
+            }
         }
     }
 }
@@ -433,6 +580,138 @@ static void urls_section(FILE *f, const json_t *doc)
     }
 }
 
+/* The failures of each kind, apart: with no response (transport) and with a status >= 400 (HTTP),
+ * and k6's http_req_failed, which counts both. From "failures", or for an older document from
+ * "requests" and "status". */
+static void failed_line(const struct out *o, const json_t *doc)
+{
+    FILE *f = o->f;
+    const json_t *fl = json_object_get(doc, "failures");
+    double transport, http, of;
+    if (json_is_object(fl)) {
+        transport = sq_report__numd(fl, "transport", 0);
+        http = sq_report__numd(fl, "http", 0);
+        of = sq_report__numd(fl, "http_req_failed.of", 0);
+    } else {
+        transport = sq_report__numd(doc, "requests.failed", 0);
+        http = sq_report__numd(doc, "status.4xx", 0) + sq_report__numd(doc, "status.5xx", 0);
+        of = sq_report__numd(doc, "requests.completed", 0) + transport;
+    }
+    char g1[32], g2[32];
+    bool bad = transport + http > 0;
+    fprintf(f,
+            "%-12s %s%s transport (no response) · %s HTTP (status ≥ 400)%s · http_req_failed "
+            "%.2f%% (k6: both kinds)\n",
+            "Failed", c_on(o, bad ? RED : ""), sq_fmt_group(sq_report__count(transport), g1, 32),
+            sq_fmt_group(sq_report__count(http), g2, 32), bad ? c_off(o) : "",
+            of > 0 ? 100.0 * (transport + http) / of : 0.0);
+}
+
+/* Every exact status seen ("200 9,990 · 503 10"), or the classes of an older document. */
+static void status_line(FILE *f, const json_t *doc)
+{
+    static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+    fprintf(f, "%-12s", "Status");
+    const json_t *codes = json_object_get(doc, "status_codes");
+    if (json_is_object(codes) && json_object_size(codes))
+        counts(f, codes, NULL, 0);
+    else
+        counts(f, json_object_get(doc, "status"), cls, SQ_ARRAY_LEN(cls));
+}
+
+/* Errors by kind, then what each one means or its first message ("connect: Connection
+ * refused"). Kinds with no error are left out. */
+static void errors_lines(const struct out *o, const json_t *doc)
+{
+    FILE *f = o->f;
+    const json_t *errs = json_object_get(doc, "errors");
+    const char *k;
+    const json_t *v;
+    double total = 0;
+    json_object_foreach((json_t *)errs, k, v) total += json_is_number(v) ? json_number_value(v) : 0;
+    fprintf(f, "%-12s%s", "Errors", c_on(o, total > 0 ? RED : ""));
+    counts(f, errs, NULL, 0);
+    if (total > 0)
+        fputs(c_off(o), f);
+    const json_t *msgs = json_object_get(doc, "error_messages");
+    if (json_is_object(msgs))
+        json_object_foreach((json_t *)msgs, k, v)
+        {
+            if (json_is_string(v))
+                fprintf(f, "%-12s   %s: %s\n", "", k, json_string_value(v));
+        }
+}
+
+/* "every response was 503 — is the URL right?": every response had a status >= 400. */
+static void all_errors_warning(const struct out *o, const json_t *doc)
+{
+    double done = sq_report__numd(doc, "requests.completed", 0);
+    if (done <= 0)
+        return;
+    const json_t *codes = json_object_get(doc, "status_codes");
+    char buf[400] = "", g1[32];
+    double bad = 0;
+    size_t n = 0, used = 0;
+    if (json_is_object(codes) && json_object_size(codes)) {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)codes, k, v)
+        {
+            double c = json_is_number(v) ? json_number_value(v) : 0;
+            if (c <= 0)
+                continue;
+            if (atoi(k) < 400)
+                return;
+            bad += c;
+            int w = snprintf(buf + used, sizeof(buf) - used, "%s%s ×%s", n ? ", " : "", k,
+                             sq_fmt_group(sq_report__count(c), g1, sizeof(g1)));
+            if (w > 0 && (size_t)w < sizeof(buf) - used)
+                used += (size_t)w;
+            n++;
+        }
+    } else {
+        bad = sq_report__numd(doc, "status.4xx", 0) + sq_report__numd(doc, "status.5xx", 0);
+    }
+    if (bad < done)
+        return;
+    fprintf(o->f, "%s", c_on(o, BOLD YELLOW));
+    if (n == 1)
+        fprintf(o->f, "warning: every response was %.*s — is the URL right?",
+                (int)strcspn(buf, " "), buf);
+    else if (n > 1)
+        fprintf(o->f, "warning: every response was an error status (%s) — is the URL right?", buf);
+    else
+        fprintf(o->f, "warning: every response was 4xx or 5xx — is the URL right?");
+    fprintf(o->f, "%s\n", c_off(o));
+}
+
+/* A plan with thresholds ends with its verdict: the crossed ones named again. */
+static void verdict_line(const struct out *o, const json_t *doc)
+{
+    const json_t *ths = json_object_get(doc, "thresholds");
+    if (!json_is_array(ths) || json_array_size(ths) == 0)
+        return;
+    size_t i, crossed = 0;
+    const json_t *e;
+    json_array_foreach((json_t *)ths, i, e) crossed += !json_is_true(json_object_get(e, "ok"));
+    FILE *f = o->f;
+    if (!crossed) {
+        fprintf(f, "\n%s✓ thresholds held: %zu of %zu%s\n", c_on(o, BOLD GREEN),
+                json_array_size(ths), json_array_size(ths), c_off(o));
+        return;
+    }
+    fprintf(f, "\n%s✗ thresholds crossed: ", c_on(o, BOLD RED));
+    size_t n = 0;
+    json_array_foreach((json_t *)ths, i, e)
+    {
+        if (json_is_true(json_object_get(e, "ok")))
+            continue;
+        fprintf(f, "%s%s %s", n++ ? "; " : "", sq_report__str(e, "metric", "?"),
+                sq_report__str(e, "expression", "?"));
+    }
+    fprintf(f, "%s\n", c_off(o));
+}
+
 /* The script and OAuth2 blocks, when the run had them. */
 static void scripting(FILE *f, const json_t *doc)
 {
@@ -468,6 +747,11 @@ static void scripting(FILE *f, const json_t *doc)
 
 int sq_report_summary(const json_t *doc, FILE *f)
 {
+    return sq_report_summary_opts(doc, f, NULL);
+}
+
+int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_opts *opts)
+{
     const char *why;
     if (sq_report_doc_check(doc, &why) < 0)
         return -SQ_EPARSE;
@@ -476,52 +760,61 @@ int sq_report_summary(const json_t *doc, FILE *f)
         return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
     if (json_object_get(doc, "sink"))
         fputc('\n', f);
+    struct out o = {.f = f, .color = opts && opts->color};
     bool open = strcmp(sq_report__str(doc, "mode", ""), "open-loop") == 0;
     const json_t *rq = json_object_get(doc, "requests");
-    char g1[32], g2[32], g3[32], g4[32], d0[D], d1[D];
+    char g1[32], g2[32], g3[32], d0[D], d1[D];
 
+    all_errors_warning(&o, doc);
+    if (json_is_true(sq_report__get(doc, "client.saturated")))
+        fprintf(f,
+                "the client was saturated: %s — these figures measure squall, not the server; "
+                "add threads or agents\n",
+                sq_report__str(doc, "client.saturation", "(no reason given)"));
     header(f, doc, open);
-    fprintf(f, "\n%-12s %s sent · %s completed · %s failed · %s in flight at the end", "Requests",
-            g(rq, "sent", g1), g(rq, "completed", g2), g(rq, "failed", g3), g(rq, "in_flight", g4));
+    if (json_is_true(json_object_get(doc, "aborted")))
+        fprintf(f, "%sstopped early: %s%s\n", c_on(&o, YELLOW),
+                sq_report__str(doc, "abort_reason", "(no reason given)"), c_off(&o));
+    fprintf(f, "\n%-12s %s sent · %s completed · %s in flight at the end", "Requests",
+            g(rq, "sent", g1), g(rq, "completed", g2), g(rq, "in_flight", g3));
     if (open)
         fprintf(f,
                 "\n%-12s %s due · %s dropped (no connection free within the in-flight cap, or "
                 "still waiting at the end)",
                 "Arrivals", g(rq, "arrivals", g1), g(rq, "dropped", g2));
     fputc('\n', f);
-    fprintf(f, "%-12s %.1f req/s · %s/s in · %s/s out\n", "Throughput",
-            sq_report__numd(doc, "rate.requests_per_s", 0),
+    failed_line(&o, doc);
+    fprintf(f, "%-12s %s req/s · %s/s in · %s/s out\n", "Throughput",
+            sq_fmt_group_real(sq_report__numd(doc, "rate.requests_per_s", 0), 1, g1, sizeof(g1)),
             sq_fmt_bytes(sq_report__numd(doc, "rate.bytes_received_per_s", 0), d0, D),
             sq_fmt_bytes(sq_report__numd(doc, "rate.bytes_sent_per_s", 0), d1, D));
     latency(f, doc, open);
 
-    static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
     const json_t *ws = json_object_get(doc, "ws");
     /* a WebSocket run's requests are messages: no HTTP status, no HTTP bodies; a bus run's are
      * messages too, with its own line */
     bool messages = strcmp(sq_report__str(doc, "config.protocol", ""), "websocket") == 0;
     bool bus = json_is_object(json_object_get(doc, "nats")) ||
                json_is_object(json_object_get(doc, "mqtt"));
-    if (bus) {
+    if (bus)
         bus_lines(f, doc);
-    } else if (!messages) {
-        fprintf(f, "%-12s", "Status");
-        counts(f, json_object_get(doc, "status"), cls, SQ_ARRAY_LEN(cls));
-    }
-    fprintf(f, "%-12s", "Errors");
-    counts(f, json_object_get(doc, "errors"), NULL, 0);
+    else if (!messages)
+        status_line(f, doc);
+    errors_lines(&o, doc);
     if (json_is_object(json_object_get(doc, "connections")))
         fprintf(f, "%-12s %s opened · %s replaced after the server closed them\n", "Connections",
                 g(doc, "connections.opened", g1), g(doc, "connections.closed_by_server", g2));
     tls(f, json_object_get(doc, "tls"));
     websocket(f, ws);
+    server(f, doc);
+    client(f, doc, open);
 
     if (!messages && !bus)
         bodies(f, doc); /* WebSocket: the ws block has the payload figures */
     phases(f, doc);
     cluster(f, doc);
     scripting(f, doc);
-    plan_sections(f, doc);
+    plan_sections(&o, doc);
     urls_section(f, doc);
 
     struct sq_hist *h;
@@ -529,5 +822,6 @@ int sq_report_summary(const json_t *doc, FILE *f)
         sq_fmt_distribution(f, h);
         sq_hist_free(h);
     }
+    verdict_line(&o, doc);
     return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
 }

@@ -169,6 +169,21 @@ static void put_tmpl(FILE *out, const struct sq_tmpl *t, size_t max)
     put_short(out, s, n, max);
 }
 
+/* True when nothing of the request is rendered per iteration: its URL, every header and its
+ * body are fixed text and the scenario keeps no cookie jar (which adds a Cookie header per VU),
+ * so it is serialised once before the run. */
+static bool step_static(const struct sq_plan_scenario *sc, const struct sq_plan_request *r)
+{
+    if (sc->cookies || !sq_tmpl_static(r->url, NULL, NULL))
+        return false;
+    if (r->body && !sq_tmpl_static(r->body, NULL, NULL))
+        return false;
+    for (size_t h = 0; h < r->nheaders; h++)
+        if (!sq_tmpl_static(r->headers[h].value, NULL, NULL))
+            return false;
+    return true;
+}
+
 /* A ws step's first line: what it does (its headers, message and timeout follow as for a
  * request). */
 static void put_ws_step(FILE *out, const struct sq_plan_step *st, size_t i)
@@ -212,7 +227,7 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
     } else {
         fprintf(out, "    %zu. %s: %s ", i + 1, st->name, r->method);
         put_short(out, r->url_src, strlen(r->url_src), 160);
-        if (sq_tmpl_static(r->url, NULL, NULL))
+        if (step_static(sc, r))
             fprintf(out, "  (static)");
         fputc('\n', out);
     }
@@ -260,6 +275,8 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
 {
     char d[32];
     fprintf(out, "plan %s\n", p->file ? p->file : "");
+    if (p->name)
+        fprintf(out, "name %s\n", p->name);
     fprintf(out, "target %s\n", p->target ? p->target : "");
     if (p->default_timeout_ns)
         fprintf(out, "default timeout %s\n", fmt_dur(p->default_timeout_ns, d, sizeof(d)));

@@ -648,7 +648,7 @@ static int load_sink(struct ld *L, const struct ynode *n)
 static int load_root(struct ld *L, const struct ynode *root)
 {
     static const char *const keys[] = {"target",     "vars",   "defaults", "data", "scenarios",
-                                       "thresholds", "script", "auth",     "sink"};
+                                       "thresholds", "script", "auth",     "sink", "name"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_map(L, root, "a mapping with target and scenarios");
     if (rc == 0)
@@ -678,6 +678,16 @@ static int load_root(struct ld *L, const struct ynode *root)
         if (rc < 0)
             return rc;
         sq_plan__path_pop(L, mark);
+    }
+    const struct ynode *nm = sq_plan__get(root, "name");
+    if (nm) {
+        /* the run's name in its result and report */
+        if ((rc = sq_plan__want_string(L, nm, "a name for the run, like nightly-checkout")) < 0)
+            return rc;
+        if (nm->len == 0 || strlen(nm->s) != nm->len)
+            return sq_plan__fail(L, nm, "the name is empty or holds a NUL byte");
+        if (!(p->name = strdup(nm->s)))
+            return -ENOMEM;
     }
     const struct ynode *sc = sq_plan__get(root, "scenarios");
     size_t mark = sq_plan__path_key(L, "scenarios");
@@ -882,6 +892,7 @@ void sq_plan_free(struct sq_plan *p)
     }
     free(p->thresholds);
     free(p->target);
+    free(p->name);
     free(p->file);
     free(p->script);
     sq_plan__oauth2_free(p->oauth2);

@@ -182,6 +182,7 @@ struct sq_plan {
     char *file;                /* the path it was loaded from */
     struct sq_plan_sink *sink; /* NULL: none */
     char *target;              /* base URL ("http://127.0.0.1:8080"), required */
+    char *name;                /* the run's name (name:); NULL when unset */
     struct sq_plan_var *vars;
     size_t nvars;
     struct sq_plan_feeder *feeders;

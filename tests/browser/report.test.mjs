@@ -55,9 +55,9 @@ function loadPlaywright() {
 }
 
 // Starts `squall target --port 0`; resolves to { proc, port } once it prints its listening line.
-function startTarget() {
+function startTarget(extra = []) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(SQUALL, ['target', '--port', '0', '--threads', '1'],
+    const proc = spawn(SQUALL, ['target', '--port', '0', '--threads', '1', ...extra],
       { stdio: ['ignore', 'pipe', 'inherit'] });
     let buf = '';
     const timer = setTimeout(() => {
@@ -198,6 +198,26 @@ async function main() {
     check('squall report prints the summary', sum.code === 0 && /^Requests +[\d,]+ sent/m.test(sum.out),
       sum.err || sum.out.slice(0, 200));
 
+    // 1b. Against a target that holds every response for 300 ms once a second (--stall), named:
+    // the 100 ms chart shows the stall; and a plan whose threshold is crossed: the FAIL banner.
+    target = await startTarget(['--stall', '300ms/1s']);
+    const stallJson = path.join(ARTIFACTS, 'result-stall.json');
+    const stallHtml = path.join(ARTIFACTS, 'report-stall.html');
+    const sr = squall([`http://127.0.0.1:${target.port}/fast`, '-d', '3s', '-c', '4', '-t', '1',
+      '--name', 'stall-check', '--json', stallJson, '--html', stallHtml, '-q']);
+    check('stall run exits 0', sr.code === 0, sr.err);
+    const planFile = path.join(tmp, 'banner.yaml');
+    fs.writeFileSync(planFile, `target: http://127.0.0.1:${target.port}\nname: banner-check\n` +
+      'scenarios:\n  s:\n    executor: constant-arrival-rate\n    rate: 40\n    duration: 3s\n' +
+      '    preAllocatedVUs: 2\n' +
+      '    flow:\n      - name: home\n        request: { url: /fast }\n' +
+      '        check: { status: 201 }\nthresholds:\n  checks: ["rate > 0.99"]\n');
+    const planHtml = path.join(ARTIFACTS, 'report-plan.html');
+    const pr = squall(['run', planFile, '--html', planHtml, '-q']);
+    check('plan run exits 99 (threshold crossed)', pr.code === 99, pr.err);
+    await stopTarget(target.proc);
+    target = null;
+
     // 2. The fixture: an open-loop run with its per-second series.
     const fixture = path.join(here, 'fixture.json');
     const fixHtml = path.join(ARTIFACTS, 'report-fixture.html');
@@ -235,8 +255,11 @@ async function main() {
     });
 
     await checkReport(ctx, 'live', liveHtml, {
-      charts: liveHasSeries ? ['chart-throughput', 'chart-latency', 'chart-hdr', 'chart-status']
-        : ['chart-hdr', 'chart-status'],
+      // a live run's series carries squall's own cost per second (docs/instruments.md)
+      charts: liveHasSeries
+        ? ['chart-throughput', 'chart-latency', 'chart-fine', 'chart-hdr', 'chart-status',
+          'chart-client']
+        : ['chart-fine', 'chart-hdr', 'chart-status'],
       hdrSeries: 2,
       text: ['Request accounting', 'constant-vus',
         ...(liveHasSeries ? [] : ['no per-second series'])],
@@ -245,6 +268,46 @@ async function main() {
       noSections: ['Steps', 'Checks', 'Thresholds'],
       screenshot: path.join(ARTIFACTS, 'report.png'),
     });
+    const sp = await checkReport(ctx, 'stall', stallHtml, {
+      charts: ['chart-throughput', 'chart-latency', 'chart-fine', 'chart-hdr', 'chart-status',
+        'chart-client'],
+      hdrSeries: 2,
+      text: ['stall-check', 'Every 100 ms', 'Responses by exact status'],
+      screenshot: path.join(ARTIFACTS, 'report-stall.png'),
+    });
+    const when = await sp.evaluate(() => {
+      const a = document.getElementById('run-start'), b = document.getElementById('run-end');
+      return [a && a.textContent, b && b.textContent];
+    });
+    const iso = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d$/;
+    check('stall: the start and end dates are at the top', iso.test(when[0]) && iso.test(when[1]),
+      JSON.stringify(when));
+    // the 100 ms series as drawn: bins with a stalled response (>= 200 ms) and fast ones (< 50 ms)
+    const fmax = await sp.evaluate(() => {
+      const c = window.squallCharts.find((x) => x.id === 'chart-fine');
+      return c ? c.plot.data[2] : [];
+    });
+    const slow = fmax.filter((v) => v >= 200000).length, fast = fmax.filter((v) => v != null && v < 50000).length;
+    check('stall: the 100 ms chart shows the stall beside fast bins', slow >= 2 && fast >= 5,
+      `slow ${slow}, fast ${fast} of ${fmax.length}`);
+    const pp = await checkReport(ctx, 'plan', planHtml, {
+      charts: ['chart-throughput', 'chart-latency', 'chart-fine', 'chart-steps', 'chart-hdr',
+        'chart-status', 'chart-client'],
+      hdrSeries: 3, /* an arrival-rate plan: the uncorrected curve too */
+      text: ['banner-check', 'run ', 'FAIL · thresholds crossed: checks rate > 0.99',
+        'Steps over time'],
+      sections: ['Thresholds', 'Checks', 'Steps'],
+      screenshot: path.join(ARTIFACTS, 'report-plan.png'),
+    });
+    const order = await pp.evaluate(() => [...document.querySelectorAll('h2')].map((h) => h.textContent));
+    check('plan: thresholds and checks come before the summary',
+      order.indexOf('Thresholds') === 0 && order.indexOf('Checks') === 1, order.join(','));
+    const banner = await pp.evaluate(() => {
+      const v = document.getElementById('verdict');
+      return v ? [v.className, getComputedStyle(v).backgroundColor] : null;
+    });
+    check('plan: a red FAIL banner', banner && banner[0] === 'verdict fail' &&
+      banner[1] === 'rgb(201, 42, 42)', JSON.stringify(banner));
     await checkReport(ctx, 'fixture', fixHtml, {
       charts: ['chart-throughput', 'chart-latency', 'chart-hdr', 'chart-status'],
       hdrSeries: 3,

@@ -469,9 +469,11 @@ scenarios:
         self.assertNotIn("Sanitizer", err)
         took = time.monotonic() - t0
         self.assertLess(took, 5, err)
-        self.assertEqual(rc, 0, err)
+        self.assertEqual(rc, 105, err)  # stopped by a signal (issue 13), outputs still written
         self.assertTrue(doc["aborted"])
+        self.assertEqual(doc["signal"], {"name": "SIGINT", "forced": False})
         self.assertEqual(doc["cluster"]["lost"], 0)
+        self.assertEqual(sum(doc["status_codes"].values()), doc["requests"]["completed"])
         for a in doc["cluster"]["agents"]:
             self.assertTrue(a["finished"], a)  # each stopped gracefully and sent its result
             self.assertGreater(a["requests"]["sent"], 100)

@@ -118,7 +118,7 @@ class LoginFlow(PlanCase):
         self.assertEqual((c["passed"], c["failed"]), (0, 20))
         self.assertEqual(self.step(doc, "items")["status"], {"401": 20})
         self.assertEqual([t["ok"] for t in doc["thresholds"]], [False, False])
-        self.assertIn("thresholds failed", p.stderr)
+        self.assertIn("thresholds crossed", p.stderr)
 
 
 class Abort(PlanCase):

@@ -33,6 +33,8 @@
 #include "http/url.h"
 #include "net/sock.h"
 #include "plan/plan.h"
+#include "proc/proc.h"
+#include "proc/watch.h"
 #include "stats/hist.h"
 
 extern char **environ;
@@ -753,6 +755,142 @@ static void held_start(void **state)
     free(req);
 }
 
+/* squall's own cost rides along with every run: per worker, per second, and for the process. */
+static void client_figures(void **state)
+{
+    (void)state;
+    struct sq_run_config cfg;
+    char *req;
+    config(&cfg, &req, "/fast");
+    cfg.exec.kind = SQ_EXEC_CONSTANT_VUS;
+    cfg.exec.duration_ns = 1200 * SQ_NS_PER_MS;
+    prepare(&cfg);
+    struct sq_result res;
+    const char *why;
+    assert_int_equal(sq_run(&cfg, &res, &why), 0);
+    const struct sq_client_stats *c = &res.client;
+    assert_true(c->valid);
+    assert_int_equal(c->nworkers, res.threads);
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < c->nworkers; i++) {
+        const struct sq_worker_stats *w = &c->workers[i];
+        assert_true(w->cpu_ns > 0 && w->cpu_ns <= w->wall_ns + 50 * SQ_NS_PER_MS);
+        assert_true(w->wall_ns >= 1100 * SQ_NS_PER_MS && w->wall_ns <= 2 * SQ_NS_PER_S);
+        assert_true(w->busy >= 0 && w->busy <= 1.2);
+        assert_true(w->seconds >= 1);
+        assert_true(w->lag_max_ns >= 0 && w->lag_max_ns < SQ_NS_PER_S);
+        sum += w->cpu_ns;
+    }
+    /* the process's CPU holds the workers' (rusage and schedstat count differently: slack) */
+    assert_true(c->cpu_user_ns + c->cpu_sys_ns >= sum * 8 / 10);
+    assert_true(c->rss_peak > 0);
+    assert_true(res.series.n >= 2);
+    int64_t per_sec = 0;
+    for (size_t i = 0; i < res.series.n; i++) {
+        assert_true(res.series.v[i].client.rss_bytes > 0);
+        assert_false(res.series.v[i].server.on); /* nothing watched */
+        per_sec += res.series.v[i].client.cpu_ns;
+    }
+    assert_int_equal(per_sec, c->cpu_user_ns + c->cpu_sys_ns); /* the seconds add up */
+    assert_false(res.server.on);
+    sq_result_dispose(&res);
+    free(req);
+}
+
+/* --watch inside the engine: the target's CPU, second by second, adds up to the run's total, and
+ * agrees with /proc read around the run. */
+static void watch_the_target(void **state)
+{
+    (void)state;
+    struct sq_run_config cfg;
+    char *req;
+    config(&cfg, &req, "/fast");
+    cfg.exec.kind = SQ_EXEC_CONSTANT_VUS;
+    cfg.exec.duration_ns = 1500 * SQ_NS_PER_MS;
+    prepare(&cfg);
+    struct sq_watch *w;
+    assert_int_equal(sq_watch_new(&w), 0);
+    assert_int_equal(sq_watch_add_pid(w, target_pid, false), 0);
+    cfg.watch = w;
+    struct sq_proc_sample before, after;
+    assert_int_equal(sq_proc_read(target_pid, 0, &before), 0);
+    struct sq_result res;
+    const char *why;
+    assert_int_equal(sq_run(&cfg, &res, &why), 0);
+    assert_int_equal(sq_proc_read(target_pid, 0, &after), 0);
+    assert_true(res.server.on);
+    assert_int_equal(res.server.nprocs, 1);
+    assert_int_equal(res.server.procs[0].pid, target_pid);
+    assert_false(res.server.procs[0].exited);
+    int64_t total = res.server.tot.cpu_user_ns + res.server.tot.cpu_sys_ns;
+    int64_t outer = after.cpu_user_ns + after.cpu_sys_ns - before.cpu_user_ns - before.cpu_sys_ns;
+    assert_true(total > 0 && total <= outer);
+    assert_true(total >= outer - 50 * SQ_NS_PER_MS); /* setup and teardown are outside the run */
+    int64_t per_sec = 0;
+    for (size_t i = 0; i < res.series.n; i++) {
+        const struct sq_watch_tick *t = &res.series.v[i].server;
+        assert_true(t->on);
+        per_sec += t->cpu_user_ns + t->cpu_sys_ns;
+        assert_true(t->rss_bytes > 0 && t->threads >= 1 && t->fds >= 3);
+    }
+    assert_int_equal(per_sec, total);
+    assert_true(res.server.tot.rss_peak > 0);
+    assert_true(res.server.tot.threads_max >= 1);
+    sq_result_dispose(&res);
+    sq_watch_free(w);
+    free(req);
+}
+
+/* The verdict on the client itself, from its figures. */
+static void client_judge(void **state)
+{
+    (void)state;
+    struct sq_worker_stats ws[2] = {
+        {.wall_ns = 10 * SQ_NS_PER_S, .cpu_ns = 5 * SQ_NS_PER_S, .busy = 0.5, .seconds = 10},
+        {.wall_ns = 10 * SQ_NS_PER_S, .cpu_ns = 5 * SQ_NS_PER_S, .busy = 0.5, .seconds = 10},
+    };
+    struct sq_client_stats c = {.valid = true, .workers = ws, .nworkers = 2};
+    sq_client_judge(&c, false);
+    assert_false(c.saturated);
+    assert_string_equal(c.saturation, "");
+    ws[1].busy = 0.97;
+    ws[1].cpu_ns = 7 * SQ_NS_PER_S;
+    ws[1].wait_ns = 27 * SQ_NS_PER_S / 10;
+    sq_client_judge(&c, false);
+    assert_true(c.saturated);
+    assert_string_equal(
+        c.saturation, "worker 2 of 2 was busy 97% of the run (70% on a CPU, 27% waiting for one)");
+    ws[1].busy = 0.6;
+    ws[1].busy_seconds = 3;
+    sq_client_judge(&c, false);
+    assert_string_equal(c.saturation, "worker 2 of 2 was at least 95% busy in 3 of its 10 seconds");
+    ws[1].busy_seconds = 2;
+    ws[0].behind_max_ns = 120 * SQ_NS_PER_MS;
+    sq_client_judge(&c, false); /* closed loop: no schedule to fall behind */
+    assert_false(c.saturated);
+    ws[1].busy = 0.99;
+    sq_client_judge(&c, true); /* open loop: busy-waits on purpose; its share is not judged */
+    ws[0].behind_max_ns = 10 * SQ_NS_PER_MS;
+    sq_client_judge(&c, true);
+    assert_false(c.saturated);
+    ws[0].behind_max_ns = 120 * SQ_NS_PER_MS;
+    sq_client_judge(&c, true);
+    assert_string_equal(c.saturation, "the open loop fell behind its schedule (worker 1 of 2 was "
+                                      "120 ms late sending an arrival)");
+    /* too short a run to judge by its share */
+    struct sq_worker_stats one = {
+        .wall_ns = 100 * SQ_NS_PER_MS, .cpu_ns = 99 * SQ_NS_PER_MS, .busy = 0.99};
+    struct sq_client_stats c1 = {.valid = true, .workers = &one, .nworkers = 1};
+    sq_client_judge(&c1, false);
+    assert_false(c1.saturated);
+    one.wall_ns = 300 * SQ_NS_PER_MS;
+    one.cpu_ns = 297 * SQ_NS_PER_MS;
+    sq_client_judge(&c1, false);
+    assert_true(c1.saturated);
+    assert_string_equal(c1.saturation,
+                        "the worker was busy 99% of the run (99% on a CPU, 0% waiting for one)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -770,6 +908,9 @@ int main(void)
         cmocka_unit_test(framing_pacing),
         cmocka_unit_test(framing_open_loop),
         cmocka_unit_test(framing_flow_think),
+        cmocka_unit_test(client_figures),
+        cmocka_unit_test(watch_the_target),
+        cmocka_unit_test(client_judge),
     };
     return cmocka_run_group_tests(tests, start_target, stop_target);
 }

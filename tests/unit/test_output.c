@@ -254,6 +254,8 @@ static void closed_result(struct sq_result *r, struct sq_exec *e)
     r->in_flight = 1;
     r->c.status[2] = 990;
     r->c.status[5] = 10;
+    r->status_codes[200] = 990;
+    r->status_codes[503] = 10;
     r->c.errors[SQ_ERRK_TIMEOUT] = 1;
     r->c.errors[SQ_ERRK_CLOSED] = 1;
     r->c.errors[SQ_ERRK_CONNECT] = 3;
@@ -307,6 +309,7 @@ static void open_result(struct sq_result *r, struct sq_exec *e)
     r->c.completed = 1490;
     r->c.failed = 2;
     r->c.status[2] = 1490;
+    r->status_codes[200] = 1490;
     r->c.errors[SQ_ERRK_TLS] = 2;
     r->c.tls_handshakes = 9;
     r->c.tls_resumed = 1;
@@ -346,6 +349,7 @@ static json_t *fixed(json_t *doc)
     json_object_set_new(doc, "environment",
                         json_pack("{s:s, s:s, s:s, s:s, s:i}", "squall_version", "TEST", "host",
                                   "golden", "os", "Linux", "kernel", "6.1.0", "cpus", 2));
+    json_object_set_new(json_object_get(doc, "run"), "host", json_string("golden"));
     return doc;
 }
 

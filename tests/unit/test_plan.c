@@ -113,7 +113,7 @@ static void unknown_keys(void **state)
                "unknown key 'scenarioz' (did you mean 'scenarios'?)");
     expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
                "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
-               "thresholds, script, auth, sink)");
+               "thresholds, script, auth, sink, name)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -656,7 +656,7 @@ static void full_plan_model(void **state)
         "users: ",
         "2 rows, per-vu; columns name, password\n",
         "scenario shoppers\n  constant-vus: 64 VUs for 30s, graceful stop 30s\n",
-        "1. login: POST /login  (static)\n",
+        "1. login: POST /login\n",
         "body (json): {\"user\":\"{{users.name}}\"",
         "extract token <- json $.token\n",
         "2. items: GET /items?vu={{$vu}}&it={{$iteration}}&t={{token}}&g={{greeting}}\n",

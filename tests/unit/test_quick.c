@@ -285,7 +285,7 @@ static const struct {
      "bad URL 'ftp://127.0.0.1/': unsupported URL scheme \"ftp\" (use http:// or https://)",
      -SQ_EUSAGE},
     {"{\"url\": \"127.0.0.1:8080\"}",
-     "bad URL '127.0.0.1:8080': URL must start with http:// or https://", -SQ_EUSAGE},
+     "bad URL '127.0.0.1:8080': no scheme (did you mean http://127.0.0.1:8080?)", -SQ_EUSAGE},
     {"{\"url\": \"" U "\", \"stages\": \"x\"}",
      "--stages: 'x': expected DURATION:TARGET[,DURATION:TARGET...] e.g. 10s:100,30s:100",
      -SQ_EUSAGE},

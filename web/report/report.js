@@ -99,6 +99,120 @@
     }, [t, lat('p50_us'), lat('p90_us'), lat('p99_us'), lat('max_us')]);
   }
 
+  /* ---- every 100 ms: completions and the largest latency (a sub-second stall shows) ---- */
+  var fine = doc.series_100ms && typeof doc.series_100ms === 'object' ? doc.series_100ms : null;
+  if (fine && Array.isArray(fine.completed) && fine.completed.length) {
+    var bin = num(fine.bin_s) || 0.1;
+    var ft = fine.completed.map(function (v, i) { return +((i + 1) * bin).toFixed(3); });
+    var fmax = (Array.isArray(fine.max_us) ? fine.max_us : []).map(function (v, i) {
+      return fine.completed[i] ? num(v) : null; /* no response in the bin: a gap */
+    });
+    make('chart-fine', {
+      scales: { x: { time: false }, y: { range: fromZero }, l: { range: fromZero } },
+      series: [{ label: 'bin end', value: function (u, v) { return v == null ? '' : fmtNum(v) + ' s'; } },
+        { label: 'completed', stroke: C.rps, width: 1, fill: 'rgba(25,113,194,0.08)', scale: 'y',
+          value: function (u, v) { return fmtNum(v); } },
+        { label: 'max latency', stroke: C.max, width: 2, scale: 'l',
+          value: function (u, v) { return fmtUs(v); } }],
+      axes: [xAxis,
+        { scale: 'y', label: 'responses / ' + bin * 1000 + ' ms', size: 70,
+          values: function (u, s) { return s.map(fmtNum); } },
+        { scale: 'l', side: 1, label: 'max latency', size: 70, grid: { show: false },
+          values: function (u, s) { return s.map(fmtUs); } }]
+    }, [ft, fine.completed.map(num), fmax]);
+  }
+
+  /* ---- a plan's steps over time: each request step's p99 and responses per second ---- */
+  var steps = Array.isArray(doc.steps) ? doc.steps.filter(function (st) {
+    return st && st.series && Array.isArray(st.series.t_s) && st.series.t_s.length;
+  }) : [];
+  if (steps.length) {
+    var palette = ['#1971c2', '#e8590c', '#2f9e44', '#7048e8', '#c2255c', '#0c8599', '#f08c00'];
+    var st0 = steps[0].series.t_s;
+    var sser = [secs], sdata = [st0];
+    steps.forEach(function (st, i) {
+      var name = String(st.step || st.name || ('step ' + (i + 1)));
+      var col = palette[i % palette.length];
+      var n = st.series.responses || [];
+      sser.push({ label: name + ' p99', stroke: col, width: 2, scale: 'y',
+        value: function (u, v) { return fmtUs(v); } });
+      sdata.push(st0.map(function (t, k) { return n[k] ? num(st.series.p99_us[k]) : null; }));
+      sser.push({ label: name + ' responses/s', stroke: col, width: 1, dash: [2, 3], scale: 'n',
+        value: function (u, v) { return fmtNum(v); } });
+      sdata.push(st0.map(function (t, k) { return num(n[k]); }));
+    });
+    make('chart-steps', {
+      scales: { x: { time: false }, y: { range: fromZero }, n: { range: fromZero } },
+      series: sser,
+      axes: [xAxis, { scale: 'y', label: 'p99 latency', size: 70,
+        values: function (u, s) { return s.map(fmtUs); } },
+        { scale: 'n', side: 1, label: 'responses / s', size: 60, grid: { show: false },
+          values: function (u, s) { return s.map(fmtNum); } }]
+    }, sdata);
+  }
+
+  /* ---- the watched processes (--watch) and squall itself, per second ---- */
+  function sub(k, f) {
+    return rows.map(function (r) {
+      var o = r[k];
+      return o && typeof o === 'object' ? f(o, r) : null;
+    });
+  }
+  function len(r) { return num(r.len_s) || 1; }
+  function pct(v) { return v == null ? '' : fmtNum(v) + '%'; }
+  function mb(v) { return v == null ? '' : fmtNum(v) + ' MB'; }
+  C.cpu = '#e8590c'; C.rss = '#0c8599'; C.thr = '#7048e8'; C.fds = '#868e96'; C.lag = '#c92a2a';
+
+  if (rows.length) {
+    make('chart-server', {
+      scales: { x: { time: false }, y: { range: fromZero }, c: { range: fromZero } },
+      series: [secs,
+        { label: 'completed/s', stroke: C.rps, width: 2, scale: 'y',
+          value: function (u, v) { return fmtNum(v); } },
+        { label: 'server CPU', stroke: C.cpu, width: 2, scale: 'c',
+          value: function (u, v) { return pct(v); } }],
+      axes: [xAxis,
+        { scale: 'y', label: 'requests / s', size: 70, values: function (u, s) { return s.map(fmtNum); } },
+        { scale: 'c', side: 1, label: 'CPU (% of one core)', size: 60, grid: { show: false },
+          values: function (u, s) { return s.map(pct); } }]
+    }, [t, rps, sub('server', function (o, r) {
+      var c = (num(o.cpu_user_s) || 0) + (num(o.cpu_sys_s) || 0);
+      return 100 * c / len(r);
+    })]);
+
+    make('chart-server-mem', {
+      scales: { x: { time: false }, m: { range: fromZero }, n: { range: fromZero } },
+      series: [secs,
+        { label: 'RSS', stroke: C.rss, width: 2, scale: 'm', value: function (u, v) { return mb(v); } },
+        { label: 'threads', stroke: C.thr, width: 2, scale: 'n', dash: [6, 4] },
+        { label: 'open files', stroke: C.fds, width: 1, scale: 'n', dash: [2, 3] }],
+      axes: [xAxis,
+        { scale: 'm', label: 'RSS (MB)', size: 70, values: function (u, s) { return s.map(fmtNum); } },
+        { scale: 'n', side: 1, label: 'threads · open files', size: 60, grid: { show: false },
+          values: function (u, s) { return s.map(fmtNum); } }]
+    }, [t, sub('server', function (o) { return num(o.rss_bytes) == null ? null : o.rss_bytes / 1e6; }),
+      sub('server', function (o) { return num(o.threads); }),
+      sub('server', function (o) { return num(o.fds); })]);
+
+    make('chart-client', {
+      scales: { x: { time: false }, p: { range: function (u, min, max) { return [0, Math.max(100, max * 1.08)]; } },
+        l: { range: fromZero } },
+      series: [secs,
+        { label: 'busiest worker busy', stroke: C.max, width: 2, scale: 'p',
+          value: function (u, v) { return pct(v); } },
+        { label: 'squall CPU', stroke: C.cpu, width: 2, scale: 'p', dash: [6, 4],
+          value: function (u, v) { return pct(v); } },
+        { label: 'tick lag', stroke: C.thr, width: 1, scale: 'l', dash: [2, 3],
+          value: function (u, v) { return v == null ? '' : fmtUs(v * 1000); } }],
+      axes: [xAxis,
+        { scale: 'p', label: '% (100 = one core)', size: 70, values: function (u, s) { return s.map(pct); } },
+        { scale: 'l', side: 1, label: 'tick lag', size: 60, grid: { show: false },
+          values: function (u, s) { return s.map(function (v) { return fmtUs(v * 1000); }); } }]
+    }, [t, sub('client', function (o) { return num(o.busy_max) == null ? null : 100 * o.busy_max; }),
+      sub('client', function (o, r) { return num(o.cpu_s) == null ? null : 100 * o.cpu_s / len(r); }),
+      sub('client', function (o) { return num(o.loop_lag_ms); })]);
+  }
+
   /* ---- the latency distribution: HdrHistogram's percentile plot ---- */
   var hdr = island.hdr;
   if (hdr && Array.isArray(hdr.x) && hdr.x.length) {

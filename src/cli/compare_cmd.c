@@ -1,0 +1,149 @@
+/* cli/compare_cmd.c - `squall compare A.json B.json [--html OUT] [--json OUT]`: two saved runs
+ * side by side (output/compare.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "engine/flags.h"
+#include "output/compare.h"
+#include "output/json.h"
+
+#define FACE "squall compare"
+
+static const char compare_usage[] =
+    "usage: squall compare A.json B.json [--html OUT] [--json OUT]\n"
+    "\n"
+    "Two results saved with --json, side by side: every figure of both with B's difference\n"
+    "from A (throughput, latency, requests, status classes, errors, connections, the client's\n"
+    "cost and a watched server's), then every other number either document holds.\n"
+    "\n"
+    "      --html OUT   also write a self-contained HTML page: the table, both latency\n"
+    "                   percentile curves on one plot, and throughput, p99 and server CPU\n"
+    "                   over time with the two runs aligned on seconds since their start\n"
+    "      --json OUT   also write the comparison as JSON (schema squall.compare/1; - for\n"
+    "                   stdout, the table then goes to stderr)\n"
+    "  -q, --quiet      no table on the terminal\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "Two single runs cannot tell a difference from noise; squall ab can (docs/instruments.md).\n"
+    "\n"
+    "exit status: 0 done, 1 an output could not be written, 2 bad flags or a file that is not a\n"
+    "             squall result\n";
+
+/* Writes to path ("-": stdout) with write(); returns 0 or prints why and returns
+ * SQ_EXIT_FAIL. */
+static int write_out(const char *flag, const char *path, int (*write)(FILE *, const void *),
+                     const void *ud)
+{
+    struct sq_cli_file f;
+    if (sq_cli_file_open(FACE, flag, path, &f) != 0)
+        return SQ_EXIT_FAIL;
+    int rc = write(f.f, ud);
+    if (rc < 0) {
+        sq_cli_error(FACE, "%s: writing '%s': %s", flag, path, sq_strerror(rc));
+        sq_cli_file_discard(&f);
+        return SQ_EXIT_FAIL;
+    }
+    return sq_cli_file_commit(&f) < 0 ? SQ_EXIT_FAIL : 0;
+}
+
+struct html_args {
+    const json_t *cmp, *a, *b;
+};
+
+static int write_html(FILE *f, const void *ud)
+{
+    const struct html_args *h = ud;
+    return sq_compare_html(h->cmp, h->a, h->b, f);
+}
+
+static int write_json(FILE *f, const void *ud)
+{
+    return sq_report_json_write(f, ud);
+}
+
+/* The file name without its folders, for the column headers. */
+static const char *base(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s && s[1] ? s + 1 : path;
+}
+
+int sq_cli_compare(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"html", required_argument, NULL, 'H'},
+        {"json", required_argument, NULL, 'J'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *html = NULL, *jpath = NULL;
+    bool quiet = false;
+    opterr = 0;
+    optind = 1;
+    int opt, li = -1;
+    while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
+        char name[48];
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        switch (opt) {
+        case 'H':
+        case 'J':
+            if (!optarg[0])
+                return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
+            *(opt == 'H' ? &html : &jpath) = optarg;
+            break;
+        case 'q':
+            quiet = true;
+            break;
+        case 'h':
+            fputs(compare_usage, stdout);
+            return SQ_EXIT_OK;
+        default: {
+            char err[256];
+            (void)sq_flag_refused(longs, opt, flag, err, sizeof(err));
+            return sq_cli_usage_error(FACE, "%s", err);
+        }
+        }
+    }
+    if (argc - optind < 2)
+        return sq_cli_usage_error(FACE, "two result files are needed (A.json B.json)");
+    if (argc - optind > 2)
+        return sq_cli_usage_error(FACE, "two result files only; unexpected '%s'", argv[optind + 2]);
+    if (html && jpath && strcmp(html, "-") == 0 && strcmp(jpath, "-") == 0)
+        return sq_cli_usage_error(FACE, "--html and --json cannot both go to stdout");
+    const char *pa = argv[optind], *pb = argv[optind + 1];
+    if (strcmp(pa, "-") == 0 && strcmp(pb, "-") == 0)
+        return sq_cli_usage_error(FACE, "only one of the two files can be stdin (-)");
+    json_t *a = NULL, *b = NULL;
+    int rc = sq_cli_read_result(FACE, pa, &a);
+    if (rc == SQ_EXIT_OK)
+        rc = sq_cli_read_result(FACE, pb, &b);
+    if (rc != SQ_EXIT_OK) {
+        json_decref(a);
+        return rc;
+    }
+    json_t *cmp = sq_compare_doc(a, b, base(pa), base(pb));
+    if (!cmp) {
+        sq_cli_error(FACE, "out of memory");
+        json_decref(a);
+        json_decref(b);
+        return SQ_EXIT_FAIL;
+    }
+    bool to_stdout = (html && strcmp(html, "-") == 0) || (jpath && strcmp(jpath, "-") == 0);
+    if (!quiet && sq_compare_table(cmp, to_stdout ? stderr : stdout) < 0)
+        rc = SQ_EXIT_FAIL;
+    struct html_args ha = {cmp, a, b};
+    if (html && write_out("--html", html, write_html, &ha) != 0)
+        rc = SQ_EXIT_FAIL;
+    if (jpath && write_out("--json", jpath, write_json, cmp) != 0)
+        rc = SQ_EXIT_FAIL;
+    json_decref(cmp);
+    json_decref(a);
+    json_decref(b);
+    return rc;
+}
