@@ -308,6 +308,8 @@ int sq_cli_quick(int argc, char **argv)
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_quick_doc(&run, &res);
     sq_cli_sink_end(sink, &res, doc, cfg->stop); /* its block, and its line first */
+    if (!sig && sink) /* a signal while the sink waited for the last events */
+        sig = sq_cli_signal_seen(&forced);
     sq_cli_signals_end();
     if (!doc || (o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0)) {
         json_decref(doc);

@@ -315,6 +315,8 @@ int sq_cli_run(int argc, char **argv)
         sq_cli_signal_mark(&res, sig, forced);
     json_t *doc = sq_report_planrun_doc(&run, &res, &verdicts);
     sq_cli_sink_end(sink, &res, doc, run.cfg.stop);
+    if (!sig && sink) /* a signal while the sink waited for the last events */
+        sig = sq_cli_signal_seen(&forced);
     sq_cli_signals_end();
     if (doc && o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0) {
         json_decref(doc);
