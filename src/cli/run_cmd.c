@@ -48,6 +48,8 @@ static const char run_usage[] =
     "      --watch PID         sample that process and its children each second (CPU, RSS,\n"
     "                          threads, open files, switches; repeatable)\n"
     "      --watch-name NAME   the same for every process named NAME (repeatable)\n"
+    "      --sample-responses N  keep N exchanges per status class and error kind, at random\n"
+    "                          (request, response head, 4 KiB of body; default 5, 0: off)\n"
     "  -q, --quiet             no progress line, no summary\n"
     "  -h, --help              this help\n";
 

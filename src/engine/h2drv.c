@@ -315,7 +315,7 @@ static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
     if (SQ_UNLIKELY(c->xc != NULL)) {
         char line[32];
         int n = snprintf(line, sizeof(line), "HTTP/2 %d\r\n\r\n", status);
-        sq_engine__xc_head(c, line, (size_t)n);
+        sq_engine__xc_head(c, (uint16_t)status, line, (size_t)n);
     }
     if (SQ_UNLIKELY(c->fv != NULL) && st->want_fields)
         sq_flow_vu_fields_done(c->fv);
