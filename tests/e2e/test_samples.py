@@ -7,6 +7,7 @@ import http.server
 import json
 import os
 import sys
+import tempfile
 import threading
 import unittest
 
@@ -102,6 +103,17 @@ class Samples(unittest.TestCase):
         # sorted by when they ended, and not all the first five 500s (a uniform sample)
         ts = [x["t_s"] for x in c5["samples"]]
         self.assertEqual(ts, sorted(ts))
+        # the report shows them (request and response, escaped)
+        with tempfile.TemporaryDirectory() as d:
+            html = os.path.join(d, "r.html")
+            p2 = sqtest.run_squall(self.base + "/x", "-n", "200", "-c", "2", "-t", "1", "-q",
+                                   "--html", html)[0]
+            self.assertEqual(p2.returncode, 0, p2.stderr)
+            with open(html, encoding="utf-8") as f:
+                page = f.read()
+        self.assertIn('<section id="samples">', page)
+        self.assertIn("<h3>5xx · 4 seen</h3>", page)
+        self.assertIn("DISTINCTIVE-FAILURE: the database pool is exhausted (42 waiting)", page)
         out = p.stdout + p.stderr
         self.assertIn("5xx (40 seen): GET /x HTTP/1.1 → 500 · body \"DISTINCTIVE-FAILURE: the "
                       "database pool", out)
