@@ -477,6 +477,7 @@ class Pipeline(Brokers):
         self.assertEqual(relay.errors, [])
         return relay, p, doc
 
+    @sqtest.timing()
     def test_known_loss_and_duplicates(self):
         relay, p, doc = self.run_through_relay("pipe.loss")
         r, s = doc["requests"], doc["sink"]
