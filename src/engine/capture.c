@@ -17,6 +17,7 @@
  * end in proportion to what each saw.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,15 +144,43 @@ static uint64_t xs_next(struct sq_engine__worker *w)
     return w->xs_rng;
 }
 
-/* Algorithm R: the slot the class's next exchange takes, or -1. */
+/* A uniform double in (0, 1). */
+static double xs_unit(struct sq_engine__worker *w)
+{
+    return ((double)(xs_next(w) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+/* Algorithm L's next jump: the weight shrinks by a random factor, and the next replacement is
+ * a geometric number of exchanges away. */
+static void xs_skip(struct sq_engine__worker *w, struct sq_engine__xres *r)
+{
+    r->wgt *= exp(log(xs_unit(w)) / (double)w->xs_per);
+    double skip = floor(log(xs_unit(w)) / log1p(-r->wgt));
+    if (!(skip < 1e18)) /* a weight that underflowed: no further replacement in practice */
+        skip = 1e18;
+    r->next = r->seen + (uint64_t)skip + 1;
+}
+
+/* Reservoir sampling (algorithm L, the same distribution as algorithm R's "the k-th exchange
+ * is kept with probability N/k"): the slot the class's next exchange takes, or -1. Once the
+ * reservoir is full the common case is an increment and a compare: the random draws happen
+ * only at a replacement. */
 static int32_t xs_draw(struct sq_engine__worker *w, uint32_t cls)
 {
     struct sq_engine__xres *r = &w->xs[cls];
     uint64_t seen = ++r->seen;
-    if (seen <= w->xs_per)
-        return (int32_t)(seen - 1);
-    uint64_t j = xs_next(w) % seen;
-    return j < w->xs_per ? (int32_t)j : -1;
+    if (SQ_LIKELY(seen > w->xs_per)) {
+        if (SQ_LIKELY(seen != r->next))
+            return -1;
+        int32_t slot = (int32_t)(xs_next(w) % w->xs_per);
+        xs_skip(w, r);
+        return slot;
+    }
+    if (seen == w->xs_per) {
+        r->wgt = 1.0;
+        xs_skip(w, r);
+    }
+    return (int32_t)(seen - 1);
 }
 
 static uint32_t status_class(uint16_t status)
@@ -165,15 +194,21 @@ void sq_engine__xc_head(struct sq_engine__conn *c, uint16_t status, const char *
     struct sq_engine__xc *k = c->xc;
     if (w->xs_per) {
         k->slot = xs_draw(w, status_class(status));
-        if (k->slot >= 0 && !k->on) {
-            if (w->xs_nfree == 0) { /* every buffer is out: this one goes unsampled */
-                k->slot = -1;
-            } else {
+        if (SQ_LIKELY(k->slot < 0) && !k->on)
+            return;
+        k->head_ns = c->fb_ns ? c->fb_ns : sq_loop_now(w->loop);
+        if (!w->capture) { /* sampling alone: nothing was armed at the send */
+            if (!k->on) {
+                if (w->xs_nfree == 0) { /* every buffer is out: this one goes unsampled */
+                    k->slot = -1;
+                    return;
+                }
                 k->buf = w->xs_pool + (size_t)w->xs_free[--w->xs_nfree] * BUF_SIZE;
                 k->pooled = k->on = true;
             }
+            k->body_len = 0;
+            k->body_total = 0;
         }
-        k->head_ns = c->fb_ns ? c->fb_ns : sq_loop_now(w->loop);
     }
     if (!k->on)
         return;
@@ -282,6 +317,7 @@ static void xs_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int 
     if (slot >= 0)
         xs_keep(c, now, cls, slot, status, error);
     k->slot = -1;
+    k->head_ns = 0;
     if (k->pooled) {
         w->xs_free[w->xs_nfree++] = (uint32_t)((k->buf - w->xs_pool) / BUF_SIZE);
         k->buf = NULL;

@@ -347,7 +347,7 @@ static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t 
     struct h2conn *t = ud;
     struct sq_engine__conn *c = vu_of(t, st);
     c->rd.body.bytes += len;
-    if (SQ_UNLIKELY(c->xc != NULL))
+    if (SQ_UNLIKELY(c->xc != NULL) && c->xc->on)
         sq_engine__xc_body(c, data, len);
     if (SQ_LIKELY(!c->decoding && !c->streaming && !(c->fv && c->fv->capture)))
         return; /* framing only */

@@ -111,6 +111,8 @@ struct sq_engine__xc {
 /* A worker's reservoir for one class of sampled exchanges (capture.c). */
 struct sq_engine__xres {
     uint64_t seen;
+    uint64_t next; /* full: the seen count of the next replacement (algorithm L) */
+    double wgt;
     uint32_t n;              /* kept: slots [0, n) hold one */
     struct sq_xsample *slot; /* per_class of them */
 };
