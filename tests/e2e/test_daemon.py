@@ -180,6 +180,29 @@ class TestApi(DaemonCase):
         self.assertNotIn(b"<!--DASH_JS-->", page)
         self.assertNotIn(b"<script src", page)  # everything inline: nothing fetched
 
+    def test_watch_the_target_live_and_stored(self):
+        """A run that watches the target's PID: its server block per second in the live events,
+        in the stored series and in the result, as the CLI's --watch gives them."""
+        rid = self.c.start(quick(self.tport, duration="2s", watch=[str(self.target.pid)]),
+                           name="watched")
+        events = sse(self.port, rid)
+        seconds = [e[1]["second"] for e in events if e[0] == "second"]
+        self.assertGreaterEqual(len(seconds), 2)
+        for s in seconds:
+            self.assertEqual(s["server"]["processes"], 1, s)
+            self.assertGreater(s["server"]["rss_bytes"], 1 << 20, s)
+            self.assertIn("cpu_s", s["client"])
+        doc = events[-1][1]["result"]
+        self.assertEqual(doc["server"]["processes"][0]["pid"], self.target.pid)
+        self.assertGreater(doc["server"]["cpu_user_s"] + doc["server"]["cpu_sys_s"], 0)
+        st, ser = self.c.get("/runs/%d/series" % rid)
+        self.assertEqual([x["server"] for x in ser["series"]][:len(seconds) - 1],
+                         [x["server"] for x in seconds][:-1])
+        # a PID that is gone is refused before anything runs
+        st, body = self.c.call("POST", "/runs", {"quick": quick(self.tport, watch=["999999999"])})
+        self.assertEqual(st, 400, body)
+        self.assertIn("--watch", json.dumps(body))
+
     def test_lifecycle_live_and_result(self):
         rid = self.c.start(quick(self.tport, duration="3s"), name="life")
         st, h, _ = self.c.call("GET", "/runs/%d" % rid, raw=True)
