@@ -259,6 +259,7 @@ void sq_daemon_shutdown(struct sq_daemon *d)
         return;
     d->shut = true;
     sq_daemon__threads_stop(d);
+    sq_daemon__mcp_close(d); /* the ops thread is gone: its MCP state is this thread's now */
     /* the posts made so far (the last run's end, answers) run before this one; then the
      * followers get the end of their streams rather than a cut connection */
     struct flush f = {.d = d};

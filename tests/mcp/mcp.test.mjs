@@ -93,8 +93,8 @@ async function sdkChecks() {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   check('tools/list: the tools', JSON.stringify(names) === JSON.stringify(
-    ['get_run', 'inbox_read', 'inbox_start', 'inbox_stop', 'list_runs', 'run_load_test',
-      'start_target', 'stop_target', 'validate_plan']),
+    ['compare_runs', 'get_run', 'inbox_read', 'inbox_start', 'inbox_stop', 'list_runs',
+      'run_load_test', 'start_target', 'stop_run', 'stop_target', 'validate_plan']),
   names.join(','));
   const ajv = new Ajv({ strict: false, allErrors: true });
   const validators = {};
