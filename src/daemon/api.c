@@ -24,6 +24,7 @@
 #include "daemon/compare.h"
 #include "daemon/internal.h"
 #include "mcp/mcp.h"
+#include "target/inbox.h"
 #include "output/html.h"
 #include "stats/hist.h"
 
@@ -778,11 +779,19 @@ static void mcp_route(struct sq_daemon *d, const struct sq_server_req *req,
     hold_for_ops(d, req, resp, o, OP_MCP, 0, cors);
 }
 
+/* /inbox and everything under it (the query aside). */
+static bool is_inbox(const char *path, size_t pn)
+{
+    return pn >= 6 && memcmp(path, "/inbox", 6) == 0 && (pn == 6 || path[6] == '/');
+}
+
 static void route(struct sq_daemon *d, const struct sq_server_req *req, struct sq_server_resp *resp,
                   struct sq_daemon__out *o, const char *path, size_t pn, const char *q, size_t qn,
                   const char *cors)
 {
     bool get = is(req, "GET") || is(req, "HEAD");
+    if (is_inbox(path, pn)) /* the webhook inbox: captures, and its API under /inbox/_inbox/ */
+        return sq_inbox_handle(d->inbox, req, 6, resp);
     if (pn == 1 && path[0] == '/') {
         if (!get)
             return method_not_allowed(o, resp, "GET, HEAD");
@@ -949,7 +958,7 @@ void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_ser
             answer_error(o, resp, 401, "a bearer token is required (Authorization: Bearer ...)");
     } else if (req->body_len > max_body) {
         answer_error(o, resp, 413, "the body is larger than max_body (%zu bytes)", max_body);
-    } else if (req->body_len &&
+    } else if (req->body_len && !is_inbox(path, pn) &&
                !(ct && ct->value_len >= 16 && sq_ieq(ct->value, 16, "application/json", 16))) {
         answer_error(o, resp, 415, "a request body must be JSON (Content-Type: application/json)");
     } else {

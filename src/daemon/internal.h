@@ -33,6 +33,7 @@
 #include "store/store.h"
 
 struct sq_hist;
+struct sq_inbox;
 
 /* ---- prep.c: a run request (the body of POST /runs), parsed, checked and set up ---- */
 
@@ -290,6 +291,7 @@ struct sq_daemon {
     pthread_t ops;
 
     struct sq_daemon__mcp *mcp; /* ops thread only (then the thread that shuts down) */
+    struct sq_inbox *inbox;     /* /inbox/...: captured and served on the API thread */
 
     /* API thread only */
     struct sq_daemon__live *cur, *last;
