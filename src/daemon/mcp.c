@@ -14,7 +14,8 @@
  * run_load_test call does not run on this thread: the tools check the caps, then cfg.submit puts
  * the run in the daemon's queue (as POST /runs does) and the held HTTP request waits in a list;
  * when the runner says the run ended (OP_MCP_DONE), its result is read from the store and the
- * request answered. Meanwhile the ops thread serves every other request, of any session.
+ * request answered. Meanwhile the ops thread serves every other request, of any session. A
+ * notifications/cancelled naming a waiting call stops its run.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -224,6 +225,27 @@ static bool is_initialize(const char *body, size_t len)
     return init;
 }
 
+/* notifications/cancelled for a run_load_test of this session that waits for its run: the run
+ * is stopped (or cancelled while queued). The call is still answered when the run ends (the
+ * client ignores it); nothing else changes. */
+static void cancelled(struct sq_daemon__mcp *x, struct sess *s, const char *body, size_t len)
+{
+    struct sq_mcp_msg m;
+    if (sq_mcp_parse(body, len, &m, NULL, 0) == 0 && m.method && !m.id &&
+        strcmp(m.method, "notifications/cancelled") == 0 && m.params) {
+        json_t *rid = json_object_get(m.params, "requestId");
+        for (struct waiter *w = x->waiting; rid && w; w = w->next) {
+            if (w->s == s && json_equal(w->rpc_id, rid)) {
+                char msg[256];
+                sq_daemon__log(x->d, "run %lld: the MCP call was cancelled", (long long)w->run);
+                (void)stop(x, w->run, msg, sizeof(msg));
+                break;
+            }
+        }
+    }
+    json_decref(m.root);
+}
+
 void sq_daemon__mcp_op(struct sq_daemon *d, struct sq_daemon__op *op)
 {
     struct sq_daemon__mcp *x = state(d);
@@ -266,6 +288,8 @@ void sq_daemon__mcp_op(struct sq_daemon *d, struct sq_daemon__op *op)
         return;
     }
     s->used_ns = sq_now_ns();
+    if (!opened)
+        cancelled(x, s, op->body ? op->body : "", op->body_len);
     x->cur = s;
     x->cur_p = op->p;
     char *resp = sq_mcp_handle(s->m, op->body ? op->body : "", op->body_len);

@@ -166,10 +166,10 @@ async function main() {
       quick: { url: `${tbase}/fast`, connections: 2, duration: '60s', threads: 1, rate: 200 } } },
     undefined, { timeout: 90000 });
     let running = null;
-    for (let i = 0; i < 50 && !running; i++) {
+    for (let i = 0; i < 100 && !running; i++) {
       await new Promise((r) => setTimeout(r, 100));
       const h = await (await fetch(`${base}/health`)).json();
-      if (h.run) running = h.run;
+      if (h.run && h.run.elapsed_s >= 0.5) running = h.run; // under way: requests were sent
     }
     check('the daemon answers /health during the run', running !== null);
     const ping = Date.now();
@@ -185,6 +185,28 @@ async function main() {
     const sr2 = await client.callTool({ name: 'stop_run', arguments: { id: running?.id } });
     check('stop_run on an ended run: a tool error', sr2.isError === true && text(sr2).includes('nothing to stop'), text(sr2));
 
+    // notifications/cancelled (the SDK sends it when a call is aborted) stops the call's run.
+    const ac = new AbortController();
+    const cancelledCall = client.callTool({ name: 'run_load_test', arguments: {
+      quick: { url: `${tbase}/fast`, connections: 2, duration: '60s', threads: 1, rate: 200 } } },
+    undefined, { timeout: 90000, signal: ac.signal }).catch((e) => e);
+    let crun = null;
+    for (let i = 0; i < 50 && !crun; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      const h = await (await fetch(`${base}/health`)).json();
+      if (h.run && h.run.id !== running?.id) crun = h.run;
+    }
+    ac.abort('the test cancels it');
+    const cerr = await cancelledCall;
+    check('an aborted call rejects on the client', cerr instanceof Error, String(cerr));
+    let cst = null;
+    for (let i = 0; i < 100 && crun; i++) {
+      cst = await (await fetch(`${base}/runs/${crun.id}`)).json();
+      if (cst.status !== 'running' && cst.status !== 'queued') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    check('notifications/cancelled stopped its run', cst?.status === 'stopped', JSON.stringify(cst).slice(0, 200));
+
     // The caps (nothing is queued).
     const capped = await client.callTool({ name: 'run_load_test', arguments: {
       quick: { url: `${tbase}/fast`, connections: 401, duration: '1s' } } });
@@ -193,7 +215,7 @@ async function main() {
       quick: { url: 'http://192.0.2.7/fast', duration: '1s' } } });
     check('cap: loopback', far.isError === true && text(far).includes('loopback'), text(far));
     const all = await (await fetch(`${base}/runs`)).json();
-    check('no capped call reached the queue', (all.runs || []).length === 3, JSON.stringify(all).slice(0, 200));
+    check('no capped call reached the queue', (all.runs || []).length === 4, JSON.stringify(all).slice(0, 200));
 
     // Raw HTTP: the transport's rules.
     const sid = transport.sessionId;
