@@ -69,6 +69,15 @@ static long read_line(FILE *in, char **buf, size_t *cap)
     return (long)n;
 }
 
+/* A notification while a tool call runs (progress): one line on stdout, between responses. */
+static void notify_line(void *ud, const char *msg)
+{
+    (void)ud;
+    fputs(msg, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
 int sq_cli_mcp(int argc, char **argv)
 {
     struct sq_mcp_config cfg = {0};
@@ -115,6 +124,7 @@ int sq_cli_mcp(int argc, char **argv)
         }
         cfg.store = store;
     }
+    cfg.notify = notify_line;
     cfg.stop = sq_cli_signals_begin();
     struct sq_mcp *m = NULL;
     if (sq_mcp_new(&cfg, &m) < 0) {

@@ -40,10 +40,11 @@ struct sq_mcp {
     struct sq_mcp__target targets[SQ_MCP_MAX_TARGETS];
     struct sq_mcp__inbox inboxes[SQ_MCP_MAX_TARGETS];
     struct sq_mcp__run runs[SQ_MCP_KEEP_RUNS];
-    uint64_t next_run;      /* the id the next run gets */
-    const json_t *cur_id;   /* the request being handled's JSON-RPC id (borrowed) */
-    const json_t *cur_args; /* run_load_test's arguments while it runs (borrowed) */
-    bool deferred;          /* the last request was handed to cfg.submit */
+    uint64_t next_run;          /* the id the next run gets */
+    const json_t *cur_id;       /* the request being handled's JSON-RPC id (borrowed) */
+    const json_t *cur_args;     /* run_load_test's arguments while it runs (borrowed) */
+    const json_t *cur_progress; /* the request's params._meta.progressToken, or NULL */
+    bool deferred;              /* the last request was handed to cfg.submit */
 };
 
 /* The tools' descriptors for tools/list (a new array). */

@@ -176,9 +176,13 @@ char *sq_mcp_handle(struct sq_mcp *m, const char *msg, size_t len)
         } else {
             json_t *result = NULL;
             m->cur_id = req.id;
+            json_t *meta = json_object_get(req.params, "_meta");
+            json_t *tok = meta ? json_object_get(meta, "progressToken") : NULL;
+            m->cur_progress = json_is_string(tok) || json_is_integer(tok) ? tok : NULL;
             rc = sq_mcp__tools_call(m, json_string_value(name), json_is_object(args) ? args : NULL,
                                     &result, err, sizeof(err));
             m->cur_id = NULL;
+            m->cur_progress = NULL;
             if (m->deferred)
                 json_decref(result); /* the host answers when the run ends */
             else

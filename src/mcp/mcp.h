@@ -68,6 +68,12 @@ struct sq_mcp_config {
     /* stop_run: 0 (stopping, or cancelled while queued), -ENOENT (no such run) or another
      * negative code with msg for the agent. NULL: stop_run answers that only the daemon can. */
     int (*stop_run)(void *ud, int64_t id, char *msg, size_t msglen);
+    /* Optional: sends one notification (a JSON-RPC message as text, no newline) to the client
+     * while a tool call runs, on the calling thread (stdio: a line on stdout). With it, a
+     * run_load_test whose request carries params._meta.progressToken gets a
+     * notifications/progress each second of its run. NULL: none are sent. */
+    void (*notify)(void *ud, const char *msg);
+    void *notify_ud;
 };
 
 /* One parsed message. id and params are borrowed from root (NULL when absent). */

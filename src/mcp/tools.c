@@ -477,6 +477,54 @@ static volatile int *stop_flag(struct sq_mcp *m, volatile int *local)
 
 /* ---- run_load_test ---- */
 
+/* notifications/progress each second of a run (cfg.notify and a progressToken). */
+struct progress {
+    struct sq_mcp *m;
+    const json_t *token;
+    double total_s; /* 0: unknown (a run of a request count) */
+    uint64_t completed, errors;
+};
+
+static void progress_init(struct progress *pg, struct sq_mcp *m, int64_t total_ns)
+{
+    pg->m = m->cfg.notify && m->cur_progress ? m : NULL;
+    pg->token = m->cur_progress;
+    pg->total_s = (double)total_ns / 1e9;
+    pg->completed = pg->errors = 0;
+}
+
+static void progress_tick(struct progress *pg, const struct sq_second *s)
+{
+    if (!pg->m)
+        return;
+    pg->completed += s->completed;
+    pg->errors += s->errors;
+    char msg[160];
+    snprintf(msg, sizeof(msg), "%.0fs: %llu requests completed (%.0f/s this second), %llu errors",
+             s->t_s, (unsigned long long)pg->completed,
+             s->len_s > 0 ? (double)s->completed / s->len_s : 0.0, (unsigned long long)pg->errors);
+    json_t *params = json_pack("{s:O, s:f, s:s}", "progressToken", (json_t *)pg->token, "progress",
+                               s->t_s, "message", msg);
+    if (params && pg->total_s > 0)
+        json_object_set_new(params, "total", json_real(pg->total_s));
+    json_t *n = params ? json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
+                                   "notifications/progress", "params", params)
+                       : NULL;
+    char *text = n ? json_dumps(n, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    if (text)
+        pg->m->cfg.notify(pg->m->cfg.notify_ud, text);
+    free(text);
+    json_decref(n);
+}
+
+static void quick_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
+                       const struct sq_hist *hu)
+{
+    (void)h;
+    (void)hu;
+    progress_tick(ud, s);
+}
+
 static json_t *run_quick(struct sq_mcp *m, json_t *q)
 {
     char err[SQ_PREP_ERRLEN];
@@ -517,6 +565,12 @@ static json_t *run_quick(struct sq_mcp *m, json_t *q)
     }
     volatile int local;
     run.cfg.stop = stop_flag(m, &local);
+    struct progress pg;
+    progress_init(&pg, m, o.duration_set ? sq_exec_length_ns(e) : 0);
+    if (pg.m) {
+        run.cfg.on_tick = quick_tick;
+        run.cfg.tick_ud = &pg;
+    }
     const char *why = NULL;
     rc = sq_run(&run.cfg, &res, &why);
     if (rc < 0) {
@@ -547,6 +601,7 @@ static json_t *load_plan(const char *text, struct sq_plan **p)
 struct plan_ticker {
     struct sq_planrun_watch w;
     volatile int *stop;
+    struct progress pg;
 };
 
 static void plan_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -556,6 +611,7 @@ static void plan_tick(void *ud, const struct sq_second *s, const struct sq_hist 
     struct plan_ticker *t = ud;
     if (sq_planrun_watch_tick(&t->w, s, h))
         *t->stop = 1;
+    progress_tick(&t->pg, s);
 }
 
 static json_t *run_plan(struct sq_mcp *m, const char *text)
@@ -607,6 +663,7 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     watching = true;
     volatile int local;
     run.cfg.stop = tk.stop = stop_flag(m, &local);
+    progress_init(&tk.pg, m, end);
     run.cfg.on_tick = plan_tick;
     run.cfg.tick_ud = &tk;
     const char *why = NULL;

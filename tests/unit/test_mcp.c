@@ -628,6 +628,53 @@ static void test_submit(void **state)
     sq_mcp_free(m);
 }
 
+static void collect(void *ud, const char *msg)
+{
+    json_t *a = ud;
+    json_array_append_new(a, json_loads(msg, 0, NULL));
+}
+
+static void test_progress(void **state)
+{
+    (void)state;
+    json_t *got = json_array();
+    struct sq_mcp_config cfg = {.notify = collect, .notify_ud = got};
+    struct sq_mcp *m = NULL;
+    assert_int_equal(sq_mcp_new(&cfg, &m), 0);
+    json_t *r = tool(m, "start_target", "{}");
+    int port =
+        (int)json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "port"));
+    json_decref(r);
+    char req[512];
+    snprintf(req, sizeof(req),
+             "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"_meta\":{"
+             "\"progressToken\":\"tok\"},\"name\":\"run_load_test\",\"arguments\":{\"quick\":{"
+             "\"url\":\"http://127.0.0.1:%d/fast\",\"connections\":1,\"threads\":1,"
+             "\"duration\":\"1500ms\"}}}}",
+             port);
+    json_t *v = call(m, req);
+    assert_false(json_is_true(json_object_get(json_object_get(v, "result"), "isError")));
+    json_decref(v);
+    assert_true(json_array_size(got) >= 1);
+    json_t *n = json_array_get(got, 0);
+    assert_string_equal(json_string_value(json_object_get(n, "method")), "notifications/progress");
+    json_t *pp = json_object_get(n, "params");
+    assert_string_equal(json_string_value(json_object_get(pp, "progressToken")), "tok");
+    assert_true(json_real_value(json_object_get(pp, "total")) == 1.5);
+    assert_true(json_real_value(json_object_get(pp, "progress")) > 0);
+    /* without a token: none */
+    size_t before = json_array_size(got);
+    snprintf(req, sizeof(req),
+             "{\"quick\":{\"url\":\"http://127.0.0.1:%d/fast\",\"connections\":1,\"threads\":1,"
+             "\"duration\":\"1100ms\"}}",
+             port);
+    r = tool(m, "run_load_test", req);
+    json_decref(r);
+    assert_int_equal(json_array_size(got), before);
+    sq_mcp_free(m);
+    json_decref(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -635,6 +682,7 @@ int main(void)
         cmocka_unit_test(test_initialize),  cmocka_unit_test(test_methods),
         cmocka_unit_test(test_caps),        cmocka_unit_test(test_run),
         cmocka_unit_test(test_store),       cmocka_unit_test(test_submit),
+        cmocka_unit_test(test_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
