@@ -174,9 +174,9 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
     int64_t now = wall_ms();
     size_t kept = req->body_len < b->cfg.max_body ? req->body_len : b->cfg.max_body;
     bool trunc = kept < req->body_len;
-    size_t plen = strcspn(req->path, "?");
-    if (plen > req->path_len)
-        plen = req->path_len;
+    /* the path is not NUL-terminated (the body may follow it in the same buffer) */
+    const char *qm = memchr(req->path, '?', req->path_len);
+    size_t plen = qm ? (size_t)(qm - req->path) : req->path_len;
     char client[80];
     client_addr(req->fd, client, sizeof(client));
 
@@ -500,9 +500,8 @@ static void stream(struct sq_inbox *b, const struct sq_server_req *req, struct s
 
 static bool is(const struct sq_server_req *req, const char *method, const char *path)
 {
-    size_t pl = strcspn(req->path, "?");
-    if (pl > req->path_len)
-        pl = req->path_len;
+    const char *qm = memchr(req->path, '?', req->path_len);
+    size_t pl = qm ? (size_t)(qm - req->path) : req->path_len;
     return req->method_len == strlen(method) && memcmp(req->method, method, req->method_len) == 0 &&
            pl == strlen(path) && memcmp(req->path, path, pl) == 0;
 }
