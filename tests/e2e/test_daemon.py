@@ -601,6 +601,60 @@ class TestApi(DaemonCase):
         self.assertLessEqual(s1 - s0, 3, "the idle daemon woke %d times in 3 s" % (s1 - s0))
         self.assertLessEqual(cpu1 - cpu0, 2, "the idle daemon used %d ticks" % (cpu1 - cpu0))
 
+    def test_mcp_and_inbox_documented(self):
+        """POST/DELETE/GET /mcp and the inbox's routes answer as the OpenAPI file says (the
+        MCP SDK test, tests/mcp/http.test.mjs, and test_daemon_inbox.py go deeper)."""
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "py", "version": "1"}}}
+        acc = {"Accept": "application/json, text/event-stream"}
+        st, h, body = self.c.call("POST", "/mcp", init, headers=acc, raw=True)
+        self.assertEqual(st, 200, body)
+        sid = h["mcp-session-id"]
+        self.assertEqual(json.loads(body)["result"]["protocolVersion"], "2025-06-18")
+        hs = dict(acc, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"})
+        st, doc = self.c.post("/mcp", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                              headers=hs)
+        self.assertEqual(st, 200)
+        self.assertIn("compare_runs", [t["name"] for t in doc["result"]["tools"]])
+        st, _ = self.c.post("/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                            headers=hs)
+        self.assertEqual(st, 202)
+        st, doc = self.c.post("/mcp", {"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=acc)
+        self.assertEqual(st, 400)
+        st, _ = self.c.post("/mcp", {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                            headers=dict(acc, **{"Mcp-Session-Id": "nope"}))
+        self.assertEqual(st, 404)
+        st, _ = self.c.post("/mcp", {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                            headers=dict(hs, Accept="text/html"))
+        self.assertEqual(st, 406)
+        st, _ = self.c.get("/mcp")
+        self.assertEqual(st, 405)
+        st, _ = self.c.call("DELETE", "/mcp")
+        self.assertEqual(st, 400)
+        st, _ = self.c.call("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+        self.assertEqual(st, 204)
+        st, _ = self.c.call("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+        self.assertEqual(st, 404)
+
+        st, h, body = sqtest.http(self.port, "POST", "/inbox/hooks/doc", body=b"hi",
+                                  headers={"Content-Type": "text/plain"})
+        self.oapi.validate("POST", "/inbox/{path}", st, body, h.get("content-type"))
+        self.assertEqual(st, 200)
+        st, doc = self.c.get("/inbox/_inbox/captures?since=0&path=/hooks/doc")
+        self.assertEqual([c["body"] for c in doc["captures"]], ["hi"])
+        st, doc = self.c.get("/inbox/_inbox/stats")
+        self.assertGreaterEqual(doc["paths"]["/hooks/doc"]["count"], 1)
+        conn = httpclient.HTTPConnection(HOST, self.port, timeout=10)
+        conn.request("GET", "/inbox/_inbox/stream")
+        resp = conn.getresponse()
+        self.oapi.validate("GET", "/inbox/_inbox/stream", resp.status, b"",
+                           resp.getheader("content-type"))
+        conn.close()
+        st, doc = self.c.call("DELETE", "/inbox/_inbox/captures")
+        self.assertEqual(st, 200)
+        self.assertGreaterEqual(doc["cleared"], 1)
+
     def test_zz_coverage(self):
         """Runs last: every documented operation was exercised and validated."""
         done = {(m, p) for (m, p, _) in self.oapi.checked}
