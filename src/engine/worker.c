@@ -507,10 +507,15 @@ static int hooks_init(struct sq_engine__worker *w)
     return 0;
 }
 
+/* In w->shooks beside the script's hooks (script/script.h uses the low bits): the quick face's
+ * body is a template (cfg->body_tmpl). */
+#define BODY_TMPL (1u << 30)
+
 /* The quick face's templated body (cfg->body_tmpl): rendered for this request (with a stamp
  * when it uses one), framed by the head with the body's length, in the connection's own buffer
  * (it must live until the request is written; it stops growing at its working size). */
-static void body_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
+__attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64_t intended,
+                                                int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     const struct sq_run_config *cfg = w->cfg;
@@ -567,12 +572,12 @@ static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
             url_send(c, intended, now);
             return;
         }
-        if (SQ_UNLIKELY(w->shooks & (SQ_SCRIPT_REQUEST | SQ_SCRIPT_DELAY))) {
-            script_iter(c, intended, now);
-            return;
-        }
-        if (SQ_UNLIKELY(w->cfg->body_tmpl != NULL)) {
-            body_send(c, intended, now);
+        if (SQ_UNLIKELY(w->shooks & (SQ_SCRIPT_REQUEST | SQ_SCRIPT_DELAY | BODY_TMPL))) {
+            /* one test keeps the static path's cost: a script, or a templated body */
+            if (w->shooks & BODY_TMPL)
+                body_send(c, intended, now);
+            else
+                script_iter(c, intended, now);
             return;
         }
         conn_send(c, w->req, w->req_len, w->req_head, w->cfg->timeout_ns, intended, now, w->req_n);
@@ -1323,6 +1328,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->req_len = cfg->request_len;
     w->req_n = 1;
     w->req_head = cfg->head_request;
+    if (cfg->body_tmpl && !sc)
+        w->shooks = BODY_TMPL; /* the quick face refuses -s with a templated body */
     if (cfg->script && !sc) {
         /* a wrk-style script: this worker's own state, its hooks and its static request */
         if (windex >= cfg->script->n)
