@@ -99,7 +99,9 @@ class ScriptPlans(sqtest.TargetCase):
         o = doc["oauth"]
         self.assertGreaterEqual(o["refreshes"], 6, o)
         self.assertEqual(o["failures"], 0, o)
-        self.assertEqual(o["tokens"], st["oauth"]["tokens"], (o, st))
+        # tokens squall received; the server may have issued one more: a refresh the run's end
+        # cut short (sent, its answer not awaited once the run stopped)
+        self.assertIn(st["oauth"]["tokens"] - o["tokens"], (0, 1), (o, st))
         validate(doc)
         self.assertEqual(doc["checks"][0]["failed"], 0)
         self.assertRegex(p.stdout, r"OAuth2 +\d+ tokens · \d+ refreshes · 0 refresh failures")
