@@ -863,6 +863,7 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
 int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why)
 {
     memset(out, 0, sizeof(*out));
+    out->pool.first_ns = out->pool.last_ns = -1;
     *why = NULL;
     uint32_t nscen = cfg->scens ? cfg->nscens : 1;
     uint32_t conns = 0, nw = 0;
@@ -968,6 +969,22 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         sq_counters_add(&out->c, &ws[i].c);
         out->in_flight += ws[i].in_flight;
         out->arrivals += ws[i].arrivals; /* latencies arrived through the slots */
+        if (ws[i].open) {
+            out->precision = ws[i].precision;
+            if (ws[i].spin_ns > out->pace_tail_ns)
+                out->pace_tail_ns = ws[i].spin_ns;
+            out->pace_wakes += ws[i].wakes;
+            out->pool.pre += ws[i].npre;
+            out->pool.cap += ws[i].ncap;
+            out->pool.peak += ws[i].nconns;
+            out->pool.grown += ws[i].grown;
+            int64_t f = ws[i].grow_first ? ws[i].grow_first - ws[i].start_ns : -1;
+            int64_t l = ws[i].grow_last ? ws[i].grow_last - ws[i].start_ns : -1;
+            if (f >= 0 && (out->pool.first_ns < 0 || f < out->pool.first_ns))
+                out->pool.first_ns = f;
+            if (l > out->pool.last_ns)
+                out->pool.last_ns = l;
+        }
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
         if (!out->tls_version && ws[i].tls_version) {
