@@ -577,8 +577,7 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
     if (o->precision >= 0 && !o->rate_set)
         return sq_flag_fail(err, len, "--pacing-precision applies to the open loop (-r)");
     if (o->max_vus && (o->http2 || o->ws))
-        return sq_flag_fail(err, len,
-                            "--max-vus: the pool grows on HTTP/1.1 only; drop %s",
+        return sq_flag_fail(err, len, "--max-vus: the pool grows on HTTP/1.1 only; drop %s",
                             o->http2 ? "--http2" : "it for a ws:// URL");
     if (o->streams && !o->http2)
         return sq_flag_fail(err, len, "--streams applies to --http2");
@@ -608,12 +607,10 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             (unsigned long long)(o->connections * o->streams));
     if (o->max_vus && o->max_vus < o->connections)
         return sq_flag_fail(err, len, "--max-vus: '%llu' must be at least -c (%llu)",
-                            (unsigned long long)o->max_vus,
-                            (unsigned long long)o->connections);
+                            (unsigned long long)o->max_vus, (unsigned long long)o->connections);
     if (o->max_vus && o->max_in_flight && o->max_in_flight < o->max_vus)
         return sq_flag_fail(err, len, "--max-in-flight: '%llu' must be at least --max-vus (%llu)",
-                            (unsigned long long)o->max_in_flight,
-                            (unsigned long long)o->max_vus);
+                            (unsigned long long)o->max_in_flight, (unsigned long long)o->max_vus);
     if (o->dist.agents && o->ndjson_path)
         return sq_flag_fail(err, len,
                             "--out ndjson: per-request records stay on the agents; not with "

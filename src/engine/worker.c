@@ -51,11 +51,11 @@
 #include "script/script.h"
 #include "stats/hist.h"
 
-#define SWEEP_NS          (100 * SQ_NS_PER_MS)
+#define SWEEP_NS              (100 * SQ_NS_PER_MS)
 #define SQ_PACING_TAIL_MAX_NS (500 * SQ_NS_PER_US) /* as calibrate_spin clamps (run.c) */
-#define RAMP_CHECK_NS     (10 * SQ_NS_PER_MS)
-#define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
-#define BACKOFF_MAX_SHIFT 7 /* 10 ms << 7 = 1.28 s */
+#define RAMP_CHECK_NS         (10 * SQ_NS_PER_MS)
+#define BACKOFF_MIN_NS        (10 * SQ_NS_PER_MS)
+#define BACKOFF_MAX_SHIFT     7 /* 10 ms << 7 = 1.28 s */
 
 static void conn_connect(struct sq_engine__conn *c);
 static void conn_next(struct sq_engine__conn *c, int64_t now);

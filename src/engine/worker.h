@@ -230,7 +230,7 @@ struct sq_engine__worker {
     int64_t overshoot[32];
     uint32_t nover;
     uint64_t wakes, late_wakes; /* timed waits for an arrival; those that woke past it */
-    char *rbuf; /* per-worker read buffer, shared by all its connections */
+    char *rbuf;                 /* per-worker read buffer, shared by all its connections */
     struct sq_counters c;
     uint64_t codes[SQ_STATUS_CODES]; /* responses by exact status */
     struct sq_hist *hist, *hist_unc; /* the current slot's */

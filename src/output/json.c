@@ -622,16 +622,14 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
                                       sq_pacing_name(r->precision < 0 ? 0 : r->precision),
                                       "tail_us", (double)r->pace_tail_ns / 1e3, "timed_wakes",
                                       (json_int_t)r->pace_wakes));
-        json_t *pool = json_pack(
-            "{s:I, s:I, s:I, s:I}", "preallocated", (json_int_t)r->pool.pre, "max",
-            (json_int_t)r->pool.cap, "peak", (json_int_t)r->pool.peak, "grown",
-            (json_int_t)r->pool.grown);
+        json_t *pool = json_pack("{s:I, s:I, s:I, s:I}", "preallocated", (json_int_t)r->pool.pre,
+                                 "max", (json_int_t)r->pool.cap, "peak", (json_int_t)r->pool.peak,
+                                 "grown", (json_int_t)r->pool.grown);
         json_object_set_new(pool, "first_growth_s",
                             r->pool.grown ? json_real((double)r->pool.first_ns / 1e9)
                                           : json_null());
         json_object_set_new(pool, "last_growth_s",
-                            r->pool.grown ? json_real((double)r->pool.last_ns / 1e9)
-                                          : json_null());
+                            r->pool.grown ? json_real((double)r->pool.last_ns / 1e9) : json_null());
         json_object_set_new(root, "pool", pool);
     }
     if (r->tls)

@@ -238,14 +238,14 @@ int sq_exec_prepare(struct sq_exec *e, const char **why)
     if (open) {
         if (e->max_vus == 0)
             e->max_vus = e->vus;
+        if (e->max_vus < e->vus) {
+            *why = "max-vus: must be at least the number of connections";
+            return -SQ_EUSAGE;
+        }
         if (e->max_in_flight == 0)
             e->max_in_flight = e->max_vus;
         if (e->max_in_flight < e->vus) {
             *why = "max-in-flight: must be at least the number of connections";
-            return -SQ_EUSAGE;
-        }
-        if (e->max_vus < e->vus) {
-            *why = "max-vus: must be at least the number of connections";
             return -SQ_EUSAGE;
         }
         if (e->max_in_flight < e->max_vus) {

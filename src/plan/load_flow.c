@@ -42,10 +42,10 @@ enum {
     F_PRECISION = 1 << 12,
 };
 
-static const char *const exec_keys[] = {"vus",      "duration",  "iterations",  "rate",
-                                        "timeUnit", "startRate", "startVUs",    "preAllocatedVUs",
-                                        "maxVUs",   "stages",    "maxDuration", "pacing",
-                                        "pacingPrecision"};
+static const char *const exec_keys[] = {
+    "vus",         "duration", "iterations",      "rate",   "timeUnit",
+    "startRate",   "startVUs", "preAllocatedVUs", "maxVUs", "stages",
+    "maxDuration", "pacing",   "pacingPrecision"};
 
 static const struct {
     unsigned allowed, required;
