@@ -55,7 +55,7 @@ static void on_close(void *ud, struct sq_h2_stream *st, uint32_t err)
     }
 }
 
-static const struct sq_h2_callbacks cb = {on_headers, on_data, on_close, NULL};
+static const struct sq_h2_callbacks cb = {on_headers, on_data, on_close, NULL, NULL};
 
 static void check(struct ctx *x)
 {

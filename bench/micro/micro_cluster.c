@@ -37,8 +37,14 @@ int main(int argc, char **argv)
         sq_hist_record(h, v < 1 ? 1 : (int64_t)v);
         sq_hist_record(hu, v < 2 ? 1 : (int64_t)(v / 2));
     }
-    struct sq_second s = {.t_s = 7.0, .len_s = 1.0, .sent = 3000, .completed = 2998,
-                          .failed = 2, .errors = 2, .bytes_received = 228000, .active = 9};
+    struct sq_second s = {.t_s = 7.0,
+                          .len_s = 1.0,
+                          .sent = 3000,
+                          .completed = 2998,
+                          .failed = 2,
+                          .errors = 2,
+                          .bytes_received = 228000,
+                          .active = 9};
     s.status[2] = 2998;
     s.errk[SQ_ERRK_TIMEOUT] = 2;
     double enc[101], dec[101];

@@ -63,7 +63,8 @@ static const char ab_usage[] =
     "  -h, --help                this help\n"
     "\n"
     "exit status: 0 done, 1 an arm never completed a run, 2 bad flags (or an arm's flags),\n"
-    "             130 interrupted\n";
+    "             105 interrupted (SIGINT/SIGTERM: the rounds that completed are compared\n"
+    "                 and written, marked interrupted)\n";
 
 struct arm {
     char *name;  /* owned */
@@ -530,19 +531,24 @@ int sq_cli_ab(int argc, char **argv)
         fprintf(stderr, "squall ab: %u arms%s × %u rounds × %.1fs, %.1fs cooldown\n",
                 o.no_null ? k : k - 1, o.no_null ? "" : " + null test", R,
                 (double)o.duration_ns / 1e9, (double)o.cooldown_ns / 1e9);
-    bool first = true;
-    for (uint32_t r = 0; r < R; r++) {
+    bool first = true, stopped = false;
+    uint32_t done = 0; /* rounds every arm of which ran */
+    for (uint32_t r = 0; r < R && !stopped; r++) {
         sq_ab_order(k, r, &order[(size_t)r * k]);
         if (!o.quiet)
             fprintf(stderr, "round %u/%u:", r + 1, R);
         for (uint32_t j = 0; j < k; j++) {
             struct arm *a = &o.arms[order[(size_t)r * k + j]];
             if (!first && !sq_cli_instr_sleep(o.cooldown_ns)) {
-                exit_code = SQ_EXIT_INTERRUPTED;
-                goto out;
+                stopped = true;
+                break;
             }
             first = false;
             rc = run_one(&o, a, r, watch_args, nwatch);
+            if (rc == SQ_EXIT_INTERRUPTED) {
+                stopped = true;
+                break;
+            }
             if (rc != 0) {
                 exit_code = rc;
                 goto out;
@@ -557,7 +563,20 @@ int sq_cli_ab(int argc, char **argv)
         }
         if (!o.quiet)
             fputc('\n', stderr);
+        if (!stopped)
+            done++;
     }
+    if (stopped && done == 0) {
+        exit_code = SQ_EXIT_INTERRUPTED;
+        sq_cli_error(FACE, "interrupted before a round completed: nothing to compare");
+        goto out;
+    }
+    if (stopped)
+        sq_cli_error(FACE,
+                     "interrupted: every run and server it started was stopped; the %u round%s "
+                     "that completed %s compared, marked interrupted",
+                     done, done == 1 ? "" : "s", done == 1 ? "is" : "are");
+    R = done;
     /* The verdict's metric: as asked, else requests per second, or p50 when the runs were open
      * loop (a fixed rate makes the rate the same in every arm). */
     enum sq_ab_metric primary = SQ_AB_RPS;
@@ -591,11 +610,11 @@ int sq_cli_ab(int argc, char **argv)
         .primary = primary,
     };
     doc = sq_ab_doc(&in);
-    if (!doc) {
+    if (!doc || (stopped && json_object_set_new(doc, "interrupted", json_true()) < 0)) {
         sq_cli_error(FACE, "out of memory");
         goto out;
     }
-    exit_code = SQ_EXIT_OK;
+    exit_code = stopped ? SQ_EXIT_INTERRUPTED : SQ_EXIT_OK;
     for (uint32_t i = 0; i < k; i++) {
         bool any = false;
         for (uint32_t r = 0; r < R; r++)
@@ -624,8 +643,6 @@ int sq_cli_ab(int argc, char **argv)
         exit_code = SQ_EXIT_FAIL;
     }
 out:
-    if (exit_code == SQ_EXIT_INTERRUPTED)
-        sq_cli_error(FACE, "interrupted: every run and server it started was stopped");
     sq_cli_file_discard(&jf); /* not committed above: nothing under its name */
     sq_cli_file_discard(&hf);
     json_decref(doc);

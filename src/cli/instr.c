@@ -23,23 +23,20 @@
 
 static volatile sig_atomic_t interrupted;
 
-static void on_sigint(int sig)
+static void on_signal(int sig)
 {
     (void)sig;
-    if (interrupted) {
-        signal(SIGINT, SIG_DFL);
-        raise(SIGINT);
-    }
-    interrupted = 1;
+    interrupted = 1; /* a repeat changes nothing: what was started is being stopped already */
 }
 
 void sq_cli_instr_signals(void)
 {
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {0};
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a sleep returns early */
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 bool sq_cli_instr_interrupted(void)
@@ -171,8 +168,8 @@ void sq_cli_child_abort(struct sq_cli_child *c)
 
 /* ---- checking a run's arguments ---- */
 
-int sq_cli_check_run_args(const char *const *args, int nargs, const char *const *extra,
-                          int nextra, char *err, size_t len)
+int sq_cli_check_run_args(const char *const *args, int nargs, const char *const *extra, int nextra,
+                          char *err, size_t len)
 {
     /* getopt_long permutes what it parses: a copy, with the program's name first. */
     char **v = calloc((size_t)nargs + (size_t)nextra + 2, sizeof(*v));

@@ -56,17 +56,19 @@ int sq_cli_wait_ready(pid_t pid, const struct sq_cli_probe_url *u, bool want_2xx
  * it: the quick face's flags, or the plan face's when args[0] is "run". extra (may be NULL, nextra
  * words) is appended as the run will append it. Returns 0, or -SQ_EUSAGE with err holding the
  * run's own message ("-c: '0' is not a connection count (1..1000000)"). */
-int sq_cli_check_run_args(const char *const *args, int nargs, const char *const *extra,
-                          int nextra, char *err, size_t len);
+int sq_cli_check_run_args(const char *const *args, int nargs, const char *const *extra, int nextra,
+                          char *err, size_t len);
 
-/* Ctrl-C for the instruments: the first SIGINT sets the flag (the face stops what it started
- * and exits 130), a second one kills squall at once (its children get SIGTERM as it dies). */
+/* SIGINT and SIGTERM for the instruments: the first sets the flag (the face stops what it
+ * started, writes what it measured so far marked interrupted, and exits SQ_EXIT_INTERRUPTED);
+ * a repeat changes nothing (each stop it waits on is bounded). */
 void sq_cli_instr_signals(void);
 bool sq_cli_instr_interrupted(void);
 
 /* Sleeps ns, waking early (false) when Ctrl-C was pressed. */
 bool sq_cli_instr_sleep(int64_t ns);
 
-#define SQ_EXIT_INTERRUPTED 130
+/* Stopped by a signal: the run faces' code (cli.h SQ_EXIT_SIGNAL, k6's external abort). */
+#define SQ_EXIT_INTERRUPTED 105
 
 #endif

@@ -56,7 +56,8 @@ static const char measure_usage[] =
     "  -h, --help               this help\n"
     "\n"
     "exit status: 0 done, 1 the server did not start or the load run failed, 2 bad flags,\n"
-    "             130 interrupted (Ctrl-C: the server is stopped)\n";
+    "             105 interrupted (SIGINT/SIGTERM: the server is stopped, what was measured\n"
+    "                 is written marked interrupted)\n";
 
 struct opts {
     const char *spawn, *ready, *load, *json_path, *html_path;
@@ -237,8 +238,10 @@ static void sample_phase(struct sampler *s, const char *name, int64_t dur,
 static int not_ready(int rc, const char *cmd, int status, int last, int64_t timeout)
 {
     char st[96];
-    if (rc == -EINTR)
+    if (rc == -EINTR) {
+        sq_cli_error(FACE, "interrupted before the server was ready: nothing was measured");
         return SQ_EXIT_INTERRUPTED;
+    }
     if (rc == -ECHILD)
         sq_cli_error(FACE, "the server '%s' %s before it was ready", cmd,
                      sq_proc_status_text(status, st, sizeof(st)));
@@ -426,19 +429,18 @@ int sq_cli_measure(int argc, char **argv)
     }
     sq_proc_stop(pid, 5 * SQ_NS_PER_S, NULL);
     pid = -1;
-    if (sq_cli_instr_interrupted()) {
-        sq_cli_error(FACE, "interrupted: the server was stopped");
-        exit_code = SQ_EXIT_INTERRUPTED;
-        goto out;
-    }
+    bool stopped = sq_cli_instr_interrupted();
+    if (stopped)
+        sq_cli_error(FACE, "interrupted: the server was stopped; what was measured is written, "
+                           "marked interrupted");
     in.samples = smp.v;
     in.nsamples = smp.n;
     doc = sq_measure_doc(&in);
-    if (!doc) {
+    if (!doc || (stopped && json_object_set_new(doc, "interrupted", json_true()) < 0)) {
         sq_cli_error(FACE, "out of memory");
         goto out;
     }
-    exit_code = in.load_exit == 0 ? SQ_EXIT_OK : SQ_EXIT_FAIL;
+    exit_code = stopped ? SQ_EXIT_INTERRUPTED : in.load_exit == 0 ? SQ_EXIT_OK : SQ_EXIT_FAIL;
     bool json_stdout = o.json_path && strcmp(o.json_path, "-") == 0;
     if (!o.quiet && sq_measure_table(doc, json_stdout ? stderr : stdout) < 0)
         exit_code = SQ_EXIT_FAIL;

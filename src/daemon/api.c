@@ -468,6 +468,14 @@ static void get_series(struct sq_daemon *d, int64_t id, struct sq_daemon__out *o
             (json_int_t)x->active);
         json_t *ex = x->extra ? json_loads(x->extra, 0, NULL) : NULL;
         json_t *t = ex ? json_object_get(ex, "totals") : NULL;
+        json_t *sec = ex ? json_object_get(ex, "second") : NULL;
+        /* squall's own cost and the watched server's, as the document's series entry has them */
+        static const char *const blocks[] = {"client", "server"};
+        for (size_t k = 0; k < 2; k++) {
+            json_t *b = sec ? json_object_get(sec, blocks[k]) : NULL;
+            if (b)
+                json_object_set(e, blocks[k], b);
+        }
         json_object_set(e, "totals", t ? t : json_null());
         json_decref(ex);
         json_array_append_new(arr, e);

@@ -119,10 +119,13 @@ struct sq_daemon__sub {
 
 SQ_MUST_CHECK int sq_daemon__live_new(int64_t id, struct sq_daemon__live **out);
 void sq_daemon__live_free(struct sq_daemon__live *l);
-/* Renders one "second" event: the second's series entry (the result document's shape) and
- * the totals after it. idx numbers it (the SSE id). Returns malloc'd text or NULL. */
-char *sq_daemon__event_second(int64_t run, int64_t idx, const struct sq_second *s,
+/* Renders one "second" event: the second's series entry (second_json: the result document's
+ * shape, sq_daemon__second_json) and the totals after it. idx numbers it (the SSE id). Returns
+ * malloc'd text or NULL. */
+char *sq_daemon__event_second(int64_t run, int64_t idx, const char *second_json,
                               const char *totals_json);
+/* One second as the result document's series entry (output/json.h), as JSON text (malloc'd). */
+char *sq_daemon__second_json(const struct sq_second *s, bool client, bool open);
 /* The totals as JSON text (malloc'd), as they ride in events and the store's series extra. */
 char *sq_daemon__totals_json(const struct sq_daemon__totals *t);
 /* The last event: {"run", "status", "reason", "result"}; doc may be NULL. */

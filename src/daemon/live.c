@@ -100,22 +100,25 @@ static char *event(const char *name, int64_t idx, const char *data)
     return s;
 }
 
-char *sq_daemon__event_second(int64_t run, int64_t idx, const struct sq_second *s,
+char *sq_daemon__second_json(const struct sq_second *s, bool client, bool open)
+{
+    return dump(sq_report_json_second(s, client, open));
+}
+
+char *sq_daemon__event_second(int64_t run, int64_t idx, const char *second_json,
                               const char *totals_json)
 {
-    char *entry = dump(sq_report_json_second(s));
-    if (!entry)
+    if (!second_json)
         return NULL;
-    size_t n = strlen(entry) + strlen(totals_json ? totals_json : "null") + 64;
+    size_t n = strlen(second_json) + strlen(totals_json ? totals_json : "null") + 64;
     char *data = malloc(n);
     char *ev = NULL;
     if (data) {
-        snprintf(data, n, "{\"run\":%lld,\"second\":%s,\"totals\":%s}", (long long)run, entry,
+        snprintf(data, n, "{\"run\":%lld,\"second\":%s,\"totals\":%s}", (long long)run, second_json,
                  totals_json ? totals_json : "null");
         ev = event("second", idx, data);
     }
     free(data);
-    free(entry);
     return ev;
 }
 
@@ -250,13 +253,19 @@ static void replay(struct sq_daemon *d, const struct sq_store_run *r, struct sq_
             .p99_us = x->p99_us,
             .max_us = x->max_us,
         };
-        /* the extra is {"totals": {...}}: take the object's text as it is */
-        char *totals = NULL;
+        /* the extra is {"totals": {...}, "second": {...}}: take the objects' text as it is (a
+         * second stored without its entry is rebuilt from the columns) */
+        char *totals = NULL, *entry = NULL;
         json_t *ex = x->extra ? json_loads(x->extra, 0, NULL) : NULL;
         if (ex && json_is_object(json_object_get(ex, "totals")))
             totals = json_dumps(json_object_get(ex, "totals"), JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (ex && json_is_object(json_object_get(ex, "second")))
+            entry = json_dumps(json_object_get(ex, "second"), JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(ex);
-        char *ev = sq_daemon__event_second(r->id, x->idx, &s, totals);
+        if (!entry)
+            entry = sq_daemon__second_json(&s, false, false);
+        char *ev = sq_daemon__event_second(r->id, x->idx, entry, totals);
+        free(entry);
         free(totals);
         if (ev && sq_buf_append(b, ev, strlen(ev)) < 0)
             i = se.n;

@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "daemon/internal.h"
+#include "plan/exec.h"
 #include "output/json.h"
 #include "stats/hist.h"
 
@@ -114,6 +115,7 @@ struct tick_ctx {
     struct sq_hist *total; /* every second merged: the running percentiles and buckets */
     struct sq_daemon__totals t;
     int64_t idx;
+    bool open; /* an arrival-rate scenario: the client block's behind_ms */
     bool store_failed;
     const char *abort_why;
 };
@@ -132,6 +134,17 @@ static void totals_latency(struct sq_daemon__totals *t, const struct sq_hist *h)
             (uint64_t)sq_hist_count_between(h, 0, (int64_t)llround(sq_daemon__buckets_s[i] * 1e6));
     t->bucket[SQ_DAEMON_NBUCKETS - 1] = (uint64_t)n;
     t->lat_sum_s = sq_hist_mean(h) * (double)n / 1e6;
+}
+
+/* Any arrival-rate scenario makes the run open-loop (as the engine's result says at the end). */
+static bool run_is_open(const struct sq_run_config *cfg)
+{
+    if (!cfg->scens)
+        return sq_exec_is_open(&cfg->exec);
+    for (uint32_t i = 0; i < cfg->nscens; i++)
+        if (sq_exec_is_open(&cfg->scens[i].exec))
+            return true;
+    return false;
 }
 
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -158,10 +171,12 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     totals_latency(t, x->total);
 
     char *totals = sq_daemon__totals_json(t);
-    size_t tl = totals ? strlen(totals) : 0;
-    char *extra = totals ? malloc(tl + 16) : NULL;
+    /* the client block rides in every second (its figures are valid once the run ends well) */
+    char *entry = sq_daemon__second_json(s, true, x->open);
+    size_t xl = (totals ? strlen(totals) : 0) + (entry ? strlen(entry) : 0) + 32;
+    char *extra = totals && entry ? malloc(xl) : NULL;
     if (extra)
-        snprintf(extra, tl + 16, "{\"totals\":%s}", totals);
+        snprintf(extra, xl, "{\"totals\":%s,\"second\":%s}", totals, entry);
     struct sq_store_second ss = {
         .idx = x->idx,
         .t_s = s->t_s,
@@ -187,7 +202,8 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
                        err);
     }
     free(extra);
-    char *ev = sq_daemon__event_second(x->job->id, x->idx, s, totals);
+    char *ev = sq_daemon__event_second(x->job->id, x->idx, entry, totals);
+    free(entry);
     free(totals);
     struct sq_daemon__live *l = x->l;
     pthread_mutex_lock(&l->mu);
@@ -308,6 +324,7 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
     } else if ((rc = sq_latency_hist_new(&x.total)) < 0) {
         reason = "out of memory";
     } else {
+        x.open = run_is_open(cfg);
         cfg->stop = &job->stop;
         cfg->on_tick = on_tick;
         cfg->tick_ud = &x;

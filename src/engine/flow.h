@@ -72,7 +72,7 @@ struct sq_flow {
     uint32_t nstates;            /* regex match-data blocks a worker needs (sq_flow_states_new) */
     struct sq_flow_broker *brokers; /* of the publish and subscribe steps */
     size_t nbrokers;
-    bool h2;                     /* runs over HTTP/2 (sq_flow_use_h2) */
+    bool h2; /* runs over HTTP/2 (sq_flow_use_h2) */
     /* {{$oauth.token}}: the run's token source (engine/oauth.h), set by whoever runs the plan;
      * NULL renders it empty */
     const struct sq_tmpl_live *oauth;

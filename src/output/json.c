@@ -344,40 +344,30 @@ static json_t *client_second(const struct sq_client_second *c, bool open)
     return o;
 }
 
-json_t *sq_report_json_second(const struct sq_second *e)
+json_t *sq_report_json_second(const struct sq_second *e, bool client, bool open)
 {
     double len = e->len_s > 0 ? e->len_s : 1;
-    return json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
-                     "t_s", e->t_s, "len_s", e->len_s, "requests", (json_int_t)e->sent, "completed",
-                     (json_int_t)e->completed, "failed", (json_int_t)e->failed, "dropped",
-                     (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
-                     (double)e->completed / len, "bytes_received", (json_int_t)e->bytes_received,
-                     "p50_us", (json_int_t)e->p50_us, "p90_us", (json_int_t)e->p90_us, "p99_us",
-                     (json_int_t)e->p99_us, "max_us", (json_int_t)e->max_us, "vus",
-                     (json_int_t)e->active);
+    json_t *o = json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
+                          "t_s", e->t_s, "len_s", e->len_s, "requests", (json_int_t)e->sent,
+                          "completed", (json_int_t)e->completed, "failed", (json_int_t)e->failed,
+                          "dropped", (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
+                          (double)e->completed / len, "bytes_received",
+                          (json_int_t)e->bytes_received, "p50_us", (json_int_t)e->p50_us, "p90_us",
+                          (json_int_t)e->p90_us, "p99_us", (json_int_t)e->p99_us, "max_us",
+                          (json_int_t)e->max_us, "vus", (json_int_t)e->active);
+    if (o && client)
+        json_object_set_new(o, "client", client_second(&e->client, open));
+    if (o && e->server.on)
+        json_object_set_new(o, "server", server_second(&e->server));
+    return o;
 }
 
 /* The per-second series: one object per second of the run. */
 static json_t *series(const struct sq_result *r)
 {
     json_t *a = json_array();
-    for (size_t i = 0; i < r->series.n; i++) {
-        const struct sq_second *e = &r->series.v[i];
-        double len = e->len_s > 0 ? e->len_s : 1;
-        json_t *o = json_pack(
-            "{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "t_s", e->t_s,
-            "len_s", e->len_s, "requests", (json_int_t)e->sent, "completed",
-            (json_int_t)e->completed, "failed", (json_int_t)e->failed, "dropped",
-            (json_int_t)e->dropped, "errors", (json_int_t)e->errors, "rps",
-            (double)e->completed / len, "bytes_received", (json_int_t)e->bytes_received, "p50_us",
-            (json_int_t)e->p50_us, "p90_us", (json_int_t)e->p90_us, "p99_us", (json_int_t)e->p99_us,
-            "max_us", (json_int_t)e->max_us, "vus", (json_int_t)e->active);
-        if (o && r->client.valid)
-            json_object_set_new(o, "client", client_second(&e->client, r->open));
-        if (o && e->server.on)
-            json_object_set_new(o, "server", server_second(&e->server));
-        json_array_append_new(a, o);
-    }
+    for (size_t i = 0; i < r->series.n; i++)
+        json_array_append_new(a, sq_report_json_second(&r->series.v[i], r->client.valid, r->open));
     return a;
 }
 

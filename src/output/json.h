@@ -9,6 +9,7 @@
 #define SQ_OUTPUT_JSON_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,8 +53,10 @@ void sq_report_set_command(json_t *doc, int argc, char **argv);
 json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);
 
 /* One entry of the document's per-second "series" (owned by the caller), or NULL when out of
- * memory. The daemon's live events carry the same shape. */
-json_t *sq_report_json_second(const struct sq_second *e);
+ * memory. client: carry the "client" block (squall's own cost; the document does when its
+ * result's client figures are valid), open: the run is open-loop (the block's behind_ms). The
+ * daemon's live events carry the same shape. */
+json_t *sq_report_json_second(const struct sq_second *e, bool client, bool open);
 
 /* The document of `squall sink` alone: schema, version, mode "sink", its duration, the
  * environment and the sink block (taken: the document owns it). NULL when out of memory. */

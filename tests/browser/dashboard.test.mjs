@@ -221,7 +221,7 @@ async function main() {
     const frame = await frameEl.contentFrame();
     await frame.waitForFunction(() => window.squallReady === true, null, { timeout: 15000 });
     const ids = await frame.evaluate(() => (window.squallCharts || []).map((c) => c.id).sort().join(','));
-    check('the report shows its charts', ids === 'chart-hdr,chart-latency,chart-status,chart-throughput', ids);
+    check('the report shows its charts', ids === 'chart-client,chart-fine,chart-hdr,chart-latency,chart-status,chart-throughput', ids);
     const hdrPx = await chartPixels(frame, 'chart-hdr');
     check('the report\'s percentile plot is drawn', hdrPx && hdrPx.chromatic >= 20, JSON.stringify(hdrPx));
     const sandbox = await page.getAttribute('#report-frame', 'sandbox');

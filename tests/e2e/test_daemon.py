@@ -211,7 +211,14 @@ class TestApi(DaemonCase):
         self.assertEqual(run["request"]["quick"]["duration"], "3s")
         self.assertEqual(run["result"], doc)
         # the events' seconds are the document's series, and the totals add up
-        self.assertEqual([e[1]["second"] for e in seconds], doc["series"][:len(seconds)])
+        # (the last second's own cost grows by the run's tail after its event went out)
+        live = [dict(e[1]["second"]) for e in seconds]
+        docs = [dict(e) for e in doc["series"][:len(seconds)]]
+        self.assertIn("client", live[0])
+        self.assertEqual(live[-1]["client"]["rss_bytes"], docs[len(live) - 1]["client"]["rss_bytes"])
+        self.assertLessEqual(live[-1]["client"]["cpu_s"], docs[len(live) - 1]["client"]["cpu_s"])
+        del live[-1]["client"], docs[len(live) - 1]["client"]
+        self.assertEqual(live, docs)
         self.assertEqual(seconds[-1][1]["totals"]["requests"],
                          sum(s["requests"] for s in doc["series"][:len(seconds)]))
         self.assertEqual(run["summary"]["sent"], doc["requests"]["sent"])
@@ -227,6 +234,7 @@ class TestApi(DaemonCase):
         st, ser = self.c.get("/runs/%d/series" % rid)
         self.assertEqual(len(ser["series"]), len(doc["series"]))
         self.assertEqual(ser["series"][0]["totals"], seconds[0][1]["totals"])
+        self.assertEqual(ser["series"][0]["client"], seconds[0][1]["second"]["client"])
         st, res = self.c.get("/runs/%d/result" % rid)
         self.assertEqual(res, doc)
         st, h, html = self.c.get("/runs/%d/report" % rid, raw=True)

@@ -218,11 +218,12 @@ class WatchTarget(unittest.TestCase):
             plan = os.path.join(d, "plan.yaml")
             with open(plan, "w") as f:
                 f.write(f"target: {self.base}\nscenarios:\n  s:\n    executor: shared-iterations\n"
-                        f"    vus: 2\n    iterations: 300\n    flow:\n"
+                        f"    vus: 2\n    iterations: 5000\n    flow:\n"
                         f"      - request: {{ url: /fast }}\n")
             p, doc = self.squall_pinned("run", plan, "--watch", str(self.proc.pid))
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertEqual(doc["server"]["processes"][0]["pid"], self.proc.pid)
+            # (/proc counts CPU in 10 ms ticks: 5,000 requests are well above one)
             self.assertGreater(doc["server"]["cpu_user_s"] + doc["server"]["cpu_sys_s"], 0)
             p, _ = run("run", plan, "--watch", "999999999")
             self.assertEqual(p.returncode, 2, p.stderr)
@@ -454,6 +455,40 @@ class AB(sqtest.TargetCase):
         self.assertIn("B is ", doc["verdicts"][0])
         self.assertIn("slower at p50", doc["verdicts"][0])
         self.assertIn("beyond the null test's ±", doc["verdicts"][0])
+
+    def test_sigterm_compares_the_rounds_that_completed(self):
+        """SIGTERM mid-way (as `timeout` or a CI cancel sends it): exit 105, and the rounds that
+        completed are compared and written, marked interrupted."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "ab.json")
+            p = subprocess.Popen(
+                [sqtest.squall_path(), "ab", "--arm", f"A={self.base}/delay/1 -c 1 -t 1",
+                 "--arm", f"B={self.base}/delay/2 -c 1 -t 1", "--rounds", "50",
+                 "--duration", "200ms", "--cooldown", "0", "--json", out],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            seen = b""
+            try:
+                while b"round 3/" not in seen:  # two rounds done
+                    ch = p.stderr.read(1)
+                    self.assertTrue(ch, seen.decode(errors="replace"))
+                    seen += ch
+                p.send_signal(signal.SIGTERM)
+                rest = p.communicate(timeout=30)[1]
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            err = (seen + rest).decode(errors="replace")
+            self.assertEqual(p.returncode, 105, err)
+            self.assertIn("marked interrupted", err)
+            with open(out) as f:
+                doc = json.load(f)
+        self.assertIs(doc["interrupted"], True)
+        # the signal came as round 3 began (three 200 ms runs): rounds 1 and 2 are compared
+        self.assertEqual((doc["rounds"], len(doc["order"])), (2, 2))
+        for arm in doc["arms"]:
+            self.assertEqual(arm["exit"], [0, 0], arm)
+        self.assertTrue(doc["comparisons"])
 
     def test_a_against_itself(self):
         """The same URL in both arms: not resolvable, the interval includes 0. A 95% interval

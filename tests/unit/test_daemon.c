@@ -168,7 +168,10 @@ static void test_events(void **state)
                           .p99_us = 7,
                           .max_us = 9,
                           .active = 4};
-    char *ev = sq_daemon__event_second(7, 1, &s, "{\"x\":1}");
+    char *entry = sq_daemon__second_json(&s, false, false);
+    assert_non_null(entry);
+    char *ev = sq_daemon__event_second(7, 1, entry, "{\"x\":1}");
+    free(entry);
     assert_non_null(ev);
     assert_string_equal(
         ev, "id: 1\nevent: second\ndata: {\"run\":7,\"second\":{\"t_s\":2.0,\"len_s\":1.0,"

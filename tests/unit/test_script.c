@@ -372,8 +372,8 @@ static void test_format_matches_wrk_lua(void **state)
         "same(nil, nil, {['Content-Length'] = 5, X = 'y'})",
         "same('PUT', '/e', nil, '')",
         "same(nil, '/q?a=1&b=2', {['X-Num'] = 12345, ['X-Frac'] = 0.25}, 'x=1')",
-        "(function() wrk.method = 'PATCH' wrk.body = 'wb' local r = same() "
-        "wrk.method = 'GET' wrk.body = nil return r end)()",
+        ("(function() wrk.method = 'PATCH' wrk.body = 'wb' local r = same() "
+         "wrk.method = 'GET' wrk.body = nil return r end)()"),
     };
     for (int pass = 0; pass < 2; pass++) { /* before init (no Host yet) and after */
         for (size_t i = 0; i < SQ_ARRAY_LEN(cases); i++) {
