@@ -59,10 +59,13 @@ static const char *dus(const json_t *doc, const char *path, char *buf)
 static void pool_lines(FILE *f, const json_t *doc)
 {
     char g1[32], g2[32], g3[32];
-    if (json_is_object(json_object_get(doc, "pacing")))
+    double tail = sq_report__numd(doc, "pacing.tail_us", 0);
+    if (json_is_object(json_object_get(doc, "pacing")) && tail >= 0.5)
         fprintf(f, "%-12s precision %s · a %.0f µs tail polled before each arrival\n", "Pacing",
-                sq_report__str(doc, "pacing.precision", "?"),
-                sq_report__numd(doc, "pacing.tail_us", 0));
+                sq_report__str(doc, "pacing.precision", "?"), tail);
+    else if (json_is_object(json_object_get(doc, "pacing")))
+        fprintf(f, "%-12s precision %s · sleeps until each arrival, no poll\n", "Pacing",
+                sq_report__str(doc, "pacing.precision", "?"));
     if (u64(doc, "pool.max") <= u64(doc, "pool.preallocated"))
         return;
     fprintf(f, "%-12s %s preallocated · peak %s of at most %s", "Pool",
