@@ -775,7 +775,12 @@ static const struct sq_exec *scen_exec(const struct sq_run_config *cfg, uint32_t
 /* Scenario i's VUs at their peak: all of them, or the run's segment's share. */
 static uint32_t seg_vus(const struct sq_run_config *cfg, uint32_t i)
 {
-    return (uint32_t)sq_seg_share(cfg->seg, sq_exec_max_vus(scen_exec(cfg, i)));
+    const struct sq_exec *ex = scen_exec(cfg, i);
+    uint32_t v = sq_exec_max_vus(ex);
+    /* the open loop's pool grows on HTTP/1.1 only (worker.c): elsewhere maxVUs caps in flight */
+    if (sq_exec_is_open(ex) && cfg->scens && (cfg->scens[i].h2 || cfg->scens[i].flow->sc->ws))
+        v = ex->vus;
+    return (uint32_t)sq_seg_share(cfg->seg, v);
 }
 
 /* Connections of scenario i: a plan's HTTP/2 scenario carries `streams` VUs on each. */
