@@ -167,6 +167,7 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
     dst->precision = src->precision;
     dst->pace_tail_ns = max64(dst->pace_tail_ns, src->pace_tail_ns);
     dst->pace_wakes += src->pace_wakes;
+    dst->pace_deaf += src->pace_deaf;
     if (src->pool.grown && (!dst->pool.grown || src->pool.first_ns < dst->pool.first_ns))
         dst->pool.first_ns = src->pool.first_ns; /* the times mean something once it grew */
     if (src->pool.grown && (!dst->pool.grown || src->pool.last_ns > dst->pool.last_ns))

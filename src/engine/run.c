@@ -979,6 +979,7 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
             if (ws[i].spin_ns > out->pace_tail_ns)
                 out->pace_tail_ns = ws[i].spin_ns;
             out->pace_wakes += ws[i].wakes;
+            out->pace_deaf += ws[i].deaf_sleeps;
             out->pool.pre += ws[i].npre;
             out->pool.cap += ws[i].ncap;
             out->pool.peak += ws[i].nconns;

@@ -519,6 +519,7 @@ struct sq_result {
     int precision;
     int64_t pace_tail_ns;
     uint64_t pace_wakes;
+    uint64_t pace_deaf; /* of those, sleeps deaf to the sockets (reads stamped by the kernel) */
     struct {
         uint64_t pre, cap, peak, grown;
         int64_t first_ns, last_ns;

@@ -53,6 +53,7 @@
 
 #define SWEEP_NS              (100 * SQ_NS_PER_MS)
 #define SQ_PACING_TAIL_MAX_NS (500 * SQ_NS_PER_US) /* as calibrate_spin clamps (run.c) */
+#define DEAF_MAX_NS           SQ_NS_PER_MS /* the longest a worker sleeps deaf to its sockets */
 #define RAMP_CHECK_NS         (10 * SQ_NS_PER_MS)
 #define BACKOFF_MIN_NS        (10 * SQ_NS_PER_MS)
 #define BACKOFF_MAX_SHIFT     7 /* 10 ms << 7 = 1.28 s */
@@ -1149,6 +1150,15 @@ static void tick(struct sq_engine__worker *w, int64_t now)
         w->next_tick_ns += 10 * SQ_NS_PER_MS; /* the main thread is behind: try again soon */
 }
 
+/* CLOCK_REALTIME in ns: only to turn the kernel's receive stamps into monotonic time (the
+ * offset is taken at each deaf wake-up, so a clock step moves at most one sleep's stamps). */
+static int64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * SQ_NS_PER_S + ts.tv_nsec;
+}
+
 /* A timed wait for an arrival woke over_ns past the time it asked for. Precision normal polls
  * only the lower quartile of the last 32 such overshoots: three wake-ups in four then find their
  * arrival already due and send it at once (late by what the kernel overshot past the quartile,
@@ -1177,6 +1187,7 @@ static void run_loop(struct sq_engine__worker *w)
     struct sq_loop *loop = w->loop;
     const struct sq_exec *ex = w->ex;
     uint32_t step = w->snw;
+    w->rt_off = realtime_ns() - sq_now_ns();
     int64_t now = sq_loop_now(loop);
     int64_t next_sweep = now + SWEEP_NS, next_ramp = now + RAMP_CHECK_NS;
     int64_t next_due = INT64_MAX;
@@ -1235,7 +1246,21 @@ static void run_loop(struct sq_engine__worker *w)
             until = w->start_ns + w->offset_ns;
         int64_t wait;
         w->wake_at = 0;
-        if (next_due < until && w->sending) {
+        if (w->rxts && next_due < until && w->sending && next_due - now > w->spin_ns &&
+            next_due - now <= DEAF_MAX_NS) {
+            /* Sleep deaf to the sockets until the arrival, less the learnt tail, then read what
+             * came meanwhile: one wake-up for the arrival and its neighbours' responses, each
+             * timed by the kernel's stamp. */
+            int64_t at = next_due - w->spin_ns;
+            struct timespec ts = {.tv_sec = at / SQ_NS_PER_S, .tv_nsec = at % SQ_NS_PER_S};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+                ;
+            w->deaf_sleeps++;
+            now = sq_loop_update_now(loop);
+            learn_wake(w, now - at);
+            w->rt_off = realtime_ns() - now;
+            wait = 0;
+        } else if (next_due < until && w->sending) {
             /* Sleep through the coarse part, then poll until the arrival is due: the kernel
              * wakes a sleeper late, and the tail polled (w->spin_ns, by the precision) is how
              * much of that lateness is bought back with a busy core. */
@@ -1376,6 +1401,10 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->ncap = w->nconns;
     w->npre = vus > pre ? (uint32_t)sq_engine__share(pre, n, si) : w->nconns;
     w->precision = ex->precision;
+    /* deaf sleeps need every response stamped by the kernel: plain HTTP/1.1, no flow (its
+     * timers would wait), no script */
+    w->rxts = sq_exec_is_open(ex) && w->precision == SQ_PACING_NORMAL &&
+              w->drv == &sq_engine__h1_driver && !sc && !cfg->tls && !cfg->script;
     w->spin_ns = w->precision == SQ_PACING_OFF    ? 0
                  : w->precision == SQ_PACING_HIGH ? run->spin_ns
                                                   : run->spin_ns / 4;

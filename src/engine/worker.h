@@ -73,6 +73,7 @@ struct sq_engine__conn {
     bool head;              /* ACTIVE: a HEAD request (its response has no body) */
     bool in_idle;           /* on the worker's idle stack (open model) */
     bool growing;           /* opened to grow the pool, not yet idle once (open model) */
+    int64_t rx_ns;          /* the kernel's receive time of the last read (w->rxts), 0: none */
     bool fresh;             /* no request has completed on this connection yet */
     struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
     bool decoding;          /* the current response's body goes through dec */
@@ -230,7 +231,13 @@ struct sq_engine__worker {
     int64_t overshoot[32];
     uint32_t nover;
     uint64_t wakes, late_wakes; /* timed waits for an arrival; those that woke past it */
-    char *rbuf;                 /* per-worker read buffer, shared by all its connections */
+    /* Precision normal, plain HTTP/1.1 quick runs: reads carry the kernel's receive time
+     * (SO_TIMESTAMPNS, CLOCK_REALTIME; rt_off = realtime - monotonic at the last wake-up), so a
+     * worker may sleep deaf to its sockets until an arrival and read the responses then. */
+    bool rxts;
+    int64_t rt_off;
+    uint64_t deaf_sleeps;
+    char *rbuf; /* per-worker read buffer, shared by all its connections */
     struct sq_counters c;
     uint64_t codes[SQ_STATUS_CODES]; /* responses by exact status */
     struct sq_hist *hist, *hist_unc; /* the current slot's */

@@ -105,6 +105,24 @@ class Precision(sqtest.TargetCase):
             self.assertGreater(gap["p50"], 500, (prec, gap))
             self.assertLess(gap["p50"], 1500, (prec, gap))
 
+    def test_deaf_sleeps_keep_latency_true(self):
+        # precision normal sleeps deaf to its sockets between close arrivals and times the
+        # responses by the kernel's receive stamps: a 20 ms answer still reads as >= 20 ms
+        # (the server's delay is a floor no stamp can undercut) and not much more
+        p, doc, _ = run_json(self.base + "/delay/20", "-r", "1000", "-d", "2s", "-c", "64",
+                             "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        self.assertGreater(doc["pacing"]["deaf_sleeps"], 0, doc["pacing"])
+        lat = doc["latency"]
+        self.assertGreaterEqual(lat["min_us"], 20000, lat)
+        self.assertLess(lat["p50_us"], 60000, lat)
+        unc = doc["latency_uncorrected"]
+        self.assertGreaterEqual(unc["min_us"], 20000, unc)
+        p, doc, _ = run_json(self.base + "/delay/20", "-r", "1000", "-d", "1s", "-c", "64",
+                             "-t", "1", "--pacing-precision", "high")
+        self.assertEqual(doc["pacing"]["deaf_sleeps"], 0)
+
     def test_default_is_normal(self):
         p, doc, _ = run_json(self.base + "/fast", "-r", "100", "-d", "500ms", "-c", "2", "-t", "1")
         self.assertEqual(p.returncode, 0, p.stderr)
