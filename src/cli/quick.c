@@ -118,6 +118,8 @@ static const char usage[] =
     "  -v, --verbose           print the first request and response of each status and each\n"
     "                          error kind (head and the first 1 KiB of the body)\n"
     "      --http-debug        print every exchange (with -n 20 or fewer; =force for more)\n"
+    "      --sample-responses N  keep N exchanges per status class and error kind, at random\n"
+    "                          (request, response head, 4 KiB of body; default 5, 0: off)\n"
     "      --watch PID         sample that process and its children each second from /proc\n"
     "                          (CPU, RSS, threads, open files, context switches): the summary\n"
     "                          adds the server's CPU per 1k requests (repeatable)\n"
@@ -313,6 +315,8 @@ int sq_cli_quick(int argc, char **argv)
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_quick_doc(&run, &res);
     sq_cli_sink_end(sink, &res, doc, cfg->stop); /* its block, and its line first */
+    if (!sig && sink) /* a signal while the sink waited for the last events */
+        sig = sq_cli_signal_seen(&forced);
     sq_cli_signals_end();
     if (!doc || (o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0)) {
         json_decref(doc);

@@ -48,6 +48,8 @@ static const char run_usage[] =
     "      --watch PID         sample that process and its children each second (CPU, RSS,\n"
     "                          threads, open files, switches; repeatable)\n"
     "      --watch-name NAME   the same for every process named NAME (repeatable)\n"
+    "      --sample-responses N  keep N exchanges per status class and error kind, at random\n"
+    "                          (request, response head, 4 KiB of body; default 5, 0: off)\n"
     "  -q, --quiet             no progress line, no summary\n"
     "  -h, --help              this help\n";
 
@@ -315,6 +317,8 @@ int sq_cli_run(int argc, char **argv)
         sq_cli_signal_mark(&res, sig, forced);
     json_t *doc = sq_report_planrun_doc(&run, &res, &verdicts);
     sq_cli_sink_end(sink, &res, doc, run.cfg.stop);
+    if (!sig && sink) /* a signal while the sink waited for the last events */
+        sig = sq_cli_signal_seen(&forced);
     sq_cli_signals_end();
     if (doc && o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0) {
         json_decref(doc);

@@ -26,7 +26,8 @@
 
 static const char serve_usage[] =
     "usage: squall serve [flags]          the engine as a service: HTTP API, run store, live\n"
-    "                                     dashboard and Prometheus metrics (docs/daemon.md)\n"
+    "                                     dashboard and Prometheus metrics (docs/daemon.md),\n"
+    "                                     MCP for AI agents at /mcp, a webhook inbox at /inbox\n"
     "\n"
     "  -l, --listen ADDR:PORT  where the API and the dashboard listen (default\n"
     "                          127.0.0.1:9876; port 0 picks a free one). Any address but a\n"

@@ -23,6 +23,8 @@
 #include "daemon/assets.h"
 #include "daemon/compare.h"
 #include "daemon/internal.h"
+#include "mcp/mcp.h"
+#include "target/inbox.h"
 #include "output/html.h"
 #include "stats/hist.h"
 
@@ -214,6 +216,8 @@ void sq_daemon__answer(struct sq_daemon *d, struct sq_daemon__pending *p, int st
     }
 }
 
+static bool is(const struct sq_server_req *r, const char *m);
+
 /* Holds req and hands it to the ops thread as op (which takes body). */
 static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
                          struct sq_server_resp *resp, struct sq_daemon__out *o,
@@ -255,6 +259,16 @@ static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
         return;
     }
     o->held = true;
+    if (kind == OP_MCP) {
+        const struct sq_h1_header *sid = sq_server_req_header(req, "mcp-session-id");
+        if (sid && sid->value_len <= SQ_DAEMON_MCP_SID_MAX) {
+            memcpy(op->mcp_sid, sid->value, sid->value_len);
+            op->mcp_sid[sid->value_len] = '\0';
+        } else if (sid) {
+            snprintf(op->mcp_sid, sizeof(op->mcp_sid), "%s", "-"); /* too long: no such session */
+        }
+        op->mcp_delete = is(req, "DELETE");
+    }
     op->kind = kind;
     op->p = p;
     op->id = id;
@@ -740,11 +754,52 @@ static void serve_page(struct sq_daemon *d, struct sq_daemon__out *o, struct sq_
     resp->body_len = d->page_len;
 }
 
+/* POST and DELETE /mcp: the transport's own checks here, the rest on the ops thread
+ * (daemon/mcp.c). */
+static void mcp_route(struct sq_daemon *d, const struct sq_server_req *req,
+                      struct sq_server_resp *resp, struct sq_daemon__out *o, const char *cors)
+{
+    if (is(req, "GET") || is(req, "HEAD"))
+        return method_not_allowed(o, resp, "POST, DELETE"); /* no server-initiated stream */
+    if (!is(req, "POST") && !is(req, "DELETE"))
+        return method_not_allowed(o, resp, "POST, DELETE");
+    const struct sq_h1_header *pv = sq_server_req_header(req, "mcp-protocol-version");
+    if (pv) {
+        static const char *const known[] = {SQ_MCP_PROTOCOL, "2025-03-26", "2024-11-05"};
+        bool ok = false;
+        for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+            ok |= sq_ieq(pv->value, pv->value_len, known[i], strlen(known[i]));
+        if (!ok)
+            return answer_error(o, resp, 400,
+                                "MCP-Protocol-Version: unsupported (this server speaks %s, "
+                                "2025-03-26 and 2024-11-05)",
+                                SQ_MCP_PROTOCOL);
+    }
+    if (is(req, "POST")) {
+        const struct sq_h1_header *acc = sq_server_req_header(req, "accept");
+        if (acc && !memmem(acc->value, acc->value_len, "application/json", 16) &&
+            !memmem(acc->value, acc->value_len, "*/*", 3) &&
+            !memmem(acc->value, acc->value_len, "application/*", 13))
+            return answer_error(o, resp, 406, "Accept: this endpoint answers application/json");
+        if (!req->body_len)
+            return answer_error(o, resp, 400, "POST /mcp needs a JSON-RPC message as its body");
+    }
+    hold_for_ops(d, req, resp, o, OP_MCP, 0, cors);
+}
+
+/* /inbox and everything under it (the query aside). */
+static bool is_inbox(const char *path, size_t pn)
+{
+    return pn >= 6 && memcmp(path, "/inbox", 6) == 0 && (pn == 6 || path[6] == '/');
+}
+
 static void route(struct sq_daemon *d, const struct sq_server_req *req, struct sq_server_resp *resp,
                   struct sq_daemon__out *o, const char *path, size_t pn, const char *q, size_t qn,
                   const char *cors)
 {
     bool get = is(req, "GET") || is(req, "HEAD");
+    if (is_inbox(path, pn)) /* the webhook inbox: captures, and its API under /inbox/_inbox/ */
+        return sq_inbox_handle(d->inbox, req, 6, resp);
     if (pn == 1 && path[0] == '/') {
         if (!get)
             return method_not_allowed(o, resp, "GET, HEAD");
@@ -796,6 +851,8 @@ static void route(struct sq_daemon *d, const struct sq_server_req *req, struct s
             return method_not_allowed(o, resp, "GET, HEAD");
         return get_compare(d, q, qn, o, resp);
     }
+    if (PATH("/mcp"))
+        return mcp_route(d, req, resp, o, cors);
     if (PATH("/runs")) {
         if (get)
             return get_runs(d, q, qn, o, resp);
@@ -885,7 +942,9 @@ void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_ser
     if (is(req, "OPTIONS")) {
         if (cors) {
             hdr(o, "Access-Control-Allow-Methods: GET, HEAD, POST, PUT, DELETE\r\n"
-                   "Access-Control-Allow-Headers: Authorization, Content-Type\r\n"
+                   "Access-Control-Allow-Headers: Authorization, Content-Type, Mcp-Session-Id, "
+                   "MCP-Protocol-Version\r\n"
+                   "Access-Control-Expose-Headers: Mcp-Session-Id\r\n"
                    "Access-Control-Max-Age: 600\r\n");
             resp->status = 204;
         } else {
@@ -907,7 +966,7 @@ void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_ser
             answer_error(o, resp, 401, "a bearer token is required (Authorization: Bearer ...)");
     } else if (req->body_len > max_body) {
         answer_error(o, resp, 413, "the body is larger than max_body (%zu bytes)", max_body);
-    } else if (req->body_len &&
+    } else if (req->body_len && !is_inbox(path, pn) &&
                !(ct && ct->value_len >= 16 && sq_ieq(ct->value, 16, "application/json", 16))) {
         answer_error(o, resp, 415, "a request body must be JSON (Content-Type: application/json)");
     } else {

@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "daemon/internal.h"
+#include "target/inbox.h"
 
 bool sq_daemon_host_is_loopback(const char *host)
 {
@@ -103,6 +104,8 @@ static void daemon_release(struct sq_daemon *d)
     d->cur = d->last = NULL;
     sq_store_close(d->store);
     d->store = NULL;
+    sq_inbox_free(d->inbox);
+    d->inbox = NULL;
     sq_daemon_config_dispose(&d->cfg);
     free(d->host);
     free(d->data_dir);
@@ -173,6 +176,13 @@ int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char
         else
             ok = false;
     }
+    struct sq_inbox_config ic = {
+        .threads = 1, /* the API's one worker */
+        .max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT,
+        .max_body = SQ_INBOX_MAX_BODY_DEFAULT,
+    };
+    if (ok && sq_inbox_new(&ic, &d->inbox) < 0)
+        ok = false;
     if (!ok || sq_daemon__page(&d->page, &d->page_len) < 0) {
         snprintf(err, errlen, "out of memory");
         daemon_release(d);
@@ -259,6 +269,7 @@ void sq_daemon_shutdown(struct sq_daemon *d)
         return;
     d->shut = true;
     sq_daemon__threads_stop(d);
+    sq_daemon__mcp_close(d); /* the ops thread is gone: its MCP state is this thread's now */
     /* the posts made so far (the last run's end, answers) run before this one; then the
      * followers get the end of their streams rather than a cut connection */
     struct flush f = {.d = d};

@@ -33,6 +33,7 @@
 #include "store/store.h"
 
 struct sq_hist;
+struct sq_inbox;
 
 /* ---- prep.c: a run request (the body of POST /runs), parsed, checked and set up ---- */
 
@@ -165,15 +166,27 @@ struct sq_daemon__pending {
     char what[224];
 };
 
-enum sq_daemon__op_kind { OP_CREATE, OP_VALIDATE, OP_CANCEL, OP_DELETE, OP_PRUNE };
+enum sq_daemon__op_kind {
+    OP_CREATE,
+    OP_VALIDATE,
+    OP_CANCEL,
+    OP_DELETE,
+    OP_PRUNE,
+    OP_MCP,      /* POST or DELETE /mcp */
+    OP_MCP_DONE, /* run id ended: answer the MCP calls waiting for it */
+};
+
+#define SQ_DAEMON_MCP_SID_MAX 64 /* an Mcp-Session-Id's length at most */
 
 struct sq_daemon__op {
     struct sq_daemon__op *next;
     enum sq_daemon__op_kind kind;
     struct sq_daemon__pending *p; /* NULL for OP_PRUNE */
     int64_t id;
-    char *body; /* OP_CREATE, OP_VALIDATE: the request body (owned, NUL-terminated) */
+    char *body; /* OP_CREATE, OP_VALIDATE, OP_MCP: the request body (owned, NUL-terminated) */
     size_t body_len;
+    char mcp_sid[SQ_DAEMON_MCP_SID_MAX + 1]; /* OP_MCP: the Mcp-Session-Id header, or "" */
+    bool mcp_delete;                         /* OP_MCP: DELETE /mcp */
 };
 
 SQ_MUST_CHECK int sq_daemon__threads_start(struct sq_daemon *d, char *err, size_t len);
@@ -186,6 +199,21 @@ void sq_daemon__op_free(struct sq_daemon__op *op);
 bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id);
 /* API thread: takes run id out of the queue (true when it was there). */
 bool sq_daemon__dequeue(struct sq_daemon *d, int64_t id);
+/* Ops thread: a run sq_daemon__dequeue took out is stored stopped and its followers told. */
+void sq_daemon__cancel_queued(struct sq_daemon *d, int64_t id);
+/* Ops thread: what POST /runs does with body (an object; text is its JSON text, stored as the
+ * request): checks it and queues the run. Returns 0 with *id, or a negative code with *status
+ * (the HTTP status POST /runs would answer) and err. */
+SQ_MUST_CHECK int sq_daemon__enqueue(struct sq_daemon *d, const json_t *body, const char *text,
+                                     int64_t *id, int *status, char *err, size_t len);
+
+/* ---- mcp.c: POST /mcp (ops thread only) ---- */
+
+struct sq_daemon__mcp; /* the sessions and the calls waiting for a run */
+void sq_daemon__mcp_op(struct sq_daemon *d, struct sq_daemon__op *op);
+void sq_daemon__mcp_done(struct sq_daemon *d, int64_t run);
+/* After the ops thread stopped: answers the waiting calls, ends every session. */
+void sq_daemon__mcp_close(struct sq_daemon *d);
 
 /* ---- api.c ---- */
 
@@ -264,6 +292,9 @@ struct sq_daemon {
     struct sq_daemon__op *ops_head, *ops_tail;
     bool ops_stop, ops_started;
     pthread_t ops;
+
+    struct sq_daemon__mcp *mcp; /* ops thread only (then the thread that shuts down) */
+    struct sq_inbox *inbox;     /* /inbox/...: captured and served on the API thread */
 
     /* API thread only */
     struct sq_daemon__live *cur, *last;

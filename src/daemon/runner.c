@@ -438,6 +438,12 @@ static void *runner_main(void *arg)
         pthread_mutex_lock(&d->mu);
         d->running = NULL;
         pthread_mutex_unlock(&d->mu);
+        struct sq_daemon__op *done = calloc(1, sizeof(*done));
+        if (done) {
+            done->kind = OP_MCP_DONE; /* the MCP calls waiting for it */
+            done->id = job->id;
+            (void)sq_daemon__op_push(d, done);
+        }
         sq_daemon__req_free(job->req);
         free(job);
         struct sq_daemon__op *op = calloc(1, sizeof(*op));
@@ -556,56 +562,47 @@ static int status_of(int rc)
     }
 }
 
-static void op_create(struct sq_daemon *d, struct sq_daemon__op *op)
+int sq_daemon__enqueue(struct sq_daemon *d, const json_t *body, const char *text, int64_t *id,
+                       int *status, char *err, size_t len)
 {
-    char err[2048];
-    json_t *body = body_json(op, err, sizeof(err));
-    if (!body) {
-        sq_daemon__answer(d, op->p, 400, sq_daemon__error_body(err), NULL);
-        return;
-    }
     struct sq_daemon_config cfg;
     if (config_copy(d, &cfg) < 0) {
         sq_daemon_config_dispose(&cfg);
-        json_decref(body);
-        sq_daemon__answer(d, op->p, 503, sq_daemon__error_body("out of memory"), NULL);
-        return;
+        snprintf(err, len, "out of memory");
+        *status = 503;
+        return -ENOMEM;
     }
     pthread_mutex_lock(&d->mu);
     bool full = d->q_len >= cfg.max_queue;
     pthread_mutex_unlock(&d->mu);
     if (full) {
-        snprintf(err, sizeof(err), "max_queue: %u runs are waiting already; try again later",
+        snprintf(err, len, "max_queue: %u runs are waiting already; try again later",
                  cfg.max_queue);
         sq_daemon_config_dispose(&cfg);
-        json_decref(body);
-        sq_daemon__answer(d, op->p, 429, sq_daemon__error_body(err), "Retry-After: 10\r\n");
-        return;
+        *status = 429;
+        return -EAGAIN;
     }
     struct sq_daemon__req *rq = NULL;
     struct sq_daemon__req_info info;
-    int rc = sq_daemon__req_parse(body, &cfg, &rq, &info, err, sizeof(err));
+    int rc = sq_daemon__req_parse(body, &cfg, &rq, &info, err, len);
     sq_daemon_config_dispose(&cfg);
-    json_decref(body);
     if (rc < 0) {
-        sq_daemon__answer(d, op->p, status_of(rc), sq_daemon__error_body(err), NULL);
-        return;
+        *status = status_of(rc);
+        return rc;
     }
     struct sq_daemon__job *job = calloc(1, sizeof(*job));
     struct sq_store_new_run nr = {
-        .kind = info.kind, .name = info.name, .target = info.target, .request = op->body};
-    int64_t id = 0;
-    rc = job ? sq_store_run_create(d->store, &nr, &id, err, sizeof(err)) : -ENOMEM;
+        .kind = info.kind, .name = info.name, .target = info.target, .request = text};
+    rc = job ? sq_store_run_create(d->store, &nr, id, err, len) : -ENOMEM;
     if (rc < 0) {
         if (!job)
-            snprintf(err, sizeof(err), "out of memory");
+            snprintf(err, len, "out of memory");
         free(job);
         sq_daemon__req_free(rq);
-        sq_daemon__answer(d, op->p, status_of(rc) == 400 ? 500 : status_of(rc),
-                          sq_daemon__error_body(err), NULL);
-        return;
+        *status = status_of(rc) == 400 ? 500 : status_of(rc);
+        return rc;
     }
-    job->id = id;
+    job->id = *id;
     job->req = rq;
     pthread_mutex_lock(&d->mu);
     bool stopping = d->q_stop;
@@ -621,16 +618,37 @@ static void op_create(struct sq_daemon *d, struct sq_daemon__op *op)
     pthread_mutex_unlock(&d->mu);
     if (stopping) {
         struct sq_store_end e = {.status = SQ_STORE_STOPPED, .reason = "the daemon shut down"};
-        if (sq_store_run_end(d->store, id, &e, err, sizeof(err)) < 0)
-            sq_daemon__log(d, "run %lld: %s", (long long)id, err);
+        char err2[512];
+        if (sq_store_run_end(d->store, *id, &e, err2, sizeof(err2)) < 0)
+            sq_daemon__log(d, "run %lld: %s", (long long)*id, err2);
         sq_daemon__req_free(rq);
         free(job);
-        sq_daemon__answer(d, op->p, 503, sq_daemon__error_body("the daemon is shutting down"),
-                          NULL);
+        snprintf(err, len, "the daemon is shutting down");
+        *status = 503;
+        return -ESHUTDOWN;
+    }
+    sq_daemon__log(d, "run %lld queued: %s %s", (long long)*id, sq_store_kind_name(info.kind),
+                   info.target);
+    return 0;
+}
+
+static void op_create(struct sq_daemon *d, struct sq_daemon__op *op)
+{
+    char err[2048];
+    json_t *body = body_json(op, err, sizeof(err));
+    if (!body) {
+        sq_daemon__answer(d, op->p, 400, sq_daemon__error_body(err), NULL);
         return;
     }
-    sq_daemon__log(d, "run %lld queued: %s %s", (long long)id, sq_store_kind_name(info.kind),
-                   info.target);
+    int64_t id = 0;
+    int status = 500;
+    int rc = sq_daemon__enqueue(d, body, op->body, &id, &status, err, sizeof(err));
+    json_decref(body);
+    if (rc < 0) {
+        sq_daemon__answer(d, op->p, status, sq_daemon__error_body(err),
+                          status == 429 ? "Retry-After: 10\r\n" : NULL);
+        return;
+    }
     char body_out[160], loc[96];
     snprintf(body_out, sizeof(body_out),
              "{\"id\":%lld,\"status\":\"queued\",\"url\":\"/runs/%lld\"}", (long long)id,
@@ -675,9 +693,24 @@ static void op_cancel(struct sq_daemon *d, struct sq_daemon__op *op)
     }
     sq_daemon__log(d, "run %lld stopped: %s", (long long)op->id, reason);
     cancel_post(d, op->id, reason);
+    sq_daemon__mcp_done(d, op->id);
     char body[128];
     snprintf(body, sizeof(body), "{\"id\":%lld,\"status\":\"stopped\"}", (long long)op->id);
     sq_daemon__answer(d, op->p, 200, strdup(body), NULL);
+}
+
+void sq_daemon__cancel_queued(struct sq_daemon *d, int64_t id)
+{
+    char err[512];
+    const char *reason = "cancelled before it started";
+    struct sq_store_end e = {.status = SQ_STORE_STOPPED, .reason = reason};
+    if (sq_store_run_end(d->store, id, &e, err, sizeof(err)) < 0) {
+        sq_daemon__log(d, "run %lld: %s", (long long)id, err);
+        return;
+    }
+    sq_daemon__log(d, "run %lld stopped: %s", (long long)id, reason);
+    cancel_post(d, id, reason);
+    sq_daemon__mcp_done(d, id);
 }
 
 static void op_delete(struct sq_daemon *d, struct sq_daemon__op *op)
@@ -744,6 +777,12 @@ static void *ops_main(void *arg)
         case OP_PRUNE:
             op_prune(d);
             break;
+        case OP_MCP:
+            sq_daemon__mcp_op(d, op);
+            break;
+        case OP_MCP_DONE:
+            sq_daemon__mcp_done(d, op->id);
+            break;
         }
         sq_daemon__op_free(op);
     }
@@ -790,10 +829,17 @@ void sq_daemon__threads_stop(struct sq_daemon *d)
         queued = j->next;
         struct sq_store_end e = {.status = SQ_STORE_STOPPED,
                                  .reason = "the daemon shut down before it started"};
-        if (sq_store_run_end(d->store, j->id, &e, err, sizeof(err)) < 0)
+        if (sq_store_run_end(d->store, j->id, &e, err, sizeof(err)) < 0) {
             sq_daemon__log(d, "run %lld: %s", (long long)j->id, err);
-        else
+        } else {
             cancel_post(d, j->id, e.reason);
+            struct sq_daemon__op *done = calloc(1, sizeof(*done));
+            if (done) {
+                done->kind = OP_MCP_DONE;
+                done->id = j->id;
+                (void)sq_daemon__op_push(d, done);
+            }
+        }
         sq_daemon__req_free(j->req);
         free(j);
     }

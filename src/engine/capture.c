@@ -1,12 +1,23 @@
-/* engine/capture.c - exchanges for the run's capture hook (engine/capture.h).
+/* engine/capture.c - exchanges for the run's capture hook and its sampled exchanges
+ * (engine/capture.h).
  *
- * Each VU of a capturing run owns one buffer (struct sq_engine__xc, worker.h). conn_send arms
- * it; the driver fills it (xc_raw before the head is complete, xc_head once it is, xc_body
- * after); conn_complete and conn_fail end it, and the mode decides whether the hook sees it.
- * The first-of-kind mode keeps a per-worker bitmap (one bit per status code, then one per
- * error kind): once a kind was handed out, the worker never copies that kind again.
+ * Each VU of a capturing or sampling run owns a small record (struct sq_engine__xc, worker.h).
+ * conn_send arms it; the driver fills it (xc_raw before the head is complete, xc_head once it
+ * is, xc_body after); conn_complete and conn_fail end it.
+ *
+ * The hook (--verbose, --http-debug) gives every VU its own buffer and copies every exchange;
+ * the first-of-kind mode keeps a per-worker bitmap (one bit per status code, then one per error
+ * kind): once a kind was handed out, the worker never hands that kind out again.
+ *
+ * Sampling (--sample-responses N) keeps per class a reservoir of N (algorithm R: the k-th
+ * exchange of a class takes a random slot with probability N/k). A response draws when its head
+ * is complete; only then, and only when it drew a slot, does it borrow a buffer from the
+ * worker's pool and copy its head and the first SQ_SAMPLE_BODY_MAX bytes of its body. A failure
+ * draws in its error kind's reservoir when it fails. The workers' reservoirs are merged at the
+ * end in proportion to what each saw.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,42 +25,101 @@
 #include "engine/worker.h"
 
 #define SEEN_BITS (SQ_STATUS_CODES + SQ_ERRK_COUNT)
+#define BUF_SIZE  (SQ_CAPTURE_HEAD_MAX + SQ_SAMPLE_BODY_MAX)
+#define POOL_MIN  8 /* sample buffers per worker at least (exchanges drawn at the same time) */
+
+static void xs_free_one(struct sq_xsample *x)
+{
+    free(x->req);
+    free(x->head);
+    free(x->body);
+    memset(x, 0, sizeof(*x));
+}
 
 int sq_engine__xc_init(struct sq_engine__worker *w)
 {
     w->capture = w->cfg->capture;
-    if (!w->capture)
+    w->xs_per = w->cfg->sample_per_class;
+    if (!w->capture && !w->xs_per)
         return 0;
-    w->xcs = calloc(w->nconns ? w->nconns : 1, sizeof(*w->xcs));
-    w->xc_seen = calloc((SEEN_BITS + 7) / 8, 1);
-    if (!w->xcs || !w->xc_seen)
+    uint32_t n = w->nconns ? w->nconns : 1;
+    w->xcs = calloc(n, sizeof(*w->xcs));
+    if (!w->xcs)
         return -ENOMEM;
-    for (uint32_t i = 0; i < w->nconns; i++)
+    for (uint32_t i = 0; i < w->nconns; i++) {
         w->conns[i].xc = &w->xcs[i];
+        w->xcs[i].slot = -1;
+    }
+    if (w->capture) {
+        w->xc_seen = calloc((SEEN_BITS + 7) / 8, 1);
+        if (!w->xc_seen)
+            return -ENOMEM;
+        for (uint32_t i = 0; i < n; i++)
+            if (!(w->xcs[i].buf = malloc(BUF_SIZE)))
+                return -ENOMEM;
+    }
+    if (w->xs_per) {
+        uint32_t pool = w->xs_per * 2 > POOL_MIN ? w->xs_per * 2 : POOL_MIN;
+        if (pool > n)
+            pool = n;
+        w->xs = calloc(SQ_XS_CLASSES, sizeof(*w->xs));
+        w->xs_pool = malloc((size_t)pool * BUF_SIZE);
+        w->xs_free = malloc(pool * sizeof(*w->xs_free));
+        if (!w->xs || !w->xs_pool || !w->xs_free)
+            return -ENOMEM;
+        for (uint32_t k = 0; k < SQ_XS_CLASSES; k++)
+            if (!(w->xs[k].slot = calloc(w->xs_per, sizeof(*w->xs[k].slot))))
+                return -ENOMEM;
+        for (uint32_t i = 0; i < pool; i++)
+            w->xs_free[i] = i;
+        w->xs_nfree = pool;
+        w->xs_rng = 0xD1B54A32D192ED03ull * (w->windex + 1);
+    }
     return 0;
 }
 
 void sq_engine__xc_dispose(struct sq_engine__worker *w)
 {
+    if (w->xcs && w->capture)
+        for (uint32_t i = 0; i < (w->nconns ? w->nconns : 1); i++)
+            free(w->xcs[i].buf);
     free(w->xcs);
     free(w->xc_seen);
+    for (uint32_t k = 0; w->xs && k < SQ_XS_CLASSES; k++) {
+        for (uint32_t i = 0; i < w->xs[k].n; i++)
+            xs_free_one(&w->xs[k].slot[i]);
+        free(w->xs[k].slot);
+    }
+    free(w->xs);
+    free(w->xs_pool);
+    free(w->xs_free);
     w->xcs = NULL;
     w->xc_seen = NULL;
+    w->xs = NULL;
+    w->xs_pool = NULL;
+    w->xs_free = NULL;
 }
 
-static size_t body_max(const struct sq_capture *cap)
+static size_t hook_body_max(const struct sq_capture *cap)
 {
     return cap->body_max && cap->body_max < SQ_CAPTURE_BODY_MAX ? cap->body_max
                                                                 : SQ_CAPTURE_BODY_MAX;
 }
 
+static size_t body_room(const struct sq_engine__worker *w)
+{
+    return w->xs_per ? SQ_SAMPLE_BODY_MAX : hook_body_max(w->capture);
+}
+
 void sq_engine__xc_arm(struct sq_engine__conn *c)
 {
     struct sq_engine__xc *k = c->xc;
-    k->on = true;
+    k->on = c->w->capture != NULL; /* sampling only: nothing is copied until a draw says so */
     k->in_body = k->head_cut = false;
     k->head_len = k->body_len = 0;
     k->body_total = 0;
+    k->head_ns = 0;
+    k->slot = -1;
 }
 
 void sq_engine__xc_raw(struct sq_engine__conn *c, const char *data, size_t len)
@@ -62,19 +132,90 @@ void sq_engine__xc_raw(struct sq_engine__conn *c, const char *data, size_t len)
         len = room;
         k->head_cut = true;
     }
-    memcpy(k->head + k->head_len, data, len);
+    memcpy(k->buf + k->head_len, data, len);
     k->head_len += (uint32_t)len;
 }
 
-void sq_engine__xc_head(struct sq_engine__conn *c, const char *head, size_t len)
+static uint64_t xs_next(struct sq_engine__worker *w)
 {
+    w->xs_rng ^= w->xs_rng << 13; /* xorshift64 */
+    w->xs_rng ^= w->xs_rng >> 7;
+    w->xs_rng ^= w->xs_rng << 17;
+    return w->xs_rng;
+}
+
+/* A uniform double in (0, 1). */
+static double xs_unit(struct sq_engine__worker *w)
+{
+    return ((double)(xs_next(w) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+/* Algorithm L's next jump: the weight shrinks by a random factor, and the next replacement is
+ * a geometric number of exchanges away. */
+static void xs_skip(struct sq_engine__worker *w, struct sq_engine__xres *r)
+{
+    r->wgt *= exp(log(xs_unit(w)) / (double)w->xs_per);
+    double skip = floor(log(xs_unit(w)) / log1p(-r->wgt));
+    if (!(skip < 1e18)) /* a weight that underflowed: no further replacement in practice */
+        skip = 1e18;
+    r->next = r->seen + (uint64_t)skip + 1;
+}
+
+/* Reservoir sampling (algorithm L, the same distribution as algorithm R's "the k-th exchange
+ * is kept with probability N/k"): the slot the class's next exchange takes, or -1. Once the
+ * reservoir is full the common case is an increment and a compare: the random draws happen
+ * only at a replacement. */
+static int32_t xs_draw(struct sq_engine__worker *w, uint32_t cls)
+{
+    struct sq_engine__xres *r = &w->xs[cls];
+    uint64_t seen = ++r->seen;
+    if (SQ_LIKELY(seen > w->xs_per)) {
+        if (SQ_LIKELY(seen != r->next))
+            return -1;
+        int32_t slot = (int32_t)(xs_next(w) % w->xs_per);
+        xs_skip(w, r);
+        return slot;
+    }
+    if (seen == w->xs_per) {
+        r->wgt = 1.0;
+        xs_skip(w, r);
+    }
+    return (int32_t)(seen - 1);
+}
+
+static uint32_t status_class(uint16_t status)
+{
+    return status >= 100 && status <= 599 ? status / 100 : 0;
+}
+
+void sq_engine__xc_head(struct sq_engine__conn *c, uint16_t status, const char *head, size_t len)
+{
+    struct sq_engine__worker *w = c->w;
     struct sq_engine__xc *k = c->xc;
+    if (w->xs_per) {
+        k->slot = xs_draw(w, status_class(status));
+        if (SQ_LIKELY(k->slot < 0) && !k->on)
+            return;
+        k->head_ns = c->fb_ns ? c->fb_ns : sq_loop_now(w->loop);
+        if (!w->capture) { /* sampling alone: nothing was armed at the send */
+            if (!k->on) {
+                if (w->xs_nfree == 0) { /* every buffer is out: this one goes unsampled */
+                    k->slot = -1;
+                    return;
+                }
+                k->buf = w->xs_pool + (size_t)w->xs_free[--w->xs_nfree] * BUF_SIZE;
+                k->pooled = k->on = true;
+            }
+            k->body_len = 0;
+            k->body_total = 0;
+        }
+    }
     if (!k->on)
         return;
     k->head_cut = len > SQ_CAPTURE_HEAD_MAX;
     if (k->head_cut)
         len = SQ_CAPTURE_HEAD_MAX;
-    memcpy(k->head, head, len);
+    memcpy(k->buf, head, len);
     k->head_len = (uint32_t)len;
     k->in_body = true;
 }
@@ -86,14 +227,14 @@ void sq_engine__xc_body(struct sq_engine__conn *c, const char *data, size_t len)
         return;
     k->in_body = true;
     k->body_total += len;
-    size_t room = body_max(c->w->capture) - k->body_len;
+    size_t room = body_room(c->w) - k->body_len;
     if (len > room)
         len = room;
-    memcpy(k->body + k->body_len, data, len);
+    memcpy(k->buf + SQ_CAPTURE_HEAD_MAX + k->body_len, data, len);
     k->body_len += (uint32_t)len;
 }
 
-/* The request as sent, cut after its head and body_max bytes of its body. */
+/* The request as sent, cut after its head and max_body bytes of its body. */
 static size_t request_part(const char *req, size_t len, size_t max_body)
 {
     const char *end = memmem(req, len, "\r\n\r\n", 4);
@@ -103,11 +244,94 @@ static size_t request_part(const char *req, size_t len, size_t max_body)
     return len - head > max_body ? head + max_body : len;
 }
 
+static char *dup_bytes(const char *p, size_t n)
+{
+    char *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, p, n);
+    return d;
+}
+
+/* Keeps the exchange in slot of class cls (what the slot held goes). Out of memory: the slot
+ * is left empty of this one (the sample is a sample). */
+static void xs_keep(struct sq_engine__conn *c, int64_t now, uint32_t cls, int32_t slot,
+                    uint16_t status, int error)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_engine__xc *k = c->xc;
+    struct sq_engine__xres *r = &w->xs[cls];
+    struct sq_xsample x = {
+        .cls = cls,
+        .end_ns = now - w->start_ns,
+        .latency_us = (now - c->since_ns) / 1000,
+        .ttfb_us = k->head_ns && c->sent_ns ? (k->head_ns - c->sent_ns) / 1000 : -1,
+        .connect_us = c->connect_ns / 1000,
+        .tls_us = c->tls_ns ? c->tls_ns / 1000 : -1,
+        .status = status,
+        .error = error,
+        .h2 = w->drv != &sq_engine__h1_driver,
+    };
+    if (c->req) {
+        size_t n = request_part(c->req, c->req_len, SQ_SAMPLE_BODY_MAX);
+        x.req_cut = n < c->req_len;
+        x.req_len = n;
+        if (!(x.req = dup_bytes(c->req, n)))
+            return;
+    }
+    if (k->on && k->head_len) {
+        x.head_len = k->head_len;
+        x.head_cut = k->head_cut;
+        if (!(x.head = dup_bytes(k->buf, k->head_len))) {
+            xs_free_one(&x);
+            return;
+        }
+    }
+    if (k->on && k->body_total) {
+        x.body_len = k->body_len;
+        x.body_total = k->body_total;
+        if (!(x.body = dup_bytes(k->buf + SQ_CAPTURE_HEAD_MAX, k->body_len))) {
+            xs_free_one(&x);
+            return;
+        }
+    }
+    if (r->n < w->xs_per) /* filling: whatever slot it drew, the next free one */
+        slot = (int32_t)r->n++;
+    else
+        xs_free_one(&r->slot[slot]);
+    r->slot[slot] = x;
+}
+
+static void xs_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_engine__xc *k = c->xc;
+    uint32_t cls;
+    int32_t slot;
+    if (error >= 0) {
+        cls = SQ_XS_STATUS_CLASSES + (uint32_t)error;
+        slot = xs_draw(w, cls);
+    } else {
+        cls = status_class(status);
+        slot = k->slot;
+    }
+    if (slot >= 0)
+        xs_keep(c, now, cls, slot, status, error);
+    k->slot = -1;
+    k->head_ns = 0;
+    if (k->pooled) {
+        w->xs_free[w->xs_nfree++] = (uint32_t)((k->buf - w->xs_pool) / BUF_SIZE);
+        k->buf = NULL;
+        k->pooled = k->on = false;
+    }
+}
+
 void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error)
 {
     struct sq_engine__worker *w = c->w;
     struct sq_engine__xc *k = c->xc;
-    if (!k->on)
+    if (w->xs_per)
+        xs_end(c, now, status, error); /* before the hook's copy: k->on may be the pool's */
+    if (!w->capture || !k->on)
         return;
     k->on = false;
     if (w->capture->mode == SQ_CAPTURE_FIRST_OF_KIND) {
@@ -117,7 +341,8 @@ void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, 
             return;
         w->xc_seen[bit / 8] |= (uint8_t)(1u << (bit % 8));
     }
-    size_t req_len = c->req ? request_part(c->req, c->req_len, body_max(w->capture)) : 0;
+    size_t max = hook_body_max(w->capture);
+    size_t req_len = c->req ? request_part(c->req, c->req_len, max) : 0;
     struct sq_exchange x = {
         .end_ns = now - w->start_ns,
         .latency_us = (now - c->since_ns) / 1000,
@@ -126,13 +351,101 @@ void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, 
         .req = c->req,
         .req_len = req_len,
         .req_cut = req_len < c->req_len,
-        .head = k->head,
+        .head = k->buf,
         .head_len = k->head_len,
         .head_cut = k->head_cut,
-        .body = k->body,
-        .body_len = k->body_len,
+        .body = k->buf + SQ_CAPTURE_HEAD_MAX,
+        .body_len = k->body_len < max ? k->body_len : max,
         .body_total = k->body_total,
         .h2 = w->drv != &sq_engine__h1_driver,
     };
     w->capture->on_exchange(w->capture->ud, w->windex, &x);
+}
+
+/* ---- the end of the run: one reservoir per class from every worker's ---- */
+
+static uint64_t merge_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static int by_class_then_time(const void *a, const void *b)
+{
+    const struct sq_xsample *x = a, *y = b;
+    if (x->cls != y->cls)
+        return x->cls < y->cls ? -1 : 1;
+    return (x->end_ns > y->end_ns) - (x->end_ns < y->end_ns);
+}
+
+int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_class,
+                        struct sq_xsamples *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->per_class = per_class;
+    if (!per_class)
+        return 0;
+    size_t cap = 0;
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
+        uint64_t kept = 0;
+        for (uint32_t i = 0; i < n; i++)
+            kept += ws[i].xs ? ws[i].xs[k].n : 0;
+        cap += kept < per_class ? kept : per_class;
+    }
+    out->v = calloc(cap ? cap : 1, sizeof(*out->v));
+    double *rem = calloc(n ? n : 1, sizeof(*rem));
+    uint32_t *next = calloc(n ? n : 1, sizeof(*next));
+    if (!out->v || !rem || !next) {
+        free(rem);
+        free(next);
+        free(out->v);
+        out->v = NULL;
+        return -ENOMEM;
+    }
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
+        /* Each kept exchange of worker i stands for seen/n of its class there: draw a worker in
+         * proportion to what it still stands for, take its next kept exchange (its reservoir
+         * is in random order), until per_class are taken or none is left. */
+        double total = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            struct sq_engine__xres *r = ws[i].xs ? &ws[i].xs[k] : NULL;
+            out->seen[k] += r ? r->seen : 0;
+            rem[i] = r && r->n ? (double)r->seen : 0;
+            next[i] = 0;
+            total += rem[i];
+        }
+        for (uint32_t taken = 0; taken < per_class && total > 0.5; taken++) {
+            double u = (double)(merge_next(&rng) >> 11) / 9007199254740992.0 * total;
+            uint32_t i = 0;
+            while (i + 1 < n && (rem[i] <= 0 || u >= rem[i])) {
+                if (rem[i] > 0)
+                    u -= rem[i];
+                i++;
+            }
+            while (rem[i] <= 0) /* rounding at the end: the last worker with any */
+                i--;
+            struct sq_engine__xres *r = &ws[i].xs[k];
+            out->v[out->n++] = r->slot[next[i]];
+            memset(&r->slot[next[i]], 0, sizeof(r->slot[0])); /* handed over */
+            next[i]++;
+            double each = (double)r->seen / r->n;
+            total -= next[i] == r->n ? rem[i] : each;
+            rem[i] = next[i] == r->n ? 0 : rem[i] - each;
+        }
+    }
+    free(rem);
+    free(next);
+    qsort(out->v, out->n, sizeof(*out->v), by_class_then_time);
+    return 0;
+}
+
+void sq_engine__xs_dispose(struct sq_xsamples *x)
+{
+    for (size_t i = 0; i < x->n; i++)
+        xs_free_one(&x->v[i]);
+    free(x->v);
+    memset(x, 0, sizeof(*x));
 }

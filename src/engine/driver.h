@@ -103,7 +103,7 @@ void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *
 /* Exchange capture (engine/capture.h), called only when c->xc is set: raw response bytes read
  * before the head is complete, the complete head, and body bytes (decoded). */
 void sq_engine__xc_raw(struct sq_engine__conn *c, const char *data, size_t len);
-void sq_engine__xc_head(struct sq_engine__conn *c, const char *head, size_t len);
+void sq_engine__xc_head(struct sq_engine__conn *c, uint16_t status, const char *head, size_t len);
 void sq_engine__xc_body(struct sq_engine__conn *c, const char *data, size_t len);
 /* A WebSocket upgrade failed (msg says how): counted as one `upgrade` error that cost no request,
  * the first message kept for the summary and the watchdog. The driver closes the VU and backs

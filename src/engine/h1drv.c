@@ -203,7 +203,7 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
         if (n && sq_buf_append(&c->cap->body, data, n) < 0)
             return -ENOMEM;
     }
-    if (SQ_UNLIKELY(c->xc != NULL))
+    if (SQ_UNLIKELY(c->xc != NULL) && c->xc->on)
         sq_engine__xc_body(c, data, len);
     return 0;
 }
@@ -238,7 +238,7 @@ static int on_head(void *ud, const char *head, size_t len)
     struct sq_engine__conn *c = ud;
     struct sq_flow_vu *v = c->fv;
     if (SQ_UNLIKELY(c->xc != NULL))
-        sq_engine__xc_head(c, head, len);
+        sq_engine__xc_head(c, c->rd.status, head, len);
     uint8_t enc = c->rd.content_encoding;
     c->decoding = false;
     c->streaming = c->rd.event_stream;
@@ -376,7 +376,7 @@ static void conn_read(struct sq_engine__conn *c)
         }
         if (c->fb_ns == 0)
             c->fb_ns = rx_time(c, sq_loop_now(w->loop));
-        if (SQ_UNLIKELY(c->xc != NULL))
+        if (SQ_UNLIKELY(c->xc != NULL) && c->xc->on)
             sq_engine__xc_raw(c, w->rbuf, (size_t)n);
         const char *p = w->rbuf;
         size_t left = (size_t)n;

@@ -315,7 +315,7 @@ static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
     if (SQ_UNLIKELY(c->xc != NULL)) {
         char line[32];
         int n = snprintf(line, sizeof(line), "HTTP/2 %d\r\n\r\n", status);
-        sq_engine__xc_head(c, line, (size_t)n);
+        sq_engine__xc_head(c, (uint16_t)status, line, (size_t)n);
     }
     if (SQ_UNLIKELY(c->fv != NULL) && st->want_fields)
         sq_flow_vu_fields_done(c->fv);
@@ -347,7 +347,7 @@ static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t 
     struct h2conn *t = ud;
     struct sq_engine__conn *c = vu_of(t, st);
     c->rd.body.bytes += len;
-    if (SQ_UNLIKELY(c->xc != NULL))
+    if (SQ_UNLIKELY(c->xc != NULL) && c->xc->on)
         sq_engine__xc_body(c, data, len);
     if (SQ_LIKELY(!c->decoding && !c->streaming && !(c->fv && c->fv->capture)))
         return; /* framing only */

@@ -19,7 +19,8 @@
 void sq_planrun_opts_init(struct sq_planrun_opts *o)
 {
     *o = (struct sq_planrun_opts){.timeout_ns = 10 * SQ_NS_PER_S,
-                                  .connect_timeout_ns = 5 * SQ_NS_PER_S};
+                                  .connect_timeout_ns = 5 * SQ_NS_PER_S,
+                                  .sample_responses = SQ_SAMPLE_RESPONSES_DEFAULT};
 }
 
 static const struct option longs[] = {
@@ -39,6 +40,7 @@ static const struct option longs[] = {
     {"percentiles", required_argument, NULL, 'R'},
     {"watch", required_argument, NULL, 'W'},
     {"watch-name", required_argument, NULL, 'w'},
+    {"sample-responses", required_argument, NULL, 'X'},
     SQ_NETOPTS_LONG_OPTIONS,
     SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -135,6 +137,12 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
         case 'w':
             if ((rc = sq_watch_opts_add(&o->watch, ch == 'w', flag, optarg, err, len)) < 0)
                 return rc;
+            break;
+        case 'X':
+            if (sq_parse_u64(optarg, 0, SQ_SAMPLE_RESPONSES_MAX, 1, &o->sample_responses) < 0)
+                return sq_flag_fail(err, len,
+                                    "%s: '%s' is not a count of exchanges kept per class (0..%d)",
+                                    flag, optarg, SQ_SAMPLE_RESPONSES_MAX);
             break;
         case 'h':
             return SQ_PLANRUN_HELP;
@@ -244,6 +252,7 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
         return rc;
     cfg->watch = r->watch;
+    cfg->sample_per_class = (uint32_t)o->sample_responses;
     if (o->streams && !nh2)
         return sq_flag_fail(err, len,
                             "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");

@@ -48,6 +48,7 @@ struct sq_planrun_opts {
     double percentiles[16];  /* --percentiles; npercentiles 0: the default list */
     size_t npercentiles;
     struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (engine/watchopt.h) */
+    uint64_t sample_responses;  /* --sample-responses N: exchanges kept per class (5; 0: none) */
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     const char *csv_path, *hdr_path, *ndjson_path; /* --out csv=, hdr=, ndjson= */

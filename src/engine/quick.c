@@ -56,6 +56,7 @@ enum {
     OPT_SINK_SETTLE,
     OPT_URLS,
     OPT_HTTP_DEBUG,
+    OPT_SAMPLE_RESPONSES,
     OPT_NAME,
     OPT_PERCENTILES,
     OPT_WATCH,
@@ -109,6 +110,7 @@ static const struct option longs[] = {
     {"urls", required_argument, NULL, OPT_URLS},
     {"verbose", no_argument, NULL, 'v'},
     {"http-debug", optional_argument, NULL, OPT_HTTP_DEBUG},
+    {"sample-responses", required_argument, NULL, OPT_SAMPLE_RESPONSES},
     {"name", required_argument, NULL, OPT_NAME},
     {"percentiles", required_argument, NULL, OPT_PERCENTILES},
     {"watch", required_argument, NULL, OPT_WATCH},
@@ -134,6 +136,7 @@ void sq_quick_opts_init(struct sq_quick_opts *o)
         .connect_timeout_ns = 5 * SQ_NS_PER_S,
         .qos = -1,
         .precision = -1,
+        .sample_responses = SQ_SAMPLE_RESPONSES_DEFAULT,
     };
 }
 
@@ -409,6 +412,12 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
                                 flag, arg, SQ_QUICK_HTTP_DEBUG_MAX);
         o->http_debug = true;
         o->http_debug_force = arg != NULL;
+        return 0;
+    case OPT_SAMPLE_RESPONSES:
+        if (sq_parse_u64(arg, 0, SQ_SAMPLE_RESPONSES_MAX, 1, &o->sample_responses) < 0)
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a count of exchanges kept per class (0..%d)", flag,
+                                arg, SQ_SAMPLE_RESPONSES_MAX);
         return 0;
     case OPT_NAME:
         if (!arg[0])
@@ -1429,6 +1438,7 @@ configure:;
     if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
         return rc;
     cfg->watch = r->watch;
+    cfg->sample_per_class = (uint32_t)o->sample_responses;
     /* ALPN h2 is required: a server that does not pick it fails the handshake. */
     rc = sq_net_setup(&r->net, &o->net, &r->url, o->http2 ? "h2" : NULL, cfg, err, len);
     if (rc < 0)

@@ -103,11 +103,12 @@ struct sq_quick_opts {
     size_t nsinks;
     const char *sink_stamp;
     int64_t sink_settle_ns;
-    bool verbose;           /* -v: the first exchange of each status and error kind */
-    bool http_debug;        /* --http-debug: every exchange (a few requests only) */
-    bool http_debug_force;  /* --http-debug=force: whatever the count */
-    const char *name;       /* --name: the run's name in the result */
-    double percentiles[16]; /* --percentiles (output/json.h); npercentiles 0: the default */
+    bool verbose;              /* -v: the first exchange of each status and error kind */
+    bool http_debug;           /* --http-debug: every exchange (a few requests only) */
+    bool http_debug_force;     /* --http-debug=force: whatever the count */
+    uint64_t sample_responses; /* --sample-responses N: exchanges kept per class (5; 0: none) */
+    const char *name;          /* --name: the run's name in the result */
+    double percentiles[16];    /* --percentiles (output/json.h); npercentiles 0: the default */
     size_t npercentiles;
     /* sq_quick_from_json: the arguments it built and the body (owned) */
     char **_argv;

@@ -1019,6 +1019,10 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
             *why = "out of memory";
         }
     }
+    if (rc == 0 && sq_engine__xs_merge(ws, started, cfg->sample_per_class, &out->xsamples) < 0) {
+        rc = -ENOMEM;
+        *why = "out of memory";
+    }
     if (rc == 0 && go && fine_merge(ws, started, end - go, &out->fine) < 0) {
         rc = -ENOMEM;
         *why = "out of memory";
@@ -1109,6 +1113,7 @@ uint32_t sq_run_workers(const struct sq_run_config *cfg)
 
 void sq_result_dispose(struct sq_result *r)
 {
+    sq_engine__xs_dispose(&r->xsamples);
     free(r->series.v);
     r->series = (struct sq_series){0};
     free(r->fine.v);

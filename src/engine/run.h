@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "engine/capture.h"
 #include "plan/exec.h"
 #include "net/sock.h"
 #include "proc/watch.h"
@@ -325,6 +326,9 @@ struct sq_run_config {
     /* Optional: exchanges (request and response heads, the start of each body) handed to a
      * per-worker hook (engine/capture.h: --verbose, --http-debug). NULL costs nothing. */
     const struct sq_capture *capture;
+    /* Sampled exchanges (--sample-responses): at most this many kept per class
+     * (engine/capture.h); 0: none, nothing paid. */
+    uint32_t sample_per_class;
     /* Optional (--watch, --watch-name): processes sampled from /proc at the start, at each second
      * and at the end, on the main thread (proc/watch.h). Owned by the caller; sq_run starts it.
      * The figures land in each second's `server` and in the result's `server`. */
@@ -498,6 +502,16 @@ struct sq_server_stats {
  * SQ_CLIENT_BEHIND_NS at a tick. */
 void sq_client_judge(struct sq_client_stats *c, bool open);
 
+/* The sampled exchanges of a run (engine/capture.h): per class, how many were seen, and the kept
+ * ones (v, sorted by class, then by when they ended). */
+#define SQ_XS_CLASSES (SQ_XS_STATUS_CLASSES + SQ_ERRK_COUNT)
+struct sq_xsamples {
+    uint32_t per_class; /* 0: the run sampled none */
+    uint64_t seen[SQ_XS_CLASSES];
+    struct sq_xsample *v;
+    size_t n;
+};
+
 struct sq_result {
     struct sq_counters c;
     uint64_t in_flight; /* sent but neither completed nor failed when the run ended */
@@ -537,6 +551,7 @@ struct sq_result {
     bool aborted;          /* ended early: stop flag, or no connection could be made */
     char abort_reason[320];
     uint64_t status_codes[SQ_STATUS_CODES]; /* responses by exact status ([0]: none parsed) */
+    struct sq_xsamples xsamples;            /* sampled exchanges (cfg->sample_per_class) */
     int64_t wall_start_ns;                  /* CLOCK_REALTIME at the common start; 0: none */
     int first_connect_err;                  /* -errno of the first failed connect; 0: none */
     struct sq_fine_series fine;             /* the 100 ms series */

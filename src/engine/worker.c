@@ -287,7 +287,7 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     c->wdone_ns = 0;
     c->fb_ns = 0;
     c->head = head;
-    if (SQ_UNLIKELY(c->xc != NULL))
+    if (SQ_UNLIKELY(c->xc != NULL) && w->capture) /* sampling alone arms at the head */
         sq_engine__xc_arm(c);
     w->drv->send(c);
 }

@@ -99,13 +99,24 @@ struct sq_engine__conn {
 /* A VU's exchange capture buffer (capture.c): the response of the request in flight, as it
  * arrives (--verbose, --http-debug; not the wrk scripts' struct sq_engine__capture). */
 struct sq_engine__xc {
-    bool on;      /* this exchange is being captured */
+    bool on;      /* this exchange is being captured (buf holds what came so far) */
     bool in_body; /* the head is complete: what arrives now is body */
     bool head_cut;
+    bool pooled;  /* buf is borrowed from the worker's sample pool (returned at the end) */
+    int32_t slot; /* sampled: the reservoir slot its status class drew at the head; -1 none */
     uint32_t head_len, body_len;
     uint64_t body_total;
-    char head[SQ_CAPTURE_HEAD_MAX];
-    char body[SQ_CAPTURE_BODY_MAX];
+    int64_t head_ns; /* when the head completed (its first byte: the reader's fb_ns) */
+    char *buf;       /* SQ_CAPTURE_HEAD_MAX head bytes, then the body's first bytes; NULL: none */
+};
+
+/* A worker's reservoir for one class of sampled exchanges (capture.c). */
+struct sq_engine__xres {
+    uint64_t seen;
+    uint64_t next; /* full: the seen count of the next replacement (algorithm L) */
+    double wgt;
+    uint32_t n;              /* kept: slots [0, n) hold one */
+    struct sq_xsample *slot; /* per_class of them */
 };
 
 /* What a worker publishes for the run's watchdog: written by the worker with relaxed atomic
@@ -251,6 +262,13 @@ struct sq_engine__worker {
     const struct sq_capture *capture;
     struct sq_engine__xc *xcs;
     uint8_t *xc_seen;
+    /* sampled exchanges (capture.c): per class reservoirs, the buffers drawn exchanges borrow
+     * (xs_free: a stack of free ones), and the draws' own xorshift64 state */
+    uint32_t xs_per;
+    struct sq_engine__xres *xs;
+    char *xs_pool;
+    uint32_t *xs_free, xs_nfree;
+    uint64_t xs_rng;
     int first_connect_err;
     struct sq_engine__slot slots[SQ_SLOTS];
     uint32_t wr, rd; /* slots published / consumed */
@@ -349,6 +367,12 @@ SQ_MUST_CHECK int sq_engine__xc_init(struct sq_engine__worker *w);
 void sq_engine__xc_dispose(struct sq_engine__worker *w);
 /* A request was sent: capture its exchange (the mode decides at its end). */
 void sq_engine__xc_arm(struct sq_engine__conn *c);
+/* Merges the workers' reservoirs into out (drawn in proportion to what each saw). Returns 0 or
+ * -ENOMEM. The workers keep nothing of it. */
+SQ_MUST_CHECK int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_class,
+                                      struct sq_xsamples *out);
+/* Frees what out holds. */
+void sq_engine__xs_dispose(struct sq_xsamples *x);
 /* The request ended: completed with status (error -1), or failed with an enum sq_errk. Hands
  * the exchange to the hook when the mode wants it. */
 void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error);

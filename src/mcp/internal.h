@@ -40,7 +40,11 @@ struct sq_mcp {
     struct sq_mcp__target targets[SQ_MCP_MAX_TARGETS];
     struct sq_mcp__inbox inboxes[SQ_MCP_MAX_TARGETS];
     struct sq_mcp__run runs[SQ_MCP_KEEP_RUNS];
-    uint64_t next_run; /* the id the next run gets */
+    uint64_t next_run;          /* the id the next run gets */
+    const json_t *cur_id;       /* the request being handled's JSON-RPC id (borrowed) */
+    const json_t *cur_args;     /* run_load_test's arguments while it runs (borrowed) */
+    const json_t *cur_progress; /* the request's params._meta.progressToken, or NULL */
+    bool deferred;              /* the last request was handed to cfg.submit */
 };
 
 /* The tools' descriptors for tools/list (a new array). */
@@ -51,6 +55,13 @@ json_t *sq_mcp__tools_list(void);
  * not match its schema: err says which) or SQ_MCP_INTERNAL_ERROR (memory). */
 int sq_mcp__tools_call(struct sq_mcp *m, const char *name, json_t *args, json_t **result, char *err,
                        size_t errlen);
+
+/* The result of a run (the tool's answer): summary text and document. */
+json_t *sq_mcp__run_result(int64_t id, const char *summary, json_t *doc);
+/* The summary squall prints for doc (malloc'd, NULL: memory). */
+char *sq_mcp__summary_text(const json_t *doc);
+/* A tool error result. */
+json_t *sq_mcp__tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Frees what the tools hold (targets stopped, runs dropped). */
 void sq_mcp__tools_dispose(struct sq_mcp *m);

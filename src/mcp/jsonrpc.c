@@ -142,6 +142,7 @@ char *sq_mcp_handle(struct sq_mcp *m, const char *msg, size_t len)
     int rc = sq_mcp_parse(msg, len, &req, why, sizeof(why));
     char *out = NULL;
     char text[512];
+    m->deferred = false;
     if (rc == SQ_MCP_PARSE_ERROR) {
         snprintf(text, sizeof(text), "Parse error: %s", why);
         return error_resp(NULL, rc, text);
@@ -174,9 +175,18 @@ char *sq_mcp_handle(struct sq_mcp *m, const char *msg, size_t len)
                              "tools/call: params.arguments must be an object");
         } else {
             json_t *result = NULL;
+            m->cur_id = req.id;
+            json_t *meta = json_object_get(req.params, "_meta");
+            json_t *tok = meta ? json_object_get(meta, "progressToken") : NULL;
+            m->cur_progress = json_is_string(tok) || json_is_integer(tok) ? tok : NULL;
             rc = sq_mcp__tools_call(m, json_string_value(name), json_is_object(args) ? args : NULL,
                                     &result, err, sizeof(err));
-            out = rc == 0 ? result_resp(req.id, result) : error_resp(req.id, rc, err);
+            m->cur_id = NULL;
+            m->cur_progress = NULL;
+            if (m->deferred)
+                json_decref(result); /* the host answers when the run ends */
+            else
+                out = rc == 0 ? result_resp(req.id, result) : error_resp(req.id, rc, err);
         }
     } else {
         snprintf(text, sizeof(text), "Method not found: %.200s", meth);
@@ -205,6 +215,45 @@ void sq_mcp_free(struct sq_mcp *m)
         return;
     sq_mcp__tools_dispose(m);
     free(m);
+}
+
+bool sq_mcp_deferred(const struct sq_mcp *m)
+{
+    return m->deferred;
+}
+
+char *sq_mcp_error_answer(const json_t *rpc_id, int code, const char *msg)
+{
+    return error_resp((json_t *)rpc_id, code, msg);
+}
+
+char *sq_mcp_run_answer(const json_t *rpc_id, int64_t run_id, const char *status,
+                        const char *reason, const char *doc)
+{
+    json_t *d = doc ? json_loads(doc, 0, NULL) : NULL;
+    json_t *r = NULL;
+    if (d) {
+        char *summary = sq_mcp__summary_text(d);
+        if (summary) {
+            bool finished = strcmp(status, "finished") == 0;
+            size_t n = strlen(summary) + (reason ? strlen(reason) : 0) + 64;
+            char *text = malloc(n);
+            if (text) {
+                snprintf(text, n, "%s%s%s%s%s", finished ? "" : "the run ", finished ? "" : status,
+                         reason ? ": " : "", reason ? reason : "", finished ? summary : "\n");
+                if (!finished)
+                    snprintf(text + strlen(text), n - strlen(text), "%s", summary);
+                r = sq_mcp__run_result(run_id, text, d);
+            }
+            free(text);
+        }
+        free(summary);
+    } else {
+        r = sq_mcp__tool_error("run %lld %s: %s", (long long)run_id, status,
+                               reason ? reason : "no result was stored");
+    }
+    json_decref(d);
+    return result_resp((json_t *)rpc_id, r);
 }
 
 bool sq_mcp_initialized(const struct sq_mcp *m)

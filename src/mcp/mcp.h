@@ -24,6 +24,8 @@
 
 #include "base/err.h"
 
+struct sq_store;
+
 #define SQ_MCP_PROTOCOL "2025-06-18" /* the revision this server speaks */
 #define SQ_MCP_MAX_MSG  (4u << 20)   /* the longest message read (4 MiB) */
 
@@ -33,6 +35,7 @@
 #define SQ_MCP_MAX_TARGETS  4                               /* start_target: at once */
 #define SQ_MCP_KEEP_RUNS    16                              /* results list_runs keeps */
 #define SQ_MCP_MAX_HOSTS    16                              /* --allow-host: names */
+#define SQ_MCP_LIST_RUNS    50                              /* list_runs from a store */
 
 /* JSON-RPC 2.0 error codes (section 5.1). */
 enum {
@@ -50,6 +53,27 @@ struct sq_mcp_config {
     size_t nallow_hosts;
     /* Optional: set non-zero (SIGINT) to end the run in progress early. */
     volatile int *stop;
+    /* Optional: the run store (borrowed). list_runs, get_run and compare_runs read runs there,
+     * and (without submit) every run a tool makes is recorded in it. NULL: the session's last
+     * SQ_MCP_KEEP_RUNS results, in memory. */
+    struct sq_store *store;
+    /* Optional, a host that queues runs itself (the daemon). With submit, run_load_test checks
+     * the caps and then hands the run over instead of running it: submit(args as the tool got
+     * them, the request's JSON-RPC id) returns 0 with *run_id (the answer is deferred:
+     * sq_mcp_handle returns NULL and sq_mcp_deferred is true; the host answers when the run
+     * ends, with sq_mcp_run_answer), or a negative code with err for the agent. */
+    void *host_ud;
+    int (*submit)(void *ud, const json_t *args, const json_t *rpc_id, int64_t *run_id, char *err,
+                  size_t errlen);
+    /* stop_run: 0 (stopping, or cancelled while queued), -ENOENT (no such run) or another
+     * negative code with msg for the agent. NULL: stop_run answers that only the daemon can. */
+    int (*stop_run)(void *ud, int64_t id, char *msg, size_t msglen);
+    /* Optional: sends one notification (a JSON-RPC message as text, no newline) to the client
+     * while a tool call runs, on the calling thread (stdio: a line on stdout). With it, a
+     * run_load_test whose request carries params._meta.progressToken gets a
+     * notifications/progress each second of its run. NULL: none are sent. */
+    void (*notify)(void *ud, const char *msg);
+    void *notify_ud;
 };
 
 /* One parsed message. id and params are borrowed from root (NULL when absent). */
@@ -79,6 +103,18 @@ void sq_mcp_free(struct sq_mcp *m);
  * when none is due (a notification, a response from the client) or memory ran out. A tool call
  * may run a load for up to the duration cap before it returns. */
 char *sq_mcp_handle(struct sq_mcp *m, const char *msg, size_t len);
+
+/* True when the last sq_mcp_handle handed its run to cfg.submit: the host answers it later. */
+bool sq_mcp_deferred(const struct sq_mcp *m);
+
+/* The deferred answer of a run_load_test call with JSON-RPC id rpc_id: run run_id ended with
+ * status ("finished", "stopped", "failed"...), reason (may be NULL) and its result document
+ * (JSON text, may be NULL). Returns the response as malloc'd JSON text (NULL: out of memory). */
+char *sq_mcp_run_answer(const json_t *rpc_id, int64_t run_id, const char *status,
+                        const char *reason, const char *doc);
+
+/* A JSON-RPC error response (malloc'd, NULL: out of memory); rpc_id may be NULL. */
+char *sq_mcp_error_answer(const json_t *rpc_id, int code, const char *msg);
 
 /* True once an "initialize" request has been answered. */
 bool sq_mcp_initialized(const struct sq_mcp *m);

@@ -36,6 +36,7 @@
 #include "output/summary.h"
 #include "plan/exec.h"
 #include "plan/plan.h"
+#include "store/store.h"
 #include "target/inbox.h"
 #include "target/target.h"
 
@@ -135,8 +136,9 @@ static const struct tool tools[] = {
      "\"maximum\":65535}},\"required\":[\"port\"]}",
      false},
     {"list_runs", "List runs",
-     "Lists the load tests this session ran (the last 16), newest first: id, kind, target URL, "
-     "request counts and rate.",
+     "Lists load tests, newest first: id, kind, status, target URL, requests/s, p99, errors. "
+     "From the run store when there is one (the daemon's, or squall mcp --store: the last 50), "
+     "else the last 16 this session ran.",
      "{\"type\":\"object\",\"properties\":{}}", true},
     {"get_run", "Get a run's result",
      "Returns one run's summary text and result document (schema squall.result/1) by the id "
@@ -144,6 +146,20 @@ static const struct tool tools[] = {
      "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":1}},"
      "\"required\":[\"id\"]}",
      true},
+    {"compare_runs", "Compare two runs",
+     "Compares two finished runs by id, a (the baseline) to b: requests/s, p50/p90/p99 latency "
+     "(microseconds), errors, failed and completed requests, each with a, b, delta (b - a) and "
+     "change (delta / a).",
+     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":1},"
+     "\"b\":{\"type\":\"integer\",\"minimum\":1}},\"required\":[\"a\",\"b\"]}",
+     true},
+    {"stop_run", "Stop a run",
+     "Stops a queued or running load test by id (the daemon's MCP endpoint only: there "
+     "run_load_test queues runs, and a run stopped early answers its call with the result so "
+     "far, status stopped).",
+     "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":1}},"
+     "\"required\":[\"id\"]}",
+     false},
 };
 #define NTOOLS (sizeof(tools) / sizeof(tools[0]))
 
@@ -172,8 +188,9 @@ static json_t *text_block(const char *s)
     return json_pack("{s:s, s:s}", "type", "text", "text", s);
 }
 
-static json_t *tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *tool_error(const char *fmt, ...)
+#define tool_error sq_mcp__tool_error
+
+json_t *sq_mcp__tool_error(const char *fmt, ...)
 {
     char msg[SQ_PREP_ERRLEN + 128];
     va_list ap;
@@ -363,20 +380,20 @@ static uint64_t keep_run(struct sq_mcp *m, const char *kind, const char *url, js
     return id;
 }
 
-static json_t *run_result(uint64_t id, const char *summary, json_t *doc)
+json_t *sq_mcp__run_result(int64_t id, const char *summary, json_t *doc)
 {
     size_t n = strlen(summary) + 64;
     char *text = malloc(n);
     if (!text)
         return NULL;
-    snprintf(text, n, "run %llu\n%s", (unsigned long long)id, summary);
+    snprintf(text, n, "run %lld\n%s", (long long)id, summary);
     json_t *r = tool_ok(text, json_pack("{s:I, s:O}", "run_id", (json_int_t)id, "result", doc));
     free(text);
     return r;
 }
 
 /* The summary squall prints, as text (malloc'd). */
-static char *summary_text(const json_t *doc)
+char *sq_mcp__summary_text(const json_t *doc)
 {
     char *s = NULL;
     size_t n = 0;
@@ -391,16 +408,61 @@ static char *summary_text(const json_t *doc)
     return s;
 }
 
+/* Records a finished run in the store (squall mcp --store). Returns its id, or 0 when it could
+ * not be stored (it is kept in memory then, and the reason goes to stderr). */
+static int64_t record_run(struct sq_mcp *m, const char *kind, const char *url, json_t *doc)
+{
+    char err[512];
+    char *req = m->cur_args ? json_dumps(m->cur_args, JSON_COMPACT) : NULL;
+    char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    struct sq_store_new_run nr = {
+        .kind = strcmp(kind, "plan") == 0 ? SQ_STORE_PLAN : SQ_STORE_QUICK,
+        .target = url,
+        .request = req ? req : "{}",
+    };
+    int64_t id = 0;
+    struct sq_store_end e = {
+        .status = SQ_STORE_FINISHED, .doc = text, .doc_len = text ? strlen(text) : 0};
+    int rc = text ? sq_store_run_create(m->cfg.store, &nr, &id, err, sizeof(err)) : -ENOMEM;
+    if (rc == 0)
+        rc = sq_store_run_start(m->cfg.store, id, err, sizeof(err));
+    if (rc == 0)
+        rc = sq_store_run_end(m->cfg.store, id, &e, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "squall mcp: the run could not be stored: %s\n",
+                rc == -ENOMEM ? "out of memory" : err);
+        id = 0;
+    }
+    free(req);
+    free(text);
+    return id;
+}
+
+/* With cfg.submit (the daemon): the run, its caps checked, goes to the host's queue; the answer
+ * is the host's when the run ends. Returns a placeholder (dropped) or a tool error. */
+static json_t *hand_over(struct sq_mcp *m)
+{
+    char err[1024] = "";
+    int64_t id = 0;
+    int rc = m->cfg.submit(m->cfg.host_ud, m->cur_args, m->cur_id, &id, err, sizeof(err));
+    if (rc < 0)
+        return tool_error("the run was not queued: %s", err[0] ? err : sq_strerror(rc));
+    m->deferred = true;
+    return json_object();
+}
+
 /* Renders the finished run: kept, and returned. Takes doc. */
 static json_t *finish_run(struct sq_mcp *m, const char *kind, const char *url, json_t *doc)
 {
     if (!doc)
         return NULL;
-    char *summary = summary_text(doc);
+    char *summary = sq_mcp__summary_text(doc);
     json_t *r = NULL;
     if (summary) {
-        uint64_t id = keep_run(m, kind, url, doc, summary);
-        r = run_result(id, summary, doc);
+        int64_t id = m->cfg.store ? record_run(m, kind, url, doc) : 0;
+        if (id == 0)
+            id = (int64_t)keep_run(m, kind, url, doc, summary);
+        r = sq_mcp__run_result(id, summary, doc);
     }
     free(summary);
     json_decref(doc);
@@ -414,6 +476,54 @@ static volatile int *stop_flag(struct sq_mcp *m, volatile int *local)
 }
 
 /* ---- run_load_test ---- */
+
+/* notifications/progress each second of a run (cfg.notify and a progressToken). */
+struct progress {
+    struct sq_mcp *m;
+    const json_t *token;
+    double total_s; /* 0: unknown (a run of a request count) */
+    uint64_t completed, errors;
+};
+
+static void progress_init(struct progress *pg, struct sq_mcp *m, int64_t total_ns)
+{
+    pg->m = m->cfg.notify && m->cur_progress ? m : NULL;
+    pg->token = m->cur_progress;
+    pg->total_s = (double)total_ns / 1e9;
+    pg->completed = pg->errors = 0;
+}
+
+static void progress_tick(struct progress *pg, const struct sq_second *s)
+{
+    if (!pg->m)
+        return;
+    pg->completed += s->completed;
+    pg->errors += s->errors;
+    char msg[160];
+    snprintf(msg, sizeof(msg), "%.0fs: %llu requests completed (%.0f/s this second), %llu errors",
+             s->t_s, (unsigned long long)pg->completed,
+             s->len_s > 0 ? (double)s->completed / s->len_s : 0.0, (unsigned long long)pg->errors);
+    json_t *params = json_pack("{s:O, s:f, s:s}", "progressToken", (json_t *)pg->token, "progress",
+                               s->t_s, "message", msg);
+    if (params && pg->total_s > 0)
+        json_object_set_new(params, "total", json_real(pg->total_s));
+    json_t *n = params ? json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
+                                   "notifications/progress", "params", params)
+                       : NULL;
+    char *text = n ? json_dumps(n, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    if (text)
+        pg->m->cfg.notify(pg->m->cfg.notify_ud, text);
+    free(text);
+    json_decref(n);
+}
+
+static void quick_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
+                       const struct sq_hist *hu)
+{
+    (void)h;
+    (void)hu;
+    progress_tick(ud, s);
+}
 
 static json_t *run_quick(struct sq_mcp *m, json_t *q)
 {
@@ -445,12 +555,22 @@ static json_t *run_quick(struct sq_mcp *m, json_t *q)
     if ((out = check_shape(sq_exec_max_vus(e), peak_rate(e), exec_end_ns(e))) ||
         (out = check_addrs(m, &run.cfg, run.url.host)))
         goto done;
+    if (m->cfg.submit && m->cur_args && m->cur_id) {
+        out = hand_over(m);
+        goto done;
+    }
     if ((rc = sq_net_raise_nofile(run.conns, "connections", err, sizeof(err))) < 0) {
         out = tool_error("%s", err);
         goto done;
     }
     volatile int local;
     run.cfg.stop = stop_flag(m, &local);
+    struct progress pg;
+    progress_init(&pg, m, o.duration_set ? sq_exec_length_ns(e) : 0);
+    if (pg.m) {
+        run.cfg.on_tick = quick_tick;
+        run.cfg.tick_ud = &pg;
+    }
     const char *why = NULL;
     rc = sq_run(&run.cfg, &res, &why);
     if (rc < 0) {
@@ -481,6 +601,7 @@ static json_t *load_plan(const char *text, struct sq_plan **p)
 struct plan_ticker {
     struct sq_planrun_watch w;
     volatile int *stop;
+    struct progress pg;
 };
 
 static void plan_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -490,6 +611,7 @@ static void plan_tick(void *ud, const struct sq_second *s, const struct sq_hist 
     struct plan_ticker *t = ud;
     if (sq_planrun_watch_tick(&t->w, s, h))
         *t->stop = 1;
+    progress_tick(&t->pg, s);
 }
 
 static json_t *run_plan(struct sq_mcp *m, const char *text)
@@ -528,6 +650,10 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     }
     if ((out = check_shape(run.vus, rate, end)) || (out = check_addrs(m, &run.cfg, run.url.host)))
         goto done;
+    if (m->cfg.submit && m->cur_args && m->cur_id) {
+        out = hand_over(m);
+        goto done;
+    }
     if ((rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err))) < 0) {
         out = tool_error("%s", err);
         goto done;
@@ -537,6 +663,7 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     watching = true;
     volatile int local;
     run.cfg.stop = tk.stop = stop_flag(m, &local);
+    progress_init(&tk.pg, m, end);
     run.cfg.on_tick = plan_tick;
     run.cfg.tick_ud = &tk;
     const char *why = NULL;
@@ -587,7 +714,9 @@ static int run_load_test(struct sq_mcp *m, json_t *args, json_t **result, char *
         bad_args(err, len, "run_load_test", "plan must be a string (YAML text, no NUL)");
         return SQ_MCP_INVALID_PARAMS;
     }
+    m->cur_args = args;
     *result = q ? run_quick(m, q) : run_plan(m, json_string_value(plan));
+    m->cur_args = NULL;
     return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
 }
 
@@ -834,14 +963,37 @@ static int inbox_stop(struct sq_mcp *m, json_t *args, json_t **result, char *err
 static int list_runs(struct sq_mcp *m, json_t **result)
 {
     json_t *a = json_array();
-    for (uint64_t id = m->next_run; a && id-- > 1;) {
-        const struct sq_mcp__run *r = &m->runs[id % SQ_MCP_KEEP_RUNS];
-        if (r->id != id)
-            break;
-        json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:O?, s:O?}", "id", (json_int_t)id,
-                                           "kind", r->kind, "url", r->url, "requests",
-                                           json_object_get(r->doc, "requests"), "rate",
-                                           json_object_get(r->doc, "rate")));
+    if (m->cfg.store) {
+        struct sq_store_query q = {.limit = SQ_MCP_LIST_RUNS};
+        struct sq_store_runs l = {0};
+        char err[512];
+        if (sq_store_run_list(m->cfg.store, &q, &l, err, sizeof(err)) < 0) {
+            json_decref(a);
+            *result = tool_error("list_runs: the store: %s", err);
+            return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+        }
+        for (size_t i = 0; a && i < l.n; i++) {
+            const struct sq_store_run *r = &l.v[i];
+            json_array_append_new(
+                a,
+                json_pack("{s:I, s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:s?}", "id",
+                          (json_int_t)r->id, "kind", sq_store_kind_name(r->kind), "status",
+                          sq_store_status_name(r->status), "name", r->name, "url", r->target,
+                          "requests_per_s", r->req_per_s, "p99_us", (json_int_t)r->p99_us, "errors",
+                          (json_int_t)r->errors, "sent", (json_int_t)r->sent, "reason", r->reason));
+        }
+        sq_store_runs_dispose(&l);
+    } else {
+        for (uint64_t id = m->next_run; a && id-- > 1;) {
+            const struct sq_mcp__run *r = &m->runs[id % SQ_MCP_KEEP_RUNS];
+            if (r->id != id)
+                break;
+            json_array_append_new(a, json_pack("{s:I, s:s, s:s, s:s, s:O?, s:O?}", "id",
+                                               (json_int_t)id, "kind", r->kind, "status",
+                                               "finished", "url", r->url, "requests",
+                                               json_object_get(r->doc, "requests"), "rate",
+                                               json_object_get(r->doc, "rate")));
+        }
     }
     char text[64];
     snprintf(text, sizeof(text), "%zu runs", a ? json_array_size(a) : 0);
@@ -849,20 +1001,196 @@ static int list_runs(struct sq_mcp *m, json_t **result)
     return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
 }
 
+static bool id_arg(json_t *args, const char *key, int64_t *out)
+{
+    json_t *v = json_object_get(args, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+        return false;
+    *out = (int64_t)json_integer_value(v);
+    return true;
+}
+
+/* Run id's result document (*doc, owned) or a tool error (*fail). status may be NULL. */
+static void load_run(struct sq_mcp *m, const char *tool, int64_t id, json_t **doc, json_t **fail,
+                     char *status, size_t statuslen)
+{
+    *doc = NULL;
+    *fail = NULL;
+    if (status)
+        snprintf(status, statuslen, "finished");
+    if (!m->cfg.store) {
+        const struct sq_mcp__run *r = &m->runs[(uint64_t)id % SQ_MCP_KEEP_RUNS];
+        if (r->id != (uint64_t)id)
+            *fail = tool_error("%s: no run %lld in this session (list_runs lists them)", tool,
+                               (long long)id);
+        else
+            *doc = json_incref(r->doc);
+        return;
+    }
+    char err[512];
+    struct sq_store_run r;
+    int rc = sq_store_run_get(m->cfg.store, id, &r, err, sizeof(err));
+    if (rc < 0) {
+        *fail = rc == -ENOENT
+                    ? tool_error("%s: no run %lld (list_runs lists them)", tool, (long long)id)
+                    : tool_error("%s: the store: %s", tool, err);
+        return;
+    }
+    if (status)
+        snprintf(status, statuslen, "%s", sq_store_status_name(r.status));
+    if (!r.has_result) {
+        *fail = tool_error("%s: run %lld is %s%s%s: it has no result%s", tool, (long long)id,
+                           sq_store_status_name(r.status), r.reason ? " (" : "",
+                           r.reason ? r.reason : "", r.reason ? ")" : "");
+        sq_store_run_dispose(&r);
+        return;
+    }
+    sq_store_run_dispose(&r);
+    struct sq_store_result res;
+    rc = sq_store_result_get(m->cfg.store, id, &res, err, sizeof(err));
+    if (rc == 0) {
+        *doc = json_loadb(res.doc, res.doc_len, 0, NULL);
+        sq_store_result_dispose(&res);
+    }
+    if (!*doc)
+        *fail = tool_error("%s: run %lld: its result cannot be read: %s", tool, (long long)id,
+                           rc < 0 ? err : "not JSON");
+}
+
 static int get_run(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
 {
-    json_t *idj = json_object_get(args, "id");
-    if (!json_is_integer(idj) || json_integer_value(idj) < 1) {
+    int64_t id;
+    if (!id_arg(args, "id", &id)) {
         bad_args(err, len, "get_run", "id must be an integer >= 1");
         return SQ_MCP_INVALID_PARAMS;
     }
-    uint64_t id = (uint64_t)json_integer_value(idj);
-    const struct sq_mcp__run *r = &m->runs[id % SQ_MCP_KEEP_RUNS];
-    if (r->id != id)
-        *result = tool_error("get_run: no run %llu in this session (list_runs lists them)",
-                             (unsigned long long)id);
+    json_t *doc, *fail;
+    char status[32];
+    load_run(m, "get_run", id, &doc, &fail, status, sizeof(status));
+    if (fail) {
+        *result = fail;
+        return 0;
+    }
+    char *summary = sq_mcp__summary_text(doc);
+    *result = summary ? sq_mcp__run_result(id, summary, doc) : NULL;
+    if (*result)
+        json_object_set_new(json_object_get(*result, "structuredContent"), "status",
+                            json_string(status));
+    free(summary);
+    json_decref(doc);
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+/* compare_runs: the figures an agent weighs, a -> b. */
+static const struct {
+    const char *name, *path;
+} cmp_rows[] = {
+    {"rps", "rate.requests_per_s"},
+    {"p50_us", "latency.p50_us"},
+    {"p90_us", "latency.p90_us"},
+    {"p99_us", "latency.p99_us"},
+    {"errors", "errors"},
+    {"failed", "requests.failed"},
+    {"completed", "requests.completed"},
+};
+
+static bool doc_num(const json_t *doc, const char *path, double *out)
+{
+    if (strcmp(path, "errors") == 0) { /* the sum over the error kinds */
+        const json_t *e = json_object_get(doc, "errors");
+        const char *k;
+        json_t *v;
+        double sum = 0;
+        if (!json_is_object(e))
+            return false;
+        json_object_foreach((json_t *)e, k, v)
+        {
+            if (json_is_number(v))
+                sum += json_number_value(v);
+        }
+        *out = sum;
+        return true;
+    }
+    const char *dot = strchr(path, '.');
+    char key[32];
+    snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
+    const json_t *v = json_object_get(json_object_get(doc, key), dot + 1);
+    if (!json_is_number(v))
+        return false;
+    *out = json_number_value(v);
+    return true;
+}
+
+static int compare_runs(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    int64_t ia, ib;
+    if (!id_arg(args, "a", &ia) || !id_arg(args, "b", &ib)) {
+        bad_args(err, len, "compare_runs", "a and b must be run ids (integers >= 1)");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    json_t *da = NULL, *db = NULL, *fail = NULL;
+    load_run(m, "compare_runs", ia, &da, &fail, NULL, 0);
+    if (!fail)
+        load_run(m, "compare_runs", ib, &db, &fail, NULL, 0);
+    if (fail) {
+        json_decref(da);
+        *result = fail;
+        return 0;
+    }
+    json_t *deltas = json_object();
+    struct sq_buf text = {0};
+    bool ok = true;
+    char line[200];
+    snprintf(line, sizeof(line), "run %lld -> run %lld\n", (long long)ia, (long long)ib);
+    ok &= sq_buf_append(&text, line, strlen(line)) == 0;
+    for (size_t i = 0; deltas && i < sizeof(cmp_rows) / sizeof(cmp_rows[0]); i++) {
+        double va, vb;
+        if (!doc_num(da, cmp_rows[i].path, &va) || !doc_num(db, cmp_rows[i].path, &vb))
+            continue;
+        double d = vb - va;
+        json_object_set_new(deltas, cmp_rows[i].name,
+                            json_pack("{s:f, s:f, s:f, s:o}", "a", va, "b", vb, "delta", d,
+                                      "change", va != 0 ? json_real(d / va) : json_null()));
+        snprintf(line, sizeof(line), "%-10s %14.1f %14.1f %+14.1f", cmp_rows[i].name, va, vb, d);
+        ok &= sq_buf_append(&text, line, strlen(line)) == 0;
+        if (va != 0)
+            snprintf(line, sizeof(line), " (%+.1f%%)\n", 100.0 * d / va);
+        else
+            snprintf(line, sizeof(line), "\n");
+        ok &= sq_buf_append(&text, line, strlen(line)) == 0;
+    }
+    ok &= sq_buf_append(&text, "", 1) == 0;
+    *result = ok ? tool_ok(text.p, json_pack("{s:I, s:I, s:o}", "a", (json_int_t)ia, "b",
+                                             (json_int_t)ib, "deltas", deltas))
+                 : NULL;
+    if (!ok)
+        json_decref(deltas);
+    sq_buf_dispose(&text);
+    json_decref(da);
+    json_decref(db);
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
+static int stop_run(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
+{
+    int64_t id;
+    if (!id_arg(args, "id", &id)) {
+        bad_args(err, len, "stop_run", "id must be an integer >= 1");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    if (!m->cfg.stop_run) {
+        *result = tool_error("stop_run: only the daemon's MCP endpoint (squall serve, POST /mcp) "
+                             "runs loads in the background; here a run ends when its "
+                             "run_load_test call returns");
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    char msg[512] = "";
+    int rc = m->cfg.stop_run(m->cfg.host_ud, id, msg, sizeof(msg));
+    if (rc < 0)
+        *result = tool_error("stop_run: %s", msg[0] ? msg : sq_strerror(rc));
     else
-        *result = run_result(id, r->summary, r->doc);
+        *result = tool_ok(msg[0] ? msg : "stopping",
+                          json_pack("{s:I, s:s}", "id", (json_int_t)id, "status", "stopping"));
     return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
 }
 
@@ -896,6 +1224,10 @@ int sq_mcp__tools_call(struct sq_mcp *m, const char *name, json_t *args, json_t 
         rc = list_runs(m, result);
     else if (strcmp(name, "get_run") == 0)
         rc = get_run(m, args, result, err, errlen);
+    else if (strcmp(name, "compare_runs") == 0)
+        rc = compare_runs(m, args, result, err, errlen);
+    else if (strcmp(name, "stop_run") == 0)
+        rc = stop_run(m, args, result, err, errlen);
     else {
         snprintf(err, errlen, "Unknown tool: %.100s", name);
         rc = SQ_MCP_INVALID_PARAMS;

@@ -681,6 +681,63 @@ static void status_and_errors(FILE *f, const json_t *doc)
     fputs("</div>\n</div>\n</section>\n", f);
 }
 
+/* The sampled exchanges (--sample-responses): per class, each kept exchange folded (when it
+ * ended, its status or error, latency, request line), open to its request and response. */
+static void samples_section(FILE *f, const json_t *doc)
+{
+    const json_t *classes = sq_report__get(doc, "sampled_exchanges.classes");
+    if (!json_array_size(classes))
+        return;
+    char b[D];
+    fputs("<section id=\"samples\">\n<h2>Sampled exchanges</h2>\n<p class=\"meta\">A uniform "
+          "random sample of each status class and error kind (--sample-responses): the request "
+          "as sent, the response head and the start of its body.</p>\n",
+          f);
+    size_t i, j;
+    const json_t *c, *x;
+    json_array_foreach(classes, i, c)
+    {
+        fputs("<h3>", f);
+        esc(f, sq_report__str(c, "class", ""));
+        fputs(" · ", f);
+        esc(f, sq_fmt_group(sq_report__count(sq_report__numd(c, "seen", 0)), b, D));
+        fputs(" seen</h3>\n", f);
+        json_array_foreach(json_object_get(c, "samples"), j, x)
+        {
+            const char *req = sq_report__str(x, "request.text", "");
+            size_t rl = strcspn(req, "\r\n");
+            char line[160];
+            snprintf(line, sizeof(line), "%.*s", (int)(rl < 120 ? rl : 120), req);
+            escf(f, "<details class=\"sample\"><summary>%.3f s · ", sq_report__numd(x, "t_s", 0));
+            if (json_is_integer(json_object_get(x, "status")))
+                escf(f, "%d", (int)sq_report__numd(x, "status", 0));
+            else
+                esc(f, sq_report__str(x, "error", ""));
+            escf(f, " · %.3f ms · ", sq_report__numd(x, "latency_ms", 0));
+            esc(f, line);
+            fputs("</summary>\n<pre>", f);
+            esc(f, req);
+            if (json_is_true(sq_report__get(x, "request.cut")))
+                fputs("[…]", f);
+            fputs("</pre>\n", f);
+            const json_t *r = json_object_get(x, "response");
+            if (json_is_object(r)) {
+                fputs("<pre>", f);
+                esc(f, sq_report__str(r, "head", ""));
+                esc(f, sq_report__str(r, "body", ""));
+                if (json_is_true(json_object_get(r, "body_cut")))
+                    escf(f, "[… %s bytes in all]",
+                         sq_fmt_group(sq_report__count(sq_report__numd(r, "body_bytes", 0)), b, D));
+                fputs("</pre>\n", f);
+            } else {
+                fputs("<p class=\"note\">No response arrived.</p>\n", f);
+            }
+            fputs("</details>\n", f);
+        }
+    }
+    fputs("</section>\n", f);
+}
+
 static void configuration(FILE *f, const json_t *doc)
 {
     const json_t *cfg = json_object_get(doc, "config");
@@ -842,6 +899,7 @@ int sq_report_html(const json_t *doc, FILE *out)
                       : "HdrHistogram&#39;s percentile plot of the merged histogram: the x axis is "
                         "1/(1&#8722;percentile) on a log scale, each tick one more nine.");
     status_and_errors(out, doc);
+    samples_section(out, doc);
     configuration(out, doc);
     if (plan && json_array_size(json_object_get(doc, "steps")))
         chart_or_note(out, "chart-steps", "Steps over time", NULL,

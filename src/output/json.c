@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/b64.h"
+#include "base/text.h"
 #include "engine/quick.h"
 #include "plan/exec.h"
 #include "output/figures.h"
@@ -152,6 +153,91 @@ void sq_report_set_command(json_t *doc, int argc, char **argv)
 }
 
 /* {"200": 9, "503": 1}: every exact status seen, lowest first. */
+/* Bytes as a JSON string: UTF-8 as it is, any byte that is not part of well-formed UTF-8 as
+ * U+FFFD (a sample shows what came, not necessarily text). */
+static json_t *bytes_text(const char *p, size_t n)
+{
+    if (sq_utf8_valid(p, n))
+        return json_stringn(p, n);
+    char *t = malloc(n * 3 + 1);
+    if (!t)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t l = sq_utf8_decode((const unsigned char *)p + i, n - i, NULL);
+        if (l) {
+            memcpy(t + o, p + i, l);
+            o += l;
+            i += l;
+        } else {
+            memcpy(t + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    json_t *j = json_stringn(t, o);
+    free(t);
+    return j;
+}
+
+static const char *const xs_status_names[SQ_XS_STATUS_CLASSES] = {"other", "1xx", "2xx",
+                                                                  "3xx",   "4xx", "5xx"};
+
+const char *sq_report_sample_class(uint32_t cls)
+{
+    if (cls < SQ_XS_STATUS_CLASSES)
+        return xs_status_names[cls];
+    return sq_errk_name((enum sq_errk)(cls - SQ_XS_STATUS_CLASSES));
+}
+
+static json_t *us_ms_or_null(int64_t us)
+{
+    return us >= 0 ? json_real((double)us / 1e3) : json_null();
+}
+
+static json_t *one_sample(const struct sq_xsample *x)
+{
+    json_t *req = json_pack("{s:o, s:b}", "text", bytes_text(x->req ? x->req : "", x->req_len),
+                            "cut", x->req_cut);
+    json_t *resp =
+        x->head || x->body
+            ? json_pack("{s:o, s:b, s:o, s:I, s:b}", "head",
+                        bytes_text(x->head ? x->head : "", x->head_len), "head_cut", x->head_cut,
+                        "body", bytes_text(x->body ? x->body : "", x->body_len), "body_bytes",
+                        (json_int_t)x->body_total, "body_cut", x->body_total > x->body_len)
+            : json_null();
+    return json_pack(
+        "{s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:o}", "t_s", (double)x->end_ns / 1e9,
+        "status", x->status ? json_integer(x->status) : json_null(), "error",
+        x->error >= 0 ? json_string(sq_errk_name((enum sq_errk)x->error)) : json_null(),
+        "latency_ms", us_ms_or_null(x->latency_us), "ttfb_ms", us_ms_or_null(x->ttfb_us),
+        "connect_ms", us_ms_or_null(x->connect_us), "tls_ms", us_ms_or_null(x->tls_us), "protocol",
+        x->h2 ? "h2" : "http/1.1", "request", req, "response", resp);
+}
+
+/* The sampled exchanges (--sample-responses): per class seen, how many were seen and those kept. */
+static json_t *samples_block(const struct sq_result *r)
+{
+    const struct sq_xsamples *xs = &r->xsamples;
+    json_t *classes = json_array();
+    size_t i = 0;
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
+        json_t *kept = json_array();
+        for (; i < xs->n && xs->v[i].cls == k; i++)
+            json_array_append_new(kept, one_sample(&xs->v[i]));
+        if (!xs->seen[k] && !json_array_size(kept)) {
+            json_decref(kept);
+            continue;
+        }
+        json_array_append_new(classes,
+                              json_pack("{s:s, s:s, s:I, s:o}", "class", sq_report_sample_class(k),
+                                        "kind", k < SQ_XS_STATUS_CLASSES ? "status" : "error",
+                                        "seen", (json_int_t)xs->seen[k], "samples", kept));
+    }
+    return json_pack("{s:I, s:I, s:o}", "per_class", (json_int_t)xs->per_class, "body_max",
+                     (json_int_t)SQ_SAMPLE_BODY_MAX, "classes", classes);
+}
+
 static json_t *status_codes(const struct sq_result *r)
 {
     json_t *o = json_object();
@@ -689,6 +775,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         json_object_set_new(root, "server", server_block(r));
     json_object_set_new(root, "series", series(r));
     json_object_set_new(root, "series_100ms", fine_series(r));
+    if (r->xsamples.per_class)
+        json_object_set_new(root, "sampled_exchanges", samples_block(r));
     return root;
 }
 

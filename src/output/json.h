@@ -58,6 +58,10 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
  * daemon's live events carry the same shape. */
 json_t *sq_report_json_second(const struct sq_second *e, bool client, bool open);
 
+/* A sampled-exchange class's name (engine/capture.h): "1xx".."5xx", "other", or the error
+ * kind's name. */
+const char *sq_report_sample_class(uint32_t cls);
+
 /* The document of `squall sink` alone: schema, version, mode "sink", its duration, the
  * environment and the sink block (taken: the document owns it). NULL when out of memory. */
 json_t *sq_report_sink_doc(json_t *sink, double duration_s);

@@ -664,6 +664,66 @@ static void errors_lines(const struct out *o, const json_t *doc)
         }
 }
 
+/* The start of s on one line: at most max bytes, control bytes as spaces, "…" when cut. */
+static void one_line(FILE *f, const char *s, size_t max)
+{
+    size_t n = strlen(s), i = 0;
+    for (; i < n && i < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (i + 1 == n && (c == '\n' || c == '\r'))
+            break;
+        fputc(c < 0x20 || c == 0x7f ? ' ' : c, f);
+    }
+    if (i < n) {
+        while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80) /* never half a character */
+            i--;
+        fputs("…", f);
+    }
+}
+
+/* The first sampled failure of each kind (--sample-responses): its status or error, when, the
+ * request line and the start of the body, so a newcomer sees what the server said. */
+static void sample_lines(FILE *f, const json_t *doc)
+{
+    const json_t *cls = sq_report__get(doc, "sampled_exchanges.classes");
+    size_t i;
+    const json_t *c;
+    bool first = true;
+    json_array_foreach(cls, i, c)
+    {
+        const char *name = sq_report__str(c, "class", "");
+        bool err = strcmp(sq_report__str(c, "kind", ""), "error") == 0;
+        if (!err && strcmp(name, "4xx") != 0 && strcmp(name, "5xx") != 0 &&
+            strcmp(name, "other") != 0)
+            continue;
+        const json_t *v = json_object_get(c, "samples");
+        const json_t *x = NULL, *y;
+        size_t j;
+        json_array_foreach(v, j, y) if (!x || sq_report__numd(y, "t_s", 0) <
+                                                  sq_report__numd(x, "t_s", 0)) x = y;
+        if (!x)
+            continue;
+        char g1[32];
+        fprintf(f, "%-12s %s (%s seen): ", first ? "Sampled" : "", name,
+                sq_fmt_group(sq_report__count(sq_report__numd(c, "seen", 0)), g1, sizeof(g1)));
+        first = false;
+        const char *req = sq_report__str(x, "request.text", "");
+        size_t rl = strcspn(req, "\r\n");
+        fprintf(f, "%.*s", (int)(rl < 80 ? rl : 80), req);
+        if (json_is_integer(json_object_get(x, "status")))
+            fprintf(f, " → %d", (int)sq_report__numd(x, "status", 0));
+        if (json_is_string(json_object_get(x, "error")))
+            fprintf(f, " → %s", sq_report__str(x, "error", ""));
+        const char *body = sq_report__str(x, "response.body", "");
+        if (body[0]) {
+            fputs(" · body \"", f);
+            one_line(f, body, 72);
+            fputc('"', f);
+        }
+        fputc('\n', f);
+    }
+}
+
 /* "every response was 503 — is the URL right?": every response had a status >= 400. */
 static void all_errors_warning(const struct out *o, const json_t *doc)
 {
@@ -825,6 +885,7 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     else if (!messages)
         status_line(f, doc);
     errors_lines(&o, doc);
+    sample_lines(f, doc);
     if (json_is_object(json_object_get(doc, "connections")))
         fprintf(f, "%-12s %s opened · %s replaced after the server closed them\n", "Connections",
                 g(doc, "connections.opened", g1), g(doc, "connections.closed_by_server", g2));

@@ -67,6 +67,7 @@ struct shard {
 
 struct sq_sink {
     struct sq_sink_config cfg;
+    bool settle_stopped; /* *stop cut sq_sink_settle's wait short */
     struct sq_sink_finder *finder;
     struct stream *streams[MAX_STREAMS]; /* atomic pointers */
     uint32_t nstreams;
@@ -606,7 +607,11 @@ bool sq_sink_settle(struct sq_sink *s, int64_t max_ns, volatile int *stop)
             return true;
         int64_t now = sq_now_ns();
         int64_t since = now - (t.last_arrival_ns > begin ? t.last_arrival_ns : begin);
-        if (since >= s->cfg.settle_ns || now - begin >= max_ns || (stop && *stop))
+        if (stop && *stop) {
+            s->settle_stopped = true;
+            return false;
+        }
+        if (since >= s->cfg.settle_ns || now - begin >= max_ns)
             return false;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 5 * SQ_NS_PER_MS};
         nanosleep(&ts, NULL);
@@ -813,5 +818,7 @@ json_t *sq_sink_json(struct sq_sink *s)
         (json_int_t)foreign, "out_of_range", (json_int_t)oor, "clock_skewed", (json_int_t)skew,
         "events", (json_int_t)ev, "bytes", (json_int_t)bytes, "duration_s", dur, "lost_seqs",
         lost_list, "latency", l, "streams", streams, "series", series);
+    if (j && s->settle_stopped) /* events still on their way count as lost */
+        json_object_set_new(j, "settle_stopped", json_true());
     return j;
 }

@@ -103,7 +103,8 @@ struct sq_sink_totals {
 void sq_sink_totals(struct sq_sink *s, struct sq_sink_totals *t);
 
 /* Waits until every expected event arrived, or nothing arrived for settle_ns (cfg), or max_ns
- * passed, or *stop is set. Returns true when everything expected arrived. */
+ * passed, or *stop is set (the sink's block then says settle_stopped). Returns true when
+ * everything expected arrived. */
 bool sq_sink_settle(struct sq_sink *s, int64_t max_ns, volatile int *stop);
 
 /* Stops every source (in-flight requests are answered), joins the threads. Idempotent. */

@@ -174,9 +174,9 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
     int64_t now = wall_ms();
     size_t kept = req->body_len < b->cfg.max_body ? req->body_len : b->cfg.max_body;
     bool trunc = kept < req->body_len;
-    size_t plen = strcspn(req->path, "?");
-    if (plen > req->path_len)
-        plen = req->path_len;
+    /* the path is not NUL-terminated (the body may follow it in the same buffer) */
+    const char *qm = memchr(req->path, '?', req->path_len);
+    size_t plen = qm ? (size_t)(qm - req->path) : req->path_len;
     char client[80];
     client_addr(req->fd, client, sizeof(client));
 
@@ -500,9 +500,8 @@ static void stream(struct sq_inbox *b, const struct sq_server_req *req, struct s
 
 static bool is(const struct sq_server_req *req, const char *method, const char *path)
 {
-    size_t pl = strcspn(req->path, "?");
-    if (pl > req->path_len)
-        pl = req->path_len;
+    const char *qm = memchr(req->path, '?', req->path_len);
+    size_t pl = qm ? (size_t)(qm - req->path) : req->path_len;
     return req->method_len == strlen(method) && memcmp(req->method, method, req->method_len) == 0 &&
            pl == strlen(path) && memcmp(req->path, path, pl) == 0;
 }
@@ -539,7 +538,7 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
 
 /* ---- lifetime ---- */
 
-int sq_inbox_start(const struct sq_inbox_config *cfg, struct sq_inbox **out, const char **why)
+int sq_inbox_new(const struct sq_inbox_config *cfg, struct sq_inbox **out)
 {
     if (cfg->threads < 1 || cfg->max_captures > SQ_INBOX_MAX_CAPTURES ||
         cfg->max_body > SQ_SERVER_MAX_BODY || cfg->delay_ns < 0 ||
@@ -567,6 +566,43 @@ int sq_inbox_start(const struct sq_inbox_config *cfg, struct sq_inbox **out, con
         sq_inbox_free(b);
         return -ENOMEM;
     }
+    *out = b;
+    return 0;
+}
+
+void sq_inbox_handle(struct sq_inbox *b, const struct sq_server_req *req, size_t strip,
+                     struct sq_server_resp *resp)
+{
+    if (strip > req->path_len)
+        strip = req->path_len;
+    struct sq_server_req r = *req;
+    char *tmp = NULL;
+    r.path += strip;
+    r.path_len -= strip;
+    if (r.path_len == 0 || r.path[0] != '/') { /* "/inbox" or "/inbox?x": the path is "/" */
+        tmp = malloc(r.path_len + 2);
+        if (!tmp) {
+            resp->status = 503;
+            resp->body = "out of memory\n";
+            resp->body_len = strlen(resp->body);
+            return;
+        }
+        tmp[0] = '/';
+        memcpy(tmp + 1, r.path, r.path_len);
+        tmp[r.path_len + 1] = '\0';
+        r.path = tmp;
+        r.path_len++;
+    }
+    handle(b, &r, resp);
+    free(tmp); /* handle copied what it keeps; the answer never points into the path */
+}
+
+int sq_inbox_start(const struct sq_inbox_config *cfg, struct sq_inbox **out, const char **why)
+{
+    struct sq_inbox *b = NULL;
+    int rc = sq_inbox_new(cfg, &b);
+    if (rc < 0)
+        return rc;
     struct sq_server_config sc = {
         .host = cfg->host,
         .port = cfg->port,
@@ -576,7 +612,7 @@ int sq_inbox_start(const struct sq_inbox_config *cfg, struct sq_inbox **out, con
         .idle_timeout_ns = cfg->idle_timeout_ns,
         .header_timeout_ns = cfg->header_timeout_ns,
     };
-    int rc = sq_server_start(&sc, &b->srv, why);
+    rc = sq_server_start(&sc, &b->srv, why);
     if (rc < 0) {
         sq_inbox_free(b);
         return rc;
@@ -587,17 +623,19 @@ int sq_inbox_start(const struct sq_inbox_config *cfg, struct sq_inbox **out, con
 
 uint16_t sq_inbox_port(const struct sq_inbox *b)
 {
-    return sq_server_port(b->srv);
+    return b->srv ? sq_server_port(b->srv) : 0;
 }
 
 void sq_inbox_stop(struct sq_inbox *b)
 {
-    sq_server_stop(b->srv);
+    if (b->srv)
+        sq_server_stop(b->srv);
 }
 
 void sq_inbox_wait(struct sq_inbox *b)
 {
-    sq_server_wait(b->srv);
+    if (b->srv)
+        sq_server_wait(b->srv);
 }
 
 void sq_inbox_free(struct sq_inbox *b)

@@ -47,6 +47,21 @@ struct sq_inbox_config {
     int64_t idle_timeout_ns, header_timeout_ns; /* the server's (0: none) */
 };
 
+struct sq_server_req;
+struct sq_server_resp;
+
+/* An inbox without a listener of its own, for a server that mounts it (the daemon's /inbox):
+ * cfg's host, port and timeouts are unused; threads is how many server workers call
+ * sq_inbox_handle (each gets its own scratch buffer, indexed by req->worker). Returns 0,
+ * -EINVAL or -ENOMEM. sq_inbox_free frees it. */
+SQ_MUST_CHECK int sq_inbox_new(const struct sq_inbox_config *cfg, struct sq_inbox **out);
+/* Inside a server's handler: answers req as the inbox's own listener would, its path without
+ * its first strip bytes (the mount point: "/inbox/hooks/a?x" with strip 6 is "/hooks/a?x"; an
+ * empty rest is "/"). The answer may point into the inbox's scratch buffer for that worker:
+ * valid until the worker's next call. */
+void sq_inbox_handle(struct sq_inbox *b, const struct sq_server_req *req, size_t strip,
+                     struct sq_server_resp *resp);
+
 /* Binds and starts. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */
 SQ_MUST_CHECK int sq_inbox_start(const struct sq_inbox_config *cfg, struct sq_inbox **out,
                                  const char **why);

@@ -180,6 +180,29 @@ class TestApi(DaemonCase):
         self.assertNotIn(b"<!--DASH_JS-->", page)
         self.assertNotIn(b"<script src", page)  # everything inline: nothing fetched
 
+    def test_watch_the_target_live_and_stored(self):
+        """A run that watches the target's PID: its server block per second in the live events,
+        in the stored series and in the result, as the CLI's --watch gives them."""
+        rid = self.c.start(quick(self.tport, duration="2s", watch=[str(self.target.pid)]),
+                           name="watched")
+        events = sse(self.port, rid)
+        seconds = [e[1]["second"] for e in events if e[0] == "second"]
+        self.assertGreaterEqual(len(seconds), 2)
+        for s in seconds:
+            self.assertEqual(s["server"]["processes"], 1, s)
+            self.assertGreater(s["server"]["rss_bytes"], 1 << 20, s)
+            self.assertIn("cpu_s", s["client"])
+        doc = events[-1][1]["result"]
+        self.assertEqual(doc["server"]["processes"][0]["pid"], self.target.pid)
+        self.assertGreater(doc["server"]["cpu_user_s"] + doc["server"]["cpu_sys_s"], 0)
+        st, ser = self.c.get("/runs/%d/series" % rid)
+        self.assertEqual([x["server"] for x in ser["series"]][:len(seconds) - 1],
+                         [x["server"] for x in seconds][:-1])
+        # a PID that is gone is refused before anything runs
+        st, body = self.c.call("POST", "/runs", {"quick": quick(self.tport, watch=["999999999"])})
+        self.assertEqual(st, 400, body)
+        self.assertIn("--watch", json.dumps(body))
+
     def test_lifecycle_live_and_result(self):
         rid = self.c.start(quick(self.tport, duration="3s"), name="life")
         st, h, _ = self.c.call("GET", "/runs/%d" % rid, raw=True)
@@ -577,6 +600,60 @@ class TestApi(DaemonCase):
             cpu1 = sum(int(x) for x in f.read().split(")")[1].split()[11:13])
         self.assertLessEqual(s1 - s0, 3, "the idle daemon woke %d times in 3 s" % (s1 - s0))
         self.assertLessEqual(cpu1 - cpu0, 2, "the idle daemon used %d ticks" % (cpu1 - cpu0))
+
+    def test_mcp_and_inbox_documented(self):
+        """POST/DELETE/GET /mcp and the inbox's routes answer as the OpenAPI file says (the
+        MCP SDK test, tests/mcp/http.test.mjs, and test_daemon_inbox.py go deeper)."""
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "py", "version": "1"}}}
+        acc = {"Accept": "application/json, text/event-stream"}
+        st, h, body = self.c.call("POST", "/mcp", init, headers=acc, raw=True)
+        self.assertEqual(st, 200, body)
+        sid = h["mcp-session-id"]
+        self.assertEqual(json.loads(body)["result"]["protocolVersion"], "2025-06-18")
+        hs = dict(acc, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"})
+        st, doc = self.c.post("/mcp", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                              headers=hs)
+        self.assertEqual(st, 200)
+        self.assertIn("compare_runs", [t["name"] for t in doc["result"]["tools"]])
+        st, _ = self.c.post("/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                            headers=hs)
+        self.assertEqual(st, 202)
+        st, doc = self.c.post("/mcp", {"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=acc)
+        self.assertEqual(st, 400)
+        st, _ = self.c.post("/mcp", {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                            headers=dict(acc, **{"Mcp-Session-Id": "nope"}))
+        self.assertEqual(st, 404)
+        st, _ = self.c.post("/mcp", {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                            headers=dict(hs, Accept="text/html"))
+        self.assertEqual(st, 406)
+        st, _ = self.c.get("/mcp")
+        self.assertEqual(st, 405)
+        st, _ = self.c.call("DELETE", "/mcp")
+        self.assertEqual(st, 400)
+        st, _ = self.c.call("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+        self.assertEqual(st, 204)
+        st, _ = self.c.call("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+        self.assertEqual(st, 404)
+
+        st, h, body = sqtest.http(self.port, "POST", "/inbox/hooks/doc", body=b"hi",
+                                  headers={"Content-Type": "text/plain"})
+        self.oapi.validate("POST", "/inbox/{path}", st, body, h.get("content-type"))
+        self.assertEqual(st, 200)
+        st, doc = self.c.get("/inbox/_inbox/captures?since=0&path=/hooks/doc")
+        self.assertEqual([c["body"] for c in doc["captures"]], ["hi"])
+        st, doc = self.c.get("/inbox/_inbox/stats")
+        self.assertGreaterEqual(doc["paths"]["/hooks/doc"]["count"], 1)
+        conn = httpclient.HTTPConnection(HOST, self.port, timeout=10)
+        conn.request("GET", "/inbox/_inbox/stream")
+        resp = conn.getresponse()
+        self.oapi.validate("GET", "/inbox/_inbox/stream", resp.status, b"",
+                           resp.getheader("content-type"))
+        conn.close()
+        st, doc = self.c.call("DELETE", "/inbox/_inbox/captures")
+        self.assertEqual(st, 200)
+        self.assertGreaterEqual(doc["cleared"], 1)
 
     def test_zz_coverage(self):
         """Runs last: every documented operation was exercised and validated."""

@@ -518,6 +518,7 @@ class SeriesTailTest(unittest.TestCase):
         t, d = self.tail(r.doc)
         self.assertAlmostEqual(t, d, delta=0.001)
 
+    @sqtest.timing()
     def test_tail_of_a_counted_run(self):
         # -n 11 paced 105 ms apart on one connection: the last request leaves at 1.05 s
         srv = Server("ok", self.tmp)

@@ -16,6 +16,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -291,6 +292,39 @@ class NatsLoad(Brokers):
         self.assertRegex(first, r"^sent 2,000 · delivered 2,000 · lost 0 · e2e p50 ")
 
 
+    def test_a_signal_during_the_sinks_settle_is_a_signal_stop(self):
+        """The load ends in milliseconds; its events go where the sink does not listen, so the
+        sink would wait its whole 60 s settle. SIGINT during that wait: exit 105 at once, the
+        missing events lost, the document says so."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "r.json")
+            p = subprocess.Popen(
+                [sqtest.squall_path(), self.nats_url + "/sq.settle.a", "-n", "20", "-c", "1",
+                 "--payload", '{"t":"{{$stamp}}"}', "--sink", self.nats_url + "/sq.settle.b",
+                 "--sink-settle", "60s", "--json", out],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                time.sleep(2)
+                self.assertIsNone(p.poll(), "the sink's settle did not wait")
+                t0 = time.monotonic()
+                p.send_signal(signal.SIGINT)
+                err = p.communicate(timeout=30)[1]
+                took = time.monotonic() - t0
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            self.assertEqual(p.returncode, 105, err)
+            self.assertLess(took, 10)
+            with open(out) as f:
+                doc = json.load(f)
+        jsonschema.validate(doc, SCHEMA)
+        self.assertEqual(doc["signal"]["name"], "SIGINT")
+        s = doc["sink"]
+        self.assertIs(s["settle_stopped"], True)
+        self.assertEqual((s["sent"], s["delivered"], s["lost"]), (20, 0, 20))
+
+
 class MqttLoad(Brokers):
     def test_qos1_publish_delivered_to_the_sink(self):
         p, doc = self.squall(self.mqtt_url + "/sq/orders", "--qos", "1", "-n", "1000",
@@ -443,6 +477,7 @@ class Pipeline(Brokers):
         self.assertEqual(relay.errors, [])
         return relay, p, doc
 
+    @sqtest.timing()
     def test_known_loss_and_duplicates(self):
         relay, p, doc = self.run_through_relay("pipe.loss")
         r, s = doc["requests"], doc["sink"]

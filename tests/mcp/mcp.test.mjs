@@ -93,8 +93,8 @@ async function sdkChecks() {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   check('tools/list: the tools', JSON.stringify(names) === JSON.stringify(
-    ['get_run', 'inbox_read', 'inbox_start', 'inbox_stop', 'list_runs', 'run_load_test',
-      'start_target', 'stop_target', 'validate_plan']),
+    ['compare_runs', 'get_run', 'inbox_read', 'inbox_start', 'inbox_stop', 'list_runs',
+      'run_load_test', 'start_target', 'stop_run', 'stop_target', 'validate_plan']),
   names.join(','));
   const ajv = new Ajv({ strict: false, allErrors: true });
   const validators = {};
@@ -126,10 +126,14 @@ async function sdkChecks() {
   check('the target answers /stats', typeof s0.requests === 'number');
 
   const t0 = Date.now();
+  const progress = [];
   const run = await client.callTool({ name: 'run_load_test', arguments: {
     quick: { url: `${base}/fast`, connections: 4, duration: '2s', threads: 1 } } },
-  undefined, { timeout: 60000 });
+  undefined, { timeout: 60000, onprogress: (p) => progress.push(p) });
   const secs = (Date.now() - t0) / 1000;
+  check('progress: a notification each second of the run', progress.length >= 1 && progress.length <= 3 &&
+    progress.every((p, i) => p.total === 2 && p.progress > 0 && (i === 0 || p.progress > progress[i - 1].progress)) &&
+    /requests completed/.test(progress[0]?.message || ''), JSON.stringify(progress));
   check('run_load_test: not an error', run.isError !== true, text(run).slice(0, 300));
   const doc = run.structuredContent?.result;
   const completed = doc?.requests?.completed;

@@ -1,7 +1,9 @@
 /* tests/unit/test_mcp.c - mcp/: the JSON-RPC 2.0 parser over a table of messages and every
  * truncated prefix of each, the protocol methods (initialize's version answer, ping, tools/list,
  * notifications, error codes), every cap refused before anything runs, and a real bounded run
- * against a target the tools start (result kept, listed, fetched, target stopped). */
+ * against a target the tools start (result kept, listed, fetched, compared, target stopped), the
+ * run store behind list_runs/get_run/compare_runs (squall mcp --store), and the seam the daemon
+ * uses (cfg.submit: the caps checked first, then the run handed over and its answer deferred). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "mcp/mcp.h"
+#include "store/store.h"
 
 /* ---- the parser ---- */
 
@@ -220,7 +225,7 @@ static void test_methods(void **state)
 
     v = call(m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"}");
     json_t *tools = json_object_get(json_object_get(v, "result"), "tools");
-    assert_int_equal(json_array_size(tools), 9);
+    assert_int_equal(json_array_size(tools), 11);
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t)
@@ -411,6 +416,12 @@ static void test_run(void **state)
                         "quick");
     json_decref(r);
 
+    r = tool(m, "compare_runs", "{\"a\":1,\"b\":2}");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    assert_non_null(
+        json_object_get(json_object_get(json_object_get(r, "structuredContent"), "deltas"), "rps"));
+    json_decref(r);
+
     r = tool(m, "get_run", "{\"id\":1}");
     assert_false(json_is_true(json_object_get(r, "isError")));
     doc = json_object_get(json_object_get(r, "structuredContent"), "result");
@@ -457,12 +468,221 @@ static void test_run(void **state)
     sq_mcp_free(m);
 }
 
+static int quick_run(struct sq_mcp *m, int port, const char *path, int requests)
+{
+    char args[256];
+    snprintf(args, sizeof(args),
+             "{\"quick\":{\"url\":\"http://127.0.0.1:%d%s\",\"connections\":2,\"threads\":1,"
+             "\"requests\":%d}}",
+             port, path, requests);
+    json_t *r = tool(m, "run_load_test", args);
+    if (json_is_true(json_object_get(r, "isError")))
+        fail_msg("run: %s", text0(r));
+    int id =
+        (int)json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "run_id"));
+    json_decref(r);
+    return id;
+}
+
+static void test_store(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/squall-test-mcp-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct sq_store *st = NULL;
+    char err[256];
+    assert_int_equal(sq_store_open(dir, NULL, &st, err, sizeof(err)), 0);
+    struct sq_mcp_config cfg = {.store = st};
+    struct sq_mcp *m = NULL;
+    assert_int_equal(sq_mcp_new(&cfg, &m), 0);
+    json_t *r = tool(m, "start_target", "{}");
+    int port =
+        (int)json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "port"));
+    json_decref(r);
+    int a = quick_run(m, port, "/fast", 300);
+    int b = quick_run(m, port, "/delay/3", 20);
+    assert_true(a >= 1 && b == a + 1);
+
+    /* list_runs and get_run read the store (a second server on it sees the same runs) */
+    struct sq_mcp *m2 = NULL;
+    assert_int_equal(sq_mcp_new(&cfg, &m2), 0);
+    r = tool(m2, "list_runs", "{}");
+    json_t *runs = json_object_get(json_object_get(r, "structuredContent"), "runs");
+    assert_int_equal(json_array_size(runs), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(runs, 0), "id")), b);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(runs, 1), "status")),
+                        "finished");
+    json_decref(r);
+    char args[128];
+    snprintf(args, sizeof(args), "{\"id\":%d}", a);
+    r = tool(m2, "get_run", args);
+    json_t *doc = json_object_get(json_object_get(r, "structuredContent"), "result");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(doc, "requests"), "completed")), 300);
+    json_decref(r);
+
+    snprintf(args, sizeof(args), "{\"a\":%d,\"b\":%d}", a, b);
+    r = tool(m2, "compare_runs", args);
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_t *dl = json_object_get(json_object_get(r, "structuredContent"), "deltas");
+    assert_true(json_real_value(json_object_get(json_object_get(dl, "p50_us"), "delta")) > 2000);
+    assert_true(json_real_value(json_object_get(json_object_get(dl, "rps"), "delta")) < 0);
+    assert_true(json_real_value(json_object_get(json_object_get(dl, "completed"), "a")) == 300);
+    assert_non_null(json_object_get(dl, "errors"));
+    assert_non_null(json_object_get(dl, "p90_us"));
+    assert_non_null(json_object_get(dl, "p99_us"));
+    assert_non_null(strstr(text0(r), "p99_us"));
+    json_decref(r);
+    assert_tool_error(m2, "compare_runs", "{\"a\":1,\"b\":999}", "no run 999");
+    assert_tool_error(m2, "get_run", "{\"id\":999}", "no run 999");
+    assert_tool_error(m2, "stop_run", "{\"id\":1}", "only the daemon");
+    r = call(m2, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"compare_runs\",\"arguments\":{\"a\":1}}}");
+    assert_int_equal(error_code(r), -32602);
+    json_decref(r);
+    sq_mcp_free(m2);
+    sq_mcp_free(m);
+    sq_store_close(st);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The daemon's seam: a fake host that queues. */
+struct fake_host {
+    int calls;
+    json_t *args, *rpc_id;
+};
+
+static int fake_submit(void *ud, const json_t *args, const json_t *rpc_id, int64_t *run_id,
+                       char *err, size_t len)
+{
+    (void)err;
+    (void)len;
+    struct fake_host *h = ud;
+    h->calls++;
+    json_decref(h->args);
+    json_decref(h->rpc_id);
+    h->args = json_deep_copy(args);
+    h->rpc_id = json_deep_copy(rpc_id);
+    *run_id = 42;
+    return 0;
+}
+
+static int fake_stop(void *ud, int64_t id, char *msg, size_t len)
+{
+    (void)ud;
+    if (id != 42) {
+        snprintf(msg, len, "no such run");
+        return -2;
+    }
+    snprintf(msg, len, "run 42 is stopping");
+    return 0;
+}
+
+static void test_submit(void **state)
+{
+    (void)state;
+    struct fake_host h = {0};
+    struct sq_mcp_config cfg = {.host_ud = &h, .submit = fake_submit, .stop_run = fake_stop};
+    struct sq_mcp *m = NULL;
+    assert_int_equal(sq_mcp_new(&cfg, &m), 0);
+    /* over a cap: refused here, never handed over */
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"connections\":401}}",
+                      "cap: max VUs 400");
+    assert_tool_error(m, "run_load_test", "{\"quick\":{\"url\":\"http://192.0.2.1:9/\"}}",
+                      "loopback");
+    assert_int_equal(h.calls, 0);
+    /* within the caps: handed over, no answer now */
+    const char *req = "{\"jsonrpc\":\"2.0\",\"id\":\"r-7\",\"method\":\"tools/call\",\"params\":"
+                      "{\"name\":\"run_load_test\",\"arguments\":{\"quick\":{\"url\":"
+                      "\"http://127.0.0.1:9/x\",\"connections\":2,\"duration\":\"1s\"}}}}";
+    char *resp = sq_mcp_handle(m, req, strlen(req));
+    assert_null(resp);
+    assert_true(sq_mcp_deferred(m));
+    assert_int_equal(h.calls, 1);
+    assert_string_equal(json_string_value(h.rpc_id), "r-7");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(h.args, "quick"), "url")),
+                        "http://127.0.0.1:9/x");
+    /* the next request is answered at once */
+    json_t *v = call(m, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}");
+    assert_false(sq_mcp_deferred(m));
+    json_decref(v);
+    /* the host's answer when the run ends */
+    char *ans = sq_mcp_run_answer(h.rpc_id, 42, "failed", "no request succeeded", NULL);
+    v = json_loads(ans, 0, NULL);
+    free(ans);
+    assert_string_equal(json_string_value(json_object_get(v, "id")), "r-7");
+    json_t *res = json_object_get(v, "result");
+    assert_true(json_is_true(json_object_get(res, "isError")));
+    assert_non_null(strstr(text0(res), "run 42 failed: no request succeeded"));
+    json_decref(v);
+    json_t *r = tool(m, "stop_run", "{\"id\":42}");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    assert_non_null(strstr(text0(r), "stopping"));
+    json_decref(r);
+    assert_tool_error(m, "stop_run", "{\"id\":41}", "no such run");
+    json_decref(h.args);
+    json_decref(h.rpc_id);
+    sq_mcp_free(m);
+}
+
+static void collect(void *ud, const char *msg)
+{
+    json_t *a = ud;
+    json_array_append_new(a, json_loads(msg, 0, NULL));
+}
+
+static void test_progress(void **state)
+{
+    (void)state;
+    json_t *got = json_array();
+    struct sq_mcp_config cfg = {.notify = collect, .notify_ud = got};
+    struct sq_mcp *m = NULL;
+    assert_int_equal(sq_mcp_new(&cfg, &m), 0);
+    json_t *r = tool(m, "start_target", "{}");
+    int port =
+        (int)json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "port"));
+    json_decref(r);
+    char req[512];
+    snprintf(req, sizeof(req),
+             "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"_meta\":{"
+             "\"progressToken\":\"tok\"},\"name\":\"run_load_test\",\"arguments\":{\"quick\":{"
+             "\"url\":\"http://127.0.0.1:%d/fast\",\"connections\":1,\"threads\":1,"
+             "\"duration\":\"1500ms\"}}}}",
+             port);
+    json_t *v = call(m, req);
+    assert_false(json_is_true(json_object_get(json_object_get(v, "result"), "isError")));
+    json_decref(v);
+    assert_true(json_array_size(got) >= 1);
+    json_t *n = json_array_get(got, 0);
+    assert_string_equal(json_string_value(json_object_get(n, "method")), "notifications/progress");
+    json_t *pp = json_object_get(n, "params");
+    assert_string_equal(json_string_value(json_object_get(pp, "progressToken")), "tok");
+    assert_true(json_real_value(json_object_get(pp, "total")) == 1.5);
+    assert_true(json_real_value(json_object_get(pp, "progress")) > 0);
+    /* without a token: none */
+    size_t before = json_array_size(got);
+    snprintf(req, sizeof(req),
+             "{\"quick\":{\"url\":\"http://127.0.0.1:%d/fast\",\"connections\":1,\"threads\":1,"
+             "\"duration\":\"1100ms\"}}",
+             port);
+    r = tool(m, "run_load_test", req);
+    json_decref(r);
+    assert_int_equal(json_array_size(got), before);
+    sq_mcp_free(m);
+    json_decref(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_table), cmocka_unit_test(test_parse_prefixes),
         cmocka_unit_test(test_initialize),  cmocka_unit_test(test_methods),
         cmocka_unit_test(test_caps),        cmocka_unit_test(test_run),
+        cmocka_unit_test(test_store),       cmocka_unit_test(test_submit),
+        cmocka_unit_test(test_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
