@@ -152,7 +152,8 @@ static double xs_unit(struct sq_engine__worker *w)
 
 /* Algorithm L's next jump: the weight shrinks by a random factor, and the next replacement is
  * a geometric number of exchanges away. */
-static void xs_skip(struct sq_engine__worker *w, struct sq_engine__xres *r)
+__attribute__((noinline, cold)) static void xs_skip(struct sq_engine__worker *w,
+                                                    struct sq_engine__xres *r)
 {
     r->wgt *= exp(log(xs_unit(w)) / (double)w->xs_per);
     double skip = floor(log(xs_unit(w)) / log1p(-r->wgt));
@@ -165,13 +166,10 @@ static void xs_skip(struct sq_engine__worker *w, struct sq_engine__xres *r)
  * is kept with probability N/k"): the slot the class's next exchange takes, or -1. Once the
  * reservoir is full the common case is an increment and a compare: the random draws happen
  * only at a replacement. */
-static int32_t xs_draw(struct sq_engine__worker *w, uint32_t cls)
+__attribute__((noinline)) static int32_t xs_pick(struct sq_engine__worker *w,
+                                                 struct sq_engine__xres *r, uint64_t seen)
 {
-    struct sq_engine__xres *r = &w->xs[cls];
-    uint64_t seen = ++r->seen;
-    if (SQ_LIKELY(seen > w->xs_per)) {
-        if (SQ_LIKELY(seen != r->next))
-            return -1;
+    if (seen > w->xs_per) { /* seen == r->next: a replacement */
         int32_t slot = (int32_t)(xs_next(w) % w->xs_per);
         xs_skip(w, r);
         return slot;
@@ -183,19 +181,29 @@ static int32_t xs_draw(struct sq_engine__worker *w, uint32_t cls)
     return (int32_t)(seen - 1);
 }
 
-static uint32_t status_class(uint16_t status)
+/* The draw: the common case (full, no replacement due) inline, the rest in xs_pick. */
+static inline int32_t xs_draw(struct sq_engine__worker *w, uint32_t cls)
 {
-    return status >= 100 && status <= 599 ? status / 100 : 0;
+    struct sq_engine__xres *r = &w->xs[cls];
+    uint64_t seen = ++r->seen;
+    if (SQ_LIKELY(seen > w->xs_per && seen != r->next))
+        return -1;
+    return xs_pick(w, r, seen);
 }
 
-void sq_engine__xc_head(struct sq_engine__conn *c, uint16_t status, const char *head, size_t len)
+/* 1..5 for 100..599 ((s * 41) >> 12 is s / 100 over that range), else 0. */
+static inline uint32_t status_class(uint16_t status)
+{
+    return (uint32_t)(status - 100) < 500 ? ((uint32_t)status * 41) >> 12 : 0;
+}
+
+/* The head of a captured or drawn exchange: a pool buffer for a drawn one, the head copied. */
+__attribute__((noinline)) static void xc_head_keep(struct sq_engine__conn *c, const char *head,
+                                                   size_t len)
 {
     struct sq_engine__worker *w = c->w;
     struct sq_engine__xc *k = c->xc;
-    if (w->xs_per) {
-        k->slot = xs_draw(w, status_class(status));
-        if (SQ_LIKELY(k->slot < 0) && !k->on)
-            return;
+    if (w->xs_per && k->slot >= 0) {
         k->head_ns = c->fb_ns ? c->fb_ns : sq_loop_now(w->loop);
         if (!w->capture) { /* sampling alone: nothing was armed at the send */
             if (!k->on) {
@@ -218,6 +226,18 @@ void sq_engine__xc_head(struct sq_engine__conn *c, uint16_t status, const char *
     memcpy(k->buf, head, len);
     k->head_len = (uint32_t)len;
     k->in_body = true;
+}
+
+void sq_engine__xc_head(struct sq_engine__conn *c, uint16_t status, const char *head, size_t len)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_engine__xc *k = c->xc;
+    if (w->xs_per) {
+        k->slot = xs_draw(w, status_class(status));
+        if (SQ_LIKELY(k->slot < 0) && !k->on)
+            return; /* the common case: a counter went up */
+    }
+    xc_head_keep(c, head, len);
 }
 
 void sq_engine__xc_body(struct sq_engine__conn *c, const char *data, size_t len)
@@ -254,8 +274,8 @@ static char *dup_bytes(const char *p, size_t n)
 
 /* Keeps the exchange in slot of class cls (what the slot held goes). Out of memory: the slot
  * is left empty of this one (the sample is a sample). */
-static void xs_keep(struct sq_engine__conn *c, int64_t now, uint32_t cls, int32_t slot,
-                    uint16_t status, int error)
+__attribute__((noinline)) static void xs_keep(struct sq_engine__conn *c, int64_t now, uint32_t cls,
+                                              int32_t slot, uint16_t status, int error)
 {
     struct sq_engine__worker *w = c->w;
     struct sq_engine__xc *k = c->xc;
@@ -316,7 +336,7 @@ static void xs_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int 
     }
     if (slot >= 0)
         xs_keep(c, now, cls, slot, status, error);
-    k->slot = -1;
+    k->slot = -1; /* (xc_end runs only for what was captured, drawn, or failed) */
     k->head_ns = 0;
     if (k->pooled) {
         w->xs_free[w->xs_nfree++] = (uint32_t)((k->buf - w->xs_pool) / BUF_SIZE);

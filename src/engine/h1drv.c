@@ -237,7 +237,7 @@ static int on_head(void *ud, const char *head, size_t len)
 {
     struct sq_engine__conn *c = ud;
     struct sq_flow_vu *v = c->fv;
-    if (SQ_UNLIKELY(c->xc != NULL))
+    if (SQ_UNLIKELY(c->xc != NULL) && !sq_engine__xc_head_done(c, c->rd.status))
         sq_engine__xc_head(c, c->rd.status, head, len);
     uint8_t enc = c->rd.content_encoding;
     c->decoding = false;

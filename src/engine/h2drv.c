@@ -312,7 +312,7 @@ static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
     struct sq_engine__conn *c = vu_of(t, st);
     if (c->fb_ns == 0)
         c->fb_ns = sq_loop_now(t->w->loop);
-    if (SQ_UNLIKELY(c->xc != NULL)) {
+    if (SQ_UNLIKELY(c->xc != NULL) && !sq_engine__xc_head_done(c, (uint16_t)status)) {
         char line[32];
         int n = snprintf(line, sizeof(line), "HTTP/2 %d\r\n\r\n", status);
         sq_engine__xc_head(c, (uint16_t)status, line, (size_t)n);

@@ -929,7 +929,8 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         u->status[cls <= 5 ? cls : 0]++;
         sq_hist_record(u->latency, lat_us);
     }
-    if (SQ_UNLIKELY(c->xc != NULL))
+    /* a response neither captured nor drawn for a sample costs nothing more */
+    if (SQ_UNLIKELY(c->xc != NULL) && (c->xc->on || c->xc->slot >= 0))
         sq_engine__xc_end(c, now, c->rd.status, -1);
     w->c.completed++;
     w->in_flight--;

@@ -367,6 +367,23 @@ SQ_MUST_CHECK int sq_engine__xc_init(struct sq_engine__worker *w);
 void sq_engine__xc_dispose(struct sq_engine__worker *w);
 /* A request was sent: capture its exchange (the mode decides at its end). */
 void sq_engine__xc_arm(struct sq_engine__conn *c);
+/* At a response head (h1drv, h2drv; c->xc set): the sampling's common case, inline. True when
+ * that was all (the class is full and no replacement is due: its counter went up); false when
+ * sq_engine__xc_head must see the head (it draws and copies). */
+static inline bool sq_engine__xc_head_done(struct sq_engine__conn *c, uint16_t status)
+{
+    struct sq_engine__worker *w = c->w;
+    if (SQ_LIKELY(w->xs_per != 0) && !c->xc->on) {
+        uint32_t cls = (uint32_t)(status - 100) < 500 ? ((uint32_t)status * 41) >> 12 : 0;
+        struct sq_engine__xres *r = &w->xs[cls];
+        if (SQ_LIKELY(r->seen >= w->xs_per && r->seen + 1 != r->next)) {
+            r->seen++; /* xc->slot is -1 already: every end that drew one resets it */
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Merges the workers' reservoirs into out (drawn in proportion to what each saw). Returns 0 or
  * -ENOMEM. The workers keep nothing of it. */
 SQ_MUST_CHECK int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_class,

@@ -157,5 +157,19 @@ class Samples(unittest.TestCase):
         self.assertIn("timeout (3 seen): GET /hang HTTP/1.1 → timeout", p.stdout + p.stderr)
 
 
+
+class SamplesOverH2(sqtest.TargetCase):
+    def test_h2c_responses_are_sampled(self):
+        p, doc, _ = sqtest.run_json(self.base + "/status/503", "--http2", "--streams", "4",
+                                    "-c", "2", "-n", "400", "-t", "1", timeout=60)
+        self.assertIsNotNone(doc, p.stderr)
+        jsonschema.validate(doc, SCHEMA)
+        c5 = [c for c in doc["sampled_exchanges"]["classes"] if c["class"] == "5xx"][0]
+        self.assertEqual((c5["seen"], len(c5["samples"])), (400, 5))
+        for x in c5["samples"]:
+            self.assertEqual((x["protocol"], x["status"]), ("h2", 503))
+            self.assertTrue(x["response"]["head"].startswith("HTTP/2 503"), x)
+            self.assertIn("/status/503", x["request"]["text"])
+
 if __name__ == "__main__":
     sqtest.main()
