@@ -13,7 +13,9 @@ Benches (each a few seconds, every load bounded by -n or -d; servers started her
   sink      `squall sink --http 127.0.0.1:PORT -t 1` on CPU 0, fed by a plan POSTing
             '{"t":"{{$stamp}}"}' from 64 VUs for 3 s (`squall run -t 1` on CPU 1, HTTP/1.1
             keep-alive): the sink's delivered events/s; its count must equal the load's
-            completed requests exactly, with nothing lost or unstamped.
+            completed requests exactly, with nothing lost or unstamped. The same plan over h2c
+            (--http2 --streams 16), and the quick face's static body over HTTP/1.1 (-c 64) and
+            h2c (-c 4 --streams 64). Arms alternate within each round.
 
 nats-server / mosquitto / the sink on CPU 0, squall's load on CPU 1 (taskset). Rounds alternate
 the arms; the table gives the median and the range.
@@ -219,63 +221,71 @@ def wait_cpu(proc):
     return ru.ru_utime + ru.ru_stime
 
 
-def bench_sink(a, rounds):
-    rates, static, cpu, scpu = [], [], [], []
-    for _ in range(rounds):
-        port = free_port()
-        d = tempfile.mkdtemp(prefix="sq-bench-sink-")
-        out, plan = os.path.join(d, "sink.json"), os.path.join(d, "plan.yaml")
-        with open(plan, "w") as f:
-            f.write(SINK_PLAN % port)
-        sink = subprocess.Popen(["taskset", "-c", "0", os.path.join(a.build, "squall"), "sink",
-                                 "--http", "%s:%d" % (HOST, port), "-t", "1", "--idle", "1s",
-                                 "--json", out, "-q"], stdout=subprocess.DEVNULL)
-        try:
-            wait_port(port, sink)
-            doc = squall_json(a.build, ["run", plan, "-t", "1"])
-            c = wait_cpu(sink)
-        finally:
-            stop(sink)
-        with open(out) as f:
-            s = json.load(f)["sink"]
-        shutil.rmtree(d, ignore_errors=True)
-        done = doc["requests"]["completed"]
-        if s["delivered"] != done or s["unstamped"] or s["duplicates"] or s["lost"]:
+def sink_round(a, load, exact):
+    """One `squall sink --http -t 1` on CPU 0 fed by `load` (squall args, {port} filled in) on
+    CPU 1; returns (events/s of the load's duration, events per CPU second of the sink). exact:
+    every event has its own stamp (delivered must equal the load's completed, nothing lost);
+    otherwise one stamp in every body (delivered 1, the rest duplicates)."""
+    port = free_port()
+    d = tempfile.mkdtemp(prefix="sq-bench-sink-")
+    out, plan = os.path.join(d, "sink.json"), os.path.join(d, "plan.yaml")
+    with open(plan, "w") as f:
+        f.write(SINK_PLAN % port)
+    sink = subprocess.Popen(["taskset", "-c", "0", os.path.join(a.build, "squall"), "sink",
+                             "--http", "%s:%d" % (HOST, port), "-t", "1", "--idle", "1s",
+                             "--json", out, "-q"], stdout=subprocess.DEVNULL)
+    try:
+        wait_port(port, sink)
+        doc = squall_json(a.build, [x.format(port=port, plan=plan) for x in load])
+        c = wait_cpu(sink)
+    finally:
+        stop(sink)
+    with open(out) as f:
+        s = json.load(f)["sink"]
+    shutil.rmtree(d, ignore_errors=True)
+    r = doc["requests"]
+    if exact:
+        ev = s["delivered"]
+        if ev != r["completed"] or s["unstamped"] or s["duplicates"] or s["lost"]:
             sys.exit("sink: delivered %d, load completed %d, unstamped %d, lost %d" %
-                     (s["delivered"], done, s["unstamped"], s["lost"]))
-        rates.append(done / doc["duration_s"])
-        cpu.append(done / c)
-        # the sink's own ceiling: the quick face's static body (one stamp in every POST, so all
-        # but the first arrival are duplicates; the sink parses, finds and records each alike)
-        port = free_port()
-        sink = subprocess.Popen(["taskset", "-c", "0", os.path.join(a.build, "squall"), "sink",
-                                 "--http", "%s:%d" % (HOST, port), "-t", "1", "--idle", "1s",
-                                 "--json", out, "-q"], stdout=subprocess.DEVNULL)
-        os.makedirs(d, exist_ok=True)
-        try:
-            wait_port(port, sink)
-            doc = squall_json(a.build, ["http://%s:%d/e" % (HOST, port), "-m", "POST", "-b",
-                                        '{"t":"sq1.1.1.1"}', "-c", "64", "-t", "1", "-d", "3s"])
-            c = wait_cpu(sink)
-        finally:
-            stop(sink)
-        with open(out) as f:
-            s = json.load(f)["sink"]
-        shutil.rmtree(d, ignore_errors=True)
+                     (ev, r["completed"], s["unstamped"], s["lost"]))
+    else:
         # the requests still in flight when the load stopped reached the sink too
-        ev, r = s["delivered"] + s["duplicates"], doc["requests"]
+        ev = s["delivered"] + s["duplicates"]
         if not r["completed"] <= ev <= r["sent"] or s["delivered"] != 1:
             sys.exit("sink (static): %d + %d events, load completed %d, sent %d" %
                      (s["delivered"], s["duplicates"], r["completed"], r["sent"]))
-        static.append(ev / doc["duration_s"])
-        scpu.append(ev / c)
-    print("\n| sink over HTTP/1.1 keep-alive, 1 thread on CPU 0 | events/s median (range) "
+    return ev / doc["duration_s"], ev / c
+
+
+SINK_ARMS = [
+    ("a plan's POSTs (64 VUs, CPU 1): delivered, exact (= the load's completed; 0 lost, "
+     "0 unstamped)", ["run", "{plan}", "-t", "1"], True),
+    ("the same plan over h2c (--http2 --streams 16: 4 connections): delivered, exact",
+     ["run", "{plan}", "-t", "1", "--http2", "--streams", "16"], True),
+    # the sink's own ceiling: the quick face's static body (one stamp in every POST, so all but
+    # the first arrival are duplicates; the sink parses, finds and records each alike)
+    ("the same stamp in every POST (quick face, -c 64 -t 1): events recorded",
+     ["http://127.0.0.1:{port}/e", "-m", "POST", "-b", '{{"t":"sq1.1.1.1"}}', "-c", "64", "-t",
+      "1", "-d", "3s"], False),
+    ("the same over h2c (--http2 -c 4 --streams 64): events recorded",
+     ["http://127.0.0.1:{port}/e", "-m", "POST", "-b", '{{"t":"sq1.1.1.1"}}', "--http2", "-c",
+      "4", "--streams", "64", "-t", "1", "-d", "3s"], False),
+]
+
+
+def bench_sink(a, rounds):
+    res = [([], []) for _ in SINK_ARMS]
+    for _ in range(rounds):
+        for i, (_, load, exact) in enumerate(SINK_ARMS):
+            rate, per_cpu = sink_round(a, load, exact)
+            res[i][0].append(rate)
+            res[i][1].append(per_cpu)
+    print("\n| sink, 1 thread on CPU 0 | events/s median (range) "
           "| events per CPU second of the sink |")
     print("|---|---|---|")
-    print("| a plan's POSTs (64 VUs, CPU 1): delivered, exact (= the load's completed; 0 lost, "
-          "0 unstamped) | %s | %s |" % (summary(rates), summary(cpu)))
-    print("| the same stamp in every POST (quick face, -c 64 -t 1): events recorded | %s | %s |"
-          % (summary(static), summary(scpu)))
+    for (name, _, _), (rates, cpu) in zip(SINK_ARMS, res):
+        print("| %s | %s | %s |" % (name, summary(rates), summary(cpu)))
 
 
 def main():

@@ -179,6 +179,13 @@ static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t
         return fail(err, len, -SQ_EPARSE,
                     "%s:%u:%u: script: the daemon runs no Lua from plans (no hooks here)",
                     r->plan_name, r->plan->script_loc.line, r->plan->script_loc.col);
+    /* A sink: section listens or subscribes for the run's events: not done by the daemon yet,
+     * so refused rather than silently left out of the result. */
+    if (r->plan->sink)
+        return fail(err, len, -SQ_EPARSE,
+                    "%s:%u:%u: sink: the daemon runs no sink (run this plan with `squall run`, "
+                    "which counts what arrives)",
+                    r->plan_name, r->plan->sink->loc.line, r->plan->sink->loc.col);
     sq_planrun_opts_init(&r->po);
     r->po.plan = r->plan_name;
     r->po.refuse_scripts = true;

@@ -489,6 +489,20 @@ int sq_flow_render(const struct sq_flow *f, struct sq_flow_vu *v, const struct s
     return sq_tmpl_render(t, &ctx, out);
 }
 
+int sq_flow_render_event(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_tmpl *t,
+                         struct sq_buf *out)
+{
+    struct sq_tmpl_ctx ctx;
+    render_ctx(f, v, &ctx);
+    struct sq_str stamp = {v->stamp, 0};
+    if (sq_tmpl_uses_stamp(t) && v->stamp_fn) {
+        v->stamp_len = (uint8_t)v->stamp_fn(v->stamp_ud, &v->stamp_seq, v->stamp);
+        stamp.len = v->stamp_len;
+    }
+    ctx.stamp = &stamp;
+    return sq_tmpl_render(t, &ctx, out);
+}
+
 int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *st,
                            struct sq_flow_vu *v, struct sq_str *payload, struct sq_str *hvals)
 {

@@ -148,6 +148,10 @@ SQ_MUST_CHECK int sq_flow_publish_render(const struct sq_flow *f, const struct s
  * (a WebSocket step's path, headers and message). Returns 0 or -ENOMEM. */
 SQ_MUST_CHECK int sq_flow_render(const struct sq_flow *f, struct sq_flow_vu *v,
                                  const struct sq_tmpl *t, struct sq_buf *out);
+/* The same for one event (a WebSocket step's message): when t uses {{$stamp}}, a new stamp is
+ * made for it first (counted as stamped; a later subscribe: step waits for it). */
+SQ_MUST_CHECK int sq_flow_render_event(const struct sq_flow *f, struct sq_flow_vu *v,
+                                       const struct sq_tmpl *t, struct sq_buf *out);
 
 /* Keeps a response head for the step's checks, extractors and cookie jar: head[0, len) is
  * copied into v->head and its fields, as the HTTP/1.1 reader parsed them (spans into head), are

@@ -509,10 +509,6 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
         if (!o->connections_set)
             o->connections = 1; /* one publisher, as nats bench and the MQTT tools start */
     }
-    if (o->nsinks && !bus)
-        return sq_flag_fail(err, len,
-                            "--sink applies to nats:// and mqtt:// URLs (their --payload carries "
-                            "{{$stamp}}; an HTTP body is sent as written: use a plan's sink:)");
     if ((o->sink_stamp || o->sink_settle_ns) && !o->nsinks)
         return sq_flag_fail(err, len, "%s applies to --sink",
                             o->sink_stamp ? "--sink-stamp" : "--sink-settle");
@@ -1003,6 +999,78 @@ static int load_body(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     return 0;
 }
 
+/* -b's text (not @FILE's bytes) is a template: with dynamic parts ({{$stamp}}, {{$vu}}...) it
+ * is rendered per request (r->body_tmpl), HTTP/1.1 and one URL only; without, the static path
+ * (r->body as it is, serialised once). */
+static int body_template(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err,
+                         size_t len)
+{
+    if (!o->body_arg || (o->body_arg[0] == '@' && !o->body_literal))
+        return 0;
+    struct sq_tmpl *t = NULL;
+    struct sq_tmpl_error te = {0};
+    int rc = sq_tmpl_compile(r->body, r->body_len, SQ_TMPL_ESC_NONE, NULL, NULL, &t, &te);
+    if (rc == -ENOMEM) {
+        snprintf(err, len, "out of memory");
+        return rc;
+    }
+    if (rc < 0)
+        return sq_flag_fail(err, len,
+                            "%s: '%s': %s (at byte %zu; a body file, @FILE, is sent "
+                            "as it is)",
+                            o->body_flag, o->body_arg, te.msg, te.offset + 1);
+    const char *text;
+    size_t n;
+    if (sq_tmpl_static(t, &text, &n)) {
+        /* no dynamic part: the static request ("{{" escapes, if any, resolved) */
+        memmove(r->body, text, n);
+        r->body[n] = '\0';
+        r->body_len = n;
+        sq_tmpl_free(t);
+        return 0;
+    }
+    r->body_tmpl = t;
+    const char *why = o->urls_path ? "--urls" : o->http2 ? "--http2" : o->script ? "-s" : NULL;
+    if (why)
+        return sq_flag_fail(err, len,
+                            "%s: a body with {{...}} is rendered per request over HTTP/1.1 for "
+                            "one URL, not with %s (a plan's request: body can)",
+                            o->body_flag, why);
+    for (size_t i = 0; i < o->nheaders; i++)
+        if (strcasecmp(o->headers[i].name, "Content-Length") == 0 ||
+            strcasecmp(o->headers[i].name, "Transfer-Encoding") == 0)
+            return sq_flag_fail(err, len,
+                                "-H %s: a body with {{...}} gets its Content-Length per request",
+                                o->headers[i].name);
+    return 0;
+}
+
+/* The head of a templated body's requests: serialised with a one-byte body, so it carries
+ * "Content-Length: 1", whose digit the worker replaces with each body's length. */
+static int templated_head(struct sq_quick_run *r, const struct sq_quick_opts *o,
+                          const struct sq_kv *headers, size_t nheaders, char *err, size_t len)
+{
+    int rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, nheaders, "x", 1,
+                              &r->req, &r->req_len);
+    if (rc < 0)
+        return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
+    static const char cl[] = "\r\nContent-Length: 1\r\n";
+    const char *at = NULL;
+    for (const char *p = r->req; p + sizeof(cl) - 1 <= r->req + r->req_len; p++)
+        if (memcmp(p, cl, sizeof(cl) - 1) == 0) {
+            at = p;
+            break;
+        }
+    if (!at) { /* sq_request_build always writes it for a body it frames */
+        snprintf(err, len, "cannot build the request: no Content-Length");
+        return -SQ_EUSAGE;
+    }
+    r->req_len--; /* the head alone: the body is rendered per request */
+    r->req[r->req_len] = '\0';
+    r->cfg.body_cl = (size_t)(at - r->req) + sizeof(cl) - 4;
+    return 0;
+}
+
 /* Maps the quick face's flags onto one executor (plan/exec.h). per: the VUs one connection
  * carries (HTTP/2 streams, a bus window). */
 static int build_exec(const struct sq_quick_opts *o, uint64_t per, struct sq_exec *e, char *err,
@@ -1380,7 +1448,7 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
             return rc;
         goto configure;
     }
-    if ((rc = load_body(r, o, err, len)) < 0)
+    if ((rc = load_body(r, o, err, len)) < 0 || (rc = body_template(r, o, err, len)) < 0)
         return rc;
 
     /* Accept-Encoding is offered unless the user set one or turned compression off, over
@@ -1405,6 +1473,9 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
         cfg->request_len = r->req_len = r->urls[0].req_len;
         cfg->head_request = r->run_urls[0].head;
         cfg->h2_request = o->http2 ? &r->urls[0].h2 : NULL;
+    } else if (r->body_tmpl) {
+        if ((rc = templated_head(r, o, headers, nheaders, err, len)) < 0)
+            return rc;
     } else {
         rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, nheaders, r->body,
                               r->body_len, &r->req, &r->req_len);
@@ -1427,6 +1498,11 @@ configure:;
         cfg->h2_request = o->http2 ? &r->h2req : NULL;
     }
     cfg->ws = o->ws ? &r->ws : NULL;
+    cfg->body_tmpl = r->body_tmpl;
+    if (o->nsinks && !(r->body_tmpl && sq_tmpl_uses_stamp(r->body_tmpl)) &&
+        !(r->ws_message && sq_tmpl_uses_stamp(r->ws_message)))
+        return sq_flag_fail(err, len, "--sink: this load stamps no event: put {{$stamp}} in %s",
+                            o->ws ? "--message" : "-b (e.g. -m POST -b '{\"t\":\"{{$stamp}}\"}')");
     cfg->timeout_ns = o->timeout_ns;
     cfg->connect_timeout_ns = o->connect_timeout_ns;
     cfg->phases = !o->no_phases;
@@ -1470,6 +1546,8 @@ void sq_quick_run_dispose(struct sq_quick_run *r)
     sq_h2_req_dispose(&r->h2req);
     sq_tmpl_free(r->ws_message);
     r->ws_message = NULL;
+    sq_tmpl_free(r->body_tmpl);
+    r->body_tmpl = NULL;
     sq_buf_dispose(&r->ws_headers);
     free(r->req);
     free(r->body);

@@ -181,6 +181,9 @@ struct sq_quick_run {
     struct sq_ws_run ws;
     struct sq_tmpl *ws_message;
     struct sq_buf ws_headers;
+    /* -b's text as a template with dynamic parts (cfg.body_tmpl), else NULL: body is sent as
+     * it is */
+    struct sq_tmpl *body_tmpl;
     /* --urls: the list, and per URL its request (HTTP/1.1 and HTTP/2) and body (owned) */
     struct sq_urllist list;
     struct sq_quick_url *urls;

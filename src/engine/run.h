@@ -266,7 +266,13 @@ struct sq_run_config {
     int naddrs;
     const char *request; /* serialised once, shared read-only by every connection */
     size_t request_len;
-    bool head_request;          /* responses carry no body */
+    bool head_request; /* responses carry no body */
+    /* The quick face's HTTP/1.1 body as a template with dynamic parts ({{$stamp}}...), else
+     * NULL (the static request above). Then `request` is the head, whose Content-Length value
+     * (one digit) is at request[body_cl]: each request is that head with the rendered body's
+     * length in its place, then the body, written into the connection's own buffer. */
+    const struct sq_tmpl *body_tmpl;
+    size_t body_cl;
     uint32_t threads;           /* workers; capped at the connections the executor needs */
     struct sq_exec exec;        /* prepared with sq_exec_prepare() */
     int64_t timeout_ns;         /* per request, from its send */

@@ -48,6 +48,7 @@
 #include "engine/flowbus.h"
 #include "http/decode.h"
 #include "loop/loop.h"
+#include "plan/tmpl.h"
 #include "script/script.h"
 #include "stats/hist.h"
 
@@ -508,6 +509,61 @@ static int hooks_init(struct sq_engine__worker *w)
     return 0;
 }
 
+/* In w->shooks beside the script's hooks (script/script.h uses the low bits): the quick face's
+ * body is a template (cfg->body_tmpl). */
+#define BODY_TMPL (1u << 30)
+
+/* The quick face's templated body (cfg->body_tmpl): rendered for this request (with a stamp
+ * when it uses one), framed by the head with the body's length, in the connection's own buffer
+ * (it must live until the request is written; it stops growing at its working size). */
+__attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64_t intended,
+                                                int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    const struct sq_run_config *cfg = w->cfg;
+    char stamp[SQ_STAMP_MAX];
+    struct sq_str st = {stamp, 0};
+    if (sq_tmpl_uses_stamp(cfg->body_tmpl)) {
+        st.len = sq_engine__stamp(w, NULL, stamp);
+        w->c.bus.stamped++;
+    }
+    struct sq_tmpl_ctx x = {
+        .vu = (uint64_t)w->first_vu + c->local + 1,
+        .iteration = c->body_iter++,
+        .rng = &w->body_rng,
+        .stamp = &st,
+    };
+    sq_buf_reset(&w->body);
+    char digits[24];
+    int nd = sq_tmpl_render(cfg->body_tmpl, &x, &w->body) < 0
+                 ? -1
+                 : snprintf(digits, sizeof(digits), "%zu", w->body.len);
+    size_t head = cfg->request_len, n = head - 1 + (size_t)nd + w->body.len;
+    if (nd > 0 && c->own_cap < n) {
+        char *p = realloc(c->own, n);
+        if (p) {
+            c->own = p;
+            c->own_cap = n;
+        }
+    }
+    if (SQ_UNLIKELY(nd <= 0 || c->own_cap < n)) { /* out of memory: this request fails */
+        conn_fail(c, SQ_ERRK_WRITE);
+        conn_replace(c);
+        return;
+    }
+    char *o = c->own;
+    memcpy(o, cfg->request, cfg->body_cl);
+    o += cfg->body_cl;
+    memcpy(o, digits, (size_t)nd);
+    o += nd;
+    memcpy(o, cfg->request + cfg->body_cl + 1, head - cfg->body_cl - 1);
+    o += head - cfg->body_cl - 1;
+    if (w->body.len)
+        memcpy(o, w->body.p, w->body.len);
+    w->c.rendered++;
+    conn_send(c, c->own, n, false, cfg->timeout_ns, intended, now, 1);
+}
+
 /* Starts one iteration: the quick face's static request (or its next URL), or a flow from its
  * first step. */
 static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
@@ -518,8 +574,12 @@ static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
             url_send(c, intended, now);
             return;
         }
-        if (SQ_UNLIKELY(w->shooks & (SQ_SCRIPT_REQUEST | SQ_SCRIPT_DELAY))) {
-            script_iter(c, intended, now);
+        if (SQ_UNLIKELY(w->shooks & (SQ_SCRIPT_REQUEST | SQ_SCRIPT_DELAY | BODY_TMPL))) {
+            /* one test keeps the static path's cost: a script, or a templated body */
+            if (w->shooks & BODY_TMPL)
+                body_send(c, intended, now);
+            else
+                script_iter(c, intended, now);
             return;
         }
         conn_send(c, w->req, w->req_len, w->req_head, w->cfg->timeout_ns, intended, now, w->req_n);
@@ -1346,6 +1406,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->req_len = cfg->request_len;
     w->req_n = 1;
     w->req_head = cfg->head_request;
+    if (cfg->body_tmpl && !sc)
+        w->shooks = BODY_TMPL; /* the quick face refuses -s with a templated body */
     if (cfg->script && !sc) {
         /* a wrk-style script: this worker's own state, its hooks and its static request */
         if (windex >= cfg->script->n)
@@ -1388,6 +1450,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             w->drv = &sq_engine__null_driver;
     }
     sq_stamp_enc_init(&w->stamp, run->run_id + windex);
+    w->body_rng = (run->run_id ^ 0xD1B54A32D192ED03ull) * (windex + 1) | 1;
     uint64_t vus = sq_seg_share(cfg->seg, sq_exec_max_vus(ex));
     /* The open model's pool grows from preAllocatedVUs to maxVUs on HTTP/1.1 (one VU, one
      * connection); elsewhere maxVUs only caps what is in flight. */
@@ -1541,6 +1604,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         }
         free(c->own);
     }
+    sq_buf_dispose(&w->body);
     free(w->script_err);
     free(w->hook_ids);
     if (w->own_script)

@@ -91,8 +91,10 @@ struct sq_engine__conn {
     /* wrk scripts */
     struct sq_engine__capture *cap; /* response() is defined: the response kept for it */
     bool delayed;                   /* delay() was called for the request about to leave */
-    char *own;                      /* a request() string copied when its write was short */
+    char *own;                      /* a request() string copied when its write was short;
+                                       the quick face's templated request (cfg->body_tmpl) */
     size_t own_cap;
+    uint64_t body_iter;       /* cfg->body_tmpl: this VU's requests so far ($iteration) */
     struct sq_engine__xc *xc; /* the run captures exchanges (engine/capture.h); else NULL */
 };
 
@@ -308,6 +310,9 @@ struct sq_engine__worker {
     /* {{$stamp}}: this worker's stream (run id + windex) and its next sequence number */
     struct sq_stamp_enc stamp;
     uint64_t stamp_next;
+    /* cfg->body_tmpl: the rendered body (reused) and the template's random state */
+    struct sq_buf body;
+    uint64_t body_rng;
     /* a wrk-style script (cfg->script): this worker's state, the hooks it calls per request
      * (SQ_SCRIPT_REQUEST, _RESPONSE, _DELAY) and its static request; NULL/0 without one */
     struct sq_script *script;

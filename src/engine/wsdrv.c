@@ -613,10 +613,17 @@ static int message(struct sq_engine__conn *c, const char **p, size_t *len)
         *len = c->req_len;
         return 0;
     }
+    char stamp[SQ_STAMP_MAX];
+    struct sq_str st = {stamp, 0};
+    if (sq_tmpl_uses_stamp(t)) { /* one event per message */
+        st.len = sq_engine__stamp(w, NULL, stamp);
+        w->c.bus.stamped++;
+    }
     struct sq_tmpl_ctx x = {
         .vu = (uint64_t)w->first_vu + c->local + 1,
         .iteration = v->iteration++,
         .rng = &d->rng,
+        .stamp = &st,
     };
     sq_buf_reset(&d->msg);
     if (sq_tmpl_render(t, &x, &d->msg) < 0)
@@ -745,7 +752,7 @@ static void flow_send(struct sq_engine__conn *c)
         return; /* the server's close completes it */
     }
     sq_buf_reset(&d->msg);
-    if (sq_flow_render(w->flow, c->fv, ps->req.body, &d->msg) < 0 ||
+    if (sq_flow_render_event(w->flow, c->fv, ps->req.body, &d->msg) < 0 ||
         !obuf_reserve(d, sq_ws_frame_len(d->msg.len))) {
         broken(c, SQ_ERRK_WRITE, true);
         return;

@@ -188,6 +188,25 @@ static int run_timers(struct sq_loop *l)
     return n;
 }
 
+/* epoll_pwait2 (ns timeouts, Linux 5.11); where the kernel (or valgrind 3.19, which does not
+ * know the call) answers ENOSYS, epoll_wait with the wait rounded up to whole ms. */
+static int epoll_wait_ns(int epfd, struct epoll_event *ev, const struct timespec *tsp, int64_t wait)
+{
+    static int no_pwait2; /* atomic: set once, when ENOSYS is seen */
+    if (!__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
+        int n = epoll_pwait2(epfd, ev, SQ_LOOP_EVENTS, tsp, NULL);
+        if (n >= 0 || errno != ENOSYS)
+            return n;
+        __atomic_store_n(&no_pwait2, 1, __ATOMIC_RELAXED);
+    }
+    int ms = -1;
+    if (wait >= 0)
+        ms = wait > (int64_t)INT32_MAX * SQ_NS_PER_MS
+                 ? INT32_MAX
+                 : (int)((wait + SQ_NS_PER_MS - 1) / SQ_NS_PER_MS);
+    return epoll_wait(epfd, ev, SQ_LOOP_EVENTS, ms);
+}
+
 int sq_loop_run_once(struct sq_loop *l, int64_t max_wait_ns)
 {
     int64_t wait = max_wait_ns;
@@ -204,7 +223,7 @@ int sq_loop_run_once(struct sq_loop *l, int64_t max_wait_ns)
         ts.tv_nsec = wait % SQ_NS_PER_S;
         tsp = &ts;
     }
-    int n = epoll_pwait2(l->epfd, l->ready, SQ_LOOP_EVENTS, tsp, NULL);
+    int n = epoll_wait_ns(l->epfd, l->ready, tsp, wait);
     sq_loop_update_now(l);
     if (n < 0) {
         if (errno != EINTR)

@@ -15,8 +15,10 @@
  * merely late are not reported lost; at the end every gap counts.
  *
  * Shards. Every recording thread (each HTTP worker, the sink's thread) has a shard: counters
- * and two latency histograms (the whole run, the current second) under a mutex that only the
- * once-a-second tick also takes, so recording never waits in practice.
+ * and two latency histograms (the whole run so far, the current second) under a mutex taken
+ * once per event, which only the once-a-second tick and the final read also take, so recording
+ * never waits in practice. An arrival is recorded in the current second's histogram only; the
+ * tick folds that into the run's (the result merges both).
  */
 #include "sink/sink.h"
 
@@ -200,6 +202,7 @@ struct rec {
     bool any;
 };
 
+/* Called by the finder for every stamp of one event, with the shard's mutex held. */
 static void record(void *ud, const struct sq_stamp *stamp)
 {
     struct rec *r = ud;
@@ -207,63 +210,53 @@ static void record(void *ud, const struct sq_stamp *stamp)
     struct shard *sh = r->sh;
     r->any = true;
     if (s->cfg.run_id && (stamp->run >> STREAM_SHIFT) != (s->cfg.run_id >> STREAM_SHIFT)) {
-        pthread_mutex_lock(&sh->mu);
         sh->foreign++;
-        pthread_mutex_unlock(&sh->mu);
         return;
     }
     struct stream *st = stamp->seq < MAX_SEQ ? stream_of(s, stamp->run) : NULL;
     uint64_t *page = st ? page_of(st, stamp->seq) : NULL;
     if (!page) {
-        pthread_mutex_lock(&sh->mu);
         sh->out_of_range++;
-        pthread_mutex_unlock(&sh->mu);
         return;
     }
     uint64_t bit = 1ull << (stamp->seq & 63);
     uint64_t old =
         __atomic_fetch_or(&page[(stamp->seq & (PAGE_SEQS - 1)) >> 6], bit, __ATOMIC_RELAXED);
-    bool dup = old & bit, ooo = false;
-    if (!dup) {
-        uint64_t top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
-        while (stamp->seq + 1 > top &&
-               !__atomic_compare_exchange_n(&st->top, &top, stamp->seq + 1, true, __ATOMIC_RELAXED,
-                                            __ATOMIC_RELAXED))
-            ;
-        ooo = stamp->seq + 1 < top;
-    }
-    int64_t lat = r->now_real - stamp->ns;
-    pthread_mutex_lock(&sh->mu);
-    if (dup) {
+    if (old & bit) {
         sh->duplicates++;
-    } else {
-        sh->delivered++;
-        sh->out_of_order += ooo;
-        if (lat < 0) {
-            sh->skewed++; /* the sender's clock is ahead of ours */
-            lat = 0;
-        }
-        int64_t us = lat / 1000;
-        sq_hist_record(sh->total, us);
-        sq_hist_record(sh->second, us);
+        return;
     }
-    pthread_mutex_unlock(&sh->mu);
+    uint64_t top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
+    while (stamp->seq + 1 > top &&
+           !__atomic_compare_exchange_n(&st->top, &top, stamp->seq + 1, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+        ;
+    sh->delivered++;
+    sh->out_of_order += stamp->seq + 1 < top;
+    int64_t lat = r->now_real - stamp->ns;
+    if (lat < 0) {
+        sh->skewed++; /* the sender's clock is ahead of ours */
+        lat = 0;
+    }
+    /* the current second only: the tick folds it into the run's histogram */
+    sq_hist_record(sh->second, lat / 1000);
 }
 
+/* One event: the shard's mutex is taken once around the finder and the counts (only the
+ * once-a-second tick and the final read contend for it). */
 void sq_sink__event(struct sq_sink *s, int shard, const char *body, size_t len,
                     const struct sq_sink_field *fields, size_t nfields)
 {
     struct shard *sh = &s->shards[shard];
     struct rec r = {.s = s, .sh = sh, .now_real = sq_stamp_now_ns()};
-    size_t n = sq_sink_find(s->finder, sh->scratch, body, len, fields, nfields, record, &r);
-    int64_t now = sq_now_ns();
-    __atomic_store_n(&s->last_ns, now, __ATOMIC_RELAXED);
     pthread_mutex_lock(&sh->mu);
+    size_t n = sq_sink_find(s->finder, sh->scratch, body, len, fields, nfields, record, &r);
     sh->events++;
     sh->bytes += len;
     if (n == 0)
         sh->unstamped++;
     pthread_mutex_unlock(&sh->mu);
+    __atomic_store_n(&s->last_ns, sq_now_ns(), __ATOMIC_RELAXED);
 }
 
 int sq_sink__bus_shard(const struct sq_sink *s)
@@ -304,6 +297,7 @@ static void tick(struct sq_sink *s, int64_t now, bool final)
         c[2] += sh->out_of_order;
         c[3] += sh->unstamped;
         sq_hist_merge(s->tick, sh->second);
+        sq_hist_merge(sh->total, sh->second);
         sq_hist_reset(sh->second);
         pthread_mutex_unlock(&sh->mu);
     }
@@ -723,6 +717,7 @@ json_t *sq_sink_json(struct sq_sink *s)
         ev += sh->events;
         bytes += sh->bytes;
         sq_hist_merge(lat, sh->total);
+        sq_hist_merge(lat, sh->second); /* since the last tick */
         pthread_mutex_unlock(&sh->mu);
     }
     uint32_t max = s->cfg.list_lost, nlist = 0;

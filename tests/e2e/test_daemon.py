@@ -424,6 +424,15 @@ class TestApi(DaemonCase):
         self.assertEqual(st, 200)
         self.assertFalse(doc["ok"])
         self.assertIn("plan.yaml:2:9: script: the daemon runs no Lua", doc["error"])
+        # a plan's sink: is refused by name, not left out of the result
+        st, doc = self.c.post("/validate", {"plan": "target: http://127.0.0.1:1\n"
+                                                    "sink:\n  http: 127.0.0.1:9\n"
+                                                    "scenarios:\n  a: {executor: shared-iterations, "
+                                                    "vus: 1, iterations: 1,\n"
+                                                    "      flow: [{request: {url: /}}]}\n"})
+        self.assertEqual(st, 200)
+        self.assertFalse(doc["ok"])
+        self.assertIn("plan.yaml:3:3: sink: the daemon runs no sink", doc["error"])
         st, doc = self.c.post("/validate", b"[1]")
         self.assertEqual(st, 400)
         self.assertIn("object", doc["error"])

@@ -438,7 +438,9 @@ class BadInput(Brokers):
             ([self.nats_url + "/a", "--qos", "1"], "--qos"),
             ([self.nats_url + "/a", "-b", "x"], "-b"),
             (["http://127.0.0.1:1/", "--payload", "x"], "--payload"),
-            (["http://127.0.0.1:1/", "--sink", "http://127.0.0.1:9"], "use a plan's sink:"),
+            (["http://127.0.0.1:1/", "--sink", "http://127.0.0.1:9"], "stamps no event"),
+            (["http://127.0.0.1:1/", "-b", "{{$stamp}}", "--http2"], "not with --http2"),
+            (["http://127.0.0.1:1/", "-b", "{{$nosuch}}"], "-b"),
             ([self.nats_url + "/a", "--sink", "ftp://x"], "--sink"),
             ([self.nats_url + "/a", "--sink-stamp", "json:t"], "--sink-stamp"),
             ([self.nats_url + "/a", "--sink", self.nats_url + "/a", "--sink-stamp", "xml:t"],
@@ -567,6 +569,91 @@ class PlanSteps(Brokers):
                 self.assertIn("no subject", p.stderr)
         finally:
             shutil.rmtree(d, ignore_errors=True)
+
+
+class StampedHttpAndWs(sqtest.TargetCase):
+    """{{$stamp}} in the quick face's HTTP body and in WebSocket messages (the quick face's
+    --message and a plan's ws: send), against squall target's POST /webhook and /ws (whose own
+    counts say what arrived), and the HTTP load beside its sink."""
+
+    def squall(self, *args, timeout=60):
+        p, doc, _ = sqtest.run_json(*args, timeout=timeout)
+        if doc is not None:
+            jsonschema.validate(doc, SCHEMA)
+        return p, doc
+
+    def test_http_body_is_a_template_the_target_counts(self):
+        self.reset()
+        p, doc = self.squall(self.base + "/webhook", "-m", "POST", "-n", "600", "-c", "4",
+                             "-t", "2", "-b", '{"stamp":"{{$stamp}}","vu":{{$vu}}}')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual((doc["requests"]["completed"], doc["status"]["2xx"]), (600, 600))
+        self.assertEqual(doc["stamps"]["stamped"], 600)
+        wh = self.stats()["webhook"]
+        self.assertEqual((wh["events"], wh["stamped"]), (600, 600))
+        # a body with no dynamic part is sent as written (the static request, no stamps block)
+        self.reset()
+        p, doc = self.squall(self.base + "/webhook", "-m", "POST", "-n", "50", "-b",
+                             '{"stamp":"sq1.1.1.1"}')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("stamps", doc)
+        wh = self.stats()["webhook"]
+        self.assertEqual((wh["events"], wh["stamped"]), (50, 50))
+
+    def test_http_load_beside_its_sink_delivered_equals_sent(self):
+        # the load posts to the sink's own listener: every stamped request is one event
+        port = free_port()
+        p, doc = self.squall("http://127.0.0.1:%d/webhook" % port, "-m", "POST", "-n", "3000",
+                             "-c", "8", "-t", "2", "-b", '{"id":1,"stamp":"{{$stamp}}"}',
+                             "--sink", "http://127.0.0.1:%d" % port, "--sink-stamp",
+                             "json:$.stamp", "--sink-settle", "1s")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = doc["sink"]
+        self.assertEqual(doc["requests"]["completed"], 3000)
+        self.assertEqual((s["sent"], s["delivered"], s["lost"], s["duplicates"], s["unstamped"]),
+                         (3000, 3000, 0, 0, 0))
+        self.assertEqual(s["latency"]["count"], 3000)
+        self.assertIn("sent 3,000 · delivered 3,000 · lost 0", p.stderr.lstrip().splitlines()[0])
+
+    def test_ws_message_stamps(self):
+        # the quick face: each message is one event with its own stamp
+        p, doc = self.squall(self.base.replace("http", "ws", 1) + "/ws", "-n", "40", "-c", "2",
+                             "--message", '{"t":"{{$stamp}}"}')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 40)
+        self.assertEqual(doc["stamps"]["stamped"], 40)
+        # a plan's ws: send: the echoed message carries the stamp, extracted and posted on to
+        # /webhook, where the target finds it
+        self.reset()
+        d = tempfile.mkdtemp(prefix="sq-pipeline-ws-")
+        try:
+            path = os.path.join(d, "plan.yaml")
+            with open(path, "w") as f:
+                f.write(textwrap.dedent("""\
+                    target: %s
+                    scenarios:
+                      s:
+                        executor: shared-iterations
+                        vus: 2
+                        iterations: 20
+                        flow:
+                          - ws: { connect: /ws }
+                          - name: say
+                            ws: { send: '{"t":"{{$stamp}}"}', reply: true, timeout: 2s }
+                            check: { body_contains: '"t":"sq1.' }
+                            extract: { t: { json: $.t } }
+                          - ws: { close: 1000 }
+                          - request: { method: POST, url: /webhook, body: '{"echo":"{{t}}"}' }
+                    """ % self.base))
+            p, doc = self.squall("run", path)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["stamps"]["stamped"], 20)
+        checks = {c["step"]: c for c in doc["checks"]}
+        self.assertEqual((checks["say"]["passed"], checks["say"]["failed"]), (20, 0))
+        wh = self.stats()["webhook"]
+        self.assertEqual((wh["events"], wh["stamped"]), (20, 20))
 
 
 if __name__ == "__main__":

@@ -492,11 +492,64 @@ static void same_document(void **state)
     sq_quick_opts_dispose(&oj);
 }
 
+/* -b is a template: with no dynamic part the static request, with one a head whose
+ * Content-Length digit the worker replaces per request; where a rendered body cannot go, a
+ * refusal naming the flag. */
+static void body_template(void **state)
+{
+    (void)state;
+    char err[SQ_PREP_ERRLEN] = "";
+    struct sq_quick_opts o;
+    struct sq_quick_run r;
+    const char *stat[] = {U, "-m", "POST", "-b", "{\"a\":1}", NULL};
+    assert_int_equal(parse_args(&o, stat, err, sizeof(err)), 0);
+    assert_int_equal(sq_quick_prepare(&r, &o, err, sizeof(err)), 0);
+    assert_null(r.cfg.body_tmpl); /* the static path: serialised once */
+    assert_non_null(strstr(r.req, "Content-Length: 7\r\n"));
+    assert_string_equal(r.req + r.req_len - 11, "\r\n\r\n{\"a\":1}");
+    sq_quick_run_dispose(&r);
+    sq_quick_opts_dispose(&o);
+
+    const char *dyn[] = {U, "-m", "POST", "-b", "{\"t\":\"{{$stamp}}\",\"vu\":{{$vu}}}", NULL};
+    assert_int_equal(parse_args(&o, dyn, err, sizeof(err)), 0);
+    assert_int_equal(sq_quick_prepare(&r, &o, err, sizeof(err)), 0);
+    assert_non_null(r.cfg.body_tmpl);
+    assert_ptr_equal(r.cfg.request, r.req);
+    assert_int_equal(r.cfg.request_len, strlen(r.req));
+    assert_string_equal(r.req + r.req_len - 4, "\r\n\r\n"); /* the head only */
+    assert_true(r.cfg.body_cl > 16 && r.cfg.body_cl < r.req_len);
+    assert_memory_equal(r.req + r.cfg.body_cl - 16, "Content-Length: 1\r\n", 19);
+    sq_quick_run_dispose(&r);
+    sq_quick_opts_dispose(&o);
+
+    static const struct {
+        const char *args[12];
+        const char *msg;
+    } bad[] = {
+        {{U, "-b", "{{$nosuch}}", NULL}, "-b: '{{$nosuch}}'"},
+        {{U, "--http2", "-b", "{{$vu}}", NULL}, "not with --http2"},
+        {{U, "-H", "Content-Length: 3", "-b", "{{$vu}}", NULL}, "-H Content-Length"},
+        {{U, "--sink", "http://127.0.0.1:9", "-b", "{\"a\":1}", NULL},
+         "--sink: this load stamps no event"},
+        {{U, "--sink", "http://127.0.0.1:9", "-b", "{{$vu}}", NULL},
+         "--sink: this load stamps no event"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(parse_args(&o, bad[i].args, err, sizeof(err)), 0);
+        assert_int_equal(sq_quick_prepare(&r, &o, err, sizeof(err)), -SQ_EUSAGE);
+        if (!strstr(err, bad[i].msg))
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].msg);
+        sq_quick_run_dispose(&r);
+        sq_quick_opts_dispose(&o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(json_prepares_the_same_run),
         cmocka_unit_test(json_body_is_literal),
+        cmocka_unit_test(body_template),
         cmocka_unit_test(json_refusals_name_the_key),
         cmocka_unit_test(prepare_refusals),
         cmocka_unit_test(same_message_both_ways),
