@@ -31,6 +31,7 @@
 #include "engine/h1drv.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -73,9 +74,42 @@ static void reader_init(struct sq_engine__conn *c)
 
 /* ---- connect and handshake (engine/xport.c, shared with wsdrv.c) ---- */
 
+/* With w->rxts, a plain read goes through recvmsg for the kernel's receive time (c->rx_ns, on
+ * the monotonic clock), so a response read late (the worker slept deaf until an arrival) is
+ * still timed when it arrived. */
+static ssize_t recv_stamped(struct sq_engine__conn *c, void *buf, size_t n)
+{
+    struct iovec iov = {.iov_base = buf, .iov_len = n};
+    union {
+        char b[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)};
+    ssize_t r = recvmsg(c->io.fd, &mh, 0);
+    c->rx_ns = 0;
+    if (r > 0)
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+                c->rx_ns = (int64_t)ts.tv_sec * SQ_NS_PER_S + ts.tv_nsec - c->w->rt_off;
+            }
+    return r;
+}
+
 static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
 {
+    if (SQ_UNLIKELY(c->w->rxts) && !c->tls)
+        return recv_stamped(c, buf, n);
     return sq_engine__recv(c, buf, n);
+}
+
+/* The time a response's bytes arrived: the kernel's stamp when there is one (never later than
+ * now), else now. */
+static inline int64_t rx_time(const struct sq_engine__conn *c, int64_t now)
+{
+    return c->rx_ns && c->rx_ns < now ? c->rx_ns : now;
 }
 
 static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
@@ -90,6 +124,11 @@ static void opened(struct sq_engine__conn *c, int64_t now)
     w->c.conns_opened++;
     c->backoff = 0;
     c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
+    if (w->rxts && !c->tls) {
+        int on = 1;
+        if (setsockopt(c->io.fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
+            w->rxts = false; /* no stamps: no deaf sleeps either */
+    }
     if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
         sq_engine__xport_connect_failed(c, -errno);
         return;
@@ -336,7 +375,7 @@ static void conn_read(struct sq_engine__conn *c)
             return;
         }
         if (c->fb_ns == 0)
-            c->fb_ns = sq_loop_now(w->loop);
+            c->fb_ns = rx_time(c, sq_loop_now(w->loop));
         if (SQ_UNLIKELY(c->xc != NULL) && c->xc->on)
             sq_engine__xc_raw(c, w->rbuf, (size_t)n);
         const char *p = w->rbuf;
@@ -365,7 +404,7 @@ static void conn_read(struct sq_engine__conn *c)
             return;
         }
         int64_t now = sq_now_ns();
-        sq_engine__vu_complete(c, now);
+        sq_engine__vu_complete(c, rx_time(c, now));
         if (SQ_UNLIKELY(c->state == CONN_ACTIVE)) {
             /* A pipelined batch (a wrk script's request()): its next response follows on this
              * connection, maybe in the same read. */

@@ -164,6 +164,18 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
     dst->setup_ns = max64(dst->setup_ns, src->setup_ns);
     dst->duration_ns = max64(dst->duration_ns, src->duration_ns);
     dst->spin_ns = max64(dst->spin_ns, src->spin_ns);
+    dst->precision = src->precision;
+    dst->pace_tail_ns = max64(dst->pace_tail_ns, src->pace_tail_ns);
+    dst->pace_wakes += src->pace_wakes;
+    dst->pace_deaf += src->pace_deaf;
+    if (src->pool.grown && (!dst->pool.grown || src->pool.first_ns < dst->pool.first_ns))
+        dst->pool.first_ns = src->pool.first_ns; /* the times mean something once it grew */
+    if (src->pool.grown && (!dst->pool.grown || src->pool.last_ns > dst->pool.last_ns))
+        dst->pool.last_ns = src->pool.last_ns;
+    dst->pool.pre += src->pool.pre;
+    dst->pool.cap += src->pool.cap;
+    dst->pool.peak += src->pool.peak;
+    dst->pool.grown += src->pool.grown;
     dst->dns_ns = max64(dst->dns_ns, src->dns_ns);
     dst->dns_lookups += src->dns_lookups;
     dst->threads += src->threads;

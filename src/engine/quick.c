@@ -20,6 +20,7 @@
 #include "base/text.h"
 #include "engine/flags.h"
 #include "http/decode.h"
+#include "plan/exec.h"
 #include "plan/tmpl.h"
 
 enum {
@@ -27,6 +28,8 @@ enum {
     OPT_CONNECT_TIMEOUT,
     OPT_JSON,
     OPT_MAX_IN_FLIGHT,
+    OPT_MAX_VUS,
+    OPT_PACING_PRECISION,
     OPT_STAGES,
     OPT_PACING,
     OPT_GRACEFUL,
@@ -70,6 +73,8 @@ static const struct option longs[] = {
     {"requests", required_argument, NULL, 'n'},
     {"rate", required_argument, NULL, 'r'},
     {"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
+    {"max-vus", required_argument, NULL, OPT_MAX_VUS},
+    {"pacing-precision", required_argument, NULL, OPT_PACING_PRECISION},
     {"stages", required_argument, NULL, OPT_STAGES},
     {"pacing", required_argument, NULL, OPT_PACING},
     {"graceful-stop", required_argument, NULL, OPT_GRACEFUL},
@@ -130,6 +135,7 @@ void sq_quick_opts_init(struct sq_quick_opts *o)
         .timeout_ns = 10 * SQ_NS_PER_S,
         .connect_timeout_ns = 5 * SQ_NS_PER_S,
         .qos = -1,
+        .precision = -1,
         .sample_responses = SQ_SAMPLE_RESPONSES_DEFAULT,
     };
 }
@@ -314,6 +320,14 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     case OPT_MAX_IN_FLIGHT:
         if (sq_parse_u64(arg, 1, 100000000, 1, &o->max_in_flight) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a count (1..100000000)", flag, arg);
+        return 0;
+    case OPT_MAX_VUS:
+        if (sq_parse_u64(arg, 1, 1000000, 1, &o->max_vus) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a count (1..1000000)", flag, arg);
+        return 0;
+    case OPT_PACING_PRECISION:
+        if ((o->precision = sq_pacing_from_name(arg)) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not one of high, normal, off", flag, arg);
         return 0;
     case OPT_STAGES:
         o->stages = arg;
@@ -563,6 +577,13 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
         return sq_flag_fail(err, len, "--sample applies to --out ndjson=FILE");
     if (o->max_in_flight && !o->rate_set)
         return sq_flag_fail(err, len, "--max-in-flight applies to the open loop (-r)");
+    if (o->max_vus && !o->rate_set)
+        return sq_flag_fail(err, len, "--max-vus applies to the open loop (-r)");
+    if (o->precision >= 0 && !o->rate_set)
+        return sq_flag_fail(err, len, "--pacing-precision applies to the open loop (-r)");
+    if (o->max_vus && (o->http2 || o->ws))
+        return sq_flag_fail(err, len, "--max-vus: the pool grows on HTTP/1.1 only; drop %s",
+                            o->http2 ? "--http2" : "it for a ws:// URL");
     if (o->streams && !o->http2)
         return sq_flag_fail(err, len, "--streams applies to --http2");
     if (o->http_debug && !o->http_debug_force &&
@@ -589,6 +610,12 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             (unsigned long long)o->max_in_flight,
                             o->streams > 1 ? " x --streams" : "",
                             (unsigned long long)(o->connections * o->streams));
+    if (o->max_vus && o->max_vus < o->connections)
+        return sq_flag_fail(err, len, "--max-vus: '%llu' must be at least -c (%llu)",
+                            (unsigned long long)o->max_vus, (unsigned long long)o->connections);
+    if (o->max_vus && o->max_in_flight && o->max_in_flight < o->max_vus)
+        return sq_flag_fail(err, len, "--max-in-flight: '%llu' must be at least --max-vus (%llu)",
+                            (unsigned long long)o->max_in_flight, (unsigned long long)o->max_vus);
     if (o->dist.agents && o->ndjson_path)
         return sq_flag_fail(err, len,
                             "--out ndjson: per-request records stay on the agents; not with "
@@ -1062,6 +1089,8 @@ static int build_exec(const struct sq_quick_opts *o, uint64_t per, struct sq_exe
         e->start_rate = o->rate;
         e->duration_ns = o->duration_ns;
         e->max_in_flight = o->max_in_flight;
+        e->max_vus = (uint32_t)o->max_vus;
+        e->precision = o->precision < 0 ? SQ_PACING_NORMAL : o->precision;
     } else if (o->stages) {
         e->kind = SQ_EXEC_RAMPING_VUS;
     } else if (o->requests) {
@@ -1141,6 +1170,8 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     uint64_t vus = o->connections * r->bus.window;
     if (vus > 1000000)
         return sq_flag_fail(err, len, "-c x --window: at most 1000000 VUs");
+    if (o->max_vus)
+        return sq_flag_fail(err, len, "--max-vus: the pool grows on HTTP/1.1 only, not on a bus");
     if (o->max_in_flight && o->max_in_flight < vus)
         return sq_flag_fail(err, len,
                             "--max-in-flight: '%llu' must be at least -c x --window (%llu)",

@@ -55,6 +55,8 @@ struct sq_quick_opts {
     uint64_t threads;     /* 0: the online CPUs */
     uint64_t requests;    /* -n; 0: a timed run */
     uint64_t max_in_flight;
+    uint64_t max_vus;     /* --max-vus: the open loop's pool may grow to it (0: not given) */
+    int precision;        /* --pacing-precision: enum sq_pacing (plan/exec.h); -1: not given */
     uint64_t streams;     /* --streams; 1 after parsing unless given */
     int64_t duration_ns;  /* default 10 s */
     bool duration_set;    /* -d was given */

@@ -775,7 +775,12 @@ static const struct sq_exec *scen_exec(const struct sq_run_config *cfg, uint32_t
 /* Scenario i's VUs at their peak: all of them, or the run's segment's share. */
 static uint32_t seg_vus(const struct sq_run_config *cfg, uint32_t i)
 {
-    return (uint32_t)sq_seg_share(cfg->seg, sq_exec_max_vus(scen_exec(cfg, i)));
+    const struct sq_exec *ex = scen_exec(cfg, i);
+    uint32_t v = sq_exec_max_vus(ex);
+    /* the open loop's pool grows on HTTP/1.1 only (worker.c): elsewhere maxVUs caps in flight */
+    if (sq_exec_is_open(ex) && cfg->scens && (cfg->scens[i].h2 || cfg->scens[i].flow->sc->ws))
+        v = ex->vus;
+    return (uint32_t)sq_seg_share(cfg->seg, v);
 }
 
 /* Connections of scenario i: a plan's HTTP/2 scenario carries `streams` VUs on each. */
@@ -863,6 +868,7 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
 int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why)
 {
     memset(out, 0, sizeof(*out));
+    out->pool.first_ns = out->pool.last_ns = -1;
     *why = NULL;
     uint32_t nscen = cfg->scens ? cfg->nscens : 1;
     uint32_t conns = 0, nw = 0;
@@ -968,6 +974,23 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         sq_counters_add(&out->c, &ws[i].c);
         out->in_flight += ws[i].in_flight;
         out->arrivals += ws[i].arrivals; /* latencies arrived through the slots */
+        if (ws[i].open) {
+            out->precision = ws[i].precision;
+            if (ws[i].spin_ns > out->pace_tail_ns)
+                out->pace_tail_ns = ws[i].spin_ns;
+            out->pace_wakes += ws[i].wakes;
+            out->pace_deaf += ws[i].deaf_sleeps;
+            out->pool.pre += ws[i].npre;
+            out->pool.cap += ws[i].ncap;
+            out->pool.peak += ws[i].nconns;
+            out->pool.grown += ws[i].grown;
+            int64_t f = ws[i].grow_first ? ws[i].grow_first - ws[i].start_ns : -1;
+            int64_t l = ws[i].grow_last ? ws[i].grow_last - ws[i].start_ns : -1;
+            if (f >= 0 && (out->pool.first_ns < 0 || f < out->pool.first_ns))
+                out->pool.first_ns = f;
+            if (l > out->pool.last_ns)
+                out->pool.last_ns = l;
+        }
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
         if (!out->tls_version && ws[i].tls_version) {

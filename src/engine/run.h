@@ -531,6 +531,19 @@ struct sq_result {
     int64_t duration_ns;                 /* from the common start to the last worker's end */
     int64_t spin_ns; /* open model: the busy-wait tail used before each arrival */
     uint32_t threads, connections;
+    /* Open model (h-pace): how the workers waited for arrivals, and the pool's growth (k6's
+     * maxVUs). precision < 0: not an open-loop run. pace_tail_ns: the largest tail a worker
+     * polled at the end; pace_wakes: timed waits for an arrival. Pool: connections opened before
+     * the start, the cap, the peak in use, how many opened to grow, and when the first and the
+     * last of those opened (ns after the start; -1: it never grew). */
+    int precision;
+    int64_t pace_tail_ns;
+    uint64_t pace_wakes;
+    uint64_t pace_deaf; /* of those, sleeps deaf to the sockets (reads stamped by the kernel) */
+    struct {
+        uint64_t pre, cap, peak, grown;
+        int64_t first_ns, last_ns;
+    } pool;
     struct sq_series series;                /* one entry per second, owned by the result */
     uint64_t samples_written, samples_lost; /* per-request records: handed out, dropped */
     struct sq_hist *phase[SQ_PHASE_COUNT];  /* µs per phase, when cfg->phases; else NULL */

@@ -52,10 +52,12 @@
 #include "script/script.h"
 #include "stats/hist.h"
 
-#define SWEEP_NS          (100 * SQ_NS_PER_MS)
-#define RAMP_CHECK_NS     (10 * SQ_NS_PER_MS)
-#define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
-#define BACKOFF_MAX_SHIFT 7 /* 10 ms << 7 = 1.28 s */
+#define SWEEP_NS              (100 * SQ_NS_PER_MS)
+#define SQ_PACING_TAIL_MAX_NS (500 * SQ_NS_PER_US) /* as calibrate_spin clamps (run.c) */
+#define DEAF_MAX_NS           SQ_NS_PER_MS /* the longest a worker sleeps deaf to its sockets */
+#define RAMP_CHECK_NS         (10 * SQ_NS_PER_MS)
+#define BACKOFF_MIN_NS        (10 * SQ_NS_PER_MS)
+#define BACKOFF_MAX_SHIFT     7 /* 10 ms << 7 = 1.28 s */
 
 static void conn_connect(struct sq_engine__conn *c);
 static void conn_next(struct sq_engine__conn *c, int64_t now);
@@ -812,17 +814,35 @@ static struct sq_engine__conn *idle_pop(struct sq_engine__worker *w)
     return NULL;
 }
 
-/* One arrival of the open model, due at intended. */
+/* Opens one more connection for the arrivals waiting (k6's maxVUs): its first idle moment
+ * takes the head of the queue like any other connection's. */
+static void grow(struct sq_engine__worker *w, int64_t now)
+{
+    struct sq_engine__conn *c = &w->conns[w->nconns++];
+    c->growing = true;
+    w->ngrowing++;
+    w->grown++;
+    if (w->grow_first == 0)
+        w->grow_first = now;
+    w->grow_last = now;
+    conn_connect(c);
+}
+
+/* One arrival of the open model, due at intended. It waits (in flight + waiting within the
+ * in-flight cap) when no connection is idle, and the pool grows while arrivals wait with no
+ * connection coming for them. */
 static void dispatch(struct sq_engine__worker *w, int64_t intended, int64_t now)
 {
     w->arrivals++;
     struct sq_engine__conn *c = idle_pop(w);
     if (c) {
         iter_begin(c, intended, now);
-    } else if (w->qlen < w->qcap) {
+    } else if (w->qlen < w->qcap && w->in_flight + w->qlen < w->ifcap) {
         uint32_t tail = w->qhead + w->qlen;
         w->queue[tail >= w->qcap ? tail - w->qcap : tail] = intended;
         w->qlen++;
+        if (w->nconns < w->ncap && w->qlen > w->ngrowing)
+            grow(w, now);
     } else {
         w->c.dropped++;
     }
@@ -833,6 +853,10 @@ static void conn_next(struct sq_engine__conn *c, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     c->state = CONN_IDLE;
+    if (c->growing) {
+        c->growing = false;
+        w->ngrowing--;
+    }
     if (!w->started)
         return;
     if (c->fv && c->fv->in_iter) {
@@ -1187,12 +1211,44 @@ static void tick(struct sq_engine__worker *w, int64_t now)
         w->next_tick_ns += 10 * SQ_NS_PER_MS; /* the main thread is behind: try again soon */
 }
 
+/* CLOCK_REALTIME in ns: only to turn the kernel's receive stamps into monotonic time (the
+ * offset is taken at each deaf wake-up, so a clock step moves at most one sleep's stamps). */
+static int64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * SQ_NS_PER_S + ts.tv_nsec;
+}
+
+/* A timed wait for an arrival woke over_ns past the time it asked for. Precision normal polls
+ * only the lower quartile of the last 32 such overshoots: three wake-ups in four then find their
+ * arrival already due and send it at once (late by what the kernel overshot past the quartile,
+ * typically tens of µs), the fourth polls a few µs. The sort runs once per 32 wake-ups. */
+static void learn_wake(struct sq_engine__worker *w, int64_t over_ns)
+{
+    w->wakes++;
+    w->overshoot[w->nover++ % SQ_ARRAY_LEN(w->overshoot)] = over_ns > 0 ? over_ns : 0;
+    if (w->precision != SQ_PACING_NORMAL || w->nover % SQ_ARRAY_LEN(w->overshoot) != 0)
+        return;
+    int64_t v[SQ_ARRAY_LEN(w->overshoot)];
+    uint32_t n = (uint32_t)SQ_ARRAY_LEN(v);
+    memcpy(v, w->overshoot, sizeof(v));
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t k = i; k > 0 && v[k - 1] > v[k]; k--) {
+            int64_t t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
+        }
+    int64_t tail = v[n / 4];
+    w->spin_ns = tail < SQ_PACING_TAIL_MAX_NS ? tail : SQ_PACING_TAIL_MAX_NS;
+}
+
 static void run_loop(struct sq_engine__worker *w)
 {
     struct sq_loop *loop = w->loop;
     const struct sq_exec *ex = w->ex;
-    int64_t spin = w->run->spin_ns;
     uint32_t step = w->snw;
+    w->rt_off = realtime_ns() - sq_now_ns();
     int64_t now = sq_loop_now(loop);
     int64_t next_sweep = now + SWEEP_NS, next_ramp = now + RAMP_CHECK_NS;
     int64_t next_due = INT64_MAX;
@@ -1250,20 +1306,41 @@ static void run_loop(struct sq_engine__worker *w)
         if (!w->started && w->start_ns + w->offset_ns < until)
             until = w->start_ns + w->offset_ns;
         int64_t wait;
-        if (next_due < until && w->sending) {
+        w->wake_at = 0;
+        if (w->rxts && next_due < until && w->sending && next_due - now > w->spin_ns &&
+            next_due - now <= DEAF_MAX_NS) {
+            /* Sleep deaf to the sockets until the arrival, less the learnt tail, then read what
+             * came meanwhile: one wake-up for the arrival and its neighbours' responses, each
+             * timed by the kernel's stamp. */
+            int64_t at = next_due - w->spin_ns;
+            struct timespec ts = {.tv_sec = at / SQ_NS_PER_S, .tv_nsec = at % SQ_NS_PER_S};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+                ;
+            w->deaf_sleeps++;
+            now = sq_loop_update_now(loop);
+            learn_wake(w, now - at);
+            w->rt_off = realtime_ns() - now;
+            wait = 0;
+        } else if (next_due < until && w->sending) {
             /* Sleep through the coarse part, then poll until the arrival is due: the kernel
-             * wakes a sleeper up to spin_ns late, which would land in every latency. */
-            wait = next_due - now - spin;
+             * wakes a sleeper late, and the tail polled (w->spin_ns, by the precision) is how
+             * much of that lateness is bought back with a busy core. */
+            wait = next_due - now - w->spin_ns;
             if (wait < 0)
                 wait = 0;
+            else
+                w->wake_at = now + wait;
         } else {
             wait = until - now;
         }
-        if (sq_loop_run_once(loop, wait < 0 ? 0 : wait) < 0)
+        int ran = sq_loop_run_once(loop, wait < 0 ? 0 : wait);
+        if (ran < 0)
             break;
         if (SQ_UNLIKELY(w->over))
             break; /* a driver gave up long work at the end (the loop's clock is stale then) */
         now = sq_loop_now(loop);
+        if (ran == 0 && w->wake_at)
+            learn_wake(w, now - w->wake_at); /* nothing else woke it: the timeout did */
         if (now >= next_sweep) {
             sweep(w, now);
             next_sweep = now + SWEEP_NS;
@@ -1375,11 +1452,26 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     sq_stamp_enc_init(&w->stamp, run->run_id + windex);
     w->body_rng = (run->run_id ^ 0xD1B54A32D192ED03ull) * (windex + 1) | 1;
     uint64_t vus = sq_seg_share(cfg->seg, sq_exec_max_vus(ex));
+    /* The open model's pool grows from preAllocatedVUs to maxVUs on HTTP/1.1 (one VU, one
+     * connection); elsewhere maxVUs only caps what is in flight. */
+    uint64_t pre = sq_exec_is_open(ex) ? sq_seg_share(cfg->seg, ex->vus) : vus;
+    if (pre >= vus || per != 1 || w->drv != &sq_engine__h1_driver)
+        vus = pre;
     uint32_t total = (uint32_t)((vus + per - 1) / per);
     uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;
     for (uint32_t i = 0; i < si; i++)
         first_conn += (uint32_t)sq_engine__share(total, n, i);
     w->nconns = nconn * per;
+    w->ncap = w->nconns;
+    w->npre = vus > pre ? (uint32_t)sq_engine__share(pre, n, si) : w->nconns;
+    w->precision = ex->precision;
+    /* deaf sleeps need every response stamped by the kernel: plain HTTP/1.1, no flow (its
+     * timers would wait), no script */
+    w->rxts = sq_exec_is_open(ex) && w->precision == SQ_PACING_NORMAL &&
+              w->drv == &sq_engine__h1_driver && !sc && !cfg->tls && !cfg->script;
+    w->spin_ns = w->precision == SQ_PACING_OFF    ? 0
+                 : w->precision == SQ_PACING_HIGH ? run->spin_ns
+                                                  : run->spin_ns / 4;
     uint32_t first = pl->vu_base + first_conn * per;
     w->first_vu = first;
     w->vu_base = pl->vu_base;
@@ -1409,7 +1501,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     if (w->open) {
         w->total_arrivals = sq_seg_share(cfg->seg, sq_exec_total_arrivals(ex));
         uint64_t cap = sq_engine__share(sq_seg_share(cfg->seg, ex->max_in_flight), n, si);
-        w->qcap = (uint32_t)(cap > w->nconns ? cap - w->nconns : 0);
+        w->ifcap = cap;
+        w->qcap = (uint32_t)(cap > w->npre ? cap - w->npre : 0);
         w->queue = malloc((w->qcap ? w->qcap : 1) * sizeof(*w->queue));
         w->idle = malloc((w->nconns ? w->nconns : 1) * sizeof(*w->idle));
         if (!w->queue || !w->idle)
@@ -1474,11 +1567,15 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     }
     if ((rc = sq_engine__xc_init(w)) < 0)
         return rc;
-    return w->drv->init(w, nconn, first_conn);
+    rc = w->drv->init(w, nconn, first_conn);
+    w->nconns = w->npre; /* the rest wait for the pool to grow (set up, closed) */
+    return rc;
 }
 
 void sq_engine__worker_dispose(struct sq_engine__worker *w)
 {
+    if (w->ncap > w->nconns)
+        w->nconns = w->ncap; /* what init set up, opened or not */
     sq_engine__times_close(w);
     if (w->drv)
         w->drv->dispose(w);

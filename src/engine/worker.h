@@ -72,6 +72,8 @@ struct sq_engine__conn {
     uint8_t backoff;
     bool head;              /* ACTIVE: a HEAD request (its response has no body) */
     bool in_idle;           /* on the worker's idle stack (open model) */
+    bool growing;           /* opened to grow the pool, not yet idle once (open model) */
+    int64_t rx_ns;          /* the kernel's receive time of the last read (w->rxts), 0: none */
     bool fresh;             /* no request has completed on this connection yet */
     struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
     bool decoding;          /* the current response's body goes through dec */
@@ -227,6 +229,27 @@ struct sq_engine__worker {
     uint32_t qhead, qlen, qcap;
     uint32_t *idle; /* stack of idle connection indices */
     uint32_t nidle;
+    /* The pool may grow (k6's maxVUs, HTTP/1.1 only): conns[0, ncap) are set up, [0, npre)
+     * opened before the start, [0, nconns) in use; an arrival that waits with no connection
+     * coming for it opens conns[nconns++]. The pool never shrinks: nconns is its peak. */
+    uint32_t npre, ncap, ngrowing;
+    uint64_t ifcap;                /* this worker's share of max_in_flight */
+    uint64_t grown;                /* connections opened to grow the pool */
+    int64_t grow_first, grow_last; /* when (monotonic ns), 0 until it grows */
+    /* Pacing (enum sq_pacing): the poll tail before an arrival, and the last wake-ups' overshoot
+     * past the time a timed wait asked for (a ring: NORMAL learns its tail from it). */
+    int precision;
+    int64_t spin_ns;
+    int64_t wake_at; /* the end of the timed wait in progress, 0 when none */
+    int64_t overshoot[32];
+    uint32_t nover;
+    uint64_t wakes, late_wakes; /* timed waits for an arrival; those that woke past it */
+    /* Precision normal, plain HTTP/1.1 quick runs: reads carry the kernel's receive time
+     * (SO_TIMESTAMPNS, CLOCK_REALTIME; rt_off = realtime - monotonic at the last wake-up), so a
+     * worker may sleep deaf to its sockets until an arrival and read the responses then. */
+    bool rxts;
+    int64_t rt_off;
+    uint64_t deaf_sleeps;
     char *rbuf; /* per-worker read buffer, shared by all its connections */
     struct sq_counters c;
     uint64_t codes[SQ_STATUS_CODES]; /* responses by exact status */

@@ -15,6 +15,7 @@
 #include "base/b64.h"
 #include "base/text.h"
 #include "engine/quick.h"
+#include "plan/exec.h"
 #include "output/figures.h"
 #include "output/json.h"
 #include "stats/hist.h"
@@ -692,6 +693,21 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         json_object_set_new(json_object_get(root, "latency_uncorrected"), "percentiles",
                             percentiles(r->latency_uncorrected, pcts, npcts));
         json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
+        json_object_set_new(root, "pacing",
+                            json_pack("{s:s, s:f, s:I, s:I}", "precision",
+                                      sq_pacing_name(r->precision < 0 ? 0 : r->precision),
+                                      "tail_us", (double)r->pace_tail_ns / 1e3, "timed_wakes",
+                                      (json_int_t)r->pace_wakes, "deaf_sleeps",
+                                      (json_int_t)r->pace_deaf));
+        json_t *pool = json_pack("{s:I, s:I, s:I, s:I}", "preallocated", (json_int_t)r->pool.pre,
+                                 "max", (json_int_t)r->pool.cap, "peak", (json_int_t)r->pool.peak,
+                                 "grown", (json_int_t)r->pool.grown);
+        json_object_set_new(pool, "first_growth_s",
+                            r->pool.grown ? json_real((double)r->pool.first_ns / 1e9)
+                                          : json_null());
+        json_object_set_new(pool, "last_growth_s",
+                            r->pool.grown ? json_real((double)r->pool.last_ns / 1e9) : json_null());
+        json_object_set_new(root, "pool", pool);
     }
     if (r->tls)
         json_object_set_new(root, "tls", tls_block(r));

@@ -55,6 +55,28 @@ static const char *dus(const json_t *doc, const char *path, char *buf)
     return sq_fmt_dur_us(sq_report__numd(doc, path, 0), buf, D);
 }
 
+/* The open loop: how it paced, and the pool when it may grow (k6's maxVUs). */
+static void pool_lines(FILE *f, const json_t *doc)
+{
+    char g1[32], g2[32], g3[32];
+    double tail = sq_report__numd(doc, "pacing.tail_us", 0);
+    if (json_is_object(json_object_get(doc, "pacing")) && tail >= 0.5)
+        fprintf(f, "%-12s precision %s · a %.0f µs tail polled before each arrival\n", "Pacing",
+                sq_report__str(doc, "pacing.precision", "?"), tail);
+    else if (json_is_object(json_object_get(doc, "pacing")))
+        fprintf(f, "%-12s precision %s · sleeps until each arrival, no poll\n", "Pacing",
+                sq_report__str(doc, "pacing.precision", "?"));
+    if (u64(doc, "pool.max") <= u64(doc, "pool.preallocated"))
+        return;
+    fprintf(f, "%-12s %s preallocated · peak %s of at most %s", "Pool",
+            g(doc, "pool.preallocated", g1), g(doc, "pool.peak", g2), g(doc, "pool.max", g3));
+    if (u64(doc, "pool.grown"))
+        fprintf(f, " (grew by %s between %.2f s and %.2f s)", g(doc, "pool.grown", g1),
+                sq_report__numd(doc, "pool.first_growth_s", 0),
+                sq_report__numd(doc, "pool.last_growth_s", 0));
+    fputc('\n', f);
+}
+
 /* "name 12 · name 3" over the non-zero numbers of an object, in document order; " none". */
 static void counts(FILE *f, const json_t *obj, const char *const *order, size_t norder)
 {
@@ -843,6 +865,8 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
                 "still waiting at the end)",
                 "Arrivals", g(rq, "arrivals", g1), g(rq, "dropped", g2));
     fputc('\n', f);
+    if (open)
+        pool_lines(f, doc);
     failed_line(&o, doc);
     fprintf(f, "%-12s %s req/s · %s/s in · %s/s out\n", "Throughput",
             sq_fmt_group_real(sq_report__numd(doc, "rate.requests_per_s", 0), 1, g1, sizeof(g1)),

@@ -29,6 +29,21 @@ const char *sq_exec_name(enum sq_exec_kind k)
     return (unsigned)k < SQ_EXEC__COUNT ? exec_names[k] : "?";
 }
 
+static const char *const pacing_names[] = {"normal", "high", "off"};
+
+const char *sq_pacing_name(int p)
+{
+    return (unsigned)p < SQ_ARRAY_LEN(pacing_names) ? pacing_names[p] : "?";
+}
+
+int sq_pacing_from_name(const char *name)
+{
+    for (int i = 0; i < (int)SQ_ARRAY_LEN(pacing_names); i++)
+        if (strcmp(pacing_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
 int sq_exec_kind_from_name(const char *name)
 {
     for (int i = 0; i < SQ_EXEC__COUNT; i++)
@@ -66,6 +81,8 @@ int64_t sq_exec_length_ns(const struct sq_exec *e)
 
 uint32_t sq_exec_max_vus(const struct sq_exec *e)
 {
+    if (sq_exec_is_open(e) && e->max_vus > e->vus)
+        return e->max_vus; /* the pool may grow that far */
     if (e->kind != SQ_EXEC_RAMPING_VUS)
         return e->vus;
     double m = e->start_vus;
@@ -219,10 +236,24 @@ int sq_exec_prepare(struct sq_exec *e, const char **why)
     if (e->kind == SQ_EXEC_SHARED_ITERATIONS && e->vus > e->iterations)
         e->vus = (uint32_t)e->iterations; /* a VU with no iteration would only idle */
     if (open) {
+        if (e->max_vus == 0)
+            e->max_vus = e->vus;
+        if (e->max_vus < e->vus) {
+            *why = "max-vus: must be at least the number of connections";
+            return -SQ_EUSAGE;
+        }
         if (e->max_in_flight == 0)
-            e->max_in_flight = e->vus;
+            e->max_in_flight = e->max_vus;
         if (e->max_in_flight < e->vus) {
             *why = "max-in-flight: must be at least the number of connections";
+            return -SQ_EUSAGE;
+        }
+        if (e->max_in_flight < e->max_vus) {
+            *why = "max-in-flight: must be at least max-vus";
+            return -SQ_EUSAGE;
+        }
+        if ((unsigned)e->precision > SQ_PACING_OFF) {
+            *why = "pacing-precision: must be high, normal or off";
             return -SQ_EUSAGE;
         }
         if (e->pacing_ns) {

@@ -53,6 +53,8 @@ struct sq_exec {
     int64_t time_unit_ns;     /* default 1 s */
     uint64_t max_in_flight;   /* arrival rate: in flight + waiting for a connection; 0 = vus */
     int64_t pacing_ns;        /* closed model: minimum time between a VU's iteration starts */
+    uint32_t max_vus;         /* arrival rate: the pool may grow to this many; 0 = vus (fixed) */
+    int precision;            /* arrival rate: enum sq_pacing (how a worker waits for arrivals) */
     struct sq_stage stages[SQ_EXEC_MAX_STAGES];
     uint32_t nstages;
     /* Filled by sq_exec_prepare for the arrival schedule: per stage, its start (ns), the
@@ -61,6 +63,16 @@ struct sq_exec {
     double _cum[SQ_EXEC_MAX_STAGES + 1];
     double _from[SQ_EXEC_MAX_STAGES], _to[SQ_EXEC_MAX_STAGES];
 };
+
+/* Open model: how a worker waits for its next arrival (docs/internals/engine.md, "Precise
+ * waits"). NORMAL sleeps until a learnt low quantile of its own wake-up overshoot before the
+ * arrival and polls what is left (most arrivals leave a few tens of µs late, nearly no spin);
+ * HIGH polls the calibrated 90th percentile of the overshoot (on time, a busy core at high
+ * rates); OFF sleeps until the arrival (late by the whole overshoot, no spin). */
+enum sq_pacing { SQ_PACING_NORMAL, SQ_PACING_HIGH, SQ_PACING_OFF };
+/* "normal", "high", "off"; the reverse returns -1 when unknown. */
+const char *sq_pacing_name(int p);
+int sq_pacing_from_name(const char *name);
 
 /* The executor's name as k6 spells it, and the reverse (-1 when unknown). */
 const char *sq_exec_name(enum sq_exec_kind k);

@@ -39,21 +39,24 @@ enum {
     F_STAGES = 1 << 9,
     F_MAX_DURATION = 1 << 10,
     F_PACING = 1 << 11,
+    F_PRECISION = 1 << 12,
 };
 
-static const char *const exec_keys[] = {"vus",      "duration",  "iterations",  "rate",
-                                        "timeUnit", "startRate", "startVUs",    "preAllocatedVUs",
-                                        "maxVUs",   "stages",    "maxDuration", "pacing"};
+static const char *const exec_keys[] = {
+    "vus",         "duration", "iterations",      "rate",   "timeUnit",
+    "startRate",   "startVUs", "preAllocatedVUs", "maxVUs", "stages",
+    "maxDuration", "pacing",   "pacingPrecision"};
 
 static const struct {
     unsigned allowed, required;
 } exec_fields[SQ_EXEC__COUNT] = {
     [SQ_EXEC_CONSTANT_VUS] = {F_VUS | F_DURATION | F_PACING, F_DURATION},
     [SQ_EXEC_RAMPING_VUS] = {F_START_VUS | F_STAGES | F_PACING, F_STAGES},
-    [SQ_EXEC_CONSTANT_ARRIVAL_RATE] = {F_RATE | F_TIME_UNIT | F_DURATION | F_PREALLOC | F_MAX_VUS,
+    [SQ_EXEC_CONSTANT_ARRIVAL_RATE] = {F_RATE | F_TIME_UNIT | F_DURATION | F_PREALLOC | F_MAX_VUS |
+                                           F_PRECISION,
                                        F_RATE | F_DURATION | F_PREALLOC},
     [SQ_EXEC_RAMPING_ARRIVAL_RATE] = {F_START_RATE | F_TIME_UNIT | F_STAGES | F_PREALLOC |
-                                          F_MAX_VUS,
+                                          F_MAX_VUS | F_PRECISION,
                                       F_STAGES | F_PREALLOC},
     [SQ_EXEC_PER_VU_ITERATIONS] = {F_VUS | F_ITERATIONS | F_MAX_DURATION | F_PACING, 0},
     [SQ_EXEC_SHARED_ITERATIONS] = {F_VUS | F_ITERATIONS | F_MAX_DURATION | F_PACING, 0},
@@ -119,6 +122,8 @@ static int exec_error(struct ld *L, const struct ynode *sc_key, const struct yno
         const char *prefix, *key;
     } map[] = {
         {"max-in-flight", "maxVUs"},
+        {"max-vus", "maxVUs"},
+        {"pacing-precision", "pacingPrecision"},
         {"preAllocatedVUs", "preAllocatedVUs"},
         {"timeUnit", "timeUnit"},
         {"startRate", "startRate"},
@@ -237,8 +242,19 @@ static int load_executor(struct ld *L, const struct ynode *key, const struct yno
             if ((rc = sq_plan__get_u64(L, v, 0, MAX_VUS, &u)) == 0)
                 e->start_vus = (uint32_t)u;
         } else if (!strcmp(name, "maxVUs")) {
-            if ((rc = sq_plan__get_u64(L, v, 1, 10 * (uint64_t)MAX_VUS, &u)) == 0)
+            /* k6's maxVUs: the pool grows up to it, and it caps what is in flight */
+            if ((rc = sq_plan__get_u64(L, v, 1, MAX_VUS, &u)) == 0) {
                 e->max_in_flight = u;
+                e->max_vus = (uint32_t)u;
+            }
+        } else if (!strcmp(name, "pacingPrecision")) {
+            rc = sq_plan__want_string(L, v, "high, normal or off");
+            int p = rc == 0 ? sq_pacing_from_name(v->s) : 0;
+            if (rc == 0 && p < 0)
+                rc = sq_plan__fail(L, v, "'%s' is not a pacing precision: high, normal or off",
+                                   v->s);
+            if (rc == 0)
+                e->precision = p;
         } else if (!strcmp(name, "iterations")) {
             if ((rc = sq_plan__get_u64(L, v, 1, MAX_ITERATIONS, &u)) == 0)
                 e->iterations = u;

@@ -129,6 +129,35 @@ static void validation(void **state)
                          .max_in_flight = 2};
     assert_int_equal(sq_exec_prepare(&e, &why), -SQ_EUSAGE);
     assert_non_null(strstr(why, "max-in-flight"));
+    /* maxVUs: the pool grows from vus to it; the in-flight cap defaults to it */
+    e = (struct sq_exec){
+        .kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE, .vus = 4, .rate = 10, .duration_ns = SQ_NS_PER_S};
+    assert_int_equal(sq_exec_prepare(&e, &why), 0);
+    assert_int_equal(e.max_vus, 4);
+    assert_int_equal(e.max_in_flight, 4);
+    assert_int_equal(sq_exec_max_vus(&e), 4);
+    assert_int_equal(e.precision, SQ_PACING_NORMAL);
+    e.max_vus = 40;
+    e.max_in_flight = 0;
+    assert_int_equal(sq_exec_prepare(&e, &why), 0);
+    assert_int_equal(e.max_in_flight, 40);
+    assert_int_equal(sq_exec_max_vus(&e), 40);
+    e.max_vus = 2;
+    e.max_in_flight = 0;
+    assert_int_equal(sq_exec_prepare(&e, &why), -SQ_EUSAGE);
+    assert_non_null(strstr(why, "max-vus"));
+    e.max_vus = 40;
+    e.max_in_flight = 10;
+    assert_int_equal(sq_exec_prepare(&e, &why), -SQ_EUSAGE);
+    assert_non_null(strstr(why, "at least max-vus"));
+    e.max_in_flight = 0;
+    e.precision = 7;
+    assert_int_equal(sq_exec_prepare(&e, &why), -SQ_EUSAGE);
+    assert_non_null(strstr(why, "pacing-precision"));
+    assert_string_equal(sq_pacing_name(SQ_PACING_HIGH), "high");
+    assert_int_equal(sq_pacing_from_name("off"), SQ_PACING_OFF);
+    assert_int_equal(sq_pacing_from_name("normal"), SQ_PACING_NORMAL);
+    assert_int_equal(sq_pacing_from_name("Normal"), -1);
     e = (struct sq_exec){.kind = SQ_EXEC_SHARED_ITERATIONS, .vus = 4};
     assert_int_equal(sq_exec_prepare(&e, &why), -SQ_EUSAGE);
     assert_non_null(strstr(why, "iterations"));

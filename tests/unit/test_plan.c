@@ -265,6 +265,16 @@ static void durations_and_executors(void **state)
         "    rate: 10\n    duration: 1s\n    preAllocatedVUs: 10\n    maxVUs: 5\n"
         "    flow: [ { request: { url: /x } } ]\n",
         "8:13", "scenarios.s.maxVUs", "must be at least preAllocatedVUs");
+    expect_err(
+        "target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-arrival-rate\n"
+        "    rate: 10\n    duration: 1s\n    preAllocatedVUs: 1\n    pacingPrecision: ultra\n"
+        "    flow: [ { request: { url: /x } } ]\n",
+        "8:22", "scenarios.s.pacingPrecision",
+        "'ultra' is not a pacing precision: high, normal or off");
+    expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
+               "    duration: 1s\n    pacingPrecision: high\n"
+               "    flow: [ { request: { url: /x } } ]\n",
+               "6:5", "scenarios.s", "'pacingPrecision' does not apply to constant-vus");
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 0s\n    flow: [ { request: { url: /x } } ]\n",
                "5:15", "scenarios.s.duration", "must be positive");
@@ -620,6 +630,9 @@ static void full_plan_model(void **state)
     assert_int_equal(sc->exec.kind, SQ_EXEC_RAMPING_ARRIVAL_RATE);
     assert_int_equal(sc->exec.vus, 10);
     assert_int_equal(sc->exec.max_in_flight, 50);
+    assert_int_equal(sc->exec.max_vus, 50); /* k6's maxVUs: the pool may grow to it */
+    assert_int_equal(sq_exec_max_vus(&sc->exec), 50);
+    assert_int_equal(sc->exec.precision, SQ_PACING_NORMAL);
     assert_int_equal(sc->exec.time_unit_ns, 60 * SQ_NS_PER_S);
     assert_int_equal(sc->exec.nstages, 2);
     assert_true(sc->exec.stages[0].target == 600.0);

@@ -119,6 +119,10 @@ static const struct {
      "\"graceful-stop\": \"1s\", \"url\": \"" U "\"}",
      {"--stages", "2s:10,3s:0", "-r", "0", "--max-in-flight", "100", "-c", "4", "--graceful-stop",
       "1s", U, NULL}},
+    /* an open loop whose pool may grow, paced without polling */
+    {"{\"rate\": 500, \"connections\": 4, \"max-vus\": 40, \"pacing-precision\": \"off\", "
+     "\"url\": \"" U "\"}",
+     {"-r", "500", "-c", "4", "--max-vus", "40", "--pacing-precision", "off", U, NULL}},
     /* a VU ramp, paced; false and null are "not given" */
     {"{\"url\": \"" U "\", \"stages\": \"1s:3\", \"pacing\": \"100ms\", \"http2\": false, "
      "\"rate\": null, \"header\": \"Accept-Encoding: gzip\"}",

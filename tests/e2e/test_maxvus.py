@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the open loop's growing pool (k6's preAllocatedVUs / maxVUs: --max-vus on
+the quick face, maxVUs in a plan) and of --pacing-precision, against `squall target` on an
+ephemeral loopback port.
+
+/delay/N holds each request N ms, so a rate R needs about R x N / 1000 connections: more than the
+preallocated few, so the pool must grow. Every load is bounded by its rate and a 2 s duration.
+"""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import sqtest  # noqa: E402
+
+run_json = sqtest.run_json
+
+
+class Pool(sqtest.TargetCase):
+
+    @sqtest.timing()
+    def test_pool_grows_to_what_the_rate_needs(self):
+        # 200/s x 100 ms: about 20 in flight, from 4 preallocated, cap 64
+        self.reset()
+        p, doc, _ = run_json(self.base + "/delay/100", "-r", "200", "-d", "2s", "-c", "4",
+                             "--max-vus", "64", "-t", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        r, pool = doc["requests"], doc["pool"]
+        self.assertEqual(r["arrivals"], 400)
+        self.assertEqual(r["dropped"], 0, r)
+        self.assertEqual(pool["preallocated"], 4)
+        self.assertEqual(pool["max"], 64)
+        self.assertGreater(pool["peak"], 4, pool)
+        self.assertLessEqual(pool["peak"], 64, pool)
+        self.assertEqual(pool["grown"], pool["peak"] - pool["preallocated"])
+        self.assertLessEqual(0, pool["first_growth_s"])
+        self.assertLessEqual(pool["first_growth_s"], pool["last_growth_s"])
+        self.assertLess(pool["last_growth_s"], 2.0)
+        self.assertEqual(doc["connections"]["opened"], pool["peak"])
+        # the server saw no more connections than the pool's peak (+1: this /stats read)
+        self.assertLessEqual(self.stats()["connections"], pool["peak"] + 1)
+        self.assertIn("Pool", p.stderr)  # the summary's line (the summary goes to stderr)
+
+    def test_cap_too_small_drops_and_accounts_exactly(self):
+        # 200/s x 200 ms needs about 40 connections; 8 carry about 40/s
+        p, doc, _ = run_json(self.base + "/delay/200", "-r", "200", "-d", "2s", "-c", "2",
+                             "--max-vus", "8", "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        r, pool = doc["requests"], doc["pool"]
+        self.assertEqual(r["arrivals"], 400)
+        self.assertEqual(r["sent"] + r["dropped"], 400)
+        self.assertGreater(r["dropped"], 0, r)
+        self.assertEqual(pool["peak"], 8, pool)
+        self.assertLessEqual(r["in_flight"], 8)
+
+    def test_fixed_pool_without_max_vus(self):
+        p, doc, _ = run_json(self.base + "/delay/100", "-r", "100", "-d", "1s", "-c", "4",
+                             "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        pool = doc["pool"]
+        self.assertEqual((pool["preallocated"], pool["max"], pool["peak"], pool["grown"]),
+                         (4, 4, 4, 0))
+        self.assertIsNone(pool["first_growth_s"])
+        self.assertGreater(doc["requests"]["dropped"], 0)  # 4 x 10/s carry 40 of 100/s
+
+    @sqtest.timing()
+    def test_plan_max_vus_grows_the_pool(self):
+        plan = ("target: %s\nscenarios:\n  s:\n    executor: constant-arrival-rate\n"
+                "    rate: 100\n    duration: 2s\n    preAllocatedVUs: 2\n    maxVUs: 40\n"
+                "    flow:\n      - request: {url: /delay/100}\n" % self.base)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write(plan)
+        try:
+            p, doc, _ = run_json("run", f.name, "-q")
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r, pool = doc["requests"], doc["pool"]
+        self.assertEqual(r["sent"] + r["dropped"], 200)
+        self.assertEqual(r["dropped"], 0, r)
+        self.assertGreater(pool["peak"], 2, pool)
+        self.assertLessEqual(pool["peak"], 40, pool)
+
+
+class Precision(sqtest.TargetCase):
+
+    @sqtest.timing()
+    def test_each_precision_keeps_the_schedule(self):
+        # loose bounds: 1,000/s for 2 s, the server's median gap near 1 ms whatever the precision
+        for prec in ("high", "normal", "off"):
+            self.reset()
+            p, doc, _ = run_json(self.base + "/fast", "-r", "1000", "-d", "2s", "-c", "16",
+                                 "-t", "1", "--pacing-precision", prec)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assert_accounting(doc)
+            self.assertEqual(doc["pacing"]["precision"], prec)
+            self.assertEqual(doc["requests"]["arrivals"], 2000)
+            if prec == "off":
+                self.assertEqual(doc["pacing"]["tail_us"], 0)
+            gap = self.stats()["arrivals"]["gap_us"]
+            self.assertGreater(gap["p50"], 500, (prec, gap))
+            self.assertLess(gap["p50"], 1500, (prec, gap))
+
+    def test_deaf_sleeps_keep_latency_true(self):
+        # precision normal sleeps deaf to its sockets between close arrivals and times the
+        # responses by the kernel's receive stamps: a 20 ms answer still reads as >= 20 ms
+        # (the server's delay is a floor no stamp can undercut) and not much more
+        p, doc, _ = run_json(self.base + "/delay/20", "-r", "1000", "-d", "2s", "-c", "64",
+                             "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        self.assertGreater(doc["pacing"]["deaf_sleeps"], 0, doc["pacing"])
+        lat = doc["latency"]
+        self.assertGreaterEqual(lat["min_us"], 20000, lat)
+        self.assertLess(lat["p50_us"], 60000, lat)
+        unc = doc["latency_uncorrected"]
+        self.assertGreaterEqual(unc["min_us"], 20000, unc)
+        p, doc, _ = run_json(self.base + "/delay/20", "-r", "1000", "-d", "1s", "-c", "64",
+                             "-t", "1", "--pacing-precision", "high")
+        self.assertEqual(doc["pacing"]["deaf_sleeps"], 0)
+
+    def test_default_is_normal(self):
+        p, doc, _ = run_json(self.base + "/fast", "-r", "100", "-d", "500ms", "-c", "2", "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["pacing"]["precision"], "normal")
+
+
+class Flags(unittest.TestCase):
+
+    def expect_usage(self, args, text):
+        p, _ = sqtest.run_squall("http://127.0.0.1:9/x", *args)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(text, p.stderr)
+
+    def test_bad_flags(self):
+        self.expect_usage(["--max-vus", "10"], "--max-vus applies to the open loop (-r)")
+        self.expect_usage(["-r", "10", "-c", "8", "--max-vus", "4"],
+                          "--max-vus: '4' must be at least -c (8)")
+        self.expect_usage(["-r", "10", "--max-vus", "0"], "--max-vus: '0' is not a count")
+        self.expect_usage(["-r", "10", "-c", "2", "--max-vus", "20", "--max-in-flight", "10"],
+                          "--max-in-flight: '10' must be at least --max-vus (20)")
+        self.expect_usage(["-r", "10", "--http2", "--max-vus", "100"], "--max-vus")
+        self.expect_usage(["-r", "10", "--pacing-precision", "ultra"],
+                          "--pacing-precision: 'ultra' is not one of high, normal, off")
+        self.expect_usage(["--pacing-precision", "high"],
+                          "--pacing-precision applies to the open loop (-r)")
+
+
+if __name__ == "__main__":
+    sqtest.main()
