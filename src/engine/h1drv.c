@@ -105,11 +105,11 @@ static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
     return sq_engine__recv(c, buf, n);
 }
 
-/* The time a response's bytes arrived: the kernel's stamp when there is one (never later than
- * now), else now. */
+/* The time a response's bytes arrived: the kernel's stamp when there is one and it lies between
+ * the request's send and now (a stamp outside that is a clock offset gone wrong), else now. */
 static inline int64_t rx_time(const struct sq_engine__conn *c, int64_t now)
 {
-    return c->rx_ns && c->rx_ns < now ? c->rx_ns : now;
+    return c->rx_ns && c->rx_ns < now && c->rx_ns >= c->sent_ns ? c->rx_ns : now;
 }
 
 static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)

@@ -119,6 +119,16 @@ class Precision(sqtest.TargetCase):
         self.assertLess(lat["p50_us"], 60000, lat)
         unc = doc["latency_uncorrected"]
         self.assertGreaterEqual(unc["min_us"], 20000, unc)
+        # every completed response has its latency recorded (a stamp read against a wrong
+        # clock offset once gave negative latencies the histograms refused)
+        self.assertEqual(lat["count"], doc["requests"]["completed"])
+        self.assertEqual(unc["count"], doc["requests"]["completed"])
+        # /fast: responses within tens of µs, where an offset error would show first
+        p, doc, _ = run_json(self.base + "/fast", "-r", "2000", "-d", "2s", "-c", "8", "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertGreater(doc["pacing"]["deaf_sleeps"], 0, doc["pacing"])
+        self.assertEqual(doc["latency"]["count"], doc["requests"]["completed"])
+        self.assertEqual(doc["latency_uncorrected"]["count"], doc["requests"]["completed"])
         p, doc, _ = run_json(self.base + "/delay/20", "-r", "1000", "-d", "1s", "-c", "64",
                              "-t", "1", "--pacing-precision", "high")
         self.assertEqual(doc["pacing"]["deaf_sleeps"], 0)
