@@ -908,6 +908,8 @@ int sq_report_html(const json_t *doc, FILE *out)
     if (json_is_object(json_object_get(doc, "server")))
         optional_section(out, sq_report__get(doc, "server"), "processes", "Watched processes");
     optional_section(out, doc, "steps", "Steps");
+    optional_section(out, doc, "pool", "Connection pool (--max-vus)");
+    optional_section(out, doc, "pacing", "Pacing (--pacing-precision)");
     if (!plan) {
         optional_section(out, doc, "checks", "Checks");
         optional_section(out, doc, "thresholds", "Thresholds");

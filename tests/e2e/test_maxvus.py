@@ -43,6 +43,17 @@ class Pool(sqtest.TargetCase):
         self.assertLessEqual(self.stats()["connections"], pool["peak"] + 1)
         self.assertIn("Pool", p.stderr)  # the summary's line (the summary goes to stderr)
 
+    def test_report_shows_the_pool_and_the_pacing(self):
+        with tempfile.TemporaryDirectory() as d:
+            html = os.path.join(d, "r.html")
+            p, _ = sqtest.run_squall(self.base + "/delay/20", "-r", "300", "-d", "1s", "-c", "2",
+                                     "--max-vus", "20", "-t", "1", "-q", "--html", html)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(html, encoding="utf-8") as f:
+                page = f.read()
+        self.assertIn("<h2>Connection pool (--max-vus)</h2>", page)
+        self.assertIn("<h2>Pacing (--pacing-precision)</h2>", page)
+
     def test_cap_too_small_drops_and_accounts_exactly(self):
         # 200/s x 200 ms needs about 40 connections; 8 carry about 40/s
         p, doc, _ = run_json(self.base + "/delay/200", "-r", "200", "-d", "2s", "-c", "2",
