@@ -1039,6 +1039,27 @@ static bool stream_begin(struct worker *w, struct conn *c, const struct sq_serve
     return true;
 }
 
+/* A deferred answer (a stream, a parked or a held one) has its last bytes out: close after it
+ * when it asked to (what came behind it stays unanswered), else go on with the next request. */
+static void answer_ended(struct worker *w, struct conn *c, bool close_after)
+{
+    if (close_after) {
+        c->flags |= F_CLOSE;
+        if (c->in)
+            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
+        drop_input(c);
+        if (c->out)
+            conn_events(w, c);
+        else
+            conn_finish(w, c);
+        return;
+    }
+    if (c->out)
+        conn_events(w, c);
+    else
+        resume(w, c);
+}
+
 /* Appends the pieces of c's stream that are due (at most STREAM_BATCH bytes of them) to the
  * batch and sends it; ends the stream after its last piece, then goes on as after a parked
  * answer. c may be closed on return. */
@@ -1107,21 +1128,7 @@ static void stream_tick(struct worker *w, struct conn *c)
     c->flags &= (uint8_t)~F_DEFER;
     bool close_after = c->d_flags & DF_CLOSE;
     c->d_flags = 0;
-    if (close_after) {
-        c->flags |= F_CLOSE;
-        if (c->in)
-            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
-        drop_input(c);
-        if (c->out)
-            conn_events(w, c);
-        else
-            conn_finish(w, c);
-        return;
-    }
-    if (c->out)
-        conn_events(w, c);
-    else
-        resume(w, c);
+    answer_ended(w, c, close_after);
     return;
 fail:
     w->olen = 0;
@@ -1900,21 +1907,7 @@ static void on_timer(struct sq_loop *loop, struct sq_timer *t)
             return;
         }
     }
-    if (c->d_flags & DF_CLOSE) {
-        c->flags |= F_CLOSE;
-        if (c->in)
-            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
-        drop_input(c);
-        if (c->out)
-            conn_events(w, c);
-        else
-            conn_finish(w, c);
-        return;
-    }
-    if (c->out)
-        conn_events(w, c);
-    else
-        resume(w, c);
+    answer_ended(w, c, c->d_flags & DF_CLOSE);
 }
 
 /* ---- held answers (sq_server_hold) ---- */
@@ -1988,21 +1981,7 @@ static void hold_done(struct worker *w, struct conn *c, struct sq_server_hold *h
 {
     bool close_after = h->close_after;
     hold_free(c, h);
-    if (close_after) {
-        c->flags |= F_CLOSE;
-        if (c->in)
-            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
-        drop_input(c);
-        if (c->out)
-            conn_events(w, c);
-        else
-            conn_finish(w, c);
-        return;
-    }
-    if (c->out)
-        conn_events(w, c);
-    else
-        resume(w, c);
+    answer_ended(w, c, close_after);
 }
 
 int sq_server_hold_answer(struct sq_server_hold *h, const struct sq_server_resp *resp)
