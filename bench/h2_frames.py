@@ -186,7 +186,6 @@ events {{ worker_connections 4096; }}
 http {{
   access_log off;
   keepalive_requests 1000000000;
-  http2_max_requests 1000000000;
   keepalive_timeout 300s;
   client_body_temp_path {workdir}/body;
   proxy_temp_path {workdir}/proxy;
