@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +39,15 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* User + system CPU of this process so far, in seconds. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 /* As in bench/probe.c: sends one request on fd and reads its whole response; returns its length
@@ -208,7 +218,7 @@ int main(int argc, char **argv)
             return 1;
 
     unsigned long long responses = 0, loops = 0, rearmed = 0;
-    double end = now_s() + secs, t0 = now_s();
+    double end = now_s() + secs, t0 = now_s(), c0 = cpu_s();
     while (now_s() < end) {
         struct io_uring_cqe *cqe;
         struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 100000000};
@@ -255,12 +265,14 @@ int main(int argc, char **argv)
         io_uring_buf_ring_advance(br, returned);
         io_uring_cq_advance(&ring, seen);
     }
-    double took = now_s() - t0;
+    double took = now_s() - t0, loop_cpu = cpu_s() - c0;
     printf("probe_uring: %llu responses in %.2fs, %.0f req/s (%ld B each)\n", responses, took,
            (double)responses / took, rlen);
     fprintf(stderr,
             "probe_uring: mode %s, %.3f loop iterations per response, %llu receives re-armed\n",
             mode, responses ? (double)loops / (double)responses : 0.0, rearmed);
+    fprintf(stderr, "probe_uring: %.2f ms of CPU per 1,000 responses in the loop\n",
+            responses ? loop_cpu * 1e6 / (double)responses : 0.0);
     io_uring_queue_exit(&ring);
     free(bufs);
     free(fds);
