@@ -7,7 +7,8 @@
  * must have that same length (true of a fixed endpoint: /fast, /bytes/N, a static file), so a
  * response is complete when its connection has received that many bytes. No parsing, no
  * latency, no timeouts. What squall adds on top of this is what a client costs beyond the
- * kernel's TCP work.
+ * kernel's TCP work. Prints the responses and the rate on stdout, and the loop's own CPU (user +
+ * system, getrusage, set-up and exit left out) per 1,000 responses on stderr.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>

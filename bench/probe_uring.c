@@ -14,8 +14,9 @@
  *  - no SQPOLL thread.
  * MODE: "defer" (default: IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, task work
  * run only inside io_uring_enter), "coop" (IORING_SETUP_COOP_TASKRUN) or "plain" (no flag).
- * Prints what bench/probe.c prints (bench/harness.py reads it the same way), then the mode, the
- * loop iterations and the io_uring_enter calls per response on stderr.
+ * Prints what bench/probe.c prints (bench/harness.py reads it the same way), and on stderr the
+ * mode, the loop iterations (one io_uring_enter each) per response, the receives re-armed and
+ * the loop's own CPU per 1,000 responses.
  * Built only when liburing is found (scripts/deps.sh bench installs liburing-dev).
  */
 #include <arpa/inet.h>
