@@ -125,9 +125,10 @@ def measure(argv, cpus, timeout):
     Python's resident size into its high-water mark). time's figures come from wait4() on the
     tool: user+sys of all its threads plus every child it waited for, and the largest resident
     set among them (the maximum, not a sum). The run gets its own process group, killed whole if
-    it outlives timeout. Returns a dict: out, err, cpu_s, rss_kb, rc, wall_s."""
+    it outlives timeout. Returns a dict: out, err, cpu_s, rss_kb, rc, wall_s, and csw (the
+    voluntary and involuntary context switches, added)."""
     t0 = time.monotonic()
-    p = subprocess.Popen(["/usr/bin/time", "-f", "SQTIME %U %S %M", "taskset", "-c", cpus, *argv],
+    p = subprocess.Popen(["/usr/bin/time", "-f", "SQTIME %U %S %M %w %c", "taskset", "-c", cpus, *argv],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          errors="replace", preexec_fn=raise_nofile, start_new_session=True)
     try:
@@ -137,11 +138,12 @@ def measure(argv, cpus, timeout):
         out, err = p.communicate()
         err += f"\nharness: killed after {timeout}s"
     wall = time.monotonic() - t0
-    m = re.search(r"SQTIME ([\d.]+) ([\d.]+) (\d+)", err)
+    m = re.search(r"SQTIME ([\d.]+) ([\d.]+) (\d+) (\d+) (\d+)", err)
     if not m:
         raise RuntimeError(f"no timing from /usr/bin/time: {err[-300:]}")
     return {"out": out, "err": err, "cpu_s": float(m.group(1)) + float(m.group(2)),
-            "rss_kb": int(m.group(3)), "rc": p.returncode, "wall_s": wall}
+            "rss_kb": int(m.group(3)), "csw": int(m.group(4)) + int(m.group(5)),
+            "rc": p.returncode, "wall_s": wall}
 
 
 # ---- servers -------------------------------------------------------------------------------

@@ -103,6 +103,7 @@ def main():
                     n = responses(arm, run, workdir)
                     it = re.search(r"([\d.]+) loop iterations per response", run["err"])
                     rows[arm].append({"cpu_ms_1k": run["cpu_s"] * 1e6 / max(n, 1),
+                                      "csw": run["csw"] / max(n, 1),
                                       "rps": n / a.duration, "served": served,
                                       "enters": float(it.group(1)) if it else None})
                     print(f"round {rnd + 1} {sname} {arm:12s} {n / a.duration:9.0f} req/s "
@@ -125,8 +126,8 @@ def main():
         base = statistics.median(r["cpu_ms_1k"] for r in rows["probe"]) if "probe" in rows \
             else None
         print("| arm | client CPU ms / 1k responses | vs probe (medians) | vs probe, paired "
-              "by round | req/s | server counted |")
-        print("|---|---|---|---|---|---|")
+              "by round | context switches / response | req/s | server counted |")
+        print("|---|---|---|---|---|---|---|")
         for arm in arms:
             rs = rows[arm]
             cpu = harness.fmt_range([r["cpu_ms_1k"] for r in rs], "{:.2f}")
@@ -135,6 +136,7 @@ def main():
             pair = harness.fmt_range([r["cpu_ms_1k"] / p["cpu_ms_1k"] for r, p in
                                       zip(rs, rows["probe"])], "{:.2f}x") if base else "—"
             print(f"| {arm} | {cpu} | {rel} | {pair} | "
+                  f"{harness.fmt_range([r['csw'] for r in rs], '{:.3f}')} | "
                   f"{harness.fmt_range([r['rps'] for r in rs])} "
                   f"| {harness.fmt_range([r['served'] for r in rs])} |")
         if calls:
