@@ -24,6 +24,7 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,52 +162,58 @@ int main(int argc, char **argv)
     long rlen = -1;
     int *fds = calloc((size_t)conns, sizeof(int));
     long *have = calloc((size_t)conns, sizeof(long));
+    /* what the exit frees, whichever way it is reached */
+    struct io_uring ring;
+    bool ring_up = false;
+    struct io_uring_buf_ring *br = MAP_FAILED;
+    size_t ring_bytes = 0;
+    char *bufs = NULL;
+    int status = 1;
     if (!fds || !have)
-        return 1;
+        goto out;
     for (int i = 0; i < conns; i++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
             perror("probe_uring: connect");
-            return 1;
+            goto out;
         }
         if (i == 0 && (rlen = learn_length(fd, req, len, first, sizeof(first))) <= 0) {
             fprintf(stderr, "probe_uring: the response must be a 2xx with a Content-Length, at "
                             "most 64 KiB\n");
-            return 1;
+            goto out;
         }
         fds[i] = fd;
     }
 
-    struct io_uring ring;
     struct io_uring_params p = {.flags = setup_flags};
     unsigned entries = pow2_at_least((unsigned)conns * 2 < 64 ? 64 : (unsigned)conns * 2);
     int rc = io_uring_queue_init_params(entries, &ring, &p);
     if (rc < 0) {
         fprintf(stderr, "probe_uring: io_uring_queue_init (%s): %s\n", mode, strerror(-rc));
-        return 1;
+        goto out;
     }
+    ring_up = true;
     if ((rc = io_uring_register_files(&ring, fds, (unsigned)conns)) < 0) {
         fprintf(stderr, "probe_uring: io_uring_register_files: %s\n", strerror(-rc));
-        return 1;
+        goto out;
     }
     /* The provided buffer ring: at least 4 buffers per connection (a buffer is back in the ring
      * before the next wait), a power of two, at most 32768. */
     unsigned nbufs = pow2_at_least((unsigned)conns * 4 < 256 ? 256 : (unsigned)conns * 4);
     if (nbufs > 32768)
         nbufs = 32768;
-    size_t ring_bytes = nbufs * sizeof(struct io_uring_buf);
-    struct io_uring_buf_ring *br =
-        mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    char *bufs = malloc((size_t)nbufs * BUF_SIZE);
+    ring_bytes = nbufs * sizeof(struct io_uring_buf);
+    br = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    bufs = malloc((size_t)nbufs * BUF_SIZE);
     if (br == MAP_FAILED || !bufs)
-        return 1;
+        goto out;
     io_uring_buf_ring_init(br);
     struct io_uring_buf_reg reg = {
         .ring_addr = (unsigned long)(uintptr_t)br, .ring_entries = nbufs, .bgid = BGID};
     if ((rc = io_uring_register_buf_ring(&ring, &reg, 0)) < 0) {
         fprintf(stderr, "probe_uring: io_uring_register_buf_ring: %s\n", strerror(-rc));
-        return 1;
+        goto out;
     }
     int mask = io_uring_buf_ring_mask(nbufs);
     for (unsigned b = 0; b < nbufs; b++)
@@ -216,7 +223,7 @@ int main(int argc, char **argv)
 
     for (int k = 0; k < conns; k++)
         if (arm_recv(&ring, k) < 0 || queue_send(&ring, k, req, len) < 0)
-            return 1;
+            goto out;
 
     unsigned long long responses = 0, loops = 0, rearmed = 0;
     double end = now_s() + secs, t0 = now_s(), c0 = cpu_s();
@@ -227,7 +234,7 @@ int main(int argc, char **argv)
         loops++;
         if (rc < 0 && rc != -ETIME && rc != -EINTR) {
             fprintf(stderr, "probe_uring: io_uring_submit_and_wait: %s\n", strerror(-rc));
-            return 1;
+            goto out;
         }
         unsigned head, seen = 0;
         int returned = 0;
@@ -237,7 +244,7 @@ int main(int argc, char **argv)
             int k = (int)(cqe->user_data >> 1);
             if (cqe->user_data & 1) { /* only a failed send completes */
                 fprintf(stderr, "probe_uring: send: %s\n", strerror(-cqe->res));
-                return 1;
+                goto out;
             }
             if (cqe->flags & IORING_CQE_F_BUFFER) {
                 unsigned short bid = (unsigned short)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
@@ -250,17 +257,17 @@ int main(int argc, char **argv)
                     responses += (unsigned long long)(have[k] / rlen);
                     have[k] %= rlen;
                     if (queue_send(&ring, k, req, len) < 0)
-                        return 1;
+                        goto out;
                 }
             } else if (cqe->res != -ENOBUFS) {
                 fprintf(stderr, "probe_uring: recv: %s\n",
                         cqe->res == 0 ? "closed by the server" : strerror(-cqe->res));
-                return 1;
+                goto out;
             }
             if (!(cqe->flags & IORING_CQE_F_MORE)) {
                 rearmed++;
                 if (arm_recv(&ring, k) < 0)
-                    return 1;
+                    goto out;
             }
         }
         io_uring_buf_ring_advance(br, returned);
@@ -274,9 +281,14 @@ int main(int argc, char **argv)
             mode, responses ? (double)loops / (double)responses : 0.0, rearmed);
     fprintf(stderr, "probe_uring: %.2f ms of CPU per 1,000 responses in the loop\n",
             responses ? loop_cpu * 1e6 / (double)responses : 0.0);
-    io_uring_queue_exit(&ring);
+    status = 0;
+out:
+    if (ring_up)
+        io_uring_queue_exit(&ring);
+    if (br != MAP_FAILED)
+        munmap(br, ring_bytes);
     free(bufs);
     free(fds);
     free(have);
-    return 0;
+    return status;
 }
