@@ -18,7 +18,9 @@
  * other status, a parse error or an early close ends the run with exit 1. Prints
  * {"sent":N,"answered":N,"seconds":T,"run":"<crockford>"} with T from the first send to the
  * last answer.
- * Usage: sink_feed PORT COUNT [--conns C] [--depth K] [--run HEX]
+ * --chunk B writes each batch in pieces of B bytes (one send() each), so requests are cut
+ * wherever B falls, as a client streaming its writes would cut them.
+ * Usage: sink_feed PORT COUNT [--conns C] [--depth K] [--chunk B] [--run HEX]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,10 +58,12 @@ static void die(const char *what)
     exit(1);
 }
 
+static size_t chunk; /* --chunk: write a batch in pieces of this many bytes (0: at once) */
+
 static void send_all(int fd, const char *p, size_t n)
 {
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        ssize_t w = send(fd, p, chunk && n > chunk ? chunk : n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -133,7 +137,8 @@ static void read_answers(struct feed *f)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: sink_feed PORT COUNT [--conns C] [--depth K] [--run HEX]\n");
+        fprintf(stderr,
+                "usage: sink_feed PORT COUNT [--conns C] [--depth K] [--chunk B] [--run HEX]\n");
         return 2;
     }
     int port = atoi(argv[1]);
@@ -144,6 +149,8 @@ int main(int argc, char **argv)
             conns = atol(argv[++i]);
         else if (strcmp(argv[i], "--depth") == 0 && i + 1 < argc)
             depth = atol(argv[++i]);
+        else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc)
+            chunk = (size_t)atol(argv[++i]);
         else if (strcmp(argv[i], "--run") == 0 && i + 1 < argc)
             run = strtoull(argv[++i], NULL, 16) << 12;
         else {
