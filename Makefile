@@ -29,7 +29,7 @@ test-asan: deps
 		ctest --output-on-failure -j1
 
 # The threaded parts (engine and server workers, the run store, the daemon's API, runner and ops
-# threads) again under ThreadSanitizer.
+# threads, the bus drivers and the sink's HTTP workers and thread) again under ThreadSanitizer.
 test-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DSQ_TSAN=ON >/dev/null
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
