@@ -18,8 +18,10 @@ Benches (each a few seconds, every load bounded by -n or -d; servers started her
             h2c (-c 4 --streams 64). Arms alternate within each round.
   sink-pipe The same sink fed exact counts of stamped POSTs by bench/sink_feed.c (a pipelining
             HTTP/1.1 feeder on CPU 1): 64 connections with one request in flight each, and 4
-            connections writing 16, 64 or 256 pipelined requests per send(); delivered must
-            equal sent, nothing lost, duplicated or unstamped. The arms' order rotates per round.
+            connections writing 16, 64 or 256 pipelined requests per send(); and squall's own
+            client pipelining them (`squall wrk -s bench/sink_pipeline.lua -t 1 -c 4 -d 3s`,
+            64 stamped POSTs per request() batch). Delivered must equal sent, nothing lost,
+            duplicated or unstamped. The arms' order rotates per round.
 
 nats-server / mosquitto / the sink on CPU 0, squall's load on CPU 1 (taskset). Rounds alternate
 the arms; the table gives the median and the range.
@@ -299,6 +301,9 @@ PIPE_ARMS = [
     ("4 connections, 16 pipelined requests per write", 4, 16, 300000),
     ("4 connections, 64 pipelined requests per write", 4, 64, 300000),
     ("4 connections, 256 pipelined requests per write", 4, 256, 300000),
+    # squall's own client: `squall wrk -s bench/sink_pipeline.lua` (wrk's pipeline.lua with a
+    # stamp per request), 64 per batch for 3 s; count None: delivered must equal its sent
+    ("squall wrk -s bench/sink_pipeline.lua -t 1 -c 4 -d 3s (64 per write)", 4, 64, None),
 ]
 
 
@@ -314,10 +319,23 @@ def pipe_round(a, conns, depth, count):
                              "--json", out, "-q"], stdout=subprocess.DEVNULL)
     try:
         wait_port(port, sink)
-        feed = json.loads(subprocess.run(
-            ["taskset", "-c", "1", os.path.join(a.build, "bench", "sink_feed"), str(port),
-             str(count), "--conns", str(conns), "--depth", str(depth)],
-            check=True, capture_output=True, text=True, timeout=120).stdout)
+        if count is None:
+            # script arguments last (after "--"): the JSON to stdout before the URL
+            p = subprocess.run(
+                ["taskset", "-c", "1", os.path.join(a.build, "squall"), "wrk", "-s",
+                 os.path.join(ROOT, "bench", "sink_pipeline.lua"), "-t", "1", "-c", str(conns),
+                 "-d", "3s", "--json", "-", "http://%s:%d/e" % (HOST, port), "--", str(depth)],
+                capture_output=True, text=True, timeout=120)
+            if p.returncode != 0:
+                sys.exit("squall wrk: exit %d: %s" % (p.returncode, p.stderr))
+            doc = json.loads(p.stdout)
+            count = doc["requests"]["sent"] # the requests still in flight at the end arrive too
+            feed = {"answered": count, "seconds": doc["duration_s"]}
+        else:
+            feed = json.loads(subprocess.run(
+                ["taskset", "-c", "1", os.path.join(a.build, "bench", "sink_feed"), str(port),
+                 str(count), "--conns", str(conns), "--depth", str(depth)],
+                check=True, capture_output=True, text=True, timeout=120).stdout)
         c = wait_cpu(sink)
     finally:
         stop(sink)
@@ -345,7 +363,7 @@ def bench_sink_pipe(a, rounds):
             res[i][2].append(os.getloadavg()[0])
             print("# round %d: %s: %.0f events/s, %.0f per sink CPU s, load %.1f" % (
                 rnd, PIPE_ARMS[i][0], rate, per_cpu, os.getloadavg()[0]), flush=True)
-    print("\n| sink (-t 1, CPU 0) fed by bench/sink_feed (CPU 1), exact counts "
+    print("\n| sink (-t 1, CPU 0) fed on CPU 1, exact counts "
           "| events/s median (range) | events per CPU second of the sink, median (range) "
           "| load average |")
     print("|---|---|---|---|")
