@@ -444,7 +444,8 @@ static json_t *hand_over(struct sq_mcp *m)
 {
     char err[1024] = "";
     int64_t id = 0;
-    int rc = m->cfg.submit(m->cfg.host_ud, m->cur_args, m->cur_id, &id, err, sizeof(err));
+    int rc = m->cfg.submit(m->cfg.host_ud, m->cur_args, m->cur_id, m->cur_progress, &id, err,
+                           sizeof(err));
     if (rc < 0)
         return tool_error("the run was not queued: %s", err[0] ? err : sq_strerror(rc));
     m->deferred = true;

@@ -217,10 +217,24 @@ async function main() {
     undefined, { timeout: 60000 });
     const id2 = r2.structuredContent?.run_id;
     check('a second run', r2.isError !== true && id2 === id1 + 1, text(r2).slice(0, 200));
+
+    // Progress over HTTP: a progress token (the SDK adds one for onprogress) and an Accept that
+    // takes text/event-stream: the answer is an SSE stream, a notifications/progress each second.
+    const progress = [];
+    const pr = await client.callTool({ name: 'run_load_test', arguments: {
+      quick: { url: `${tbase}/fast`, connections: 2, duration: '3s', threads: 1, rate: 200 } } },
+    undefined, { timeout: 60000, onprogress: (p) => progress.push(p) });
+    const id3 = pr.structuredContent?.run_id;
+    check('progress over HTTP: the call still answers with its result', pr.isError !== true &&
+      id3 === id2 + 1 && pr.structuredContent?.result?.requests?.completed > 0, text(pr).slice(0, 200));
+    check('progress over HTTP: a notifications/progress each second, growing',
+      progress.length >= 2 && progress.length <= 4 &&
+      progress.every((p, i) => p.progress > 0 && (i === 0 || p.progress > progress[i - 1].progress)) &&
+      /requests completed/.test(progress[0]?.message || ''), JSON.stringify(progress));
     const lr = await client.callTool({ name: 'list_runs', arguments: {} });
     const runs = lr.structuredContent?.runs || [];
-    check('list_runs: both runs from the store, newest first', runs.length === 2 &&
-      runs[0].id === id2 && runs[1].id === id1 && runs[1].status === 'finished',
+    check('list_runs: the runs from the store, newest first', runs.length === 3 &&
+      runs[0].id === id3 && runs[1].id === id2 && runs[2].id === id1 && runs[2].status === 'finished',
     JSON.stringify(runs).slice(0, 300));
     const cmp = await client.callTool({ name: 'compare_runs', arguments: { a: id1, b: id2 } });
     const dl = cmp.structuredContent?.deltas;
@@ -286,7 +300,7 @@ async function main() {
       quick: { url: 'http://192.0.2.7/fast', duration: '1s' } } });
     check('cap: loopback', far.isError === true && text(far).includes('loopback'), text(far));
     const all = await (await fetch(`${base}/runs`)).json();
-    check('no capped call reached the queue', (all.runs || []).length === 4, JSON.stringify(all).slice(0, 200));
+    check('no capped call reached the queue', (all.runs || []).length === 5, JSON.stringify(all).slice(0, 200));
 
     // Raw HTTP: the transport's rules.
     const sid = transport.sessionId;
@@ -306,6 +320,24 @@ async function main() {
     r = await raw(base, { body: list, headers: { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-06-18' } });
     check('tools/list with the session: 200 JSON', r.status === 200 &&
       (r.headers.get('content-type') || '').startsWith('application/json') && r.json?.result?.tools?.length >= 11, r.text.slice(0, 200));
+    const runCall = (meta) => ({ jsonrpc: '2.0', id: 'p1', method: 'tools/call', params: { name: 'run_load_test',
+      arguments: { quick: { url: `${tbase}/fast`, connections: 1, duration: '2s', threads: 1, rate: 50 } },
+      ...(meta ? { _meta: meta } : {}) } });
+    r = await raw(base, { body: runCall({ progressToken: 'tok-1' }), headers: { 'Mcp-Session-Id': sid } });
+    const events = r.text.split('\n\n').filter((e) => e.trim()).map((e) => {
+      const d = e.split('\n').find((l) => l.startsWith('data: '));
+      return d ? JSON.parse(d.slice(6)) : null;
+    });
+    const last = events[events.length - 1];
+    check('raw: a progress token and text/event-stream: an SSE answer, progress events, then the response',
+      r.status === 200 && (r.headers.get('content-type') || '').startsWith('text/event-stream') &&
+      events.length >= 2 && events.slice(0, -1).every((e) => e?.method === 'notifications/progress' &&
+        e.params.progressToken === 'tok-1') && last?.id === 'p1' && last?.result?.structuredContent?.run_id > 0,
+    r.text.slice(0, 400));
+    r = await raw(base, { body: runCall({ progressToken: 'tok-2' }), headers: { 'Mcp-Session-Id': sid, Accept: 'application/json' } });
+    check('raw: a progress token but Accept without text/event-stream: one JSON answer',
+      r.status === 200 && (r.headers.get('content-type') || '').startsWith('application/json') &&
+      r.json?.id === 'p1' && r.json?.result?.structuredContent?.run_id > 0, r.text.slice(0, 200));
     r = await raw(base, { body: '{"jsonrpc":"2.0","id":1', headers: { 'Mcp-Session-Id': sid } });
     check('a body that is a JSON string, not a message: -32600', r.json?.error?.code === -32600, r.text);
     r = await raw(base, { body: init });

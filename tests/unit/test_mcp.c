@@ -727,9 +727,10 @@ struct fake_host {
     json_t *args, *rpc_id;
 };
 
-static int fake_submit(void *ud, const json_t *args, const json_t *rpc_id, int64_t *run_id,
-                       char *err, size_t len)
+static int fake_submit(void *ud, const json_t *args, const json_t *rpc_id, const json_t *progress,
+                       int64_t *run_id, char *err, size_t len)
 {
+    (void)progress;
     (void)err;
     (void)len;
     struct fake_host *h = ud;
