@@ -226,6 +226,34 @@ async function sdkChecks() {
   await resourceChecks(client, run.structuredContent.run_id, got.structuredContent?.result);
   await promptChecks(client, run.structuredContent.run_id, `${base}/fast`);
 
+  // Cancellation: the SDK aborts a call (notifications/cancelled); squall mcp reads stdin during
+  // the run, stops it, and sends no response for it (a late one would reach client.onerror as
+  // "a response for an unknown message ID"). The next call is served only after the run ended.
+  const sdkErrors = [];
+  client.onerror = (e) => sdkErrors.push(String(e?.message || e));
+  const ac = new AbortController();
+  let seen = 0;
+  const tc = Date.now();
+  const cerr = await client.callTool({ name: 'run_load_test', arguments: { quick: {
+    url: `${base}/fast`, connections: 2, duration: '60s', threads: 1, rate: 200 } } },
+  undefined, { timeout: 90000, signal: ac.signal,
+    onprogress: () => { if (++seen === 1) ac.abort('the test cancels it'); } }).catch((e) => e);
+  check('cancel: the aborted call rejects on the client after a progress notification',
+    cerr instanceof Error && seen >= 1, String(cerr));
+  const after = await client.callTool({ name: 'list_runs', arguments: {} });
+  const took = (Date.now() - tc) / 1000;
+  check('cancel: the 60 s run stopped early (the next call answered within 20 s)', took < 20 &&
+    after.structuredContent?.runs?.length === 2, `${took}s ${text(after).slice(0, 100)}`);
+  const sx = await stats(base);
+  await new Promise((r) => setTimeout(r, 1000));
+  const sy = await stats(base);
+  check('cancel: the target gets nothing more', sy.endpoints.fast === sx.endpoints.fast,
+    `${sx.endpoints.fast} -> ${sy.endpoints.fast}`);
+  await client.ping();
+  check('cancel: no response came for the cancelled request',
+    !sdkErrors.some((e) => /unknown message ID/.test(e)), sdkErrors.join('; ').slice(0, 400));
+  const s1b = await stats(base);
+
   const u = `${base}/fast`;
   const plan = (vus, extra = '') => `target: ${base}\nscenarios:\n  a:\n    executor: constant-vus\n` +
     `    vus: ${vus}\n    duration: 1s\n${extra}    flow:\n      - request: {url: /fast}\n`;
@@ -240,8 +268,8 @@ async function sdkChecks() {
   await expectCap(client, 'run_load_test', { quick: { url: u, duration: '1s', 'connect-to': `127.0.0.1:${port}:192.0.2.7:${port}` } }, 'cap: targets only on loopback');
   await expectCap(client, 'run_load_test', { plan: plan(1).replace(base, 'http://example.com') }, 'cap: targets only on loopback');
   const s2 = await stats(base);
-  check('no capped call sent a request', s2.endpoints.fast === s1.endpoints.fast,
-    `${s1.endpoints.fast} -> ${s2.endpoints.fast}`);
+  check('no capped call sent a request', s2.endpoints.fast === s1b.endpoints.fast,
+    `${s1b.endpoints.fast} -> ${s2.endpoints.fast}`);
 
   const bad = await client.callTool({ name: 'run_load_test', arguments: { quick: { url: u, connections: 'many' } } });
   check('a bad quick option: a tool error naming the flag', bad.isError === true && text(bad).includes('connections'), text(bad));
