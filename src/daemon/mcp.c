@@ -64,6 +64,7 @@ struct waiter {
     struct sq_daemon__pending *p;         /* NULL when answered by a stream */
     struct sq_daemon__mcp_stream *stream; /* or this */
     struct sess *s;                       /* NULL once the session ended */
+    bool cancelled; /* notifications/cancelled named it: a stream ends without the response */
 };
 
 struct sq_daemon__mcp {
@@ -377,8 +378,9 @@ static bool is_initialize(const char *body, size_t len)
 }
 
 /* notifications/cancelled for a run_load_test of this session that waits for its run: the run
- * is stopped (or cancelled while queued). The call is still answered when the run ends (the
- * client ignores it); nothing else changes. */
+ * is stopped (or cancelled while queued). A plain JSON call is still answered when the run ends
+ * (the HTTP request needs an answer; the client ignores it); an SSE one ends without the
+ * response, as the spec asks. */
 static void cancelled(struct sq_daemon__mcp *x, struct sess *s, const char *body, size_t len)
 {
     struct sq_mcp_msg m;
@@ -389,6 +391,7 @@ static void cancelled(struct sq_daemon__mcp *x, struct sess *s, const char *body
             if (w->s == s && json_equal(w->rpc_id, rid)) {
                 char msg[256];
                 sq_daemon__log(x->d, "run %lld: the MCP call was cancelled", (long long)w->run);
+                w->cancelled = true;
                 (void)stop(x, w->run, msg, sizeof(msg));
                 break;
             }
@@ -491,6 +494,10 @@ void sq_daemon__mcp_done(struct sq_daemon *d, int64_t run)
             sq_store_run_dispose(&r);
         } else {
             text = sq_mcp_error_answer(w->rpc_id, SQ_MCP_INTERNAL_ERROR, err);
+        }
+        if (w->stream && w->cancelled) { /* no response to a cancelled request (the spec) */
+            free(text);
+            text = NULL;
         }
         waiter_answer(d, w, text);
         json_decref(w->rpc_id);

@@ -270,11 +270,13 @@ async function main() {
     const sr2 = await client.callTool({ name: 'stop_run', arguments: { id: running?.id } });
     check('stop_run on an ended run: a tool error', sr2.isError === true && text(sr2).includes('nothing to stop'), text(sr2));
 
-    // notifications/cancelled (the SDK sends it when a call is aborted) stops the call's run.
+    // notifications/cancelled (the SDK sends it when a call is aborted) stops the call's run
+    // (here a call answered as an SSE stream: it asked for progress).
     const ac = new AbortController();
+    let cprog = 0;
     const cancelledCall = client.callTool({ name: 'run_load_test', arguments: {
       quick: { url: `${tbase}/fast`, connections: 2, duration: '60s', threads: 1, rate: 200 } } },
-    undefined, { timeout: 90000, signal: ac.signal }).catch((e) => e);
+    undefined, { timeout: 90000, signal: ac.signal, onprogress: () => cprog++ }).catch((e) => e);
     let crun = null;
     for (let i = 0; i < 50 && !crun; i++) {
       await new Promise((r) => setTimeout(r, 100));
