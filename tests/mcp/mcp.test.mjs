@@ -342,9 +342,13 @@ async function rawChecks() {
     const r = await next();
     check(`raw: ${label} -> ${code}`, r.error?.code === code && r.id === id, JSON.stringify(r));
   }
+  send('{"jsonrpc":"2.0","id":8,"method":"ping","params":{"pad":"' + 'x'.repeat(5 << 20) + '"}}');
+  const big = await next();
+  check('raw: a line over 4 MiB -> -32600', big.error?.code === -32600 && big.id === null, JSON.stringify(big));
+  send('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}');
   send('{"jsonrpc":"2.0","id":7,"method":"ping"}');
   const p = await next();
-  check('raw: the notification got no answer, ping did', p.id === 7 && p.result !== undefined, JSON.stringify(p));
+  check('raw: the notifications got no answer, ping did', p.id === 7 && p.result !== undefined, JSON.stringify(p));
   proc.stdin.end();
   const code = await new Promise((resolve) => proc.on('exit', resolve));
   check('raw: EOF ends squall mcp with status 0', code === 0, `${code}`);
