@@ -53,8 +53,9 @@ struct sq_daemon__mcp_stream {
     struct sq_daemon *d;
     struct sq_daemon__pending *p; /* p->h NULL: the client left, or a write failed */
     int64_t run;
-    json_t *token; /* the progressToken */
-    double last_s; /* the progress last sent (it only grows) */
+    json_t *token;  /* the progressToken */
+    double total_s; /* the run's length, 0: none (a run of a request count) */
+    double last_s;  /* the progress last sent (it only grows) */
 };
 
 struct waiter {
@@ -182,6 +183,8 @@ void sq_daemon__mcp_tick(struct sq_daemon *d, struct sq_daemon__live *l)
         json_t *n = json_pack("{s:s, s:s, s:{s:O, s:f, s:s}}", "jsonrpc", "2.0", "method",
                               "notifications/progress", "params", "progressToken", s->token,
                               "progress", t.elapsed_s, "message", msg);
+        if (n && s->total_s > 0)
+            json_object_set_new(json_object_get(n, "params"), "total", json_real(s->total_s));
         char *text = n ? json_dumps(n, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
         json_decref(n);
         if (text)
@@ -213,7 +216,7 @@ static void waiter_answer(struct sq_daemon *d, struct waiter *w, char *text)
 /* ---- the hooks the tools call (ops thread) ---- */
 
 static int submit(void *ud, const json_t *args, const json_t *rpc_id, const json_t *progress,
-                  int64_t *run_id, char *err, size_t errlen)
+                  double total_s, int64_t *run_id, char *err, size_t errlen)
 {
     struct sq_daemon__mcp *x = ud;
     struct waiter *w = calloc(1, sizeof(*w));
@@ -240,8 +243,11 @@ static int submit(void *ud, const json_t *args, const json_t *rpc_id, const json
     if (progress && x->cur_sse && w->p) { /* progress each second: the answer is a stream */
         struct sq_daemon__mcp_stream *st = calloc(1, sizeof(*st));
         if (st) {
-            *st = (struct sq_daemon__mcp_stream){
-                .d = x->d, .p = w->p, .run = w->run, .token = json_deep_copy(progress)};
+            *st = (struct sq_daemon__mcp_stream){.d = x->d,
+                                                 .p = w->p,
+                                                 .run = w->run,
+                                                 .token = json_deep_copy(progress),
+                                                 .total_s = total_s};
             if (st->token && sq_server_post(x->d->srv, 0, on_stream_begin, st) == 0) {
                 w->stream = st;
                 w->p = NULL;

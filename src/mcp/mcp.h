@@ -62,13 +62,13 @@ struct sq_mcp_config {
     struct sq_store *store;
     /* Optional, a host that queues runs itself (the daemon). With submit, run_load_test checks
      * the caps and then hands the run over instead of running it: submit(args as the tool got
-     * them, the request's JSON-RPC id, its params._meta.progressToken or NULL) returns 0 with
-     * *run_id (the answer is deferred:
+     * them, the request's JSON-RPC id, its params._meta.progressToken or NULL, the run's length
+     * in seconds or 0 when it has none) returns 0 with *run_id (the answer is deferred:
      * sq_mcp_handle returns NULL and sq_mcp_deferred is true; the host answers when the run
      * ends, with sq_mcp_run_answer), or a negative code with err for the agent. */
     void *host_ud;
     int (*submit)(void *ud, const json_t *args, const json_t *rpc_id, const json_t *progress,
-                  int64_t *run_id, char *err, size_t errlen);
+                  double total_s, int64_t *run_id, char *err, size_t errlen);
     /* stop_run: 0 (stopping, or cancelled while queued), -ENOENT (no such run) or another
      * negative code with msg for the agent. NULL: stop_run answers that only the daemon can. */
     int (*stop_run)(void *ud, int64_t id, char *msg, size_t msglen);

@@ -440,12 +440,12 @@ static int64_t record_run(struct sq_mcp *m, const char *kind, const char *url, j
 
 /* With cfg.submit (the daemon): the run, its caps checked, goes to the host's queue; the answer
  * is the host's when the run ends. Returns a placeholder (dropped) or a tool error. */
-static json_t *hand_over(struct sq_mcp *m)
+static json_t *hand_over(struct sq_mcp *m, int64_t total_ns)
 {
     char err[1024] = "";
     int64_t id = 0;
-    int rc = m->cfg.submit(m->cfg.host_ud, m->cur_args, m->cur_id, m->cur_progress, &id, err,
-                           sizeof(err));
+    int rc = m->cfg.submit(m->cfg.host_ud, m->cur_args, m->cur_id, m->cur_progress,
+                           (double)total_ns / 1e9, &id, err, sizeof(err));
     if (rc < 0)
         return tool_error("the run was not queued: %s", err[0] ? err : sq_strerror(rc));
     m->deferred = true;
@@ -557,7 +557,7 @@ static json_t *run_quick(struct sq_mcp *m, json_t *q)
         (out = check_addrs(m, &run.cfg, run.url.host)))
         goto done;
     if (m->cfg.submit && m->cur_args && m->cur_id) {
-        out = hand_over(m);
+        out = hand_over(m, o.duration_set ? sq_exec_length_ns(e) : 0);
         goto done;
     }
     if ((rc = sq_net_raise_nofile(run.conns, "connections", err, sizeof(err))) < 0) {
@@ -652,7 +652,7 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     if ((out = check_shape(run.vus, rate, end)) || (out = check_addrs(m, &run.cfg, run.url.host)))
         goto done;
     if (m->cfg.submit && m->cur_args && m->cur_id) {
-        out = hand_over(m);
+        out = hand_over(m, end);
         goto done;
     }
     if ((rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err))) < 0) {

@@ -229,7 +229,8 @@ async function main() {
       id3 === id2 + 1 && pr.structuredContent?.result?.requests?.completed > 0, text(pr).slice(0, 200));
     check('progress over HTTP: a notifications/progress each second, growing',
       progress.length >= 2 && progress.length <= 4 &&
-      progress.every((p, i) => p.progress > 0 && (i === 0 || p.progress > progress[i - 1].progress)) &&
+      progress.every((p, i) => p.progress > 0 && p.total === 3 &&
+        (i === 0 || p.progress > progress[i - 1].progress)) &&
       /requests completed/.test(progress[0]?.message || ''), JSON.stringify(progress));
     const lr = await client.callTool({ name: 'list_runs', arguments: {} });
     const runs = lr.structuredContent?.runs || [];

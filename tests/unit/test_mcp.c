@@ -728,9 +728,10 @@ struct fake_host {
 };
 
 static int fake_submit(void *ud, const json_t *args, const json_t *rpc_id, const json_t *progress,
-                       int64_t *run_id, char *err, size_t len)
+                       double total_s, int64_t *run_id, char *err, size_t len)
 {
     (void)progress;
+    (void)total_s;
     (void)err;
     (void)len;
     struct fake_host *h = ud;
