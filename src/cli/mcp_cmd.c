@@ -87,7 +87,20 @@ static void done(struct inq *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* A notifications/cancelled for the request in progress stops its run. Returns true for a
+/* True when the queued line l is a request with the id rid. */
+static bool queued_request(const struct line *l, const json_t *rid)
+{
+    if (l->n <= 0)
+        return false;
+    struct sq_mcp_msg msg;
+    bool yes = sq_mcp_parse(l->text, (size_t)l->n, &msg, NULL, 0) == 0 && msg.method && msg.id &&
+               json_equal(msg.id, rid);
+    json_decref(msg.root);
+    return yes;
+}
+
+/* A notifications/cancelled for the request in progress stops its run; one for a request still
+ * in the queue drops it (it is never handled nor answered). Returns true for a
  * notifications/cancelled (handled here: it is not queued). */
 static bool cancel_seen(struct inq *q, const char *text, size_t n)
 {
@@ -100,6 +113,18 @@ static bool cancel_seen(struct inq *q, const char *text, size_t n)
         if (q->inflight && json_equal(q->inflight, rid)) {
             q->cancelled = true;
             __atomic_store_n(q->stop, 1, __ATOMIC_RELAXED);
+        } else {
+            for (struct line **pp = &q->head; *pp; pp = &(*pp)->next) {
+                struct line *l = *pp;
+                if (!queued_request(l, rid))
+                    continue;
+                *pp = l->next;
+                if (q->tail == &l->next)
+                    q->tail = pp;
+                free(l->text);
+                free(l);
+                break;
+            }
         }
         pthread_mutex_unlock(&q->mu);
     }

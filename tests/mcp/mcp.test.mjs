@@ -252,6 +252,22 @@ async function sdkChecks() {
   await client.ping();
   check('cancel: no response came for the cancelled request',
     !sdkErrors.some((e) => /unknown message ID/.test(e)), sdkErrors.join('; ').slice(0, 400));
+  // A request cancelled while it waits behind a run is dropped: never handled, never answered.
+  const nerr = sdkErrors.length;
+  const acq = new AbortController();
+  const slow = client.callTool({ name: 'run_load_test', arguments: { quick: {
+    url: `${base}/fast`, connections: 1, duration: '2s', threads: 1, rate: 50 } } },
+  undefined, { timeout: 60000 });
+  const queued = client.callTool({ name: 'list_runs', arguments: {} }, undefined,
+    { signal: acq.signal }).catch((e) => e);
+  await new Promise((r) => setTimeout(r, 500));
+  acq.abort('cancelled while queued');
+  await queued;
+  const sres = await slow;
+  await client.ping();
+  check('cancel: a request cancelled while queued behind a run is never answered',
+    sres.isError !== true && !sdkErrors.slice(nerr).some((e) => /unknown message ID/.test(e)),
+    sdkErrors.slice(nerr).join('; ').slice(0, 400));
   const s1b = await stats(base);
 
   const u = `${base}/fast`;
