@@ -12,7 +12,8 @@
  * that names the tools/call in progress is seen while its run goes on: the reader stops the run
  * (the run's stop flag, as SIGINT would), and the main thread then writes no response for that
  * request (the spec: a cancelled request is not answered) and goes on with the next message.
- * Other messages that come during a run wait in the queue until it ends.
+ * A cancellation of a request still in the queue drops it. Other messages that come during a
+ * run wait in the queue until it ends.
  */
 #include <errno.h>
 #include <pthread.h>
