@@ -57,8 +57,7 @@ static int bad_value(const char *flag, const char *val, const char *what)
     return sq_cli_usage_error(FACE, "%s: '%s' is not %s", flag, val, what);
 }
 
-/* "65536", "64KiB", "64k", "1MiB", "1M": bytes. */
-static bool parse_size(const char *s, uint64_t max, uint64_t *out)
+bool sq_cli_parse_size(const char *s, uint64_t max, uint64_t *out)
 {
     char *end;
     errno = 0;
@@ -139,7 +138,7 @@ int sq_cli_inbox(int argc, char **argv)
             if (sq_parse_u64(val, 1, SQ_INBOX_MAX_CAPTURES, 1, &max_captures) < 0)
                 return bad_value("--max-captures", val, "a capture count (1..1000000)");
         } else if (strcmp(flag, "--max-body") == 0) {
-            if (!parse_size(val, SQ_SERVER_MAX_BODY, &max_body))
+            if (!sq_cli_parse_size(val, SQ_SERVER_MAX_BODY, &max_body))
                 return bad_value("--max-body", val, "a size (0..1MiB, e.g. 64KiB)");
         } else if (strcmp(flag, "--status") == 0) {
             if (sq_parse_u64(val, 200, 999, 0, &status) < 0)
