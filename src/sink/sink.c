@@ -94,6 +94,8 @@ struct sq_sink {
     size_t nseries, capseries;
     uint64_t last[5];     /* the previous tick's cumulative counts */
     struct sq_hist *tick; /* the tick's merge scratch */
+    uint64_t max_pages;   /* sq_sink_ledger_new's bitmap budget (0: none) */
+    uint64_t npages;      /* atomic: pages made while a budget holds */
 };
 
 /* ---- streams ---- */
@@ -220,12 +222,20 @@ static void record(void *ud, const struct sq_stamp *stamp)
     }
     if (s->cfg.run_id && (stamp->run >> STREAM_SHIFT) != (s->cfg.run_id >> STREAM_SHIFT)) {
         sh->foreign++;
+        if (hit)
+            hit->unmatched = true;
         return;
     }
     struct stream *st = stamp->seq < MAX_SEQ ? stream_of(s, stamp->run) : NULL;
+    if (st && s->max_pages &&
+        !__atomic_load_n(&st->pages[stamp->seq >> PAGE_SHIFT], __ATOMIC_ACQUIRE) &&
+        __atomic_fetch_add(&s->npages, 1, __ATOMIC_RELAXED) >= s->max_pages)
+        st = NULL; /* over the ledger's budget: a new page is not made */
     uint64_t *page = st ? page_of(st, stamp->seq) : NULL;
     if (!page) {
         sh->out_of_range++;
+        if (hit)
+            hit->unmatched = true;
         return;
     }
     uint64_t bit = 1ull << (stamp->seq & 63);
@@ -837,13 +847,15 @@ json_t *sq_sink_json(struct sq_sink *s)
 
 /* ---- the ledger alone (sink.h) ---- */
 
-int sq_sink_ledger_new(const char *find, struct sq_sink **out, char *err, size_t len)
+int sq_sink_ledger_new(const char *find, uint32_t max_pages, struct sq_sink **out, char *err,
+                       size_t len)
 {
     *out = NULL;
     struct sq_sink *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
     s->cfg.find = find;
+    s->max_pages = max_pages;
     s->cfg.settle_ns = SQ_SINK_DEFAULT_SETTLE_NS;
     s->cfg.list_lost = SQ_SINK_DEFAULT_LIST_LOST;
     pthread_mutex_init(&s->streams_mu, NULL);

@@ -142,15 +142,18 @@ size_t sq_sink_find(const struct sq_sink_finder *f, struct sq_sink_scratch *scra
 
 /* A sink with no source and no thread: the caller hands it events with sq_sink_record (any
  * thread) and reads the per-stream matching with sq_sink_streams. find is as cfg->find (NULL:
- * "scan"; borrowed for the sink's life). Returns 0, -SQ_EUSAGE (err says why) or -ENOMEM.
- * sq_sink_free frees it. */
-SQ_MUST_CHECK int sq_sink_ledger_new(const char *find, struct sq_sink **out, char *err, size_t len);
+ * "scan"; borrowed for the sink's life). max_pages bounds its bitmaps (pages of 2^20 sequence
+ * numbers, 128 KiB each; 0: no bound): a stamp that needs a page past it is not matched
+ * (out_of_range). Returns 0, -SQ_EUSAGE (err says why) or -ENOMEM. sq_sink_free frees it. */
+SQ_MUST_CHECK int sq_sink_ledger_new(const char *find, uint32_t max_pages, struct sq_sink **out,
+                                     char *err, size_t len);
 
 /* What happened to the first stamp of one event. */
 struct sq_sink_hit {
     bool stamped;       /* a stamp was found (then the rest is set) */
     bool duplicate;     /* its (stream, sequence) had arrived before */
     bool out_of_order;  /* delivered below a sequence number the stream had already seen */
+    bool unmatched;     /* not matched: past the streams or pages the ledger keeps */
     uint64_t run, seq;  /* the stamp's run field (the stream) and sequence number */
     int64_t latency_ns; /* arrival (CLOCK_REALTIME) minus the stamp's send time; >= 0 */
 };

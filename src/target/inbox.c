@@ -91,7 +91,7 @@ struct sq_inbox {
     int threads;
     struct sq_sink *ledger; /* the stamps' matching (sink/sink.h) */
     char *find;             /* its find spec: NULL (scan) or "header:NAME" */
-    uint64_t stamped;
+    uint64_t stamped, unmatched;
     struct home *homes; /* open addressing, HOMES buckets */
     size_t nhomes, nlat;
 };
@@ -215,6 +215,10 @@ static void matched(struct sq_inbox *b, struct path_stat *ps, const struct sq_si
 {
     b->stamped++;
     ps->stamped++;
+    if (hit->unmatched) {
+        b->unmatched++;
+        return;
+    }
     struct home *h = home_of(b, hit->run, true);
     if (h && !h->ps) {
         h->run = hit->run;
@@ -278,9 +282,10 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
         run_text(hit.run, run);
         rc |= putf(s,
                    "\",\"stamp\":{\"stream\":\"%s\",\"seq\":%llu,\"latency_us\":%lld,"
-                   "\"duplicate\":%s,\"out_of_order\":%s}",
+                   "\"duplicate\":%s,\"out_of_order\":%s%s}",
                    run, (unsigned long long)hit.seq, (long long)(hit.latency_ns / 1000),
-                   hit.duplicate ? "true" : "false", hit.out_of_order ? "true" : "false");
+                   hit.duplicate ? "true" : "false", hit.out_of_order ? "true" : "false",
+                   hit.unmatched ? ",\"unmatched\":true" : "");
         rc |= put_str(s, ",\"headers\":[");
     } else {
         rc |= put_str(s, "\",\"stamp\":null,\"headers\":[");
@@ -516,7 +521,8 @@ static void stats(struct sq_inbox *b, struct sq_buf *s, struct sq_server_resp *r
                   b->cfg.max_body);
     rc |= put_str(s, "\"stamp\":\"");
     rc |= put_esc(s, b->find ? b->find : "scan", strlen(b->find ? b->find : "scan"));
-    rc |= putf(s, "\",\"stamped\":%llu,\"streams\":[", (unsigned long long)b->stamped);
+    rc |= putf(s, "\",\"stamped\":%llu,\"unmatched\":%llu,\"streams\":[",
+               (unsigned long long)b->stamped, (unsigned long long)b->unmatched);
     for (size_t i = 0; i < sl.n && !rc; i++) {
         const struct sq_sink_stream_counts *c = &sl.v[i];
         const struct home *h = home_of(b, c->run, false);
@@ -753,7 +759,7 @@ int sq_inbox_new(const struct sq_inbox_config *cfg, struct sq_inbox **out)
     }
     b->cfg.stamp_header = NULL; /* borrowed no further: b->find has it */
     char err[256];
-    if (ok && sq_sink_ledger_new(b->find, &b->ledger, err, sizeof(err)) < 0)
+    if (ok && sq_sink_ledger_new(b->find, SQ_INBOX_LEDGER_PAGES, &b->ledger, err, sizeof(err)) < 0)
         ok = false;
     if (!ok) {
         sq_inbox_free(b);

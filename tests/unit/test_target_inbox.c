@@ -180,6 +180,31 @@ static void test_stamp_header(void **state)
     assert_int_equal(sq_inbox_new(&cfg, &b), -EINVAL);
 }
 
+/* The matching's bitmaps are bounded: a stamp that needs a page past the budget is counted
+ * `unmatched`, not matched (a hostile sender cannot grow the inbox without bound). */
+static void test_ledger_budget(void **state)
+{
+    (void)state;
+    struct sq_inbox_config cfg = {.threads = 1, .max_captures = 8};
+    struct sq_inbox *b = NULL;
+    assert_int_equal(sq_inbox_new(&cfg, &b), 0);
+    for (uint64_t k = 0; k <= SQ_INBOX_LEDGER_PAGES; k++)
+        post_stamp(b, "/far", 7, k << 20, 1);
+    post_stamp(b, "/far", 7, 1, 1); /* a page it has: matched */
+    json_t *st = get(b, "/_inbox/stats");
+    assert_int_equal(geti(st, "stamped"), SQ_INBOX_LEDGER_PAGES + 2);
+    assert_int_equal(geti(st, "unmatched"), 1);
+    json_t *s = json_array_get(json_object_get(st, "streams"), 0);
+    assert_int_equal(geti(s, "received"), SQ_INBOX_LEDGER_PAGES + 1);
+    json_decref(st);
+    json_t *l = get(b, "/_inbox/captures?since=0");
+    json_t *caps = json_object_get(l, "captures");
+    json_t *last_paged = json_array_get(caps, json_array_size(caps) - 2);
+    assert_true(json_is_true(json_object_get(json_object_get(last_paged, "stamp"), "unmatched")));
+    json_decref(l);
+    sq_inbox_free(b);
+}
+
 static void test_query_refusals(void **state)
 {
     (void)state;
@@ -206,6 +231,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matching),
         cmocka_unit_test(test_stamp_header),
+        cmocka_unit_test(test_ledger_budget),
         cmocka_unit_test(test_query_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
