@@ -262,8 +262,11 @@ class InboxLoad(unittest.TestCase):
             self.assertEqual(st["evicted"], st["captured"] - 4000 - 1)
             print("RSS KiB: empty %d, ring full %d, after 10k more %d; round 1 took %.1fs"
                   % (rss0, rss1, rss2, took))
-            self.assertLess(rss1 - rss0, 32 * 1024)
-            self.assertLess(rss2 - rss1, 8 * 1024)
+            # Under ASan freed blocks wait in its quarantine (256 MiB), so an evicting ring's RSS
+            # grows by what it frees there: the bound is the quarantine's, not the inbox's.
+            slack = 4 if sqtest.sanitizer() else 1
+            self.assertLess(rss1 - rss0, 32 * 1024 * slack)
+            self.assertLess(rss2 - rss1, 8 * 1024 * slack)
 
             status, _, data = http(port, "DELETE", "/_inbox/captures")
             self.assertEqual(json.loads(data), {"cleared": 4000})
