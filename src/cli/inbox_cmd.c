@@ -200,8 +200,9 @@ int sq_cli_inbox(int argc, char **argv)
     if (!quiet) {
         struct sq_inbox_counts c;
         sq_inbox_counts(b, &c);
-        fprintf(stderr, "squall inbox: stopped (%llu captured, %llu evicted)\n",
-                (unsigned long long)c.captured, (unsigned long long)c.evicted);
+        fprintf(stderr, "squall inbox: stopped (%llu captured, %llu evicted, %llu stamped)\n",
+                (unsigned long long)c.captured, (unsigned long long)c.evicted,
+                (unsigned long long)c.stamped);
     }
     sq_inbox_free(b);
     return SQ_EXIT_OK;
