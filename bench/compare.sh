@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/compare.sh - squall side by side with wrk, ab, h2load, hey, autocannon, Locust and the
-# floor probe, on nginx and squall target, in one run. bench/harness.py --help lists every option.
+# floor probe (and its io_uring twin when built), on nginx and squall target, in one run.
+# bench/harness.py --help lists every option.
 #   bench/compare.sh                          every case: /fast at c=64, 256, 5000; a 16 KiB body
 #                                             at c=64; 2,000 req/s to /delay/10 (target only);
 #                                             10 s runs (rate: 20 s), 3 rounds, tools rotated

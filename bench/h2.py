@@ -6,6 +6,10 @@ the three clients; medians are printed last. Figures, not pass/fail.
   bench/h2.sh                                  8 connections x 16 streams, 5 s, 3 rounds
   bench/h2.sh --conns 4 --streams 32 --duration 10 --rounds 5
   bench/h2.sh --server-cpu 0 --client-cpu 1    (pin the target and the client apart)
+  bench/h2.sh --server nginx --no-h1            (nginx, h2c on its listen line; one worker)
+The server's own count of requests served is beside each run (squall target's /stats, nginx's
+stub_status), and each client's served count and CPU per request against h2load's in the same
+round.
 """
 import argparse
 import json
@@ -14,10 +18,12 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
-import sqtest  # noqa: E402
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+import h2_frames  # noqa: E402
 
 
 def timed(cmd, cpu):
@@ -58,38 +64,55 @@ def main():
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--path", default="/fast")
+    ap.add_argument("--server", default="target", choices=["target", "nginx"])
+    ap.add_argument("--no-h1", action="store_true", help="leave out the HTTP/1.1 arm")
     ap.add_argument("--server-cpu", type=int)
     ap.add_argument("--client-cpu", type=int)
     a = ap.parse_args()
     os.environ["SQUALL"] = os.path.abspath(a.squall)
-    targs = ["-t", "1", "-q"]
-    proc, port = sqtest.start_target(*targs)
-    if a.server_cpu is not None:
-        subprocess.run(["taskset", "-pc", str(a.server_cpu), str(proc.pid)],
-                       stdout=subprocess.DEVNULL, check=True)
-    url = "http://127.0.0.1:%d%s" % (port, a.path)
+    workdir = tempfile.mkdtemp(prefix="squall-h2-")
+    cpus = str(a.server_cpu) if a.server_cpu is not None else \
+        ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    srv = harness.Target(cpus, os.path.abspath(a.squall)) if a.server == "target" else \
+        h2_frames.NginxH2(cpus, workdir)
+    url = "http://127.0.0.1:%d%s" % (srv.port, a.path)
     clients = [("h2load (h2c)", lambda: run_h2load(a, url)),
-               ("squall --http2", lambda: run_squall(a, url, True)),
-               ("squall HTTP/1.1", lambda: run_squall(a, url, False))]
+               ("squall --http2", lambda: run_squall(a, url, True))]
+    if not a.no_h1:
+        clients.append(("squall HTTP/1.1", lambda: run_squall(a, url, False)))
     res = {name: [] for name, _ in clients}
+    loads = []
     try:
         for r in range(a.rounds):
-            order = clients[r % 3:] + clients[:r % 3]  # alternate who goes first
+            k = r % len(clients)
+            order = clients[k:] + clients[:k]  # alternate who goes first
             for name, fn in order:
+                loads.append(os.getloadavg()[0])
+                srv.reset()
                 rps, ms_per_k, done = fn()
-                res[name].append((rps, ms_per_k))
-                print("round %d  %-16s %10.0f req/s  %8.2f ms CPU / 1k req  (%d requests)"
-                      % (r + 1, name, rps, ms_per_k, done), flush=True)
+                served = srv.stats()["served"]
+                res[name].append((rps, ms_per_k, served))
+                print("round %d  %-16s %10.0f req/s  %8.2f ms CPU / 1k req  (%d requests, "
+                      "server counted %d)" % (r + 1, name, rps, ms_per_k, done, served),
+                      flush=True)
     finally:
-        sqtest.stop(proc)
-    print("\nmedians over %d rounds, %d connections x %d streams (HTTP/1.1: %d connections), %ds"
-          % (a.rounds, a.conns, a.streams, a.conns * a.streams, a.duration))
-    print("| client | req/s | client CPU per 1,000 requests |")
-    print("|---|---|---|")
+        srv.stop()
+    print("\n%s, medians over %d rounds, %d connections x %d streams (HTTP/1.1: %d connections), "
+          "%ds, load average %.1f-%.1f" % (a.server, a.rounds, a.conns, a.streams,
+                                            a.conns * a.streams, a.duration, min(loads),
+                                            max(loads)))
+    print("| client | req/s | server counted | client CPU per 1,000 requests | served vs h2load, "
+          "paired by round | CPU vs h2load, paired by round |")
+    print("|---|---|---|---|---|---|")
+    base = res["h2load (h2c)"]
     for name, _ in clients:
         v = res[name]
-        print("| %s | %.0f | %.2f ms |" % (name, statistics.median(x[0] for x in v),
-                                           statistics.median(x[1] for x in v)))
+        served = [x[2] / b[2] for x, b in zip(v, base) if b[2]]
+        cpu = [x[1] / b[1] for x, b in zip(v, base)]
+        print("| %s | %.0f | %s | %s ms | %s | %s |" % (
+            name, statistics.median(x[0] for x in v), harness.fmt_range([x[2] for x in v]),
+            harness.fmt_range([x[1] for x in v], "{:.2f}"),
+            harness.fmt_range(served, "{:.3f}x"), harness.fmt_range(cpu, "{:.3f}x")))
 
 
 if __name__ == "__main__":

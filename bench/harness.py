@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """bench/harness.py - squall side by side with every peer, on the same target, in one run.
 
-Tools: squall, wrk, ab (-k), h2load (--h1), hey, autocannon, Locust (FastHttpUser, one process)
-and the floor probe (bench/probe.c). A missing tool is installed (apt-get, or npm into
-bench/.tools/) or skipped with one line saying so.
+Tools: squall, wrk, ab (-k), h2load (--h1), hey, autocannon, Locust (FastHttpUser, one process),
+the floor probe (bench/probe.c) and its io_uring twin (bench/probe_uring.c, built when liburing is
+installed). A missing tool is installed (apt-get, or npm into bench/.tools/) or skipped with one
+line saying so.
 
 Servers: nginx (one worker, a fixed minimal config written here) and `squall target`, pinned to
 the server CPUs. Clients are pinned to the client CPUs; the tools run in rotated order each round
@@ -41,7 +42,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS_DIR = os.path.join(ROOT, "bench", ".tools")
 AUTOCANNON_VERSION = "9.0.0"
-ALL_TOOLS = ["squall", "wrk", "ab", "h2load", "hey", "autocannon", "locust", "probe"]
+ALL_TOOLS = ["squall", "wrk", "ab", "h2load", "hey", "autocannon", "locust", "probe",
+             "probe_uring"]
 BODY_BYTES = 16384
 # What the target's /bytes/N sends: byte i is PATTERN[i % 64] (docs/target.md). nginx's file is
 # the same bytes, so both servers send the same body.
@@ -57,6 +59,7 @@ RESOLUTION = {
     "autocannon": "whole ms (floored)",
     "locust": "whole ms below 100 ms, then 2 significant digits",
     "probe": "no latency",
+    "probe_uring": "no latency",
 }
 WHOLE_MS = ["ab", "autocannon", "locust"]
 
@@ -80,11 +83,13 @@ PACING = {
     "wrk": None,
     "ab": None,
     "probe": None,
+    "probe_uring": None,
 }
 NO_RATE = {
     "wrk": "wrk has no rate option (wrk2's -R is another tool)",
     "ab": "ab has no rate option",
     "probe": "the probe is a closed-loop floor; it does not pace",
+    "probe_uring": "the probe is a closed-loop floor; it does not pace",
 }
 
 
@@ -120,9 +125,10 @@ def measure(argv, cpus, timeout):
     Python's resident size into its high-water mark). time's figures come from wait4() on the
     tool: user+sys of all its threads plus every child it waited for, and the largest resident
     set among them (the maximum, not a sum). The run gets its own process group, killed whole if
-    it outlives timeout. Returns a dict: out, err, cpu_s, rss_kb, rc, wall_s."""
+    it outlives timeout. Returns a dict: out, err, cpu_s, rss_kb, rc, wall_s, and csw (the
+    voluntary and involuntary context switches, added)."""
     t0 = time.monotonic()
-    p = subprocess.Popen(["/usr/bin/time", "-f", "SQTIME %U %S %M", "taskset", "-c", cpus, *argv],
+    p = subprocess.Popen(["/usr/bin/time", "-f", "SQTIME %U %S %M %w %c", "taskset", "-c", cpus, *argv],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          errors="replace", preexec_fn=raise_nofile, start_new_session=True)
     try:
@@ -132,11 +138,12 @@ def measure(argv, cpus, timeout):
         out, err = p.communicate()
         err += f"\nharness: killed after {timeout}s"
     wall = time.monotonic() - t0
-    m = re.search(r"SQTIME ([\d.]+) ([\d.]+) (\d+)", err)
+    m = re.search(r"SQTIME ([\d.]+) ([\d.]+) (\d+) (\d+) (\d+)", err)
     if not m:
         raise RuntimeError(f"no timing from /usr/bin/time: {err[-300:]}")
     return {"out": out, "err": err, "cpu_s": float(m.group(1)) + float(m.group(2)),
-            "rss_kb": int(m.group(3)), "rc": p.returncode, "wall_s": wall}
+            "rss_kb": int(m.group(3)), "csw": int(m.group(4)) + int(m.group(5)),
+            "rc": p.returncode, "wall_s": wall}
 
 
 # ---- servers -------------------------------------------------------------------------------
@@ -293,16 +300,18 @@ def find_tools(names, a):
     for t in names:
         if t not in ALL_TOOLS:
             sys.exit(f"harness: unknown tool '{t}' ({', '.join(ALL_TOOLS)})")
-        if t in ("squall", "probe"):
-            exe = a.squall if t == "squall" else a.probe
+        if t in ("squall", "probe", "probe_uring"):
+            exe = getattr(a, t)
             if os.access(exe, os.X_OK):
-                ver = "bench/probe.c"
+                ver = f"bench/{t}.c"
                 if t == "squall":
                     ver = subprocess.run([exe, "-V"], capture_output=True,
                                          text=True).stdout.strip().removeprefix("squall ")
                 found[t] = {"exe": exe, "version": ver}
             else:
-                print(f"skip {t}: {exe} not built (make build, or --{t} PATH)")
+                print(f"skip {t}: {exe} not built (make build, or --{t.replace('_', '-')} PATH"
+                      + ("; needs liburing-dev: scripts/deps.sh bench)" if t == "probe_uring"
+                         else ")"))
             continue
         if t == "autocannon":
             exe = os.path.join(TOOLS_DIR, "autocannon", "node_modules", ".bin", "autocannon")
@@ -404,7 +413,7 @@ def tool_argv(tool, exe, url, conns, secs, workdir, threads, rate=None):
         # error instead of exiting.
         return [exe, "-k", "-r", "-q", "-c", str(conns), "-t", str(secs),
                 "-n", str(500000 * secs), url]
-    if tool == "probe":
+    if tool in ("probe", "probe_uring"):
         return [exe, host, port, path, str(conns), str(secs)]
     raise ValueError(tool)
 
@@ -492,7 +501,7 @@ def parse(tool, run, workdir):
             vals = pct.split()[1:]  # 50% 66% 75% 80% 90% 95% 98% 99% 99.9% 99.99% 100% count
             ms = lambda v: None if v == "N/A" else float(v) * 1e3  # noqa: E731
             r["p50_us"], r["p99_us"] = ms(vals[0]), ms(vals[7])
-    elif tool == "probe":
+    elif tool in ("probe", "probe_uring"):
         m = re.search(r"(\d+) responses in ([\d.]+)s", out)
         r["requests"] = int(m.group(1))
         r["rps"] = r["requests"] / float(m.group(2))
@@ -672,6 +681,7 @@ def main():
     ap.add_argument("--client-cpus", default="1")
     ap.add_argument("--squall", default=os.path.join(ROOT, "build", "squall"))
     ap.add_argument("--probe", default=os.path.join(ROOT, "build", "bench", "probe"))
+    ap.add_argument("--probe-uring", default=os.path.join(ROOT, "build", "bench", "probe_uring"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--no-install", action="store_true",
                     help="skip a missing tool instead of installing it")

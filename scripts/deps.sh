@@ -24,6 +24,8 @@ fuzz=(clang libclang-rt-14-dev)
 bench=(nginx-light wrk apache2-utils nghttp2-client hey python3-locust util-linux procps time)
 # bench/nats_*: cnats, so the NATS library-vs-own-codec figure can be measured.
 bench+=(libnats-dev)
+# bench/probe_uring.c: the floor probe on io_uring (docs/benchmarks.md "Below the floor: io_uring").
+bench+=(liburing-dev)
 command -v npm >/dev/null 2>&1 || bench+=(nodejs npm)
 browser=(chromium)
 # npm fetches uPlot, which the build embeds into the HTML report. A node that came from elsewhere
