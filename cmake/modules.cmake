@@ -7,7 +7,7 @@
 # a folder it may not use defines. Arrows point down only: a folder never uses one above it.
 #
 # SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
-set(SQ_MODULES base loop stats proc net http proto server plan script engine output target sink
+set(SQ_MODULES base loop stats proc net http proto server plan script engine output sink target
                store mcp cluster daemon cli)
 
 set(SQ_USES_base "")
@@ -22,10 +22,11 @@ set(SQ_USES_plan stats base)
 set(SQ_USES_script plan stats base)
 set(SQ_USES_engine script proto plan http net stats proc loop base)
 set(SQ_USES_output engine plan stats proc base)
-set(SQ_USES_target server http proto stats loop base)
+set(SQ_USES_target sink server http proto stats loop base)
 # sink/: what arrives at the far end of a pipeline. Its HTTP source is server/'s, its NATS and
 # MQTT subscriptions speak proto/'s codecs over net/ and loop/, and it finds stamps with plan/'s
-# JSON paths and regexes. A folder of its own, beside target/, so target/ stays a plain server.
+# JSON paths and regexes. A folder of its own, below target/: the webhook inbox (target/inbox.c)
+# matches stamped captures with sink's ledger (sq_sink_ledger_new), nothing else of target/ uses it.
 set(SQ_USES_sink server proto plan http net stats loop base)
 set(SQ_USES_store output base)
 set(SQ_USES_mcp store engine output plan target server http net stats base)

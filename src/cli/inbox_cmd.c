@@ -22,7 +22,8 @@ static const char usage[] =
     "usage: squall inbox [--listen HOST:PORT] [flags]\n"
     "\n"
     "A webhook inbox: captures every request (time, method, path, headers, body up to a cap,\n"
-    "client address) into a bounded ring, answers each as configured, and serves the captures\n"
+    "client address) into a bounded ring, answers each as configured, matches stamped events\n"
+    "to their sends (counts, gaps, latency per path), and serves the captures\n"
     "under /_inbox/ on the same listener: GET /_inbox/captures?since=SEQ&path=P&limit=N,\n"
     "DELETE /_inbox/captures, GET /_inbox/stats, GET /_inbox/stream (SSE). docs/inbox.md.\n"
     "\n"
@@ -36,6 +37,8 @@ static const char usage[] =
     "      --body S            the answer's body (default empty)\n"
     "      --content-type T    the answer's Content-Type (default text/plain with --body)\n"
     "      --delay D           answer D after each request (e.g. 50ms; default 0)\n"
+    "      --stamp-header NAME find the event stamp ({{$stamp}}) only in header NAME (default:\n"
+    "                          the first stamp in the body, else in any header)\n"
     "  -q, --quiet             no line on stderr when stopping\n"
     "  -h, --help              this help\n";
 
@@ -54,8 +57,7 @@ static int bad_value(const char *flag, const char *val, const char *what)
     return sq_cli_usage_error(FACE, "%s: '%s' is not %s", flag, val, what);
 }
 
-/* "65536", "64KiB", "64k", "1MiB", "1M": bytes. */
-static bool parse_size(const char *s, uint64_t max, uint64_t *out)
+bool sq_cli_parse_size(const char *s, uint64_t max, uint64_t *out)
 {
     char *end;
     errno = 0;
@@ -83,7 +85,7 @@ int sq_cli_inbox(int argc, char **argv)
     uint64_t port = 9100, threads = 1, max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT;
     uint64_t max_body = SQ_INBOX_MAX_BODY_DEFAULT, status = 200;
     int64_t delay = 0;
-    const char *body = NULL, *ctype = NULL;
+    const char *body = NULL, *ctype = NULL, *stamp_header = NULL;
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -95,9 +97,9 @@ int sq_cli_inbox(int argc, char **argv)
             quiet = true;
             continue;
         }
-        static const char *const with_value[] = {"--listen",       "--threads",      "-t",
-                                                 "--max-captures", "--max-body",     "--status",
-                                                 "--body",         "--content-type", "--delay"};
+        static const char *const with_value[] = {
+            "--listen", "--threads",      "-t",      "--max-captures", "--max-body", "--status",
+            "--body",   "--content-type", "--delay", "--stamp-header"};
         const char *flag = NULL, *val = NULL;
         for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]) && !flag; k++) {
             size_t n = strlen(with_value[k]);
@@ -136,7 +138,7 @@ int sq_cli_inbox(int argc, char **argv)
             if (sq_parse_u64(val, 1, SQ_INBOX_MAX_CAPTURES, 1, &max_captures) < 0)
                 return bad_value("--max-captures", val, "a capture count (1..1000000)");
         } else if (strcmp(flag, "--max-body") == 0) {
-            if (!parse_size(val, SQ_SERVER_MAX_BODY, &max_body))
+            if (!sq_cli_parse_size(val, SQ_SERVER_MAX_BODY, &max_body))
                 return bad_value("--max-body", val, "a size (0..1MiB, e.g. 64KiB)");
         } else if (strcmp(flag, "--status") == 0) {
             if (sq_parse_u64(val, 200, 999, 0, &status) < 0)
@@ -147,6 +149,10 @@ int sq_cli_inbox(int argc, char **argv)
             if (strpbrk(val, "\r\n"))
                 return bad_value("--content-type", val, "a header value (no line breaks)");
             ctype = val;
+        } else if (strcmp(flag, "--stamp-header") == 0) {
+            if (!sq_inbox_header_name_ok(val))
+                return bad_value("--stamp-header", val, "a header name (e.g. X-Stamp)");
+            stamp_header = val;
         } else if (strcmp(flag, "--delay") == 0) {
             if (sq_parse_duration(val, SQ_NS_PER_MS, &delay) != 0 || delay > SQ_SERVER_MAX_DELAY_NS)
                 return bad_value("--delay", val, "a duration (e.g. 50ms, 2s; at most 1 day)");
@@ -168,6 +174,7 @@ int sq_cli_inbox(int argc, char **argv)
         .body = body,
         .content_type = ctype,
         .delay_ns = delay,
+        .stamp_header = stamp_header,
         .idle_timeout_ns = 60 * SQ_NS_PER_S,
         .header_timeout_ns = 10 * SQ_NS_PER_S,
     };
@@ -193,8 +200,9 @@ int sq_cli_inbox(int argc, char **argv)
     if (!quiet) {
         struct sq_inbox_counts c;
         sq_inbox_counts(b, &c);
-        fprintf(stderr, "squall inbox: stopped (%llu captured, %llu evicted)\n",
-                (unsigned long long)c.captured, (unsigned long long)c.evicted);
+        fprintf(stderr, "squall inbox: stopped (%llu captured, %llu evicted, %llu stamped)\n",
+                (unsigned long long)c.captured, (unsigned long long)c.evicted,
+                (unsigned long long)c.stamped);
     }
     sq_inbox_free(b);
     return SQ_EXIT_OK;

@@ -20,7 +20,10 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "daemon/daemon.h"
+#include "cli/inbox.h"
 #include "engine/flags.h"
+#include "server/server.h"
+#include "target/inbox.h"
 
 #define FACE "squall serve"
 
@@ -51,6 +54,15 @@ static const char serve_usage[] =
     "      --cors-origin URL   let pages from this one origin call the API from a browser\n"
     "                          (default: no cross-origin access)\n"
     "      --access-log        one line per API request on stderr\n"
+    "      --inbox-max-captures N\n"
+    "                          the webhook inbox's ring: captures kept (default 10000, at\n"
+    "                          most 1000000; older ones are evicted and counted)\n"
+    "      --inbox-max-body SIZE\n"
+    "                          body bytes the inbox keeps per capture (default 64KiB, at\n"
+    "                          most 1MiB; 0 keeps none); longer ones are cut and flagged\n"
+    "      --inbox-stamp-header NAME\n"
+    "                          find a webhook's event stamp only in header NAME (default:\n"
+    "                          the first in the body, else in any header)\n"
     "  -q, --quiet             no log lines on stderr (the listening line still prints)\n"
     "  -h, --help              this help\n"
     "\n"
@@ -74,6 +86,9 @@ enum {
     OPT_MAX_BODY,
     OPT_CORS,
     OPT_ACCESS_LOG,
+    OPT_INBOX_MAX_CAPTURES,
+    OPT_INBOX_MAX_BODY,
+    OPT_INBOX_STAMP_HEADER,
 };
 
 /* What getopt_long refused, as a usage error. */
@@ -168,6 +183,9 @@ int sq_cli_serve(int argc, char **argv)
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
         {"cors-origin", required_argument, NULL, OPT_CORS},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
+        {"inbox-max-captures", required_argument, NULL, OPT_INBOX_MAX_CAPTURES},
+        {"inbox-max-body", required_argument, NULL, OPT_INBOX_MAX_BODY},
+        {"inbox-stamp-header", required_argument, NULL, OPT_INBOX_STAMP_HEADER},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -178,6 +196,8 @@ int sq_cli_serve(int argc, char **argv)
     uint16_t port = SQ_DAEMON_PORT;
     const char *data = SQ_DAEMON_DATA, *token_file = NULL, *cors = NULL;
     bool quiet = false, access_log = false;
+    uint64_t inbox_caps = 0, inbox_body = SQ_INBOX_MAX_BODY_DEFAULT;
+    const char *inbox_stamp = NULL;
     int rc = 0, opt, li = -1;
     opterr = 0;
     optind = 1;
@@ -246,6 +266,22 @@ int sq_cli_serve(int argc, char **argv)
         case OPT_ACCESS_LOG:
             access_log = true;
             break;
+        case OPT_INBOX_MAX_CAPTURES:
+            if (sq_parse_u64(optarg, 1, SQ_INBOX_MAX_CAPTURES, 1, &inbox_caps) < 0)
+                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a capture count (1..1000000)", flag,
+                                        optarg);
+            break;
+        case OPT_INBOX_MAX_BODY:
+            if (!sq_cli_parse_size(optarg, SQ_SERVER_MAX_BODY, &inbox_body))
+                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a size (0..1MiB, e.g. 64KiB)", flag,
+                                        optarg);
+            break;
+        case OPT_INBOX_STAMP_HEADER:
+            if (!sq_inbox_header_name_ok(optarg))
+                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a header name (e.g. X-Stamp)", flag,
+                                        optarg);
+            inbox_stamp = optarg;
+            break;
         case 'q':
             quiet = true;
             break;
@@ -293,6 +329,9 @@ int sq_cli_serve(int argc, char **argv)
         .access_log = access_log,
         .log = devnull ? devnull : stderr,
         .config = cfg,
+        .inbox_max_captures = (uint32_t)inbox_caps,
+        .inbox_max_body = inbox_body ? (size_t)inbox_body : SIZE_MAX,
+        .inbox_stamp_header = inbox_stamp,
     };
     struct sq_daemon *d = NULL;
     char err[1024];

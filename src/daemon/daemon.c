@@ -178,8 +178,12 @@ int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char
     }
     struct sq_inbox_config ic = {
         .threads = 1, /* the API's one worker */
-        .max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT,
-        .max_body = SQ_INBOX_MAX_BODY_DEFAULT,
+        .max_captures =
+            o->inbox_max_captures ? o->inbox_max_captures : SQ_INBOX_MAX_CAPTURES_DEFAULT,
+        .max_body = o->inbox_max_body == SIZE_MAX ? 0
+                    : o->inbox_max_body           ? o->inbox_max_body
+                                                  : SQ_INBOX_MAX_BODY_DEFAULT,
+        .stamp_header = o->inbox_stamp_header,
     };
     if (ok && sq_inbox_new(&ic, &d->inbox) < 0)
         ok = false;

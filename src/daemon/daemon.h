@@ -73,6 +73,10 @@ struct sq_daemon_opts {
     bool access_log;                /* one log line per API request */
     FILE *log;                      /* state changes and errors; NULL: stderr */
     struct sq_daemon_config config; /* borrowed: copied by sq_daemon_start */
+    /* The webhook inbox at /inbox (target/inbox.h): 0 / NULL: its defaults. */
+    uint32_t inbox_max_captures;    /* ring size, 1..SQ_INBOX_MAX_CAPTURES */
+    size_t inbox_max_body;          /* body bytes kept per capture (SIZE_MAX: none kept) */
+    const char *inbox_stamp_header; /* find event stamps only in this header */
 };
 
 struct sq_daemon; /* opaque */

@@ -117,7 +117,10 @@ static const struct tool tools[] = {
      "\"description\":\"body bytes kept per capture (default 65536)\"},"
      "\"status\":{\"type\":\"integer\",\"minimum\":200,\"maximum\":599,"
      "\"description\":\"the answer's status (default 200)\"},"
-     "\"body\":{\"type\":\"string\",\"description\":\"the answer's body\"}}}",
+     "\"body\":{\"type\":\"string\",\"description\":\"the answer's body\"},"
+     "\"stamp_header\":{\"type\":\"string\",\"description\":\"find the event stamp "
+     "({{$stamp}}) only in this header (default: the first stamp in the body, else in a "
+     "header)\"}}}",
      false},
     {"inbox_read", "Read a webhook inbox",
      "Returns the captures of an inbox inbox_start started, oldest first: those after `since` "
@@ -849,6 +852,11 @@ static int inbox_start(struct sq_mcp *m, json_t *args, json_t **result, char *er
     json_int_t max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT, max_body = SQ_INBOX_MAX_BODY_DEFAULT,
                status = 200;
     json_t *body = json_object_get(args, "body");
+    json_t *sh = json_object_get(args, "stamp_header");
+    if (sh && (!json_is_string(sh) || !sq_inbox_header_name_ok(json_string_value(sh)))) {
+        bad_args(err, len, "inbox_start", "stamp_header a header name (e.g. X-Stamp)");
+        return SQ_MCP_INVALID_PARAMS;
+    }
     if (!int_arg(args, "max_captures", 1, 100000, &max_captures) ||
         !int_arg(args, "max_body", 0, 1048576, &max_body) ||
         !int_arg(args, "status", 200, 599, &status) ||
@@ -878,6 +886,7 @@ static int inbox_start(struct sq_mcp *m, json_t *args, json_t **result, char *er
         .body = slot->body,
         .idle_timeout_ns = 60LL * 1000000000,
         .header_timeout_ns = 10LL * 1000000000,
+        .stamp_header = sh ? json_string_value(sh) : NULL, /* copied by the inbox */
     };
     const char *why = NULL;
     int rc = sq_inbox_start(&ic, &slot->b, &why);

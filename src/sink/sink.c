@@ -57,6 +57,7 @@ struct stream {
     /* the tick's own: `top` at the end of each of the last HISTORY seconds */
     uint64_t top_at[HISTORY];
     uint64_t lost_reported;
+    uint64_t duplicates, out_of_order; /* atomic: sq_sink_streams' per-stream counts */
 };
 
 struct shard {
@@ -93,6 +94,8 @@ struct sq_sink {
     size_t nseries, capseries;
     uint64_t last[5];     /* the previous tick's cumulative counts */
     struct sq_hist *tick; /* the tick's merge scratch */
+    uint64_t max_pages;   /* sq_sink_ledger_new's bitmap budget (0: none) */
+    uint64_t npages;      /* atomic: pages made while a budget holds */
 };
 
 /* ---- streams ---- */
@@ -200,6 +203,7 @@ struct rec {
     int64_t now_real;
     int64_t now_mono;
     bool any;
+    struct sq_sink_hit *hit; /* sq_sink_record's: the first stamp's fate (NULL: none asked) */
 };
 
 /* Called by the finder for every stamp of one event, with the shard's mutex held. */
@@ -209,14 +213,29 @@ static void record(void *ud, const struct sq_stamp *stamp)
     struct sq_sink *s = r->s;
     struct shard *sh = r->sh;
     r->any = true;
+    struct sq_sink_hit *hit = r->hit && !r->hit->stamped ? r->hit : NULL;
+    if (hit) {
+        hit->stamped = true;
+        hit->run = stamp->run;
+        hit->seq = stamp->seq;
+        hit->latency_ns = r->now_real > stamp->ns ? r->now_real - stamp->ns : 0;
+    }
     if (s->cfg.run_id && (stamp->run >> STREAM_SHIFT) != (s->cfg.run_id >> STREAM_SHIFT)) {
         sh->foreign++;
+        if (hit)
+            hit->unmatched = true;
         return;
     }
     struct stream *st = stamp->seq < MAX_SEQ ? stream_of(s, stamp->run) : NULL;
+    if (st && s->max_pages &&
+        !__atomic_load_n(&st->pages[stamp->seq >> PAGE_SHIFT], __ATOMIC_ACQUIRE) &&
+        __atomic_fetch_add(&s->npages, 1, __ATOMIC_RELAXED) >= s->max_pages)
+        st = NULL; /* over the ledger's budget: a new page is not made */
     uint64_t *page = st ? page_of(st, stamp->seq) : NULL;
     if (!page) {
         sh->out_of_range++;
+        if (hit)
+            hit->unmatched = true;
         return;
     }
     uint64_t bit = 1ull << (stamp->seq & 63);
@@ -224,6 +243,9 @@ static void record(void *ud, const struct sq_stamp *stamp)
         __atomic_fetch_or(&page[(stamp->seq & (PAGE_SEQS - 1)) >> 6], bit, __ATOMIC_RELAXED);
     if (old & bit) {
         sh->duplicates++;
+        __atomic_fetch_add(&st->duplicates, 1, __ATOMIC_RELAXED);
+        if (hit)
+            hit->duplicate = true;
         return;
     }
     uint64_t top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
@@ -233,6 +255,11 @@ static void record(void *ud, const struct sq_stamp *stamp)
         ;
     sh->delivered++;
     sh->out_of_order += stamp->seq + 1 < top;
+    if (stamp->seq + 1 < top) {
+        __atomic_fetch_add(&st->out_of_order, 1, __ATOMIC_RELAXED);
+        if (hit)
+            hit->out_of_order = true;
+    }
     int64_t lat = r->now_real - stamp->ns;
     if (lat < 0) {
         sh->skewed++; /* the sender's clock is ahead of ours */
@@ -816,4 +843,87 @@ json_t *sq_sink_json(struct sq_sink *s)
     if (j && s->settle_stopped) /* events still on their way count as lost */
         json_object_set_new(j, "settle_stopped", json_true());
     return j;
+}
+
+/* ---- the ledger alone (sink.h) ---- */
+
+int sq_sink_ledger_new(const char *find, uint32_t max_pages, struct sq_sink **out, char *err,
+                       size_t len)
+{
+    *out = NULL;
+    struct sq_sink *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->cfg.find = find;
+    s->max_pages = max_pages;
+    s->cfg.settle_ns = SQ_SINK_DEFAULT_SETTLE_NS;
+    s->cfg.list_lost = SQ_SINK_DEFAULT_LIST_LOST;
+    pthread_mutex_init(&s->streams_mu, NULL);
+    s->start_ns = sq_now_ns();
+    s->stopped = 1; /* nothing to stop */
+    int rc = sq_sink_finder_new(find, &s->finder, err, len);
+    if (rc == 0 && !(s->shards = calloc(1, sizeof(*s->shards))))
+        rc = -ENOMEM;
+    if (rc == 0) {
+        pthread_mutex_init(&s->shards[0].mu, NULL);
+        s->nshards = 1;
+        rc = sq_latency_hist_new(&s->shards[0].total);
+        if (rc == 0)
+            rc = sq_latency_hist_new(&s->shards[0].second);
+        if (rc == 0 && !(s->shards[0].scratch = sq_sink_finder_scratch(s->finder)))
+            rc = -ENOMEM;
+    }
+    if (rc < 0) {
+        sq_sink_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+size_t sq_sink_record(struct sq_sink *s, const char *body, size_t len,
+                      const struct sq_sink_field *fields, size_t nfields, struct sq_sink_hit *hit)
+{
+    struct shard *sh = &s->shards[0];
+    if (hit)
+        memset(hit, 0, sizeof(*hit));
+    struct rec r = {.s = s, .sh = sh, .now_real = sq_stamp_now_ns(), .hit = hit};
+    pthread_mutex_lock(&sh->mu);
+    size_t n = sq_sink_find(s->finder, sh->scratch, body, len, fields, nfields, record, &r);
+    sh->events++;
+    sh->bytes += len;
+    if (n == 0)
+        sh->unstamped++;
+    if (sq_hist_total(sh->second) > (1 << 20)) { /* no tick here: fold now and then */
+        sq_hist_merge(sh->total, sh->second);
+        sq_hist_reset(sh->second);
+    }
+    pthread_mutex_unlock(&sh->mu);
+    __atomic_store_n(&s->last_ns, sq_now_ns(), __ATOMIC_RELAXED);
+    return n;
+}
+
+size_t sq_sink_streams(struct sq_sink *s,
+                       void (*each)(void *ud, const struct sq_sink_stream_counts *c), void *ud)
+{
+    size_t k = 0;
+    for (uint32_t i = 0; i < MAX_STREAMS; i++) {
+        struct stream *st = __atomic_load_n(&s->streams[i], __ATOMIC_ACQUIRE);
+        if (!st)
+            continue;
+        uint64_t top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
+        uint64_t m = missing(st, top, NULL, 0, NULL);
+        struct sq_sink_stream_counts c = {
+            .run = st->run,
+            .delivered = top - m,
+            .duplicates = __atomic_load_n(&st->duplicates, __ATOMIC_RELAXED),
+            .out_of_order = __atomic_load_n(&st->out_of_order, __ATOMIC_RELAXED),
+            .missing = m,
+            .highest = top ? (int64_t)(top - 1) : -1,
+        };
+        run_text(st->run, c.run_text);
+        each(ud, &c);
+        k++;
+    }
+    return k;
 }

@@ -138,4 +138,43 @@ size_t sq_sink_find(const struct sq_sink_finder *f, struct sq_sink_scratch *scra
                     const char *body, size_t len, const struct sq_sink_field *fields,
                     size_t nfields, void (*found)(void *ud, const struct sq_stamp *st), void *ud);
 
+/* ---- the ledger alone (a host that receives events itself: the webhook inbox) ---- */
+
+/* A sink with no source and no thread: the caller hands it events with sq_sink_record (any
+ * thread) and reads the per-stream matching with sq_sink_streams. find is as cfg->find (NULL:
+ * "scan"; borrowed for the sink's life). max_pages bounds its bitmaps (pages of 2^20 sequence
+ * numbers, 128 KiB each; 0: no bound): a stamp that needs a page past it is not matched
+ * (out_of_range). Returns 0, -SQ_EUSAGE (err says why) or -ENOMEM. sq_sink_free frees it. */
+SQ_MUST_CHECK int sq_sink_ledger_new(const char *find, uint32_t max_pages, struct sq_sink **out,
+                                     char *err, size_t len);
+
+/* What happened to the first stamp of one event. */
+struct sq_sink_hit {
+    bool stamped;       /* a stamp was found (then the rest is set) */
+    bool duplicate;     /* its (stream, sequence) had arrived before */
+    bool out_of_order;  /* delivered below a sequence number the stream had already seen */
+    bool unmatched;     /* not matched: past the streams or pages the ledger keeps */
+    uint64_t run, seq;  /* the stamp's run field (the stream) and sequence number */
+    int64_t latency_ns; /* arrival (CLOCK_REALTIME) minus the stamp's send time; >= 0 */
+};
+
+/* Records one event as a source would (stamps found, counted, matched); *hit (may be NULL)
+ * says what became of its first stamp. Returns how many stamps it found. */
+size_t sq_sink_record(struct sq_sink *s, const char *body, size_t len,
+                      const struct sq_sink_field *fields, size_t nfields, struct sq_sink_hit *hit);
+
+/* One stream's matching so far. */
+struct sq_sink_stream_counts {
+    uint64_t run;       /* the stamp's run field */
+    char run_text[16];  /* ... as the stamp spells it (Crockford base32) */
+    uint64_t delivered; /* sequence numbers that arrived */
+    uint64_t duplicates, out_of_order;
+    uint64_t missing; /* sequence numbers below the highest seen that have not arrived */
+    int64_t highest;  /* the highest sequence number seen, -1: none */
+};
+
+/* Calls each(ud, c) for every stream seen (any thread; no lock held). Returns how many. */
+size_t sq_sink_streams(struct sq_sink *s,
+                       void (*each)(void *ud, const struct sq_sink_stream_counts *c), void *ud);
+
 #endif

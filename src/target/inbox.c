@@ -31,14 +31,18 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
+#include "proto/stamp.h"
 #include "server/server.h"
+#include "sink/sink.h"
+#include "stats/hist.h"
 #include "target/inbox.h"
 #include "target/target.h"
 
 #define STREAM_INTERVAL_NS (100LL * 1000 * 1000)
 #define STREAM_IDLE_NS     (10LL * 1000 * 1000 * 1000)
-#define KEEPALIVE_EVERY    100 /* empty pieces between two comments (10 s) */
-#define BATCH_OVER         3   /* captures waiting past which one batch event names them */
+#define KEEPALIVE_EVERY    100  /* empty pieces between two comments (10 s) */
+#define BATCH_OVER         3    /* captures waiting past which one batch event names them */
+#define HOMES              8192 /* streams' first paths: twice the ledger's streams at most */
 
 struct cap {
     uint64_t seq;
@@ -54,6 +58,14 @@ struct path_stat {
     char *path; /* NULL: free */
     uint64_t count, bytes;
     int64_t first_ms, last_ms;
+    uint64_t stamped, duplicates, out_of_order;
+    struct sq_hist *lat; /* end-to-end latency of the stamped ones delivered, us; NULL: none yet */
+};
+
+/* The path a stream (a stamp's run field) was first seen on: its gaps are counted there. */
+struct home {
+    uint64_t run;
+    struct path_stat *ps; /* NULL: free */
 };
 
 struct slot {
@@ -77,6 +89,11 @@ struct sq_inbox {
     struct slot slots[SQ_INBOX_MAX_STREAMS];
     struct sq_buf *scratch; /* one per worker */
     int threads;
+    struct sq_sink *ledger; /* the stamps' matching (sink/sink.h) */
+    char *find;             /* its find spec: NULL (scan) or "header:NAME" */
+    uint64_t stamped, unmatched;
+    struct home *homes; /* open addressing, HOMES buckets */
+    size_t nhomes, nlat;
 };
 
 static int64_t wall_ms(void)
@@ -98,6 +115,18 @@ static int put_esc(struct sq_buf *b, const char *s, size_t n)
 static int put_str(struct sq_buf *b, const char *s)
 {
     return sq_buf_append(b, s, strlen(s));
+}
+
+/* v in decimal. */
+static int put_u64(struct sq_buf *b, uint64_t v)
+{
+    char t[24];
+    size_t n = 0;
+    do {
+        t[sizeof(t) - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return sq_buf_append(b, t + sizeof(t) - n, n);
 }
 
 static int putf(struct sq_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -164,6 +193,67 @@ static void client_addr(int fd, char *out, size_t cap)
     }
 }
 
+/* A stamp's run field as the stamp spells it (at most 13 characters). */
+static void run_text(uint64_t run, char out[16])
+{
+    struct sq_stamp st = {.run = run};
+    char tmp[SQ_STAMP_MAX + 1];
+    size_t n = sq_stamp_format(&st, tmp);
+    tmp[n] = '\0';
+    const char *a = tmp + SQ_STAMP_PREFIX_LEN, *dot = strchr(a, '.');
+    size_t l = dot ? (size_t)(dot - a) : strlen(a);
+    if (l > 15)
+        l = 15;
+    memcpy(out, a, l);
+    out[l] = '\0';
+}
+
+/* The home of a stream: the path it was first seen on. Under mu. */
+static struct home *home_of(struct sq_inbox *b, uint64_t run, bool add)
+{
+    for (size_t i = (size_t)(hash((const char *)&run, sizeof(run)) % HOMES), k = 0; k < HOMES;
+         k++, i = (i + 1) % HOMES) {
+        struct home *h = &b->homes[i];
+        if (h->ps && h->run == run)
+            return h;
+        if (!h->ps)
+            return add && b->nhomes < HOMES / 2 ? h : NULL;
+    }
+    return NULL;
+}
+
+/* A stamped capture on path ps: its counts and latency. Under mu. */
+static void matched(struct sq_inbox *b, struct path_stat *ps, const struct sq_sink_hit *hit)
+{
+    b->stamped++;
+    ps->stamped++;
+    if (hit->unmatched) {
+        b->unmatched++;
+        return;
+    }
+    struct home *h = home_of(b, hit->run, true);
+    if (h && !h->ps) {
+        h->run = hit->run;
+        h->ps = ps;
+        b->nhomes++;
+    }
+    if (hit->duplicate) {
+        ps->duplicates++;
+        return;
+    }
+    ps->out_of_order += hit->out_of_order;
+    struct path_stat *into = ps;
+    if (!ps->lat && b->nlat >= SQ_INBOX_MAX_LATENCY_PATHS)
+        into = &b->other; /* past the cap, the paths share (other)'s histogram */
+    if (!into->lat) {
+        /* 2 significant digits: 26 KiB a path, 1 us .. 1 h */
+        if (sq_hist_new(1, 3600LL * 1000 * 1000, 2, &into->lat) < 0)
+            return;
+        b->nlat++;
+    }
+    sq_hist_record(into->lat, hit->latency_ns / 1000);
+}
+
 static void cap_free(struct cap *c)
 {
     free(c); /* one allocation */
@@ -179,6 +269,13 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
     size_t plen = qm ? (size_t)(qm - req->path) : req->path_len;
     char client[80];
     client_addr(req->fd, client, sizeof(client));
+    struct sq_sink_field fields[SQ_SERVER_MAX_HEADERS];
+    size_t nf = req->num_headers < SQ_SERVER_MAX_HEADERS ? req->num_headers : SQ_SERVER_MAX_HEADERS;
+    for (size_t i = 0; i < nf; i++)
+        fields[i] = (struct sq_sink_field){req->headers[i].name, req->headers[i].value,
+                                           req->headers[i].name_len, req->headers[i].value_len};
+    struct sq_sink_hit hit;
+    sq_sink_record(b->ledger, req->body, req->body_len, fields, nf, &hit);
 
     /* The head without seq (known under the lock): rendered here, outside it. */
     sq_buf_reset(s);
@@ -192,7 +289,22 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
     rc |= put_str(s, client);
     rc |= put_str(s, "\",\"version\":\"");
     rc |= put_str(s, req->h2 ? "HTTP/2" : req->minor_version ? "HTTP/1.1" : "HTTP/1.0");
-    rc |= put_str(s, "\",\"headers\":[");
+    if (hit.stamped) { /* by hand: snprintf cost ~1,500 instructions a capture here */
+        char run[16];
+        run_text(hit.run, run);
+        rc |= put_str(s, "\",\"stamp\":{\"stream\":\"");
+        rc |= put_str(s, run);
+        rc |= put_str(s, "\",\"seq\":");
+        rc |= put_u64(s, hit.seq);
+        rc |= put_str(s, ",\"latency_us\":");
+        rc |= put_u64(s, (uint64_t)(hit.latency_ns / 1000));
+        rc |= put_str(s, hit.duplicate ? ",\"duplicate\":true" : ",\"duplicate\":false");
+        rc |= put_str(s, hit.out_of_order ? ",\"out_of_order\":true" : ",\"out_of_order\":false");
+        rc |= put_str(s, hit.unmatched ? ",\"unmatched\":true}" : "}");
+        rc |= put_str(s, ",\"headers\":[");
+    } else {
+        rc |= put_str(s, "\",\"stamp\":null,\"headers\":[");
+    }
     for (size_t i = 0; i < req->num_headers; i++) {
         const struct sq_h1_header *h = &req->headers[i];
         rc |= put_str(s, i ? ",[\"" : "[\"");
@@ -241,6 +353,8 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
     ps->count++;
     ps->bytes += req->body_len;
     ps->last_ms = now;
+    if (hit.stamped)
+        matched(b, ps, &hit);
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -366,32 +480,108 @@ static void clear(struct sq_inbox *b, struct sq_buf *s, struct sq_server_resp *r
     }
 }
 
+struct stream_list {
+    struct sq_sink_stream_counts *v;
+    size_t n, cap;
+    bool oom;
+};
+
+static void add_stream(void *ud, const struct sq_sink_stream_counts *c)
+{
+    struct stream_list *l = ud;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        struct sq_sink_stream_counts *v = realloc(l->v, cap * sizeof(*v));
+        if (!v) {
+            l->oom = true;
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *c;
+}
+
+static int put_latency(struct sq_buf *s, const struct sq_hist *h)
+{
+    int64_t n = h ? sq_hist_total(h) : 0;
+    if (!n)
+        return put_str(s, "null");
+    return putf(
+        s, "{\"count\":%lld,\"p50_us\":%lld,\"p90_us\":%lld,\"p99_us\":%lld,\"max_us\":%lld}",
+        (long long)n, (long long)sq_hist_percentile(h, 50), (long long)sq_hist_percentile(h, 90),
+        (long long)sq_hist_percentile(h, 99), (long long)sq_hist_max(h));
+}
+
 static void stats(struct sq_inbox *b, struct sq_buf *s, struct sq_server_resp *resp)
 {
     sq_buf_reset(s);
+    /* the ledger's streams first (its own atomics, no lock of ours) */
+    struct stream_list sl = {0};
+    sq_sink_streams(b->ledger, add_stream, &sl);
+    size_t nb = SQ_INBOX_MAX_PATHS * 2;
+    uint64_t *miss = calloc(nb + 1, sizeof(*miss)); /* per path bucket, (other) last */
+    if (sl.oom || !miss) {
+        free(sl.v);
+        free(miss);
+        return;
+    }
     pthread_mutex_lock(&b->mu);
     int rc = putf(s,
                   "{\"captured\":%llu,\"stored\":%llu,\"evicted\":%llu,\"truncated\":%llu,"
-                  "\"cleared\":%llu,\"next_seq\":%llu,\"max_captures\":%u,\"max_body\":%zu,"
-                  "\"paths\":{",
+                  "\"cleared\":%llu,\"next_seq\":%llu,\"max_captures\":%u,\"max_body\":%zu,",
                   (unsigned long long)b->captured, (unsigned long long)b->stored,
                   (unsigned long long)b->evicted, (unsigned long long)b->truncated,
                   (unsigned long long)b->cleared, (unsigned long long)b->next_seq, b->cap,
                   b->cfg.max_body);
+    rc |= put_str(s, "\"stamp\":\"");
+    rc |= put_esc(s, b->find ? b->find : "scan", strlen(b->find ? b->find : "scan"));
+    rc |= putf(s, "\",\"stamped\":%llu,\"unmatched\":%llu,\"streams\":[",
+               (unsigned long long)b->stamped, (unsigned long long)b->unmatched);
+    for (size_t i = 0; i < sl.n && !rc; i++) {
+        const struct sq_sink_stream_counts *c = &sl.v[i];
+        const struct home *h = home_of(b, c->run, false);
+        const char *path = h ? (h->ps == &b->other ? "(other)" : h->ps->path) : NULL;
+        if (h)
+            miss[h->ps == &b->other ? nb : (size_t)(h->ps - b->paths)] += c->missing;
+        rc |= putf(s,
+                   "%s{\"stream\":\"%s\",\"received\":%llu,\"duplicates\":%llu,"
+                   "\"out_of_order\":%llu,\"missing\":%llu,\"highest_seq\":%lld,\"path\":",
+                   i ? "," : "", c->run_text, (unsigned long long)c->delivered,
+                   (unsigned long long)c->duplicates, (unsigned long long)c->out_of_order,
+                   (unsigned long long)c->missing, (long long)c->highest);
+        if (path) {
+            rc |= put_str(s, "\"");
+            rc |= put_esc(s, path, strlen(path));
+            rc |= put_str(s, "\"}");
+        } else {
+            rc |= put_str(s, "null}");
+        }
+    }
+    rc |= put_str(s, "],\"paths\":{");
     bool first = true;
-    for (size_t i = 0; i <= SQ_INBOX_MAX_PATHS * 2 && !rc; i++) {
-        const struct path_stat *p = i < SQ_INBOX_MAX_PATHS * 2 ? &b->paths[i] : &b->other;
-        const char *name = i < SQ_INBOX_MAX_PATHS * 2 ? p->path : "(other)";
+    for (size_t i = 0; i <= nb && !rc; i++) {
+        const struct path_stat *p = i < nb ? &b->paths[i] : &b->other;
+        const char *name = i < nb ? p->path : "(other)";
         if (!name || !p->count)
             continue;
         rc |= put_str(s, first ? "\"" : ",\"");
         rc |= put_esc(s, name, strlen(name));
-        rc |= putf(s, "\":{\"count\":%llu,\"bytes\":%llu,\"first_ms\":%lld,\"last_ms\":%lld}",
+        rc |= putf(s,
+                   "\":{\"count\":%llu,\"bytes\":%llu,\"first_ms\":%lld,\"last_ms\":%lld,"
+                   "\"stamped\":%llu,\"duplicates\":%llu,\"out_of_order\":%llu,\"missing\":%llu,"
+                   "\"latency\":",
                    (unsigned long long)p->count, (unsigned long long)p->bytes,
-                   (long long)p->first_ms, (long long)p->last_ms);
+                   (long long)p->first_ms, (long long)p->last_ms, (unsigned long long)p->stamped,
+                   (unsigned long long)p->duplicates, (unsigned long long)p->out_of_order,
+                   (unsigned long long)miss[i]);
+        rc |= put_latency(s, p->lat);
+        rc |= put_str(s, "}");
         first = false;
     }
     pthread_mutex_unlock(&b->mu);
+    free(sl.v);
+    free(miss);
     rc |= put_str(s, "}}\n");
     if (rc)
         return;
@@ -538,11 +728,23 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
 
 /* ---- lifetime ---- */
 
+bool sq_inbox_header_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("!#$%&'*+-.^_`|~", name[i]) && !(name[i] >= '0' && name[i] <= '9') &&
+            !(name[i] >= 'a' && name[i] <= 'z') && !(name[i] >= 'A' && name[i] <= 'Z'))
+            return false;
+    return true;
+}
+
 int sq_inbox_new(const struct sq_inbox_config *cfg, struct sq_inbox **out)
 {
-    if (cfg->threads < 1 || cfg->max_captures > SQ_INBOX_MAX_CAPTURES ||
-        cfg->max_body > SQ_SERVER_MAX_BODY || cfg->delay_ns < 0 ||
-        cfg->delay_ns > SQ_SERVER_MAX_DELAY_NS ||
+    if ((cfg->stamp_header && !sq_inbox_header_name_ok(cfg->stamp_header)) || cfg->threads < 1 ||
+        cfg->max_captures > SQ_INBOX_MAX_CAPTURES || cfg->max_body > SQ_SERVER_MAX_BODY ||
+        cfg->delay_ns < 0 || cfg->delay_ns > SQ_SERVER_MAX_DELAY_NS ||
         (cfg->status && (cfg->status < 200 || cfg->status > 999)))
         return -EINVAL;
     struct sq_inbox *b = calloc(1, sizeof(*b));
@@ -560,9 +762,21 @@ int sq_inbox_new(const struct sq_inbox_config *cfg, struct sq_inbox **out)
     b->ring = calloc(b->cap, sizeof(*b->ring));
     b->paths = calloc(SQ_INBOX_MAX_PATHS * 2, sizeof(*b->paths));
     b->scratch = calloc((size_t)cfg->threads, sizeof(*b->scratch));
+    b->homes = calloc(HOMES, sizeof(*b->homes));
     for (size_t i = 0; i < SQ_INBOX_MAX_STREAMS; i++)
         b->slots[i].inbox = b;
-    if (!b->ring || !b->paths || !b->scratch) {
+    bool ok = b->ring && b->paths && b->scratch && b->homes;
+    if (ok && cfg->stamp_header) {
+        size_t n = strlen(cfg->stamp_header) + 8;
+        if ((b->find = malloc(n)))
+            snprintf(b->find, n, "header:%s", cfg->stamp_header);
+        ok = b->find != NULL;
+    }
+    b->cfg.stamp_header = NULL; /* borrowed no further: b->find has it */
+    char err[256];
+    if (ok && sq_sink_ledger_new(b->find, SQ_INBOX_LEDGER_PAGES, &b->ledger, err, sizeof(err)) < 0)
+        ok = false;
+    if (!ok) {
         sq_inbox_free(b);
         return -ENOMEM;
     }
@@ -649,9 +863,15 @@ void sq_inbox_free(struct sq_inbox *b)
             cap_free(b->ring[seq % b->cap]);
     free(b->ring);
     if (b->paths)
-        for (size_t i = 0; i < SQ_INBOX_MAX_PATHS * 2; i++)
+        for (size_t i = 0; i < SQ_INBOX_MAX_PATHS * 2; i++) {
             free(b->paths[i].path);
+            sq_hist_free(b->paths[i].lat);
+        }
     free(b->paths);
+    sq_hist_free(b->other.lat);
+    sq_sink_free(b->ledger);
+    free(b->find);
+    free(b->homes);
     if (b->scratch)
         for (int i = 0; i < b->threads; i++)
             sq_buf_dispose(&b->scratch[i]);
@@ -669,5 +889,6 @@ void sq_inbox_counts(struct sq_inbox *b, struct sq_inbox_counts *out)
     out->truncated = b->truncated;
     out->cleared = b->cleared;
     out->next_seq = b->next_seq;
+    out->stamped = b->stamped;
     pthread_mutex_unlock(&b->mu);
 }

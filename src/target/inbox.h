@@ -12,6 +12,12 @@
  * over max_body keeps its first max_body bytes and is flagged truncated (its full length is
  * kept). Memory is bounded by max_captures x (max_body + the head, at most 8 KiB + what the
  * JSON adds). Captures go in under one mutex (a webhook sink is not a hot path).
+ *
+ * Stamped events (a squall event stamp in the body or a named header, proto/stamp.h) are matched
+ * to their sends by `squall sink`'s ledger (sink/sink.h, sq_sink_ledger_new): per stream (the
+ * stamp's run field) delivered, duplicates, out of order and the sequence gaps so far; per path
+ * the end-to-end latency (arrival minus the stamp's send time) in a histogram; per capture its
+ * stamp's stream, sequence number and latency.
  */
 #ifndef SQ_TARGET_INBOX_H
 #define SQ_TARGET_INBOX_H
@@ -31,6 +37,8 @@
 #define SQ_INBOX_LIST_BYTES           (8 << 20) /* a listing stops past this (next says where) */
 #define SQ_INBOX_MAX_PATHS            1024      /* paths counted apart; the rest as "(other)" */
 #define SQ_INBOX_MAX_STREAMS          32        /* SSE readers at once */
+#define SQ_INBOX_MAX_LATENCY_PATHS    256 /* paths with a latency histogram; the rest share one */
+#define SQ_INBOX_LEDGER_PAGES         64  /* the matching's bitmaps: 64 x 128 KiB, 2^26 seqs */
 
 struct sq_inbox; /* opaque; sq_inbox_start creates it */
 
@@ -45,6 +53,9 @@ struct sq_inbox_config {
     const char *content_type; /* NULL: text/plain when body is set */
     int64_t delay_ns;         /* answer this long after the request (0: at once) */
     int64_t idle_timeout_ns, header_timeout_ns; /* the server's (0: none) */
+    /* Where a capture's event stamp ({{$stamp}}, proto/stamp.h) is: NULL as `squall sink` finds
+     * it by default (the first in the body, else in a header); else only in this header. */
+    const char *stamp_header;
 };
 
 struct sq_server_req;
@@ -61,6 +72,10 @@ SQ_MUST_CHECK int sq_inbox_new(const struct sq_inbox_config *cfg, struct sq_inbo
  * valid until the worker's next call. */
 void sq_inbox_handle(struct sq_inbox *b, const struct sq_server_req *req, size_t strip,
                      struct sq_server_resp *resp);
+
+/* True when name is a header name (an RFC 9110 token of at most 128 bytes): what
+ * cfg->stamp_header must be. */
+bool sq_inbox_header_name_ok(const char *name);
 
 /* Binds and starts. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */
 SQ_MUST_CHECK int sq_inbox_start(const struct sq_inbox_config *cfg, struct sq_inbox **out,
@@ -80,6 +95,7 @@ struct sq_inbox_counts {
     uint64_t truncated; /* bodies cut at max_body */
     uint64_t cleared;   /* dropped by DELETE /_inbox/captures */
     uint64_t next_seq;  /* the sequence number the next capture gets (they count from 1) */
+    uint64_t stamped;   /* captures that carried an event stamp */
 };
 void sq_inbox_counts(struct sq_inbox *b, struct sq_inbox_counts *out);
 

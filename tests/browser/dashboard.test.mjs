@@ -5,7 +5,9 @@
 // playwright-core (npm, installed into the build tree's npm/ folder on first use), and does
 // what a user would: start a run from the form against the target, watch the live chart update
 // at least three times, stop it, find it in the list, open it (the HTML report, in its frame),
-// start a second run and compare the two (percentile curves and the table of deltas). Then a
+// start a second run and compare the two (percentile curves and the table of deltas); the inbox
+// page: stamped and unstamped webhooks posted to the daemon appear live with their matching and
+// latency per path, the path filter, the clear button. Then a
 // daemon with a token: the page asks for it once and keeps it for the tab. Throughout: no
 // console error and no page error, nothing fetched from anywhere but the daemon. Screenshots
 // land in build/artifacts/ (CI keeps them).
@@ -270,11 +272,81 @@ async function main() {
     const vmsg = await page.textContent('#form-message');
     check('Validate shows the error', /plan/.test(vmsg) && vmsg.length > 10, vmsg);
 
+    // 9. the inbox page: stamped and unstamped webhooks appear live, per-path matching and
+    //    latency, the filter by path, the clear button
+    await page.goto(base + '#/inbox');
+    await page.waitForSelector('#inbox-live.dot:not(.off)', { timeout: 10000 });
+    check('the inbox page follows the inbox\'s stream', true);
+    const b36 = (v) => BigInt(v).toString(36);
+    const sent = (BigInt(Date.now()) - 5n) * 1000000n; // sent 5 ms ago
+    const hook = (p, body) => fetch(base + 'inbox' + p, { method: 'POST', body,
+      headers: { 'Content-Type': 'application/json' } }).then((r) => r.status);
+    const posted = [];
+    for (const seq of [0, 1, 3, 1]) // seq 2 never sent: one gap; 1 twice: one duplicate
+      posted.push(await hook('/hooks/paid', `{"s":"sq1.k.${b36(seq)}.${sent.toString(36)}"}`));
+    posted.push(await hook('/other/ping', '{"ping":1}'));
+    posted.push(await hook('/other/ping?x=2', '{"ping":2}'));
+    check('the webhooks were answered 200', posted.every((x) => x === 200), posted.join(','));
+    // live: the stream's events bring them (the page's fallback poll is every 5 s)
+    const live = await page.waitForFunction(() =>
+      document.querySelectorAll('#inbox-captures tr.capture-row').length === 6, null,
+    { timeout: 4500 }).then(() => true, () => false);
+    check('six captures appear live', live,
+      await page.evaluate(() => document.querySelectorAll('#inbox-captures tr.capture-row').length));
+    check('...through the SSE stream',
+      await page.evaluate(() => window.squallDash.inboxEvents >= 1));
+    await page.waitForFunction(() => {
+      const r = document.querySelector('#inbox-paths tr[data-path="/hooks/paid"] td[data-k=count]');
+      return r && r.textContent === '4';
+    }, null, { timeout: 5000 }).catch(() => {});
+    const cell = (p, k) => page.evaluate(([pp, kk]) => {
+      const td = document.querySelector(`#inbox-paths tr[data-path="${pp}"] td[data-k=${kk}]`);
+      return td ? td.textContent : null;
+    }, [p, k]);
+    const paid = {};
+    for (const k of ['count', 'stamped', 'missing', 'duplicates', 'p50', 'max']) paid[k] = await cell('/hooks/paid', k);
+    check('per path: count 4, stamped 4, missing 1, duplicates 1',
+      paid.count === '4' && paid.stamped === '4' && paid.missing === '1' && paid.duplicates === '1',
+      JSON.stringify(paid));
+    check('per path: latency percentiles (sent 5 ms before)', /^[\d.]+(ms|s)$/.test(paid.p50) &&
+      paid.max !== '—', JSON.stringify(paid));
+    const ping = await cell('/other/ping', 'stamped');
+    check('an unstamped path counts no stamp', ping === '0', ping);
+    const stamps = await page.$$eval('#inbox-captures tr.capture-row td[data-k=stamp]',
+      (tds) => tds.map((td) => td.textContent));
+    check('each capture shows its stamp', stamps.includes('k #3') && stamps.includes('k #1 (duplicate)') &&
+      stamps.filter((x) => x === '—').length === 2, stamps.join(' | '));
+    check('the stamped stream is listed', await page.$('#inbox-streams tr[data-stream="k"]') !== null);
+    await shot(page, 'dashboard-inbox.png');
+    await page.fill('#inbox-filter', '/other');
+    await page.press('#inbox-filter', 'Enter');
+    await page.waitForFunction(() => {
+      const rows = [...document.querySelectorAll('#inbox-captures tr.capture-row')];
+      return location.hash.startsWith('#/inbox?path=') && rows.length === 2 &&
+        rows.every((r) => r.dataset.path.startsWith('/other'));
+    }, null, { timeout: 10000 }).then(() => check('the filter keeps /other\'s captures', true),
+      (e) => check('the filter keeps /other\'s captures', false, e.message));
+    check('the filter keeps /other\'s path row only',
+      (await page.$$eval('#inbox-paths tr[data-path]', (r) => r.map((x) => x.dataset.path))).join() === '/other/ping');
+    await page.waitForSelector('#inbox-live.dot:not(.off)', { timeout: 10000 });
+    await page.click('#inbox-clear');
+    await page.waitForSelector('#inbox-no-captures', { timeout: 10000 })
+      .then(() => check('Clear empties the captures', true), (e) => check('Clear empties the captures', false, e.message));
+    const kept = await page.textContent('#inbox-tiles [data-tile=stored] .v');
+    check('...and the inbox keeps none', kept === '0', kept);
+    await hook('/other/after', '{}');
+    await hook('/hooks/hidden', '{}');
+    const after = await page.waitForFunction(() => {
+      const rows = [...document.querySelectorAll('#inbox-captures tr.capture-row')];
+      return rows.length === 1 && rows[0].dataset.path === '/other/after';
+    }, null, { timeout: 4500 }).then(() => true, () => false);
+    check('a capture after the clear appears live, filtered', after);
+
     check('no console or page error', problems.length === 0, problems.join(' | '));
     check('nothing fetched beyond the daemon', requests.length === 0, requests.join(' '));
     await page.close();
 
-    // 9. a daemon with a token: the page asks once, and keeps it for the tab
+    // 10. a daemon with a token: the page asks once, and keeps it for the tab
     const tok = path.join(tmp, 'token');
     fs.writeFileSync(tok, TOKEN + '\n');
     daemon2 = await startProc(['serve', '--listen', '127.0.0.1:0', '--data', path.join(tmp, 'd2'),

@@ -674,10 +674,16 @@ class TestApi(DaemonCase):
                                   headers={"Content-Type": "text/plain"})
         self.oapi.validate("POST", "/inbox/{path}", st, body, h.get("content-type"))
         self.assertEqual(st, 200)
+        # a stamped one (sq1.<run>.<seq>.<ns>): its stamp in the capture, matched in the stats
+        sqtest.http(self.port, "POST", "/inbox/hooks/doc", body=b'{"s":"sq1.k.0.1"}')
         st, doc = self.c.get("/inbox/_inbox/captures?since=0&path=/hooks/doc")
-        self.assertEqual([c["body"] for c in doc["captures"]], ["hi"])
+        self.assertEqual([c["body"] for c in doc["captures"]], ["hi", '{"s":"sq1.k.0.1"}'])
+        self.assertEqual([c["stamp"] and c["stamp"]["stream"] for c in doc["captures"]],
+                         [None, "k"])
         st, doc = self.c.get("/inbox/_inbox/stats")
-        self.assertGreaterEqual(doc["paths"]["/hooks/doc"]["count"], 1)
+        self.assertGreaterEqual(doc["paths"]["/hooks/doc"]["count"], 2)
+        self.assertIn({"stream": "k", "received": 1, "duplicates": 0, "out_of_order": 0,
+                       "missing": 0, "highest_seq": 0, "path": "/hooks/doc"}, doc["streams"])
         conn = httpclient.HTTPConnection(HOST, self.port, timeout=10)
         conn.request("GET", "/inbox/_inbox/stream")
         resp = conn.getresponse()

@@ -4,7 +4,9 @@
 inbox's counts and a polling reader during the load agree with the load's result), the daemon's
 API answering while it captures; the captured path without /inbox, any content type accepted,
 bodies cut at 64 KiB and flagged, the path filter, clearing, the SSE stream; with a token, the
-inbox needs it like every other endpoint. The loads are bounded (2 s); the file takes ~10 s.
+inbox needs it like every other endpoint; the stamped posts matched to their sends (received,
+no gap, no duplicate, latency per path); --inbox-max-captures, --inbox-max-body and
+--inbox-stamp-header, and their refusals. The loads are bounded (2 s); the file takes ~12 s.
 """
 
 import http.client as httpclient
@@ -19,7 +21,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sqtest  # noqa: E402
-from sqtest import HOST, http, run_json  # noqa: E402
+from sqtest import HOST, http, run_json, run_squall  # noqa: E402
 
 TOKEN = "inbox-test-token-0123456789abcdef"
 
@@ -79,7 +81,7 @@ class DaemonInbox(unittest.TestCase):
 
         reader = threading.Thread(target=poll, daemon=True)
         reader.start()
-        p, doc, _ = run_json(url, "-m", "POST", "-b", '{"event":"paid"}', "-H",
+        p, doc, _ = run_json(url, "-m", "POST", "-b", '{"event":"paid","s":"{{$stamp}}"}', "-H",
                              "Content-Type: application/json", "-r", "1000", "-d", "2s", "-c",
                              "20", "-t", "1", timeout=60)
         stop.set()
@@ -100,9 +102,20 @@ class DaemonInbox(unittest.TestCase):
         self.assertTrue(healths and all(s == 200 for s, _ in healths), healths[:5])
         c = get_json(port, "/inbox/_inbox/captures?since=%d&limit=1" % (before["next_seq"] - 1))
         c = c["captures"][0]
-        self.assertEqual((c["method"], c["path"], c["body"], c["truncated"]),
-                         ("POST", "/hooks/order", '{"event":"paid"}', False))
+        self.assertEqual((c["method"], c["path"], c["truncated"]), ("POST", "/hooks/order", False))
+        self.assertTrue(c["body"].startswith('{"event":"paid","s":"sq1.'), c)
         self.assertIn(["Content-Type", "application/json"], c["headers"])
+        # every post matched to its send: one stream (-t 1), all received, no gap, no duplicate
+        got = st["captured"] - before["captured"]
+        mine = [x for x in st["streams"] if x["stream"] == c["stamp"]["stream"]]
+        self.assertEqual(len(mine), 1, st["streams"])
+        self.assertEqual((mine[0]["received"], mine[0]["duplicates"], mine[0]["path"]),
+                         (got, 0, "/hooks/order"), mine)
+        self.assertLessEqual(mine[0]["missing"],
+                             doc["requests"]["sent"] - doc["requests"]["completed"], mine)
+        po = st["paths"]["/hooks/order"]
+        self.assertEqual((po["stamped"], po["latency"]["count"]), (got, got), po)
+        self.assertTrue(0 < po["latency"]["p50_us"] <= po["latency"]["max_us"], po)
 
     def test_paths_bodies_filter_clear(self):
         port = self.port
@@ -158,6 +171,55 @@ class DaemonInbox(unittest.TestCase):
             cur[k] = v
         conn.close()
         self.assertEqual([e["path"] for e in events], ["/hooks/s0", "/hooks/s1"])
+
+
+class DaemonInboxFlags(unittest.TestCase):
+    def test_caps_and_stamp_header(self):
+        tmp = tempfile.mkdtemp(prefix="squall-dinbox-flags-")
+        proc, port = sqtest.start_serve("--data", os.path.join(tmp, "d"), "--inbox-max-captures",
+                                        "50", "--inbox-max-body", "1KiB", "--inbox-stamp-header",
+                                        "X-Stamp")
+        try:
+            conn = httpclient.HTTPConnection(HOST, port, timeout=10)
+            for i in range(60):
+                hdrs = {"Content-Type": "text/plain"}
+                if i < 3:
+                    hdrs["X-Stamp"] = "sq1.z.%d.1" % i
+                conn.request("POST", "/inbox/f", body=b"y" * 2000 + b" sq1.q.0.1", headers=hdrs)
+                r = conn.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+            conn.close()
+            st = get_json(port, "/inbox/_inbox/stats")
+            self.assertEqual((st["max_captures"], st["max_body"], st["stamp"]),
+                             (50, 1024, "header:X-Stamp"))
+            self.assertEqual((st["captured"], st["stored"], st["evicted"], st["truncated"]),
+                             (60, 50, 10, 60), st)
+            # only the header counts: stream z (3 in order), never the body's q
+            self.assertEqual([(x["stream"], x["received"], x["missing"]) for x in st["streams"]],
+                             [("z", 3, 0)])
+            doc = get_json(port, "/inbox/_inbox/captures?since=0&limit=1")
+            self.assertEqual((len(doc["captures"][0]["body"]), doc["oldest"]), (1024, 11))
+        finally:
+            rc = sqtest.stop(proc)
+            try:
+                os.unlink(proc.log_path)
+            except OSError:
+                pass
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertEqual(rc, 0)
+
+    def test_bad_flags(self):
+        for args, needle in ((["--inbox-max-captures", "0"], "--inbox-max-captures: '0'"),
+                             (["--inbox-max-captures", "2000000"],
+                              "--inbox-max-captures: '2000000'"),
+                             (["--inbox-max-body", "2MiB"], "--inbox-max-body: '2MiB'"),
+                             (["--inbox-max-body", "lots"], "--inbox-max-body: 'lots'"),
+                             (["--inbox-stamp-header", "a:b"], "--inbox-stamp-header: 'a:b'")):
+            p, _ = run_squall("serve", "--listen", "127.0.0.1:0", *args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(needle, p.stderr)
+            self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
 
 
 class DaemonInboxToken(unittest.TestCase):

@@ -213,6 +213,9 @@ static void test_methods(void **state)
         {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
          "\"start_target\",\"arguments\":{\"threads\":9}}}",
          SQ_MCP_INVALID_PARAMS, false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+         "\"inbox_start\",\"arguments\":{\"stamp_header\":\"X Stamp\"}}}",
+         SQ_MCP_INVALID_PARAMS, false},
     };
     for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
         v = call(m, errs[i].msg);
@@ -459,6 +462,32 @@ static void test_run(void **state)
     assert_false(json_is_true(json_object_get(r, "isError")));
     json_decref(r);
     assert_tool_error(m, "inbox_read", args, "no inbox");
+
+    /* stamp_header: the stamp is looked for only there, so a stamped body is not matched. */
+    r = tool(m, "inbox_start", "{\"stamp_header\":\"X-Stamp\"}");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    iport =
+        (int)json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "port"));
+    json_decref(r);
+    snprintf(args, sizeof(args),
+             "{\"quick\":{\"url\":\"http://127.0.0.1:%d/hook\",\"method\":\"POST\","
+             "\"body\":\"{\\\"s\\\":\\\"{{$stamp}}\\\"}\",\"connections\":1,\"threads\":1,"
+             "\"requests\":3}}",
+             iport);
+    r = tool(m, "run_load_test", args);
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_decref(r);
+    snprintf(args, sizeof(args), "{\"port\":%d}", iport);
+    r = tool(m, "inbox_read", args);
+    caps = json_object_get(json_object_get(r, "structuredContent"), "captures");
+    assert_int_equal(json_array_size(caps), 3);
+    c0 = json_array_get(caps, 0);
+    assert_non_null(strstr(json_string_value(json_object_get(c0, "body")), "\"s\":\""));
+    assert_true(json_is_null(json_object_get(c0, "stamp")));
+    json_decref(r);
+    r = tool(m, "inbox_stop", args);
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    json_decref(r);
 
     snprintf(args, sizeof(args), "{\"port\":%d}", port);
     r = tool(m, "stop_target", args);

@@ -3,7 +3,8 @@
  * Views (the URL's hash): #/runs (the list), #/new (a run from the quick face's fields, or a
  * plan with Validate), #/run/ID (live charts while it runs, the HTML report once it has a
  * result, its stored series otherwise), #/compare/A/B (overlaid percentile curves and a table
- * of deltas). Live figures come from GET /runs/ID/live (Server-Sent Events read through fetch,
+ * of deltas), #/inbox (the webhook inbox: per-path counts and latency, the stamped streams'
+ * matching, the latest captures, live from its SSE stream). Live figures come from GET /runs/ID/live (Server-Sent Events read through fetch,
  * so the bearer token travels as a header: EventSource cannot send one).
  *
  * Every string from the API reaches the page through textContent (never innerHTML); the run's
@@ -20,7 +21,8 @@
   var view = document.getElementById('view');
   var state = { stop: null, timers: [], charts: [] };
   /* what the browser test reads */
-  var probe = window.squallDash = { liveUpdates: 0, liveEvents: 0, charts: state.charts, view: '' };
+  var probe = window.squallDash = { liveUpdates: 0, liveEvents: 0, charts: state.charts, view: '',
+    inboxEvents: 0, inboxRefreshes: 0, inboxCleared: 0 };
 
   /* ---- helpers ---- */
 
@@ -151,11 +153,16 @@
   }
 
   /* Follows /runs/ID/live: calls on(event, data) per event until the stream ends or stop(). */
-  function follow(id, on) {
+  function follow(id, on) { return sse('/runs/' + id + '/live', on); }
+
+  /* Reads Server-Sent Events from path: on(name, data) per event ('open' once it answers),
+   * until the stream ends or the returned stop(). */
+  function sse(path, on) {
     var ctl = new AbortController();
     var done = false;
-    call('/runs/' + id + '/live', { signal: ctl.signal }).then(function (r) {
+    call(path, { signal: ctl.signal }).then(function (r) {
       if (!r.ok || !r.body) throw new Error('HTTP ' + r.status);
+      on('open', {});
       var reader = r.body.getReader(), dec = new TextDecoder(), buf = '';
       function pump() {
         return reader.read().then(function (x) {
@@ -705,6 +712,167 @@
     }).catch(function (e) { out.appendChild(h('p', { class: 'note bad', text: e.message })); });
   }
 
+  /* ---- the webhook inbox (#/inbox) ---- */
+
+  /* Per-path counts and latency, the stamped streams' matching, and the latest captures, live:
+   * the inbox's SSE stream (GET /inbox/_inbox/stream) says when something arrived, and the view
+   * then reads what is new from /inbox/_inbox/captures?since= and the counts from stats. */
+  function inboxView(params) {
+    var KEEP = 100; /* capture rows shown */
+    var prefix = params.path || '';
+    var cursor = null, rows = [], timer = null, busy = false, again = false;
+    var filter = h('input', { id: 'inbox-filter', type: 'search', placeholder: 'path starts with… (/hooks)',
+      value: prefix, 'aria-label': 'filter by path' });
+    var dot = h('span', { class: 'dot off', id: 'inbox-live', title: 'live' });
+    filter.addEventListener('change', function () {
+      go('#/inbox' + (filter.value ? '?path=' + encodeURIComponent(filter.value) : ''));
+    });
+    var clear = h('button', { class: 'danger', id: 'inbox-clear', onclick: function () {
+      api('/inbox/_inbox/captures', { method: 'DELETE' }).then(function () {
+        rows = [];
+        probe.inboxCleared++;
+        refresh();
+      }).catch(alertErr);
+    } }, 'Clear captures');
+    view.appendChild(h('div', { class: 'toolbar' }, h('h1', { text: 'Webhook inbox' }), dot,
+      h('span', { class: 'grow' }), filter, clear));
+    view.appendChild(h('p', { class: 'muted' }, 'Point webhooks at ',
+      h('code', { text: location.origin + '/inbox/…' }),
+      '. Calls carrying a squall event stamp ({{$stamp}}) are matched to their sends.'));
+    var tiles = h('div', { class: 'tiles', id: 'inbox-tiles' });
+    var paths = h('div', { id: 'inbox-paths' });
+    var streams = h('div', { id: 'inbox-streams' });
+    var caps = h('div', { id: 'inbox-captures' });
+    view.appendChild(tiles);
+    view.appendChild(h('h2', { text: 'Paths' }));
+    view.appendChild(paths);
+    view.appendChild(h('h2', { text: 'Stamped streams' }));
+    view.appendChild(streams);
+    view.appendChild(h('h2', { text: 'Latest captures' }));
+    view.appendChild(caps);
+
+    function tile(k, v, id) { return h('div', { class: 'tile', 'data-tile': id }, h('div', { class: 'k', text: k }), h('div', { class: 'v', text: v })); }
+    function matches(p) { return !prefix || p.slice(0, prefix.length) === prefix; }
+
+    function renderStats(st) {
+      tiles.textContent = '';
+      [['captured', 'captured'], ['kept', 'stored'], ['evicted', 'evicted'], ['truncated', 'truncated'],
+        ['stamped', 'stamped']].forEach(function (t) { tiles.appendChild(tile(t[0], fmtNum(st[t[1]], 0), t[1])); });
+      var names = Object.keys(st.paths || {}).filter(matches).sort();
+      paths.textContent = '';
+      if (!names.length) {
+        paths.appendChild(h('p', { class: 'note', id: 'inbox-no-paths', text: 'Nothing captured' + (prefix ? ' under ' + prefix : '') + ' yet.' }));
+      } else {
+        var tb = h('tbody');
+        names.forEach(function (n) {
+          var p = st.paths[n], l = p.latency || {};
+          tb.appendChild(h('tr', { 'data-path': n },
+            h('td', { class: 'mono', text: n }),
+            h('td', { class: 'n', 'data-k': 'count', text: fmtNum(p.count, 0) }),
+            h('td', { class: 'n', 'data-k': 'stamped', text: fmtNum(p.stamped, 0) }),
+            h('td', { class: 'n', 'data-k': 'missing', text: fmtNum(p.missing, 0) }),
+            h('td', { class: 'n', 'data-k': 'duplicates', text: fmtNum(p.duplicates, 0) }),
+            h('td', { class: 'n', 'data-k': 'out_of_order', text: fmtNum(p.out_of_order, 0) }),
+            h('td', { class: 'n', 'data-k': 'p50', text: fmtUs(l.p50_us) }),
+            h('td', { class: 'n', 'data-k': 'p90', text: fmtUs(l.p90_us) }),
+            h('td', { class: 'n', 'data-k': 'p99', text: fmtUs(l.p99_us) }),
+            h('td', { class: 'n', 'data-k': 'max', text: fmtUs(l.max_us) })));
+        });
+        paths.appendChild(h('table', null, h('thead', null, h('tr', null,
+          ['path', 'count', 'stamped', 'missing', 'duplicates', 'out of order', 'p50', 'p90', 'p99', 'max'].map(function (t, i) {
+            return h('th', { class: i ? 'n' : null, text: t });
+          }))), tb));
+      }
+      var ss = (st.streams || []).filter(function (s) { return s.path == null || matches(s.path); });
+      streams.textContent = '';
+      if (!ss.length) {
+        streams.appendChild(h('p', { class: 'muted', text: 'No stamped event yet.' }));
+      } else {
+        var sb = h('tbody');
+        ss.forEach(function (s) {
+          sb.appendChild(h('tr', { 'data-stream': s.stream },
+            h('td', { class: 'mono', text: s.stream }), h('td', { class: 'mono', text: s.path || '' }),
+            h('td', { class: 'n', text: fmtNum(s.received, 0) }), h('td', { class: 'n', text: fmtNum(s.missing, 0) }),
+            h('td', { class: 'n', text: fmtNum(s.duplicates, 0) }), h('td', { class: 'n', text: fmtNum(s.out_of_order, 0) }),
+            h('td', { class: 'n', text: fmtNum(s.highest_seq, 0) })));
+        });
+        streams.appendChild(h('table', null, h('thead', null, h('tr', null,
+          ['stream', 'first path', 'received', 'missing', 'duplicates', 'out of order', 'highest seq'].map(function (t, i) {
+            return h('th', { class: i > 1 ? 'n' : null, text: t });
+          }))), sb));
+      }
+    }
+
+    function renderCaptures() {
+      caps.textContent = '';
+      if (!rows.length) {
+        caps.appendChild(h('p', { class: 'note', id: 'inbox-no-captures', text: 'No captures' + (prefix ? ' under ' + prefix : '') + '.' }));
+        return;
+      }
+      var tb = h('tbody');
+      rows.slice().reverse().forEach(function (c) {
+        var st = c.stamp;
+        var body = c.body.length > 160 ? c.body.slice(0, 160) + '…' : c.body;
+        tb.appendChild(h('tr', { class: 'capture-row', 'data-seq': c.seq, 'data-path': c.path },
+          h('td', { class: 'n', text: String(c.seq) }),
+          h('td', { text: new Date(c.time_ms).toLocaleTimeString() }),
+          h('td', { text: c.method }),
+          h('td', { class: 'mono target', title: c.path, text: c.path }),
+          h('td', { class: 'mono', 'data-k': 'stamp', text: st ? st.stream + ' #' + st.seq + (st.duplicate ? ' (duplicate)' : '') : '—' }),
+          h('td', { class: 'n', text: st ? fmtUs(st.latency_us) : '—' }),
+          h('td', { class: 'n', text: fmtNum(c.body_len, 0) + (c.truncated ? ' (cut)' : '') }),
+          h('td', { class: 'mono target', title: body, text: body })));
+      });
+      caps.appendChild(h('table', null, h('thead', null, h('tr', null,
+        ['seq', 'time', 'method', 'path', 'stamp', 'latency', 'bytes', 'body'].map(function (t, i) {
+          return h('th', { class: i === 0 || i === 5 || i === 6 ? 'n' : null, text: t });
+        }))), tb));
+    }
+
+    /* What is new since the cursor (a few pages at most), then the counts. */
+    function refresh() {
+      if (busy) { again = true; return; }
+      busy = true;
+      var q = prefix ? '&path=' + encodeURIComponent(prefix) : '';
+      var pages = 0;
+      function page() {
+        return api('/inbox/_inbox/captures?limit=1000&since=' + cursor + q).then(function (d) {
+          if (d.oldest > 0 && rows.length && rows[0].seq < d.oldest) rows = rows.filter(function (c) { return c.seq >= d.oldest; });
+          rows = rows.concat(d.captures).slice(-KEEP);
+          cursor = d.next;
+          if (d.more && ++pages < 5) return page();
+        });
+      }
+      var first = cursor == null ? api('/inbox/_inbox/stats').then(function (st) {
+        cursor = Math.max(0, st.next_seq - 1 - 1000);
+      }) : Promise.resolve();
+      first.then(page).then(function () { return api('/inbox/_inbox/stats'); }).then(function (st) {
+        if (!view.contains(tiles)) return;
+        renderStats(st);
+        renderCaptures();
+        probe.inboxRefreshes++;
+      }).catch(function (e) {
+        caps.textContent = '';
+        caps.appendChild(h('p', { class: 'note bad', text: e.message }));
+      }).then(function () {
+        busy = false;
+        if (again) { again = false; refresh(); }
+      });
+    }
+    function soon() { if (!timer) timer = setTimeout(function () { timer = null; refresh(); }, 150); }
+
+    refresh();
+    var stop = sse('/inbox/_inbox/stream', function (name) {
+      if (name === 'open') { dot.className = 'dot'; return; }
+      if (name === 'error') { dot.className = 'dot off'; return; }
+      probe.inboxEvents++;
+      soon();
+    });
+    state.stop = function () { stop(); clearTimeout(timer); };
+    /* a slow trickle the stream batches, or a stream that failed: poll too, gently */
+    state.timers.push(setInterval(refresh, 5000));
+  }
+
   /* ---- routing ---- */
 
   function go(hash) { if (location.hash === hash) route(); else location.hash = hash; }
@@ -729,6 +897,7 @@
     if (name === 'new') newView();
     else if (name === 'run' && /^\d+$/.test(parts[1] || '')) runView(parts[1]);
     else if (name === 'compare') compareView(parts[1], parts[2]);
+    else if (name === 'inbox') inboxView(q);
     else runsView(q);
     document.title = 'squall · ' + (name === 'run' ? 'run ' + parts[1] : name);
   }
