@@ -258,10 +258,10 @@ int sq_cli_quick(int argc, char **argv)
 
     struct sq_sink *sink = NULL;
     if (o.nsinks) {
-        struct sq_cli_sink_opts so = {.nurls = o.nsinks,
-                                      .stamp = o.sink_stamp,
-                                      .settle_ns = o.sink_settle_ns,
-                                      .mqtt_qos = -1};
+        struct sq_sink_beside_opts so = {.nurls = o.nsinks,
+                                         .stamp = o.sink_stamp,
+                                         .settle_ns = o.sink_settle_ns,
+                                         .mqtt_qos = -1};
         memcpy(so.urls, o.sinks, o.nsinks * sizeof(so.urls[0]));
         cfg->run_id = sq_run_new_id();
         if ((rc = sq_cli_sink_begin(FACE, &so, cfg->run_id, &sink)) != 0) {

@@ -261,9 +261,9 @@ int sq_cli_run(int argc, char **argv)
 
     struct sq_sink *sink = NULL;
     if (p->sink) {
-        struct sq_cli_sink_opts so;
+        struct sq_sink_beside_opts so;
         char http[300];
-        sq_cli_sink_plan_opts(p, &so, http, sizeof(http));
+        sq_sink_beside_plan_opts(p, &so, http, sizeof(http));
         run.cfg.run_id = sq_run_new_id();
         if ((rc = sq_cli_sink_begin(FACE, &so, run.cfg.run_id, &sink)) != 0) {
             exit_code = rc;

@@ -69,6 +69,17 @@ bool sq_daemon__req_tick(struct sq_daemon__req *rq, const struct sq_second *s,
 /* After sq_run: the squall.result/1 document, exactly what the CLI writes with --json for the
  * same run (NULL when out of memory). */
 json_t *sq_daemon__req_doc(struct sq_daemon__req *rq, struct sq_result *res);
+/* A plan's sink: section (none: nothing done, *subscribed true). After sq_daemon__req_setup,
+ * before the load: starts the sink (listens, subscribes; waits up to 5 s or *stop for the
+ * subscriptions: *subscribed false when they did not come). Returns 0, or a negative code with
+ * err "plan.yaml:L:C: sink: why" (the port is taken, ...). */
+SQ_MUST_CHECK int sq_daemon__req_sink_begin(struct sq_daemon__req *rq, volatile int *stop,
+                                            bool *subscribed, char *err, size_t len);
+bool sq_daemon__req_has_sink(const struct sq_daemon__req *rq);
+/* After the load (and sq_daemon__req_doc): tells the sink what the run stamped, waits its
+ * settle (cut short by *stop), stops it and puts its `sink` block into doc (when not NULL). */
+void sq_daemon__req_sink_end(struct sq_daemon__req *rq, const struct sq_result *res, json_t *doc,
+                             volatile int *stop);
 /* The worker threads and the most VUs the set-up run uses. */
 void sq_daemon__req_shape(const struct sq_daemon__req *rq, uint32_t *workers, uint64_t *vus);
 void sq_daemon__req_free(struct sq_daemon__req *rq);

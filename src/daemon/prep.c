@@ -27,6 +27,8 @@
 #include "output/plan_json.h"
 #include "plan/exec.h"
 #include "plan/plan.h"
+#include "sink/beside.h"
+#include "sink/sink.h"
 
 #define PLAN_NAME_DEFAULT "plan.yaml"
 
@@ -45,6 +47,9 @@ struct sq_daemon__req {
     struct sq_planrun_watch watch;
     bool watch_set;
     struct sq_th_verdicts verdicts;
+    /* a plan's sink: section, beside the load (sink/beside.h) */
+    struct sq_sink *sink;
+    uint64_t sink_run_id;
 };
 
 static int fail(char *err, size_t len, int rc, const char *fmt, ...)
@@ -179,13 +184,10 @@ static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t
         return fail(err, len, -SQ_EPARSE,
                     "%s:%u:%u: script: the daemon runs no Lua from plans (no hooks here)",
                     r->plan_name, r->plan->script_loc.line, r->plan->script_loc.col);
-    /* A sink: section listens or subscribes for the run's events: not done by the daemon yet,
-     * so refused rather than silently left out of the result. */
-    if (r->plan->sink)
-        return fail(err, len, -SQ_EPARSE,
-                    "%s:%u:%u: sink: the daemon runs no sink (run this plan with `squall run`, "
-                    "which counts what arrives)",
-                    r->plan_name, r->plan->sink->loc.line, r->plan->sink->loc.col);
+    /* A sink: section is checked as the sink will check it (URLs, the stamp spec), on
+     * /validate too; it listens or subscribes only when the run's turn comes. */
+    if ((rc = sq_sink_beside_plan_check(r->plan, r->plan_name, err, len)) < 0)
+        return rc;
     sq_planrun_opts_init(&r->po);
     r->po.plan = r->plan_name;
     r->po.refuse_scripts = true;
@@ -326,6 +328,8 @@ int sq_daemon__req_setup(struct sq_daemon__req *r, struct sq_run_config **cfg, c
         r->watch_set = true;
         *cfg = &r->pr.cfg;
         need = r->pr.vus;
+        if (r->plan->sink) /* the id its stamps carry, which the sink counts */
+            r->pr.cfg.run_id = r->sink_run_id = sq_run_new_id();
     }
     return sq_net_raise_nofile(need, r->kind == SQ_STORE_QUICK ? "connections" : "VUs", err, len);
 }
@@ -348,6 +352,41 @@ json_t *sq_daemon__req_doc(struct sq_daemon__req *r, struct sq_result *res)
     return sq_report_planrun_doc(&r->pr, res, &r->verdicts);
 }
 
+int sq_daemon__req_sink_begin(struct sq_daemon__req *r, volatile int *stop, bool *subscribed,
+                              char *err, size_t len)
+{
+    *subscribed = true;
+    if (r->kind != SQ_STORE_PLAN || !r->plan->sink)
+        return 0;
+    struct sq_sink_beside_opts o;
+    char http[300];
+    sq_sink_beside_plan_opts(r->plan, &o, http, sizeof(http));
+    char why[1024] = "";
+    int rc = sq_sink_beside_start(&o, r->sink_run_id, stop, &r->sink, subscribed, why, sizeof(why));
+    if (rc < 0) /* the sink's words name its flags ("--http: ..."): here they are keys */
+        return fail(err, len, rc, "%s:%u:%u: sink: %s", r->plan_name, r->plan->sink->loc.line,
+                    r->plan->sink->loc.col, strncmp(why, "--", 2) == 0 ? why + 2 : why);
+    return 0;
+}
+
+bool sq_daemon__req_has_sink(const struct sq_daemon__req *r)
+{
+    return r->sink != NULL;
+}
+
+void sq_daemon__req_sink_end(struct sq_daemon__req *r, const struct sq_result *res, json_t *doc,
+                             volatile int *stop)
+{
+    if (!r->sink)
+        return;
+    json_t *block = sq_sink_beside_end(r->sink, res->run_id, res->stamped, res->nstreams, stop);
+    r->sink = NULL;
+    if (block && doc)
+        json_object_set_new(doc, "sink", block);
+    else
+        json_decref(block);
+}
+
 void sq_daemon__req_shape(const struct sq_daemon__req *r, uint32_t *workers, uint64_t *vus)
 {
     if (r->kind == SQ_STORE_QUICK) {
@@ -363,6 +402,7 @@ void sq_daemon__req_free(struct sq_daemon__req *r)
 {
     if (!r)
         return;
+    sq_sink_free(r->sink); /* the run failed before its end: no settle */
     if (r->qr_set)
         sq_quick_run_dispose(&r->qr);
     if (r->kind == SQ_STORE_QUICK)

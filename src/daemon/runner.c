@@ -273,6 +273,36 @@ static void live_finish(struct sq_daemon *d, struct sq_daemon__live *l, enum sq_
         sq_daemon__log(d, "run %lld: the API could not be told the run ended", (long long)l->id);
 }
 
+/* Tells the followers that the load ended and the sink waits for what is still on its way
+ * (event: settle). */
+static void live_settle(struct sq_daemon *d, struct sq_daemon__live *l, const struct sq_result *res)
+{
+    uint64_t stamped = 0;
+    for (uint32_t w = 0; w < res->nstreams; w++)
+        stamped += res->stamped ? res->stamped[w] : 0;
+    char *ev = malloc(128);
+    if (!ev)
+        return;
+    snprintf(ev, 128, "event: settle\ndata: {\"run\":%lld,\"stamped\":%llu}\n\n", (long long)l->id,
+             (unsigned long long)stamped);
+    pthread_mutex_lock(&l->mu);
+    if (l->nev == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->ev, cap * sizeof(*v));
+        if (v) {
+            l->ev = v;
+            l->cap = cap;
+        }
+    }
+    if (l->nev < l->cap) {
+        l->ev[l->nev++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&l->mu);
+    free(ev);
+    live_post(d, l, LIVE_TICK);
+}
+
 static const char *status_word(enum sq_store_status st)
 {
     return sq_store_status_name(st);
@@ -318,12 +348,23 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
     const char *reason = NULL;
     char why_buf[512] = "";
     json_t *doc = NULL;
+    bool subscribed = true;
     if (rc < 0) {
         snprintf(why_buf, sizeof(why_buf), "%.500s", err);
         reason = why_buf;
     } else if ((rc = sq_latency_hist_new(&x.total)) < 0) {
         reason = "out of memory";
+    } else if ((rc = sq_daemon__req_sink_begin(job->req, &job->stop, &subscribed, err,
+                                               sizeof(err))) < 0) {
+        /* a plan's sink could not listen or start: this run fails, the daemon goes on */
+        snprintf(why_buf, sizeof(why_buf), "%.500s", err);
+        reason = why_buf;
     } else {
+        if (!subscribed)
+            sq_daemon__log(d,
+                           "run %lld: sink: not subscribed after 5s; the load starts anyway "
+                           "(events before the subscription are lost to the sink)",
+                           (long long)job->id);
         x.open = run_is_open(cfg);
         cfg->stop = &job->stop;
         cfg->on_tick = on_tick;
@@ -336,6 +377,12 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
             reason = why_buf;
         } else {
             doc = sq_daemon__req_doc(job->req, &res);
+            if (sq_daemon__req_has_sink(job->req)) {
+                /* the sink's settle: this run (and the queue behind it) waits for the events
+                 * still on their way, up to its settle time after the last one; a stop ends it */
+                live_settle(d, l, &res);
+                sq_daemon__req_sink_end(job->req, &res, doc, &job->stop);
+            }
             bool stopped = __atomic_load_n(&job->stop, __ATOMIC_RELAXED) && !x.abort_why;
             if (stopped) {
                 pthread_mutex_lock(&d->mu); /* written under it by sq_daemon__threads_stop */

@@ -151,7 +151,7 @@ struct sq_plan_var {
 };
 
 /* sink: what arrives at the far end of the run's pipeline, counted beside the load in one
- * process (cli/sinkrun.h, sink/sink.h). Strings owned; URLs as written. */
+ * process (sink/beside.h, sink/sink.h). Strings owned; URLs as written. */
 struct sq_plan_sink {
     char *http; /* HOST:PORT to listen on */
     char *nats, *mqtt;

@@ -13,6 +13,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -86,9 +88,9 @@ class Client:
         return doc["id"]
 
 
-def sse(port, rid, token=None, timeout=60, stop_after=None):
+def sse(port, rid, token=None, timeout=60, stop_after=None, until="end"):
     """Reads /runs/ID/live; returns [(event, data dict, id or None)] until the end event (or
-    stop_after events)."""
+    the `until` event, or stop_after events)."""
     conn = httpclient.HTTPConnection(HOST, port, timeout=timeout)
     hdrs = {"Authorization": "Bearer " + token} if token else {}
     conn.request("GET", "/runs/%d/live" % rid, headers=hdrs)
@@ -105,7 +107,7 @@ def sse(port, rid, token=None, timeout=60, stop_after=None):
             if line == "":
                 if cur:
                     events.append((cur.get("event"), json.loads(cur["data"]), cur.get("id")))
-                    if cur.get("event") == "end" or (stop_after and len(events) >= stop_after):
+                    if cur.get("event") in ("end", until) or (stop_after and len(events) >= stop_after):
                         break
                 cur = {}
                 continue
@@ -123,6 +125,26 @@ PLAN_WITH_SCRIPT = ("target: http://127.0.0.1:1\n"
                     "scenarios:\n"
                     "  a: {executor: shared-iterations, vus: 1, iterations: 1,\n"
                     "      flow: [{request: {url: /}}]}\n")
+
+
+def sink_plan(port, sink_port, stamp="json:$.stamp", settle="1s", n=1):
+    """A plan that POSTs n stamped events to port and counts them on a sink listening on
+    sink_port (the same port: the load feeds its own sink)."""
+    return ("target: http://127.0.0.1:%d\n"
+            "sink:\n  http: 127.0.0.1:%d\n  stamp: '%s'\n  settle: %s\n"
+            "scenarios:\n"
+            "  a: {executor: shared-iterations, vus: 4, iterations: %d,\n"
+            "      flow: [{request: {method: POST, url: /events,\n"
+            "              body: '{\"id\":1,\"stamp\":\"{{$stamp}}\"}'}}]}\n"
+            % (port, sink_port, stamp, settle, n))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind((HOST, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def quick(port, **kw):
@@ -389,6 +411,8 @@ class TestApi(DaemonCase):
             ({"quick": {"url": "http://127.0.0.1:1/", "duration": "2h"}}, 400, "max_duration"),
             ({"quick": {"url": "http://127.0.0.1:1/", "script": "/tmp/x.lua"}}, 400, "script"),
             ({"plan": PLAN_WITH_SCRIPT, "file": "h.yaml"}, 400, "h.yaml:2:9: script:"),
+            ({"plan": sink_plan(1, 9, stamp="json:t"), "file": "s.yaml"}, 400,
+             "s.yaml:3:3: sink: stamp: "),
         ]
         for body, want, word in cases:
             st, doc = self.c.post("/runs", body)
@@ -424,15 +448,15 @@ class TestApi(DaemonCase):
         self.assertEqual(st, 200)
         self.assertFalse(doc["ok"])
         self.assertIn("plan.yaml:2:9: script: the daemon runs no Lua", doc["error"])
-        # a plan's sink: is refused by name, not left out of the result
-        st, doc = self.c.post("/validate", {"plan": "target: http://127.0.0.1:1\n"
-                                                    "sink:\n  http: 127.0.0.1:9\n"
-                                                    "scenarios:\n  a: {executor: shared-iterations, "
-                                                    "vus: 1, iterations: 1,\n"
-                                                    "      flow: [{request: {url: /}}]}\n"})
+        # a plan's sink: section is checked as the sink will check it, and named by its place
+        st, doc = self.c.post("/validate", {"plan": sink_plan(1, 9, stamp="xml:t")})
         self.assertEqual(st, 200)
         self.assertFalse(doc["ok"])
-        self.assertIn("plan.yaml:3:3: sink: the daemon runs no sink", doc["error"])
+        self.assertIn("plan.yaml:3:3: sink: stamp: 'xml:t'", doc["error"])
+        st, doc = self.c.post("/validate", {"plan": sink_plan(1, 9)})
+        self.assertEqual(st, 200)
+        self.assertTrue(doc["ok"], doc)
+        self.assertIn("sink http 127.0.0.1:9", doc["description"])
         st, doc = self.c.post("/validate", b"[1]")
         self.assertEqual(st, 400)
         self.assertIn("object", doc["error"])
@@ -695,6 +719,89 @@ class TestCors(DaemonCase):
         st, doc = self.c.post("/validate", {"quick": quick(self.tport)},
                               headers={"Origin": "https://ui.example"})
         self.assertEqual(st, 200)
+
+
+class TestSink(DaemonCase):
+    """A plan's sink: section run by the daemon beside the load, as `squall run` runs it."""
+
+    def submit(self, plan):
+        st, doc = self.c.post("/runs", {"plan": plan, "file": "sink.yaml"})
+        self.assertEqual(st, 201, doc)
+        return doc["id"]
+
+    def test_load_feeds_its_own_sink(self):
+        port = free_port()
+        rid = self.submit(sink_plan(port, port, n=2000))
+        run = self.c.wait(rid)
+        self.assertEqual(run["status"], "finished", run)
+        doc = run["result"]
+        s = doc["sink"]
+        self.assertEqual(doc["requests"]["completed"], 2000)
+        self.assertEqual((s["sent"], s["delivered"], s["lost"], s["duplicates"], s["unstamped"]),
+                         (2000, 2000, 0, 0, 0))
+        self.assertEqual(s["latency"]["count"], 2000)
+        self.assertNotIn("settle_stopped", s)
+
+    def test_a_taken_port_fails_that_run_only(self):
+        busy = socket.socket()
+        busy.bind((HOST, 0))
+        busy.listen(1)
+        try:
+            port = busy.getsockname()[1]
+            rid = self.submit(sink_plan(self.tport, port))
+            run = self.c.wait(rid)
+        finally:
+            busy.close()
+        self.assertEqual(run["status"], "failed", run)
+        self.assertIn("sink.yaml:3:3: sink: http: cannot listen on 127.0.0.1:%d: " % port,
+                      run["reason"])
+        self.assertIn("in use", run["reason"])
+        self.assertIsNone(run.get("result"))
+        # the daemon goes on: the next run (a plain one) finishes
+        self.assertEqual(self.c.get("/health")[0], 200)
+        rid = self.c.start(quick(self.tport, requests=20))
+        self.assertEqual(self.c.wait(rid)["status"], "finished")
+
+    def test_stop_during_the_settle(self):
+        """The events go to the target, not to the sink: it would wait its whole 60 s settle.
+        The live events say when the settle begins; a stop then ends the run at once."""
+        rid = self.submit(sink_plan(self.tport, free_port(), settle="60s", n=20))
+        events = sse(self.port, rid, timeout=30, until="settle")
+        self.assertIn("settle", [e[0] for e in events], events)
+        settle = [e for e in events if e[0] == "settle"][0][1]
+        self.assertEqual(settle, {"run": rid, "stamped": 20})
+        t0 = time.monotonic()
+        st, doc = self.c.post("/runs/%d/stop" % rid)
+        self.assertEqual((st, doc["status"]), (202, "stopping"), doc)
+        run = self.c.wait(rid, timeout=30)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(run["status"], "stopped", run)
+        s = run["result"]["sink"]
+        self.assertEqual((s["sent"], s["delivered"], s["lost"]), (20, 0, 20))
+        self.assertTrue(s["settle_stopped"])
+
+    def test_shutdown_during_the_settle(self):
+        """SIGTERM while a run's sink settles: the daemon stops the run, stores it and exits."""
+        data = os.path.join(self.tmp, "shutdown")
+        proc, port = sqtest.start_serve("--data", data)
+        try:
+            c = Client(port, self.oapi)
+            st, doc = c.post("/runs", {"plan": sink_plan(self.tport, free_port(), settle="60s",
+                                                         n=5)})
+            self.assertEqual(st, 201, doc)
+            rid = doc["id"]
+            self.assertEqual(sse(port, rid, timeout=30, until="settle")[-1][0], "settle")
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(timeout=30)
+            self.assertLess(time.monotonic() - t0, 10)
+            self.assertEqual(rc, 0)
+        finally:
+            sqtest.stop(proc)
+            with open(proc.log_path, errors="replace") as f:
+                log = f.read()
+            os.unlink(proc.log_path)
+        self.assertIn("run %d stopped: the daemon shut down" % rid, log)
 
 
 class TestRetention(DaemonCase):

@@ -565,6 +565,9 @@
           lastTotals = d.totals;
           if (d.totals) totalsTiles(tbox, d.totals, true);
           lc.draw();
+        } else if (ev === 'settle') {
+          var sn = document.getElementById('live-note');
+          if (sn) sn.textContent = 'Load done (' + fmtNum(d.stamped) + ' stamped): the sink waits for the events still on their way…';
         } else if (ev === 'end') {
           state.stop = null;
           setTimeout(function () { route(); }, 300); /* the stored run: its report */
