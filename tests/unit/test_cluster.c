@@ -363,7 +363,7 @@ static void xs_add(struct sq_xsamples *xs, uint32_t cls, int64_t end_ns, const c
 static void xsamples_over_the_wire(void **state)
 {
     (void)state;
-    const char *names[] = {"a"};
+    const char *names[] = {"a", "b"};
     struct sq_result r;
     make_result(&r, 1000, names);
     r.xsamples.per_class = 2;
