@@ -29,12 +29,12 @@ test-asan: deps
 		ctest --output-on-failure -j1
 
 # The threaded parts (engine and server workers, the run store, the daemon's API, runner and ops
-# threads) again under ThreadSanitizer.
+# threads, the bus drivers and the sink's HTTP workers and thread) again under ThreadSanitizer.
 test-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DSQ_TSAN=ON >/dev/null
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
 	@cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1 \
-		ctest --output-on-failure -j1 -R 'test_engine|test_wsdrv|test_server|test_store|test_daemon|test_cluster|e2e.test_quick|e2e.test_executors|e2e.test_plans|e2e.test_protocols|e2e.test_wrk|e2e.test_plan_scripts|e2e.test_ws$$|e2e.test_cluster|e2e.test_daemon'
+		ctest --output-on-failure -j1 -R 'test_engine|test_wsdrv|test_server|test_store|test_daemon|test_cluster|e2e.test_quick|e2e.test_executors|e2e.test_plans|e2e.test_protocols|e2e.test_wrk|e2e.test_plan_scripts|e2e.test_ws$$|e2e.test_cluster|e2e.test_daemon|test_busdrv|test_nats|test_mqtt|test_stamp|e2e.test_pipeline|e2e.test_proto_live|e2e.test_sink'
 
 fuzz:
 	@scripts/deps.sh fuzz

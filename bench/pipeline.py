@@ -16,6 +16,12 @@ Benches (each a few seconds, every load bounded by -n or -d; servers started her
             completed requests exactly, with nothing lost or unstamped. The same plan over h2c
             (--http2 --streams 16), and the quick face's static body over HTTP/1.1 (-c 64) and
             h2c (-c 4 --streams 64). Arms alternate within each round.
+  sink-pipe The same sink fed exact counts of stamped POSTs by bench/sink_feed.c (a pipelining
+            HTTP/1.1 feeder on CPU 1): 64 connections with one request in flight each, and 4
+            connections writing 16, 64 or 256 pipelined requests per send(); and squall's own
+            client pipelining them (`squall wrk -s bench/sink_pipeline.lua -t 1 -c 4 -d 3s`,
+            64 stamped POSTs per request() batch). Delivered must equal sent, nothing lost,
+            duplicated or unstamped. The arms' order rotates per round.
 
 nats-server / mosquitto / the sink on CPU 0, squall's load on CPU 1 (taskset). Rounds alternate
 the arms; the table gives the median and the range.
@@ -288,6 +294,84 @@ def bench_sink(a, rounds):
         print("| %s | %s | %s |" % (name, summary(rates), summary(cpu)))
 
 
+# The sink fed by bench/sink_feed.c (a pipelining HTTP/1.1 feeder): (name, --conns, --depth,
+# events). Depth 1 is one request in flight per connection, what a non-pipelining client does.
+PIPE_ARMS = [
+    ("64 connections, 1 request in flight each (no pipelining)", 64, 1, 60000),
+    ("4 connections, 16 pipelined requests per write", 4, 16, 300000),
+    ("4 connections, 64 pipelined requests per write", 4, 64, 300000),
+    ("4 connections, 256 pipelined requests per write", 4, 256, 300000),
+    # squall's own client: `squall wrk -s bench/sink_pipeline.lua` (wrk's pipeline.lua with a
+    # stamp per request), 64 per batch for 3 s; count None: delivered must equal its sent
+    ("squall wrk -s bench/sink_pipeline.lua -t 1 -c 4 -d 3s (64 per write)", 4, 64, None),
+]
+
+
+def pipe_round(a, conns, depth, count):
+    """One `squall sink --http -t 1` on CPU 0 fed `count` stamped POSTs by bench/sink_feed on
+    CPU 1; the sink must have delivered exactly `count`, nothing lost, duplicated or unstamped.
+    Returns (events/s of the feed, events per CPU second of the sink over its whole life)."""
+    port = free_port()
+    d = tempfile.mkdtemp(prefix="sq-bench-sinkpipe-")
+    out = os.path.join(d, "sink.json")
+    sink = subprocess.Popen(["taskset", "-c", "0", os.path.join(a.build, "squall"), "sink",
+                             "--http", "%s:%d" % (HOST, port), "-t", "1", "--idle", "1s",
+                             "--json", out, "-q"], stdout=subprocess.DEVNULL)
+    try:
+        wait_port(port, sink)
+        if count is None:
+            # script arguments last (after "--"): the JSON to stdout before the URL
+            p = subprocess.run(
+                ["taskset", "-c", "1", os.path.join(a.build, "squall"), "wrk", "-s",
+                 os.path.join(ROOT, "bench", "sink_pipeline.lua"), "-t", "1", "-c", str(conns),
+                 "-d", "3s", "--json", "-", "http://%s:%d/e" % (HOST, port), "--", str(depth)],
+                capture_output=True, text=True, timeout=120)
+            if p.returncode != 0:
+                sys.exit("squall wrk: exit %d: %s" % (p.returncode, p.stderr))
+            doc = json.loads(p.stdout)
+            count = doc["requests"]["sent"] # the requests still in flight at the end arrive too
+            feed = {"answered": count, "seconds": doc["duration_s"]}
+        else:
+            feed = json.loads(subprocess.run(
+                ["taskset", "-c", "1", os.path.join(a.build, "bench", "sink_feed"), str(port),
+                 str(count), "--conns", str(conns), "--depth", str(depth)],
+                check=True, capture_output=True, text=True, timeout=120).stdout)
+        c = wait_cpu(sink)
+    finally:
+        stop(sink)
+    with open(out) as f:
+        s = json.load(f)["sink"]
+    shutil.rmtree(d, ignore_errors=True)
+    if (feed["answered"] != count or s["delivered"] != count or s["lost"] or s["duplicates"]
+            or s["unstamped"]):
+        sys.exit("sink-pipe: sent %d, answered %d, delivered %d, lost %d, dup %d, unstamped %d" %
+                 (count, feed["answered"], s["delivered"], s["lost"], s["duplicates"],
+                  s["unstamped"]))
+    return count / feed["seconds"], count / c
+
+
+def bench_sink_pipe(a, rounds):
+    res = [([], [], []) for _ in PIPE_ARMS]
+    for rnd in range(rounds):
+        order = list(range(len(PIPE_ARMS)))
+        order = order[rnd % len(order):] + order[:rnd % len(order)]
+        for i in order:
+            _, conns, depth, count = PIPE_ARMS[i]
+            rate, per_cpu = pipe_round(a, conns, depth, count)
+            res[i][0].append(rate)
+            res[i][1].append(per_cpu)
+            res[i][2].append(os.getloadavg()[0])
+            print("# round %d: %s: %.0f events/s, %.0f per sink CPU s, load %.1f" % (
+                rnd, PIPE_ARMS[i][0], rate, per_cpu, os.getloadavg()[0]), flush=True)
+    print("\n| sink (-t 1, CPU 0) fed on CPU 1, exact counts "
+          "| events/s median (range) | events per CPU second of the sink, median (range) "
+          "| load average |")
+    print("|---|---|---|---|")
+    for (name, _, _, _), (rates, cpu, load) in zip(PIPE_ARMS, res):
+        print("| %s | %s | %s | %.1f .. %.1f |" % (name, summary(rates), summary(cpu),
+                                                   min(load), max(load)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -298,7 +382,8 @@ def main():
     print("# machine: %s, %d CPUs; load average %s" % (
         os.uname().release, os.cpu_count(), " ".join("%.1f" % x for x in os.getloadavg())))
     for b in a.benches.split(","):
-        {"js": bench_js, "mqtt-rt": bench_mqtt, "sink": bench_sink}[b](a, a.rounds)
+        {"js": bench_js, "mqtt-rt": bench_mqtt, "sink": bench_sink,
+         "sink-pipe": bench_sink_pipe}[b](a, a.rounds)
     print("# load average after: %s" % " ".join("%.1f" % x for x in os.getloadavg()))
 
 

@@ -6,10 +6,22 @@
  * SQ_MCP_MAX_MSG is dropped up to its newline and answered -32600. EOF on stdin ends the server;
  * the targets the tools started are stopped. The first SIGINT ends the run in progress and then
  * the server; a second kills it.
+ *
+ * Messages are handled one at a time, but stdin is read all the time: a reader thread takes the
+ * lines off stdin into a queue that the main thread handles in order. So a notifications/cancelled
+ * that names the tools/call in progress is seen while its run goes on: the reader stops the run
+ * (the run's stop flag, as SIGINT would), and the main thread then writes no response for that
+ * request (the spec: a cancelled request is not answered) and goes on with the next message.
+ * A cancellation of a request still in the queue drops it. Other messages that come during a
+ * run wait in the queue until it ends.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -35,38 +47,212 @@ static const char usage[] =
     "                          list_runs, get_run and compare_runs read it\n"
     "  -h, --help              this help\n";
 
-/* Reads one line (without its newline) into *buf, at most SQ_MCP_MAX_MSG bytes. Returns its
- * length, -1 at EOF with nothing read, -2 for a line too long (dropped up to its newline). */
-static long read_line(FILE *in, char **buf, size_t *cap)
+/* ---- the reader thread ---- */
+
+struct line {
+    struct line *next;
+    long n;     /* the length, or -2 (longer than SQ_MCP_MAX_MSG), -3 (out of memory) */
+    char *text; /* NUL-terminated, without its newline (owned) */
+};
+
+struct inq {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct line *head, **tail;
+    bool eof; /* the reader is done: nothing follows what is queued */
+    volatile int *stop;
+    json_t *inflight; /* the JSON-RPC id of the tools/call being handled, or NULL */
+    bool cancelled;   /* a notifications/cancelled named it */
+};
+
+static void push(struct inq *q, long n, char *text)
 {
-    size_t n = 0;
+    struct line *l = malloc(sizeof(*l));
+    pthread_mutex_lock(&q->mu);
+    if (l) {
+        *l = (struct line){.n = n, .text = text};
+        *q->tail = l;
+        q->tail = &l->next;
+    } else {
+        free(text); /* out of memory: the line is lost */
+    }
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void done(struct inq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->eof = true;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* True when the queued line l is a request with the id rid. */
+static bool queued_request(const struct line *l, const json_t *rid)
+{
+    if (l->n <= 0)
+        return false;
+    struct sq_mcp_msg msg;
+    bool yes = sq_mcp_parse(l->text, (size_t)l->n, &msg, NULL, 0) == 0 && msg.method && msg.id &&
+               json_equal(msg.id, rid);
+    json_decref(msg.root);
+    return yes;
+}
+
+/* A notifications/cancelled for the request in progress stops its run; one for a request still
+ * in the queue drops it (it is never handled nor answered). Returns true for a
+ * notifications/cancelled (handled here: it is not queued). */
+static bool cancel_seen(struct inq *q, const char *text, size_t n)
+{
+    struct sq_mcp_msg msg;
+    bool is = sq_mcp_parse(text, n, &msg, NULL, 0) == 0 && msg.method && !msg.id &&
+              strcmp(msg.method, "notifications/cancelled") == 0;
+    json_t *rid = is && msg.params ? json_object_get(msg.params, "requestId") : NULL;
+    if (rid) {
+        pthread_mutex_lock(&q->mu);
+        if (q->inflight && json_equal(q->inflight, rid)) {
+            q->cancelled = true;
+            __atomic_store_n(q->stop, 1, __ATOMIC_RELAXED);
+        } else {
+            for (struct line **pp = &q->head; *pp; pp = &(*pp)->next) {
+                struct line *l = *pp;
+                if (!queued_request(l, rid))
+                    continue;
+                *pp = l->next;
+                if (q->tail == &l->next)
+                    q->tail = pp;
+                free(l->text);
+                free(l);
+                break;
+            }
+        }
+        pthread_mutex_unlock(&q->mu);
+    }
+    json_decref(msg.root);
+    return is;
+}
+
+/* Reads stdin (fd 0) line by line into q until EOF; cancelled by the main thread when it ends
+ * first (read is a cancellation point; nothing is held there). */
+static void *reader(void *arg)
+{
+    struct inq *q = arg;
+    static char chunk[65536];
+    char *cur = NULL;
+    size_t n = 0, cap = 0;
     bool over = false;
-    int c;
-    while ((c = getc_unlocked(in)) != EOF && c != '\n') {
-        if (over)
+    for (;;) {
+        ssize_t r = read(0, chunk, sizeof(chunk));
+        if (r < 0 && errno == EINTR)
             continue;
-        if (n + 1 >= *cap) {
-            if (*cap >= SQ_MCP_MAX_MSG) {
-                over = true;
+        if (r <= 0)
+            break;
+        for (ssize_t i = 0; i < r; i++) {
+            char c = chunk[i];
+            if (c != '\n') {
+                if (over)
+                    continue;
+                if (n + 1 >= cap) {
+                    if (cap >= SQ_MCP_MAX_MSG) {
+                        over = true;
+                        continue;
+                    }
+                    size_t ncap = cap ? cap * 2 : 4096;
+                    char *nb = realloc(cur, ncap);
+                    if (!nb) {
+                        free(cur);
+                        push(q, -3, NULL);
+                        done(q);
+                        return NULL;
+                    }
+                    cur = nb;
+                    cap = ncap;
+                }
+                cur[n++] = c;
                 continue;
             }
-            size_t ncap = *cap ? *cap * 2 : 4096;
-            char *nb = realloc(*buf, ncap);
-            if (!nb)
-                return -3;
-            *buf = nb;
-            *cap = ncap;
+            if (over) {
+                push(q, -2, NULL);
+            } else {
+                if (n && cur[n - 1] == '\r')
+                    n--;
+                if (n && !cancel_seen(q, cur, n)) {
+                    cur[n] = '\0';
+                    push(q, (long)n, cur);
+                    cur = NULL;
+                    cap = 0;
+                }
+            }
+            n = 0;
+            over = false;
         }
-        (*buf)[n++] = (char)c;
     }
-    if (c == EOF && n == 0 && !over)
-        return -1;
-    if (over)
-        return -2;
-    (*buf)[n] = '\0';
-    if (n && (*buf)[n - 1] == '\r')
-        (*buf)[--n] = '\0';
-    return (long)n;
+    if (n && !over) { /* a last line without its newline */
+        cur[n] = '\0';
+        if (!cancel_seen(q, cur, n)) {
+            push(q, (long)n, cur);
+            cur = NULL;
+        }
+    } else if (over) {
+        push(q, -2, NULL);
+    }
+    free(cur);
+    done(q);
+    return NULL;
+}
+
+/* The next line; NULL at the end of stdin (*eof true) or once *stop is set (SIGINT) with none
+ * waiting. */
+static struct line *pop(struct inq *q, bool *eof)
+{
+    pthread_mutex_lock(&q->mu);
+    while (!q->head && !q->eof && !*q->stop) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_nsec += 200 * 1000 * 1000;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&q->cv, &q->mu, &dl);
+    }
+    struct line *l = q->head;
+    if (l) {
+        q->head = l->next;
+        if (!q->head)
+            q->tail = &q->head;
+    }
+    *eof = !l && q->eof;
+    pthread_mutex_unlock(&q->mu);
+    return l;
+}
+
+/* Before a message is handled: a tools/call becomes the request a cancel may name. */
+static void begin_request(struct inq *q, const char *text, size_t n)
+{
+    struct sq_mcp_msg msg;
+    json_t *id = NULL;
+    if (sq_mcp_parse(text, n, &msg, NULL, 0) == 0 && msg.method && msg.id &&
+        strcmp(msg.method, "tools/call") == 0)
+        id = json_deep_copy(msg.id);
+    json_decref(msg.root);
+    pthread_mutex_lock(&q->mu);
+    q->inflight = id;
+    q->cancelled = false;
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* After it: true when it was cancelled (its response is dropped). */
+static bool end_request(struct inq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    bool c = q->cancelled;
+    json_decref(q->inflight);
+    q->inflight = NULL;
+    q->cancelled = false;
+    pthread_mutex_unlock(&q->mu);
+    return c;
 }
 
 /* A notification while a tool call runs (progress): one line on stdout, between responses. */
@@ -132,13 +318,26 @@ int sq_cli_mcp(int argc, char **argv)
         sq_store_close(store);
         return SQ_EXIT_FAIL;
     }
-    char *buf = NULL;
-    size_t cap = 0;
+    struct inq q = {.stop = cfg.stop};
+    q.tail = &q.head;
+    pthread_t rt;
     int exit_code = SQ_EXIT_OK;
+    if (pthread_mutex_init(&q.mu, NULL) != 0 || pthread_cond_init(&q.cv, NULL) != 0 ||
+        pthread_create(&rt, NULL, reader, &q) != 0) {
+        fprintf(stderr, "squall mcp: cannot start the stdin reader\n");
+        sq_mcp_free(m);
+        sq_store_close(store);
+        sq_cli_signals_end();
+        return SQ_EXIT_FAIL;
+    }
+    bool reader_done = false;
     for (;;) {
-        long n = read_line(stdin, &buf, &cap);
-        if (n == -1)
-            break;
+        struct line *l = pop(&q, &reader_done);
+        if (!l)
+            break; /* the end of stdin, or SIGINT while idle */
+        long n = l->n;
+        char *text = l->text;
+        free(l);
         char *resp = NULL;
         if (n == -3) {
             fprintf(stderr, "squall: out of memory\n");
@@ -150,11 +349,19 @@ int sq_cli_mcp(int argc, char **argv)
                 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":"
                 "\"Invalid Request: the message is longer than 4 MiB\"}}";
             resp = strdup(too_long);
-        } else if (n == 0) {
-            continue; /* a blank line between messages */
         } else {
-            resp = sq_mcp_handle(m, buf, (size_t)n);
+            begin_request(&q, text, (size_t)n);
+            resp = sq_mcp_handle(m, text, (size_t)n);
+            if (end_request(&q)) {
+                free(resp); /* cancelled: no response (MCP 2025-06-18, cancellation) */
+                resp = NULL;
+                bool forced;
+                if (!sq_cli_signal_seen(
+                        &forced)) /* the run's stop was the cancel's, not SIGINT's */
+                    __atomic_store_n(cfg.stop, 0, __ATOMIC_RELAXED);
+            }
         }
+        free(text);
         if (resp) {
             fputs(resp, stdout);
             fputc('\n', stdout);
@@ -165,7 +372,17 @@ int sq_cli_mcp(int argc, char **argv)
         if (*cfg.stop)
             break;
     }
-    free(buf);
+    if (!reader_done)
+        pthread_cancel(rt);
+    pthread_join(rt, NULL);
+    for (struct line *l = q.head, *next; l; l = next) {
+        next = l->next;
+        free(l->text);
+        free(l);
+    }
+    json_decref(q.inflight);
+    pthread_cond_destroy(&q.cv);
+    pthread_mutex_destroy(&q.mu);
     sq_mcp_free(m);
     sq_store_close(store);
     sq_cli_signals_end();

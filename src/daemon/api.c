@@ -268,6 +268,8 @@ static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
             snprintf(op->mcp_sid, sizeof(op->mcp_sid), "%s", "-"); /* too long: no such session */
         }
         op->mcp_delete = is(req, "DELETE");
+        const struct sq_h1_header *acc = sq_server_req_header(req, "accept");
+        op->mcp_sse = acc && memmem(acc->value, acc->value_len, "text/event-stream", 17);
     }
     op->kind = kind;
     op->p = p;

@@ -187,6 +187,7 @@ struct sq_daemon__op {
     size_t body_len;
     char mcp_sid[SQ_DAEMON_MCP_SID_MAX + 1]; /* OP_MCP: the Mcp-Session-Id header, or "" */
     bool mcp_delete;                         /* OP_MCP: DELETE /mcp */
+    bool mcp_sse; /* OP_MCP: the Accept header takes text/event-stream (progress may stream) */
 };
 
 SQ_MUST_CHECK int sq_daemon__threads_start(struct sq_daemon *d, char *err, size_t len);
@@ -214,6 +215,9 @@ void sq_daemon__mcp_op(struct sq_daemon *d, struct sq_daemon__op *op);
 void sq_daemon__mcp_done(struct sq_daemon *d, int64_t run);
 /* After the ops thread stopped: answers the waiting calls, ends every session. */
 void sq_daemon__mcp_close(struct sq_daemon *d);
+/* API thread: a second of run l went by: the MCP calls waiting for it with a progress token get
+ * a notifications/progress on their SSE answer. */
+void sq_daemon__mcp_tick(struct sq_daemon *d, struct sq_daemon__live *l);
 
 /* ---- api.c ---- */
 
@@ -298,6 +302,7 @@ struct sq_daemon {
 
     /* API thread only */
     struct sq_daemon__live *cur, *last;
+    struct sq_daemon__mcp_stream *mcp_streams; /* MCP answers streamed as SSE (daemon/mcp.c) */
     struct sq_daemon__sub *subs;
     size_t nsubs;
     uint64_t sse_total;

@@ -377,6 +377,7 @@ void sq_daemon__live_tick(struct sq_daemon *d, struct sq_daemon__live *l)
         if (s->run == l->id)
             (void)sub_catch_up(d, s, l);
     }
+    sq_daemon__mcp_tick(d, l);
 }
 
 void sq_daemon__live_end(struct sq_daemon *d, struct sq_daemon__live *l)

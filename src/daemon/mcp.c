@@ -16,6 +16,15 @@
  * when the runner says the run ended (OP_MCP_DONE), its result is read from the store and the
  * request answered. Meanwhile the ops thread serves every other request, of any session. A
  * notifications/cancelled naming a waiting call stops its run.
+ *
+ * Progress: a run_load_test whose request carries params._meta.progressToken, from a client whose
+ * Accept takes text/event-stream, is answered as an SSE stream (the streamable HTTP transport
+ * allows it): the head at once, then a notifications/progress event each second of the run (the
+ * API thread writes it when the runner's second arrives: sq_daemon__mcp_tick), then the JSON-RPC
+ * response as the last event, and the stream ends. The stream (struct sq_daemon__mcp_stream) is
+ * the API thread's from its begin post on; the ops thread hands it the answer in an end post.
+ * Without a token, or without text/event-stream in Accept, the answer is one application/json
+ * body as before.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -38,12 +47,25 @@ struct sess {
     int64_t used_ns;
 };
 
+/* An answer streamed as SSE (API thread only once its begin post ran). */
+struct sq_daemon__mcp_stream {
+    struct sq_daemon__mcp_stream *next;
+    struct sq_daemon *d;
+    struct sq_daemon__pending *p; /* p->h NULL: the client left, or a write failed */
+    int64_t run;
+    json_t *token;  /* the progressToken */
+    double total_s; /* the run's length, 0: none (a run of a request count) */
+    double last_s;  /* the progress last sent (it only grows) */
+};
+
 struct waiter {
     struct waiter *next;
     int64_t run;
     json_t *rpc_id;
-    struct sq_daemon__pending *p;
-    struct sess *s; /* NULL once the session ended */
+    struct sq_daemon__pending *p;         /* NULL when answered by a stream */
+    struct sq_daemon__mcp_stream *stream; /* or this */
+    struct sess *s;                       /* NULL once the session ended */
+    bool cancelled; /* notifications/cancelled named it: a stream ends without the response */
 };
 
 struct sq_daemon__mcp {
@@ -53,6 +75,7 @@ struct sq_daemon__mcp {
     struct sq_daemon *d;
     struct sess *cur;
     struct sq_daemon__pending *cur_p;
+    bool cur_sse; /* the request's Accept takes text/event-stream */
 };
 
 static struct sq_daemon__mcp *state(struct sq_daemon *d)
@@ -72,10 +95,128 @@ static void answer_rpc_error(struct sq_daemon *d, struct sq_daemon__pending *p, 
     sq_daemon__answer(d, p, status, b ? b : sq_daemon__error_body(msg), NULL);
 }
 
+/* ---- SSE answers (API thread) ---- */
+
+static const char sse_headers[] = "Cache-Control: no-store\r\nX-Accel-Buffering: no\r\n";
+
+/* Writes one SSE "message" event holding a JSON-RPC message; on failure the hold is over. */
+static void stream_event(struct sq_daemon__mcp_stream *s, const char *json)
+{
+    if (!s->p->h)
+        return;
+    char *ev = NULL;
+    if (asprintf(&ev, "event: message\ndata: %s\n\n", json) < 0)
+        return;
+    if (sq_server_hold_write(s->p->h, ev, strlen(ev)) < 0)
+        s->p->h = NULL; /* closed: gone is not called */
+    free(ev);
+}
+
+static void on_stream_begin(void *ud)
+{
+    struct sq_daemon__mcp_stream *s = ud;
+    struct sq_daemon *d = s->d;
+    s->next = d->mcp_streams;
+    d->mcp_streams = s;
+    if (!s->p->h)
+        return;
+    char *h = NULL;
+    if (asprintf(&h, "%s%s", s->p->headers ? s->p->headers : "", sse_headers) < 0)
+        h = NULL;
+    struct sq_server_resp r = {
+        .status = 200,
+        .content_type = "text/event-stream",
+        .headers = h ? h : sse_headers,
+        .headers_len = strlen(h ? h : sse_headers),
+    };
+    d->answers[2]++;
+    if (sq_server_hold_begin(s->p->h, &r) < 0)
+        s->p->h = NULL;
+    free(h);
+}
+
+struct stream_end {
+    struct sq_daemon__mcp_stream *s;
+    char *text; /* the JSON-RPC response */
+};
+
+static void on_stream_end(void *ud)
+{
+    struct stream_end *e = ud;
+    struct sq_daemon__mcp_stream *s = e->s;
+    struct sq_daemon *d = s->d;
+    for (struct sq_daemon__mcp_stream **pp = &d->mcp_streams; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    if (e->text)
+        stream_event(s, e->text);
+    if (s->p->h) {
+        if (d->access_log)
+            sq_daemon__log(d, "%s 200 (SSE) %.2fms", s->p->what,
+                           (double)(sq_now_ns() - s->p->t0) / 1e6);
+        (void)sq_server_hold_end(s->p->h);
+    }
+    sq_daemon__pending_free(s->p);
+    json_decref(s->token);
+    free(s);
+    free(e->text);
+    free(e);
+}
+
+void sq_daemon__mcp_tick(struct sq_daemon *d, struct sq_daemon__live *l)
+{
+    for (struct sq_daemon__mcp_stream *s = d->mcp_streams; s; s = s->next) {
+        if (s->run != l->id || !s->p->h)
+            continue;
+        pthread_mutex_lock(&l->mu);
+        struct sq_daemon__totals t = l->t;
+        pthread_mutex_unlock(&l->mu);
+        if (!(t.elapsed_s > s->last_s))
+            continue;
+        s->last_s = t.elapsed_s;
+        char msg[192];
+        snprintf(msg, sizeof(msg),
+                 "%.0fs: %llu requests completed (%.0f/s this second), %llu errors", t.elapsed_s,
+                 (unsigned long long)t.completed, t.rps, (unsigned long long)t.errors);
+        json_t *n = json_pack("{s:s, s:s, s:{s:O, s:f, s:s}}", "jsonrpc", "2.0", "method",
+                              "notifications/progress", "params", "progressToken", s->token,
+                              "progress", t.elapsed_s, "message", msg);
+        if (n && s->total_s > 0)
+            json_object_set_new(json_object_get(n, "params"), "total", json_real(s->total_s));
+        char *text = n ? json_dumps(n, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        json_decref(n);
+        if (text)
+            stream_event(s, text);
+        free(text);
+    }
+}
+
+/* Ops thread (or the one shutting down): hands w's answer to its stream, or answers it plainly.
+ * Takes text. */
+static void waiter_answer(struct sq_daemon *d, struct waiter *w, char *text)
+{
+    if (!w->stream) {
+        sq_daemon__answer(d, w->p, 200, text ? text : sq_daemon__error_body("out of memory"), NULL);
+        return;
+    }
+    struct stream_end *e = malloc(sizeof(*e));
+    if (!e) {
+        free(text);
+        return; /* the client waits until it gives up */
+    }
+    *e = (struct stream_end){.s = w->stream, .text = text};
+    if (sq_server_post(d->srv, 0, on_stream_end, e) < 0) {
+        free(text);
+        free(e);
+    }
+}
+
 /* ---- the hooks the tools call (ops thread) ---- */
 
-static int submit(void *ud, const json_t *args, const json_t *rpc_id, int64_t *run_id, char *err,
-                  size_t errlen)
+static int submit(void *ud, const json_t *args, const json_t *rpc_id, const json_t *progress,
+                  double total_s, int64_t *run_id, char *err, size_t errlen)
 {
     struct sq_daemon__mcp *x = ud;
     struct waiter *w = calloc(1, sizeof(*w));
@@ -98,7 +239,24 @@ static int submit(void *ud, const json_t *args, const json_t *rpc_id, int64_t *r
     w->rpc_id = json_deep_copy(rpc_id);
     w->p = x->cur_p;
     w->s = x->cur;
-    x->cur_p = NULL; /* the waiter answers it */
+    x->cur_p = NULL;                      /* the waiter answers it */
+    if (progress && x->cur_sse && w->p) { /* progress each second: the answer is a stream */
+        struct sq_daemon__mcp_stream *st = calloc(1, sizeof(*st));
+        if (st) {
+            *st = (struct sq_daemon__mcp_stream){.d = x->d,
+                                                 .p = w->p,
+                                                 .run = w->run,
+                                                 .token = json_deep_copy(progress),
+                                                 .total_s = total_s};
+            if (st->token && sq_server_post(x->d->srv, 0, on_stream_begin, st) == 0) {
+                w->stream = st;
+                w->p = NULL;
+            } else {
+                json_decref(st->token);
+                free(st);
+            }
+        }
+    }
     w->next = x->waiting;
     x->waiting = w;
     return 0;
@@ -226,8 +384,9 @@ static bool is_initialize(const char *body, size_t len)
 }
 
 /* notifications/cancelled for a run_load_test of this session that waits for its run: the run
- * is stopped (or cancelled while queued). The call is still answered when the run ends (the
- * client ignores it); nothing else changes. */
+ * is stopped (or cancelled while queued). A plain JSON call is still answered when the run ends
+ * (the HTTP request needs an answer; the client ignores it); an SSE one ends without the
+ * response, as the spec asks. */
 static void cancelled(struct sq_daemon__mcp *x, struct sess *s, const char *body, size_t len)
 {
     struct sq_mcp_msg m;
@@ -238,6 +397,7 @@ static void cancelled(struct sq_daemon__mcp *x, struct sess *s, const char *body
             if (w->s == s && json_equal(w->rpc_id, rid)) {
                 char msg[256];
                 sq_daemon__log(x->d, "run %lld: the MCP call was cancelled", (long long)w->run);
+                w->cancelled = true;
                 (void)stop(x, w->run, msg, sizeof(msg));
                 break;
             }
@@ -292,10 +452,12 @@ void sq_daemon__mcp_op(struct sq_daemon *d, struct sq_daemon__op *op)
         cancelled(x, s, op->body ? op->body : "", op->body_len);
     x->cur = s;
     x->cur_p = op->p;
+    x->cur_sse = op->mcp_sse;
     char *resp = sq_mcp_handle(s->m, op->body ? op->body : "", op->body_len);
     struct sq_daemon__pending *p = x->cur_p; /* NULL when a waiter took it */
     x->cur = NULL;
     x->cur_p = NULL;
+    x->cur_sse = false;
     if (opened && !sq_mcp_initialized(s->m)) {
         sess_end(x, s); /* initialize was refused: no session */
         opened = false;
@@ -339,7 +501,11 @@ void sq_daemon__mcp_done(struct sq_daemon *d, int64_t run)
         } else {
             text = sq_mcp_error_answer(w->rpc_id, SQ_MCP_INTERNAL_ERROR, err);
         }
-        sq_daemon__answer(d, w->p, 200, text ? text : sq_daemon__error_body("out of memory"), NULL);
+        if (w->stream && w->cancelled) { /* no response to a cancelled request (the spec) */
+            free(text);
+            text = NULL;
+        }
+        waiter_answer(d, w, text);
         json_decref(w->rpc_id);
         free(w);
     }
@@ -355,7 +521,7 @@ void sq_daemon__mcp_close(struct sq_daemon *d)
         x->waiting = w->next;
         char *b = sq_mcp_error_answer(w->rpc_id, SQ_MCP_INTERNAL_ERROR,
                                       "the daemon shut down before the run ended");
-        sq_daemon__answer(d, w->p, 200, b ? b : sq_daemon__error_body("shut down"), NULL);
+        waiter_answer(d, w, b);
         json_decref(w->rpc_id);
         free(w);
     }

@@ -175,8 +175,7 @@ static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
         c->state = CONN_CLOSED;
         conn_replace(c);
     } else if (c->state == CONN_PACING) {
-        c->state = CONN_IDLE;
-        conn_next(c, sq_loop_now(loop));
+        conn_next(c, sq_loop_now(loop)); /* it sees the pacing wait that ended */
     } else if (c->state == CONN_THINK) {
         c->state = CONN_IDLE;
         int64_t now = sq_loop_now(loop);
@@ -852,6 +851,7 @@ static void dispatch(struct sq_engine__worker *w, int64_t intended, int64_t now)
 static void conn_next(struct sq_engine__conn *c, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
+    bool paced = c->state == CONN_PACING; /* the pacing timer woke it */
     c->state = CONN_IDLE;
     if (c->growing) {
         c->growing = false;
@@ -885,10 +885,10 @@ static void conn_next(struct sq_engine__conn *c, int64_t now)
             return;
     }
     if (ex->pacing_ns) {
-        /* Iteration starts follow an absolute cadence, so a timer that fires a little late
-         * does not push every later start back; a response slower than the pacing restarts
-         * the cadence from now (an iteration never starts before the previous start plus the
-         * pacing). */
+        /* Iteration starts follow an absolute cadence, so a timer that fires late (by less
+         * than one pacing: a busy machine's wake-up) does not push every later start back; a
+         * response slower than the pacing restarts the cadence from now (an iteration never
+         * starts before the previous start plus the pacing). */
         int64_t due = c->iter_ns ? c->iter_ns + ex->pacing_ns : now;
         if (now < due) {
             if (sq_timer_start(w->loop, &c->timer, due) == 0) {
@@ -897,7 +897,8 @@ static void conn_next(struct sq_engine__conn *c, int64_t now)
             }
         }
         int64_t tolerance = ex->pacing_ns / 10 < SQ_NS_PER_MS ? ex->pacing_ns / 10 : SQ_NS_PER_MS;
-        c->iter_ns = now - due <= tolerance ? due : now;
+        bool on_cadence = paced ? now - due < ex->pacing_ns : now - due <= tolerance;
+        c->iter_ns = on_cadence ? due : now;
     }
     if (ex->kind == SQ_EXEC_SHARED_ITERATIONS)
         w->quota--;

@@ -120,23 +120,33 @@ static inline int eol(const char *buf, size_t len, size_t *i)
 }
 
 /* Skips field-content bytes from i; returns the index of the first other byte (or len). Eight
- * bytes at a time while they are all printable ASCII or obs-text (no byte < 0x20, no DEL),
- * then byte by byte (HTAB, and the line end). Never reads at or past len. */
+ * bytes at a time while they are all printable ASCII or obs-text (no byte < 0x20, no DEL); a
+ * block that holds another byte says where the first one is (the lowest flagged byte: a borrow
+ * only ever flags bytes above a true one), so only HTAB, which is field content, and the last
+ * bytes before len go byte by byte. Never reads at or past len. */
 static inline size_t scan_field(const char *buf, size_t len, size_t i)
 {
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    while (i + 8 <= len) {
-        uint64_t x;
-        memcpy(&x, buf + i, 8);
-        uint64_t ctl = (x - ones * 0x20) & ~x & highs; /* a byte < 0x20 */
-        uint64_t del = ((x ^ (ones * 0x7f)) - ones) & ~(x ^ (ones * 0x7f)) & highs; /* 0x7f */
-        if (ctl | del)
-            break;
-        i += 8;
+    for (;;) {
+        while (i + 8 <= len) {
+            uint64_t x = load8(buf + i);
+            uint64_t ctl = (x - ones * 0x20) & ~x & highs; /* a byte < 0x20 */
+            uint64_t del = ((x ^ (ones * 0x7f)) - ones) & ~(x ^ (ones * 0x7f)) & highs; /* 0x7f */
+            uint64_t m = ctl | del;
+            if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                i += (size_t)__builtin_ctzll(m) >> 3; /* the first byte in memory order */
+#endif
+                break;
+            }
+            i += 8;
+        }
+        while (i < len && IS_FIELD(buf[i]) && buf[i] != '\t')
+            i++;
+        if (i >= len || buf[i] != '\t')
+            return i;
+        i++; /* HTAB inside a value: go on */
     }
-    while (i < len && IS_FIELD(buf[i]))
-        i++;
-    return i;
 }
 
 /* ---- fields ---- */
@@ -181,6 +191,18 @@ static bool list_next(const char *v, size_t n, size_t *i, const char **el, size_
 /* Content-Length = 1*DIGIT; a list of equal values ("5, 5") is accepted (RFC 9110 8.6). */
 static int on_content_length(struct fields *f, const char *v, size_t n)
 {
+    if (n - 1 < 18) { /* the usual one value of 1-18 digits: no list to walk */
+        int64_t x = 0;
+        size_t k = 0;
+        for (; k < n && IS_DIGIT(v[k]); k++)
+            x = x * 10 + (v[k] - '0');
+        if (k == n) {
+            if (f->content_length >= 0 && f->content_length != x)
+                return -SQ_EPARSE;
+            f->content_length = x;
+            return 0;
+        }
+    }
     size_t i = 0, el_len;
     const char *el;
     bool any = false;
@@ -366,6 +388,13 @@ static int parse_version(const char *buf, size_t len, size_t *pos, int *minor)
 {
     static const char lit[] = "HTTP/1.";
     size_t i = *pos;
+    /* the whole name and digit in view: two 4-byte compares (overlapping) and the digit */
+    if (len - i >= 8 && load4(buf + i) == load4(lit) && load4(buf + i + 3) == load4(lit + 3) &&
+        IS_DIGIT(buf[i + 7])) {
+        *minor = buf[i + 7] - '0';
+        *pos = i + 8;
+        return 1;
+    }
     for (size_t k = 0; k < sizeof(lit) - 1; k++, i++) {
         if (i >= len)
             return PARTIAL;

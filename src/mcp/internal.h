@@ -63,6 +63,18 @@ char *sq_mcp__summary_text(const json_t *doc);
 /* A tool error result. */
 json_t *sq_mcp__tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Run id's result document (*doc, owned): 0, -ENOENT (no such run), -ENODATA (no result) or
+ * -EIO (the store failed); why says which. status (may be NULL) gets the run's status. */
+int sq_mcp__run_doc(struct sq_mcp *m, int64_t id, json_t **doc, char *status, size_t statuslen,
+                    char *why, size_t whylen);
+
+/* resources/list, resources/read, resources/templates/list (resources.c) and prompts/list,
+ * prompts/get (prompts.c): 0 with *result, or a JSON-RPC error code with err. */
+int sq_mcp__resources(struct sq_mcp *m, const char *method, json_t *params, json_t **result,
+                      char *err, size_t errlen);
+int sq_mcp__prompts(struct sq_mcp *m, const char *method, json_t *params, json_t **result,
+                    char *err, size_t errlen);
+
 /* Frees what the tools hold (targets stopped, runs dropped). */
 void sq_mcp__tools_dispose(struct sq_mcp *m);
 

@@ -25,7 +25,9 @@ static const char instructions[] =
     "squall is a load-testing engine. Start a test server with start_target (or use a server "
     "on 127.0.0.1), check a plan with validate_plan, run a bounded load with run_load_test "
     "and read its result (get_run). To see the webhooks a system sends, start an inbox "
-    "(inbox_start), point the system at it and read the captures (inbox_read). Every call is "
+    "(inbox_start), point the system at it and read the captures (inbox_read). Resources: "
+    "squall://caps (the caps in force), squall://docs/plans.md (the plan format), "
+    "squall://schema/result and squall://runs/{id} (a run's result). Every call is "
     "capped: at most 400 VUs, 10,000 requests/s "
     "and 5 minutes; loads go to loopback unless the operator allowed more hosts.";
 
@@ -110,6 +112,16 @@ static char *error_resp(json_t *id, int code, const char *msg)
         json_pack("{s:s, s:O?, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", e));
 }
 
+/* -32002 Resource not found carries the URI as data (the spec's example). */
+static char *error_resp_uri(json_t *id, int code, const char *msg, json_t *params)
+{
+    json_t *uri = params ? json_object_get(params, "uri") : NULL;
+    if (code != SQ_MCP_RESOURCE_NOT_FOUND || !json_is_string(uri))
+        return error_resp(id, code, msg);
+    json_t *e = json_pack("{s:i, s:s, s:{s:O}}", "code", code, "message", msg, "data", "uri", uri);
+    return dump(json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "error", e));
+}
+
 static char *result_resp(json_t *id, json_t *result)
 {
     if (!result)
@@ -129,10 +141,11 @@ static json_t *initialize(struct sq_mcp *m, json_t *params, char *err, size_t er
         if (strcmp(json_string_value(pv), versions[i]) == 0)
             ver = versions[i];
     m->initialized = true;
-    return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", ver,
-                     "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "squall",
-                     "title", "squall load tester", "version", SQ_VERSION, "instructions",
-                     instructions);
+    return json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}, s:{s:b}}, s:{s:s, s:s, s:s}, s:s}",
+                     "protocolVersion", ver, "capabilities", "tools", "listChanged", 0, "resources",
+                     "subscribe", 0, "listChanged", 0, "prompts", "listChanged", 0, "serverInfo",
+                     "name", "squall", "title", "squall load tester", "version", SQ_VERSION,
+                     "instructions", instructions);
 }
 
 char *sq_mcp_handle(struct sq_mcp *m, const char *msg, size_t len)
@@ -188,6 +201,16 @@ char *sq_mcp_handle(struct sq_mcp *m, const char *msg, size_t len)
             else
                 out = rc == 0 ? result_resp(req.id, result) : error_resp(req.id, rc, err);
         }
+    } else if (strncmp(meth, "resources/", 10) == 0 &&
+               (strcmp(meth + 10, "list") == 0 || strcmp(meth + 10, "read") == 0 ||
+                strcmp(meth + 10, "templates/list") == 0)) {
+        json_t *r = NULL;
+        rc = sq_mcp__resources(m, meth, req.params, &r, err, sizeof(err));
+        out = rc == 0 ? result_resp(req.id, r) : error_resp_uri(req.id, rc, err, req.params);
+    } else if (strcmp(meth, "prompts/list") == 0 || strcmp(meth, "prompts/get") == 0) {
+        json_t *r = NULL;
+        rc = sq_mcp__prompts(m, meth, req.params, &r, err, sizeof(err));
+        out = rc == 0 ? result_resp(req.id, r) : error_resp(req.id, rc, err);
     } else {
         snprintf(text, sizeof(text), "Method not found: %.200s", meth);
         out = error_resp(req.id, SQ_MCP_METHOD_NOT_FOUND, text);

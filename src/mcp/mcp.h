@@ -7,8 +7,9 @@
  * thread-safe.
  *
  *   sq_mcp_parse    one message checked against JSON-RPC 2.0 (the fuzzed part)
- *   sq_mcp_handle   parse, dispatch (initialize, ping, tools/list, tools/call, notifications)
- *                   and the response text
+ *   sq_mcp_handle   parse, dispatch (initialize, ping, tools/list, tools/call, resources/list,
+ *                   resources/read, resources/templates/list, prompts/list, prompts/get,
+ *                   notifications) and the response text
  *
  * Safety caps (struct sq_mcp_config) bound every tool call and are printed in the tool
  * descriptions: a call over a cap is answered as a tool error naming the cap, and nothing runs.
@@ -29,13 +30,14 @@ struct sq_store;
 #define SQ_MCP_PROTOCOL "2025-06-18" /* the revision this server speaks */
 #define SQ_MCP_MAX_MSG  (4u << 20)   /* the longest message read (4 MiB) */
 
-#define SQ_MCP_CAP_VUS      400u                            /* VUs (connections x streams) */
-#define SQ_MCP_CAP_RATE     10000.0                         /* arrivals per second */
-#define SQ_MCP_CAP_DURATION (5LL * 60 * 1000 * 1000 * 1000) /* a run's length, 5 min */
-#define SQ_MCP_MAX_TARGETS  4                               /* start_target: at once */
-#define SQ_MCP_KEEP_RUNS    16                              /* results list_runs keeps */
-#define SQ_MCP_MAX_HOSTS    16                              /* --allow-host: names */
-#define SQ_MCP_LIST_RUNS    50                              /* list_runs from a store */
+#define SQ_MCP_CAP_VUS        400u                            /* VUs (connections x streams) */
+#define SQ_MCP_CAP_RATE       10000.0                         /* arrivals per second */
+#define SQ_MCP_CAP_DURATION   (5LL * 60 * 1000 * 1000 * 1000) /* a run's length, 5 min */
+#define SQ_MCP_MAX_TARGETS    4                               /* start_target: at once */
+#define SQ_MCP_KEEP_RUNS      16                              /* results list_runs keeps */
+#define SQ_MCP_MAX_HOSTS      16                              /* --allow-host: names */
+#define SQ_MCP_LIST_RUNS      50                              /* list_runs from a store */
+#define SQ_MCP_LIST_RESOURCES 20                              /* runs per resources/list page */
 
 /* JSON-RPC 2.0 error codes (section 5.1). */
 enum {
@@ -44,6 +46,7 @@ enum {
     SQ_MCP_METHOD_NOT_FOUND = -32601,
     SQ_MCP_INVALID_PARAMS = -32602,
     SQ_MCP_INTERNAL_ERROR = -32603,
+    SQ_MCP_RESOURCE_NOT_FOUND = -32002, /* MCP 2025-06-18, resources/read */
 };
 
 struct sq_mcp_config {
@@ -59,12 +62,13 @@ struct sq_mcp_config {
     struct sq_store *store;
     /* Optional, a host that queues runs itself (the daemon). With submit, run_load_test checks
      * the caps and then hands the run over instead of running it: submit(args as the tool got
-     * them, the request's JSON-RPC id) returns 0 with *run_id (the answer is deferred:
+     * them, the request's JSON-RPC id, its params._meta.progressToken or NULL, the run's length
+     * in seconds or 0 when it has none) returns 0 with *run_id (the answer is deferred:
      * sq_mcp_handle returns NULL and sq_mcp_deferred is true; the host answers when the run
      * ends, with sq_mcp_run_answer), or a negative code with err for the agent. */
     void *host_ud;
-    int (*submit)(void *ud, const json_t *args, const json_t *rpc_id, int64_t *run_id, char *err,
-                  size_t errlen);
+    int (*submit)(void *ud, const json_t *args, const json_t *rpc_id, const json_t *progress,
+                  double total_s, int64_t *run_id, char *err, size_t errlen);
     /* stop_run: 0 (stopping, or cancelled while queued), -ENOENT (no such run) or another
      * negative code with msg for the agent. NULL: stop_run answers that only the daemon can. */
     int (*stop_run)(void *ud, int64_t id, char *msg, size_t msglen);

@@ -440,11 +440,12 @@ static int64_t record_run(struct sq_mcp *m, const char *kind, const char *url, j
 
 /* With cfg.submit (the daemon): the run, its caps checked, goes to the host's queue; the answer
  * is the host's when the run ends. Returns a placeholder (dropped) or a tool error. */
-static json_t *hand_over(struct sq_mcp *m)
+static json_t *hand_over(struct sq_mcp *m, int64_t total_ns)
 {
     char err[1024] = "";
     int64_t id = 0;
-    int rc = m->cfg.submit(m->cfg.host_ud, m->cur_args, m->cur_id, &id, err, sizeof(err));
+    int rc = m->cfg.submit(m->cfg.host_ud, m->cur_args, m->cur_id, m->cur_progress,
+                           (double)total_ns / 1e9, &id, err, sizeof(err));
     if (rc < 0)
         return tool_error("the run was not queued: %s", err[0] ? err : sq_strerror(rc));
     m->deferred = true;
@@ -556,7 +557,7 @@ static json_t *run_quick(struct sq_mcp *m, json_t *q)
         (out = check_addrs(m, &run.cfg, run.url.host)))
         goto done;
     if (m->cfg.submit && m->cur_args && m->cur_id) {
-        out = hand_over(m);
+        out = hand_over(m, o.duration_set ? sq_exec_length_ns(e) : 0);
         goto done;
     }
     if ((rc = sq_net_raise_nofile(run.conns, "connections", err, sizeof(err))) < 0) {
@@ -651,7 +652,7 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     if ((out = check_shape(run.vus, rate, end)) || (out = check_addrs(m, &run.cfg, run.url.host)))
         goto done;
     if (m->cfg.submit && m->cur_args && m->cur_id) {
-        out = hand_over(m);
+        out = hand_over(m, end);
         goto done;
     }
     if ((rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err))) < 0) {
@@ -1010,40 +1011,39 @@ static bool id_arg(json_t *args, const char *key, int64_t *out)
     return true;
 }
 
-/* Run id's result document (*doc, owned) or a tool error (*fail). status may be NULL. */
-static void load_run(struct sq_mcp *m, const char *tool, int64_t id, json_t **doc, json_t **fail,
-                     char *status, size_t statuslen)
+int sq_mcp__run_doc(struct sq_mcp *m, int64_t id, json_t **doc, char *status, size_t statuslen,
+                    char *why, size_t whylen)
 {
     *doc = NULL;
-    *fail = NULL;
     if (status)
         snprintf(status, statuslen, "finished");
     if (!m->cfg.store) {
         const struct sq_mcp__run *r = &m->runs[(uint64_t)id % SQ_MCP_KEEP_RUNS];
-        if (r->id != (uint64_t)id)
-            *fail = tool_error("%s: no run %lld in this session (list_runs lists them)", tool,
-                               (long long)id);
-        else
-            *doc = json_incref(r->doc);
-        return;
+        if (r->id != (uint64_t)id) {
+            snprintf(why, whylen, "no run %lld in this session", (long long)id);
+            return -ENOENT;
+        }
+        *doc = json_incref(r->doc);
+        return 0;
     }
     char err[512];
     struct sq_store_run r;
     int rc = sq_store_run_get(m->cfg.store, id, &r, err, sizeof(err));
     if (rc < 0) {
-        *fail = rc == -ENOENT
-                    ? tool_error("%s: no run %lld (list_runs lists them)", tool, (long long)id)
-                    : tool_error("%s: the store: %s", tool, err);
-        return;
+        if (rc == -ENOENT)
+            snprintf(why, whylen, "no run %lld", (long long)id);
+        else
+            snprintf(why, whylen, "the store: %s", err);
+        return rc == -ENOENT ? -ENOENT : -EIO;
     }
     if (status)
         snprintf(status, statuslen, "%s", sq_store_status_name(r.status));
     if (!r.has_result) {
-        *fail = tool_error("%s: run %lld is %s%s%s: it has no result%s", tool, (long long)id,
-                           sq_store_status_name(r.status), r.reason ? " (" : "",
-                           r.reason ? r.reason : "", r.reason ? ")" : "");
+        snprintf(why, whylen, "run %lld is %s%s%s%s: it has no result", (long long)id,
+                 sq_store_status_name(r.status), r.reason ? " (" : "", r.reason ? r.reason : "",
+                 r.reason ? ")" : "");
         sq_store_run_dispose(&r);
-        return;
+        return -ENODATA;
     }
     sq_store_run_dispose(&r);
     struct sq_store_result res;
@@ -1052,9 +1052,25 @@ static void load_run(struct sq_mcp *m, const char *tool, int64_t id, json_t **do
         *doc = json_loadb(res.doc, res.doc_len, 0, NULL);
         sq_store_result_dispose(&res);
     }
-    if (!*doc)
-        *fail = tool_error("%s: run %lld: its result cannot be read: %s", tool, (long long)id,
-                           rc < 0 ? err : "not JSON");
+    if (!*doc) {
+        snprintf(why, whylen, "run %lld: its result cannot be read: %s", (long long)id,
+                 rc < 0 ? err : "not JSON");
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Run id's result document (*doc, owned) or a tool error (*fail). status may be NULL. */
+static void load_run(struct sq_mcp *m, const char *tool, int64_t id, json_t **doc, json_t **fail,
+                     char *status, size_t statuslen)
+{
+    char why[640];
+    *fail = NULL;
+    int rc = sq_mcp__run_doc(m, id, doc, status, statuslen, why, sizeof(why));
+    if (rc == -ENOENT)
+        *fail = tool_error("%s: %s (list_runs lists them)", tool, why);
+    else if (rc < 0)
+        *fail = tool_error("%s: %s", tool, why);
 }
 
 static int get_run(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)

@@ -21,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { isDeepStrictEqual } from 'node:util';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
@@ -101,6 +102,72 @@ async function raw(base, { method = 'POST', body, headers = {} } = {}) {
 const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18',
   capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
 
+// Resources: the static ones, the run just made (its JSON is get_run's), the template, -32002.
+async function resourceChecks(client, runId, gotDoc) {
+  const { resources } = await client.listResources();
+  const uris = resources.map((r) => r.uri);
+  for (const u of ['squall://caps', 'squall://docs/plans.md', 'squall://schema/result'])
+    check(`resources/list names ${u}`, uris.includes(u), uris.join(','));
+  const runUri = `squall://runs/${runId}`;
+  const rr = resources.find((r) => r.uri === runUri);
+  check('resources/list: the run made in this test, as JSON with a name and description',
+    rr && rr.mimeType === 'application/json' && rr.name && /result document/.test(rr.description || ''),
+    JSON.stringify(rr));
+  const rd = await client.readResource({ uri: runUri });
+  let doc = null;
+  try { doc = JSON.parse(rd.contents?.[0]?.text); } catch { /* checked below */ }
+  check('resources/read of the run: the same JSON as get_run', doc !== null && gotDoc &&
+    isDeepStrictEqual(doc, gotDoc) && rd.contents[0].uri === runUri &&
+    rd.contents[0].mimeType === 'application/json', (rd.contents?.[0]?.text || '').slice(0, 200));
+  const caps = JSON.parse((await client.readResource({ uri: 'squall://caps' })).contents[0].text);
+  check('squall://caps: the caps in force', caps.max_vus === 400 && caps.max_rate_per_s === 10000 &&
+    caps.max_duration_s === 300, JSON.stringify(caps));
+  const pm = await client.readResource({ uri: 'squall://docs/plans.md' });
+  check('squall://docs/plans.md: the plan reference', pm.contents[0].mimeType === 'text/markdown' &&
+    /executor/.test(pm.contents[0].text), pm.contents[0].text.slice(0, 100));
+  const sc = JSON.parse((await client.readResource({ uri: 'squall://schema/result' })).contents[0].text);
+  check('squall://schema/result: a JSON Schema', typeof sc.properties === 'object');
+  const { resourceTemplates } = await client.listResourceTemplates();
+  check('resources/templates/list: squall://runs/{id}', resourceTemplates.length === 1 &&
+    resourceTemplates[0].uriTemplate === 'squall://runs/{id}', JSON.stringify(resourceTemplates));
+  for (const uri of ['squall://runs/99999', 'squall://nothing']) {
+    try {
+      const r = await client.readResource({ uri });
+      check(`resources/read ${uri}: -32002`, false, JSON.stringify(r).slice(0, 200));
+    } catch (e) {
+      check(`resources/read ${uri}: -32002`, e.code === -32002 && e.data?.uri === uri, `${e.code} ${e.message}`);
+    }
+  }
+}
+
+// Prompts: listed with their arguments, filled in, the run embedded, a missing argument refused.
+async function promptChecks(client, runId, url) {
+  const { prompts } = await client.listPrompts();
+  const names = prompts.map((p) => p.name).sort();
+  check('prompts/list: the prompts', JSON.stringify(names) ===
+    JSON.stringify(['find_capacity', 'investigate_run', 'load_test_endpoint']), names.join(','));
+  const lt = prompts.find((p) => p.name === 'load_test_endpoint');
+  check('load_test_endpoint takes url (required), rate, duration',
+    JSON.stringify(lt?.arguments?.map((a) => [a.name, !!a.required])) ===
+    JSON.stringify([['url', true], ['rate', false], ['duration', false]]), JSON.stringify(lt));
+  const g = await client.getPrompt({ name: 'load_test_endpoint', arguments: { url, rate: '500', duration: '30s' } });
+  const t = g.messages?.[0]?.content?.text || '';
+  check('prompts/get load_test_endpoint: a user message naming the URL, run_load_test and the caps',
+    g.messages[0].role === 'user' && t.includes(url) && t.includes('run_load_test') &&
+    t.includes('squall://caps') && t.includes('"rate": 500') && t.includes('30s'), t.slice(0, 300));
+  const ir = await client.getPrompt({ name: 'investigate_run', arguments: { run_id: String(runId) } });
+  const emb = ir.messages?.[1]?.content;
+  check('prompts/get investigate_run: the run resource embedded', emb?.type === 'resource' &&
+    emb.resource.uri === `squall://runs/${runId}` && JSON.parse(emb.resource.text).schema === 'squall.result/1',
+  JSON.stringify(ir).slice(0, 300));
+  try {
+    await client.getPrompt({ name: 'investigate_run', arguments: {} });
+    check('prompts/get without a required argument: -32602', false);
+  } catch (e) {
+    check('prompts/get without a required argument: -32602', e.code === -32602, `${e.code} ${e.message}`);
+  }
+}
+
 async function main() {
   const { Client, StreamableHTTPClientTransport } = loadSdk();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'squall-mcphttp-'));
@@ -141,15 +208,34 @@ async function main() {
     const got = await client.callTool({ name: 'get_run', arguments: { id: id1 } });
     check('get_run: from the store', got.structuredContent?.result?.requests?.completed === completed &&
       got.structuredContent?.status === 'finished', text(got).slice(0, 200));
+    check('initialize: resources and prompts capabilities',
+      !!client.getServerCapabilities()?.resources && !!client.getServerCapabilities()?.prompts);
+    await resourceChecks(client, id1, got.structuredContent?.result);
+    await promptChecks(client, id1, `${tbase}/fast`);
     const r2 = await client.callTool({ name: 'run_load_test', arguments: {
       quick: { url: `${tbase}/delay/2`, connections: 2, duration: '1s', threads: 1 } } },
     undefined, { timeout: 60000 });
     const id2 = r2.structuredContent?.run_id;
     check('a second run', r2.isError !== true && id2 === id1 + 1, text(r2).slice(0, 200));
+
+    // Progress over HTTP: a progress token (the SDK adds one for onprogress) and an Accept that
+    // takes text/event-stream: the answer is an SSE stream, a notifications/progress each second.
+    const progress = [];
+    const pr = await client.callTool({ name: 'run_load_test', arguments: {
+      quick: { url: `${tbase}/fast`, connections: 2, duration: '3s', threads: 1, rate: 200 } } },
+    undefined, { timeout: 60000, onprogress: (p) => progress.push(p) });
+    const id3 = pr.structuredContent?.run_id;
+    check('progress over HTTP: the call still answers with its result', pr.isError !== true &&
+      id3 === id2 + 1 && pr.structuredContent?.result?.requests?.completed > 0, text(pr).slice(0, 200));
+    check('progress over HTTP: a notifications/progress each second, growing',
+      progress.length >= 2 && progress.length <= 4 &&
+      progress.every((p, i) => p.progress > 0 && p.total === 3 &&
+        (i === 0 || p.progress > progress[i - 1].progress)) &&
+      /requests completed/.test(progress[0]?.message || ''), JSON.stringify(progress));
     const lr = await client.callTool({ name: 'list_runs', arguments: {} });
     const runs = lr.structuredContent?.runs || [];
-    check('list_runs: both runs from the store, newest first', runs.length === 2 &&
-      runs[0].id === id2 && runs[1].id === id1 && runs[1].status === 'finished',
+    check('list_runs: the runs from the store, newest first', runs.length === 3 &&
+      runs[0].id === id3 && runs[1].id === id2 && runs[2].id === id1 && runs[2].status === 'finished',
     JSON.stringify(runs).slice(0, 300));
     const cmp = await client.callTool({ name: 'compare_runs', arguments: { a: id1, b: id2 } });
     const dl = cmp.structuredContent?.deltas;
@@ -185,11 +271,13 @@ async function main() {
     const sr2 = await client.callTool({ name: 'stop_run', arguments: { id: running?.id } });
     check('stop_run on an ended run: a tool error', sr2.isError === true && text(sr2).includes('nothing to stop'), text(sr2));
 
-    // notifications/cancelled (the SDK sends it when a call is aborted) stops the call's run.
+    // notifications/cancelled (the SDK sends it when a call is aborted) stops the call's run
+    // (here a call answered as an SSE stream: it asked for progress).
     const ac = new AbortController();
+    let cprog = 0;
     const cancelledCall = client.callTool({ name: 'run_load_test', arguments: {
       quick: { url: `${tbase}/fast`, connections: 2, duration: '60s', threads: 1, rate: 200 } } },
-    undefined, { timeout: 90000, signal: ac.signal }).catch((e) => e);
+    undefined, { timeout: 90000, signal: ac.signal, onprogress: () => cprog++ }).catch((e) => e);
     let crun = null;
     for (let i = 0; i < 50 && !crun; i++) {
       await new Promise((r) => setTimeout(r, 100));
@@ -215,7 +303,7 @@ async function main() {
       quick: { url: 'http://192.0.2.7/fast', duration: '1s' } } });
     check('cap: loopback', far.isError === true && text(far).includes('loopback'), text(far));
     const all = await (await fetch(`${base}/runs`)).json();
-    check('no capped call reached the queue', (all.runs || []).length === 4, JSON.stringify(all).slice(0, 200));
+    check('no capped call reached the queue', (all.runs || []).length === 5, JSON.stringify(all).slice(0, 200));
 
     // Raw HTTP: the transport's rules.
     const sid = transport.sessionId;
@@ -235,6 +323,24 @@ async function main() {
     r = await raw(base, { body: list, headers: { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-06-18' } });
     check('tools/list with the session: 200 JSON', r.status === 200 &&
       (r.headers.get('content-type') || '').startsWith('application/json') && r.json?.result?.tools?.length >= 11, r.text.slice(0, 200));
+    const runCall = (meta) => ({ jsonrpc: '2.0', id: 'p1', method: 'tools/call', params: { name: 'run_load_test',
+      arguments: { quick: { url: `${tbase}/fast`, connections: 1, duration: '2s', threads: 1, rate: 50 } },
+      ...(meta ? { _meta: meta } : {}) } });
+    r = await raw(base, { body: runCall({ progressToken: 'tok-1' }), headers: { 'Mcp-Session-Id': sid } });
+    const events = r.text.split('\n\n').filter((e) => e.trim()).map((e) => {
+      const d = e.split('\n').find((l) => l.startsWith('data: '));
+      return d ? JSON.parse(d.slice(6)) : null;
+    });
+    const last = events[events.length - 1];
+    check('raw: a progress token and text/event-stream: an SSE answer, progress events, then the response',
+      r.status === 200 && (r.headers.get('content-type') || '').startsWith('text/event-stream') &&
+      events.length >= 2 && events.slice(0, -1).every((e) => e?.method === 'notifications/progress' &&
+        e.params.progressToken === 'tok-1') && last?.id === 'p1' && last?.result?.structuredContent?.run_id > 0,
+    r.text.slice(0, 400));
+    r = await raw(base, { body: runCall({ progressToken: 'tok-2' }), headers: { 'Mcp-Session-Id': sid, Accept: 'application/json' } });
+    check('raw: a progress token but Accept without text/event-stream: one JSON answer',
+      r.status === 200 && (r.headers.get('content-type') || '').startsWith('application/json') &&
+      r.json?.id === 'p1' && r.json?.result?.structuredContent?.run_id > 0, r.text.slice(0, 200));
     r = await raw(base, { body: '{"jsonrpc":"2.0","id":1', headers: { 'Mcp-Session-Id': sid } });
     check('a body that is a JSON string, not a message: -32600', r.json?.error?.code === -32600, r.text);
     r = await raw(base, { body: init });

@@ -18,6 +18,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import readline from 'node:readline';
+import { isDeepStrictEqual } from 'node:util';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -80,6 +81,72 @@ async function expectRpcError(client, params, code, label) {
   }
 }
 
+// Resources: the static ones, the run just made (its JSON is get_run's), the template, -32002.
+async function resourceChecks(client, runId, gotDoc) {
+  const { resources } = await client.listResources();
+  const uris = resources.map((r) => r.uri);
+  for (const u of ['squall://caps', 'squall://docs/plans.md', 'squall://schema/result'])
+    check(`resources/list names ${u}`, uris.includes(u), uris.join(','));
+  const runUri = `squall://runs/${runId}`;
+  const rr = resources.find((r) => r.uri === runUri);
+  check('resources/list: the run made in this test, as JSON with a name and description',
+    rr && rr.mimeType === 'application/json' && rr.name && /result document/.test(rr.description || ''),
+    JSON.stringify(rr));
+  const rd = await client.readResource({ uri: runUri });
+  let doc = null;
+  try { doc = JSON.parse(rd.contents?.[0]?.text); } catch { /* checked below */ }
+  check('resources/read of the run: the same JSON as get_run', doc !== null && gotDoc &&
+    isDeepStrictEqual(doc, gotDoc) && rd.contents[0].uri === runUri &&
+    rd.contents[0].mimeType === 'application/json', (rd.contents?.[0]?.text || '').slice(0, 200));
+  const caps = JSON.parse((await client.readResource({ uri: 'squall://caps' })).contents[0].text);
+  check('squall://caps: the caps in force', caps.max_vus === 400 && caps.max_rate_per_s === 10000 &&
+    caps.max_duration_s === 300, JSON.stringify(caps));
+  const pm = await client.readResource({ uri: 'squall://docs/plans.md' });
+  check('squall://docs/plans.md: the plan reference', pm.contents[0].mimeType === 'text/markdown' &&
+    /executor/.test(pm.contents[0].text), pm.contents[0].text.slice(0, 100));
+  const sc = JSON.parse((await client.readResource({ uri: 'squall://schema/result' })).contents[0].text);
+  check('squall://schema/result: a JSON Schema', typeof sc.properties === 'object');
+  const { resourceTemplates } = await client.listResourceTemplates();
+  check('resources/templates/list: squall://runs/{id}', resourceTemplates.length === 1 &&
+    resourceTemplates[0].uriTemplate === 'squall://runs/{id}', JSON.stringify(resourceTemplates));
+  for (const uri of ['squall://runs/99999', 'squall://nothing']) {
+    try {
+      const r = await client.readResource({ uri });
+      check(`resources/read ${uri}: -32002`, false, JSON.stringify(r).slice(0, 200));
+    } catch (e) {
+      check(`resources/read ${uri}: -32002`, e.code === -32002 && e.data?.uri === uri, `${e.code} ${e.message}`);
+    }
+  }
+}
+
+// Prompts: listed with their arguments, filled in, the run embedded, a missing argument refused.
+async function promptChecks(client, runId, url) {
+  const { prompts } = await client.listPrompts();
+  const names = prompts.map((p) => p.name).sort();
+  check('prompts/list: the prompts', JSON.stringify(names) ===
+    JSON.stringify(['find_capacity', 'investigate_run', 'load_test_endpoint']), names.join(','));
+  const lt = prompts.find((p) => p.name === 'load_test_endpoint');
+  check('load_test_endpoint takes url (required), rate, duration',
+    JSON.stringify(lt?.arguments?.map((a) => [a.name, !!a.required])) ===
+    JSON.stringify([['url', true], ['rate', false], ['duration', false]]), JSON.stringify(lt));
+  const g = await client.getPrompt({ name: 'load_test_endpoint', arguments: { url, rate: '500', duration: '30s' } });
+  const t = g.messages?.[0]?.content?.text || '';
+  check('prompts/get load_test_endpoint: a user message naming the URL, run_load_test and the caps',
+    g.messages[0].role === 'user' && t.includes(url) && t.includes('run_load_test') &&
+    t.includes('squall://caps') && t.includes('"rate": 500') && t.includes('30s'), t.slice(0, 300));
+  const ir = await client.getPrompt({ name: 'investigate_run', arguments: { run_id: String(runId) } });
+  const emb = ir.messages?.[1]?.content;
+  check('prompts/get investigate_run: the run resource embedded', emb?.type === 'resource' &&
+    emb.resource.uri === `squall://runs/${runId}` && JSON.parse(emb.resource.text).schema === 'squall.result/1',
+  JSON.stringify(ir).slice(0, 300));
+  try {
+    await client.getPrompt({ name: 'investigate_run', arguments: {} });
+    check('prompts/get without a required argument: -32602', false);
+  } catch (e) {
+    check('prompts/get without a required argument: -32602', e.code === -32602, `${e.code} ${e.message}`);
+  }
+}
+
 async function sdkChecks() {
   const { Client, StdioClientTransport, Ajv } = loadSdk();
   const transport = new StdioClientTransport({ command: SQUALL, args: ['mcp'], stderr: 'inherit' });
@@ -89,6 +156,9 @@ async function sdkChecks() {
   check('initialize: server info', sv && sv.name === 'squall', JSON.stringify(sv));
   check('initialize: tools capability', !!client.getServerCapabilities()?.tools);
   check('initialize: instructions', (client.getInstructions() || '').includes('400'));
+  check('initialize: resources and prompts capabilities',
+    !!client.getServerCapabilities()?.resources && !!client.getServerCapabilities()?.prompts,
+    JSON.stringify(client.getServerCapabilities()));
 
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
@@ -153,6 +223,53 @@ async function sdkChecks() {
   check('list_runs: one run', lr.structuredContent?.runs?.length === 1 &&
     lr.structuredContent.runs[0].kind === 'quick', JSON.stringify(lr.structuredContent));
 
+  await resourceChecks(client, run.structuredContent.run_id, got.structuredContent?.result);
+  await promptChecks(client, run.structuredContent.run_id, `${base}/fast`);
+
+  // Cancellation: the SDK aborts a call (notifications/cancelled); squall mcp reads stdin during
+  // the run, stops it, and sends no response for it (a late one would reach client.onerror as
+  // "a response for an unknown message ID"). The next call is served only after the run ended.
+  const sdkErrors = [];
+  client.onerror = (e) => sdkErrors.push(String(e?.message || e));
+  const ac = new AbortController();
+  let seen = 0;
+  const tc = Date.now();
+  const cerr = await client.callTool({ name: 'run_load_test', arguments: { quick: {
+    url: `${base}/fast`, connections: 2, duration: '60s', threads: 1, rate: 200 } } },
+  undefined, { timeout: 90000, signal: ac.signal,
+    onprogress: () => { if (++seen === 1) ac.abort('the test cancels it'); } }).catch((e) => e);
+  check('cancel: the aborted call rejects on the client after a progress notification',
+    cerr instanceof Error && seen >= 1, String(cerr));
+  const after = await client.callTool({ name: 'list_runs', arguments: {} });
+  const took = (Date.now() - tc) / 1000;
+  check('cancel: the 60 s run stopped early (the next call answered within 20 s)', took < 20 &&
+    after.structuredContent?.runs?.length === 2, `${took}s ${text(after).slice(0, 100)}`);
+  const sx = await stats(base);
+  await new Promise((r) => setTimeout(r, 1000));
+  const sy = await stats(base);
+  check('cancel: the target gets nothing more', sy.endpoints.fast === sx.endpoints.fast,
+    `${sx.endpoints.fast} -> ${sy.endpoints.fast}`);
+  await client.ping();
+  check('cancel: no response came for the cancelled request',
+    !sdkErrors.some((e) => /unknown message ID/.test(e)), sdkErrors.join('; ').slice(0, 400));
+  // A request cancelled while it waits behind a run is dropped: never handled, never answered.
+  const nerr = sdkErrors.length;
+  const acq = new AbortController();
+  const slow = client.callTool({ name: 'run_load_test', arguments: { quick: {
+    url: `${base}/fast`, connections: 1, duration: '2s', threads: 1, rate: 50 } } },
+  undefined, { timeout: 60000 });
+  const queued = client.callTool({ name: 'list_runs', arguments: {} }, undefined,
+    { signal: acq.signal }).catch((e) => e);
+  await new Promise((r) => setTimeout(r, 500));
+  acq.abort('cancelled while queued');
+  await queued;
+  const sres = await slow;
+  await client.ping();
+  check('cancel: a request cancelled while queued behind a run is never answered',
+    sres.isError !== true && !sdkErrors.slice(nerr).some((e) => /unknown message ID/.test(e)),
+    sdkErrors.slice(nerr).join('; ').slice(0, 400));
+  const s1b = await stats(base);
+
   const u = `${base}/fast`;
   const plan = (vus, extra = '') => `target: ${base}\nscenarios:\n  a:\n    executor: constant-vus\n` +
     `    vus: ${vus}\n    duration: 1s\n${extra}    flow:\n      - request: {url: /fast}\n`;
@@ -167,8 +284,8 @@ async function sdkChecks() {
   await expectCap(client, 'run_load_test', { quick: { url: u, duration: '1s', 'connect-to': `127.0.0.1:${port}:192.0.2.7:${port}` } }, 'cap: targets only on loopback');
   await expectCap(client, 'run_load_test', { plan: plan(1).replace(base, 'http://example.com') }, 'cap: targets only on loopback');
   const s2 = await stats(base);
-  check('no capped call sent a request', s2.endpoints.fast === s1.endpoints.fast,
-    `${s1.endpoints.fast} -> ${s2.endpoints.fast}`);
+  check('no capped call sent a request', s2.endpoints.fast === s1b.endpoints.fast,
+    `${s1b.endpoints.fast} -> ${s2.endpoints.fast}`);
 
   const bad = await client.callTool({ name: 'run_load_test', arguments: { quick: { url: u, connections: 'many' } } });
   check('a bad quick option: a tool error naming the flag', bad.isError === true && text(bad).includes('connections'), text(bad));
@@ -241,9 +358,13 @@ async function rawChecks() {
     const r = await next();
     check(`raw: ${label} -> ${code}`, r.error?.code === code && r.id === id, JSON.stringify(r));
   }
+  send('{"jsonrpc":"2.0","id":8,"method":"ping","params":{"pad":"' + 'x'.repeat(5 << 20) + '"}}');
+  const big = await next();
+  check('raw: a line over 4 MiB -> -32600', big.error?.code === -32600 && big.id === null, JSON.stringify(big));
+  send('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}');
   send('{"jsonrpc":"2.0","id":7,"method":"ping"}');
   const p = await next();
-  check('raw: the notification got no answer, ping did', p.id === 7 && p.result !== undefined, JSON.stringify(p));
+  check('raw: the notifications got no answer, ping did', p.id === 7 && p.result !== undefined, JSON.stringify(p));
   proc.stdin.end();
   const code = await new Promise((resolve) => proc.on('exit', resolve));
   check('raw: EOF ends squall mcp with status 0', code === 0, `${code}`);

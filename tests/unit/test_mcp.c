@@ -186,8 +186,8 @@ static void test_methods(void **state)
         {"[1]", SQ_MCP_INVALID_REQUEST, true},
         {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":5}", SQ_MCP_INVALID_REQUEST, false},
         {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"nope\"}", SQ_MCP_METHOD_NOT_FOUND, false},
-        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/list\"}", SQ_MCP_METHOD_NOT_FOUND,
-         false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/subscribe\"}",
+         SQ_MCP_METHOD_NOT_FOUND, false},
         {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{}}",
          SQ_MCP_INVALID_PARAMS, false},
         {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}",
@@ -548,15 +548,190 @@ static void test_store(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- resources and prompts ---- */
+
+static json_t *rpc(struct sq_mcp *m, const char *method, const char *params)
+{
+    char req[1024];
+    snprintf(req, sizeof(req), "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"%s\",\"params\":%s}",
+             method, params);
+    return call(m, req);
+}
+
+/* resources/read's one text content for uri (asserts the shape). */
+static json_t *read_text(struct sq_mcp *m, const char *uri, const char *mime)
+{
+    char params[256];
+    snprintf(params, sizeof(params), "{\"uri\":\"%s\"}", uri);
+    json_t *v = rpc(m, "resources/read", params);
+    json_t *c = json_object_get(json_object_get(v, "result"), "contents");
+    if (json_array_size(c) != 1)
+        fail_msg("%s: %s", uri, json_dumps(v, 0));
+    json_t *c0 = json_array_get(c, 0);
+    assert_string_equal(json_string_value(json_object_get(c0, "uri")), uri);
+    assert_string_equal(json_string_value(json_object_get(c0, "mimeType")), mime);
+    json_t *t = json_incref(json_object_get(c0, "text"));
+    assert_true(json_is_string(t));
+    json_decref(v);
+    return t;
+}
+
+static void test_resources(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/squall-test-mcpres-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct sq_store *st = NULL;
+    char err[256];
+    assert_int_equal(sq_store_open(dir, NULL, &st, err, sizeof(err)), 0);
+    const char *hosts[] = {"lab.example"};
+    struct sq_mcp_config cfg = {.store = st, .nallow_hosts = 1};
+    cfg.allow_hosts[0] = hosts[0];
+    struct sq_mcp *m = NULL;
+    assert_int_equal(sq_mcp_new(&cfg, &m), 0);
+
+    json_t *v = call(m, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                        "\"protocolVersion\":\"2025-06-18\"}}");
+    json_t *caps = json_object_get(json_object_get(v, "result"), "capabilities");
+    assert_non_null(json_object_get(caps, "resources"));
+    assert_non_null(json_object_get(caps, "prompts"));
+    json_decref(v);
+
+    /* the static three, no run yet */
+    v = rpc(m, "resources/list", "{}");
+    json_t *l = json_object_get(json_object_get(v, "result"), "resources");
+    assert_int_equal(json_array_size(l), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(l, 0), "uri")),
+                        "squall://caps");
+    json_decref(v);
+    json_t *t = read_text(m, "squall://caps", "application/json");
+    json_t *cd = json_loads(json_string_value(t), 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(cd, "max_vus")), 400);
+    assert_int_equal(json_integer_value(json_object_get(cd, "max_duration_s")), 300);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(cd, "allowed_hosts"), 0)),
+                        "lab.example");
+    json_decref(cd);
+    json_decref(t);
+    t = read_text(m, "squall://docs/plans.md", "text/markdown");
+    assert_non_null(strstr(json_string_value(t), "scenarios"));
+    json_decref(t);
+    t = read_text(m, "squall://schema/result", "application/schema+json");
+    cd = json_loads(json_string_value(t), 0, NULL);
+    assert_true(json_is_object(json_object_get(cd, "properties")));
+    json_decref(cd);
+    json_decref(t);
+    v = rpc(m, "resources/templates/list", "{}");
+    json_t *tp =
+        json_array_get(json_object_get(json_object_get(v, "result"), "resourceTemplates"), 0);
+    assert_string_equal(json_string_value(json_object_get(tp, "uriTemplate")),
+                        "squall://runs/{id}");
+    json_decref(v);
+
+    /* not found: -32002 with the URI as data; bad params: -32602 */
+    const char *missing[] = {"squall://runs/1", "squall://runs/0",    "squall://runs/x",
+                             "squall://nope",   "file:///etc/passwd", "squall://runs/"};
+    for (size_t i = 0; i < sizeof(missing) / sizeof(missing[0]); i++) {
+        char params[128];
+        snprintf(params, sizeof(params), "{\"uri\":\"%s\"}", missing[i]);
+        v = rpc(m, "resources/read", params);
+        if (error_code(v) != SQ_MCP_RESOURCE_NOT_FOUND)
+            fail_msg("%s: %s", missing[i], json_dumps(v, 0));
+        assert_string_equal(json_string_value(json_object_get(
+                                json_object_get(json_object_get(v, "error"), "data"), "uri")),
+                            missing[i]);
+        json_decref(v);
+    }
+    v = rpc(m, "resources/read", "{}");
+    assert_int_equal(error_code(v), SQ_MCP_INVALID_PARAMS);
+    json_decref(v);
+    v = rpc(m, "resources/list", "{\"cursor\":\"abc\"}");
+    assert_int_equal(error_code(v), SQ_MCP_INVALID_PARAMS);
+    json_decref(v);
+
+    /* a run becomes a resource whose text is get_run's document */
+    json_t *r = tool(m, "start_target", "{}");
+    int port =
+        (int)json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "port"));
+    json_decref(r);
+    int id = quick_run(m, port, "/fast", 100);
+    v = rpc(m, "resources/list", "{}");
+    l = json_object_get(json_object_get(v, "result"), "resources");
+    assert_int_equal(json_array_size(l), 4);
+    char uri[64];
+    snprintf(uri, sizeof(uri), "squall://runs/%d", id);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(l, 3), "uri")), uri);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(l, 3), "mimeType")),
+                        "application/json");
+    json_decref(v);
+    t = read_text(m, uri, "application/json");
+    cd = json_loads(json_string_value(t), 0, NULL);
+    char args[64];
+    snprintf(args, sizeof(args), "{\"id\":%d}", id);
+    r = tool(m, "get_run", args);
+    assert_true(json_equal(cd, json_object_get(json_object_get(r, "structuredContent"), "result")));
+    json_decref(r);
+    json_decref(cd);
+    json_decref(t);
+
+    /* prompts */
+    v = rpc(m, "prompts/list", "{}");
+    json_t *pl = json_object_get(json_object_get(v, "result"), "prompts");
+    assert_int_equal(json_array_size(pl), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(pl, 0), "name")),
+                        "load_test_endpoint");
+    json_decref(v);
+    v = rpc(m, "prompts/get",
+            "{\"name\":\"load_test_endpoint\",\"arguments\":{\"url\":\"http://127.0.0.1:1/x\","
+            "\"rate\":\"20000\",\"duration\":\"20s\"}}");
+    json_t *msg0 = json_array_get(json_object_get(json_object_get(v, "result"), "messages"), 0);
+    const char *pt = json_string_value(json_object_get(json_object_get(msg0, "content"), "text"));
+    assert_non_null(pt);
+    assert_non_null(strstr(pt, "http://127.0.0.1:1/x"));
+    assert_non_null(strstr(pt, "over the cap")); /* 20000/s is capped to 10000 */
+    assert_non_null(strstr(pt, "\"rate\": 10000"));
+    json_decref(v);
+    char params[128];
+    snprintf(params, sizeof(params),
+             "{\"name\":\"investigate_run\",\"arguments\":{\"run_id\":\"%d\"}}", id);
+    v = rpc(m, "prompts/get", params);
+    json_t *msg1 = json_array_get(json_object_get(json_object_get(v, "result"), "messages"), 1);
+    json_t *res = json_object_get(json_object_get(msg1, "content"), "resource");
+    assert_string_equal(json_string_value(json_object_get(res, "uri")), uri);
+    assert_non_null(strstr(json_string_value(json_object_get(res, "text")), "squall.result/1"));
+    json_decref(v);
+    const char *bad[] = {
+        "{\"name\":\"nope\"}",
+        "{\"name\":\"load_test_endpoint\"}",
+        "{\"name\":\"load_test_endpoint\",\"arguments\":{\"url\":5}}",
+        "{\"name\":\"load_test_endpoint\",\"arguments\":{\"url\":\"u\",\"rate\":\"fast\"}}",
+        "{\"name\":\"investigate_run\",\"arguments\":{\"run_id\":\"999\"}}",
+        "{\"name\":\"investigate_run\",\"arguments\":[]}",
+        "{}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = rpc(m, "prompts/get", bad[i]);
+        if (error_code(v) != SQ_MCP_INVALID_PARAMS)
+            fail_msg("%s: %s", bad[i], json_dumps(v, 0));
+        json_decref(v);
+    }
+    sq_mcp_free(m);
+    sq_store_close(st);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The daemon's seam: a fake host that queues. */
 struct fake_host {
     int calls;
     json_t *args, *rpc_id;
 };
 
-static int fake_submit(void *ud, const json_t *args, const json_t *rpc_id, int64_t *run_id,
-                       char *err, size_t len)
+static int fake_submit(void *ud, const json_t *args, const json_t *rpc_id, const json_t *progress,
+                       double total_s, int64_t *run_id, char *err, size_t len)
 {
+    (void)progress;
+    (void)total_s;
     (void)err;
     (void)len;
     struct fake_host *h = ud;
@@ -682,7 +857,7 @@ int main(void)
         cmocka_unit_test(test_initialize),  cmocka_unit_test(test_methods),
         cmocka_unit_test(test_caps),        cmocka_unit_test(test_run),
         cmocka_unit_test(test_store),       cmocka_unit_test(test_submit),
-        cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_progress),    cmocka_unit_test(test_resources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
