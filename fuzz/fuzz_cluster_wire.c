@@ -4,7 +4,8 @@
  * A message comes from the network: any bytes are parsed as JSON and read as a second (counts
  * and base64 histograms) and as a whole result (counters, histograms, scenarios, steps, checks,
  * the series). A refusal must say why; an accepted result must encode again and read back to the
- * same counters, and merge into an empty result (engine/merge.c) without a sanitizer report.
+ * same counters, and merge into an empty result (engine/merge.c) without a sanitizer report; its
+ * sampled exchanges merge as the controller merges them (sq_xs_merge).
  * The same bytes are also read as a result part's header. Seeds: fuzz/corpus/cluster_wire/, a
  * second and a final result written by real agents, and hostile shapes.
  */
@@ -63,6 +64,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)sq_result_merge(&m, &w.r);
         (void)sq_result_merge(&m, &w.r);
         sq_result_dispose(&m);
+        /* the sampled exchanges as the controller merges them (they move out of w) */
+        struct sq_result xm = {0};
+        if (sq_xs_merge(&w.r.xsamples, 1, &xm.xsamples) == 0)
+            CHECK(xm.xsamples.n <= w.r.xsamples.n);
+        sq_result_dispose(&xm);
     }
     sq_wire_res_dispose(&w);
     json_decref(j);

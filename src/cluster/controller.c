@@ -803,6 +803,22 @@ static int merge_series(struct ctl *c, struct sq_result *out)
     return 0;
 }
 
+/* The sampled exchanges: per class, a uniform sample of the union of the finished agents' (each
+ * drawn in proportion to what it saw of the class, engine/capture.h). A lost agent sent none. */
+static int merge_samples(struct ctl *c, struct sq_result *out)
+{
+    struct sq_xsamples *in = calloc(c->rep->n ? c->rep->n : 1, sizeof(*in));
+    if (!in)
+        return -ENOMEM;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->rep->n; i++)
+        if (c->rep->agents[i]._in->have_final)
+            in[n++] = c->rep->agents[i]._in->final.r.xsamples; /* its kept ones move to out */
+    int rc = sq_xs_merge(in, n, &out->xsamples);
+    free(in);
+    return rc;
+}
+
 static int merge(struct ctl *c, struct sq_result *out)
 {
     memset(out, 0, sizeof(*out));
@@ -826,6 +842,8 @@ static int merge(struct ctl *c, struct sq_result *out)
             return fail(c, rc, "merging agent %s's result: %s", a->name, sq_strerror(rc));
     }
     rc = merge_series(c, out);
+    if (rc == 0)
+        rc = merge_samples(c, out);
     if (rc < 0)
         return fail(c, rc, "out of memory");
     double lo = 0, hi = 0;

@@ -409,6 +409,194 @@ static int ws_read(const json_t *j, struct sq_result *r)
     return rc;
 }
 
+/* ---- sampled exchanges (engine/capture.h): per class seen, and the kept ones ----
+ * {"per_class": N, "classes": [{"class": "5xx", "seen": n, "samples": [{...}]}]}; a class by its
+ * name (a status class, or an error kind's name); bytes (request, head, body) as base64, since
+ * a sample keeps what came, text or not. Bounded on the way in: per_class at most
+ * SQ_SAMPLE_RESPONSES_MAX, at most per_class samples per class, each class once, heads and
+ * bodies as cut (SQ_CAPTURE_HEAD_MAX, SQ_SAMPLE_BODY_MAX), a request at most XS_REQ_MAX. */
+
+#define XS_REQ_MAX (1u << 20)
+
+static const char *const xs_status_names[SQ_XS_STATUS_CLASSES] = {"other", "1xx", "2xx",
+                                                                  "3xx",   "4xx", "5xx"};
+
+static const char *xs_class_name(uint32_t k)
+{
+    return k < SQ_XS_STATUS_CLASSES ? xs_status_names[k]
+                                    : sq_errk_name((enum sq_errk)(k - SQ_XS_STATUS_CLASSES));
+}
+
+/* The class named s, or -1 (a class this side does not know: a newer error kind). */
+static int xs_class_of(const char *s)
+{
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++)
+        if (strcmp(s, xs_class_name(k)) == 0)
+            return (int)k;
+    return -1;
+}
+
+static json_t *bytes_b64(const char *p, size_t n)
+{
+    if (!p)
+        return json_null();
+    char *t = malloc(sq_b64_encoded_len(n));
+    if (!t)
+        return NULL;
+    sq_b64_encode(p, n, t);
+    json_t *j = json_string(t);
+    free(t);
+    return j;
+}
+
+static json_t *xsample_json(const struct sq_xsample *x)
+{
+    json_t *req = bytes_b64(x->req ? x->req : "", x->req_len),
+           *head = bytes_b64(x->head, x->head_len), *body = bytes_b64(x->body, x->body_len);
+    if (!req || !head || !body) {
+        json_decref(req);
+        json_decref(head);
+        json_decref(body);
+        return NULL;
+    }
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:b, s:o, s:b, s:o, s:I}", "end_ns",
+                     (json_int_t)x->end_ns, "latency_us", (json_int_t)x->latency_us, "ttfb_us",
+                     (json_int_t)x->ttfb_us, "connect_us", (json_int_t)x->connect_us, "tls_us",
+                     (json_int_t)x->tls_us, "status", (json_int_t)x->status, "h2", x->h2, "req",
+                     req, "req_cut", x->req_cut, "head", head, "head_cut", x->head_cut, "body",
+                     body, "body_total", (json_int_t)x->body_total);
+}
+
+static json_t *xsamples_json(const struct sq_xsamples *xs, bool *ok)
+{
+    json_t *classes = json_array();
+    size_t i = 0;
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
+        json_t *kept = json_array();
+        for (; i < xs->n && xs->v[i].cls == k; i++) {
+            json_t *e = xsample_json(&xs->v[i]);
+            *ok &= e != NULL;
+            if (e)
+                json_array_append_new(kept, e);
+        }
+        if (!xs->seen[k] && !json_array_size(kept)) {
+            json_decref(kept);
+            continue;
+        }
+        json_array_append_new(classes, json_pack("{s:s, s:I, s:o}", "class", xs_class_name(k),
+                                                 "seen", (json_int_t)xs->seen[k], "samples", kept));
+    }
+    return json_pack("{s:I, s:o}", "per_class", (json_int_t)xs->per_class, "classes", classes);
+}
+
+/* Bytes back from base64 (JSON null: none, *out NULL), at most max of them. */
+static int get_bytes(const json_t *o, const char *key, size_t max, char **out, size_t *len)
+{
+    const json_t *v = json_object_get(o, key);
+    *out = NULL;
+    *len = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) > (max + 2) / 3 * 4)
+        return -SQ_EPARSE;
+    unsigned char *b = NULL;
+    size_t n = 0;
+    int rc = sq_b64_decode(json_string_value(v), json_string_length(v), &b, &n);
+    if (rc < 0)
+        return rc == -ENOMEM ? rc : -SQ_EPARSE;
+    if (n > max) {
+        free(b);
+        return -SQ_EPARSE;
+    }
+    *out = (char *)b;
+    *len = n;
+    return 0;
+}
+
+static bool get_flag(const json_t *o, const char *key, bool *out)
+{
+    const json_t *v = json_object_get(o, key);
+    if (v && !json_is_boolean(v))
+        return false;
+    *out = json_is_true(v);
+    return true;
+}
+
+static int xsample_read(const json_t *j, uint32_t cls, struct sq_xsample *x)
+{
+    uint64_t status = 0;
+    x->cls = cls;
+    x->error = cls < SQ_XS_STATUS_CLASSES ? -1 : (int)(cls - SQ_XS_STATUS_CLASSES);
+    if (!json_is_object(j) || !get_i64(j, "end_ns", &x->end_ns) ||
+        !get_i64(j, "latency_us", &x->latency_us) || !get_i64(j, "ttfb_us", &x->ttfb_us) ||
+        !get_i64(j, "connect_us", &x->connect_us) || !get_i64(j, "tls_us", &x->tls_us) ||
+        !get_u64(j, "status", &status) || status > UINT16_MAX ||
+        !get_u64(j, "body_total", &x->body_total) || !get_flag(j, "h2", &x->h2) ||
+        !get_flag(j, "req_cut", &x->req_cut) || !get_flag(j, "head_cut", &x->head_cut))
+        return -SQ_EPARSE;
+    x->status = (uint16_t)status;
+    int rc = get_bytes(j, "req", XS_REQ_MAX, &x->req, &x->req_len);
+    if (rc == 0)
+        rc = get_bytes(j, "head", SQ_CAPTURE_HEAD_MAX, &x->head, &x->head_len);
+    if (rc == 0)
+        rc = get_bytes(j, "body", SQ_SAMPLE_BODY_MAX, &x->body, &x->body_len);
+    if (rc == 0 && x->body_total < x->body_len)
+        rc = -SQ_EPARSE;
+    return rc;
+}
+
+static int by_class_then_time(const void *a, const void *b)
+{
+    const struct sq_xsample *x = a, *y = b;
+    if (x->cls != y->cls)
+        return x->cls < y->cls ? -1 : 1;
+    return (x->end_ns > y->end_ns) - (x->end_ns < y->end_ns);
+}
+
+static int xsamples_read(const json_t *j, struct sq_xsamples *xs)
+{
+    if (!j || json_is_null(j))
+        return 0;
+    uint64_t per = 0;
+    const json_t *classes = json_object_get(j, "classes");
+    if (!json_is_object(j) || !get_u64(j, "per_class", &per) || per > SQ_SAMPLE_RESPONSES_MAX ||
+        !json_is_array(classes))
+        return -SQ_EPARSE;
+    size_t cap = 0;
+    for (size_t i = 0; i < json_array_size(classes); i++) {
+        const json_t *kept = json_object_get(json_array_get(classes, i), "samples");
+        if (!json_is_array(kept) || json_array_size(kept) > per)
+            return -SQ_EPARSE;
+        cap += json_array_size(kept);
+    }
+    xs->per_class = (uint32_t)per;
+    xs->v = calloc(cap ? cap : 1, sizeof(*xs->v));
+    if (!xs->v)
+        return -ENOMEM;
+    bool had[SQ_XS_CLASSES] = {false};
+    for (size_t i = 0; i < json_array_size(classes); i++) {
+        const json_t *c = json_array_get(classes, i), *name = json_object_get(c, "class"),
+                     *kept = json_object_get(c, "samples");
+        uint64_t seen = 0;
+        if (!json_is_string(name) || !get_u64(c, "seen", &seen))
+            return -SQ_EPARSE;
+        int k = xs_class_of(json_string_value(name));
+        if (k < 0)
+            continue; /* a class this side does not know */
+        if (had[k])
+            return -SQ_EPARSE;
+        had[k] = true;
+        xs->seen[k] = seen;
+        for (size_t s = 0; s < json_array_size(kept); s++) {
+            int rc = xsample_read(json_array_get(kept, s), (uint32_t)k, &xs->v[xs->n++]);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    qsort(xs->v, xs->n, sizeof(*xs->v), by_class_then_time);
+    return 0;
+}
+
 json_t *sq_wire_result(const struct sq_result *r)
 {
     bool ok = true;
@@ -480,6 +668,8 @@ json_t *sq_wire_result(const struct sq_result *r)
             json_array_append_new(series, e);
     }
     json_object_set_new(o, "series", series);
+    if (r->xsamples.per_class)
+        json_object_set_new(o, "xsamples", xsamples_json(&r->xsamples, &ok));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -679,6 +869,9 @@ static int read_result(const json_t *j, struct sq_wire_res *w)
                 return rc;
         }
     }
+    rc = xsamples_read(json_object_get(j, "xsamples"), &r->xsamples);
+    if (rc < 0)
+        return rc;
     const json_t *series = json_object_get(j, "series");
     if (series && !json_is_array(series))
         return -SQ_EPARSE;

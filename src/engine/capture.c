@@ -400,6 +400,63 @@ static int by_class_then_time(const void *a, const void *b)
     return (x->end_ns > y->end_ns) - (x->end_ns < y->end_ns);
 }
 
+/* One source of a class's merge: a uniform sample (v, n of them) of the seen exchanges. */
+struct xs_src {
+    uint64_t seen;
+    struct sq_xsample *v;
+    uint32_t n;
+    uint32_t left; /* not taken yet: v[0..left) */
+    double rem;    /* what those still stand for (seen / n each) */
+};
+
+/* A uniform sample of the union of the sources' populations, per_class at most, appended to
+ * out->v: draw a source in proportion to what its remaining kept exchanges stand for (each of
+ * source i's stands for seen/n of the class there), take one of them at random, until per_class
+ * are taken or none is left. A taken exchange moves to out (its source slot is left empty). */
+static void merge_class(struct xs_src *src, uint32_t n, uint32_t per_class, uint64_t *rng,
+                        struct sq_xsamples *out)
+{
+    double total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        src[i].left = src[i].n;
+        src[i].rem = src[i].n ? (double)(src[i].seen > src[i].n ? src[i].seen : src[i].n) : 0;
+        total += src[i].rem;
+    }
+    for (uint32_t taken = 0; taken < per_class && total > 0.5; taken++) {
+        double u = (double)(merge_next(rng) >> 11) / 9007199254740992.0 * total;
+        uint32_t i = 0;
+        while (i + 1 < n && (src[i].rem <= 0 || u >= src[i].rem)) {
+            if (src[i].rem > 0)
+                u -= src[i].rem;
+            i++;
+        }
+        while (src[i].rem <= 0) /* rounding at the end: the last source with any */
+            i--;
+        struct xs_src *s = &src[i];
+        uint32_t j = (uint32_t)(merge_next(rng) % s->left);
+        out->v[out->n++] = s->v[j];
+        s->v[j] = s->v[s->left - 1];
+        memset(&s->v[s->left - 1], 0, sizeof(s->v[0])); /* handed over */
+        s->left--;
+        double each = s->rem / (double)(s->left + 1);
+        total -= s->left == 0 ? s->rem : each;
+        s->rem = s->left == 0 ? 0 : s->rem - each;
+    }
+}
+
+static int merge_alloc(uint32_t n, size_t cap, struct xs_src **src, struct sq_xsamples *out)
+{
+    out->v = calloc(cap ? cap : 1, sizeof(*out->v));
+    *src = calloc(n ? n : 1, sizeof(**src));
+    if (!out->v || !*src) {
+        free(*src);
+        free(out->v);
+        out->v = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_class,
                         struct sq_xsamples *out)
 {
@@ -414,50 +471,60 @@ int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_c
             kept += ws[i].xs ? ws[i].xs[k].n : 0;
         cap += kept < per_class ? kept : per_class;
     }
-    out->v = calloc(cap ? cap : 1, sizeof(*out->v));
-    double *rem = calloc(n ? n : 1, sizeof(*rem));
-    uint32_t *next = calloc(n ? n : 1, sizeof(*next));
-    if (!out->v || !rem || !next) {
-        free(rem);
-        free(next);
+    struct xs_src *src;
+    if (merge_alloc(n, cap, &src, out) < 0)
+        return -ENOMEM;
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
+        for (uint32_t i = 0; i < n; i++) {
+            struct sq_engine__xres *r = ws[i].xs ? &ws[i].xs[k] : NULL;
+            src[i] = (struct xs_src){
+                .seen = r ? r->seen : 0, .v = r ? r->slot : NULL, .n = r ? r->n : 0};
+            out->seen[k] += src[i].seen;
+        }
+        merge_class(src, n, per_class, &rng, out);
+    }
+    free(src);
+    qsort(out->v, out->n, sizeof(*out->v), by_class_then_time);
+    return 0;
+}
+
+/* Several runs' sampled exchanges into one (capture.h): the workers' rule over whole runs. */
+int sq_xs_merge(struct sq_xsamples *in, uint32_t n, struct sq_xsamples *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (uint32_t i = 0; i < n; i++)
+        out->per_class = in[i].per_class > out->per_class ? in[i].per_class : out->per_class;
+    if (!out->per_class)
+        return 0;
+    size_t cap = 0;
+    for (uint32_t i = 0; i < n; i++)
+        cap += in[i].n;
+    struct xs_src *src;
+    if (merge_alloc(n, cap, &src, out) < 0)
+        return -ENOMEM;
+    size_t *at = calloc(n ? n : 1, sizeof(*at)); /* each input's next class starts here */
+    if (!at) {
+        free(src);
         free(out->v);
         out->v = NULL;
         return -ENOMEM;
     }
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
-        /* Each kept exchange of worker i stands for seen/n of its class there: draw a worker in
-         * proportion to what it still stands for, take its next kept exchange (its reservoir
-         * is in random order), until per_class are taken or none is left. */
-        double total = 0;
         for (uint32_t i = 0; i < n; i++) {
-            struct sq_engine__xres *r = ws[i].xs ? &ws[i].xs[k] : NULL;
-            out->seen[k] += r ? r->seen : 0;
-            rem[i] = r && r->n ? (double)r->seen : 0;
-            next[i] = 0;
-            total += rem[i];
+            size_t a = at[i], b = a;
+            while (b < in[i].n && in[i].v[b].cls == k)
+                b++;
+            at[i] = b;
+            src[i] =
+                (struct xs_src){.seen = in[i].seen[k], .v = in[i].v + a, .n = (uint32_t)(b - a)};
+            out->seen[k] += in[i].seen[k];
         }
-        for (uint32_t taken = 0; taken < per_class && total > 0.5; taken++) {
-            double u = (double)(merge_next(&rng) >> 11) / 9007199254740992.0 * total;
-            uint32_t i = 0;
-            while (i + 1 < n && (rem[i] <= 0 || u >= rem[i])) {
-                if (rem[i] > 0)
-                    u -= rem[i];
-                i++;
-            }
-            while (rem[i] <= 0) /* rounding at the end: the last worker with any */
-                i--;
-            struct sq_engine__xres *r = &ws[i].xs[k];
-            out->v[out->n++] = r->slot[next[i]];
-            memset(&r->slot[next[i]], 0, sizeof(r->slot[0])); /* handed over */
-            next[i]++;
-            double each = (double)r->seen / r->n;
-            total -= next[i] == r->n ? rem[i] : each;
-            rem[i] = next[i] == r->n ? 0 : rem[i] - each;
-        }
+        merge_class(src, n, out->per_class, &rng, out);
     }
-    free(rem);
-    free(next);
+    free(at);
+    free(src);
     qsort(out->v, out->n, sizeof(*out->v), by_class_then_time);
     return 0;
 }

@@ -95,4 +95,15 @@ struct sq_xsample {
     uint64_t body_total; /* body bytes seen in all */
 };
 
+/* Several runs' sampled exchanges into one (a distributed run's agents, cluster/): per class, a
+ * uniform sample of the union of what they saw, the workers' rule: each input's kept exchanges
+ * of a class stand for what it saw of that class, so an input is drawn in proportion to that,
+ * and one of its kept exchanges at random. out->seen is the sum, out->per_class the largest of
+ * the inputs' (0: none sampled, out is empty), out->v sorted by class, then by when they ended.
+ * Each input's v must be sorted by class (struct sq_xsamples is). The exchanges taken move to
+ * out (their slots in the inputs are left empty); the inputs are still to be disposed. Returns 0
+ * or -ENOMEM (out empty). */
+struct sq_xsamples;
+int sq_xs_merge(struct sq_xsamples *in, uint32_t n, struct sq_xsamples *out);
+
 #endif

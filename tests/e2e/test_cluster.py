@@ -8,6 +8,7 @@ before its end (3,000/s for 5 s is exactly 15,000 arrivals, split across the age
 segments); each is either sent or dropped, and every request sent reaches the target.
 """
 
+import http.server
 import json
 import os
 import select
@@ -146,6 +147,31 @@ class Recorder:
         self.thread.join()
 
 
+FAILURE = b"DISTINCTIVE-FAILURE from the cluster test: shard 7 is read-only\n"
+
+
+class Every20th(http.server.BaseHTTPRequestHandler):
+    """Answers every 20th request with a 500 and FAILURE, the rest with a 200; counts both."""
+    protocol_version = "HTTP/1.1"
+    wbufsize = 65536  # head and body in one write (flushed after each request): no Nagle wait
+
+    def do_GET(self):
+        srv = self.server
+        with srv.lock:
+            srv.count += 1
+            fail = srv.count % 20 == 0
+            srv.failures += fail
+        status, body = (500, FAILURE) if fail else (200, b"fine\n")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
 class Controller:
     """A controller run whose stderr lines are read as they come, each with its arrival time."""
 
@@ -279,6 +305,52 @@ class Cluster(unittest.TestCase):
         self.assertGreater(gap["p50"], 2000, gap)
         self.assertLess(gap["p50"], 4700, gap)
         print("split: gaps at 300/s %s" % gap)
+
+    def test_sampled_exchanges_from_every_agent(self):
+        """Each agent sends its reservoirs with its result; the controller's document has one
+        per class, a uniform sample of the union, as a local run's (--sample-responses)."""
+        srv = http.server.ThreadingHTTPServer((HOST, 0), Every20th)
+        srv.daemon_threads = True
+        srv.lock = threading.Lock()
+        srv.count = srv.failures = 0
+        th = threading.Thread(target=srv.serve_forever, daemon=True)
+        th.start()
+        url = "http://%s:%d/x" % (HOST, srv.server_address[1])
+        try:
+            self.start_agents("xs", ["s1", "s2"])
+            p, doc, took = self.run_ctl("xs", url, "-n", "1000", "-c", "4", "-t", "1",
+                                     "--sample-responses", "3", "--agents", "2")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assert_sums(doc)
+            print("samples: %.1fs" % took)
+            self.assertEqual(srv.failures, 50)
+            self.assertEqual([a["requests"]["sent"] for a in doc["cluster"]["agents"]], [500, 500])
+            s = doc["sampled_exchanges"]
+            self.assertEqual((s["per_class"], s["body_max"]), (3, 4096))
+            by = {c["class"]: c for c in s["classes"]}
+            self.assertEqual((by["5xx"]["seen"], by["2xx"]["seen"]), (50, 950))
+            self.assertEqual((len(by["5xx"]["samples"]), len(by["2xx"]["samples"])), (3, 3))
+            for x in by["5xx"]["samples"]:
+                self.assertEqual(x["status"], 500)
+                self.assertEqual(x["response"]["body"].encode(), FAILURE)
+                self.assertTrue(x["request"]["text"].startswith("GET /x HTTP/1.1\r\n"), x)
+            ts = [x["t_s"] for x in by["5xx"]["samples"]]
+            self.assertEqual(ts, sorted(ts))
+            self.assertIn("5xx (50 seen): GET /x HTTP/1.1 \u2192 500 \u00b7 body "
+                          "\"DISTINCTIVE-FAILURE from the cluster test", p.stderr)
+
+            # --sample-responses 0: no block (the agents send none)
+            with srv.lock:
+                srv.count = srv.failures = 0
+            p, doc, _ = self.run_ctl("xs", url, "-n", "200", "-c", "2", "-t", "1",
+                                     "--sample-responses", "0", "--agents", "2")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(srv.failures, 10)
+            self.assertNotIn("sampled_exchanges", doc)
+            jsonschema.validate(doc, SCHEMA)
+        finally:
+            srv.shutdown()
+            srv.server_close()
 
     def test_plan_odd_splits_add_up(self):
         self.start_agents("plan", ["p1", "p2", "p3"])

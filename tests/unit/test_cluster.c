@@ -316,6 +316,227 @@ static void result_round_trip(void **state)
     sq_result_dispose(&r);
 }
 
+/* ---- sampled exchanges: over the wire, and merged across agents ---- */
+
+static char *dup_n(const char *p, size_t n)
+{
+    char *d = malloc(n ? n : 1);
+    assert_non_null(d);
+    memcpy(d, p, n);
+    return d;
+}
+
+/* Appends one kept exchange of class cls to xs (the caller sets xs->seen). body NULL: none. */
+static void xs_add(struct sq_xsamples *xs, uint32_t cls, int64_t end_ns, const char *body,
+                   size_t body_len)
+{
+    struct sq_xsample *v = realloc(xs->v, (xs->n + 1) * sizeof(*v));
+    assert_non_null(v);
+    xs->v = v;
+    static const char req[] = "GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+    static const char head[] = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 9\r\n\r\n";
+    struct sq_xsample x = {
+        .cls = cls,
+        .end_ns = end_ns,
+        .latency_us = 1234,
+        .ttfb_us = cls < SQ_XS_STATUS_CLASSES ? 1200 : -1,
+        .connect_us = 210,
+        .tls_us = -1,
+        .status = cls < SQ_XS_STATUS_CLASSES ? (uint16_t)(cls * 100 + 3) : 0,
+        .error = cls < SQ_XS_STATUS_CLASSES ? -1 : (int)(cls - SQ_XS_STATUS_CLASSES),
+        .req = dup_n(req, sizeof(req) - 1),
+        .req_len = sizeof(req) - 1,
+        .req_cut = true,
+    };
+    if (cls < SQ_XS_STATUS_CLASSES) {
+        x.head = dup_n(head, sizeof(head) - 1);
+        x.head_len = sizeof(head) - 1;
+    }
+    if (body) {
+        x.body = dup_n(body, body_len);
+        x.body_len = body_len;
+        x.body_total = body_len + 100000;
+    }
+    xs->v[xs->n++] = x;
+}
+
+static void xsamples_over_the_wire(void **state)
+{
+    (void)state;
+    const char *names[] = {"a", "b"};
+    struct sq_result r;
+    make_result(&r, 1000, names);
+    r.xsamples.per_class = 2;
+    r.xsamples.seen[2] = 900;
+    r.xsamples.seen[5] = 40;
+    r.xsamples.seen[SQ_XS_STATUS_CLASSES + SQ_ERRK_TIMEOUT] = 3;
+    xs_add(&r.xsamples, 2, 100, "ok", 2);
+    xs_add(&r.xsamples, 5, 200, "bad\0\xff\xfe tail", 11); /* not text: base64 keeps it */
+    xs_add(&r.xsamples, 5, 300, NULL, 0);
+    xs_add(&r.xsamples, SQ_XS_STATUS_CLASSES + SQ_ERRK_TIMEOUT, 400, NULL, 0);
+    struct sq_wire_res w;
+    through_wire(&r, &w);
+    const struct sq_xsamples *a = &r.xsamples, *b = &w.r.xsamples;
+    assert_int_equal(b->per_class, 2);
+    assert_memory_equal(b->seen, a->seen, sizeof(a->seen));
+    assert_int_equal(b->n, 4);
+    for (size_t i = 0; i < 4; i++) {
+        const struct sq_xsample *x = &a->v[i], *y = &b->v[i];
+        assert_int_equal(y->cls, x->cls);
+        assert_int_equal(y->end_ns, x->end_ns);
+        assert_int_equal(y->latency_us, x->latency_us);
+        assert_int_equal(y->ttfb_us, x->ttfb_us);
+        assert_int_equal(y->connect_us, x->connect_us);
+        assert_int_equal(y->tls_us, x->tls_us);
+        assert_int_equal(y->status, x->status);
+        assert_int_equal(y->error, x->error);
+        assert_int_equal(y->req_len, x->req_len);
+        assert_memory_equal(y->req, x->req, x->req_len);
+        assert_true(y->req_cut);
+        assert_int_equal(y->head != NULL, x->head != NULL);
+        assert_int_equal(y->head_len, x->head_len);
+        if (x->head)
+            assert_memory_equal(y->head, x->head, x->head_len);
+        assert_int_equal(y->body != NULL, x->body != NULL);
+        assert_int_equal(y->body_len, x->body_len);
+        assert_int_equal(y->body_total, x->body_total);
+        if (x->body)
+            assert_memory_equal(y->body, x->body, x->body_len);
+    }
+    sq_wire_res_dispose(&w);
+
+    /* hostile: every bound is checked; a class this side does not know is skipped */
+    json_t *j = sq_wire_result(&r);
+    assert_non_null(j);
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    struct {
+        const char *from, *to;
+        int rc;
+    } bad[] = {
+        {"\"per_class\":2", "\"per_class\":101", -SQ_EPARSE},
+        {"\"per_class\":2", "\"per_class\":1", -SQ_EPARSE},     /* two kept of 5xx */
+        {"\"class\":\"2xx\"", "\"class\":\"5xx\"", -SQ_EPARSE}, /* 5xx twice */
+        {"\"body\":\"b2s=\"", "\"body\":\"b2s\"", -SQ_EPARSE},  /* not base64 */
+        {"\"h2\":false", "\"h2\":1", -SQ_EPARSE},
+        {"\"class\":\"timeout\"", "\"class\":\"from-the-future\"", 0},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *at = strstr(text, bad[i].from);
+        assert_non_null(at);
+        size_t fl = strlen(bad[i].from), tl = strlen(bad[i].to), n = strlen(text);
+        char *t = malloc(n - fl + tl + 1);
+        assert_non_null(t);
+        memcpy(t, text, (size_t)(at - text));
+        memcpy(t + (at - text), bad[i].to, tl);
+        memcpy(t + (at - text) + tl, at + fl, n - (size_t)(at - text) - fl + 1);
+        json_t *back = json_loads(t, 0, NULL);
+        assert_non_null(back);
+        char err[128];
+        assert_int_equal(sq_wire_result_read(back, &w, err, sizeof(err)), bad[i].rc);
+        if (bad[i].rc == 0) {
+            assert_int_equal(w.r.xsamples.n, 3);
+            assert_int_equal(w.r.xsamples.seen[SQ_XS_STATUS_CLASSES + SQ_ERRK_TIMEOUT], 0);
+        }
+        sq_wire_res_dispose(&w);
+        json_decref(back);
+        free(t);
+    }
+    free(text);
+    /* a body longer than a sample keeps */
+    char big[SQ_SAMPLE_BODY_MAX + 1];
+    memset(big, 'z', sizeof(big));
+    xs_add(&r.xsamples, SQ_XS_CLASSES - 1, 500, big, sizeof(big)); /* (v stays sorted) */
+    j = sq_wire_result(&r);
+    char err[128];
+    assert_int_equal(sq_wire_result_read(j, &w, err, sizeof(err)), -SQ_EPARSE);
+    sq_wire_res_dispose(&w);
+    json_decref(j);
+    sq_result_dispose(&r);
+}
+
+static size_t count_body(const struct sq_xsamples *xs, uint32_t cls, char c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < xs->n; i++)
+        n += xs->v[i].cls == cls && xs->v[i].body && xs->v[i].body[0] == c;
+    return n;
+}
+
+static size_t count_held(const struct sq_xsamples *xs)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < xs->n; i++)
+        n += xs->v[i].req != NULL;
+    return n;
+}
+
+/* Agents' samples merged (sq_xs_merge): per class at most per_class, seen summed, sorted, each
+ * agent drawn in proportion to what it saw of the class, and every exchange owned once. */
+static void xsamples_merge(void **state)
+{
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        struct sq_xsamples in[2] = {{.per_class = 3}, {.per_class = 3}};
+        struct sq_xsamples *a = &in[order], *b = &in[1 - order];
+        /* 2xx: a saw 5 (kept 2), b saw 4 (kept 3); 5xx: a saw a million, b three */
+        a->seen[2] = 5;
+        xs_add(a, 2, 10, "A", 1);
+        xs_add(a, 2, 50, "A", 1);
+        a->seen[5] = 1000000;
+        for (int i = 0; i < 3; i++)
+            xs_add(a, 5, 100 + i, "A", 1);
+        b->seen[2] = 4;
+        for (int i = 0; i < 3; i++)
+            xs_add(b, 2, 20 + i, "B", 1);
+        b->seen[5] = 3;
+        for (int i = 0; i < 3; i++)
+            xs_add(b, 5, 5 - i, "B", 1);
+        struct sq_xsamples out;
+        assert_int_equal(sq_xs_merge(in, 2, &out), 0);
+        assert_int_equal(out.per_class, 3);
+        assert_int_equal(out.seen[2], 9);
+        assert_int_equal(out.seen[5], 1000003);
+        assert_int_equal(out.n, 6);
+        assert_int_equal(count_body(&out, 5, 'A'), 3); /* a million against three */
+        assert_int_equal(count_body(&out, 2, 'A') + count_body(&out, 2, 'B'), 3);
+        for (size_t i = 1; i < out.n; i++)
+            assert_true(
+                out.v[i - 1].cls < out.v[i].cls ||
+                (out.v[i - 1].cls == out.v[i].cls && out.v[i - 1].end_ns <= out.v[i].end_ns));
+        /* what moved is gone from the inputs: 11 in all, each held once */
+        assert_int_equal(count_held(&out) + count_held(&in[0]) + count_held(&in[1]), 11);
+        sq_result_dispose(&(struct sq_result){.xsamples = out});
+        sq_result_dispose(&(struct sq_result){.xsamples = in[0]});
+        sq_result_dispose(&(struct sq_result){.xsamples = in[1]});
+    }
+    /* in proportion: a saw three times what b saw; of 100 drawn from 100 + 100 kept, about 75
+     * come from a (a fixed seed: the figure is the same every run) */
+    struct sq_xsamples in[2] = {{.per_class = 100}, {.per_class = 100}}, out;
+    in[0].seen[2] = 3000;
+    in[1].seen[2] = 1000;
+    for (int i = 0; i < 100; i++) {
+        xs_add(&in[0], 2, i, "A", 1);
+        xs_add(&in[1], 2, i, "B", 1);
+    }
+    assert_int_equal(sq_xs_merge(in, 2, &out), 0);
+    assert_int_equal(out.n, 100);
+    size_t from_a = count_body(&out, 2, 'A');
+    assert_in_range(from_a, 62, 88);
+    sq_result_dispose(&(struct sq_result){.xsamples = out});
+    sq_result_dispose(&(struct sq_result){.xsamples = in[0]});
+    sq_result_dispose(&(struct sq_result){.xsamples = in[1]});
+    /* nothing sampled (--sample-responses 0): nothing out */
+    struct sq_xsamples none[2] = {{0}, {0}};
+    assert_int_equal(sq_xs_merge(none, 2, &out), 0);
+    assert_int_equal(out.per_class, 0);
+    assert_int_equal(out.n, 0);
+    sq_result_dispose(&(struct sq_result){.xsamples = out});
+    assert_int_equal(sq_xs_merge(none, 0, &out), 0);
+    assert_int_equal(out.n, 0);
+    sq_result_dispose(&(struct sq_result){.xsamples = out});
+}
+
 /* The merge is lossless: three agents' latencies, each recorded by its agent, sent over the wire
  * and merged, give bin for bin the histogram of every raw latency recorded into one; totals are
  * the sums. */
@@ -549,6 +770,8 @@ int main(void)
         cmocka_unit_test(second_round_trip),
         cmocka_unit_test(result_round_trip),
         cmocka_unit_test(merge_is_lossless),
+        cmocka_unit_test(xsamples_over_the_wire),
+        cmocka_unit_test(xsamples_merge),
         cmocka_unit_test(parts),
         cmocka_unit_test(bus_against_nats_server),
     };
