@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/parse.h"
 #include "mcp/assets.h"
 #include "mcp/internal.h"
 #include "store/store.h"
@@ -93,16 +94,10 @@ static int add_runs(struct sq_mcp *m, json_t *a, int64_t before, int64_t *next, 
 
 static bool parse_i64(const char *s, int64_t *out)
 {
-    size_t n = strlen(s);
-    if (n == 0 || n > 18 || s[0] == '0')
-        return false;
-    int64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = v;
+    uint64_t v;
+    if (s[0] == '0' || sq_parse_u64(s, 1, INT64_MAX, 0, &v) < 0)
+        return false; /* a run id as written: no sign, no leading zero, no suffix */
+    *out = (int64_t)v;
     return true;
 }
 
