@@ -108,7 +108,8 @@ int sq_sink_beside_start(const struct sq_sink_beside_opts *o, uint64_t run_id, v
     struct sq_sink_totals t;
     for (;;) {
         sq_sink_totals(s, &t);
-        if (t.connected || sq_now_ns() - begin > SUBSCRIBE_WAIT_NS || (stop && *stop))
+        if (t.connected || sq_now_ns() - begin > SUBSCRIBE_WAIT_NS ||
+            (stop && __atomic_load_n(stop, __ATOMIC_RELAXED)))
             break;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 5 * SQ_NS_PER_MS};
         nanosleep(&ts, NULL);

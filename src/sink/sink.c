@@ -628,7 +628,7 @@ bool sq_sink_settle(struct sq_sink *s, int64_t max_ns, volatile int *stop)
             return true;
         int64_t now = sq_now_ns();
         int64_t since = now - (t.last_arrival_ns > begin ? t.last_arrival_ns : begin);
-        if (stop && *stop) {
+        if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) { /* set by another thread */
             s->settle_stopped = true;
             return false;
         }
