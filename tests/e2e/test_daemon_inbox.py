@@ -34,6 +34,17 @@ def get_json(port, path, headers=None):
     return json.loads(data)
 
 
+def stop_serve(proc, tmp):
+    """Stops a daemon a test started (SIGTERM), removes its log and data; returns its status."""
+    rc = sqtest.stop(proc)
+    try:
+        os.unlink(proc.log_path)
+    except OSError:
+        pass
+    shutil.rmtree(tmp, ignore_errors=True)
+    return rc
+
+
 class DaemonInbox(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -201,12 +212,7 @@ class DaemonInboxFlags(unittest.TestCase):
             doc = get_json(port, "/inbox/_inbox/captures?since=0&limit=1")
             self.assertEqual((len(doc["captures"][0]["body"]), doc["oldest"]), (1024, 11))
         finally:
-            rc = sqtest.stop(proc)
-            try:
-                os.unlink(proc.log_path)
-            except OSError:
-                pass
-            shutil.rmtree(tmp, ignore_errors=True)
+            rc = stop_serve(proc, tmp)
         self.assertEqual(rc, 0)
 
     def test_bad_flags(self):
@@ -242,12 +248,7 @@ class DaemonInboxToken(unittest.TestCase):
             doc = get_json(port, "/inbox/_inbox/captures?since=0", headers=auth)
             self.assertEqual([c["path"] for c in doc["captures"]], ["/hooks/a"])
         finally:
-            rc = sqtest.stop(proc)
-            try:
-                os.unlink(proc.log_path)
-            except OSError:
-                pass
-            shutil.rmtree(tmp, ignore_errors=True)
+            rc = stop_serve(proc, tmp)
         self.assertEqual(rc, 0)
 
 
