@@ -796,8 +796,8 @@ static int value_text(const char *flag, const json_t *v, char *num, size_t numle
 }
 
 /* One key of the object, as arguments. */
-static int key_args(struct args *a, const char *key, const json_t *v, const char **url,
-                    const char **body, const char **message, char *err, size_t len)
+static int key_args(struct args *a, const char *key, const json_t *v, const char **url, char **body,
+                    char **message, char *err, size_t len)
 {
     char flag[64];
     if (strcmp(key, "url") == 0) {
@@ -851,12 +851,17 @@ static int key_args(struct args *a, const char *key, const json_t *v, const char
         int rc = value_text(flag, e, num, sizeof(num), &text, err, len);
         if (rc < 0)
             return rc;
-        if (lo->val == 'b') {
-            *body = text; /* the body itself: set after the parse, never read as @FILE */
-            continue;
+        if (lo->val == 'b' || lo->val == OPT_MESSAGE) {
+            /* The body or message itself, set after the parse and never read as @FILE. A copy:
+             * a number's text lives in num, gone when this function returns. */
+            char **slot = lo->val == 'b' ? body : message;
+            free(*slot);
+            if (!(*slot = strdup(text)))
+                return -ENOMEM;
         }
+        if (lo->val == 'b')
+            continue;
         if (lo->val == OPT_MESSAGE) {
-            *message = text; /* the same for a WebSocket message */
             if ((rc = push(a, strdup("--message=-"))) < 0)
                 return rc;
             continue;
@@ -873,7 +878,8 @@ int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err, si
         return sq_flag_fail(err, len, "the quick options must be a JSON object, not %s",
                             json_kind(obj));
     struct args a = {0};
-    const char *url = NULL, *body = NULL, *message = NULL, *key;
+    const char *url = NULL, *key;
+    char *body = NULL, *message = NULL;
     json_t *v;
     int rc = push(&a, strdup("squall"));
     json_object_foreach((json_t *)obj, key, v)
@@ -891,10 +897,8 @@ int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err, si
         rc = push_raw(&a, NULL); /* argv[argc] */
     o->_argv = a.v;
     o->_argc = argc;
-    if (rc == 0 && body && !(o->_body = strdup(body)))
-        rc = -ENOMEM;
-    if (rc == 0 && message && !(o->_message = strdup(message)))
-        rc = -ENOMEM;
+    o->_body = body; /* owned by o from here, freed with it */
+    o->_message = message;
     if (rc == -ENOMEM)
         snprintf(err, len, "out of memory");
     if (rc < 0)
