@@ -327,7 +327,8 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         return 0;
     case OPT_PACING_PRECISION:
         if ((o->precision = sq_pacing_from_name(arg)) < 0)
-            return sq_flag_fail(err, len, "%s: '%s' is not one of high, normal, off", flag, arg);
+            return sq_flag_fail(err, len, "%s: '%s' is not one of high, normal, off, coarse", flag,
+                                arg);
         return 0;
     case OPT_STAGES:
         o->stages = arg;

@@ -1161,6 +1161,16 @@ static bool iterations_done(const struct sq_engine__worker *w)
     return true;
 }
 
+/* When the arrival numbered idx (in the worker's segment) is released: its time on the schedule,
+ * or under precision coarse the end of the window it falls in (its intended time from then on). */
+static int64_t release_ns(const struct sq_engine__worker *w, uint64_t idx)
+{
+    int64_t off = sq_exec_arrival_ns(w->ex, sq_seg_global(w->cfg->seg, idx));
+    if (w->window_ns)
+        off = (off + w->window_ns - 1) / w->window_ns * w->window_ns;
+    return w->sched_ns + off;
+}
+
 /* Closes the current slot as second `second` and moves to the next one. Returns false (and keeps
  * recording into the same slot) when the main thread has not yet freed a slot, unless wait is
  * set: then it waits for one (only at the very end). */
@@ -1187,7 +1197,7 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     s->lag_ns = w->lag_ns;
     s->behind_ns = 0;
     if (w->open && w->sending && w->started && w->next_arrival < w->total_arrivals) {
-        int64_t due = w->sched_ns + sq_exec_arrival_ns(w->ex, w->next_arrival);
+        int64_t due = release_ns(w, w->next_arrival);
         s->behind_ns = now > due ? now - due : 0;
     }
     __atomic_store_n(&w->wr, w->wr + 1, __ATOMIC_RELEASE);
@@ -1278,8 +1288,7 @@ static void run_loop(struct sq_engine__worker *w)
         if (w->open && w->sending && w->started) {
             /* Every arrival that is due goes out now, at its own intended time. */
             while (w->next_arrival < w->total_arrivals) {
-                int64_t due = w->sched_ns +
-                              sq_exec_arrival_ns(ex, sq_seg_global(w->cfg->seg, w->next_arrival));
+                int64_t due = release_ns(w, w->next_arrival);
                 if (due > now) {
                     next_due = due;
                     break;
@@ -1325,7 +1334,7 @@ static void run_loop(struct sq_engine__worker *w)
         int64_t wait;
         w->wake_at = 0;
         if (w->rxts && next_due < until && w->sending && next_due - now > w->spin_ns &&
-            next_due - now <= DEAF_MAX_NS) {
+            next_due - now <= (w->window_ns ? w->window_ns : DEAF_MAX_NS)) {
             /* Sleep deaf to the sockets until the arrival, less the learnt tail, then read what
              * came meanwhile: one wake-up for the arrival and its neighbours' responses, each
              * timed by the kernel's stamp. */
@@ -1484,11 +1493,13 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->precision = ex->precision;
     /* deaf sleeps need every response stamped by the kernel: plain HTTP/1.1, no flow (its
      * timers would wait), no script */
-    w->rxts = sq_exec_is_open(ex) && w->precision == SQ_PACING_NORMAL &&
+    w->rxts = sq_exec_is_open(ex) &&
+              (w->precision == SQ_PACING_NORMAL || w->precision == SQ_PACING_COARSE) &&
               w->drv == &sq_engine__h1_driver && !sc && !cfg->tls && !cfg->script;
-    w->spin_ns = w->precision == SQ_PACING_OFF    ? 0
-                 : w->precision == SQ_PACING_HIGH ? run->spin_ns
-                                                  : run->spin_ns / 4;
+    w->spin_ns = w->precision == SQ_PACING_HIGH     ? run->spin_ns
+                 : w->precision == SQ_PACING_NORMAL ? run->spin_ns / 4
+                                                    : 0;
+    w->window_ns = w->precision == SQ_PACING_COARSE ? SQ_PACING_WINDOW_NS : 0;
     uint32_t first = pl->vu_base + first_conn * per;
     w->first_vu = first;
     w->vu_base = pl->vu_base;

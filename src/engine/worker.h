@@ -240,7 +240,8 @@ struct sq_engine__worker {
      * past the time a timed wait asked for (a ring: NORMAL learns its tail from it). */
     int precision;
     int64_t spin_ns;
-    int64_t wake_at; /* the end of the timed wait in progress, 0 when none */
+    int64_t window_ns; /* COARSE: arrivals released on this grid; 0: each at its own time */
+    int64_t wake_at;   /* the end of the timed wait in progress, 0 when none */
     int64_t overshoot[32];
     uint32_t nover;
     uint64_t wakes, late_wakes; /* timed waits for an arrival; those that woke past it */

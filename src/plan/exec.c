@@ -29,7 +29,7 @@ const char *sq_exec_name(enum sq_exec_kind k)
     return (unsigned)k < SQ_EXEC__COUNT ? exec_names[k] : "?";
 }
 
-static const char *const pacing_names[] = {"normal", "high", "off"};
+static const char *const pacing_names[] = {"normal", "high", "off", "coarse"};
 
 const char *sq_pacing_name(int p)
 {
@@ -252,8 +252,8 @@ int sq_exec_prepare(struct sq_exec *e, const char **why)
             *why = "max-in-flight: must be at least max-vus";
             return -SQ_EUSAGE;
         }
-        if ((unsigned)e->precision > SQ_PACING_OFF) {
-            *why = "pacing-precision: must be high, normal or off";
+        if ((unsigned)e->precision > SQ_PACING_COARSE) {
+            *why = "pacing-precision: must be high, normal, off or coarse";
             return -SQ_EUSAGE;
         }
         if (e->pacing_ns) {

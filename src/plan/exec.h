@@ -68,9 +68,12 @@ struct sq_exec {
  * waits"). NORMAL sleeps until a learnt low quantile of its own wake-up overshoot before the
  * arrival and polls what is left (most arrivals leave a few tens of µs late, nearly no spin);
  * HIGH polls the calibrated 90th percentile of the overshoot (on time, a busy core at high
- * rates); OFF sleeps until the arrival (late by the whole overshoot, no spin). */
-enum sq_pacing { SQ_PACING_NORMAL, SQ_PACING_HIGH, SQ_PACING_OFF };
-/* "normal", "high", "off"; the reverse returns -1 when unknown. */
+ * rates); OFF sleeps until the arrival (late by the whole overshoot, no spin). COARSE releases
+ * the arrivals in batches on a grid of SQ_PACING_WINDOW_NS (each at the end of the window it
+ * falls in, its intended time from then on): one wake-up per window however high the rate. */
+enum sq_pacing { SQ_PACING_NORMAL, SQ_PACING_HIGH, SQ_PACING_OFF, SQ_PACING_COARSE };
+#define SQ_PACING_WINDOW_NS (5 * 1000 * 1000) /* COARSE's batch window: 5 ms */
+/* "normal", "high", "off", "coarse"; the reverse returns -1 when unknown. */
 const char *sq_pacing_name(int p);
 int sq_pacing_from_name(const char *name);
 

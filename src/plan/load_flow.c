@@ -248,11 +248,11 @@ static int load_executor(struct ld *L, const struct ynode *key, const struct yno
                 e->max_vus = (uint32_t)u;
             }
         } else if (!strcmp(name, "pacingPrecision")) {
-            rc = sq_plan__want_string(L, v, "high, normal or off");
+            rc = sq_plan__want_string(L, v, "high, normal, off or coarse");
             int p = rc == 0 ? sq_pacing_from_name(v->s) : 0;
             if (rc == 0 && p < 0)
-                rc = sq_plan__fail(L, v, "'%s' is not a pacing precision: high, normal or off",
-                                   v->s);
+                rc = sq_plan__fail(
+                    L, v, "'%s' is not a pacing precision: high, normal, off or coarse", v->s);
             if (rc == 0)
                 e->precision = p;
         } else if (!strcmp(name, "iterations")) {

@@ -144,6 +144,30 @@ class Precision(sqtest.TargetCase):
                              "-t", "1", "--pacing-precision", "high")
         self.assertEqual(doc["pacing"]["deaf_sleeps"], 0)
 
+    def test_coarse_releases_in_windows(self):
+        # precision coarse releases the arrivals in batches on a 5 ms grid: one wake-up per
+        # window (400 in 2 s) where normal wakes for each of the 2,000 arrivals; every arrival
+        # is still accounted for, and latency (from each batch's release, stamped by the
+        # kernel) keeps the server's 20 ms floor
+        self.reset()
+        p, doc, _ = run_json(self.base + "/delay/20", "-r", "1000", "-d", "2s", "-c", "64",
+                             "-t", "1", "--pacing-precision", "coarse")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        self.assertEqual(doc["requests"]["arrivals"], 2000)
+        pace = doc["pacing"]
+        self.assertEqual(pace["precision"], "coarse")
+        self.assertEqual(pace["tail_us"], 0)
+        self.assertGreater(pace["timed_wakes"], 0, pace)
+        self.assertLessEqual(pace["timed_wakes"], 401, pace)
+        lat = doc["latency"]
+        self.assertGreaterEqual(lat["min_us"], 20000, lat)
+        self.assertLess(lat["p50_us"], 60000, lat)
+        self.assertEqual(lat["count"], doc["requests"]["completed"])
+        gap = self.stats()["arrivals"]["gap_us"]
+        self.assertLess(gap["p50"], 500, gap)  # within a batch
+        self.assertGreater(gap["max"], 3000, gap)  # between batches
+
     def test_default_is_normal(self):
         p, doc, _ = run_json(self.base + "/fast", "-r", "100", "-d", "500ms", "-c", "2", "-t", "1")
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -166,7 +190,7 @@ class Flags(unittest.TestCase):
                           "--max-in-flight: '10' must be at least --max-vus (20)")
         self.expect_usage(["-r", "10", "--http2", "--max-vus", "100"], "--max-vus")
         self.expect_usage(["-r", "10", "--pacing-precision", "ultra"],
-                          "--pacing-precision: 'ultra' is not one of high, normal, off")
+                          "--pacing-precision: 'ultra' is not one of high, normal, off, coarse")
         self.expect_usage(["--pacing-precision", "high"],
                           "--pacing-precision applies to the open loop (-r)")
 

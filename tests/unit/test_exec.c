@@ -157,6 +157,7 @@ static void validation(void **state)
     assert_string_equal(sq_pacing_name(SQ_PACING_HIGH), "high");
     assert_int_equal(sq_pacing_from_name("off"), SQ_PACING_OFF);
     assert_int_equal(sq_pacing_from_name("normal"), SQ_PACING_NORMAL);
+    assert_int_equal(sq_pacing_from_name("coarse"), SQ_PACING_COARSE);
     assert_int_equal(sq_pacing_from_name("Normal"), -1);
     e = (struct sq_exec){.kind = SQ_EXEC_SHARED_ITERATIONS, .vus = 4};
     assert_int_equal(sq_exec_prepare(&e, &why), -SQ_EUSAGE);

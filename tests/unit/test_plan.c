@@ -270,7 +270,7 @@ static void durations_and_executors(void **state)
         "    rate: 10\n    duration: 1s\n    preAllocatedVUs: 1\n    pacingPrecision: ultra\n"
         "    flow: [ { request: { url: /x } } ]\n",
         "8:22", "scenarios.s.pacingPrecision",
-        "'ultra' is not a pacing precision: high, normal or off");
+        "'ultra' is not a pacing precision: high, normal, off or coarse");
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    pacingPrecision: high\n"
                "    flow: [ { request: { url: /x } } ]\n",
