@@ -26,6 +26,8 @@ bench=(nginx-light wrk apache2-utils nghttp2-client hey python3-locust util-linu
 bench+=(libnats-dev)
 # bench/probe_uring.c: the floor probe on io_uring (docs/benchmarks.md "Below the floor: io_uring").
 bench+=(liburing-dev)
+# bench/server_side.py: the server's system calls and wake-ups per request (perf's tracepoints).
+bench+=(linux-perf)
 command -v npm >/dev/null 2>&1 || bench+=(nodejs npm)
 browser=(chromium)
 # npm fetches uPlot, which the build embeds into the HTML report. A node that came from elsewhere
