@@ -144,6 +144,7 @@ class Precision(sqtest.TargetCase):
                              "-t", "1", "--pacing-precision", "high")
         self.assertEqual(doc["pacing"]["deaf_sleeps"], 0)
 
+    @sqtest.timing()
     def test_coarse_releases_in_windows(self):
         # precision coarse releases the arrivals in batches on a 5 ms grid: one wake-up per
         # window (400 in 2 s) where normal wakes for each of the 2,000 arrivals; every arrival
