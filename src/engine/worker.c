@@ -1162,12 +1162,16 @@ static bool iterations_done(const struct sq_engine__worker *w)
 }
 
 /* When the arrival numbered idx (in the worker's segment) is released: its time on the schedule,
- * or under precision coarse the end of the window it falls in (its intended time from then on). */
+ * or under precision coarse the end of the window it falls in (its intended time from then on),
+ * the last window cut at the schedule's end so that no arrival falls past the load. */
 static int64_t release_ns(const struct sq_engine__worker *w, uint64_t idx)
 {
     int64_t off = sq_exec_arrival_ns(w->ex, sq_seg_global(w->cfg->seg, idx));
-    if (w->window_ns)
+    if (w->window_ns) {
         off = (off + w->window_ns - 1) / w->window_ns * w->window_ns;
+        if (off > w->end_load_ns - w->sched_ns)
+            off = w->end_load_ns - w->sched_ns;
+    }
     return w->sched_ns + off;
 }
 
