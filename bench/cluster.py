@@ -37,8 +37,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import proc_cpu_s as proc_cpu  # noqa: E402
+
 HOST = "127.0.0.1"
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def free_port():
@@ -65,12 +67,6 @@ def stop(p):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-
-
-def proc_cpu(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
 class Env:

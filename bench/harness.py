@@ -146,6 +146,13 @@ def measure(argv, cpus, timeout):
             "rc": p.returncode, "wall_s": wall}
 
 
+def proc_cpu_s(pid):
+    """User + system CPU seconds of a running process so far (/proc/PID/stat utime + stime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # ---- servers -------------------------------------------------------------------------------
 
 class Nginx:

@@ -27,15 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 EVENTS = ["raw_syscalls:sys_enter", "syscalls:sys_enter_epoll_wait",
           "syscalls:sys_enter_epoll_pwait", "syscalls:sys_enter_epoll_pwait2", "context-switches"]
-
-
-def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def worker_pid(srv):
@@ -64,9 +57,9 @@ def one(tool, srv, pid, a, workdir):
     perf = subprocess.Popen(["perf", "stat", "-x,", "-o", stat_file, "-p", str(pid),
                              "-e", ",".join(EVENTS)], stderr=subprocess.DEVNULL)
     time.sleep(0.2)
-    c0 = cpu_s(pid)
+    c0 = harness.proc_cpu_s(pid)
     run = harness.measure(client_argv(tool, a, url, workdir), a.client_cpus, a.duration + 30)
-    c1 = cpu_s(pid)
+    c1 = harness.proc_cpu_s(pid)
     perf.send_signal(2)
     perf.wait()
     served = srv.stats()["served"]

@@ -19,15 +19,11 @@ import select
 import signal
 import statistics
 import subprocess
+import sys
 import time
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 
 
 def start_target(binary, cpus):
@@ -60,12 +56,12 @@ def one(a, binary):
     p, port = start_target(binary, a.server_cpus)
     try:
         time.sleep(0.2)
-        c0 = cpu_s(p.pid)
+        c0 = harness.proc_cpu_s(p.pid)
         out = subprocess.run(["taskset", "-c", a.client_cpus, a.squall,
                               f"http://127.0.0.1:{port}{a.path}", "-c", str(a.c), "-t", "1", "-d",
                               f"{a.duration}s", "--json", "-", "-q"],
                              capture_output=True, check=True).stdout
-        c1 = cpu_s(p.pid)
+        c1 = harness.proc_cpu_s(p.pid)
     finally:
         stop(p)
     doc = json.loads(out)
