@@ -859,11 +859,7 @@ static int key_args(struct args *a, const char *key, const json_t *v, const char
             free(*slot);
             if (!(*slot = strdup(text)))
                 return -ENOMEM;
-        }
-        if (lo->val == 'b')
-            continue;
-        if (lo->val == OPT_MESSAGE) {
-            if ((rc = push(a, strdup("--message=-"))) < 0)
+            if (lo->val == OPT_MESSAGE && (rc = push(a, strdup("--message=-"))) < 0)
                 return rc;
             continue;
         }

@@ -183,8 +183,9 @@ static void json_body_is_literal(void **state)
     sq_quick_opts_dispose(&o);
 }
 
-/* A number as the body is its text, kept past the parse (it was read from freed stack under
- * ASan: fuzz_quick_json found it); a key given twice keeps the last value (jansson's rule). */
+/* A number as the body (or a WebSocket message) is its text, kept past the parse (it was read from
+ * freed stack under ASan: fuzz_quick_json found it); a key given twice keeps the last value
+ * (jansson's rule). */
 static void json_body_number(void **state)
 {
     (void)state;
@@ -201,6 +202,15 @@ static void json_body_number(void **state)
     assert_int_equal(r.body_len, 3);
     assert_memory_equal(r.body, "2.5", 3);
     sq_quick_run_dispose(&r);
+    sq_quick_opts_dispose(&o);
+    /* the same for a WebSocket message */
+    assert_int_equal(parse_json(&o,
+                                "{\"url\": \"ws://127.0.0.1:9/ws\", \"message\": 42, "
+                                "\"connections\": 7}",
+                                err, sizeof(err)),
+                     0);
+    assert_string_equal(o.message_arg, "42");
+    assert_true(o.message_literal);
     sq_quick_opts_dispose(&o);
 }
 
