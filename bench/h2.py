@@ -7,6 +7,7 @@ the three clients; medians are printed last. Figures, not pass/fail.
   bench/h2.sh --conns 4 --streams 32 --duration 10 --rounds 5
   bench/h2.sh --server-cpu 0 --client-cpu 1    (pin the target and the client apart)
   bench/h2.sh --server nginx --no-h1            (nginx, h2c on its listen line; one worker)
+  bench/h2.sh --also /tmp/squall-new           (one more --http2 arm: another build, A/B)
 The server's own count of requests served is beside each run (squall target's /stats, nginx's
 stub_status), and each client's served count and CPU per request against h2load's in the same
 round.
@@ -46,10 +47,10 @@ def run_h2load(a, url):
     return done / secs, cpu / done * 1e6, done  # ms of CPU per 1,000 requests
 
 
-def run_squall(a, url, h2):
+def run_squall(a, url, h2, squall=None):
     conc = ["-c", str(a.conns), "--http2", "--streams", str(a.streams)] if h2 else \
         ["-c", str(a.conns * a.streams)]
-    out, cpu = timed([a.squall, *conc, "-t", "1", "-d", "%ds" % a.duration, "-q",
+    out, cpu = timed([squall or a.squall, *conc, "-t", "1", "-d", "%ds" % a.duration, "-q",
                       "--no-phases", "--json", "-", url], a.client_cpu)
     doc = json.loads(out)
     done = doc["requests"]["completed"]
@@ -68,6 +69,8 @@ def main():
     ap.add_argument("--no-h1", action="store_true", help="leave out the HTTP/1.1 arm")
     ap.add_argument("--server-cpu", type=int)
     ap.add_argument("--client-cpu", type=int)
+    ap.add_argument("--also", metavar="SQUALL", action="append", default=[],
+                    help="another squall build as one more --http2 arm (an A/B of a change)")
     a = ap.parse_args()
     os.environ["SQUALL"] = os.path.abspath(a.squall)
     workdir = tempfile.mkdtemp(prefix="squall-h2-")
@@ -78,6 +81,9 @@ def main():
     url = "http://127.0.0.1:%d%s" % (srv.port, a.path)
     clients = [("h2load (h2c)", lambda: run_h2load(a, url)),
                ("squall --http2", lambda: run_squall(a, url, True))]
+    for i, other in enumerate(a.also):
+        clients.append(("squall --http2 B%d" % (i + 1),
+                        lambda o=os.path.abspath(other): run_squall(a, url, True, o)))
     if not a.no_h1:
         clients.append(("squall HTTP/1.1", lambda: run_squall(a, url, False)))
     res = {name: [] for name, _ in clients}

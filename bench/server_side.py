@@ -4,6 +4,8 @@ calls, wake-ups and CPU per request under squall and under wrk, same server, arm
 
   python3 bench/server_side.py                      target and nginx, /fast, c=64, 5 s, 3 rounds
   python3 bench/server_side.py --servers nginx --rounds 5 --conns 256
+  python3 bench/server_side.py --servers target --conns 8 --streams 16   (h2c: against h2load)
+  python3 bench/server_side.py --also /tmp/squall-new      (one more squall arm: another build)
 
 A client that answers each response at once keeps the server waking for small batches; one whose
 loop is slower hands it fuller ones. When the server is the bottleneck, the smaller batches mean
@@ -26,6 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402
+import h2_frames  # noqa: E402
 
 EVENTS = ["raw_syscalls:sys_enter", "syscalls:sys_enter_epoll_wait",
           "syscalls:sys_enter_epoll_pwait", "syscalls:sys_enter_epoll_pwait2", "context-switches"]
@@ -47,7 +50,13 @@ def worker_pid(srv):
 def client_argv(tool, a, url, workdir):
     if tool == "wrk":
         return [a.wrk, "-t1", f"-c{a.conns}", f"-d{a.duration}s", url]
-    return harness.tool_argv("squall", a.squall, url, a.conns, a.duration, workdir, 1)
+    if tool == "h2load":
+        return ["h2load", "-t1", f"-c{a.conns}", f"-m{a.streams}", f"-D{a.duration}", url]
+    exe = a.also[int(tool.split(" B")[1]) - 1] if " B" in tool else a.squall
+    if a.streams:
+        return [exe, url, "-t", "1", "-c", str(a.conns), "--http2", "--streams", str(a.streams),
+                "-d", f"{a.duration}s", "-q", "--no-phases", "--json", os.devnull]
+    return harness.tool_argv("squall", exe, url, a.conns, a.duration, workdir, 1)
 
 
 def one(tool, srv, pid, a, workdir):
@@ -87,19 +96,27 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--server-cpus", default="0")
     ap.add_argument("--client-cpus", default="1")
+    ap.add_argument("--streams", type=int, default=0,
+                    help="HTTP/2 (h2c): squall --http2 with this many streams per connection "
+                         "against h2load -m (nginx: h2c on its listen line)")
+    ap.add_argument("--also", metavar="SQUALL", action="append", default=[],
+                    help="another squall build as one more arm (an A/B of a change)")
     a = ap.parse_args()
-    tools = ["squall", "wrk"]
+    tools = ["squall", *("squall B%d" % (i + 1) for i in range(len(a.also))),
+             "h2load" if a.streams else "wrk"]
     print(f"# {harness.machine_line(a)}")
     print(f"# {a.path}, c={a.conns}, {a.duration} s per run, {a.rounds} rounds, clients rotated; "
           f"median (min–max)\n")
     for sname in a.servers.split(","):
         workdir = tempfile.mkdtemp(prefix="sq-srvside-")
-        srv = harness.start_server(sname, a.server_cpus, workdir, a.squall)
+        srv = h2_frames.NginxH2(a.server_cpus, workdir) if a.streams and sname == "nginx" \
+            else harness.start_server(sname, a.server_cpus, workdir, a.squall)
         rows = {t: [] for t in tools}
         try:
             pid = worker_pid(srv)
             for rnd in range(a.rounds):
-                for tool in tools[rnd % 2:] + tools[:rnd % 2]:
+                k = rnd % len(tools)
+                for tool in tools[k:] + tools[:k]:
                     r = one(tool, srv, pid, a, workdir)
                     rows[tool].append(r)
                     print(f"{sname} round {rnd + 1} {tool}: "
