@@ -88,8 +88,9 @@ int sq_engine__clagg_init(struct sq_engine__clagg *a, uint32_t n, const struct s
     a->end = calloc(n, sizeof(*a->end));
     a->cpu = calloc(n, sizeof(*a->cpu));
     a->wait = calloc(n, sizeof(*a->wait));
+    a->poll = calloc(n, sizeof(*a->poll));
     a->ws = calloc(n, sizeof(*a->ws));
-    return a->end && a->cpu && a->wait && a->ws ? 0 : -ENOMEM;
+    return a->end && a->cpu && a->wait && a->poll && a->ws ? 0 : -ENOMEM;
 }
 
 void sq_engine__clagg_dispose(struct sq_engine__clagg *a)
@@ -97,6 +98,7 @@ void sq_engine__clagg_dispose(struct sq_engine__clagg *a)
     free(a->end);
     free(a->cpu);
     free(a->wait);
+    free(a->poll);
     free(a->ws);
     memset(a, 0, sizeof(*a));
 }
@@ -118,7 +120,9 @@ void sq_engine__clagg_slot(struct sq_engine__clagg *a, uint32_t wi, const struct
 {
     struct sq_worker_stats *ws = &a->ws[wi];
     int64_t wall = s->end_ns - a->end[wi];
-    int64_t busy_ns = (s->cpu_ns - a->cpu[wi]) + (s->wait_ns - a->wait[wi]);
+    /* time spent polling for responses is the worker's choice, not a sign it is short of CPU */
+    int64_t busy_ns = (s->cpu_ns - a->cpu[wi]) + (s->wait_ns - a->wait[wi]) -
+                      (s->poll_ns - a->poll[wi]);
     double busy = wall > 0 ? (double)busy_ns / (double)wall : 0;
     if (busy < 0)
         busy = 0;
@@ -136,7 +140,9 @@ void sq_engine__clagg_slot(struct sq_engine__clagg *a, uint32_t wi, const struct
     ws->wall_ns = s->end_ns - a->go;
     ws->cpu_ns = s->cpu_ns;
     ws->wait_ns = s->wait_ns;
+    ws->poll_ns = s->poll_ns;
     a->end[wi] = s->end_ns;
+    a->poll[wi] = s->poll_ns;
     a->cpu[wi] = s->cpu_ns;
     a->wait[wi] = s->wait_ns;
 
@@ -190,7 +196,9 @@ int sq_engine__clagg_end(struct sq_engine__clagg *a, struct sq_second *last, str
     for (uint32_t i = 0; i < a->n; i++) {
         struct sq_worker_stats *ws = &c->workers[i];
         *ws = a->ws[i];
-        ws->busy = ws->wall_ns > 0 ? (double)(ws->cpu_ns + ws->wait_ns) / (double)ws->wall_ns : 0;
+        ws->busy = ws->wall_ns > 0
+                       ? (double)(ws->cpu_ns + ws->wait_ns - ws->poll_ns) / (double)ws->wall_ns
+                       : 0;
         if (ws->busy < 0)
             ws->busy = 0;
     }

@@ -28,7 +28,7 @@ void sq_engine__times_close(struct sq_engine__worker *w);
  * maxima; and the process's own baseline. */
 struct sq_engine__clagg {
     uint32_t n;
-    int64_t *end, *cpu, *wait;  /* per worker: at its last consumed slot */
+    int64_t *end, *cpu, *wait, *poll; /* per worker: at its last consumed slot */
     struct sq_worker_stats *ws; /* per worker: the run's figures so far */
     double busy_max;            /* the second being assembled */
     int64_t lag_max, behind_max;

@@ -326,7 +326,11 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
             return sq_flag_fail(err, len, "%s: '%s' is not a count (1..1000000)", flag, arg);
         return 0;
     case OPT_PACING_PRECISION:
-        if ((o->precision = sq_pacing_from_name(arg)) < 0)
+        o->precision = sq_pacing_parse(arg, &o->window_ns);
+        if (o->precision == -2)
+            return sq_flag_fail(
+                err, len, "%s: '%s': the window of coarse:D is a duration, 1ms..100ms", flag, arg);
+        if (o->precision < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not one of high, normal, off, coarse", flag,
                                 arg);
         return 0;
@@ -1092,6 +1096,7 @@ static int build_exec(const struct sq_quick_opts *o, uint64_t per, struct sq_exe
         e->max_in_flight = o->max_in_flight;
         e->max_vus = (uint32_t)o->max_vus;
         e->precision = o->precision < 0 ? SQ_PACING_NORMAL : o->precision;
+        e->window_ns = o->window_ns;
     } else if (o->stages) {
         e->kind = SQ_EXEC_RAMPING_VUS;
     } else if (o->requests) {

@@ -57,6 +57,7 @@ struct sq_quick_opts {
     uint64_t max_in_flight;
     uint64_t max_vus;     /* --max-vus: the open loop's pool may grow to it (0: not given) */
     int precision;        /* --pacing-precision: enum sq_pacing (plan/exec.h); -1: not given */
+    int64_t window_ns;    /* --pacing-precision coarse:D: D (0: the default window) */
     uint64_t streams;     /* --streams; 1 after parsing unless given */
     int64_t duration_ns;  /* default 10 s */
     bool duration_set;    /* -d was given */

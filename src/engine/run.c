@@ -974,12 +974,16 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         sq_counters_add(&out->c, &ws[i].c);
         out->in_flight += ws[i].in_flight;
         out->arrivals += ws[i].arrivals; /* latencies arrived through the slots */
+        out->client.idle_polled += ws[i].idle_polled;
+        out->client.idle_caught += ws[i].idle_caught;
+        out->client.idle_slept += ws[i].idle_slept;
         if (ws[i].open) {
             out->precision = ws[i].precision;
             if (ws[i].spin_ns > out->pace_tail_ns)
                 out->pace_tail_ns = ws[i].spin_ns;
             out->pace_wakes += ws[i].wakes;
             out->pace_deaf += ws[i].deaf_sleeps;
+            out->pace_window_ns = ws[i].window_ns;
             out->pool.pre += ws[i].npre;
             out->pool.cap += ws[i].ncap;
             out->pool.peak += ws[i].nconns;

@@ -469,7 +469,8 @@ struct sq_worker_stats {
     int64_t wall_ns;
     int64_t cpu_ns;        /* on a CPU */
     int64_t wait_ns;       /* runnable, waiting for a CPU (0 when the kernel does not say) */
-    double busy;           /* (cpu + wait) / wall (open loop: its busy-wait included) */
+    int64_t poll_ns;       /* of cpu_ns, polling for responses before sleeping (worker.c) */
+    double busy;           /* (cpu + wait - poll) / wall (open loop: its busy-wait included) */
     double busy_max;       /* the same for its busiest whole second */
     uint32_t busy_seconds; /* whole seconds at or above SQ_CLIENT_BUSY */
     uint32_t seconds;      /* whole seconds it ran */
@@ -492,6 +493,9 @@ struct sq_client_stats {
     uint32_t nworkers;
     bool saturated;
     char saturation[256]; /* why, in words: "worker 1 of 2 was busy 97% of the run (...)" */
+    /* The workers' waits for responses (worker.c wait_io): those that polled the sockets first,
+     * those a response ended while polling, those that slept. */
+    uint64_t idle_polled, idle_caught, idle_slept;
 };
 
 /* The watched processes over the run (cfg->watch). */
@@ -539,7 +543,8 @@ struct sq_result {
     int precision;
     int64_t pace_tail_ns;
     uint64_t pace_wakes;
-    uint64_t pace_deaf; /* of those, sleeps deaf to the sockets (reads stamped by the kernel) */
+    uint64_t pace_deaf;     /* of those, sleeps deaf to the sockets (reads stamped by the kernel) */
+    int64_t pace_window_ns; /* coarse: the batch window */
     struct {
         uint64_t pre, cap, peak, grown;
         int64_t first_ns, last_ns;

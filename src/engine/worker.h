@@ -183,6 +183,7 @@ struct sq_engine__slot {
     /* The worker's own cost from the common start to end_ns (engine/client.c), and at this
      * tick: how late it ran, and (open loop) how overdue the next arrival was. */
     int64_t cpu_ns, wait_ns;
+    int64_t poll_ns; /* of cpu_ns, polling for responses (wait_io): not judged busy */
     int64_t lag_ns, behind_ns;
 };
 
@@ -251,6 +252,11 @@ struct sq_engine__worker {
     bool rxts;
     int64_t rt_off;
     uint64_t deaf_sleeps;
+    /* Idle polling (worker.c wait_io): the recent waits' length (ns, a moving average), and
+     * the waits that polled first, those a response ended while polling, those that slept. */
+    int64_t idle_gap_ns;
+    int64_t idle_poll_ns; /* time spent polling, cumulative */
+    uint64_t idle_polled, idle_caught, idle_slept;
     char *rbuf; /* per-worker read buffer, shared by all its connections */
     struct sq_counters c;
     uint64_t codes[SQ_STATUS_CODES]; /* responses by exact status */

@@ -528,8 +528,11 @@ static json_t *client_block(const struct sq_result *r)
                               "wait_s", ns_s(w->wait_ns), "busy", w->busy, "busy_max", w->busy_max,
                               "seconds", (json_int_t)w->seconds, "busy_seconds",
                               (json_int_t)w->busy_seconds, "loop_lag_max_ms", ns_ms(w->lag_max_ns));
-        if (o && r->open)
-            json_object_set_new(o, "behind_max_ms", ns_ms(w->behind_max_ns));
+        if (o) {
+            json_object_set_new(o, "poll_s", ns_s(w->poll_ns));
+            if (r->open)
+                json_object_set_new(o, "behind_max_ms", ns_ms(w->behind_max_ns));
+        }
         json_array_append_new(ws, o);
         if (w->lag_max_ns > lag)
             lag = w->lag_max_ns;
@@ -546,6 +549,11 @@ static json_t *client_block(const struct sq_result *r)
         "workers", ws);
     if (o && r->open)
         json_object_set_new(o, "behind_max_ms", ns_ms(behind));
+    if (o)
+        json_object_set_new(o, "idle_waits",
+                            json_pack("{s:I, s:I, s:I}", "polled", (json_int_t)c->idle_polled,
+                                      "caught", (json_int_t)c->idle_caught, "slept",
+                                      (json_int_t)c->idle_slept));
     return o;
 }
 
@@ -699,6 +707,9 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
                                       "tail_us", (double)r->pace_tail_ns / 1e3, "timed_wakes",
                                       (json_int_t)r->pace_wakes, "deaf_sleeps",
                                       (json_int_t)r->pace_deaf));
+        if (r->precision == SQ_PACING_COARSE)
+            json_object_set_new(json_object_get(root, "pacing"), "window_ms",
+                                json_real((double)r->pace_window_ns / 1e6));
         json_t *pool = json_pack("{s:I, s:I, s:I, s:I}", "preallocated", (json_int_t)r->pool.pre,
                                  "max", (json_int_t)r->pool.cap, "peak", (json_int_t)r->pool.peak,
                                  "grown", (json_int_t)r->pool.grown);

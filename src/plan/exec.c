@@ -44,6 +44,19 @@ int sq_pacing_from_name(const char *name)
     return -1;
 }
 
+int sq_pacing_parse(const char *s, int64_t *window_ns)
+{
+    *window_ns = 0;
+    if (strncmp(s, "coarse:", 7) != 0)
+        return sq_pacing_from_name(s);
+    int64_t ns;
+    if (sq_parse_duration(s + 7, SQ_NS_PER_MS, &ns) < 0 || ns < SQ_PACING_WINDOW_MIN_NS ||
+        ns > SQ_PACING_WINDOW_MAX_NS)
+        return -2;
+    *window_ns = ns;
+    return SQ_PACING_COARSE;
+}
+
 int sq_exec_kind_from_name(const char *name)
 {
     for (int i = 0; i < SQ_EXEC__COUNT; i++)

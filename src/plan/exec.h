@@ -55,6 +55,7 @@ struct sq_exec {
     int64_t pacing_ns;        /* closed model: minimum time between a VU's iteration starts */
     uint32_t max_vus;         /* arrival rate: the pool may grow to this many; 0 = vus (fixed) */
     int precision;            /* arrival rate: enum sq_pacing (how a worker waits for arrivals) */
+    int64_t window_ns;        /* COARSE: the batch window (0: SQ_PACING_WINDOW_NS) */
     struct sq_stage stages[SQ_EXEC_MAX_STAGES];
     uint32_t nstages;
     /* Filled by sq_exec_prepare for the arrival schedule: per stage, its start (ns), the
@@ -72,10 +73,17 @@ struct sq_exec {
  * the arrivals in batches on a grid of SQ_PACING_WINDOW_NS (each at the end of the window it
  * falls in, its intended time from then on): one wake-up per window however high the rate. */
 enum sq_pacing { SQ_PACING_NORMAL, SQ_PACING_HIGH, SQ_PACING_OFF, SQ_PACING_COARSE };
-#define SQ_PACING_WINDOW_NS (5 * 1000 * 1000) /* COARSE's batch window: 5 ms */
+#define SQ_PACING_WINDOW_NS     (5 * 1000 * 1000)   /* COARSE's batch window: 5 ms */
+#define SQ_PACING_WINDOW_MIN_NS (1000 * 1000)       /* coarse:D, D from 1 ms */
+#define SQ_PACING_WINDOW_MAX_NS (100 * 1000 * 1000) /* to 100 ms (the sweep's period) */
 /* "normal", "high", "off", "coarse"; the reverse returns -1 when unknown. */
 const char *sq_pacing_name(int p);
 int sq_pacing_from_name(const char *name);
+/* A precision as a user writes it: a name, or "coarse:D" with its own window D (a duration,
+ * ms by default, SQ_PACING_WINDOW_MIN_NS..SQ_PACING_WINDOW_MAX_NS) into *window_ns (0 for a
+ * plain name: the default window). Returns the precision, -1 for an unknown name, -2 for a bad
+ * window. */
+int sq_pacing_parse(const char *s, int64_t *window_ns);
 
 /* The executor's name as k6 spells it, and the reverse (-1 when unknown). */
 const char *sq_exec_name(enum sq_exec_kind k);

@@ -248,13 +248,19 @@ static int load_executor(struct ld *L, const struct ynode *key, const struct yno
                 e->max_vus = (uint32_t)u;
             }
         } else if (!strcmp(name, "pacingPrecision")) {
-            rc = sq_plan__want_string(L, v, "high, normal, off or coarse");
-            int p = rc == 0 ? sq_pacing_from_name(v->s) : 0;
-            if (rc == 0 && p < 0)
+            rc = sq_plan__want_string(L, v, "high, normal, off, coarse or coarse:D");
+            int64_t win = 0;
+            int p = rc == 0 ? sq_pacing_parse(v->s, &win) : 0;
+            if (rc == 0 && p == -2)
+                rc = sq_plan__fail(L, v, "'%s': the window of coarse:D is a duration, 1ms..100ms",
+                                   v->s);
+            else if (rc == 0 && p < 0)
                 rc = sq_plan__fail(
                     L, v, "'%s' is not a pacing precision: high, normal, off or coarse", v->s);
-            if (rc == 0)
+            if (rc == 0) {
                 e->precision = p;
+                e->window_ns = win;
+            }
         } else if (!strcmp(name, "iterations")) {
             if ((rc = sq_plan__get_u64(L, v, 1, MAX_ITERATIONS, &u)) == 0)
                 e->iterations = u;

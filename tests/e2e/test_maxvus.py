@@ -170,6 +170,26 @@ class Precision(sqtest.TargetCase):
         self.assertLess(gap["p50"], 500, gap)  # within a batch
         self.assertGreater(gap["max"], 3000, gap)  # between batches
 
+    @sqtest.timing()
+    def test_coarse_window_chosen(self):
+        # coarse:20ms: the user's own window, one wake-up per 20 ms (51 in 1.003 s), every
+        # arrival accounted for, and the server sees bursts 20 ms apart
+        self.reset()
+        p, doc, _ = run_json(self.base + "/delay/5", "-r", "1000", "-d", "1003ms", "-c", "64",
+                             "-t", "1", "--pacing-precision", "coarse:20ms")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        self.assertEqual(doc["requests"]["arrivals"], 1003)
+        pace = doc["pacing"]
+        self.assertEqual(pace["precision"], "coarse")
+        self.assertEqual(pace["window_ms"], 20)
+        self.assertGreater(pace["timed_wakes"], 0, pace)
+        self.assertLessEqual(pace["timed_wakes"], 52, pace)
+        self.assertGreaterEqual(doc["latency"]["min_us"], 5000, doc["latency"])
+        gap = self.stats()["arrivals"]["gap_us"]
+        self.assertLess(gap["p50"], 500, gap)  # within a batch
+        self.assertGreater(gap["max"], 15000, gap)  # between batches
+
     def test_default_is_normal(self):
         p, doc, _ = run_json(self.base + "/fast", "-r", "100", "-d", "500ms", "-c", "2", "-t", "1")
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -193,6 +213,10 @@ class Flags(unittest.TestCase):
         self.expect_usage(["-r", "10", "--http2", "--max-vus", "100"], "--max-vus")
         self.expect_usage(["-r", "10", "--pacing-precision", "ultra"],
                           "--pacing-precision: 'ultra' is not one of high, normal, off, coarse")
+        self.expect_usage(["-r", "10", "--pacing-precision", "coarse:0ms"],
+                          "--pacing-precision: 'coarse:0ms': the window of coarse:D is a "
+                          "duration, 1ms..100ms")
+        self.expect_usage(["-r", "10", "--pacing-precision", "coarse:soon"], "1ms..100ms")
         self.expect_usage(["--pacing-precision", "high"],
                           "--pacing-precision applies to the open loop (-r)")
 

@@ -100,6 +100,30 @@ class QuickFace(sqtest.TargetCase):
         self.assertLessEqual(served, r["completed"] + r["in_flight"])
         self.assertLessEqual(r["in_flight"], 8)
 
+    def test_idle_poll_adapts(self):
+        # A worker polls its sockets for up to 50 us before sleeping while its recent waits were
+        # that short (a fast server), and stops once they are longer (a slow one): one VU waiting
+        # 20 ms a response polls on its first three waits only (the moving average of the waits,
+        # starting at 0, passes 50 us on the third), then sleeps at once.
+        p, doc, _ = run_json(self.base + "/delay/20", "-d", "600ms", "-c", "1", "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        iw = doc["client"]["idle_waits"]
+        self.assertGreaterEqual(iw["polled"], 1, iw)
+        self.assertLessEqual(iw["polled"], 3, iw)
+        self.assertEqual(iw["caught"], 0, iw)
+        self.assertGreaterEqual(iw["slept"], 20, iw)
+        p, doc, _ = run_json(self.base + "/fast", "-n", "20000", "-c", "8", "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        cl = doc["client"]
+        self.assertGreaterEqual(cl["idle_waits"]["polled"], 1, cl)
+        self.assertLessEqual(cl["idle_waits"]["caught"], cl["idle_waits"]["polled"], cl)
+        w = cl["workers"][0]
+        self.assertLessEqual(w["poll_s"], w["cpu_s"], w)
+        # polling is the worker's choice: it is not counted busy
+        self.assertLessEqual(w["busy"], (w["cpu_s"] + w["wait_s"] - w["poll_s"]) /
+                             doc["duration_s"] + 0.05, w)
+
     def test_series_and_interval_outputs(self):
         with tempfile.TemporaryDirectory() as d:
             csv, hlog = os.path.join(d, "s.csv"), os.path.join(d, "s.hlog")

@@ -271,6 +271,25 @@ static void durations_and_executors(void **state)
         "    flow: [ { request: { url: /x } } ]\n",
         "8:22", "scenarios.s.pacingPrecision",
         "'ultra' is not a pacing precision: high, normal, off or coarse");
+    expect_err(
+        "target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-arrival-rate\n"
+        "    rate: 10\n    duration: 1s\n    preAllocatedVUs: 1\n    pacingPrecision: coarse:2s\n"
+        "    flow: [ { request: { url: /x } } ]\n",
+        "8:22", "scenarios.s.pacingPrecision",
+        "'coarse:2s': the window of coarse:D is a duration, 1ms..100ms");
+    {
+        /* coarse:D: the user's own window */
+        const char *y = "target: http://127.0.0.1:8080\nscenarios:\n  s:\n"
+                        "    executor: constant-arrival-rate\n    rate: 10\n    duration: 1s\n"
+                        "    preAllocatedVUs: 1\n    pacingPrecision: coarse:25ms\n"
+                        "    flow: [ { request: { url: /x } } ]\n";
+        struct sq_plan *p = NULL;
+        struct sq_plan_error e;
+        assert_int_equal(sq_plan_load_string("w.yaml", y, strlen(y), &p, &e), 0);
+        assert_int_equal(p->scenarios[0].exec.precision, SQ_PACING_COARSE);
+        assert_int_equal(p->scenarios[0].exec.window_ns, 25 * SQ_NS_PER_MS);
+        sq_plan_free(p);
+    }
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    pacingPrecision: high\n"
                "    flow: [ { request: { url: /x } } ]\n",
