@@ -494,7 +494,7 @@ struct sq_client_stats {
     bool saturated;
     char saturation[256]; /* why, in words: "worker 1 of 2 was busy 97% of the run (...)" */
     /* The workers' waits for responses (worker.c wait_io): those that polled the sockets first,
-     * those a response ended while polling, those that slept. */
+     * those an event (a response, a timer) ended while polling, those that slept. */
     uint64_t idle_polled, idle_caught, idle_slept;
 };
 

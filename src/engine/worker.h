@@ -253,7 +253,8 @@ struct sq_engine__worker {
     int64_t rt_off;
     uint64_t deaf_sleeps;
     /* Idle polling (worker.c wait_io): the recent waits' length (ns, a moving average), and
-     * the waits that polled first, those a response ended while polling, those that slept. */
+     * the waits that polled first, those an event (a response, a timer) ended while polling,
+     * those that slept. */
     int64_t idle_gap_ns;
     int64_t idle_poll_ns; /* time spent polling, cumulative */
     uint64_t idle_polled, idle_caught, idle_slept;
