@@ -121,8 +121,8 @@ void sq_engine__clagg_slot(struct sq_engine__clagg *a, uint32_t wi, const struct
     struct sq_worker_stats *ws = &a->ws[wi];
     int64_t wall = s->end_ns - a->end[wi];
     /* time spent polling for responses is the worker's choice, not a sign it is short of CPU */
-    int64_t busy_ns = (s->cpu_ns - a->cpu[wi]) + (s->wait_ns - a->wait[wi]) -
-                      (s->poll_ns - a->poll[wi]);
+    int64_t busy_ns =
+        (s->cpu_ns - a->cpu[wi]) + (s->wait_ns - a->wait[wi]) - (s->poll_ns - a->poll[wi]);
     double busy = wall > 0 ? (double)busy_ns / (double)wall : 0;
     if (busy < 0)
         busy = 0;
