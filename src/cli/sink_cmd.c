@@ -318,6 +318,9 @@ int sq_cli_sink(int argc, char **argv)
         exit_code = t.delivered ? SQ_EXIT_OK : SQ_EXIT_FAIL;
         if (!t.delivered)
             fprintf(stderr, "squall sink: nothing was delivered\n");
+        char why[512];
+        if (sq_sink_unsubscribed(s, why, sizeof(why))) /* the reason, when it is a broker's */
+            fprintf(stderr, "squall sink: %s\n", why);
         json_decref(doc);
     }
     sq_sink_free(s);

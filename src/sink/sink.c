@@ -787,6 +787,14 @@ int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink **out, char *
     return 0;
 }
 
+bool sq_sink_unsubscribed(const struct sq_sink *s, char *why, size_t len)
+{
+    for (int i = 0; i < s->nbus; i++)
+        if (sq_sink__bus_never(s->bus[i], why, len))
+            return true;
+    return false;
+}
+
 uint16_t sq_sink_http_port(const struct sq_sink *s)
 {
     return s->http_port;
@@ -1074,6 +1082,9 @@ json_t *sq_sink_json(struct sq_sink *s)
         lost_list, "latency", l, "streams", streams, "series", series);
     if (j && s->settle_stopped) /* events still on their way count as lost */
         json_object_set_new(j, "settle_stopped", json_true());
+    char why[512];
+    if (j && s->stopped && sq_sink_unsubscribed(s, why, sizeof(why)))
+        json_object_set_new(j, "error", json_string(why));
     return j;
 }
 

@@ -123,8 +123,15 @@ bool sq_sink_settle(struct sq_sink *s, int64_t max_ns, volatile int *stop);
 /* Stops every source (in-flight requests are answered), joins the threads. Idempotent. */
 void sq_sink_stop(struct sq_sink *s);
 
+/* After sq_sink_stop: true when a broker source (--nats, --mqtt) was never subscribed, so the
+ * sink counted none of the events that crossed that broker; why names the source and its first
+ * error ("nats://127.0.0.1:4222/orders: never subscribed (connect to 127.0.0.1:4222:
+ * Connection refused): the sink counted nothing that crossed this broker"). A sink beside a load
+ * fails its run then (sink/beside.h). */
+bool sq_sink_unsubscribed(const struct sq_sink *s, char *why, size_t len);
+
 /* The `sink` block of the result document (after sq_sink_stop), or NULL when out of memory.
- * docs/json-schema.md describes it. */
+ * docs/json-schema.md describes it; `error` is sq_sink_unsubscribed's why, when it is true. */
 json_t *sq_sink_json(struct sq_sink *s);
 
 void sq_sink_free(struct sq_sink *s); /* stops it first; NULL is a no-op */
