@@ -167,6 +167,50 @@ static void test_stream_in_use_survives_a_flood(void **state)
     assert_int_equal(c->delivered, 490);
     assert_int_equal(c->missing, 10); /* 3, 53, ..., 453 */
     assert_int_equal(c->highest, 499);
+    /* after thousands of deletions from the open-addressed table, every stream kept is still
+     * found: its highest sequence number again is a duplicate, and nothing new is made */
+    size_t kept = seen.n;
+    static struct sq_sink_stream_counts copy[4096];
+    memcpy(copy, seen.v, kept * sizeof(copy[0]));
+    for (size_t i = 0; i < kept; i++) {
+        struct sq_sink_hit h = put(s, copy[i].run, (uint64_t)copy[i].highest, NULL);
+        assert_true(h.duplicate);
+    }
+    struct sq_sink_ledger_counts after;
+    sq_sink_ledger_counts(s, &after);
+    assert_int_equal(after.streams, lc.streams);
+    assert_int_equal(after.evicted, lc.evicted);
+    sq_sink_free(s);
+}
+
+/* The table full (4,096 streams, half its slots: long probe runs): each new stream evicts the
+ * oldest, 20,000 times over, and every stream kept is still found afterwards (linear probing's
+ * deletion moved the right entries back) while the evicted ones are gone. */
+static void test_table_deletions_keep_lookups(void **state)
+{
+    (void)state;
+    struct sq_sink *s = NULL;
+    char err[256];
+    assert_int_equal(sq_sink_ledger_new(NULL, 256 * MIB, &s, err, sizeof(err)), 0);
+    for (uint64_t r = 1; r <= 24096; r++)
+        assert_false(put(s, r * 0x9E3779B97F4A7C15ull, r, NULL).unmatched);
+    struct sq_sink_ledger_counts lc;
+    sq_sink_ledger_counts(s, &lc);
+    assert_int_equal(lc.streams, 4096);
+    assert_int_equal(lc.evicted, 20000);
+    seen.n = 0;
+    assert_int_equal(sq_sink_streams(s, collect, &seen), 4096);
+    static struct sq_sink_stream_counts copy[4096];
+    memcpy(copy, seen.v, sizeof(copy));
+    for (size_t i = 0; i < 4096; i++) {
+        uint64_t r = (uint64_t)copy[i].highest; /* stream r's one sequence number is r */
+        assert_true(r > 20000);                  /* the newest 4,096 */
+        assert_int_equal(copy[i].run, r * 0x9E3779B97F4A7C15ull);
+        assert_true(put(s, copy[i].run, r, NULL).duplicate);
+    }
+    sq_sink_ledger_counts(s, &lc);
+    assert_int_equal(lc.streams, 4096);
+    assert_int_equal(lc.evicted, 20000);
     sq_sink_free(s);
 }
 
@@ -253,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_cap_counts_what_does_not_fit),
         cmocka_unit_test(test_phantoms_evicted_for_a_real_run),
         cmocka_unit_test(test_stream_in_use_survives_a_flood),
+        cmocka_unit_test(test_table_deletions_keep_lookups),
         cmocka_unit_test(test_sink_block_reports_the_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
