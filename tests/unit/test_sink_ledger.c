@@ -204,7 +204,7 @@ static void test_table_deletions_keep_lookups(void **state)
     memcpy(copy, seen.v, sizeof(copy));
     for (size_t i = 0; i < 4096; i++) {
         uint64_t r = (uint64_t)copy[i].highest; /* stream r's one sequence number is r */
-        assert_true(r > 20000);                  /* the newest 4,096 */
+        assert_true(r > 20000);                 /* the newest 4,096 */
         assert_int_equal(copy[i].run, r * 0x9E3779B97F4A7C15ull);
         assert_true(put(s, copy[i].run, r, NULL).duplicate);
     }
