@@ -71,6 +71,8 @@ bool sq_cli_parse_size(const char *s, uint64_t max, uint64_t *out)
         mul = 1024;
     else if (strcasecmp(end, "m") == 0 || strcasecmp(end, "mib") == 0 || strcasecmp(end, "mb") == 0)
         mul = 1024 * 1024;
+    else if (strcasecmp(end, "g") == 0 || strcasecmp(end, "gib") == 0 || strcasecmp(end, "gb") == 0)
+        mul = 1024 * 1024 * 1024;
     else if (*end && strcasecmp(end, "b") != 0)
         return false;
     if (v > max / mul)

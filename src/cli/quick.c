@@ -292,7 +292,7 @@ int sq_cli_quick(int argc, char **argv)
             fprintf(stderr, "squall: out of memory\n");
         if (rc) {
             sq_cli_signals_end();
-            sq_cli_sink_end(sink, &res, NULL, cfg->stop);
+            sq_cli_sink_end(sink, &res, NULL, cfg->stop, NULL, 0);
             exit_code = rc;
             goto out;
         }
@@ -306,7 +306,7 @@ int sq_cli_quick(int argc, char **argv)
     if (rc < 0) {
         sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
-        sq_cli_sink_end(sink, &res, NULL, cfg->stop);
+        sq_cli_sink_end(sink, &res, NULL, cfg->stop, NULL, 0);
         goto out;
     }
     sq_cli_series_close(&tk.out, true);
@@ -317,7 +317,8 @@ int sq_cli_quick(int argc, char **argv)
 
     /* One document feeds every output, so they cannot disagree. */
     json_t *doc = sq_report_quick_doc(&run, &res);
-    sq_cli_sink_end(sink, &res, doc, cfg->stop); /* its block, and its line first */
+    char sink_why[512] = ""; /* its block, and its line first */
+    bool sink_failed = sq_cli_sink_end(sink, &res, doc, cfg->stop, sink_why, sizeof(sink_why));
     if (!sig && sink) /* a signal while the sink waited for the last events */
         sig = sq_cli_signal_seen(&forced);
     sq_cli_signals_end();
@@ -345,6 +346,10 @@ int sq_cli_quick(int argc, char **argv)
     }
     fflush(stdout);
     exit_code = sq_cli_run_status(&res, sig);
+    if (!sig && sink_failed) { /* the sink counted nothing that crossed its broker */
+        fprintf(stderr, "squall: --sink: %s\n", sink_why);
+        exit_code = SQ_EXIT_FAIL;
+    }
     if (o.dist.agents)
         exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
     if (!written && exit_code == SQ_EXIT_OK)

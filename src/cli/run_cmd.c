@@ -291,7 +291,7 @@ int sq_cli_run(int argc, char **argv)
         rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
         if (rc) {
             sq_cli_signals_end();
-            sq_cli_sink_end(sink, &res, NULL, run.cfg.stop);
+            sq_cli_sink_end(sink, &res, NULL, run.cfg.stop, NULL, 0);
             exit_code = rc;
             goto out;
         }
@@ -304,19 +304,20 @@ int sq_cli_run(int argc, char **argv)
     if (rc < 0) {
         sq_cli_signals_end();
         fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
-        sq_cli_sink_end(sink, &res, NULL, run.cfg.stop);
+        sq_cli_sink_end(sink, &res, NULL, run.cfg.stop, NULL, 0);
         goto out;
     }
     if (sq_planrun_finish(&run, &tk.w, &res, &verdicts) < 0) {
         sq_cli_signals_end();
-        sq_cli_sink_end(sink, &res, NULL, run.cfg.stop);
+        sq_cli_sink_end(sink, &res, NULL, run.cfg.stop, NULL, 0);
         goto out;
     }
     sq_cli_series_close(&tk.out, true);
     if (sig)
         sq_cli_signal_mark(&res, sig, forced);
     json_t *doc = sq_report_planrun_doc(&run, &res, &verdicts);
-    sq_cli_sink_end(sink, &res, doc, run.cfg.stop);
+    char sink_why[512] = "";
+    bool sink_failed = sq_cli_sink_end(sink, &res, doc, run.cfg.stop, sink_why, sizeof(sink_why));
     if (!sig && sink) /* a signal while the sink waited for the last events */
         sig = sq_cli_signal_seen(&forced);
     sq_cli_signals_end();
@@ -347,6 +348,9 @@ int sq_cli_run(int argc, char **argv)
     } else if (res.c.sent == 0 && res.c.iterations == 0) { /* a bus flow sends no request */
         fprintf(stderr, "squall: nothing was sent: %s\n",
                 res.aborted ? res.abort_reason : "the target was not reachable");
+        exit_code = SQ_EXIT_FAIL;
+    } else if (sink_failed) { /* the sink counted nothing that crossed its broker */
+        fprintf(stderr, "squall: sink: %s\n", sink_why);
         exit_code = SQ_EXIT_FAIL;
     } else if (verdicts.failed || tk.w.aborted) {
         fprintf(stderr, "squall: thresholds crossed\n");

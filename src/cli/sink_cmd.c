@@ -14,6 +14,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/inbox.h"
 #include "engine/flags.h"
 #include "output/fmt.h"
 #include "output/json.h"
@@ -44,6 +45,9 @@ static const char usage[] =
     "                          json:PATH ($.event.id), regex:RE (its first group)\n"
     "      --settle D          a gap counts as lost once it is this old (default 2s)\n"
     "      --list-lost N       list the first N lost sequence numbers (default 20)\n"
+    "      --max-memory SIZE   what the count of sequence numbers may take: 16MiB, 1GiB\n"
+    "                          (default 64MiB, ~537 million events); a stamp past it is\n"
+    "                          counted over_cap, not tracked\n"
     "  -d, --duration D        stop after D (default: run until Ctrl-C)\n"
     "      --count N           stop once N events were delivered\n"
     "      --idle D            stop once nothing arrived for D (after the first event)\n"
@@ -67,6 +71,7 @@ enum {
     OPT_STAMP,
     OPT_SETTLE,
     OPT_LIST_LOST,
+    OPT_MAX_MEMORY,
     OPT_COUNT,
     OPT_IDLE,
     OPT_JSON,
@@ -113,6 +118,7 @@ int sq_cli_sink(int argc, char **argv)
         {"stamp", required_argument, NULL, OPT_STAMP},
         {"settle", required_argument, NULL, OPT_SETTLE},
         {"list-lost", required_argument, NULL, OPT_LIST_LOST},
+        {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         {"duration", required_argument, NULL, 'd'},
         {"count", required_argument, NULL, OPT_COUNT},
         {"idle", required_argument, NULL, OPT_IDLE},
@@ -189,6 +195,13 @@ int sq_cli_sink(int argc, char **argv)
             cfg.list_lost = (uint32_t)u;
             if (!u)
                 cfg.list_lost = 1; /* 0 would mean the default; one entry is the least shown */
+            break;
+        case OPT_MAX_MEMORY:
+            if (!sq_cli_parse_size(optarg, SQ_SINK_MAX_MAX_MEMORY, &u) ||
+                u < SQ_SINK_MIN_MAX_MEMORY)
+                return sq_cli_usage_error(
+                    FACE, "%s: '%s' is not a size (1MiB..1024GiB, e.g. 256MiB)", flag, optarg);
+            cfg.max_memory = u;
             break;
         case 'd':
             if ((rc = dur(flag, optarg, &duration)) != 0)
@@ -305,6 +318,9 @@ int sq_cli_sink(int argc, char **argv)
         exit_code = t.delivered ? SQ_EXIT_OK : SQ_EXIT_FAIL;
         if (!t.delivered)
             fprintf(stderr, "squall sink: nothing was delivered\n");
+        char why[512];
+        if (sq_sink_unsubscribed(s, why, sizeof(why))) /* the reason, when it is a broker's */
+            fprintf(stderr, "squall sink: %s\n", why);
         json_decref(doc);
     }
     sq_sink_free(s);

@@ -35,12 +35,13 @@ int sq_cli_sink_begin(const char *face, const struct sq_sink_beside_opts *o, uin
     return 0;
 }
 
-void sq_cli_sink_end(struct sq_sink *s, const struct sq_result *res, json_t *doc,
-                     volatile int *stop)
+bool sq_cli_sink_end(struct sq_sink *s, const struct sq_result *res, json_t *doc,
+                     volatile int *stop, char *why, size_t len)
 {
-    json_t *block = sq_sink_beside_end(s, res->run_id, res->stamped, res->nstreams, stop);
+    json_t *block = sq_sink_beside_end(s, res->run_id, res->stamped, res->nstreams, stop, why, len);
     if (block && doc)
         json_object_set_new(doc, "sink", block);
     else
         json_decref(block);
+    return s && len && why[0];
 }

@@ -19,8 +19,10 @@ int sq_cli_sink_plan_check(const struct sq_plan *p);
 int sq_cli_sink_begin(const char *face, const struct sq_sink_beside_opts *o, uint64_t run_id,
                       struct sq_sink **out);
 
-/* After the load: sq_sink_beside_end, and its block into doc (when doc is not NULL). */
-void sq_cli_sink_end(struct sq_sink *s, const struct sq_result *res, json_t *doc,
-                     volatile int *stop);
+/* After the load: sq_sink_beside_end, and its block into doc (when doc is not NULL). True when
+ * the sink failed the run (a broker source never subscribed), why (len > 0) saying so; the
+ * caller prints it and exits 1. */
+bool sq_cli_sink_end(struct sq_sink *s, const struct sq_result *res, json_t *doc,
+                     volatile int *stop, char *why, size_t len);
 
 #endif

@@ -77,9 +77,11 @@ SQ_MUST_CHECK int sq_daemon__req_sink_begin(struct sq_daemon__req *rq, volatile 
                                             bool *subscribed, char *err, size_t len);
 bool sq_daemon__req_has_sink(const struct sq_daemon__req *rq);
 /* After the load (and sq_daemon__req_doc): tells the sink what the run stamped, waits its
- * settle (cut short by *stop), stops it and puts its `sink` block into doc (when not NULL). */
-void sq_daemon__req_sink_end(struct sq_daemon__req *rq, const struct sq_result *res, json_t *doc,
-                             volatile int *stop);
+ * settle (cut short by *stop), stops it and puts its `sink` block into doc (when not NULL).
+ * True when the sink fails the run (a broker source never subscribed): why says so, as
+ * "plan.yaml:L:C: sink: nats://...: never subscribed (...)". */
+bool sq_daemon__req_sink_end(struct sq_daemon__req *rq, const struct sq_result *res, json_t *doc,
+                             volatile int *stop, char *why, size_t len);
 /* The worker threads and the most VUs the set-up run uses. */
 void sq_daemon__req_shape(const struct sq_daemon__req *rq, uint32_t *workers, uint64_t *vus);
 void sq_daemon__req_free(struct sq_daemon__req *rq);

@@ -374,17 +374,24 @@ bool sq_daemon__req_has_sink(const struct sq_daemon__req *r)
     return r->sink != NULL;
 }
 
-void sq_daemon__req_sink_end(struct sq_daemon__req *r, const struct sq_result *res, json_t *doc,
-                             volatile int *stop)
+bool sq_daemon__req_sink_end(struct sq_daemon__req *r, const struct sq_result *res, json_t *doc,
+                             volatile int *stop, char *why, size_t len)
 {
     if (!r->sink)
-        return;
-    json_t *block = sq_sink_beside_end(r->sink, res->run_id, res->stamped, res->nstreams, stop);
+        return false;
+    char w[512];
+    json_t *block =
+        sq_sink_beside_end(r->sink, res->run_id, res->stamped, res->nstreams, stop, w, sizeof(w));
     r->sink = NULL;
     if (block && doc)
         json_object_set_new(doc, "sink", block);
     else
         json_decref(block);
+    if (!w[0])
+        return false;
+    snprintf(why, len, "%s:%u:%u: sink: %s", r->plan_name, r->plan->sink->loc.line,
+             r->plan->sink->loc.col, w);
+    return true;
 }
 
 void sq_daemon__req_shape(const struct sq_daemon__req *r, uint32_t *workers, uint64_t *vus)

@@ -348,7 +348,7 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
     const char *reason = NULL;
     char why_buf[512] = "";
     json_t *doc = NULL;
-    bool subscribed = true;
+    bool subscribed = true, sink_failed = false;
     if (rc < 0) {
         snprintf(why_buf, sizeof(why_buf), "%.500s", err);
         reason = why_buf;
@@ -381,7 +381,8 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
                 /* the sink's settle: this run (and the queue behind it) waits for the events
                  * still on their way, up to its settle time after the last one; a stop ends it */
                 live_settle(d, l, &res);
-                sq_daemon__req_sink_end(job->req, &res, doc, &job->stop);
+                sink_failed = sq_daemon__req_sink_end(job->req, &res, doc, &job->stop, why_buf,
+                                                      sizeof(why_buf));
             }
             bool stopped = __atomic_load_n(&job->stop, __ATOMIC_RELAXED) && !x.abort_why;
             if (stopped) {
@@ -397,6 +398,9 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
             } else if (res.aborted) {
                 st = SQ_STORE_FAILED;
                 snprintf(why_buf, sizeof(why_buf), "%s", res.abort_reason);
+                reason = why_buf;
+            } else if (sink_failed) { /* its broker never subscribed: it counted nothing */
+                st = SQ_STORE_FAILED;
                 reason = why_buf;
             } else if (res.c.completed == 0) {
                 st = SQ_STORE_FAILED;

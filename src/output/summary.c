@@ -489,6 +489,11 @@ static void sink_lines(FILE *f, const json_t *doc)
             g(s, "duplicates", g1), g(s, "out_of_order", g2), g(s, "unstamped", g3));
     if (sq_report__numd(s, "foreign", 0) > 0)
         fprintf(f, " · %s of other runs", g(s, "foreign", g1));
+    if (sq_report__numd(s, "out_of_range", 0) > 0)
+        fprintf(f, " · %s out of range", g(s, "out_of_range", g1));
+    if (sq_report__numd(s, "over_cap", 0) > 0) /* counted, not tracked: say how to track them */
+        fprintf(f, " · %s over the memory cap (%.0f MiB; not tracked)", g(s, "over_cap", g1),
+                sq_report__numd(s, "max_memory", 0) / (1024.0 * 1024.0));
     fprintf(f, " · settle %.1fs\n", sq_report__numd(s, "settle_s", 0));
     const json_t *src = json_object_get(s, "sources");
     size_t i;

@@ -120,13 +120,17 @@ int sq_sink_beside_start(const struct sq_sink_beside_opts *o, uint64_t run_id, v
 }
 
 json_t *sq_sink_beside_end(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped,
-                           uint32_t nstreams, volatile int *stop)
+                           uint32_t nstreams, volatile int *stop, char *why, size_t len)
 {
+    if (len)
+        why[0] = '\0';
     if (!s)
         return NULL;
     sq_sink_expect(s, run_id, stamped, nstreams);
     sq_sink_settle(s, SETTLE_MAX_NS, stop);
     sq_sink_stop(s);
+    if (len && !sq_sink_unsubscribed(s, why, len))
+        why[0] = '\0';
     json_t *block = sq_sink_json(s);
     sq_sink_free(s);
     return block;

@@ -51,8 +51,11 @@ SQ_MUST_CHECK int sq_sink_beside_start(const struct sq_sink_beside_opts *o, uint
 /* After the load: tells the sink what was stamped (stream run_id + w carried sequence numbers
  * 0 .. stamped[w] - 1), waits for what is still on its way (up to its settle time after the
  * last arrival, stopping early once everything arrived, or at *stop), stops and frees it.
- * Returns its `sink` block (NULL: out of memory, or s NULL). */
+ * Returns its `sink` block (NULL: out of memory, or s NULL). When a broker source was never
+ * subscribed (unreachable, refused: sq_sink_unsubscribed), the sink counted nothing that
+ * crossed it and the run fails: why (len > 0) says so, and the block's `error` too; otherwise
+ * why is "". */
 json_t *sq_sink_beside_end(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped,
-                           uint32_t nstreams, volatile int *stop);
+                           uint32_t nstreams, volatile int *stop, char *why, size_t len);
 
 #endif

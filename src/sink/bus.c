@@ -56,8 +56,9 @@ struct sq_sink__bus {
     uint8_t state, backoff;
     bool was_subscribed;
     bool got_info;
-    bool failed; /* inside a read: the connection broke */
-    char err[160];
+    bool failed;    /* inside a read: the connection broke */
+    char err[160];  /* the broker's first error (-ERR, a refused CONNACK or SUBACK) */
+    char cerr[160]; /* the first reason a connection failed (refused, no answer, closed) */
     struct sq_nats_limits nlim;
     struct sq_mqtt_limits mlim;
     uint64_t messages, reconnects, acks; /* atomic (read by other threads) */
@@ -75,6 +76,23 @@ static void note(struct sq_sink__bus *b, const char *msg, size_t len)
     for (size_t i = 0; i < len; i++)
         b->err[i] = (unsigned char)msg[i] < 0x20 ? '?' : msg[i];
     b->err[len] = '\0';
+}
+
+/* Why the connection failed, once: what with the broker's address in its %s, then the error
+ * (when err is set): "connect to 127.0.0.1:4222: Connection refused". */
+static void conn_failed(struct sq_sink__bus *b, const char *what, int err)
+{
+    if (b->cerr[0])
+        return;
+    char addr[80], text[120];
+    sq_addr_format(&b->addr, addr, sizeof(addr));
+    const char *at = strstr(what, "%s");
+    snprintf(text, sizeof(text), "%.*s%s%s", at ? (int)(at - what) : (int)strlen(what), what,
+             at ? addr : "", at ? at + 2 : "");
+    if (err)
+        snprintf(b->cerr, sizeof(b->cerr), "%s: %s", text, sq_strerror(err));
+    else
+        snprintf(b->cerr, sizeof(b->cerr), "%s", text);
 }
 
 static void teardown(struct sq_sink__bus *b)
@@ -430,7 +448,9 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
     SQ_UNUSED(loop);
     struct sq_sink__bus *b = SQ_CONTAINER_OF(io, struct sq_sink__bus, io);
     if (b->state == S_CONNECTING) {
-        if (sq_connect_result(b->io.fd) < 0) {
+        int crc = sq_connect_result(b->io.fd);
+        if (crc < 0) {
+            conn_failed(b, "connect to %s", crc);
             retry(b);
             return;
         }
@@ -464,6 +484,8 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 break;
             b->failed = true; /* end of stream, or a reset */
+            if (b->state != S_SUBSCRIBED)
+                conn_failed(b, "%s closed the connection before the subscription", 0);
         }
         if (!b->failed && b->out.len)
             flush(b);
@@ -478,6 +500,7 @@ static void b_connect(struct sq_sink__bus *b)
 {
     int fd = sq_connect_start(&b->addr);
     if (fd < 0) {
+        conn_failed(b, "connect to %s", fd);
         retry(b);
         return;
     }
@@ -493,6 +516,10 @@ static void b_connect(struct sq_sink__bus *b)
 void sq_sink__bus_sweep(struct sq_sink__bus *b, int64_t now)
 {
     if ((b->state == S_CONNECTING || b->state == S_HELLO) && now - b->since_ns > CONNECT_TIMEOUT) {
+        conn_failed(b,
+                    b->state == S_CONNECTING ? "no answer from %s within 5s"
+                                             : "no subscription within 5s of connecting to %s",
+                    0);
         retry(b);
         return;
     }
@@ -576,11 +603,15 @@ json_t *sq_sink__bus_json(const struct sq_sink__bus *b)
     snprintf(url, sizeof(url), "%s://%s%s%s:%u", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
              strchr(b->url.host, ':') ? "[" : "", b->url.host, strchr(b->url.host, ':') ? "]" : "",
              b->url.port);
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:o}", "kind",
-                          b->kind == SQ_SINK_NATS ? "nats" : "mqtt", "url", url,
-                          b->kind == SQ_SINK_NATS ? "subject" : "topic", b->url.target, "messages",
-                          (json_int_t)b->messages, "reconnects", (json_int_t)b->reconnects,
-                          "first_error", b->err[0] ? json_string(b->err) : json_null());
+    /* first_error: the broker's own, else, when the source is not subscribed now (or never was),
+     * why its connection failed first */
+    bool now = __atomic_load_n(&b->subscribed, __ATOMIC_RELAXED) != 0;
+    const char *first = b->err[0] ? b->err : !now && b->cerr[0] ? b->cerr : NULL;
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:I, s:I, s:b, s:o}", "kind", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
+        "url", url, b->kind == SQ_SINK_NATS ? "subject" : "topic", b->url.target, "messages",
+        (json_int_t)b->messages, "reconnects", (json_int_t)b->reconnects, "subscribed",
+        b->was_subscribed ? 1 : 0, "first_error", first ? json_string(first) : json_null());
     if (j && b->kind == SQ_SINK_NATS && b->cfg->nats_stream)
         json_object_set_new(j, "jetstream",
                             json_pack("{s:s, s:s, s:I}", "stream", b->cfg->nats_stream, "durable",
@@ -590,6 +621,21 @@ json_t *sq_sink__bus_json(const struct sq_sink__bus *b)
     if (j && b->kind == SQ_SINK_MQTT)
         json_object_set_new(j, "qos", json_integer(b->cfg->mqtt_qos < 0 ? 1 : b->cfg->mqtt_qos));
     return j;
+}
+
+bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len)
+{
+    if (b->was_subscribed)
+        return false;
+    char url[320];
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u/%s", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
+             strchr(b->url.host, ':') ? "[" : "", b->url.host, strchr(b->url.host, ':') ? "]" : "",
+             b->url.port, b->url.target);
+    const char *first = b->err[0] ? b->err : b->cerr[0] ? b->cerr : "the broker did not answer";
+    snprintf(why, len,
+             "%s: never subscribed (%s): the sink counted nothing that crossed this broker", url,
+             first);
+    return true;
 }
 
 void sq_sink__bus_free(struct sq_sink__bus *b)

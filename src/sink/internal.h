@@ -33,6 +33,9 @@ void sq_sink__bus_sweep(struct sq_sink__bus *b, int64_t now);
 /* Counts for the result: messages, reconnects, and whether it is subscribed now. */
 void sq_sink__bus_counts(const struct sq_sink__bus *b, uint64_t *messages, uint64_t *reconnects,
                          bool *subscribed);
+/* After the sink's thread stopped: true when the source was never subscribed, why naming it
+ * and its first error. */
+bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len);
 /* What the source is, for the result ("nats", the URL without credentials, the subject). */
 json_t *sq_sink__bus_json(const struct sq_sink__bus *b);
 void sq_sink__bus_free(struct sq_sink__bus *b);

@@ -1,18 +1,33 @@
 /* sink/sink.c - the ledger of arrivals, the HTTP source, the sink's thread, its result block
  * (see sink.h).
  *
- * The ledger. Streams are found by their run field in a fixed table (open addressing; a new
- * stream is inserted under a mutex, looked up without one). Each stream keeps a bitmap of the
- * sequence numbers that arrived, in pages of 2^20 bits (128 KiB) allocated on first use, up to
- * 2^32 sequence numbers per stream, and the highest sequence number seen (+1, `top`). An arrival
- * sets its bit with an atomic fetch-or: the thread that flips it delivers the event, any other
- * (or later) arrival of the same bit is a duplicate. So a duplicate is found exactly, whichever
- * source and thread each copy came through, and no event is delivered twice.
+ * The ledger. Streams are found by their run field in a fixed table (open addressing, at most
+ * half full; a new stream is inserted under a mutex, looked up without one). Each stream keeps a
+ * bitmap of the sequence numbers that arrived, in pages of 2^16 bits (8 KiB) allocated on first
+ * use, reached through a directory of 256 blocks of 256 page pointers (2 KiB each, also made on
+ * first use): up to 2^32 sequence numbers per stream, and the highest one seen (+1, `top`). An
+ * arrival sets its bit with an atomic fetch-or: the thread that flips it delivers the event, any
+ * other (or later) arrival of the same bit is a duplicate. So a duplicate is found exactly,
+ * whichever source and thread each copy came through, and no event is delivered twice.
  *
- * Lost is a count of clear bits: below `top` (or below what the sender said it sent, after
- * sq_sink_expect), counted by walking the bitmap. During the run the per-second series counts a
- * gap once it is `settle` old (below the `top` the stream had `settle` ago), so events that are
- * merely late are not reported lost; at the end every gap counts.
+ * Memory is capped. Every stream, block and page is charged (its size and malloc's header)
+ * against the sink's max_memory before it is made. A stamp whose stream, block or page does not
+ * fit is counted `over_cap` (and per stream, when the stream exists) and not recorded; the
+ * block or page it needed is marked UNTRACKED for good, so its sequence numbers are never
+ * counted lost or delivered afterwards, and the figures of everything that fit stay exact. A
+ * forged stamp costs at most a stream, a block and a page (~13 KiB), whatever its numbers: a
+ * sequence number far ahead makes one page there, not the pages below it.
+ *
+ * Lost is a count of clear bits in tracked pages: below `top` (or below what the sender said it
+ * sent, after sq_sink_expect), counted by walking the directory (a block never made counts its
+ * 2^24 sequence numbers at once). During the run the per-second series counts a gap once it is
+ * `settle` old (below the `top` the stream had `settle` ago), so events that are merely late are
+ * not reported lost; at the end every gap counts.
+ *
+ * The ledger alone (sq_sink_ledger_new, the inbox) records under its one shard's mutex, so it
+ * can also evict: when a new stream, block or page does not fit, the stream that has gone
+ * longest without an arrival (a list in arrival order) is forgotten and its memory reused. So
+ * the streams in use win over stale ones: forged stamps sent once cannot lock a real run out.
  *
  * Shards. Every recording thread (each HTTP worker, the sink's thread) has a shard: counters
  * and two latency histograms (the whole run so far, the current second) under a mutex taken
@@ -39,30 +54,45 @@
 #include "sink/internal.h"
 #include "stats/hist.h"
 
-#define MAX_STREAMS  4096
-#define PAGE_SHIFT   20
+#define MAX_STREAMS  4096              /* one run's worth: the stamp's 12 worker bits */
+#define TABLE        (2 * MAX_STREAMS) /* open addressing, at most half full */
+#define PAGE_SHIFT   16                /* a page: 2^16 sequence numbers, 8 KiB */
 #define PAGE_SEQS    (1ull << PAGE_SHIFT)
 #define PAGE_WORDS   (PAGE_SEQS / 64)
-#define MAX_PAGES    4096
-#define MAX_SEQ      (PAGE_SEQS * MAX_PAGES) /* 2^32 */
-#define HISTORY      64                      /* seconds of `top` kept for the settle */
-#define STREAM_SHIFT 12                      /* engine/run.h's SQ_STAMP_STREAM_BITS */
+#define BLOCK_PAGES  256 /* a block: 256 pages, 2^24 sequence numbers */
+#define BLOCK_SHIFT  (PAGE_SHIFT + 8)
+#define BLOCK_SEQS   (1ull << BLOCK_SHIFT)
+#define DIR_BLOCKS   256 /* a stream: 256 blocks, 2^32 sequence numbers */
+#define MAX_SEQ      (BLOCK_SEQS * DIR_BLOCKS)
+#define HISTORY      64 /* seconds of `top` kept for the settle */
+#define STREAM_SHIFT 12 /* engine/run.h's SQ_STAMP_STREAM_BITS */
+#define MALLOC_HEAD  16 /* what malloc adds to each allocation, charged too */
+/* A block or page that did not fit under the cap: its sequence numbers are not tracked. */
+#define UNTRACKED ((void *)(uintptr_t)1)
+
+struct block {
+    uint64_t *pages[BLOCK_PAGES]; /* atomic pointers; UNTRACKED */
+};
 
 struct stream {
     uint64_t run;
-    uint64_t *pages[MAX_PAGES]; /* atomic pointers */
-    uint64_t top;               /* highest sequence number seen + 1 (atomic) */
-    uint64_t expected;          /* what the sender sent (has_expected) */
-    int has_expected;           /* atomic */
+    struct block *dir[DIR_BLOCKS]; /* atomic pointers; UNTRACKED */
+    uint64_t top;                  /* highest sequence number seen + 1 (atomic) */
+    uint64_t expected;             /* what the sender sent (has_expected) */
+    int has_expected;              /* atomic */
     /* the tick's own: `top` at the end of each of the last HISTORY seconds */
     uint64_t top_at[HISTORY];
     uint64_t lost_reported;
     uint64_t duplicates, out_of_order; /* atomic: sq_sink_streams' per-stream counts */
+    uint64_t over_cap;                 /* atomic: arrivals not tracked (the memory cap) */
+    void *tag;                         /* sq_sink_record's, set when the stream is made */
+    struct stream *newer, *older;      /* the ledger alone: arrival order (its shard's mutex) */
 };
 
 struct shard {
     pthread_mutex_t mu;
-    uint64_t delivered, duplicates, out_of_order, unstamped, foreign, out_of_range, skewed;
+    uint64_t delivered, duplicates, out_of_order, unstamped, foreign, out_of_range, over_cap,
+        skewed;
     uint64_t events, bytes;
     struct sq_hist *total, *second;
     struct sq_sink_scratch *scratch; /* the finder's state for this thread */
@@ -72,7 +102,7 @@ struct sq_sink {
     struct sq_sink_config cfg;
     bool settle_stopped; /* *stop cut sq_sink_settle's wait short */
     struct sq_sink_finder *finder;
-    struct stream *streams[MAX_STREAMS]; /* atomic pointers */
+    struct stream *streams[TABLE]; /* atomic pointers */
     uint32_t nstreams;
     pthread_mutex_t streams_mu;
     struct shard *shards;
@@ -94,9 +124,55 @@ struct sq_sink {
     size_t nseries, capseries;
     uint64_t last[5];     /* the previous tick's cumulative counts */
     struct sq_hist *tick; /* the tick's merge scratch */
-    uint64_t max_pages;   /* sq_sink_ledger_new's bitmap budget (0: none) */
-    uint64_t npages;      /* atomic: pages made while a budget holds */
+    uint64_t max_bytes;   /* the ledger's cap: streams, blocks and pages */
+    uint64_t used;        /* atomic: what they take now, charged before they are made */
+    /* The ledger alone: it evicts the stream with the oldest arrival to make room. */
+    bool evict;
+    struct stream *newest, *oldest;
+    uint64_t evicted;
 };
+
+/* ---- memory ---- */
+
+/* Reserves n bytes under the cap (force: even over it). */
+static bool charge(struct sq_sink *s, uint64_t n, bool force)
+{
+    n += MALLOC_HEAD;
+    uint64_t now = __atomic_add_fetch(&s->used, n, __ATOMIC_RELAXED);
+    if (now <= s->max_bytes || force)
+        return true;
+    __atomic_sub_fetch(&s->used, n, __ATOMIC_RELAXED);
+    return false;
+}
+
+static void uncharge(struct sq_sink *s, uint64_t n)
+{
+    __atomic_sub_fetch(&s->used, n + MALLOC_HEAD, __ATOMIC_RELAXED);
+}
+
+static bool made(const void *p)
+{
+    return p && p != UNTRACKED;
+}
+
+/* Frees a stream, its blocks and pages, and gives their memory back. */
+static void stream_free(struct sq_sink *s, struct stream *st)
+{
+    for (uint32_t d = 0; d < DIR_BLOCKS; d++) {
+        struct block *b = st->dir[d];
+        if (!made(b))
+            continue;
+        for (uint32_t p = 0; p < BLOCK_PAGES; p++)
+            if (made(b->pages[p])) {
+                free(b->pages[p]);
+                uncharge(s, PAGE_WORDS * sizeof(uint64_t));
+            }
+        free(b);
+        uncharge(s, sizeof(*b));
+    }
+    free(st);
+    uncharge(s, sizeof(*st));
+}
 
 /* ---- streams ---- */
 
@@ -105,36 +181,121 @@ static uint32_t run_hash(uint64_t run)
     run ^= run >> 33;
     run *= 0xFF51AFD7ED558CCDull;
     run ^= run >> 33;
-    return (uint32_t)run & (MAX_STREAMS - 1);
+    return (uint32_t)run & (TABLE - 1);
 }
 
-/* The stream of `run`, made on first sight; NULL when the table is full. */
-static struct stream *stream_of(struct sq_sink *s, uint64_t run)
+/* The ledger alone: st arrived just now (the newest in arrival order). Under its shard's mutex. */
+static void touch(struct sq_sink *s, struct stream *st)
 {
+    if (s->newest == st)
+        return;
+    if (st->older || st->newer || s->oldest == st) { /* in the list: take it out */
+        if (st->newer)
+            st->newer->older = st->older;
+        if (st->older)
+            st->older->newer = st->newer;
+        if (s->oldest == st)
+            s->oldest = st->newer;
+    }
+    st->older = s->newest;
+    st->newer = NULL;
+    if (s->newest)
+        s->newest->newer = st;
+    s->newest = st;
+    if (!s->oldest)
+        s->oldest = st;
+}
+
+/* The ledger alone: forgets the stream with the oldest arrival but `keep`, and frees it.
+ * False when there is none. Under its shard's mutex (every reader of the table takes it). */
+static bool evict_oldest(struct sq_sink *s, const struct stream *keep)
+{
+    struct stream *v = s->oldest;
+    if (v == keep)
+        v = v->newer;
+    if (!v)
+        return false;
+    if (v->newer)
+        v->newer->older = v->older;
+    if (v->older)
+        v->older->newer = v->newer;
+    if (s->oldest == v)
+        s->oldest = v->newer;
+    if (s->newest == v)
+        s->newest = v->older;
+    /* out of the table: linear probing's deletion, moving back the entries of the run after it
+     * whose home is not between the hole and them */
+    uint32_t i = run_hash(v->run);
+    while (s->streams[i] != v)
+        i = (i + 1) & (TABLE - 1);
+    s->streams[i] = NULL;
+    for (uint32_t j = (i + 1) & (TABLE - 1); s->streams[j]; j = (j + 1) & (TABLE - 1)) {
+        uint32_t h = run_hash(s->streams[j]->run);
+        bool stays = i <= j ? (h > i && h <= j) : (h > i || h <= j);
+        if (stays)
+            continue;
+        s->streams[i] = s->streams[j];
+        s->streams[j] = NULL;
+        i = j;
+    }
+    s->nstreams--;
+    s->evicted++;
+    stream_free(s, v);
+    return true;
+}
+
+/* What a new stream with its first block and page takes. */
+#define STREAM_COST                                                                                \
+    (sizeof(struct stream) + sizeof(struct block) + PAGE_WORDS * sizeof(uint64_t) + 3 * MALLOC_HEAD)
+
+/* The stream of `run`, made on first sight (tag is its tag then); NULL when the table is full
+ * (*over: false) or the cap leaves no room for it (*over: true). force: made over the cap. */
+static struct stream *stream_of(struct sq_sink *s, uint64_t run, void *tag, bool force, bool *over)
+{
+    *over = false;
     uint32_t i = run_hash(run);
-    for (uint32_t k = 0; k < MAX_STREAMS; k++, i = (i + 1) & (MAX_STREAMS - 1)) {
+    for (uint32_t k = 0; k < TABLE; k++, i = (i + 1) & (TABLE - 1)) {
         struct stream *st = __atomic_load_n(&s->streams[i], __ATOMIC_ACQUIRE);
         if (!st)
             break;
         if (st->run == run)
             return st;
     }
+    if (s->evict) /* room first: the oldest stream goes while the table or the cap is full */
+        while ((s->nstreams >= MAX_STREAMS ||
+                __atomic_load_n(&s->used, __ATOMIC_RELAXED) + STREAM_COST > s->max_bytes) &&
+               evict_oldest(s, NULL))
+            ;
     pthread_mutex_lock(&s->streams_mu);
     struct stream *found = NULL;
     i = run_hash(run);
-    for (uint32_t k = 0; k < MAX_STREAMS; k++, i = (i + 1) & (MAX_STREAMS - 1)) {
+    for (uint32_t k = 0; k < TABLE; k++, i = (i + 1) & (TABLE - 1)) {
         struct stream *st = s->streams[i];
         if (st && st->run == run) {
             found = st;
             break;
         }
         if (!st) {
-            if (s->nstreams >= MAX_STREAMS / 2)
+            if (s->nstreams >= MAX_STREAMS)
                 break; /* keep the table sparse: lookups stay short */
-            st = calloc(1, sizeof(*st));
-            if (!st)
+            /* a stream only when its first page would fit too: no empty streams past the cap */
+            if (!force &&
+                __atomic_load_n(&s->used, __ATOMIC_RELAXED) + STREAM_COST > s->max_bytes) {
+                *over = true;
                 break;
+            }
+            if (!charge(s, sizeof(*st), force)) {
+                *over = true;
+                break;
+            }
+            st = calloc(1, sizeof(*st));
+            if (!st) {
+                uncharge(s, sizeof(*st));
+                *over = true;
+                break;
+            }
             st->run = run;
+            st->tag = tag;
             s->nstreams++;
             __atomic_store_n(&s->streams[i], st, __ATOMIC_RELEASE);
             found = st;
@@ -145,54 +306,97 @@ static struct stream *stream_of(struct sq_sink *s, uint64_t run)
     return found;
 }
 
-static uint64_t *page_of(struct stream *st, uint64_t seq)
+/* The pointer in *slot, made (size bytes, zeroed) when there is none and it fits; UNTRACKED
+ * when it did not fit, now or before. */
+static void *slot_of(struct sq_sink *s, void **slot, size_t size, const struct stream *st)
 {
-    uint64_t **slot = &st->pages[seq >> PAGE_SHIFT];
-    uint64_t *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (p)
         return p;
-    uint64_t *fresh = calloc(PAGE_WORDS, sizeof(uint64_t));
-    if (!fresh)
-        return NULL;
-    uint64_t *expect = NULL;
-    if (__atomic_compare_exchange_n(slot, &expect, fresh, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE))
-        return fresh;
-    free(fresh); /* another thread made it first */
+    bool fits = charge(s, size, false);
+    while (!fits && s->evict && evict_oldest(s, st))
+        fits = charge(s, size, false);
+    void *fresh = fits ? calloc(1, size) : NULL;
+    if (fits && !fresh)
+        uncharge(s, size);
+    void *want = fresh ? fresh : UNTRACKED;
+    void *expect = NULL;
+    if (__atomic_compare_exchange_n(slot, &expect, want, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return want;
+    if (fresh) { /* another thread made it (or gave up on it) first */
+        free(fresh);
+        uncharge(s, size);
+    }
     return expect;
 }
 
-/* Clear bits in [0, limit): the sequence numbers that did not arrive. With list, the first
- * `max` of them are written there (*nlist counts them). */
-static uint64_t missing(const struct stream *st, uint64_t limit, uint64_t *list, uint32_t max,
-                        uint32_t *nlist)
+/* The page holding seq's bit; NULL when it is not tracked (the cap). */
+static uint64_t *page_of(struct sq_sink *s, struct stream *st, uint64_t seq)
 {
-    uint64_t miss = 0;
+    struct block *b = slot_of(s, (void **)&st->dir[seq >> BLOCK_SHIFT], sizeof(struct block), st);
+    if (b == UNTRACKED)
+        return NULL;
+    uint64_t *p = slot_of(s, (void **)&b->pages[(seq >> PAGE_SHIFT) & (BLOCK_PAGES - 1)],
+                          PAGE_WORDS * sizeof(uint64_t), st);
+    return p == UNTRACKED ? NULL : p;
+}
+
+/* In [0, limit): the sequence numbers that did not arrive (clear bits in tracked pages, every
+ * one in a page or block never made) and those not tracked (the cap). With list, the first `max`
+ * missing ones are written there (*nlist counts them). */
+struct gaps {
+    uint64_t missing, untracked;
+};
+
+static struct gaps missing(const struct stream *st, uint64_t limit, uint64_t *list, uint32_t max,
+                           uint32_t *nlist)
+{
+    struct gaps g = {0, 0};
     if (limit > MAX_SEQ)
         limit = MAX_SEQ;
-    for (uint64_t base = 0; base < limit; base += PAGE_SEQS) {
-        const uint64_t *p = __atomic_load_n(&st->pages[base >> PAGE_SHIFT], __ATOMIC_ACQUIRE);
-        uint64_t n = limit - base < PAGE_SEQS ? limit - base : PAGE_SEQS;
-        if (!p) {
-            for (uint64_t q = 0; list && *nlist < max && q < n; q++)
-                list[(*nlist)++] = base + q;
-            miss += n;
+    for (uint64_t base = 0; base < limit;) {
+        const struct block *b = __atomic_load_n(&st->dir[base >> BLOCK_SHIFT], __ATOMIC_ACQUIRE);
+        uint64_t bend = limit - base < BLOCK_SEQS ? limit : base + BLOCK_SEQS;
+        if (!made(b)) {
+            if (b == UNTRACKED) {
+                g.untracked += bend - base;
+            } else {
+                for (uint64_t q = base; list && *nlist < max && q < bend; q++)
+                    list[(*nlist)++] = q;
+                g.missing += bend - base;
+            }
+            base = bend;
             continue;
         }
-        for (uint64_t w = 0; w * 64 < n; w++) {
-            uint64_t bits = __atomic_load_n(&p[w], __ATOMIC_RELAXED);
-            uint64_t valid = n - w * 64 >= 64 ? ~0ull : (1ull << (n - w * 64)) - 1;
-            uint64_t clear = ~bits & valid;
-            if (!clear)
+        for (; base < bend; base += PAGE_SEQS) {
+            const uint64_t *p = __atomic_load_n(&b->pages[(base >> PAGE_SHIFT) & (BLOCK_PAGES - 1)],
+                                                __ATOMIC_ACQUIRE);
+            uint64_t n = bend - base < PAGE_SEQS ? bend - base : PAGE_SEQS;
+            if (p == UNTRACKED) {
+                g.untracked += n;
                 continue;
-            miss += (uint64_t)__builtin_popcountll(clear);
-            while (list && clear && *nlist < max) {
-                list[(*nlist)++] = base + w * 64 + (uint64_t)__builtin_ctzll(clear);
-                clear &= clear - 1;
+            }
+            if (!p) {
+                for (uint64_t q = 0; list && *nlist < max && q < n; q++)
+                    list[(*nlist)++] = base + q;
+                g.missing += n;
+                continue;
+            }
+            for (uint64_t w = 0; w * 64 < n; w++) {
+                uint64_t bits = __atomic_load_n(&p[w], __ATOMIC_RELAXED);
+                uint64_t valid = n - w * 64 >= 64 ? ~0ull : (1ull << (n - w * 64)) - 1;
+                uint64_t clear = ~bits & valid;
+                if (!clear)
+                    continue;
+                g.missing += (uint64_t)__builtin_popcountll(clear);
+                while (list && clear && *nlist < max) {
+                    list[(*nlist)++] = base + w * 64 + (uint64_t)__builtin_ctzll(clear);
+                    clear &= clear - 1;
+                }
             }
         }
     }
-    return miss;
+    return g;
 }
 
 /* ---- recording ---- */
@@ -204,6 +408,7 @@ struct rec {
     int64_t now_mono;
     bool any;
     struct sq_sink_hit *hit; /* sq_sink_record's: the first stamp's fate (NULL: none asked) */
+    void *tag;               /* sq_sink_record's: a new stream's tag */
 };
 
 /* Called by the finder for every stamp of one event, with the shard's mutex held. */
@@ -226,16 +431,24 @@ static void record(void *ud, const struct sq_stamp *stamp)
             hit->unmatched = true;
         return;
     }
-    struct stream *st = stamp->seq < MAX_SEQ ? stream_of(s, stamp->run) : NULL;
-    if (st && s->max_pages &&
-        !__atomic_load_n(&st->pages[stamp->seq >> PAGE_SHIFT], __ATOMIC_ACQUIRE) &&
-        __atomic_fetch_add(&s->npages, 1, __ATOMIC_RELAXED) >= s->max_pages)
-        st = NULL; /* over the ledger's budget: a new page is not made */
-    uint64_t *page = st ? page_of(st, stamp->seq) : NULL;
+    bool over = false;
+    struct stream *st =
+        stamp->seq < MAX_SEQ ? stream_of(s, stamp->run, r->tag, false, &over) : NULL;
+    if (st && s->evict)
+        touch(s, st);
+    uint64_t *page = st ? page_of(s, st, stamp->seq) : NULL;
     if (!page) {
-        sh->out_of_range++;
-        if (hit)
+        if (st || over) {
+            sh->over_cap++; /* the memory cap: counted, not tracked */
+            if (st)
+                __atomic_fetch_add(&st->over_cap, 1, __ATOMIC_RELAXED);
+        } else {
+            sh->out_of_range++; /* a sequence number past 2^32, or the table is full */
+        }
+        if (hit) {
             hit->unmatched = true;
+            hit->over_cap = st || over;
+        }
         return;
     }
     uint64_t bit = 1ull << (stamp->seq & 63);
@@ -334,7 +547,7 @@ static void tick(struct sq_sink *s, int64_t now, bool final)
     if (back >= HISTORY)
         back = HISTORY - 1;
     uint32_t sec = (uint32_t)s->nseries;
-    for (uint32_t i = 0; i < MAX_STREAMS; i++) {
+    for (uint32_t i = 0; i < TABLE; i++) {
         struct stream *st = __atomic_load_n(&s->streams[i], __ATOMIC_ACQUIRE);
         if (!st)
             continue;
@@ -343,7 +556,7 @@ static void tick(struct sq_sink *s, int64_t now, bool final)
         uint64_t limit = final ? top : sec >= back ? st->top_at[(sec - back) % HISTORY] : 0;
         if (__atomic_load_n(&st->has_expected, __ATOMIC_ACQUIRE) && final)
             limit = st->expected;
-        uint64_t lost = limit ? missing(st, limit, NULL, 0, NULL) : 0;
+        uint64_t lost = limit ? missing(st, limit, NULL, 0, NULL).missing : 0;
         if (lost > st->lost_reported) {
             c[4] += lost - st->lost_reported;
             st->lost_reported = lost;
@@ -462,6 +675,9 @@ int sq_sink_check(const struct sq_sink_config *cfg, char *err, size_t len)
                 -SQ_EUSAGE);
     if (cfg->settle_ns < 0)
         return (snprintf(err, len, "--settle: must not be negative"), -SQ_EUSAGE);
+    if (cfg->max_memory &&
+        (cfg->max_memory < SQ_SINK_MIN_MAX_MEMORY || cfg->max_memory > SQ_SINK_MAX_MAX_MEMORY))
+        return (snprintf(err, len, "--max-memory: from 1MiB to 1024GiB"), -SQ_EUSAGE);
     for (int k = 0; k < 2; k++) {
         const char *url = k == 0 ? cfg->nats : cfg->mqtt;
         if (!url)
@@ -506,6 +722,9 @@ int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink **out, char *
         s->cfg.list_lost = SQ_SINK_DEFAULT_LIST_LOST;
     if (!s->cfg.http_threads)
         s->cfg.http_threads = 1;
+    if (!s->cfg.max_memory)
+        s->cfg.max_memory = SQ_SINK_DEFAULT_MAX_MEMORY;
+    s->max_bytes = s->cfg.max_memory;
     pthread_mutex_init(&s->streams_mu, NULL);
     s->start_ns = sq_now_ns();
     rc = sq_sink_finder_new(cfg->find, &s->finder, err, len);
@@ -568,6 +787,14 @@ int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink **out, char *
     return 0;
 }
 
+bool sq_sink_unsubscribed(const struct sq_sink *s, char *why, size_t len)
+{
+    for (int i = 0; i < s->nbus; i++)
+        if (sq_sink__bus_never(s->bus[i], why, len))
+            return true;
+    return false;
+}
+
 uint16_t sq_sink_http_port(const struct sq_sink *s)
 {
     return s->http_port;
@@ -577,7 +804,9 @@ void sq_sink_expect(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped,
 {
     uint64_t sum = 0;
     for (uint32_t w = 0; w < n; w++) {
-        struct stream *st = stream_of(s, run_id + w);
+        bool over;
+        /* the run's own streams: made even over the cap (their pages still obey it) */
+        struct stream *st = stream_of(s, run_id + w, NULL, true, &over);
         if (!st)
             continue;
         st->expected = stamped[w];
@@ -599,13 +828,18 @@ void sq_sink_totals(struct sq_sink *s, struct sq_sink_totals *t)
         t->out_of_order += sh->out_of_order;
         t->unstamped += sh->unstamped;
         t->foreign += sh->foreign;
+        t->over_cap += sh->over_cap;
         pthread_mutex_unlock(&sh->mu);
     }
+    t->ledger_bytes = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
     t->expected = __atomic_load_n(&s->expected, __ATOMIC_ACQUIRE);
-    for (uint32_t i = 0; t->expected && i < MAX_STREAMS; i++) {
+    for (uint32_t i = 0; t->expected && i < TABLE; i++) {
         struct stream *st = __atomic_load_n(&s->streams[i], __ATOMIC_ACQUIRE);
-        if (st && __atomic_load_n(&st->has_expected, __ATOMIC_ACQUIRE))
-            t->expected_in += st->expected - missing(st, st->expected, NULL, 0, NULL);
+        if (st && __atomic_load_n(&st->has_expected, __ATOMIC_ACQUIRE)) {
+            /* what is not tracked (the cap) cannot be waited for: it counts as in */
+            struct gaps g = missing(st, st->expected, NULL, 0, NULL);
+            t->expected_in += st->expected - g.missing;
+        }
     }
     t->last_arrival_ns = __atomic_load_n(&s->last_ns, __ATOMIC_RELAXED);
     t->connected = true;
@@ -673,14 +907,9 @@ void sq_sink_free(struct sq_sink *s)
         pthread_mutex_destroy(&s->shards[i].mu);
     }
     free(s->shards);
-    for (uint32_t i = 0; i < MAX_STREAMS; i++) {
-        struct stream *st = s->streams[i];
-        if (!st)
-            continue;
-        for (uint32_t p = 0; p < MAX_PAGES; p++)
-            free(st->pages[p]);
-        free(st);
-    }
+    for (uint32_t i = 0; i < TABLE; i++)
+        if (s->streams[i])
+            stream_free(s, s->streams[i]);
     sq_hist_free(s->tick);
     sq_sink_finder_free(s->finder);
     free(s->series);
@@ -726,8 +955,8 @@ static void run_text(uint64_t run, char *out)
 
 json_t *sq_sink_json(struct sq_sink *s)
 {
-    uint64_t delivered = 0, dup = 0, ooo = 0, unst = 0, foreign = 0, oor = 0, skew = 0, ev = 0,
-             bytes = 0;
+    uint64_t delivered = 0, dup = 0, ooo = 0, unst = 0, foreign = 0, oor = 0, over = 0, skew = 0,
+             ev = 0, bytes = 0;
     struct sq_hist *lat = NULL;
     if (sq_latency_hist_new(&lat) < 0)
         return NULL;
@@ -740,6 +969,7 @@ json_t *sq_sink_json(struct sq_sink *s)
         unst += sh->unstamped;
         foreign += sh->foreign;
         oor += sh->out_of_range;
+        over += sh->over_cap;
         skew += sh->skewed;
         ev += sh->events;
         bytes += sh->bytes;
@@ -753,7 +983,9 @@ json_t *sq_sink_json(struct sq_sink *s)
     json_t *streams = json_array();
     uint64_t lost = 0, expected = 0;
     bool all_expected = __atomic_load_n(&s->expected, __ATOMIC_ACQUIRE) != 0;
-    for (uint32_t i = 0; i < MAX_STREAMS && list; i++) {
+    if (s->evict) /* the ledger alone frees what it evicts under this mutex */
+        pthread_mutex_lock(&s->shards[0].mu);
+    for (uint32_t i = 0; i < TABLE && list; i++) {
         struct stream *st = s->streams[i];
         if (!st)
             continue;
@@ -761,8 +993,9 @@ json_t *sq_sink_json(struct sq_sink *s)
         bool has = __atomic_load_n(&st->has_expected, __ATOMIC_ACQUIRE);
         uint64_t limit = has ? st->expected : top;
         uint32_t before = nlist;
-        uint64_t m = missing(st, limit, list, max, &nlist);
-        uint64_t got = limit - m;
+        struct gaps gp = missing(st, limit, list, max, &nlist);
+        uint64_t m = gp.missing;
+        uint64_t got = limit - m - gp.untracked;
         uint64_t beyond = top > limit ? top - limit : 0;
         lost += m;
         if (has)
@@ -778,8 +1011,13 @@ json_t *sq_sink_json(struct sq_sink *s)
                               has ? json_integer((json_int_t)st->expected) : json_null());
         if (beyond)
             json_object_set_new(o, "beyond_sent", json_integer((json_int_t)beyond));
+        uint64_t oc = __atomic_load_n(&st->over_cap, __ATOMIC_RELAXED);
+        if (oc) /* its figures are those of what was tracked */
+            json_object_set_new(o, "over_cap", json_integer((json_int_t)oc));
         json_array_append_new(streams, o);
     }
+    if (s->evict)
+        pthread_mutex_unlock(&s->shards[0].mu);
     free(list);
     json_t *series = json_array();
     for (size_t i = 0; i < s->nseries; i++) {
@@ -830,24 +1068,29 @@ json_t *sq_sink_json(struct sq_sink *s)
     if (s->nseries)
         dur = s->series[s->nseries - 1].t_s;
     json_t *j = json_pack(
-        "{s:o, s:s, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o, s:o, "
-        "s:o, s:o}",
+        "{s:o, s:s, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+        "s:f, s:o, s:o, s:o, s:o}",
         "sources", sources, "stamp", s->cfg.find ? s->cfg.find : "scan", "settle_s",
         (double)s->cfg.settle_ns / 1e9, "sent",
         all_expected ? json_integer((json_int_t)expected) : json_null(), "delivered",
         (json_int_t)delivered, "lost", (json_int_t)lost, "duplicates", (json_int_t)dup,
         "out_of_order", (json_int_t)ooo, "unstamped", (json_int_t)unst, "foreign",
-        (json_int_t)foreign, "out_of_range", (json_int_t)oor, "clock_skewed", (json_int_t)skew,
+        (json_int_t)foreign, "out_of_range", (json_int_t)oor, "over_cap", (json_int_t)over,
+        "max_memory", (json_int_t)s->max_bytes, "ledger_bytes",
+        (json_int_t)__atomic_load_n(&s->used, __ATOMIC_RELAXED), "clock_skewed", (json_int_t)skew,
         "events", (json_int_t)ev, "bytes", (json_int_t)bytes, "duration_s", dur, "lost_seqs",
         lost_list, "latency", l, "streams", streams, "series", series);
     if (j && s->settle_stopped) /* events still on their way count as lost */
         json_object_set_new(j, "settle_stopped", json_true());
+    char why[512];
+    if (j && s->stopped && sq_sink_unsubscribed(s, why, sizeof(why)))
+        json_object_set_new(j, "error", json_string(why));
     return j;
 }
 
 /* ---- the ledger alone (sink.h) ---- */
 
-int sq_sink_ledger_new(const char *find, uint32_t max_pages, struct sq_sink **out, char *err,
+int sq_sink_ledger_new(const char *find, uint64_t max_bytes, struct sq_sink **out, char *err,
                        size_t len)
 {
     *out = NULL;
@@ -855,7 +1098,9 @@ int sq_sink_ledger_new(const char *find, uint32_t max_pages, struct sq_sink **ou
     if (!s)
         return -ENOMEM;
     s->cfg.find = find;
-    s->max_pages = max_pages;
+    s->max_bytes = max_bytes ? max_bytes : SQ_SINK_DEFAULT_MAX_MEMORY;
+    s->cfg.max_memory = s->max_bytes;
+    s->evict = true;
     s->cfg.settle_ns = SQ_SINK_DEFAULT_SETTLE_NS;
     s->cfg.list_lost = SQ_SINK_DEFAULT_LIST_LOST;
     pthread_mutex_init(&s->streams_mu, NULL);
@@ -882,12 +1127,13 @@ int sq_sink_ledger_new(const char *find, uint32_t max_pages, struct sq_sink **ou
 }
 
 size_t sq_sink_record(struct sq_sink *s, const char *body, size_t len,
-                      const struct sq_sink_field *fields, size_t nfields, struct sq_sink_hit *hit)
+                      const struct sq_sink_field *fields, size_t nfields, void *tag,
+                      struct sq_sink_hit *hit)
 {
     struct shard *sh = &s->shards[0];
     if (hit)
         memset(hit, 0, sizeof(*hit));
-    struct rec r = {.s = s, .sh = sh, .now_real = sq_stamp_now_ns(), .hit = hit};
+    struct rec r = {.s = s, .sh = sh, .now_real = sq_stamp_now_ns(), .hit = hit, .tag = tag};
     pthread_mutex_lock(&sh->mu);
     size_t n = sq_sink_find(s->finder, sh->scratch, body, len, fields, nfields, record, &r);
     sh->events++;
@@ -907,23 +1153,44 @@ size_t sq_sink_streams(struct sq_sink *s,
                        void (*each)(void *ud, const struct sq_sink_stream_counts *c), void *ud)
 {
     size_t k = 0;
-    for (uint32_t i = 0; i < MAX_STREAMS; i++) {
+    /* the ledger alone frees the streams it evicts under its shard's mutex: hold it */
+    if (s->evict)
+        pthread_mutex_lock(&s->shards[0].mu);
+    for (uint32_t i = 0; i < TABLE; i++) {
         struct stream *st = __atomic_load_n(&s->streams[i], __ATOMIC_ACQUIRE);
         if (!st)
             continue;
         uint64_t top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
-        uint64_t m = missing(st, top, NULL, 0, NULL);
+        struct gaps g = missing(st, top, NULL, 0, NULL);
         struct sq_sink_stream_counts c = {
             .run = st->run,
-            .delivered = top - m,
+            .tag = st->tag,
+            .delivered = top - g.missing - g.untracked,
             .duplicates = __atomic_load_n(&st->duplicates, __ATOMIC_RELAXED),
             .out_of_order = __atomic_load_n(&st->out_of_order, __ATOMIC_RELAXED),
-            .missing = m,
+            .over_cap = __atomic_load_n(&st->over_cap, __ATOMIC_RELAXED),
+            .missing = g.missing,
             .highest = top ? (int64_t)(top - 1) : -1,
         };
         run_text(st->run, c.run_text);
         each(ud, &c);
         k++;
     }
+    if (s->evict)
+        pthread_mutex_unlock(&s->shards[0].mu);
     return k;
+}
+
+void sq_sink_ledger_counts(struct sq_sink *s, struct sq_sink_ledger_counts *c)
+{
+    pthread_mutex_lock(&s->shards[0].mu);
+    *c = (struct sq_sink_ledger_counts){
+        .streams = s->nstreams,
+        .evicted = s->evicted,
+        .over_cap = s->shards[0].over_cap,
+        .out_of_range = s->shards[0].out_of_range,
+        .bytes = __atomic_load_n(&s->used, __ATOMIC_RELAXED),
+        .max_bytes = s->max_bytes,
+    };
+    pthread_mutex_unlock(&s->shards[0].mu);
 }

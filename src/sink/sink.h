@@ -20,7 +20,9 @@
  *   latency       arrival (CLOCK_REALTIME) minus the stamp's send time, in an HDR histogram
  *                 (same host: exact; across hosts: as good as the clocks' agreement)
  * Events without a stamp are `unstamped`; with a stamp of another run (when the sink knows its
- * run) `foreign`.
+ * run) `foreign`; past the ledger's memory cap (max_memory: its streams and bitmaps) `over_cap`,
+ * counted but not tracked; past its bounds (a sequence number of 2^32 or more, a 4,097th stream)
+ * `out_of_range`.
  *
  * Threads: the HTTP server's workers and the sink's own thread (the bus subscriptions and the
  * per-second ticks) record concurrently. Each keeps its own shard (counters, histograms) under a
@@ -51,6 +53,11 @@ typedef void (*sq_sink_tick_cb)(void *ud, const struct sq_sink_second *s);
 
 #define SQ_SINK_DEFAULT_SETTLE_NS (2LL * 1000000000LL)
 #define SQ_SINK_DEFAULT_LIST_LOST 20
+/* The ledger's memory (streams, blocks, pages of the bitmaps) by default: 64 MiB tracks 2^29
+ * sequence numbers, ~537 million events. */
+#define SQ_SINK_DEFAULT_MAX_MEMORY (64ull << 20)
+#define SQ_SINK_MIN_MAX_MEMORY     (1ull << 20)
+#define SQ_SINK_MAX_MAX_MEMORY     (1ull << 40)
 
 struct sq_sink_config {
     const char *http; /* "HOST:PORT" to listen on (port 0: any), NULL: none */
@@ -65,6 +72,9 @@ struct sq_sink_config {
     const char *find;   /* "scan" (NULL), "all", "header:NAME", "json:PATH", "regex:RE" */
     int64_t settle_ns;  /* 0: SQ_SINK_DEFAULT_SETTLE_NS */
     uint32_t list_lost; /* 0: SQ_SINK_DEFAULT_LIST_LOST */
+    /* What the ledger may take (streams, blocks, pages: sink.c); a stamp past it is counted
+     * over_cap. 0: SQ_SINK_DEFAULT_MAX_MEMORY. */
+    uint64_t max_memory;
     /* A run id (engine/run.h's, low SQ_STAMP_STREAM_BITS zero): streams of other runs are
      * foreign. 0: every run's streams are counted. */
     uint64_t run_id;
@@ -94,6 +104,9 @@ void sq_sink_expect(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped,
 /* Live totals (any thread). */
 struct sq_sink_totals {
     uint64_t delivered, duplicates, out_of_order, unstamped, foreign;
+    uint64_t over_cap;       /* stamps not tracked: past max_memory */
+    uint64_t ledger_bytes;   /* what the ledger takes now (at most max_memory, but for
+                                sq_sink_expect's streams) */
     uint64_t expected;       /* sq_sink_expect's sum, 0 before */
     uint64_t expected_in;    /* delivered events of the expected streams below their counts */
     int64_t last_arrival_ns; /* CLOCK_MONOTONIC of the latest event, 0: none yet */
@@ -110,8 +123,15 @@ bool sq_sink_settle(struct sq_sink *s, int64_t max_ns, volatile int *stop);
 /* Stops every source (in-flight requests are answered), joins the threads. Idempotent. */
 void sq_sink_stop(struct sq_sink *s);
 
+/* After sq_sink_stop: true when a broker source (--nats, --mqtt) was never subscribed, so the
+ * sink counted none of the events that crossed that broker; why names the source and its first
+ * error ("nats://127.0.0.1:4222/orders: never subscribed (connect to 127.0.0.1:4222:
+ * Connection refused): the sink counted nothing that crossed this broker"). A sink beside a load
+ * fails its run then (sink/beside.h). */
+bool sq_sink_unsubscribed(const struct sq_sink *s, char *why, size_t len);
+
 /* The `sink` block of the result document (after sq_sink_stop), or NULL when out of memory.
- * docs/json-schema.md describes it. */
+ * docs/json-schema.md describes it; `error` is sq_sink_unsubscribed's why, when it is true. */
 json_t *sq_sink_json(struct sq_sink *s);
 
 void sq_sink_free(struct sq_sink *s); /* stops it first; NULL is a no-op */
@@ -142,10 +162,13 @@ size_t sq_sink_find(const struct sq_sink_finder *f, struct sq_sink_scratch *scra
 
 /* A sink with no source and no thread: the caller hands it events with sq_sink_record (any
  * thread) and reads the per-stream matching with sq_sink_streams. find is as cfg->find (NULL:
- * "scan"; borrowed for the sink's life). max_pages bounds its bitmaps (pages of 2^20 sequence
- * numbers, 128 KiB each; 0: no bound): a stamp that needs a page past it is not matched
- * (out_of_range). Returns 0, -SQ_EUSAGE (err says why) or -ENOMEM. sq_sink_free frees it. */
-SQ_MUST_CHECK int sq_sink_ledger_new(const char *find, uint32_t max_pages, struct sq_sink **out,
+ * "scan"; borrowed for the sink's life). max_bytes caps its streams and bitmaps (0:
+ * SQ_SINK_DEFAULT_MAX_MEMORY). When a new stream (or a page of one) does not fit, the stream
+ * that has gone longest without an arrival is evicted (forgotten: its counts, its tag) to make
+ * room, so streams in use win over stale ones; a stamp that still does not fit (one stream
+ * alone fills the cap) is not matched (over_cap). Returns 0, -SQ_EUSAGE (err says why) or
+ * -ENOMEM. sq_sink_free frees it. */
+SQ_MUST_CHECK int sq_sink_ledger_new(const char *find, uint64_t max_bytes, struct sq_sink **out,
                                      char *err, size_t len);
 
 /* What happened to the first stamp of one event. */
@@ -153,15 +176,19 @@ struct sq_sink_hit {
     bool stamped;       /* a stamp was found (then the rest is set) */
     bool duplicate;     /* its (stream, sequence) had arrived before */
     bool out_of_order;  /* delivered below a sequence number the stream had already seen */
-    bool unmatched;     /* not matched: past the streams or pages the ledger keeps */
+    bool unmatched;     /* not matched: past the ledger's bounds (or another run's) */
+    bool over_cap;      /* ... because of its memory cap */
     uint64_t run, seq;  /* the stamp's run field (the stream) and sequence number */
     int64_t latency_ns; /* arrival (CLOCK_REALTIME) minus the stamp's send time; >= 0 */
 };
 
 /* Records one event as a source would (stamps found, counted, matched); *hit (may be NULL)
- * says what became of its first stamp. Returns how many stamps it found. */
+ * says what became of its first stamp. A stream this event makes gets tag (the caller's: the
+ * inbox's path where the stream was first seen), which sq_sink_streams hands back. Returns how
+ * many stamps it found. */
 size_t sq_sink_record(struct sq_sink *s, const char *body, size_t len,
-                      const struct sq_sink_field *fields, size_t nfields, struct sq_sink_hit *hit);
+                      const struct sq_sink_field *fields, size_t nfields, void *tag,
+                      struct sq_sink_hit *hit);
 
 /* One stream's matching so far. */
 struct sq_sink_stream_counts {
@@ -169,12 +196,25 @@ struct sq_sink_stream_counts {
     char run_text[16];  /* ... as the stamp spells it (Crockford base32) */
     uint64_t delivered; /* sequence numbers that arrived */
     uint64_t duplicates, out_of_order;
-    uint64_t missing; /* sequence numbers below the highest seen that have not arrived */
-    int64_t highest;  /* the highest sequence number seen, -1: none */
+    uint64_t over_cap; /* its arrivals not tracked (the memory cap) */
+    uint64_t missing;  /* sequence numbers below the highest seen that have not arrived */
+    int64_t highest;   /* the highest sequence number seen, -1: none */
+    void *tag;         /* sq_sink_record's, from the event that made the stream */
 };
 
-/* Calls each(ud, c) for every stream seen (any thread; no lock held). Returns how many. */
+/* Calls each(ud, c) for every stream kept (any thread; the ledger alone holds its mutex
+ * meanwhile, so each must not record). Returns how many. */
 size_t sq_sink_streams(struct sq_sink *s,
                        void (*each)(void *ud, const struct sq_sink_stream_counts *c), void *ud);
+
+/* The ledger alone's own figures. */
+struct sq_sink_ledger_counts {
+    uint64_t streams;      /* kept now */
+    uint64_t evicted;      /* streams forgotten to make room */
+    uint64_t over_cap;     /* stamps not matched for want of memory */
+    uint64_t out_of_range; /* stamps not matched: a sequence number of 2^32 or more */
+    uint64_t bytes, max_bytes;
+};
+void sq_sink_ledger_counts(struct sq_sink *s, struct sq_sink_ledger_counts *c);
 
 #endif

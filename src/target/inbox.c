@@ -40,9 +40,8 @@
 
 #define STREAM_INTERVAL_NS (100LL * 1000 * 1000)
 #define STREAM_IDLE_NS     (10LL * 1000 * 1000 * 1000)
-#define KEEPALIVE_EVERY    100  /* empty pieces between two comments (10 s) */
-#define BATCH_OVER         3    /* captures waiting past which one batch event names them */
-#define HOMES              8192 /* streams' first paths: twice the ledger's streams at most */
+#define KEEPALIVE_EVERY    100 /* empty pieces between two comments (10 s) */
+#define BATCH_OVER         3   /* captures waiting past which one batch event names them */
 
 struct cap {
     uint64_t seq;
@@ -60,12 +59,6 @@ struct path_stat {
     int64_t first_ms, last_ms;
     uint64_t stamped, duplicates, out_of_order;
     struct sq_hist *lat; /* end-to-end latency of the stamped ones delivered, us; NULL: none yet */
-};
-
-/* The path a stream (a stamp's run field) was first seen on: its gaps are counted there. */
-struct home {
-    uint64_t run;
-    struct path_stat *ps; /* NULL: free */
 };
 
 struct slot {
@@ -92,8 +85,7 @@ struct sq_inbox {
     struct sq_sink *ledger; /* the stamps' matching (sink/sink.h) */
     char *find;             /* its find spec: NULL (scan) or "header:NAME" */
     uint64_t stamped, unmatched;
-    struct home *homes; /* open addressing, HOMES buckets */
-    size_t nhomes, nlat;
+    size_t nlat;
 };
 
 static int64_t wall_ms(void)
@@ -208,20 +200,6 @@ static void run_text(uint64_t run, char out[16])
     out[l] = '\0';
 }
 
-/* The home of a stream: the path it was first seen on. Under mu. */
-static struct home *home_of(struct sq_inbox *b, uint64_t run, bool add)
-{
-    for (size_t i = (size_t)(hash((const char *)&run, sizeof(run)) % HOMES), k = 0; k < HOMES;
-         k++, i = (i + 1) % HOMES) {
-        struct home *h = &b->homes[i];
-        if (h->ps && h->run == run)
-            return h;
-        if (!h->ps)
-            return add && b->nhomes < HOMES / 2 ? h : NULL;
-    }
-    return NULL;
-}
-
 /* A stamped capture on path ps: its counts and latency. Under mu. */
 static void matched(struct sq_inbox *b, struct path_stat *ps, const struct sq_sink_hit *hit)
 {
@@ -230,12 +208,6 @@ static void matched(struct sq_inbox *b, struct path_stat *ps, const struct sq_si
     if (hit->unmatched) {
         b->unmatched++;
         return;
-    }
-    struct home *h = home_of(b, hit->run, true);
-    if (h && !h->ps) {
-        h->run = hit->run;
-        h->ps = ps;
-        b->nhomes++;
     }
     if (hit->duplicate) {
         ps->duplicates++;
@@ -274,8 +246,13 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
     for (size_t i = 0; i < nf; i++)
         fields[i] = (struct sq_sink_field){req->headers[i].name, req->headers[i].value,
                                            req->headers[i].name_len, req->headers[i].value_len};
+    /* The path's counts first: a stream the stamp makes has its home there (the ledger keeps
+     * it with the stream, and forgets both when it evicts the stream). */
+    pthread_mutex_lock(&b->mu);
+    struct path_stat *ps = path_stat(b, req->path, plen);
+    pthread_mutex_unlock(&b->mu);
     struct sq_sink_hit hit;
-    sq_sink_record(b->ledger, req->body, req->body_len, fields, nf, &hit);
+    sq_sink_record(b->ledger, req->body, req->body_len, fields, nf, ps, &hit);
 
     /* The head without seq (known under the lock): rendered here, outside it. */
     sq_buf_reset(s);
@@ -347,7 +324,6 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
     b->stored++;
     b->captured++;
     b->truncated += trunc;
-    struct path_stat *ps = path_stat(b, c->path, plen);
     if (!ps->count)
         ps->first_ms = now;
     ps->count++;
@@ -519,6 +495,8 @@ static void stats(struct sq_inbox *b, struct sq_buf *s, struct sq_server_resp *r
     /* the ledger's streams first (its own atomics, no lock of ours) */
     struct stream_list sl = {0};
     sq_sink_streams(b->ledger, add_stream, &sl);
+    struct sq_sink_ledger_counts lc;
+    sq_sink_ledger_counts(b->ledger, &lc);
     size_t nb = SQ_INBOX_MAX_PATHS * 2;
     uint64_t *miss = calloc(nb + 1, sizeof(*miss)); /* per path bucket, (other) last */
     if (sl.oom || !miss) {
@@ -536,14 +514,18 @@ static void stats(struct sq_inbox *b, struct sq_buf *s, struct sq_server_resp *r
                   b->cfg.max_body);
     rc |= put_str(s, "\"stamp\":\"");
     rc |= put_esc(s, b->find ? b->find : "scan", strlen(b->find ? b->find : "scan"));
-    rc |= putf(s, "\",\"stamped\":%llu,\"unmatched\":%llu,\"streams\":[",
-               (unsigned long long)b->stamped, (unsigned long long)b->unmatched);
+    rc |= putf(s,
+               "\",\"stamped\":%llu,\"unmatched\":%llu,\"streams_evicted\":%llu,"
+               "\"ledger_bytes\":%llu,\"ledger_max_bytes\":%llu,\"streams\":[",
+               (unsigned long long)b->stamped, (unsigned long long)b->unmatched,
+               (unsigned long long)lc.evicted, (unsigned long long)lc.bytes,
+               (unsigned long long)lc.max_bytes);
     for (size_t i = 0; i < sl.n && !rc; i++) {
         const struct sq_sink_stream_counts *c = &sl.v[i];
-        const struct home *h = home_of(b, c->run, false);
-        const char *path = h ? (h->ps == &b->other ? "(other)" : h->ps->path) : NULL;
+        const struct path_stat *h = c->tag; /* the path the stream was first seen on */
+        const char *path = h ? (h == &b->other ? "(other)" : h->path) : NULL;
         if (h)
-            miss[h->ps == &b->other ? nb : (size_t)(h->ps - b->paths)] += c->missing;
+            miss[h == &b->other ? nb : (size_t)(h - b->paths)] += c->missing;
         rc |= putf(s,
                    "%s{\"stream\":\"%s\",\"received\":%llu,\"duplicates\":%llu,"
                    "\"out_of_order\":%llu,\"missing\":%llu,\"highest_seq\":%lld,\"path\":",
@@ -762,10 +744,9 @@ int sq_inbox_new(const struct sq_inbox_config *cfg, struct sq_inbox **out)
     b->ring = calloc(b->cap, sizeof(*b->ring));
     b->paths = calloc(SQ_INBOX_MAX_PATHS * 2, sizeof(*b->paths));
     b->scratch = calloc((size_t)cfg->threads, sizeof(*b->scratch));
-    b->homes = calloc(HOMES, sizeof(*b->homes));
     for (size_t i = 0; i < SQ_INBOX_MAX_STREAMS; i++)
         b->slots[i].inbox = b;
-    bool ok = b->ring && b->paths && b->scratch && b->homes;
+    bool ok = b->ring && b->paths && b->scratch;
     if (ok && cfg->stamp_header) {
         size_t n = strlen(cfg->stamp_header) + 8;
         if ((b->find = malloc(n)))
@@ -774,7 +755,7 @@ int sq_inbox_new(const struct sq_inbox_config *cfg, struct sq_inbox **out)
     }
     b->cfg.stamp_header = NULL; /* borrowed no further: b->find has it */
     char err[256];
-    if (ok && sq_sink_ledger_new(b->find, SQ_INBOX_LEDGER_PAGES, &b->ledger, err, sizeof(err)) < 0)
+    if (ok && sq_sink_ledger_new(b->find, SQ_INBOX_LEDGER_BYTES, &b->ledger, err, sizeof(err)) < 0)
         ok = false;
     if (!ok) {
         sq_inbox_free(b);
@@ -871,7 +852,6 @@ void sq_inbox_free(struct sq_inbox *b)
     sq_hist_free(b->other.lat);
     sq_sink_free(b->ledger);
     free(b->find);
-    free(b->homes);
     if (b->scratch)
         for (int i = 0; i < b->threads; i++)
             sq_buf_dispose(&b->scratch[i]);

@@ -38,7 +38,9 @@
 #define SQ_INBOX_MAX_PATHS            1024      /* paths counted apart; the rest as "(other)" */
 #define SQ_INBOX_MAX_STREAMS          32        /* SSE readers at once */
 #define SQ_INBOX_MAX_LATENCY_PATHS    256 /* paths with a latency histogram; the rest share one */
-#define SQ_INBOX_LEDGER_PAGES         64  /* the matching's bitmaps: 64 x 128 KiB, 2^26 seqs */
+/* The matching's memory: its streams and bitmaps (8 MiB hold 2^26 sequence numbers); past it
+ * the stream with the oldest arrival is evicted to make room. */
+#define SQ_INBOX_LEDGER_BYTES (8ull << 20)
 
 struct sq_inbox; /* opaque; sq_inbox_start creates it */
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -82,7 +83,7 @@ static void test_url_rules(void **state)
     o = (struct sq_sink_beside_opts){.urls = {"http://127.0.0.1:9/"}, .nurls = 1, .mqtt_qos = -1};
     assert_int_equal(sq_sink_beside_start(&o, RUN, NULL, &s, &sub, err, sizeof(err)), -SQ_EUSAGE);
     assert_non_null(strstr(err, "'http://127.0.0.1:9/': http://HOST:PORT, without a path"));
-    assert_null(sq_sink_beside_end(NULL, RUN, NULL, 0, NULL));
+    assert_null(sq_sink_beside_end(NULL, RUN, NULL, 0, NULL, NULL, 0));
 }
 
 /* One POST with a stamp (run RUN, sequence seq) in its JSON body, answered before returning. */
@@ -126,7 +127,10 @@ static json_t *count(const char *settle, uint64_t sent, const uint64_t *skip, vo
         if (!skip || i != *skip)
             post(port, i);
     uint64_t stamped[1] = {sent};
-    return sq_sink_beside_end(s, RUN, stamped, 1, stop);
+    char why[256];
+    json_t *j = sq_sink_beside_end(s, RUN, stamped, 1, stop, why, sizeof(why));
+    assert_string_equal(why, ""); /* an HTTP sink alone never fails its run */
+    return j;
 }
 
 static uint64_t num(const json_t *j, const char *k)
@@ -165,6 +169,46 @@ static void test_settle_cut_short_by_stop(void **state)
     json_decref(b);
 }
 
+/* A broker that is not there (a loopback port bound, then closed): the sink was never
+ * subscribed, so it counted nothing that crossed it, and the run fails with the reason, in why
+ * and in the block (error, the source's first_error and subscribed). */
+static void test_unreachable_broker_fails_the_run(void **state)
+{
+    (void)state;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof(a);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    close(fd);
+    char url[64];
+    snprintf(url, sizeof(url), "nats://127.0.0.1:%u/orders", ntohs(a.sin_port));
+    struct sq_sink_beside_opts o = {.urls = {url}, .nurls = 1, .mqtt_qos = -1};
+    volatile int stop = 1; /* no 5 s wait for the subscription, no settle */
+    struct sq_sink *s = NULL;
+    bool sub = true;
+    char err[512] = "";
+    assert_int_equal(sq_sink_beside_start(&o, RUN, &stop, &s, &sub, err, sizeof(err)), 0);
+    assert_false(sub);
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 300 * SQ_NS_PER_MS}; /* a few tries */
+    nanosleep(&ts, NULL);
+    uint64_t stamped[1] = {5};
+    char why[512];
+    json_t *b = sq_sink_beside_end(s, RUN, stamped, 1, &stop, why, sizeof(why));
+    assert_non_null(b);
+    assert_non_null(strstr(why, url));
+    assert_non_null(strstr(why, "never subscribed"));
+    assert_non_null(strstr(why, "Connection refused"));
+    assert_string_equal(json_string_value(json_object_get(b, "error")), why);
+    json_t *src = json_array_get(json_object_get(b, "sources"), 0);
+    assert_true(json_is_false(json_object_get(src, "subscribed")));
+    assert_non_null(
+        strstr(json_string_value(json_object_get(src, "first_error")), "Connection refused"));
+    assert_int_equal(num(b, "lost"), 5);
+    json_decref(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_url_rules),
         cmocka_unit_test(test_counts_what_was_stamped),
         cmocka_unit_test(test_settle_cut_short_by_stop),
+        cmocka_unit_test(test_unreachable_broker_fails_the_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
