@@ -658,7 +658,11 @@ static int validate_plan(json_t *args, json_t **result, char *err, size_t len)
     }
     struct sq_plan *p = NULL;
     json_t *out = load_plan(json_string_value(plan), &p);
-    if (!out) {
+    if (!out && p->script) {
+        /* as run_load_test refuses it; never loaded (the hooks check would run its Lua) */
+        out = tool_error("plan.yaml:%u:%u: script: MCP runs no Lua from plans (no hooks here)",
+                         p->script_loc.line, p->script_loc.col);
+    } else if (!out) {
         char msg[512];
         if (sq_thresholds_check(p, msg, sizeof(msg)) < 0 ||
             sq_plan_hooks_check(p, msg, sizeof(msg)) < 0) {

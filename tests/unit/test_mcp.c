@@ -358,6 +358,12 @@ static void test_caps(void **state)
                       "duration: 1s\\n    flow:\\n      - request: {url: /}\\n\"}",
                       "cap: targets only on loopback: auth.oauth2.token_url: '10.1.2.3' connects "
                       "to 10.1.2.3:80");
+    /* a plan's script is refused without being opened, by validate_plan too */
+    assert_tool_error(m, "validate_plan",
+                      "{\"plan\":\"target: http://127.0.0.1:9\\nscript: /nonexistent/x.lua\\n"
+                      "scenarios:\\n  a:\\n    executor: constant-vus\\n    vus: 1\\n    "
+                      "duration: 1s\\n    flow:\\n      - request: {url: /}\\n\"}",
+                      "plan.yaml:2:9: script: MCP runs no Lua from plans");
     assert_tool_error(m, "run_load_test", "{\"plan\":\"target: [\"}", "plan.yaml:");
     assert_tool_error(m, "validate_plan", "{\"plan\":\"nope: 1\\n\"}", "plan.yaml:");
     assert_tool_error(m, "get_run", "{\"id\":1}", "no run 1");
