@@ -48,8 +48,9 @@ struct sq_daemon__req_info {
 
 /* Parses and checks a POST /runs body against the caps and the egress policy of cfg (on the ops
  * thread only; nothing is sent anywhere: DNS lookups of the names the policy allows, no
- * more). mcp: the run comes from an MCP client (POST /mcp), whose policy is the MCP cap
- * (loopback, and the hosts allow_hosts names) instead of allow_hosts alone. Returns 0 with *out
+ * more). mcp: the run comes from an MCP client (POST /mcp): it must pass the MCP cap (loopback,
+ * or a host allow_hosts names) besides allow_hosts (so loopback only while allow_hosts is
+ * empty, instead of anywhere). Returns 0 with *out
  * set; -SQ_EUSAGE (a key or flag is wrong: err names it), -SQ_EPARSE (the plan:
  * "plan.yaml:3:5: key: why"), -SQ_ERANGE (over a cap: err names it), -EACCES (a destination or
  * a listener the policy refuses: err names the rule), -SQ_ERESOLVE (a destination does not

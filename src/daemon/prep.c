@@ -109,12 +109,14 @@ static int check_caps(uint64_t vus, double rate, int64_t length_ns,
     return 0;
 }
 
-/* The run's egress policy from the operator's settings: allow_hosts for a run sent to the API,
- * the MCP cap (loopback, and the hosts allow_hosts names) for one an MCP client sent. */
+/* The run's egress policy from the operator's settings: allow_hosts for a run sent to the API.
+ * One an MCP client sent must pass the MCP cap (loopback, or a host allow_hosts names) and
+ * allow_hosts both: with an empty allow_hosts that is the cap (loopback only), with a list it is
+ * the list. */
 static int make_egress(struct sq_daemon__req *r, const struct sq_daemon_config *c, bool mcp,
                        char *err, size_t len)
 {
-    struct sq_egress_opts o = {.style = mcp ? SQ_EGRESS_MCP : SQ_EGRESS_DAEMON,
+    struct sq_egress_opts o = {.style = mcp && c->nallow == 0 ? SQ_EGRESS_MCP : SQ_EGRESS_DAEMON,
                                .hosts = (const char *const *)c->allow_hosts,
                                .nhosts = c->nallow,
                                .allow_hint = "the daemon's allow_hosts"};

@@ -319,7 +319,14 @@ static void test_caps(void **state)
                       "host (squall mcp --allow-host HOST); nothing was run");
     assert_tool_error(m, "run_load_test",
                       "{\"quick\":{\"url\":\"ws://example.invalid/\",\"message\":\"m\"}}",
-                      "'example.invalid'");
+                      "host 'example.invalid' is not 127.0.0.1, ::1 or localhost");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"nats://10.1.2.3:4222/x\",\"duration\":\"1s\"}}",
+                      "'10.1.2.3' connects to 10.1.2.3:4222; MCP runs may only reach loopback");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"duration\":\"1s\","
+                      "\"resolve\":\"127.0.0.1:9:[::ffff:10.9.9.9]\"}}",
+                      "connects to [::ffff:10.9.9.9]:9 (from resolve)");
     assert_tool_error(m, "run_load_test",
                       "{\"quick\":{\"url\":\"http://localhost:9/\",\"duration\":\"1s\","
                       "\"connect-to\":\"localhost:9:10.9.9.9:9\"}}",
