@@ -230,8 +230,14 @@ class Listener:
 
 def s_oauth(trace):
     """POST /runs with auth.oauth2.token_url off the allowlist, then an allowed token URL on a
-    plan over a cap: neither may be connected to while the submission is checked."""
+    plan over a cap: neither may be connected to while the submission is checked. Then the
+    control: an allowed token URL (squall target's /oauth/token) on a plan within the caps gets
+    its token when the run starts, and the run uses it."""
     lst = Listener()
+    tgt = subprocess.Popen([sqtest.squall_path(), "target", "--port", "0", "-t", "1",
+                            "--oauth-client", "c:s3cret"],
+                           stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    tport = int(tgt.stdout.readline().decode().strip().rsplit(":", 1)[1])
     proc, port = serve(trace, "--allow-host", "127.0.0.1", "--max-vus", "5")
     out = []
     try:
@@ -246,9 +252,18 @@ def s_oauth(trace):
                     auth("http://127.0.0.1:%d/token" % lst.port)).replace("vus: 1", "vus: 10")
         st, _, doc = post(port, "/runs", {"plan": over})
         out.append((doc.get("error") or json.dumps(doc), st))
+        items = ("      - request: { url: /items, headers: { Authorization: "
+                 "'Bearer {{$oauth.token}}' } }\n        check: { status: 200 }\n")
+        good = plan("http://127.0.0.1:%d" % tport, items, auth("/oauth/token"))
+        st, _, doc = post(port, "/runs", {"plan": good})
+        run = wait_run(port, doc["id"]) if st == 201 else {}
+        out.append((run.get("status"), st))
+        _, _, stats = sqtest.http(tport, "GET", "/stats")
+        stats = json.loads(stats)
     finally:
         end(proc)
-    return {"answers": out, "accepted": lst.accepted}
+        sqtest.stop(tgt)
+    return {"answers": out, "accepted": lst.accepted, "target": stats}
 
 
 def s_script(trace):
@@ -399,13 +414,20 @@ class Egress(unittest.TestCase):
     def test_oauth_token_url_not_fetched_while_checking(self):
         res, socks = self.run_inside("oauth")
         self.assert_no_forbidden(socks)
-        (off, s1), (over, s2) = res["answers"]
+        (off, s1), (over, s2), (good, s3) = res["answers"]
         self.assertEqual(s1, 403, off)
         self.assertIn("auth.oauth2.token_url: '%s' connects to %s:80, and %s is not in "
                       "allow_hosts [127.0.0.1]" % (OFF, OFF, OFF), off)
         self.assertEqual(s2, 400, over)
         self.assertIn("max_vus", over)
         self.assertEqual(res["accepted"], 0, "the token URL was connected to during the check")
+        # the control: fetched when the run starts, and used
+        self.assertEqual((good, s3), ("finished", 201))
+        # one token (it lives an hour): fetched as the run started, not also while it was
+        # checked (a build that fetches during the check gets two)
+        self.assertEqual(res["target"]["oauth"]["tokens"], 1, res["target"])
+        self.assertGreater(res["target"]["auth"]["items_ok"], 0, res["target"])
+        self.assertEqual(res["target"]["auth"]["items_unauthorized"], 0, res["target"])
         self.assertNotIn("s3cret", json.dumps(res["answers"]))
 
     def test_script_refusal_tells_nothing_of_the_file(self):
