@@ -323,7 +323,8 @@ def inside(name):
 # ---------------------------------------------------------------------------------------------
 # Outside: the assertions
 
-SOCK = re.compile(r"\b(connect|bind)\(\d+, \{sa_family=AF_INET6?, (?:sin_port|sin6_port)=htons\((\d+)\),"
+SOCK = re.compile(r"\b(connect|bind)\(\d+, \{sa_family=AF_INET6?, "
+                  r"(?:sin_port|sin6_port)=htons\((\d+)\),"
                   r".*?(?:inet_addr\(\"([^\"]+)\"\)|inet_pton\(AF_INET6, \"([^\"]+)\")")
 
 
