@@ -34,8 +34,9 @@ set(SQ_USES_mcp store engine output plan target server http net stats base)
 # event loop), so it uses net/ for resolving and connecting; docs/internals/map.md says why it is
 # not in engine/.
 set(SQ_USES_cluster engine proto plan net stats base)
-# daemon/ runs a plan's sink: section beside its load (sink/beside.h), as `squall run` does.
-set(SQ_USES_daemon mcp target store sink engine output plan server http stats base)
+# daemon/ runs a plan's sink: section beside its load (sink/beside.h), as `squall run` does, and
+# builds each run's egress policy from its allow_hosts (net/egress.h).
+set(SQ_USES_daemon mcp target store sink engine output plan server http net stats base)
 set(SQ_USES_cli mcp daemon cluster store sink target output engine script plan proto server http net
                 stats proc loop base)
 

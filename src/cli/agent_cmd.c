@@ -207,6 +207,8 @@ static int prepare(void *ud, const char *text, size_t len, const struct sq_seg *
     k->pr_set = true;
     if (rc == 0)
         rc = sq_net_raise_nofile(sq_seg_share(seg, k->pr.vus), "VUs", err, errlen);
+    if (rc == 0) /* auth.oauth2: this agent's own first token */
+        rc = sq_planrun_begin(&k->pr, err, errlen);
     *cfg = &k->pr.cfg;
     return rc;
 }

@@ -238,6 +238,8 @@ int sq_cli_run(int argc, char **argv)
     rc = sq_planrun_prepare(&run, p, &o, err, sizeof(err));
     if (rc == 0 && !o.dist.agents) /* on agents, each raises its own */
         rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err));
+    if (rc == 0 && !o.dist.agents) /* auth.oauth2's first token (each agent fetches its own) */
+        rc = sq_planrun_begin(&run, err, sizeof(err));
     if (rc < 0) {
         exit_code = sq_cli_prep_error(FACE, rc, err);
         goto out;

@@ -9,7 +9,7 @@
 int sq_cli_sink_plan_check(const struct sq_plan *p)
 {
     char err[1024];
-    if (sq_sink_beside_plan_check(p, NULL, err, sizeof(err)) == 0)
+    if (sq_sink_beside_plan_check(p, NULL, NULL, err, sizeof(err)) == 0)
         return 0;
     fprintf(stderr, "squall: %s\n", err);
     return SQ_EXIT_USAGE;

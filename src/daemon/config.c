@@ -72,7 +72,8 @@ static const struct key {
     {"max_duration", K_MAX_DURATION, NEXT_RUN, "safety cap: how long a run may last"},
     {"max_queue", K_MAX_QUEUE, NEXT_REQUEST, "runs that may wait in the queue at once"},
     {"allow_hosts", K_ALLOW_HOSTS, NEXT_RUN,
-     "target hosts a run may load (empty: any); names compared without case"},
+     "hosts a run may reach (names or numeric addresses; empty: any), checked on every address "
+     "it connects to; a run listens on loopback or on a listed address"},
     {"keep_runs", K_KEEP_RUNS, NEXT_PRUNE, "retention: runs kept (0: no count limit)"},
     {"keep_days", K_KEEP_DAYS, NEXT_PRUNE, "retention: days a run is kept (0: no age limit)"},
     {"max_body", K_MAX_BODY, NEXT_REQUEST, "largest API request body, bytes (413 past it)"},

@@ -46,20 +46,26 @@ struct sq_daemon__req_info {
     char name[256];   /* the body's "name", or the plan's name, or "" */
 };
 
-/* Parses and checks a POST /runs body against the caps and the allowlist of cfg (on the ops
- * thread only). Returns 0 with *out set; -SQ_EUSAGE (a key or flag is wrong: err names it),
- * -SQ_EPARSE (the plan: "plan.yaml:3:5: key: why"), -SQ_ERANGE (over a cap: err names it),
- * -EACCES (the target is not on the allowlist), -SQ_ERESOLVE (the target does not resolve),
- * or another negative code (err says why). */
+/* Parses and checks a POST /runs body against the caps and the egress policy of cfg (on the ops
+ * thread only; nothing is sent anywhere: DNS lookups of the names the policy allows, no
+ * more). mcp: the run comes from an MCP client (POST /mcp): it must pass the MCP cap (loopback,
+ * or a host allow_hosts names) besides allow_hosts (so loopback only while allow_hosts is
+ * empty, instead of anywhere). Returns 0 with *out
+ * set; -SQ_EUSAGE (a key or flag is wrong: err names it), -SQ_EPARSE (the plan:
+ * "plan.yaml:3:5: key: why"), -SQ_ERANGE (over a cap: err names it), -EACCES (a destination or
+ * a listener the policy refuses: err names the rule), -SQ_ERESOLVE (a destination does not
+ * resolve), or another negative code (err says why). */
 SQ_MUST_CHECK int sq_daemon__req_parse(const json_t *body, const struct sq_daemon_config *cfg,
-                                       struct sq_daemon__req **out,
+                                       bool mcp, struct sq_daemon__req **out,
                                        struct sq_daemon__req_info *info, char *err, size_t len);
-/* POST /validate: parses body like sq_daemon__req_parse (no caps, no DNS) and describes it.
+/* POST /validate: parses body like sq_daemon__req_parse (no caps, no egress policy, no DNS) and
+ * describes it.
  * Returns 0 with *describe malloc'd (what `squall validate` prints), or the codes above. */
 SQ_MUST_CHECK int sq_daemon__req_validate(const json_t *body, char **describe, char *err,
                                           size_t len);
-/* On the runner: sets the run up again (DNS, TLS, the request) into a run configuration that
- * stays valid until sq_daemon__req_free. Returns 0 or a negative code (err says why). */
+/* On the runner: sets the run up again (DNS through the run's egress policy, TLS, the request)
+ * into a run configuration that stays valid until sq_daemon__req_free, then does the set-up's
+ * first network I/O (auth.oauth2's first token). Returns 0 or a negative code (err says why). */
 SQ_MUST_CHECK int sq_daemon__req_setup(struct sq_daemon__req *rq, struct sq_run_config **cfg,
                                        char *err, size_t len);
 /* Each second (the run's tick): true once a plan's abortOnFail threshold fails (the caller then
@@ -219,7 +225,7 @@ void sq_daemon__cancel_queued(struct sq_daemon *d, int64_t id);
  * request): checks it and queues the run. Returns 0 with *id, or a negative code with *status
  * (the HTTP status POST /runs would answer) and err. */
 SQ_MUST_CHECK int sq_daemon__enqueue(struct sq_daemon *d, const json_t *body, const char *text,
-                                     int64_t *id, int *status, char *err, size_t len);
+                                     bool mcp, int64_t *id, int *status, char *err, size_t len);
 
 /* ---- mcp.c: POST /mcp (ops thread only) ---- */
 

@@ -225,8 +225,8 @@ static int submit(void *ud, const json_t *args, const json_t *rpc_id, const json
         json_object_set_new(body, "name", json_string("mcp"));
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     int status = 0;
-    int rc =
-        w && text ? sq_daemon__enqueue(x->d, body, text, run_id, &status, err, errlen) : -ENOMEM;
+    int rc = w && text ? sq_daemon__enqueue(x->d, body, text, true, run_id, &status, err, errlen)
+                       : -ENOMEM;
     json_decref(body);
     free(text);
     if (rc < 0) {

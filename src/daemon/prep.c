@@ -23,6 +23,7 @@
 #include "engine/planrun.h"
 #include "engine/quick.h"
 #include "engine/verdict.h"
+#include "net/egress.h"
 #include "output/json.h"
 #include "output/plan_json.h"
 #include "plan/exec.h"
@@ -50,6 +51,9 @@ struct sq_daemon__req {
     /* a plan's sink: section, beside the load (sink/beside.h) */
     struct sq_sink *sink;
     uint64_t sink_run_id;
+    /* The run's egress policy (net/egress.h): every destination and listener of the run, from
+     * the check on the ops thread to the last connect() on the runner. NULL for /validate. */
+    struct sq_egress *egress;
 };
 
 static int fail(char *err, size_t len, int rc, const char *fmt, ...)
@@ -105,14 +109,20 @@ static int check_caps(uint64_t vus, double rate, int64_t length_ns,
     return 0;
 }
 
-static int check_host(const struct sq_daemon_config *c, const char *host, char *err, size_t len)
+/* The run's egress policy from the operator's settings: allow_hosts for a run sent to the API.
+ * One an MCP client sent must pass the MCP cap (loopback, or a host allow_hosts names) and
+ * allow_hosts both: with an empty allow_hosts that is the cap (loopback only), with a list it is
+ * the list. */
+static int make_egress(struct sq_daemon__req *r, const struct sq_daemon_config *c, bool mcp,
+                       char *err, size_t len)
 {
-    if (c->nallow == 0)
-        return 0;
-    for (size_t i = 0; i < c->nallow; i++)
-        if (strcasecmp(c->allow_hosts[i], host) == 0)
-            return 0;
-    return fail(err, len, -EACCES, "allow_hosts: '%s' is not a target this daemon may load", host);
+    struct sq_egress_opts o = {.style = mcp && c->nallow == 0 ? SQ_EGRESS_MCP : SQ_EGRESS_DAEMON,
+                               .hosts = (const char *const *)c->allow_hosts,
+                               .nhosts = c->nallow,
+                               .allow_hint = "the daemon's allow_hosts"};
+    if (sq_egress_new(&o, &r->egress) < 0)
+        return fail(err, len, -ENOMEM, "out of memory");
+    return 0;
 }
 
 /* ---- quick ---- */
@@ -120,12 +130,12 @@ static int check_host(const struct sq_daemon_config *c, const char *host, char *
 static int quick_parse(struct sq_daemon__req *r, const json_t *q,
                        const struct sq_daemon_config *cfg, char *err, size_t len)
 {
-    sq_quick_opts_init(&r->qo); /* first: sq_daemon__req_free disposes it */
     if (!json_is_object(q))
         return fail(err, len, -SQ_EUSAGE, "quick: expects an object of options");
     int rc = sq_quick_from_json(&r->qo, q, err, len);
     if (rc < 0)
         return rc;
+    r->qo.net.egress = r->egress;
     /* the daemon's defaults where the request says nothing */
     if (!json_object_get(q, "threads"))
         r->qo.threads = cfg->threads;
@@ -146,8 +156,6 @@ static int quick_check(struct sq_daemon__req *r, const struct sq_daemon_config *
         rc = check_caps(sq_exec_max_vus(e), peak_rate(e),
                         sq_exec_length_ns(e) + e->graceful_stop_ns, cfg, err, len);
     }
-    if (rc == 0)
-        rc = check_host(cfg, qr.url.host, err, len);
     sq_quick_run_dispose(&qr);
     return rc;
 }
@@ -186,9 +194,10 @@ static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t
                     r->plan_name, r->plan->script_loc.line, r->plan->script_loc.col);
     /* A sink: section is checked as the sink will check it (URLs, the stamp spec), on
      * /validate too; it listens or subscribes only when the run's turn comes. */
-    if ((rc = sq_sink_beside_plan_check(r->plan, r->plan_name, err, len)) < 0)
+    if ((rc = sq_sink_beside_plan_check(r->plan, r->plan_name, r->egress, err, len)) < 0)
         return rc;
     sq_planrun_opts_init(&r->po);
+    r->po.net.egress = r->egress;
     r->po.plan = r->plan_name;
     r->po.refuse_scripts = true;
     r->po.threads = cfg->threads;
@@ -216,15 +225,13 @@ static int plan_check(struct sq_daemon__req *r, const struct sq_daemon_config *c
         }
         rc = check_caps(pr.vus, rate, l, cfg, err, len);
     }
-    if (rc == 0)
-        rc = check_host(cfg, pr.url.host, err, len);
     sq_planrun_dispose(&pr);
     return rc;
 }
 
 /* ---- the entry points ---- */
 
-static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool check,
+static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool check, bool mcp,
                  struct sq_daemon__req **out, struct sq_daemon__req_info *info, char *err,
                  size_t len)
 {
@@ -253,7 +260,11 @@ static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool ch
     if (!r)
         return fail(err, len, -ENOMEM, "out of memory");
     r->kind = q ? SQ_STORE_QUICK : SQ_STORE_PLAN;
-    int rc = q ? quick_parse(r, q, cfg, err, len) : plan_parse(r, body, p, cfg, err, len);
+    if (q) /* first: sq_daemon__req_free disposes it */
+        sq_quick_opts_init(&r->qo);
+    int rc = check ? make_egress(r, cfg, mcp, err, len) : 0;
+    if (rc == 0)
+        rc = q ? quick_parse(r, q, cfg, err, len) : plan_parse(r, body, p, cfg, err, len);
     if (rc == 0 && check)
         rc = q ? quick_check(r, cfg, err, len) : plan_check(r, cfg, err, len);
     if (rc < 0) {
@@ -270,11 +281,11 @@ static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool ch
     return 0;
 }
 
-int sq_daemon__req_parse(const json_t *body, const struct sq_daemon_config *cfg,
+int sq_daemon__req_parse(const json_t *body, const struct sq_daemon_config *cfg, bool mcp,
                          struct sq_daemon__req **out, struct sq_daemon__req_info *info, char *err,
                          size_t len)
 {
-    return parse(body, cfg, true, out, info, err, len);
+    return parse(body, cfg, true, mcp, out, info, err, len);
 }
 
 int sq_daemon__req_validate(const json_t *body, char **describe, char *err, size_t len)
@@ -283,7 +294,7 @@ int sq_daemon__req_validate(const json_t *body, char **describe, char *err, size
     sq_daemon_config_init(&c);
     struct sq_daemon__req *r = NULL;
     struct sq_daemon__req_info info;
-    int rc = parse(body, &c, false, &r, &info, err, len);
+    int rc = parse(body, &c, false, false, &r, &info, err, len);
     sq_daemon_config_dispose(&c);
     if (rc < 0)
         return rc;
@@ -323,6 +334,9 @@ int sq_daemon__req_setup(struct sq_daemon__req *r, struct sq_run_config **cfg, c
         r->pr_set = true;
         if (rc < 0)
             return rc;
+        /* the set-up's first network I/O (auth.oauth2's token), after every check */
+        if ((rc = sq_planrun_begin(&r->pr, err, len)) < 0)
+            return rc;
         if ((rc = sq_planrun_watch_init(&r->watch, r->plan)) < 0)
             return fail(err, len, rc, "out of memory");
         r->watch_set = true;
@@ -361,6 +375,7 @@ int sq_daemon__req_sink_begin(struct sq_daemon__req *r, volatile int *stop, bool
     struct sq_sink_beside_opts o;
     char http[300];
     sq_sink_beside_plan_opts(r->plan, &o, http, sizeof(http));
+    o.egress = r->egress;
     char why[1024] = "";
     int rc = sq_sink_beside_start(&o, r->sink_run_id, stop, &r->sink, subscribed, why, sizeof(why));
     if (rc < 0) /* the sink's words name its flags ("--http: ..."): here they are keys */
@@ -421,5 +436,6 @@ void sq_daemon__req_free(struct sq_daemon__req *r)
     sq_th_verdicts_dispose(&r->verdicts);
     sq_plan_free(r->plan);
     free(r->plan_name);
+    sq_egress_free(r->egress); /* last: the run's parts above borrowed it */
     free(r);
 }

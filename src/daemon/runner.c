@@ -613,8 +613,8 @@ static int status_of(int rc)
     }
 }
 
-int sq_daemon__enqueue(struct sq_daemon *d, const json_t *body, const char *text, int64_t *id,
-                       int *status, char *err, size_t len)
+int sq_daemon__enqueue(struct sq_daemon *d, const json_t *body, const char *text, bool mcp,
+                       int64_t *id, int *status, char *err, size_t len)
 {
     struct sq_daemon_config cfg;
     if (config_copy(d, &cfg) < 0) {
@@ -635,7 +635,7 @@ int sq_daemon__enqueue(struct sq_daemon *d, const json_t *body, const char *text
     }
     struct sq_daemon__req *rq = NULL;
     struct sq_daemon__req_info info;
-    int rc = sq_daemon__req_parse(body, &cfg, &rq, &info, err, len);
+    int rc = sq_daemon__req_parse(body, &cfg, mcp, &rq, &info, err, len);
     sq_daemon_config_dispose(&cfg);
     if (rc < 0) {
         *status = status_of(rc);
@@ -693,7 +693,7 @@ static void op_create(struct sq_daemon *d, struct sq_daemon__op *op)
     }
     int64_t id = 0;
     int status = 500;
-    int rc = sq_daemon__enqueue(d, body, op->body, &id, &status, err, sizeof(err));
+    int rc = sq_daemon__enqueue(d, body, op->body, false, &id, &status, err, sizeof(err));
     json_decref(body);
     if (rc < 0) {
         sq_daemon__answer(d, op->p, status, sq_daemon__error_body(err),

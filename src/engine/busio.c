@@ -29,6 +29,7 @@
 #include "engine/bus.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
+#include "net/egress.h"
 #include "net/sock.h"
 
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
@@ -125,6 +126,11 @@ static void b_connect(struct sq_busio *b)
     if (!b->addr && w->cfg->dns_ttl_ns > 0) {
         sq_engine__addrs_load(&w->run->addrs, b->global, &fresh);
         a = &fresh;
+    }
+    if (SQ_UNLIKELY(w->cfg->egress != NULL) &&
+        sq_egress_allows(w->cfg->egress, a, SQ_EGRESS_CONNECT) < 0) {
+        b_connect_failed(b, -EACCES); /* the run's egress policy (net/egress.h) */
+        return;
     }
     int fd = sq_connect_start(a);
     if (fd < 0) {

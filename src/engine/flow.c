@@ -13,6 +13,7 @@
 #include "http/h1.h"
 #include "http/request.h"
 #include "http/url.h"
+#include "net/egress.h"
 #include "plan/cookie.h"
 #include "proto/busurl.h"
 
@@ -327,6 +328,29 @@ int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
     }
     f->nstates = md;
     *out = f;
+    return 0;
+}
+
+int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egress *e, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < f->nbrokers; i++) {
+        struct sq_flow_broker *b = &f->brokers[i];
+        bool v6 = strchr(b->host, ':') != NULL;
+        char what[320], why[800];
+        snprintf(what, sizeof(what), "the broker %s://%s%s%s:%u of a publish or subscribe step",
+                 b->kind == SQ_BUS_NATS ? "nats" : "mqtt", v6 ? "[" : "", b->host, v6 ? "]" : "",
+                 (unsigned)b->port);
+        int rc = sq_egress_lookup(e, NULL, what, b->host, b->port, SQ_EGRESS_CONNECT, &b->addr, 1,
+                                  why, sizeof(why));
+        if (rc < 0) {
+            b->addr.len = 0;
+            if (rc == -EACCES)
+                snprintf(err, errlen, "%s", why);
+            else
+                snprintf(err, errlen, "%s: %s", what + 4, why);
+            return rc == -EACCES ? rc : -SQ_ERESOLVE;
+        }
+    }
     return 0;
 }
 

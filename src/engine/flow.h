@@ -17,6 +17,7 @@
 
 #include "base/buf.h"
 #include "http/h2.h"
+#include "net/sock.h"
 #include "plan/plan.h"
 #include "proto/stamp.h"
 
@@ -59,6 +60,9 @@ struct sq_flow_broker {
     char **subs; /* subjects or topic filters to subscribe to */
     size_t nsubs;
     uint8_t qos; /* MQTT: the highest QoS a step asks for */
+    /* Where it is: resolved once for the run, through its egress policy, by
+     * sq_flow_resolve_brokers (before that, and after a failure, addr.len is 0). */
+    struct sq_addr addr;
 };
 
 struct sq_flow {
@@ -122,6 +126,14 @@ SQ_MUST_CHECK int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_
                                   const struct sq_url *target, const char *accept_encoding,
                                   struct sq_flow **out, char *err, size_t errlen);
 void sq_flow_free(struct sq_flow *f);
+
+struct sq_egress;
+/* Resolves the broker of each publish and subscribe step (its first address: workers connect
+ * there, and nowhere else) through the run's egress policy e (NULL: any destination): the name
+ * is checked before it is looked up, the address after. Returns 0, -SQ_ERESOLVE or -EACCES
+ * (the policy's refusal, naming its rule), with err naming the broker. */
+SQ_MUST_CHECK int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egress *e, char *err,
+                                          size_t errlen);
 
 SQ_MUST_CHECK int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu);
 void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f);

@@ -608,10 +608,10 @@ int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
         rc = map_init(&fb->early, EARLY_PER_VU * (w->nconns + 1));
     for (size_t i = 0; rc == 0 && i < f->nbrokers; i++) {
         struct fbconn *fc = &fb->conns[i];
-        const char *why;
         fc->fb = fb;
         fc->br = &f->brokers[i];
-        if (sq_resolve(fc->br->host, fc->br->port, &fc->addr, 1, &why) < 1)
+        fc->addr = fc->br->addr; /* resolved and checked once for the run (flow.h) */
+        if (fc->addr.len == 0)
             rc = -SQ_ERESOLVE;
         sq_busio_init_side(&fc->b, w, &fb_ops, &fc->addr);
         sq_nats_limits_init(&fc->nlim);

@@ -44,6 +44,7 @@
 #include "http/h2.h"
 #include "http/sse.h"
 #include "loop/loop.h"
+#include "net/egress.h"
 #include "net/sock.h"
 #include "net/tls.h"
 
@@ -221,6 +222,11 @@ static void t_connect(struct h2conn *t)
     if (w->cfg->dns_ttl_ns > 0) {
         sq_engine__addrs_load(&w->run->addrs, t->global, &fresh);
         a = &fresh;
+    }
+    if (SQ_UNLIKELY(w->cfg->egress != NULL) &&
+        sq_egress_allows(w->cfg->egress, a, SQ_EGRESS_CONNECT) < 0) {
+        t_connect_failed(t, -EACCES); /* the run's egress policy (net/egress.h) */
+        return;
     }
     int fd = sq_connect_start(a);
     if (fd < 0) {

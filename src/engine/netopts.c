@@ -111,8 +111,9 @@ void sq_netopts_tls_message(const char *tls_err, char *out, size_t len)
 static int relookup(void *ud, struct sq_addr *out, int max)
 {
     struct sq_net *s = ud;
-    char why[300];
-    return sq_dns_lookup(&s->dns, s->url->host, s->url->port, out, max, why, sizeof(why));
+    char why[600];
+    return sq_egress_lookup(s->egress, &s->dns, "the target", s->url->host, s->url->port,
+                            SQ_EGRESS_CONNECT, out, max, why, sizeof(why));
 }
 
 int sq_net_setup(struct sq_net *s, const struct sq_netopts *n, const struct sq_url *url,
@@ -122,7 +123,9 @@ int sq_net_setup(struct sq_net *s, const struct sq_netopts *n, const struct sq_u
                                  .nresolve = n->nresolve,
                                  .connect_to = n->connect_to,
                                  .nconnect_to = n->nconnect_to},
+                         .egress = n->egress,
                          .url = url};
+    cfg->egress = n->egress;
     if (strcmp(url->scheme, "https") == 0) {
         char why[SQ_TLS_ERRLEN];
         struct sq_tls_client_opts t = n->tls;
@@ -138,10 +141,14 @@ int sq_net_setup(struct sq_net *s, const struct sq_netopts *n, const struct sq_u
             return rc;
         }
     }
-    char why[300];
+    char why[600];
     int64_t t0 = sq_now_ns();
-    int rc =
-        sq_dns_lookup(&s->dns, url->host, url->port, cfg->addrs, SQ_MAX_ADDRS, why, sizeof(why));
+    int rc = sq_egress_lookup(n->egress, &s->dns, "the target", url->host, url->port,
+                              SQ_EGRESS_CONNECT, cfg->addrs, SQ_MAX_ADDRS, why, sizeof(why));
+    if (rc == -EACCES) {
+        snprintf(err, len, "%s", why);
+        return rc;
+    }
     if (rc < 0) {
         snprintf(err, len, "dns: %s", why);
         return -SQ_ERESOLVE;

@@ -17,6 +17,7 @@
 
 #include "engine/run.h"
 #include "net/dns.h"
+#include "net/egress.h"
 #include "net/tls.h"
 
 struct sq_url;
@@ -29,6 +30,9 @@ struct sq_netopts {
     size_t nresolve, nconnect_to;
     int64_t dns_ttl_ns; /* 0: resolve once */
     struct sq_tls_client_opts tls;
+    /* Not a flag: the run's egress policy (net/egress.h), set by a face that has one (the
+     * daemon, MCP) and borrowed for the run; NULL (the CLI): any destination. */
+    const struct sq_egress *egress;
 };
 
 /* getopt_long ids of the shared flags (-k is 'k'); above any id a face uses itself. */
@@ -80,16 +84,19 @@ void sq_netopts_tls_message(const char *tls_err, char *out, size_t len);
  * re-resolution), so it must stay where it is, alive, until the run has ended. */
 struct sq_net {
     struct sq_dns_opts dns;
-    const struct sq_url *url;  /* borrowed */
-    struct sq_tls_client *tls; /* https: owned; NULL for http */
-    char addr[80];             /* the first address found, "127.0.0.1:8080" (the document's) */
+    const struct sq_egress *egress; /* borrowed: the run's policy, or NULL */
+    const struct sq_url *url;       /* borrowed */
+    struct sq_tls_client *tls;      /* https: owned; NULL for http */
+    char addr[80];                  /* the first address found, "127.0.0.1:8080" (the document's) */
 };
 
-/* Resolves url's host into cfg (addrs, naddrs, dns_ns, and the --dns-ttl re-resolution) and,
- * for https, creates the TLS client (alpn: the protocols to offer, NULL for http/1.1) into
- * s->tls and cfg->tls. n and url are borrowed and must outlive the run. Returns 0, -SQ_EUSAGE
- * (a TLS file or option the library refuses: err names the flag), -SQ_ERESOLVE ("dns: why") or
- * another negative code ("tls: why"). s is filled either way: sq_net_dispose it. */
+/* Resolves url's host into cfg (addrs, naddrs, dns_ns, and the --dns-ttl re-resolution) through
+ * n->egress (the name before the lookup, every address after, overrides included; cfg->egress
+ * is set for the connect-time check) and, for https, creates the TLS client (alpn: the
+ * protocols to offer, NULL for http/1.1) into s->tls and cfg->tls. n and url are borrowed and
+ * must outlive the run. Returns 0, -SQ_EUSAGE (a TLS file or option the library refuses: err
+ * names the flag), -SQ_ERESOLVE ("dns: why"), -EACCES (the policy's refusal, naming its rule)
+ * or another negative code ("tls: why"). s is filled either way: sq_net_dispose it. */
 SQ_MUST_CHECK int sq_net_setup(struct sq_net *s, const struct sq_netopts *n,
                                const struct sq_url *url, const char *alpn,
                                struct sq_run_config *cfg, char *err, size_t len);

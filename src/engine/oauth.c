@@ -25,6 +25,7 @@
 #include "http/h1.h"
 #include "http/request.h"
 #include "http/url.h"
+#include "net/egress.h"
 #include "net/sock.h"
 #include "plan/eval.h"
 
@@ -39,7 +40,9 @@ struct token {
 struct sq_oauth {
     const struct sq_plan_oauth2 *cfg;
     struct sq_url url;
+    char full[4096]; /* the token URL as messages quote it */
     struct sq_addr addr;
+    const struct sq_egress *egress; /* the run's policy (borrowed), or NULL */
     struct sq_tls_client *tls;
     struct sq_tls_sessions sessions;
     char *req; /* the token request: holds the secret, wiped when freed */
@@ -127,8 +130,11 @@ static int exchange(struct sq_oauth *o, struct sq_buf *body, char *why, size_t w
     sq_h1_reader_init(&rd, NULL);
     sq_h1_reader_on_body(&rd, keep_body, body);
     sq_h1_reader_start(&rd, false);
-    int rc = x.fd = sq_connect_start(&o->addr);
     const char *stage = "connect";
+    /* the run's egress policy, checked at set-up, once more on the address itself */
+    int rc = x.fd = o->egress && sq_egress_allows(o->egress, &o->addr, SQ_EGRESS_CONNECT) < 0
+                        ? -EACCES
+                        : sq_connect_start(&o->addr);
     if (rc >= 0 && (rc = wait_fd(o, x.fd, POLLOUT, x.deadline)) == 0)
         rc = sq_connect_result(x.fd);
     if (rc == 0 && o->tls) {
@@ -378,9 +384,9 @@ static int build_request(struct sq_oauth *o)
     return rc;
 }
 
-int sq_oauth_start(const struct sq_plan_oauth2 *cfg, const char *target,
-                   const struct sq_tls_client_opts *tls, struct sq_oauth **out, char *err,
-                   size_t errlen)
+int sq_oauth_new(const struct sq_plan_oauth2 *cfg, const char *target,
+                 const struct sq_tls_client_opts *tls, const struct sq_egress *egress,
+                 struct sq_oauth **out, char *err, size_t errlen)
 {
     struct sq_oauth *o = calloc(1, sizeof(*o));
     if (!o) {
@@ -388,14 +394,15 @@ int sq_oauth_start(const struct sq_plan_oauth2 *cfg, const char *target,
         return -ENOMEM;
     }
     o->cfg = cfg;
+    o->egress = egress;
     o->stop_fd = -1;
     pthread_mutex_init(&o->mu, NULL);
     atomic_init(&o->stopping, false);
-    char full[4096];
+    char *full = o->full;
     if (cfg->token_url[0] == '/')
-        snprintf(full, sizeof(full), "%s%s", target, cfg->token_url);
+        snprintf(full, sizeof(o->full), "%s%s", target, cfg->token_url);
     else
-        snprintf(full, sizeof(full), "%s", cfg->token_url);
+        snprintf(full, sizeof(o->full), "%s", cfg->token_url);
     const char *why = NULL;
     int rc = sq_url_parse(full, &o->url, &why);
     if (rc < 0) {
@@ -404,10 +411,17 @@ int sq_oauth_start(const struct sq_plan_oauth2 *cfg, const char *target,
         sq_oauth_free(o);
         return -SQ_EPARSE;
     }
-    rc = sq_resolve(o->url.host, o->url.port, &o->addr, 1, &why);
+    /* the policy first: a name the run may not reach is not even looked up */
+    char rwhy[800];
+    rc = sq_egress_lookup(egress, NULL, "auth.oauth2.token_url", o->url.host, o->url.port,
+                          SQ_EGRESS_CONNECT, &o->addr, 1, rwhy, sizeof(rwhy));
+    if (rc == -EACCES) {
+        snprintf(err, errlen, "%s", rwhy);
+        sq_oauth_free(o);
+        return rc;
+    }
     if (rc <= 0) {
-        snprintf(err, errlen, "auth.oauth2.token_url: cannot resolve '%s': %s", o->url.host,
-                 why ? why : "no address");
+        snprintf(err, errlen, "auth.oauth2.token_url: %s", rwhy);
         sq_oauth_free(o);
         return -SQ_ERESOLVE;
     }
@@ -437,21 +451,25 @@ int sq_oauth_start(const struct sq_plan_oauth2 *cfg, const char *target,
         sq_oauth_free(o);
         return rc;
     }
+    *out = o;
+    return 0;
+}
+
+int sq_oauth_begin(struct sq_oauth *o, char *err, size_t errlen)
+{
     int64_t t0 = sq_now_ns();
     char fwhy[160];
+    int rc;
     if ((rc = fetch(o, fwhy, sizeof(fwhy))) < 0) {
-        snprintf(err, errlen, "auth.oauth2: no token from %s: %s", full, fwhy);
-        sq_oauth_free(o);
+        snprintf(err, errlen, "auth.oauth2: no token from %s: %s", o->full, fwhy);
         return rc;
     }
     o->st.first_ns = sq_now_ns() - t0;
     if ((rc = -pthread_create(&o->tid, NULL, refresher, o)) < 0) {
         snprintf(err, errlen, "cannot start the token refresher: %s", strerror(-rc));
-        sq_oauth_free(o);
         return rc;
     }
     o->running = true;
-    *out = o;
     return 0;
 }
 

@@ -273,14 +273,35 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
         }
         cfg->tls_h2 = r->tls_h2;
     }
+    /* every other destination of the run, through the same policy as the target: the brokers
+     * of publish and subscribe steps, the OAuth2 token URL (set up, not fetched: nothing is
+     * sent before sq_planrun_begin) */
+    for (size_t i = 0; rc == 0 && i < p->nscenarios; i++) {
+        if ((rc = sq_flow_resolve_brokers((struct sq_flow *)r->scens[i].flow, o->net.egress, why,
+                                          sizeof(why))) < 0)
+            snprintf(err, len,
+                     rc == -EACCES ? "%s: scenario '%s': %s" : "%s: scenario '%s': dns: %s",
+                     p->file, p->scenarios[i].name, why);
+    }
     if (rc == 0 && p->oauth2) {
-        /* the run's token, before any load: no token, no run */
-        if ((rc = sq_oauth_start(p->oauth2, p->target, &o->net.tls, &r->oauth, err, len)) < 0)
-            return rc == -SQ_EPARSE ? rc : (rc == -SQ_ERESOLVE ? rc : -EPROTO);
+        rc = sq_oauth_new(p->oauth2, p->target, &o->net.tls, o->net.egress, &r->oauth, err, len);
+        if (rc < 0)
+            return rc == -SQ_EPARSE || rc == -SQ_ERESOLVE || rc == -EACCES || rc == -ENOMEM
+                       ? rc
+                       : -EPROTO;
         for (size_t i = 0; i < p->nscenarios; i++)
             ((struct sq_flow *)r->scens[i].flow)->oauth = sq_oauth_live(r->oauth);
     }
     return rc;
+}
+
+int sq_planrun_begin(struct sq_planrun *r, char *err, size_t len)
+{
+    if (!r->oauth)
+        return 0;
+    /* the run's token, before any load: no token, no run */
+    int rc = sq_oauth_begin(r->oauth, err, len);
+    return rc < 0 ? -EPROTO : 0;
 }
 
 const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i)

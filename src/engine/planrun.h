@@ -7,7 +7,9 @@
  *                             --http2, the --out files...)
  *   sq_plan_load / sq_plan_load_text (plan/plan.h)   the plan, from a file or from text
  *   sq_planrun_prepare        thresholds checked, a flow compiled per scenario, the target
- *                             resolved, the TLS client: a run configuration
+ *                             and every other destination resolved through the run's egress
+ *                             policy, the TLS client: a run configuration (nothing sent)
+ *   sq_planrun_begin          the first token of auth.oauth2, just before the run
  *   sq_planrun_watch_tick     each second: the running totals, abortOnFail thresholds
  *   sq_planrun_finish         the verdicts, and the run marked when a threshold stopped it
  *
@@ -83,22 +85,28 @@ struct sq_planrun {
     double length_s;             /* the longest scenario's end, its start time included */
     struct sq_net net;
     struct sq_tls_client *tls_h2; /* https plans mixing protocols: the h2 scenarios' client */
-    struct sq_oauth *oauth;       /* the plan's auth.oauth2 token source (started), or NULL */
+    struct sq_oauth *oauth;       /* the plan's auth.oauth2 token source, or NULL */
     struct sq_watch *watch;       /* the processes --watch names (cfg.watch), or NULL */
 };
 
 /* The protocol scenario i runs, as the result names it: "http/1.1", "h2c" or "h2". */
 const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i);
 
-/* Prepares the run of plan p with the flags o. Returns 0, -SQ_EPARSE (a threshold the engine
- * cannot evaluate, a bad target URL, a step that does not compile, a script: that does not load
- * or a before/after that names none of its functions: err says "FILE: ..."), -SQ_EUSAGE (a TLS
- * file: err names the flag), -SQ_ERESOLVE and other negative codes when the run cannot be set up
- * here (with auth.oauth2, -EPROTO when no first token could be had: "auth.oauth2: no token from
- * URL: HTTP 401 ..."; the token source is started and refreshes until sq_planrun_finish). r is
+/* Prepares the run of plan p with the flags o, sending nothing: every destination (the target,
+ * the brokers of publish and subscribe steps, auth.oauth2.token_url) resolved through
+ * o->net.egress. A caller that only checks a plan stops here. Returns 0, -SQ_EPARSE (a threshold
+ * the engine cannot evaluate, a bad target URL, a step that does not compile, a script: that
+ * does not load or a before/after that names none of its functions: err says "FILE: ..."),
+ * -SQ_EUSAGE (a TLS file: err names the flag), -EACCES (the egress policy's refusal, naming
+ * its rule), -SQ_ERESOLVE and other negative codes when the run cannot be set up here. r is
  * filled either way: sq_planrun_dispose it. */
 SQ_MUST_CHECK int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
                                      const struct sq_planrun_opts *o, char *err, size_t len);
+/* Just before sq_run(): the first network I/O of the set-up, after every check of the caller's.
+ * With auth.oauth2, fetches the first token and starts its refresher (it runs until
+ * sq_planrun_finish); -EPROTO when no first token could be had ("auth.oauth2: no token from
+ * URL: HTTP 401 ..."). Returns 0 without auth.oauth2. */
+SQ_MUST_CHECK int sq_planrun_begin(struct sq_planrun *r, char *err, size_t len);
 void sq_planrun_dispose(struct sq_planrun *r);
 
 /* The running totals of a run, fed each second on the main thread (the run's on_tick), and the

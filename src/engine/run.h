@@ -19,6 +19,7 @@
 struct sq_hist;
 struct sq_h2_req;
 struct sq_tls_client;
+struct sq_egress;
 struct sq_bus_config;
 struct sq_capture;
 struct sq_script;
@@ -294,6 +295,10 @@ struct sq_run_config {
     int (*resolve)(void *ud, struct sq_addr *out, int max);
     void *resolve_ud;
     int64_t dns_ns; /* how long resolving the target took (once per run, before it) */
+    /* The run's egress policy (net/egress.h): every connect() of the run asks it first, on the
+     * address itself (once per connection, never per request). NULL (a CLI run): no check, one
+     * pointer test. Borrowed; sq_net_setup sets it from the face's options. */
+    const struct sq_egress *egress;
     /* Plan runs: the scenarios, run concurrently (each with min(threads, its VUs) workers).
      * NULL for the quick face, which runs exec with the static request above. */
     const struct sq_run_scen *scens;

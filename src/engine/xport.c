@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "engine/driver.h"
+#include "net/egress.h"
 #include "net/sock.h"
 
 void sq_engine__xport_connect_failed(struct sq_engine__conn *c, int err)
@@ -88,6 +89,12 @@ void sq_engine__xport_connect(struct sq_engine__conn *c, sq_io_cb on_io)
     } else if (w->cfg->dns_ttl_ns > 0) {
         sq_engine__addrs_load(&w->run->addrs, c->global, &fresh);
         a = &fresh;
+    }
+    /* the run's egress policy, the last line of defence: on the address itself */
+    if (SQ_UNLIKELY(w->cfg->egress != NULL) &&
+        sq_egress_allows(w->cfg->egress, a, SQ_EGRESS_CONNECT) < 0) {
+        sq_engine__xport_connect_failed(c, -EACCES);
+        return;
     }
     int fd = sq_connect_start(a);
     if (fd < 0) {

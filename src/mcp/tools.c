@@ -3,12 +3,13 @@
  *
  * Every load goes through the same engine code as the CLI (engine/quick.h's JSON entry point,
  * sq_plan_load_text and engine/planrun.h), so the agent gets the CLI's messages for the CLI's
- * mistakes. Around it, the caps: the target's host is checked before anything is resolved or
- * fetched (a loopback literal, "localhost", or a host the operator allowed), the run is prepared
- * (nothing is sent yet), then its load shape (peak VUs, peak arrival rate, length with the
- * graceful stop) and the addresses it would connect to are checked against the caps. Only then
- * does it run. A refusal is a tool result with isError (the agent reads it and corrects the
- * call); arguments that do not match a tool's schema are a JSON-RPC -32602.
+ * mistakes. Around it, the caps: the run is prepared with the MCP egress policy (every
+ * destination's name is checked before it is resolved, then every address it would connect
+ * to: loopback, or a host the operator allowed; nothing is sent yet), then its load shape (peak
+ * VUs, peak arrival rate, length with the graceful stop) is checked against the caps. Only then
+ * does it run (an auth.oauth2 token is the first thing fetched). A refusal is a tool result with
+ * isError (the agent reads it and corrects the call); arguments that do not match a tool's schema
+ * are a JSON-RPC -32602.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,6 +31,7 @@
 #include "engine/run.h"
 #include "engine/verdict.h"
 #include "mcp/internal.h"
+#include "net/egress.h"
 #include "net/sock.h"
 #include "output/json.h"
 #include "output/plan_json.h"
@@ -227,101 +229,18 @@ static void bad_args(char *err, size_t len, const char *tool, const char *why)
 
 /* ---- the caps ---- */
 
-static bool loopback_literal(const char *host)
+/* The run's egress policy (net/egress.h): loopback, and the hosts the operator allowed
+ * (--allow-host; the daemon's allow_hosts when the daemon hosts this server). The engine asks it
+ * for every destination (the target, --connect-to and --resolve, the brokers of publish and
+ * subscribe steps, auth.oauth2.token_url) before anything is looked up or sent, and again at
+ * each connect(). */
+static int new_egress(const struct sq_mcp *m, struct sq_egress **out)
 {
-    if (strcasecmp(host, "localhost") == 0)
-        return true;
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, host, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, host, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
-    return false;
-}
-
-static bool loopback_addr(const struct sq_addr *a)
-{
-    if (a->ss.ss_family == AF_INET) {
-        const struct sockaddr_in *s = (const struct sockaddr_in *)&a->ss;
-        return (ntohl(s->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (a->ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&a->ss;
-        return IN6_IS_ADDR_LOOPBACK(&s->sin6_addr) ||
-               (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr) && s->sin6_addr.s6_addr[12] == 127);
-    }
-    return false;
-}
-
-static bool host_allowed(const struct sq_mcp *m, const char *host)
-{
-    for (size_t i = 0; i < m->cfg.nallow_hosts; i++)
-        if (strcasecmp(m->cfg.allow_hosts[i], host) == 0)
-            return true;
-    return false;
-}
-
-/* The host of an absolute URL of any scheme ("ws://[::1]:80/x" -> "::1"). False when there is
- * no "://" or the host does not fit. */
-static bool url_host(const char *url, char *out, size_t cap)
-{
-    const char *p = strstr(url, "://");
-    if (!p)
-        return false;
-    p += 3;
-    const char *at = p + strcspn(p, "/?#");
-    const char *u = memchr(p, '@', (size_t)(at - p)); /* userinfo: the host follows it */
-    if (u)
-        p = u + 1;
-    const char *e;
-    if (*p == '[') {
-        p++;
-        e = strchr(p, ']');
-        if (!e)
-            return false;
-    } else {
-        e = p + strcspn(p, ":/?#");
-    }
-    size_t n = (size_t)(e - p);
-    if (n == 0 || n >= cap)
-        return false;
-    memcpy(out, p, n);
-    out[n] = '\0';
-    return true;
-}
-
-/* The host check before anything is resolved or fetched. Returns NULL or a tool error. */
-static json_t *check_host(const struct sq_mcp *m, const char *what, const char *url)
-{
-    char host[300];
-    if (!url_host(url, host, sizeof(host)))
-        return NULL; /* not absolute: the engine refuses it with its own words */
-    if (loopback_literal(host) || host_allowed(m, host))
-        return NULL;
-    return tool_error("cap: targets only on loopback: %s host '%s' is not 127.0.0.1, ::1 or "
-                      "localhost (the operator may allow it with `squall mcp --allow-host "
-                      "%s`); nothing was run",
-                      what, host, host);
-}
-
-/* After the set-up: every address the run would connect to is loopback (a --resolve or
- * --connect-to cannot lead elsewhere), unless the operator allowed the host. */
-static json_t *check_addrs(const struct sq_mcp *m, const struct sq_run_config *cfg,
-                           const char *host)
-{
-    if (host_allowed(m, host))
-        return NULL;
-    for (int i = 0; i < cfg->naddrs; i++) {
-        if (!loopback_addr(&cfg->addrs[i])) {
-            char a[80];
-            sq_addr_format(&cfg->addrs[i], a, sizeof(a));
-            return tool_error("cap: targets only on loopback: '%s' connects to %s; nothing "
-                              "was run",
-                              host, a);
-        }
-    }
-    return NULL;
+    struct sq_egress_opts o = {.style = SQ_EGRESS_MCP,
+                               .hosts = m->cfg.allow_hosts,
+                               .nhosts = m->cfg.nallow_hosts,
+                               .allow_hint = m->cfg.submit ? "the daemon's allow_hosts" : NULL};
+    return sq_egress_new(&o, out);
 }
 
 /* The arrivals per second an open executor reaches at its peak (0 for a closed one). */
@@ -539,25 +458,26 @@ static json_t *run_quick(struct sq_mcp *m, json_t *q)
     struct sq_result res = {0};
     json_t *out = NULL;
 
+    struct sq_egress *egress = NULL;
     int rc = sq_quick_from_json(&o, q, err, sizeof(err));
     if (rc < 0) {
         out = tool_error("quick: %s", err);
         goto done;
     }
-    if ((out = check_host(m, "the URL's", o.url)))
+    if (new_egress(m, &egress) < 0)
         goto done;
+    o.net.egress = egress;
     rc = sq_quick_prepare(&run, &o, err, sizeof(err));
     prepared = true;
     if (rc < 0) {
-        out = tool_error("quick: %s", err);
+        out = tool_error(rc == -EACCES ? "%s; nothing was run" : "quick: %s", err);
         goto done;
     }
     struct sq_exec *e = &run.cfg.exec;
     if ((e->kind == SQ_EXEC_SHARED_ITERATIONS || e->kind == SQ_EXEC_PER_VU_ITERATIONS) &&
         !o.duration_set && e->max_duration_ns > SQ_MCP_CAP_DURATION)
         e->max_duration_ns = SQ_MCP_CAP_DURATION; /* -n alone: bounded by the cap */
-    if ((out = check_shape(sq_exec_max_vus(e), peak_rate(e), exec_end_ns(e))) ||
-        (out = check_addrs(m, &run.cfg, run.url.host)))
+    if ((out = check_shape(sq_exec_max_vus(e), peak_rate(e), exec_end_ns(e))))
         goto done;
     if (m->cfg.submit && m->cur_args && m->cur_id) {
         out = hand_over(m, o.duration_set ? sq_exec_length_ns(e) : 0);
@@ -587,6 +507,7 @@ done:
     if (prepared)
         sq_quick_run_dispose(&run);
     sq_quick_opts_dispose(&o);
+    sq_egress_free(egress);
     return out;
 }
 
@@ -631,17 +552,17 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     struct sq_result res = {0};
     struct sq_th_verdicts verdicts = {0};
     struct plan_ticker tk = {0};
+    struct sq_egress *egress = NULL;
     json_t *out = load_plan(text, &p);
     if (out)
         goto done;
-    if ((out = check_host(m, "the plan's target", p->target)))
+    if (new_egress(m, &egress) < 0)
         goto done;
-    if (p->oauth2 && (out = check_host(m, "auth.oauth2.token_url's", p->oauth2->token_url)))
-        goto done;
+    o.net.egress = egress;
     int rc = sq_planrun_prepare(&run, p, &o, err, sizeof(err));
     prepared = true;
     if (rc < 0) {
-        out = tool_error("%s", err);
+        out = tool_error(rc == -EACCES ? "%s; nothing was run" : "%s", err);
         goto done;
     }
     double rate = 0;
@@ -652,13 +573,14 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
         if (s->start_ns + exec_end_ns(&s->exec) > end)
             end = s->start_ns + exec_end_ns(&s->exec);
     }
-    if ((out = check_shape(run.vus, rate, end)) || (out = check_addrs(m, &run.cfg, run.url.host)))
+    if ((out = check_shape(run.vus, rate, end)))
         goto done;
     if (m->cfg.submit && m->cur_args && m->cur_id) {
         out = hand_over(m, end);
         goto done;
     }
-    if ((rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err))) < 0) {
+    if ((rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err))) < 0 ||
+        (rc = sq_planrun_begin(&run, err, sizeof(err))) < 0) { /* after the caps: the token */
         out = tool_error("%s", err);
         goto done;
     }
@@ -687,6 +609,7 @@ done:
     if (prepared)
         sq_planrun_dispose(&run);
     sq_plan_free(p);
+    sq_egress_free(egress);
     return out;
 }
 
@@ -735,7 +658,11 @@ static int validate_plan(json_t *args, json_t **result, char *err, size_t len)
     }
     struct sq_plan *p = NULL;
     json_t *out = load_plan(json_string_value(plan), &p);
-    if (!out) {
+    if (!out && p->script) {
+        /* as run_load_test refuses it; never loaded (the hooks check would run its Lua) */
+        out = tool_error("plan.yaml:%u:%u: script: MCP runs no Lua from plans (no hooks here)",
+                         p->script_loc.line, p->script_loc.col);
+    } else if (!out) {
         char msg[512];
         if (sq_thresholds_check(p, msg, sizeof(msg)) < 0 ||
             sq_plan_hooks_check(p, msg, sizeof(msg)) < 0) {

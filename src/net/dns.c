@@ -152,11 +152,10 @@ int sq_dns_check_arg(const char *arg, int connect_to, char *why, size_t len)
     return 0;
 }
 
-int sq_dns_lookup(const struct sq_dns_opts *o, const char *host, uint16_t port, struct sq_addr *out,
-                  int max, char *why, size_t len)
+int sq_dns_map(const struct sq_dns_opts *o, const char *host, uint16_t port, char *mapped,
+               size_t mlen, uint16_t *mport, struct sq_addr *out, int max)
 {
-    char mapped[256];
-    snprintf(mapped, sizeof(mapped), "%s", host);
+    snprintf(mapped, mlen, "%s", host);
     const char *f[5];
     size_t fl[5];
     for (size_t i = 0; o && i < o->nconnect_to; i++) {
@@ -174,12 +173,13 @@ int sq_dns_lookup(const struct sq_dns_opts *o, const char *host, uint16_t port, 
                 h++;
                 hl -= 2;
             }
-            snprintf(mapped, sizeof(mapped), "%.*s", (int)hl, h);
+            snprintf(mapped, mlen, "%.*s", (int)hl, h);
         }
         if (fl[3] && parse_port(f[3], fl[3], &p) == 0)
             port = p;
         break; /* the first matching rule wins, as in curl */
     }
+    *mport = port;
     for (size_t i = 0; o && i < o->nresolve; i++) {
         if (split(o->resolve[i], f, fl, 3) != 3)
             continue;
@@ -190,8 +190,18 @@ int sq_dns_lookup(const struct sq_dns_opts *o, const char *host, uint16_t port, 
         if (n > 0)
             return n < max ? n : max;
     }
+    return 0;
+}
+
+int sq_dns_lookup(const struct sq_dns_opts *o, const char *host, uint16_t port, struct sq_addr *out,
+                  int max, char *why, size_t len)
+{
+    char mapped[256];
+    int n = sq_dns_map(o, host, port, mapped, sizeof(mapped), &port, out, max);
+    if (n > 0)
+        return n;
     const char *msg = NULL;
-    int n = sq_resolve(mapped, port, out, max, &msg);
+    n = sq_resolve(mapped, port, out, max, &msg);
     if (n < 0)
         snprintf(why, len, "cannot resolve '%s': %s", mapped, msg ? msg : "failed");
     return n;

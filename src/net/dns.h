@@ -32,6 +32,13 @@ struct sq_dns_opts {
  * with why saying what is wrong. */
 SQ_MUST_CHECK int sq_dns_check_arg(const char *arg, int connect_to, char *why, size_t len);
 
+/* The overrides alone: --connect-to rewrites host:port into mapped (NUL-terminated, at most
+ * mlen bytes) and *mport, then a --resolve entry for that gives the addresses. Returns how many
+ * the entry gave (> 0, at most max), or 0 when the system resolver is to be asked for
+ * mapped:*mport. No lookup, no allocation. */
+int sq_dns_map(const struct sq_dns_opts *o, const char *host, uint16_t port, char *mapped,
+               size_t mlen, uint16_t *mport, struct sq_addr *out, int max);
+
 /* Finds host:port's addresses: --connect-to first maps the name and port, then a --resolve
  * entry for the result is used as it is (its first max addresses), else the system resolver.
  * Returns the number of addresses (> 0, at most max), or -SQ_ERESOLVE / -SQ_EUSAGE with why

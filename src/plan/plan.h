@@ -218,7 +218,9 @@ SQ_MUST_CHECK int sq_plan_load_string(const char *name, const char *yaml, size_t
  * result call it ("plan.yaml:3:5: ..."), and relative `file:` bodies and feeder paths resolve
  * against base_dir; with base_dir NULL they are refused at their line:col ("'data.csv' is a
  * relative path, and this plan was given as text with no directory to resolve it against: use
- * an absolute path"). Returns what sq_plan_load returns. */
+ * an absolute path"), and an absolute `script:` is not opened (the faces that load plans so,
+ * the daemon and MCP, refuse any script: whether its file exists is not theirs to tell).
+ * Returns what sq_plan_load returns. */
 SQ_MUST_CHECK int sq_plan_load_text(const char *name, const char *text, size_t len,
                                     const char *base_dir, struct sq_plan **out,
                                     struct sq_plan_error *err);

@@ -1,6 +1,7 @@
 /* sink/beside.c - a sink beside a load run (see beside.h). */
 #include "sink/beside.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,7 @@ static void sink_config(const struct sq_sink_beside_opts *o, uint64_t run_id,
         .nats_queue = o->nats_queue,
         .mqtt_qos = o->mqtt_qos,
         .mqtt_version = o->mqtt_version,
+        .egress = o->egress,
     };
 }
 
@@ -51,20 +53,23 @@ void sq_sink_beside_plan_opts(const struct sq_plan *p, struct sq_sink_beside_opt
         o->urls[o->nurls++] = ps->mqtt;
 }
 
-int sq_sink_beside_plan_check(const struct sq_plan *p, const char *file, char *err, size_t len)
+int sq_sink_beside_plan_check(const struct sq_plan *p, const char *file,
+                              const struct sq_egress *egress, char *err, size_t len)
 {
     if (!p->sink)
         return 0;
     struct sq_sink_beside_opts o;
     char http[300];
     sq_sink_beside_plan_opts(p, &o, http, sizeof(http));
+    o.egress = egress;
     struct sq_sink_config cfg;
     sink_config(&o, 0, &cfg);
     cfg.http = p->sink->http;
     cfg.nats = p->sink->nats;
     cfg.mqtt = p->sink->mqtt;
-    char why[512] = "";
-    if (sq_sink_check(&cfg, why, sizeof(why)) == 0)
+    char why[1024] = "";
+    int rc = sq_sink_check(&cfg, why, sizeof(why));
+    if (rc == 0)
         return 0;
     /* the sink's words name its flags ("--stamp: ..."); here they are the section's keys */
     const char *w = strncmp(why, "--", 2) == 0 ? why + 2 : why;
@@ -72,7 +77,7 @@ int sq_sink_beside_plan_check(const struct sq_plan *p, const char *file, char *e
         file = p->file ? p->file : "plan";
     snprintf(err, len, "%s:%u:%u: sink: %s", file, (unsigned)p->sink->loc.line,
              (unsigned)p->sink->loc.col, w);
-    return -SQ_EPARSE;
+    return rc == -EACCES || rc == -SQ_ERESOLVE || rc == -ENOMEM ? rc : -SQ_EPARSE;
 }
 
 int sq_sink_beside_start(const struct sq_sink_beside_opts *o, uint64_t run_id, volatile int *stop,

@@ -15,6 +15,7 @@
 
 struct sq_plan;
 struct sq_sink;
+struct sq_egress;
 
 /* What the faces say about the sink: URLs (http://HOST:PORT to listen on, nats://.../SUBJECT or
  * mqtt://.../TOPIC to subscribe to), where the stamp is, the settle time, and for a bus source
@@ -27,6 +28,9 @@ struct sq_sink_beside_opts {
     int http_threads;  /* 0: 1 */
     const char *nats_stream, *nats_durable, *nats_queue;
     int mqtt_qos, mqtt_version;
+    /* The run's egress policy (net/egress.h; borrowed): where the sink may listen and which
+     * brokers it may reach. NULL: anywhere (the CLI). */
+    const struct sq_egress *egress;
 };
 
 /* A plan's sink: section as the options above (http_buf holds "http://HOST:PORT"; it must
@@ -34,11 +38,13 @@ struct sq_sink_beside_opts {
 void sq_sink_beside_plan_opts(const struct sq_plan *p, struct sq_sink_beside_opts *o,
                               char *http_buf, size_t len);
 
-/* Checks a plan's sink: section as the sink will (the URLs, the stamp spec) without starting
- * anything; file names the plan in the message (NULL: the plan's own file). Returns 0 (also
- * for no section) or -SQ_EPARSE with err "FILE:LINE:COL: sink: why". */
-SQ_MUST_CHECK int sq_sink_beside_plan_check(const struct sq_plan *p, const char *file, char *err,
-                                            size_t len);
+/* Checks a plan's sink: section as the sink will (the URLs, the stamp spec; with egress, where
+ * it would listen and the brokers, resolved and checked against the run's policy) without
+ * starting anything; file names the plan in the message (NULL: the plan's own file). Returns 0
+ * (also for no section), -SQ_EPARSE, or with a policy -EACCES (its refusal) or -SQ_ERESOLVE,
+ * with err "FILE:LINE:COL: sink: why". */
+SQ_MUST_CHECK int sq_sink_beside_plan_check(const struct sq_plan *p, const char *file,
+                                            const struct sq_egress *egress, char *err, size_t len);
 
 /* Starts the sink for the run whose id is run_id and waits (up to 5 s, or until *stop) for its
  * bus subscriptions. Returns 0 with *out set (*subscribed false: the wait ran out, the load may

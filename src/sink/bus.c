@@ -25,6 +25,7 @@
 #include "base/buf.h"
 #include "base/clock.h"
 #include "loop/loop.h"
+#include "net/egress.h"
 #include "net/sock.h"
 #include "proto/busurl.h"
 #include "proto/mqtt.h"
@@ -498,6 +499,13 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 
 static void b_connect(struct sq_sink__bus *b)
 {
+    /* the run's egress policy, checked when the sink started, once more on the address */
+    if (b->cfg->egress && sq_egress_allows(b->cfg->egress, &b->addr, SQ_EGRESS_CONNECT) < 0) {
+        static const char refused[] = "the run's egress policy refuses this address";
+        note(b, refused, sizeof(refused) - 1);
+        retry(b);
+        return;
+    }
     int fd = sq_connect_start(&b->addr);
     if (fd < 0) {
         conn_failed(b, "connect to %s", fd);
@@ -570,12 +578,14 @@ int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_
         rc = -SQ_EUSAGE;
     }
     if (rc == 0) {
-        const char *rwhy = NULL;
-        rc = sq_resolve(b->url.host, b->url.port, &b->addr, 1, &rwhy);
-        if (rc < 1) {
-            snprintf(err, len, "%s: cannot resolve '%s': %s", flag, b->url.host,
-                     rwhy ? rwhy : sq_strerror(rc));
-            rc = rc < 0 ? rc : -SQ_ERESOLVE;
+        char rwhy[800];
+        rc = sq_egress_lookup(cfg->egress, NULL, flag + 2, b->url.host, b->url.port,
+                              SQ_EGRESS_CONNECT, &b->addr, 1, rwhy, sizeof(rwhy));
+        if (rc == -EACCES) {
+            snprintf(err, len, "%s", rwhy);
+        } else if (rc < 1) {
+            snprintf(err, len, "%s: %s", flag, rwhy);
+            rc = -SQ_ERESOLVE;
         } else {
             rc = 0;
         }

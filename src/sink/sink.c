@@ -37,6 +37,7 @@
  */
 #include "sink/sink.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@
 #include "base/b64.h"
 #include "base/clock.h"
 #include "loop/loop.h"
+#include "net/egress.h"
 #include "proto/stamp.h"
 #include "server/server.h"
 #include "proto/busurl.h"
@@ -645,6 +647,49 @@ static int split_listen(const char *spec, char *host, size_t hlen, uint16_t *por
     return 0;
 }
 
+/* With an egress policy: where the HTTP source would listen, resolved and checked; its first
+ * address, numeric, into numeric (the server binds exactly that, no second lookup). */
+static int listen_checked(const struct sq_sink_config *cfg, char *numeric, size_t nlen,
+                          uint16_t *port, char *err, size_t len)
+{
+    char host[256], why[800];
+    split_listen(cfg->http, host, sizeof(host), port);
+    struct sq_addr a;
+    int rc = sq_egress_lookup(cfg->egress, NULL, "http", host, *port, SQ_EGRESS_LISTEN, &a, 1, why,
+                              sizeof(why));
+    if (rc < 0) {
+        snprintf(err, len, rc == -EACCES ? "%s" : "--http: %s", why);
+        return rc == -EACCES ? rc : -SQ_ERESOLVE;
+    }
+    char at[80];
+    sq_addr_format(&a, at, sizeof(at)); /* "127.0.0.1:9000", "[::1]:9000" */
+    char *colon = strrchr(at, ':');
+    if (colon)
+        *colon = '\0';
+    bool v6 = at[0] == '[';
+    snprintf(numeric, nlen, "%.*s", (int)strlen(at) - (v6 ? 2 : 0), at + v6);
+    return 0;
+}
+
+/* With an egress policy: a broker, resolved and checked. */
+static int broker_checked(const struct sq_sink_config *cfg, const struct sq_bus_url *u, int k,
+                          char *err, size_t len)
+{
+    char why[800];
+    struct sq_addr a;
+    int rc = sq_egress_lookup(cfg->egress, NULL, k == 0 ? "nats" : "mqtt", u->host, u->port,
+                              SQ_EGRESS_CONNECT, &a, 1, why, sizeof(why));
+    if (rc == -EACCES) {
+        snprintf(err, len, "%s", why);
+        return rc;
+    }
+    if (rc < 0) {
+        snprintf(err, len, "%s: %s", k == 0 ? "--nats" : "--mqtt", why);
+        return -SQ_ERESOLVE;
+    }
+    return 0;
+}
+
 int sq_sink_check(const struct sq_sink_config *cfg, char *err, size_t len)
 {
     char host[256];
@@ -690,6 +735,8 @@ int sq_sink_check(const struct sq_sink_config *cfg, char *err, size_t len)
                          : "expected mqtt://HOST[:PORT]/TOPIC";
             urc = -SQ_EPARSE;
         }
+        if (urc == 0 && cfg->egress)
+            urc = broker_checked(cfg, &u, k, err, len);
         sq_bus_url_dispose(&u);
         if (urc == -SQ_EPARSE)
             return (snprintf(err, len, "%s: '%s': %s", k == 0 ? "--nats" : "--mqtt", url,
@@ -697,6 +744,12 @@ int sq_sink_check(const struct sq_sink_config *cfg, char *err, size_t len)
                     -SQ_EUSAGE);
         if (urc < 0)
             return urc;
+    }
+    if (cfg->http && cfg->egress) {
+        char numeric[INET6_ADDRSTRLEN + 2];
+        int rc = listen_checked(cfg, numeric, sizeof(numeric), &port, err, len);
+        if (rc < 0)
+            return rc;
     }
     struct sq_sink_finder *f;
     int rc = sq_sink_finder_new(cfg->find, &f, err, len);
@@ -754,6 +807,9 @@ int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink **out, char *
         char host[256];
         uint16_t port = 0;
         split_listen(cfg->http, host, sizeof(host), &port);
+        /* a run's sink: where its policy allows, resolved once (the server binds the address) */
+        if (cfg->egress)
+            rc = listen_checked(cfg, host, sizeof(host), &port, err, len);
         struct sq_server_config sc = {
             .host = host,
             .port = port,
@@ -763,12 +819,14 @@ int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink **out, char *
             .idle_timeout_ns = 120 * SQ_NS_PER_S,
         };
         const char *why = NULL;
-        rc = sq_server_start(&sc, &s->server, &why);
-        if (rc < 0)
-            snprintf(err, len, "--http: cannot listen on %s: %s", cfg->http,
-                     why ? why : sq_strerror(rc));
-        else
-            s->http_port = sq_server_port(s->server);
+        if (rc == 0) {
+            rc = sq_server_start(&sc, &s->server, &why);
+            if (rc < 0)
+                snprintf(err, len, "--http: cannot listen on %s: %s", cfg->http,
+                         why ? why : sq_strerror(rc));
+            else
+                s->http_port = sq_server_port(s->server);
+        }
     }
     if (rc == 0) {
         rc = -pthread_create(&s->tid, NULL, sink_main, s);

@@ -41,6 +41,7 @@
 #include "base/err.h"
 
 struct sq_sink;
+struct sq_egress;
 
 /* One second of the sink: what arrived in it, and the latency of what was delivered in it. */
 struct sq_sink_second {
@@ -80,11 +81,17 @@ struct sq_sink_config {
     uint64_t run_id;
     sq_sink_tick_cb on_tick; /* on the sink's thread, once a second */
     void *tick_ud;
+    /* The egress policy of the run the sink serves (net/egress.h; borrowed): the HTTP source
+     * listens, and the brokers are reached, only where it allows (checked by sq_sink_check on
+     * the resolved addresses, and again at bind() and connect()). NULL: anywhere (the CLI). */
+    const struct sq_egress *egress;
 };
 
-/* Checks a config without starting anything (flags, the find spec, the URLs). Returns 0 or
- * -SQ_EUSAGE with err naming the flag ("--stamp: 'xml:a' is not a place (scan, all,
- * header:NAME, json:PATH or regex:RE)"). */
+/* Checks a config without starting anything (flags, the find spec, the URLs; with an egress
+ * policy, the places resolved and checked against it). Returns 0, -SQ_EUSAGE with err naming
+ * the flag ("--stamp: 'xml:a' is not a place (scan, all, header:NAME, json:PATH or
+ * regex:RE)"), or with a policy -EACCES (its refusal: "allow_hosts: nats: ...") or
+ * -SQ_ERESOLVE ("--nats: cannot resolve ..."). */
 SQ_MUST_CHECK int sq_sink_check(const struct sq_sink_config *cfg, char *err, size_t len);
 
 /* Starts the sources: binds HTTP, starts connecting to the brokers (a broker that is not there

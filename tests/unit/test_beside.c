@@ -57,14 +57,15 @@ static void test_plan_opts_and_check(void **state)
     assert_string_equal(o.stamp, "json:$.t");
     assert_int_equal(o.settle_ns, 3 * SQ_NS_PER_S);
     char err[512] = "";
-    assert_int_equal(sq_sink_beside_plan_check(p, NULL, err, sizeof(err)), 0);
+    assert_int_equal(sq_sink_beside_plan_check(p, NULL, NULL, err, sizeof(err)), 0);
     sq_plan_free(p);
 
     p = load("  http: 127.0.0.1:9\n  stamp: 'xml:t'\n");
-    assert_int_equal(sq_sink_beside_plan_check(p, "named.yaml", err, sizeof(err)), -SQ_EPARSE);
+    assert_int_equal(sq_sink_beside_plan_check(p, "named.yaml", NULL, err, sizeof(err)),
+                     -SQ_EPARSE);
     /* the place, and the section's key (not the sink's flag "--stamp") */
     assert_non_null(strstr(err, "named.yaml:3:3: sink: stamp: 'xml:t'"));
-    assert_int_equal(sq_sink_beside_plan_check(p, NULL, err, sizeof(err)), -SQ_EPARSE);
+    assert_int_equal(sq_sink_beside_plan_check(p, NULL, NULL, err, sizeof(err)), -SQ_EPARSE);
     assert_non_null(strstr(err, "s.yaml:3:3: sink: stamp: "));
     sq_plan_free(p);
 }

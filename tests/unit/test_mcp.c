@@ -314,10 +314,19 @@ static void test_caps(void **state)
                       "cap: max duration 5m");
     assert_tool_error(m, "run_load_test",
                       "{\"quick\":{\"url\":\"http://10.1.2.3:9/\",\"duration\":\"1s\"}}",
-                      "cap: targets only on loopback: the URL's host '10.1.2.3'");
+                      "cap: targets only on loopback: the target: '10.1.2.3' connects to "
+                      "10.1.2.3:9; MCP runs may only reach loopback unless the operator allows a "
+                      "host (squall mcp --allow-host HOST); nothing was run");
     assert_tool_error(m, "run_load_test",
                       "{\"quick\":{\"url\":\"ws://example.invalid/\",\"message\":\"m\"}}",
-                      "'example.invalid'");
+                      "host 'example.invalid' is not 127.0.0.1, ::1 or localhost");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"nats://10.1.2.3:4222/x\",\"duration\":\"1s\"}}",
+                      "'10.1.2.3' connects to 10.1.2.3:4222; MCP runs may only reach loopback");
+    assert_tool_error(m, "run_load_test",
+                      "{\"quick\":{\"url\":\"http://127.0.0.1:9/\",\"duration\":\"1s\","
+                      "\"resolve\":\"127.0.0.1:9:[::ffff:10.9.9.9]\"}}",
+                      "connects to [::ffff:10.9.9.9]:9 (from resolve)");
     assert_tool_error(m, "run_load_test",
                       "{\"quick\":{\"url\":\"http://localhost:9/\",\"duration\":\"1s\","
                       "\"connect-to\":\"localhost:9:10.9.9.9:9\"}}",
@@ -339,7 +348,29 @@ static void test_caps(void **state)
                       "{\"plan\":\"target: http://192.0.2.1:9\\nscenarios:\\n  a:\\n    executor: "
                       "constant-vus\\n    vus: 5\\n    duration: 1s\\n    flow:\\n      - "
                       "request: {url: /}\\n\"}",
-                      "the plan's target host '192.0.2.1'");
+                      "'192.0.2.1' connects to 192.0.2.1:9; MCP runs may only reach loopback");
+    /* every destination of a plan, not only its target (net/egress.h): a subscribe step's
+     * broker, the OAuth2 token URL */
+    assert_tool_error(m, "run_load_test",
+                      "{\"plan\":\"target: http://127.0.0.1:9\\nscenarios:\\n  a:\\n    executor: "
+                      "constant-vus\\n    vus: 1\\n    duration: 1s\\n    flow:\\n      - "
+                      "subscribe: {url: 'nats://10.1.2.3:4222/x'}\\n\"}",
+                      "cap: targets only on loopback: the broker nats://10.1.2.3:4222 of a publish "
+                      "or subscribe step: '10.1.2.3' connects to 10.1.2.3:4222; MCP runs may only "
+                      "reach loopback");
+    assert_tool_error(m, "run_load_test",
+                      "{\"plan\":\"target: http://127.0.0.1:9\\nauth:\\n  oauth2:\\n    "
+                      "token_url: http://10.1.2.3/token\\n    client_id: a\\n    client_secret: "
+                      "b\\nscenarios:\\n  a:\\n    executor: constant-vus\\n    vus: 1\\n    "
+                      "duration: 1s\\n    flow:\\n      - request: {url: /}\\n\"}",
+                      "cap: targets only on loopback: auth.oauth2.token_url: '10.1.2.3' connects "
+                      "to 10.1.2.3:80");
+    /* a plan's script is refused without being opened, by validate_plan too */
+    assert_tool_error(m, "validate_plan",
+                      "{\"plan\":\"target: http://127.0.0.1:9\\nscript: /nonexistent/x.lua\\n"
+                      "scenarios:\\n  a:\\n    executor: constant-vus\\n    vus: 1\\n    "
+                      "duration: 1s\\n    flow:\\n      - request: {url: /}\\n\"}",
+                      "plan.yaml:2:9: script: MCP runs no Lua from plans");
     assert_tool_error(m, "run_load_test", "{\"plan\":\"target: [\"}", "plan.yaml:");
     assert_tool_error(m, "validate_plan", "{\"plan\":\"nope: 1\\n\"}", "plan.yaml:");
     assert_tool_error(m, "get_run", "{\"id\":1}", "no run 1");
