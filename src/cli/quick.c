@@ -344,7 +344,7 @@ int sq_cli_quick(int argc, char **argv)
         goto out;
     }
     fflush(stdout);
-    exit_code = sq_cli_run_status(&res, sig);
+    exit_code = sq_cli_run_status(&res, sig, cfg->timeout_ns);
     if (o.dist.agents)
         exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
     if (!written && exit_code == SQ_EXIT_OK)

@@ -340,19 +340,22 @@ int sq_cli_run(int argc, char **argv)
     }
     if (tk.w.aborted)
         fprintf(stderr, "squall: run stopped: %s\n", tk.w.why);
-    /* Which verdict wins: a signal (the run is incomplete), then a target that got nothing
-     * (thresholds on no data are not a regression), then the thresholds. */
+    /* Which verdict wins: a signal (the run is incomplete), then a target that got nothing or a
+     * run where nothing succeeded (thresholds on no data are not a regression, and a dead
+     * target is not a slow one: engine/verdict.h's rule), then the thresholds. */
     if (sig) {
         exit_code = SQ_EXIT_SIGNAL;
-    } else if (res.c.sent == 0 && res.c.iterations == 0) { /* a bus flow sends no request */
+    } else if (res.c.sent == 0 && res.c.iterations == 0 && !sq_result_succeeded(&res)) {
         fprintf(stderr, "squall: nothing was sent: %s\n",
                 res.aborted ? res.abort_reason : "the target was not reachable");
         exit_code = SQ_EXIT_FAIL;
+    } else if (!sq_result_succeeded(&res)) {
+        exit_code = sq_cli_run_status(&res, 0, run.cfg.timeout_ns);
     } else if (verdicts.failed || tk.w.aborted) {
         fprintf(stderr, "squall: thresholds crossed\n");
         exit_code = SQ_EXIT_THRESHOLDS;
     } else {
-        exit_code = sq_cli_run_status(&res, 0);
+        exit_code = SQ_EXIT_OK;
     }
     if (o.dist.agents)
         exit_code = sq_cli_dist_status(&dist, &rep, exit_code);

@@ -61,7 +61,7 @@ static const char usage[] =
     "  Time arguments may include a time unit (2s, 2m, 2h); squall also takes 500ms, 1m30s\n"
     "\n"
     "exit status: 0 the run completed, 1 it could not run (no connection, a script error\n"
-    "             during the run), 2 bad flags, URL or script\n";
+    "             during the run) or no request got a response, 2 bad flags, URL or script\n";
 
 /* ---- wrk's number and time grammar ---- */
 
@@ -621,7 +621,7 @@ int sq_cli_wrk(int argc, char **argv)
     fprintf(stderr, "squall: errors by kind and the full result with --json FILE%s; docs/wrk.md\n",
             res.open ? "; latency above is from each request's intended send (-R)"
                      : "; -R N measures latency from the intended send, like wrk2");
-    exit_code = SQ_EXIT_OK;
+    exit_code = sq_cli_run_status(&res, 0, cfg.timeout_ns);
 out:
     if (jfile.f)
         sq_cli_file_discard(&jfile); /* not written: nothing under its name */

@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "daemon/internal.h"
+#include "engine/verdict.h"
 #include "plan/exec.h"
 #include "output/json.h"
 #include "stats/hist.h"
@@ -398,9 +399,13 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
                 st = SQ_STORE_FAILED;
                 snprintf(why_buf, sizeof(why_buf), "%s", res.abort_reason);
                 reason = why_buf;
-            } else if (res.c.completed == 0) {
+            } else if (!sq_result_succeeded(&res)) {
+                /* the rule and the words of the CLI's exit code 1 (engine/verdict.h) */
+                char text[480];
                 st = SQ_STORE_FAILED;
-                reason = "no request succeeded";
+                snprintf(why_buf, sizeof(why_buf), "no request succeeded: %s",
+                         sq_report_why_failed(&res, cfg->timeout_ns, text, sizeof(text)));
+                reason = why_buf;
             } else {
                 st = SQ_STORE_FINISHED;
             }
