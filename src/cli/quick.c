@@ -178,7 +178,7 @@ void sq_cli_usage(FILE *f)
 static json_t *quick_job(int argc, char **argv, const struct sq_quick_opts *o,
                          const struct sq_quick_run *r)
 {
-    json_t *args = sq_cli_dist_args(argc, argv, 1);
+    json_t *args = sq_cli_dist_args(argc, argv, 1, r->cfg.seed);
     json_t *job = args ? json_pack("{s:s, s:o}", "face", "quick", "args", args) : NULL;
     if (job && o->body_arg && o->body_arg[0] == '@' && !o->body_literal) {
         char *b64 = malloc(sq_b64_encoded_len(r->body_len));
@@ -288,6 +288,7 @@ int sq_cli_quick(int argc, char **argv)
                                 .progress = tk.show ? &tk.progress : NULL};
         dist = x;
         rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
+        res.seed = cfg->seed; /* the agents' seed: the job carried it */
         if (!job)
             fprintf(stderr, "squall: out of memory\n");
         if (rc) {

@@ -174,7 +174,7 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
 
 /* What the agents run: this face's arguments and the plan's text (its data files must be at the
  * same paths on the agents; docs/distributed.md). */
-static json_t *plan_job(int argc, char **argv, const char *path)
+static json_t *plan_job(int argc, char **argv, const char *path, uint64_t seed)
 {
     char *text = NULL, real[PATH_MAX];
     size_t len = 0;
@@ -184,7 +184,7 @@ static json_t *plan_job(int argc, char **argv, const char *path)
     }
     if (!realpath(path, real))
         snprintf(real, sizeof(real), "%s", path);
-    json_t *args = sq_cli_dist_args(argc, argv, 1);
+    json_t *args = sq_cli_dist_args(argc, argv, 1, seed);
     json_t *jt = json_stringn(text, len);
     free(text);
     if (!args || !jt) {
@@ -277,7 +277,7 @@ int sq_cli_run(int argc, char **argv)
         for (uint32_t i = 0; i < run.cfg.nscens; i++)
             if (run.cfg.scens[i].exec.graceful_stop_ns > grace)
                 grace = run.cfg.scens[i].exec.graceful_stop_ns;
-        job = plan_job(argc, argv, o.plan);
+        job = plan_job(argc, argv, o.plan, run.cfg.seed);
         struct sq_cli_dist x = {.face = FACE,
                                 .d = &o.dist,
                                 .job = job,
@@ -289,6 +289,7 @@ int sq_cli_run(int argc, char **argv)
                                 .progress = tk.show ? &tk.progress : NULL};
         dist = x;
         rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
+        res.seed = run.cfg.seed; /* the agents' seed: the job carried it */
         if (rc) {
             sq_cli_signals_end();
             sq_cli_sink_end(sink, &res, NULL, run.cfg.stop);

@@ -100,14 +100,15 @@ static json_t *run_block(const struct sq_report_info *info, const struct sq_resu
     char a[48], b[48], host[256] = "";
     gethostname(host, sizeof(host) - 1);
     bool started = r->wall_start_ns > 0;
+    /* seed: what the random values came from (53 bits: exact as a JSON number) */
     return json_pack(
-        "{s:o, s:o, s:o, s:o, s:s}", "name", info->name ? json_string(info->name) : json_null(),
-        "started_at",
+        "{s:o, s:o, s:o, s:o, s:s, s:I}", "name",
+        info->name ? json_string(info->name) : json_null(), "started_at",
         started ? json_string(sq_report_iso8601(r->wall_start_ns, a, sizeof(a))) : json_null(),
         "ended_at",
         started ? json_string(sq_report_iso8601(r->wall_start_ns + r->duration_ns, b, sizeof(b)))
                 : json_null(),
-        "command", json_null(), "host", host);
+        "command", json_null(), "host", host, "seed", (json_int_t)r->seed);
 }
 
 /* Appends s to o, quoted for a POSIX shell when it holds anything a shell reads specially.

@@ -1,4 +1,4 @@
-"""Exit codes a CI gate can trust (ISSUE25 section 1).
+"""Exit codes a CI gate can trust, and random values that are random (ISSUE25 sections 1 and 7).
 
 Exit codes: a run in which nothing succeeded exits 1 on every face (the quick one-liner,
 `squall run`, `squall wrk`, a distributed run on agents) and the daemon marks such a run
@@ -9,9 +9,16 @@ tests/e2e/misbehave_server.py's modes (a server that never answers, answers garb
 endless chunked body, a gzip bomb), a publish-only plan against a NATS server that opens the
 connection and then confirms nothing, and a subscribe-only plan whose events never come.
 
+Random: {{$randomUUID}}, {{$randomInt(...)}} and a random feeder differ from run to run (the
+seed is drawn from the OS), and a run given `--seed N` (or a plan's `seed:`) replays exactly,
+VU by VU; the seed is in the result document (run.seed) and the summary, also for a run that was
+not given one (given back, it replays that run), for a distributed run and a daemon run. What
+each VU sent is recorded by a loopback server of this file that logs every request's body.
+
 Every load is bounded (-d 1s or -n); every process is started here and stopped by its PID.
 """
 
+import http.server
 import json
 import os
 import re
@@ -171,6 +178,61 @@ class MuteNats:
         self.sock.close()
         for c in self.conns:
             c.close()
+
+
+class Recorder:
+    """A loopback HTTP/1.1 server (keep-alive) that answers 200 to everything and records each
+    request's body: what every VU sent, in the order it arrived."""
+
+    def __init__(self):
+        bodies = self.bodies = []
+        lock = self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n).decode()
+                with lock:
+                    bodies.append(body)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer((HOST, 0), Handler)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
+        self.url = "http://%s:%d" % (HOST, self.port)
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def take(self):
+        """The bodies recorded since the last take, keyed by their first two words (VU,
+        iteration): {(vu, it): the rest}."""
+        with self.lock:
+            got, self.bodies[:] = list(self.bodies), []
+        out = {}
+        for b in got:
+            vu, it, rest = b.split(" ", 2)
+            out[(int(vu), int(it))] = rest
+        return out
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+# what each VU sends: its number, its iteration, then the random values
+BODY = "{{$vu}} {{$iteration}} {{$randomUUID}} {{$randomInt(1,1000000000)}}"
+
+
+def uuids(rec):
+    return {v.split(" ")[0] for v in rec.values()}
 
 
 # the kinds each misbehaviour is counted under, the first the largest
@@ -393,6 +455,40 @@ class Distributed(unittest.TestCase):
             self.assertEqual(num(m.group(1)), d["requests"]["failed"])
             self.assertGreater(d["requests"]["failed"], 0)
 
+    def test_distributed_seed_replays_per_vu(self):
+        # every agent draws from the controller's seed, each VU from its global number: the
+        # run on two agents sends what one machine sends with the same seed, VU by VU
+        rec = Recorder()
+        try:
+            path = self.plan(plan_text(rec.url, "      - request: { method: POST, url: /d, "
+                                       "body: \"%s\" }\n" % BODY, vus=4, duration=3))
+            p, doc, _ = self.ctl("run", path, "-t", "1")
+            self.assertEqual(p.returncode, 0, p.stderr[-600:])
+            dist = rec.take()
+            self.assertEqual(len(dist), 12)
+            # no seed given: the agents still differ from each other (no UUID twice)
+            self.assertEqual(len(uuids(dist)), 12)
+            seed = doc["run"].get("seed")
+            self.assertIsInstance(seed, int)
+            q, _ = sqtest.run_squall("run", path, "-t", "1", "-q", "--seed", str(seed))
+            self.assertEqual(q.returncode, 0, q.stderr[-600:])
+            self.assertEqual(rec.take(), dist)
+            # the quick face on agents: each VU's i-th value as on one machine
+            args = (rec.url + "/q", "-m", "POST", "-b", BODY, "-c", "4", "-t", "1", "-n", "40")
+            p, doc, _ = self.ctl(*args, "--seed", "11")
+            self.assertEqual(p.returncode, 0, p.stderr[-600:])
+            self.assertEqual(doc["run"]["seed"], 11)
+            dist = rec.take()
+            q, _ = sqtest.run_squall(*args, "-q", "--seed", "11")
+            self.assertEqual(q.returncode, 0, q.stderr[-600:])
+            local = rec.take()
+        finally:
+            rec.close()
+        common = set(dist) & set(local)
+        self.assertGreaterEqual(len(common), 10)
+        for k in common:
+            self.assertEqual(dist[k], local[k], k)
+
     def test_distributed_500_everything_exits_0(self):
         p, doc, _ = self.ctl(self.base + "/status/500", "-d", "1s", "-c", "2", "-t", "1")
         self.assertEqual(p.returncode, 0, p.stderr[-600:])
@@ -460,10 +556,199 @@ class Daemon(unittest.TestCase):
         self.assertEqual(run["status"], "finished", run)
         self.assertEqual(sum(s["requests"] - s["errors"] for s in run["result"]["steps"]), 10)
 
+    def test_daemon_reports_and_takes_the_seed(self):
+        rec = Recorder()
+        try:
+            quick = {"url": rec.url + "/d", "method": "POST", "body": BODY, "connections": 2,
+                     "threads": 1, "requests": 20}
+            a = self.submit({"quick": quick})
+            got_a = rec.take()
+            b = self.submit({"quick": dict(quick, seed=a["result"]["run"]["seed"])})
+            got_b = rec.take()
+            c = self.submit({"quick": quick})
+            got_c = rec.take()
+        finally:
+            rec.close()
+        for r in (a, b, c):
+            self.assertEqual(r["status"], "finished", r)
+        self.assertEqual(b["result"]["run"]["seed"], a["result"]["run"]["seed"])
+        self.assertNotEqual(c["result"]["run"]["seed"], a["result"]["run"]["seed"])
+        self.assertFalse(uuids(got_a) & uuids(got_c))
+        common = set(got_a) & set(got_b)
+        self.assertGreaterEqual(len(common), 6)
+        for k in common:
+            self.assertEqual(got_a[k], got_b[k], k)
+
     def test_daemon_500_everything_finishes(self):
         run = self.submit({"quick": {"url": self.base + "/status/500", "duration": "1s",
                                      "connections": 2, "threads": 1}})
         self.assertEqual(run["status"], "finished", run)
+
+
+# ---- random means random ----
+
+
+class Random(unittest.TestCase):
+    VUS, ITERS = 3, 4
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sq-seed-")
+        cls.rec = Recorder()
+        with open(os.path.join(cls.tmp, "rows.csv"), "w") as f:
+            f.write("row\n" + "".join("r%d\n" % i for i in range(1000)))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rec.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def plan(self, seed=None, name="seed.yaml"):
+        flow = ("      - request: { method: POST, url: /r, body: \"%s {{rows.row}}\" }\n" % BODY)
+        text = plan_text(self.rec.url, flow, seed=seed, vus=self.VUS, duration=self.ITERS,
+                         extra="data:\n  rows: { csv: rows.csv, mode: random }\n")
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def run_plan(self, path, *args):
+        self.rec.take()
+        p, doc, _ = sqtest.run_json("run", path, "-t", "2", *args)
+        self.assertEqual(p.returncode, 0, p.stderr[-600:])
+        got = self.rec.take()
+        self.assertEqual(len(got), self.VUS * self.ITERS, got)
+        for v in got.values():
+            u, n, row = v.split(" ")
+            self.assertRegex(u, UUID4)
+            self.assertTrue(1 <= int(n) <= 1000000000)
+            self.assertRegex(row, r"^r\d+$")
+        self.last_stderr = p.stderr
+        return got, doc["run"].get("seed")
+
+    def assert_summary_says(self, seed):
+        # the summary (on stderr with --json -) says it on one line
+        self.assertRegex(self.last_stderr, r"\nSeed +%d · --seed %d replays" % (seed, seed))
+
+    def test_plan_runs_differ_and_a_seed_replays_them(self):
+        path = self.plan()
+        a, sa = self.run_plan(path)
+        b, sb = self.run_plan(path)
+        # today both runs send the same values (the generator seeded by the VU number alone)
+        same = uuids(a) & uuids(b)
+        self.assertFalse(same, "two runs without a seed sent the same UUIDs (%d of %d)"
+                         % (len(same), len(a)))
+        self.assertTrue([v.split(" ")[1] for v in a.values()] !=
+                        [v.split(" ")[1] for v in b.values()], "and the same numbers")
+        self.assertIsInstance(sa, int)
+        self.assertNotEqual(sa, sb)
+        self.assert_summary_says(sb)
+        # the seed the first one reported replays it, VU by VU, iteration by iteration
+        c, sc = self.run_plan(path, "--seed", str(sa))
+        self.assertEqual(sc, sa)
+        self.assertEqual(c, a)
+
+    def test_seed_flag_and_plan_key_agree(self):
+        d, sd = self.run_plan(self.plan(), "--seed", "42")
+        e, _ = self.run_plan(self.plan(), "--seed", "42")
+        self.assertEqual(sd, 42)
+        self.assert_summary_says(42)
+        self.assertEqual(d, e)
+        f, sf = self.run_plan(self.plan(seed=42))
+        self.assertEqual(sf, 42)
+        self.assertEqual(f, d)
+        # --seed wins over the plan's seed:
+        g, sg = self.run_plan(self.plan(seed=42), "--seed", "43")
+        self.assertEqual(sg, 43)
+        self.assertFalse(uuids(g) & uuids(d))
+        # the largest seed a JSON number carries exactly, and one past it
+        h, sh = self.run_plan(self.plan(), "--seed", "9007199254740991")
+        self.assertEqual(sh, 9007199254740991)
+        p, _ = sqtest.run_squall("run", self.plan(), "--seed", "9007199254740992")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--seed: '9007199254740992' is not a seed (0..9007199254740991)", p.stderr)
+
+    def test_plan_seed_key_is_checked(self):
+        path = self.plan()
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write("sed: 5\n" + text)
+        p, _ = sqtest.run_squall("validate", path)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(":1:1: unknown key 'sed' (did you mean 'seed'?)", p.stderr + p.stdout)
+        with open(path, "w") as f:
+            f.write("seed: -1\n" + text)
+        p, _ = sqtest.run_squall("validate", path)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(":1:7: seed: expected a whole number from 0 to 9007199254740991",
+                      p.stderr + p.stdout)
+
+    def quick(self, *args):
+        self.rec.take()
+        p, doc, _ = sqtest.run_json(self.rec.url + "/q", "-m", "POST", "-b", BODY, "-c", "3",
+                                    "-t", "2", "-n", "30", "-q", *args)
+        self.assertEqual(p.returncode, 0, p.stderr[-600:])
+        got = self.rec.take()
+        self.assertEqual(len(got), 30)
+        return got, doc["run"].get("seed")
+
+    def same_per_vu(self, a, b, least=10):
+        """VU v's i-th value is the same in both where both ran it (how -n's requests fall
+        across the VUs depends on the scheduling; each VU's stream does not)."""
+        common = set(a) & set(b)
+        self.assertGreaterEqual(len(common), least, (sorted(a), sorted(b)))
+        for k in common:
+            self.assertEqual(a[k], b[k], k)
+
+    def test_quick_face_differs_and_replays(self):
+        a, sa = self.quick()
+        b, sb = self.quick()
+        self.assertFalse(uuids(a) & uuids(b), "two runs without a seed sent the same UUIDs")
+        self.assertIsInstance(sa, int)
+        self.assertNotEqual(sa, sb)
+        c, sc = self.quick("--seed", str(sa))
+        self.assertEqual(sc, sa)
+        self.same_per_vu(a, c)
+
+    def test_wrk_script_math_random(self):
+        script = os.path.join(self.tmp, "rnd.lua")
+        with open(script, "w") as f:
+            f.write("counter = 0\n"
+                    "request = function()\n"
+                    "  counter = counter + 1\n"
+                    "  return wrk.format('POST', '/w', nil, '1 ' .. counter .. ' ' ..\n"
+                    "                    math.random(1, 1000000000))\n"
+                    "end\n")
+
+        def run(*args):
+            self.rec.take()
+            fd, out = tempfile.mkstemp(suffix=".json", dir=self.tmp)
+            os.close(fd)
+            p, _ = sqtest.run_squall("wrk", "-t", "1", "-c", "1", "-d", "300ms", "-s", script,
+                                     "--json", out, *args, self.rec.url + "/")
+            self.assertEqual(p.returncode, 0, p.stderr[-600:])
+            with open(out) as f:
+                seed = json.load(f)["run"].get("seed")
+            got = self.rec.take()
+            self.assertGreaterEqual(len(got), 4)
+            return got, seed, p.stderr
+
+        # today: LuaJIT's fixed default state, the same numbers in every run
+        a, sa, err = run()
+        b, _, _ = run()
+        self.same_keys_differ(a, b)
+        self.assertIn("squall: seed %d (--seed %d replays" % (sa, sa), err)
+        c, sc, _ = run("--seed", str(sa))
+        self.assertEqual(sc, sa)
+        self.same_per_vu(a, c, least=4)
+
+    def same_keys_differ(self, a, b):
+        common = sorted(set(a) & set(b))
+        self.assertTrue(common)
+        self.assertTrue([a[k] for k in common] != [b[k] for k in common],
+                        "two runs without a seed drew the same %d numbers, first %s"
+                        % (len(common), a[common[0]]))
 
 
 if __name__ == "__main__":

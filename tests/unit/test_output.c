@@ -245,6 +245,7 @@ static void closed_result(struct sq_result *r, struct sq_exec *e)
     e->kind = SQ_EXEC_CONSTANT_VUS;
     e->vus = 4;
     e->duration_ns = 2 * 1000000000LL;
+    r->seed = 9007199254740991ull; /* the largest: exact in the document */
     const char *why = NULL;
     assert_int_equal(sq_exec_prepare(e, &why), 0);
     r->latency = hist_of(1000, 180);
@@ -296,6 +297,7 @@ static void open_result(struct sq_result *r, struct sq_exec *e)
     e->kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE;
     e->vus = 8;
     e->rate = 500;
+    r->seed = 42;
     e->duration_ns = 3 * 1000000000LL;
     e->max_in_flight = 16;
     const char *why = NULL;
