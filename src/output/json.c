@@ -388,7 +388,10 @@ const char *sq_report_why_failed(const struct sq_result *r, int64_t timeout_ns, 
             more++;
             continue;
         }
-        add(buf, len, &used, "%s%s %s", named ? "; " : failed ? ": " : "",
+        add(buf, len, &used, "%s%s %s",
+            named    ? "; "
+            : failed ? ": "
+                     : "",
             sq_errk_name((enum sq_errk)best), sq_fmt_group(r->c.errors[best], g, sizeof(g)));
         if (!(said_tls && best == SQ_ERRK_TLS)) /* else said above */
             add(buf, len, &used, " (%s)",
@@ -397,10 +400,12 @@ const char *sq_report_why_failed(const struct sq_result *r, int64_t timeout_ns, 
     }
     if (more)
         add(buf, len, &used, "; %d more kind%s in the summary", more, more > 1 ? "s" : "");
-    if (!used)
-        add(buf, len, &used, "%s",
-            r->c.sent ? "no response came back"
-                      : "nothing was sent (the flow's steps were never started)");
+    if (!used && r->c.sent)
+        /* a run shorter than the timeout: its requests were still out when it ended */
+        add(buf, len, &used, "%s sent, none answered before the run ended (%s still in flight)",
+            sq_fmt_group(r->c.sent, g, sizeof(g)), sq_fmt_group(r->in_flight, tmp, sizeof(tmp)));
+    else if (!used)
+        add(buf, len, &used, "nothing was sent (the flow's steps were never started)");
     return buf;
 }
 
