@@ -44,6 +44,8 @@ static const char run_usage[] =
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
     "      --no-phases         do not record per-phase timings\n"
     "      --name NAME         the run's name in the result (over the plan's name:)\n"
+    "      --seed N            replay the random values (over the plan's seed:; default drawn\n"
+    "                          from the OS, printed on the summary's Seed line and in the JSON)\n"
     "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
     "      --watch PID         sample that process and its children each second (CPU, RSS,\n"
     "                          threads, open files, switches; repeatable)\n"
