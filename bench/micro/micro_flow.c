@@ -114,7 +114,7 @@ int main(int argc, char **argv)
     struct sq_flow_vu v, lv;
     struct sq_step_stats ss[2] = {0};
     struct sq_hist *iter_hist;
-    if (sq_flow_vu_init(&v, f, 1) < 0 || sq_flow_vu_init(&lv, lf, 1) < 0 ||
+    if (sq_flow_vu_init(&v, f, 1, 0) < 0 || sq_flow_vu_init(&lv, lf, 1, 0) < 0 ||
         sq_latency_hist_new(&iter_hist) < 0)
         return 1;
     for (int k = 0; k < 2; k++) {

@@ -28,7 +28,8 @@ static void die(const char *what, const char *detail)
 }
 
 static const struct sq_script_header headers[] = {{"Accept", "*/*"}};
-static const struct sq_script_target target = {"http", "127.0.0.1", "8080", "/", headers, 1};
+static const struct sq_script_target target = {"http",  "127.0.0.1", "8080", "/",
+                                               headers, 1,           false,  0};
 
 /* Loads tests/scripts/name and starts it as a worker state; with main, setup() runs first. */
 static struct sq_script *load_file(const char *name, struct sq_script **main)

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "engine/flags.h"
 #include "engine/netopts.h"
+#include "engine/verdict.h"
 #include "output/doc.h"
 #include "output/html.h"
 #include "output/json.h"
@@ -668,17 +669,14 @@ void sq_cli_capture_print(const struct sq_cli_capture *c, FILE *f)
 
 /* ---- exit status ---- */
 
-int sq_cli_run_status(const struct sq_result *res, int sig)
+int sq_cli_run_status(const struct sq_result *res, int sig, int64_t timeout_ns)
 {
     if (sig)
         return SQ_EXIT_SIGNAL;
-    if (res->c.completed || res->c.iterations) /* a flow of publish / subscribe steps sends no
-                                                  request: its iterations count */
+    if (sq_result_succeeded(res))
         return SQ_EXIT_OK;
-    if (!res->aborted && res->tls_error[0])
-        fprintf(stderr, "squall: no request succeeded: tls: %s\n", res->tls_error);
-    else
-        fprintf(stderr, "squall: no request succeeded%s%s\n", res->aborted ? ": " : "",
-                res->aborted ? res->abort_reason : "");
+    char why[1024];
+    fprintf(stderr, "squall: no request succeeded: %s\n",
+            sq_report_why_failed(res, timeout_ns, why, sizeof(why)));
     return SQ_EXIT_FAIL;
 }

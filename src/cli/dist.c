@@ -10,9 +10,17 @@
 #include "cli/common.h"
 #include "output/progress.h"
 
-json_t *sq_cli_dist_args(int argc, char **argv, int from)
+json_t *sq_cli_dist_args(int argc, char **argv, int from, uint64_t seed)
 {
+    /* the run's seed first: before any "--" that ends the flags, and the same number as a
+     * --seed of the user's, which wins over a plan's seed: on the agents as it did here */
+    char flag[40];
+    snprintf(flag, sizeof(flag), "--seed=%llu", (unsigned long long)seed);
     json_t *a = json_array();
+    if (a && json_array_append_new(a, json_string(flag)) < 0) {
+        json_decref(a);
+        return NULL;
+    }
     for (int i = from; a && i < argc; i++) {
         json_t *s = json_string(argv[i]);
         if (!s || json_array_append_new(a, s) < 0) {

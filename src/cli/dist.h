@@ -24,8 +24,9 @@ struct sq_cli_dist {
     struct sq_progress *progress; /* cleared before an event line; may be NULL */
 };
 
-/* argv[from..argc) as a JSON array of strings (NULL when out of memory or not UTF-8). */
-json_t *sq_cli_dist_args(int argc, char **argv, int from);
+/* "--seed=SEED" (the run's seed: every agent draws its VUs' values from it), then
+ * argv[from..argc), as a JSON array of strings (NULL when out of memory or not UTF-8). */
+json_t *sq_cli_dist_args(int argc, char **argv, int from, uint64_t seed);
 
 /* Runs x on the agents. Returns 0 with res and rep filled (the run took place; rep may name lost
  * agents), or the exit status after printing why it could not run (SQ_EXIT_FAIL: no NATS, too

@@ -75,8 +75,8 @@ void sq_cli_exit_codes(FILE *f)
 {
     fputs("exit codes:\n"
           "    0  the run completed (failed requests are in the summary, not the exit code)\n"
-          "    1  the run could not do its job: nothing succeeded, a plan's target unreachable,\n"
-          "       an internal error\n"
+          "    1  the run could not do its job: nothing succeeded (no response of any status),\n"
+          "       a plan's target unreachable, an internal error\n"
           "    2  bad flags, URL or plan\n"
           "   99  thresholds crossed (squall run; k6's convention)\n"
           "  105  stopped by SIGINT or SIGTERM (k6's external abort); every output is still\n"

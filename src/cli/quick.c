@@ -110,6 +110,9 @@ static const char usage[] =
     "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
     "      --name NAME         the run's name in the result and the report\n"
+    "      --seed N            replay the random values ({{$randomUUID}}, {{$randomInt}} in -b,\n"
+    "                          --message, --payload; -s's math.random): default drawn from the\n"
+    "                          OS, printed on the summary's Seed line and in the JSON\n"
     "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
     "      --http2             HTTP/2: h2c with prior knowledge for http:// (RFC 9113 3.3)\n"
     "      --streams N         with --http2: concurrent streams per connection (default 1);\n"
@@ -178,7 +181,7 @@ void sq_cli_usage(FILE *f)
 static json_t *quick_job(int argc, char **argv, const struct sq_quick_opts *o,
                          const struct sq_quick_run *r)
 {
-    json_t *args = sq_cli_dist_args(argc, argv, 1);
+    json_t *args = sq_cli_dist_args(argc, argv, 1, r->cfg.seed);
     json_t *job = args ? json_pack("{s:s, s:o}", "face", "quick", "args", args) : NULL;
     if (job && o->body_arg && o->body_arg[0] == '@' && !o->body_literal) {
         char *b64 = malloc(sq_b64_encoded_len(r->body_len));
@@ -288,6 +291,7 @@ int sq_cli_quick(int argc, char **argv)
                                 .progress = tk.show ? &tk.progress : NULL};
         dist = x;
         rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
+        res.seed = cfg->seed; /* the agents' seed: the job carried it */
         if (!job)
             fprintf(stderr, "squall: out of memory\n");
         if (rc) {
@@ -345,7 +349,7 @@ int sq_cli_quick(int argc, char **argv)
         goto out;
     }
     fflush(stdout);
-    exit_code = sq_cli_run_status(&res, sig);
+    exit_code = sq_cli_run_status(&res, sig, cfg->timeout_ns);
     if (!sig && sink_failed) { /* the sink counted nothing that crossed its broker */
         fprintf(stderr, "squall: --sink: %s\n", sink_why);
         exit_code = SQ_EXIT_FAIL;

@@ -44,6 +44,8 @@ static const char run_usage[] =
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"
     "      --no-phases         do not record per-phase timings\n"
     "      --name NAME         the run's name in the result (over the plan's name:)\n"
+    "      --seed N            replay the random values (over the plan's seed:; default drawn\n"
+    "                          from the OS, printed on the summary's Seed line and in the JSON)\n"
     "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
     "      --watch PID         sample that process and its children each second (CPU, RSS,\n"
     "                          threads, open files, switches; repeatable)\n"
@@ -174,7 +176,7 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
 
 /* What the agents run: this face's arguments and the plan's text (its data files must be at the
  * same paths on the agents; docs/distributed.md). */
-static json_t *plan_job(int argc, char **argv, const char *path)
+static json_t *plan_job(int argc, char **argv, const char *path, uint64_t seed)
 {
     char *text = NULL, real[PATH_MAX];
     size_t len = 0;
@@ -184,7 +186,7 @@ static json_t *plan_job(int argc, char **argv, const char *path)
     }
     if (!realpath(path, real))
         snprintf(real, sizeof(real), "%s", path);
-    json_t *args = sq_cli_dist_args(argc, argv, 1);
+    json_t *args = sq_cli_dist_args(argc, argv, 1, seed);
     json_t *jt = json_stringn(text, len);
     free(text);
     if (!args || !jt) {
@@ -279,7 +281,7 @@ int sq_cli_run(int argc, char **argv)
         for (uint32_t i = 0; i < run.cfg.nscens; i++)
             if (run.cfg.scens[i].exec.graceful_stop_ns > grace)
                 grace = run.cfg.scens[i].exec.graceful_stop_ns;
-        job = plan_job(argc, argv, o.plan);
+        job = plan_job(argc, argv, o.plan, run.cfg.seed);
         struct sq_cli_dist x = {.face = FACE,
                                 .d = &o.dist,
                                 .job = job,
@@ -291,6 +293,7 @@ int sq_cli_run(int argc, char **argv)
                                 .progress = tk.show ? &tk.progress : NULL};
         dist = x;
         rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
+        res.seed = run.cfg.seed; /* the agents' seed: the job carried it */
         if (rc) {
             sq_cli_signals_end();
             sq_cli_sink_end(sink, &res, NULL, run.cfg.stop, NULL, 0);
@@ -343,14 +346,17 @@ int sq_cli_run(int argc, char **argv)
     }
     if (tk.w.aborted)
         fprintf(stderr, "squall: run stopped: %s\n", tk.w.why);
-    /* Which verdict wins: a signal (the run is incomplete), then a target that got nothing
-     * (thresholds on no data are not a regression), then the thresholds. */
+    /* Which verdict wins: a signal (the run is incomplete), then a target that got nothing or a
+     * run where nothing succeeded (thresholds on no data are not a regression, and a dead
+     * target is not a slow one: engine/verdict.h's rule), then the thresholds. */
     if (sig) {
         exit_code = SQ_EXIT_SIGNAL;
-    } else if (res.c.sent == 0 && res.c.iterations == 0) { /* a bus flow sends no request */
+    } else if (res.c.sent == 0 && res.c.iterations == 0 && !sq_result_succeeded(&res)) {
         fprintf(stderr, "squall: nothing was sent: %s\n",
                 res.aborted ? res.abort_reason : "the target was not reachable");
         exit_code = SQ_EXIT_FAIL;
+    } else if (!sq_result_succeeded(&res)) {
+        exit_code = sq_cli_run_status(&res, 0, run.cfg.timeout_ns);
     } else if (sink_failed) { /* the sink counted nothing that crossed its broker */
         fprintf(stderr, "squall: sink: %s\n", sink_why);
         exit_code = SQ_EXIT_FAIL;
@@ -358,7 +364,7 @@ int sq_cli_run(int argc, char **argv)
         fprintf(stderr, "squall: thresholds crossed\n");
         exit_code = SQ_EXIT_THRESHOLDS;
     } else {
-        exit_code = sq_cli_run_status(&res, 0);
+        exit_code = SQ_EXIT_OK;
     }
     if (o.dist.agents)
         exit_code = sq_cli_dist_status(&dist, &rep, exit_code);

@@ -56,12 +56,14 @@ static const char usage[] =
     "                         from each request's intended send time\n"
     "      --json     <FILE>  also write squall's result document (- for stdout; the report\n"
     "                         then goes to stderr)\n"
+    "      --seed        <N>  math.random's seed for the script's states (default: drawn from\n"
+    "                         the OS; the report's last lines say which, to replay it)\n"
     "\n"
     "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
     "  Time arguments may include a time unit (2s, 2m, 2h); squall also takes 500ms, 1m30s\n"
     "\n"
     "exit status: 0 the run completed, 1 it could not run (no connection, a script error\n"
-    "             during the run), 2 bad flags, URL or script\n";
+    "             during the run) or no request got a response, 2 bad flags, URL or script\n";
 
 /* ---- wrk's number and time grammar ---- */
 
@@ -296,9 +298,11 @@ struct wrk_opts {
     size_t nheaders;
     int argc; /* init()'s args after the URL */
     char **argv;
+    uint64_t seed; /* --seed */
+    bool seed_set;
 };
 
-enum { OPT_LATENCY = 256, OPT_TIMEOUT, OPT_JSON };
+enum { OPT_LATENCY = 256, OPT_TIMEOUT, OPT_JSON, OPT_SEED };
 
 static int parse_flags(int argc, char **argv, struct wrk_opts *o)
 {
@@ -312,6 +316,7 @@ static int parse_flags(int argc, char **argv, struct wrk_opts *o)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"rate", required_argument, NULL, 'R'},
         {"json", required_argument, NULL, OPT_JSON},
+        {"seed", required_argument, NULL, OPT_SEED},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
@@ -382,6 +387,13 @@ static int parse_flags(int argc, char **argv, struct wrk_opts *o)
         case OPT_JSON:
             o->json_path = optarg;
             break;
+        case OPT_SEED: {
+            char msg[SQ_PREP_ERRLEN];
+            if (sq_flag_seed(flag, optarg, &o->seed, msg, sizeof(msg)) < 0)
+                return sq_cli_usage_error(FACE, "%s", msg);
+            o->seed_set = true;
+            break;
+        }
         case 'v':
             printf("squall wrk %s: wrk 4.1.0's flags, report and Lua API on squall's engine\n",
                    SQ_VERSION);
@@ -481,6 +493,9 @@ int sq_cli_wrk(int argc, char **argv)
         goto out;
     }
     cfg.threads = (uint32_t)o.threads;
+    /* drawn before the script's states are built: each seeds its math.random from it */
+    cfg.seed = o.seed_set ? o.seed : sq_run_new_seed();
+    cfg.seed_set = true;
 
     /* wrk verifies no certificate; neither does its drop-in. */
     struct sq_netopts nopts = {0};
@@ -523,6 +538,7 @@ int sq_cli_wrk(int argc, char **argv)
         .workers = sq_run_workers(&cfg),
         .addrs = cfg.addrs,
         .naddrs = cfg.naddrs,
+        .seed = cfg.seed,
     };
     rc = sq_wrk_script_open(&ws, &sa, err, sizeof(err));
     if (rc < 0) {
@@ -618,10 +634,13 @@ int sq_cli_wrk(int argc, char **argv)
                 "squall: %" PRIu64 " of %" PRIu64
                 " arrivals dropped (no connection free: raise -c)\n",
                 res.c.dropped, res.arrivals);
+    if (o.script) /* what math.random drew: given back, it draws the same */
+        fprintf(stderr, "squall: seed %llu (--seed %llu replays the script's math.random)\n",
+                (unsigned long long)res.seed, (unsigned long long)res.seed);
     fprintf(stderr, "squall: errors by kind and the full result with --json FILE%s; docs/wrk.md\n",
             res.open ? "; latency above is from each request's intended send (-R)"
                      : "; -R N measures latency from the intended send, like wrk2");
-    exit_code = SQ_EXIT_OK;
+    exit_code = sq_cli_run_status(&res, 0, cfg.timeout_ns);
 out:
     if (jfile.f)
         sq_cli_file_discard(&jfile); /* not written: nothing under its name */

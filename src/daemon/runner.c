@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "daemon/internal.h"
+#include "engine/verdict.h"
 #include "plan/exec.h"
 #include "output/json.h"
 #include "stats/hist.h"
@@ -402,9 +403,13 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
             } else if (sink_failed) { /* its broker never subscribed: it counted nothing */
                 st = SQ_STORE_FAILED;
                 reason = why_buf;
-            } else if (res.c.completed == 0) {
+            } else if (!sq_result_succeeded(&res)) {
+                /* the rule and the words of the CLI's exit code 1 (engine/verdict.h) */
+                char text[480];
                 st = SQ_STORE_FAILED;
-                reason = "no request succeeded";
+                snprintf(why_buf, sizeof(why_buf), "no request succeeded: %s",
+                         sq_report_why_failed(&res, cfg->timeout_ns, text, sizeof(text)));
+                reason = why_buf;
             } else {
                 st = SQ_STORE_FINISHED;
             }

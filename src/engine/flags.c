@@ -1,7 +1,9 @@
 /* engine/flags.c - see flags.h. */
 #include "engine/flags.h"
 
+#include "base/parse.h"
 #include "base/text.h"
+#include "plan/tmpl.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -125,6 +127,16 @@ int sq_flag_refused(const struct option *longs, int opt, const char *flag, char 
         return sq_flag_fail(err, len, "unknown flag '%.*s'%s", (int)(n + 2), flag, tail);
     }
     return sq_flag_fail(err, len, "unknown flag '%s'", flag);
+}
+
+int sq_flag_seed(const char *flag, const char *arg, uint64_t *out, char *err, size_t len)
+{
+    /* digits only: no sign, no suffix (a seed is an identity, not an amount) */
+    bool digits = arg[0] != '\0' && strspn(arg, "0123456789") == strlen(arg);
+    if (!digits || sq_parse_u64(arg, 0, SQ_SEED_MAX, 0, out) != 0)
+        return sq_flag_fail(err, len, "%s: '%s' is not a seed (0..%llu)", flag, arg,
+                            (unsigned long long)SQ_SEED_MAX);
+    return 0;
 }
 
 uint32_t sq_flag_threads(uint64_t asked)

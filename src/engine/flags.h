@@ -53,6 +53,10 @@ int sq_flag_out(const char *flag, const char *arg, const char **csv, const char 
 /* --sample F: the share of requests --out ndjson records, 0 < F <= 1. Returns 0 or -SQ_EUSAGE. */
 int sq_flag_sample(const char *flag, const char *arg, double *out, char *err, size_t len);
 
+/* --seed N: the seed of a run's random values, a decimal integer in [0, SQ_SEED_MAX] (2^53 - 1,
+ * plan/tmpl.h). Returns 0 or -SQ_EUSAGE ("--seed: 'x' is not a seed (0..9007199254740991)"). */
+int sq_flag_seed(const char *flag, const char *arg, uint64_t *out, char *err, size_t len);
+
 /* The worker threads of a run: asked, or the online CPUs when asked is 0. */
 uint32_t sq_flag_threads(uint64_t asked);
 

@@ -380,13 +380,11 @@ void sq_flow_free(struct sq_flow *f)
     free(f);
 }
 
-int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu)
+int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu, uint64_t seed)
 {
     memset(v, 0, sizeof(*v));
     v->vu = vu;
-    v->rng = 0x9E3779B97F4A7C15ull ^ (vu * 0xBF58476D1CE4E5B9ull);
-    if (!v->rng)
-        v->rng = 1;
+    v->rng = sq_tmpl_rng_init(seed, vu);
     uint32_t nv = f->sc->nvars;
     v->vars = calloc(nv ? nv : 1, sizeof(*v->vars));
     v->var_views = calloc(nv ? nv : 1, sizeof(*v->var_views));

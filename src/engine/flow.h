@@ -92,7 +92,7 @@ struct sq_flow_vu {
     uint64_t iteration;
     int64_t iter_start_ns;
     int64_t think_until; /* the current think step's end (0: not thinking) */
-    uint64_t rng;
+    uint64_t rng;        /* xorshift64: the VU's random stream (sq_flow_vu_init) */
     struct sq_buf req, body, head, scratch, val;
     struct sq_buf fields; /* the head's fields (struct sq_resp_header), spans into head */
     size_t nfields;
@@ -135,7 +135,10 @@ struct sq_egress;
 SQ_MUST_CHECK int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egress *e, char *err,
                                           size_t errlen);
 
-SQ_MUST_CHECK int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu);
+/* Sets VU number vu (global, 1-based) up; its random values ($randomUUID, $randomInt, random
+ * feeders) come from sq_tmpl_rng_init(seed, vu) (plan/tmpl.h). Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu,
+                                  uint64_t seed);
 void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f);
 
 /* Starts an iteration: step 0, feeder rows picked. */

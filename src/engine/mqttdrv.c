@@ -155,8 +155,7 @@ struct mqtt {
     uint8_t *msg; /* a static PUBLISH (QoS 0: whole; QoS > 0: whole, id patched), or NULL */
     size_t msg_len, id_off;
     uint32_t quarter; /* QoS 0: write (and PINGREQ) every quarter window inside an event */
-    uint64_t rng;
-    uint64_t stream; /* this worker's stamp run field */
+    uint64_t stream;  /* this worker's stamp run field */
 };
 
 static struct mqtt *mq_of(struct sq_engine__worker *w)
@@ -446,9 +445,9 @@ static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
     char stamp[SQ_STAMP_MAX];
     struct sq_str st = {stamp, 0};
     struct sq_tmpl_ctx ctx = {
-        .vu = (uint64_t)w->first_vu + c->local + 1,
+        .vu = sq_engine__vu_number(w, c->local),
         .iteration = v->iter++,
-        .rng = &m->rng,
+        .rng = &c->rng,
         .stamp = &st,
     };
     if (bus->stamped) {
@@ -578,14 +577,6 @@ static void mqtt_reset(struct sq_busio *b)
     }
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static int mqtt_init(struct sq_engine__worker *w)
 {
     struct sq_busdrv *d = sq_busdrv_of(w);
@@ -600,8 +591,6 @@ static int mqtt_init(struct sq_engine__worker *w)
     for (uint32_t i = 0; i < w->nconns; i++)
         m->vus[i].seq = UINT64_MAX;
     m->stream = w->run->run_id + w->windex;
-    uint64_t seed = w->run->run_id ^ ((uint64_t)w->windex << 40) ^ (uint64_t)sq_now_ns();
-    m->rng = splitmix(&seed) | 1;
     m->quarter = d->window >= 4 ? d->window / 4 : 1;
     if (sq_tmpl_static(bus->payload, &m->payload, &m->payload_len) && !m->payload)
         m->payload = "";

@@ -98,7 +98,6 @@ struct nats {
     char *msg; /* a whole static core PUB, or NULL */
     size_t msg_len;
     uint32_t quarter; /* core publish: write (and PING) every quarter window inside an event */
-    uint64_t rng;
 };
 
 static struct nats *nats_of(struct sq_engine__worker *w)
@@ -347,9 +346,9 @@ static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
     char stamp[SQ_STAMP_MAX];
     struct sq_str st = {stamp, 0};
     struct sq_tmpl_ctx ctx = {
-        .vu = (uint64_t)w->first_vu + c->local + 1,
+        .vu = sq_engine__vu_number(w, c->local),
         .iteration = v->iter++,
-        .rng = &n->rng,
+        .rng = &c->rng,
         .stamp = &st,
     };
     if (bus->stamped) {
@@ -468,7 +467,6 @@ static int nats_init(struct sq_engine__worker *w)
     if (!n->vus)
         return -ENOMEM;
     uint64_t seed = w->run->run_id ^ ((uint64_t)w->windex << 40) ^ (uint64_t)sq_now_ns();
-    n->rng = splitmix(&seed) | 1;
     n->quarter = d->window >= 4 ? d->window / 4 : 1;
     if (sq_tmpl_static(bus->payload, &n->payload, &n->payload_len) && !n->payload)
         n->payload = "";

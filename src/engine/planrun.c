@@ -41,6 +41,7 @@ static const struct option longs[] = {
     {"watch", required_argument, NULL, 'W'},
     {"watch-name", required_argument, NULL, 'w'},
     {"sample-responses", required_argument, NULL, 'X'},
+    {"seed", required_argument, NULL, 'E'},
     SQ_NETOPTS_LONG_OPTIONS,
     SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -144,6 +145,11 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
                                     "%s: '%s' is not a count of exchanges kept per class (0..%d)",
                                     flag, optarg, SQ_SAMPLE_RESPONSES_MAX);
             break;
+        case 'E':
+            if ((rc = sq_flag_seed(flag, optarg, &o->seed, err, len)) < 0)
+                return rc;
+            o->seed_set = true;
+            break;
         case 'h':
             return SQ_PLANRUN_HELP;
         default:
@@ -244,6 +250,10 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     struct sq_run_config *cfg = &r->cfg;
     cfg->timeout_ns = p->default_timeout_ns ? p->default_timeout_ns : o->timeout_ns;
     cfg->connect_timeout_ns = o->connect_timeout_ns;
+    /* --seed over the plan's seed:, else one from the OS, drawn now: a job for agents carries
+     * it (every agent draws from the same seed, each VU from its own global number) */
+    cfg->seed = o->seed_set ? o->seed : p->seed_set ? p->seed : sq_run_new_seed();
+    cfg->seed_set = true;
     cfg->scens = r->scens;
     cfg->nscens = (uint32_t)p->nscenarios;
     cfg->phases = !o->no_phases;

@@ -51,6 +51,8 @@ struct sq_planrun_opts {
     size_t npercentiles;
     struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (engine/watchopt.h) */
     uint64_t sample_responses;  /* --sample-responses N: exchanges kept per class (5; 0: none) */
+    uint64_t seed;              /* --seed N: the random values' seed, over the plan's seed: */
+    bool seed_set;
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     const char *csv_path, *hdr_path, *ndjson_path; /* --out csv=, hdr=, ndjson= */

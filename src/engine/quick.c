@@ -65,6 +65,7 @@ enum {
     OPT_BINARY,
     OPT_WS_PING,
     OPT_WS_SUBPROTOCOL,
+    OPT_SEED,
 };
 
 static const struct option longs[] = {
@@ -112,6 +113,7 @@ static const struct option longs[] = {
     {"http-debug", optional_argument, NULL, OPT_HTTP_DEBUG},
     {"sample-responses", required_argument, NULL, OPT_SAMPLE_RESPONSES},
     {"name", required_argument, NULL, OPT_NAME},
+    {"seed", required_argument, NULL, OPT_SEED},
     {"percentiles", required_argument, NULL, OPT_PERCENTILES},
     {"watch", required_argument, NULL, OPT_WATCH},
     {"watch-name", required_argument, NULL, OPT_WATCH_NAME},
@@ -423,6 +425,11 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
             return sq_flag_fail(err, len,
                                 "%s: '%s' is not a count of exchanges kept per class (0..%d)", flag,
                                 arg, SQ_SAMPLE_RESPONSES_MAX);
+        return 0;
+    case OPT_SEED:
+        if ((rc = sq_flag_seed(flag, arg, &o->seed, err, len)) < 0)
+            return rc;
+        o->seed_set = true;
         return 0;
     case OPT_NAME:
         if (!arg[0])
@@ -1327,6 +1334,7 @@ static int prepare_script(struct sq_quick_run *r, const struct sq_quick_opts *o,
         .workers = sq_run_workers(&r->cfg),
         .addrs = r->cfg.addrs,
         .naddrs = r->cfg.naddrs,
+        .seed = r->cfg.seed,
     };
     int rc = sq_wrk_script_open(&r->wrk, &a, err, len);
     if (rc < 0)
@@ -1422,6 +1430,9 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
 {
     memset(r, 0, sizeof(*r));
     r->opts = o;
+    /* drawn now, not by sq_run: a script's states and a job for agents need it before the run */
+    r->cfg.seed = o->seed_set ? o->seed : sq_run_new_seed();
+    r->cfg.seed_set = true;
     const char *why = NULL;
     if (o->url && sq_bus_url_is_bus(o->url))
         return prepare_bus(r, o, err, len);

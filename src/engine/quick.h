@@ -108,6 +108,8 @@ struct sq_quick_opts {
     bool http_debug;           /* --http-debug: every exchange (a few requests only) */
     bool http_debug_force;     /* --http-debug=force: whatever the count */
     uint64_t sample_responses; /* --sample-responses N: exchanges kept per class (5; 0: none) */
+    uint64_t seed;             /* --seed N: the random values' seed (plan/tmpl.h) */
+    bool seed_set;             /* --seed was given; else sq_quick_prepare draws one */
     const char *name;          /* --name: the run's name in the result */
     double percentiles[16];    /* --percentiles (output/json.h); npercentiles 0: the default */
     size_t npercentiles;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
+#include "plan/tmpl.h"
 #include "proto/stamp.h"
 #include "stats/hist.h"
 
@@ -72,6 +74,16 @@ uint64_t sq_run_new_id(void)
     x ^= x >> 33;
     uint64_t id = x << SQ_STAMP_STREAM_BITS;
     return id ? id : 1ull << SQ_STAMP_STREAM_BITS; /* never 0: 0 means "draw one" */
+}
+
+uint64_t sq_run_new_seed(void)
+{
+    uint64_t x;
+    if (getrandom(&x, sizeof(x), 0) != (ssize_t)sizeof(x)) {
+        /* no entropy from the kernel (a seccomp filter, an old kernel): a run id's mix */
+        x = sq_run_new_id() ^ (uint64_t)sq_now_ns();
+    }
+    return x & SQ_SEED_MAX;
 }
 
 void sq_stamp_run_text(uint64_t run, char *out)
@@ -908,6 +920,8 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     if (!run.run_id)
         run.run_id = sq_run_new_id();
     out->run_id = run.run_id;
+    run.seed = cfg->seed_set ? cfg->seed : sq_run_new_seed();
+    out->seed = run.seed;
     out->stamped = calloc(nw, sizeof(*out->stamped));
     if (!out->stamped) {
         free(ws);

@@ -316,6 +316,12 @@ struct sq_run_config {
     /* The run id that {{$stamp}} carries (proto/stamp.h), 0: one is drawn at random. Worker w's
      * stamps carry run_id + w (its stream: SQ_STAMP_STREAM_BITS below). */
     uint64_t run_id;
+    /* The seed of the run's random values (plan/tmpl.h: {{$randomUUID}}, {{$randomInt}}, random
+     * feeders, Lua's math.random), in [0, SQ_SEED_MAX]: VU v draws from
+     * sq_tmpl_rng_init(seed, v) (v global, as {{$vu}} in a plan). seed_set false: sq_run draws
+     * one from the OS (sq_run_new_seed). The result says which was used (sq_result.seed). */
+    uint64_t seed;
+    bool seed_set;
     /* Distributed runs (cluster/). seg: run only this execution segment of every executor
      * (plan/exec.h): its share of the VUs, shared iterations and in-flight cap, and the global
      * arrivals dealt to it, each at its global time; VU numbers ({{$vu}}) stay global. A
@@ -363,6 +369,10 @@ struct sq_run_config {
  * draws when cfg->run_id is 0; a caller that must know it before the run (a sink beside it)
  * draws it first. */
 uint64_t sq_run_new_id(void);
+
+/* A fresh seed for a run's random values (struct sq_run_config.seed): SQ_SEED_MAX's 53 bits
+ * from getrandom (the clock and the process mixed, should the kernel refuse). */
+uint64_t sq_run_new_seed(void);
 
 /* A stamp's run field as the stamp writes it (Crockford base32, lowercase), NUL-terminated, in
  * out (14 bytes). */
@@ -583,6 +593,9 @@ struct sq_result {
     /* Stamps ({{$stamp}}): the run id and, per worker (stream), how many events it stamped:
      * stream w carried run_id + w and sequence numbers 0 .. stamped[w] - 1. */
     uint64_t run_id;
+    /* The seed the run's random values came from (cfg->seed, or the one drawn): given back as
+     * --seed, it replays them. */
+    uint64_t seed;
     uint64_t *stamped; /* nstreams entries, owned */
     uint32_t nstreams;
     /* Event buses: the broker's first error message ("" if none), e.g. a NATS -ERR text. */

@@ -367,3 +367,37 @@ bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_to
     }
     return false;
 }
+
+/* ---- the run's own verdict ---- */
+
+/* Over every step of every scenario: the step ends (reqs) and those that failed (errors). */
+static void step_totals(const struct sq_result *r, uint64_t *ends, uint64_t *errors)
+{
+    *ends = *errors = 0;
+    for (uint32_t i = 0; i < r->nscens; i++)
+        for (size_t k = 0; k < r->scens[i].nsteps; k++) {
+            *ends += r->scens[i].steps[k].reqs;
+            *errors += r->scens[i].steps[k].errors;
+        }
+}
+
+bool sq_result_succeeded(const struct sq_result *r)
+{
+    if (r->c.completed)
+        return true;
+    uint64_t ends, errors;
+    step_totals(r, &ends, &errors);
+    if (ends > errors) /* a step that completed: only publish / subscribe ones are left */
+        return true;
+    return ends == 0 && r->c.sent == 0 && r->c.iterations > 0;
+}
+
+uint64_t sq_result_failed_units(const struct sq_result *r)
+{
+    if (!r->nscens)
+        return r->c.failed;
+    uint64_t ends, errors;
+    step_totals(r, &ends, &errors);
+    /* every request of a plan is a step's; a request that failed is one step error */
+    return errors > r->c.failed ? errors : r->c.failed;
+}

@@ -32,6 +32,23 @@ struct sq_th_verdicts {
     bool failed; /* at least one threshold did not hold */
 };
 
+/* Whether a run did its job: the one rule behind every face's exit code 1 ("no request
+ * succeeded": the quick face, `squall run`, `squall wrk`, a distributed run) and the daemon's
+ * `failed` status. A run succeeded when one unit of its work came back whole:
+ *   - a request that got a complete response, whatever its status (c.completed): a target that
+ *     answers 500 to everything did answer, and the 5xx are in the summary;
+ *   - a plan's publish or subscribe step that completed (a step's reqs less its errors: the
+ *     broker took the message, the event arrived), which sends no request;
+ *   - in a plan whose flows did neither kind of work (think steps only, or every request skipped
+ *     by its before hook), a completed iteration.
+ * Iterations alone never count where a step was tried: an iteration also ends after a failed
+ * request (on_error), so a dead target still completes iterations. */
+bool sq_result_succeeded(const struct sq_result *r);
+
+/* The units of work of a run that ended in an error: its failed requests, and in a plan run
+ * its failed steps (requests and publish / subscribe steps, each once). */
+uint64_t sq_result_failed_units(const struct sq_result *r);
+
 /* Evaluates every threshold of p on r (a plan run's result: r->scens in plan order). Returns 0
  * or -ENOMEM. Free with sq_th_verdicts_dispose(). */
 SQ_MUST_CHECK int sq_thresholds_eval(const struct sq_plan *p, const struct sq_result *r,

@@ -489,7 +489,12 @@ static int hooks_init(struct sq_engine__worker *w)
 {
     const struct sq_flow *f = w->flow;
     char err[512];
-    int rc = sq_script_new(f->plan->script, NULL, &w->script, err, sizeof(err));
+    /* math.random: the worker's stream of the run's seed (a state serves all its VUs); on an
+     * agent, its segment's (the same worker number on another agent draws other numbers) */
+    const struct sq_seg *seg = w->cfg->seg;
+    uint64_t stream = SQ_TMPL_STREAM_LUA + ((uint64_t)(seg ? seg->index : 0) << 32) + 1 + w->windex;
+    struct sq_script_target t = {.seeded = true, .seed = sq_tmpl_rng_init(w->run->seed, stream)};
+    int rc = sq_script_new(f->plan->script, &t, &w->script, err, sizeof(err));
     if (rc < 0)
         return rc;
     w->own_script = true;
@@ -528,9 +533,9 @@ __attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64
         w->c.bus.stamped++;
     }
     struct sq_tmpl_ctx x = {
-        .vu = (uint64_t)w->first_vu + c->local + 1,
+        .vu = sq_engine__vu_number(w, c->local),
         .iteration = c->body_iter++,
-        .rng = &w->body_rng,
+        .rng = &c->rng,
         .stamp = &st,
     };
     sq_buf_reset(&w->body);
@@ -1428,6 +1433,11 @@ static size_t flow_stamp(void *ud, uint64_t *seq, char *out)
     return sq_engine__stamp(w, seq, out);
 }
 
+uint64_t sq_engine__vu_number(const struct sq_engine__worker *w, uint32_t i)
+{
+    return w->vu_base + sq_seg_global(w->cfg->seg, w->first_vu - w->vu_base + i) + 1;
+}
+
 /* Plan runs: per-VU flow state, per-step figures, the iteration histogram, regex states. */
 static int flow_init(struct sq_engine__worker *w)
 {
@@ -1436,9 +1446,7 @@ static int flow_init(struct sq_engine__worker *w)
     if (!w->vus)
         return -ENOMEM;
     for (uint32_t i = 0; i < w->nconns; i++) {
-        /* VU numbers are global: in a segment, its own VUs' places in the whole */
-        uint64_t vu = w->vu_base + sq_seg_global(w->cfg->seg, w->first_vu - w->vu_base + i) + 1;
-        int rc = sq_flow_vu_init(&w->vus[i], f, vu);
+        int rc = sq_flow_vu_init(&w->vus[i], f, sq_engine__vu_number(w, i), w->run->seed);
         if (rc < 0)
             return rc;
         w->vus[i].stamp_fn = flow_stamp;
@@ -1521,7 +1529,6 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             w->drv = &sq_engine__null_driver;
     }
     sq_stamp_enc_init(&w->stamp, run->run_id + windex);
-    w->body_rng = (run->run_id ^ 0xD1B54A32D192ED03ull) * (windex + 1) | 1;
     uint64_t vus = sq_seg_share(cfg->seg, sq_exec_max_vus(ex));
     /* The open model's pool grows from preAllocatedVUs to maxVUs on HTTP/1.1 (one VU, one
      * connection); elsewhere maxVUs only caps what is in flight. */
@@ -1631,6 +1638,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         c->io.fd = -1;
         c->local = i;
         c->global = first + i;
+        c->rng = sq_tmpl_rng_init(run->seed, sq_engine__vu_number(w, i));
         c->state = CONN_CLOSED;
         if (ex->kind == SQ_EXEC_PER_VU_ITERATIONS)
             c->iters = ex->iterations;

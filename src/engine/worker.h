@@ -94,7 +94,9 @@ struct sq_engine__conn {
     char *own;                      /* a request() string copied when its write was short;
                                        the quick face's templated request (cfg->body_tmpl) */
     size_t own_cap;
-    uint64_t body_iter;       /* cfg->body_tmpl: this VU's requests so far ($iteration) */
+    uint64_t body_iter; /* cfg->body_tmpl: this VU's requests so far ($iteration) */
+    uint64_t rng;       /* the quick face's templates (body, WebSocket message, bus payload): this
+                           VU's random stream, sq_tmpl_rng_init(seed, its global VU number) */
     struct sq_engine__xc *xc; /* the run captures exchanges (engine/capture.h); else NULL */
 };
 
@@ -162,6 +164,7 @@ struct sq_engine__shared {
     int64_t wind_ns; /* set by the main thread: stop starting work from then (SQ_STOP_GRACEFUL) */
     int64_t go_ns;   /* the common start, 0 until every worker is ready */
     uint64_t run_id; /* what stamps carry (cfg->run_id, or drawn) */
+    uint64_t seed;   /* the random values' seed (cfg->seed, or drawn) */
     int64_t spin_ns; /* busy-wait tail before an arrival (open model) */
 };
 
@@ -318,9 +321,8 @@ struct sq_engine__worker {
     /* {{$stamp}}: this worker's stream (run id + windex) and its next sequence number */
     struct sq_stamp_enc stamp;
     uint64_t stamp_next;
-    /* cfg->body_tmpl: the rendered body (reused) and the template's random state */
+    /* cfg->body_tmpl: the rendered body (reused) */
     struct sq_buf body;
-    uint64_t body_rng;
     /* a wrk-style script (cfg->script): this worker's state, the hooks it calls per request
      * (SQ_SCRIPT_REQUEST, _RESPONSE, _DELAY) and its static request; NULL/0 without one */
     struct sq_script *script;
@@ -342,6 +344,11 @@ struct sq_engine__worker {
     int64_t rate_ns;
     uint64_t rate_base;
 };
+
+/* The global number (1-based) of the worker's VU i ({{$vu}}): in a segment, its place in the
+ * whole, so a VU has the same number, and the same random stream (plan/tmpl.h), on one machine
+ * or on an agent. */
+uint64_t sq_engine__vu_number(const struct sq_engine__worker *w, uint32_t i);
 
 /* The stamp of a new event of worker w, sent now: its sequence number in *seq (may be NULL),
  * the token in out (SQ_STAMP_MAX bytes). Returns the token's length. */

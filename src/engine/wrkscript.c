@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "net/sock.h"
+#include "plan/tmpl.h"
 
 static void set_err(char *err, size_t errlen, const char *msg)
 {
@@ -22,12 +23,16 @@ static void set_err(char *err, size_t errlen, const char *msg)
         snprintf(err, errlen, "%s", msg && msg[0] ? msg : "script error");
 }
 
-static int new_state(const struct sq_wrk_script_args *a, struct sq_script **out, char *err,
-                     size_t errlen)
+/* State k: 0 the main one, i + 1 worker i's. */
+static int new_state(const struct sq_wrk_script_args *a, uint32_t k, struct sq_script **out,
+                     char *err, size_t errlen)
 {
+    struct sq_script_target t = a->target ? *a->target : (struct sq_script_target){0};
+    t.seeded = true;
+    t.seed = sq_tmpl_rng_init(a->seed, SQ_TMPL_STREAM_LUA + k);
     if (a->file)
-        return sq_script_new(a->file, a->target, out, err, errlen);
-    return sq_script_new_string("(no script)", "", 0, a->target, out, err, errlen);
+        return sq_script_new(a->file, &t, out, err, errlen);
+    return sq_script_new_string("(no script)", "", 0, &t, out, err, errlen);
 }
 
 int sq_wrk_script_open(struct sq_wrk_script *ws, const struct sq_wrk_script_args *a, char *err,
@@ -45,7 +50,7 @@ int sq_wrk_script_open(struct sq_wrk_script *ws, const struct sq_wrk_script_args
         sq_wrk_script_close(ws);
         return -ENOMEM;
     }
-    int rc = new_state(a, &ws->main, err, errlen);
+    int rc = new_state(a, 0, &ws->main, err, errlen);
     if (rc < 0) {
         sq_wrk_script_close(ws);
         return rc;
@@ -53,7 +58,7 @@ int sq_wrk_script_open(struct sq_wrk_script *ws, const struct sq_wrk_script_args
     bool moved = false; /* setup() gave some thread another address */
     for (uint32_t i = 0; i < a->workers; i++) {
         struct sq_script *t;
-        rc = new_state(a, &t, err, errlen);
+        rc = new_state(a, i + 1, &t, err, errlen);
         if (rc < 0)
             break;
         ws->states[i] = t;

@@ -36,6 +36,9 @@ struct sq_wrk_script_args {
     uint32_t workers;            /* sq_run_workers() of the run */
     const struct sq_addr *addrs; /* the run's resolved addresses: thread i is shown i % naddrs */
     int naddrs;
+    /* the run's seed (struct sq_run_config.seed): state k (0: the main one, i + 1: worker i's)
+     * seeds math.random with sq_tmpl_rng_init(seed, SQ_TMPL_STREAM_LUA + k) */
+    uint64_t seed;
 };
 
 struct sq_wrk_script {

@@ -620,9 +620,9 @@ static int message(struct sq_engine__conn *c, const char **p, size_t *len)
         w->c.bus.stamped++;
     }
     struct sq_tmpl_ctx x = {
-        .vu = (uint64_t)w->first_vu + c->local + 1,
+        .vu = sq_engine__vu_number(w, c->local),
         .iteration = v->iteration++,
-        .rng = &d->rng,
+        .rng = &c->rng, /* the VU's seeded stream; d->rng (the OS's) keeps the masks */
         .stamp = &st,
     };
     sq_buf_reset(&d->msg);

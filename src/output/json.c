@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,10 @@
 #include "base/b64.h"
 #include "base/text.h"
 #include "engine/quick.h"
+#include "engine/verdict.h"
 #include "plan/exec.h"
 #include "output/figures.h"
+#include "output/fmt.h"
 #include "output/json.h"
 #include "stats/hist.h"
 
@@ -97,14 +100,15 @@ static json_t *run_block(const struct sq_report_info *info, const struct sq_resu
     char a[48], b[48], host[256] = "";
     gethostname(host, sizeof(host) - 1);
     bool started = r->wall_start_ns > 0;
+    /* seed: what the random values came from (53 bits: exact as a JSON number) */
     return json_pack(
-        "{s:o, s:o, s:o, s:o, s:s}", "name", info->name ? json_string(info->name) : json_null(),
-        "started_at",
+        "{s:o, s:o, s:o, s:o, s:s, s:I}", "name",
+        info->name ? json_string(info->name) : json_null(), "started_at",
         started ? json_string(sq_report_iso8601(r->wall_start_ns, a, sizeof(a))) : json_null(),
         "ended_at",
         started ? json_string(sq_report_iso8601(r->wall_start_ns + r->duration_ns, b, sizeof(b)))
                 : json_null(),
-        "command", json_null(), "host", host);
+        "command", json_null(), "host", host, "seed", (json_int_t)r->seed);
 }
 
 /* Appends s to o, quoted for a POSIX shell when it holds anything a shell reads specially.
@@ -272,44 +276,137 @@ static json_t *failures(const struct sq_result *r)
                      ended ? (double)(transport + http) / (double)ended : 0.0);
 }
 
+const char *sq_report_error_text(const struct sq_result *r, enum sq_errk k, int64_t timeout_ns,
+                                 char *buf, size_t len)
+{
+    switch (k) {
+    case SQ_ERRK_CONNECT:
+        if (r->first_connect_err)
+            return sq_strerror(r->first_connect_err);
+        return "a connect attempt failed";
+    case SQ_ERRK_TLS:
+        if (r->tls_error[0])
+            return r->tls_error;
+        return "a TLS failure";
+    case SQ_ERRK_TIMEOUT:
+        snprintf(buf, len, "no complete response within the %gs timeout", (double)timeout_ns / 1e9);
+        return buf;
+    case SQ_ERRK_CLOSED:
+        return "the server closed or reset the connection with a request in flight";
+    case SQ_ERRK_PARSE:
+        return "a response that is not valid HTTP, or past the limits (64 KiB of head, 128 "
+               "headers)";
+    case SQ_ERRK_WRITE:
+        return "the request could not be written: the connection broke";
+    case SQ_ERRK_DNS:
+        return "a lookup of the target during the run failed (the old addresses stay in use)";
+    case SQ_ERRK_DECODE:
+        return "a compressed body did not decode: corrupt, cut short, or over 64 MiB decoded";
+    case SQ_ERRK_EXTRACT:
+        return "an extractor found nothing";
+    case SQ_ERRK_UNSOLICITED:
+        return "bytes no request asked for (RFC 9112 6.3): the connection was replaced";
+    default:
+        return sq_errk_name(k);
+    }
+}
+
 /* What an error kind means, or its first message when squall keeps one. */
 static json_t *error_message(const struct sq_result *r, enum sq_errk k, int64_t timeout_ns)
 {
     char buf[320];
-    switch (k) {
-    case SQ_ERRK_CONNECT:
-        if (r->first_connect_err)
-            return json_string(sq_strerror(r->first_connect_err));
-        return json_string("a connect attempt failed");
-    case SQ_ERRK_TLS:
-        if (r->tls_error[0])
-            return json_string(r->tls_error);
-        return json_string("a TLS failure");
-    case SQ_ERRK_TIMEOUT:
-        snprintf(buf, sizeof(buf), "no complete response within the %gs timeout",
-                 (double)timeout_ns / 1e9);
-        return json_string(buf);
-    case SQ_ERRK_CLOSED:
-        return json_string("the server closed or reset the connection with a request in flight");
-    case SQ_ERRK_PARSE:
-        return json_string("a response that is not valid HTTP, or past the limits (64 KiB of "
-                           "head, 128 headers)");
-    case SQ_ERRK_WRITE:
-        return json_string("the request could not be written: the connection broke");
-    case SQ_ERRK_DNS:
-        return json_string("a lookup of the target during the run failed (the old addresses "
-                           "stay in use)");
-    case SQ_ERRK_DECODE:
-        return json_string("a compressed body did not decode: corrupt, cut short, or over 64 MiB "
-                           "decoded");
-    case SQ_ERRK_EXTRACT:
-        return json_string("an extractor found nothing");
-    case SQ_ERRK_UNSOLICITED:
-        return json_string("bytes no request asked for (RFC 9112 6.3): the connection was "
-                           "replaced");
-    default:
-        return json_string(sq_errk_name(k));
+    return json_string(sq_report_error_text(r, k, timeout_ns, buf, sizeof(buf)));
+}
+
+/* Appends to buf at *used, as far as it goes. */
+static void add(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    if (*used >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        *used = (size_t)w < len - *used ? *used + (size_t)w : len - 1;
+}
+
+/* How many kinds the line names at most, largest first; the rest are counted. */
+#define WHY_KINDS 3
+
+/* The kind with the most errors (SQ_ERRK_COUNT: none). */
+static int largest_kind(const struct sq_result *r)
+{
+    int best = SQ_ERRK_COUNT;
+    for (int k = 0; k < SQ_ERRK_COUNT; k++)
+        if (r->c.errors[k] && (best == SQ_ERRK_COUNT || r->c.errors[k] > r->c.errors[best]))
+            best = k;
+    return best;
+}
+
+const char *sq_report_why_failed(const struct sq_result *r, int64_t timeout_ns, char *buf,
+                                 size_t len)
+{
+    size_t used = 0;
+    char g[32], tmp[320];
+    if (len)
+        buf[0] = '\0';
+    uint64_t failed = sq_result_failed_units(r);
+    bool said_tls = false;
+    if (r->aborted && r->abort_reason[0]) {
+        /* the run gave up (no connection could be made...): its reason says it best */
+        add(buf, len, &used, "%s", r->abort_reason);
+        if (!failed)
+            return buf;
+        add(buf, len, &used, "; ");
+    } else if (r->tls_error[0] && (failed == 0 || largest_kind(r) == SQ_ERRK_TLS)) {
+        /* every handshake failed, or TLS failed the requests (a client certificate refused
+         * after a TLS 1.3 handshake): the TLS library's reason first */
+        add(buf, len, &used, "tls: %s", r->tls_error);
+        if (!failed)
+            return buf;
+        add(buf, len, &used, "; ");
+        said_tls = true;
     }
+    if (failed)
+        add(buf, len, &used, "%s failed", sq_fmt_group(failed, g, sizeof(g)));
+    /* the kinds, largest first (connect and the other kinds that cost no request included:
+     * they say why nothing could be sent) */
+    bool done[SQ_ERRK_COUNT] = {0};
+    int named = 0, more = 0;
+    for (;;) {
+        int best = -1;
+        for (int k = 0; k < SQ_ERRK_COUNT; k++)
+            if (!done[k] && r->c.errors[k] && (best < 0 || r->c.errors[k] > r->c.errors[best]))
+                best = k;
+        if (best < 0)
+            break;
+        done[best] = true;
+        if (named == WHY_KINDS) {
+            more++;
+            continue;
+        }
+        add(buf, len, &used, "%s%s %s",
+            named    ? "; "
+            : failed ? ": "
+                     : "",
+            sq_errk_name((enum sq_errk)best), sq_fmt_group(r->c.errors[best], g, sizeof(g)));
+        if (!(said_tls && best == SQ_ERRK_TLS)) /* else said above */
+            add(buf, len, &used, " (%s)",
+                sq_report_error_text(r, (enum sq_errk)best, timeout_ns, tmp, sizeof(tmp)));
+        named++;
+    }
+    if (more)
+        add(buf, len, &used, "; %d more kind%s in the summary", more, more > 1 ? "s" : "");
+    if (!used && r->c.sent)
+        /* a run shorter than the timeout: its requests were still out when it ended */
+        add(buf, len, &used, "%s sent, none answered before the run ended (%s still in flight)",
+            sq_fmt_group(r->c.sent, g, sizeof(g)), sq_fmt_group(r->in_flight, tmp, sizeof(tmp)));
+    else if (!used)
+        add(buf, len, &used, "nothing was sent (the flow's steps were never started)");
+    return buf;
 }
 
 static json_t *error_messages(const struct sq_result *r, int64_t timeout_ns)

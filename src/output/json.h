@@ -52,6 +52,20 @@ void sq_report_set_command(json_t *doc, int argc, char **argv);
 /* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
 json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);
 
+/* What error kind k means, or its first message when squall keeps one (connect's errno, the
+ * first TLS error): the document's error_messages. buf (320 bytes is enough) may hold it. */
+const char *sq_report_error_text(const struct sq_result *r, enum sq_errk k, int64_t timeout_ns,
+                                 char *buf, size_t len);
+
+/* Why a run that did not succeed (engine/verdict.h sq_result_succeeded) failed, in one line for
+ * "squall: no request succeeded: LINE" and the daemon's reason: the failed units and the error
+ * kinds by count, largest first (three named, each with what it means), e.g. "12,408 failed:
+ * timeout 12,408 (no complete response within the 1s timeout)"; the reason of a run that gave
+ * up first ("no connection could be made to ..."); "tls: REASON" when every handshake failed.
+ * timeout_ns: the run's request timeout. Returns buf. */
+const char *sq_report_why_failed(const struct sq_result *r, int64_t timeout_ns, char *buf,
+                                 size_t len);
+
 /* One entry of the document's per-second "series" (owned by the caller), or NULL when out of
  * memory. client: carry the "client" block (squall's own cost; the document does when its
  * result's client figures are valid), open: the run is open-loop (the block's behind_ms). The

@@ -156,6 +156,19 @@ static void header(FILE *f, const json_t *doc, bool open)
     fputc('\n', f);
 }
 
+/* The seed the random values came from (run.seed; documents before issue 25 have none). */
+static void seed_line(FILE *f, const json_t *doc)
+{
+    const json_t *s = sq_report__get(doc, "run.seed");
+    if (!json_is_integer(s))
+        return;
+    long long v = (long long)json_integer_value(s);
+    fprintf(f,
+            "%-12s %lld · --seed %lld replays the random values ($randomUUID, $randomInt, "
+            "random feeders, math.random)\n",
+            "Seed", v, v);
+}
+
 static void latency(FILE *f, const json_t *doc, bool open)
 {
     const json_t *l = json_object_get(doc, "latency");
@@ -898,6 +911,7 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     websocket(f, ws);
     server(f, doc);
     client(f, doc, open);
+    seed_line(f, doc);
 
     if (!messages && !bus)
         bodies(f, doc); /* WebSocket: the ws block has the payload figures */

@@ -280,6 +280,9 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
     fprintf(out, "target %s\n", p->target ? p->target : "");
     if (p->default_timeout_ns)
         fprintf(out, "default timeout %s\n", fmt_dur(p->default_timeout_ns, d, sizeof(d)));
+    if (p->seed_set)
+        fprintf(out, "seed %llu (the random values replay it; --seed wins)\n",
+                (unsigned long long)p->seed);
     if (p->nvars) {
         fprintf(out, "vars\n");
         for (size_t i = 0; i < p->nvars; i++) {

@@ -647,8 +647,9 @@ static int load_sink(struct ld *L, const struct ynode *n)
 
 static int load_root(struct ld *L, const struct ynode *root)
 {
-    static const char *const keys[] = {"target",     "vars",   "defaults", "data", "scenarios",
-                                       "thresholds", "script", "auth",     "sink", "name"};
+    static const char *const keys[] = {"target",    "vars",       "defaults", "data",
+                                       "scenarios", "thresholds", "script",   "auth",
+                                       "sink",      "name",       "seed"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_map(L, root, "a mapping with target and scenarios");
     if (rc == 0)
@@ -688,6 +689,15 @@ static int load_root(struct ld *L, const struct ynode *root)
             return sq_plan__fail(L, nm, "the name is empty or holds a NUL byte");
         if (!(p->name = strdup(nm->s)))
             return -ENOMEM;
+    }
+    const struct ynode *sd = sq_plan__get(root, "seed");
+    if (sd) {
+        /* the random values replayed: {{$randomUUID}}, {{$randomInt}}, random feeders */
+        size_t m = sq_plan__path_key(L, "seed");
+        if ((rc = sq_plan__get_u64(L, sd, 0, SQ_SEED_MAX, &p->seed)) < 0)
+            return rc;
+        p->seed_set = true;
+        sq_plan__path_pop(L, m);
     }
     const struct ynode *sc = sq_plan__get(root, "scenarios");
     size_t mark = sq_plan__path_key(L, "scenarios");

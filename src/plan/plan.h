@@ -196,6 +196,10 @@ struct sq_plan {
                      NULL */
     struct sq_loc script_loc;
     struct sq_plan_oauth2 *oauth2; /* auth.oauth2, or NULL */
+    /* seed: the random values' seed (plan/tmpl.h), in [0, SQ_SEED_MAX]; seed_set false: none
+     * (the run draws one, or takes --seed, which wins over this) */
+    uint64_t seed;
+    bool seed_set;
 };
 
 /* A load error: where, which key, what was expected. */

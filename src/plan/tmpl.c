@@ -488,6 +488,22 @@ bool sq_tmpl_uses_stamp(const struct sq_tmpl *t)
 
 /* ---- render ---- */
 
+static uint64_t splitmix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t sq_tmpl_rng_init(uint64_t seed, uint64_t stream)
+{
+    /* two rounds: the seed's hash, then the stream folded in, so (seed, stream) and
+     * (seed', stream') only meet by a 64-bit collision */
+    uint64_t x = splitmix64(splitmix64(seed) ^ (stream * 0xD1B54A32D192ED03ull));
+    return x ? x : 0x9E3779B97F4A7C15ull;
+}
+
 static uint64_t next_rand(uint64_t *state)
 {
     uint64_t x = *state;

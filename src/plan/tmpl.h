@@ -112,6 +112,22 @@ bool sq_tmpl_uses_feeds(const struct sq_tmpl *t);
 /* True when the template uses $stamp (then the caller makes a stamp per request: ctx->stamp). */
 bool sq_tmpl_uses_stamp(const struct sq_tmpl *t);
 
+/* The random values ($randomUUID, $randomInt, a random feeder's rows, and Lua's math.random in
+ * scripts) come from a run's seed: one number in [0, SQ_SEED_MAX] (53 bits, so a JSON number
+ * carries it exactly), drawn from the OS unless the user gave one (--seed, a plan's seed:).
+ * Each VU has its own stream, sq_tmpl_rng_init(seed, its VU number): what a VU draws depends on
+ * the seed and its number alone, never on which thread runs it or when, so the same seed replays
+ * every VU's values, on one machine or split across agents (VU numbers are global). */
+#define SQ_SEED_MAX ((1ull << 53) - 1)
+
+/* The xorshift64 state of stream `stream` (a VU's 1-based number; other users take numbers
+ * above 2^62) of the seed: a splitmix64 hash of both, so neighbouring seeds and streams give
+ * unrelated sequences. Never 0 (xorshift's fixed point). */
+uint64_t sq_tmpl_rng_init(uint64_t seed, uint64_t stream);
+
+/* Lua states' streams (sq_tmpl_rng_init's stream): SQ_TMPL_STREAM_LUA + the state's number. */
+#define SQ_TMPL_STREAM_LUA (1ull << 62)
+
 /* Appends the rendered text to out. Returns 0 or -ENOMEM. Generators ($randomUUID,
  * $randomInt, $timestamp) are evaluated at each occurrence. */
 SQ_MUST_CHECK int sq_tmpl_render(const struct sq_tmpl *t, const struct sq_tmpl_ctx *ctx,

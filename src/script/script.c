@@ -259,6 +259,14 @@ static int build(lua_State *L)
     sq_script__install_net(L, wrk);
     sq_script__install_thread(L);
     sq_script__install_stats(L);
+    if (t && t->seeded) {
+        /* a double holds 53 bits exactly: LuaJIT mixes them into its generator's state */
+        lua_getglobal(L, "math");
+        lua_getfield(L, -1, "randomseed");
+        lua_pushnumber(L, (lua_Number)(t->seed >> 11));
+        lua_call(L, 1, 0);
+        lua_pop(L, 1);
+    }
     lua_pushvalue(L, wrk);
     lua_setglobal(L, "wrk");
     /* require "wrk" finds it too, as in wrk */

@@ -65,6 +65,12 @@ struct sq_script_target {
     const char *path;   /* from the path on, query included; NULL: "/" */
     const struct sq_script_header *headers; /* wrk.headers, in order (a later name replaces) */
     size_t nheaders;
+    /* seeded: math.randomseed(seed) before the chunk runs, so math.random follows the run's
+     * seed (engine/: one stream per state, plan/tmpl.h); else LuaJIT's fixed default state,
+     * the same numbers in every run (as in wrk). A script that calls math.randomseed itself
+     * replaces it either way. */
+    bool seeded;
+    uint64_t seed;
 };
 
 /* The global functions a state defines, as sq_script_hooks() reports them. */

@@ -15,6 +15,7 @@
 
 #include "plan/feeder.h"
 #include "plan/feeder_internal.h"
+#include "plan/tmpl.h"
 
 static struct sq_feeder *csv(const char *s, size_t len)
 {
@@ -387,6 +388,34 @@ static void test_modes(void **state)
     sq_feeder_free(f);
 }
 
+/* A random feeder draws from the VU's stream (plan/tmpl.h): the run's seed and the VU's number
+ * replay its rows, another seed draws others. */
+static void test_random_rows_follow_the_seed(void **state)
+{
+    (void)state;
+    char s[8192] = "v\n";
+    for (int i = 0; i < 1000; i++)
+        snprintf(s + strlen(s), sizeof(s) - strlen(s), "r%d\n", i);
+    struct sq_feeder *f = csv(s, strlen(s));
+    const struct sq_str *a[64], *b[64], *c[64], *d[64];
+    uint64_t ra = sq_tmpl_rng_init(7, 1), rb = sq_tmpl_rng_init(7, 1);
+    uint64_t rc = sq_tmpl_rng_init(8, 1), rd = sq_tmpl_rng_init(7, 2);
+    for (int i = 0; i < 64; i++) {
+        a[i] = sq_feeder_row(f, SQ_FEED_RANDOM, 1, &ra);
+        b[i] = sq_feeder_row(f, SQ_FEED_RANDOM, 1, &rb);
+        c[i] = sq_feeder_row(f, SQ_FEED_RANDOM, 1, &rc);
+        d[i] = sq_feeder_row(f, SQ_FEED_RANDOM, 2, &rd);
+    }
+    assert_memory_equal(a, b, sizeof(a));
+    int same_c = 0, same_d = 0;
+    for (int i = 0; i < 64; i++) {
+        same_c += a[i] == c[i];
+        same_d += a[i] == d[i];
+    }
+    assert_true(same_c < 5 && same_d < 5); /* 1 in 1000 each by chance */
+    sq_feeder_free(f);
+}
+
 struct seq_arg {
     struct sq_feeder *f;
     size_t hits[4];
@@ -554,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_sequential_threads),
         cmocka_unit_test(test_load_files),
         cmocka_unit_test(test_many_columns),
+        cmocka_unit_test(test_random_rows_follow_the_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

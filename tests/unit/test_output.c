@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "engine/run.h"
+#include "engine/verdict.h"
 #include "output/doc.h"
 #include "output/figures.h"
 #include "output/html.h"
@@ -245,6 +246,7 @@ static void closed_result(struct sq_result *r, struct sq_exec *e)
     e->kind = SQ_EXEC_CONSTANT_VUS;
     e->vus = 4;
     e->duration_ns = 2 * 1000000000LL;
+    r->seed = 9007199254740991ull; /* the largest: exact in the document */
     const char *why = NULL;
     assert_int_equal(sq_exec_prepare(e, &why), 0);
     r->latency = hist_of(1000, 180);
@@ -296,6 +298,7 @@ static void open_result(struct sq_result *r, struct sq_exec *e)
     e->kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE;
     e->vus = 8;
     e->rate = 500;
+    r->seed = 42;
     e->duration_ns = 3 * 1000000000LL;
     e->max_in_flight = 16;
     const char *why = NULL;
@@ -692,6 +695,95 @@ static void test_latency_figures(void **state)
     sq_hist_free(h);
 }
 
+/* The rule behind exit code 1 (engine/verdict.h) and the line that says why. */
+static void test_nothing_succeeded(void **state)
+{
+    (void)state;
+    char buf[1024];
+    struct sq_result r;
+    memset(&r, 0, sizeof(r));
+    /* a response of any status did the job */
+    r.c.sent = r.c.completed = 3;
+    r.c.status[5] = 3;
+    assert_true(sq_result_succeeded(&r));
+
+    /* every request timed out: the count, the kind and what it means */
+    memset(&r, 0, sizeof(r));
+    r.c.sent = r.c.failed = r.c.errors[SQ_ERRK_TIMEOUT] = 12408;
+    r.c.iterations = 12408; /* each iteration ended, after its failed request */
+    assert_false(sq_result_succeeded(&r));
+    assert_string_equal(sq_report_why_failed(&r, 1000000000, buf, sizeof(buf)),
+                        "12,408 failed: timeout 12,408 (no complete response within the 1s "
+                        "timeout)");
+
+    /* the largest three kinds, then how many more */
+    r.c.errors[SQ_ERRK_PARSE] = 20000;
+    r.c.errors[SQ_ERRK_CLOSED] = 3;
+    r.c.errors[SQ_ERRK_CONNECT] = 2;
+    r.c.errors[SQ_ERRK_DECODE] = 1;
+    r.first_connect_err = -ECONNREFUSED;
+    r.c.failed = 12408 + 20000 + 3 + 1;
+    sq_report_why_failed(&r, 1000000000, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "32,412 failed: parse 20,000 (a response that is not valid"));
+    assert_non_null(strstr(buf, "; timeout 12,408 (no complete"));
+    assert_non_null(strstr(buf, "; closed 3 (the server closed"));
+    assert_non_null(strstr(buf, "; 2 more kinds in the summary"));
+    assert_null(strstr(buf, "connect 2")); /* the fourth largest: counted, not named */
+
+    /* a run that gave up: its reason first */
+    memset(&r, 0, sizeof(r));
+    r.aborted = true;
+    r.c.errors[SQ_ERRK_CONNECT] = 8;
+    snprintf(r.abort_reason, sizeof(r.abort_reason),
+             "no connection could be made to 127.0.0.1:1: Connection refused");
+    assert_false(sq_result_succeeded(&r));
+    assert_string_equal(sq_report_why_failed(&r, 1000000000, buf, sizeof(buf)),
+                        "no connection could be made to 127.0.0.1:1: Connection refused");
+
+    /* TLS refused the requests (a client certificate, after a TLS 1.3 handshake) */
+    memset(&r, 0, sizeof(r));
+    r.c.sent = r.c.failed = 5;
+    r.c.errors[SQ_ERRK_TLS] = 7;
+    snprintf(r.tls_error, sizeof(r.tls_error), "read failed: certificate required");
+    assert_string_equal(sq_report_why_failed(&r, 1000000000, buf, sizeof(buf)),
+                        "tls: read failed: certificate required; 5 failed: tls 7");
+
+    /* shorter than the timeout: still out at the end */
+    memset(&r, 0, sizeof(r));
+    r.c.sent = r.in_flight = 2;
+    assert_string_equal(sq_report_why_failed(&r, 10000000000, buf, sizeof(buf)),
+                        "2 sent, none answered before the run ended (2 still in flight)");
+
+    /* a plan: a publish step that completed is a success, one that failed is not; a flow of
+     * think steps alone succeeds with an iteration */
+    struct sq_step_stats steps[2];
+    struct sq_scen_result sc;
+    memset(&r, 0, sizeof(r));
+    memset(steps, 0, sizeof(steps));
+    memset(&sc, 0, sizeof(sc));
+    sc.steps = steps;
+    sc.nsteps = 2;
+    r.scens = &sc;
+    r.nscens = 1;
+    r.c.iterations = 10;
+    steps[0].reqs = steps[0].errors = 10; /* every publish timed out */
+    r.c.errors[SQ_ERRK_TIMEOUT] = 10;
+    assert_false(sq_result_succeeded(&r));
+    assert_int_equal(sq_result_failed_units(&r), 10);
+    assert_string_equal(sq_report_why_failed(&r, 300000000, buf, sizeof(buf)),
+                        "10 failed: timeout 10 (no complete response within the 0.3s timeout)");
+    steps[0].errors = 9; /* one publish the broker took */
+    assert_true(sq_result_succeeded(&r));
+    memset(steps, 0, sizeof(steps)); /* think steps only */
+    memset(&r.c, 0, sizeof(r.c));
+    r.c.iterations = 4;
+    assert_true(sq_result_succeeded(&r));
+    r.c.iterations = 0;
+    assert_false(sq_result_succeeded(&r));
+    assert_string_equal(sq_report_why_failed(&r, 300000000, buf, sizeof(buf)),
+                        "nothing was sent (the flow's steps were never started)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -704,6 +796,7 @@ int main(void)
         cmocka_unit_test(test_hostile_values),
         cmocka_unit_test(test_series_writers),
         cmocka_unit_test(test_latency_figures),
+        cmocka_unit_test(test_nothing_succeeded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

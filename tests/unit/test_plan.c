@@ -113,7 +113,7 @@ static void unknown_keys(void **state)
                "unknown key 'scenarioz' (did you mean 'scenarios'?)");
     expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
                "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
-               "thresholds, script, auth, sink, name)");
+               "thresholds, script, auth, sink, name, seed)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -125,6 +125,37 @@ static void unknown_keys(void **state)
                "unknown operator 'gte' (did you mean 'gt'?)");
     expect_err("target: http://127.0.0.1:8080\ntarget: x\n", "2:1", "",
                "duplicate key 'target' (first at line 1)");
+}
+
+/* seed: the random values' seed, a whole number in [0, 2^53 - 1]; absent: none (drawn) */
+static void seed_key(void **state)
+{
+    (void)state;
+    char name[128];
+    snprintf(name, sizeof(name), "%s/plan.yaml", tmpdir);
+    static const char *const ok[] = {"seed: 0\n", "seed: 42\n", "seed: 9007199254740991\n", ""};
+    static const uint64_t want[] = {0, 42, 9007199254740991ull, 0};
+    for (size_t i = 0; i < 4; i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof(yaml), "%s" HEAD "      - request: { url: /x }\n", ok[i]);
+        struct sq_plan *p = NULL;
+        struct sq_plan_error e;
+        if (sq_plan_load_string(name, yaml, strlen(yaml), &p, &e) != 0)
+            fail_msg("'%s' did not load: %s", ok[i], e.msg);
+        assert_int_equal(p->seed_set, ok[i][0] != '\0');
+        assert_true(p->seed == want[i]);
+        sq_plan_free(p);
+    }
+    expect_err("seed: 9007199254740992\n" HEAD "      - request: { url: /x }\n", "1:7", "seed",
+               "expected a whole number from 0 to 9007199254740991, got '9007199254740992'");
+    expect_err("seed: -1\n" HEAD "      - request: { url: /x }\n", "1:7", "seed",
+               "expected a whole number from 0 to 9007199254740991, got '-1'");
+    expect_err("seed: \"7\"\n" HEAD "      - request: { url: /x }\n", "1:8", "seed",
+               "expected a whole number");
+    expect_err("seed: [1]\n" HEAD "      - request: { url: /x }\n", "1:7", "seed",
+               "a whole number");
+    expect_err("sed: 7\n" HEAD "      - request: { url: /x }\n", "1:1", "",
+               "unknown key 'sed' (did you mean 'seed'?)");
 }
 
 static void wrong_types(void **state)
@@ -1287,17 +1318,29 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),    cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),          cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),
+        cmocka_unit_test(seed_key),
+        cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),
+        cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),
+        cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),
+        cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model),
+        cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),
+        cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),
+        cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),
+        cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),
+        cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),
+        cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),
+        cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -22,6 +22,7 @@
 #include "engine/flags.h"
 #include "engine/quick.h"
 #include "output/json.h"
+#include "plan/tmpl.h"
 
 extern char **environ;
 
@@ -377,6 +378,10 @@ static void same_message_both_ways(void **state)
         {"dns-ttl", "0"},
         {"tls-min", "1.1"},
         {"tls-max", "x"},
+        {"seed", "x"},
+        {"seed", "-1"},
+        {"seed", "1k"},
+        {"seed", "9007199254740992"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char flag[64], ea[SQ_PREP_ERRLEN] = "", ej[SQ_PREP_ERRLEN] = "", js[256];
@@ -399,6 +404,42 @@ static void same_message_both_ways(void **state)
         sq_quick_opts_dispose(&oa);
         sq_quick_opts_dispose(&oj);
     }
+}
+
+/* --seed N (and the JSON key seed, as a number or a string) is the run's seed; without it the
+ * prepared run has one drawn from the OS, a different one each time. */
+static void seed_flag(void **state)
+{
+    (void)state;
+    char err[SQ_PREP_ERRLEN];
+    struct sq_quick_opts o, j;
+    struct sq_quick_run r, s;
+    const char *args[] = {"--seed", "9007199254740991", U, NULL};
+    assert_int_equal(parse_args(&o, args, err, sizeof(err)), 0);
+    assert_true(o.seed_set && o.seed == 9007199254740991ull);
+    assert_int_equal(sq_quick_prepare(&r, &o, err, sizeof(err)), 0);
+    assert_true(r.cfg.seed_set && r.cfg.seed == 9007199254740991ull);
+    sq_quick_run_dispose(&r);
+    assert_int_equal(parse_json(&j, "{\"url\": \"" U "\", \"seed\": 0}", err, sizeof(err)), 0);
+    assert_true(j.seed_set && j.seed == 0);
+    sq_quick_opts_dispose(&j);
+    sq_quick_opts_dispose(&o);
+    const char *none[] = {U, NULL};
+    assert_int_equal(parse_args(&o, none, err, sizeof(err)), 0);
+    assert_false(o.seed_set);
+    assert_int_equal(sq_quick_prepare(&r, &o, err, sizeof(err)), 0);
+    assert_int_equal(sq_quick_prepare(&s, &o, err, sizeof(err)), 0);
+    assert_true(r.cfg.seed_set && s.cfg.seed_set);
+    assert_true(r.cfg.seed <= SQ_SEED_MAX && s.cfg.seed <= SQ_SEED_MAX);
+    assert_true(r.cfg.seed != s.cfg.seed); /* 53 bits from getrandom: equal once in 2^53 */
+    sq_quick_run_dispose(&r);
+    sq_quick_run_dispose(&s);
+    sq_quick_opts_dispose(&o);
+    assert_int_equal(
+        parse_args(&o, (const char *const[]){"--seed", "0x10", U, NULL}, err, sizeof(err)),
+        -SQ_EUSAGE);
+    assert_string_equal(err, "--seed: '0x10' is not a seed (0..9007199254740991)");
+    sq_quick_opts_dispose(&o);
 }
 
 /* The parser can run again and again in one process (the daemon's), whatever the last one left
@@ -586,6 +627,7 @@ int main(void)
         cmocka_unit_test(prepare_refusals),
         cmocka_unit_test(same_message_both_ways),
         cmocka_unit_test(argv_parses_again),
+        cmocka_unit_test(seed_flag),
         cmocka_unit_test(same_document),
     };
     return cmocka_run_group_tests(tests, start_target, stop_target);

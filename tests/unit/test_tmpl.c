@@ -410,13 +410,79 @@ static void oauth_token(void **state)
     sq_tmpl_free(t);
 }
 
+/* Renders t n times from VU vu's stream of seed into one string (caller frees). */
+static char *render_stream(const struct sq_tmpl *t, uint64_t seed, uint64_t vu, int n)
+{
+    uint64_t rng = sq_tmpl_rng_init(seed, vu);
+    struct sq_tmpl_ctx ctx = {.vu = vu, .rng = &rng};
+    struct sq_buf b = {0};
+    for (int i = 0; i < n; i++) {
+        ctx.iteration = (uint64_t)i;
+        assert_int_equal(sq_tmpl_render(t, &ctx, &b), 0);
+    }
+    assert_int_equal(sq_buf_append(&b, "", 1), 0);
+    return b.p;
+}
+
+/* A run's seed and a VU's number make its stream: the same pair replays it, another seed or VU
+ * gives unrelated values, and no pair gives xorshift's stuck state 0. */
+static void seed_streams(void **state)
+{
+    (void)state;
+    /* pinned: a seed printed by one build replays its run on the next */
+    assert_true(sq_tmpl_rng_init(0, 1) == 17393240832000593394ull);
+    assert_true(sq_tmpl_rng_init(42, 7) == 956014191956182556ull);
+    assert_true(sq_tmpl_rng_init(SQ_SEED_MAX, SQ_TMPL_STREAM_LUA) == 2507639321139471508ull);
+    /* every (seed, stream) of a neighbourhood starts somewhere else, never at 0 */
+    enum { SEEDS = 256, STREAMS = 64 };
+    uint64_t *v = malloc(SEEDS * STREAMS * sizeof(*v));
+    assert_non_null(v);
+    size_t n = 0;
+    for (uint64_t s = 0; s < SEEDS; s++)
+        for (uint64_t k = 1; k <= STREAMS; k++) {
+            uint64_t x = sq_tmpl_rng_init(s, k);
+            assert_true(x != 0);
+            assert_true(x == sq_tmpl_rng_init(s, k));
+            v[n++] = x;
+        }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (v[i] == v[j])
+                fail_msg("streams %zu and %zu start at the same state", i, j);
+    /* each bit is set in about half of them (a mix, not seed + stream) */
+    for (int bit = 0; bit < 64; bit++) {
+        size_t ones = 0;
+        for (size_t i = 0; i < n; i++)
+            ones += (v[i] >> bit) & 1;
+        if (ones < n * 45 / 100 || ones > n * 55 / 100)
+            fail_msg("bit %d set in %zu of %zu", bit, ones, n);
+    }
+    free(v);
+
+    /* rendered: a VU's values replay with its seed and number, and only with both */
+    struct sq_tmpl *t = compile("{{$randomUUID}} {{$randomInt(1,1000000000)}};", SQ_TMPL_ESC_NONE);
+    char *a = render_stream(t, 12345, 3, 50);
+    char *b = render_stream(t, 12345, 3, 50);
+    char *other_seed = render_stream(t, 12346, 3, 50);
+    char *other_vu = render_stream(t, 12345, 4, 50);
+    assert_string_equal(a, b);
+    assert_memory_not_equal(a, other_seed, 36);
+    assert_memory_not_equal(a, other_vu, 36);
+    assert_memory_equal(a + 14, "4", 1); /* version 4 */
+    free(a);
+    free(b);
+    free(other_seed);
+    free(other_vu);
+    sq_tmpl_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(compile_errors), cmocka_unit_test(static_fast_path),
         cmocka_unit_test(builtins),       cmocka_unit_test(generators_differ),
         cmocka_unit_test(escapes),        cmocka_unit_test(slots),
-        cmocka_unit_test(oauth_token),
+        cmocka_unit_test(oauth_token),    cmocka_unit_test(seed_streams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
