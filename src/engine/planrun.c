@@ -41,6 +41,7 @@ static const struct option longs[] = {
     {"watch", required_argument, NULL, 'W'},
     {"watch-name", required_argument, NULL, 'w'},
     {"sample-responses", required_argument, NULL, 'X'},
+    {"no-redact", no_argument, NULL, 'U'},
     SQ_NETOPTS_LONG_OPTIONS,
     SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -143,6 +144,9 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
                 return sq_flag_fail(err, len,
                                     "%s: '%s' is not a count of exchanges kept per class (0..%d)",
                                     flag, optarg, SQ_SAMPLE_RESPONSES_MAX);
+            break;
+        case 'U':
+            o->no_redact = true;
             break;
         case 'h':
             return SQ_PLANRUN_HELP;
@@ -253,6 +257,8 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
         return rc;
     cfg->watch = r->watch;
     cfg->sample_per_class = (uint32_t)o->sample_responses;
+    /* credentials out of kept exchanges: the plan's own come from its flows (sq_flow_secrets) */
+    cfg->no_redact = o->no_redact || p->no_redact;
     if (o->streams && !nh2)
         return sq_flag_fail(err, len,
                             "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");

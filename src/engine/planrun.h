@@ -49,6 +49,7 @@ struct sq_planrun_opts {
     size_t npercentiles;
     struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (engine/watchopt.h) */
     uint64_t sample_responses;  /* --sample-responses N: exchanges kept per class (5; 0: none) */
+    bool no_redact;             /* --no-redact (or the plan's redact: false): keep credentials */
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     const char *csv_path, *hdr_path, *ndjson_path; /* --out csv=, hdr=, ndjson= */

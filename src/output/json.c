@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/b64.h"
+#include "base/redact.h"
 #include "base/text.h"
 #include "engine/quick.h"
 #include "plan/exec.h"
@@ -131,21 +132,86 @@ static char *shell_word(char *o, const char *s)
     return o;
 }
 
-void sq_report_set_command(json_t *doc, int argc, char **argv)
+/* The header value of a -H argument: "-H" then the next word, "-HK: V", "--header" then the next
+ * word, "--header=K: V". Returns where it starts in argv[i] (or argv[i + 1], *next set), or NULL
+ * when argv[i] gives none. */
+static const char *header_arg(int argc, char **argv, int i, bool *next)
+{
+    const char *a = argv[i];
+    *next = false;
+    if ((strcmp(a, "-H") == 0 || strcmp(a, "--header") == 0) && i + 1 < argc) {
+        *next = true;
+        return argv[i + 1];
+    }
+    if (strncmp(a, "--header=", 9) == 0)
+        return a + 9;
+    if (a[0] == '-' && a[1] == 'H' && a[2])
+        return a + 2;
+    return NULL;
+}
+
+/* s, a "K: V" header line, with V redacted when K carries a credential; NULL: s as it is (or
+ * out of memory). */
+static char *redact_header_arg(const char *s)
+{
+    const char *colon = strchr(s, ':');
+    if (!colon)
+        return NULL;
+    size_t nl = (size_t)(colon - s);
+    while (nl && (s[nl - 1] == ' ' || s[nl - 1] == '\t'))
+        nl--;
+    if (!sq_redact_header_name(s, nl))
+        return NULL;
+    const char *v = colon + 1;
+    v += strspn(v, " \t");
+    struct sq_buf b = {0};
+    if (sq_buf_append(&b, s, (size_t)(v - s)) < 0 || sq_redact_value(s, nl, v, strlen(v), &b) < 0 ||
+        sq_buf_append(&b, "", 1) < 0) {
+        sq_buf_dispose(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+void sq_report_set_command(json_t *doc, int argc, char **argv, bool redact)
 {
     json_t *run = json_object_get(doc, "run");
     if (!json_is_object(run) || argc < 1)
         return;
     size_t cap = 1;
     for (int i = 0; i < argc; i++)
-        cap += 4 * strlen(i ? argv[i] : "squall") + 4;
+        cap += 4 * strlen(i ? argv[i] : "squall") + 4 + 4 * sizeof(SQ_REDACTED);
     char *buf = malloc(cap), *o = buf;
     if (!buf)
         return;
     for (int i = 0; i < argc; i++) {
         if (i)
             *o++ = ' ';
-        o = shell_word(o, i ? argv[i] : "squall");
+        bool next;
+        const char *h = redact && i ? header_arg(argc, argv, i, &next) : NULL;
+        char *r = h ? redact_header_arg(h) : NULL;
+        if (!r) {
+            o = shell_word(o, i ? argv[i] : "squall");
+            continue;
+        }
+        if (next) { /* -H, then the value as its own word */
+            o = shell_word(o, argv[i]);
+            *o++ = ' ';
+            o = shell_word(o, r);
+            i++;
+        } else { /* the flag and the value in one word */
+            size_t fl = (size_t)(h - argv[i]);
+            char *w = malloc(fl + strlen(r) + 1);
+            if (w) {
+                memcpy(w, argv[i], fl);
+                strcpy(w + fl, r);
+                o = shell_word(o, w);
+                free(w);
+            } else {
+                o = shell_word(o, "[redacted]");
+            }
+        }
+        free(r);
     }
     *o = '\0';
     json_object_set_new(run, "command", json_string(buf));

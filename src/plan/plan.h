@@ -133,6 +133,9 @@ struct sq_plan_feeder {
     char *path;
     enum sq_feed_mode mode;
     struct sq_feeder *data;
+    /* secret: per column of data, true when its cells are credentials: a VU's current cell is
+     * redacted wherever an exchange is kept (base/redact.h); NULL when no column is secret */
+    bool *secret;
 };
 
 struct sq_plan_threshold {
@@ -196,6 +199,12 @@ struct sq_plan {
                      NULL */
     struct sq_loc script_loc;
     struct sq_plan_oauth2 *oauth2; /* auth.oauth2, or NULL */
+    bool no_redact;                /* redact: false: kept exchanges keep their credentials */
+    /* The credentials the plan holds as fixed text, found when it loads: the fixed value of each
+     * credential header (base/redact.h's names) and its part after the scheme word, auth.oauth2's
+     * client secret, the password of a broker URL. Views into the plan; nsecrets of them. */
+    struct sq_str *secrets;
+    size_t nsecrets;
 };
 
 /* A load error: where, which key, what was expected. */
