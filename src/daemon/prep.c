@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/redact.h"
 #include "daemon/internal.h"
 #include "engine/flags.h"
 #include "engine/planrun.h"
@@ -240,6 +241,10 @@ static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool ch
                     "the body needs \"quick\" (the quick face's options) or \"plan\" (YAML)");
     if (name && (!json_is_string(name) || json_string_length(name) > 200))
         return fail(err, len, -SQ_EUSAGE, "name: expects a string (at most 200 bytes)");
+    if (json_object_get(body, "redacted"))
+        return fail(err, len, -SQ_EUSAGE,
+                    "redacted: this is a stored request whose credentials were redacted "
+                    "(docs/daemon.md): send it again with them");
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)body, k, v)
@@ -396,6 +401,79 @@ void sq_daemon__req_shape(const struct sq_daemon__req *r, uint32_t *workers, uin
         *workers = sq_run_workers(&r->pr.cfg);
         *vus = r->pr.vus;
     }
+}
+
+/* A -H line ("K: V") with V redacted when K carries a credential; NULL when it does not (or
+ * out of memory: *oom set). */
+static json_t *redact_header_line(const char *line, bool *oom)
+{
+    const char *colon = strchr(line, ':');
+    if (!colon)
+        return NULL;
+    size_t nl = (size_t)(colon - line);
+    while (nl && (line[nl - 1] == ' ' || line[nl - 1] == '\t'))
+        nl--;
+    if (!sq_redact_header_name(line, nl))
+        return NULL;
+    const char *v = colon + 1 + strspn(colon + 1, " \t");
+    struct sq_buf b = {0};
+    json_t *j = NULL;
+    if (sq_buf_append(&b, line, (size_t)(v - line)) == 0 &&
+        sq_redact_value(line, nl, v, strlen(v), &b) == 0)
+        j = json_stringn(b.p, b.len);
+    sq_buf_dispose(&b);
+    *oom |= !j;
+    return j;
+}
+
+char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, const char *text)
+{
+    bool keep = r->kind == SQ_STORE_QUICK ? r->qo.no_redact : r->plan->no_redact;
+    if (keep)
+        return dupstr(text);
+    json_t *copy = json_deep_copy(body);
+    if (!copy)
+        return NULL;
+    bool changed = false, oom = false;
+    if (r->kind == SQ_STORE_QUICK) {
+        json_t *q = json_object_get(copy, "quick"), *h = json_object_get(q, "header"), *e;
+        if (json_is_string(h)) {
+            json_t *red = redact_header_line(json_string_value(h), &oom);
+            if (red) {
+                json_object_set_new(q, "header", red);
+                changed = true;
+            }
+        }
+        size_t i;
+        json_array_foreach(h, i, e)
+        {
+            json_t *red = json_is_string(e) ? redact_header_line(json_string_value(e), &oom) : NULL;
+            if (red) {
+                json_array_set_new(h, i, red);
+                changed = true;
+            }
+        }
+    } else {
+        /* the plan's fixed credentials, wherever its text holds them (base/redact.h) */
+        const json_t *p = json_object_get(copy, "plan");
+        struct sq_buf b = {0};
+        if (sq_redact_text(json_string_value(p), json_string_length(p), 0, r->plan->secrets,
+                           r->plan->nsecrets, &b) < 0) {
+            oom = true;
+        } else if (b.len != json_string_length(p) ||
+                   memcmp(b.p ? b.p : "", json_string_value(p), b.len) != 0) {
+            json_object_set_new(copy, "plan", json_stringn(b.p ? b.p : "", b.len));
+            changed = true;
+        }
+        sq_buf_dispose(&b);
+    }
+    char *out = NULL;
+    if (!oom && !changed)
+        out = dupstr(text);
+    else if (!oom && json_object_set_new(copy, "redacted", json_true()) == 0)
+        out = json_dumps(copy, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(copy);
+    return out;
 }
 
 void sq_daemon__req_free(struct sq_daemon__req *r)

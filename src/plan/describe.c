@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/redact.h"
 #include "plan/plan.h"
 
 void sq_plan_error_format(const struct sq_plan_error *e, char *buf, size_t len)
@@ -169,6 +170,22 @@ static void put_tmpl(FILE *out, const struct sq_tmpl *t, size_t max)
     put_short(out, s, n, max);
 }
 
+/* A header's template as written; a credential header's fixed text redacted (base/redact.h):
+ * "Authorization: Bearer [redacted]", while "Bearer {{token}}" names only where it comes from. */
+static void put_header_value(FILE *out, const char *name, const struct sq_tmpl *t)
+{
+    size_t n;
+    const char *s = sq_tmpl_source(t, &n);
+    struct sq_buf b = {0};
+    if (!sq_redact_header_name(name, strlen(name)) || memmem(s, n, "{{", 2) ||
+        sq_redact_value(name, strlen(name), s, n, &b) < 0) {
+        put_short(out, s, n, 100);
+    } else {
+        put_short(out, b.p ? b.p : "", b.len, 100);
+    }
+    sq_buf_dispose(&b);
+}
+
 /* True when nothing of the request is rendered per iteration: its URL, every header and its
  * body are fixed text and the scenario keeps no cookie jar (which adds a Cookie header per VU),
  * so it is serialised once before the run. */
@@ -232,8 +249,9 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         fputc('\n', out);
     }
     for (size_t h = 0; h < r->nheaders; h++) {
-        fprintf(out, "%sheader %s: ", pad, r->headers[h].name);
-        put_tmpl(out, r->headers[h].value, 100);
+        const char *name = r->headers[h].name;
+        fprintf(out, "%sheader %s: ", pad, name);
+        put_header_value(out, name, r->headers[h].value);
         fputc('\n', out);
     }
     if (r->body_kind == SQ_BODY_FILE) {
