@@ -412,8 +412,8 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
         v->rows[i] = sq_feeder_row(p->feeders[i].data, p->feeders[i].mode, v->vu, &v->rng);
 }
 
-#define OAUTH_RECENT 2 /* the token in use, and the one requests may still carry after a refresh   \
-                        */
+/* the token in use, and the one requests may still carry after a refresh */
+#define OAUTH_RECENT 2
 
 size_t sq_flow_secrets(const struct sq_flow *f, const struct sq_flow_vu *v, struct sq_str *out,
                        size_t max)

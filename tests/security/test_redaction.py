@@ -266,6 +266,7 @@ class Redaction(unittest.TestCase):
         with open(proc.log_path, errors="replace") as f:
             log = f.read()
         os.unlink(proc.log_path)
+        self.assertNotIn("Sanitizer", log)
         db = sqlite3.connect(os.path.join(data, "squall.db"))
         rows = []
         for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
