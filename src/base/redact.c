@@ -208,3 +208,38 @@ char *sq_redact_dup(const char *text, size_t len, unsigned flags, const struct s
     *out_len = b.len - 1;
     return b.p;
 }
+
+bool sq_redact_url_secret(const char *url, size_t len, size_t *at, size_t *n)
+{
+    const char *sep = url ? memmem(url, len, "://", 3) : NULL;
+    if (!sep)
+        return false;
+    const char *a = sep + 3, *end = url + len;
+    const char *e = a;
+    while (e < end && *e != '/' && *e != '?' && *e != '#')
+        e++;
+    const char *atsign = NULL; /* the last '@' of the authority ends the userinfo */
+    for (const char *p = a; p < e; p++)
+        if (*p == '@')
+            atsign = p;
+    if (!atsign || atsign == a)
+        return false;
+    const char *colon = memchr(a, ':', (size_t)(atsign - a));
+    const char *s = colon ? colon + 1 : a;
+    *at = (size_t)(s - url);
+    *n = (size_t)(atsign - s);
+    return true;
+}
+
+int sq_redact_url(const char *url, size_t len, struct sq_buf *out)
+{
+    size_t at, n;
+    if (!sq_redact_url_secret(url, len, &at, &n) || n == 0)
+        return sq_buf_append(out, url ? url : "", url ? len : 0);
+    int rc = sq_buf_append(out, url, at);
+    if (rc == 0)
+        rc = sq_buf_append(out, SQ_REDACTED, R_LEN);
+    if (rc == 0)
+        rc = sq_buf_append(out, url + at + n, len - at - n);
+    return rc;
+}

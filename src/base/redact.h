@@ -14,6 +14,8 @@
  *    wreck it and hide nothing. When the text was cut at its end (SQ_REDACT_CUT), a secret's
  *    first SQ_REDACT_MIN or more bytes at the very end go as well: the rest was never kept.
  *
+ * A URL's userinfo is a credential too (sq_redact_url): "nats://user:[redacted]@host".
+ *
  * Nothing here is on a hot path: callers redact only what they keep (a captured exchange, once).
  */
 #ifndef SQ_BASE_REDACT_H
@@ -44,6 +46,14 @@ bool sq_redact_header_name(const char *name, size_t len);
  * (a value of one word is all secret). Returns 0 or -ENOMEM. */
 SQ_MUST_CHECK int sq_redact_value(const char *name, size_t nlen, const char *v, size_t vlen,
                                   struct sq_buf *out);
+
+/* The secret of a URL's userinfo: the password of "scheme://user:password@host...", or all of a
+ * userinfo without a colon ("nats://token@host": NATS's token form). Sets [*at, *at + *n) and
+ * returns true; false when the URL has no userinfo. */
+bool sq_redact_url_secret(const char *url, size_t len, size_t *at, size_t *n);
+
+/* Appends url[0, len) to out with that secret replaced by "[redacted]". Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_redact_url(const char *url, size_t len, struct sq_buf *out);
 
 /* Appends text[0, len) to out with both rules applied (flags: SQ_REDACT_HEAD, SQ_REDACT_CUT);
  * secrets[0, n) are the known values (NULL when n is 0; empty and short ones are skipped).

@@ -267,6 +267,17 @@ static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool ch
     }
     info->kind = r->kind;
     snprintf(info->target, sizeof(info->target), "%s", q ? r->qo.url : r->plan->target);
+    size_t at, n;
+    if (q && !r->qo.no_redact && r->qo.url &&
+        sq_redact_url_secret(r->qo.url, strlen(r->qo.url), &at, &n) && n) {
+        /* the list's target and the log name a broker URL without its password */
+        struct sq_buf b = {0};
+        if (sq_redact_url(r->qo.url, strlen(r->qo.url), &b) == 0)
+            snprintf(info->target, sizeof(info->target), "%.*s", (int)b.len, b.p);
+        else
+            snprintf(info->target, sizeof(info->target), "%s", SQ_REDACTED);
+        sq_buf_dispose(&b);
+    }
     snprintf(info->name, sizeof(info->name), "%s",
              name ? json_string_value(name)
              : q  ? ""
@@ -437,6 +448,16 @@ char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, 
     bool changed = false, oom = false;
     if (r->kind == SQ_STORE_QUICK) {
         json_t *q = json_object_get(copy, "quick"), *h = json_object_get(q, "header"), *e;
+        const json_t *u = json_object_get(q, "url");
+        size_t at, n;
+        if (json_is_string(u) &&
+            sq_redact_url_secret(json_string_value(u), json_string_length(u), &at, &n) && n) {
+            struct sq_buf b = {0};
+            oom |= sq_redact_url(json_string_value(u), json_string_length(u), &b) < 0 ||
+                   json_object_set_new(q, "url", json_stringn(b.p, b.len)) < 0;
+            sq_buf_dispose(&b);
+            changed = true;
+        }
         if (json_is_string(h)) {
             json_t *red = redact_header_line(json_string_value(h), &oom);
             if (red) {

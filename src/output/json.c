@@ -190,6 +190,16 @@ void sq_report_set_command(json_t *doc, int argc, char **argv, bool redact)
         bool next;
         const char *h = redact && i ? header_arg(argc, argv, i, &next) : NULL;
         char *r = h ? redact_header_arg(h) : NULL;
+        size_t at, n;
+        if (!r && redact && i && sq_redact_url_secret(argv[i], strlen(argv[i]), &at, &n) && n) {
+            struct sq_buf b = {0}; /* a broker URL's password */
+            if (sq_redact_url(argv[i], strlen(argv[i]), &b) == 0 && sq_buf_append(&b, "", 1) == 0)
+                o = shell_word(o, b.p);
+            else
+                o = shell_word(o, SQ_REDACTED);
+            sq_buf_dispose(&b);
+            continue;
+        }
         if (!r) {
             o = shell_word(o, i ? argv[i] : "squall");
             continue;
@@ -928,5 +938,20 @@ json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result
         json_object_set_new(json_object_get(doc, "config"), "urls_file", json_string(o->urls_path));
         json_object_set_new(doc, "urls", urls_block(r, res));
     }
+    if (doc && !o->no_redact) /* a broker URL's password: nats://user:[redacted]@host */
+        sq_report_redact_url(json_object_get(doc, "config"), "url");
     return doc;
+}
+
+void sq_report_redact_url(json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    size_t at, n;
+    if (!json_is_string(v) ||
+        !sq_redact_url_secret(json_string_value(v), json_string_length(v), &at, &n) || !n)
+        return;
+    struct sq_buf b = {0};
+    if (sq_redact_url(json_string_value(v), json_string_length(v), &b) == 0)
+        json_object_set_new(obj, key, json_stringn(b.p, b.len));
+    sq_buf_dispose(&b);
 }

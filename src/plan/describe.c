@@ -170,6 +170,17 @@ static void put_tmpl(FILE *out, const struct sq_tmpl *t, size_t max)
     put_short(out, s, n, max);
 }
 
+/* A step's url as written, a broker URL's password redacted (base/redact.h). */
+static void put_url(FILE *out, const char *url)
+{
+    struct sq_buf b = {0};
+    if (sq_redact_url(url, strlen(url), &b) == 0)
+        put_short(out, b.p ? b.p : "", b.len, 160);
+    else
+        put_short(out, url, strlen(url), 160);
+    sq_buf_dispose(&b);
+}
+
 /* A header's template as written; a credential header's fixed text redacted (base/redact.h):
  * "Authorization: Bearer [redacted]", while "Bearer {{token}}" names only where it comes from. */
 static void put_header_value(FILE *out, const char *name, const struct sq_tmpl *t)
@@ -210,7 +221,7 @@ static void put_ws_step(FILE *out, const struct sq_plan_step *st, size_t i)
     switch (st->ws.op) {
     case SQ_WS_OP_CONNECT:
         fprintf(out, "connect ");
-        put_short(out, r->url_src, strlen(r->url_src), 160);
+        put_url(out, r->url_src);
         if (st->ws.subprotocol)
             fprintf(out, "  (subprotocol %s)", st->ws.subprotocol);
         break;
@@ -243,7 +254,7 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         put_ws_step(out, st, i);
     } else {
         fprintf(out, "    %zu. %s: %s ", i + 1, st->name, r->method);
-        put_short(out, r->url_src, strlen(r->url_src), 160);
+        put_url(out, r->url_src);
         if (step_static(sc, r))
             fprintf(out, "  (static)");
         fputc('\n', out);

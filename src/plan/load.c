@@ -729,17 +729,11 @@ static int collect_secrets(struct sq_plan *p)
                     rc = add_secret(p, v + w, n - w, &cap);
             }
             /* a broker URL's password: nats://user:password@host/subject */
-            const char *u = r->url_src, *at, *colon, *sl;
+            size_t at, n;
             if (rc == 0 &&
                 (sc->steps[k].kind == SQ_STEP_PUBLISH || sc->steps[k].kind == SQ_STEP_SUBSCRIBE) &&
-                u && (u = strstr(u, "://")) != NULL) {
-                u += 3;
-                sl = strchr(u, '/');
-                at = memchr(u, '@', sl ? (size_t)(sl - u) : strlen(u));
-                colon = at ? memchr(u, ':', (size_t)(at - u)) : NULL;
-                if (colon)
-                    rc = add_secret(p, colon + 1, (size_t)(at - colon - 1), &cap);
-            }
+                r->url_src && sq_redact_url_secret(r->url_src, strlen(r->url_src), &at, &n))
+                rc = add_secret(p, r->url_src + at, n, &cap);
         }
     }
     if (rc == 0 && p->oauth2 && p->oauth2->client_secret)

@@ -23,6 +23,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -219,6 +220,52 @@ class Redaction(unittest.TestCase):
             f.write(plan_text(self.port, self.csv))
         out = self.outputs("plan-flag", ["run", plan, "--no-redact"])
         self.assertEqual(found(out["json"], PLAN), sorted(PLAN))
+
+    def test_broker_url_password(self):
+        """A nats:// URL's password (user:password@) is a credential: config.url, run.command,
+        the report and the summary show it redacted."""
+        nats = shutil.which("nats-server")
+        if not nats:
+            self.skipTest("no nats-server")
+        import socket
+        s = socket.socket()
+        s.bind((HOST, 0))
+        port = s.getsockname()[1]
+        s.close()
+        pw = fresh("NatsPassword")
+        proc = subprocess.Popen([nats, "-a", HOST, "-p", str(port), "--user", "loader", "--pass",
+                                 pw], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    socket.create_connection((HOST, port), timeout=1).close()
+                    break
+                except OSError:
+                    self.assertLess(time.monotonic(), deadline, "nats-server did not listen")
+                    time.sleep(0.05)
+            url = "nats://loader:%s@%s:%d/redaction" % (pw, HOST, port)
+            for keep in (False, True):
+                j, h = self.path("nats-%s.json" % keep), self.path("nats-%s.html" % keep)
+                p, _ = sqtest.run_squall(url, "-n", "20", "-c", "1", "--json", j, "--html", h,
+                                         *(["--no-redact"] if keep else []))
+                self.assertEqual(p.returncode, 0, p.stderr)
+                with open(j) as f:
+                    doc = f.read()
+                with open(h) as f:
+                    html = f.read()
+                if keep:
+                    self.assertIn(pw, json.loads(doc)["config"]["url"])
+                    continue
+                for what, text in (("json", doc), ("html", html), ("stdout", p.stdout),
+                                   ("stderr", p.stderr)):
+                    self.assertNotIn(pw, text, what)
+                d = json.loads(doc)
+                self.assertEqual(d["config"]["url"],
+                                 "nats://loader:[redacted]@%s:%d/redaction" % (HOST, port))
+                self.assertIn("nats://loader:[redacted]@", d["run"]["command"])
+        finally:
+            sqtest.stop(proc)
 
     def daemon_runs(self, keep):
         data = self.path("store-%s" % ("kept" if keep else "redacted"))

@@ -122,6 +122,29 @@ static void test_by_value(void **state)
           "GET /a?k=[redacted] HTTP/1.1\r\nX-T: [redacted]\r\n\r\n");
 }
 
+static void url(const char *in, const char *want)
+{
+    struct sq_buf b = {0};
+    assert_int_equal(sq_redact_url(in, strlen(in), &b), 0);
+    assert_int_equal(sq_buf_append(&b, "", 1), 0);
+    if (strcmp(b.p, want) != 0)
+        fail_msg("%s gave %s, wanted %s", in, b.p, want);
+    sq_buf_dispose(&b);
+}
+
+static void test_urls(void **state)
+{
+    (void)state;
+    url("nats://u:pw@127.0.0.1:4222/subj", "nats://u:[redacted]@127.0.0.1:4222/subj");
+    url("mqtt://tok3n@host", "mqtt://[redacted]@host");
+    url("nats://u:p@ss@host/x@y", "nats://u:[redacted]@host/x@y");
+    url("http://host/a@b?c=d@e", "http://host/a@b?c=d@e");
+    url("nats://u:@host", "nats://u:@host");
+    url("nats://@host", "nats://@host");
+    url("host:4222", "host:4222");
+    url("", "");
+}
+
 /* Every truncated prefix of a request, ending at a guard page: no read past it, and no four
  * bytes of either secret survive (a cut text). */
 static void test_prefixes(void **state)
@@ -154,9 +177,8 @@ static void test_prefixes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names),
-        cmocka_unit_test(test_by_name),
-        cmocka_unit_test(test_by_value),
+        cmocka_unit_test(test_names),    cmocka_unit_test(test_by_name),
+        cmocka_unit_test(test_by_value), cmocka_unit_test(test_urls),
         cmocka_unit_test(test_prefixes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
