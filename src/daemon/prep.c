@@ -437,6 +437,49 @@ static json_t *redact_header_line(const char *line, bool *oom)
     return j;
 }
 
+/* Every string in v (a JSON value, walked in place) with the secrets redacted by value. */
+static void redact_strings(json_t *v, const struct sq_str *sec, size_t n, bool *changed, bool *oom)
+{
+    const char *k;
+    json_t *e;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach(v, k, e)
+        {
+            if (!json_is_string(e)) {
+                redact_strings(e, sec, n, changed, oom);
+                continue;
+            }
+            struct sq_buf b = {0};
+            if (sq_redact_text(json_string_value(e), json_string_length(e), 0, sec, n, &b) < 0)
+                *oom = true;
+            else if (b.len != json_string_length(e) ||
+                     memcmp(b.p ? b.p : "", json_string_value(e), b.len) != 0) {
+                *oom |= json_object_set_new(v, k, json_stringn(b.p ? b.p : "", b.len)) < 0;
+                *changed = true;
+            }
+            sq_buf_dispose(&b);
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, e)
+        {
+            if (!json_is_string(e)) {
+                redact_strings(e, sec, n, changed, oom);
+                continue;
+            }
+            struct sq_buf b = {0};
+            if (sq_redact_text(json_string_value(e), json_string_length(e), 0, sec, n, &b) < 0)
+                *oom = true;
+            else if (b.len != json_string_length(e) ||
+                     memcmp(b.p ? b.p : "", json_string_value(e), b.len) != 0) {
+                *oom |= json_array_set_new(v, i, json_stringn(b.p ? b.p : "", b.len)) < 0;
+                *changed = true;
+            }
+            sq_buf_dispose(&b);
+        }
+    }
+}
+
 char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, const char *text)
 {
     bool keep = r->kind == SQ_STORE_QUICK ? r->qo.no_redact : r->plan->no_redact;
@@ -446,7 +489,22 @@ char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, 
     if (!copy)
         return NULL;
     bool changed = false, oom = false;
+    /* the values looked for: a quick request's credential headers (whole, and after the scheme
+     * word, as the run redacts them: engine/quick.c), or the plan's fixed credentials */
+    struct sq_str qs[2 * SQ_QUICK_MAX_HEADERS];
+    const struct sq_str *sec = qs;
+    size_t nsec = 0;
     if (r->kind == SQ_STORE_QUICK) {
+        for (size_t i = 0; i < r->qo.nheaders; i++) {
+            const char *nm = r->qo.headers[i].name, *v = r->qo.headers[i].value;
+            if (!sq_redact_header_name(nm, strlen(nm)))
+                continue;
+            size_t vl = strlen(v), w = strcspn(v, " \t");
+            qs[nsec++] = (struct sq_str){v, vl};
+            w += strspn(v + w, " \t");
+            if (w > 0 && w < vl)
+                qs[nsec++] = (struct sq_str){v + w, vl - w};
+        }
         json_t *q = json_object_get(copy, "quick"), *h = json_object_get(q, "header"), *e;
         const json_t *u = json_object_get(q, "url");
         size_t at, n;
@@ -475,19 +533,11 @@ char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, 
             }
         }
     } else {
-        /* the plan's fixed credentials, wherever its text holds them (base/redact.h) */
-        const json_t *p = json_object_get(copy, "plan");
-        struct sq_buf b = {0};
-        if (sq_redact_text(json_string_value(p), json_string_length(p), 0, r->plan->secrets,
-                           r->plan->nsecrets, &b) < 0) {
-            oom = true;
-        } else if (b.len != json_string_length(p) ||
-                   memcmp(b.p ? b.p : "", json_string_value(p), b.len) != 0) {
-            json_object_set_new(copy, "plan", json_stringn(b.p ? b.p : "", b.len));
-            changed = true;
-        }
-        sq_buf_dispose(&b);
+        sec = r->plan->secrets;
+        nsec = r->plan->nsecrets;
     }
+    /* then those values wherever else the request holds them: a body, a plan's text */
+    redact_strings(copy, sec, nsec, &changed, &oom);
     char *out = NULL;
     if (!oom && !changed)
         out = dupstr(text);
