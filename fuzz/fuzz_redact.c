@@ -4,7 +4,7 @@
  * not hold, so a secret in the output can only be one the redaction missed); the rest is the
  * text, copied to an exact-size buffer so an over-read faults. Checks: no secret of
  * SQ_REDACT_MIN bytes or more survives; the output is at most the text plus "[redacted]" per
- * input byte; the name rule alone (no secrets) never grows a head that has no credential field. */
+ * input byte; the text read as a URL loses exactly its userinfo secret (sq_redact_url). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +47,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (secrets[i].len >= SQ_REDACT_MIN && memmem(out, len, secrets[i].p, secrets[i].len))
             abort();
     free(out);
+    /* the text as a URL: its userinfo secret out, the rest as it was */
+    struct sq_buf u = {0};
+    size_t uat, sl;
+    if (sq_redact_url(text, n, &u) < 0)
+        abort();
+    if (sq_redact_url_secret(text, n, &uat, &sl) && sl) {
+        if (uat + sl > n || u.len != n - sl + sizeof(SQ_REDACTED) - 1 ||
+            memcmp(u.p, text, uat) != 0 ||
+            memcmp(u.p + uat + sizeof(SQ_REDACTED) - 1, text + uat + sl, n - uat - sl) != 0)
+            abort();
+    } else if (u.len != n || (n && memcmp(u.p, text, n) != 0)) {
+        abort();
+    }
+    sq_buf_dispose(&u);
     free(text);
     return 0;
 }
