@@ -126,6 +126,9 @@ static const char usage[] =
     "      --http-debug        print every exchange (with -n 20 or fewer; =force for more)\n"
     "      --sample-responses N  keep N exchanges per status class and error kind, at random\n"
     "                          (request, response head, 4 KiB of body; default 5, 0: off)\n"
+    "      --no-redact         keep credentials in the exchanges shown and kept (-v,\n"
+    "                          --http-debug, --sample-responses) and in the result's command\n"
+    "                          line (default: Authorization, Cookie... and their values redacted)\n"
     "      --watch PID         sample that process and its children each second from /proc\n"
     "                          (CPU, RSS, threads, open files, context switches): the summary\n"
     "                          adds the server's CPU per 1k requests (repeatable)\n"
@@ -332,7 +335,7 @@ int sq_cli_quick(int argc, char **argv)
         goto out;
     }
     if (typed)
-        sq_report_set_command(doc, argc, typed);
+        sq_report_set_command(doc, argc, typed, !o.no_redact);
     if (sig)
         sq_cli_signal_doc(doc, sig, forced);
     if (o.script)

@@ -52,6 +52,9 @@ static const char run_usage[] =
     "      --watch-name NAME   the same for every process named NAME (repeatable)\n"
     "      --sample-responses N  keep N exchanges per status class and error kind, at random\n"
     "                          (request, response head, 4 KiB of body; default 5, 0: off)\n"
+    "      --no-redact         keep credentials in the kept exchanges (as the plan's\n"
+    "                          redact: false; default: Authorization, Cookie..., the plan's\n"
+    "                          secrets and its OAuth2 tokens redacted)\n"
     "  -q, --quiet             no progress line, no summary\n"
     "  -h, --help              this help\n";
 
@@ -335,7 +338,7 @@ int sq_cli_run(int argc, char **argv)
         goto out;
     }
     if (typed)
-        sq_report_set_command(doc, argc + 1, typed);
+        sq_report_set_command(doc, argc + 1, typed, !o.no_redact && !p->no_redact);
     if (sig)
         sq_cli_signal_doc(doc, sig, forced);
     bool written = sq_cli_render(&outs, doc) == 0;

@@ -90,6 +90,12 @@ bool sq_daemon__req_sink_end(struct sq_daemon__req *rq, const struct sq_result *
                              volatile int *stop, char *why, size_t len);
 /* The worker threads and the most VUs the set-up run uses. */
 void sq_daemon__req_shape(const struct sq_daemon__req *rq, uint32_t *workers, uint64_t *vus);
+/* The request as the store keeps it (the runs.request column, GET /runs/{id}, the dashboard's
+ * "Run again"): text, or, when it holds credentials, a copy with them redacted (base/redact.h:
+ * a quick request's credential -H values, the plan's fixed credentials in its text) and
+ * "redacted": true, which POST /runs refuses. As it came with no-redact / a plan's redact:
+ * false. NULL when out of memory. */
+char *sq_daemon__req_stored(const struct sq_daemon__req *rq, const json_t *body, const char *text);
 void sq_daemon__req_free(struct sq_daemon__req *rq);
 
 /* ---- live.c: the run in progress as the API sees it, SSE followers ---- */

@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/redact.h"
 #include "daemon/internal.h"
 #include "engine/flags.h"
 #include "engine/planrun.h"
@@ -247,6 +248,10 @@ static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool ch
                     "the body needs \"quick\" (the quick face's options) or \"plan\" (YAML)");
     if (name && (!json_is_string(name) || json_string_length(name) > 200))
         return fail(err, len, -SQ_EUSAGE, "name: expects a string (at most 200 bytes)");
+    if (json_object_get(body, "redacted"))
+        return fail(err, len, -SQ_EUSAGE,
+                    "redacted: this is a stored request whose credentials were redacted "
+                    "(docs/daemon.md): send it again with them");
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)body, k, v)
@@ -273,6 +278,17 @@ static int parse(const json_t *body, const struct sq_daemon_config *cfg, bool ch
     }
     info->kind = r->kind;
     snprintf(info->target, sizeof(info->target), "%s", q ? r->qo.url : r->plan->target);
+    size_t at, n;
+    if (q && !r->qo.no_redact && r->qo.url &&
+        sq_redact_url_secret(r->qo.url, strlen(r->qo.url), &at, &n) && n) {
+        /* the list's target and the log name a broker URL without its password */
+        struct sq_buf b = {0};
+        if (sq_redact_url(r->qo.url, strlen(r->qo.url), &b) == 0)
+            snprintf(info->target, sizeof(info->target), "%.*s", (int)b.len, b.p);
+        else
+            snprintf(info->target, sizeof(info->target), "%s", SQ_REDACTED);
+        sq_buf_dispose(&b);
+    }
     snprintf(info->name, sizeof(info->name), "%s",
              name ? json_string_value(name)
              : q  ? ""
@@ -418,6 +434,139 @@ void sq_daemon__req_shape(const struct sq_daemon__req *r, uint32_t *workers, uin
         *workers = sq_run_workers(&r->pr.cfg);
         *vus = r->pr.vus;
     }
+}
+
+/* A -H line ("K: V") with V redacted when K carries a credential; NULL when it does not (or
+ * out of memory: *oom set). */
+static json_t *redact_header_line(const char *line, bool *oom)
+{
+    const char *colon = strchr(line, ':');
+    if (!colon)
+        return NULL;
+    size_t nl = (size_t)(colon - line);
+    while (nl && (line[nl - 1] == ' ' || line[nl - 1] == '\t'))
+        nl--;
+    if (!sq_redact_header_name(line, nl))
+        return NULL;
+    const char *v = colon + 1 + strspn(colon + 1, " \t");
+    struct sq_buf b = {0};
+    json_t *j = NULL;
+    if (sq_buf_append(&b, line, (size_t)(v - line)) == 0 &&
+        sq_redact_value(line, nl, v, strlen(v), &b) == 0)
+        j = json_stringn(b.p, b.len);
+    sq_buf_dispose(&b);
+    *oom |= !j;
+    return j;
+}
+
+/* Every string in v (a JSON value, walked in place) with the secrets redacted by value. */
+static void redact_strings(json_t *v, const struct sq_str *sec, size_t n, bool *changed, bool *oom)
+{
+    const char *k;
+    json_t *e;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach(v, k, e)
+        {
+            if (!json_is_string(e)) {
+                redact_strings(e, sec, n, changed, oom);
+                continue;
+            }
+            struct sq_buf b = {0};
+            if (sq_redact_text(json_string_value(e), json_string_length(e), 0, sec, n, &b) < 0)
+                *oom = true;
+            else if (b.len != json_string_length(e) ||
+                     memcmp(b.p ? b.p : "", json_string_value(e), b.len) != 0) {
+                *oom |= json_object_set_new(v, k, json_stringn(b.p ? b.p : "", b.len)) < 0;
+                *changed = true;
+            }
+            sq_buf_dispose(&b);
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, e)
+        {
+            if (!json_is_string(e)) {
+                redact_strings(e, sec, n, changed, oom);
+                continue;
+            }
+            struct sq_buf b = {0};
+            if (sq_redact_text(json_string_value(e), json_string_length(e), 0, sec, n, &b) < 0)
+                *oom = true;
+            else if (b.len != json_string_length(e) ||
+                     memcmp(b.p ? b.p : "", json_string_value(e), b.len) != 0) {
+                *oom |= json_array_set_new(v, i, json_stringn(b.p ? b.p : "", b.len)) < 0;
+                *changed = true;
+            }
+            sq_buf_dispose(&b);
+        }
+    }
+}
+
+char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, const char *text)
+{
+    bool keep = r->kind == SQ_STORE_QUICK ? r->qo.no_redact : r->plan->no_redact;
+    if (keep)
+        return dupstr(text);
+    json_t *copy = json_deep_copy(body);
+    if (!copy)
+        return NULL;
+    bool changed = false, oom = false;
+    /* the values looked for: a quick request's credential headers (whole, and after the scheme
+     * word, as the run redacts them: engine/quick.c), or the plan's fixed credentials */
+    struct sq_str qs[2 * SQ_QUICK_MAX_HEADERS];
+    const struct sq_str *sec = qs;
+    size_t nsec = 0;
+    if (r->kind == SQ_STORE_QUICK) {
+        for (size_t i = 0; i < r->qo.nheaders; i++) {
+            const char *nm = r->qo.headers[i].name, *v = r->qo.headers[i].value;
+            if (!sq_redact_header_name(nm, strlen(nm)))
+                continue;
+            size_t vl = strlen(v), w = strcspn(v, " \t");
+            qs[nsec++] = (struct sq_str){v, vl};
+            w += strspn(v + w, " \t");
+            if (w > 0 && w < vl)
+                qs[nsec++] = (struct sq_str){v + w, vl - w};
+        }
+        json_t *q = json_object_get(copy, "quick"), *h = json_object_get(q, "header"), *e;
+        const json_t *u = json_object_get(q, "url");
+        size_t at, n;
+        if (json_is_string(u) &&
+            sq_redact_url_secret(json_string_value(u), json_string_length(u), &at, &n) && n) {
+            struct sq_buf b = {0};
+            oom |= sq_redact_url(json_string_value(u), json_string_length(u), &b) < 0 ||
+                   json_object_set_new(q, "url", json_stringn(b.p, b.len)) < 0;
+            sq_buf_dispose(&b);
+            changed = true;
+        }
+        if (json_is_string(h)) {
+            json_t *red = redact_header_line(json_string_value(h), &oom);
+            if (red) {
+                json_object_set_new(q, "header", red);
+                changed = true;
+            }
+        }
+        size_t i;
+        json_array_foreach(h, i, e)
+        {
+            json_t *red = json_is_string(e) ? redact_header_line(json_string_value(e), &oom) : NULL;
+            if (red) {
+                json_array_set_new(h, i, red);
+                changed = true;
+            }
+        }
+    } else {
+        sec = r->plan->secrets;
+        nsec = r->plan->nsecrets;
+    }
+    /* then those values wherever else the request holds them: a body, a plan's text */
+    redact_strings(copy, sec, nsec, &changed, &oom);
+    char *out = NULL;
+    if (!oom && !changed)
+        out = dupstr(text);
+    else if (!oom && json_object_set_new(copy, "redacted", json_true()) == 0)
+        out = json_dumps(copy, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(copy);
+    return out;
 }
 
 void sq_daemon__req_free(struct sq_daemon__req *r)

@@ -647,11 +647,13 @@ int sq_daemon__enqueue(struct sq_daemon *d, const json_t *body, const char *text
         return rc;
     }
     struct sq_daemon__job *job = calloc(1, sizeof(*job));
+    char *stored = sq_daemon__req_stored(rq, body, text); /* credentials redacted */
     struct sq_store_new_run nr = {
-        .kind = info.kind, .name = info.name, .target = info.target, .request = text};
-    rc = job ? sq_store_run_create(d->store, &nr, id, err, len) : -ENOMEM;
+        .kind = info.kind, .name = info.name, .target = info.target, .request = stored};
+    rc = job && stored ? sq_store_run_create(d->store, &nr, id, err, len) : -ENOMEM;
+    free(stored);
     if (rc < 0) {
-        if (!job)
+        if (!job || !stored)
             snprintf(err, len, "out of memory");
         free(job);
         sq_daemon__req_free(rq);

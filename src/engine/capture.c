@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/redact.h"
 #include "engine/driver.h"
+#include "engine/flow.h"
 #include "engine/worker.h"
 
 #define SEEN_BITS (SQ_STATUS_CODES + SQ_ERRK_COUNT)
@@ -272,6 +274,60 @@ static char *dup_bytes(const char *p, size_t n)
     return d;
 }
 
+/* ---- credentials (base/redact.h): taken out of what is kept, before anyone sees it ---- */
+
+#define SECRETS_ON_STACK 32
+
+struct secrets {
+    bool on; /* the run redacts (not --no-redact, not a plan's redact: false) */
+    struct sq_str *v;
+    size_t n;
+    struct sq_str stack[SECRETS_ON_STACK];
+};
+
+/* The values an exchange on c may carry: the run's, then its plan VU's (sq_flow_secrets).
+ * Returns 0 or -ENOMEM. */
+static int secrets_get(const struct sq_engine__conn *c, struct secrets *s)
+{
+    const struct sq_run_config *cfg = c->w->cfg;
+    const struct sq_flow *f = c->w->flow;
+    s->on = !cfg->no_redact;
+    s->v = s->stack;
+    s->n = 0;
+    if (!s->on)
+        return 0;
+    size_t nf = f ? sq_flow_secrets(f, c->fv, NULL, 0) : 0, n = cfg->nsecrets + nf;
+    if (n > SECRETS_ON_STACK && !(s->v = malloc(n * sizeof(*s->v))))
+        return -ENOMEM;
+    if (cfg->nsecrets)
+        memcpy(s->v, cfg->secrets, cfg->nsecrets * sizeof(*s->v));
+    if (nf) {
+        size_t m = sq_flow_secrets(f, c->fv, s->v + cfg->nsecrets, nf);
+        nf = m < nf ? m : nf;
+    }
+    s->n = cfg->nsecrets + nf;
+    return 0;
+}
+
+static void secrets_dispose(struct secrets *s)
+{
+    if (s->v != s->stack)
+        free(s->v);
+}
+
+/* A copy of p[0, n) to keep: with its credentials redacted (flags: base/redact.h) unless the run
+ * keeps them. NULL when out of memory. A redacted text may be longer than what it came from:
+ * the caller cuts it to the same cap. */
+static char *keep_copy(const struct secrets *s, const char *p, size_t n, unsigned flags,
+                       size_t *out_len)
+{
+    if (!s->on) {
+        *out_len = n;
+        return dup_bytes(p, n);
+    }
+    return sq_redact_dup(p, n, flags, s->v, s->n, out_len);
+}
+
 /* Keeps the exchange in slot of class cls (what the slot held goes). Out of memory: the slot
  * is left empty of this one (the sample is a sample). */
 __attribute__((noinline)) static void xs_keep(struct sq_engine__conn *c, int64_t now, uint32_t cls,
@@ -291,34 +347,45 @@ __attribute__((noinline)) static void xs_keep(struct sq_engine__conn *c, int64_t
         .error = error,
         .h2 = w->drv != &sq_engine__h1_driver,
     };
+    struct secrets sec;
+    if (secrets_get(c, &sec) < 0)
+        return;
     if (c->req) {
         size_t n = request_part(c->req, c->req_len, SQ_SAMPLE_BODY_MAX);
         x.req_cut = n < c->req_len;
-        x.req_len = n;
-        if (!(x.req = dup_bytes(c->req, n)))
-            return;
+        if (!(x.req = keep_copy(&sec, c->req, n, SQ_REDACT_HEAD | (x.req_cut ? SQ_REDACT_CUT : 0),
+                                &x.req_len)))
+            goto oom;
     }
     if (k->on && k->head_len) {
-        x.head_len = k->head_len;
         x.head_cut = k->head_cut;
-        if (!(x.head = dup_bytes(k->buf, k->head_len))) {
-            xs_free_one(&x);
-            return;
+        if (!(x.head = keep_copy(&sec, k->buf, k->head_len,
+                                 SQ_REDACT_HEAD | (k->head_cut ? SQ_REDACT_CUT : 0), &x.head_len)))
+            goto oom;
+        if (x.head_len > SQ_CAPTURE_HEAD_MAX) {
+            x.head_len = SQ_CAPTURE_HEAD_MAX;
+            x.head_cut = true;
         }
     }
     if (k->on && k->body_total) {
-        x.body_len = k->body_len;
-        x.body_total = k->body_total;
-        if (!(x.body = dup_bytes(k->buf + SQ_CAPTURE_HEAD_MAX, k->body_len))) {
-            xs_free_one(&x);
-            return;
-        }
+        if (!(x.body = keep_copy(&sec, k->buf + SQ_CAPTURE_HEAD_MAX, k->body_len,
+                                 k->body_total > k->body_len ? SQ_REDACT_CUT : 0, &x.body_len)))
+            goto oom;
+        /* the body as shown: a redacted secret changed its length, what was not kept did not */
+        x.body_total = k->body_total - k->body_len + x.body_len;
+        if (x.body_len > SQ_SAMPLE_BODY_MAX)
+            x.body_len = SQ_SAMPLE_BODY_MAX;
     }
+    secrets_dispose(&sec);
     if (r->n < w->xs_per) /* filling: whatever slot it drew, the next free one */
         slot = (int32_t)r->n++;
     else
         xs_free_one(&r->slot[slot]);
     r->slot[slot] = x;
+    return;
+oom:
+    secrets_dispose(&sec);
+    xs_free_one(&x);
 }
 
 static void xs_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error)
@@ -379,7 +446,35 @@ void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, 
         .body_total = k->body_total,
         .h2 = w->drv != &sq_engine__h1_driver,
     };
+    struct secrets sec;
+    if (secrets_get(c, &sec) < 0)
+        return; /* out of memory: this one is not shown rather than shown unredacted */
+    char *rq = NULL, *hd = NULL, *bd = NULL;
+    if (sec.on) {
+        size_t bl = 0;
+        rq = keep_copy(&sec, x.req, x.req_len, SQ_REDACT_HEAD | (x.req_cut ? SQ_REDACT_CUT : 0),
+                       &x.req_len);
+        hd = keep_copy(&sec, x.head, x.head_len, SQ_REDACT_HEAD | (x.head_cut ? SQ_REDACT_CUT : 0),
+                       &x.head_len);
+        bd =
+            keep_copy(&sec, x.body, x.body_len, x.body_total > x.body_len ? SQ_REDACT_CUT : 0, &bl);
+        secrets_dispose(&sec);
+        if (!rq || !hd || !bd) {
+            free(rq);
+            free(hd);
+            free(bd);
+            return;
+        }
+        x.req = rq;
+        x.head = hd;
+        x.body = bd;
+        x.body_total = x.body_total - x.body_len + bl; /* the body as shown */
+        x.body_len = bl;
+    }
     w->capture->on_exchange(w->capture->ud, w->windex, &x);
+    free(rq);
+    free(hd);
+    free(bd);
 }
 
 /* ---- the end of the run: one reservoir per class from every worker's ---- */

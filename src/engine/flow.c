@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/text.h"
+#include "engine/oauth.h"
 #include "http/h1.h"
 #include "http/request.h"
 #include "http/url.h"
@@ -431,6 +432,39 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
     const struct sq_plan *p = f->plan;
     for (size_t i = 0; i < p->nfeeders; i++)
         v->rows[i] = sq_feeder_row(p->feeders[i].data, p->feeders[i].mode, v->vu, &v->rng);
+}
+
+/* the token in use, and the one requests may still carry after a refresh */
+#define OAUTH_RECENT 2
+
+size_t sq_flow_secrets(const struct sq_flow *f, const struct sq_flow_vu *v, struct sq_str *out,
+                       size_t max)
+{
+    const struct sq_plan *p = f->plan;
+    size_t n = 0;
+    for (size_t i = 0; i < p->nsecrets; i++, n++)
+        if (n < max)
+            out[n] = p->secrets[i];
+    for (size_t i = 0; v && v->rows && i < p->nfeeders; i++) {
+        const struct sq_plan_feeder *fd = &p->feeders[i];
+        if (!fd->secret || !v->rows[i])
+            continue;
+        for (size_t c = 0; c < fd->data->ncolumns; c++) {
+            if (!fd->secret[c])
+                continue;
+            if (n < max)
+                out[n] = v->rows[i][c];
+            n++;
+        }
+    }
+    if (v && v->jar) /* cookies the server set: an echo of one in a body goes too */
+        n += sq_cookie_jar_values(v->jar, n < max ? out + n : NULL, n < max ? max - n : 0);
+    struct sq_str tok[OAUTH_RECENT];
+    size_t nt = sq_oauth_recent(f->oauth, tok, OAUTH_RECENT);
+    for (size_t i = 0; i < nt; i++, n++)
+        if (n < max)
+            out[n] = tok[i];
+    return n;
 }
 
 /* Appends a rendered header value with CR and LF replaced by spaces: an extracted value from a

@@ -143,6 +143,14 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f);
 
 /* Starts an iteration: step 0, feeder rows picked. */
 void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now);
+/* The credentials an exchange of VU v (NULL: none in particular) may carry, for redacting it
+ * when it is kept (base/redact.h): the plan's fixed ones (struct sq_plan.secrets), the cells of
+ * v's current feeder rows in columns marked secret, the values of the cookies in v's jar, and
+ * the run's newest OAuth2 tokens. Writes
+ * at most max into out and returns how many there are in all (more than max: call again with
+ * room for them). Views valid until the VU's next iteration. */
+size_t sq_flow_secrets(const struct sq_flow *f, const struct sq_flow_vu *v, struct sq_str *out,
+                       size_t max);
 
 /* The request of step st for this VU: the static bytes, or rendered into v->req. Returns 0 or
  * -ENOMEM; *rendered tells which. */

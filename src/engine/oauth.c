@@ -478,6 +478,20 @@ const struct sq_tmpl_live *sq_oauth_live(const struct sq_oauth *o)
     return &o->live;
 }
 
+size_t sq_oauth_recent(const struct sq_tmpl_live *live, struct sq_str *out, size_t max)
+{
+    if (!live)
+        return 0;
+    /* the published string is the first member of its token; a token's older link is set
+     * before it is published and never changes */
+    const struct sq_str *cur = __atomic_load_n(&live->cur, __ATOMIC_ACQUIRE);
+    const struct token *t = (const struct token *)(const void *)cur;
+    size_t n = 0;
+    for (; t && n < max; t = t->older)
+        out[n++] = t->s;
+    return n;
+}
+
 void sq_oauth_stop(struct sq_oauth *o)
 {
     if (!o || !o->running)

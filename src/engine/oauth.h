@@ -55,6 +55,10 @@ SQ_MUST_CHECK int sq_oauth_new(const struct sq_plan_oauth2 *cfg, const char *tar
 SQ_MUST_CHECK int sq_oauth_begin(struct sq_oauth *o, char *err, size_t errlen);
 /* What the flows render {{$oauth.token}} from; valid until sq_oauth_free. */
 const struct sq_tmpl_live *sq_oauth_live(const struct sq_oauth *o);
+/* The newest tokens published through live (sq_oauth_live), newest first, at most max of them
+ * (any thread; valid until sq_oauth_free): what a captured exchange may carry, to redact it
+ * (base/redact.h). Returns how many were written. */
+size_t sq_oauth_recent(const struct sq_tmpl_live *live, struct sq_str *out, size_t max);
 /* Stops the refresher (an attempt in progress is abandoned) and waits for it. */
 void sq_oauth_stop(struct sq_oauth *o);
 /* The figures so far (any thread). */

@@ -42,6 +42,7 @@ static const struct option longs[] = {
     {"watch-name", required_argument, NULL, 'w'},
     {"sample-responses", required_argument, NULL, 'X'},
     {"seed", required_argument, NULL, 'E'},
+    {"no-redact", no_argument, NULL, 'U'},
     SQ_NETOPTS_LONG_OPTIONS,
     SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -149,6 +150,9 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
             if ((rc = sq_flag_seed(flag, optarg, &o->seed, err, len)) < 0)
                 return rc;
             o->seed_set = true;
+            break;
+        case 'U':
+            o->no_redact = true;
             break;
         case 'h':
             return SQ_PLANRUN_HELP;
@@ -263,6 +267,8 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
         return rc;
     cfg->watch = r->watch;
     cfg->sample_per_class = (uint32_t)o->sample_responses;
+    /* credentials out of kept exchanges: the plan's own come from its flows (sq_flow_secrets) */
+    cfg->no_redact = o->no_redact || p->no_redact;
     if (o->streams && !nh2)
         return sq_flag_fail(err, len,
                             "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");

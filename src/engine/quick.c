@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/parse.h"
+#include "base/redact.h"
 #include "base/text.h"
 #include "engine/flags.h"
 #include "http/decode.h"
@@ -57,6 +58,7 @@ enum {
     OPT_URLS,
     OPT_HTTP_DEBUG,
     OPT_SAMPLE_RESPONSES,
+    OPT_NO_REDACT,
     OPT_NAME,
     OPT_PERCENTILES,
     OPT_WATCH,
@@ -112,6 +114,7 @@ static const struct option longs[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"http-debug", optional_argument, NULL, OPT_HTTP_DEBUG},
     {"sample-responses", required_argument, NULL, OPT_SAMPLE_RESPONSES},
+    {"no-redact", no_argument, NULL, OPT_NO_REDACT},
     {"name", required_argument, NULL, OPT_NAME},
     {"seed", required_argument, NULL, OPT_SEED},
     {"percentiles", required_argument, NULL, OPT_PERCENTILES},
@@ -430,6 +433,9 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         if ((rc = sq_flag_seed(flag, arg, &o->seed, err, len)) < 0)
             return rc;
         o->seed_set = true;
+        return 0;
+    case OPT_NO_REDACT:
+        o->no_redact = true;
         return 0;
     case OPT_NAME:
         if (!arg[0])
@@ -928,6 +934,27 @@ int sq_quick_from_json(struct sq_quick_opts *o, const json_t *obj, char *err, si
 
 /* ------------------------------------------------------------------------------------------ */
 /* Prepare                                                                                    */
+
+/* What the kept exchanges redact (struct sq_run_config.secrets): the value of each -H header
+ * that carries a credential (base/redact.h), whole and after its scheme word, so an echo of it
+ * in a response body goes too. */
+static void redact_setup(struct sq_quick_run *r, const struct sq_quick_opts *o)
+{
+    struct sq_run_config *cfg = &r->cfg;
+    cfg->no_redact = o->no_redact;
+    cfg->secrets = r->secrets;
+    cfg->nsecrets = 0;
+    for (size_t i = 0; i < o->nheaders; i++) {
+        const char *v = o->headers[i].value;
+        if (!sq_redact_header_name(o->headers[i].name, strlen(o->headers[i].name)))
+            continue;
+        size_t n = strlen(v), w = strcspn(v, " \t");
+        r->secrets[cfg->nsecrets++] = (struct sq_str){v, n};
+        w += strspn(v + w, " \t");
+        if (w > 0 && w < n)
+            r->secrets[cfg->nsecrets++] = (struct sq_str){v + w, n - w};
+    }
+}
 
 /* Reads -b @FILE. Returns 0, -errno (-EISDIR for a directory), -SQ_ETOOBIG or -ENOMEM. */
 static int read_body_file(const char *path, char **out, size_t *len)
@@ -1532,6 +1559,7 @@ configure:;
         return rc;
     cfg->watch = r->watch;
     cfg->sample_per_class = (uint32_t)o->sample_responses;
+    redact_setup(r, o);
     /* ALPN h2 is required: a server that does not pick it fails the handshake. */
     rc = sq_net_setup(&r->net, &o->net, &r->url, o->http2 ? "h2" : NULL, cfg, err, len);
     if (rc < 0)

@@ -110,6 +110,7 @@ struct sq_quick_opts {
     uint64_t sample_responses; /* --sample-responses N: exchanges kept per class (5; 0: none) */
     uint64_t seed;             /* --seed N: the random values' seed (plan/tmpl.h) */
     bool seed_set;             /* --seed was given; else sq_quick_prepare draws one */
+    bool no_redact;            /* --no-redact: kept exchanges keep their credentials */
     const char *name;          /* --name: the run's name in the result */
     double percentiles[16];    /* --percentiles (output/json.h); npercentiles 0: the default */
     size_t npercentiles;
@@ -192,6 +193,8 @@ struct sq_quick_run {
     struct sq_quick_url *urls;
     struct sq_run_url *run_urls;
     size_t nurls;
+    /* cfg.secrets: the -H credential headers' values, each whole and after its scheme word */
+    struct sq_str secrets[2 * SQ_QUICK_MAX_HEADERS];
 };
 
 /* Prepares the run o describes. Returns 0, -SQ_EUSAGE (a bad URL, a -b @FILE that cannot be

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "engine/capture.h"
 #include "plan/exec.h"
@@ -346,6 +347,14 @@ struct sq_run_config {
     /* Sampled exchanges (--sample-responses): at most this many kept per class
      * (engine/capture.h); 0: none, nothing paid. */
     uint32_t sample_per_class;
+    /* Credentials in what the two above keep (base/redact.h): redacted when an exchange is
+     * captured, before any hook or writer sees it, unless no_redact (--no-redact, a plan's
+     * `redact: false`). Credential fields by name; secrets (borrowed, nsecrets of them: values
+     * known before the run, such as the quick face's -H credential values) by value anywhere;
+     * a plan VU adds its flow's (sq_flow_secrets). Nothing is paid for an exchange not kept. */
+    bool no_redact;
+    const struct sq_str *secrets;
+    size_t nsecrets;
     /* Optional (--watch, --watch-name): processes sampled from /proc at the start, at each second
      * and at the end, on the main thread (proc/watch.h). Owned by the caller; sq_run starts it.
      * The figures land in each second's `server` and in the result's `server`. */

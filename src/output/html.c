@@ -38,14 +38,18 @@
 #define GENERIC_MAX_COLS     24
 #define D                    32
 
-/* ---- escaping (output/page.c) ---- */
+/* ---- escaping (output/page.c) ----
+ *
+ * One rule: the page's own markup is written with fputs and fprintf, whose arguments are
+ * literals and numbers only; every string that came from the document (a URL, a header, a body,
+ * an error message, a name: the network's or the user's) is written through esc() and nothing
+ * else, once. No formatted string passes through esc(): a format that held a tag would have its
+ * tag escaped into text. */
 
 static void esc(FILE *f, const char *s)
 {
     sq_page__esc(f, s);
 }
-
-#define escf sq_page__escf
 
 static void island_text(FILE *f, const char *s)
 {
@@ -384,13 +388,16 @@ static void header(FILE *f, const json_t *doc, bool open)
         esc(f, sq_report__str(ex, "kind", ""));
     }
     if (sq_report__num(ex, "rate_per_s", &v))
-        escf(f, " %g/s", v);
-    if (sq_report__num(doc, "config.connections", &v))
-        escf(f, " · %s connection%s", sq_fmt_group(sq_report__count(v), b, D), v == 1 ? "" : "s");
+        fprintf(f, " %g/s", v);
+    if (sq_report__num(doc, "config.connections", &v)) {
+        fputs(" · ", f);
+        esc(f, sq_fmt_group(sq_report__count(v), b, D));
+        fputs(v == 1 ? " connection" : " connections", f);
+    }
     if (sq_report__num(doc, "threads", &v) || sq_report__num(doc, "config.threads", &v))
-        escf(f, " · %.0f thread%s", v, v == 1 ? "" : "s");
+        fprintf(f, " · %.0f thread%s", v, v == 1 ? "" : "s");
     if (sq_report__num(doc, "duration_s", &v))
-        escf(f, " · %.2f s", v);
+        fprintf(f, " · %.2f s", v);
     if (sq_report__str(doc, "config.address", NULL)) {
         fputs(" · to ", f);
         esc(f, sq_report__str(doc, "config.address", ""));
@@ -490,7 +497,8 @@ static void accounting(FILE *f, const json_t *doc, bool open)
               "accounted for.</p>\n",
               f);
     else
-        escf(f, "<p class=\"meta bad\">sent − (completed + failed + in flight) = %.0f</p>\n", off);
+        fprintf(f, "<p class=\"meta bad\">sent − (completed + failed + in flight) = %.0f</p>\n",
+                off);
     fputs("</div>\n", f);
 }
 
@@ -529,10 +537,10 @@ static void resources(FILE *f, const json_t *doc)
         {
             if (!json_is_true(json_object_get(p, "exited")))
                 continue;
-            escf(f, "<p class=\"meta bad\">pid %.0f (", sq_report__numd(p, "pid", 0));
+            fprintf(f, "<p class=\"meta bad\">pid %.0f (", sq_report__numd(p, "pid", 0));
             esc(f, sq_report__str(p, "name", "?"));
-            escf(f, ") exited between %.1f s and %.1f s into the run.</p>\n",
-                 sq_report__numd(p, "last_seen_s", 0), sq_report__numd(p, "exited_at_s", 0));
+            fprintf(f, ") exited between %.1f s and %.1f s into the run.</p>\n",
+                    sq_report__numd(p, "last_seen_s", 0), sq_report__numd(p, "exited_at_s", 0));
         }
         fputs("</div>\n", f);
     }
@@ -643,8 +651,8 @@ static void status_and_errors(FILE *f, const json_t *doc)
         esc(f, sq_fmt_group(sq_report__count(sq_report__numd(fl, "transport", 0)), b, D));
         fputs("</td></tr>\n<tr><th>HTTP (status ≥ 400)</th><td class=\"n\">", f);
         esc(f, sq_fmt_group(sq_report__count(sq_report__numd(fl, "http", 0)), b, D));
-        escf(f, "</td></tr>\n<tr><th>http_req_failed (k6: both)</th><td class=\"n\">%.2f%%",
-             100.0 * sq_report__numd(fl, "http_req_failed.rate", 0));
+        fprintf(f, "</td></tr>\n<tr><th>http_req_failed (k6: both)</th><td class=\"n\">%.2f%%",
+                100.0 * sq_report__numd(fl, "http_req_failed.rate", 0));
         fputs("</td></tr>\n</table>\n", f);
     }
     fputs("<h3>Errors by kind</h3>\n", f);
@@ -708,12 +716,13 @@ static void samples_section(FILE *f, const json_t *doc)
             size_t rl = strcspn(req, "\r\n");
             char line[160];
             snprintf(line, sizeof(line), "%.*s", (int)(rl < 120 ? rl : 120), req);
-            escf(f, "<details class=\"sample\"><summary>%.3f s · ", sq_report__numd(x, "t_s", 0));
+            fprintf(f, "<details class=\"sample\"><summary>%.3f s · ",
+                    sq_report__numd(x, "t_s", 0));
             if (json_is_integer(json_object_get(x, "status")))
-                escf(f, "%d", (int)sq_report__numd(x, "status", 0));
+                fprintf(f, "%d", (int)sq_report__numd(x, "status", 0));
             else
                 esc(f, sq_report__str(x, "error", ""));
-            escf(f, " · %.3f ms · ", sq_report__numd(x, "latency_ms", 0));
+            fprintf(f, " · %.3f ms · ", sq_report__numd(x, "latency_ms", 0));
             esc(f, line);
             fputs("</summary>\n<pre>", f);
             esc(f, req);
@@ -725,9 +734,12 @@ static void samples_section(FILE *f, const json_t *doc)
                 fputs("<pre>", f);
                 esc(f, sq_report__str(r, "head", ""));
                 esc(f, sq_report__str(r, "body", ""));
-                if (json_is_true(json_object_get(r, "body_cut")))
-                    escf(f, "[… %s bytes in all]",
-                         sq_fmt_group(sq_report__count(sq_report__numd(r, "body_bytes", 0)), b, D));
+                if (json_is_true(json_object_get(r, "body_cut"))) {
+                    fputs("[… ", f);
+                    esc(f,
+                        sq_fmt_group(sq_report__count(sq_report__numd(r, "body_bytes", 0)), b, D));
+                    fputs(" bytes in all]", f);
+                }
                 fputs("</pre>\n", f);
             } else {
                 fputs("<p class=\"note\">No response arrived.</p>\n", f);

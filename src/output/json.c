@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/b64.h"
+#include "base/redact.h"
 #include "base/text.h"
 #include "engine/quick.h"
 #include "engine/verdict.h"
@@ -135,21 +136,96 @@ static char *shell_word(char *o, const char *s)
     return o;
 }
 
-void sq_report_set_command(json_t *doc, int argc, char **argv)
+/* The header value of a -H argument: "-H" then the next word, "-HK: V", "--header" then the next
+ * word, "--header=K: V". Returns where it starts in argv[i] (or argv[i + 1], *next set), or NULL
+ * when argv[i] gives none. */
+static const char *header_arg(int argc, char **argv, int i, bool *next)
+{
+    const char *a = argv[i];
+    *next = false;
+    if ((strcmp(a, "-H") == 0 || strcmp(a, "--header") == 0) && i + 1 < argc) {
+        *next = true;
+        return argv[i + 1];
+    }
+    if (strncmp(a, "--header=", 9) == 0)
+        return a + 9;
+    if (a[0] == '-' && a[1] == 'H' && a[2])
+        return a + 2;
+    return NULL;
+}
+
+/* s, a "K: V" header line, with V redacted when K carries a credential; NULL: s as it is (or
+ * out of memory). */
+static char *redact_header_arg(const char *s)
+{
+    const char *colon = strchr(s, ':');
+    if (!colon)
+        return NULL;
+    size_t nl = (size_t)(colon - s);
+    while (nl && (s[nl - 1] == ' ' || s[nl - 1] == '\t'))
+        nl--;
+    if (!sq_redact_header_name(s, nl))
+        return NULL;
+    const char *v = colon + 1;
+    v += strspn(v, " \t");
+    struct sq_buf b = {0};
+    if (sq_buf_append(&b, s, (size_t)(v - s)) < 0 || sq_redact_value(s, nl, v, strlen(v), &b) < 0 ||
+        sq_buf_append(&b, "", 1) < 0) {
+        sq_buf_dispose(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+void sq_report_set_command(json_t *doc, int argc, char **argv, bool redact)
 {
     json_t *run = json_object_get(doc, "run");
     if (!json_is_object(run) || argc < 1)
         return;
     size_t cap = 1;
     for (int i = 0; i < argc; i++)
-        cap += 4 * strlen(i ? argv[i] : "squall") + 4;
+        cap += 4 * strlen(i ? argv[i] : "squall") + 4 + 4 * sizeof(SQ_REDACTED);
     char *buf = malloc(cap), *o = buf;
     if (!buf)
         return;
     for (int i = 0; i < argc; i++) {
         if (i)
             *o++ = ' ';
-        o = shell_word(o, i ? argv[i] : "squall");
+        bool next;
+        const char *h = redact && i ? header_arg(argc, argv, i, &next) : NULL;
+        char *r = h ? redact_header_arg(h) : NULL;
+        size_t at, n;
+        if (!r && redact && i && sq_redact_url_secret(argv[i], strlen(argv[i]), &at, &n) && n) {
+            struct sq_buf b = {0}; /* a broker URL's password */
+            if (sq_redact_url(argv[i], strlen(argv[i]), &b) == 0 && sq_buf_append(&b, "", 1) == 0)
+                o = shell_word(o, b.p);
+            else
+                o = shell_word(o, SQ_REDACTED);
+            sq_buf_dispose(&b);
+            continue;
+        }
+        if (!r) {
+            o = shell_word(o, i ? argv[i] : "squall");
+            continue;
+        }
+        if (next) { /* -H, then the value as its own word */
+            o = shell_word(o, argv[i]);
+            *o++ = ' ';
+            o = shell_word(o, r);
+            i++;
+        } else { /* the flag and the value in one word */
+            size_t fl = (size_t)(h - argv[i]);
+            char *w = malloc(fl + strlen(r) + 1);
+            if (w) {
+                memcpy(w, argv[i], fl);
+                strcpy(w + fl, r);
+                o = shell_word(o, w);
+                free(w);
+            } else {
+                o = shell_word(o, "[redacted]");
+            }
+        }
+        free(r);
     }
     *o = '\0';
     json_object_set_new(run, "command", json_string(buf));
@@ -959,5 +1035,20 @@ json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result
         json_object_set_new(json_object_get(doc, "config"), "urls_file", json_string(o->urls_path));
         json_object_set_new(doc, "urls", urls_block(r, res));
     }
+    if (doc && !o->no_redact) /* a broker URL's password: nats://user:[redacted]@host */
+        sq_report_redact_url(json_object_get(doc, "config"), "url");
     return doc;
+}
+
+void sq_report_redact_url(json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    size_t at, n;
+    if (!json_is_string(v) ||
+        !sq_redact_url_secret(json_string_value(v), json_string_length(v), &at, &n) || !n)
+        return;
+    struct sq_buf b = {0};
+    if (sq_redact_url(json_string_value(v), json_string_length(v), &b) == 0)
+        json_object_set_new(obj, key, json_stringn(b.p, b.len));
+    sq_buf_dispose(&b);
 }

@@ -46,8 +46,13 @@ struct sq_report_info {
 const char *sq_report_iso8601(int64_t wall_ns, char *buf, size_t size);
 
 /* Sets what only the command line knows in doc's "run" block: the command as typed (argv joined
- * with spaces, each argument quoted for a POSIX shell when it needs to be). */
-void sq_report_set_command(json_t *doc, int argc, char **argv);
+ * with spaces, each argument quoted for a POSIX shell when it needs to be). With redact, the
+ * value of a -H / --header that carries a credential, and the password of a URL, are redacted
+ * (base/redact.h). */
+void sq_report_set_command(json_t *doc, int argc, char **argv, bool redact);
+/* obj's string at key with the secret of its URL's userinfo redacted (base/redact.h), when it
+ * has one: "nats://user:[redacted]@host/subject". */
+void sq_report_redact_url(json_t *obj, const char *key);
 
 /* Builds the result document (owned by the caller: json_decref it), or NULL when out of memory. */
 json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r);

@@ -18,7 +18,9 @@
 
 /* HTML text and attribute values (double- or single-quoted). */
 void sq_page__esc(FILE *f, const char *s);
-/* The same for a formatted string (cut at 511 bytes). */
+/* The same for a formatted string (cut at 511 bytes): text only. A format that holds markup
+ * has its tags escaped into text with the data; markup goes through fputs/fprintf, data strings
+ * through sq_page__esc. */
 void sq_page__escf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* JSON text for inside a <script> element: '<', '>' and '&' as their \u escapes. */
 void sq_page__island_text(FILE *f, const char *s);

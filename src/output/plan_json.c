@@ -241,6 +241,11 @@ json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result
         json_decref(doc);
         return NULL;
     }
+    if (doc && !r->cfg.no_redact) { /* a broker URL's password: nats://user:[redacted]@host */
+        json_t *steps = json_object_get(doc, "steps"), *st;
+        size_t k;
+        json_array_foreach(steps, k, st) sq_report_redact_url(st, "url");
+    }
     json_t *sc = doc ? json_object_get(doc, "scenarios") : NULL;
     for (size_t i = 0; i < json_array_size(sc) && i < r->plan->nscenarios; i++)
         json_object_set_new(json_array_get(sc, i), "protocol",

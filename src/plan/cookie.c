@@ -599,3 +599,17 @@ int sq_cookie_jar_header(struct sq_cookie_jar *j, const char *host, size_t host_
     out->len += total;
     return (int)k;
 }
+
+size_t sq_cookie_jar_values(const struct sq_cookie_jar *j, struct sq_str *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < j->n; i++) {
+        const struct entry *e = &j->e[i];
+        if (!e->live)
+            continue;
+        if (n < max)
+            out[n] = (struct sq_str){e_value(e), e->value_len};
+        n++;
+    }
+    return n;
+}

@@ -33,4 +33,8 @@ int sq_cookie_jar_header(struct sq_cookie_jar *j, const char *host, size_t host_
                          const char *path, size_t path_len, bool secure, int64_t now_s,
                          struct sq_buf *out);
 
+/* The values of the cookies the jar holds, at most max of them into out (views valid until the
+ * jar changes): what a kept exchange redacts (base/redact.h). Returns how many there are. */
+size_t sq_cookie_jar_values(const struct sq_cookie_jar *j, struct sq_str *out, size_t max);
+
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/redact.h"
 #include "plan/plan.h"
 
 void sq_plan_error_format(const struct sq_plan_error *e, char *buf, size_t len)
@@ -169,6 +170,33 @@ static void put_tmpl(FILE *out, const struct sq_tmpl *t, size_t max)
     put_short(out, s, n, max);
 }
 
+/* A step's url as written, a broker URL's password redacted (base/redact.h). */
+static void put_url(FILE *out, const char *url)
+{
+    struct sq_buf b = {0};
+    if (sq_redact_url(url, strlen(url), &b) == 0)
+        put_short(out, b.p ? b.p : "", b.len, 160);
+    else
+        put_short(out, url, strlen(url), 160);
+    sq_buf_dispose(&b);
+}
+
+/* A header's template as written; a credential header's fixed text redacted (base/redact.h):
+ * "Authorization: Bearer [redacted]", while "Bearer {{token}}" names only where it comes from. */
+static void put_header_value(FILE *out, const char *name, const struct sq_tmpl *t)
+{
+    size_t n;
+    const char *s = sq_tmpl_source(t, &n);
+    struct sq_buf b = {0};
+    if (!sq_redact_header_name(name, strlen(name)) || memmem(s, n, "{{", 2) ||
+        sq_redact_value(name, strlen(name), s, n, &b) < 0) {
+        put_short(out, s, n, 100);
+    } else {
+        put_short(out, b.p ? b.p : "", b.len, 100);
+    }
+    sq_buf_dispose(&b);
+}
+
 /* True when nothing of the request is rendered per iteration: its URL, every header and its
  * body are fixed text and the scenario keeps no cookie jar (which adds a Cookie header per VU),
  * so it is serialised once before the run. */
@@ -193,7 +221,7 @@ static void put_ws_step(FILE *out, const struct sq_plan_step *st, size_t i)
     switch (st->ws.op) {
     case SQ_WS_OP_CONNECT:
         fprintf(out, "connect ");
-        put_short(out, r->url_src, strlen(r->url_src), 160);
+        put_url(out, r->url_src);
         if (st->ws.subprotocol)
             fprintf(out, "  (subprotocol %s)", st->ws.subprotocol);
         break;
@@ -226,14 +254,15 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         put_ws_step(out, st, i);
     } else {
         fprintf(out, "    %zu. %s: %s ", i + 1, st->name, r->method);
-        put_short(out, r->url_src, strlen(r->url_src), 160);
+        put_url(out, r->url_src);
         if (step_static(sc, r))
             fprintf(out, "  (static)");
         fputc('\n', out);
     }
     for (size_t h = 0; h < r->nheaders; h++) {
-        fprintf(out, "%sheader %s: ", pad, r->headers[h].name);
-        put_tmpl(out, r->headers[h].value, 100);
+        const char *name = r->headers[h].name;
+        fprintf(out, "%sheader %s: ", pad, name);
+        put_header_value(out, name, r->headers[h].value);
         fputc('\n', out);
     }
     if (r->body_kind == SQ_BODY_FILE) {

@@ -20,6 +20,7 @@
 #include <strings.h>
 
 #include "base/file.h"
+#include "base/redact.h"
 #include "base/text.h"
 #include "plan/load_internal.h"
 
@@ -503,6 +504,41 @@ static int load_defaults(struct ld *L, const struct ynode *n)
     return 0;
 }
 
+/* secret: true (every column) or a list of the feeder's column names. */
+static int load_feeder_secret(struct ld *L, const struct ynode *n, size_t fi)
+{
+    struct sq_plan_feeder *f = &L->p->feeders[fi];
+    f->secret = calloc(f->data->ncolumns, sizeof(*f->secret));
+    if (!f->secret)
+        return -ENOMEM;
+    if (n->kind != Y_SEQ) {
+        bool all;
+        int rc = sq_plan__get_bool(L, n, &all);
+        if (rc < 0)
+            return rc;
+        for (size_t c = 0; c < f->data->ncolumns; c++)
+            f->secret[c] = all;
+        return 0;
+    }
+    for (size_t i = 0; i < n->nitems; i++) {
+        const struct ynode *c = n->items[i];
+        int rc = sq_plan__want_string(L, c, "a column name of the feeder");
+        if (rc < 0)
+            return rc;
+        uintptr_t col;
+        if (!sq_plan__map_get(&L->feeder_cols[fi], c->s, c->len, &col)) {
+            char cols[160] = "";
+            for (size_t k = 0, o = 0; k < f->data->ncolumns && o + 1 < sizeof(cols); k++)
+                o += (size_t)snprintf(cols + o, sizeof(cols) - o, "%s%s", k ? ", " : "",
+                                      f->data->columns[k]);
+            return sq_plan__fail(L, c, "feeder '%s' has no column '%.60s' (columns: %s)", f->name,
+                                 c->s, cols);
+        }
+        f->secret[col] = true;
+    }
+    return 0;
+}
+
 static int load_data(struct ld *L, const struct ynode *n)
 {
     struct sq_plan *p = L->p;
@@ -516,7 +552,7 @@ static int load_data(struct ld *L, const struct ynode *n)
         return -ENOMEM;
     for (size_t i = 0; i < n->npairs; i++) {
         const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
-        static const char *const keys[] = {"csv", "json", "mode"};
+        static const char *const keys[] = {"csv", "json", "mode", "secret"};
         if (!sq_plan__is_ident(k->s))
             return sq_plan__fail(L, k, "'%.60s' is not a feeder name (letters, digits and '_')",
                                  k->s);
@@ -585,6 +621,13 @@ static int load_data(struct ld *L, const struct ynode *n)
                                  strlen(f->data->columns[c]), c, NULL) < 0)
                 return -ENOMEM;
         sq_plan__path_pop(L, m2);
+        const struct ynode *sec = sq_plan__get(v, "secret");
+        if (sec) {
+            m2 = sq_plan__path_key(L, "secret");
+            if ((rc = load_feeder_secret(L, sec, i)) < 0)
+                return rc;
+            sq_plan__path_pop(L, m2);
+        }
         sq_plan__path_pop(L, mark);
     }
     return 0;
@@ -645,11 +688,64 @@ static int load_sink(struct ld *L, const struct ynode *n)
     return 0;
 }
 
+static int add_secret(struct sq_plan *p, const char *s, size_t len, size_t *cap)
+{
+    if (len < SQ_REDACT_MIN)
+        return 0; /* the value rule skips it: the name rule is all there is */
+    if (p->nsecrets == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        struct sq_str *v = realloc(p->secrets, nc * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        p->secrets = v;
+        *cap = nc;
+    }
+    p->secrets[p->nsecrets++] = (struct sq_str){s, len};
+    return 0;
+}
+
+/* The credentials the plan holds as fixed text (struct sq_plan.secrets). */
+static int collect_secrets(struct sq_plan *p)
+{
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->nscenarios; i++) {
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        for (size_t k = 0; rc == 0 && k < sc->nsteps; k++) {
+            const struct sq_plan_request *r = &sc->steps[k].req;
+            for (size_t h = 0; rc == 0 && h < r->nheaders; h++) {
+                const char *v;
+                size_t n;
+                if (!sq_redact_header_name(r->headers[h].name, strlen(r->headers[h].name)) ||
+                    !sq_tmpl_static(r->headers[h].value, &v, &n))
+                    continue;
+                rc = add_secret(p, v, n, &cap);
+                size_t w = 0; /* "Bearer abc": abc alone too, wherever it shows */
+                while (w < n && v[w] != ' ' && v[w] != '\t')
+                    w++;
+                while (w < n && (v[w] == ' ' || v[w] == '\t'))
+                    w++;
+                if (rc == 0 && w > 0 && w < n)
+                    rc = add_secret(p, v + w, n - w, &cap);
+            }
+            /* a broker URL's password: nats://user:password@host/subject */
+            size_t at, n;
+            if (rc == 0 &&
+                (sc->steps[k].kind == SQ_STEP_PUBLISH || sc->steps[k].kind == SQ_STEP_SUBSCRIBE) &&
+                r->url_src && sq_redact_url_secret(r->url_src, strlen(r->url_src), &at, &n))
+                rc = add_secret(p, r->url_src + at, n, &cap);
+        }
+    }
+    if (rc == 0 && p->oauth2 && p->oauth2->client_secret)
+        rc = add_secret(p, p->oauth2->client_secret, strlen(p->oauth2->client_secret), &cap);
+    return rc;
+}
+
 static int load_root(struct ld *L, const struct ynode *root)
 {
     static const char *const keys[] = {"target",    "vars",       "defaults", "data",
                                        "scenarios", "thresholds", "script",   "auth",
-                                       "sink",      "name",       "seed"};
+                                       "sink",      "name",       "seed",     "redact"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_map(L, root, "a mapping with target and scenarios");
     if (rc == 0)
@@ -699,6 +795,16 @@ static int load_root(struct ld *L, const struct ynode *root)
         p->seed_set = true;
         sq_plan__path_pop(L, m);
     }
+    const struct ynode *rd = sq_plan__get(root, "redact");
+    if (rd) {
+        /* redact: false keeps the credentials in the exchanges squall keeps */
+        size_t m = sq_plan__path_key(L, "redact");
+        bool on;
+        if ((rc = sq_plan__get_bool(L, rd, &on)) < 0)
+            return rc;
+        p->no_redact = !on;
+        sq_plan__path_pop(L, m);
+    }
     const struct ynode *sc = sq_plan__get(root, "scenarios");
     size_t mark = sq_plan__path_key(L, "scenarios");
     if ((rc = sq_plan__want_map(L, sc, "a mapping of scenario names to scenarios")) < 0)
@@ -729,7 +835,7 @@ static int load_root(struct ld *L, const struct ynode *root)
             return rc;
         sq_plan__path_pop(L, mark);
     }
-    return 0;
+    return collect_secrets(p);
 }
 
 /* Loads yaml; relative paths resolve against dir (NULL: refused). */
@@ -889,8 +995,10 @@ void sq_plan_free(struct sq_plan *p)
         free(p->feeders[i].name);
         free(p->feeders[i].path);
         sq_feeder_free(p->feeders[i].data);
+        free(p->feeders[i].secret);
     }
     free(p->feeders);
+    free(p->secrets);
     for (size_t i = 0; i < p->nvars; i++) {
         free(p->vars[i].name);
         free(p->vars[i].value);

@@ -133,6 +133,9 @@ struct sq_plan_feeder {
     char *path;
     enum sq_feed_mode mode;
     struct sq_feeder *data;
+    /* secret: per column of data, true when its cells are credentials: a VU's current cell is
+     * redacted wherever an exchange is kept (base/redact.h); NULL when no column is secret */
+    bool *secret;
 };
 
 struct sq_plan_threshold {
@@ -200,6 +203,12 @@ struct sq_plan {
      * (the run draws one, or takes --seed, which wins over this) */
     uint64_t seed;
     bool seed_set;
+    bool no_redact;                /* redact: false: kept exchanges keep their credentials */
+    /* The credentials the plan holds as fixed text, found when it loads: the fixed value of each
+     * credential header (base/redact.h's names) and its part after the scheme word, auth.oauth2's
+     * client secret, the password of a broker URL. Views into the plan; nsecrets of them. */
+    struct sq_str *secrets;
+    size_t nsecrets;
 };
 
 /* A load error: where, which key, what was expected. */

@@ -551,6 +551,43 @@ static void test_saved_document_html(void **state)
     }
 }
 
+/* The report's own markup is written as markup (never escaped with the data) in the tables and
+ * the sampled exchanges, and every string of the document is escaped once. */
+static void test_html_markup_once(void **state)
+{
+    (void)state;
+    json_t *doc = load_doc("doc_quick.in.json");
+    json_object_set_new(doc, "failures",
+                        json_pack("{s:i, s:i, s:{s:f}}", "transport", 1, "http", 2,
+                                  "http_req_failed", "rate", 0.5));
+    json_t *sample = json_pack(
+        "{s:f, s:i, s:n, s:f, s:{s:s, s:b}, s:{s:s, s:b, s:s, s:i, s:b}}", "t_s", 0.25, "status",
+        500, "error", "latency_ms", 1.5, "request", "text", "GET /<b>x</b> HTTP/1.1\r\n\r\n", "cut",
+        0, "response", "head", "HTTP/1.1 500 E\r\nX-E: <i>h</i>\r\n\r\n", "head_cut", 0, "body",
+        "</pre><img src=x onerror=alert(1)>", "body_bytes", 9000, "body_cut", 1);
+    json_object_set_new(doc, "sampled_exchanges",
+                        json_pack("{s:i, s:[{s:s, s:s, s:i, s:[o]}]}", "per_class", 5, "classes",
+                                  "class", "5xx", "kind", "status", "seen", 7, "samples", sample));
+    struct capture c;
+    capture_start(&c);
+    assert_int_equal(sq_report_html(doc, c.f), 0);
+    assert_int_equal(fclose(c.f), 0);
+    assert_non_null(
+        strstr(c.buf, "</td></tr>\n<tr><th>http_req_failed (k6: both)</th><td class=\"n\">50.00%"));
+    assert_non_null(strstr(c.buf, "<details class=\"sample\"><summary>0.250 s · 500 · 1.500 ms · "
+                                  "GET /&lt;b&gt;x&lt;/b&gt; HTTP/1.1</summary>"));
+    assert_non_null(strstr(c.buf, "X-E: &lt;i&gt;h&lt;/i&gt;"));
+    assert_non_null(strstr(c.buf, "&lt;/pre&gt;&lt;img src=x onerror=alert(1)&gt;[… 9,000 bytes"));
+    assert_null(strstr(c.buf, "&lt;td"));
+    assert_null(strstr(c.buf, "&lt;tr"));
+    assert_null(strstr(c.buf, "&lt;details"));
+    assert_null(strstr(c.buf, "&lt;p class"));
+    assert_null(strstr(c.buf, "<img"));
+    assert_null(strstr(c.buf, "&amp;lt;")); /* nothing escaped twice */
+    free(c.buf);
+    json_decref(doc);
+}
+
 /* ---- the saved-result reader on bad input ---- */
 
 static int read_text(const char *text, json_t **doc, char *why, size_t len)
@@ -792,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_plan_run),
         cmocka_unit_test(test_saved_documents),
         cmocka_unit_test(test_saved_document_html),
+        cmocka_unit_test(test_html_markup_once),
         cmocka_unit_test(test_reader_refusals),
         cmocka_unit_test(test_hostile_values),
         cmocka_unit_test(test_series_writers),
