@@ -591,7 +591,7 @@ thresholds:
         self.assertLess(took, 5)
 
     def test_incompatible_version_refuses(self):
-        self.start_agents("old", ["v1"], [("--x-proto", "2")])
+        self.start_agents("old", ["v1"], [("--x-proto", "1")])  # protocol 1: before resends
         p, _, _ = self.run_ctl("old", self.base + "/fast", "-d", "1s", "--agents", "1",
                                "--agent-wait", "1500ms")
         self.assertEqual(p.returncode, 1)
