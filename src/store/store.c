@@ -639,11 +639,11 @@ static int recover(struct conn *c, char *err, size_t errlen)
 }
 
 /* Opens one connection on the store's file. */
-static int conn_open(struct sq_store *s, struct conn *c, int flags, int busy_ms, char *err,
-                     size_t errlen)
+static int conn_open_at(struct sq_store *s, struct conn *c, const char *name, int flags,
+                        int busy_ms, char *err, size_t errlen)
 {
     int rc =
-        sqlite3_open_v2(s->path, &c->db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
+        sqlite3_open_v2(name, &c->db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
     if (rc != SQLITE_OK && !c->db) {
         say(err, errlen, "opening %s: out of memory", s->path);
         return -ENOMEM;
@@ -655,6 +655,58 @@ static int conn_open(struct sq_store *s, struct conn *c, int flags, int busy_ms,
     /* A page cache of at most 1 MiB per connection (SQLite's default is 2 MiB). */
     return exec_sql(c, "PRAGMA foreign_keys = ON; PRAGMA cache_size = -1024", err, errlen,
                     "opening the store");
+}
+
+static int conn_open(struct sq_store *s, struct conn *c, int flags, int busy_ms, char *err,
+                     size_t errlen)
+{
+    return conn_open_at(s, c, s->path, flags, busy_ms, err, errlen);
+}
+
+/* Bytes of path + suffix's file; -1 when there is none (or it cannot be read). */
+static off_t file_size(const char *path, const char *suffix)
+{
+    char p[PATH_MAX];
+    struct stat sb;
+    if ((size_t)snprintf(p, sizeof(p), "%s%s", path, suffix) >= sizeof(p) || stat(p, &sb) < 0)
+        return -1;
+    return sb.st_size;
+}
+
+/* A reader of a WAL database needs its -shm file, and creates it when it is not there: not
+ * possible on a read-only mount, where a store closed cleanly has none. There (and only when
+ * there is no write-ahead log with content, which only a writer can have left: no writer has
+ * the store open, and nothing committed is missing from the database file) the file is opened
+ * as immutable: SQLite reads it as it is, with no -shm and no locks (sqlite.org/uri.html). */
+static int open_immutable(struct sq_store *s, int busy, char *err, size_t errlen)
+{
+    if (file_size(s->path, "-wal") > 0) {
+        say(err, errlen,
+            "%s cannot be read here: its write-ahead log (%s-wal) holds writes that only a "
+            "read-write open can replay, and the file system is read-only (copy the data "
+            "directory to a writable place, or open it once with squall serve)",
+            s->path, s->path);
+        return -EROFS;
+    }
+    /* file:PATH?mode=ro&immutable=1, the path percent-encoded */
+    size_t n = strlen(s->path);
+    char *uri = malloc(n * 3 + 64);
+    if (!uri) {
+        say(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    size_t l = (size_t)sprintf(uri, "file:");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s->path[i];
+        bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9') || ch == '/' || ch == '-' || ch == '_' || ch == '.' ||
+                     ch == '~';
+        l += (size_t)(plain ? sprintf(uri + l, "%c", ch) : sprintf(uri + l, "%%%02X", ch));
+    }
+    sprintf(uri + l, "?mode=ro&immutable=1");
+    int r = conn_open_at(s, &s->rd, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, busy, err, errlen);
+    free(uri);
+    return r;
 }
 
 static int conn_prepare(struct conn *c, char *err, size_t errlen)
@@ -791,8 +843,17 @@ static int setup(struct sq_store *s, const struct sq_store_opts *o, char *err, s
     int busy = o && o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000;
     int64_t ver;
     if (s->ro) {
-        if ((r = conn_open(s, &s->rd, SQLITE_OPEN_READONLY, busy, err, errlen)) < 0 ||
-            (r = identify(s, &s->rd, &ver, err, errlen)) < 0)
+        r = conn_open(s, &s->rd, SQLITE_OPEN_READONLY, busy, err, errlen);
+        if (r == 0)
+            r = identify(s, &s->rd, &ver, err, errlen);
+        if (r < 0 && r != -ENOTSUP && file_size(s->path, "-shm") < 0 &&
+            access(s->path, R_OK) == 0) {
+            /* no -shm, and none could be made: a read-only file system (or directory) */
+            conn_close(&s->rd);
+            if ((r = open_immutable(s, busy, err, errlen)) == 0)
+                r = identify(s, &s->rd, &ver, err, errlen);
+        }
+        if (r < 0)
             return r;
         return conn_prepare(&s->rd, err, errlen);
     }

@@ -7,8 +7,11 @@ way under a run.
   every request the target served counted once, every agent's every second arrived live). Killed
   for longer than --nats-outage: the document is still written, with what arrived, marked
   incomplete with the reason (exit 1).
+- `squall runs list` on a store on a read-only mount (a read-only bind mount in a private mount
+  namespace) lists it.
 
-Every process is started here and stopped by its PID; traffic stays on 127.0.0.1.
+The mounts are made inside `unshare -m` (we run as root): nothing on the host's mount table
+changes, and the namespace goes with its last process. Every process is started here and stopped by its PID; traffic stays on 127.0.0.1.
 """
 
 import json
@@ -252,6 +255,65 @@ class NatsOutage(unittest.TestCase):
             self.assertIn("result is dropped", a.text())
         print("long outage: %d of %d served requests arrived; %s" % (r["sent"], served,
                                                                      c["incomplete"]))
+
+
+def api(port, method, path, body=None):
+    hdrs = {"Content-Type": "application/json"} if body is not None else {}
+    st, _, data = sqtest.http(port, method, path,
+                              json.dumps(body) if body is not None else None, hdrs)
+    return st, (json.loads(data) if data else None)
+
+
+class ReadOnlyStore(unittest.TestCase):
+    """`squall runs` on a store whose file system is mounted read-only."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="sq-ro-")
+        self.data = os.path.join(self.tmp, "data")
+        self.target, self.tport = sqtest.start_target("-t", "1")
+
+    def tearDown(self):
+        sqtest.stop(self.target)
+        shutil.rmtree(self.tmp)
+
+    def ro(self, *args):
+        """squall ARGS with self.data bind-mounted read-only over itself, in a private mount
+        namespace: squall sees a read-only file system (EROFS even for root)."""
+        cmd = " ".join("'%s'" % a for a in (sqtest.squall_path(),) + args)
+        return subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c",
+             'mount --bind -o ro "$0" "$0" && touch "$0/probe" 2>/dev/null && '
+             'echo "not read-only" >&2 && exit 9; exec ' + cmd, self.data],
+            capture_output=True, text=True, timeout=60)
+
+    def test_runs_list_on_a_read_only_mount(self):
+        serve, port = sqtest.start_serve("--data", self.data)
+        try:
+            st, r = api(port, "POST", "/runs",
+                        {"quick": {"url": "http://%s:%d/fast" % (HOST, self.tport),
+                                   "rate": 50, "connections": 2, "duration": "1s"}})
+            self.assertEqual(st, 201, r)
+            deadline = time.monotonic() + 20
+            while api(port, "GET", "/runs/%d" % r["id"])[1]["status"] in ("queued", "running"):
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.1)
+            want = api(port, "GET", "/runs/%d" % r["id"])[1]["result"]["requests"]
+        finally:
+            sqtest.stop(serve)  # a clean close: no -wal, no -shm left beside the database
+        self.assertEqual(sorted(os.listdir(self.data)), ["squall.db", "squall.db.lock"])
+        p = self.ro("runs", "list", "--data", self.data, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        runs = json.loads(p.stdout)
+        self.assertEqual([(x["id"], x["status"]) for x in runs], [(r["id"], "finished")])
+        p = self.ro("runs", "show", str(r["id"]), "--data", self.data, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["status"], "finished")
+        p = self.ro("runs", "export", str(r["id"]), "--data", self.data, "--json", "-")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["requests"], want)
+        self.assertGreater(want["completed"], 0)
+        # nothing was written there (the mount would have refused it anyway)
+        self.assertEqual(sorted(os.listdir(self.data)), ["squall.db", "squall.db.lock"])
 
 
 if __name__ == "__main__":
