@@ -7,11 +7,15 @@ way under a run.
   every request the target served counted once, every agent's every second arrived live). Killed
   for longer than --nats-outage: the document is still written, with what arrived, marked
   incomplete with the reason (exit 1).
+- The daemon's store on a file system that fills up under a running run (a 1 MiB tmpfs in a
+  private mount namespace, filled by the test): the run ends `failed` with the write error, in
+  the API at once and in the store once it can take the write; stop and delete agree with it.
 - `squall runs list` on a store on a read-only mount (a read-only bind mount in a private mount
   namespace) lists it.
 
 The mounts are made inside `unshare -m` (we run as root): nothing on the host's mount table
-changes, and the namespace goes with its last process. Every process is started here and stopped by its PID; traffic stays on 127.0.0.1.
+changes, and the namespace goes with its last process. Every process is started here and
+stopped by its PID; traffic stays on 127.0.0.1.
 """
 
 import json
@@ -257,11 +261,159 @@ class NatsOutage(unittest.TestCase):
                                                                      c["incomplete"]))
 
 
+def serve_on_tmpfs(mnt, size):
+    """`squall serve` whose store is on a tmpfs of `size` mounted at mnt in a private mount
+    namespace (unshare -m: the host's mount table never sees it). unshare and sh exec into
+    squall, so the Popen's PID is the daemon's; its files are reachable from outside at
+    /proc/PID/root/MNT (the namespace's view). Returns (Popen, port)."""
+    log = tempfile.NamedTemporaryFile(prefix="squall-serve-", suffix=".log", delete=False)
+    proc = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'mount -t tmpfs -o size=%s tmpfs "$1" && exec "$0" serve --listen 127.0.0.1:0 '
+         '--data "$1/store"' % size, sqtest.squall_path(), mnt],
+        stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+    log.close()
+    proc.log_path = log.name
+    line = proc.stdout.readline().decode()
+    m = sqtest._SERVE_RE.match(line.strip())
+    if not m:
+        stop(proc)
+        with open(log.name) as f:
+            raise RuntimeError("squall serve did not start: %r %s" % (line, f.read()))
+    return proc, int(m.group(2))
+
+
 def api(port, method, path, body=None):
     hdrs = {"Content-Type": "application/json"} if body is not None else {}
     st, _, data = sqtest.http(port, method, path,
                               json.dumps(body) if body is not None else None, hdrs)
     return st, (json.loads(data) if data else None)
+
+
+class StoreFull(unittest.TestCase):
+    """The daemon's store fills up under a running run."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="sq-full-")
+        self.mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(self.mnt)
+        self.target, self.tport = sqtest.start_target("-t", "1")
+        self.serve, self.port = serve_on_tmpfs(self.mnt, "2m")
+        self.root = "/proc/%d/root%s" % (self.serve.pid, self.mnt)  # the tmpfs, from here
+
+    def tearDown(self):
+        sqtest.stop(self.serve)
+        sqtest.stop(self.target)
+        with open(self.serve.log_path) as f:
+            log = f.read()
+        os.unlink(self.serve.log_path)
+        self.assertNotIn("Sanitizer", log)
+        shutil.rmtree(self.tmp)
+
+    def fill(self):
+        """Fills the tmpfs to the last byte: every later write of the store fails (ENOSPC)."""
+        n = 0
+        try:
+            with open(os.path.join(self.root, "filler"), "wb") as f:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+                    n += 65536
+        except OSError:
+            pass
+        try:  # the last partial block too
+            with open(os.path.join(self.root, "filler2"), "wb") as f:
+                while True:
+                    f.write(b"\0" * 512)
+                    f.flush()
+        except OSError:
+            pass
+        return n
+
+    def free(self):
+        for name in ("filler", "filler2"):
+            os.unlink(os.path.join(self.root, name))
+
+    def in_ns(self, *args):
+        """squall ARGS --data the store, in the daemon's mount namespace (nsenter -m): SQLite
+        resolves /proc/PID/root's link, so the store is opened where the daemon sees it."""
+        return subprocess.run(["nsenter", "-t", str(self.serve.pid), "-m", sqtest.squall_path(),
+                               *args, "--data", os.path.join(self.mnt, "store")],
+                              capture_output=True, text=True, timeout=60)
+
+    def stored(self, run_id):
+        """The run as the store file has it, read by another process (squall runs show)."""
+        p = self.in_ns("runs", "show", str(run_id), "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def test_a_full_disk_fails_the_run_and_loses_no_result(self):
+        sqtest.http(self.tport, "POST", "/stats/reset")
+        st, r = api(self.port, "POST", "/runs",
+                    {"quick": {"url": "http://%s:%d/fast" % (HOST, self.tport), "rate": 200,
+                               "connections": 4, "duration": "5s"}})
+        self.assertEqual(st, 201, r)
+        rid = r["id"]
+        deadline = time.monotonic() + 20
+        while not api(self.port, "GET", "/runs/%d/series" % rid)[1].get("series"):
+            self.assertLess(time.monotonic(), deadline, "no second stored")
+            time.sleep(0.1)
+        filled = self.fill()
+        deadline = time.monotonic() + 30
+        while True:
+            st, run = api(self.port, "GET", "/runs/%d" % rid)
+            if run["status"] != "running" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        # failed, at once and with the write error; /health, stop and delete agree
+        self.assertEqual(run["status"], "failed", run)
+        self.assertIn("the store could not take", run["reason"])
+        self.assertIn("full", run["reason"])  # SQLite's "database or disk is full"
+        self.assertIsNone(api(self.port, "GET", "/health")[1]["run"])
+        st, r = api(self.port, "POST", "/runs/%d/stop" % rid)
+        self.assertEqual(st, 409, r)
+        self.assertIn("is failed: there is nothing to stop", r["error"])
+        listed = api(self.port, "GET", "/runs")[1]["runs"]
+        self.assertEqual([x["status"] for x in listed if x["id"] == rid], ["failed"])
+        st, r = api(self.port, "DELETE", "/runs/%d" % rid)
+        self.assertEqual(st, 507, r)  # it has ended, but the store cannot take even that yet
+        self.assertIn("cannot take its end", r["error"])
+        # no result lost: the document, from memory, counts every request the target served
+        served = sqtest.json_get(self.tport, "/stats")["arrivals"]["count"]
+        doc = run["result"]
+        self.assertIsNotNone(doc, "the result was lost")
+        self.assertEqual(doc["requests"]["sent"], served)
+        r = doc["requests"]  # every request sent reached the target (some still in flight)
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
+        self.assertEqual(sum(x["requests"] for x in doc["series"]), served)
+        self.assertGreater(r["completed"], 0)
+        # the file still says running meanwhile (nothing could be written)
+        self.assertEqual(self.stored(rid)["status"], "running")
+        # room again: the store takes the kept end within a few seconds, result and all
+        self.free()
+        deadline = time.monotonic() + 15
+        while self.stored(rid)["status"] == "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        got = self.stored(rid)
+        self.assertEqual(got["status"], "failed", got)
+        self.assertEqual(got["reason"], run["reason"])
+        p = self.in_ns("runs", "export", str(rid), "--json", "-")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["requests"]["sent"], served)
+        st, r = api(self.port, "DELETE", "/runs/%d" % rid)
+        self.assertEqual(st, 204, r)
+        # and the daemon goes on: the next run finishes and is stored
+        st, r = api(self.port, "POST", "/runs",
+                    {"quick": {"url": "http://%s:%d/fast" % (HOST, self.tport), "rate": 100,
+                               "connections": 2, "duration": "1s"}})
+        self.assertEqual(st, 201, r)
+        deadline = time.monotonic() + 20
+        while api(self.port, "GET", "/runs/%d" % r["id"])[1]["status"] in ("queued", "running"):
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.2)
+        self.assertEqual(self.stored(r["id"])["status"], "finished")
+        print("store full: filled %d KiB; %d requests kept; %s" % (filled // 1024, served,
+                                                                 run["reason"]))
 
 
 class ReadOnlyStore(unittest.TestCase):
