@@ -57,6 +57,7 @@ int sq_cli_dist_run(const struct sq_cli_dist *x, struct sq_result *res,
         .prefix = x->d->prefix,
         .agents = (uint32_t)x->d->agents,
         .wait_ns = x->d->agent_wait_ns,
+        .outage_ns = x->d->nats_outage_ns,
         .sequence = seq ? pt : NULL,
         .job = job,
         .open = x->open,
@@ -89,9 +90,14 @@ int sq_cli_dist_doc(json_t *doc, const struct sq_cluster_report *rep)
 
 int sq_cli_dist_status(const struct sq_cli_dist *x, const struct sq_cluster_report *rep, int status)
 {
-    if (!rep->lost || status != SQ_EXIT_OK)
+    if (rep->incomplete[0])
+        fprintf(stderr, "squall: the result is incomplete: %s\n", rep->incomplete);
+    if (!rep->incomplete[0] || status != SQ_EXIT_OK)
         return status;
-    fprintf(stderr, "squall: %u of %u agents lost during the run%s\n", rep->lost, rep->n,
-            x->d->tolerate_loss ? " (tolerated: --tolerate-agent-loss)" : "");
+    if (rep->nats_gave_up) /* not an agent's loss: the run's tail is missing from every agent */
+        return SQ_EXIT_FAIL;
+    if (rep->lost)
+        fprintf(stderr, "squall: %u of %u agents lost during the run%s\n", rep->lost, rep->n,
+                x->d->tolerate_loss ? " (tolerated: --tolerate-agent-loss)" : "");
     return x->d->tolerate_loss ? SQ_EXIT_OK : SQ_EXIT_FAIL;
 }

@@ -37,8 +37,9 @@ int sq_cli_dist_run(const struct sq_cli_dist *x, struct sq_result *res,
 /* Adds rep as the document's "cluster" block. Returns 0 or -ENOMEM. */
 int sq_cli_dist_doc(json_t *doc, const struct sq_cluster_report *rep);
 
-/* The exit status once the run's own (status) is known: an agent lost makes a 0 into 1 (with a
- * message) unless --tolerate-agent-loss. */
+/* The exit status once the run's own (status) is known. A result that is incomplete (said on
+ * stderr whatever the status) makes a 0 into 1: NATS away past --nats-outage always, an agent
+ * lost or without a result unless --tolerate-agent-loss. */
 int sq_cli_dist_status(const struct sq_cli_dist *x, const struct sq_cluster_report *rep,
                        int status);
 

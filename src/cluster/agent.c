@@ -6,8 +6,21 @@
  * requests to the run, sends heartbeats and, when the run is over, the final result. The runner
  * thread is sq_run() itself: its on_ready publishes "ready" once the pools are open, and its
  * on_tick (the run's main thread, once a second) publishes each second's figures and histograms.
- * Publishing is thread-safe (bus.h); the two threads share only the stop flag, the start time
- * (both atomic) and the done flag.
+ * The runner thread never publishes: on_ready raises a flag and on_tick puts the second in the
+ * outbox, and the main thread sends both (within POLL_NS), so only the main thread touches the
+ * connection, which it may be redialling. The two threads share the stop flag, the start time,
+ * the ready and done flags (atomics) and the outbox (its mutex).
+ *
+ * A broker that goes away (docs/distributed.md, "NATS outages"): the main thread redials the
+ * same URL every BUSY_RETRY_NS while a run is on, and the run goes on meanwhile. Its seconds
+ * stay in the outbox until the controller acknowledges them (the "ack" of its heartbeats: every
+ * second up to that one arrived); the ones never sent go out in order once the connection is
+ * back, and a second still unacknowledged RESEND_NS after it was sent is sent again (the
+ * controller drops duplicates), which covers what NATS dropped while the controller itself was
+ * away. The final result is kept and sent again every FINAL_RESEND_NS until the controller says
+ * "got". Past the run's outage window (the controller's --nats-outage, in the assignment) the
+ * controller has given up: the run is stopped and its result dropped. The outbox is bounded by
+ * that window; beyond it the oldest second goes (and its counts still reach the final result).
  *
  * Clocks: the agent's clock is CLOCK_MONOTONIC (plus clock_skew_ns in tests). The controller
  * names the start in its own clock; the agent starts at that time plus its estimated offset, so
@@ -29,9 +42,25 @@
 #include "cluster/wire.h"
 #include "stats/hist.h"
 
-#define SYNC_SAMPLES 16
-#define SYNC_WAIT_NS (500 * SQ_NS_PER_MS) /* for one time answer */
-#define POLL_NS      (50 * SQ_NS_PER_MS)
+#define SYNC_SAMPLES    16
+#define SYNC_WAIT_NS    (500 * SQ_NS_PER_MS) /* for one time answer */
+#define POLL_NS         (50 * SQ_NS_PER_MS)
+#define BUSY_RETRY_NS   (250 * SQ_NS_PER_MS) /* redialling NATS with a run on */
+#define DIAL_NS         (2 * SQ_NS_PER_S)    /* one redial, at most */
+#define RESEND_NS       SQ_NS_PER_S          /* a second still unacknowledged this long after */
+#define FINAL_RESEND_NS (2 * SQ_NS_PER_S)    /* the final result, until "got" */
+#define OUTBOX_MIN      64                   /* seconds kept unacknowledged, at least */
+/* An agent gives up on a run this long after the controller would have: an outage just under the
+ * window, seen a little later by the controller, is still ridden out by every agent. */
+#define GIVE_UP_LATE_NS (2 * SQ_NS_PER_S)
+
+/* One second waiting for the controller's acknowledgement. */
+struct pending {
+    uint32_t n;      /* the second, 1-based */
+    int64_t sent_ns; /* when it was last sent; 0: not yet (or due again) */
+    char *text;
+    size_t len;
+};
 
 struct agent {
     const struct sq_agent_config *cfg;
@@ -57,8 +86,23 @@ struct agent {
     const char *run_why;
     struct sq_clock_est clk;
     int64_t last_ctl, next_hb;
-    uint32_t seconds; /* seconds published */
-    char error[320];  /* why the job failed before running */
+    uint32_t seconds;  /* seconds made (atomic: the runner's on_tick counts them) */
+    char error[320];   /* why the job failed before running */
+    int ready_due;     /* atomic: on_ready ran; the main thread says "ready" */
+    bool served;       /* a run came and went (--once: then return) */
+    int64_t outage_ns; /* the run's outage window (assign's "outage_ns") */
+    bool given_up;     /* NATS was away past the window: the run is stopped, its result dropped */
+    /* the outbox: seconds not yet acknowledged, oldest first (out_mu: on_tick appends) */
+    pthread_mutex_t out_mu;
+    struct pending *out;
+    size_t nout, out_max;
+    uint64_t out_dropped;
+    /* the final result, kept until the controller says "got" */
+    char *final;
+    int64_t final_sent;
+    /* the connection: down since down_ns (redialling) */
+    bool down;
+    int64_t down_ns;
 };
 
 static void logf_(struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -100,9 +144,8 @@ static bool stopped(struct agent *a)
 
 /* ---- the runner thread and the run's callbacks ---- */
 
-static void on_ready(void *ud)
+static void say_ready(struct agent *a)
 {
-    struct agent *a = ud;
     pub(a, a->ctl, NULL,
         json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:i}", "op", "ready", "agent", a->id, "run",
                   a->run, "offset_ns", (json_int_t)a->clk.offset_ns, "uncertainty_ns",
@@ -110,6 +153,14 @@ static void on_ready(void *ud)
                   (int)a->clk.samples));
 }
 
+/* The runner thread: the pools are open. The main thread says so (it owns the connection). */
+static void on_ready(void *ud)
+{
+    struct agent *a = ud;
+    __atomic_store_n(&a->ready_due, 1, __ATOMIC_RELEASE);
+}
+
+/* The runner thread, once a second: the second goes to the outbox; the main thread sends it. */
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
                     const struct sq_hist *hu)
 {
@@ -117,11 +168,78 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     json_t *o = sq_wire_second(s, h, hu);
     if (!o)
         return;
+    uint32_t n = __atomic_add_fetch(&a->seconds, 1, __ATOMIC_RELAXED);
     json_object_set_new(o, "op", json_string("iv"));
     json_object_set_new(o, "agent", json_string(a->id));
     json_object_set_new(o, "run", json_string(a->run));
-    json_object_set_new(o, "n", json_integer(__atomic_add_fetch(&a->seconds, 1, __ATOMIC_RELAXED)));
-    pub(a, a->ctl, NULL, o);
+    json_object_set_new(o, "n", json_integer(n));
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!text)
+        return;
+    pthread_mutex_lock(&a->out_mu);
+    if (a->nout == a->out_max) {
+        /* the controller has heard nothing for longer than the window: the oldest goes (its
+         * counts are still in the final result) */
+        free(a->out[0].text);
+        memmove(a->out, a->out + 1, (a->nout - 1) * sizeof(*a->out));
+        a->nout--;
+        a->out_dropped++;
+    }
+    a->out[a->nout++] = (struct pending){.n = n, .text = text, .len = strlen(text)};
+    pthread_mutex_unlock(&a->out_mu);
+}
+
+/* The main thread: sends what the outbox has not sent (in order), while the connection works. */
+static void flush_out(struct agent *a)
+{
+    int64_t now = sq_now_ns();
+    pthread_mutex_lock(&a->out_mu);
+    for (size_t i = 0; i < a->nout && !a->down; i++) {
+        struct pending *p = &a->out[i];
+        if (p->sent_ns)
+            continue;
+        if (sq_bus_pub(a->bus, a->ctl, NULL, p->text, p->len) < 0)
+            break; /* the next read finds the connection gone; sent again once it is back */
+        p->sent_ns = now;
+    }
+    pthread_mutex_unlock(&a->out_mu);
+}
+
+/* The controller's heartbeat says every second up to ack arrived: those go; any other sent
+ * RESEND_NS ago or more is sent again (NATS dropped it, or the controller was away). */
+static void on_ack(struct agent *a, uint32_t ack)
+{
+    int64_t now = sq_now_ns();
+    pthread_mutex_lock(&a->out_mu);
+    size_t k = 0;
+    while (k < a->nout && a->out[k].n <= ack)
+        free(a->out[k++].text);
+    memmove(a->out, a->out + k, (a->nout - k) * sizeof(*a->out));
+    a->nout -= k;
+    for (size_t i = 0; i < a->nout; i++)
+        if (a->out[i].sent_ns && now - a->out[i].sent_ns >= RESEND_NS)
+            a->out[i].sent_ns = 0;
+    pthread_mutex_unlock(&a->out_mu);
+}
+
+static bool out_sent(struct agent *a)
+{
+    pthread_mutex_lock(&a->out_mu);
+    bool all = true;
+    for (size_t i = 0; i < a->nout && all; i++)
+        all = a->out[i].sent_ns != 0;
+    pthread_mutex_unlock(&a->out_mu);
+    return all;
+}
+
+static void out_clear(struct agent *a)
+{
+    pthread_mutex_lock(&a->out_mu);
+    for (size_t i = 0; i < a->nout; i++)
+        free(a->out[i].text);
+    a->nout = 0;
+    pthread_mutex_unlock(&a->out_mu);
 }
 
 static void *runner_main(void *arg)
@@ -153,11 +271,12 @@ static void *runner_main(void *arg)
 
 /* ---- the job ---- */
 
-static void job_end(struct agent *a)
+/* The final message: the result, or why there is none. NULL when out of memory. */
+static char *final_text(struct agent *a)
 {
-    if (a->runner)
-        pthread_join(a->tid, NULL);
     json_t *o = json_pack("{s:s, s:s, s:s}", "op", "final", "agent", a->id, "run", a->run);
+    if (!o)
+        return NULL;
     if (!a->runner) {
         json_object_set_new(o, "error", json_string(a->error));
     } else if (a->run_rc < 0) {
@@ -176,16 +295,40 @@ static void job_end(struct agent *a)
         if (at && a->res.start_mono_ns)
             json_object_set_new(o, "start_late_ns", json_integer(a->res.start_mono_ns - at));
     }
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    if (text && a->bus &&
-        sq_cluster__pub_big(a->bus, a->ctl, a->run, a->id, text, strlen(text)) < 0)
+    return text;
+}
+
+/* Sends the final result (again); 0 when it went out. */
+static int send_final(struct agent *a)
+{
+    if (!a->bus || a->down)
+        return -EPIPE;
+    int rc = sq_cluster__pub_big(a->bus, a->ctl, a->run, a->id, a->final, strlen(a->final));
+    if (rc < 0)
         logf_(a, "run %s: could not send the result: %s", a->run, sq_bus_error(a->bus));
-    free(text);
-    if (a->runner && a->run_rc == 0)
+    return rc;
+}
+
+/* The job is over (its result delivered, or given up): the agent is idle again. */
+static void job_release(struct agent *a)
+{
+    if (a->runner && a->run_rc == 0 && !a->given_up)
         logf_(a, "run %s: done, %llu requests completed%s%s", a->run,
               (unsigned long long)a->res.c.completed, a->res.aborted ? ", stopped: " : "",
               a->res.aborted ? a->res.abort_reason : "");
+    if (a->given_up && a->final)
+        logf_(a, "run %s: its result is dropped: the controller gave up on it", a->run);
+    if (a->runner)
+        a->served = true;
+    if (a->out_dropped)
+        logf_(a, "run %s: %llu seconds were dropped unacknowledged (the outbox holds %zu)", a->run,
+              (unsigned long long)a->out_dropped, a->out_max);
+    out_clear(a);
+    free(a->final);
+    a->final = NULL;
+    a->final_sent = 0;
     sq_result_dispose(&a->res);
     memset(&a->res, 0, sizeof(a->res));
     if (a->handle)
@@ -193,12 +336,33 @@ static void job_end(struct agent *a)
     a->handle = NULL;
     a->rc = NULL;
     sq_seg_dispose(&a->seg);
-    a->busy = a->runner = a->orphaned = false;
+    a->busy = a->runner = a->orphaned = a->given_up = false;
     a->done = 0;
     a->stop = 0;
     a->start_at = 0;
     a->seconds = 0;
+    a->ready_due = 0;
+    a->out_dropped = 0;
     a->error[0] = '\0';
+}
+
+/* The run is over (or never started): joins the runner, keeps the final message. A job that
+ * never ran (its clock round trips failed) sends it once and is released: no controller waits
+ * for it. */
+static void job_end(struct agent *a)
+{
+    if (a->runner)
+        pthread_join(a->tid, NULL);
+    a->final = final_text(a);
+    if (!a->final) {
+        logf_(a, "run %s: out of memory building the result", a->run);
+        job_release(a);
+        return;
+    }
+    if (!a->runner) {
+        (void)send_final(a);
+        job_release(a);
+    }
 }
 
 static void refuse(struct agent *a, const char *reply, const char *run, const char *why)
@@ -319,6 +483,23 @@ static void assign(struct agent *a, const json_t *o, const char *reply)
     }
     snprintf(a->run, sizeof(a->run), "%s", run);
     snprintf(a->ctl, sizeof(a->ctl), "%s.ctl.%s", a->prefix, run);
+    json_t *jo = json_object_get(o, "outage_ns");
+    a->outage_ns = json_is_integer(jo) && json_integer_value(jo) > 0
+                       ? (int64_t)json_integer_value(jo)
+                       : SQ_CLUSTER_OUTAGE_NS;
+    /* the window's seconds and a margin: a second is acknowledged within one heartbeat */
+    int64_t keep = a->outage_ns / SQ_NS_PER_S * 2 + OUTBOX_MIN;
+    a->out_max = keep > 4096 ? 4096 : (size_t)keep;
+    struct pending *ob = realloc(a->out, a->out_max * sizeof(*ob));
+    if (!ob) {
+        refuse(a, reply, run, "out of memory");
+        if (a->handle)
+            a->cfg->release(a->cfg->ud, a->handle);
+        a->handle = NULL;
+        sq_seg_dispose(&a->seg);
+        return;
+    }
+    a->out = ob;
     a->busy = true;
     a->last_ctl = sq_now_ns();
     a->next_hb = a->last_ctl;
@@ -400,6 +581,14 @@ static void handle(struct agent *a, const struct sq_bus_msg *m)
             logf_(a, "run %s: stop requested (%s)", a->run, sq_cluster__str(o, "why"));
         } else if (mine && strcmp(op, "hb") == 0) {
             a->last_ctl = sq_now_ns();
+            json_t *ack = json_object_get(o, "ack");
+            if (json_is_integer(ack) && json_integer_value(ack) >= 0)
+                on_ack(a, json_integer_value(ack) > UINT32_MAX ? UINT32_MAX
+                                                               : (uint32_t)json_integer_value(ack));
+        } else if (mine && strcmp(op, "got") == 0) {
+            a->last_ctl = sq_now_ns();
+            if (a->final)
+                job_release(a); /* the controller has the result */
         }
     }
     json_decref(o);
@@ -433,6 +622,58 @@ static void sleep_ns(int64_t ns)
     nanosleep(&ts, NULL);
 }
 
+/* The controller has been silent for SQ_CLUSTER_ORPHAN_NS (or the outage window). Silent, or
+ * cut off? A PING to the
+ * server tells: no PONG, and the connection is the one that failed (an outage, not an orphan). */
+static bool broker_answers(struct agent *a)
+{
+    return sq_bus_sync(a->bus, SQ_NS_PER_S) == 0;
+}
+
+/* While busy, on the main thread, after each read: say ready, send the outbox, heartbeats,
+ * watch the controller, and deliver the result once the run is over. */
+static void busy_work(struct agent *a)
+{
+    int64_t now = sq_now_ns();
+    if (__atomic_exchange_n(&a->ready_due, 0, __ATOMIC_ACQ_REL))
+        say_ready(a);
+    flush_out(a);
+    if (a->down)
+        return;
+    if (now >= a->next_hb) {
+        pub(a, a->ctl, NULL,
+            json_pack("{s:s, s:s, s:s, s:i}", "op", "hb", "agent", a->id, "run", a->run, "seconds",
+                      (int)__atomic_load_n(&a->seconds, __ATOMIC_RELAXED)));
+        a->next_hb = now + SQ_CLUSTER_HB_NS;
+    }
+    /* a controller cut off from NATS rides out the window: it is not gone before that */
+    int64_t orphan = a->outage_ns > SQ_CLUSTER_ORPHAN_NS ? a->outage_ns : SQ_CLUSTER_ORPHAN_NS;
+    if (!a->orphaned && now - a->last_ctl > orphan) {
+        if (!broker_answers(a)) {
+            a->down = true; /* the main loop redials */
+            a->down_ns = sq_now_ns();
+            logf_(a, "NATS does not answer: %s; reconnecting", sq_bus_error(a->bus));
+            return;
+        }
+        a->orphaned = true;
+        stop_run(a);
+        logf_(a, "run %s: the controller is silent; stopping", a->run);
+    }
+    if (a->runner && !a->final && __atomic_load_n(&a->done, __ATOMIC_ACQUIRE))
+        job_end(a);
+    if (!a->final)
+        return;
+    if (a->orphaned) { /* nobody to confirm it: send it once, as a last word */
+        (void)send_final(a);
+        job_release(a);
+        return;
+    }
+    /* after every second it sent: the controller's live seconds come first */
+    if (out_sent(a) && (!a->final_sent || now - a->final_sent >= FINAL_RESEND_NS) &&
+        send_final(a) == 0)
+        a->final_sent = now;
+}
+
 int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
 {
     struct agent *a = calloc(1, sizeof(*a));
@@ -441,6 +682,7 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
     a->cfg = cfg;
     a->prefix = cfg->prefix ? cfg->prefix : SQ_CLUSTER_PREFIX;
     a->proto = cfg->proto ? cfg->proto : SQ_CLUSTER_PROTO;
+    pthread_mutex_init(&a->out_mu, NULL);
     sq_cluster__rand_id(a->id);
     if (gethostname(a->host, sizeof(a->host)) < 0)
         snprintf(a->host, sizeof(a->host), "?");
@@ -454,38 +696,56 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
     int64_t backoff = 500 * SQ_NS_PER_MS;
     bool said = false;
     int result = 0;
-    while (!*cfg->quit) {
-        if (!a->bus) {
+    while (!*cfg->quit && !(cfg->once && a->served)) {
+        if (!a->bus || a->down) {
             char why[512];
-            int rc = connect_bus(a, why, sizeof(why));
+            int rc = a->bus ? sq_bus_reconnect(a->bus, DIAL_NS, why, sizeof(why))
+                            : connect_bus(a, why, sizeof(why));
             if (rc == -SQ_EUSAGE) {
                 snprintf(err, len, "%s", why);
                 result = rc;
                 break;
             }
+            int64_t now = sq_now_ns();
             if (rc < 0) {
                 if (!said)
                     logf_(a, "waiting for NATS: %s", why);
                 said = true;
-                sleep_ns(backoff);
-                backoff = backoff * 2 > 5 * SQ_NS_PER_S ? 5 * SQ_NS_PER_S : backoff * 2;
-                if (a->busy) {
-                    stop_run(a); /* no controller can hear this run */
-                    if (__atomic_load_n(&a->done, __ATOMIC_ACQUIRE))
-                        job_end(a);
+                if (a->busy && !a->given_up && a->bus &&
+                    now - a->down_ns > a->outage_ns + GIVE_UP_LATE_NS) {
+                    /* the controller has given up on this run too */
+                    a->given_up = true;
+                    stop_run(a);
+                    logf_(a,
+                          "run %s: NATS unreachable for more than %g s; stopping (its result "
+                          "cannot reach the controller)",
+                          a->run, (double)(a->outage_ns + GIVE_UP_LATE_NS) / 1e9);
                 }
+                if (a->busy && a->given_up && a->runner && !a->final &&
+                    __atomic_load_n(&a->done, __ATOMIC_ACQUIRE))
+                    job_end(a);
+                if (a->busy && a->given_up && a->final)
+                    job_release(a);
+                sleep_ns(a->busy ? BUSY_RETRY_NS : backoff);
+                if (!a->busy)
+                    backoff = backoff * 2 > 5 * SQ_NS_PER_S ? 5 * SQ_NS_PER_S : backoff * 2;
                 continue;
             }
+            if (a->down)
+                logf_(a, "NATS is back after %.1f s", (double)(now - a->down_ns) / 1e9);
+            a->down = false;
             said = false;
             backoff = 500 * SQ_NS_PER_MS;
+            /* the controller gets as long as it would have had to speak */
+            a->last_ctl = now;
             logf_(a, "agent %s (%s) ready on %s", a->name, a->id, cfg->nats_url);
         }
         struct sq_bus_msg m;
         int rc = sq_bus_next(a->bus, POLL_NS, &m);
         if (rc < 0) {
             logf_(a, "NATS connection lost: %s; reconnecting", sq_bus_error(a->bus));
-            sq_bus_close(a->bus);
-            a->bus = NULL;
+            a->down = true;
+            a->down_ns = sq_now_ns();
             continue;
         }
         if (rc == 1) {
@@ -494,29 +754,19 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
         }
         if (!a->busy)
             continue;
-        int64_t now = sq_now_ns();
-        if (now >= a->next_hb) {
-            pub(a, a->ctl, NULL,
-                json_pack("{s:s, s:s, s:s, s:i}", "op", "hb", "agent", a->id, "run", a->run,
-                          "seconds", (int)__atomic_load_n(&a->seconds, __ATOMIC_RELAXED)));
-            a->next_hb = now + SQ_CLUSTER_HB_NS;
-        }
-        if (!a->orphaned && now - a->last_ctl > SQ_CLUSTER_ORPHAN_NS) {
-            a->orphaned = true;
-            stop_run(a);
-            logf_(a, "run %s: the controller is silent; stopping", a->run);
-        }
-        if (a->runner && __atomic_load_n(&a->done, __ATOMIC_ACQUIRE)) {
-            job_end(a);
-            if (cfg->once)
-                break;
-        }
+        busy_work(a);
     }
     if (a->busy) {
         stop_run(a);
-        job_end(a);
+        if (a->runner && !a->final)
+            job_end(a);
+        if (a->final && !a->given_up)
+            (void)send_final(a); /* SIGTERM: its result is still sent, once */
+        job_release(a);
     }
     sq_bus_close(a->bus);
+    free(a->out);
+    pthread_mutex_destroy(&a->out_mu);
     free(a);
     return result;
 }

@@ -9,7 +9,8 @@
  * Writing: any thread, one operation at a time under a mutex, with writev (control line,
  * payload, CRLF) on a blocking socket whose send timeout (SO_SNDTIMEO, 5 s) bounds how long a
  * stuck server can hold a publisher: a run's tick callback publishes, and must not hang a run.
- * A failed or timed-out write marks the connection broken; every later call fails at once.
+ * A failed or timed-out write marks the connection broken; every later call fails at once, until
+ * sq_bus_reconnect dials the same server again and renews the subscriptions.
  */
 #include "cluster/bus.h"
 
@@ -33,9 +34,17 @@
 
 static const char crlf[] = "\r\n";
 
+struct sub {
+    char *subject;
+    uint64_t sid;
+};
+
 struct sq_bus {
     int fd;
     pthread_mutex_t wlock;
+    char *url, *name; /* for sq_bus_reconnect: the same server, the same client name */
+    struct sub *subs; /* every subscription, renewed on a reconnect (under wlock) */
+    size_t nsubs;
     char *rbuf;
     size_t rlen, rcap;
     struct sq_nats_limits lim;
@@ -246,6 +255,8 @@ int sq_bus_next(struct sq_bus *b, int64_t timeout_ns, struct sq_bus_msg *m)
             b->qhead = 0;
         return 1;
     }
+    if (__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE))
+        return -EPIPE; /* a write failed: the connection is of no use, even if reads still work */
     int64_t deadline = sq_now_ns() + (timeout_ns > 0 ? timeout_ns : 0);
     for (;;) {
         int rc = parse_one(b, m);
@@ -290,22 +301,41 @@ int sq_bus_sync(struct sq_bus *b, int64_t timeout_ns)
     return 0;
 }
 
-int sq_bus_sub(struct sq_bus *b, const char *subject, uint64_t *sid)
+/* Sends SUB subject id, under the caller's lock. */
+static int send_sub(struct sq_bus *b, const char *subject, uint64_t id)
 {
     char line[512];
-    pthread_mutex_lock(&b->wlock);
-    uint64_t id = ++b->next_sid;
     int n = sq_nats_encode_sub(line, sizeof(line), (struct sq_str){subject, strlen(subject)},
                                (struct sq_str){"", 0}, id);
-    int rc = n;
-    if (n > 0) {
-        struct iovec iov = {.iov_base = line, .iov_len = (size_t)n};
-        rc = write_all(b, &iov, 1);
+    if (n <= 0)
+        return n < 0 ? n : -SQ_ETOOBIG;
+    struct iovec iov = {.iov_base = line, .iov_len = (size_t)n};
+    return write_all(b, &iov, 1);
+}
+
+int sq_bus_sub(struct sq_bus *b, const char *subject, uint64_t *sid)
+{
+    pthread_mutex_lock(&b->wlock);
+    uint64_t id = ++b->next_sid;
+    int rc = -ENOMEM;
+    struct sub *v = realloc(b->subs, (b->nsubs + 1) * sizeof(*v));
+    if (v) {
+        b->subs = v;
+        v[b->nsubs].subject = strdup(subject);
+        v[b->nsubs].sid = id;
+        rc = v[b->nsubs].subject ? send_sub(b, subject, id) : -ENOMEM;
+        if (v[b->nsubs].subject)
+            b->nsubs++; /* kept even when the write failed: a reconnect sends it */
     }
     pthread_mutex_unlock(&b->wlock);
     if (rc >= 0 && sid)
         *sid = id;
     return rc < 0 ? rc : 0;
+}
+
+bool sq_bus_broken(const struct sq_bus *b)
+{
+    return __atomic_load_n(&b->broken, __ATOMIC_ACQUIRE) != 0;
 }
 
 int sq_bus_pub(struct sq_bus *b, const char *subject, const char *reply, const void *data,
@@ -499,11 +529,11 @@ static int handshake(struct sq_bus *b, const struct url_parts *u, const char *na
     return 0;
 }
 
-int sq_bus_connect(const char *url, const char *name, int64_t timeout_ns, struct sq_bus **out,
-                   char *err, size_t len)
+/* Resolves b->url, connects and shakes hands, within deadline; b->fd is the new connection. */
+static int dial(struct sq_bus *b, int64_t deadline, char *err, size_t len)
 {
     struct url_parts u;
-    int rc = parse_url(url, &u, err, len);
+    int rc = parse_url(b->url, &u, err, len);
     if (rc < 0)
         return rc;
     struct sq_addr addrs[4];
@@ -513,32 +543,78 @@ int sq_bus_connect(const char *url, const char *name, int64_t timeout_ns, struct
         snprintf(err, len, "cannot resolve the NATS server '%s': %s", u.host, why ? why : "?");
         return -SQ_ERESOLVE;
     }
+    int fd = -1;
+    rc = -ECONNREFUSED;
+    for (int i = 0; i < na && fd < 0; i++) {
+        rc = connect_addr(&addrs[i], deadline);
+        if (rc >= 0)
+            fd = rc;
+    }
+    if (fd < 0) {
+        snprintf(err, len, "cannot connect to the NATS server at %s:%u: %s", u.host, u.port,
+                 sq_strerror(rc));
+        return rc;
+    }
+    pthread_mutex_lock(&b->wlock);
+    if (b->fd >= 0)
+        close(b->fd);
+    b->fd = fd;
+    b->rlen = 0; /* what the old connection left half-read is of no use */
+    sq_nats_limits_init(&b->lim);
+    __atomic_store_n(&b->broken, 0, __ATOMIC_RELEASE);
+    b->err[0] = '\0';
+    pthread_mutex_unlock(&b->wlock);
+    rc = handshake(b, &u, b->name, deadline, err, len);
+    if (rc < 0)
+        __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
+    return rc;
+}
+
+int sq_bus_connect(const char *url, const char *name, int64_t timeout_ns, struct sq_bus **out,
+                   char *err, size_t len)
+{
+    struct url_parts u;
+    int rc = parse_url(url, &u, err, len);
+    if (rc < 0)
+        return rc;
     struct sq_bus *b = calloc(1, sizeof(*b));
     if (!b)
         return -ENOMEM;
     sq_nats_limits_init(&b->lim);
     pthread_mutex_init(&b->wlock, NULL);
     b->fd = -1;
-    int64_t deadline = sq_now_ns() + timeout_ns;
-    rc = -ECONNREFUSED;
-    for (int i = 0; i < na && b->fd < 0; i++) {
-        rc = connect_addr(&addrs[i], deadline);
-        if (rc >= 0)
-            b->fd = rc;
-    }
-    if (b->fd < 0) {
-        snprintf(err, len, "cannot connect to the NATS server at %s:%u: %s", u.host, u.port,
-                 sq_strerror(rc));
+    b->url = strdup(url);
+    b->name = strdup(name ? name : "");
+    if (!b->url || !b->name) {
         sq_bus_close(b);
-        return rc;
+        return -ENOMEM;
     }
-    rc = handshake(b, &u, name, deadline, err, len);
+    rc = dial(b, sq_now_ns() + timeout_ns, err, len);
     if (rc < 0) {
         sq_bus_close(b);
         return rc;
     }
     *out = b;
     return 0;
+}
+
+int sq_bus_reconnect(struct sq_bus *b, int64_t timeout_ns, char *err, size_t len)
+{
+    int64_t deadline = sq_now_ns() + timeout_ns;
+    int rc = dial(b, deadline, err, len);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&b->wlock);
+    for (size_t i = 0; i < b->nsubs && rc == 0; i++)
+        rc = send_sub(b, b->subs[i].subject, b->subs[i].sid);
+    pthread_mutex_unlock(&b->wlock);
+    if (rc == 0)
+        rc = sq_bus_sync(b, left_ns(deadline)); /* every SUB is in effect */
+    if (rc < 0) {
+        snprintf(err, len, "%s", b->err[0] ? b->err : sq_strerror(rc));
+        __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
+    }
+    return rc;
 }
 
 void sq_bus_close(struct sq_bus *b)
@@ -549,6 +625,11 @@ void sq_bus_close(struct sq_bus *b)
         close(b->fd);
     for (size_t i = 0; i < b->qlen; i++)
         sq_bus_msg_dispose(&b->q[b->qhead + i]);
+    for (size_t i = 0; i < b->nsubs; i++)
+        free(b->subs[i].subject);
+    free(b->subs);
+    free(b->url);
+    free(b->name);
     free(b->q);
     free(b->rbuf);
     pthread_mutex_destroy(&b->wlock);

@@ -8,9 +8,14 @@
  * operation whole on the wire). The text protocol is proto/nats.h's: its parser for what the
  * server sends, its encoders for SUB and PUB.
  *
- * Not here: TLS to the server, reconnecting (the callers decide what a lost connection means),
- * JetStream. Credentials in the URL (nats://user:pass@host:port or nats://token@host:port) are
- * sent in CONNECT.
+ * A lost connection is the caller's to handle: sq_bus_reconnect dials the same URL again and
+ * renews every subscription (same sids), so a caller that rides out a broker's restart keeps its
+ * struct sq_bus (and any thread publishing through it sees -EPIPE meanwhile, never a freed
+ * object). What was published while the connection was down is not kept here: NATS itself keeps
+ * nothing for a subscriber that is away either (cluster/agent.c keeps and resends its seconds).
+ *
+ * Not here: TLS to the server, JetStream. Credentials in the URL (nats://user:pass@host:port or
+ * nats://token@host:port) are sent in CONNECT.
  */
 #ifndef SQ_CLUSTER_BUS_H
 #define SQ_CLUSTER_BUS_H
@@ -42,8 +47,19 @@ SQ_MUST_CHECK int sq_bus_connect(const char *url, const char *name, int64_t time
                                  struct sq_bus **out, char *err, size_t len);
 void sq_bus_close(struct sq_bus *b); /* NULL is a no-op */
 
+/* The reading thread only: connects again to the URL sq_bus_connect was given (the old
+ * connection, if any, is closed), sends CONNECT and every subscription made so far with its sid,
+ * and waits for the server to have them all, within timeout_ns. Messages already queued for
+ * sq_bus_next stay queued. Returns 0 or a negative code as sq_bus_connect (the connection then
+ * stays broken; try again later). */
+SQ_MUST_CHECK int sq_bus_reconnect(struct sq_bus *b, int64_t timeout_ns, char *err, size_t len);
+
+/* True once a read or a write found the connection gone (until sq_bus_reconnect succeeds). */
+bool sq_bus_broken(const struct sq_bus *b);
+
 /* Subscribes to subject; *sid (optional) says which subscription a message came through. Any
- * thread. Returns 0 or a negative code (the connection is broken). */
+ * thread. Returns 0 or a negative code (the connection is broken; the subscription is still
+ * remembered, and sq_bus_reconnect renews it). */
 SQ_MUST_CHECK int sq_bus_sub(struct sq_bus *b, const char *subject, uint64_t *sid);
 
 /* Publishes data to subject, with a reply subject (NULL: none). Any thread. Returns 0,
@@ -52,8 +68,9 @@ SQ_MUST_CHECK int sq_bus_pub(struct sq_bus *b, const char *subject, const char *
                              const void *data, size_t len);
 
 /* The reading thread only: waits up to timeout_ns (0 polls) for the next message. Returns 1 with
- * *m filled, 0 when none came in time, or a negative code when the connection is gone or the
- * server sent -ERR (sq_bus_error says what). Server PINGs are answered here. */
+ * *m filled, 0 when none came in time, or a negative code when the connection is gone (a read
+ * found its end, or a write failed: -EPIPE at once) or the server sent -ERR (sq_bus_error says
+ * what). Server PINGs are answered here. */
 SQ_MUST_CHECK int sq_bus_next(struct sq_bus *b, int64_t timeout_ns, struct sq_bus_msg *m);
 
 /* The reading thread only: a PING/PONG round trip, so every SUB and PUB sent before it has

@@ -30,6 +30,11 @@
 #define SQ_CLUSTER_LOSS_NS   (2000LL * 1000 * 1000)
 #define SQ_CLUSTER_ORPHAN_NS (5000LL * 1000 * 1000)
 
+/* A NATS outage a run rides out by default (--nats-outage): the controller and the agents
+ * redial, the agents keep their seconds and their result and send them once it is back. Longer,
+ * the controller ends the run with what arrived, marked incomplete. */
+#define SQ_CLUSTER_OUTAGE_NS (10000LL * 1000 * 1000)
+
 /* ---- clock offset (NTP's on-wire estimate) ----
  * The agent sends at t0 (its clock), the controller answers with its clock tc, the answer
  * arrives at t3 (the agent's clock). Whatever the delays, tc happened between t0 and t3, so the
@@ -72,8 +77,9 @@ struct sq_agent_config {
 };
 
 /* Serves until quit is set (or after one run with once). Reconnects to NATS when the connection
- * is lost (with a run in progress: that run is stopped). Returns 0, or a negative code with err
- * saying why when it cannot even start (a URL it cannot read). */
+ * is lost; a run in progress goes on, its seconds and its result kept until they can be sent (up
+ * to the run's outage window: past it the run is stopped and its result dropped). Returns 0, or
+ * a negative code with err saying why when it cannot even start (a URL it cannot read). */
 SQ_MUST_CHECK int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len);
 
 /* ---- the controller (`squall run ... --agents N --nats URL`) ---- */
@@ -83,6 +89,7 @@ struct sq_cluster_config {
     const char *prefix; /* NULL: SQ_CLUSTER_PREFIX */
     uint32_t agents;
     int64_t wait_ns;               /* how long to look for idle agents (default 10 s) */
+    int64_t outage_ns;             /* the NATS outage it rides out (0: SQ_CLUSTER_OUTAGE_NS) */
     int64_t setup_timeout_ns;      /* assignment to every agent ready (default 60 s) */
     const struct sq_rat *sequence; /* NULL: the even split; else agents + 1 points */
     const char *job;               /* the face's job, JSON text (sent as it is) */
@@ -106,7 +113,8 @@ struct sq_cluster_agent {
     bool finished;         /* its final result came */
     bool lost;             /* no heartbeat for SQ_CLUSTER_LOSS_NS; its data up to then is kept */
     double lost_at_s;      /* its last word, seconds after the common start */
-    uint32_t seconds;      /* interval messages received */
+    uint32_t seconds;      /* interval messages received (each second once) */
+    uint32_t series;       /* seconds in its final result's series (what it sent, when finished) */
     char error[320];       /* it could not run its share ("" if it could) */
     struct sq_result res;  /* its own figures: the final result, or its seconds when lost */
     /* internal */
@@ -119,6 +127,12 @@ struct sq_cluster_report {
     struct sq_cluster_agent *agents; /* n, in segment order */
     uint32_t lost;                   /* agents lost during the run */
     double start_spread_ms;          /* the largest minus the smallest start error (estimated) */
+    /* "" when the result covers the whole run; else why not (an agent lost, NATS away past the
+     * outage window, an agent whose run failed): what arrived is in the result all the same */
+    char incomplete[1024];
+    bool nats_gave_up;     /* NATS stayed away past the outage window (exit 1, whatever else) */
+    uint32_t nats_outages; /* times the connection to NATS was lost and came back */
+    double nats_down_s;    /* how long it was away, in all */
     /* the control plane's cost: bytes and messages through the controller's connection, its CPU
      * time (user + system) from the start to the end of the run */
     uint64_t bytes_in, bytes_out, msgs_in, msgs_out;

@@ -14,6 +14,15 @@
  *             agent has sent it (the live progress and abortOnFail), sends a stop to every agent
  *             when asked to (Ctrl-C, a threshold), and marks an agent lost when it has been silent
  *             for SQ_CLUSTER_LOSS_NS.
+ * A NATS outage (the controller's connection ends, or the server stops answering PINGs when an
+ * agent seems silent): the controller redials the same URL (ride_out) for up to the outage window,
+ * the run going on on the agents; meanwhile no agent can be lost (their silence is the broker's),
+ * and once it is back each gets SQ_CLUSTER_LOSS_NS from then to speak. Agents keep every second
+ * the controller has not acknowledged (its heartbeats carry "ack": every second up to that one
+ * arrived) and their final result until it says "got", and send them again, so nothing they
+ * measured is missing. Past the window, or on a stop during the outage, the controller ends the
+ * run with what arrived: the agents still running are lost, and the report says why it is
+ * incomplete.
  * Then the merge: each finished agent's final result (sq_result_merge: counts summed, histograms
  * merged bucket for bucket), each lost agent's seconds up to its loss, and the series second by
  * second: counts from each agent's own series, percentiles from the merged histograms of its
@@ -25,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -39,6 +49,8 @@
 #define ACCEPT_NS     (15 * SQ_NS_PER_S)
 #define LEAD_MIN_NS   (250 * SQ_NS_PER_MS) /* the common start, at least this far ahead */
 #define FINAL_WAIT_NS (10 * SQ_NS_PER_S)   /* after a stop or the planned end, for the results */
+#define DIAL_NS       (2 * SQ_NS_PER_S)    /* one redial during an outage, at most */
+#define REDIAL_MAX_NS (500 * SQ_NS_PER_MS) /* between redials (from 50 ms, doubling) */
 
 enum cstate { C_ASSIGNED, C_ACCEPTED, C_READY, C_RUNNING, C_DONE, C_LOST };
 
@@ -61,6 +73,7 @@ struct sq_cluster__agent {
     int64_t last_seen;
     struct iv *ivs; /* by second - 1 */
     size_t niv;
+    uint32_t acked;              /* seconds 1..acked all arrived (the heartbeat's "ack") */
     struct sq_hist *lat, *lat_u; /* every second it sent, merged (its figures if it is lost) */
     struct sq_wire_res final;
     bool have_final;
@@ -87,7 +100,8 @@ struct ctl {
     size_t ncands;
     char refusals[1024];
     uint32_t busy;
-    int64_t start_c; /* the common start, controller clock; 0 before */
+    int64_t start_c;   /* the common start, controller clock; 0 before */
+    int64_t outage_ns; /* the NATS outage ridden out */
     bool stop_sent;
     uint32_t emitted;  /* live seconds emitted */
     struct pend *pend; /* seconds emitted + 1, + 2, ... */
@@ -150,6 +164,18 @@ static void to_all(struct ctl *c, const char *op, const char *why)
         if (o && why)
             json_object_set_new(o, "why", json_string(why));
         send_to(c, a->_in->subject, NULL, o);
+    }
+}
+
+/* A heartbeat to every agent still in the run, with what arrived of its seconds. */
+static void send_hb(struct ctl *c)
+{
+    for (uint32_t i = 0; i < c->rep->n; i++) {
+        struct sq_cluster_agent *a = &c->rep->agents[i];
+        if (active(a))
+            send_to(c, a->_in->subject, NULL,
+                    json_pack("{s:s, s:s, s:I}", "op", "hb", "run", c->rep->run, "ack",
+                              (json_int_t)a->_in->acked));
     }
 }
 
@@ -256,6 +282,8 @@ static void on_iv(struct ctl *c, struct sq_cluster_agent *a, const json_t *o)
     slot->have = true;
     a->seconds++;
     struct sq_cluster__agent *in = a->_in;
+    while (in->acked < in->niv && in->ivs[in->acked].have)
+        in->acked++;
     if ((h && !in->lat && sq_latency_hist_new(&in->lat) < 0) ||
         (hu && !in->lat_u && sq_latency_hist_new(&in->lat_u) < 0))
         goto out;
@@ -278,6 +306,8 @@ out:
 static void on_final(struct ctl *c, struct sq_cluster_agent *a, const json_t *o)
 {
     struct sq_cluster__agent *in = a->_in;
+    /* the agent keeps its result until it hears this (again, if the first was lost) */
+    send_to(c, in->subject, NULL, json_pack("{s:s, s:s}", "op", "got", "run", c->rep->run));
     if (in->have_final || in->st == C_LOST)
         return;
     const char *error = sq_cluster__str(o, "error");
@@ -290,6 +320,7 @@ static void on_final(struct ctl *c, struct sq_cluster_agent *a, const json_t *o)
         sq_wire_res_dispose(&in->final);
     } else {
         in->have_final = true;
+        a->series = (uint32_t)in->final.r.series.n;
         json_t *v = json_object_get(o, "setup_ns");
         if (json_is_integer(v))
             a->setup_ns = (int64_t)json_integer_value(v);
@@ -588,9 +619,10 @@ static int assign(struct ctl *c)
         a->to = pt[i + 1];
         a->_in->last_seen = now;
         send_to(c, a->_in->subject, c->self,
-                json_pack("{s:s, s:s, s:i, s:s, s:i, s:i, s:s, s:O}", "op", "assign", "run",
+                json_pack("{s:s, s:s, s:i, s:s, s:i, s:i, s:s, s:I, s:O}", "op", "assign", "run",
                           c->rep->run, "proto", SQ_CLUSTER_PROTO, "version", SQ_VERSION, "index",
-                          (int)i, "count", (int)n, "sequence", seq, "job", job));
+                          (int)i, "count", (int)n, "sequence", seq, "outage_ns",
+                          (json_int_t)c->outage_ns, "job", job));
     }
     json_decref(job);
     return 0;
@@ -626,7 +658,7 @@ static int wait_all(struct ctl *c, enum cstate want, int64_t timeout, const char
                                 c->rep->agents[i].name, what, (double)timeout / 1e9);
         }
         if (now >= c->next_hb) {
-            to_all(c, "hb", NULL);
+            send_hb(c);
             c->next_hb = now + SQ_CLUSTER_HB_NS;
         }
         int rc = pump(c, POLL_NS);
@@ -660,23 +692,116 @@ static void start(struct ctl *c)
           c->rep->run, c->rep->n, (double)lead / 1e6, hi);
 }
 
-/* Marks silent agents lost (every agent still running, with force: its result never came). */
-static void check_loss(struct ctl *c, int64_t now, bool force)
+/* Marks an agent lost: its data up to its last word stays. */
+static void lose(struct ctl *c, struct sq_cluster_agent *a, int64_t now)
 {
+    a->_in->st = C_LOST;
+    a->lost = true;
+    a->lost_at_s = (double)(a->_in->last_seen - c->start_c) / 1e9;
+    if (a->lost_at_s < 0)
+        a->lost_at_s = 0;
+    c->rep->lost++;
+    event(c, "agent %s lost at %.1f s (silent for %.1f s); its share is missing from %.0f s on",
+          a->name, a->lost_at_s, (double)(now - a->_in->last_seen) / 1e9,
+          (double)(uint64_t)a->lost_at_s);
+}
+
+/* Marks silent agents lost (every agent still running, with force: its result never came).
+ * Before a silence counts, the server must answer a PING: when it does not, the silence is the
+ * broker's (-EPIPE: the caller rides out the outage), not the agents'. */
+static int check_loss(struct ctl *c, int64_t now, bool force)
+{
+    bool due = false;
     for (uint32_t i = 0; i < c->rep->n; i++) {
         struct sq_cluster_agent *a = &c->rep->agents[i];
-        if (!active(a) || (!force && now - a->_in->last_seen <= SQ_CLUSTER_LOSS_NS))
-            continue;
-        a->_in->st = C_LOST;
-        a->lost = true;
-        a->lost_at_s = (double)(a->_in->last_seen - c->start_c) / 1e9;
-        if (a->lost_at_s < 0)
-            a->lost_at_s = 0;
-        c->rep->lost++;
-        event(c, "agent %s lost at %.1f s (silent for %.1f s); its share is missing from %.0f s on",
-              a->name, a->lost_at_s, (double)(now - a->_in->last_seen) / 1e9,
-              (double)(uint64_t)a->lost_at_s);
+        due |= active(a) && (force || now - a->_in->last_seen > SQ_CLUSTER_LOSS_NS);
     }
+    if (!due)
+        return 0;
+    if (!force && sq_bus_sync(c->bus, SQ_NS_PER_S) < 0)
+        return -EPIPE;
+    for (uint32_t i = 0; i < c->rep->n; i++) {
+        struct sq_cluster_agent *a = &c->rep->agents[i];
+        if (active(a) && (force || now - a->_in->last_seen > SQ_CLUSTER_LOSS_NS))
+            lose(c, a, now);
+    }
+    return 0;
+}
+
+static void sleep_ns(int64_t ns)
+{
+    struct timespec ts = {.tv_sec = ns / SQ_NS_PER_S, .tv_nsec = ns % SQ_NS_PER_S};
+    nanosleep(&ts, NULL);
+}
+
+/* The connection to NATS is gone: redials it for up to the outage window. Returns 0 once it is
+ * back (*down_ns: how long it was away), or -ETIMEDOUT when the controller gives up (the window
+ * passed, or a stop came meanwhile): every agent still running is then lost, and rep says why
+ * the result is incomplete. */
+static int ride_out(struct ctl *c, int64_t *down_ns)
+{
+    int64_t t0 = sq_now_ns(), wait = 50 * SQ_NS_PER_MS;
+    double at = (double)(t0 - c->start_c) / 1e9;
+    event(c, "NATS connection lost at %.1f s (%s); reconnecting for up to %g s", at,
+          sq_bus_error(c->bus)[0] ? sq_bus_error(c->bus) : "no answer", (double)c->outage_ns / 1e9);
+    char why[512] = "";
+    bool stopped = false;
+    for (;;) {
+        int64_t now = sq_now_ns();
+        if (c->cfg->stop && *c->cfg->stop) {
+            stopped = true;
+            break;
+        }
+        int64_t left = t0 + c->outage_ns - now;
+        if (left <= 0)
+            break;
+        if (sq_bus_reconnect(c->bus, left < DIAL_NS ? left : DIAL_NS, why, sizeof(why)) == 0) {
+            now = sq_now_ns();
+            *down_ns = now - t0;
+            c->rep->nats_outages++;
+            c->rep->nats_down_s += (double)*down_ns / 1e9;
+            /* the agents were cut off too: each has LOSS_NS from now to be heard again */
+            for (uint32_t i = 0; i < c->rep->n; i++)
+                if (c->rep->agents[i]._in->last_seen < now)
+                    c->rep->agents[i]._in->last_seen = now;
+            event(c, "NATS is back after %.1f s; the agents resend what it missed",
+                  (double)*down_ns / 1e9);
+            send_hb(c);
+            c->next_hb = now + SQ_CLUSTER_HB_NS;
+            return 0;
+        }
+        left = t0 + c->outage_ns - sq_now_ns();
+        sleep_ns(left < wait ? (left > 0 ? left : 0) : wait);
+        wait = wait * 2 > REDIAL_MAX_NS ? REDIAL_MAX_NS : wait * 2;
+    }
+    int64_t now = sq_now_ns();
+    c->rep->nats_gave_up = true;
+    c->rep->nats_down_s += (double)(now - t0) / 1e9;
+    char who[320] = "";
+    size_t l = 0;
+    for (uint32_t i = 0; i < c->rep->n; i++) {
+        struct sq_cluster_agent *a = &c->rep->agents[i];
+        if (!active(a))
+            continue;
+        if (l < sizeof(who))
+            l += (size_t)snprintf(who + l, sizeof(who) - l, "%s%s", l ? ", " : "", a->name);
+        lose(c, a, now);
+    }
+    if (stopped)
+        snprintf(c->rep->incomplete, sizeof(c->rep->incomplete),
+                 "stopped while NATS was unreachable (from %.1f s on): what the agents measured "
+                 "after that never arrived%s%s",
+                 at, who[0] ? "; no result from " : "", who);
+    else
+        snprintf(c->rep->incomplete, sizeof(c->rep->incomplete),
+                 "NATS was unreachable from %.1f s on, for longer than the %g s outage window "
+                 "(--nats-outage; last error: %.200s): what the agents measured after that never "
+                 "arrived%s%s",
+                 at, (double)c->outage_ns / 1e9, why[0] ? why : sq_bus_error(c->bus),
+                 who[0] ? "; no result from " : "", who);
+    event(c, "giving up on NATS after %.1f s; the result has what arrived",
+          (double)(now - t0) / 1e9);
+    return -ETIMEDOUT;
 }
 
 static int run(struct ctl *c)
@@ -703,14 +828,21 @@ static int run(struct ctl *c)
             stop_at = now;
         }
         /* stopped, and still no result: what came from them is all there will be */
-        check_loss(c, now, c->stop_sent && now - stop_at > FINAL_WAIT_NS);
-        if (now >= c->next_hb) {
-            to_all(c, "hb", NULL);
+        int rc = check_loss(c, now, c->stop_sent && now - stop_at > FINAL_WAIT_NS);
+        if (rc == 0 && now >= c->next_hb) {
+            send_hb(c);
             c->next_hb = now + SQ_CLUSTER_HB_NS;
         }
-        int rc = pump(c, POLL_NS);
-        if (rc < 0)
-            return fail(c, rc, "NATS: %s", sq_bus_error(c->bus));
+        if (rc == 0)
+            rc = pump(c, POLL_NS);
+        if (rc < 0) {
+            int64_t down = 0;
+            if (ride_out(c, &down) < 0)
+                return 0; /* the result is what arrived, marked incomplete */
+            end += down;  /* the agents' results come that much later */
+            if (stop_at)
+                stop_at += down;
+        }
     }
 }
 
@@ -819,8 +951,29 @@ static int merge_samples(struct ctl *c, struct sq_result *out)
     return rc;
 }
 
+/* Why the merged result does not cover the whole run, when it does not: NATS gave out (said
+ * already, by ride_out), an agent lost (its share after its last word is missing), an agent
+ * whose run failed (its share is missing). */
+static void note_incomplete(struct ctl *c)
+{
+    char *w = c->rep->incomplete;
+    size_t cap = sizeof(c->rep->incomplete), l = strlen(w);
+    for (uint32_t i = 0; i < c->rep->n && l < cap; i++) {
+        const struct sq_cluster_agent *a = &c->rep->agents[i];
+        if (a->lost && !c->rep->nats_gave_up)
+            l += (size_t)snprintf(w + l, cap - l,
+                                  "%sagent %s was lost at %.1f s: its share after that is missing",
+                                  l ? "; " : "", a->name, a->lost_at_s);
+        else if (!a->lost && !a->finished && a->error[0])
+            l += (size_t)snprintf(w + l, cap - l,
+                                  "%sagent %s sent no result (%s): its share is missing",
+                                  l ? "; " : "", a->name, a->error);
+    }
+}
+
 static int merge(struct ctl *c, struct sq_result *out)
 {
+    note_incomplete(c);
     memset(out, 0, sizeof(*out));
     int rc = sq_latency_hist_new(&out->latency);
     if (rc < 0)
@@ -875,6 +1028,7 @@ int sq_cluster_run(const struct sq_cluster_config *cfg, struct sq_result *out,
     memset(rep, 0, sizeof(*rep));
     memset(out, 0, sizeof(*out));
     struct ctl c = {.cfg = cfg, .rep = rep, .err = err, .errlen = len};
+    c.outage_ns = cfg->outage_ns > 0 ? cfg->outage_ns : SQ_CLUSTER_OUTAGE_NS;
     c.prefix = cfg->prefix ? cfg->prefix : SQ_CLUSTER_PREFIX;
     err[0] = '\0';
     if (cfg->agents == 0 || cfg->agents > SQ_SEG_MAX_PARTS)
@@ -957,6 +1111,16 @@ void sq_cluster_report_dispose(struct sq_cluster_report *rep)
     memset(rep, 0, sizeof(*rep));
 }
 
+/* A JSON string of text cut by snprintf, perhaps inside a UTF-8 sequence: the cut one goes. */
+static json_t *cut_string(const char *text)
+{
+    size_t n = strlen(text);
+    json_t *j = json_stringn(text, n);
+    for (int k = 0; !j && k < 4 && n > 0; k++)
+        j = json_stringn(text, --n);
+    return j ? j : json_string("?");
+}
+
 json_t *sq_cluster_report_json(const struct sq_cluster_report *rep)
 {
     json_t *agents = json_array();
@@ -984,13 +1148,21 @@ json_t *sq_cluster_report_json(const struct sq_cluster_report *rep)
                       (json_int_t)r->c.completed, "failed", (json_int_t)r->c.failed, "dropped",
                       (json_int_t)r->c.dropped, "in_flight", (json_int_t)r->in_flight, "arrivals",
                       (json_int_t)r->arrivals));
-        json_object_set_new(o, "error", a->error[0] ? json_string(a->error) : json_null());
+        json_object_set_new(o, "error", a->error[0] ? cut_string(a->error) : json_null());
+        /* its seconds that never came live (they are in its result all the same) */
+        json_object_set_new(
+            o, "seconds_missing",
+            a->finished
+                ? json_integer(a->series > a->seconds ? (json_int_t)(a->series - a->seconds) : 0)
+                : json_null());
         json_array_append_new(agents, o);
     }
-    return json_pack("{s:s, s:i, s:i, s:f, s:o, s:{s:I, s:I, s:I, s:I, s:f, s:f}}", "run", rep->run,
-                     "agents_asked", (int)rep->n, "lost", (int)rep->lost, "start_spread_ms",
-                     rep->start_spread_ms, "agents", agents, "controller", "bytes_in",
-                     (json_int_t)rep->bytes_in, "bytes_out", (json_int_t)rep->bytes_out, "msgs_in",
-                     (json_int_t)rep->msgs_in, "msgs_out", (json_int_t)rep->msgs_out, "cpu_s",
-                     rep->cpu_s, "run_s", rep->run_s);
+    return json_pack("{s:s, s:i, s:i, s:f, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:f, s:f, s:i, s:f}}",
+                     "run", rep->run, "agents_asked", (int)rep->n, "lost", (int)rep->lost,
+                     "start_spread_ms", rep->start_spread_ms, "incomplete",
+                     rep->incomplete[0] ? cut_string(rep->incomplete) : json_null(), "agents",
+                     agents, "controller", "bytes_in", (json_int_t)rep->bytes_in, "bytes_out",
+                     (json_int_t)rep->bytes_out, "msgs_in", (json_int_t)rep->msgs_in, "msgs_out",
+                     (json_int_t)rep->msgs_out, "cpu_s", rep->cpu_s, "run_s", rep->run_s,
+                     "nats_outages", (int)rep->nats_outages, "nats_down_s", rep->nats_down_s);
 }

@@ -221,6 +221,9 @@ void sq_daemon__threads_stop(struct sq_daemon *d);
 /* Hands op to the ops thread (which frees it). Returns 0 or -ESHUTDOWN (op freed, not run). */
 int sq_daemon__op_push(struct sq_daemon *d, struct sq_daemon__op *op);
 void sq_daemon__op_free(struct sq_daemon__op *op);
+/* Wakes the ops thread: a run end was kept in memory (the store could not take it); the ops
+ * thread tries to write the kept ends every second until the store takes them. */
+void sq_daemon__op_wake(struct sq_daemon *d);
 /* API thread: stops run id if it is the one running (true), under d->mu. */
 bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id);
 /* API thread: takes run id out of the queue (true when it was there). */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "daemon/internal.h"
@@ -118,6 +119,8 @@ struct tick_ctx {
     int64_t idx;
     bool open; /* an arrival-rate scenario: the client block's behind_ms */
     bool store_failed;
+    char store_err[256]; /* the first write the store refused, and at which second */
+    double store_at_s;
     const char *abort_why;
 };
 
@@ -198,7 +201,10 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     char err[256];
     if (sq_store_series_append(x->d->store, x->job->id, &ss, err, sizeof(err)) < 0 &&
         !x->store_failed) {
+        /* the run goes on (its figures are in memory, and in its result); it ends failed */
         x->store_failed = true;
+        x->store_at_s = s->t_s - s->len_s;
+        snprintf(x->store_err, sizeof(x->store_err), "%s", err);
         sq_daemon__log(x->d, "run %lld: the series could not be stored: %s", (long long)x->job->id,
                        err);
     }
@@ -309,6 +315,20 @@ static const char *status_word(enum sq_store_status st)
     return sq_store_status_name(st);
 }
 
+/* An end the store could not write: kept in memory (every read of the daemon shows it), written
+ * by the ops thread once the store can take it (store_retry, every second while one is kept). */
+static void end_kept(struct sq_daemon *d, int64_t id, const struct sq_store_end *e)
+{
+    char err[512];
+    if (sq_store_run_end_later(d->store, id, e, err, sizeof(err)) < 0) {
+        sq_daemon__log(d, "run %lld: its end could not be kept either: %s", (long long)id, err);
+        return;
+    }
+    sq_daemon__log(d, "run %lld: %s; kept until the store can take it", (long long)id,
+                   sq_store_status_name(e->status));
+    sq_daemon__op_wake(d);
+}
+
 static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
 {
     char err[2048];
@@ -319,8 +339,14 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
             sq_daemon__log(d, "run %lld: %s", (long long)job->id, err);
         return;
     }
-    if (sq_store_run_start(d->store, job->id, err, sizeof(err)) < 0) {
+    int rc = sq_store_run_start(d->store, job->id, err, sizeof(err));
+    if (rc < 0) {
         sq_daemon__log(d, "run %lld could not start: %s", (long long)job->id, err);
+        if (rc != -EPERM && rc != -ENOENT) { /* the store refused the write: it fails */
+            char why[400];
+            snprintf(why, sizeof(why), "the store could not take the run's start: %.300s", err);
+            end_kept(d, job->id, &(struct sq_store_end){.status = SQ_STORE_FAILED, .reason = why});
+        }
         sq_daemon__live_free(l);
         return;
     }
@@ -334,7 +360,7 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
         sq_store_run_dispose(&sr);
     }
     struct sq_run_config *cfg = NULL;
-    int rc = sq_daemon__req_setup(job->req, &cfg, err, sizeof(err));
+    rc = sq_daemon__req_setup(job->req, &cfg, err, sizeof(err));
     if (rc == 0)
         sq_daemon__req_shape(job->req, &l->workers, &l->vus_max);
     if (!live_post(d, l, LIVE_BEGIN)) {
@@ -425,6 +451,15 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
         st = SQ_STORE_FAILED;
         reason = "out of memory building the result";
     }
+    if (x.store_failed) {
+        /* its seconds from then on are not in the store: the run failed, its result (every
+         * second in its series) is kept */
+        snprintf(why_buf, sizeof(why_buf),
+                 "the store could not take the run's seconds from %.0f s on: %.300s%s",
+                 x.store_at_s, x.store_err, text ? " (the result has them all)" : "");
+        st = SQ_STORE_FAILED;
+        reason = why_buf;
+    }
     unsigned char *hb = NULL, *hub = NULL;
     size_t hl = 0, hul = 0;
     if (text && res.latency && sq_hist_encode(res.latency, &hb, &hl) < 0)
@@ -441,13 +476,18 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
         .hist_uncorrected = hub,
         .hist_uncorrected_len = hul,
     };
+    char end_why[640];
     if (sq_store_run_end(d->store, job->id, &e, err, sizeof(err)) < 0) {
         sq_daemon__log(d, "run %lld: the result could not be stored: %s", (long long)job->id, err);
+        /* failed, with the write error; kept (with its result) until the store can take it */
+        if (!x.store_failed) {
+            snprintf(end_why, sizeof(end_why), "the store could not take the run's end: %.400s",
+                     err);
+            reason = end_why;
+        }
         e.status = st = SQ_STORE_FAILED;
-        e.reason = reason = "the result could not be stored";
-        e.doc = NULL;
-        if (sq_store_run_end(d->store, job->id, &e, err, sizeof(err)) < 0)
-            sq_daemon__log(d, "run %lld: %s", (long long)job->id, err);
+        e.reason = reason;
+        end_kept(d, job->id, &e);
     }
     struct sq_daemon__totals t = x.t;
     if (rc == 0 && res.latency)
@@ -776,10 +816,12 @@ static void op_delete(struct sq_daemon *d, struct sq_daemon__op *op)
     char err[512];
     int rc = sq_store_run_delete(d->store, op->id, err, sizeof(err));
     if (rc < 0) {
+        /* 507: the run has ended, but the store cannot take its end (and so the delete) yet */
         sq_daemon__answer(d, op->p,
-                          rc == -ENOENT  ? 404
-                          : rc == -EPERM ? 409
-                                         : 500,
+                          rc == -ENOENT   ? 404
+                          : rc == -EPERM  ? 409
+                          : rc == -ENOSPC ? 507
+                                          : 500,
                           sq_daemon__error_body(rc == -ENOENT ? "no such run" : err), NULL);
         return;
     }
@@ -803,13 +845,47 @@ static void op_prune(struct sq_daemon *d)
                        (long long)st.runs_deleted, (long long)r.keep_runs, (long long)r.keep_days);
 }
 
+/* Writes the ends kept in memory, if the store can take them now. */
+static void store_retry(struct sq_daemon *d)
+{
+    char err[512];
+    int64_t first = 0;
+    size_t before = sq_store_pending(d->store);
+    int rc = sq_store_retry(d->store, &first, err, sizeof(err));
+    size_t left = sq_store_pending(d->store);
+    if (left < before)
+        sq_daemon__log(d, "the store took %zu kept run end%s (run %lld first)", before - left,
+                       before - left == 1 ? "" : "s", (long long)first);
+    (void)rc; /* still refused: said when it was kept; quiet until it changes */
+}
+
+void sq_daemon__op_wake(struct sq_daemon *d)
+{
+    pthread_mutex_lock(&d->ops_mu);
+    pthread_cond_signal(&d->ops_cv);
+    pthread_mutex_unlock(&d->ops_mu);
+}
+
 static void *ops_main(void *arg)
 {
     struct sq_daemon *d = arg;
     for (;;) {
         pthread_mutex_lock(&d->ops_mu);
-        while (!d->ops_head && !d->ops_stop)
-            pthread_cond_wait(&d->ops_cv, &d->ops_mu);
+        while (!d->ops_head && !d->ops_stop) {
+            if (!sq_store_pending(d->store)) {
+                pthread_cond_wait(&d->ops_cv, &d->ops_mu);
+                continue;
+            }
+            /* ends the store could not take: tried again every second, until it can */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            if (pthread_cond_timedwait(&d->ops_cv, &d->ops_mu, &until) == ETIMEDOUT) {
+                pthread_mutex_unlock(&d->ops_mu);
+                store_retry(d);
+                pthread_mutex_lock(&d->ops_mu);
+            }
+        }
         struct sq_daemon__op *op = d->ops_head;
         if (op) {
             d->ops_head = op->next;
@@ -909,4 +985,9 @@ void sq_daemon__threads_stop(struct sq_daemon *d)
         pthread_join(d->ops, NULL);
         d->ops_started = false;
     }
+    store_retry(d);
+    if (sq_store_pending(d->store))
+        sq_daemon__log(d, "%zu run end%s could not be stored: the next start finds %s interrupted",
+                       sq_store_pending(d->store), sq_store_pending(d->store) == 1 ? "" : "s",
+                       sq_store_pending(d->store) == 1 ? "it" : "them");
 }

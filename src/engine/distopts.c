@@ -17,7 +17,9 @@ const char sq_distopts_usage[] =
     "      --tolerate-agent-loss  exit 0 when an agent is lost mid-run (its data up to the loss\n"
     "                          is kept either way)\n"
     "      --subject-prefix P  the NATS subjects' prefix, as the agents' (default squall)\n"
-    "      --segments SEQ      the execution segment sequence, e.g. 0,1/2,3/4,1 (default: even)\n";
+    "      --segments SEQ      the execution segment sequence, e.g. 0,1/2,3/4,1 (default: even)\n"
+    "      --nats-outage D     the NATS outage a run rides out (default 10s); longer, the result\n"
+    "                          has what arrived, marked incomplete, and the exit code is 1\n";
 
 bool sq_distopts_prefix_ok(const char *p)
 {
@@ -52,6 +54,11 @@ int sq_distopts_flag(struct sq_distopts *d, int opt, const char *flag, const cha
             return sq_flag_fail(err, len, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
                                 arg);
         return 1;
+    case SQ_DISTOPT_NATS_OUTAGE:
+        if (sq_parse_duration(arg, SQ_NS_PER_S, &d->nats_outage_ns) < 0 || d->nats_outage_ns <= 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
+                                arg);
+        return 1;
     case SQ_DISTOPT_TOLERATE:
         d->tolerate_loss = true;
         return 1;
@@ -81,13 +88,14 @@ int sq_distopts_check(const struct sq_distopts *d, char *err, size_t len)
 {
     if (d->agents && !d->nats)
         return sq_flag_fail(err, len, "--agents needs --nats URL (the agents' NATS server)");
-    if (!d->agents &&
-        (d->nats || d->agent_wait_ns || d->tolerate_loss || d->prefix || d->segments)) {
-        const char *f = d->nats            ? "--nats"
-                        : d->agent_wait_ns ? "--agent-wait"
-                        : d->tolerate_loss ? "--tolerate-agent-loss"
-                        : d->prefix        ? "--subject-prefix"
-                                           : "--segments";
+    if (!d->agents && (d->nats || d->agent_wait_ns || d->tolerate_loss || d->prefix ||
+                       d->segments || d->nats_outage_ns)) {
+        const char *f = d->nats             ? "--nats"
+                        : d->agent_wait_ns  ? "--agent-wait"
+                        : d->tolerate_loss  ? "--tolerate-agent-loss"
+                        : d->prefix         ? "--subject-prefix"
+                        : d->nats_outage_ns ? "--nats-outage"
+                                            : "--segments";
         return sq_flag_fail(err, len, "%s applies to a run on agents (--agents N)", f);
     }
     if (d->segments) {

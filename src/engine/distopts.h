@@ -1,8 +1,9 @@
 /* engine/distopts.h - the flags of a distributed run, shared by the load faces (`squall URL` and
  * `squall run PLAN`): --agents N and --nats URL (run on N agents found over NATS instead of
- * here), --agent-wait, --tolerate-agent-loss, --subject-prefix and --segments. One option table,
- * one help text and one parser, like engine/netopts.h. The run itself is cluster/'s
- * (cluster/cluster.h); the CLI only refuses these from JSON (a daemon run is not distributed).
+ * here), --agent-wait, --tolerate-agent-loss, --subject-prefix, --segments and --nats-outage.
+ * One option table, one help text and one parser, like engine/netopts.h. The run itself is
+ * cluster/'s (cluster/cluster.h); the CLI only refuses these from JSON (a daemon run is not
+ * distributed).
  */
 #ifndef SQ_ENGINE_DISTOPTS_H
 #define SQ_ENGINE_DISTOPTS_H
@@ -15,12 +16,13 @@
 #include "base/err.h"
 
 struct sq_distopts {
-    uint64_t agents;       /* --agents N; 0: a local run */
-    const char *nats;      /* --nats URL */
-    int64_t agent_wait_ns; /* --agent-wait D: how long to look for idle agents (default 10 s) */
-    bool tolerate_loss;    /* --tolerate-agent-loss: exit 0 when an agent is lost */
-    const char *prefix;    /* --subject-prefix P: the subjects' first tokens (default "squall") */
-    const char *segments;  /* --segments SEQ: "0,1/2,3/4,1" (default: the even split) */
+    uint64_t agents;        /* --agents N; 0: a local run */
+    const char *nats;       /* --nats URL */
+    int64_t agent_wait_ns;  /* --agent-wait D: how long to look for idle agents (default 10 s) */
+    bool tolerate_loss;     /* --tolerate-agent-loss: exit 0 when an agent is lost */
+    const char *prefix;     /* --subject-prefix P: the subjects' first tokens (default "squall") */
+    const char *segments;   /* --segments SEQ: "0,1/2,3/4,1" (default: the even split) */
+    int64_t nats_outage_ns; /* --nats-outage D: the NATS outage a run rides out (default 10 s) */
 };
 
 /* getopt_long ids; above netopts' (1000...) and any face's own. */
@@ -31,6 +33,7 @@ enum {
     SQ_DISTOPT_TOLERATE,
     SQ_DISTOPT_PREFIX,
     SQ_DISTOPT_SEGMENTS,
+    SQ_DISTOPT_NATS_OUTAGE,
 };
 
 /* The entries to put in a face's struct option table. */
@@ -40,8 +43,9 @@ enum {
         {"agent-wait", required_argument, NULL, SQ_DISTOPT_AGENT_WAIT},                            \
         {"tolerate-agent-loss", no_argument, NULL, SQ_DISTOPT_TOLERATE},                           \
         {"subject-prefix", required_argument, NULL, SQ_DISTOPT_PREFIX},                            \
+        {"segments", required_argument, NULL, SQ_DISTOPT_SEGMENTS},                                \
     {                                                                                              \
-        "segments", required_argument, NULL, SQ_DISTOPT_SEGMENTS                                   \
+        "nats-outage", required_argument, NULL, SQ_DISTOPT_NATS_OUTAGE                             \
     }
 
 /* The lines of --help for those flags. */

@@ -701,6 +701,7 @@ static const struct {
     {"tolerate-agent-loss", "cannot run on agents"},
     {"subject-prefix", "cannot run on agents"},
     {"segments", "cannot run on agents"},
+    {"nats-outage", "cannot run on agents"},
     {"verbose", "prints nothing"},
     {"http-debug", "prints nothing"},
 };

@@ -575,6 +575,13 @@ static void cluster(FILE *f, const json_t *doc)
     if (sq_report__numd(c, "lost", 0) > 0)
         fprintf(f, " · %.0f LOST", sq_report__numd(c, "lost", 0));
     fputc('\n', f);
+    const char *inc = sq_report__str(c, "incomplete", NULL);
+    if (inc)
+        fprintf(f, "%-12s %s\n", "Incomplete", inc);
+    if (sq_report__numd(c, "controller.nats_outages", 0) > 0)
+        fprintf(f, "%-12s %.0f, %.1f s in all (ridden out: the agents resent what it missed)\n",
+                "NATS outages", sq_report__numd(c, "controller.nats_outages", 0),
+                sq_report__numd(c, "controller.nats_down_s", 0));
     for (size_t i = 0; i < json_array_size(agents); i++) {
         const json_t *a = json_array_get(agents, i);
         fprintf(

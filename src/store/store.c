@@ -256,6 +256,23 @@ struct sq_store {
     int recovered;
     int64_t (*clock_ms)(void *ud);
     void *clock_ud;
+    /* Ends that could not be written (sq_store_run_end_later), oldest first: every read through
+     * this handle shows them; sq_store_retry writes them. Added under pend_mu; removed only by
+     * the writer (wr's mutex held too), so a writer may use an entry without pend_mu. */
+    pthread_mutex_t pend_mu;
+    struct pend_end *pend;
+    size_t npend;
+};
+
+/* An end kept in memory until the store can take it. */
+struct pend_end {
+    struct pend_end *next;
+    int64_t id, ended_ms;
+    enum sq_store_status status, from; /* from: what the file says meanwhile */
+    char *reason, *doc;
+    size_t doc_len;
+    unsigned char *hist, *hist_u;
+    size_t hist_len, hist_u_len;
 };
 
 /* ---- helpers ---- */
@@ -271,6 +288,17 @@ static void say(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+}
+
+static void pend_free(struct pend_end *p)
+{
+    if (!p)
+        return;
+    free(p->reason);
+    free(p->doc);
+    free(p->hist);
+    free(p->hist_u);
+    free(p);
 }
 
 static int map_rc(int rc, int sys)
@@ -639,11 +667,11 @@ static int recover(struct conn *c, char *err, size_t errlen)
 }
 
 /* Opens one connection on the store's file. */
-static int conn_open(struct sq_store *s, struct conn *c, int flags, int busy_ms, char *err,
-                     size_t errlen)
+static int conn_open_at(struct sq_store *s, struct conn *c, const char *name, int flags,
+                        int busy_ms, char *err, size_t errlen)
 {
     int rc =
-        sqlite3_open_v2(s->path, &c->db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
+        sqlite3_open_v2(name, &c->db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
     if (rc != SQLITE_OK && !c->db) {
         say(err, errlen, "opening %s: out of memory", s->path);
         return -ENOMEM;
@@ -655,6 +683,58 @@ static int conn_open(struct sq_store *s, struct conn *c, int flags, int busy_ms,
     /* A page cache of at most 1 MiB per connection (SQLite's default is 2 MiB). */
     return exec_sql(c, "PRAGMA foreign_keys = ON; PRAGMA cache_size = -1024", err, errlen,
                     "opening the store");
+}
+
+static int conn_open(struct sq_store *s, struct conn *c, int flags, int busy_ms, char *err,
+                     size_t errlen)
+{
+    return conn_open_at(s, c, s->path, flags, busy_ms, err, errlen);
+}
+
+/* Bytes of path + suffix's file; -1 when there is none (or it cannot be read). */
+static off_t file_size(const char *path, const char *suffix)
+{
+    char p[PATH_MAX];
+    struct stat sb;
+    if ((size_t)snprintf(p, sizeof(p), "%s%s", path, suffix) >= sizeof(p) || stat(p, &sb) < 0)
+        return -1;
+    return sb.st_size;
+}
+
+/* A reader of a WAL database needs its -shm file, and creates it when it is not there: not
+ * possible on a read-only mount, where a store closed cleanly has none. There (and only when
+ * there is no write-ahead log with content, which only a writer can have left: no writer has
+ * the store open, and nothing committed is missing from the database file) the file is opened
+ * as immutable: SQLite reads it as it is, with no -shm and no locks (sqlite.org/uri.html). */
+static int open_immutable(struct sq_store *s, int busy, char *err, size_t errlen)
+{
+    if (file_size(s->path, "-wal") > 0) {
+        say(err, errlen,
+            "%s cannot be read here: its write-ahead log (%s-wal) holds writes that only a "
+            "read-write open can replay, and the file system is read-only (copy the data "
+            "directory to a writable place, or open it once with squall serve)",
+            s->path, s->path);
+        return -EROFS;
+    }
+    /* file:PATH?mode=ro&immutable=1, the path percent-encoded */
+    size_t n = strlen(s->path);
+    char *uri = malloc(n * 3 + 64);
+    if (!uri) {
+        say(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    size_t l = (size_t)sprintf(uri, "file:");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s->path[i];
+        bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9') || ch == '/' || ch == '-' || ch == '_' || ch == '.' ||
+                     ch == '~';
+        l += (size_t)(plain ? sprintf(uri + l, "%c", ch) : sprintf(uri + l, "%%%02X", ch));
+    }
+    sprintf(uri + l, "?mode=ro&immutable=1");
+    int r = conn_open_at(s, &s->rd, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, busy, err, errlen);
+    free(uri);
+    return r;
 }
 
 static int conn_prepare(struct conn *c, char *err, size_t errlen)
@@ -791,8 +871,17 @@ static int setup(struct sq_store *s, const struct sq_store_opts *o, char *err, s
     int busy = o && o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000;
     int64_t ver;
     if (s->ro) {
-        if ((r = conn_open(s, &s->rd, SQLITE_OPEN_READONLY, busy, err, errlen)) < 0 ||
-            (r = identify(s, &s->rd, &ver, err, errlen)) < 0)
+        r = conn_open(s, &s->rd, SQLITE_OPEN_READONLY, busy, err, errlen);
+        if (r == 0)
+            r = identify(s, &s->rd, &ver, err, errlen);
+        if (r < 0 && r != -ENOTSUP && file_size(s->path, "-shm") < 0 &&
+            access(s->path, R_OK) == 0) {
+            /* no -shm, and none could be made: a read-only file system (or directory) */
+            conn_close(&s->rd);
+            if ((r = open_immutable(s, busy, err, errlen)) == 0)
+                r = identify(s, &s->rd, &ver, err, errlen);
+        }
+        if (r < 0)
             return r;
         return conn_prepare(&s->rd, err, errlen);
     }
@@ -870,6 +959,7 @@ int sq_store_open(const char *path, const struct sq_store_opts *o, struct sq_sto
         pthread_mutex_init(&conns[i]->mu, NULL);
     }
     pthread_mutex_init(&s->ck_mu, NULL);
+    pthread_mutex_init(&s->pend_mu, NULL);
     pthread_cond_init(&s->ck_cv, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -913,6 +1003,12 @@ void sq_store_close(struct sq_store *s)
     for (size_t i = 0; i < SQ_ARRAY_LEN(conns); i++)
         pthread_mutex_destroy(&conns[i]->mu);
     pthread_mutex_destroy(&s->ck_mu);
+    while (s->pend) {
+        struct pend_end *p = s->pend;
+        s->pend = p->next;
+        pend_free(p);
+    }
+    pthread_mutex_destroy(&s->pend_mu);
     pthread_cond_destroy(&s->ck_cv);
     pthread_cond_destroy(&s->ck_done_cv);
     free(s->path);
@@ -1053,12 +1149,8 @@ static int put_result(struct conn *c, int64_t id, const struct sq_store_end *e, 
     return r;
 }
 
-int sq_store_run_end(struct sq_store *s, int64_t id, const struct sq_store_end *e, char *err,
-                     size_t errlen)
+static int check_end(int64_t id, const struct sq_store_end *e, char *err, size_t errlen)
 {
-    struct conn *c = &s->wr;
-    if (s->ro)
-        return read_only(s, err, errlen);
     if (!e || (e->status != SQ_STORE_FINISHED && e->status != SQ_STORE_STOPPED &&
                e->status != SQ_STORE_FAILED)) {
         say(err, errlen, "a run ends finished, stopped or failed");
@@ -1068,7 +1160,14 @@ int sq_store_run_end(struct sq_store *s, int64_t id, const struct sq_store_end *
         say(err, errlen, "run %lld cannot finish without its result document", (long long)id);
         return -EINVAL;
     }
-    lock(c);
+    return 0;
+}
+
+/* The end's transaction, wr's mutex held; ended at ended_ms. */
+static int end_locked(struct sq_store *s, int64_t id, const struct sq_store_end *e,
+                      int64_t ended_ms, char *err, size_t errlen)
+{
+    struct conn *c = &s->wr;
     int r = txn_begin(c, true, err, errlen);
     if (r == 0) {
         enum sq_store_status cur;
@@ -1082,7 +1181,7 @@ int sq_store_run_end(struct sq_store *s, int64_t id, const struct sq_store_end *
             sqlite3_stmt *st = stmt(c, ST_END);
             sqlite3_bind_int64(st, 1, id);
             bind_text(st, 2, sq_store_status_name(e->status));
-            sqlite3_bind_int64(st, 3, now_ms(s));
+            sqlite3_bind_int64(st, 3, ended_ms);
             if (e->reason)
                 bind_text(st, 4, e->reason);
             int rc = sqlite3_step(st);
@@ -1094,8 +1193,170 @@ int sq_store_run_end(struct sq_store *s, int64_t id, const struct sq_store_end *
         if (r == 0)
             r = cr;
     }
-    unlock(c);
     return r;
+}
+
+/* The kept end of run id, or NULL; pend_mu held. */
+static struct pend_end *pend_find(struct sq_store *s, int64_t id)
+{
+    for (struct pend_end *p = s->pend; p; p = p->next)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+/* Writes the kept end p (wr's mutex held) and forgets it once it is written, or when the file
+ * will never take it (the run is not running or queued there any more, or it is gone).
+ * Returns 0 when written or forgotten, else the write's error. */
+static int pend_write(struct sq_store *s, struct pend_end *p, char *err, size_t errlen)
+{
+    struct sq_store_end e = {.status = p->status,
+                             .reason = p->reason,
+                             .doc = p->doc,
+                             .doc_len = p->doc_len,
+                             .hist = p->hist,
+                             .hist_len = p->hist_len,
+                             .hist_uncorrected = p->hist_u,
+                             .hist_uncorrected_len = p->hist_u_len};
+    int r = end_locked(s, p->id, &e, p->ended_ms, err, errlen);
+    if (r < 0 && r != -EPERM && r != -ENOENT && r != -EINVAL)
+        return r;
+    pthread_mutex_lock(&s->pend_mu);
+    for (struct pend_end **pp = &s->pend; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            s->npend--;
+            break;
+        }
+    pthread_mutex_unlock(&s->pend_mu);
+    pend_free(p);
+    return 0;
+}
+
+int sq_store_run_end(struct sq_store *s, int64_t id, const struct sq_store_end *e, char *err,
+                     size_t errlen)
+{
+    if (s->ro)
+        return read_only(s, err, errlen);
+    int r = check_end(id, e, err, errlen);
+    if (r < 0)
+        return r;
+    lock(&s->wr);
+    r = end_locked(s, id, e, now_ms(s), err, errlen);
+    unlock(&s->wr);
+    return r;
+}
+
+static void *dup_bytes(const void *p, size_t n)
+{
+    void *q = p && n ? malloc(n) : NULL;
+    if (q)
+        memcpy(q, p, n);
+    return q;
+}
+
+int sq_store_run_end_later(struct sq_store *s, int64_t id, const struct sq_store_end *e, char *err,
+                           size_t errlen)
+{
+    if (s->ro)
+        return read_only(s, err, errlen);
+    int r = check_end(id, e, err, errlen);
+    if (r < 0)
+        return r;
+    struct sq_store_run cur;
+    r = sq_store_run_get(s, id, &cur, err, errlen); /* reads work on a full disk */
+    if (r < 0)
+        return r;
+    enum sq_store_status from = cur.status;
+    sq_store_run_dispose(&cur);
+    if (from != SQ_STORE_RUNNING && from != SQ_STORE_QUEUED)
+        return refuse(id, from, e->status, err, errlen);
+    struct pend_end *p = calloc(1, sizeof(*p));
+    if (!p) {
+        say(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    p->id = id;
+    p->status = e->status;
+    p->from = from;
+    p->ended_ms = now_ms(s);
+    p->reason = e->reason ? strdup(e->reason) : NULL;
+    if (e->doc && e->doc_len) {
+        p->doc = malloc(e->doc_len + 1);
+        if (p->doc) {
+            memcpy(p->doc, e->doc, e->doc_len);
+            p->doc[e->doc_len] = '\0';
+            p->doc_len = e->doc_len;
+        }
+        p->hist = dup_bytes(e->hist, e->hist_len);
+        p->hist_len = p->hist ? e->hist_len : 0;
+        p->hist_u = dup_bytes(e->hist_uncorrected, e->hist_uncorrected_len);
+        p->hist_u_len = p->hist_u ? e->hist_uncorrected_len : 0;
+    }
+    if ((e->reason && !p->reason) || (e->doc && e->doc_len && !p->doc) ||
+        (e->hist && e->hist_len && !p->hist) ||
+        (e->hist_uncorrected && e->hist_uncorrected_len && !p->hist_u)) {
+        pend_free(p);
+        say(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&s->pend_mu);
+    struct pend_end **tail = &s->pend;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = p;
+    s->npend++;
+    pthread_mutex_unlock(&s->pend_mu);
+    return 0;
+}
+
+size_t sq_store_pending(struct sq_store *s)
+{
+    pthread_mutex_lock(&s->pend_mu);
+    size_t n = s->npend;
+    pthread_mutex_unlock(&s->pend_mu);
+    return n;
+}
+
+int sq_store_retry(struct sq_store *s, int64_t *written, char *err, size_t errlen)
+{
+    if (written)
+        *written = 0;
+    if (s->ro)
+        return 0;
+    lock(&s->wr);
+    int r = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->pend_mu);
+        struct pend_end *p = s->pend;
+        pthread_mutex_unlock(&s->pend_mu);
+        if (!p)
+            break;
+        int64_t id = p->id;
+        if ((r = pend_write(s, p, err, errlen)) < 0)
+            break;
+        if (written && !*written)
+            *written = id;
+    }
+    unlock(&s->wr);
+    return r;
+}
+
+/* What a read shows of run r: its kept end, if it has one. pend_mu held. */
+static int pend_overlay(struct sq_store *s, struct sq_store_run *r)
+{
+    struct pend_end *p = pend_find(s, r->id);
+    if (!p)
+        return 0;
+    char *reason = p->reason ? strdup(p->reason) : NULL;
+    if (p->reason && !reason)
+        return -ENOMEM;
+    free(r->reason);
+    r->reason = reason;
+    r->status = p->status;
+    r->ended_ms = p->ended_ms;
+    r->has_result = r->has_result || p->doc;
+    return 0;
 }
 
 /* Fills r from a row of RUN_COLS (and request at column 14 when with_request). */
@@ -1148,6 +1409,11 @@ int sq_store_run_get(struct sq_store *s, int64_t id, struct sq_store_run *out, c
     int rc = sqlite3_step(st), r = 0;
     if (rc == SQLITE_ROW) {
         r = read_run(st, out, true);
+        if (r == 0) {
+            pthread_mutex_lock(&s->pend_mu);
+            r = pend_overlay(s, out);
+            pthread_mutex_unlock(&s->pend_mu);
+        }
         if (r < 0) {
             sq_store_run_dispose(out);
             say(err, errlen, r == -ENOMEM ? "out of memory" : "run %lld has an unknown status",
@@ -1212,16 +1478,39 @@ int sq_store_run_list(struct sq_store *s, const struct sq_store_query *q, struct
     sqlite3_reset(st);
     unlock(c);
 
+    bool more = false;
+    if (r == 0 && n > limit) {
+        sq_store_run_dispose(&v[limit]);
+        n = limit;
+        more = true;
+    }
+    if (r == 0) { /* kept ends: shown as they will be stored; gone from a filter they leave */
+        pthread_mutex_lock(&s->pend_mu);
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (r == 0 && s->pend)
+                r = pend_overlay(s, &v[i]);
+            if (!(mask & SQ_STORE_STATUS_BIT(v[i].status))) {
+                sq_store_run_dispose(&v[i]);
+                continue;
+            }
+            if (k != i) {
+                v[k] = v[i];
+                memset(&v[i], 0, sizeof(v[i]));
+            }
+            k++;
+        }
+        pthread_mutex_unlock(&s->pend_mu);
+        n = k;
+        if (r < 0)
+            say(err, errlen, "out of memory");
+    }
     if (r < 0) {
         struct sq_store_runs tmp = {v, n, false};
         sq_store_runs_dispose(&tmp);
         return r;
     }
-    if (n > limit) {
-        sq_store_run_dispose(&v[limit]);
-        n = limit;
-        out->more = true;
-    }
+    out->more = more;
     out->v = v;
     out->n = n;
     return 0;
@@ -1243,7 +1532,19 @@ int sq_store_run_delete(struct sq_store *s, int64_t id, char *err, size_t errlen
     if (s->ro)
         return read_only(s, err, errlen);
     lock(c);
-    int r = txn_begin(c, false, err, errlen);
+    /* an end kept in memory is written first: the run is deleted as ended, or not at all */
+    pthread_mutex_lock(&s->pend_mu);
+    struct pend_end *p = pend_find(s, id);
+    pthread_mutex_unlock(&s->pend_mu);
+    char why[256];
+    int r = p ? pend_write(s, p, why, sizeof(why)) : 0;
+    if (r < 0) {
+        say(err, errlen, "run %lld ended, but the store cannot take its end yet: %s", (long long)id,
+            why);
+        unlock(c);
+        return r;
+    }
+    r = txn_begin(c, false, err, errlen);
     if (r == 0) {
         enum sq_store_status cur;
         r = run_status(c, id, &cur, err, errlen);
@@ -1285,6 +1586,13 @@ int sq_store_count(struct sq_store *s, int64_t counts[SQ_STORE_STATUS__COUNT], c
         r = db_fail(c, rc, err, errlen, "counting runs");
     sqlite3_reset(st);
     unlock(c);
+    pthread_mutex_lock(&s->pend_mu);
+    for (struct pend_end *p = s->pend; p; p = p->next) {
+        if (counts[p->from] > 0)
+            counts[p->from]--;
+        counts[p->status]++;
+    }
+    pthread_mutex_unlock(&s->pend_mu);
     return r;
 }
 
@@ -1436,11 +1744,25 @@ int sq_store_result_get(struct sq_store *s, int64_t id, struct sq_store_result *
         sqlite3_reset(st);
         enum sq_store_status cur;
         r = run_status(c, id, &cur, err, errlen);
-        if (r == 0) {
+        pthread_mutex_lock(&s->pend_mu);
+        struct pend_end *p = r == 0 ? pend_find(s, id) : NULL;
+        if (p && p->doc) { /* a kept end's result, from memory */
+            out->doc = dup_bytes(p->doc, p->doc_len + 1);
+            out->doc_len = p->doc_len;
+            out->hist = dup_bytes(p->hist, p->hist_len);
+            out->hist_len = out->hist ? p->hist_len : 0;
+            out->hist_uncorrected = dup_bytes(p->hist_u, p->hist_u_len);
+            out->hist_uncorrected_len = out->hist_uncorrected ? p->hist_u_len : 0;
+            if (!out->doc || (p->hist && !out->hist) || (p->hist_u && !out->hist_uncorrected)) {
+                say(err, errlen, "out of memory");
+                r = -ENOMEM;
+            }
+        } else if (r == 0) {
             say(err, errlen, "run %lld (%s) has no result", (long long)id,
-                sq_store_status_name(cur));
+                sq_store_status_name(p ? p->status : cur));
             r = -ENOENT;
         }
+        pthread_mutex_unlock(&s->pend_mu);
     } else {
         r = db_fail(c, rc, err, errlen, "reading a result");
     }

@@ -166,6 +166,24 @@ struct sq_store_end {
 SQ_MUST_CHECK int sq_store_run_end(struct sq_store *s, int64_t id, const struct sq_store_end *e,
                                    char *err, size_t errlen);
 
+/* Keeps an end the store could not write (sq_store_run_end failed: the file system is full, or
+ * the disk failed) in memory, with its result, so that nothing is lost while the store cannot
+ * take it: every read through this handle shows the run ended so (get, list, count; its result
+ * from memory), sq_store_run_delete writes it before deleting, and sq_store_retry writes it once
+ * the store can take it. Another process reading the file (squall runs) sees the run as the file
+ * has it until then; if this process ends first, the next read-write open finds it running and
+ * marks it interrupted. The run must be running or queued (-EPERM otherwise, or once it already
+ * has a kept end). Copies e. Returns 0, -EINVAL as sq_store_run_end, -ENOMEM or a read's error. */
+SQ_MUST_CHECK int sq_store_run_end_later(struct sq_store *s, int64_t id,
+                                         const struct sq_store_end *e, char *err, size_t errlen);
+/* How many kept ends wait to be written. */
+size_t sq_store_pending(struct sq_store *s);
+/* Writes the kept ends, oldest first, each in its durable transaction (as sq_store_run_end), and
+ * forgets each once written (or once the file would refuse it: the run is not running or queued
+ * there any more). Returns 0 when none is left, or the first write's error (the rest stay kept).
+ * *written (may be NULL): the id of the first end written this call, 0 if none. */
+SQ_MUST_CHECK int sq_store_retry(struct sq_store *s, int64_t *written, char *err, size_t errlen);
+
 /* A run as the list and the API show it. Strings are owned by the struct (free with
  * sq_store_run_dispose). Summary figures are -1 while unknown (a run without a result or
  * series, or p99 without a result). */
@@ -203,13 +221,16 @@ struct sq_store_runs {
 };
 
 /* Lists runs, newest first, one page. q may be NULL (the first page of every run).
- * -EINVAL for a mask with unknown bits or a limit above SQ_STORE_LIST_MAX. */
+ * -EINVAL for a mask with unknown bits or a limit above SQ_STORE_LIST_MAX. A run with a kept end
+ * shows it; with a status filter it leaves the page it would not match (the page is shorter,
+ * `more` unchanged), and a filter on its kept status does not find it until it is written. */
 SQ_MUST_CHECK int sq_store_run_list(struct sq_store *s, const struct sq_store_query *q,
                                     struct sq_store_runs *out, char *err, size_t errlen);
 void sq_store_runs_dispose(struct sq_store_runs *l); /* NULL is a no-op */
 
 /* Deletes an ended run with its series and result. -EPERM for a queued or running run,
- * -ENOENT when there is none. */
+ * -ENOENT when there is none. A run with a kept end (sq_store_run_end_later) has it written
+ * first: when that still fails, its error (-ENOSPC...) and nothing is deleted. */
 SQ_MUST_CHECK int sq_store_run_delete(struct sq_store *s, int64_t id, char *err, size_t errlen);
 
 /* How many runs have each status (indexed by enum sq_store_status), for /metrics. */

@@ -279,6 +279,8 @@ class Cluster(unittest.TestCase):
         self.assertEqual([(a["segment"]["from"], a["segment"]["to"]) for a in agents],
                          [("0", "1/3"), ("1/3", "2/3"), ("2/3", "1")])
         self.assertTrue(all(a["finished"] and not a["lost"] for a in agents))
+        self.assertIsNone(doc["cluster"]["incomplete"])
+        self.assertEqual(doc["cluster"]["controller"]["nats_outages"], 0)
         st = sqtest.json_get(self.port, "/stats")
         # every request sent reached the target: 15,000 less the dropped, exactly
         self.assertEqual(st["arrivals"]["count"], r["sent"])
@@ -498,8 +500,13 @@ scenarios:
         self.assertIn("1 of 3 agents lost", err)
         c = doc["cluster"]
         self.assertEqual(c["lost"], 1)
+        # the document says what it lacks, and so does the summary
+        self.assertIn("agent l2 was lost at", c["incomplete"])
+        self.assertIn("the result is incomplete: agent l2 was lost", err)
         by = {a["name"]: a for a in c["agents"]}
         self.assertTrue(by["l2"]["lost"])
+        self.assertIsNone(by["l2"]["seconds_missing"])
+        self.assertEqual(by["l1"]["seconds_missing"], 0)
         self.assertGreater(by["l2"]["lost_at_s"], 1.3)
         self.assertLess(by["l2"]["lost_at_s"], 2.3)
         # the others finished their whole share; the lost one's data up to the loss is kept
@@ -591,7 +598,7 @@ thresholds:
         self.assertLess(took, 5)
 
     def test_incompatible_version_refuses(self):
-        self.start_agents("old", ["v1"], [("--x-proto", "2")])
+        self.start_agents("old", ["v1"], [("--x-proto", "1")])  # protocol 1: before resends
         p, _, _ = self.run_ctl("old", self.base + "/fast", "-d", "1s", "--agents", "1",
                                "--agent-wait", "1500ms")
         self.assertEqual(p.returncode, 1)

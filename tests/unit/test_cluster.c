@@ -627,32 +627,21 @@ static uint16_t free_port(void)
     return ntohs(sa.sin_port);
 }
 
-static int start_nats(void **state)
+static char nats_conf[] = "/tmp/sq-nats-XXXXXX";
+static const char *nats_bin;
+
+/* Starts nats-server on nats_port and waits until it answers. */
+static int spawn_nats(void)
 {
-    (void)state;
-    if (access("/usr/sbin/nats-server", X_OK) != 0 && access("/usr/bin/nats-server", X_OK) != 0)
-        return 0; /* the bus test skips */
-    const char *bin = access("/usr/sbin/nats-server", X_OK) == 0 ? "/usr/sbin/nats-server"
-                                                                 : "/usr/bin/nats-server";
-    nats_port = free_port();
-    /* a small max_payload, so results in parts are tested with small messages */
-    char conf[] = "/tmp/sq-nats-XXXXXX";
-    int cfd = mkstemp(conf);
-    if (cfd < 0)
-        return -1;
-    const char text[] = "max_payload: 65536\n";
-    if (write(cfd, text, sizeof(text) - 1) != (ssize_t)(sizeof(text) - 1))
-        return -1;
-    close(cfd);
     char port[16], a0[64], a1[] = "-a", a2[] = "127.0.0.1", a3[] = "-p", a5[] = "-c";
     snprintf(port, sizeof(port), "%u", nats_port);
-    snprintf(a0, sizeof(a0), "%s", bin);
-    char *argv[] = {a0, a1, a2, a3, port, a5, conf, NULL};
+    snprintf(a0, sizeof(a0), "%s", nats_bin);
+    char *argv[] = {a0, a1, a2, a3, port, a5, nats_conf, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    int rc = posix_spawn(&nats_pid, bin, &fa, NULL, argv, environ);
+    int rc = posix_spawn(&nats_pid, nats_bin, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0)
         return -1;
@@ -662,13 +651,31 @@ static int start_nats(void **state)
         struct sq_bus *b;
         if (sq_bus_connect(url, "probe", SQ_NS_PER_S, &b, err, sizeof(err)) == 0) {
             sq_bus_close(b);
-            unlink(conf);
             return 0;
         }
         struct timespec ts = {0, 20 * SQ_NS_PER_MS};
         nanosleep(&ts, NULL);
     }
     return -1;
+}
+
+static int start_nats(void **state)
+{
+    (void)state;
+    if (access("/usr/sbin/nats-server", X_OK) != 0 && access("/usr/bin/nats-server", X_OK) != 0)
+        return 0; /* the bus test skips */
+    nats_bin = access("/usr/sbin/nats-server", X_OK) == 0 ? "/usr/sbin/nats-server"
+                                                          : "/usr/bin/nats-server";
+    nats_port = free_port();
+    /* a small max_payload, so results in parts are tested with small messages */
+    int cfd = mkstemp(nats_conf);
+    if (cfd < 0)
+        return -1;
+    const char text[] = "max_payload: 65536\n";
+    if (write(cfd, text, sizeof(text) - 1) != (ssize_t)(sizeof(text) - 1))
+        return -1;
+    close(cfd);
+    return spawn_nats();
 }
 
 static int stop_nats(void **state)
@@ -678,6 +685,8 @@ static int stop_nats(void **state)
         kill(nats_pid, SIGTERM);
         waitpid(nats_pid, NULL, 0);
     }
+    if (nats_bin)
+        unlink(nats_conf);
     return 0;
 }
 
@@ -762,6 +771,48 @@ static void bus_against_nats_server(void **state)
     assert_non_null(strstr(err, "cannot connect"));
 }
 
+/* The server dies (SIGKILL: every connection ends) and starts again on its port: a connection
+ * finds itself broken, cannot redial while nothing listens, then redials, and its subscription
+ * is back under the same sid. */
+static void bus_reconnects_after_a_restart(void **state)
+{
+    (void)state;
+    if (!nats_pid)
+        skip();
+    char url[64], err[256];
+    snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
+    struct sq_bus *a, *b;
+    assert_int_equal(sq_bus_connect(url, "a", SQ_NS_PER_S, &a, err, sizeof(err)), 0);
+    assert_int_equal(sq_bus_connect(url, "b", SQ_NS_PER_S, &b, err, sizeof(err)), 0);
+    uint64_t sid;
+    assert_int_equal(sq_bus_sub(b, "t.r", &sid), 0);
+    assert_int_equal(sq_bus_sync(b, SQ_NS_PER_S), 0);
+    kill(nats_pid, SIGKILL);
+    waitpid(nats_pid, NULL, 0);
+    nats_pid = 0;
+    struct sq_bus_msg m;
+    assert_true(sq_bus_next(b, SQ_NS_PER_S, &m) < 0); /* the end of the connection */
+    assert_true(sq_bus_broken(b));
+    assert_true(sq_bus_next(b, 0, &m) < 0); /* and every later call, at once */
+    assert_true(sq_bus_reconnect(b, 200 * SQ_NS_PER_MS, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "cannot connect"));
+    assert_true(sq_bus_broken(b));
+    assert_int_equal(spawn_nats(), 0);
+    assert_int_equal(sq_bus_reconnect(b, SQ_NS_PER_S, err, sizeof(err)), 0);
+    assert_false(sq_bus_broken(b));
+    assert_int_equal(sq_bus_max_payload(b), 65536); /* the new server's INFO */
+    /* a has not read since: its first sync finds the old connection gone */
+    assert_true(sq_bus_sync(a, SQ_NS_PER_S) < 0);
+    assert_int_equal(sq_bus_reconnect(a, SQ_NS_PER_S, err, sizeof(err)), 0);
+    assert_int_equal(sq_bus_pub(a, "t.r", NULL, "again", 5), 0);
+    assert_int_equal(sq_bus_next(b, SQ_NS_PER_S, &m), 1);
+    assert_string_equal(m.data, "again");
+    assert_int_equal(m.sid, sid);
+    sq_bus_msg_dispose(&m);
+    sq_bus_close(a);
+    sq_bus_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -774,6 +825,7 @@ int main(void)
         cmocka_unit_test(xsamples_merge),
         cmocka_unit_test(parts),
         cmocka_unit_test(bus_against_nats_server),
+        cmocka_unit_test(bus_reconnects_after_a_restart),
     };
     return cmocka_run_group_tests(tests, start_nats, stop_nats);
 }

@@ -900,6 +900,119 @@ static void delete_runs(void **state)
     sq_store_close(s);
 }
 
+/* ---- ends kept in memory ---- */
+
+/* An end the file cannot take (another connection holds the write lock: every write is -EBUSY,
+ * as a full disk makes it -ENOSPC) is kept: this handle shows it everywhere, with its result;
+ * another handle sees the file; a retry writes it once the file can take it. */
+static void end_kept_until_written(void **state)
+{
+    (void)state;
+    struct sq_store_opts o = {.busy_timeout_ms = 50, .clock_ms = fake_clock};
+    struct sq_store *s = open_ok(path_in("k"), &o);
+    int64_t id = create_run(s, SQ_STORE_QUICK, "kept");
+    int64_t other = finished_run(s, "other");
+    assert_int_equal(sq_store_run_start(s, id, errbuf, sizeof(errbuf)), 0);
+    append_ok(s, id, 0);
+    char *db = path_in("k/squall.db");
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    struct sq_store_end e = {.status = SQ_STORE_FAILED,
+                             .reason = "the store could not take the run's end",
+                             .doc = result_doc,
+                             .doc_len = strlen(result_doc),
+                             .hist = hist_blob,
+                             .hist_len = sizeof(hist_blob)};
+    assert_int_equal(sq_store_run_end(s, id, &e, errbuf, sizeof(errbuf)), -EBUSY);
+    fake_now += 1000;
+    assert_int_equal(sq_store_run_end_later(s, id, &e, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(sq_store_pending(s), 1);
+    /* once kept, not twice; and only a running or queued run */
+    assert_int_equal(sq_store_run_end_later(s, id, &e, errbuf, sizeof(errbuf)), -EPERM);
+    assert_int_equal(sq_store_run_end_later(s, other, &e, errbuf, sizeof(errbuf)), -EPERM);
+    struct sq_store_run r;
+    assert_int_equal(sq_store_run_get(s, id, &r, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(r.status, SQ_STORE_FAILED);
+    assert_string_equal(r.reason, "the store could not take the run's end");
+    assert_int_equal(r.ended_ms, fake_now);
+    assert_true(r.has_result);
+    sq_store_run_dispose(&r);
+    struct sq_store_result res;
+    assert_int_equal(sq_store_result_get(s, id, &res, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(res.doc_len, strlen(result_doc));
+    assert_string_equal(res.doc, result_doc);
+    assert_memory_equal(res.hist, hist_blob, sizeof(hist_blob));
+    assert_null(res.hist_uncorrected);
+    sq_store_result_dispose(&res);
+    int64_t counts[SQ_STORE_STATUS__COUNT];
+    assert_int_equal(sq_store_count(s, counts, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(counts[SQ_STORE_RUNNING], 0);
+    assert_int_equal(counts[SQ_STORE_FAILED], 1);
+    assert_int_equal(counts[SQ_STORE_FINISHED], 1);
+    struct sq_store_runs l;
+    assert_int_equal(sq_store_run_list(s, NULL, &l, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.v[1].id, id);
+    assert_int_equal(l.v[1].status, SQ_STORE_FAILED);
+    sq_store_runs_dispose(&l);
+    struct sq_store_query q = {.status_mask = SQ_STORE_STATUS_BIT(SQ_STORE_RUNNING)};
+    assert_int_equal(sq_store_run_list(s, &q, &l, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(l.n, 0); /* it is not running any more */
+    sq_store_runs_dispose(&l);
+    /* the file: still running, seen by another handle */
+    struct sq_store_opts ro = {.read_only = true};
+    struct sq_store *r2 = open_ok(path_in("k"), &ro);
+    assert_int_equal(status_of(r2, id), SQ_STORE_RUNNING);
+    /* the delete writes the end first: it cannot yet */
+    assert_int_equal(sq_store_run_delete(s, id, errbuf, sizeof(errbuf)), -EBUSY);
+    assert_non_null(strstr(errbuf, "cannot take its end yet"));
+    int64_t written = -1;
+    assert_int_equal(sq_store_retry(s, &written, errbuf, sizeof(errbuf)), -EBUSY);
+    assert_int_equal(written, 0);
+    assert_int_equal(sq_store_pending(s), 1);
+    /* the file can take it again */
+    assert_int_equal(sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    fake_now += 5000;
+    assert_int_equal(sq_store_retry(s, &written, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(written, id);
+    assert_int_equal(sq_store_pending(s), 0);
+    assert_int_equal(sq_store_run_get(r2, id, &r, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(r.status, SQ_STORE_FAILED);
+    assert_string_equal(r.reason, "the store could not take the run's end");
+    assert_int_equal(r.ended_ms, fake_now - 5000); /* when it ended, not when it was written */
+    assert_true(r.has_result);
+    sq_store_run_dispose(&r);
+    assert_int_equal(sq_store_result_get(r2, id, &res, errbuf, sizeof(errbuf)), 0);
+    assert_string_equal(res.doc, result_doc);
+    sq_store_result_dispose(&res);
+    sq_store_close(r2);
+    assert_int_equal(sq_store_retry(s, &written, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(written, 0);
+
+    /* kept again (a second run), and written by the delete itself */
+    int64_t id2 = create_run(s, SQ_STORE_QUICK, "kept2");
+    assert_int_equal(sq_store_run_start(s, id2, errbuf, sizeof(errbuf)), 0);
+    e.doc = NULL;
+    e.doc_len = 0;
+    e.hist = NULL;
+    assert_int_equal(sq_store_run_end_later(s, id2, &e, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(sq_store_result_get(s, id2, &res, errbuf, sizeof(errbuf)), -ENOENT);
+    assert_string_equal(errbuf, "run 3 (failed) has no result");
+    assert_int_equal(sq_store_run_delete(s, id2, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(sq_store_pending(s), 0);
+    assert_int_equal(sq_store_run_get(s, id2, &r, errbuf, sizeof(errbuf)), -ENOENT);
+    /* one left kept at close is forgotten: the next open finds the run interrupted */
+    int64_t id3 = create_run(s, SQ_STORE_QUICK, "kept3");
+    assert_int_equal(sq_store_run_start(s, id3, errbuf, sizeof(errbuf)), 0);
+    assert_int_equal(sq_store_run_end_later(s, id3, &e, errbuf, sizeof(errbuf)), 0);
+    sq_store_close(s);
+    s = open_ok(path_in("k"), &o);
+    assert_int_equal(status_of(s, id3), SQ_STORE_INTERRUPTED);
+    sq_store_close(s);
+}
+
 /* ---- recovery ---- */
 
 static void recovery_on_open(void **state)
@@ -1484,6 +1597,7 @@ int main(void)
         T(illegal_transitions),
         T(list_pages_newest_first),
         T(delete_runs),
+        T(end_kept_until_written),
         T(recovery_on_open),
         T(crash_mid_transaction),
         T(crash_sigkill_mid_run),
