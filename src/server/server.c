@@ -59,6 +59,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -290,6 +291,7 @@ struct sq_server {
     uint32_t max_conns;
     uint32_t idle_ms, header_ms; /* 0: off */
     int64_t sweep_ns;            /* 0: no sweep */
+    char e408_head[192];         /* the 408s' JSON bodies, with the configured numbers */
     struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
@@ -801,7 +803,29 @@ static bool grow_input(struct conn *c)
 
 /* ---- serving ---- */
 
-static void error_answer(struct worker *w, struct conn *c, int status)
+/* The server's own refusals: a JSON body naming the limit (docs/daemon.md, docs/target.md). The
+ * timeouts' texts carry the configured numbers and are rendered once, at start (struct
+ * sq_server). */
+#define E400                                                                                       \
+    "{\"error\":\"malformed request: RFC 9112 refuses its request line or a header field\"}"
+#define E400_SMUGGLING                                                                             \
+    "{\"error\":\"malformed request: a framing RFC 9112 refuses (request smuggling: "              \
+    "Content-Length "                                                                              \
+    "with Transfer-Encoding, Content-Lengths that disagree, obs-fold, whitespace before a colon, " \
+    "or a Transfer-Encoding that does not end in chunked)\"}"
+#define E400_HOST                                                                                  \
+    "{\"error\":\"bad Host: an HTTP/1.1 request needs exactly one Host field, whose value is "     \
+    "host[:port] (RFC 9112 3.2)\"}"
+#define E400_CHUNKED "{\"error\":\"malformed chunked body (RFC 9112 7.1)\"}"
+#define E413         "{\"error\":\"request body too large: the server's cap is 1 MiB (1048576 bytes)\"}"
+#define E431                                                                                       \
+    "{\"error\":\"request head too large: the server's cap is 8 KiB (8192 bytes) and 64 header "   \
+    "fields\"}"
+_Static_assert(SQ_SERVER_MAX_BODY == 1048576 && SQ_SERVER_MAX_HEAD == 8192 &&
+                   SQ_SERVER_MAX_HEADERS == 64,
+               "the refusals' texts name these caps");
+
+static void error_answer(struct worker *w, struct conn *c, int status, const char *json)
 {
     if (status == 400)
         BUMP(w->cnt.bad_req);
@@ -809,7 +833,10 @@ static void error_answer(struct worker *w, struct conn *c, int status)
         BUMP(w->cnt.too_large);
     else if (status == 431)
         BUMP(w->cnt.head_big);
-    struct sq_server_resp r = {.status = status};
+    struct sq_server_resp r = {.status = status,
+                               .content_type = "application/json",
+                               .body = json,
+                               .body_len = strlen(json)};
     if (!render(w, &r, false, CONN_HDR_CLOSE))
         c->flags |= F_FAIL;
     c->flags |= F_CLOSE | F_LINGER_AFTER;
@@ -912,6 +939,32 @@ bool sq_server_smuggle_shape(const char *p, size_t n)
         }
     }
     return te && (has_cl || v10 || !last_chunked || chunked != 1);
+}
+
+/* The head at p[0, n), which the parser refused, has two Host fields or a bad Host value (only
+ * on the error path, to say so in the answer). */
+static bool host_shape(const char *p, size_t n)
+{
+    const char *e = p + n, *l = p;
+    while (l < e && (*l == '\r' || *l == '\n'))
+        l++;
+    const char *eol = memchr(l, '\n', (size_t)(e - l));
+    int hosts = 0;
+    for (l = eol ? eol + 1 : e; l < e; l = eol + 1) {
+        eol = memchr(l, '\n', (size_t)(e - l));
+        if (!eol)
+            break;
+        const char *end = eol > l && eol[-1] == '\r' ? eol - 1 : eol;
+        if (end == l)
+            break;
+        if (end - l >= 5 && sq_ieq(l, 5, "host:", 5)) {
+            const char *v = l + 5, *ve = end;
+            trim(&v, &ve);
+            if (++hosts > 1 || !sq_h1_host_valid(v, (size_t)(ve - v)))
+                return true;
+        }
+    }
+    return false;
 }
 
 struct dechunk {
@@ -1286,7 +1339,7 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
         int hl = sq_h1_parse_request_head(p, n, &w->lim, &rq);
         if (hl == SQ_H1_PARTIAL) {
             if (n >= SQ_SERVER_MAX_HEAD)
-                error_answer(w, c, 431);
+                error_answer(w, c, 431, E431);
             break;
         }
         if (hl < 0) {
@@ -1300,9 +1353,18 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
                     break;                /* else a partial preface: wait for the rest */
                 }
             }
-            if (hl != -SQ_ETOOBIG && sq_server_smuggle_shape(p, n))
+            const char *why = hl == -SQ_ETOOBIG ? E431 : E400;
+            if (hl != -SQ_ETOOBIG && sq_server_smuggle_shape(p, n)) {
                 BUMP(w->cnt.smuggling);
-            error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400);
+                why = E400_SMUGGLING;
+            } else if (hl != -SQ_ETOOBIG && host_shape(p, n)) {
+                why = E400_HOST;
+            }
+            error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400, why);
+            break;
+        }
+        if (SQ_UNLIKELY(!rq.host) && rq.minor_version >= 1) {
+            error_answer(w, c, 400, E400_HOST); /* RFC 9112 3.2: HTTP/1.1 names its host */
             break;
         }
         if (w->stamp && !st->arrival)
@@ -1317,13 +1379,13 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
                 break;
             }
             if (r < 0) {
-                error_answer(w, c, r == -EFBIG ? 413 : 400);
+                error_answer(w, c, r == -EFBIG ? 413 : 400, r == -EFBIG ? E413 : E400_CHUNKED);
                 break;
             }
             body_len = st->dlen;
         } else if (rq.content_length > 0) {
             if (rq.content_length > SQ_SERVER_MAX_BODY) {
-                error_answer(w, c, 413);
+                error_answer(w, c, 413, E413);
                 break;
             }
             body_len = (size_t)rq.content_length;
@@ -1490,7 +1552,7 @@ static void on_readable(struct worker *w, struct conn *c)
         if (!grow_input(c)) {
             /* a request this large passed every cap (chunked overhead): refuse it */
             drop_input(c);
-            error_answer(w, c, 413);
+            error_answer(w, c, 413, E413);
             pump(w, c, w->rbuf, 0, NULL);
             return;
         }
@@ -2160,7 +2222,7 @@ static void header_timeout(struct worker *w, struct conn *c)
         return;
     }
     drop_input(c);
-    error_answer(w, c, 408);
+    error_answer(w, c, 408, w->srv->e408_head);
     if ((c->flags & F_FAIL) || batch_flush(w, c) < 0) {
         w->olen = 0;
         conn_close(w, c);
@@ -2444,6 +2506,12 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
     return 0;
 }
 
+/* "10 s", "0.5 s": a configured time as the refusals' texts say it. */
+static void secs(char *buf, size_t n, int64_t ns)
+{
+    snprintf(buf, n, "%g s", (double)ns / 1e9);
+}
+
 static uint32_t ms_ceil(int64_t ns)
 {
     return (uint32_t)((ns + SQ_NS_PER_MS - 1) / SQ_NS_PER_MS);
@@ -2502,6 +2570,12 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     /* a timeout under 1 ms still waits 1 ms: the sweep counts whole ms */
     s->idle_ms = ms_ceil(cfg->idle_timeout_ns);
     s->header_ms = ms_ceil(cfg->header_timeout_ns);
+    char t[32];
+    secs(t, sizeof(t), cfg->header_timeout_ns);
+    snprintf(s->e408_head, sizeof(s->e408_head),
+             "{\"error\":\"request timeout: the request head was not complete within the header "
+             "timeout (%s)\"}",
+             t);
     int64_t shortest = cfg->idle_timeout_ns;
     if (cfg->header_timeout_ns && (!shortest || cfg->header_timeout_ns < shortest))
         shortest = cfg->header_timeout_ns;

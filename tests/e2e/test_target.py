@@ -388,7 +388,7 @@ class TargetTest(unittest.TestCase):
         http(self.port, "GET", "/missing")
         self.expect_error_close(b"NOT HTTP\r\n\r\n", 400)
         self.expect_error_close(b"GET / HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n", 431)
-        self.expect_error_close(b"POST / HTTP/1.1\r\nContent-Length: 9999999\r\n\r\n", 413)
+        self.expect_error_close(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 9999999\r\n\r\n", 413)
         st = json_get(self.port, "/stats")
         self.assertEqual(st["requests"], 8)
         ep = st["endpoints"]

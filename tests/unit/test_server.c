@@ -443,7 +443,7 @@ static void test_target_live(void **state)
     /* an oversized head: 431, then the connection closes */
     char big[10000];
     memset(big, 'a', sizeof(big));
-    send_str(fd, "GET /fast HTTP/1.1\r\nX-Big: ");
+    send_str(fd, "GET /fast HTTP/1.1\r\nHost: x\r\nX-Big: ");
     send_all(fd, big, sizeof(big));
     read_resp(&rd, &r, false);
     assert_int_equal(r.status, 431);
@@ -500,10 +500,10 @@ static void test_server_custom_handler(void **state)
     struct reader rd = {.fd = fd};
     struct resp r;
 
-    send_str(fd, "GET /hdr HTTP/1.1\r\nX-Echo: value 1\r\n\r\n"
-                 "GET /fill HTTP/1.1\r\n\r\n"
-                 "GET /park HTTP/1.1\r\n\r\n"
-                 "GET /never HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /hdr HTTP/1.1\r\nHost: x\r\nX-Echo: value 1\r\n\r\n"
+                 "GET /fill HTTP/1.1\r\nHost: x\r\n\r\n"
+                 "GET /park HTTP/1.1\r\nHost: x\r\n\r\n"
+                 "GET /never HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rd, &r, false);
     assert_int_equal(r.status, 299);
     assert_string_equal(r.body, "value 1");
@@ -617,8 +617,8 @@ static void test_server_upgrade(void **state)
     send_str(fd, "GET /x HTTP/1.1\r\nHost: h\r\n\r\nearly");
     read_exact(&rd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: toy\r\nConnection: "
                     "Upgrade\r\n\r\nhello<early>");
-    send_str(fd, "GET /y HTTP/1.1\r\n\r\n"); /* no longer HTTP: echoed */
-    read_exact(&rd, "<GET /y HTTP/1.1\r\n\r\n>");
+    send_str(fd, "GET /y HTTP/1.1\r\nHost: x\r\n\r\n"); /* no longer HTTP: echoed */
+    read_exact(&rd, "<GET /y HTTP/1.1\r\nHost: x\r\n\r\n>");
     send_str(fd, "bye");
     read_exact(&rd, "<bye>");
     assert_true(at_eof(&rd));
@@ -626,8 +626,8 @@ static void test_server_upgrade(void **state)
     free(rd.buf);
 
     /* not taken (another status, HTTP/1.0, HEAD): answered as it is, the state freed after */
-    const char *reqs[] = {"GET /200 HTTP/1.1\r\n\r\n", "GET /x HTTP/1.0\r\n\r\n",
-                          "HEAD /x HTTP/1.1\r\n\r\n"};
+    const char *reqs[] = {"GET /200 HTTP/1.1\r\nHost: x\r\n\r\n", "GET /x HTTP/1.0\r\n\r\n",
+                          "HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n"};
     int want[] = {200, 500, 500};
     for (int i = 0; i < 3; i++) {
         fd = client(port);
@@ -646,7 +646,7 @@ static void test_server_upgrade(void **state)
     /* a protocol error closes the connection; so does the client leaving */
     fd = client(port);
     struct reader r3 = {.fd = fd};
-    send_str(fd, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     read_exact(&r3, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: toy\r\nConnection: "
                     "Upgrade\r\n\r\nhello");
     send_str(fd, "fail");
@@ -654,7 +654,7 @@ static void test_server_upgrade(void **state)
     close(fd);
     free(r3.buf);
     fd = client(port);
-    send_str(fd, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     close(fd);
 
     for (int i = 0; i < 300 && (atomic_load(&toy_live) > 0 || atomic_load(&toy_closed) < 6); i++)
@@ -717,7 +717,8 @@ static void fast_n(int fd, struct reader *rd, int n)
     size_t len = 0;
     assert_true(n <= 64);
     for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "GET /fast HTTP/1.1\r\n\r\n");
+        len +=
+            (size_t)snprintf(buf + len, sizeof(buf) - len, "GET /fast HTTP/1.1\r\nHost: x\r\n\r\n");
     send_all(fd, buf, len);
     for (int i = 0; i < n; i++) {
         struct resp r;
@@ -730,7 +731,7 @@ static void fast_n(int fd, struct reader *rd, int n)
 static void post_reset(int fd, struct reader *rd)
 {
     struct resp r;
-    send_str(fd, "POST /stats/reset HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    send_str(fd, "POST /stats/reset HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
     read_resp(rd, &r, false);
     assert_int_equal(r.status, 200);
     free(r.body);
@@ -811,10 +812,10 @@ static void test_target_stall(void **state)
      * sooner than the window's end: /fast, a held /echo (scratch body) and a held /bytes (fill
      * tail) alike. Requests are spread over the phases by a 7 ms step. */
     static const char *reqs[] = {
-        "GET /fast HTTP/1.1\r\n\r\n",
-        "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
-        "GET /bytes/100000 HTTP/1.1\r\n\r\n",
-        "GET /delay/7 HTTP/1.1\r\n\r\n",
+        "GET /fast HTTP/1.1\r\nHost: x\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+        "GET /bytes/100000 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /delay/7 HTTP/1.1\r\nHost: x\r\n\r\n",
     };
     int inside = 0, fast_outside = 0;
     for (int i = 0; i < 48; i++) {
@@ -904,7 +905,7 @@ static void test_server_stamps_and_held(void **state)
     /* a body that arrives 200 ms after its head: stamped when the head was parsed, before the
      * body was sent (a bound on the clock, not on how fast a loaded machine parses) */
     int64_t t0 = sq_now_ns();
-    send_str(fd, "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\n");
+    send_str(fd, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
     usleep(200000);
     int64_t t_body = sq_now_ns();
     send_str(fd, "hello");
@@ -917,7 +918,8 @@ static void test_server_stamps_and_held(void **state)
     /* pipelined: one read, each request its own clock read, in order; then a held answer with
      * everything a parked one cannot keep, and the answers behind it wait */
     t0 = sq_now_ns();
-    send_str(fd, "GET /b HTTP/1.1\r\n\r\nGET /held HTTP/1.1\r\n\r\nGET /c HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /b HTTP/1.1\r\nHost: x\r\n\r\nGET /held HTTP/1.1\r\nHost: x\r\n\r\nGET /c "
+                 "HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rd, &r, false);
     assert_string_equal(r.body, "ok");
     free(r.body);
@@ -942,10 +944,10 @@ static void test_server_stamps_and_held(void **state)
 
     /* a copied body, held while another connection's call rewrites the handler's buffer,
      * then the connection closes as asked */
-    send_str(fd, "GET /copy HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /copy HTTP/1.1\r\nHost: x\r\n\r\n");
     int fd2 = client(sq_server_port(s));
     struct reader rd2 = {.fd = fd2};
-    send_str(fd2, "GET /clobber HTTP/1.1\r\n\r\n");
+    send_str(fd2, "GET /clobber HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rd2, &r, false);
     free(r.body);
     close(fd2);
@@ -960,7 +962,7 @@ static void test_server_stamps_and_held(void **state)
 
     /* a held answer whose client leaves before it is sent: freed with the connection */
     fd = client(sq_server_port(s));
-    send_str(fd, "GET /held HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /held HTTP/1.1\r\nHost: x\r\n\r\n");
     close(fd);
     usleep(50000);
     sq_server_free(s);
@@ -1059,7 +1061,7 @@ static void test_server_idle_timeout(void **state)
     int busy = client(port);
     struct reader rb = {.fd = busy};
     for (int i = 0; i < 8; i++) {
-        send_str(busy, "GET /x HTTP/1.1\r\n\r\n");
+        send_str(busy, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
         read_resp(&rb, &r, false);
         assert_string_equal(r.body, "ok");
         free(r.body);
@@ -1072,11 +1074,11 @@ static void test_server_idle_timeout(void **state)
      * wait, not the client's silence; once sent, the idle clock starts again */
     int park = client(port);
     struct reader rp = {.fd = park};
-    send_str(park, "GET /slow HTTP/1.1\r\n\r\n");
+    send_str(park, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rp, &r, false);
     assert_string_equal(r.body, "slow");
     free(r.body);
-    send_str(park, "GET /held HTTP/1.1\r\n\r\n");
+    send_str(park, "GET /held HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rp, &r, false);
     assert_string_equal(r.body, "held");
     free(r.body);
@@ -1094,7 +1096,7 @@ static void test_server_idle_timeout(void **state)
     setsockopt(deaf, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     uint64_t before = counts_of(s, offsetof(struct sq_server_counts, requests));
     for (int i = 0; i < 200; i++)
-        send_str(deaf, "GET /big HTTP/1.1\r\n\r\n");
+        send_str(deaf, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_count(s, offsetof(struct sq_server_counts, idle_timeouts), 3);
     uint64_t served = counts_of(s, offsetof(struct sq_server_counts, requests)) - before;
     assert_true(served >= 1);
@@ -1136,7 +1138,7 @@ static void test_server_header_timeout(void **state)
     /* a whole head, then a slow body: the head timeout is over once the head is in */
     int body = client(port);
     struct reader rbd = {.fd = body};
-    send_str(body, "POST /x HTTP/1.1\r\nContent-Length: 8\r\n\r\n");
+    send_str(body, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n");
     for (int i = 0; i < 8; i++) {
         usleep(80 * 1000);
         send_str(body, "b");
@@ -1147,7 +1149,7 @@ static void test_server_header_timeout(void **state)
 
     /* a head pipelined behind a parked answer could not be read meanwhile: its clock starts
      * when the connection reads again */
-    send_str(body, "GET /slow HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\nHo");
+    send_str(body, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /x HTTP/1.1\r\nHo");
     read_resp(&rbd, &r, false);
     assert_string_equal(r.body, "slow");
     free(r.body);
@@ -1159,7 +1161,7 @@ static void test_server_header_timeout(void **state)
 
     /* a connection between requests is not reading a head: no idle timeout here, so it stays */
     usleep((IDLE_MS + 400) * 1000);
-    send_str(body, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(body, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rbd, &r, false);
     assert_string_equal(r.body, "ok");
     free(r.body);
@@ -1178,8 +1180,8 @@ static void test_server_max_conns(void **state)
     struct resp r;
     int a = client(port), b = client(port);
     struct reader ra = {.fd = a}, rb = {.fd = b};
-    send_str(a, "GET /x HTTP/1.1\r\n\r\n");
-    send_str(b, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(a, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    send_str(b, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&ra, &r, false);
     free(r.body);
     read_resp(&rb, &r, false);
@@ -1199,7 +1201,7 @@ static void test_server_max_conns(void **state)
     wait_count(s, offsetof(struct sq_server_counts, open), 1);
     int d = client(port);
     struct reader rd = {.fd = d};
-    send_str(d, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(d, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rd, &r, false);
     assert_string_equal(r.body, "ok");
     free(r.body);
@@ -1267,20 +1269,23 @@ static void test_server_smuggling(void **state)
     uint16_t port = sq_server_port(s);
     static const char *const shapes[] = {
         /* RFC 9112 6.1 / 6.3: both framings */
-        "POST /x HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n0\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: "
+        "4\r\n\r\n0\r\n\r\n",
         /* 6.3: Content-Length values that disagree, in two fields or in one list */
-        "POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
-        "POST /x HTTP/1.1\r\nContent-Length: 3, 4\r\n\r\nabcd",
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 4\r\n\r\nabcd",
         /* 5.2: obs-fold */
-        "GET /x HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n",
-        "GET /x HTTP/1.1\r\nX-A: a\r\n\tb\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n",
         /* 5.1: whitespace between the field name and the colon */
-        "GET /x HTTP/1.1\r\nContent-Length : 0\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length : 0\r\n\r\n",
         /* 6.1 / 6.3: a Transfer-Encoding that cannot frame the body */
         "POST /x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
-        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n",
     };
     size_t n = sizeof(shapes) / sizeof(shapes[0]);
     for (size_t i = 0; i < n; i++) {
@@ -1300,7 +1305,7 @@ static void test_server_smuggling(void **state)
     }
     /* malformed but no smuggling shape: a 400, not counted as one; equal lengths are fine */
     static const char *const plain[] = {"GARBAGE\r\n\r\n",
-                                        "GET /x HTTP/1.1\r\nContent-Length: x\r\n\r\n"};
+                                        "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n"};
     for (size_t i = 0; i < 2; i++) {
         int fd = client(port);
         struct reader rd = {.fd = fd};
@@ -1315,7 +1320,8 @@ static void test_server_smuggling(void **state)
     int fd = client(port);
     struct reader rd = {.fd = fd};
     struct resp r;
-    send_str(fd, "POST /x HTTP/1.1\r\nContent-Length: 4, 4\r\nContent-Length: 4\r\n\r\nabcd");
+    send_str(
+        fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4, 4\r\nContent-Length: 4\r\n\r\nabcd");
     read_resp(&rd, &r, false);
     assert_int_equal(r.status, 200);
     free(r.body);
@@ -1434,7 +1440,7 @@ static void test_server_hold_and_post(void **state)
     struct resp r;
 
     /* a held answer keeps its place: the request pipelined behind waits for it */
-    send_str(fd, "GET /hold HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\nGET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_for(&x.holds, 1);
     usleep(300 * 1000); /* past the idle timeout: a held connection is not idle */
     post_wait(&x, P_ANSWER, 1);
@@ -1448,7 +1454,7 @@ static void test_server_hold_and_post(void **state)
     free(r.body);
 
     /* a stream: the head and first chunk at once, chunks from posts, then the end */
-    send_str(fd, "GET /stream HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\nGET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_for(&x.holds, 2);
     post_wait(&x, P_CHUNKS, 2);
     post_wait(&x, P_END, 3);
@@ -1479,7 +1485,7 @@ static void test_server_hold_and_post(void **state)
 
     /* a client that leaves while held: gone is called, and a post then finds no hold */
     fd = client(sq_server_port(x.srv));
-    send_str(fd, "GET /hold HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_for(&x.holds, 4);
     shutdown(fd, SHUT_RDWR);
     close(fd);
@@ -1498,7 +1504,7 @@ static void test_server_hold_and_post(void **state)
     /* a hold that is still open when the server stops: gone; a post after the stop runs in
      * sq_server_free, once */
     fd = client(sq_server_port(x.srv));
-    send_str(fd, "GET /hold HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_for(&x.holds, 5);
     sq_server_stop(x.srv);
     sq_server_wait(x.srv);
@@ -1575,7 +1581,7 @@ static void test_server_backpressure(void **state)
     int fd = client(sq_server_port(s));
     /* 200 answers of 256 KiB (50 MiB) asked for at once by a client that does not read yet */
     for (int i = 0; i < 200; i++)
-        send_str(fd, "GET /big HTTP/1.1\r\n\r\n");
+        send_str(fd, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
     usleep(300 * 1000);
     uint64_t served = counts_of(s, offsetof(struct sq_server_counts, requests));
     assert_true(served < 150); /* it stopped reading; the rest waits in the socket buffers */
