@@ -205,6 +205,8 @@ int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char
         .ud = d,
         .idle_timeout_ns = (int64_t)SQ_DAEMON_IDLE_TIMEOUT * SQ_NS_PER_S,
         .header_timeout_ns = 10 * SQ_NS_PER_S,
+        .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
+        .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
         .max_conns = 1024,
         .http1_only = true,
     };

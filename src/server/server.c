@@ -238,7 +238,7 @@ struct slab {
 /* Written by the owning worker only (relaxed stores), read by anyone (relaxed loads). */
 struct counters {
     _Atomic uint64_t accepted, requests, bad_req, too_large, head_big, tls_ok, tls_failed;
-    _Atomic uint64_t h2_conns, h2_streams, smuggling, refused, idle_to, header_to;
+    _Atomic uint64_t h2_conns, h2_streams, smuggling, refused, idle_to, header_to, body_to;
 };
 
 struct view {
@@ -289,9 +289,12 @@ struct sq_server {
     bool http1_only;
     uint16_t port;
     uint32_t max_conns;
-    uint32_t idle_ms, header_ms; /* 0: off */
-    int64_t sweep_ns;            /* 0: no sweep */
-    char e408_head[192];         /* the 408s' JSON bodies, with the configured numbers */
+    uint32_t idle_ms, header_ms, request_ms; /* 0: off */
+    uint32_t min_rate;                       /* bytes/s; 0: off */
+    uint32_t rate_grace_ms;                  /* the header timeout, or 1 s */
+    int64_t sweep_ns;                        /* 0: no sweep */
+    /* the 408s' JSON bodies, with the configured numbers */
+    char e408_head[192], e408_request[192], e408_rate[256];
     struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
@@ -2212,17 +2215,17 @@ static void on_wake(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 
 /* ---- timeouts ---- */
 
-/* A head (or a TLS handshake) took too long: 408 and a lingering close (a handshake just
- * closes: there is no channel to answer on). c is closed or closing on return. */
-static void header_timeout(struct worker *w, struct conn *c)
+/* A head (or a TLS handshake) or a request took too long: 408 with json and a lingering close
+ * (a handshake just closes: there is no channel to answer on). c is closed or closing on
+ * return. */
+static void timeout_answer(struct worker *w, struct conn *c, const char *json)
 {
-    BUMP(w->cnt.header_to);
     if (c->flags & F_HS) {
         conn_close(w, c);
         return;
     }
     drop_input(c);
-    error_answer(w, c, 408, w->srv->e408_head);
+    error_answer(w, c, 408, json);
     if ((c->flags & F_FAIL) || batch_flush(w, c) < 0) {
         w->olen = 0;
         conn_close(w, c);
@@ -2230,6 +2233,32 @@ static void header_timeout(struct worker *w, struct conn *c)
         conn_events(w, c);
     } else {
         conn_finish(w, c);
+    }
+}
+
+/* c is reading the incomplete request at the start of c->in (since c->in->since): a head past
+ * the header timeout or the request timeout, or a body past the request timeout or under the
+ * minimum rate, gets its 408. The stamps lag by less than slack ms (see on_sweep). */
+static void slow_request(struct worker *w, struct conn *c, uint32_t tick, uint32_t slack)
+{
+    const struct sq_server *s = w->srv;
+    const struct inbuf *b = c->in;
+    uint32_t age = tick - b->since;
+    if (!b->st.need && !b->st.chunked) { /* the head is incomplete */
+        bool late = s->header_ms && age >= s->header_ms + slack;
+        if (late || (s->request_ms && age >= s->request_ms + slack)) {
+            BUMP(w->cnt.header_to);
+            timeout_answer(w, c, late ? s->e408_head : s->e408_request);
+        }
+        return;
+    }
+    if (s->request_ms && age >= s->request_ms + slack) {
+        BUMP(w->cnt.body_to);
+        timeout_answer(w, c, s->e408_request);
+    } else if (s->min_rate && age >= s->rate_grace_ms + slack &&
+               age >= s->rate_grace_ms + (uint64_t)b->len * 1000 / s->min_rate + slack) {
+        BUMP(w->cnt.body_to);
+        timeout_answer(w, c, s->e408_rate);
     }
 }
 
@@ -2269,15 +2298,14 @@ static void on_sweep(struct sq_loop *loop, struct sq_timer *t)
             if (s->idle_ms && quiet >= s->idle_ms + slack) {
                 BUMP(w->cnt.idle_to);
                 conn_close(w, c);
-            } else if (!s->header_ms) {
-                continue;
             } else if (c->flags & F_HS) {
-                if (quiet >= s->header_ms + slack) /* c->seen is the accept during a handshake */
-                    header_timeout(w, c);
-            } else if (c->in && !c->out && !(c->flags & (F_DEFER | F_CLOSE | F_H2)) &&
-                       !c->in->st.need && !c->in->st.chunked &&
-                       tick - c->in->since >= s->header_ms + slack) {
-                header_timeout(w, c); /* reading, and the head at the start is incomplete */
+                /* c->seen is the accept during a handshake */
+                if (s->header_ms && quiet >= s->header_ms + slack) {
+                    BUMP(w->cnt.header_to);
+                    timeout_answer(w, c, NULL);
+                }
+            } else if (c->in && !c->out && !(c->flags & (F_DEFER | F_CLOSE | F_H2))) {
+                slow_request(w, c, tick, slack); /* reading a request that is incomplete */
             }
         }
     }
@@ -2546,7 +2574,8 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
         *why = NULL;
     if (!cfg || !cfg->handler || cfg->threads < 1 || cfg->threads > 4096 ||
         cfg->idle_timeout_ns < 0 || cfg->idle_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS ||
-        cfg->header_timeout_ns < 0 || cfg->header_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS)
+        cfg->header_timeout_ns < 0 || cfg->header_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS ||
+        cfg->request_timeout_ns < 0 || cfg->request_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS)
         return -EINVAL;
     struct sq_addr addr;
     const char *rwhy = NULL;
@@ -2570,15 +2599,31 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     /* a timeout under 1 ms still waits 1 ms: the sweep counts whole ms */
     s->idle_ms = ms_ceil(cfg->idle_timeout_ns);
     s->header_ms = ms_ceil(cfg->header_timeout_ns);
+    s->request_ms = ms_ceil(cfg->request_timeout_ns);
+    s->min_rate = cfg->min_body_rate;
+    s->rate_grace_ms = s->header_ms ? s->header_ms : 1000;
     char t[32];
     secs(t, sizeof(t), cfg->header_timeout_ns);
     snprintf(s->e408_head, sizeof(s->e408_head),
              "{\"error\":\"request timeout: the request head was not complete within the header "
              "timeout (%s)\"}",
              t);
+    secs(t, sizeof(t), cfg->request_timeout_ns);
+    snprintf(s->e408_request, sizeof(s->e408_request),
+             "{\"error\":\"request timeout: the request was not complete within the request "
+             "timeout (%s)\"}",
+             t);
+    secs(t, sizeof(t), (int64_t)s->rate_grace_ms * SQ_NS_PER_MS);
+    snprintf(s->e408_rate, sizeof(s->e408_rate),
+             "{\"error\":\"request timeout: the request body came slower than the minimum rate "
+             "(%u bytes/s after the first %s)\"}",
+             s->min_rate, t);
     int64_t shortest = cfg->idle_timeout_ns;
-    if (cfg->header_timeout_ns && (!shortest || cfg->header_timeout_ns < shortest))
-        shortest = cfg->header_timeout_ns;
+    int64_t others[] = {cfg->header_timeout_ns, cfg->request_timeout_ns,
+                        s->min_rate ? (int64_t)s->rate_grace_ms * SQ_NS_PER_MS : 0};
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+        if (others[i] && (!shortest || others[i] < shortest))
+            shortest = others[i];
     if (shortest > 0) {
         s->sweep_ns = shortest / 8;
         s->sweep_ns = s->sweep_ns < SWEEP_MIN_NS   ? SWEEP_MIN_NS
@@ -2691,6 +2736,7 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
         out->refused += atomic_load_explicit(&c->refused, memory_order_relaxed);
         out->idle_timeouts += atomic_load_explicit(&c->idle_to, memory_order_relaxed);
         out->header_timeouts += atomic_load_explicit(&c->header_to, memory_order_relaxed);
+        out->body_timeouts += atomic_load_explicit(&c->body_to, memory_order_relaxed);
     }
     out->open = atomic_load_explicit(&s->open, memory_order_relaxed);
 }

@@ -10,9 +10,10 @@
  * are among the 400s and also counted on their own.
  *
  * Limits (each optional, counted when it acts): an idle timeout (no byte moved either way), a
- * header timeout (a request head, or a TLS handshake, still incomplete; answered 408), and a cap
- * on open connections (more are accepted and closed at once). Timeouts are checked by one sweep
- * per worker over its connections, never by a timer per request; a connection that waits on the
+ * header timeout (a request head, or a TLS handshake, still incomplete; answered 408), a request
+ * timeout and a minimum body rate (a request whose body is still coming; 408), and a cap on open
+ * connections (more are accepted and closed at once). Timeouts are checked by one sweep per
+ * worker over its connections, never by a timer per request; a connection that waits on the
  * server's own timer (a delayed or streamed answer) is never idle.
  *
  * HTTP/2: a connection that opens with the HTTP/2 client preface (h2c, prior knowledge) is
@@ -38,6 +39,10 @@
 #define SQ_SERVER_MAX_BODY       (1024 * 1024) /* decoded request body; larger: 413 */
 #define SQ_SERVER_MAX_DELAY_NS   (86400LL * SQ_NS_PER_S)
 #define SQ_SERVER_MAX_TIMEOUT_NS (30LL * 86400 * SQ_NS_PER_S) /* idle / header timeouts */
+/* What the faces that listen (target, serve, sink, inbox) set unless told otherwise: a whole
+ * request within 60 s, a body at 1 KiB/s or faster once the header timeout has passed. */
+#define SQ_SERVER_REQUEST_TIMEOUT_DEFAULT (60LL * SQ_NS_PER_S)
+#define SQ_SERVER_MIN_BODY_RATE_DEFAULT   1024
 
 struct sq_server; /* opaque; sq_server_start creates it */
 struct sq_tls_server;
@@ -176,6 +181,14 @@ struct sq_server_config {
      * arrived (after accept, for a handshake) is answered 408 (a handshake: closed) and its
      * connection closed. 0: never. */
     int64_t header_timeout_ns;
+    /* > 0: a whole request (head and body) still incomplete this long after its first byte
+     * arrived is answered 408 and its connection closed. Each byte that arrives resets the idle
+     * timer; this deadline is what bounds a body dripped a byte at a time. 0: never. */
+    int64_t request_timeout_ns;
+    /* > 0, bytes per second: a request whose body is still arriving is answered 408 and closed
+     * once it has taken longer than the header timeout (1 s when there is none) plus one second
+     * for every min_body_rate bytes of it received so far (head and body). 0: no minimum. */
+    uint32_t min_body_rate;
     /* > 0: at most this many connections open at once across all workers; one more is accepted
      * and closed at once (counted: refused). 0: no cap. */
     uint32_t max_conns;
@@ -197,7 +210,10 @@ struct sq_server_counts {
     uint64_t smuggling;  /* of bad_req: request-smuggling shapes (see the file comment) */
     uint64_t refused;    /* connections closed at accept: max_conns were open */
     uint64_t idle_timeouts, header_timeouts; /* connections closed by each timeout */
-    uint64_t open;                           /* connections open now (a gauge, not a count) */
+    /* connections answered 408 because a request's body came too slowly: past the request
+     * timeout, or under the minimum rate (a head still incomplete is a header timeout) */
+    uint64_t body_timeouts;
+    uint64_t open; /* connections open now (a gauge, not a count) */
 };
 
 /* Binds every listener, then starts the worker threads. Returns 0, -errno (bind, listen, thread

@@ -752,7 +752,7 @@ class TlsHandshakeTimeoutTest(unittest.TestCase):
             c.request("GET", "/stats")
             st = json.loads(c.getresponse().read())
             c.close()
-            self.assertEqual(st["timeouts"], {"idle": 0, "header": 1})
+            self.assertEqual(st["timeouts"], {"idle": 0, "header": 1, "body": 0})
         finally:
             sqtest.stop(proc)
 

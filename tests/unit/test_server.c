@@ -143,7 +143,7 @@ static void test_counters(void **state)
     struct sq_target_counters *c = sq_target_counters_new(3);
     assert_non_null(c);
     uint64_t v[SQ_TARGET_NCOUNTERS];
-    uint64_t extra[SQ_TARGET_NEXTRA] = {10, 1, 2, 3, 1, 4, 5, 6};
+    uint64_t extra[SQ_TARGET_NEXTRA] = {10, 1, 2, 3, 1, 4, 5, 6, 7};
 
     for (int s = 0; s < 3; s++)
         for (int k = 0; k <= s; k++)
@@ -163,6 +163,7 @@ static void test_counters(void **state)
     assert_int_equal(v[SQ_TARGET_C_REFUSED], 4);
     assert_int_equal(v[SQ_TARGET_C_IDLE_TO], 5);
     assert_int_equal(v[SQ_TARGET_C_HEADER_TO], 6);
+    assert_int_equal(v[SQ_TARGET_C_BODY_TO], 7);
 
     /* reset stores a baseline; counting goes on from zero */
     sq_target_counters_reset(c, extra);
@@ -1172,6 +1173,156 @@ static void test_server_header_timeout(void **state)
     sq_server_free(s);
 }
 
+/* A body dripped a byte at a time never lets the idle timeout fire: the minimum rate and the
+ * whole-request deadline bound it (408 with a JSON body naming the limit). */
+static void test_server_slow_body(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {.port = 0,
+                                   .threads = 1,
+                                   .handler = lim_handler,
+                                   .idle_timeout_ns = 5 * SQ_NS_PER_S,
+                                   .header_timeout_ns = IDLE_MS * SQ_NS_PER_MS,
+                                   .request_timeout_ns = 1500 * SQ_NS_PER_MS,
+                                   .min_body_rate = 1000};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    struct resp r;
+
+    /* a byte every 50 ms (20 B/s): the head's bytes buy it 300 ms + ~60 ms, then 408 */
+    int drip = client(port);
+    struct reader rd = {.fd = drip};
+    int64_t t0 = sq_now_ns();
+    send_str(drip, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
+    for (int i = 0; i < 100 && !counts_of(s, offsetof(struct sq_server_counts, body_timeouts));
+         i++) {
+        usleep(50 * 1000);
+        if (send(drip, "b", 1, MSG_NOSIGNAL) != 1)
+            break;
+    }
+    read_resp(&rd, &r, false);
+    int64_t took = sq_now_ns() - t0;
+    assert_int_equal(r.status, 408);
+    assert_non_null(strstr(r.head, "Content-Type: application/json\r\n"));
+    assert_non_null(strstr(r.body, "{\"error\":\"request timeout: the request body came slower "
+                                   "than the minimum rate (1000 bytes/s after the first 0.3 s)"));
+    free(r.body);
+    assert_true(took >= IDLE_MS * SQ_NS_PER_MS);
+    assert_true(took < 1500 * SQ_NS_PER_MS); /* the rate acted, not the request timeout */
+    assert_true(at_eof(&rd));
+    close(drip);
+    free(rd.buf);
+
+    /* a body at 2,000 B/s keeps above the rate: answered */
+    int good = client(port);
+    struct reader rg = {.fd = good};
+    send_str(good, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
+    char piece[100];
+    memset(piece, 'g', sizeof(piece));
+    for (int i = 0; i < 10; i++) {
+        usleep(50 * 1000);
+        send_all(good, piece, sizeof(piece));
+    }
+    read_resp(&rg, &r, false);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok");
+    free(r.body);
+
+    /* ... but not for longer than the request timeout (1.5 s), counted from the head's first
+     * byte, on a connection that already served a request */
+    t0 = sq_now_ns();
+    send_str(good, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    for (int i = 0; i < 100 && counts_of(s, offsetof(struct sq_server_counts, body_timeouts)) < 2;
+         i++) {
+        usleep(50 * 1000);
+        if (send(good, piece, sizeof(piece), MSG_NOSIGNAL) != (ssize_t)sizeof(piece))
+            break;
+    }
+    read_resp(&rg, &r, false);
+    took = sq_now_ns() - t0;
+    assert_int_equal(r.status, 408);
+    assert_non_null(strstr(r.body, "{\"error\":\"request timeout: the request was not complete "
+                                   "within the request timeout (1.5 s)\"}"));
+    free(r.body);
+    assert_true(took >= 1500 * SQ_NS_PER_MS);
+    assert_true(took < 2500 * SQ_NS_PER_MS);
+    close(good);
+    free(rg.buf);
+
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, body_timeouts)), 2);
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, header_timeouts)), 0);
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, idle_timeouts)), 0);
+    sq_server_free(s);
+}
+
+/* Every refusal of the core carries a JSON body naming its limit. */
+static void test_server_refusal_bodies(void **state)
+{
+    (void)state;
+    struct sq_server *s = lim_start(0, IDLE_MS * SQ_NS_PER_MS, 0, 1);
+    uint16_t port = sq_server_port(s);
+    char big[9000];
+    memset(big, 'a', sizeof(big));
+    big[sizeof(big) - 1] = '\0';
+    char head431[9100];
+    snprintf(head431, sizeof(head431), "GET /x HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", big);
+    const struct {
+        const char *req;
+        int status;
+        const char *body;
+    } cases[] = {
+        {"GET /x HTTP/1.1\r\n\r\n", 400,
+         "{\"error\":\"bad Host: an HTTP/1.1 request needs exactly one Host field, whose value is "
+         "host[:port] (RFC 9112 3.2)\"}"},
+        {"GET /x HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, "{\"error\":\"bad Host: "},
+        {"GET /x HTTP/1.1\r\nHost: [::1]anything\r\n\r\n", 400, "{\"error\":\"bad Host: "},
+        {"GET /x HTTP/1.1\r\nHost: x\r\nBad line\r\n\r\n", 400,
+         "{\"error\":\"malformed request: RFC 9112 refuses its request line or a header field\"}"},
+        {"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400,
+         "{\"error\":\"malformed request: a framing RFC 9112 refuses (request smuggling"},
+        {"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400,
+         "{\"error\":\"malformed chunked body (RFC 9112 7.1)\"}"},
+        {"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1048577\r\n\r\n", 413,
+         "{\"error\":\"request body too large: the server's cap is 1 MiB (1048576 bytes)\"}"},
+        {head431, 431,
+         "{\"error\":\"request head too large: the server's cap is 8 KiB (8192 bytes) and 64 "
+         "header fields\"}"},
+        {"GET /x HTTP/1.1\r\nHost: x\r\nX-Slow: ", 408,
+         "{\"error\":\"request timeout: the request head was not complete within the header "
+         "timeout (0.3 s)\"}"},
+        /* HTTP/1.0 needs no Host; a valid one of any shape passes */
+        {"GET /x HTTP/1.0\r\n\r\n", 200, "ok"},
+        {"GET /x HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, "ok"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = client(port);
+        struct reader rd = {.fd = fd};
+        struct resp r;
+        send_str(fd, cases[i].req);
+        read_resp(&rd, &r, false);
+        if (r.status != cases[i].status || strncmp(r.body, cases[i].body, strlen(cases[i].body)))
+            fail_msg("case %zu: %d %s", i, r.status, r.body);
+        if (r.status != 200) {
+            assert_non_null(strstr(r.head, "Content-Type: application/json\r\n"));
+            assert_non_null(strstr(r.head, "Connection: close\r\n"));
+            assert_int_equal(r.clen, (long)r.body_len);
+            assert_true(at_eof(&rd));
+        }
+        free(r.body);
+        close(fd);
+        free(rd.buf);
+    }
+    struct sq_server_counts c;
+    sq_server_counts(s, &c);
+    assert_int_equal(c.bad_req, 6);
+    assert_int_equal(c.smuggling, 1);
+    assert_int_equal(c.too_large, 1);
+    assert_int_equal(c.head_big, 1);
+    assert_int_equal(c.header_timeouts, 1);
+    sq_server_free(s);
+}
+
 static void test_server_max_conns(void **state)
 {
     (void)state;
@@ -1619,6 +1770,8 @@ int main(void)
         cmocka_unit_test(test_server_idle_timeout),
         cmocka_unit_test(test_server_header_timeout),
         cmocka_unit_test(test_server_max_conns),
+        cmocka_unit_test(test_server_slow_body),
+        cmocka_unit_test(test_server_refusal_bodies),
         cmocka_unit_test(test_smuggle_shape),
         cmocka_unit_test(test_server_smuggling),
         cmocka_unit_test(test_server_backpressure),
