@@ -202,6 +202,7 @@ int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char
         .port = o->port,
         .threads = 1,
         .handler = sq_daemon__handler,
+        .on_head = sq_daemon__on_head,
         .ud = d,
         .idle_timeout_ns = (int64_t)SQ_DAEMON_IDLE_TIMEOUT * SQ_NS_PER_S,
         .header_timeout_ns = 10 * SQ_NS_PER_S,

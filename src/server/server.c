@@ -104,6 +104,7 @@ struct rx {
     uint32_t raw;    /* chunked: offset of the next raw byte to feed the framer */
     bool chunked;    /* framer is live */
     bool continued;  /* "100 Continue" was sent */
+    bool admitted;   /* the on_head hook let it in (asked once per request) */
     int64_t arrival; /* when the head was first parsed complete (stamp_arrivals), else 0 */
     struct sq_h1_body framer;
 };
@@ -239,6 +240,7 @@ struct slab {
 struct counters {
     _Atomic uint64_t accepted, requests, bad_req, too_large, head_big, tls_ok, tls_failed;
     _Atomic uint64_t h2_conns, h2_streams, smuggling, refused, idle_to, header_to, body_to;
+    _Atomic uint64_t head_refused;
 };
 
 struct view {
@@ -297,6 +299,7 @@ struct sq_server {
     char e408_head[192], e408_request[192], e408_rate[256];
     struct sq_tls_server *tls;
     sq_server_handler handler;
+    sq_server_head_fn on_head;
     void *ud;
     struct worker **w;
 };
@@ -1324,6 +1327,47 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
         c->flags |= F_CLOSE;
 }
 
+/* A request with a body to come has its head in: the on_head hook (set) may refuse it before the
+ * server waits for the body. Returns true when it did: the refusal is in the batch and c closes
+ * after it, lingering. */
+static bool refused_at_head(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
+                            struct rx *st)
+{
+    struct sq_server *s = w->srv;
+    st->admitted = true;
+    struct sq_server_req req = {
+        .method = rq->method,
+        .method_len = rq->method_len,
+        .path = rq->path,
+        .path_len = rq->path_len,
+        .minor_version = rq->minor_version,
+        .headers = rq->headers,
+        .num_headers = rq->num_headers,
+        .body_len = rq->chunked ? 0 : (size_t)rq->content_length,
+        .head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0,
+        .keep_alive = rq->keep_alive,
+        .worker = w->idx,
+        .fd = c->io.fd,
+        .arrival_ns = st->arrival,
+        .server = s,
+    };
+    struct sq_server_resp r = {0};
+    s->on_head(s->ud, &req, &r);
+    if (!r.status)
+        return false;
+    BUMP(w->cnt.head_refused);
+    struct sq_server_resp a = {.status = r.status,
+                               .content_type = r.content_type,
+                               .headers = r.headers,
+                               .headers_len = r.headers_len,
+                               .body = r.body,
+                               .body_len = r.body_len};
+    if (!render(w, &a, req.head, CONN_HDR_CLOSE))
+        c->flags |= F_FAIL;
+    c->flags |= F_CLOSE | F_LINGER_AFTER;
+    return true;
+}
+
 /* Answers the complete requests in buf[0, len) in order. Returns the bytes consumed; *keep is
  * set to how many bytes after them must be kept: all of them, except for an incomplete chunked
  * request, whose body is decoded in place (head + decoded bytes). Stops early when c cannot go
@@ -1374,6 +1418,10 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
             st->arrival = sq_now_ns(); /* once per request: a later read re-parses the head */
         const char *body = p + hl;
         size_t body_len = 0, req_len = (size_t)hl;
+        if (SQ_UNLIKELY(w->srv->on_head != NULL) && (rq.chunked || rq.content_length > 0) &&
+            rq.content_length <= SQ_SERVER_MAX_BODY && !st->admitted &&
+            refused_at_head(w, c, &rq, st))
+            break;
         if (rq.chunked) {
             int r = dechunk(p, n, (size_t)hl, st, &req_len);
             if (r == 0) {
@@ -1404,6 +1452,7 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
         st->need = 0;
         st->chunked = false;
         st->continued = false;
+        st->admitted = false;
         st->arrival = 0;
         if (c->flags & (F_DEFER | F_CLOSE | F_H2)) /* F_H2 here: an upgrade */
             break;
@@ -2591,6 +2640,7 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     if (!s)
         return -ENOMEM;
     s->handler = cfg->handler;
+    s->on_head = cfg->on_head;
     s->ud = cfg->ud;
     s->stamp = cfg->stamp_arrivals;
     s->tls = cfg->tls;
@@ -2737,6 +2787,7 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
         out->idle_timeouts += atomic_load_explicit(&c->idle_to, memory_order_relaxed);
         out->header_timeouts += atomic_load_explicit(&c->header_to, memory_order_relaxed);
         out->body_timeouts += atomic_load_explicit(&c->body_to, memory_order_relaxed);
+        out->head_refused += atomic_load_explicit(&c->head_refused, memory_order_relaxed);
     }
     out->open = atomic_load_explicit(&s->open, memory_order_relaxed);
 }

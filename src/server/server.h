@@ -162,6 +162,17 @@ int sq_server_conn_worker(const struct sq_server_conn *c);
 typedef void (*sq_server_handler)(void *ud, const struct sq_server_req *req,
                                   struct sq_server_resp *resp);
 
+/* Admission (HTTP/1.x): called once per request that has a body to come (Content-Length > 0 or
+ * chunked), as soon as its head is complete and before the server waits for any byte of the
+ * body (the whole request may already be there). req is as the handler gets it but with body
+ * NULL and body_len the declared Content-Length (0 when chunked). Leave resp->status 0 to let
+ * the request in (the handler then gets it whole); set it to refuse: the server sends status,
+ * content_type, headers and body (copied; the rest of resp is ignored) with "Connection: close",
+ * reads no more of the request, and closes the connection after a short drain (counted:
+ * head_refused). A credentials check here answers 401 to a client that has not sent its body. */
+typedef void (*sq_server_head_fn)(void *ud, const struct sq_server_req *req,
+                                  struct sq_server_resp *resp);
+
 struct sq_server_config {
     const char *host; /* numeric address or name; NULL means 127.0.0.1 */
     uint16_t port;    /* 0: any free port (the first listener picks it, the rest share it) */
@@ -174,6 +185,7 @@ struct sq_server_config {
     struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
+    sq_server_head_fn on_head; /* optional, with ud: see sq_server_head_fn */
     /* > 0: close a connection that moved no byte in either direction for this long (one waiting
      * on a delayed or streamed answer of the server's is not idle). 0: never. */
     int64_t idle_timeout_ns;
@@ -213,7 +225,8 @@ struct sq_server_counts {
     /* connections answered 408 because a request's body came too slowly: past the request
      * timeout, or under the minimum rate (a head still incomplete is a header timeout) */
     uint64_t body_timeouts;
-    uint64_t open; /* connections open now (a gauge, not a count) */
+    uint64_t head_refused; /* requests the on_head hook refused before their body was read */
+    uint64_t open;         /* connections open now (a gauge, not a count) */
 };
 
 /* Binds every listener, then starts the worker threads. Returns 0, -errno (bind, listen, thread

@@ -1323,6 +1323,95 @@ static void test_server_refusal_bodies(void **state)
     sq_server_free(s);
 }
 
+/* on_head: refuses a request with a body unless it carries "X-Token: ok"; counts its calls. */
+static atomic_int head_calls;
+
+static void admit(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    (void)ud;
+    atomic_fetch_add(&head_calls, 1);
+    assert_null(req->body);
+    const struct sq_h1_header *t = sq_server_req_header(req, "x-token");
+    if (t && t->value_len == 2 && memcmp(t->value, "ok", 2) == 0)
+        return;
+    resp->status = 401;
+    resp->content_type = "application/json";
+    resp->headers = "WWW-Authenticate: Bearer\r\n";
+    resp->headers_len = strlen(resp->headers);
+    resp->body = "{\"error\":\"no token\"}";
+    resp->body_len = strlen(resp->body);
+    resp->delay_ns = SQ_NS_PER_S; /* ignored: a refusal leaves at once */
+}
+
+static void test_server_on_head(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {
+        .port = 0, .threads = 1, .handler = lim_handler, .on_head = admit};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    struct resp r;
+
+    /* the head alone: refused at once, though 500,000 body bytes were announced */
+    int fd = client(port);
+    struct reader rd = {.fd = fd};
+    send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 500000\r\n\r\n");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 401);
+    assert_string_equal(r.body, "{\"error\":\"no token\"}");
+    assert_non_null(strstr(r.head, "WWW-Authenticate: Bearer\r\n"));
+    assert_non_null(strstr(r.head, "Connection: close\r\n"));
+    free(r.body);
+    assert_true(at_eof(&rd));
+    close(fd);
+    free(rd.buf);
+
+    /* chunked, and Expect: 100-continue gets no 100 before the refusal */
+    fd = client(port);
+    rd = (struct reader){.fd = fd};
+    send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 401);
+    free(r.body);
+    close(fd);
+    free(rd.buf);
+
+    /* admitted: asked once, though the body comes in three pieces; a GET is not asked */
+    atomic_store(&head_calls, 0);
+    fd = client(port);
+    rd = (struct reader){.fd = fd};
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    read_resp(&rd, &r, false);
+    free(r.body);
+    assert_int_equal(atomic_load(&head_calls), 0);
+    send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nX-Token: ok\r\nContent-Length: 6\r\n\r\nab");
+    usleep(20000);
+    send_str(fd, "cd");
+    usleep(20000);
+    send_str(fd, "ef");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok");
+    free(r.body);
+    assert_int_equal(atomic_load(&head_calls), 1);
+    /* the connection goes on; a refused one behind it ends it */
+    send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 401);
+    free(r.body);
+    assert_true(at_eof(&rd));
+    close(fd);
+    free(rd.buf);
+
+    struct sq_server_counts c;
+    sq_server_counts(s, &c);
+    assert_int_equal(c.head_refused, 3);
+    assert_int_equal(c.requests, 2);
+    sq_server_free(s);
+}
+
 static void test_server_max_conns(void **state)
 {
     (void)state;
@@ -1772,6 +1861,7 @@ int main(void)
         cmocka_unit_test(test_server_max_conns),
         cmocka_unit_test(test_server_slow_body),
         cmocka_unit_test(test_server_refusal_bodies),
+        cmocka_unit_test(test_server_on_head),
         cmocka_unit_test(test_smuggle_shape),
         cmocka_unit_test(test_server_smuggling),
         cmocka_unit_test(test_server_backpressure),
