@@ -208,7 +208,11 @@ int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char
         .header_timeout_ns = 10 * SQ_NS_PER_S,
         .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
         .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
-        .max_conns = 1024,
+        .max_conns = SQ_DAEMON_MAX_CONNS,
+        .max_conns_per_peer = o->max_conns_per_peer == UINT32_MAX ? 0
+                              : o->max_conns_per_peer             ? o->max_conns_per_peer
+                                                                  : SQ_DAEMON_MAX_CONNS_PER_PEER,
+        .evict = true,
         .http1_only = true,
     };
     const char *why = NULL;

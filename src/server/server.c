@@ -64,6 +64,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -87,7 +88,8 @@
 #define LINGER_NS       (1 * SQ_NS_PER_S)
 #define ACCEPT_BURST    64
 #define ACCEPT_PAUSE_NS (100 * SQ_NS_PER_MS)
-#define SLAB_CONNS      256
+#define SLAB_BYTES      32768 /* a slab of connections, aligned to its size (peer_of) */
+#define SLAB_CONNS      320
 #define MAX_IOV         16
 #define SWEEP_MIN_NS    (10 * SQ_NS_PER_MS)
 #define SWEEP_MAX_NS    (1 * SQ_NS_PER_S)
@@ -233,14 +235,29 @@ static int64_t piece_due(const struct stream *st, uint32_t k)
 
 struct slab {
     struct slab *next;
+    uint32_t peer[SLAB_CONNS]; /* c[i]'s peer key (max_conns_per_peer); 0: not counted */
     struct conn c[SLAB_CONNS];
+};
+
+_Static_assert(sizeof(struct slab) <= SLAB_BYTES, "a slab fits its alignment");
+
+/* The peer key slot of c, found from its address: slabs are aligned to SLAB_BYTES. */
+static inline uint32_t *peer_of(struct conn *c)
+{
+    struct slab *sl = (struct slab *)((uintptr_t)c & ~(uintptr_t)(SLAB_BYTES - 1));
+    return &sl->peer[c - sl->c];
+}
+
+/* One client address's open connections (max_conns_per_peer), in sq_server's table. */
+struct peer {
+    uint32_t key, n; /* key 0: an empty slot */
 };
 
 /* Written by the owning worker only (relaxed stores), read by anyone (relaxed loads). */
 struct counters {
     _Atomic uint64_t accepted, requests, bad_req, too_large, head_big, tls_ok, tls_failed;
     _Atomic uint64_t h2_conns, h2_streams, smuggling, refused, idle_to, header_to, body_to;
-    _Atomic uint64_t head_refused;
+    _Atomic uint64_t head_refused, evicted;
 };
 
 struct view {
@@ -291,6 +308,17 @@ struct sq_server {
     bool http1_only;
     uint16_t port;
     uint32_t max_conns;
+    uint32_t per_peer; /* max_conns_per_peer; 0: off */
+    bool evict;
+    /* connections per peer key (open addressing, linear probing, at most half full), guarded
+     * by peer_mu: touched per accept and per close while per_peer is set */
+    pthread_mutex_t peer_mu;
+    bool peer_mu_init;
+    struct peer *peers;
+    uint32_t peer_cap, peer_used;
+    uint64_t peer_salt; /* keys are a salted hash of the address: none can be aimed at */
+    /* what a connection refused or evicted at a cap is sent (best effort, plaintext only) */
+    char e503_full[512], e503_peer[512], e503_evicted[512];
     uint32_t idle_ms, header_ms, request_ms; /* 0: off */
     uint32_t min_rate;                       /* bytes/s; 0: off */
     uint32_t rate_grace_ms;                  /* the header timeout, or 1 s */
@@ -311,6 +339,7 @@ static void hold_free(struct conn *c, struct sq_server_hold *h);
 static void up_begin(struct worker *w, struct conn *c, const char *initial, size_t len);
 static bool out_append(struct conn *c, const char *p, size_t n);
 static void resume(struct worker *w, struct conn *c);
+static void peer_drop(struct sq_server *s, uint32_t key);
 
 /* ---- small helpers ---- */
 
@@ -632,9 +661,10 @@ static int batch_flush(struct worker *w, struct conn *c)
 static struct conn *conn_get(struct worker *w)
 {
     if (!w->free_conns) {
-        struct slab *s = calloc(1, sizeof(*s));
+        struct slab *s = aligned_alloc(SLAB_BYTES, SLAB_BYTES);
         if (!s)
             return NULL;
+        memset(s, 0, sizeof(*s));
         s->next = w->slabs;
         w->slabs = s;
         for (int i = SLAB_CONNS - 1; i >= 0; i--) {
@@ -711,6 +741,12 @@ static void conn_close(struct worker *w, struct conn *c)
     w->free_conns = c;
     w->nconns--;
     atomic_fetch_sub_explicit(&w->srv->open, 1, memory_order_relaxed);
+    if (SQ_UNLIKELY(w->srv->per_peer)) {
+        uint32_t *k = peer_of(c);
+        if (*k)
+            peer_drop(w->srv, *k);
+        *k = 0;
+    }
 }
 
 static void drop_input(struct conn *c)
@@ -2379,20 +2415,190 @@ static void on_accept_resume(struct sq_loop *loop, struct sq_timer *t)
         accept_pause(loop, w); /* try again later */
 }
 
+/* ---- caps: per peer, and making room (evict) ---- */
+
+/* A client address's key: the IPv4 address (an IPv4-mapped IPv6 one too) or an IPv6 /64,
+ * hashed with the server's salt (never 0). */
+static uint32_t peer_key(const struct sq_server *s, const struct sockaddr_storage *ss)
+{
+    uint64_t a = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        a = (1ull << 32) | ntohl(in->sin_addr.s_addr);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        const uint8_t *b = in6->sin6_addr.s6_addr;
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(b, mapped, 12) == 0) {
+            uint32_t v4;
+            memcpy(&v4, b + 12, 4);
+            a = (1ull << 32) | ntohl(v4);
+        } else {
+            memcpy(&a, b, 8); /* the /64 */
+            a ^= 2ull << 62;
+        }
+    }
+    uint64_t h = (a ^ s->peer_salt) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    h += s->peer_salt >> 32;
+    h ^= h >> 31;
+    uint32_t k = (uint32_t)h;
+    return k ? k : 1;
+}
+
+/* The slot holding key, or the empty slot where it would go (peer_mu held). */
+static uint32_t peer_find(const struct sq_server *s, uint32_t key)
+{
+    uint32_t mask = s->peer_cap - 1, i = key & mask;
+    while (s->peers[i].key && s->peers[i].key != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Doubles the table (peer_mu held). Returns false when out of memory. */
+static bool peer_grow(struct sq_server *s)
+{
+    uint32_t cap = s->peer_cap ? s->peer_cap * 2 : 64;
+    struct peer *np = calloc(cap, sizeof(*np)), *old = s->peers;
+    if (!np)
+        return false;
+    uint32_t old_cap = s->peer_cap;
+    s->peers = np;
+    s->peer_cap = cap;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i].key)
+            s->peers[peer_find(s, old[i].key)] = old[i];
+    free(old);
+    return true;
+}
+
+/* Counts one more connection of key unless it has per_peer open. Returns true when counted;
+ * false at the cap (or, rarely, out of memory: then refused like at the cap). */
+static bool peer_take(struct sq_server *s, uint32_t key)
+{
+    pthread_mutex_lock(&s->peer_mu);
+    bool ok = false;
+    if ((s->peer_used + 1) * 2 <= s->peer_cap || peer_grow(s)) {
+        uint32_t i = peer_find(s, key);
+        if (!s->peers[i].key) {
+            s->peers[i].key = key;
+            s->peers[i].n = 0;
+            s->peer_used++;
+        }
+        if (s->peers[i].n < s->per_peer) {
+            s->peers[i].n++;
+            ok = true;
+        } else if (s->peers[i].n == 0) {
+            s->peers[i].key = 0; /* per_peer is > 0: never, but leave no empty entry */
+            s->peer_used--;
+        }
+    }
+    pthread_mutex_unlock(&s->peer_mu);
+    return ok;
+}
+
+/* One connection of key closed. An entry that reaches 0 leaves the table (backward shift: the
+ * entries after it that probed past it move up, so every probe still ends at an empty slot). */
+static void peer_drop(struct sq_server *s, uint32_t key)
+{
+    pthread_mutex_lock(&s->peer_mu);
+    uint32_t mask = s->peer_cap - 1, i = peer_find(s, key);
+    if (s->peers[i].key == key && --s->peers[i].n == 0) {
+        s->peer_used--;
+        for (uint32_t j = i;;) {
+            s->peers[i].key = 0;
+            for (;;) {
+                j = (j + 1) & mask;
+                if (!s->peers[j].key) {
+                    pthread_mutex_unlock(&s->peer_mu);
+                    return;
+                }
+                uint32_t home = s->peers[j].key & mask;
+                /* j's entry may fill the hole at i unless its home lies in (i, j] */
+                bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+                if (!stays)
+                    break;
+            }
+            s->peers[i] = s->peers[j];
+            i = j;
+        }
+    }
+    pthread_mutex_unlock(&s->peer_mu);
+}
+
+/* The connection of w (of peer key, or any when key is 0) that has waited longest on its
+ * client, among those evict may close (see sq_server_config.evict); NULL when there is none.
+ * Ages are in the worker's ticks; one lingering after an error comes first. */
+static struct conn *evict_pick(struct worker *w, uint32_t key)
+{
+    struct conn *best = NULL;
+    uint32_t best_age = 0, tick = w->tick;
+    for (struct slab *sl = w->slabs; sl; sl = sl->next) {
+        for (int i = 0; i < SLAB_CONNS; i++) {
+            struct conn *c = &sl->c[i];
+            if (c->io.fd < 0 || (key && sl->peer[i] != key))
+                continue;
+            uint32_t age;
+            if (c->flags & F_LINGER)
+                age = UINT32_MAX;
+            else if (c->flags & F_HS)
+                age = tick - c->seen; /* the accept */
+            else if (c->out || (c->flags & (F_DEFER | F_CLOSE | F_H2)))
+                continue; /* being answered, or not HTTP/1.1's */
+            else
+                age = tick - (c->in ? c->in->since : c->seen);
+            if (!best || age > best_age) {
+                best = c;
+                best_age = age;
+            }
+        }
+    }
+    return best;
+}
+
+/* Closes c to make room: a request it was reading gets a 503 first, if the socket takes it. */
+static void evict(struct worker *w, struct conn *c)
+{
+    BUMP(w->cnt.evicted);
+    if (!c->tls && c->in && !(c->flags & F_LINGER)) {
+        const char *m = w->srv->e503_evicted;
+        ssize_t r = send(c->io.fd, m, strlen(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+        SQ_UNUSED(r); /* best effort: the close follows at once */
+    }
+    conn_close(w, c);
+}
+
+/* Refuses fd at a cap: a 503 if the socket takes it (plaintext only), then the close. */
+static void refuse(struct worker *w, int fd, const char *why)
+{
+    BUMP(w->cnt.refused); /* before the close: a client that sees it may read /stats */
+    if (!w->srv->tls) {
+        ssize_t r = send(fd, why, strlen(why), MSG_NOSIGNAL | MSG_DONTWAIT);
+        SQ_UNUSED(r);
+    }
+    close(fd); /* the client sees the answer and the close (or a reset if it had sent) */
+}
+
 static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 {
     SQ_UNUSED(rev);
     struct worker *w = SQ_CONTAINER_OF(io, struct worker, lio);
-    if (SQ_UNLIKELY(w->srv->sweep_ns && !sq_timer_active(&w->sweep_timer))) {
-        /* the sweep slept (no connection) or had no memory: its clock is stale, so take it
-         * now, before a new connection is stamped with it */
-        int64_t now = sq_loop_now(loop);
-        w->tick = (uint32_t)((now - w->epoch_ns) / SQ_NS_PER_MS);
-        if (sq_timer_start(loop, &w->sweep_timer, now + w->srv->sweep_ns) < 0)
+    struct sq_server *s = w->srv;
+    int64_t now = sq_loop_now(loop);
+    /* a fresh clock for the stamps of this burst: evict_pick tells ages apart by it */
+    w->tick = (uint32_t)((now - w->epoch_ns) / SQ_NS_PER_MS);
+    if (SQ_UNLIKELY(s->sweep_ns && !sq_timer_active(&w->sweep_timer))) {
+        /* the sweep slept (no connection) or had no memory: arm it again */
+        if (sq_timer_start(loop, &w->sweep_timer, now + s->sweep_ns) < 0)
             sq_timer_stop(loop, &w->sweep_timer); /* still no memory: the next accept tries */
     }
     for (int i = 0; i < ACCEPT_BURST; i++) {
-        int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(w->lfd, s->per_peer ? (struct sockaddr *)&ss : NULL,
+                         s->per_peer ? &sl : NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
@@ -2400,22 +2606,43 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
                 accept_pause(loop, w);
             return;
         }
-        struct sq_server *s = w->srv;
         unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed);
-        if (s->max_conns && open >= s->max_conns) {
-            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
-            BUMP(w->cnt.refused); /* before the close: a client that sees it may read /stats */
-            close(fd); /* the client sees the close (or a reset if it has sent already) */
-            continue;
+        uint32_t key = 0;
+        bool room = false; /* one was evicted: its place (in both counts) is ours */
+        if (SQ_UNLIKELY(s->per_peer)) {
+            uint32_t k = peer_key(s, &ss);
+            if (peer_take(s, k)) {
+                key = k;
+            } else { /* the peer's cap: room only among its own connections */
+                struct conn *v = s->evict ? evict_pick(w, k) : NULL;
+                if (v)
+                    evict(w, v);
+                if (!v || !peer_take(s, k)) {
+                    atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
+                    refuse(w, fd, s->e503_peer);
+                    continue;
+                }
+                key = k;
+                room = true;
+            }
+        }
+        if (!room && s->max_conns && open >= s->max_conns) {
+            struct conn *v = s->evict ? evict_pick(w, 0) : NULL;
+            if (v) {
+                evict(w, v);
+            } else {
+                atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
+                if (key)
+                    peer_drop(s, key);
+                refuse(w, fd, s->e503_full);
+                continue;
+            }
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         struct conn *c = conn_get(w);
-        if (!c) {
-            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
-            close(fd);
-            continue;
-        }
+        if (!c)
+            goto drop;
         c->w = w;
         c->seen = w->tick;
         c->in = NULL;
@@ -2426,26 +2653,29 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
         sq_timer_init(&c->timer, on_timer);
         if (s->tls) {
             if (sq_tls_conn_server(s->tls, fd, &c->tls) < 0) {
-                atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
-                close(fd);
                 c->next_free = w->free_conns;
                 w->free_conns = c;
-                continue;
+                goto drop;
             }
             c->flags = F_HS; /* the client speaks first: wait for EPOLLIN */
         }
         if (sq_io_start(loop, &c->io, fd, EPOLLIN, on_conn) < 0) {
-            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
             sq_tls_conn_free(c->tls);
             c->tls = NULL;
-            close(fd);
             c->io.fd = -1;
             c->next_free = w->free_conns;
             w->free_conns = c;
-            continue;
+            goto drop;
         }
+        *peer_of(c) = key;
         w->nconns++;
         BUMP(w->cnt.accepted);
+        continue;
+    drop: /* out of memory: closed, uncounted */
+        atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
+        if (key)
+            peer_drop(s, key);
+        close(fd);
     }
 }
 
@@ -2583,6 +2813,15 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
     return 0;
 }
 
+/* An answer sent whole with one send() at a cap: 503 with the JSON body json. */
+static void render_503(char *buf, size_t n, const char *json)
+{
+    snprintf(buf, n,
+             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+             strlen(json), json);
+}
+
 /* "10 s", "0.5 s": a configured time as the refusals' texts say it. */
 static void secs(char *buf, size_t n, int64_t ns)
 {
@@ -2645,7 +2884,33 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     s->stamp = cfg->stamp_arrivals;
     s->tls = cfg->tls;
     s->max_conns = cfg->max_conns;
+    s->per_peer = cfg->max_conns_per_peer;
+    s->evict = cfg->evict;
     s->http1_only = cfg->http1_only;
+    if (s->per_peer) {
+        if (getrandom(&s->peer_salt, sizeof(s->peer_salt), 0) != (ssize_t)sizeof(s->peer_salt))
+            s->peer_salt = (uint64_t)sq_now_ns() * 0x9e3779b97f4a7c15ull; /* no entropy: still
+                                                                             unknown outside */
+        if ((rc = -pthread_mutex_init(&s->peer_mu, NULL)) < 0) {
+            free(s);
+            return rc;
+        }
+        s->peer_mu_init = true;
+    }
+    char json[256];
+    snprintf(json, sizeof(json),
+             "{\"error\":\"too many connections: the server's cap of %u is reached and none can "
+             "make room\"}",
+             s->max_conns);
+    render_503(s->e503_full, sizeof(s->e503_full), json);
+    snprintf(json, sizeof(json),
+             "{\"error\":\"too many connections from this address: its cap of %u is reached and "
+             "none of its connections can make room\"}",
+             s->per_peer);
+    render_503(s->e503_peer, sizeof(s->e503_peer), json);
+    render_503(s->e503_evicted, sizeof(s->e503_evicted),
+               "{\"error\":\"too many connections: this request, the one waiting longest on its "
+               "client, was closed to make room for a new connection\"}");
     /* a timeout under 1 ms still waits 1 ms: the sweep counts whole ms */
     s->idle_ms = ms_ceil(cfg->idle_timeout_ns);
     s->header_ms = ms_ceil(cfg->header_timeout_ns);
@@ -2765,6 +3030,9 @@ void sq_server_free(struct sq_server *s)
     free(s->w);
     if (s->efd >= 0)
         close(s->efd);
+    if (s->peer_mu_init)
+        pthread_mutex_destroy(&s->peer_mu);
+    free(s->peers);
     free(s);
 }
 
@@ -2788,6 +3056,7 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
         out->header_timeouts += atomic_load_explicit(&c->header_to, memory_order_relaxed);
         out->body_timeouts += atomic_load_explicit(&c->body_to, memory_order_relaxed);
         out->head_refused += atomic_load_explicit(&c->head_refused, memory_order_relaxed);
+        out->evicted += atomic_load_explicit(&c->evicted, memory_order_relaxed);
     }
     out->open = atomic_load_explicit(&s->open, memory_order_relaxed);
 }

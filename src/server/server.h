@@ -202,8 +202,23 @@ struct sq_server_config {
      * for every min_body_rate bytes of it received so far (head and body). 0: no minimum. */
     uint32_t min_body_rate;
     /* > 0: at most this many connections open at once across all workers; one more is accepted
-     * and closed at once (counted: refused). 0: no cap. */
+     * and closed at once (counted: refused), unless evict makes room. 0: no cap. */
     uint32_t max_conns;
+    /* > 0: at most this many connections open at once from one client address (an IPv4
+     * address; an IPv6 address by its /64), across all workers; one more is refused like one
+     * over max_conns, unless evict makes room. 0: no per-peer cap. Costs a lock per accept and
+     * per close (never per request) while set. */
+    uint32_t max_conns_per_peer;
+    /* A connection over a cap makes room instead of being refused: the accepting worker closes
+     * its connection (of the same peer, when the peer's cap is the one reached) that has waited
+     * longest on its client - one lingering after an error, in a TLS handshake, reading an
+     * incomplete request (since its first byte: a 503 with a JSON body is tried first) or idle
+     * between requests (since its last byte) - counted: evicted. Never one the server is
+     * answering (output pending, a delayed, held or streamed answer), nor HTTP/2 or an upgraded
+     * connection. With none to close, the new one is refused. So a client that holds many
+     * connections with slow requests cannot keep a new one out; the timeouts bound how long a
+     * slow request lives. */
+    bool evict;
     /* Serve HTTP/1.x only: the HTTP/2 client preface is answered 400 like any malformed request
      * line (an API whose answers may be held, below, which HTTP/2 streams cannot be). */
     bool http1_only;
@@ -220,12 +235,13 @@ struct sq_server_counts {
     uint64_t h2_conns;           /* connections switched to HTTP/2 (h2c preface or ALPN "h2") */
     uint64_t h2_streams; /* HTTP/2 requests (streams) handed to the handler; in requests too */
     uint64_t smuggling;  /* of bad_req: request-smuggling shapes (see the file comment) */
-    uint64_t refused;    /* connections closed at accept: max_conns were open */
+    uint64_t refused;    /* connections closed at accept: a cap was reached (none evicted) */
     uint64_t idle_timeouts, header_timeouts; /* connections closed by each timeout */
     /* connections answered 408 because a request's body came too slowly: past the request
      * timeout, or under the minimum rate (a head still incomplete is a header timeout) */
     uint64_t body_timeouts;
     uint64_t head_refused; /* requests the on_head hook refused before their body was read */
+    uint64_t evicted;      /* connections closed to make room for a new one (evict) */
     uint64_t open;         /* connections open now (a gauge, not a count) */
 };
 

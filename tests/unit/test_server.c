@@ -1454,6 +1454,147 @@ static void test_server_max_conns(void **state)
     sq_server_free(s);
 }
 
+/* A client bound to a source address of its own (127.0.0.0/8 is all loopback): another peer. */
+static int client_from(uint16_t port, const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in b = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, src, &b.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* Reads what the server sends until it closes fd; returns it (NUL-terminated, to free). */
+static char *read_to_eof(int fd)
+{
+    struct reader r = {.fd = fd};
+    while (fill(&r))
+        ;
+    char *out = malloc(r.len + 1);
+    memcpy(out, r.buf, r.len);
+    out[r.len] = '\0';
+    free(r.buf);
+    return out;
+}
+
+/* One request answered on fd (it stays open). */
+static void ask_ok(int fd)
+{
+    struct reader rd = {.fd = fd};
+    struct resp r;
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    read_resp(&rd, &r, false);
+    assert_string_equal(r.body, "ok");
+    free(r.body);
+    free(rd.buf);
+}
+
+/* Over a cap, the connection that has waited longest on its client makes room (never one being
+ * answered); a peer over its own cap makes room only among its own connections. */
+static void test_server_evict(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {.port = 0,
+                                   .threads = 1,
+                                   .handler = lim_handler,
+                                   .max_conns = 6,
+                                   .max_conns_per_peer = 4,
+                                   .evict = true};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    size_t ev = offsetof(struct sq_server_counts, evicted);
+
+    /* 127.0.0.1: a parked answer first (oldest, but being answered), then two slow heads and
+     * one idle connection, a few ms apart */
+    int park = client(port);
+    send_str(park, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+    usleep(5000);
+    int a = client(port);
+    send_str(a, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Le");
+    usleep(5000);
+    int b = client(port);
+    send_str(b, "GET /x HTTP/1.1\r\nHo");
+    usleep(5000);
+    int idle = client(port);
+    ask_ok(idle);
+    wait_count(s, offsetof(struct sq_server_counts, open), 4);
+
+    /* a fifth from the same address: over its cap of 4, so its own oldest waiting one (a, not
+     * the parked one) is closed, with a 503 naming why */
+    int e = client(port);
+    ask_ok(e);
+    char *got = read_to_eof(a);
+    assert_non_null(strstr(got, "HTTP/1.1 503 Service Unavailable\r\n"));
+    assert_non_null(strstr(got, "{\"error\":\"too many connections: this request, the one "
+                                "waiting longest on its client, was closed to make room"));
+    free(got);
+    close(a);
+    assert_int_equal(counts_of(s, ev), 1);
+
+    /* another address fills the table (6): its third one makes room among everyone's: b */
+    int p2a = client_from(port, "127.0.0.2");
+    int p2b = client_from(port, "127.0.0.2");
+    ask_ok(p2a);
+    ask_ok(p2b);
+    int p2c = client_from(port, "127.0.0.2");
+    ask_ok(p2c);
+    free(read_to_eof(b));
+    close(b);
+    assert_int_equal(counts_of(s, ev), 2);
+
+    /* the parked answer was never a candidate: it arrives */
+    struct reader rp = {.fd = park};
+    struct resp r;
+    read_resp(&rp, &r, false);
+    assert_string_equal(r.body, "slow");
+    free(r.body);
+    free(rp.buf);
+
+    /* every one alive still answers */
+    int alive[] = {park, idle, e, p2a, p2b, p2c};
+    for (size_t i = 0; i < sizeof(alive) / sizeof(alive[0]); i++) {
+        ask_ok(alive[i]);
+        close(alive[i]);
+    }
+    wait_count(s, offsetof(struct sq_server_counts, open), 0);
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, refused)), 0);
+    sq_server_free(s);
+
+    /* without evict, over the peer's cap is refused, with a 503 naming the cap */
+    cfg = (struct sq_server_config){
+        .port = 0, .threads = 1, .handler = lim_handler, .max_conns_per_peer = 2};
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    port = sq_server_port(s);
+    int x = client(port), y = client(port);
+    ask_ok(x);
+    ask_ok(y);
+    int z = client(port);
+    got = read_to_eof(z);
+    assert_non_null(strstr(got, "{\"error\":\"too many connections from this address: its cap of "
+                                "2 is reached"));
+    free(got);
+    close(z);
+    int other = client_from(port, "127.0.0.3"); /* another address is not counted with them */
+    ask_ok(other);
+    close(other);
+    close(x);
+    wait_count(s, offsetof(struct sq_server_counts, open), 1);
+    z = client(port); /* room again */
+    ask_ok(z);
+    close(z);
+    close(y);
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, refused)), 1);
+    assert_int_equal(counts_of(s, ev), 0);
+    sq_server_free(s);
+}
+
 /* The smuggling classifier over every truncated prefix of each head, each copied into a buffer
  * of exactly its length (ASan catches a read past it): complete heads classify as the table
  * says; no prefix of a clean head is a shape (but for Transfer-Encoding lists). */
@@ -1862,6 +2003,7 @@ int main(void)
         cmocka_unit_test(test_server_slow_body),
         cmocka_unit_test(test_server_refusal_bodies),
         cmocka_unit_test(test_server_on_head),
+        cmocka_unit_test(test_server_evict),
         cmocka_unit_test(test_smuggle_shape),
         cmocka_unit_test(test_server_smuggling),
         cmocka_unit_test(test_server_backpressure),
