@@ -39,12 +39,19 @@
  * ms, advanced only by its sweep timer); a read or a write stores it in c->seen (one store, no
  * clock read), and c->in->since is the tick when the incomplete head at the start of c->in
  * began. During a TLS handshake c->seen stays at the accept. The sweep, every 1/8 of the
- * shorter timeout (at most 1 s), walks the worker's slabs: a connection parked on the server's
+ * shortest timeout (at most 1 s), walks the worker's slabs: a connection parked on the server's
  * own timer (a delayed or streamed answer, an h2 stream waiting on one) is skipped, and stamped
- * when it wakes; one silent for idle_ms is closed; one reading a head for header_ms gets 408
- * and a lingering close, and a handshake not done in header_ms is closed. A stamp lags the activity
+ * when it wakes; one silent for idle_ms is closed; one reading a head for header_ms (or a
+ * request for request_ms), or a body slower than min_rate after the grace, gets 408 and a
+ * lingering close, and a handshake not done in header_ms is closed. A stamp lags the activity
  * it marks by less than a sweep, so the sweep waits one sweep longer than the timeout: a timeout
- * never fires early, and at most two sweeps late.
+ * never fires early, and at most two sweeps late. Accepts refresh w->tick from the loop's round
+ * time too, so connections accepted a millisecond apart have different ages.
+ *
+ * Caps: max_conns (one atomic counter) and max_conns_per_peer (a salted-hash table under a lock,
+ * touched per accept and close, never per request). At a cap, evict closes the accepting
+ * worker's connection that has waited longest on its client (never one being answered) so the
+ * new one gets in; without evict, or with none to close, the new one gets a 503 and a close.
  *
  * Output is capped by construction: the serve loop stops at the first blocked batch, so c->out
  * holds at most one batch (OB_SOFT plus the one answer that crossed it; a fill tail by

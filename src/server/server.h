@@ -3,8 +3,10 @@
  * Each worker owns a SO_REUSEPORT listener on the shared port, its connections, a read buffer
  * and an output buffer; nothing is shared between workers on the request path. Requests are
  * parsed with http/h1, handed to one handler callback, and answered strictly in order
- * (pipelining included). The server itself answers malformed input (400), oversized heads or too
- * many headers (431) and oversized bodies (413), counts them and closes the connection after.
+ * (pipelining included). The server itself answers malformed input (400; an HTTP/1.1 request
+ * without exactly one valid Host is malformed, RFC 9112 3.2), oversized heads or too many headers
+ * (431) and oversized bodies (413), each with a JSON body {"error": "..."} naming the limit,
+ * counts them and closes the connection after.
  * Request-smuggling shapes (RFC 9112: Content-Length with Transfer-Encoding, Content-Length
  * fields that disagree, obs-fold, whitespace before a colon, a Transfer-Encoding it cannot frame)
  * are among the 400s and also counted on their own.
