@@ -4,7 +4,7 @@
  * is seen: a malformed head fails on the first bad byte, a valid but incomplete one returns
  * SQ_H1_PARTIAL, and nothing past buf + len is ever read. Only fields that decide framing or
  * connection reuse (Content-Length, Transfer-Encoding, Connection, Expect), a request's Host
- * (one, and valid: RFC 9112 3.2), and the two a client needs before the body (Content-Encoding,
+ * (one at most: RFC 9112 3.2), and the two a client needs before the body (Content-Encoding,
  * Content-Type: text/event-stream), are interpreted; a field is matched on its name's length
  * first.
  *
@@ -23,31 +23,48 @@
 #include "base/text.h"
 
 /* Character classes: token (tchar), field content (VCHAR, SP, HTAB, obs-text), request-target
- * (VCHAR). */
-enum { C_TOKEN = 1, C_FIELD = 2, C_TARGET = 4 };
+ * (VCHAR), a Host's reg-name (RFC 3986 3.2.2: unreserved and sub-delims; '%' apart). */
+enum { C_TOKEN = 1, C_FIELD = 2, C_TARGET = 4, C_HOST = 8 };
 
 static const uint8_t cls[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, /* 0x00: HTAB only */
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
-    2, 7, 6, 7, 7, 7, 7, 7, 6, 6, 7, 7, 6, 7, 7, 6, /* 0x20: SP ! " # $ % & ' ( ) * + , - . / */
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, /* 0x30: digits : ; < = > ? */
-    6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, /* 0x40: @ A-O */
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 7, 7, /* 0x50: P-Z [ \ ] ^ _ */
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, /* 0x60: ` a-o */
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 7, 6, 7, 0, /* 0x70: p-z { | } ~ DEL */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0x80: obs-text from here on */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0x90 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xa0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xb0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xc0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xd0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xe0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xf0 */
+    0,  0,  0,  0,  0,  0,  0,  0,
+    0,  2,  0,  0,  0,  0,  0,  0, /* 0x00: HTAB only */
+    0,  0,  0,  0,  0,  0,  0,  0,
+    0,  0,  0,  0,  0,  0,  0,  0, /* 0x10 */
+    2,  15, 6,  7,  15, 7,  15, 15,
+    14, 14, 15, 15, 14, 15, 15, 6, /* 0x20: SP ! " # $ % & ' ( ) * + , - . / */
+    15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 6,  14, 6,  14, 6,  6, /* 0x30: digits : ; < = > ? */
+    6,  15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, /* 0x40: @ A-O */
+    15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 6,  6,  6,  7,  15, /* 0x50: P-Z [ \ ] ^ _ */
+    7,  15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, /* 0x60: ` a-o */
+    15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 6,  7,  6,  15, 0, /* 0x70: p-z { | } ~ DEL */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0x80: obs-text from here on */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0x90 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xa0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xb0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xc0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xd0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xe0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xf0 */
 };
 
 #define IS_TOKEN(c)  (cls[(unsigned char)(c)] & C_TOKEN)
 #define IS_FIELD(c)  (cls[(unsigned char)(c)] & C_FIELD)
 #define IS_TARGET(c) (cls[(unsigned char)(c)] & C_TARGET)
+#define IS_HOST(c)   (cls[(unsigned char)(c)] & C_HOST)
 #define IS_DIGIT(c)  ((unsigned char)((c) - '0') < 10)
 #define IS_OWS(c)    ((c) == ' ' || (c) == '\t')
 
@@ -290,19 +307,6 @@ bool sq_h1_is_event_stream(const char *v, size_t n)
     return i == n || v[i] == ';';
 }
 
-/* reg-name bytes (RFC 3986 3.2.2): unreserved and sub-delims; '%' (pct-encoded) apart */
-#define HB(c) (1ull << ((c)&63))
-static const uint64_t host_lo = (0x3ffull << '0') | HB('-') | HB('.') | HB('!') | HB('$') |
-                                HB('&') | HB('\'') | HB('(') | HB(')') | HB('*') | HB('+') |
-                                HB(',') | HB(';') | HB('=');
-static const uint64_t host_hi = (0x3ffffffull << 1) | (0x3ffffffull << 33) | HB('_') | HB('~');
-#undef HB
-
-static inline bool host_char(unsigned char c)
-{
-    return c < 64 ? (host_lo >> c) & 1 : c < 128 ? (host_hi >> (c - 64)) & 1 : false;
-}
-
 static inline bool is_hex(unsigned char c)
 {
     return IS_DIGIT(c) || (unsigned char)((c | 0x20) - 'a') < 6;
@@ -317,7 +321,7 @@ bool sq_h1_host_valid(const char *v, size_t n)
         i = 1;
         if (i < n && (v[i] | 0x20) == 'v') {
             for (i++; i < n && v[i] != ']'; i++)
-                if (!host_char((unsigned char)v[i]) && v[i] != ':')
+                if (!IS_HOST(v[i]) && v[i] != ':')
                     return false;
         } else {
             bool colon = false;
@@ -333,7 +337,7 @@ bool sq_h1_host_valid(const char *v, size_t n)
                 if (n - i < 4 || v[i + 1] != '2' || v[i + 2] != '5' || v[i + 3] == ']')
                     return false;
                 for (i += 3; i < n && v[i] != ']'; i++)
-                    if (!host_char((unsigned char)v[i]) && v[i] != '%')
+                    if (!IS_HOST(v[i]) && v[i] != '%')
                         return false;
             }
         }
@@ -341,17 +345,15 @@ bool sq_h1_host_valid(const char *v, size_t n)
             return false; /* no "]", or "[]" / "[v]" */
         i++;
     } else {
-        while (i < n && v[i] != ':') {
-            if (v[i] == '%') {
-                if (n - i < 3 || !is_hex((unsigned char)v[i + 1]) ||
-                    !is_hex((unsigned char)v[i + 2]))
-                    return false;
-                i += 3;
-            } else if (host_char((unsigned char)v[i])) {
+        for (;;) { /* a reg-name or an IPv4 address: one table lookup a byte */
+            while (i < n && IS_HOST(v[i]))
                 i++;
-            } else {
-                return false;
+            if (i + 2 < n && v[i] == '%' && is_hex((unsigned char)v[i + 1]) &&
+                is_hex((unsigned char)v[i + 2])) {
+                i += 3;
+                continue;
             }
+            break;
         }
     }
     if (i == n)
@@ -621,8 +623,8 @@ static int parse_request(const char *buf, size_t len, const struct sq_h1_limits 
     /* RFC 9112 6.1 / 6.3: the server cannot frame these reliably; answer 400 and close. */
     if (f.te && (f.content_length >= 0 || !f.chunked || minor == 0))
         return -SQ_EPARSE;
-    /* RFC 9112 3.2: one Host, and a valid one (its presence is the server's to check) */
-    if (f.nhost > 1 || (f.nhost && !sq_h1_host_valid(f.host, f.host_len)))
+    /* RFC 9112 3.2: one Host (its presence and its value are the server's to check) */
+    if (f.nhost > 1)
         return -SQ_EPARSE;
 
     out->method = buf + method;

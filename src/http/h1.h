@@ -11,8 +11,7 @@
  * and its colon, an empty field name, control characters (other than HTAB) in values,
  * Content-Length that is not a list of equal decimals (at most 18 digits), Content-Length
  * together with Transfer-Encoding, "chunked" that is not the final transfer coding or appears
- * twice; in a request, two Host fields or one whose value is not a host[:port]. See
- * docs/internals/http.md.
+ * twice; in a request, two Host fields. See docs/internals/http.md.
  *
  * Besides framing, a response head yields two cheap facts a client needs before the first body
  * byte: its Content-Encoding (sq_coding_from_header() over every such field: two fields with a
@@ -92,8 +91,9 @@ struct sq_h1_request {
     bool keep_alive;        /* HTTP/1.1 unless "Connection: close"; HTTP/1.0 with keep-alive */
     bool expect_continue;   /* Expect: 100-continue */
     /* The one Host field's value (OWS trimmed; may be empty), or NULL when there is none. Two
-     * Host fields, or a value that is not uri-host [":" port], are refused (-SQ_EPARSE: RFC
-     * 9112 3.2); that an HTTP/1.1 request has one is the server's to check. */
+     * Host fields are refused (-SQ_EPARSE: RFC 9112 3.2); that an HTTP/1.1 request has one, and
+     * that its value is valid (sq_h1_host_valid), are the server's to check: it can skip the
+     * check for the value it saw last. */
     const char *host;
     size_t host_len;
 };
