@@ -2533,12 +2533,9 @@ static bool peer_take(struct sq_server *s, uint32_t key)
             s->peers[i].n = 0;
             s->peer_used++;
         }
-        if (s->peers[i].n < s->per_peer) {
+        if (s->peers[i].n < s->per_peer) { /* per_peer > 0: a new entry always gets in */
             s->peers[i].n++;
             ok = true;
-        } else if (s->peers[i].n == 0) {
-            s->peers[i].key = 0; /* per_peer is > 0: never, but leave no empty entry */
-            s->peer_used--;
         }
     }
     pthread_mutex_unlock(&s->peer_mu);

@@ -1595,6 +1595,45 @@ static void test_server_evict(void **state)
     sq_server_free(s);
 }
 
+/* The per-peer table over many addresses: it grows, entries leave when their count reaches 0
+ * (backward shift), and every address keeps its own count through all of it. */
+static void test_server_many_peers(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {
+        .port = 0, .threads = 2, .handler = lim_handler, .max_conns_per_peer = 2};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    enum { PEERS = 70 };
+    int fds[PEERS][2];
+    for (int round = 0; round < 2; round++) {
+        for (int p = 0; p < PEERS; p++) {
+            char src[32];
+            snprintf(src, sizeof(src), "127.0.%d.%d", 1 + p % 3, 10 + p);
+            for (int k = 0; k < 2; k++) {
+                fds[p][k] = client_from(port, src);
+                ask_ok(fds[p][k]);
+            }
+            if (p % 7 == 0) { /* a third from the same address is refused */
+                int x = client_from(port, src);
+                free(read_to_eof(x));
+                close(x);
+            }
+        }
+        /* close every other address first, then the rest: deletions in the middle of runs */
+        for (int odd = 0; odd < 2; odd++)
+            for (int p = odd; p < PEERS; p += 2)
+                for (int k = 0; k < 2; k++)
+                    close(fds[p][k]);
+        wait_count(s, offsetof(struct sq_server_counts, open), 0);
+    }
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, refused)),
+                     2 * ((PEERS + 6) / 7));
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, accepted)), 2 * 2 * PEERS);
+    sq_server_free(s);
+}
+
 /* The smuggling classifier over every truncated prefix of each head, each copied into a buffer
  * of exactly its length (ASan catches a read past it): complete heads classify as the table
  * says; no prefix of a clean head is a shape (but for Transfer-Encoding lists). */
@@ -2004,6 +2043,7 @@ int main(void)
         cmocka_unit_test(test_server_refusal_bodies),
         cmocka_unit_test(test_server_on_head),
         cmocka_unit_test(test_server_evict),
+        cmocka_unit_test(test_server_many_peers),
         cmocka_unit_test(test_smuggle_shape),
         cmocka_unit_test(test_server_smuggling),
         cmocka_unit_test(test_server_backpressure),
