@@ -14,8 +14,11 @@
   waited longest is closed to make room (a 503 naming why), and a new one still gets in.
 
 Time bounds: "within 1 s" for a probe is what the issue asks; on loopback an answered probe
-takes milliseconds even on a busy machine, so the bound is generous, and the failure it guards
-against is total (refused, or no answer at all).
+takes milliseconds even on a busy machine (the slowest of 20 was 50-180 ms here at a load of 10
+on 2 CPUs), so the bound is generous, and the failure it guards against is total (refused, or no
+answer at all). Under a sanitizer the daemon spends 3-4 times the CPU on each of the attacker's
+connections, which a new connection queues behind in the kernel's accept queue, so the bound is
+3 s there.
 """
 
 import json
@@ -40,7 +43,7 @@ TOKEN = "s3cr3t-token-for-the-limits-test-0123456789"
 ATTACKERS = 1100
 PROBES = 20
 PROBE_EVERY = 1.0  # s: the probes spread over the attack
-PROBE_BOUND = 1.0  # s: each probe's answer, connect to status line
+PROBE_BOUND = 3.0 if sqtest.sanitizer() else 1.0  # s: connect to status line, each probe
 
 
 def raise_nofile():
