@@ -863,9 +863,8 @@ static bool grow_input(struct conn *c)
     "{\"error\":\"malformed request: RFC 9112 refuses its request line or a header field\"}"
 #define E400_SMUGGLING                                                                             \
     "{\"error\":\"malformed request: a framing RFC 9112 refuses (request smuggling: "              \
-    "Content-Length "                                                                              \
-    "with Transfer-Encoding, Content-Lengths that disagree, obs-fold, whitespace before a colon, " \
-    "or a Transfer-Encoding that does not end in chunked)\"}"
+    "Content-Length with Transfer-Encoding, Content-Lengths that disagree, obs-fold, "             \
+    "whitespace before a colon, or a Transfer-Encoding that does not end in chunked)\"}"
 #define E400_HOST                                                                                  \
     "{\"error\":\"bad Host: an HTTP/1.1 request needs exactly one Host field, whose value is "     \
     "host[:port] (RFC 9112 3.2)\"}"
