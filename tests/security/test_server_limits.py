@@ -163,6 +163,15 @@ def probe(port, token=None):
         return None, time.monotonic() - t0, repr(e)
 
 
+def stop_serve(proc):
+    """Stops a daemon; it must exit 0 (a sanitizer's report would make it non-zero)."""
+    rc = sqtest.stop(proc)
+    with open(proc.log_path, errors="replace") as f:
+        log = f.read()
+    os.unlink(proc.log_path)
+    assert rc == 0, "squall serve exited %s: %s" % (rc, log[-4000:])
+
+
 def metrics(port, token=None):
     hdrs = {"Authorization": "Bearer " + token} if token else {}
     status, _, body = sqtest.http(port, "GET", "/metrics", headers=hdrs)
@@ -204,8 +213,7 @@ class Daemons(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         for p in (cls.open_proc, cls.tok_proc):
-            sqtest.stop(p)
-            os.unlink(p.log_path)
+            stop_serve(p)
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def slow_body_attack(self, port, token=None):
@@ -322,8 +330,7 @@ class PerPeer(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        sqtest.stop(cls.proc)
-        os.unlink(cls.proc.log_path)
+        stop_serve(cls.proc)
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_one_address_holds_at_most_512(self):
@@ -375,7 +382,7 @@ class Refusals(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        sqtest.stop(cls.proc)
+        assert sqtest.stop(cls.proc) == 0  # (a sanitizer's report makes it non-zero)
 
     def refused(self, data, status, words):
         got, hdrs, body, closed = request(self.port, data)
