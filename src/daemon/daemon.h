@@ -36,6 +36,10 @@
 /* API connections open at once from one client address: one client cannot take more than half
  * the table; past it, its own connection that waited longest makes room (server.h, evict) */
 #define SQ_DAEMON_MAX_CONNS_PER_PEER 512
+/* live followers (GET /runs/{id}/live of a run not ended) at once: a follower holds its
+ * connection, which no newcomer can make room from, so they may fill at most a quarter of the
+ * connections (the inbox's event stream has its own cap of 32) */
+#define SQ_DAEMON_MAX_FOLLOWERS 256
 
 /* What can be changed while the daemon runs (GET/PUT /config); the flags set the first values. */
 struct sq_daemon_config {

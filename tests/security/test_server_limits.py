@@ -373,6 +373,54 @@ class PerPeer(unittest.TestCase):
         self.assertGreaterEqual(after[evicted] - before[evicted], 9)
 
 
+class Followers(unittest.TestCase):
+    """A live follower holds its connection (no newcomer can make room from it), so the daemon
+    takes at most 256 at once: 300 followers of a running run leave room for everyone else."""
+
+    @classmethod
+    def setUpClass(cls):
+        raise_nofile()
+        cls.tmp = tempfile.mkdtemp(prefix="squall-follow-")
+        cls.target, cls.tport = sqtest.start_target("-t", "1")
+        cls.proc, cls.port = sqtest.start_serve("--data", os.path.join(cls.tmp, "d"))
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_serve(cls.proc)
+        sqtest.stop(cls.target)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_at_most_256_followers(self):
+        body = json.dumps({"quick": {"url": "http://127.0.0.1:%d/fast" % self.tport,
+                                     "connections": 1, "threads": 1, "rate": 20,
+                                     "duration": "30s"}}).encode()
+        st, _, data = sqtest.http(self.port, "POST", "/runs", body=body,
+                                  headers={"Content-Type": "application/json"})
+        self.assertEqual(st, 201, data)
+        rid = json.loads(data)["id"]
+        self.addCleanup(sqtest.http, self.port, "POST", "/runs/%d/stop" % rid)
+        socks, codes = [], {}
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(300):
+            s = sqtest.raw_connect(self.port, timeout=5.0)
+            s.sendall(b"GET /runs/%d/live HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % rid)
+            socks.append(s)
+        for s in socks:
+            got = b""
+            while b"\r\n\r\n" not in got or (got.startswith(b"HTTP/1.1 503") and b"}" not in got):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+            code = got[9:12].decode()
+            codes[code] = codes.get(code, 0) + 1
+            if code == "503":
+                self.assertIn(b"too many live followers", got)
+        self.assertEqual(codes, {"200": 256, "503": 44})
+        self.assertEqual(metrics(self.port)["squall_daemon_live_followers"], 256)
+        self.assertEqual(probe(self.port)[0], 200)
+
+
 class Refusals(unittest.TestCase):
     """The core's refusals, on `squall target` (the same core as the daemon, sink and inbox)."""
 
