@@ -179,6 +179,8 @@ int sq_cli_inbox(int argc, char **argv)
         .stamp_header = stamp_header,
         .idle_timeout_ns = 60 * SQ_NS_PER_S,
         .header_timeout_ns = 10 * SQ_NS_PER_S,
+        .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
+        .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
     };
     struct sq_inbox *b = NULL;
     const char *why = NULL;

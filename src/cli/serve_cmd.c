@@ -54,6 +54,10 @@ static const char serve_usage[] =
     "      --cors-origin URL   let pages from this one origin call the API from a browser\n"
     "                          (default: no cross-origin access)\n"
     "      --access-log        one line per API request on stderr\n"
+    "      --max-conns-per-peer N\n"
+    "                          API connections one client address may hold (default 512 of\n"
+    "                          the 1024; 0: no per-address cap); past it, its connection\n"
+    "                          that waited longest on its client is closed to make room\n"
     "      --inbox-max-captures N\n"
     "                          the webhook inbox's ring: captures kept (default 10000, at\n"
     "                          most 1000000; older ones are evicted and counted)\n"
@@ -89,6 +93,7 @@ enum {
     OPT_INBOX_MAX_CAPTURES,
     OPT_INBOX_MAX_BODY,
     OPT_INBOX_STAMP_HEADER,
+    OPT_MAX_CONNS_PER_PEER,
 };
 
 /* What getopt_long refused, as a usage error. */
@@ -186,6 +191,7 @@ int sq_cli_serve(int argc, char **argv)
         {"inbox-max-captures", required_argument, NULL, OPT_INBOX_MAX_CAPTURES},
         {"inbox-max-body", required_argument, NULL, OPT_INBOX_MAX_BODY},
         {"inbox-stamp-header", required_argument, NULL, OPT_INBOX_STAMP_HEADER},
+        {"max-conns-per-peer", required_argument, NULL, OPT_MAX_CONNS_PER_PEER},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -197,6 +203,7 @@ int sq_cli_serve(int argc, char **argv)
     const char *data = SQ_DAEMON_DATA, *token_file = NULL, *cors = NULL;
     bool quiet = false, access_log = false;
     uint64_t inbox_caps = 0, inbox_body = SQ_INBOX_MAX_BODY_DEFAULT;
+    uint64_t per_peer = SQ_DAEMON_MAX_CONNS_PER_PEER;
     const char *inbox_stamp = NULL;
     int rc = 0, opt, li = -1;
     opterr = 0;
@@ -282,6 +289,13 @@ int sq_cli_serve(int argc, char **argv)
                                         optarg);
             inbox_stamp = optarg;
             break;
+        case OPT_MAX_CONNS_PER_PEER:
+            if (sq_parse_u64(optarg, 0, SQ_DAEMON_MAX_CONNS, 0, &per_peer) < 0)
+                rc = sq_cli_usage_error(FACE,
+                                        "%s: '%s' is not a connection count (0..1024; 0: no "
+                                        "per-address cap)",
+                                        flag, optarg);
+            break;
         case 'q':
             quiet = true;
             break;
@@ -332,6 +346,7 @@ int sq_cli_serve(int argc, char **argv)
         .inbox_max_captures = (uint32_t)inbox_caps,
         .inbox_max_body = inbox_body ? (size_t)inbox_body : SIZE_MAX,
         .inbox_stamp_header = inbox_stamp,
+        .max_conns_per_peer = per_peer ? (uint32_t)per_peer : UINT32_MAX,
     };
     struct sq_daemon *d = NULL;
     char err[1024];

@@ -39,6 +39,11 @@ static const char target_usage[] =
     "                          0: never; a bare number is seconds)\n"
     "      --header-timeout D  answer 408 and close when a request head (or a TLS handshake)\n"
     "                          takes longer than D to arrive (default 10s; 0: never)\n"
+    "      --request-timeout D answer 408 and close when a whole request (head and body)\n"
+    "                          takes longer than D to arrive (default 60s; 0: never)\n"
+    "      --min-body-rate N   answer 408 and close when a request body arrives slower than\n"
+    "                          N bytes/s after the header timeout (default 1024; 0: no\n"
+    "                          minimum)\n"
     "      --oauth-client ID:SECRET  POST /oauth/token accepts only this client (default: any\n"
     "                          id with a secret)\n"
     "      --max-conns N       at most N connections open at once; more are closed at\n"
@@ -131,7 +136,8 @@ int sq_cli_target(int argc, char **argv)
     bool quiet = false;
     int64_t stall = 0, stall_period = 0;
     int64_t idle_timeout = 60 * SQ_NS_PER_S, header_timeout = 10 * SQ_NS_PER_S;
-    uint64_t max_conns = 0;
+    int64_t request_timeout = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT;
+    uint64_t max_conns = 0, min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT;
     const char *oauth_client = NULL;
     bool tls = false;
     struct sq_tls_server_opts topts = {0};
@@ -217,6 +223,22 @@ int sq_cli_target(int argc, char **argv)
                                  "a timeout (e.g. 10s, 500ms; 0 turns it off)");
             continue;
         }
+        if ((m = flag_value(argc, argv, &i, NULL, "--request-timeout", &val)) != 0) {
+            if (m < 0)
+                return no_value("--request-timeout");
+            if (!parse_timeout(val, &request_timeout))
+                return bad_value("--request-timeout", val,
+                                 "a timeout (e.g. 60s, 2m; 0 turns it off)");
+            continue;
+        }
+        if ((m = flag_value(argc, argv, &i, NULL, "--min-body-rate", &val)) != 0) {
+            if (m < 0)
+                return no_value("--min-body-rate");
+            if (sq_parse_u64(val, 0, UINT32_MAX, 1, &min_body_rate) < 0)
+                return bad_value("--min-body-rate", val,
+                                 "a rate in bytes per second (0..4294967295; 0 turns it off)");
+            continue;
+        }
         if ((m = flag_value(argc, argv, &i, NULL, "--oauth-client", &val)) != 0) {
             if (m < 0)
                 return no_value("--oauth-client");
@@ -266,6 +288,8 @@ int sq_cli_target(int argc, char **argv)
                                    .tls = ts,
                                    .idle_timeout_ns = idle_timeout,
                                    .header_timeout_ns = header_timeout,
+                                   .request_timeout_ns = request_timeout,
+                                   .min_body_rate = (uint32_t)min_body_rate,
                                    .max_conns = (uint32_t)max_conns,
                                    .oauth_client = oauth_client};
     struct sq_target *t = NULL;

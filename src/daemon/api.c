@@ -23,6 +23,7 @@
 #include "daemon/assets.h"
 #include "daemon/compare.h"
 #include "daemon/internal.h"
+#include "http/h1.h"
 #include "mcp/mcp.h"
 #include "target/inbox.h"
 #include "output/html.h"
@@ -909,40 +910,64 @@ static void route(struct sq_daemon *d, const struct sq_server_req *req, struct s
     answer_error(o, resp, 404, "no such endpoint (the API is described at /openapi.json)");
 }
 
-void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+/* What the gate and the route need of a request, found once. */
+struct req_view {
+    const char *path, *q; /* the path without its query; the query without its '?' */
+    size_t pn, qn;
+    const struct sq_h1_header *origin, *host, *ct;
+    const char *cors; /* the CORS header lines when the Origin is the configured one */
+    int64_t t0;       /* for the access log */
+};
+
+/* Resets the answer's scratch and looks at the request (API thread only). */
+static void view_begin(struct sq_daemon *d, const struct sq_server_req *req, struct req_view *v)
 {
-    struct sq_daemon *d = ud;
-    struct sq_daemon__out *o = &d->out; /* API thread only */
-    int64_t t0 = d->access_log ? sq_now_ns() : 0;
+    struct sq_daemon__out *o = &d->out;
+    v->t0 = d->access_log ? sq_now_ns() : 0;
     o->hlen = 0;
     o->hdrs[0] = '\0';
     o->held = false;
     sq_buf_reset(&o->body);
-    const char *path = req->path, *q = "";
-    size_t pn = req->path_len, qn = 0;
-    const char *qm = memchr(path, '?', pn);
+    v->path = req->path;
+    v->q = "";
+    v->pn = req->path_len;
+    v->qn = 0;
+    const char *qm = memchr(v->path, '?', v->pn);
     if (qm) {
-        q = qm + 1;
-        qn = pn - (size_t)(q - path);
-        pn = (size_t)(qm - path);
+        v->q = qm + 1;
+        v->qn = v->pn - (size_t)(v->q - v->path);
+        v->pn = (size_t)(qm - v->path);
     }
-    const struct sq_h1_header *origin = sq_server_req_header(req, "origin");
-    const struct sq_h1_header *host = sq_server_req_header(req, "host");
-    const char *cors = NULL;
-    if (d->cors_origin && origin && origin->value_len == strlen(d->cors_origin) &&
-        memcmp(origin->value, d->cors_origin, origin->value_len) == 0) {
-        cors = d->cors_headers;
-        hdr(o, "%s", cors);
+    v->origin = sq_server_req_header(req, "origin");
+    v->host = sq_server_req_header(req, "host");
+    v->ct = sq_server_req_header(req, "content-type");
+    v->cors = NULL;
+    if (d->cors_origin && v->origin && v->origin->value_len == strlen(d->cors_origin) &&
+        memcmp(v->origin->value, d->cors_origin, v->origin->value_len) == 0) {
+        v->cors = d->cors_headers;
+        hdr(o, "%s", v->cors);
     }
+}
+
+/* The checks every request passes before its route (the file comment). at_head: asked by the
+ * server as soon as the head of a request with a body is in (sq_daemon__on_head), so that a
+ * refusal needs no body byte: a preflight is left to the handler, and the body's type is checked
+ * whatever its length. Returns true when it answered (a refusal). */
+static bool gate(struct sq_daemon *d, const struct sq_server_req *req, struct sq_server_resp *resp,
+                 const struct req_view *v, bool at_head)
+{
+    struct sq_daemon__out *o = &d->out;
     bool unsafe = !(is(req, "GET") || is(req, "HEAD") || is(req, "OPTIONS"));
     size_t max_body;
     pthread_mutex_lock(&d->mu);
     max_body = d->cfg.max_body;
     pthread_mutex_unlock(&d->mu);
-    const struct sq_h1_header *ct = sq_server_req_header(req, "content-type");
+    bool json = v->ct && sq_h1_media_type_is(v->ct->value, v->ct->value_len, "application/json");
 
     if (is(req, "OPTIONS")) {
-        if (cors) {
+        if (at_head)
+            return false;
+        if (v->cors) {
             hdr(o, "Access-Control-Allow-Methods: GET, HEAD, POST, PUT, DELETE\r\n"
                    "Access-Control-Allow-Headers: Authorization, Content-Type, Mcp-Session-Id, "
                    "MCP-Protocol-Version\r\n"
@@ -953,28 +978,35 @@ void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_ser
             hdr(o, "Allow: GET, HEAD, POST, PUT, DELETE\r\n");
             answer_error(o, resp, 405, "no cross-origin access is configured (--cors-origin)");
         }
-    } else if (d->check_host && (!host || !host_is_loopback(host->value, host->value_len))) {
+    } else if (d->check_host &&
+               (!v->host || !host_is_loopback(v->host->value, v->host->value_len))) {
         answer_error(o, resp, 403,
                      "this daemon answers only requests to a loopback host name (localhost, "
                      "127.0.0.1, [::1]): start it with --token-file to serve other names");
-    } else if (unsafe && origin && !cors && !same_origin(origin, host)) {
+    } else if (unsafe && v->origin && !v->cors && !same_origin(v->origin, v->host)) {
         answer_error(o, resp, 403, "cross-origin requests are refused (see --cors-origin)");
     } else if (d->token && !token_ok(d, req)) {
         d->unauthorized++;
         hdr(o, "WWW-Authenticate: Bearer realm=\"squall\"\r\n");
-        if ((pn == 1 && path[0] == '/') && (is(req, "GET") || is(req, "HEAD")))
+        if ((v->pn == 1 && v->path[0] == '/') && (is(req, "GET") || is(req, "HEAD")))
             serve_page(d, o, resp, 401); /* the page asks for the token, then calls the API */
         else
             answer_error(o, resp, 401, "a bearer token is required (Authorization: Bearer ...)");
     } else if (req->body_len > max_body) {
         answer_error(o, resp, 413, "the body is larger than max_body (%zu bytes)", max_body);
-    } else if (req->body_len && !is_inbox(path, pn) &&
-               !(ct && ct->value_len >= 16 && sq_ieq(ct->value, 16, "application/json", 16))) {
+    } else if ((req->body_len || at_head) && !is_inbox(v->path, v->pn) && !json) {
         answer_error(o, resp, 415, "a request body must be JSON (Content-Type: application/json)");
     } else {
-        route(d, req, resp, o, path, pn, q, qn, cors);
+        return false;
     }
+    return true;
+}
 
+/* The answer is decided: its body and headers from the scratch, counted, logged. */
+static void view_end(struct sq_daemon *d, const struct sq_server_req *req,
+                     struct sq_server_resp *resp, const struct req_view *v)
+{
+    struct sq_daemon__out *o = &d->out;
     if (!resp->body) {
         resp->body = o->body.p;
         resp->body_len = o->body.len;
@@ -991,6 +1023,26 @@ void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_ser
     if (d->access_log && !o->held) {
         /* path only (no query: a token must never be logged, nor anything a query carries) */
         sq_daemon__log(d, "%.*s %.*s %d %.2fms", (int)req->method_len, req->method,
-                       (int)(pn > 200 ? 200 : pn), path, st, (double)(sq_now_ns() - t0) / 1e6);
+                       (int)(v->pn > 200 ? 200 : v->pn), v->path, st,
+                       (double)(sq_now_ns() - v->t0) / 1e6);
     }
+}
+
+void sq_daemon__on_head(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    struct sq_daemon *d = ud;
+    struct req_view v;
+    view_begin(d, req, &v);
+    if (gate(d, req, resp, &v, true))
+        view_end(d, req, resp, &v); /* refused: the server answers and closes */
+}
+
+void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    struct sq_daemon *d = ud;
+    struct req_view v;
+    view_begin(d, req, &v);
+    if (!gate(d, req, resp, &v, false))
+        route(d, req, resp, &d->out, v.path, v.pn, v.q, v.qn, v.cors);
+    view_end(d, req, resp, &v);
 }

@@ -202,10 +202,17 @@ int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char
         .port = o->port,
         .threads = 1,
         .handler = sq_daemon__handler,
+        .on_head = sq_daemon__on_head,
         .ud = d,
         .idle_timeout_ns = (int64_t)SQ_DAEMON_IDLE_TIMEOUT * SQ_NS_PER_S,
         .header_timeout_ns = 10 * SQ_NS_PER_S,
-        .max_conns = 1024,
+        .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
+        .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
+        .max_conns = SQ_DAEMON_MAX_CONNS,
+        .max_conns_per_peer = o->max_conns_per_peer == UINT32_MAX ? 0
+                              : o->max_conns_per_peer             ? o->max_conns_per_peer
+                                                                  : SQ_DAEMON_MAX_CONNS_PER_PEER,
+        .evict = true,
         .http1_only = true,
     };
     const char *why = NULL;

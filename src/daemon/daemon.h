@@ -30,8 +30,16 @@
 #define SQ_DAEMON_MAX_QUEUE    100  /* runs waiting at once */
 #define SQ_DAEMON_TOKEN_MIN    16   /* bytes of a token at least */
 #define SQ_DAEMON_TOKEN_MAX    4096
-#define SQ_DAEMON_MAX_ALLOW    64  /* allowlisted target hosts */
-#define SQ_DAEMON_IDLE_TIMEOUT 120 /* seconds: an API connection that moves nothing is closed */
+#define SQ_DAEMON_MAX_ALLOW    64   /* allowlisted target hosts */
+#define SQ_DAEMON_IDLE_TIMEOUT 120  /* seconds: an API connection that moves nothing is closed */
+#define SQ_DAEMON_MAX_CONNS    1024 /* API connections open at once */
+/* API connections open at once from one client address: one client cannot take more than half
+ * the table; past it, its own connection that waited longest makes room (server.h, evict) */
+#define SQ_DAEMON_MAX_CONNS_PER_PEER 512
+/* live followers (GET /runs/{id}/live of a run not ended) at once: a follower holds its
+ * connection, which no newcomer can make room from, so they may fill at most a quarter of the
+ * connections (the inbox's event stream has its own cap of 32) */
+#define SQ_DAEMON_MAX_FOLLOWERS 256
 
 /* What can be changed while the daemon runs (GET/PUT /config); the flags set the first values. */
 struct sq_daemon_config {
@@ -77,6 +85,9 @@ struct sq_daemon_opts {
     uint32_t inbox_max_captures;    /* ring size, 1..SQ_INBOX_MAX_CAPTURES */
     size_t inbox_max_body;          /* body bytes kept per capture (SIZE_MAX: none kept) */
     const char *inbox_stamp_header; /* find event stamps only in this header */
+    /* API connections at once from one address: 0: SQ_DAEMON_MAX_CONNS_PER_PEER; UINT32_MAX: no
+     * per-address cap (SQ_DAEMON_MAX_CONNS still holds) */
+    uint32_t max_conns_per_peer;
 };
 
 struct sq_daemon; /* opaque */

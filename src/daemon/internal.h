@@ -250,6 +250,9 @@ void sq_daemon__mcp_tick(struct sq_daemon *d, struct sq_daemon__live *l);
 /* ---- api.c ---- */
 
 void sq_daemon__handler(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp);
+/* The server's on_head hook: the gate, before a body is read (a tokenless POST gets its 401
+ * without sending its body). */
+void sq_daemon__on_head(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp);
 void sq_daemon__pending_gone(void *ud);
 void sq_daemon__pending_free(struct sq_daemon__pending *p);
 /* Any thread: answers p on the API thread (status, JSON body; body is taken). */

@@ -314,6 +314,17 @@ void sq_daemon__live_follow(struct sq_daemon *d, const struct sq_server_req *req
         sq_store_run_dispose(&r);
         return;
     }
+    if (d->nsubs >= SQ_DAEMON_MAX_FOLLOWERS) {
+        sq_store_run_dispose(&r);
+        resp->status = 503;
+        resp->content_type = "application/json";
+        resp->body = "{\"error\":\"too many live followers: at most 256 at once\"}";
+        resp->body_len = strlen(resp->body);
+        resp->headers = cors;
+        resp->headers_len = cors ? strlen(cors) : 0;
+        return;
+    }
+    _Static_assert(SQ_DAEMON_MAX_FOLLOWERS == 256, "the refusal's text names the cap");
     struct sq_daemon__sub *s = calloc(1, sizeof(*s));
     struct sq_server_hold *h = s ? sq_server_hold(req, sub_gone, s) : NULL;
     if (!h) {

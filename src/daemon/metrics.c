@@ -198,6 +198,47 @@ int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
     family(b, "squall_daemon_api_unauthorized_total", "counter",
            "API requests refused for a missing or wrong token.");
     (void)putf(b, "squall_daemon_api_unauthorized_total %" PRIu64 "\n", d->unauthorized);
+    if (d->srv) { /* the server core's own counts: what it refused or closed before the API */
+        struct sq_server_counts sc;
+        sq_server_counts(d->srv, &sc);
+        family(b, "squall_daemon_api_connections_open", "gauge", "API connections open now.");
+        (void)putf(b, "squall_daemon_api_connections_open %" PRIu64 "\n", sc.open);
+        family(b, "squall_daemon_api_connections_total", "counter",
+               "API connections: accepted; refused at a cap with none to make room; evicted "
+               "(closed to make room: the one waiting longest on its client).");
+        const struct {
+            const char *label;
+            uint64_t v;
+        } conns[] = {{"accepted", sc.accepted}, {"refused", sc.refused}, {"evicted", sc.evicted}};
+        for (size_t i = 0; i < sizeof(conns) / sizeof(conns[0]); i++)
+            (void)putf(b, "squall_daemon_api_connections_total{event=\"%s\"} %" PRIu64 "\n",
+                       conns[i].label, conns[i].v);
+        family(b, "squall_daemon_api_timeouts_total", "counter",
+               "API connections closed by a timeout: idle, header (a slow head: 408), body (a "
+               "body under the minimum rate or past the request timeout: 408).");
+        const struct {
+            const char *label;
+            uint64_t v;
+        } tos[] = {
+            {"idle", sc.idle_timeouts}, {"header", sc.header_timeouts}, {"body", sc.body_timeouts}};
+        for (size_t i = 0; i < sizeof(tos) / sizeof(tos[0]); i++)
+            (void)putf(b, "squall_daemon_api_timeouts_total{kind=\"%s\"} %" PRIu64 "\n",
+                       tos[i].label, tos[i].v);
+        family(b, "squall_daemon_api_rejected_total", "counter",
+               "API requests the server refused before the API saw them whole: malformed (400), "
+               "body over 1 MiB (413), head over 8 KiB or 64 fields (431), refused at the head "
+               "(the gate's 401/403/413/415, answered before the body was read).");
+        const struct {
+            const char *label;
+            uint64_t v;
+        } rej[] = {{"malformed", sc.bad_req},
+                   {"body_too_large", sc.too_large},
+                   {"head_too_large", sc.head_big},
+                   {"at_head", sc.head_refused}};
+        for (size_t i = 0; i < sizeof(rej) / sizeof(rej[0]); i++)
+            (void)putf(b, "squall_daemon_api_rejected_total{reason=\"%s\"} %" PRIu64 "\n",
+                       rej[i].label, rej[i].v);
+    }
     family(b, "squall_daemon_live_followers", "gauge", "Clients following a run's live events.");
     (void)putf(b, "squall_daemon_live_followers %zu\n", d->nsubs);
     family(b, "squall_daemon_start_time_seconds", "gauge",

@@ -3,9 +3,10 @@
  * The head parsers are stateless and scan left to right once, checking each byte as soon as it
  * is seen: a malformed head fails on the first bad byte, a valid but incomplete one returns
  * SQ_H1_PARTIAL, and nothing past buf + len is ever read. Only fields that decide framing or
- * connection reuse (Content-Length, Transfer-Encoding, Connection, Expect), and the two a client
- * needs before the body (Content-Encoding, Content-Type: text/event-stream), are interpreted;
- * a field is matched on its name's length first.
+ * connection reuse (Content-Length, Transfer-Encoding, Connection, Expect), a request's Host
+ * (one at most: RFC 9112 3.2), and the two a client needs before the body (Content-Encoding,
+ * Content-Type: text/event-stream), are interpreted; a field is matched on its name's length
+ * first.
  *
  * The body framer and the reader keep their own small state so they can be fed any split of
  * the stream. The reader's invariant: _spill_len > 0 only while a head is incomplete, and then
@@ -22,31 +23,48 @@
 #include "base/text.h"
 
 /* Character classes: token (tchar), field content (VCHAR, SP, HTAB, obs-text), request-target
- * (VCHAR). */
-enum { C_TOKEN = 1, C_FIELD = 2, C_TARGET = 4 };
+ * (VCHAR), a Host's reg-name (RFC 3986 3.2.2: unreserved and sub-delims; '%' apart). */
+enum { C_TOKEN = 1, C_FIELD = 2, C_TARGET = 4, C_HOST = 8 };
 
 static const uint8_t cls[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, /* 0x00: HTAB only */
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
-    2, 7, 6, 7, 7, 7, 7, 7, 6, 6, 7, 7, 6, 7, 7, 6, /* 0x20: SP ! " # $ % & ' ( ) * + , - . / */
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, /* 0x30: digits : ; < = > ? */
-    6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, /* 0x40: @ A-O */
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 7, 7, /* 0x50: P-Z [ \ ] ^ _ */
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, /* 0x60: ` a-o */
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 7, 6, 7, 0, /* 0x70: p-z { | } ~ DEL */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0x80: obs-text from here on */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0x90 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xa0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xb0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xc0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xd0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xe0 */
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xf0 */
+    0,  0,  0,  0,  0,  0,  0,  0,
+    0,  2,  0,  0,  0,  0,  0,  0, /* 0x00: HTAB only */
+    0,  0,  0,  0,  0,  0,  0,  0,
+    0,  0,  0,  0,  0,  0,  0,  0, /* 0x10 */
+    2,  15, 6,  7,  15, 7,  15, 15,
+    14, 14, 15, 15, 14, 15, 15, 6, /* 0x20: SP ! " # $ % & ' ( ) * + , - . / */
+    15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 6,  14, 6,  14, 6,  6, /* 0x30: digits : ; < = > ? */
+    6,  15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, /* 0x40: @ A-O */
+    15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 6,  6,  6,  7,  15, /* 0x50: P-Z [ \ ] ^ _ */
+    7,  15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, /* 0x60: ` a-o */
+    15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 6,  7,  6,  15, 0, /* 0x70: p-z { | } ~ DEL */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0x80: obs-text from here on */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0x90 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xa0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xb0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xc0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xd0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xe0 */
+    2,  2,  2,  2,  2,  2,  2,  2,
+    2,  2,  2,  2,  2,  2,  2,  2, /* 0xf0 */
 };
 
 #define IS_TOKEN(c)  (cls[(unsigned char)(c)] & C_TOKEN)
 #define IS_FIELD(c)  (cls[(unsigned char)(c)] & C_FIELD)
 #define IS_TARGET(c) (cls[(unsigned char)(c)] & C_TARGET)
+#define IS_HOST(c)   (cls[(unsigned char)(c)] & C_HOST)
 #define IS_DIGIT(c)  ((unsigned char)((c) - '0') < 10)
 #define IS_OWS(c)    ((c) == ' ' || (c) == '\t')
 
@@ -164,6 +182,9 @@ struct fields {
     bool expect_continue;
     uint8_t coding; /* enum sq_coding over every Content-Encoding field */
     bool event_stream;
+    uint8_t nhost; /* Host fields seen (a request's: more than one is refused) */
+    const char *host;
+    size_t host_len;
 };
 
 /* Next element of a comma-separated list in v[0,n) from *i, OWS trimmed, empty ones skipped. */
@@ -286,9 +307,85 @@ bool sq_h1_is_event_stream(const char *v, size_t n)
     return i == n || v[i] == ';';
 }
 
+static inline bool is_hex(unsigned char c)
+{
+    return IS_DIGIT(c) || (unsigned char)((c | 0x20) - 'a') < 6;
+}
+
+bool sq_h1_host_valid(const char *v, size_t n)
+{
+    size_t i = 0;
+    if (n && v[0] == '[') {
+        /* IP-literal: IPvFuture ("v" hex "." ...), or IPv6 hex, ':' and '.' (an IPv4 tail),
+         * then an optional "%25" zone of reg-name bytes */
+        i = 1;
+        if (i < n && (v[i] | 0x20) == 'v') {
+            for (i++; i < n && v[i] != ']'; i++)
+                if (!IS_HOST(v[i]) && v[i] != ':')
+                    return false;
+        } else {
+            bool colon = false;
+            for (; i < n && v[i] != ']' && v[i] != '%'; i++) {
+                if (v[i] == ':')
+                    colon = true;
+                else if (!is_hex((unsigned char)v[i]) && v[i] != '.')
+                    return false;
+            }
+            if (!colon)
+                return false;
+            if (i < n && v[i] == '%') {
+                if (n - i < 4 || v[i + 1] != '2' || v[i + 2] != '5' || v[i + 3] == ']')
+                    return false;
+                for (i += 3; i < n && v[i] != ']'; i++)
+                    if (!IS_HOST(v[i]) && v[i] != '%')
+                        return false;
+            }
+        }
+        if (i >= n || i < 3)
+            return false; /* no "]", or "[]" / "[v]" */
+        i++;
+    } else {
+        for (;;) { /* a reg-name or an IPv4 address: one table lookup a byte */
+            while (i < n && IS_HOST(v[i]))
+                i++;
+            if (i + 2 < n && v[i] == '%' && is_hex((unsigned char)v[i + 1]) &&
+                is_hex((unsigned char)v[i + 2])) {
+                i += 3;
+                continue;
+            }
+            break;
+        }
+    }
+    if (i == n)
+        return true;
+    if (v[i] != ':')
+        return false;
+    for (i++; i < n; i++)
+        if (!IS_DIGIT(v[i]))
+            return false;
+    return true;
+}
+
+bool sq_h1_media_type_is(const char *v, size_t n, const char *type)
+{
+    size_t i = strlen(type);
+    if (n < i || !sq_ieq(v, i, type, i))
+        return false;
+    while (i < n && IS_OWS(v[i]))
+        i++;
+    return i == n || v[i] == ';';
+}
+
 static int on_field(struct fields *f, const char *name, size_t name_len, const char *v, size_t n)
 {
     switch (name_len) {
+    case 4:
+        if (NAME_IS(name, "host")) {
+            f->host = v;
+            f->host_len = n;
+            f->nhost += f->nhost < 2;
+        }
+        return 0;
     case 6:
         if (NAME_IS(name, "expect") && IEQ(v, n, "100-continue"))
             f->expect_continue = true;
@@ -526,6 +623,9 @@ static int parse_request(const char *buf, size_t len, const struct sq_h1_limits 
     /* RFC 9112 6.1 / 6.3: the server cannot frame these reliably; answer 400 and close. */
     if (f.te && (f.content_length >= 0 || !f.chunked || minor == 0))
         return -SQ_EPARSE;
+    /* RFC 9112 3.2: one Host (its presence and its value are the server's to check) */
+    if (f.nhost > 1)
+        return -SQ_EPARSE;
 
     out->method = buf + method;
     out->method_len = method_len;
@@ -537,6 +637,8 @@ static int parse_request(const char *buf, size_t len, const struct sq_h1_limits 
     out->chunked = f.chunked;
     out->keep_alive = f.conn_close ? false : minor >= 1 ? true : f.conn_keep_alive;
     out->expect_continue = f.expect_continue && minor >= 1; /* 1.0: ignored (RFC 9110 10.1.1) */
+    out->host = f.nhost ? f.host : NULL;
+    out->host_len = f.nhost ? f.host_len : 0;
     return (int)i;
 }
 

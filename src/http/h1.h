@@ -11,7 +11,7 @@
  * and its colon, an empty field name, control characters (other than HTAB) in values,
  * Content-Length that is not a list of equal decimals (at most 18 digits), Content-Length
  * together with Transfer-Encoding, "chunked" that is not the final transfer coding or appears
- * twice. See docs/internals/http.md.
+ * twice; in a request, two Host fields. See docs/internals/http.md.
  *
  * Besides framing, a response head yields two cheap facts a client needs before the first body
  * byte: its Content-Encoding (sq_coding_from_header() over every such field: two fields with a
@@ -90,6 +90,12 @@ struct sq_h1_request {
     bool chunked;           /* Transfer-Encoding: chunked (any other coding is an error) */
     bool keep_alive;        /* HTTP/1.1 unless "Connection: close"; HTTP/1.0 with keep-alive */
     bool expect_continue;   /* Expect: 100-continue */
+    /* The one Host field's value (OWS trimmed; may be empty), or NULL when there is none. Two
+     * Host fields are refused (-SQ_EPARSE: RFC 9112 3.2); that an HTTP/1.1 request has one, and
+     * that its value is valid (sq_h1_host_valid), are the server's to check: it can skip the
+     * check for the value it saw last. */
+    const char *host;
+    size_t host_len;
 };
 
 /* Parses a response head at the start of buf[0, len).
@@ -112,6 +118,17 @@ SQ_MUST_CHECK int sq_h1_parse_request_head(const char *buf, size_t len,
 /* True when a Content-Type value v[0, n) is the media type "text/event-stream"
  * (case-insensitive), followed by parameters or nothing. HTTP/2 heads use it too (http/h2.c). */
 bool sq_h1_is_event_stream(const char *v, size_t n);
+
+/* True when a Content-Type value v[0, n) is exactly the media type `type` (lowercase, e.g.
+ * "application/json"), compared case-insensitively, followed by nothing or by OWS and ";"
+ * parameters: "application/json; charset=utf-8" is, "application/jsonp" is not. */
+bool sq_h1_media_type_is(const char *v, size_t n, const char *type);
+
+/* True when v[0, n) is a valid Host field value (RFC 9112 3.2, RFC 3986 3.2.2): empty, or
+ * uri-host (a reg-name of unreserved, sub-delims and %XX bytes, or an IP-literal in brackets:
+ * an IPv6 address with an optional "%25" zone, or IPvFuture) followed by an optional ":" and
+ * digits. "[::1]x", "a b", "h:p" and "a:1:2" are not. */
+bool sq_h1_host_valid(const char *v, size_t n);
 
 /* ---- body framer ---- */
 

@@ -38,6 +38,7 @@
 #include "output/summary.h"
 #include "plan/exec.h"
 #include "plan/plan.h"
+#include "server/server.h"
 #include "store/store.h"
 #include "target/inbox.h"
 #include "target/target.h"
@@ -713,6 +714,8 @@ static int start_target(struct sq_mcp *m, json_t *args, json_t **result, char *e
         .arrivals_cap = 1u << 16,
         .idle_timeout_ns = 60LL * 1000000000,
         .header_timeout_ns = 10LL * 1000000000,
+        .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
+        .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
     };
     const char *why = NULL;
     int rc = sq_target_start(&tc, &slot->t, &why);
@@ -813,6 +816,8 @@ static int inbox_start(struct sq_mcp *m, json_t *args, json_t **result, char *er
         .body = slot->body,
         .idle_timeout_ns = 60LL * 1000000000,
         .header_timeout_ns = 10LL * 1000000000,
+        .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
+        .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
         .stamp_header = sh ? json_string_value(sh) : NULL, /* copied by the inbox */
     };
     const char *why = NULL;

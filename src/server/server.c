@@ -39,12 +39,19 @@
  * ms, advanced only by its sweep timer); a read or a write stores it in c->seen (one store, no
  * clock read), and c->in->since is the tick when the incomplete head at the start of c->in
  * began. During a TLS handshake c->seen stays at the accept. The sweep, every 1/8 of the
- * shorter timeout (at most 1 s), walks the worker's slabs: a connection parked on the server's
+ * shortest timeout (at most 1 s), walks the worker's slabs: a connection parked on the server's
  * own timer (a delayed or streamed answer, an h2 stream waiting on one) is skipped, and stamped
- * when it wakes; one silent for idle_ms is closed; one reading a head for header_ms gets 408
- * and a lingering close, and a handshake not done in header_ms is closed. A stamp lags the activity
+ * when it wakes; one silent for idle_ms is closed; one reading a head for header_ms (or a
+ * request for request_ms), or a body slower than min_rate after the grace, gets 408 and a
+ * lingering close, and a handshake not done in header_ms is closed. A stamp lags the activity
  * it marks by less than a sweep, so the sweep waits one sweep longer than the timeout: a timeout
- * never fires early, and at most two sweeps late.
+ * never fires early, and at most two sweeps late. Accepts refresh w->tick from the loop's round
+ * time too, so connections accepted a millisecond apart have different ages.
+ *
+ * Caps: max_conns (one atomic counter) and max_conns_per_peer (a salted-hash table under a lock,
+ * touched per accept and close, never per request). At a cap, evict closes the accepting
+ * worker's connection that has waited longest on its client (never one being answered) so the
+ * new one gets in; without evict, or with none to close, the new one gets a 503 and a close.
  *
  * Output is capped by construction: the serve loop stops at the first blocked batch, so c->out
  * holds at most one batch (OB_SOFT plus the one answer that crossed it; a fill tail by
@@ -59,10 +66,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -86,7 +95,8 @@
 #define LINGER_NS       (1 * SQ_NS_PER_S)
 #define ACCEPT_BURST    64
 #define ACCEPT_PAUSE_NS (100 * SQ_NS_PER_MS)
-#define SLAB_CONNS      256
+#define SLAB_BYTES      32768 /* a slab of connections, aligned to its size (peer_of) */
+#define SLAB_CONNS      320
 #define MAX_IOV         16
 #define SWEEP_MIN_NS    (10 * SQ_NS_PER_MS)
 #define SWEEP_MAX_NS    (1 * SQ_NS_PER_S)
@@ -103,6 +113,7 @@ struct rx {
     uint32_t raw;    /* chunked: offset of the next raw byte to feed the framer */
     bool chunked;    /* framer is live */
     bool continued;  /* "100 Continue" was sent */
+    bool admitted;   /* the on_head hook let it in (asked once per request) */
     int64_t arrival; /* when the head was first parsed complete (stamp_arrivals), else 0 */
     struct sq_h1_body framer;
 };
@@ -231,13 +242,29 @@ static int64_t piece_due(const struct stream *st, uint32_t k)
 
 struct slab {
     struct slab *next;
+    uint32_t peer[SLAB_CONNS]; /* c[i]'s peer key (max_conns_per_peer); 0: not counted */
     struct conn c[SLAB_CONNS];
+};
+
+_Static_assert(sizeof(struct slab) <= SLAB_BYTES, "a slab fits its alignment");
+
+/* The peer key slot of c, found from its address: slabs are aligned to SLAB_BYTES. */
+static inline uint32_t *peer_of(struct conn *c)
+{
+    struct slab *sl = (struct slab *)((uintptr_t)c & ~(uintptr_t)(SLAB_BYTES - 1));
+    return &sl->peer[c - sl->c];
+}
+
+/* One client address's open connections (max_conns_per_peer), in sq_server's table. */
+struct peer {
+    uint32_t key, n; /* key 0: an empty slot */
 };
 
 /* Written by the owning worker only (relaxed stores), read by anyone (relaxed loads). */
 struct counters {
     _Atomic uint64_t accepted, requests, bad_req, too_large, head_big, tls_ok, tls_failed;
-    _Atomic uint64_t h2_conns, h2_streams, smuggling, refused, idle_to, header_to;
+    _Atomic uint64_t h2_conns, h2_streams, smuggling, refused, idle_to, header_to, body_to;
+    _Atomic uint64_t head_refused, evicted;
 };
 
 struct view {
@@ -276,6 +303,10 @@ struct worker {
     struct conn *free_conns;
     struct sq_h1_limits lim;
     struct sq_h1_header hdrs[SQ_SERVER_MAX_HEADERS];
+    /* the last Host value found valid (empty at first, which is valid): a client sends the same
+     * one on every request, so the check is a compare */
+    uint32_t host_len;
+    char host[64];
 };
 
 struct sq_server {
@@ -288,10 +319,26 @@ struct sq_server {
     bool http1_only;
     uint16_t port;
     uint32_t max_conns;
-    uint32_t idle_ms, header_ms; /* 0: off */
-    int64_t sweep_ns;            /* 0: no sweep */
+    uint32_t per_peer; /* max_conns_per_peer; 0: off */
+    bool evict;
+    /* connections per peer key (open addressing, linear probing, at most half full), guarded
+     * by peer_mu: touched per accept and per close while per_peer is set */
+    pthread_mutex_t peer_mu;
+    bool peer_mu_init;
+    struct peer *peers;
+    uint32_t peer_cap, peer_used;
+    uint64_t peer_salt; /* keys are a salted hash of the address: none can be aimed at */
+    /* what a connection refused or evicted at a cap is sent (best effort, plaintext only) */
+    char e503_full[512], e503_peer[512], e503_evicted[512];
+    uint32_t idle_ms, header_ms, request_ms; /* 0: off */
+    uint32_t min_rate;                       /* bytes/s; 0: off */
+    uint32_t rate_grace_ms;                  /* the header timeout, or 1 s */
+    int64_t sweep_ns;                        /* 0: no sweep */
+    /* the 408s' JSON bodies, with the configured numbers */
+    char e408_head[192], e408_request[192], e408_rate[256];
     struct sq_tls_server *tls;
     sq_server_handler handler;
+    sq_server_head_fn on_head;
     void *ud;
     struct worker **w;
 };
@@ -303,6 +350,7 @@ static void hold_free(struct conn *c, struct sq_server_hold *h);
 static void up_begin(struct worker *w, struct conn *c, const char *initial, size_t len);
 static bool out_append(struct conn *c, const char *p, size_t n);
 static void resume(struct worker *w, struct conn *c);
+static void peer_drop(struct sq_server *s, uint32_t key);
 
 /* ---- small helpers ---- */
 
@@ -624,9 +672,10 @@ static int batch_flush(struct worker *w, struct conn *c)
 static struct conn *conn_get(struct worker *w)
 {
     if (!w->free_conns) {
-        struct slab *s = calloc(1, sizeof(*s));
+        struct slab *s = aligned_alloc(SLAB_BYTES, SLAB_BYTES);
         if (!s)
             return NULL;
+        memset(s, 0, sizeof(*s));
         s->next = w->slabs;
         w->slabs = s;
         for (int i = SLAB_CONNS - 1; i >= 0; i--) {
@@ -703,6 +752,12 @@ static void conn_close(struct worker *w, struct conn *c)
     w->free_conns = c;
     w->nconns--;
     atomic_fetch_sub_explicit(&w->srv->open, 1, memory_order_relaxed);
+    if (SQ_UNLIKELY(w->srv->per_peer)) {
+        uint32_t *k = peer_of(c);
+        if (*k)
+            peer_drop(w->srv, *k);
+        *k = 0;
+    }
 }
 
 static void drop_input(struct conn *c)
@@ -801,7 +856,28 @@ static bool grow_input(struct conn *c)
 
 /* ---- serving ---- */
 
-static void error_answer(struct worker *w, struct conn *c, int status)
+/* The server's own refusals: a JSON body naming the limit (docs/daemon.md, docs/target.md). The
+ * timeouts' texts carry the configured numbers and are rendered once, at start (struct
+ * sq_server). */
+#define E400                                                                                       \
+    "{\"error\":\"malformed request: RFC 9112 refuses its request line or a header field\"}"
+#define E400_SMUGGLING                                                                             \
+    "{\"error\":\"malformed request: a framing RFC 9112 refuses (request smuggling: "              \
+    "Content-Length with Transfer-Encoding, Content-Lengths that disagree, obs-fold, "             \
+    "whitespace before a colon, or a Transfer-Encoding that does not end in chunked)\"}"
+#define E400_HOST                                                                                  \
+    "{\"error\":\"bad Host: an HTTP/1.1 request needs exactly one Host field, whose value is "     \
+    "host[:port] (RFC 9112 3.2)\"}"
+#define E400_CHUNKED "{\"error\":\"malformed chunked body (RFC 9112 7.1)\"}"
+#define E413         "{\"error\":\"request body too large: the server's cap is 1 MiB (1048576 bytes)\"}"
+#define E431                                                                                       \
+    "{\"error\":\"request head too large: the server's cap is 8 KiB (8192 bytes) and 64 header "   \
+    "fields\"}"
+_Static_assert(SQ_SERVER_MAX_BODY == 1048576 && SQ_SERVER_MAX_HEAD == 8192 &&
+                   SQ_SERVER_MAX_HEADERS == 64,
+               "the refusals' texts name these caps");
+
+static void error_answer(struct worker *w, struct conn *c, int status, const char *json)
 {
     if (status == 400)
         BUMP(w->cnt.bad_req);
@@ -809,7 +885,10 @@ static void error_answer(struct worker *w, struct conn *c, int status)
         BUMP(w->cnt.too_large);
     else if (status == 431)
         BUMP(w->cnt.head_big);
-    struct sq_server_resp r = {.status = status};
+    struct sq_server_resp r = {.status = status,
+                               .content_type = "application/json",
+                               .body = json,
+                               .body_len = strlen(json)};
     if (!render(w, &r, false, CONN_HDR_CLOSE))
         c->flags |= F_FAIL;
     c->flags |= F_CLOSE | F_LINGER_AFTER;
@@ -912,6 +991,32 @@ bool sq_server_smuggle_shape(const char *p, size_t n)
         }
     }
     return te && (has_cl || v10 || !last_chunked || chunked != 1);
+}
+
+/* The head at p[0, n), which the parser refused, has two Host fields or a bad Host value (only
+ * on the error path, to say so in the answer). */
+static bool host_shape(const char *p, size_t n)
+{
+    const char *e = p + n, *l = p;
+    while (l < e && (*l == '\r' || *l == '\n'))
+        l++;
+    const char *eol = memchr(l, '\n', (size_t)(e - l));
+    int hosts = 0;
+    for (l = eol ? eol + 1 : e; l < e; l = eol + 1) {
+        eol = memchr(l, '\n', (size_t)(e - l));
+        if (!eol)
+            break;
+        const char *end = eol > l && eol[-1] == '\r' ? eol - 1 : eol;
+        if (end == l)
+            break;
+        if (end - l >= 5 && sq_ieq(l, 5, "host:", 5)) {
+            const char *v = l + 5, *ve = end;
+            trim(&v, &ve);
+            if (++hosts > 1 || !sq_h1_host_valid(v, (size_t)(ve - v)))
+                return true;
+        }
+    }
+    return false;
 }
 
 struct dechunk {
@@ -1268,6 +1373,82 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
         c->flags |= F_CLOSE;
 }
 
+/* a[0, n) == b[0, n) for the short strings a Host is: 8-byte loads, the last one overlapping */
+static inline bool eq_short(const char *a, const char *b, size_t n)
+{
+    uint64_t x, y;
+    if (n < 8)
+        return memcmp(a, b, n) == 0;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y)
+            return false;
+    }
+    memcpy(&x, a + n - 8, 8);
+    memcpy(&y, b + n - 8, 8);
+    return x == y;
+}
+
+/* RFC 9112 3.2: an HTTP/1.1 request names its host, and a Host value must be host[:port]. The
+ * value last found valid is kept, so a client that sends the same one each time (all do) costs
+ * a length compare and two or three 8-byte compares. */
+static inline bool host_ok(struct worker *w, const struct sq_h1_request *rq)
+{
+    if (!rq->host)
+        return rq->minor_version == 0;
+    if (SQ_LIKELY(rq->host_len == w->host_len && eq_short(rq->host, w->host, rq->host_len)))
+        return true;
+    if (!sq_h1_host_valid(rq->host, rq->host_len))
+        return false;
+    if (rq->host_len <= sizeof(w->host)) {
+        memcpy(w->host, rq->host, rq->host_len);
+        w->host_len = (uint32_t)rq->host_len;
+    }
+    return true;
+}
+
+/* A request with a body to come has its head in: the on_head hook (set) may refuse it before the
+ * server waits for the body. Returns true when it did: the refusal is in the batch and c closes
+ * after it, lingering. */
+static bool refused_at_head(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
+                            struct rx *st)
+{
+    struct sq_server *s = w->srv;
+    st->admitted = true;
+    struct sq_server_req req = {
+        .method = rq->method,
+        .method_len = rq->method_len,
+        .path = rq->path,
+        .path_len = rq->path_len,
+        .minor_version = rq->minor_version,
+        .headers = rq->headers,
+        .num_headers = rq->num_headers,
+        .body_len = rq->chunked ? 0 : (size_t)rq->content_length,
+        .head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0,
+        .keep_alive = rq->keep_alive,
+        .worker = w->idx,
+        .fd = c->io.fd,
+        .arrival_ns = st->arrival,
+        .server = s,
+    };
+    struct sq_server_resp r = {0};
+    s->on_head(s->ud, &req, &r);
+    if (!r.status)
+        return false;
+    BUMP(w->cnt.head_refused);
+    struct sq_server_resp a = {.status = r.status,
+                               .content_type = r.content_type,
+                               .headers = r.headers,
+                               .headers_len = r.headers_len,
+                               .body = r.body,
+                               .body_len = r.body_len};
+    if (!render(w, &a, req.head, CONN_HDR_CLOSE))
+        c->flags |= F_FAIL;
+    c->flags |= F_CLOSE | F_LINGER_AFTER;
+    return true;
+}
+
 /* Answers the complete requests in buf[0, len) in order. Returns the bytes consumed; *keep is
  * set to how many bytes after them must be kept: all of them, except for an incomplete chunked
  * request, whose body is decoded in place (head + decoded bytes). Stops early when c cannot go
@@ -1286,7 +1467,7 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
         int hl = sq_h1_parse_request_head(p, n, &w->lim, &rq);
         if (hl == SQ_H1_PARTIAL) {
             if (n >= SQ_SERVER_MAX_HEAD)
-                error_answer(w, c, 431);
+                error_answer(w, c, 431, E431);
             break;
         }
         if (hl < 0) {
@@ -1300,15 +1481,28 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
                     break;                /* else a partial preface: wait for the rest */
                 }
             }
-            if (hl != -SQ_ETOOBIG && sq_server_smuggle_shape(p, n))
+            const char *why = hl == -SQ_ETOOBIG ? E431 : E400;
+            if (hl != -SQ_ETOOBIG && sq_server_smuggle_shape(p, n)) {
                 BUMP(w->cnt.smuggling);
-            error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400);
+                why = E400_SMUGGLING;
+            } else if (hl != -SQ_ETOOBIG && host_shape(p, n)) {
+                why = E400_HOST;
+            }
+            error_answer(w, c, hl == -SQ_ETOOBIG ? 431 : 400, why);
+            break;
+        }
+        if (SQ_UNLIKELY(!host_ok(w, &rq))) {
+            error_answer(w, c, 400, E400_HOST);
             break;
         }
         if (w->stamp && !st->arrival)
             st->arrival = sq_now_ns(); /* once per request: a later read re-parses the head */
         const char *body = p + hl;
         size_t body_len = 0, req_len = (size_t)hl;
+        if (SQ_UNLIKELY(w->srv->on_head != NULL) && (rq.chunked || rq.content_length > 0) &&
+            rq.content_length <= SQ_SERVER_MAX_BODY && !st->admitted &&
+            refused_at_head(w, c, &rq, st))
+            break;
         if (rq.chunked) {
             int r = dechunk(p, n, (size_t)hl, st, &req_len);
             if (r == 0) {
@@ -1317,13 +1511,13 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
                 break;
             }
             if (r < 0) {
-                error_answer(w, c, r == -EFBIG ? 413 : 400);
+                error_answer(w, c, r == -EFBIG ? 413 : 400, r == -EFBIG ? E413 : E400_CHUNKED);
                 break;
             }
             body_len = st->dlen;
         } else if (rq.content_length > 0) {
             if (rq.content_length > SQ_SERVER_MAX_BODY) {
-                error_answer(w, c, 413);
+                error_answer(w, c, 413, E413);
                 break;
             }
             body_len = (size_t)rq.content_length;
@@ -1339,6 +1533,7 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
         st->need = 0;
         st->chunked = false;
         st->continued = false;
+        st->admitted = false;
         st->arrival = 0;
         if (c->flags & (F_DEFER | F_CLOSE | F_H2)) /* F_H2 here: an upgrade */
             break;
@@ -1490,7 +1685,7 @@ static void on_readable(struct worker *w, struct conn *c)
         if (!grow_input(c)) {
             /* a request this large passed every cap (chunked overhead): refuse it */
             drop_input(c);
-            error_answer(w, c, 413);
+            error_answer(w, c, 413, E413);
             pump(w, c, w->rbuf, 0, NULL);
             return;
         }
@@ -2150,17 +2345,17 @@ static void on_wake(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 
 /* ---- timeouts ---- */
 
-/* A head (or a TLS handshake) took too long: 408 and a lingering close (a handshake just
- * closes: there is no channel to answer on). c is closed or closing on return. */
-static void header_timeout(struct worker *w, struct conn *c)
+/* A head (or a TLS handshake) or a request took too long: 408 with json and a lingering close
+ * (a handshake just closes: there is no channel to answer on). c is closed or closing on
+ * return. */
+static void timeout_answer(struct worker *w, struct conn *c, const char *json)
 {
-    BUMP(w->cnt.header_to);
     if (c->flags & F_HS) {
         conn_close(w, c);
         return;
     }
     drop_input(c);
-    error_answer(w, c, 408);
+    error_answer(w, c, 408, json);
     if ((c->flags & F_FAIL) || batch_flush(w, c) < 0) {
         w->olen = 0;
         conn_close(w, c);
@@ -2168,6 +2363,32 @@ static void header_timeout(struct worker *w, struct conn *c)
         conn_events(w, c);
     } else {
         conn_finish(w, c);
+    }
+}
+
+/* c is reading the incomplete request at the start of c->in (since c->in->since): a head past
+ * the header timeout or the request timeout, or a body past the request timeout or under the
+ * minimum rate, gets its 408. The stamps lag by less than slack ms (see on_sweep). */
+static void slow_request(struct worker *w, struct conn *c, uint32_t tick, uint32_t slack)
+{
+    const struct sq_server *s = w->srv;
+    const struct inbuf *b = c->in;
+    uint32_t age = tick - b->since;
+    if (!b->st.need && !b->st.chunked) { /* the head is incomplete */
+        bool late = s->header_ms && age >= s->header_ms + slack;
+        if (late || (s->request_ms && age >= s->request_ms + slack)) {
+            BUMP(w->cnt.header_to);
+            timeout_answer(w, c, late ? s->e408_head : s->e408_request);
+        }
+        return;
+    }
+    if (s->request_ms && age >= s->request_ms + slack) {
+        BUMP(w->cnt.body_to);
+        timeout_answer(w, c, s->e408_request);
+    } else if (s->min_rate && age >= s->rate_grace_ms + slack &&
+               age >= s->rate_grace_ms + (uint64_t)b->len * 1000 / s->min_rate + slack) {
+        BUMP(w->cnt.body_to);
+        timeout_answer(w, c, s->e408_rate);
     }
 }
 
@@ -2207,15 +2428,14 @@ static void on_sweep(struct sq_loop *loop, struct sq_timer *t)
             if (s->idle_ms && quiet >= s->idle_ms + slack) {
                 BUMP(w->cnt.idle_to);
                 conn_close(w, c);
-            } else if (!s->header_ms) {
-                continue;
             } else if (c->flags & F_HS) {
-                if (quiet >= s->header_ms + slack) /* c->seen is the accept during a handshake */
-                    header_timeout(w, c);
-            } else if (c->in && !c->out && !(c->flags & (F_DEFER | F_CLOSE | F_H2)) &&
-                       !c->in->st.need && !c->in->st.chunked &&
-                       tick - c->in->since >= s->header_ms + slack) {
-                header_timeout(w, c); /* reading, and the head at the start is incomplete */
+                /* c->seen is the accept during a handshake */
+                if (s->header_ms && quiet >= s->header_ms + slack) {
+                    BUMP(w->cnt.header_to);
+                    timeout_answer(w, c, NULL);
+                }
+            } else if (c->in && !c->out && !(c->flags & (F_DEFER | F_CLOSE | F_H2))) {
+                slow_request(w, c, tick, slack); /* reading a request that is incomplete */
             }
         }
     }
@@ -2240,20 +2460,187 @@ static void on_accept_resume(struct sq_loop *loop, struct sq_timer *t)
         accept_pause(loop, w); /* try again later */
 }
 
+/* ---- caps: per peer, and making room (evict) ---- */
+
+/* A client address's key: the IPv4 address (an IPv4-mapped IPv6 one too) or an IPv6 /64,
+ * hashed with the server's salt (never 0). */
+static uint32_t peer_key(const struct sq_server *s, const struct sockaddr_storage *ss)
+{
+    uint64_t a = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        a = (1ull << 32) | ntohl(in->sin_addr.s_addr);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        const uint8_t *b = in6->sin6_addr.s6_addr;
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(b, mapped, 12) == 0) {
+            uint32_t v4;
+            memcpy(&v4, b + 12, 4);
+            a = (1ull << 32) | ntohl(v4);
+        } else {
+            memcpy(&a, b, 8); /* the /64 */
+            a ^= 2ull << 62;
+        }
+    }
+    uint64_t h = (a ^ s->peer_salt) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    h += s->peer_salt >> 32;
+    h ^= h >> 31;
+    uint32_t k = (uint32_t)h;
+    return k ? k : 1;
+}
+
+/* The slot holding key, or the empty slot where it would go (peer_mu held). */
+static uint32_t peer_find(const struct sq_server *s, uint32_t key)
+{
+    uint32_t mask = s->peer_cap - 1, i = key & mask;
+    while (s->peers[i].key && s->peers[i].key != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Doubles the table (peer_mu held). Returns false when out of memory. */
+static bool peer_grow(struct sq_server *s)
+{
+    uint32_t cap = s->peer_cap ? s->peer_cap * 2 : 64;
+    struct peer *np = calloc(cap, sizeof(*np)), *old = s->peers;
+    if (!np)
+        return false;
+    uint32_t old_cap = s->peer_cap;
+    s->peers = np;
+    s->peer_cap = cap;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i].key)
+            s->peers[peer_find(s, old[i].key)] = old[i];
+    free(old);
+    return true;
+}
+
+/* Counts one more connection of key unless it has per_peer open. Returns true when counted;
+ * false at the cap (or, rarely, out of memory: then refused like at the cap). */
+static bool peer_take(struct sq_server *s, uint32_t key)
+{
+    pthread_mutex_lock(&s->peer_mu);
+    bool ok = false;
+    if ((s->peer_used + 1) * 2 <= s->peer_cap || peer_grow(s)) {
+        uint32_t i = peer_find(s, key);
+        if (!s->peers[i].key) {
+            s->peers[i].key = key;
+            s->peers[i].n = 0;
+            s->peer_used++;
+        }
+        if (s->peers[i].n < s->per_peer) { /* per_peer > 0: a new entry always gets in */
+            s->peers[i].n++;
+            ok = true;
+        }
+    }
+    pthread_mutex_unlock(&s->peer_mu);
+    return ok;
+}
+
+/* One connection of key closed. An entry that reaches 0 leaves the table (backward shift: the
+ * entries after it that probed past it move up, so every probe still ends at an empty slot). */
+static void peer_drop(struct sq_server *s, uint32_t key)
+{
+    pthread_mutex_lock(&s->peer_mu);
+    uint32_t mask = s->peer_cap - 1, i = peer_find(s, key);
+    if (s->peers[i].key == key && --s->peers[i].n == 0) {
+        s->peer_used--;
+        for (uint32_t j = i;;) {
+            s->peers[i].key = 0;
+            for (;;) {
+                j = (j + 1) & mask;
+                if (!s->peers[j].key) {
+                    pthread_mutex_unlock(&s->peer_mu);
+                    return;
+                }
+                uint32_t home = s->peers[j].key & mask;
+                /* j's entry may fill the hole at i unless its home lies in (i, j] */
+                bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+                if (!stays)
+                    break;
+            }
+            s->peers[i] = s->peers[j];
+            i = j;
+        }
+    }
+    pthread_mutex_unlock(&s->peer_mu);
+}
+
+/* The connection of w (of peer key, or any when key is 0) that has waited longest on its
+ * client, among those evict may close (see sq_server_config.evict); NULL when there is none.
+ * Ages are in the worker's ticks; one lingering after an error comes first. */
+static struct conn *evict_pick(struct worker *w, uint32_t key)
+{
+    struct conn *best = NULL;
+    uint32_t best_age = 0, tick = w->tick;
+    for (struct slab *sl = w->slabs; sl; sl = sl->next) {
+        for (int i = 0; i < SLAB_CONNS; i++) {
+            struct conn *c = &sl->c[i];
+            if (c->io.fd < 0 || (key && sl->peer[i] != key))
+                continue;
+            uint32_t age;
+            if (c->flags & F_LINGER)
+                age = UINT32_MAX;
+            else if (c->flags & F_HS)
+                age = tick - c->seen; /* the accept */
+            else if (c->out || (c->flags & (F_DEFER | F_CLOSE | F_H2)))
+                continue; /* being answered, or not HTTP/1.1's */
+            else
+                age = tick - (c->in ? c->in->since : c->seen);
+            if (!best || age > best_age) {
+                best = c;
+                best_age = age;
+            }
+        }
+    }
+    return best;
+}
+
+/* Closes c to make room: a request it was reading gets a 503 first, if the socket takes it. */
+static void evict(struct worker *w, struct conn *c)
+{
+    BUMP(w->cnt.evicted);
+    if (!c->tls && c->in && !(c->flags & F_LINGER)) {
+        const char *m = w->srv->e503_evicted;
+        ssize_t r = send(c->io.fd, m, strlen(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+        SQ_UNUSED(r); /* best effort: the close follows at once */
+    }
+    conn_close(w, c);
+}
+
+/* Refuses fd at a cap: a 503 if the socket takes it (plaintext only), then the close. */
+static void refuse(struct worker *w, int fd, const char *why)
+{
+    BUMP(w->cnt.refused); /* before the close: a client that sees it may read /stats */
+    if (!w->srv->tls) {
+        ssize_t r = send(fd, why, strlen(why), MSG_NOSIGNAL | MSG_DONTWAIT);
+        SQ_UNUSED(r);
+    }
+    close(fd); /* the client sees the answer and the close (or a reset if it had sent) */
+}
+
 static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 {
     SQ_UNUSED(rev);
     struct worker *w = SQ_CONTAINER_OF(io, struct worker, lio);
-    if (SQ_UNLIKELY(w->srv->sweep_ns && !sq_timer_active(&w->sweep_timer))) {
-        /* the sweep slept (no connection) or had no memory: its clock is stale, so take it
-         * now, before a new connection is stamped with it */
-        int64_t now = sq_loop_now(loop);
-        w->tick = (uint32_t)((now - w->epoch_ns) / SQ_NS_PER_MS);
-        if (sq_timer_start(loop, &w->sweep_timer, now + w->srv->sweep_ns) < 0)
+    struct sq_server *s = w->srv;
+    int64_t now = sq_loop_now(loop);
+    /* a fresh clock for the stamps of this burst: evict_pick tells ages apart by it */
+    w->tick = (uint32_t)((now - w->epoch_ns) / SQ_NS_PER_MS);
+    if (SQ_UNLIKELY(s->sweep_ns && !sq_timer_active(&w->sweep_timer))) {
+        /* the sweep slept (no connection) or had no memory: arm it again */
+        if (sq_timer_start(loop, &w->sweep_timer, now + s->sweep_ns) < 0)
             sq_timer_stop(loop, &w->sweep_timer); /* still no memory: the next accept tries */
     }
     for (int i = 0; i < ACCEPT_BURST; i++) {
-        int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(w->lfd, s->per_peer ? (struct sockaddr *)&ss : NULL,
+                         s->per_peer ? &sl : NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
@@ -2261,22 +2648,43 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
                 accept_pause(loop, w);
             return;
         }
-        struct sq_server *s = w->srv;
         unsigned open = atomic_fetch_add_explicit(&s->open, 1, memory_order_relaxed);
-        if (s->max_conns && open >= s->max_conns) {
-            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
-            BUMP(w->cnt.refused); /* before the close: a client that sees it may read /stats */
-            close(fd); /* the client sees the close (or a reset if it has sent already) */
-            continue;
+        uint32_t key = 0;
+        bool room = false; /* one was evicted: its place (in both counts) is ours */
+        if (SQ_UNLIKELY(s->per_peer)) {
+            uint32_t k = peer_key(s, &ss);
+            if (peer_take(s, k)) {
+                key = k;
+            } else { /* the peer's cap: room only among its own connections */
+                struct conn *v = s->evict ? evict_pick(w, k) : NULL;
+                if (v)
+                    evict(w, v);
+                if (!v || !peer_take(s, k)) {
+                    atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
+                    refuse(w, fd, s->e503_peer);
+                    continue;
+                }
+                key = k;
+                room = true;
+            }
+        }
+        if (!room && s->max_conns && open >= s->max_conns) {
+            struct conn *v = s->evict ? evict_pick(w, 0) : NULL;
+            if (v) {
+                evict(w, v);
+            } else {
+                atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
+                if (key)
+                    peer_drop(s, key);
+                refuse(w, fd, s->e503_full);
+                continue;
+            }
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         struct conn *c = conn_get(w);
-        if (!c) {
-            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
-            close(fd);
-            continue;
-        }
+        if (!c)
+            goto drop;
         c->w = w;
         c->seen = w->tick;
         c->in = NULL;
@@ -2287,26 +2695,29 @@ static void on_accept(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
         sq_timer_init(&c->timer, on_timer);
         if (s->tls) {
             if (sq_tls_conn_server(s->tls, fd, &c->tls) < 0) {
-                atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
-                close(fd);
                 c->next_free = w->free_conns;
                 w->free_conns = c;
-                continue;
+                goto drop;
             }
             c->flags = F_HS; /* the client speaks first: wait for EPOLLIN */
         }
         if (sq_io_start(loop, &c->io, fd, EPOLLIN, on_conn) < 0) {
-            atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
             sq_tls_conn_free(c->tls);
             c->tls = NULL;
-            close(fd);
             c->io.fd = -1;
             c->next_free = w->free_conns;
             w->free_conns = c;
-            continue;
+            goto drop;
         }
+        *peer_of(c) = key;
         w->nconns++;
         BUMP(w->cnt.accepted);
+        continue;
+    drop: /* out of memory: closed, uncounted */
+        atomic_fetch_sub_explicit(&s->open, 1, memory_order_relaxed);
+        if (key)
+            peer_drop(s, key);
+        close(fd);
     }
 }
 
@@ -2444,6 +2855,21 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
     return 0;
 }
 
+/* An answer sent whole with one send() at a cap: 503 with the JSON body json. */
+static void render_503(char *buf, size_t n, const char *json)
+{
+    snprintf(buf, n,
+             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+             strlen(json), json);
+}
+
+/* "10 s", "0.5 s": a configured time as the refusals' texts say it. */
+static void secs(char *buf, size_t n, int64_t ns)
+{
+    snprintf(buf, n, "%g s", (double)ns / 1e9);
+}
+
 static uint32_t ms_ceil(int64_t ns)
 {
     return (uint32_t)((ns + SQ_NS_PER_MS - 1) / SQ_NS_PER_MS);
@@ -2478,7 +2904,8 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
         *why = NULL;
     if (!cfg || !cfg->handler || cfg->threads < 1 || cfg->threads > 4096 ||
         cfg->idle_timeout_ns < 0 || cfg->idle_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS ||
-        cfg->header_timeout_ns < 0 || cfg->header_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS)
+        cfg->header_timeout_ns < 0 || cfg->header_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS ||
+        cfg->request_timeout_ns < 0 || cfg->request_timeout_ns > SQ_SERVER_MAX_TIMEOUT_NS)
         return -EINVAL;
     struct sq_addr addr;
     const char *rwhy = NULL;
@@ -2494,17 +2921,66 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
     if (!s)
         return -ENOMEM;
     s->handler = cfg->handler;
+    s->on_head = cfg->on_head;
     s->ud = cfg->ud;
     s->stamp = cfg->stamp_arrivals;
     s->tls = cfg->tls;
     s->max_conns = cfg->max_conns;
+    s->per_peer = cfg->max_conns_per_peer;
+    s->evict = cfg->evict;
     s->http1_only = cfg->http1_only;
+    if (s->per_peer) {
+        if (getrandom(&s->peer_salt, sizeof(s->peer_salt), 0) != (ssize_t)sizeof(s->peer_salt))
+            s->peer_salt = (uint64_t)sq_now_ns() * 0x9e3779b97f4a7c15ull; /* no entropy: still
+                                                                             unknown outside */
+        if ((rc = -pthread_mutex_init(&s->peer_mu, NULL)) < 0) {
+            free(s);
+            return rc;
+        }
+        s->peer_mu_init = true;
+    }
+    char json[256];
+    snprintf(json, sizeof(json),
+             "{\"error\":\"too many connections: the server's cap of %u is reached and none can "
+             "make room\"}",
+             s->max_conns);
+    render_503(s->e503_full, sizeof(s->e503_full), json);
+    snprintf(json, sizeof(json),
+             "{\"error\":\"too many connections from this address: its cap of %u is reached and "
+             "none of its connections can make room\"}",
+             s->per_peer);
+    render_503(s->e503_peer, sizeof(s->e503_peer), json);
+    render_503(s->e503_evicted, sizeof(s->e503_evicted),
+               "{\"error\":\"too many connections: this request, the one waiting longest on its "
+               "client, was closed to make room for a new connection\"}");
     /* a timeout under 1 ms still waits 1 ms: the sweep counts whole ms */
     s->idle_ms = ms_ceil(cfg->idle_timeout_ns);
     s->header_ms = ms_ceil(cfg->header_timeout_ns);
+    s->request_ms = ms_ceil(cfg->request_timeout_ns);
+    s->min_rate = cfg->min_body_rate;
+    s->rate_grace_ms = s->header_ms ? s->header_ms : 1000;
+    char t[32];
+    secs(t, sizeof(t), cfg->header_timeout_ns);
+    snprintf(s->e408_head, sizeof(s->e408_head),
+             "{\"error\":\"request timeout: the request head was not complete within the header "
+             "timeout (%s)\"}",
+             t);
+    secs(t, sizeof(t), cfg->request_timeout_ns);
+    snprintf(s->e408_request, sizeof(s->e408_request),
+             "{\"error\":\"request timeout: the request was not complete within the request "
+             "timeout (%s)\"}",
+             t);
+    secs(t, sizeof(t), (int64_t)s->rate_grace_ms * SQ_NS_PER_MS);
+    snprintf(s->e408_rate, sizeof(s->e408_rate),
+             "{\"error\":\"request timeout: the request body came slower than the minimum rate "
+             "(%u bytes/s after the first %s)\"}",
+             s->min_rate, t);
     int64_t shortest = cfg->idle_timeout_ns;
-    if (cfg->header_timeout_ns && (!shortest || cfg->header_timeout_ns < shortest))
-        shortest = cfg->header_timeout_ns;
+    int64_t others[] = {cfg->header_timeout_ns, cfg->request_timeout_ns,
+                        s->min_rate ? (int64_t)s->rate_grace_ms * SQ_NS_PER_MS : 0};
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+        if (others[i] && (!shortest || others[i] < shortest))
+            shortest = others[i];
     if (shortest > 0) {
         s->sweep_ns = shortest / 8;
         s->sweep_ns = s->sweep_ns < SWEEP_MIN_NS   ? SWEEP_MIN_NS
@@ -2596,6 +3072,9 @@ void sq_server_free(struct sq_server *s)
     free(s->w);
     if (s->efd >= 0)
         close(s->efd);
+    if (s->peer_mu_init)
+        pthread_mutex_destroy(&s->peer_mu);
+    free(s->peers);
     free(s);
 }
 
@@ -2617,6 +3096,9 @@ void sq_server_counts(const struct sq_server *s, struct sq_server_counts *out)
         out->refused += atomic_load_explicit(&c->refused, memory_order_relaxed);
         out->idle_timeouts += atomic_load_explicit(&c->idle_to, memory_order_relaxed);
         out->header_timeouts += atomic_load_explicit(&c->header_to, memory_order_relaxed);
+        out->body_timeouts += atomic_load_explicit(&c->body_to, memory_order_relaxed);
+        out->head_refused += atomic_load_explicit(&c->head_refused, memory_order_relaxed);
+        out->evicted += atomic_load_explicit(&c->evicted, memory_order_relaxed);
     }
     out->open = atomic_load_explicit(&s->open, memory_order_relaxed);
 }

@@ -3,16 +3,19 @@
  * Each worker owns a SO_REUSEPORT listener on the shared port, its connections, a read buffer
  * and an output buffer; nothing is shared between workers on the request path. Requests are
  * parsed with http/h1, handed to one handler callback, and answered strictly in order
- * (pipelining included). The server itself answers malformed input (400), oversized heads or too
- * many headers (431) and oversized bodies (413), counts them and closes the connection after.
+ * (pipelining included). The server itself answers malformed input (400; an HTTP/1.1 request
+ * without exactly one valid Host is malformed, RFC 9112 3.2), oversized heads or too many headers
+ * (431) and oversized bodies (413), each with a JSON body {"error": "..."} naming the limit,
+ * counts them and closes the connection after.
  * Request-smuggling shapes (RFC 9112: Content-Length with Transfer-Encoding, Content-Length
  * fields that disagree, obs-fold, whitespace before a colon, a Transfer-Encoding it cannot frame)
  * are among the 400s and also counted on their own.
  *
  * Limits (each optional, counted when it acts): an idle timeout (no byte moved either way), a
- * header timeout (a request head, or a TLS handshake, still incomplete; answered 408), and a cap
- * on open connections (more are accepted and closed at once). Timeouts are checked by one sweep
- * per worker over its connections, never by a timer per request; a connection that waits on the
+ * header timeout (a request head, or a TLS handshake, still incomplete; answered 408), a request
+ * timeout and a minimum body rate (a request whose body is still coming; 408), and a cap on open
+ * connections (more are accepted and closed at once). Timeouts are checked by one sweep per
+ * worker over its connections, never by a timer per request; a connection that waits on the
  * server's own timer (a delayed or streamed answer) is never idle.
  *
  * HTTP/2: a connection that opens with the HTTP/2 client preface (h2c, prior knowledge) is
@@ -38,6 +41,10 @@
 #define SQ_SERVER_MAX_BODY       (1024 * 1024) /* decoded request body; larger: 413 */
 #define SQ_SERVER_MAX_DELAY_NS   (86400LL * SQ_NS_PER_S)
 #define SQ_SERVER_MAX_TIMEOUT_NS (30LL * 86400 * SQ_NS_PER_S) /* idle / header timeouts */
+/* What the faces that listen (target, serve, sink, inbox) set unless told otherwise: a whole
+ * request within 60 s, a body at 1 KiB/s or faster once the header timeout has passed. */
+#define SQ_SERVER_REQUEST_TIMEOUT_DEFAULT (60LL * SQ_NS_PER_S)
+#define SQ_SERVER_MIN_BODY_RATE_DEFAULT   1024
 
 struct sq_server; /* opaque; sq_server_start creates it */
 struct sq_tls_server;
@@ -157,6 +164,17 @@ int sq_server_conn_worker(const struct sq_server_conn *c);
 typedef void (*sq_server_handler)(void *ud, const struct sq_server_req *req,
                                   struct sq_server_resp *resp);
 
+/* Admission (HTTP/1.x): called once per request that has a body to come (Content-Length > 0 or
+ * chunked), as soon as its head is complete and before the server waits for any byte of the
+ * body (the whole request may already be there). req is as the handler gets it but with body
+ * NULL and body_len the declared Content-Length (0 when chunked). Leave resp->status 0 to let
+ * the request in (the handler then gets it whole); set it to refuse: the server sends status,
+ * content_type, headers and body (copied; the rest of resp is ignored) with "Connection: close",
+ * reads no more of the request, and closes the connection after a short drain (counted:
+ * head_refused). A credentials check here answers 401 to a client that has not sent its body. */
+typedef void (*sq_server_head_fn)(void *ud, const struct sq_server_req *req,
+                                  struct sq_server_resp *resp);
+
 struct sq_server_config {
     const char *host; /* numeric address or name; NULL means 127.0.0.1 */
     uint16_t port;    /* 0: any free port (the first listener picks it, the rest share it) */
@@ -169,6 +187,7 @@ struct sq_server_config {
     struct sq_tls_server *tls;
     sq_server_handler handler;
     void *ud;
+    sq_server_head_fn on_head; /* optional, with ud: see sq_server_head_fn */
     /* > 0: close a connection that moved no byte in either direction for this long (one waiting
      * on a delayed or streamed answer of the server's is not idle). 0: never. */
     int64_t idle_timeout_ns;
@@ -176,9 +195,32 @@ struct sq_server_config {
      * arrived (after accept, for a handshake) is answered 408 (a handshake: closed) and its
      * connection closed. 0: never. */
     int64_t header_timeout_ns;
+    /* > 0: a whole request (head and body) still incomplete this long after its first byte
+     * arrived is answered 408 and its connection closed. Each byte that arrives resets the idle
+     * timer; this deadline is what bounds a body dripped a byte at a time. 0: never. */
+    int64_t request_timeout_ns;
+    /* > 0, bytes per second: a request whose body is still arriving is answered 408 and closed
+     * once it has taken longer than the header timeout (1 s when there is none) plus one second
+     * for every min_body_rate bytes of it received so far (head and body). 0: no minimum. */
+    uint32_t min_body_rate;
     /* > 0: at most this many connections open at once across all workers; one more is accepted
-     * and closed at once (counted: refused). 0: no cap. */
+     * and closed at once (counted: refused), unless evict makes room. 0: no cap. */
     uint32_t max_conns;
+    /* > 0: at most this many connections open at once from one client address (an IPv4
+     * address; an IPv6 address by its /64), across all workers; one more is refused like one
+     * over max_conns, unless evict makes room. 0: no per-peer cap. Costs a lock per accept and
+     * per close (never per request) while set. */
+    uint32_t max_conns_per_peer;
+    /* A connection over a cap makes room instead of being refused: the accepting worker closes
+     * its connection (of the same peer, when the peer's cap is the one reached) that has waited
+     * longest on its client - one lingering after an error, in a TLS handshake, reading an
+     * incomplete request (since its first byte: a 503 with a JSON body is tried first) or idle
+     * between requests (since its last byte) - counted: evicted. Never one the server is
+     * answering (output pending, a delayed, held or streamed answer), nor HTTP/2 or an upgraded
+     * connection. With none to close, the new one is refused. So a client that holds many
+     * connections with slow requests cannot keep a new one out; the timeouts bound how long a
+     * slow request lives. */
+    bool evict;
     /* Serve HTTP/1.x only: the HTTP/2 client preface is answered 400 like any malformed request
      * line (an API whose answers may be held, below, which HTTP/2 streams cannot be). */
     bool http1_only;
@@ -195,9 +237,14 @@ struct sq_server_counts {
     uint64_t h2_conns;           /* connections switched to HTTP/2 (h2c preface or ALPN "h2") */
     uint64_t h2_streams; /* HTTP/2 requests (streams) handed to the handler; in requests too */
     uint64_t smuggling;  /* of bad_req: request-smuggling shapes (see the file comment) */
-    uint64_t refused;    /* connections closed at accept: max_conns were open */
+    uint64_t refused;    /* connections closed at accept: a cap was reached (none evicted) */
     uint64_t idle_timeouts, header_timeouts; /* connections closed by each timeout */
-    uint64_t open;                           /* connections open now (a gauge, not a count) */
+    /* connections answered 408 because a request's body came too slowly: past the request
+     * timeout, or under the minimum rate (a head still incomplete is a header timeout) */
+    uint64_t body_timeouts;
+    uint64_t head_refused; /* requests the on_head hook refused before their body was read */
+    uint64_t evicted;      /* connections closed to make room for a new one (evict) */
+    uint64_t open;         /* connections open now (a gauge, not a count) */
 };
 
 /* Binds every listener, then starts the worker threads. Returns 0, -errno (bind, listen, thread

@@ -817,6 +817,9 @@ int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink **out, char *
             .handler = on_request,
             .ud = s,
             .idle_timeout_ns = 120 * SQ_NS_PER_S,
+            .header_timeout_ns = 10 * SQ_NS_PER_S,
+            .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
+            .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
         };
         const char *why = NULL;
         if (rc == 0) {

@@ -806,6 +806,8 @@ int sq_inbox_start(const struct sq_inbox_config *cfg, struct sq_inbox **out, con
         .ud = b,
         .idle_timeout_ns = cfg->idle_timeout_ns,
         .header_timeout_ns = cfg->header_timeout_ns,
+        .request_timeout_ns = cfg->request_timeout_ns,
+        .min_body_rate = cfg->min_body_rate,
     };
     rc = sq_server_start(&sc, &b->srv, why);
     if (rc < 0) {

@@ -55,6 +55,8 @@ struct sq_inbox_config {
     const char *content_type; /* NULL: text/plain when body is set */
     int64_t delay_ns;         /* answer this long after the request (0: at once) */
     int64_t idle_timeout_ns, header_timeout_ns; /* the server's (0: none) */
+    int64_t request_timeout_ns;                 /* the server's (0: none) */
+    uint32_t min_body_rate;                     /* the server's, bytes/s (0: none) */
     /* Where a capture's event stamp ({{$stamp}}, proto/stamp.h) is: NULL as `squall sink` finds
      * it by default (the first in the body, else in a header); else only in this header. */
     const char *stamp_header;

@@ -515,9 +515,10 @@ struct sq_target {
     struct sq_target__ws *ws; /* /ws and /webhook */
     int threads;
     int64_t start_ns;
-    int64_t stall_ns, stall_period_ns;          /* 0: no stall */
-    int64_t idle_timeout_ns, header_timeout_ns; /* as configured, for /stats' "limits" */
-    uint32_t max_conns;
+    int64_t stall_ns, stall_period_ns; /* 0: no stall */
+    /* as configured, for /stats' "limits" */
+    int64_t idle_timeout_ns, header_timeout_ns, request_timeout_ns;
+    uint32_t min_body_rate, max_conns;
     _Atomic int64_t reset_ns;
     _Atomic uint64_t h2_base[2]; /* h2 connections and streams at the last reset */
 };
@@ -538,9 +539,9 @@ static void server_extra(const struct sq_server *srv, uint64_t extra[SQ_TARGET_N
 {
     struct sq_server_counts sc;
     sq_server_counts(srv, &sc);
-    const uint64_t v[SQ_TARGET_NEXTRA] = {sc.accepted,      sc.bad_req,        sc.too_large,
-                                          sc.head_big,      sc.smuggling,      sc.refused,
-                                          sc.idle_timeouts, sc.header_timeouts};
+    const uint64_t v[SQ_TARGET_NEXTRA] = {sc.accepted,      sc.bad_req,         sc.too_large,
+                                          sc.head_big,      sc.smuggling,       sc.refused,
+                                          sc.idle_timeouts, sc.header_timeouts, sc.body_timeouts};
     memcpy(extra, v, sizeof(v));
 }
 
@@ -646,8 +647,9 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         o + len, cap - len,
         "},\"errors\":{\"400\":%llu,\"413\":%llu,\"431\":%llu,\"smuggling\":%llu},"
         "\"connections\":%llu,\"open\":%llu,\"refused\":%llu,"
-        "\"timeouts\":{\"idle\":%llu,\"header\":%llu},"
-        "\"limits\":{\"max_conns\":%u,\"idle_timeout_s\":%.3f,\"header_timeout_s\":%.3f},"
+        "\"timeouts\":{\"idle\":%llu,\"header\":%llu,\"body\":%llu},"
+        "\"limits\":{\"max_conns\":%u,\"idle_timeout_s\":%.3f,\"header_timeout_s\":%.3f,"
+        "\"request_timeout_s\":%.3f,\"min_body_rate\":%u},"
         "\"threads\":%d,\"uptime_s\":%.3f,\"since_reset_s\":%.3f,"
         "\"arrivals\":{\"count\":%llu,\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
         "\"max\":%.3f,\"mean\":%.3f}},\"arrivals_dropped\":%llu,"
@@ -658,8 +660,9 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_SMUGGLING],
         (unsigned long long)v[SQ_TARGET_C_ACCEPTED], (unsigned long long)sc.open,
         (unsigned long long)v[SQ_TARGET_C_REFUSED], (unsigned long long)v[SQ_TARGET_C_IDLE_TO],
-        (unsigned long long)v[SQ_TARGET_C_HEADER_TO], t->max_conns,
-        (double)t->idle_timeout_ns / 1e9, (double)t->header_timeout_ns / 1e9, t->threads,
+        (unsigned long long)v[SQ_TARGET_C_HEADER_TO], (unsigned long long)v[SQ_TARGET_C_BODY_TO],
+        t->max_conns, (double)t->idle_timeout_ns / 1e9, (double)t->header_timeout_ns / 1e9,
+        (double)t->request_timeout_ns / 1e9, t->min_body_rate, t->threads,
         (double)(now - t->start_ns) / 1e9, (double)(now - since) / 1e9, (unsigned long long)g.count,
         g.p50_us, g.p90_us, g.p99_us, g.max_us, g.mean_us, (unsigned long long)dropped,
         (unsigned long long)v[SQ_TARGET_C_LOGINS], (unsigned long long)v[SQ_TARGET_C_ITEMS_OK],
@@ -902,6 +905,8 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     t->stall_period_ns = cfg->stall_period_ns;
     t->idle_timeout_ns = cfg->idle_timeout_ns;
     t->header_timeout_ns = cfg->header_timeout_ns;
+    t->request_timeout_ns = cfg->request_timeout_ns;
+    t->min_body_rate = cfg->min_body_rate;
     t->max_conns = cfg->max_conns;
     atomic_store(&t->reset_ns, t->start_ns);
     t->cnt = sq_target_counters_new(cfg->threads);
@@ -944,6 +949,8 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
         .ud = t,
         .idle_timeout_ns = cfg->idle_timeout_ns,
         .header_timeout_ns = cfg->header_timeout_ns,
+        .request_timeout_ns = cfg->request_timeout_ns,
+        .min_body_rate = cfg->min_body_rate,
         .max_conns = cfg->max_conns,
     };
     int rc = sq_server_start(&sc, &t->srv, why);

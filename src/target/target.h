@@ -49,10 +49,13 @@ struct sq_target_config {
     size_t arrivals_cap;
     /* Optional: serve HTTPS (borrowed; must outlive the target). NULL: plain HTTP. */
     struct sq_tls_server *tls;
-    /* The server's limits (sq_server_config): idle and header timeouts (0: none), the most
-     * connections open at once (0: no cap). `squall target` defaults to 60 s, 10 s, none. */
+    /* The server's limits (sq_server_config): idle, header and request timeouts (0: none), the
+     * minimum body rate in bytes/s (0: none), the most connections open at once (0: no cap).
+     * `squall target` defaults to 60 s, 10 s, 60 s, 1024 bytes/s, none. */
     int64_t idle_timeout_ns;
     int64_t header_timeout_ns;
+    int64_t request_timeout_ns;
+    uint32_t min_body_rate;
     uint32_t max_conns;
     /* POST /oauth/token accepts only this client, "ID:SECRET" (NULL: any id with a secret). */
     const char *oauth_client;
@@ -177,7 +180,7 @@ enum {
     SQ_TARGET_C_WEBHOOK_STAMPED,
     SQ_TARGET_C_WEBHOOK_BYTES,
 };
-#define SQ_TARGET_NEXTRA    8
+#define SQ_TARGET_NEXTRA    9
 #define SQ_TARGET_NCOUNTERS (SQ_TARGET_NSHARD + SQ_TARGET_NEXTRA) /* shard slots, then these: */
 enum {
     SQ_TARGET_C_ACCEPTED = SQ_TARGET_NSHARD,
@@ -188,6 +191,7 @@ enum {
     SQ_TARGET_C_REFUSED,   /* connections over max_conns */
     SQ_TARGET_C_IDLE_TO,   /* connections closed by the idle timeout */
     SQ_TARGET_C_HEADER_TO, /* ... by the header timeout */
+    SQ_TARGET_C_BODY_TO,   /* ... by the request timeout or the minimum body rate (a body) */
 };
 
 struct sq_target_counters; /* opaque */

@@ -187,6 +187,11 @@ TARGET = [
      target("--client-ca: '/nonexistent/ca.pem': No such file or directory")),
     (["target", "--cert-out", "/nonexistent/dir/c.pem"],
      target("--cert-out: '/nonexistent/dir/c.pem': cannot write: No such file or directory")),
+    (["target", "--request-timeout", "x"],
+     target("--request-timeout: 'x' is not a timeout (e.g. 60s, 2m; 0 turns it off)")),
+    (["target", "--request-timeout"], target("--request-timeout needs a value")),
+    (["target", "--min-body-rate", "-1"],
+     target("--min-body-rate: '-1' is not a rate in bytes per second (0..4294967295; 0 turns it off)")),
     (["target", "--bogus"], target("unknown flag '--bogus'")),
     (["target", "extra"], target("unexpected argument 'extra'")),
 ]

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http/h1.h"
 
@@ -432,6 +433,13 @@ static const struct rq_case rq_cases[] = {
      0, "GET", "/", 1, 1, -1, false, true},
     {"obs-text in long value", "GET / HTTP/1.1\r\nX-A: \303\251\303\251abcdefghijk\377\r\n\r\n", OK,
      0, "GET", "/", 1, 1, -1, false, true},
+    /* Host (RFC 9112 3.2): one at most; its absence and its value are the server's to judge */
+    {"host bad value", "GET / HTTP/1.1\r\nHost: [::1]anything\r\n\r\n", OK, 0, "GET", "/", 1, 1, -1,
+     false, true},
+    {"host v6 port", "GET / HTTP/1.1\r\nhOST:  [::1]:8080 \r\n\r\n", OK, 0, "GET", "/", 1, 1, -1,
+     false, true},
+    {"host empty", "GET / HTTP/1.1\r\nHost:\r\n\r\n", OK, 0, "GET", "/", 1, 1, -1, false, true},
+    {"two hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", -SQ_EPARSE},
 
     {"no method", " / HTTP/1.1\r\n\r\n", -SQ_EPARSE},
     {"double space", "GET  / HTTP/1.1\r\n\r\n", -SQ_EPARSE},
@@ -507,10 +515,85 @@ static void test_request_heads(void **state)
             CHECK(r.content_length == c->cl && r.chunked == c->chunked, "%s: framing\n", c->name);
             CHECK(r.keep_alive == c->ka, "%s: keep_alive\n", c->name);
             CHECK(r.expect_continue == c->expect, "%s: expect\n", c->name);
+            const char *hv = NULL;
+            for (const char *q = c->in; *q && !hv; q++)
+                if (q[0] == '\n' && strncasecmp(q + 1, "host:", 5) == 0)
+                    hv = q + 6;
+            if (hv) {
+                while (*hv == ' ')
+                    hv++;
+                size_t hn = strcspn(hv, " \r\n");
+                CHECK(r.host == p + (hv - c->in) && r.host_len == hn, "%s: host\n", c->name);
+            } else {
+                CHECK(r.host == NULL && r.host_len == 0, "%s: no host\n", c->name);
+            }
             check_spans(hdr, r.num_headers, p, k);
         }
         guard_free(&g);
     }
+}
+
+static void test_host_and_media_type(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "",
+        "a",
+        "example.com",
+        "example.com:8080",
+        "127.0.0.1",
+        "127.0.0.1:1",
+        "h:",
+        "[::1]",
+        "[::1]:9876",
+        "[2001:db8::1]",
+        "[::ffff:1.2.3.4]:80",
+        "[fe80::1%25eth0]",
+        "[v7.a:b]",
+        "a-b_c~d!$&'()*+,;=",
+        "%41bc",
+        "xn--bcher-kva.example",
+    };
+    static const char *const bad[] = {
+        "[::1]anything",
+        "[::1",
+        "[]",
+        "[v]",
+        "[1.2.3.4]",
+        "[::1]:x",
+        "[::g]",
+        "[fe80::1%eth0]",
+        "[fe80::1%25]",
+        "a b",
+        "a/b",
+        "a@b",
+        "a:b",
+        "a:1:2",
+        "%4",
+        "%zz",
+        ":80x",
+        "a\"b",
+        "\xc3\xa9",
+        "a?",
+        "a#",
+        "[::1]]",
+    };
+    for (size_t i = 0; i < SQ_ARRAY_LEN(good); i++)
+        CHECK(sq_h1_host_valid(good[i], strlen(good[i])), "good host '%s'\n", good[i]);
+    for (size_t i = 0; i < SQ_ARRAY_LEN(bad); i++)
+        CHECK(!sq_h1_host_valid(bad[i], strlen(bad[i])), "bad host '%s'\n", bad[i]);
+
+    static const char *const json[] = {"application/json", "Application/JSON",
+                                       "application/json; charset=utf-8",
+                                       "application/json ;charset=utf-8", "application/json\t"};
+    static const char *const not_json[] = {
+        "application/jsonp", "application/json5",    "application/jso",  "",
+        "text/json",         "application/json-seq", "xapplication/json"};
+    for (size_t i = 0; i < SQ_ARRAY_LEN(json); i++)
+        CHECK(sq_h1_media_type_is(json[i], strlen(json[i]), "application/json"), "'%s'\n", json[i]);
+    for (size_t i = 0; i < SQ_ARRAY_LEN(not_json); i++)
+        CHECK(!sq_h1_media_type_is(not_json[i], strlen(not_json[i]), "application/json"), "'%s'\n",
+              not_json[i]);
 }
 
 /* ---- body framer ---- */
@@ -1564,17 +1647,12 @@ static void test_reader_head_callback(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_response_heads),
-        cmocka_unit_test(test_response_header_spans),
-        cmocka_unit_test(test_char_classes),
-        cmocka_unit_test(test_request_heads),
-        cmocka_unit_test(test_body_framer),
-        cmocka_unit_test(test_body_callback_error),
-        cmocka_unit_test(test_reader_table),
-        cmocka_unit_test(test_reader_misc),
-        cmocka_unit_test(test_response_fields),
-        cmocka_unit_test(test_reader_head_callback),
-        cmocka_unit_test(test_reader_fields_callback),
+        cmocka_unit_test(test_response_heads),       cmocka_unit_test(test_response_header_spans),
+        cmocka_unit_test(test_char_classes),         cmocka_unit_test(test_request_heads),
+        cmocka_unit_test(test_host_and_media_type),  cmocka_unit_test(test_body_framer),
+        cmocka_unit_test(test_body_callback_error),  cmocka_unit_test(test_reader_table),
+        cmocka_unit_test(test_reader_misc),          cmocka_unit_test(test_response_fields),
+        cmocka_unit_test(test_reader_head_callback), cmocka_unit_test(test_reader_fields_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,7 +143,7 @@ static void test_counters(void **state)
     struct sq_target_counters *c = sq_target_counters_new(3);
     assert_non_null(c);
     uint64_t v[SQ_TARGET_NCOUNTERS];
-    uint64_t extra[SQ_TARGET_NEXTRA] = {10, 1, 2, 3, 1, 4, 5, 6};
+    uint64_t extra[SQ_TARGET_NEXTRA] = {10, 1, 2, 3, 1, 4, 5, 6, 7};
 
     for (int s = 0; s < 3; s++)
         for (int k = 0; k <= s; k++)
@@ -163,6 +163,7 @@ static void test_counters(void **state)
     assert_int_equal(v[SQ_TARGET_C_REFUSED], 4);
     assert_int_equal(v[SQ_TARGET_C_IDLE_TO], 5);
     assert_int_equal(v[SQ_TARGET_C_HEADER_TO], 6);
+    assert_int_equal(v[SQ_TARGET_C_BODY_TO], 7);
 
     /* reset stores a baseline; counting goes on from zero */
     sq_target_counters_reset(c, extra);
@@ -443,7 +444,7 @@ static void test_target_live(void **state)
     /* an oversized head: 431, then the connection closes */
     char big[10000];
     memset(big, 'a', sizeof(big));
-    send_str(fd, "GET /fast HTTP/1.1\r\nX-Big: ");
+    send_str(fd, "GET /fast HTTP/1.1\r\nHost: x\r\nX-Big: ");
     send_all(fd, big, sizeof(big));
     read_resp(&rd, &r, false);
     assert_int_equal(r.status, 431);
@@ -500,10 +501,10 @@ static void test_server_custom_handler(void **state)
     struct reader rd = {.fd = fd};
     struct resp r;
 
-    send_str(fd, "GET /hdr HTTP/1.1\r\nX-Echo: value 1\r\n\r\n"
-                 "GET /fill HTTP/1.1\r\n\r\n"
-                 "GET /park HTTP/1.1\r\n\r\n"
-                 "GET /never HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /hdr HTTP/1.1\r\nHost: x\r\nX-Echo: value 1\r\n\r\n"
+                 "GET /fill HTTP/1.1\r\nHost: x\r\n\r\n"
+                 "GET /park HTTP/1.1\r\nHost: x\r\n\r\n"
+                 "GET /never HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rd, &r, false);
     assert_int_equal(r.status, 299);
     assert_string_equal(r.body, "value 1");
@@ -617,8 +618,8 @@ static void test_server_upgrade(void **state)
     send_str(fd, "GET /x HTTP/1.1\r\nHost: h\r\n\r\nearly");
     read_exact(&rd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: toy\r\nConnection: "
                     "Upgrade\r\n\r\nhello<early>");
-    send_str(fd, "GET /y HTTP/1.1\r\n\r\n"); /* no longer HTTP: echoed */
-    read_exact(&rd, "<GET /y HTTP/1.1\r\n\r\n>");
+    send_str(fd, "GET /y HTTP/1.1\r\nHost: x\r\n\r\n"); /* no longer HTTP: echoed */
+    read_exact(&rd, "<GET /y HTTP/1.1\r\nHost: x\r\n\r\n>");
     send_str(fd, "bye");
     read_exact(&rd, "<bye>");
     assert_true(at_eof(&rd));
@@ -626,8 +627,8 @@ static void test_server_upgrade(void **state)
     free(rd.buf);
 
     /* not taken (another status, HTTP/1.0, HEAD): answered as it is, the state freed after */
-    const char *reqs[] = {"GET /200 HTTP/1.1\r\n\r\n", "GET /x HTTP/1.0\r\n\r\n",
-                          "HEAD /x HTTP/1.1\r\n\r\n"};
+    const char *reqs[] = {"GET /200 HTTP/1.1\r\nHost: x\r\n\r\n", "GET /x HTTP/1.0\r\n\r\n",
+                          "HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n"};
     int want[] = {200, 500, 500};
     for (int i = 0; i < 3; i++) {
         fd = client(port);
@@ -646,7 +647,7 @@ static void test_server_upgrade(void **state)
     /* a protocol error closes the connection; so does the client leaving */
     fd = client(port);
     struct reader r3 = {.fd = fd};
-    send_str(fd, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     read_exact(&r3, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: toy\r\nConnection: "
                     "Upgrade\r\n\r\nhello");
     send_str(fd, "fail");
@@ -654,7 +655,7 @@ static void test_server_upgrade(void **state)
     close(fd);
     free(r3.buf);
     fd = client(port);
-    send_str(fd, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     close(fd);
 
     for (int i = 0; i < 300 && (atomic_load(&toy_live) > 0 || atomic_load(&toy_closed) < 6); i++)
@@ -717,7 +718,8 @@ static void fast_n(int fd, struct reader *rd, int n)
     size_t len = 0;
     assert_true(n <= 64);
     for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "GET /fast HTTP/1.1\r\n\r\n");
+        len +=
+            (size_t)snprintf(buf + len, sizeof(buf) - len, "GET /fast HTTP/1.1\r\nHost: x\r\n\r\n");
     send_all(fd, buf, len);
     for (int i = 0; i < n; i++) {
         struct resp r;
@@ -730,7 +732,7 @@ static void fast_n(int fd, struct reader *rd, int n)
 static void post_reset(int fd, struct reader *rd)
 {
     struct resp r;
-    send_str(fd, "POST /stats/reset HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    send_str(fd, "POST /stats/reset HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
     read_resp(rd, &r, false);
     assert_int_equal(r.status, 200);
     free(r.body);
@@ -811,10 +813,10 @@ static void test_target_stall(void **state)
      * sooner than the window's end: /fast, a held /echo (scratch body) and a held /bytes (fill
      * tail) alike. Requests are spread over the phases by a 7 ms step. */
     static const char *reqs[] = {
-        "GET /fast HTTP/1.1\r\n\r\n",
-        "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
-        "GET /bytes/100000 HTTP/1.1\r\n\r\n",
-        "GET /delay/7 HTTP/1.1\r\n\r\n",
+        "GET /fast HTTP/1.1\r\nHost: x\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+        "GET /bytes/100000 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /delay/7 HTTP/1.1\r\nHost: x\r\n\r\n",
     };
     int inside = 0, fast_outside = 0;
     for (int i = 0; i < 48; i++) {
@@ -904,7 +906,7 @@ static void test_server_stamps_and_held(void **state)
     /* a body that arrives 200 ms after its head: stamped when the head was parsed, before the
      * body was sent (a bound on the clock, not on how fast a loaded machine parses) */
     int64_t t0 = sq_now_ns();
-    send_str(fd, "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\n");
+    send_str(fd, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
     usleep(200000);
     int64_t t_body = sq_now_ns();
     send_str(fd, "hello");
@@ -917,7 +919,8 @@ static void test_server_stamps_and_held(void **state)
     /* pipelined: one read, each request its own clock read, in order; then a held answer with
      * everything a parked one cannot keep, and the answers behind it wait */
     t0 = sq_now_ns();
-    send_str(fd, "GET /b HTTP/1.1\r\n\r\nGET /held HTTP/1.1\r\n\r\nGET /c HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /b HTTP/1.1\r\nHost: x\r\n\r\nGET /held HTTP/1.1\r\nHost: x\r\n\r\nGET /c "
+                 "HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rd, &r, false);
     assert_string_equal(r.body, "ok");
     free(r.body);
@@ -942,10 +945,10 @@ static void test_server_stamps_and_held(void **state)
 
     /* a copied body, held while another connection's call rewrites the handler's buffer,
      * then the connection closes as asked */
-    send_str(fd, "GET /copy HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /copy HTTP/1.1\r\nHost: x\r\n\r\n");
     int fd2 = client(sq_server_port(s));
     struct reader rd2 = {.fd = fd2};
-    send_str(fd2, "GET /clobber HTTP/1.1\r\n\r\n");
+    send_str(fd2, "GET /clobber HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rd2, &r, false);
     free(r.body);
     close(fd2);
@@ -960,7 +963,7 @@ static void test_server_stamps_and_held(void **state)
 
     /* a held answer whose client leaves before it is sent: freed with the connection */
     fd = client(sq_server_port(s));
-    send_str(fd, "GET /held HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /held HTTP/1.1\r\nHost: x\r\n\r\n");
     close(fd);
     usleep(50000);
     sq_server_free(s);
@@ -1059,7 +1062,7 @@ static void test_server_idle_timeout(void **state)
     int busy = client(port);
     struct reader rb = {.fd = busy};
     for (int i = 0; i < 8; i++) {
-        send_str(busy, "GET /x HTTP/1.1\r\n\r\n");
+        send_str(busy, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
         read_resp(&rb, &r, false);
         assert_string_equal(r.body, "ok");
         free(r.body);
@@ -1072,11 +1075,11 @@ static void test_server_idle_timeout(void **state)
      * wait, not the client's silence; once sent, the idle clock starts again */
     int park = client(port);
     struct reader rp = {.fd = park};
-    send_str(park, "GET /slow HTTP/1.1\r\n\r\n");
+    send_str(park, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rp, &r, false);
     assert_string_equal(r.body, "slow");
     free(r.body);
-    send_str(park, "GET /held HTTP/1.1\r\n\r\n");
+    send_str(park, "GET /held HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rp, &r, false);
     assert_string_equal(r.body, "held");
     free(r.body);
@@ -1094,7 +1097,7 @@ static void test_server_idle_timeout(void **state)
     setsockopt(deaf, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     uint64_t before = counts_of(s, offsetof(struct sq_server_counts, requests));
     for (int i = 0; i < 200; i++)
-        send_str(deaf, "GET /big HTTP/1.1\r\n\r\n");
+        send_str(deaf, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_count(s, offsetof(struct sq_server_counts, idle_timeouts), 3);
     uint64_t served = counts_of(s, offsetof(struct sq_server_counts, requests)) - before;
     assert_true(served >= 1);
@@ -1136,7 +1139,7 @@ static void test_server_header_timeout(void **state)
     /* a whole head, then a slow body: the head timeout is over once the head is in */
     int body = client(port);
     struct reader rbd = {.fd = body};
-    send_str(body, "POST /x HTTP/1.1\r\nContent-Length: 8\r\n\r\n");
+    send_str(body, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n");
     for (int i = 0; i < 8; i++) {
         usleep(80 * 1000);
         send_str(body, "b");
@@ -1147,7 +1150,7 @@ static void test_server_header_timeout(void **state)
 
     /* a head pipelined behind a parked answer could not be read meanwhile: its clock starts
      * when the connection reads again */
-    send_str(body, "GET /slow HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\nHo");
+    send_str(body, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /x HTTP/1.1\r\nHo");
     read_resp(&rbd, &r, false);
     assert_string_equal(r.body, "slow");
     free(r.body);
@@ -1159,7 +1162,7 @@ static void test_server_header_timeout(void **state)
 
     /* a connection between requests is not reading a head: no idle timeout here, so it stays */
     usleep((IDLE_MS + 400) * 1000);
-    send_str(body, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(body, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rbd, &r, false);
     assert_string_equal(r.body, "ok");
     free(r.body);
@@ -1167,6 +1170,245 @@ static void test_server_header_timeout(void **state)
     free(rbd.buf);
     assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, header_timeouts)), 1);
     assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, idle_timeouts)), 0);
+    sq_server_free(s);
+}
+
+/* A body dripped a byte at a time never lets the idle timeout fire: the minimum rate and the
+ * whole-request deadline bound it (408 with a JSON body naming the limit). */
+static void test_server_slow_body(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {.port = 0,
+                                   .threads = 1,
+                                   .handler = lim_handler,
+                                   .idle_timeout_ns = 5 * SQ_NS_PER_S,
+                                   .header_timeout_ns = IDLE_MS * SQ_NS_PER_MS,
+                                   .request_timeout_ns = 1500 * SQ_NS_PER_MS,
+                                   .min_body_rate = 1000};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    struct resp r;
+
+    /* a byte every 50 ms (20 B/s): the head's bytes buy it 300 ms + ~60 ms, then 408 */
+    int drip = client(port);
+    struct reader rd = {.fd = drip};
+    int64_t t0 = sq_now_ns();
+    send_str(drip, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
+    for (int i = 0; i < 100 && !counts_of(s, offsetof(struct sq_server_counts, body_timeouts));
+         i++) {
+        usleep(50 * 1000);
+        if (send(drip, "b", 1, MSG_NOSIGNAL) != 1)
+            break;
+    }
+    read_resp(&rd, &r, false);
+    int64_t took = sq_now_ns() - t0;
+    assert_int_equal(r.status, 408);
+    assert_non_null(strstr(r.head, "Content-Type: application/json\r\n"));
+    assert_non_null(strstr(r.body, "{\"error\":\"request timeout: the request body came slower "
+                                   "than the minimum rate (1000 bytes/s after the first 0.3 s)"));
+    free(r.body);
+    assert_true(took >= IDLE_MS * SQ_NS_PER_MS);
+    assert_true(took < 1500 * SQ_NS_PER_MS); /* the rate acted, not the request timeout */
+    assert_true(at_eof(&rd));
+    close(drip);
+    free(rd.buf);
+
+    /* a body at 2,000 B/s keeps above the rate: answered */
+    int good = client(port);
+    struct reader rg = {.fd = good};
+    send_str(good, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
+    char piece[100];
+    memset(piece, 'g', sizeof(piece));
+    for (int i = 0; i < 10; i++) {
+        usleep(50 * 1000);
+        send_all(good, piece, sizeof(piece));
+    }
+    read_resp(&rg, &r, false);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok");
+    free(r.body);
+
+    /* ... but not for longer than the request timeout (1.5 s), counted from the head's first
+     * byte, on a connection that already served a request */
+    t0 = sq_now_ns();
+    send_str(good, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    for (int i = 0; i < 100 && counts_of(s, offsetof(struct sq_server_counts, body_timeouts)) < 2;
+         i++) {
+        usleep(50 * 1000);
+        if (send(good, piece, sizeof(piece), MSG_NOSIGNAL) != (ssize_t)sizeof(piece))
+            break;
+    }
+    read_resp(&rg, &r, false);
+    took = sq_now_ns() - t0;
+    assert_int_equal(r.status, 408);
+    assert_non_null(strstr(r.body, "{\"error\":\"request timeout: the request was not complete "
+                                   "within the request timeout (1.5 s)\"}"));
+    free(r.body);
+    assert_true(took >= 1500 * SQ_NS_PER_MS);
+    assert_true(took < 2500 * SQ_NS_PER_MS);
+    close(good);
+    free(rg.buf);
+
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, body_timeouts)), 2);
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, header_timeouts)), 0);
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, idle_timeouts)), 0);
+    sq_server_free(s);
+}
+
+/* Every refusal of the core carries a JSON body naming its limit. */
+static void test_server_refusal_bodies(void **state)
+{
+    (void)state;
+    struct sq_server *s = lim_start(0, IDLE_MS * SQ_NS_PER_MS, 0, 1);
+    uint16_t port = sq_server_port(s);
+    char big[9000];
+    memset(big, 'a', sizeof(big));
+    big[sizeof(big) - 1] = '\0';
+    char head431[9100];
+    snprintf(head431, sizeof(head431), "GET /x HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", big);
+    const struct {
+        const char *req;
+        int status;
+        const char *body;
+    } cases[] = {
+        {"GET /x HTTP/1.1\r\n\r\n", 400,
+         "{\"error\":\"bad Host: an HTTP/1.1 request needs exactly one Host field, whose value is "
+         "host[:port] (RFC 9112 3.2)\"}"},
+        {"GET /x HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, "{\"error\":\"bad Host: "},
+        {"GET /x HTTP/1.1\r\nHost: [::1]anything\r\n\r\n", 400, "{\"error\":\"bad Host: "},
+        {"GET /x HTTP/1.1\r\nHost: x\r\nBad line\r\n\r\n", 400,
+         "{\"error\":\"malformed request: RFC 9112 refuses its request line or a header field\"}"},
+        {"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400,
+         "{\"error\":\"malformed request: a framing RFC 9112 refuses (request smuggling"},
+        {"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400,
+         "{\"error\":\"malformed chunked body (RFC 9112 7.1)\"}"},
+        {"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1048577\r\n\r\n", 413,
+         "{\"error\":\"request body too large: the server's cap is 1 MiB (1048576 bytes)\"}"},
+        {head431, 431,
+         "{\"error\":\"request head too large: the server's cap is 8 KiB (8192 bytes) and 64 "
+         "header fields\"}"},
+        {"GET /x HTTP/1.1\r\nHost: x\r\nX-Slow: ", 408,
+         "{\"error\":\"request timeout: the request head was not complete within the header "
+         "timeout (0.3 s)\"}"},
+        /* HTTP/1.0 needs no Host; a valid one of any shape passes */
+        {"GET /x HTTP/1.0\r\n\r\n", 200, "ok"},
+        {"GET /x HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, "ok"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = client(port);
+        struct reader rd = {.fd = fd};
+        struct resp r;
+        send_str(fd, cases[i].req);
+        read_resp(&rd, &r, false);
+        if (r.status != cases[i].status || strncmp(r.body, cases[i].body, strlen(cases[i].body)))
+            fail_msg("case %zu: %d %s", i, r.status, r.body);
+        if (r.status != 200) {
+            assert_non_null(strstr(r.head, "Content-Type: application/json\r\n"));
+            assert_non_null(strstr(r.head, "Connection: close\r\n"));
+            assert_int_equal(r.clen, (long)r.body_len);
+            assert_true(at_eof(&rd));
+        }
+        free(r.body);
+        close(fd);
+        free(rd.buf);
+    }
+    struct sq_server_counts c;
+    sq_server_counts(s, &c);
+    assert_int_equal(c.bad_req, 6);
+    assert_int_equal(c.smuggling, 1);
+    assert_int_equal(c.too_large, 1);
+    assert_int_equal(c.head_big, 1);
+    assert_int_equal(c.header_timeouts, 1);
+    sq_server_free(s);
+}
+
+/* on_head: refuses a request with a body unless it carries "X-Token: ok"; counts its calls. */
+static atomic_int head_calls;
+
+static void admit(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
+{
+    (void)ud;
+    atomic_fetch_add(&head_calls, 1);
+    assert_null(req->body);
+    const struct sq_h1_header *t = sq_server_req_header(req, "x-token");
+    if (t && t->value_len == 2 && memcmp(t->value, "ok", 2) == 0)
+        return;
+    resp->status = 401;
+    resp->content_type = "application/json";
+    resp->headers = "WWW-Authenticate: Bearer\r\n";
+    resp->headers_len = strlen(resp->headers);
+    resp->body = "{\"error\":\"no token\"}";
+    resp->body_len = strlen(resp->body);
+    resp->delay_ns = SQ_NS_PER_S; /* ignored: a refusal leaves at once */
+}
+
+static void test_server_on_head(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {
+        .port = 0, .threads = 1, .handler = lim_handler, .on_head = admit};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    struct resp r;
+
+    /* the head alone: refused at once, though 500,000 body bytes were announced */
+    int fd = client(port);
+    struct reader rd = {.fd = fd};
+    send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 500000\r\n\r\n");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 401);
+    assert_string_equal(r.body, "{\"error\":\"no token\"}");
+    assert_non_null(strstr(r.head, "WWW-Authenticate: Bearer\r\n"));
+    assert_non_null(strstr(r.head, "Connection: close\r\n"));
+    free(r.body);
+    assert_true(at_eof(&rd));
+    close(fd);
+    free(rd.buf);
+
+    /* chunked, and Expect: 100-continue gets no 100 before the refusal */
+    fd = client(port);
+    rd = (struct reader){.fd = fd};
+    send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 401);
+    free(r.body);
+    close(fd);
+    free(rd.buf);
+
+    /* admitted: asked once, though the body comes in three pieces; a GET is not asked */
+    atomic_store(&head_calls, 0);
+    fd = client(port);
+    rd = (struct reader){.fd = fd};
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    read_resp(&rd, &r, false);
+    free(r.body);
+    assert_int_equal(atomic_load(&head_calls), 0);
+    send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nX-Token: ok\r\nContent-Length: 6\r\n\r\nab");
+    usleep(20000);
+    send_str(fd, "cd");
+    usleep(20000);
+    send_str(fd, "ef");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok");
+    free(r.body);
+    assert_int_equal(atomic_load(&head_calls), 1);
+    /* the connection goes on; a refused one behind it ends it */
+    send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab");
+    read_resp(&rd, &r, false);
+    assert_int_equal(r.status, 401);
+    free(r.body);
+    assert_true(at_eof(&rd));
+    close(fd);
+    free(rd.buf);
+
+    struct sq_server_counts c;
+    sq_server_counts(s, &c);
+    assert_int_equal(c.head_refused, 3);
+    assert_int_equal(c.requests, 2);
     sq_server_free(s);
 }
 
@@ -1178,8 +1420,8 @@ static void test_server_max_conns(void **state)
     struct resp r;
     int a = client(port), b = client(port);
     struct reader ra = {.fd = a}, rb = {.fd = b};
-    send_str(a, "GET /x HTTP/1.1\r\n\r\n");
-    send_str(b, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(a, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    send_str(b, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&ra, &r, false);
     free(r.body);
     read_resp(&rb, &r, false);
@@ -1199,7 +1441,7 @@ static void test_server_max_conns(void **state)
     wait_count(s, offsetof(struct sq_server_counts, open), 1);
     int d = client(port);
     struct reader rd = {.fd = d};
-    send_str(d, "GET /x HTTP/1.1\r\n\r\n");
+    send_str(d, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     read_resp(&rd, &r, false);
     assert_string_equal(r.body, "ok");
     free(r.body);
@@ -1209,6 +1451,186 @@ static void test_server_max_conns(void **state)
     free(rb.buf);
     wait_count(s, offsetof(struct sq_server_counts, open), 0);
     assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, refused)), 1);
+    sq_server_free(s);
+}
+
+/* A client bound to a source address of its own (127.0.0.0/8 is all loopback): another peer. */
+static int client_from(uint16_t port, const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in b = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, src, &b.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* Reads what the server sends until it closes fd; returns it (NUL-terminated, to free). */
+static char *read_to_eof(int fd)
+{
+    struct reader r = {.fd = fd};
+    while (fill(&r))
+        ;
+    char *out = malloc(r.len + 1);
+    memcpy(out, r.buf, r.len);
+    out[r.len] = '\0';
+    free(r.buf);
+    return out;
+}
+
+/* One request answered on fd (it stays open). */
+static void ask_ok(int fd)
+{
+    struct reader rd = {.fd = fd};
+    struct resp r;
+    send_str(fd, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    read_resp(&rd, &r, false);
+    assert_string_equal(r.body, "ok");
+    free(r.body);
+    free(rd.buf);
+}
+
+/* Over a cap, the connection that has waited longest on its client makes room (never one being
+ * answered); a peer over its own cap makes room only among its own connections. */
+static void test_server_evict(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {.port = 0,
+                                   .threads = 1,
+                                   .handler = lim_handler,
+                                   .max_conns = 6,
+                                   .max_conns_per_peer = 4,
+                                   .evict = true};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    size_t ev = offsetof(struct sq_server_counts, evicted);
+
+    /* 127.0.0.1: a parked answer first (oldest, but being answered), then two slow heads and
+     * one idle connection, a few ms apart */
+    int park = client(port);
+    send_str(park, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+    usleep(5000);
+    int a = client(port);
+    send_str(a, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Le");
+    usleep(5000);
+    int b = client(port);
+    send_str(b, "GET /x HTTP/1.1\r\nHo");
+    usleep(5000);
+    int idle = client(port);
+    ask_ok(idle);
+    wait_count(s, offsetof(struct sq_server_counts, open), 4);
+
+    /* a fifth from the same address: over its cap of 4, so its own oldest waiting one (a, not
+     * the parked one) is closed, with a 503 naming why */
+    int e = client(port);
+    ask_ok(e);
+    char *got = read_to_eof(a);
+    assert_non_null(strstr(got, "HTTP/1.1 503 Service Unavailable\r\n"));
+    assert_non_null(strstr(got, "{\"error\":\"too many connections: this request, the one "
+                                "waiting longest on its client, was closed to make room"));
+    free(got);
+    close(a);
+    assert_int_equal(counts_of(s, ev), 1);
+
+    /* another address fills the table (6): its third one makes room among everyone's: b */
+    int p2a = client_from(port, "127.0.0.2");
+    int p2b = client_from(port, "127.0.0.2");
+    ask_ok(p2a);
+    ask_ok(p2b);
+    int p2c = client_from(port, "127.0.0.2");
+    ask_ok(p2c);
+    free(read_to_eof(b));
+    close(b);
+    assert_int_equal(counts_of(s, ev), 2);
+
+    /* the parked answer was never a candidate: it arrives */
+    struct reader rp = {.fd = park};
+    struct resp r;
+    read_resp(&rp, &r, false);
+    assert_string_equal(r.body, "slow");
+    free(r.body);
+    free(rp.buf);
+
+    /* every one alive still answers */
+    int alive[] = {park, idle, e, p2a, p2b, p2c};
+    for (size_t i = 0; i < sizeof(alive) / sizeof(alive[0]); i++) {
+        ask_ok(alive[i]);
+        close(alive[i]);
+    }
+    wait_count(s, offsetof(struct sq_server_counts, open), 0);
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, refused)), 0);
+    sq_server_free(s);
+
+    /* without evict, over the peer's cap is refused, with a 503 naming the cap */
+    cfg = (struct sq_server_config){
+        .port = 0, .threads = 1, .handler = lim_handler, .max_conns_per_peer = 2};
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    port = sq_server_port(s);
+    int x = client(port), y = client(port);
+    ask_ok(x);
+    ask_ok(y);
+    int z = client(port);
+    got = read_to_eof(z);
+    assert_non_null(strstr(got, "{\"error\":\"too many connections from this address: its cap of "
+                                "2 is reached"));
+    free(got);
+    close(z);
+    int other = client_from(port, "127.0.0.3"); /* another address is not counted with them */
+    ask_ok(other);
+    close(other);
+    close(x);
+    wait_count(s, offsetof(struct sq_server_counts, open), 1);
+    z = client(port); /* room again */
+    ask_ok(z);
+    close(z);
+    close(y);
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, refused)), 1);
+    assert_int_equal(counts_of(s, ev), 0);
+    sq_server_free(s);
+}
+
+/* The per-peer table over many addresses: it grows, entries leave when their count reaches 0
+ * (backward shift), and every address keeps its own count through all of it. */
+static void test_server_many_peers(void **state)
+{
+    (void)state;
+    struct sq_server_config cfg = {
+        .port = 0, .threads = 2, .handler = lim_handler, .max_conns_per_peer = 2};
+    struct sq_server *s = NULL;
+    assert_int_equal(sq_server_start(&cfg, &s, NULL), 0);
+    uint16_t port = sq_server_port(s);
+    enum { PEERS = 70 };
+    int fds[PEERS][2];
+    for (int round = 0; round < 2; round++) {
+        for (int p = 0; p < PEERS; p++) {
+            char src[32];
+            snprintf(src, sizeof(src), "127.0.%d.%d", 1 + p % 3, 10 + p);
+            for (int k = 0; k < 2; k++) {
+                fds[p][k] = client_from(port, src);
+                ask_ok(fds[p][k]);
+            }
+            if (p % 7 == 0) { /* a third from the same address is refused */
+                int x = client_from(port, src);
+                free(read_to_eof(x));
+                close(x);
+            }
+        }
+        /* close every other address first, then the rest: deletions in the middle of runs */
+        for (int odd = 0; odd < 2; odd++)
+            for (int p = odd; p < PEERS; p += 2)
+                for (int k = 0; k < 2; k++)
+                    close(fds[p][k]);
+        wait_count(s, offsetof(struct sq_server_counts, open), 0);
+    }
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, refused)),
+                     2 * ((PEERS + 6) / 7));
+    assert_int_equal(counts_of(s, offsetof(struct sq_server_counts, accepted)), 2 * 2 * PEERS);
     sq_server_free(s);
 }
 
@@ -1267,20 +1689,23 @@ static void test_server_smuggling(void **state)
     uint16_t port = sq_server_port(s);
     static const char *const shapes[] = {
         /* RFC 9112 6.1 / 6.3: both framings */
-        "POST /x HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n0\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: "
+        "4\r\n\r\n0\r\n\r\n",
         /* 6.3: Content-Length values that disagree, in two fields or in one list */
-        "POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
-        "POST /x HTTP/1.1\r\nContent-Length: 3, 4\r\n\r\nabcd",
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 4\r\n\r\nabcd",
         /* 5.2: obs-fold */
-        "GET /x HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n",
-        "GET /x HTTP/1.1\r\nX-A: a\r\n\tb\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n",
         /* 5.1: whitespace between the field name and the colon */
-        "GET /x HTTP/1.1\r\nContent-Length : 0\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length : 0\r\n\r\n",
         /* 6.1 / 6.3: a Transfer-Encoding that cannot frame the body */
         "POST /x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
-        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n",
     };
     size_t n = sizeof(shapes) / sizeof(shapes[0]);
     for (size_t i = 0; i < n; i++) {
@@ -1300,7 +1725,7 @@ static void test_server_smuggling(void **state)
     }
     /* malformed but no smuggling shape: a 400, not counted as one; equal lengths are fine */
     static const char *const plain[] = {"GARBAGE\r\n\r\n",
-                                        "GET /x HTTP/1.1\r\nContent-Length: x\r\n\r\n"};
+                                        "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n"};
     for (size_t i = 0; i < 2; i++) {
         int fd = client(port);
         struct reader rd = {.fd = fd};
@@ -1315,7 +1740,8 @@ static void test_server_smuggling(void **state)
     int fd = client(port);
     struct reader rd = {.fd = fd};
     struct resp r;
-    send_str(fd, "POST /x HTTP/1.1\r\nContent-Length: 4, 4\r\nContent-Length: 4\r\n\r\nabcd");
+    send_str(
+        fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4, 4\r\nContent-Length: 4\r\n\r\nabcd");
     read_resp(&rd, &r, false);
     assert_int_equal(r.status, 200);
     free(r.body);
@@ -1434,7 +1860,7 @@ static void test_server_hold_and_post(void **state)
     struct resp r;
 
     /* a held answer keeps its place: the request pipelined behind waits for it */
-    send_str(fd, "GET /hold HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\nGET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_for(&x.holds, 1);
     usleep(300 * 1000); /* past the idle timeout: a held connection is not idle */
     post_wait(&x, P_ANSWER, 1);
@@ -1448,7 +1874,7 @@ static void test_server_hold_and_post(void **state)
     free(r.body);
 
     /* a stream: the head and first chunk at once, chunks from posts, then the end */
-    send_str(fd, "GET /stream HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\nGET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_for(&x.holds, 2);
     post_wait(&x, P_CHUNKS, 2);
     post_wait(&x, P_END, 3);
@@ -1479,7 +1905,7 @@ static void test_server_hold_and_post(void **state)
 
     /* a client that leaves while held: gone is called, and a post then finds no hold */
     fd = client(sq_server_port(x.srv));
-    send_str(fd, "GET /hold HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_for(&x.holds, 4);
     shutdown(fd, SHUT_RDWR);
     close(fd);
@@ -1498,7 +1924,7 @@ static void test_server_hold_and_post(void **state)
     /* a hold that is still open when the server stops: gone; a post after the stop runs in
      * sq_server_free, once */
     fd = client(sq_server_port(x.srv));
-    send_str(fd, "GET /hold HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
     wait_for(&x.holds, 5);
     sq_server_stop(x.srv);
     sq_server_wait(x.srv);
@@ -1575,7 +2001,7 @@ static void test_server_backpressure(void **state)
     int fd = client(sq_server_port(s));
     /* 200 answers of 256 KiB (50 MiB) asked for at once by a client that does not read yet */
     for (int i = 0; i < 200; i++)
-        send_str(fd, "GET /big HTTP/1.1\r\n\r\n");
+        send_str(fd, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
     usleep(300 * 1000);
     uint64_t served = counts_of(s, offsetof(struct sq_server_counts, requests));
     assert_true(served < 150); /* it stopped reading; the rest waits in the socket buffers */
@@ -1613,6 +2039,11 @@ int main(void)
         cmocka_unit_test(test_server_idle_timeout),
         cmocka_unit_test(test_server_header_timeout),
         cmocka_unit_test(test_server_max_conns),
+        cmocka_unit_test(test_server_slow_body),
+        cmocka_unit_test(test_server_refusal_bodies),
+        cmocka_unit_test(test_server_on_head),
+        cmocka_unit_test(test_server_evict),
+        cmocka_unit_test(test_server_many_peers),
         cmocka_unit_test(test_smuggle_shape),
         cmocka_unit_test(test_server_smuggling),
         cmocka_unit_test(test_server_backpressure),

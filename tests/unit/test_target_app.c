@@ -332,7 +332,8 @@ static void test_stream_live(void **state)
     /* 5 events 30 ms apart, then a pipelined request that waits behind the stream */
     rd_init(c, client(port));
     int64_t t0 = sq_now_ns();
-    send_str(c->fd, "GET /s?5,30 HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+    send_str(c->fd,
+             "GET /s?5,30 HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_int_equal(rd_response(c, false), SQ_H1_DONE);
     int64_t took = sq_now_ns() - t0;
     assert_int_equal(c->sse.events, 5);
@@ -348,7 +349,8 @@ static void test_stream_live(void **state)
     assert_int_equal(rd_response(c, false), SQ_H1_DONE);
     assert_int_equal(c->body, 5); /* "after" */
     /* HEAD: the head alone, and the connection goes on */
-    send_str(c->fd, "HEAD /s?3,1000 HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+    send_str(c->fd,
+             "HEAD /s?3,1000 HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_int_equal(rd_response(c, true), SQ_H1_DONE);
     assert_non_null(strstr(c->head, "Transfer-Encoding: chunked\r\n"));
     assert_int_equal(c->body, 0);
@@ -373,7 +375,8 @@ static void test_stream_live(void **state)
     rd_init(c, client(port));
     int rcvbuf = 65536;
     setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-    send_str(c->fd, "GET /s?300000,0 HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+    send_str(c->fd,
+             "GET /s?300000,0 HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n");
     usleep(200 * 1000);
     assert_int_equal(rd_response(c, false), SQ_H1_DONE);
     assert_int_equal(c->sse.events, 300000);
@@ -384,11 +387,12 @@ static void test_stream_live(void **state)
 
     /* a client that leaves mid-stream, and Connection: close after a stream */
     int fd = client(port);
-    send_str(fd, "GET /s?1000,1 HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /s?1000,1 HTTP/1.1\r\nHost: x\r\n\r\n");
     usleep(20 * 1000);
     close(fd);
     rd_init(c, client(port));
-    send_str(c->fd, "GET /s?3,1 HTTP/1.1\r\nConnection: close\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+    send_str(c->fd, "GET /s?3,1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /after "
+                    "HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_int_equal(rd_response(c, false), SQ_H1_DONE);
     assert_int_equal(c->sse.events, 3);
     assert_false(c->rd.keep_alive);
@@ -417,11 +421,11 @@ static void test_stream_idle(void **state)
     assert_non_null(c);
 
     rd_init(c, client(port));
-    send_str(c->fd, "GET /s?3,350 HTTP/1.1\r\n\r\n");
+    send_str(c->fd, "GET /s?3,350 HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_int_equal(rd_response(c, false), SQ_H1_DONE);
     assert_int_equal(c->sse.events, 3);
     assert_true(c->rd.keep_alive);
-    send_str(c->fd, "GET /after HTTP/1.1\r\n\r\n"); /* the connection is still there */
+    send_str(c->fd, "GET /after HTTP/1.1\r\nHost: x\r\n\r\n"); /* the connection is still there */
     assert_int_equal(rd_response(c, false), SQ_H1_DONE);
     assert_int_equal(c->body, 5);
     int64_t t0 = sq_now_ns();
@@ -434,7 +438,7 @@ static void test_stream_idle(void **state)
     int fd = client(port);
     int small = 4096;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    send_str(fd, "GET /s?1000000,0 HTTP/1.1\r\n\r\n");
+    send_str(fd, "GET /s?1000000,0 HTTP/1.1\r\nHost: x\r\n\r\n");
     struct sq_server_counts cnt;
     for (int i = 0; i < 500; i++) {
         sq_server_counts(s, &cnt);
@@ -512,7 +516,8 @@ static void test_target_json_live(void **state)
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
         for (size_t ai = 0; ai < sizeof(accepts) / sizeof(accepts[0]); ai++) {
             for (int again = 0; again < 2; again++) { /* the second one comes from the cache */
-                snprintf(req, sizeof(req), "GET /json/%zu HTTP/1.1\r\nAccept-Encoding: %s\r\n\r\n",
+                snprintf(req, sizeof(req),
+                         "GET /json/%zu HTTP/1.1\r\nHost: x\r\nAccept-Encoding: %s\r\n\r\n",
                          sizes[si], accepts[ai]);
                 send_str(fd, req);
                 sink.n = 0;
