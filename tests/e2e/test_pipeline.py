@@ -142,6 +142,7 @@ class Relay(threading.Thread):
         self.delay, self.drop_every, self.dup_every = delay, drop_every, dup_every
         self.q = queue.Queue()
         self.received = self.dropped = self.duplicated = self.posted = 0
+        self.held = []  # per event posted: seconds from its receipt here to its first POST
         self.dropped_payloads = []
         self.errors = []
         self.sender = threading.Thread(target=self._send, daemon=True)
@@ -159,7 +160,8 @@ class Relay(threading.Thread):
                     continue
                 copies = 2 if self.dup_every and i % self.dup_every == 0 else 1
                 self.duplicated += copies - 1
-                self.q.put((time.monotonic() + self.delay, payload, copies))
+                now = time.monotonic()
+                self.q.put((now + self.delay, payload, copies, now))
         except (OSError, ConnectionError):
             pass  # closed by stop()
 
@@ -169,10 +171,11 @@ class Relay(threading.Thread):
             item = self.q.get()
             if item is None:
                 return
-            due, payload, copies = item
+            due, payload, copies, got = item
             left = due - time.monotonic()
             if left > 0:
                 time.sleep(left)
+            self.held.append(time.monotonic() - got)
             for _ in range(copies):
                 try:
                     conn.request("POST", "/events", body=payload,
@@ -469,17 +472,18 @@ class Pipeline(Brokers):
         try:
             # the relay starts posting once the sink listens (started by the run below)
             relay.start()
+            # settle 3 s: this Python relay falls behind on a busy machine, and an event it
+            # posts later than the settle counts as lost (docs/sink.md)
             p, doc = self.squall(self.nats_url + "/" + subject, "-r", "200", "-d", "3s",
                                  "--payload", '{"order":7,"stamp":"{{$stamp}}"}', "--sink",
                                  "http://127.0.0.1:%d" % sink_port, "--sink-stamp",
-                                 "json:$.stamp", "--sink-settle", "1s")
+                                 "json:$.stamp", "--sink-settle", "3s")
         finally:
             relay.stop()
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(relay.errors, [])
         return relay, p, doc
 
-    @sqtest.timing()
     def test_known_loss_and_duplicates(self):
         relay, p, doc = self.run_through_relay("pipe.loss")
         r, s = doc["requests"], doc["sink"]
@@ -501,17 +505,22 @@ class Pipeline(Brokers):
         self.assertGreaterEqual(lat["min_us"], 20000)  # the relay held each one 20 ms
         self.assertIn("lost 6", p.stderr.lstrip().splitlines()[0])
 
-    @sqtest.timing()
     def test_latency_truth(self):
-        # the relay holds every event 20 ms and drops none: the sink's p50 is 20 ms plus the
-        # pipeline's own few hundred µs
+        # the relay holds every event 20 ms and drops none: the sink's latency is what the
+        # relay held each event (20 ms, and later when a busy machine wakes the relay late: it
+        # times that itself) plus the two hops, load to NATS to relay and relay to sink, a few
+        # hundred µs on a quiet machine. So the sink's p50 is at least 20 ms and at most the
+        # relay's own p50 plus 10 ms for the hops: a stamp read against a wrong clock, or a
+        # latency in the wrong unit, misses it.
         relay, _, doc = self.run_through_relay("pipe.delay", drop_every=0, dup_every=0)
         s = doc["sink"]
         self.assertEqual((s["sent"], s["delivered"], s["lost"], s["duplicates"]), (600, 600, 0, 0))
         lat = s["latency"]
         self.assertGreaterEqual(lat["min_us"], 20000)
         self.assertGreaterEqual(lat["p50_us"], 20000)
-        self.assertLessEqual(lat["p50_us"], 25000, lat)
+        held_p50_us = sorted(relay.held)[len(relay.held) // 2] * 1e6
+        self.assertEqual(len(relay.held), 600)
+        self.assertLessEqual(lat["p50_us"], held_p50_us + 10000, (lat, held_p50_us))
 
 
 class PlanSteps(Brokers):
