@@ -377,7 +377,7 @@ class Measure(unittest.TestCase):
         millisecond, as measure does), interleaved with measure's runs so a change in the
         machine's load lands on both. On a busy machine any one start can be late by tens or
         hundreds of ms, so measure's median is held to the slowest of the test's own three
-        timings plus 40 ms: a measure that adds 50 ms or more of its own (a slower poll, a
+        timings plus 40 ms: a measure that adds 50 ms or more of its own to every start (a
         sleep, a clock started early) fails it on a quiet machine, and a busy one would have to
         delay two of measure's three starts past all of the test's own to fail a correct one."""
         port = free_port()
