@@ -563,7 +563,9 @@ class SeriesTailTest(unittest.TestCase):
         self.assertTrue(r.doc["aborted"])
         self.assertTrue(os.path.exists(csv))
         t, d = self.tail(r.doc)
-        self.assertLess(d, 2.1)
+        # the signal (sent about 2.04 s in, later on a busy machine) ended it, not -d's 10 s
+        self.assertGreater(d, 2.0)
+        self.assertLess(d, 5.0)
         self.assertAlmostEqual(t, d, delta=0.001)
 
 
