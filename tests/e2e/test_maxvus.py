@@ -171,19 +171,20 @@ class Precision(sqtest.TargetCase):
         lat = doc["latency"]
         self.assertGreaterEqual(lat["min_us"], delay_ms * 1000, lat)
         self.assertEqual(lat["count"], doc["requests"]["completed"])
+        # A batch's arrivals leave together: of each window's gaps all but one are within a
+        # batch (µs), so the median is; paced one by one it would be the 1 ms between them.
+        # The longest gap is between batches (a late window only makes it longer).
         gap = self.stats()["arrivals"]["gap_us"]
         self.assertLess(gap["p50"], 500, gap)  # within a batch
         self.assertGreater(gap["max"], gap_between_us, gap)  # between batches
         return doc
 
-    @sqtest.timing()
     def test_coarse_releases_in_windows(self):
         # precision coarse releases the arrivals in batches on a 5 ms grid: one wake-up per
         # window (401 in 2.003 s) where normal wakes for each of the 2,003 arrivals
         doc = self.coarse_run(20, 2003, "coarse", 5, 402, 3000)
         self.assertLess(doc["latency"]["p50_us"], 60000, doc["latency"])
 
-    @sqtest.timing()
     def test_coarse_window_chosen(self):
         # coarse:20ms: the user's own window, one wake-up per 20 ms (51 in 1.003 s), and the
         # server sees bursts 20 ms apart
