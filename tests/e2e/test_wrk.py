@@ -176,8 +176,11 @@ class WrkCompat(unittest.TestCase):
             total = sum(int(m[1]) for m in made)
             for _, mreq, mresp in made:
                 self.assertLessEqual(int(mresp), int(mreq), tool)
-            # wrk's first thread counts one request it never sends (its pre-run call)
-            self.assertLessEqual(abs(total - len(reqs)), 2, (tool, total, len(reqs)))
+            # The peer logs what it read: each connection's last request may be counted but
+            # still in flight (or unread) when -d ends, one per connection (2), and wrk's first
+            # thread counts one request it never sends (its pre-run call). A busy machine makes
+            # the in-flight ones likelier, never more than that.
+            self.assertLessEqual(abs(total - len(reqs)), 2 + 1, (tool, total, len(reqs)))
 
     def test_stop(self):
         # one connection: the thread stops itself after its 100th response
