@@ -396,6 +396,10 @@ class Measure(unittest.TestCase):
             self.assertGreaterEqual(ms, 300, why)
         med = sorted(runs)[1]
         slack = 200 if sanitized() else 40  # an ASan squall forks and polls slower
+        # With the machine's load average at 14 on its 2 CPUs, measure's starts still lagged the
+        # test's own by 50-100 ms and spread as much: the bound widens by measure's own spread,
+        # which a constant addition (the bug) does not widen
+        slack += max(runs) - min(runs)
         self.assertLessEqual(med, max(own_slow) + slack, why)
         self.assertIsNone(doc["load"])
         print("cold start: " + why)
