@@ -111,7 +111,11 @@ class QuickFace(sqtest.TargetCase):
         self.assertGreaterEqual(iw["polled"], 1, iw)
         self.assertLessEqual(iw["polled"], 3, iw)
         self.assertEqual(iw["caught"], 0, iw)
-        self.assertGreaterEqual(iw["slept"], 20, iw)
+        # every other wait for a response slept: one per completed request at least (about
+        # 30 in 600 ms; fewer when a busy machine answers slower), but the polled ones
+        done = doc["requests"]["completed"]
+        self.assertGreater(done, 5, doc["requests"])
+        self.assertGreaterEqual(iw["slept"], done - iw["polled"] - 1, (iw, done))
         p, doc, _ = run_json(self.base + "/fast", "-n", "20000", "-c", "8", "-t", "1")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assert_accounting(doc)
