@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # scripts/deps.sh - installs the Debian 12 packages squall needs, only those missing.
-#   scripts/deps.sh          build + test dependencies
+#   scripts/deps.sh          what the build needs (`make build`, `make demo`)
+#   scripts/deps.sh test     + what every test needs (`make test`): headless Chromium for the
+#                            browser tests, strace, iproute2 and util-linux for tests/security
 #   scripts/deps.sh fuzz     + clang and libFuzzer
 #   scripts/deps.sh bench    + the peers and servers bench/ compares against
-#   scripts/deps.sh browser  + headless Chromium for the HTML report's browser test
+#   scripts/deps.sh browser  + headless Chromium alone (kept for older callers; `test` has it)
 set -euo pipefail
 
 # build: libluajit-5.1-dev is the script/ module's Lua (wrk's API runs on LuaJIT, as in wrk);
@@ -30,6 +32,11 @@ bench+=(liburing-dev)
 bench+=(linux-perf)
 command -v npm >/dev/null 2>&1 || bench+=(nodejs npm)
 browser=(chromium)
+# test: the browser tests drive Debian's Chromium (playwright-core and the MCP SDK come from npm
+# into build/npm on first use, with the npm above); tests/security runs each check that a
+# destination is refused inside `unshare -n` (util-linux) with `ip link set lo up` (iproute2),
+# watched by `strace -f -e trace=connect,bind`.
+test=("${browser[@]}" strace iproute2 util-linux)
 # npm fetches uPlot, which the build embeds into the HTML report. A node that came from elsewhere
 # (NodeSource's nodejs ships npm inside it and conflicts with Debian's npm) is kept as it is.
 command -v npm >/dev/null 2>&1 || build+=(nodejs npm)
@@ -39,8 +46,9 @@ for extra in "$@"; do
   case "$extra" in
     fuzz) want+=("${fuzz[@]}") ;;
     bench) want+=("${bench[@]}") ;;
+    test) want+=("${test[@]}") ;;
     browser) want+=("${browser[@]}") ;;
-    *) echo "deps.sh: unknown set '$extra' (fuzz, bench, browser)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown set '$extra' (test, fuzz, bench, browser)" >&2; exit 2 ;;
   esac
 done
 

@@ -56,9 +56,14 @@ void sq_daemon__iso_time(int64_t ms, char *buf, size_t len)
     }
     time_t s = (time_t)(ms / 1000);
     struct tm tm;
-    gmtime_r(&s, &tm);
-    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    char date[32];
+    /* strftime, not "%04d-%02d..." over the tm fields: gcc at -O3 cannot bound those ints and
+     * warns that the text may not fit (-Wformat-truncation), which fails a -Werror build. */
+    if (!gmtime_r(&s, &tm) || strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+        snprintf(buf, len, "%s", "");
+        return;
+    }
+    snprintf(buf, len, "%s.%03uZ", date, (unsigned)(ms % 1000));
 }
 
 static json_t *time_json(int64_t ms)

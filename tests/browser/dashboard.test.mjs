@@ -50,9 +50,10 @@ function loadPlaywright() {
     return req('playwright-core');
   } catch {
     console.log(`installing playwright-core into ${NPM_DIR}`);
+    // 1.61: the last that runs on Debian 12's Node.js 18 (1.62 and later need Node 20 and exit)
     const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--prefix', NPM_DIR,
-      'playwright-core@1'], { stdio: 'inherit' });
-    if (r.status !== 0) throw new Error('npm install playwright-core@1 failed');
+      'playwright-core@1.61'], { stdio: 'inherit' });
+    if (r.status !== 0) throw new Error('npm install playwright-core@1.61 failed');
     return req('playwright-core');
   }
 }

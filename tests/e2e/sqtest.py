@@ -258,31 +258,6 @@ class TargetCase(unittest.TestCase):
             self.assertEqual(r["arrivals"], r["sent"] + r["dropped"], r)
 
 
-def timing(tries=3):
-    """For a test whose checks are about time (cadence, drops at a rate the machine can carry):
-    run it up to `tries` times and pass on the first attempt that passes. A shared 2-core CI
-    machine can starve one attempt; a real regression fails every attempt. Each failed attempt
-    is printed, so a flaky pass stays visible in the log."""
-    import functools
-
-    def wrap(fn):
-        @functools.wraps(fn)
-        def run(self, *a, **kw):
-            for attempt in range(1, tries + 1):
-                try:
-                    return fn(self, *a, **kw)
-                except AssertionError as e:
-                    if attempt == tries:
-                        raise
-                    print("\n  (timing attempt %d of %d failed: %s; again)"
-                          % (attempt, tries, str(e).splitlines()[0]), file=sys.stderr)
-                    setup = getattr(self, "setUp", None)
-                    if setup:
-                        setup()
-        return run
-    return wrap
-
-
 def main():
     """Runs the calling module's tests; prints `N passed, M failed`; exits non-zero on failure."""
     module = sys.modules["__main__"]

@@ -37,7 +37,7 @@ _sanitized = None
 
 def sanitized():
     """True when the squall under test is built with ASan or TSan (make test-asan, test-tsan):
-    several times slower, so what depends on capacity (arrivals dropped at 3,000/s on a loaded
+    several times slower, so what depends on capacity (arrivals sent at 3,000/s on a loaded
     2-core machine) is bounded more loosely; what is exact stays exact."""
     global _sanitized
     if _sanitized is None:
@@ -271,11 +271,21 @@ class Cluster(unittest.TestCase):
         r = doc["requests"]
         self.assertEqual(r["arrivals"], 15000)  # 3,000/s for 5 s, exactly
         self.assertEqual(r["sent"] + r["dropped"], 15000)
-        self.assertLessEqual(r["dropped"], 6000 if sanitized() else 150, r)
         self.assert_sums(doc)
         agents = doc["cluster"]["agents"]
         self.assertEqual([a["name"] for a in agents], ["a1", "a2", "a3"])
         self.assertEqual([a["requests"]["arrivals"] for a in agents], [5000, 5000, 5000])
+        # Drops are the machine's (an arrival with no free connection while the target or an
+        # agent is descheduled: 0 on a quiet machine, hundreds with both CPUs busy), and each is
+        # counted: per agent, sent + dropped is its 5,000. 3,000/s is a small share of what one
+        # core serves (docs/benchmarks.md), so every agent still sends most of its share; an
+        # agent that drops its whole share, or paces at the wrong rate, does not. (A sanitizer
+        # build is several times slower per request: a fifth of its share then.)
+        floor = 1000 if sanitized() else 2500
+        for a in agents:
+            ar = a["requests"]
+            self.assertEqual(ar["sent"] + ar["dropped"], 5000, a["name"])
+            self.assertGreater(ar["sent"], floor, (a["name"], ar))
         self.assertEqual([(a["segment"]["from"], a["segment"]["to"]) for a in agents],
                          [("0", "1/3"), ("1/3", "2/3"), ("2/3", "1")])
         self.assertTrue(all(a["finished"] and not a["lost"] for a in agents))
@@ -284,9 +294,12 @@ class Cluster(unittest.TestCase):
         st = sqtest.json_get(self.port, "/stats")
         # every request sent reached the target: 15,000 less the dropped, exactly
         self.assertEqual(st["arrivals"]["count"], r["sent"])
-        # 5 s over what was sent: 333 µs when (nearly) nothing is dropped
+        # The mean gap is the arrivals' span over their count: about 5 s / sent (333 µs when
+        # nothing is dropped). The span's ends move with the first and last arrivals' lateness
+        # (tens of ms on a busy machine, a few % of 5 s); three agents sending in step, or at
+        # three times the rate, would show a third of it.
         self.assertAlmostEqual(st["arrivals"]["gap_us"]["mean"], 5e6 / r["sent"],
-                               delta=20 if not sanitized() else 5e5 / r["sent"])
+                               delta=0.1 * 5e6 / r["sent"])
         # the series adds up to the totals, second by second
         self.assertEqual(sum(s["requests"] for s in doc["series"]), r["sent"])
         print("split: %.1fs, gaps at 3,000/s %s, dropped %d" % (took, st["arrivals"]["gap_us"],
@@ -303,9 +316,13 @@ class Cluster(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(doc["requests"]["arrivals"], 900)
         gap = sqtest.json_get(self.port, "/stats")["arrivals"]["gap_us"]
-        self.assertAlmostEqual(gap["mean"], 3333, delta=150)
-        self.assertGreater(gap["p50"], 2000, gap)
-        self.assertLess(gap["p50"], 4700, gap)
+        # the rate: 3 s over 900 arrivals, with the span's ends as loose as above
+        self.assertAlmostEqual(gap["mean"], 3333, delta=333)
+        # the shape: a steady stream's median gap is the mean; agents in step put it at a few
+        # µs. A busy machine's late wake-ups bunch some arrivals (shorter gaps after a longer
+        # one), so the median is only held above a third of the mean: far above the few µs of
+        # the failure, far below what scheduling noise moves a median of 900 gaps.
+        self.assertGreater(gap["p50"], 1100, gap)
         print("split: gaps at 300/s %s" % gap)
 
     def test_sampled_exchanges_from_every_agent(self):
@@ -468,24 +485,31 @@ scenarios:
             time.sleep(0.1)
         finally:
             rec.close()
-        # each agent's one request is sent at its start: they arrive within 5 ms of each other
+        # The offsets the agents measured are their skews to within the uncertainty each one
+        # states (half the round trip it kept): the true offset lies in that interval by
+        # construction (docs/distributed.md), however slow the round trips were. A sign error or
+        # an offset left out misses by hundreds of ms.
+        clock = {a["name"]: a["clock"] for a in doc["cluster"]["agents"]}
+        for name, skew in (("s1", 400), ("s2", -300), ("s3", 0)):
+            c = clock[name]
+            self.assertLessEqual(abs(c["offset_ms"] - skew), c["uncertainty_ms"] + 0.001,
+                                 (name, c))
+        # Each agent's one request is sent at its start: the arrivals' spread is the offsets'
+        # error plus each agent's wake-up and send. Uncorrected, the skews put them 300 to 700
+        # ms apart; 100 ms leaves a busy machine's wake-ups (tens of ms seen with both CPUs
+        # busy) room and still catches a start that ignores an offset. (On a quiet machine the
+        # spread is well under a millisecond: that figure is a benchmark's, not a test's.)
         self.assertEqual(len(rec.stamps), 3, rec.stamps)
         spread_ms = (max(rec.stamps) - min(rec.stamps)) / 1e6
-        self.assertLess(spread_ms, 5.0, rec.stamps)
-        # and the offsets the agents measured are their skews (700 ms apart uncorrected)
-        off = {a["name"]: a["clock"]["offset_ms"] for a in doc["cluster"]["agents"]}
-        self.assertAlmostEqual(off["s1"], 400, delta=2)
-        self.assertAlmostEqual(off["s2"], -300, delta=2)
-        self.assertAlmostEqual(off["s3"], 0, delta=2)
-        for a in doc["cluster"]["agents"]:
-            self.assertLess(a["clock"]["uncertainty_ms"], 5)
-        print("skew: arrivals within %.3f ms" % spread_ms)
+        self.assertLess(spread_ms, 100.0, rec.stamps)
+        print("skew: arrivals within %.3f ms, uncertainties %s ms" %
+              (spread_ms, [clock[n]["uncertainty_ms"] for n in ("s1", "s2", "s3")]))
 
     # -- losing an agent -------------------------------------------------------------------
 
     def test_agent_lost(self):
         agents = self.start_agents("loss", ["l1", "l2", "l3"])
-        ctl = Controller(self.base + "/fast", "-r", "300", "-d", "6s", "-c", "10", "-t", "1",
+        ctl = Controller(self.base + "/fast", "-r", "300", "-d", "8s", "-c", "10", "-t", "1",
                          "--agents", "3", "--nats", self.url, "--subject-prefix", "loss")
         t, line = ctl.wait_line("agents start in")
         start = t + float(line.split("start in ")[1].split(" ms")[0]) / 1000
@@ -495,7 +519,9 @@ scenarios:
         t_lost, line = ctl.wait_line("agent l2 lost at", timeout=10)
         rc, doc, err = ctl.finish()
         self.assertNotIn("Sanitizer", err)
-        self.assertLessEqual(t_lost - killed, 3.0, line)
+        # detected by its silence (2 s, then the next check: about 2.6 s), not at the run's end
+        # 6 s after the kill; 4 s leaves a busy controller's late wake-ups room
+        self.assertLessEqual(t_lost - killed, 4.0, line)
         self.assertEqual(rc, 1, err)
         self.assertIn("1 of 3 agents lost", err)
         c = doc["cluster"]
@@ -507,15 +533,21 @@ scenarios:
         self.assertTrue(by["l2"]["lost"])
         self.assertIsNone(by["l2"]["seconds_missing"])
         self.assertEqual(by["l1"]["seconds_missing"], 0)
-        self.assertGreater(by["l2"]["lost_at_s"], 1.3)
-        self.assertLess(by["l2"]["lost_at_s"], 2.3)
+        # lost_at_s is when it was last heard (run time): never after the kill (the 0.3 s is
+        # how late this test may have read the start line it times the kill from), and with a
+        # heartbeat every 500 ms, after 1.5 s unless its last heartbeats came late (1 s allows
+        # for a busy agent); a stamp from the wrong clock or the run's start fails it
+        killed_at = killed - start
+        self.assertGreater(by["l2"]["lost_at_s"], killed_at - 1.0, (by["l2"], killed_at))
+        self.assertLess(by["l2"]["lost_at_s"], killed_at + 0.3, (by["l2"], killed_at))
         # the others finished their whole share; the lost one's data up to the loss is kept
         for n in ("l1", "l3"):
             self.assertTrue(by[n]["finished"])
-            self.assertEqual(by[n]["requests"]["arrivals"], 600)
-        # at least most of its first second (100 due; a loaded machine sends some late)
+            self.assertEqual(by[n]["requests"]["arrivals"], 800)
+        # at least most of its first second (100 due; a loaded machine sends some late), and
+        # not its whole share (800)
         self.assertGreaterEqual(by["l2"]["requests"]["sent"], 50)
-        self.assertLess(by["l2"]["requests"]["sent"], 300)
+        self.assertLess(by["l2"]["requests"]["sent"], 400)
         self.assert_sums(doc)
         self.assertIn("LOST", err)
         print("loss: detected %.2f s after the kill" % (t_lost - killed))
@@ -583,7 +615,9 @@ thresholds:
             p, doc, _ = self.run_ctl("abort", "run", plan, "-t", "1", "--agents", "2")
             took = time.monotonic() - t0
         self.assertEqual(p.returncode, 99, p.stderr)
-        self.assertLess(took, 16 if sanitized() else 8)  # the plan runs 20 s
+        # aborted: a run that was not takes the plan's 20 s and more (the start, the graceful
+        # stop); the start over NATS and a busy machine's slowness fit well inside 15 s
+        self.assertLess(took, 15)
         self.assertTrue(doc["aborted"])
         self.assertTrue(all(a["finished"] for a in doc["cluster"]["agents"]))
 

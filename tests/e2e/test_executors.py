@@ -48,7 +48,6 @@ def run_measured(*args, timeout=60):
 
 class OpenLoop(sqtest.TargetCase):
 
-    @sqtest.timing()
     def test_constant_rate(self):
         self.reset()
         p, doc, wall = run_json(self.base + "/fast", "-r", "1000", "-d", "3s", "-c", "32")
@@ -57,18 +56,32 @@ class OpenLoop(sqtest.TargetCase):
         r = doc["requests"]
         self.assertEqual(doc["mode"], "open-loop")
         self.assertEqual(doc["config"]["executor"]["kind"], "constant-arrival-rate")
+        # 3,000 arrivals due, each sent or counted as dropped (none on a quiet machine; a busy
+        # one may drop a few while the target is descheduled: counted, never silently late)
         self.assertEqual(r["sent"] + r["dropped"], 3000)
-        self.assertEqual(r["dropped"], 0)
+        self.assertLess(r["dropped"], 1500, r)  # 1,000/s is a small share of one core
+        self.assertEqual(r["failed"], 0, doc["errors"])
         st = self.stats()
         served = st["endpoints"]["fast"]
+        # what the server saw is what was sent: every completed request, at most those in flight
         self.assertGreaterEqual(served, r["completed"])
         self.assertLessEqual(served, r["completed"] + r["in_flight"])
-        self.assertGreaterEqual(served, 3000 - r["in_flight"])
+        self.assertEqual(st["arrivals"]["count"], served)
         gap = st["arrivals"]["gap_us"]
-        self.assertAlmostEqual(gap["p50"], 1000, delta=100)  # within 10% of 1 ms
+        # The rate, as the server saw it: the mean gap is the span (3 s, its ends as late as the
+        # first and last arrival: ms) over the arrivals, 1 ms within 10%.
+        self.assertAlmostEqual(gap["mean"], 3e6 / served, delta=0.1 * 3e6 / served)
+        self.assertAlmostEqual(3e6 / served, 1000, delta=1000 * r["dropped"] / served + 50)
+        # Spread, not bunched: a steady stream's median gap is the mean (1 ms). Arrivals sent in
+        # batches (a tick's worth at once) have a median of a few µs. A busy machine bunches some
+        # (a late wake-up sends what is due at once), so only a third of the mean is required.
+        self.assertGreater(gap["p50"], 333, gap)
         self.assertEqual(doc["latency"]["measured_from"], "intended_send")
         self.assertEqual(doc["latency_uncorrected"]["measured_from"], "actual_send")
         self.assertEqual(doc["latency"]["count"], r["completed"])
+        # the run ends at -d: 3 s and its start and stop, not a run that overruns (2x is room
+        # for a busy machine's slow start)
+        self.assertGreaterEqual(doc["duration_s"], 3.0)
         self.assertLess(wall, 6)
 
     def test_drops_are_counted_not_delayed(self):
@@ -82,7 +95,6 @@ class OpenLoop(sqtest.TargetCase):
         self.assertGreater(r["dropped"], 150)
         self.assertLessEqual(r["sent"], 25)
 
-    @sqtest.timing()
     def test_ramping_rate(self):
         self.reset()
         p, doc, _ = run_json(self.base + "/fast", "-r", "0", "--stages", "10s:1000",
@@ -94,10 +106,12 @@ class OpenLoop(sqtest.TargetCase):
         self.assertEqual(r["sent"] + r["dropped"], 5000)
         served = self.stats()["endpoints"]["fast"]
         # Every arrival that was not dropped reached the server (a starved machine may drop a
-        # few: they are counted, never silently late).
+        # few: they are counted, never silently late): all but those still in flight at the end.
+        self.assertEqual(r["failed"], 0, doc["errors"])
         self.assertGreaterEqual(served, r["completed"])
         self.assertLessEqual(served, r["sent"])
-        self.assertAlmostEqual(served + r["dropped"], 5000, delta=50)  # 1%
+        self.assertGreaterEqual(served + r["dropped"], 5000 - r["in_flight"], r)
+        self.assertLess(r["dropped"], 2500, r)  # 1,000/s at the top: a small share of a core
 
     def test_rate_split_across_threads(self):
         self.reset()
@@ -123,21 +137,47 @@ class Stall(sqtest.TargetCase):
         self.assertEqual(r["sent"] + r["dropped"], 4000)
         corrected = doc["latency"]["p90_us"]
         uncorrected = doc["latency_uncorrected"]["p90_us"]
+        # A fifth of the arrivals (the first 400 ms of each of the two stalls) cannot be
+        # answered within 100 ms of their intended time, whatever the machine does: the
+        # corrected p90 shows the stall.
         self.assertGreaterEqual(corrected, 100_000, doc["latency"])
-        self.assertLess(uncorrected, 100_000, doc["latency_uncorrected"])
+        # Measured from the actual send, the queued ones look fast (only the 64 caught in flight
+        # wait out a stall): coordinated omission hides it. Relative to the corrected figure, so
+        # a busy machine's slower responses move both; the same histogram twice fails it.
+        self.assertLess(uncorrected, corrected / 2, (doc["latency"], doc["latency_uncorrected"]))
 
 
 class ClosedLoop(sqtest.TargetCase):
-    @sqtest.timing()
     def test_pacing_holds_cadence_cheaply(self):
-        rc, doc, cpu, wall = run_measured(self.base + "/fast", "-c", "1", "--pacing", "10ms",
-                                          "-d", "3s")
+        """--pacing 100ms against a server that holds each request 40 ms: an iteration starts
+        every 100 ms (max(pacing, response)), not every 140 (pacing after the response), never
+        more often, and the waits between are slept, not spun. How close a quiet machine
+        keeps a 10 ms cadence (300 of 300 in 3 s) and what it costs are bench/pacing.py
+        --closed's figures (docs/benchmarks.md)."""
+        self.reset()
+        rc, doc, cpu, wall = run_measured(self.base + "/delay/40", "-c", "1", "--pacing",
+                                          "100ms", "-d", "3s")
         self.assertEqual(rc, 0)
+        self.assert_accounting(doc)
         n = doc["requests"]["completed"]
-        # 300 within 1% (3% in a sanitizer build, whose every wake-up costs more)
-        self.assertGreaterEqual(n, 291 if SANITIZED else 297)
-        self.assertLessEqual(n, 301)
-        self.assertLess(cpu / doc["duration_s"], 0.10, f"{cpu:.3f}s CPU in {wall:.2f}s")
+        self.assertEqual(self.stats()["endpoints"]["delay"], doc["requests"]["sent"])
+        # never faster than the pacing: at most one start per 100 ms of the 3 s, whatever the
+        # machine does (a pacing that is ignored sends 70 or more)
+        self.assertLessEqual(n, 31, doc["requests"])
+        # The cadence is absolute: a start is lost only when a response comes back more than
+        # 60 ms late (100 ms after its start); pacing counted from the response's end (every
+        # 140 ms) gives 21-22. 26 leaves five such late responses to a busy machine.
+        self.assertGreaterEqual(n, 26, doc["requests"])
+        # Cheap: the same requests unpaced, as the reference for this machine's cost of a
+        # request and of squall's start. The pacing adds a timer per iteration (µs); a pacer
+        # that spins through its 60 ms waits burns its share of a core for 1.8 s: all of it
+        # on a quiet machine, 0.25 s seen with the machine's load average at 10, against 0.01 s
+        # for the reference, so twice the reference plus 100 ms tells them apart.
+        rc2, ref, ref_cpu, _ = run_measured(self.base + "/delay/40", "-c", "1", "-n", str(n))
+        self.assertEqual(rc2, 0)
+        self.assertEqual(ref["requests"]["completed"], n)
+        self.assertLess(cpu, 2 * ref_cpu + 0.1,
+                        f"paced {cpu:.3f}s CPU in {wall:.2f}s; unpaced {ref_cpu:.3f}s")
 
     def test_ramping_vus(self):
         p, doc, wall = run_json(self.base + "/delay/10", "--stages", "1s:8,1s:8,1s:0")
@@ -145,18 +185,30 @@ class ClosedLoop(sqtest.TargetCase):
         self.assert_accounting(doc)
         self.assertEqual(doc["config"]["executor"]["kind"], "ramping-vus")
         self.assertEqual(doc["connections"]["opened"], 8)
-        # 4 VU-seconds up, 8 flat, 4 down: 16 VU-seconds at 10 ms or more per request.
-        self.assertGreater(doc["requests"]["completed"], 900)
-        self.assertLess(doc["requests"]["completed"], 1650)
-        self.assertLess(wall, 6)
+        # 4 VU-seconds up, 8 flat, 4 down: 16 VU-seconds at 10 ms or more per request, so at
+        # most 1,600 requests (and the few in flight at the steps), whatever the machine does.
+        done = doc["requests"]["completed"]
+        self.assertLess(done, 1650)
+        # Each VU is a closed loop: its requests back to back, so the VU-seconds the run held
+        # are its requests times their mean latency (a busy machine's slower responses mean
+        # fewer requests, not fewer VU-seconds). A ramp that stops at half the VUs, or never
+        # ramps down, is far from 16; the steps' edges (a VU ends its request) and the time
+        # between a response and the next send keep it within 25% below.
+        vu_s = done * doc["latency"]["mean_us"] / 1e6
+        self.assertGreater(vu_s, 12, (done, doc["latency"]["mean_us"]))
+        self.assertLess(vu_s, 17, (done, doc["latency"]["mean_us"]))
+        self.assertGreater(done, 300)  # and not a handful of very slow requests
+        self.assertLess(wall, 6)  # 3 s of stages, 2x for a busy machine's start and stop
 
     def test_iterations_with_max_duration(self):
         p, doc, wall = run_json(self.base + "/delay/50", "-n", "1000", "-c", "2",
                                      "-d", "1s")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(doc["config"]["executor"]["kind"], "shared-iterations")
-        self.assertLess(doc["requests"]["sent"], 1000)  # maxDuration ended it
-        self.assertLess(wall, 4)
+        # maxDuration ended it: two VUs at 50 ms or more per request send at most about 40 in
+        # 1 s; the 1,000 iterations would take 25 s
+        self.assertLess(doc["requests"]["sent"], 50)
+        self.assertLess(wall, 4)  # 1 s, with room for a busy machine's start and stop
 
 
 class BadFlags(unittest.TestCase):

@@ -142,6 +142,7 @@ class Relay(threading.Thread):
         self.delay, self.drop_every, self.dup_every = delay, drop_every, dup_every
         self.q = queue.Queue()
         self.received = self.dropped = self.duplicated = self.posted = 0
+        self.held = []  # per event posted: seconds from its receipt here to its first POST
         self.dropped_payloads = []
         self.errors = []
         self.sender = threading.Thread(target=self._send, daemon=True)
@@ -159,7 +160,8 @@ class Relay(threading.Thread):
                     continue
                 copies = 2 if self.dup_every and i % self.dup_every == 0 else 1
                 self.duplicated += copies - 1
-                self.q.put((time.monotonic() + self.delay, payload, copies))
+                now = time.monotonic()
+                self.q.put((now + self.delay, payload, copies, now))
         except (OSError, ConnectionError):
             pass  # closed by stop()
 
@@ -169,10 +171,11 @@ class Relay(threading.Thread):
             item = self.q.get()
             if item is None:
                 return
-            due, payload, copies = item
+            due, payload, copies, got = item
             left = due - time.monotonic()
             if left > 0:
                 time.sleep(left)
+            self.held.append(time.monotonic() - got)
             for _ in range(copies):
                 try:
                     conn.request("POST", "/events", body=payload,
@@ -469,49 +472,66 @@ class Pipeline(Brokers):
         try:
             # the relay starts posting once the sink listens (started by the run below)
             relay.start()
+            # settle 3 s: this Python relay falls behind on a busy machine, and an event it
+            # posts later than the settle counts as lost (docs/sink.md)
             p, doc = self.squall(self.nats_url + "/" + subject, "-r", "200", "-d", "3s",
                                  "--payload", '{"order":7,"stamp":"{{$stamp}}"}', "--sink",
                                  "http://127.0.0.1:%d" % sink_port, "--sink-stamp",
-                                 "json:$.stamp", "--sink-settle", "1s")
+                                 "json:$.stamp", "--sink-settle", "3s")
         finally:
             relay.stop()
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(relay.errors, [])
         return relay, p, doc
 
-    @sqtest.timing()
     def test_known_loss_and_duplicates(self):
         relay, p, doc = self.run_through_relay("pipe.loss")
         r, s = doc["requests"], doc["sink"]
-        self.assertEqual((r["arrivals"], r["completed"]), (600, 600))
-        self.assertEqual(relay.received, 600)
+        # 600 arrivals, each published or counted dropped; a publish completes when the PONG
+        # behind its batch is back, which a busy machine may leave in flight at the end, but
+        # it was written: the relay reads it. So the relay's share is what was sent (600 on a
+        # quiet machine), and what follows is exact for that count.
+        self.assertEqual(r["arrivals"], 600)
+        self.assertEqual(r["sent"] + r["dropped"], 600, r)
+        self.assertEqual(r["failed"], 0, r)
+        self.assertEqual(r["completed"] + r["in_flight"], r["sent"], r)
+        n = r["sent"]
+        self.assertGreater(n, 500, r)  # 200/s: a small load
+        self.assertEqual(relay.received, n)
+        lost = [i for i in range(n) if i % 100 == 99]
+        dups = [i for i in range(n) if i % 50 == 0 and i % 100 != 99]
         # exactly 1% lost, and the lost ones are the ones the relay dropped: seq 99, 199, ...
-        self.assertEqual(s["sent"], 600)
-        self.assertEqual(s["lost"], 6)
-        self.assertEqual(relay.dropped, 6)
-        self.assertEqual([e["seq"] for e in s["lost_seqs"]], [99, 199, 299, 399, 499, 599])
+        self.assertEqual(s["sent"], n)
+        self.assertEqual(s["lost"], len(lost))
+        self.assertEqual(relay.dropped, len(lost))
+        self.assertEqual([e["seq"] for e in s["lost_seqs"]], lost)
         # the relay's second copies are duplicates, never delivered twice
-        self.assertEqual(s["duplicates"], 12)
-        self.assertEqual(relay.duplicated, 12)
-        self.assertEqual(s["delivered"], 594)
+        self.assertEqual(s["duplicates"], len(dups))
+        self.assertEqual(relay.duplicated, len(dups))
+        self.assertEqual(s["delivered"], n - len(lost))
         self.assertEqual(s["out_of_order"], 0)
-        self.assertEqual(s["sources"][0]["requests"], 606)
+        self.assertEqual(s["sources"][0]["requests"], n - len(lost) + len(dups))
         lat = s["latency"]
-        self.assertEqual(lat["count"], 594)
+        self.assertEqual(lat["count"], n - len(lost))
         self.assertGreaterEqual(lat["min_us"], 20000)  # the relay held each one 20 ms
-        self.assertIn("lost 6", p.stderr.lstrip().splitlines()[0])
+        self.assertIn("lost %d" % len(lost), p.stderr.lstrip().splitlines()[0])
 
-    @sqtest.timing()
     def test_latency_truth(self):
-        # the relay holds every event 20 ms and drops none: the sink's p50 is 20 ms plus the
-        # pipeline's own few hundred µs
+        # the relay holds every event 20 ms and drops none: the sink's latency is what the
+        # relay held each event (20 ms, and later when a busy machine wakes the relay late: it
+        # times that itself) plus the two hops, load to NATS to relay and relay to sink, a few
+        # hundred µs on a quiet machine. So the sink's p50 is at least 20 ms and at most the
+        # relay's own p50 plus 10 ms for the hops: a stamp read against a wrong clock, or a
+        # latency in the wrong unit, misses it.
         relay, _, doc = self.run_through_relay("pipe.delay", drop_every=0, dup_every=0)
         s = doc["sink"]
         self.assertEqual((s["sent"], s["delivered"], s["lost"], s["duplicates"]), (600, 600, 0, 0))
         lat = s["latency"]
         self.assertGreaterEqual(lat["min_us"], 20000)
         self.assertGreaterEqual(lat["p50_us"], 20000)
-        self.assertLessEqual(lat["p50_us"], 25000, lat)
+        held_p50_us = sorted(relay.held)[len(relay.held) // 2] * 1e6
+        self.assertEqual(len(relay.held), 600)
+        self.assertLessEqual(lat["p50_us"], held_p50_us + 10000, (lat, held_p50_us))
 
 
 class PlanSteps(Brokers):

@@ -164,7 +164,6 @@ class Engine(PlanCase):
         self.assertEqual(doc["requests"]["completed"], 100)
         self.assertEqual(doc["checks"][0]["passed"], 50)
 
-    @sqtest.timing()
     def test_scenarios_run_concurrently_with_start_times(self):
         path = self.plan(
             """
@@ -189,10 +188,17 @@ class Engine(PlanCase):
         p, doc = self.run_plan(path)
         self.assertEqual(p.returncode, 0, p.stderr)
         sc = {s["name"]: s for s in doc["scenarios"]}
-        self.assertEqual(sc["early"]["iterations"], 100)
-        self.assertEqual(sc["late"]["iterations"], 50)
+        # every arrival of each schedule run or counted dropped (50/s on 4 VUs: none dropped
+        # unless a busy machine stalls the target for 80 ms)
+        self.assertEqual(sc["early"]["iterations"] + sc["early"]["dropped"], 100, sc["early"])
+        self.assertEqual(sc["late"]["iterations"] + sc["late"]["dropped"], 50, sc["late"])
+        self.assertGreater(sc["early"]["iterations"], 50, sc["early"])
+        self.assertGreater(sc["late"]["iterations"], 25, sc["late"])
         self.assertEqual(sc["late"]["start_s"], 1.0)
-        self.assertLess(doc["duration_s"], 3.5)
+        # together, not one after the other: 2 s (the early one's, the late one's second
+        # inside it), not 3 (in turn) or 4 (in turn, each with its start time); 0.9 s is room
+        # for a busy machine's late end (tens of ms seen)
+        self.assertLess(doc["duration_s"], 2.9)
         self.assertGreaterEqual(doc["duration_s"], 1.9)
 
     def test_failed_extraction_skips_to_the_next_iteration(self):

@@ -184,7 +184,6 @@ class EndpointsTest(sqtest.TargetCase):
         head, events, rest = read_chunked_events(s, t0 + 30)
         return s, t0, head, events, rest
 
-    @sqtest.timing()
     def test_sse_events_and_timing(self):
         s, t0, head, events, _ = self.sse(b"events=5&interval=100")
         self.assertTrue(head.startswith("HTTP/1.1 200"))
@@ -197,12 +196,14 @@ class EndpointsTest(sqtest.TargetCase):
             self.assertEqual(lines[0], "id: %d" % i)
             self.assertTrue(lines[1].startswith("data: "))
             self.assertEqual(json.loads(lines[1][6:]), {"id": i, "of": 5})
-        # event i is due (i + 1) * interval after the head; allow generous slack for CI
+        # event i is due (i + 1) * interval after the head, which follows the request (t0): it
+        # is never read sooner, however late this test reads; and not a second later
         for i, (t, _) in enumerate(events):
             self.assertGreaterEqual(t - t0, (i + 1) * 0.1 - 0.005, i)
             self.assertLess(t - t0, (i + 1) * 0.1 + 1.0, i)
-        gaps = [b[0] - a[0] for a, b in zip(events, events[1:])]
-        self.assertGreater(min(gaps), 0.05)
+        # they leave as they fall due, not all at the end: 400 ms from the first to the last
+        # (a busy machine may read the first late, so half of it)
+        self.assertGreater(events[-1][0] - events[0][0], 0.2, [t - t0 for t, _ in events])
 
     def test_sse_many_at_once_then_pipelined(self):
         s, _, _, events, rest = self.sse(b"events=2000&interval=0",

