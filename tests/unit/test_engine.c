@@ -399,9 +399,13 @@ struct mis {
     size_t len, boundary;
     bool skip_boundary;
     uint64_t reads; /* requests read (atomic) */
-    uint64_t next;  /* request counter that picks the split (atomic) */
-    int live;       /* connection threads still running (atomic) */
-    int stop;       /* (atomic) */
+    /* answers whose extra the client could not have told from the next request's answer: the
+     * 204 had gone out whole and the next request was already waiting when the extra's second
+     * piece was about to leave (a server thread descheduled past the VU's wait; atomic) */
+    uint64_t raced;
+    uint64_t next; /* request counter that picks the split (atomic) */
+    int live;      /* connection threads still running (atomic) */
+    int stop;      /* (atomic) */
     pthread_t tid;
 };
 
@@ -458,6 +462,9 @@ static void *mis_conn_main(void *arg)
             k = k + 1 < m->len ? k + 1 : 1;
         write_all(mc->fd, m->payload, k);
         sleep_us(200);
+        struct pollfd next = {.fd = mc->fd, .events = POLLIN};
+        if (k >= m->boundary && (have > 0 || poll(&next, 1, 0) == 1))
+            __atomic_add_fetch(&m->raced, 1, __ATOMIC_RELAXED);
         write_all(mc->fd, m->payload + k, m->len - k);
     }
     close(mc->fd);
@@ -537,10 +544,18 @@ static void assert_framing(const struct sq_result *res, const struct mis *m, uin
            (unsigned long long)res->c.errors[SQ_ERRK_CLOSED],
            (unsigned long long)res->c.errors[SQ_ERRK_PARSE],
            (unsigned long long)res->c.errors[SQ_ERRK_WRITE]);
-    assert_int_equal(res->c.status[5], 0); /* the extra never answers a request */
-    assert_int_equal(res->c.failed, 0);
-    assert_int_equal(res->c.errors[SQ_ERRK_PARSE], 0);
-    assert_int_equal(res->c.sent, res->c.completed + res->in_flight);
+    /* The extra never answers a request, unless the server itself was late with it: then the
+     * next request was out before it and the client cannot tell it from that request's answer
+     * (a 500 for the whole extra, a parse failure for the partial one). The server counts those
+     * answers (raced); a quiet machine has none. */
+    uint64_t raced = __atomic_load_n(&m->raced, __ATOMIC_RELAXED);
+    if (raced)
+        printf("  the server was late with %llu extras (the next request was already out)\n",
+               (unsigned long long)raced);
+    assert_true(res->c.status[5] <= raced);
+    assert_true(res->c.failed <= raced);
+    assert_true(res->c.errors[SQ_ERRK_PARSE] <= raced);
+    assert_int_equal(res->c.sent, res->c.completed + res->c.failed + res->in_flight);
     if (iters) {
         assert_int_equal(res->c.sent, iters);
         assert_int_equal(res->in_flight, 0);
@@ -549,12 +564,13 @@ static void assert_framing(const struct sq_result *res, const struct mis *m, uin
     /* the client sent exactly what the server read (a timed run may end with a request the
      * server has not read yet) */
     assert_true(reads <= res->c.sent && reads + res->in_flight >= res->c.sent);
-    assert_int_equal(res->c.status[2], res->c.completed);
-    /* one unsolicited error behind each answer; a timed run may end before the last extra */
+    assert_int_equal(res->c.status[2] + res->c.status[5], res->c.completed);
+    /* one unsolicited error behind each answer; a timed run may end before the last extra, and
+     * an extra taken for an answer raises none */
     uint64_t u = res->c.errors[SQ_ERRK_UNSOLICITED];
-    assert_true(u <= res->c.completed && u + 4 >= res->c.completed);
+    assert_true(u <= res->c.completed && u + 4 + raced >= res->c.completed);
     if (iters)
-        assert_int_equal(u, res->c.completed);
+        assert_true(u <= res->c.completed && u + raced >= res->c.completed);
 }
 
 static void framing_config(struct sq_run_config *cfg, char **req, const struct mis *m)
