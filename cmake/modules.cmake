@@ -7,8 +7,8 @@
 # a folder it may not use defines. Arrows point down only: a folder never uses one above it.
 #
 # SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
-set(SQ_MODULES base loop stats proc net http proto server plan script engine output sink target
-               store mcp cluster daemon cli)
+set(SQ_MODULES base loop stats proc net http proto server plan script engine output face sink
+               target store mcp cluster daemon cli)
 
 set(SQ_USES_base "")
 set(SQ_USES_loop base)
@@ -22,6 +22,10 @@ set(SQ_USES_plan stats base)
 set(SQ_USES_script plan stats base)
 set(SQ_USES_engine script proto plan http net stats proc loop base)
 set(SQ_USES_output engine plan stats proc base)
+# face/: turning a face's options into a run (quick flags, plan runs, network, distribution and
+# watch options, URL lists, a wrk script's states) and the faces' result documents, built with
+# output/'s generic builders. Above output/, below every folder that has a face (cli, daemon, mcp).
+set(SQ_USES_face output engine script proto plan http net proc stats base)
 set(SQ_USES_target sink server http proto stats loop base)
 # sink/: what arrives at the far end of a pipeline. Its HTTP source is server/'s, its NATS and
 # MQTT subscriptions speak proto/'s codecs over net/ and loop/, and it finds stamps with plan/'s
@@ -29,16 +33,16 @@ set(SQ_USES_target sink server http proto stats loop base)
 # matches stamped captures with sink's ledger (sq_sink_ledger_new), nothing else of target/ uses it.
 set(SQ_USES_sink server proto plan http net stats loop base)
 set(SQ_USES_store output base)
-set(SQ_USES_mcp store engine output plan target server http net stats base)
+set(SQ_USES_mcp face store engine output plan target server http net stats base)
 # cluster/ holds its own control-plane NATS connection (cluster/bus.c: one blocking socket, no
 # event loop), so it uses net/ for resolving and connecting; docs/internals/map.md says why it is
 # not in engine/.
 set(SQ_USES_cluster engine proto plan net stats base)
 # daemon/ runs a plan's sink: section beside its load (sink/beside.h), as `squall run` does, and
 # builds each run's egress policy from its allow_hosts (net/egress.h).
-set(SQ_USES_daemon mcp target store sink engine output plan server http net stats base)
-set(SQ_USES_cli mcp daemon cluster store sink target output engine script plan proto server http net
-                stats proc loop base)
+set(SQ_USES_daemon face mcp target store sink engine output plan server http net stats base)
+set(SQ_USES_cli mcp daemon cluster store sink target face output engine script plan proto server
+                http net stats proc loop base)
 
 set(SQ_EXT_base Threads::Threads m)
 set(SQ_EXT_stats ZLIB::ZLIB)
@@ -49,6 +53,7 @@ set(SQ_EXT_plan PkgConfig::FYAML PkgConfig::PCRE2 PkgConfig::JANSSON)
 set(SQ_EXT_output PkgConfig::JANSSON)
 set(SQ_EXT_target ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD)
 set(SQ_EXT_engine PkgConfig::JANSSON)
+set(SQ_EXT_face PkgConfig::JANSSON)
 set(SQ_EXT_cli PkgConfig::JANSSON)
 set(SQ_EXT_sink PkgConfig::JANSSON)
 set(SQ_EXT_mcp PkgConfig::JANSSON)

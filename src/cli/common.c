@@ -13,8 +13,8 @@
 
 #include "base/clock.h"
 #include "cli/cli.h"
-#include "engine/flags.h"
-#include "engine/netopts.h"
+#include "face/flags.h"
+#include "face/netopts.h"
 #include "engine/verdict.h"
 #include "output/doc.h"
 #include "output/html.h"

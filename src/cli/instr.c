@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "engine/planrun.h"
-#include "engine/probe.h"
-#include "engine/quick.h"
+#include "face/planrun.h"
+#include "face/probe.h"
+#include "face/quick.h"
 #include "http/url.h"
 #include "output/doc.h"
 #include "proc/spawn.h"

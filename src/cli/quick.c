@@ -1,5 +1,5 @@
 /* cli/quick.c - the quick face: `squall URL [flags]`, a wrk/oha-style one-liner. The flags and
- * the run's set-up are engine/quick.h (shared with the daemon); here: the help, printing what the
+ * the run's set-up are face/quick.h (shared with the daemon); here: the help, printing what the
  * engine refused, signals, the progress line, the --out files and the end-of-run outputs. */
 #include <errno.h>
 #include <stdbool.h>
@@ -14,8 +14,9 @@
 #include "cli/dist.h"
 #include "base/b64.h"
 #include "cli/wrk.h"
-#include "engine/flags.h"
-#include "engine/quick.h"
+#include "face/flags.h"
+#include "face/quick.h"
+#include "face/report.h"
 #include "engine/run.h"
 #include "output/json.h"
 #include "output/ndjson.h"
@@ -323,7 +324,7 @@ int sq_cli_quick(int argc, char **argv)
         sq_cli_capture_print(&cap, stderr);
 
     /* One document feeds every output, so they cannot disagree. */
-    json_t *doc = sq_report_quick_doc(&run, &res);
+    json_t *doc = sq_quick_doc(&run, &res);
     char sink_why[512] = ""; /* its block, and its line first */
     bool sink_failed = sq_cli_sink_end(sink, &res, doc, cfg->stop, sink_why, sizeof(sink_why));
     if (!sig && sink) /* a signal while the sink waited for the last events */

@@ -14,7 +14,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "daemon/compare.h"
-#include "engine/flags.h"
+#include "face/flags.h"
 #include "daemon/daemon.h"
 #include "output/doc.h"
 #include "output/fmt.h"

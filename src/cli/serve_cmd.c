@@ -21,7 +21,7 @@
 #include "cli/common.h"
 #include "daemon/daemon.h"
 #include "cli/inbox.h"
-#include "engine/flags.h"
+#include "face/flags.h"
 #include "server/server.h"
 #include "target/inbox.h"
 

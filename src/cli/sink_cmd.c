@@ -15,7 +15,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/inbox.h"
-#include "engine/flags.h"
+#include "face/flags.h"
 #include "output/fmt.h"
 #include "output/json.h"
 #include "sink/sink.h"

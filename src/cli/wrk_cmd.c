@@ -7,7 +7,7 @@
  * The report on stdout is wrk's, line for line and unit for unit, so what parses wrk's output
  * keeps working; squall's own figures (errors by kind, the JSON document, the intended-time
  * latency of -R) are one line away on stderr. The script, or its absence, goes through
- * engine/wrkscript.h either way: without -s the request is the one wrk would render.
+ * face/wrkscript.h either way: without -s the request is the one wrk would render.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -26,10 +26,10 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/wrk.h"
-#include "engine/flags.h"
-#include "engine/netopts.h"
+#include "face/flags.h"
+#include "face/netopts.h"
 #include "engine/run.h"
-#include "engine/wrkscript.h"
+#include "face/wrkscript.h"
 #include "http/url.h"
 #include "net/sock.h"
 #include "output/json.h"

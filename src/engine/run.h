@@ -360,7 +360,7 @@ struct sq_run_config {
      * The figures land in each second's `server` and in the result's `server`. */
     struct sq_watch *watch;
     /* wrk-style scripts (squall wrk, the quick face's -s; HTTP/1.1, not with scens): one Lua
-     * state per worker, prepared by engine/wrkscript.h. NULL: no script. */
+     * state per worker, prepared by face/wrkscript.h. NULL: no script. */
     const struct sq_run_script *script;
     /* Record each worker's requests per second every 100 ms into sq_result.rate (wrk's
      * Req/Sec figures and done()'s `requests`). */

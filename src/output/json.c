@@ -16,7 +16,6 @@
 #include "base/b64.h"
 #include "base/redact.h"
 #include "base/text.h"
-#include "engine/quick.h"
 #include "engine/verdict.h"
 #include "plan/exec.h"
 #include "output/figures.h"
@@ -978,66 +977,6 @@ int sq_report_json_write(FILE *f, const json_t *doc)
     if (rc < 0 || fflush(f) != 0)
         return -EIO;
     return 0;
-}
-
-/* --urls: each URL's figures, in the list's order. */
-static json_t *urls_block(const struct sq_quick_run *r, const struct sq_result *res)
-{
-    json_t *a = json_array();
-    for (uint32_t i = 0; i < res->nurls && i < r->nurls; i++) {
-        const struct sq_url_result *u = &res->urls[i];
-        struct sq_latency_figures lf;
-        sq_report_latency_figures(u->latency, &lf);
-        json_array_append_new(
-            a, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, "
-                         "s:{s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}}",
-                         "method", r->urls[i].method, "url", r->list.v[i].url, "line",
-                         (json_int_t)r->list.v[i].line, "requests", (json_int_t)u->sent,
-                         "completed", (json_int_t)u->completed, "failed", (json_int_t)u->failed,
-                         "status", "1xx", (json_int_t)u->status[1], "2xx", (json_int_t)u->status[2],
-                         "3xx", (json_int_t)u->status[3], "4xx", (json_int_t)u->status[4], "5xx",
-                         (json_int_t)u->status[5], "other", (json_int_t)u->status[0], "latency",
-                         "count", (json_int_t)lf.count, "mean_us", lf.mean, "p50_us",
-                         (json_int_t)lf.p50, "p90_us", (json_int_t)lf.p90, "p95_us",
-                         (json_int_t)lf.p95, "p99_us", (json_int_t)lf.p99, "p99_9_us",
-                         (json_int_t)lf.p999, "max_us", (json_int_t)lf.max));
-    }
-    return a;
-}
-
-json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
-{
-    const struct sq_quick_opts *o = r->opts;
-    bool list = r->nurls > 0;
-    struct sq_report_info info = {
-        .url = list ? r->list.v[0].url : o->url,
-        .method = list ? r->urls[0].method : o->method,
-        .target_addr = r->net.addr,
-        .exec = &r->cfg.exec,
-        .threads = res->threads,
-        .timeout_ns = r->cfg.timeout_ns,
-        .connect_timeout_ns = r->cfg.connect_timeout_ns,
-        .request_bytes = r->req_len,
-        .accept_encoding = r->accept_encoding,
-        .protocol = sq_quick_protocol(r),
-        .streams = o->http2 ? (uint32_t)o->streams : 0,
-        .bus = r->is_bus ? &r->bus : NULL,
-        .name = o->name,
-        .percentiles = o->npercentiles ? o->percentiles : NULL,
-        .npercentiles = o->npercentiles,
-    };
-    if (r->is_bus) {
-        info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : "PUBLISH";
-        info.request_bytes = 0;
-    }
-    json_t *doc = sq_report_json_doc(&info, res);
-    if (doc && list) {
-        json_object_set_new(json_object_get(doc, "config"), "urls_file", json_string(o->urls_path));
-        json_object_set_new(doc, "urls", urls_block(r, res));
-    }
-    if (doc && !o->no_redact) /* a broker URL's password: nats://user:[redacted]@host */
-        sq_report_redact_url(json_object_get(doc, "config"), "url");
-    return doc;
 }
 
 void sq_report_redact_url(json_t *obj, const char *key)

@@ -85,12 +85,6 @@ const char *sq_report_sample_class(uint32_t cls);
  * environment and the sink block (taken: the document owns it). NULL when out of memory. */
 json_t *sq_report_sink_doc(json_t *sink, double duration_s);
 
-struct sq_quick_run;
-/* The quick face's document (`squall URL --json`, and the daemon's run from {"quick": ...}):
- * what run r (engine/quick.h) asked for and what res measured. The CLI and the daemon both call
- * it, so the same run gives the same document. NULL when out of memory. */
-json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result *res);
-
 /* Writes the document as indented JSON, keys in document order. Returns 0 or -EIO. */
 SQ_MUST_CHECK int sq_report_json_write(FILE *f, const json_t *doc);
 

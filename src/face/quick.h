@@ -1,4 +1,4 @@
-/* engine/quick.h - the quick face (`squall URL [flags]`) as data: its options, read from
+/* face/quick.h - the quick face (`squall URL [flags]`) as data: its options, read from
  * arguments or from a JSON object, and the run they prepare.
  *
  * Three steps, each shared by the CLI and the daemon, so both refuse the same mistakes with the
@@ -14,10 +14,10 @@
  * "connections": 64, "duration": "10s", "header": ["A: b"], "http2": true}. It is turned into
  * arguments and given to the same parser, so a bad value gets the CLI's message naming the flag:
  * "--connections: '0' is not a connection count (1..1000000)". Messages and return codes follow
- * engine/flags.h. Nothing here prints or exits.
+ * face/flags.h. Nothing here prints or exits.
  */
-#ifndef SQ_ENGINE_QUICK_H
-#define SQ_ENGINE_QUICK_H
+#ifndef SQ_FACE_QUICK_H
+#define SQ_FACE_QUICK_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -26,12 +26,12 @@
 
 #include "engine/bus.h"
 #include "base/buf.h"
-#include "engine/distopts.h"
-#include "engine/netopts.h"
+#include "face/distopts.h"
+#include "face/netopts.h"
 #include "engine/run.h"
-#include "engine/urllist.h"
-#include "engine/watchopt.h"
-#include "engine/wrkscript.h"
+#include "face/urllist.h"
+#include "face/watchopt.h"
+#include "face/wrkscript.h"
 #include "http/h2.h"
 #include "http/request.h"
 #include "http/url.h"
@@ -44,7 +44,7 @@
  * sq_quick_from_json built, which the options then own). */
 struct sq_quick_opts {
     const char *url;       /* NULL with --urls */
-    const char *urls_path; /* --urls FILE (engine/urllist.h), or NULL */
+    const char *urls_path; /* --urls FILE (face/urllist.h), or NULL */
     const char *method;    /* default "GET" */
     const char *body_arg;  /* -b's value: the body, or "@FILE" (from argv) */
     const char *body_flag; /* "-b" or "--body", as the user wrote it */
@@ -71,7 +71,7 @@ struct sq_quick_opts {
     bool no_phases, no_compression, http2;
     struct sq_netopts net;      /* DNS and TLS */
     struct sq_distopts dist;    /* --agents N --nats URL...: a run on agents (the CLI only) */
-    struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (engine/watchopt.h) */
+    struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (face/watchopt.h) */
     /* -s FILE: a wrk-style Lua script (docs/wrk.md), and the arguments after the URL that its
      * init(args) gets (refused from JSON: a daemon runs no script file) */
     const char *script;

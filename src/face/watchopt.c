@@ -1,5 +1,5 @@
-/* engine/watchopt.c - --watch and --watch-name (see watchopt.h). */
-#include "engine/watchopt.h"
+/* face/watchopt.c - --watch and --watch-name (see watchopt.h). */
+#include "face/watchopt.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
-/* engine/quick.c - see quick.h. The flags are checked where they are parsed when they can be (a
+/* face/quick.c - see quick.h. The flags are checked where they are parsed when they can be (a
  * method is given to the request serialiser itself, so the check and the request cannot
  * disagree), combinations after every flag is read, files (-b @FILE, --cacert) when they are
  * opened in sq_quick_prepare, still before anything is sent. The JSON form builds arguments and
  * goes through the same parser, so there is one set of checks and one set of messages. */
-#include "engine/quick.h"
+#include "face/quick.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -19,7 +19,7 @@
 #include "base/parse.h"
 #include "base/redact.h"
 #include "base/text.h"
-#include "engine/flags.h"
+#include "face/flags.h"
 #include "http/decode.h"
 #include "plan/exec.h"
 #include "plan/tmpl.h"

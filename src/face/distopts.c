@@ -1,12 +1,12 @@
-/* engine/distopts.c - see distopts.h. */
-#include "engine/distopts.h"
+/* face/distopts.c - see distopts.h. */
+#include "face/distopts.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
-#include "engine/flags.h"
+#include "face/flags.h"
 #include "plan/exec.h"
 
 const char sq_distopts_usage[] =

@@ -1,4 +1,4 @@
-/* engine/hooks.h - a plan's script: checked before a run.
+/* face/hookcheck.h - a plan's script: checked before a run.
  *
  * The plan loader knows only the names a step's before: / after: give; whether they are
  * functions of the script is known once Lua has run it. sq_plan_hooks_check() does that once, on
@@ -6,8 +6,8 @@
  * refused like any other bad plan. Each worker then builds its own state (worker.c: one
  * lua_State per worker thread) and finds the same functions again.
  */
-#ifndef SQ_ENGINE_HOOKS_H
-#define SQ_ENGINE_HOOKS_H
+#ifndef SQ_FACE_HOOKCHECK_H
+#define SQ_FACE_HOOKCHECK_H
 
 #include <stddef.h>
 

@@ -1,5 +1,5 @@
-/* engine/netopts.c - see netopts.h. */
-#include "engine/netopts.h"
+/* face/netopts.c - see netopts.h. */
+#include "face/netopts.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "base/clock.h"
 #include "base/parse.h"
-#include "engine/flags.h"
+#include "face/flags.h"
 #include "http/url.h"
 #include "net/sock.h"
 

@@ -1,5 +1,5 @@
-/* engine/planrun.c - see planrun.h. */
-#include "engine/planrun.h"
+/* face/planrun.c - see planrun.h. */
+#include "face/planrun.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -10,9 +10,9 @@
 
 #include "base/clock.h"
 #include "base/parse.h"
-#include "engine/flags.h"
+#include "face/flags.h"
 #include "engine/flow.h"
-#include "engine/hooks.h"
+#include "face/hookcheck.h"
 #include "http/decode.h"
 #include "stats/hist.h"
 

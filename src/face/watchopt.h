@@ -1,4 +1,4 @@
-/* engine/watchopt.h - the flags that name processes for a run to watch (`--watch PID`,
+/* face/watchopt.h - the flags that name processes for a run to watch (`--watch PID`,
  * `--watch-name NAME`, both repeatable), shared by the quick face, the plan face and the daemon's
  * JSON options, so each refuses the same mistakes with the same words.
  *
@@ -7,8 +7,8 @@
  * name is NAME and every process below those (proc/watch.h). A PID that does not exist, or a
  * name no process has, is refused before the run starts (exit 2), never found out after it.
  */
-#ifndef SQ_ENGINE_WATCHOPT_H
-#define SQ_ENGINE_WATCHOPT_H
+#ifndef SQ_FACE_WATCHOPT_H
+#define SQ_FACE_WATCHOPT_H
 
 #include <stdbool.h>
 #include <stddef.h>

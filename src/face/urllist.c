@@ -1,8 +1,8 @@
-/* engine/urllist.c - the --urls list parser (see urllist.h). Line by line, one pass: split the
+/* face/urllist.c - the --urls list parser (see urllist.h). Line by line, one pass: split the
  * line into its first fields, ask the request serialiser whether the method is a token (so the
  * check and the request cannot disagree), the URL parser whether the URL is one, and compare its
  * origin with the first line's. Every refusal names the line and the column. */
-#include "engine/urllist.h"
+#include "face/urllist.h"
 
 #include <errno.h>
 #include <stdarg.h>

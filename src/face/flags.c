@@ -1,5 +1,5 @@
-/* engine/flags.c - see flags.h. */
-#include "engine/flags.h"
+/* face/flags.c - see flags.h. */
+#include "face/flags.h"
 
 #include "base/parse.h"
 #include "base/text.h"

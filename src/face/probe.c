@@ -1,5 +1,5 @@
-/* engine/probe.c - one blocking GET with a deadline (see probe.h). */
-#include "engine/probe.h"
+/* face/probe.c - one blocking GET with a deadline (see probe.h). */
+#include "face/probe.h"
 
 #include <errno.h>
 #include <poll.h>

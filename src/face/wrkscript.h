@@ -1,4 +1,4 @@
-/* engine/wrkscript.h - a wrk-style Lua script around one run (squall wrk, the quick face's -s).
+/* face/wrkscript.h - a wrk-style Lua script around one run (squall wrk, the quick face's -s).
  *
  * As in wrk: a *main* state runs setup(thread) once per worker before the run and
  * done(summary, latency, requests) after it; each worker owns one state of its own for init(),
@@ -17,8 +17,8 @@
  * setup() or init(), with its traceback) come back as -SQ_ESCRIPT with the message, before any
  * connection is made.
  */
-#ifndef SQ_ENGINE_WRKSCRIPT_H
-#define SQ_ENGINE_WRKSCRIPT_H
+#ifndef SQ_FACE_WRKSCRIPT_H
+#define SQ_FACE_WRKSCRIPT_H
 
 #include <stddef.h>
 #include <stdint.h>

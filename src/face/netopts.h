@@ -1,14 +1,14 @@
-/* engine/netopts.h - the flags every load face shares for reaching the target: DNS overrides
+/* face/netopts.h - the flags every load face shares for reaching the target: DNS overrides
  * (--resolve, --connect-to, --dns-ttl) and TLS (-k/--insecure, --cacert, --cert, --key,
  * --tls-min, --tls-max); and setting them up for a run: the target resolved into the run's
  * configuration and the TLS client made. One option table, one help text, one parser and one
  * set-up, so `squall URL`, `squall run PLAN` and the daemon cannot drift apart.
  *
  * Nothing here prints: messages go into the caller's buffer, with the return codes of
- * engine/flags.h (-SQ_EUSAGE names a flag; any other negative code is a failure to set up).
+ * face/flags.h (-SQ_EUSAGE names a flag; any other negative code is a failure to set up).
  */
-#ifndef SQ_ENGINE_NETOPTS_H
-#define SQ_ENGINE_NETOPTS_H
+#ifndef SQ_FACE_NETOPTS_H
+#define SQ_FACE_NETOPTS_H
 
 #include <getopt.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
-/* engine/hooks.c - a plan's script: checked before a run (see hooks.h). */
-#include "engine/hooks.h"
+/* face/hookcheck.c - a plan's script: checked before a run (see hookcheck.h). */
+#include "face/hookcheck.h"
 
 #include <errno.h>
 #include <stdio.h>

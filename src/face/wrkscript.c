@@ -1,4 +1,4 @@
-/* engine/wrkscript.c - a wrk-style script around one run: states, setup(), init(), done().
+/* face/wrkscript.c - a wrk-style script around one run: states, setup(), init(), done().
  *
  * The order is wrk's: the main state is built first, then per worker its own state is built,
  * shown its address, handed to setup() on the main state and started with init(). A state
@@ -6,7 +6,7 @@
  * and to the main thread again after the join (done() reads the worker states through
  * thread:get); wrk's phases never overlap, and nothing here locks.
  */
-#include "engine/wrkscript.h"
+#include "face/wrkscript.h"
 
 #include <errno.h>
 #include <stdio.h>

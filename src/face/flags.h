@@ -1,4 +1,4 @@
-/* engine/flags.h - what the load faces' flag parsers share (engine/quick.c, engine/planrun.c):
+/* face/flags.h - what the load faces' flag parsers share (face/quick.c, face/planrun.c):
  * the message buffer and return codes of the run set-up, the flag getopt_long returned named as
  * the user wrote it, the message for what getopt_long refused, and the thread default.
  *
@@ -18,8 +18,8 @@
  * getopt_long keeps its state in globals: the parsers are not thread-safe, and each call starts
  * getopt_long afresh (optind = 0), so they may be called again and again in one process.
  */
-#ifndef SQ_ENGINE_FLAGS_H
-#define SQ_ENGINE_FLAGS_H
+#ifndef SQ_FACE_FLAGS_H
+#define SQ_FACE_FLAGS_H
 
 #include <getopt.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* engine/planrun.h - the plan face (`squall run PLAN`) up to the engine and after it: its flags,
+/* face/planrun.h - the plan face (`squall run PLAN`) up to the engine and after it: its flags,
  * the run a loaded plan prepares, and the thresholds watched while it goes and judged at its end.
  *
  * Shared by the CLI and the daemon, so both refuse the same plan with the same words:
@@ -13,21 +13,21 @@
  *   sq_planrun_watch_tick     each second: the running totals, abortOnFail thresholds
  *   sq_planrun_finish         the verdicts, and the run marked when a threshold stopped it
  *
- * Messages and return codes follow engine/flags.h: -SQ_EUSAGE names a flag, -SQ_EPARSE is the
+ * Messages and return codes follow face/flags.h: -SQ_EUSAGE names a flag, -SQ_EPARSE is the
  * plan's fault ("plan.yaml:3:5: key: why", "plan.yaml: scenario 'a': why"). Nothing prints.
  */
-#ifndef SQ_ENGINE_PLANRUN_H
-#define SQ_ENGINE_PLANRUN_H
+#ifndef SQ_FACE_PLANRUN_H
+#define SQ_FACE_PLANRUN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/distopts.h"
-#include "engine/netopts.h"
+#include "face/distopts.h"
+#include "face/netopts.h"
 #include "engine/oauth.h"
 #include "engine/run.h"
-#include "engine/watchopt.h"
+#include "face/watchopt.h"
 #include "engine/verdict.h"
 #include "http/url.h"
 #include "plan/plan.h"
@@ -49,7 +49,7 @@ struct sq_planrun_opts {
     const char *name;        /* --name: the run's name (over the plan's name:) */
     double percentiles[16];  /* --percentiles; npercentiles 0: the default list */
     size_t npercentiles;
-    struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (engine/watchopt.h) */
+    struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (face/watchopt.h) */
     uint64_t sample_responses;  /* --sample-responses N: exchanges kept per class (5; 0: none) */
     uint64_t seed;              /* --seed N: the random values' seed, over the plan's seed: */
     bool seed_set;

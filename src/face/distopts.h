@@ -1,12 +1,12 @@
-/* engine/distopts.h - the flags of a distributed run, shared by the load faces (`squall URL` and
+/* face/distopts.h - the flags of a distributed run, shared by the load faces (`squall URL` and
  * `squall run PLAN`): --agents N and --nats URL (run on N agents found over NATS instead of
  * here), --agent-wait, --tolerate-agent-loss, --subject-prefix, --segments and --nats-outage.
- * One option table, one help text and one parser, like engine/netopts.h. The run itself is
+ * One option table, one help text and one parser, like face/netopts.h. The run itself is
  * cluster/'s (cluster/cluster.h); the CLI only refuses these from JSON (a daemon run is not
  * distributed).
  */
-#ifndef SQ_ENGINE_DISTOPTS_H
-#define SQ_ENGINE_DISTOPTS_H
+#ifndef SQ_FACE_DISTOPTS_H
+#define SQ_FACE_DISTOPTS_H
 
 #include <getopt.h>
 #include <stdbool.h>

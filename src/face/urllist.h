@@ -1,4 +1,4 @@
-/* engine/urllist.h - the quick face's URL list (`squall --urls FILE`): several requests, each
+/* face/urllist.h - the quick face's URL list (`squall --urls FILE`): several requests, each
  * with its own method and body, spread over one run's VUs round-robin.
  *
  * One request per line:
@@ -18,10 +18,10 @@
  * SQ_URLLIST_MAX lines carry a request.
  *
  * The parser reads text only (no file is opened), so it can be fuzzed (fuzz/fuzz_urllist.c);
- * engine/quick.c reads the list and the @PATH bodies.
+ * face/quick.c reads the list and the @PATH bodies.
  */
-#ifndef SQ_ENGINE_URLLIST_H
-#define SQ_ENGINE_URLLIST_H
+#ifndef SQ_FACE_URLLIST_H
+#define SQ_FACE_URLLIST_H
 
 #include <stddef.h>
 #include <stdint.h>

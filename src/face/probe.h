@@ -1,10 +1,10 @@
-/* engine/probe.h - "is the server up?": one connection, one GET, blocking with a deadline, for
+/* face/probe.h - "is the server up?": one connection, one GET, blocking with a deadline, for
  * `squall measure --ready URL` (a cold start ends at the first 2xx) and `squall ab --server-X`
  * (an arm starts once its server accepts connections). Not a load path: each call opens and
  * closes its own socket and waits with poll().
  */
-#ifndef SQ_ENGINE_PROBE_H
-#define SQ_ENGINE_PROBE_H
+#ifndef SQ_FACE_PROBE_H
+#define SQ_FACE_PROBE_H
 
 #include <stdint.h>
 
