@@ -15,7 +15,7 @@
 #include "cli/cli.h"
 #include "face/flags.h"
 #include "face/netopts.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "output/doc.h"
 #include "output/html.h"
 #include "output/json.h"

@@ -161,7 +161,7 @@ int sq_cli_read_result(const char *face, const char *path, json_t **out);
 /* The exit status of a run that completed (thresholds aside): SQ_EXIT_SIGNAL when a signal
  * stopped it, SQ_EXIT_OK, or SQ_EXIT_FAIL after printing "squall: no request succeeded: why"
  * (output/json.h sq_report_why_failed; timeout_ns: the run's request timeout) when it did not
- * succeed by engine/verdict.h's rule, the one every face and the daemon apply. */
+ * succeed by result/verdict.h's rule, the one every face and the daemon apply. */
 int sq_cli_run_status(const struct sq_result *res, int sig, int64_t timeout_ns);
 
 #endif

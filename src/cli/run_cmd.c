@@ -18,7 +18,7 @@
 #include "face/planrun.h"
 #include "face/report.h"
 #include "engine/run.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "output/json.h"
 #include "output/plan_json.h"
 #include "output/progress.h"
@@ -352,7 +352,7 @@ int sq_cli_run(int argc, char **argv)
         fprintf(stderr, "squall: run stopped: %s\n", tk.w.why);
     /* Which verdict wins: a signal (the run is incomplete), then a target that got nothing or a
      * run where nothing succeeded (thresholds on no data are not a regression, and a dead
-     * target is not a slow one: engine/verdict.h's rule), then the thresholds. */
+     * target is not a slow one: result/verdict.h's rule), then the thresholds. */
     if (sig) {
         exit_code = SQ_EXIT_SIGNAL;
     } else if (res.c.sent == 0 && res.c.iterations == 0 && !sq_result_succeeded(&res)) {

@@ -578,8 +578,9 @@ int sq_cli_wrk(int argc, char **argv)
         goto out;
     }
     if (json) {
-        char addr[80];
+        char addr[80], stamp_run[16];
         sq_addr_format(&cfg.addrs[0], addr, sizeof(addr));
+        sq_stamp_run_text(res.run_id, stamp_run);
         struct sq_report_info info = {
             .url = o.url,
             .method = "GET",
@@ -590,6 +591,7 @@ int sq_cli_wrk(int argc, char **argv)
             .connect_timeout_ns = cfg.connect_timeout_ns,
             .request_bytes = cfg.request_len,
             .protocol = "http/1.1",
+            .stamp_run = stamp_run,
         };
         json_t *doc = sq_report_json_doc(&info, &res);
         if (doc) {

@@ -936,7 +936,7 @@ static int merge_series(struct ctl *c, struct sq_result *out)
 }
 
 /* The sampled exchanges: per class, a uniform sample of the union of the finished agents' (each
- * drawn in proportion to what it saw of the class, engine/capture.h). A lost agent sent none. */
+ * drawn in proportion to what it saw of the class, result/xsample.c). A lost agent sent none. */
 static int merge_samples(struct ctl *c, struct sq_result *out)
 {
     struct sq_xsamples *in = calloc(c->rep->n ? c->rep->n : 1, sizeof(*in));

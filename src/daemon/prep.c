@@ -24,7 +24,7 @@
 #include "face/planrun.h"
 #include "face/quick.h"
 #include "face/report.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "net/egress.h"
 #include "output/json.h"
 #include "output/plan_json.h"

@@ -28,7 +28,7 @@
 #include "engine/oauth.h"
 #include "engine/run.h"
 #include "face/watchopt.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "http/url.h"
 #include "plan/plan.h"
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/bus.h"
 #include "output/figures.h"
 #include "output/json.h"
 #include "output/plan_json.h"
@@ -35,8 +36,49 @@ static json_t *urls_block(const struct sq_quick_run *r, const struct sq_result *
     return a;
 }
 
+/* What a bus run's latency measures, mode by mode (engine/bus.h). */
+static const char *bus_latency_means(const struct sq_bus_config *b)
+{
+    switch (b->mode) {
+    case SQ_BUS_PUBLISH:
+        if (b->kind == SQ_BUS_NATS)
+            return "until the server's PONG to the PING behind the message's batch: the server "
+                   "has read it";
+        return b->qos == 0   ? "until the broker's PINGRESP to the PINGREQ behind the message's "
+                               "batch: the broker has read it"
+               : b->qos == 1 ? "until the PUBACK"
+                             : "until the PUBCOMP";
+    case SQ_BUS_JETSTREAM:
+        return "until the JetStream PubAck: the stream has stored it";
+    case SQ_BUS_REQUEST:
+        return "until the reply";
+    case SQ_BUS_ROUND_TRIP:
+        return "until the broker delivered it back on the connection's subscription";
+    }
+    return "";
+}
+
+/* The document's `nats` / `mqtt` block as plain values, from the bus configuration. */
+static struct sq_report_bus report_bus(const struct sq_bus_config *b)
+{
+    return (struct sq_report_bus){
+        .mqtt = b->kind == SQ_BUS_MQTT,
+        .mode = sq_bus_mode_name(b->mode),
+        .subject = b->subject,
+        .window = b->window,
+        .latency_means = bus_latency_means(b),
+        .qos = b->qos,
+        .version = b->mqtt_version == 5 ? "5.0" : "3.1.1",
+        .retain = b->retain,
+        .round_trip = b->mode == SQ_BUS_ROUND_TRIP,
+    };
+}
+
 json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
 {
+    struct sq_report_bus bus = r->is_bus ? report_bus(&r->bus) : (struct sq_report_bus){0};
+    char stamp_run[16];
+    sq_stamp_run_text(res->run_id, stamp_run);
     const struct sq_quick_opts *o = r->opts;
     bool list = r->nurls > 0;
     struct sq_report_info info = {
@@ -51,7 +93,8 @@ json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
         .accept_encoding = r->accept_encoding,
         .protocol = sq_quick_protocol(r),
         .streams = o->http2 ? (uint32_t)o->streams : 0,
-        .bus = r->is_bus ? &r->bus : NULL,
+        .bus = r->is_bus ? &bus : NULL,
+        .stamp_run = stamp_run,
         .name = o->name,
         .percentiles = o->npercentiles ? o->percentiles : NULL,
         .npercentiles = o->npercentiles,
@@ -73,6 +116,8 @@ json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
 json_t *sq_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
                        const struct sq_th_verdicts *v)
 {
+    char stamp_run[16];
+    sq_stamp_run_text(res->run_id, stamp_run);
     /* One protocol for the whole run when every scenario has the same, else each says its own */
     const char *proto = r->plan->nscenarios ? sq_planrun_protocol(r, 0) : NULL;
     bool h2 = false;
@@ -92,6 +137,7 @@ json_t *sq_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
         .timeout_ns = r->cfg.timeout_ns,
         .connect_timeout_ns = r->cfg.connect_timeout_ns,
         .accept_encoding = r->accept_encoding,
+        .stamp_run = stamp_run,
         .name = r->opts->name ? r->opts->name : r->plan->name,
         .percentiles = r->opts->npercentiles ? r->opts->percentiles : NULL,
         .npercentiles = r->opts->npercentiles,

@@ -14,7 +14,7 @@
 
 #include "face/planrun.h"
 #include "face/quick.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 
 /* The quick face's document (`squall URL --json`, and the daemon's run from {"quick": ...}):
  * what run r asked for and what res measured. NULL when out of memory. */

@@ -30,7 +30,7 @@
 #include "face/quick.h"
 #include "face/report.h"
 #include "engine/run.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "mcp/internal.h"
 #include "net/egress.h"
 #include "net/sock.h"

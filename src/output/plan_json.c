@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "output/json.h"
 #include "output/plan_json.h"
 #include "plan/metrics.h"

@@ -1,4 +1,4 @@
-/* engine/merge.c - one result from several: the lossless merge a distributed run ends with.
+/* result/merge.c - one result from several: the lossless merge a distributed run ends with.
  *
  * Every figure of a result is either a count (summed), a histogram (merged bucket for bucket with
  * the same configuration, so the merged percentiles are those of all the values recorded into
@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/run.h"
-#include "engine/worker.h"
+#include "result/result.h"
 #include "stats/hist.h"
 
 /* dst += src, creating dst's histogram when only src has one. */
@@ -124,7 +123,7 @@ static int merge_scen(struct sq_scen_result *d, const struct sq_scen_result *s)
     if (rc < 0)
         return rc;
     for (size_t k = 0; k < s->nsteps; k++)
-        sq_engine__steps_merge_one(&d->steps[k], &s->steps[k], s->steps[k].nchecks);
+        sq_step_stats_merge(&d->steps[k], &s->steps[k], s->steps[k].nchecks);
     return 0;
 }
 

@@ -1,15 +1,14 @@
-/* engine/verdict.c - see verdict.h. Each metric's figure is taken where the engine keeps it
+/* result/verdict.c - see verdict.h. Each metric's figure is taken where the result keeps it
  * (plan/metrics.h says which scope): per step and status, per scenario, or the whole run's phase
  * histograms. Switches over enum sq_metric have no default, so a metric added to the table
  * does not compile here until it has a figure. */
-#include "engine/verdict.h"
+#include "result/verdict.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/flow.h"
 #include "plan/metrics.h"
 #include "stats/hist.h"
 

@@ -1,7 +1,7 @@
-/* engine/verdict.h - evaluating a plan's thresholds against a run's merged figures: the verdicts.
+/* result/verdict.h - evaluating a plan's thresholds against a run's merged figures: the verdicts.
  *
  * The thresholds themselves are parsed and checked by the plan loader (plan/threshold.c); which
- * metric is a counter, a rate, a gauge or a trend, and where the engine keeps it, comes from the
+ * metric is a counter, a rate, a gauge or a trend, and where the result keeps it, comes from the
  * one metric table (plan/metrics.h).
  *
  * Metric values follow k6: time metrics in milliseconds, rates as fractions, counters as counts
@@ -9,13 +9,13 @@
  * (scenario); status selects the step's per-status histograms and counts. A metric with no
  * sample evaluates as 0 (k6's behaviour) and is flagged no_data so the summary can say so.
  */
-#ifndef SQ_ENGINE_VERDICT_H
-#define SQ_ENGINE_VERDICT_H
+#ifndef SQ_RESULT_VERDICT_H
+#define SQ_RESULT_VERDICT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine/run.h"
+#include "result/result.h"
 #include "plan/plan.h"
 
 struct sq_th_verdict {
