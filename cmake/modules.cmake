@@ -39,7 +39,7 @@ set(SQ_USES_target sink server http proto stats loop base)
 set(SQ_USES_sink server proto plan http net stats loop base)
 set(SQ_USES_store output base)
 set(SQ_USES_mcp face store engine output result plan target server http net stats base)
-# cluster/ holds its own control-plane NATS connection (cluster/bus.c: one blocking socket, no
+# cluster/ holds its own control-plane NATS connection (cluster/ctlbus.c: one blocking socket, no
 # event loop), so it uses net/ for resolving and connecting; docs/internals/map.md says why it is
 # not in engine/.
 set(SQ_USES_cluster engine result proto plan net stats base)

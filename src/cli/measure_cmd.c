@@ -23,7 +23,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "face/flags.h"
-#include "cli/instr.h"
+#include "cli/instr_run.h"
 #include "face/probe.h"
 #include "output/instr.h"
 #include "output/json.h"

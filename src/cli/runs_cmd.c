@@ -13,7 +13,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "daemon/compare.h"
+#include "daemon/runs_compare.h"
 #include "face/flags.h"
 #include "daemon/daemon.h"
 #include "output/doc.h"

@@ -14,7 +14,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/inbox.h"
+#include "cli/inbox_cmd.h"
 #include "face/flags.h"
 #include "output/fmt.h"
 #include "output/json.h"

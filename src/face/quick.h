@@ -32,7 +32,7 @@
 #include "face/urllist.h"
 #include "face/watchopt.h"
 #include "face/wrkscript.h"
-#include "http/h2.h"
+#include "http/h2client.h"
 #include "http/request.h"
 #include "http/url.h"
 

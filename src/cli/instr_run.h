@@ -1,9 +1,9 @@
-/* cli/instr.h - what `squall measure` and `squall ab` share: the runs they start as children of
+/* cli/instr_run.h - what `squall measure` and `squall ab` share: the runs they start as children of
  * this squall (each writes its result document to a file of its own), the servers they start
  * and stop, the address a URL names for readiness probes, and Ctrl-C.
  */
-#ifndef SQ_CLI_INSTR_H
-#define SQ_CLI_INSTR_H
+#ifndef SQ_CLI_INSTR_RUN_H
+#define SQ_CLI_INSTR_RUN_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,18 +1,18 @@
-/* cluster/bus.c - the control plane's NATS connection (bus.h).
+/* cluster/ctlbus.c - the control plane's NATS connection (ctlbus.h).
  *
  * Reading: one thread owns the read buffer. It parses what is there with proto/'s parser and
  * reads more (ppoll with the caller's deadline, then read) only when a parse says PARTIAL, so a
  * wait never blocks past its deadline and a message never waits for the next read. PINGs from
- * the server are answered as they are parsed; messages that arrive while sq_bus_sync waits for
- * its PONG queue up for sq_bus_next.
+ * the server are answered as they are parsed; messages that arrive while sq_ctlbus_sync waits for
+ * its PONG queue up for sq_ctlbus_next.
  *
  * Writing: any thread, one operation at a time under a mutex, with writev (control line,
  * payload, CRLF) on a blocking socket whose send timeout (SO_SNDTIMEO, 5 s) bounds how long a
  * stuck server can hold a publisher: a run's tick callback publishes, and must not hang a run.
  * A failed or timed-out write marks the connection broken; every later call fails at once, until
- * sq_bus_reconnect dials the same server again and renews the subscriptions.
+ * sq_ctlbus_reconnect dials the same server again and renews the subscriptions.
  */
-#include "cluster/bus.h"
+#include "cluster/ctlbus.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,17 +39,17 @@ struct sub {
     uint64_t sid;
 };
 
-struct sq_bus {
+struct sq_ctlbus {
     int fd;
     pthread_mutex_t wlock;
-    char *url, *name; /* for sq_bus_reconnect: the same server, the same client name */
+    char *url, *name; /* for sq_ctlbus_reconnect: the same server, the same client name */
     struct sub *subs; /* every subscription, renewed on a reconnect (under wlock) */
     size_t nsubs;
     char *rbuf;
     size_t rlen, rcap;
     struct sq_nats_limits lim;
     uint64_t next_sid; /* under wlock */
-    struct sq_bus_msg *q;
+    struct sq_ctlbus_msg *q;
     size_t qhead, qlen, qcap;
     uint64_t pongs;
     int broken; /* atomic: a write failed or the connection ended */
@@ -57,7 +57,7 @@ struct sq_bus {
     uint64_t bytes_out, bytes_in, msgs_out, msgs_in;
 };
 
-void sq_bus_msg_dispose(struct sq_bus_msg *m)
+void sq_ctlbus_msg_dispose(struct sq_ctlbus_msg *m)
 {
     free(m->subject);
     free(m->reply);
@@ -65,7 +65,7 @@ void sq_bus_msg_dispose(struct sq_bus_msg *m)
     memset(m, 0, sizeof(*m));
 }
 
-static void set_err(struct sq_bus *b, const char *fmt, const char *a)
+static void set_err(struct sq_ctlbus *b, const char *fmt, const char *a)
 {
     snprintf(b->err, sizeof(b->err), fmt, a);
 }
@@ -77,7 +77,7 @@ static int64_t left_ns(int64_t deadline)
 }
 
 /* Writes iov whole, under the caller's lock. */
-static int write_all(struct sq_bus *b, struct iovec *iov, int n)
+static int write_all(struct sq_ctlbus *b, struct iovec *iov, int n)
 {
     if (__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE))
         return -EPIPE;
@@ -107,7 +107,7 @@ static int write_all(struct sq_bus *b, struct iovec *iov, int n)
     return 0;
 }
 
-static int write_str(struct sq_bus *b, const char *s, size_t len)
+static int write_str(struct sq_ctlbus *b, const char *s, size_t len)
 {
     struct iovec iov = {.iov_base = (void *)s, .iov_len = len};
     pthread_mutex_lock(&b->wlock);
@@ -118,7 +118,7 @@ static int write_str(struct sq_bus *b, const char *s, size_t len)
 
 /* Reads what the socket has, waiting until deadline at most. 1: bytes came, 0: timeout, < 0: the
  * connection is gone. */
-static int fill(struct sq_bus *b, int64_t deadline)
+static int fill(struct sq_ctlbus *b, int64_t deadline)
 {
     size_t want = b->lim.max_payload + LINE_ROOM;
     if (b->rcap - b->rlen < 4096 && b->rcap < want) {
@@ -174,7 +174,7 @@ static char *dup_span(struct sq_str s)
 
 /* Parses one operation at the start of the buffer. Returns 1 with *m set (a message), 2 for an
  * operation handled here (PING, PONG, INFO, +OK), 0 when more bytes are needed, or < 0. */
-static int parse_one(struct sq_bus *b, struct sq_bus_msg *m)
+static int parse_one(struct sq_ctlbus *b, struct sq_ctlbus_msg *m)
 {
     struct sq_nats_event ev;
     int n = sq_nats_parse(b->rbuf, b->rlen, &b->lim, &ev, NULL);
@@ -210,7 +210,7 @@ static int parse_one(struct sq_bus *b, struct sq_bus_msg *m)
         m->len = ev.payload.len;
         m->sid = ev.sid_num;
         if (!m->subject || !m->reply || !m->data) {
-            sq_bus_msg_dispose(m);
+            sq_ctlbus_msg_dispose(m);
             rc = -ENOMEM;
         } else {
             b->msgs_in++;
@@ -225,7 +225,7 @@ static int parse_one(struct sq_bus *b, struct sq_bus_msg *m)
     return rc;
 }
 
-static int enqueue(struct sq_bus *b, struct sq_bus_msg *m)
+static int enqueue(struct sq_ctlbus *b, struct sq_ctlbus_msg *m)
 {
     if (b->qhead + b->qlen == b->qcap) {
         if (b->qhead) {
@@ -233,9 +233,9 @@ static int enqueue(struct sq_bus *b, struct sq_bus_msg *m)
             b->qhead = 0;
         } else {
             size_t cap = b->qcap ? b->qcap * 2 : 16;
-            struct sq_bus_msg *q = realloc(b->q, cap * sizeof(*q));
+            struct sq_ctlbus_msg *q = realloc(b->q, cap * sizeof(*q));
             if (!q) {
-                sq_bus_msg_dispose(m);
+                sq_ctlbus_msg_dispose(m);
                 return -ENOMEM;
             }
             b->q = q;
@@ -246,7 +246,7 @@ static int enqueue(struct sq_bus *b, struct sq_bus_msg *m)
     return 0;
 }
 
-int sq_bus_next(struct sq_bus *b, int64_t timeout_ns, struct sq_bus_msg *m)
+int sq_ctlbus_next(struct sq_ctlbus *b, int64_t timeout_ns, struct sq_ctlbus_msg *m)
 {
     if (b->qlen) {
         *m = b->q[b->qhead++];
@@ -270,7 +270,7 @@ int sq_bus_next(struct sq_bus *b, int64_t timeout_ns, struct sq_bus_msg *m)
     }
 }
 
-int sq_bus_sync(struct sq_bus *b, int64_t timeout_ns)
+int sq_ctlbus_sync(struct sq_ctlbus *b, int64_t timeout_ns)
 {
     uint64_t want = b->pongs + 1;
     int rc = write_str(b, "PING\r\n", 6);
@@ -278,7 +278,7 @@ int sq_bus_sync(struct sq_bus *b, int64_t timeout_ns)
         return rc;
     int64_t deadline = sq_now_ns() + timeout_ns;
     while (b->pongs < want) {
-        struct sq_bus_msg m;
+        struct sq_ctlbus_msg m;
         rc = parse_one(b, &m);
         if (rc < 0)
             return rc;
@@ -302,7 +302,7 @@ int sq_bus_sync(struct sq_bus *b, int64_t timeout_ns)
 }
 
 /* Sends SUB subject id, under the caller's lock. */
-static int send_sub(struct sq_bus *b, const char *subject, uint64_t id)
+static int send_sub(struct sq_ctlbus *b, const char *subject, uint64_t id)
 {
     char line[512];
     int n = sq_nats_encode_sub(line, sizeof(line), (struct sq_str){subject, strlen(subject)},
@@ -313,7 +313,7 @@ static int send_sub(struct sq_bus *b, const char *subject, uint64_t id)
     return write_all(b, &iov, 1);
 }
 
-int sq_bus_sub(struct sq_bus *b, const char *subject, uint64_t *sid)
+int sq_ctlbus_sub(struct sq_ctlbus *b, const char *subject, uint64_t *sid)
 {
     pthread_mutex_lock(&b->wlock);
     uint64_t id = ++b->next_sid;
@@ -333,13 +333,13 @@ int sq_bus_sub(struct sq_bus *b, const char *subject, uint64_t *sid)
     return rc < 0 ? rc : 0;
 }
 
-bool sq_bus_broken(const struct sq_bus *b)
+bool sq_ctlbus_broken(const struct sq_ctlbus *b)
 {
     return __atomic_load_n(&b->broken, __ATOMIC_ACQUIRE) != 0;
 }
 
-int sq_bus_pub(struct sq_bus *b, const char *subject, const char *reply, const void *data,
-               size_t len)
+int sq_ctlbus_pub(struct sq_ctlbus *b, const char *subject, const char *reply, const void *data,
+                  size_t len)
 {
     if (len > b->lim.max_payload)
         return -SQ_ETOOBIG;
@@ -360,18 +360,18 @@ int sq_bus_pub(struct sq_bus *b, const char *subject, const char *reply, const v
     return rc;
 }
 
-size_t sq_bus_max_payload(const struct sq_bus *b)
+size_t sq_ctlbus_max_payload(const struct sq_ctlbus *b)
 {
     return b->lim.max_payload;
 }
 
-const char *sq_bus_error(const struct sq_bus *b)
+const char *sq_ctlbus_error(const struct sq_ctlbus *b)
 {
     return b->err;
 }
 
-void sq_bus_counts(struct sq_bus *b, uint64_t *bytes_out, uint64_t *bytes_in, uint64_t *msgs_out,
-                   uint64_t *msgs_in)
+void sq_ctlbus_counts(struct sq_ctlbus *b, uint64_t *bytes_out, uint64_t *bytes_in,
+                      uint64_t *msgs_out, uint64_t *msgs_in)
 {
     pthread_mutex_lock(&b->wlock);
     *bytes_out = b->bytes_out;
@@ -475,7 +475,7 @@ static int connect_addr(const struct sq_addr *a, int64_t deadline)
 }
 
 /* Reads the server's INFO and sends CONNECT, then a PING whose PONG says it took it. */
-static int handshake(struct sq_bus *b, const struct url_parts *u, const char *name,
+static int handshake(struct sq_ctlbus *b, const struct url_parts *u, const char *name,
                      int64_t deadline, char *err, size_t len)
 {
     struct sq_nats_event ev;
@@ -521,7 +521,7 @@ static int handshake(struct sq_bus *b, const struct url_parts *u, const char *na
         snprintf(err, len, "could not send CONNECT: %s", n < 0 ? sq_strerror(n) : b->err);
         return n < 0 ? n : -EPIPE;
     }
-    int rc = sq_bus_sync(b, left_ns(deadline));
+    int rc = sq_ctlbus_sync(b, left_ns(deadline));
     if (rc < 0) {
         snprintf(err, len, "%s", b->err);
         return rc;
@@ -530,7 +530,7 @@ static int handshake(struct sq_bus *b, const struct url_parts *u, const char *na
 }
 
 /* Resolves b->url, connects and shakes hands, within deadline; b->fd is the new connection. */
-static int dial(struct sq_bus *b, int64_t deadline, char *err, size_t len)
+static int dial(struct sq_ctlbus *b, int64_t deadline, char *err, size_t len)
 {
     struct url_parts u;
     int rc = parse_url(b->url, &u, err, len);
@@ -570,14 +570,14 @@ static int dial(struct sq_bus *b, int64_t deadline, char *err, size_t len)
     return rc;
 }
 
-int sq_bus_connect(const char *url, const char *name, int64_t timeout_ns, struct sq_bus **out,
-                   char *err, size_t len)
+int sq_ctlbus_connect(const char *url, const char *name, int64_t timeout_ns, struct sq_ctlbus **out,
+                      char *err, size_t len)
 {
     struct url_parts u;
     int rc = parse_url(url, &u, err, len);
     if (rc < 0)
         return rc;
-    struct sq_bus *b = calloc(1, sizeof(*b));
+    struct sq_ctlbus *b = calloc(1, sizeof(*b));
     if (!b)
         return -ENOMEM;
     sq_nats_limits_init(&b->lim);
@@ -586,19 +586,19 @@ int sq_bus_connect(const char *url, const char *name, int64_t timeout_ns, struct
     b->url = strdup(url);
     b->name = strdup(name ? name : "");
     if (!b->url || !b->name) {
-        sq_bus_close(b);
+        sq_ctlbus_close(b);
         return -ENOMEM;
     }
     rc = dial(b, sq_now_ns() + timeout_ns, err, len);
     if (rc < 0) {
-        sq_bus_close(b);
+        sq_ctlbus_close(b);
         return rc;
     }
     *out = b;
     return 0;
 }
 
-int sq_bus_reconnect(struct sq_bus *b, int64_t timeout_ns, char *err, size_t len)
+int sq_ctlbus_reconnect(struct sq_ctlbus *b, int64_t timeout_ns, char *err, size_t len)
 {
     int64_t deadline = sq_now_ns() + timeout_ns;
     int rc = dial(b, deadline, err, len);
@@ -609,7 +609,7 @@ int sq_bus_reconnect(struct sq_bus *b, int64_t timeout_ns, char *err, size_t len
         rc = send_sub(b, b->subs[i].subject, b->subs[i].sid);
     pthread_mutex_unlock(&b->wlock);
     if (rc == 0)
-        rc = sq_bus_sync(b, left_ns(deadline)); /* every SUB is in effect */
+        rc = sq_ctlbus_sync(b, left_ns(deadline)); /* every SUB is in effect */
     if (rc < 0) {
         snprintf(err, len, "%s", b->err[0] ? b->err : sq_strerror(rc));
         __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
@@ -617,14 +617,14 @@ int sq_bus_reconnect(struct sq_bus *b, int64_t timeout_ns, char *err, size_t len
     return rc;
 }
 
-void sq_bus_close(struct sq_bus *b)
+void sq_ctlbus_close(struct sq_ctlbus *b)
 {
     if (!b)
         return;
     if (b->fd >= 0)
         close(b->fd);
     for (size_t i = 0; i < b->qlen; i++)
-        sq_bus_msg_dispose(&b->q[b->qhead + i]);
+        sq_ctlbus_msg_dispose(&b->q[b->qhead + i]);
     for (size_t i = 0; i < b->nsubs; i++)
         free(b->subs[i].subject);
     free(b->subs);

@@ -1,4 +1,4 @@
-/* cli/quick.c - the quick face: `squall URL [flags]`, a wrk/oha-style one-liner. The flags and
+/* cli/quick_cmd.c - the quick face: `squall URL [flags]`, a wrk/oha-style one-liner. The flags and
  * the run's set-up are face/quick.h (shared with the daemon); here: the help, printing what the
  * engine refused, signals, the progress line, the --out files and the end-of-run outputs. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* daemon/metrics.c - GET /metrics: the Prometheus text exposition format (version 0.0.4).
+/* daemon/prometheus.c - GET /metrics: the Prometheus text exposition format (version 0.0.4).
  *
  * Per run (the one running, and the last one that ended, labelled run="ID"): requests sent,
  * responses by status class, failures, drops and errors by kind as counters; a latency

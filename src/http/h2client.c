@@ -1,11 +1,11 @@
-/* http/h2.c - the HTTP/2 client session (see h2.h and docs/internals/http.md).
+/* http/h2client.c - the HTTP/2 client session (see h2client.h and docs/internals/http.md).
  *
  * A thin layer over an nghttp2 client session driven with mem_recv / mem_send: it keeps one
  * output buffer per connection (frames coalesced so the caller writes once), maps nghttp2's
  * per-stream callbacks onto the caller's struct sq_h2_stream (the stream user data), and counts
  * what nghttp2 allocates through a custom allocator, so the per-request cost can be measured.
  */
-#include "http/h2.h"
+#include "http/h2client.h"
 
 #include <errno.h>
 #include <nghttp2/nghttp2.h>

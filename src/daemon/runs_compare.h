@@ -1,9 +1,9 @@
-/* daemon/compare.h - two stored runs side by side: a table of figures with their deltas, and
+/* daemon/runs_compare.h - two stored runs side by side: a table of figures with their deltas, and
  * their latency percentile curves on one x axis. GET /compare and `squall runs compare A B`
  * both use it, so the dashboard and the terminal show the same numbers.
  */
-#ifndef SQ_DAEMON_COMPARE_H
-#define SQ_DAEMON_COMPARE_H
+#ifndef SQ_DAEMON_RUNS_COMPARE_H
+#define SQ_DAEMON_RUNS_COMPARE_H
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* cli/instr.c - child runs, servers, probes and Ctrl-C for measure and ab (see instr.h). */
-#include "cli/instr.h"
+/* cli/instr_run.c - child runs, servers, probes and Ctrl-C for measure and ab (see instr_run.h). */
+#include "cli/instr_run.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
-/* cli/inbox.h - `squall inbox`: the webhook inbox (docs/inbox.md). */
-#ifndef SQ_CLI_INBOX_H
-#define SQ_CLI_INBOX_H
+/* cli/inbox_cmd.h - `squall inbox`: the webhook inbox (docs/inbox.md). */
+#ifndef SQ_CLI_INBOX_CMD_H
+#define SQ_CLI_INBOX_CMD_H
 
 /* `squall inbox [flags]`; argv[0] is "inbox". Returns the exit status. */
 int sq_cli_inbox(int argc, char **argv);

@@ -1,5 +1,5 @@
-/* daemon/compare.c - two results side by side (daemon/compare.h). */
-#include "daemon/compare.h"
+/* daemon/runs_compare.c - two results side by side (daemon/runs_compare.h). */
+#include "daemon/runs_compare.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -1,4 +1,5 @@
-/* http/h2.h - an HTTP/2 client session (nghttp2) for one connection, driven by the caller's I/O.
+/* http/h2client.h - an HTTP/2 client session (nghttp2) for one connection, driven by the caller's
+ * I/O.
  *
  * The caller owns the socket: it feeds what it read with sq_h2_client_feed() and writes what
  * sq_h2_client_pending() hands out (all queued frames coalesced into one buffer, so one send()
@@ -18,8 +19,8 @@
  * sends the updates as data is consumed. Response bodies are framed only (counted, not kept)
  * unless the options ask for them.
  */
-#ifndef SQ_HTTP_H2_H
-#define SQ_HTTP_H2_H
+#ifndef SQ_HTTP_H2CLIENT_H
+#define SQ_HTTP_H2CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
-/* sink/bus.c - the sink's broker subscriptions: NATS (core, or a JetStream durable push consumer)
- * and MQTT, on the sink's own loop (see internal.h).
+/* sink/subscribe.c - the sink's broker subscriptions: NATS (core, or a JetStream durable push
+ * consumer) and MQTT, on the sink's own loop (see internal.h).
  *
  * One connection per source. It connects, greets, subscribes and then hands every message to
  * sq_sink__event; acknowledgements (JetStream's empty-payload ack to each message's reply
