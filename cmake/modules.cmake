@@ -4,7 +4,10 @@
 # one static library per folder (sq_<folder>) linked only to the folders listed here, and the
 # ctest `map.modules` (tests/map/check_map.py) fails when a source file includes a header of a
 # folder its own folder may not use, or when a library's object code calls a function that only
-# a folder it may not use defines. Arrows point down only: a folder never uses one above it.
+# a folder it may not use defines. Arrows point down only: a folder never uses one above it, and
+# SQ_MODULES lists the folders bottom up (the test checks that each uses only folders before it).
+# docs/internals/map.md repeats the table for readers, one row per folder; the same test fails
+# when a row differs from the SQ_USES_ line here.
 #
 # SQ_USES_<m>: the folders m may use. SQ_EXT_<m>: the outside libraries m links.
 set(SQ_MODULES base loop stats proc net http proto server plan script result engine output face
