@@ -40,7 +40,7 @@ set(SQ_USES_target sink server http proto stats loop base)
 # JSON paths and regexes. A folder of its own, below target/: the webhook inbox (target/inbox.c)
 # matches stamped captures with sink's ledger (sq_sink_ledger_new), nothing else of target/ uses it.
 set(SQ_USES_sink server proto plan http net stats loop base)
-set(SQ_USES_store output base)
+set(SQ_USES_store base)
 set(SQ_USES_mcp face store engine output result plan target server http net stats base)
 # cluster/ holds its own control-plane NATS connection (cluster/ctlbus.c: one blocking socket, no
 # event loop), so it uses net/ for resolving and connecting; docs/internals/map.md says why it is
