@@ -447,10 +447,15 @@ struct sq_result {
     char upgrade_error[192]; /* the first failed WebSocket upgrade's reason ("" if none) */
 };
 
+/* Frees what r owns and leaves its pointers NULL and its counts 0 (so disposing twice is safe).
+ * What r borrows (scenario and TLS names) is left alone. */
 void sq_result_dispose(struct sq_result *r);
 
 /* Adds src's counters into dst's. */
 void sq_counters_add(struct sq_counters *dst, const struct sq_counters *src);
+/* Subtracts src's counters from dst's (dst was at least src: a later total minus an earlier one,
+ * the per-second deltas of engine/run.c). */
+void sq_counters_sub(struct sq_counters *dst, const struct sq_counters *src);
 
 /* Adds the result src into dst without loss (result/merge.c), as if one run had done both:
  * counters, in-flight and arrivals summed; every histogram merged bucket for bucket (created in
@@ -462,10 +467,6 @@ void sq_counters_add(struct sq_counters *dst, const struct sq_counters *src);
  * them from the interval stream). Returns 0, -EINVAL (scenarios or steps that do not match) or
  * -ENOMEM (dst may then be partly merged; dispose it). */
 SQ_MUST_CHECK int sq_result_merge(struct sq_result *dst, const struct sq_result *src);
-
-/* Subtracts src's counters from dst's (dst was at least src: a later total minus an earlier one,
- * the per-second deltas of engine/run.c). */
-void sq_counters_sub(struct sq_counters *dst, const struct sq_counters *src);
 
 /* Frees n per-step figures (their histograms and check counts) and the array; NULL is a no-op. */
 void sq_step_stats_free(struct sq_step_stats *s, size_t n);
