@@ -4,7 +4,7 @@
  * A message comes from the network: any bytes are parsed as JSON and read as a second (counts
  * and base64 histograms) and as a whole result (counters, histograms, scenarios, steps, checks,
  * the series). A refusal must say why; an accepted result must encode again and read back to the
- * same counters, and merge into an empty result (engine/merge.c) without a sanitizer report; its
+ * same counters, and merge into an empty result (result/merge.c) without a sanitizer report; its
  * sampled exchanges merge as the controller merges them (sq_xs_merge).
  * The same bytes are also read as a result part's header. Seeds: fuzz/corpus/cluster_wire/, a
  * second and a final result written by real agents, and hostile shapes.

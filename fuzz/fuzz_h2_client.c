@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/h2.h"
+#include "http/h2client.h"
 
 #define SLOTS 4
 

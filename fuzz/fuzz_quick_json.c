@@ -1,4 +1,4 @@
-/* fuzz/fuzz_quick_json.c - libFuzzer target for the quick face's JSON options (engine/quick.c,
+/* fuzz/fuzz_quick_json.c - libFuzzer target for the quick face's JSON options (face/quick.c,
  * sq_quick_from_json): what the daemon's POST /runs {"quick": {...}} hands it.
  *
  * Any JSON value is taken or refused cleanly: a refusal is -SQ_EUSAGE (or -ENOMEM) with a
@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/flags.h"
-#include "engine/quick.h"
+#include "face/flags.h"
+#include "face/quick.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* fuzz_urllist.c - the --urls list parser (engine/urllist.h) on any bytes. Checks: a refusal
+/* fuzz_urllist.c - the --urls list parser (face/urllist.h) on any bytes. Checks: a refusal
  * says "NAME:LINE:COL: why" on one line and leaves the list empty-or-valid; an accepted list has
  * 1..SQ_URLLIST_MAX entries on the first one's origin, each a URL that parses again to the same
  * origin and path, a method (when given) that the request builder takes, and at most one of a
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/urllist.h"
+#include "face/urllist.h"
 #include "http/request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -3,7 +3,7 @@
  * The agent's work is cluster/agent.c's; here are the flags, the signals, the log lines, and the
  * face's half of a job: the controller sends the arguments of `squall URL ...` or `squall run
  * PLAN ...` (with the plan's text, and a -b @FILE's bytes), and this file turns them into a run
- * configuration with the same engine code the faces use (engine/quick.h, engine/planrun.h), so
+ * configuration with the same engine code the faces use (face/quick.h, face/planrun.h), so
  * an agent refuses what the controller would. docs/distributed.md is the user's guide. */
 #include <errno.h>
 #include <getopt.h>
@@ -20,10 +20,10 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cluster/cluster.h"
-#include "engine/distopts.h"
-#include "engine/flags.h"
-#include "engine/planrun.h"
-#include "engine/quick.h"
+#include "face/distopts.h"
+#include "face/flags.h"
+#include "face/planrun.h"
+#include "face/quick.h"
 #include "plan/plan.h"
 
 #define FACE "squall agent"

@@ -13,9 +13,9 @@
 
 #include "base/clock.h"
 #include "cli/cli.h"
-#include "engine/flags.h"
-#include "engine/netopts.h"
-#include "engine/verdict.h"
+#include "face/flags.h"
+#include "face/netopts.h"
+#include "result/verdict.h"
 #include "output/doc.h"
 #include "output/html.h"
 #include "output/json.h"

@@ -1,7 +1,7 @@
 /* cli/common.h - what the two load faces, `squall URL` (quick.c) and `squall run PLAN`
  * (run_cmd.c), both do around a run: one-line messages, signals, the progress line, the output
  * files and the end-of-run render. The flags and the run set-up are the engine's
- * (engine/quick.h, engine/planrun.h), shared with the daemon; the CLI prints what they say.
+ * (face/quick.h, face/planrun.h), shared with the daemon; the CLI prints what they say.
  */
 #ifndef SQ_CLI_COMMON_H
 #define SQ_CLI_COMMON_H
@@ -25,7 +25,7 @@ struct sq_progress;
 int sq_cli_usage_error(const char *face, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Prints what the run set-up code refused (engine/flags.h) and returns the exit status:
+/* Prints what the run set-up code refused (face/flags.h) and returns the exit status:
  * -SQ_EUSAGE as a usage error of face ("FACE: MSG (see FACE --help)", SQ_EXIT_USAGE),
  * -SQ_EPARSE as "squall: MSG" (a plan's fault, SQ_EXIT_USAGE), any other code as "squall: MSG"
  * (SQ_EXIT_FAIL). */
@@ -161,7 +161,7 @@ int sq_cli_read_result(const char *face, const char *path, json_t **out);
 /* The exit status of a run that completed (thresholds aside): SQ_EXIT_SIGNAL when a signal
  * stopped it, SQ_EXIT_OK, or SQ_EXIT_FAIL after printing "squall: no request succeeded: why"
  * (output/json.h sq_report_why_failed; timeout_ns: the run's request timeout) when it did not
- * succeed by engine/verdict.h's rule, the one every face and the daemon apply. */
+ * succeed by result/verdict.h's rule, the one every face and the daemon apply. */
 int sq_cli_run_status(const struct sq_result *res, int sig, int64_t timeout_ns);
 
 #endif

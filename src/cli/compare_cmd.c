@@ -8,7 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "engine/flags.h"
+#include "face/flags.h"
 #include "output/compare.h"
 #include "output/json.h"
 

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 
 #include "cluster/cluster.h"
-#include "engine/distopts.h"
+#include "face/distopts.h"
 #include "engine/run.h"
 
 struct sq_cli_dist {

@@ -12,7 +12,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/inbox.h"
+#include "cli/inbox_cmd.h"
 #include "server/server.h"
 #include "target/inbox.h"
 

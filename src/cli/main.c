@@ -9,8 +9,8 @@
 #include "base/err.h"
 #include "base/text.h"
 #include "cli/cli.h"
-#include "cli/inbox.h"
-#include "cli/mcp.h"
+#include "cli/inbox_cmd.h"
+#include "cli/mcp_cmd.h"
 #include "cli/wrk.h"
 
 static int version(int argc, char **argv)

@@ -25,7 +25,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/mcp.h"
+#include "cli/mcp_cmd.h"
 #include "mcp/mcp.h"
 #include "store/store.h"
 

@@ -1,5 +1,5 @@
 /* cli/run_cmd.c - the plan face: `squall run PLAN` and `squall validate PLAN`. The flags, the
- * run's set-up and the thresholds are engine/planrun.h (shared with the daemon); here: the help,
+ * run's set-up and the thresholds are face/planrun.h (shared with the daemon); here: the help,
  * loading the file, printing what the engine refused, signals, the progress line and the
  * end-of-run outputs. */
 #include <libgen.h>
@@ -13,11 +13,12 @@
 #include "cli/common.h"
 #include "cli/sinkrun.h"
 #include "cli/dist.h"
-#include "engine/flags.h"
-#include "engine/hooks.h"
-#include "engine/planrun.h"
+#include "face/flags.h"
+#include "face/hookcheck.h"
+#include "face/planrun.h"
+#include "face/report.h"
 #include "engine/run.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "output/json.h"
 #include "output/plan_json.h"
 #include "output/progress.h"
@@ -323,7 +324,7 @@ int sq_cli_run(int argc, char **argv)
     sq_cli_series_close(&tk.out, true);
     if (sig)
         sq_cli_signal_mark(&res, sig, forced);
-    json_t *doc = sq_report_planrun_doc(&run, &res, &verdicts);
+    json_t *doc = sq_planrun_doc(&run, &res, &verdicts);
     char sink_why[512] = "";
     bool sink_failed = sq_cli_sink_end(sink, &res, doc, run.cfg.stop, sink_why, sizeof(sink_why));
     if (!sig && sink) /* a signal while the sink waited for the last events */
@@ -351,7 +352,7 @@ int sq_cli_run(int argc, char **argv)
         fprintf(stderr, "squall: run stopped: %s\n", tk.w.why);
     /* Which verdict wins: a signal (the run is incomplete), then a target that got nothing or a
      * run where nothing succeeded (thresholds on no data are not a regression, and a dead
-     * target is not a slow one: engine/verdict.h's rule), then the thresholds. */
+     * target is not a slow one: result/verdict.h's rule), then the thresholds. */
     if (sig) {
         exit_code = SQ_EXIT_SIGNAL;
     } else if (res.c.sent == 0 && res.c.iterations == 0 && !sq_result_succeeded(&res)) {

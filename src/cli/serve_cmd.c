@@ -20,8 +20,8 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "daemon/daemon.h"
-#include "cli/inbox.h"
-#include "engine/flags.h"
+#include "cli/inbox_cmd.h"
+#include "face/flags.h"
 #include "server/server.h"
 #include "target/inbox.h"
 

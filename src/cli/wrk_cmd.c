@@ -7,7 +7,7 @@
  * The report on stdout is wrk's, line for line and unit for unit, so what parses wrk's output
  * keeps working; squall's own figures (errors by kind, the JSON document, the intended-time
  * latency of -R) are one line away on stderr. The script, or its absence, goes through
- * engine/wrkscript.h either way: without -s the request is the one wrk would render.
+ * face/wrkscript.h either way: without -s the request is the one wrk would render.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -26,10 +26,10 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/wrk.h"
-#include "engine/flags.h"
-#include "engine/netopts.h"
+#include "face/flags.h"
+#include "face/netopts.h"
 #include "engine/run.h"
-#include "engine/wrkscript.h"
+#include "face/wrkscript.h"
 #include "http/url.h"
 #include "net/sock.h"
 #include "output/json.h"
@@ -578,8 +578,9 @@ int sq_cli_wrk(int argc, char **argv)
         goto out;
     }
     if (json) {
-        char addr[80];
+        char addr[80], stamp_run[16];
         sq_addr_format(&cfg.addrs[0], addr, sizeof(addr));
+        sq_stamp_run_text(res.run_id, stamp_run);
         struct sq_report_info info = {
             .url = o.url,
             .method = "GET",
@@ -590,6 +591,7 @@ int sq_cli_wrk(int argc, char **argv)
             .connect_timeout_ns = cfg.connect_timeout_ns,
             .request_bytes = cfg.request_len,
             .protocol = "http/1.1",
+            .stamp_run = stamp_run,
         };
         json_t *doc = sq_report_json_doc(&info, &res);
         if (doc) {

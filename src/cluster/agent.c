@@ -67,7 +67,7 @@ struct agent {
     const char *prefix;
     char id[17], name[128], host[100];
     char self[SQ_CLUSTER__SUBJ], discover[SQ_CLUSTER__SUBJ];
-    struct sq_bus *bus;
+    struct sq_ctlbus *bus;
     uint64_t sid_discover, sid_self;
     int proto;
     /* the job in progress (busy) */
@@ -126,7 +126,7 @@ static int64_t agent_now(const struct agent *a)
 static void pub(struct agent *a, const char *subject, const char *reply, json_t *o)
 {
     if (a->bus && sq_cluster__pub_json(a->bus, subject, reply, o) < 0)
-        logf_(a, "could not publish to %s: %s", subject, sq_bus_error(a->bus));
+        logf_(a, "could not publish to %s: %s", subject, sq_ctlbus_error(a->bus));
     else if (!a->bus)
         json_decref(o);
 }
@@ -199,7 +199,7 @@ static void flush_out(struct agent *a)
         struct pending *p = &a->out[i];
         if (p->sent_ns)
             continue;
-        if (sq_bus_pub(a->bus, a->ctl, NULL, p->text, p->len) < 0)
+        if (sq_ctlbus_pub(a->bus, a->ctl, NULL, p->text, p->len) < 0)
             break; /* the next read finds the connection gone; sent again once it is back */
         p->sent_ns = now;
     }
@@ -307,7 +307,7 @@ static int send_final(struct agent *a)
         return -EPIPE;
     int rc = sq_cluster__pub_big(a->bus, a->ctl, a->run, a->id, a->final, strlen(a->final));
     if (rc < 0)
-        logf_(a, "run %s: could not send the result: %s", a->run, sq_bus_error(a->bus));
+        logf_(a, "run %s: could not send the result: %s", a->run, sq_ctlbus_error(a->bus));
     return rc;
 }
 
@@ -372,7 +372,7 @@ static void refuse(struct agent *a, const char *reply, const char *run, const ch
                   a->name, "run", run, "why", why, "version", SQ_VERSION, "proto", a->proto));
 }
 
-static void handle(struct agent *a, const struct sq_bus_msg *m);
+static void handle(struct agent *a, const struct sq_ctlbus_msg *m);
 
 /* Round trips to the controller's clock; the shortest gives the offset. */
 static int clock_sync(struct agent *a)
@@ -386,8 +386,8 @@ static int clock_sync(struct agent *a)
         int64_t deadline = sq_now_ns() + SYNC_WAIT_NS;
         for (;;) {
             int64_t left = deadline - sq_now_ns();
-            struct sq_bus_msg m;
-            int rc = left > 0 ? sq_bus_next(a->bus, left, &m) : 0;
+            struct sq_ctlbus_msg m;
+            int rc = left > 0 ? sq_ctlbus_next(a->bus, left, &m) : 0;
             if (rc < 0)
                 return rc;
             if (rc == 0)
@@ -401,14 +401,14 @@ static int clock_sync(struct agent *a)
                 if (mine && json_is_integer(tc))
                     s[n++] = (struct sq_clock_sample){t0, (int64_t)json_integer_value(tc), t3};
                 json_decref(o);
-                sq_bus_msg_dispose(&m);
+                sq_ctlbus_msg_dispose(&m);
                 if (mine)
                     break;
                 continue;
             }
             json_decref(o);
             handle(a, &m); /* a stop, a heartbeat, another controller's discovery */
-            sq_bus_msg_dispose(&m);
+            sq_ctlbus_msg_dispose(&m);
         }
     }
     return sq_clock_estimate(s, n, &a->clk);
@@ -538,7 +538,7 @@ static void assign(struct agent *a, const json_t *o, const char *reply)
     a->runner = true;
 }
 
-static void handle(struct agent *a, const struct sq_bus_msg *m)
+static void handle(struct agent *a, const struct sq_ctlbus_msg *m)
 {
     json_t *o = json_loadb(m->data, m->len, 0, NULL);
     if (!o)
@@ -600,17 +600,17 @@ static int connect_bus(struct agent *a, char *err, size_t len)
 {
     char cname[200];
     snprintf(cname, sizeof(cname), "squall-agent %s", a->name);
-    int rc = sq_bus_connect(a->cfg->nats_url, cname, 5 * SQ_NS_PER_S, &a->bus, err, len);
+    int rc = sq_ctlbus_connect(a->cfg->nats_url, cname, 5 * SQ_NS_PER_S, &a->bus, err, len);
     if (rc < 0)
         return rc;
-    rc = sq_bus_sub(a->bus, a->discover, &a->sid_discover);
+    rc = sq_ctlbus_sub(a->bus, a->discover, &a->sid_discover);
     if (rc == 0)
-        rc = sq_bus_sub(a->bus, a->self, &a->sid_self);
+        rc = sq_ctlbus_sub(a->bus, a->self, &a->sid_self);
     if (rc == 0)
-        rc = sq_bus_sync(a->bus, 5 * SQ_NS_PER_S);
+        rc = sq_ctlbus_sync(a->bus, 5 * SQ_NS_PER_S);
     if (rc < 0) {
-        snprintf(err, len, "%s", sq_bus_error(a->bus));
-        sq_bus_close(a->bus);
+        snprintf(err, len, "%s", sq_ctlbus_error(a->bus));
+        sq_ctlbus_close(a->bus);
         a->bus = NULL;
     }
     return rc;
@@ -627,7 +627,7 @@ static void sleep_ns(int64_t ns)
  * server tells: no PONG, and the connection is the one that failed (an outage, not an orphan). */
 static bool broker_answers(struct agent *a)
 {
-    return sq_bus_sync(a->bus, SQ_NS_PER_S) == 0;
+    return sq_ctlbus_sync(a->bus, SQ_NS_PER_S) == 0;
 }
 
 /* While busy, on the main thread, after each read: say ready, send the outbox, heartbeats,
@@ -652,7 +652,7 @@ static void busy_work(struct agent *a)
         if (!broker_answers(a)) {
             a->down = true; /* the main loop redials */
             a->down_ns = sq_now_ns();
-            logf_(a, "NATS does not answer: %s; reconnecting", sq_bus_error(a->bus));
+            logf_(a, "NATS does not answer: %s; reconnecting", sq_ctlbus_error(a->bus));
             return;
         }
         a->orphaned = true;
@@ -699,7 +699,7 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
     while (!*cfg->quit && !(cfg->once && a->served)) {
         if (!a->bus || a->down) {
             char why[512];
-            int rc = a->bus ? sq_bus_reconnect(a->bus, DIAL_NS, why, sizeof(why))
+            int rc = a->bus ? sq_ctlbus_reconnect(a->bus, DIAL_NS, why, sizeof(why))
                             : connect_bus(a, why, sizeof(why));
             if (rc == -SQ_EUSAGE) {
                 snprintf(err, len, "%s", why);
@@ -740,17 +740,17 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
             a->last_ctl = now;
             logf_(a, "agent %s (%s) ready on %s", a->name, a->id, cfg->nats_url);
         }
-        struct sq_bus_msg m;
-        int rc = sq_bus_next(a->bus, POLL_NS, &m);
+        struct sq_ctlbus_msg m;
+        int rc = sq_ctlbus_next(a->bus, POLL_NS, &m);
         if (rc < 0) {
-            logf_(a, "NATS connection lost: %s; reconnecting", sq_bus_error(a->bus));
+            logf_(a, "NATS connection lost: %s; reconnecting", sq_ctlbus_error(a->bus));
             a->down = true;
             a->down_ns = sq_now_ns();
             continue;
         }
         if (rc == 1) {
             handle(a, &m);
-            sq_bus_msg_dispose(&m);
+            sq_ctlbus_msg_dispose(&m);
         }
         if (!a->busy)
             continue;
@@ -764,7 +764,7 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
             (void)send_final(a); /* SIGTERM: its result is still sent, once */
         job_release(a);
     }
-    sq_bus_close(a->bus);
+    sq_ctlbus_close(a->bus);
     free(a->out);
     pthread_mutex_destroy(&a->out_mu);
     free(a);

@@ -18,7 +18,7 @@ void sq_cluster__rand_id(char out[17])
     snprintf(out, 17, "%016llx", (unsigned long long)v);
 }
 
-int sq_cluster__pub_json(struct sq_bus *b, const char *subject, const char *reply, json_t *o)
+int sq_cluster__pub_json(struct sq_ctlbus *b, const char *subject, const char *reply, json_t *o)
 {
     if (!o)
         return -ENOMEM;
@@ -26,17 +26,17 @@ int sq_cluster__pub_json(struct sq_bus *b, const char *subject, const char *repl
     json_decref(o);
     if (!text)
         return -ENOMEM;
-    int rc = sq_bus_pub(b, subject, reply, text, strlen(text));
+    int rc = sq_ctlbus_pub(b, subject, reply, text, strlen(text));
     free(text);
     return rc;
 }
 
-int sq_cluster__pub_big(struct sq_bus *b, const char *subject, const char *run, const char *agent,
-                        const char *text, size_t len)
+int sq_cluster__pub_big(struct sq_ctlbus *b, const char *subject, const char *run,
+                        const char *agent, const char *text, size_t len)
 {
-    size_t max = sq_bus_max_payload(b);
+    size_t max = sq_ctlbus_max_payload(b);
     if (len <= max)
-        return sq_bus_pub(b, subject, NULL, text, len);
+        return sq_ctlbus_pub(b, subject, NULL, text, len);
     size_t room = max > 1024 ? max - 256 : max / 2;
     uint32_t n = (uint32_t)((len + room - 1) / room);
     char *buf = malloc(room + 256);
@@ -47,7 +47,7 @@ int sq_cluster__pub_big(struct sq_bus *b, const char *subject, const char *run, 
         size_t off = (size_t)i * room, l = len - off < room ? len - off : room;
         int h = snprintf(buf, 256, "SQPART %s %s %u %u\n", run, agent, i, n);
         memcpy(buf + h, text + off, l);
-        rc = sq_bus_pub(b, subject, NULL, buf, (size_t)h + l);
+        rc = sq_ctlbus_pub(b, subject, NULL, buf, (size_t)h + l);
     }
     free(buf);
     return rc;

@@ -1,6 +1,6 @@
 /* cluster/controller.c - one test on N agents: find, assign, start together, merge, watch.
  *
- * One thread, one NATS connection, one loop over its messages (sq_bus_next with a short
+ * One thread, one NATS connection, one loop over its messages (sq_ctlbus_next with a short
  * timeout), in phases:
  *   discover  publish "discover" (again every second) until N idle agents of this protocol
  *             answered, or the wait is over (refusals and busy agents are named in the error);
@@ -91,7 +91,7 @@ struct cand {
 struct ctl {
     const struct sq_cluster_config *cfg;
     struct sq_cluster_report *rep;
-    struct sq_bus *bus;
+    struct sq_ctlbus *bus;
     const char *prefix;
     char self[SQ_CLUSTER__SUBJ];
     char *err;
@@ -137,7 +137,7 @@ static int fail(struct ctl *c, int rc, const char *fmt, ...)
 static void send_to(struct ctl *c, const char *subject, const char *reply, json_t *o)
 {
     if (sq_cluster__pub_json(c->bus, subject, reply, o) < 0)
-        event(c, "could not publish to %s: %s", subject, sq_bus_error(c->bus));
+        event(c, "could not publish to %s: %s", subject, sq_ctlbus_error(c->bus));
 }
 
 static struct sq_cluster_agent *agent_by_id(struct ctl *c, const char *id)
@@ -336,10 +336,10 @@ static void on_final(struct ctl *c, struct sq_cluster_agent *a, const json_t *o)
         event(c, "agent %s: %s", a->name, a->error);
 }
 
-static void dispatch(struct ctl *c, const struct sq_bus_msg *m);
+static void dispatch(struct ctl *c, const struct sq_ctlbus_msg *m);
 
 /* A final result in parts: collected in order, dispatched once whole. */
-static void on_part(struct ctl *c, const struct sq_bus_msg *m)
+static void on_part(struct ctl *c, const struct sq_ctlbus_msg *m)
 {
     char run[40], id[40];
     uint32_t i, n;
@@ -362,14 +362,14 @@ static void on_part(struct ctl *c, const struct sq_bus_msg *m)
     in->parts_next++;
     if (in->parts_next == n) {
         char noreply[1] = "";
-        struct sq_bus_msg whole = {
+        struct sq_ctlbus_msg whole = {
             .subject = m->subject, .reply = noreply, .data = in->parts.p, .len = in->parts.len};
         dispatch(c, &whole);
         in->parts.len = 0;
     }
 }
 
-static void dispatch(struct ctl *c, const struct sq_bus_msg *m)
+static void dispatch(struct ctl *c, const struct sq_ctlbus_msg *m)
 {
     if (m->len > 7 && memcmp(m->data, "SQPART ", 7) == 0) {
         on_part(c, m);
@@ -426,12 +426,12 @@ static int pump(struct ctl *c, int64_t wait_ns)
     int64_t deadline = sq_now_ns() + wait_ns;
     for (;;) {
         int64_t left = deadline - sq_now_ns();
-        struct sq_bus_msg m;
-        int rc = sq_bus_next(c->bus, left > 0 ? left : 0, &m);
+        struct sq_ctlbus_msg m;
+        int rc = sq_ctlbus_next(c->bus, left > 0 ? left : 0, &m);
         if (rc <= 0)
             return rc;
         dispatch(c, &m);
-        sq_bus_msg_dispose(&m);
+        sq_ctlbus_msg_dispose(&m);
     }
 }
 
@@ -549,7 +549,7 @@ static int discover(struct ctl *c)
         }
         int rc = pump(c, POLL_NS);
         if (rc < 0)
-            return fail(c, rc, "NATS: %s", sq_bus_error(c->bus));
+            return fail(c, rc, "NATS: %s", sq_ctlbus_error(c->bus));
     }
     return 0;
 }
@@ -663,7 +663,7 @@ static int wait_all(struct ctl *c, enum cstate want, int64_t timeout, const char
         }
         int rc = pump(c, POLL_NS);
         if (rc < 0)
-            return fail(c, rc, "NATS: %s", sq_bus_error(c->bus));
+            return fail(c, rc, "NATS: %s", sq_ctlbus_error(c->bus));
     }
 }
 
@@ -718,7 +718,7 @@ static int check_loss(struct ctl *c, int64_t now, bool force)
     }
     if (!due)
         return 0;
-    if (!force && sq_bus_sync(c->bus, SQ_NS_PER_S) < 0)
+    if (!force && sq_ctlbus_sync(c->bus, SQ_NS_PER_S) < 0)
         return -EPIPE;
     for (uint32_t i = 0; i < c->rep->n; i++) {
         struct sq_cluster_agent *a = &c->rep->agents[i];
@@ -743,7 +743,8 @@ static int ride_out(struct ctl *c, int64_t *down_ns)
     int64_t t0 = sq_now_ns(), wait = 50 * SQ_NS_PER_MS;
     double at = (double)(t0 - c->start_c) / 1e9;
     event(c, "NATS connection lost at %.1f s (%s); reconnecting for up to %g s", at,
-          sq_bus_error(c->bus)[0] ? sq_bus_error(c->bus) : "no answer", (double)c->outage_ns / 1e9);
+          sq_ctlbus_error(c->bus)[0] ? sq_ctlbus_error(c->bus) : "no answer",
+          (double)c->outage_ns / 1e9);
     char why[512] = "";
     bool stopped = false;
     for (;;) {
@@ -755,7 +756,7 @@ static int ride_out(struct ctl *c, int64_t *down_ns)
         int64_t left = t0 + c->outage_ns - now;
         if (left <= 0)
             break;
-        if (sq_bus_reconnect(c->bus, left < DIAL_NS ? left : DIAL_NS, why, sizeof(why)) == 0) {
+        if (sq_ctlbus_reconnect(c->bus, left < DIAL_NS ? left : DIAL_NS, why, sizeof(why)) == 0) {
             now = sq_now_ns();
             *down_ns = now - t0;
             c->rep->nats_outages++;
@@ -797,7 +798,7 @@ static int ride_out(struct ctl *c, int64_t *down_ns)
                  "NATS was unreachable from %.1f s on, for longer than the %g s outage window "
                  "(--nats-outage; last error: %.200s): what the agents measured after that never "
                  "arrived%s%s",
-                 at, (double)c->outage_ns / 1e9, why[0] ? why : sq_bus_error(c->bus),
+                 at, (double)c->outage_ns / 1e9, why[0] ? why : sq_ctlbus_error(c->bus),
                  who[0] ? "; no result from " : "", who);
     event(c, "giving up on NATS after %.1f s; the result has what arrived",
           (double)(now - t0) / 1e9);
@@ -936,7 +937,7 @@ static int merge_series(struct ctl *c, struct sq_result *out)
 }
 
 /* The sampled exchanges: per class, a uniform sample of the union of the finished agents' (each
- * drawn in proportion to what it saw of the class, engine/capture.h). A lost agent sent none. */
+ * drawn in proportion to what it saw of the class, result/xsample.c). A lost agent sent none. */
 static int merge_samples(struct ctl *c, struct sq_result *out)
 {
     struct sq_xsamples *in = calloc(c->rep->n ? c->rep->n : 1, sizeof(*in));
@@ -1038,14 +1039,14 @@ int sq_cluster_run(const struct sq_cluster_config *cfg, struct sq_result *out,
     int rc;
     char cname[64];
     snprintf(cname, sizeof(cname), "squall-controller %s", rep->run);
-    rc = sq_bus_connect(cfg->nats_url, cname, 5 * SQ_NS_PER_S, &c.bus, err, len);
+    rc = sq_ctlbus_connect(cfg->nats_url, cname, 5 * SQ_NS_PER_S, &c.bus, err, len);
     if (rc < 0)
         goto out;
-    rc = sq_bus_sub(c.bus, c.self, NULL);
+    rc = sq_ctlbus_sub(c.bus, c.self, NULL);
     if (rc == 0)
-        rc = sq_bus_sync(c.bus, 5 * SQ_NS_PER_S);
+        rc = sq_ctlbus_sync(c.bus, 5 * SQ_NS_PER_S);
     if (rc < 0) {
-        fail(&c, rc, "NATS: %s", sq_bus_error(c.bus));
+        fail(&c, rc, "NATS: %s", sq_ctlbus_error(c.bus));
         goto out;
     }
     double cpu0 = cpu_now();
@@ -1073,8 +1074,8 @@ int sq_cluster_run(const struct sq_cluster_config *cfg, struct sq_result *out,
     rep->run_s = (double)(sq_now_ns() - t0) / 1e9;
 out:
     if (c.bus) {
-        sq_bus_counts(c.bus, &rep->bytes_out, &rep->bytes_in, &rep->msgs_out, &rep->msgs_in);
-        sq_bus_close(c.bus);
+        sq_ctlbus_counts(c.bus, &rep->bytes_out, &rep->bytes_in, &rep->msgs_out, &rep->msgs_in);
+        sq_ctlbus_close(c.bus);
     }
     for (size_t i = 0; i < c.ncands; i++)
         json_decref(c.cands[i].labels);

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cluster/bus.h"
+#include "cluster/ctlbus.h"
 
 #define SQ_CLUSTER__SUBJ 200 /* room for a subject: prefix, kind, id */
 
@@ -15,12 +15,12 @@
 void sq_cluster__rand_id(char out[17]);
 
 /* Publishes o as compact JSON (o is consumed). Returns 0 or a negative code. */
-SQ_MUST_CHECK int sq_cluster__pub_json(struct sq_bus *b, const char *subject, const char *reply,
+SQ_MUST_CHECK int sq_cluster__pub_json(struct sq_ctlbus *b, const char *subject, const char *reply,
                                        json_t *o);
 
 /* Publishes text, in parts when it is over the server's max_payload: each part is the line
  * "SQPART <run> <agent> <i> <n>\n" and then its bytes. */
-SQ_MUST_CHECK int sq_cluster__pub_big(struct sq_bus *b, const char *subject, const char *run,
+SQ_MUST_CHECK int sq_cluster__pub_big(struct sq_ctlbus *b, const char *subject, const char *run,
                                       const char *agent, const char *text, size_t len);
 
 /* A part's header: 1 and its fields when data starts with one (*body, *blen: its bytes), 0 when

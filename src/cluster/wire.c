@@ -409,12 +409,12 @@ static int ws_read(const json_t *j, struct sq_result *r)
     return rc;
 }
 
-/* ---- sampled exchanges (engine/capture.h): per class seen, and the kept ones ----
+/* ---- sampled exchanges (result/result.h): per class seen, and the kept ones ----
  * {"per_class": N, "classes": [{"class": "5xx", "seen": n, "samples": [{...}]}]}; a class by its
  * name (a status class, or an error kind's name); bytes (request, head, body) as base64, since
  * a sample keeps what came, text or not. Bounded on the way in: per_class at most
  * SQ_SAMPLE_RESPONSES_MAX, at most per_class samples per class, each class once, heads and
- * bodies as cut (SQ_CAPTURE_HEAD_MAX, SQ_SAMPLE_BODY_MAX), a request at most XS_REQ_MAX. */
+ * bodies as cut (SQ_SAMPLE_HEAD_MAX, SQ_SAMPLE_BODY_MAX), a request at most XS_REQ_MAX. */
 
 #define XS_REQ_MAX (1u << 20)
 
@@ -537,7 +537,7 @@ static int xsample_read(const json_t *j, uint32_t cls, struct sq_xsample *x)
     x->status = (uint16_t)status;
     int rc = get_bytes(j, "req", XS_REQ_MAX, &x->req, &x->req_len);
     if (rc == 0)
-        rc = get_bytes(j, "head", SQ_CAPTURE_HEAD_MAX, &x->head, &x->head_len);
+        rc = get_bytes(j, "head", SQ_SAMPLE_HEAD_MAX, &x->head, &x->head_len);
     if (rc == 0)
         rc = get_bytes(j, "body", SQ_SAMPLE_BODY_MAX, &x->body, &x->body_len);
     if (rc == 0 && x->body_total < x->body_len)

@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #include "base/err.h"
-#include "engine/run.h"
+#include "result/result.h"
 
 struct sq_hist;
 

@@ -21,7 +21,7 @@
 #include "base/clock.h"
 #include "base/str.h"
 #include "daemon/assets.h"
-#include "daemon/compare.h"
+#include "daemon/runs_compare.h"
 #include "daemon/internal.h"
 #include "http/h1.h"
 #include "mcp/mcp.h"

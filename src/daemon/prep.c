@@ -1,6 +1,6 @@
 /* daemon/prep.c - a run request (the body of POST /runs): parsed, checked against the caps, set
- * up for the engine, and its result document built - with the CLI's own code (engine/quick.h,
- * engine/planrun.h, plan's sq_plan_load_text, output's document builders), so the daemon and the
+ * up for the engine, and its result document built - with the CLI's own code (face/quick.h,
+ * face/planrun.h, plan's sq_plan_load_text, output's document builders), so the daemon and the
  * CLI refuse the same requests with the same words and write the same document for the same
  * run.
  *
@@ -20,10 +20,11 @@
 #include "base/clock.h"
 #include "base/redact.h"
 #include "daemon/internal.h"
-#include "engine/flags.h"
-#include "engine/planrun.h"
-#include "engine/quick.h"
-#include "engine/verdict.h"
+#include "face/flags.h"
+#include "face/planrun.h"
+#include "face/quick.h"
+#include "face/report.h"
+#include "result/verdict.h"
 #include "net/egress.h"
 #include "output/json.h"
 #include "output/plan_json.h"
@@ -376,10 +377,10 @@ bool sq_daemon__req_tick(struct sq_daemon__req *r, const struct sq_second *s,
 json_t *sq_daemon__req_doc(struct sq_daemon__req *r, struct sq_result *res)
 {
     if (r->kind == SQ_STORE_QUICK)
-        return sq_report_quick_doc(&r->qr, res);
+        return sq_quick_doc(&r->qr, res);
     if (sq_planrun_finish(&r->pr, r->watch_set ? &r->watch : NULL, res, &r->verdicts) < 0)
         return NULL;
-    return sq_report_planrun_doc(&r->pr, res, &r->verdicts);
+    return sq_planrun_doc(&r->pr, res, &r->verdicts);
 }
 
 int sq_daemon__req_sink_begin(struct sq_daemon__req *r, volatile int *stop, bool *subscribed,
@@ -512,7 +513,7 @@ char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, 
         return NULL;
     bool changed = false, oom = false;
     /* the values looked for: a quick request's credential headers (whole, and after the scheme
-     * word, as the run redacts them: engine/quick.c), or the plan's fixed credentials */
+     * word, as the run redacts them: face/quick.c), or the plan's fixed credentials */
     struct sq_str qs[2 * SQ_QUICK_MAX_HEADERS];
     const struct sq_str *sec = qs;
     size_t nsec = 0;

@@ -21,7 +21,7 @@
 
 #include "base/clock.h"
 #include "daemon/internal.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "plan/exec.h"
 #include "output/json.h"
 #include "stats/hist.h"
@@ -430,7 +430,7 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
                 st = SQ_STORE_FAILED;
                 reason = why_buf;
             } else if (!sq_result_succeeded(&res)) {
-                /* the rule and the words of the CLI's exit code 1 (engine/verdict.h) */
+                /* the rule and the words of the CLI's exit code 1 (result/verdict.h) */
                 char text[480];
                 st = SQ_STORE_FAILED;
                 snprintf(why_buf, sizeof(why_buf), "no request succeeded: %s",

@@ -30,14 +30,6 @@
 #define BUF_SIZE  (SQ_CAPTURE_HEAD_MAX + SQ_SAMPLE_BODY_MAX)
 #define POOL_MIN  8 /* sample buffers per worker at least (exchanges drawn at the same time) */
 
-static void xs_free_one(struct sq_xsample *x)
-{
-    free(x->req);
-    free(x->head);
-    free(x->body);
-    memset(x, 0, sizeof(*x));
-}
-
 int sq_engine__xc_init(struct sq_engine__worker *w)
 {
     w->capture = w->cfg->capture;
@@ -89,7 +81,7 @@ void sq_engine__xc_dispose(struct sq_engine__worker *w)
     free(w->xc_seen);
     for (uint32_t k = 0; w->xs && k < SQ_XS_CLASSES; k++) {
         for (uint32_t i = 0; i < w->xs[k].n; i++)
-            xs_free_one(&w->xs[k].slot[i]);
+            sq_xsample_clear(&w->xs[k].slot[i]);
         free(w->xs[k].slot);
     }
     free(w->xs);
@@ -380,12 +372,12 @@ __attribute__((noinline)) static void xs_keep(struct sq_engine__conn *c, int64_t
     if (r->n < w->xs_per) /* filling: whatever slot it drew, the next free one */
         slot = (int32_t)r->n++;
     else
-        xs_free_one(&r->slot[slot]);
+        sq_xsample_clear(&r->slot[slot]);
     r->slot[slot] = x;
     return;
 oom:
     secrets_dispose(&sec);
-    xs_free_one(&x);
+    sq_xsample_clear(&x);
 }
 
 static void xs_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error)
@@ -479,79 +471,6 @@ void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, 
 
 /* ---- the end of the run: one reservoir per class from every worker's ---- */
 
-static uint64_t merge_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static int by_class_then_time(const void *a, const void *b)
-{
-    const struct sq_xsample *x = a, *y = b;
-    if (x->cls != y->cls)
-        return x->cls < y->cls ? -1 : 1;
-    return (x->end_ns > y->end_ns) - (x->end_ns < y->end_ns);
-}
-
-/* One source of a class's merge: a uniform sample (v, n of them) of the seen exchanges. */
-struct xs_src {
-    uint64_t seen;
-    struct sq_xsample *v;
-    uint32_t n;
-    uint32_t left; /* not taken yet: v[0..left) */
-    double rem;    /* what those still stand for (seen / n each) */
-};
-
-/* A uniform sample of the union of the sources' populations, per_class at most, appended to
- * out->v: draw a source in proportion to what its remaining kept exchanges stand for (each of
- * source i's stands for seen/n of the class there), take one of them at random, until per_class
- * are taken or none is left. A taken exchange moves to out (its source slot is left empty). */
-static void merge_class(struct xs_src *src, uint32_t n, uint32_t per_class, uint64_t *rng,
-                        struct sq_xsamples *out)
-{
-    double total = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        src[i].left = src[i].n;
-        src[i].rem = src[i].n ? (double)(src[i].seen > src[i].n ? src[i].seen : src[i].n) : 0;
-        total += src[i].rem;
-    }
-    for (uint32_t taken = 0; taken < per_class && total > 0.5; taken++) {
-        double u = (double)(merge_next(rng) >> 11) / 9007199254740992.0 * total;
-        uint32_t i = 0;
-        while (i + 1 < n && (src[i].rem <= 0 || u >= src[i].rem)) {
-            if (src[i].rem > 0)
-                u -= src[i].rem;
-            i++;
-        }
-        while (src[i].rem <= 0) /* rounding at the end: the last source with any */
-            i--;
-        struct xs_src *s = &src[i];
-        uint32_t j = (uint32_t)(merge_next(rng) % s->left);
-        out->v[out->n++] = s->v[j];
-        s->v[j] = s->v[s->left - 1];
-        memset(&s->v[s->left - 1], 0, sizeof(s->v[0])); /* handed over */
-        s->left--;
-        double each = s->rem / (double)(s->left + 1);
-        total -= s->left == 0 ? s->rem : each;
-        s->rem = s->left == 0 ? 0 : s->rem - each;
-    }
-}
-
-static int merge_alloc(uint32_t n, size_t cap, struct xs_src **src, struct sq_xsamples *out)
-{
-    out->v = calloc(cap ? cap : 1, sizeof(*out->v));
-    *src = calloc(n ? n : 1, sizeof(**src));
-    if (!out->v || !*src) {
-        free(*src);
-        free(out->v);
-        out->v = NULL;
-        return -ENOMEM;
-    }
-    return 0;
-}
-
 int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_class,
                         struct sq_xsamples *out)
 {
@@ -559,75 +478,22 @@ int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_c
     out->per_class = per_class;
     if (!per_class)
         return 0;
-    size_t cap = 0;
-    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
-        uint64_t kept = 0;
-        for (uint32_t i = 0; i < n; i++)
-            kept += ws[i].xs ? ws[i].xs[k].n : 0;
-        cap += kept < per_class ? kept : per_class;
-    }
-    struct xs_src *src;
-    if (merge_alloc(n, cap, &src, out) < 0)
+    /* parts[k * n + i]: worker i's reservoir of class k (result/xsample.c draws from them) */
+    struct sq_xs_part *parts = calloc((size_t)SQ_XS_CLASSES * (n ? n : 1), sizeof(*parts));
+    if (!parts)
         return -ENOMEM;
-    uint64_t rng = 0x9E3779B97F4A7C15ull;
-    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++)
         for (uint32_t i = 0; i < n; i++) {
             struct sq_engine__xres *r = ws[i].xs ? &ws[i].xs[k] : NULL;
-            src[i] = (struct xs_src){
+            parts[(size_t)k * n + i] = (struct sq_xs_part){
                 .seen = r ? r->seen : 0, .v = r ? r->slot : NULL, .n = r ? r->n : 0};
-            out->seen[k] += src[i].seen;
         }
-        merge_class(src, n, per_class, &rng, out);
-    }
-    free(src);
-    qsort(out->v, out->n, sizeof(*out->v), by_class_then_time);
-    return 0;
-}
-
-/* Several runs' sampled exchanges into one (capture.h): the workers' rule over whole runs. */
-int sq_xs_merge(struct sq_xsamples *in, uint32_t n, struct sq_xsamples *out)
-{
-    memset(out, 0, sizeof(*out));
-    for (uint32_t i = 0; i < n; i++)
-        out->per_class = in[i].per_class > out->per_class ? in[i].per_class : out->per_class;
-    if (!out->per_class)
-        return 0;
-    size_t cap = 0;
-    for (uint32_t i = 0; i < n; i++)
-        cap += in[i].n;
-    struct xs_src *src;
-    if (merge_alloc(n, cap, &src, out) < 0)
-        return -ENOMEM;
-    size_t *at = calloc(n ? n : 1, sizeof(*at)); /* each input's next class starts here */
-    if (!at) {
-        free(src);
-        free(out->v);
-        out->v = NULL;
-        return -ENOMEM;
-    }
-    uint64_t rng = 0x9E3779B97F4A7C15ull;
-    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++) {
-        for (uint32_t i = 0; i < n; i++) {
-            size_t a = at[i], b = a;
-            while (b < in[i].n && in[i].v[b].cls == k)
-                b++;
-            at[i] = b;
-            src[i] =
-                (struct xs_src){.seen = in[i].seen[k], .v = in[i].v + a, .n = (uint32_t)(b - a)};
-            out->seen[k] += in[i].seen[k];
-        }
-        merge_class(src, n, out->per_class, &rng, out);
-    }
-    free(at);
-    free(src);
-    qsort(out->v, out->n, sizeof(*out->v), by_class_then_time);
-    return 0;
+    int rc = sq_xs_merge_parts(parts, n, per_class, out);
+    free(parts);
+    return rc;
 }
 
 void sq_engine__xs_dispose(struct sq_xsamples *x)
 {
-    for (size_t i = 0; i < x->n; i++)
-        xs_free_one(&x->v[i]);
-    free(x->v);
-    memset(x, 0, sizeof(*x));
+    sq_xsamples_dispose(x); /* worker.h's name for result/'s */
 }

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-#include "http/h2.h"
+#include "http/h2client.h"
 #include "net/sock.h"
 #include "plan/plan.h"
 #include "proto/stamp.h"

@@ -41,7 +41,7 @@
 #include "engine/flow.h"
 #include "engine/worker.h"
 #include "http/decode.h"
-#include "http/h2.h"
+#include "http/h2client.h"
 #include "http/sse.h"
 #include "loop/loop.h"
 #include "net/egress.h"

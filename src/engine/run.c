@@ -27,38 +27,6 @@
 
 #define WATCH_NS (20 * SQ_NS_PER_MS)
 
-static const char *const errk_names[] = {
-#define SQ_ERRK_STR(name, str) str,
-    SQ_ERRK_LIST(SQ_ERRK_STR)
-#undef SQ_ERRK_STR
-};
-
-const char *sq_errk_name(enum sq_errk k)
-{
-    return (unsigned)k < SQ_ERRK_COUNT ? errk_names[k] : "?";
-}
-
-static const char *const phase_names[] = {
-#define SQ_PHASE_STR(name, str, k6) str,
-    SQ_PHASE_LIST(SQ_PHASE_STR)
-#undef SQ_PHASE_STR
-};
-static const char *const phase_metrics[] = {
-#define SQ_PHASE_K6(name, str, k6) k6,
-    SQ_PHASE_LIST(SQ_PHASE_K6)
-#undef SQ_PHASE_K6
-};
-
-const char *sq_phase_name(enum sq_phase p)
-{
-    return (unsigned)p < SQ_PHASE_COUNT ? phase_names[p] : "?";
-}
-
-const char *sq_phase_metric(enum sq_phase p)
-{
-    return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
-}
-
 uint64_t sq_run_new_id(void)
 {
     /* 52 random bits (the low ones carry the worker: SQ_STAMP_STREAM_BITS) */
@@ -106,127 +74,6 @@ uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus)
     else if (cfg->h2_request && cfg->streams > 1)
         per = cfg->streams;
     return (uint32_t)(((uint64_t)vus + per - 1) / per);
-}
-
-/* The bus counters are all uint64_t: added and subtracted as an array. */
-#define BUS_WORDS (sizeof(struct sq_bus_counters) / sizeof(uint64_t))
-_Static_assert(sizeof(struct sq_bus_counters) % sizeof(uint64_t) == 0, "uint64_t fields only");
-
-static void bus_add(struct sq_bus_counters *dst, const struct sq_bus_counters *src, int sign)
-{
-    uint64_t d[BUS_WORDS], s[BUS_WORDS];
-    memcpy(d, dst, sizeof(d));
-    memcpy(s, src, sizeof(s));
-    for (size_t i = 0; i < BUS_WORDS; i++)
-        d[i] = sign > 0 ? d[i] + s[i] : d[i] - s[i];
-    memcpy(dst, d, sizeof(d));
-}
-
-void sq_ws_tally_add(struct sq_ws_tally *t, uint16_t key, uint64_t n)
-{
-    for (uint32_t i = 0; i < t->n; i++) {
-        if (t->row[i].key == key) {
-            t->row[i].n += n;
-            return;
-        }
-    }
-    if (t->n == SQ_WS_KEYS) {
-        t->other += n;
-        return;
-    }
-    t->row[t->n].key = key;
-    t->row[t->n].n = n;
-    t->n++;
-}
-
-const char *sq_ws_key_name(uint16_t key, bool upgrade, char *buf)
-{
-    if (upgrade) {
-        switch (key) {
-        case SQ_WS_UP_TIMEOUT:
-            return "timeout";
-        case SQ_WS_UP_CLOSED:
-            return "closed";
-        case SQ_WS_UP_INVALID:
-            return "invalid";
-        case SQ_WS_UP_MALFORMED:
-            return "malformed";
-        default:
-            break;
-        }
-    }
-    snprintf(buf, 12, "%u", (unsigned)key);
-    return buf;
-}
-
-void sq_counters_add(struct sq_counters *dst, const struct sq_counters *src)
-{
-    bus_add(&dst->bus, &src->bus, 1);
-    dst->sent += src->sent;
-    dst->dropped += src->dropped;
-    dst->completed += src->completed;
-    dst->failed += src->failed;
-    for (size_t i = 0; i < SQ_ARRAY_LEN(dst->status); i++)
-        dst->status[i] += src->status[i];
-    for (size_t i = 0; i < SQ_ERRK_COUNT; i++)
-        dst->errors[i] += src->errors[i];
-    dst->bytes_sent += src->bytes_sent;
-    dst->bytes_received += src->bytes_received;
-    dst->conns_opened += src->conns_opened;
-    dst->conns_closed_by_server += src->conns_closed_by_server;
-    dst->tls_handshakes += src->tls_handshakes;
-    dst->tls_resumed += src->tls_resumed;
-    dst->tls_handshake_errors += src->tls_handshake_errors;
-    dst->iterations += src->iterations;
-    dst->checks_passed += src->checks_passed;
-    dst->checks_failed += src->checks_failed;
-    dst->http_failed += src->http_failed;
-    dst->rendered += src->rendered;
-    dst->body_bytes += src->body_bytes;
-    dst->compressed += src->compressed;
-    dst->undecodable += src->undecodable;
-    dst->sse_streams += src->sse_streams;
-    dst->sse_events += src->sse_events;
-    dst->script_requests += src->script_requests;
-    dst->script_responses += src->script_responses;
-    dst->script_delays += src->script_delays;
-    dst->script_hooks += src->script_hooks;
-    dst->script_skips += src->script_skips;
-}
-
-static void sub_counters(struct sq_counters *dst, const struct sq_counters *src)
-{
-    bus_add(&dst->bus, &src->bus, -1);
-    dst->sent -= src->sent;
-    dst->dropped -= src->dropped;
-    dst->completed -= src->completed;
-    dst->failed -= src->failed;
-    for (size_t i = 0; i < SQ_ARRAY_LEN(dst->status); i++)
-        dst->status[i] -= src->status[i];
-    for (size_t i = 0; i < SQ_ERRK_COUNT; i++)
-        dst->errors[i] -= src->errors[i];
-    dst->bytes_sent -= src->bytes_sent;
-    dst->bytes_received -= src->bytes_received;
-    dst->conns_opened -= src->conns_opened;
-    dst->conns_closed_by_server -= src->conns_closed_by_server;
-    dst->tls_handshakes -= src->tls_handshakes;
-    dst->tls_resumed -= src->tls_resumed;
-    dst->tls_handshake_errors -= src->tls_handshake_errors;
-    dst->iterations -= src->iterations;
-    dst->checks_passed -= src->checks_passed;
-    dst->checks_failed -= src->checks_failed;
-    dst->http_failed -= src->http_failed;
-    dst->rendered -= src->rendered;
-    dst->body_bytes -= src->body_bytes;
-    dst->compressed -= src->compressed;
-    dst->undecodable -= src->undecodable;
-    dst->sse_streams -= src->sse_streams;
-    dst->sse_events -= src->sse_events;
-    dst->script_requests -= src->script_requests;
-    dst->script_responses -= src->script_responses;
-    dst->script_delays -= src->script_delays;
-    dst->script_hooks -= src->script_hooks;
-    dst->script_skips -= src->script_skips;
 }
 
 static void sleep_ns(int64_t ns)
@@ -405,7 +252,7 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
          * the last entry ends where the run does and the entries' lengths still add up. */
         struct sq_second *e = &out->series.v[out->series.n - 1];
         fill_deltas(e, &s->c, &a->last[wi]);
-        sub_counters(&a->emitted, &a->last[wi]);
+        sq_counters_sub(&a->emitted, &a->last[wi]);
         sq_counters_add(&a->emitted, &s->c);
         a->last[wi] = s->c;
         sq_engine__clagg_slot(&a->cl, wi, s, e);
@@ -1127,61 +974,4 @@ uint32_t sq_run_workers(const struct sq_run_config *cfg)
     for (uint32_t i = 0; i < (cfg->scens ? cfg->nscens : 1); i++)
         nw += scen_workers(cfg, i);
     return nw;
-}
-
-void sq_result_dispose(struct sq_result *r)
-{
-    sq_engine__xs_dispose(&r->xsamples);
-    free(r->series.v);
-    r->series = (struct sq_series){0};
-    free(r->fine.v);
-    r->fine = (struct sq_fine_series){0};
-    for (uint32_t g = 0; g < r->nstep_series; g++)
-        free(r->step_series[g].v);
-    free(r->step_series);
-    r->step_series = NULL;
-    r->nstep_series = 0;
-    sq_hist_free(r->latency);
-    sq_hist_free(r->latency_uncorrected);
-    for (uint32_t i = 0; i < r->nscens; i++) {
-        sq_hist_free(r->scens[i].latency);
-        sq_hist_free(r->scens[i].iter_dur);
-        sq_engine__steps_free(r->scens[i].steps, r->scens[i].nsteps);
-    }
-    free(r->scens);
-    r->scens = NULL;
-    for (uint32_t u = 0; r->urls && u < r->nurls; u++)
-        sq_hist_free(r->urls[u].latency);
-    free(r->urls);
-    r->urls = NULL;
-    r->nurls = 0;
-    for (int k = 0; k < SQ_PHASE_COUNT; k++) {
-        sq_hist_free(r->phase[k]);
-        r->phase[k] = NULL;
-    }
-    sq_hist_free(r->sse_first_event);
-    sq_hist_free(r->sse_duration);
-    free(r->stamped);
-    r->stamped = NULL;
-    r->nstreams = 0;
-    free(r->client.workers);
-    r->client.workers = NULL;
-    r->client.nworkers = 0;
-    free(r->server.procs);
-    r->server.procs = NULL;
-    r->server.nprocs = 0;
-    r->sse_first_event = r->sse_duration = NULL;
-    sq_hist_free(r->rate);
-    r->rate = NULL;
-    free(r->script_error);
-    r->script_error = NULL;
-    if (r->ws) {
-        sq_hist_free(r->ws->upgrade_us);
-        sq_hist_free(r->ws->ping_rtt_us);
-        free(r->ws);
-        r->ws = NULL;
-    }
-    r->nscens = 0;
-    r->latency = NULL;
-    r->latency_uncorrected = NULL;
 }

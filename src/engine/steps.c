@@ -1,4 +1,5 @@
-/* engine/steps.c - per-step figures of a plan run: allocation and merging. */
+/* engine/steps.c - per-step figures of a plan run: allocated from a flow's shape (freeing and
+ * merging them is the result model's: result/result.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,43 +28,15 @@ int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out)
     return 0;
 }
 
+/* The bodies are result/result.c's (sq_step_stats_free, sq_step_stats_merge); worker.c and
+ * run.c reach them under the engine's internal names too. */
 void sq_engine__steps_free(struct sq_step_stats *s, size_t n)
 {
-    if (!s)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        free(s[i].check_pass);
-        free(s[i].check_fail);
-        sq_hist_free(s[i].dur);
-        for (uint32_t k = 0; k < s[i].nstatus; k++)
-            sq_hist_free(s[i].by_status[k].h);
-    }
-    free(s);
+    sq_step_stats_free(s, n);
 }
 
 void sq_engine__steps_merge_one(struct sq_step_stats *d, const struct sq_step_stats *s,
                                 size_t nchecks)
 {
-    d->reqs += s->reqs;
-    d->failed += s->failed;
-    d->errors += s->errors;
-    d->extract_fail += s->extract_fail;
-    sq_hist_merge(d->dur, s->dur);
-    for (size_t k = 0; k < nchecks; k++) {
-        d->check_pass[k] += s->check_pass[k];
-        d->check_fail[k] += s->check_fail[k];
-    }
-    for (uint32_t i = 0; i < s->nstatus; i++) {
-        uint32_t j = 0;
-        while (j < d->nstatus && d->by_status[j].status != s->by_status[i].status)
-            j++;
-        if (j == d->nstatus) {
-            if (j == SQ_STEP_STATUSES || sq_latency_hist_new(&d->by_status[j].h) < 0)
-                continue;
-            d->by_status[j].status = s->by_status[i].status;
-            d->nstatus++;
-        }
-        d->by_status[j].n += s->by_status[i].n;
-        sq_hist_merge(d->by_status[j].h, s->by_status[i].h);
-    }
+    sq_step_stats_merge(d, s, nchecks);
 }

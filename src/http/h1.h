@@ -116,7 +116,8 @@ SQ_MUST_CHECK int sq_h1_parse_request_head(const char *buf, size_t len,
                                            struct sq_h1_request *out);
 
 /* True when a Content-Type value v[0, n) is the media type "text/event-stream"
- * (case-insensitive), followed by parameters or nothing. HTTP/2 heads use it too (http/h2.c). */
+ * (case-insensitive), followed by parameters or nothing. HTTP/2 heads use it too
+ * (http/h2client.c). */
 bool sq_h1_is_event_stream(const char *v, size_t n);
 
 /* True when a Content-Type value v[0, n) is exactly the media type `type` (lowercase, e.g.

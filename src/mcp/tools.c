@@ -1,8 +1,8 @@
 /* mcp/tools.c - the tools an agent calls: run_load_test, validate_plan, start_target,
  * stop_target, list_runs, get_run.
  *
- * Every load goes through the same engine code as the CLI (engine/quick.h's JSON entry point,
- * sq_plan_load_text and engine/planrun.h), so the agent gets the CLI's messages for the CLI's
+ * Every load goes through the same engine code as the CLI (face/quick.h's JSON entry point,
+ * sq_plan_load_text and face/planrun.h), so the agent gets the CLI's messages for the CLI's
  * mistakes. Around it, the caps: the run is prepared with the MCP egress policy (every
  * destination's name is checked before it is resolved, then every address it would connect
  * to: loopback, or a host the operator allowed; nothing is sent yet), then its load shape (peak
@@ -23,13 +23,14 @@
 #include <sys/socket.h>
 
 #include "base/buf.h"
-#include "engine/flags.h"
-#include "engine/hooks.h"
-#include "engine/netopts.h"
-#include "engine/planrun.h"
-#include "engine/quick.h"
+#include "face/flags.h"
+#include "face/hookcheck.h"
+#include "face/netopts.h"
+#include "face/planrun.h"
+#include "face/quick.h"
+#include "face/report.h"
 #include "engine/run.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "mcp/internal.h"
 #include "net/egress.h"
 #include "net/sock.h"
@@ -502,7 +503,7 @@ static json_t *run_quick(struct sq_mcp *m, json_t *q)
         out = tool_error("the run failed: %s: %s", why ? why : "run", sq_strerror(rc));
         goto done;
     }
-    out = finish_run(m, "quick", o.url, sq_report_quick_doc(&run, &res));
+    out = finish_run(m, "quick", o.url, sq_quick_doc(&run, &res));
 done:
     sq_result_dispose(&res);
     if (prepared)
@@ -601,7 +602,7 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     }
     if (sq_planrun_finish(&run, &tk.w, &res, &verdicts) < 0)
         goto done;
-    out = finish_run(m, "plan", p->target, sq_report_planrun_doc(&run, &res, &verdicts));
+    out = finish_run(m, "plan", p->target, sq_planrun_doc(&run, &res, &verdicts));
 done:
     if (watching)
         sq_planrun_watch_dispose(&tk.w);

@@ -16,8 +16,7 @@
 #include "base/b64.h"
 #include "base/redact.h"
 #include "base/text.h"
-#include "engine/quick.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "plan/exec.h"
 #include "output/figures.h"
 #include "output/fmt.h"
@@ -630,46 +629,23 @@ static json_t *series(const struct sq_result *r)
     return a;
 }
 
-/* What a bus run's latency measures, mode by mode (engine/bus.h). */
-static const char *bus_latency_means(const struct sq_bus_config *b)
-{
-    switch (b->mode) {
-    case SQ_BUS_PUBLISH:
-        if (b->kind == SQ_BUS_NATS)
-            return "until the server's PONG to the PING behind the message's batch: the server "
-                   "has read it";
-        return b->qos == 0   ? "until the broker's PINGRESP to the PINGREQ behind the message's "
-                               "batch: the broker has read it"
-               : b->qos == 1 ? "until the PUBACK"
-                             : "until the PUBCOMP";
-    case SQ_BUS_JETSTREAM:
-        return "until the JetStream PubAck: the stream has stored it";
-    case SQ_BUS_REQUEST:
-        return "until the reply";
-    case SQ_BUS_ROUND_TRIP:
-        return "until the broker delivered it back on the connection's subscription";
-    }
-    return "";
-}
-
 /* The `nats` / `mqtt` block of a bus run. */
-static json_t *bus_block(const struct sq_bus_config *b, const struct sq_result *r)
+static json_t *bus_block(const struct sq_report_bus *b, const struct sq_result *r)
 {
     const struct sq_bus_counters *c = &r->c.bus;
     json_t *j = json_pack(
-        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "mode",
-        sq_bus_mode_name(b->mode), b->kind == SQ_BUS_NATS ? "subject" : "topic", b->subject,
-        "window", (json_int_t)b->window, "latency_means", bus_latency_means(b), "stamped",
-        (json_int_t)c->stamped, "acks", (json_int_t)c->acks, "duplicates",
-        (json_int_t)c->duplicates, "late", (json_int_t)c->late, "pings", (json_int_t)c->pings,
-        "writes", (json_int_t)c->flushes, "reconnects", (json_int_t)c->reconnects, "server_errors",
-        (json_int_t)r->c.errors[SQ_ERRK_SERVER_ERROR], "first_error",
-        r->bus_error[0] ? json_string(r->bus_error) : json_null());
-    if (j && b->kind == SQ_BUS_MQTT) {
+        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "mode", b->mode,
+        b->mqtt ? "topic" : "subject", b->subject, "window", (json_int_t)b->window, "latency_means",
+        b->latency_means, "stamped", (json_int_t)c->stamped, "acks", (json_int_t)c->acks,
+        "duplicates", (json_int_t)c->duplicates, "late", (json_int_t)c->late, "pings",
+        (json_int_t)c->pings, "writes", (json_int_t)c->flushes, "reconnects",
+        (json_int_t)c->reconnects, "server_errors", (json_int_t)r->c.errors[SQ_ERRK_SERVER_ERROR],
+        "first_error", r->bus_error[0] ? json_string(r->bus_error) : json_null());
+    if (j && b->mqtt) {
         json_object_set_new(j, "qos", json_integer(b->qos));
-        json_object_set_new(j, "version", json_string(b->mqtt_version == 5 ? "5.0" : "3.1.1"));
+        json_object_set_new(j, "version", json_string(b->version));
         json_object_set_new(j, "retain", json_boolean(b->retain));
-        if (b->mode == SQ_BUS_ROUND_TRIP) {
+        if (b->round_trip) {
             json_object_set_new(j, "delivered", json_integer((json_int_t)c->delivered));
             json_object_set_new(j, "foreign", json_integer((json_int_t)c->foreign));
         }
@@ -678,15 +654,13 @@ static json_t *bus_block(const struct sq_bus_config *b, const struct sq_result *
 }
 
 /* The stamps a run made: its run id and how many each worker (stream) stamped. */
-static json_t *stamps_block(const struct sq_result *r)
+static json_t *stamps_block(const struct sq_result *r, const char *run)
 {
     uint64_t total = 0;
     for (uint32_t i = 0; i < r->nstreams; i++)
         total += r->stamped[i];
-    char run[16];
-    sq_stamp_run_text(r->run_id, run);
-    return json_pack("{s:s, s:I, s:I}", "run_id", run, "streams", (json_int_t)r->nstreams,
-                     "stamped", (json_int_t)total);
+    return json_pack("{s:o, s:I, s:I}", "run_id", run ? json_string(run) : json_null(), "streams",
+                     (json_int_t)r->nstreams, "stamped", (json_int_t)total);
 }
 
 /* squall's own cost over the run, and whether it limited the run (docs/json-schema.md). */
@@ -946,11 +920,10 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
                         json_pack("{s:f, s:I}", "first_lookup_us", (double)r->dns_ns / 1e3,
                                   "lookups_during_run", (json_int_t)r->dns_lookups));
     if (info->bus)
-        json_object_set_new(root, info->bus->kind == SQ_BUS_NATS ? "nats" : "mqtt",
-                            bus_block(info->bus, r));
+        json_object_set_new(root, info->bus->mqtt ? "mqtt" : "nats", bus_block(info->bus, r));
     for (uint32_t i = 0; i < r->nstreams; i++)
         if (r->stamped[i]) {
-            json_object_set_new(root, "stamps", stamps_block(r));
+            json_object_set_new(root, "stamps", stamps_block(r, info->stamp_run));
             break;
         }
     if (r->client.valid)
@@ -978,66 +951,6 @@ int sq_report_json_write(FILE *f, const json_t *doc)
     if (rc < 0 || fflush(f) != 0)
         return -EIO;
     return 0;
-}
-
-/* --urls: each URL's figures, in the list's order. */
-static json_t *urls_block(const struct sq_quick_run *r, const struct sq_result *res)
-{
-    json_t *a = json_array();
-    for (uint32_t i = 0; i < res->nurls && i < r->nurls; i++) {
-        const struct sq_url_result *u = &res->urls[i];
-        struct sq_latency_figures lf;
-        sq_report_latency_figures(u->latency, &lf);
-        json_array_append_new(
-            a, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, "
-                         "s:{s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}}",
-                         "method", r->urls[i].method, "url", r->list.v[i].url, "line",
-                         (json_int_t)r->list.v[i].line, "requests", (json_int_t)u->sent,
-                         "completed", (json_int_t)u->completed, "failed", (json_int_t)u->failed,
-                         "status", "1xx", (json_int_t)u->status[1], "2xx", (json_int_t)u->status[2],
-                         "3xx", (json_int_t)u->status[3], "4xx", (json_int_t)u->status[4], "5xx",
-                         (json_int_t)u->status[5], "other", (json_int_t)u->status[0], "latency",
-                         "count", (json_int_t)lf.count, "mean_us", lf.mean, "p50_us",
-                         (json_int_t)lf.p50, "p90_us", (json_int_t)lf.p90, "p95_us",
-                         (json_int_t)lf.p95, "p99_us", (json_int_t)lf.p99, "p99_9_us",
-                         (json_int_t)lf.p999, "max_us", (json_int_t)lf.max));
-    }
-    return a;
-}
-
-json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
-{
-    const struct sq_quick_opts *o = r->opts;
-    bool list = r->nurls > 0;
-    struct sq_report_info info = {
-        .url = list ? r->list.v[0].url : o->url,
-        .method = list ? r->urls[0].method : o->method,
-        .target_addr = r->net.addr,
-        .exec = &r->cfg.exec,
-        .threads = res->threads,
-        .timeout_ns = r->cfg.timeout_ns,
-        .connect_timeout_ns = r->cfg.connect_timeout_ns,
-        .request_bytes = r->req_len,
-        .accept_encoding = r->accept_encoding,
-        .protocol = sq_quick_protocol(r),
-        .streams = o->http2 ? (uint32_t)o->streams : 0,
-        .bus = r->is_bus ? &r->bus : NULL,
-        .name = o->name,
-        .percentiles = o->npercentiles ? o->percentiles : NULL,
-        .npercentiles = o->npercentiles,
-    };
-    if (r->is_bus) {
-        info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : "PUBLISH";
-        info.request_bytes = 0;
-    }
-    json_t *doc = sq_report_json_doc(&info, res);
-    if (doc && list) {
-        json_object_set_new(json_object_get(doc, "config"), "urls_file", json_string(o->urls_path));
-        json_object_set_new(doc, "urls", urls_block(r, res));
-    }
-    if (doc && !o->no_redact) /* a broker URL's password: nats://user:[redacted]@host */
-        sq_report_redact_url(json_object_get(doc, "config"), "url");
-    return doc;
 }
 
 void sq_report_redact_url(json_t *obj, const char *key)

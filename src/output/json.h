@@ -15,11 +15,27 @@
 #include <stdio.h>
 
 #include "base/err.h"
-#include "engine/bus.h"
-#include "engine/run.h"
+#include "result/result.h"
+
+struct sq_exec;
 
 /* The JSON schema this build writes; docs/json-schema.md describes it. */
 #define SQ_RESULT_SCHEMA "squall.result/1"
+
+/* A bus run (nats://, mqtt://) as its document's `nats` / `mqtt` block says it: what the face
+ * asked of the broker, in plain values (the face reads them from its configuration). */
+struct sq_report_bus {
+    bool mqtt;                 /* the block is `mqtt`; else `nats` */
+    const char *mode;          /* "publish", "jetstream", "request", "round-trip" */
+    const char *subject;       /* the NATS subject or the MQTT topic */
+    uint32_t window;           /* messages a connection has out at once */
+    const char *latency_means; /* what a message's latency measures, in words */
+    /* MQTT only */
+    int qos;
+    const char *version; /* "5.0" or "3.1.1" */
+    bool retain;
+    bool round_trip; /* the block counts deliveries (delivered, foreign) */
+};
 
 /* What was asked for, as the user said it. */
 struct sq_report_info {
@@ -33,12 +49,15 @@ struct sq_report_info {
     const char *accept_encoding;     /* what the requests offered (NULL: --no-compression) */
     const char *protocol;            /* "http/1.1" or "h2c" (--http2); NULL: not said */
     uint32_t streams;                /* HTTP/2: streams per connection; 0: not HTTP/2 */
-    const struct sq_bus_config *bus; /* nats:// and mqtt:// runs (engine/bus.h); NULL: HTTP */
+    const struct sq_report_bus *bus; /* nats:// and mqtt:// runs; NULL: HTTP */
     const char *name;                /* --name, a plan's name:; NULL: none */
     /* --percentiles: the latency percentiles "latency.percentiles" lists; NULL: the default
      * 50, 90, 95, 99, 99.9 */
     const double *percentiles;
     size_t npercentiles;
+    /* The run id as its stamps write it (engine/run.h: sq_stamp_run_text), for the `stamps`
+     * block of a run that stamped events; NULL: the block gives it as null. */
+    const char *stamp_run;
 };
 
 /* "2024-05-01T10:00:00.123+02:00": wall-clock ns since the epoch as ISO 8601 in the local time
@@ -62,7 +81,7 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
 const char *sq_report_error_text(const struct sq_result *r, enum sq_errk k, int64_t timeout_ns,
                                  char *buf, size_t len);
 
-/* Why a run that did not succeed (engine/verdict.h sq_result_succeeded) failed, in one line for
+/* Why a run that did not succeed (result/verdict.h sq_result_succeeded) failed, in one line for
  * "squall: no request succeeded: LINE" and the daemon's reason: the failed units and the error
  * kinds by count, largest first (three named, each with what it means), e.g. "12,408 failed:
  * timeout 12,408 (no complete response within the 1s timeout)"; the reason of a run that gave
@@ -77,19 +96,13 @@ const char *sq_report_why_failed(const struct sq_result *r, int64_t timeout_ns, 
  * daemon's live events carry the same shape. */
 json_t *sq_report_json_second(const struct sq_second *e, bool client, bool open);
 
-/* A sampled-exchange class's name (engine/capture.h): "1xx".."5xx", "other", or the error
+/* A sampled-exchange class's name (result/result.h): "1xx".."5xx", "other", or the error
  * kind's name. */
 const char *sq_report_sample_class(uint32_t cls);
 
 /* The document of `squall sink` alone: schema, version, mode "sink", its duration, the
  * environment and the sink block (taken: the document owns it). NULL when out of memory. */
 json_t *sq_report_sink_doc(json_t *sink, double duration_s);
-
-struct sq_quick_run;
-/* The quick face's document (`squall URL --json`, and the daemon's run from {"quick": ...}):
- * what run r (engine/quick.h) asked for and what res measured. The CLI and the daemon both call
- * it, so the same run gives the same document. NULL when out of memory. */
-json_t *sq_report_quick_doc(const struct sq_quick_run *r, const struct sq_result *res);
 
 /* Writes the document as indented JSON, keys in document order. Returns 0 or -EIO. */
 SQ_MUST_CHECK int sq_report_json_write(FILE *f, const json_t *doc);

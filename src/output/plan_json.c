@@ -7,8 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/planrun.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "output/json.h"
 #include "output/plan_json.h"
 #include "plan/metrics.h"
@@ -208,63 +207,4 @@ fail:
     json_decref(ths);
     json_decref(metrics);
     return -ENOMEM;
-}
-
-json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
-                              const struct sq_th_verdicts *v)
-{
-    /* One protocol for the whole run when every scenario has the same, else each says its own */
-    const char *proto = r->plan->nscenarios ? sq_planrun_protocol(r, 0) : NULL;
-    bool h2 = false;
-    for (size_t i = 0; i < r->plan->nscenarios; i++) {
-        if (proto && strcmp(proto, sq_planrun_protocol(r, i)) != 0)
-            proto = NULL;
-        h2 |= r->scens[i].h2;
-    }
-    struct sq_report_info info = {
-        .protocol = proto,
-        .streams = h2 ? r->cfg.streams : 0,
-        .url = r->plan->file,
-        .method = "run",
-        .target_addr = r->net.addr,
-        .exec = &r->scens[0].exec,
-        .threads = res->threads,
-        .timeout_ns = r->cfg.timeout_ns,
-        .connect_timeout_ns = r->cfg.connect_timeout_ns,
-        .accept_encoding = r->accept_encoding,
-        .name = r->opts->name ? r->opts->name : r->plan->name,
-        .percentiles = r->opts->npercentiles ? r->opts->percentiles : NULL,
-        .npercentiles = r->opts->npercentiles,
-    };
-    json_t *doc = sq_report_json_doc(&info, res);
-    if (doc && sq_report_plan_sections(doc, r->plan, res, v) < 0) {
-        json_decref(doc);
-        return NULL;
-    }
-    if (doc && !r->cfg.no_redact) { /* a broker URL's password: nats://user:[redacted]@host */
-        json_t *steps = json_object_get(doc, "steps"), *st;
-        size_t k;
-        json_array_foreach(steps, k, st) sq_report_redact_url(st, "url");
-    }
-    json_t *sc = doc ? json_object_get(doc, "scenarios") : NULL;
-    for (size_t i = 0; i < json_array_size(sc) && i < r->plan->nscenarios; i++)
-        json_object_set_new(json_array_get(sc, i), "protocol",
-                            json_string(sq_planrun_protocol(r, i)));
-    if (doc && r->plan->script)
-        json_object_set_new(doc, "script",
-                            json_pack("{s:s, s:{s:I}, s:I, s:s?}", "file", r->plan->script, "calls",
-                                      "hooks", (json_int_t)res->c.script_hooks, "skipped_steps",
-                                      (json_int_t)res->c.script_skips, "error", res->script_error));
-    if (doc && r->oauth) {
-        struct sq_oauth_stats st;
-        sq_oauth_stats(r->oauth, &st);
-        json_object_set_new(doc, "oauth",
-                            json_pack("{s:I, s:I, s:I, s:f, s:f, s:s?}", "tokens",
-                                      (json_int_t)st.tokens, "refreshes", (json_int_t)st.refreshes,
-                                      "failures", (json_int_t)st.failures, "first_token_s",
-                                      (double)st.first_ns / 1e9, "expires_in_s",
-                                      (double)st.expires_in_ns / 1e9, "last_error",
-                                      st.last_error[0] ? st.last_error : NULL));
-    }
-    return doc;
 }

@@ -17,12 +17,4 @@ SQ_MUST_CHECK int sq_report_plan_sections(json_t *doc, const struct sq_plan *p,
                                           const struct sq_result *r,
                                           const struct sq_th_verdicts *v);
 
-struct sq_planrun;
-/* The plan face's document (`squall run PLAN --json`, and the daemon's run from {"plan": ...}):
- * the run document of r (engine/planrun.h) and res, with the plan sections and the verdicts v
- * (sq_planrun_finish). The CLI and the daemon both call it, so the same run gives the same
- * document. NULL when out of memory. */
-json_t *sq_report_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
-                              const struct sq_th_verdicts *v);
-
 #endif

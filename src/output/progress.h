@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/run.h"
+#include "result/result.h"
 
 /* The status line. On a terminal it is redrawn in place every second; elsewhere a plain line is
  * written every `every_s` seconds. errors_so_far counts every error kind since the start. */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "base/err.h"
-#include "engine/run.h"
+#include "result/result.h"
 
 struct sq_hist;
 

@@ -1,7 +1,7 @@
 /* plan/metrics.h - the k6 metrics squall reports: one table of names, kinds and scopes.
  *
  * The plan loader checks a threshold's metric against it (plan/threshold.c), the evaluator
- * computes a threshold from the kind and scope it gives (engine/verdict.c) and the result
+ * computes a threshold from the kind and scope it gives (result/verdict.c) and the result
  * document writes the metrics under these names (output/plan_json.c). A metric is added here,
  * once; a switch over enum sq_metric without a default makes the compiler point at every place
  * that must learn about it.

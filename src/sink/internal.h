@@ -1,4 +1,4 @@
-/* sink/internal.h - what sink.c (the ledger, HTTP, the thread) and bus.c (the NATS and MQTT
+/* sink/internal.h - what sink.c (the ledger, HTTP, the thread) and subscribe.c (the NATS and MQTT
  * subscriptions) share. Internal to sink/. */
 #ifndef SQ_SINK_INTERNAL_H
 #define SQ_SINK_INTERNAL_H

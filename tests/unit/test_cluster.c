@@ -21,7 +21,7 @@
 #include <netinet/in.h>
 
 #include "base/clock.h"
-#include "cluster/bus.h"
+#include "cluster/ctlbus.h"
 #include "cluster/cluster.h"
 #include "cluster/internal.h"
 #include "cluster/wire.h"
@@ -648,9 +648,9 @@ static int spawn_nats(void)
     for (int i = 0; i < 200; i++) {
         char url[64], err[256];
         snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
-        struct sq_bus *b;
-        if (sq_bus_connect(url, "probe", SQ_NS_PER_S, &b, err, sizeof(err)) == 0) {
-            sq_bus_close(b);
+        struct sq_ctlbus *b;
+        if (sq_ctlbus_connect(url, "probe", SQ_NS_PER_S, &b, err, sizeof(err)) == 0) {
+            sq_ctlbus_close(b);
             return 0;
         }
         struct timespec ts = {0, 20 * SQ_NS_PER_MS};
@@ -697,53 +697,54 @@ static void bus_against_nats_server(void **state)
         skip();
     char url[64], err[256];
     snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
-    struct sq_bus *a, *b;
-    assert_int_equal(sq_bus_connect(url, "a", SQ_NS_PER_S, &a, err, sizeof(err)), 0);
-    assert_int_equal(sq_bus_connect(url, "b", SQ_NS_PER_S, &b, err, sizeof(err)), 0);
-    assert_int_equal(sq_bus_max_payload(a), 65536);
+    struct sq_ctlbus *a, *b;
+    assert_int_equal(sq_ctlbus_connect(url, "a", SQ_NS_PER_S, &a, err, sizeof(err)), 0);
+    assert_int_equal(sq_ctlbus_connect(url, "b", SQ_NS_PER_S, &b, err, sizeof(err)), 0);
+    assert_int_equal(sq_ctlbus_max_payload(a), 65536);
     uint64_t sid;
-    assert_int_equal(sq_bus_sub(b, "t.x", &sid), 0);
-    assert_int_equal(sq_bus_sync(b, SQ_NS_PER_S), 0);
-    assert_int_equal(sq_bus_pub(a, "t.x", "t.reply", "hello", 5), 0);
-    struct sq_bus_msg m;
-    assert_int_equal(sq_bus_next(b, SQ_NS_PER_S, &m), 1);
+    assert_int_equal(sq_ctlbus_sub(b, "t.x", &sid), 0);
+    assert_int_equal(sq_ctlbus_sync(b, SQ_NS_PER_S), 0);
+    assert_int_equal(sq_ctlbus_pub(a, "t.x", "t.reply", "hello", 5), 0);
+    struct sq_ctlbus_msg m;
+    assert_int_equal(sq_ctlbus_next(b, SQ_NS_PER_S, &m), 1);
     assert_string_equal(m.subject, "t.x");
     assert_string_equal(m.reply, "t.reply");
     assert_int_equal(m.len, 5);
     assert_string_equal(m.data, "hello");
     assert_int_equal(m.sid, sid);
-    sq_bus_msg_dispose(&m);
+    sq_ctlbus_msg_dispose(&m);
     /* nothing more: a timeout, on time */
     int64_t t0 = sq_now_ns();
-    assert_int_equal(sq_bus_next(b, 100 * SQ_NS_PER_MS, &m), 0);
+    assert_int_equal(sq_ctlbus_next(b, 100 * SQ_NS_PER_MS, &m), 0);
     int64_t took = sq_now_ns() - t0;
     assert_true(took >= 100 * SQ_NS_PER_MS && took < 600 * SQ_NS_PER_MS);
     /* messages that arrive during a sync are kept, in order */
     for (int i = 0; i < 50; i++) {
         char buf[16];
         int n = snprintf(buf, sizeof(buf), "m%d", i);
-        assert_int_equal(sq_bus_pub(a, "t.x", NULL, buf, (size_t)n), 0);
+        assert_int_equal(sq_ctlbus_pub(a, "t.x", NULL, buf, (size_t)n), 0);
     }
-    assert_int_equal(sq_bus_sync(a, SQ_NS_PER_S), 0); /* they reached the server */
-    assert_int_equal(sq_bus_sync(b, SQ_NS_PER_S), 0); /* ... and were delivered before the PONG */
+    assert_int_equal(sq_ctlbus_sync(a, SQ_NS_PER_S), 0); /* they reached the server */
+    assert_int_equal(sq_ctlbus_sync(b, SQ_NS_PER_S),
+                     0); /* ... and were delivered before the PONG */
     for (int i = 0; i < 50; i++) {
         char want[16];
         snprintf(want, sizeof(want), "m%d", i);
-        assert_int_equal(sq_bus_next(b, SQ_NS_PER_S, &m), 1);
+        assert_int_equal(sq_ctlbus_next(b, SQ_NS_PER_S, &m), 1);
         assert_string_equal(m.data, want);
-        sq_bus_msg_dispose(&m);
+        sq_ctlbus_msg_dispose(&m);
     }
     /* over max_payload: refused here; in parts: whole at the other end */
     size_t big = 200000;
     char *text = malloc(big);
     for (size_t i = 0; i < big; i++)
         text[i] = (char)('a' + i % 26);
-    assert_int_equal(sq_bus_pub(a, "t.x", NULL, text, big), -SQ_ETOOBIG);
+    assert_int_equal(sq_ctlbus_pub(a, "t.x", NULL, text, big), -SQ_ETOOBIG);
     assert_int_equal(sq_cluster__pub_big(a, "t.x", "run1", "ag1", text, big), 0);
     size_t got = 0;
     uint32_t expect = 0;
     while (got < big) {
-        assert_int_equal(sq_bus_next(b, SQ_NS_PER_S, &m), 1);
+        assert_int_equal(sq_ctlbus_next(b, SQ_NS_PER_S, &m), 1);
         char run[40], ag[40];
         uint32_t i, n;
         const char *body;
@@ -753,21 +754,22 @@ static void bus_against_nats_server(void **state)
         assert_true(m.len <= 65536);
         assert_memory_equal(body, text + got, blen);
         got += blen;
-        sq_bus_msg_dispose(&m);
+        sq_ctlbus_msg_dispose(&m);
     }
     free(text);
     uint64_t bo, bi, mo, mi;
-    sq_bus_counts(a, &bo, &bi, &mo, &mi);
+    sq_ctlbus_counts(a, &bo, &bi, &mo, &mi);
     assert_true(mo >= 55 && bo > big);
-    sq_bus_close(a);
-    sq_bus_close(b);
+    sq_ctlbus_close(a);
+    sq_ctlbus_close(b);
     /* what is not a NATS URL, and nothing listening */
-    assert_int_equal(sq_bus_connect("http://x", "c", SQ_NS_PER_S, &a, err, sizeof(err)),
+    assert_int_equal(sq_ctlbus_connect("http://x", "c", SQ_NS_PER_S, &a, err, sizeof(err)),
                      -SQ_EUSAGE);
     assert_int_equal(
-        sq_bus_connect("nats://127.0.0.1:99999", "c", SQ_NS_PER_S, &a, err, sizeof(err)),
+        sq_ctlbus_connect("nats://127.0.0.1:99999", "c", SQ_NS_PER_S, &a, err, sizeof(err)),
         -SQ_EUSAGE);
-    assert_true(sq_bus_connect("nats://127.0.0.1:1", "c", SQ_NS_PER_S, &a, err, sizeof(err)) < 0);
+    assert_true(sq_ctlbus_connect("nats://127.0.0.1:1", "c", SQ_NS_PER_S, &a, err, sizeof(err)) <
+                0);
     assert_non_null(strstr(err, "cannot connect"));
 }
 
@@ -781,36 +783,36 @@ static void bus_reconnects_after_a_restart(void **state)
         skip();
     char url[64], err[256];
     snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
-    struct sq_bus *a, *b;
-    assert_int_equal(sq_bus_connect(url, "a", SQ_NS_PER_S, &a, err, sizeof(err)), 0);
-    assert_int_equal(sq_bus_connect(url, "b", SQ_NS_PER_S, &b, err, sizeof(err)), 0);
+    struct sq_ctlbus *a, *b;
+    assert_int_equal(sq_ctlbus_connect(url, "a", SQ_NS_PER_S, &a, err, sizeof(err)), 0);
+    assert_int_equal(sq_ctlbus_connect(url, "b", SQ_NS_PER_S, &b, err, sizeof(err)), 0);
     uint64_t sid;
-    assert_int_equal(sq_bus_sub(b, "t.r", &sid), 0);
-    assert_int_equal(sq_bus_sync(b, SQ_NS_PER_S), 0);
+    assert_int_equal(sq_ctlbus_sub(b, "t.r", &sid), 0);
+    assert_int_equal(sq_ctlbus_sync(b, SQ_NS_PER_S), 0);
     kill(nats_pid, SIGKILL);
     waitpid(nats_pid, NULL, 0);
     nats_pid = 0;
-    struct sq_bus_msg m;
-    assert_true(sq_bus_next(b, SQ_NS_PER_S, &m) < 0); /* the end of the connection */
-    assert_true(sq_bus_broken(b));
-    assert_true(sq_bus_next(b, 0, &m) < 0); /* and every later call, at once */
-    assert_true(sq_bus_reconnect(b, 200 * SQ_NS_PER_MS, err, sizeof(err)) < 0);
+    struct sq_ctlbus_msg m;
+    assert_true(sq_ctlbus_next(b, SQ_NS_PER_S, &m) < 0); /* the end of the connection */
+    assert_true(sq_ctlbus_broken(b));
+    assert_true(sq_ctlbus_next(b, 0, &m) < 0); /* and every later call, at once */
+    assert_true(sq_ctlbus_reconnect(b, 200 * SQ_NS_PER_MS, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "cannot connect"));
-    assert_true(sq_bus_broken(b));
+    assert_true(sq_ctlbus_broken(b));
     assert_int_equal(spawn_nats(), 0);
-    assert_int_equal(sq_bus_reconnect(b, SQ_NS_PER_S, err, sizeof(err)), 0);
-    assert_false(sq_bus_broken(b));
-    assert_int_equal(sq_bus_max_payload(b), 65536); /* the new server's INFO */
+    assert_int_equal(sq_ctlbus_reconnect(b, SQ_NS_PER_S, err, sizeof(err)), 0);
+    assert_false(sq_ctlbus_broken(b));
+    assert_int_equal(sq_ctlbus_max_payload(b), 65536); /* the new server's INFO */
     /* a has not read since: its first sync finds the old connection gone */
-    assert_true(sq_bus_sync(a, SQ_NS_PER_S) < 0);
-    assert_int_equal(sq_bus_reconnect(a, SQ_NS_PER_S, err, sizeof(err)), 0);
-    assert_int_equal(sq_bus_pub(a, "t.r", NULL, "again", 5), 0);
-    assert_int_equal(sq_bus_next(b, SQ_NS_PER_S, &m), 1);
+    assert_true(sq_ctlbus_sync(a, SQ_NS_PER_S) < 0);
+    assert_int_equal(sq_ctlbus_reconnect(a, SQ_NS_PER_S, err, sizeof(err)), 0);
+    assert_int_equal(sq_ctlbus_pub(a, "t.r", NULL, "again", 5), 0);
+    assert_int_equal(sq_ctlbus_next(b, SQ_NS_PER_S, &m), 1);
     assert_string_equal(m.data, "again");
     assert_int_equal(m.sid, sid);
-    sq_bus_msg_dispose(&m);
-    sq_bus_close(a);
-    sq_bus_close(b);
+    sq_ctlbus_msg_dispose(&m);
+    sq_ctlbus_close(a);
+    sq_ctlbus_close(b);
 }
 
 int main(void)

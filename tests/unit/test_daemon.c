@@ -24,7 +24,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
-#include "daemon/compare.h"
+#include "daemon/runs_compare.h"
 #include "daemon/daemon.h"
 #include "daemon/internal.h"
 #include "stats/hist.h"

@@ -28,7 +28,7 @@
 #include "base/clock.h"
 #include "engine/flow.h"
 #include "engine/run.h"
-#include "http/h2.h"
+#include "http/h2client.h"
 #include "http/request.h"
 #include "http/url.h"
 #include "net/sock.h"

@@ -27,7 +27,7 @@
 
 #include "base/clock.h"
 #include "http/decode.h"
-#include "http/h2.h"
+#include "http/h2client.h"
 #include "http/request.h"
 #include "target/target.h"
 

@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "engine/run.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "output/doc.h"
 #include "output/figures.h"
 #include "output/html.h"
@@ -732,7 +732,7 @@ static void test_latency_figures(void **state)
     sq_hist_free(h);
 }
 
-/* The rule behind exit code 1 (engine/verdict.h) and the line that says why. */
+/* The rule behind exit code 1 (result/verdict.h) and the line that says why. */
 static void test_nothing_succeeded(void **state)
 {
     (void)state;

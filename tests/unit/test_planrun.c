@@ -1,4 +1,4 @@
-/* tests/unit/test_planrun.c - engine/planrun and plan/'s sq_plan_load_text: a plan given as text
+/* tests/unit/test_planrun.c - face/planrun and plan/'s sq_plan_load_text: a plan given as text
  * (what the daemon gets) with its errors at file:line:col and its relative paths resolved against
  * the caller's directory or refused; the plan face's flags; the run a plan prepares and what it
  * refuses, with the CLI's messages; the abortOnFail watch; and a real run against `squall target`
@@ -18,8 +18,9 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "engine/flags.h"
-#include "engine/planrun.h"
+#include "face/flags.h"
+#include "face/planrun.h"
+#include "face/report.h"
 #include "output/plan_json.h"
 #include "stats/hist.h"
 
@@ -392,7 +393,7 @@ static void same_document(void **state)
     assert_false(vt.failed);
     assert_false(res.aborted);
 
-    json_t *df = sq_report_planrun_doc(&rf, &res, &vf), *dt = sq_report_planrun_doc(&rt, &res, &vt);
+    json_t *df = sq_planrun_doc(&rf, &res, &vf), *dt = sq_planrun_doc(&rt, &res, &vt);
     assert_non_null(df);
     assert_non_null(dt);
     assert_true(json_equal(df, dt));

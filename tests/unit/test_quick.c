@@ -1,4 +1,4 @@
-/* tests/unit/test_quick.c - engine/quick: the quick face's options from arguments and from JSON.
+/* tests/unit/test_quick.c - face/quick: the quick face's options from arguments and from JSON.
  *
  * The JSON form is what the daemon takes ({"quick": {...}}); it must prepare exactly the run the
  * equivalent arguments prepare (same executor, request bytes, timeouts, threads, addresses, TLS),
@@ -19,8 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/flags.h"
-#include "engine/quick.h"
+#include "face/flags.h"
+#include "face/quick.h"
+#include "face/report.h"
 #include "output/json.h"
 #include "plan/tmpl.h"
 
@@ -546,7 +547,7 @@ static void same_document(void **state)
     assert_int_equal(res.c.completed, 40);
     assert_int_equal(res.c.status[2], 40);
 
-    json_t *da = sq_report_quick_doc(&ra, &res), *dj = sq_report_quick_doc(&rj, &res);
+    json_t *da = sq_quick_doc(&ra, &res), *dj = sq_quick_doc(&rj, &res);
     assert_non_null(da);
     assert_non_null(dj);
     assert_true(json_equal(da, dj));

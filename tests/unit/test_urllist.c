@@ -1,4 +1,4 @@
-/* tests/unit/test_urllist.c - engine/urllist: the --urls list parser. What each line becomes
+/* tests/unit/test_urllist.c - face/urllist: the --urls list parser. What each line becomes
  * (method, URL, literal body, @PATH), what is skipped (blanks, comments, CRs), and every refusal
  * with its "NAME:LINE:COL: why" message. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/urllist.h"
+#include "face/urllist.h"
 
 static int parse(const char *text, struct sq_urllist *l, char *err, size_t len)
 {

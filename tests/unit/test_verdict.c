@@ -1,4 +1,4 @@
-/* tests/unit/test_verdict.c - engine/verdict: a plan's thresholds against a result built by hand
+/* tests/unit/test_verdict.c - result/verdict: a plan's thresholds against a result built by hand
  * (known histograms and counts), for every scope of the metric table: per step and status, per
  * scenario, the run's phases; rates, counters per second, gauges, no_data; the live abort check;
  * and the tags the engine cannot honour. */
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "engine/verdict.h"
+#include "result/verdict.h"
 #include "stats/hist.h"
 
 static struct sq_plan *load(const char *yaml)

@@ -1,0 +1,115 @@
+/* face/distopts.c - see distopts.h. */
+#include "face/distopts.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/parse.h"
+#include "face/flags.h"
+#include "plan/exec.h"
+
+const char sq_distopts_usage[] =
+    "      --agents N          run on N agents (squall agent) found over NATS instead of here;\n"
+    "                          each runs its execution segment of the load (docs/distributed.md)\n"
+    "      --nats URL          with --agents: the NATS server (nats://host:4222)\n"
+    "      --agent-wait D      how long to look for idle agents (default 10s)\n"
+    "      --tolerate-agent-loss  exit 0 when an agent is lost mid-run (its data up to the loss\n"
+    "                          is kept either way)\n"
+    "      --subject-prefix P  the NATS subjects' prefix, as the agents' (default squall)\n"
+    "      --segments SEQ      the execution segment sequence, e.g. 0,1/2,3/4,1 (default: even)\n"
+    "      --nats-outage D     the NATS outage a run rides out (default 10s); longer, the result\n"
+    "                          has what arrived, marked incomplete, and the exit code is 1\n";
+
+bool sq_distopts_prefix_ok(const char *p)
+{
+    size_t n = strlen(p);
+    if (n == 0 || n > 64 || p[0] == '.' || p[n - 1] == '.' || strstr(p, ".."))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+int sq_distopts_flag(struct sq_distopts *d, int opt, const char *flag, const char *arg, char *err,
+                     size_t len)
+{
+    switch (opt) {
+    case SQ_DISTOPT_AGENTS:
+        if (sq_parse_u64(arg, 1, SQ_SEG_MAX_PARTS, 0, &d->agents) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not an agent count (1..%d)", flag, arg,
+                                SQ_SEG_MAX_PARTS);
+        return 1;
+    case SQ_DISTOPT_NATS:
+        if (!arg[0])
+            return sq_flag_fail(err, len, "%s: '' is not a NATS URL (nats://host:4222)", flag);
+        d->nats = arg;
+        return 1;
+    case SQ_DISTOPT_AGENT_WAIT:
+        if (sq_parse_duration(arg, SQ_NS_PER_S, &d->agent_wait_ns) < 0 || d->agent_wait_ns <= 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
+                                arg);
+        return 1;
+    case SQ_DISTOPT_NATS_OUTAGE:
+        if (sq_parse_duration(arg, SQ_NS_PER_S, &d->nats_outage_ns) < 0 || d->nats_outage_ns <= 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
+                                arg);
+        return 1;
+    case SQ_DISTOPT_TOLERATE:
+        d->tolerate_loss = true;
+        return 1;
+    case SQ_DISTOPT_PREFIX:
+        if (!sq_distopts_prefix_ok(arg))
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a subject prefix (letters, digits, _ and -, "
+                                "in tokens joined by dots)",
+                                flag, arg);
+        d->prefix = arg;
+        return 1;
+    case SQ_DISTOPT_SEGMENTS: {
+        struct sq_rat pt[SQ_SEG_MAX_PARTS + 1];
+        uint32_t n;
+        const char *why;
+        if (sq_seg_parse_sequence(arg, pt, SQ_SEG_MAX_PARTS + 1, &n, &why) < 0)
+            return sq_flag_fail(err, len, "%s: '%s': %s", flag, arg, why);
+        d->segments = arg;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+int sq_distopts_check(const struct sq_distopts *d, char *err, size_t len)
+{
+    if (d->agents && !d->nats)
+        return sq_flag_fail(err, len, "--agents needs --nats URL (the agents' NATS server)");
+    if (!d->agents && (d->nats || d->agent_wait_ns || d->tolerate_loss || d->prefix ||
+                       d->segments || d->nats_outage_ns)) {
+        const char *f = d->nats             ? "--nats"
+                        : d->agent_wait_ns  ? "--agent-wait"
+                        : d->tolerate_loss  ? "--tolerate-agent-loss"
+                        : d->prefix         ? "--subject-prefix"
+                        : d->nats_outage_ns ? "--nats-outage"
+                                            : "--segments";
+        return sq_flag_fail(err, len, "%s applies to a run on agents (--agents N)", f);
+    }
+    if (d->segments) {
+        struct sq_rat pt[SQ_SEG_MAX_PARTS + 1];
+        uint32_t n = 0;
+        const char *why;
+        if (sq_seg_parse_sequence(d->segments, pt, SQ_SEG_MAX_PARTS + 1, &n, &why) == 0 &&
+            n - 1 != d->agents)
+            return sq_flag_fail(err, len, "--segments: '%s' has %u segments for %llu agents",
+                                d->segments, n - 1, (unsigned long long)d->agents);
+        struct sq_seg s;
+        if (sq_seg_init(&s, pt, n, 0, &why) < 0)
+            return sq_flag_fail(err, len, "--segments: '%s': %s", d->segments, why);
+        sq_seg_dispose(&s);
+    }
+    return 0;
+}

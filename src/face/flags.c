@@ -1,0 +1,148 @@
+/* face/flags.c - see flags.h. */
+#include "face/flags.h"
+
+#include "base/parse.h"
+#include "base/text.h"
+#include "plan/tmpl.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int sq_flag_fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (len)
+        vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -SQ_EUSAGE;
+}
+
+int sq_flag_out(const char *flag, const char *arg, const char **csv, const char **hdr,
+                const char **ndjson, char *err, size_t len)
+{
+    if (strncmp(arg, "csv=", 4) == 0 && arg[4])
+        *csv = arg + 4;
+    else if (strncmp(arg, "hdr=", 4) == 0 && arg[4])
+        *hdr = arg + 4;
+    else if (strncmp(arg, "ndjson=", 7) == 0 && arg[7])
+        *ndjson = arg + 7;
+    else
+        return sq_flag_fail(err, len, "%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)", flag,
+                            arg);
+    return 0;
+}
+
+int sq_flag_sample(const char *flag, const char *arg, double *out, char *err, size_t len)
+{
+    char *end;
+    double f = strtod(arg, &end);
+    if (end == arg || *end || !(f > 0 && f <= 1))
+        return sq_flag_fail(err, len, "%s: '%s' is not a fraction in (0, 1]", flag, arg);
+    *out = f;
+    return 0;
+}
+
+/* The long option a "--name" or "--name=value" token names exactly, or NULL. */
+static const struct option *long_named(const struct option *longs, const char *tok)
+{
+    if (strncmp(tok, "--", 2) != 0)
+        return NULL;
+    tok += 2;
+    size_t n = strcspn(tok, "=");
+    for (const struct option *o = longs; o->name; o++)
+        if (strlen(o->name) == n && strncmp(o->name, tok, n) == 0)
+            return o;
+    return NULL;
+}
+
+const char *sq_flag_name(const struct option *longs, int *li, int opt, char **argv, char *buf,
+                         size_t size)
+{
+    int idx = *li;
+    *li = -1;
+    if (idx >= 0) {
+        snprintf(buf, size, "--%s", longs[idx].name);
+        return buf;
+    }
+    if (opt != '?' && opt != ':') {
+        snprintf(buf, size, "-%c", opt);
+        return buf;
+    }
+    /* getopt_long has moved past the token when it was the last of its argument; inside a
+     * cluster of short flags ("-qx") it has not, so optopt is the one to trust there. */
+    const char *tok = optind > 0 ? argv[optind - 1] : "";
+    const struct option *lo = long_named(longs, tok);
+    if (optopt > 0 && optopt < 128 && !(lo && lo->val == optopt)) {
+        snprintf(buf, size, "-%c", optopt);
+        return buf;
+    }
+    if (lo) {
+        snprintf(buf, size, "--%s", lo->name);
+        return buf;
+    }
+    return tok;
+}
+
+int sq_flag_refused(const struct option *longs, int opt, const char *flag, char *err, size_t len)
+{
+    if (opt == ':')
+        return sq_flag_fail(err, len, "%s needs a value", flag);
+    const struct option *lo = long_named(longs, flag);
+    if (lo && lo->has_arg == no_argument)
+        return sq_flag_fail(err, len, "%s takes no value", flag);
+    if (strncmp(flag, "--", 2) == 0 && flag[2] && !lo) {
+        /* getopt_long takes an unambiguous prefix; an ambiguous one lands here. */
+        char names[400] = "";
+        size_t n = strcspn(flag + 2, "="), used = 0;
+        int matches = 0;
+        for (const struct option *o = longs; o->name; o++) {
+            if (strncmp(o->name, flag + 2, n) != 0)
+                continue;
+            int w = snprintf(names + used, sizeof(names) - used, "%s--%s", matches ? ", " : "",
+                             o->name);
+            if (w > 0 && (size_t)w < sizeof(names) - used)
+                used += (size_t)w;
+            matches++;
+        }
+        if (matches > 1)
+            return sq_flag_fail(err, len, "'%.*s' is ambiguous: %s", (int)(n + 2), flag, names);
+    }
+    if (strncmp(flag, "--", 2) == 0 && flag[2]) {
+        /* a misspelt long flag: the nearest one, as the plan loader does for keys */
+        struct sq_suggest sg;
+        char tail[96];
+        size_t n = strcspn(flag + 2, "=");
+        sq_suggest_init(&sg, flag + 2, n);
+        for (const struct option *o = longs; o->name; o++)
+            sq_suggest_try(&sg, o->name);
+        if (sg.best)
+            snprintf(tail, sizeof(tail), " (did you mean '--%s'?)", sg.best);
+        else
+            tail[0] = '\0';
+        return sq_flag_fail(err, len, "unknown flag '%.*s'%s", (int)(n + 2), flag, tail);
+    }
+    return sq_flag_fail(err, len, "unknown flag '%s'", flag);
+}
+
+int sq_flag_seed(const char *flag, const char *arg, uint64_t *out, char *err, size_t len)
+{
+    /* digits only: no sign, no suffix (a seed is an identity, not an amount) */
+    bool digits = arg[0] != '\0' && strspn(arg, "0123456789") == strlen(arg);
+    if (!digits || sq_parse_u64(arg, 0, SQ_SEED_MAX, 0, out) != 0)
+        return sq_flag_fail(err, len, "%s: '%s' is not a seed (0..%llu)", flag, arg,
+                            (unsigned long long)SQ_SEED_MAX);
+    return 0;
+}
+
+uint32_t sq_flag_threads(uint64_t asked)
+{
+    if (asked)
+        return (uint32_t)asked;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return (uint32_t)(cpus > 0 ? cpus : 1);
+}

@@ -1,0 +1,110 @@
+/* face/netopts.h - the flags every load face shares for reaching the target: DNS overrides
+ * (--resolve, --connect-to, --dns-ttl) and TLS (-k/--insecure, --cacert, --cert, --key,
+ * --tls-min, --tls-max); and setting them up for a run: the target resolved into the run's
+ * configuration and the TLS client made. One option table, one help text, one parser and one
+ * set-up, so `squall URL`, `squall run PLAN` and the daemon cannot drift apart.
+ *
+ * Nothing here prints: messages go into the caller's buffer, with the return codes of
+ * face/flags.h (-SQ_EUSAGE names a flag; any other negative code is a failure to set up).
+ */
+#ifndef SQ_FACE_NETOPTS_H
+#define SQ_FACE_NETOPTS_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/run.h"
+#include "net/dns.h"
+#include "net/egress.h"
+#include "net/tls.h"
+
+struct sq_url;
+
+#define SQ_NETOPTS_MAX 16 /* --resolve and --connect-to: at most this many of each */
+
+/* The flags, as parsed. Strings are borrowed from the arguments. */
+struct sq_netopts {
+    const char *resolve[SQ_NETOPTS_MAX], *connect_to[SQ_NETOPTS_MAX];
+    size_t nresolve, nconnect_to;
+    int64_t dns_ttl_ns; /* 0: resolve once */
+    struct sq_tls_client_opts tls;
+    /* Not a flag: the run's egress policy (net/egress.h), set by a face that has one (the
+     * daemon, MCP) and borrowed for the run; NULL (the CLI): any destination. */
+    const struct sq_egress *egress;
+};
+
+/* getopt_long ids of the shared flags (-k is 'k'); above any id a face uses itself. */
+enum {
+    SQ_NETOPT_RESOLVE = 1000,
+    SQ_NETOPT_CONNECT_TO,
+    SQ_NETOPT_DNS_TTL,
+    SQ_NETOPT_CACERT,
+    SQ_NETOPT_CERT,
+    SQ_NETOPT_KEY,
+    SQ_NETOPT_TLS_MIN,
+    SQ_NETOPT_TLS_MAX,
+};
+
+/* The entries to put in a face's struct option table. */
+#define SQ_NETOPTS_LONG_OPTIONS                                                                    \
+    {"resolve", required_argument, NULL, SQ_NETOPT_RESOLVE},                                       \
+        {"connect-to", required_argument, NULL, SQ_NETOPT_CONNECT_TO},                             \
+        {"dns-ttl", required_argument, NULL, SQ_NETOPT_DNS_TTL},                                   \
+        {"insecure", no_argument, NULL, 'k'},                                                      \
+        {"cacert", required_argument, NULL, SQ_NETOPT_CACERT},                                     \
+        {"cert", required_argument, NULL, SQ_NETOPT_CERT},                                         \
+        {"key", required_argument, NULL, SQ_NETOPT_KEY},                                           \
+        {"tls-min", required_argument, NULL, SQ_NETOPT_TLS_MIN},                                   \
+    {                                                                                              \
+        "tls-max", required_argument, NULL, SQ_NETOPT_TLS_MAX                                      \
+    }
+
+/* The lines of --help for those flags. */
+extern const char sq_netopts_usage[];
+
+/* Takes one parsed option: 1 when it was one of the shared flags (stored), 0 when it is not, or
+ * -SQ_EUSAGE with err saying "FLAG: why". flag is the option as the user wrote it
+ * (sq_flag_name); arg is borrowed and must outlive n. */
+SQ_MUST_CHECK int sq_netopts_flag(struct sq_netopts *n, int opt, const char *flag, const char *arg,
+                                  char *err, size_t len);
+
+/* Checks the flags together (--tls-min above --tls-max, --key without --cert): 0, or -SQ_EUSAGE
+ * with err saying why. */
+SQ_MUST_CHECK int sq_netopts_check(const struct sq_netopts *n, char *err, size_t len);
+
+/* A TLS library message that names its option ("cacert '/x.pem': No such file or directory",
+ * net/tls.h) rewritten to name the flag instead: "--cacert: '/x.pem': No such file or directory"
+ * (", (not a PEM file)" added where OpenSSL says only "no start line"); any other one as
+ * "tls: MESSAGE". Knows the client's and the target's TLS flags. */
+void sq_netopts_tls_message(const char *tls_err, char *out, size_t len);
+
+/* What the set-up made for one run. The run's configuration points into it (the --dns-ttl
+ * re-resolution), so it must stay where it is, alive, until the run has ended. */
+struct sq_net {
+    struct sq_dns_opts dns;
+    const struct sq_egress *egress; /* borrowed: the run's policy, or NULL */
+    const struct sq_url *url;       /* borrowed */
+    struct sq_tls_client *tls;      /* https: owned; NULL for http */
+    char addr[80];                  /* the first address found, "127.0.0.1:8080" (the document's) */
+};
+
+/* Resolves url's host into cfg (addrs, naddrs, dns_ns, and the --dns-ttl re-resolution) through
+ * n->egress (the name before the lookup, every address after, overrides included; cfg->egress
+ * is set for the connect-time check) and, for https, creates the TLS client (alpn: the
+ * protocols to offer, NULL for http/1.1) into s->tls and cfg->tls. n and url are borrowed and
+ * must outlive the run. Returns 0, -SQ_EUSAGE (a TLS file or option the library refuses: err
+ * names the flag), -SQ_ERESOLVE ("dns: why"), -EACCES (the policy's refusal, naming its rule)
+ * or another negative code ("tls: why"). s is filled either way: sq_net_dispose it. */
+SQ_MUST_CHECK int sq_net_setup(struct sq_net *s, const struct sq_netopts *n,
+                               const struct sq_url *url, const char *alpn,
+                               struct sq_run_config *cfg, char *err, size_t len);
+void sq_net_dispose(struct sq_net *s);
+
+/* Raises RLIMIT_NOFILE for n sockets plus headroom (files, the loop, listeners). Returns 0, or
+ * -EMFILE with err saying "N WHAT need M open files but the limit is L; raise it (ulimit -n) or
+ * use fewer WHAT" (what: "connections", "VUs"). */
+SQ_MUST_CHECK int sq_net_raise_nofile(uint64_t n, const char *what, char *err, size_t len);
+
+#endif

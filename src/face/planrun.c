@@ -1,0 +1,389 @@
+/* face/planrun.c - see planrun.h. */
+#include "face/planrun.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/parse.h"
+#include "face/flags.h"
+#include "engine/flow.h"
+#include "face/hookcheck.h"
+#include "http/decode.h"
+#include "stats/hist.h"
+
+void sq_planrun_opts_init(struct sq_planrun_opts *o)
+{
+    *o = (struct sq_planrun_opts){.timeout_ns = 10 * SQ_NS_PER_S,
+                                  .connect_timeout_ns = 5 * SQ_NS_PER_S,
+                                  .sample_responses = SQ_SAMPLE_RESPONSES_DEFAULT};
+}
+
+static const struct option longs[] = {
+    {"threads", required_argument, NULL, 't'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"connect-timeout", required_argument, NULL, 'C'},
+    {"json", required_argument, NULL, 'j'},
+    {"html", required_argument, NULL, 'H'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"no-compression", no_argument, NULL, 'Z'},
+    {"no-phases", no_argument, NULL, 'P'},
+    {"http2", no_argument, NULL, '2'},
+    {"streams", required_argument, NULL, 'S'},
+    {"out", required_argument, NULL, 'O'},
+    {"sample", required_argument, NULL, 's'},
+    {"name", required_argument, NULL, 'N'},
+    {"percentiles", required_argument, NULL, 'R'},
+    {"watch", required_argument, NULL, 'W'},
+    {"watch-name", required_argument, NULL, 'w'},
+    {"sample-responses", required_argument, NULL, 'X'},
+    {"seed", required_argument, NULL, 'E'},
+    {"no-redact", no_argument, NULL, 'U'},
+    SQ_NETOPTS_LONG_OPTIONS,
+    SQ_DISTOPTS_LONG_OPTIONS,
+    {"help", no_argument, NULL, 'h'},
+    {0, 0, 0, 0},
+};
+
+static int duration(const char *flag, const char *arg, int64_t *out, char *err, size_t len)
+{
+    if (sq_parse_duration(arg, SQ_NS_PER_S, out) < 0 || *out <= 0)
+        return sq_flag_fail(err, len, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)", flag,
+                            arg);
+    return 0;
+}
+
+int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char *err, size_t len)
+{
+    optind = 0; /* getopt_long starts afresh, whatever an earlier parse left behind */
+    opterr = 0;
+    int ch, li = -1, rc;
+    while ((ch = getopt_long(argc, argv, ":t:qhk", longs, &li)) != -1) {
+        char name[48];
+        const char *flag = sq_flag_name(longs, &li, ch, argv, name, sizeof(name));
+        rc = sq_netopts_flag(&o->net, ch, flag, optarg, err, len);
+        if (rc == 1)
+            continue;
+        if (rc)
+            return rc;
+        rc = sq_distopts_flag(&o->dist, ch, flag, optarg, err, len);
+        if (rc == 1)
+            continue;
+        if (rc)
+            return rc;
+        switch (ch) {
+        case 't':
+            if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
+                return sq_flag_fail(err, len, "%s: '%s' is not a thread count (1..1024)", flag,
+                                    optarg);
+            break;
+        case 'T':
+            if ((rc = duration(flag, optarg, &o->timeout_ns, err, len)) < 0)
+                return rc;
+            break;
+        case 'C':
+            if ((rc = duration(flag, optarg, &o->connect_timeout_ns, err, len)) < 0)
+                return rc;
+            break;
+        case 'j':
+            o->json_path = optarg;
+            break;
+        case 'H':
+            o->html_path = optarg;
+            break;
+        case 'q':
+            o->quiet = true;
+            break;
+        case 'Z':
+            o->no_compression = true;
+            break;
+        case 'P':
+            o->no_phases = true;
+            break;
+        case '2':
+            o->http2 = true;
+            break;
+        case 'S':
+            if (sq_parse_u64(optarg, 1, 1000, 1, &o->streams) < 0)
+                return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag,
+                                    optarg);
+            break;
+        case 'O':
+            if ((rc = sq_flag_out(flag, optarg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err,
+                                  len)) < 0)
+                return rc;
+            break;
+        case 's':
+            if ((rc = sq_flag_sample(flag, optarg, &o->sample, err, len)) < 0)
+                return rc;
+            break;
+        case 'N':
+            if (!optarg[0])
+                return sq_flag_fail(err, len, "%s: the name is empty", flag);
+            o->name = optarg;
+            break;
+        case 'R': {
+            const char *why = NULL;
+            int n =
+                sq_parse_percentiles(optarg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
+            if (n < 0)
+                return sq_flag_fail(err, len, "%s: '%s': %s", flag, optarg, why);
+            o->npercentiles = (size_t)n;
+            break;
+        }
+        case 'W':
+        case 'w':
+            if ((rc = sq_watch_opts_add(&o->watch, ch == 'w', flag, optarg, err, len)) < 0)
+                return rc;
+            break;
+        case 'X':
+            if (sq_parse_u64(optarg, 0, SQ_SAMPLE_RESPONSES_MAX, 1, &o->sample_responses) < 0)
+                return sq_flag_fail(err, len,
+                                    "%s: '%s' is not a count of exchanges kept per class (0..%d)",
+                                    flag, optarg, SQ_SAMPLE_RESPONSES_MAX);
+            break;
+        case 'E':
+            if ((rc = sq_flag_seed(flag, optarg, &o->seed, err, len)) < 0)
+                return rc;
+            o->seed_set = true;
+            break;
+        case 'U':
+            o->no_redact = true;
+            break;
+        case 'h':
+            return SQ_PLANRUN_HELP;
+        default:
+            return sq_flag_refused(longs, ch, flag, err, len);
+        }
+    }
+    if ((rc = sq_netopts_check(&o->net, err, len)) < 0)
+        return rc;
+    if ((rc = sq_distopts_check(&o->dist, err, len)) < 0)
+        return rc;
+    if (o->sample && !o->ndjson_path)
+        return sq_flag_fail(err, len, "--sample applies to --out ndjson=FILE");
+    if (optind >= argc)
+        return sq_flag_fail(err, len, "no plan file given");
+    if (optind < argc - 1)
+        return sq_flag_fail(err, len, "one plan file only; unexpected '%s'", argv[optind + 1]);
+    o->plan = argv[optind];
+    return 0;
+}
+
+static int plan_fail(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int plan_fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -SQ_EPARSE;
+}
+
+static int no_memory(char *err, size_t len)
+{
+    snprintf(err, len, "out of memory");
+    return -ENOMEM;
+}
+
+int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
+                       const struct sq_planrun_opts *o, char *err, size_t len)
+{
+    memset(r, 0, sizeof(*r));
+    r->plan = p;
+    r->opts = o;
+    char why[512];
+    if (sq_thresholds_check(p, why, sizeof(why)) < 0)
+        return plan_fail(err, len, "%s", why);
+    if (p->script && o->refuse_scripts)
+        return plan_fail(err, len,
+                         "%s:%u:%u: script: this runner runs no Lua from plans (no hooks here)",
+                         p->file, p->script_loc.line, p->script_loc.col);
+    int hrc = sq_plan_hooks_check(p, why, sizeof(why)); /* the script loads, its hooks exist */
+    if (hrc == -ENOMEM)
+        return no_memory(err, len);
+    if (hrc < 0)
+        return plan_fail(err, len, "%s", why);
+    const char *uwhy = NULL;
+    int rc = sq_url_parse(p->target, &r->url, &uwhy);
+    if (rc < 0)
+        return plan_fail(err, len, "%s: target: bad URL '%s': %s", p->file, p->target,
+                         uwhy ? uwhy : sq_strerror(rc));
+    r->accept_encoding = o->no_compression ? NULL : sq_accept_encoding_default();
+    r->scens = calloc(p->nscenarios ? p->nscenarios : 1, sizeof(*r->scens));
+    if (!r->scens)
+        return no_memory(err, len);
+    size_t nh2 = 0;
+    for (size_t i = 0; i < p->nscenarios; i++) {
+        struct sq_flow *f = NULL;
+        rc =
+            sq_flow_compile(p, &p->scenarios[i], &r->url, r->accept_encoding, &f, why, sizeof(why));
+        /* WebSocket steps upgrade an HTTP/1.1 connection: --http2 leaves their scenario on it,
+         * and `protocol: h2` beside them is refused */
+        bool ws = p->scenarios[i].ws;
+        bool h2 = (o->http2 && !ws) || p->scenarios[i].h2;
+        if (rc == 0 && h2 && ws) {
+            snprintf(why, sizeof(why),
+                     "protocol: h2 cannot carry WebSocket steps (their upgrade needs HTTP/1.1)");
+            rc = -SQ_EPARSE;
+        }
+        if (rc == 0 && h2)
+            rc = sq_flow_use_h2(f, why, sizeof(why));
+        struct sq_run_scen *s = &r->scens[i];
+        s->flow = f; /* freed by sq_planrun_dispose, whatever happens next */
+        if (rc == -ENOMEM)
+            return no_memory(err, len);
+        if (rc < 0)
+            return plan_fail(err, len, "%s: scenario '%s': %s", p->file, p->scenarios[i].name, why);
+        s->name = p->scenarios[i].name;
+        s->exec = p->scenarios[i].exec;
+        s->start_ns = p->scenarios[i].start_ns;
+        s->h2 = h2;
+        nh2 += h2;
+        r->vus += sq_exec_max_vus(&s->exec);
+        double l = (double)(s->start_ns + sq_exec_length_ns(&s->exec)) / 1e9;
+        if (l > r->length_s)
+            r->length_s = l;
+        r->open |= sq_exec_is_open(&s->exec);
+    }
+    struct sq_run_config *cfg = &r->cfg;
+    cfg->timeout_ns = p->default_timeout_ns ? p->default_timeout_ns : o->timeout_ns;
+    cfg->connect_timeout_ns = o->connect_timeout_ns;
+    /* --seed over the plan's seed:, else one from the OS, drawn now: a job for agents carries
+     * it (every agent draws from the same seed, each VU from its own global number) */
+    cfg->seed = o->seed_set ? o->seed : p->seed_set ? p->seed : sq_run_new_seed();
+    cfg->seed_set = true;
+    cfg->scens = r->scens;
+    cfg->nscens = (uint32_t)p->nscenarios;
+    cfg->phases = !o->no_phases;
+    cfg->threads = sq_flag_threads(o->threads);
+    /* Every watched process must exist now: refused before any load, never found out after. */
+    if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
+        return rc;
+    cfg->watch = r->watch;
+    cfg->sample_per_class = (uint32_t)o->sample_responses;
+    /* credentials out of kept exchanges: the plan's own come from its flows (sq_flow_secrets) */
+    cfg->no_redact = o->no_redact || p->no_redact;
+    if (o->streams && !nh2)
+        return sq_flag_fail(err, len,
+                            "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");
+    cfg->streams = o->streams ? (uint32_t)o->streams : 1;
+    /* https: ALPN h2 for HTTP/2 scenarios (required: a server that does not pick it fails the
+     * handshake), none for HTTP/1.1 ones; a plan with both gets a client of each. */
+    bool all_h2 = nh2 == p->nscenarios && nh2 > 0;
+    rc = sq_net_setup(&r->net, &o->net, &r->url, all_h2 ? "h2" : NULL, cfg, err, len);
+    if (rc == 0 && nh2 && !all_h2 && r->net.tls) {
+        char tls_why[SQ_TLS_ERRLEN];
+        struct sq_tls_client_opts t = o->net.tls;
+        t.host = r->url.host;
+        t.alpn = "h2";
+        rc = sq_tls_client_new(&t, &r->tls_h2, tls_why, sizeof(tls_why));
+        if (rc < 0) {
+            snprintf(err, len, "tls: %s", rc == -EINVAL ? tls_why : sq_strerror(rc));
+            return rc == -EINVAL ? -SQ_EUSAGE : rc;
+        }
+        cfg->tls_h2 = r->tls_h2;
+    }
+    /* every other destination of the run, through the same policy as the target: the brokers
+     * of publish and subscribe steps, the OAuth2 token URL (set up, not fetched: nothing is
+     * sent before sq_planrun_begin) */
+    for (size_t i = 0; rc == 0 && i < p->nscenarios; i++) {
+        if ((rc = sq_flow_resolve_brokers((struct sq_flow *)r->scens[i].flow, o->net.egress, why,
+                                          sizeof(why))) < 0)
+            snprintf(err, len,
+                     rc == -EACCES ? "%s: scenario '%s': %s" : "%s: scenario '%s': dns: %s",
+                     p->file, p->scenarios[i].name, why);
+    }
+    if (rc == 0 && p->oauth2) {
+        rc = sq_oauth_new(p->oauth2, p->target, &o->net.tls, o->net.egress, &r->oauth, err, len);
+        if (rc < 0)
+            return rc == -SQ_EPARSE || rc == -SQ_ERESOLVE || rc == -EACCES || rc == -ENOMEM
+                       ? rc
+                       : -EPROTO;
+        for (size_t i = 0; i < p->nscenarios; i++)
+            ((struct sq_flow *)r->scens[i].flow)->oauth = sq_oauth_live(r->oauth);
+    }
+    return rc;
+}
+
+int sq_planrun_begin(struct sq_planrun *r, char *err, size_t len)
+{
+    if (!r->oauth)
+        return 0;
+    /* the run's token, before any load: no token, no run */
+    int rc = sq_oauth_begin(r->oauth, err, len);
+    return rc < 0 ? -EPROTO : 0;
+}
+
+const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i)
+{
+    if (!r->scens || !r->scens[i].h2)
+        return "http/1.1";
+    return r->net.tls ? "h2" : "h2c";
+}
+
+void sq_planrun_dispose(struct sq_planrun *r)
+{
+    if (r->scens)
+        for (size_t i = 0; i < r->plan->nscenarios; i++)
+            sq_flow_free((struct sq_flow *)r->scens[i].flow);
+    free(r->scens);
+    r->scens = NULL;
+    sq_url_dispose(&r->url);
+    sq_net_dispose(&r->net);
+    sq_tls_client_free(r->tls_h2);
+    r->tls_h2 = NULL;
+    sq_watch_free(r->watch);
+    r->watch = NULL;
+    sq_oauth_free(r->oauth);
+    r->oauth = NULL;
+}
+
+int sq_planrun_watch_init(struct sq_planrun_watch *w, const struct sq_plan *p)
+{
+    *w = (struct sq_planrun_watch){.plan = p};
+    return sq_latency_hist_new(&w->t.dur);
+}
+
+bool sq_planrun_watch_tick(struct sq_planrun_watch *w, const struct sq_second *s,
+                           const struct sq_hist *h)
+{
+    struct sq_live_totals *t = &w->t;
+    sq_hist_merge(t->dur, h);
+    t->reqs += s->completed + s->failed;
+    t->http_failed += s->http_failed;
+    t->checks_passed += s->checks_passed;
+    t->checks_failed += s->checks_failed;
+    t->iterations += s->iterations;
+    t->dropped += s->dropped;
+    t->bytes_sent += s->bytes_sent;
+    t->bytes_received += s->bytes_received;
+    t->elapsed_s = s->t_s;
+    if (w->aborted || !sq_thresholds_should_abort(w->plan, t, w->why, sizeof(w->why)))
+        return false;
+    w->aborted = true;
+    return true;
+}
+
+void sq_planrun_watch_dispose(struct sq_planrun_watch *w)
+{
+    sq_hist_free(w->t.dur);
+    w->t.dur = NULL;
+}
+
+int sq_planrun_finish(const struct sq_planrun *r, const struct sq_planrun_watch *w,
+                      struct sq_result *res, struct sq_th_verdicts *v)
+{
+    sq_oauth_stop(r->oauth); /* its figures are final from here */
+    if (w && w->aborted) {
+        /* The run stopped itself: say which threshold, not "stopped by request". */
+        res->aborted = true;
+        snprintf(res->abort_reason, sizeof(res->abort_reason), "%.159s", w->why);
+    }
+    return sq_thresholds_eval(r->plan, res, v);
+}

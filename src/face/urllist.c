@@ -1,0 +1,241 @@
+/* face/urllist.c - the --urls list parser (see urllist.h). Line by line, one pass: split the
+ * line into its first fields, ask the request serialiser whether the method is a token (so the
+ * check and the request cannot disagree), the URL parser whether the URL is one, and compare its
+ * origin with the first line's. Every refusal names the line and the column. */
+#include "face/urllist.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/request.h"
+
+static bool blank(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+static int fail(char *err, size_t errlen, const char *name, uint32_t line, size_t col,
+                const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int fail(char *err, size_t errlen, const char *name, uint32_t line, size_t col,
+                const char *fmt, ...)
+{
+    int n = snprintf(err, errlen, "%s:%u:%zu: ", name, line, col);
+    if (n >= 0 && (size_t)n < errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -SQ_EPARSE;
+}
+
+/* True when m is a method the request line can carry (an RFC 9110 token). */
+static bool method_ok(const char *m)
+{
+    char *req = NULL;
+    size_t len = 0;
+    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &len) < 0)
+        return false;
+    free(req);
+    return true;
+}
+
+/* A method written in lower case that is a well-known one in upper case: its upper-case form in
+ * up (for the hint), else false. Methods are case-sensitive (RFC 9110 9.1). */
+static bool known_in_upper(const char *m, char *up, size_t len)
+{
+    static const char *const known[] = {"GET",    "HEAD",    "POST",  "PUT",
+                                        "DELETE", "OPTIONS", "PATCH", "TRACE"};
+    size_t n = strlen(m);
+    if (n >= len)
+        return false;
+    bool lower = false;
+    for (size_t i = 0; i <= n; i++) {
+        char ch = m[i];
+        lower |= ch >= 'a' && ch <= 'z';
+        up[i] = (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch);
+    }
+    if (!lower)
+        return false;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (strcmp(up, known[i]) == 0)
+            return true;
+    return false;
+}
+
+void sq_urllist_dispose(struct sq_urllist *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        struct sq_urllist_entry *e = &l->v[i];
+        free(e->method);
+        free(e->url);
+        free(e->body);
+        free(e->body_file);
+        sq_url_dispose(&e->u);
+    }
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* One line with a request: fields at line[0, len), which starts with a non-blank byte. */
+static int parse_line(const char *name, uint32_t lineno, const char *line, size_t len, size_t col0,
+                      struct sq_urllist *out, char *err, size_t errlen)
+{
+    /* the first two fields */
+    const char *f[2];
+    size_t fl[2], nf = 0, at = 0;
+    while (nf < 2 && at < len) {
+        while (at < len && blank(line[at]))
+            at++;
+        if (at == len)
+            break;
+        f[nf] = line + at;
+        while (at < len && !blank(line[at]))
+            at++;
+        fl[nf] = (size_t)(line + at - f[nf]);
+        nf++;
+    }
+    char tok[2][2048];
+    for (size_t i = 0; i < nf; i++) {
+        if (fl[i] >= sizeof(tok[i]))
+            return fail(err, errlen, name, lineno, col0 + (size_t)(f[i] - line),
+                        "a field longer than %zu bytes", sizeof(tok[i]) - 1);
+        memcpy(tok[i], f[i], fl[i]);
+        tok[i][fl[i]] = '\0';
+    }
+    struct sq_urllist_entry e = {.line = lineno};
+    size_t ui = 0; /* the URL's field */
+    bool has_scheme = strstr(tok[0], "://") != NULL;
+    if (!has_scheme && nf == 2 && method_ok(tok[0]) && !strchr(tok[0], '.')) {
+        char up[16];
+        if (known_in_upper(tok[0], up, sizeof(up)))
+            return fail(err, errlen, name, lineno, col0,
+                        "'%s' is not a method: methods are case-sensitive (did you mean '%s'?)",
+                        tok[0], up);
+        ui = 1;
+    } else if (!has_scheme && nf == 1 && method_ok(tok[0]) && !strchr(tok[0], '.')) {
+        return fail(err, errlen, name, lineno, col0 + fl[0], "a URL must follow the method '%s'",
+                    tok[0]);
+    }
+    const char *why = NULL;
+    size_t ucol = col0 + (size_t)(f[ui] - line);
+    int rc = sq_url_parse(tok[ui], &e.u, &why);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0) {
+        if (!strstr(tok[ui], "://"))
+            return fail(err, errlen, name, lineno, ucol,
+                        "'%s' is not a URL: it has no scheme (did you mean http://%s?)", tok[ui],
+                        tok[ui]);
+        return fail(err, errlen, name, lineno, ucol, "'%s' is not a URL: %s", tok[ui],
+                    why ? why : sq_strerror(rc));
+    }
+    if (out->n > 0) {
+        const struct sq_url *u0 = &out->v[0].u;
+        if (strcmp(u0->scheme, e.u.scheme) != 0 || strcmp(u0->host, e.u.host) != 0 ||
+            u0->port != e.u.port) {
+            rc = fail(err, errlen, name, lineno, ucol,
+                      "'%s' is on %s://%s:%u, not on %s://%s:%u like line %u: every URL of a "
+                      "run shares one connection pool (one scheme, host and port); run the "
+                      "other origin separately",
+                      tok[ui], e.u.scheme, e.u.host, e.u.port, u0->scheme, u0->host, u0->port,
+                      out->v[0].line);
+            sq_url_dispose(&e.u);
+            return rc;
+        }
+    }
+    if (out->n == SQ_URLLIST_MAX) {
+        sq_url_dispose(&e.u);
+        return fail(err, errlen, name, lineno, col0, "more than %d URLs in one list",
+                    SQ_URLLIST_MAX);
+    }
+    /* the body: the rest of the line after the URL */
+    const char *b = f[ui] + fl[ui];
+    const char *end = line + len;
+    while (b < end && blank(*b))
+        b++;
+    while (end > b && (blank(end[-1]) || end[-1] == '\r'))
+        end--;
+    rc = 0;
+    if (ui == 1 && !(e.method = strdup(tok[0])))
+        rc = -ENOMEM;
+    if (rc == 0 && !(e.url = strdup(tok[ui])))
+        rc = -ENOMEM;
+    if (rc == 0 && b < end && *b == '@') {
+        if (end - b == 1) {
+            sq_url_dispose(&e.u);
+            free(e.method);
+            free(e.url);
+            return fail(err, errlen, name, lineno, col0 + (size_t)(b - line),
+                        "'@' names no file (@PATH reads the body from PATH)");
+        }
+        if (!(e.body_file = strndup(b + 1, (size_t)(end - b - 1))))
+            rc = -ENOMEM;
+    } else if (rc == 0 && b < end) {
+        e.body_len = (size_t)(end - b);
+        if (!(e.body = malloc(e.body_len + 1)))
+            rc = -ENOMEM;
+        else {
+            memcpy(e.body, b, e.body_len);
+            e.body[e.body_len] = '\0';
+        }
+    }
+    if (rc < 0) {
+        free(e.method);
+        free(e.url);
+        free(e.body_file);
+        free(e.body);
+        sq_url_dispose(&e.u);
+        return rc;
+    }
+    out->v[out->n++] = e;
+    return 0;
+}
+
+int sq_urllist_parse(const char *name, const char *text, size_t len, struct sq_urllist *out,
+                     char *err, size_t errlen)
+{
+    out->v = NULL;
+    out->n = 0;
+    if (len > SQ_URLLIST_MAX_BYTES)
+        return fail(err, errlen, name, 1, 1, "the list is larger than %u KiB",
+                    SQ_URLLIST_MAX_BYTES >> 10);
+    out->v = calloc(SQ_URLLIST_MAX, sizeof(*out->v));
+    if (!out->v) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    uint32_t lineno = 0;
+    size_t pos = 0;
+    while (pos < len) {
+        lineno++;
+        const char *line = text + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : len - pos;
+        pos += ll + (nl ? 1 : 0);
+        if (ll && line[ll - 1] == '\r')
+            ll--; /* CRLF line ends: the CR belongs to no field */
+        const char *nul = memchr(line, '\0', ll);
+        if (nul)
+            return fail(err, errlen, name, lineno, (size_t)(nul - line) + 1, "a NUL byte");
+        size_t i = 0;
+        while (i < ll && (blank(line[i]) || line[i] == '\r'))
+            i++;
+        if (i == ll || line[i] == '#')
+            continue;
+        int rc = parse_line(name, lineno, line + i, ll - i, i + 1, out, err, errlen);
+        if (rc == -ENOMEM)
+            snprintf(err, errlen, "out of memory");
+        if (rc < 0)
+            return rc;
+    }
+    if (out->n == 0)
+        return fail(err, errlen, name, lineno ? lineno : 1, 1,
+                    "no URL in the list (one per line: [METHOD] URL [BODY|@FILE])");
+    return 0;
+}

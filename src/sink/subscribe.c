@@ -1,0 +1,661 @@
+/* sink/subscribe.c - the sink's broker subscriptions: NATS (core, or a JetStream durable push
+ * consumer) and MQTT, on the sink's own loop (see internal.h).
+ *
+ * One connection per source. It connects, greets, subscribes and then hands every message to
+ * sq_sink__event; acknowledgements (JetStream's empty-payload ack to each message's reply
+ * subject, MQTT's PUBACK / PUBREC / PUBCOMP) are queued and leave with one write at the end of
+ * each read. When the broker goes away the connection is retried after a backoff (10 ms doubling
+ * to 1.28 s) and the next subscription counts as a reconnect. A message the broker delivers
+ * again (JetStream redelivers what was not acked before a reconnect) lands in the ledger as a
+ * duplicate, never as a second delivery.
+ *
+ * JetStream: the durable consumer is created (or found, when it exists with the same config)
+ * with $JS.API.CONSUMER.DURABLE.CREATE.<stream>.<durable>, explicit acks, deliver policy "new"
+ * and a fixed deliver subject _INBOX.squall.<stream>.<durable>, so a restarted sink asks for the
+ * same consumer and resumes it. The SUB of the deliver subject goes out before the create, so no
+ * message can arrive unseen.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "loop/loop.h"
+#include "net/egress.h"
+#include "net/sock.h"
+#include "proto/busurl.h"
+#include "proto/mqtt.h"
+#include "proto/nats.h"
+#include "sink/internal.h"
+
+#define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
+#define BACKOFF_MAX_SHIFT 7
+#define CONNECT_TIMEOUT   (5 * SQ_NS_PER_S)
+#define SID_DATA          1
+#define SID_API           2
+#define MQTT_SUB_ID       1
+#define MAX_FIELDS        64
+
+enum { S_CLOSED, S_BACKOFF, S_CONNECTING, S_HELLO, S_SUBSCRIBED };
+
+struct sq_sink__bus {
+    struct sq_sink *sink;
+    struct sq_loop *loop;
+    enum sq_sink__bus_kind kind;
+    struct sq_bus_url url;
+    const struct sq_sink_config *cfg;
+    struct sq_addr addr;
+    struct sq_io io;
+    struct sq_timer timer;
+    struct sq_buf out, spill;
+    size_t need;
+    int64_t since_ns, wrote_ns;
+    uint8_t state, backoff;
+    bool was_subscribed;
+    bool got_info;
+    bool failed;    /* inside a read: the connection broke */
+    char err[160];  /* the broker's first error (-ERR, a refused CONNACK or SUBACK) */
+    char cerr[160]; /* the first reason a connection failed (refused, no answer, closed) */
+    struct sq_nats_limits nlim;
+    struct sq_mqtt_limits mlim;
+    uint64_t messages, reconnects, acks; /* atomic (read by other threads) */
+    int subscribed;                      /* atomic */
+};
+
+static void b_connect(struct sq_sink__bus *b);
+
+static void note(struct sq_sink__bus *b, const char *msg, size_t len)
+{
+    if (b->err[0])
+        return;
+    if (len >= sizeof(b->err))
+        len = sizeof(b->err) - 1;
+    for (size_t i = 0; i < len; i++)
+        b->err[i] = (unsigned char)msg[i] < 0x20 ? '?' : msg[i];
+    b->err[len] = '\0';
+}
+
+/* Why the connection failed, once: what with the broker's address in its %s, then the error
+ * (when err is set): "connect to 127.0.0.1:4222: Connection refused". */
+static void conn_failed(struct sq_sink__bus *b, const char *what, int err)
+{
+    if (b->cerr[0])
+        return;
+    char addr[80], text[120];
+    sq_addr_format(&b->addr, addr, sizeof(addr));
+    const char *at = strstr(what, "%s");
+    snprintf(text, sizeof(text), "%.*s%s%s", at ? (int)(at - what) : (int)strlen(what), what,
+             at ? addr : "", at ? at + 2 : "");
+    if (err)
+        snprintf(b->cerr, sizeof(b->cerr), "%s: %s", text, sq_strerror(err));
+    else
+        snprintf(b->cerr, sizeof(b->cerr), "%s", text);
+}
+
+static void teardown(struct sq_sink__bus *b)
+{
+    sq_timer_stop(b->loop, &b->timer);
+    if (b->io.fd >= 0) {
+        sq_io_stop(b->loop, &b->io);
+        close(b->io.fd);
+        b->io.fd = -1;
+    }
+    sq_buf_reset(&b->out);
+    sq_buf_reset(&b->spill);
+    b->need = 0;
+    b->got_info = false;
+    __atomic_store_n(&b->subscribed, 0, __ATOMIC_RELAXED);
+    b->state = S_CLOSED;
+}
+
+static void retry(struct sq_sink__bus *b)
+{
+    teardown(b);
+    int64_t delay = BACKOFF_MIN_NS << b->backoff;
+    if (b->backoff < BACKOFF_MAX_SHIFT)
+        b->backoff++;
+    if (sq_timer_start(b->loop, &b->timer, sq_loop_now(b->loop) + delay) == 0)
+        b->state = S_BACKOFF;
+}
+
+static void on_timer(struct sq_loop *loop, struct sq_timer *t)
+{
+    SQ_UNUSED(loop);
+    struct sq_sink__bus *b = SQ_CONTAINER_OF(t, struct sq_sink__bus, timer);
+    b->state = S_CLOSED;
+    b_connect(b);
+}
+
+static int queue(struct sq_sink__bus *b, const void *p, size_t n)
+{
+    return sq_buf_append(&b->out, p, n);
+}
+
+static void flush(struct sq_sink__bus *b)
+{
+    size_t off = 0;
+    while (off < b->out.len) {
+        ssize_t n = send(b->io.fd, b->out.p + off, b->out.len - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        b->failed = true;
+        return;
+    }
+    if (off) {
+        memmove(b->out.p, b->out.p + off, b->out.len - off);
+        b->out.len -= off;
+    }
+    b->wrote_ns = sq_loop_now(b->loop);
+    if (sq_io_modify(b->loop, &b->io, b->out.len ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
+        b->failed = true;
+}
+
+static void subscribed(struct sq_sink__bus *b)
+{
+    if (b->state == S_SUBSCRIBED)
+        return;
+    if (b->was_subscribed)
+        __atomic_add_fetch(&b->reconnects, 1, __ATOMIC_RELAXED);
+    b->was_subscribed = true;
+    b->backoff = 0;
+    b->state = S_SUBSCRIBED;
+    __atomic_store_n(&b->subscribed, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- NATS ---- */
+
+static int nats_hello(struct sq_sink__bus *b, const struct sq_nats_event *ev)
+{
+    const struct sq_sink_config *cfg = b->cfg;
+    struct sq_nats_info info;
+    if (b->got_info)
+        return 0;
+    if (sq_nats_info_parse(ev->text, &info) < 0)
+        return -SQ_EPARSE;
+    b->got_info = true;
+    if (info.max_payload > 0 && info.max_payload <= SQ_NATS_MAX_PAYLOAD_LIMIT)
+        b->nlim.max_payload = (uint32_t)info.max_payload;
+    struct sq_nats_connect_opts o = {.name = "squall-sink", .headers = info.headers};
+    if (b->url.user && b->url.password) {
+        o.user = b->url.user;
+        o.pass = b->url.password;
+    } else if (b->url.user) {
+        o.auth_token = b->url.user;
+    }
+    char buf[2048];
+    int n = sq_nats_encode_connect(buf, sizeof(buf), &o);
+    if (n < 0 || queue(b, buf, (size_t)n) < 0)
+        return -ENOMEM;
+    struct sq_str subj = {b->url.target, strlen(b->url.target)};
+    if (cfg->nats_stream) {
+        char deliver[512], api[512], body[1024];
+        snprintf(deliver, sizeof(deliver), "_INBOX.squall.%s.%s", cfg->nats_stream,
+                 cfg->nats_durable);
+        snprintf(api, sizeof(api), "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s", cfg->nats_stream,
+                 cfg->nats_durable);
+        int bl = snprintf(body, sizeof(body),
+                          "{\"stream_name\":\"%s\",\"config\":{\"durable_name\":\"%s\","
+                          "\"deliver_subject\":\"%s\",\"ack_policy\":\"explicit\","
+                          "\"deliver_policy\":\"new\",\"max_ack_pending\":100000,"
+                          "\"filter_subject\":\"%s\"}}",
+                          cfg->nats_stream, cfg->nats_durable, deliver, b->url.target);
+        n = sq_nats_encode_sub(buf, sizeof(buf), (struct sq_str){deliver, strlen(deliver)},
+                               (struct sq_str){"", 0}, SID_DATA);
+        if (n < 0 || queue(b, buf, (size_t)n) < 0)
+            return -ENOMEM;
+        n = sq_nats_encode_sub(buf, sizeof(buf), (struct sq_str){"_INBOX.squall.api", 17},
+                               (struct sq_str){"", 0}, SID_API);
+        if (n < 0 || queue(b, buf, (size_t)n) < 0)
+            return -ENOMEM;
+        n = sq_nats_encode_pub(buf, sizeof(buf), (struct sq_str){api, strlen(api)},
+                               (struct sq_str){"_INBOX.squall.api", 17}, body, (size_t)bl);
+        if (n < 0 || queue(b, buf, (size_t)n) < 0)
+            return -ENOMEM;
+        return 0; /* subscribed when the API answers */
+    }
+    const char *q = cfg->nats_queue ? cfg->nats_queue : "";
+    n = sq_nats_encode_sub(buf, sizeof(buf), subj, (struct sq_str){q, strlen(q)}, SID_DATA);
+    if (n < 0 || queue(b, buf, (size_t)n) < 0 || queue(b, SQ_NATS_PING, SQ_NATS_PING_LEN) < 0)
+        return -ENOMEM;
+    return 0; /* subscribed at the PONG */
+}
+
+static void nats_message(struct sq_sink__bus *b, const struct sq_nats_event *ev)
+{
+    if (ev->sid_num == SID_API) {
+        struct sq_str e;
+        if (sq_nats_json_get(ev->payload, "error", &e) == 1) {
+            note(b, ev->payload.p, ev->payload.len);
+            b->failed = true; /* retried after a backoff */
+            return;
+        }
+        subscribed(b);
+        return;
+    }
+    if (ev->sid_num != SID_DATA)
+        return;
+    struct sq_sink_field f[MAX_FIELDS];
+    size_t nf = 0;
+    if (ev->op == SQ_NATS_OP_HMSG) {
+        size_t pos = 0;
+        struct sq_str name, value;
+        while (nf < MAX_FIELDS && sq_nats_header_next(ev->headers, &pos, &name, &value))
+            f[nf++] = (struct sq_sink_field){name.p, value.p, name.len, value.len};
+        if (ev->status == 100 || (ev->status && !ev->payload.len))
+            return; /* a JetStream heartbeat or flow-control message, not an event */
+    }
+    __atomic_add_fetch(&b->messages, 1, __ATOMIC_RELAXED);
+    sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), ev->payload.p, ev->payload.len, f, nf);
+    if (b->cfg->nats_stream && ev->reply.len) {
+        char buf[512];
+        int n = sq_nats_encode_pub(buf, sizeof(buf), ev->reply, (struct sq_str){"", 0}, "", 0);
+        if (n > 0 && queue(b, buf, (size_t)n) == 0)
+            __atomic_add_fetch(&b->acks, 1, __ATOMIC_RELAXED);
+    }
+}
+
+static int nats_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *need)
+{
+    struct sq_nats_event ev;
+    int rc = sq_nats_parse(p, n, &b->nlim, &ev, need);
+    if (rc <= 0)
+        return rc;
+    switch (ev.op) {
+    case SQ_NATS_OP_INFO:
+        if (nats_hello(b, &ev) < 0)
+            return -SQ_EPARSE;
+        break;
+    case SQ_NATS_OP_PING:
+        if (queue(b, SQ_NATS_PONG, SQ_NATS_PONG_LEN) < 0)
+            return -ENOMEM;
+        break;
+    case SQ_NATS_OP_PONG:
+        if (!b->cfg->nats_stream)
+            subscribed(b);
+        break;
+    case SQ_NATS_OP_MSG:
+    case SQ_NATS_OP_HMSG:
+        nats_message(b, &ev);
+        break;
+    case SQ_NATS_OP_ERR:
+        note(b, ev.text.p, ev.text.len);
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
+/* ---- MQTT ---- */
+
+static int mqtt_hello(struct sq_sink__bus *b)
+{
+    char id[96];
+    int idl = snprintf(id, sizeof(id), "squall-sink-%d-%llx", (int)getpid(),
+                       (unsigned long long)(sq_now_ns() & 0xffffffffffull));
+    struct sq_mqtt_connect c = {
+        .version = b->mlim.version,
+        .clean_start = true,
+        .keepalive = 60,
+        .client_id = {id, (size_t)idl},
+        .username = b->url.user,
+    };
+    if (b->url.password)
+        c.password = (struct sq_str){b->url.password, strlen(b->url.password)};
+    if (c.version == SQ_MQTT_V5)
+        c.max_packet_size = SQ_MQTT_DEFAULT_MAX_PACKET;
+    uint8_t buf[1024];
+    int n = sq_mqtt_encode_connect(buf, sizeof(buf), &c);
+    return n < 0 ? n : queue(b, buf, (size_t)n);
+}
+
+static int mqtt_ack(struct sq_sink__bus *b, uint8_t type, uint16_t id)
+{
+    uint8_t p[8];
+    int n = sq_mqtt_encode_ack(SQ_MQTT_V311, p, sizeof(p), type, id, 0);
+    return n < 0 ? n : queue(b, p, (size_t)n);
+}
+
+static int mqtt_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *need)
+{
+    struct sq_mqtt_packet pk;
+    int rc = sq_mqtt_parse((const uint8_t *)p, n, &b->mlim, &pk, need);
+    if (rc <= 0)
+        return rc;
+    switch (pk.type) {
+    case SQ_MQTT_CONNACK: {
+        if (pk.reason != 0) {
+            char m[64];
+            int k = snprintf(m, sizeof(m), "mqtt: CONNACK refused (reason 0x%02x)", pk.reason);
+            note(b, m, (size_t)k);
+            b->failed = true;
+            break;
+        }
+        struct sq_mqtt_subscription s = {
+            .filter = {b->url.target, strlen(b->url.target)},
+            .qos = (uint8_t)(b->cfg->mqtt_qos < 0 ? 1 : b->cfg->mqtt_qos),
+        };
+        uint8_t buf[1024];
+        int k = sq_mqtt_encode_subscribe(b->mlim.version, buf, sizeof(buf), MQTT_SUB_ID, &s, 1, 0);
+        if (k < 0 || queue(b, buf, (size_t)k) < 0)
+            return -ENOMEM;
+        break;
+    }
+    case SQ_MQTT_SUBACK:
+        if (pk.reasons.len == 0 || (uint8_t)pk.reasons.p[0] >= 0x80) {
+            note(b, "mqtt: SUBACK refused the subscription", 37);
+            b->failed = true;
+            break;
+        }
+        subscribed(b);
+        break;
+    case SQ_MQTT_PUBLISH: {
+        if (pk.qos == 1 && mqtt_ack(b, SQ_MQTT_PUBACK, pk.packet_id) < 0)
+            return -ENOMEM;
+        if (pk.qos == 2 && mqtt_ack(b, SQ_MQTT_PUBREC, pk.packet_id) < 0)
+            return -ENOMEM;
+        struct sq_sink_field f[MAX_FIELDS];
+        size_t nf = 0;
+        if (b->mlim.version == SQ_MQTT_V5 && pk.props.user_props) {
+            size_t pos = 0;
+            struct sq_mqtt_user_prop up;
+            while (nf < MAX_FIELDS && sq_mqtt_user_prop_next(pk.props.raw, &pos, &up))
+                f[nf++] = (struct sq_sink_field){up.name.p, up.value.p, up.name.len, up.value.len};
+        }
+        __atomic_add_fetch(&b->messages, 1, __ATOMIC_RELAXED);
+        sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), pk.payload.p, pk.payload.len, f, nf);
+        break;
+    }
+    case SQ_MQTT_PUBREL:
+        if (mqtt_ack(b, SQ_MQTT_PUBCOMP, pk.packet_id) < 0)
+            return -ENOMEM;
+        break;
+    case SQ_MQTT_DISCONNECT:
+        note(b, "mqtt: the server sent DISCONNECT", 32);
+        b->failed = true;
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
+/* ---- I/O ---- */
+
+static int unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *need)
+{
+    *need = 0;
+    return b->kind == SQ_SINK_NATS ? nats_unit(b, p, n, need) : mqtt_unit(b, p, n, need);
+}
+
+static void feed(struct sq_sink__bus *b, const char *p, size_t n)
+{
+    while (b->spill.len && n && !b->failed) {
+        size_t take = b->need > b->spill.len ? b->need - b->spill.len : 4096;
+        if (take > n)
+            take = n;
+        if (b->spill.len + take > (2u << 20) || sq_buf_append(&b->spill, p, take) < 0) {
+            b->failed = true;
+            return;
+        }
+        p += take;
+        n -= take;
+        size_t need;
+        int rc = unit(b, b->spill.p, b->spill.len, &need);
+        if (rc < 0) {
+            b->failed = true;
+            return;
+        }
+        if (rc == 0) {
+            b->need = need;
+            continue;
+        }
+        size_t rest = b->spill.len - (size_t)rc;
+        p -= rest;
+        n += rest;
+        sq_buf_reset(&b->spill);
+        b->need = 0;
+    }
+    while (n && !b->failed) {
+        size_t need;
+        int rc = unit(b, p, n, &need);
+        if (rc < 0) {
+            b->failed = true;
+            return;
+        }
+        if (rc == 0) {
+            if (sq_buf_append(&b->spill, p, n) < 0)
+                b->failed = true;
+            b->need = need;
+            return;
+        }
+        p += rc;
+        n -= (size_t)rc;
+    }
+}
+
+static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
+{
+    SQ_UNUSED(loop);
+    struct sq_sink__bus *b = SQ_CONTAINER_OF(io, struct sq_sink__bus, io);
+    if (b->state == S_CONNECTING) {
+        int crc = sq_connect_result(b->io.fd);
+        if (crc < 0) {
+            conn_failed(b, "connect to %s", crc);
+            retry(b);
+            return;
+        }
+        b->state = S_HELLO;
+        b->since_ns = sq_loop_now(b->loop);
+        if (sq_io_modify(b->loop, &b->io, EPOLLIN) < 0 ||
+            (b->kind == SQ_SINK_MQTT && mqtt_hello(b) < 0)) {
+            retry(b);
+            return;
+        }
+        flush(b);
+        if (b->failed) {
+            b->failed = false;
+            retry(b);
+        }
+        return;
+    }
+    b->failed = false;
+    if (ev & EPOLLOUT)
+        flush(b);
+    if (!b->failed && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
+        static __thread char rbuf[64 * 1024];
+        for (int i = 0; i < 8 && !b->failed; i++) {
+            ssize_t n = read(b->io.fd, rbuf, sizeof(rbuf));
+            if (n > 0) {
+                feed(b, rbuf, (size_t)n);
+                if ((size_t)n < sizeof(rbuf))
+                    break;
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                break;
+            b->failed = true; /* end of stream, or a reset */
+            if (b->state != S_SUBSCRIBED)
+                conn_failed(b, "%s closed the connection before the subscription", 0);
+        }
+        if (!b->failed && b->out.len)
+            flush(b);
+    }
+    if (b->failed) {
+        b->failed = false;
+        retry(b);
+    }
+}
+
+static void b_connect(struct sq_sink__bus *b)
+{
+    /* the run's egress policy, checked when the sink started, once more on the address */
+    if (b->cfg->egress && sq_egress_allows(b->cfg->egress, &b->addr, SQ_EGRESS_CONNECT) < 0) {
+        static const char refused[] = "the run's egress policy refuses this address";
+        note(b, refused, sizeof(refused) - 1);
+        retry(b);
+        return;
+    }
+    int fd = sq_connect_start(&b->addr);
+    if (fd < 0) {
+        conn_failed(b, "connect to %s", fd);
+        retry(b);
+        return;
+    }
+    if (sq_io_start(b->loop, &b->io, fd, EPOLLOUT, on_io) < 0) {
+        close(fd);
+        retry(b);
+        return;
+    }
+    b->state = S_CONNECTING;
+    b->since_ns = sq_loop_now(b->loop);
+}
+
+void sq_sink__bus_sweep(struct sq_sink__bus *b, int64_t now)
+{
+    if ((b->state == S_CONNECTING || b->state == S_HELLO) && now - b->since_ns > CONNECT_TIMEOUT) {
+        conn_failed(b,
+                    b->state == S_CONNECTING ? "no answer from %s within 5s"
+                                             : "no subscription within 5s of connecting to %s",
+                    0);
+        retry(b);
+        return;
+    }
+    if (b->state == S_CLOSED) {
+        b_connect(b);
+        return;
+    }
+    if (b->kind == SQ_SINK_MQTT && b->state == S_SUBSCRIBED &&
+        now - b->wrote_ns > 30 * SQ_NS_PER_S) {
+        uint8_t p[2];
+        if (sq_mqtt_encode_pingreq(p, sizeof(p)) == 2 && queue(b, p, 2) == 0)
+            flush(b);
+        if (b->failed) {
+            b->failed = false;
+            retry(b);
+        }
+    }
+}
+
+int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_kind kind,
+                     const struct sq_sink_config *cfg, struct sq_sink__bus **out, char *err,
+                     size_t len)
+{
+    *out = NULL;
+    struct sq_sink__bus *b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->sink = s;
+    b->loop = loop;
+    b->kind = kind;
+    b->cfg = cfg;
+    b->io.fd = -1;
+    sq_timer_init(&b->timer, on_timer);
+    sq_nats_limits_init(&b->nlim);
+    b->mlim.version = cfg->mqtt_version == 5 ? SQ_MQTT_V5 : SQ_MQTT_V311;
+    b->mlim.max_packet = SQ_MQTT_DEFAULT_MAX_PACKET;
+    const char *flag = kind == SQ_SINK_NATS ? "--nats" : "--mqtt";
+    const char *url = kind == SQ_SINK_NATS ? cfg->nats : cfg->mqtt;
+    const char *why = NULL;
+    int rc = sq_bus_url_parse(url, SQ_BUS_URL_TARGET | SQ_BUS_URL_FILTER, &b->url, &why);
+    if (rc == 0 && b->url.kind != (kind == SQ_SINK_NATS ? SQ_BUS_NATS : SQ_BUS_MQTT)) {
+        why = kind == SQ_SINK_NATS ? "expected nats://HOST[:PORT]/SUBJECT"
+                                   : "expected mqtt://HOST[:PORT]/TOPIC";
+        rc = -SQ_EPARSE;
+    }
+    if (rc == -SQ_EPARSE) {
+        snprintf(err, len, "%s: '%s': %s", flag, url, why ? why : "not a URL");
+        rc = -SQ_EUSAGE;
+    }
+    if (rc == 0) {
+        char rwhy[800];
+        rc = sq_egress_lookup(cfg->egress, NULL, flag + 2, b->url.host, b->url.port,
+                              SQ_EGRESS_CONNECT, &b->addr, 1, rwhy, sizeof(rwhy));
+        if (rc == -EACCES) {
+            snprintf(err, len, "%s", rwhy);
+        } else if (rc < 1) {
+            snprintf(err, len, "%s: %s", flag, rwhy);
+            rc = -SQ_ERESOLVE;
+        } else {
+            rc = 0;
+        }
+    }
+    if (rc < 0) {
+        sq_sink__bus_free(b);
+        return rc;
+    }
+    b->state = S_CLOSED; /* the first sweep connects */
+    *out = b;
+    return 0;
+}
+
+void sq_sink__bus_counts(const struct sq_sink__bus *b, uint64_t *messages, uint64_t *reconnects,
+                         bool *subscribed_now)
+{
+    *messages = __atomic_load_n(&b->messages, __ATOMIC_RELAXED);
+    *reconnects = __atomic_load_n(&b->reconnects, __ATOMIC_RELAXED);
+    *subscribed_now = __atomic_load_n(&b->subscribed, __ATOMIC_RELAXED) != 0;
+}
+
+json_t *sq_sink__bus_json(const struct sq_sink__bus *b)
+{
+    char url[320];
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
+             strchr(b->url.host, ':') ? "[" : "", b->url.host, strchr(b->url.host, ':') ? "]" : "",
+             b->url.port);
+    /* first_error: the broker's own, else, when the source is not subscribed now (or never was),
+     * why its connection failed first */
+    bool now = __atomic_load_n(&b->subscribed, __ATOMIC_RELAXED) != 0;
+    const char *first = b->err[0] ? b->err : !now && b->cerr[0] ? b->cerr : NULL;
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:I, s:I, s:b, s:o}", "kind", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
+        "url", url, b->kind == SQ_SINK_NATS ? "subject" : "topic", b->url.target, "messages",
+        (json_int_t)b->messages, "reconnects", (json_int_t)b->reconnects, "subscribed",
+        b->was_subscribed ? 1 : 0, "first_error", first ? json_string(first) : json_null());
+    if (j && b->kind == SQ_SINK_NATS && b->cfg->nats_stream)
+        json_object_set_new(j, "jetstream",
+                            json_pack("{s:s, s:s, s:I}", "stream", b->cfg->nats_stream, "durable",
+                                      b->cfg->nats_durable, "acks", (json_int_t)b->acks));
+    if (j && b->kind == SQ_SINK_NATS && b->cfg->nats_queue)
+        json_object_set_new(j, "queue", json_string(b->cfg->nats_queue));
+    if (j && b->kind == SQ_SINK_MQTT)
+        json_object_set_new(j, "qos", json_integer(b->cfg->mqtt_qos < 0 ? 1 : b->cfg->mqtt_qos));
+    return j;
+}
+
+bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len)
+{
+    if (b->was_subscribed)
+        return false;
+    char url[320];
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u/%s", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
+             strchr(b->url.host, ':') ? "[" : "", b->url.host, strchr(b->url.host, ':') ? "]" : "",
+             b->url.port, b->url.target);
+    const char *first = b->err[0] ? b->err : b->cerr[0] ? b->cerr : "the broker did not answer";
+    snprintf(why, len,
+             "%s: never subscribed (%s): the sink counted nothing that crossed this broker", url,
+             first);
+    return true;
+}
+
+void sq_sink__bus_free(struct sq_sink__bus *b)
+{
+    if (!b)
+        return;
+    if (b->io.fd >= 0)
+        teardown(b);
+    sq_buf_dispose(&b->out);
+    sq_buf_dispose(&b->spill);
+    sq_bus_url_dispose(&b->url);
+    free(b);
+}
