@@ -1,9 +1,10 @@
 /* engine/busio.c - broker connections for the bus drivers (see busio.h).
  *
- * States: a connection is CLOSED, BACKOFF (waiting to retry after a failed connect), CONNECTING
- * (TCP), HELLO (the protocol's greeting: INFO/CONNECT/PONG, CONNECT/CONNACK/SUBACK) or OPEN. Its
- * VUs mirror it: CONNECTING or BACKOFF while it is not open, then IDLE, ACTIVE, PACING as the
- * worker moves them. Only an open connection takes messages.
+ * States (b->m.state, engine/xport.h): a connection is CLOSED, BACKOFF (waiting to retry after a
+ * failed connect), CONNECTING (the transport: TCP), HELLO (the protocol's greeting:
+ * INFO/CONNECT/PONG, CONNECT/CONNACK/SUBACK) or OPEN. Its VUs mirror it (xport.c moves them):
+ * CONNECTING or BACKOFF while it is not open, then IDLE, ACTIVE, PACING as the worker moves them.
+ * Only an open connection takes messages.
  *
  * The write invariant: out.p[out_off, out.len) is what is still to be written, whole units in
  * the order they were queued; a short write registers EPOLLOUT and the rest leaves when the
@@ -23,18 +24,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 #include "base/clock.h"
 #include "engine/bus.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
-#include "net/egress.h"
-#include "net/sock.h"
 
-#define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
-#define BACKOFF_MAX_SHIFT 7
-#define READS_PER_EVENT   4 /* reads per readiness event before the loop gets a turn */
+#define READS_PER_EVENT 4 /* reads per readiness event before the loop gets a turn */
 
 static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 static void b_flush(struct sq_busio *b);
@@ -60,136 +56,41 @@ static const struct sq_busio_ops *ops_of(const struct sq_busio *b)
     return b->ops;
 }
 
-/* VUs that wait for the connection to (re)open. */
-static bool waiting(const struct sq_engine__conn *c)
-{
-    return c->state == CONN_CONNECTING || c->state == CONN_BACKOFF || c->state == CONN_CLOSED;
-}
-
-static void set_waiting(struct sq_busio *b, uint8_t vs)
-{
-    struct sq_engine__worker *w = b->w;
-    for (uint32_t i = b->first; i < b->first + b->n; i++)
-        if (waiting(&w->conns[i]))
-            w->conns[i].state = vs;
-}
-
 /* Closes the socket and forgets every byte in both directions; no VU callback runs. */
 static void b_teardown(struct sq_busio *b)
 {
-    struct sq_engine__worker *w = b->w;
-    sq_timer_stop(w->loop, &b->timer);
-    sq_timer_stop(w->loop, &b->kick);
-    if (b->io.fd >= 0) {
-        sq_io_stop(w->loop, &b->io);
-        close(b->io.fd);
-        b->io.fd = -1;
-    }
+    bool hello = b->m.state >= SQ_ENGINE__MX_HELLO;
+    sq_timer_stop(b->m.w->loop, &b->kick);
+    sq_engine__mux_close(&b->m);
     sq_buf_reset(&b->out);
     b->out_off = 0;
     sq_buf_reset(&b->spill);
     b->need = 0;
     b->dirty = false;
     b->broken = 0;
-    if (b->state >= B_HELLO)
+    if (hello)
         ops_of(b)->reset(b);
-    b->state = B_CLOSED;
 }
 
-static void b_connect(struct sq_busio *b);
-
-static void b_connect_failed(struct sq_busio *b, int err)
+/* The greeting failed (a refusal, a timeout, the connection closed): like a failed connect, it
+ * is retried after a backoff. */
+static void b_hello_failed(struct sq_busio *b)
 {
-    struct sq_engine__worker *w = b->w;
-    if (err)
-        sq_engine__connect_error(w, err);
     b_teardown(b);
-    uint8_t vs = CONN_CLOSED;
-    if (w->sending) {
-        int64_t delay = BACKOFF_MIN_NS << b->backoff;
-        if (b->backoff < BACKOFF_MAX_SHIFT)
-            b->backoff++;
-        if (sq_timer_start(w->loop, &b->timer, sq_loop_now(w->loop) + delay) == 0) {
-            b->state = B_BACKOFF;
-            vs = CONN_BACKOFF;
-        }
-    }
-    set_waiting(b, vs);
-}
-
-static void b_connect(struct sq_busio *b)
-{
-    struct sq_engine__worker *w = b->w;
-    const struct sq_addr *a =
-        b->addr ? b->addr : &w->cfg->addrs[b->global % (uint32_t)w->cfg->naddrs];
-    struct sq_addr fresh;
-    if (!b->addr && w->cfg->dns_ttl_ns > 0) {
-        sq_engine__addrs_load(&w->run->addrs, b->global, &fresh);
-        a = &fresh;
-    }
-    if (SQ_UNLIKELY(w->cfg->egress != NULL) &&
-        sq_egress_allows(w->cfg->egress, a, SQ_EGRESS_CONNECT) < 0) {
-        b_connect_failed(b, -EACCES); /* the run's egress policy (net/egress.h) */
-        return;
-    }
-    int fd = sq_connect_start(a);
-    if (fd < 0) {
-        b_connect_failed(b, fd);
-        return;
-    }
-    int rc = sq_io_start(w->loop, &b->io, fd, EPOLLOUT, b_on_io);
-    if (rc < 0) {
-        close(fd);
-        b_connect_failed(b, rc);
-        return;
-    }
-    b->state = B_CONNECTING;
-    b->since_ns = sq_loop_now(w->loop);
-    set_waiting(b, CONN_CONNECTING);
-}
-
-static void b_on_backoff(struct sq_loop *loop, struct sq_timer *t)
-{
-    SQ_UNUSED(loop);
-    struct sq_busio *b = SQ_CONTAINER_OF(t, struct sq_busio, timer);
-    b->state = B_CLOSED;
-    if (b->w->sending) {
-        b_connect(b);
-        return;
-    }
-    set_waiting(b, CONN_CLOSED);
+    sq_engine__mux_retry(&b->m);
 }
 
 /* The connection is gone: requests out on it fail with kind, every VU asks for it again. */
 static void b_down(struct sq_busio *b, enum sq_errk kind)
 {
-    struct sq_engine__worker *w = b->w;
-    bool hello = b->state < B_OPEN;
+    if (b->m.state < SQ_ENGINE__MX_OPEN) {
+        if (kind == SQ_ERRK_CLOSED)
+            b->m.w->c.conns_closed_by_server++;
+        b_hello_failed(b); /* a CONNACK refusal, a -ERR on CONNECT, closed while greeting */
+        return;
+    }
     b_teardown(b);
-    if (hello && kind != SQ_ERRK_CLOSED) {
-        /* refused during the greeting (a CONNACK refusal, a -ERR on CONNECT): like a failed
-         * connect, it is retried after a backoff */
-        b_connect_failed(b, 0);
-        return;
-    }
-    if (kind == SQ_ERRK_CLOSED)
-        w->c.conns_closed_by_server++;
-    for (uint32_t i = b->first; i < b->first + b->n; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
-        if (c->state == CONN_ACTIVE) {
-            sq_engine__vu_fail(c, kind);
-        } else if (!waiting(c)) {
-            sq_timer_stop(w->loop, &c->timer);
-            c->state = CONN_CLOSED;
-        }
-    }
-    if (hello) {
-        b_connect_failed(b, 0); /* closed during the greeting: back off */
-        return;
-    }
-    for (uint32_t i = b->first; i < b->first + b->n; i++)
-        if (w->conns[i].state == CONN_CLOSED)
-            sq_engine__vu_replace(&w->conns[i]);
+    sq_engine__mux_down(&b->m, kind);
 }
 
 void sq_busio_fail(struct sq_busio *b, enum sq_errk kind)
@@ -204,7 +105,7 @@ void sq_busio_fail(struct sq_busio *b, enum sq_errk kind)
 
 void sq_busio_note(struct sq_busio *b, const char *msg, size_t len, bool count)
 {
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     if (count) {
         w->c.errors[SQ_ERRK_SERVER_ERROR]++;
         __atomic_store_n(&w->live.bus_errors, w->c.errors[SQ_ERRK_SERVER_ERROR], __ATOMIC_RELAXED);
@@ -228,7 +129,7 @@ static void b_kick(struct sq_busio *b)
         return;
     }
     if (!sq_timer_active(&b->kick) &&
-        sq_timer_start(b->w->loop, &b->kick, sq_loop_now(b->w->loop)) < 0)
+        sq_timer_start(b->m.w->loop, &b->kick, sq_loop_now(b->m.w->loop)) < 0)
         b_flush(b); /* no room in the timer heap: write now */
 }
 
@@ -236,7 +137,7 @@ static void b_on_kick(struct sq_loop *loop, struct sq_timer *t)
 {
     SQ_UNUSED(loop);
     struct sq_busio *b = SQ_CONTAINER_OF(t, struct sq_busio, kick);
-    if (b->state >= B_HELLO)
+    if (b->m.state >= SQ_ENGINE__MX_HELLO)
         b_flush(b);
 }
 
@@ -279,15 +180,15 @@ int sq_busio_queue(struct sq_busio *b, const void *p, size_t n)
  * connection, or marks it broken when inside an event. */
 static void b_flush(struct sq_busio *b)
 {
-    struct sq_engine__worker *w = b->w;
-    if (b->state < B_HELLO || b->broken)
+    struct sq_engine__worker *w = b->m.w;
+    if (b->m.state < SQ_ENGINE__MX_HELLO || b->broken)
         return;
     sq_timer_stop(w->loop, &b->kick);
     b->dirty = false;
     ops_of(b)->before_write(b);
     bool blocked = false;
     while (b->out_off < b->out.len) {
-        ssize_t n = send(b->io.fd, b->out.p + b->out_off, b->out.len - b->out_off, MSG_NOSIGNAL);
+        ssize_t n = sq_engine__xport_send(&b->m.x, b->out.p + b->out_off, b->out.len - b->out_off);
         if (n > 0) {
             w->c.bytes_sent += (uint64_t)n;
             w->c.bus.flushes++;
@@ -312,7 +213,7 @@ static void b_flush(struct sq_busio *b)
         b->out.len -= b->out_off;
         b->out_off = 0;
     }
-    if (sq_io_modify(w->loop, &b->io, blocked ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
+    if (sq_io_modify(w->loop, &b->m.x.io, blocked ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
         sq_busio_fail(b, SQ_ERRK_WRITE);
 }
 
@@ -363,7 +264,7 @@ static void b_feed(struct sq_busio *b, const char *p, size_t n)
         sq_buf_reset(&b->spill);
         b->need = 0;
     }
-    while (n > 0 && !b->broken && b->state >= B_HELLO) {
+    while (n > 0 && !b->broken && b->m.state >= SQ_ENGINE__MX_HELLO) {
         size_t need;
         long rc = b_unit(b, p, n, &need);
         if (rc < 0)
@@ -392,16 +293,16 @@ static void b_event_end(struct sq_busio *b)
         b_down(b, k);
         return;
     }
-    if (b->dirty && b->state >= B_HELLO)
+    if (b->dirty && b->m.state >= SQ_ENGINE__MX_HELLO)
         b_flush(b);
 }
 
 static void b_read(struct sq_busio *b)
 {
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     b->busy++;
-    for (int i = 0; i < READS_PER_EVENT && b->state >= B_HELLO && !b->broken; i++) {
-        ssize_t n = read(b->io.fd, w->rbuf, SQ_ENGINE_RBUF_SIZE);
+    for (int i = 0; i < READS_PER_EVENT && b->m.state >= SQ_ENGINE__MX_HELLO && !b->broken; i++) {
+        ssize_t n = sq_engine__xport_recv(&b->m.x, w->rbuf, SQ_ENGINE_RBUF_SIZE);
         if (n > 0) {
             w->c.bytes_received += (uint64_t)n;
             b->now = sq_now_ns();
@@ -419,24 +320,13 @@ static void b_read(struct sq_busio *b)
     b_event_end(b);
 }
 
+/* The transport is up: the protocol's greeting. */
 static void b_connected(struct sq_busio *b)
 {
-    struct sq_engine__worker *w = b->w;
-    int rc = sq_connect_result(b->io.fd);
-    if (rc < 0) {
-        b_connect_failed(b, rc);
-        return;
-    }
-    int64_t now = sq_now_ns();
-    b->connect_ns = now - b->since_ns;
-    b->since_ns = now;
-    b->state = B_HELLO;
-    if (sq_io_modify(w->loop, &b->io, EPOLLIN) < 0) {
-        b_connect_failed(b, -errno);
-        return;
-    }
+    b->m.state = SQ_ENGINE__MX_HELLO;
+    b->hello_ns = b->m.x.since_ns;
     b->busy++;
-    rc = ops_of(b)->hello(b);
+    int rc = ops_of(b)->hello(b);
     if (rc < 0 && !b->broken)
         b->broken = 1 + SQ_ERRK_CONNECT;
     b_event_end(b);
@@ -445,16 +335,17 @@ static void b_connected(struct sq_busio *b)
 static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 {
     SQ_UNUSED(loop);
-    struct sq_busio *b = SQ_CONTAINER_OF(io, struct sq_busio, io);
-    if (b->state == B_CONNECTING) {
-        b_connected(b);
+    struct sq_busio *b = SQ_CONTAINER_OF(io, struct sq_busio, m.x.io);
+    if (SQ_UNLIKELY(b->m.state == SQ_ENGINE__MX_CONNECTING)) {
+        if (sq_engine__mux_step(&b->m) == SQ_ENGINE__XP_READY)
+            b_connected(b);
         return;
     }
     if (ev & EPOLLOUT) {
         b->busy++;
         b_flush(b);
         b_event_end(b);
-        if (b->state < B_HELLO)
+        if (b->m.state < SQ_ENGINE__MX_HELLO)
             return;
     }
     if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
@@ -463,31 +354,12 @@ static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 
 void sq_busio_open(struct sq_busio *b)
 {
-    struct sq_engine__worker *w = b->w;
-    w->c.conns_opened++; /* a flow's side connection (flowbus.c) counts too */
     if (b->was_open)
-        w->c.bus.reconnects++;
+        b->m.w->c.bus.reconnects++;
     b->was_open = true;
-    b->backoff = 0;
-    b->state = B_OPEN;
-    int64_t now = b->now ? b->now : sq_now_ns();
-    bool first = true;
     b->busy++;
-    for (uint32_t i = b->first; i < b->first + b->n; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
-        if (c->state != CONN_CONNECTING && c->state != CONN_BACKOFF)
-            continue;
-        if (i - b->first >= b->usable) {
-            c->state = CONN_BACKOFF; /* past what the broker takes at once: parked */
-            continue;
-        }
-        c->state = CONN_IDLE;
-        c->fresh = first; /* the setup lands on one request of the connection */
-        first = false;
-        c->connect_ns = b->connect_ns;
-        c->tls_ns = 0;
-        sq_engine__vu_next(c, now);
-    }
+    /* counted as opened: a flow's side connection (flowbus.c) too */
+    sq_engine__mux_open(&b->m, b->now ? b->now : sq_now_ns());
     b_event_end(b);
 }
 
@@ -509,17 +381,12 @@ int sq_busio_drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t firs
         return -ENOMEM;
     for (uint32_t k = 0; k < nconn; k++) {
         struct sq_busio *b = sq_busio_at(d, k);
-        b->w = w;
+        uint32_t first = k * d->window, n = d->window;
+        if (first + n > w->nconns)
+            n = first < w->nconns ? w->nconns - first : 0;
+        sq_engine__mux_init(&b->m, w, first, n, first_global + k, b_on_io);
         b->ops = ops;
-        b->io.fd = -1;
-        b->first = k * d->window;
-        b->n = d->window;
-        if (b->first + b->n > w->nconns)
-            b->n = b->first < w->nconns ? w->nconns - b->first : 0;
-        b->global = first_global + k;
-        b->usable = b->n;
         b->max_unit = 1024 * 1024;
-        sq_timer_init(&b->timer, b_on_backoff);
         sq_timer_init(&b->kick, b_on_kick);
     }
     return ops->init ? ops->init(w) : 0;
@@ -546,29 +413,7 @@ void sq_busio_drv_dispose(struct sq_engine__worker *w)
 
 void sq_busio_drv_connect(struct sq_engine__conn *c)
 {
-    struct sq_busio *b = sq_busio_of(c);
-    switch (b->state) {
-    case B_OPEN:
-        if (c->local - b->first >= b->usable) {
-            c->state = CONN_BACKOFF; /* parked (see sq_busio_open) */
-            return;
-        }
-        c->state = CONN_IDLE;
-        c->fresh = false;
-        sq_engine__vu_next(c, sq_loop_now(c->w->loop));
-        return;
-    case B_CONNECTING:
-    case B_HELLO:
-        c->state = CONN_CONNECTING;
-        return;
-    case B_BACKOFF:
-        c->state = CONN_BACKOFF;
-        return;
-    default:
-        c->state = CONN_CONNECTING;
-        b_connect(b);
-        return;
-    }
+    sq_engine__mux_join(&sq_busio_of(c)->m, c);
 }
 
 void sq_busio_drv_send(struct sq_engine__conn *c)
@@ -578,7 +423,7 @@ void sq_busio_drv_send(struct sq_engine__conn *c)
     c->rd.head_bytes = 0;
     c->rd.body.bytes = 0;
     c->rd.content_encoding = 0;
-    if (SQ_UNLIKELY(b->state != B_OPEN || b->broken)) {
+    if (SQ_UNLIKELY(!sq_busio_is_open(b) || b->broken)) {
         sq_engine__vu_fail(c, SQ_ERRK_CLOSED);
         sq_engine__vu_replace(c);
         return;
@@ -601,15 +446,16 @@ void sq_busio_drv_close(struct sq_engine__conn *c)
 
 void sq_busio_sweep_one(struct sq_busio *b, int64_t now)
 {
-    int64_t limit = b->w->cfg->connect_timeout_ns;
-    if (b->state == B_CONNECTING && now - b->since_ns >= limit) {
-        b_connect_failed(b, -ETIMEDOUT);
-    } else if (b->state == B_HELLO && now - b->since_ns >= limit) {
-        b_connect_failed(b, -ETIMEDOUT); /* the broker never finished its greeting */
-    } else if (b->state == B_OPEN) {
+    if (sq_engine__mux_sweep(&b->m, now))
+        return;
+    if (b->m.state == SQ_ENGINE__MX_HELLO && now - b->hello_ns >= b->m.w->cfg->connect_timeout_ns) {
+        sq_engine__connect_error(b->m.w, -ETIMEDOUT); /* the broker never finished its greeting */
+        b_hello_failed(b);
+    } else if (sq_busio_is_open(b)) {
         if (b->ops->tick)
             b->ops->tick(b, now);
-        if (b->state == B_OPEN && b->out.len > b->out_off && !b->busy && !(b->io.events & EPOLLOUT))
+        if (sq_busio_is_open(b) && b->out.len > b->out_off && !b->busy &&
+            !(b->m.x.io.events & EPOLLOUT))
             b_flush(b);
     }
 }
@@ -625,19 +471,17 @@ void sq_busio_init_side(struct sq_busio *b, struct sq_engine__worker *w,
                         const struct sq_busio_ops *ops, const struct sq_addr *addr)
 {
     memset(b, 0, sizeof(*b));
-    b->w = w;
+    sq_engine__mux_init(&b->m, w, 0, 0, 0, b_on_io);
+    b->m.pin = addr;
     b->ops = ops;
-    b->addr = addr;
-    b->io.fd = -1;
     b->max_unit = 1024 * 1024;
-    sq_timer_init(&b->timer, b_on_backoff);
     sq_timer_init(&b->kick, b_on_kick);
 }
 
 void sq_busio_start(struct sq_busio *b)
 {
-    if (b->state == B_CLOSED)
-        b_connect(b);
+    if (b->m.state == SQ_ENGINE__MX_CLOSED)
+        sq_engine__mux_connect(&b->m);
 }
 
 void sq_busio_dispose_side(struct sq_busio *b)
@@ -654,14 +498,14 @@ void sq_busio_drv_close_all(struct sq_engine__worker *w)
     struct sq_busdrv *d = sq_busdrv_of(w);
     for (uint32_t k = 0; d && k < d->nconn; k++) {
         struct sq_busio *b = sq_busio_at(d, k);
-        if (b->state == B_OPEN && b->out.len > b->out_off && !b->broken) {
-            int fl = fcntl(b->io.fd, F_GETFL);
+        if (sq_busio_is_open(b) && b->out.len > b->out_off && !b->broken) {
+            int fd = b->m.x.io.fd, fl = fcntl(fd, F_GETFL);
             struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-            if (fl >= 0 && fcntl(b->io.fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
-                setsockopt(b->io.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0) {
+            if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0) {
                 while (b->out_off < b->out.len) {
-                    ssize_t n = send(b->io.fd, b->out.p + b->out_off, b->out.len - b->out_off,
-                                     MSG_NOSIGNAL);
+                    ssize_t n = sq_engine__xport_send(&b->m.x, b->out.p + b->out_off,
+                                                      b->out.len - b->out_off);
                     if (n <= 0)
                         break;
                     w->c.bytes_sent += (uint64_t)n;

@@ -2,14 +2,14 @@
  * connection carrying a window of VUs, its socket, its batched writes and its reads.
  *
  * A worker's VUs are window slots: connection k carries VUs [k * window, (k + 1) * window) of
- * w->conns, the way HTTP/2 streams ride a connection (h2drv.c). This layer owns what does not
- * depend on the protocol:
+ * w->conns, the way HTTP/2 streams ride a connection (h2drv.c): both are engine/xport.h's shared
+ * transport (struct sq_engine__mux), which connects, backs off (10 ms doubling to 1.28 s, as
+ * HTTP) and moves the VUs' states with the connection (CONNECTING or BACKOFF while it
+ * (re)connects, IDLE and on their way once it opens; when it breaks, requests out fail and every
+ * VU asks for it again). This layer owns what does not depend on the protocol besides:
  *
- *  - the connection's life: connect, the protocol's hello (INFO/CONNECT/PONG, CONNECT/CONNACK),
- *    open, failure, backoff (10 ms doubling to 1.28 s, as HTTP), reconnects counted;
- *  - the VUs' states as the connection moves (CONNECTING or BACKOFF while it (re)connects,
- *    IDLE and on their way once it opens; when it breaks, requests out fail and every VU asks
- *    for it again);
+ *  - the connection's life past the transport: the protocol's hello (INFO/CONNECT/PONG,
+ *    CONNECT/CONNACK), its timeout, open, failure, reconnects counted;
  *  - writes: a VU's message is appended to the connection's output buffer and the buffer goes
  *    out in one send() at the end of the event that produced it (a read whose completions made
  *    the VUs publish again), or at once when it passes 64 KiB inside an event, or from a timer
@@ -33,13 +33,12 @@
 
 #include "base/buf.h"
 #include "engine/run.h"
+#include "engine/xport.h"
 #include "loop/loop.h"
 
 struct sq_engine__worker;
 struct sq_engine__conn;
 struct sq_busio;
-
-enum { B_CLOSED, B_BACKOFF, B_CONNECTING, B_HELLO, B_OPEN };
 
 #define SQ_BUSIO_FLUSH_AT (64 * 1024) /* inside an event, write once this much is queued */
 
@@ -70,32 +69,31 @@ struct sq_busio_ops {
 };
 
 struct sq_busio {
-    struct sq_io io; /* fd -1 when closed */
-    struct sq_engine__worker *w;
+    /* the transport and its VUs: m.w the worker, m.first / m.n its VUs, m.usable those that may
+     * publish (a broker's Receive Maximum parks the rest; the protocol lowers it before open),
+     * m.pin the broker of a side connection (NULL: the run's addresses), m.state */
+    struct sq_engine__mux m;
     const struct sq_busio_ops *ops;
-    const struct sq_addr *addr; /* the broker; NULL: the run's addresses (cfg->addrs) */
-    struct sq_timer timer;      /* reconnect backoff */
-    struct sq_timer kick;       /* a write due now (messages queued outside an event) */
-    struct sq_buf out;          /* bytes to write; out_off of them written */
+    struct sq_timer kick; /* a write due now (messages queued outside an event) */
+    struct sq_buf out;    /* bytes to write; out_off of them written */
     size_t out_off;
     struct sq_buf spill; /* a unit cut by the end of a read */
     size_t need;         /* its whole length once known, else 0 */
     size_t max_unit;     /* the largest unit the spill may hold */
-    int64_t since_ns;    /* CONNECTING, HELLO: when that phase started */
-    int64_t connect_ns;
-    int64_t now;       /* inside a read: when it returned (the completion time) */
-    int64_t wrote_ns;  /* the last write (keep-alive) */
-    uint32_t first, n; /* its VUs: w->conns[first, first + n) */
-    uint32_t usable;   /* the first `usable` of them may publish (a broker's Receive Maximum
-                          parks the rest); n unless the protocol lowers it before open */
-    uint32_t global;   /* connection number in the run: picks the address */
-    uint8_t state;     /* B_* */
-    uint8_t backoff;
-    bool was_open; /* opened before: the next open is a reconnect */
-    bool dirty;    /* queued inside an event: write when it ends */
-    int busy;      /* inside an event of this connection */
-    int broken;    /* a failure found while busy: 1 + enum sq_errk; 0 none */
+    int64_t hello_ns;    /* HELLO: when the greeting began */
+    int64_t now;         /* inside a read: when it returned (the completion time) */
+    int64_t wrote_ns;    /* the last write (keep-alive) */
+    bool was_open;       /* opened before: the next open is a reconnect */
+    bool dirty;          /* queued inside an event: write when it ends */
+    int busy;            /* inside an event of this connection */
+    int broken;          /* a failure found while busy: 1 + enum sq_errk; 0 none */
 };
+
+/* Open: it takes messages. */
+static inline bool sq_busio_is_open(const struct sq_busio *b)
+{
+    return b->m.state == SQ_ENGINE__MX_OPEN;
+}
 
 /* Sets up a connection that carries no VUs (engine/flowbus.c: a flow's publish and subscribe
  * steps): it connects to addr when asked (sq_busio_start), and reconnects only when asked again. */

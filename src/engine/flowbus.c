@@ -311,7 +311,7 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
             return -ENOMEM;
         break;
     case SQ_NATS_OP_PONG:
-        if (b->state != B_OPEN)
+        if (!sq_busio_is_open(b))
             sq_busio_open(b);
         else
             batch_done(fc);
@@ -324,13 +324,13 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
         while (ev.op == SQ_NATS_OP_HMSG && nv < 16 &&
                sq_nats_header_next(ev.headers, &pos, &name, &value))
             vals[nv++] = value;
-        if (b->state == B_OPEN)
+        if (sq_busio_is_open(b))
             delivered(fc, ev.payload.p, ev.payload.len, vals, nv);
         break;
     }
     case SQ_NATS_OP_ERR:
         sq_busio_note(b, ev.text.p, ev.text.len, true);
-        if (b->state != B_OPEN)
+        if (!sq_busio_is_open(b))
             sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
         break;
     default:
@@ -403,7 +403,7 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
             if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
                 return -ENOMEM;
         }
-        if (b->state == B_OPEN)
+        if (sq_busio_is_open(b))
             delivered(fc, pk.payload.p, pk.payload.len, NULL, 0);
         break;
     case SQ_MQTT_PUBREL:
@@ -489,7 +489,7 @@ static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struc
 {
     struct fbconn *fc = &fb->conns[st->broker];
     struct sq_busio *b = &fc->b;
-    if (b->state != B_OPEN || b->broken)
+    if (!sq_busio_is_open(b) || b->broken)
         return SQ_ERRK_CLOSED;
     const struct sq_plan_request *r = &st->ps->req;
     struct sq_str payload, vals[SQ_FLOW_MAX_HEADERS];
@@ -565,7 +565,7 @@ int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
         return 0;
     }
     struct fbconn *fc = &fb->conns[st->broker];
-    if (fc->b.state != B_OPEN)
+    if (!sq_busio_is_open(&fc->b))
         return SQ_ERRK_CLOSED;
     if (!map_put(&fb->waiting, fv->stamp_seq, c->local))
         return SQ_ERRK_WRITE;
@@ -658,8 +658,8 @@ void sq_flowbus_connect(struct sq_flowbus *fb)
 bool sq_flowbus_settled(const struct sq_flowbus *fb)
 {
     for (size_t i = 0; i < fb->nconns; i++) {
-        uint8_t s = fb->conns[i].b.state;
-        if (s == B_CONNECTING || s == B_HELLO)
+        uint8_t s = fb->conns[i].b.m.state;
+        if (s == SQ_ENGINE__MX_CONNECTING || s == SQ_ENGINE__MX_HELLO)
             return false;
     }
     return true;
@@ -669,7 +669,7 @@ void sq_flowbus_sweep(struct sq_flowbus *fb, int64_t now)
 {
     for (size_t i = 0; i < fb->nconns; i++) {
         struct sq_busio *b = &fb->conns[i].b;
-        if (b->state == B_CLOSED && fb->w->sending && fb->conns[i].started)
+        if (b->m.state == SQ_ENGINE__MX_CLOSED && fb->w->sending && fb->conns[i].started)
             sq_busio_start(b); /* it broke: open it again */
         else
             sq_busio_sweep_one(b, now);

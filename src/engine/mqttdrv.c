@@ -170,21 +170,21 @@ static struct mqttconn *mc_of(struct sq_busio *b)
 
 static uint16_t packet_id(const struct mqttconn *mc, uint32_t slot, uint32_t gen)
 {
-    return (uint16_t)(1 + slot + mc->b.n * (gen % mc->g));
+    return (uint16_t)(1 + slot + mc->b.m.n * (gen % mc->g));
 }
 
 /* The VU a packet id names, when it names its current publish. */
 static struct sq_engine__conn *vu_for_id(struct mqttconn *mc, uint16_t id)
 {
     struct sq_busio *b = &mc->b;
-    if (id == 0 || id == SUB_ID || b->n == 0)
+    if (id == 0 || id == SUB_ID || b->m.n == 0)
         return NULL;
-    uint32_t slot = (uint32_t)(id - 1) % b->n, g = (uint32_t)(id - 1) / b->n;
+    uint32_t slot = (uint32_t)(id - 1) % b->m.n, g = (uint32_t)(id - 1) / b->m.n;
     if (g >= mc->g)
         return NULL;
-    uint32_t local = b->first + slot;
-    struct sq_engine__conn *c = &b->w->conns[local];
-    if (c->state != CONN_ACTIVE || mq_of(b->w)->vus[local].gen % mc->g != g)
+    uint32_t local = b->m.first + slot;
+    struct sq_engine__conn *c = &b->m.w->conns[local];
+    if (c->state != CONN_ACTIVE || mq_of(b->m.w)->vus[local].gen % mc->g != g)
         return NULL;
     return c;
 }
@@ -201,11 +201,11 @@ static int queue_ack(struct sq_busio *b, uint8_t type, uint16_t id)
 static int mqtt_hello(struct sq_busio *b)
 {
     struct mqttconn *mc = mc_of(b);
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     const struct sq_bus_config *bus = w->cfg->bus;
     char id[128];
     int idl = snprintf(id, sizeof(id), "%s-%llx-%u", bus->client_id ? bus->client_id : "squall",
-                       (unsigned long long)(w->run->run_id >> SQ_STAMP_STREAM_BITS), b->global);
+                       (unsigned long long)(w->run->run_id >> SQ_STAMP_STREAM_BITS), b->m.global);
     if (idl < 0 || (size_t)idl >= sizeof(id))
         idl = (int)sizeof(id) - 1;
     struct sq_mqtt_connect cn = {
@@ -241,17 +241,17 @@ static void refused(struct sq_busio *b, const char *what, uint8_t reason)
 static int on_connack(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
 {
     struct sq_busio *b = &mc->b;
-    const struct sq_bus_config *bus = b->w->cfg->bus;
-    if (b->state == B_OPEN || mc->stage != 0)
+    const struct sq_bus_config *bus = b->m.w->cfg->bus;
+    if (sq_busio_is_open(b) || mc->stage != 0)
         return -SQ_EPARSE;
     if (pk->reason != 0) {
         refused(b, "CONNACK refused the connection", pk->reason);
         return 0;
     }
-    b->usable = b->n;
+    b->m.usable = b->m.n;
     if (bus->mqtt_version == SQ_MQTT_V5 && (pk->props.has & SQ_MQTT_HAS_RECEIVE_MAX) &&
-        bus->qos > 0 && pk->props.receive_max < b->n)
-        b->usable = pk->props.receive_max;
+        bus->qos > 0 && pk->props.receive_max < b->m.n)
+        b->m.usable = pk->props.receive_max;
     if (bus->mode != SQ_BUS_ROUND_TRIP) {
         sq_busio_open(b);
         return 0;
@@ -294,7 +294,7 @@ static void on_pingresp(struct mqttconn *mc)
     struct sq_busio *b = &mc->b;
     if (mc->pings.len == 0)
         return;
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     struct mqtt *m = mq_of(w);
     uint64_t k = ring_pop(&mc->pings);
     for (; k > 0 && mc->fifo.len > 0; k--) {
@@ -312,7 +312,7 @@ static void on_pingresp(struct mqttconn *mc)
 static void on_delivery(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
 {
     struct sq_busio *b = &mc->b;
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     struct mqtt *m = mq_of(w);
     struct sq_stamp st;
     bool found = sq_stamp_find(pk->payload.p, pk->payload.len, &st, NULL, NULL);
@@ -323,11 +323,11 @@ static void on_delivery(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
             found = sq_stamp_find(up.value.p, up.value.len, &st, NULL, NULL);
     }
     uint32_t slot;
-    if (!found || st.run != m->stream || !map_get(&mc->map, st.seq, &slot) || slot >= b->n) {
+    if (!found || st.run != m->stream || !map_get(&mc->map, st.seq, &slot) || slot >= b->m.n) {
         w->c.bus.foreign++;
         return;
     }
-    uint32_t local = b->first + slot;
+    uint32_t local = b->m.first + slot;
     struct sq_engine__conn *c = &w->conns[local];
     if (c->state != CONN_ACTIVE || m->vus[local].seq != st.seq) {
         w->c.bus.late++;
@@ -342,7 +342,7 @@ static void on_delivery(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
 static int mqtt_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
 {
     struct mqttconn *mc = mc_of(b);
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     const struct sq_bus_config *bus = w->cfg->bus;
     struct sq_mqtt_packet pk;
     int rc = sq_mqtt_parse((const uint8_t *)p, n, &mc->lim, &pk, need);
@@ -355,7 +355,7 @@ static int mqtt_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
             return -SQ_EPARSE;
         break;
     case SQ_MQTT_SUBACK:
-        if (pk.packet_id != SUB_ID || b->state == B_OPEN || mc->stage != 1)
+        if (pk.packet_id != SUB_ID || sq_busio_is_open(b) || mc->stage != 1)
             break;
         if (pk.reasons.len == 0 || (uint8_t)pk.reasons.p[0] >= 0x80) {
             refused(b, "SUBACK refused the subscription",
@@ -391,7 +391,7 @@ static int mqtt_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
             return -ENOMEM;
         if (pk.qos == 2 && queue_ack(b, SQ_MQTT_PUBREC, pk.packet_id) < 0)
             return -ENOMEM;
-        if (b->state == B_OPEN && bus->mode == SQ_BUS_ROUND_TRIP)
+        if (sq_busio_is_open(b) && bus->mode == SQ_BUS_ROUND_TRIP)
             on_delivery(mc, &pk);
         else
             w->c.bus.foreign++;
@@ -422,7 +422,7 @@ static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
     struct mqttconn *mc = mc_of(b);
     struct mqtt *m = d->proto;
     struct mvu *v = &m->vus[c->local];
-    uint32_t slot = c->local - b->first;
+    uint32_t slot = c->local - b->m.first;
     v->gen++;
     uint16_t id = bus->qos ? packet_id(mc, slot, v->gen) : 0;
     bool batch = bus->qos == 0 && bus->mode != SQ_BUS_ROUND_TRIP;
@@ -531,7 +531,7 @@ static int push_ping(struct sq_busio *b, uint32_t count)
     if (sq_mqtt_encode_pingreq(p, sizeof(p)) < 0 || ring_push(&mc->pings, count) < 0 ||
         sq_buf_append(&b->out, p, 2) < 0)
         return -ENOMEM;
-    b->w->c.bus.pings++;
+    b->m.w->c.bus.pings++;
     return 0;
 }
 
@@ -550,7 +550,7 @@ static void mqtt_before_write(struct sq_busio *b)
 /* Keep-alive: a PINGREQ once half the keep-alive has passed without a write. */
 static void mqtt_tick(struct sq_busio *b, int64_t now)
 {
-    const struct sq_bus_config *bus = b->w->cfg->bus;
+    const struct sq_bus_config *bus = b->m.w->cfg->bus;
     if (!bus->keepalive_s || now - b->wrote_ns < (int64_t)bus->keepalive_s * SQ_NS_PER_S / 2)
         return;
     uint8_t p[2];
@@ -563,16 +563,16 @@ static void mqtt_tick(struct sq_busio *b, int64_t now)
 static void mqtt_reset(struct sq_busio *b)
 {
     struct mqttconn *mc = mc_of(b);
-    struct mqtt *m = mq_of(b->w);
+    struct mqtt *m = mq_of(b->m.w);
     mc->stage = 0;
     mc->fifo.head = mc->fifo.len = 0;
     mc->pings.head = mc->pings.len = 0;
     mc->unpinged = 0;
-    b->usable = b->n;
+    b->m.usable = b->m.n;
     if (mc->map.seq) {
         for (uint32_t i = 0; i <= mc->map.mask; i++)
             mc->map.seq[i] = UINT64_MAX;
-        for (uint32_t i = b->first; i < b->first + b->n; i++)
+        for (uint32_t i = b->m.first; i < b->m.first + b->m.n; i++)
             m->vus[i].seq = UINT64_MAX;
     }
 }
@@ -619,10 +619,10 @@ static int mqtt_init(struct sq_engine__worker *w)
         mc->lim.version = bus->mqtt_version;
         mc->lim.max_packet = SQ_MQTT_DEFAULT_MAX_PACKET;
         mc->b.max_unit = SQ_MQTT_DEFAULT_MAX_PACKET;
-        mc->g = mc->b.n ? 65534 / mc->b.n : 1;
+        mc->g = mc->b.m.n ? 65534 / mc->b.m.n : 1;
         if (bus->mode == SQ_BUS_ROUND_TRIP) {
             uint32_t size = 16;
-            while (size < 4 * mc->b.n)
+            while (size < 4 * mc->b.m.n)
                 size *= 2;
             mc->map.mask = size - 1;
             mc->map.seq = malloc(size * sizeof(*mc->map.seq));

@@ -121,7 +121,7 @@ static int nats_hello(struct sq_busio *b)
 static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
 {
     struct sq_busio *b = &nc->b;
-    const struct sq_bus_config *bus = b->w->cfg->bus;
+    const struct sq_bus_config *bus = b->m.w->cfg->bus;
     struct sq_nats_info info;
     if (nc->got_info)
         return 0; /* an update (cluster URLs): nothing for a load client */
@@ -193,13 +193,13 @@ static void fail(struct sq_engine__conn *c, enum sq_errk k)
 static void on_pong(struct natsconn *nc)
 {
     struct sq_busio *b = &nc->b;
-    if (b->state != B_OPEN) {
+    if (!sq_busio_is_open(b)) {
         sq_busio_open(b);
         return;
     }
     if (nc->pings.len == 0)
         return;
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     struct nats *n = nats_of(w);
     uint64_t k = ring_pop(&nc->pings);
     for (; k > 0 && nc->fifo.len > 0; k--) {
@@ -240,13 +240,13 @@ static bool reply_target(const struct natsconn *nc, struct sq_str subj, uint32_t
 static void on_reply(struct natsconn *nc, const struct sq_nats_event *ev)
 {
     struct sq_busio *b = &nc->b;
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     uint32_t slot, gen;
-    if (!reply_target(nc, ev->subject, &slot, &gen) || slot >= b->n) {
+    if (!reply_target(nc, ev->subject, &slot, &gen) || slot >= b->m.n) {
         w->c.bus.late++;
         return;
     }
-    uint32_t local = b->first + slot;
+    uint32_t local = b->m.first + slot;
     struct sq_engine__conn *c = &w->conns[local];
     if (c->state != CONN_ACTIVE || nats_of(w)->vus[local].gen != gen) {
         w->c.bus.late++;
@@ -300,14 +300,14 @@ static int nats_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
         break;
     case SQ_NATS_OP_MSG:
     case SQ_NATS_OP_HMSG:
-        if (ev.sid_num == SID_INBOX && b->state == B_OPEN)
+        if (ev.sid_num == SID_INBOX && sq_busio_is_open(b))
             on_reply(nc, &ev);
         else
-            b->w->c.bus.foreign++;
+            b->m.w->c.bus.foreign++;
         break;
     case SQ_NATS_OP_ERR:
         sq_busio_note(b, ev.text.p, ev.text.len, true);
-        if (b->state != B_OPEN)
+        if (!sq_busio_is_open(b))
             sq_busio_fail(b, SQ_ERRK_SERVER_ERROR); /* refused at CONNECT: back off */
         /* on an open connection the server closes after a fatal -ERR; a permissions error
          * leaves it open */
@@ -389,7 +389,7 @@ static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
     if (!core) {
         memcpy(reply, nc->inbox, nc->inbox_len);
         int k = snprintf(reply + nc->inbox_len, sizeof(reply) - nc->inbox_len, "%u.%u",
-                         c->local - b->first, v->gen);
+                         c->local - b->m.first, v->gen);
         rp.len = nc->inbox_len + (size_t)k;
     }
     struct sq_str subj = {bus->subject, bus->subject_len};
@@ -433,7 +433,7 @@ static void nats_before_write(struct sq_busio *b)
         return;
     }
     nc->unpinged = 0;
-    b->w->c.bus.pings++;
+    b->m.w->c.bus.pings++;
 }
 
 static void nats_reset(struct sq_busio *b)

@@ -1635,7 +1635,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
-        c->io.fd = -1;
+        sq_engine__xport_init(&c->x);
         c->local = i;
         c->global = first + i;
         c->rng = sq_tmpl_rng_init(run->seed, sq_engine__vu_number(w, i));
