@@ -35,6 +35,121 @@
 static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 static void b_flush(struct sq_busio *b);
 
+/* ---- the ring and the sequence map ---- */
+
+int sq_engine__ring_push(struct sq_engine__ring *r, uint64_t x)
+{
+    if (r->len == r->cap) {
+        uint32_t cap = r->cap ? r->cap * 2 : 64;
+        uint64_t *v = malloc((size_t)cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        for (uint32_t i = 0; i < r->len; i++)
+            v[i] = r->v[(r->head + i) & (r->cap - 1)];
+        free(r->v);
+        r->v = v;
+        r->head = 0;
+        r->cap = cap;
+    }
+    r->v[(r->head + r->len) & (r->cap - 1)] = x;
+    r->len++;
+    return 0;
+}
+
+void sq_engine__ring_dispose(struct sq_engine__ring *r)
+{
+    free(r->v);
+    *r = (struct sq_engine__ring){0};
+}
+
+static uint32_t seq_home(uint64_t k, uint32_t mask)
+{
+    k *= 0x9E3779B97F4A7C15ull; /* Fibonacci hashing: sequence numbers are consecutive */
+    return (uint32_t)(k >> 32) & mask;
+}
+
+int sq_engine__seqmap_init(struct sq_engine__seqmap *m, uint32_t want)
+{
+    uint32_t size = 16;
+    while (size < 2 * want)
+        size *= 2;
+    m->mask = size - 1;
+    m->n = 0;
+    m->key = malloc(size * sizeof(*m->key));
+    m->val = malloc(size * sizeof(*m->val));
+    if (!m->key || !m->val)
+        return -ENOMEM;
+    sq_engine__seqmap_clear(m);
+    return 0;
+}
+
+void sq_engine__seqmap_dispose(struct sq_engine__seqmap *m)
+{
+    free(m->key);
+    free(m->val);
+    *m = (struct sq_engine__seqmap){0};
+}
+
+void sq_engine__seqmap_clear(struct sq_engine__seqmap *m)
+{
+    for (uint32_t i = 0; m->key && i <= m->mask; i++)
+        m->key[i] = UINT64_MAX;
+    m->n = 0;
+}
+
+bool sq_engine__seqmap_get(const struct sq_engine__seqmap *m, uint64_t k, int64_t *v)
+{
+    for (uint32_t i = seq_home(k, m->mask); m->key[i] != UINT64_MAX; i = (i + 1) & m->mask)
+        if (m->key[i] == k) {
+            *v = m->val[i];
+            return true;
+        }
+    return false;
+}
+
+bool sq_engine__seqmap_put(struct sq_engine__seqmap *m, uint64_t k, int64_t v)
+{
+    uint32_t i = seq_home(k, m->mask);
+    while (m->key[i] != UINT64_MAX && m->key[i] != k)
+        i = (i + 1) & m->mask;
+    if (m->key[i] == UINT64_MAX) {
+        if (m->n >= (m->mask + 1) / 2)
+            return false;
+        m->n++;
+    }
+    m->key[i] = k;
+    m->val[i] = v;
+    return true;
+}
+
+void sq_engine__seqmap_del(struct sq_engine__seqmap *m, uint64_t k)
+{
+    uint32_t i = seq_home(k, m->mask);
+    while (m->key[i] != k) {
+        if (m->key[i] == UINT64_MAX)
+            return;
+        i = (i + 1) & m->mask;
+    }
+    m->n--;
+    /* backward shift: close the hole so every entry stays reachable from its home */
+    uint32_t j = i;
+    for (;;) {
+        m->key[i] = UINT64_MAX;
+        for (;;) {
+            j = (j + 1) & m->mask;
+            if (m->key[j] == UINT64_MAX)
+                return;
+            uint32_t home = seq_home(m->key[j], m->mask);
+            /* j's entry may move to i unless its home lies cyclically in (i, j] */
+            if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
+                break;
+        }
+        m->key[i] = m->key[j];
+        m->val[i] = m->val[j];
+        i = j;
+    }
+}
+
 struct sq_busdrv *sq_busdrv_of(const struct sq_engine__worker *w)
 {
     return w->proto;

@@ -40,6 +40,51 @@ struct sq_engine__worker;
 struct sq_engine__conn;
 struct sq_busio;
 
+/* ---- what the bus code keeps per connection and per worker: one copy each ---- */
+
+/* A FIFO of 64-bit entries (a VU and its generation, a batch's size) that doubles when full:
+ * rarely, once warm (stale entries of VUs that timed out can outnumber the window for a
+ * moment). */
+struct sq_engine__ring {
+    uint64_t *v;
+    uint32_t head, len, cap; /* cap is 0 or a power of two */
+};
+
+/* Appends x. Returns 0 or -ENOMEM (the ring is unchanged). */
+SQ_MUST_CHECK int sq_engine__ring_push(struct sq_engine__ring *r, uint64_t x);
+/* The oldest entry; the ring must not be empty. */
+static inline uint64_t sq_engine__ring_pop(struct sq_engine__ring *r)
+{
+    uint64_t x = r->v[r->head];
+    r->head = (r->head + 1) & (r->cap - 1);
+    r->len--;
+    return x;
+}
+static inline void sq_engine__ring_clear(struct sq_engine__ring *r)
+{
+    r->head = r->len = 0;
+}
+void sq_engine__ring_dispose(struct sq_engine__ring *r);
+
+/* A stamp's sequence number -> a value (a VU's slot, an arrival time): open addressing, linear
+ * probing, backward-shift deletion, a table of fixed size that holds at most half its slots, so
+ * a probe always ends at an empty one. No allocation after init. */
+struct sq_engine__seqmap {
+    uint64_t *key; /* UINT64_MAX: empty */
+    int64_t *val;
+    uint32_t mask, n;
+};
+
+/* Sizes the table for `want` entries (at least 16 slots, twice want). Returns 0 or -ENOMEM (m
+ * is then disposable). */
+SQ_MUST_CHECK int sq_engine__seqmap_init(struct sq_engine__seqmap *m, uint32_t want);
+void sq_engine__seqmap_dispose(struct sq_engine__seqmap *m);
+bool sq_engine__seqmap_get(const struct sq_engine__seqmap *m, uint64_t k, int64_t *v);
+/* Puts or replaces k; false when the table is at its bound (the caller evicts first). */
+SQ_MUST_CHECK bool sq_engine__seqmap_put(struct sq_engine__seqmap *m, uint64_t k, int64_t v);
+void sq_engine__seqmap_del(struct sq_engine__seqmap *m, uint64_t k);
+void sq_engine__seqmap_clear(struct sq_engine__seqmap *m);
+
 #define SQ_BUSIO_FLUSH_AT (64 * 1024) /* inside an event, write once this much is queued */
 
 struct sq_busio_ops {

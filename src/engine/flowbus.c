@@ -32,118 +32,6 @@
 #define EARLY_PER_VU 4
 #define SUB_ID_BASE  65000 /* MQTT SUBSCRIBE ids: above any VU's publish id */
 
-struct ring {
-    uint64_t *v;
-    uint32_t head, len, cap;
-};
-
-static int ring_push(struct ring *r, uint64_t x)
-{
-    if (r->len == r->cap) {
-        uint32_t cap = r->cap ? r->cap * 2 : 64;
-        uint64_t *v = malloc((size_t)cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        for (uint32_t i = 0; i < r->len; i++)
-            v[i] = r->v[(r->head + i) & (r->cap - 1)];
-        free(r->v);
-        r->v = v;
-        r->head = 0;
-        r->cap = cap;
-    }
-    r->v[(r->head + r->len) & (r->cap - 1)] = x;
-    r->len++;
-    return 0;
-}
-
-static uint64_t ring_pop(struct ring *r)
-{
-    uint64_t x = r->v[r->head];
-    r->head = (r->head + 1) & (r->cap - 1);
-    r->len--;
-    return x;
-}
-
-/* sequence number -> value, linear probing, backward-shift deletion */
-struct map {
-    uint64_t *key; /* UINT64_MAX: empty */
-    int64_t *val;
-    uint32_t mask, n;
-};
-
-static uint32_t hash(uint64_t k, uint32_t mask)
-{
-    k *= 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(k >> 32) & mask;
-}
-
-static int map_init(struct map *m, uint32_t want)
-{
-    uint32_t size = 16;
-    while (size < 2 * want)
-        size *= 2;
-    m->mask = size - 1;
-    m->key = malloc(size * sizeof(*m->key));
-    m->val = malloc(size * sizeof(*m->val));
-    if (!m->key || !m->val)
-        return -ENOMEM;
-    for (uint32_t i = 0; i < size; i++)
-        m->key[i] = UINT64_MAX;
-    return 0;
-}
-
-static bool map_get(const struct map *m, uint64_t k, int64_t *v)
-{
-    for (uint32_t i = hash(k, m->mask); m->key[i] != UINT64_MAX; i = (i + 1) & m->mask)
-        if (m->key[i] == k) {
-            *v = m->val[i];
-            return true;
-        }
-    return false;
-}
-
-static void map_del(struct map *m, uint64_t k)
-{
-    uint32_t i = hash(k, m->mask);
-    while (m->key[i] != k) {
-        if (m->key[i] == UINT64_MAX)
-            return;
-        i = (i + 1) & m->mask;
-    }
-    m->n--;
-    uint32_t j = i;
-    for (;;) {
-        m->key[i] = UINT64_MAX;
-        for (;;) {
-            j = (j + 1) & m->mask;
-            if (m->key[j] == UINT64_MAX)
-                return;
-            uint32_t home = hash(m->key[j], m->mask);
-            if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
-                break;
-        }
-        m->key[i] = m->key[j];
-        m->val[i] = m->val[j];
-        i = j;
-    }
-}
-
-/* Puts k; false when the table is at its bound (the caller evicts first). */
-static bool map_put(struct map *m, uint64_t k, int64_t v)
-{
-    uint32_t i = hash(k, m->mask);
-    while (m->key[i] != UINT64_MAX && m->key[i] != k)
-        i = (i + 1) & m->mask;
-    if (m->key[i] == UINT64_MAX) {
-        if (m->n >= (m->mask + 1) / 2)
-            return false;
-        m->n++;
-    }
-    m->key[i] = k;
-    m->val[i] = v;
-    return true;
-}
-
 struct fbconn {
     struct sq_busio b; /* first: busio.c casts */
     struct sq_flowbus *fb;
@@ -152,9 +40,9 @@ struct fbconn {
     struct sq_nats_limits nlim;
     struct sq_mqtt_limits mlim;
     bool got_info;
-    uint32_t subacks; /* MQTT SUBACKs still awaited */
-    struct ring fifo; /* NATS, MQTT QoS 0: (VU << 32 | generation) */
-    struct ring pings;
+    uint32_t subacks;            /* MQTT SUBACKs still awaited */
+    struct sq_engine__ring fifo; /* NATS, MQTT QoS 0: (VU << 32 | generation) */
+    struct sq_engine__ring pings;
     uint32_t unpinged;
     bool started;
 };
@@ -171,9 +59,9 @@ struct sq_flowbus {
     struct fbconn *conns; /* one per broker of the flow */
     size_t nconns;
     struct fbvu *vus;
-    struct map waiting; /* sequence number -> VU index */
-    struct map early;   /* sequence number -> arrival, CLOCK_REALTIME ns */
-    struct ring early_order;
+    struct sq_engine__seqmap waiting; /* sequence number -> VU index */
+    struct sq_engine__seqmap early;   /* sequence number -> arrival, CLOCK_REALTIME ns */
+    struct sq_engine__ring early_order;
     uint64_t stream;
 };
 
@@ -189,7 +77,7 @@ static void done(struct sq_flowbus *fb, uint32_t local, int kind, int64_t dur_us
     struct sq_engine__conn *c = &fb->w->conns[local];
     fb->vus[local].gen++;
     if (fb->vus[local].waiting) {
-        map_del(&fb->waiting, fb->vus[local].seq);
+        sq_engine__seqmap_del(&fb->waiting, fb->vus[local].seq);
         fb->vus[local].waiting = false;
     }
     sq_engine__flow_bus_done(c, kind, dur_us);
@@ -201,10 +89,10 @@ static void batch_done(struct fbconn *fc)
     struct sq_flowbus *fb = fc->fb;
     if (!fc->pings.len)
         return;
-    uint64_t k = ring_pop(&fc->pings);
+    uint64_t k = sq_engine__ring_pop(&fc->pings);
     int64_t now = fc->b.now ? fc->b.now : sq_now_ns();
     for (; k > 0 && fc->fifo.len > 0; k--) {
-        uint64_t e = ring_pop(&fc->fifo);
+        uint64_t e = sq_engine__ring_pop(&fc->fifo);
         uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)(e & 0xffffffffu);
         if (local < fb->w->nconns && fb->vus[local].gen == gen && !fb->vus[local].waiting) {
             struct sq_engine__conn *c = &fb->w->conns[local];
@@ -227,14 +115,15 @@ static void delivered(struct fbconn *fc, const char *p, size_t n, const struct s
     int64_t now = sq_stamp_now_ns();
     int64_t dur = now > st.ns ? (now - st.ns) / 1000 : 0;
     int64_t v;
-    if (map_get(&fb->waiting, st.seq, &v)) {
+    if (sq_engine__seqmap_get(&fb->waiting, st.seq, &v)) {
         done(fb, (uint32_t)v, -1, dur);
         return;
     }
     /* early: keep it for the VU that will wait for it */
-    while (!map_put(&fb->early, st.seq, now) && fb->early_order.len)
-        map_del(&fb->early, ring_pop(&fb->early_order));
-    ring_push(&fb->early_order, st.seq);
+    while (!sq_engine__seqmap_put(&fb->early, st.seq, now) && fb->early_order.len)
+        sq_engine__seqmap_del(&fb->early, sq_engine__ring_pop(&fb->early_order));
+    if (sq_engine__ring_push(&fb->early_order, st.seq) < 0)
+        sq_engine__seqmap_del(&fb->early, st.seq); /* unordered, it could never make room */
 }
 
 /* ---- NATS ---- */
@@ -446,7 +335,8 @@ static void fb_before_write(struct sq_busio *b)
         return;
     const char *ping = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING : "\xc0\x00";
     size_t len = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING_LEN : 2;
-    if (ring_push(&fc->pings, fc->unpinged) < 0 || sq_buf_append(&b->out, ping, len) < 0) {
+    if (sq_engine__ring_push(&fc->pings, fc->unpinged) < 0 ||
+        sq_buf_append(&b->out, ping, len) < 0) {
         sq_busio_fail(b, SQ_ERRK_WRITE);
         return;
     }
@@ -458,8 +348,8 @@ static void fb_reset(struct sq_busio *b)
     struct fbconn *fc = fc_of(b);
     fc->got_info = false;
     fc->subacks = 0;
-    fc->fifo.head = fc->fifo.len = 0;
-    fc->pings.head = fc->pings.len = 0;
+    sq_engine__ring_clear(&fc->fifo);
+    sq_engine__ring_clear(&fc->pings);
     fc->unpinged = 0;
 }
 
@@ -468,7 +358,7 @@ static void fb_tick(struct sq_busio *b, int64_t now)
     struct fbconn *fc = fc_of(b);
     if (fc->br->kind != SQ_BUS_MQTT || now - b->wrote_ns < 30 * SQ_NS_PER_S)
         return;
-    if (ring_push(&fc->pings, 0) < 0 || sq_busio_queue(b, "\xc0\x00", 2) < 0)
+    if (sq_engine__ring_push(&fc->pings, 0) < 0 || sq_busio_queue(b, "\xc0\x00", 2) < 0)
         sq_busio_fail(b, SQ_ERRK_WRITE);
 }
 
@@ -535,7 +425,7 @@ static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struc
     if (k < 0)
         return SQ_ERRK_WRITE;
     if (batch) {
-        if (ring_push(&fc->fifo, (uint64_t)local << 32 | v->gen) < 0)
+        if (sq_engine__ring_push(&fc->fifo, (uint64_t)local << 32 | v->gen) < 0)
             return SQ_ERRK_WRITE;
         fc->unpinged++;
     }
@@ -555,8 +445,8 @@ int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
     if (!fv->stamp_len)
         return SQ_ERRK_EXTRACT; /* nothing to wait for: no step of this iteration stamped */
     int64_t at;
-    if (map_get(&fb->early, fv->stamp_seq, &at)) {
-        map_del(&fb->early, fv->stamp_seq);
+    if (sq_engine__seqmap_get(&fb->early, fv->stamp_seq, &at)) {
+        sq_engine__seqmap_del(&fb->early, fv->stamp_seq);
         struct sq_stamp s;
         int64_t dur =
             sq_stamp_parse(fv->stamp, fv->stamp_len, &s) == 0 && at > s.ns ? (at - s.ns) / 1000 : 0;
@@ -567,7 +457,7 @@ int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
     struct fbconn *fc = &fb->conns[st->broker];
     if (!sq_busio_is_open(&fc->b))
         return SQ_ERRK_CLOSED;
-    if (!map_put(&fb->waiting, fv->stamp_seq, c->local))
+    if (!sq_engine__seqmap_put(&fb->waiting, fv->stamp_seq, c->local))
         return SQ_ERRK_WRITE;
     v->waiting = true;
     v->seq = fv->stamp_seq;
@@ -579,7 +469,7 @@ void sq_flowbus_cancel(struct sq_flowbus *fb, struct sq_engine__conn *c)
     struct fbvu *v = &fb->vus[c->local];
     v->gen++;
     if (v->waiting) {
-        map_del(&fb->waiting, v->seq);
+        sq_engine__seqmap_del(&fb->waiting, v->seq);
         v->waiting = false;
     }
 }
@@ -603,9 +493,9 @@ int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
     fb->vus = calloc(w->nconns ? w->nconns : 1, sizeof(*fb->vus));
     int rc = fb->conns && fb->vus ? 0 : -ENOMEM;
     if (rc == 0)
-        rc = map_init(&fb->waiting, w->nconns + 1);
+        rc = sq_engine__seqmap_init(&fb->waiting, w->nconns + 1);
     if (rc == 0)
-        rc = map_init(&fb->early, EARLY_PER_VU * (w->nconns + 1));
+        rc = sq_engine__seqmap_init(&fb->early, EARLY_PER_VU * (w->nconns + 1));
     for (size_t i = 0; rc == 0 && i < f->nbrokers; i++) {
         struct fbconn *fc = &fb->conns[i];
         fc->fb = fb;
@@ -634,16 +524,14 @@ void sq_flowbus_free(struct sq_flowbus *fb)
         struct fbconn *fc = &fb->conns[i];
         if (fc->fb)
             sq_busio_dispose_side(&fc->b);
-        free(fc->fifo.v);
-        free(fc->pings.v);
+        sq_engine__ring_dispose(&fc->fifo);
+        sq_engine__ring_dispose(&fc->pings);
     }
     free(fb->conns);
     free(fb->vus);
-    free(fb->waiting.key);
-    free(fb->waiting.val);
-    free(fb->early.key);
-    free(fb->early.val);
-    free(fb->early_order.v);
+    sq_engine__seqmap_dispose(&fb->waiting);
+    sq_engine__seqmap_dispose(&fb->early);
+    sq_engine__ring_dispose(&fb->early_order);
     free(fb);
 }
 

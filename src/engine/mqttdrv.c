@@ -37,109 +37,16 @@
 
 #define SUB_ID 65535
 
-struct ring {
-    uint64_t *v;
-    uint32_t head, len, cap;
-};
-
-static int ring_push(struct ring *r, uint64_t x)
-{
-    if (r->len == r->cap) {
-        uint32_t cap = r->cap ? r->cap * 2 : 64;
-        uint64_t *v = malloc((size_t)cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        for (uint32_t i = 0; i < r->len; i++)
-            v[i] = r->v[(r->head + i) & (r->cap - 1)];
-        free(r->v);
-        r->v = v;
-        r->head = 0;
-        r->cap = cap;
-    }
-    r->v[(r->head + r->len) & (r->cap - 1)] = x;
-    r->len++;
-    return 0;
-}
-
-static uint64_t ring_pop(struct ring *r)
-{
-    uint64_t x = r->v[r->head];
-    r->head = (r->head + 1) & (r->cap - 1);
-    r->len--;
-    return x;
-}
-
-/* Round trip: sequence number -> slot, linear probing, backward-shift deletion. */
-struct seqmap {
-    uint64_t *seq; /* UINT64_MAX: empty */
-    uint32_t *slot;
-    uint32_t mask;
-};
-
-static uint32_t seq_hash(uint64_t s, uint32_t mask)
-{
-    s *= 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(s >> 32) & mask;
-}
-
-static void map_put(struct seqmap *m, uint64_t seq, uint32_t slot)
-{
-    uint32_t i = seq_hash(seq, m->mask);
-    while (m->seq[i] != UINT64_MAX && m->seq[i] != seq)
-        i = (i + 1) & m->mask;
-    m->seq[i] = seq;
-    m->slot[i] = slot;
-}
-
-static bool map_get(const struct seqmap *m, uint64_t seq, uint32_t *slot)
-{
-    uint32_t i = seq_hash(seq, m->mask);
-    while (m->seq[i] != UINT64_MAX) {
-        if (m->seq[i] == seq) {
-            *slot = m->slot[i];
-            return true;
-        }
-        i = (i + 1) & m->mask;
-    }
-    return false;
-}
-
-static void map_del(struct seqmap *m, uint64_t seq)
-{
-    uint32_t i = seq_hash(seq, m->mask);
-    while (m->seq[i] != seq) {
-        if (m->seq[i] == UINT64_MAX)
-            return;
-        i = (i + 1) & m->mask;
-    }
-    /* backward shift: close the hole so every entry stays reachable from its home */
-    uint32_t j = i;
-    for (;;) {
-        m->seq[i] = UINT64_MAX;
-        for (;;) {
-            j = (j + 1) & m->mask;
-            if (m->seq[j] == UINT64_MAX)
-                return;
-            uint32_t home = seq_hash(m->seq[j], m->mask);
-            /* j's entry may move to i unless its home lies cyclically in (i, j] */
-            if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
-                break;
-        }
-        m->seq[i] = m->seq[j];
-        m->slot[i] = m->slot[j];
-        i = j;
-    }
-}
-
 struct mqttconn {
     struct sq_busio b; /* first: busio.c allocates and casts */
     struct sq_mqtt_limits lim;
-    uint8_t stage;     /* 0: CONNECT out, 1: SUBSCRIBE out */
-    struct ring fifo;  /* QoS 0: (VU << 32 | generation) in send order */
-    struct ring pings; /* PUBLISHes each PINGREQ in flight closes (0: a keep-alive ping) */
+    uint8_t stage;               /* 0: CONNECT out, 1: SUBSCRIBE out */
+    struct sq_engine__ring fifo; /* QoS 0: (VU << 32 | generation) in send order */
+    struct sq_engine__ring
+        pings; /* PUBLISHes each PINGREQ in flight closes (0: a keep-alive ping) */
     uint32_t unpinged;
-    uint32_t g;        /* generations per slot in the packet-id space: 65534 / n */
-    struct seqmap map; /* round trip */
+    uint32_t g;                   /* generations per slot in the packet-id space: 65534 / n */
+    struct sq_engine__seqmap map; /* round trip: stamp sequence number -> slot */
 };
 
 struct mvu {
@@ -296,9 +203,9 @@ static void on_pingresp(struct mqttconn *mc)
         return;
     struct sq_engine__worker *w = b->m.w;
     struct mqtt *m = mq_of(w);
-    uint64_t k = ring_pop(&mc->pings);
+    uint64_t k = sq_engine__ring_pop(&mc->pings);
     for (; k > 0 && mc->fifo.len > 0; k--) {
-        uint64_t e = ring_pop(&mc->fifo);
+        uint64_t e = sq_engine__ring_pop(&mc->fifo);
         uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)e;
         struct sq_engine__conn *c = &w->conns[local];
         if (c->state == CONN_ACTIVE && m->vus[local].gen == gen)
@@ -322,18 +229,19 @@ static void on_delivery(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
         while (!found && sq_mqtt_user_prop_next(pk->props.raw, &pos, &up))
             found = sq_stamp_find(up.value.p, up.value.len, &st, NULL, NULL);
     }
-    uint32_t slot;
-    if (!found || st.run != m->stream || !map_get(&mc->map, st.seq, &slot) || slot >= b->m.n) {
+    int64_t slot;
+    if (!found || st.run != m->stream || !sq_engine__seqmap_get(&mc->map, st.seq, &slot) ||
+        slot >= b->m.n) {
         w->c.bus.foreign++;
         return;
     }
-    uint32_t local = b->m.first + slot;
+    uint32_t local = b->m.first + (uint32_t)slot;
     struct sq_engine__conn *c = &w->conns[local];
     if (c->state != CONN_ACTIVE || m->vus[local].seq != st.seq) {
         w->c.bus.late++;
         return;
     }
-    map_del(&mc->map, st.seq);
+    sq_engine__seqmap_del(&mc->map, st.seq);
     m->vus[local].seq = UINT64_MAX;
     w->c.bus.delivered++;
     complete(b, c, pk->payload.len);
@@ -428,7 +336,7 @@ static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
     bool batch = bus->qos == 0 && bus->mode != SQ_BUS_ROUND_TRIP;
     if (m->msg) {
         uint8_t *r = (uint8_t *)sq_busio_room(b, m->msg_len);
-        if (!r || (batch && ring_push(&mc->fifo, (uint64_t)c->local << 32 | v->gen) < 0))
+        if (!r || (batch && sq_engine__ring_push(&mc->fifo, (uint64_t)c->local << 32 | v->gen) < 0))
             return SQ_ERRK_WRITE;
         memcpy(r, m->msg, m->msg_len);
         if (id) {
@@ -456,9 +364,10 @@ static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
         w->c.bus.stamped++;
         if (bus->mode == SQ_BUS_ROUND_TRIP) {
             if (v->seq != UINT64_MAX)
-                map_del(&mc->map, v->seq);
+                sq_engine__seqmap_del(&mc->map, v->seq);
             v->seq = seq;
-            map_put(&mc->map, seq, slot);
+            if (!sq_engine__seqmap_put(&mc->map, seq, slot)) /* never: 4 slots a VU */
+                return SQ_ERRK_WRITE;
         }
     }
     const char *pl = m->payload;
@@ -504,7 +413,7 @@ static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
     if (!r)
         return SQ_ERRK_WRITE;
     int k = sq_mqtt_encode_publish(bus->mqtt_version, r, cap, &pub);
-    if (k < 0 || (batch && ring_push(&mc->fifo, (uint64_t)c->local << 32 | v->gen) < 0))
+    if (k < 0 || (batch && sq_engine__ring_push(&mc->fifo, (uint64_t)c->local << 32 | v->gen) < 0))
         return SQ_ERRK_WRITE;
     if (batch)
         mc->unpinged++;
@@ -519,7 +428,7 @@ static void mqtt_release(struct sq_busio *b, struct sq_engine__conn *c)
     struct mvu *v = &mq_of(c->w)->vus[c->local];
     v->gen++;
     if (v->seq != UINT64_MAX) {
-        map_del(&mc_of(b)->map, v->seq);
+        sq_engine__seqmap_del(&mc_of(b)->map, v->seq);
         v->seq = UINT64_MAX;
     }
 }
@@ -528,7 +437,7 @@ static int push_ping(struct sq_busio *b, uint32_t count)
 {
     struct mqttconn *mc = mc_of(b);
     uint8_t p[2];
-    if (sq_mqtt_encode_pingreq(p, sizeof(p)) < 0 || ring_push(&mc->pings, count) < 0 ||
+    if (sq_mqtt_encode_pingreq(p, sizeof(p)) < 0 || sq_engine__ring_push(&mc->pings, count) < 0 ||
         sq_buf_append(&b->out, p, 2) < 0)
         return -ENOMEM;
     b->m.w->c.bus.pings++;
@@ -555,7 +464,7 @@ static void mqtt_tick(struct sq_busio *b, int64_t now)
         return;
     uint8_t p[2];
     struct mqttconn *mc = mc_of(b);
-    if (sq_mqtt_encode_pingreq(p, sizeof(p)) < 0 || ring_push(&mc->pings, 0) < 0 ||
+    if (sq_mqtt_encode_pingreq(p, sizeof(p)) < 0 || sq_engine__ring_push(&mc->pings, 0) < 0 ||
         sq_busio_queue(b, p, 2) < 0)
         sq_busio_fail(b, SQ_ERRK_WRITE);
 }
@@ -565,13 +474,12 @@ static void mqtt_reset(struct sq_busio *b)
     struct mqttconn *mc = mc_of(b);
     struct mqtt *m = mq_of(b->m.w);
     mc->stage = 0;
-    mc->fifo.head = mc->fifo.len = 0;
-    mc->pings.head = mc->pings.len = 0;
+    sq_engine__ring_clear(&mc->fifo);
+    sq_engine__ring_clear(&mc->pings);
     mc->unpinged = 0;
     b->m.usable = b->m.n;
-    if (mc->map.seq) {
-        for (uint32_t i = 0; i <= mc->map.mask; i++)
-            mc->map.seq[i] = UINT64_MAX;
+    if (mc->map.key) {
+        sq_engine__seqmap_clear(&mc->map);
         for (uint32_t i = b->m.first; i < b->m.first + b->m.n; i++)
             m->vus[i].seq = UINT64_MAX;
     }
@@ -620,18 +528,9 @@ static int mqtt_init(struct sq_engine__worker *w)
         mc->lim.max_packet = SQ_MQTT_DEFAULT_MAX_PACKET;
         mc->b.max_unit = SQ_MQTT_DEFAULT_MAX_PACKET;
         mc->g = mc->b.m.n ? 65534 / mc->b.m.n : 1;
-        if (bus->mode == SQ_BUS_ROUND_TRIP) {
-            uint32_t size = 16;
-            while (size < 4 * mc->b.m.n)
-                size *= 2;
-            mc->map.mask = size - 1;
-            mc->map.seq = malloc(size * sizeof(*mc->map.seq));
-            mc->map.slot = malloc(size * sizeof(*mc->map.slot));
-            if (!mc->map.seq || !mc->map.slot)
-                return -ENOMEM;
-            for (uint32_t i = 0; i < size; i++)
-                mc->map.seq[i] = UINT64_MAX;
-        }
+        /* at most one publish out per slot: 4 table slots a VU keep the probes short */
+        if (bus->mode == SQ_BUS_ROUND_TRIP && sq_engine__seqmap_init(&mc->map, 2 * mc->b.m.n) < 0)
+            return -ENOMEM;
     }
     return 0;
 }
@@ -642,10 +541,9 @@ static void mqtt_dispose(struct sq_engine__worker *w)
     struct mqtt *m = d->proto;
     for (uint32_t k = 0; d->conns && k < d->nconn; k++) {
         struct mqttconn *mc = mc_of(sq_busio_at(d, k));
-        free(mc->fifo.v);
-        free(mc->pings.v);
-        free(mc->map.seq);
-        free(mc->map.slot);
+        sq_engine__ring_dispose(&mc->fifo);
+        sq_engine__ring_dispose(&mc->pings);
+        sq_engine__seqmap_dispose(&mc->map);
     }
     if (m) {
         free(m->vus);

@@ -40,40 +40,6 @@
 
 #define SID_INBOX 1
 
-/* A ring of 64-bit entries that grows when full (rarely: stale entries of VUs that timed out
- * can outnumber the window for a moment). */
-struct ring {
-    uint64_t *v;
-    uint32_t head, len, cap; /* cap is a power of two */
-};
-
-static int ring_push(struct ring *r, uint64_t x)
-{
-    if (r->len == r->cap) {
-        uint32_t cap = r->cap ? r->cap * 2 : 64;
-        uint64_t *v = malloc((size_t)cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        for (uint32_t i = 0; i < r->len; i++)
-            v[i] = r->v[(r->head + i) & (r->cap - 1)];
-        free(r->v);
-        r->v = v;
-        r->head = 0;
-        r->cap = cap;
-    }
-    r->v[(r->head + r->len) & (r->cap - 1)] = x;
-    r->len++;
-    return 0;
-}
-
-static uint64_t ring_pop(struct ring *r)
-{
-    uint64_t x = r->v[r->head];
-    r->head = (r->head + 1) & (r->cap - 1);
-    r->len--;
-    return x;
-}
-
 struct natsconn {
     struct sq_busio b; /* first: busio.c allocates and casts */
     struct sq_nats_limits lim;
@@ -81,9 +47,9 @@ struct natsconn {
     bool headers;   /* the server takes HPUB */
     char inbox[48]; /* "_INBOX.<16 hex>." */
     uint8_t inbox_len;
-    struct ring fifo;  /* core publish: (VU << 32 | generation) in send order */
-    struct ring pings; /* core publish: PUBs each PING in flight closes */
-    uint32_t unpinged; /* PUBs queued since the last PING */
+    struct sq_engine__ring fifo;  /* core publish: (VU << 32 | generation) in send order */
+    struct sq_engine__ring pings; /* core publish: PUBs each PING in flight closes */
+    uint32_t unpinged;            /* PUBs queued since the last PING */
 };
 
 struct nvu {
@@ -201,9 +167,9 @@ static void on_pong(struct natsconn *nc)
         return;
     struct sq_engine__worker *w = b->m.w;
     struct nats *n = nats_of(w);
-    uint64_t k = ring_pop(&nc->pings);
+    uint64_t k = sq_engine__ring_pop(&nc->pings);
     for (; k > 0 && nc->fifo.len > 0; k--) {
-        uint64_t e = ring_pop(&nc->fifo);
+        uint64_t e = sq_engine__ring_pop(&nc->fifo);
         uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)e;
         struct sq_engine__conn *c = &w->conns[local];
         if (c->state == CONN_ACTIVE && n->vus[local].gen == gen)
@@ -334,7 +300,7 @@ static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
         /* the static core PUB: one copy (the FIFO entry and the count first: the commit may
          * write, and the PING it adds must cover this PUB) */
         char *r = sq_busio_room(b, n->msg_len);
-        if (!r || ring_push(&nc->fifo, (uint64_t)c->local << 32 | v->gen) < 0)
+        if (!r || sq_engine__ring_push(&nc->fifo, (uint64_t)c->local << 32 | v->gen) < 0)
             return SQ_ERRK_WRITE;
         memcpy(r, n->msg, n->msg_len);
         nc->unpinged++;
@@ -405,7 +371,7 @@ static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
     memcpy(r + k, pl, plen);
     memcpy(r + k + plen, "\r\n", 2);
     if (core) {
-        if (ring_push(&nc->fifo, (uint64_t)c->local << 32 | v->gen) < 0)
+        if (sq_engine__ring_push(&nc->fifo, (uint64_t)c->local << 32 | v->gen) < 0)
             return SQ_ERRK_WRITE;
         nc->unpinged++;
     }
@@ -427,7 +393,7 @@ static void nats_before_write(struct sq_busio *b)
     struct natsconn *nc = nc_of(b);
     if (!nc->unpinged)
         return;
-    if (ring_push(&nc->pings, nc->unpinged) < 0 ||
+    if (sq_engine__ring_push(&nc->pings, nc->unpinged) < 0 ||
         sq_buf_append(&b->out, SQ_NATS_PING, SQ_NATS_PING_LEN) < 0) {
         sq_busio_fail(b, SQ_ERRK_WRITE);
         return;
@@ -440,8 +406,8 @@ static void nats_reset(struct sq_busio *b)
 {
     struct natsconn *nc = nc_of(b);
     nc->got_info = false;
-    nc->fifo.head = nc->fifo.len = 0;
-    nc->pings.head = nc->pings.len = 0;
+    sq_engine__ring_clear(&nc->fifo);
+    sq_engine__ring_clear(&nc->pings);
     nc->unpinged = 0;
     sq_nats_limits_init(&nc->lim);
     b->max_unit = SQ_NATS_DEFAULT_MAX_PAYLOAD + SQ_NATS_DEFAULT_MAX_LINE;
@@ -498,8 +464,8 @@ static void nats_dispose(struct sq_engine__worker *w)
     struct nats *n = d->proto;
     for (uint32_t k = 0; d->conns && k < d->nconn; k++) {
         struct natsconn *nc = nc_of(sq_busio_at(d, k));
-        free(nc->fifo.v);
-        free(nc->pings.v);
+        sq_engine__ring_dispose(&nc->fifo);
+        sq_engine__ring_dispose(&nc->pings);
     }
     if (n) {
         free(n->vus);
