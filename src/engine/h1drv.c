@@ -211,13 +211,16 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
  * flight. Small bodies never read the clock. */
 #define DECODE_CHECK_AFTER (64 * 1024)
 
+bool sq_engine__h1_decode_over(struct sq_engine__conn *c)
+{
+    return SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
+           sq_engine__past_end(c->w);
+}
+
 static int on_decoded(void *ud, const char *data, size_t len)
 {
     struct sq_engine__conn *c = ud;
-    if (SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
-        sq_engine__past_end(c->w))
-        return -ETIMEDOUT;
-    return deliver(c, data, len);
+    return sq_engine__h1_decode_over(c) ? -ETIMEDOUT : deliver(c, data, len);
 }
 
 static int on_body(void *ud, const char *data, size_t len)
@@ -488,13 +491,19 @@ static int h1_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_g
     return 0;
 }
 
-static void h1_dispose(struct sq_engine__worker *w)
+void sq_engine__h1_decoders_free(struct sq_engine__worker *w)
 {
     for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
-        sq_h1_reader_dispose(&w->conns[i].rd);
         sq_decoder_free(w->conns[i].dec);
         w->conns[i].dec = NULL;
     }
+}
+
+static void h1_dispose(struct sq_engine__worker *w)
+{
+    for (uint32_t i = 0; w->conns && i < w->nconns; i++)
+        sq_h1_reader_dispose(&w->conns[i].rd);
+    sq_engine__h1_decoders_free(w);
 }
 
 const struct sq_engine__driver sq_engine__h1_driver = {

@@ -926,39 +926,9 @@ static void ws_dispose(struct sq_engine__worker *w)
     w->proto = NULL;
 }
 
-static void tally_merge(struct sq_ws_tally *dst, const struct sq_ws_tally *src)
-{
-    for (uint32_t i = 0; i < src->n; i++)
-        sq_ws_tally_add(dst, src->row[i].key, src->row[i].n);
-    dst->other += src->other;
-}
-
 static int ws_result(struct sq_engine__worker *w, struct sq_result *out)
 {
-    const struct sq_ws_stats *s = &ws_of(w)->st;
-    struct sq_ws_stats *t = out->ws;
-    if (!t) {
-        t = out->ws = calloc(1, sizeof(*t));
-        if (!t || sq_latency_hist_new(&t->upgrade_us) < 0 ||
-            sq_latency_hist_new(&t->ping_rtt_us) < 0)
-            return -ENOMEM;
-    }
-    t->upgrades += s->upgrades;
-    t->messages_sent += s->messages_sent;
-    t->messages_received += s->messages_received;
-    t->bytes_sent += s->bytes_sent;
-    t->bytes_received += s->bytes_received;
-    t->unmatched += s->unmatched;
-    t->pings_sent += s->pings_sent;
-    t->pongs_received += s->pongs_received;
-    t->pings_received += s->pings_received;
-    t->pongs_sent += s->pongs_sent;
-    t->closes_sent += s->closes_sent;
-    tally_merge(&t->close_codes, &s->close_codes);
-    tally_merge(&t->upgrade_failed, &s->upgrade_failed);
-    sq_hist_merge(t->upgrade_us, s->upgrade_us);
-    sq_hist_merge(t->ping_rtt_us, s->ping_rtt_us);
-    return 0;
+    return sq_result_ws_add(out, &ws_of(w)->st);
 }
 
 const struct sq_engine__driver sq_engine__ws_driver = {
