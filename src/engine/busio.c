@@ -29,6 +29,7 @@
 #include "engine/bus.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
+#include "plan/tmpl.h"
 
 #define READS_PER_EVENT 4 /* reads per readiness event before the loop gets a turn */
 
@@ -179,12 +180,23 @@ static void b_teardown(struct sq_busio *b)
     sq_engine__mux_close(&b->m);
     sq_buf_reset(&b->out);
     b->out_off = 0;
-    sq_buf_reset(&b->spill);
-    b->need = 0;
+    sq_spill_reset(&b->spill);
     b->dirty = false;
     b->broken = 0;
+    sq_engine__ring_clear(&b->fifo);
+    sq_engine__ring_clear(&b->pings);
+    b->unpinged = 0;
     if (hello)
         ops_of(b)->reset(b);
+}
+
+/* Frees what a torn-down connection still holds. */
+static void b_dispose(struct sq_busio *b)
+{
+    sq_buf_dispose(&b->out);
+    sq_spill_dispose(&b->spill);
+    sq_engine__ring_dispose(&b->fifo);
+    sq_engine__ring_dispose(&b->pings);
 }
 
 /* The greeting failed (a refusal, a timeout, the connection closed): like a failed connect, it
@@ -291,8 +303,35 @@ int sq_busio_queue(struct sq_busio *b, const void *p, size_t n)
     return 0;
 }
 
-/* Writes what is queued (after the protocol's last word on the batch). A failure ends the
- * connection, or marks it broken when inside an event. */
+/* ---- batches ---- */
+
+int sq_busio_batch_add(struct sq_busio *b, uint32_t local, uint32_t gen)
+{
+    if (sq_engine__ring_push(&b->fifo, (uint64_t)local << 32 | gen) < 0)
+        return -ENOMEM;
+    b->unpinged++;
+    return 0;
+}
+
+/* A ping behind the messages queued since the last one, and how many it closes. */
+static int ping(struct sq_busio *b, uint32_t closes)
+{
+    if (sq_engine__ring_push(&b->pings, closes) < 0 ||
+        sq_buf_append(&b->out, b->ping, b->ping_len) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int sq_busio_keepalive(struct sq_busio *b)
+{
+    if (ping(b, 0) < 0)
+        return -ENOMEM;
+    sq_busio_commit(b, 0);
+    return 0;
+}
+
+/* Writes what is queued, the open batch closed by a ping first. A failure ends the connection,
+ * or marks it broken when inside an event. */
 static void b_flush(struct sq_busio *b)
 {
     struct sq_engine__worker *w = b->m.w;
@@ -300,24 +339,25 @@ static void b_flush(struct sq_busio *b)
         return;
     sq_timer_stop(w->loop, &b->kick);
     b->dirty = false;
-    ops_of(b)->before_write(b);
+    if (b->unpinged) {
+        if (ping(b, b->unpinged) < 0) {
+            sq_busio_fail(b, SQ_ERRK_WRITE);
+            return;
+        }
+        b->unpinged = 0;
+        w->c.bus.pings++;
+    }
     bool blocked = false;
-    while (b->out_off < b->out.len) {
-        ssize_t n = sq_engine__xport_send(&b->m.x, b->out.p + b->out_off, b->out.len - b->out_off);
-        if (n > 0) {
-            w->c.bytes_sent += (uint64_t)n;
-            w->c.bus.flushes++;
-            b->out_off += (size_t)n;
-            continue;
+    if (b->out_off < b->out.len) {
+        ssize_t n = sq_engine__xport_write(&b->m.x, b->out.p + b->out_off, b->out.len - b->out_off,
+                                           &blocked);
+        if (n < 0) {
+            sq_busio_fail(b, SQ_ERRK_WRITE);
+            return;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            blocked = true;
-            break;
-        }
-        sq_busio_fail(b, SQ_ERRK_WRITE);
-        return;
+        w->c.bytes_sent += (uint64_t)n;
+        w->c.bus.flushes += n > 0;
+        b->out_off += (size_t)n;
     }
     b->wrote_ns = sq_loop_now(w->loop);
     if (!blocked) {
@@ -334,18 +374,16 @@ static void b_flush(struct sq_busio *b)
 
 /* ---- reads ---- */
 
-/* Hands one unit to the protocol. Returns its length, 0 (partial), or -1 (the connection
- * broke: marked). */
-static long b_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
+/* Hands one unit to the protocol (base/spill.h's callback). A protocol error marks the
+ * connection broken; once it is broken the read stops. */
+static int b_unit(void *ud, const char *p, size_t n, size_t *need)
 {
-    *need = 0;
+    struct sq_busio *b = ud;
+    if (b->broken || b->m.state < SQ_ENGINE__MX_HELLO)
+        return -1;
     int rc = ops_of(b)->unit(b, p, n, need);
     if (rc < 0) {
-        sq_busio_fail(b, SQ_ERRK_PARSE);
-        return -1;
-    }
-    if (rc > 0 && (size_t)rc > n) {
-        sq_busio_fail(b, SQ_ERRK_PARSE);
+        sq_busio_fail(b, SQ_ERRK_PARSE); /* unless the protocol said why already */
         return -1;
     }
     return rc;
@@ -354,47 +392,9 @@ static long b_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
 /* Feeds one read's bytes (see the read invariant at the top). */
 static void b_feed(struct sq_busio *b, const char *p, size_t n)
 {
-    while (b->spill.len > 0 && n > 0 && !b->broken) {
-        size_t take = b->need > b->spill.len ? b->need - b->spill.len : 4096;
-        if (take > n)
-            take = n;
-        if (b->spill.len + take > b->max_unit + 4096 || sq_buf_append(&b->spill, p, take) < 0) {
-            sq_busio_fail(b, SQ_ERRK_PARSE);
-            return;
-        }
-        p += take;
-        n -= take;
-        size_t need;
-        long rc = b_unit(b, b->spill.p, b->spill.len, &need);
-        if (rc < 0)
-            return;
-        if (rc == 0) {
-            b->need = need;
-            continue;
-        }
-        /* the unit ended inside the bytes just taken: give the rest back to the read */
-        size_t rest = b->spill.len - (size_t)rc;
-        p -= rest;
-        n += rest;
-        sq_buf_reset(&b->spill);
-        b->need = 0;
-    }
-    while (n > 0 && !b->broken && b->m.state >= SQ_ENGINE__MX_HELLO) {
-        size_t need;
-        long rc = b_unit(b, p, n, &need);
-        if (rc < 0)
-            return;
-        if (rc == 0) {
-            if (n > b->max_unit + 4096 || sq_buf_append(&b->spill, p, n) < 0) {
-                sq_busio_fail(b, SQ_ERRK_PARSE);
-                return;
-            }
-            b->need = need;
-            return;
-        }
-        p += rc;
-        n -= (size_t)rc;
-    }
+    int rc = sq_spill_feed(&b->spill, b->max_unit + 4096, p, n, b_unit, b);
+    if (rc < 0 && !b->broken && b->m.state >= SQ_ENGINE__MX_HELLO)
+        sq_busio_fail(b, SQ_ERRK_PARSE); /* a unit too large, or longer than its bytes */
 }
 
 /* The end of an event: a failure found inside it, or the writes it queued. */
@@ -478,22 +478,131 @@ void sq_busio_open(struct sq_busio *b)
     b_event_end(b);
 }
 
-/* ---- the driver table ---- */
+/* ---- a VU's message: the skeleton of natsdrv.c and mqttdrv.c ---- */
 
-int sq_busio_drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global,
-                      const struct sq_busio_ops *ops)
+void sq_busio_complete(struct sq_busio *b, struct sq_engine__conn *c, size_t bytes)
 {
+    int64_t now = b->now ? b->now : sq_now_ns();
+    c->rd.body.bytes = bytes;
+    if (c->fb_ns == 0)
+        c->fb_ns = now;
+    sq_engine__vu_complete(c, now);
+    sq_engine__vu_next(c, now);
+}
+
+void sq_busio_vu_fail(struct sq_engine__conn *c, enum sq_errk k)
+{
+    sq_engine__vu_fail(c, k);
+    sq_engine__vu_replace(c);
+}
+
+void sq_busio_batch_complete(struct sq_busio *b)
+{
+    struct sq_engine__worker *w = b->m.w;
+    const struct sq_busvu *vus = sq_busdrv_of(w)->vus;
+    for (uint64_t k = sq_busio_batch_take(b); k > 0 && b->fifo.len > 0; k--) {
+        uint64_t e = sq_engine__ring_pop(&b->fifo);
+        uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)e;
+        struct sq_engine__conn *c = &w->conns[local];
+        if (c->state == CONN_ACTIVE && vus[local].gen == gen)
+            sq_busio_complete(b, c, 0);
+        if (b->broken)
+            return;
+    }
+}
+
+int sq_busio_render(struct sq_busdrv *d, struct sq_engine__conn *c, size_t nh,
+                    struct sq_busio_msg *m)
+{
+    struct sq_engine__worker *w = c->w;
+    const struct sq_bus_config *bus = d->bus;
+    char stamp[SQ_STAMP_MAX];
+    struct sq_str st = {stamp, 0};
+    struct sq_tmpl_ctx ctx = {
+        .vu = sq_engine__vu_number(w, c->local),
+        .iteration = d->vus[c->local].iter++,
+        .rng = &c->rng,
+        .stamp = &st,
+    };
+    m->seq = UINT64_MAX;
+    if (bus->stamped) {
+        st.len = sq_engine__stamp(w, &m->seq, stamp);
+        w->c.bus.stamped++;
+    }
+    m->payload = d->payload;
+    m->len = d->payload_len;
+    if (!m->payload) {
+        sq_buf_reset(&d->scratch);
+        if (sq_tmpl_render(bus->payload, &ctx, &d->scratch) < 0)
+            return SQ_ERRK_WRITE;
+        m->payload = d->scratch.p ? d->scratch.p : "";
+        m->len = d->scratch.len;
+    }
+    if (!nh)
+        return 0;
+    sq_buf_reset(&d->hscratch);
+    size_t off[SQ_BUS_MAX_HEADERS + 1];
+    for (size_t i = 0; i < nh; i++) {
+        off[i] = d->hscratch.len;
+        if (sq_tmpl_render(bus->headers[i].value, &ctx, &d->hscratch) < 0)
+            return SQ_ERRK_WRITE;
+    }
+    off[nh] = d->hscratch.len;
+    for (size_t i = 0; i < nh; i++) /* spans once the buffer no longer moves */
+        m->vals[i] = (struct sq_str){d->hscratch.p + off[i], off[i + 1] - off[i]};
+    return 0;
+}
+
+int sq_busio_sent(struct sq_busio *b, struct sq_engine__conn *c, size_t n, bool batch)
+{
+    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    /* the batch first: the commit may write, and the ping it adds must cover this message */
+    if (batch && sq_busio_batch_add(b, c->local, d->vus[c->local].gen) < 0)
+        return SQ_ERRK_WRITE;
+    sq_busio_commit(b, n);
+    if (batch && b->busy && b->unpinged >= d->quarter)
+        sq_busio_write_now(b);
+    return 0;
+}
+
+int sq_busio_send_static(struct sq_busio *b, struct sq_engine__conn *c, uint16_t id, bool batch)
+{
+    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    char *r = sq_busio_room(b, d->msg_len);
+    if (!r)
+        return SQ_ERRK_WRITE;
+    memcpy(r, d->msg, d->msg_len);
+    if (id) {
+        r[d->id_off] = (char)(id >> 8);
+        r[d->id_off + 1] = (char)id;
+    }
+    return sq_busio_sent(b, c, d->msg_len, batch);
+}
+
+/* ---- the driver table (engine/driver.h), for both protocols ---- */
+
+static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
+{
+    const struct sq_bus_config *bus = w->cfg->bus;
+    const struct sq_busio_ops *ops =
+        bus->kind == SQ_BUS_MQTT ? &sq_engine__mqtt_ops : &sq_engine__nats_ops;
     struct sq_busdrv *d = calloc(1, sizeof(*d));
     if (!d)
         return -ENOMEM;
     w->proto = d;
     d->ops = ops;
-    d->bus = w->cfg->bus;
-    d->window = d->bus->window ? d->bus->window : 1;
+    d->bus = bus;
+    d->window = bus->window ? bus->window : 1;
+    d->quarter = d->window >= 4 ? d->window / 4 : 1;
     d->nconn = nconn;
     d->conns = calloc(nconn ? nconn : 1, ops->conn_size);
-    if (!d->conns)
+    d->vus = calloc(w->nconns ? w->nconns : 1, sizeof(*d->vus));
+    if (!d->conns || !d->vus)
         return -ENOMEM;
+    for (uint32_t i = 0; i < w->nconns; i++)
+        d->vus[i].seq = UINT64_MAX;
+    if (sq_tmpl_static(bus->payload, &d->payload, &d->payload_len) && !d->payload)
+        d->payload = "";
     for (uint32_t k = 0; k < nconn; k++) {
         struct sq_busio *b = sq_busio_at(d, k);
         uint32_t first = k * d->window, n = d->window;
@@ -507,31 +616,30 @@ int sq_busio_drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t firs
     return ops->init ? ops->init(w) : 0;
 }
 
-void sq_busio_drv_dispose(struct sq_engine__worker *w)
+static void drv_dispose(struct sq_engine__worker *w)
 {
     struct sq_busdrv *d = sq_busdrv_of(w);
     if (!d)
         return;
     if (d->ops->dispose)
         d->ops->dispose(w);
-    for (uint32_t k = 0; d->conns && k < d->nconn; k++) {
-        struct sq_busio *b = sq_busio_at(d, k);
-        sq_buf_dispose(&b->out);
-        sq_buf_dispose(&b->spill);
-    }
+    for (uint32_t k = 0; d->conns && k < d->nconn; k++)
+        b_dispose(sq_busio_at(d, k));
     sq_buf_dispose(&d->scratch);
     sq_buf_dispose(&d->hscratch);
     free(d->conns);
+    free(d->vus);
+    free(d->msg);
     free(d);
     w->proto = NULL;
 }
 
-void sq_busio_drv_connect(struct sq_engine__conn *c)
+static void drv_connect(struct sq_engine__conn *c)
 {
     sq_engine__mux_join(&sq_busio_of(c)->m, c);
 }
 
-void sq_busio_drv_send(struct sq_engine__conn *c)
+static void drv_send(struct sq_engine__conn *c)
 {
     struct sq_busio *b = sq_busio_of(c);
     c->rd.status = 0;
@@ -539,24 +647,27 @@ void sq_busio_drv_send(struct sq_engine__conn *c)
     c->rd.body.bytes = 0;
     c->rd.content_encoding = 0;
     if (SQ_UNLIKELY(!sq_busio_is_open(b) || b->broken)) {
-        sq_engine__vu_fail(c, SQ_ERRK_CLOSED);
-        sq_engine__vu_replace(c);
+        sq_busio_vu_fail(c, SQ_ERRK_CLOSED);
         return;
     }
-    int kind = sq_busdrv_of(c->w)->ops->send(b, c);
+    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    d->vus[c->local].gen++; /* whatever answered an earlier request of c is late from now on */
+    int kind = d->ops->send(b, c);
     if (SQ_UNLIKELY(kind != 0)) {
-        sq_engine__vu_fail(c, (enum sq_errk)kind);
-        sq_engine__vu_replace(c);
+        sq_busio_vu_fail(c, (enum sq_errk)kind);
         return;
     }
     c->wdone_ns = c->sent_ns;
 }
 
-void sq_busio_drv_close(struct sq_engine__conn *c)
+static void drv_close(struct sq_engine__conn *c)
 {
-    struct sq_busio *b = sq_busio_of(c);
-    if (c->state == CONN_ACTIVE)
-        sq_busdrv_of(c->w)->ops->release(b, c);
+    if (c->state != CONN_ACTIVE)
+        return;
+    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    d->vus[c->local].gen++; /* whatever answers its request now is late */
+    if (d->ops->release)
+        d->ops->release(sq_busio_of(c), c);
 }
 
 void sq_busio_sweep_one(struct sq_busio *b, int64_t now)
@@ -573,13 +684,6 @@ void sq_busio_sweep_one(struct sq_busio *b, int64_t now)
             !(b->m.x.io.events & EPOLLOUT))
             b_flush(b);
     }
-}
-
-void sq_busio_drv_sweep(struct sq_engine__worker *w, int64_t now)
-{
-    struct sq_busdrv *d = sq_busdrv_of(w);
-    for (uint32_t k = 0; k < d->nconn; k++)
-        sq_busio_sweep_one(sq_busio_at(d, k), now);
 }
 
 void sq_busio_init_side(struct sq_busio *b, struct sq_engine__worker *w,
@@ -602,13 +706,19 @@ void sq_busio_start(struct sq_busio *b)
 void sq_busio_dispose_side(struct sq_busio *b)
 {
     b_teardown(b);
-    sq_buf_dispose(&b->out);
-    sq_buf_dispose(&b->spill);
+    b_dispose(b);
+}
+
+static void drv_sweep(struct sq_engine__worker *w, int64_t now)
+{
+    struct sq_busdrv *d = sq_busdrv_of(w);
+    for (uint32_t k = 0; k < d->nconn; k++)
+        sq_busio_sweep_one(sq_busio_at(d, k), now);
 }
 
 /* The end of the run: what is queued still goes to the broker (so its counts match what was
  * sent), with a bounded wait, then every connection closes without a callback. */
-void sq_busio_drv_close_all(struct sq_engine__worker *w)
+static void drv_close_all(struct sq_engine__worker *w)
 {
     struct sq_busdrv *d = sq_busdrv_of(w);
     for (uint32_t k = 0; d && k < d->nconn; k++) {
@@ -631,3 +741,14 @@ void sq_busio_drv_close_all(struct sq_engine__worker *w)
         b_teardown(b);
     }
 }
+
+const struct sq_engine__driver sq_engine__bus_driver = {
+    .name = "bus",
+    .init = drv_init,
+    .dispose = drv_dispose,
+    .connect = drv_connect,
+    .send = drv_send,
+    .close = drv_close,
+    .sweep = drv_sweep,
+    .close_all = drv_close_all,
+};

@@ -18,12 +18,21 @@
  *    is short;
  *  - reads into the worker's buffer, cut into the protocol's units (a NATS operation, an MQTT
  *    packet) by the protocol's stateless parser; a unit split across reads is kept in a spill
- *    sized from the parser's `need`, and only its bytes are copied.
+ *    sized from the parser's `need` (base/spill.h), and only its bytes are copied;
+ *  - batches: a message whose answer is none of its own (NATS core publish, MQTT QoS 0, a
+ *    flow's publish) joins the connection's batch (a FIFO of VU and generation); before each
+ *    write a ping (PING, PINGREQ) closes the batch, and its answer completes exactly those
+ *    messages;
+ *  - the skeleton of the two bus drivers (natsdrv.c, mqttdrv.c): one driver table
+ *    (sq_engine__bus_driver) that picks the protocol's ops by the run's bus kind, the per-VU
+ *    generation (a late answer never ends the VU's next request), the static message and the
+ *    rendering of a templated payload and its headers (with the stamp), the completion and
+ *    failure of a VU's request, the quarter-window writes.
  *
- * The protocol (struct sq_busio_ops) writes its hello, sends a VU's message, handles each unit,
- * adds what must ride behind a batch (a PING) and forgets a VU's pending state when the worker
- * closes it. A failure found inside an event (a write error, a parse error) is held until the
- * event ends, so no VU is failed while the protocol walks its units.
+ * The protocol (struct sq_busio_ops) writes its hello, encodes a VU's message, handles each unit
+ * and forgets a VU's pending state when the worker closes it. A failure found inside an event (a
+ * write error, a parse error) is held until the event ends, so no VU is failed while the
+ * protocol walks its units.
  */
 #ifndef SQ_ENGINE_BUSIO_H
 #define SQ_ENGINE_BUSIO_H
@@ -32,6 +41,8 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/spill.h"
+#include "engine/bus.h"
 #include "engine/run.h"
 #include "engine/xport.h"
 #include "loop/loop.h"
@@ -39,6 +50,10 @@
 struct sq_engine__worker;
 struct sq_engine__conn;
 struct sq_busio;
+struct sq_nats_limits;
+struct sq_nats_event;
+struct sq_mqtt_limits;
+struct sq_mqtt_packet;
 
 /* ---- what the bus code keeps per connection and per worker: one copy each ---- */
 
@@ -96,15 +111,15 @@ struct sq_busio_ops {
      * its whole length when known, else 0), or a negative code (a protocol error: the connection
      * fails with `parse`, or with the kind the protocol set through sq_busio_fail). */
     int (*unit)(struct sq_busio *b, const char *p, size_t n, size_t *need);
-    /* The VU c (ACTIVE, counted as sent) on b: queue its message. Returns 0, or an error kind
+    /* The VU c (ACTIVE, counted as sent, its generation moved on) on b: queue its message
+     * (sq_busio_send_static, or sq_busio_render then sq_busio_sent). Returns 0, or an error kind
      * that fails it (out of memory, a message the connection cannot carry). */
     int (*send)(struct sq_busio *b, struct sq_engine__conn *c);
-    /* The worker closes c (timeout, the end): forget what it waits for, so a late answer
-     * matches nothing. */
+    /* Optional: the worker closes c (timeout, the end; its generation moved on already): forget
+     * what else it waits for, so a late answer matches nothing. */
     void (*release)(struct sq_busio *b, struct sq_engine__conn *c);
-    /* About to write out.p: a last chance to queue what closes a batch (a PING). */
-    void (*before_write)(struct sq_busio *b);
-    /* The connection is gone (socket closed): forget its protocol state. */
+    /* The connection is gone (socket closed): forget its protocol state (the batch and the
+     * buffers are busio's). */
     void (*reset)(struct sq_busio *b);
     /* Every 100 ms while open (keep-alive). */
     void (*tick)(struct sq_busio *b, int64_t now);
@@ -122,16 +137,21 @@ struct sq_busio {
     struct sq_timer kick; /* a write due now (messages queued outside an event) */
     struct sq_buf out;    /* bytes to write; out_off of them written */
     size_t out_off;
-    struct sq_buf spill; /* a unit cut by the end of a read */
-    size_t need;         /* its whole length once known, else 0 */
-    size_t max_unit;     /* the largest unit the spill may hold */
-    int64_t hello_ns;    /* HELLO: when the greeting began */
-    int64_t now;         /* inside a read: when it returned (the completion time) */
-    int64_t wrote_ns;    /* the last write (keep-alive) */
-    bool was_open;       /* opened before: the next open is a reconnect */
-    bool dirty;          /* queued inside an event: write when it ends */
-    int busy;            /* inside an event of this connection */
-    int broken;          /* a failure found while busy: 1 + enum sq_errk; 0 none */
+    struct sq_spill spill; /* a unit cut by the end of a read (base/spill.h) */
+    size_t max_unit;       /* the largest unit the spill may hold */
+    int64_t hello_ns;      /* HELLO: when the greeting began */
+    int64_t now;           /* inside a read: when it returned (the completion time) */
+    int64_t wrote_ns;      /* the last write (keep-alive) */
+    /* the batch: its messages in the FIFO (VU << 32 | the VU's generation then), each ping in
+     * flight with how many of them it closes (0: a keep-alive's), those queued since the last */
+    struct sq_engine__ring fifo, pings;
+    uint32_t unpinged;
+    const char *ping; /* the protocol's ping (set before the first write) */
+    uint8_t ping_len;
+    bool was_open; /* opened before: the next open is a reconnect */
+    bool dirty;    /* queued inside an event: write when it ends */
+    int busy;      /* inside an event of this connection */
+    int broken;    /* a failure found while busy: 1 + enum sq_errk; 0 none */
 };
 
 /* Open: it takes messages. */
@@ -151,12 +171,26 @@ void sq_busio_dispose_side(struct sq_busio *b);
  * connection. */
 void sq_busio_sweep_one(struct sq_busio *b, int64_t now);
 
+/* What the bus driver keeps per VU. */
+struct sq_busvu {
+    uint32_t gen;  /* moves at each send and close: an answer to an older one is late */
+    uint64_t iter; /* messages so far ({{$iteration}}) */
+    uint64_t seq;  /* MQTT round trip: the stamp of the publish out (UINT64_MAX: none) */
+};
+
 /* The per-worker state of a bus driver (w->proto). */
 struct sq_busdrv {
     const struct sq_busio_ops *ops;
     const struct sq_bus_config *bus;
     char *conns; /* nconn connections of ops->conn_size bytes */
     uint32_t nconn, window;
+    uint32_t quarter;     /* batches: write (and ping) every quarter window inside an event */
+    struct sq_busvu *vus; /* per VU of the worker */
+    const char *payload;  /* the static payload, or NULL: a template rendered per message */
+    size_t payload_len;
+    char *msg; /* a whole static message (the protocol's init builds it), or NULL */
+    size_t msg_len;
+    size_t id_off;                   /* in msg: where a 16-bit packet id goes; 0: none */
     struct sq_buf scratch, hscratch; /* rendering: the payload, header values */
     void *proto;                     /* the protocol's own per-worker state */
 };
@@ -187,14 +221,61 @@ void sq_busio_fail(struct sq_busio *b, enum sq_errk kind);
  * is a refusal of the connection or session: counted as a `server_error`. */
 void sq_busio_note(struct sq_busio *b, const char *msg, size_t len, bool count);
 
-/* The driver table's entries, shared by natsdrv.c and mqttdrv.c. */
-int sq_busio_drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global,
-                      const struct sq_busio_ops *ops);
-void sq_busio_drv_dispose(struct sq_engine__worker *w);
-void sq_busio_drv_connect(struct sq_engine__conn *c);
-void sq_busio_drv_send(struct sq_engine__conn *c);
-void sq_busio_drv_close(struct sq_engine__conn *c);
-void sq_busio_drv_sweep(struct sq_engine__worker *w, int64_t now);
-void sq_busio_drv_close_all(struct sq_engine__worker *w);
+/* ---- batches ---- */
+
+/* The message just queued (before its commit: the ping the commit may write must cover it) of
+ * VU local at generation gen joins the batch. Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_busio_batch_add(struct sq_busio *b, uint32_t local, uint32_t gen);
+/* The answer to the oldest ping in flight came: how many messages at the head of b->fifo it
+ * closes (the caller pops them; 0: a keep-alive's, or no ping out). */
+static inline uint64_t sq_busio_batch_take(struct sq_busio *b)
+{
+    return b->pings.len ? sq_engine__ring_pop(&b->pings) : 0;
+}
+/* A keep-alive: a ping that closes no message. Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_busio_keepalive(struct sq_busio *b);
+
+/* ---- the bus driver's skeleton (natsdrv.c, mqttdrv.c) ---- */
+
+/* The protocols' ops (natsdrv.c, mqttdrv.c); sq_engine__bus_driver picks by cfg->bus->kind. */
+extern const struct sq_busio_ops sq_engine__nats_ops, sq_engine__mqtt_ops;
+
+/* One unit of a broker connection, a driver's or a flow's side one (flowbus.c), parsed, and what
+ * every client answers alike, answered: NATS (natsdrv.c) a PING with its PONG, an -ERR noted
+ * (while greeting: a refusal, the connection backs off); MQTT (mqttdrv.c) a PUBREC with its
+ * PUBREL (unless it refuses), a QoS 1 / 2 PUBLISH with its PUBACK / PUBREC, a PUBREL with its
+ * PUBCOMP. Returns what the parser returns; the unit is the caller's to handle further. */
+int sq_busio_nats_unit(struct sq_busio *b, const struct sq_nats_limits *lim, const char *p,
+                       size_t n, struct sq_nats_event *ev, size_t *need);
+int sq_busio_mqtt_unit(struct sq_busio *b, const struct sq_mqtt_limits *lim, const char *p,
+                       size_t n, struct sq_mqtt_packet *pk, size_t *need);
+
+/* VU c's request completed with bytes of answer: counted, and the VU goes on. */
+void sq_busio_complete(struct sq_busio *b, struct sq_engine__conn *c, size_t bytes);
+/* VU c's request failed with kind k; the VU asks for its connection again. */
+void sq_busio_vu_fail(struct sq_engine__conn *c, enum sq_errk k);
+/* The batch's answer came: its messages whose VU still waits for them (same generation)
+ * complete. */
+void sq_busio_batch_complete(struct sq_busio *b);
+
+/* A VU's message when it is not the static one: the payload (the static one, or the template
+ * rendered into the worker's scratch) and the values of the first nh headers (rendered; their
+ * names are bus->headers[i].name), the stamp's sequence number when the templates stamp. */
+struct sq_busio_msg {
+    const char *payload;
+    size_t len;
+    struct sq_str vals[SQ_BUS_MAX_HEADERS];
+    uint64_t seq;
+};
+/* Renders c's message (its iteration moves on). Returns 0 or SQ_ERRK_WRITE. */
+int sq_busio_render(struct sq_busdrv *d, struct sq_engine__conn *c, size_t nh,
+                    struct sq_busio_msg *m);
+/* The n bytes of c's message are in the room (sq_busio_room): committed, after joining the
+ * batch when `batch`; a long batch inside an event is written every quarter window. Returns 0
+ * or SQ_ERRK_WRITE. */
+int sq_busio_sent(struct sq_busio *b, struct sq_engine__conn *c, size_t n, bool batch);
+/* Sends d->msg for c, its packet id patched in at d->id_off when id != 0. Returns 0 or
+ * SQ_ERRK_WRITE. */
+int sq_busio_send_static(struct sq_busio *b, struct sq_engine__conn *c, uint16_t id, bool batch);
 
 #endif

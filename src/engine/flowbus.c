@@ -40,10 +40,7 @@ struct fbconn {
     struct sq_nats_limits nlim;
     struct sq_mqtt_limits mlim;
     bool got_info;
-    uint32_t subacks;            /* MQTT SUBACKs still awaited */
-    struct sq_engine__ring fifo; /* NATS, MQTT QoS 0: (VU << 32 | generation) */
-    struct sq_engine__ring pings;
-    uint32_t unpinged;
+    uint32_t subacks; /* MQTT SUBACKs still awaited */
     bool started;
 };
 
@@ -83,16 +80,14 @@ static void done(struct sq_flowbus *fb, uint32_t local, int kind, int64_t dur_us
     sq_engine__flow_bus_done(c, kind, dur_us);
 }
 
-/* The publishes a PONG / PINGRESP closes. */
+/* The publishes a PONG / PINGRESP closes (busio.c's batch: VU and generation). */
 static void batch_done(struct fbconn *fc)
 {
     struct sq_flowbus *fb = fc->fb;
-    if (!fc->pings.len)
-        return;
-    uint64_t k = sq_engine__ring_pop(&fc->pings);
-    int64_t now = fc->b.now ? fc->b.now : sq_now_ns();
-    for (; k > 0 && fc->fifo.len > 0; k--) {
-        uint64_t e = sq_engine__ring_pop(&fc->fifo);
+    struct sq_busio *b = &fc->b;
+    int64_t now = b->now ? b->now : sq_now_ns();
+    for (uint64_t k = sq_busio_batch_take(b); k > 0 && b->fifo.len > 0; k--) {
+        uint64_t e = sq_engine__ring_pop(&b->fifo);
         uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)(e & 0xffffffffu);
         if (local < fb->w->nconns && fb->vus[local].gen == gen && !fb->vus[local].waiting) {
             struct sq_engine__conn *c = &fb->w->conns[local];
@@ -187,17 +182,13 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
 {
     struct sq_busio *b = &fc->b;
     struct sq_nats_event ev;
-    int rc = sq_nats_parse(p, n, &fc->nlim, &ev, need);
+    int rc = sq_busio_nats_unit(b, &fc->nlim, p, n, &ev, need); /* PING, -ERR: answered */
     if (rc <= 0)
         return rc;
     switch (ev.op) {
     case SQ_NATS_OP_INFO:
         if (nats_info(fc, &ev) < 0)
             return -SQ_EPARSE;
-        break;
-    case SQ_NATS_OP_PING:
-        if (sq_busio_queue(b, SQ_NATS_PONG, SQ_NATS_PONG_LEN) < 0)
-            return -ENOMEM;
         break;
     case SQ_NATS_OP_PONG:
         if (!sq_busio_is_open(b))
@@ -217,11 +208,6 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
             delivered(fc, ev.payload.p, ev.payload.len, vals, nv);
         break;
     }
-    case SQ_NATS_OP_ERR:
-        sq_busio_note(b, ev.text.p, ev.text.len, true);
-        if (!sq_busio_is_open(b))
-            sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
-        break;
     default:
         break;
     }
@@ -235,7 +221,7 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
     struct sq_busio *b = &fc->b;
     struct sq_flowbus *fb = fc->fb;
     struct sq_mqtt_packet pk;
-    int rc = sq_mqtt_parse((const uint8_t *)p, n, &fc->mlim, &pk, need);
+    int rc = sq_busio_mqtt_unit(b, &fc->mlim, p, n, &pk, need); /* the acks it owes: sent */
     if (rc <= 0)
         return rc;
     uint8_t buf[1024];
@@ -280,25 +266,9 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
                      ((b->now ? b->now : sq_now_ns()) - c->sent_ns) / SQ_NS_PER_US);
         }
         break;
-    case SQ_MQTT_PUBREC:
-        k = sq_mqtt_encode_ack(SQ_MQTT_V311, buf, sizeof(buf), SQ_MQTT_PUBREL, pk.packet_id, 0);
-        if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
-            return -ENOMEM;
-        break;
     case SQ_MQTT_PUBLISH:
-        if (pk.qos) {
-            k = sq_mqtt_encode_ack(SQ_MQTT_V311, buf, sizeof(buf),
-                                   pk.qos == 1 ? SQ_MQTT_PUBACK : SQ_MQTT_PUBREC, pk.packet_id, 0);
-            if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
-                return -ENOMEM;
-        }
         if (sq_busio_is_open(b))
             delivered(fc, pk.payload.p, pk.payload.len, NULL, 0);
-        break;
-    case SQ_MQTT_PUBREL:
-        k = sq_mqtt_encode_ack(SQ_MQTT_V311, buf, sizeof(buf), SQ_MQTT_PUBCOMP, pk.packet_id, 0);
-        if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
-            return -ENOMEM;
         break;
     case SQ_MQTT_PINGRESP:
         batch_done(fc);
@@ -315,42 +285,11 @@ static int fb_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
     return fc->br->kind == SQ_BUS_NATS ? nats_unit(fc, p, n, need) : mqtt_unit(fc, p, n, need);
 }
 
-static int fb_send(struct sq_busio *b, struct sq_engine__conn *c)
-{
-    SQ_UNUSED(b);
-    SQ_UNUSED(c);
-    return SQ_ERRK_WRITE; /* no VU rides a side connection */
-}
-
-static void fb_release(struct sq_busio *b, struct sq_engine__conn *c)
-{
-    SQ_UNUSED(b);
-    SQ_UNUSED(c);
-}
-
-static void fb_before_write(struct sq_busio *b)
-{
-    struct fbconn *fc = fc_of(b);
-    if (!fc->unpinged)
-        return;
-    const char *ping = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING : "\xc0\x00";
-    size_t len = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING_LEN : 2;
-    if (sq_engine__ring_push(&fc->pings, fc->unpinged) < 0 ||
-        sq_buf_append(&b->out, ping, len) < 0) {
-        sq_busio_fail(b, SQ_ERRK_WRITE);
-        return;
-    }
-    fc->unpinged = 0;
-}
-
 static void fb_reset(struct sq_busio *b)
 {
     struct fbconn *fc = fc_of(b);
     fc->got_info = false;
     fc->subacks = 0;
-    sq_engine__ring_clear(&fc->fifo);
-    sq_engine__ring_clear(&fc->pings);
-    fc->unpinged = 0;
 }
 
 static void fb_tick(struct sq_busio *b, int64_t now)
@@ -358,17 +297,15 @@ static void fb_tick(struct sq_busio *b, int64_t now)
     struct fbconn *fc = fc_of(b);
     if (fc->br->kind != SQ_BUS_MQTT || now - b->wrote_ns < 30 * SQ_NS_PER_S)
         return;
-    if (sq_engine__ring_push(&fc->pings, 0) < 0 || sq_busio_queue(b, "\xc0\x00", 2) < 0)
+    if (sq_busio_keepalive(b) < 0)
         sq_busio_fail(b, SQ_ERRK_WRITE);
 }
 
+/* A side connection carries no VU: nothing to send or release for one. */
 static const struct sq_busio_ops fb_ops = {
     .conn_size = sizeof(struct fbconn),
     .hello = fb_hello,
     .unit = fb_unit,
-    .send = fb_send,
-    .release = fb_release,
-    .before_write = fb_before_write,
     .reset = fb_reset,
     .tick = fb_tick,
 };
@@ -424,11 +361,9 @@ static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struc
     }
     if (k < 0)
         return SQ_ERRK_WRITE;
-    if (batch) {
-        if (sq_engine__ring_push(&fc->fifo, (uint64_t)local << 32 | v->gen) < 0)
-            return SQ_ERRK_WRITE;
-        fc->unpinged++;
-    }
+    /* the batch first: the commit may write, and the ping it adds must cover this publish */
+    if (batch && sq_busio_batch_add(b, local, v->gen) < 0)
+        return SQ_ERRK_WRITE;
     sq_busio_commit(b, (size_t)k);
     return 0;
 }
@@ -504,6 +439,8 @@ int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
         if (fc->addr.len == 0)
             rc = -SQ_ERESOLVE;
         sq_busio_init_side(&fc->b, w, &fb_ops, &fc->addr);
+        fc->b.ping = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING : "\xc0\x00"; /* PINGREQ */
+        fc->b.ping_len = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING_LEN : 2;
         sq_nats_limits_init(&fc->nlim);
         fc->mlim.version = SQ_MQTT_V311;
         fc->mlim.max_packet = SQ_MQTT_DEFAULT_MAX_PACKET;
@@ -524,8 +461,6 @@ void sq_flowbus_free(struct sq_flowbus *fb)
         struct fbconn *fc = &fb->conns[i];
         if (fc->fb)
             sq_busio_dispose_side(&fc->b);
-        sq_engine__ring_dispose(&fc->fifo);
-        sq_engine__ring_dispose(&fc->pings);
     }
     free(fb->conns);
     free(fb->vus);

@@ -38,6 +38,7 @@
 
 #include "base/clock.h"
 #include "engine/flow.h"
+#include "engine/h1drv.h"
 #include "engine/worker.h"
 #include "engine/xport.h"
 #include "http/decode.h"
@@ -134,10 +135,6 @@ static void t_recycle(struct h2conn *t)
 
 /* ---- bodies: decoded, scanned for events, captured for a flow (as h1drv.c does) ---- */
 
-/* Past this much decoded, each piece checks the clock: a decompression bomb must not hold the
- * worker past the run's end (h1drv.c has the same rule). */
-#define DECODE_CHECK_AFTER (64 * 1024)
-
 /* The decoded body of the current response, in pieces. */
 static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
 {
@@ -151,10 +148,8 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
 static int on_decoded(void *ud, const char *data, size_t len)
 {
     struct sq_engine__conn *c = ud;
-    if (SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
-        sq_engine__past_end(c->w))
-        return -ETIMEDOUT;
-    return deliver(c, data, len);
+    /* a decompression bomb must not hold the worker past the run's end (h1drv.c's rule) */
+    return sq_engine__h1_decode_over(c) ? -ETIMEDOUT : deliver(c, data, len);
 }
 
 /* A body that cannot be decoded (or no memory to try): the request fails, its stream is reset
@@ -299,28 +294,19 @@ static bool t_flush(struct h2conn *t)
         }
         if (!len)
             break;
-        ssize_t n = sq_engine__xport_send(&t->m.x, p, len);
-        if (n > 0) {
-            w->c.bytes_sent += (uint64_t)n;
-            sq_h2_client_consume(&t->cl, (size_t)n);
-            if ((size_t)n < len) {
-                blocked = true; /* the socket is full */
-                break;
+        ssize_t n = sq_engine__xport_write(&t->m.x, p, len, &blocked);
+        if (n < 0) {
+            if (errno == EPROTO && t->m.x.tls) {
+                sq_engine__tls_error(w, sq_tls_conn_error(t->m.x.tls), t->cl.open == 0);
+                kind = SQ_ERRK_TLS;
             }
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            blocked = true;
+            ok = false;
             break;
         }
-        if (n < 0 && errno == EPROTO && t->m.x.tls) {
-            sq_engine__tls_error(w, sq_tls_conn_error(t->m.x.tls), t->cl.open == 0);
-            kind = SQ_ERRK_TLS;
-        }
-        ok = false;
-        break;
+        w->c.bytes_sent += (uint64_t)n;
+        sq_h2_client_consume(&t->cl, (size_t)n);
+        if (blocked)
+            break; /* the socket is full */
     }
     t->busy--;
     if (ok && sq_io_modify(w->loop, &t->m.x.io, blocked ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
@@ -503,18 +489,14 @@ static void h2_dispose(struct sq_engine__worker *w)
     struct sq_engine__h2 *h = h2_of(w);
     if (!h)
         return;
-    if (h->t)
-        for (uint32_t k = 0; k < h->nt; k++)
-            if (h->t[k].client)
-                sq_h2_client_dispose(&h->t[k].cl);
+    sq_engine__h1_decoders_free(w); /* bodies are decoded as over HTTP/1.1 */
+    for (uint32_t k = 0; h->t && k < h->nt; k++)
+        if (h->t[k].client)
+            sq_h2_client_dispose(&h->t[k].cl);
     free(h->t);
     free(h->st);
     free(h);
     w->proto = NULL;
-    for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
-        sq_decoder_free(w->conns[i].dec);
-        w->conns[i].dec = NULL;
-    }
 }
 
 const struct sq_engine__driver sq_engine__h2_driver = {

@@ -1517,7 +1517,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         w->drv = &sq_engine__ws_driver; /* plans: HTTP/1.1 steps go through it to h1drv */
     uint32_t per = h2 && cfg->streams ? cfg->streams : 1;
     if (bus) {
-        w->drv = bus->kind == SQ_BUS_MQTT ? &sq_engine__mqtt_driver : &sq_engine__nats_driver;
+        w->drv = &sq_engine__bus_driver; /* NATS or MQTT by bus->kind (busio.c) */
         per = bus->window ? bus->window : 1;
     }
     if (sc) {

@@ -155,6 +155,31 @@ void sq_engine__xport_close(struct sq_engine__xport *x, struct sq_loop *loop)
     x->phase = SQ_ENGINE__XP_CLOSED;
 }
 
+ssize_t sq_engine__xport_write(struct sq_engine__xport *x, const char *p, size_t len, bool *full)
+{
+    size_t off = 0;
+    *full = false;
+    while (off < len) {
+        ssize_t n = sq_engine__xport_send(x, p + off, len - off);
+        if (n > 0) {
+            off += (size_t)n;
+            *full = off < len; /* a short write: the socket took what it had room for */
+            if (*full)
+                break;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            *full = true;
+            break;
+        } else {
+            if (n == 0)
+                errno = EPIPE;
+            return -1;
+        }
+    }
+    return (ssize_t)off;
+}
+
 /* ---- a VU's own transport ---- */
 
 static void vu_backoff(struct sq_engine__conn *c)
@@ -236,14 +261,9 @@ static void mux_on_backoff(struct sq_loop *loop, struct sq_timer *t)
 void sq_engine__mux_init(struct sq_engine__mux *m, struct sq_engine__worker *w, uint32_t first,
                          uint32_t n, uint32_t global, sq_io_cb on_io)
 {
+    *m = (struct sq_engine__mux){.w = w, .on_io = on_io, .first = first, .n = n, .usable = n};
+    m->global = global; /* the connection's number in the run: its address */
     sq_engine__xport_init(&m->x);
-    m->w = w;
-    m->on_io = on_io;
-    m->first = first;
-    m->n = n;
-    m->usable = n;
-    m->global = global;
-    m->state = SQ_ENGINE__MX_CLOSED;
     sq_timer_init(&m->timer, mux_on_backoff);
 }
 

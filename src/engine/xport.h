@@ -126,6 +126,11 @@ static inline ssize_t sq_engine__xport_send(struct sq_engine__xport *x, const vo
     return send(x->io.fd, buf, n, MSG_NOSIGNAL);
 }
 
+/* Writes what the socket takes of p[0, len) (a batch: HTTP/2's frames, a broker's messages).
+ * Returns the bytes written (len; fewer when the socket filled up: *full is set, and the owner
+ * registers EPOLLOUT), or -1 with errno on a failure (EPROTO: TLS, its message in x->tls). */
+ssize_t sq_engine__xport_write(struct sq_engine__xport *x, const char *p, size_t len, bool *full);
+
 /* ---- a VU's own transport (h1drv.c, wsdrv.c: c->x) ---- */
 
 /* What a driver does once its VU's transport is usable (TCP, and TLS when the run has it). */
