@@ -26,7 +26,7 @@
 #include <sys/time.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
 #include "plan/tmpl.h"
@@ -34,7 +34,7 @@
 #define READS_PER_EVENT 4 /* reads per readiness event before the loop gets a turn */
 
 static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
-static void b_flush(struct sq_busio *b);
+static void b_flush(struct sq_engine__busconn *b);
 
 /* ---- the ring and the sequence map ---- */
 
@@ -151,29 +151,29 @@ void sq_engine__seqmap_del(struct sq_engine__seqmap *m, uint64_t k)
     }
 }
 
-struct sq_busdrv *sq_busdrv_of(const struct sq_engine__worker *w)
+struct sq_engine__busdrv *sq_engine__busdrv_of(const struct sq_engine__worker *w)
 {
     return w->proto;
 }
 
-struct sq_busio *sq_busio_at(struct sq_busdrv *d, uint32_t k)
+struct sq_engine__busconn *sq_engine__bus_at(struct sq_engine__busdrv *d, uint32_t k)
 {
-    return (struct sq_busio *)(void *)(d->conns + (size_t)k * d->ops->conn_size);
+    return (struct sq_engine__busconn *)(void *)(d->conns + (size_t)k * d->ops->conn_size);
 }
 
-struct sq_busio *sq_busio_of(struct sq_engine__conn *c)
+struct sq_engine__busconn *sq_engine__bus_of(struct sq_engine__conn *c)
 {
-    struct sq_busdrv *d = sq_busdrv_of(c->w);
-    return sq_busio_at(d, c->local / d->window);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
+    return sq_engine__bus_at(d, c->local / d->window);
 }
 
-static const struct sq_busio_ops *ops_of(const struct sq_busio *b)
+static const struct sq_engine__bus_ops *ops_of(const struct sq_engine__busconn *b)
 {
     return b->ops;
 }
 
 /* Closes the socket and forgets every byte in both directions; no VU callback runs. */
-static void b_teardown(struct sq_busio *b)
+static void b_teardown(struct sq_engine__busconn *b)
 {
     bool hello = b->m.state >= SQ_ENGINE__MX_HELLO;
     sq_timer_stop(b->m.w->loop, &b->kick);
@@ -191,7 +191,7 @@ static void b_teardown(struct sq_busio *b)
 }
 
 /* Frees what a torn-down connection still holds. */
-static void b_dispose(struct sq_busio *b)
+static void b_dispose(struct sq_engine__busconn *b)
 {
     sq_buf_dispose(&b->out);
     sq_spill_dispose(&b->spill);
@@ -201,14 +201,14 @@ static void b_dispose(struct sq_busio *b)
 
 /* The greeting failed (a refusal, a timeout, the connection closed): like a failed connect, it
  * is retried after a backoff. */
-static void b_hello_failed(struct sq_busio *b)
+static void b_hello_failed(struct sq_engine__busconn *b)
 {
     b_teardown(b);
     sq_engine__mux_retry(&b->m);
 }
 
 /* The connection is gone: requests out on it fail with kind, every VU asks for it again. */
-static void b_down(struct sq_busio *b, enum sq_errk kind)
+static void b_down(struct sq_engine__busconn *b, enum sq_errk kind)
 {
     if (b->m.state < SQ_ENGINE__MX_OPEN) {
         if (kind == SQ_ERRK_CLOSED)
@@ -220,7 +220,7 @@ static void b_down(struct sq_busio *b, enum sq_errk kind)
     sq_engine__mux_down(&b->m, kind);
 }
 
-void sq_busio_fail(struct sq_busio *b, enum sq_errk kind)
+void sq_engine__bus_fail(struct sq_engine__busconn *b, enum sq_errk kind)
 {
     if (b->busy) {
         if (!b->broken)
@@ -230,7 +230,7 @@ void sq_busio_fail(struct sq_busio *b, enum sq_errk kind)
     b_down(b, kind);
 }
 
-void sq_busio_note(struct sq_busio *b, const char *msg, size_t len, bool count)
+void sq_engine__bus_note(struct sq_engine__busconn *b, const char *msg, size_t len, bool count)
 {
     struct sq_engine__worker *w = b->m.w;
     if (count) {
@@ -249,7 +249,7 @@ void sq_busio_note(struct sq_busio *b, const char *msg, size_t len, bool count)
 
 /* ---- writes ---- */
 
-static void b_kick(struct sq_busio *b)
+static void b_kick(struct sq_engine__busconn *b)
 {
     if (b->busy) {
         b->dirty = true;
@@ -263,12 +263,12 @@ static void b_kick(struct sq_busio *b)
 static void b_on_kick(struct sq_loop *loop, struct sq_timer *t)
 {
     SQ_UNUSED(loop);
-    struct sq_busio *b = SQ_CONTAINER_OF(t, struct sq_busio, kick);
+    struct sq_engine__busconn *b = SQ_CONTAINER_OF(t, struct sq_engine__busconn, kick);
     if (b->m.state >= SQ_ENGINE__MX_HELLO)
         b_flush(b);
 }
 
-char *sq_busio_room(struct sq_busio *b, size_t n)
+char *sq_engine__bus_room(struct sq_engine__busconn *b, size_t n)
 {
     if (b->out_off && b->out_off == b->out.len) {
         b->out.len = 0;
@@ -279,33 +279,33 @@ char *sq_busio_room(struct sq_busio *b, size_t n)
     return b->out.p + b->out.len;
 }
 
-void sq_busio_commit(struct sq_busio *b, size_t n)
+void sq_engine__bus_commit(struct sq_engine__busconn *b, size_t n)
 {
     b->out.len += n;
-    if (b->busy && b->out.len - b->out_off >= SQ_BUSIO_FLUSH_AT)
+    if (b->busy && b->out.len - b->out_off >= SQ_ENGINE__BUS_FLUSH_AT)
         b_flush(b); /* a long batch inside an event: let the broker start on it */
     else
         b_kick(b);
 }
 
-void sq_busio_write_now(struct sq_busio *b)
+void sq_engine__bus_write_now(struct sq_engine__busconn *b)
 {
     b_flush(b);
 }
 
-int sq_busio_queue(struct sq_busio *b, const void *p, size_t n)
+int sq_engine__bus_queue(struct sq_engine__busconn *b, const void *p, size_t n)
 {
-    char *r = sq_busio_room(b, n);
+    char *r = sq_engine__bus_room(b, n);
     if (!r)
         return -ENOMEM;
     memcpy(r, p, n);
-    sq_busio_commit(b, n);
+    sq_engine__bus_commit(b, n);
     return 0;
 }
 
 /* ---- batches ---- */
 
-int sq_busio_batch_add(struct sq_busio *b, uint32_t local, uint32_t gen)
+int sq_engine__bus_batch_add(struct sq_engine__busconn *b, uint32_t local, uint32_t gen)
 {
     if (sq_engine__ring_push(&b->fifo, (uint64_t)local << 32 | gen) < 0)
         return -ENOMEM;
@@ -314,7 +314,7 @@ int sq_busio_batch_add(struct sq_busio *b, uint32_t local, uint32_t gen)
 }
 
 /* A ping behind the messages queued since the last one, and how many it closes. */
-static int ping(struct sq_busio *b, uint32_t closes)
+static int ping(struct sq_engine__busconn *b, uint32_t closes)
 {
     if (sq_engine__ring_push(&b->pings, closes) < 0 ||
         sq_buf_append(&b->out, b->ping, b->ping_len) < 0)
@@ -322,17 +322,17 @@ static int ping(struct sq_busio *b, uint32_t closes)
     return 0;
 }
 
-int sq_busio_keepalive(struct sq_busio *b)
+int sq_engine__bus_keepalive(struct sq_engine__busconn *b)
 {
     if (ping(b, 0) < 0)
         return -ENOMEM;
-    sq_busio_commit(b, 0);
+    sq_engine__bus_commit(b, 0);
     return 0;
 }
 
 /* Writes what is queued, the open batch closed by a ping first. A failure ends the connection,
  * or marks it broken when inside an event. */
-static void b_flush(struct sq_busio *b)
+static void b_flush(struct sq_engine__busconn *b)
 {
     struct sq_engine__worker *w = b->m.w;
     if (b->m.state < SQ_ENGINE__MX_HELLO || b->broken)
@@ -341,7 +341,7 @@ static void b_flush(struct sq_busio *b)
     b->dirty = false;
     if (b->unpinged) {
         if (ping(b, b->unpinged) < 0) {
-            sq_busio_fail(b, SQ_ERRK_WRITE);
+            sq_engine__bus_fail(b, SQ_ERRK_WRITE);
             return;
         }
         b->unpinged = 0;
@@ -352,7 +352,7 @@ static void b_flush(struct sq_busio *b)
         ssize_t n = sq_engine__xport_write(&b->m.x, b->out.p + b->out_off, b->out.len - b->out_off,
                                            &blocked);
         if (n < 0) {
-            sq_busio_fail(b, SQ_ERRK_WRITE);
+            sq_engine__bus_fail(b, SQ_ERRK_WRITE);
             return;
         }
         w->c.bytes_sent += (uint64_t)n;
@@ -369,7 +369,7 @@ static void b_flush(struct sq_busio *b)
         b->out_off = 0;
     }
     if (sq_io_modify(w->loop, &b->m.x.io, blocked ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
-        sq_busio_fail(b, SQ_ERRK_WRITE);
+        sq_engine__bus_fail(b, SQ_ERRK_WRITE);
 }
 
 /* ---- reads ---- */
@@ -378,27 +378,27 @@ static void b_flush(struct sq_busio *b)
  * connection broken; once it is broken the read stops. */
 static int b_unit(void *ud, const char *p, size_t n, size_t *need)
 {
-    struct sq_busio *b = ud;
+    struct sq_engine__busconn *b = ud;
     if (b->broken || b->m.state < SQ_ENGINE__MX_HELLO)
         return -1;
     int rc = ops_of(b)->unit(b, p, n, need);
     if (rc < 0) {
-        sq_busio_fail(b, SQ_ERRK_PARSE); /* unless the protocol said why already */
+        sq_engine__bus_fail(b, SQ_ERRK_PARSE); /* unless the protocol said why already */
         return -1;
     }
     return rc;
 }
 
 /* Feeds one read's bytes (see the read invariant at the top). */
-static void b_feed(struct sq_busio *b, const char *p, size_t n)
+static void b_feed(struct sq_engine__busconn *b, const char *p, size_t n)
 {
     int rc = sq_spill_feed(&b->spill, b->max_unit + 4096, p, n, b_unit, b);
     if (rc < 0 && !b->broken && b->m.state >= SQ_ENGINE__MX_HELLO)
-        sq_busio_fail(b, SQ_ERRK_PARSE); /* a unit too large, or longer than its bytes */
+        sq_engine__bus_fail(b, SQ_ERRK_PARSE); /* a unit too large, or longer than its bytes */
 }
 
 /* The end of an event: a failure found inside it, or the writes it queued. */
-static void b_event_end(struct sq_busio *b)
+static void b_event_end(struct sq_engine__busconn *b)
 {
     if (--b->busy > 0)
         return;
@@ -412,7 +412,7 @@ static void b_event_end(struct sq_busio *b)
         b_flush(b);
 }
 
-static void b_read(struct sq_busio *b)
+static void b_read(struct sq_engine__busconn *b)
 {
     struct sq_engine__worker *w = b->m.w;
     b->busy++;
@@ -428,7 +428,7 @@ static void b_read(struct sq_busio *b)
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             break;
-        sq_busio_fail(b, SQ_ERRK_CLOSED); /* end of stream, or a reset */
+        sq_engine__bus_fail(b, SQ_ERRK_CLOSED); /* end of stream, or a reset */
         break;
     }
     b->now = 0;
@@ -436,7 +436,7 @@ static void b_read(struct sq_busio *b)
 }
 
 /* The transport is up: the protocol's greeting. */
-static void b_connected(struct sq_busio *b)
+static void b_connected(struct sq_engine__busconn *b)
 {
     b->m.state = SQ_ENGINE__MX_HELLO;
     b->hello_ns = b->m.x.since_ns;
@@ -450,7 +450,7 @@ static void b_connected(struct sq_busio *b)
 static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 {
     SQ_UNUSED(loop);
-    struct sq_busio *b = SQ_CONTAINER_OF(io, struct sq_busio, m.x.io);
+    struct sq_engine__busconn *b = SQ_CONTAINER_OF(io, struct sq_engine__busconn, m.x.io);
     if (SQ_UNLIKELY(b->m.state == SQ_ENGINE__MX_CONNECTING)) {
         if (sq_engine__mux_step(&b->m) == SQ_ENGINE__XP_READY)
             b_connected(b);
@@ -467,7 +467,7 @@ static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
         b_read(b);
 }
 
-void sq_busio_open(struct sq_busio *b)
+void sq_engine__bus_open(struct sq_engine__busconn *b)
 {
     if (b->was_open)
         b->m.w->c.bus.reconnects++;
@@ -480,7 +480,7 @@ void sq_busio_open(struct sq_busio *b)
 
 /* ---- a VU's message: the skeleton of natsdrv.c and mqttdrv.c ---- */
 
-void sq_busio_complete(struct sq_busio *b, struct sq_engine__conn *c, size_t bytes)
+void sq_engine__bus_complete(struct sq_engine__busconn *b, struct sq_engine__conn *c, size_t bytes)
 {
     int64_t now = b->now ? b->now : sq_now_ns();
     c->rd.body.bytes = bytes;
@@ -490,29 +490,29 @@ void sq_busio_complete(struct sq_busio *b, struct sq_engine__conn *c, size_t byt
     sq_engine__vu_next(c, now);
 }
 
-void sq_busio_vu_fail(struct sq_engine__conn *c, enum sq_errk k)
+void sq_engine__bus_vu_fail(struct sq_engine__conn *c, enum sq_errk k)
 {
     sq_engine__vu_fail(c, k);
     sq_engine__vu_replace(c);
 }
 
-void sq_busio_batch_complete(struct sq_busio *b)
+void sq_engine__bus_batch_complete(struct sq_engine__busconn *b)
 {
     struct sq_engine__worker *w = b->m.w;
-    const struct sq_busvu *vus = sq_busdrv_of(w)->vus;
-    for (uint64_t k = sq_busio_batch_take(b); k > 0 && b->fifo.len > 0; k--) {
+    const struct sq_engine__busvu *vus = sq_engine__busdrv_of(w)->vus;
+    for (uint64_t k = sq_engine__bus_batch_take(b); k > 0 && b->fifo.len > 0; k--) {
         uint64_t e = sq_engine__ring_pop(&b->fifo);
         uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)e;
         struct sq_engine__conn *c = &w->conns[local];
         if (c->state == CONN_ACTIVE && vus[local].gen == gen)
-            sq_busio_complete(b, c, 0);
+            sq_engine__bus_complete(b, c, 0);
         if (b->broken)
             return;
     }
 }
 
-int sq_busio_render(struct sq_busdrv *d, struct sq_engine__conn *c, size_t nh,
-                    struct sq_busio_msg *m)
+int sq_engine__bus_render(struct sq_engine__busdrv *d, struct sq_engine__conn *c, size_t nh,
+                          struct sq_engine__busmsg *m)
 {
     struct sq_engine__worker *w = c->w;
     const struct sq_bus_config *bus = d->bus;
@@ -553,22 +553,24 @@ int sq_busio_render(struct sq_busdrv *d, struct sq_engine__conn *c, size_t nh,
     return 0;
 }
 
-int sq_busio_sent(struct sq_busio *b, struct sq_engine__conn *c, size_t n, bool batch)
+int sq_engine__bus_sent(struct sq_engine__busconn *b, struct sq_engine__conn *c, size_t n,
+                        bool batch)
 {
-    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
     /* the batch first: the commit may write, and the ping it adds must cover this message */
-    if (batch && sq_busio_batch_add(b, c->local, d->vus[c->local].gen) < 0)
+    if (batch && sq_engine__bus_batch_add(b, c->local, d->vus[c->local].gen) < 0)
         return SQ_ERRK_WRITE;
-    sq_busio_commit(b, n);
+    sq_engine__bus_commit(b, n);
     if (batch && b->busy && b->unpinged >= d->quarter)
-        sq_busio_write_now(b);
+        sq_engine__bus_write_now(b);
     return 0;
 }
 
-int sq_busio_send_static(struct sq_busio *b, struct sq_engine__conn *c, uint16_t id, bool batch)
+int sq_engine__bus_send_static(struct sq_engine__busconn *b, struct sq_engine__conn *c, uint16_t id,
+                               bool batch)
 {
-    struct sq_busdrv *d = sq_busdrv_of(c->w);
-    char *r = sq_busio_room(b, d->msg_len);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
+    char *r = sq_engine__bus_room(b, d->msg_len);
     if (!r)
         return SQ_ERRK_WRITE;
     memcpy(r, d->msg, d->msg_len);
@@ -576,7 +578,7 @@ int sq_busio_send_static(struct sq_busio *b, struct sq_engine__conn *c, uint16_t
         r[d->id_off] = (char)(id >> 8);
         r[d->id_off + 1] = (char)id;
     }
-    return sq_busio_sent(b, c, d->msg_len, batch);
+    return sq_engine__bus_sent(b, c, d->msg_len, batch);
 }
 
 /* ---- the driver table (engine/driver.h), for both protocols ---- */
@@ -584,9 +586,9 @@ int sq_busio_send_static(struct sq_busio *b, struct sq_engine__conn *c, uint16_t
 static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
 {
     const struct sq_bus_config *bus = w->cfg->bus;
-    const struct sq_busio_ops *ops =
+    const struct sq_engine__bus_ops *ops =
         bus->kind == SQ_BUS_MQTT ? &sq_engine__mqtt_ops : &sq_engine__nats_ops;
-    struct sq_busdrv *d = calloc(1, sizeof(*d));
+    struct sq_engine__busdrv *d = calloc(1, sizeof(*d));
     if (!d)
         return -ENOMEM;
     w->proto = d;
@@ -604,7 +606,7 @@ static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_
     if (sq_tmpl_static(bus->payload, &d->payload, &d->payload_len) && !d->payload)
         d->payload = "";
     for (uint32_t k = 0; k < nconn; k++) {
-        struct sq_busio *b = sq_busio_at(d, k);
+        struct sq_engine__busconn *b = sq_engine__bus_at(d, k);
         uint32_t first = k * d->window, n = d->window;
         if (first + n > w->nconns)
             n = first < w->nconns ? w->nconns - first : 0;
@@ -618,13 +620,13 @@ static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_
 
 static void drv_dispose(struct sq_engine__worker *w)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     if (!d)
         return;
     if (d->ops->dispose)
         d->ops->dispose(w);
     for (uint32_t k = 0; d->conns && k < d->nconn; k++)
-        b_dispose(sq_busio_at(d, k));
+        b_dispose(sq_engine__bus_at(d, k));
     sq_buf_dispose(&d->scratch);
     sq_buf_dispose(&d->hscratch);
     free(d->conns);
@@ -636,25 +638,25 @@ static void drv_dispose(struct sq_engine__worker *w)
 
 static void drv_connect(struct sq_engine__conn *c)
 {
-    sq_engine__mux_join(&sq_busio_of(c)->m, c);
+    sq_engine__mux_join(&sq_engine__bus_of(c)->m, c);
 }
 
 static void drv_send(struct sq_engine__conn *c)
 {
-    struct sq_busio *b = sq_busio_of(c);
+    struct sq_engine__busconn *b = sq_engine__bus_of(c);
     c->rd.status = 0;
     c->rd.head_bytes = 0;
     c->rd.body.bytes = 0;
     c->rd.content_encoding = 0;
-    if (SQ_UNLIKELY(!sq_busio_is_open(b) || b->broken)) {
-        sq_busio_vu_fail(c, SQ_ERRK_CLOSED);
+    if (SQ_UNLIKELY(!sq_engine__bus_is_open(b) || b->broken)) {
+        sq_engine__bus_vu_fail(c, SQ_ERRK_CLOSED);
         return;
     }
-    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
     d->vus[c->local].gen++; /* whatever answered an earlier request of c is late from now on */
     int kind = d->ops->send(b, c);
     if (SQ_UNLIKELY(kind != 0)) {
-        sq_busio_vu_fail(c, (enum sq_errk)kind);
+        sq_engine__bus_vu_fail(c, (enum sq_errk)kind);
         return;
     }
     c->wdone_ns = c->sent_ns;
@@ -664,30 +666,30 @@ static void drv_close(struct sq_engine__conn *c)
 {
     if (c->state != CONN_ACTIVE)
         return;
-    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
     d->vus[c->local].gen++; /* whatever answers its request now is late */
     if (d->ops->release)
-        d->ops->release(sq_busio_of(c), c);
+        d->ops->release(sq_engine__bus_of(c), c);
 }
 
-void sq_busio_sweep_one(struct sq_busio *b, int64_t now)
+void sq_engine__bus_sweep_one(struct sq_engine__busconn *b, int64_t now)
 {
     if (sq_engine__mux_sweep(&b->m, now))
         return;
     if (b->m.state == SQ_ENGINE__MX_HELLO && now - b->hello_ns >= b->m.w->cfg->connect_timeout_ns) {
         sq_engine__connect_error(b->m.w, -ETIMEDOUT); /* the broker never finished its greeting */
         b_hello_failed(b);
-    } else if (sq_busio_is_open(b)) {
+    } else if (sq_engine__bus_is_open(b)) {
         if (b->ops->tick)
             b->ops->tick(b, now);
-        if (sq_busio_is_open(b) && b->out.len > b->out_off && !b->busy &&
+        if (sq_engine__bus_is_open(b) && b->out.len > b->out_off && !b->busy &&
             !(b->m.x.io.events & EPOLLOUT))
             b_flush(b);
     }
 }
 
-void sq_busio_init_side(struct sq_busio *b, struct sq_engine__worker *w,
-                        const struct sq_busio_ops *ops, const struct sq_addr *addr)
+void sq_engine__bus_init_side(struct sq_engine__busconn *b, struct sq_engine__worker *w,
+                              const struct sq_engine__bus_ops *ops, const struct sq_addr *addr)
 {
     memset(b, 0, sizeof(*b));
     sq_engine__mux_init(&b->m, w, 0, 0, 0, b_on_io);
@@ -697,13 +699,13 @@ void sq_busio_init_side(struct sq_busio *b, struct sq_engine__worker *w,
     sq_timer_init(&b->kick, b_on_kick);
 }
 
-void sq_busio_start(struct sq_busio *b)
+void sq_engine__bus_start(struct sq_engine__busconn *b)
 {
     if (b->m.state == SQ_ENGINE__MX_CLOSED)
         sq_engine__mux_connect(&b->m);
 }
 
-void sq_busio_dispose_side(struct sq_busio *b)
+void sq_engine__bus_dispose_side(struct sq_engine__busconn *b)
 {
     b_teardown(b);
     b_dispose(b);
@@ -711,19 +713,19 @@ void sq_busio_dispose_side(struct sq_busio *b)
 
 static void drv_sweep(struct sq_engine__worker *w, int64_t now)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     for (uint32_t k = 0; k < d->nconn; k++)
-        sq_busio_sweep_one(sq_busio_at(d, k), now);
+        sq_engine__bus_sweep_one(sq_engine__bus_at(d, k), now);
 }
 
 /* The end of the run: what is queued still goes to the broker (so its counts match what was
  * sent), with a bounded wait, then every connection closes without a callback. */
 static void drv_close_all(struct sq_engine__worker *w)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     for (uint32_t k = 0; d && k < d->nconn; k++) {
-        struct sq_busio *b = sq_busio_at(d, k);
-        if (sq_busio_is_open(b) && b->out.len > b->out_off && !b->broken) {
+        struct sq_engine__busconn *b = sq_engine__bus_at(d, k);
+        if (sq_engine__bus_is_open(b) && b->out.len > b->out_off && !b->broken) {
             int fd = b->m.x.io.fd, fl = fcntl(fd, F_GETFL);
             struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
             if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&

@@ -29,9 +29,9 @@
  *    rendering of a templated payload and its headers (with the stamp), the completion and
  *    failure of a VU's request, the quarter-window writes.
  *
- * The protocol (struct sq_busio_ops) writes its hello, encodes a VU's message, handles each unit
- * and forgets a VU's pending state when the worker closes it. A failure found inside an event (a
- * write error, a parse error) is held until the event ends, so no VU is failed while the
+ * The protocol (struct sq_engine__bus_ops) writes its hello, encodes a VU's message, handles each
+ * unit and forgets a VU's pending state when the worker closes it. A failure found inside an event
+ * (a write error, a parse error) is held until the event ends, so no VU is failed while the
  * protocol walks its units.
  */
 #ifndef SQ_ENGINE_BUSIO_H
@@ -42,14 +42,14 @@
 
 #include "base/buf.h"
 #include "base/spill.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/run.h"
 #include "engine/xport.h"
 #include "loop/loop.h"
 
 struct sq_engine__worker;
 struct sq_engine__conn;
-struct sq_busio;
+struct sq_engine__busconn;
 struct sq_nats_limits;
 struct sq_nats_event;
 struct sq_mqtt_limits;
@@ -100,40 +100,41 @@ SQ_MUST_CHECK bool sq_engine__seqmap_put(struct sq_engine__seqmap *m, uint64_t k
 void sq_engine__seqmap_del(struct sq_engine__seqmap *m, uint64_t k);
 void sq_engine__seqmap_clear(struct sq_engine__seqmap *m);
 
-#define SQ_BUSIO_FLUSH_AT (64 * 1024) /* inside an event, write once this much is queued */
+#define SQ_ENGINE__BUS_FLUSH_AT (64 * 1024) /* inside an event, write once this much is queued */
 
-struct sq_busio_ops {
-    size_t conn_size; /* the protocol's connection struct, which starts with a struct sq_busio */
+struct sq_engine__bus_ops {
+    size_t conn_size; /* the protocol's connection struct, which starts with a struct
+                         sq_engine__busconn */
     /* The TCP connect completed: queue what the protocol says first (MQTT's CONNECT; NATS
      * waits for INFO). Returns 0 or a negative code (the connect then counts as failed). */
-    int (*hello)(struct sq_busio *b);
+    int (*hello)(struct sq_engine__busconn *b);
     /* One unit at p[0, n): returns its length (> 0, handled), 0 while p is a prefix of one (*need
      * its whole length when known, else 0), or a negative code (a protocol error: the connection
-     * fails with `parse`, or with the kind the protocol set through sq_busio_fail). */
-    int (*unit)(struct sq_busio *b, const char *p, size_t n, size_t *need);
+     * fails with `parse`, or with the kind the protocol set through sq_engine__bus_fail). */
+    int (*unit)(struct sq_engine__busconn *b, const char *p, size_t n, size_t *need);
     /* The VU c (ACTIVE, counted as sent, its generation moved on) on b: queue its message
-     * (sq_busio_send_static, or sq_busio_render then sq_busio_sent). Returns 0, or an error kind
-     * that fails it (out of memory, a message the connection cannot carry). */
-    int (*send)(struct sq_busio *b, struct sq_engine__conn *c);
+     * (sq_engine__bus_send_static, or sq_engine__bus_render then sq_engine__bus_sent). Returns 0,
+     * or an error kind that fails it (out of memory, a message the connection cannot carry). */
+    int (*send)(struct sq_engine__busconn *b, struct sq_engine__conn *c);
     /* Optional: the worker closes c (timeout, the end; its generation moved on already): forget
      * what else it waits for, so a late answer matches nothing. */
-    void (*release)(struct sq_busio *b, struct sq_engine__conn *c);
+    void (*release)(struct sq_engine__busconn *b, struct sq_engine__conn *c);
     /* The connection is gone (socket closed): forget its protocol state (the batch and the
      * buffers are busio's). */
-    void (*reset)(struct sq_busio *b);
+    void (*reset)(struct sq_engine__busconn *b);
     /* Every 100 ms while open (keep-alive). */
-    void (*tick)(struct sq_busio *b, int64_t now);
+    void (*tick)(struct sq_engine__busconn *b, int64_t now);
     /* Per-worker state of the protocol (after the connections exist), and its end. */
     int (*init)(struct sq_engine__worker *w);
     void (*dispose)(struct sq_engine__worker *w);
 };
 
-struct sq_busio {
+struct sq_engine__busconn {
     /* the transport and its VUs: m.w the worker, m.first / m.n its VUs, m.usable those that may
      * publish (a broker's Receive Maximum parks the rest; the protocol lowers it before open),
      * m.pin the broker of a side connection (NULL: the run's addresses), m.state */
     struct sq_engine__mux m;
-    const struct sq_busio_ops *ops;
+    const struct sq_engine__bus_ops *ops;
     struct sq_timer kick; /* a write due now (messages queued outside an event) */
     struct sq_buf out;    /* bytes to write; out_off of them written */
     size_t out_off;
@@ -155,38 +156,39 @@ struct sq_busio {
 };
 
 /* Open: it takes messages. */
-static inline bool sq_busio_is_open(const struct sq_busio *b)
+static inline bool sq_engine__bus_is_open(const struct sq_engine__busconn *b)
 {
     return b->m.state == SQ_ENGINE__MX_OPEN;
 }
 
 /* Sets up a connection that carries no VUs (engine/flowbus.c: a flow's publish and subscribe
- * steps): it connects to addr when asked (sq_busio_start), and reconnects only when asked again. */
-void sq_busio_init_side(struct sq_busio *b, struct sq_engine__worker *w,
-                        const struct sq_busio_ops *ops, const struct sq_addr *addr);
-void sq_busio_start(struct sq_busio *b);
+ * steps): it connects to addr when asked (sq_engine__bus_start), and reconnects only when asked
+ * again. */
+void sq_engine__bus_init_side(struct sq_engine__busconn *b, struct sq_engine__worker *w,
+                              const struct sq_engine__bus_ops *ops, const struct sq_addr *addr);
+void sq_engine__bus_start(struct sq_engine__busconn *b);
 /* Closes it without a callback and frees its buffers. */
-void sq_busio_dispose_side(struct sq_busio *b);
+void sq_engine__bus_dispose_side(struct sq_engine__busconn *b);
 /* Connect and greeting timeouts, keep-alive, a stuck write: the sweep's part for one
  * connection. */
-void sq_busio_sweep_one(struct sq_busio *b, int64_t now);
+void sq_engine__bus_sweep_one(struct sq_engine__busconn *b, int64_t now);
 
 /* What the bus driver keeps per VU. */
-struct sq_busvu {
+struct sq_engine__busvu {
     uint32_t gen;  /* moves at each send and close: an answer to an older one is late */
     uint64_t iter; /* messages so far ({{$iteration}}) */
     uint64_t seq;  /* MQTT round trip: the stamp of the publish out (UINT64_MAX: none) */
 };
 
 /* The per-worker state of a bus driver (w->proto). */
-struct sq_busdrv {
-    const struct sq_busio_ops *ops;
+struct sq_engine__busdrv {
+    const struct sq_engine__bus_ops *ops;
     const struct sq_bus_config *bus;
     char *conns; /* nconn connections of ops->conn_size bytes */
     uint32_t nconn, window;
-    uint32_t quarter;     /* batches: write (and ping) every quarter window inside an event */
-    struct sq_busvu *vus; /* per VU of the worker */
-    const char *payload;  /* the static payload, or NULL: a template rendered per message */
+    uint32_t quarter; /* batches: write (and ping) every quarter window inside an event */
+    struct sq_engine__busvu *vus; /* per VU of the worker */
+    const char *payload;          /* the static payload, or NULL: a template rendered per message */
     size_t payload_len;
     char *msg; /* a whole static message (the protocol's init builds it), or NULL */
     size_t msg_len;
@@ -195,87 +197,90 @@ struct sq_busdrv {
     void *proto;                     /* the protocol's own per-worker state */
 };
 
-struct sq_busdrv *sq_busdrv_of(const struct sq_engine__worker *w);
+struct sq_engine__busdrv *sq_engine__busdrv_of(const struct sq_engine__worker *w);
 
 /* The connection with index k, and the one a VU rides. */
-struct sq_busio *sq_busio_at(struct sq_busdrv *d, uint32_t k);
-struct sq_busio *sq_busio_of(struct sq_engine__conn *c);
+struct sq_engine__busconn *sq_engine__bus_at(struct sq_engine__busdrv *d, uint32_t k);
+struct sq_engine__busconn *sq_engine__bus_of(struct sq_engine__conn *c);
 
 /* Queues n bytes on b; writes at the end of the current event, or soon (a timer due now) when
  * there is none. Returns 0 or -ENOMEM. */
-SQ_MUST_CHECK int sq_busio_queue(struct sq_busio *b, const void *p, size_t n);
-/* Room for n bytes at the end of out (fill them, then sq_busio_commit how many were used), or
+SQ_MUST_CHECK int sq_engine__bus_queue(struct sq_engine__busconn *b, const void *p, size_t n);
+/* Room for n bytes at the end of out (fill them, then sq_engine__bus_commit how many were used), or
  * NULL when out of memory. */
-char *sq_busio_room(struct sq_busio *b, size_t n);
-void sq_busio_commit(struct sq_busio *b, size_t n);
+char *sq_engine__bus_room(struct sq_engine__busconn *b, size_t n);
+void sq_engine__bus_commit(struct sq_engine__busconn *b, size_t n);
 /* Writes what is queued now, even inside an event (a protocol that closes its batches itself:
  * NATS core and MQTT QoS 0 write every quarter window, so four batches are out at once and
  * the broker always has the next one while the PONG of the last one travels back). */
-void sq_busio_write_now(struct sq_busio *b);
+void sq_engine__bus_write_now(struct sq_engine__busconn *b);
 /* The hello is done: the connection is open, its waiting VUs go to work. */
-void sq_busio_open(struct sq_busio *b);
+void sq_engine__bus_open(struct sq_engine__busconn *b);
 /* The connection fails with kind (the kind fails the requests out on it): at once, or when the
  * current event ends. */
-void sq_busio_fail(struct sq_busio *b, enum sq_errk kind);
+void sq_engine__bus_fail(struct sq_engine__busconn *b, enum sq_errk kind);
 /* Keeps the broker's first error message for the result (bus_error); with count, the message
  * is a refusal of the connection or session: counted as a `server_error`. */
-void sq_busio_note(struct sq_busio *b, const char *msg, size_t len, bool count);
+void sq_engine__bus_note(struct sq_engine__busconn *b, const char *msg, size_t len, bool count);
 
 /* ---- batches ---- */
 
 /* The message just queued (before its commit: the ping the commit may write must cover it) of
  * VU local at generation gen joins the batch. Returns 0 or -ENOMEM. */
-SQ_MUST_CHECK int sq_busio_batch_add(struct sq_busio *b, uint32_t local, uint32_t gen);
+SQ_MUST_CHECK int sq_engine__bus_batch_add(struct sq_engine__busconn *b, uint32_t local,
+                                           uint32_t gen);
 /* The answer to the oldest ping in flight came: how many messages at the head of b->fifo it
  * closes (the caller pops them; 0: a keep-alive's, or no ping out). */
-static inline uint64_t sq_busio_batch_take(struct sq_busio *b)
+static inline uint64_t sq_engine__bus_batch_take(struct sq_engine__busconn *b)
 {
     return b->pings.len ? sq_engine__ring_pop(&b->pings) : 0;
 }
 /* A keep-alive: a ping that closes no message. Returns 0 or -ENOMEM. */
-SQ_MUST_CHECK int sq_busio_keepalive(struct sq_busio *b);
+SQ_MUST_CHECK int sq_engine__bus_keepalive(struct sq_engine__busconn *b);
 
 /* ---- the bus driver's skeleton (natsdrv.c, mqttdrv.c) ---- */
 
 /* The protocols' ops (natsdrv.c, mqttdrv.c); sq_engine__bus_driver picks by cfg->bus->kind. */
-extern const struct sq_busio_ops sq_engine__nats_ops, sq_engine__mqtt_ops;
+extern const struct sq_engine__bus_ops sq_engine__nats_ops, sq_engine__mqtt_ops;
 
 /* One unit of a broker connection, a driver's or a flow's side one (flowbus.c), parsed, and what
  * every client answers alike, answered: NATS (natsdrv.c) a PING with its PONG, an -ERR noted
  * (while greeting: a refusal, the connection backs off); MQTT (mqttdrv.c) a PUBREC with its
  * PUBREL (unless it refuses), a QoS 1 / 2 PUBLISH with its PUBACK / PUBREC, a PUBREL with its
  * PUBCOMP. Returns what the parser returns; the unit is the caller's to handle further. */
-int sq_busio_nats_unit(struct sq_busio *b, const struct sq_nats_limits *lim, const char *p,
-                       size_t n, struct sq_nats_event *ev, size_t *need);
-int sq_busio_mqtt_unit(struct sq_busio *b, const struct sq_mqtt_limits *lim, const char *p,
-                       size_t n, struct sq_mqtt_packet *pk, size_t *need);
+int sq_engine__bus_nats_unit(struct sq_engine__busconn *b, const struct sq_nats_limits *lim,
+                             const char *p, size_t n, struct sq_nats_event *ev, size_t *need);
+int sq_engine__bus_mqtt_unit(struct sq_engine__busconn *b, const struct sq_mqtt_limits *lim,
+                             const char *p, size_t n, struct sq_mqtt_packet *pk, size_t *need);
 
 /* VU c's request completed with bytes of answer: counted, and the VU goes on. */
-void sq_busio_complete(struct sq_busio *b, struct sq_engine__conn *c, size_t bytes);
+void sq_engine__bus_complete(struct sq_engine__busconn *b, struct sq_engine__conn *c, size_t bytes);
 /* VU c's request failed with kind k; the VU asks for its connection again. */
-void sq_busio_vu_fail(struct sq_engine__conn *c, enum sq_errk k);
+void sq_engine__bus_vu_fail(struct sq_engine__conn *c, enum sq_errk k);
 /* The batch's answer came: its messages whose VU still waits for them (same generation)
  * complete. */
-void sq_busio_batch_complete(struct sq_busio *b);
+void sq_engine__bus_batch_complete(struct sq_engine__busconn *b);
 
 /* A VU's message when it is not the static one: the payload (the static one, or the template
  * rendered into the worker's scratch) and the values of the first nh headers (rendered; their
  * names are bus->headers[i].name), the stamp's sequence number when the templates stamp. */
-struct sq_busio_msg {
+struct sq_engine__busmsg {
     const char *payload;
     size_t len;
     struct sq_str vals[SQ_BUS_MAX_HEADERS];
     uint64_t seq;
 };
 /* Renders c's message (its iteration moves on). Returns 0 or SQ_ERRK_WRITE. */
-int sq_busio_render(struct sq_busdrv *d, struct sq_engine__conn *c, size_t nh,
-                    struct sq_busio_msg *m);
-/* The n bytes of c's message are in the room (sq_busio_room): committed, after joining the
+int sq_engine__bus_render(struct sq_engine__busdrv *d, struct sq_engine__conn *c, size_t nh,
+                          struct sq_engine__busmsg *m);
+/* The n bytes of c's message are in the room (sq_engine__bus_room): committed, after joining the
  * batch when `batch`; a long batch inside an event is written every quarter window. Returns 0
  * or SQ_ERRK_WRITE. */
-int sq_busio_sent(struct sq_busio *b, struct sq_engine__conn *c, size_t n, bool batch);
+int sq_engine__bus_sent(struct sq_engine__busconn *b, struct sq_engine__conn *c, size_t n,
+                        bool batch);
 /* Sends d->msg for c, its packet id patched in at d->id_off when id != 0. Returns 0 or
  * SQ_ERRK_WRITE. */
-int sq_busio_send_static(struct sq_busio *b, struct sq_engine__conn *c, uint16_t id, bool batch);
+int sq_engine__bus_send_static(struct sq_engine__busconn *b, struct sq_engine__conn *c, uint16_t id,
+                               bool batch);
 
 #endif

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/busio.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
@@ -33,8 +33,8 @@
 #define SUB_ID_BASE  65000 /* MQTT SUBSCRIBE ids: above any VU's publish id */
 
 struct fbconn {
-    struct sq_busio b; /* first: busio.c casts */
-    struct sq_flowbus *fb;
+    struct sq_engine__busconn b; /* first: busio.c casts */
+    struct sq_engine__flowbus *fb;
     const struct sq_flow_broker *br;
     struct sq_addr addr;
     struct sq_nats_limits nlim;
@@ -50,7 +50,7 @@ struct fbvu {
     uint64_t seq;
 };
 
-struct sq_flowbus {
+struct sq_engine__flowbus {
     struct sq_engine__worker *w;
     const struct sq_flow *f;
     struct fbconn *conns; /* one per broker of the flow */
@@ -62,14 +62,14 @@ struct sq_flowbus {
     uint64_t stream;
 };
 
-static struct fbconn *fc_of(struct sq_busio *b)
+static struct fbconn *fc_of(struct sq_engine__busconn *b)
 {
     return (struct fbconn *)b;
 }
 
 /* ---- steps ending ---- */
 
-static void done(struct sq_flowbus *fb, uint32_t local, int kind, int64_t dur_us)
+static void done(struct sq_engine__flowbus *fb, uint32_t local, int kind, int64_t dur_us)
 {
     struct sq_engine__conn *c = &fb->w->conns[local];
     fb->vus[local].gen++;
@@ -83,10 +83,10 @@ static void done(struct sq_flowbus *fb, uint32_t local, int kind, int64_t dur_us
 /* The publishes a PONG / PINGRESP closes (busio.c's batch: VU and generation). */
 static void batch_done(struct fbconn *fc)
 {
-    struct sq_flowbus *fb = fc->fb;
-    struct sq_busio *b = &fc->b;
+    struct sq_engine__flowbus *fb = fc->fb;
+    struct sq_engine__busconn *b = &fc->b;
     int64_t now = b->now ? b->now : sq_now_ns();
-    for (uint64_t k = sq_busio_batch_take(b); k > 0 && b->fifo.len > 0; k--) {
+    for (uint64_t k = sq_engine__bus_batch_take(b); k > 0 && b->fifo.len > 0; k--) {
         uint64_t e = sq_engine__ring_pop(&b->fifo);
         uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)(e & 0xffffffffu);
         if (local < fb->w->nconns && fb->vus[local].gen == gen && !fb->vus[local].waiting) {
@@ -100,7 +100,7 @@ static void batch_done(struct fbconn *fc)
 static void delivered(struct fbconn *fc, const char *p, size_t n, const struct sq_str *vals,
                       size_t nvals)
 {
-    struct sq_flowbus *fb = fc->fb;
+    struct sq_engine__flowbus *fb = fc->fb;
     struct sq_stamp st;
     bool found = sq_stamp_find(p, n, &st, NULL, NULL);
     for (size_t i = 0; !found && i < nvals; i++)
@@ -123,7 +123,7 @@ static void delivered(struct fbconn *fc, const char *p, size_t n, const struct s
 
 /* ---- NATS ---- */
 
-static int fb_hello(struct sq_busio *b)
+static int fb_hello(struct sq_engine__busconn *b)
 {
     struct fbconn *fc = fc_of(b);
     if (fc->br->kind == SQ_BUS_NATS)
@@ -144,12 +144,12 @@ static int fb_hello(struct sq_busio *b)
         cn.password = (struct sq_str){br->password, strlen(br->password)};
     uint8_t buf[1024];
     int n = sq_mqtt_encode_connect(buf, sizeof(buf), &cn);
-    return n < 0 ? n : sq_busio_queue(b, buf, (size_t)n);
+    return n < 0 ? n : sq_engine__bus_queue(b, buf, (size_t)n);
 }
 
 static int nats_info(struct fbconn *fc, const struct sq_nats_event *ev)
 {
-    struct sq_busio *b = &fc->b;
+    struct sq_engine__busconn *b = &fc->b;
     struct sq_nats_info info;
     if (fc->got_info)
         return 0;
@@ -166,23 +166,23 @@ static int nats_info(struct fbconn *fc, const struct sq_nats_event *ev)
     }
     char buf[2048];
     int n = sq_nats_encode_connect(buf, sizeof(buf), &o);
-    if (n < 0 || sq_busio_queue(b, buf, (size_t)n) < 0)
+    if (n < 0 || sq_engine__bus_queue(b, buf, (size_t)n) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < fc->br->nsubs; i++) {
         const char *s = fc->br->subs[i];
         n = sq_nats_encode_sub(buf, sizeof(buf), (struct sq_str){s, strlen(s)},
                                (struct sq_str){"", 0}, i + 1);
-        if (n < 0 || sq_busio_queue(b, buf, (size_t)n) < 0)
+        if (n < 0 || sq_engine__bus_queue(b, buf, (size_t)n) < 0)
             return -ENOMEM;
     }
-    return sq_busio_queue(b, SQ_NATS_PING, SQ_NATS_PING_LEN);
+    return sq_engine__bus_queue(b, SQ_NATS_PING, SQ_NATS_PING_LEN);
 }
 
 static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
 {
-    struct sq_busio *b = &fc->b;
+    struct sq_engine__busconn *b = &fc->b;
     struct sq_nats_event ev;
-    int rc = sq_busio_nats_unit(b, &fc->nlim, p, n, &ev, need); /* PING, -ERR: answered */
+    int rc = sq_engine__bus_nats_unit(b, &fc->nlim, p, n, &ev, need); /* PING, -ERR: answered */
     if (rc <= 0)
         return rc;
     switch (ev.op) {
@@ -191,8 +191,8 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
             return -SQ_EPARSE;
         break;
     case SQ_NATS_OP_PONG:
-        if (!sq_busio_is_open(b))
-            sq_busio_open(b);
+        if (!sq_engine__bus_is_open(b))
+            sq_engine__bus_open(b);
         else
             batch_done(fc);
         break;
@@ -204,7 +204,7 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
         while (ev.op == SQ_NATS_OP_HMSG && nv < 16 &&
                sq_nats_header_next(ev.headers, &pos, &name, &value))
             vals[nv++] = value;
-        if (sq_busio_is_open(b))
+        if (sq_engine__bus_is_open(b))
             delivered(fc, ev.payload.p, ev.payload.len, vals, nv);
         break;
     }
@@ -218,10 +218,10 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
 
 static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
 {
-    struct sq_busio *b = &fc->b;
-    struct sq_flowbus *fb = fc->fb;
+    struct sq_engine__busconn *b = &fc->b;
+    struct sq_engine__flowbus *fb = fc->fb;
     struct sq_mqtt_packet pk;
-    int rc = sq_busio_mqtt_unit(b, &fc->mlim, p, n, &pk, need); /* the acks it owes: sent */
+    int rc = sq_engine__bus_mqtt_unit(b, &fc->mlim, p, n, &pk, need); /* the acks it owes: sent */
     if (rc <= 0)
         return rc;
     uint8_t buf[1024];
@@ -229,8 +229,8 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
     switch (pk.type) {
     case SQ_MQTT_CONNACK:
         if (pk.reason != 0) {
-            sq_busio_note(b, "mqtt: CONNACK refused the connection", 36, true);
-            sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
+            sq_engine__bus_note(b, "mqtt: CONNACK refused the connection", 36, true);
+            sq_engine__bus_fail(b, SQ_ERRK_SERVER_ERROR);
             break;
         }
         fc->subacks = (uint32_t)fc->br->nsubs;
@@ -241,20 +241,20 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
             };
             k = sq_mqtt_encode_subscribe(SQ_MQTT_V311, buf, sizeof(buf),
                                          (uint16_t)(SUB_ID_BASE + i), &s, 1, 0);
-            if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
+            if (k < 0 || sq_engine__bus_queue(b, buf, (size_t)k) < 0)
                 return -ENOMEM;
         }
         if (!fc->subacks)
-            sq_busio_open(b);
+            sq_engine__bus_open(b);
         break;
     case SQ_MQTT_SUBACK:
         if (pk.reasons.len == 0 || (uint8_t)pk.reasons.p[0] >= 0x80) {
-            sq_busio_note(b, "mqtt: SUBACK refused a subscription", 35, true);
-            sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
+            sq_engine__bus_note(b, "mqtt: SUBACK refused a subscription", 35, true);
+            sq_engine__bus_fail(b, SQ_ERRK_SERVER_ERROR);
             break;
         }
         if (fc->subacks && --fc->subacks == 0)
-            sq_busio_open(b);
+            sq_engine__bus_open(b);
         break;
     case SQ_MQTT_PUBACK:
     case SQ_MQTT_PUBCOMP:
@@ -267,7 +267,7 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
         }
         break;
     case SQ_MQTT_PUBLISH:
-        if (sq_busio_is_open(b))
+        if (sq_engine__bus_is_open(b))
             delivered(fc, pk.payload.p, pk.payload.len, NULL, 0);
         break;
     case SQ_MQTT_PINGRESP:
@@ -279,30 +279,30 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
     return rc;
 }
 
-static int fb_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
+static int fb_unit(struct sq_engine__busconn *b, const char *p, size_t n, size_t *need)
 {
     struct fbconn *fc = fc_of(b);
     return fc->br->kind == SQ_BUS_NATS ? nats_unit(fc, p, n, need) : mqtt_unit(fc, p, n, need);
 }
 
-static void fb_reset(struct sq_busio *b)
+static void fb_reset(struct sq_engine__busconn *b)
 {
     struct fbconn *fc = fc_of(b);
     fc->got_info = false;
     fc->subacks = 0;
 }
 
-static void fb_tick(struct sq_busio *b, int64_t now)
+static void fb_tick(struct sq_engine__busconn *b, int64_t now)
 {
     struct fbconn *fc = fc_of(b);
     if (fc->br->kind != SQ_BUS_MQTT || now - b->wrote_ns < 30 * SQ_NS_PER_S)
         return;
-    if (sq_busio_keepalive(b) < 0)
-        sq_busio_fail(b, SQ_ERRK_WRITE);
+    if (sq_engine__bus_keepalive(b) < 0)
+        sq_engine__bus_fail(b, SQ_ERRK_WRITE);
 }
 
 /* A side connection carries no VU: nothing to send or release for one. */
-static const struct sq_busio_ops fb_ops = {
+static const struct sq_engine__bus_ops fb_ops = {
     .conn_size = sizeof(struct fbconn),
     .hello = fb_hello,
     .unit = fb_unit,
@@ -312,11 +312,12 @@ static const struct sq_busio_ops fb_ops = {
 
 /* ---- the steps ---- */
 
-static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struct sq_flow_step *st)
+static int publish(struct sq_engine__flowbus *fb, struct sq_engine__conn *c,
+                   const struct sq_flow_step *st)
 {
     struct fbconn *fc = &fb->conns[st->broker];
-    struct sq_busio *b = &fc->b;
-    if (!sq_busio_is_open(b) || b->broken)
+    struct sq_engine__busconn *b = &fc->b;
+    if (!sq_engine__bus_is_open(b) || b->broken)
         return SQ_ERRK_CLOSED;
     const struct sq_plan_request *r = &st->ps->req;
     struct sq_str payload, vals[SQ_FLOW_MAX_HEADERS];
@@ -328,7 +329,7 @@ static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struc
     for (size_t i = 0; i < r->nheaders; i++)
         hl += strlen(r->headers[i].name) + vals[i].len + 8;
     size_t cap = st->subject_len + payload.len + hl + 64;
-    char *room = sq_busio_room(b, cap);
+    char *room = sq_engine__bus_room(b, cap);
     if (!room)
         return SQ_ERRK_WRITE;
     int k;
@@ -362,13 +363,13 @@ static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struc
     if (k < 0)
         return SQ_ERRK_WRITE;
     /* the batch first: the commit may write, and the ping it adds must cover this publish */
-    if (batch && sq_busio_batch_add(b, local, v->gen) < 0)
+    if (batch && sq_engine__bus_batch_add(b, local, v->gen) < 0)
         return SQ_ERRK_WRITE;
-    sq_busio_commit(b, (size_t)k);
+    sq_engine__bus_commit(b, (size_t)k);
     return 0;
 }
 
-int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
+int sq_engine__flowbus_begin(struct sq_engine__flowbus *fb, struct sq_engine__conn *c)
 {
     const struct sq_flow_step *st = &fb->f->steps[c->fv->step];
     struct fbvu *v = &fb->vus[c->local];
@@ -390,7 +391,7 @@ int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
         return 0;
     }
     struct fbconn *fc = &fb->conns[st->broker];
-    if (!sq_busio_is_open(&fc->b))
+    if (!sq_engine__bus_is_open(&fc->b))
         return SQ_ERRK_CLOSED;
     if (!sq_engine__seqmap_put(&fb->waiting, fv->stamp_seq, c->local))
         return SQ_ERRK_WRITE;
@@ -399,7 +400,7 @@ int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
     return 0;
 }
 
-void sq_flowbus_cancel(struct sq_flowbus *fb, struct sq_engine__conn *c)
+void sq_engine__flowbus_cancel(struct sq_engine__flowbus *fb, struct sq_engine__conn *c)
 {
     struct fbvu *v = &fb->vus[c->local];
     v->gen++;
@@ -411,13 +412,13 @@ void sq_flowbus_cancel(struct sq_flowbus *fb, struct sq_engine__conn *c)
 
 /* ---- lifetime ---- */
 
-int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
+int sq_engine__flowbus_new(struct sq_engine__worker *w, struct sq_engine__flowbus **out)
 {
     *out = NULL;
     const struct sq_flow *f = w->flow;
     if (!f || !f->nbrokers)
         return 0;
-    struct sq_flowbus *fb = calloc(1, sizeof(*fb));
+    struct sq_engine__flowbus *fb = calloc(1, sizeof(*fb));
     if (!fb)
         return -ENOMEM;
     fb->w = w;
@@ -438,7 +439,7 @@ int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
         fc->addr = fc->br->addr; /* resolved and checked once for the run (flow.h) */
         if (fc->addr.len == 0)
             rc = -SQ_ERESOLVE;
-        sq_busio_init_side(&fc->b, w, &fb_ops, &fc->addr);
+        sq_engine__bus_init_side(&fc->b, w, &fb_ops, &fc->addr);
         fc->b.ping = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING : "\xc0\x00"; /* PINGREQ */
         fc->b.ping_len = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING_LEN : 2;
         sq_nats_limits_init(&fc->nlim);
@@ -446,21 +447,21 @@ int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
         fc->mlim.max_packet = SQ_MQTT_DEFAULT_MAX_PACKET;
     }
     if (rc < 0) {
-        sq_flowbus_free(fb);
+        sq_engine__flowbus_free(fb);
         return rc;
     }
     *out = fb;
     return 0;
 }
 
-void sq_flowbus_free(struct sq_flowbus *fb)
+void sq_engine__flowbus_free(struct sq_engine__flowbus *fb)
 {
     if (!fb)
         return;
     for (size_t i = 0; fb->conns && i < fb->nconns; i++) {
         struct fbconn *fc = &fb->conns[i];
         if (fc->fb)
-            sq_busio_dispose_side(&fc->b);
+            sq_engine__bus_dispose_side(&fc->b);
     }
     free(fb->conns);
     free(fb->vus);
@@ -470,15 +471,15 @@ void sq_flowbus_free(struct sq_flowbus *fb)
     free(fb);
 }
 
-void sq_flowbus_connect(struct sq_flowbus *fb)
+void sq_engine__flowbus_connect(struct sq_engine__flowbus *fb)
 {
     for (size_t i = 0; i < fb->nconns; i++) {
         fb->conns[i].started = true;
-        sq_busio_start(&fb->conns[i].b);
+        sq_engine__bus_start(&fb->conns[i].b);
     }
 }
 
-bool sq_flowbus_settled(const struct sq_flowbus *fb)
+bool sq_engine__flowbus_settled(const struct sq_engine__flowbus *fb)
 {
     for (size_t i = 0; i < fb->nconns; i++) {
         uint8_t s = fb->conns[i].b.m.state;
@@ -488,21 +489,21 @@ bool sq_flowbus_settled(const struct sq_flowbus *fb)
     return true;
 }
 
-void sq_flowbus_sweep(struct sq_flowbus *fb, int64_t now)
+void sq_engine__flowbus_sweep(struct sq_engine__flowbus *fb, int64_t now)
 {
     for (size_t i = 0; i < fb->nconns; i++) {
-        struct sq_busio *b = &fb->conns[i].b;
+        struct sq_engine__busconn *b = &fb->conns[i].b;
         if (b->m.state == SQ_ENGINE__MX_CLOSED && fb->w->sending && fb->conns[i].started)
-            sq_busio_start(b); /* it broke: open it again */
+            sq_engine__bus_start(b); /* it broke: open it again */
         else
-            sq_busio_sweep_one(b, now);
+            sq_engine__bus_sweep_one(b, now);
     }
 }
 
-void sq_flowbus_close_all(struct sq_flowbus *fb)
+void sq_engine__flowbus_close_all(struct sq_engine__flowbus *fb)
 {
     for (size_t i = 0; i < fb->nconns; i++)
-        sq_busio_dispose_side(&fb->conns[i].b);
+        sq_engine__bus_dispose_side(&fb->conns[i].b);
 }
 
 /* ---- the driver of a flow without a request step: VUs need no connection of their own ---- */

@@ -1,6 +1,6 @@
 /* engine/mqttdrv.c - MQTT 3.1.1 / 5.0 load: QoS 0, 1 and 2 publish, and the round trip (see
- * bus.h). The packets are proto/mqtt.h's; sockets, batching, the VUs' states and generations and
- * the rendering of a message are busio.c's; this file encodes it.
+ * busconf.h). The packets are proto/mqtt.h's; sockets, batching, the VUs' states and generations
+ * and the rendering of a message are busio.c's; this file encodes it.
  *
  * Greeting: CONNECT (clean start, a client id "<prefix>-<run id>-<connection>", the keep-alive,
  * credentials from the URL; on 5.0 a Maximum Packet Size of 1 MiB), the CONNACK (a refusal is a
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/busio.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
@@ -38,7 +38,7 @@
 #define SUB_ID 65535
 
 struct mqttconn {
-    struct sq_busio b; /* first: busio.c allocates and casts */
+    struct sq_engine__busconn b; /* first: busio.c allocates and casts */
     struct sq_mqtt_limits lim;
     uint8_t stage;                /* 0: CONNECT out, 1: SUBSCRIBE out */
     uint32_t g;                   /* generations per slot in the packet-id space: 65534 / n */
@@ -48,12 +48,12 @@ struct mqttconn {
 static const char pingreq[2] = {(char)(SQ_MQTT_PINGREQ << 4), 0};
 
 /* The VUs' state (busio.c's: generation, iteration, the round trip's stamp). */
-static struct sq_busvu *vus_of(struct sq_engine__worker *w)
+static struct sq_engine__busvu *vus_of(struct sq_engine__worker *w)
 {
-    return sq_busdrv_of(w)->vus;
+    return sq_engine__busdrv_of(w)->vus;
 }
 
-static struct mqttconn *mc_of(struct sq_busio *b)
+static struct mqttconn *mc_of(struct sq_engine__busconn *b)
 {
     return (struct mqttconn *)b;
 }
@@ -66,7 +66,7 @@ static uint16_t packet_id(const struct mqttconn *mc, uint32_t slot, uint32_t gen
 /* The VU a packet id names, when it names its current publish. */
 static struct sq_engine__conn *vu_for_id(struct mqttconn *mc, uint16_t id)
 {
-    struct sq_busio *b = &mc->b;
+    struct sq_engine__busconn *b = &mc->b;
     if (id == 0 || id == SUB_ID || b->m.n == 0)
         return NULL;
     uint32_t slot = (uint32_t)(id - 1) % b->m.n, g = (uint32_t)(id - 1) / b->m.n;
@@ -79,15 +79,15 @@ static struct sq_engine__conn *vu_for_id(struct mqttconn *mc, uint16_t id)
     return c;
 }
 
-static int queue_ack(struct sq_busio *b, uint8_t type, uint16_t id)
+static int queue_ack(struct sq_engine__busconn *b, uint8_t type, uint16_t id)
 {
     uint8_t p[8];
     int n = sq_mqtt_encode_ack(SQ_MQTT_V311, p, sizeof(p), type, id, 0);
-    return n < 0 ? n : sq_busio_queue(b, p, (size_t)n);
+    return n < 0 ? n : sq_engine__bus_queue(b, p, (size_t)n);
 }
 
-int sq_busio_mqtt_unit(struct sq_busio *b, const struct sq_mqtt_limits *lim, const char *p,
-                       size_t n, struct sq_mqtt_packet *pk, size_t *need)
+int sq_engine__bus_mqtt_unit(struct sq_engine__busconn *b, const struct sq_mqtt_limits *lim,
+                             const char *p, size_t n, struct sq_mqtt_packet *pk, size_t *need)
 {
     int rc = sq_mqtt_parse((const uint8_t *)p, n, lim, pk, need);
     if (rc <= 0)
@@ -106,7 +106,7 @@ int sq_busio_mqtt_unit(struct sq_busio *b, const struct sq_mqtt_limits *lim, con
 
 /* ---- the greeting ---- */
 
-static int mqtt_hello(struct sq_busio *b)
+static int mqtt_hello(struct sq_engine__busconn *b)
 {
     struct mqttconn *mc = mc_of(b);
     struct sq_engine__worker *w = b->m.w;
@@ -127,30 +127,30 @@ static int mqtt_hello(struct sq_busio *b)
         cn.password = (struct sq_str){bus->password, strlen(bus->password)};
     if (bus->mqtt_version == SQ_MQTT_V5)
         cn.max_packet_size = SQ_MQTT_DEFAULT_MAX_PACKET;
-    uint8_t *r = (uint8_t *)sq_busio_room(b, 1024);
+    uint8_t *r = (uint8_t *)sq_engine__bus_room(b, 1024);
     if (!r)
         return -ENOMEM;
     int n = sq_mqtt_encode_connect(r, 1024, &cn);
     if (n < 0)
         return n;
     mc->stage = 0;
-    sq_busio_commit(b, (size_t)n);
+    sq_engine__bus_commit(b, (size_t)n);
     return 0;
 }
 
-static void refused(struct sq_busio *b, const char *what, uint8_t reason)
+static void refused(struct sq_engine__busconn *b, const char *what, uint8_t reason)
 {
     char m[96];
     int n = snprintf(m, sizeof(m), "mqtt: %s (reason 0x%02x)", what, reason);
-    sq_busio_note(b, m, n > 0 ? (size_t)n : 0, true);
-    sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
+    sq_engine__bus_note(b, m, n > 0 ? (size_t)n : 0, true);
+    sq_engine__bus_fail(b, SQ_ERRK_SERVER_ERROR);
 }
 
 static int on_connack(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
 {
-    struct sq_busio *b = &mc->b;
+    struct sq_engine__busconn *b = &mc->b;
     const struct sq_bus_config *bus = b->m.w->cfg->bus;
-    if (sq_busio_is_open(b) || mc->stage != 0)
+    if (sq_engine__bus_is_open(b) || mc->stage != 0)
         return -SQ_EPARSE;
     if (pk->reason != 0) {
         refused(b, "CONNACK refused the connection", pk->reason);
@@ -161,21 +161,21 @@ static int on_connack(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
         bus->qos > 0 && pk->props.receive_max < b->m.n)
         b->m.usable = pk->props.receive_max;
     if (bus->mode != SQ_BUS_ROUND_TRIP) {
-        sq_busio_open(b);
+        sq_engine__bus_open(b);
         return 0;
     }
     struct sq_mqtt_subscription s = {
         .filter = {bus->subject, bus->subject_len},
         .qos = bus->qos,
     };
-    uint8_t *r = (uint8_t *)sq_busio_room(b, bus->subject_len + 32);
+    uint8_t *r = (uint8_t *)sq_engine__bus_room(b, bus->subject_len + 32);
     if (!r)
         return -ENOMEM;
     int n = sq_mqtt_encode_subscribe(bus->mqtt_version, r, bus->subject_len + 32, SUB_ID, &s, 1, 0);
     if (n < 0)
         return n;
     mc->stage = 1;
-    sq_busio_commit(b, (size_t)n);
+    sq_engine__bus_commit(b, (size_t)n);
     return 0;
 }
 
@@ -184,9 +184,9 @@ static int on_connack(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
 /* A message the broker delivers on the round trip's subscription. */
 static void on_delivery(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
 {
-    struct sq_busio *b = &mc->b;
+    struct sq_engine__busconn *b = &mc->b;
     struct sq_engine__worker *w = b->m.w;
-    struct sq_busvu *vus = vus_of(w);
+    struct sq_engine__busvu *vus = vus_of(w);
     struct sq_stamp st;
     bool found = sq_stamp_find(pk->payload.p, pk->payload.len, &st, NULL, NULL);
     if (!found && w->cfg->bus->mqtt_version == SQ_MQTT_V5 && pk->props.user_props) {
@@ -211,16 +211,16 @@ static void on_delivery(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
     sq_engine__seqmap_del(&mc->map, st.seq);
     vus[local].seq = UINT64_MAX;
     w->c.bus.delivered++;
-    sq_busio_complete(b, c, pk->payload.len);
+    sq_engine__bus_complete(b, c, pk->payload.len);
 }
 
-static int mqtt_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
+static int mqtt_unit(struct sq_engine__busconn *b, const char *p, size_t n, size_t *need)
 {
     struct mqttconn *mc = mc_of(b);
     struct sq_engine__worker *w = b->m.w;
     const struct sq_bus_config *bus = w->cfg->bus;
     struct sq_mqtt_packet pk;
-    int rc = sq_busio_mqtt_unit(b, &mc->lim, p, n, &pk, need);
+    int rc = sq_engine__bus_mqtt_unit(b, &mc->lim, p, n, &pk, need);
     if (rc <= 0)
         return rc;
     struct sq_engine__conn *c;
@@ -230,14 +230,14 @@ static int mqtt_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
             return -SQ_EPARSE;
         break;
     case SQ_MQTT_SUBACK:
-        if (pk.packet_id != SUB_ID || sq_busio_is_open(b) || mc->stage != 1)
+        if (pk.packet_id != SUB_ID || sq_engine__bus_is_open(b) || mc->stage != 1)
             break;
         if (pk.reasons.len == 0 || (uint8_t)pk.reasons.p[0] >= 0x80) {
             refused(b, "SUBACK refused the subscription",
                     pk.reasons.len ? (uint8_t)pk.reasons.p[0] : 0x80);
             break;
         }
-        sq_busio_open(b);
+        sq_engine__bus_open(b);
         break;
     case SQ_MQTT_PUBACK:
     case SQ_MQTT_PUBCOMP:
@@ -249,23 +249,23 @@ static int mqtt_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
         }
         w->c.bus.acks++;
         if (pk.reason >= 0x80)
-            sq_busio_vu_fail(c, SQ_ERRK_ACK);
+            sq_engine__bus_vu_fail(c, SQ_ERRK_ACK);
         else if (bus->mode != SQ_BUS_ROUND_TRIP)
-            sq_busio_complete(b, c, 0);
+            sq_engine__bus_complete(b, c, 0);
         break;
-    case SQ_MQTT_PUBREC: /* released (sq_busio_mqtt_unit) unless it refuses */
+    case SQ_MQTT_PUBREC: /* released (sq_engine__bus_mqtt_unit) unless it refuses */
         c = vu_for_id(mc, pk.packet_id);
         if (c && pk.reason >= 0x80)
-            sq_busio_vu_fail(c, SQ_ERRK_ACK);
+            sq_engine__bus_vu_fail(c, SQ_ERRK_ACK);
         break;
     case SQ_MQTT_PUBLISH:
-        if (sq_busio_is_open(b) && bus->mode == SQ_BUS_ROUND_TRIP)
+        if (sq_engine__bus_is_open(b) && bus->mode == SQ_BUS_ROUND_TRIP)
             on_delivery(mc, &pk);
         else
             w->c.bus.foreign++;
         break;
     case SQ_MQTT_PINGRESP:
-        sq_busio_batch_complete(b);
+        sq_engine__bus_batch_complete(b);
         break;
     case SQ_MQTT_DISCONNECT:
         refused(b, "the server sent DISCONNECT", pk.reason);
@@ -278,20 +278,20 @@ static int mqtt_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
 
 /* ---- sending ---- */
 
-static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
+static int mqtt_send(struct sq_engine__busconn *b, struct sq_engine__conn *c)
 {
-    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
     const struct sq_bus_config *bus = d->bus;
     struct mqttconn *mc = mc_of(b);
-    struct sq_busvu *v = &d->vus[c->local];
+    struct sq_engine__busvu *v = &d->vus[c->local];
     uint32_t slot = c->local - b->m.first;
     uint16_t id = bus->qos ? packet_id(mc, slot, v->gen) : 0;
     bool batch = bus->qos == 0 && bus->mode != SQ_BUS_ROUND_TRIP; /* the PINGRESP ends it */
     if (d->msg)
-        return sq_busio_send_static(b, c, id, batch);
+        return sq_engine__bus_send_static(b, c, id, batch);
     size_t nh = bus->mqtt_version == SQ_MQTT_V5 ? bus->nheaders : 0;
-    struct sq_busio_msg m;
-    if (sq_busio_render(d, c, nh, &m) != 0)
+    struct sq_engine__busmsg m;
+    if (sq_engine__bus_render(d, c, nh, &m) != 0)
         return SQ_ERRK_WRITE;
     if (bus->stamped && bus->mode == SQ_BUS_ROUND_TRIP) {
         if (v->seq != UINT64_MAX)
@@ -319,18 +319,18 @@ static int mqtt_send(struct sq_busio *b, struct sq_engine__conn *c)
         .n_user_props = nh,
     };
     size_t cap = 16 + bus->subject_len + plen_props + m.len;
-    uint8_t *r = (uint8_t *)sq_busio_room(b, cap);
+    uint8_t *r = (uint8_t *)sq_engine__bus_room(b, cap);
     if (!r)
         return SQ_ERRK_WRITE;
     int k = sq_mqtt_encode_publish(bus->mqtt_version, r, cap, &pub);
     if (k < 0)
         return SQ_ERRK_WRITE;
-    return sq_busio_sent(b, c, (size_t)k, batch);
+    return sq_engine__bus_sent(b, c, (size_t)k, batch);
 }
 
-static void mqtt_release(struct sq_busio *b, struct sq_engine__conn *c)
+static void mqtt_release(struct sq_engine__busconn *b, struct sq_engine__conn *c)
 {
-    struct sq_busvu *v = &vus_of(c->w)[c->local];
+    struct sq_engine__busvu *v = &vus_of(c->w)[c->local];
     if (v->seq != UINT64_MAX) {
         sq_engine__seqmap_del(&mc_of(b)->map, v->seq);
         v->seq = UINT64_MAX;
@@ -338,19 +338,19 @@ static void mqtt_release(struct sq_busio *b, struct sq_engine__conn *c)
 }
 
 /* Keep-alive: a PINGREQ once half the keep-alive has passed without a write. */
-static void mqtt_tick(struct sq_busio *b, int64_t now)
+static void mqtt_tick(struct sq_engine__busconn *b, int64_t now)
 {
     const struct sq_bus_config *bus = b->m.w->cfg->bus;
     if (!bus->keepalive_s || now - b->wrote_ns < (int64_t)bus->keepalive_s * SQ_NS_PER_S / 2)
         return;
-    if (sq_busio_keepalive(b) < 0)
-        sq_busio_fail(b, SQ_ERRK_WRITE);
+    if (sq_engine__bus_keepalive(b) < 0)
+        sq_engine__bus_fail(b, SQ_ERRK_WRITE);
 }
 
-static void mqtt_reset(struct sq_busio *b)
+static void mqtt_reset(struct sq_engine__busconn *b)
 {
     struct mqttconn *mc = mc_of(b);
-    struct sq_busvu *vus = vus_of(b->m.w);
+    struct sq_engine__busvu *vus = vus_of(b->m.w);
     mc->stage = 0;
     b->m.usable = b->m.n;
     if (mc->map.key) {
@@ -362,7 +362,7 @@ static void mqtt_reset(struct sq_busio *b)
 
 static int mqtt_init(struct sq_engine__worker *w)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     const struct sq_bus_config *bus = d->bus;
     if (d->payload && bus->nheaders == 0 && bus->mode != SQ_BUS_ROUND_TRIP) {
         /* the static PUBLISH (QoS 0: whole; QoS > 0: whole, its packet id patched per send) */
@@ -387,7 +387,7 @@ static int mqtt_init(struct sq_engine__worker *w)
         d->id_off = bus->qos ? sq_mqtt_publish_id_offset(msg, &pub) : 0;
     }
     for (uint32_t k = 0; k < d->nconn; k++) {
-        struct mqttconn *mc = mc_of(sq_busio_at(d, k));
+        struct mqttconn *mc = mc_of(sq_engine__bus_at(d, k));
         mc->b.ping = pingreq;
         mc->b.ping_len = sizeof(pingreq);
         mc->lim.version = bus->mqtt_version;
@@ -403,12 +403,12 @@ static int mqtt_init(struct sq_engine__worker *w)
 
 static void mqtt_dispose(struct sq_engine__worker *w)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     for (uint32_t k = 0; d->conns && k < d->nconn; k++)
-        sq_engine__seqmap_dispose(&mc_of(sq_busio_at(d, k))->map);
+        sq_engine__seqmap_dispose(&mc_of(sq_engine__bus_at(d, k))->map);
 }
 
-const struct sq_busio_ops sq_engine__mqtt_ops = {
+const struct sq_engine__bus_ops sq_engine__mqtt_ops = {
     .conn_size = sizeof(struct mqttconn),
     .hello = mqtt_hello,
     .unit = mqtt_unit,

@@ -1,4 +1,5 @@
-/* engine/natsdrv.c - NATS load: core publish, JetStream publish, request/reply (see bus.h).
+/* engine/natsdrv.c - NATS load: core publish, JetStream publish, request/reply (see
+ * busconf.h).
  *
  * The text protocol is proto/nats.h's; this file decides what a request is and when it ends.
  * The connection layer (busio.c) owns sockets, batching, the VUs' states and generations, and
@@ -32,7 +33,7 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/busio.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
@@ -41,7 +42,7 @@
 #define SID_INBOX 1
 
 struct natsconn {
-    struct sq_busio b; /* first: busio.c allocates and casts */
+    struct sq_engine__busconn b; /* first: busio.c allocates and casts */
     struct sq_nats_limits lim;
     bool got_info;
     bool headers;   /* the server takes HPUB */
@@ -49,14 +50,14 @@ struct natsconn {
     uint8_t inbox_len;
 };
 
-static struct natsconn *nc_of(struct sq_busio *b)
+static struct natsconn *nc_of(struct sq_engine__busconn *b)
 {
     return (struct natsconn *)b;
 }
 
 /* ---- the greeting ---- */
 
-static int nats_hello(struct sq_busio *b)
+static int nats_hello(struct sq_engine__busconn *b)
 {
     SQ_UNUSED(b);
     return 0; /* the server speaks first (INFO) */
@@ -64,7 +65,7 @@ static int nats_hello(struct sq_busio *b)
 
 static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
 {
-    struct sq_busio *b = &nc->b;
+    struct sq_engine__busconn *b = &nc->b;
     const struct sq_bus_config *bus = b->m.w->cfg->bus;
     struct sq_nats_info info;
     if (nc->got_info)
@@ -92,7 +93,7 @@ static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
     } else if (bus->user) {
         o.auth_token = bus->user; /* nats://TOKEN@host */
     }
-    char *r = sq_busio_room(b, 1024);
+    char *r = sq_engine__bus_room(b, 1024);
     if (!r)
         return -ENOMEM;
     int n = sq_nats_encode_connect(r, 1024, &o);
@@ -111,7 +112,7 @@ static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
     }
     memcpy(r + used, SQ_NATS_PING, SQ_NATS_PING_LEN);
     used += SQ_NATS_PING_LEN;
-    sq_busio_commit(b, used);
+    sq_engine__bus_commit(b, used);
     return 0;
 }
 
@@ -120,12 +121,12 @@ static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
 /* A PONG after the greeting: the PUBs of the oldest PING in flight are read by the server. */
 static void on_pong(struct natsconn *nc)
 {
-    struct sq_busio *b = &nc->b;
-    if (!sq_busio_is_open(b)) {
-        sq_busio_open(b);
+    struct sq_engine__busconn *b = &nc->b;
+    if (!sq_engine__bus_is_open(b)) {
+        sq_engine__bus_open(b);
         return;
     }
-    sq_busio_batch_complete(b);
+    sq_engine__bus_batch_complete(b);
 }
 
 /* Reads "<slot>.<gen>" after the inbox prefix. */
@@ -154,7 +155,7 @@ static bool reply_target(const struct natsconn *nc, struct sq_str subj, uint32_t
 
 static void on_reply(struct natsconn *nc, const struct sq_nats_event *ev)
 {
-    struct sq_busio *b = &nc->b;
+    struct sq_engine__busconn *b = &nc->b;
     struct sq_engine__worker *w = b->m.w;
     uint32_t slot, gen;
     if (!reply_target(nc, ev->subject, &slot, &gen) || slot >= b->m.n) {
@@ -163,13 +164,13 @@ static void on_reply(struct natsconn *nc, const struct sq_nats_event *ev)
     }
     uint32_t local = b->m.first + slot;
     struct sq_engine__conn *c = &w->conns[local];
-    if (c->state != CONN_ACTIVE || sq_busdrv_of(w)->vus[local].gen != gen) {
+    if (c->state != CONN_ACTIVE || sq_engine__busdrv_of(w)->vus[local].gen != gen) {
         w->c.bus.late++;
         return;
     }
     w->c.bus.acks++;
     if (ev->op == SQ_NATS_OP_HMSG && ev->status == 503) {
-        sq_busio_vu_fail(c, SQ_ERRK_NO_RESPONDERS);
+        sq_engine__bus_vu_fail(c, SQ_ERRK_NO_RESPONDERS);
         return;
     }
     if (w->cfg->bus->mode == SQ_BUS_JETSTREAM) {
@@ -183,38 +184,38 @@ static void on_reply(struct natsconn *nc, const struct sq_nats_event *ev)
                 int ml = snprintf(m, sizeof(m), "jetstream: %d %.*s", pa.code,
                                   (int)(pa.description.len > 100 ? 100 : pa.description.len),
                                   pa.description.p);
-                sq_busio_note(b, m, ml > 0 ? (size_t)ml : 0, false);
+                sq_engine__bus_note(b, m, ml > 0 ? (size_t)ml : 0, false);
             }
-            sq_busio_vu_fail(c, rc < 0 ? SQ_ERRK_PARSE : SQ_ERRK_ACK);
+            sq_engine__bus_vu_fail(c, rc < 0 ? SQ_ERRK_PARSE : SQ_ERRK_ACK);
             return;
         }
     }
-    sq_busio_complete(b, c, ev->payload.len + ev->headers.len);
+    sq_engine__bus_complete(b, c, ev->payload.len + ev->headers.len);
 }
 
-int sq_busio_nats_unit(struct sq_busio *b, const struct sq_nats_limits *lim, const char *p,
-                       size_t n, struct sq_nats_event *ev, size_t *need)
+int sq_engine__bus_nats_unit(struct sq_engine__busconn *b, const struct sq_nats_limits *lim,
+                             const char *p, size_t n, struct sq_nats_event *ev, size_t *need)
 {
     int rc = sq_nats_parse(p, n, lim, ev, need);
     if (rc <= 0)
         return rc;
-    if (ev->op == SQ_NATS_OP_PING && sq_busio_queue(b, SQ_NATS_PONG, SQ_NATS_PONG_LEN) < 0)
+    if (ev->op == SQ_NATS_OP_PING && sq_engine__bus_queue(b, SQ_NATS_PONG, SQ_NATS_PONG_LEN) < 0)
         return -ENOMEM;
     if (ev->op == SQ_NATS_OP_ERR) {
-        sq_busio_note(b, ev->text.p, ev->text.len, true);
+        sq_engine__bus_note(b, ev->text.p, ev->text.len, true);
         /* refused at CONNECT: back off. On an open connection the server closes after a fatal
          * -ERR; a permissions error leaves it open. */
-        if (!sq_busio_is_open(b))
-            sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
+        if (!sq_engine__bus_is_open(b))
+            sq_engine__bus_fail(b, SQ_ERRK_SERVER_ERROR);
     }
     return rc;
 }
 
-static int nats_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
+static int nats_unit(struct sq_engine__busconn *b, const char *p, size_t n, size_t *need)
 {
     struct natsconn *nc = nc_of(b);
     struct sq_nats_event ev;
-    int rc = sq_busio_nats_unit(b, &nc->lim, p, n, &ev, need);
+    int rc = sq_engine__bus_nats_unit(b, &nc->lim, p, n, &ev, need);
     if (rc <= 0)
         return rc;
     switch (ev.op) {
@@ -229,7 +230,7 @@ static int nats_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
         break;
     case SQ_NATS_OP_MSG:
     case SQ_NATS_OP_HMSG:
-        if (ev.sid_num == SID_INBOX && sq_busio_is_open(b))
+        if (ev.sid_num == SID_INBOX && sq_engine__bus_is_open(b))
             on_reply(nc, &ev);
         else
             b->m.w->c.bus.foreign++;
@@ -242,17 +243,17 @@ static int nats_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
 
 /* ---- sending ---- */
 
-static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
+static int nats_send(struct sq_engine__busconn *b, struct sq_engine__conn *c)
 {
-    struct sq_busdrv *d = sq_busdrv_of(c->w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
     const struct sq_bus_config *bus = d->bus;
     struct natsconn *nc = nc_of(b);
     bool core = bus->mode == SQ_BUS_PUBLISH; /* no answer: the PING behind its batch ends it */
     if (d->msg)
-        return sq_busio_send_static(b, c, 0, true); /* the static core PUB: one copy */
+        return sq_engine__bus_send_static(b, c, 0, true); /* the static core PUB: one copy */
     size_t nh = nc->headers ? bus->nheaders : 0;
-    struct sq_busio_msg m;
-    if (sq_busio_render(d, c, nh, &m) != 0)
+    struct sq_engine__busmsg m;
+    if (sq_engine__bus_render(d, c, nh, &m) != 0)
         return SQ_ERRK_WRITE;
     struct sq_nats_header hs[SQ_BUS_MAX_HEADERS];
     for (size_t i = 0; i < nh; i++) {
@@ -275,7 +276,7 @@ static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
     struct sq_str subj = {bus->subject, bus->subject_len};
     size_t hlen = nh ? sq_nats_headers_len(hs, nh) : 0;
     size_t cap = subj.len + rp.len + hlen + m.len + 64;
-    char *r = sq_busio_room(b, cap);
+    char *r = sq_engine__bus_room(b, cap);
     if (!r)
         return SQ_ERRK_WRITE;
     int k = nh ? sq_nats_encode_hpub_head(r, cap, subj, rp, hs, nh, m.len)
@@ -284,10 +285,10 @@ static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
         return SQ_ERRK_WRITE;
     memcpy(r + k, m.payload, m.len);
     memcpy(r + k + m.len, "\r\n", 2);
-    return sq_busio_sent(b, c, (size_t)k + m.len + 2, core);
+    return sq_engine__bus_sent(b, c, (size_t)k + m.len + 2, core);
 }
 
-static void nats_reset(struct sq_busio *b)
+static void nats_reset(struct sq_engine__busconn *b)
 {
     struct natsconn *nc = nc_of(b);
     nc->got_info = false;
@@ -305,7 +306,7 @@ static uint64_t splitmix(uint64_t *s)
 
 static int nats_init(struct sq_engine__worker *w)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     const struct sq_bus_config *bus = d->bus;
     uint64_t seed = w->run->run_id ^ ((uint64_t)w->windex << 40) ^ (uint64_t)sq_now_ns();
     if (d->payload && bus->mode == SQ_BUS_PUBLISH && bus->nheaders == 0) {
@@ -320,7 +321,7 @@ static int nats_init(struct sq_engine__worker *w)
         d->msg_len = (size_t)k;
     }
     for (uint32_t k = 0; k < d->nconn; k++) {
-        struct natsconn *nc = nc_of(sq_busio_at(d, k));
+        struct natsconn *nc = nc_of(sq_engine__bus_at(d, k));
         nc->b.ping = SQ_NATS_PING;
         nc->b.ping_len = SQ_NATS_PING_LEN;
         sq_nats_limits_init(&nc->lim);
@@ -332,7 +333,7 @@ static int nats_init(struct sq_engine__worker *w)
     return 0;
 }
 
-const struct sq_busio_ops sq_engine__nats_ops = {
+const struct sq_engine__bus_ops sq_engine__nats_ops = {
     .conn_size = sizeof(struct natsconn),
     .hello = nats_hello,
     .unit = nats_unit,

@@ -318,7 +318,7 @@ struct sq_engine__worker {
      * frame state; NULL for HTTP/1.1) */
     const struct sq_engine__driver *drv;
     void *proto;
-    struct sq_flowbus *fbus; /* plan runs with publish / subscribe steps, else NULL */
+    struct sq_engine__flowbus *fbus; /* plan runs with publish / subscribe steps, else NULL */
     /* {{$stamp}}: this worker's stream (run id + windex) and its next sequence number */
     struct sq_stamp_enc stamp;
     uint64_t stamp_next;

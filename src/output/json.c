@@ -630,7 +630,7 @@ static json_t *series(const struct sq_result *r)
     return a;
 }
 
-/* What a bus run's latency measures, mode by mode (engine/bus.h). */
+/* What a bus run's latency measures, mode by mode (engine/busconf.h). */
 static const char *bus_latency_means(const struct sq_bus_config *b)
 {
     switch (b->mode) {

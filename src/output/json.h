@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "base/err.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/run.h"
 
 /* The JSON schema this build writes; docs/json-schema.md describes it. */
@@ -33,7 +33,7 @@ struct sq_report_info {
     const char *accept_encoding;     /* what the requests offered (NULL: --no-compression) */
     const char *protocol;            /* "http/1.1" or "h2c" (--http2); NULL: not said */
     uint32_t streams;                /* HTTP/2: streams per connection; 0: not HTTP/2 */
-    const struct sq_bus_config *bus; /* nats:// and mqtt:// runs (engine/bus.h); NULL: HTTP */
+    const struct sq_bus_config *bus; /* nats:// and mqtt:// runs (engine/busconf.h); NULL: HTTP */
     const char *name;                /* --name, a plan's name:; NULL: none */
     /* --percentiles: the latency percentiles "latency.percentiles" lists; NULL: the default
      * 50, 90, 95, 99, 99.9 */
