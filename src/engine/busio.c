@@ -305,14 +305,6 @@ int sq_engine__bus_queue(struct sq_engine__busconn *b, const void *p, size_t n)
 
 /* ---- batches ---- */
 
-int sq_engine__bus_batch_add(struct sq_engine__busconn *b, uint32_t local, uint32_t gen)
-{
-    if (sq_engine__ring_push(&b->fifo, (uint64_t)local << 32 | gen) < 0)
-        return -ENOMEM;
-    b->unpinged++;
-    return 0;
-}
-
 /* A ping behind the messages queued since the last one, and how many it closes. */
 static int ping(struct sq_engine__busconn *b, uint32_t closes)
 {
@@ -553,34 +545,6 @@ int sq_engine__bus_render(struct sq_engine__busdrv *d, struct sq_engine__conn *c
     return 0;
 }
 
-int sq_engine__bus_sent(struct sq_engine__busconn *b, struct sq_engine__conn *c, size_t n,
-                        bool batch)
-{
-    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
-    /* the batch first: the commit may write, and the ping it adds must cover this message */
-    if (batch && sq_engine__bus_batch_add(b, c->local, d->vus[c->local].gen) < 0)
-        return SQ_ERRK_WRITE;
-    sq_engine__bus_commit(b, n);
-    if (batch && b->busy && b->unpinged >= d->quarter)
-        sq_engine__bus_write_now(b);
-    return 0;
-}
-
-int sq_engine__bus_send_static(struct sq_engine__busconn *b, struct sq_engine__conn *c, uint16_t id,
-                               bool batch)
-{
-    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
-    char *r = sq_engine__bus_room(b, d->msg_len);
-    if (!r)
-        return SQ_ERRK_WRITE;
-    memcpy(r, d->msg, d->msg_len);
-    if (id) {
-        r[d->id_off] = (char)(id >> 8);
-        r[d->id_off + 1] = (char)id;
-    }
-    return sq_engine__bus_sent(b, c, d->msg_len, batch);
-}
-
 /* ---- the driver table (engine/driver.h), for both protocols ---- */
 
 static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
@@ -643,7 +607,8 @@ static void drv_connect(struct sq_engine__conn *c)
 
 static void drv_send(struct sq_engine__conn *c)
 {
-    struct sq_engine__busconn *b = sq_engine__bus_of(c);
+    struct sq_engine__busdrv *d = c->w->proto;
+    struct sq_engine__busconn *b = sq_engine__bus_at(d, c->local / d->window);
     c->rd.status = 0;
     c->rd.head_bytes = 0;
     c->rd.body.bytes = 0;
@@ -652,9 +617,8 @@ static void drv_send(struct sq_engine__conn *c)
         sq_engine__bus_vu_fail(c, SQ_ERRK_CLOSED);
         return;
     }
-    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
     d->vus[c->local].gen++; /* whatever answered an earlier request of c is late from now on */
-    int kind = d->ops->send(b, c);
+    int kind = d->ops->send(d, b, c);
     if (SQ_UNLIKELY(kind != 0)) {
         sq_engine__bus_vu_fail(c, (enum sq_errk)kind);
         return;

@@ -37,8 +37,10 @@
 #ifndef SQ_ENGINE_BUSIO_H
 #define SQ_ENGINE_BUSIO_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/buf.h"
 #include "base/spill.h"
@@ -50,6 +52,7 @@
 struct sq_engine__worker;
 struct sq_engine__conn;
 struct sq_engine__busconn;
+struct sq_engine__busdrv;
 struct sq_nats_limits;
 struct sq_nats_event;
 struct sq_mqtt_limits;
@@ -115,7 +118,8 @@ struct sq_engine__bus_ops {
     /* The VU c (ACTIVE, counted as sent, its generation moved on) on b: queue its message
      * (sq_engine__bus_send_static, or sq_engine__bus_render then sq_engine__bus_sent). Returns 0,
      * or an error kind that fails it (out of memory, a message the connection cannot carry). */
-    int (*send)(struct sq_engine__busconn *b, struct sq_engine__conn *c);
+    int (*send)(struct sq_engine__busdrv *d, struct sq_engine__busconn *b,
+                struct sq_engine__conn *c);
     /* Optional: the worker closes c (timeout, the end; its generation moved on already): forget
      * what else it waits for, so a late answer matches nothing. */
     void (*release)(struct sq_engine__busconn *b, struct sq_engine__conn *c);
@@ -227,8 +231,14 @@ void sq_engine__bus_note(struct sq_engine__busconn *b, const char *msg, size_t l
 
 /* The message just queued (before its commit: the ping the commit may write must cover it) of
  * VU local at generation gen joins the batch. Returns 0 or -ENOMEM. */
-SQ_MUST_CHECK int sq_engine__bus_batch_add(struct sq_engine__busconn *b, uint32_t local,
-                                           uint32_t gen);
+static inline int sq_engine__bus_batch_add(struct sq_engine__busconn *b, uint32_t local,
+                                           uint32_t gen)
+{
+    if (sq_engine__ring_push(&b->fifo, (uint64_t)local << 32 | gen) < 0)
+        return -ENOMEM;
+    b->unpinged++;
+    return 0;
+}
 /* The answer to the oldest ping in flight came: how many messages at the head of b->fifo it
  * closes (the caller pops them; 0: a keep-alive's, or no ping out). */
 static inline uint64_t sq_engine__bus_batch_take(struct sq_engine__busconn *b)
@@ -273,14 +283,36 @@ struct sq_engine__busmsg {
 /* Renders c's message (its iteration moves on). Returns 0 or SQ_ERRK_WRITE. */
 int sq_engine__bus_render(struct sq_engine__busdrv *d, struct sq_engine__conn *c, size_t nh,
                           struct sq_engine__busmsg *m);
-/* The n bytes of c's message are in the room (sq_engine__bus_room): committed, after joining the
- * batch when `batch`; a long batch inside an event is written every quarter window. Returns 0
- * or SQ_ERRK_WRITE. */
-int sq_engine__bus_sent(struct sq_engine__busconn *b, struct sq_engine__conn *c, size_t n,
-                        bool batch);
-/* Sends d->msg for c, its packet id patched in at d->id_off when id != 0. Returns 0 or
- * SQ_ERRK_WRITE. */
-int sq_engine__bus_send_static(struct sq_engine__busconn *b, struct sq_engine__conn *c, uint16_t id,
-                               bool batch);
+/* The n bytes of VU local's message are in the room (sq_engine__bus_room): committed, after
+ * joining the batch when `batch`; a long batch inside an event is written every quarter window.
+ * Returns 0 or SQ_ERRK_WRITE. Inline: the message path of every send. */
+static inline int sq_engine__bus_sent(struct sq_engine__busdrv *d, struct sq_engine__busconn *b,
+                                      uint32_t local, size_t n, bool batch)
+{
+    /* the batch first: the commit may write, and the ping it adds must cover this message */
+    if (batch && sq_engine__bus_batch_add(b, local, d->vus[local].gen) < 0)
+        return SQ_ERRK_WRITE;
+    sq_engine__bus_commit(b, n);
+    if (batch && b->busy && b->unpinged >= d->quarter)
+        sq_engine__bus_write_now(b);
+    return 0;
+}
+
+/* Sends d->msg for VU local, its packet id patched in at d->id_off when id != 0: one copy.
+ * Returns 0 or SQ_ERRK_WRITE. */
+static inline int sq_engine__bus_send_static(struct sq_engine__busdrv *d,
+                                             struct sq_engine__busconn *b, uint32_t local,
+                                             uint16_t id, bool batch)
+{
+    char *r = sq_engine__bus_room(b, d->msg_len);
+    if (!r)
+        return SQ_ERRK_WRITE;
+    memcpy(r, d->msg, d->msg_len);
+    if (id) {
+        r[d->id_off] = (char)(id >> 8);
+        r[d->id_off + 1] = (char)id;
+    }
+    return sq_engine__bus_sent(d, b, local, d->msg_len, batch);
+}
 
 #endif

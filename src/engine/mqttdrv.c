@@ -278,17 +278,18 @@ static int mqtt_unit(struct sq_engine__busconn *b, const char *p, size_t n, size
 
 /* ---- sending ---- */
 
-static int mqtt_send(struct sq_engine__busconn *b, struct sq_engine__conn *c)
+/* A message other than the static PUBLISH: its payload and user properties rendered, then
+ * encoded straight into the connection's buffer. Kept out of mqtt_send, so that the static path
+ * does not pay for this one's stack frame. */
+static __attribute__((noinline)) int mqtt_send_rendered(struct sq_engine__busdrv *d,
+                                                        struct sq_engine__busconn *b,
+                                                        struct sq_engine__conn *c, uint16_t id,
+                                                        bool batch)
 {
-    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
     const struct sq_bus_config *bus = d->bus;
     struct mqttconn *mc = mc_of(b);
     struct sq_engine__busvu *v = &d->vus[c->local];
     uint32_t slot = c->local - b->m.first;
-    uint16_t id = bus->qos ? packet_id(mc, slot, v->gen) : 0;
-    bool batch = bus->qos == 0 && bus->mode != SQ_BUS_ROUND_TRIP; /* the PINGRESP ends it */
-    if (d->msg)
-        return sq_engine__bus_send_static(b, c, id, batch);
     size_t nh = bus->mqtt_version == SQ_MQTT_V5 ? bus->nheaders : 0;
     struct sq_engine__busmsg m;
     if (sq_engine__bus_render(d, c, nh, &m) != 0)
@@ -325,7 +326,19 @@ static int mqtt_send(struct sq_engine__busconn *b, struct sq_engine__conn *c)
     int k = sq_mqtt_encode_publish(bus->mqtt_version, r, cap, &pub);
     if (k < 0)
         return SQ_ERRK_WRITE;
-    return sq_engine__bus_sent(b, c, (size_t)k, batch);
+    return sq_engine__bus_sent(d, b, c->local, (size_t)k, batch);
+}
+
+static int mqtt_send(struct sq_engine__busdrv *d, struct sq_engine__busconn *b,
+                     struct sq_engine__conn *c)
+{
+    const struct sq_bus_config *bus = d->bus;
+    uint32_t slot = c->local - b->m.first;
+    uint16_t id = bus->qos ? packet_id(mc_of(b), slot, d->vus[c->local].gen) : 0;
+    bool batch = bus->qos == 0 && bus->mode != SQ_BUS_ROUND_TRIP; /* the PINGRESP ends it */
+    if (d->msg) /* the static PUBLISH: one copy, its packet id patched in */
+        return sq_engine__bus_send_static(d, b, c->local, id, batch);
+    return mqtt_send_rendered(d, b, c, id, batch);
 }
 
 static void mqtt_release(struct sq_engine__busconn *b, struct sq_engine__conn *c)
