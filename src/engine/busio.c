@@ -1,9 +1,10 @@
 /* engine/busio.c - broker connections for the bus drivers (see busio.h).
  *
- * States: a connection is CLOSED, BACKOFF (waiting to retry after a failed connect), CONNECTING
- * (TCP), HELLO (the protocol's greeting: INFO/CONNECT/PONG, CONNECT/CONNACK/SUBACK) or OPEN. Its
- * VUs mirror it: CONNECTING or BACKOFF while it is not open, then IDLE, ACTIVE, PACING as the
- * worker moves them. Only an open connection takes messages.
+ * States (b->m.state, engine/xport.h): a connection is CLOSED, BACKOFF (waiting to retry after a
+ * failed connect), CONNECTING (the transport: TCP), HELLO (the protocol's greeting:
+ * INFO/CONNECT/PONG, CONNECT/CONNACK/SUBACK) or OPEN. Its VUs mirror it (xport.c moves them):
+ * CONNECTING or BACKOFF while it is not open, then IDLE, ACTIVE, PACING as the worker moves them.
+ * Only an open connection takes messages.
  *
  * The write invariant: out.p[out_off, out.len) is what is still to be written, whole units in
  * the order they were queued; a short write registers EPOLLOUT and the rest leaves when the
@@ -23,176 +24,203 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
-#include "net/egress.h"
-#include "net/sock.h"
+#include "plan/tmpl.h"
 
-#define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
-#define BACKOFF_MAX_SHIFT 7
-#define READS_PER_EVENT   4 /* reads per readiness event before the loop gets a turn */
+#define READS_PER_EVENT 4 /* reads per readiness event before the loop gets a turn */
 
 static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
-static void b_flush(struct sq_busio *b);
+static void b_flush(struct sq_engine__busconn *b);
 
-struct sq_busdrv *sq_busdrv_of(const struct sq_engine__worker *w)
+/* ---- the ring and the sequence map ---- */
+
+int sq_engine__ring_push(struct sq_engine__ring *r, uint64_t x)
+{
+    if (r->len == r->cap) {
+        uint32_t cap = r->cap ? r->cap * 2 : 64;
+        uint64_t *v = malloc((size_t)cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        for (uint32_t i = 0; i < r->len; i++)
+            v[i] = r->v[(r->head + i) & (r->cap - 1)];
+        free(r->v);
+        r->v = v;
+        r->head = 0;
+        r->cap = cap;
+    }
+    r->v[(r->head + r->len) & (r->cap - 1)] = x;
+    r->len++;
+    return 0;
+}
+
+void sq_engine__ring_dispose(struct sq_engine__ring *r)
+{
+    free(r->v);
+    *r = (struct sq_engine__ring){0};
+}
+
+static uint32_t seq_home(uint64_t k, uint32_t mask)
+{
+    k *= 0x9E3779B97F4A7C15ull; /* Fibonacci hashing: sequence numbers are consecutive */
+    return (uint32_t)(k >> 32) & mask;
+}
+
+int sq_engine__seqmap_init(struct sq_engine__seqmap *m, uint32_t want)
+{
+    uint32_t size = 16;
+    while (size < 2 * want)
+        size *= 2;
+    m->mask = size - 1;
+    m->n = 0;
+    m->key = malloc(size * sizeof(*m->key));
+    m->val = malloc(size * sizeof(*m->val));
+    if (!m->key || !m->val)
+        return -ENOMEM;
+    sq_engine__seqmap_clear(m);
+    return 0;
+}
+
+void sq_engine__seqmap_dispose(struct sq_engine__seqmap *m)
+{
+    free(m->key);
+    free(m->val);
+    *m = (struct sq_engine__seqmap){0};
+}
+
+void sq_engine__seqmap_clear(struct sq_engine__seqmap *m)
+{
+    for (uint32_t i = 0; m->key && i <= m->mask; i++)
+        m->key[i] = UINT64_MAX;
+    m->n = 0;
+}
+
+bool sq_engine__seqmap_get(const struct sq_engine__seqmap *m, uint64_t k, int64_t *v)
+{
+    for (uint32_t i = seq_home(k, m->mask); m->key[i] != UINT64_MAX; i = (i + 1) & m->mask)
+        if (m->key[i] == k) {
+            *v = m->val[i];
+            return true;
+        }
+    return false;
+}
+
+bool sq_engine__seqmap_put(struct sq_engine__seqmap *m, uint64_t k, int64_t v)
+{
+    uint32_t i = seq_home(k, m->mask);
+    while (m->key[i] != UINT64_MAX && m->key[i] != k)
+        i = (i + 1) & m->mask;
+    if (m->key[i] == UINT64_MAX) {
+        if (m->n >= (m->mask + 1) / 2)
+            return false;
+        m->n++;
+    }
+    m->key[i] = k;
+    m->val[i] = v;
+    return true;
+}
+
+void sq_engine__seqmap_del(struct sq_engine__seqmap *m, uint64_t k)
+{
+    uint32_t i = seq_home(k, m->mask);
+    while (m->key[i] != k) {
+        if (m->key[i] == UINT64_MAX)
+            return;
+        i = (i + 1) & m->mask;
+    }
+    m->n--;
+    /* backward shift: close the hole so every entry stays reachable from its home */
+    uint32_t j = i;
+    for (;;) {
+        m->key[i] = UINT64_MAX;
+        for (;;) {
+            j = (j + 1) & m->mask;
+            if (m->key[j] == UINT64_MAX)
+                return;
+            uint32_t home = seq_home(m->key[j], m->mask);
+            /* j's entry may move to i unless its home lies cyclically in (i, j] */
+            if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
+                break;
+        }
+        m->key[i] = m->key[j];
+        m->val[i] = m->val[j];
+        i = j;
+    }
+}
+
+struct sq_engine__busdrv *sq_engine__busdrv_of(const struct sq_engine__worker *w)
 {
     return w->proto;
 }
 
-struct sq_busio *sq_busio_at(struct sq_busdrv *d, uint32_t k)
+struct sq_engine__busconn *sq_engine__bus_at(struct sq_engine__busdrv *d, uint32_t k)
 {
-    return (struct sq_busio *)(void *)(d->conns + (size_t)k * d->ops->conn_size);
+    return (struct sq_engine__busconn *)(void *)(d->conns + (size_t)k * d->ops->conn_size);
 }
 
-struct sq_busio *sq_busio_of(struct sq_engine__conn *c)
+struct sq_engine__busconn *sq_engine__bus_of(struct sq_engine__conn *c)
 {
-    struct sq_busdrv *d = sq_busdrv_of(c->w);
-    return sq_busio_at(d, c->local / d->window);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
+    return sq_engine__bus_at(d, c->local / d->window);
 }
 
-static const struct sq_busio_ops *ops_of(const struct sq_busio *b)
+static const struct sq_engine__bus_ops *ops_of(const struct sq_engine__busconn *b)
 {
     return b->ops;
 }
 
-/* VUs that wait for the connection to (re)open. */
-static bool waiting(const struct sq_engine__conn *c)
-{
-    return c->state == CONN_CONNECTING || c->state == CONN_BACKOFF || c->state == CONN_CLOSED;
-}
-
-static void set_waiting(struct sq_busio *b, uint8_t vs)
-{
-    struct sq_engine__worker *w = b->w;
-    for (uint32_t i = b->first; i < b->first + b->n; i++)
-        if (waiting(&w->conns[i]))
-            w->conns[i].state = vs;
-}
-
 /* Closes the socket and forgets every byte in both directions; no VU callback runs. */
-static void b_teardown(struct sq_busio *b)
+static void b_teardown(struct sq_engine__busconn *b)
 {
-    struct sq_engine__worker *w = b->w;
-    sq_timer_stop(w->loop, &b->timer);
-    sq_timer_stop(w->loop, &b->kick);
-    if (b->io.fd >= 0) {
-        sq_io_stop(w->loop, &b->io);
-        close(b->io.fd);
-        b->io.fd = -1;
-    }
+    bool hello = b->m.state >= SQ_ENGINE__MX_HELLO;
+    sq_timer_stop(b->m.w->loop, &b->kick);
+    sq_engine__mux_close(&b->m);
     sq_buf_reset(&b->out);
     b->out_off = 0;
-    sq_buf_reset(&b->spill);
-    b->need = 0;
+    sq_spill_reset(&b->spill);
     b->dirty = false;
     b->broken = 0;
-    if (b->state >= B_HELLO)
+    sq_engine__ring_clear(&b->fifo);
+    sq_engine__ring_clear(&b->pings);
+    b->unpinged = 0;
+    if (hello)
         ops_of(b)->reset(b);
-    b->state = B_CLOSED;
 }
 
-static void b_connect(struct sq_busio *b);
-
-static void b_connect_failed(struct sq_busio *b, int err)
+/* Frees what a torn-down connection still holds. */
+static void b_dispose(struct sq_engine__busconn *b)
 {
-    struct sq_engine__worker *w = b->w;
-    if (err)
-        sq_engine__connect_error(w, err);
+    sq_buf_dispose(&b->out);
+    sq_spill_dispose(&b->spill);
+    sq_engine__ring_dispose(&b->fifo);
+    sq_engine__ring_dispose(&b->pings);
+}
+
+/* The greeting failed (a refusal, a timeout, the connection closed): like a failed connect, it
+ * is retried after a backoff. */
+static void b_hello_failed(struct sq_engine__busconn *b)
+{
     b_teardown(b);
-    uint8_t vs = CONN_CLOSED;
-    if (w->sending) {
-        int64_t delay = BACKOFF_MIN_NS << b->backoff;
-        if (b->backoff < BACKOFF_MAX_SHIFT)
-            b->backoff++;
-        if (sq_timer_start(w->loop, &b->timer, sq_loop_now(w->loop) + delay) == 0) {
-            b->state = B_BACKOFF;
-            vs = CONN_BACKOFF;
-        }
-    }
-    set_waiting(b, vs);
-}
-
-static void b_connect(struct sq_busio *b)
-{
-    struct sq_engine__worker *w = b->w;
-    const struct sq_addr *a =
-        b->addr ? b->addr : &w->cfg->addrs[b->global % (uint32_t)w->cfg->naddrs];
-    struct sq_addr fresh;
-    if (!b->addr && w->cfg->dns_ttl_ns > 0) {
-        sq_engine__addrs_load(&w->run->addrs, b->global, &fresh);
-        a = &fresh;
-    }
-    if (SQ_UNLIKELY(w->cfg->egress != NULL) &&
-        sq_egress_allows(w->cfg->egress, a, SQ_EGRESS_CONNECT) < 0) {
-        b_connect_failed(b, -EACCES); /* the run's egress policy (net/egress.h) */
-        return;
-    }
-    int fd = sq_connect_start(a);
-    if (fd < 0) {
-        b_connect_failed(b, fd);
-        return;
-    }
-    int rc = sq_io_start(w->loop, &b->io, fd, EPOLLOUT, b_on_io);
-    if (rc < 0) {
-        close(fd);
-        b_connect_failed(b, rc);
-        return;
-    }
-    b->state = B_CONNECTING;
-    b->since_ns = sq_loop_now(w->loop);
-    set_waiting(b, CONN_CONNECTING);
-}
-
-static void b_on_backoff(struct sq_loop *loop, struct sq_timer *t)
-{
-    SQ_UNUSED(loop);
-    struct sq_busio *b = SQ_CONTAINER_OF(t, struct sq_busio, timer);
-    b->state = B_CLOSED;
-    if (b->w->sending) {
-        b_connect(b);
-        return;
-    }
-    set_waiting(b, CONN_CLOSED);
+    sq_engine__mux_retry(&b->m);
 }
 
 /* The connection is gone: requests out on it fail with kind, every VU asks for it again. */
-static void b_down(struct sq_busio *b, enum sq_errk kind)
+static void b_down(struct sq_engine__busconn *b, enum sq_errk kind)
 {
-    struct sq_engine__worker *w = b->w;
-    bool hello = b->state < B_OPEN;
+    if (b->m.state < SQ_ENGINE__MX_OPEN) {
+        if (kind == SQ_ERRK_CLOSED)
+            b->m.w->c.conns_closed_by_server++;
+        b_hello_failed(b); /* a CONNACK refusal, a -ERR on CONNECT, closed while greeting */
+        return;
+    }
     b_teardown(b);
-    if (hello && kind != SQ_ERRK_CLOSED) {
-        /* refused during the greeting (a CONNACK refusal, a -ERR on CONNECT): like a failed
-         * connect, it is retried after a backoff */
-        b_connect_failed(b, 0);
-        return;
-    }
-    if (kind == SQ_ERRK_CLOSED)
-        w->c.conns_closed_by_server++;
-    for (uint32_t i = b->first; i < b->first + b->n; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
-        if (c->state == CONN_ACTIVE) {
-            sq_engine__vu_fail(c, kind);
-        } else if (!waiting(c)) {
-            sq_timer_stop(w->loop, &c->timer);
-            c->state = CONN_CLOSED;
-        }
-    }
-    if (hello) {
-        b_connect_failed(b, 0); /* closed during the greeting: back off */
-        return;
-    }
-    for (uint32_t i = b->first; i < b->first + b->n; i++)
-        if (w->conns[i].state == CONN_CLOSED)
-            sq_engine__vu_replace(&w->conns[i]);
+    sq_engine__mux_down(&b->m, kind);
 }
 
-void sq_busio_fail(struct sq_busio *b, enum sq_errk kind)
+void sq_engine__bus_fail(struct sq_engine__busconn *b, enum sq_errk kind)
 {
     if (b->busy) {
         if (!b->broken)
@@ -202,9 +230,9 @@ void sq_busio_fail(struct sq_busio *b, enum sq_errk kind)
     b_down(b, kind);
 }
 
-void sq_busio_note(struct sq_busio *b, const char *msg, size_t len, bool count)
+void sq_engine__bus_note(struct sq_engine__busconn *b, const char *msg, size_t len, bool count)
 {
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     if (count) {
         w->c.errors[SQ_ERRK_SERVER_ERROR]++;
         __atomic_store_n(&w->live.bus_errors, w->c.errors[SQ_ERRK_SERVER_ERROR], __ATOMIC_RELAXED);
@@ -221,26 +249,26 @@ void sq_busio_note(struct sq_busio *b, const char *msg, size_t len, bool count)
 
 /* ---- writes ---- */
 
-static void b_kick(struct sq_busio *b)
+static void b_kick(struct sq_engine__busconn *b)
 {
     if (b->busy) {
         b->dirty = true;
         return;
     }
     if (!sq_timer_active(&b->kick) &&
-        sq_timer_start(b->w->loop, &b->kick, sq_loop_now(b->w->loop)) < 0)
+        sq_timer_start(b->m.w->loop, &b->kick, sq_loop_now(b->m.w->loop)) < 0)
         b_flush(b); /* no room in the timer heap: write now */
 }
 
 static void b_on_kick(struct sq_loop *loop, struct sq_timer *t)
 {
     SQ_UNUSED(loop);
-    struct sq_busio *b = SQ_CONTAINER_OF(t, struct sq_busio, kick);
-    if (b->state >= B_HELLO)
+    struct sq_engine__busconn *b = SQ_CONTAINER_OF(t, struct sq_engine__busconn, kick);
+    if (b->m.state >= SQ_ENGINE__MX_HELLO)
         b_flush(b);
 }
 
-char *sq_busio_room(struct sq_busio *b, size_t n)
+char *sq_engine__bus_room(struct sq_engine__busconn *b, size_t n)
 {
     if (b->out_off && b->out_off == b->out.len) {
         b->out.len = 0;
@@ -251,57 +279,77 @@ char *sq_busio_room(struct sq_busio *b, size_t n)
     return b->out.p + b->out.len;
 }
 
-void sq_busio_commit(struct sq_busio *b, size_t n)
+void sq_engine__bus_commit(struct sq_engine__busconn *b, size_t n)
 {
     b->out.len += n;
-    if (b->busy && b->out.len - b->out_off >= SQ_BUSIO_FLUSH_AT)
+    if (b->busy && b->out.len - b->out_off >= SQ_ENGINE__BUS_FLUSH_AT)
         b_flush(b); /* a long batch inside an event: let the broker start on it */
     else
         b_kick(b);
 }
 
-void sq_busio_write_now(struct sq_busio *b)
+void sq_engine__bus_write_now(struct sq_engine__busconn *b)
 {
     b_flush(b);
 }
 
-int sq_busio_queue(struct sq_busio *b, const void *p, size_t n)
+int sq_engine__bus_queue(struct sq_engine__busconn *b, const void *p, size_t n)
 {
-    char *r = sq_busio_room(b, n);
+    char *r = sq_engine__bus_room(b, n);
     if (!r)
         return -ENOMEM;
     memcpy(r, p, n);
-    sq_busio_commit(b, n);
+    sq_engine__bus_commit(b, n);
     return 0;
 }
 
-/* Writes what is queued (after the protocol's last word on the batch). A failure ends the
- * connection, or marks it broken when inside an event. */
-static void b_flush(struct sq_busio *b)
+/* ---- batches ---- */
+
+/* A ping behind the messages queued since the last one, and how many it closes. */
+static int ping(struct sq_engine__busconn *b, uint32_t closes)
 {
-    struct sq_engine__worker *w = b->w;
-    if (b->state < B_HELLO || b->broken)
+    if (sq_engine__ring_push(&b->pings, closes) < 0 ||
+        sq_buf_append(&b->out, b->ping, b->ping_len) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int sq_engine__bus_keepalive(struct sq_engine__busconn *b)
+{
+    if (ping(b, 0) < 0)
+        return -ENOMEM;
+    sq_engine__bus_commit(b, 0);
+    return 0;
+}
+
+/* Writes what is queued, the open batch closed by a ping first. A failure ends the connection,
+ * or marks it broken when inside an event. */
+static void b_flush(struct sq_engine__busconn *b)
+{
+    struct sq_engine__worker *w = b->m.w;
+    if (b->m.state < SQ_ENGINE__MX_HELLO || b->broken)
         return;
     sq_timer_stop(w->loop, &b->kick);
     b->dirty = false;
-    ops_of(b)->before_write(b);
+    if (b->unpinged) {
+        if (ping(b, b->unpinged) < 0) {
+            sq_engine__bus_fail(b, SQ_ERRK_WRITE);
+            return;
+        }
+        b->unpinged = 0;
+        w->c.bus.pings++;
+    }
     bool blocked = false;
-    while (b->out_off < b->out.len) {
-        ssize_t n = send(b->io.fd, b->out.p + b->out_off, b->out.len - b->out_off, MSG_NOSIGNAL);
-        if (n > 0) {
-            w->c.bytes_sent += (uint64_t)n;
-            w->c.bus.flushes++;
-            b->out_off += (size_t)n;
-            continue;
+    if (b->out_off < b->out.len) {
+        ssize_t n = sq_engine__xport_write(&b->m.x, b->out.p + b->out_off, b->out.len - b->out_off,
+                                           &blocked);
+        if (n < 0) {
+            sq_engine__bus_fail(b, SQ_ERRK_WRITE);
+            return;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            blocked = true;
-            break;
-        }
-        sq_busio_fail(b, SQ_ERRK_WRITE);
-        return;
+        w->c.bytes_sent += (uint64_t)n;
+        w->c.bus.flushes += n > 0;
+        b->out_off += (size_t)n;
     }
     b->wrote_ns = sq_loop_now(w->loop);
     if (!blocked) {
@@ -312,77 +360,37 @@ static void b_flush(struct sq_busio *b)
         b->out.len -= b->out_off;
         b->out_off = 0;
     }
-    if (sq_io_modify(w->loop, &b->io, blocked ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
-        sq_busio_fail(b, SQ_ERRK_WRITE);
+    if (sq_io_modify(w->loop, &b->m.x.io, blocked ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
+        sq_engine__bus_fail(b, SQ_ERRK_WRITE);
 }
 
 /* ---- reads ---- */
 
-/* Hands one unit to the protocol. Returns its length, 0 (partial), or -1 (the connection
- * broke: marked). */
-static long b_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
+/* Hands one unit to the protocol (base/spill.h's callback). A protocol error marks the
+ * connection broken; once it is broken the read stops. */
+static int b_unit(void *ud, const char *p, size_t n, size_t *need)
 {
-    *need = 0;
+    struct sq_engine__busconn *b = ud;
+    if (b->broken || b->m.state < SQ_ENGINE__MX_HELLO)
+        return -1;
     int rc = ops_of(b)->unit(b, p, n, need);
     if (rc < 0) {
-        sq_busio_fail(b, SQ_ERRK_PARSE);
-        return -1;
-    }
-    if (rc > 0 && (size_t)rc > n) {
-        sq_busio_fail(b, SQ_ERRK_PARSE);
+        sq_engine__bus_fail(b, SQ_ERRK_PARSE); /* unless the protocol said why already */
         return -1;
     }
     return rc;
 }
 
 /* Feeds one read's bytes (see the read invariant at the top). */
-static void b_feed(struct sq_busio *b, const char *p, size_t n)
+static void b_feed(struct sq_engine__busconn *b, const char *p, size_t n)
 {
-    while (b->spill.len > 0 && n > 0 && !b->broken) {
-        size_t take = b->need > b->spill.len ? b->need - b->spill.len : 4096;
-        if (take > n)
-            take = n;
-        if (b->spill.len + take > b->max_unit + 4096 || sq_buf_append(&b->spill, p, take) < 0) {
-            sq_busio_fail(b, SQ_ERRK_PARSE);
-            return;
-        }
-        p += take;
-        n -= take;
-        size_t need;
-        long rc = b_unit(b, b->spill.p, b->spill.len, &need);
-        if (rc < 0)
-            return;
-        if (rc == 0) {
-            b->need = need;
-            continue;
-        }
-        /* the unit ended inside the bytes just taken: give the rest back to the read */
-        size_t rest = b->spill.len - (size_t)rc;
-        p -= rest;
-        n += rest;
-        sq_buf_reset(&b->spill);
-        b->need = 0;
-    }
-    while (n > 0 && !b->broken && b->state >= B_HELLO) {
-        size_t need;
-        long rc = b_unit(b, p, n, &need);
-        if (rc < 0)
-            return;
-        if (rc == 0) {
-            if (n > b->max_unit + 4096 || sq_buf_append(&b->spill, p, n) < 0) {
-                sq_busio_fail(b, SQ_ERRK_PARSE);
-                return;
-            }
-            b->need = need;
-            return;
-        }
-        p += rc;
-        n -= (size_t)rc;
-    }
+    int rc = sq_spill_feed(&b->spill, b->max_unit + 4096, p, n, b_unit, b);
+    if (rc < 0 && !b->broken && b->m.state >= SQ_ENGINE__MX_HELLO)
+        sq_engine__bus_fail(b, SQ_ERRK_PARSE); /* a unit too large, or longer than its bytes */
 }
 
 /* The end of an event: a failure found inside it, or the writes it queued. */
-static void b_event_end(struct sq_busio *b)
+static void b_event_end(struct sq_engine__busconn *b)
 {
     if (--b->busy > 0)
         return;
@@ -392,16 +400,16 @@ static void b_event_end(struct sq_busio *b)
         b_down(b, k);
         return;
     }
-    if (b->dirty && b->state >= B_HELLO)
+    if (b->dirty && b->m.state >= SQ_ENGINE__MX_HELLO)
         b_flush(b);
 }
 
-static void b_read(struct sq_busio *b)
+static void b_read(struct sq_engine__busconn *b)
 {
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__worker *w = b->m.w;
     b->busy++;
-    for (int i = 0; i < READS_PER_EVENT && b->state >= B_HELLO && !b->broken; i++) {
-        ssize_t n = read(b->io.fd, w->rbuf, SQ_ENGINE_RBUF_SIZE);
+    for (int i = 0; i < READS_PER_EVENT && b->m.state >= SQ_ENGINE__MX_HELLO && !b->broken; i++) {
+        ssize_t n = sq_engine__xport_recv(&b->m.x, w->rbuf, SQ_ENGINE_RBUF_SIZE);
         if (n > 0) {
             w->c.bytes_received += (uint64_t)n;
             b->now = sq_now_ns();
@@ -412,31 +420,20 @@ static void b_read(struct sq_busio *b)
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             break;
-        sq_busio_fail(b, SQ_ERRK_CLOSED); /* end of stream, or a reset */
+        sq_engine__bus_fail(b, SQ_ERRK_CLOSED); /* end of stream, or a reset */
         break;
     }
     b->now = 0;
     b_event_end(b);
 }
 
-static void b_connected(struct sq_busio *b)
+/* The transport is up: the protocol's greeting. */
+static void b_connected(struct sq_engine__busconn *b)
 {
-    struct sq_engine__worker *w = b->w;
-    int rc = sq_connect_result(b->io.fd);
-    if (rc < 0) {
-        b_connect_failed(b, rc);
-        return;
-    }
-    int64_t now = sq_now_ns();
-    b->connect_ns = now - b->since_ns;
-    b->since_ns = now;
-    b->state = B_HELLO;
-    if (sq_io_modify(w->loop, &b->io, EPOLLIN) < 0) {
-        b_connect_failed(b, -errno);
-        return;
-    }
+    b->m.state = SQ_ENGINE__MX_HELLO;
+    b->hello_ns = b->m.x.since_ns;
     b->busy++;
-    rc = ops_of(b)->hello(b);
+    int rc = ops_of(b)->hello(b);
     if (rc < 0 && !b->broken)
         b->broken = 1 + SQ_ERRK_CONNECT;
     b_event_end(b);
@@ -445,223 +442,261 @@ static void b_connected(struct sq_busio *b)
 static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 {
     SQ_UNUSED(loop);
-    struct sq_busio *b = SQ_CONTAINER_OF(io, struct sq_busio, io);
-    if (b->state == B_CONNECTING) {
-        b_connected(b);
+    struct sq_engine__busconn *b = SQ_CONTAINER_OF(io, struct sq_engine__busconn, m.x.io);
+    if (SQ_UNLIKELY(b->m.state == SQ_ENGINE__MX_CONNECTING)) {
+        if (sq_engine__mux_step(&b->m) == SQ_ENGINE__XP_READY)
+            b_connected(b);
         return;
     }
     if (ev & EPOLLOUT) {
         b->busy++;
         b_flush(b);
         b_event_end(b);
-        if (b->state < B_HELLO)
+        if (b->m.state < SQ_ENGINE__MX_HELLO)
             return;
     }
     if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
         b_read(b);
 }
 
-void sq_busio_open(struct sq_busio *b)
+void sq_engine__bus_open(struct sq_engine__busconn *b)
 {
-    struct sq_engine__worker *w = b->w;
-    w->c.conns_opened++; /* a flow's side connection (flowbus.c) counts too */
     if (b->was_open)
-        w->c.bus.reconnects++;
+        b->m.w->c.bus.reconnects++;
     b->was_open = true;
-    b->backoff = 0;
-    b->state = B_OPEN;
-    int64_t now = b->now ? b->now : sq_now_ns();
-    bool first = true;
     b->busy++;
-    for (uint32_t i = b->first; i < b->first + b->n; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
-        if (c->state != CONN_CONNECTING && c->state != CONN_BACKOFF)
-            continue;
-        if (i - b->first >= b->usable) {
-            c->state = CONN_BACKOFF; /* past what the broker takes at once: parked */
-            continue;
-        }
-        c->state = CONN_IDLE;
-        c->fresh = first; /* the setup lands on one request of the connection */
-        first = false;
-        c->connect_ns = b->connect_ns;
-        c->tls_ns = 0;
-        sq_engine__vu_next(c, now);
-    }
+    /* counted as opened: a flow's side connection (flowbus.c) too */
+    sq_engine__mux_open(&b->m, b->now ? b->now : sq_now_ns());
     b_event_end(b);
 }
 
-/* ---- the driver table ---- */
+/* ---- a VU's message: the skeleton of natsdrv.c and mqttdrv.c ---- */
 
-int sq_busio_drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global,
-                      const struct sq_busio_ops *ops)
+void sq_engine__bus_complete(struct sq_engine__busconn *b, struct sq_engine__conn *c, size_t bytes)
 {
-    struct sq_busdrv *d = calloc(1, sizeof(*d));
+    int64_t now = b->now ? b->now : sq_now_ns();
+    c->rd.body.bytes = bytes;
+    if (c->fb_ns == 0)
+        c->fb_ns = now;
+    sq_engine__vu_complete(c, now);
+    sq_engine__vu_next(c, now);
+}
+
+void sq_engine__bus_vu_fail(struct sq_engine__conn *c, enum sq_errk k)
+{
+    sq_engine__vu_fail(c, k);
+    sq_engine__vu_replace(c);
+}
+
+void sq_engine__bus_batch_complete(struct sq_engine__busconn *b)
+{
+    struct sq_engine__worker *w = b->m.w;
+    const struct sq_engine__busvu *vus = sq_engine__busdrv_of(w)->vus;
+    for (uint64_t k = sq_engine__bus_batch_take(b); k > 0 && b->fifo.len > 0; k--) {
+        uint64_t e = sq_engine__ring_pop(&b->fifo);
+        uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)e;
+        struct sq_engine__conn *c = &w->conns[local];
+        if (c->state == CONN_ACTIVE && vus[local].gen == gen)
+            sq_engine__bus_complete(b, c, 0);
+        if (b->broken)
+            return;
+    }
+}
+
+int sq_engine__bus_render(struct sq_engine__busdrv *d, struct sq_engine__conn *c, size_t nh,
+                          struct sq_engine__busmsg *m)
+{
+    struct sq_engine__worker *w = c->w;
+    const struct sq_bus_config *bus = d->bus;
+    char stamp[SQ_STAMP_MAX];
+    struct sq_str st = {stamp, 0};
+    struct sq_tmpl_ctx ctx = {
+        .vu = sq_engine__vu_number(w, c->local),
+        .iteration = d->vus[c->local].iter++,
+        .rng = &c->rng,
+        .stamp = &st,
+    };
+    m->seq = UINT64_MAX;
+    if (bus->stamped) {
+        st.len = sq_engine__stamp(w, &m->seq, stamp);
+        w->c.bus.stamped++;
+    }
+    m->payload = d->payload;
+    m->len = d->payload_len;
+    if (!m->payload) {
+        sq_buf_reset(&d->scratch);
+        if (sq_tmpl_render(bus->payload, &ctx, &d->scratch) < 0)
+            return SQ_ERRK_WRITE;
+        m->payload = d->scratch.p ? d->scratch.p : "";
+        m->len = d->scratch.len;
+    }
+    if (!nh)
+        return 0;
+    sq_buf_reset(&d->hscratch);
+    size_t off[SQ_BUS_MAX_HEADERS + 1];
+    for (size_t i = 0; i < nh; i++) {
+        off[i] = d->hscratch.len;
+        if (sq_tmpl_render(bus->headers[i].value, &ctx, &d->hscratch) < 0)
+            return SQ_ERRK_WRITE;
+    }
+    off[nh] = d->hscratch.len;
+    for (size_t i = 0; i < nh; i++) /* spans once the buffer no longer moves */
+        m->vals[i] = (struct sq_str){d->hscratch.p + off[i], off[i + 1] - off[i]};
+    return 0;
+}
+
+/* ---- the driver table (engine/driver.h), for both protocols ---- */
+
+static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
+{
+    const struct sq_bus_config *bus = w->cfg->bus;
+    const struct sq_engine__bus_ops *ops =
+        bus->kind == SQ_BUS_MQTT ? &sq_engine__mqtt_ops : &sq_engine__nats_ops;
+    struct sq_engine__busdrv *d = calloc(1, sizeof(*d));
     if (!d)
         return -ENOMEM;
     w->proto = d;
     d->ops = ops;
-    d->bus = w->cfg->bus;
-    d->window = d->bus->window ? d->bus->window : 1;
+    d->bus = bus;
+    d->window = bus->window ? bus->window : 1;
+    d->quarter = d->window >= 4 ? d->window / 4 : 1;
     d->nconn = nconn;
     d->conns = calloc(nconn ? nconn : 1, ops->conn_size);
-    if (!d->conns)
+    d->vus = calloc(w->nconns ? w->nconns : 1, sizeof(*d->vus));
+    if (!d->conns || !d->vus)
         return -ENOMEM;
+    for (uint32_t i = 0; i < w->nconns; i++)
+        d->vus[i].seq = UINT64_MAX;
+    if (sq_tmpl_static(bus->payload, &d->payload, &d->payload_len) && !d->payload)
+        d->payload = "";
     for (uint32_t k = 0; k < nconn; k++) {
-        struct sq_busio *b = sq_busio_at(d, k);
-        b->w = w;
+        struct sq_engine__busconn *b = sq_engine__bus_at(d, k);
+        uint32_t first = k * d->window, n = d->window;
+        if (first + n > w->nconns)
+            n = first < w->nconns ? w->nconns - first : 0;
+        sq_engine__mux_init(&b->m, w, first, n, first_global + k, b_on_io);
         b->ops = ops;
-        b->io.fd = -1;
-        b->first = k * d->window;
-        b->n = d->window;
-        if (b->first + b->n > w->nconns)
-            b->n = b->first < w->nconns ? w->nconns - b->first : 0;
-        b->global = first_global + k;
-        b->usable = b->n;
         b->max_unit = 1024 * 1024;
-        sq_timer_init(&b->timer, b_on_backoff);
         sq_timer_init(&b->kick, b_on_kick);
     }
     return ops->init ? ops->init(w) : 0;
 }
 
-void sq_busio_drv_dispose(struct sq_engine__worker *w)
+static void drv_dispose(struct sq_engine__worker *w)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     if (!d)
         return;
     if (d->ops->dispose)
         d->ops->dispose(w);
-    for (uint32_t k = 0; d->conns && k < d->nconn; k++) {
-        struct sq_busio *b = sq_busio_at(d, k);
-        sq_buf_dispose(&b->out);
-        sq_buf_dispose(&b->spill);
-    }
+    for (uint32_t k = 0; d->conns && k < d->nconn; k++)
+        b_dispose(sq_engine__bus_at(d, k));
     sq_buf_dispose(&d->scratch);
     sq_buf_dispose(&d->hscratch);
     free(d->conns);
+    free(d->vus);
+    free(d->msg);
     free(d);
     w->proto = NULL;
 }
 
-void sq_busio_drv_connect(struct sq_engine__conn *c)
+static void drv_connect(struct sq_engine__conn *c)
 {
-    struct sq_busio *b = sq_busio_of(c);
-    switch (b->state) {
-    case B_OPEN:
-        if (c->local - b->first >= b->usable) {
-            c->state = CONN_BACKOFF; /* parked (see sq_busio_open) */
-            return;
-        }
-        c->state = CONN_IDLE;
-        c->fresh = false;
-        sq_engine__vu_next(c, sq_loop_now(c->w->loop));
-        return;
-    case B_CONNECTING:
-    case B_HELLO:
-        c->state = CONN_CONNECTING;
-        return;
-    case B_BACKOFF:
-        c->state = CONN_BACKOFF;
-        return;
-    default:
-        c->state = CONN_CONNECTING;
-        b_connect(b);
-        return;
-    }
+    sq_engine__mux_join(&sq_engine__bus_of(c)->m, c);
 }
 
-void sq_busio_drv_send(struct sq_engine__conn *c)
+static void drv_send(struct sq_engine__conn *c)
 {
-    struct sq_busio *b = sq_busio_of(c);
+    struct sq_engine__busdrv *d = c->w->proto;
+    struct sq_engine__busconn *b = sq_engine__bus_at(d, c->local / d->window);
     c->rd.status = 0;
     c->rd.head_bytes = 0;
     c->rd.body.bytes = 0;
     c->rd.content_encoding = 0;
-    if (SQ_UNLIKELY(b->state != B_OPEN || b->broken)) {
-        sq_engine__vu_fail(c, SQ_ERRK_CLOSED);
-        sq_engine__vu_replace(c);
+    if (SQ_UNLIKELY(!sq_engine__bus_is_open(b) || b->broken)) {
+        sq_engine__bus_vu_fail(c, SQ_ERRK_CLOSED);
         return;
     }
-    int kind = sq_busdrv_of(c->w)->ops->send(b, c);
+    d->vus[c->local].gen++; /* whatever answered an earlier request of c is late from now on */
+    int kind = d->ops->send(d, b, c);
     if (SQ_UNLIKELY(kind != 0)) {
-        sq_engine__vu_fail(c, (enum sq_errk)kind);
-        sq_engine__vu_replace(c);
+        sq_engine__bus_vu_fail(c, (enum sq_errk)kind);
         return;
     }
     c->wdone_ns = c->sent_ns;
 }
 
-void sq_busio_drv_close(struct sq_engine__conn *c)
+static void drv_close(struct sq_engine__conn *c)
 {
-    struct sq_busio *b = sq_busio_of(c);
-    if (c->state == CONN_ACTIVE)
-        sq_busdrv_of(c->w)->ops->release(b, c);
+    if (c->state != CONN_ACTIVE)
+        return;
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(c->w);
+    d->vus[c->local].gen++; /* whatever answers its request now is late */
+    if (d->ops->release)
+        d->ops->release(sq_engine__bus_of(c), c);
 }
 
-void sq_busio_sweep_one(struct sq_busio *b, int64_t now)
+void sq_engine__bus_sweep_one(struct sq_engine__busconn *b, int64_t now)
 {
-    int64_t limit = b->w->cfg->connect_timeout_ns;
-    if (b->state == B_CONNECTING && now - b->since_ns >= limit) {
-        b_connect_failed(b, -ETIMEDOUT);
-    } else if (b->state == B_HELLO && now - b->since_ns >= limit) {
-        b_connect_failed(b, -ETIMEDOUT); /* the broker never finished its greeting */
-    } else if (b->state == B_OPEN) {
+    if (sq_engine__mux_sweep(&b->m, now))
+        return;
+    if (b->m.state == SQ_ENGINE__MX_HELLO && now - b->hello_ns >= b->m.w->cfg->connect_timeout_ns) {
+        sq_engine__connect_error(b->m.w, -ETIMEDOUT); /* the broker never finished its greeting */
+        b_hello_failed(b);
+    } else if (sq_engine__bus_is_open(b)) {
         if (b->ops->tick)
             b->ops->tick(b, now);
-        if (b->state == B_OPEN && b->out.len > b->out_off && !b->busy && !(b->io.events & EPOLLOUT))
+        if (sq_engine__bus_is_open(b) && b->out.len > b->out_off && !b->busy &&
+            !(b->m.x.io.events & EPOLLOUT))
             b_flush(b);
     }
 }
 
-void sq_busio_drv_sweep(struct sq_engine__worker *w, int64_t now)
-{
-    struct sq_busdrv *d = sq_busdrv_of(w);
-    for (uint32_t k = 0; k < d->nconn; k++)
-        sq_busio_sweep_one(sq_busio_at(d, k), now);
-}
-
-void sq_busio_init_side(struct sq_busio *b, struct sq_engine__worker *w,
-                        const struct sq_busio_ops *ops, const struct sq_addr *addr)
+void sq_engine__bus_init_side(struct sq_engine__busconn *b, struct sq_engine__worker *w,
+                              const struct sq_engine__bus_ops *ops, const struct sq_addr *addr)
 {
     memset(b, 0, sizeof(*b));
-    b->w = w;
+    sq_engine__mux_init(&b->m, w, 0, 0, 0, b_on_io);
+    b->m.pin = addr;
     b->ops = ops;
-    b->addr = addr;
-    b->io.fd = -1;
     b->max_unit = 1024 * 1024;
-    sq_timer_init(&b->timer, b_on_backoff);
     sq_timer_init(&b->kick, b_on_kick);
 }
 
-void sq_busio_start(struct sq_busio *b)
+void sq_engine__bus_start(struct sq_engine__busconn *b)
 {
-    if (b->state == B_CLOSED)
-        b_connect(b);
+    if (b->m.state == SQ_ENGINE__MX_CLOSED)
+        sq_engine__mux_connect(&b->m);
 }
 
-void sq_busio_dispose_side(struct sq_busio *b)
+void sq_engine__bus_dispose_side(struct sq_engine__busconn *b)
 {
     b_teardown(b);
-    sq_buf_dispose(&b->out);
-    sq_buf_dispose(&b->spill);
+    b_dispose(b);
+}
+
+static void drv_sweep(struct sq_engine__worker *w, int64_t now)
+{
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
+    for (uint32_t k = 0; k < d->nconn; k++)
+        sq_engine__bus_sweep_one(sq_engine__bus_at(d, k), now);
 }
 
 /* The end of the run: what is queued still goes to the broker (so its counts match what was
  * sent), with a bounded wait, then every connection closes without a callback. */
-void sq_busio_drv_close_all(struct sq_engine__worker *w)
+static void drv_close_all(struct sq_engine__worker *w)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     for (uint32_t k = 0; d && k < d->nconn; k++) {
-        struct sq_busio *b = sq_busio_at(d, k);
-        if (b->state == B_OPEN && b->out.len > b->out_off && !b->broken) {
-            int fl = fcntl(b->io.fd, F_GETFL);
+        struct sq_engine__busconn *b = sq_engine__bus_at(d, k);
+        if (sq_engine__bus_is_open(b) && b->out.len > b->out_off && !b->broken) {
+            int fd = b->m.x.io.fd, fl = fcntl(fd, F_GETFL);
             struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-            if (fl >= 0 && fcntl(b->io.fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
-                setsockopt(b->io.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0) {
+            if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0) {
                 while (b->out_off < b->out.len) {
-                    ssize_t n = send(b->io.fd, b->out.p + b->out_off, b->out.len - b->out_off,
-                                     MSG_NOSIGNAL);
+                    ssize_t n = sq_engine__xport_send(&b->m.x, b->out.p + b->out_off,
+                                                      b->out.len - b->out_off);
                     if (n <= 0)
                         break;
                     w->c.bytes_sent += (uint64_t)n;
@@ -672,3 +707,14 @@ void sq_busio_drv_close_all(struct sq_engine__worker *w)
         b_teardown(b);
     }
 }
+
+const struct sq_engine__driver sq_engine__bus_driver = {
+    .name = "bus",
+    .init = drv_init,
+    .dispose = drv_dispose,
+    .connect = drv_connect,
+    .send = drv_send,
+    .close = drv_close,
+    .sweep = drv_sweep,
+    .close_all = drv_close_all,
+};

@@ -61,11 +61,11 @@ struct sq_engine__driver {
     int (*result)(struct sq_engine__worker *w, struct sq_result *out);
 };
 
-extern const struct sq_engine__driver sq_engine__h1_driver;   /* h1drv.c */
-extern const struct sq_engine__driver sq_engine__h2_driver;   /* h2drv.c */
-extern const struct sq_engine__driver sq_engine__ws_driver;   /* wsdrv.c */
-extern const struct sq_engine__driver sq_engine__nats_driver; /* natsdrv.c */
-extern const struct sq_engine__driver sq_engine__mqtt_driver; /* mqttdrv.c */
+extern const struct sq_engine__driver sq_engine__h1_driver; /* h1drv.c */
+extern const struct sq_engine__driver sq_engine__h2_driver; /* h2drv.c */
+extern const struct sq_engine__driver sq_engine__ws_driver; /* wsdrv.c */
+/* busio.c: NATS and MQTT, one skeleton around the protocol's ops (natsdrv.c, mqttdrv.c) */
+extern const struct sq_engine__driver sq_engine__bus_driver;
 /* flowbus.c: a plan flow with no request step (only publish, subscribe, think): its VUs open
  * no connection of their own */
 extern const struct sq_engine__driver sq_engine__null_driver;

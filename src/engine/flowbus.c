@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/busio.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
@@ -32,130 +32,15 @@
 #define EARLY_PER_VU 4
 #define SUB_ID_BASE  65000 /* MQTT SUBSCRIBE ids: above any VU's publish id */
 
-struct ring {
-    uint64_t *v;
-    uint32_t head, len, cap;
-};
-
-static int ring_push(struct ring *r, uint64_t x)
-{
-    if (r->len == r->cap) {
-        uint32_t cap = r->cap ? r->cap * 2 : 64;
-        uint64_t *v = malloc((size_t)cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        for (uint32_t i = 0; i < r->len; i++)
-            v[i] = r->v[(r->head + i) & (r->cap - 1)];
-        free(r->v);
-        r->v = v;
-        r->head = 0;
-        r->cap = cap;
-    }
-    r->v[(r->head + r->len) & (r->cap - 1)] = x;
-    r->len++;
-    return 0;
-}
-
-static uint64_t ring_pop(struct ring *r)
-{
-    uint64_t x = r->v[r->head];
-    r->head = (r->head + 1) & (r->cap - 1);
-    r->len--;
-    return x;
-}
-
-/* sequence number -> value, linear probing, backward-shift deletion */
-struct map {
-    uint64_t *key; /* UINT64_MAX: empty */
-    int64_t *val;
-    uint32_t mask, n;
-};
-
-static uint32_t hash(uint64_t k, uint32_t mask)
-{
-    k *= 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(k >> 32) & mask;
-}
-
-static int map_init(struct map *m, uint32_t want)
-{
-    uint32_t size = 16;
-    while (size < 2 * want)
-        size *= 2;
-    m->mask = size - 1;
-    m->key = malloc(size * sizeof(*m->key));
-    m->val = malloc(size * sizeof(*m->val));
-    if (!m->key || !m->val)
-        return -ENOMEM;
-    for (uint32_t i = 0; i < size; i++)
-        m->key[i] = UINT64_MAX;
-    return 0;
-}
-
-static bool map_get(const struct map *m, uint64_t k, int64_t *v)
-{
-    for (uint32_t i = hash(k, m->mask); m->key[i] != UINT64_MAX; i = (i + 1) & m->mask)
-        if (m->key[i] == k) {
-            *v = m->val[i];
-            return true;
-        }
-    return false;
-}
-
-static void map_del(struct map *m, uint64_t k)
-{
-    uint32_t i = hash(k, m->mask);
-    while (m->key[i] != k) {
-        if (m->key[i] == UINT64_MAX)
-            return;
-        i = (i + 1) & m->mask;
-    }
-    m->n--;
-    uint32_t j = i;
-    for (;;) {
-        m->key[i] = UINT64_MAX;
-        for (;;) {
-            j = (j + 1) & m->mask;
-            if (m->key[j] == UINT64_MAX)
-                return;
-            uint32_t home = hash(m->key[j], m->mask);
-            if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
-                break;
-        }
-        m->key[i] = m->key[j];
-        m->val[i] = m->val[j];
-        i = j;
-    }
-}
-
-/* Puts k; false when the table is at its bound (the caller evicts first). */
-static bool map_put(struct map *m, uint64_t k, int64_t v)
-{
-    uint32_t i = hash(k, m->mask);
-    while (m->key[i] != UINT64_MAX && m->key[i] != k)
-        i = (i + 1) & m->mask;
-    if (m->key[i] == UINT64_MAX) {
-        if (m->n >= (m->mask + 1) / 2)
-            return false;
-        m->n++;
-    }
-    m->key[i] = k;
-    m->val[i] = v;
-    return true;
-}
-
 struct fbconn {
-    struct sq_busio b; /* first: busio.c casts */
-    struct sq_flowbus *fb;
+    struct sq_engine__busconn b; /* first: busio.c casts */
+    struct sq_engine__flowbus *fb;
     const struct sq_flow_broker *br;
     struct sq_addr addr;
     struct sq_nats_limits nlim;
     struct sq_mqtt_limits mlim;
     bool got_info;
     uint32_t subacks; /* MQTT SUBACKs still awaited */
-    struct ring fifo; /* NATS, MQTT QoS 0: (VU << 32 | generation) */
-    struct ring pings;
-    uint32_t unpinged;
     bool started;
 };
 
@@ -165,46 +50,44 @@ struct fbvu {
     uint64_t seq;
 };
 
-struct sq_flowbus {
+struct sq_engine__flowbus {
     struct sq_engine__worker *w;
     const struct sq_flow *f;
     struct fbconn *conns; /* one per broker of the flow */
     size_t nconns;
     struct fbvu *vus;
-    struct map waiting; /* sequence number -> VU index */
-    struct map early;   /* sequence number -> arrival, CLOCK_REALTIME ns */
-    struct ring early_order;
+    struct sq_engine__seqmap waiting; /* sequence number -> VU index */
+    struct sq_engine__seqmap early;   /* sequence number -> arrival, CLOCK_REALTIME ns */
+    struct sq_engine__ring early_order;
     uint64_t stream;
 };
 
-static struct fbconn *fc_of(struct sq_busio *b)
+static struct fbconn *fc_of(struct sq_engine__busconn *b)
 {
     return (struct fbconn *)b;
 }
 
 /* ---- steps ending ---- */
 
-static void done(struct sq_flowbus *fb, uint32_t local, int kind, int64_t dur_us)
+static void done(struct sq_engine__flowbus *fb, uint32_t local, int kind, int64_t dur_us)
 {
     struct sq_engine__conn *c = &fb->w->conns[local];
     fb->vus[local].gen++;
     if (fb->vus[local].waiting) {
-        map_del(&fb->waiting, fb->vus[local].seq);
+        sq_engine__seqmap_del(&fb->waiting, fb->vus[local].seq);
         fb->vus[local].waiting = false;
     }
     sq_engine__flow_bus_done(c, kind, dur_us);
 }
 
-/* The publishes a PONG / PINGRESP closes. */
+/* The publishes a PONG / PINGRESP closes (busio.c's batch: VU and generation). */
 static void batch_done(struct fbconn *fc)
 {
-    struct sq_flowbus *fb = fc->fb;
-    if (!fc->pings.len)
-        return;
-    uint64_t k = ring_pop(&fc->pings);
-    int64_t now = fc->b.now ? fc->b.now : sq_now_ns();
-    for (; k > 0 && fc->fifo.len > 0; k--) {
-        uint64_t e = ring_pop(&fc->fifo);
+    struct sq_engine__flowbus *fb = fc->fb;
+    struct sq_engine__busconn *b = &fc->b;
+    int64_t now = b->now ? b->now : sq_now_ns();
+    for (uint64_t k = sq_engine__bus_batch_take(b); k > 0 && b->fifo.len > 0; k--) {
+        uint64_t e = sq_engine__ring_pop(&b->fifo);
         uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)(e & 0xffffffffu);
         if (local < fb->w->nconns && fb->vus[local].gen == gen && !fb->vus[local].waiting) {
             struct sq_engine__conn *c = &fb->w->conns[local];
@@ -217,7 +100,7 @@ static void batch_done(struct fbconn *fc)
 static void delivered(struct fbconn *fc, const char *p, size_t n, const struct sq_str *vals,
                       size_t nvals)
 {
-    struct sq_flowbus *fb = fc->fb;
+    struct sq_engine__flowbus *fb = fc->fb;
     struct sq_stamp st;
     bool found = sq_stamp_find(p, n, &st, NULL, NULL);
     for (size_t i = 0; !found && i < nvals; i++)
@@ -227,19 +110,20 @@ static void delivered(struct fbconn *fc, const char *p, size_t n, const struct s
     int64_t now = sq_stamp_now_ns();
     int64_t dur = now > st.ns ? (now - st.ns) / 1000 : 0;
     int64_t v;
-    if (map_get(&fb->waiting, st.seq, &v)) {
+    if (sq_engine__seqmap_get(&fb->waiting, st.seq, &v)) {
         done(fb, (uint32_t)v, -1, dur);
         return;
     }
     /* early: keep it for the VU that will wait for it */
-    while (!map_put(&fb->early, st.seq, now) && fb->early_order.len)
-        map_del(&fb->early, ring_pop(&fb->early_order));
-    ring_push(&fb->early_order, st.seq);
+    while (!sq_engine__seqmap_put(&fb->early, st.seq, now) && fb->early_order.len)
+        sq_engine__seqmap_del(&fb->early, sq_engine__ring_pop(&fb->early_order));
+    if (sq_engine__ring_push(&fb->early_order, st.seq) < 0)
+        sq_engine__seqmap_del(&fb->early, st.seq); /* unordered, it could never make room */
 }
 
 /* ---- NATS ---- */
 
-static int fb_hello(struct sq_busio *b)
+static int fb_hello(struct sq_engine__busconn *b)
 {
     struct fbconn *fc = fc_of(b);
     if (fc->br->kind == SQ_BUS_NATS)
@@ -260,12 +144,12 @@ static int fb_hello(struct sq_busio *b)
         cn.password = (struct sq_str){br->password, strlen(br->password)};
     uint8_t buf[1024];
     int n = sq_mqtt_encode_connect(buf, sizeof(buf), &cn);
-    return n < 0 ? n : sq_busio_queue(b, buf, (size_t)n);
+    return n < 0 ? n : sq_engine__bus_queue(b, buf, (size_t)n);
 }
 
 static int nats_info(struct fbconn *fc, const struct sq_nats_event *ev)
 {
-    struct sq_busio *b = &fc->b;
+    struct sq_engine__busconn *b = &fc->b;
     struct sq_nats_info info;
     if (fc->got_info)
         return 0;
@@ -282,23 +166,23 @@ static int nats_info(struct fbconn *fc, const struct sq_nats_event *ev)
     }
     char buf[2048];
     int n = sq_nats_encode_connect(buf, sizeof(buf), &o);
-    if (n < 0 || sq_busio_queue(b, buf, (size_t)n) < 0)
+    if (n < 0 || sq_engine__bus_queue(b, buf, (size_t)n) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < fc->br->nsubs; i++) {
         const char *s = fc->br->subs[i];
         n = sq_nats_encode_sub(buf, sizeof(buf), (struct sq_str){s, strlen(s)},
                                (struct sq_str){"", 0}, i + 1);
-        if (n < 0 || sq_busio_queue(b, buf, (size_t)n) < 0)
+        if (n < 0 || sq_engine__bus_queue(b, buf, (size_t)n) < 0)
             return -ENOMEM;
     }
-    return sq_busio_queue(b, SQ_NATS_PING, SQ_NATS_PING_LEN);
+    return sq_engine__bus_queue(b, SQ_NATS_PING, SQ_NATS_PING_LEN);
 }
 
 static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
 {
-    struct sq_busio *b = &fc->b;
+    struct sq_engine__busconn *b = &fc->b;
     struct sq_nats_event ev;
-    int rc = sq_nats_parse(p, n, &fc->nlim, &ev, need);
+    int rc = sq_engine__bus_nats_unit(b, &fc->nlim, p, n, &ev, need); /* PING, -ERR: answered */
     if (rc <= 0)
         return rc;
     switch (ev.op) {
@@ -306,13 +190,9 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
         if (nats_info(fc, &ev) < 0)
             return -SQ_EPARSE;
         break;
-    case SQ_NATS_OP_PING:
-        if (sq_busio_queue(b, SQ_NATS_PONG, SQ_NATS_PONG_LEN) < 0)
-            return -ENOMEM;
-        break;
     case SQ_NATS_OP_PONG:
-        if (b->state != B_OPEN)
-            sq_busio_open(b);
+        if (!sq_engine__bus_is_open(b))
+            sq_engine__bus_open(b);
         else
             batch_done(fc);
         break;
@@ -324,15 +204,10 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
         while (ev.op == SQ_NATS_OP_HMSG && nv < 16 &&
                sq_nats_header_next(ev.headers, &pos, &name, &value))
             vals[nv++] = value;
-        if (b->state == B_OPEN)
+        if (sq_engine__bus_is_open(b))
             delivered(fc, ev.payload.p, ev.payload.len, vals, nv);
         break;
     }
-    case SQ_NATS_OP_ERR:
-        sq_busio_note(b, ev.text.p, ev.text.len, true);
-        if (b->state != B_OPEN)
-            sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
-        break;
     default:
         break;
     }
@@ -343,10 +218,10 @@ static int nats_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
 
 static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
 {
-    struct sq_busio *b = &fc->b;
-    struct sq_flowbus *fb = fc->fb;
+    struct sq_engine__busconn *b = &fc->b;
+    struct sq_engine__flowbus *fb = fc->fb;
     struct sq_mqtt_packet pk;
-    int rc = sq_mqtt_parse((const uint8_t *)p, n, &fc->mlim, &pk, need);
+    int rc = sq_engine__bus_mqtt_unit(b, &fc->mlim, p, n, &pk, need); /* the acks it owes: sent */
     if (rc <= 0)
         return rc;
     uint8_t buf[1024];
@@ -354,8 +229,8 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
     switch (pk.type) {
     case SQ_MQTT_CONNACK:
         if (pk.reason != 0) {
-            sq_busio_note(b, "mqtt: CONNACK refused the connection", 36, true);
-            sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
+            sq_engine__bus_note(b, "mqtt: CONNACK refused the connection", 36, true);
+            sq_engine__bus_fail(b, SQ_ERRK_SERVER_ERROR);
             break;
         }
         fc->subacks = (uint32_t)fc->br->nsubs;
@@ -366,20 +241,20 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
             };
             k = sq_mqtt_encode_subscribe(SQ_MQTT_V311, buf, sizeof(buf),
                                          (uint16_t)(SUB_ID_BASE + i), &s, 1, 0);
-            if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
+            if (k < 0 || sq_engine__bus_queue(b, buf, (size_t)k) < 0)
                 return -ENOMEM;
         }
         if (!fc->subacks)
-            sq_busio_open(b);
+            sq_engine__bus_open(b);
         break;
     case SQ_MQTT_SUBACK:
         if (pk.reasons.len == 0 || (uint8_t)pk.reasons.p[0] >= 0x80) {
-            sq_busio_note(b, "mqtt: SUBACK refused a subscription", 35, true);
-            sq_busio_fail(b, SQ_ERRK_SERVER_ERROR);
+            sq_engine__bus_note(b, "mqtt: SUBACK refused a subscription", 35, true);
+            sq_engine__bus_fail(b, SQ_ERRK_SERVER_ERROR);
             break;
         }
         if (fc->subacks && --fc->subacks == 0)
-            sq_busio_open(b);
+            sq_engine__bus_open(b);
         break;
     case SQ_MQTT_PUBACK:
     case SQ_MQTT_PUBCOMP:
@@ -391,25 +266,9 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
                      ((b->now ? b->now : sq_now_ns()) - c->sent_ns) / SQ_NS_PER_US);
         }
         break;
-    case SQ_MQTT_PUBREC:
-        k = sq_mqtt_encode_ack(SQ_MQTT_V311, buf, sizeof(buf), SQ_MQTT_PUBREL, pk.packet_id, 0);
-        if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
-            return -ENOMEM;
-        break;
     case SQ_MQTT_PUBLISH:
-        if (pk.qos) {
-            k = sq_mqtt_encode_ack(SQ_MQTT_V311, buf, sizeof(buf),
-                                   pk.qos == 1 ? SQ_MQTT_PUBACK : SQ_MQTT_PUBREC, pk.packet_id, 0);
-            if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
-                return -ENOMEM;
-        }
-        if (b->state == B_OPEN)
+        if (sq_engine__bus_is_open(b))
             delivered(fc, pk.payload.p, pk.payload.len, NULL, 0);
-        break;
-    case SQ_MQTT_PUBREL:
-        k = sq_mqtt_encode_ack(SQ_MQTT_V311, buf, sizeof(buf), SQ_MQTT_PUBCOMP, pk.packet_id, 0);
-        if (k < 0 || sq_busio_queue(b, buf, (size_t)k) < 0)
-            return -ENOMEM;
         break;
     case SQ_MQTT_PINGRESP:
         batch_done(fc);
@@ -420,76 +279,45 @@ static int mqtt_unit(struct fbconn *fc, const char *p, size_t n, size_t *need)
     return rc;
 }
 
-static int fb_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
+static int fb_unit(struct sq_engine__busconn *b, const char *p, size_t n, size_t *need)
 {
     struct fbconn *fc = fc_of(b);
     return fc->br->kind == SQ_BUS_NATS ? nats_unit(fc, p, n, need) : mqtt_unit(fc, p, n, need);
 }
 
-static int fb_send(struct sq_busio *b, struct sq_engine__conn *c)
-{
-    SQ_UNUSED(b);
-    SQ_UNUSED(c);
-    return SQ_ERRK_WRITE; /* no VU rides a side connection */
-}
-
-static void fb_release(struct sq_busio *b, struct sq_engine__conn *c)
-{
-    SQ_UNUSED(b);
-    SQ_UNUSED(c);
-}
-
-static void fb_before_write(struct sq_busio *b)
-{
-    struct fbconn *fc = fc_of(b);
-    if (!fc->unpinged)
-        return;
-    const char *ping = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING : "\xc0\x00";
-    size_t len = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING_LEN : 2;
-    if (ring_push(&fc->pings, fc->unpinged) < 0 || sq_buf_append(&b->out, ping, len) < 0) {
-        sq_busio_fail(b, SQ_ERRK_WRITE);
-        return;
-    }
-    fc->unpinged = 0;
-}
-
-static void fb_reset(struct sq_busio *b)
+static void fb_reset(struct sq_engine__busconn *b)
 {
     struct fbconn *fc = fc_of(b);
     fc->got_info = false;
     fc->subacks = 0;
-    fc->fifo.head = fc->fifo.len = 0;
-    fc->pings.head = fc->pings.len = 0;
-    fc->unpinged = 0;
 }
 
-static void fb_tick(struct sq_busio *b, int64_t now)
+static void fb_tick(struct sq_engine__busconn *b, int64_t now)
 {
     struct fbconn *fc = fc_of(b);
     if (fc->br->kind != SQ_BUS_MQTT || now - b->wrote_ns < 30 * SQ_NS_PER_S)
         return;
-    if (ring_push(&fc->pings, 0) < 0 || sq_busio_queue(b, "\xc0\x00", 2) < 0)
-        sq_busio_fail(b, SQ_ERRK_WRITE);
+    if (sq_engine__bus_keepalive(b) < 0)
+        sq_engine__bus_fail(b, SQ_ERRK_WRITE);
 }
 
-static const struct sq_busio_ops fb_ops = {
+/* A side connection carries no VU: nothing to send or release for one. */
+static const struct sq_engine__bus_ops fb_ops = {
     .conn_size = sizeof(struct fbconn),
     .hello = fb_hello,
     .unit = fb_unit,
-    .send = fb_send,
-    .release = fb_release,
-    .before_write = fb_before_write,
     .reset = fb_reset,
     .tick = fb_tick,
 };
 
 /* ---- the steps ---- */
 
-static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struct sq_flow_step *st)
+static int publish(struct sq_engine__flowbus *fb, struct sq_engine__conn *c,
+                   const struct sq_flow_step *st)
 {
     struct fbconn *fc = &fb->conns[st->broker];
-    struct sq_busio *b = &fc->b;
-    if (b->state != B_OPEN || b->broken)
+    struct sq_engine__busconn *b = &fc->b;
+    if (!sq_engine__bus_is_open(b) || b->broken)
         return SQ_ERRK_CLOSED;
     const struct sq_plan_request *r = &st->ps->req;
     struct sq_str payload, vals[SQ_FLOW_MAX_HEADERS];
@@ -501,7 +329,7 @@ static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struc
     for (size_t i = 0; i < r->nheaders; i++)
         hl += strlen(r->headers[i].name) + vals[i].len + 8;
     size_t cap = st->subject_len + payload.len + hl + 64;
-    char *room = sq_busio_room(b, cap);
+    char *room = sq_engine__bus_room(b, cap);
     if (!room)
         return SQ_ERRK_WRITE;
     int k;
@@ -534,16 +362,14 @@ static int publish(struct sq_flowbus *fb, struct sq_engine__conn *c, const struc
     }
     if (k < 0)
         return SQ_ERRK_WRITE;
-    if (batch) {
-        if (ring_push(&fc->fifo, (uint64_t)local << 32 | v->gen) < 0)
-            return SQ_ERRK_WRITE;
-        fc->unpinged++;
-    }
-    sq_busio_commit(b, (size_t)k);
+    /* the batch first: the commit may write, and the ping it adds must cover this publish */
+    if (batch && sq_engine__bus_batch_add(b, local, v->gen) < 0)
+        return SQ_ERRK_WRITE;
+    sq_engine__bus_commit(b, (size_t)k);
     return 0;
 }
 
-int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
+int sq_engine__flowbus_begin(struct sq_engine__flowbus *fb, struct sq_engine__conn *c)
 {
     const struct sq_flow_step *st = &fb->f->steps[c->fv->step];
     struct fbvu *v = &fb->vus[c->local];
@@ -555,8 +381,8 @@ int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
     if (!fv->stamp_len)
         return SQ_ERRK_EXTRACT; /* nothing to wait for: no step of this iteration stamped */
     int64_t at;
-    if (map_get(&fb->early, fv->stamp_seq, &at)) {
-        map_del(&fb->early, fv->stamp_seq);
+    if (sq_engine__seqmap_get(&fb->early, fv->stamp_seq, &at)) {
+        sq_engine__seqmap_del(&fb->early, fv->stamp_seq);
         struct sq_stamp s;
         int64_t dur =
             sq_stamp_parse(fv->stamp, fv->stamp_len, &s) == 0 && at > s.ns ? (at - s.ns) / 1000 : 0;
@@ -565,34 +391,34 @@ int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c)
         return 0;
     }
     struct fbconn *fc = &fb->conns[st->broker];
-    if (fc->b.state != B_OPEN)
+    if (!sq_engine__bus_is_open(&fc->b))
         return SQ_ERRK_CLOSED;
-    if (!map_put(&fb->waiting, fv->stamp_seq, c->local))
+    if (!sq_engine__seqmap_put(&fb->waiting, fv->stamp_seq, c->local))
         return SQ_ERRK_WRITE;
     v->waiting = true;
     v->seq = fv->stamp_seq;
     return 0;
 }
 
-void sq_flowbus_cancel(struct sq_flowbus *fb, struct sq_engine__conn *c)
+void sq_engine__flowbus_cancel(struct sq_engine__flowbus *fb, struct sq_engine__conn *c)
 {
     struct fbvu *v = &fb->vus[c->local];
     v->gen++;
     if (v->waiting) {
-        map_del(&fb->waiting, v->seq);
+        sq_engine__seqmap_del(&fb->waiting, v->seq);
         v->waiting = false;
     }
 }
 
 /* ---- lifetime ---- */
 
-int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
+int sq_engine__flowbus_new(struct sq_engine__worker *w, struct sq_engine__flowbus **out)
 {
     *out = NULL;
     const struct sq_flow *f = w->flow;
     if (!f || !f->nbrokers)
         return 0;
-    struct sq_flowbus *fb = calloc(1, sizeof(*fb));
+    struct sq_engine__flowbus *fb = calloc(1, sizeof(*fb));
     if (!fb)
         return -ENOMEM;
     fb->w = w;
@@ -603,9 +429,9 @@ int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
     fb->vus = calloc(w->nconns ? w->nconns : 1, sizeof(*fb->vus));
     int rc = fb->conns && fb->vus ? 0 : -ENOMEM;
     if (rc == 0)
-        rc = map_init(&fb->waiting, w->nconns + 1);
+        rc = sq_engine__seqmap_init(&fb->waiting, w->nconns + 1);
     if (rc == 0)
-        rc = map_init(&fb->early, EARLY_PER_VU * (w->nconns + 1));
+        rc = sq_engine__seqmap_init(&fb->early, EARLY_PER_VU * (w->nconns + 1));
     for (size_t i = 0; rc == 0 && i < f->nbrokers; i++) {
         struct fbconn *fc = &fb->conns[i];
         fc->fb = fb;
@@ -613,73 +439,71 @@ int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out)
         fc->addr = fc->br->addr; /* resolved and checked once for the run (flow.h) */
         if (fc->addr.len == 0)
             rc = -SQ_ERESOLVE;
-        sq_busio_init_side(&fc->b, w, &fb_ops, &fc->addr);
+        sq_engine__bus_init_side(&fc->b, w, &fb_ops, &fc->addr);
+        fc->b.ping = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING : "\xc0\x00"; /* PINGREQ */
+        fc->b.ping_len = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING_LEN : 2;
         sq_nats_limits_init(&fc->nlim);
         fc->mlim.version = SQ_MQTT_V311;
         fc->mlim.max_packet = SQ_MQTT_DEFAULT_MAX_PACKET;
     }
     if (rc < 0) {
-        sq_flowbus_free(fb);
+        sq_engine__flowbus_free(fb);
         return rc;
     }
     *out = fb;
     return 0;
 }
 
-void sq_flowbus_free(struct sq_flowbus *fb)
+void sq_engine__flowbus_free(struct sq_engine__flowbus *fb)
 {
     if (!fb)
         return;
     for (size_t i = 0; fb->conns && i < fb->nconns; i++) {
         struct fbconn *fc = &fb->conns[i];
         if (fc->fb)
-            sq_busio_dispose_side(&fc->b);
-        free(fc->fifo.v);
-        free(fc->pings.v);
+            sq_engine__bus_dispose_side(&fc->b);
     }
     free(fb->conns);
     free(fb->vus);
-    free(fb->waiting.key);
-    free(fb->waiting.val);
-    free(fb->early.key);
-    free(fb->early.val);
-    free(fb->early_order.v);
+    sq_engine__seqmap_dispose(&fb->waiting);
+    sq_engine__seqmap_dispose(&fb->early);
+    sq_engine__ring_dispose(&fb->early_order);
     free(fb);
 }
 
-void sq_flowbus_connect(struct sq_flowbus *fb)
+void sq_engine__flowbus_connect(struct sq_engine__flowbus *fb)
 {
     for (size_t i = 0; i < fb->nconns; i++) {
         fb->conns[i].started = true;
-        sq_busio_start(&fb->conns[i].b);
+        sq_engine__bus_start(&fb->conns[i].b);
     }
 }
 
-bool sq_flowbus_settled(const struct sq_flowbus *fb)
+bool sq_engine__flowbus_settled(const struct sq_engine__flowbus *fb)
 {
     for (size_t i = 0; i < fb->nconns; i++) {
-        uint8_t s = fb->conns[i].b.state;
-        if (s == B_CONNECTING || s == B_HELLO)
+        uint8_t s = fb->conns[i].b.m.state;
+        if (s == SQ_ENGINE__MX_CONNECTING || s == SQ_ENGINE__MX_HELLO)
             return false;
     }
     return true;
 }
 
-void sq_flowbus_sweep(struct sq_flowbus *fb, int64_t now)
+void sq_engine__flowbus_sweep(struct sq_engine__flowbus *fb, int64_t now)
 {
     for (size_t i = 0; i < fb->nconns; i++) {
-        struct sq_busio *b = &fb->conns[i].b;
-        if (b->state == B_CLOSED && fb->w->sending && fb->conns[i].started)
-            sq_busio_start(b); /* it broke: open it again */
+        struct sq_engine__busconn *b = &fb->conns[i].b;
+        if (b->m.state == SQ_ENGINE__MX_CLOSED && fb->w->sending && fb->conns[i].started)
+            sq_engine__bus_start(b); /* it broke: open it again */
         else
-            sq_busio_sweep_one(b, now);
+            sq_engine__bus_sweep_one(b, now);
     }
 }
 
-void sq_flowbus_close_all(struct sq_flowbus *fb)
+void sq_engine__flowbus_close_all(struct sq_engine__flowbus *fb)
 {
     for (size_t i = 0; i < fb->nconns; i++)
-        sq_busio_dispose_side(&fb->conns[i].b);
+        sq_engine__bus_dispose_side(&fb->conns[i].b);
 }
 
 /* ---- the driver of a flow without a request step: VUs need no connection of their own ---- */

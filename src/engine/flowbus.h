@@ -28,27 +28,28 @@
 
 struct sq_engine__worker;
 struct sq_engine__conn;
-struct sq_flowbus;
+struct sq_engine__flowbus;
 
 /* Sets up the worker's broker connections (none are opened yet); *out is NULL when the flow has
  * no bus step. Returns 0, -ENOMEM or -SQ_ERESOLVE (a broker host that does not resolve). */
-SQ_MUST_CHECK int sq_flowbus_new(struct sq_engine__worker *w, struct sq_flowbus **out);
-void sq_flowbus_free(struct sq_flowbus *fb);
+SQ_MUST_CHECK int sq_engine__flowbus_new(struct sq_engine__worker *w,
+                                         struct sq_engine__flowbus **out);
+void sq_engine__flowbus_free(struct sq_engine__flowbus *fb);
 /* Opens every connection (with the pool, before the start). */
-void sq_flowbus_connect(struct sq_flowbus *fb);
+void sq_engine__flowbus_connect(struct sq_engine__flowbus *fb);
 /* True once every connection is subscribed or has failed once. */
-bool sq_flowbus_settled(const struct sq_flowbus *fb);
+bool sq_engine__flowbus_settled(const struct sq_engine__flowbus *fb);
 /* Every 100 ms: connection timeouts, reconnects while the run sends, keep-alive. */
-void sq_flowbus_sweep(struct sq_flowbus *fb, int64_t now);
+void sq_engine__flowbus_sweep(struct sq_engine__flowbus *fb, int64_t now);
 /* Closes every connection without a callback (the end of the run). */
-void sq_flowbus_close_all(struct sq_flowbus *fb);
+void sq_engine__flowbus_close_all(struct sq_engine__flowbus *fb);
 
 /* The VU c starts its current step (publish or subscribe; c->fv says which). Returns 0 (the
  * step goes on: its end comes through sq_engine__flow_bus_done, maybe before this returns) or
  * an error kind (enum sq_errk) that failed it at once. */
-int sq_flowbus_begin(struct sq_flowbus *fb, struct sq_engine__conn *c);
+int sq_engine__flowbus_begin(struct sq_engine__flowbus *fb, struct sq_engine__conn *c);
 /* The VU gives its step up (timeout, closed): whatever ends it later matches nothing. */
-void sq_flowbus_cancel(struct sq_flowbus *fb, struct sq_engine__conn *c);
+void sq_engine__flowbus_cancel(struct sq_engine__flowbus *fb, struct sq_engine__conn *c);
 
 /* worker.c: the VU's publish or subscribe step ended: kind < 0 completed, after dur_us;
  * else it failed with that error kind. */

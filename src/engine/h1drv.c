@@ -7,10 +7,10 @@
  * the completion time, and sq_engine__vu_next sends from inside the same event).
  *
  * https: the transport sits behind conn_recv / conn_sendb (engine/xport.h: one predictable branch
- * on c->tls; the plaintext path is the plain read() / send()). The connect and the TLS handshake
- * are xport.c's, shared with wsdrv.c: after the TCP connect a connection shakes hands
- * (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a backoff like
- * a failed connect, and its message is kept for the summary.
+ * on c->x.tls; the plaintext path is the plain read() / send()). The connect and the TLS handshake
+ * are xport.c's, the one transport of every driver: after the TCP connect a connection shakes
+ * hands (CONN_HANDSHAKE) before it counts as opened; a failed handshake is retried after a
+ * backoff like a failed connect, and its message is kept for the summary.
  *
  * Framing (RFC 9112 6.3): one response per event at most. The read that completes a response
  * ends the event, and whatever came with it behind the response (the rest of that read, records
@@ -72,7 +72,7 @@ static void reader_init(struct sq_engine__conn *c)
     c->decoding = c->streaming = false;
 }
 
-/* ---- connect and handshake (engine/xport.c, shared with wsdrv.c) ---- */
+/* ---- connect and handshake (engine/xport.c) ---- */
 
 /* With w->rxts, a plain read goes through recvmsg for the kernel's receive time (c->rx_ns, on
  * the monotonic clock), so a response read late (the worker slept deaf until an arrival) is
@@ -86,7 +86,7 @@ static ssize_t recv_stamped(struct sq_engine__conn *c, void *buf, size_t n)
     } ctl;
     struct msghdr mh = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)};
-    ssize_t r = recvmsg(c->io.fd, &mh, 0);
+    ssize_t r = recvmsg(c->x.io.fd, &mh, 0);
     c->rx_ns = 0;
     if (r > 0)
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
@@ -100,9 +100,9 @@ static ssize_t recv_stamped(struct sq_engine__conn *c, void *buf, size_t n)
 
 static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
 {
-    if (SQ_UNLIKELY(c->w->rxts) && !c->tls)
+    if (SQ_UNLIKELY(c->w->rxts) && !c->x.tls)
         return recv_stamped(c, buf, n);
-    return sq_engine__recv(c, buf, n);
+    return sq_engine__xport_recv(&c->x, buf, n);
 }
 
 /* The time a response's bytes arrived: the kernel's stamp when there is one and it lies between
@@ -114,31 +114,28 @@ static inline int64_t rx_time(const struct sq_engine__conn *c, int64_t now)
 
 static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
 {
-    return sq_engine__sendb(c, buf, n);
+    return sq_engine__xport_send(&c->x, buf, n);
 }
 
-/* The connection is usable (TCP, and TLS when https): it counts as opened and goes to work. */
+/* The connection is usable (TCP, and TLS when https; registered for EPOLLIN): it counts as
+ * opened and goes to work. */
 static void opened(struct sq_engine__conn *c, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     w->c.conns_opened++;
     c->backoff = 0;
     c->fresh = true; /* its first request carries connect_ns and tls_ns as phases */
-    if (w->rxts && !c->tls) {
+    if (w->rxts && !c->x.tls) {
         int on = 1;
-        if (setsockopt(c->io.fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
+        if (setsockopt(c->x.io.fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
             w->rxts = false; /* no stamps: no deaf sleeps either */
-    }
-    if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0) {
-        sq_engine__xport_connect_failed(c, -errno);
-        return;
     }
     sq_engine__vu_next(c, now);
 }
 
 static void h1_connect(struct sq_engine__conn *c)
 {
-    sq_engine__xport_connect(c, on_io);
+    sq_engine__xport_vu_connect(c, on_io);
 }
 
 /* ---- write ---- */
@@ -160,8 +157,8 @@ static void conn_write(struct sq_engine__conn *c)
         w->c.bytes_sent += (uint64_t)n;
         c->woff += (uint32_t)n;
         if (c->woff == len) {
-            c->wdone_ns = c->io.events & EPOLLOUT ? sq_loop_now(w->loop) : c->sent_ns;
-            if (c->io.events & EPOLLOUT && sq_io_modify(w->loop, &c->io, EPOLLIN) < 0)
+            c->wdone_ns = c->x.io.events & EPOLLOUT ? sq_loop_now(w->loop) : c->sent_ns;
+            if (c->x.io.events & EPOLLOUT && sq_io_modify(w->loop, &c->x.io, EPOLLIN) < 0)
                 write_failed(c);
             return;
         }
@@ -169,7 +166,7 @@ static void conn_write(struct sq_engine__conn *c)
         write_failed(c);
         return;
     }
-    if (sq_io_modify(w->loop, &c->io, EPOLLIN | EPOLLOUT) < 0)
+    if (sq_io_modify(w->loop, &c->x.io, EPOLLIN | EPOLLOUT) < 0)
         write_failed(c);
 }
 
@@ -214,13 +211,16 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
  * flight. Small bodies never read the clock. */
 #define DECODE_CHECK_AFTER (64 * 1024)
 
+bool sq_engine__h1_decode_over(struct sq_engine__conn *c)
+{
+    return SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
+           sq_engine__past_end(c->w);
+}
+
 static int on_decoded(void *ud, const char *data, size_t len)
 {
     struct sq_engine__conn *c = ud;
-    if (SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
-        sq_engine__past_end(c->w))
-        return -ETIMEDOUT;
-    return deliver(c, data, len);
+    return sq_engine__h1_decode_over(c) ? -ETIMEDOUT : deliver(c, data, len);
 }
 
 static int on_body(void *ud, const char *data, size_t len)
@@ -315,10 +315,10 @@ static void unsolicited(struct sq_engine__conn *c)
 static bool more_arrived(struct sq_engine__conn *c, ssize_t n)
 {
     struct sq_engine__worker *w = c->w;
-    if (SQ_LIKELY(!c->tls)) {
+    if (SQ_LIKELY(!c->x.tls)) {
         if (SQ_LIKELY(n < RBUF_SIZE))
             return false;
-    } else if (!sq_tls_buffered(c->tls) &&
+    } else if (!sq_tls_buffered(c->x.tls) &&
                c->rd.head_bytes + c->rd.body.bytes < SQ_TLS_RECORD_MAX) {
         return false;
     }
@@ -329,7 +329,7 @@ static bool more_arrived(struct sq_engine__conn *c, ssize_t n)
     }
     /* nothing, or an end or error the next poll reports again; over TLS, part of a record that
      * OpenSSL still holds arrived all the same */
-    return c->tls && sq_tls_buffered(c->tls);
+    return c->x.tls && sq_tls_buffered(c->x.tls);
 }
 
 /* The read returned n <= 0: nothing yet, a TLS failure, or the end of the stream. */
@@ -338,8 +338,8 @@ static void read_end(struct sq_engine__conn *c, ssize_t n)
     struct sq_engine__worker *w = c->w;
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->tls)) {
-        sq_engine__xport_tls_broken(c);
+    if (SQ_UNLIKELY(n < 0 && errno == EPROTO && c->x.tls)) {
+        sq_engine__xport_vu_tls_broken(c);
         return;
     }
     /* End of stream or a reset. A response delimited by the close is complete now. */
@@ -385,7 +385,7 @@ static void conn_read(struct sq_engine__conn *c)
         int rc = sq_h1_reader_feed(&c->rd, p, left, &used);
         if (rc == 0) {
             /* more to come; TLS: records OpenSSL already holds would wake no poll */
-            if (SQ_LIKELY(!c->tls) || !sq_tls_buffered(c->tls))
+            if (SQ_LIKELY(!c->x.tls) || !sq_tls_buffered(c->x.tls))
                 return;
             continue;
         }
@@ -394,7 +394,7 @@ static void conn_read(struct sq_engine__conn *c)
         if (rc < 0) {
             if (SQ_UNLIKELY(rc == -ETIMEDOUT)) {
                 /* abandoned at the run's end (on_decoded): it stays in flight, unwatched */
-                sq_io_stop(w->loop, &c->io);
+                sq_io_stop(w->loop, &c->x.io);
                 return;
             }
             sq_engine__vu_fail(c, c->decoding && (rc == -SQ_EDECODE || rc == -SQ_ETOOBIG)
@@ -418,7 +418,7 @@ static void conn_read(struct sq_engine__conn *c)
             left -= used;
             if (left)
                 goto next_response;
-            if (SQ_LIKELY(!c->tls) || !sq_tls_buffered(c->tls))
+            if (SQ_LIKELY(!c->x.tls) || !sq_tls_buffered(c->x.tls))
                 return;
             continue;
         }
@@ -440,13 +440,9 @@ static void conn_read(struct sq_engine__conn *c)
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 {
     SQ_UNUSED(loop);
-    struct sq_engine__conn *c = SQ_CONTAINER_OF(io, struct sq_engine__conn, io);
-    if (c->state == CONN_CONNECTING) {
-        sq_engine__xport_connected(c, opened);
-        return;
-    }
-    if (SQ_UNLIKELY(c->state == CONN_HANDSHAKE)) {
-        sq_engine__xport_tls_step(c, opened);
+    struct sq_engine__conn *c = SQ_CONTAINER_OF(io, struct sq_engine__conn, x.io);
+    if (SQ_UNLIKELY(c->x.phase != SQ_ENGINE__XP_OPEN)) {
+        sq_engine__xport_vu_step(c, opened); /* the connect, the TLS handshake */
         return;
     }
     if ((ev & EPOLLOUT) && c->state == CONN_ACTIVE && c->woff < c->req_len) {
@@ -468,7 +464,7 @@ void sq_engine__h1_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 /* Closes the socket; the reader starts afresh for the next connection. */
 static void h1_close(struct sq_engine__conn *c)
 {
-    sq_engine__xport_close(c);
+    sq_engine__xport_close(&c->x, c->w->loop);
     sq_h1_reader_dispose(&c->rd);
     reader_init(c);
 }
@@ -477,21 +473,13 @@ static void h1_close(struct sq_engine__conn *c)
 static void h1_sweep(struct sq_engine__worker *w, int64_t now)
 {
     for (uint32_t i = 0; i < w->nconns; i++)
-        sq_engine__xport_sweep(&w->conns[i], now);
+        sq_engine__xport_vu_sweep(&w->conns[i], now);
 }
 
 static void h1_close_all(struct sq_engine__worker *w)
 {
-    for (uint32_t i = 0; i < w->nconns; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
-        if (c->state >= CONN_CONNECTING) {
-            sq_io_stop(w->loop, &c->io);
-            sq_tls_conn_free(c->tls);
-            c->tls = NULL;
-            close(c->io.fd);
-            c->io.fd = -1;
-        }
-    }
+    for (uint32_t i = 0; i < w->nconns; i++)
+        sq_engine__xport_close(&w->conns[i].x, w->loop);
 }
 
 static int h1_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
@@ -503,13 +491,19 @@ static int h1_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_g
     return 0;
 }
 
-static void h1_dispose(struct sq_engine__worker *w)
+void sq_engine__h1_decoders_free(struct sq_engine__worker *w)
 {
     for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
-        sq_h1_reader_dispose(&w->conns[i].rd);
         sq_decoder_free(w->conns[i].dec);
         w->conns[i].dec = NULL;
     }
+}
+
+static void h1_dispose(struct sq_engine__worker *w)
+{
+    for (uint32_t i = 0; w->conns && i < w->nconns; i++)
+        sq_h1_reader_dispose(&w->conns[i].rd);
+    sq_engine__h1_decoders_free(w);
 }
 
 const struct sq_engine__driver sq_engine__h1_driver = {

@@ -24,5 +24,12 @@ struct sq_io;
 /* The HTTP/1.1 driver's event callback: wsdrv.c hands a connection back to it after an upgrade
  * that a plan's ws connect step did not get (the answer was another status). */
 void sq_engine__h1_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
+/* Frees the VUs' body decoders (created on a VU's first compressed response; h2drv.c decodes
+ * bodies with the same ones). */
+void sq_engine__h1_decoders_free(struct sq_engine__worker *w);
+/* True once a VU decoding a large body must abandon it: the run is over (a decompression bomb
+ * must not hold the worker past its end; the clock is read only past 64 KiB decoded). h2drv.c
+ * keeps the same rule. */
+bool sq_engine__h1_decode_over(struct sq_engine__conn *c);
 
 #endif

@@ -1,7 +1,9 @@
-/* engine/natsdrv.c - NATS load: core publish, JetStream publish, request/reply (see bus.h).
+/* engine/natsdrv.c - NATS load: core publish, JetStream publish, request/reply (see
+ * busconf.h).
  *
  * The text protocol is proto/nats.h's; this file decides what a request is and when it ends.
- * The connection layer (busio.c) owns sockets, batching and the VUs' states.
+ * The connection layer (busio.c) owns sockets, batching, the VUs' states and generations, and
+ * the rendering of a message; this file encodes it.
  *
  * Greeting: the server's INFO, then CONNECT (with "headers" and, for requests, "no_responders"
  * when INFO offers headers), the SUB of the connection's reply inbox when requests need one, and
@@ -31,88 +33,31 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/busio.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
-#include "plan/tmpl.h"
 #include "proto/nats.h"
 
 #define SID_INBOX 1
 
-/* A ring of 64-bit entries that grows when full (rarely: stale entries of VUs that timed out
- * can outnumber the window for a moment). */
-struct ring {
-    uint64_t *v;
-    uint32_t head, len, cap; /* cap is a power of two */
-};
-
-static int ring_push(struct ring *r, uint64_t x)
-{
-    if (r->len == r->cap) {
-        uint32_t cap = r->cap ? r->cap * 2 : 64;
-        uint64_t *v = malloc((size_t)cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        for (uint32_t i = 0; i < r->len; i++)
-            v[i] = r->v[(r->head + i) & (r->cap - 1)];
-        free(r->v);
-        r->v = v;
-        r->head = 0;
-        r->cap = cap;
-    }
-    r->v[(r->head + r->len) & (r->cap - 1)] = x;
-    r->len++;
-    return 0;
-}
-
-static uint64_t ring_pop(struct ring *r)
-{
-    uint64_t x = r->v[r->head];
-    r->head = (r->head + 1) & (r->cap - 1);
-    r->len--;
-    return x;
-}
-
 struct natsconn {
-    struct sq_busio b; /* first: busio.c allocates and casts */
+    struct sq_engine__busconn b; /* first: busio.c allocates and casts */
     struct sq_nats_limits lim;
     bool got_info;
     bool headers;   /* the server takes HPUB */
     char inbox[48]; /* "_INBOX.<16 hex>." */
     uint8_t inbox_len;
-    struct ring fifo;  /* core publish: (VU << 32 | generation) in send order */
-    struct ring pings; /* core publish: PUBs each PING in flight closes */
-    uint32_t unpinged; /* PUBs queued since the last PING */
 };
 
-struct nvu {
-    uint32_t gen;
-    uint64_t iter;
-};
-
-struct nats {
-    struct nvu *vus;     /* per VU of the worker */
-    const char *payload; /* static payload, or NULL */
-    size_t payload_len;
-    char *msg; /* a whole static core PUB, or NULL */
-    size_t msg_len;
-    uint32_t quarter; /* core publish: write (and PING) every quarter window inside an event */
-};
-
-static struct nats *nats_of(struct sq_engine__worker *w)
-{
-    return sq_busdrv_of(w)->proto;
-}
-
-static struct natsconn *nc_of(struct sq_busio *b)
+static struct natsconn *nc_of(struct sq_engine__busconn *b)
 {
     return (struct natsconn *)b;
 }
 
 /* ---- the greeting ---- */
 
-static int nats_hello(struct sq_busio *b)
+static int nats_hello(struct sq_engine__busconn *b)
 {
     SQ_UNUSED(b);
     return 0; /* the server speaks first (INFO) */
@@ -120,8 +65,8 @@ static int nats_hello(struct sq_busio *b)
 
 static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
 {
-    struct sq_busio *b = &nc->b;
-    const struct sq_bus_config *bus = b->w->cfg->bus;
+    struct sq_engine__busconn *b = &nc->b;
+    const struct sq_bus_config *bus = b->m.w->cfg->bus;
     struct sq_nats_info info;
     if (nc->got_info)
         return 0; /* an update (cluster URLs): nothing for a load client */
@@ -148,7 +93,7 @@ static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
     } else if (bus->user) {
         o.auth_token = bus->user; /* nats://TOKEN@host */
     }
-    char *r = sq_busio_room(b, 1024);
+    char *r = sq_engine__bus_room(b, 1024);
     if (!r)
         return -ENOMEM;
     int n = sq_nats_encode_connect(r, 1024, &o);
@@ -167,50 +112,21 @@ static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
     }
     memcpy(r + used, SQ_NATS_PING, SQ_NATS_PING_LEN);
     used += SQ_NATS_PING_LEN;
-    sq_busio_commit(b, used);
+    sq_engine__bus_commit(b, used);
     return 0;
 }
 
 /* ---- completions ---- */
 
-static void complete(struct sq_busio *b, struct sq_engine__conn *c, size_t bytes)
-{
-    int64_t now = b->now ? b->now : sq_now_ns();
-    c->rd.body.bytes = bytes;
-    if (c->fb_ns == 0)
-        c->fb_ns = now;
-    sq_engine__vu_complete(c, now);
-    sq_engine__vu_next(c, now);
-}
-
-static void fail(struct sq_engine__conn *c, enum sq_errk k)
-{
-    sq_engine__vu_fail(c, k);
-    sq_engine__vu_replace(c);
-}
-
 /* A PONG after the greeting: the PUBs of the oldest PING in flight are read by the server. */
 static void on_pong(struct natsconn *nc)
 {
-    struct sq_busio *b = &nc->b;
-    if (b->state != B_OPEN) {
-        sq_busio_open(b);
+    struct sq_engine__busconn *b = &nc->b;
+    if (!sq_engine__bus_is_open(b)) {
+        sq_engine__bus_open(b);
         return;
     }
-    if (nc->pings.len == 0)
-        return;
-    struct sq_engine__worker *w = b->w;
-    struct nats *n = nats_of(w);
-    uint64_t k = ring_pop(&nc->pings);
-    for (; k > 0 && nc->fifo.len > 0; k--) {
-        uint64_t e = ring_pop(&nc->fifo);
-        uint32_t local = (uint32_t)(e >> 32), gen = (uint32_t)e;
-        struct sq_engine__conn *c = &w->conns[local];
-        if (c->state == CONN_ACTIVE && n->vus[local].gen == gen)
-            complete(b, c, 0);
-        if (b->broken)
-            return;
-    }
+    sq_engine__bus_batch_complete(b);
 }
 
 /* Reads "<slot>.<gen>" after the inbox prefix. */
@@ -239,22 +155,22 @@ static bool reply_target(const struct natsconn *nc, struct sq_str subj, uint32_t
 
 static void on_reply(struct natsconn *nc, const struct sq_nats_event *ev)
 {
-    struct sq_busio *b = &nc->b;
-    struct sq_engine__worker *w = b->w;
+    struct sq_engine__busconn *b = &nc->b;
+    struct sq_engine__worker *w = b->m.w;
     uint32_t slot, gen;
-    if (!reply_target(nc, ev->subject, &slot, &gen) || slot >= b->n) {
+    if (!reply_target(nc, ev->subject, &slot, &gen) || slot >= b->m.n) {
         w->c.bus.late++;
         return;
     }
-    uint32_t local = b->first + slot;
+    uint32_t local = b->m.first + slot;
     struct sq_engine__conn *c = &w->conns[local];
-    if (c->state != CONN_ACTIVE || nats_of(w)->vus[local].gen != gen) {
+    if (c->state != CONN_ACTIVE || sq_engine__busdrv_of(w)->vus[local].gen != gen) {
         w->c.bus.late++;
         return;
     }
     w->c.bus.acks++;
     if (ev->op == SQ_NATS_OP_HMSG && ev->status == 503) {
-        fail(c, SQ_ERRK_NO_RESPONDERS);
+        sq_engine__bus_vu_fail(c, SQ_ERRK_NO_RESPONDERS);
         return;
     }
     if (w->cfg->bus->mode == SQ_BUS_JETSTREAM) {
@@ -268,30 +184,44 @@ static void on_reply(struct natsconn *nc, const struct sq_nats_event *ev)
                 int ml = snprintf(m, sizeof(m), "jetstream: %d %.*s", pa.code,
                                   (int)(pa.description.len > 100 ? 100 : pa.description.len),
                                   pa.description.p);
-                sq_busio_note(b, m, ml > 0 ? (size_t)ml : 0, false);
+                sq_engine__bus_note(b, m, ml > 0 ? (size_t)ml : 0, false);
             }
-            fail(c, rc < 0 ? SQ_ERRK_PARSE : SQ_ERRK_ACK);
+            sq_engine__bus_vu_fail(c, rc < 0 ? SQ_ERRK_PARSE : SQ_ERRK_ACK);
             return;
         }
     }
-    complete(b, c, ev->payload.len + ev->headers.len);
+    sq_engine__bus_complete(b, c, ev->payload.len + ev->headers.len);
 }
 
-static int nats_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
+int sq_engine__bus_nats_unit(struct sq_engine__busconn *b, const struct sq_nats_limits *lim,
+                             const char *p, size_t n, struct sq_nats_event *ev, size_t *need)
+{
+    int rc = sq_nats_parse(p, n, lim, ev, need);
+    if (rc <= 0)
+        return rc;
+    if (ev->op == SQ_NATS_OP_PING && sq_engine__bus_queue(b, SQ_NATS_PONG, SQ_NATS_PONG_LEN) < 0)
+        return -ENOMEM;
+    if (ev->op == SQ_NATS_OP_ERR) {
+        sq_engine__bus_note(b, ev->text.p, ev->text.len, true);
+        /* refused at CONNECT: back off. On an open connection the server closes after a fatal
+         * -ERR; a permissions error leaves it open. */
+        if (!sq_engine__bus_is_open(b))
+            sq_engine__bus_fail(b, SQ_ERRK_SERVER_ERROR);
+    }
+    return rc;
+}
+
+static int nats_unit(struct sq_engine__busconn *b, const char *p, size_t n, size_t *need)
 {
     struct natsconn *nc = nc_of(b);
     struct sq_nats_event ev;
-    int rc = sq_nats_parse(p, n, &nc->lim, &ev, need);
+    int rc = sq_engine__bus_nats_unit(b, &nc->lim, p, n, &ev, need);
     if (rc <= 0)
         return rc;
     switch (ev.op) {
     case SQ_NATS_OP_INFO:
         if (on_info(nc, &ev) < 0)
             return -SQ_EPARSE;
-        break;
-    case SQ_NATS_OP_PING:
-        if (sq_busio_queue(b, SQ_NATS_PONG, SQ_NATS_PONG_LEN) < 0)
-            return -ENOMEM;
         break;
     case SQ_NATS_OP_PONG:
         if (!nc->got_info)
@@ -300,17 +230,10 @@ static int nats_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
         break;
     case SQ_NATS_OP_MSG:
     case SQ_NATS_OP_HMSG:
-        if (ev.sid_num == SID_INBOX && b->state == B_OPEN)
+        if (ev.sid_num == SID_INBOX && sq_engine__bus_is_open(b))
             on_reply(nc, &ev);
         else
-            b->w->c.bus.foreign++;
-        break;
-    case SQ_NATS_OP_ERR:
-        sq_busio_note(b, ev.text.p, ev.text.len, true);
-        if (b->state != B_OPEN)
-            sq_busio_fail(b, SQ_ERRK_SERVER_ERROR); /* refused at CONNECT: back off */
-        /* on an open connection the server closes after a fatal -ERR; a permissions error
-         * leaves it open */
+            b->m.w->c.bus.foreign++;
         break;
     default:
         break;
@@ -320,129 +243,65 @@ static int nats_unit(struct sq_busio *b, const char *p, size_t n, size_t *need)
 
 /* ---- sending ---- */
 
-static int nats_send(struct sq_busio *b, struct sq_engine__conn *c)
+/* A message other than the static core PUB: its payload and headers rendered, then encoded
+ * straight into the connection's buffer. Kept out of nats_send, so that the static path does
+ * not pay for this one's stack frame. */
+static __attribute__((noinline)) int nats_send_rendered(struct sq_engine__busdrv *d,
+                                                        struct sq_engine__busconn *b,
+                                                        struct sq_engine__conn *c)
 {
-    struct sq_engine__worker *w = c->w;
-    struct sq_busdrv *d = sq_busdrv_of(w);
     const struct sq_bus_config *bus = d->bus;
     struct natsconn *nc = nc_of(b);
-    struct nats *n = d->proto;
-    struct nvu *v = &n->vus[c->local];
-    v->gen++;
-    bool core = bus->mode == SQ_BUS_PUBLISH;
-    if (n->msg) {
-        /* the static core PUB: one copy (the FIFO entry and the count first: the commit may
-         * write, and the PING it adds must cover this PUB) */
-        char *r = sq_busio_room(b, n->msg_len);
-        if (!r || ring_push(&nc->fifo, (uint64_t)c->local << 32 | v->gen) < 0)
-            return SQ_ERRK_WRITE;
-        memcpy(r, n->msg, n->msg_len);
-        nc->unpinged++;
-        sq_busio_commit(b, n->msg_len);
-        if (b->busy && nc->unpinged >= n->quarter)
-            sq_busio_write_now(b);
-        return 0;
-    }
-    char stamp[SQ_STAMP_MAX];
-    struct sq_str st = {stamp, 0};
-    struct sq_tmpl_ctx ctx = {
-        .vu = sq_engine__vu_number(w, c->local),
-        .iteration = v->iter++,
-        .rng = &c->rng,
-        .stamp = &st,
-    };
-    if (bus->stamped) {
-        st.len = sq_engine__stamp(w, NULL, stamp);
-        w->c.bus.stamped++;
-    }
-    const char *pl = n->payload;
-    size_t plen = n->payload_len;
-    if (!pl) {
-        sq_buf_reset(&d->scratch);
-        if (sq_tmpl_render(bus->payload, &ctx, &d->scratch) < 0)
-            return SQ_ERRK_WRITE;
-        pl = d->scratch.p ? d->scratch.p : "";
-        plen = d->scratch.len;
-    }
-    struct sq_nats_header hs[SQ_BUS_MAX_HEADERS];
+    bool core = bus->mode == SQ_BUS_PUBLISH; /* no answer: the PING behind its batch ends it */
     size_t nh = nc->headers ? bus->nheaders : 0;
-    if (nh) {
-        sq_buf_reset(&d->hscratch);
-        size_t off[SQ_BUS_MAX_HEADERS + 1];
-        for (size_t i = 0; i < nh; i++) {
-            off[i] = d->hscratch.len;
-            if (sq_tmpl_render(bus->headers[i].value, &ctx, &d->hscratch) < 0)
-                return SQ_ERRK_WRITE;
-        }
-        off[nh] = d->hscratch.len;
-        for (size_t i = 0; i < nh; i++) {
-            hs[i].name = (struct sq_str){bus->headers[i].name, strlen(bus->headers[i].name)};
-            hs[i].value = (struct sq_str){d->hscratch.p + off[i], off[i + 1] - off[i]};
-            /* a rendered CR or LF would end the field: it becomes a space (as HTTP's) */
-            for (size_t k = off[i]; k < off[i + 1]; k++)
-                if (d->hscratch.p[k] == '\r' || d->hscratch.p[k] == '\n')
-                    d->hscratch.p[k] = ' ';
-        }
+    struct sq_engine__busmsg m;
+    if (sq_engine__bus_render(d, c, nh, &m) != 0)
+        return SQ_ERRK_WRITE;
+    struct sq_nats_header hs[SQ_BUS_MAX_HEADERS];
+    for (size_t i = 0; i < nh; i++) {
+        hs[i].name = (struct sq_str){bus->headers[i].name, strlen(bus->headers[i].name)};
+        hs[i].value = m.vals[i];
+        /* a rendered CR or LF would end the field: it becomes a space (as HTTP's) */
+        char *v = (char *)m.vals[i].p;
+        for (size_t k = 0; k < m.vals[i].len; k++)
+            if (v[k] == '\r' || v[k] == '\n')
+                v[k] = ' ';
     }
     char reply[80];
     struct sq_str rp = {reply, 0};
     if (!core) {
         memcpy(reply, nc->inbox, nc->inbox_len);
         int k = snprintf(reply + nc->inbox_len, sizeof(reply) - nc->inbox_len, "%u.%u",
-                         c->local - b->first, v->gen);
+                         c->local - b->m.first, d->vus[c->local].gen);
         rp.len = nc->inbox_len + (size_t)k;
     }
     struct sq_str subj = {bus->subject, bus->subject_len};
     size_t hlen = nh ? sq_nats_headers_len(hs, nh) : 0;
-    size_t cap = subj.len + rp.len + hlen + plen + 64;
-    char *r = sq_busio_room(b, cap);
+    size_t cap = subj.len + rp.len + hlen + m.len + 64;
+    char *r = sq_engine__bus_room(b, cap);
     if (!r)
         return SQ_ERRK_WRITE;
-    int k = nh ? sq_nats_encode_hpub_head(r, cap, subj, rp, hs, nh, plen)
-               : sq_nats_encode_pub_head(r, cap, subj, rp, plen);
+    int k = nh ? sq_nats_encode_hpub_head(r, cap, subj, rp, hs, nh, m.len)
+               : sq_nats_encode_pub_head(r, cap, subj, rp, m.len);
     if (k < 0)
         return SQ_ERRK_WRITE;
-    memcpy(r + k, pl, plen);
-    memcpy(r + k + plen, "\r\n", 2);
-    if (core) {
-        if (ring_push(&nc->fifo, (uint64_t)c->local << 32 | v->gen) < 0)
-            return SQ_ERRK_WRITE;
-        nc->unpinged++;
-    }
-    sq_busio_commit(b, (size_t)k + plen + 2);
-    if (core && b->busy && nc->unpinged >= n->quarter)
-        sq_busio_write_now(b);
-    return 0;
+    memcpy(r + k, m.payload, m.len);
+    memcpy(r + k + m.len, "\r\n", 2);
+    return sq_engine__bus_sent(d, b, c->local, (size_t)k + m.len + 2, core);
 }
 
-static void nats_release(struct sq_busio *b, struct sq_engine__conn *c)
+static int nats_send(struct sq_engine__busdrv *d, struct sq_engine__busconn *b,
+                     struct sq_engine__conn *c)
 {
-    SQ_UNUSED(b);
-    nats_of(c->w)->vus[c->local].gen++; /* whatever answers its request now is late */
+    if (d->msg) /* the static core PUB: one copy */
+        return sq_engine__bus_send_static(d, b, c->local, 0, true);
+    return nats_send_rendered(d, b, c);
 }
 
-/* Core publish: a PING behind the PUBs queued since the last one. */
-static void nats_before_write(struct sq_busio *b)
-{
-    struct natsconn *nc = nc_of(b);
-    if (!nc->unpinged)
-        return;
-    if (ring_push(&nc->pings, nc->unpinged) < 0 ||
-        sq_buf_append(&b->out, SQ_NATS_PING, SQ_NATS_PING_LEN) < 0) {
-        sq_busio_fail(b, SQ_ERRK_WRITE);
-        return;
-    }
-    nc->unpinged = 0;
-    b->w->c.bus.pings++;
-}
-
-static void nats_reset(struct sq_busio *b)
+static void nats_reset(struct sq_engine__busconn *b)
 {
     struct natsconn *nc = nc_of(b);
     nc->got_info = false;
-    nc->fifo.head = nc->fifo.len = 0;
-    nc->pings.head = nc->pings.len = 0;
-    nc->unpinged = 0;
     sq_nats_limits_init(&nc->lim);
     b->max_unit = SQ_NATS_DEFAULT_MAX_PAYLOAD + SQ_NATS_DEFAULT_MAX_LINE;
 }
@@ -457,32 +316,24 @@ static uint64_t splitmix(uint64_t *s)
 
 static int nats_init(struct sq_engine__worker *w)
 {
-    struct sq_busdrv *d = sq_busdrv_of(w);
+    struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
     const struct sq_bus_config *bus = d->bus;
-    struct nats *n = calloc(1, sizeof(*n));
-    if (!n)
-        return -ENOMEM;
-    d->proto = n;
-    n->vus = calloc(w->nconns ? w->nconns : 1, sizeof(*n->vus));
-    if (!n->vus)
-        return -ENOMEM;
     uint64_t seed = w->run->run_id ^ ((uint64_t)w->windex << 40) ^ (uint64_t)sq_now_ns();
-    n->quarter = d->window >= 4 ? d->window / 4 : 1;
-    if (sq_tmpl_static(bus->payload, &n->payload, &n->payload_len) && !n->payload)
-        n->payload = "";
-    if (n->payload && bus->mode == SQ_BUS_PUBLISH && bus->nheaders == 0) {
-        size_t cap = bus->subject_len + n->payload_len + 64;
-        n->msg = malloc(cap);
-        if (!n->msg)
+    if (d->payload && bus->mode == SQ_BUS_PUBLISH && bus->nheaders == 0) {
+        size_t cap = bus->subject_len + d->payload_len + 64;
+        d->msg = malloc(cap);
+        if (!d->msg)
             return -ENOMEM;
-        int k = sq_nats_encode_pub(n->msg, cap, (struct sq_str){bus->subject, bus->subject_len},
-                                   (struct sq_str){"", 0}, n->payload, n->payload_len);
+        int k = sq_nats_encode_pub(d->msg, cap, (struct sq_str){bus->subject, bus->subject_len},
+                                   (struct sq_str){"", 0}, d->payload, d->payload_len);
         if (k < 0)
             return k;
-        n->msg_len = (size_t)k;
+        d->msg_len = (size_t)k;
     }
     for (uint32_t k = 0; k < d->nconn; k++) {
-        struct natsconn *nc = nc_of(sq_busio_at(d, k));
+        struct natsconn *nc = nc_of(sq_engine__bus_at(d, k));
+        nc->b.ping = SQ_NATS_PING;
+        nc->b.ping_len = SQ_NATS_PING_LEN;
         sq_nats_limits_init(&nc->lim);
         nc->b.max_unit = SQ_NATS_DEFAULT_MAX_PAYLOAD + SQ_NATS_DEFAULT_MAX_LINE;
         int len = snprintf(nc->inbox, sizeof(nc->inbox), "_INBOX.%016llx.",
@@ -492,47 +343,11 @@ static int nats_init(struct sq_engine__worker *w)
     return 0;
 }
 
-static void nats_dispose(struct sq_engine__worker *w)
-{
-    struct sq_busdrv *d = sq_busdrv_of(w);
-    struct nats *n = d->proto;
-    for (uint32_t k = 0; d->conns && k < d->nconn; k++) {
-        struct natsconn *nc = nc_of(sq_busio_at(d, k));
-        free(nc->fifo.v);
-        free(nc->pings.v);
-    }
-    if (n) {
-        free(n->vus);
-        free(n->msg);
-        free(n);
-    }
-    d->proto = NULL;
-}
-
-static const struct sq_busio_ops nats_ops = {
+const struct sq_engine__bus_ops sq_engine__nats_ops = {
     .conn_size = sizeof(struct natsconn),
     .hello = nats_hello,
     .unit = nats_unit,
     .send = nats_send,
-    .release = nats_release,
-    .before_write = nats_before_write,
     .reset = nats_reset,
     .init = nats_init,
-    .dispose = nats_dispose,
-};
-
-static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_global)
-{
-    return sq_busio_drv_init(w, nconn, first_global, &nats_ops);
-}
-
-const struct sq_engine__driver sq_engine__nats_driver = {
-    .name = "nats",
-    .init = drv_init,
-    .dispose = sq_busio_drv_dispose,
-    .connect = sq_busio_drv_connect,
-    .send = sq_busio_drv_send,
-    .close = sq_busio_drv_close,
-    .sweep = sq_busio_drv_sweep,
-    .close_all = sq_busio_drv_close_all,
 };

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/client.h"
 #include "engine/driver.h"
 #include "engine/flow.h"

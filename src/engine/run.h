@@ -134,7 +134,7 @@ struct sq_run_config {
      * (sq_run_connections). */
     const struct sq_h2_req *h2_request;
     uint32_t streams;
-    /* Event buses (engine/bus.h: NATS or MQTT, the quick face's nats:// and mqtt:// URLs; not
+    /* Event buses (engine/busconf.h: NATS or MQTT, the quick face's nats:// and mqtt:// URLs; not
      * with scens): what to publish and how; NULL for HTTP. The executor's VUs are then window
      * slots: each connection carries bus->window of them (sq_run_connections). */
     const struct sq_bus_config *bus;

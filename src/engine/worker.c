@@ -41,7 +41,7 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/client.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
@@ -608,7 +608,7 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         c->since_ns = intended;
         c->sent_ns = now;
         c->tmo_ns = ps->req.timeout_ns ? ps->req.timeout_ns : w->cfg->timeout_ns;
-        int k = sq_flowbus_begin(w->fbus, c);
+        int k = sq_engine__flowbus_begin(w->fbus, c);
         if (k != 0 && c->state == CONN_WAIT) {
             bus_step_fail(c, (enum sq_errk)k);
             /* the flow goes on after a pause, not from inside this call: a broker that refuses
@@ -733,7 +733,7 @@ static void bus_step_end(struct sq_engine__conn *c, int kind, int64_t dur_us, bo
 static void bus_step_fail(struct sq_engine__conn *c, enum sq_errk k)
 {
     if (c->w->fbus)
-        sq_flowbus_cancel(c->w->fbus, c);
+        sq_engine__flowbus_cancel(c->w->fbus, c);
     bus_step_end(c, (int)k, 0, false);
 }
 
@@ -1043,7 +1043,7 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
     }
     w->drv->sweep(w, now);
     if (w->fbus)
-        sq_flowbus_sweep(w->fbus, now);
+        sq_engine__flowbus_sweep(w->fbus, now);
     publish(w);
     if (SQ_UNLIKELY(w->rate != NULL) && w->ticking)
         record_rate(w, now);
@@ -1064,7 +1064,7 @@ static void ramp(struct sq_engine__worker *w, int64_t now)
 
 static bool pool_settled(const struct sq_engine__worker *w)
 {
-    if (w->fbus && !sq_flowbus_settled(w->fbus))
+    if (w->fbus && !sq_engine__flowbus_settled(w->fbus))
         return false;
     for (uint32_t i = 0; i < w->nconns; i++)
         if (w->conns[i].state == CONN_CONNECTING || w->conns[i].state == CONN_CLOSED ||
@@ -1086,7 +1086,7 @@ static bool setup(struct sq_engine__worker *w)
     for (uint32_t i = 0; i < w->nconns; i++)
         conn_connect(&w->conns[i]);
     if (w->fbus)
-        sq_flowbus_connect(w->fbus);
+        sq_engine__flowbus_connect(w->fbus);
     bool ready = false;
     for (;;) {
         if (!ready && pool_settled(w)) {
@@ -1460,7 +1460,7 @@ static int flow_init(struct sq_engine__worker *w)
     w->states = sq_flow_states_new(f);
     if (!w->states)
         return -ENOMEM;
-    return sq_flowbus_new(w, &w->fbus);
+    return sq_engine__flowbus_new(w, &w->fbus);
 }
 
 int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared *run,
@@ -1517,7 +1517,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         w->drv = &sq_engine__ws_driver; /* plans: HTTP/1.1 steps go through it to h1drv */
     uint32_t per = h2 && cfg->streams ? cfg->streams : 1;
     if (bus) {
-        w->drv = bus->kind == SQ_BUS_MQTT ? &sq_engine__mqtt_driver : &sq_engine__nats_driver;
+        w->drv = &sq_engine__bus_driver; /* NATS or MQTT by bus->kind (busio.c) */
         per = bus->window ? bus->window : 1;
     }
     if (sc) {
@@ -1635,7 +1635,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         c->w = w;
-        c->io.fd = -1;
+        sq_engine__xport_init(&c->x);
         c->local = i;
         c->global = first + i;
         c->rng = sq_tmpl_rng_init(run->seed, sq_engine__vu_number(w, i));
@@ -1670,7 +1670,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         sq_engine__steps_free(w->steps, w->flow->nsteps);
         sq_hist_free(w->iter_hist);
         sq_flow_states_free(w->flow, w->states);
-        sq_flowbus_free(w->fbus);
+        sq_engine__flowbus_free(w->fbus);
     }
     for (int k = 0; k < SQ_PHASE_COUNT; k++)
         sq_hist_free(w->phase[k]);
@@ -1746,7 +1746,7 @@ void *sq_engine__worker_main(void *arg)
     w->sending = false;
     w->drv->close_all(w);
     if (w->fbus)
-        sq_flowbus_close_all(w->fbus);
+        sq_engine__flowbus_close_all(w->fbus);
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct sq_engine__conn *c = &w->conns[i];
         sq_timer_stop(w->loop, &c->timer);

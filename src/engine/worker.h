@@ -10,6 +10,7 @@
 #include "base/buf.h"
 #include "engine/capture.h"
 #include "engine/run.h"
+#include "engine/xport.h"
 #include "http/h1.h"
 #include "http/sse.h"
 #include "loop/loop.h"
@@ -24,10 +25,11 @@ struct sq_flow_vu;
 struct sq_decoder;
 struct sq_engine__driver; /* engine/driver.h: the protocol seam */
 
-/* One VU of a worker (worker.c). Over HTTP/1.1 (h1drv.c) it is also a connection: io, reader
- * and all. Over HTTP/2 (h2drv.c) it is one stream slot of a shared connection that the driver
- * owns: io stays unused (fd -1), the state says where the VU is, and rd carries the finished
- * response's status and sizes so the accounting is the same code. */
+/* One VU of a worker (worker.c). Over HTTP/1.1 (h1drv.c) and WebSocket (wsdrv.c) it is also a
+ * connection: its transport (x), reader and all. Over HTTP/2 (h2drv.c) and a bus it is one slot
+ * of a shared connection that the driver owns: x stays closed (fd -1), the state says where the
+ * VU is, and rd carries the finished response's status and sizes so the accounting is the same
+ * code. */
 enum conn_state {
     CONN_CLOSED,
     CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
@@ -51,15 +53,15 @@ struct sq_engine__capture {
 #define SQ_ENGINE_CAPTURE_CAP (64u << 20)
 
 struct sq_engine__conn {
-    struct sq_io io; /* fd lives here */
+    struct sq_engine__xport x; /* its own transport (engine/xport.h): socket, TLS, setup */
     struct sq_engine__worker *w;
-    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); CONNECTING, HANDSHAKE:
-                         when that phase started */
-    int64_t sent_ns;  /* ACTIVE: the actual send */
-    int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
-    int64_t tmo_ns;   /* ACTIVE: this request's timeout */
-    int64_t wdone_ns; /* ACTIVE: the request's last byte was written (0: not yet) */
-    int64_t fb_ns;    /* ACTIVE: the response's first byte arrived (0: not yet) */
+    int64_t since_ns;           /* ACTIVE: intended send (open) or send (closed); HANDSHAKE over
+                                   WebSocket: when the upgrade was written */
+    int64_t sent_ns;            /* ACTIVE: the actual send */
+    int64_t iter_ns;            /* paced VU: when its current iteration was scheduled to start */
+    int64_t tmo_ns;             /* ACTIVE: this request's timeout */
+    int64_t wdone_ns;           /* ACTIVE: the request's last byte was written (0: not yet) */
+    int64_t fb_ns;              /* ACTIVE: the response's first byte arrived (0: not yet) */
     int64_t connect_ns, tls_ns; /* how long this connection's setup took */
     uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
     const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
@@ -83,7 +85,6 @@ struct sq_engine__conn {
     int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
     struct sq_timer timer;  /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
-    struct sq_tls_conn *tls; /* https, from the handshake on; NULL otherwise */
     /* ACTIVE over HTTP/2: the request for nghttp2 when it is not cfg->h2_request (a flow's
      * step, one of --urls); NULL otherwise */
     const struct sq_h2_req *h2req;
@@ -317,7 +318,7 @@ struct sq_engine__worker {
      * frame state; NULL for HTTP/1.1) */
     const struct sq_engine__driver *drv;
     void *proto;
-    struct sq_flowbus *fbus; /* plan runs with publish / subscribe steps, else NULL */
+    struct sq_engine__flowbus *fbus; /* plan runs with publish / subscribe steps, else NULL */
     /* {{$stamp}}: this worker's stream (run id + windex) and its next sequence number */
     struct sq_stamp_enc stamp;
     uint64_t stamp_next;

@@ -46,7 +46,7 @@
 #define RBUF_SIZE SQ_ENGINE_RBUF_SIZE
 #define OBUF_INIT 4096
 
-enum { PH_NONE, PH_TLS, PH_UPGRADE, PH_OPEN, PH_HTTP /* a plan's VU between WebSockets */ };
+enum { PH_NONE, PH_UPGRADE, PH_OPEN, PH_HTTP /* a plan's VU between WebSockets */ };
 
 static const struct sq_h1_limits up_limits = {.max_head_bytes = 16 * 1024, .max_headers = 64};
 
@@ -145,7 +145,7 @@ static int out_send(struct sq_engine__conn *c, const void *p, size_t n)
         /* Behind queued bytes (a TLS retry must start with the same bytes: they do). */
         return sq_buf_append(&v->out, p, n) < 0 ? -1 : 0;
     }
-    ssize_t k = sq_engine__sendb(c, p, n);
+    ssize_t k = sq_engine__xport_send(&c->x, p, n);
     if (SQ_LIKELY(k == (ssize_t)n)) {
         w->c.bytes_sent += (uint64_t)k;
         return 0;
@@ -157,7 +157,7 @@ static int out_send(struct sq_engine__conn *c, const void *p, size_t n)
     w->c.bytes_sent += (uint64_t)k;
     if (sq_buf_append(&v->out, (const char *)p + k, n - (size_t)k) < 0)
         return -1;
-    return sq_io_modify(w->loop, &c->io, EPOLLIN | EPOLLOUT) < 0 ? -1 : 0;
+    return sq_io_modify(w->loop, &c->x.io, EPOLLIN | EPOLLOUT) < 0 ? -1 : 0;
 }
 
 /* EPOLLOUT: writes what is queued; once it drains the buffer is freed. Returns -1 when the
@@ -166,7 +166,7 @@ static int out_flush(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
     struct wsvu *v = vu_of(c);
-    ssize_t k = sq_engine__sendb(c, v->out.p, v->out.len);
+    ssize_t k = sq_engine__xport_send(&c->x, v->out.p, v->out.len);
     if (k < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1;
     w->c.bytes_sent += (uint64_t)k;
@@ -178,7 +178,7 @@ static int out_flush(struct sq_engine__conn *c)
     sq_buf_dispose(&v->out); /* an idle connection holds no buffer */
     if (c->state == CONN_ACTIVE && !c->wdone_ns)
         c->wdone_ns = sq_loop_now(w->loop);
-    return sq_io_modify(w->loop, &c->io, EPOLLIN) < 0 ? -1 : 0;
+    return sq_io_modify(w->loop, &c->x.io, EPOLLIN) < 0 ? -1 : 0;
 }
 
 /* ---- the connection breaks ---- */
@@ -277,8 +277,8 @@ static void opened(struct sq_engine__conn *c, int64_t now)
         upgrade_failed(c, SQ_WS_UP_MALFORMED, "WebSocket: cannot build the upgrade request");
         return;
     }
-    if (sq_io_modify(w->loop, &c->io, EPOLLIN) < 0 || out_send(c, d->obuf, (size_t)n) < 0) {
-        sq_engine__xport_connect_failed(c, -EPIPE);
+    if (out_send(c, d->obuf, (size_t)n) < 0) {
+        sq_engine__xport_vu_failed(c, -EPIPE);
         return;
     }
     v->up_ns = sq_now_ns();
@@ -293,15 +293,15 @@ static void upgrade_read(struct sq_engine__conn *c)
     struct sq_engine__ws *d = ws_of(w);
     struct wsvu *v = vu_of(c);
     for (;;) {
-        ssize_t n = sq_engine__recv(c, w->rbuf, RBUF_SIZE);
+        ssize_t n = sq_engine__xport_recv(&c->x, w->rbuf, RBUF_SIZE);
         if (n <= 0) {
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
-            if (n < 0 && errno == EPROTO && c->tls) {
+            if (n < 0 && errno == EPROTO && c->x.tls) {
                 if (c->fv)
-                    sq_engine__xport_tls_broken(c); /* a plan's connect step fails `tls` */
+                    sq_engine__xport_vu_tls_broken(c); /* a plan's connect step fails `tls` */
                 else
-                    sq_engine__xport_tls_failed(c, sq_tls_conn_error(c->tls));
+                    sq_engine__xport_vu_tls_failed(c);
                 return;
             }
             upgrade_failed(c, SQ_WS_UP_CLOSED,
@@ -312,7 +312,7 @@ static void upgrade_read(struct sq_engine__conn *c)
         size_t used = 0;
         int rc = sq_h1_reader_feed(&c->rd, w->rbuf, (size_t)n, &used);
         if (rc == 0) {
-            if (!c->tls || !sq_tls_buffered(c->tls))
+            if (!c->x.tls || !sq_tls_buffered(c->x.tls))
                 return;
             continue;
         }
@@ -329,7 +329,7 @@ static void upgrade_read(struct sq_engine__conn *c)
             /* a plan's connect step: an answer like any other, and the connection stays HTTP */
             sq_ws_tally_add(&d->st.upgrade_failed, status, 1);
             v->phase = PH_HTTP;
-            c->io.cb = sq_engine__h1_io;
+            c->x.io.cb = sq_engine__h1_io;
             int64_t now = sq_now_ns();
             sq_engine__vu_complete(c, now);
             if (used < (size_t)n) {
@@ -530,8 +530,8 @@ static void read_end(struct sq_engine__conn *c, ssize_t n)
 {
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    if (n < 0 && errno == EPROTO && c->tls) {
-        sq_engine__xport_tls_broken(c);
+    if (n < 0 && errno == EPROTO && c->x.tls) {
+        sq_engine__xport_vu_tls_broken(c);
         return;
     }
     /* an end without a close frame: 1006 (RFC 6455 7.1.5) */
@@ -544,7 +544,7 @@ static void ws_read(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
     for (;;) {
-        ssize_t n = sq_engine__recv(c, w->rbuf, RBUF_SIZE);
+        ssize_t n = sq_engine__xport_recv(&c->x, w->rbuf, RBUF_SIZE);
         if (n <= 0) {
             read_end(c, n);
             return;
@@ -554,7 +554,7 @@ static void ws_read(struct sq_engine__conn *c)
         if (c->state < CONN_IDLE)
             return;
         /* TLS: records OpenSSL already holds would wake no poll */
-        if (!c->tls || !sq_tls_buffered(c->tls))
+        if (!c->x.tls || !sq_tls_buffered(c->x.tls))
             return;
     }
 }
@@ -562,14 +562,10 @@ static void ws_read(struct sq_engine__conn *c)
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 {
     SQ_UNUSED(loop);
-    struct sq_engine__conn *c = SQ_CONTAINER_OF(io, struct sq_engine__conn, io);
+    struct sq_engine__conn *c = SQ_CONTAINER_OF(io, struct sq_engine__conn, x.io);
     struct wsvu *v = vu_of(c);
-    if (c->state == CONN_CONNECTING) {
-        sq_engine__xport_connected(c, opened);
-        return;
-    }
-    if (SQ_UNLIKELY(c->state == CONN_HANDSHAKE && v->phase == PH_TLS)) {
-        sq_engine__xport_tls_step(c, opened);
+    if (SQ_UNLIKELY(c->x.phase != SQ_ENGINE__XP_OPEN)) {
+        sq_engine__xport_vu_step(c, opened); /* the connect, the TLS handshake */
         return;
     }
     if ((ev & EPOLLOUT) && v->out.len && out_flush(c) < 0) {
@@ -597,8 +593,8 @@ static void ws_connect(struct sq_engine__conn *c)
         sq_engine__h1_driver.connect(c);
         return;
     }
-    v->phase = c->w->cfg->tls ? PH_TLS : PH_NONE;
-    sq_engine__xport_connect(c, on_io);
+    v->phase = PH_NONE;
+    sq_engine__xport_vu_connect(c, on_io);
 }
 
 /* The message of this send: the run's static bytes, or its template rendered for this VU. */
@@ -699,7 +695,7 @@ static void flow_connect(struct sq_engine__conn *c, const struct sq_plan_step *p
         return;
     }
     v->phase = PH_UPGRADE;
-    c->io.cb = on_io;
+    c->x.io.cb = on_io;
     sq_h1_reader_start(&c->rd, false);
     sq_h1_reader_on_fields(&c->rd, on_fields, c);
     v->up_ns = sq_now_ns();
@@ -821,7 +817,7 @@ static void ws_close(struct sq_engine__conn *c)
         sq_engine__h1_driver.close(c);
         return;
     }
-    sq_engine__xport_close(c);
+    sq_engine__xport_close(&c->x, c->w->loop);
     sq_h1_reader_dispose(&c->rd);
     sq_h1_reader_init(&c->rd, &up_limits);
 }
@@ -844,7 +840,7 @@ static void ws_sweep(struct sq_engine__worker *w, int64_t now)
                                "WebSocket: no answer to the upgrade within the connect timeout");
             continue;
         }
-        if (sq_engine__xport_sweep(c, now))
+        if (sq_engine__xport_vu_sweep(c, now))
             continue;
         if (r->ping_ns > 0 && v->phase == PH_OPEN && c->state >= CONN_IDLE && now >= v->ping_due) {
             v->ping_due = now + r->ping_ns;
@@ -872,13 +868,13 @@ static void ws_close_all(struct sq_engine__worker *w)
             uint8_t buf[16];
             int n = sq_ws_encode_close(&d->ctx, &v->ws, buf, sizeof(buf), SQ_WS_CLOSE_NORMAL,
                                        (struct sq_str){0});
-            if (n > 0 && sq_engine__sendb(c, buf, (size_t)n) == n) {
+            if (n > 0 && sq_engine__xport_send(&c->x, buf, (size_t)n) == n) {
                 d->st.closes_sent++;
                 w->c.bytes_sent += (uint64_t)n;
             }
         }
         if (!w->flow)
-            sq_engine__xport_close(c);
+            sq_engine__xport_close(&c->x, w->loop);
     }
     if (w->flow)
         sq_engine__h1_driver.close_all(w);
@@ -930,39 +926,9 @@ static void ws_dispose(struct sq_engine__worker *w)
     w->proto = NULL;
 }
 
-static void tally_merge(struct sq_ws_tally *dst, const struct sq_ws_tally *src)
-{
-    for (uint32_t i = 0; i < src->n; i++)
-        sq_ws_tally_add(dst, src->row[i].key, src->row[i].n);
-    dst->other += src->other;
-}
-
 static int ws_result(struct sq_engine__worker *w, struct sq_result *out)
 {
-    const struct sq_ws_stats *s = &ws_of(w)->st;
-    struct sq_ws_stats *t = out->ws;
-    if (!t) {
-        t = out->ws = calloc(1, sizeof(*t));
-        if (!t || sq_latency_hist_new(&t->upgrade_us) < 0 ||
-            sq_latency_hist_new(&t->ping_rtt_us) < 0)
-            return -ENOMEM;
-    }
-    t->upgrades += s->upgrades;
-    t->messages_sent += s->messages_sent;
-    t->messages_received += s->messages_received;
-    t->bytes_sent += s->bytes_sent;
-    t->bytes_received += s->bytes_received;
-    t->unmatched += s->unmatched;
-    t->pings_sent += s->pings_sent;
-    t->pongs_received += s->pongs_received;
-    t->pings_received += s->pings_received;
-    t->pongs_sent += s->pongs_sent;
-    t->closes_sent += s->closes_sent;
-    tally_merge(&t->close_codes, &s->close_codes);
-    tally_merge(&t->upgrade_failed, &s->upgrade_failed);
-    sq_hist_merge(t->upgrade_us, s->upgrade_us);
-    sq_hist_merge(t->ping_rtt_us, s->ping_rtt_us);
-    return 0;
+    return sq_result_ws_add(out, &ws_of(w)->st);
 }
 
 const struct sq_engine__driver sq_engine__ws_driver = {

@@ -1,139 +1,409 @@
-/* engine/xport.c - connect, TLS handshake and their accounting for the stream drivers (see
- * xport.h). Nothing here runs per request: a connection pays it once when it opens. */
+/* engine/xport.c - the one transport: connect, TLS handshake, their timings and accounting, for
+ * a VU's own connection and for a connection shared by a window of VUs (see xport.h).
+ *
+ * Nothing here runs per request: a connection pays it once when it opens. The request path
+ * only crosses the inline sq_engine__xport_recv / _send of xport.h.
+ *
+ * The setup machine: CLOSED -> CONNECTING (sq_connect_start, EPOLLOUT) -> [HANDSHAKE (TLS,
+ * EPOLLIN or EPOLLOUT as OpenSSL wants)] -> OPEN (EPOLLIN). Each failure on the way is counted
+ * once, here (a connect error with its errno, or a TLS error with its message), and leaves the
+ * transport CLOSED; what the owner does then (a VU backs off alone, a shared connection with
+ * all its VUs) is the owner's layer below.
+ */
 #include "engine/xport.h"
 
 #include "base/clock.h"
 #include "engine/driver.h"
+#include "engine/worker.h"
 #include "net/egress.h"
-#include "net/sock.h"
 
-void sq_engine__xport_connect_failed(struct sq_engine__conn *c, int err)
+#define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
+#define BACKOFF_MAX_SHIFT 7
+
+/* ---- the transport ---- */
+
+const struct sq_addr *sq_engine__xport_addr(const struct sq_engine__worker *w,
+                                            const struct sq_addr *pin, uint32_t global,
+                                            struct sq_addr *tmp)
 {
-    sq_engine__connect_error(c->w, err);
+    if (pin)
+        return pin;
+    if (SQ_UNLIKELY(w->addr != NULL))
+        return w->addr; /* a wrk script's thread.addr */
+    if (w->cfg->dns_ttl_ns > 0) {
+        sq_engine__addrs_load(&w->run->addrs, global, tmp);
+        return tmp;
+    }
+    return &w->cfg->addrs[global % (uint32_t)w->cfg->naddrs];
+}
+
+/* A failed setup: counted (err < 0; 0: counted already), the socket gone. */
+static int setup_failed(struct sq_engine__xport *x, struct sq_engine__worker *w, int err)
+{
+    if (err < 0)
+        sq_engine__connect_error(w, err);
+    sq_engine__xport_close(x, w->loop);
+    return err < 0 ? err : -EPROTO;
+}
+
+static int tls_failed(struct sq_engine__xport *x, struct sq_engine__worker *w, const char *msg)
+{
+    sq_engine__tls_error(w, msg, true);
+    return setup_failed(x, w, 0);
+}
+
+int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                          const struct sq_addr *pin, uint32_t global, sq_io_cb on_io)
+{
+    struct sq_addr tmp;
+    const struct sq_addr *a = sq_engine__xport_addr(w, pin, global, &tmp);
+    /* the run's egress policy, the last line of defence: on the address itself, before any
+     * packet (net/egress.h) */
+    if (SQ_UNLIKELY(w->cfg->egress != NULL) &&
+        sq_egress_allows(w->cfg->egress, a, SQ_EGRESS_CONNECT) < 0) {
+        sq_engine__connect_error(w, -EACCES);
+        return -EACCES;
+    }
+    int fd = sq_connect_start(a);
+    if (fd < 0) {
+        sq_engine__connect_error(w, fd);
+        return fd;
+    }
+    int rc = sq_io_start(w->loop, &x->io, fd, EPOLLOUT, on_io);
+    if (rc < 0) {
+        close(fd);
+        x->io.fd = -1;
+        sq_engine__connect_error(w, rc);
+        return rc;
+    }
+    x->tls = NULL;
+    x->phase = SQ_ENGINE__XP_CONNECTING;
+    x->since_ns = sq_loop_now(w->loop);
+    x->connect_ns = x->tls_ns = 0;
+    return 0;
+}
+
+/* The transport is usable: only reads wake it from now on (a driver registers EPOLLOUT after a
+ * short write). */
+static int ready(struct sq_engine__xport *x, struct sq_engine__worker *w, int64_t now)
+{
+    if (sq_io_modify(w->loop, &x->io, EPOLLIN) < 0)
+        return setup_failed(x, w, -errno);
+    x->phase = SQ_ENGINE__XP_OPEN;
+    x->since_ns = now;
+    return SQ_ENGINE__XP_READY;
+}
+
+static int handshake(struct sq_engine__xport *x, struct sq_engine__worker *w)
+{
+    int rc = sq_tls_handshake(x->tls);
+    if (rc == -EAGAIN) {
+        if (sq_io_modify(w->loop, &x->io, sq_tls_want_write(x->tls) ? EPOLLOUT : EPOLLIN) < 0)
+            return setup_failed(x, w, -errno);
+        return SQ_ENGINE__XP_WAIT;
+    }
+    if (rc < 0)
+        return tls_failed(x, w, sq_tls_conn_error(x->tls));
+    int64_t now = sq_now_ns();
+    x->tls_ns = now - x->since_ns;
+    sq_engine__tls_done(w, x->tls);
+    return ready(x, w, now);
+}
+
+int sq_engine__xport_step(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                          struct sq_tls_client *tc)
+{
+    if (SQ_UNLIKELY(x->phase == SQ_ENGINE__XP_HANDSHAKE))
+        return handshake(x, w);
+    int rc = sq_connect_result(x->io.fd);
+    if (rc < 0)
+        return setup_failed(x, w, rc);
+    int64_t now = sq_now_ns();
+    x->connect_ns = now - x->since_ns;
+    if (!tc)
+        return ready(x, w, now);
+    if (sq_tls_conn_client(tc, &w->tls_cache, x->io.fd, &x->tls) < 0)
+        return tls_failed(x, w, "out of memory for a TLS connection");
+    x->phase = SQ_ENGINE__XP_HANDSHAKE;
+    x->since_ns = now;
+    return handshake(x, w);
+}
+
+bool sq_engine__xport_expired(struct sq_engine__xport *x, struct sq_engine__worker *w, int64_t now)
+{
+    if (x->phase == SQ_ENGINE__XP_CLOSED || x->phase == SQ_ENGINE__XP_OPEN ||
+        now - x->since_ns < w->cfg->connect_timeout_ns)
+        return false;
+    if (x->phase == SQ_ENGINE__XP_CONNECTING)
+        setup_failed(x, w, -ETIMEDOUT);
+    else
+        tls_failed(x, w, "handshake timed out");
+    return true;
+}
+
+void sq_engine__xport_close(struct sq_engine__xport *x, struct sq_loop *loop)
+{
+    if (x->io.fd < 0)
+        return;
+    sq_io_stop(loop, &x->io);
+    if (x->tls) {
+        sq_tls_conn_free(x->tls);
+        x->tls = NULL;
+    }
+    close(x->io.fd);
+    x->io.fd = -1;
+    x->phase = SQ_ENGINE__XP_CLOSED;
+}
+
+ssize_t sq_engine__xport_write(struct sq_engine__xport *x, const char *p, size_t len, bool *full)
+{
+    size_t off = 0;
+    *full = false;
+    while (off < len) {
+        ssize_t n = sq_engine__xport_send(x, p + off, len - off);
+        if (n > 0) {
+            off += (size_t)n;
+            *full = off < len; /* a short write: the socket took what it had room for */
+            if (*full)
+                break;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            *full = true;
+            break;
+        } else {
+            if (n == 0)
+                errno = EPIPE;
+            return -1;
+        }
+    }
+    return (ssize_t)off;
+}
+
+/* ---- a VU's own transport ---- */
+
+static void vu_backoff(struct sq_engine__conn *c)
+{
     sq_engine__vu_close(c);
     sq_engine__vu_backoff(c);
 }
 
-void sq_engine__xport_tls_failed(struct sq_engine__conn *c, const char *msg)
+void sq_engine__xport_vu_connect(struct sq_engine__conn *c, sq_io_cb on_io)
 {
-    sq_engine__tls_error(c->w, msg, true);
-    sq_engine__vu_close(c);
-    sq_engine__vu_backoff(c);
-}
-
-void sq_engine__xport_tls_broken(struct sq_engine__conn *c)
-{
-    if (c->state != CONN_ACTIVE) {
-        sq_engine__xport_tls_failed(c, sq_tls_conn_error(c->tls));
+    if (sq_engine__xport_open(&c->x, c->w, NULL, c->global, on_io) < 0) {
+        vu_backoff(c);
         return;
     }
-    sq_engine__tls_error(c->w, sq_tls_conn_error(c->tls), false);
+    c->state = CONN_CONNECTING;
+}
+
+void sq_engine__xport_vu_step(struct sq_engine__conn *c, sq_engine__opened_fn opened)
+{
+    int rc = sq_engine__xport_step(&c->x, c->w, c->w->cfg->tls);
+    if (rc == SQ_ENGINE__XP_WAIT) {
+        c->state = CONN_HANDSHAKE;
+        return;
+    }
+    if (rc < 0) {
+        vu_backoff(c);
+        return;
+    }
+    c->connect_ns = c->x.connect_ns;
+    c->tls_ns = c->x.tls_ns;
+    opened(c, c->x.since_ns);
+}
+
+void sq_engine__xport_vu_failed(struct sq_engine__conn *c, int err)
+{
+    sq_engine__connect_error(c->w, err);
+    vu_backoff(c);
+}
+
+void sq_engine__xport_vu_tls_failed(struct sq_engine__conn *c)
+{
+    sq_engine__tls_error(c->w, sq_tls_conn_error(c->x.tls), true);
+    vu_backoff(c);
+}
+
+void sq_engine__xport_vu_tls_broken(struct sq_engine__conn *c)
+{
+    if (c->state != CONN_ACTIVE) {
+        sq_engine__xport_vu_tls_failed(c);
+        return;
+    }
+    sq_engine__tls_error(c->w, sq_tls_conn_error(c->x.tls), false);
     sq_engine__vu_fail(c, SQ_ERRK_TLS);
     sq_engine__vu_replace(c);
 }
 
-void sq_engine__xport_tls_step(struct sq_engine__conn *c, sq_engine__opened_fn opened)
+bool sq_engine__xport_vu_sweep(struct sq_engine__conn *c, int64_t now)
 {
-    struct sq_engine__worker *w = c->w;
-    int rc = sq_tls_handshake(c->tls);
-    if (rc == -EAGAIN) {
-        if (sq_io_modify(w->loop, &c->io, sq_tls_want_write(c->tls) ? EPOLLOUT : EPOLLIN) < 0)
-            sq_engine__xport_connect_failed(c, -errno);
-        return;
-    }
-    if (rc < 0) {
-        sq_engine__xport_tls_failed(c, sq_tls_conn_error(c->tls));
-        return;
-    }
-    int64_t now = sq_now_ns();
-    c->tls_ns = now - c->since_ns;
-    sq_engine__tls_done(w, c->tls);
-    opened(c, now);
+    if (c->x.phase == SQ_ENGINE__XP_OPEN || !sq_engine__xport_expired(&c->x, c->w, now))
+        return false;
+    vu_backoff(c);
+    return true;
 }
 
-static void tls_begin(struct sq_engine__conn *c, sq_engine__opened_fn opened)
+/* ---- a shared transport ---- */
+
+static void mux_on_backoff(struct sq_loop *loop, struct sq_timer *t)
 {
-    struct sq_engine__worker *w = c->w;
-    if (sq_tls_conn_client(w->cfg->tls, &w->tls_cache, c->io.fd, &c->tls) < 0) {
-        sq_engine__xport_tls_failed(c, "out of memory for a TLS connection");
+    SQ_UNUSED(loop);
+    struct sq_engine__mux *m = SQ_CONTAINER_OF(t, struct sq_engine__mux, timer);
+    m->state = SQ_ENGINE__MX_CLOSED;
+    if (m->w->sending) {
+        sq_engine__mux_connect(m);
         return;
     }
-    c->state = CONN_HANDSHAKE;
-    c->since_ns = sq_now_ns();
-    sq_engine__xport_tls_step(c, opened);
+    sq_engine__mux_waiting(m, CONN_CLOSED);
 }
 
-void sq_engine__xport_connected(struct sq_engine__conn *c, sq_engine__opened_fn opened)
+void sq_engine__mux_init(struct sq_engine__mux *m, struct sq_engine__worker *w, uint32_t first,
+                         uint32_t n, uint32_t global, sq_io_cb on_io)
 {
-    int rc = sq_connect_result(c->io.fd);
-    if (rc < 0) {
-        sq_engine__xport_connect_failed(c, rc);
-        return;
-    }
-    c->connect_ns = sq_now_ns() - c->since_ns;
-    if (SQ_UNLIKELY(c->w->cfg->tls != NULL)) {
-        tls_begin(c, opened);
-        return;
-    }
-    c->tls_ns = 0;
-    opened(c, sq_now_ns());
+    *m = (struct sq_engine__mux){.w = w, .on_io = on_io, .first = first, .n = n, .usable = n};
+    m->global = global; /* the connection's number in the run: its address */
+    sq_engine__xport_init(&m->x);
+    sq_timer_init(&m->timer, mux_on_backoff);
 }
 
-void sq_engine__xport_connect(struct sq_engine__conn *c, sq_io_cb on_io)
+/* VUs that wait for the connection to (re)open. */
+static bool waiting(const struct sq_engine__conn *c)
 {
-    struct sq_engine__worker *w = c->w;
-    const struct sq_addr *a = &w->cfg->addrs[c->global % (uint32_t)w->cfg->naddrs];
-    struct sq_addr fresh;
-    if (SQ_UNLIKELY(w->addr != NULL)) {
-        a = w->addr; /* a wrk script's thread.addr */
-    } else if (w->cfg->dns_ttl_ns > 0) {
-        sq_engine__addrs_load(&w->run->addrs, c->global, &fresh);
-        a = &fresh;
-    }
-    /* the run's egress policy, the last line of defence: on the address itself */
-    if (SQ_UNLIKELY(w->cfg->egress != NULL) &&
-        sq_egress_allows(w->cfg->egress, a, SQ_EGRESS_CONNECT) < 0) {
-        sq_engine__xport_connect_failed(c, -EACCES);
-        return;
-    }
-    int fd = sq_connect_start(a);
-    if (fd < 0) {
-        sq_engine__xport_connect_failed(c, fd);
-        return;
-    }
-    int rc = sq_io_start(w->loop, &c->io, fd, EPOLLOUT, on_io);
-    if (rc < 0) {
-        close(fd);
-        sq_engine__xport_connect_failed(c, rc);
-        return;
-    }
-    c->state = CONN_CONNECTING;
-    c->since_ns = sq_loop_now(w->loop);
+    return c->state == CONN_CONNECTING || c->state == CONN_BACKOFF || c->state == CONN_CLOSED;
 }
 
-void sq_engine__xport_close(struct sq_engine__conn *c)
+void sq_engine__mux_waiting(struct sq_engine__mux *m, uint8_t vs)
 {
-    if (c->state < CONN_CONNECTING)
-        return;
-    sq_io_stop(c->w->loop, &c->io);
-    if (c->tls) {
-        sq_tls_conn_free(c->tls);
-        c->tls = NULL;
-    }
-    close(c->io.fd);
-    c->io.fd = -1;
+    struct sq_engine__conn *v = m->w->conns;
+    for (uint32_t i = m->first; i < m->first + m->n; i++)
+        if (waiting(&v[i]))
+            v[i].state = vs;
 }
 
-bool sq_engine__xport_sweep(struct sq_engine__conn *c, int64_t now)
+void sq_engine__mux_retry(struct sq_engine__mux *m)
 {
-    int64_t limit = c->w->cfg->connect_timeout_ns;
-    if (c->state == CONN_CONNECTING && now - c->since_ns >= limit) {
-        sq_engine__xport_connect_failed(c, -ETIMEDOUT);
-        return true;
+    struct sq_engine__worker *w = m->w;
+    uint8_t vs = CONN_CLOSED;
+    m->state = SQ_ENGINE__MX_CLOSED;
+    if (w->sending) {
+        int64_t delay = BACKOFF_MIN_NS << m->backoff;
+        if (m->backoff < BACKOFF_MAX_SHIFT)
+            m->backoff++;
+        if (sq_timer_start(w->loop, &m->timer, sq_loop_now(w->loop) + delay) == 0) {
+            m->state = SQ_ENGINE__MX_BACKOFF;
+            vs = CONN_BACKOFF;
+        }
     }
-    if (c->state == CONN_HANDSHAKE && now - c->since_ns >= limit) {
-        sq_engine__xport_tls_failed(c, "handshake timed out");
-        return true;
+    sq_engine__mux_waiting(m, vs);
+}
+
+void sq_engine__mux_connect(struct sq_engine__mux *m)
+{
+    if (sq_engine__xport_open(&m->x, m->w, m->pin, m->global, m->on_io) < 0) {
+        sq_engine__mux_retry(m);
+        return;
     }
-    return false;
+    m->state = SQ_ENGINE__MX_CONNECTING;
+    m->draining = false;
+    sq_engine__mux_waiting(m, CONN_CONNECTING);
+}
+
+int sq_engine__mux_step(struct sq_engine__mux *m)
+{
+    int rc = sq_engine__xport_step(&m->x, m->w, m->tc);
+    if (rc < 0)
+        sq_engine__mux_retry(m);
+    return rc;
+}
+
+void sq_engine__mux_open(struct sq_engine__mux *m, int64_t now)
+{
+    struct sq_engine__worker *w = m->w;
+    w->c.conns_opened++;
+    m->backoff = 0;
+    m->state = SQ_ENGINE__MX_OPEN;
+    m->draining = false;
+    bool first = true;
+    for (uint32_t i = m->first; i < m->first + m->n; i++) {
+        struct sq_engine__conn *c = &w->conns[i];
+        if (c->state != CONN_CONNECTING && c->state != CONN_BACKOFF)
+            continue;
+        if (i - m->first >= m->usable) {
+            c->state = CONN_BACKOFF; /* past what the peer takes at once: parked */
+            continue;
+        }
+        c->state = CONN_IDLE;
+        c->fresh = first; /* the setup lands on one request of the connection, not on each */
+        first = false;
+        c->connect_ns = m->x.connect_ns;
+        c->tls_ns = m->x.tls_ns;
+        sq_engine__vu_next(c, now);
+    }
+}
+
+void sq_engine__mux_join(struct sq_engine__mux *m, struct sq_engine__conn *c)
+{
+    switch (m->state) {
+    case SQ_ENGINE__MX_OPEN:
+        if (m->draining) {
+            c->state = CONN_CONNECTING; /* waits for the next connection */
+            return;
+        }
+        if (c->local - m->first >= m->usable) {
+            c->state = CONN_BACKOFF; /* parked (sq_engine__mux_open) */
+            return;
+        }
+        c->state = CONN_IDLE;
+        c->fresh = false;
+        sq_engine__vu_next(c, sq_loop_now(c->w->loop));
+        return;
+    case SQ_ENGINE__MX_CONNECTING:
+    case SQ_ENGINE__MX_HELLO:
+        c->state = CONN_CONNECTING;
+        return;
+    case SQ_ENGINE__MX_BACKOFF:
+        c->state = CONN_BACKOFF;
+        return;
+    default:
+        c->state = CONN_CONNECTING;
+        sq_engine__mux_connect(m); /* sets c's state (and its neighbours') as it goes */
+        return;
+    }
+}
+
+void sq_engine__mux_close(struct sq_engine__mux *m)
+{
+    sq_timer_stop(m->w->loop, &m->timer);
+    sq_engine__xport_close(&m->x, m->w->loop);
+    m->state = SQ_ENGINE__MX_CLOSED;
+    m->draining = false;
+}
+
+void sq_engine__mux_down(struct sq_engine__mux *m, enum sq_errk kind)
+{
+    struct sq_engine__worker *w = m->w;
+    if (kind == SQ_ERRK_CLOSED)
+        w->c.conns_closed_by_server++;
+    for (uint32_t i = m->first; i < m->first + m->n; i++) {
+        struct sq_engine__conn *c = &w->conns[i];
+        if (c->state == CONN_ACTIVE) {
+            sq_engine__vu_fail(c, kind);
+        } else {
+            sq_timer_stop(w->loop, &c->timer);
+            c->state = CONN_CLOSED;
+        }
+    }
+    /* the first VU reopens the connection, the others join it */
+    for (uint32_t i = m->first; i < m->first + m->n; i++)
+        if (w->conns[i].state == CONN_CLOSED)
+            sq_engine__vu_replace(&w->conns[i]);
+}
+
+bool sq_engine__mux_sweep(struct sq_engine__mux *m, int64_t now)
+{
+    if (m->state != SQ_ENGINE__MX_CONNECTING || !sq_engine__xport_expired(&m->x, m->w, now))
+        return false;
+    sq_engine__mux_retry(m);
+    return true;
 }

@@ -216,7 +216,7 @@ static int duration_flag(const char *flag, const char *arg, bool positive, int64
     return 0;
 }
 
-/* The event-bus flags (engine/bus.h). Returns 0 or a negative code with err filled. */
+/* The event-bus flags (engine/busconf.h). Returns 0 or a negative code with err filled. */
 static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
                     size_t len)
 {
@@ -1151,7 +1151,7 @@ static int build_exec(const struct sq_quick_opts *o, uint64_t per, struct sq_exe
     return 0;
 }
 
-/* A nats:// or mqtt:// run: the bus configuration (engine/bus.h), the broker's address, the
+/* A nats:// or mqtt:// run: the bus configuration (engine/busconf.h), the broker's address, the
  * executor over connections x window VUs. */
 static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
 {

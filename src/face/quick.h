@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "base/buf.h"
 #include "face/distopts.h"
 #include "face/netopts.h"
@@ -88,7 +88,7 @@ struct sq_quick_opts {
     const char *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
     double sample; /* --sample; 0: not given */
     bool quiet;
-    /* Event buses (nats://, mqtt:// URLs; engine/bus.h), refused with an http(s) URL */
+    /* Event buses (nats://, mqtt:// URLs; engine/busconf.h), refused with an http(s) URL */
     bool connections_set;    /* -c was given (a bus run defaults to 1 connection) */
     const char *payload_arg; /* --payload: the text, or "@FILE" */
     uint64_t window;         /* --window; 0: the mode's default */

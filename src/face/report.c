@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "output/figures.h"
 #include "output/json.h"
 #include "output/plan_json.h"
@@ -36,7 +36,7 @@ static json_t *urls_block(const struct sq_quick_run *r, const struct sq_result *
     return a;
 }
 
-/* What a bus run's latency measures, mode by mode (engine/bus.h). */
+/* What a bus run's latency measures, mode by mode (engine/busconf.h). */
 static const char *bus_latency_means(const struct sq_bus_config *b)
 {
     switch (b->mode) {

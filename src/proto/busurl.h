@@ -1,5 +1,5 @@
 /* proto/busurl.h - bus URLs: nats://[user[:pass]@]host[:port]/subject and
- * mqtt://[user[:pass]@]host[:port]/topic/with/levels, for the load (engine/bus.h) and the sink
+ * mqtt://[user[:pass]@]host[:port]/topic/with/levels, for the load (engine/busconf.h) and the sink
  * (sink/). The grammar is in busurl.c's opening comment. */
 #ifndef SQ_PROTO_BUSURL_H
 #define SQ_PROTO_BUSURL_H

@@ -27,8 +27,7 @@ static int hist_add(struct sq_hist **dst, const struct sq_hist *src)
     return 0;
 }
 
-/* A WebSocket run's own figures: counts summed, tallies by key, histograms bucket for bucket. */
-static int ws_add(struct sq_result *dst, const struct sq_ws_stats *s)
+int sq_result_ws_add(struct sq_result *dst, const struct sq_ws_stats *s)
 {
     if (!s)
         return 0;
@@ -157,7 +156,7 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
     if (rc == 0)
         rc = hist_add(&dst->sse_duration, src->sse_duration);
     if (rc == 0)
-        rc = ws_add(dst, src->ws);
+        rc = sq_result_ws_add(dst, src->ws);
     if (rc < 0)
         return rc;
     dst->setup_ns = max64(dst->setup_ns, src->setup_ns);

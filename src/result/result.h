@@ -467,6 +467,10 @@ void sq_counters_sub(struct sq_counters *dst, const struct sq_counters *src);
  * them from the interval stream). Returns 0, -EINVAL (scenarios or steps that do not match) or
  * -ENOMEM (dst may then be partly merged; dispose it). */
 SQ_MUST_CHECK int sq_result_merge(struct sq_result *dst, const struct sq_result *src);
+/* A WebSocket run's own figures into dst->ws (made when missing): counts summed, tallies by key,
+ * histograms bucket for bucket (a worker's, engine/wsdrv.c; another result's, above). s NULL:
+ * nothing. Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_result_ws_add(struct sq_result *dst, const struct sq_ws_stats *s);
 
 /* Frees n per-step figures (their histograms and check counts) and the array; NULL is a no-op. */
 void sq_step_stats_free(struct sq_step_stats *s, size_t n);

@@ -32,7 +32,7 @@
 #include <netinet/in.h>
 
 #include "base/clock.h"
-#include "engine/bus.h"
+#include "engine/busconf.h"
 #include "engine/run.h"
 #include "net/sock.h"
 #include "proto/nats.h"

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,9 +29,13 @@
 #include "base/clock.h"
 #include "engine/flow.h"
 #include "engine/run.h"
+#include "engine/worker.h"
+#include "engine/xport.h"
 #include "http/h2client.h"
 #include "http/request.h"
 #include "http/url.h"
+#include "loop/loop.h"
+#include "net/egress.h"
 #include "net/sock.h"
 #include "plan/plan.h"
 #include "proc/proc.h"
@@ -369,6 +374,159 @@ static void h2_timed_run_accounts(void **state)
     sq_result_dispose(&res);
     sq_h2_req_dispose(&h2);
     free(req);
+}
+
+/* ---- the one transport (engine/xport.c): where every driver connects ----
+ *
+ * h1drv and wsdrv (a VU's own transport), h2drv and the bus drivers (a shared one) all open their
+ * connections with sq_engine__xport_open and finish them with sq_engine__xport_step. Here its
+ * choices and its accounting, on a worker of this test against listeners of its own: the run's
+ * addresses round robin, the re-resolved ones (--dns-ttl), a wrk script's thread.addr over both,
+ * a pinned broker over all (a flow's side connection), the egress policy before any packet, a
+ * refused connect and a timed-out one each counted once. (HTTP/2 had a copy of the connect that
+ * ignored thread.addr; sq_run refuses a script with HTTP/2, so no run could show it, but the one
+ * function is what every driver now calls.) */
+struct lsn {
+    int fd;
+    struct sq_addr a;
+};
+
+static void lsn_open(struct lsn *l)
+{
+    l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    assert_true(l->fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    assert_int_equal(bind(l->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(l->fd, 8), 0);
+    assert_int_equal(getsockname(l->fd, (struct sockaddr *)&a, &len), 0);
+    const char *why;
+    assert_int_equal(sq_resolve("127.0.0.1", ntohs(a.sin_port), &l->a, 1, &why), 1);
+}
+
+/* Which of the n listeners took the connection just made (-1: none); the others must have none. */
+static int lsn_which(struct lsn *l, int n)
+{
+    int got = -1;
+    for (int i = 0; i < n; i++) {
+        int fd = accept(l[i].fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        close(fd);
+        assert_int_equal(got, -1);
+        got = i;
+    }
+    return got;
+}
+
+static void io_none(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
+{
+    (void)loop;
+    (void)io;
+    (void)ev;
+}
+
+/* Opens x with pin and global, waits for the connect, steps it to OPEN; returns the listener. */
+static int xport_lands(struct sq_engine__worker *w, const struct sq_addr *pin, uint32_t global,
+                       struct lsn *l, int n)
+{
+    struct sq_engine__xport x;
+    sq_engine__xport_init(&x);
+    assert_int_equal(sq_engine__xport_open(&x, w, pin, global, io_none), 0);
+    assert_int_equal(x.phase, SQ_ENGINE__XP_CONNECTING);
+    struct pollfd p = {.fd = x.io.fd, .events = POLLOUT};
+    assert_int_equal(poll(&p, 1, 2000), 1);
+    assert_int_equal(sq_engine__xport_step(&x, w, NULL), SQ_ENGINE__XP_READY);
+    assert_int_equal(x.phase, SQ_ENGINE__XP_OPEN);
+    assert_int_equal(x.io.events, EPOLLIN); /* the protocol's turn: reads only */
+    assert_true(x.connect_ns >= 0);
+    assert_int_equal(x.tls_ns, 0);
+    int got = lsn_which(l, n);
+    sq_engine__xport_close(&x, w->loop);
+    assert_int_equal(x.io.fd, -1);
+    return got;
+}
+
+static void xport_connects_where_told(void **state)
+{
+    (void)state;
+    struct lsn l[4]; /* the run's two addresses, a re-resolved one, a script's thread.addr */
+    for (int i = 0; i < 4; i++)
+        lsn_open(&l[i]);
+    struct sq_run_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.addrs[0] = l[0].a;
+    cfg.addrs[1] = l[1].a;
+    cfg.naddrs = 2;
+    cfg.connect_timeout_ns = SQ_NS_PER_S;
+    struct sq_engine__shared run;
+    memset(&run, 0, sizeof(run));
+    sq_engine__addrs_store(&run.addrs, &l[2].a, 1);
+    struct sq_engine__worker *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    w->cfg = &cfg;
+    w->run = &run;
+    assert_int_equal(sq_loop_new(&w->loop), 0);
+
+    /* round robin by connection number */
+    assert_int_equal(xport_lands(w, NULL, 0, l, 4), 0);
+    assert_int_equal(xport_lands(w, NULL, 1, l, 4), 1);
+    assert_int_equal(xport_lands(w, NULL, 2, l, 4), 0);
+    /* --dns-ttl: the addresses the main thread re-resolved */
+    cfg.dns_ttl_ns = SQ_NS_PER_S;
+    assert_int_equal(xport_lands(w, NULL, 1, l, 4), 2);
+    /* a wrk script's thread.addr, over both */
+    w->addr = &l[3].a;
+    assert_int_equal(xport_lands(w, NULL, 0, l, 4), 3);
+    assert_int_equal(xport_lands(w, NULL, 1, l, 4), 3);
+    /* a pinned address (a flow's broker), over everything */
+    assert_int_equal(xport_lands(w, &l[1].a, 0, l, 4), 1);
+    assert_int_equal(w->c.errors[SQ_ERRK_CONNECT], 0);
+    assert_int_equal(w->c.conns_opened, 0); /* the owner counts an open, not the transport */
+
+    /* the run's egress policy refuses the address: no socket, no packet, one connect error */
+    const char *only[] = {"127.0.0.2"};
+    struct sq_egress_opts eo = {.style = SQ_EGRESS_DAEMON, .hosts = only, .nhosts = 1};
+    struct sq_egress *eg;
+    assert_int_equal(sq_egress_new(&eo, &eg), 0);
+    cfg.egress = eg;
+    struct sq_engine__xport x;
+    sq_engine__xport_init(&x);
+    assert_int_equal(sq_engine__xport_open(&x, w, &l[1].a, 0, io_none), -EACCES);
+    assert_int_equal(x.io.fd, -1);
+    assert_int_equal(w->c.errors[SQ_ERRK_CONNECT], 1);
+    assert_int_equal(w->live.last_connect_err, -EACCES);
+    assert_int_equal(lsn_which(l, 4), -1);
+    cfg.egress = NULL;
+    sq_egress_free(eg);
+
+    /* a refused connect: counted once, at the open or at the step, and the socket is gone */
+    struct sq_addr gone = l[3].a;
+    close(l[3].fd);
+    int rc = sq_engine__xport_open(&x, w, &gone, 0, io_none);
+    if (rc == 0) {
+        struct pollfd p = {.fd = x.io.fd, .events = POLLOUT};
+        assert_int_equal(poll(&p, 1, 2000), 1);
+        rc = sq_engine__xport_step(&x, w, NULL);
+    }
+    assert_int_equal(rc, -ECONNREFUSED);
+    assert_int_equal(x.io.fd, -1);
+    assert_int_equal(x.phase, SQ_ENGINE__XP_CLOSED);
+    assert_int_equal(w->c.errors[SQ_ERRK_CONNECT], 2);
+
+    /* a setup past the connect timeout (the sweep's check): counted once, closed */
+    assert_int_equal(sq_engine__xport_open(&x, w, &l[0].a, 0, io_none), 0);
+    assert_false(sq_engine__xport_expired(&x, w, x.since_ns + cfg.connect_timeout_ns - 1));
+    assert_true(sq_engine__xport_expired(&x, w, x.since_ns + cfg.connect_timeout_ns));
+    assert_int_equal(x.io.fd, -1);
+    assert_int_equal(w->c.errors[SQ_ERRK_CONNECT], 3);
+    assert_int_equal(w->live.last_connect_err, -ETIMEDOUT);
+    assert_false(sq_engine__xport_expired(&x, w, INT64_MAX)); /* closed: nothing to time out */
+
+    sq_loop_free(w->loop);
+    free(w);
+    for (int i = 0; i < 3; i++)
+        close(l[i].fd);
 }
 
 /* ---- framing: bytes behind a complete response (RFC 9112 6.3) ----
@@ -937,6 +1095,7 @@ int main(void)
         cmocka_unit_test(paced_vus_keep_cadence),
         cmocka_unit_test(h2_streams_share_connections),
         cmocka_unit_test(h2_timed_run_accounts),
+        cmocka_unit_test(xport_connects_where_told),
         cmocka_unit_test(framing_closed_loop),
         cmocka_unit_test(framing_pacing),
         cmocka_unit_test(framing_open_loop),

@@ -1,5 +1,6 @@
-/* engine/bus.h - load on an event bus: NATS (core publish, JetStream, request/reply) and MQTT
- * (QoS 0/1/2 publish, round trip), as the quick face's nats:// and mqtt:// URLs run it.
+/* engine/busconf.h - a bus run's configuration: load on an event bus, NATS (core publish,
+ * JetStream, request/reply) and MQTT (QoS 0/1/2 publish, round trip), as the quick face's nats://
+ * and mqtt:// URLs run it.
  *
  * A bus run is the same engine as an HTTP one (engine/run.h): the same executors, the same
  * accounting (sent = completed + failed + in flight; arrivals = sent + dropped), the same
@@ -22,8 +23,8 @@
  * VUs are window slots: each connection carries `window` of them, so a run opens
  * ceil(VUs / window) connections and each connection has at most `window` messages out.
  */
-#ifndef SQ_ENGINE_BUS_H
-#define SQ_ENGINE_BUS_H
+#ifndef SQ_ENGINE_BUSCONF_H
+#define SQ_ENGINE_BUSCONF_H
 
 #include <stdbool.h>
 #include <stddef.h>

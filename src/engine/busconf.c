@@ -1,6 +1,6 @@
-/* engine/bus.c - the bus configuration: from the quick face's flags, and its lifetime (see
- * bus.h). URLs are proto/busurl.c's. */
-#include "engine/bus.h"
+/* engine/busconf.c - a bus run's configuration: from the quick face's flags, and its lifetime
+ * (see busconf.h). URLs are proto/busurl.c's. */
+#include "engine/busconf.h"
 
 #include <errno.h>
 #include <stdarg.h>
