@@ -216,7 +216,7 @@ static int duration_flag(const char *flag, const char *arg, bool positive, int64
     return 0;
 }
 
-/* The event-bus flags (engine/busconf.h). Returns 0 or a negative code with err filled. */
+/* The event-bus flags (face/busopts.h). Returns 0 or a negative code with err filled. */
 static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
                     size_t len)
 {

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/busconf.h"
+#include "face/busopts.h"
 #include "base/buf.h"
 #include "face/distopts.h"
 #include "face/netopts.h"

@@ -33,6 +33,7 @@
 
 #include "base/clock.h"
 #include "engine/busconf.h"
+#include "face/busopts.h"
 #include "engine/run.h"
 #include "net/sock.h"
 #include "proto/nats.h"
