@@ -70,6 +70,13 @@ void sq_cli_error(const char *face, const char *fmt, ...)
     va_end(ap);
 }
 
+int sq_cli_flag_refused(const char *face, const struct option *longs, int opt, const char *flag)
+{
+    char err[256];
+    sq_flag_refused(longs, opt, flag, err, sizeof(err));
+    return sq_cli_usage_error(face, "%s", err);
+}
+
 int sq_cli_prep_error(const char *face, int rc, const char *msg)
 {
     if (rc == -SQ_EUSAGE)

@@ -25,6 +25,12 @@ struct sq_progress;
 int sq_cli_usage_error(const char *face, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* What getopt_long refused (opt '?' or ':', flag as sq_flag_name named it), worded by
+ * face/flags.h's sq_flag_refused ("--x needs a value", "unknown flag '--durration' (did you mean
+ * '--duration'?)"), as a usage error of face. Returns SQ_EXIT_USAGE. */
+struct option;
+int sq_cli_flag_refused(const char *face, const struct option *longs, int opt, const char *flag);
+
 /* Prints what the run set-up code refused (face/flags.h) and returns the exit status:
  * -SQ_EUSAGE as a usage error of face ("FACE: MSG (see FACE --help)", SQ_EXIT_USAGE),
  * -SQ_EPARSE as "squall: MSG" (a plan's fault, SQ_EXIT_USAGE), any other code as "squall: MSG"
