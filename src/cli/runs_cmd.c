@@ -54,14 +54,6 @@ struct runs_opts {
     int nargs;
 };
 
-/* What getopt_long refused, as a usage error. */
-static int flag_refused(const struct option *longs, int opt, const char *flag)
-{
-    char err[256];
-    sq_flag_refused(longs, opt, flag, err, sizeof(err));
-    return sq_cli_usage_error(FACE, "%s", err);
-}
-
 /* argv[0] is the subcommand: export takes --json FILE, the others a bare --json. */
 static int parse(int argc, char **argv, struct runs_opts *o)
 {
@@ -113,7 +105,7 @@ static int parse(int argc, char **argv, struct runs_opts *o)
             fputs(runs_usage, stdout);
             return SQ_EXIT_DONE;
         default:
-            return flag_refused(table, opt, flag);
+            return sq_cli_flag_refused(FACE, table, opt, flag);
         }
     }
     for (int i = optind; i < argc; i++) {
@@ -162,6 +154,55 @@ static void iso(int64_t ms, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+/* The list as JSON: one object per run. */
+static void list_json(const struct sq_store_runs *l)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < l->n; i++) {
+        const struct sq_store_run *r = &l->v[i];
+        json_array_append_new(
+            a, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:f, s:I, s:I}", "id",
+                         (json_int_t)r->id, "name", r->name, "kind", sq_store_kind_name(r->kind),
+                         "status", sq_store_status_name(r->status), "created_ms",
+                         (json_int_t)r->created_ms, "started_ms", (json_int_t)r->started_ms,
+                         "ended_ms", (json_int_t)r->ended_ms, "target", r->target, "requests_per_s",
+                         r->req_per_s, "p99_us", (json_int_t)r->p99_us, "errors",
+                         (json_int_t)r->errors));
+    }
+    json_dumpf(a, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    json_decref(a);
+}
+
+/* The list as a table, one run a line ("-" where a figure is not known). */
+static void list_table(const struct sq_store_runs *l)
+{
+    if (l->n == 0) {
+        printf("no runs\n");
+        return;
+    }
+    printf("%6s  %-11s  %-19s  %12s  %10s  %8s  %s\n", "ID", "STATUS", "STARTED", "REQ/S", "P99",
+           "ERRORS", "TARGET");
+    for (size_t i = 0; i < l->n; i++) {
+        const struct sq_store_run *r = &l->v[i];
+        char when[32], rps[32] = "-", p99[32] = "-", errs[32] = "-";
+        iso(r->started_ms ? r->started_ms : r->created_ms, when, sizeof(when));
+        if (r->req_per_s >= 0)
+            snprintf(rps, sizeof(rps), "%.1f", r->req_per_s);
+        if (r->p99_us >= 0)
+            sq_fmt_dur_us((double)r->p99_us, p99, sizeof(p99));
+        if (r->errors >= 0)
+            sq_fmt_group((uint64_t)r->errors, errs, sizeof(errs));
+        printf("%6lld  %-11s  %-19s  %12s  ", (long long)r->id, sq_store_status_name(r->status),
+               when, rps);
+        sq_fmt_pad(stdout, p99, 10, true);
+        printf("  %8s  %s%s%s%s\n", errs, r->target, r->name[0] ? "  (" : "", r->name,
+               r->name[0] ? ")" : "");
+    }
+    if (l->more)
+        printf("(more: --limit, or --status to narrow)\n");
+}
+
 static int cmd_list(struct sq_store *s, const struct runs_opts *o)
 {
     struct sq_store_query q = {.limit = (size_t)o->limit};
@@ -184,46 +225,10 @@ static int cmd_list(struct sq_store *s, const struct runs_opts *o)
         sq_cli_error(FACE, "%s", err);
         return SQ_EXIT_FAIL;
     }
-    if (o->json) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < l.n; i++) {
-            const struct sq_store_run *r = &l.v[i];
-            json_array_append_new(
-                a, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:f, s:I, s:I}", "id",
-                             (json_int_t)r->id, "name", r->name, "kind",
-                             sq_store_kind_name(r->kind), "status", sq_store_status_name(r->status),
-                             "created_ms", (json_int_t)r->created_ms, "started_ms",
-                             (json_int_t)r->started_ms, "ended_ms", (json_int_t)r->ended_ms,
-                             "target", r->target, "requests_per_s", r->req_per_s, "p99_us",
-                             (json_int_t)r->p99_us, "errors", (json_int_t)r->errors));
-        }
-        json_dumpf(a, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        fputc('\n', stdout);
-        json_decref(a);
-    } else if (l.n == 0) {
-        printf("no runs\n");
-    } else {
-        printf("%6s  %-11s  %-19s  %12s  %10s  %8s  %s\n", "ID", "STATUS", "STARTED", "REQ/S",
-               "P99", "ERRORS", "TARGET");
-        for (size_t i = 0; i < l.n; i++) {
-            const struct sq_store_run *r = &l.v[i];
-            char when[32], rps[32] = "-", p99[32] = "-", errs[32] = "-";
-            iso(r->started_ms ? r->started_ms : r->created_ms, when, sizeof(when));
-            if (r->req_per_s >= 0)
-                snprintf(rps, sizeof(rps), "%.1f", r->req_per_s);
-            if (r->p99_us >= 0)
-                sq_fmt_dur_us((double)r->p99_us, p99, sizeof(p99));
-            if (r->errors >= 0)
-                sq_fmt_group((uint64_t)r->errors, errs, sizeof(errs));
-            printf("%6lld  %-11s  %-19s  %12s  ", (long long)r->id, sq_store_status_name(r->status),
-                   when, rps);
-            sq_fmt_pad(stdout, p99, 10, true);
-            printf("  %8s  %s%s%s%s\n", errs, r->target, r->name[0] ? "  (" : "", r->name,
-                   r->name[0] ? ")" : "");
-        }
-        if (l.more)
-            printf("(more: --limit, or --status to narrow)\n");
-    }
+    if (o->json)
+        list_json(&l);
+    else
+        list_table(&l);
     sq_store_runs_dispose(&l);
     return SQ_EXIT_OK;
 }
