@@ -66,6 +66,8 @@ static const char ab_usage[] =
     "             105 interrupted (SIGINT/SIGTERM: the rounds that completed are compared\n"
     "                 and written, marked interrupted)\n";
 
+/* ---- the arms ---- */
+
 struct arm {
     char *name;  /* owned */
     char **args; /* split (one allocation) */
@@ -188,6 +190,8 @@ static void free_opts(struct opts *o)
         free(a->values);
     }
 }
+
+/* ---- the flags ---- */
 
 enum {
     O_ARM = 256,
@@ -396,6 +400,8 @@ static int parse(int argc, char **argv, struct opts *o)
         return rc;
     return check_arms(o);
 }
+
+/* ---- one run of an arm ---- */
 
 /* Arm a's server started and listening (a TCP connect to the arm's URL). Returns 0 with *spid
  * set, or the exit status to stop with after printing why (the server stopped again). */

@@ -59,6 +59,8 @@ static const char measure_usage[] =
     "             105 interrupted (SIGINT/SIGTERM: the server is stopped, what was measured\n"
     "                 is written marked interrupted)\n";
 
+/* ---- the flags ---- */
+
 struct opts {
     const char *spawn, *ready, *load, *json_path, *html_path;
     int64_t idle_ns, after_ns, ready_timeout_ns;
@@ -138,6 +140,8 @@ static int parse(int argc, char **argv, struct opts *o)
                                         "server is ready");
     return 0;
 }
+
+/* ---- sampling a phase ---- */
 
 /* The samples of every phase, and the phase being measured. */
 struct sampler {

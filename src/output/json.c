@@ -23,6 +23,8 @@
 #include "output/json.h"
 #include "stats/hist.h"
 
+/* ---- figures: durations, histograms, percentiles ---- */
+
 static json_t *jdur_s(int64_t ns)
 {
     return json_real((double)ns / 1e9);
@@ -77,6 +79,8 @@ static json_t *latency_block(const struct sq_hist *h, const char *from)
     json_object_set_new(l, "histogram", histogram(h));
     return l;
 }
+
+/* ---- the run block and the command line as typed ---- */
 
 const char *sq_report_iso8601(int64_t wall_ns, char *buf, size_t size)
 {
@@ -234,6 +238,8 @@ void sq_report_set_command(json_t *doc, int argc, char **argv, bool redact)
 /* {"200": 9, "503": 1}: every exact status seen, lowest first. */
 /* Bytes as a JSON string: UTF-8 as it is, any byte that is not part of well-formed UTF-8 as
  * U+FFFD (a sample shows what came, not necessarily text). */
+/* ---- sampled exchanges ---- */
+
 static json_t *bytes_text(const char *p, size_t n)
 {
     if (sq_utf8_valid(p, n))
@@ -316,6 +322,8 @@ static json_t *samples_block(const struct sq_result *r)
     return json_pack("{s:I, s:I, s:o}", "per_class", (json_int_t)xs->per_class, "body_max",
                      (json_int_t)SQ_SAMPLE_BODY_MAX, "classes", classes);
 }
+
+/* ---- statuses, failures and why a run failed ---- */
 
 static json_t *status_codes(const struct sq_result *r)
 {
@@ -495,6 +503,8 @@ static json_t *error_messages(const struct sq_result *r, int64_t timeout_ns)
 }
 
 /* The 100 ms series, as parallel arrays: a bin a key would triple the document. */
+/* ---- the series, the executor, TLS, the environment ---- */
+
 static json_t *fine_series(const struct sq_result *r)
 {
     json_t *done = json_array(), *failed = json_array(), *mx = json_array();
@@ -630,6 +640,8 @@ static json_t *series(const struct sq_result *r)
 }
 
 /* The `nats` / `mqtt` block of a bus run. */
+/* ---- buses, stamps, the client, the watched server, WebSocket ---- */
+
 static json_t *bus_block(const struct sq_report_bus *b, const struct sq_result *r)
 {
     const struct sq_bus_counters *c = &r->c.bus;
@@ -780,6 +792,8 @@ static json_t *ws_block(const struct sq_result *r, double secs)
         ws_figures(w->ping_rtt_us), "closes_sent", (json_int_t)w->closes_sent, "close_codes",
         ws_tally(&w->close_codes, false));
 }
+
+/* ---- the result document ---- */
 
 /* The document's "config": what was asked of the run. */
 static json_t *config_block(const struct sq_report_info *info, const struct sq_result *r)
@@ -960,6 +974,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         json_object_set_new(root, "sampled_exchanges", samples_block(r));
     return root;
 }
+
+/* ---- the sink's document, writing, redaction ---- */
 
 json_t *sq_report_sink_doc(json_t *sink, double duration_s)
 {
