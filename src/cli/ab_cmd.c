@@ -227,8 +227,9 @@ static int add_server(struct opts *o, const char *flag, const char *val)
 
 /* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
  * after printing why. */
-static int take_flag(struct opts *o, const struct option *longs, int opt, const char *flag)
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
 {
+    struct opts *o = ud;
     int64_t *dur = opt == O_DURATION   ? &o->duration_ns
                    : opt == O_COOLDOWN ? &o->cooldown_ns
                                        : &o->ready_timeout_ns;
@@ -381,15 +382,9 @@ static int parse(int argc, char **argv, struct opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1, rc;
-    while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        if ((rc = take_flag(o, longs, opt, flag)) != 0)
-            return rc;
-    }
+    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, o);
+    if (rc)
+        return rc;
     if (optind < argc)
         return sq_cli_usage_error(FACE, "unexpected '%s' (each arm goes in --arm NAME='ARGS')",
                                   argv[optind]);

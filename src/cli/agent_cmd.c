@@ -281,8 +281,9 @@ struct agentcmd {
 
 /* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
  * after printing why. */
-static int take_flag(struct agentcmd *a, const struct option *longs, int ch, const char *flag)
+static int take_flag(void *ud, const struct option *longs, int ch, const char *flag)
 {
+    struct agentcmd *a = ud;
     switch (ch) {
     case OPT_NATS:
         a->cfg.nats_url = optarg;
@@ -350,15 +351,9 @@ static int agent_parse(struct agentcmd *a, int argc, char **argv)
         {"x-proto", required_argument, NULL, OPT_PROTO},
         {0, 0, 0, 0},
     };
-    optind = 0;
-    opterr = 0;
-    int ch, li = -1, rc;
-    while ((ch = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, ch, argv, name, sizeof(name));
-        if ((rc = take_flag(a, longs, ch, flag)) != 0)
-            return rc;
-    }
+    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, a);
+    if (rc)
+        return rc;
     if (optind < argc)
         return sq_cli_usage_error(FACE, "unexpected '%s'", argv[optind]);
     if (!a->cfg.nats_url)

@@ -77,6 +77,21 @@ int sq_cli_flag_refused(const char *face, const struct option *longs, int opt, c
     return sq_cli_usage_error(face, "%s", err);
 }
 
+int sq_cli_getopt(int argc, char **argv, const char *shorts, const struct option *longs,
+                  sq_cli_take_fn take, void *ud)
+{
+    opterr = 0;
+    optind = 0;
+    int opt, li = -1, rc;
+    while ((opt = getopt_long(argc, argv, shorts, longs, &li)) != -1) {
+        char name[48];
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        if ((rc = take(ud, longs, opt, flag)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int sq_cli_prep_error(const char *face, int rc, const char *msg)
 {
     if (rc == -SQ_EUSAGE)

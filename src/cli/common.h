@@ -31,6 +31,15 @@ int sq_cli_usage_error(const char *face, const char *fmt, ...)
 struct option;
 int sq_cli_flag_refused(const char *face, const struct option *longs, int opt, const char *flag);
 
+/* The getopt_long loop of every face with long flags: argv from its start (optind = 0: getopt
+ * starts afresh), getopt's own messages off (opterr = 0), each flag named as the user wrote it
+ * (face/flags.h's sq_flag_name) and handed to take(ud, longs, opt, flag) with optarg set.
+ * Returns 0 once every flag was taken, or the first non-zero take returned (an exit status, or
+ * SQ_EXIT_DONE when --help was answered); optind is then the first operand. */
+typedef int (*sq_cli_take_fn)(void *ud, const struct option *longs, int opt, const char *flag);
+int sq_cli_getopt(int argc, char **argv, const char *shorts, const struct option *longs,
+                  sq_cli_take_fn take, void *ud);
+
 /* Prints what the run set-up code refused (face/flags.h) and returns the exit status:
  * -SQ_EUSAGE as a usage error of face ("FACE: MSG (see FACE --help)", SQ_EXIT_USAGE),
  * -SQ_EPARSE as "squall: MSG" (a plan's fault, SQ_EXIT_USAGE), any other code as "squall: MSG"

@@ -83,6 +83,29 @@ struct comparecmd {
     json_t *a, *b, *cmp;
 };
 
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct comparecmd *c = ud;
+    switch (opt) {
+    case 'H':
+    case 'J':
+        if (!optarg[0])
+            return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
+        *(opt == 'H' ? &c->html : &c->jpath) = optarg;
+        return 0;
+    case 'q':
+        c->quiet = true;
+        return 0;
+    case 'h':
+        fputs(compare_usage, stdout);
+        return SQ_EXIT_DONE;
+    default:
+        return sq_cli_flag_refused(FACE, longs, opt, flag);
+    }
+}
+
 /* The flags and the two files. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
  * after printing why. */
 static int compare_parse(struct comparecmd *c, int argc, char **argv)
@@ -94,29 +117,9 @@ static int compare_parse(struct comparecmd *c, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1;
-    while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        switch (opt) {
-        case 'H':
-        case 'J':
-            if (!optarg[0])
-                return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
-            *(opt == 'H' ? &c->html : &c->jpath) = optarg;
-            break;
-        case 'q':
-            c->quiet = true;
-            break;
-        case 'h':
-            fputs(compare_usage, stdout);
-            return SQ_EXIT_DONE;
-        default:
-            return sq_cli_flag_refused(FACE, longs, opt, flag);
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, c);
+    if (rc)
+        return rc;
     if (argc - optind < 2)
         return sq_cli_usage_error(FACE, "two result files are needed (A.json B.json)");
     if (argc - optind > 2)

@@ -68,6 +68,52 @@ struct opts {
     bool quiet;
 };
 
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct opts *o = ud;
+    int64_t *dur = opt == 'I' ? &o->idle_ns : opt == 'A' ? &o->after_ns : &o->ready_timeout_ns;
+    switch (opt) {
+    case 'S':
+        o->spawn = optarg;
+        return 0;
+    case 'R':
+        o->ready = optarg;
+        return 0;
+    case 'L':
+        o->load = optarg;
+        return 0;
+    case 'I':
+    case 'A':
+    case 'T': /* --idle 0 and --after 0 skip their phase; a ready timeout must be positive */
+        if (sq_parse_duration(optarg, SQ_NS_PER_S, dur) < 0 || *dur > MAX_PHASE ||
+            (opt == 'T' && *dur <= 0))
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
+                                      flag, optarg);
+        return 0;
+    case 'N':
+        if (sq_parse_u64(optarg, 1, MAX_REPEAT, 0, &o->repeat) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a count (1..%d)", flag, optarg,
+                                      MAX_REPEAT);
+        return 0;
+    case 'J':
+    case 'H':
+        if (!optarg[0])
+            return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
+        *(opt == 'J' ? &o->json_path : &o->html_path) = optarg;
+        return 0;
+    case 'q':
+        o->quiet = true;
+        return 0;
+    case 'h':
+        fputs(measure_usage, stdout);
+        return SQ_EXIT_DONE;
+    default:
+        return sq_cli_flag_refused(FACE, longs, opt, flag);
+    }
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
     static const struct option longs[] = {
@@ -84,52 +130,9 @@ static int parse(int argc, char **argv, struct opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1;
-    while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        int64_t *dur = opt == 'I' ? &o->idle_ns : opt == 'A' ? &o->after_ns : &o->ready_timeout_ns;
-        switch (opt) {
-        case 'S':
-            o->spawn = optarg;
-            break;
-        case 'R':
-            o->ready = optarg;
-            break;
-        case 'L':
-            o->load = optarg;
-            break;
-        case 'I':
-        case 'A':
-        case 'T':
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, dur) < 0 || *dur > MAX_PHASE ||
-                (opt == 'T' && *dur <= 0))
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
-                                          flag, optarg);
-            break;
-        case 'N':
-            if (sq_parse_u64(optarg, 1, MAX_REPEAT, 0, &o->repeat) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a count (1..%d)", flag, optarg,
-                                          MAX_REPEAT);
-            break;
-        case 'J':
-        case 'H':
-            if (!optarg[0])
-                return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
-            *(opt == 'J' ? &o->json_path : &o->html_path) = optarg;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'h':
-            fputs(measure_usage, stdout);
-            return SQ_EXIT_DONE;
-        default:
-            return sq_cli_flag_refused(FACE, longs, opt, flag);
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, o);
+    if (rc)
+        return rc;
     if (optind < argc)
         return sq_cli_usage_error(FACE, "unexpected '%s' (the command goes in --spawn '...')",
                                   argv[optind]);

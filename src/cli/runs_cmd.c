@@ -49,15 +49,47 @@ static const char runs_usage[] =
 struct runs_opts {
     const char *data, *json_path, *html_path, *status;
     bool json;
+    bool export; /* `runs export`: --json takes a file */
     uint64_t limit;
     const char *args[3];
     int nargs;
 };
 
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct runs_opts *o = ud;
+    switch (opt) {
+    case 'D':
+        o->data = optarg;
+        return 0;
+    case 's':
+        o->status = optarg;
+        return 0;
+    case 'n':
+        if (sq_parse_u64(optarg, 1, SQ_STORE_LIST_MAX, 0, &o->limit) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a count in 1..%d", flag, optarg,
+                                      SQ_STORE_LIST_MAX);
+        return 0;
+    case 'j':
+        o->json = true;
+        o->json_path = o->export ? optarg : NULL;
+        return 0;
+    case 'H':
+        o->html_path = optarg;
+        return 0;
+    case 'h':
+        fputs(runs_usage, stdout);
+        return SQ_EXIT_DONE;
+    default:
+        return sq_cli_flag_refused(FACE, longs, opt, flag);
+    }
+}
+
 /* argv[0] is the subcommand: export takes --json FILE, the others a bare --json. */
 static int parse(int argc, char **argv, struct runs_opts *o)
 {
-    bool export = strcmp(argv[0], "export") == 0;
     static const struct option longs[] = {
         {"data", required_argument, NULL, 'D'},
         {"status", required_argument, NULL, 's'},
@@ -74,40 +106,11 @@ static int parse(int argc, char **argv, struct runs_opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const struct option *table = export ? export_longs : longs;
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1;
+    o->export = strcmp(argv[0], "export") == 0;
     o->args[o->nargs++] = argv[0];
-    while ((opt = getopt_long(argc, argv, ":h", table, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(table, &li, opt, argv, name, sizeof(name));
-        switch (opt) {
-        case 'D':
-            o->data = optarg;
-            break;
-        case 's':
-            o->status = optarg;
-            break;
-        case 'n':
-            if (sq_parse_u64(optarg, 1, SQ_STORE_LIST_MAX, 0, &o->limit) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a count in 1..%d", flag, optarg,
-                                          SQ_STORE_LIST_MAX);
-            break;
-        case 'j':
-            o->json = true;
-            o->json_path = export ? optarg : NULL;
-            break;
-        case 'H':
-            o->html_path = optarg;
-            break;
-        case 'h':
-            fputs(runs_usage, stdout);
-            return SQ_EXIT_DONE;
-        default:
-            return sq_cli_flag_refused(FACE, table, opt, flag);
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":h", o->export ? export_longs : longs, take_flag, o);
+    if (rc)
+        return rc;
     for (int i = optind; i < argc; i++) {
         if (o->nargs == 3)
             return sq_cli_usage_error(FACE, "unexpected argument '%s'", argv[i]);

@@ -206,8 +206,9 @@ static int allow_host(struct servecmd *c, const char *flag, const char *arg)
 
 /* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
  * after printing why. */
-static int take_flag(struct servecmd *c, const struct option *longs, int opt, const char *flag)
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
 {
+    struct servecmd *c = ud;
     for (size_t i = 0; i < SQ_ARRAY_LEN(config_keys); i++)
         if (config_keys[i].opt == opt)
             return config_flag(&c->cfg, config_keys[i].key, flag, optarg);
@@ -299,14 +300,7 @@ static int serve_parse(struct servecmd *c, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int rc = 0, opt, li = -1;
-    opterr = 0;
-    optind = 1;
-    while (rc == 0 && (opt = getopt_long(argc, argv, ":l:t:qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        rc = take_flag(c, longs, opt, flag);
-    }
+    int rc = sq_cli_getopt(argc, argv, ":l:t:qh", longs, take_flag, c);
     if (rc == 0 && optind < argc)
         rc = sq_cli_usage_error(FACE, "unexpected argument '%s'", argv[optind]);
     if (rc == 0 && !c->token_file && !sq_daemon_host_is_loopback(c->host))

@@ -202,6 +202,14 @@ static int take_flag(struct sinkcmd *c, const struct option *longs, int opt, con
     return sq_cli_flag_refused(FACE, longs, opt, flag);
 }
 
+/* One flag getopt_long returned: a source's, else the others'. */
+static int take(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct sinkcmd *c = ud;
+    int rc = take_source(&c->cfg, opt, flag, optarg);
+    return rc == NOT_MINE ? take_flag(c, longs, opt, flag, optarg) : rc;
+}
+
 /* The flags, their combinations, and the sink's own check of its config. Returns 0,
  * SQ_EXIT_DONE or the exit status after printing why. */
 static int sink_parse(struct sinkcmd *c, int argc, char **argv)
@@ -230,18 +238,9 @@ static int sink_parse(struct sinkcmd *c, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1, rc;
-    while ((opt = getopt_long(argc, argv, ":t:d:qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        rc = take_source(&c->cfg, opt, flag, optarg);
-        if (rc == NOT_MINE)
-            rc = take_flag(c, longs, opt, flag, optarg);
-        if (rc)
-            return rc;
-    }
+    int rc = sq_cli_getopt(argc, argv, ":t:d:qh", longs, take, c);
+    if (rc)
+        return rc;
     if (optind < argc)
         return sq_cli_usage_error(FACE,
                                   "unexpected '%s' (sources are flags: --http, --nats, "

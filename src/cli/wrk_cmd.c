@@ -335,8 +335,9 @@ static int take_rate(struct wrk_opts *o, const char *flag, const char *arg)
 
 /* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
  * after printing why. */
-static int take_flag(struct wrk_opts *o, const struct option *longs, int opt, const char *flag)
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
 {
+    struct wrk_opts *o = ud;
     switch (opt) {
     case 't':
         if (!scan_metric(optarg, &o->threads) || o->threads == 0 || o->threads > 1024)
@@ -416,15 +417,9 @@ static int parse_flags(int argc, char **argv, struct wrk_opts *o)
         {"version", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1, rc;
-    while ((opt = getopt_long(argc, argv, ":t:c:d:s:H:T:R:Lvh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        if ((rc = take_flag(o, longs, opt, flag)) != 0)
-            return rc;
-    }
+    int rc = sq_cli_getopt(argc, argv, ":t:c:d:s:H:T:R:Lvh", longs, take_flag, o);
+    if (rc)
+        return rc;
     if (optind >= argc) {
         if (o->version)
             return SQ_EXIT_DONE;
