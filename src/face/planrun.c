@@ -98,27 +98,15 @@ static int take(struct sq_planrun_opts *o, int ch, const char *flag, char *arg, 
     case 's':
         return sq_flag_sample(flag, arg, &o->sample, err, len);
     case 'N':
-        if (!arg[0])
-            return sq_flag_fail(err, len, "%s: the name is empty", flag);
-        o->name = arg;
-        return 0;
-    case 'R': {
-        const char *why = NULL;
-        int n = sq_parse_percentiles(arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
-        if (n < 0)
-            return sq_flag_fail(err, len, "%s: '%s': %s", flag, arg, why);
-        o->npercentiles = (size_t)n;
-        return 0;
-    }
+        return sq_flag_run_name(flag, arg, &o->name, err, len);
+    case 'R':
+        return sq_flag_percentiles(flag, arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles),
+                                   &o->npercentiles, err, len);
     case 'W':
     case 'w':
         return sq_watch_opts_add(&o->watch, ch == 'w', flag, arg, err, len);
     case 'X':
-        if (sq_parse_u64(arg, 0, SQ_SAMPLE_RESPONSES_MAX, 1, &o->sample_responses) < 0)
-            return sq_flag_fail(err, len,
-                                "%s: '%s' is not a count of exchanges kept per class (0..%d)", flag,
-                                arg, SQ_SAMPLE_RESPONSES_MAX);
-        return 0;
+        return sq_flag_sample_responses(flag, arg, &o->sample_responses, err, len);
     case 'E': {
         int rc = sq_flag_seed(flag, arg, &o->seed, err, len);
         if (rc < 0)

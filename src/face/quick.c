@@ -164,18 +164,6 @@ void sq_quick_opts_dispose(struct sq_quick_opts *o)
 /* ------------------------------------------------------------------------------------------ */
 /* Arguments                                                                                  */
 
-/* True when m is a method the request line can carry (an RFC 9110 token): the serialiser
- * itself is asked, so the flag check and the request cannot disagree. */
-static bool method_ok(const char *m)
-{
-    char *req = NULL;
-    size_t len = 0;
-    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &len) < 0)
-        return false;
-    free(req);
-    return true;
-}
-
 /* The standard methods (RFC 9110 9, RFC 5789): one written in another case is taken as meant in
  * capitals (-m post sends POST). Methods are case-sensitive, so any other token is sent as it
  * was written. */
@@ -361,7 +349,7 @@ static int take_request(struct sq_quick_opts *o, int opt, const char *flag, char
     int rc;
     switch (opt) {
     case 'm':
-        if (!method_ok(arg))
+        if (!sq_flag_method_ok(arg))
             return sq_flag_fail(err, len,
                                 "%s: '%s' is not a method (a token like GET or POST: letters, "
                                 "digits and !#$%%&'*+-.^_`|~)",
@@ -472,11 +460,7 @@ static int take_output(struct sq_quick_opts *o, int opt, const char *flag, char 
         o->http_debug_force = arg != NULL;
         return 0;
     case OPT_SAMPLE_RESPONSES:
-        if (sq_parse_u64(arg, 0, SQ_SAMPLE_RESPONSES_MAX, 1, &o->sample_responses) < 0)
-            return sq_flag_fail(err, len,
-                                "%s: '%s' is not a count of exchanges kept per class (0..%d)", flag,
-                                arg, SQ_SAMPLE_RESPONSES_MAX);
-        return 0;
+        return sq_flag_sample_responses(flag, arg, &o->sample_responses, err, len);
     case OPT_SEED:
         if ((rc = sq_flag_seed(flag, arg, &o->seed, err, len)) < 0)
             return rc;
@@ -486,18 +470,10 @@ static int take_output(struct sq_quick_opts *o, int opt, const char *flag, char 
         o->no_redact = true;
         return 0;
     case OPT_NAME:
-        if (!arg[0])
-            return sq_flag_fail(err, len, "%s: the name is empty", flag);
-        o->name = arg;
-        return 0;
-    case OPT_PERCENTILES: {
-        const char *why = NULL;
-        int n = sq_parse_percentiles(arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
-        if (n < 0)
-            return sq_flag_fail(err, len, "%s: '%s': %s", flag, arg, why);
-        o->npercentiles = (size_t)n;
-        return 0;
-    }
+        return sq_flag_run_name(flag, arg, &o->name, err, len);
+    case OPT_PERCENTILES:
+        return sq_flag_percentiles(flag, arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles),
+                                   &o->npercentiles, err, len);
     case OPT_WATCH:
     case OPT_WATCH_NAME:
         return sq_watch_opts_add(&o->watch, opt == OPT_WATCH_NAME, flag, arg, err, len);

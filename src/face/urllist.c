@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/request.h"
+#include "face/flags.h"
 
 static bool blank(char ch)
 {
@@ -31,17 +31,6 @@ static int fail(char *err, size_t errlen, const char *name, uint32_t line, size_
         va_end(ap);
     }
     return -SQ_EPARSE;
-}
-
-/* True when m is a method the request line can carry (an RFC 9110 token). */
-static bool method_ok(const char *m)
-{
-    char *req = NULL;
-    size_t len = 0;
-    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &len) < 0)
-        return false;
-    free(req);
-    return true;
 }
 
 /* A method written in lower case that is a well-known one in upper case: its upper-case form in
@@ -158,14 +147,14 @@ static int parse_line(const char *name, uint32_t lineno, const char *line, size_
     size_t ui = 0; /* the URL's field: 1 when a method comes first */
     bool has_scheme = strstr(tok[0], "://") != NULL;
     /* a method is a token without a dot ("example.com/x" is a URL missing its scheme) */
-    if (!has_scheme && nf == 2 && method_ok(tok[0]) && !strchr(tok[0], '.')) {
+    if (!has_scheme && nf == 2 && sq_flag_method_ok(tok[0]) && !strchr(tok[0], '.')) {
         char up[16];
         if (known_in_upper(tok[0], up, sizeof(up)))
             return fail(err, errlen, name, lineno, col0,
                         "'%s' is not a method: methods are case-sensitive (did you mean '%s'?)",
                         tok[0], up);
         ui = 1;
-    } else if (!has_scheme && nf == 1 && method_ok(tok[0]) && !strchr(tok[0], '.')) {
+    } else if (!has_scheme && nf == 1 && sq_flag_method_ok(tok[0]) && !strchr(tok[0], '.')) {
         return fail(err, errlen, name, lineno, col0 + fl[0], "a URL must follow the method '%s'",
                     tok[0]);
     }
