@@ -545,6 +545,19 @@ int sq_ab_table(const json_t *doc, FILE *f)
 
 /* ---- the A/B page ---- */
 
+/* A command's words (a JSON array of strings), escaped, one space between. */
+static void esc_words(FILE *f, const json_t *words)
+{
+    size_t i;
+    const json_t *w;
+    json_array_foreach(words, i, w)
+    {
+        if (i)
+            fputc(' ', f);
+        sq_page__esc(f, json_string_value(w) ? json_string_value(w) : "");
+    }
+}
+
 /* The page's arms: a row each, with its command and a cell per metric. */
 static void html_arms(const json_t *doc, FILE *f)
 {
@@ -565,15 +578,9 @@ static void html_arms(const json_t *doc, FILE *f)
         if (json_is_true(json_object_get(a, "null_test")))
             fputs(" (null test)", f);
         fputs("</th><td><code>", f);
-        size_t k;
-        const json_t *w;
-        json_array_foreach(json_object_get(a, "args"), k, w)
-        {
-            if (k)
-                fputc(' ', f);
-            sq_page__esc(f, json_string_value(w) ? json_string_value(w) : "");
-        }
+        esc_words(f, json_object_get(a, "args"));
         fputs("</code></td>", f);
+        size_t k;
         json_array_foreach(json_object_get(doc, "metrics"), k, m)
         {
             char cellb[D * 2];
@@ -830,14 +837,7 @@ int sq_measure_html(const json_t *doc, FILE *f)
 {
     sq_page__head(f, "squall measure");
     fputs("<header>\n<h1><span class=\"brand\">squall</span><span class=\"target\">measure ", f);
-    size_t i;
-    const json_t *w;
-    json_array_foreach(json_object_get(doc, "command"), i, w)
-    {
-        if (i)
-            fputc(' ', f);
-        sq_page__esc(f, json_string_value(w) ? json_string_value(w) : "");
-    }
+    esc_words(f, json_object_get(doc, "command"));
     fputs("</span></h1>\n</header>\n<main>\n<section>\n<h2>Figures</h2>\n<pre>", f);
     char *text = NULL;
     size_t len = 0;
