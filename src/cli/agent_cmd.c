@@ -366,10 +366,7 @@ static int agent_run(struct agentcmd *a)
 {
     a->cfg.labels = a->labels;
     a->cfg.quit = &quit;
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sq_cli_stop_signals(on_signal);
     signal(SIGPIPE, SIG_IGN);
     char err[512];
     int r = sq_agent_serve(&a->cfg, err, sizeof(err));

@@ -165,6 +165,25 @@ void sq_cli_signals_end(void)
     signal(SIGTERM, SIG_DFL);
 }
 
+void sq_cli_stop_signals(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+void sq_cli_listening(const char *what, const char *scheme, const char *host, unsigned port,
+                      const char *tail)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    printf("squall %s listening on %s://%s%s%s:%u%s\n", what, scheme, v6 ? "[" : "", host,
+           v6 ? "]" : "", port, tail);
+    fflush(stdout);
+}
+
 int sq_cli_signal_seen(bool *forced)
 {
     *forced = sig_forced != 0;

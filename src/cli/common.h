@@ -71,6 +71,15 @@ char **sq_cli_argv_copy(int argc, char **argv);
 volatile int *sq_cli_signals_begin(void);
 void sq_cli_signals_end(void);
 
+/* A server face (target, inbox, agent) stops on SIGINT and SIGTERM: handler for both (it may
+ * only do what is async-signal-safe). */
+void sq_cli_stop_signals(void (*handler)(int));
+
+/* The one line a server face prints on stdout once it listens (tests read the port from it):
+ * "squall WHAT listening on SCHEME://HOST:PORTTAIL", an IPv6 host in brackets; flushed. */
+void sq_cli_listening(const char *what, const char *scheme, const char *host, unsigned port,
+                      const char *tail);
+
 /* Whether a signal arrived since sq_cli_signals_begin: its number (0: none) and, in *forced,
  * whether a second one cut the grace period short. */
 int sq_cli_signal_seen(bool *forced);

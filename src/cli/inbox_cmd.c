@@ -220,14 +220,8 @@ static int inbox_start(struct inboxcmd *c)
         return SQ_EXIT_FAIL;
     }
     running = c->b;
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    bool v6 = strchr(c->host, ':') != NULL;
-    printf("squall inbox listening on http://%s%s%s:%u\n", v6 ? "[" : "", c->host, v6 ? "]" : "",
-           (unsigned)sq_inbox_port(c->b));
-    fflush(stdout);
+    sq_cli_stop_signals(on_signal);
+    sq_cli_listening("inbox", "http", c->host, sq_inbox_port(c->b), "");
     return 0;
 }
 

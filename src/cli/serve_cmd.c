@@ -348,10 +348,7 @@ static int serve_start(struct servecmd *c)
         pthread_sigmask(SIG_SETMASK, &c->old, NULL);
         return rc == -EINVAL ? SQ_EXIT_USAGE : SQ_EXIT_FAIL;
     }
-    bool v6 = strchr(c->host, ':') != NULL;
-    printf("squall serve listening on http://%s%s%s:%u/\n", v6 ? "[" : "", c->host, v6 ? "]" : "",
-           sq_daemon_port(c->d));
-    fflush(stdout);
+    sq_cli_listening("serve", "http", c->host, sq_daemon_port(c->d), "/");
     return 0;
 }
 

@@ -304,14 +304,8 @@ static int target_start(struct targetcmd *c)
         return SQ_EXIT_FAIL;
     }
     running = c->t;
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    bool v6 = strchr(c->host, ':') != NULL;
-    printf("squall target listening on %s://%s%s%s:%u\n", c->ts ? "https" : "http", v6 ? "[" : "",
-           c->host, v6 ? "]" : "", (unsigned)sq_target_port(c->t));
-    fflush(stdout);
+    sq_cli_stop_signals(on_signal);
+    sq_cli_listening("target", c->ts ? "https" : "http", c->host, sq_target_port(c->t), "");
     return 0;
 }
 
