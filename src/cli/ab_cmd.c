@@ -66,6 +66,8 @@ static const char ab_usage[] =
     "             105 interrupted (SIGINT/SIGTERM: the rounds that completed are compared\n"
     "                 and written, marked interrupted)\n";
 
+/* ---- the arms ---- */
+
 struct arm {
     char *name;  /* owned */
     char **args; /* split (one allocation) */
@@ -189,135 +191,112 @@ static void free_opts(struct opts *o)
     }
 }
 
-static int parse(int argc, char **argv, struct opts *o)
+/* ---- the flags ---- */
+
+enum {
+    O_ARM = 256,
+    O_SERVER_A,
+    O_SERVER_B,
+    O_SERVER,
+    O_ROUNDS,
+    O_DURATION,
+    O_COOLDOWN,
+    O_METRIC,
+    O_WATCH,
+    O_WATCH_NAME,
+    O_NO_NULL,
+    O_SEED,
+    O_READY_TIMEOUT,
+    O_JSON,
+    O_HTML,
+};
+
+/* --server NAME='CMD': kept as written, matched to its arm once every --arm is read. */
+static int add_server(struct opts *o, const char *flag, const char *val)
 {
-    enum {
-        O_ARM = 256,
-        O_SERVER_A,
-        O_SERVER_B,
-        O_SERVER,
-        O_ROUNDS,
-        O_DURATION,
-        O_COOLDOWN,
-        O_METRIC,
-        O_WATCH,
-        O_WATCH_NAME,
-        O_NO_NULL,
-        O_SEED,
-        O_READY_TIMEOUT,
-        O_JSON,
-        O_HTML,
-    };
-    static const struct option longs[] = {
-        {"arm", required_argument, NULL, O_ARM},
-        {"server-a", required_argument, NULL, O_SERVER_A},
-        {"server-b", required_argument, NULL, O_SERVER_B},
-        {"server", required_argument, NULL, O_SERVER},
-        {"rounds", required_argument, NULL, O_ROUNDS},
-        {"duration", required_argument, NULL, O_DURATION},
-        {"cooldown", required_argument, NULL, O_COOLDOWN},
-        {"metric", required_argument, NULL, O_METRIC},
-        {"watch", required_argument, NULL, O_WATCH},
-        {"watch-name", required_argument, NULL, O_WATCH_NAME},
-        {"no-null", no_argument, NULL, O_NO_NULL},
-        {"seed", required_argument, NULL, O_SEED},
-        {"ready-timeout", required_argument, NULL, O_READY_TIMEOUT},
-        {"json", required_argument, NULL, O_JSON},
-        {"html", required_argument, NULL, O_HTML},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1, rc;
-    while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        int64_t *dur = opt == O_DURATION   ? &o->duration_ns
-                       : opt == O_COOLDOWN ? &o->cooldown_ns
-                                           : &o->ready_timeout_ns;
-        switch (opt) {
-        case O_ARM:
-            if ((rc = add_arm(o, flag, optarg)) != 0)
-                return rc;
-            break;
-        case O_SERVER_A:
-        case O_SERVER_B:
-            if (!optarg[0])
-                return sq_cli_usage_error(FACE, "%s: '' is not a command", flag);
-            *(opt == O_SERVER_A ? &o->server_a : &o->server_b) = optarg;
-            break;
-        case O_SERVER: {
-            const char *eq = strchr(optarg, '=');
-            if (!eq || !name_ok(optarg, (size_t)(eq - optarg)) || !eq[1])
-                return sq_cli_usage_error(FACE, "%s: '%s' is not NAME='CMD'", flag, optarg);
-            if (o->nservers == SQ_AB_MAX_ARMS)
-                return sq_cli_usage_error(FACE, "%s: at most %d", flag, SQ_AB_MAX_ARMS);
-            o->servers[o->nservers].name = optarg;
-            o->servers[o->nservers].cmd = eq + 1;
-            o->nservers++;
-            break;
-        }
-        case O_ROUNDS:
-            if (sq_parse_u64(optarg, 2, MAX_ROUNDS, 0, &o->rounds) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a round count (2..%d)", flag,
-                                          optarg, MAX_ROUNDS);
-            break;
-        case O_DURATION:
-        case O_COOLDOWN:
-        case O_READY_TIMEOUT:
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, dur) < 0 || (opt != O_COOLDOWN && *dur <= 0))
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 5s, 1m)",
-                                          flag, optarg);
-            break;
-        case O_METRIC:
-            if ((o->metric = sq_ab_metric_parse(optarg)) < 0)
-                return sq_cli_usage_error(FACE,
-                                          "%s: '%s' is not a metric (rps, p50, p99, cpu or "
-                                          "server-cpu)",
-                                          flag, optarg);
-            break;
-        case O_WATCH:
-        case O_WATCH_NAME: {
-            char err[512];
-            if (sq_watch_opts_add(&o->watch, opt == O_WATCH_NAME, flag, optarg, err, sizeof(err)) <
-                0)
-                return sq_cli_usage_error(FACE, "%s", err);
-            break;
-        }
-        case O_NO_NULL:
-            o->no_null = true;
-            break;
-        case O_SEED:
-            if (sq_parse_u64(optarg, 0, UINT64_MAX, 0, &o->seed) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a number", flag, optarg);
-            break;
-        case O_JSON:
-        case O_HTML:
-            if (!optarg[0])
-                return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
-            *(opt == O_JSON ? &o->json_path : &o->html_path) = optarg;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'h':
-            fputs(ab_usage, stdout);
-            return SQ_EXIT_DONE;
-        default: {
-            char err[256];
-            (void)sq_flag_refused(longs, opt, flag, err, sizeof(err));
+    const char *eq = strchr(val, '=');
+    if (!eq || !name_ok(val, (size_t)(eq - val)) || !eq[1])
+        return sq_cli_usage_error(FACE, "%s: '%s' is not NAME='CMD'", flag, val);
+    if (o->nservers == SQ_AB_MAX_ARMS)
+        return sq_cli_usage_error(FACE, "%s: at most %d", flag, SQ_AB_MAX_ARMS);
+    o->servers[o->nservers].name = val;
+    o->servers[o->nservers].cmd = eq + 1;
+    o->nservers++;
+    return 0;
+}
+
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct opts *o = ud;
+    int64_t *dur = opt == O_DURATION   ? &o->duration_ns
+                   : opt == O_COOLDOWN ? &o->cooldown_ns
+                                       : &o->ready_timeout_ns;
+    switch (opt) {
+    case O_ARM:
+        return add_arm(o, flag, optarg);
+    case O_SERVER_A:
+    case O_SERVER_B:
+        if (!optarg[0])
+            return sq_cli_usage_error(FACE, "%s: '' is not a command", flag);
+        *(opt == O_SERVER_A ? &o->server_a : &o->server_b) = optarg;
+        return 0;
+    case O_SERVER:
+        return add_server(o, flag, optarg);
+    case O_ROUNDS:
+        if (sq_parse_u64(optarg, 2, MAX_ROUNDS, 0, &o->rounds) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a round count (2..%d)", flag, optarg,
+                                      MAX_ROUNDS);
+        return 0;
+    case O_DURATION:
+    case O_COOLDOWN: /* a cooldown may be 0: runs back to back */
+    case O_READY_TIMEOUT:
+        if (sq_parse_duration(optarg, SQ_NS_PER_S, dur) < 0 || (opt != O_COOLDOWN && *dur <= 0))
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 5s, 1m)", flag,
+                                      optarg);
+        return 0;
+    case O_METRIC:
+        if ((o->metric = sq_ab_metric_parse(optarg)) < 0)
+            return sq_cli_usage_error(FACE,
+                                      "%s: '%s' is not a metric (rps, p50, p99, cpu or "
+                                      "server-cpu)",
+                                      flag, optarg);
+        return 0;
+    case O_WATCH:
+    case O_WATCH_NAME: {
+        char err[512];
+        if (sq_watch_opts_add(&o->watch, opt == O_WATCH_NAME, flag, optarg, err, sizeof(err)) < 0)
             return sq_cli_usage_error(FACE, "%s", err);
-        }
-        }
+        return 0;
     }
-    if (optind < argc)
-        return sq_cli_usage_error(FACE, "unexpected '%s' (each arm goes in --arm NAME='ARGS')",
-                                  argv[optind]);
-    if (o->narms < 2)
-        return sq_cli_usage_error(FACE, "two arms at least: --arm A='URL flags' --arm B='URL "
-                                        "flags'");
+    case O_NO_NULL:
+        o->no_null = true;
+        return 0;
+    case O_SEED:
+        if (sq_parse_u64(optarg, 0, UINT64_MAX, 0, &o->seed) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a number", flag, optarg);
+        return 0;
+    case O_JSON:
+    case O_HTML:
+        if (!optarg[0])
+            return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
+        *(opt == O_JSON ? &o->json_path : &o->html_path) = optarg;
+        return 0;
+    case 'q':
+        o->quiet = true;
+        return 0;
+    case 'h':
+        fputs(ab_usage, stdout);
+        return SQ_EXIT_DONE;
+    }
+    return sq_cli_flag_refused(FACE, longs, opt, flag);
+}
+
+/* The arms' servers: --server-a and --server-b name the first two arms, --server NAME='CMD'
+ * any arm, one server an arm. Returns 0 or the exit status after printing why. */
+static int arm_servers(struct opts *o)
+{
     const char *why;
     for (int k = 0; k < 2; k++) {
         const char *cmd = k ? o->server_b : o->server_a;
@@ -346,7 +325,13 @@ static int parse(int argc, char **argv, struct opts *o)
                                       a->nserver ? why : "no command");
         }
     }
-    /* Each arm's arguments, checked as its runs will read them, before anything runs. */
+    return 0;
+}
+
+/* Each arm's arguments, checked as its runs will read them, and each server's program found,
+ * before anything runs. Returns 0 or the exit status after printing why. */
+static int check_arms(struct opts *o)
+{
     for (uint32_t i = 0; i < o->narms; i++) {
         struct arm *a = &o->arms[i];
         char err[1024], dur[32];
@@ -373,6 +358,81 @@ static int parse(int argc, char **argv, struct opts *o)
     return 0;
 }
 
+/* The flags, then the arms' servers and arguments checked. Returns 0, SQ_EXIT_DONE or the exit
+ * status after printing why. */
+static int parse(int argc, char **argv, struct opts *o)
+{
+    static const struct option longs[] = {
+        {"arm", required_argument, NULL, O_ARM},
+        {"server-a", required_argument, NULL, O_SERVER_A},
+        {"server-b", required_argument, NULL, O_SERVER_B},
+        {"server", required_argument, NULL, O_SERVER},
+        {"rounds", required_argument, NULL, O_ROUNDS},
+        {"duration", required_argument, NULL, O_DURATION},
+        {"cooldown", required_argument, NULL, O_COOLDOWN},
+        {"metric", required_argument, NULL, O_METRIC},
+        {"watch", required_argument, NULL, O_WATCH},
+        {"watch-name", required_argument, NULL, O_WATCH_NAME},
+        {"no-null", no_argument, NULL, O_NO_NULL},
+        {"seed", required_argument, NULL, O_SEED},
+        {"ready-timeout", required_argument, NULL, O_READY_TIMEOUT},
+        {"json", required_argument, NULL, O_JSON},
+        {"html", required_argument, NULL, O_HTML},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, o);
+    if (rc)
+        return rc;
+    if (optind < argc)
+        return sq_cli_usage_error(FACE, "unexpected '%s' (each arm goes in --arm NAME='ARGS')",
+                                  argv[optind]);
+    if (o->narms < 2)
+        return sq_cli_usage_error(FACE, "two arms at least: --arm A='URL flags' --arm B='URL "
+                                        "flags'");
+    if ((rc = arm_servers(o)) != 0)
+        return rc;
+    return check_arms(o);
+}
+
+/* ---- one run of an arm ---- */
+
+/* Arm a's server started and listening (a TCP connect to the arm's URL). Returns 0 with *spid
+ * set, or the exit status to stop with after printing why (the server stopped again). */
+static int server_up(const struct opts *o, const struct arm *a, pid_t *spid)
+{
+    struct sq_cli_probe_url u;
+    const char *why;
+    if (sq_cli_probe_url(a->url, &u, &why) < 0) {
+        sq_cli_error(FACE, "arm %s: '%s': %s", a->name, a->url, why);
+        return SQ_EXIT_USAGE;
+    }
+    int rc = sq_proc_spawn((const char *const *)a->server, NULL, spid);
+    if (rc < 0) {
+        sq_cli_error(FACE, "arm %s: cannot start its server '%s': %s", a->name, a->server[0],
+                     sq_strerror(rc));
+        *spid = -1;
+        return SQ_EXIT_FAIL;
+    }
+    int64_t at;
+    int status = 0, last = 0;
+    rc = sq_cli_wait_ready(*spid, &u, false, o->ready_timeout_ns, &at, &status, &last);
+    if (rc == 0)
+        return 0;
+    char st[96];
+    if (rc == -ECHILD)
+        sq_cli_error(FACE, "arm %s: its server %s before it listened", a->name,
+                     sq_proc_status_text(status, st, sizeof(st)));
+    else if (rc != -EINTR) /* Ctrl-C: the face says it once, for the whole run */
+        sq_cli_error(FACE, "arm %s: its server did not listen within %.1fs", a->name,
+                     (double)o->ready_timeout_ns / 1e9);
+    if (rc != -ECHILD) /* -ECHILD: it exited, and was reaped */
+        sq_proc_stop(*spid, 5 * SQ_NS_PER_S, NULL);
+    *spid = -1;
+    return rc == -EINTR ? SQ_EXIT_INTERRUPTED : SQ_EXIT_FAIL;
+}
+
 /* One run of arm a in round r: its server (if any) up, the child run, the server down. Returns
  * 0, or an exit status to stop with (after printing why). */
 static int run_one(struct opts *o, struct arm *a, uint32_t r, const char **watch_args, int nwatch)
@@ -392,33 +452,9 @@ static int run_one(struct opts *o, struct arm *a, uint32_t r, const char **watch
     for (int i = 0; i < nwatch; i++)
         args[n++] = watch_args[i];
     if (a->server) {
-        struct sq_cli_probe_url u;
-        const char *why;
-        if (sq_cli_probe_url(a->url, &u, &why) < 0) {
-            sq_cli_error(FACE, "arm %s: '%s': %s", a->name, a->url, why);
-            return SQ_EXIT_USAGE;
-        }
-        int rc = sq_proc_spawn((const char *const *)a->server, NULL, &spid);
-        if (rc < 0) {
-            sq_cli_error(FACE, "arm %s: cannot start its server '%s': %s", a->name, a->server[0],
-                         sq_strerror(rc));
-            return SQ_EXIT_FAIL;
-        }
-        int64_t at;
-        int status = 0, last = 0;
-        rc = sq_cli_wait_ready(spid, &u, false, o->ready_timeout_ns, &at, &status, &last);
-        if (rc < 0) {
-            char st[96];
-            if (rc == -ECHILD)
-                sq_cli_error(FACE, "arm %s: its server %s before it listened", a->name,
-                             sq_proc_status_text(status, st, sizeof(st)));
-            else if (rc != -EINTR)
-                sq_cli_error(FACE, "arm %s: its server did not listen within %.1fs", a->name,
-                             (double)o->ready_timeout_ns / 1e9);
-            if (rc != -ECHILD)
-                sq_proc_stop(spid, 5 * SQ_NS_PER_S, NULL);
-            return rc == -EINTR ? SQ_EXIT_INTERRUPTED : SQ_EXIT_FAIL;
-        }
+        int rc = server_up(o, a, &spid);
+        if (rc)
+            return rc;
         snprintf(pidtxt, sizeof(pidtxt), "%d", (int)spid);
         args[n++] = "--watch";
         args[n++] = pidtxt;
@@ -457,136 +493,160 @@ static int run_one(struct opts *o, struct arm *a, uint32_t r, const char **watch
     return 0;
 }
 
-int sq_cli_ab(int argc, char **argv)
+/* ---- the command: parse -> prepare -> run -> render ---- */
+
+/* What the phases of one `squall ab` share. */
+struct abcmd {
+    struct opts o;
+    const char *watch_args[SQ_WATCH_MAX * 2]; /* --watch/--watch-name, as each run gets them */
+    int nwatch;
+    struct sq_cli_docfiles files;
+    uint32_t k, rounds;       /* arms (the null test's included); rounds asked */
+    uint32_t *order;          /* per round, the arms' order (k each) */
+    struct sq_ab_arm_in *ins; /* per arm, what the statistics read */
+    uint32_t done;            /* rounds every arm of which ran */
+    bool stopped;             /* Ctrl-C: what completed is compared, marked interrupted */
+};
+
+/* The watched processes must exist now; each run gets the same flags. Returns 0 or the exit
+ * status. */
+static int watch_args(struct abcmd *c)
 {
-    struct opts o = {.rounds = 8,
-                     .seed = 1,
-                     .duration_ns = 5 * SQ_NS_PER_S,
-                     .cooldown_ns = 2 * SQ_NS_PER_S,
-                     .ready_timeout_ns = 30 * SQ_NS_PER_S,
-                     .metric = -1};
-    int rc = parse(argc, argv, &o);
-    int exit_code = SQ_EXIT_FAIL;
-    struct sq_cli_file jf = {0}, hf = {0}; /* written atomically (cli/common.h) */
-    uint32_t *order = NULL;
-    struct sq_ab_arm_in *ins = NULL;
-    json_t *doc = NULL;
-    if (rc != 0) {
-        exit_code = rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
-        goto out;
+    struct sq_watch *w = NULL;
+    char err[512];
+    int rc = sq_watch_opts_build(&c->o.watch, &w, err, sizeof(err));
+    sq_watch_free(w);
+    if (rc < 0)
+        return rc == -SQ_EUSAGE ? sq_cli_usage_error(FACE, "%s", err) : SQ_EXIT_FAIL;
+    for (size_t i = 0; i < c->o.watch.n; i++) {
+        c->watch_args[c->nwatch++] = c->o.watch.by_name[i] ? "--watch-name" : "--watch";
+        c->watch_args[c->nwatch++] = c->o.watch.arg[i];
     }
-    /* The watched processes must exist now; each run gets the same flags. */
-    const char *watch_args[SQ_WATCH_MAX * 2];
-    int nwatch = 0;
-    {
-        struct sq_watch *w = NULL;
-        char err[512];
-        rc = sq_watch_opts_build(&o.watch, &w, err, sizeof(err));
-        sq_watch_free(w);
-        if (rc < 0) {
-            exit_code = rc == -SQ_EUSAGE ? sq_cli_usage_error(FACE, "%s", err) : SQ_EXIT_FAIL;
-            goto out;
-        }
-        for (size_t i = 0; i < o.watch.n; i++) {
-            watch_args[nwatch++] = o.watch.by_name[i] ? "--watch-name" : "--watch";
-            watch_args[nwatch++] = o.watch.arg[i];
-        }
-    }
-    if (o.json_path && strcmp(o.json_path, "-") != 0 &&
-        (exit_code = sq_cli_file_open(FACE, "--json", o.json_path, &jf)) != 0)
-        goto out;
-    if (o.html_path && (exit_code = sq_cli_file_open(FACE, "--html", o.html_path, &hf)) != 0)
-        goto out;
-    exit_code = SQ_EXIT_FAIL;
-    if (!o.no_null) {
-        /* The null test: the base arm again, in the same rounds. */
-        struct arm *n = &o.arms[o.narms], *base = &o.arms[0];
-        *n = *base;
+    return 0;
+}
+
+/* The watched processes, the output files, the null test's arm (the base arm again, in the same
+ * rounds) and every arm's per-round figures. Returns 0 or the exit status. */
+static int ab_prepare(struct abcmd *c)
+{
+    struct opts *o = &c->o;
+    int rc = watch_args(c);
+    if (rc)
+        return rc;
+    c->files = (struct sq_cli_docfiles){
+        .face = FACE, .json_path = o->json_path, .html_path = o->html_path};
+    if ((rc = sq_cli_docfiles_open(&c->files)) != 0)
+        return rc;
+    if (!o->no_null) {
+        struct arm *n = &o->arms[o->narms], *base = &o->arms[0];
+        *n = *base; /* shares base's args and server: free_opts frees them once */
         n->null_test = true;
         size_t len = strlen(base->name) + 2;
         n->name = malloc(len);
         if (!n->name)
-            goto out;
+            return SQ_EXIT_FAIL;
         snprintf(n->name, len, "%s'", base->name);
-        o.narms++;
+        o->narms++;
     }
-    uint32_t k = o.narms, R = (uint32_t)o.rounds;
-    order = calloc((size_t)R * k, sizeof(*order));
-    ins = calloc(k, sizeof(*ins));
-    if (!order || !ins)
-        goto out;
-    for (uint32_t i = 0; i < k; i++) {
-        struct arm *a = &o.arms[i];
-        a->exit = malloc(R * sizeof(*a->exit));
-        a->values = malloc((size_t)R * SQ_AB_NMETRICS * sizeof(*a->values));
+    c->k = o->narms;
+    c->rounds = (uint32_t)o->rounds;
+    c->order = calloc((size_t)c->rounds * c->k, sizeof(*c->order));
+    c->ins = calloc(c->k, sizeof(*c->ins));
+    if (!c->order || !c->ins)
+        return SQ_EXIT_FAIL;
+    for (uint32_t i = 0; i < c->k; i++) {
+        struct arm *a = &o->arms[i];
+        a->exit = malloc(c->rounds * sizeof(*a->exit));
+        a->values = malloc((size_t)c->rounds * SQ_AB_NMETRICS * sizeof(*a->values));
         if (!a->exit || !a->values)
-            goto out;
-        for (uint32_t r = 0; r < R; r++)
+            return SQ_EXIT_FAIL;
+        for (uint32_t r = 0; r < c->rounds; r++)
             a->exit[r] = -1;
-        for (size_t v = 0; v < (size_t)R * SQ_AB_NMETRICS; v++)
+        for (size_t v = 0; v < (size_t)c->rounds * SQ_AB_NMETRICS; v++)
             a->values[v] = NAN;
     }
-    sq_cli_instr_signals();
-    if (!o.quiet)
-        fprintf(stderr, "squall ab: %u arms%s × %u rounds × %.1fs, %.1fs cooldown\n",
-                o.no_null ? k : k - 1, o.no_null ? "" : " + null test", R,
-                (double)o.duration_ns / 1e9, (double)o.cooldown_ns / 1e9);
-    bool first = true, stopped = false;
-    uint32_t done = 0; /* rounds every arm of which ran */
-    for (uint32_t r = 0; r < R && !stopped; r++) {
-        sq_ab_order(k, r, &order[(size_t)r * k]);
-        if (!o.quiet)
-            fprintf(stderr, "round %u/%u:", r + 1, R);
-        for (uint32_t j = 0; j < k; j++) {
-            struct arm *a = &o.arms[order[(size_t)r * k + j]];
-            if (!first && !sq_cli_instr_sleep(o.cooldown_ns)) {
-                stopped = true;
-                break;
-            }
-            first = false;
-            rc = run_one(&o, a, r, watch_args, nwatch);
-            if (rc == SQ_EXIT_INTERRUPTED) {
-                stopped = true;
-                break;
-            }
-            if (rc != 0) {
-                exit_code = rc;
-                goto out;
-            }
-            if (!o.quiet) {
-                double v = a->values[(size_t)r * SQ_AB_NMETRICS + SQ_AB_RPS];
-                if (isfinite(v))
-                    fprintf(stderr, " %s %.0f req/s", a->name, v);
-                else
-                    fprintf(stderr, " %s —", a->name);
-            }
+    return 0;
+}
+
+/* Round r: every arm once, in the round's order, a cooldown before each run but the very first.
+ * Returns 0 (c->stopped set on Ctrl-C) or the exit status to stop with. */
+static int ab_round(struct abcmd *c, uint32_t r, bool *first)
+{
+    struct opts *o = &c->o;
+    sq_ab_order(c->k, r, &c->order[(size_t)r * c->k]);
+    if (!o->quiet)
+        fprintf(stderr, "round %u/%u:", r + 1, c->rounds);
+    for (uint32_t j = 0; j < c->k; j++) {
+        struct arm *a = &o->arms[c->order[(size_t)r * c->k + j]];
+        if (!*first && !sq_cli_instr_sleep(o->cooldown_ns)) {
+            c->stopped = true;
+            break;
         }
-        if (!o.quiet)
-            fputc('\n', stderr);
-        if (!stopped)
-            done++;
+        *first = false;
+        int rc = run_one(o, a, r, c->watch_args, c->nwatch);
+        if (rc == SQ_EXIT_INTERRUPTED) {
+            c->stopped = true;
+            break;
+        }
+        if (rc != 0)
+            return rc; /* the round's line is left open: the error is the last word */
+        if (!o->quiet) {
+            double v = a->values[(size_t)r * SQ_AB_NMETRICS + SQ_AB_RPS];
+            if (isfinite(v))
+                fprintf(stderr, " %s %.0f req/s", a->name, v);
+            else
+                fprintf(stderr, " %s —", a->name);
+        }
     }
-    if (stopped && done == 0) {
-        exit_code = SQ_EXIT_INTERRUPTED;
+    if (!o->quiet)
+        fputc('\n', stderr);
+    return 0;
+}
+
+/* The rounds, until the last or Ctrl-C. Returns 0 when at least one round completed, or the
+ * exit status after printing why. */
+static int ab_run(struct abcmd *c)
+{
+    const struct opts *o = &c->o;
+    sq_cli_instr_signals();
+    if (!o->quiet)
+        fprintf(stderr, "squall ab: %u arms%s × %u rounds × %.1fs, %.1fs cooldown\n",
+                o->no_null ? c->k : c->k - 1, o->no_null ? "" : " + null test", c->rounds,
+                (double)o->duration_ns / 1e9, (double)o->cooldown_ns / 1e9);
+    bool first = true;
+    for (uint32_t r = 0; r < c->rounds && !c->stopped; r++) {
+        int rc = ab_round(c, r, &first);
+        if (rc)
+            return rc;
+        if (!c->stopped)
+            c->done++;
+    }
+    if (c->stopped && c->done == 0) {
         sq_cli_error(FACE, "interrupted before a round completed: nothing to compare");
-        goto out;
+        return SQ_EXIT_INTERRUPTED;
     }
-    if (stopped)
+    if (c->stopped)
         sq_cli_error(FACE,
                      "interrupted: every run and server it started was stopped; the %u round%s "
                      "that completed %s compared, marked interrupted",
-                     done, done == 1 ? "" : "s", done == 1 ? "is" : "are");
-    R = done;
+                     c->done, c->done == 1 ? "" : "s", c->done == 1 ? "is" : "are");
+    return 0;
+}
+
+/* The statistics' document of the rounds that completed, or NULL when out of memory. */
+static json_t *ab_doc(struct abcmd *c)
+{
+    const struct opts *o = &c->o;
     /* The verdict's metric: as asked, else requests per second, or p50 when the runs were open
      * loop (a fixed rate makes the rate the same in every arm). */
     enum sq_ab_metric primary = SQ_AB_RPS;
-    if (o.metric >= 0)
-        primary = (enum sq_ab_metric)o.metric;
-    else if (o.arms[0].open)
+    if (o->metric >= 0)
+        primary = (enum sq_ab_metric)o->metric;
+    else if (o->arms[0].open)
         primary = SQ_AB_P50;
-    for (uint32_t i = 0; i < k; i++) {
-        struct arm *a = &o.arms[i];
-        ins[i] = (struct sq_ab_arm_in){
+    for (uint32_t i = 0; i < c->k; i++) {
+        const struct arm *a = &o->arms[i];
+        c->ins[i] = (struct sq_ab_arm_in){
             .name = a->name,
             .args = (const char *const *)a->args,
             .nargs = a->nargs,
@@ -598,56 +658,70 @@ int sq_cli_ab(int argc, char **argv)
         };
     }
     struct sq_ab_in in = {
-        .arms = ins,
-        .narms = k,
-        .rounds = R,
-        .order = order,
-        .duration_ns = o.duration_ns,
-        .cooldown_ns = o.cooldown_ns,
-        .seed = o.seed,
+        .arms = c->ins,
+        .narms = c->k,
+        .rounds = c->done,
+        .order = c->order,
+        .duration_ns = o->duration_ns,
+        .cooldown_ns = o->cooldown_ns,
+        .seed = o->seed,
         .iters = 10000,
         .level = 0.95,
         .primary = primary,
     };
-    doc = sq_ab_doc(&in);
-    if (!doc || (stopped && json_object_set_new(doc, "interrupted", json_true()) < 0)) {
+    return sq_ab_doc(&in);
+}
+
+/* The document, its table and files; the exit status. */
+static int ab_render(struct abcmd *c)
+{
+    const struct opts *o = &c->o;
+    json_t *doc = ab_doc(c);
+    if (!doc || (c->stopped && json_object_set_new(doc, "interrupted", json_true()) < 0)) {
         sq_cli_error(FACE, "out of memory");
-        goto out;
+        json_decref(doc);
+        return SQ_EXIT_FAIL;
     }
-    exit_code = stopped ? SQ_EXIT_INTERRUPTED : SQ_EXIT_OK;
-    for (uint32_t i = 0; i < k; i++) {
+    int exit_code = c->stopped ? SQ_EXIT_INTERRUPTED : SQ_EXIT_OK;
+    for (uint32_t i = 0; i < c->k; i++) {
         bool any = false;
-        for (uint32_t r = 0; r < R; r++)
-            any |= o.arms[i].exit[r] == 0;
+        for (uint32_t r = 0; r < c->done; r++)
+            any |= o->arms[i].exit[r] == 0;
         if (!any) {
-            sq_cli_error(FACE, "arm %s completed no run", o.arms[i].name);
+            sq_cli_error(FACE, "arm %s completed no run", o->arms[i].name);
             exit_code = SQ_EXIT_FAIL;
         }
     }
-    bool json_stdout = o.json_path && strcmp(o.json_path, "-") == 0;
-    if (!o.quiet) {
+    bool json_stdout = sq_cli_docfiles_json_stdout(&c->files);
+    if (!o->quiet) {
         fputc('\n', json_stdout ? stderr : stdout);
         if (sq_ab_table(doc, json_stdout ? stderr : stdout) < 0)
             exit_code = SQ_EXIT_FAIL;
     }
-    if (o.json_path && sq_report_json_write(json_stdout ? stdout : jf.f, doc) < 0) {
-        sq_cli_error(FACE, "--json: writing '%s': %s", o.json_path, strerror(errno));
+    if (sq_cli_docfiles_write(&c->files, doc, sq_ab_html) < 0)
         exit_code = SQ_EXIT_FAIL;
-    } else if (sq_cli_file_commit(&jf) < 0) {
-        exit_code = SQ_EXIT_FAIL;
-    }
-    if (hf.f && sq_ab_html(doc, hf.f) < 0) {
-        sq_cli_error(FACE, "--html: writing '%s': %s", o.html_path, strerror(errno));
-        exit_code = SQ_EXIT_FAIL;
-    } else if (sq_cli_file_commit(&hf) < 0) {
-        exit_code = SQ_EXIT_FAIL;
-    }
-out:
-    sq_cli_file_discard(&jf); /* not committed above: nothing under its name */
-    sq_cli_file_discard(&hf);
     json_decref(doc);
-    free(order);
-    free(ins);
-    free_opts(&o);
     return exit_code;
+}
+
+int sq_cli_ab(int argc, char **argv)
+{
+    struct abcmd c = {.o = {.rounds = 8,
+                            .seed = 1,
+                            .duration_ns = 5 * SQ_NS_PER_S,
+                            .cooldown_ns = 2 * SQ_NS_PER_S,
+                            .ready_timeout_ns = 30 * SQ_NS_PER_S,
+                            .metric = -1}};
+    int rc = parse(argc, argv, &c.o);
+    if (rc == 0)
+        rc = ab_prepare(&c);
+    if (rc == 0)
+        rc = ab_run(&c);
+    if (rc == 0)
+        rc = ab_render(&c);
+    sq_cli_docfiles_discard(&c.files); /* not committed: nothing under its name */
+    free(c.order);
+    free(c.ins);
+    free_opts(&c.o);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

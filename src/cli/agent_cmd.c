@@ -123,14 +123,12 @@ static int body_file(const char *b64, char *path, size_t len, char *err, size_t 
     return rc;
 }
 
-static int prepare(void *ud, const char *text, size_t len, const struct sq_seg *seg,
-                   struct sq_run_config **cfg, void **handle, char *err, size_t errlen)
+/* ---- a job: what the controller sent, prepared as the faces would ---- */
+
+/* The job's JSON: its face and its arguments as an argv (argv[0] "run" or "squall", as main
+ * passes them), the strings borrowed from k->j. Returns 0 or -SQ_EPARSE / -ENOMEM. */
+static int job_read(struct job *k, const char *text, size_t len, char *err, size_t errlen)
 {
-    SQ_UNUSED(ud);
-    struct job *k = calloc(1, sizeof(*k));
-    if (!k)
-        return -ENOMEM;
-    *handle = k;
     json_error_t je;
     k->j = json_loadb(text, len, 0, &je);
     const json_t *args = json_object_get(k->j, "args");
@@ -158,31 +156,40 @@ static int prepare(void *ud, const char *text, size_t len, const struct sq_seg *
         }
         k->argv[k->argc++] = (char *)a;
     }
-    int rc;
-    if (!k->plan) {
-        sq_quick_opts_init(&k->qo);
-        rc = sq_quick_parse_argv(&k->qo, k->argc, k->argv, err, errlen);
-        if (rc != 0)
-            return rc > 0 ? -SQ_EUSAGE : rc;
-        char body[64] = "", at[70];
-        const char *b64 = json_string_value(json_object_get(k->j, "body_file_b64"));
-        if (b64) {
-            if ((rc = body_file(b64, body, sizeof(body), err, errlen)) < 0)
-                return rc;
-            snprintf(at, sizeof(at), "@%s", body);
-            k->qo.body_arg = at;
-            k->qo.body_literal = false;
-        }
-        rc = sq_quick_prepare(&k->qr, &k->qo, err, errlen);
-        k->qr_set = true;
-        if (body[0])
-            unlink(body);
-        k->qo.body_arg = NULL; /* it pointed at this frame */
-        if (rc == 0)
-            rc = sq_net_raise_nofile(sq_seg_share(seg, k->qr.conns), "connections", err, errlen);
-        *cfg = &k->qr.cfg;
-        return rc;
+    return 0;
+}
+
+/* `squall URL ...`'s job: the flags, a -b @FILE's bytes in a file of our own for as long as the
+ * set-up reads it, then the run prepared and the open-file limit raised for this agent's share. */
+static int prepare_quick(struct job *k, const struct sq_seg *seg, char *err, size_t errlen)
+{
+    sq_quick_opts_init(&k->qo);
+    int rc = sq_quick_parse_argv(&k->qo, k->argc, k->argv, err, errlen);
+    if (rc != 0)
+        return rc > 0 ? -SQ_EUSAGE : rc;
+    char body[64] = "", at[70];
+    const char *b64 = json_string_value(json_object_get(k->j, "body_file_b64"));
+    if (b64) {
+        if ((rc = body_file(b64, body, sizeof(body), err, errlen)) < 0)
+            return rc;
+        snprintf(at, sizeof(at), "@%s", body);
+        k->qo.body_arg = at;
+        k->qo.body_literal = false;
     }
+    rc = sq_quick_prepare(&k->qr, &k->qo, err, errlen);
+    k->qr_set = true;
+    if (body[0])
+        unlink(body);
+    k->qo.body_arg = NULL; /* it pointed at this frame */
+    if (rc == 0)
+        rc = sq_net_raise_nofile(sq_seg_share(seg, k->qr.conns), "connections", err, errlen);
+    return rc;
+}
+
+/* `squall run PLAN ...`'s job: the flags, the plan from the job's text (its data files at the
+ * same paths here), the run prepared, the open-file limit, this agent's own first OAuth2 token. */
+static int prepare_plan(struct job *k, const struct sq_seg *seg, char *err, size_t errlen)
+{
     const json_t *plan = json_object_get(k->j, "plan");
     const char *name = json_string_value(json_object_get(plan, "name"));
     const char *dir = json_string_value(json_object_get(plan, "dir"));
@@ -192,7 +199,7 @@ static int prepare(void *ud, const char *text, size_t len, const struct sq_seg *
         return -SQ_EPARSE;
     }
     sq_planrun_opts_init(&k->po);
-    rc = sq_planrun_parse_argv(&k->po, k->argc, k->argv, err, errlen);
+    int rc = sq_planrun_parse_argv(&k->po, k->argc, k->argv, err, errlen);
     if (rc != 0)
         return rc > 0 ? -SQ_EUSAGE : rc;
     struct sq_plan_error perr;
@@ -209,9 +216,35 @@ static int prepare(void *ud, const char *text, size_t len, const struct sq_seg *
         rc = sq_net_raise_nofile(sq_seg_share(seg, k->pr.vus), "VUs", err, errlen);
     if (rc == 0) /* auth.oauth2: this agent's own first token */
         rc = sq_planrun_begin(&k->pr, err, errlen);
-    *cfg = &k->pr.cfg;
     return rc;
 }
+
+/* cluster/'s prepare callback (struct sq_agent_config). *handle is set first: the agent
+ * releases it whatever this returns. */
+static int prepare(void *ud, const char *text, size_t len, const struct sq_seg *seg,
+                   struct sq_run_config **cfg, void **handle, char *err, size_t errlen)
+{
+    SQ_UNUSED(ud);
+    struct job *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    *handle = k;
+    int rc = job_read(k, text, len, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (!k->plan) {
+        rc = prepare_quick(k, seg, err, errlen);
+        if (k->qr_set) /* the prepared run, even one that failed (the agent reads it on 0) */
+            *cfg = &k->qr.cfg;
+        return rc;
+    }
+    rc = prepare_plan(k, seg, err, errlen);
+    if (k->pr_set)
+        *cfg = &k->pr.cfg;
+    return rc;
+}
+
+/* ---- the command: parse -> run ---- */
 
 /* "k=v,k2=v2" into an object of strings. */
 static json_t *labels_parse(const char *s)
@@ -239,7 +272,71 @@ static json_t *labels_parse(const char *s)
 
 enum { OPT_NATS = 256, OPT_NAME, OPT_LABELS, OPT_PREFIX, OPT_ONCE, OPT_SKEW, OPT_PROTO };
 
-int sq_cli_agent(int argc, char **argv)
+/* What the phases of one `squall agent` share. */
+struct agentcmd {
+    bool quiet;
+    json_t *labels; /* --labels (owned) */
+    struct sq_agent_config cfg;
+};
+
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int ch, const char *flag)
+{
+    struct agentcmd *a = ud;
+    switch (ch) {
+    case OPT_NATS:
+        a->cfg.nats_url = optarg;
+        return 0;
+    case OPT_NAME:
+        a->cfg.name = optarg;
+        if (!optarg[0] || strlen(optarg) > 100 || strpbrk(optarg, "\r\n\""))
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a name (1..100 printable bytes)", flag,
+                                      optarg);
+        return 0;
+    case OPT_LABELS:
+        json_decref(a->labels);
+        if (!(a->labels = labels_parse(optarg)))
+            return sq_cli_usage_error(FACE, "%s: '%s' is not K=V[,K=V...]", flag, optarg);
+        return 0;
+    case OPT_PREFIX:
+        a->cfg.prefix = optarg;
+        if (!sq_distopts_prefix_ok(optarg))
+            return sq_cli_usage_error(FACE,
+                                      "%s: '%s' is not a subject prefix (letters, digits, _ "
+                                      "and -, in tokens joined by dots)",
+                                      flag, optarg);
+        return 0;
+    case OPT_ONCE:
+        a->cfg.once = true;
+        return 0;
+    case OPT_SKEW: { /* a duration with an optional leading '-' */
+        const char *v = optarg[0] == '-' ? optarg + 1 : optarg;
+        int64_t ns;
+        if (sq_parse_duration(v, SQ_NS_PER_MS, &ns) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a duration", flag, optarg);
+        a->cfg.clock_skew_ns = optarg[0] == '-' ? -ns : ns;
+        return 0;
+    }
+    case OPT_PROTO: {
+        uint64_t v;
+        if (sq_parse_u64(optarg, 1, 1000, 0, &v) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a protocol number", flag, optarg);
+        a->cfg.proto = (int)v;
+        return 0;
+    }
+    case 'q':
+        a->quiet = true;
+        return 0;
+    case 'h':
+        fputs(usage, stdout);
+        return SQ_EXIT_DONE;
+    }
+    return sq_cli_flag_refused(FACE, longs, ch, flag);
+}
+
+/* The flags. Returns 0, SQ_EXIT_DONE or the exit status after printing why. */
+static int agent_parse(struct agentcmd *a, int argc, char **argv)
 {
     static const struct option longs[] = {
         {"nats", required_argument, NULL, OPT_NATS},
@@ -254,91 +351,25 @@ int sq_cli_agent(int argc, char **argv)
         {"x-proto", required_argument, NULL, OPT_PROTO},
         {0, 0, 0, 0},
     };
-    bool quiet = false;
-    json_t *labels = NULL;
-    struct sq_agent_config cfg = {
-        .prepare = prepare, .release = release, .log = log_line, .ud = &quiet};
-    optind = 0;
-    opterr = 0;
-    int ch, li = -1, rc = SQ_EXIT_OK;
-    while ((ch = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, ch, argv, name, sizeof(name));
-        switch (ch) {
-        case OPT_NATS:
-            cfg.nats_url = optarg;
-            break;
-        case OPT_NAME:
-            if (!optarg[0] || strlen(optarg) > 100 || strpbrk(optarg, "\r\n\""))
-                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a name (1..100 printable bytes)",
-                                        flag, optarg);
-            cfg.name = optarg;
-            break;
-        case OPT_LABELS:
-            json_decref(labels);
-            if (!(labels = labels_parse(optarg)))
-                rc = sq_cli_usage_error(FACE, "%s: '%s' is not K=V[,K=V...]", flag, optarg);
-            break;
-        case OPT_PREFIX:
-            if (!sq_distopts_prefix_ok(optarg))
-                rc = sq_cli_usage_error(FACE,
-                                        "%s: '%s' is not a subject prefix (letters, digits, _ "
-                                        "and -, in tokens joined by dots)",
-                                        flag, optarg);
-            cfg.prefix = optarg;
-            break;
-        case OPT_ONCE:
-            cfg.once = true;
-            break;
-        case OPT_SKEW: {
-            const char *v = optarg[0] == '-' ? optarg + 1 : optarg;
-            int64_t ns;
-            if (sq_parse_duration(v, SQ_NS_PER_MS, &ns) < 0)
-                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a duration", flag, optarg);
-            cfg.clock_skew_ns = optarg[0] == '-' ? -ns : ns;
-            break;
-        }
-        case OPT_PROTO: {
-            uint64_t v;
-            if (sq_parse_u64(optarg, 1, 1000, 0, &v) < 0)
-                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a protocol number", flag, optarg);
-            cfg.proto = (int)v;
-            break;
-        }
-        case 'q':
-            quiet = true;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            json_decref(labels);
-            return SQ_EXIT_OK;
-        default: {
-            char err[256];
-            sq_flag_refused(longs, ch, flag, err, sizeof(err));
-            rc = sq_cli_usage_error(FACE, "%s", err);
-        }
-        }
-        if (rc)
-            break;
-    }
-    if (rc == SQ_EXIT_OK && optind < argc)
-        rc = sq_cli_usage_error(FACE, "unexpected '%s'", argv[optind]);
-    if (rc == SQ_EXIT_OK && !cfg.nats_url)
-        rc = sq_cli_usage_error(FACE, "--nats URL is needed (nats://host:4222)");
-    if (rc) {
-        json_decref(labels);
+    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, a);
+    if (rc)
         return rc;
-    }
-    cfg.labels = labels;
-    cfg.quit = &quit;
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    if (optind < argc)
+        return sq_cli_usage_error(FACE, "unexpected '%s'", argv[optind]);
+    if (!a->cfg.nats_url)
+        return sq_cli_usage_error(FACE, "--nats URL is needed (nats://host:4222)");
+    return 0;
+}
+
+/* Serves jobs until SIGINT or SIGTERM (or one job with --once). Returns the exit status. */
+static int agent_run(struct agentcmd *a)
+{
+    a->cfg.labels = a->labels;
+    a->cfg.quit = &quit;
+    sq_cli_stop_signals(on_signal);
     signal(SIGPIPE, SIG_IGN);
     char err[512];
-    int r = sq_agent_serve(&cfg, err, sizeof(err));
-    json_decref(labels);
+    int r = sq_agent_serve(&a->cfg, err, sizeof(err));
     if (r == -SQ_EUSAGE)
         return sq_cli_usage_error(FACE, "--nats: %s", err);
     if (r < 0) {
@@ -346,4 +377,16 @@ int sq_cli_agent(int argc, char **argv)
         return SQ_EXIT_FAIL;
     }
     return SQ_EXIT_OK;
+}
+
+int sq_cli_agent(int argc, char **argv)
+{
+    struct agentcmd a = {0};
+    a.cfg = (struct sq_agent_config){
+        .prepare = prepare, .release = release, .log = log_line, .ud = &a.quiet};
+    int rc = agent_parse(&a, argc, argv);
+    if (rc == 0)
+        rc = agent_run(&a);
+    json_decref(a.labels);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

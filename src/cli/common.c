@@ -70,6 +70,28 @@ void sq_cli_error(const char *face, const char *fmt, ...)
     va_end(ap);
 }
 
+int sq_cli_flag_refused(const char *face, const struct option *longs, int opt, const char *flag)
+{
+    char err[256];
+    sq_flag_refused(longs, opt, flag, err, sizeof(err));
+    return sq_cli_usage_error(face, "%s", err);
+}
+
+int sq_cli_getopt(int argc, char **argv, const char *shorts, const struct option *longs,
+                  sq_cli_take_fn take, void *ud)
+{
+    opterr = 0;
+    optind = 0;
+    int opt, li = -1, rc;
+    while ((opt = getopt_long(argc, argv, shorts, longs, &li)) != -1) {
+        char name[48];
+        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
+        if ((rc = take(ud, longs, opt, flag)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int sq_cli_prep_error(const char *face, int rc, const char *msg)
 {
     if (rc == -SQ_EUSAGE)
@@ -141,6 +163,25 @@ void sq_cli_signals_end(void)
 {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+}
+
+void sq_cli_stop_signals(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+void sq_cli_listening(const char *what, const char *scheme, const char *host, unsigned port,
+                      const char *tail)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    printf("squall %s listening on %s://%s%s%s:%u%s\n", what, scheme, v6 ? "[" : "", host,
+           v6 ? "]" : "", port, tail);
+    fflush(stdout);
 }
 
 int sq_cli_signal_seen(bool *forced)

@@ -25,6 +25,21 @@ struct sq_progress;
 int sq_cli_usage_error(const char *face, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* What getopt_long refused (opt '?' or ':', flag as sq_flag_name named it), worded by
+ * face/flags.h's sq_flag_refused ("--x needs a value", "unknown flag '--durration' (did you mean
+ * '--duration'?)"), as a usage error of face. Returns SQ_EXIT_USAGE. */
+struct option;
+int sq_cli_flag_refused(const char *face, const struct option *longs, int opt, const char *flag);
+
+/* The getopt_long loop of every face with long flags: argv from its start (optind = 0: getopt
+ * starts afresh), getopt's own messages off (opterr = 0), each flag named as the user wrote it
+ * (face/flags.h's sq_flag_name) and handed to take(ud, longs, opt, flag) with optarg set.
+ * Returns 0 once every flag was taken, or the first non-zero take returned (an exit status, or
+ * SQ_EXIT_DONE when --help was answered); optind is then the first operand. */
+typedef int (*sq_cli_take_fn)(void *ud, const struct option *longs, int opt, const char *flag);
+int sq_cli_getopt(int argc, char **argv, const char *shorts, const struct option *longs,
+                  sq_cli_take_fn take, void *ud);
+
 /* Prints what the run set-up code refused (face/flags.h) and returns the exit status:
  * -SQ_EUSAGE as a usage error of face ("FACE: MSG (see FACE --help)", SQ_EXIT_USAGE),
  * -SQ_EPARSE as "squall: MSG" (a plan's fault, SQ_EXIT_USAGE), any other code as "squall: MSG"
@@ -55,6 +70,15 @@ char **sq_cli_argv_copy(int argc, char **argv);
  * abortOnFail threshold). end puts the default actions back. */
 volatile int *sq_cli_signals_begin(void);
 void sq_cli_signals_end(void);
+
+/* A server face (target, inbox, agent) stops on SIGINT and SIGTERM: handler for both (it may
+ * only do what is async-signal-safe). */
+void sq_cli_stop_signals(void (*handler)(int));
+
+/* The one line a server face prints on stdout once it listens (tests read the port from it):
+ * "squall WHAT listening on SCHEME://HOST:PORTTAIL", an IPv6 host in brackets; flushed. */
+void sq_cli_listening(const char *what, const char *scheme, const char *host, unsigned port,
+                      const char *tail);
 
 /* Whether a signal arrived since sq_cli_signals_begin: its number (0: none) and, in *forced,
  * whether a second one cut the grace period short. */

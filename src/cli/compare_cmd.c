@@ -73,7 +73,42 @@ static const char *base(const char *path)
     return s && s[1] ? s + 1 : path;
 }
 
-int sq_cli_compare(int argc, char **argv)
+/* ---- the command: parse -> prepare -> render ---- */
+
+/* What the phases of one `squall compare` share. */
+struct comparecmd {
+    const char *html, *jpath; /* --html, --json; "-": stdout */
+    const char *pa, *pb;      /* the two result files; one may be "-" (stdin) */
+    bool quiet;
+    json_t *a, *b, *cmp;
+};
+
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct comparecmd *c = ud;
+    switch (opt) {
+    case 'H':
+    case 'J':
+        if (!optarg[0])
+            return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
+        *(opt == 'H' ? &c->html : &c->jpath) = optarg;
+        return 0;
+    case 'q':
+        c->quiet = true;
+        return 0;
+    case 'h':
+        fputs(compare_usage, stdout);
+        return SQ_EXIT_DONE;
+    default:
+        return sq_cli_flag_refused(FACE, longs, opt, flag);
+    }
+}
+
+/* The flags and the two files. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int compare_parse(struct comparecmd *c, int argc, char **argv)
 {
     static const struct option longs[] = {
         {"html", required_argument, NULL, 'H'},
@@ -82,68 +117,64 @@ int sq_cli_compare(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *html = NULL, *jpath = NULL;
-    bool quiet = false;
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1;
-    while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        switch (opt) {
-        case 'H':
-        case 'J':
-            if (!optarg[0])
-                return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
-            *(opt == 'H' ? &html : &jpath) = optarg;
-            break;
-        case 'q':
-            quiet = true;
-            break;
-        case 'h':
-            fputs(compare_usage, stdout);
-            return SQ_EXIT_OK;
-        default: {
-            char err[256];
-            (void)sq_flag_refused(longs, opt, flag, err, sizeof(err));
-            return sq_cli_usage_error(FACE, "%s", err);
-        }
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, c);
+    if (rc)
+        return rc;
     if (argc - optind < 2)
         return sq_cli_usage_error(FACE, "two result files are needed (A.json B.json)");
     if (argc - optind > 2)
         return sq_cli_usage_error(FACE, "two result files only; unexpected '%s'", argv[optind + 2]);
-    if (html && jpath && strcmp(html, "-") == 0 && strcmp(jpath, "-") == 0)
+    if (c->html && c->jpath && strcmp(c->html, "-") == 0 && strcmp(c->jpath, "-") == 0)
         return sq_cli_usage_error(FACE, "--html and --json cannot both go to stdout");
-    const char *pa = argv[optind], *pb = argv[optind + 1];
-    if (strcmp(pa, "-") == 0 && strcmp(pb, "-") == 0)
+    c->pa = argv[optind];
+    c->pb = argv[optind + 1];
+    if (strcmp(c->pa, "-") == 0 && strcmp(c->pb, "-") == 0)
         return sq_cli_usage_error(FACE, "only one of the two files can be stdin (-)");
-    json_t *a = NULL, *b = NULL;
-    int rc = sq_cli_read_result(FACE, pa, &a);
+    return 0;
+}
+
+/* The two results read and checked, and their comparison. Returns 0 or the exit status. */
+static int compare_prepare(struct comparecmd *c)
+{
+    int rc = sq_cli_read_result(FACE, c->pa, &c->a);
     if (rc == SQ_EXIT_OK)
-        rc = sq_cli_read_result(FACE, pb, &b);
-    if (rc != SQ_EXIT_OK) {
-        json_decref(a);
+        rc = sq_cli_read_result(FACE, c->pb, &c->b);
+    if (rc != SQ_EXIT_OK)
         return rc;
-    }
-    json_t *cmp = sq_compare_doc(a, b, base(pa), base(pb));
-    if (!cmp) {
+    c->cmp = sq_compare_doc(c->a, c->b, base(c->pa), base(c->pb));
+    if (!c->cmp) {
         sq_cli_error(FACE, "out of memory");
-        json_decref(a);
-        json_decref(b);
         return SQ_EXIT_FAIL;
     }
-    bool to_stdout = (html && strcmp(html, "-") == 0) || (jpath && strcmp(jpath, "-") == 0);
-    if (!quiet && sq_compare_table(cmp, to_stdout ? stderr : stdout) < 0)
+    return 0;
+}
+
+/* The table (on stderr when a file takes stdout), the page, the JSON; the exit status. */
+static int compare_render(struct comparecmd *c)
+{
+    int rc = SQ_EXIT_OK;
+    bool to_stdout =
+        (c->html && strcmp(c->html, "-") == 0) || (c->jpath && strcmp(c->jpath, "-") == 0);
+    if (!c->quiet && sq_compare_table(c->cmp, to_stdout ? stderr : stdout) < 0)
         rc = SQ_EXIT_FAIL;
-    struct html_args ha = {cmp, a, b};
-    if (html && write_out("--html", html, write_html, &ha) != 0)
+    struct html_args ha = {c->cmp, c->a, c->b};
+    if (c->html && write_out("--html", c->html, write_html, &ha) != 0)
         rc = SQ_EXIT_FAIL;
-    if (jpath && write_out("--json", jpath, write_json, cmp) != 0)
+    if (c->jpath && write_out("--json", c->jpath, write_json, c->cmp) != 0)
         rc = SQ_EXIT_FAIL;
-    json_decref(cmp);
-    json_decref(a);
-    json_decref(b);
     return rc;
+}
+
+int sq_cli_compare(int argc, char **argv)
+{
+    struct comparecmd c = {0};
+    int rc = compare_parse(&c, argc, argv);
+    if (rc == 0)
+        rc = compare_prepare(&c);
+    if (rc == 0)
+        rc = compare_render(&c);
+    json_decref(c.cmp);
+    json_decref(c.a);
+    json_decref(c.b);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

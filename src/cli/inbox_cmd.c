@@ -81,29 +81,91 @@ bool sq_cli_parse_size(const char *s, uint64_t max, uint64_t *out)
     return true;
 }
 
-int sq_cli_inbox(int argc, char **argv)
+/* ---- the command: parse -> prepare -> run ---- */
+
+/* What the phases of one `squall inbox` share. */
+struct inboxcmd {
+    char host[256];
+    uint64_t port, threads, max_captures, max_body, status;
+    int64_t delay;
+    const char *body, *ctype, *stamp_header;
+    bool quiet;
+    struct sq_inbox *b;
+};
+
+/* --listen HOST:PORT ("[V6]:PORT" too). Returns 0 or the exit status. */
+static int take_listen(struct inboxcmd *c, const char *val)
 {
-    static char host[256] = "127.0.0.1";
-    uint64_t port = 9100, threads = 1, max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT;
-    uint64_t max_body = SQ_INBOX_MAX_BODY_DEFAULT, status = 200;
-    int64_t delay = 0;
-    const char *body = NULL, *ctype = NULL, *stamp_header = NULL;
-    bool quiet = false;
+    const char *colon = strrchr(val, ':');
+    size_t hl = colon ? (size_t)(colon - val) : 0;
+    const char *h = val;
+    if (hl >= 2 && val[0] == '[' && val[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (!colon || hl == 0 || hl >= sizeof(c->host) ||
+        sq_parse_u64(colon + 1, 0, 65535, 0, &c->port) < 0)
+        return bad_value("--listen", val, "HOST:PORT (e.g. 127.0.0.1:9100)");
+    memcpy(c->host, h, hl);
+    c->host[hl] = '\0';
+    return 0;
+}
+
+/* The value of flag (as matched: "-t" stands for --threads), checked. Returns 0 or the exit
+ * status after printing why. */
+static int take_value(struct inboxcmd *c, const char *flag, const char *val)
+{
+    if (strcmp(flag, "--listen") == 0)
+        return take_listen(c, val);
+    if (strcmp(flag, "--threads") == 0 || strcmp(flag, "-t") == 0) {
+        if (sq_parse_u64(val, 1, 1024, 0, &c->threads) < 0)
+            return bad_value("--threads", val, "a thread count (1..1024)");
+    } else if (strcmp(flag, "--max-captures") == 0) {
+        if (sq_parse_u64(val, 1, SQ_INBOX_MAX_CAPTURES, 1, &c->max_captures) < 0)
+            return bad_value("--max-captures", val, "a capture count (1..1000000)");
+    } else if (strcmp(flag, "--max-body") == 0) {
+        if (!sq_cli_parse_size(val, SQ_SERVER_MAX_BODY, &c->max_body))
+            return bad_value("--max-body", val, "a size (0..1MiB, e.g. 64KiB)");
+    } else if (strcmp(flag, "--status") == 0) {
+        if (sq_parse_u64(val, 200, 999, 0, &c->status) < 0)
+            return bad_value("--status", val, "a status (200..999)");
+    } else if (strcmp(flag, "--body") == 0) {
+        c->body = val;
+    } else if (strcmp(flag, "--content-type") == 0) {
+        if (strpbrk(val, "\r\n"))
+            return bad_value("--content-type", val, "a header value (no line breaks)");
+        c->ctype = val;
+    } else if (strcmp(flag, "--stamp-header") == 0) {
+        if (!sq_inbox_header_name_ok(val))
+            return bad_value("--stamp-header", val, "a header name (e.g. X-Stamp)");
+        c->stamp_header = val;
+    } else if (strcmp(flag, "--delay") == 0) {
+        if (sq_parse_duration(val, SQ_NS_PER_MS, &c->delay) != 0 ||
+            c->delay > SQ_SERVER_MAX_DELAY_NS)
+            return bad_value("--delay", val, "a duration (e.g. 50ms, 2s; at most 1 day)");
+    }
+    return 0;
+}
+
+/* The flags, by hand ("--flag VALUE" and "--flag=VALUE"). Returns 0, SQ_EXIT_DONE (--help
+ * answered) or the exit status after printing why. */
+static int inbox_parse(struct inboxcmd *c, int argc, char **argv)
+{
+    static const char *const with_value[] = {
+        "--listen", "--threads",      "-t",      "--max-captures", "--max-body", "--status",
+        "--body",   "--content-type", "--delay", "--stamp-header"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage, stdout);
-            return SQ_EXIT_OK;
+            return SQ_EXIT_DONE;
         }
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            quiet = true;
+            c->quiet = true;
             continue;
         }
-        static const char *const with_value[] = {
-            "--listen", "--threads",      "-t",      "--max-captures", "--max-body", "--status",
-            "--body",   "--content-type", "--delay", "--stamp-header"};
         const char *flag = NULL, *val = NULL;
-        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]) && !flag; k++) {
+        for (size_t k = 0; k < SQ_ARRAY_LEN(with_value) && !flag; k++) {
             size_t n = strlen(with_value[k]);
             if (strcmp(a, with_value[k]) == 0) {
                 if (i + 1 >= argc)
@@ -120,94 +182,76 @@ int sq_cli_inbox(int argc, char **argv)
                 return sq_cli_usage_error(FACE, "unknown flag '%s'", a);
             return sq_cli_usage_error(FACE, "unexpected argument '%s'", a);
         }
-        if (strcmp(flag, "--listen") == 0) {
-            const char *colon = strrchr(val, ':');
-            size_t hl = colon ? (size_t)(colon - val) : 0;
-            const char *h = val;
-            if (hl >= 2 && val[0] == '[' && val[hl - 1] == ']') {
-                h++;
-                hl -= 2;
-            }
-            if (!colon || hl == 0 || hl >= sizeof(host) ||
-                sq_parse_u64(colon + 1, 0, 65535, 0, &port) < 0)
-                return bad_value("--listen", val, "HOST:PORT (e.g. 127.0.0.1:9100)");
-            memcpy(host, h, hl);
-            host[hl] = '\0';
-        } else if (strcmp(flag, "--threads") == 0 || strcmp(flag, "-t") == 0) {
-            if (sq_parse_u64(val, 1, 1024, 0, &threads) < 0)
-                return bad_value("--threads", val, "a thread count (1..1024)");
-        } else if (strcmp(flag, "--max-captures") == 0) {
-            if (sq_parse_u64(val, 1, SQ_INBOX_MAX_CAPTURES, 1, &max_captures) < 0)
-                return bad_value("--max-captures", val, "a capture count (1..1000000)");
-        } else if (strcmp(flag, "--max-body") == 0) {
-            if (!sq_cli_parse_size(val, SQ_SERVER_MAX_BODY, &max_body))
-                return bad_value("--max-body", val, "a size (0..1MiB, e.g. 64KiB)");
-        } else if (strcmp(flag, "--status") == 0) {
-            if (sq_parse_u64(val, 200, 999, 0, &status) < 0)
-                return bad_value("--status", val, "a status (200..999)");
-        } else if (strcmp(flag, "--body") == 0) {
-            body = val;
-        } else if (strcmp(flag, "--content-type") == 0) {
-            if (strpbrk(val, "\r\n"))
-                return bad_value("--content-type", val, "a header value (no line breaks)");
-            ctype = val;
-        } else if (strcmp(flag, "--stamp-header") == 0) {
-            if (!sq_inbox_header_name_ok(val))
-                return bad_value("--stamp-header", val, "a header name (e.g. X-Stamp)");
-            stamp_header = val;
-        } else if (strcmp(flag, "--delay") == 0) {
-            if (sq_parse_duration(val, SQ_NS_PER_MS, &delay) != 0 || delay > SQ_SERVER_MAX_DELAY_NS)
-                return bad_value("--delay", val, "a duration (e.g. 50ms, 2s; at most 1 day)");
-        }
+        int rc = take_value(c, flag, val);
+        if (rc)
+            return rc;
     }
+    return 0;
+}
 
+/* The inbox listening, then the one line on stdout. Returns 0 or the exit status. */
+static int inbox_start(struct inboxcmd *c)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
-
     struct sq_inbox_config cfg = {
-        .host = host,
-        .port = (uint16_t)port,
-        .threads = (int)threads,
-        .max_captures = (uint32_t)max_captures,
-        .max_body = (size_t)max_body,
-        .status = (int)status,
-        .body = body,
-        .content_type = ctype,
-        .delay_ns = delay,
-        .stamp_header = stamp_header,
+        .host = c->host,
+        .port = (uint16_t)c->port,
+        .threads = (int)c->threads,
+        .max_captures = (uint32_t)c->max_captures,
+        .max_body = (size_t)c->max_body,
+        .status = (int)c->status,
+        .body = c->body,
+        .content_type = c->ctype,
+        .delay_ns = c->delay,
+        .stamp_header = c->stamp_header,
         .idle_timeout_ns = 60 * SQ_NS_PER_S,
         .header_timeout_ns = 10 * SQ_NS_PER_S,
         .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
         .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
     };
-    struct sq_inbox *b = NULL;
     const char *why = NULL;
-    int rc = sq_inbox_start(&cfg, &b, &why);
+    int rc = sq_inbox_start(&cfg, &c->b, &why);
     if (rc < 0) {
-        fprintf(stderr, "squall inbox: cannot listen on %s:%u: %s\n", host, (unsigned)port,
+        fprintf(stderr, "squall inbox: cannot listen on %s:%u: %s\n", c->host, (unsigned)c->port,
                 why ? why : sq_strerror(rc));
         return SQ_EXIT_FAIL;
     }
-    running = b;
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    bool v6 = strchr(host, ':') != NULL;
-    printf("squall inbox listening on http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "",
-           (unsigned)sq_inbox_port(b));
-    fflush(stdout);
-    sq_inbox_wait(b);
+    running = c->b;
+    sq_cli_stop_signals(on_signal);
+    sq_cli_listening("inbox", "http", c->host, sq_inbox_port(c->b), "");
+    return 0;
+}
+
+/* Serves until SIGINT or SIGTERM, then says what it kept. */
+static void inbox_run(struct inboxcmd *c)
+{
+    sq_inbox_wait(c->b);
     running = NULL;
-    if (!quiet) {
-        struct sq_inbox_counts c;
-        sq_inbox_counts(b, &c);
+    if (!c->quiet) {
+        struct sq_inbox_counts n;
+        sq_inbox_counts(c->b, &n);
         fprintf(stderr, "squall inbox: stopped (%llu captured, %llu evicted, %llu stamped)\n",
-                (unsigned long long)c.captured, (unsigned long long)c.evicted,
-                (unsigned long long)c.stamped);
+                (unsigned long long)n.captured, (unsigned long long)n.evicted,
+                (unsigned long long)n.stamped);
     }
-    sq_inbox_free(b);
-    return SQ_EXIT_OK;
+}
+
+int sq_cli_inbox(int argc, char **argv)
+{
+    struct inboxcmd c = {.host = "127.0.0.1",
+                         .port = 9100,
+                         .threads = 1,
+                         .max_captures = SQ_INBOX_MAX_CAPTURES_DEFAULT,
+                         .max_body = SQ_INBOX_MAX_BODY_DEFAULT,
+                         .status = 200};
+    int rc = inbox_parse(&c, argc, argv);
+    if (rc == 0)
+        rc = inbox_start(&c);
+    if (rc == 0)
+        inbox_run(&c);
+    sq_inbox_free(c.b);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "cli/cli.h"
 #include "face/planrun.h"
 #include "face/probe.h"
 #include "face/quick.h"
 #include "http/url.h"
 #include "output/doc.h"
+#include "output/json.h"
 #include "proc/spawn.h"
 
 #define MAX_CHILD_ARGS 512
@@ -266,4 +268,48 @@ int sq_cli_wait_ready(pid_t pid, const struct sq_cli_probe_url *u, bool want_2xx
          * it listens but is not ready; in ten. */
         sq_cli_instr_sleep(rc == 0 ? 10 * SQ_NS_PER_MS : SQ_NS_PER_MS);
     }
+}
+
+/* ---- --json and --html ---- */
+
+int sq_cli_docfiles_open(struct sq_cli_docfiles *d)
+{
+    int rc;
+    if (d->json_path && strcmp(d->json_path, "-") != 0 &&
+        (rc = sq_cli_file_open(d->face, "--json", d->json_path, &d->jf)) != 0)
+        return rc;
+    if (d->html_path && (rc = sq_cli_file_open(d->face, "--html", d->html_path, &d->hf)) != 0)
+        return rc;
+    return 0;
+}
+
+bool sq_cli_docfiles_json_stdout(const struct sq_cli_docfiles *d)
+{
+    return d->json_path && strcmp(d->json_path, "-") == 0;
+}
+
+int sq_cli_docfiles_write(struct sq_cli_docfiles *d, const json_t *doc,
+                          int (*html)(const json_t *doc, FILE *f))
+{
+    int rc = 0;
+    FILE *jf = sq_cli_docfiles_json_stdout(d) ? stdout : d->jf.f;
+    if (d->json_path && sq_report_json_write(jf, doc) < 0) {
+        sq_cli_error(d->face, "--json: writing '%s': %s", d->json_path, strerror(errno));
+        rc = -1;
+    } else if (sq_cli_file_commit(&d->jf) < 0) {
+        rc = -1;
+    }
+    if (d->hf.f && html(doc, d->hf.f) < 0) {
+        sq_cli_error(d->face, "--html: writing '%s': %s", d->html_path, strerror(errno));
+        rc = -1;
+    } else if (sq_cli_file_commit(&d->hf) < 0) {
+        rc = -1;
+    }
+    return rc;
+}
+
+void sq_cli_docfiles_discard(struct sq_cli_docfiles *d)
+{
+    sq_cli_file_discard(&d->jf);
+    sq_cli_file_discard(&d->hf);
 }

@@ -8,9 +8,11 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cli/common.h"
 #include "net/sock.h"
 
 /* A run of this squall as a child: `squall ARGS -q --json FILE`, its stderr kept in a file. */
@@ -67,6 +69,26 @@ bool sq_cli_instr_interrupted(void);
 
 /* Sleeps ns, waking early (false) when Ctrl-C was pressed. */
 bool sq_cli_instr_sleep(int64_t ns);
+
+/* An instrument's --json FILE and --html FILE (measure, ab): opened before anything runs, so a
+ * path that cannot be written is refused first ("-" for --json is standard output, written at
+ * the end), and written atomically (cli/common.h) once the document is known. */
+struct sq_cli_docfiles {
+    const char *face;
+    const char *json_path, *html_path; /* NULL: not asked */
+    struct sq_cli_file jf, hf;
+};
+
+/* Opens the files asked for. Returns 0, or the exit status after printing why. */
+int sq_cli_docfiles_open(struct sq_cli_docfiles *d);
+/* Whether --json - takes standard output (the face's table then goes to stderr). */
+bool sq_cli_docfiles_json_stdout(const struct sq_cli_docfiles *d);
+/* Writes doc as JSON and as the page html(doc, FILE) renders, each one committed. Returns 0, or
+ * -1 after printing "FACE: --json: writing 'PATH': why" (or --html's) for each that failed. */
+int sq_cli_docfiles_write(struct sq_cli_docfiles *d, const json_t *doc,
+                          int (*html)(const json_t *doc, FILE *f));
+/* Removes what was not committed: nothing under its name. */
+void sq_cli_docfiles_discard(struct sq_cli_docfiles *d);
 
 /* Stopped by a signal: the run faces' code (cli.h SQ_EXIT_SIGNAL, k6's external abort). */
 #define SQ_EXIT_INTERRUPTED 105

@@ -264,25 +264,38 @@ static void notify_line(void *ud, const char *msg)
     fflush(stdout);
 }
 
-int sq_cli_mcp(int argc, char **argv)
+/* ---- the command: parse -> prepare -> run ---- */
+
+/* What the phases of one `squall mcp` share. */
+struct mcpcmd {
+    struct sq_mcp_config cfg;
+    const char *store_path; /* --store DIR, or NULL */
+    struct sq_store *store;
+    struct sq_mcp *m;
+    struct inq q;     /* the lines the reader thread took off stdin */
+    pthread_t rt;     /* the reader thread */
+    bool reader_done; /* it has seen the end of stdin: nothing to cancel */
+};
+
+/* --store DIR and --allow-host HOST (repeatable). Returns 0, SQ_EXIT_DONE (--help answered) or
+ * the exit status after printing why. */
+static int mcp_parse(struct mcpcmd *c, int argc, char **argv)
 {
-    struct sq_mcp_config cfg = {0};
-    const char *store_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage, stdout);
-            return SQ_EXIT_OK;
+            return SQ_EXIT_DONE;
         }
         const char *v = NULL;
         if (strcmp(a, "--store") == 0 || strncmp(a, "--store=", 8) == 0) {
             if (a[7] == '=')
-                store_path = a + 8;
+                c->store_path = a + 8;
             else if (i + 1 >= argc)
                 return sq_cli_usage_error(FACE, "--store needs a value");
             else
-                store_path = argv[++i];
-            if (!store_path[0])
+                c->store_path = argv[++i];
+            if (!c->store_path[0])
                 return sq_cli_usage_error(FACE, "--store: the path is empty");
             continue;
         }
@@ -297,94 +310,123 @@ int sq_cli_mcp(int argc, char **argv)
         }
         if (!v[0] || strpbrk(v, "/:@ ") != NULL)
             return sq_cli_usage_error(FACE, "--allow-host: '%s' is not a host name", v);
-        if (cfg.nallow_hosts == SQ_MCP_MAX_HOSTS)
+        if (c->cfg.nallow_hosts == SQ_MCP_MAX_HOSTS)
             return sq_cli_usage_error(FACE, "--allow-host: at most %d hosts", SQ_MCP_MAX_HOSTS);
-        cfg.allow_hosts[cfg.nallow_hosts++] = v;
+        c->cfg.allow_hosts[c->cfg.nallow_hosts++] = v;
     }
-    struct sq_store *store = NULL;
-    if (store_path) {
+    return 0;
+}
+
+/* The store opened, the server made, the signals caught, the reader thread started. Returns 0
+ * or the exit status after printing why (what was made is freed by mcp_dispose). */
+static int mcp_prepare(struct mcpcmd *c)
+{
+    if (c->store_path) {
         char err[512];
-        if (sq_store_open(store_path, NULL, &store, err, sizeof(err)) < 0) {
+        if (sq_store_open(c->store_path, NULL, &c->store, err, sizeof(err)) < 0) {
             fprintf(stderr, "squall mcp: --store: %s\n", err);
             return SQ_EXIT_FAIL;
         }
-        cfg.store = store;
+        c->cfg.store = c->store;
     }
-    cfg.notify = notify_line;
-    cfg.stop = sq_cli_signals_begin();
-    struct sq_mcp *m = NULL;
-    if (sq_mcp_new(&cfg, &m) < 0) {
+    c->cfg.notify = notify_line;
+    c->cfg.stop = sq_cli_signals_begin();
+    if (sq_mcp_new(&c->cfg, &c->m) < 0) {
         fprintf(stderr, "squall: out of memory\n");
-        sq_store_close(store);
         return SQ_EXIT_FAIL;
     }
-    struct inq q = {.stop = cfg.stop};
-    q.tail = &q.head;
-    pthread_t rt;
-    int exit_code = SQ_EXIT_OK;
-    if (pthread_mutex_init(&q.mu, NULL) != 0 || pthread_cond_init(&q.cv, NULL) != 0 ||
-        pthread_create(&rt, NULL, reader, &q) != 0) {
+    c->q = (struct inq){.stop = c->cfg.stop};
+    c->q.tail = &c->q.head;
+    if (pthread_mutex_init(&c->q.mu, NULL) != 0 || pthread_cond_init(&c->q.cv, NULL) != 0 ||
+        pthread_create(&c->rt, NULL, reader, &c->q) != 0) {
         fprintf(stderr, "squall mcp: cannot start the stdin reader\n");
-        sq_mcp_free(m);
-        sq_store_close(store);
         sq_cli_signals_end();
         return SQ_EXIT_FAIL;
     }
-    bool reader_done = false;
+    return 0;
+}
+
+/* One message's response; NULL when it gets none (a notification, a cancelled request). n is
+ * the line's length, or -2: a line too long. */
+static char *answer(struct mcpcmd *c, const char *text, long n)
+{
+    if (n == -2) {
+        static const char too_long[] =
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":"
+            "\"Invalid Request: the message is longer than 4 MiB\"}}";
+        return strdup(too_long);
+    }
+    begin_request(&c->q, text, (size_t)n);
+    char *resp = sq_mcp_handle(c->m, text, (size_t)n);
+    if (end_request(&c->q)) {
+        free(resp); /* cancelled: no response (MCP 2025-06-18, cancellation) */
+        resp = NULL;
+        bool forced;
+        if (!sq_cli_signal_seen(&forced)) /* the run's stop was the cancel's, not SIGINT's */
+            __atomic_store_n(c->cfg.stop, 0, __ATOMIC_RELAXED);
+    }
+    return resp;
+}
+
+/* Handles the messages in order until the end of stdin, SIGINT, or a host that went away.
+ * Returns the exit status. */
+static int mcp_run(struct mcpcmd *c)
+{
     for (;;) {
-        struct line *l = pop(&q, &reader_done);
+        struct line *l = pop(&c->q, &c->reader_done);
         if (!l)
-            break; /* the end of stdin, or SIGINT while idle */
+            return SQ_EXIT_OK; /* the end of stdin, or SIGINT while idle */
         long n = l->n;
         char *text = l->text;
         free(l);
-        char *resp = NULL;
         if (n == -3) {
             fprintf(stderr, "squall: out of memory\n");
-            exit_code = SQ_EXIT_FAIL;
-            break;
+            return SQ_EXIT_FAIL;
         }
-        if (n == -2) {
-            static const char too_long[] =
-                "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":"
-                "\"Invalid Request: the message is longer than 4 MiB\"}}";
-            resp = strdup(too_long);
-        } else {
-            begin_request(&q, text, (size_t)n);
-            resp = sq_mcp_handle(m, text, (size_t)n);
-            if (end_request(&q)) {
-                free(resp); /* cancelled: no response (MCP 2025-06-18, cancellation) */
-                resp = NULL;
-                bool forced;
-                if (!sq_cli_signal_seen(
-                        &forced)) /* the run's stop was the cancel's, not SIGINT's */
-                    __atomic_store_n(cfg.stop, 0, __ATOMIC_RELAXED);
-            }
-        }
+        char *resp = answer(c, text, n);
         free(text);
         if (resp) {
             fputs(resp, stdout);
             fputc('\n', stdout);
             free(resp);
             if (fflush(stdout) != 0)
-                break; /* the host went away */
+                return SQ_EXIT_OK; /* the host went away */
         }
-        if (*cfg.stop)
-            break;
+        if (*c->cfg.stop)
+            return SQ_EXIT_OK;
     }
-    if (!reader_done)
-        pthread_cancel(rt);
-    pthread_join(rt, NULL);
-    for (struct line *l = q.head, *next; l; l = next) {
+}
+
+/* The reader stopped (cancelled unless it saw the end of stdin) and what it queued freed. */
+static void mcp_stop_reader(struct mcpcmd *c)
+{
+    if (!c->reader_done)
+        pthread_cancel(c->rt);
+    pthread_join(c->rt, NULL);
+    for (struct line *l = c->q.head, *next; l; l = next) {
         next = l->next;
         free(l->text);
         free(l);
     }
-    json_decref(q.inflight);
-    pthread_cond_destroy(&q.cv);
-    pthread_mutex_destroy(&q.mu);
-    sq_mcp_free(m);
-    sq_store_close(store);
-    sq_cli_signals_end();
-    return exit_code;
+    json_decref(c->q.inflight);
+    pthread_cond_destroy(&c->q.cv);
+    pthread_mutex_destroy(&c->q.mu);
+}
+
+int sq_cli_mcp(int argc, char **argv)
+{
+    struct mcpcmd c = {0};
+    int rc = mcp_parse(&c, argc, argv);
+    if (rc == 0)
+        rc = mcp_prepare(&c);
+    bool served = rc == 0;
+    if (served) {
+        rc = mcp_run(&c);
+        mcp_stop_reader(&c);
+    }
+    sq_mcp_free(c.m); /* stops the targets the tools started */
+    sq_store_close(c.store);
+    if (served) /* after the targets: a signal while they stop is still caught */
+        sq_cli_signals_end();
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

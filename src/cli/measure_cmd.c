@@ -59,12 +59,60 @@ static const char measure_usage[] =
     "             105 interrupted (SIGINT/SIGTERM: the server is stopped, what was measured\n"
     "                 is written marked interrupted)\n";
 
+/* ---- the flags ---- */
+
 struct opts {
     const char *spawn, *ready, *load, *json_path, *html_path;
     int64_t idle_ns, after_ns, ready_timeout_ns;
     uint64_t repeat;
     bool quiet;
 };
+
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct opts *o = ud;
+    int64_t *dur = opt == 'I' ? &o->idle_ns : opt == 'A' ? &o->after_ns : &o->ready_timeout_ns;
+    switch (opt) {
+    case 'S':
+        o->spawn = optarg;
+        return 0;
+    case 'R':
+        o->ready = optarg;
+        return 0;
+    case 'L':
+        o->load = optarg;
+        return 0;
+    case 'I':
+    case 'A':
+    case 'T': /* --idle 0 and --after 0 skip their phase; a ready timeout must be positive */
+        if (sq_parse_duration(optarg, SQ_NS_PER_S, dur) < 0 || *dur > MAX_PHASE ||
+            (opt == 'T' && *dur <= 0))
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
+                                      flag, optarg);
+        return 0;
+    case 'N':
+        if (sq_parse_u64(optarg, 1, MAX_REPEAT, 0, &o->repeat) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a count (1..%d)", flag, optarg,
+                                      MAX_REPEAT);
+        return 0;
+    case 'J':
+    case 'H':
+        if (!optarg[0])
+            return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
+        *(opt == 'J' ? &o->json_path : &o->html_path) = optarg;
+        return 0;
+    case 'q':
+        o->quiet = true;
+        return 0;
+    case 'h':
+        fputs(measure_usage, stdout);
+        return SQ_EXIT_DONE;
+    default:
+        return sq_cli_flag_refused(FACE, longs, opt, flag);
+    }
+}
 
 static int parse(int argc, char **argv, struct opts *o)
 {
@@ -82,55 +130,9 @@ static int parse(int argc, char **argv, struct opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1;
-    while ((opt = getopt_long(argc, argv, ":qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        int64_t *dur = opt == 'I' ? &o->idle_ns : opt == 'A' ? &o->after_ns : &o->ready_timeout_ns;
-        switch (opt) {
-        case 'S':
-            o->spawn = optarg;
-            break;
-        case 'R':
-            o->ready = optarg;
-            break;
-        case 'L':
-            o->load = optarg;
-            break;
-        case 'I':
-        case 'A':
-        case 'T':
-            if (sq_parse_duration(optarg, SQ_NS_PER_S, dur) < 0 || *dur > MAX_PHASE ||
-                (opt == 'T' && *dur <= 0))
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (e.g. 500ms, 10s, 2m)",
-                                          flag, optarg);
-            break;
-        case 'N':
-            if (sq_parse_u64(optarg, 1, MAX_REPEAT, 0, &o->repeat) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a count (1..%d)", flag, optarg,
-                                          MAX_REPEAT);
-            break;
-        case 'J':
-        case 'H':
-            if (!optarg[0])
-                return sq_cli_usage_error(FACE, "%s: '' is not a file name", flag);
-            *(opt == 'J' ? &o->json_path : &o->html_path) = optarg;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'h':
-            fputs(measure_usage, stdout);
-            return SQ_EXIT_DONE;
-        default: {
-            char err[256];
-            (void)sq_flag_refused(longs, opt, flag, err, sizeof(err));
-            return sq_cli_usage_error(FACE, "%s", err);
-        }
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, o);
+    if (rc)
+        return rc;
     if (optind < argc)
         return sq_cli_usage_error(FACE, "unexpected '%s' (the command goes in --spawn '...')",
                                   argv[optind]);
@@ -141,6 +143,8 @@ static int parse(int argc, char **argv, struct opts *o)
                                         "server is ready");
     return 0;
 }
+
+/* ---- sampling a phase ---- */
 
 /* The samples of every phase, and the phase being measured. */
 struct sampler {
@@ -254,221 +258,263 @@ static int not_ready(int rc, const char *cmd, int status, int last, int64_t time
     return SQ_EXIT_FAIL;
 }
 
-int sq_cli_measure(int argc, char **argv)
-{
-    struct opts o = {.idle_ns = 60 * SQ_NS_PER_S,
-                     .after_ns = 60 * SQ_NS_PER_S,
-                     .ready_timeout_ns = 30 * SQ_NS_PER_S,
-                     .repeat = 5};
-    int rc = parse(argc, argv, &o);
-    if (rc != 0)
-        return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
+/* ---- the command: parse -> prepare -> run -> render ---- */
 
-    char **cmd = NULL, **load = NULL;
-    int ncmd = 0, nload = 0;
-    const char *why;
-    if (sq_args_split(o.spawn, &cmd, &ncmd, &why) < 0)
-        return sq_cli_usage_error(FACE, "--spawn: '%s': %s", o.spawn, why);
-    int exit_code = SQ_EXIT_FAIL;
-    struct sq_watch *watch = NULL;
-    struct sampler smp = {0};
-    double *cold = NULL;
-    json_t *load_doc = NULL, *doc = NULL;
-    pid_t pid = -1;
-    struct sq_cli_child child = {0};
-    bool child_running = false;
-    char exe[4096] = "";
-    struct sq_cli_file jf = {0}, hf = {0}; /* written atomically (cli/common.h) */
-    if (ncmd == 0) {
-        exit_code = sq_cli_usage_error(FACE, "--spawn: '%s' holds no command", o.spawn);
-        goto out;
-    }
-    if (sq_proc_which(cmd[0], exe, sizeof(exe)) < 0) {
-        exit_code = sq_cli_usage_error(FACE, "--spawn: '%s': no program '%s' (PATH searched)",
-                                       o.spawn, cmd[0]);
-        goto out;
-    }
-    if (o.load) {
-        if (sq_args_split(o.load, &load, &nload, &why) < 0) {
-            exit_code = sq_cli_usage_error(FACE, "--load: '%s': %s", o.load, why);
-            goto out;
-        }
-        if (nload && strcmp(load[0], "squall") == 0) {
-            memmove(load, load + 1, (size_t)nload * sizeof(*load)); /* keeps the NULL */
-            nload--;
-        }
-        if (nload == 0) {
-            exit_code = sq_cli_usage_error(FACE, "--load: '%s' holds no squall arguments", o.load);
-            goto out;
-        }
-        char err[1024];
-        if (sq_cli_check_run_args((const char *const *)load, nload, NULL, 0, err, sizeof(err)) <
-            0) {
-            exit_code = sq_cli_usage_error(FACE, "--load: %s", err);
-            goto out;
-        }
-    }
+/* What the phases of one `squall measure` share. */
+struct measurecmd {
+    struct opts o;
+    char **cmd, **load; /* --spawn's words, --load's (without a leading "squall") */
+    int ncmd, nload;
+    char exe[4096]; /* the program --spawn runs, found on PATH */
     struct sq_cli_probe_url ready;
-    if (sq_cli_probe_url(o.ready, &ready, &why) < 0) {
-        exit_code = sq_cli_usage_error(FACE, "--ready: '%s': %s", o.ready, why);
-        goto out;
+    struct sq_cli_docfiles files;
+    struct sq_watch *watch;
+    struct sampler smp;
+    double *cold; /* per repeat, ms */
+    pid_t pid;    /* the server (-1: none running) */
+    struct sq_cli_child child;
+    bool child_running;
+    json_t *load_doc;
+    struct sq_measure_in in;
+    bool stopped; /* Ctrl-C: what was measured is written, marked interrupted */
+};
+
+/* --load: its squall arguments, checked as the run will read them. Returns 0 or the exit
+ * status after printing why. */
+static int load_args(struct measurecmd *c)
+{
+    const char *load = c->o.load, *why;
+    if (sq_args_split(load, &c->load, &c->nload, &why) < 0)
+        return sq_cli_usage_error(FACE, "--load: '%s': %s", load, why);
+    if (c->nload && strcmp(c->load[0], "squall") == 0) {
+        memmove(c->load, c->load + 1, (size_t)c->nload * sizeof(*c->load)); /* keeps the NULL */
+        c->nload--;
     }
+    if (c->nload == 0)
+        return sq_cli_usage_error(FACE, "--load: '%s' holds no squall arguments", load);
+    char err[1024];
+    if (sq_cli_check_run_args((const char *const *)c->load, c->nload, NULL, 0, err, sizeof(err)) <
+        0)
+        return sq_cli_usage_error(FACE, "--load: %s", err);
+    return 0;
+}
+
+/* Everything checked before the first spawn: the command, the load's arguments, the ready URL
+ * (and nothing answering there yet), the output files. Returns 0 or the exit status. */
+static int measure_prepare(struct measurecmd *c)
+{
+    const struct opts *o = &c->o;
+    const char *why;
+    if (sq_args_split(o->spawn, &c->cmd, &c->ncmd, &why) < 0)
+        return sq_cli_usage_error(FACE, "--spawn: '%s': %s", o->spawn, why);
+    if (c->ncmd == 0)
+        return sq_cli_usage_error(FACE, "--spawn: '%s' holds no command", o->spawn);
+    if (sq_proc_which(c->cmd[0], c->exe, sizeof(c->exe)) < 0)
+        return sq_cli_usage_error(FACE, "--spawn: '%s': no program '%s' (PATH searched)", o->spawn,
+                                  c->cmd[0]);
+    int rc;
+    if (o->load && (rc = load_args(c)) != 0)
+        return rc;
+    if (sq_cli_probe_url(o->ready, &c->ready, &why) < 0)
+        return sq_cli_usage_error(FACE, "--ready: '%s': %s", o->ready, why);
     /* Something already answering there would make every cold start a lie. */
-    if (sq_probe_connect(&ready.addr, 500 * SQ_NS_PER_MS) == 0) {
+    if (sq_probe_connect(&c->ready.addr, 500 * SQ_NS_PER_MS) == 0) {
         char a[80];
-        sq_addr_format(&ready.addr, a, sizeof(a));
+        sq_addr_format(&c->ready.addr, a, sizeof(a));
         sq_cli_error(FACE, "something already listens on %s (--ready); stop it first", a);
-        goto out;
+        return SQ_EXIT_FAIL;
     }
     /* The output files first: a path that cannot be written is refused before anything runs. */
-    if (o.json_path && strcmp(o.json_path, "-") != 0 &&
-        (exit_code = sq_cli_file_open(FACE, "--json", o.json_path, &jf)) != 0)
-        goto out;
-    if (o.html_path && (exit_code = sq_cli_file_open(FACE, "--html", o.html_path, &hf)) != 0)
-        goto out;
-    exit_code = SQ_EXIT_FAIL;
-    cold = calloc(o.repeat, sizeof(*cold));
-    if (!cold || sq_watch_new(&watch) < 0) {
+    c->files = (struct sq_cli_docfiles){
+        .face = FACE, .json_path = o->json_path, .html_path = o->html_path};
+    if ((rc = sq_cli_docfiles_open(&c->files)) != 0)
+        return rc;
+    c->cold = calloc(o->repeat, sizeof(*c->cold));
+    if (!c->cold || sq_watch_new(&c->watch) < 0) {
         sq_cli_error(FACE, "out of memory");
-        goto out;
+        return SQ_EXIT_FAIL;
     }
-    smp.watch = watch;
-    sq_cli_instr_signals();
+    c->smp.watch = c->watch;
+    return 0;
+}
+
+/* The cold starts: spawn to ready, --repeat times; the server is stopped between repeats and
+ * left running after the last. Returns 0 or the exit status. */
+static int cold_starts(struct measurecmd *c)
+{
+    const struct opts *o = &c->o;
     struct sq_spawn_io io = {.out_fd = -1, .err_fd = -1};
-    for (uint64_t r = 0; r < o.repeat; r++) {
+    for (uint64_t r = 0; r < o->repeat; r++) {
         int64_t t0 = sq_now_ns();
-        rc = sq_proc_spawn((const char *const *)cmd, &io, &pid);
+        int rc = sq_proc_spawn((const char *const *)c->cmd, &io, &c->pid);
         if (rc < 0) {
-            sq_cli_error(FACE, "--spawn: cannot start '%s': %s", cmd[0], sq_strerror(rc));
-            pid = -1;
-            goto out;
+            sq_cli_error(FACE, "--spawn: cannot start '%s': %s", c->cmd[0], sq_strerror(rc));
+            c->pid = -1;
+            return SQ_EXIT_FAIL;
         }
         int64_t ready_at;
         int status = 0, last = 0;
-        rc = sq_cli_wait_ready(pid, &ready, true, o.ready_timeout_ns, &ready_at, &status, &last);
+        rc = sq_cli_wait_ready(c->pid, &c->ready, true, o->ready_timeout_ns, &ready_at, &status,
+                               &last);
         if (rc < 0) {
             if (rc == -ECHILD)
-                pid = -1; /* reaped */
-            exit_code = not_ready(rc, o.spawn, status, last, o.ready_timeout_ns);
-            goto out;
+                c->pid = -1; /* reaped */
+            return not_ready(rc, o->spawn, status, last, o->ready_timeout_ns);
         }
-        cold[r] = (double)(ready_at - t0) / 1e6;
-        smp.spawned = t0;
-        if (!o.quiet)
+        c->cold[r] = (double)(ready_at - t0) / 1e6;
+        c->smp.spawned = t0;
+        if (!o->quiet)
             fprintf(stderr, "cold start %llu/%llu: %.1f ms\n", (unsigned long long)r + 1,
-                    (unsigned long long)o.repeat, cold[r]);
-        if (r + 1 < o.repeat) {
-            sq_proc_stop(pid, 5 * SQ_NS_PER_S, NULL);
-            pid = -1;
+                    (unsigned long long)o->repeat, c->cold[r]);
+        if (r + 1 < o->repeat) {
+            sq_proc_stop(c->pid, 5 * SQ_NS_PER_S, NULL);
+            c->pid = -1;
         }
     }
-    if (sq_watch_add_pid(watch, pid, true) < 0) {
-        sq_cli_error(FACE, "the server (pid %d) exited right after it was ready", (int)pid);
-        goto out;
+    return 0;
+}
+
+/* The load phase: `squall ARGS --watch PID` as a child, sampled while it runs. Returns 0 (a run
+ * that failed is said and measured all the same) or the exit status. */
+static int load_phase(struct measurecmd *c)
+{
+    /* The load run watches the server itself, so its CPU per request covers exactly the run;
+     * this face samples the phase as well. */
+    const char **args = calloc((size_t)c->nload + 3, sizeof(*args));
+    char pidtxt[24];
+    snprintf(pidtxt, sizeof(pidtxt), "%d", (int)c->pid);
+    if (!args) {
+        sq_cli_error(FACE, "out of memory");
+        return SQ_EXIT_FAIL;
     }
-    sq_watch_start(watch, sq_now_ns());
-    struct sq_measure_in in = {
-        .command = (const char *const *)cmd,
-        .ncommand = ncmd,
-        .ready_url = o.ready,
-        .binary_path = exe,
+    for (int i = 0; i < c->nload; i++)
+        args[i] = c->load[i];
+    args[c->nload] = "--watch";
+    args[c->nload + 1] = pidtxt;
+    int rc = sq_cli_child_start(&c->child, args, c->nload + 2);
+    free(args);
+    if (rc < 0) {
+        sq_cli_error(FACE, "--load: cannot start squall: %s", sq_strerror(rc));
+        return SQ_EXIT_FAIL;
+    }
+    c->child_running = true;
+    if (!c->o.quiet)
+        fprintf(stderr, "load: squall %s\n", c->o.load);
+    sample_phase(&c->smp, "load", 0, &c->child, &c->in.load);
+    char err[512];
+    sq_cli_child_finish(&c->child, 10 * SQ_NS_PER_S, &c->in.load_exit, &c->load_doc, err,
+                        sizeof(err));
+    c->child_running = false;
+    c->in.load_result = c->load_doc;
+    if (c->in.load_exit == SQ_EXIT_USAGE)
+        return sq_cli_usage_error(FACE, "--load: the run refused its flags: %s", err);
+    if (c->in.load_exit != 0 && !sq_cli_instr_interrupted())
+        sq_cli_error(FACE, "--load: the run exited %d%s%s", c->in.load_exit, err[0] ? ": " : "",
+                     err);
+    return 0;
+}
+
+/* The cold starts, then the server watched idle, under load and after; the server stopped.
+ * Ctrl-C skips the phases left. Returns 0 or the exit status. */
+static int measure_run(struct measurecmd *c)
+{
+    const struct opts *o = &c->o;
+    sq_cli_instr_signals();
+    int rc = cold_starts(c);
+    if (rc)
+        return rc;
+    if (sq_watch_add_pid(c->watch, c->pid, true) < 0) {
+        sq_cli_error(FACE, "the server (pid %d) exited right after it was ready", (int)c->pid);
+        return SQ_EXIT_FAIL;
+    }
+    sq_watch_start(c->watch, sq_now_ns());
+    c->in = (struct sq_measure_in){
+        .command = (const char *const *)c->cmd,
+        .ncommand = c->ncmd,
+        .ready_url = o->ready,
+        .binary_path = c->exe,
         .binary_bytes = -1,
-        .cold_ms = cold,
-        .ncold = o.repeat,
-        .load_args = (const char *const *)load,
-        .nload_args = nload,
+        .cold_ms = c->cold,
+        .ncold = o->repeat,
+        .load_args = (const char *const *)c->load,
+        .nload_args = c->nload,
     };
     struct stat st;
-    if (stat(exe, &st) == 0)
-        in.binary_bytes = st.st_size;
-    if (o.idle_ns > 0 && !sq_cli_instr_interrupted()) {
-        if (!o.quiet)
-            fprintf(stderr, "idle for %.0fs\n", (double)o.idle_ns / 1e9);
-        sample_phase(&smp, "idle", o.idle_ns, NULL, &in.idle);
+    if (stat(c->exe, &st) == 0)
+        c->in.binary_bytes = st.st_size;
+    if (o->idle_ns > 0 && !sq_cli_instr_interrupted()) {
+        if (!o->quiet)
+            fprintf(stderr, "idle for %.0fs\n", (double)o->idle_ns / 1e9);
+        sample_phase(&c->smp, "idle", o->idle_ns, NULL, &c->in.idle);
     }
-    if (load && !sq_cli_instr_interrupted()) {
-        /* The load run watches the server itself, so its CPU per request covers exactly the
-         * run; this face samples the phase as well. */
-        const char **args = calloc((size_t)nload + 3, sizeof(*args));
-        char pidtxt[24];
-        snprintf(pidtxt, sizeof(pidtxt), "%d", (int)pid);
-        if (!args) {
-            sq_cli_error(FACE, "out of memory");
-            goto out;
-        }
-        for (int i = 0; i < nload; i++)
-            args[i] = load[i];
-        args[nload] = "--watch";
-        args[nload + 1] = pidtxt;
-        rc = sq_cli_child_start(&child, args, nload + 2);
-        free(args);
-        if (rc < 0) {
-            sq_cli_error(FACE, "--load: cannot start squall: %s", sq_strerror(rc));
-            goto out;
-        }
-        child_running = true;
-        if (!o.quiet)
-            fprintf(stderr, "load: squall %s\n", o.load);
-        sample_phase(&smp, "load", 0, &child, &in.load);
-        char err[512];
-        sq_cli_child_finish(&child, 10 * SQ_NS_PER_S, &in.load_exit, &load_doc, err, sizeof(err));
-        child_running = false;
-        in.load_result = load_doc;
-        if (in.load_exit == SQ_EXIT_USAGE) {
-            exit_code = sq_cli_usage_error(FACE, "--load: the run refused its flags: %s", err);
-            goto out;
-        }
-        if (in.load_exit != 0 && !sq_cli_instr_interrupted())
-            sq_cli_error(FACE, "--load: the run exited %d%s%s", in.load_exit, err[0] ? ": " : "",
-                         err);
+    if (c->load && !sq_cli_instr_interrupted() && (rc = load_phase(c)) != 0)
+        return rc;
+    if (o->after_ns > 0 && !sq_cli_instr_interrupted()) {
+        if (!o->quiet)
+            fprintf(stderr, "after for %.0fs\n", (double)o->after_ns / 1e9);
+        sample_phase(&c->smp, "after", o->after_ns, NULL, &c->in.after);
     }
-    if (o.after_ns > 0 && !sq_cli_instr_interrupted()) {
-        if (!o.quiet)
-            fprintf(stderr, "after for %.0fs\n", (double)o.after_ns / 1e9);
-        sample_phase(&smp, "after", o.after_ns, NULL, &in.after);
-    }
-    sq_proc_stop(pid, 5 * SQ_NS_PER_S, NULL);
-    pid = -1;
-    bool stopped = sq_cli_instr_interrupted();
-    if (stopped)
+    sq_proc_stop(c->pid, 5 * SQ_NS_PER_S, NULL);
+    c->pid = -1;
+    c->stopped = sq_cli_instr_interrupted();
+    if (c->stopped)
         sq_cli_error(FACE, "interrupted: the server was stopped; what was measured is written, "
                            "marked interrupted");
-    in.samples = smp.v;
-    in.nsamples = smp.n;
-    doc = sq_measure_doc(&in);
-    if (!doc || (stopped && json_object_set_new(doc, "interrupted", json_true()) < 0)) {
+    return 0;
+}
+
+/* The document, its table and files; the exit status. */
+static int measure_render(struct measurecmd *c)
+{
+    c->in.samples = c->smp.v;
+    c->in.nsamples = c->smp.n;
+    json_t *doc = sq_measure_doc(&c->in);
+    if (!doc || (c->stopped && json_object_set_new(doc, "interrupted", json_true()) < 0)) {
         sq_cli_error(FACE, "out of memory");
-        goto out;
+        json_decref(doc);
+        return SQ_EXIT_FAIL;
     }
-    exit_code = stopped ? SQ_EXIT_INTERRUPTED : in.load_exit == 0 ? SQ_EXIT_OK : SQ_EXIT_FAIL;
-    bool json_stdout = o.json_path && strcmp(o.json_path, "-") == 0;
-    if (!o.quiet && sq_measure_table(doc, json_stdout ? stderr : stdout) < 0)
+    int exit_code = c->stopped             ? SQ_EXIT_INTERRUPTED
+                    : c->in.load_exit == 0 ? SQ_EXIT_OK
+                                           : SQ_EXIT_FAIL;
+    bool json_stdout = sq_cli_docfiles_json_stdout(&c->files);
+    if (!c->o.quiet && sq_measure_table(doc, json_stdout ? stderr : stdout) < 0)
         exit_code = SQ_EXIT_FAIL;
-    if (o.json_path && sq_report_json_write(json_stdout ? stdout : jf.f, doc) < 0) {
-        sq_cli_error(FACE, "--json: writing '%s': %s", o.json_path, strerror(errno));
+    if (sq_cli_docfiles_write(&c->files, doc, sq_measure_html) < 0)
         exit_code = SQ_EXIT_FAIL;
-    } else if (sq_cli_file_commit(&jf) < 0) {
-        exit_code = SQ_EXIT_FAIL;
-    }
-    if (hf.f && sq_measure_html(doc, hf.f) < 0) {
-        sq_cli_error(FACE, "--html: writing '%s': %s", o.html_path, strerror(errno));
-        exit_code = SQ_EXIT_FAIL;
-    } else if (sq_cli_file_commit(&hf) < 0) {
-        exit_code = SQ_EXIT_FAIL;
-    }
-out:
-    sq_cli_file_discard(&jf); /* not committed above: nothing under its name */
-    sq_cli_file_discard(&hf);
-    if (child_running)
-        sq_cli_child_abort(&child);
-    if (pid > 0)
-        sq_proc_stop(pid, 5 * SQ_NS_PER_S, NULL);
     json_decref(doc);
-    json_decref(load_doc);
-    sq_watch_free(watch);
-    free(smp.v);
-    free(cold);
-    free(cmd);
-    free(load);
     return exit_code;
+}
+
+static void measure_dispose(struct measurecmd *c)
+{
+    sq_cli_docfiles_discard(&c->files); /* not committed: nothing under its name */
+    if (c->child_running)
+        sq_cli_child_abort(&c->child);
+    if (c->pid > 0)
+        sq_proc_stop(c->pid, 5 * SQ_NS_PER_S, NULL);
+    json_decref(c->load_doc);
+    sq_watch_free(c->watch);
+    free(c->smp.v);
+    free(c->cold);
+    free(c->cmd);
+    free(c->load);
+}
+
+int sq_cli_measure(int argc, char **argv)
+{
+    struct measurecmd c = {.o = {.idle_ns = 60 * SQ_NS_PER_S,
+                                 .after_ns = 60 * SQ_NS_PER_S,
+                                 .ready_timeout_ns = 30 * SQ_NS_PER_S,
+                                 .repeat = 5},
+                           .pid = -1};
+    int rc = parse(argc, argv, &c.o);
+    if (rc == 0)
+        rc = measure_prepare(&c);
+    if (rc == 0)
+        rc = measure_run(&c);
+    if (rc == 0)
+        rc = measure_render(&c);
+    measure_dispose(&c);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

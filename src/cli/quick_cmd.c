@@ -1,18 +1,19 @@
 /* cli/quick_cmd.c - the quick face: `squall URL [flags]`, a wrk/oha-style one-liner. The flags and
  * the run's set-up are face/quick.h (shared with the daemon); here: the help, printing what the
- * engine refused, signals, the progress line, the --out files and the end-of-run outputs. */
+ * engine refused, signals, the progress line, the --out files and the end-of-run outputs (what
+ * the plan face does too is cli/loadrun.h's). The command runs parse -> prepare -> run -> render,
+ * each phase a function of its own over one `struct quick`. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
+#include "base/b64.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/loadrun.h"
 #include "cli/sinkrun.h"
-#include "cli/dist.h"
-#include "base/b64.h"
 #include "cli/wrk.h"
 #include "face/flags.h"
 #include "face/quick.h"
@@ -20,44 +21,10 @@
 #include "engine/run.h"
 #include "output/json.h"
 #include "output/ndjson.h"
-#include "output/progress.h"
 
 #define FACE "squall"
 
-/* Everything the run's tick feeds, on the main thread. */
-struct ticker {
-    struct sq_progress progress;
-    bool show;
-    struct sq_cli_series out; /* --out files */
-};
-
-static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
-                    const struct sq_hist *hu)
-{
-    SQ_UNUSED(hu);
-    struct ticker *t = ud;
-    if (t->show)
-        sq_progress_tick(&t->progress, s);
-    sq_cli_series_tick(&t->out, s, h);
-}
-
-/* --urls: each URL named in the ndjson lines ("METHOD URL"). */
-static int url_labels(struct sq_ndjson *nd, const struct sq_quick_run *run)
-{
-    char **labels = calloc(run->nurls, sizeof(*labels));
-    int rc = labels ? 0 : -ENOMEM;
-    for (size_t i = 0; rc == 0 && i < run->nurls; i++)
-        if (asprintf(&labels[i], "%s %s", run->urls[i].method, run->list.v[i].url) < 0) {
-            labels[i] = NULL;
-            rc = -ENOMEM;
-        }
-    if (rc == 0)
-        rc = sq_ndjson_url_labels(nd, (const char *const *)labels, run->nurls);
-    for (size_t i = 0; labels && i < run->nurls; i++)
-        free(labels[i]);
-    free(labels);
-    return rc;
-}
+/* ---- the help ---- */
 
 static const char usage_head[] = "usage: squall COMMAND [args] or squall URL [flags]\n"
                                  "\n";
@@ -180,8 +147,49 @@ void sq_cli_usage(FILE *f)
     sq_cli_exit_codes(f);
 }
 
+/* ---- the command: parse -> prepare -> run -> render ---- */
+
+/* What the phases of one `squall URL` share. */
+struct quick {
+    int argc;
+    char **argv;
+    char **typed; /* the command line as typed, for the result ("run.command"): getopt reorders
+                     argv */
+    struct sq_quick_opts o;
+    struct sq_quick_run run;
+    bool prepared;           /* run, load and cap hold what prepare set up */
+    struct sq_cli_load load; /* the outputs, the tick, the sink, the result */
+    struct sq_cli_capture cap;
+};
+
+/* Everything the run's tick feeds, on the main thread. */
+static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
+                    const struct sq_hist *hu)
+{
+    SQ_UNUSED(hu);
+    sq_cli_load_tick(ud, s, h);
+}
+
+/* --urls: each URL named in the ndjson lines ("METHOD URL"). */
+static int url_labels(struct sq_ndjson *nd, const struct sq_quick_run *run)
+{
+    char **labels = calloc(run->nurls, sizeof(*labels));
+    int rc = labels ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < run->nurls; i++)
+        if (asprintf(&labels[i], "%s %s", run->urls[i].method, run->list.v[i].url) < 0) {
+            labels[i] = NULL;
+            rc = -ENOMEM;
+        }
+    if (rc == 0)
+        rc = sq_ndjson_url_labels(nd, (const char *const *)labels, run->nurls);
+    for (size_t i = 0; labels && i < run->nurls; i++)
+        free(labels[i]);
+    free(labels);
+    return rc;
+}
+
 /* What the agents run: this face's arguments, and the body when it came from a file (the file
- * need not exist on the agents). */
+ * need not exist on the agents). NULL after printing why. */
 static json_t *quick_job(int argc, char **argv, const struct sq_quick_opts *o,
                          const struct sq_quick_run *r)
 {
@@ -191,186 +199,163 @@ static json_t *quick_job(int argc, char **argv, const struct sq_quick_opts *o,
         char *b64 = malloc(sq_b64_encoded_len(r->body_len));
         if (!b64) {
             json_decref(job);
-            return NULL;
+            job = NULL;
+        } else {
+            sq_b64_encode(r->body, r->body_len, b64);
+            json_object_set_new(job, "body_file_b64", json_string(b64));
+            free(b64);
         }
-        sq_b64_encode(r->body, r->body_len, b64);
-        json_object_set_new(job, "body_file_b64", json_string(b64));
-        free(b64);
     }
+    if (!job)
+        fprintf(stderr, "squall: out of memory\n");
     return job;
 }
 
-int sq_cli_quick(int argc, char **argv)
+/* The flags. Returns 0 to go on, SQ_EXIT_DONE when --help or --version was answered, or the
+ * exit status after printing why. */
+static int quick_parse(struct quick *q)
 {
     char err[SQ_PREP_ERRLEN];
-    struct sq_quick_opts o;
-    sq_quick_opts_init(&o);
-    /* the command line as typed, for the result ("run.command"): getopt reorders argv */
-    char **typed = sq_cli_argv_copy(argc, argv);
-    int rc = sq_quick_parse_argv(&o, argc, argv, err, sizeof(err));
+    sq_quick_opts_init(&q->o);
+    q->typed = sq_cli_argv_copy(q->argc, q->argv);
+    int rc = sq_quick_parse_argv(&q->o, q->argc, q->argv, err, sizeof(err));
     if (rc == SQ_QUICK_HELP)
         sq_cli_usage(stdout);
     else if (rc == SQ_QUICK_VERSION)
         printf("squall %s\n", SQ_VERSION);
-    if (rc != 0) {
-        free(typed);
-        sq_quick_opts_dispose(&o);
-        return rc > 0 ? SQ_EXIT_OK : sq_cli_prep_error(FACE, rc, err);
-    }
+    if (rc == 0)
+        return 0;
+    return rc > 0 ? SQ_EXIT_DONE : sq_cli_prep_error(FACE, rc, err);
+}
 
-    int exit_code = SQ_EXIT_FAIL;
-    struct sq_quick_run run;
-    struct sq_result res = {0};
-    struct sq_cli_outputs outs = {
-        .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
-    struct ticker tk = {0};
-    struct sq_cluster_report rep = {0};
-    struct sq_cli_dist dist = {0};
-    json_t *job = NULL;
-    struct sq_cli_capture cap = {0};
-    const char *why = NULL;
+/* --sink: the sink beside the load, told this run's id first. */
+static int quick_sink(struct quick *q)
+{
+    const struct sq_quick_opts *o = &q->o;
+    if (!o->nsinks)
+        return 0;
+    struct sq_sink_beside_opts so = {
+        .nurls = o->nsinks, .stamp = o->sink_stamp, .settle_ns = o->sink_settle_ns, .mqtt_qos = -1};
+    memcpy(so.urls, o->sinks, o->nsinks * sizeof(so.urls[0]));
+    q->run.cfg.run_id = sq_run_new_id();
+    return sq_cli_sink_begin(FACE, &so, q->run.cfg.run_id, &q->load.sink);
+}
 
-    rc = sq_quick_prepare(&run, &o, err, sizeof(err));
-    if (rc == 0 && !o.dist.agents) /* on agents, each raises its own */
-        rc = sq_net_raise_nofile(run.conns, "connections", err, sizeof(err));
-    if (rc < 0) {
-        exit_code = sq_cli_prep_error(FACE, rc, err);
-        goto out;
-    }
-    struct sq_run_config *cfg = &run.cfg;
-
-    if ((rc = sq_cli_outputs_open(&outs)) != 0) {
-        exit_code = rc;
-        goto out;
-    }
-    sq_cli_progress_init(&tk.progress, sq_exec_is_open(&cfg->exec),
+/* Everything before the first packet of load: the run set up (face/quick.h), the open-file
+ * limit, the output files, the tick, --verbose's capture and the sink. Returns 0, or the exit
+ * status after printing why. */
+static int quick_prepare(struct quick *q)
+{
+    char err[SQ_PREP_ERRLEN];
+    const struct sq_quick_opts *o = &q->o;
+    int rc = sq_quick_prepare(&q->run, o, err, sizeof(err));
+    q->prepared = true;
+    if (rc == 0 && !o->dist.agents) /* on agents, each raises its own */
+        rc = sq_net_raise_nofile(q->run.conns, "connections", err, sizeof(err));
+    if (rc < 0)
+        return sq_cli_prep_error(FACE, rc, err);
+    struct sq_run_config *cfg = &q->run.cfg;
+    struct sq_cli_load *l = &q->load;
+    l->face = FACE;
+    l->cfg = cfg;
+    l->d = &o->dist;
+    l->outs = (struct sq_cli_outputs){
+        .face = FACE, .json_path = o->json_path, .html_path = o->html_path, .quiet = o->quiet};
+    if ((rc = sq_cli_load_open(l, o->csv_path, o->hdr_path, o->ndjson_path, o->sample)) != 0)
+        return rc;
+    sq_cli_progress_init(&l->progress, sq_exec_is_open(&cfg->exec),
                          cfg->exec.kind == SQ_EXEC_SHARED_ITERATIONS
                              ? 0
                              : (double)sq_exec_length_ns(&cfg->exec) / 1e9);
-    tk.show = !o.quiet;
-    if ((rc = sq_cli_series_open(&tk.out, FACE, o.csv_path, o.hdr_path, o.ndjson_path, o.sample,
-                                 cfg)) != 0) {
-        exit_code = rc;
-        goto out;
-    }
-    if (tk.out.nd.f && run.nurls && url_labels(&tk.out.nd, &run) < 0) {
+    l->show = !o->quiet;
+    if (l->out.nd.f && q->run.nurls && url_labels(&l->out.nd, &q->run) < 0) {
         fprintf(stderr, "squall: out of memory\n");
-        goto out;
+        return SQ_EXIT_FAIL;
     }
     cfg->on_tick = on_tick;
-    cfg->tick_ud = &tk;
-    if (o.verbose || o.http_debug) {
-        if (sq_cli_capture_init(&cap, o.http_debug ? SQ_CAPTURE_EVERY : SQ_CAPTURE_FIRST_OF_KIND) <
-            0)
-            goto out;
-        cfg->capture = &cap.cfg;
+    cfg->tick_ud = l;
+    if (o->verbose || o->http_debug) {
+        rc = sq_cli_capture_init(&q->cap,
+                                 o->http_debug ? SQ_CAPTURE_EVERY : SQ_CAPTURE_FIRST_OF_KIND);
+        if (rc < 0)
+            return SQ_EXIT_FAIL;
+        cfg->capture = &q->cap.cfg;
     }
+    return quick_sink(q);
+}
 
-    struct sq_sink *sink = NULL;
-    if (o.nsinks) {
-        struct sq_sink_beside_opts so = {.nurls = o.nsinks,
-                                         .stamp = o.sink_stamp,
-                                         .settle_ns = o.sink_settle_ns,
-                                         .mqtt_qos = -1};
-        memcpy(so.urls, o.sinks, o.nsinks * sizeof(so.urls[0]));
-        cfg->run_id = sq_run_new_id();
-        if ((rc = sq_cli_sink_begin(FACE, &so, cfg->run_id, &sink)) != 0) {
-            exit_code = rc;
-            goto out;
-        }
-    }
+/* The run, here or on agents, until it ends or a signal stops it. Returns 0 when it took place,
+ * or the exit status after printing why. */
+static int quick_run(struct quick *q)
+{
+    struct sq_run_config *cfg = &q->run.cfg;
     cfg->stop = sq_cli_signals_begin();
-    if (o.dist.agents) {
-        /* The same run on agents: they get the arguments (and a -b @FILE's bytes). */
-        job = quick_job(argc, argv, &o, &run);
-        struct sq_cli_dist x = {.face = FACE,
-                                .d = &o.dist,
-                                .job = job,
-                                .open = sq_exec_is_open(&cfg->exec),
-                                .length_ns =
-                                    sq_exec_length_ns(&cfg->exec) + cfg->exec.graceful_stop_ns,
-                                .on_tick = on_tick,
-                                .tick_ud = &tk,
-                                .stop = cfg->stop,
-                                .progress = tk.show ? &tk.progress : NULL};
-        dist = x;
-        rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
-        res.seed = cfg->seed; /* the agents' seed: the job carried it */
-        if (!job)
-            fprintf(stderr, "squall: out of memory\n");
-        if (rc) {
-            sq_cli_signals_end();
-            sq_cli_sink_end(sink, &res, NULL, cfg->stop, NULL, 0);
-            exit_code = rc;
-            goto out;
-        }
-    } else {
-        rc = sq_run(cfg, &res, &why);
-    }
-    bool forced;
-    int sig = sq_cli_signal_seen(&forced);
-    sq_progress_finish(&tk.progress);
-    sq_cli_series_report(&tk.out, &res);
-    if (rc < 0) {
-        sq_cli_signals_end();
-        fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
-        sq_cli_sink_end(sink, &res, NULL, cfg->stop, NULL, 0);
-        goto out;
-    }
-    sq_cli_series_close(&tk.out, true);
-    if (sig)
-        sq_cli_signal_mark(&res, sig, forced);
+    if (q->o.dist.agents) /* the same run on agents: the arguments (and a -b @FILE's bytes) */
+        q->load.job = quick_job(q->argc, q->argv, &q->o, &q->run);
+    int rc = sq_cli_load_run(&q->load, sq_exec_is_open(&cfg->exec),
+                             sq_exec_length_ns(&cfg->exec) + cfg->exec.graceful_stop_ns, on_tick,
+                             &q->load);
+    if (rc)
+        return rc;
+    sq_cli_load_measured(&q->load);
     if (cfg->capture)
-        sq_cli_capture_print(&cap, stderr);
+        sq_cli_capture_print(&q->cap, stderr);
+    return 0;
+}
 
-    /* One document feeds every output, so they cannot disagree. */
-    json_t *doc = sq_quick_doc(&run, &res);
-    char sink_why[512] = ""; /* its block, and its line first */
-    bool sink_failed = sq_cli_sink_end(sink, &res, doc, cfg->stop, sink_why, sizeof(sink_why));
-    if (!sig && sink) /* a signal while the sink waited for the last events */
-        sig = sq_cli_signal_seen(&forced);
-    sq_cli_signals_end();
-    if (!doc || (o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0)) {
-        json_decref(doc);
-        fprintf(stderr, "squall: out of memory building the result\n");
-        goto out;
-    }
-    if (typed)
-        sq_report_set_command(doc, argc, typed, !o.no_redact);
-    if (sig)
-        sq_cli_signal_doc(doc, sig, forced);
-    if (o.script)
-        json_object_set_new(doc, "script", sq_cli_script_json(o.script, run.wrk.hooks, &res));
-    bool written = sq_cli_render(&outs, doc) == 0;
+/* One document feeds every output, so they cannot disagree; then the wrk script's done() and
+ * the exit status. */
+static int quick_render(struct quick *q)
+{
+    const struct sq_quick_opts *o = &q->o;
+    struct sq_cli_load *l = &q->load;
+    json_t *doc =
+        sq_cli_load_doc(l, sq_quick_doc(&q->run, &l->res), q->argc, q->typed, !o->no_redact);
+    if (!doc)
+        return SQ_EXIT_FAIL;
+    if (o->script)
+        json_object_set_new(doc, "script",
+                            sq_cli_script_json(o->script, q->run.wrk.hooks, &l->res));
+    bool written = sq_cli_render(&l->outs, doc) == 0;
     json_decref(doc);
-    if (res.script_error) {
-        fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
-        goto out;
-    }
-    if (o.script && sq_wrk_script_done(&run.wrk, &res, err, sizeof(err)) < 0) {
+    if (sq_cli_load_script_failed(l))
+        return SQ_EXIT_FAIL;
+    char err[SQ_PREP_ERRLEN];
+    if (o->script && sq_wrk_script_done(&q->run.wrk, &l->res, err, sizeof(err)) < 0) {
         fflush(stdout);
         fprintf(stderr, "squall: done(): %s\n", err);
-        goto out;
+        return SQ_EXIT_FAIL;
     }
     fflush(stdout);
-    exit_code = sq_cli_run_status(&res, sig, cfg->timeout_ns);
-    if (!sig && sink_failed) { /* the sink counted nothing that crossed its broker */
-        fprintf(stderr, "squall: --sink: %s\n", sink_why);
-        exit_code = SQ_EXIT_FAIL;
+    int status = sq_cli_run_status(&l->res, l->sig, q->run.cfg.timeout_ns);
+    if (!l->sig && l->sink_failed) { /* the sink counted nothing that crossed its broker */
+        fprintf(stderr, "squall: --sink: %s\n", l->sink_why);
+        status = SQ_EXIT_FAIL;
     }
-    if (o.dist.agents)
-        exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
-    if (!written && exit_code == SQ_EXIT_OK)
-        exit_code = SQ_EXIT_FAIL;
-out:
-    sq_cli_signals_end();
-    sq_cli_series_close(&tk.out, false); /* what was not committed above: nothing measured */
-    sq_cli_capture_dispose(&cap);
-    sq_result_dispose(&res);
-    sq_cluster_report_dispose(&rep);
-    json_decref(job);
-    sq_quick_run_dispose(&run);
-    sq_quick_opts_dispose(&o);
-    free(typed);
-    return exit_code;
+    return sq_cli_load_status(l, status, written);
+}
+
+static void quick_dispose(struct quick *q)
+{
+    if (q->prepared) {
+        sq_cli_load_dispose(&q->load);
+        sq_cli_capture_dispose(&q->cap);
+        sq_quick_run_dispose(&q->run);
+    }
+    sq_quick_opts_dispose(&q->o);
+    free(q->typed);
+}
+
+int sq_cli_quick(int argc, char **argv)
+{
+    struct quick q = {.argc = argc, .argv = argv};
+    int rc = quick_parse(&q);
+    if (rc == 0)
+        rc = quick_prepare(&q);
+    if (rc == 0)
+        rc = quick_run(&q);
+    if (rc == 0)
+        rc = quick_render(&q);
+    quick_dispose(&q);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

@@ -39,62 +39,61 @@ static int load(const char *path, json_t **out)
     return sq_cli_read_result(FACE, path, out);
 }
 
-int sq_cli_report(int argc, char **argv)
+/* ---- the command: parse -> render ---- */
+
+/* The flags: one result file, --html OUT. Returns 0, SQ_EXIT_DONE (--help answered) or the exit
+ * status after printing why. */
+static int report_parse(int argc, char **argv, const char **path, const char **html)
 {
-    const char *path = NULL, *html = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(report_usage, stdout);
-            return SQ_EXIT_OK;
+            return SQ_EXIT_DONE;
         }
         if (strcmp(a, "--html") == 0) {
             if (i + 1 >= argc)
                 return sq_cli_usage_error(FACE, "--html needs a value");
             if (!*argv[i + 1])
                 return sq_cli_usage_error(FACE, "--html: '' is not a file name");
-            html = argv[++i];
+            *html = argv[++i];
             continue;
         }
         if (strncmp(a, "--html=", 7) == 0) {
             if (!a[7])
                 return sq_cli_usage_error(FACE, "--html: '' is not a file name");
-            html = a + 7;
+            *html = a + 7;
             continue;
         }
         if (a[0] == '-' && a[1] != '\0')
             return sq_cli_usage_error(FACE, "unknown flag '%s'", a);
-        if (path)
+        if (*path)
             return sq_cli_usage_error(FACE, "one result file only; unexpected '%s'", a);
-        path = a;
+        *path = a;
     }
-    if (!path)
+    if (!*path)
         return sq_cli_usage_error(FACE, "no result file given");
+    return 0;
+}
 
-    json_t *doc = NULL;
-    int rc = load(path, &doc);
-    if (rc != SQ_EXIT_OK)
-        return rc;
-
+/* The summary on stdout, or the HTML report into html ("-": stdout). Returns the exit status. */
+static int report_render(const json_t *doc, const char *html)
+{
     if (!html) {
-        rc = sq_report_summary(doc, stdout);
-        json_decref(doc);
+        int rc = sq_report_summary(doc, stdout);
         if (rc < 0) {
             fprintf(stderr, "squall report: writing the summary: %s\n", sq_strerror(rc));
             return SQ_EXIT_FAIL;
         }
         return SQ_EXIT_OK;
     }
-
     bool to_stdout = strcmp(html, "-") == 0;
     FILE *out = to_stdout ? stdout : fopen(html, "w");
     if (!out) {
         sq_cli_error(FACE, "--html: cannot write '%s': %s", html, strerror(errno));
-        json_decref(doc);
         return SQ_EXIT_FAIL;
     }
-    rc = sq_report_html(doc, out);
-    json_decref(doc);
+    int rc = sq_report_html(doc, out);
     if (!to_stdout && fclose(out) != 0 && rc == 0)
         rc = -errno;
     if (rc < 0) {
@@ -102,4 +101,17 @@ int sq_cli_report(int argc, char **argv)
         return SQ_EXIT_FAIL;
     }
     return SQ_EXIT_OK;
+}
+
+int sq_cli_report(int argc, char **argv)
+{
+    const char *path = NULL, *html = NULL;
+    json_t *doc = NULL;
+    int rc = report_parse(argc, argv, &path, &html);
+    if (rc == 0)
+        rc = load(path, &doc);
+    if (rc == 0)
+        rc = report_render(doc, html);
+    json_decref(doc);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

@@ -1,7 +1,8 @@
 /* cli/run_cmd.c - the plan face: `squall run PLAN` and `squall validate PLAN`. The flags, the
  * run's set-up and the thresholds are face/planrun.h (shared with the daemon); here: the help,
  * loading the file, printing what the engine refused, signals, the progress line and the
- * end-of-run outputs. */
+ * end-of-run outputs (what the quick face does too is cli/loadrun.h's). `squall run` goes
+ * parse -> prepare -> run -> render, each phase a function of its own over one struct plancmd. */
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "cli/cli.h"
 #include "base/file.h"
 #include "cli/common.h"
+#include "cli/loadrun.h"
 #include "cli/sinkrun.h"
 #include "cli/dist.h"
 #include "face/flags.h"
@@ -25,6 +27,8 @@
 #include "plan/plan.h"
 
 #define FACE "squall run"
+
+/* ---- the help ---- */
 
 static const char run_usage[] =
     "usage: squall run PLAN [flags]      run a YAML plan (docs/plans.md)\n"
@@ -69,6 +73,8 @@ static void print_usage(FILE *f)
           f);
     sq_cli_exit_codes(f);
 }
+
+/* ---- the plan file, and `squall validate` ---- */
 
 /* Loads the plan or prints why not ("squall: FILE: cannot read the plan: it is a directory",
  * "squall: FILE:LINE:COL: key: why"). */
@@ -157,25 +163,32 @@ int sq_cli_validate(int argc, char **argv)
     return worst;
 }
 
-/* The main thread's per-second work: progress, and abortOnFail thresholds on the totals. */
-struct ticker {
-    struct sq_progress progress;
-    bool show;
-    struct sq_planrun_watch w;
-    volatile int *stop;       /* the run's stop flag: an abortOnFail threshold sets it */
-    struct sq_cli_series out; /* --out files */
+/* ---- the command: parse -> prepare -> run -> render ---- */
+
+/* What the phases of one `squall run PLAN` share. */
+struct plancmd {
+    int argc; /* main passed argv + 1: argv[0] is "run", argv[-1] the program */
+    char **argv;
+    char **typed; /* the command line as typed, for the result: getopt reorders argv */
+    struct sq_planrun_opts o;
+    struct sq_plan *p;
+    struct sq_planrun run;
+    bool prepared;             /* run and load hold what prepare set up */
+    struct sq_cli_load load;   /* the outputs, the tick, the sink, the result */
+    struct sq_planrun_watch w; /* abortOnFail thresholds on the running totals */
+    struct sq_th_verdicts verdicts;
 };
 
+/* The main thread's per-second work: progress, --out files, and abortOnFail thresholds on the
+ * totals (a failed one sets the run's stop flag, as a signal would). */
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
                     const struct sq_hist *hu)
 {
     SQ_UNUSED(hu);
-    struct ticker *t = ud;
-    if (t->show)
-        sq_progress_tick(&t->progress, s);
-    sq_cli_series_tick(&t->out, s, h);
-    if (sq_planrun_watch_tick(&t->w, s, h))
-        *t->stop = 1;
+    struct plancmd *c = ud;
+    sq_cli_load_tick(&c->load, s, h);
+    if (sq_planrun_watch_tick(&c->w, s, h))
+        *c->run.cfg.stop = 1;
 }
 
 /* What the agents run: this face's arguments and the plan's text (its data files must be at the
@@ -203,187 +216,167 @@ static json_t *plan_job(int argc, char **argv, const char *path, uint64_t seed)
                      path, "text", jt, "dir", dirname(real));
 }
 
-int sq_cli_run(int argc, char **argv)
+/* The flags and the plan file (loaded, its sink: section checked; nothing set up yet). Returns 0
+ * to go on, SQ_EXIT_DONE when --help was answered, or the exit status after printing why. */
+static int plan_parse(struct plancmd *c)
 {
     char err[SQ_PREP_ERRLEN];
-    struct sq_planrun_opts o;
-    sq_planrun_opts_init(&o);
-    /* the command line as typed ("squall run PLAN ..."; main passed argv + 1, so argv[-1] is
-     * the program): getopt reorders argv */
-    char **typed = sq_cli_argv_copy(argc + 1, argv - 1);
-    int rc = sq_planrun_parse_argv(&o, argc, argv, err, sizeof(err));
+    sq_planrun_opts_init(&c->o);
+    c->typed = sq_cli_argv_copy(c->argc + 1, c->argv - 1);
+    int rc = sq_planrun_parse_argv(&c->o, c->argc, c->argv, err, sizeof(err));
     if (rc == SQ_PLANRUN_HELP)
         print_usage(stdout);
-    if (rc) {
-        free(typed);
-        return rc > 0 ? SQ_EXIT_OK : sq_cli_prep_error(FACE, rc, err);
-    }
-    struct sq_plan *p = NULL;
-    rc = load(o.plan, &p);
-    if (rc == 0 && (rc = sq_cli_sink_plan_check(p)) != 0)
-        sq_plan_free(p);
-    if (rc) {
-        free(typed);
+    if (rc)
+        return rc > 0 ? SQ_EXIT_DONE : sq_cli_prep_error(FACE, rc, err);
+    rc = load(c->o.plan, &c->p);
+    if (rc == 0)
+        rc = sq_cli_sink_plan_check(c->p);
+    return rc;
+}
+
+/* A plan's sink: section: the sink beside the load, told this run's id first. */
+static int plan_sink(struct plancmd *c)
+{
+    if (!c->p->sink)
+        return 0;
+    struct sq_sink_beside_opts so;
+    char http[300];
+    sq_sink_beside_plan_opts(c->p, &so, http, sizeof(http));
+    c->run.cfg.run_id = sq_run_new_id();
+    return sq_cli_sink_begin(FACE, &so, c->run.cfg.run_id, &c->load.sink);
+}
+
+/* Everything before the first packet of load: the run set up (face/planrun.h), the open-file
+ * limit, auth.oauth2's first token, the output files, the tick and the sink. Returns 0, or the
+ * exit status after printing why. */
+static int plan_prepare(struct plancmd *c)
+{
+    char err[SQ_PREP_ERRLEN];
+    const struct sq_planrun_opts *o = &c->o;
+    int rc = sq_planrun_prepare(&c->run, c->p, o, err, sizeof(err));
+    c->prepared = true;
+    if (rc == 0 && !o->dist.agents) /* on agents, each raises its own */
+        rc = sq_net_raise_nofile(c->run.vus, "VUs", err, sizeof(err));
+    if (rc == 0 && !o->dist.agents) /* auth.oauth2's first token (each agent fetches its own) */
+        rc = sq_planrun_begin(&c->run, err, sizeof(err));
+    if (rc < 0)
+        return sq_cli_prep_error(FACE, rc, err);
+    struct sq_cli_load *l = &c->load;
+    l->face = FACE;
+    l->cfg = &c->run.cfg;
+    l->d = &o->dist;
+    l->outs = (struct sq_cli_outputs){
+        .face = FACE, .json_path = o->json_path, .html_path = o->html_path, .quiet = o->quiet};
+    if ((rc = sq_cli_load_open(l, o->csv_path, o->hdr_path, o->ndjson_path, o->sample)) != 0)
         return rc;
-    }
-
-    int exit_code = SQ_EXIT_FAIL;
-    struct sq_planrun run;
-    struct sq_result res = {0};
-    struct sq_th_verdicts verdicts = {0};
-    struct ticker tk = {0};
-    struct sq_cluster_report rep = {0};
-    struct sq_cli_dist dist = {0};
-    json_t *job = NULL;
-    struct sq_cli_outputs outs = {
-        .face = FACE, .json_path = o.json_path, .html_path = o.html_path, .quiet = o.quiet};
-    const char *why = NULL;
-    int sig = 0;
-    bool forced = false;
-
-    rc = sq_planrun_prepare(&run, p, &o, err, sizeof(err));
-    if (rc == 0 && !o.dist.agents) /* on agents, each raises its own */
-        rc = sq_net_raise_nofile(run.vus, "VUs", err, sizeof(err));
-    if (rc == 0 && !o.dist.agents) /* auth.oauth2's first token (each agent fetches its own) */
-        rc = sq_planrun_begin(&run, err, sizeof(err));
-    if (rc < 0) {
-        exit_code = sq_cli_prep_error(FACE, rc, err);
-        goto out;
-    }
-    if ((rc = sq_cli_outputs_open(&outs)) != 0 ||
-        (rc = sq_cli_series_open(&tk.out, FACE, o.csv_path, o.hdr_path, o.ndjson_path, o.sample,
-                                 &run.cfg)) != 0) {
-        exit_code = rc;
-        goto out;
-    }
-    if (tk.out.nd.f && sq_ndjson_plan_labels(&tk.out.nd, p) < 0) {
+    if (l->out.nd.f && sq_ndjson_plan_labels(&l->out.nd, c->p) < 0) {
         fprintf(stderr, "squall: out of memory\n");
-        goto out;
+        return SQ_EXIT_FAIL;
     }
-    sq_cli_progress_init(&tk.progress, run.open, run.length_s);
-    tk.show = !o.quiet;
-    if (sq_planrun_watch_init(&tk.w, p) < 0)
-        goto out;
-    run.cfg.on_tick = on_tick;
-    run.cfg.tick_ud = &tk;
+    sq_cli_progress_init(&l->progress, c->run.open, c->run.length_s);
+    l->show = !o->quiet;
+    if (sq_planrun_watch_init(&c->w, c->p) < 0)
+        return SQ_EXIT_FAIL;
+    c->run.cfg.on_tick = on_tick;
+    c->run.cfg.tick_ud = c;
+    return plan_sink(c);
+}
 
-    struct sq_sink *sink = NULL;
-    if (p->sink) {
-        struct sq_sink_beside_opts so;
-        char http[300];
-        sq_sink_beside_plan_opts(p, &so, http, sizeof(http));
-        run.cfg.run_id = sq_run_new_id();
-        if ((rc = sq_cli_sink_begin(FACE, &so, run.cfg.run_id, &sink)) != 0) {
-            exit_code = rc;
-            goto out;
-        }
+/* The longest graceful stop of the plan's scenarios: the agents' controller waits for it. */
+static int64_t plan_grace(const struct sq_run_config *cfg)
+{
+    int64_t grace = 0;
+    for (uint32_t i = 0; i < cfg->nscens; i++)
+        if (cfg->scens[i].exec.graceful_stop_ns > grace)
+            grace = cfg->scens[i].exec.graceful_stop_ns;
+    return grace;
+}
+
+/* The run, here or on agents, then the thresholds on its result. Returns 0 when it took place,
+ * or the exit status after printing why. */
+static int plan_run(struct plancmd *c)
+{
+    struct sq_run_config *cfg = &c->run.cfg;
+    cfg->stop = sq_cli_signals_begin();
+    if (c->o.dist.agents) /* the plan on agents: validated above, before anything is sent */
+        c->load.job = plan_job(c->argc, c->argv, c->o.plan, cfg->seed);
+    int64_t length_ns = (int64_t)(c->run.length_s * 1e9) + (c->o.dist.agents ? plan_grace(cfg) : 0);
+    int rc = sq_cli_load_run(&c->load, c->run.open, length_ns, on_tick, c);
+    if (rc)
+        return rc;
+    if (sq_planrun_finish(&c->run, &c->w, &c->load.res, &c->verdicts) < 0) {
+        sq_cli_load_abandon(&c->load);
+        return SQ_EXIT_FAIL;
     }
-    run.cfg.stop = tk.stop = sq_cli_signals_begin();
-    if (o.dist.agents) {
-        /* The plan on agents: validated above, before anything is sent anywhere. */
-        int64_t grace = 0;
-        for (uint32_t i = 0; i < run.cfg.nscens; i++)
-            if (run.cfg.scens[i].exec.graceful_stop_ns > grace)
-                grace = run.cfg.scens[i].exec.graceful_stop_ns;
-        job = plan_job(argc, argv, o.plan, run.cfg.seed);
-        struct sq_cli_dist x = {.face = FACE,
-                                .d = &o.dist,
-                                .job = job,
-                                .open = run.open,
-                                .length_ns = (int64_t)(run.length_s * 1e9) + grace,
-                                .on_tick = on_tick,
-                                .tick_ud = &tk,
-                                .stop = tk.stop,
-                                .progress = tk.show ? &tk.progress : NULL};
-        dist = x;
-        rc = job ? sq_cli_dist_run(&dist, &res, &rep) : SQ_EXIT_FAIL;
-        res.seed = run.cfg.seed; /* the agents' seed: the job carried it */
-        if (rc) {
-            sq_cli_signals_end();
-            sq_cli_sink_end(sink, &res, NULL, run.cfg.stop, NULL, 0);
-            exit_code = rc;
-            goto out;
-        }
-    } else {
-        rc = sq_run(&run.cfg, &res, &why);
-    }
-    sig = sq_cli_signal_seen(&forced);
-    sq_progress_finish(&tk.progress);
-    sq_cli_series_report(&tk.out, &res);
-    if (rc < 0) {
-        sq_cli_signals_end();
-        fprintf(stderr, "squall: %s: %s\n", why, sq_strerror(rc));
-        sq_cli_sink_end(sink, &res, NULL, run.cfg.stop, NULL, 0);
-        goto out;
-    }
-    if (sq_planrun_finish(&run, &tk.w, &res, &verdicts) < 0) {
-        sq_cli_signals_end();
-        sq_cli_sink_end(sink, &res, NULL, run.cfg.stop, NULL, 0);
-        goto out;
-    }
-    sq_cli_series_close(&tk.out, true);
-    if (sig)
-        sq_cli_signal_mark(&res, sig, forced);
-    json_t *doc = sq_planrun_doc(&run, &res, &verdicts);
-    char sink_why[512] = "";
-    bool sink_failed = sq_cli_sink_end(sink, &res, doc, run.cfg.stop, sink_why, sizeof(sink_why));
-    if (!sig && sink) /* a signal while the sink waited for the last events */
-        sig = sq_cli_signal_seen(&forced);
-    sq_cli_signals_end();
-    if (doc && o.dist.agents && sq_cli_dist_doc(doc, &rep) < 0) {
-        json_decref(doc);
-        doc = NULL;
-    }
-    if (!doc) {
-        fprintf(stderr, "squall: out of memory building the result\n");
-        goto out;
-    }
-    if (typed)
-        sq_report_set_command(doc, argc + 1, typed, !o.no_redact && !p->no_redact);
-    if (sig)
-        sq_cli_signal_doc(doc, sig, forced);
-    bool written = sq_cli_render(&outs, doc) == 0;
-    json_decref(doc);
-    if (res.script_error) {
-        fprintf(stderr, "squall: the run stopped on a script error: %s\n", res.script_error);
-        goto out;
-    }
-    if (tk.w.aborted)
-        fprintf(stderr, "squall: run stopped: %s\n", tk.w.why);
-    /* Which verdict wins: a signal (the run is incomplete), then a target that got nothing or a
-     * run where nothing succeeded (thresholds on no data are not a regression, and a dead
-     * target is not a slow one: result/verdict.h's rule), then the thresholds. */
-    if (sig) {
-        exit_code = SQ_EXIT_SIGNAL;
-    } else if (res.c.sent == 0 && res.c.iterations == 0 && !sq_result_succeeded(&res)) {
+    sq_cli_load_measured(&c->load);
+    return 0;
+}
+
+/* Which verdict wins: a signal (the run is incomplete), then a target that got nothing or a run
+ * where nothing succeeded (thresholds on no data are not a regression, and a dead target is not
+ * a slow one: result/verdict.h's rule), then the sink, then the thresholds. */
+static int plan_status(const struct plancmd *c)
+{
+    const struct sq_result *res = &c->load.res;
+    if (c->load.sig)
+        return SQ_EXIT_SIGNAL;
+    if (res->c.sent == 0 && res->c.iterations == 0 && !sq_result_succeeded(res)) {
         fprintf(stderr, "squall: nothing was sent: %s\n",
-                res.aborted ? res.abort_reason : "the target was not reachable");
-        exit_code = SQ_EXIT_FAIL;
-    } else if (!sq_result_succeeded(&res)) {
-        exit_code = sq_cli_run_status(&res, 0, run.cfg.timeout_ns);
-    } else if (sink_failed) { /* the sink counted nothing that crossed its broker */
-        fprintf(stderr, "squall: sink: %s\n", sink_why);
-        exit_code = SQ_EXIT_FAIL;
-    } else if (verdicts.failed || tk.w.aborted) {
-        fprintf(stderr, "squall: thresholds crossed\n");
-        exit_code = SQ_EXIT_THRESHOLDS;
-    } else {
-        exit_code = SQ_EXIT_OK;
+                res->aborted ? res->abort_reason : "the target was not reachable");
+        return SQ_EXIT_FAIL;
     }
-    if (o.dist.agents)
-        exit_code = sq_cli_dist_status(&dist, &rep, exit_code);
-    if (!written && exit_code == SQ_EXIT_OK)
-        exit_code = SQ_EXIT_FAIL;
-out:
-    sq_cli_signals_end();
-    sq_cli_series_close(&tk.out, false); /* what was not committed above: nothing measured */
-    sq_planrun_watch_dispose(&tk.w);
-    sq_th_verdicts_dispose(&verdicts);
-    sq_result_dispose(&res); /* before rep: a distributed result borrows its strings */
-    sq_cluster_report_dispose(&rep);
-    json_decref(job);
-    sq_planrun_dispose(&run);
-    sq_plan_free(p);
-    free(typed);
-    return exit_code;
+    if (!sq_result_succeeded(res))
+        return sq_cli_run_status(res, 0, c->run.cfg.timeout_ns);
+    if (c->load.sink_failed) { /* the sink counted nothing that crossed its broker */
+        fprintf(stderr, "squall: sink: %s\n", c->load.sink_why);
+        return SQ_EXIT_FAIL;
+    }
+    if (c->verdicts.failed || c->w.aborted) {
+        fprintf(stderr, "squall: thresholds crossed\n");
+        return SQ_EXIT_THRESHOLDS;
+    }
+    return SQ_EXIT_OK;
+}
+
+/* One document feeds every output; then the exit status. */
+static int plan_render(struct plancmd *c)
+{
+    struct sq_cli_load *l = &c->load;
+    json_t *doc = sq_cli_load_doc(l, sq_planrun_doc(&c->run, &l->res, &c->verdicts), c->argc + 1,
+                                  c->typed, !c->o.no_redact && !c->p->no_redact);
+    if (!doc)
+        return SQ_EXIT_FAIL;
+    bool written = sq_cli_render(&l->outs, doc) == 0;
+    json_decref(doc);
+    if (sq_cli_load_script_failed(l))
+        return SQ_EXIT_FAIL;
+    if (c->w.aborted)
+        fprintf(stderr, "squall: run stopped: %s\n", c->w.why);
+    return sq_cli_load_status(l, plan_status(c), written);
+}
+
+static void plan_dispose(struct plancmd *c)
+{
+    if (c->prepared) {
+        sq_cli_load_dispose(&c->load);
+        sq_planrun_watch_dispose(&c->w);
+        sq_th_verdicts_dispose(&c->verdicts);
+        sq_planrun_dispose(&c->run);
+    }
+    sq_plan_free(c->p);
+    free(c->typed);
+}
+
+int sq_cli_run(int argc, char **argv)
+{
+    struct plancmd c = {.argc = argc, .argv = argv};
+    int rc = plan_parse(&c);
+    if (rc == 0)
+        rc = plan_prepare(&c);
+    if (rc == 0)
+        rc = plan_run(&c);
+    if (rc == 0)
+        rc = plan_render(&c);
+    plan_dispose(&c);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

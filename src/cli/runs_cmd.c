@@ -49,23 +49,47 @@ static const char runs_usage[] =
 struct runs_opts {
     const char *data, *json_path, *html_path, *status;
     bool json;
+    bool export; /* `runs export`: --json takes a file */
     uint64_t limit;
     const char *args[3];
     int nargs;
 };
 
-/* What getopt_long refused, as a usage error. */
-static int flag_refused(const struct option *longs, int opt, const char *flag)
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
 {
-    char err[256];
-    sq_flag_refused(longs, opt, flag, err, sizeof(err));
-    return sq_cli_usage_error(FACE, "%s", err);
+    struct runs_opts *o = ud;
+    switch (opt) {
+    case 'D':
+        o->data = optarg;
+        return 0;
+    case 's':
+        o->status = optarg;
+        return 0;
+    case 'n':
+        if (sq_parse_u64(optarg, 1, SQ_STORE_LIST_MAX, 0, &o->limit) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a count in 1..%d", flag, optarg,
+                                      SQ_STORE_LIST_MAX);
+        return 0;
+    case 'j':
+        o->json = true;
+        o->json_path = o->export ? optarg : NULL;
+        return 0;
+    case 'H':
+        o->html_path = optarg;
+        return 0;
+    case 'h':
+        fputs(runs_usage, stdout);
+        return SQ_EXIT_DONE;
+    default:
+        return sq_cli_flag_refused(FACE, longs, opt, flag);
+    }
 }
 
 /* argv[0] is the subcommand: export takes --json FILE, the others a bare --json. */
 static int parse(int argc, char **argv, struct runs_opts *o)
 {
-    bool export = strcmp(argv[0], "export") == 0;
     static const struct option longs[] = {
         {"data", required_argument, NULL, 'D'},
         {"status", required_argument, NULL, 's'},
@@ -82,40 +106,11 @@ static int parse(int argc, char **argv, struct runs_opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const struct option *table = export ? export_longs : longs;
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1;
+    o->export = strcmp(argv[0], "export") == 0;
     o->args[o->nargs++] = argv[0];
-    while ((opt = getopt_long(argc, argv, ":h", table, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(table, &li, opt, argv, name, sizeof(name));
-        switch (opt) {
-        case 'D':
-            o->data = optarg;
-            break;
-        case 's':
-            o->status = optarg;
-            break;
-        case 'n':
-            if (sq_parse_u64(optarg, 1, SQ_STORE_LIST_MAX, 0, &o->limit) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a count in 1..%d", flag, optarg,
-                                          SQ_STORE_LIST_MAX);
-            break;
-        case 'j':
-            o->json = true;
-            o->json_path = export ? optarg : NULL;
-            break;
-        case 'H':
-            o->html_path = optarg;
-            break;
-        case 'h':
-            fputs(runs_usage, stdout);
-            return SQ_EXIT_DONE;
-        default:
-            return flag_refused(table, opt, flag);
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":h", o->export ? export_longs : longs, take_flag, o);
+    if (rc)
+        return rc;
     for (int i = optind; i < argc; i++) {
         if (o->nargs == 3)
             return sq_cli_usage_error(FACE, "unexpected argument '%s'", argv[i]);
@@ -162,6 +157,55 @@ static void iso(int64_t ms, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+/* The list as JSON: one object per run. */
+static void list_json(const struct sq_store_runs *l)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < l->n; i++) {
+        const struct sq_store_run *r = &l->v[i];
+        json_array_append_new(
+            a, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:f, s:I, s:I}", "id",
+                         (json_int_t)r->id, "name", r->name, "kind", sq_store_kind_name(r->kind),
+                         "status", sq_store_status_name(r->status), "created_ms",
+                         (json_int_t)r->created_ms, "started_ms", (json_int_t)r->started_ms,
+                         "ended_ms", (json_int_t)r->ended_ms, "target", r->target, "requests_per_s",
+                         r->req_per_s, "p99_us", (json_int_t)r->p99_us, "errors",
+                         (json_int_t)r->errors));
+    }
+    json_dumpf(a, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    json_decref(a);
+}
+
+/* The list as a table, one run a line ("-" where a figure is not known). */
+static void list_table(const struct sq_store_runs *l)
+{
+    if (l->n == 0) {
+        printf("no runs\n");
+        return;
+    }
+    printf("%6s  %-11s  %-19s  %12s  %10s  %8s  %s\n", "ID", "STATUS", "STARTED", "REQ/S", "P99",
+           "ERRORS", "TARGET");
+    for (size_t i = 0; i < l->n; i++) {
+        const struct sq_store_run *r = &l->v[i];
+        char when[32], rps[32] = "-", p99[32] = "-", errs[32] = "-";
+        iso(r->started_ms ? r->started_ms : r->created_ms, when, sizeof(when));
+        if (r->req_per_s >= 0)
+            snprintf(rps, sizeof(rps), "%.1f", r->req_per_s);
+        if (r->p99_us >= 0)
+            sq_fmt_dur_us((double)r->p99_us, p99, sizeof(p99));
+        if (r->errors >= 0)
+            sq_fmt_group((uint64_t)r->errors, errs, sizeof(errs));
+        printf("%6lld  %-11s  %-19s  %12s  ", (long long)r->id, sq_store_status_name(r->status),
+               when, rps);
+        sq_fmt_pad(stdout, p99, 10, true);
+        printf("  %8s  %s%s%s%s\n", errs, r->target, r->name[0] ? "  (" : "", r->name,
+               r->name[0] ? ")" : "");
+    }
+    if (l->more)
+        printf("(more: --limit, or --status to narrow)\n");
+}
+
 static int cmd_list(struct sq_store *s, const struct runs_opts *o)
 {
     struct sq_store_query q = {.limit = (size_t)o->limit};
@@ -184,46 +228,10 @@ static int cmd_list(struct sq_store *s, const struct runs_opts *o)
         sq_cli_error(FACE, "%s", err);
         return SQ_EXIT_FAIL;
     }
-    if (o->json) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < l.n; i++) {
-            const struct sq_store_run *r = &l.v[i];
-            json_array_append_new(
-                a, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:f, s:I, s:I}", "id",
-                             (json_int_t)r->id, "name", r->name, "kind",
-                             sq_store_kind_name(r->kind), "status", sq_store_status_name(r->status),
-                             "created_ms", (json_int_t)r->created_ms, "started_ms",
-                             (json_int_t)r->started_ms, "ended_ms", (json_int_t)r->ended_ms,
-                             "target", r->target, "requests_per_s", r->req_per_s, "p99_us",
-                             (json_int_t)r->p99_us, "errors", (json_int_t)r->errors));
-        }
-        json_dumpf(a, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        fputc('\n', stdout);
-        json_decref(a);
-    } else if (l.n == 0) {
-        printf("no runs\n");
-    } else {
-        printf("%6s  %-11s  %-19s  %12s  %10s  %8s  %s\n", "ID", "STATUS", "STARTED", "REQ/S",
-               "P99", "ERRORS", "TARGET");
-        for (size_t i = 0; i < l.n; i++) {
-            const struct sq_store_run *r = &l.v[i];
-            char when[32], rps[32] = "-", p99[32] = "-", errs[32] = "-";
-            iso(r->started_ms ? r->started_ms : r->created_ms, when, sizeof(when));
-            if (r->req_per_s >= 0)
-                snprintf(rps, sizeof(rps), "%.1f", r->req_per_s);
-            if (r->p99_us >= 0)
-                sq_fmt_dur_us((double)r->p99_us, p99, sizeof(p99));
-            if (r->errors >= 0)
-                sq_fmt_group((uint64_t)r->errors, errs, sizeof(errs));
-            printf("%6lld  %-11s  %-19s  %12s  ", (long long)r->id, sq_store_status_name(r->status),
-                   when, rps);
-            sq_fmt_pad(stdout, p99, 10, true);
-            printf("  %8s  %s%s%s%s\n", errs, r->target, r->name[0] ? "  (" : "", r->name,
-                   r->name[0] ? ")" : "");
-        }
-        if (l.more)
-            printf("(more: --limit, or --status to narrow)\n");
-    }
+    if (o->json)
+        list_json(&l);
+    else
+        list_table(&l);
     sq_store_runs_dispose(&l);
     return SQ_EXIT_OK;
 }

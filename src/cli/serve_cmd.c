@@ -96,14 +96,6 @@ enum {
     OPT_MAX_CONNS_PER_PEER,
 };
 
-/* What getopt_long refused, as a usage error. */
-static int flag_refused(const struct option *longs, int opt, const char *flag)
-{
-    char err[256];
-    sq_flag_refused(longs, opt, flag, err, sizeof(err));
-    return sq_cli_usage_error(FACE, "%s", err);
-}
-
 /* "HOST:PORT", "[V6]:PORT" or ":PORT" (loopback). host is written into buf. */
 static bool parse_listen(const char *s, char *buf, size_t len, uint16_t *port)
 {
@@ -170,7 +162,119 @@ static int config_flag(struct sq_daemon_config *c, const char *key, const char *
     return 0;
 }
 
-int sq_cli_serve(int argc, char **argv)
+/* ---- the command: parse -> prepare -> run ---- */
+
+/* What the phases of one `squall serve` share. */
+struct servecmd {
+    struct sq_daemon_config cfg; /* --keep ... --max-body: checked by the daemon's validator */
+    char host[256], allow[4096]; /* --listen's host; --allow-host's, joined by commas */
+    uint16_t port;
+    const char *data, *token_file, *cors, *inbox_stamp;
+    bool quiet, access_log;
+    uint64_t inbox_caps, inbox_body, per_peer;
+    char *token;       /* read from --token-file (owned; scrubbed once the daemon has it) */
+    sigset_t set, old; /* SIGINT and SIGTERM, blocked; the mask before */
+    FILE *devnull;     /* -q: the log goes there */
+    struct sq_daemon *d;
+};
+
+/* The flags that are one key of the daemon's settings each. */
+static const struct {
+    int opt;
+    const char *key;
+} config_keys[] = {
+    {OPT_KEEP, "keep_runs"},
+    {OPT_KEEP_DAYS, "keep_days"},
+    {'t', "threads"},
+    {OPT_TIMEOUT, "timeout"},
+    {OPT_MAX_VUS, "max_vus"},
+    {OPT_MAX_RATE, "max_rate"},
+    {OPT_MAX_DURATION, "max_duration"},
+    {OPT_MAX_QUEUE, "max_queue"},
+    {OPT_MAX_BODY, "max_body"},
+};
+
+/* --allow-host: one more host in the list the setting holds. */
+static int allow_host(struct servecmd *c, const char *flag, const char *arg)
+{
+    size_t n = strlen(c->allow);
+    if (n + strlen(arg) + 2 > sizeof(c->allow))
+        return sq_cli_usage_error(FACE, "%s: too many hosts", flag);
+    snprintf(c->allow + n, sizeof(c->allow) - n, "%s%s", n ? "," : "", arg);
+    return config_flag(&c->cfg, "allow_hosts", flag, c->allow);
+}
+
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct servecmd *c = ud;
+    for (size_t i = 0; i < SQ_ARRAY_LEN(config_keys); i++)
+        if (config_keys[i].opt == opt)
+            return config_flag(&c->cfg, config_keys[i].key, flag, optarg);
+    switch (opt) {
+    case 'l':
+        if (!parse_listen(optarg, c->host, sizeof(c->host), &c->port))
+            return sq_cli_usage_error(FACE,
+                                      "%s: '%s' is not ADDR:PORT (e.g. 127.0.0.1:9876, "
+                                      "[::1]:9876, 0.0.0.0:9876)",
+                                      flag, optarg);
+        return 0;
+    case OPT_DATA:
+        c->data = optarg;
+        return 0;
+    case OPT_TOKEN_FILE:
+        c->token_file = optarg;
+        return 0;
+    case OPT_ALLOW_HOST:
+        return allow_host(c, flag, optarg);
+    case OPT_CORS:
+        c->cors = optarg;
+        if (!origin_ok(optarg))
+            return sq_cli_usage_error(FACE,
+                                      "%s: '%s' is not an origin (scheme://host[:port], "
+                                      "e.g. https://grafana.example.com)",
+                                      flag, optarg);
+        return 0;
+    case OPT_ACCESS_LOG:
+        c->access_log = true;
+        return 0;
+    case OPT_INBOX_MAX_CAPTURES:
+        if (sq_parse_u64(optarg, 1, SQ_INBOX_MAX_CAPTURES, 1, &c->inbox_caps) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a capture count (1..1000000)", flag,
+                                      optarg);
+        return 0;
+    case OPT_INBOX_MAX_BODY:
+        if (!sq_cli_parse_size(optarg, SQ_SERVER_MAX_BODY, &c->inbox_body))
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a size (0..1MiB, e.g. 64KiB)", flag,
+                                      optarg);
+        return 0;
+    case OPT_INBOX_STAMP_HEADER:
+        c->inbox_stamp = optarg;
+        if (!sq_inbox_header_name_ok(optarg))
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a header name (e.g. X-Stamp)", flag,
+                                      optarg);
+        return 0;
+    case OPT_MAX_CONNS_PER_PEER:
+        if (sq_parse_u64(optarg, 0, SQ_DAEMON_MAX_CONNS, 0, &c->per_peer) < 0)
+            return sq_cli_usage_error(FACE,
+                                      "%s: '%s' is not a connection count (0..1024; 0: no "
+                                      "per-address cap)",
+                                      flag, optarg);
+        return 0;
+    case 'q':
+        c->quiet = true;
+        return 0;
+    case 'h':
+        fputs(serve_usage, stdout);
+        return SQ_EXIT_DONE;
+    }
+    return sq_cli_flag_refused(FACE, longs, opt, flag);
+}
+
+/* The flags, then what they say together: a non-loopback address needs a token, read here.
+ * Returns 0, SQ_EXIT_DONE or the exit status after printing why. */
+static int serve_parse(struct servecmd *c, int argc, char **argv)
 {
     static const struct option longs[] = {
         {"listen", required_argument, NULL, 'l'},
@@ -196,192 +300,95 @@ int sq_cli_serve(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct sq_daemon_config cfg;
-    sq_daemon_config_init(&cfg);
-    char host[256] = "127.0.0.1", allow[4096] = "";
-    uint16_t port = SQ_DAEMON_PORT;
-    const char *data = SQ_DAEMON_DATA, *token_file = NULL, *cors = NULL;
-    bool quiet = false, access_log = false;
-    uint64_t inbox_caps = 0, inbox_body = SQ_INBOX_MAX_BODY_DEFAULT;
-    uint64_t per_peer = SQ_DAEMON_MAX_CONNS_PER_PEER;
-    const char *inbox_stamp = NULL;
-    int rc = 0, opt, li = -1;
-    opterr = 0;
-    optind = 1;
-    while (rc == 0 && (opt = getopt_long(argc, argv, ":l:t:qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        switch (opt) {
-        case 'l':
-            if (!parse_listen(optarg, host, sizeof(host), &port))
-                rc = sq_cli_usage_error(FACE,
-                                        "%s: '%s' is not ADDR:PORT (e.g. 127.0.0.1:9876, "
-                                        "[::1]:9876, 0.0.0.0:9876)",
-                                        flag, optarg);
-            break;
-        case OPT_DATA:
-            data = optarg;
-            break;
-        case OPT_TOKEN_FILE:
-            token_file = optarg;
-            break;
-        case OPT_KEEP:
-            rc = config_flag(&cfg, "keep_runs", flag, optarg);
-            break;
-        case OPT_KEEP_DAYS:
-            rc = config_flag(&cfg, "keep_days", flag, optarg);
-            break;
-        case 't':
-            rc = config_flag(&cfg, "threads", flag, optarg);
-            break;
-        case OPT_TIMEOUT:
-            rc = config_flag(&cfg, "timeout", flag, optarg);
-            break;
-        case OPT_MAX_VUS:
-            rc = config_flag(&cfg, "max_vus", flag, optarg);
-            break;
-        case OPT_MAX_RATE:
-            rc = config_flag(&cfg, "max_rate", flag, optarg);
-            break;
-        case OPT_MAX_DURATION:
-            rc = config_flag(&cfg, "max_duration", flag, optarg);
-            break;
-        case OPT_MAX_QUEUE:
-            rc = config_flag(&cfg, "max_queue", flag, optarg);
-            break;
-        case OPT_MAX_BODY:
-            rc = config_flag(&cfg, "max_body", flag, optarg);
-            break;
-        case OPT_ALLOW_HOST: {
-            size_t n = strlen(allow);
-            if (n + strlen(optarg) + 2 > sizeof(allow)) {
-                rc = sq_cli_usage_error(FACE, "%s: too many hosts", flag);
-                break;
-            }
-            snprintf(allow + n, sizeof(allow) - n, "%s%s", n ? "," : "", optarg);
-            rc = config_flag(&cfg, "allow_hosts", flag, allow);
-            break;
-        }
-        case OPT_CORS:
-            if (!origin_ok(optarg))
-                rc = sq_cli_usage_error(FACE,
-                                        "%s: '%s' is not an origin (scheme://host[:port], "
-                                        "e.g. https://grafana.example.com)",
-                                        flag, optarg);
-            cors = optarg;
-            break;
-        case OPT_ACCESS_LOG:
-            access_log = true;
-            break;
-        case OPT_INBOX_MAX_CAPTURES:
-            if (sq_parse_u64(optarg, 1, SQ_INBOX_MAX_CAPTURES, 1, &inbox_caps) < 0)
-                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a capture count (1..1000000)", flag,
-                                        optarg);
-            break;
-        case OPT_INBOX_MAX_BODY:
-            if (!sq_cli_parse_size(optarg, SQ_SERVER_MAX_BODY, &inbox_body))
-                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a size (0..1MiB, e.g. 64KiB)", flag,
-                                        optarg);
-            break;
-        case OPT_INBOX_STAMP_HEADER:
-            if (!sq_inbox_header_name_ok(optarg))
-                rc = sq_cli_usage_error(FACE, "%s: '%s' is not a header name (e.g. X-Stamp)", flag,
-                                        optarg);
-            inbox_stamp = optarg;
-            break;
-        case OPT_MAX_CONNS_PER_PEER:
-            if (sq_parse_u64(optarg, 0, SQ_DAEMON_MAX_CONNS, 0, &per_peer) < 0)
-                rc = sq_cli_usage_error(FACE,
-                                        "%s: '%s' is not a connection count (0..1024; 0: no "
-                                        "per-address cap)",
-                                        flag, optarg);
-            break;
-        case 'q':
-            quiet = true;
-            break;
-        case 'h':
-            fputs(serve_usage, stdout);
-            sq_daemon_config_dispose(&cfg);
-            return SQ_EXIT_OK;
-        default:
-            rc = flag_refused(longs, opt, flag);
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":l:t:qh", longs, take_flag, c);
     if (rc == 0 && optind < argc)
         rc = sq_cli_usage_error(FACE, "unexpected argument '%s'", argv[optind]);
-    if (rc == 0 && !token_file && !sq_daemon_host_is_loopback(host))
+    if (rc == 0 && !c->token_file && !sq_daemon_host_is_loopback(c->host))
         rc = sq_cli_usage_error(FACE,
                                 "--listen %s needs --token-file: without a token only a loopback "
                                 "address (127.0.0.1, ::1, localhost) is served",
-                                host);
-    char *token = NULL;
-    if (rc == 0 && token_file) {
+                                c->host);
+    if (rc == 0 && c->token_file) {
         char err[512];
-        if (sq_daemon_token_read(token_file, &token, err, sizeof(err)) < 0)
+        if (sq_daemon_token_read(c->token_file, &c->token, err, sizeof(err)) < 0)
             rc = sq_cli_usage_error(FACE, "--token-file: %s", err);
     }
-    if (rc != 0) {
-        sq_daemon_config_dispose(&cfg);
-        return rc;
-    }
+    return rc;
+}
 
+/* The daemon started with the signals blocked, then the one line on stdout. Returns 0 or the
+ * exit status after printing why. */
+static int serve_start(struct servecmd *c)
+{
     /* The signals go to this thread alone: every thread started from here inherits the mask. */
-    sigset_t set, old;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, &old);
+    sigemptyset(&c->set);
+    sigaddset(&c->set, SIGINT);
+    sigaddset(&c->set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &c->set, &c->old);
     signal(SIGPIPE, SIG_IGN);
-
-    FILE *devnull = quiet ? fopen("/dev/null", "w") : NULL;
+    c->devnull = c->quiet ? fopen("/dev/null", "w") : NULL;
     struct sq_daemon_opts o = {
-        .host = host,
-        .port = port,
-        .data_dir = data,
-        .token = token,
-        .cors_origin = cors,
-        .access_log = access_log,
-        .log = devnull ? devnull : stderr,
-        .config = cfg,
-        .inbox_max_captures = (uint32_t)inbox_caps,
-        .inbox_max_body = inbox_body ? (size_t)inbox_body : SIZE_MAX,
-        .inbox_stamp_header = inbox_stamp,
-        .max_conns_per_peer = per_peer ? (uint32_t)per_peer : UINT32_MAX,
+        .host = c->host,
+        .port = c->port,
+        .data_dir = c->data,
+        .token = c->token,
+        .cors_origin = c->cors,
+        .access_log = c->access_log,
+        .log = c->devnull ? c->devnull : stderr,
+        .config = c->cfg,
+        .inbox_max_captures = (uint32_t)c->inbox_caps,
+        .inbox_max_body = c->inbox_body ? (size_t)c->inbox_body : SIZE_MAX,
+        .inbox_stamp_header = c->inbox_stamp,
+        .max_conns_per_peer = c->per_peer ? (uint32_t)c->per_peer : UINT32_MAX,
     };
-    struct sq_daemon *d = NULL;
     char err[1024];
-    rc = sq_daemon_start(&o, &d, err, sizeof(err));
-    if (token) {
-        memset(token, 0, strlen(token));
-        free(token);
-    }
-    sq_daemon_config_dispose(&cfg);
+    int rc = sq_daemon_start(&o, &c->d, err, sizeof(err));
     if (rc < 0) {
         sq_cli_error(FACE, "%s", err);
-        if (devnull)
-            fclose(devnull);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_sigmask(SIG_SETMASK, &c->old, NULL);
         return rc == -EINVAL ? SQ_EXIT_USAGE : SQ_EXIT_FAIL;
     }
-    bool v6 = strchr(host, ':') != NULL;
-    printf("squall serve listening on http://%s%s%s:%u/\n", v6 ? "[" : "", host, v6 ? "]" : "",
-           sq_daemon_port(d));
-    fflush(stdout);
+    sq_cli_listening("serve", "http", c->host, sq_daemon_port(c->d), "/");
+    return 0;
+}
 
+/* Serves until the first SIGINT or SIGTERM, then shuts down gracefully. */
+static void serve_run(struct servecmd *c)
+{
     int sig = 0;
-    sigwait(&set, &sig);
+    sigwait(&c->set, &sig);
     /* A second signal ends the process at once: this thread takes signals with their default
      * action from now on (the others keep them blocked). */
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    if (!quiet) {
+    pthread_sigmask(SIG_UNBLOCK, &c->set, NULL);
+    if (!c->quiet) {
         fprintf(stderr, "squall serve: %s: shutting down (again to stop at once)\n",
                 sig == SIGINT ? "SIGINT" : "SIGTERM");
         fflush(stderr);
     }
-    sq_daemon_free(d);
-    if (devnull)
-        fclose(devnull);
-    return SQ_EXIT_OK;
+    sq_daemon_free(c->d);
+}
+
+int sq_cli_serve(int argc, char **argv)
+{
+    struct servecmd c = {.host = "127.0.0.1",
+                         .port = SQ_DAEMON_PORT,
+                         .data = SQ_DAEMON_DATA,
+                         .inbox_body = SQ_INBOX_MAX_BODY_DEFAULT,
+                         .per_peer = SQ_DAEMON_MAX_CONNS_PER_PEER};
+    sq_daemon_config_init(&c.cfg);
+    int rc = serve_parse(&c, argc, argv);
+    if (rc == 0)
+        rc = serve_start(&c);
+    if (c.token) { /* the daemon keeps its own copy */
+        memset(c.token, 0, strlen(c.token));
+        free(c.token);
+    }
+    sq_daemon_config_dispose(&c.cfg);
+    if (rc == 0)
+        serve_run(&c);
+    if (c.devnull)
+        fclose(c.devnull);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

@@ -78,21 +78,19 @@ enum {
     OPT_HTML,
 };
 
-struct ticker {
-    bool show;
-};
+/* ---- the flags ---- */
 
-static void on_tick(void *ud, const struct sq_sink_second *s)
-{
-    struct ticker *t = ud;
-    if (!t->show)
-        return;
-    char g1[32], g2[32];
-    fprintf(stderr, "[%5.1fs] delivered %s/s · lost %s · dup %llu · e2e p50 %.1f ms p99 %.1f ms\n",
-            s->t_s, sq_fmt_group(s->delivered, g1, sizeof(g1)),
-            sq_fmt_group(s->lost, g2, sizeof(g2)), (unsigned long long)s->duplicates,
-            (double)s->p50_us / 1000, (double)s->p99_us / 1000);
-}
+/* What the phases of one `squall sink` share. */
+struct sinkcmd {
+    struct sq_sink_config cfg;
+    int64_t duration, idle; /* -d, --idle: when to stop (0: not asked) */
+    uint64_t count;         /* --count */
+    const char *json_path, *html_path;
+    bool quiet;
+    struct sq_cli_outputs outs;
+    struct sq_sink *s;
+    int64_t begin; /* when the sink started (CLOCK_MONOTONIC) */
+};
 
 static int dur(const char *flag, const char *arg, int64_t *out)
 {
@@ -102,7 +100,119 @@ static int dur(const char *flag, const char *arg, int64_t *out)
     return 0;
 }
 
-int sq_cli_sink(int argc, char **argv)
+#define NOT_MINE (-2) /* a flag the sources' parser leaves to the other one */
+
+/* A flag of the sources: --http, --nats, --mqtt and what goes with each. Returns 0, NOT_MINE, or
+ * the exit status after printing why. */
+static int take_source(struct sq_sink_config *cfg, int opt, const char *flag, const char *arg)
+{
+    uint64_t u;
+    switch (opt) {
+    case OPT_HTTP:
+        cfg->http = arg;
+        return 0;
+    case OPT_NATS:
+        cfg->nats = arg;
+        return 0;
+    case OPT_QUEUE:
+        cfg->nats_queue = arg;
+        return 0;
+    case OPT_STREAM:
+        cfg->nats_stream = arg;
+        return 0;
+    case OPT_DURABLE:
+        cfg->nats_durable = arg;
+        return 0;
+    case OPT_MQTT:
+        cfg->mqtt = arg;
+        return 0;
+    case OPT_QOS:
+        if (sq_parse_u64(arg, 0, 2, 1, &u) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a QoS (0, 1 or 2)", flag, arg);
+        cfg->mqtt_qos = (int)u;
+        return 0;
+    case OPT_MQTT_VERSION:
+        if (strcmp(arg, "3") != 0 && strcmp(arg, "5") != 0 && strcmp(arg, "3.1.1") != 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not 3 (3.1.1) or 5", flag, arg);
+        cfg->mqtt_version = arg[0] == '5' ? 5 : 3;
+        return 0;
+    case 't':
+        if (sq_parse_u64(arg, 1, 64, 1, &u) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a thread count (1..64)", flag, arg);
+        cfg->http_threads = (int)u;
+        return 0;
+    case OPT_STATUS:
+        if (sq_parse_u64(arg, 200, 599, 1, &u) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a final status (200..599)", flag, arg);
+        cfg->http_status = (int)u;
+        return 0;
+    case OPT_STAMP:
+        cfg->find = arg;
+        return 0;
+    }
+    return NOT_MINE;
+}
+
+/* A flag of the ledger, of when to stop and of what to write. Returns 0, SQ_EXIT_DONE (--help
+ * answered) or the exit status after printing why. */
+static int take_flag(struct sinkcmd *c, const struct option *longs, int opt, const char *flag,
+                     const char *arg)
+{
+    uint64_t u;
+    switch (opt) {
+    case OPT_SETTLE:
+        return dur(flag, arg, &c->cfg.settle_ns);
+    case OPT_LIST_LOST:
+        if (sq_parse_u64(arg, 0, 100000, 1, &u) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a count (0..100000)", flag, arg);
+        /* 0 would mean the default; one entry is the least shown */
+        c->cfg.list_lost = u ? (uint32_t)u : 1;
+        return 0;
+    case OPT_MAX_MEMORY:
+        if (!sq_cli_parse_size(arg, SQ_SINK_MAX_MAX_MEMORY, &u) || u < SQ_SINK_MIN_MAX_MEMORY)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a size (1MiB..1024GiB, e.g. 256MiB)",
+                                      flag, arg);
+        c->cfg.max_memory = u;
+        return 0;
+    case 'd': {
+        int rc = dur(flag, arg, &c->duration);
+        if (rc == 0 && !c->duration)
+            rc = sq_cli_usage_error(FACE, "%s: '%s': must be more than 0", flag, arg);
+        return rc;
+    }
+    case OPT_COUNT:
+        if (sq_parse_u64(arg, 1, UINT64_MAX / 2, 1, &c->count) < 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a count (1 or more)", flag, arg);
+        return 0;
+    case OPT_IDLE:
+        return dur(flag, arg, &c->idle);
+    case OPT_JSON:
+        c->json_path = arg;
+        return 0;
+    case OPT_HTML:
+        c->html_path = arg;
+        return 0;
+    case 'q':
+        c->quiet = true;
+        return 0;
+    case 'h':
+        fputs(usage, stdout);
+        return SQ_EXIT_DONE;
+    }
+    return sq_cli_flag_refused(FACE, longs, opt, flag);
+}
+
+/* One flag getopt_long returned: a source's, else the others'. */
+static int take(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct sinkcmd *c = ud;
+    int rc = take_source(&c->cfg, opt, flag, optarg);
+    return rc == NOT_MINE ? take_flag(c, longs, opt, flag, optarg) : rc;
+}
+
+/* The flags, their combinations, and the sink's own check of its config. Returns 0,
+ * SQ_EXIT_DONE or the exit status after printing why. */
+static int sink_parse(struct sinkcmd *c, int argc, char **argv)
 {
     static const struct option longs[] = {
         {"http", required_argument, NULL, OPT_HTTP},
@@ -128,201 +238,146 @@ int sq_cli_sink(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct sq_sink_config cfg = {.mqtt_qos = -1};
-    int64_t duration = 0, idle = 0;
-    uint64_t count = 0, u;
-    const char *json_path = NULL, *html_path = NULL;
-    bool quiet = false;
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1, rc;
-    while ((opt = getopt_long(argc, argv, ":t:d:qh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        switch (opt) {
-        case OPT_HTTP:
-            cfg.http = optarg;
-            break;
-        case OPT_NATS:
-            cfg.nats = optarg;
-            break;
-        case OPT_QUEUE:
-            cfg.nats_queue = optarg;
-            break;
-        case OPT_STREAM:
-            cfg.nats_stream = optarg;
-            break;
-        case OPT_DURABLE:
-            cfg.nats_durable = optarg;
-            break;
-        case OPT_MQTT:
-            cfg.mqtt = optarg;
-            break;
-        case OPT_QOS:
-            if (sq_parse_u64(optarg, 0, 2, 1, &u) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a QoS (0, 1 or 2)", flag, optarg);
-            cfg.mqtt_qos = (int)u;
-            break;
-        case OPT_MQTT_VERSION:
-            if (strcmp(optarg, "3") != 0 && strcmp(optarg, "5") != 0 &&
-                strcmp(optarg, "3.1.1") != 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not 3 (3.1.1) or 5", flag, optarg);
-            cfg.mqtt_version = optarg[0] == '5' ? 5 : 3;
-            break;
-        case 't':
-            if (sq_parse_u64(optarg, 1, 64, 1, &u) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a thread count (1..64)", flag,
-                                          optarg);
-            cfg.http_threads = (int)u;
-            break;
-        case OPT_STATUS:
-            if (sq_parse_u64(optarg, 200, 599, 1, &u) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a final status (200..599)", flag,
-                                          optarg);
-            cfg.http_status = (int)u;
-            break;
-        case OPT_STAMP:
-            cfg.find = optarg;
-            break;
-        case OPT_SETTLE:
-            if ((rc = dur(flag, optarg, &cfg.settle_ns)) != 0)
-                return rc;
-            break;
-        case OPT_LIST_LOST:
-            if (sq_parse_u64(optarg, 0, 100000, 1, &u) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a count (0..100000)", flag,
-                                          optarg);
-            cfg.list_lost = (uint32_t)u;
-            if (!u)
-                cfg.list_lost = 1; /* 0 would mean the default; one entry is the least shown */
-            break;
-        case OPT_MAX_MEMORY:
-            if (!sq_cli_parse_size(optarg, SQ_SINK_MAX_MAX_MEMORY, &u) ||
-                u < SQ_SINK_MIN_MAX_MEMORY)
-                return sq_cli_usage_error(
-                    FACE, "%s: '%s' is not a size (1MiB..1024GiB, e.g. 256MiB)", flag, optarg);
-            cfg.max_memory = u;
-            break;
-        case 'd':
-            if ((rc = dur(flag, optarg, &duration)) != 0)
-                return rc;
-            if (!duration)
-                return sq_cli_usage_error(FACE, "%s: '%s': must be more than 0", flag, optarg);
-            break;
-        case OPT_COUNT:
-            if (sq_parse_u64(optarg, 1, UINT64_MAX / 2, 1, &count) < 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a count (1 or more)", flag,
-                                          optarg);
-            break;
-        case OPT_IDLE:
-            if ((rc = dur(flag, optarg, &idle)) != 0)
-                return rc;
-            break;
-        case OPT_JSON:
-            json_path = optarg;
-            break;
-        case OPT_HTML:
-            html_path = optarg;
-            break;
-        case 'q':
-            quiet = true;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return SQ_EXIT_OK;
-        default: {
-            char msg[256];
-            sq_flag_refused(longs, opt, flag, msg, sizeof(msg));
-            return sq_cli_usage_error(FACE, "%s", msg);
-        }
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":t:d:qh", longs, take, c);
+    if (rc)
+        return rc;
     if (optind < argc)
         return sq_cli_usage_error(FACE,
                                   "unexpected '%s' (sources are flags: --http, --nats, "
                                   "--mqtt)",
                                   argv[optind]);
-    if (cfg.mqtt_qos >= 0 && !cfg.mqtt)
+    const struct sq_sink_config *cfg = &c->cfg;
+    if (cfg->mqtt_qos >= 0 && !cfg->mqtt)
         return sq_cli_usage_error(FACE, "--qos applies to --mqtt");
-    if (cfg.mqtt_version && !cfg.mqtt)
+    if (cfg->mqtt_version && !cfg->mqtt)
         return sq_cli_usage_error(FACE, "--mqtt-version applies to --mqtt");
-    if ((cfg.http_threads || cfg.http_status) && !cfg.http)
+    if ((cfg->http_threads || cfg->http_status) && !cfg->http)
         return sq_cli_usage_error(FACE, "%s applies to --http",
-                                  cfg.http_threads ? "--threads" : "--status");
+                                  cfg->http_threads ? "--threads" : "--status");
     char err[512] = "";
-    rc = sq_sink_check(&cfg, err, sizeof(err));
-    if (rc < 0)
+    if (sq_sink_check(cfg, err, sizeof(err)) < 0)
         return sq_cli_usage_error(FACE, "%s", err);
+    return 0;
+}
 
-    struct sq_cli_outputs outs = {
-        .face = FACE, .json_path = json_path, .html_path = html_path, .quiet = quiet};
-    if ((rc = sq_cli_outputs_open(&outs)) != 0)
+/* ---- the command: parse -> prepare -> run -> render ---- */
+
+static void on_tick(void *ud, const struct sq_sink_second *s)
+{
+    const struct sinkcmd *c = ud;
+    if (c->quiet)
+        return;
+    char g1[32], g2[32];
+    fprintf(stderr, "[%5.1fs] delivered %s/s · lost %s · dup %llu · e2e p50 %.1f ms p99 %.1f ms\n",
+            s->t_s, sq_fmt_group(s->delivered, g1, sizeof(g1)),
+            sq_fmt_group(s->lost, g2, sizeof(g2)), (unsigned long long)s->duplicates,
+            (double)s->p50_us / 1000, (double)s->p99_us / 1000);
+}
+
+/* The output files checked, the sources started. Returns 0 or the exit status. */
+static int sink_prepare(struct sinkcmd *c)
+{
+    c->outs = (struct sq_cli_outputs){
+        .face = FACE, .json_path = c->json_path, .html_path = c->html_path, .quiet = c->quiet};
+    int rc = sq_cli_outputs_open(&c->outs);
+    if (rc != 0)
         return rc;
-    struct ticker tk = {.show = !quiet};
-    cfg.on_tick = on_tick;
-    cfg.tick_ud = &tk;
-    struct sq_sink *s = NULL;
-    rc = sq_sink_start(&cfg, &s, err, sizeof(err));
+    c->cfg.on_tick = on_tick;
+    c->cfg.tick_ud = c;
+    char err[512] = "";
+    rc = sq_sink_start(&c->cfg, &c->s, err, sizeof(err));
+    if (rc == -SQ_EUSAGE)
+        return sq_cli_usage_error(FACE, "%s", err);
     if (rc < 0) {
-        if (rc == -SQ_EUSAGE)
-            return sq_cli_usage_error(FACE, "%s", err);
         sq_cli_error(FACE, "%s", err);
         return SQ_EXIT_FAIL;
     }
-    volatile int *stop = sq_cli_signals_begin();
-    int64_t begin = sq_now_ns();
-    /* Ready once every broker source is subscribed (or after 5 s, with a note). */
+    return 0;
+}
+
+/* Waits until every broker source is subscribed (or 5 s, or a signal), then says so on stderr:
+ * the line a script waits for before it sends. */
+static void sink_ready(struct sinkcmd *c, volatile int *stop)
+{
+    const struct sq_sink_config *cfg = &c->cfg;
     struct sq_sink_totals t;
     for (;;) {
-        sq_sink_totals(s, &t);
-        if (t.connected || *stop || sq_now_ns() - begin > 5 * SQ_NS_PER_S)
+        sq_sink_totals(c->s, &t);
+        if (t.connected || *stop || sq_now_ns() - c->begin > 5 * SQ_NS_PER_S)
             break;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 5 * SQ_NS_PER_MS};
         nanosleep(&ts, NULL);
     }
-    if (cfg.http) {
-        const char *colon = strrchr(cfg.http, ':');
-        fprintf(stderr, "squall sink: listening on http://%.*s:%u", (int)(colon - cfg.http),
-                cfg.http, sq_sink_http_port(s));
+    if (cfg->http) {
+        const char *colon = strrchr(cfg->http, ':');
+        fprintf(stderr, "squall sink: listening on http://%.*s:%u", (int)(colon - cfg->http),
+                cfg->http, sq_sink_http_port(c->s));
     } else {
         fprintf(stderr, "squall sink: ready");
     }
-    if (cfg.nats)
-        fprintf(stderr, " · %s%s", cfg.nats, t.connected ? "" : " (not subscribed yet)");
-    if (cfg.mqtt)
-        fprintf(stderr, " · %s%s", cfg.mqtt, t.connected ? "" : " (not subscribed yet)");
+    if (cfg->nats)
+        fprintf(stderr, " · %s%s", cfg->nats, t.connected ? "" : " (not subscribed yet)");
+    if (cfg->mqtt)
+        fprintf(stderr, " · %s%s", cfg->mqtt, t.connected ? "" : " (not subscribed yet)");
     fputc('\n', stderr);
     fflush(stderr);
+}
+
+/* Counts until a signal, -d, --count or --idle ends it. */
+static void sink_run(struct sinkcmd *c)
+{
+    volatile int *stop = sq_cli_signals_begin();
+    c->begin = sq_now_ns();
+    sink_ready(c, stop);
+    struct sq_sink_totals t;
     while (!*stop) {
         int64_t now = sq_now_ns();
-        sq_sink_totals(s, &t);
-        if (duration && now - begin >= duration)
+        sq_sink_totals(c->s, &t);
+        if (c->duration && now - c->begin >= c->duration)
             break;
-        if (count && t.delivered >= count)
+        if (c->count && t.delivered >= c->count)
             break;
-        if (idle && t.last_arrival_ns && now - t.last_arrival_ns >= idle)
+        /* --idle counts from the first event on: a sink that got nothing yet waits */
+        if (c->idle && t.last_arrival_ns && now - t.last_arrival_ns >= c->idle)
             break;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * SQ_NS_PER_MS};
         nanosleep(&ts, NULL);
     }
     sq_cli_signals_end();
-    sq_sink_stop(s);
-    json_t *block = sq_sink_json(s);
-    json_t *doc = block ? sq_report_sink_doc(block, (double)(sq_now_ns() - begin) / 1e9) : NULL;
-    int exit_code = SQ_EXIT_FAIL;
+}
+
+/* The sink stopped, its document rendered; 0 when something was delivered, else 1. */
+static int sink_render(struct sinkcmd *c)
+{
+    sq_sink_stop(c->s);
+    json_t *block = sq_sink_json(c->s);
+    json_t *doc = block ? sq_report_sink_doc(block, (double)(sq_now_ns() - c->begin) / 1e9) : NULL;
     if (!doc) {
         sq_cli_error(FACE, "out of memory building the result");
-    } else {
-        sq_cli_render(&outs, doc);
-        sq_sink_totals(s, &t);
-        exit_code = t.delivered ? SQ_EXIT_OK : SQ_EXIT_FAIL;
-        if (!t.delivered)
-            fprintf(stderr, "squall sink: nothing was delivered\n");
-        char why[512];
-        if (sq_sink_unsubscribed(s, why, sizeof(why))) /* the reason, when it is a broker's */
-            fprintf(stderr, "squall sink: %s\n", why);
-        json_decref(doc);
+        return SQ_EXIT_FAIL;
     }
-    sq_sink_free(s);
-    return exit_code;
+    sq_cli_render(&c->outs, doc);
+    struct sq_sink_totals t;
+    sq_sink_totals(c->s, &t);
+    if (!t.delivered)
+        fprintf(stderr, "squall sink: nothing was delivered\n");
+    char why[512];
+    if (sq_sink_unsubscribed(c->s, why, sizeof(why))) /* the reason, when it is a broker's */
+        fprintf(stderr, "squall sink: %s\n", why);
+    json_decref(doc);
+    return t.delivered ? SQ_EXIT_OK : SQ_EXIT_FAIL;
+}
+
+int sq_cli_sink(int argc, char **argv)
+{
+    struct sinkcmd c = {.cfg = {.mqtt_qos = -1}};
+    int rc = sink_parse(&c, argc, argv);
+    if (rc == 0)
+        rc = sink_prepare(&c);
+    if (rc == 0) {
+        sink_run(&c);
+        rc = sink_render(&c);
+    }
+    sq_sink_free(c.s);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

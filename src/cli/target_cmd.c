@@ -125,198 +125,217 @@ static bool parse_stall(const char *val, int64_t *dur, int64_t *period)
     return *dur > 0 && *dur < *period && *dur <= SQ_TARGET_MAX_STALL_NS;
 }
 
-int sq_cli_target(int argc, char **argv)
+/* ---- the command: parse -> prepare -> run ---- */
+
+/* What the phases of one `squall target` share. */
+struct targetcmd {
+    const char *host;
+    uint64_t port, threads;
+    bool quiet, tls;
+    int64_t stall, stall_period; /* --stall DUR/PERIOD */
+    int64_t idle_timeout, header_timeout, request_timeout;
+    uint64_t max_conns, min_body_rate;
+    const char *oauth_client;
+    struct sq_tls_server_opts topts; /* --cert, --key, --client-ca, --cert-out */
+    struct sq_tls_server *ts;
+    struct sq_target *t;
+};
+
+/* The flags that take a value, in the order they are tried. */
+static const struct {
+    const char *shrt, *lng;
+} value_flags[] = {
+    {NULL, "--cert"},
+    {NULL, "--key"},
+    {NULL, "--client-ca"},
+    {NULL, "--cert-out"},
+    {NULL, "--host"},
+    {"-p", "--port"},
+    {"-t", "--threads"},
+    {NULL, "--stall"},
+    {NULL, "--idle-timeout"},
+    {NULL, "--header-timeout"},
+    {NULL, "--request-timeout"},
+    {NULL, "--min-body-rate"},
+    {NULL, "--oauth-client"},
+    {NULL, "--max-conns"},
+};
+
+/* A TLS file flag's value: any of them turns TLS on. Returns 0, 1 (not a file flag) or the exit
+ * status. */
+static int take_file(struct targetcmd *c, const char *flag, const char *val)
 {
-    const char *host = "127.0.0.1";
-    uint64_t port = 8080;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    uint64_t threads = ncpu > 0 ? (uint64_t)ncpu : 1;
-    if (threads > MAX_THREADS)
-        threads = MAX_THREADS;
-    bool quiet = false;
-    int64_t stall = 0, stall_period = 0;
-    int64_t idle_timeout = 60 * SQ_NS_PER_S, header_timeout = 10 * SQ_NS_PER_S;
-    int64_t request_timeout = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT;
-    uint64_t max_conns = 0, min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT;
-    const char *oauth_client = NULL;
-    bool tls = false;
-    struct sq_tls_server_opts topts = {0};
     struct {
         const char *name;
         const char **dst;
-    } const files[] = {{"--cert", &topts.cert},
-                       {"--key", &topts.key},
-                       {"--client-ca", &topts.client_ca},
-                       {"--cert-out", &topts.cert_out}};
+    } const files[] = {{"--cert", &c->topts.cert},
+                       {"--key", &c->topts.key},
+                       {"--client-ca", &c->topts.client_ca},
+                       {"--cert-out", &c->topts.cert_out}};
+    for (size_t f = 0; f < SQ_ARRAY_LEN(files); f++) {
+        if (strcmp(flag, files[f].name) != 0)
+            continue;
+        if (!*val)
+            return bad_value(flag, val, "a file name");
+        *files[f].dst = val;
+        c->tls = true;
+        return 0;
+    }
+    return 1;
+}
 
+/* The value of flag (its long name), checked. Returns 0 or the exit status after printing why. */
+static int take_value(struct targetcmd *c, const char *flag, const char *val)
+{
+    int rc = take_file(c, flag, val);
+    if (rc != 1)
+        return rc;
+    if (strcmp(flag, "--host") == 0) {
+        if (!*val)
+            return bad_value(flag, val, "an address (e.g. 127.0.0.1, ::1, 0.0.0.0)");
+        c->host = val;
+    } else if (strcmp(flag, "--port") == 0) {
+        if (sq_parse_u64(val, 0, 65535, 0, &c->port) < 0)
+            return bad_value(flag, val, "a port (0..65535; 0 picks a free one)");
+    } else if (strcmp(flag, "--threads") == 0) {
+        if (sq_parse_u64(val, 1, MAX_THREADS, 0, &c->threads) < 0)
+            return bad_value(flag, val, "a thread count (1..1024)");
+    } else if (strcmp(flag, "--stall") == 0) {
+        if (!parse_stall(val, &c->stall, &c->stall_period))
+            return bad_value(flag, val,
+                             "DUR/PERIOD (0 < DUR < PERIOD, DUR at most 1h, e.g. 500ms/2s)");
+    } else if (strcmp(flag, "--idle-timeout") == 0) {
+        if (!parse_timeout(val, &c->idle_timeout))
+            return bad_value(flag, val, "a timeout (e.g. 30s, 2m; 0 turns it off)");
+    } else if (strcmp(flag, "--header-timeout") == 0) {
+        if (!parse_timeout(val, &c->header_timeout))
+            return bad_value(flag, val, "a timeout (e.g. 10s, 500ms; 0 turns it off)");
+    } else if (strcmp(flag, "--request-timeout") == 0) {
+        if (!parse_timeout(val, &c->request_timeout))
+            return bad_value(flag, val, "a timeout (e.g. 60s, 2m; 0 turns it off)");
+    } else if (strcmp(flag, "--min-body-rate") == 0) {
+        if (sq_parse_u64(val, 0, UINT32_MAX, 1, &c->min_body_rate) < 0)
+            return bad_value(flag, val,
+                             "a rate in bytes per second (0..4294967295; 0 turns it off)");
+    } else if (strcmp(flag, "--oauth-client") == 0) {
+        const char *colon = strchr(val, ':');
+        if (!colon || colon == val || !colon[1])
+            return bad_value(flag, val, "ID:SECRET (both non-empty)");
+        c->oauth_client = val;
+    } else if (strcmp(flag, "--max-conns") == 0) {
+        if (sq_parse_u64(val, 1, UINT32_MAX, 1, &c->max_conns) < 0)
+            return bad_value(flag, val, "a connection count (1..4294967295)");
+    }
+    return 0;
+}
+
+/* The flags, by hand (--port=N, -pN and --port N all work). Returns 0, SQ_EXIT_DONE (--help
+ * answered) or the exit status after printing why. */
+static int target_parse(struct targetcmd *c, int argc, char **argv)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
-        int m;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(target_usage, stdout);
-            return SQ_EXIT_OK;
+            return SQ_EXIT_DONE;
         }
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            quiet = true;
+            c->quiet = true;
             continue;
         }
         if (strcmp(a, "--tls") == 0) {
-            tls = true;
+            c->tls = true;
             continue;
         }
-        bool matched = false;
-        for (size_t f = 0; f < SQ_ARRAY_LEN(files) && !matched; f++) {
-            if ((m = flag_value(argc, argv, &i, NULL, files[f].name, &val)) == 0)
-                continue;
-            if (m < 0)
-                return no_value(files[f].name);
-            if (!*val)
-                return bad_value(files[f].name, val, "a file name");
-            *files[f].dst = val;
-            tls = true;
-            matched = true;
-        }
-        if (matched)
-            continue;
-        if ((m = flag_value(argc, argv, &i, NULL, "--host", &val)) != 0) {
-            if (m < 0)
-                return no_value("--host");
-            if (!*val)
-                return bad_value("--host", val, "an address (e.g. 127.0.0.1, ::1, 0.0.0.0)");
-            host = val;
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, "-p", "--port", &val)) != 0) {
-            if (m < 0)
-                return no_value("--port");
-            if (sq_parse_u64(val, 0, 65535, 0, &port) < 0)
-                return bad_value("--port", val, "a port (0..65535; 0 picks a free one)");
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, "-t", "--threads", &val)) != 0) {
-            if (m < 0)
-                return no_value("--threads");
-            if (sq_parse_u64(val, 1, MAX_THREADS, 0, &threads) < 0)
-                return bad_value("--threads", val, "a thread count (1..1024)");
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, NULL, "--stall", &val)) != 0) {
-            if (m < 0)
-                return no_value("--stall");
-            if (!parse_stall(val, &stall, &stall_period))
-                return bad_value("--stall", val,
-                                 "DUR/PERIOD (0 < DUR < PERIOD, DUR at most 1h, e.g. 500ms/2s)");
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, NULL, "--idle-timeout", &val)) != 0) {
-            if (m < 0)
-                return no_value("--idle-timeout");
-            if (!parse_timeout(val, &idle_timeout))
-                return bad_value("--idle-timeout", val, "a timeout (e.g. 30s, 2m; 0 turns it off)");
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, NULL, "--header-timeout", &val)) != 0) {
-            if (m < 0)
-                return no_value("--header-timeout");
-            if (!parse_timeout(val, &header_timeout))
-                return bad_value("--header-timeout", val,
-                                 "a timeout (e.g. 10s, 500ms; 0 turns it off)");
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, NULL, "--request-timeout", &val)) != 0) {
-            if (m < 0)
-                return no_value("--request-timeout");
-            if (!parse_timeout(val, &request_timeout))
-                return bad_value("--request-timeout", val,
-                                 "a timeout (e.g. 60s, 2m; 0 turns it off)");
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, NULL, "--min-body-rate", &val)) != 0) {
-            if (m < 0)
-                return no_value("--min-body-rate");
-            if (sq_parse_u64(val, 0, UINT32_MAX, 1, &min_body_rate) < 0)
-                return bad_value("--min-body-rate", val,
-                                 "a rate in bytes per second (0..4294967295; 0 turns it off)");
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, NULL, "--oauth-client", &val)) != 0) {
-            if (m < 0)
-                return no_value("--oauth-client");
-            const char *colon = strchr(val, ':');
-            if (!colon || colon == val || !colon[1])
-                return bad_value("--oauth-client", val, "ID:SECRET (both non-empty)");
-            oauth_client = val;
-            continue;
-        }
-        if ((m = flag_value(argc, argv, &i, NULL, "--max-conns", &val)) != 0) {
-            if (m < 0)
-                return no_value("--max-conns");
-            if (sq_parse_u64(val, 1, UINT32_MAX, 1, &max_conns) < 0)
-                return bad_value("--max-conns", val, "a connection count (1..4294967295)");
+        int m = 0, rc;
+        size_t f;
+        for (f = 0; f < SQ_ARRAY_LEN(value_flags) && m == 0; f++)
+            m = flag_value(argc, argv, &i, value_flags[f].shrt, value_flags[f].lng, &val);
+        if (m < 0)
+            return no_value(value_flags[f - 1].lng);
+        if (m > 0) {
+            if ((rc = take_value(c, value_flags[f - 1].lng, val)) != 0)
+                return rc;
             continue;
         }
         if (a[0] == '-')
             return sq_cli_usage_error(FACE, "unknown flag '%s'", a);
         return sq_cli_usage_error(FACE, "unexpected argument '%s'", a);
     }
-
-    if ((topts.cert == NULL) != (topts.key == NULL))
+    if ((c->topts.cert == NULL) != (c->topts.key == NULL))
         return sq_cli_usage_error(FACE, "%s",
-                                  topts.cert ? "--cert needs --key" : "--key needs --cert");
+                                  c->topts.cert ? "--cert needs --key" : "--key needs --cert");
+    return 0;
+}
 
+/* The open-file limit, TLS, the listeners bound, then the one line on stdout. Returns 0 or the
+ * exit status after printing why. */
+static int target_start(struct targetcmd *c)
+{
     uint64_t have = 0;
     (void)sq_raise_nofile(65536, &have); /* best effort: many connections need many fds */
-
-    struct sq_tls_server *ts = NULL;
-    if (tls) {
+    if (c->tls) {
         char err[SQ_TLS_ERRLEN];
-        topts.alpn = "h2,http/1.1"; /* h2 first: the server's preference (server/h2.h) */
-        if (sq_tls_server_new(&topts, &ts, err, sizeof(err)) < 0)
+        c->topts.alpn = "h2,http/1.1"; /* h2 first: the server's preference (server/h2.h) */
+        if (sq_tls_server_new(&c->topts, &c->ts, err, sizeof(err)) < 0)
             return sq_cli_tls_error(FACE, err);
     }
-
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
-
-    struct sq_target_config cfg = {.host = host,
-                                   .port = (uint16_t)port,
-                                   .threads = (int)threads,
-                                   .stall_ns = stall,
-                                   .stall_period_ns = stall_period,
-                                   .tls = ts,
-                                   .idle_timeout_ns = idle_timeout,
-                                   .header_timeout_ns = header_timeout,
-                                   .request_timeout_ns = request_timeout,
-                                   .min_body_rate = (uint32_t)min_body_rate,
-                                   .max_conns = (uint32_t)max_conns,
-                                   .oauth_client = oauth_client};
-    struct sq_target *t = NULL;
+    struct sq_target_config cfg = {.host = c->host,
+                                   .port = (uint16_t)c->port,
+                                   .threads = (int)c->threads,
+                                   .stall_ns = c->stall,
+                                   .stall_period_ns = c->stall_period,
+                                   .tls = c->ts,
+                                   .idle_timeout_ns = c->idle_timeout,
+                                   .header_timeout_ns = c->header_timeout,
+                                   .request_timeout_ns = c->request_timeout,
+                                   .min_body_rate = (uint32_t)c->min_body_rate,
+                                   .max_conns = (uint32_t)c->max_conns,
+                                   .oauth_client = c->oauth_client};
     const char *why = NULL;
-    int rc = sq_target_start(&cfg, &t, &why);
+    int rc = sq_target_start(&cfg, &c->t, &why);
     if (rc < 0) {
-        fprintf(stderr, "squall target: cannot listen on %s:%u: %s\n", host, (unsigned)port,
+        fprintf(stderr, "squall target: cannot listen on %s:%u: %s\n", c->host, (unsigned)c->port,
                 why ? why : sq_strerror(rc));
-        sq_tls_server_free(ts);
         return SQ_EXIT_FAIL;
     }
-    running = t;
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    running = c->t;
+    sq_cli_stop_signals(on_signal);
+    sq_cli_listening("target", c->ts ? "https" : "http", c->host, sq_target_port(c->t), "");
+    return 0;
+}
 
-    bool v6 = strchr(host, ':') != NULL;
-    printf("squall target listening on %s://%s%s%s:%u\n", ts ? "https" : "http", v6 ? "[" : "",
-           host, v6 ? "]" : "", (unsigned)sq_target_port(t));
-    fflush(stdout);
-
-    sq_target_wait(t);
+/* Serves until SIGINT or SIGTERM. */
+static void target_run(struct targetcmd *c)
+{
+    sq_target_wait(c->t);
     running = NULL;
-    if (!quiet)
+    if (!c->quiet)
         fprintf(stderr, "squall target: stopped\n");
-    sq_target_free(t);
-    sq_tls_server_free(ts);
-    return SQ_EXIT_OK;
+}
+
+int sq_cli_target(int argc, char **argv)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    struct targetcmd c = {.host = "127.0.0.1",
+                          .port = 8080,
+                          .threads = ncpu > 0 ? (uint64_t)ncpu : 1,
+                          .idle_timeout = 60 * SQ_NS_PER_S,
+                          .header_timeout = 10 * SQ_NS_PER_S,
+                          .request_timeout = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
+                          .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT};
+    if (c.threads > MAX_THREADS)
+        c.threads = MAX_THREADS;
+    int rc = target_parse(&c, argc, argv);
+    if (rc == 0)
+        rc = target_start(&c);
+    if (rc == 0)
+        target_run(&c);
+    sq_target_free(c.t);
+    sq_tls_server_free(c.ts);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

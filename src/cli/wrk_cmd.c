@@ -304,6 +304,102 @@ struct wrk_opts {
 
 enum { OPT_LATENCY = 256, OPT_TIMEOUT, OPT_JSON, OPT_SEED };
 
+/* -H: wrk's shape, the name, ": ", the value. Returns 0 or the exit status. */
+static int take_header(struct wrk_opts *o, const char *flag, const char *arg)
+{
+    const char *sep = strstr(arg, ": ");
+    if (!sep || sep == arg || strpbrk(arg, "\r\n"))
+        return sq_cli_usage_error(FACE, "%s: '%s' is not a header ('Name: value')", flag, arg);
+    if (o->nheaders == MAX_HEADERS)
+        return sq_cli_usage_error(FACE, "%s: '%s': at most %d headers", flag, arg, MAX_HEADERS);
+    char *nm = strndup(arg, (size_t)(sep - arg));
+    if (!nm)
+        return SQ_EXIT_FAIL;
+    o->hbuf[o->nheaders] = nm;
+    o->hname[o->nheaders] = nm;
+    o->hvalue[o->nheaders] = sep + 2;
+    o->nheaders++;
+    return 0;
+}
+
+/* -R: requests per second, a real number. Returns 0 or the exit status. */
+static int take_rate(struct wrk_opts *o, const char *flag, const char *arg)
+{
+    char *end;
+    o->rate = strtod(arg, &end);
+    if (*end || arg[0] == '\0' || !(o->rate > 0 && o->rate <= 1e8))
+        return sq_cli_usage_error(
+            FACE, "%s: '%s' is not a rate (requests per second, 0 < N <= 100000000)", flag, arg);
+    return 0;
+}
+
+/* One flag getopt_long returned. Returns 0, SQ_EXIT_DONE (--help answered) or the exit status
+ * after printing why. */
+static int take_flag(void *ud, const struct option *longs, int opt, const char *flag)
+{
+    struct wrk_opts *o = ud;
+    switch (opt) {
+    case 't':
+        if (!scan_metric(optarg, &o->threads) || o->threads == 0 || o->threads > 1024)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a thread count (1..1024)", flag,
+                                      optarg);
+        return 0;
+    case 'c':
+        if (!scan_metric(optarg, &o->connections) || o->connections == 0 ||
+            o->connections > 1000000)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a connection count (1..1000000)", flag,
+                                      optarg);
+        return 0;
+    case 'd':
+        if (!scan_time(optarg, &o->duration_ns) || o->duration_ns <= 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (10s, 2m, 1h)", flag,
+                                      optarg);
+        return 0;
+    case 's':
+        o->script = optarg;
+        return 0;
+    case 'H':
+        return take_header(o, flag, optarg);
+    case 'L':
+    case OPT_LATENCY:
+        o->latency = true;
+        return 0;
+    case 'T':
+    case OPT_TIMEOUT:
+        if (!scan_time(optarg, &o->timeout_ns) || o->timeout_ns <= 0)
+            return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (2s, 1m)", flag, optarg);
+        return 0;
+    case 'R':
+        return take_rate(o, flag, optarg);
+    case OPT_JSON:
+        o->json_path = optarg;
+        return 0;
+    case OPT_SEED: {
+        char msg[SQ_PREP_ERRLEN];
+        if (sq_flag_seed(flag, optarg, &o->seed, msg, sizeof(msg)) < 0)
+            return sq_cli_usage_error(FACE, "%s", msg);
+        o->seed_set = true;
+        return 0;
+    }
+    case 'v':
+        /* wrk prints its version and goes on: with a URL the run still happens */
+        printf("squall wrk %s: wrk 4.1.0's flags, report and Lua API on squall's engine\n",
+               SQ_VERSION);
+        o->version = true;
+        return 0;
+    case 'h':
+        fputs(usage, stdout);
+        return SQ_EXIT_DONE;
+    default: {
+        char msg[SQ_PREP_ERRLEN];
+        sq_flag_refused(longs, opt, flag, msg, sizeof(msg));
+        return sq_cli_usage_error(FACE, "%s", msg);
+    }
+    }
+}
+
+/* The flags, then the URL and init()'s arguments after it. Returns 0, SQ_EXIT_DONE (--help, or
+ * -v without a URL) or the exit status after printing why. */
 static int parse_flags(int argc, char **argv, struct wrk_opts *o)
 {
     static const struct option longs[] = {
@@ -321,94 +417,9 @@ static int parse_flags(int argc, char **argv, struct wrk_opts *o)
         {"version", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
-    opterr = 0;
-    optind = 1;
-    int opt, li = -1;
-    while ((opt = getopt_long(argc, argv, ":t:c:d:s:H:T:R:Lvh", longs, &li)) != -1) {
-        char name[48];
-        const char *flag = sq_flag_name(longs, &li, opt, argv, name, sizeof(name));
-        switch (opt) {
-        case 't':
-            if (!scan_metric(optarg, &o->threads) || o->threads == 0 || o->threads > 1024)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a thread count (1..1024)", flag,
-                                          optarg);
-            break;
-        case 'c':
-            if (!scan_metric(optarg, &o->connections) || o->connections == 0 ||
-                o->connections > 1000000)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a connection count (1..1000000)",
-                                          flag, optarg);
-            break;
-        case 'd':
-            if (!scan_time(optarg, &o->duration_ns) || o->duration_ns <= 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (10s, 2m, 1h)", flag,
-                                          optarg);
-            break;
-        case 's':
-            o->script = optarg;
-            break;
-        case 'H': {
-            /* wrk's shape: the name, ": ", the value */
-            const char *sep = strstr(optarg, ": ");
-            if (!sep || sep == optarg || strpbrk(optarg, "\r\n"))
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a header ('Name: value')", flag,
-                                          optarg);
-            if (o->nheaders == MAX_HEADERS)
-                return sq_cli_usage_error(FACE, "%s: '%s': at most %d headers", flag, optarg,
-                                          MAX_HEADERS);
-            char *nm = strndup(optarg, (size_t)(sep - optarg));
-            if (!nm)
-                return SQ_EXIT_FAIL;
-            o->hbuf[o->nheaders] = nm;
-            o->hname[o->nheaders] = nm;
-            o->hvalue[o->nheaders] = sep + 2;
-            o->nheaders++;
-            break;
-        }
-        case 'L':
-        case OPT_LATENCY:
-            o->latency = true;
-            break;
-        case 'T':
-        case OPT_TIMEOUT:
-            if (!scan_time(optarg, &o->timeout_ns) || o->timeout_ns <= 0)
-                return sq_cli_usage_error(FACE, "%s: '%s' is not a duration (2s, 1m)", flag,
-                                          optarg);
-            break;
-        case 'R': {
-            char *end;
-            o->rate = strtod(optarg, &end);
-            if (*end || optarg[0] == '\0' || !(o->rate > 0 && o->rate <= 1e8))
-                return sq_cli_usage_error(
-                    FACE, "%s: '%s' is not a rate (requests per second, 0 < N <= 100000000)", flag,
-                    optarg);
-            break;
-        }
-        case OPT_JSON:
-            o->json_path = optarg;
-            break;
-        case OPT_SEED: {
-            char msg[SQ_PREP_ERRLEN];
-            if (sq_flag_seed(flag, optarg, &o->seed, msg, sizeof(msg)) < 0)
-                return sq_cli_usage_error(FACE, "%s", msg);
-            o->seed_set = true;
-            break;
-        }
-        case 'v':
-            printf("squall wrk %s: wrk 4.1.0's flags, report and Lua API on squall's engine\n",
-                   SQ_VERSION);
-            o->version = true;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return SQ_EXIT_DONE;
-        default: {
-            char msg[SQ_PREP_ERRLEN];
-            sq_flag_refused(longs, opt, flag, msg, sizeof(msg));
-            return sq_cli_usage_error(FACE, "%s", msg);
-        }
-        }
-    }
+    int rc = sq_cli_getopt(argc, argv, ":t:c:d:s:H:T:R:Lvh", longs, take_flag, o);
+    if (rc)
+        return rc;
     if (optind >= argc) {
         if (o->version)
             return SQ_EXIT_DONE;
@@ -423,6 +434,24 @@ static int parse_flags(int argc, char **argv, struct wrk_opts *o)
             o->connections, o->threads);
     return 0;
 }
+
+/* ---- the command: parse -> prepare -> run -> render ---- */
+
+/* What the phases of one `squall wrk` share. */
+struct wrk {
+    struct wrk_opts o;
+    struct sq_url url;
+    char *port; /* wrk.port: as written in the URL, or NULL */
+    struct sq_run_config cfg;
+    struct sq_net net; /* the resolved target; --dns-ttl would call back into it */
+    struct sq_script_header hs[MAX_HEADERS];
+    struct sq_script_target target; /* the script's wrk table: scheme, host, port, -H */
+    struct sq_wrk_script ws;
+    FILE *rep;  /* wrk's report: stdout, or stderr when --json - takes stdout */
+    FILE *json; /* the document's stream (NULL: no --json): jfile.f or the saved stdout */
+    struct sq_cli_file jfile;
+    struct sq_result res;
+};
 
 /* The port as written in the URL (wrk.port), or NULL when it has none. */
 static char *url_port(const char *url)
@@ -443,217 +472,262 @@ static char *url_port(const char *url)
     return strndup(colon + 1, (size_t)(end - colon - 1));
 }
 
-int sq_cli_wrk(int argc, char **argv)
+/* The URL, the executor, threads, the seed and the target resolved. Returns 0 or the exit
+ * status after printing why. */
+static int wrk_config(struct wrk *w)
 {
-    struct wrk_opts o = {
-        .threads = 2,
-        .connections = 10,
-        .duration_ns = 10 * SQ_NS_PER_S,
-        .timeout_ns = 2 * SQ_NS_PER_S,
-    };
-    int exit_code = parse_flags(argc, argv, &o);
-    struct sq_url url = {0};
-    struct sq_net net = {0};
-    struct sq_wrk_script ws = {0};
-    struct sq_result res = {0};
-    char *port = NULL;
-    FILE *json = NULL;
-    struct sq_cli_file jfile = {0};
-    if (exit_code != 0) {
-        if (exit_code == SQ_EXIT_DONE)
-            exit_code = SQ_EXIT_OK;
-        goto out;
-    }
-    exit_code = SQ_EXIT_FAIL;
+    const struct wrk_opts *o = &w->o;
     const char *why = NULL;
-    int rc = sq_url_parse(o.url, &url, &why);
-    if (rc < 0) {
-        exit_code =
-            sq_cli_usage_error(FACE, "invalid URL '%s': %s", o.url, why ? why : sq_strerror(rc));
-        goto out;
-    }
-    port = url_port(o.url);
-
-    struct sq_run_config cfg = {
-        .timeout_ns = o.timeout_ns,
+    int rc = sq_url_parse(o->url, &w->url, &why);
+    if (rc < 0)
+        return sq_cli_usage_error(FACE, "invalid URL '%s': %s", o->url,
+                                  why ? why : sq_strerror(rc));
+    w->port = url_port(o->url);
+    struct sq_run_config *cfg = &w->cfg;
+    *cfg = (struct sq_run_config){
+        .timeout_ns = o->timeout_ns,
         .connect_timeout_ns = 5 * SQ_NS_PER_S,
         .rate_samples = true,
     };
-    cfg.exec.vus = (uint32_t)o.connections;
-    if (o.rate > 0) {
-        cfg.exec.kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE;
-        cfg.exec.rate = o.rate;
-        cfg.exec.start_rate = o.rate;
+    cfg->exec.vus = (uint32_t)o->connections;
+    if (o->rate > 0) {
+        cfg->exec.kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE;
+        cfg->exec.rate = o->rate;
+        cfg->exec.start_rate = o->rate;
     } else {
-        cfg.exec.kind = SQ_EXEC_CONSTANT_VUS;
+        cfg->exec.kind = SQ_EXEC_CONSTANT_VUS;
     }
-    cfg.exec.duration_ns = o.duration_ns;
-    if (sq_exec_prepare(&cfg.exec, &why) < 0) {
-        exit_code = sq_cli_usage_error(FACE, "%s", why);
-        goto out;
-    }
-    cfg.threads = (uint32_t)o.threads;
+    cfg->exec.duration_ns = o->duration_ns;
+    if (sq_exec_prepare(&cfg->exec, &why) < 0)
+        return sq_cli_usage_error(FACE, "%s", why);
+    cfg->threads = (uint32_t)o->threads;
     /* drawn before the script's states are built: each seeds its math.random from it */
-    cfg.seed = o.seed_set ? o.seed : sq_run_new_seed();
-    cfg.seed_set = true;
-
+    cfg->seed = o->seed_set ? o->seed : sq_run_new_seed();
+    cfg->seed_set = true;
     /* wrk verifies no certificate; neither does its drop-in. */
     struct sq_netopts nopts = {0};
     nopts.tls.insecure = true;
     char err[8192];
-    if ((rc = sq_net_setup(&net, &nopts, &url, NULL, &cfg, err, sizeof(err))) < 0) {
-        exit_code = sq_cli_prep_error(FACE, rc, err);
-        goto out;
-    }
+    if ((rc = sq_net_setup(&w->net, &nopts, &w->url, NULL, cfg, err, sizeof(err))) < 0)
+        return sq_cli_prep_error(FACE, rc, err);
+    return 0;
+}
 
-    FILE *rep = stdout;
-    if (o.json_path && strcmp(o.json_path, "-") == 0) {
-        /* the document takes stdout; the report and whatever the script prints go to stderr */
-        fflush(stdout);
-        int jfd = dup(STDOUT_FILENO);
-        if (jfd < 0 || !(json = fdopen(jfd, "w")) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
-            fprintf(stderr, "%s: --json -: %s\n", FACE, strerror(errno));
-            if (jfd >= 0 && !json)
-                close(jfd);
-            goto out;
-        }
+/* --json -: the document takes stdout; the report and whatever the script prints go to
+ * stderr. Returns 0 or SQ_EXIT_FAIL after printing why. */
+static int wrk_json_stdout(struct wrk *w)
+{
+    fflush(stdout);
+    int jfd = dup(STDOUT_FILENO);
+    if (jfd < 0 || !(w->json = fdopen(jfd, "w")) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        fprintf(stderr, "%s: --json -: %s\n", FACE, strerror(errno));
+        if (jfd >= 0 && !w->json)
+            close(jfd);
+        return SQ_EXIT_FAIL;
     }
-    struct sq_script_header hs[MAX_HEADERS];
-    for (size_t i = 0; i < o.nheaders; i++)
-        hs[i] = (struct sq_script_header){.name = o.hname[i], .value = o.hvalue[i]};
-    struct sq_script_target target = {
-        .scheme = url.scheme,
-        .host = url.host,
-        .port = port,
-        .path = url.path,
-        .headers = hs,
-        .nheaders = o.nheaders,
+    return 0;
+}
+
+/* The script's states (or wrk's own request without -s), built in wrk's order. Returns 0 or
+ * the exit status after printing why. */
+static int wrk_script(struct wrk *w)
+{
+    const struct wrk_opts *o = &w->o;
+    for (size_t i = 0; i < o->nheaders; i++)
+        w->hs[i] = (struct sq_script_header){.name = o->hname[i], .value = o->hvalue[i]};
+    w->target = (struct sq_script_target){
+        .scheme = w->url.scheme,
+        .host = w->url.host,
+        .port = w->port,
+        .path = w->url.path,
+        .headers = w->hs,
+        .nheaders = o->nheaders,
     };
     struct sq_wrk_script_args sa = {
-        .file = o.script,
-        .url = o.url,
-        .target = &target,
-        .argc = o.argc,
-        .argv = (const char *const *)o.argv,
-        .workers = sq_run_workers(&cfg),
-        .addrs = cfg.addrs,
-        .naddrs = cfg.naddrs,
-        .seed = cfg.seed,
+        .file = o->script,
+        .url = o->url,
+        .target = &w->target,
+        .argc = o->argc,
+        .argv = (const char *const *)o->argv,
+        .workers = sq_run_workers(&w->cfg),
+        .addrs = w->cfg.addrs,
+        .naddrs = w->cfg.naddrs,
+        .seed = w->cfg.seed,
     };
-    rc = sq_wrk_script_open(&ws, &sa, err, sizeof(err));
+    char err[8192];
+    int rc = sq_wrk_script_open(&w->ws, &sa, err, sizeof(err));
     if (rc < 0) {
         /* a script that does not load, or fails before the run: nothing was sent */
         fprintf(stderr, "%s: %s\n", FACE, err);
-        exit_code = rc == -ENOMEM ? SQ_EXIT_FAIL : SQ_EXIT_USAGE;
-        goto out;
+        return rc == -ENOMEM ? SQ_EXIT_FAIL : SQ_EXIT_USAGE;
     }
-    cfg.script = &ws.run;
-    cfg.request = ws.request;
-    cfg.request_len = ws.request_len;
+    w->cfg.script = &w->ws.run;
+    w->cfg.request = w->ws.request;
+    w->cfg.request_len = w->ws.request_len;
+    return 0;
+}
 
-    if ((rc = sq_net_raise_nofile(o.connections, "connections", err, sizeof(err))) < 0) {
-        exit_code = sq_cli_prep_error(FACE, rc, err);
-        goto out;
-    }
-    if (o.json_path && !json) {
+/* Everything before the first packet: the run's configuration, the script, the open-file limit
+ * and the --json file. Returns 0 or the exit status after printing why. */
+static int wrk_prepare(struct wrk *w)
+{
+    const struct wrk_opts *o = &w->o;
+    int rc = wrk_config(w);
+    w->rep = stdout;
+    if (rc == 0 && o->json_path && strcmp(o->json_path, "-") == 0)
+        rc = wrk_json_stdout(w);
+    if (rc == 0)
+        rc = wrk_script(w);
+    if (rc)
+        return rc;
+    char err[8192];
+    if ((rc = sq_net_raise_nofile(o->connections, "connections", err, sizeof(err))) < 0)
+        return sq_cli_prep_error(FACE, rc, err);
+    if (o->json_path && !w->json) {
         /* written atomically: a temporary file renamed into place once complete */
-        if ((rc = sq_cli_file_open(FACE, "--json", o.json_path, &jfile)) != 0) {
-            exit_code = rc;
-            goto out;
-        }
-        json = jfile.f;
+        if ((rc = sq_cli_file_open(FACE, "--json", o->json_path, &w->jfile)) != 0)
+            return rc;
+        w->json = w->jfile.f;
     }
+    return 0;
+}
 
+/* wrk's header lines, then the run. Returns 0 when it took place, or SQ_EXIT_FAIL. */
+static int wrk_run(struct wrk *w)
+{
     char dur[32];
-    fmt_time_s(dur, sizeof(dur), (double)o.duration_ns / 1e9);
-    fprintf(rep, "Running %s test @ %s\n", dur, o.url);
-    fprintf(rep, "  %" PRIu64 " threads and %" PRIu64 " connections\n", o.threads, o.connections);
-    fflush(rep);
-
-    cfg.stop = sq_cli_signals_begin();
-    rc = sq_run(&cfg, &res, &why);
+    fmt_time_s(dur, sizeof(dur), (double)w->o.duration_ns / 1e9);
+    fprintf(w->rep, "Running %s test @ %s\n", dur, w->o.url);
+    fprintf(w->rep, "  %" PRIu64 " threads and %" PRIu64 " connections\n", w->o.threads,
+            w->o.connections);
+    fflush(w->rep);
+    const char *why = NULL;
+    w->cfg.stop = sq_cli_signals_begin();
+    int rc = sq_run(&w->cfg, &w->res, &why);
     sq_cli_signals_end();
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", FACE, why, sq_strerror(rc));
-        goto out;
+        return SQ_EXIT_FAIL;
     }
-    if (json) {
-        char addr[80], stamp_run[16];
-        sq_addr_format(&cfg.addrs[0], addr, sizeof(addr));
-        sq_stamp_run_text(res.run_id, stamp_run);
-        struct sq_report_info info = {
-            .url = o.url,
-            .method = "GET",
-            .target_addr = addr,
-            .exec = &cfg.exec,
-            .threads = res.threads,
-            .timeout_ns = cfg.timeout_ns,
-            .connect_timeout_ns = cfg.connect_timeout_ns,
-            .request_bytes = cfg.request_len,
-            .protocol = "http/1.1",
-            .stamp_run = stamp_run,
-        };
-        json_t *doc = sq_report_json_doc(&info, &res);
-        if (doc) {
-            json_object_set_new(doc, "script", sq_cli_script_json(o.script, ws.hooks, &res));
-            if (sq_report_json_write(json, doc) < 0)
-                fprintf(stderr, "%s: --json: write failed\n", FACE);
-            else if (jfile.f && json == jfile.f) {
-                sq_cli_file_commit(&jfile); /* closes it */
-                json = NULL;
-            }
-            json_decref(doc);
-        }
+    return 0;
+}
+
+/* --json: the result document, with the script block. */
+static void wrk_json(struct wrk *w)
+{
+    char addr[80], stamp_run[16];
+    sq_addr_format(&w->cfg.addrs[0], addr, sizeof(addr));
+    sq_stamp_run_text(w->res.run_id, stamp_run);
+    struct sq_report_info info = {
+        .url = w->o.url,
+        .method = "GET",
+        .target_addr = addr,
+        .exec = &w->cfg.exec,
+        .threads = w->res.threads,
+        .timeout_ns = w->cfg.timeout_ns,
+        .connect_timeout_ns = w->cfg.connect_timeout_ns,
+        .request_bytes = w->cfg.request_len,
+        .protocol = "http/1.1",
+        .stamp_run = stamp_run,
+    };
+    json_t *doc = sq_report_json_doc(&info, &w->res);
+    if (!doc)
+        return;
+    json_object_set_new(doc, "script", sq_cli_script_json(w->o.script, w->ws.hooks, &w->res));
+    if (sq_report_json_write(w->json, doc) < 0) {
+        fprintf(stderr, "%s: --json: write failed\n", FACE);
+    } else if (w->jfile.f && w->json == w->jfile.f) {
+        sq_cli_file_commit(&w->jfile); /* closes it */
+        w->json = NULL;
     }
-    if (res.script_error) {
-        fprintf(stderr, "%s: the run stopped on a script error: %s\n", FACE, res.script_error);
-        goto out;
-    }
-    if (res.aborted && res.c.completed == 0 && !(cfg.stop && *cfg.stop)) {
-        fprintf(stderr, "%s: %s\n", FACE, res.abort_reason);
-        goto out;
-    }
-    sq_cli_wrk_report(rep, &res, o.latency);
-    fflush(rep);
-    if (sq_wrk_script_done(&ws, &res, err, sizeof(err)) < 0) {
-        fflush(stdout);
-        fprintf(stderr, "%s: done(): %s\n", FACE, err);
-        goto out;
-    }
-    fflush(stdout);
-    /* squall's own figures, one line away from wrk's layout */
+    json_decref(doc);
+}
+
+/* squall's own figures on stderr, one line away from wrk's layout. */
+static void wrk_footer(const struct wrk *w)
+{
+    const struct sq_result *res = &w->res;
     char kinds[512];
     size_t kl = 0;
     kinds[0] = '\0';
     for (int k = 0; k < SQ_ERRK_COUNT; k++)
-        if (res.c.errors[k] && kl < sizeof(kinds))
+        if (res->c.errors[k] && kl < sizeof(kinds))
             kl += (size_t)snprintf(kinds + kl, sizeof(kinds) - kl, "%s%s %" PRIu64, kl ? ", " : "",
-                                   sq_errk_name((enum sq_errk)k), res.c.errors[k]);
+                                   sq_errk_name((enum sq_errk)k), res->c.errors[k]);
     if (kinds[0])
         fprintf(stderr, "squall: errors by kind: %s\n", kinds);
-    if (res.open && res.c.dropped)
+    if (res->open && res->c.dropped)
         fprintf(stderr,
                 "squall: %" PRIu64 " of %" PRIu64
                 " arrivals dropped (no connection free: raise -c)\n",
-                res.c.dropped, res.arrivals);
-    if (o.script) /* what math.random drew: given back, it draws the same */
+                res->c.dropped, res->arrivals);
+    if (w->o.script) /* what math.random drew: given back, it draws the same */
         fprintf(stderr, "squall: seed %llu (--seed %llu replays the script's math.random)\n",
-                (unsigned long long)res.seed, (unsigned long long)res.seed);
+                (unsigned long long)res->seed, (unsigned long long)res->seed);
     fprintf(stderr, "squall: errors by kind and the full result with --json FILE%s; docs/wrk.md\n",
-            res.open ? "; latency above is from each request's intended send (-R)"
-                     : "; -R N measures latency from the intended send, like wrk2");
-    exit_code = sq_cli_run_status(&res, 0, cfg.timeout_ns);
-out:
-    if (jfile.f)
-        sq_cli_file_discard(&jfile); /* not written: nothing under its name */
-    else if (json)
-        fclose(json);
-    sq_result_dispose(&res);
-    sq_wrk_script_close(&ws);
-    sq_net_dispose(&net);
-    sq_url_dispose(&url);
-    free(port);
-    for (size_t i = 0; i < o.nheaders; i++)
-        free(o.hbuf[i]);
-    return exit_code;
+            res->open ? "; latency above is from each request's intended send (-R)"
+                      : "; -R N measures latency from the intended send, like wrk2");
+}
+
+/* The document, wrk's report, the script's done(), squall's own lines; the exit status. */
+static int wrk_render(struct wrk *w)
+{
+    const struct sq_result *res = &w->res;
+    if (w->json)
+        wrk_json(w);
+    if (res->script_error) {
+        fprintf(stderr, "%s: the run stopped on a script error: %s\n", FACE, res->script_error);
+        return SQ_EXIT_FAIL;
+    }
+    /* nothing completed and the run gave up by itself (not a signal): wrk's report would be
+     * empty, the reason is the one line */
+    if (res->aborted && res->c.completed == 0 && !(w->cfg.stop && *w->cfg.stop)) {
+        fprintf(stderr, "%s: %s\n", FACE, res->abort_reason);
+        return SQ_EXIT_FAIL;
+    }
+    sq_cli_wrk_report(w->rep, res, w->o.latency);
+    fflush(w->rep);
+    char err[8192];
+    if (sq_wrk_script_done(&w->ws, res, err, sizeof(err)) < 0) {
+        fflush(stdout);
+        fprintf(stderr, "%s: done(): %s\n", FACE, err);
+        return SQ_EXIT_FAIL;
+    }
+    fflush(stdout);
+    wrk_footer(w);
+    return sq_cli_run_status(res, 0, w->cfg.timeout_ns);
+}
+
+static void wrk_dispose(struct wrk *w)
+{
+    if (w->jfile.f)
+        sq_cli_file_discard(&w->jfile); /* not written: nothing under its name */
+    else if (w->json)
+        fclose(w->json);
+    sq_result_dispose(&w->res);
+    sq_wrk_script_close(&w->ws);
+    sq_net_dispose(&w->net);
+    sq_url_dispose(&w->url);
+    free(w->port);
+    for (size_t i = 0; i < w->o.nheaders; i++)
+        free(w->o.hbuf[i]);
+}
+
+int sq_cli_wrk(int argc, char **argv)
+{
+    struct wrk w = {.o = {
+                        .threads = 2,
+                        .connections = 10,
+                        .duration_ns = 10 * SQ_NS_PER_S,
+                        .timeout_ns = 2 * SQ_NS_PER_S,
+                    }};
+    int rc = parse_flags(argc, argv, &w.o);
+    if (rc == 0)
+        rc = wrk_prepare(&w);
+    if (rc == 0)
+        rc = wrk_run(&w);
+    if (rc == 0)
+        rc = wrk_render(&w);
+    wrk_dispose(&w);
+    return rc == SQ_EXIT_DONE ? SQ_EXIT_OK : rc;
 }

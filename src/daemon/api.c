@@ -801,6 +801,71 @@ static bool is_inbox(const char *path, size_t pn)
     return pn >= 6 && memcmp(path, "/inbox", 6) == 0 && (pn == 6 || path[6] == '/');
 }
 
+/* GET /metrics: the Prometheus text format. */
+static void get_metrics(struct sq_daemon *d, struct sq_daemon__out *o, struct sq_server_resp *resp)
+{
+    struct sq_buf b = {0};
+    if (sq_daemon__metrics(d, &b) < 0) {
+        sq_buf_dispose(&b);
+        return answer_error(o, resp, 500, "out of memory");
+    }
+    set_body(o, b.p, b.len);
+    sq_buf_dispose(&b);
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+/* /runs/{id} and its sub-resources (p..e: the path after "/runs/"). False when the path names
+ * none of them (the caller answers 404). */
+static bool route_run(struct sq_daemon *d, const struct sq_server_req *req,
+                      struct sq_server_resp *resp, struct sq_daemon__out *o, const char *p,
+                      const char *e, const char *cors)
+{
+    bool get = is(req, "GET") || is(req, "HEAD");
+    const char *slash = memchr(p, '/', (size_t)(e - p));
+    int64_t id;
+    if (!parse_id(p, (size_t)((slash ? slash : e) - p), &id)) {
+        answer_error(o, resp, 404, "no such run");
+        return true;
+    }
+    if (!slash) {
+        if (get)
+            get_run(d, id, o, resp);
+        else if (is(req, "DELETE"))
+            hold_for_ops(d, req, resp, o, OP_DELETE, id, cors);
+        else
+            method_not_allowed(o, resp, "GET, HEAD, DELETE");
+        return true;
+    }
+    const char *sub = slash + 1;
+    size_t sn = (size_t)(e - sub);
+#define SUB(lit) (sn == sizeof(lit) - 1 && memcmp(sub, lit, sn) == 0)
+    if (SUB("live")) { /* an event stream (text/event-stream): GET only */
+        if (!is(req, "GET"))
+            method_not_allowed(o, resp, "GET");
+        else
+            sq_daemon__live_follow(d, req, resp, id, cors);
+    } else if (SUB("stop")) {
+        if (!is(req, "POST"))
+            method_not_allowed(o, resp, "POST");
+        else
+            stop_run(d, req, id, o, resp, cors);
+    } else if (SUB("series") || SUB("result") || SUB("report")) {
+        if (!get)
+            method_not_allowed(o, resp, "GET, HEAD");
+        else if (SUB("series"))
+            get_series(d, id, o, resp);
+        else if (SUB("result"))
+            get_result(d, id, o, resp);
+        else
+            get_report(d, id, o, resp);
+    } else {
+        return false;
+    }
+#undef SUB
+    return true;
+}
+
 static void route(struct sq_daemon *d, const struct sq_server_req *req, struct sq_server_resp *resp,
                   struct sq_daemon__out *o, const char *path, size_t pn, const char *q, size_t qn,
                   const char *cors)
@@ -822,16 +887,7 @@ static void route(struct sq_daemon *d, const struct sq_server_req *req, struct s
     if (PATH("/metrics")) {
         if (!get)
             return method_not_allowed(o, resp, "GET, HEAD");
-        struct sq_buf b = {0};
-        if (sq_daemon__metrics(d, &b) < 0) {
-            sq_buf_dispose(&b);
-            return answer_error(o, resp, 500, "out of memory");
-        }
-        set_body(o, b.p, b.len);
-        sq_buf_dispose(&b);
-        resp->status = 200;
-        resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-        return;
+        return get_metrics(d, o, resp);
     }
     if (PATH("/config")) {
         if (get)
@@ -869,49 +925,9 @@ static void route(struct sq_daemon *d, const struct sq_server_req *req, struct s
         return method_not_allowed(o, resp, "GET, HEAD, POST");
     }
 #undef PATH
-    if (pn > 6 && memcmp(path, "/runs/", 6) == 0) {
-        const char *p = path + 6, *e = path + pn;
-        const char *slash = memchr(p, '/', (size_t)(e - p));
-        int64_t id;
-        if (!parse_id(p, (size_t)((slash ? slash : e) - p), &id))
-            return answer_error(o, resp, 404, "no such run");
-        if (!slash) {
-            if (get)
-                return get_run(d, id, o, resp);
-            if (is(req, "DELETE"))
-                return hold_for_ops(d, req, resp, o, OP_DELETE, id, cors);
-            return method_not_allowed(o, resp, "GET, HEAD, DELETE");
-        }
-        const char *sub = slash + 1;
-        size_t sn = (size_t)(e - sub);
-#define SUB(lit) (sn == sizeof(lit) - 1 && memcmp(sub, lit, sn) == 0)
-        if (SUB("live")) {
-            if (!is(req, "GET"))
-                return method_not_allowed(o, resp, "GET");
-            return sq_daemon__live_follow(d, req, resp, id, cors);
-        }
-        if (SUB("stop")) {
-            if (!is(req, "POST"))
-                return method_not_allowed(o, resp, "POST");
-            return stop_run(d, req, id, o, resp, cors);
-        }
-        if (SUB("series")) {
-            if (!get)
-                return method_not_allowed(o, resp, "GET, HEAD");
-            return get_series(d, id, o, resp);
-        }
-        if (SUB("result")) {
-            if (!get)
-                return method_not_allowed(o, resp, "GET, HEAD");
-            return get_result(d, id, o, resp);
-        }
-        if (SUB("report")) {
-            if (!get)
-                return method_not_allowed(o, resp, "GET, HEAD");
-            return get_report(d, id, o, resp);
-        }
-#undef SUB
-    }
+    if (pn > 6 && memcmp(path, "/runs/", 6) == 0 &&
+        route_run(d, req, resp, o, path + 6, path + pn, cors))
+        return;
     answer_error(o, resp, 404, "no such endpoint (the API is described at /openapi.json)");
 }
 

@@ -154,6 +154,76 @@ static bool host_ok(const char *h)
     return true;
 }
 
+/* max_rate: requests per second, a number or its text. */
+static int set_max_rate(struct sq_daemon_config *c, const char *key, const json_t *v, char *err,
+                        size_t len)
+{
+    char b[64];
+    const char *s = as_text(v, b, sizeof(b));
+    char *end = NULL;
+    double r = s ? strtod(s, &end) : NAN;
+    if (!s || !*s || *end || !(r > 0 && r <= 1e8))
+        return fail(err, len, "%s: '%s' is not a rate in (0, 100000000] requests/s", key,
+                    s ? s : "?");
+    c->max_rate = r;
+    return 0;
+}
+
+/* allow_hosts: an array of hosts, or one string of them separated by commas (the flag's form).
+ * The list is replaced only when every entry is a host. */
+static int set_allow_hosts(struct sq_daemon_config *c, const char *key, const json_t *v, char *err,
+                           size_t len)
+{
+    char *list[SQ_DAEMON_MAX_ALLOW];
+    size_t n = 0;
+    json_t *arr = NULL;
+    if (json_is_string(v)) {
+        arr = json_array();
+        const char *s = json_string_value(v);
+        while (arr && *s) {
+            const char *comma = strchr(s, ',');
+            size_t l = comma ? (size_t)(comma - s) : strlen(s);
+            json_array_append_new(arr, json_stringn(s, l));
+            s += l + (comma ? 1 : 0);
+        }
+        v = arr;
+    }
+    if (!json_is_array(v)) {
+        json_decref(arr);
+        return fail(err, len, "%s: expects an array of host names", key);
+    }
+    if (json_array_size(v) > SQ_DAEMON_MAX_ALLOW) {
+        json_decref(arr);
+        return fail(err, len, "%s: at most %d hosts", key, SQ_DAEMON_MAX_ALLOW);
+    }
+    int rc = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        if (!json_is_string(e) || !host_ok(json_string_value(e))) {
+            rc = fail(err, len, "%s: entry %zu is not a host name or address", key, i + 1);
+            break;
+        }
+        if (!(list[n] = strdup(json_string_value(e)))) {
+            rc = -ENOMEM;
+            snprintf(err, len, "out of memory");
+            break;
+        }
+        n++;
+    }
+    json_decref(arr);
+    if (rc < 0) {
+        while (n)
+            free(list[--n]);
+        return rc;
+    }
+    sq_daemon_config_dispose(c);
+    memcpy(c->allow_hosts, list, n * sizeof(list[0]));
+    c->nallow = n;
+    return 0;
+}
+
 int sq_daemon_config_set(struct sq_daemon_config *c, const char *key, const json_t *v, char *err,
                          size_t len)
 {
@@ -188,17 +258,8 @@ int sq_daemon_config_set(struct sq_daemon_config *c, const char *key, const json
         if ((rc = u64_of(key, v, 1, 1000000, &u, err, len)) == 0)
             c->max_vus = u;
         break;
-    case K_MAX_RATE: {
-        char b[64];
-        const char *s = as_text(v, b, sizeof(b));
-        char *end = NULL;
-        double r = s ? strtod(s, &end) : NAN;
-        if (!s || !*s || *end || !(r > 0 && r <= 1e8))
-            return fail(err, len, "%s: '%s' is not a rate in (0, 100000000] requests/s", key,
-                        s ? s : "?");
-        c->max_rate = r;
-        break;
-    }
+    case K_MAX_RATE:
+        return set_max_rate(c, key, v, err, len);
     case K_MAX_DURATION:
         if ((rc = dur_of(key, v, &ns, err, len)) == 0)
             c->max_duration_ns = ns;
@@ -219,56 +280,8 @@ int sq_daemon_config_set(struct sq_daemon_config *c, const char *key, const json
         if ((rc = u64_of(key, v, 1, SQ_DAEMON_MAX_BODY, &u, err, len)) == 0)
             c->max_body = (size_t)u;
         break;
-    case K_ALLOW_HOSTS: {
-        /* an array of hosts, or one string of them separated by commas (the flag's form) */
-        char *list[SQ_DAEMON_MAX_ALLOW];
-        size_t n = 0;
-        json_t *arr = NULL;
-        if (json_is_string(v)) {
-            arr = json_array();
-            const char *s = json_string_value(v);
-            while (arr && *s) {
-                const char *comma = strchr(s, ',');
-                size_t l = comma ? (size_t)(comma - s) : strlen(s);
-                json_array_append_new(arr, json_stringn(s, l));
-                s += l + (comma ? 1 : 0);
-            }
-            v = arr;
-        }
-        if (!json_is_array(v)) {
-            json_decref(arr);
-            return fail(err, len, "%s: expects an array of host names", key);
-        }
-        if (json_array_size(v) > SQ_DAEMON_MAX_ALLOW) {
-            json_decref(arr);
-            return fail(err, len, "%s: at most %d hosts", key, SQ_DAEMON_MAX_ALLOW);
-        }
-        size_t i;
-        json_t *e;
-        json_array_foreach(v, i, e)
-        {
-            if (!json_is_string(e) || !host_ok(json_string_value(e))) {
-                rc = fail(err, len, "%s: entry %zu is not a host name or address", key, i + 1);
-                break;
-            }
-            if (!(list[n] = strdup(json_string_value(e)))) {
-                rc = -ENOMEM;
-                snprintf(err, len, "out of memory");
-                break;
-            }
-            n++;
-        }
-        json_decref(arr);
-        if (rc < 0) {
-            while (n)
-                free(list[--n]);
-            return rc;
-        }
-        sq_daemon_config_dispose(c);
-        memcpy(c->allow_hosts, list, n * sizeof(list[0]));
-        c->nallow = n;
-        break;
-    }
+    case K_ALLOW_HOSTS:
+        return set_allow_hosts(c, key, v, err, len);
     default:
         return fail(err, len, "%s: needs a restart", key);
     }

@@ -125,6 +125,81 @@ static void daemon_release(struct sq_daemon *d)
     free(d);
 }
 
+/* What o names and its settings, copied into d (the caller's strings need not outlive the
+ * call), the CORS headers, the inbox. False when out of memory. */
+static bool daemon_fill(struct sq_daemon *d, const struct sq_daemon_opts *o, const char *host)
+{
+    d->log = o->log ? o->log : stderr;
+    d->access_log = o->access_log;
+    d->start_wall_ms = wall_ms();
+    d->start_ns = sq_now_ns();
+    bool ok = true;
+    d->host = dup_or_null(host, &ok);
+    d->data_dir = dup_or_null(o->data_dir ? o->data_dir : SQ_DAEMON_DATA, &ok);
+    d->token = dup_or_null(o->token, &ok);
+    d->token_len = o->token ? strlen(o->token) : 0;
+    d->cors_origin = dup_or_null(o->cors_origin, &ok);
+    d->check_host = !o->token; /* only loopback Host headers then (DNS rebinding) */
+    d->cfg = o->config;
+    d->cfg.nallow = 0;
+    for (size_t i = 0; i < o->config.nallow && ok; i++) {
+        d->cfg.allow_hosts[i] = dup_or_null(o->config.allow_hosts[i], &ok);
+        d->cfg.nallow = ok ? i + 1 : i;
+    }
+    if (ok && d->cors_origin) {
+        size_t n = strlen(d->cors_origin) + 64;
+        d->cors_headers = malloc(n);
+        if (d->cors_headers)
+            snprintf(d->cors_headers, n, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n",
+                     d->cors_origin);
+        else
+            ok = false;
+    }
+    struct sq_inbox_config ic = {
+        .threads = 1, /* the API's one worker */
+        .max_captures =
+            o->inbox_max_captures ? o->inbox_max_captures : SQ_INBOX_MAX_CAPTURES_DEFAULT,
+        .max_body = o->inbox_max_body == SIZE_MAX ? 0
+                    : o->inbox_max_body           ? o->inbox_max_body
+                                                  : SQ_INBOX_MAX_BODY_DEFAULT,
+        .stamp_header = o->inbox_stamp_header,
+    };
+    return ok && sq_inbox_new(&ic, &d->inbox) == 0;
+}
+
+/* The API's server, listening on host:o->port (one thread; HTTP/1.1 only). Returns 0 or a
+ * negative code with err saying why. */
+static int daemon_listen(struct sq_daemon *d, const struct sq_daemon_opts *o, const char *host,
+                         char *err, size_t errlen)
+{
+    struct sq_server_config sc = {
+        .host = host,
+        .port = o->port,
+        .threads = 1,
+        .handler = sq_daemon__handler,
+        .on_head = sq_daemon__on_head,
+        .ud = d,
+        .idle_timeout_ns = (int64_t)SQ_DAEMON_IDLE_TIMEOUT * SQ_NS_PER_S,
+        .header_timeout_ns = 10 * SQ_NS_PER_S,
+        .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
+        .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
+        .max_conns = SQ_DAEMON_MAX_CONNS,
+        .max_conns_per_peer = o->max_conns_per_peer == UINT32_MAX ? 0
+                              : o->max_conns_per_peer             ? o->max_conns_per_peer
+                                                                  : SQ_DAEMON_MAX_CONNS_PER_PEER,
+        .evict = true,
+        .http1_only = true,
+    };
+    const char *why = NULL;
+    int rc = sq_server_start(&sc, &d->srv, &why);
+    if (rc == -EADDRINUSE)
+        snprintf(err, errlen, "%s:%u is in use (another squall serve?)", host, o->port);
+    else if (rc < 0)
+        snprintf(err, errlen, "cannot listen on %s:%u: %s", host, o->port,
+                 why ? why : sq_strerror(rc));
+    return rc;
+}
+
 int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char *err,
                     size_t errlen)
 {
@@ -150,79 +225,15 @@ int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char
     pthread_mutex_init(&d->ops_mu, NULL);
     pthread_cond_init(&d->ops_cv, NULL);
     pthread_mutex_init(&d->log_mu, NULL);
-    d->log = o->log ? o->log : stderr;
-    d->access_log = o->access_log;
-    d->start_wall_ms = wall_ms();
-    d->start_ns = sq_now_ns();
-    bool ok = true;
-    d->host = dup_or_null(host, &ok);
-    d->data_dir = dup_or_null(o->data_dir ? o->data_dir : SQ_DAEMON_DATA, &ok);
-    d->token = dup_or_null(o->token, &ok);
-    d->token_len = o->token ? strlen(o->token) : 0;
-    d->cors_origin = dup_or_null(o->cors_origin, &ok);
-    d->check_host = !o->token;
-    d->cfg = o->config;
-    d->cfg.nallow = 0;
-    for (size_t i = 0; i < o->config.nallow && ok; i++) {
-        d->cfg.allow_hosts[i] = dup_or_null(o->config.allow_hosts[i], &ok);
-        d->cfg.nallow = ok ? i + 1 : i;
-    }
-    if (ok && d->cors_origin) {
-        size_t n = strlen(d->cors_origin) + 64;
-        d->cors_headers = malloc(n);
-        if (d->cors_headers)
-            snprintf(d->cors_headers, n, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n",
-                     d->cors_origin);
-        else
-            ok = false;
-    }
-    struct sq_inbox_config ic = {
-        .threads = 1, /* the API's one worker */
-        .max_captures =
-            o->inbox_max_captures ? o->inbox_max_captures : SQ_INBOX_MAX_CAPTURES_DEFAULT,
-        .max_body = o->inbox_max_body == SIZE_MAX ? 0
-                    : o->inbox_max_body           ? o->inbox_max_body
-                                                  : SQ_INBOX_MAX_BODY_DEFAULT,
-        .stamp_header = o->inbox_stamp_header,
-    };
-    if (ok && sq_inbox_new(&ic, &d->inbox) < 0)
-        ok = false;
-    if (!ok || sq_daemon__page(&d->page, &d->page_len) < 0) {
+    if (!daemon_fill(d, o, host) || sq_daemon__page(&d->page, &d->page_len) < 0) {
         snprintf(err, errlen, "out of memory");
         daemon_release(d);
         return -ENOMEM;
     }
     int rc = sq_store_open(d->data_dir, NULL, &d->store, err, errlen);
+    if (rc == 0)
+        rc = daemon_listen(d, o, host, err, errlen);
     if (rc < 0) {
-        daemon_release(d);
-        return rc;
-    }
-    struct sq_server_config sc = {
-        .host = host,
-        .port = o->port,
-        .threads = 1,
-        .handler = sq_daemon__handler,
-        .on_head = sq_daemon__on_head,
-        .ud = d,
-        .idle_timeout_ns = (int64_t)SQ_DAEMON_IDLE_TIMEOUT * SQ_NS_PER_S,
-        .header_timeout_ns = 10 * SQ_NS_PER_S,
-        .request_timeout_ns = SQ_SERVER_REQUEST_TIMEOUT_DEFAULT,
-        .min_body_rate = SQ_SERVER_MIN_BODY_RATE_DEFAULT,
-        .max_conns = SQ_DAEMON_MAX_CONNS,
-        .max_conns_per_peer = o->max_conns_per_peer == UINT32_MAX ? 0
-                              : o->max_conns_per_peer             ? o->max_conns_per_peer
-                                                                  : SQ_DAEMON_MAX_CONNS_PER_PEER,
-        .evict = true,
-        .http1_only = true,
-    };
-    const char *why = NULL;
-    rc = sq_server_start(&sc, &d->srv, &why);
-    if (rc < 0) {
-        if (rc == -EADDRINUSE)
-            snprintf(err, errlen, "%s:%u is in use (another squall serve?)", host, o->port);
-        else
-            snprintf(err, errlen, "cannot listen on %s:%u: %s", host, o->port,
-                     why ? why : sq_strerror(rc));
         daemon_release(d);
         return rc;
     }
@@ -238,7 +249,7 @@ int sq_daemon_start(const struct sq_daemon_opts *o, struct sq_daemon **out, char
         sq_daemon__log(d, "%d run(s) left running by a previous process are now interrupted",
                        sq_store_recovered(d->store));
     struct sq_daemon__op *op = calloc(1, sizeof(*op));
-    if (op) {
+    if (op) { /* pruned once at start: the store may hold more than --keep allows */
         op->kind = OP_PRUNE;
         (void)sq_daemon__op_push(d, op);
     }

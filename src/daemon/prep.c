@@ -460,45 +460,48 @@ static json_t *redact_header_line(const char *line, bool *oom)
     return j;
 }
 
+static void redact_strings(json_t *v, const struct sq_str *sec, size_t n, bool *changed, bool *oom);
+
+/* e, a member of a container: walked into when it is not a string; a string with a secret in it
+ * is returned redacted (a new string for the container to take), else NULL. */
+static json_t *redact_member(json_t *e, const struct sq_str *sec, size_t n, bool *changed,
+                             bool *oom)
+{
+    if (!json_is_string(e)) {
+        redact_strings(e, sec, n, changed, oom);
+        return NULL;
+    }
+    json_t *r = NULL;
+    struct sq_buf b = {0};
+    if (sq_redact_text(json_string_value(e), json_string_length(e), 0, sec, n, &b) < 0)
+        *oom = true;
+    else if (b.len != json_string_length(e) ||
+             memcmp(b.p ? b.p : "", json_string_value(e), b.len) != 0) {
+        r = json_stringn(b.p ? b.p : "", b.len);
+        *oom |= !r; /* out of memory: the member stays as it was */
+        *changed = true;
+    }
+    sq_buf_dispose(&b);
+    return r;
+}
+
 /* Every string in v (a JSON value, walked in place) with the secrets redacted by value. */
 static void redact_strings(json_t *v, const struct sq_str *sec, size_t n, bool *changed, bool *oom)
 {
     const char *k;
-    json_t *e;
+    json_t *e, *r;
     size_t i;
     if (json_is_object(v)) {
         json_object_foreach(v, k, e)
         {
-            if (!json_is_string(e)) {
-                redact_strings(e, sec, n, changed, oom);
-                continue;
-            }
-            struct sq_buf b = {0};
-            if (sq_redact_text(json_string_value(e), json_string_length(e), 0, sec, n, &b) < 0)
-                *oom = true;
-            else if (b.len != json_string_length(e) ||
-                     memcmp(b.p ? b.p : "", json_string_value(e), b.len) != 0) {
-                *oom |= json_object_set_new(v, k, json_stringn(b.p ? b.p : "", b.len)) < 0;
-                *changed = true;
-            }
-            sq_buf_dispose(&b);
+            if ((r = redact_member(e, sec, n, changed, oom)))
+                *oom |= json_object_set_new(v, k, r) < 0;
         }
     } else if (json_is_array(v)) {
         json_array_foreach(v, i, e)
         {
-            if (!json_is_string(e)) {
-                redact_strings(e, sec, n, changed, oom);
-                continue;
-            }
-            struct sq_buf b = {0};
-            if (sq_redact_text(json_string_value(e), json_string_length(e), 0, sec, n, &b) < 0)
-                *oom = true;
-            else if (b.len != json_string_length(e) ||
-                     memcmp(b.p ? b.p : "", json_string_value(e), b.len) != 0) {
-                *oom |= json_array_set_new(v, i, json_stringn(b.p ? b.p : "", b.len)) < 0;
-                *changed = true;
-            }
-            sq_buf_dispose(&b);
+            if ((r = redact_member(e, sec, n, changed, oom)))
+                *oom |= json_array_set_new(v, i, r) < 0;
         }
     }
 }

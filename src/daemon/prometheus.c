@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,6 +74,17 @@ static void sample_d(struct sq_buf *b, const char *name, const struct snap *s, d
     (void)putf(b, "%s{run=\"%" PRId64 "\"} %.17g\n", name, s->l->id, v);
 }
 
+/* A family of one unlabelled figure per run: the totals' uint64_t at offset off. */
+static void run_family(struct sq_buf *b, const struct snap *s, size_t n, const char *name,
+                       const char *type, const char *help, size_t off)
+{
+    family(b, name, type, help);
+    for (size_t i = 0; i < n; i++)
+        sample_u(b, name, &s[i], NULL, *(const uint64_t *)((const char *)&s[i].t + off));
+}
+
+#define TOT(f) offsetof(struct sq_daemon__totals, f)
+
 static void runs_metrics(struct sq_buf *b, const struct snap *s, size_t n)
 {
     char extra[96];
@@ -90,9 +102,7 @@ static void runs_metrics(struct sq_buf *b, const struct snap *s, size_t n)
     family(b, "squall_run_running", "gauge", "1 while the run goes, 0 once it has ended.");
     for (size_t i = 0; i < n; i++)
         sample_u(b, "squall_run_running", &s[i], NULL, s[i].running ? 1 : 0);
-    family(b, "squall_run_requests_total", "counter", "Requests sent.");
-    for (size_t i = 0; i < n; i++)
-        sample_u(b, "squall_run_requests_total", &s[i], NULL, s[i].t.sent);
+    run_family(b, s, n, "squall_run_requests_total", "counter", "Requests sent.", TOT(sent));
     family(b, "squall_run_responses_total", "counter",
            "Complete responses received, by status class.");
     for (size_t i = 0; i < n; i++)
@@ -100,23 +110,20 @@ static void runs_metrics(struct sq_buf *b, const struct snap *s, size_t n)
             snprintf(extra, sizeof(extra), ",class=\"%s\"", class_names[c % 6]);
             sample_u(b, "squall_run_responses_total", &s[i], extra, s[i].t.status[c % 6]);
         }
-    family(b, "squall_run_failed_total", "counter",
-           "Requests sent but ended by an error (timeout, closed, parse, write...).");
-    for (size_t i = 0; i < n; i++)
-        sample_u(b, "squall_run_failed_total", &s[i], NULL, s[i].t.failed);
-    family(b, "squall_run_dropped_total", "counter",
-           "Arrivals due but never sent (open loop: no free VU or in-flight room).");
-    for (size_t i = 0; i < n; i++)
-        sample_u(b, "squall_run_dropped_total", &s[i], NULL, s[i].t.dropped);
+    run_family(b, s, n, "squall_run_failed_total", "counter",
+               "Requests sent but ended by an error (timeout, closed, parse, write...).",
+               TOT(failed));
+    run_family(b, s, n, "squall_run_dropped_total", "counter",
+               "Arrivals due but never sent (open loop: no free VU or in-flight room).",
+               TOT(dropped));
     family(b, "squall_run_errors_total", "counter", "Errors by kind.");
     for (size_t i = 0; i < n; i++)
         for (int k = 0; k < SQ_ERRK_COUNT; k++) {
             snprintf(extra, sizeof(extra), ",kind=\"%s\"", sq_errk_name((enum sq_errk)k));
             sample_u(b, "squall_run_errors_total", &s[i], extra, s[i].t.errk[k]);
         }
-    family(b, "squall_run_received_bytes_total", "counter", "Response bytes received.");
-    for (size_t i = 0; i < n; i++)
-        sample_u(b, "squall_run_received_bytes_total", &s[i], NULL, s[i].t.bytes_received);
+    run_family(b, s, n, "squall_run_received_bytes_total", "counter", "Response bytes received.",
+               TOT(bytes_received));
     family(b, "squall_run_latency_seconds", "histogram",
            "Request latency (from the intended send in the open loop, else from the send).");
     for (size_t i = 0; i < n; i++) {
@@ -131,13 +138,11 @@ static void runs_metrics(struct sq_buf *b, const struct snap *s, size_t n)
         sample_u(b, "squall_run_latency_seconds_count", &s[i], NULL,
                  s[i].t.bucket[SQ_DAEMON_NBUCKETS - 1]);
     }
-    family(b, "squall_run_vus", "gauge",
-           "Active VUs in the last second (closed loop), or requests in flight (open loop).");
-    for (size_t i = 0; i < n; i++)
-        sample_u(b, "squall_run_vus", &s[i], NULL, s[i].t.vus);
-    family(b, "squall_run_in_flight", "gauge", "Requests sent and not yet answered.");
-    for (size_t i = 0; i < n; i++)
-        sample_u(b, "squall_run_in_flight", &s[i], NULL, s[i].t.in_flight);
+    run_family(b, s, n, "squall_run_vus", "gauge",
+               "Active VUs in the last second (closed loop), or requests in flight (open loop).",
+               TOT(vus));
+    run_family(b, s, n, "squall_run_in_flight", "gauge", "Requests sent and not yet answered.",
+               TOT(in_flight));
     family(b, "squall_run_workers", "gauge", "Worker threads the run uses.");
     for (size_t i = 0; i < n; i++)
         sample_u(b, "squall_run_workers", &s[i], NULL, s[i].l->workers);
@@ -150,9 +155,53 @@ static void runs_metrics(struct sq_buf *b, const struct snap *s, size_t n)
         sample_d(b, "squall_run_elapsed_seconds", &s[i], s[i].t.elapsed_s);
 }
 
-int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
+/* A counter family with one label: name{key="label"} v, a line per item. */
+struct labelled {
+    const char *label;
+    uint64_t v;
+};
+
+static void labelled(struct sq_buf *b, const char *name, const char *key,
+                     const struct labelled *items, size_t n)
 {
-    struct snap s[2];
+    for (size_t i = 0; i < n; i++)
+        (void)putf(b, "%s{%s=\"%s\"} %" PRIu64 "\n", name, key, items[i].label, items[i].v);
+}
+
+/* The server core's own counts: what it refused or closed before the API saw a request. */
+static void server_metrics(struct sq_daemon *d, struct sq_buf *b)
+{
+    struct sq_server_counts sc;
+    sq_server_counts(d->srv, &sc);
+    family(b, "squall_daemon_api_connections_open", "gauge", "API connections open now.");
+    (void)putf(b, "squall_daemon_api_connections_open %" PRIu64 "\n", sc.open);
+    family(b, "squall_daemon_api_connections_total", "counter",
+           "API connections: accepted; refused at a cap with none to make room; evicted "
+           "(closed to make room: the one waiting longest on its client).");
+    const struct labelled conns[] = {
+        {"accepted", sc.accepted}, {"refused", sc.refused}, {"evicted", sc.evicted}};
+    labelled(b, "squall_daemon_api_connections_total", "event", conns, SQ_ARRAY_LEN(conns));
+    family(b, "squall_daemon_api_timeouts_total", "counter",
+           "API connections closed by a timeout: idle, header (a slow head: 408), body (a "
+           "body under the minimum rate or past the request timeout: 408).");
+    const struct labelled tos[] = {
+        {"idle", sc.idle_timeouts}, {"header", sc.header_timeouts}, {"body", sc.body_timeouts}};
+    labelled(b, "squall_daemon_api_timeouts_total", "kind", tos, SQ_ARRAY_LEN(tos));
+    family(b, "squall_daemon_api_rejected_total", "counter",
+           "API requests the server refused before the API saw them whole: malformed (400), "
+           "body over 1 MiB (413), head over 8 KiB or 64 fields (431), refused at the head "
+           "(the gate's 401/403/413/415, answered before the body was read).");
+    const struct labelled rej[] = {{"malformed", sc.bad_req},
+                                   {"body_too_large", sc.too_large},
+                                   {"head_too_large", sc.head_big},
+                                   {"at_head", sc.head_refused}};
+    labelled(b, "squall_daemon_api_rejected_total", "reason", rej, SQ_ARRAY_LEN(rej));
+}
+
+/* The runs shown: the one running and the last that ended (when it is another), each copied
+ * under its lock. Returns how many (0..2). */
+static size_t snapshots(struct sq_daemon *d, struct snap s[2])
+{
     size_t n = 0;
     struct sq_daemon__live *ls[2] = {d->cur, d->last};
     for (int i = 0; i < 2; i++) {
@@ -166,9 +215,12 @@ int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
         s[n].l = l;
         n++;
     }
-    if (n)
-        runs_metrics(b, s, n);
+    return n;
+}
 
+/* The store's figures: runs by status, the queue, bytes on disk, checkpoints. */
+static void store_metrics(struct sq_daemon *d, struct sq_buf *b)
+{
     char err[256];
     int64_t counts[SQ_STORE_STATUS__COUNT] = {0};
     if (sq_store_count(d->store, counts, err, sizeof(err)) == 0) {
@@ -191,6 +243,15 @@ int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
            "Times the store's write-ahead log was copied into the database.");
     (void)putf(b, "squall_daemon_store_checkpoints_total %" PRId64 "\n",
                sq_store_checkpoints(d->store));
+}
+
+int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
+{
+    struct snap s[2];
+    size_t n = snapshots(d, s);
+    if (n)
+        runs_metrics(b, s, n);
+    store_metrics(d, b);
     family(b, "squall_daemon_api_responses_total", "counter", "API answers, by status class.");
     for (int c = 1; c <= 6; c++)
         (void)putf(b, "squall_daemon_api_responses_total{class=\"%s\"} %" PRIu64 "\n",
@@ -198,47 +259,8 @@ int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
     family(b, "squall_daemon_api_unauthorized_total", "counter",
            "API requests refused for a missing or wrong token.");
     (void)putf(b, "squall_daemon_api_unauthorized_total %" PRIu64 "\n", d->unauthorized);
-    if (d->srv) { /* the server core's own counts: what it refused or closed before the API */
-        struct sq_server_counts sc;
-        sq_server_counts(d->srv, &sc);
-        family(b, "squall_daemon_api_connections_open", "gauge", "API connections open now.");
-        (void)putf(b, "squall_daemon_api_connections_open %" PRIu64 "\n", sc.open);
-        family(b, "squall_daemon_api_connections_total", "counter",
-               "API connections: accepted; refused at a cap with none to make room; evicted "
-               "(closed to make room: the one waiting longest on its client).");
-        const struct {
-            const char *label;
-            uint64_t v;
-        } conns[] = {{"accepted", sc.accepted}, {"refused", sc.refused}, {"evicted", sc.evicted}};
-        for (size_t i = 0; i < sizeof(conns) / sizeof(conns[0]); i++)
-            (void)putf(b, "squall_daemon_api_connections_total{event=\"%s\"} %" PRIu64 "\n",
-                       conns[i].label, conns[i].v);
-        family(b, "squall_daemon_api_timeouts_total", "counter",
-               "API connections closed by a timeout: idle, header (a slow head: 408), body (a "
-               "body under the minimum rate or past the request timeout: 408).");
-        const struct {
-            const char *label;
-            uint64_t v;
-        } tos[] = {
-            {"idle", sc.idle_timeouts}, {"header", sc.header_timeouts}, {"body", sc.body_timeouts}};
-        for (size_t i = 0; i < sizeof(tos) / sizeof(tos[0]); i++)
-            (void)putf(b, "squall_daemon_api_timeouts_total{kind=\"%s\"} %" PRIu64 "\n",
-                       tos[i].label, tos[i].v);
-        family(b, "squall_daemon_api_rejected_total", "counter",
-               "API requests the server refused before the API saw them whole: malformed (400), "
-               "body over 1 MiB (413), head over 8 KiB or 64 fields (431), refused at the head "
-               "(the gate's 401/403/413/415, answered before the body was read).");
-        const struct {
-            const char *label;
-            uint64_t v;
-        } rej[] = {{"malformed", sc.bad_req},
-                   {"body_too_large", sc.too_large},
-                   {"head_too_large", sc.head_big},
-                   {"at_head", sc.head_refused}};
-        for (size_t i = 0; i < sizeof(rej) / sizeof(rej[0]); i++)
-            (void)putf(b, "squall_daemon_api_rejected_total{reason=\"%s\"} %" PRIu64 "\n",
-                       rej[i].label, rej[i].v);
-    }
+    if (d->srv)
+        server_metrics(d, b);
     family(b, "squall_daemon_live_followers", "gauge", "Clients following a run's live events.");
     (void)putf(b, "squall_daemon_live_followers %zu\n", d->nsubs);
     family(b, "squall_daemon_start_time_seconds", "gauge",

@@ -151,11 +151,9 @@ static bool run_is_open(const struct sq_run_config *cfg)
     return false;
 }
 
-static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
-                    const struct sq_hist *hu)
+/* The running totals, one second more (t->rps is that second's). */
+static void totals_add(struct tick_ctx *x, const struct sq_second *s, const struct sq_hist *h)
 {
-    SQ_UNUSED(hu);
-    struct tick_ctx *x = ud;
     struct sq_daemon__totals *t = &x->t;
     t->elapsed_s = s->t_s;
     t->sent += s->sent;
@@ -173,14 +171,12 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     t->rps = s->len_s > 0 ? (double)s->completed / s->len_s : 0;
     sq_hist_merge(x->total, h);
     totals_latency(t, x->total);
+}
 
-    char *totals = sq_daemon__totals_json(t);
-    /* the client block rides in every second (its figures are valid once the run ends well) */
-    char *entry = sq_daemon__second_json(s, true, x->open);
-    size_t xl = (totals ? strlen(totals) : 0) + (entry ? strlen(entry) : 0) + 32;
-    char *extra = totals && entry ? malloc(xl) : NULL;
-    if (extra)
-        snprintf(extra, xl, "{\"totals\":%s,\"second\":%s}", totals, entry);
+/* The second appended to the run's stored series (one transaction), extra its JSON. The first
+ * write the store refuses is kept: the run goes on and ends failed. */
+static void store_second(struct tick_ctx *x, const struct sq_second *s, const char *extra)
+{
     struct sq_store_second ss = {
         .idx = x->idx,
         .t_s = s->t_s,
@@ -208,11 +204,12 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
         sq_daemon__log(x->d, "run %lld: the series could not be stored: %s", (long long)x->job->id,
                        err);
     }
-    free(extra);
-    char *ev = sq_daemon__event_second(x->job->id, x->idx, entry, totals);
-    free(entry);
-    free(totals);
-    struct sq_daemon__live *l = x->l;
+}
+
+/* ev (owned) appended to the live run's events for its followers, and with t the live totals
+ * set, under the live run's lock; ev is freed when it cannot be kept (out of memory). */
+static void live_push(struct sq_daemon__live *l, char *ev, const struct sq_daemon__totals *t)
+{
     pthread_mutex_lock(&l->mu);
     if (ev && l->nev == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
@@ -226,10 +223,34 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
         l->ev[l->nev++] = ev;
         ev = NULL;
     }
-    l->t = *t;
+    if (t)
+        l->t = *t;
     pthread_mutex_unlock(&l->mu);
     free(ev);
-    live_post(x->d, l, LIVE_TICK);
+}
+
+/* Each second of the run, on the runner thread: the totals, the stored series, the live event
+ * (rendered once, posted to the API thread), the abortOnFail thresholds. */
+static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
+                    const struct sq_hist *hu)
+{
+    SQ_UNUSED(hu);
+    struct tick_ctx *x = ud;
+    totals_add(x, s, h);
+    char *totals = sq_daemon__totals_json(&x->t);
+    /* the client block rides in every second (its figures are valid once the run ends well) */
+    char *entry = sq_daemon__second_json(s, true, x->open);
+    size_t xl = (totals ? strlen(totals) : 0) + (entry ? strlen(entry) : 0) + 32;
+    char *extra = totals && entry ? malloc(xl) : NULL;
+    if (extra)
+        snprintf(extra, xl, "{\"totals\":%s,\"second\":%s}", totals, entry);
+    store_second(x, s, extra);
+    free(extra);
+    char *ev = sq_daemon__event_second(x->job->id, x->idx, entry, totals);
+    free(entry);
+    free(totals);
+    live_push(x->l, ev, &x->t);
+    live_post(x->d, x->l, LIVE_TICK);
     x->idx++;
     const char *why = NULL;
     if (!x->abort_why && sq_daemon__req_tick(x->job->req, s, h, &why)) {
@@ -292,21 +313,7 @@ static void live_settle(struct sq_daemon *d, struct sq_daemon__live *l, const st
         return;
     snprintf(ev, 128, "event: settle\ndata: {\"run\":%lld,\"stamped\":%llu}\n\n", (long long)l->id,
              (unsigned long long)stamped);
-    pthread_mutex_lock(&l->mu);
-    if (l->nev == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        char **v = realloc(l->ev, cap * sizeof(*v));
-        if (v) {
-            l->ev = v;
-            l->cap = cap;
-        }
-    }
-    if (l->nev < l->cap) {
-        l->ev[l->nev++] = ev;
-        ev = NULL;
-    }
-    pthread_mutex_unlock(&l->mu);
-    free(ev);
+    live_push(l, ev, NULL);
     live_post(d, l, LIVE_TICK);
 }
 
@@ -329,183 +336,252 @@ static void end_kept(struct sq_daemon *d, int64_t id, const struct sq_store_end 
     sq_daemon__op_wake(d);
 }
 
-static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
-{
+/* What the steps of one job's run share (on the runner thread). */
+struct jobrun {
+    struct sq_daemon *d;
+    struct sq_daemon__job *job;
+    struct sq_daemon__live *l;
+    struct sq_run_config *cfg; /* the request's, set up (daemon/prep.c) */
+    int rc;                    /* the set-up's or the run's: 0 when the run took place */
+    struct tick_ctx x;
+    struct sq_result res;
+    json_t *doc; /* the result document (NULL: none) */
+    char *text;  /* doc as the store keeps it */
+    enum sq_store_status st;
+    const char *reason; /* why it did not finish (NULL: it did), often why_buf */
+    char why_buf[512];
+    char end_why[640]; /* the store's refusal of the end, when that is the reason */
     char err[2048];
-    struct sq_daemon__live *l = NULL;
-    if (sq_daemon__live_new(job->id, &l) < 0) {
+};
+
+/* The live run made and the run marked running in the store, with its kind, name and target.
+ * False when the job ends here (its end, if any, stored or kept). */
+static bool job_begin(struct jobrun *r)
+{
+    struct sq_daemon *d = r->d;
+    int64_t id = r->job->id;
+    if (sq_daemon__live_new(id, &r->l) < 0) {
         struct sq_store_end e = {.status = SQ_STORE_FAILED, .reason = "out of memory"};
-        if (sq_store_run_end(d->store, job->id, &e, err, sizeof(err)) < 0)
-            sq_daemon__log(d, "run %lld: %s", (long long)job->id, err);
-        return;
+        if (sq_store_run_end(d->store, id, &e, r->err, sizeof(r->err)) < 0)
+            sq_daemon__log(d, "run %lld: %s", (long long)id, r->err);
+        return false;
     }
-    int rc = sq_store_run_start(d->store, job->id, err, sizeof(err));
+    int rc = sq_store_run_start(d->store, id, r->err, sizeof(r->err));
     if (rc < 0) {
-        sq_daemon__log(d, "run %lld could not start: %s", (long long)job->id, err);
-        if (rc != -EPERM && rc != -ENOENT) { /* the store refused the write: it fails */
+        sq_daemon__log(d, "run %lld could not start: %s", (long long)id, r->err);
+        /* -EPERM, -ENOENT: no longer queued (cancelled, deleted); else the store refused the
+         * write, and the run fails */
+        if (rc != -EPERM && rc != -ENOENT) {
             char why[400];
-            snprintf(why, sizeof(why), "the store could not take the run's start: %.300s", err);
-            end_kept(d, job->id, &(struct sq_store_end){.status = SQ_STORE_FAILED, .reason = why});
+            snprintf(why, sizeof(why), "the store could not take the run's start: %.300s", r->err);
+            end_kept(d, id, &(struct sq_store_end){.status = SQ_STORE_FAILED, .reason = why});
         }
-        sq_daemon__live_free(l);
-        return;
+        sq_daemon__live_free(r->l);
+        return false;
     }
+    struct sq_daemon__live *l = r->l;
     l->started_ms = 0;
     struct sq_store_run sr;
-    if (sq_store_run_get(d->store, job->id, &sr, err, sizeof(err)) == 0) {
+    if (sq_store_run_get(d->store, id, &sr, r->err, sizeof(r->err)) == 0) {
         snprintf(l->kind, sizeof(l->kind), "%s", sq_store_kind_name(sr.kind));
         snprintf(l->name, sizeof(l->name), "%s", sr.name);
         snprintf(l->target, sizeof(l->target), "%s", sr.target);
         l->started_ms = sr.started_ms;
         sq_store_run_dispose(&sr);
     }
-    struct sq_run_config *cfg = NULL;
-    rc = sq_daemon__req_setup(job->req, &cfg, err, sizeof(err));
-    if (rc == 0)
-        sq_daemon__req_shape(job->req, &l->workers, &l->vus_max);
-    if (!live_post(d, l, LIVE_BEGIN)) {
+    return true;
+}
+
+/* The request set up as a run (the CLI's code), and the API told it started either way. */
+static void job_setup(struct jobrun *r)
+{
+    struct sq_daemon *d = r->d;
+    r->rc = sq_daemon__req_setup(r->job->req, &r->cfg, r->err, sizeof(r->err));
+    if (r->rc == 0)
+        sq_daemon__req_shape(r->job->req, &r->l->workers, &r->l->vus_max);
+    if (!live_post(d, r->l, LIVE_BEGIN)) {
         /* the API will not know of it: run it all the same, its result is what matters */
         sq_daemon__log(d, "run %lld: the API could not be told the run started",
-                       (long long)job->id);
+                       (long long)r->job->id);
     }
-    sq_daemon__log(d, "run %lld started", (long long)job->id);
-    struct sq_result res = {0};
-    struct tick_ctx x = {.d = d, .job = job, .l = l};
-    enum sq_store_status st = SQ_STORE_FAILED;
-    const char *reason = NULL;
-    char why_buf[512] = "";
-    json_t *doc = NULL;
-    bool subscribed = true, sink_failed = false;
-    if (rc < 0) {
-        snprintf(why_buf, sizeof(why_buf), "%.500s", err);
-        reason = why_buf;
-    } else if ((rc = sq_latency_hist_new(&x.total)) < 0) {
-        reason = "out of memory";
-    } else if ((rc = sq_daemon__req_sink_begin(job->req, &job->stop, &subscribed, err,
-                                               sizeof(err))) < 0) {
-        /* a plan's sink could not listen or start: this run fails, the daemon goes on */
-        snprintf(why_buf, sizeof(why_buf), "%.500s", err);
-        reason = why_buf;
+    sq_daemon__log(d, "run %lld started", (long long)r->job->id);
+}
+
+/* How the run ended, in the order the CLI decides it: a stop (by request or the daemon's
+ * shutdown), an abortOnFail threshold, the engine's own abort, a sink that never subscribed,
+ * nothing succeeded; else finished. */
+static void job_verdict(struct jobrun *r, bool sink_failed)
+{
+    struct sq_daemon__job *job = r->job;
+    bool stopped = __atomic_load_n(&job->stop, __ATOMIC_RELAXED) && !r->x.abort_why;
+    r->st = SQ_STORE_FAILED;
+    if (stopped) {
+        pthread_mutex_lock(&r->d->mu); /* written under it by sq_daemon__threads_stop */
+        bool shut = job->shutting_down;
+        pthread_mutex_unlock(&r->d->mu);
+        r->st = SQ_STORE_STOPPED;
+        r->reason = shut ? "the daemon shut down" : "stopped by request";
+    } else if (r->x.abort_why) {
+        snprintf(r->why_buf, sizeof(r->why_buf), "%s", r->x.abort_why);
+        r->reason = r->why_buf;
+    } else if (r->res.aborted) {
+        snprintf(r->why_buf, sizeof(r->why_buf), "%s", r->res.abort_reason);
+        r->reason = r->why_buf;
+    } else if (sink_failed) { /* its broker never subscribed: it counted nothing */
+        r->reason = r->why_buf;
+    } else if (!sq_result_succeeded(&r->res)) {
+        /* the rule and the words of the CLI's exit code 1 (result/verdict.h) */
+        char text[480];
+        snprintf(r->why_buf, sizeof(r->why_buf), "no request succeeded: %s",
+                 sq_report_why_failed(&r->res, r->cfg->timeout_ns, text, sizeof(text)));
+        r->reason = r->why_buf;
     } else {
-        if (!subscribed)
-            sq_daemon__log(d,
-                           "run %lld: sink: not subscribed after 5s; the load starts anyway "
-                           "(events before the subscription are lost to the sink)",
-                           (long long)job->id);
-        x.open = run_is_open(cfg);
-        cfg->stop = &job->stop;
-        cfg->on_tick = on_tick;
-        cfg->tick_ud = &x;
-        const char *why = NULL;
-        rc = sq_run(cfg, &res, &why);
-        if (rc < 0) {
-            snprintf(why_buf, sizeof(why_buf), "%s: %s", why ? why : "the run could not start",
-                     sq_strerror(rc));
-            reason = why_buf;
-        } else {
-            doc = sq_daemon__req_doc(job->req, &res);
-            if (sq_daemon__req_has_sink(job->req)) {
-                /* the sink's settle: this run (and the queue behind it) waits for the events
-                 * still on their way, up to its settle time after the last one; a stop ends it */
-                live_settle(d, l, &res);
-                sink_failed = sq_daemon__req_sink_end(job->req, &res, doc, &job->stop, why_buf,
-                                                      sizeof(why_buf));
-            }
-            bool stopped = __atomic_load_n(&job->stop, __ATOMIC_RELAXED) && !x.abort_why;
-            if (stopped) {
-                pthread_mutex_lock(&d->mu); /* written under it by sq_daemon__threads_stop */
-                bool shut = job->shutting_down;
-                pthread_mutex_unlock(&d->mu);
-                st = SQ_STORE_STOPPED;
-                reason = shut ? "the daemon shut down" : "stopped by request";
-            } else if (x.abort_why) {
-                st = SQ_STORE_FAILED;
-                snprintf(why_buf, sizeof(why_buf), "%s", x.abort_why);
-                reason = why_buf;
-            } else if (res.aborted) {
-                st = SQ_STORE_FAILED;
-                snprintf(why_buf, sizeof(why_buf), "%s", res.abort_reason);
-                reason = why_buf;
-            } else if (sink_failed) { /* its broker never subscribed: it counted nothing */
-                st = SQ_STORE_FAILED;
-                reason = why_buf;
-            } else if (!sq_result_succeeded(&res)) {
-                /* the rule and the words of the CLI's exit code 1 (result/verdict.h) */
-                char text[480];
-                st = SQ_STORE_FAILED;
-                snprintf(why_buf, sizeof(why_buf), "no request succeeded: %s",
-                         sq_report_why_failed(&res, cfg->timeout_ns, text, sizeof(text)));
-                reason = why_buf;
-            } else {
-                st = SQ_STORE_FINISHED;
-            }
-            if (!doc) {
-                st = SQ_STORE_FAILED;
-                reason = "out of memory building the result";
-            }
-        }
+        r->st = SQ_STORE_FINISHED;
     }
-    char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(doc);
-    if (doc && !text) {
-        st = SQ_STORE_FAILED;
-        reason = "out of memory building the result";
+    if (!r->doc) {
+        r->st = SQ_STORE_FAILED;
+        r->reason = "out of memory building the result";
     }
-    if (x.store_failed) {
+}
+
+/* The run itself, with the plan's sink beside it; then its document and its verdict. */
+static void job_load(struct jobrun *r)
+{
+    struct sq_daemon *d = r->d;
+    struct sq_daemon__job *job = r->job;
+    bool subscribed = true, sink_failed = false;
+    r->st = SQ_STORE_FAILED;
+    if (r->rc < 0) {
+        snprintf(r->why_buf, sizeof(r->why_buf), "%.500s", r->err);
+        r->reason = r->why_buf;
+        return;
+    }
+    if ((r->rc = sq_latency_hist_new(&r->x.total)) < 0) {
+        r->reason = "out of memory";
+        return;
+    }
+    r->rc = sq_daemon__req_sink_begin(job->req, &job->stop, &subscribed, r->err, sizeof(r->err));
+    if (r->rc < 0) {
+        /* a plan's sink could not listen or start: this run fails, the daemon goes on */
+        snprintf(r->why_buf, sizeof(r->why_buf), "%.500s", r->err);
+        r->reason = r->why_buf;
+        return;
+    }
+    if (!subscribed)
+        sq_daemon__log(d,
+                       "run %lld: sink: not subscribed after 5s; the load starts anyway "
+                       "(events before the subscription are lost to the sink)",
+                       (long long)job->id);
+    r->x.open = run_is_open(r->cfg);
+    r->cfg->stop = &job->stop;
+    r->cfg->on_tick = on_tick;
+    r->cfg->tick_ud = &r->x;
+    const char *why = NULL;
+    r->rc = sq_run(r->cfg, &r->res, &why);
+    if (r->rc < 0) {
+        snprintf(r->why_buf, sizeof(r->why_buf), "%s: %s", why ? why : "the run could not start",
+                 sq_strerror(r->rc));
+        r->reason = r->why_buf;
+        return;
+    }
+    r->doc = sq_daemon__req_doc(job->req, &r->res);
+    if (sq_daemon__req_has_sink(job->req)) {
+        /* the sink's settle: this run (and the queue behind it) waits for the events still on
+         * their way, up to its settle time after the last one; a stop ends it */
+        live_settle(d, r->l, &r->res);
+        sink_failed = sq_daemon__req_sink_end(job->req, &r->res, r->doc, &job->stop, r->why_buf,
+                                              sizeof(r->why_buf));
+    }
+    job_verdict(r, sink_failed);
+}
+
+/* The result document, its histograms and the end, in one durable write; an end the store
+ * refuses is kept until it can (end_kept) and the run ends failed. */
+static void job_store(struct jobrun *r)
+{
+    struct sq_daemon *d = r->d;
+    r->text = r->doc ? json_dumps(r->doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if (r->doc && !r->text) {
+        r->st = SQ_STORE_FAILED;
+        r->reason = "out of memory building the result";
+    }
+    if (r->x.store_failed) {
         /* its seconds from then on are not in the store: the run failed, its result (every
          * second in its series) is kept */
-        snprintf(why_buf, sizeof(why_buf),
+        snprintf(r->why_buf, sizeof(r->why_buf),
                  "the store could not take the run's seconds from %.0f s on: %.300s%s",
-                 x.store_at_s, x.store_err, text ? " (the result has them all)" : "");
-        st = SQ_STORE_FAILED;
-        reason = why_buf;
+                 r->x.store_at_s, r->x.store_err, r->text ? " (the result has them all)" : "");
+        r->st = SQ_STORE_FAILED;
+        r->reason = r->why_buf;
     }
     unsigned char *hb = NULL, *hub = NULL;
     size_t hl = 0, hul = 0;
-    if (text && res.latency && sq_hist_encode(res.latency, &hb, &hl) < 0)
+    if (r->text && r->res.latency && sq_hist_encode(r->res.latency, &hb, &hl) < 0)
         hb = NULL, hl = 0;
-    if (text && res.latency_uncorrected && sq_hist_encode(res.latency_uncorrected, &hub, &hul) < 0)
+    if (r->text && r->res.latency_uncorrected &&
+        sq_hist_encode(r->res.latency_uncorrected, &hub, &hul) < 0)
         hub = NULL, hul = 0;
     struct sq_store_end e = {
-        .status = st,
-        .reason = reason,
-        .doc = text,
-        .doc_len = text ? strlen(text) : 0,
+        .status = r->st,
+        .reason = r->reason,
+        .doc = r->text,
+        .doc_len = r->text ? strlen(r->text) : 0,
         .hist = hb,
         .hist_len = hl,
         .hist_uncorrected = hub,
         .hist_uncorrected_len = hul,
     };
-    char end_why[640];
-    if (sq_store_run_end(d->store, job->id, &e, err, sizeof(err)) < 0) {
-        sq_daemon__log(d, "run %lld: the result could not be stored: %s", (long long)job->id, err);
+    if (sq_store_run_end(d->store, r->job->id, &e, r->err, sizeof(r->err)) < 0) {
+        sq_daemon__log(d, "run %lld: the result could not be stored: %s", (long long)r->job->id,
+                       r->err);
         /* failed, with the write error; kept (with its result) until the store can take it */
-        if (!x.store_failed) {
-            snprintf(end_why, sizeof(end_why), "the store could not take the run's end: %.400s",
-                     err);
-            reason = end_why;
+        if (!r->x.store_failed) {
+            snprintf(r->end_why, sizeof(r->end_why),
+                     "the store could not take the run's end: %.400s", r->err);
+            r->reason = r->end_why;
         }
-        e.status = st = SQ_STORE_FAILED;
-        e.reason = reason;
-        end_kept(d, job->id, &e);
+        e.status = r->st = SQ_STORE_FAILED;
+        e.reason = r->reason;
+        end_kept(d, r->job->id, &e);
     }
-    struct sq_daemon__totals t = x.t;
-    if (rc == 0 && res.latency)
-        final_totals(&t, &res);
-    if (st == SQ_STORE_FINISHED)
-        sq_daemon__log(d, "run %lld finished: %llu requests, %.1f req/s", (long long)job->id,
-                       (unsigned long long)res.c.completed,
-                       res.duration_ns > 0 ? (double)res.c.completed * 1e9 / (double)res.duration_ns
-                                           : 0.0);
-    else
-        sq_daemon__log(d, "run %lld %s: %s", (long long)job->id, status_word(st),
-                       reason ? reason : "");
-    live_finish(d, l, st, reason, text, text ? strlen(text) : 0, &t);
-    free(text);
     free(hb);
     free(hub);
-    sq_hist_free(x.total);
-    sq_result_dispose(&res);
+}
+
+/* The log line, the live run's last event and totals (exact, from the result). */
+static void job_finish(struct jobrun *r)
+{
+    struct sq_daemon *d = r->d;
+    struct sq_daemon__totals t = r->x.t;
+    if (r->rc == 0 && r->res.latency)
+        final_totals(&t, &r->res);
+    if (r->st == SQ_STORE_FINISHED)
+        sq_daemon__log(d, "run %lld finished: %llu requests, %.1f req/s", (long long)r->job->id,
+                       (unsigned long long)r->res.c.completed,
+                       r->res.duration_ns > 0
+                           ? (double)r->res.c.completed * 1e9 / (double)r->res.duration_ns
+                           : 0.0);
+    else
+        sq_daemon__log(d, "run %lld %s: %s", (long long)r->job->id, status_word(r->st),
+                       r->reason ? r->reason : "");
+    live_finish(d, r->l, r->st, r->reason, r->text, r->text ? strlen(r->text) : 0, &t);
+}
+
+static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
+{
+    struct jobrun r = {.d = d, .job = job};
+    r.x = (struct tick_ctx){.d = d, .job = job};
+    if (!job_begin(&r))
+        return;
+    r.x.l = r.l;
+    job_setup(&r);
+    job_load(&r);
+    job_store(&r);
+    json_decref(r.doc);
+    job_finish(&r);
+    free(r.text);
+    sq_hist_free(r.x.total);
+    sq_result_dispose(&r.res);
 }
 
 /* ---- the runner thread ---- */

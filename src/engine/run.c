@@ -27,6 +27,8 @@
 
 #define WATCH_NS (20 * SQ_NS_PER_MS)
 
+/* ---- run ids, seeds, connections ---- */
+
 uint64_t sq_run_new_id(void)
 {
     /* 52 random bits (the low ones carry the worker: SQ_STAMP_STREAM_BITS) */
@@ -76,6 +78,8 @@ uint32_t sq_run_connections(const struct sq_run_config *cfg, uint32_t vus)
     return (uint32_t)(((uint64_t)vus + per - 1) / per);
 }
 
+/* ---- the open model's spin tail ---- */
+
 static void sleep_ns(int64_t ns)
 {
     struct timespec ts = {.tv_sec = ns / SQ_NS_PER_S, .tv_nsec = ns % SQ_NS_PER_S};
@@ -118,6 +122,8 @@ static int64_t calibrate_spin(void)
         spin = 500 * SQ_NS_PER_US;
     return spin;
 }
+
+/* ---- the per-second series: the interval shards merged on the main thread ---- */
 
 /* The main thread's half of the interval shards: merges each second's slots from every worker
  * into one series entry, and every slot into the run's total histograms. */
@@ -352,6 +358,8 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
     }
 }
 
+/* ---- the writer thread (--out ndjson) ---- */
+
 /* The writer thread: drains every worker's ring of per-request records into the caller's
  * callback, so formatting and disk writes never happen on a worker. */
 struct writer {
@@ -399,6 +407,9 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* ---- watching the workers: start, stop, stall, DNS ---- */
+
+/* What the workers published in their live blocks, summed: read each turn of the watch. */
 struct totals {
     uint32_t done, ready, script_failed;
     uint64_t progress, opened, errors, tls_errors;
@@ -460,6 +471,81 @@ static void stop_asked(struct sq_engine__shared *run, struct sq_result *out, int
     __atomic_store_n(&run->wind_ns, now, __ATOMIC_RELAXED);
 }
 
+/* Every pool is open (each worker ready): the run starts, a moment ahead so every worker sees
+ * go_ns before it is due, or at the held start (cfg->start_at) once it is known. With no
+ * connection at all, it stops instead, saying why (the first upgrade, TLS or broker error a
+ * worker kept, else the last connect error). */
+static void try_start(struct sq_engine__shared *run, struct sq_result *out, const struct totals *t,
+                      const char *addr, int64_t begin, int64_t now, bool *readied, struct agg *agg)
+{
+    const struct sq_run_config *cfg = run->cfg;
+    if (t->opened == 0 && t->up_msg) {
+        stop_run(run, out, "no connection could be made to %s: %s", addr, t->up_msg);
+        return;
+    }
+    if (t->opened == 0 && t->tls_msg) {
+        stop_run(run, out, "no connection could be made to %s: tls: %s", addr, t->tls_msg);
+        return;
+    }
+    if (t->opened == 0 && t->bus_msg) {
+        stop_run(run, out, "no connection could be made to %s: %s", addr, t->bus_msg);
+        return;
+    }
+    if (t->opened == 0) {
+        stop_run(run, out, "no connection could be made to %s: %s", addr, sq_strerror(t->last_err));
+        return;
+    }
+    int64_t go = now + SQ_NS_PER_MS;
+    if (!*readied) {
+        *readied = true;
+        out->setup_ns = now - begin;
+        if (cfg->start_at && cfg->on_ready)
+            cfg->on_ready(cfg->ready_ud);
+    }
+    if (cfg->start_at) {
+        /* 0: not known yet (asked again on the next turn); never before our own moment ahead */
+        int64_t at = __atomic_load_n(cfg->start_at, __ATOMIC_ACQUIRE);
+        go = at == 0 ? 0 : at > go ? at : go;
+    }
+    if (go) {
+        out->wall_start_ns = sq_wall_ns() + (go - now);
+        sq_engine__clagg_begin(&agg->cl, go);
+        __atomic_store_n(&run->go_ns, go, __ATOMIC_RELEASE);
+    }
+}
+
+/* Nothing has moved for stall_limit while errors keep coming: the run stops, naming the error
+ * that is most likely the cause. */
+static void stall_stop(struct sq_engine__shared *run, struct sq_result *out, const struct totals *t,
+                       int64_t stall_limit)
+{
+    char secs[32];
+    snprintf(secs, sizeof(secs), "%.1fs", (double)stall_limit / 1e9);
+    if (t->tls_errors && t->tls_msg)
+        stop_run(run, out, "no progress for %s while TLS fails: %s", secs, t->tls_msg);
+    else if (t->bus_msg)
+        stop_run(run, out, "no progress for %s while the broker refuses: %s", secs, t->bus_msg);
+    else if (t->up_msg)
+        stop_run(run, out, "no progress for %s while upgrades fail: %s", secs, t->up_msg);
+    else
+        stop_run(run, out, "no progress for %s while connects fail: %s", secs,
+                 sq_strerror(t->last_err));
+}
+
+/* --dns-ttl: the target resolved again; the workers take the new addresses on their next
+ * connect. A failed lookup keeps the old ones and counts a DNS error. */
+static void dns_refresh(struct sq_engine__shared *run, struct sq_result *out)
+{
+    const struct sq_run_config *cfg = run->cfg;
+    struct sq_addr fresh[SQ_MAX_ADDRS];
+    int got = cfg->resolve(cfg->resolve_ud, fresh, SQ_MAX_ADDRS);
+    if (got > 0)
+        sq_engine__addrs_store(&run->addrs, fresh, got);
+    else
+        out->c.errors[SQ_ERRK_DNS]++;
+    out->dns_lookups++;
+}
+
 /* Watches the workers from the main thread until every one has left its loop: starts the run
  * once every pool is open, and stops it when the caller asks, when no connection can be made
  * (every connection failed to connect and none succeeded), or when nothing has moved for a
@@ -481,6 +567,7 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         sum_live(ws, n, &t);
         if (run->go_ns)
             aggregate(agg, ws, n, cfg, out, run->go_ns);
+        /* done: every worker left its loop and, once started, every second was emitted */
         if (t.done == n && (!run->go_ns || agg->finished)) {
             if (run->go_ns &&
                 sq_engine__clagg_end(&agg->cl,
@@ -495,62 +582,16 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
             stop_asked(run, out, stop_how, now);
         if (t.script_failed)
             stop_run(run, out, "a script hook raised an error%s%s", "", "");
-        if (!run->go_ns && t.ready == n) {
-            if (t.opened == 0 && t.up_msg) {
-                stop_run(run, out, "no connection could be made to %s: %s", addr, t.up_msg);
-            } else if (t.opened == 0 && t.tls_msg) {
-                stop_run(run, out, "no connection could be made to %s: tls: %s", addr, t.tls_msg);
-            } else if (t.opened == 0 && t.bus_msg) {
-                stop_run(run, out, "no connection could be made to %s: %s", addr, t.bus_msg);
-            } else if (t.opened == 0) {
-                stop_run(run, out, "no connection could be made to %s: %s", addr,
-                         sq_strerror(t.last_err));
-            } else {
-                /* A moment ahead, so every worker sees it before it is due; a held start
-                 * (cfg->start_at) at the time it names, once it is known. */
-                int64_t go = now + SQ_NS_PER_MS;
-                if (!readied) {
-                    readied = true;
-                    out->setup_ns = now - begin;
-                    if (cfg->start_at && cfg->on_ready)
-                        cfg->on_ready(cfg->ready_ud);
-                }
-                if (cfg->start_at) {
-                    int64_t at = __atomic_load_n(cfg->start_at, __ATOMIC_ACQUIRE);
-                    go = at == 0 ? 0 : at > go ? at : go;
-                }
-                if (go) {
-                    out->wall_start_ns = sq_wall_ns() + (go - now);
-                    sq_engine__clagg_begin(&agg->cl, go);
-                    __atomic_store_n(&run->go_ns, go, __ATOMIC_RELEASE);
-                }
-            }
-        }
+        if (!run->go_ns && t.ready == n)
+            try_start(run, out, &t, addr, begin, now, &readied, agg);
         if (t.progress != last_progress || t.opened != last_opened) {
             still_since = now;
             errors_then = t.errors;
         } else if (t.errors > errors_then && now - still_since > stall_limit) {
-            char secs[32];
-            snprintf(secs, sizeof(secs), "%.1fs", (double)stall_limit / 1e9);
-            if (t.tls_errors && t.tls_msg)
-                stop_run(run, out, "no progress for %s while TLS fails: %s", secs, t.tls_msg);
-            else if (t.bus_msg)
-                stop_run(run, out, "no progress for %s while the broker refuses: %s", secs,
-                         t.bus_msg);
-            else if (t.up_msg)
-                stop_run(run, out, "no progress for %s while upgrades fail: %s", secs, t.up_msg);
-            else
-                stop_run(run, out, "no progress for %s while connects fail: %s", secs,
-                         sq_strerror(t.last_err));
+            stall_stop(run, out, &t, stall_limit);
         }
         if (cfg->dns_ttl_ns > 0 && cfg->resolve && now >= next_dns) {
-            struct sq_addr fresh[SQ_MAX_ADDRS];
-            int got = cfg->resolve(cfg->resolve_ud, fresh, SQ_MAX_ADDRS);
-            if (got > 0)
-                sq_engine__addrs_store(&run->addrs, fresh, got);
-            else
-                out->c.errors[SQ_ERRK_DNS]++;
-            out->dns_lookups++;
+            dns_refresh(run, out);
             next_dns = sq_now_ns() + cfg->dns_ttl_ns;
         }
         last_progress = t.progress;
@@ -558,6 +599,8 @@ static void watch(struct sq_engine__worker *ws, uint32_t n, struct sq_engine__sh
         sleep_ns(run->go_ns ? WATCH_NS : SQ_NS_PER_MS);
     }
 }
+
+/* ---- sizing the scenarios, merging after the join ---- */
 
 /* Plan runs: a per-step series for every step of every scenario, and the histogram each second
  * is merged into. */
@@ -724,247 +767,345 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
     return 0;
 }
 
+/* ---- sq_run: size -> set up -> start -> watch -> join and merge ---- */
+
+/* What the phases of one run share, on the main thread. run is the block every worker points
+ * at: it stays where it is until they are joined. */
+struct runctx {
+    const struct sq_run_config *cfg;
+    struct sq_result *out;
+    const char **why;
+    uint32_t nscen, nw, conns; /* scenarios (1 without a plan), workers, connections */
+    struct sq_engine__worker *ws;
+    struct sq_engine__shared run;
+    struct agg agg;
+    struct writer wr;
+    bool writing;     /* the writer thread runs (cfg->on_samples) */
+    uint32_t started; /* worker threads started */
+    int64_t begin;    /* the threads' start (CLOCK_MONOTONIC) */
+    int64_t go, end;  /* the run's start and its last worker's end (0: it never started) */
+};
+
+static int oom(struct runctx *x)
+{
+    *x->why = "out of memory";
+    return -ENOMEM;
+}
+
+/* How many workers and connections each scenario gets, and whether the run can run at all.
+ * Returns 0 or -EINVAL with *why. */
+static int run_size(struct runctx *x)
+{
+    const struct sq_run_config *cfg = x->cfg;
+    bool empty = false; /* a scenario without VUs: nothing sensible to run */
+    x->nscen = cfg->scens ? cfg->nscens : 1;
+    for (uint32_t i = 0; i < x->nscen; i++) {
+        uint32_t sw = scen_workers(cfg, i);
+        empty |= sw == 0 && !cfg->seg; /* a segment may have no share of a scenario */
+        x->nw += sw;
+        x->conns += scen_conns(cfg, i);
+        if (sq_exec_is_open(scen_exec(cfg, i)))
+            x->out->open = true;
+    }
+    if (empty || x->nw == 0 || cfg->naddrs <= 0 ||
+        (!cfg->scens && !cfg->request_len && !cfg->bus && !cfg->ws)) {
+        *x->why = "nothing to run: no connection, address or request";
+        return -EINVAL;
+    }
+    if (cfg->script && (cfg->scens || cfg->h2_request || cfg->script->n != x->nw)) {
+        *x->why = "a wrk script needs one state per worker, over HTTP/1.1";
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The result's totals, the workers' array, the run's id and seed, the stamps' streams.
+ * Returns 0 or -ENOMEM (with *why). */
+static int run_alloc(struct runctx *x)
+{
+    const struct sq_run_config *cfg = x->cfg;
+    struct sq_result *out = x->out;
+    int rc = sq_latency_hist_new(&out->latency);
+    if (rc == 0 && out->open)
+        rc = sq_latency_hist_new(&out->latency_uncorrected);
+    if (rc < 0) {
+        *x->why = "out of memory";
+        return rc;
+    }
+    x->ws = calloc(x->nw, sizeof(*x->ws));
+    if (!x->ws)
+        return oom(x);
+    x->run = (struct sq_engine__shared){.cfg = cfg, .nworkers = x->nw, .run_id = cfg->run_id};
+    if (!x->run.run_id)
+        x->run.run_id = sq_run_new_id();
+    out->run_id = x->run.run_id;
+    x->run.seed = cfg->seed_set ? cfg->seed : sq_run_new_seed();
+    out->seed = x->run.seed;
+    out->stamped = calloc(x->nw, sizeof(*out->stamped));
+    if (!out->stamped)
+        return oom(x);
+    out->nstreams = x->nw;
+    sq_engine__addrs_store(&x->run.addrs, cfg->addrs, cfg->naddrs);
+    return 0;
+}
+
+/* The main thread's aggregation, the open model's spin tail, then every worker set up (its
+ * connections not yet opened). Returns 0 or a negative code with *why. */
+static int run_setup(struct runctx *x)
+{
+    const struct sq_run_config *cfg = x->cfg;
+    struct agg *agg = &x->agg;
+    agg->last = calloc(x->nw, sizeof(*agg->last));
+    agg->active = calloc(x->nw, sizeof(*agg->active));
+    int rc = agg->last && agg->active ? sq_latency_hist_new(&agg->h) : -ENOMEM;
+    if (rc == 0)
+        rc = sq_engine__clagg_init(&agg->cl, x->nw, cfg);
+    if (rc == 0 && x->out->open)
+        rc = sq_latency_hist_new(&agg->hu);
+    if (rc == 0 && cfg->scens)
+        rc = steps_init(agg, cfg, x->out);
+    if (rc < 0) {
+        *x->why = "out of memory";
+        return rc;
+    }
+    x->run.spin_ns = x->out->open ? calibrate_spin() : 0;
+    /* workers are numbered across scenarios; a scenario's VUs are numbered from vu_base */
+    uint32_t wi = 0, vu_base = 0;
+    for (uint32_t s = 0; s < x->nscen; s++) {
+        uint32_t sw = scen_workers(cfg, s);
+        for (uint32_t k = 0; k < sw; k++, wi++) {
+            struct sq_engine__place pl = {.scen = s, .sindex = k, .snw = sw, .vu_base = vu_base};
+            rc = sq_engine__worker_init(&x->ws[wi], &x->run, wi, &pl);
+            if (rc < 0) {
+                *x->why = "could not set up a worker";
+                return rc;
+            }
+        }
+        vu_base += sq_exec_max_vus(scen_exec(cfg, s));
+    }
+    return 0;
+}
+
+/* The writer thread, when the caller takes per-request records. Returns 0 or -errno. */
+static int start_writer(struct runctx *x)
+{
+    if (!x->cfg->on_samples)
+        return 0;
+    x->wr = (struct writer){.ws = x->ws, .n = x->nw, .cfg = x->cfg};
+    int rc = -pthread_create(&x->wr.tid, NULL, writer_main, &x->wr);
+    if (rc < 0) {
+        *x->why = "could not start the writer thread";
+        return rc;
+    }
+    x->writing = true;
+    return 0;
+}
+
+/* The worker threads. A thread that cannot start aborts the run: those started stop at once
+ * and are joined; the run is not watched. Returns 0 or -errno. */
+static int start_workers(struct runctx *x)
+{
+    x->begin = sq_now_ns();
+    for (uint32_t i = 0; i < x->nw; i++) {
+        int rc = -pthread_create(&x->ws[i].tid, NULL, sq_engine__worker_main, &x->ws[i]);
+        if (rc < 0) {
+            *x->why = "could not start a worker thread";
+            __atomic_store_n(&x->run.abort, 1, __ATOMIC_RELAXED);
+            return rc;
+        }
+        x->started++;
+    }
+    return 0;
+}
+
+/* An open-loop worker's pacing and pool figures: the pool's sizes add up, its first and last
+ * growth are the earliest and the latest of any worker (from its own start). */
+static void merge_pool(struct sq_result *out, const struct sq_engine__worker *w)
+{
+    out->precision = w->precision;
+    if (w->spin_ns > out->pace_tail_ns)
+        out->pace_tail_ns = w->spin_ns;
+    out->pace_wakes += w->wakes;
+    out->pace_deaf += w->deaf_sleeps;
+    out->pace_window_ns = w->window_ns;
+    out->pool.pre += w->npre;
+    out->pool.cap += w->ncap;
+    out->pool.peak += w->nconns;
+    out->pool.grown += w->grown;
+    int64_t f = w->grow_first ? w->grow_first - w->start_ns : -1;
+    int64_t l = w->grow_last ? w->grow_last - w->start_ns : -1;
+    if (f >= 0 && (out->pool.first_ns < 0 || f < out->pool.first_ns))
+        out->pool.first_ns = f;
+    if (l > out->pool.last_ns)
+        out->pool.last_ns = l;
+}
+
+/* Worker i's figures, once joined, into the result: counts add up, the first worker with a
+ * TLS session, an error message or a script error gives it (the script error is handed over). */
+static void merge_worker(struct runctx *x, uint32_t i)
+{
+    struct sq_result *out = x->out;
+    struct sq_engine__worker *w = &x->ws[i];
+    sq_counters_add(&out->c, &w->c);
+    out->in_flight += w->in_flight;
+    out->arrivals += w->arrivals; /* latencies arrived through the slots */
+    out->client.idle_polled += w->idle_polled;
+    out->client.idle_caught += w->idle_caught;
+    out->client.idle_slept += w->idle_slept;
+    if (w->open)
+        merge_pool(out, w);
+    if (w->end_ns > x->end)
+        x->end = w->end_ns;
+    if (!out->tls_version && w->tls_version) {
+        out->tls_version = w->tls_version;
+        out->tls_cipher = w->tls_cipher;
+        out->tls_alpn = w->tls_alpn;
+    }
+    if (!out->tls_error[0] && w->live.tls_err_set)
+        snprintf(out->tls_error, sizeof(out->tls_error), "%s", w->tls_err);
+    if (!out->bus_error[0] && w->live.bus_err_set)
+        snprintf(out->bus_error, sizeof(out->bus_error), "%s", w->bus_err);
+    out->stamped[i] = w->stamp_next;
+    for (size_t k = 0; k < SQ_STATUS_CODES; k++)
+        out->status_codes[k] += w->codes[k];
+    if (!out->first_connect_err)
+        out->first_connect_err = w->first_connect_err;
+    if (!out->script_error && w->script_err) {
+        out->script_error = w->script_err; /* handed over */
+        w->script_err = NULL;
+    }
+    out->script_stopped += w->script_stopped;
+    if (!out->upgrade_error[0] && w->live.up_err_set)
+        snprintf(out->upgrade_error, sizeof(out->upgrade_error), "%s", w->up_err);
+}
+
+/* Joins the started workers, each folded into the result as it ends (and its driver's own
+ * figures), then the sampled exchanges and the 100 ms series; the writer stops last, once it
+ * has drained what the workers wrote. rc: what the start said (kept when it failed). Returns
+ * rc, or -ENOMEM (with *why) when a merge ran out of memory. */
+static int join_workers(struct runctx *x, int rc)
+{
+    struct sq_result *out = x->out;
+    x->go = x->run.go_ns;
+    x->end = x->go;
+    for (uint32_t i = 0; i < x->started; i++) {
+        struct sq_engine__worker *w = &x->ws[i];
+        pthread_join(w->tid, NULL);
+        merge_worker(x, i);
+        if (w->drv && w->drv->result && w->drv->result(w, out) < 0 && rc == 0)
+            rc = oom(x);
+    }
+    if (rc == 0 &&
+        sq_engine__xs_merge(x->ws, x->started, x->cfg->sample_per_class, &out->xsamples) < 0)
+        rc = oom(x);
+    if (rc == 0 && x->go && fine_merge(x->ws, x->started, x->end - x->go, &out->fine) < 0)
+        rc = oom(x);
+    if (x->writing) {
+        __atomic_store_n(&x->wr.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(x->wr.tid, NULL);
+        out->samples_written = x->wr.written;
+        for (uint32_t i = 0; i < x->nw; i++)
+            out->samples_lost += x->ws[i].samples_lost;
+    }
+    return rc;
+}
+
+/* The histograms kept only when asked: per phase (cfg->phases), SSE's (workers that saw an
+ * event stream), requests per second (cfg->rate_samples). Returns 0 or -ENOMEM. */
+static int merge_hists(struct runctx *x)
+{
+    const struct sq_run_config *cfg = x->cfg;
+    struct sq_result *out = x->out;
+    for (int k = 0; cfg->phases && k < SQ_PHASE_COUNT; k++) {
+        if (sq_latency_hist_new(&out->phase[k]) < 0)
+            return oom(x);
+        for (uint32_t i = 0; i < x->started; i++)
+            sq_hist_merge(out->phase[k], x->ws[i].phase[k]);
+    }
+    for (uint32_t i = 0; i < x->started; i++) {
+        if (!x->ws[i].sse_first)
+            continue;
+        if ((!out->sse_first_event && sq_latency_hist_new(&out->sse_first_event) < 0) ||
+            (!out->sse_duration && sq_latency_hist_new(&out->sse_duration) < 0))
+            return oom(x);
+        sq_hist_merge(out->sse_first_event, x->ws[i].sse_first);
+        sq_hist_merge(out->sse_duration, x->ws[i].sse_dur);
+    }
+    if (cfg->rate_samples) {
+        if (sq_latency_hist_new(&out->rate) < 0)
+            return oom(x);
+        for (uint32_t i = 0; i < x->started; i++)
+            if (x->ws[i].rate)
+                sq_hist_merge(out->rate, x->ws[i].rate);
+    }
+    return 0;
+}
+
+/* What is merged across workers after the join: the histograms, --urls' figures, a plan's
+ * scenarios; then the run's own facts. Returns 0 or -ENOMEM. */
+static int run_merge(struct runctx *x)
+{
+    const struct sq_run_config *cfg = x->cfg;
+    struct sq_result *out = x->out;
+    out->dns_ns = cfg->dns_ns;
+    if (merge_hists(x) < 0)
+        return -ENOMEM;
+    if (!cfg->scens && cfg->nurls && merge_urls(cfg, x->ws, x->started, out) < 0)
+        return oom(x);
+    if (cfg->scens && merge_scens(cfg, x->ws, x->started, out) < 0)
+        return oom(x);
+    out->duration_ns = x->go ? x->end - x->go : 0;
+    out->start_mono_ns = x->go;
+    out->spin_ns = x->run.spin_ns;
+    out->threads = x->nw;
+    out->connections = x->conns;
+    out->aborted = x->run.abort != 0 || x->run.wind_ns != 0;
+    out->tls = cfg->tls != NULL;
+    return 0;
+}
+
+/* Frees the workers and the aggregation; a failed run's result too. */
+static void run_dispose(struct runctx *x, int rc)
+{
+    for (uint32_t i = 0; x->ws && i < x->nw; i++)
+        sq_engine__worker_dispose(&x->ws[i]);
+    free(x->ws);
+    free(x->agg.last);
+    free(x->agg.active);
+    sq_engine__clagg_dispose(&x->agg.cl);
+    sq_hist_free(x->agg.h);
+    sq_hist_free(x->agg.hu);
+    for (uint32_t g = 0; x->agg.sh && g < x->agg.nsteps; g++)
+        sq_hist_free(x->agg.sh[g]);
+    free(x->agg.sh);
+    free(x->agg.step_base);
+    if (rc < 0)
+        sq_result_dispose(x->out);
+}
+
 int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **why)
 {
     memset(out, 0, sizeof(*out));
     out->pool.first_ns = out->pool.last_ns = -1;
     *why = NULL;
-    uint32_t nscen = cfg->scens ? cfg->nscens : 1;
-    uint32_t conns = 0, nw = 0;
-    bool empty = false; /* a scenario without VUs: nothing sensible to run */
-    for (uint32_t i = 0; i < nscen; i++) {
-        uint32_t sw = scen_workers(cfg, i);
-        empty |= sw == 0 && !cfg->seg; /* a segment may have no share of a scenario */
-        nw += sw;
-        conns += scen_conns(cfg, i);
-        if (sq_exec_is_open(scen_exec(cfg, i)))
-            out->open = true;
-    }
-    if (empty || nw == 0 || cfg->naddrs <= 0 ||
-        (!cfg->scens && !cfg->request_len && !cfg->bus && !cfg->ws)) {
-        *why = "nothing to run: no connection, address or request";
-        return -EINVAL;
-    }
-    if (cfg->script && (cfg->scens || cfg->h2_request || cfg->script->n != nw)) {
-        *why = "a wrk script needs one state per worker, over HTTP/1.1";
-        return -EINVAL;
-    }
-    int rc = sq_latency_hist_new(&out->latency);
-    if (rc == 0 && out->open)
-        rc = sq_latency_hist_new(&out->latency_uncorrected);
-    if (rc < 0) {
-        *why = "out of memory";
-        sq_result_dispose(out);
-        return rc;
-    }
-    struct sq_engine__worker *ws = calloc(nw, sizeof(*ws));
-    if (!ws) {
-        *why = "out of memory";
-        sq_result_dispose(out);
-        return -ENOMEM;
-    }
-    struct sq_engine__shared run = {.cfg = cfg, .nworkers = nw, .run_id = cfg->run_id};
-    if (!run.run_id)
-        run.run_id = sq_run_new_id();
-    out->run_id = run.run_id;
-    run.seed = cfg->seed_set ? cfg->seed : sq_run_new_seed();
-    out->seed = run.seed;
-    out->stamped = calloc(nw, sizeof(*out->stamped));
-    if (!out->stamped) {
-        free(ws);
-        *why = "out of memory";
-        sq_result_dispose(out);
-        return -ENOMEM;
-    }
-    out->nstreams = nw;
-    sq_engine__addrs_store(&run.addrs, cfg->addrs, cfg->naddrs);
-    struct agg agg = {.cur = 1};
-    agg.last = calloc(nw, sizeof(*agg.last));
-    agg.active = calloc(nw, sizeof(*agg.active));
-    rc = agg.last && agg.active ? sq_latency_hist_new(&agg.h) : -ENOMEM;
+    struct runctx x = {.cfg = cfg, .out = out, .why = why, .agg = {.cur = 1}};
+    int rc = run_size(&x);
+    if (rc < 0)
+        return rc; /* nothing allocated yet */
+    rc = run_alloc(&x);
     if (rc == 0)
-        rc = sq_engine__clagg_init(&agg.cl, nw, cfg);
-    if (rc == 0 && out->open)
-        rc = sq_latency_hist_new(&agg.hu);
-    if (rc == 0 && cfg->scens)
-        rc = steps_init(&agg, cfg, out);
-    if (rc < 0) {
-        *why = "out of memory";
-        goto out;
+        rc = run_setup(&x);
+    if (rc == 0)
+        rc = start_writer(&x);
+    if (rc == 0) {
+        rc = start_workers(&x);
+        if (x.started == x.nw) /* every worker runs: watch them to the end */
+            watch(x.ws, x.nw, &x.run, out, x.begin, &x.agg);
+        rc = join_workers(&x, rc);
+        if (rc == 0)
+            rc = run_merge(&x);
     }
-    run.spin_ns = out->open ? calibrate_spin() : 0;
-    uint32_t wi = 0, vu_base = 0;
-    for (uint32_t s = 0; s < nscen && rc == 0; s++) {
-        uint32_t sw = scen_workers(cfg, s);
-        for (uint32_t k = 0; k < sw; k++, wi++) {
-            struct sq_engine__place pl = {.scen = s, .sindex = k, .snw = sw, .vu_base = vu_base};
-            rc = sq_engine__worker_init(&ws[wi], &run, wi, &pl);
-            if (rc < 0) {
-                *why = "could not set up a worker";
-                goto out;
-            }
-        }
-        vu_base += sq_exec_max_vus(scen_exec(cfg, s));
-    }
-    struct writer wr = {.ws = ws, .n = nw, .cfg = cfg};
-    bool writing = false;
-    if (cfg->on_samples) {
-        rc = -pthread_create(&wr.tid, NULL, writer_main, &wr);
-        if (rc < 0) {
-            *why = "could not start the writer thread";
-            goto out;
-        }
-        writing = true;
-    }
-    int64_t begin = sq_now_ns();
-    uint32_t started = 0;
-    for (uint32_t i = 0; i < nw; i++) {
-        rc = -pthread_create(&ws[i].tid, NULL, sq_engine__worker_main, &ws[i]);
-        if (rc < 0) {
-            *why = "could not start a worker thread";
-            __atomic_store_n(&run.abort, 1, __ATOMIC_RELAXED);
-            break;
-        }
-        started++;
-    }
-    if (started == nw)
-        watch(ws, nw, &run, out, begin, &agg);
-    int64_t go = run.go_ns, end = go;
-    for (uint32_t i = 0; i < started; i++) {
-        pthread_join(ws[i].tid, NULL);
-        sq_counters_add(&out->c, &ws[i].c);
-        out->in_flight += ws[i].in_flight;
-        out->arrivals += ws[i].arrivals; /* latencies arrived through the slots */
-        out->client.idle_polled += ws[i].idle_polled;
-        out->client.idle_caught += ws[i].idle_caught;
-        out->client.idle_slept += ws[i].idle_slept;
-        if (ws[i].open) {
-            out->precision = ws[i].precision;
-            if (ws[i].spin_ns > out->pace_tail_ns)
-                out->pace_tail_ns = ws[i].spin_ns;
-            out->pace_wakes += ws[i].wakes;
-            out->pace_deaf += ws[i].deaf_sleeps;
-            out->pace_window_ns = ws[i].window_ns;
-            out->pool.pre += ws[i].npre;
-            out->pool.cap += ws[i].ncap;
-            out->pool.peak += ws[i].nconns;
-            out->pool.grown += ws[i].grown;
-            int64_t f = ws[i].grow_first ? ws[i].grow_first - ws[i].start_ns : -1;
-            int64_t l = ws[i].grow_last ? ws[i].grow_last - ws[i].start_ns : -1;
-            if (f >= 0 && (out->pool.first_ns < 0 || f < out->pool.first_ns))
-                out->pool.first_ns = f;
-            if (l > out->pool.last_ns)
-                out->pool.last_ns = l;
-        }
-        if (ws[i].end_ns > end)
-            end = ws[i].end_ns;
-        if (!out->tls_version && ws[i].tls_version) {
-            out->tls_version = ws[i].tls_version;
-            out->tls_cipher = ws[i].tls_cipher;
-            out->tls_alpn = ws[i].tls_alpn;
-        }
-        if (!out->tls_error[0] && ws[i].live.tls_err_set)
-            snprintf(out->tls_error, sizeof(out->tls_error), "%s", ws[i].tls_err);
-        if (!out->bus_error[0] && ws[i].live.bus_err_set)
-            snprintf(out->bus_error, sizeof(out->bus_error), "%s", ws[i].bus_err);
-        out->stamped[i] = ws[i].stamp_next;
-        for (size_t k = 0; k < SQ_STATUS_CODES; k++)
-            out->status_codes[k] += ws[i].codes[k];
-        if (!out->first_connect_err)
-            out->first_connect_err = ws[i].first_connect_err;
-        if (!out->script_error && ws[i].script_err) {
-            out->script_error = ws[i].script_err; /* handed over */
-            ws[i].script_err = NULL;
-        }
-        out->script_stopped += ws[i].script_stopped;
-        if (!out->upgrade_error[0] && ws[i].live.up_err_set)
-            snprintf(out->upgrade_error, sizeof(out->upgrade_error), "%s", ws[i].up_err);
-        if (ws[i].drv && ws[i].drv->result && ws[i].drv->result(&ws[i], out) < 0 && rc == 0) {
-            rc = -ENOMEM;
-            *why = "out of memory";
-        }
-    }
-    if (rc == 0 && sq_engine__xs_merge(ws, started, cfg->sample_per_class, &out->xsamples) < 0) {
-        rc = -ENOMEM;
-        *why = "out of memory";
-    }
-    if (rc == 0 && go && fine_merge(ws, started, end - go, &out->fine) < 0) {
-        rc = -ENOMEM;
-        *why = "out of memory";
-    }
-    if (writing) {
-        __atomic_store_n(&wr.stop, 1, __ATOMIC_RELEASE);
-        pthread_join(wr.tid, NULL);
-        out->samples_written = wr.written;
-        for (uint32_t i = 0; i < nw; i++)
-            out->samples_lost += ws[i].samples_lost;
-    }
-    if (rc < 0)
-        goto out;
-    out->dns_ns = cfg->dns_ns;
-    for (int k = 0; cfg->phases && k < SQ_PHASE_COUNT; k++) {
-        if (sq_latency_hist_new(&out->phase[k]) < 0) {
-            rc = -ENOMEM;
-            *why = "out of memory";
-            goto out;
-        }
-        for (uint32_t i = 0; i < started; i++)
-            sq_hist_merge(out->phase[k], ws[i].phase[k]);
-    }
-    for (uint32_t i = 0; i < started; i++) {
-        if (!ws[i].sse_first)
-            continue;
-        if ((!out->sse_first_event && sq_latency_hist_new(&out->sse_first_event) < 0) ||
-            (!out->sse_duration && sq_latency_hist_new(&out->sse_duration) < 0)) {
-            rc = -ENOMEM;
-            *why = "out of memory";
-            goto out;
-        }
-        sq_hist_merge(out->sse_first_event, ws[i].sse_first);
-        sq_hist_merge(out->sse_duration, ws[i].sse_dur);
-    }
-    if (!cfg->scens && cfg->nurls && merge_urls(cfg, ws, started, out) < 0) {
-        rc = -ENOMEM;
-        *why = "out of memory";
-        goto out;
-    }
-    if (cfg->rate_samples) {
-        if (sq_latency_hist_new(&out->rate) < 0) {
-            rc = -ENOMEM;
-            *why = "out of memory";
-            goto out;
-        }
-        for (uint32_t i = 0; i < started; i++)
-            if (ws[i].rate)
-                sq_hist_merge(out->rate, ws[i].rate);
-    }
-    if (cfg->scens && merge_scens(cfg, ws, started, out) < 0) {
-        rc = -ENOMEM;
-        *why = "out of memory";
-        goto out;
-    }
-    out->duration_ns = go ? end - go : 0;
-    out->start_mono_ns = go;
-    out->spin_ns = run.spin_ns;
-    out->threads = nw;
-    out->connections = conns;
-    out->aborted = run.abort != 0 || run.wind_ns != 0;
-    out->tls = cfg->tls != NULL;
-out:
-    for (uint32_t i = 0; i < nw; i++)
-        sq_engine__worker_dispose(&ws[i]);
-    free(ws);
-    free(agg.last);
-    free(agg.active);
-    sq_engine__clagg_dispose(&agg.cl);
-    sq_hist_free(agg.h);
-    sq_hist_free(agg.hu);
-    for (uint32_t g = 0; agg.sh && g < agg.nsteps; g++)
-        sq_hist_free(agg.sh[g]);
-    free(agg.sh);
-    free(agg.step_base);
-    if (rc < 0)
-        sq_result_dispose(out);
+    run_dispose(&x, rc);
     return rc;
 }
 

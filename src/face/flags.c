@@ -2,6 +2,8 @@
 #include "face/flags.h"
 
 #include "base/parse.h"
+#include "http/request.h"
+#include "result/result.h"
 #include "base/text.h"
 #include "plan/tmpl.h"
 
@@ -137,6 +139,44 @@ int sq_flag_seed(const char *flag, const char *arg, uint64_t *out, char *err, si
         return sq_flag_fail(err, len, "%s: '%s' is not a seed (0..%llu)", flag, arg,
                             (unsigned long long)SQ_SEED_MAX);
     return 0;
+}
+
+int sq_flag_run_name(const char *flag, const char *arg, const char **out, char *err, size_t len)
+{
+    if (!arg[0])
+        return sq_flag_fail(err, len, "%s: the name is empty", flag);
+    *out = arg;
+    return 0;
+}
+
+int sq_flag_percentiles(const char *flag, const char *arg, double *out, size_t max, size_t *n,
+                        char *err, size_t len)
+{
+    const char *why = NULL;
+    int got = sq_parse_percentiles(arg, out, max, &why);
+    if (got < 0)
+        return sq_flag_fail(err, len, "%s: '%s': %s", flag, arg, why);
+    *n = (size_t)got;
+    return 0;
+}
+
+int sq_flag_sample_responses(const char *flag, const char *arg, uint64_t *out, char *err,
+                             size_t len)
+{
+    if (sq_parse_u64(arg, 0, SQ_SAMPLE_RESPONSES_MAX, 1, out) < 0)
+        return sq_flag_fail(err, len, "%s: '%s' is not a count of exchanges kept per class (0..%d)",
+                            flag, arg, SQ_SAMPLE_RESPONSES_MAX);
+    return 0;
+}
+
+bool sq_flag_method_ok(const char *m)
+{
+    char *req = NULL;
+    size_t n = 0;
+    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &n) < 0)
+        return false;
+    free(req);
+    return true;
 }
 
 uint32_t sq_flag_threads(uint64_t asked)

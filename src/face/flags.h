@@ -22,6 +22,7 @@
 #define SQ_FACE_FLAGS_H
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,24 @@ int sq_flag_sample(const char *flag, const char *arg, double *out, char *err, si
 /* --seed N: the seed of a run's random values, a decimal integer in [0, SQ_SEED_MAX] (2^53 - 1,
  * plan/tmpl.h). Returns 0 or -SQ_EUSAGE ("--seed: 'x' is not a seed (0..9007199254740991)"). */
 int sq_flag_seed(const char *flag, const char *arg, uint64_t *out, char *err, size_t len);
+
+/* --name NAME: the run's name, not empty (borrowed from arg). Returns 0 or -SQ_EUSAGE. */
+int sq_flag_run_name(const char *flag, const char *arg, const char **out, char *err, size_t len);
+
+/* --percentiles LIST: the summary's percentiles (base/parse.h), at most max into out, their count
+ * into *n. Returns 0 or -SQ_EUSAGE ("--percentiles: 'x': why"). */
+int sq_flag_percentiles(const char *flag, const char *arg, double *out, size_t max, size_t *n,
+                        char *err, size_t len);
+
+/* --sample-responses N: exchanges kept per class, 0..SQ_SAMPLE_RESPONSES_MAX. Returns 0 or
+ * -SQ_EUSAGE. */
+int sq_flag_sample_responses(const char *flag, const char *arg, uint64_t *out, char *err,
+                             size_t len);
+
+/* True when m is a method a request line can carry (an RFC 9110 token): the serialiser itself
+ * is asked (http/request.h), so the check and the request cannot disagree. -m and --urls' lines
+ * both ask it. */
+bool sq_flag_method_ok(const char *m);
 
 /* The worker threads of a run: asked, or the online CPUs when asked is 0. */
 uint32_t sq_flag_threads(uint64_t asked);

@@ -57,6 +57,73 @@ static int duration(const char *flag, const char *arg, int64_t *out, char *err, 
     return 0;
 }
 
+/* One flag of the plan face's own (not DNS/TLS, not distribution). Returns 0, SQ_PLANRUN_HELP or
+ * a negative code with err filled. */
+static int take(struct sq_planrun_opts *o, int ch, const char *flag, char *arg, char *err,
+                size_t len)
+{
+    switch (ch) {
+    case 't':
+        if (sq_parse_u64(arg, 1, 1024, 0, &o->threads) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a thread count (1..1024)", flag, arg);
+        return 0;
+    case 'T':
+        return duration(flag, arg, &o->timeout_ns, err, len);
+    case 'C':
+        return duration(flag, arg, &o->connect_timeout_ns, err, len);
+    case 'j':
+        o->json_path = arg;
+        return 0;
+    case 'H':
+        o->html_path = arg;
+        return 0;
+    case 'q':
+        o->quiet = true;
+        return 0;
+    case 'Z':
+        o->no_compression = true;
+        return 0;
+    case 'P':
+        o->no_phases = true;
+        return 0;
+    case '2':
+        o->http2 = true;
+        return 0;
+    case 'S':
+        if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
+        return 0;
+    case 'O':
+        return sq_flag_out(flag, arg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err, len);
+    case 's':
+        return sq_flag_sample(flag, arg, &o->sample, err, len);
+    case 'N':
+        return sq_flag_run_name(flag, arg, &o->name, err, len);
+    case 'R':
+        return sq_flag_percentiles(flag, arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles),
+                                   &o->npercentiles, err, len);
+    case 'W':
+    case 'w':
+        return sq_watch_opts_add(&o->watch, ch == 'w', flag, arg, err, len);
+    case 'X':
+        return sq_flag_sample_responses(flag, arg, &o->sample_responses, err, len);
+    case 'E': {
+        int rc = sq_flag_seed(flag, arg, &o->seed, err, len);
+        if (rc < 0)
+            return rc;
+        o->seed_set = true;
+        return 0;
+    }
+    case 'U':
+        o->no_redact = true;
+        return 0;
+    case 'h':
+        return SQ_PLANRUN_HELP;
+    default:
+        return sq_flag_refused(longs, ch, flag, err, len);
+    }
+}
+
 int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char *err, size_t len)
 {
     optind = 0; /* getopt_long starts afresh, whatever an earlier parse left behind */
@@ -65,100 +132,17 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
     while ((ch = getopt_long(argc, argv, ":t:qhk", longs, &li)) != -1) {
         char name[48];
         const char *flag = sq_flag_name(longs, &li, ch, argv, name, sizeof(name));
+        /* the DNS/TLS and distribution flags first (1: taken), then the face's own (whose 1
+         * is SQ_PLANRUN_HELP) */
         rc = sq_netopts_flag(&o->net, ch, flag, optarg, err, len);
+        if (rc == 0)
+            rc = sq_distopts_flag(&o->dist, ch, flag, optarg, err, len);
         if (rc == 1)
             continue;
-        if (rc)
+        if (rc == 0)
+            rc = take(o, ch, flag, optarg, err, len);
+        if (rc != 0)
             return rc;
-        rc = sq_distopts_flag(&o->dist, ch, flag, optarg, err, len);
-        if (rc == 1)
-            continue;
-        if (rc)
-            return rc;
-        switch (ch) {
-        case 't':
-            if (sq_parse_u64(optarg, 1, 1024, 0, &o->threads) < 0)
-                return sq_flag_fail(err, len, "%s: '%s' is not a thread count (1..1024)", flag,
-                                    optarg);
-            break;
-        case 'T':
-            if ((rc = duration(flag, optarg, &o->timeout_ns, err, len)) < 0)
-                return rc;
-            break;
-        case 'C':
-            if ((rc = duration(flag, optarg, &o->connect_timeout_ns, err, len)) < 0)
-                return rc;
-            break;
-        case 'j':
-            o->json_path = optarg;
-            break;
-        case 'H':
-            o->html_path = optarg;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'Z':
-            o->no_compression = true;
-            break;
-        case 'P':
-            o->no_phases = true;
-            break;
-        case '2':
-            o->http2 = true;
-            break;
-        case 'S':
-            if (sq_parse_u64(optarg, 1, 1000, 1, &o->streams) < 0)
-                return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag,
-                                    optarg);
-            break;
-        case 'O':
-            if ((rc = sq_flag_out(flag, optarg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err,
-                                  len)) < 0)
-                return rc;
-            break;
-        case 's':
-            if ((rc = sq_flag_sample(flag, optarg, &o->sample, err, len)) < 0)
-                return rc;
-            break;
-        case 'N':
-            if (!optarg[0])
-                return sq_flag_fail(err, len, "%s: the name is empty", flag);
-            o->name = optarg;
-            break;
-        case 'R': {
-            const char *why = NULL;
-            int n =
-                sq_parse_percentiles(optarg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
-            if (n < 0)
-                return sq_flag_fail(err, len, "%s: '%s': %s", flag, optarg, why);
-            o->npercentiles = (size_t)n;
-            break;
-        }
-        case 'W':
-        case 'w':
-            if ((rc = sq_watch_opts_add(&o->watch, ch == 'w', flag, optarg, err, len)) < 0)
-                return rc;
-            break;
-        case 'X':
-            if (sq_parse_u64(optarg, 0, SQ_SAMPLE_RESPONSES_MAX, 1, &o->sample_responses) < 0)
-                return sq_flag_fail(err, len,
-                                    "%s: '%s' is not a count of exchanges kept per class (0..%d)",
-                                    flag, optarg, SQ_SAMPLE_RESPONSES_MAX);
-            break;
-        case 'E':
-            if ((rc = sq_flag_seed(flag, optarg, &o->seed, err, len)) < 0)
-                return rc;
-            o->seed_set = true;
-            break;
-        case 'U':
-            o->no_redact = true;
-            break;
-        case 'h':
-            return SQ_PLANRUN_HELP;
-        default:
-            return sq_flag_refused(longs, ch, flag, err, len);
-        }
     }
     if ((rc = sq_netopts_check(&o->net, err, len)) < 0)
         return rc;
@@ -191,12 +175,11 @@ static int no_memory(char *err, size_t len)
     return -ENOMEM;
 }
 
-int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
+/* What the plan must pass before anything is set up: its thresholds, its script (and whether
+ * this runner takes one), its hooks, its target. */
+static int plan_checks(struct sq_planrun *r, const struct sq_plan *p,
                        const struct sq_planrun_opts *o, char *err, size_t len)
 {
-    memset(r, 0, sizeof(*r));
-    r->plan = p;
-    r->opts = o;
     char why[512];
     if (sq_thresholds_check(p, why, sizeof(why)) < 0)
         return plan_fail(err, len, "%s", why);
@@ -214,43 +197,118 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     if (rc < 0)
         return plan_fail(err, len, "%s: target: bad URL '%s': %s", p->file, p->target,
                          uwhy ? uwhy : sq_strerror(rc));
+    return 0;
+}
+
+/* Scenario i's flow compiled (over HTTP/2 when asked and it can), its executor and start; the
+ * run's VUs, length and loop grow with it. *nh2 counts the HTTP/2 scenarios. */
+static int compile_scen(struct sq_planrun *r, const struct sq_plan *p,
+                        const struct sq_planrun_opts *o, size_t i, size_t *nh2, char *err,
+                        size_t len)
+{
+    char why[512];
+    struct sq_flow *f = NULL;
+    int rc =
+        sq_flow_compile(p, &p->scenarios[i], &r->url, r->accept_encoding, &f, why, sizeof(why));
+    /* WebSocket steps upgrade an HTTP/1.1 connection: --http2 leaves their scenario on it,
+     * and `protocol: h2` beside them is refused */
+    bool ws = p->scenarios[i].ws;
+    bool h2 = (o->http2 && !ws) || p->scenarios[i].h2;
+    if (rc == 0 && h2 && ws) {
+        snprintf(why, sizeof(why),
+                 "protocol: h2 cannot carry WebSocket steps (their upgrade needs HTTP/1.1)");
+        rc = -SQ_EPARSE;
+    }
+    if (rc == 0 && h2)
+        rc = sq_flow_use_h2(f, why, sizeof(why));
+    struct sq_run_scen *s = &r->scens[i];
+    s->flow = f; /* freed by sq_planrun_dispose, whatever happens next */
+    if (rc == -ENOMEM)
+        return no_memory(err, len);
+    if (rc < 0)
+        return plan_fail(err, len, "%s: scenario '%s': %s", p->file, p->scenarios[i].name, why);
+    s->name = p->scenarios[i].name;
+    s->exec = p->scenarios[i].exec;
+    s->start_ns = p->scenarios[i].start_ns;
+    s->h2 = h2;
+    *nh2 += h2;
+    r->vus += sq_exec_max_vus(&s->exec);
+    double l = (double)(s->start_ns + sq_exec_length_ns(&s->exec)) / 1e9;
+    if (l > r->length_s)
+        r->length_s = l;
+    r->open |= sq_exec_is_open(&s->exec);
+    return 0;
+}
+
+/* DNS and TLS for the target: https gets ALPN h2 for HTTP/2 scenarios (required: a server that
+ * does not pick it fails the handshake), none for HTTP/1.1 ones; a plan with both gets a client
+ * of each. */
+static int net_setup(struct sq_planrun *r, const struct sq_planrun_opts *o, size_t nh2, char *err,
+                     size_t len)
+{
+    struct sq_run_config *cfg = &r->cfg;
+    bool all_h2 = nh2 == r->plan->nscenarios && nh2 > 0;
+    int rc = sq_net_setup(&r->net, &o->net, &r->url, all_h2 ? "h2" : NULL, cfg, err, len);
+    if (rc == 0 && nh2 && !all_h2 && r->net.tls) {
+        char tls_why[SQ_TLS_ERRLEN];
+        struct sq_tls_client_opts t = o->net.tls;
+        t.host = r->url.host;
+        t.alpn = "h2";
+        rc = sq_tls_client_new(&t, &r->tls_h2, tls_why, sizeof(tls_why));
+        if (rc < 0) {
+            snprintf(err, len, "tls: %s", rc == -EINVAL ? tls_why : sq_strerror(rc));
+            return rc == -EINVAL ? -SQ_EUSAGE : rc;
+        }
+        cfg->tls_h2 = r->tls_h2;
+    }
+    return rc;
+}
+
+/* Every other destination of the run, through the same policy as the target: the brokers of
+ * publish and subscribe steps, the OAuth2 token URL (set up, not fetched: nothing is sent before
+ * sq_planrun_begin). */
+static int destinations(struct sq_planrun *r, const struct sq_planrun_opts *o, char *err,
+                        size_t len)
+{
+    const struct sq_plan *p = r->plan;
+    char why[512];
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->nscenarios; i++) {
+        if ((rc = sq_flow_resolve_brokers((struct sq_flow *)r->scens[i].flow, o->net.egress, why,
+                                          sizeof(why))) < 0)
+            snprintf(err, len,
+                     rc == -EACCES ? "%s: scenario '%s': %s" : "%s: scenario '%s': dns: %s",
+                     p->file, p->scenarios[i].name, why);
+    }
+    if (rc == 0 && p->oauth2) {
+        rc = sq_oauth_new(p->oauth2, p->target, &o->net.tls, o->net.egress, &r->oauth, err, len);
+        if (rc < 0)
+            return rc == -SQ_EPARSE || rc == -SQ_ERESOLVE || rc == -EACCES || rc == -ENOMEM
+                       ? rc
+                       : -EPROTO;
+        for (size_t i = 0; i < p->nscenarios; i++)
+            ((struct sq_flow *)r->scens[i].flow)->oauth = sq_oauth_live(r->oauth);
+    }
+    return rc;
+}
+
+int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
+                       const struct sq_planrun_opts *o, char *err, size_t len)
+{
+    memset(r, 0, sizeof(*r));
+    r->plan = p;
+    r->opts = o;
+    int rc = plan_checks(r, p, o, err, len);
+    if (rc < 0)
+        return rc;
     r->accept_encoding = o->no_compression ? NULL : sq_accept_encoding_default();
     r->scens = calloc(p->nscenarios ? p->nscenarios : 1, sizeof(*r->scens));
     if (!r->scens)
         return no_memory(err, len);
     size_t nh2 = 0;
-    for (size_t i = 0; i < p->nscenarios; i++) {
-        struct sq_flow *f = NULL;
-        rc =
-            sq_flow_compile(p, &p->scenarios[i], &r->url, r->accept_encoding, &f, why, sizeof(why));
-        /* WebSocket steps upgrade an HTTP/1.1 connection: --http2 leaves their scenario on it,
-         * and `protocol: h2` beside them is refused */
-        bool ws = p->scenarios[i].ws;
-        bool h2 = (o->http2 && !ws) || p->scenarios[i].h2;
-        if (rc == 0 && h2 && ws) {
-            snprintf(why, sizeof(why),
-                     "protocol: h2 cannot carry WebSocket steps (their upgrade needs HTTP/1.1)");
-            rc = -SQ_EPARSE;
-        }
-        if (rc == 0 && h2)
-            rc = sq_flow_use_h2(f, why, sizeof(why));
-        struct sq_run_scen *s = &r->scens[i];
-        s->flow = f; /* freed by sq_planrun_dispose, whatever happens next */
-        if (rc == -ENOMEM)
-            return no_memory(err, len);
-        if (rc < 0)
-            return plan_fail(err, len, "%s: scenario '%s': %s", p->file, p->scenarios[i].name, why);
-        s->name = p->scenarios[i].name;
-        s->exec = p->scenarios[i].exec;
-        s->start_ns = p->scenarios[i].start_ns;
-        s->h2 = h2;
-        nh2 += h2;
-        r->vus += sq_exec_max_vus(&s->exec);
-        double l = (double)(s->start_ns + sq_exec_length_ns(&s->exec)) / 1e9;
-        if (l > r->length_s)
-            r->length_s = l;
-        r->open |= sq_exec_is_open(&s->exec);
-    }
+    for (size_t i = 0; i < p->nscenarios; i++)
+        if ((rc = compile_scen(r, p, o, i, &nh2, err, len)) < 0)
+            return rc;
     struct sq_run_config *cfg = &r->cfg;
     cfg->timeout_ns = p->default_timeout_ns ? p->default_timeout_ns : o->timeout_ns;
     cfg->connect_timeout_ns = o->connect_timeout_ns;
@@ -273,41 +331,9 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
         return sq_flag_fail(err, len,
                             "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");
     cfg->streams = o->streams ? (uint32_t)o->streams : 1;
-    /* https: ALPN h2 for HTTP/2 scenarios (required: a server that does not pick it fails the
-     * handshake), none for HTTP/1.1 ones; a plan with both gets a client of each. */
-    bool all_h2 = nh2 == p->nscenarios && nh2 > 0;
-    rc = sq_net_setup(&r->net, &o->net, &r->url, all_h2 ? "h2" : NULL, cfg, err, len);
-    if (rc == 0 && nh2 && !all_h2 && r->net.tls) {
-        char tls_why[SQ_TLS_ERRLEN];
-        struct sq_tls_client_opts t = o->net.tls;
-        t.host = r->url.host;
-        t.alpn = "h2";
-        rc = sq_tls_client_new(&t, &r->tls_h2, tls_why, sizeof(tls_why));
-        if (rc < 0) {
-            snprintf(err, len, "tls: %s", rc == -EINVAL ? tls_why : sq_strerror(rc));
-            return rc == -EINVAL ? -SQ_EUSAGE : rc;
-        }
-        cfg->tls_h2 = r->tls_h2;
-    }
-    /* every other destination of the run, through the same policy as the target: the brokers
-     * of publish and subscribe steps, the OAuth2 token URL (set up, not fetched: nothing is
-     * sent before sq_planrun_begin) */
-    for (size_t i = 0; rc == 0 && i < p->nscenarios; i++) {
-        if ((rc = sq_flow_resolve_brokers((struct sq_flow *)r->scens[i].flow, o->net.egress, why,
-                                          sizeof(why))) < 0)
-            snprintf(err, len,
-                     rc == -EACCES ? "%s: scenario '%s': %s" : "%s: scenario '%s': dns: %s",
-                     p->file, p->scenarios[i].name, why);
-    }
-    if (rc == 0 && p->oauth2) {
-        rc = sq_oauth_new(p->oauth2, p->target, &o->net.tls, o->net.egress, &r->oauth, err, len);
-        if (rc < 0)
-            return rc == -SQ_EPARSE || rc == -SQ_ERESOLVE || rc == -EACCES || rc == -ENOMEM
-                       ? rc
-                       : -EPROTO;
-        for (size_t i = 0; i < p->nscenarios; i++)
-            ((struct sq_flow *)r->scens[i].flow)->oauth = sq_oauth_live(r->oauth);
-    }
+    rc = net_setup(r, o, nh2, err, len);
+    if (rc == 0)
+        rc = destinations(r, o, err, len);
     return rc;
 }
 

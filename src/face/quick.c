@@ -164,18 +164,6 @@ void sq_quick_opts_dispose(struct sq_quick_opts *o)
 /* ------------------------------------------------------------------------------------------ */
 /* Arguments                                                                                  */
 
-/* True when m is a method the request line can carry (an RFC 9110 token): the serialiser
- * itself is asked, so the flag check and the request cannot disagree. */
-static bool method_ok(const char *m)
-{
-    char *req = NULL;
-    size_t len = 0;
-    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &len) < 0)
-        return false;
-    free(req);
-    return true;
-}
-
 /* The standard methods (RFC 9110 9, RFC 5789): one written in another case is taken as meant in
  * capitals (-m post sends POST). Methods are case-sensitive, so any other token is sent as it
  * was written. */
@@ -286,16 +274,14 @@ static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *ar
     }
 }
 
-/* One flag getopt_long returned. Returns 0, SQ_QUICK_HELP, SQ_QUICK_VERSION or a negative code
- * with err filled. */
-static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
-                size_t len)
+#define NOT_MINE 3 /* not this group's flag: the next group's take_* */
+
+/* The load's shape: VUs, length, rate, pacing, threads. Returns 0, NOT_MINE or a negative
+ * code with err filled. */
+static int take_shape(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
+                      size_t len)
 {
-    int rc = sq_netopts_flag(&o->net, opt, flag, arg, err, len);
-    if (rc != 0)
-        return rc == 1 ? 0 : rc;
-    if ((rc = sq_distopts_flag(&o->dist, opt, flag, arg, err, len)) != 0)
-        return rc == 1 ? 0 : rc;
+    int rc;
     switch (opt) {
     case 'c':
         if (sq_parse_u64(arg, 1, 1000000, 1, &o->connections) < 0)
@@ -350,8 +336,20 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         if (sq_parse_u64(arg, 1, 1024, 0, &o->threads) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a thread count (1..1024)", flag, arg);
         return 0;
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* What is sent and how: method, headers, body, timeouts, HTTP/2, --urls, a script, WebSocket
+ * messages. Returns 0, NOT_MINE or a negative code with err filled. */
+static int take_request(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
+                        size_t len)
+{
+    int rc;
+    switch (opt) {
     case 'm':
-        if (!method_ok(arg))
+        if (!sq_flag_method_ok(arg))
             return sq_flag_fail(err, len,
                                 "%s: '%s' is not a method (a token like GET or POST: letters, "
                                 "digits and !#$%%&'*+-.^_`|~)",
@@ -382,22 +380,6 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
         return duration_flag(flag, arg, true, &o->timeout_ns, err, len);
     case OPT_CONNECT_TIMEOUT:
         return duration_flag(flag, arg, true, &o->connect_timeout_ns, err, len);
-    case OPT_JSON:
-        o->json_path = arg;
-        return 0;
-    case OPT_OUT:
-        return sq_flag_out(flag, arg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err, len);
-    case OPT_HTML:
-        o->html_path = arg;
-        return 0;
-    case OPT_SAMPLE:
-        return sq_flag_sample(flag, arg, &o->sample, err, len);
-    case 'q':
-        o->quiet = true;
-        return 0;
-    case OPT_NO_PHASES:
-        o->no_phases = true;
-        return 0;
     case OPT_NO_COMPRESSION:
         o->no_compression = true;
         return 0;
@@ -411,48 +393,6 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     case OPT_URLS:
         o->urls_path = arg;
         return 0;
-    case 'v':
-        o->verbose = true;
-        return 0;
-    case OPT_HTTP_DEBUG:
-        if (arg && strcmp(arg, "force") != 0)
-            return sq_flag_fail(err, len,
-                                "%s: '%s' is not a value it takes (--http-debug, or "
-                                "--http-debug=force for more than %d requests)",
-                                flag, arg, SQ_QUICK_HTTP_DEBUG_MAX);
-        o->http_debug = true;
-        o->http_debug_force = arg != NULL;
-        return 0;
-    case OPT_SAMPLE_RESPONSES:
-        if (sq_parse_u64(arg, 0, SQ_SAMPLE_RESPONSES_MAX, 1, &o->sample_responses) < 0)
-            return sq_flag_fail(err, len,
-                                "%s: '%s' is not a count of exchanges kept per class (0..%d)", flag,
-                                arg, SQ_SAMPLE_RESPONSES_MAX);
-        return 0;
-    case OPT_SEED:
-        if ((rc = sq_flag_seed(flag, arg, &o->seed, err, len)) < 0)
-            return rc;
-        o->seed_set = true;
-        return 0;
-    case OPT_NO_REDACT:
-        o->no_redact = true;
-        return 0;
-    case OPT_NAME:
-        if (!arg[0])
-            return sq_flag_fail(err, len, "%s: the name is empty", flag);
-        o->name = arg;
-        return 0;
-    case OPT_PERCENTILES: {
-        const char *why = NULL;
-        int n = sq_parse_percentiles(arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles), &why);
-        if (n < 0)
-            return sq_flag_fail(err, len, "%s: '%s': %s", flag, arg, why);
-        o->npercentiles = (size_t)n;
-        return 0;
-    }
-    case OPT_WATCH:
-    case OPT_WATCH_NAME:
-        return sq_watch_opts_add(&o->watch, opt == OPT_WATCH_NAME, flag, arg, err, len);
     case 's':
         o->script = arg;
         return 0;
@@ -478,13 +418,92 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
             return sq_flag_fail(err, len, "%s: '%s' is not a subprotocol list (a, b)", flag, arg);
         o->ws_subprotocol = arg;
         return 0;
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* What is kept and written: the outputs, the samples, the seed, names, watched processes,
+ * --help and --version. Returns 0, SQ_QUICK_HELP, SQ_QUICK_VERSION, NOT_MINE or a negative code
+ * with err filled. */
+static int take_output(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
+                       size_t len)
+{
+    int rc;
+    switch (opt) {
+    case OPT_JSON:
+        o->json_path = arg;
+        return 0;
+    case OPT_OUT:
+        return sq_flag_out(flag, arg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err, len);
+    case OPT_HTML:
+        o->html_path = arg;
+        return 0;
+    case OPT_SAMPLE:
+        return sq_flag_sample(flag, arg, &o->sample, err, len);
+    case 'q':
+        o->quiet = true;
+        return 0;
+    case OPT_NO_PHASES:
+        o->no_phases = true;
+        return 0;
+    case 'v':
+        o->verbose = true;
+        return 0;
+    case OPT_HTTP_DEBUG:
+        if (arg && strcmp(arg, "force") != 0)
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a value it takes (--http-debug, or "
+                                "--http-debug=force for more than %d requests)",
+                                flag, arg, SQ_QUICK_HTTP_DEBUG_MAX);
+        o->http_debug = true;
+        o->http_debug_force = arg != NULL;
+        return 0;
+    case OPT_SAMPLE_RESPONSES:
+        return sq_flag_sample_responses(flag, arg, &o->sample_responses, err, len);
+    case OPT_SEED:
+        if ((rc = sq_flag_seed(flag, arg, &o->seed, err, len)) < 0)
+            return rc;
+        o->seed_set = true;
+        return 0;
+    case OPT_NO_REDACT:
+        o->no_redact = true;
+        return 0;
+    case OPT_NAME:
+        return sq_flag_run_name(flag, arg, &o->name, err, len);
+    case OPT_PERCENTILES:
+        return sq_flag_percentiles(flag, arg, o->percentiles, SQ_ARRAY_LEN(o->percentiles),
+                                   &o->npercentiles, err, len);
+    case OPT_WATCH:
+    case OPT_WATCH_NAME:
+        return sq_watch_opts_add(&o->watch, opt == OPT_WATCH_NAME, flag, arg, err, len);
     case 'h':
         return SQ_QUICK_HELP;
     case 'V':
         return SQ_QUICK_VERSION;
     default:
-        return take_bus(o, opt, flag, arg, err, len);
+        return NOT_MINE;
     }
+}
+
+/* One flag getopt_long returned, asked of each group in turn (DNS/TLS, distribution, the
+ * load's shape, the request, the outputs, the event bus; the last one refuses what nobody took).
+ * Returns 0, SQ_QUICK_HELP, SQ_QUICK_VERSION or a negative code with err filled. */
+static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, char *err,
+                size_t len)
+{
+    int rc = sq_netopts_flag(&o->net, opt, flag, arg, err, len);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    if ((rc = sq_distopts_flag(&o->dist, opt, flag, arg, err, len)) != 0)
+        return rc == 1 ? 0 : rc;
+    if ((rc = take_shape(o, opt, flag, arg, err, len)) != NOT_MINE)
+        return rc;
+    if ((rc = take_request(o, opt, flag, arg, err, len)) != NOT_MINE)
+        return rc;
+    if ((rc = take_output(o, opt, flag, arg, err, len)) != NOT_MINE)
+        return rc;
+    return take_bus(o, opt, flag, arg, err, len);
 }
 
 /* A bus URL's flags, and an http(s) URL's lack of them. */
@@ -1151,6 +1170,28 @@ static int build_exec(const struct sq_quick_opts *o, uint64_t per, struct sq_exe
     return 0;
 }
 
+/* --payload @FILE: the file's bytes into r->payload. */
+static int read_payload(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err,
+                        size_t len)
+{
+    const char *file = o->payload_arg + 1;
+    int rc = read_body_file(file, &r->payload, &r->payload_len);
+    if (rc == -EISDIR)
+        return sq_flag_fail(err, len, "--payload: '%s': %s is a directory, not a file",
+                            o->payload_arg, file);
+    if (rc == -SQ_ETOOBIG)
+        return sq_flag_fail(err, len, "--payload: '%s': %s is larger than %u MiB", o->payload_arg,
+                            file, SQ_QUICK_MAX_BODY_FILE >> 20);
+    if (rc == -ENOMEM) {
+        snprintf(err, len, "out of memory");
+        return rc;
+    }
+    if (rc < 0)
+        return sq_flag_fail(err, len, "--payload: '%s': cannot read %s: %s", o->payload_arg, file,
+                            sq_strerror(rc));
+    return 0;
+}
+
 /* A nats:// or mqtt:// run: the bus configuration (engine/busconf.h), the broker's address, the
  * executor over connections x window VUs. */
 static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
@@ -1164,23 +1205,9 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     }
     if (rc < 0)
         return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why);
-    if (o->payload_arg && o->payload_arg[0] == '@' && !o->body_literal) {
-        const char *file = o->payload_arg + 1;
-        rc = read_body_file(file, &r->payload, &r->payload_len);
-        if (rc == -EISDIR)
-            return sq_flag_fail(err, len, "--payload: '%s': %s is a directory, not a file",
-                                o->payload_arg, file);
-        if (rc == -SQ_ETOOBIG)
-            return sq_flag_fail(err, len, "--payload: '%s': %s is larger than %u MiB",
-                                o->payload_arg, file, SQ_QUICK_MAX_BODY_FILE >> 20);
-        if (rc == -ENOMEM) {
-            snprintf(err, len, "out of memory");
-            return rc;
-        }
-        if (rc < 0)
-            return sq_flag_fail(err, len, "--payload: '%s': cannot read %s: %s", o->payload_arg,
-                                file, sq_strerror(rc));
-    }
+    if (o->payload_arg && o->payload_arg[0] == '@' && !o->body_literal &&
+        (rc = read_payload(r, o, err, len)) < 0)
+        return rc;
     const char *hs[SQ_QUICK_MAX_HEADERS], *hv[SQ_QUICK_MAX_HEADERS];
     for (size_t i = 0; i < o->nheaders; i++) {
         hs[i] = o->headers[i].name;
@@ -1454,19 +1481,12 @@ static int prepare_ws(struct sq_quick_run *r, const struct sq_quick_opts *o, cha
     return 0;
 }
 
-int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
+/* The URL parsed into r->url. ws:// and wss:// are http:// and https:// for the upgrade (RFC
+ * 6455 3): parsed as those, so TLS, DNS and the Host header follow; the document keeps the URL
+ * as written. No URL: --urls (its first line's is parsed there). */
+static int prepare_url(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
 {
-    memset(r, 0, sizeof(*r));
-    r->opts = o;
-    /* drawn now, not by sq_run: a script's states and a job for agents need it before the run */
-    r->cfg.seed = o->seed_set ? o->seed : sq_run_new_seed();
-    r->cfg.seed_set = true;
     const char *why = NULL;
-    if (o->url && sq_bus_url_is_bus(o->url))
-        return prepare_bus(r, o, err, len);
-    /* ws:// and wss:// are http:// and https:// for the upgrade (RFC 6455 3): parsed as those,
-     * so TLS, DNS and the Host header follow; the document keeps the URL as written. No URL:
-     * --urls (its first line's is parsed below). */
     int wsk = o->ws && o->url ? ws_scheme(o->url) : 0;
     char *url = NULL;
     if (wsk && asprintf(&url, "%s%s", wsk == 1 ? "http" : "https", o->url + (wsk == 1 ? 2 : 3)) < 0)
@@ -1486,31 +1506,33 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     }
     if (rc < 0)
         return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why ? why : sq_strerror(rc));
-    struct sq_kv headers[SQ_QUICK_MAX_HEADERS + 1];
-    size_t nheaders = 0;
-    if (o->ws) {
-        if ((rc = prepare_ws(r, o, err, len)) < 0)
-            return rc;
-        goto configure;
-    }
+    return 0;
+}
+
+/* The HTTP request(s), serialised once: the body, the headers sent (the user's, and
+ * Accept-Encoding unless the user set one or turned compression off, over HTTP/1.1 and HTTP/2
+ * alike: both decode what comes back), then --urls' requests, a templated body's head, or the
+ * one request (and its HTTP/2 form). headers gets what is sent, for the script. */
+static int prepare_request(struct sq_quick_run *r, const struct sq_quick_opts *o,
+                           struct sq_kv *headers, size_t *nheaders, char *err, size_t len)
+{
+    int rc;
     if ((rc = load_body(r, o, err, len)) < 0 || (rc = body_template(r, o, err, len)) < 0)
         return rc;
-
-    /* Accept-Encoding is offered unless the user set one or turned compression off, over
-     * HTTP/1.1 and HTTP/2 alike (both decode what comes back). */
     const char *accept = o->no_compression ? NULL : sq_accept_encoding_default();
     for (size_t i = 0; i < o->nheaders; i++)
         if (strcasecmp(o->headers[i].name, "Accept-Encoding") == 0)
             accept = o->headers[i].value[0] ? o->headers[i].value : NULL;
     r->accept_encoding = accept;
-    nheaders = o->nheaders;
-    memcpy(headers, o->headers, nheaders * sizeof(headers[0]));
+    size_t n = o->nheaders;
+    memcpy(headers, o->headers, n * sizeof(headers[0]));
     if (accept && !o->no_compression && accept == sq_accept_encoding_default() &&
-        nheaders < SQ_QUICK_MAX_HEADERS)
-        headers[nheaders++] = (struct sq_kv){.name = "Accept-Encoding", .value = accept};
+        n < SQ_QUICK_MAX_HEADERS)
+        headers[n++] = (struct sq_kv){.name = "Accept-Encoding", .value = accept};
+    *nheaders = n;
     if (o->urls_path) {
         struct sq_run_config *cfg = &r->cfg;
-        if ((rc = prepare_urls(r, o, headers, nheaders, err, len)) < 0)
+        if ((rc = prepare_urls(r, o, headers, n, err, len)) < 0)
             return rc;
         cfg->urls = r->run_urls;
         cfg->nurls = (uint32_t)r->nurls;
@@ -1518,25 +1540,31 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
         cfg->request_len = r->req_len = r->urls[0].req_len;
         cfg->head_request = r->run_urls[0].head;
         cfg->h2_request = o->http2 ? &r->urls[0].h2 : NULL;
-    } else if (r->body_tmpl) {
-        if ((rc = templated_head(r, o, headers, nheaders, err, len)) < 0)
-            return rc;
-    } else {
-        rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, nheaders, r->body,
-                              r->body_len, &r->req, &r->req_len);
+        return 0;
+    }
+    if (r->body_tmpl)
+        return templated_head(r, o, headers, n, err, len);
+    rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, n, r->body,
+                          r->body_len, &r->req, &r->req_len);
+    if (rc < 0)
+        return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
+    if (o->http2) {
+        rc = sq_h2_req_init(&r->h2req, o->method, r->url.scheme, r->url.authority, r->url.path,
+                            headers, n, r->body, r->body_len);
         if (rc < 0)
             return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
-        if (o->http2) {
-            rc = sq_h2_req_init(&r->h2req, o->method, r->url.scheme, r->url.authority, r->url.path,
-                                headers, nheaders, r->body, r->body_len);
-            if (rc < 0)
-                return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
-        }
     }
+    return 0;
+}
 
-configure:;
+/* The run's configuration around the request: what is sent, the sink's stamps, timeouts, the
+ * executor, threads, the watched processes, DNS and TLS, the pool, the wrk script. */
+static int configure(struct sq_quick_run *r, const struct sq_quick_opts *o,
+                     const struct sq_kv *headers, size_t nheaders, char *err, size_t len)
+{
     struct sq_run_config *cfg = &r->cfg;
-    if (!o->urls_path) {
+    int rc;
+    if (!o->urls_path) { /* --urls set its own */
         cfg->request = o->ws ? r->body : r->req;
         cfg->request_len = r->req_len;
         cfg->head_request = strcmp(o->method, "HEAD") == 0;
@@ -1570,6 +1598,27 @@ configure:;
     if (o->script && (rc = prepare_script(r, o, headers, nheaders, err, len)) < 0)
         return rc;
     return 0;
+}
+
+int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err, size_t len)
+{
+    memset(r, 0, sizeof(*r));
+    r->opts = o;
+    /* drawn now, not by sq_run: a script's states and a job for agents need it before the run */
+    r->cfg.seed = o->seed_set ? o->seed : sq_run_new_seed();
+    r->cfg.seed_set = true;
+    if (o->url && sq_bus_url_is_bus(o->url))
+        return prepare_bus(r, o, err, len);
+    int rc = prepare_url(r, o, err, len);
+    if (rc < 0)
+        return rc;
+    struct sq_kv headers[SQ_QUICK_MAX_HEADERS + 1];
+    size_t nheaders = 0;
+    /* a WebSocket run sends messages, not requests: its upgrade is prepare_ws's */
+    rc = o->ws ? prepare_ws(r, o, err, len) : prepare_request(r, o, headers, &nheaders, err, len);
+    if (rc < 0)
+        return rc;
+    return configure(r, o, headers, nheaders, err, len);
 }
 
 void sq_quick_run_dispose(struct sq_quick_run *r)

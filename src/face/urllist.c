@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/request.h"
+#include "face/flags.h"
 
 static bool blank(char ch)
 {
@@ -31,17 +31,6 @@ static int fail(char *err, size_t errlen, const char *name, uint32_t line, size_
         va_end(ap);
     }
     return -SQ_EPARSE;
-}
-
-/* True when m is a method the request line can carry (an RFC 9110 token). */
-static bool method_ok(const char *m)
-{
-    char *req = NULL;
-    size_t len = 0;
-    if (sq_request_build(m, "/", "x", NULL, 0, NULL, 0, &req, &len) < 0)
-        return false;
-    free(req);
-    return true;
 }
 
 /* A method written in lower case that is a well-known one in upper case: its upper-case form in
@@ -82,13 +71,13 @@ void sq_urllist_dispose(struct sq_urllist *l)
     l->n = 0;
 }
 
-/* One line with a request: fields at line[0, len), which starts with a non-blank byte. */
-static int parse_line(const char *name, uint32_t lineno, const char *line, size_t len, size_t col0,
-                      struct sq_urllist *out, char *err, size_t errlen)
+/* A line's first two fields (blank-separated, from line[0, len)): where each starts, its length,
+ * and a copy of each in tok. Returns how many (0..2), or -SQ_EPARSE for one too long. */
+static int first_fields(const char *name, uint32_t lineno, const char *line, size_t len,
+                        size_t col0, const char *f[2], size_t fl[2], char tok[2][2048], char *err,
+                        size_t errlen)
 {
-    /* the first two fields */
-    const char *f[2];
-    size_t fl[2], nf = 0, at = 0;
+    size_t nf = 0, at = 0;
     while (nf < 2 && at < len) {
         while (at < len && blank(line[at]))
             at++;
@@ -100,7 +89,6 @@ static int parse_line(const char *name, uint32_t lineno, const char *line, size_
         fl[nf] = (size_t)(line + at - f[nf]);
         nf++;
     }
-    char tok[2][2048];
     for (size_t i = 0; i < nf; i++) {
         if (fl[i] >= sizeof(tok[i]))
             return fail(err, errlen, name, lineno, col0 + (size_t)(f[i] - line),
@@ -108,17 +96,65 @@ static int parse_line(const char *name, uint32_t lineno, const char *line, size_
         memcpy(tok[i], f[i], fl[i]);
         tok[i][fl[i]] = '\0';
     }
+    return (int)nf;
+}
+
+/* Every URL of a list shares the first one's origin (one connection pool). Returns 0 or
+ * -SQ_EPARSE naming the line and column (col) of url, whose parsed form is u. */
+static int same_origin(const struct sq_urllist *out, const struct sq_url *u, const char *url,
+                       const char *name, uint32_t lineno, size_t col, char *err, size_t errlen)
+{
+    if (out->n == 0)
+        return 0;
+    const struct sq_url *u0 = &out->v[0].u;
+    if (strcmp(u0->scheme, u->scheme) == 0 && strcmp(u0->host, u->host) == 0 && u0->port == u->port)
+        return 0;
+    return fail(err, errlen, name, lineno, col,
+                "'%s' is on %s://%s:%u, not on %s://%s:%u like line %u: every URL of a "
+                "run shares one connection pool (one scheme, host and port); run the "
+                "other origin separately",
+                url, u->scheme, u->host, u->port, u0->scheme, u0->host, u0->port, out->v[0].line);
+}
+
+/* The entry's body from the rest of the line, b..end (not empty, not a lone '@'): @PATH names
+ * a file, anything else is the body itself. Returns 0 or -ENOMEM. */
+static int take_body(struct sq_urllist_entry *e, const char *b, const char *end)
+{
+    if (*b == '@') {
+        e->body_file = strndup(b + 1, (size_t)(end - b - 1));
+        return e->body_file ? 0 : -ENOMEM;
+    }
+    e->body_len = (size_t)(end - b);
+    if (!(e->body = malloc(e->body_len + 1)))
+        return -ENOMEM;
+    memcpy(e->body, b, e->body_len);
+    e->body[e->body_len] = '\0';
+    return 0;
+}
+
+/* One line with a request: fields at line[0, len), which starts with a non-blank byte. */
+static int parse_line(const char *name, uint32_t lineno, const char *line, size_t len, size_t col0,
+                      struct sq_urllist *out, char *err, size_t errlen)
+{
+    const char *f[2];
+    size_t fl[2];
+    char tok[2][2048];
+    int n = first_fields(name, lineno, line, len, col0, f, fl, tok, err, errlen);
+    if (n < 0)
+        return n;
+    size_t nf = (size_t)n;
     struct sq_urllist_entry e = {.line = lineno};
-    size_t ui = 0; /* the URL's field */
+    size_t ui = 0; /* the URL's field: 1 when a method comes first */
     bool has_scheme = strstr(tok[0], "://") != NULL;
-    if (!has_scheme && nf == 2 && method_ok(tok[0]) && !strchr(tok[0], '.')) {
+    /* a method is a token without a dot ("example.com/x" is a URL missing its scheme) */
+    if (!has_scheme && nf == 2 && sq_flag_method_ok(tok[0]) && !strchr(tok[0], '.')) {
         char up[16];
         if (known_in_upper(tok[0], up, sizeof(up)))
             return fail(err, errlen, name, lineno, col0,
                         "'%s' is not a method: methods are case-sensitive (did you mean '%s'?)",
                         tok[0], up);
         ui = 1;
-    } else if (!has_scheme && nf == 1 && method_ok(tok[0]) && !strchr(tok[0], '.')) {
+    } else if (!has_scheme && nf == 1 && sq_flag_method_ok(tok[0]) && !strchr(tok[0], '.')) {
         return fail(err, errlen, name, lineno, col0 + fl[0], "a URL must follow the method '%s'",
                     tok[0]);
     }
@@ -135,24 +171,12 @@ static int parse_line(const char *name, uint32_t lineno, const char *line, size_
         return fail(err, errlen, name, lineno, ucol, "'%s' is not a URL: %s", tok[ui],
                     why ? why : sq_strerror(rc));
     }
-    if (out->n > 0) {
-        const struct sq_url *u0 = &out->v[0].u;
-        if (strcmp(u0->scheme, e.u.scheme) != 0 || strcmp(u0->host, e.u.host) != 0 ||
-            u0->port != e.u.port) {
-            rc = fail(err, errlen, name, lineno, ucol,
-                      "'%s' is on %s://%s:%u, not on %s://%s:%u like line %u: every URL of a "
-                      "run shares one connection pool (one scheme, host and port); run the "
-                      "other origin separately",
-                      tok[ui], e.u.scheme, e.u.host, e.u.port, u0->scheme, u0->host, u0->port,
-                      out->v[0].line);
-            sq_url_dispose(&e.u);
-            return rc;
-        }
-    }
-    if (out->n == SQ_URLLIST_MAX) {
+    rc = same_origin(out, &e.u, tok[ui], name, lineno, ucol, err, errlen);
+    if (rc == 0 && out->n == SQ_URLLIST_MAX)
+        rc = fail(err, errlen, name, lineno, col0, "more than %d URLs in one list", SQ_URLLIST_MAX);
+    if (rc < 0) {
         sq_url_dispose(&e.u);
-        return fail(err, errlen, name, lineno, col0, "more than %d URLs in one list",
-                    SQ_URLLIST_MAX);
+        return rc;
     }
     /* the body: the rest of the line after the URL */
     const char *b = f[ui] + fl[ui];
@@ -161,30 +185,15 @@ static int parse_line(const char *name, uint32_t lineno, const char *line, size_
         b++;
     while (end > b && (blank(end[-1]) || end[-1] == '\r'))
         end--;
-    rc = 0;
     if (ui == 1 && !(e.method = strdup(tok[0])))
         rc = -ENOMEM;
     if (rc == 0 && !(e.url = strdup(tok[ui])))
         rc = -ENOMEM;
-    if (rc == 0 && b < end && *b == '@') {
-        if (end - b == 1) {
-            sq_url_dispose(&e.u);
-            free(e.method);
-            free(e.url);
-            return fail(err, errlen, name, lineno, col0 + (size_t)(b - line),
-                        "'@' names no file (@PATH reads the body from PATH)");
-        }
-        if (!(e.body_file = strndup(b + 1, (size_t)(end - b - 1))))
-            rc = -ENOMEM;
-    } else if (rc == 0 && b < end) {
-        e.body_len = (size_t)(end - b);
-        if (!(e.body = malloc(e.body_len + 1)))
-            rc = -ENOMEM;
-        else {
-            memcpy(e.body, b, e.body_len);
-            e.body[e.body_len] = '\0';
-        }
-    }
+    if (rc == 0 && end - b == 1 && *b == '@')
+        rc = fail(err, errlen, name, lineno, col0 + (size_t)(b - line),
+                  "'@' names no file (@PATH reads the body from PATH)");
+    else if (rc == 0 && b < end)
+        rc = take_body(&e, b, end);
     if (rc < 0) {
         free(e.method);
         free(e.url);

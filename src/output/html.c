@@ -807,34 +807,28 @@ static void optional_section(FILE *f, const json_t *doc, const char *key, const 
     fputs("</section>\n", f);
 }
 
-int sq_report_html(const json_t *doc, FILE *out)
+/* The JSON island the page's script reads: the document under "result", the HdrHistogram
+ * curves under "hdr" (null when they cannot be drawn: *hdr_why says why). NULL when out of
+ * memory. */
+static char *island_json(const json_t *doc, bool open, const char **hdr_why)
 {
-    const char *why;
-    if (sq_report_doc_check(doc, &why) < 0)
-        return -SQ_EPARSE;
-    bool open = strcmp(sq_report__str(doc, "mode", ""), "open-loop") == 0;
-
-    const char *hdr_why = NULL;
-    json_t *hdr = hdr_curves(doc, open, &hdr_why);
+    json_t *hdr = hdr_curves(doc, open, hdr_why);
     json_t *island = json_object();
     if (!island) {
         json_decref(hdr);
-        return -ENOMEM;
+        return NULL;
     }
     json_object_set(island, "result", (json_t *)doc);
     json_object_set_new(island, "hdr", hdr ? hdr : json_null());
-    char *island_json = json_dumps(island, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *text = json_dumps(island, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(island);
-    if (!island_json)
-        return -ENOMEM;
+    return text;
+}
 
-    const json_t *series = json_object_get(doc, "series");
-    const char *series_why =
-        json_is_array(series) && json_array_size(series)
-            ? NULL
-            : "This result has no per-second series (the squall that wrote it did not record "
-              "one), so the charts over time are left out.";
-
+/* From the doctype to the body: the page's policy (nothing loaded from elsewhere), title and
+ * styles. */
+static void page_head(FILE *out, const json_t *doc)
+{
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
           "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
@@ -848,27 +842,12 @@ int sq_report_html(const json_t *doc, FILE *out)
     fputs("\n", out);
     fwrite(sq_report_css, 1, sq_report_css_len, out);
     fputs("</style>\n</head>\n<body>\n", out);
+}
 
-    header(out, doc, open);
-    if (json_is_true(sq_report__get(doc, "client.saturated"))) {
-        fputs("<p class=\"meta bad\">The client was saturated: ", out);
-        esc(out, sq_report__str(doc, "client.saturation", ""));
-        fputs(" &#8212; these figures measure squall, not the server; add threads or "
-              "agents.</p>\n",
-              out);
-    }
-    fputs("<main>\n", out);
-    bool plan = json_is_object(json_object_get(doc, "plan"));
-    if (plan) {
-        /* a plan's verdict comes first: its thresholds, then its checks */
-        optional_section(out, doc, "thresholds", "Thresholds");
-        optional_section(out, doc, "checks", "Checks");
-    }
-    fputs("<section>\n<h2>Summary</h2>\n<div class=\"grid\">\n", out);
-    figures(out, doc, open);
-    accounting(out, doc, open);
-    resources(out, doc);
-    fputs("</div>\n</section>\n", out);
+/* The charts over time: throughput, latency, every 100 ms, the watched server's and squall's
+ * own (each where the document has their series; series_why: why it has none). */
+static void time_charts(FILE *out, const json_t *doc, const char *series_why)
+{
     chart_or_note(out, "chart-throughput", "Throughput and errors over time", series_why,
                   "Per second of the run: responses completed, requests failed and arrivals "
                   "dropped, and the VUs active (open loop: the requests in flight).");
@@ -901,6 +880,14 @@ int sq_report_html(const json_t *doc, FILE *out)
                       "waiting for one), squall&#39;s CPU (100% is one core) and how late its "
                       "once-a-second tick ran. A worker near 100% busy means the figures measure "
                       "squall, not the server.");
+}
+
+/* The sections after the summary: the charts, statuses and errors, sampled exchanges, the
+ * configuration, a plan's steps, the watched processes, the pool and pacing. */
+static void page_sections(FILE *out, const json_t *doc, bool open, bool plan,
+                          const char *series_why, const char *hdr_why)
+{
+    time_charts(out, doc, series_why);
     chart_or_note(out, "chart-hdr", "Latency distribution (percentiles)", hdr_why,
                   open
                       ? "HdrHistogram&#39;s percentile plot of the merged histogram: the x axis is "
@@ -922,23 +909,68 @@ int sq_report_html(const json_t *doc, FILE *out)
     optional_section(out, doc, "steps", "Steps");
     optional_section(out, doc, "pool", "Connection pool (--max-vus)");
     optional_section(out, doc, "pacing", "Pacing (--pacing-precision)");
-    if (!plan) {
-        optional_section(out, doc, "checks", "Checks");
-        optional_section(out, doc, "thresholds", "Thresholds");
-    }
+}
+
+/* The footer, the document as the page's data island, the scripts. */
+static void page_tail(FILE *out, const json_t *doc, const char *island)
+{
     fputs("</main>\n<footer>Written by squall " SQ_VERSION " from a ", out);
     esc(out, sq_report__str(doc, "schema", ""));
     fputs(" document, which is embedded in this file (the JSON in script#squall-data, under "
           "\"result\").</footer>\n",
           out);
-
     fputs("<script type=\"application/json\" id=\"squall-data\">", out);
-    island_text(out, island_json);
-    free(island_json);
+    island_text(out, island);
     fputs("</script>\n<script>\n", out);
     fwrite(sq_uplot_js, 1, sq_uplot_js_len, out);
     fputs("\n</script>\n<script>\n", out);
     fwrite(sq_report_js, 1, sq_report_js_len, out);
     fputs("</script>\n</body>\n</html>\n", out);
+}
+
+int sq_report_html(const json_t *doc, FILE *out)
+{
+    const char *why;
+    if (sq_report_doc_check(doc, &why) < 0)
+        return -SQ_EPARSE;
+    bool open = strcmp(sq_report__str(doc, "mode", ""), "open-loop") == 0;
+    const char *hdr_why = NULL;
+    char *island = island_json(doc, open, &hdr_why);
+    if (!island)
+        return -ENOMEM;
+    const json_t *series = json_object_get(doc, "series");
+    const char *series_why =
+        json_is_array(series) && json_array_size(series)
+            ? NULL
+            : "This result has no per-second series (the squall that wrote it did not record "
+              "one), so the charts over time are left out.";
+    page_head(out, doc);
+    header(out, doc, open);
+    if (json_is_true(sq_report__get(doc, "client.saturated"))) {
+        fputs("<p class=\"meta bad\">The client was saturated: ", out);
+        esc(out, sq_report__str(doc, "client.saturation", ""));
+        fputs(" &#8212; these figures measure squall, not the server; add threads or "
+              "agents.</p>\n",
+              out);
+    }
+    fputs("<main>\n", out);
+    bool plan = json_is_object(json_object_get(doc, "plan"));
+    if (plan) {
+        /* a plan's verdict comes first: its thresholds, then its checks */
+        optional_section(out, doc, "thresholds", "Thresholds");
+        optional_section(out, doc, "checks", "Checks");
+    }
+    fputs("<section>\n<h2>Summary</h2>\n<div class=\"grid\">\n", out);
+    figures(out, doc, open);
+    accounting(out, doc, open);
+    resources(out, doc);
+    fputs("</div>\n</section>\n", out);
+    page_sections(out, doc, open, plan, series_why, hdr_why);
+    if (!plan) { /* not a plan: checks and thresholds, if any, come last */
+        optional_section(out, doc, "checks", "Checks");
+        optional_section(out, doc, "thresholds", "Thresholds");
+    }
+    page_tail(out, doc, island);
+    free(island);
     return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
 }

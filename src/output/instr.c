@@ -223,23 +223,21 @@ static json_t *environment(void)
                      un ? u.release : "", "cpus", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-json_t *sq_ab_doc(const struct sq_ab_in *in)
+/* The metrics' definitions: key, label, unit, which way is better. */
+static json_t *metric_defs(void)
 {
-    size_t R = in->rounds ? in->rounds : 1;
-    double *x = malloc(R * sizeof(double)), *base = malloc(R * sizeof(double)),
-           *d = malloc(R * sizeof(double));
-    json_t *doc = NULL;
-    if (!x || !base || !d)
-        goto out;
-    bool has_null = in->narms > 1 && in->arms[in->narms - 1].null_test;
-    uint32_t nnull = has_null ? in->narms - 1 : 0;
-
     json_t *mdefs = json_array();
     for (int m = 0; m < SQ_AB_NMETRICS; m++)
         json_array_append_new(mdefs,
                               json_pack("{s:s, s:s, s:s, s:s}", "key", metrics[m].key, "label",
                                         metrics[m].label, "unit", metrics[m].unit, "better",
                                         metrics[m].better > 0 ? "higher" : "lower"));
+    return mdefs;
+}
+
+/* Per round, the arms' names in the order they ran. */
+static json_t *order_json(const struct sq_ab_in *in)
+{
     json_t *order = json_array();
     for (uint32_t r = 0; r < in->rounds; r++) {
         json_t *row = json_array();
@@ -247,7 +245,13 @@ json_t *sq_ab_doc(const struct sq_ab_in *in)
             json_array_append_new(row, json_string(in->arms[in->order[r * in->narms + k]].name));
         json_array_append_new(order, row);
     }
+    return order;
+}
 
+/* Per arm: its command, exits, every round's values and their summary (x: scratch, a round
+ * each). */
+static json_t *arms_json(const struct sq_ab_in *in, double *x)
+{
     json_t *arms = json_array();
     for (uint32_t a = 0; a < in->narms; a++) {
         const struct sq_ab_arm_in *arm = &in->arms[a];
@@ -269,33 +273,46 @@ json_t *sq_ab_doc(const struct sq_ab_in *in)
                       arm->server ? words(arm->server, arm->nserver) : json_null(), "null_test",
                       arm->null_test, "exit", exits, "values", vals, "summary", sums));
     }
+    return arms;
+}
 
-    /* The null test's differences first: every comparison needs its band. */
-    struct diff null_diff[SQ_AB_NMETRICS];
-    json_t *null = json_null();
-    if (has_null) {
-        json_decref(null);
-        null = json_object();
-        for (int m = 0; m < SQ_AB_NMETRICS; m++) {
-            paired(in, nnull, m, x, base, d, &null_diff[m]);
-            const struct sq_ab_interval *iv = &null_diff[m].rel;
-            json_object_set_new(
-                null, metrics[m].key,
-                iv->n ? json_pack("{s:I, s:o, s:o, s:o, s:f}", "n", (json_int_t)iv->n, "median_pct",
-                                  num_or_null(iv->median), "ci_lo_pct", num_or_null(iv->lo),
-                                  "ci_hi_pct", num_or_null(iv->hi), "band_pct", sq_ab_null_band(iv))
-                      : json_null());
-        }
+/* Scratch space for the paired differences: a round each. */
+struct scratch {
+    double *x, *base, *d;
+};
+
+/* The null test (arm nnull) against the base arm, per metric: its differences into nd, its band
+ * into the document. */
+static json_t *null_json(const struct sq_ab_in *in, uint32_t nnull, struct scratch *s,
+                         struct diff nd[SQ_AB_NMETRICS])
+{
+    json_t *null = json_object();
+    for (int m = 0; m < SQ_AB_NMETRICS; m++) {
+        paired(in, nnull, m, s->x, s->base, s->d, &nd[m]);
+        const struct sq_ab_interval *iv = &nd[m].rel;
+        json_object_set_new(null, metrics[m].key,
+                            iv->n ? json_pack("{s:I, s:o, s:o, s:o, s:f}", "n", (json_int_t)iv->n,
+                                              "median_pct", num_or_null(iv->median), "ci_lo_pct",
+                                              num_or_null(iv->lo), "ci_hi_pct", num_or_null(iv->hi),
+                                              "band_pct", sq_ab_null_band(iv))
+                                  : json_null());
     }
+    return null;
+}
 
-    json_t *cmps = json_array(), *verdicts = json_array();
+/* Every arm but the base and the null test against the base, per metric: its comparison (and
+ * its sentence) into cmps, the primary metric's sentence into verdicts. nd: the null test's
+ * differences (NULL: no null test). */
+static void comparisons(const struct sq_ab_in *in, const struct diff *nd, struct scratch *s,
+                        json_t *cmps, json_t *verdicts)
+{
     for (uint32_t a = 1; a < in->narms; a++) {
         if (in->arms[a].null_test)
             continue;
         for (int m = 0; m < SQ_AB_NMETRICS; m++) {
             struct diff df;
-            paired(in, a, m, x, base, d, &df);
-            double band = has_null ? sq_ab_null_band(&null_diff[m].rel) : 0;
+            paired(in, a, m, s->x, s->base, s->d, &df);
+            double band = nd ? sq_ab_null_band(&nd[m].rel) : 0;
             int v = sq_ab_judge(&df.rel, band);
             struct sq_ab_said said = {in->arms[a].name,
                                       (enum sq_ab_metric)m,
@@ -305,7 +322,7 @@ json_t *sq_ab_doc(const struct sq_ab_in *in)
                                       df.rel.hi,
                                       in->level,
                                       band,
-                                      has_null,
+                                      nd != NULL,
                                       df.abs.median};
             char text[512];
             sq_ab_sentence(text, sizeof(text), &said);
@@ -317,13 +334,29 @@ json_t *sq_ab_doc(const struct sq_ab_in *in)
                                 "ci_hi_pct", num_or_null(df.rel.hi), "median_abs",
                                 num_or_null(df.abs.median), "ci_lo_abs", num_or_null(df.abs.lo),
                                 "ci_hi_abs", num_or_null(df.abs.hi), "null_band_pct",
-                                has_null ? json_real(band) : json_null(), "verdict",
-                                verdict_name(v), "sentence", text));
+                                nd ? json_real(band) : json_null(), "verdict", verdict_name(v),
+                                "sentence", text));
             if (m == (int)in->primary)
                 json_array_append_new(verdicts, json_string(text));
         }
     }
+}
 
+json_t *sq_ab_doc(const struct sq_ab_in *in)
+{
+    size_t R = in->rounds ? in->rounds : 1;
+    struct scratch s = {malloc(R * sizeof(double)), malloc(R * sizeof(double)),
+                        malloc(R * sizeof(double))};
+    json_t *doc = NULL;
+    if (!s.x || !s.base || !s.d)
+        goto out;
+    bool has_null = in->narms > 1 && in->arms[in->narms - 1].null_test;
+    json_t *mdefs = metric_defs(), *order = order_json(in), *arms = arms_json(in, s.x);
+    /* The null test's differences first: every comparison needs its band. */
+    struct diff null_diff[SQ_AB_NMETRICS];
+    json_t *null = has_null ? null_json(in, in->narms - 1, &s, null_diff) : json_null();
+    json_t *cmps = json_array(), *verdicts = json_array();
+    comparisons(in, has_null ? null_diff : NULL, &s, cmps, verdicts);
     doc = json_pack(
         "{s:s, s:s, s:I, s:f, s:f, s:b, s:f, s:I, s:I, s:s, s:o, s:o, s:o, s:o, s:o, "
         "s:o, s:o}",
@@ -334,9 +367,9 @@ json_t *sq_ab_doc(const struct sq_ab_in *in)
         "metrics", mdefs, "order", order, "arms", arms, "null", null, "comparisons", cmps,
         "verdicts", verdicts, "environment", environment());
 out:
-    free(x);
-    free(base);
-    free(d);
+    free(s.x);
+    free(s.base);
+    free(s.d);
     return doc;
 }
 
@@ -381,6 +414,87 @@ static bool metric_seen(const json_t *doc, const char *key)
     return false;
 }
 
+/* An arm's summary of one metric (s; unit its unit) as a cell: "MEDIAN ±SPREAD%", the median
+ * alone, or "—" without one. */
+static void summary_cell(const json_t *s, const char *unit, char *cell, size_t size)
+{
+    char v[D];
+    double med, sp;
+    if (!sq_report__num(s, "median", &med)) {
+        snprintf(cell, size, "—");
+        return;
+    }
+    value_text(unit, med, v, sizeof(v));
+    if (sq_report__num(s, "spread_pct", &sp))
+        snprintf(cell, size, "%s ±%.1f%%", v, sp);
+    else
+        snprintf(cell, size, "%s", v);
+}
+
+/* The table's arms: a row each, a column per metric some arm has (keys). */
+static void table_arms(const json_t *doc, const char *const *keys, size_t nk, FILE *f)
+{
+    sq_fmt_pad(f, "arm (median ±spread)", 22, false);
+    for (size_t k = 0; k < nk; k++)
+        sq_fmt_pad(f, sq_report__str(metric_def(doc, keys[k]), "label", keys[k]), 24, true);
+    fputc('\n', f);
+    size_t i;
+    const json_t *a;
+    json_array_foreach(json_object_get(doc, "arms"), i, a)
+    {
+        char name[64];
+        snprintf(name, sizeof(name), "%s%s", sq_report__str(a, "name", "?"),
+                 json_is_true(json_object_get(a, "null_test")) ? " (null test)" : "");
+        sq_fmt_pad(f, name, 22, false);
+        for (size_t k = 0; k < nk; k++) {
+            char cellb[D * 2];
+            summary_cell(sq_report__get(json_object_get(a, "summary"), keys[k]),
+                         sq_report__str(metric_def(doc, keys[k]), "unit", ""), cellb,
+                         sizeof(cellb));
+            sq_fmt_pad(f, cellb, 24, true);
+        }
+        fputc('\n', f);
+    }
+}
+
+/* One comparison's row: the difference (and, for a duration, its size), the CI, the null
+ * test's band, the verdict. */
+static void table_comparison(const json_t *doc, const json_t *c, FILE *f)
+{
+    const json_t *def = metric_def(doc, sq_report__str(c, "metric", ""));
+    char lab[96], diff[D * 2], ci[D * 3], band[D], p1[D], p2[D];
+    snprintf(lab, sizeof(lab), "%s · %s", sq_report__str(c, "arm", "?"),
+             sq_report__str(def, "label", "?"));
+    sq_fmt_pad(f, lab, 30, false);
+    double mabs;
+    if (strcmp(sq_report__str(def, "unit", ""), "us") == 0 &&
+        sq_report__num(c, "median_abs", &mabs)) {
+        char t[D];
+        snprintf(diff, sizeof(diff), "%s%% (%s)",
+                 pct(sq_report__numd(c, "median_pct", 0), p1, sizeof(p1)),
+                 us_text(mabs, t, sizeof(t)));
+    } else {
+        snprintf(diff, sizeof(diff), "%s%%",
+                 pct(sq_report__numd(c, "median_pct", 0), p1, sizeof(p1)));
+    }
+    sq_fmt_pad(f, diff, 22, true);
+    snprintf(ci, sizeof(ci), "%s to %s%%", pct(sq_report__numd(c, "ci_lo_pct", 0), p1, sizeof(p1)),
+             pct(sq_report__numd(c, "ci_hi_pct", 0), p2, sizeof(p2)));
+    sq_fmt_pad(f, ci, 22, true);
+    double b;
+    if (sq_report__num(c, "null_band_pct", &b))
+        snprintf(band, sizeof(band), "±%.1f%%", b);
+    else
+        band[0] = '\0';
+    sq_fmt_pad(f, band, 12, true);
+    const char *v = sq_report__str(c, "verdict", "");
+    fprintf(f, "  %s\n",
+            strcmp(v, "resolved") == 0        ? "resolved"
+            : strcmp(v, "includes_zero") == 0 ? "not resolvable (CI includes 0)"
+            : strcmp(v, "within_noise") == 0  ? "not resolvable (within the null test)"
+                                              : "no data");
+}
+
 int sq_ab_table(const json_t *doc, FILE *f)
 {
     const json_t *arms = json_object_get(doc, "arms");
@@ -396,34 +510,7 @@ int sq_ab_table(const json_t *doc, FILE *f)
     for (int m = 0; m < SQ_AB_NMETRICS; m++)
         if (metric_seen(doc, metrics[m].key))
             keys[nk++] = metrics[m].key;
-    sq_fmt_pad(f, "arm (median ±spread)", 22, false);
-    for (size_t k = 0; k < nk; k++)
-        sq_fmt_pad(f, sq_report__str(metric_def(doc, keys[k]), "label", keys[k]), 24, true);
-    fputc('\n', f);
-    const json_t *a;
-    json_array_foreach((json_t *)arms, i, a)
-    {
-        char name[64];
-        snprintf(name, sizeof(name), "%s%s", sq_report__str(a, "name", "?"),
-                 json_is_true(json_object_get(a, "null_test")) ? " (null test)" : "");
-        sq_fmt_pad(f, name, 22, false);
-        for (size_t k = 0; k < nk; k++) {
-            const json_t *s = sq_report__get(json_object_get(a, "summary"), keys[k]);
-            char cellb[D * 2], v[D];
-            double med, sp;
-            if (sq_report__num(s, "median", &med)) {
-                value_text(sq_report__str(metric_def(doc, keys[k]), "unit", ""), med, v, sizeof(v));
-                if (sq_report__num(s, "spread_pct", &sp))
-                    snprintf(cellb, sizeof(cellb), "%s ±%.1f%%", v, sp);
-                else
-                    snprintf(cellb, sizeof(cellb), "%s", v);
-            } else {
-                snprintf(cellb, sizeof(cellb), "—");
-            }
-            sq_fmt_pad(f, cellb, 24, true);
-        }
-        fputc('\n', f);
-    }
+    table_arms(doc, keys, nk, f);
     const json_t *cmps = json_object_get(doc, "comparisons");
     if (json_array_size(cmps)) {
         fprintf(f,
@@ -440,41 +527,8 @@ int sq_ab_table(const json_t *doc, FILE *f)
         const json_t *c;
         json_array_foreach((json_t *)cmps, i, c)
         {
-            if (!sq_report__get(c, "n") || sq_report__numd(c, "n", 0) == 0)
-                continue;
-            const json_t *def = metric_def(doc, sq_report__str(c, "metric", ""));
-            char lab[96], diff[D * 2], ci[D * 3], band[D], p1[D], p2[D];
-            snprintf(lab, sizeof(lab), "%s · %s", sq_report__str(c, "arm", "?"),
-                     sq_report__str(def, "label", "?"));
-            sq_fmt_pad(f, lab, 30, false);
-            double mabs;
-            if (strcmp(sq_report__str(def, "unit", ""), "us") == 0 &&
-                sq_report__num(c, "median_abs", &mabs)) {
-                char t[D];
-                snprintf(diff, sizeof(diff), "%s%% (%s)",
-                         pct(sq_report__numd(c, "median_pct", 0), p1, sizeof(p1)),
-                         us_text(mabs, t, sizeof(t)));
-            } else {
-                snprintf(diff, sizeof(diff), "%s%%",
-                         pct(sq_report__numd(c, "median_pct", 0), p1, sizeof(p1)));
-            }
-            sq_fmt_pad(f, diff, 22, true);
-            snprintf(ci, sizeof(ci), "%s to %s%%",
-                     pct(sq_report__numd(c, "ci_lo_pct", 0), p1, sizeof(p1)),
-                     pct(sq_report__numd(c, "ci_hi_pct", 0), p2, sizeof(p2)));
-            sq_fmt_pad(f, ci, 22, true);
-            double b;
-            if (sq_report__num(c, "null_band_pct", &b))
-                snprintf(band, sizeof(band), "±%.1f%%", b);
-            else
-                band[0] = '\0';
-            sq_fmt_pad(f, band, 12, true);
-            const char *v = sq_report__str(c, "verdict", "");
-            fprintf(f, "  %s\n",
-                    strcmp(v, "resolved") == 0        ? "resolved"
-                    : strcmp(v, "includes_zero") == 0 ? "not resolvable (CI includes 0)"
-                    : strcmp(v, "within_noise") == 0  ? "not resolvable (within the null test)"
-                                                      : "no data");
+            if (sq_report__get(c, "n") && sq_report__numd(c, "n", 0) != 0) /* else: no data */
+                table_comparison(doc, c, f);
         }
     }
     const json_t *vs = json_object_get(doc, "verdicts");
@@ -491,29 +545,25 @@ int sq_ab_table(const json_t *doc, FILE *f)
 
 /* ---- the A/B page ---- */
 
-int sq_ab_html(const json_t *doc, FILE *f)
+/* A command's words (a JSON array of strings), escaped, one space between. */
+static void esc_words(FILE *f, const json_t *words)
 {
-    sq_page__head(f, "squall ab");
-    fputs("<header>\n<h1><span class=\"brand\">squall</span><span class=\"target\">ab</span></h1>"
-          "\n<p class=\"meta\">",
-          f);
-    bool null = json_is_true(json_object_get(doc, "null_test"));
-    const json_t *arms = json_object_get(doc, "arms");
-    sq_page__escf(f, "%zu arms%s · %.0f rounds × %g s, %g s cooldown · order rotated each round",
-                  null ? json_array_size(arms) - 1 : json_array_size(arms),
-                  null ? " + the null test" : "", sq_report__numd(doc, "rounds", 0),
-                  sq_report__numd(doc, "duration_s", 0), sq_report__numd(doc, "cooldown_s", 0));
-    fputs("</p>\n</header>\n<main>\n<section>\n<h2>Verdict</h2>\n", f);
     size_t i;
-    const json_t *v;
-    json_array_foreach(json_object_get(doc, "verdicts"), i, v)
+    const json_t *w;
+    json_array_foreach(words, i, w)
     {
-        fputs("<p>", f);
-        sq_page__esc(f, json_string_value(v) ? json_string_value(v) : "");
-        fputs("</p>\n", f);
+        if (i)
+            fputc(' ', f);
+        sq_page__esc(f, json_string_value(w) ? json_string_value(w) : "");
     }
+}
+
+/* The page's arms: a row each, with its command and a cell per metric. */
+static void html_arms(const json_t *doc, FILE *f)
+{
     fputs("</section>\n<section>\n<h2>Arms</h2>\n<table>\n<tr><th>arm</th><th>command</th>", f);
-    const json_t *m;
+    size_t i;
+    const json_t *m, *a;
     json_array_foreach(json_object_get(doc, "metrics"), i, m)
     {
         fputs("<th>", f);
@@ -521,48 +571,38 @@ int sq_ab_html(const json_t *doc, FILE *f)
         fputs(" (median ±spread)</th>", f);
     }
     fputs("</tr>\n", f);
-    const json_t *a;
-    json_array_foreach((json_t *)arms, i, a)
+    json_array_foreach(json_object_get(doc, "arms"), i, a)
     {
         fputs("<tr><th>", f);
         sq_page__esc(f, sq_report__str(a, "name", "?"));
         if (json_is_true(json_object_get(a, "null_test")))
             fputs(" (null test)", f);
         fputs("</th><td><code>", f);
-        size_t k;
-        const json_t *w;
-        json_array_foreach(json_object_get(a, "args"), k, w)
-        {
-            if (k)
-                fputc(' ', f);
-            sq_page__esc(f, json_string_value(w) ? json_string_value(w) : "");
-        }
+        esc_words(f, json_object_get(a, "args"));
         fputs("</code></td>", f);
+        size_t k;
         json_array_foreach(json_object_get(doc, "metrics"), k, m)
         {
-            const json_t *s =
-                sq_report__get(json_object_get(a, "summary"), sq_report__str(m, "key", ""));
-            char val[D], cellb[D * 2];
-            double med, sp;
-            if (sq_report__num(s, "median", &med)) {
-                value_text(sq_report__str(m, "unit", ""), med, val, sizeof(val));
-                if (sq_report__num(s, "spread_pct", &sp))
-                    snprintf(cellb, sizeof(cellb), "%s ±%.1f%%", val, sp);
-                else
-                    snprintf(cellb, sizeof(cellb), "%s", val);
-            } else {
-                snprintf(cellb, sizeof(cellb), "—");
-            }
+            char cellb[D * 2];
+            summary_cell(
+                sq_report__get(json_object_get(a, "summary"), sq_report__str(m, "key", "")),
+                sq_report__str(m, "unit", ""), cellb, sizeof(cellb));
             fputs("<td class=\"n\">", f);
             sq_page__esc(f, cellb);
             fputs("</td>", f);
         }
         fputs("</tr>\n", f);
     }
+}
+
+/* The page's paired differences: a row per comparison, and how they were made. */
+static void html_comparisons(const json_t *doc, FILE *f)
+{
     fputs("</table>\n</section>\n<section>\n<h2>Paired differences</h2>\n<table>\n<tr><th>arm"
           "</th><th>metric</th><th>median difference</th><th>CI</th><th>null test</th>"
           "<th>verdict</th></tr>\n",
           f);
+    size_t i;
     const json_t *c;
     json_array_foreach(json_object_get(doc, "comparisons"), i, c)
     {
@@ -594,6 +634,31 @@ int sq_ab_html(const json_t *doc, FILE *f)
           "test runs the base arm twice in each round: how far it moves is the harness&#39;s own "
           "noise, and a difference counts only beyond it.</p>\n</section>\n",
           f);
+}
+
+int sq_ab_html(const json_t *doc, FILE *f)
+{
+    sq_page__head(f, "squall ab");
+    fputs("<header>\n<h1><span class=\"brand\">squall</span><span class=\"target\">ab</span></h1>"
+          "\n<p class=\"meta\">",
+          f);
+    bool null = json_is_true(json_object_get(doc, "null_test"));
+    const json_t *arms = json_object_get(doc, "arms");
+    sq_page__escf(f, "%zu arms%s · %.0f rounds × %g s, %g s cooldown · order rotated each round",
+                  null ? json_array_size(arms) - 1 : json_array_size(arms),
+                  null ? " + the null test" : "", sq_report__numd(doc, "rounds", 0),
+                  sq_report__numd(doc, "duration_s", 0), sq_report__numd(doc, "cooldown_s", 0));
+    fputs("</p>\n</header>\n<main>\n<section>\n<h2>Verdict</h2>\n", f);
+    size_t i;
+    const json_t *v, *m;
+    json_array_foreach(json_object_get(doc, "verdicts"), i, v)
+    {
+        fputs("<p>", f);
+        sq_page__esc(f, json_string_value(v) ? json_string_value(v) : "");
+        fputs("</p>\n", f);
+    }
+    html_arms(doc, f);
+    html_comparisons(doc, f);
     json_array_foreach(json_object_get(doc, "metrics"), i, m)
     {
         if (!metric_seen(doc, sq_report__str(m, "key", "")))
@@ -772,14 +837,7 @@ int sq_measure_html(const json_t *doc, FILE *f)
 {
     sq_page__head(f, "squall measure");
     fputs("<header>\n<h1><span class=\"brand\">squall</span><span class=\"target\">measure ", f);
-    size_t i;
-    const json_t *w;
-    json_array_foreach(json_object_get(doc, "command"), i, w)
-    {
-        if (i)
-            fputc(' ', f);
-        sq_page__esc(f, json_string_value(w) ? json_string_value(w) : "");
-    }
+    esc_words(f, json_object_get(doc, "command"));
     fputs("</span></h1>\n</header>\n<main>\n<section>\n<h2>Figures</h2>\n<pre>", f);
     char *text = NULL;
     size_t len = 0;

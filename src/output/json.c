@@ -23,6 +23,8 @@
 #include "output/json.h"
 #include "stats/hist.h"
 
+/* ---- figures: durations, histograms, percentiles ---- */
+
 static json_t *jdur_s(int64_t ns)
 {
     return json_real((double)ns / 1e9);
@@ -77,6 +79,8 @@ static json_t *latency_block(const struct sq_hist *h, const char *from)
     json_object_set_new(l, "histogram", histogram(h));
     return l;
 }
+
+/* ---- the run block and the command line as typed ---- */
 
 const char *sq_report_iso8601(int64_t wall_ns, char *buf, size_t size)
 {
@@ -234,6 +238,8 @@ void sq_report_set_command(json_t *doc, int argc, char **argv, bool redact)
 /* {"200": 9, "503": 1}: every exact status seen, lowest first. */
 /* Bytes as a JSON string: UTF-8 as it is, any byte that is not part of well-formed UTF-8 as
  * U+FFFD (a sample shows what came, not necessarily text). */
+/* ---- sampled exchanges ---- */
+
 static json_t *bytes_text(const char *p, size_t n)
 {
     if (sq_utf8_valid(p, n))
@@ -316,6 +322,8 @@ static json_t *samples_block(const struct sq_result *r)
     return json_pack("{s:I, s:I, s:o}", "per_class", (json_int_t)xs->per_class, "body_max",
                      (json_int_t)SQ_SAMPLE_BODY_MAX, "classes", classes);
 }
+
+/* ---- statuses, failures and why a run failed ---- */
 
 static json_t *status_codes(const struct sq_result *r)
 {
@@ -495,6 +503,8 @@ static json_t *error_messages(const struct sq_result *r, int64_t timeout_ns)
 }
 
 /* The 100 ms series, as parallel arrays: a bin a key would triple the document. */
+/* ---- the series, the executor, TLS, the environment ---- */
+
 static json_t *fine_series(const struct sq_result *r)
 {
     json_t *done = json_array(), *failed = json_array(), *mx = json_array();
@@ -630,6 +640,8 @@ static json_t *series(const struct sq_result *r)
 }
 
 /* The `nats` / `mqtt` block of a bus run. */
+/* ---- buses, stamps, the client, the watched server, WebSocket ---- */
+
 static json_t *bus_block(const struct sq_report_bus *b, const struct sq_result *r)
 {
     const struct sq_bus_counters *c = &r->c.bus;
@@ -781,12 +793,13 @@ static json_t *ws_block(const struct sq_result *r, double secs)
         ws_tally(&w->close_codes, false));
 }
 
-json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r)
+/* ---- the result document ---- */
+
+/* The document's "config": what was asked of the run. */
+static json_t *config_block(const struct sq_report_info *info, const struct sq_result *r)
 {
-    double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1e-9;
     const struct sq_exec *ex = info->exec;
     bool timed = ex->kind != SQ_EXEC_SHARED_ITERATIONS && ex->kind != SQ_EXEC_PER_VU_ITERATIONS;
-
     json_t *config =
         json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:I, s:o}", "url", info->url,
                   "method", info->method, "address", info->target_addr, "connections",
@@ -797,12 +810,81 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
                   "timeout_s", jdur_s(info->timeout_ns), "connect_timeout_s",
                   jdur_s(info->connect_timeout_ns), "request_bytes",
                   (json_int_t)info->request_bytes, "executor", executor(ex));
-
     if (config && info->protocol)
         json_object_set_new(config, "protocol", json_string(info->protocol));
     if (config && info->streams)
         json_object_set_new(config, "streams", json_integer((json_int_t)info->streams));
+    return config;
+}
 
+/* The open loop's own blocks: the latency from the actual send, the spin tail, pacing and the
+ * VU pool. */
+static void open_loop_blocks(json_t *root, const struct sq_result *r, const double *pcts,
+                             size_t npcts)
+{
+    json_object_set_new(root, "latency_uncorrected",
+                        latency_block(r->latency_uncorrected, "actual_send"));
+    json_object_set_new(json_object_get(root, "latency_uncorrected"), "percentiles",
+                        percentiles(r->latency_uncorrected, pcts, npcts));
+    json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
+    json_object_set_new(root, "pacing",
+                        json_pack("{s:s, s:f, s:I, s:I}", "precision",
+                                  sq_pacing_name(r->precision < 0 ? 0 : r->precision), "tail_us",
+                                  (double)r->pace_tail_ns / 1e3, "timed_wakes",
+                                  (json_int_t)r->pace_wakes, "deaf_sleeps",
+                                  (json_int_t)r->pace_deaf));
+    if (r->precision == SQ_PACING_COARSE)
+        json_object_set_new(json_object_get(root, "pacing"), "window_ms",
+                            json_real((double)r->pace_window_ns / 1e6));
+    json_t *pool = json_pack("{s:I, s:I, s:I, s:I}", "preallocated", (json_int_t)r->pool.pre, "max",
+                             (json_int_t)r->pool.cap, "peak", (json_int_t)r->pool.peak, "grown",
+                             (json_int_t)r->pool.grown);
+    json_object_set_new(pool, "first_growth_s",
+                        r->pool.grown ? json_real((double)r->pool.first_ns / 1e9) : json_null());
+    json_object_set_new(pool, "last_growth_s",
+                        r->pool.grown ? json_real((double)r->pool.last_ns / 1e9) : json_null());
+    json_object_set_new(root, "pool", pool);
+}
+
+/* Per-phase timings (k6's metric names beside ours), summary figures only: the phases'
+ * histograms stay in memory. */
+static json_t *phases_block(const struct sq_result *r)
+{
+    json_t *ph = json_object();
+    for (int k = 0; k < SQ_PHASE_COUNT; k++) {
+        struct sq_latency_figures lf;
+        sq_report_latency_figures(r->phase[k], &lf);
+        json_object_set_new(ph, sq_phase_name((enum sq_phase)k),
+                            json_pack("{s:s, s:I, s:f, s:I, s:I, s:I, s:I, s:I}", "metric",
+                                      sq_phase_metric((enum sq_phase)k), "count",
+                                      (json_int_t)lf.count, "mean_us", lf.mean, "p50_us",
+                                      (json_int_t)lf.p50, "p90_us", (json_int_t)lf.p90, "p95_us",
+                                      (json_int_t)lf.p95, "p99_us", (json_int_t)lf.p99, "max_us",
+                                      (json_int_t)lf.max));
+    }
+    return ph;
+}
+
+/* Server-sent events: streams, events, the first event's wait and a stream's length. */
+static json_t *sse_block(const struct sq_result *r, double secs)
+{
+    struct sq_latency_figures fe, du;
+    sq_report_latency_figures(r->sse_first_event, &fe);
+    sq_report_latency_figures(r->sse_duration, &du);
+    return json_pack("{s:I, s:I, s:f, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}", "streams",
+                     (json_int_t)r->c.sse_streams, "events", (json_int_t)r->c.sse_events,
+                     "events_per_s", (double)r->c.sse_events / secs, "first_event", "count",
+                     (json_int_t)fe.count, "p50_us", (json_int_t)fe.p50, "p99_us",
+                     (json_int_t)fe.p99, "max_us", (json_int_t)fe.max, "stream_duration", "p50_us",
+                     (json_int_t)du.p50, "p99_us", (json_int_t)du.p99, "max_us",
+                     (json_int_t)du.max);
+}
+
+/* The document's head: schema, mode, config, the counts, rates, statuses, errors, bytes,
+ * connections and the latency (with its percentiles). NULL when out of memory. */
+static json_t *doc_head(const struct sq_report_info *info, const struct sq_result *r, double secs,
+                        const double *pcts, size_t npcts)
+{
     json_t *requests =
         json_pack("{s:I, s:I, s:I, s:I, s:I}", "sent", (json_int_t)r->c.sent, "completed",
                   (json_int_t)r->c.completed, "failed", (json_int_t)r->c.failed, "in_flight",
@@ -817,15 +899,12 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
     for (int k = 0; k < SQ_ERRK_COUNT; k++)
         json_object_set_new(errors, sq_errk_name((enum sq_errk)k),
                             json_integer((json_int_t)r->c.errors[k]));
-    const double *pcts = info->percentiles ? info->percentiles : default_pcts;
-    size_t npcts = info->percentiles ? info->npercentiles : SQ_ARRAY_LEN(default_pcts);
-
     json_t *root = json_pack(
         "{s:s, s:s, s:s, s:o, s:f, s:f, s:b, s:o, s:o, s:{s:f, s:f, s:f}, s:o, s:o, "
         "s:{s:I, s:I}, s:{s:I, s:I}, s:o}",
         "schema", SQ_RESULT_SCHEMA, "squall_version", SQ_VERSION, "mode",
-        r->open ? "open-loop" : "closed-loop", "config", config, "duration_s", secs, "setup_s",
-        (double)r->setup_ns / 1e9, "aborted", r->aborted, "abort_reason",
+        r->open ? "open-loop" : "closed-loop", "config", config_block(info, r), "duration_s", secs,
+        "setup_s", (double)r->setup_ns / 1e9, "aborted", r->aborted, "abort_reason",
         r->aborted ? json_string(r->abort_reason) : json_null(), "requests", requests, "rate",
         "requests_per_s", (double)r->c.completed / secs, "bytes_received_per_s",
         (double)r->c.bytes_received / secs, "bytes_sent_per_s", (double)r->c.bytes_sent / secs,
@@ -833,40 +912,27 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         "received", (json_int_t)r->c.bytes_received, "connections", "opened",
         (json_int_t)r->c.conns_opened, "closed_by_server", (json_int_t)r->c.conns_closed_by_server,
         "latency", latency_block(r->latency, r->open ? "intended_send" : "actual_send"));
+    if (root)
+        json_object_set_new(json_object_get(root, "latency"), "percentiles",
+                            percentiles(r->latency, pcts, npcts));
+    return root;
+}
+
+json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_result *r)
+{
+    double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1e-9;
+    const double *pcts = info->percentiles ? info->percentiles : default_pcts;
+    size_t npcts = info->percentiles ? info->npercentiles : SQ_ARRAY_LEN(default_pcts);
+    json_t *root = doc_head(info, r, secs, pcts, npcts);
     if (!root)
         return NULL;
-    json_object_set_new(json_object_get(root, "latency"), "percentiles",
-                        percentiles(r->latency, pcts, npcts));
     json_object_set_new(root, "run", run_block(info, r));
     /* a bus run's messages have no HTTP status: none listed */
     json_object_set_new(root, "status_codes", info->bus ? json_object() : status_codes(r));
     json_object_set_new(root, "failures", failures(r));
     json_object_set_new(root, "error_messages", error_messages(r, info->timeout_ns));
-    if (r->open) {
-        json_object_set_new(root, "latency_uncorrected",
-                            latency_block(r->latency_uncorrected, "actual_send"));
-        json_object_set_new(json_object_get(root, "latency_uncorrected"), "percentiles",
-                            percentiles(r->latency_uncorrected, pcts, npcts));
-        json_object_set_new(root, "spin_us", json_real((double)r->spin_ns / 1e3));
-        json_object_set_new(root, "pacing",
-                            json_pack("{s:s, s:f, s:I, s:I}", "precision",
-                                      sq_pacing_name(r->precision < 0 ? 0 : r->precision),
-                                      "tail_us", (double)r->pace_tail_ns / 1e3, "timed_wakes",
-                                      (json_int_t)r->pace_wakes, "deaf_sleeps",
-                                      (json_int_t)r->pace_deaf));
-        if (r->precision == SQ_PACING_COARSE)
-            json_object_set_new(json_object_get(root, "pacing"), "window_ms",
-                                json_real((double)r->pace_window_ns / 1e6));
-        json_t *pool = json_pack("{s:I, s:I, s:I, s:I}", "preallocated", (json_int_t)r->pool.pre,
-                                 "max", (json_int_t)r->pool.cap, "peak", (json_int_t)r->pool.peak,
-                                 "grown", (json_int_t)r->pool.grown);
-        json_object_set_new(pool, "first_growth_s",
-                            r->pool.grown ? json_real((double)r->pool.first_ns / 1e9)
-                                          : json_null());
-        json_object_set_new(pool, "last_growth_s",
-                            r->pool.grown ? json_real((double)r->pool.last_ns / 1e9) : json_null());
-        json_object_set_new(root, "pool", pool);
-    }
+    if (r->open)
+        open_loop_blocks(root, r, pcts, npcts);
     if (r->tls)
         json_object_set_new(root, "tls", tls_block(r));
     json_object_set_new(root, "threads", json_integer(r->threads));
@@ -875,24 +941,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         json_object_set_new(root, "samples",
                             json_pack("{s:I, s:I}", "written", (json_int_t)r->samples_written,
                                       "lost", (json_int_t)r->samples_lost));
-    if (r->phase[0]) {
-        /* Per-phase timings (k6's metric names beside ours), summary figures only: the phases'
-         * histograms stay in memory. */
-        json_t *ph = json_object();
-        for (int k = 0; k < SQ_PHASE_COUNT; k++) {
-            struct sq_latency_figures lf;
-            sq_report_latency_figures(r->phase[k], &lf);
-            json_object_set_new(ph, sq_phase_name((enum sq_phase)k),
-                                json_pack("{s:s, s:I, s:f, s:I, s:I, s:I, s:I, s:I}", "metric",
-                                          sq_phase_metric((enum sq_phase)k), "count",
-                                          (json_int_t)lf.count, "mean_us", lf.mean, "p50_us",
-                                          (json_int_t)lf.p50, "p90_us", (json_int_t)lf.p90,
-                                          "p95_us", (json_int_t)lf.p95, "p99_us",
-                                          (json_int_t)lf.p99, "max_us", (json_int_t)lf.max));
-        }
-
-        json_object_set_new(root, "phases", ph);
-    }
+    if (r->phase[0])
+        json_object_set_new(root, "phases", phases_block(r));
     json_object_set_new(
         root, "bodies",
         json_pack("{s:b, s:s?, s:I, s:I, s:I, s:I}", "compression", info->accept_encoding != NULL,
@@ -900,20 +950,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
                   (json_int_t)r->c.bytes_received, "decoded_bytes", (json_int_t)r->c.body_bytes,
                   "compressed_responses", (json_int_t)r->c.compressed, "undecodable_responses",
                   (json_int_t)r->c.undecodable));
-    if (r->c.sse_streams) {
-        struct sq_latency_figures fe, du;
-        sq_report_latency_figures(r->sse_first_event, &fe);
-        sq_report_latency_figures(r->sse_duration, &du);
-        json_object_set_new(root, "sse",
-                            json_pack("{s:I, s:I, s:f, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
-                                      "streams", (json_int_t)r->c.sse_streams, "events",
-                                      (json_int_t)r->c.sse_events, "events_per_s",
-                                      (double)r->c.sse_events / secs, "first_event", "count",
-                                      (json_int_t)fe.count, "p50_us", (json_int_t)fe.p50, "p99_us",
-                                      (json_int_t)fe.p99, "max_us", (json_int_t)fe.max,
-                                      "stream_duration", "p50_us", (json_int_t)du.p50, "p99_us",
-                                      (json_int_t)du.p99, "max_us", (json_int_t)du.max));
-    }
+    if (r->c.sse_streams)
+        json_object_set_new(root, "sse", sse_block(r, secs));
     if (r->ws)
         json_object_set_new(root, "ws", ws_block(r, secs));
     json_object_set_new(root, "dns",
@@ -922,7 +960,7 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
     if (info->bus)
         json_object_set_new(root, info->bus->mqtt ? "mqtt" : "nats", bus_block(info->bus, r));
     for (uint32_t i = 0; i < r->nstreams; i++)
-        if (r->stamped[i]) {
+        if (r->stamped[i]) { /* any stream stamped: the run's stamps are listed */
             json_object_set_new(root, "stamps", stamps_block(r, info->stamp_run));
             break;
         }
@@ -936,6 +974,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         json_object_set_new(root, "sampled_exchanges", samples_block(r));
     return root;
 }
+
+/* ---- the sink's document, writing, redaction ---- */
 
 json_t *sq_report_sink_doc(json_t *sink, double duration_s)
 {

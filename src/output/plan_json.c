@@ -59,122 +59,134 @@ static json_t *step_series(const struct sq_step_series *ss)
                      "p90_us", p90, "p99_us", p99, "max_us", mx);
 }
 
-int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct sq_result *r,
-                            const struct sq_th_verdicts *v)
+/* What the scenarios add up to, and the arrays they fill, as the sections are built. */
+struct plan_acc {
+    const struct sq_result *r;
+    struct sq_hist *all, *iters; /* every request's duration, every iteration's */
+    uint64_t reqs, failed, cpass, ctotal, vus;
+    struct sq_counters tot;
+    json_t *scen, *steps, *checks;
+};
+
+/* Step k of scenario sc (its figures ss; its series at index g of every scenario's steps): its
+ * entry in "steps" and one in "checks" per check. */
+static void add_step(struct plan_acc *a, const struct sq_plan_scenario *sc, size_t k,
+                     const struct sq_step_stats *ss, size_t g)
 {
-    double secs = (double)r->duration_ns / 1e9;
-    json_t *scen = json_array(), *steps = json_array(), *checks = json_array();
-    json_t *ths = json_array(), *metrics = json_object();
-    if (!scen || !steps || !checks || !ths || !metrics)
-        goto fail;
-    struct sq_hist *all = NULL, *iters = NULL;
-    if (sq_latency_hist_new(&all) < 0 || sq_latency_hist_new(&iters) < 0) {
-        sq_hist_free(all);
-        goto fail;
+    const struct sq_plan_step *ps = &sc->steps[k];
+    const struct sq_result *r = a->r;
+    bool ws = ps->kind == SQ_STEP_WS;
+    if (ps->kind == SQ_STEP_REQUEST || ws) { /* publish and subscribe are not requests */
+        a->reqs += ss->reqs;
+        a->failed += ss->failed;
     }
-    uint64_t reqs = 0, failed = 0, cpass = 0, ctotal = 0, vus = 0;
-    struct sq_counters tot = {0};
-    size_t base = 0; /* the scenario's first step among every scenario's (r->step_series) */
-    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; base += p->scenarios[i].nsteps, i++) {
-        const struct sq_scen_result *sr = &r->scens[i];
-        const struct sq_plan_scenario *sc = &p->scenarios[i];
-        sq_hist_merge(all, sr->latency);
-        sq_hist_merge(iters, sr->iter_dur);
-        vus += sr->vus_max;
-        tot.iterations += sr->c.iterations;
-        tot.dropped += sr->c.dropped;
-        tot.bytes_sent += sr->c.bytes_sent;
-        tot.bytes_received += sr->c.bytes_received;
-        json_array_append_new(
-            scen,
-            json_pack("{s:s, s:s, s:I, s:f, s:I, s:I, s:I, s:o}", "name", sc->name, "executor",
-                      sq_exec_name(sc->exec.kind), "vus_max", (json_int_t)sr->vus_max, "start_s",
-                      (double)sc->start_ns / 1e9, "iterations", (json_int_t)sr->c.iterations,
-                      "interrupted", (json_int_t)sr->interrupted, "dropped",
-                      (json_int_t)sr->c.dropped, "iteration_duration_ms", trend(sr->iter_dur)));
-        for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++) {
-            const struct sq_plan_step *ps = &sc->steps[k];
-            const struct sq_step_stats *ss = &sr->steps[k];
-            if (ps->kind == SQ_STEP_THINK)
-                continue;
-            bool ws = ps->kind == SQ_STEP_WS;
-            if (ps->kind == SQ_STEP_REQUEST || ws) { /* publish and subscribe are not requests */
-                reqs += ss->reqs;
-                failed += ss->failed;
-            }
-            json_t *st = json_object();
-            for (uint32_t b = 0; b < ss->nstatus; b++) {
-                char code[8];
-                snprintf(code, sizeof(code), "%u", ss->by_status[b].status);
-                json_object_set_new(st, code, json_integer((json_int_t)ss->by_status[b].n));
-            }
-            json_array_append_new(
-                steps,
-                json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:o, s:o}", "scenario",
-                          sc->name, "step", ps->name, "method", ws ? "WS" : ps->req.method, "url",
-                          ps->req.url_src ? json_string(ps->req.url_src) : json_null(), "requests",
-                          (json_int_t)ss->reqs, "failed", (json_int_t)ss->failed, "errors",
-                          (json_int_t)ss->errors, "extract_failed", (json_int_t)ss->extract_fail,
-                          "status", st, "duration_ms", trend(ss->dur)));
-            if (r->step_series && base + k < r->nstep_series)
-                json_object_set_new(json_array_get(steps, json_array_size(steps) - 1), "series",
-                                    step_series(&r->step_series[base + k]));
-            if (ws) { /* which WebSocket operation (docs/json-schema.md) */
-                static const char *const ops[] = {"connect", "send", "receive", "close"};
-                json_object_set_new(json_array_get(steps, json_array_size(steps) - 1), "ws",
-                                    json_string(ops[ps->ws.op]));
-            }
-            for (size_t c = 0; c < ps->nchecks; c++) {
-                cpass += ss->check_pass[c];
-                ctotal += ss->check_pass[c] + ss->check_fail[c];
-                json_array_append_new(checks,
-                                      json_pack("{s:s, s:s, s:s, s:I, s:I}", "scenario", sc->name,
-                                                "step", ps->name, "check", ps->checks[c].name,
-                                                "passed", (json_int_t)ss->check_pass[c], "failed",
-                                                (json_int_t)ss->check_fail[c]));
-            }
-        }
+    json_t *st = json_object();
+    for (uint32_t b = 0; b < ss->nstatus; b++) {
+        char code[8];
+        snprintf(code, sizeof(code), "%u", ss->by_status[b].status);
+        json_object_set_new(st, code, json_integer((json_int_t)ss->by_status[b].n));
     }
-    for (size_t i = 0; v && i < v->n; i++) {
+    json_array_append_new(
+        a->steps,
+        json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:o, s:o}", "scenario", sc->name,
+                  "step", ps->name, "method", ws ? "WS" : ps->req.method, "url",
+                  ps->req.url_src ? json_string(ps->req.url_src) : json_null(), "requests",
+                  (json_int_t)ss->reqs, "failed", (json_int_t)ss->failed, "errors",
+                  (json_int_t)ss->errors, "extract_failed", (json_int_t)ss->extract_fail, "status",
+                  st, "duration_ms", trend(ss->dur)));
+    json_t *last = json_array_get(a->steps, json_array_size(a->steps) - 1);
+    if (r->step_series && g < r->nstep_series)
+        json_object_set_new(last, "series", step_series(&r->step_series[g]));
+    if (ws) { /* which WebSocket operation (docs/json-schema.md) */
+        static const char *const ops[] = {"connect", "send", "receive", "close"};
+        json_object_set_new(last, "ws", json_string(ops[ps->ws.op]));
+    }
+    for (size_t c = 0; c < ps->nchecks; c++) {
+        a->cpass += ss->check_pass[c];
+        a->ctotal += ss->check_pass[c] + ss->check_fail[c];
+        json_array_append_new(a->checks,
+                              json_pack("{s:s, s:s, s:s, s:I, s:I}", "scenario", sc->name, "step",
+                                        ps->name, "check", ps->checks[c].name, "passed",
+                                        (json_int_t)ss->check_pass[c], "failed",
+                                        (json_int_t)ss->check_fail[c]));
+    }
+}
+
+/* Scenario i (its first step at base among every scenario's): its entry in "scenarios", its
+ * steps (think steps are not listed), its part of the totals. */
+static void add_scenario(struct plan_acc *a, const struct sq_plan *p, uint32_t i, size_t base)
+{
+    const struct sq_scen_result *sr = &a->r->scens[i];
+    const struct sq_plan_scenario *sc = &p->scenarios[i];
+    sq_hist_merge(a->all, sr->latency);
+    sq_hist_merge(a->iters, sr->iter_dur);
+    a->vus += sr->vus_max;
+    a->tot.iterations += sr->c.iterations;
+    a->tot.dropped += sr->c.dropped;
+    a->tot.bytes_sent += sr->c.bytes_sent;
+    a->tot.bytes_received += sr->c.bytes_received;
+    json_array_append_new(
+        a->scen,
+        json_pack("{s:s, s:s, s:I, s:f, s:I, s:I, s:I, s:o}", "name", sc->name, "executor",
+                  sq_exec_name(sc->exec.kind), "vus_max", (json_int_t)sr->vus_max, "start_s",
+                  (double)sc->start_ns / 1e9, "iterations", (json_int_t)sr->c.iterations,
+                  "interrupted", (json_int_t)sr->interrupted, "dropped", (json_int_t)sr->c.dropped,
+                  "iteration_duration_ms", trend(sr->iter_dur)));
+    for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++)
+        if (sc->steps[k].kind != SQ_STEP_THINK)
+            add_step(a, sc, k, &sr->steps[k], base + k);
+}
+
+/* The thresholds' verdicts, one entry each. */
+static json_t *thresholds_json(const struct sq_th_verdicts *v)
+{
+    json_t *ths = json_array();
+    for (size_t i = 0; ths && v && i < v->n; i++) {
         const struct sq_th_verdict *t = &v->v[i];
         json_array_append_new(ths, json_pack("{s:s, s:s, s:f, s:b, s:b, s:b}", "metric",
                                              t->th->selector, "expression", t->expr->text, "value",
                                              t->value, "ok", t->ok, "no_data", t->no_data,
                                              "abort_on_fail", t->th->abort_on_fail));
     }
-    /* The k6 metrics under the registry's names (plan/metrics.h), in its order. */
-    for (int m = 0; m < SQ_METRIC__COUNT; m++) {
+    return ths;
+}
+
+/* The k6 metrics under the registry's names (plan/metrics.h), in its order. */
+static json_t *metrics_json(const struct plan_acc *a, double secs)
+{
+    json_t *metrics = json_object();
+    for (int m = 0; metrics && m < SQ_METRIC__COUNT; m++) {
         json_t *val = NULL;
         switch ((enum sq_metric)m) {
         case SQ_METRIC_HTTP_REQS:
-            val = counter(reqs, secs);
+            val = counter(a->reqs, secs);
             break;
         case SQ_METRIC_HTTP_REQ_DURATION:
-            val = trend(all);
+            val = trend(a->all);
             break;
         case SQ_METRIC_HTTP_REQ_FAILED:
-            val = rate(failed, reqs);
+            val = rate(a->failed, a->reqs);
             break;
         case SQ_METRIC_ITERATIONS:
-            val = counter(tot.iterations, secs);
+            val = counter(a->tot.iterations, secs);
             break;
         case SQ_METRIC_ITERATION_DURATION:
-            val = trend(iters);
+            val = trend(a->iters);
             break;
         case SQ_METRIC_DROPPED_ITERATIONS:
-            val = counter(tot.dropped, secs);
+            val = counter(a->tot.dropped, secs);
             break;
         case SQ_METRIC_CHECKS:
-            val = rate(cpass, ctotal);
+            val = rate(a->cpass, a->ctotal);
             break;
         case SQ_METRIC_DATA_SENT:
-            val = counter(tot.bytes_sent, secs);
+            val = counter(a->tot.bytes_sent, secs);
             break;
         case SQ_METRIC_DATA_RECEIVED:
-            val = counter(tot.bytes_received, secs);
+            val = counter(a->tot.bytes_received, secs);
             break;
         case SQ_METRIC_VUS_MAX:
-            val = json_pack("{s:I}", "value", (json_int_t)vus);
+            val = json_pack("{s:I}", "value", (json_int_t)a->vus);
             break;
         case SQ_METRIC_VUS: /* a live gauge: the document has vus_max */
             break;
@@ -185,14 +197,37 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
         if (val)
             json_object_set_new(metrics, sq_metric_name((enum sq_metric)m), val);
     }
-    sq_hist_free(all);
-    sq_hist_free(iters);
+    return metrics;
+}
+
+int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct sq_result *r,
+                            const struct sq_th_verdicts *v)
+{
+    double secs = (double)r->duration_ns / 1e9;
+    struct plan_acc a = {.r = r};
+    a.scen = json_array();
+    a.steps = json_array();
+    a.checks = json_array();
+    if (!a.scen || !a.steps || !a.checks || sq_latency_hist_new(&a.all) < 0 ||
+        sq_latency_hist_new(&a.iters) < 0)
+        goto fail;
+    size_t base = 0; /* the scenario's first step among every scenario's (r->step_series) */
+    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; base += p->scenarios[i].nsteps, i++)
+        add_scenario(&a, p, i, base);
+    json_t *ths = thresholds_json(v), *metrics = metrics_json(&a, secs);
+    if (!ths || !metrics) {
+        json_decref(ths);
+        json_decref(metrics);
+        goto fail;
+    }
+    sq_hist_free(a.all);
+    sq_hist_free(a.iters);
     json_object_set_new(doc, "plan", json_pack("{s:s, s:s}", "file", p->file, "target", p->target));
     if (p->name)
         json_object_set_new(json_object_get(doc, "plan"), "name", json_string(p->name));
-    json_object_set_new(doc, "scenarios", scen);
-    json_object_set_new(doc, "steps", steps);
-    json_object_set_new(doc, "checks", checks);
+    json_object_set_new(doc, "scenarios", a.scen);
+    json_object_set_new(doc, "steps", a.steps);
+    json_object_set_new(doc, "checks", a.checks);
     json_object_set_new(doc, "thresholds", ths);
     json_object_set_new(doc, "metrics", metrics);
     json_object_set_new(doc, "thresholds_failed", json_boolean(v && v->failed));
@@ -201,10 +236,10 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
     json_object_set_new(doc, "rendered_requests", json_integer((json_int_t)r->c.rendered));
     return 0;
 fail:
-    json_decref(scen);
-    json_decref(steps);
-    json_decref(checks);
-    json_decref(ths);
-    json_decref(metrics);
+    sq_hist_free(a.all);
+    sq_hist_free(a.iters);
+    json_decref(a.scen);
+    json_decref(a.steps);
+    json_decref(a.checks);
     return -ENOMEM;
 }

@@ -18,6 +18,8 @@
 
 #define D 24
 
+/* ---- colour and reading the document ---- */
+
 /* Colours: only when the caller asked (a terminal without NO_COLOR). */
 struct out {
     FILE *f;
@@ -54,6 +56,8 @@ static const char *dus(const json_t *doc, const char *path, char *buf)
 {
     return sq_fmt_dur_us(sq_report__numd(doc, path, 0), buf, D);
 }
+
+/* ---- the run: header, latency, TLS, WebSocket, bodies, phases ---- */
 
 /* The open loop: how it paced, and the pool when it may grow (k6's maxVUs). */
 static void pool_lines(FILE *f, const json_t *doc)
@@ -339,6 +343,8 @@ static void phases(FILE *f, const json_t *doc)
                 "start, in %s)\n",
                 "", sq_fmt_dur_us(sq_report__numd(doc, "setup_s", 0) * 1e6, d[0], D));
 }
+
+/* ---- the server, the client, a plan, sinks, buses, the cluster, URLs ---- */
 
 /* The watched processes (--watch): "Server  12.3 ms CPU per 1k requests · RSS peak 45.6 MB ·
  * threads 4", and a line for each one that exited during the run. */
@@ -627,6 +633,8 @@ static void urls_section(FILE *f, const json_t *doc)
     }
 }
 
+/* ---- failures, errors, samples, the verdict ---- */
+
 /* The failures of each kind, apart: with no response (transport) and with a status >= 400 (HTTP),
  * and k6's http_req_failed, which counts both. From "failures", or for an older document from
  * "requests" and "status". */
@@ -851,6 +859,8 @@ static void scripting(FILE *f, const json_t *doc)
         fputc('\n', f);
     }
 }
+
+/* ---- the summary ---- */
 
 int sq_report_summary(const json_t *doc, FILE *f)
 {
