@@ -1827,7 +1827,10 @@ void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k)
 
 void sq_engine__vu_close(struct sq_engine__conn *c)
 {
-    conn_close(c);
+    if (SQ_UNLIKELY(c->state == CONN_ACTIVE))
+        conn_fail(c, SQ_ERRK_CLOSED); /* the rest of a pipelined batch goes with the connection */
+    else
+        conn_close(c);
 }
 
 void sq_engine__vu_replace(struct sq_engine__conn *c)
