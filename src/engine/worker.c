@@ -293,6 +293,21 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     w->drv->send(c);
 }
 
+/* A request that cannot be written (no memory; over HTTP/2, a field HTTP/2 cannot carry): it
+ * counts as sent and failed (`write`), so the arrival or the step it was for is accounted for
+ * like any other. c is closed after. */
+static void conn_unsendable(struct sq_engine__conn *c, int64_t intended, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    w->c.sent++;
+    w->in_flight++;
+    c->pending = 1;
+    c->state = CONN_ACTIVE;
+    c->since_ns = intended;
+    c->sent_ns = now;
+    conn_fail(c, SQ_ERRK_WRITE);
+}
+
 /* --urls: the worker's next URL (round-robin), counted as sent for that URL. */
 static void url_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
@@ -552,7 +567,7 @@ __attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64
         }
     }
     if (SQ_UNLIKELY(nd <= 0 || c->own_cap < n)) { /* out of memory: this request fails */
-        conn_fail(c, SQ_ERRK_WRITE);
+        conn_unsendable(c, intended, now);
         conn_replace(c);
         return;
     }
@@ -660,15 +675,9 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         SQ_UNLIKELY(sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0 ||
                     (w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len, &c->h2req) < 0))) {
         /* The request cannot be written (no memory; over HTTP/2, a rendered field HTTP/2
-         * cannot carry): it counts as sent and failed (`write`), the step as failed, and the VU
-         * goes on after a backoff, so a step that never renders cannot spin. */
-        w->c.sent++;
-        w->in_flight++;
-        c->pending = 1;
-        c->state = CONN_ACTIVE;
-        c->since_ns = intended;
-        c->sent_ns = now;
-        conn_fail(c, SQ_ERRK_WRITE);
+         * cannot carry): the step fails with it, and the VU goes on after a backoff, so a step
+         * that never renders cannot spin. */
+        conn_unsendable(c, intended, now);
         conn_backoff(c);
         return;
     }
