@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "engine/bus.h"
 #include "engine/client.h"
@@ -1037,6 +1038,14 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
             *why = "out of memory";
         }
     }
+    /* Each worker's identity (worker.c) adds up; and once watch() consumed every slot, each
+     * completed request is in the latency histogram once (recorded, or out of its range). */
+    SQ_ASSERT_MSG(out->c.sent == out->c.completed + out->c.failed + out->in_flight,
+                  "the run's sent == completed + failed + in flight");
+    SQ_ASSERT_MSG(started < nw ||
+                      (uint64_t)(sq_hist_total(out->latency) +
+                                 sq_hist_out_of_range(out->latency)) == out->c.completed,
+                  "one latency per completed request");
     if (rc == 0 && sq_engine__xs_merge(ws, started, cfg->sample_per_class, &out->xsamples) < 0) {
         rc = -ENOMEM;
         *why = "out of memory";
