@@ -630,6 +630,53 @@ static int view_send(struct conn *c, struct view *v)
     }
 }
 
+/* Sends what q holds on c. Returns -EAGAIN when the socket filled (q keeps the rest), else
+ * frees q and returns 0 (all of it left) or a negative code. */
+static int outq_send(struct conn *c, struct outq *q)
+{
+    struct view v = {q->data + q->off, q->len - q->off, q->fill,
+                     q->fill_len,      q->fill_off,     q->fill_left};
+    int rc = view_send(c, &v);
+    if (rc == -EAGAIN) {
+        q->off = q->len - v.len;
+        q->fill_off = v.fill_off;
+        q->fill_left = v.fill_left;
+        return rc;
+    }
+    free(q);
+    return rc;
+}
+
+/* EPOLLOUT: sends what c->out holds. Returns 0 once it has all left (c->out is NULL),
+ * -EAGAIN when the socket filled again (c->out keeps the rest), or a negative code (c->out is
+ * NULL; the caller closes c). */
+static int out_drain(struct conn *c)
+{
+    int rc = outq_send(c, c->out);
+    if (rc != -EAGAIN)
+        c->out = NULL;
+    return rc;
+}
+
+/* Keeps what v still holds after a send that hit EAGAIN (bytes copied, a fill tail by
+ * reference) as c->out. False when out of memory. */
+static bool out_keep(struct conn *c, const struct view *v)
+{
+    struct outq *q = malloc(sizeof(*q) + v->len);
+    if (!q)
+        return false;
+    q->off = 0;
+    q->len = q->cap = v->len;
+    q->fill = v->fill;
+    q->fill_len = v->fill_len;
+    q->fill_off = v->fill_off;
+    q->fill_left = v->fill_left;
+    if (v->len)
+        memcpy(q->data, v->p, v->len);
+    c->out = q;
+    return true;
+}
+
 /* Sends the batch (ob, then a large fill tail). Returns 0 when all of it left, 1 when the rest
  * went to c->out, or a negative code (the caller closes c). */
 static int batch_flush(struct worker *w, struct conn *c)
@@ -640,23 +687,8 @@ static int batch_flush(struct worker *w, struct conn *c)
     w->olen = 0;
     w->fill.fill_left = 0;
     int rc = view_send(c, &v);
-    if (rc == -EAGAIN) {
-        struct outq *q = malloc(sizeof(*q) + v.len);
-        if (q) {
-            q->off = 0;
-            q->len = q->cap = v.len;
-            q->fill = v.fill;
-            q->fill_len = v.fill_len;
-            q->fill_off = v.fill_off;
-            q->fill_left = v.fill_left;
-            if (v.len)
-                memcpy(q->data, v.p, v.len);
-            c->out = q;
-            rc = 1;
-        } else {
-            rc = -ENOMEM;
-        }
-    }
+    if (rc == -EAGAIN)
+        rc = out_keep(c, &v) ? 1 : -ENOMEM;
     if (w->ocap > OB_KEEP) { /* one huge answer (an echo) grew it: give the memory back */
         char *p = realloc(w->ob, OB_INIT);
         if (p) {
@@ -1706,26 +1738,17 @@ static void on_readable(struct worker *w, struct conn *c)
 
 static void on_writable(struct worker *w, struct conn *c)
 {
-    struct outq *q = c->out;
     /* EPOLLOUT: the socket has room again, so bytes move. A plain parked answer behind this
      * output keeps its length in the stamp's slot: on_timer stamps it instead. */
     if (!(c->flags & F_DEFER) || (c->d_flags & DF_STAMPED))
         c->seen = w->tick;
-    struct view v = {q->data + q->off, q->len - q->off, q->fill,
-                     q->fill_len,      q->fill_off,     q->fill_left};
-    int rc = view_send(c, &v);
-    if (rc == -EAGAIN) {
-        q->off = q->len - v.len;
-        q->fill_off = v.fill_off;
-        q->fill_left = v.fill_left;
+    int rc = out_drain(c);
+    if (rc == -EAGAIN)
         return;
-    }
     if (rc < 0) {
         conn_close(w, c);
         return;
     }
-    free(q);
-    c->out = NULL;
     if (c->flags & F_CLOSE)
         conn_finish(w, c);
     else if ((c->flags & F_DEFER) && (c->d_flags & DF_STREAM) && c->d_stream->blocked) {
@@ -1772,18 +1795,9 @@ static void h2_event(struct worker *w, struct conn *c)
 {
     c->seen = w->tick;
     if (c->out) {
-        struct outq *q = c->out;
-        struct view v = {q->data + q->off, q->len - q->off, q->fill,
-                         q->fill_len,      q->fill_off,     q->fill_left};
-        int rc = view_send(c, &v);
-        if (rc == -EAGAIN) {
-            q->off = q->len - v.len;
-            q->fill_off = v.fill_off;
-            q->fill_left = v.fill_left;
+        int rc = out_drain(c);
+        if (rc == -EAGAIN)
             return;
-        }
-        free(q);
-        c->out = NULL;
         if (rc < 0) {
             conn_close(w, c);
             return;
@@ -1936,18 +1950,9 @@ static void up_event(struct worker *w, struct conn *c)
 {
     c->seen = w->tick;
     if (c->out) {
-        struct outq *q = c->out;
-        struct view v = {q->data + q->off, q->len - q->off, q->fill,
-                         q->fill_len,      q->fill_off,     q->fill_left};
-        int rc = view_send(c, &v);
-        if (rc == -EAGAIN) {
-            q->off = q->len - v.len;
-            q->fill_off = v.fill_off;
-            q->fill_left = v.fill_left;
+        int rc = out_drain(c);
+        if (rc == -EAGAIN)
             return;
-        }
-        free(q);
-        c->out = NULL;
         if (rc < 0)
             conn_close(w, c);
         else if (c->flags & F_CLOSE)
@@ -2039,18 +2044,10 @@ static bool held_send(struct conn *c, struct outq *h)
         free(h);
         return ok;
     }
-    struct view v = {h->data + h->off, h->len - h->off, h->fill,
-                     h->fill_len,      h->fill_off,     h->fill_left};
-    int rc = view_send(c, &v);
-    if (rc == -EAGAIN) {
-        h->off = h->len - v.len;
-        h->fill_off = v.fill_off;
-        h->fill_left = v.fill_left;
+    int rc = outq_send(c, h);
+    if (rc == -EAGAIN)
         c->out = h; /* the caller registers EPOLLOUT */
-        return true;
-    }
-    free(h);
-    return rc == 0;
+    return rc == 0 || rc == -EAGAIN;
 }
 
 static void on_timer(struct sq_loop *loop, struct sq_timer *t)
@@ -2156,15 +2153,10 @@ static int hold_send(struct worker *w, struct conn *c, size_t start)
     } else {
         rc = view_send(c, &v);
         if (rc == -EAGAIN) {
-            struct outq *q = malloc(sizeof(*q) + v.len);
-            if (q) {
-                *q = (struct outq){.len = v.len, .cap = v.len};
-                memcpy(q->data, v.p, v.len);
-                c->out = q;
-                rc = conn_events(w, c) ? 0 : -EIO; /* EPOLLOUT */
-            } else {
+            if (!out_keep(c, &v))
                 rc = -ENOMEM;
-            }
+            else
+                rc = conn_events(w, c) ? 0 : -EIO; /* EPOLLOUT */
         }
     }
     w->olen = start;
