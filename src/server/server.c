@@ -76,6 +76,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "base/str.h"
 #include "base/text.h"
@@ -662,6 +663,8 @@ static int out_drain(struct conn *c)
  * reference) as c->out. False when out of memory. */
 static bool out_keep(struct conn *c, const struct view *v)
 {
+    /* the order invariant: output waits in one queue, and nothing was sent ahead of it */
+    SQ_ASSERT_MSG(c->out == NULL, "c->out holds at most one batch");
     struct outq *q = malloc(sizeof(*q) + v->len);
     if (!q)
         return false;
@@ -681,6 +684,8 @@ static bool out_keep(struct conn *c, const struct view *v)
  * went to c->out, or a negative code (the caller closes c). */
 static int batch_flush(struct worker *w, struct conn *c)
 {
+    /* a batch goes out only behind nothing: a pending c->out would be overtaken */
+    SQ_ASSERT_MSG(c->out == NULL, "responses leave in request order");
     struct view v = w->fill;
     v.p = w->ob;
     v.len = w->olen;
@@ -1491,6 +1496,9 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
     size_t off = 0;
     *keep = SIZE_MAX;
     while (off < len) {
+        /* the order invariant: a request is served only when nothing waits ahead of it */
+        SQ_ASSERT_MSG(!c->out && !(c->flags & (F_DEFER | F_CLOSE | F_H2)),
+                      "the serve loop stopped at the first answer that could not be written");
         char *p = buf + off;
         size_t n = len - off;
         if (st->need > n)
@@ -2011,6 +2019,9 @@ static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 static bool out_append(struct conn *c, const char *p, size_t n)
 {
     struct outq *q = c->out;
+    /* a fill tail is the last thing a batch holds (the serve loop stops right after it blocks):
+     * bytes appended behind one would leave before it */
+    SQ_ASSERT_MSG(q->fill_left == 0, "at most one fill tail, and last");
     size_t rest = q->len - q->off;
     if (q->off) {
         memmove(q->data, q->data + q->off, rest);
