@@ -2,7 +2,7 @@
  * one byte past the length it was given faults at once (picohttpparser's test idea). Used by the
  * table-driven parser tests (test_h1.c, test_eval.c, test_redact.c, and the proto/ tests through
  * proto_test.h): each case is copied so that it ends at the guard, whole and as every truncated
- * prefix.
+ * prefix. CHECK fails a case with its name.
  *
  *     struct guard g;
  *     guard_init(&g, longest_input);
@@ -56,5 +56,15 @@ static inline void guard_free(struct guard *g)
 {
     munmap(g->map, g->map_len);
 }
+
+/* A check inside a table-driven loop: on failure, prints what the caller formats (the case's
+ * name, the prefix length) before failing, so the report names the case and not only the line. */
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            print_error(__VA_ARGS__);                                                              \
+            fail_msg("check failed: %s", #cond);                                                   \
+        }                                                                                          \
+    } while (0)
 
 #endif

@@ -1,7 +1,7 @@
 /* proto_test.h - what the proto/ unit tests share: inputs placed against a PROT_NONE guard page
  * (guard.h: a read past the given length faults), an allocation counter (alloc_count.h: a codec
  * call must make none; test_ws counts wslay's contexts, whose allocations are not wrapped), a
- * CHECK that names the case, and S() for a literal as a struct sq_str.
+ * CHECK that names the case (guard.h), and S() for a literal as a struct sq_str.
  *
  * The allocation counter needs the test linked with --wrap=malloc,--wrap=calloc,--wrap=realloc
  * (CMakeLists.txt does it for test_nats, test_mqtt, test_ws and test_stamp). Include it once,
@@ -17,14 +17,6 @@
 
 #include "alloc_count.h"
 #include "guard.h"
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            print_error(__VA_ARGS__);                                                              \
-            fail_msg("check failed: %s", #cond);                                                   \
-        }                                                                                          \
-    } while (0)
 
 #define S(lit) ((struct sq_str){(lit), sizeof(lit) - 1})
 
