@@ -1202,6 +1202,30 @@ static void answer_ended(struct worker *w, struct conn *c, bool close_after)
         resume(w, c);
 }
 
+/* Appends one chunk's framing and bytes to the batch (unframed for HTTP/1.0). */
+static bool chunk_put(struct worker *w, bool chunked, const char *p, size_t n)
+{
+    if (!ob_reserve(w, n + 24))
+        return false;
+    char *o = w->ob + w->olen;
+    if (chunked) {
+        char tmp[16];
+        int k = 16;
+        size_t v = n;
+        do {
+            tmp[--k] = sq_hex_lower[v & 15];
+            v >>= 4;
+        } while (v);
+        o = put(o, tmp + k, (size_t)(16 - k));
+        o = PUT_LIT(o, "\r\n");
+    }
+    o = put(o, p, n);
+    if (chunked)
+        o = PUT_LIT(o, "\r\n");
+    w->olen = (size_t)(o - w->ob);
+    return true;
+}
+
 /* Appends the pieces of c's stream that are due (at most STREAM_BATCH bytes of them) to the
  * batch and sends it; ends the stream after its last piece, then goes on as after a parked
  * answer. c may be closed on return. */
@@ -1224,24 +1248,8 @@ static void stream_tick(struct worker *w, struct conn *c)
             continue;
         if (n > sizeof(piece))
             n = sizeof(piece);
-        if (!ob_reserve(w, n + 16))
+        if (!chunk_put(w, st->chunked, piece, n))
             goto fail;
-        char *o = w->ob + w->olen;
-        if (st->chunked) {
-            char tmp[8];
-            int k = 8;
-            size_t v = n;
-            do {
-                tmp[--k] = sq_hex_lower[v & 15];
-                v >>= 4;
-            } while (v);
-            o = put(o, tmp + k, (size_t)(8 - k));
-            o = PUT_LIT(o, "\r\n");
-        }
-        o = put(o, piece, n);
-        if (st->chunked)
-            o = PUT_LIT(o, "\r\n");
-        w->olen = (size_t)(o - w->ob);
     }
     bool done = st->next >= st->count;
     if (done && st->chunked) {
@@ -2199,31 +2207,6 @@ int sq_server_hold_answer(struct sq_server_hold *h, const struct sq_server_resp 
         return hold_fail(w, c, h, rc);
     hold_done(w, c, h);
     return 0;
-}
-
-/* Appends one chunk's framing and bytes to the batch (unframed for HTTP/1.0). */
-static bool chunk_put(struct worker *w, bool chunked, const char *p, size_t n)
-{
-    if (!ob_reserve(w, n + 24))
-        return false;
-    char *o = w->ob + w->olen;
-    if (chunked) {
-        static const char hex[] = "0123456789abcdef";
-        char tmp[16];
-        int k = 16;
-        size_t v = n;
-        do {
-            tmp[--k] = hex[v & 15];
-            v >>= 4;
-        } while (v);
-        o = put(o, tmp + k, (size_t)(16 - k));
-        o = PUT_LIT(o, "\r\n");
-    }
-    o = put(o, p, n);
-    if (chunked)
-        o = PUT_LIT(o, "\r\n");
-    w->olen = (size_t)(o - w->ob);
-    return true;
 }
 
 /* Renders the head of h's stream (and resp->body as its first chunk) into the batch. Returns
