@@ -82,8 +82,9 @@ void sq_engine__vu_complete(struct sq_engine__conn *c, int64_t now);
  * request was out (then only the kind is counted): the VU is closed (sq_engine__vu_close). The
  * driver then calls sq_engine__vu_replace. */
 void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k);
-/* Closes the VU through the driver's close and forgets any request in flight (accounted for by
- * the caller); CONN_CLOSED after. */
+/* Closes the VU through the driver's close; CONN_CLOSED after. A request still out (the rest of a
+ * pipelined batch behind a response that ended with the connection) fails as `closed`, so no
+ * request is ever forgotten. */
 void sq_engine__vu_close(struct sq_engine__conn *c);
 /* The VU asks for a connection again, unless the worker is winding down. */
 void sq_engine__vu_replace(struct sq_engine__conn *c);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "engine/busconf.h"
 #include "engine/client.h"
@@ -995,6 +996,14 @@ static int join_workers(struct runctx *x, int rc)
         if (w->drv && w->drv->result && w->drv->result(w, out) < 0 && rc == 0)
             rc = oom(x);
     }
+    /* Each worker's identity (worker.c) adds up; and once watch() consumed every slot, each
+     * completed request is in the latency histogram once (recorded, or out of its range). */
+    SQ_ASSERT_MSG(out->c.sent == out->c.completed + out->c.failed + out->in_flight,
+                  "the run's sent == completed + failed + in flight");
+    SQ_ASSERT_MSG(x->started < x->nw ||
+                      (uint64_t)(sq_hist_total(out->latency) +
+                                 sq_hist_out_of_range(out->latency)) == out->c.completed,
+                  "one latency per completed request");
     if (rc == 0 &&
         sq_engine__xs_merge(x->ws, x->started, x->cfg->sample_per_class, &out->xsamples) < 0)
         rc = oom(x);

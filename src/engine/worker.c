@@ -29,7 +29,11 @@
  *   c.sent == c.completed + c.failed + in_flight
  *   open model: arrivals == c.sent + c.dropped
  * conn_send counts a request sent; exactly one of conn_complete or conn_fail ends it, or it is
- * in flight when the worker leaves its loop.
+ * in flight when the worker leaves its loop. An arrival is dispatched, queued (w->qlen) or
+ * dropped; where one arrival sends a fixed number of requests (w->per_arrival) the second line
+ * reads arrivals == c.sent / per_arrival + c.dropped + qlen at every moment. acct_check states
+ * both with SQ_ASSERT after each change of a count (base/assert.h: checked in the Debug,
+ * sanitizer and fuzz builds, compiled out of the measured one).
  */
 #include "engine/worker.h"
 
@@ -40,6 +44,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "engine/busconf.h"
 #include "engine/client.h"
@@ -67,6 +72,18 @@ static bool plan_hook(struct sq_engine__conn *c, enum sq_script_when when, int s
                       struct sq_script_step_result *res);
 static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop);
 
+/* The accounting invariants of the opening comment; empty where asserts are compiled out. */
+static inline void acct_check(const struct sq_engine__worker *w)
+{
+    SQ_ASSERT_MSG(w->c.sent == w->c.completed + w->c.failed + w->in_flight,
+                  "sent == completed + failed + in flight");
+    SQ_ASSERT(w->arrivals >= w->c.dropped + w->qlen);
+    SQ_ASSERT_MSG(!w->open || w->per_arrival == 0 ||
+                      w->c.sent ==
+                          (uint64_t)w->per_arrival * (w->arrivals - w->c.dropped - w->qlen),
+                  "arrivals == sent + dropped + queued");
+}
+
 static void publish(struct sq_engine__worker *w)
 {
     __atomic_store_n(&w->live.bus_errors, w->c.errors[SQ_ERRK_SERVER_ERROR], __ATOMIC_RELAXED);
@@ -90,6 +107,7 @@ static void conn_close(struct sq_engine__conn *c)
         c->w->in_flight -= c->pending;
     sq_timer_stop(c->w->loop, &c->timer);
     c->state = CONN_CLOSED;
+    acct_check(c->w); /* what was in flight was counted complete or failed before the close */
 }
 
 /* Records one request for the per-request outputs, if sampling is on and it is picked. */
@@ -275,8 +293,10 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
                       int64_t tmo, int64_t intended, int64_t now, uint32_t nreq)
 {
     struct sq_engine__worker *w = c->w;
+    SQ_ASSERT(nreq > 0 && c->state != CONN_ACTIVE);
     w->c.sent += nreq;
     w->in_flight += nreq;
+    acct_check(w);
     c->pending = nreq;
     c->state = CONN_ACTIVE;
     c->since_ns = intended;
@@ -291,6 +311,21 @@ static void conn_send(struct sq_engine__conn *c, const char *req, size_t len, bo
     if (SQ_UNLIKELY(c->xc != NULL) && w->capture) /* sampling alone arms at the head */
         sq_engine__xc_arm(c);
     w->drv->send(c);
+}
+
+/* A request that cannot be written (no memory; over HTTP/2, a field HTTP/2 cannot carry): it
+ * counts as sent and failed (`write`), so the arrival or the step it was for is accounted for
+ * like any other. c is closed after. */
+static void conn_unsendable(struct sq_engine__conn *c, int64_t intended, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    w->c.sent++;
+    w->in_flight++;
+    c->pending = 1;
+    c->state = CONN_ACTIVE;
+    c->since_ns = intended;
+    c->sent_ns = now;
+    conn_fail(c, SQ_ERRK_WRITE);
 }
 
 /* --urls: the worker's next URL (round-robin), counted as sent for that URL. */
@@ -552,7 +587,7 @@ __attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64
         }
     }
     if (SQ_UNLIKELY(nd <= 0 || c->own_cap < n)) { /* out of memory: this request fails */
-        conn_fail(c, SQ_ERRK_WRITE);
+        conn_unsendable(c, intended, now);
         conn_replace(c);
         return;
     }
@@ -660,15 +695,9 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         SQ_UNLIKELY(sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0 ||
                     (w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len, &c->h2req) < 0))) {
         /* The request cannot be written (no memory; over HTTP/2, a rendered field HTTP/2
-         * cannot carry): it counts as sent and failed (`write`), the step as failed, and the VU
-         * goes on after a backoff, so a step that never renders cannot spin. */
-        w->c.sent++;
-        w->in_flight++;
-        c->pending = 1;
-        c->state = CONN_ACTIVE;
-        c->since_ns = intended;
-        c->sent_ns = now;
-        conn_fail(c, SQ_ERRK_WRITE);
+         * cannot carry): the step fails with it, and the VU goes on after a backoff, so a step
+         * that never renders cannot spin. */
+        conn_unsendable(c, intended, now);
         conn_backoff(c);
         return;
     }
@@ -851,6 +880,7 @@ static void dispatch(struct sq_engine__worker *w, int64_t intended, int64_t now)
     } else {
         w->c.dropped++;
     }
+    acct_check(w);
 }
 
 /* What an open, idle connection does next. */
@@ -968,6 +998,7 @@ static void body_done(struct sq_engine__conn *c, int64_t now)
 static void conn_complete(struct sq_engine__conn *c, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
+    SQ_ASSERT_MSG(c->state == CONN_ACTIVE && c->pending > 0, "a completion ends a request out");
     int64_t lat_us = (now - c->since_ns) / SQ_NS_PER_US;
     sq_hist_record(w->hist, lat_us);
     if (SQ_UNLIKELY(c->decoding || c->streaming)) {
@@ -1001,6 +1032,7 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         sq_engine__xc_end(c, now, c->rd.status, -1);
     w->c.completed++;
     w->in_flight--;
+    acct_check(w);
     if (SQ_UNLIKELY(c->cap != NULL))
         script_response(c);
     if (SQ_UNLIKELY(--c->pending != 0))
@@ -1152,6 +1184,7 @@ static void wind_down(struct sq_engine__worker *w)
     w->sending = false;
     w->c.dropped += w->qlen;
     w->qlen = 0;
+    acct_check(w);
 }
 
 /* Closed model with iterations: true when no iteration is left to start. */
@@ -1196,6 +1229,7 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
         nanosleep(&ts, NULL);
     }
     struct sq_engine__slot *s = &w->slots[w->wr % SQ_SLOTS];
+    acct_check(w); /* the shard swap: the main thread adds up what this snapshot says */
     s->c = w->c;
     s->active = w->open ? w->in_flight : w->active_vus;
     s->second = second;
@@ -1630,6 +1664,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
                 return rc;
         w->url_next = windex % cfg->nurls;
     }
+    /* what acct_check holds an open worker's arrivals to (worker.h) */
+    w->per_arrival = w->flow || (w->shooks & SQ_SCRIPT_REQUEST) ? 0 : w->ustats ? 1 : w->req_n;
     if (cfg->rate_samples && (rc = sq_latency_hist_new(&w->rate)) < 0)
         return rc;
     for (uint32_t i = 0; i < w->nconns; i++) {
@@ -1758,6 +1794,7 @@ void *sq_engine__worker_main(void *arg)
     }
     w->c.dropped += w->qlen;
     w->qlen = 0;
+    acct_check(w); /* what is still in flight stays counted there (run.c adds it up) */
     if (w->ticking) {
         /* The last, partial second: labelled with the second it falls in, or folded into the
          * one before when it is a sliver (a timed run ends a hair after its last tick). Either
@@ -1827,7 +1864,10 @@ void sq_engine__vu_fail(struct sq_engine__conn *c, enum sq_errk k)
 
 void sq_engine__vu_close(struct sq_engine__conn *c)
 {
-    conn_close(c);
+    if (SQ_UNLIKELY(c->state == CONN_ACTIVE))
+        conn_fail(c, SQ_ERRK_CLOSED); /* the rest of a pipelined batch goes with the connection */
+    else
+        conn_close(c);
 }
 
 void sq_engine__vu_replace(struct sq_engine__conn *c)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/assert.h"
 #include "base/buf.h"
 #include "engine/capture.h"
 #include "engine/run.h"
@@ -230,7 +231,11 @@ struct sq_engine__worker {
     uint64_t next_arrival; /* global index of this worker's next arrival */
     uint64_t total_arrivals;
     uint64_t arrivals; /* this worker's arrivals dispatched (sent + dropped) */
-    int64_t *queue;    /* intended times of arrivals waiting for a connection (ring) */
+    /* How many requests one arrival sends where that is fixed (the quick face's static request
+     * or pipelined batch, its --urls, its templated body); 0 where it varies (a flow, a
+     * script's request()). Read only by worker.c's accounting asserts. */
+    uint32_t per_arrival;
+    int64_t *queue; /* intended times of arrivals waiting for a connection (ring) */
     uint32_t qhead, qlen, qcap;
     uint32_t *idle; /* stack of idle connection indices */
     uint32_t nidle;
@@ -428,6 +433,7 @@ void sq_engine__steps_merge_one(struct sq_step_stats *d, const struct sq_step_st
 /* Shares of total over n parts that always add up to total: the first total % n get one more. */
 static inline uint64_t sq_engine__share(uint64_t total, uint32_t n, uint32_t i)
 {
+    SQ_ASSERT(i < n);
     return total / n + (i < total % n ? 1 : 0);
 }
 

@@ -10,7 +10,8 @@
  *
  * The body framer and the reader keep their own small state so they can be fed any split of
  * the stream. The reader's invariant: _spill_len > 0 only while a head is incomplete, and then
- * _spill holds exactly the bytes of that head seen so far (< _max_head of them).
+ * _spill holds exactly the bytes of that head seen so far (< _max_head of them); SQ_ASSERT
+ * states both where asserts are on.
  */
 #include "http/h1.h"
 
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/str.h"
 #include "base/text.h"
 
@@ -1002,6 +1004,7 @@ size_t sq_h1_reader_heap_bytes(const struct sq_h1_reader *r)
 static int spill_append(struct sq_h1_reader *r, const char *p, size_t n)
 {
     size_t need = (size_t)r->_spill_len + n;
+    SQ_ASSERT_MSG(need <= r->_max_head, "the spill stays within its cap"); /* realloc caps it */
     if (n == 0)
         return 0;
     if (need > spill_cap(r)) {
@@ -1150,6 +1153,7 @@ __attribute__((always_inline)) static inline int reader_head(struct sq_h1_reader
     const char *head = r->_spill->data;
     size_t head_len = r->_spill_len;
     rc = sq_h1_parse_response_head(head, head_len, &lim, &h);
+    SQ_ASSERT_MSG(rc < 0 || (size_t)rc == head_len, "the scan and the parser end the head alike");
     if (rc >= 0 && (size_t)rc != head_len)
         rc = -SQ_EPARSE; /* cannot happen: both stop at the first blank line */
     if (rc >= 0)
@@ -1190,6 +1194,7 @@ int sq_h1_reader_feed(struct sq_h1_reader *r, const char *buf, size_t len, size_
             return 0;
         }
     }
+    SQ_ASSERT(r->_spill_len == 0); /* the spill holds only a head still incomplete */
     rc = sq_h1_body_feed(&r->body, buf + pos, len - pos, &used, r->_on_data, r->_ud);
     pos += used;
     if (rc < 0)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "base/parse.h"
 
@@ -503,11 +504,15 @@ int sq_seg_init(struct sq_seg *s, const struct sq_rat *pt, uint32_t npoints, uin
         free(c);
         return -ENOMEM;
     }
+    uint64_t whole = 0;
     for (uint32_t k = 0; k < parts; k++) {
         struct sq_rat a = rat_reduce(pt[k].num, pt[k].den);
         struct sq_rat b = rat_reduce(pt[k + 1].num, pt[k + 1].den);
         w[k] = b.num * (L / b.den) - a.num * (L / a.den);
+        SQ_ASSERT(w[k] > 0); /* the points rise strictly */
+        whole += w[k];
     }
+    SQ_ASSERT_MSG(whole == L, "the segments' shares add up to the whole");
     s->pos = malloc(w[index] * sizeof(*s->pos));
     if (!s->pos) {
         free(w);
@@ -525,10 +530,17 @@ int sq_seg_init(struct sq_seg *s, const struct sq_rat *pt, uint32_t npoints, uin
             if (best == UINT32_MAX || w[k] * (c[best] + 1) > w[best] * (c[k] + 1))
                 best = k;
         }
+        SQ_ASSERT_MSG(best != UINT32_MAX, "the quota method always finds a segment");
         c[best]++; /* one is always eligible: the counts add up to h < h + 1 */
-        if (best == index)
+        if (best == index) {
+            SQ_ASSERT(mine < w[index]); /* within its upper quota: pos has room */
             s->pos[mine++] = h;
+        }
     }
+    /* each index of the period went to exactly one segment, each segment got exactly its share */
+    for (uint32_t k = 0; k < parts; k++)
+        SQ_ASSERT_MSG(c[k] == w[k], "a segment's count per period is its share");
+    SQ_ASSERT(mine == w[index]);
     s->from = rat_reduce(pt[index].num, pt[index].den);
     s->to = rat_reduce(pt[index + 1].num, pt[index + 1].den);
     s->index = index;
@@ -565,7 +577,11 @@ uint64_t sq_seg_global(const struct sq_seg *s, uint64_t j)
 {
     if (!s)
         return j;
-    return j / s->per_period * s->period + s->pos[j % s->per_period];
+    uint64_t g = j / s->per_period * s->period + s->pos[j % s->per_period];
+    /* g is this segment's j-th index: j of its own lie below g, and g is one of them */
+    SQ_ASSERT_MSG(sq_seg_share(s, g) == j && sq_seg_share(s, g + 1) == j + 1,
+                  "each index belongs to exactly one segment");
+    return g;
 }
 
 void sq_rat_format(struct sq_rat r, char *buf, size_t size)

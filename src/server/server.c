@@ -76,6 +76,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "base/str.h"
 #include "base/text.h"
@@ -630,33 +631,69 @@ static int view_send(struct conn *c, struct view *v)
     }
 }
 
+/* Sends what q holds on c. Returns -EAGAIN when the socket filled (q keeps the rest), else
+ * frees q and returns 0 (all of it left) or a negative code. */
+static int outq_send(struct conn *c, struct outq *q)
+{
+    struct view v = {q->data + q->off, q->len - q->off, q->fill,
+                     q->fill_len,      q->fill_off,     q->fill_left};
+    int rc = view_send(c, &v);
+    if (rc == -EAGAIN) {
+        q->off = q->len - v.len;
+        q->fill_off = v.fill_off;
+        q->fill_left = v.fill_left;
+        return rc;
+    }
+    free(q);
+    return rc;
+}
+
+/* EPOLLOUT: sends what c->out holds. Returns 0 once it has all left (c->out is NULL),
+ * -EAGAIN when the socket filled again (c->out keeps the rest), or a negative code (c->out is
+ * NULL; the caller closes c). */
+static int out_drain(struct conn *c)
+{
+    int rc = outq_send(c, c->out);
+    if (rc != -EAGAIN)
+        c->out = NULL;
+    return rc;
+}
+
+/* Keeps what v still holds after a send that hit EAGAIN (bytes copied, a fill tail by
+ * reference) as c->out. False when out of memory. */
+static bool out_keep(struct conn *c, const struct view *v)
+{
+    /* the order invariant: output waits in one queue, and nothing was sent ahead of it */
+    SQ_ASSERT_MSG(c->out == NULL, "c->out holds at most one batch");
+    struct outq *q = malloc(sizeof(*q) + v->len);
+    if (!q)
+        return false;
+    q->off = 0;
+    q->len = q->cap = v->len;
+    q->fill = v->fill;
+    q->fill_len = v->fill_len;
+    q->fill_off = v->fill_off;
+    q->fill_left = v->fill_left;
+    if (v->len)
+        memcpy(q->data, v->p, v->len);
+    c->out = q;
+    return true;
+}
+
 /* Sends the batch (ob, then a large fill tail). Returns 0 when all of it left, 1 when the rest
  * went to c->out, or a negative code (the caller closes c). */
 static int batch_flush(struct worker *w, struct conn *c)
 {
+    /* a batch goes out only behind nothing: a pending c->out would be overtaken */
+    SQ_ASSERT_MSG(c->out == NULL, "responses leave in request order");
     struct view v = w->fill;
     v.p = w->ob;
     v.len = w->olen;
     w->olen = 0;
     w->fill.fill_left = 0;
     int rc = view_send(c, &v);
-    if (rc == -EAGAIN) {
-        struct outq *q = malloc(sizeof(*q) + v.len);
-        if (q) {
-            q->off = 0;
-            q->len = q->cap = v.len;
-            q->fill = v.fill;
-            q->fill_len = v.fill_len;
-            q->fill_off = v.fill_off;
-            q->fill_left = v.fill_left;
-            if (v.len)
-                memcpy(q->data, v.p, v.len);
-            c->out = q;
-            rc = 1;
-        } else {
-            rc = -ENOMEM;
-        }
-    }
+    if (rc == -EAGAIN)
+        rc = out_keep(c, &v) ? 1 : -ENOMEM;
     if (w->ocap > OB_KEEP) { /* one huge answer (an echo) grew it: give the memory back */
         char *p = realloc(w->ob, OB_INIT);
         if (p) {
@@ -1165,6 +1202,30 @@ static void answer_ended(struct worker *w, struct conn *c, bool close_after)
         resume(w, c);
 }
 
+/* Appends one chunk's framing and bytes to the batch (unframed for HTTP/1.0). */
+static bool chunk_put(struct worker *w, bool chunked, const char *p, size_t n)
+{
+    if (!ob_reserve(w, n + 24))
+        return false;
+    char *o = w->ob + w->olen;
+    if (chunked) {
+        char tmp[16];
+        int k = 16;
+        size_t v = n;
+        do {
+            tmp[--k] = sq_hex_lower[v & 15];
+            v >>= 4;
+        } while (v);
+        o = put(o, tmp + k, (size_t)(16 - k));
+        o = PUT_LIT(o, "\r\n");
+    }
+    o = put(o, p, n);
+    if (chunked)
+        o = PUT_LIT(o, "\r\n");
+    w->olen = (size_t)(o - w->ob);
+    return true;
+}
+
 /* Appends the pieces of c's stream that are due (at most STREAM_BATCH bytes of them) to the
  * batch and sends it; ends the stream after its last piece, then goes on as after a parked
  * answer. c may be closed on return. */
@@ -1187,24 +1248,8 @@ static void stream_tick(struct worker *w, struct conn *c)
             continue;
         if (n > sizeof(piece))
             n = sizeof(piece);
-        if (!ob_reserve(w, n + 16))
+        if (!chunk_put(w, st->chunked, piece, n))
             goto fail;
-        char *o = w->ob + w->olen;
-        if (st->chunked) {
-            char tmp[8];
-            int k = 8;
-            size_t v = n;
-            do {
-                tmp[--k] = sq_hex_lower[v & 15];
-                v >>= 4;
-            } while (v);
-            o = put(o, tmp + k, (size_t)(8 - k));
-            o = PUT_LIT(o, "\r\n");
-        }
-        o = put(o, piece, n);
-        if (st->chunked)
-            o = PUT_LIT(o, "\r\n");
-        w->olen = (size_t)(o - w->ob);
     }
     bool done = st->next >= st->count;
     if (done && st->chunked) {
@@ -1459,6 +1504,9 @@ static size_t serve(struct worker *w, struct conn *c, char *buf, size_t len, str
     size_t off = 0;
     *keep = SIZE_MAX;
     while (off < len) {
+        /* the order invariant: a request is served only when nothing waits ahead of it */
+        SQ_ASSERT_MSG(!c->out && !(c->flags & (F_DEFER | F_CLOSE | F_H2)),
+                      "the serve loop stopped at the first answer that could not be written");
         char *p = buf + off;
         size_t n = len - off;
         if (st->need > n)
@@ -1706,26 +1754,17 @@ static void on_readable(struct worker *w, struct conn *c)
 
 static void on_writable(struct worker *w, struct conn *c)
 {
-    struct outq *q = c->out;
     /* EPOLLOUT: the socket has room again, so bytes move. A plain parked answer behind this
      * output keeps its length in the stamp's slot: on_timer stamps it instead. */
     if (!(c->flags & F_DEFER) || (c->d_flags & DF_STAMPED))
         c->seen = w->tick;
-    struct view v = {q->data + q->off, q->len - q->off, q->fill,
-                     q->fill_len,      q->fill_off,     q->fill_left};
-    int rc = view_send(c, &v);
-    if (rc == -EAGAIN) {
-        q->off = q->len - v.len;
-        q->fill_off = v.fill_off;
-        q->fill_left = v.fill_left;
+    int rc = out_drain(c);
+    if (rc == -EAGAIN)
         return;
-    }
     if (rc < 0) {
         conn_close(w, c);
         return;
     }
-    free(q);
-    c->out = NULL;
     if (c->flags & F_CLOSE)
         conn_finish(w, c);
     else if ((c->flags & F_DEFER) && (c->d_flags & DF_STREAM) && c->d_stream->blocked) {
@@ -1772,18 +1811,9 @@ static void h2_event(struct worker *w, struct conn *c)
 {
     c->seen = w->tick;
     if (c->out) {
-        struct outq *q = c->out;
-        struct view v = {q->data + q->off, q->len - q->off, q->fill,
-                         q->fill_len,      q->fill_off,     q->fill_left};
-        int rc = view_send(c, &v);
-        if (rc == -EAGAIN) {
-            q->off = q->len - v.len;
-            q->fill_off = v.fill_off;
-            q->fill_left = v.fill_left;
+        int rc = out_drain(c);
+        if (rc == -EAGAIN)
             return;
-        }
-        free(q);
-        c->out = NULL;
         if (rc < 0) {
             conn_close(w, c);
             return;
@@ -1936,18 +1966,9 @@ static void up_event(struct worker *w, struct conn *c)
 {
     c->seen = w->tick;
     if (c->out) {
-        struct outq *q = c->out;
-        struct view v = {q->data + q->off, q->len - q->off, q->fill,
-                         q->fill_len,      q->fill_off,     q->fill_left};
-        int rc = view_send(c, &v);
-        if (rc == -EAGAIN) {
-            q->off = q->len - v.len;
-            q->fill_off = v.fill_off;
-            q->fill_left = v.fill_left;
+        int rc = out_drain(c);
+        if (rc == -EAGAIN)
             return;
-        }
-        free(q);
-        c->out = NULL;
         if (rc < 0)
             conn_close(w, c);
         else if (c->flags & F_CLOSE)
@@ -2006,6 +2027,9 @@ static void on_conn(struct sq_loop *loop, struct sq_io *io, uint32_t rev)
 static bool out_append(struct conn *c, const char *p, size_t n)
 {
     struct outq *q = c->out;
+    /* a fill tail is the last thing a batch holds (the serve loop stops right after it blocks):
+     * bytes appended behind one would leave before it */
+    SQ_ASSERT_MSG(q->fill_left == 0, "at most one fill tail, and last");
     size_t rest = q->len - q->off;
     if (q->off) {
         memmove(q->data, q->data + q->off, rest);
@@ -2039,18 +2063,10 @@ static bool held_send(struct conn *c, struct outq *h)
         free(h);
         return ok;
     }
-    struct view v = {h->data + h->off, h->len - h->off, h->fill,
-                     h->fill_len,      h->fill_off,     h->fill_left};
-    int rc = view_send(c, &v);
-    if (rc == -EAGAIN) {
-        h->off = h->len - v.len;
-        h->fill_off = v.fill_off;
-        h->fill_left = v.fill_left;
+    int rc = outq_send(c, h);
+    if (rc == -EAGAIN)
         c->out = h; /* the caller registers EPOLLOUT */
-        return true;
-    }
-    free(h);
-    return rc == 0;
+    return rc == 0 || rc == -EAGAIN;
 }
 
 static void on_timer(struct sq_loop *loop, struct sq_timer *t)
@@ -2156,15 +2172,10 @@ static int hold_send(struct worker *w, struct conn *c, size_t start)
     } else {
         rc = view_send(c, &v);
         if (rc == -EAGAIN) {
-            struct outq *q = malloc(sizeof(*q) + v.len);
-            if (q) {
-                *q = (struct outq){.len = v.len, .cap = v.len};
-                memcpy(q->data, v.p, v.len);
-                c->out = q;
-                rc = conn_events(w, c) ? 0 : -EIO; /* EPOLLOUT */
-            } else {
+            if (!out_keep(c, &v))
                 rc = -ENOMEM;
-            }
+            else
+                rc = conn_events(w, c) ? 0 : -EIO; /* EPOLLOUT */
         }
     }
     w->olen = start;
@@ -2196,31 +2207,6 @@ int sq_server_hold_answer(struct sq_server_hold *h, const struct sq_server_resp 
         return hold_fail(w, c, h, rc);
     hold_done(w, c, h);
     return 0;
-}
-
-/* Appends one chunk's framing and bytes to the batch (unframed for HTTP/1.0). */
-static bool chunk_put(struct worker *w, bool chunked, const char *p, size_t n)
-{
-    if (!ob_reserve(w, n + 24))
-        return false;
-    char *o = w->ob + w->olen;
-    if (chunked) {
-        static const char hex[] = "0123456789abcdef";
-        char tmp[16];
-        int k = 16;
-        size_t v = n;
-        do {
-            tmp[--k] = hex[v & 15];
-            v >>= 4;
-        } while (v);
-        o = put(o, tmp + k, (size_t)(16 - k));
-        o = PUT_LIT(o, "\r\n");
-    }
-    o = put(o, p, n);
-    if (chunked)
-        o = PUT_LIT(o, "\r\n");
-    w->olen = (size_t)(o - w->ob);
-    return true;
 }
 
 /* Renders the head of h's stream (and resp->body as its first chunk) into the batch. Returns

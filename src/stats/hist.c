@@ -14,7 +14,8 @@
  *
  * one clz, two shifts and an add: no division, no loop, no table.
  *
- * Invariants (checked by tests/unit/test_hist.c):
+ * Invariants (checked by tests/unit/test_hist.c, and by SQ_ASSERT where asserts are on: the
+ * index bound at each record, the counts after each merge and decode):
  *   - total == sum of counts; every count >= 0.
  *   - index_of(highest) < counts_len, so sq_hist_record never indexes out of bounds.
  *   - every non-zero count sits at an index <= index_of(max_raw); encode and merge stop there.
@@ -30,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+
+#include "base/assert.h"
 
 /* Cookies: the low nibble names the format, bits 4..7 the word size (1 for V2's varints). */
 #define V2_COOKIE          0x1c849313u /* inner blob, 0x1c849303 | 0x10 */
@@ -254,7 +257,9 @@ bool sq_hist_record(struct sq_hist *h, int64_t v)
         h->oor++;
         return false;
     }
-    h->counts[index_of(h, v)]++;
+    int32_t idx = index_of(h, v);
+    SQ_ASSERT(idx >= 0 && idx < h->cfg.counts_len); /* index_of(highest) < counts_len */
+    h->counts[idx]++;
     h->total++;
     if (v > h->max_raw)
         h->max_raw = v;
@@ -272,7 +277,9 @@ bool sq_hist_record_n(struct sq_hist *h, int64_t v, int64_t n)
     }
     if (n <= 0)
         return n == 0;
-    h->counts[index_of(h, v)] += n;
+    int32_t idx = index_of(h, v);
+    SQ_ASSERT(idx >= 0 && idx < h->cfg.counts_len);
+    h->counts[idx] += n;
     h->total += n;
     if (v > h->max_raw)
         h->max_raw = v;
@@ -288,6 +295,19 @@ static int32_t last_index(const struct sq_hist *h)
 {
     int32_t last = index_of(h, h->max_raw);
     return last < h->cfg.counts_len ? last : h->cfg.counts_len - 1;
+}
+
+/* The first three invariants at the top, for SQ_ASSERT: no count below zero, none past
+ * index_of(max_raw), and total their sum. It walks what a merge or a query walks (the counts up
+ * to the last one in use), and finds a count past that as a sum that falls short. */
+static bool counts_consistent(const struct sq_hist *h)
+{
+    int64_t sum = 0;
+    for (int32_t i = 0, last = last_index(h); i <= last; i++) {
+        if (h->counts[i] < 0 || __builtin_add_overflow(sum, h->counts[i], &sum))
+            return false;
+    }
+    return sum == h->total;
 }
 
 /* Adds c to counts[idx] and total unless either would overflow. */
@@ -333,6 +353,7 @@ int64_t sq_hist_merge(struct sq_hist *dst, const struct sq_hist *src)
         }
     }
     dst->oor = sat_add(dst->oor, sat_add(src->oor, dropped));
+    SQ_ASSERT_MSG(counts_consistent(dst), "merged: total == the sum of the counts");
     return dropped;
 }
 
@@ -410,6 +431,7 @@ int64_t sq_hist_percentile(const struct sq_hist *h, double pct)
         if (cum >= target)
             return pct == 0.0 ? lowest_at(h, i) : highest_at(h, i);
     }
+    SQ_ASSERT_MSG(false, "total == the sum of the counts");
     return 0; /* unreachable while total == sum of counts */
 }
 
@@ -736,6 +758,7 @@ static int decode_body(const struct header *hd, const unsigned char *p, struct s
             break;
         }
     }
+    SQ_ASSERT_MSG(counts_consistent(h), "decoded: total == the sum of the counts");
     *out = h;
     return 0;
 }

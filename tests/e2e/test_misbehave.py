@@ -355,6 +355,17 @@ class MisbehaveCase(unittest.TestCase):
         self.assertGreater(doc["requests"]["completed"], 0)
         self.assertGreater(doc["connections"]["closed_by_server"], 0)
 
+    def test_http10_body_until_close_pipelined(self):
+        # a wrk script's batch of three (tests/scripts/pipeline.lua): the first answer ends with
+        # the connection, so the two behind it are lost with it, 'closed' (sent == completed +
+        # failed + in_flight holds: they were once simply forgotten)
+        pipeline = os.path.join(HERE, "..", "scripts", "pipeline.lua")
+        r, n = self.run_mode("http10", ("-s", pipeline))
+        doc = self.check(r, n, 0, ("closed",), exact=False)
+        req = doc["requests"]
+        self.assertGreater(req["completed"], 0)
+        self.assertGreaterEqual(doc["errors"]["closed"], 2 * req["completed"] - 2 * self.conns)
+
     def test_interim_1xx_before_final(self):
         r, n = self.run_mode("interim")
         doc = self.check(r, n, 0)

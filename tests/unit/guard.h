@@ -1,7 +1,8 @@
 /* tests/unit/guard.h - input placed right before a PROT_NONE guard page, so a parser that reads
  * one byte past the length it was given faults at once (picohttpparser's test idea). Used by the
- * table-driven parser tests (test_h1.c, test_eval.c): each case is copied so that it ends at the
- * guard, whole and as every truncated prefix.
+ * table-driven parser tests (test_h1.c, test_eval.c, test_redact.c, and the proto/ tests through
+ * proto_test.h): each case is copied so that it ends at the guard, whole and as every truncated
+ * prefix. CHECK fails a case with its name.
  *
  *     struct guard g;
  *     guard_init(&g, longest_input);
@@ -42,7 +43,7 @@ static inline void guard_init(struct guard *g, size_t cap)
 
 /* Copies src[0,n) so that it ends right at the guard page; n must be at most guard_init's cap
  * (rounded up to whole pages). */
-static inline char *guard_put(struct guard *g, const char *src, size_t n)
+static inline char *guard_put(struct guard *g, const void *src, size_t n)
 {
     assert_true(n <= (size_t)(g->end - g->map));
     char *p = g->end - n;
@@ -55,5 +56,15 @@ static inline void guard_free(struct guard *g)
 {
     munmap(g->map, g->map_len);
 }
+
+/* A check inside a table-driven loop: on failure, prints what the caller formats (the case's
+ * name, the prefix length) before failing, so the report names the case and not only the line. */
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            print_error(__VA_ARGS__);                                                              \
+            fail_msg("check failed: %s", #cond);                                                   \
+        }                                                                                          \
+    } while (0)
 
 #endif

@@ -39,34 +39,9 @@
 #include "proto/nats.h"
 #include "stats/hist.h"
 
+#include "alloc_count.h"
+
 extern char **environ;
-
-static uint64_t n_allocs;
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t a, size_t b);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t a, size_t b);
-void *__wrap_realloc(void *p, size_t n);
-
-void *__wrap_malloc(size_t n)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t a, size_t b)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_calloc(a, b);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_realloc(p, n);
-}
 
 /* ---- servers ---- */
 
@@ -472,9 +447,9 @@ static uint64_t nats_allocs_for(uint64_t n)
     snprintf(url, sizeof(url), "nats://127.0.0.1:%u/bench.alloc", nats_port);
     bus_config(&r, url, &o, 1);
     bus_iterations(&r, n);
-    uint64_t before = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED);
+    uint64_t before = alloc_count();
     bus_go(&r);
-    uint64_t used = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED) - before;
+    uint64_t used = alloc_count() - before;
     assert_int_equal(r.res.c.completed, n);
     bus_done(&r);
     return used;

@@ -42,78 +42,8 @@
 #include "proc/watch.h"
 #include "stats/hist.h"
 
-extern char **environ;
-
-static uint64_t n_allocs;
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t a, size_t b);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t a, size_t b);
-void *__wrap_realloc(void *p, size_t n);
-
-void *__wrap_malloc(size_t n)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t a, size_t b)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_calloc(a, b);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_realloc(p, n);
-}
-
-static pid_t target_pid;
-static uint16_t target_port;
-
-static int start_target(void **state)
-{
-    (void)state;
-    const char *squall = getenv("SQUALL");
-    if (!squall)
-        squall = "build/squall";
-    int fds[2];
-    if (pipe(fds) < 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    char a0[256], a1[] = "target", a2[] = "--port", a3[] = "0", a4[] = "-t", a5[] = "1";
-    snprintf(a0, sizeof(a0), "%s", squall);
-    char *argv[] = {a0, a1, a2, a3, a4, a5, NULL};
-    int rc = posix_spawn(&target_pid, squall, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (rc != 0)
-        return -1;
-    FILE *f = fdopen(fds[0], "r");
-    char line[256] = "";
-    if (!f || !fgets(line, sizeof(line), f))
-        return -1;
-    fclose(f);
-    char *colon = strrchr(line, ':');
-    target_port = colon ? (uint16_t)atoi(colon + 1) : 0;
-    return target_port ? 0 : -1;
-}
-
-static int stop_target(void **state)
-{
-    (void)state;
-    if (target_pid > 0) {
-        kill(target_pid, SIGTERM);
-        waitpid(target_pid, NULL, 0);
-    }
-    return 0;
-}
+#include "alloc_count.h"
+#include "target_proc.h"
 
 static void config(struct sq_run_config *cfg, char **req, const char *path)
 {
@@ -152,9 +82,9 @@ static uint64_t allocs_for(uint64_t requests)
     iterations(&cfg, requests);
     struct sq_result res;
     const char *why;
-    uint64_t before = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED);
+    uint64_t before = alloc_count();
     assert_int_equal(sq_run(&cfg, &res, &why), 0);
-    uint64_t used = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED) - before;
+    uint64_t used = alloc_count() - before;
     assert_int_equal(res.c.completed, requests);
     assert_int_equal(res.c.sent, requests);
     assert_int_equal(res.in_flight, 0);
@@ -310,9 +240,9 @@ static uint64_t h2_allocs_for(uint64_t requests, uint32_t threads)
     iterations(&cfg, requests); /* 8 VUs: 2 connections of 4 streams */
     struct sq_result res;
     const char *why;
-    uint64_t before = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED);
+    uint64_t before = alloc_count();
     assert_int_equal(sq_run(&cfg, &res, &why), 0);
-    uint64_t used = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED) - before;
+    uint64_t used = alloc_count() - before;
     assert_int_equal(res.c.completed, requests);
     assert_int_equal(res.c.sent, requests);
     assert_int_equal(res.c.failed, 0);

@@ -18,14 +18,6 @@
 
 #include "guard.h"
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            print_error(__VA_ARGS__);                                                              \
-            fail_msg("check failed: %s", #cond);                                                   \
-        }                                                                                          \
-    } while (0)
-
 static struct sq_jpath *compile_ok(const char *path)
 {
     struct sq_jpath *p;

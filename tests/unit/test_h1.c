@@ -24,14 +24,6 @@
 
 _Static_assert(sizeof(struct sq_h1_reader) <= 88, "the per-connection reader must stay small");
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            print_error(__VA_ARGS__);                                                              \
-            fail_msg("check failed: %s", #cond);                                                   \
-        }                                                                                          \
-    } while (0)
-
 /* ---- response heads ---- */
 
 struct rh_case {

@@ -24,7 +24,7 @@
 #include "output/plan_json.h"
 #include "stats/hist.h"
 
-extern char **environ;
+#include "target_proc.h"
 
 static char tmpdir[64];
 
@@ -297,50 +297,18 @@ static void watch_aborts_once(void **state)
 
 /* ---- a real run: the same document from a file and from text ---- */
 
-static pid_t target_pid;
-static uint16_t target_port;
-
-static int start_target(void **state)
+/* The group's fixtures: a temporary directory for the plans' files, and the target. */
+static int setup(void **state)
 {
-    (void)state;
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/sq-planrun-XXXXXX");
     if (!mkdtemp(tmpdir))
         return -1;
-    const char *squall = getenv("SQUALL");
-    if (!squall)
-        squall = "build/squall";
-    int fds[2];
-    if (pipe(fds) < 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    char a0[256], a1[] = "target", a2[] = "--port", a3[] = "0", a4[] = "-t", a5[] = "1";
-    snprintf(a0, sizeof(a0), "%s", squall);
-    char *argv[] = {a0, a1, a2, a3, a4, a5, NULL};
-    int rc = posix_spawn(&target_pid, squall, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (rc != 0)
-        return -1;
-    FILE *f = fdopen(fds[0], "r");
-    char line[256] = "";
-    if (!f || !fgets(line, sizeof(line), f))
-        return -1;
-    fclose(f);
-    char *colon = strrchr(line, ':');
-    target_port = colon ? (uint16_t)atoi(colon + 1) : 0;
-    return target_port ? 0 : -1;
+    return start_target(state);
 }
 
-static int stop_target(void **state)
+static int teardown(void **state)
 {
-    (void)state;
-    if (target_pid > 0) {
-        kill(target_pid, SIGTERM);
-        waitpid(target_pid, NULL, 0);
-    }
+    stop_target(state);
     static const char *const files[] = {"body.json", "users.csv", "run.yaml"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[256];
@@ -424,5 +392,5 @@ int main(void)
         cmocka_unit_test(watch_aborts_once),
         cmocka_unit_test(same_document),
     };
-    return cmocka_run_group_tests(tests, start_target, stop_target);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -25,7 +25,7 @@
 #include "output/json.h"
 #include "plan/tmpl.h"
 
-extern char **environ;
+#include "target_proc.h"
 
 #define U "http://127.0.0.1:1/x"
 
@@ -478,50 +478,6 @@ static void argv_parses_again(void **state)
 }
 
 /* ---- a real run: the same document from either form ---- */
-
-static pid_t target_pid;
-static uint16_t target_port;
-
-static int start_target(void **state)
-{
-    (void)state;
-    const char *squall = getenv("SQUALL");
-    if (!squall)
-        squall = "build/squall";
-    int fds[2];
-    if (pipe(fds) < 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    char a0[256], a1[] = "target", a2[] = "--port", a3[] = "0", a4[] = "-t", a5[] = "1";
-    snprintf(a0, sizeof(a0), "%s", squall);
-    char *argv[] = {a0, a1, a2, a3, a4, a5, NULL};
-    int rc = posix_spawn(&target_pid, squall, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (rc != 0)
-        return -1;
-    FILE *f = fdopen(fds[0], "r");
-    char line[256] = "";
-    if (!f || !fgets(line, sizeof(line), f))
-        return -1;
-    fclose(f);
-    char *colon = strrchr(line, ':');
-    target_port = colon ? (uint16_t)atoi(colon + 1) : 0;
-    return target_port ? 0 : -1;
-}
-
-static int stop_target(void **state)
-{
-    (void)state;
-    if (target_pid > 0) {
-        kill(target_pid, SIGTERM);
-        waitpid(target_pid, NULL, 0);
-    }
-    return 0;
-}
 
 static void same_document(void **state)
 {

@@ -35,32 +35,7 @@
 #include "proto/ws.h"
 #include "stats/hist.h"
 
-static uint64_t n_allocs;
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t a, size_t b);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t a, size_t b);
-void *__wrap_realloc(void *p, size_t n);
-
-void *__wrap_malloc(size_t n)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t a, size_t b)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_calloc(a, b);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED);
-    return __real_realloc(p, n);
-}
+#include "alloc_count.h"
 
 static void sleep_us(long us)
 {
@@ -659,9 +634,9 @@ static uint64_t allocs_for(uint64_t messages)
     struct sq_result res;
     const char *why;
     assert_int_equal(sq_exec_prepare(&cfg.exec, &why), 0);
-    uint64_t before = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED);
+    uint64_t before = alloc_count();
     assert_int_equal(sq_run(&cfg, &res, &why), 0);
-    uint64_t used = __atomic_load_n(&n_allocs, __ATOMIC_RELAXED) - before;
+    uint64_t used = alloc_count() - before;
     assert_int_equal(res.c.completed, messages);
     sq_result_dispose(&res);
     return used;
