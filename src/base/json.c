@@ -3,9 +3,12 @@
  * The walker is a small state machine: _state says what the grammar wants next (the root value,
  * a value, a value or ']', a key or '}', a key, ':', ',' or the container's end, or nothing but
  * whitespace), and one bit per open container says whether it is an object, so a closing
- * bracket is checked against the one that opened. step() is the whole of it; sq_json_next and
- * sq_json_skip are step() called once and in a loop (inlined into both, so skipping a value
- * costs no call per token).
+ * bracket is checked against the one that opened. step() is the whole of it: sq_json_next is
+ * step() once. sq_json_skip and sq_json_find, the hot ones (a JSON path skips every value it
+ * does not name), run the same grammar as one loop over locals (scan_fast) and, only when that
+ * finds a fault, walk again with step() to say exactly what and where: the fault's report is
+ * step()'s, whichever way in. The unit tests and fuzz/fuzz_json.c hold the two to the same
+ * answers.
  */
 #include "base/json.h"
 
@@ -27,29 +30,42 @@ enum {
 
 /* ---- bytes ---- */
 
-static inline bool is_ws(unsigned char c)
+enum { C_WS = 1, C_STR = 2, C_DIGIT = 4 };
+
+/* C_STR: a byte that ends a plain run inside a string (quote, backslash, control). */
+static const unsigned char ctype[256] = {
+    [0x00] = C_STR,  [0x01] = C_STR,        [0x02] = C_STR,        [0x03] = C_STR,
+    [0x04] = C_STR,  [0x05] = C_STR,        [0x06] = C_STR,        [0x07] = C_STR,
+    [0x08] = C_STR,  [0x09] = C_STR | C_WS, [0x0a] = C_STR | C_WS, [0x0b] = C_STR,
+    [0x0c] = C_STR,  [0x0d] = C_STR | C_WS, [0x0e] = C_STR,        [0x0f] = C_STR,
+    [0x10] = C_STR,  [0x11] = C_STR,        [0x12] = C_STR,        [0x13] = C_STR,
+    [0x14] = C_STR,  [0x15] = C_STR,        [0x16] = C_STR,        [0x17] = C_STR,
+    [0x18] = C_STR,  [0x19] = C_STR,        [0x1a] = C_STR,        [0x1b] = C_STR,
+    [0x1c] = C_STR,  [0x1d] = C_STR,        [0x1e] = C_STR,        [0x1f] = C_STR,
+    [' '] = C_WS,    ['"'] = C_STR,         ['\\'] = C_STR,        ['0'] = C_DIGIT,
+    ['1'] = C_DIGIT, ['2'] = C_DIGIT,       ['3'] = C_DIGIT,       ['4'] = C_DIGIT,
+    ['5'] = C_DIGIT, ['6'] = C_DIGIT,       ['7'] = C_DIGIT,       ['8'] = C_DIGIT,
+    ['9'] = C_DIGIT,
+};
+
+#define IS(c, cls) (ctype[(unsigned char)(c)] & (cls))
+#define HOT        static inline __attribute__((always_inline))
+
+/* The internals work on pointers, p < end before every read; the API speaks in offsets. */
+
+HOT const char *skip_ws(const char *p, const char *end)
 {
-    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    while (p < end && IS(*p, C_WS))
+        p++;
+    return p;
 }
 
-static inline size_t skip_ws(const char *s, size_t i, size_t n)
-{
-    while (i < n && is_ws((unsigned char)s[i]))
-        i++;
-    return i;
-}
-
-static inline bool is_digit(char c)
-{
-    return (unsigned)(unsigned char)c - '0' < 10;
-}
-
-/* The 4 hex digits at s (4 bytes readable), or -1. */
-static inline int32_t hex4(const char *s)
+/* The 4 hex digits at p (4 bytes readable), or -1. */
+static inline int32_t hex4(const char *p)
 {
     int32_t v = 0;
     for (int k = 0; k < 4; k++) {
-        int h = sq_hex_value((unsigned char)s[k]);
+        int h = sq_hex_value((unsigned char)p[k]);
         if (h < 0)
             return -1;
         v = v << 4 | h;
@@ -57,68 +73,182 @@ static inline int32_t hex4(const char *s)
     return v;
 }
 
-/* The first offset at or after i that ends a plain run inside a string (a quote, a backslash
- * or a control byte), or n. Eight bytes at a time: (v - 0x01..) & ~v & 0x80.. flags a zero byte
+/* The first byte at or after p that ends a plain run inside a string (a quote, a backslash or
+ * a control byte), or end. Eight bytes at a time: (v - 0x01..) & ~v & 0x80.. flags a zero byte
  * of v, exactly for the lowest one (a borrow only taints the bytes above it) and nothing in a
  * word that has none; the same with 0x20.. flags bytes below 0x20. On little-endian machines the
  * lowest flag is the first such byte in memory; elsewhere, and for the last few bytes, the word
  * is finished byte by byte. */
-static inline size_t str_run(const char *s, size_t i, size_t n)
+HOT const char *str_run(const char *p, const char *end)
 {
     const uint64_t ones = UINT64_C(0x0101010101010101), high = ones * 0x80;
-    while (n - i >= 8) {
+    while (end - p >= 8) {
         uint64_t x;
-        memcpy(&x, s + i, 8);
+        memcpy(&x, p, 8);
         uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
         uint64_t hit = (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x)) & high;
         if (hit) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            return i + (size_t)(__builtin_ctzll(hit) >> 3);
+            return p + (__builtin_ctzll(hit) >> 3);
 #else
             break;
 #endif
         }
-        i += 8;
+        p += 8;
     }
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\' || c < 0x20)
+    while (p < end && !IS(*p, C_STR))
+        p++;
+    return p;
+}
+
+HOT const char *digits(const char *p, const char *end)
+{
+    while (p < end && IS(*p, C_DIGIT))
+        p++;
+    return p;
+}
+
+/* -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? at p (p < end): its end, or NULL when it
+ * is malformed. What follows is not looked at: "01" is the number 0 and then an unexpected '1'. */
+HOT const char *scan_number(const char *p, const char *end)
+{
+    if (*p == '-')
+        p++;
+    if (p >= end || !IS(*p, C_DIGIT))
+        return NULL;
+    p = *p == '0' ? p + 1 : digits(p, end);
+    if (p < end && *p == '.') {
+        if (++p >= end || !IS(*p, C_DIGIT))
+            return NULL;
+        p = digits(p, end);
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        if (++p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || !IS(*p, C_DIGIT))
+            return NULL;
+        p = digits(p, end);
+    }
+    return p;
+}
+
+/* true, false or null at p (*p is 't', 'f' or 'n'): its end and *type, or NULL. */
+HOT const char *scan_literal(const char *p, const char *end, enum sq_json_tok_type *type)
+{
+    size_t room = (size_t)(end - p);
+    if (*p == 't' && room >= 4 && memcmp(p, "true", 4) == 0) {
+        *type = SQ_JSON_T_TRUE;
+        return p + 4;
+    }
+    if (*p == 'f' && room >= 5 && memcmp(p, "false", 5) == 0) {
+        *type = SQ_JSON_T_FALSE;
+        return p + 5;
+    }
+    if (*p == 'n' && room >= 4 && memcmp(p, "null", 4) == 0) {
+        *type = SQ_JSON_T_NULL;
+        return p + 4;
+    }
+    return NULL;
+}
+
+/* The end of a well-formed string whose opening quote is just before p (past its closing
+ * quote), or NULL: the common case, checked by the grammar alone. *esc is set when it holds a
+ * backslash. scan_string says what is wrong with one this refuses, or checks the flags. */
+HOT const char *string_end(const char *p, const char *end, bool *esc)
+{
+    for (;;) {
+        p = str_run(p, end);
+        if (p >= end)
+            return NULL;
+        char c = *p++;
+        if (c == '"')
+            return p;
+        if (c != '\\' || p >= end)
+            return NULL;
+        *esc = true;
+        c = *p++;
+        if (c == 'u') {
+            if (end - p < 4 || hex4(p) < 0)
+                return NULL;
+            p += 4;
+        } else if (!(c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
+                     c == 'r' || c == 't')) {
+            return NULL;
+        }
+    }
+}
+
+/* The string whose opening quote is at q: SQ_JSON_E_NONE with its end (past the closing quote)
+ * in *at, or the fault with its byte in *at. *esc is set when it holds a backslash. */
+static enum sq_json_err scan_string_slow(const char *q, const char *end, unsigned flags,
+                                         const char **at, bool *esc)
+{
+    const char *p = q + 1;
+    enum sq_json_err e;
+    for (;;) {
+        p = str_run(p, end);
+        if (p >= end) {
+            p = q;
+            e = SQ_JSON_E_STRING_END;
             break;
-        i++;
+        }
+        char c = *p;
+        if (c == '"') {
+            *at = p + 1;
+            return SQ_JSON_E_NONE;
+        }
+        if (c != '\\') {
+            e = SQ_JSON_E_CONTROL;
+            break;
+        }
+        *esc = true;
+        if (end - p < 2) {
+            p = q;
+            e = SQ_JSON_E_STRING_END;
+            break;
+        }
+        c = p[1];
+        if (c != 'u') {
+            if (!(c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
+                  c == 'r' || c == 't')) {
+                e = SQ_JSON_E_ESCAPE;
+                break;
+            }
+            p += 2;
+            continue;
+        }
+        int32_t hi = end - p >= 6 ? hex4(p + 2) : -1;
+        if (hi < 0) {
+            e = SQ_JSON_E_HEX;
+            break;
+        }
+        size_t k = 6;
+        if (SQ_UNLIKELY(flags)) {
+            if ((flags & SQ_JSON_SURROGATES) && hi >= 0xD800 && hi <= 0xDFFF) {
+                uint32_t cp;
+                int r = sq_json_escape(p, (size_t)(end - p), &cp);
+                if (r < 0) {
+                    e = (enum sq_json_err) - r;
+                    break;
+                }
+                k = (size_t)r;
+            } else if ((flags & SQ_JSON_NO_NUL) && hi == 0) {
+                e = SQ_JSON_E_NUL;
+                break;
+            }
+        }
+        p += k;
     }
-    return i;
+    *at = p;
+    return e;
 }
 
-static size_t digits(const char *s, size_t i, size_t n)
+HOT enum sq_json_err scan_string(const char *q, const char *end, unsigned flags, const char **at,
+                                 bool *esc)
 {
-    while (i < n && is_digit(s[i]))
-        i++;
-    return i;
-}
-
-/* -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? at s[i] (i < n): its end, or 0 when it
- * is malformed (a number never ends at offset 0). What follows is not looked at: "01" is the
- * number 0 and then an unexpected '1'. */
-static size_t scan_number(const char *s, size_t i, size_t n)
-{
-    if (s[i] == '-')
-        i++;
-    if (i >= n || !is_digit(s[i]))
-        return 0;
-    i = s[i] == '0' ? i + 1 : digits(s, i, n);
-    if (i < n && s[i] == '.') {
-        if (++i >= n || !is_digit(s[i]))
-            return 0;
-        i = digits(s, i, n);
-    }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        if (++i < n && (s[i] == '+' || s[i] == '-'))
-            i++;
-        if (i >= n || !is_digit(s[i]))
-            return 0;
-        i = digits(s, i, n);
-    }
-    return i;
+    if (SQ_LIKELY(!flags) && (*at = string_end(q + 1, end, esc)))
+        return SQ_JSON_E_NONE;
+    return scan_string_slow(q, end, flags, at, esc);
 }
 
 /* ---- escapes ---- */
@@ -173,27 +303,27 @@ int sq_json_escape(const char *s, size_t n, uint32_t *cp)
 
 int sq_json_unescape(const char *s, size_t n, char *out, size_t *outlen, size_t *bad)
 {
-    size_t i = 0;
+    const char *p = s, *end = s + n;
     char *o = out;
     for (;;) {
-        size_t r = str_run(s, i, n);
-        if (r > i) {
-            memmove(o, s + i, r - i); /* out may be s, or before it */
-            o += r - i;
-            i = r;
+        const char *r = str_run(p, end);
+        if (r > p) {
+            memmove(o, p, (size_t)(r - p)); /* out may be s, or before it */
+            o += r - p;
+            p = r;
         }
-        if (i >= n)
+        if (p >= end)
             break;
         uint32_t cp;
-        int k = s[i] == '\\' ? sq_json_escape(s + i, n - i, &cp) : -SQ_JSON_E_CONTROL;
+        int k = *p == '\\' ? sq_json_escape(p, (size_t)(end - p), &cp) : -SQ_JSON_E_CONTROL;
         if (k < 0) {
             if (bad)
-                *bad = i;
+                *bad = (size_t)(p - s);
             return -SQ_EPARSE;
         }
         /* k bytes read, at most k - 1 written (2 -> 1, 6 -> 3, 12 -> 4): o stays behind. */
         o += sq_utf8_encode(cp, (unsigned char *)o);
-        i += (size_t)k;
+        p += k;
     }
     *outlen = (size_t)(o - out);
     return 0;
@@ -201,19 +331,21 @@ int sq_json_unescape(const char *s, size_t n, char *out, size_t *outlen, size_t 
 
 bool sq_json_str_eq(const char *s, size_t n, const char *name, size_t nlen)
 {
-    size_t i = 0, j = 0;
-    while (i < n) {
-        size_t r = str_run(s, i, n);
-        if (r > i) {
-            if (nlen - j < r - i || memcmp(name + j, s + i, r - i) != 0)
+    const char *p = s, *end = s + n;
+    size_t j = 0;
+    while (p < end) {
+        const char *r = str_run(p, end);
+        if (r > p) {
+            size_t m = (size_t)(r - p);
+            if (nlen - j < m || memcmp(name + j, p, m) != 0)
                 return false;
-            j += r - i;
-            i = r;
-            if (i >= n)
+            j += m;
+            p = r;
+            if (p >= end)
                 break;
         }
         uint32_t cp;
-        int k = sq_json_escape(s + i, n - i, &cp);
+        int k = sq_json_escape(p, (size_t)(end - p), &cp);
         if (k < 0)
             return false;
         unsigned char u[4];
@@ -221,7 +353,7 @@ bool sq_json_str_eq(const char *s, size_t n, const char *name, size_t nlen)
         if (nlen - j < m || memcmp(name + j, u, m) != 0)
             return false;
         j += m;
-        i += (size_t)k;
+        p += k;
     }
     return j == nlen;
 }
@@ -231,7 +363,7 @@ bool sq_json_str_eq(const char *s, size_t n, const char *name, size_t nlen)
 void sq_json_walk_init(struct sq_json_walk *w, const char *s, size_t len, unsigned max_depth,
                        unsigned flags)
 {
-    w->s = s;
+    w->s = s ? s : ""; /* no arithmetic on NULL, not even + 0 */
     w->len = s ? len : 0;
     w->pos = 0;
     w->depth = 0;
@@ -242,192 +374,138 @@ void sq_json_walk_init(struct sq_json_walk *w, const char *s, size_t len, unsign
     w->_state = ST_ROOT;
 }
 
-static int fail(struct sq_json_walk *w, enum sq_json_err e, size_t at)
+static int fail(struct sq_json_walk *w, enum sq_json_err e, const char *at)
 {
     w->err = e;
-    w->err_at = at;
+    w->err_at = (size_t)(at - w->s);
     return -SQ_EPARSE;
+}
+
+static inline bool obj_at(const uint64_t *obj, unsigned d)
+{
+    return obj[d >> 6] >> (d & 63) & 1;
 }
 
 static inline bool in_object(const struct sq_json_walk *w)
 {
-    unsigned d = w->depth - 1;
-    return w->_obj[d >> 6] >> (d & 63) & 1;
+    return obj_at(w->_obj, w->depth - 1);
 }
 
-/* The string whose opening quote is at s[q]: its end (past the closing quote) into *end. */
-static inline int scan_string(struct sq_json_walk *w, size_t q, size_t *end, bool *esc)
+static inline void tok(struct sq_json_tok *t, enum sq_json_tok_type type, const char *s,
+                       const char *p, const char *q)
 {
-    const char *s = w->s;
-    size_t n = w->len, i = q + 1;
-    for (;;) {
-        i = str_run(s, i, n);
-        if (i >= n)
-            return fail(w, SQ_JSON_E_STRING_END, q);
-        char c = s[i];
-        if (c == '"') {
-            *end = i + 1;
-            return 0;
-        }
-        if (c != '\\')
-            return fail(w, SQ_JSON_E_CONTROL, i);
-        *esc = true;
-        if (n - i < 2)
-            return fail(w, SQ_JSON_E_STRING_END, q);
-        c = s[i + 1];
-        if (c != 'u') {
-            if (!(c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
-                  c == 'r' || c == 't'))
-                return fail(w, SQ_JSON_E_ESCAPE, i);
-            i += 2;
-            continue;
-        }
-        int32_t hi = n - i >= 6 ? hex4(s + i + 2) : -1;
-        if (hi < 0)
-            return fail(w, SQ_JSON_E_HEX, i);
-        size_t k = 6;
-        if (SQ_UNLIKELY(w->flags)) {
-            if ((w->flags & SQ_JSON_SURROGATES) && hi >= 0xD800 && hi <= 0xDFFF) {
-                uint32_t cp;
-                int r = sq_json_escape(s + i, n - i, &cp);
-                if (r < 0)
-                    return fail(w, (enum sq_json_err) - r, i);
-                k = (size_t)r;
-            } else if ((w->flags & SQ_JSON_NO_NUL) && hi == 0) {
-                return fail(w, SQ_JSON_E_NUL, i);
-            }
-        }
-        i += k;
-    }
+    t->type = type;
+    t->at = (size_t)(p - s);
+    t->len = (size_t)(q - p);
 }
 
-/* A closing bracket c at s[i], in a container. */
-static inline int close_at(struct sq_json_walk *w, struct sq_json_tok *t, size_t i, char c)
+/* A closing bracket at p, in a container. */
+static inline int close_at(struct sq_json_walk *w, struct sq_json_tok *t, const char *p)
 {
     bool obj = in_object(w);
-    if (c != (obj ? '}' : ']'))
-        return fail(w, SQ_JSON_E_UNEXPECTED, i);
+    if (*p != (obj ? '}' : ']'))
+        return fail(w, SQ_JSON_E_UNEXPECTED, p);
     w->depth--;
-    t->type = obj ? SQ_JSON_T_OBJ_END : SQ_JSON_T_ARR_END;
     t->esc = false;
-    t->at = i;
-    t->len = 1;
-    w->pos = i + 1;
+    tok(t, obj ? SQ_JSON_T_OBJ_END : SQ_JSON_T_ARR_END, w->s, p, p + 1);
+    w->pos = (size_t)(p + 1 - w->s);
     w->_state = w->depth ? ST_AFTER : ST_DONE;
     return 0;
 }
 
-/* One token; w->pos and w->_state are current on return, the error's state too (so
- * sq_json_describe can say what was wanted). */
+/* One token. w->pos and w->_state are current on return, on an error too (so that
+ * sq_json_describe can say what the grammar wanted). */
 static inline __attribute__((always_inline)) int step(struct sq_json_walk *w, struct sq_json_tok *t)
 {
-    const char *s = w->s;
-    size_t n = w->len, i = skip_ws(s, w->pos, n);
+    const char *s = w->s, *end = s + w->len, *p = skip_ws(s + w->pos, end), *q;
     unsigned st = w->_state;
-    w->pos = i;
+    enum sq_json_err e;
+    w->pos = (size_t)(p - s);
     if (st == ST_AFTER || st == ST_COLON) {
-        if (i >= n)
-            return fail(w, SQ_JSON_E_END, n);
-        char c = s[i];
+        if (p >= end)
+            return fail(w, SQ_JSON_E_END, end);
         if (st == ST_COLON) {
-            if (c != ':')
-                return fail(w, SQ_JSON_E_UNEXPECTED, i);
+            if (*p != ':')
+                return fail(w, SQ_JSON_E_UNEXPECTED, p);
             st = ST_VALUE;
-        } else if (c == ',') {
+        } else if (*p == ',') {
             st = in_object(w) ? ST_KEY : ST_VALUE;
         } else {
-            return close_at(w, t, i, c);
+            return close_at(w, t, p);
         }
-        i = skip_ws(s, i + 1, n);
-        w->pos = i;
+        p = skip_ws(p + 1, end);
+        w->pos = (size_t)(p - s);
         w->_state = (uint8_t)st;
     }
     t->esc = false;
-    if (i >= n) {
+    if (p >= end) {
         if (st != ST_DONE)
-            return fail(w, SQ_JSON_E_END, n);
-        t->type = SQ_JSON_T_END;
-        t->at = n;
-        t->len = 0;
+            return fail(w, SQ_JSON_E_END, end);
+        tok(t, SQ_JSON_T_END, s, end, end);
         return 0;
     }
-    char c = s[i];
-    size_t end;
     switch (st) {
     case ST_DONE:
-        return fail(w, SQ_JSON_E_TRAILING, i);
+        return fail(w, SQ_JSON_E_TRAILING, p);
     case ST_OBJ_FIRST:
-        if (c == '}')
-            return close_at(w, t, i, c);
+        if (*p == '}')
+            return close_at(w, t, p);
         /* fall through */
     case ST_KEY:
-        if (c != '"')
-            return fail(w, SQ_JSON_E_UNEXPECTED, i);
-        if (scan_string(w, i, &end, &t->esc) < 0)
-            return -SQ_EPARSE;
-        t->type = SQ_JSON_T_KEY;
-        t->at = i;
-        t->len = end - i;
-        w->pos = end;
+        if (*p != '"')
+            return fail(w, SQ_JSON_E_UNEXPECTED, p);
+        if ((e = scan_string(p, end, w->flags, &q, &t->esc)))
+            return fail(w, e, q);
+        tok(t, SQ_JSON_T_KEY, s, p, q);
+        w->pos = (size_t)(q - s);
         w->_state = ST_COLON;
         return 0;
     case ST_ARR_FIRST:
-        if (c == ']')
-            return close_at(w, t, i, c);
+        if (*p == ']')
+            return close_at(w, t, p);
         break;
     default:
         break;
     }
     /* A value. */
-    switch (c) {
+    switch (*p) {
     case '{':
     case '[': {
         if (w->depth >= w->max_depth)
-            return fail(w, SQ_JSON_E_DEPTH, i);
+            return fail(w, SQ_JSON_E_DEPTH, p);
         unsigned d = w->depth++;
         uint64_t bit = UINT64_C(1) << (d & 63);
-        if (c == '{')
+        bool obj = *p == '{';
+        if (obj)
             w->_obj[d >> 6] |= bit;
         else
             w->_obj[d >> 6] &= ~bit;
-        t->type = c == '{' ? SQ_JSON_T_OBJ : SQ_JSON_T_ARR;
-        t->at = i;
-        t->len = 1;
-        w->pos = i + 1;
-        w->_state = c == '{' ? ST_OBJ_FIRST : ST_ARR_FIRST;
+        tok(t, obj ? SQ_JSON_T_OBJ : SQ_JSON_T_ARR, s, p, p + 1);
+        w->pos = (size_t)(p + 1 - s);
+        w->_state = obj ? ST_OBJ_FIRST : ST_ARR_FIRST;
         return 0;
     }
     case '"':
-        if (scan_string(w, i, &end, &t->esc) < 0)
-            return -SQ_EPARSE;
+        if ((e = scan_string(p, end, w->flags, &q, &t->esc)))
+            return fail(w, e, q);
         t->type = SQ_JSON_T_STR;
         break;
     case 't':
     case 'f':
-    case 'n': {
-        static const char *const lit[] = {"true", "false", "null"};
-        static const enum sq_json_tok_type type[] = {SQ_JSON_T_TRUE, SQ_JSON_T_FALSE,
-                                                     SQ_JSON_T_NULL};
-        int k = c == 't' ? 0 : c == 'f' ? 1 : 2;
-        size_t l = k == 1 ? 5 : 4;
-        if (n - i < l || memcmp(s + i, lit[k], l) != 0)
-            return fail(w, SQ_JSON_E_LITERAL, i);
-        end = i + l;
-        t->type = type[k];
+    case 'n':
+        if (!(q = scan_literal(p, end, &t->type)))
+            return fail(w, SQ_JSON_E_LITERAL, p);
         break;
-    }
     default:
-        if (c != '-' && !is_digit(c))
-            return fail(w, SQ_JSON_E_UNEXPECTED, i);
-        end = scan_number(s, i, n);
-        if (!end)
-            return fail(w, SQ_JSON_E_NUMBER, i);
+        if (*p != '-' && !IS(*p, C_DIGIT))
+            return fail(w, SQ_JSON_E_UNEXPECTED, p);
+        if (!(q = scan_number(p, end)))
+            return fail(w, SQ_JSON_E_NUMBER, p);
         t->type = SQ_JSON_T_NUM;
         break;
     }
-    t->at = i;
-    t->len = end - i;
-    w->pos = end;
+    tok(t, t->type, s, p, q);
+    w->pos = (size_t)(q - s);
     w->_state = w->depth ? ST_AFTER : ST_DONE;
     return 0;
 }
@@ -439,13 +517,149 @@ int sq_json_next(struct sq_json_walk *w, struct sq_json_tok *t)
     return step(w, t);
 }
 
-int sq_json_skip(struct sq_json_walk *w, struct sq_json_tok *t)
+/* The fast way through a container open at depth d (1-based: the root's is 1; d <= max) whose
+ * closer is outer_closer, from p: just after its opening bracket, or (after) just after one of
+ * its values. Returns the byte past its matching closer; or, with found given, stops early and
+ * sets *found: in an object at the first member of its own (not of one inside it) whose key is
+ * name[0, nlen), returning the byte after that member's ':'; in an array before its value number
+ * index (0-based, counted from p). NULL when anything on the way is wrong: the caller then walks
+ * again with step() to learn what and where. step()'s grammar as one loop over locals; close[]
+ * holds the closer each container opened here needs, so that no bit of the walker's changes. */
+HOT const char *scan_fast(const char *p, const char *end, unsigned d, unsigned max, unsigned flags,
+                          char outer_closer, bool after, const char *name, size_t nlen,
+                          size_t index, bool *found)
 {
-    if (w->err)
-        return -SQ_EPARSE;
+    char close[SQ_JSON_DEPTH_MAX];
+    unsigned k = 0;  /* containers opened here */
+    size_t seen = 0; /* values of the outer array met */
+    char closer = outer_closer;
+    bool esc;
+    const char *q;
+    enum sq_json_tok_type type;
+    if (after)
+        goto after;
+    p = skip_ws(p, end);
+    if (p < end && *p == closer) {
+        p++;
+        goto closed;
+    }
+    if (closer == '}')
+        goto key;
+value:
+    p = skip_ws(p, end);
+    if (p >= end)
+        return NULL;
+    if (k == 0 && found && !name && seen++ == index) {
+        *found = true;
+        return p;
+    }
+    switch (*p) {
+    case '{':
+    case '[':
+        if (d + k >= max)
+            return NULL;
+        closer = close[k++] = *p == '{' ? '}' : ']';
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == closer) {
+            p++;
+            goto closed;
+        }
+        if (closer == '}')
+            goto key;
+        goto value;
+    case '"':
+        if (scan_string(p, end, flags, &q, &esc))
+            return NULL;
+        p = q;
+        break;
+    case 't':
+    case 'f':
+    case 'n':
+        if (!(p = scan_literal(p, end, &type)))
+            return NULL;
+        break;
+    default:
+        if (*p != '-' && !IS(*p, C_DIGIT))
+            return NULL;
+        if (!(p = scan_number(p, end)))
+            return NULL;
+        break;
+    }
+after:
+    p = skip_ws(p, end);
+    if (p >= end)
+        return NULL;
+    if (*p == ',') {
+        p++;
+        if (closer == ']')
+            goto value;
+        goto key;
+    }
+    if (*p != closer)
+        return NULL;
+    p++;
+closed:
+    if (k == 0)
+        return p;
+    k--;
+    closer = k ? close[k - 1] : outer_closer;
+    goto after;
+key:
+    p = skip_ws(p, end);
+    esc = false;
+    if (p >= end || *p != '"' || scan_string(p, end, flags, &q, &esc))
+        return NULL;
+    bool eq = false;
+    if (name && k == 0) {
+        size_t n = (size_t)(q - p) - 2;
+        eq = esc ? sq_json_str_eq(p + 1, n, name, nlen) : n == nlen && memcmp(p + 1, name, n) == 0;
+    }
+    p = skip_ws(q, end);
+    if (p >= end || *p != ':')
+        return NULL;
+    p++;
+    if (eq) {
+        *found = true;
+        return p;
+    }
+    goto value;
+}
+
+/* scan_fast made three times, each with the checks its use needs and no other. */
+static const char *skip_fast(const char *p, const char *end, unsigned d, unsigned max,
+                             unsigned flags, char closer)
+{
+    return scan_fast(p, end, d, max, flags, closer, false, NULL, 0, 0, NULL);
+}
+
+static const char *find_fast(const char *p, const char *end, unsigned d, unsigned max,
+                             unsigned flags, bool after, const char *name, size_t nlen, bool *found)
+{
+    return scan_fast(p, end, d, max, flags, '}', after, name, nlen, 0, found);
+}
+
+static const char *index_fast(const char *p, const char *end, unsigned d, unsigned max,
+                              unsigned flags, size_t index, bool *found)
+{
+    return scan_fast(p, end, d, max, flags, ']', false, NULL, 0, index, found);
+}
+
+/* Past the container t opened (its token just given), or nothing for another token. */
+HOT int skip_value(struct sq_json_walk *w, struct sq_json_tok *t)
+{
     if (t->type != SQ_JSON_T_OBJ && t->type != SQ_JSON_T_ARR)
         return 0;
     unsigned outer = w->depth - 1; /* t opened the container at this depth */
+    const char *end = skip_fast(w->s + w->pos, w->s + w->len, w->depth, w->max_depth, w->flags,
+                                in_object(w) ? '}' : ']');
+    if (end) {
+        w->pos = (size_t)(end - w->s);
+        w->depth = outer;
+        w->_state = outer ? ST_AFTER : ST_DONE;
+        t->len = w->pos - t->at;
+        return 0;
+    }
+    /* Something in it is wrong: walk it again token by token, for what and where. */
     struct sq_json_tok x;
     do {
         if (step(w, &x) < 0)
@@ -455,31 +669,114 @@ int sq_json_skip(struct sq_json_walk *w, struct sq_json_tok *t)
     return 0;
 }
 
+int sq_json_skip(struct sq_json_walk *w, struct sq_json_tok *t)
+{
+    if (w->err)
+        return -SQ_EPARSE;
+    return skip_value(w, t);
+}
+
+int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen)
+{
+    if (w->err)
+        return -SQ_EPARSE;
+    unsigned st = w->_state;
+    if ((st == ST_OBJ_FIRST || st == ST_AFTER) && in_object(w)) {
+        bool found = false;
+        const char *p = find_fast(w->s + w->pos, w->s + w->len, w->depth, w->max_depth, w->flags,
+                                  st == ST_AFTER, name, nlen, &found);
+        if (p) {
+            w->pos = (size_t)(p - w->s);
+            if (found) {
+                w->_state = ST_VALUE;
+                return 1;
+            }
+            w->depth--;
+            w->_state = w->depth ? ST_AFTER : ST_DONE;
+            return 0;
+        }
+    }
+    /* Something is wrong (or this is not between an object's members): again by step(). */
+    struct sq_json_tok t;
+    for (;;) {
+        if (step(w, &t) < 0)
+            return -SQ_EPARSE;
+        if (t.type == SQ_JSON_T_OBJ_END)
+            return 0;
+        if (t.type != SQ_JSON_T_KEY)
+            return fail(w, SQ_JSON_E_UNEXPECTED, w->s + t.at);
+        const char *k = w->s + t.at + 1;
+        size_t n = t.len - 2;
+        if (t.esc ? sq_json_str_eq(k, n, name, nlen) : n == nlen && memcmp(k, name, n) == 0)
+            return 1;
+        if (step(w, &t) < 0 || skip_value(w, &t) < 0)
+            return -SQ_EPARSE;
+    }
+}
+
+int sq_json_index(struct sq_json_walk *w, size_t n)
+{
+    if (w->err)
+        return -SQ_EPARSE;
+    if (w->_state == ST_ARR_FIRST) {
+        bool found = false;
+        const char *p =
+            index_fast(w->s + w->pos, w->s + w->len, w->depth, w->max_depth, w->flags, n, &found);
+        if (p) {
+            w->pos = (size_t)(p - w->s);
+            if (found) {
+                w->_state = ST_VALUE;
+                return 1;
+            }
+            w->depth--;
+            w->_state = w->depth ? ST_AFTER : ST_DONE;
+            return 0;
+        }
+    }
+    /* Something is wrong (or this is not just after a '['): again by step(). */
+    if (w->_state != ST_ARR_FIRST)
+        return fail(w, SQ_JSON_E_UNEXPECTED, w->s + w->pos);
+    struct sq_json_tok t;
+    for (size_t i = 0; i < n; i++) {
+        if (step(w, &t) < 0)
+            return -SQ_EPARSE;
+        if (t.type == SQ_JSON_T_ARR_END)
+            return 0;
+        if (skip_value(w, &t) < 0)
+            return -SQ_EPARSE;
+    }
+    if (sq_json_peek(w) == ']')
+        return step(w, &t) < 0 ? -SQ_EPARSE : 0;
+    if (w->_state == ST_AFTER && sq_json_sep(w) < 0)
+        return -SQ_EPARSE;
+    return 1;
+}
+
 int sq_json_peek(struct sq_json_walk *w)
 {
     if (w->err)
         return -1;
-    w->pos = skip_ws(w->s, w->pos, w->len);
-    return w->pos < w->len ? (unsigned char)w->s[w->pos] : -1;
+    const char *p = skip_ws(w->s + w->pos, w->s + w->len);
+    w->pos = (size_t)(p - w->s);
+    return w->pos < w->len ? (unsigned char)*p : -1;
 }
 
 int sq_json_sep(struct sq_json_walk *w)
 {
     if (w->err)
         return -SQ_EPARSE;
-    size_t i = skip_ws(w->s, w->pos, w->len);
-    w->pos = i;
+    const char *end = w->s + w->len, *p = skip_ws(w->s + w->pos, end);
     unsigned st = w->_state;
-    if (i >= w->len)
-        return fail(w, SQ_JSON_E_END, w->len);
-    char c = w->s[i];
-    if (st == ST_COLON && c == ':')
+    w->pos = (size_t)(p - w->s);
+    if (p >= end)
+        return fail(w, SQ_JSON_E_END, end);
+    if (st == ST_COLON && *p == ':')
         w->_state = ST_VALUE;
-    else if (st == ST_AFTER && c == ',')
+    else if (st == ST_AFTER && *p == ',')
         w->_state = in_object(w) ? ST_KEY : ST_VALUE;
     else
-        return fail(w, SQ_JSON_E_UNEXPECTED, i);
-    w->pos = i + 1;
+        return fail(w, SQ_JSON_E_UNEXPECTED, p);
+    w->pos++;
     return 0;
 }
 

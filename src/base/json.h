@@ -11,13 +11,16 @@
  * string's bytes are its escaped text, which sq_json_unescape decodes into a caller's buffer
  * (the string itself will do: decoding never lengthens). Callers that word their own errors at
  * each point peek at the next byte and take the separators themselves (sq_json_peek,
- * sq_json_sep); the others let sq_json_next take them.
+ * sq_json_sep); the others let sq_json_next take them. A reader after one value (a JSON path)
+ * jumps: sq_json_find (a member by its key), sq_json_index (an array's value n), sq_json_skip
+ * (past a value), each one tight loop.
  *
  * Invariants:
  *  - every read is of a byte at an offset below len; nothing looks ahead unchecked (the unit
  *    tests put each input and each of its truncated prefixes right before a PROT_NONE page);
- *  - nesting is counted, never recursed: opening a container past max_depth is an error, and a
- *    call reads each byte at most a bounded number of times, so hostile input costs one pass;
+ *  - nesting is counted, never recursed: opening a container past max_depth is an error; a byte
+ *    is read a bounded number of times (by a fast loop, and after a fault by the token walk that
+ *    names it), so hostile input costs a few passes at most;
  *  - each sq_json_next moves past at least one byte or returns the same END (or error) again;
  *  - an error is sticky: every later call returns it; err names what and err_at the byte.
  */
@@ -114,6 +117,17 @@ SQ_MUST_CHECK int sq_json_next(struct sq_json_walk *w, struct sq_json_tok *t);
  * widens t->len to the whole value; any other token is left as it is. Returns 0 or -SQ_EPARSE.
  * Iterative and specialised: the fast way past a value nobody asked for. */
 SQ_MUST_CHECK int sq_json_skip(struct sq_json_walk *w, struct sq_json_tok *t);
+
+/* Inside an object, between its members (just after its '{' or after a member's value): reads
+ * members, skipping their values, up to the first whose key's text (decoded: sq_json_str_eq) is
+ * name[0, nlen), and leaves the walker before that member's value. Returns 1 (found), 0 (the
+ * object ended first; the walker is past its '}') or -SQ_EPARSE. */
+SQ_MUST_CHECK int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen);
+
+/* Just after an array's '[': skips its first n values and leaves the walker before value n
+ * (0-based). Returns 1 (there is one; sq_json_next reads it, and says when it is malformed), 0
+ * (fewer values; the walker is past the ']') or -SQ_EPARSE. */
+SQ_MUST_CHECK int sq_json_index(struct sq_json_walk *w, size_t n);
 
 /* Skips whitespace and returns the next byte (0..255) without taking it, or -1 at the end of
  * the input or after an error. For callers that check the shape themselves before asking for a

@@ -67,13 +67,34 @@ struct walk {
     char text[8192];
 };
 
+/* Skips the root value with sq_json_skip and walks on: the same stop, at the same byte, as the
+ * walk token by token (the fast loop and step() agree); root_end: where the root value ends
+ * (0: it never does). */
+static void skip_agrees(const char *s, size_t n, unsigned depth, unsigned flags,
+                        const struct walk *ref, size_t root_end)
+{
+    struct sq_json_walk w;
+    struct sq_json_tok t;
+    sq_json_walk_init(&w, s, n, depth, flags);
+    if (sq_json_next(&w, &t) < 0)
+        return;
+    bool box = t.type == SQ_JSON_T_OBJ || t.type == SQ_JSON_T_ARR;
+    int rc = sq_json_skip(&w, &t);
+    if (rc == 0 && box)
+        assert_int_equal(t.at + t.len, root_end);
+    while (rc == 0 && t.type != SQ_JSON_T_END)
+        rc = sq_json_next(&w, &t);
+    CHECK(w.err == ref->err && (rc == 0 || w.err_at == ref->err_at), "skip: %s@%zu, the walk: %s\n",
+          err_name(w.err), w.err_at, ref->text);
+}
+
 /* Walks s[0, n) to its end or its error; every token must lie inside the input. */
 static void walk(const char *s, size_t n, unsigned depth, unsigned flags, struct walk *out)
 {
     static const char sym[] = {0, '{', '}', '[', ']', 'K', 'S', 'N', 't', 'f', 'n', '$'};
     struct sq_json_walk w;
     sq_json_walk_init(&w, s, n, depth, flags);
-    size_t tl = 0;
+    size_t tl = 0, open = 0, root_end = 0;
     out->n = 0;
     out->text[0] = '\0';
     for (;;) {
@@ -91,6 +112,7 @@ static void walk(const char *s, size_t n, unsigned depth, unsigned flags, struct
             assert_int_equal(sq_json_skip(&w, &t), -SQ_EPARSE);
             assert_int_equal(sq_json_peek(&w), -1);
             assert_int_equal(w.err_at, out->err_at);
+            skip_agrees(s, n, depth, flags, out, root_end);
             return;
         }
         assert_true(t.at + t.len <= n);
@@ -111,8 +133,152 @@ static void walk(const char *s, size_t n, unsigned depth, unsigned flags, struct
             assert_int_equal(sq_json_next(&w, &t), 0);
             assert_int_equal(t.type, SQ_JSON_T_END);
             assert_int_equal(sq_json_peek(&w), -1);
+            skip_agrees(s, n, depth, flags, out, root_end);
             return;
         }
+        if (t.type == SQ_JSON_T_OBJ || t.type == SQ_JSON_T_ARR)
+            open++;
+        else if ((t.type == SQ_JSON_T_OBJ_END || t.type == SQ_JSON_T_ARR_END) && --open == 0)
+            root_end = t.at + 1;
+    }
+}
+
+/* ---- find and index, against the same done token by token ---- */
+
+/* Past the value whose first token t next() just gave, by next() alone. */
+static int ref_skip(struct sq_json_walk *w, struct sq_json_tok *t)
+{
+    if (t->type != SQ_JSON_T_OBJ && t->type != SQ_JSON_T_ARR)
+        return 0;
+    size_t open = 1, at = t->at;
+    while (open) {
+        if (sq_json_next(w, t) < 0)
+            return -SQ_EPARSE;
+        if (t->type == SQ_JSON_T_OBJ || t->type == SQ_JSON_T_ARR)
+            open++;
+        else if (t->type == SQ_JSON_T_OBJ_END || t->type == SQ_JSON_T_ARR_END)
+            open--;
+    }
+    t->len = t->at + 1 - at;
+    t->at = at;
+    return 0;
+}
+
+/* What a search shows: the error, "none", or the found value's first token (or the error
+ * reading it); then, walking on to the end, how the walk ends. */
+static void outcome(struct sq_json_walk *w, int rc, char *out, size_t len)
+{
+    struct sq_json_tok t = {0};
+    size_t n = 0;
+    if (rc == 1 && sq_json_next(w, &t) < 0)
+        rc = -SQ_EPARSE;
+    if (rc < 0)
+        n = (size_t)snprintf(out, len, "!%s@%zu", err_name(w->err), w->err_at);
+    else if (rc == 0)
+        n = (size_t)snprintf(out, len, "none");
+    else
+        n = (size_t)snprintf(out, len, "%d@%zu+%zu", t.type, t.at, t.len);
+    if (rc < 0)
+        return;
+    if (rc == 1 && ref_skip(w, &t) < 0) {
+        snprintf(out + n, len - n, " !%s@%zu", err_name(w->err), w->err_at);
+        return;
+    }
+    while (sq_json_next(w, &t) == 0 && t.type != SQ_JSON_T_END)
+        if (ref_skip(w, &t) < 0)
+            break;
+    snprintf(out + n, len - n, " %s@%zu", err_name(w->err), w->err_at);
+}
+
+/* sq_json_find and sq_json_index (their fast loop and their slow way both) give what walking
+ * token by token gives, for a few names and indexes, on s[0, n). */
+static void find_index_agree(const char *s, size_t n, unsigned depth, unsigned flags)
+{
+    static const char *const names[] = {"a", "b", "c", "k", "A", "", "b\n", "\xf0\x9f\x98\x80"};
+    struct sq_json_walk w, r;
+    struct sq_json_tok t;
+    char got[128], want[128];
+    sq_json_walk_init(&w, s, n, depth, flags);
+    if (sq_json_next(&w, &t) < 0)
+        return;
+    if (t.type == SQ_JSON_T_OBJ) {
+        for (size_t i = 0; i < SQ_ARRAY_LEN(names); i++) {
+            size_t nl = strlen(names[i]);
+            /* from just after '{', and again from after the first member's value */
+            for (int from_after = 0; from_after < 2; from_after++) {
+                sq_json_walk_init(&w, s, n, depth, flags);
+                int ok = sq_json_next(&w, &t);
+                assert_int_equal(ok, 0);
+                if (from_after) {
+                    if (sq_json_next(&w, &t) < 0 || t.type != SQ_JSON_T_KEY ||
+                        sq_json_next(&w, &t) < 0 || ref_skip(&w, &t) < 0)
+                        continue;
+                }
+                r = w;
+                outcome(&w, sq_json_find(&w, names[i], nl), got, sizeof(got));
+                int rc;
+                for (;;) {
+                    if ((rc = sq_json_next(&r, &t)) < 0 || t.type == SQ_JSON_T_OBJ_END) {
+                        rc = rc < 0 ? rc : 0;
+                        break;
+                    }
+                    if (sq_json_str_eq(s + t.at + 1, t.len - 2, names[i], nl)) {
+                        rc = 1;
+                        break;
+                    }
+                    if (sq_json_next(&r, &t) < 0 || ref_skip(&r, &t) < 0) {
+                        rc = -SQ_EPARSE;
+                        break;
+                    }
+                }
+                outcome(&r, rc, want, sizeof(want));
+                CHECK(!strcmp(got, want), "find '%s' in '%.*s': %s, by tokens %s\n", names[i],
+                      (int)n, s, got, want);
+            }
+        }
+    } else if (t.type == SQ_JSON_T_ARR) {
+        for (size_t k = 0; k < 6; k++) {
+            sq_json_walk_init(&w, s, n, depth, flags);
+            assert_int_equal(sq_json_next(&w, &t), 0);
+            r = w;
+            outcome(&w, sq_json_index(&w, k), got, sizeof(got));
+            int rc = 1;
+            for (size_t i = 0; i <= k; i++) {
+                if ((rc = sq_json_next(&r, &t)) < 0)
+                    break;
+                if (t.type == SQ_JSON_T_ARR_END) {
+                    rc = 0;
+                    break;
+                }
+                if (i == k) { /* the value itself: outcome() reads it again, below */
+                    rc = 2;
+                    break;
+                }
+                if (ref_skip(&r, &t) < 0) {
+                    rc = -SQ_EPARSE;
+                    break;
+                }
+            }
+            if (rc == 2) {
+                /* outcome() reads the value with next(): start r again, k values in */
+                sq_json_walk_init(&r, s, n, depth, flags);
+                assert_int_equal(sq_json_next(&r, &t), 0);
+                for (size_t i = 0; i < k; i++) {
+                    assert_int_equal(sq_json_next(&r, &t), 0);
+                    assert_int_equal(ref_skip(&r, &t), 0);
+                }
+                rc = 1;
+            }
+            outcome(&r, rc, want, sizeof(want));
+            CHECK(!strcmp(got, want), "index %zu in '%.*s': %s, by tokens %s\n", k, (int)n, s, got,
+                  want);
+        }
+    }
+    /* misuse: not between members, not after '[' */
+    sq_json_walk_init(&w, s, n, depth, flags);
+    if (sq_json_next(&w, &t) == 0 && t.type != SQ_JSON_T_OBJ && t.type != SQ_JSON_T_END) {
+        int rc = sq_json_find(&w, "a", 1);
+        assert_true(rc == 0 || rc == -SQ_EPARSE);
     }
 }
 
@@ -278,7 +444,9 @@ static void check_case(struct guard *g, const struct wcase *c, size_t ci)
     walk(guard_put(g, c->in, len), len, c->depth, c->flags, &full);
     CHECK(!strcmp(full.text, c->want), "case %zu '%s':\n  got  %s\n  want %s\n", ci, c->in,
           full.text, c->want);
+    find_index_agree(guard_put(g, c->in, len), len, c->depth, c->flags);
     for (size_t k = 0; k < len; k++) {
+        find_index_agree(guard_put(g, c->in, k), k, c->depth, c->flags);
         walk(guard_put(g, c->in, k), k, c->depth, c->flags, &part);
         /* the same tokens as far as they go; a number at the cut may be shorter */
         for (size_t j = 0; j < part.n; j++) {
