@@ -391,6 +391,14 @@ static inline bool in_object(const struct sq_json_walk *w)
     return obj_at(w->_obj, w->depth - 1);
 }
 
+/* The innermost container closed: what follows is a separator or its parent's end, or nothing
+ * at all after the root. */
+static inline void left(struct sq_json_walk *w)
+{
+    w->depth--;
+    w->_state = w->depth ? ST_AFTER : ST_DONE;
+}
+
 static inline void tok(struct sq_json_tok *t, enum sq_json_tok_type type, const char *s,
                        const char *p, const char *q)
 {
@@ -405,11 +413,10 @@ static inline int close_at(struct sq_json_walk *w, struct sq_json_tok *t, const 
     bool obj = in_object(w);
     if (*p != (obj ? '}' : ']'))
         return fail(w, SQ_JSON_E_UNEXPECTED, p);
-    w->depth--;
+    left(w);
     t->esc = false;
     tok(t, obj ? SQ_JSON_T_OBJ_END : SQ_JSON_T_ARR_END, w->s, p, p + 1);
     w->pos = (size_t)(p + 1 - w->s);
-    w->_state = w->depth ? ST_AFTER : ST_DONE;
     return 0;
 }
 
@@ -517,6 +524,12 @@ int sq_json_next(struct sq_json_walk *w, struct sq_json_tok *t)
     return step(w, t);
 }
 
+/* The inside of a key, k[0, n), is name[0, nlen): by its bytes when it has no escape. */
+HOT bool key_eq(const char *k, size_t n, bool esc, const char *name, size_t nlen)
+{
+    return esc ? sq_json_str_eq(k, n, name, nlen) : n == nlen && memcmp(k, name, n) == 0;
+}
+
 /* The fast way through a container open at depth d (1-based: the root's is 1; d <= max) whose
  * closer is outer_closer, from p: just after its opening bracket, or (after) just after one of
  * its values. Returns the byte past its matching closer; or, with found given, stops early and
@@ -612,7 +625,7 @@ key:
     bool eq = false;
     if (name && k == 0) {
         size_t n = (size_t)(q - p) - 2;
-        eq = esc ? sq_json_str_eq(p + 1, n, name, nlen) : n == nlen && memcmp(p + 1, name, n) == 0;
+        eq = key_eq(p + 1, n, esc, name, nlen);
     }
     p = skip_ws(q, end);
     if (p >= end || *p != ':')
@@ -654,8 +667,7 @@ HOT int skip_value(struct sq_json_walk *w, struct sq_json_tok *t)
                                 in_object(w) ? '}' : ']');
     if (end) {
         w->pos = (size_t)(end - w->s);
-        w->depth = outer;
-        w->_state = outer ? ST_AFTER : ST_DONE;
+        left(w);
         t->len = w->pos - t->at;
         return 0;
     }
@@ -676,6 +688,19 @@ int sq_json_skip(struct sq_json_walk *w, struct sq_json_tok *t)
     return skip_value(w, t);
 }
 
+/* Where a fast find or index stopped: before the value found (1), or past the container's
+ * closer (0). */
+static int landed(struct sq_json_walk *w, const char *p, bool found)
+{
+    w->pos = (size_t)(p - w->s);
+    if (found) {
+        w->_state = ST_VALUE;
+        return 1;
+    }
+    left(w);
+    return 0;
+}
+
 int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen)
 {
     if (w->err)
@@ -685,16 +710,8 @@ int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen)
         bool found = false;
         const char *p = find_fast(w->s + w->pos, w->s + w->len, w->depth, w->max_depth, w->flags,
                                   st == ST_AFTER, name, nlen, &found);
-        if (p) {
-            w->pos = (size_t)(p - w->s);
-            if (found) {
-                w->_state = ST_VALUE;
-                return 1;
-            }
-            w->depth--;
-            w->_state = w->depth ? ST_AFTER : ST_DONE;
-            return 0;
-        }
+        if (p)
+            return landed(w, p, found);
     }
     /* Something is wrong (or this is not between an object's members): again by step(). */
     struct sq_json_tok t;
@@ -705,9 +722,7 @@ int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen)
             return 0;
         if (t.type != SQ_JSON_T_KEY)
             return fail(w, SQ_JSON_E_UNEXPECTED, w->s + t.at);
-        const char *k = w->s + t.at + 1;
-        size_t n = t.len - 2;
-        if (t.esc ? sq_json_str_eq(k, n, name, nlen) : n == nlen && memcmp(k, name, n) == 0)
+        if (key_eq(w->s + t.at + 1, t.len - 2, t.esc, name, nlen))
             return 1;
         if (step(w, &t) < 0 || skip_value(w, &t) < 0)
             return -SQ_EPARSE;
@@ -722,16 +737,8 @@ int sq_json_index(struct sq_json_walk *w, size_t n)
         bool found = false;
         const char *p =
             index_fast(w->s + w->pos, w->s + w->len, w->depth, w->max_depth, w->flags, n, &found);
-        if (p) {
-            w->pos = (size_t)(p - w->s);
-            if (found) {
-                w->_state = ST_VALUE;
-                return 1;
-            }
-            w->depth--;
-            w->_state = w->depth ? ST_AFTER : ST_DONE;
-            return 0;
-        }
+        if (p)
+            return landed(w, p, found);
     }
     /* Something is wrong (or this is not just after a '['): again by step(). */
     if (w->_state != ST_ARR_FIRST)
