@@ -53,33 +53,37 @@ static struct pos here(const struct parser *p)
     return (struct pos){p->line, p->r - p->line_start + 1};
 }
 
-__attribute__((format(printf, 4, 5))) static int perr(struct parser *p, struct pos at, int rc,
-                                                      const char *fmt, ...)
+/* "path:line:col: message" (at.line 0: "path: message") into p->err. Returns rc. */
+__attribute__((format(printf, 4, 0))) static int verr(struct parser *p, struct pos at, int rc,
+                                                      const char *fmt, va_list ap)
 {
     if (p->err && p->errlen) {
-        int n = snprintf(p->err, p->errlen, "%s:%zu:%zu: ", p->path, at.line, at.col);
-        if (n >= 0 && (size_t)n < p->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
+        int n = at.line ? snprintf(p->err, p->errlen, "%s:%zu:%zu: ", p->path, at.line, at.col)
+                        : snprintf(p->err, p->errlen, "%s: ", p->path);
+        if (n >= 0 && (size_t)n < p->errlen)
             vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
     }
     return rc;
 }
 
+__attribute__((format(printf, 4, 5))) static int perr(struct parser *p, struct pos at, int rc,
+                                                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rc = verr(p, at, rc, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* An error about the whole file (no position). */
 __attribute__((format(printf, 3, 4))) static int ferr(struct parser *p, int rc, const char *fmt,
                                                       ...)
 {
-    if (p->err && p->errlen) {
-        int n = snprintf(p->err, p->errlen, "%s: ", p->path);
-        if (n >= 0 && (size_t)n < p->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    rc = verr(p, (struct pos){0, 0}, rc, fmt, ap);
+    va_end(ap);
     return rc;
 }
 
@@ -443,6 +447,19 @@ static void json_scalar(struct parser *p, const struct sq_json_tok *t, size_t ba
     *out = (struct sq_str){s - 1, t->len};
 }
 
+/* After a value in a container: takes a ',' (1: more follow) or the container's closer (0);
+ * -1 for anything else, *c the byte found there (-1: the end), for the caller to word. */
+static int json_more(struct sq_json_walk *w, char closer, int *c)
+{
+    struct sq_json_tok t;
+    *c = sq_json_peek(w);
+    if (*c == ',')
+        return sq_json_sep(w) < 0 ? -1 : 1;
+    if (*c == closer)
+        return sq_json_next(w, &t) < 0 ? -1 : 0;
+    return -1;
+}
+
 /* Column index of a key, adding a new column when unseen. hint: the key's position in its
  * object, the usual column. */
 static int json_column(struct parser *p, struct sq_str key, size_t hint, size_t *idx)
@@ -479,21 +496,16 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
 
     p->counted = base;
     sq_json_walk_init(&w, t + base, p->len - base, 2, SQ_JSON_SURROGATES | SQ_JSON_NO_NUL);
-#define HERE() json_at(p, base + w.pos) /* after sq_json_peek: the byte it showed */
-#define NEXT()                                                                                     \
+#define HERE()     json_at(p, base + w.pos) /* after sq_json_peek: the byte it showed */
+#define TAKE(call) /* the walker's faults are inside a token: its message */                       \
     do {                                                                                           \
-        if (sq_json_next(&w, &tok) < 0) {                                                          \
+        if ((call) < 0) {                                                                          \
             rc = json_token_error(p, &w, base);                                                    \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
-#define SEP()                                                                                      \
-    do {                                                                                           \
-        if (sq_json_sep(&w) < 0) {                                                                 \
-            rc = json_token_error(p, &w, base);                                                    \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
+#define NEXT() TAKE(sq_json_next(&w, &tok))
+#define SEP()  TAKE(sq_json_sep(&w))
     /* What NEXT and SEP are asked for has been peeked at: they fail only inside a token. */
 
     c = sq_json_peek(&w);
@@ -587,30 +599,22 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
                 }
                 tr = a;
                 tr[ntr++] = (struct triple){nrows, col, val};
-                c = sq_json_peek(&w);
-                if (c == ',') {
-                    SEP();
+                int more = json_more(&w, '}', &c);
+                if (more > 0)
                     continue;
-                }
-                if (c == '}') {
-                    NEXT();
+                if (more == 0)
                     break;
-                }
                 rc = perr(p, HERE(), -SQ_EPARSE, "expected ',' or '}' in row index %zu, found %s",
                           nrows, c >= 0 ? show((char)c, cb) : "the end");
                 goto fail;
             }
         }
         nrows++;
-        c = sq_json_peek(&w);
-        if (c == ',') {
-            SEP();
+        int more = json_more(&w, ']', &c);
+        if (more > 0)
             continue;
-        }
-        if (c == ']') {
-            NEXT();
+        if (more == 0)
             break;
-        }
         rc = perr(p, HERE(), -SQ_EPARSE, "expected ',' or ']' after row index %zu, found %s",
                   nrows - 1, c >= 0 ? show((char)c, cb) : "the end");
         goto fail;
@@ -621,6 +625,7 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
         goto fail;
     }
 #undef HERE
+#undef TAKE
 #undef NEXT
 #undef SEP
     if (!p->ncols) {
@@ -675,28 +680,31 @@ static int parser_init(struct parser *p, const char *path, const char *data, siz
     return 0;
 }
 
-int sq_feeder__parse_csv(const char *path, const char *data, size_t len, struct sq_feeder **out,
-                         char *err, size_t errlen)
+typedef int (*parse_fn)(struct parser *p, struct sq_feeder **out);
+
+/* Parses a copy of data with fn. */
+static int parse_copy(const char *path, const char *data, size_t len, parse_fn fn,
+                      struct sq_feeder **out, char *err, size_t errlen)
 {
     struct parser p;
     *out = NULL;
     int rc = parser_init(&p, path, data, len, err, errlen);
     if (rc == 0)
-        rc = parse_csv(&p, out);
+        rc = fn(&p, out);
     parser_dispose(&p);
     return rc;
+}
+
+int sq_feeder__parse_csv(const char *path, const char *data, size_t len, struct sq_feeder **out,
+                         char *err, size_t errlen)
+{
+    return parse_copy(path, data, len, parse_csv, out, err, errlen);
 }
 
 int sq_feeder__parse_json(const char *path, const char *data, size_t len, struct sq_feeder **out,
                           char *err, size_t errlen)
 {
-    struct parser p;
-    *out = NULL;
-    int rc = parser_init(&p, path, data, len, err, errlen);
-    if (rc == 0)
-        rc = parse_json(&p, out);
-    parser_dispose(&p);
-    return rc;
+    return parse_copy(path, data, len, parse_json, out, err, errlen);
 }
 
 /* Reads the whole file into a malloc'd buffer. */
@@ -765,8 +773,6 @@ static int read_file(const char *path, char **data, size_t *len, char *err, size
     *len = n;
     return 0;
 }
-
-typedef int (*parse_fn)(struct parser *p, struct sq_feeder **out);
 
 static int load(const char *path, parse_fn fn, struct sq_feeder **out, char *err, size_t errlen)
 {
