@@ -4,11 +4,12 @@
  * a value, a value or ']', a key or '}', a key, ':', ',' or the container's end, or nothing but
  * whitespace), and one bit per open container says whether it is an object, so a closing
  * bracket is checked against the one that opened. step() is the whole of it: sq_json_next is
- * step() once. sq_json_skip and sq_json_find, the hot ones (a JSON path skips every value it
- * does not name), run the same grammar as one loop over locals (scan_fast) and, only when that
- * finds a fault, walk again with step() to say exactly what and where: the fault's report is
- * step()'s, whichever way in. The unit tests and fuzz/fuzz_json.c hold the two to the same
- * answers.
+ * step() once. sq_json_skip, sq_json_find and sq_json_index, the hot ones (a JSON path skips
+ * every value it does not name, once per response), run the same grammar as one loop over
+ * locals (scan_fast, made three times by the compiler, each with only its own checks) and,
+ * only when that finds a fault, walk again with step() to say exactly what and where: the
+ * fault's report is step()'s, whichever way in. The unit tests and fuzz/fuzz_json.c hold the
+ * two to the same answers.
  */
 #include "base/json.h"
 
