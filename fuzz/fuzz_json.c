@@ -5,9 +5,9 @@
  *  - the token walk ends (END or an error) within len + 2 calls; every token lies inside the
  *    input, after the one before it; brackets match (a stack kept here); an error is sticky and
  *    names a byte at or before the end;
- *  - sq_json_skip over the root, and sq_json_find / sq_json_index from the root for a few names
- *    and indexes, end where the token walk ends, with the same error at the same byte (the fast
- *    loop and step() agree);
+ *  - sq_json_skip over the root, and sq_json_find / sq_json_index in the root (and where it is
+ *    due) for a few names and indexes, walking on from the value they give, end where the token
+ *    walk ends, with the same error at the same byte (the fast loops and step() agree);
  *  - every string and key decodes with sq_json_unescape, unless it holds a lone surrogate, to no
  *    more bytes than it has, the same in place and out of place; sq_json_str_eq says the raw
  *    text equals what it decoded to;
@@ -81,21 +81,23 @@ static size_t walk(const char *s, size_t n, unsigned flags, struct sq_json_walk 
     }
 }
 
-/* How a walk from w on ends. */
-static void finish(struct sq_json_walk *w, enum sq_json_err *err, size_t *at)
+/* How a walk from w on ends; found: a value's first token just read (its rest is still to come). */
+static void finish(struct sq_json_walk *w, struct sq_json_tok *found, enum sq_json_err *err,
+                   size_t *at)
 {
     struct sq_json_tok t;
-    while (sq_json_next(w, &t) == 0 && t.type != SQ_JSON_T_END)
-        ;
+    if (!found || sq_json_skip(w, found) == 0)
+        while (sq_json_next(w, &t) == 0 && t.type != SQ_JSON_T_END)
+            ;
     *err = w->err;
     *at = w->err_at;
 }
 
-static void agree(const struct sq_json_walk *ref, struct sq_json_walk *w)
+static void agree(const struct sq_json_walk *ref, struct sq_json_walk *w, struct sq_json_tok *found)
 {
     enum sq_json_err e;
     size_t at;
-    finish(w, &e, &at);
+    finish(w, found, &e, &at);
     if (e != ref->err || (e && at != ref->err_at))
         abort();
 }
@@ -278,7 +280,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sq_json_next(&w, &t) == 0) {
         if (sq_json_skip(&w, &t) == 0 && t.at + t.len > size)
             abort();
-        agree(&ref, &w);
+        agree(&ref, &w, NULL);
     }
 
     /* find and index from the root: they end the walk where the tokens do (from the found
@@ -288,8 +290,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sq_json_walk_init(&w, s, size, 0, 0);
         if (sq_json_next(&w, &t) < 0 || t.type != SQ_JSON_T_OBJ)
             break;
-        if (sq_json_find(&w, names[k], strlen(names[k])) >= 0)
-            agree(&ref, &w);
+        int rc = sq_json_find(&w, names[k], strlen(names[k]), &t);
+        if (rc >= 0)
+            agree(&ref, &w, rc ? &t : NULL);
         else if (w.err != ref.err || w.err_at != ref.err_at)
             abort();
     }
@@ -297,8 +300,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sq_json_walk_init(&w, s, size, 0, 0);
         if (sq_json_next(&w, &t) < 0 || t.type != SQ_JSON_T_ARR)
             break;
-        if (sq_json_index(&w, k) >= 0)
-            agree(&ref, &w);
+        int rc = sq_json_index(&w, k, &t);
+        if (rc >= 0)
+            agree(&ref, &w, rc ? &t : NULL);
+        else if (w.err != ref.err || w.err_at != ref.err_at)
+            abort();
+    }
+
+    /* find and index where the root is due: they take its bracket, or leave the walker be */
+    for (int arr = 0; arr < 2; arr++) {
+        sq_json_walk_init(&w, s, size, 0, 0);
+        int rc = arr ? sq_json_index(&w, 1, &t) : sq_json_find(&w, "a", 1, &t);
+        if (rc >= 0)
+            agree(&ref, &w, rc ? &t : NULL);
         else if (w.err != ref.err || w.err_at != ref.err_at)
             abort();
     }

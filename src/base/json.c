@@ -5,11 +5,11 @@
  * whitespace), and one bit per open container says whether it is an object, so a closing
  * bracket is checked against the one that opened. step() is the whole of it: sq_json_next is
  * step() once. sq_json_skip, sq_json_find and sq_json_index, the hot ones (a JSON path skips
- * every value it does not name, once per response), run the same grammar as one loop over
- * locals (scan_fast, made three times by the compiler, each with only its own checks) and,
- * only when that finds a fault, walk again with step() to say exactly what and where: the
- * fault's report is step()'s, whichever way in. The unit tests and fuzz/fuzz_json.c hold the
- * two to the same answers.
+ * every value it does not name, once per response), run the same grammar as loops over locals
+ * (skip_fast, and find_fast and index_fast over one container's members, skipping the values
+ * they pass with it) and, only when that finds a fault, walk again with step() to say exactly
+ * what and where: the fault's report is step()'s, whichever way in. The unit tests and
+ * fuzz/fuzz_json.c hold the two to the same answers.
  */
 #include "base/json.h"
 
@@ -361,19 +361,8 @@ bool sq_json_str_eq(const char *s, size_t n, const char *name, size_t nlen)
 
 /* ---- the walker ---- */
 
-void sq_json_walk_init(struct sq_json_walk *w, const char *s, size_t len, unsigned max_depth,
-                       unsigned flags)
-{
-    w->s = s ? s : ""; /* no arithmetic on NULL, not even + 0 */
-    w->len = s ? len : 0;
-    w->pos = 0;
-    w->depth = 0;
-    w->max_depth = max_depth && max_depth <= SQ_JSON_DEPTH_MAX ? max_depth : SQ_JSON_DEPTH_MAX;
-    w->flags = flags;
-    w->err = SQ_JSON_E_NONE;
-    w->err_at = 0;
-    w->_state = ST_ROOT;
-}
+/* ST_ROOT is 0: sq_json_walk_init (json.h) starts there. */
+_Static_assert(ST_ROOT == 0, "sq_json_walk_init starts at ST_ROOT");
 
 static int fail(struct sq_json_walk *w, enum sq_json_err e, const char *at)
 {
@@ -531,27 +520,20 @@ HOT bool key_eq(const char *k, size_t n, bool esc, const char *name, size_t nlen
     return esc ? sq_json_str_eq(k, n, name, nlen) : n == nlen && memcmp(k, name, n) == 0;
 }
 
-/* The fast way through a container open at depth d (1-based: the root's is 1; d <= max) whose
- * closer is outer_closer, from p: just after its opening bracket, or (after) just after one of
- * its values. Returns the byte past its matching closer; or, with found given, stops early and
- * sets *found: in an object at the first member of its own (not of one inside it) whose key is
- * name[0, nlen), returning the byte after that member's ':'; in an array before its value number
- * index (0-based, counted from p). NULL when anything on the way is wrong: the caller then walks
- * again with step() to learn what and where. step()'s grammar as one loop over locals; close[]
- * holds the closer each container opened here needs, so that no bit of the walker's changes. */
-HOT const char *scan_fast(const char *p, const char *end, unsigned d, unsigned max, unsigned flags,
-                          char outer_closer, bool after, const char *name, size_t nlen,
-                          size_t index, bool *found)
+/* The fast way past a container whose opening bracket is just before p and which is open at
+ * depth d (1-based: the root's is 1; d <= max): the byte past its matching closer, or NULL when
+ * anything in it is wrong (the caller then walks again with step() to learn what and where).
+ * step()'s grammar as one loop over locals; close[] holds the closer each container opened here
+ * needs, so that no bit of the walker's changes. */
+static const char *skip_fast(const char *p, const char *end, unsigned d, unsigned max,
+                             unsigned flags, char outer_closer)
 {
     char close[SQ_JSON_DEPTH_MAX];
-    unsigned k = 0;  /* containers opened here */
-    size_t seen = 0; /* values of the outer array met */
+    unsigned k = 0; /* containers opened here */
     char closer = outer_closer;
     bool esc;
     const char *q;
     enum sq_json_tok_type type;
-    if (after)
-        goto after;
     p = skip_ws(p, end);
     if (p < end && *p == closer) {
         p++;
@@ -563,10 +545,6 @@ value:
     p = skip_ws(p, end);
     if (p >= end)
         return NULL;
-    if (k == 0 && found && !name && seen++ == index) {
-        *found = true;
-        return p;
-    }
     switch (*p) {
     case '{':
     case '[':
@@ -592,12 +570,22 @@ value:
         if (!(p = scan_literal(p, end, &type)))
             return NULL;
         break;
-    default:
-        if (*p != '-' && !IS(*p, C_DIGIT))
-            return NULL;
+    case '-':
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9':
         if (!(p = scan_number(p, end)))
             return NULL;
         break;
+    default:
+        return NULL;
     }
 after:
     p = skip_ws(p, end);
@@ -620,42 +608,107 @@ closed:
     goto after;
 key:
     p = skip_ws(p, end);
-    esc = false;
     if (p >= end || *p != '"' || scan_string(p, end, flags, &q, &esc))
         return NULL;
-    bool eq = false;
-    if (name && k == 0) {
-        size_t n = (size_t)(q - p) - 2;
-        eq = key_eq(p + 1, n, esc, name, nlen);
-    }
     p = skip_ws(q, end);
     if (p >= end || *p != ':')
         return NULL;
     p++;
-    if (eq) {
-        *found = true;
-        return p;
-    }
     goto value;
 }
 
-/* scan_fast made three times, each with the checks its use needs and no other. */
-static const char *skip_fast(const char *p, const char *end, unsigned d, unsigned max,
-                             unsigned flags, char closer)
+/* The end of the value at p (p < end, no whitespace before it) inside d open containers, or
+ * NULL. A container is skipped by skip_fast, out of line: the members of the one being searched
+ * and those of the ones inside it then take different branches, as they take different paths. */
+HOT const char *value_fast(const char *p, const char *end, unsigned d, unsigned max, unsigned flags)
 {
-    return scan_fast(p, end, d, max, flags, closer, false, NULL, 0, 0, NULL);
+    const char *q;
+    bool esc;
+    enum sq_json_tok_type type;
+    switch (*p) {
+    case '"':
+        return scan_string(p, end, flags, &q, &esc) ? NULL : q;
+    case '{':
+    case '[':
+        return d < max ? skip_fast(p + 1, end, d + 1, max, flags, *p == '{' ? '}' : ']') : NULL;
+    case 't':
+    case 'f':
+    case 'n':
+        return scan_literal(p, end, &type);
+    default:
+        return *p == '-' || IS(*p, C_DIGIT) ? scan_number(p, end) : NULL;
+    }
 }
 
+/* The fast find: from p, just after the '{' of the object open at depth d or (after) just after
+ * one of its values, to the byte after the ':' of its first member whose key is name[0, nlen]
+ * (*found set), or the byte past its '}'; NULL on any fault. */
 static const char *find_fast(const char *p, const char *end, unsigned d, unsigned max,
                              unsigned flags, bool after, const char *name, size_t nlen, bool *found)
 {
-    return scan_fast(p, end, d, max, flags, '}', after, name, nlen, 0, found);
+    const char *q;
+    bool esc;
+    if (after)
+        goto after;
+    p = skip_ws(p, end);
+    if (p < end && *p == '}')
+        return p + 1;
+    for (;;) {
+        p = skip_ws(p, end);
+        esc = false;
+        if (p >= end || *p != '"' || scan_string(p, end, flags, &q, &esc))
+            return NULL;
+        bool eq = key_eq(p + 1, (size_t)(q - p) - 2, esc, name, nlen);
+        p = skip_ws(q, end);
+        if (p >= end || *p != ':')
+            return NULL;
+        p++;
+        if (eq) {
+            *found = true;
+            return p;
+        }
+        p = skip_ws(p, end);
+        if (p >= end || !(p = value_fast(p, end, d, max, flags)))
+            return NULL;
+    after:
+        p = skip_ws(p, end);
+        if (p >= end)
+            return NULL;
+        if (*p == '}')
+            return p + 1;
+        if (*p != ',')
+            return NULL;
+        p++;
+    }
 }
 
+/* The fast index: from p, just after the '[' of the array open at depth d, to its value number
+ * index (*found set), or the byte past its ']'; NULL on any fault. */
 static const char *index_fast(const char *p, const char *end, unsigned d, unsigned max,
                               unsigned flags, size_t index, bool *found)
 {
-    return scan_fast(p, end, d, max, flags, ']', false, NULL, 0, index, found);
+    p = skip_ws(p, end);
+    if (p < end && *p == ']')
+        return p + 1;
+    for (size_t i = 0;; i++) {
+        p = skip_ws(p, end);
+        if (p >= end)
+            return NULL;
+        if (i == index) {
+            *found = true;
+            return p;
+        }
+        if (!(p = value_fast(p, end, d, max, flags)))
+            return NULL;
+        p = skip_ws(p, end);
+        if (p >= end)
+            return NULL;
+        if (*p == ']')
+            return p + 1;
+        if (*p != ',')
+            return NULL;
+        p++;
+    }
 }
 
 /* Past the container t opened (its token just given), or nothing for another token. */
@@ -689,84 +742,107 @@ int sq_json_skip(struct sq_json_walk *w, struct sq_json_tok *t)
     return skip_value(w, t);
 }
 
-/* Where a fast find or index stopped: before the value found (1), or past the container's
- * closer (0). */
-static int landed(struct sq_json_walk *w, const char *p, bool found)
+/* Where a fast find or index stopped: before the value found (1, its first token in *t), or
+ * past the container's closer (0). */
+static int landed(struct sq_json_walk *w, const char *p, bool found, struct sq_json_tok *t)
 {
     w->pos = (size_t)(p - w->s);
     if (found) {
         w->_state = ST_VALUE;
-        return 1;
+        return step(w, t) < 0 ? -SQ_EPARSE : 1;
     }
     left(w);
     return 0;
 }
 
-int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen)
+/* Where a value is due (the root, after ':' or ',' in an array; for an object also just after
+ * '['): takes its opening bracket when it is open, and returns 1; 0 when the value due is
+ * something else (nothing taken but whitespace); 1 too when no value is due (the walker is
+ * inside the container already: between an object's members, or just after '[' for an array). */
+static int enter(struct sq_json_walk *w, char open)
+{
+    unsigned st = w->_state;
+    if (st != ST_ROOT && st != ST_VALUE && !(st == ST_ARR_FIRST && open == '{'))
+        return 1;
+    const char *p = skip_ws(w->s + w->pos, w->s + w->len);
+    w->pos = (size_t)(p - w->s);
+    if (p >= w->s + w->len || *p != open)
+        return 0;
+    if (w->depth >= w->max_depth)
+        return fail(w, SQ_JSON_E_DEPTH, p);
+    unsigned d = w->depth++;
+    uint64_t bit = UINT64_C(1) << (d & 63);
+    if (open == '{')
+        w->_obj[d >> 6] |= bit;
+    else
+        w->_obj[d >> 6] &= ~bit;
+    w->pos++;
+    w->_state = open == '{' ? ST_OBJ_FIRST : ST_ARR_FIRST;
+    return 1;
+}
+
+int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen, struct sq_json_tok *t)
 {
     if (w->err)
         return -SQ_EPARSE;
+    int in = enter(w, '{');
+    if (in <= 0)
+        return in;
     unsigned st = w->_state;
     if ((st == ST_OBJ_FIRST || st == ST_AFTER) && in_object(w)) {
         bool found = false;
         const char *p = find_fast(w->s + w->pos, w->s + w->len, w->depth, w->max_depth, w->flags,
                                   st == ST_AFTER, name, nlen, &found);
         if (p)
-            return landed(w, p, found);
+            return landed(w, p, found, t);
     }
     /* Something is wrong (or this is not between an object's members): again by step(). */
-    struct sq_json_tok t;
+    struct sq_json_tok k;
     for (;;) {
-        if (step(w, &t) < 0)
+        if (step(w, &k) < 0)
             return -SQ_EPARSE;
-        if (t.type == SQ_JSON_T_OBJ_END)
+        if (k.type == SQ_JSON_T_OBJ_END)
             return 0;
-        if (t.type != SQ_JSON_T_KEY)
-            return fail(w, SQ_JSON_E_UNEXPECTED, w->s + t.at);
-        if (key_eq(w->s + t.at + 1, t.len - 2, t.esc, name, nlen))
+        if (k.type != SQ_JSON_T_KEY)
+            return fail(w, SQ_JSON_E_UNEXPECTED, w->s + k.at);
+        bool eq = key_eq(w->s + k.at + 1, k.len - 2, k.esc, name, nlen);
+        if (step(w, t) < 0)
+            return -SQ_EPARSE;
+        if (eq)
             return 1;
-        if (step(w, &t) < 0 || skip_value(w, &t) < 0)
+        if (skip_value(w, t) < 0)
             return -SQ_EPARSE;
     }
 }
 
-int sq_json_index(struct sq_json_walk *w, size_t n)
+int sq_json_index(struct sq_json_walk *w, size_t n, struct sq_json_tok *t)
 {
     if (w->err)
         return -SQ_EPARSE;
+    int in = enter(w, '[');
+    if (in <= 0)
+        return in;
     if (w->_state == ST_ARR_FIRST) {
         bool found = false;
         const char *p =
             index_fast(w->s + w->pos, w->s + w->len, w->depth, w->max_depth, w->flags, n, &found);
         if (p)
-            return landed(w, p, found);
+            return landed(w, p, found, t);
     }
     /* Something is wrong (or this is not just after a '['): again by step(). */
     if (w->_state != ST_ARR_FIRST)
         return fail(w, SQ_JSON_E_UNEXPECTED, w->s + w->pos);
-    struct sq_json_tok t;
     for (size_t i = 0; i < n; i++) {
-        if (step(w, &t) < 0)
+        if (step(w, t) < 0)
             return -SQ_EPARSE;
-        if (t.type == SQ_JSON_T_ARR_END)
+        if (t->type == SQ_JSON_T_ARR_END)
             return 0;
-        if (skip_value(w, &t) < 0)
+        if (skip_value(w, t) < 0)
             return -SQ_EPARSE;
     }
-    if (sq_json_peek(w) == ']')
-        return step(w, &t) < 0 ? -SQ_EPARSE : 0;
-    if (w->_state == ST_AFTER && sq_json_sep(w) < 0)
+    if (step(w, t) < 0) /* value n, or the ']' before it */
         return -SQ_EPARSE;
-    return 1;
-}
-
-int sq_json_peek(struct sq_json_walk *w)
-{
-    if (w->err)
-        return -1;
-    const char *p = skip_ws(w->s + w->pos, w->s + w->len);
-    w->pos = (size_t)(p - w->s);
-    return w->pos < w->len ? (unsigned char)*p : -1;
+    return t->type == SQ_JSON_T_ARR_END ? 0 : 1;
 }
 
 int sq_json_sep(struct sq_json_walk *w)

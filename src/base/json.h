@@ -104,9 +104,21 @@ struct sq_json_walk {
 };
 
 /* Starts a walk over s[0, len) (borrowed; s may be NULL when len is 0). max_depth: 0 or more
- * than SQ_JSON_DEPTH_MAX means SQ_JSON_DEPTH_MAX. */
-void sq_json_walk_init(struct sq_json_walk *w, const char *s, size_t len, unsigned max_depth,
-                       unsigned flags);
+ * than SQ_JSON_DEPTH_MAX means SQ_JSON_DEPTH_MAX. Inline: a reader starts one per document, on
+ * a worker's per-response path. */
+static inline void sq_json_walk_init(struct sq_json_walk *w, const char *s, size_t len,
+                                     unsigned max_depth, unsigned flags)
+{
+    w->s = s ? s : ""; /* no arithmetic on NULL, not even + 0 */
+    w->len = s ? len : 0;
+    w->pos = 0;
+    w->depth = 0;
+    w->max_depth = max_depth && max_depth <= SQ_JSON_DEPTH_MAX ? max_depth : SQ_JSON_DEPTH_MAX;
+    w->flags = flags;
+    w->err = SQ_JSON_E_NONE;
+    w->err_at = 0;
+    w->_state = 0; /* the root value is due */
+}
 
 /* The next token into *t, taking a ',' or ':' before it. Returns 0, or -SQ_EPARSE with w->err
  * and w->err_at set. After the root value: END (and END again), or SQ_JSON_E_TRAILING when
@@ -118,21 +130,38 @@ SQ_MUST_CHECK int sq_json_next(struct sq_json_walk *w, struct sq_json_tok *t);
  * Iterative and specialised: the fast way past a value nobody asked for. */
 SQ_MUST_CHECK int sq_json_skip(struct sq_json_walk *w, struct sq_json_tok *t);
 
-/* Inside an object, between its members (just after its '{' or after a member's value): reads
- * members, skipping their values, up to the first whose key's text (decoded: sq_json_str_eq) is
- * name[0, nlen), and leaves the walker before that member's value. Returns 1 (found), 0 (the
- * object ended first; the walker is past its '}') or -SQ_EPARSE. */
-SQ_MUST_CHECK int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen);
+/* Inside an object, between its members (just after its '{' or after a member's value), or
+ * where a value is due that is an object (its '{' is taken first): reads members, skipping their
+ * values, up to the first whose key's text (decoded: sq_json_str_eq) is name[0, nlen], and reads
+ * that member's value's first token into *t (as sq_json_next would). Returns 1 (found), 0 (the
+ * object ended first, the walker past its '}'; or the value due is not an object, the walker
+ * not moved but for whitespace) or -SQ_EPARSE (a fault on the way or in that token). */
+SQ_MUST_CHECK int sq_json_find(struct sq_json_walk *w, const char *name, size_t nlen,
+                               struct sq_json_tok *t);
 
-/* Just after an array's '[': skips its first n values and leaves the walker before value n
- * (0-based). Returns 1 (there is one; sq_json_next reads it, and says when it is malformed), 0
- * (fewer values; the walker is past the ']') or -SQ_EPARSE. */
-SQ_MUST_CHECK int sq_json_index(struct sq_json_walk *w, size_t n);
+/* Just after an array's '[', or where a value is due that is an array (the root, after ':' or
+ * after ','; its '[' is taken first):
+ * skips its first n values and reads value n's (0-based) first token into *t. Returns 1, 0
+ * (fewer values, the walker past the ']'; or the value due is not an array, the walker not
+ * moved) or -SQ_EPARSE. */
+SQ_MUST_CHECK int sq_json_index(struct sq_json_walk *w, size_t n, struct sq_json_tok *t);
 
 /* Skips whitespace and returns the next byte (0..255) without taking it, or -1 at the end of
  * the input or after an error. For callers that check the shape themselves before asking for a
- * token (or that want to look no further than the byte after a value). */
-int sq_json_peek(struct sq_json_walk *w);
+ * token (or that want to look no further than the byte after a value). Inline: a JSON path
+ * looks at the byte after the value it found, once per response. */
+static inline int sq_json_peek(struct sq_json_walk *w)
+{
+    if (w->err)
+        return -1;
+    while (w->pos < w->len) {
+        unsigned char c = (unsigned char)w->s[w->pos];
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t')
+            return c;
+        w->pos++;
+    }
+    return -1;
+}
 
 /* Takes the ',' or ':' the grammar wants next (after a value in a container, after a key).
  * Returns 0, or -SQ_EPARSE (SQ_JSON_E_UNEXPECTED or _END) when it is not there. */

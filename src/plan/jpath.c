@@ -198,23 +198,21 @@ int sq_jpath_eval(const struct sq_jpath *p, const char *doc, size_t len, struct 
         return 0; /* also keeps doc == NULL out of the pointer arithmetic */
 
     struct sq_json_walk w;
-    struct sq_json_tok t; /* the value at the current step */
+    struct sq_json_tok t; /* the value at the current step: its first token */
     sq_json_walk_init(&w, doc, len, JSON_MAX_DEPTH, 0);
-    if (sq_json_next(&w, &t) < 0)
-        return 0;
     for (size_t i = 0; i < p->nseg; i++) {
         const struct seg *g = &p->seg[i];
-        if (g->name) {
-            if (t.type != SQ_JSON_T_OBJ || sq_json_find(&w, g->name, g->len) != 1 ||
-                sq_json_next(&w, &t) < 0)
-                return 0; /* absent, or malformed */
-        } else {
-            if (t.type != SQ_JSON_T_ARR || sq_json_index(&w, g->index) != 1 ||
-                sq_json_next(&w, &t) < 0)
-                return 0; /* too few elements, or malformed */
-        }
+        /* A step goes into the value due: at the root none has been read, later it has, and
+         * must be the container the step needs. */
+        if (i && t.type != (g->name ? SQ_JSON_T_OBJ : SQ_JSON_T_ARR))
+            return 0;
+        if ((g->name ? sq_json_find(&w, g->name, g->len, &t) : sq_json_index(&w, g->index, &t)) !=
+            1)
+            return 0; /* absent (too few elements, another type), or malformed */
     }
-    if (sq_json_skip(&w, &t) < 0)
+    if (p->nseg == 0 && sq_json_next(&w, &t) < 0)
+        return 0;
+    if ((t.type == SQ_JSON_T_OBJ || t.type == SQ_JSON_T_ARR) && sq_json_skip(&w, &t) < 0)
         return 0;
     /* The one byte that shows the value complete: ',' or the bracket that closes the container
      * around it; at the root, the end. */

@@ -164,22 +164,19 @@ static int ref_skip(struct sq_json_walk *w, struct sq_json_tok *t)
     return 0;
 }
 
-/* What a search shows: the error, "none", or the found value's first token (or the error
- * reading it); then, walking on to the end, how the walk ends. */
-static void outcome(struct sq_json_walk *w, int rc, char *out, size_t len)
+/* What a search shows: the error, "none", or the found value's first token t; then, walking on
+ * to the end, how the walk ends. */
+static void outcome(struct sq_json_walk *w, int rc, struct sq_json_tok t, char *out, size_t len)
 {
-    struct sq_json_tok t = {0};
-    size_t n = 0;
-    if (rc == 1 && sq_json_next(w, &t) < 0)
-        rc = -SQ_EPARSE;
-    if (rc < 0)
-        n = (size_t)snprintf(out, len, "!%s@%zu", err_name(w->err), w->err_at);
-    else if (rc == 0)
+    size_t n;
+    if (rc < 0) {
+        snprintf(out, len, "!%s@%zu", err_name(w->err), w->err_at);
+        return;
+    }
+    if (rc == 0)
         n = (size_t)snprintf(out, len, "none");
     else
         n = (size_t)snprintf(out, len, "%d@%zu+%zu", t.type, t.at, t.len);
-    if (rc < 0)
-        return;
     if (rc == 1 && ref_skip(w, &t) < 0) {
         snprintf(out + n, len - n, " !%s@%zu", err_name(w->err), w->err_at);
         return;
@@ -196,8 +193,9 @@ static void find_index_agree(const char *s, size_t n, unsigned depth, unsigned f
 {
     static const char *const names[] = {"a", "b", "c", "k", "A", "", "b\n", "\xf0\x9f\x98\x80"};
     struct sq_json_walk w, r;
-    struct sq_json_tok t;
+    struct sq_json_tok t, v;
     char got[128], want[128];
+    int rc;
     sq_json_walk_init(&w, s, n, depth, flags);
     if (sq_json_next(&w, &t) < 0)
         return;
@@ -207,31 +205,37 @@ static void find_index_agree(const char *s, size_t n, unsigned depth, unsigned f
             /* from just after '{', and again from after the first member's value */
             for (int from_after = 0; from_after < 2; from_after++) {
                 sq_json_walk_init(&w, s, n, depth, flags);
-                int ok = sq_json_next(&w, &t);
-                assert_int_equal(ok, 0);
+                assert_int_equal(sq_json_next(&w, &t), 0);
                 if (from_after) {
                     if (sq_json_next(&w, &t) < 0 || t.type != SQ_JSON_T_KEY ||
                         sq_json_next(&w, &t) < 0 || ref_skip(&w, &t) < 0)
                         continue;
                 }
                 r = w;
-                outcome(&w, sq_json_find(&w, names[i], nl), got, sizeof(got));
-                int rc;
+                memset(&v, 0, sizeof(v));
+                rc = sq_json_find(&w, names[i], nl, &v);
+                outcome(&w, rc, v, got, sizeof(got));
+                memset(&v, 0, sizeof(v));
                 for (;;) {
                     if ((rc = sq_json_next(&r, &t)) < 0 || t.type == SQ_JSON_T_OBJ_END) {
                         rc = rc < 0 ? rc : 0;
                         break;
                     }
-                    if (sq_json_str_eq(s + t.at + 1, t.len - 2, names[i], nl)) {
+                    bool eq = sq_json_str_eq(s + t.at + 1, t.len - 2, names[i], nl);
+                    if (sq_json_next(&r, &v) < 0) {
+                        rc = -SQ_EPARSE;
+                        break;
+                    }
+                    if (eq) {
                         rc = 1;
                         break;
                     }
-                    if (sq_json_next(&r, &t) < 0 || ref_skip(&r, &t) < 0) {
+                    if (ref_skip(&r, &v) < 0) {
                         rc = -SQ_EPARSE;
                         break;
                     }
                 }
-                outcome(&r, rc, want, sizeof(want));
+                outcome(&r, rc, v, want, sizeof(want));
                 CHECK(!strcmp(got, want), "find '%s' in '%.*s': %s, by tokens %s\n", names[i],
                       (int)n, s, got, want);
             }
@@ -241,43 +245,64 @@ static void find_index_agree(const char *s, size_t n, unsigned depth, unsigned f
             sq_json_walk_init(&w, s, n, depth, flags);
             assert_int_equal(sq_json_next(&w, &t), 0);
             r = w;
-            outcome(&w, sq_json_index(&w, k), got, sizeof(got));
-            int rc = 1;
+            memset(&v, 0, sizeof(v));
+            rc = sq_json_index(&w, k, &v);
+            outcome(&w, rc, v, got, sizeof(got));
             for (size_t i = 0; i <= k; i++) {
-                if ((rc = sq_json_next(&r, &t)) < 0)
+                if ((rc = sq_json_next(&r, &v)) < 0)
                     break;
-                if (t.type == SQ_JSON_T_ARR_END) {
+                if (v.type == SQ_JSON_T_ARR_END) {
                     rc = 0;
                     break;
                 }
-                if (i == k) { /* the value itself: outcome() reads it again, below */
-                    rc = 2;
+                if (i == k) {
+                    rc = 1;
                     break;
                 }
-                if (ref_skip(&r, &t) < 0) {
+                if (ref_skip(&r, &v) < 0) {
                     rc = -SQ_EPARSE;
                     break;
                 }
             }
-            if (rc == 2) {
-                /* outcome() reads the value with next(): start r again, k values in */
-                sq_json_walk_init(&r, s, n, depth, flags);
-                assert_int_equal(sq_json_next(&r, &t), 0);
-                for (size_t i = 0; i < k; i++) {
-                    assert_int_equal(sq_json_next(&r, &t), 0);
-                    assert_int_equal(ref_skip(&r, &t), 0);
-                }
-                rc = 1;
-            }
-            outcome(&r, rc, want, sizeof(want));
+            outcome(&r, rc, v, want, sizeof(want));
             CHECK(!strcmp(got, want), "index %zu in '%.*s': %s, by tokens %s\n", k, (int)n, s, got,
                   want);
         }
     }
+    /* from the root, before its first token: find takes the '{' of an object due, index the '['
+     * of an array; anything else is 0 with the walker where it was (next() reads the root) */
+    for (int arr = 0; arr < 2; arr++) {
+        sq_json_walk_init(&w, s, n, depth, flags);
+        memset(&v, 0, sizeof(v));
+        rc = arr ? sq_json_index(&w, 1, &v) : sq_json_find(&w, "a", 1, &v);
+        sq_json_walk_init(&r, s, n, depth, flags);
+        bool due = sq_json_next(&r, &t) == 0 && t.type == (arr ? SQ_JSON_T_ARR : SQ_JSON_T_OBJ);
+        if (!due) {
+            if (r.err == SQ_JSON_E_DEPTH) {
+                CHECK(rc == -SQ_EPARSE && w.err == r.err && w.err_at == r.err_at, "root %d\n", arr);
+                continue;
+            }
+            CHECK(rc == 0, "root %s of '%.*s': %d\n", arr ? "index" : "find", (int)n, s, rc);
+            struct sq_json_tok a, b;
+            sq_json_walk_init(&r, s, n, depth, flags);
+            int ra = sq_json_next(&w, &a), rb = sq_json_next(&r, &b);
+            CHECK(ra == rb && (ra < 0 ? w.err == r.err && w.err_at == r.err_at
+                                      : a.type == b.type && a.at == b.at && a.len == b.len),
+                  "root of '%.*s': the walker moved\n", (int)n, s);
+            continue;
+        }
+        outcome(&w, rc, v, got, sizeof(got));
+        memset(&v, 0, sizeof(v));
+        rc = arr ? sq_json_index(&r, 1, &v) : sq_json_find(&r, "a", 1, &v);
+        outcome(&r, rc, v, want, sizeof(want));
+        CHECK(!strcmp(got, want), "root %s of '%.*s': %s, from inside %s\n", arr ? "index" : "find",
+              (int)n, s, got, want);
+    }
     /* misuse: not between members, not after '[' */
     sq_json_walk_init(&w, s, n, depth, flags);
-    if (sq_json_next(&w, &t) == 0 && t.type != SQ_JSON_T_OBJ && t.type != SQ_JSON_T_END) {
-        int rc = sq_json_find(&w, "a", 1);
+    if (sq_json_next(&w, &t) == 0 && t.type != SQ_JSON_T_OBJ && t.type != SQ_JSON_T_ARR &&
+        t.type != SQ_JSON_T_END) {
+        rc = sq_json_find(&w, "a", 1, &v);
         assert_true(rc == 0 || rc == -SQ_EPARSE);
     }
 }
