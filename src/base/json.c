@@ -15,6 +15,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "base/text.h"
 
@@ -75,13 +78,28 @@ static inline int32_t hex4(const char *p)
 }
 
 /* The first byte at or after p that ends a plain run inside a string (a quote, a backslash or
- * a control byte), or end. Eight bytes at a time: (v - 0x01..) & ~v & 0x80.. flags a zero byte
- * of v, exactly for the lowest one (a borrow only taints the bytes above it) and nothing in a
- * word that has none; the same with 0x20.. flags bytes below 0x20. On little-endian machines the
- * lowest flag is the first such byte in memory; elsewhere, and for the last few bytes, the word
- * is finished byte by byte. */
+ * a control byte), or end. 16 bytes at a time with SSE2 where the compiler has it (every
+ * x86-64): bytes equal to '"' or '\\', or at most 0x1f (max(x, 0x1f) == 0x1f), as a bit mask;
+ * else 8 at a time in a word (SWAR): (v - 0x01..) & ~v & 0x80.. flags a zero byte of v, exactly
+ * for the lowest one (a borrow only taints the bytes above it) and nothing in a word that has
+ * none; the same with 0x20.. flags bytes below 0x20. On little-endian machines the lowest flag
+ * is the first such byte in memory; elsewhere, and for the last few bytes, byte by byte. */
 HOT const char *str_run(const char *p, const char *end)
 {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  ctl = _mm_set1_epi8(0x1f);
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i hit =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                         _mm_cmpeq_epi8(_mm_max_epu8(x, ctl), ctl));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
+#endif
     const uint64_t ones = UINT64_C(0x0101010101010101), high = ones * 0x80;
     while (end - p >= 8) {
         uint64_t x;

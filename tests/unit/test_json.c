@@ -849,13 +849,72 @@ static void test_str_eq(void **state)
               "'%s' vs '%s'\n", c[i].s, c[i].name);
 }
 
+/* The scan for a string's end (16 bytes at a time, then 8, then 1) finds a quote, a backslash or
+ * a control byte in every lane, and nothing else: bytes 0x20, 0x7f, 0x80 and 0xff pass. */
+static void test_string_lanes(void **state)
+{
+    (void)state;
+    struct guard g;
+    guard_init(&g, 64);
+    char buf[64];
+    static const unsigned char plain[] = {' ', 'a', 0x7f, 0x80, 0xff, '/'};
+    for (size_t len = 1; len <= 48; len++) {
+        for (size_t k = 0; k < len; k++) {
+            memset(buf, 'x', sizeof(buf));
+            buf[0] = '"';
+            buf[len + 1] = '"';
+            for (size_t i = 0; i < SQ_ARRAY_LEN(plain); i++) { /* passes: one string */
+                buf[1 + k] = (char)plain[i];
+                struct sq_json_walk w;
+                struct sq_json_tok t;
+                sq_json_walk_init(&w, guard_put(&g, buf, len + 2), len + 2, 0, 0);
+                assert_int_equal(sq_json_next(&w, &t), 0);
+                assert_int_equal(t.len, len + 2);
+                assert_false(t.esc);
+            }
+            static const struct {
+                char c;
+                enum sq_json_err e;
+                size_t at; /* 0: the byte itself */
+            } stop[] = {{'"', SQ_JSON_E_TRAILING, 0},
+                        {'\\', SQ_JSON_E_ESCAPE, 0},
+                        {0x1f, SQ_JSON_E_CONTROL, 0},
+                        {0x00, SQ_JSON_E_CONTROL, 0},
+                        {'\n', SQ_JSON_E_CONTROL, 0}};
+            for (size_t i = 0; i < SQ_ARRAY_LEN(stop); i++) {
+                buf[1 + k] = stop[i].c;
+                struct sq_json_walk w;
+                struct sq_json_tok t;
+                sq_json_walk_init(&w, guard_put(&g, buf, len + 2), len + 2, 0, 0);
+                int rc = sq_json_next(&w, &t);
+                if (stop[i].c == '"') { /* the string ends there, then more follows */
+                    assert_int_equal(rc, 0);
+                    assert_int_equal(t.len, k + 2);
+                    assert_int_equal(sq_json_next(&w, &t), -SQ_EPARSE);
+                    assert_int_equal(w.err, SQ_JSON_E_TRAILING);
+                    continue;
+                }
+                assert_int_equal(rc, -SQ_EPARSE);
+                if (stop[i].c == '\\' && k == len - 1) { /* \" : the string never ends */
+                    assert_int_equal(w.err, SQ_JSON_E_STRING_END);
+                    assert_int_equal(w.err_at, 0);
+                    continue;
+                }
+                assert_int_equal(w.err, stop[i].e);
+                assert_int_equal(w.err_at, 1 + k);
+            }
+        }
+    }
+    guard_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walk_table), cmocka_unit_test(test_deep),
         cmocka_unit_test(test_skip),       cmocka_unit_test(test_peek_sep),
         cmocka_unit_test(test_escape),     cmocka_unit_test(test_unescape),
-        cmocka_unit_test(test_str_eq),
+        cmocka_unit_test(test_str_eq),     cmocka_unit_test(test_string_lanes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
