@@ -658,12 +658,24 @@ HOT const char *value_fast(const char *p, const char *end, unsigned d, unsigned 
     }
 }
 
+/* After a value in a container whose closer is c: the byte after a ',' (*closed false) or past
+ * c (*closed true); NULL for anything else. */
+HOT const char *comma_or(const char *p, const char *end, char c, bool *closed)
+{
+    p = skip_ws(p, end);
+    if (p >= end || (*p != ',' && *p != c))
+        return NULL;
+    *closed = *p == c;
+    return p + 1;
+}
+
 /* The fast find: from p, just after the '{' of the object open at depth d or (after) just after
  * one of its values, to the byte after the ':' of its first member whose key is name[0, nlen]
  * (*found set), or the byte past its '}'; NULL on any fault. */
 static const char *find_fast(const char *p, const char *end, unsigned d, unsigned max,
                              unsigned flags, bool after, const char *name, size_t nlen, bool *found)
 {
+    bool closed;
     const char *q;
     bool esc;
     if (after)
@@ -689,14 +701,8 @@ static const char *find_fast(const char *p, const char *end, unsigned d, unsigne
         if (p >= end || !(p = value_fast(p, end, d, max, flags)))
             return NULL;
     after:
-        p = skip_ws(p, end);
-        if (p >= end)
-            return NULL;
-        if (*p == '}')
-            return p + 1;
-        if (*p != ',')
-            return NULL;
-        p++;
+        if (!(p = comma_or(p, end, '}', &closed)) || closed)
+            return p;
     }
 }
 
@@ -716,16 +722,10 @@ static const char *index_fast(const char *p, const char *end, unsigned d, unsign
             *found = true;
             return p;
         }
-        if (!(p = value_fast(p, end, d, max, flags)))
-            return NULL;
-        p = skip_ws(p, end);
-        if (p >= end)
-            return NULL;
-        if (*p == ']')
-            return p + 1;
-        if (*p != ',')
-            return NULL;
-        p++;
+        bool closed;
+        if (!(p = value_fast(p, end, d, max, flags)) || !(p = comma_or(p, end, ']', &closed)) ||
+            closed)
+            return p;
     }
 }
 
