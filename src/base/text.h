@@ -2,8 +2,9 @@
  * the edit distance behind "did you mean ...?" suggestions.
  *
  * One copy each, here, instead of one per module: the HTTP chunk-size parser (http/h1.c), the
- * JSON decoders of plan/jpath.c and plan/feeder.c, the plan loader (plan/load.c, plan/yaml.c),
- * the templates (plan/tmpl.c) and the target's echo (target/target.c) all use them.
+ * JSON walker (base/json.c, which every JSON reader shares), the JSON paths (plan/jpath.c), the
+ * plan loader (plan/load.c, plan/yaml.c), the templates (plan/tmpl.c), the daemon's query
+ * strings (daemon/api.c) and the target's echo (target/target.c) all use them.
  */
 #ifndef SQ_BASE_TEXT_H
 #define SQ_BASE_TEXT_H

@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "base/str.h"
+#include "base/text.h"
 #include "daemon/assets.h"
 #include "daemon/runs_compare.h"
 #include "daemon/internal.h"
@@ -287,16 +288,6 @@ static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
 
 /* ---- the query string ---- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)(c | 0x20);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Finds key in the query q[0, n) and percent-decodes its value into buf. False when absent. */
 static bool query_get(const char *q, size_t n, const char *key, char *buf, size_t len)
 {
@@ -310,8 +301,10 @@ static bool query_get(const char *q, size_t n, const char *key, char *buf, size_
         if ((size_t)(ke - p) == kl && memcmp(p, key, kl) == 0) {
             size_t k = 0;
             for (const char *v = eq ? eq + 1 : end; v < end && k + 1 < len; v++) {
-                if (*v == '%' && end - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0) {
-                    buf[k++] = (char)(hexval(v[1]) * 16 + hexval(v[2]));
+                int hi, lo;
+                if (*v == '%' && end - v >= 3 && (hi = sq_hex_value((unsigned char)v[1])) >= 0 &&
+                    (lo = sq_hex_value((unsigned char)v[2])) >= 0) {
+                    buf[k++] = (char)(hi * 16 + lo);
                     v += 2;
                 } else {
                     buf[k++] = *v == '+' ? ' ' : *v;

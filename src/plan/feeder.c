@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "base/text.h"
 #include "plan/feeder_internal.h"
 #include "plan/strmap.h"
@@ -30,6 +31,7 @@ struct parser {
     size_t r;          /* read position */
     size_t line;       /* 1-based line of r */
     size_t line_start; /* offset where that line starts (after a BOM on line 1) */
+    size_t counted;    /* JSON: line and line_start count the newlines before this offset */
     char *err;
     size_t errlen;
     struct sq_str *cells;
@@ -51,33 +53,37 @@ static struct pos here(const struct parser *p)
     return (struct pos){p->line, p->r - p->line_start + 1};
 }
 
-__attribute__((format(printf, 4, 5))) static int perr(struct parser *p, struct pos at, int rc,
-                                                      const char *fmt, ...)
+/* "path:line:col: message" (at.line 0: "path: message") into p->err. Returns rc. */
+__attribute__((format(printf, 4, 0))) static int verr(struct parser *p, struct pos at, int rc,
+                                                      const char *fmt, va_list ap)
 {
     if (p->err && p->errlen) {
-        int n = snprintf(p->err, p->errlen, "%s:%zu:%zu: ", p->path, at.line, at.col);
-        if (n >= 0 && (size_t)n < p->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
+        int n = at.line ? snprintf(p->err, p->errlen, "%s:%zu:%zu: ", p->path, at.line, at.col)
+                        : snprintf(p->err, p->errlen, "%s: ", p->path);
+        if (n >= 0 && (size_t)n < p->errlen)
             vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
     }
     return rc;
 }
 
+__attribute__((format(printf, 4, 5))) static int perr(struct parser *p, struct pos at, int rc,
+                                                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rc = verr(p, at, rc, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* An error about the whole file (no position). */
 __attribute__((format(printf, 3, 4))) static int ferr(struct parser *p, int rc, const char *fmt,
                                                       ...)
 {
-    if (p->err && p->errlen) {
-        int n = snprintf(p->err, p->errlen, "%s: ", p->path);
-        if (n >= 0 && (size_t)n < p->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    rc = verr(p, (struct pos){0, 0}, rc, fmt, ap);
+    va_end(ap);
     return rc;
 }
 
@@ -353,182 +359,105 @@ static int parse_csv(struct parser *p, struct sq_feeder **out)
 
 /* ---- JSON ---- */
 
-static void json_ws(struct parser *p)
-{
-    while (p->r < p->len) {
-        char c = p->t[p->r];
-        if (c == '\n') {
-            p->r++;
-            p->line++;
-            p->line_start = p->r;
-        } else if (c == ' ' || c == '\t' || c == '\r') {
-            p->r++;
-        } else {
-            return;
-        }
-    }
-}
+/* The JSON feeder reads with base/json's walker, strings checked strictly (no lone surrogate, no
+ * \u0000), and words each error itself: it peeks at the byte the shape of a feeder wants next
+ * before it asks the walker for a token, so the walker's own errors are only the faults inside
+ * a token (a string, a number, a literal). Offsets become line:col through json_at. */
 
-/* Reads 4 hex digits at t[r]. */
-static long hex4(const char *t, size_t r, size_t len)
+/* line:col of t[off], counting the newlines between the last offset counted and off. Offsets
+ * asked for only grow, but for ones inside the last token counted (no token spans a line). The
+ * text behind the count may be decoded over: count past a token before decoding it. */
+static struct pos json_at(struct parser *p, size_t off)
 {
-    if (len - r < 4)
-        return -1;
-    long v = 0;
-    for (int k = 0; k < 4; k++) {
-        int h = sq_hex_value((unsigned char)t[r + (size_t)k]);
-        if (h < 0)
-            return -1;
-        v = v * 16 + h;
-    }
-    return v;
-}
-
-/* Decodes the string whose opening quote is at p->r, in place from that position; the result
- * is NUL-terminated. */
-static int json_string(struct parser *p, struct sq_str *out)
-{
-    char *t = p->t;
-    struct pos start = here(p);
-    p->r++;
-    size_t w0 = p->r - 1, w = w0; /* writes start over the opening quote */
-    for (;;) {
-        if (p->r >= p->len)
-            return perr(p, start, -SQ_EPARSE, "unterminated string");
-        unsigned char c = (unsigned char)t[p->r];
-        if (c == '"') {
-            p->r++;
+    while (p->counted < off) {
+        const char *nl = memchr(p->t + p->counted, '\n', off - p->counted);
+        if (!nl) {
+            p->counted = off;
             break;
         }
-        if (c < 0x20)
-            return perr(p, here(p), -SQ_EPARSE, "control character 0x%02x in a string (escape it)",
-                        c);
-        if (c != '\\') {
-            t[w++] = (char)c;
-            p->r++;
-            continue;
-        }
-        struct pos esc = here(p);
-        if (p->r + 1 >= p->len)
-            return perr(p, start, -SQ_EPARSE, "unterminated string");
-        char e = t[p->r + 1];
-        p->r += 2;
-        switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-            t[w++] = e;
-            continue;
-        case 'b':
-            t[w++] = '\b';
-            continue;
-        case 'f':
-            t[w++] = '\f';
-            continue;
-        case 'n':
-            t[w++] = '\n';
-            continue;
-        case 'r':
-            t[w++] = '\r';
-            continue;
-        case 't':
-            t[w++] = '\t';
-            continue;
-        case 'u':
-            break;
-        default: {
-            char cb[8];
-            return perr(p, esc, -SQ_EPARSE, "invalid escape '\\' followed by %s", show(e, cb));
-        }
-        }
-        long u = hex4(t, p->r, p->len);
-        if (u < 0)
-            return perr(p, esc, -SQ_EPARSE, "'\\u' must be followed by 4 hex digits");
-        p->r += 4;
-        unsigned long cp = (unsigned long)u;
-        if (cp >= 0xDC00 && cp <= 0xDFFF)
-            return perr(p, esc, -SQ_EPARSE, "lone low surrogate \\u%04lX", cp);
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            long lo = -1;
-            if (p->len - p->r >= 6 && t[p->r] == '\\' && t[p->r + 1] == 'u')
-                lo = hex4(t, p->r + 2, p->len);
-            if (lo < 0xDC00 || lo > 0xDFFF)
-                return perr(p, esc, -SQ_EPARSE,
-                            "high surrogate \\u%04lX not followed by a low surrogate", cp);
-            p->r += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + ((unsigned long)lo - 0xDC00);
-        }
-        if (cp == 0)
-            return perr(p, esc, -SQ_EPARSE, "\\u0000 is not allowed in a feeder");
-        /* 6 (or 12) bytes read decode to at most 3 (or 4): w stays behind r. */
-        w += sq_utf8_encode((uint32_t)cp, (unsigned char *)t + w);
+        p->counted = (size_t)(nl - p->t) + 1;
+        p->line++;
+        p->line_start = p->counted;
     }
-    t[w] = '\0'; /* w < r: at most over the closing quote */
-    *out = (struct sq_str){t + w0, w - w0};
-    return 0;
+    return (struct pos){p->line, off - p->line_start + 1};
 }
 
-static bool is_digit(char c)
+/* The message for a fault the walker found inside a token. */
+static int json_token_error(struct parser *p, const struct sq_json_walk *w, size_t base)
 {
-    return c >= '0' && c <= '9';
-}
-
-/* A number or literal at p->r, kept as written: moved one byte left (over the consumed ':' or
- * whitespace before it) so that it can be NUL-terminated. */
-static int json_scalar(struct parser *p, struct sq_str *out)
-{
-    char *t = p->t;
-    size_t a = p->r, r = a;
-    struct pos at = here(p);
-    if (t[r] != '-' && !is_digit(t[r])) {
-        static const char *const lits[] = {"true", "false", "null"};
-        for (size_t k = 0; k < 3; k++) {
-            size_t n = strlen(lits[k]);
-            if (p->len - r >= n && memcmp(t + r, lits[k], n) == 0) {
-                p->r = r + n;
-                if (k == 2) {
-                    *out = (struct sq_str){t + p->len, 0};
-                    return 0;
-                }
-                goto done;
-            }
-        }
+    size_t off = base + w->err_at;
+    struct pos at = json_at(p, off);
+    const char *e = p->t + off;
+    char cb[8];
+    unsigned u = 0;
+    if (w->err == SQ_JSON_E_LONE_LOW || w->err == SQ_JSON_E_LONE_HIGH)
+        for (int k = 2; k < 6; k++) /* the walker read \uXXXX there */
+            u = u << 4 | (unsigned)sq_hex_value((unsigned char)e[k]);
+    switch (w->err) {
+    case SQ_JSON_E_STRING_END:
+        return perr(p, at, -SQ_EPARSE, "unterminated string");
+    case SQ_JSON_E_CONTROL:
+        return perr(p, at, -SQ_EPARSE, "control character 0x%02x in a string (escape it)",
+                    (unsigned char)*e);
+    case SQ_JSON_E_ESCAPE:
+        return perr(p, at, -SQ_EPARSE, "invalid escape '\\' followed by %s", show(e[1], cb));
+    case SQ_JSON_E_HEX:
+        return perr(p, at, -SQ_EPARSE, "'\\u' must be followed by 4 hex digits");
+    case SQ_JSON_E_LONE_LOW:
+        return perr(p, at, -SQ_EPARSE, "lone low surrogate \\u%04X", u);
+    case SQ_JSON_E_LONE_HIGH:
+        return perr(p, at, -SQ_EPARSE, "high surrogate \\u%04X not followed by a low surrogate", u);
+    case SQ_JSON_E_NUL:
+        return perr(p, at, -SQ_EPARSE, "\\u0000 is not allowed in a feeder");
+    case SQ_JSON_E_NUMBER:
+        return perr(p, at, -SQ_EPARSE, "malformed number");
+    default: /* not true, false or null; a byte no value starts with */
         return perr(p, at, -SQ_EPARSE, "expected a value (string, number, true, false or null)");
     }
-    if (t[r] == '-')
-        r++;
-    if (r < p->len && t[r] == '0') {
-        r++;
-    } else if (r < p->len && is_digit(t[r])) {
-        while (r < p->len && is_digit(t[r]))
-            r++;
-    } else {
-        goto bad;
-    }
-    if (r < p->len && t[r] == '.') {
-        r++;
-        if (r >= p->len || !is_digit(t[r]))
-            goto bad;
-        while (r < p->len && is_digit(t[r]))
-            r++;
-    }
-    if (r < p->len && (t[r] == 'e' || t[r] == 'E')) {
-        r++;
-        if (r < p->len && (t[r] == '+' || t[r] == '-'))
-            r++;
-        if (r >= p->len || !is_digit(t[r]))
-            goto bad;
-        while (r < p->len && is_digit(t[r]))
-            r++;
-    }
-    p->r = r;
-done:
-    memmove(t + a - 1, t + a, p->r - a);
-    t[p->r - 1] = '\0';
-    *out = (struct sq_str){t + a - 1, p->r - a};
+}
+
+/* The string or key token t decoded in place over itself (from its opening quote on) and
+ * NUL-terminated (at most over its closing quote). */
+static int json_string(struct parser *p, const struct sq_json_tok *t, size_t base,
+                       struct sq_str *out)
+{
+    char *s = p->t + base + t->at;
+    size_t n;
+    json_at(p, base + t->at + t->len); /* count past it before decoding over it */
+    if (sq_json_unescape(s + 1, t->len - 2, s, &n, NULL) < 0) /* the strict walk took it: never */
+        return perr(p, json_at(p, base + t->at), -SQ_EPARSE, "malformed string");
+    s[n] = '\0';
+    *out = (struct sq_str){s, n};
     return 0;
-bad:
-    return perr(p, at, -SQ_EPARSE, "malformed number");
+}
+
+/* A number or literal token t, kept as written: moved one byte left (over the consumed ':' or
+ * whitespace before it) so that it can be NUL-terminated; null is the empty cell. */
+static void json_scalar(struct parser *p, const struct sq_json_tok *t, size_t base,
+                        struct sq_str *out)
+{
+    char *s = p->t + base + t->at;
+    if (t->type == SQ_JSON_T_NULL) {
+        *out = (struct sq_str){p->t + p->len, 0};
+        return;
+    }
+    json_at(p, base + t->at + t->len); /* the byte before it may be a newline */
+    memmove(s - 1, s, t->len);
+    s[t->len - 1] = '\0';
+    *out = (struct sq_str){s - 1, t->len};
+}
+
+/* After a value in a container: takes a ',' (1: more follow) or the container's closer (0);
+ * -1 for anything else, *c the byte found there (-1: the end), for the caller to word. */
+static int json_more(struct sq_json_walk *w, char closer, int *c)
+{
+    struct sq_json_tok t;
+    *c = sq_json_peek(w);
+    if (*c == ',')
+        return sq_json_sep(w) < 0 ? -1 : 1;
+    if (*c == closer)
+        return sq_json_next(w, &t) < 0 ? -1 : 0;
+    return -1;
 }
 
 /* Column index of a key, adding a new column when unseen. hint: the key's position in its
@@ -560,82 +489,98 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
     char *t = p->t;
     char cb[8], nb[256];
     struct triple *tr = NULL;
-    size_t ntr = 0, captr = 0, nrows = 0;
-    int rc;
+    size_t ntr = 0, captr = 0, nrows = 0, base = p->r; /* after a BOM */
+    struct sq_json_walk w;
+    struct sq_json_tok tok;
+    int rc, c;
 
-    json_ws(p);
-    if (p->r >= p->len) {
-        rc = perr(p, here(p), -SQ_EPARSE, "empty file (expected a JSON array of objects)");
+    p->counted = base;
+    sq_json_walk_init(&w, t + base, p->len - base, 2, SQ_JSON_SURROGATES | SQ_JSON_NO_NUL);
+#define HERE()     json_at(p, base + w.pos) /* after sq_json_peek: the byte it showed */
+#define TAKE(call) /* the walker's faults are inside a token: its message */                       \
+    do {                                                                                           \
+        if ((call) < 0) {                                                                          \
+            rc = json_token_error(p, &w, base);                                                    \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+#define NEXT() TAKE(sq_json_next(&w, &tok))
+#define SEP()  TAKE(sq_json_sep(&w))
+    /* What NEXT and SEP are asked for has been peeked at: they fail only inside a token. */
+
+    c = sq_json_peek(&w);
+    if (c < 0) {
+        rc = perr(p, HERE(), -SQ_EPARSE, "empty file (expected a JSON array of objects)");
         goto fail;
     }
-    if (t[p->r] != '[') {
-        rc = perr(p, here(p), -SQ_EPARSE, "expected '[' (a top-level array of objects), found %s",
-                  show(t[p->r], cb));
+    if (c != '[') {
+        rc = perr(p, HERE(), -SQ_EPARSE, "expected '[' (a top-level array of objects), found %s",
+                  show((char)c, cb));
         goto fail;
     }
-    p->r++;
-    json_ws(p);
-    if (p->r < p->len && t[p->r] == ']') {
-        rc = perr(p, here(p), -SQ_EPARSE, "empty array (expected at least one object)");
+    NEXT();
+    if (sq_json_peek(&w) == ']') {
+        rc = perr(p, HERE(), -SQ_EPARSE, "empty array (expected at least one object)");
         goto fail;
     }
     for (;;) {
-        json_ws(p);
-        if (p->r >= p->len) {
-            rc = perr(p, here(p), -SQ_EPARSE,
+        c = sq_json_peek(&w);
+        if (c < 0) {
+            rc = perr(p, HERE(), -SQ_EPARSE,
                       "unexpected end (expected an object for row index "
                       "%zu)",
                       nrows);
             goto fail;
         }
-        if (t[p->r] != '{') {
-            rc = perr(p, here(p), -SQ_EPARSE, "row index %zu is not an object (found %s)", nrows,
-                      show(t[p->r], cb));
+        if (c != '{') {
+            rc = perr(p, HERE(), -SQ_EPARSE, "row index %zu is not an object (found %s)", nrows,
+                      show((char)c, cb));
             goto fail;
         }
-        p->r++;
-        json_ws(p);
-        if (p->r < p->len && t[p->r] == '}') {
-            p->r++;
+        NEXT();
+        if (sq_json_peek(&w) == '}') {
+            NEXT();
         } else {
             for (size_t nkey = 0;; nkey++) {
-                json_ws(p);
-                if (p->r >= p->len || t[p->r] != '"') {
-                    rc = perr(p, here(p), -SQ_EPARSE, "expected a key string in row index %zu",
+                if (sq_json_peek(&w) != '"') {
+                    rc = perr(p, HERE(), -SQ_EPARSE, "expected a key string in row index %zu",
                               nrows);
                     goto fail;
                 }
-                struct pos kpos = here(p);
+                struct pos kpos = HERE();
                 struct sq_str key, val;
-                if ((rc = json_string(p, &key)) < 0)
+                NEXT();
+                if ((rc = json_string(p, &tok, base, &key)) < 0)
                     goto fail;
                 if (key.len == 0) {
                     rc = perr(p, kpos, -SQ_EPARSE, "row index %zu: empty key", nrows);
                     goto fail;
                 }
-                json_ws(p);
-                if (p->r >= p->len || t[p->r] != ':') {
-                    rc = perr(p, here(p), -SQ_EPARSE, "expected ':' after key '%s'",
+                if (sq_json_peek(&w) != ':') {
+                    rc = perr(p, HERE(), -SQ_EPARSE, "expected ':' after key '%s'",
                               printable(key.p, key.len, nb));
                     goto fail;
                 }
-                p->r++;
-                json_ws(p);
-                if (p->r >= p->len) {
-                    rc = perr(p, here(p), -SQ_EPARSE, "unexpected end (expected a value)");
+                SEP();
+                c = sq_json_peek(&w);
+                if (c < 0) {
+                    rc = perr(p, HERE(), -SQ_EPARSE, "unexpected end (expected a value)");
                     goto fail;
                 }
-                char c = t[p->r];
                 if (c == '{' || c == '[') {
-                    rc = perr(p, here(p), -SQ_EPARSE,
+                    rc = perr(p, HERE(), -SQ_EPARSE,
                               "row index %zu, key '%s': nested %s not allowed (values are "
                               "strings, numbers, booleans or null)",
                               nrows, printable(key.p, key.len, nb), c == '{' ? "object" : "array");
                     goto fail;
                 }
-                rc = c == '"' ? json_string(p, &val) : json_scalar(p, &val);
-                if (rc < 0)
-                    goto fail;
+                NEXT();
+                if (tok.type == SQ_JSON_T_STR) {
+                    if ((rc = json_string(p, &tok, base, &val)) < 0)
+                        goto fail;
+                } else {
+                    json_scalar(p, &tok, base, &val);
+                }
                 size_t col;
                 if (json_column(p, key, nkey, &col) < 0) {
                     rc = ferr(p, -ENOMEM, "out of memory");
@@ -654,39 +599,35 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
                 }
                 tr = a;
                 tr[ntr++] = (struct triple){nrows, col, val};
-                json_ws(p);
-                if (p->r < p->len && t[p->r] == ',') {
-                    p->r++;
+                int more = json_more(&w, '}', &c);
+                if (more > 0)
                     continue;
-                }
-                if (p->r < p->len && t[p->r] == '}') {
-                    p->r++;
+                if (more == 0)
                     break;
-                }
-                rc = perr(p, here(p), -SQ_EPARSE, "expected ',' or '}' in row index %zu, found %s",
-                          nrows, p->r < p->len ? show(t[p->r], cb) : "the end");
+                rc = perr(p, HERE(), -SQ_EPARSE, "expected ',' or '}' in row index %zu, found %s",
+                          nrows, c >= 0 ? show((char)c, cb) : "the end");
                 goto fail;
             }
         }
         nrows++;
-        json_ws(p);
-        if (p->r < p->len && t[p->r] == ',') {
-            p->r++;
+        int more = json_more(&w, ']', &c);
+        if (more > 0)
             continue;
-        }
-        if (p->r < p->len && t[p->r] == ']') {
-            p->r++;
+        if (more == 0)
             break;
-        }
-        rc = perr(p, here(p), -SQ_EPARSE, "expected ',' or ']' after row index %zu, found %s",
-                  nrows - 1, p->r < p->len ? show(t[p->r], cb) : "the end");
+        rc = perr(p, HERE(), -SQ_EPARSE, "expected ',' or ']' after row index %zu, found %s",
+                  nrows - 1, c >= 0 ? show((char)c, cb) : "the end");
         goto fail;
     }
-    json_ws(p);
-    if (p->r < p->len) {
-        rc = perr(p, here(p), -SQ_EPARSE, "unexpected %s after the array", show(t[p->r], cb));
+    c = sq_json_peek(&w);
+    if (c >= 0) {
+        rc = perr(p, HERE(), -SQ_EPARSE, "unexpected %s after the array", show((char)c, cb));
         goto fail;
     }
+#undef HERE
+#undef TAKE
+#undef NEXT
+#undef SEP
     if (!p->ncols) {
         rc = ferr(p, -SQ_EPARSE, "no keys in any object (no columns)");
         goto fail;
@@ -739,28 +680,31 @@ static int parser_init(struct parser *p, const char *path, const char *data, siz
     return 0;
 }
 
-int sq_feeder__parse_csv(const char *path, const char *data, size_t len, struct sq_feeder **out,
-                         char *err, size_t errlen)
+typedef int (*parse_fn)(struct parser *p, struct sq_feeder **out);
+
+/* Parses a copy of data with fn. */
+static int parse_copy(const char *path, const char *data, size_t len, parse_fn fn,
+                      struct sq_feeder **out, char *err, size_t errlen)
 {
     struct parser p;
     *out = NULL;
     int rc = parser_init(&p, path, data, len, err, errlen);
     if (rc == 0)
-        rc = parse_csv(&p, out);
+        rc = fn(&p, out);
     parser_dispose(&p);
     return rc;
+}
+
+int sq_feeder__parse_csv(const char *path, const char *data, size_t len, struct sq_feeder **out,
+                         char *err, size_t errlen)
+{
+    return parse_copy(path, data, len, parse_csv, out, err, errlen);
 }
 
 int sq_feeder__parse_json(const char *path, const char *data, size_t len, struct sq_feeder **out,
                           char *err, size_t errlen)
 {
-    struct parser p;
-    *out = NULL;
-    int rc = parser_init(&p, path, data, len, err, errlen);
-    if (rc == 0)
-        rc = parse_json(&p, out);
-    parser_dispose(&p);
-    return rc;
+    return parse_copy(path, data, len, parse_json, out, err, errlen);
 }
 
 /* Reads the whole file into a malloc'd buffer. */
@@ -829,8 +773,6 @@ static int read_file(const char *path, char **data, size_t *len, char *err, size
     *len = n;
     return 0;
 }
-
-typedef int (*parse_fn)(struct parser *p, struct sq_feeder **out);
 
 static int load(const char *path, parse_fn fn, struct sq_feeder **out, char *err, size_t errlen)
 {

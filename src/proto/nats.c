@@ -16,6 +16,8 @@
 #include <limits.h>
 #include <string.h>
 
+#include "base/json.h"
+
 #ifndef SQ_VERSION
 #define SQ_VERSION "0"
 #endif
@@ -475,190 +477,33 @@ bool sq_nats_header_get(struct sq_str block, struct sq_str name, struct sq_str *
     return false;
 }
 
-/* ---- JSON: just enough to walk one object's members ---- */
+/* ---- JSON: one object's members, with base/json's walker ---- */
 
-#define JSON_MAX_DEPTH 32
+#define JSON_MAX_DEPTH 32 /* containers open at once, the object's own included */
 
-static void json_ws(const char *p, size_t n, size_t *i)
-{
-    while (*i < n && (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\n' || p[*i] == '\r'))
-        (*i)++;
-}
-
-static bool is_hex(char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-/* A string starting at p[*i] == '"'; *i ends past the closing quote. */
-static int json_string(const char *p, size_t n, size_t *i)
-{
-    size_t k = *i + 1;
-    while (k < n) {
-        unsigned char c = (unsigned char)p[k];
-        if (c == '"') {
-            *i = k + 1;
-            return 0;
-        }
-        if (c < 0x20)
-            return -SQ_EPARSE;
-        if (c == '\\') {
-            if (k + 1 >= n)
-                return -SQ_EPARSE;
-            char e = p[k + 1];
-            if (e == 'u') {
-                if (k + 5 >= n || !is_hex(p[k + 2]) || !is_hex(p[k + 3]) || !is_hex(p[k + 4]) ||
-                    !is_hex(p[k + 5]))
-                    return -SQ_EPARSE;
-                k += 6;
-                continue;
-            }
-            if (!strchr("\"\\/bfnrt", e) || e == 0)
-                return -SQ_EPARSE;
-            k += 2;
-            continue;
-        }
-        k++;
-    }
-    return -SQ_EPARSE;
-}
-
-static size_t json_digits(const char *p, size_t n, size_t k)
-{
-    while (k < n && (unsigned)(unsigned char)p[k] - '0' < 10)
-        k++;
-    return k;
-}
-
-static int json_value(const char *p, size_t n, size_t *i, int depth)
-{
-    if (depth > JSON_MAX_DEPTH)
-        return -SQ_EPARSE;
-    json_ws(p, n, i);
-    if (*i >= n)
-        return -SQ_EPARSE;
-    char c = p[*i];
-    if (c == '"')
-        return json_string(p, n, i);
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        (*i)++;
-        json_ws(p, n, i);
-        if (*i < n && p[*i] == close) {
-            (*i)++;
-            return 0;
-        }
-        for (;;) {
-            if (c == '{') {
-                json_ws(p, n, i);
-                if (*i >= n || p[*i] != '"' || json_string(p, n, i) < 0)
-                    return -SQ_EPARSE;
-                json_ws(p, n, i);
-                if (*i >= n || p[*i] != ':')
-                    return -SQ_EPARSE;
-                (*i)++;
-            }
-            if (json_value(p, n, i, depth + 1) < 0)
-                return -SQ_EPARSE;
-            json_ws(p, n, i);
-            if (*i >= n)
-                return -SQ_EPARSE;
-            if (p[*i] == close) {
-                (*i)++;
-                return 0;
-            }
-            if (p[*i] != ',')
-                return -SQ_EPARSE;
-            (*i)++;
-        }
-    }
-    static const char *const lits[] = {"true", "false", "null"};
-    for (size_t l = 0; l < SQ_ARRAY_LEN(lits); l++) {
-        size_t ln = strlen(lits[l]);
-        if (c == lits[l][0]) {
-            if (n - *i < ln || memcmp(p + *i, lits[l], ln) != 0)
-                return -SQ_EPARSE;
-            *i += ln;
-            return 0;
-        }
-    }
-    size_t k = *i;
-    if (p[k] == '-')
-        k++;
-    if (k >= n)
-        return -SQ_EPARSE;
-    if (p[k] == '0')
-        k++;
-    else if (p[k] >= '1' && p[k] <= '9')
-        k = json_digits(p, n, k);
-    else
-        return -SQ_EPARSE;
-    if (k < n && p[k] == '.') {
-        size_t f = json_digits(p, n, k + 1);
-        if (f == k + 1)
-            return -SQ_EPARSE;
-        k = f;
-    }
-    if (k < n && (p[k] == 'e' || p[k] == 'E')) {
-        k++;
-        if (k < n && (p[k] == '+' || p[k] == '-'))
-            k++;
-        size_t e = json_digits(p, n, k);
-        if (e == k)
-            return -SQ_EPARSE;
-        k = e;
-    }
-    *i = k;
-    return 0;
-}
-
-/* Calls fn(ud, key, value) for each member of the object json (key without quotes, raw value).
- * fn returns 0 to go on. Returns 0, fn's nonzero value, or -SQ_EPARSE. */
+/* Calls fn(ud, key, value) for each member of the object json (key without quotes, still
+ * escaped; value its raw text, a string with its quotes). fn returns 0 to go on. Returns 0, fn's
+ * nonzero value, or -SQ_EPARSE (json is not one well-formed object, only whitespace around). */
 static int json_walk(struct sq_str json, int (*fn)(void *, struct sq_str, struct sq_str), void *ud)
 {
-    const char *p = json.p;
-    size_t n = json.len, i = 0;
-    json_ws(p, n, &i);
-    if (i >= n || p[i] != '{')
+    struct sq_json_walk w;
+    struct sq_json_tok k, v;
+    sq_json_walk_init(&w, json.p, json.len, JSON_MAX_DEPTH, 0);
+    if (sq_json_next(&w, &k) < 0 || k.type != SQ_JSON_T_OBJ)
         return -SQ_EPARSE;
-    i++;
-    json_ws(p, n, &i);
-    if (i < n && p[i] == '}') {
-        i++;
-    } else {
-        for (;;) {
-            json_ws(p, n, &i);
-            size_t ks = i;
-            if (i >= n || p[i] != '"' || json_string(p, n, &i) < 0)
-                return -SQ_EPARSE;
-            struct sq_str key = {p + ks + 1, i - ks - 2};
-            json_ws(p, n, &i);
-            if (i >= n || p[i] != ':')
-                return -SQ_EPARSE;
-            i++;
-            json_ws(p, n, &i);
-            size_t vs = i;
-            if (json_value(p, n, &i, 1) < 0)
-                return -SQ_EPARSE;
-            if (fn) {
-                int rc = fn(ud, key, (struct sq_str){p + vs, i - vs});
-                if (rc)
-                    return rc;
-            }
-            json_ws(p, n, &i);
-            if (i >= n)
-                return -SQ_EPARSE;
-            if (p[i] == '}') {
-                i++;
-                break;
-            }
-            if (p[i] != ',')
-                return -SQ_EPARSE;
-            i++;
-        }
+    for (;;) {
+        if (sq_json_next(&w, &k) < 0)
+            return -SQ_EPARSE;
+        if (k.type == SQ_JSON_T_OBJ_END)
+            break;
+        if (sq_json_next(&w, &v) < 0 || sq_json_skip(&w, &v) < 0)
+            return -SQ_EPARSE;
+        int rc = fn(ud, (struct sq_str){json.p + k.at + 1, k.len - 2},
+                    (struct sq_str){json.p + v.at, v.len});
+        if (rc)
+            return rc;
     }
-    json_ws(p, n, &i);
-    return i == n ? 0 : -SQ_EPARSE;
+    return sq_json_next(&w, &k) < 0 ? -SQ_EPARSE : 0; /* the end, or more after the object */
 }
 
 static bool key_is(struct sq_str k, const char *lit)

@@ -114,12 +114,12 @@ struct sq_nats_info {
  * wrong type). Unknown fields are skipped. */
 SQ_MUST_CHECK int sq_nats_info_parse(struct sq_str json, struct sq_nats_info *out);
 
-/* ---- a small JSON reader (top-level members of one object; allocation-free) ---- */
+/* ---- a small JSON reader (top-level members of one object; allocation-free; base/json) ---- */
 
 /* Finds member key (compared byte for byte with the raw, still escaped, member name) of the JSON
  * object json and sets *value to its raw value text (a string keeps its quotes). Returns 1 found,
- * 0 not found, -SQ_EPARSE when json is not one well-formed object (nesting over 32 levels
- * included). */
+ * 0 not found, -SQ_EPARSE when json is not one well-formed object (more than 32 containers open
+ * at once, the object's own included). */
 SQ_MUST_CHECK int sq_nats_json_get(struct sq_str json, const char *key, struct sq_str *value);
 
 /* ---- JetStream PubAck ---- */

@@ -367,6 +367,12 @@ static void test_path_compile(void **state)
         {"$['\\u12']", "offset 3: expected an escape"},
         {"$['\\ud800']", "offset 3: expected a \\u escape that is not a lone surrogate"},
         {"$['\\udc00']", "offset 3: expected a \\u escape that is not a lone surrogate"},
+        /* the first fault is the high surrogate left unpaired, not the malformed escape after it
+         * (until base/json's one escape decoder, this said "expected an escape") */
+        {"$['\\ud800\\u12G4']", "offset 3: expected a \\u escape that is not a lone surrogate"},
+        {"$['\\ud83d\\ude00\\'']", NULL},
+        {"$['\\", "offset 3: expected an escape"},
+        {"$['a\\']", "offset 7: expected \"'\""},
         {"$[99999999999999999999999]", "offset 2: expected a smaller index"},
         {"$.a]", "offset 3: expected '.' or '['"},
         {"$.a\\.b", "offset 3: expected '.' or '['"},

@@ -333,6 +333,24 @@ static void test_json(void **state)
         deep[n++] = ']';
     deep[n++] = '}';
     assert_int_equal(sq_nats_json_get((struct sq_str){deep, n}, "a", &v), -SQ_EPARSE);
+    /* the cap to the container: 32 open at once, the object's own included. (The scanner before
+     * base/json counted levels by the values in them, so it also took a 33rd when it was
+     * empty.) */
+    for (int levels = 31; levels <= 32; levels++) {
+        for (int empty = 0; empty < 2; empty++) {
+            n = (size_t)snprintf(deep, sizeof(deep), "{\"a\":");
+            memset(deep + n, '[', (size_t)levels);
+            n += (size_t)levels;
+            if (!empty)
+                deep[n++] = '1';
+            memset(deep + n, ']', (size_t)levels);
+            n += (size_t)levels;
+            deep[n++] = '}';
+            int want = levels + 1 <= 32 ? 1 : -SQ_EPARSE;
+            CHECK(sq_nats_json_get((struct sq_str){deep, n}, "a", &v) == want,
+                  "%d arrays in the object (%s)\n", levels, empty ? "empty" : "holding 1");
+        }
+    }
 }
 
 static void test_puback(void **state)
