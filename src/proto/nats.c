@@ -86,8 +86,8 @@ static inline size_t dec_len(uint64_t v)
     return n + (v >= 10);
 }
 
-/* Writes v in decimal (n = dec_len(v) digits) at out. */
-static inline void dec_put(char *out, uint64_t v, size_t n)
+/* Writes v in decimal (n = dec_len(v) digits) at out; returns out + n. */
+static inline char *dec_put(char *out, uint64_t v, size_t n)
 {
     char *p = out + n;
     while (v >= 100) {
@@ -102,6 +102,7 @@ static inline void dec_put(char *out, uint64_t v, size_t n)
     } else {
         *--p = (char)('0' + v);
     }
+    return out + n;
 }
 
 /* A size token: 0, -SQ_EPARSE (not all digits) or -SQ_ETOOBIG (over max). */
@@ -793,37 +794,38 @@ int sq_nats_encode_connect(char *buf, size_t cap, const struct sq_nats_connect_o
     return w_done(&w);
 }
 
-int sq_nats_encode_pub_head(char *buf, size_t cap, struct sq_str subject, struct sq_str reply,
-                            size_t payload_len)
+/* PUB, HPUB and SUB open alike: "<OP> <subject>[ <second>] ", where the second token is the
+ * reply subject (PUB, HPUB) or the queue group (SUB) and is left out when empty. */
+static inline bool subjects_ok(struct sq_str subject, struct sq_str second)
 {
-    if (!sq_nats_subject_ok(subject) || (reply.len && !sq_nats_subject_ok(reply)))
-        return -EINVAL;
-    size_t nd = dec_len(payload_len);
-    size_t need = 4 + subject.len + (reply.len ? reply.len + 1 : 0) + 1 + nd + 2;
-    if (need > cap || need > INT_MAX)
-        return -SQ_ETOOBIG;
-    char *p = buf;
-    memcpy(p, "PUB ", 4);
-    p += 4;
-    memcpy(p, subject.p, subject.len);
-    p += subject.len;
-    if (reply.len) {
-        *p++ = ' ';
-        memcpy(p, reply.p, reply.len);
-        p += reply.len;
-    }
-    *p++ = ' ';
-    dec_put(p, payload_len, nd);
-    p += nd;
-    p[0] = '\r';
-    p[1] = '\n';
-    return (int)need;
+    return sq_nats_subject_ok(subject) && (!second.len || sq_nats_subject_ok(second));
 }
 
-int sq_nats_encode_pub(char *buf, size_t cap, struct sq_str subject, struct sq_str reply,
-                       const void *payload, size_t len)
+static inline size_t line_head_len(size_t op_len, struct sq_str subject, struct sq_str second)
 {
-    int h = sq_nats_encode_pub_head(buf, cap, subject, reply, len);
+    return op_len + subject.len + (second.len ? second.len + 1 : 0) + 1;
+}
+
+/* op carries its trailing blank ("PUB "); returns the byte after the head's last blank. */
+static inline char *line_head_put(char *p, const char *op, size_t op_len, struct sq_str subject,
+                                  struct sq_str second)
+{
+    memcpy(p, op, op_len);
+    p += op_len;
+    memcpy(p, subject.p, subject.len);
+    p += subject.len;
+    if (second.len) {
+        *p++ = ' ';
+        memcpy(p, second.p, second.len);
+        p += second.len;
+    }
+    *p++ = ' ';
+    return p;
+}
+
+/* Appends the payload and its CRLF after a head of h bytes, or passes the head's error on. */
+static int put_payload(char *buf, size_t cap, int h, const void *payload, size_t len)
+{
     if (h < 0)
         return h;
     size_t need = (size_t)h + len + 2;
@@ -834,6 +836,35 @@ int sq_nats_encode_pub(char *buf, size_t cap, struct sq_str subject, struct sq_s
     buf[h + len] = '\r';
     buf[h + len + 1] = '\n';
     return (int)need;
+}
+
+/* "<OP> <subject>[ <second>] <v>\r\n": PUB's head (v = payload length) and SUB (v = sid). */
+static int number_line(char *buf, size_t cap, const char *op, size_t op_len, struct sq_str subject,
+                       struct sq_str second, uint64_t v)
+{
+    if (!subjects_ok(subject, second))
+        return -EINVAL;
+    size_t nd = dec_len(v);
+    size_t need = line_head_len(op_len, subject, second) + nd + 2;
+    if (need > cap || need > INT_MAX)
+        return -SQ_ETOOBIG;
+    char *p = line_head_put(buf, op, op_len, subject, second);
+    p = dec_put(p, v, nd);
+    memcpy(p, "\r\n", 2);
+    return (int)need;
+}
+
+int sq_nats_encode_pub_head(char *buf, size_t cap, struct sq_str subject, struct sq_str reply,
+                            size_t payload_len)
+{
+    return number_line(buf, cap, "PUB ", 4, subject, reply, payload_len);
+}
+
+int sq_nats_encode_pub(char *buf, size_t cap, struct sq_str subject, struct sq_str reply,
+                       const void *payload, size_t len)
+{
+    return put_payload(buf, cap, sq_nats_encode_pub_head(buf, cap, subject, reply, len), payload,
+                       len);
 }
 
 static bool hdr_name_ok(struct sq_str s)
@@ -867,7 +898,7 @@ size_t sq_nats_headers_len(const struct sq_nats_header *h, size_t n)
 int sq_nats_encode_hpub_head(char *buf, size_t cap, struct sq_str subject, struct sq_str reply,
                              const struct sq_nats_header *h, size_t n, size_t payload_len)
 {
-    if (!sq_nats_subject_ok(subject) || (reply.len && !sq_nats_subject_ok(reply)))
+    if (!subjects_ok(subject, reply))
         return -EINVAL;
     for (size_t i = 0; i < n; i++)
         if (!hdr_name_ok(h[i].name) || !hdr_value_ok(h[i].value))
@@ -875,26 +906,14 @@ int sq_nats_encode_hpub_head(char *buf, size_t cap, struct sq_str subject, struc
     size_t hl = sq_nats_headers_len(h, n);
     size_t total = hl + payload_len;
     size_t nh = dec_len(hl), ntot = dec_len(total);
-    size_t line = 5 + subject.len + (reply.len ? reply.len + 1 : 0) + 1 + nh + 1 + ntot + 2;
+    size_t line = line_head_len(5, subject, reply) + nh + 1 + ntot + 2;
     size_t need = line + hl;
     if (need > cap || need > INT_MAX)
         return -SQ_ETOOBIG;
-    char *p = buf;
-    memcpy(p, "HPUB ", 5);
-    p += 5;
-    memcpy(p, subject.p, subject.len);
-    p += subject.len;
-    if (reply.len) {
-        *p++ = ' ';
-        memcpy(p, reply.p, reply.len);
-        p += reply.len;
-    }
+    char *p = line_head_put(buf, "HPUB ", 5, subject, reply);
+    p = dec_put(p, hl, nh);
     *p++ = ' ';
-    dec_put(p, hl, nh);
-    p += nh;
-    *p++ = ' ';
-    dec_put(p, total, ntot);
-    p += ntot;
+    p = dec_put(p, total, ntot);
     memcpy(p, "\r\nNATS/1.0\r\n", 12);
     p += 12;
     for (size_t i = 0; i < n; i++) {
@@ -915,43 +934,14 @@ int sq_nats_encode_hpub_head(char *buf, size_t cap, struct sq_str subject, struc
 int sq_nats_encode_hpub(char *buf, size_t cap, struct sq_str subject, struct sq_str reply,
                         const struct sq_nats_header *h, size_t n, const void *payload, size_t len)
 {
-    int hd = sq_nats_encode_hpub_head(buf, cap, subject, reply, h, n, len);
-    if (hd < 0)
-        return hd;
-    size_t need = (size_t)hd + len + 2;
-    if (need > cap || need > INT_MAX)
-        return -SQ_ETOOBIG;
-    if (len)
-        memcpy(buf + hd, payload, len);
-    buf[hd + len] = '\r';
-    buf[hd + len + 1] = '\n';
-    return (int)need;
+    return put_payload(buf, cap, sq_nats_encode_hpub_head(buf, cap, subject, reply, h, n, len),
+                       payload, len);
 }
 
 int sq_nats_encode_sub(char *buf, size_t cap, struct sq_str subject, struct sq_str queue,
                        uint64_t sid)
 {
-    if (!sq_nats_subject_ok(subject) || (queue.len && !sq_nats_subject_ok(queue)))
-        return -EINVAL;
-    size_t nd = dec_len(sid);
-    size_t need = 4 + subject.len + (queue.len ? queue.len + 1 : 0) + 1 + nd + 2;
-    if (need > cap || need > INT_MAX)
-        return -SQ_ETOOBIG;
-    char *p = buf;
-    memcpy(p, "SUB ", 4);
-    p += 4;
-    memcpy(p, subject.p, subject.len);
-    p += subject.len;
-    if (queue.len) {
-        *p++ = ' ';
-        memcpy(p, queue.p, queue.len);
-        p += queue.len;
-    }
-    *p++ = ' ';
-    dec_put(p, sid, nd);
-    p += nd;
-    memcpy(p, "\r\n", 2);
-    return (int)need;
+    return number_line(buf, cap, "SUB ", 4, subject, queue, sid);
 }
 
 int sq_nats_encode_unsub(char *buf, size_t cap, uint64_t sid, uint64_t max)
@@ -963,12 +953,10 @@ int sq_nats_encode_unsub(char *buf, size_t cap, uint64_t sid, uint64_t max)
     char *p = buf;
     memcpy(p, "UNSUB ", 6);
     p += 6;
-    dec_put(p, sid, nd);
-    p += nd;
+    p = dec_put(p, sid, nd);
     if (max) {
         *p++ = ' ';
-        dec_put(p, max, nm - 1);
-        p += nm - 1;
+        p = dec_put(p, max, nm - 1);
     }
     memcpy(p, "\r\n", 2);
     return (int)need;
