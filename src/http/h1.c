@@ -509,6 +509,24 @@ static int parse_version(const char *buf, size_t len, size_t *pos, int *minor)
     return 1;
 }
 
+/* The start line's end at buf[*i] (CRLF, or a bare LF), then the field lines into f. The caller
+ * has checked *i < len. */
+static inline int line_end_fields(const char *buf, size_t len, size_t *i, struct fields *f)
+{
+    if (buf[*i] != '\r' && buf[*i] != '\n')
+        return -SQ_EPARSE;
+    int rc = eol(buf, len, i);
+    if (rc <= 0)
+        return rc;
+    return parse_fields(buf, len, i, f);
+}
+
+/* A head still partial once the cap's worth has arrived cannot end within the cap. */
+static inline int head_capped(int rc, size_t len, size_t max)
+{
+    return rc == PARTIAL && len >= max ? -SQ_ETOOBIG : rc;
+}
+
 static int parse_response(const char *buf, size_t len, const struct sq_h1_limits *lim,
                           struct sq_h1_response *out)
 {
@@ -541,15 +559,9 @@ static int parse_response(const char *buf, size_t len, const struct sq_h1_limits
             return PARTIAL;
         reason_end = i;
     }
-    if (buf[i] != '\r' && buf[i] != '\n')
-        return -SQ_EPARSE;
-    rc = eol(buf, len, &i);
-    if (rc <= 0)
-        return rc;
-
     struct fields f;
     fields_init(&f, out->headers, out->headers_cap, lim);
-    rc = parse_fields(buf, len, &i, &f);
+    rc = line_end_fields(buf, len, &i, &f);
     if (rc <= 0)
         return rc;
     if (f.te && f.content_length >= 0)
@@ -573,10 +585,7 @@ int sq_h1_parse_response_head(const char *buf, size_t len, const struct sq_h1_li
                               struct sq_h1_response *out)
 {
     size_t max = lim_head(lim);
-    int rc = parse_response(buf, len < max ? len : max, lim, out);
-    if (rc == PARTIAL && len >= max)
-        return -SQ_ETOOBIG;
-    return rc;
+    return head_capped(parse_response(buf, len < max ? len : max, lim, out), len, max);
 }
 
 static int parse_request(const char *buf, size_t len, const struct sq_h1_limits *lim,
@@ -611,15 +620,9 @@ static int parse_request(const char *buf, size_t len, const struct sq_h1_limits 
         return rc;
     if (i >= len)
         return PARTIAL;
-    if (buf[i] != '\r' && buf[i] != '\n')
-        return -SQ_EPARSE;
-    rc = eol(buf, len, &i);
-    if (rc <= 0)
-        return rc;
-
     struct fields f;
     fields_init(&f, out->headers, out->headers_cap, lim);
-    rc = parse_fields(buf, len, &i, &f);
+    rc = line_end_fields(buf, len, &i, &f);
     if (rc <= 0)
         return rc;
     /* RFC 9112 6.1 / 6.3: the server cannot frame these reliably; answer 400 and close. */
@@ -648,14 +651,13 @@ int sq_h1_parse_request_head(const char *buf, size_t len, const struct sq_h1_lim
                              struct sq_h1_request *out)
 {
     size_t max = lim_head(lim);
-    int rc = parse_request(buf, len < max ? len : max, lim, out);
-    if (rc == PARTIAL && len >= max)
-        return -SQ_ETOOBIG;
-    return rc;
+    return head_capped(parse_request(buf, len < max ? len : max, lim, out), len, max);
 }
 
 /* ---- body framer ---- */
 
+/* Each *_LF state (a CR seen, its LF awaited) directly follows the state whose bare-LF ending it
+ * completes: its LF is handled as st - 1 would handle a bare LF. */
 enum {
     /* chunk-size line (counted against SQ_H1_MAX_CHUNK_LINE) */
     CS_SIZE,
@@ -667,10 +669,10 @@ enum {
     CS_DATA_CR,
     CS_DATA_LF,
     /* trailer section (counted against SQ_H1_MAX_TRAILER_BYTES) */
-    CS_TR_START,
     CS_TR_NAME,
     CS_TR_VALUE,
     CS_TR_LF,
+    CS_TR_START,
     CS_END_LF,
     CS_DONE,
     CS_ERR,
@@ -727,11 +729,12 @@ static int chunked_feed(struct sq_h1_body *b, const char *buf, size_t len, size_
         if (st <= CS_SIZE_LF) {
             if (++b->_line > SQ_H1_MAX_CHUNK_LINE)
                 goto too_big;
-        } else if (st >= CS_TR_START) {
+        } else if (st >= CS_TR_NAME) {
             if (++b->_trailer > SQ_H1_MAX_TRAILER_BYTES)
                 goto too_big;
         }
         char c = buf[i++];
+    again:
         switch (st) {
         case CS_SIZE: {
             int h = sq_hex_value((unsigned char)c);
@@ -744,18 +747,9 @@ static int chunked_feed(struct sq_h1_body *b, const char *buf, size_t len, size_
             }
             if (b->_digits == 0)
                 goto bad;
-            if (IS_OWS(c))
-                st = CS_SIZE_WS;
-            else if (c == ';')
-                st = CS_EXT;
-            else if (c == '\r')
-                st = CS_SIZE_LF;
-            else if (c == '\n')
-                goto line_done;
-            else
-                goto bad;
-            continue;
+            st = CS_SIZE_WS; /* the size ends here; what may follow it is what may follow OWS */
         }
+            /* fall through */
         case CS_SIZE_WS:
             if (IS_OWS(c))
                 continue;
@@ -776,10 +770,6 @@ static int chunked_feed(struct sq_h1_body *b, const char *buf, size_t len, size_
             else if (!IS_FIELD(c))
                 goto bad;
             continue;
-        case CS_SIZE_LF:
-            if (c != '\n')
-                goto bad;
-            goto line_done;
         case CS_DATA_CR:
             if (c == '\r')
                 st = CS_DATA_LF;
@@ -788,10 +778,6 @@ static int chunked_feed(struct sq_h1_body *b, const char *buf, size_t len, size_
             else
                 goto bad; /* chunk data longer than its size, or CRLF missing */
             continue;
-        case CS_DATA_LF:
-            if (c != '\n')
-                goto bad;
-            goto next_chunk;
         case CS_TR_START:
             if (c == '\r')
                 st = CS_END_LF;
@@ -816,15 +802,14 @@ static int chunked_feed(struct sq_h1_body *b, const char *buf, size_t len, size_
             else if (!IS_FIELD(c))
                 goto bad;
             continue;
+        case CS_SIZE_LF:
+        case CS_DATA_LF:
         case CS_TR_LF:
-            if (c != '\n')
-                goto bad;
-            st = CS_TR_START;
-            continue;
         case CS_END_LF:
             if (c != '\n')
                 goto bad;
-            goto done;
+            st--; /* the CR's state ends its line on this LF as on a bare one */
+            goto again;
         default:
             goto bad;
         }
