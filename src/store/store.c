@@ -383,6 +383,32 @@ static int exec1(struct conn *c, enum stmt which)
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
+/* Steps a bound statement that returns no row, then resets it: 0 or db_fail's code. */
+static int step_done(struct conn *c, sqlite3_stmt *st, char *err, size_t errlen, const char *what)
+{
+    int rc = sqlite3_step(st), r = 0;
+    if (rc != SQLITE_DONE)
+        r = db_fail(c, rc, err, errlen, what);
+    sqlite3_reset(st);
+    return r;
+}
+
+/* Locks c and steps `which` bound to one id: the caller reads the row, then row_done. */
+static sqlite3_stmt *row_by_id(struct conn *c, enum stmt which, int64_t id, int *rc)
+{
+    lock(c);
+    sqlite3_stmt *st = stmt(c, which);
+    sqlite3_bind_int64(st, 1, id);
+    *rc = sqlite3_step(st);
+    return st;
+}
+
+static void row_done(struct conn *c, sqlite3_stmt *st)
+{
+    sqlite3_reset(st);
+    unlock(c);
+}
+
 static char *dup_text(sqlite3_stmt *st, int col)
 {
     const unsigned char *t = sqlite3_column_text(st, col);
@@ -475,6 +501,13 @@ static int txn_end(struct conn *c, bool durable, bool ok, char *err, size_t errl
     if (durable)
         (void)exec1(c, ST_SYNC_NORMAL);
     return r;
+}
+
+/* Ends the transaction that r's work ran in: r's error if it failed, else the commit's. */
+static int txn_close(struct conn *c, bool durable, int r, char *err, size_t errlen)
+{
+    int cr = txn_end(c, durable, r == 0, err, errlen);
+    return r == 0 ? cr : r;
 }
 
 /* ---- opening ---- */
@@ -1104,14 +1137,9 @@ int sq_store_run_start(struct sq_store *s, int64_t id, char *err, size_t errlen)
             sqlite3_stmt *st = stmt(c, ST_START);
             sqlite3_bind_int64(st, 1, id);
             sqlite3_bind_int64(st, 2, now_ms(s));
-            int rc = sqlite3_step(st);
-            if (rc != SQLITE_DONE)
-                r = db_fail(c, rc, err, errlen, "starting a run");
-            sqlite3_reset(st);
+            r = step_done(c, st, err, errlen, "starting a run");
         }
-        int cr = txn_end(c, true, r == 0, err, errlen);
-        if (r == 0)
-            r = cr;
+        r = txn_close(c, true, r, err, errlen);
     }
     unlock(c);
     return r;
@@ -1149,8 +1177,11 @@ static int put_result(struct conn *c, int64_t id, const struct sq_store_end *e, 
     return r;
 }
 
-static int check_end(int64_t id, const struct sq_store_end *e, char *err, size_t errlen)
+static int check_end(const struct sq_store *s, int64_t id, const struct sq_store_end *e, char *err,
+                     size_t errlen)
 {
+    if (s->ro)
+        return read_only(s, err, errlen);
     if (!e || (e->status != SQ_STORE_FINISHED && e->status != SQ_STORE_STOPPED &&
                e->status != SQ_STORE_FAILED)) {
         say(err, errlen, "a run ends finished, stopped or failed");
@@ -1184,14 +1215,9 @@ static int end_locked(struct sq_store *s, int64_t id, const struct sq_store_end 
             sqlite3_bind_int64(st, 3, ended_ms);
             if (e->reason)
                 bind_text(st, 4, e->reason);
-            int rc = sqlite3_step(st);
-            if (rc != SQLITE_DONE)
-                r = db_fail(c, rc, err, errlen, "ending a run");
-            sqlite3_reset(st);
+            r = step_done(c, st, err, errlen, "ending a run");
         }
-        int cr = txn_end(c, true, r == 0, err, errlen);
-        if (r == 0)
-            r = cr;
+        r = txn_close(c, true, r, err, errlen);
     }
     return r;
 }
@@ -1236,9 +1262,7 @@ static int pend_write(struct sq_store *s, struct pend_end *p, char *err, size_t 
 int sq_store_run_end(struct sq_store *s, int64_t id, const struct sq_store_end *e, char *err,
                      size_t errlen)
 {
-    if (s->ro)
-        return read_only(s, err, errlen);
-    int r = check_end(id, e, err, errlen);
+    int r = check_end(s, id, e, err, errlen);
     if (r < 0)
         return r;
     lock(&s->wr);
@@ -1258,9 +1282,7 @@ static void *dup_bytes(const void *p, size_t n)
 int sq_store_run_end_later(struct sq_store *s, int64_t id, const struct sq_store_end *e, char *err,
                            size_t errlen)
 {
-    if (s->ro)
-        return read_only(s, err, errlen);
-    int r = check_end(id, e, err, errlen);
+    int r = check_end(s, id, e, err, errlen);
     if (r < 0)
         return r;
     struct sq_store_run cur;
@@ -1403,10 +1425,8 @@ int sq_store_run_get(struct sq_store *s, int64_t id, struct sq_store_run *out, c
 {
     struct conn *c = &s->rd;
     memset(out, 0, sizeof(*out));
-    lock(c);
-    sqlite3_stmt *st = stmt(c, ST_GET);
-    sqlite3_bind_int64(st, 1, id);
-    int rc = sqlite3_step(st), r = 0;
+    int rc, r = 0;
+    sqlite3_stmt *st = row_by_id(c, ST_GET, id, &rc);
     if (rc == SQLITE_ROW) {
         r = read_run(st, out, true);
         if (r == 0) {
@@ -1425,8 +1445,7 @@ int sq_store_run_get(struct sq_store *s, int64_t id, struct sq_store_run *out, c
     } else {
         r = db_fail(c, rc, err, errlen, "reading a run");
     }
-    sqlite3_reset(st);
-    unlock(c);
+    row_done(c, st);
     return r;
 }
 
@@ -1556,14 +1575,9 @@ int sq_store_run_delete(struct sq_store *s, int64_t id, char *err, size_t errlen
         if (r == 0) {
             sqlite3_stmt *st = stmt(c, ST_DELETE);
             sqlite3_bind_int64(st, 1, id);
-            int rc = sqlite3_step(st);
-            if (rc != SQLITE_DONE)
-                r = db_fail(c, rc, err, errlen, "deleting a run");
-            sqlite3_reset(st);
+            r = step_done(c, st, err, errlen, "deleting a run");
         }
-        int cr = txn_end(c, false, r == 0, err, errlen);
-        if (r == 0)
-            r = cr;
+        r = txn_close(c, false, r, err, errlen);
     }
     unlock(c);
     return r;
@@ -1726,10 +1740,8 @@ int sq_store_result_get(struct sq_store *s, int64_t id, struct sq_store_result *
 {
     struct conn *c = &s->rd;
     memset(out, 0, sizeof(*out));
-    lock(c);
-    sqlite3_stmt *st = stmt(c, ST_RESULT_GET);
-    sqlite3_bind_int64(st, 1, id);
-    int rc = sqlite3_step(st), r = 0;
+    int rc, r = 0;
+    sqlite3_stmt *st = row_by_id(c, ST_RESULT_GET, id, &rc);
     if (rc == SQLITE_ROW) {
         out->doc = dup_text(st, 0);
         out->doc_len = out->doc ? (size_t)sqlite3_column_bytes(st, 0) : 0;
@@ -1766,8 +1778,7 @@ int sq_store_result_get(struct sq_store *s, int64_t id, struct sq_store_result *
     } else {
         r = db_fail(c, rc, err, errlen, "reading a result");
     }
-    sqlite3_reset(st);
-    unlock(c);
+    row_done(c, st);
     if (r < 0)
         sq_store_result_dispose(out);
     return r;
@@ -1849,6 +1860,19 @@ static int prune_batch(struct conn *c, int64_t cut_id, int64_t cut_ms, int64_t b
     return r < 0 ? r : cr;
 }
 
+/* After one pruning transaction of us microseconds: counts it, hands the writer's lock to a
+ * waiting writer, and waits for a checkpoint when the WAL has grown long. */
+static void txn_pause(struct sq_store *s, struct sq_store_prune_stats *stats, int64_t us,
+                      bool long_wal)
+{
+    stats->transactions++;
+    if (us > stats->max_txn_us)
+        stats->max_txn_us = us;
+    hand_over(&s->wr);
+    if (long_wal)
+        await_checkpoint(s);
+}
+
 int sq_store_prune(struct sq_store *s, const struct sq_store_retention *ret,
                    struct sq_store_prune_stats *stats, char *err, size_t errlen)
 {
@@ -1896,12 +1920,7 @@ int sq_store_prune(struct sq_store *s, const struct sq_store_retention *ret,
         int64_t us = (sq_now_ns() - t0) / 1000;
         bool long_wal = s->ck_last >= 2 * s->ck_frames; /* on_commit's, read under wr's mutex */
         unlock(c);
-        stats->transactions++;
-        if (us > stats->max_txn_us)
-            stats->max_txn_us = us;
-        hand_over(c);
-        if (long_wal)
-            await_checkpoint(s);
+        txn_pause(s, stats, us, long_wal);
     }
     /* Free pages back to the file system, 256 (1 MiB) per transaction. */
     for (int64_t prev = -1; r == 0 && s->incremental;) {
@@ -1933,12 +1952,7 @@ int sq_store_prune(struct sq_store *s, const struct sq_store_retention *ret,
         if (free_pages == 0)
             break;
         prev = free_pages;
-        stats->transactions++;
-        if (us > stats->max_txn_us)
-            stats->max_txn_us = us;
-        hand_over(c);
-        if (long_wal)
-            await_checkpoint(s);
+        txn_pause(s, stats, us, long_wal);
     }
     /* Fold what pruning wrote into the database now, not at the next run's thousandth page. */
     if (stats->transactions)
