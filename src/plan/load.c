@@ -168,6 +168,23 @@ int sq_plan__compile_scalar(struct ld *L, const struct ynode *n, enum sq_tmpl_es
     return sq_plan__compile_tmpl(L, n, true, n->s, n->len, esc, R, out);
 }
 
+int sq_plan__static_text(struct ld *L, const struct ynode *n, const char *what, struct sq_tmpl **t,
+                         const char **s, size_t *len)
+{
+    int rc = sq_plan__want_string(L, n, what);
+    if (rc < 0)
+        return rc;
+    struct rctx R = {.L = L, .nvars = L->p->nvars};
+    if ((rc = sq_plan__compile_scalar(L, n, SQ_TMPL_ESC_NONE, &R, t)) < 0)
+        return rc;
+    if (!sq_tmpl_static(*t, s, len)) {
+        sq_tmpl_free(*t);
+        *t = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 /* Compiles a scalar just to report its template errors at their exact place. */
 int sq_plan__precheck(struct ld *L, const struct ynode *n, struct rctx *R)
 {
@@ -439,17 +456,13 @@ bool sq_plan__parse_origin(const char *s, size_t len, char *scheme, char *host, 
 
 static int load_target(struct ld *L, const struct ynode *n)
 {
-    int rc = sq_plan__want_string(L, n, "a URL like http://127.0.0.1:8080");
-    if (rc < 0)
-        return rc;
-    struct rctx R = {.L = L, .nvars = L->p->nvars};
     struct sq_tmpl *t = NULL;
-    if ((rc = sq_plan__compile_scalar(L, n, SQ_TMPL_ESC_NONE, &R, &t)) < 0)
-        return rc;
     const char *s;
     size_t len;
-    if (!sq_tmpl_static(t, &s, &len)) {
-        sq_tmpl_free(t);
+    int rc = sq_plan__static_text(L, n, "a URL like http://127.0.0.1:8080", &t, &s, &len);
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
         return sq_plan__fail(L, n,
                              "the target is fixed text: only plan variables and $env.NAME may "
                              "appear in it");
@@ -481,9 +494,7 @@ static int load_target(struct ld *L, const struct ynode *n)
 static int load_defaults(struct ld *L, const struct ynode *n)
 {
     static const char *const keys[] = {"headers", "timeout"};
-    int rc = sq_plan__want_map(L, n, "a mapping (headers, timeout)");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, n, "a mapping (headers, timeout)", keys, SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     const struct ynode *v = sq_plan__get(n, "timeout");
@@ -557,8 +568,8 @@ static int load_data(struct ld *L, const struct ynode *n)
             return sq_plan__fail(L, k, "'%.60s' is not a feeder name (letters, digits and '_')",
                                  k->s);
         size_t mark = sq_plan__path_key(L, k->s);
-        if ((rc = sq_plan__want_map(L, v, "a mapping like { csv: users.csv, mode: per-vu }")) < 0 ||
-            (rc = sq_plan__check_keys(L, v, keys, SQ_ARRAY_LEN(keys))) < 0)
+        if ((rc = sq_plan__want_keys(L, v, "a mapping like { csv: users.csv, mode: per-vu }", keys,
+                                     SQ_ARRAY_LEN(keys))) < 0)
             return rc;
         const struct ynode *csv = sq_plan__get(v, "csv"), *json = sq_plan__get(v, "json"),
                            *mode = sq_plan__get(v, "mode");
@@ -642,9 +653,8 @@ static int load_sink(struct ld *L, const struct ynode *n)
 {
     static const char *const keys[] = {"http", "nats",   "mqtt",    "stamp", "settle",
                                        "qos",  "stream", "durable", "queue"};
-    int rc = sq_plan__want_map(L, n, "a mapping (http, nats or mqtt; stamp, settle)");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, n, "a mapping (http, nats or mqtt; stamp, settle)", keys,
+                                SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     struct sq_plan_sink *sk = calloc(1, sizeof(*sk));
@@ -747,9 +757,8 @@ static int load_root(struct ld *L, const struct ynode *root)
                                        "scenarios", "thresholds", "script",   "auth",
                                        "sink",      "name",       "seed",     "redact"};
     struct sq_plan *p = L->p;
-    int rc = sq_plan__want_map(L, root, "a mapping with target and scenarios");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, root, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, root, "a mapping with target and scenarios", keys,
+                                SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     struct sq_loc top = {1, 1};

@@ -26,40 +26,49 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Executors                                                                                  */
 
+/* An executor's keys, in one list: exec_keys[I_X] is key X's name and F(X) its bit in
+ * exec_fields' masks. */
+#define EXEC_KEYS(X)                                                                               \
+    X(VUS, "vus")                                                                                  \
+    X(DURATION, "duration")                                                                        \
+    X(ITERATIONS, "iterations")                                                                    \
+    X(RATE, "rate")                                                                                \
+    X(TIME_UNIT, "timeUnit")                                                                       \
+    X(START_RATE, "startRate")                                                                     \
+    X(START_VUS, "startVUs")                                                                       \
+    X(PREALLOC, "preAllocatedVUs")                                                                 \
+    X(MAX_VUS, "maxVUs")                                                                           \
+    X(STAGES, "stages")                                                                            \
+    X(MAX_DURATION, "maxDuration")                                                                 \
+    X(PACING, "pacing")                                                                            \
+    X(PRECISION, "pacingPrecision")
+
 enum {
-    F_VUS = 1 << 0,
-    F_DURATION = 1 << 1,
-    F_ITERATIONS = 1 << 2,
-    F_RATE = 1 << 3,
-    F_TIME_UNIT = 1 << 4,
-    F_START_RATE = 1 << 5,
-    F_START_VUS = 1 << 6,
-    F_PREALLOC = 1 << 7,
-    F_MAX_VUS = 1 << 8,
-    F_STAGES = 1 << 9,
-    F_MAX_DURATION = 1 << 10,
-    F_PACING = 1 << 11,
-    F_PRECISION = 1 << 12,
+#define EXEC_INDEX(name, key) I_##name,
+    EXEC_KEYS(EXEC_INDEX)
+#undef EXEC_INDEX
 };
+#define F(name) (1u << I_##name)
 
 static const char *const exec_keys[] = {
-    "vus",         "duration", "iterations",      "rate",   "timeUnit",
-    "startRate",   "startVUs", "preAllocatedVUs", "maxVUs", "stages",
-    "maxDuration", "pacing",   "pacingPrecision"};
+#define EXEC_NAME(name, key) key,
+    EXEC_KEYS(EXEC_NAME)
+#undef EXEC_NAME
+};
 
 static const struct {
     unsigned allowed, required;
 } exec_fields[SQ_EXEC__COUNT] = {
-    [SQ_EXEC_CONSTANT_VUS] = {F_VUS | F_DURATION | F_PACING, F_DURATION},
-    [SQ_EXEC_RAMPING_VUS] = {F_START_VUS | F_STAGES | F_PACING, F_STAGES},
-    [SQ_EXEC_CONSTANT_ARRIVAL_RATE] = {F_RATE | F_TIME_UNIT | F_DURATION | F_PREALLOC | F_MAX_VUS |
-                                           F_PRECISION,
-                                       F_RATE | F_DURATION | F_PREALLOC},
-    [SQ_EXEC_RAMPING_ARRIVAL_RATE] = {F_START_RATE | F_TIME_UNIT | F_STAGES | F_PREALLOC |
-                                          F_MAX_VUS | F_PRECISION,
-                                      F_STAGES | F_PREALLOC},
-    [SQ_EXEC_PER_VU_ITERATIONS] = {F_VUS | F_ITERATIONS | F_MAX_DURATION | F_PACING, 0},
-    [SQ_EXEC_SHARED_ITERATIONS] = {F_VUS | F_ITERATIONS | F_MAX_DURATION | F_PACING, 0},
+    [SQ_EXEC_CONSTANT_VUS] = {F(VUS) | F(DURATION) | F(PACING), F(DURATION)},
+    [SQ_EXEC_RAMPING_VUS] = {F(START_VUS) | F(STAGES) | F(PACING), F(STAGES)},
+    [SQ_EXEC_CONSTANT_ARRIVAL_RATE] = {F(RATE) | F(TIME_UNIT) | F(DURATION) | F(PREALLOC) |
+                                           F(MAX_VUS) | F(PRECISION),
+                                       F(RATE) | F(DURATION) | F(PREALLOC)},
+    [SQ_EXEC_RAMPING_ARRIVAL_RATE] = {F(START_RATE) | F(TIME_UNIT) | F(STAGES) | F(PREALLOC) |
+                                          F(MAX_VUS) | F(PRECISION),
+                                      F(STAGES) | F(PREALLOC)},
+    [SQ_EXEC_PER_VU_ITERATIONS] = {F(VUS) | F(ITERATIONS) | F(MAX_DURATION) | F(PACING), 0},
+    [SQ_EXEC_SHARED_ITERATIONS] = {F(VUS) | F(ITERATIONS) | F(MAX_DURATION) | F(PACING), 0},
 };
 
 static const char *const scenario_common[] = {"executor", "flow",   "startTime", "gracefulStop",
@@ -86,8 +95,8 @@ static int load_stages(struct ld *L, const struct ynode *n, struct sq_exec *e, b
     for (size_t i = 0; i < n->nitems; i++) {
         const struct ynode *s = n->items[i];
         size_t mark = sq_plan__path_push(L, "[%zu]", i);
-        if ((rc = sq_plan__want_map(L, s, "a stage like { duration: 30s, target: 100 }")) < 0 ||
-            (rc = sq_plan__check_keys(L, s, keys, 2)) < 0)
+        if ((rc = sq_plan__want_keys(L, s, "a stage like { duration: 30s, target: 100 }", keys,
+                                     2)) < 0)
             return rc;
         const struct ynode *d = sq_plan__get(s, "duration"), *t = sq_plan__get(s, "target");
         if (!d || !t)
@@ -357,6 +366,22 @@ static int add_slot(struct ld *L, struct sq_plan_scenario *sc, const char *name,
 
 /* A scenario's locals: [a, b]: per-VU variables that hooks set (ctx:set), slots like extracted
  * values. */
+/* A slot named by key k (a local, or an extract's variable): an identifier that no plan
+ * variable holds; why_not ends the message when one does. */
+static int add_named_slot(struct ld *L, struct sq_plan_scenario *sc, const struct ynode *k,
+                          const char *why_not)
+{
+    if (!sq_plan__is_ident(k->s))
+        return sq_plan__fail(L, k,
+                             "'%.60s' is not a variable name (letters, digits and '_', not "
+                             "starting with a digit)",
+                             k->s);
+    if (sq_plan__map_get(&L->vars, k->s, strlen(k->s), NULL))
+        return sq_plan__fail(L, k, "'%s' is already a plan variable (vars)%s", k->s, why_not);
+    uint32_t idx;
+    return add_slot(L, sc, k->s, &idx);
+}
+
 static int collect_locals(struct ld *L, const struct ynode *n, struct sq_plan_scenario *sc)
 {
     size_t mark = sq_plan__path_key(L, "locals");
@@ -368,15 +393,7 @@ static int collect_locals(struct ld *L, const struct ynode *n, struct sq_plan_sc
         int rc = sq_plan__want_string(L, k, "a variable name");
         if (rc < 0)
             return rc;
-        if (!sq_plan__is_ident(k->s))
-            return sq_plan__fail(L, k,
-                                 "'%.60s' is not a variable name (letters, digits and '_', not "
-                                 "starting with a digit)",
-                                 k->s);
-        if (sq_plan__map_get(&L->vars, k->s, strlen(k->s), NULL))
-            return sq_plan__fail(L, k, "'%s' is already a plan variable (vars)", k->s);
-        uint32_t idx;
-        if ((rc = add_slot(L, sc, k->s, &idx)) < 0)
+        if ((rc = add_named_slot(L, sc, k, "")) < 0)
             return rc;
     }
     sq_plan__path_pop(L, mark);
@@ -397,18 +414,7 @@ static int collect_slots(struct ld *L, const struct ynode *flow, struct sq_plan_
         size_t mark = sq_plan__path_push(L, ".flow[%zu].extract", i);
         for (size_t j = 0; j < ex->npairs; j++) {
             const struct ynode *k = ex->pairs[j].key;
-            if (!sq_plan__is_ident(k->s))
-                return sq_plan__fail(L, k,
-                                     "'%.60s' is not a variable name (letters, digits and '_', not "
-                                     "starting with a digit)",
-                                     k->s);
-            if (sq_plan__map_get(&L->vars, k->s, strlen(k->s), NULL))
-                return sq_plan__fail(L, k,
-                                     "'%s' is already a plan variable (vars): extract into another "
-                                     "name",
-                                     k->s);
-            uint32_t idx;
-            if ((rc = add_slot(L, sc, k->s, &idx)) < 0)
+            if ((rc = add_named_slot(L, sc, k, ": extract into another name")) < 0)
                 return rc;
         }
         sq_plan__path_pop(L, mark);
@@ -671,14 +677,52 @@ static int load_body(struct ld *L, const struct ynode *req, struct sq_plan_reque
     return rc;
 }
 
+/* A step's own headers (publish, ws connect: the defaults are for requests), into r->headers. */
+static int load_own_headers(struct ld *L, const struct ynode *n, struct sq_plan_request *r,
+                            struct rctx *R)
+{
+    const struct ynode *h = sq_plan__get(n, "headers");
+    r->headers = calloc(h && h->kind == Y_MAP && h->npairs ? h->npairs : 1, sizeof(*r->headers));
+    if (!r->headers)
+        return -ENOMEM;
+    if (!h)
+        return 0;
+    size_t mark = sq_plan__path_key(L, "headers");
+    int rc = sq_plan__want_map(L, h, "a mapping of header names to values");
+    if (rc < 0)
+        return rc;
+    struct sq_plan__map names;
+    sq_plan__map_init(&names, true);
+    rc = load_headers(L, h, r, R, false, &names);
+    sq_plan__map_dispose(&names);
+    if (rc < 0)
+        return rc;
+    sq_plan__path_pop(L, mark);
+    return 0;
+}
+
+/* A step's timeout, or the plan's default. */
+static int load_timeout(struct ld *L, const struct ynode *n, struct sq_plan_request *r)
+{
+    r->timeout_ns = L->p->default_timeout_ns;
+    const struct ynode *v = sq_plan__get(n, "timeout");
+    if (!v)
+        return 0;
+    size_t mark = sq_plan__path_key(L, "timeout");
+    int rc = sq_plan__get_duration(L, v, &r->timeout_ns);
+    if (rc < 0)
+        return rc;
+    sq_plan__path_pop(L, mark);
+    return 0;
+}
+
 static int load_request(struct ld *L, const struct ynode *n, struct sq_plan_request *r,
                         struct rctx *R)
 {
     static const char *const keys[] = {"method", "url",  "headers", "body",
                                        "json",   "form", "file",    "timeout"};
-    int rc = sq_plan__want_map(L, n, "a mapping (method, url, headers, body...)");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, n, "a mapping (method, url, headers, body...)", keys,
+                                SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     const struct ynode *v = sq_plan__get(n, "method");
@@ -757,14 +801,8 @@ static int load_request(struct ld *L, const struct ynode *n, struct sq_plan_requ
         return rc;
     if ((rc = load_body(L, n, r, R)) < 0)
         return rc;
-    r->timeout_ns = L->p->default_timeout_ns;
-    v = sq_plan__get(n, "timeout");
-    if (v) {
-        mark = sq_plan__path_key(L, "timeout");
-        if ((rc = sq_plan__get_duration(L, v, &r->timeout_ns)) < 0)
-            return rc;
-        sq_plan__path_pop(L, mark);
-    }
+    if ((rc = load_timeout(L, n, r)) < 0)
+        return rc;
     return 0;
 }
 
@@ -840,8 +878,10 @@ static struct sq_check *check_slot(struct sq_plan_step *st, size_t *cap)
     return c;
 }
 
+/* Takes the check check_slot gave out once its init returned rc, then pops the path back to
+ * mark (the check's own key, or L->path_len when it has none); on error the path stays. */
 static int check_done(struct ld *L, const struct ynode *at, struct sq_plan_step *st, int rc,
-                      const char *err)
+                      const char *err, size_t mark)
 {
     if (rc == -ENOMEM)
         return rc;
@@ -852,6 +892,7 @@ static int check_done(struct ld *L, const struct ynode *at, struct sq_plan_step 
         st->needs_body = true;
     if (sq_check_needs_headers(c))
         st->needs_headers = true;
+    sq_plan__path_pop(L, mark);
     return 0;
 }
 
@@ -928,13 +969,11 @@ static int load_json_checks(struct ld *L, const struct ynode *n, struct sq_plan_
             if (rc < 0)
                 return sq_plan__fail(L, k, "%s", cerr[0] ? cerr : "malformed JSON path");
             struct sq_check *c = check_slot(st, cap);
-            if (!c)
-                return -ENOMEM;
-            rc = sq_check_init_json(c, k->s, (enum sq_cmp_op)op, text, isnum > 0, cerr,
-                                    sizeof(cerr));
-            if ((rc = check_done(L, val, st, rc, cerr)) < 0)
+            rc = !c ? -ENOMEM
+                    : sq_check_init_json(c, k->s, (enum sq_cmp_op)op, text, isnum > 0, cerr,
+                                         sizeof(cerr));
+            if ((rc = check_done(L, val, st, rc, cerr, m2)) < 0)
                 return rc;
-            sq_plan__path_pop(L, m2);
         }
         sq_plan__path_pop(L, mark);
     }
@@ -945,11 +984,10 @@ static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step 
 {
     static const char *const keys[] = {"status", "body_contains",  "json",
                                        "header", "header_matches", "duration"};
-    int rc = sq_plan__want_map(L, n,
-                               "a mapping (status, body_contains, json, header, header_matches, "
-                               "duration)");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, n,
+                                "a mapping (status, body_contains, json, header, header_matches, "
+                                "duration)",
+                                keys, SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     size_t cap = 0;
@@ -970,10 +1008,8 @@ static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step 
                 return rc;
             }
             struct sq_check *c = check_slot(st, &cap);
-            if (!c)
-                return -ENOMEM;
-            rc = sq_check_init_status(c, codes, nc, cerr, sizeof(cerr));
-            if ((rc = check_done(L, v, st, rc, cerr)) < 0)
+            rc = !c ? -ENOMEM : sq_check_init_status(c, codes, nc, cerr, sizeof(cerr));
+            if ((rc = check_done(L, v, st, rc, cerr, L->path_len)) < 0)
                 return rc;
         } else if (!strcmp(k->s, "body_contains")) {
             size_t cnt = v->kind == Y_SEQ ? v->nitems : 1;
@@ -984,10 +1020,8 @@ static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step 
                 if ((rc = sq_plan__want_string(L, t, "a text to find in the body")) < 0)
                     return rc;
                 struct sq_check *c = check_slot(st, &cap);
-                if (!c)
-                    return -ENOMEM;
-                rc = sq_check_init_body_contains(c, t->s, cerr, sizeof(cerr));
-                if ((rc = check_done(L, t, st, rc, cerr)) < 0)
+                rc = !c ? -ENOMEM : sq_check_init_body_contains(c, t->s, cerr, sizeof(cerr));
+                if ((rc = check_done(L, t, st, rc, cerr, L->path_len)) < 0)
                     return rc;
             }
         } else if (!strcmp(k->s, "json")) {
@@ -1008,13 +1042,11 @@ static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step 
                                                re ? "a regular expression" : "a header value")) < 0)
                     return rc;
                 struct sq_check *c = check_slot(st, &cap);
-                if (!c)
-                    return -ENOMEM;
-                rc = re ? sq_check_init_header_match(c, hk->s, hv->s, cerr, sizeof(cerr))
-                        : sq_check_init_header_eq(c, hk->s, hv->s, cerr, sizeof(cerr));
-                if ((rc = check_done(L, hv, st, rc, cerr)) < 0)
+                rc = !c   ? -ENOMEM
+                     : re ? sq_check_init_header_match(c, hk->s, hv->s, cerr, sizeof(cerr))
+                          : sq_check_init_header_eq(c, hk->s, hv->s, cerr, sizeof(cerr));
+                if ((rc = check_done(L, hv, st, rc, cerr, m2)) < 0)
                     return rc;
-                sq_plan__path_pop(L, m2);
             }
         } else { /* duration */
             if ((rc = sq_plan__want_map(L, v, "{ lt: 200ms } (ops: lt le gt ge)")) < 0)
@@ -1032,13 +1064,11 @@ static int load_checks(struct ld *L, const struct ynode *n, struct sq_plan_step 
                 if ((rc = sq_plan__get_duration(L, ov, &ns)) < 0)
                     return rc;
                 struct sq_check *c = check_slot(st, &cap);
-                if (!c)
-                    return -ENOMEM;
-                rc = sq_check_init_duration(c, (enum sq_cmp_op)op, ns / SQ_NS_PER_US, cerr,
-                                            sizeof(cerr));
-                if ((rc = check_done(L, ov, st, rc, cerr)) < 0)
+                rc = !c ? -ENOMEM
+                        : sq_check_init_duration(c, (enum sq_cmp_op)op, ns / SQ_NS_PER_US, cerr,
+                                                 sizeof(cerr));
+                if ((rc = check_done(L, ov, st, rc, cerr, m2)) < 0)
                     return rc;
-                sq_plan__path_pop(L, m2);
             }
         }
         sq_plan__path_pop(L, mark);
@@ -1082,22 +1112,8 @@ static int load_bus_step(struct ld *L, const struct ynode *n, struct sq_plan_ste
     if (!r->url_src || !r->method || sq_tmpl_new_literal(v->s, v->len, &r->url) < 0)
         return -ENOMEM;
     sq_plan__path_pop(L, mark);
-    const struct ynode *h = sq_plan__get(n, "headers");
-    r->headers = calloc(h && h->kind == Y_MAP ? h->npairs : 1, sizeof(*r->headers));
-    if (!r->headers)
-        return -ENOMEM;
-    if (h) {
-        mark = sq_plan__path_key(L, "headers");
-        if ((rc = sq_plan__want_map(L, h, "a mapping of header names to values")) < 0)
-            return rc;
-        struct sq_plan__map names;
-        sq_plan__map_init(&names, true);
-        rc = load_headers(L, h, r, R, false, &names);
-        sq_plan__map_dispose(&names);
-        if (rc < 0)
-            return rc;
-        sq_plan__path_pop(L, mark);
-    }
+    if ((rc = load_own_headers(L, n, r, R)) < 0)
+        return rc;
     if (publish) {
         if ((rc = load_body(L, n, r, R)) < 0)
             return rc;
@@ -1121,14 +1137,8 @@ static int load_bus_step(struct ld *L, const struct ynode *n, struct sq_plan_ste
         st->qos = (uint8_t)(v->s[0] - '0');
         sq_plan__path_pop(L, mark);
     }
-    r->timeout_ns = L->p->default_timeout_ns;
-    v = sq_plan__get(n, "timeout");
-    if (v) {
-        mark = sq_plan__path_key(L, "timeout");
-        if ((rc = sq_plan__get_duration(L, v, &r->timeout_ns)) < 0)
-            return rc;
-        sq_plan__path_pop(L, mark);
-    }
+    if ((rc = load_timeout(L, n, r)) < 0)
+        return rc;
     return 0;
 }
 
@@ -1142,9 +1152,8 @@ static int load_ws(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
     static const char *const keys[] = {"connect", "send",  "receive", "close",      "headers",
                                        "binary",  "reply", "timeout", "subprotocol"};
     static const char *const ops[] = {"connect", "send", "receive", "close"};
-    int rc = sq_plan__want_map(L, n, "a mapping with one of connect, send, receive or close");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, n, "a mapping with one of connect, send, receive or close", keys,
+                                SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     const struct ynode *opn = NULL;
@@ -1193,23 +1202,8 @@ static int load_ws(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
         if ((rc = load_url(L, opn, r, &R)) < 0)
             return rc;
         sq_plan__path_pop(L, mark);
-        const struct ynode *h = sq_plan__get(n, "headers");
-        r->headers =
-            calloc(h && h->kind == Y_MAP && h->npairs ? h->npairs : 1, sizeof(*r->headers));
-        if (!r->headers)
-            return -ENOMEM;
-        if (h) {
-            mark = sq_plan__path_key(L, "headers");
-            if ((rc = sq_plan__want_map(L, h, "a mapping of header names to values")) < 0)
-                return rc;
-            struct sq_plan__map names;
-            sq_plan__map_init(&names, true);
-            rc = load_headers(L, h, r, &R, false, &names);
-            sq_plan__map_dispose(&names);
-            if (rc < 0)
-                return rc;
-            sq_plan__path_pop(L, mark);
-        }
+        if ((rc = load_own_headers(L, n, r, &R)) < 0)
+            return rc;
         const struct ynode *p = sq_plan__get(n, "subprotocol");
         if (p) {
             mark = sq_plan__path_key(L, "subprotocol");
@@ -1275,14 +1269,8 @@ static int load_ws(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
         break;
     }
     }
-    r->timeout_ns = L->p->default_timeout_ns;
-    const struct ynode *t = sq_plan__get(n, "timeout");
-    if (t) {
-        mark = sq_plan__path_key(L, "timeout");
-        if ((rc = sq_plan__get_duration(L, t, &r->timeout_ns)) < 0)
-            return rc;
-        sq_plan__path_pop(L, mark);
-    }
+    if ((rc = load_timeout(L, n, r)) < 0)
+        return rc;
     sc->ws = true;
     return 0;
 }
@@ -1338,11 +1326,10 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
     static const char *const keys[] = {"name",  "request",  "think",    "extract",
                                        "check", "on_error", "before",   "after",
                                        "ws",    "publish",  "subscribe"};
-    int rc = sq_plan__want_map(L, n,
-                               "a step: a mapping with request (or think, publish, "
-                               "subscribe, ws)");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, n,
+                                "a step: a mapping with request (or think, publish, "
+                                "subscribe, ws)",
+                                keys, SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     st->loc = n->loc;

@@ -57,17 +57,13 @@ int sq_plan__load_hook(struct ld *L, const struct ynode *n, const char *key, cha
 /* A value that must be fixed text (plan variables and $env.NAME resolved), copied into *out. */
 static int fixed_text(struct ld *L, const struct ynode *n, const char *what, char **out)
 {
-    int rc = sq_plan__want_string(L, n, what);
-    if (rc < 0)
-        return rc;
-    struct rctx R = {.L = L, .nvars = L->p->nvars};
-    struct sq_tmpl *t;
-    if ((rc = sq_plan__compile_scalar(L, n, SQ_TMPL_ESC_NONE, &R, &t)) < 0)
-        return rc;
+    struct sq_tmpl *t = NULL;
     const char *s;
     size_t len;
-    if (!sq_tmpl_static(t, &s, &len)) {
-        sq_tmpl_free(t);
+    int rc = sq_plan__static_text(L, n, what, &t, &s, &len);
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
         return sq_plan__fail(L, n,
                              "%s is fixed for the run: only plan variables and $env.NAME may "
                              "appear in it",
@@ -109,9 +105,8 @@ static int load_oauth2(struct ld *L, const struct ynode *n)
         "token_url",         "client_id",    "client_secret",        "scope",
         "client_auth",       "refresh_lead", "min_refresh_interval", "retry_backoff",
         "retry_backoff_max", "timeout"};
-    int rc = sq_plan__want_map(L, n, "a mapping (token_url, client_id, client_secret, ...)");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, n, "a mapping (token_url, client_id, client_secret, ...)", keys,
+                                SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     static const char *const required[] = {"token_url", "client_id", "client_secret"};
@@ -189,9 +184,7 @@ static int load_oauth2(struct ld *L, const struct ynode *n)
 int sq_plan__load_auth(struct ld *L, const struct ynode *n)
 {
     static const char *const keys[] = {"oauth2"};
-    int rc = sq_plan__want_map(L, n, "a mapping with oauth2");
-    if (rc == 0)
-        rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    int rc = sq_plan__want_keys(L, n, "a mapping with oauth2", keys, SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
     const struct ynode *o = sq_plan__get(n, "oauth2");

@@ -138,6 +138,9 @@ int sq_plan__want_map(struct ld *L, const struct ynode *n, const char *what);
  * unknown key is reported with the closest allowed one, or the list. */
 int sq_plan__check_keys(struct ld *L, const struct ynode *map, const char *const *allowed,
                         size_t n);
+/* want_map (what), then check_keys. */
+int sq_plan__want_keys(struct ld *L, const struct ynode *n, const char *what,
+                       const char *const *allowed, size_t nallowed);
 int sq_plan__want_scalar(struct ld *L, const struct ynode *n, const char *what);
 /* A non-empty scalar without NUL bytes. */
 int sq_plan__want_string(struct ld *L, const struct ynode *n, const char *what);
@@ -176,6 +179,11 @@ int sq_plan__compile_tmpl(struct ld *L, const struct ynode *n, bool exact, const
                           struct sq_tmpl **out);
 int sq_plan__compile_scalar(struct ld *L, const struct ynode *n, enum sq_tmpl_escape esc,
                             struct rctx *R, struct sq_tmpl **out);
+/* String n compiled as a template that only plan variables and $env.NAME fill (what: the
+ * want_string message): 1 with its text at *s, *len, owned by *t (the caller frees it); 0 when
+ * something else fills it (*t freed: the caller says why); or a negative code. */
+int sq_plan__static_text(struct ld *L, const struct ynode *n, const char *what, struct sq_tmpl **t,
+                         const char **s, size_t *len);
 /* Compiles a scalar just to report its template errors at their exact place. */
 int sq_plan__precheck(struct ld *L, const struct ynode *n, struct rctx *R);
 /* Walks s: literal text through lit(), each "{{...}}" copied as it is. */

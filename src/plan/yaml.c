@@ -764,6 +764,13 @@ int sq_plan__check_keys(struct ld *L, const struct ynode *map, const char *const
     return 0;
 }
 
+int sq_plan__want_keys(struct ld *L, const struct ynode *n, const char *what,
+                       const char *const *allowed, size_t nallowed)
+{
+    int rc = sq_plan__want_map(L, n, what);
+    return rc < 0 ? rc : sq_plan__check_keys(L, n, allowed, nallowed);
+}
+
 int sq_plan__want_scalar(struct ld *L, const struct ynode *n, const char *what)
 {
     if (n->kind == Y_SCALAR)
