@@ -59,6 +59,19 @@ static bool header_user_set(const struct sq_plan_request *r, const char *name)
     return false;
 }
 
+/* Appends the field line "name: v\r\n" to b. */
+static int put_field(struct sq_buf *b, const char *name, const char *v, size_t vl)
+{
+    int rc = sq_buf_append(b, name, strlen(name));
+    if (rc == 0)
+        rc = sq_buf_append(b, ": ", 2);
+    if (rc == 0)
+        rc = sq_buf_append(b, v, vl);
+    if (rc == 0)
+        rc = sq_buf_append(b, "\r\n", 2);
+    return rc;
+}
+
 static int compile_static(const struct sq_flow *f, struct sq_flow_step *st, const char *url,
                           size_t url_len, const char *body, size_t body_len)
 {
@@ -243,13 +256,8 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
         memcpy(st->method_sp + ml, " ", 2);
         rc = sq_buf_append(&fx, " HTTP/1.1\r\n", 11);
     }
-    if (rc == 0 && !own_host) {
-        rc = sq_buf_append(&fx, "Host: ", 6);
-        if (rc == 0)
-            rc = sq_buf_append(&fx, f->host, strlen(f->host));
-        if (rc == 0)
-            rc = sq_buf_append(&fx, "\r\n", 2);
-    }
+    if (rc == 0 && !own_host)
+        rc = put_field(&fx, "Host", f->host, strlen(f->host));
     for (size_t i = 0; rc == 0 && i < r->nheaders; i++) {
         const char *v;
         size_t vl;
@@ -257,29 +265,12 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
             st->dyn[st->ndyn++] = (uint32_t)i;
             continue;
         }
-        const char *name = r->headers[i].name;
-        rc = sq_buf_append(&fx, name, strlen(name));
-        if (rc == 0)
-            rc = sq_buf_append(&fx, ": ", 2);
-        if (rc == 0)
-            rc = sq_buf_append(&fx, v, vl);
-        if (rc == 0)
-            rc = sq_buf_append(&fx, "\r\n", 2);
+        rc = put_field(&fx, r->headers[i].name, v, vl);
     }
-    if (rc == 0 && r->content_type && !header_user_set(r, "Content-Type")) {
-        rc = sq_buf_append(&fx, "Content-Type: ", 14);
-        if (rc == 0)
-            rc = sq_buf_append(&fx, r->content_type, strlen(r->content_type));
-        if (rc == 0)
-            rc = sq_buf_append(&fx, "\r\n", 2);
-    }
-    if (rc == 0 && f->accept_encoding && !header_user_set(r, "Accept-Encoding")) {
-        rc = sq_buf_append(&fx, "Accept-Encoding: ", 17);
-        if (rc == 0)
-            rc = sq_buf_append(&fx, f->accept_encoding, strlen(f->accept_encoding));
-        if (rc == 0)
-            rc = sq_buf_append(&fx, "\r\n", 2);
-    }
+    if (rc == 0 && r->content_type && !header_user_set(r, "Content-Type"))
+        rc = put_field(&fx, "Content-Type", r->content_type, strlen(r->content_type));
+    if (rc == 0 && f->accept_encoding && !header_user_set(r, "Accept-Encoding"))
+        rc = put_field(&fx, "Accept-Encoding", f->accept_encoding, strlen(f->accept_encoding));
     if (rc == 0 && !header_user_set(r, "User-Agent"))
         rc = sq_buf_append(&fx, UA_LINE, sizeof(UA_LINE) - 1);
     if (rc < 0) {
@@ -528,13 +519,22 @@ static void render_ctx(const struct sq_flow *f, struct sq_flow_vu *v, struct sq_
 }
 
 /* A stamped step's stamp, made once per step (every {{$stamp}} in it renders the same token). */
-static void make_stamp(const struct sq_flow_step *st, struct sq_flow_vu *v, struct sq_str *stamp)
+static inline void make_stamp(bool stamped, struct sq_flow_vu *v, struct sq_str *stamp)
 {
     *stamp = (struct sq_str){v->stamp, 0};
-    if (st->stamped && v->stamp_fn) {
+    if (stamped && v->stamp_fn) {
         v->stamp_len = (uint8_t)v->stamp_fn(v->stamp_ud, &v->stamp_seq, v->stamp);
         stamp->len = v->stamp_len;
     }
+}
+
+/* A step's context: the VU's, with the step's stamp in *stamp (which outlives ctx). */
+static inline void step_ctx(const struct sq_flow *f, const struct sq_flow_step *st,
+                            struct sq_flow_vu *v, struct sq_tmpl_ctx *ctx, struct sq_str *stamp)
+{
+    render_ctx(f, v, ctx);
+    make_stamp(st->stamped, v, stamp);
+    ctx->stamp = stamp;
 }
 
 int sq_flow_render(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_tmpl *t,
@@ -550,11 +550,8 @@ int sq_flow_render_event(const struct sq_flow *f, struct sq_flow_vu *v, const st
 {
     struct sq_tmpl_ctx ctx;
     render_ctx(f, v, &ctx);
-    struct sq_str stamp = {v->stamp, 0};
-    if (sq_tmpl_uses_stamp(t) && v->stamp_fn) {
-        v->stamp_len = (uint8_t)v->stamp_fn(v->stamp_ud, &v->stamp_seq, v->stamp);
-        stamp.len = v->stamp_len;
-    }
+    struct sq_str stamp;
+    make_stamp(sq_tmpl_uses_stamp(t), v, &stamp);
     ctx.stamp = &stamp;
     return sq_tmpl_render(t, &ctx, out);
 }
@@ -564,10 +561,8 @@ int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *s
 {
     const struct sq_plan_request *r = &st->ps->req;
     struct sq_tmpl_ctx ctx;
-    render_ctx(f, v, &ctx);
     struct sq_str stamp;
-    make_stamp(st, v, &stamp);
-    ctx.stamp = &stamp;
+    step_ctx(f, st, v, &ctx, &stamp);
     sq_buf_reset(&v->scratch);
     sq_buf_reset(&v->val);
     int rc = r->body ? sq_tmpl_render(r->body, &ctx, &v->scratch) : 0;
@@ -605,10 +600,8 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
     *rendered = true;
     const struct sq_plan_request *r = &st->ps->req;
     struct sq_tmpl_ctx ctx;
-    render_ctx(f, v, &ctx);
     struct sq_str stamp;
-    make_stamp(st, v, &stamp);
-    ctx.stamp = &stamp;
+    step_ctx(f, st, v, &ctx, &stamp);
     struct sq_buf *o = &v->req;
     sq_buf_reset(o);
     sq_buf_reset(&v->scratch);
