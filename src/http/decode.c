@@ -450,6 +450,21 @@ static int zs_feed(struct sq_decoder *d, const unsigned char *in, size_t len, sq
     }
 }
 
+static int none_feed(struct sq_decoder *d, const unsigned char *in, size_t len, sq_decode_cb cb,
+                     void *ud)
+{
+    return emit(d, (const char *)in, len, cb, ud);
+}
+
+typedef int (*feed_fn)(struct sq_decoder *d, const unsigned char *in, size_t len, sq_decode_cb cb,
+                       void *ud);
+
+/* Each decodable coding's feed; SQ_CODING_OTHER has none. */
+static const feed_fn feeds[] = {
+    [SQ_CODING_NONE] = none_feed, [SQ_CODING_GZIP] = z_feed,  [SQ_CODING_DEFLATE] = deflate_feed,
+    [SQ_CODING_BR] = br_feed,     [SQ_CODING_ZSTD] = zs_feed,
+};
+
 int sq_decoder_feed(struct sq_decoder *d, const char *in, size_t len, sq_decode_cb cb, void *ud)
 {
     if (d->err)
@@ -457,28 +472,8 @@ int sq_decoder_feed(struct sq_decoder *d, const char *in, size_t len, sq_decode_
     if (len == 0)
         return 0;
     d->fed = true;
-    const unsigned char *p = (const unsigned char *)in;
-    int rc;
-    switch (d->coding) {
-    case SQ_CODING_NONE:
-        rc = emit(d, in, len, cb, ud);
-        break;
-    case SQ_CODING_GZIP:
-        rc = z_feed(d, p, len, cb, ud);
-        break;
-    case SQ_CODING_DEFLATE:
-        rc = deflate_feed(d, p, len, cb, ud);
-        break;
-    case SQ_CODING_BR:
-        rc = br_feed(d, p, len, cb, ud);
-        break;
-    case SQ_CODING_ZSTD:
-        rc = zs_feed(d, p, len, cb, ud);
-        break;
-    default:
-        rc = -SQ_EUSAGE;
-        break;
-    }
+    feed_fn fn = (unsigned)d->coding < sizeof(feeds) / sizeof(feeds[0]) ? feeds[d->coding] : NULL;
+    int rc = fn ? fn(d, (const unsigned char *)in, len, cb, ud) : -SQ_EUSAGE;
     if (rc < 0)
         d->err = rc;
     return rc;
