@@ -689,6 +689,23 @@ static int validate_plan(json_t *args, json_t **result, char *err, size_t len)
 
 /* ---- targets ---- */
 
+/* The answer of start_target and inbox_start: the start's error (why, else rc's text), or the
+ * listener's URL in the text and in the structured content. */
+static int started(const char *tool, const char *what, int rc, const char *why, uint16_t port,
+                   json_t **result)
+{
+    if (rc < 0) {
+        *result = tool_error("%s: %s", tool, why ? why : sq_strerror(rc));
+        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    }
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)port);
+    char text[160];
+    snprintf(text, sizeof(text), "squall %s listening on %s", what, url);
+    *result = tool_ok(text, json_pack("{s:s, s:i}", "url", url, "port", (int)port));
+    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+}
+
 static int start_target(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
 {
     json_t *th = json_object_get(args, "threads");
@@ -720,18 +737,11 @@ static int start_target(struct sq_mcp *m, json_t *args, json_t **result, char *e
     };
     const char *why = NULL;
     int rc = sq_target_start(&tc, &slot->t, &why);
-    if (rc < 0) {
+    if (rc < 0)
         slot->t = NULL;
-        *result = tool_error("start_target: %s", why ? why : sq_strerror(rc));
-        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
-    }
-    slot->port = sq_target_port(slot->t);
-    char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)slot->port);
-    char text[160];
-    snprintf(text, sizeof(text), "squall target listening on %s", url);
-    *result = tool_ok(text, json_pack("{s:s, s:i}", "url", url, "port", (int)slot->port));
-    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    else
+        slot->port = sq_target_port(slot->t);
+    return started("start_target", "target", rc, why, slot->port, result);
 }
 
 static int stop_target(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
@@ -823,18 +833,11 @@ static int inbox_start(struct sq_mcp *m, json_t *args, json_t **result, char *er
     };
     const char *why = NULL;
     int rc = sq_inbox_start(&ic, &slot->b, &why);
-    if (rc < 0) {
+    if (rc < 0)
         slot->b = NULL;
-        *result = tool_error("inbox_start: %s", why ? why : sq_strerror(rc));
-        return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
-    }
-    slot->port = sq_inbox_port(slot->b);
-    char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)slot->port);
-    char text[160];
-    snprintf(text, sizeof(text), "squall inbox listening on %s", url);
-    *result = tool_ok(text, json_pack("{s:s, s:i}", "url", url, "port", (int)slot->port));
-    return *result ? 0 : SQ_MCP_INTERNAL_ERROR;
+    else
+        slot->port = sq_inbox_port(slot->b);
+    return started("inbox_start", "inbox", rc, why, slot->port, result);
 }
 
 static int inbox_read(struct sq_mcp *m, json_t *args, json_t **result, char *err, size_t len)
