@@ -70,10 +70,7 @@ struct stream {
     uint64_t content_length;
     /* a streamed answer (sq_server_resp.stream): pieces made as nghttp2 asks for DATA */
     bool streamed;
-    sq_server_stream_fn sfn;
-    void *sud;
-    uint32_t snext, scount;
-    int64_t sstart, sinterval;
+    struct sq_server__pace pace;
     char *piece; /* SQ_SERVER_STREAM_PIECE bytes: the piece being sent */
     uint32_t piece_len, piece_off;
     char hinl[HBUF_INLINE];
@@ -249,11 +246,12 @@ static ssize_t read_stream(nghttp2_session *s, int32_t id, uint8_t *buf, size_t 
             n += k;
             continue;
         }
-        if (st->snext >= st->scount) {
+        struct sq_server__pace *p = &st->pace;
+        if (p->next >= p->count) {
             *flags |= NGHTTP2_DATA_FLAG_EOF;
             break;
         }
-        int64_t due = st->sstart + st->sinterval * ((int64_t)st->snext + 1);
+        int64_t due = sq_server__pace_due(p, p->next);
         if (!now)
             now = sq_now_ns();
         if (due > now) {
@@ -263,8 +261,8 @@ static ssize_t read_stream(nghttp2_session *s, int32_t id, uint8_t *buf, size_t 
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
             return NGHTTP2_ERR_DEFERRED;
         }
-        size_t k = st->sfn(st->sud, st->snext, st->scount, st->piece, SQ_SERVER_STREAM_PIECE);
-        st->snext++;
+        size_t k = p->fn(p->ud, p->next, p->count, st->piece, SQ_SERVER_STREAM_PIECE);
+        p->next++;
         st->piece_len = (uint32_t)(k < SQ_SERVER_STREAM_PIECE ? k : SQ_SERVER_STREAM_PIECE);
         st->piece_off = 0;
     }
@@ -381,12 +379,7 @@ static bool keep_answer(struct stream *st, const struct sq_server_resp *r)
     st->content_length = body_len + fill_total;
     if (r->stream && r->stream_count && !bad) {
         st->streamed = true;
-        st->sfn = r->stream;
-        st->sud = r->stream_ud;
-        st->snext = 0;
-        st->scount = r->stream_count;
-        st->sstart = sq_now_ns();
-        st->sinterval = r->stream_interval_ns > 0 ? r->stream_interval_ns : 0;
+        sq_server__pace_start(&st->pace, r);
         st->rbody_len = st->content_length = 0;
         st->fill_left = 0;
         if (!(st->piece = malloc(SQ_SERVER_STREAM_PIECE))) {

@@ -20,12 +20,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "server/server.h"
 
 struct conn;
 struct sq_loop;
 struct sq_server__h2; /* one connection's HTTP/2 state (h2.c) */
+
+/* A streamed answer's pace (sq_server_resp.stream), over HTTP/1.x and HTTP/2 alike: the piece
+ * maker, the next piece to make, how many in all, and when each is due. */
+struct sq_server__pace {
+    sq_server_stream_fn fn;
+    void *ud;
+    uint32_t next, count;
+    int64_t start_ns, interval_ns;
+};
+
+/* Starts r's pace now (r->stream set; a negative interval counts as none). */
+static inline void sq_server__pace_start(struct sq_server__pace *p, const struct sq_server_resp *r)
+{
+    p->fn = r->stream;
+    p->ud = r->stream_ud;
+    p->next = 0;
+    p->count = r->stream_count;
+    p->start_ns = sq_now_ns();
+    p->interval_ns = r->stream_interval_ns > 0 ? r->stream_interval_ns : 0;
+}
+
+/* When piece k (0-based) is due: interval * (k + 1) after the start, saturating. */
+static inline int64_t sq_server__pace_due(const struct sq_server__pace *p, uint32_t k)
+{
+    int64_t off, due;
+    if (__builtin_mul_overflow(p->interval_ns, (int64_t)k + 1, &off) ||
+        __builtin_add_overflow(p->start_ns, off, &due))
+        return INT64_MAX;
+    return due;
+}
 
 /* The HTTP/2 client connection preface (RFC 9113 3.4), 24 bytes. */
 #define SQ_SERVER_H2_PREFACE     "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -204,10 +204,7 @@ _Static_assert(sizeof(struct conn) <= 96, "an idle connection should stay this s
 
 /* A streamed body in progress (see sq_server_resp.stream). */
 struct stream {
-    sq_server_stream_fn fn;
-    void *ud;
-    uint32_t next, count; /* the next piece to make; how many in all */
-    int64_t start_ns, interval_ns;
+    struct sq_server__pace pace;
     bool chunked; /* false: HTTP/1.0, the body ends with the connection */
     bool blocked; /* a tick found c->out pending: on_writable ticks again once it drains */
 };
@@ -230,16 +227,6 @@ struct post {
     void (*fn)(void *ud);
     void *ud;
 };
-
-/* When piece k (0-based) is due: interval * (k + 1) after the start, saturating. */
-static int64_t piece_due(const struct stream *st, uint32_t k)
-{
-    int64_t off, due;
-    if (__builtin_mul_overflow(st->interval_ns, (int64_t)k + 1, &off) ||
-        __builtin_add_overflow(st->start_ns, off, &due))
-        return INT64_MAX;
-    return due;
-}
 
 struct slab {
     struct slab *next;
@@ -1161,16 +1148,11 @@ static bool stream_begin(struct worker *w, struct conn *c, const struct sq_serve
     }
     struct stream *st = malloc(sizeof(*st));
     if (st) {
-        st->fn = r->stream;
-        st->ud = r->stream_ud;
-        st->next = 0;
-        st->count = r->stream_count;
-        st->start_ns = sq_now_ns();
-        st->interval_ns = r->stream_interval_ns > 0 ? r->stream_interval_ns : 0;
+        sq_server__pace_start(&st->pace, r);
         st->chunked = chunked;
         st->blocked = false;
     }
-    if (!st || sq_timer_start(w->loop, &c->timer, piece_due(st, 0)) < 0) {
+    if (!st || sq_timer_start(w->loop, &c->timer, sq_server__pace_due(&st->pace, 0)) < 0) {
         free(st);
         w->olen = start;
         return false;
@@ -1181,19 +1163,26 @@ static bool stream_begin(struct worker *w, struct conn *c, const struct sq_serve
     return true;
 }
 
+/* c closes once what is written is out; behind: requests came after the close, which stay
+ * unanswered (the close lingers so the peer reads the answers before the reset). */
+static void close_after_out(struct worker *w, struct conn *c, bool behind)
+{
+    c->flags |= F_CLOSE;
+    if (behind)
+        c->flags |= F_LINGER_AFTER;
+    drop_input(c);
+    if (c->out)
+        conn_events(w, c);
+    else
+        conn_finish(w, c);
+}
+
 /* A deferred answer (a stream, a parked or a held one) has its last bytes out: close after it
  * when it asked to (what came behind it stays unanswered), else go on with the next request. */
 static void answer_ended(struct worker *w, struct conn *c, bool close_after)
 {
     if (close_after) {
-        c->flags |= F_CLOSE;
-        if (c->in)
-            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
-        drop_input(c);
-        if (c->out)
-            conn_events(w, c);
-        else
-            conn_finish(w, c);
+        close_after_out(w, c, c->in != NULL);
         return;
     }
     if (c->out)
@@ -1237,13 +1226,14 @@ static void stream_tick(struct worker *w, struct conn *c)
         return;
     }
     st->blocked = false;
+    struct sq_server__pace *p = &st->pace;
     int64_t now = sq_now_ns();
     char piece[SQ_SERVER_STREAM_PIECE];
-    while (st->next < st->count && w->olen < STREAM_BATCH) {
-        if (piece_due(st, st->next) > now)
+    while (p->next < p->count && w->olen < STREAM_BATCH) {
+        if (sq_server__pace_due(p, p->next) > now)
             break;
-        size_t n = st->fn(st->ud, st->next, st->count, piece, sizeof(piece));
-        st->next++;
+        size_t n = p->fn(p->ud, p->next, p->count, piece, sizeof(piece));
+        p->next++;
         if (n == 0)
             continue;
         if (n > sizeof(piece))
@@ -1251,7 +1241,7 @@ static void stream_tick(struct worker *w, struct conn *c)
         if (!chunk_put(w, st->chunked, piece, n))
             goto fail;
     }
-    bool done = st->next >= st->count;
+    bool done = p->next >= p->count;
     if (done && st->chunked) {
         if (!ob_reserve(w, 5))
             goto fail;
@@ -1260,7 +1250,7 @@ static void stream_tick(struct worker *w, struct conn *c)
     }
     if (!done) {
         /* a full batch: go on in the next loop round; else at the next piece's time */
-        int64_t due = w->olen >= STREAM_BATCH ? now : piece_due(st, st->next);
+        int64_t due = w->olen >= STREAM_BATCH ? now : sq_server__pace_due(p, p->next);
         if (sq_timer_start(w->loop, &c->timer, due) < 0)
             goto fail;
     }
@@ -1312,12 +1302,12 @@ static bool upgrade_take(struct worker *w, struct conn *c, const struct sq_serve
     return true;
 }
 
-/* Calls the handler for one complete request and renders or parks its answer. */
-static void answer(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
-                   const char *body, size_t body_len, int64_t arrival)
+/* The request a handler sees, from a parsed HTTP/1.x head: all but the body and the connection,
+ * which the caller sets (answer() has them; the on_head hook sees neither). */
+static inline struct sq_server_req req_of(const struct worker *w, const struct conn *c,
+                                          const struct sq_h1_request *rq, int64_t arrival)
 {
-    struct sq_server *s = w->srv;
-    struct sq_server_req req = {
+    return (struct sq_server_req){
         .method = rq->method,
         .method_len = rq->method_len,
         .path = rq->path,
@@ -1325,16 +1315,24 @@ static void answer(struct worker *w, struct conn *c, const struct sq_h1_request 
         .minor_version = rq->minor_version,
         .headers = rq->headers,
         .num_headers = rq->num_headers,
-        .body = body_len ? body : NULL,
-        .body_len = body_len,
         .head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0,
         .keep_alive = rq->keep_alive,
         .worker = w->idx,
         .fd = c->io.fd,
         .arrival_ns = arrival,
-        .server = s,
-        ._conn = c,
+        .server = w->srv,
     };
+}
+
+/* Calls the handler for one complete request and renders or parks its answer. */
+static void answer(struct worker *w, struct conn *c, const struct sq_h1_request *rq,
+                   const char *body, size_t body_len, int64_t arrival)
+{
+    struct sq_server *s = w->srv;
+    struct sq_server_req req = req_of(w, c, rq, arrival);
+    req.body = body_len ? body : NULL;
+    req.body_len = body_len;
+    req._conn = c;
     struct sq_server_resp r = {0};
     s->handler(s->ud, &req, &r);
     BUMP(w->cnt.requests);
@@ -1461,22 +1459,8 @@ static bool refused_at_head(struct worker *w, struct conn *c, const struct sq_h1
 {
     struct sq_server *s = w->srv;
     st->admitted = true;
-    struct sq_server_req req = {
-        .method = rq->method,
-        .method_len = rq->method_len,
-        .path = rq->path,
-        .path_len = rq->path_len,
-        .minor_version = rq->minor_version,
-        .headers = rq->headers,
-        .num_headers = rq->num_headers,
-        .body_len = rq->chunked ? 0 : (size_t)rq->content_length,
-        .head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0,
-        .keep_alive = rq->keep_alive,
-        .worker = w->idx,
-        .fd = c->io.fd,
-        .arrival_ns = st->arrival,
-        .server = s,
-    };
+    struct sq_server_req req = req_of(w, c, rq, st->arrival);
+    req.body_len = rq->chunked ? 0 : (size_t)rq->content_length;
     struct sq_server_resp r = {0};
     s->on_head(s->ud, &req, &r);
     if (!r.status)
@@ -1624,13 +1608,7 @@ static void pump(struct worker *w, struct conn *c, char *buf, size_t len, struct
         return;
     }
     if (c->flags & F_CLOSE) {
-        if (used < len)
-            c->flags |= F_LINGER_AFTER; /* requests behind the close stay unanswered */
-        drop_input(c);
-        if (c->out)
-            conn_events(w, c);
-        else
-            conn_finish(w, c);
+        close_after_out(w, c, used < len);
         return;
     }
     if (in_conn) {
@@ -1752,19 +1730,42 @@ static void on_readable(struct worker *w, struct conn *c)
     conn_close(w, c); /* EOF or error: nothing is pending in this state */
 }
 
+/* Sends c's queued output: true when all of it is out; false when the socket is full (c waits for
+ * EPOLLOUT) or the send failed (c is closed). */
+static inline bool drained(struct worker *w, struct conn *c)
+{
+    int rc = out_drain(c);
+    if (rc == -EAGAIN)
+        return false;
+    if (rc < 0) {
+        conn_close(w, c);
+        return false;
+    }
+    return true;
+}
+
+/* Reads what is there into w->rbuf (HTTP/2 and upgraded connections): the bytes read, 0 when none
+ * is there now, -1 when c is closed (EOF, or the read failed). */
+static ssize_t read_in(struct worker *w, struct conn *c)
+{
+    ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (n <= 0) {
+        conn_close(w, c);
+        return -1;
+    }
+    return n;
+}
+
 static void on_writable(struct worker *w, struct conn *c)
 {
     /* EPOLLOUT: the socket has room again, so bytes move. A plain parked answer behind this
      * output keeps its length in the stamp's slot: on_timer stamps it instead. */
     if (!(c->flags & F_DEFER) || (c->d_flags & DF_STAMPED))
         c->seen = w->tick;
-    int rc = out_drain(c);
-    if (rc == -EAGAIN)
+    if (!drained(w, c))
         return;
-    if (rc < 0) {
-        conn_close(w, c);
-        return;
-    }
     if (c->flags & F_CLOSE)
         conn_finish(w, c);
     else if ((c->flags & F_DEFER) && (c->d_flags & DF_STREAM) && c->d_stream->blocked) {
@@ -1811,21 +1812,12 @@ static void h2_event(struct worker *w, struct conn *c)
 {
     c->seen = w->tick;
     if (c->out) {
-        int rc = out_drain(c);
-        if (rc == -EAGAIN)
+        if (!drained(w, c))
             return;
-        if (rc < 0) {
-            conn_close(w, c);
-            return;
-        }
     } else {
-        ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        ssize_t n = read_in(w, c);
+        if (n <= 0)
             return;
-        if (n <= 0) {
-            conn_close(w, c);
-            return;
-        }
         for (;;) {
             if (sq_server__h2_feed(c->h2, w->rbuf, (size_t)n) < 0) {
                 h2_fail(w, c);
@@ -1861,18 +1853,26 @@ void sq_server__h2_begin(struct conn *c, const char *initial, size_t len)
         h2_settle(w, c);
 }
 
-int sq_server__h2_out(struct conn *c, const uint8_t *p, size_t n)
+/* Queues n bytes a session or an upgraded protocol writes: into the batch, sent once it passes
+ * OB_SOFT, or behind c->out while the socket is blocked. Returns 0, 1 (blocked: the rest and what
+ * follows wait in c->out), -ENOMEM or a send error. */
+static int queue_out(struct conn *c, const void *p, size_t n)
 {
     struct worker *w = c->w;
     if (c->out)
-        return out_append(c, (const char *)p, n) ? 1 : -ENOMEM;
+        return out_append(c, p, n) ? 1 : -ENOMEM;
     if (!ob_reserve(w, n))
         return -ENOMEM;
     memcpy(w->ob + w->olen, p, n);
     w->olen += n;
     if (w->olen < OB_SOFT)
         return 0;
-    return batch_flush(w, c); /* 1: blocked, the rest is in c->out */
+    return batch_flush(w, c);
+}
+
+int sq_server__h2_out(struct conn *c, const uint8_t *p, size_t n)
+{
+    return queue_out(c, p, n);
 }
 
 void sq_server__h2_dispatch(struct conn *c, struct sq_server_req *req, struct sq_server_resp *resp)
@@ -1904,17 +1904,7 @@ static struct conn *conn_of_up(struct sq_server_conn *sc)
 
 int sq_server_conn_send(struct sq_server_conn *sc, const void *p, size_t n)
 {
-    struct conn *c = conn_of_up(sc);
-    struct worker *w = c->w;
-    if (c->out)
-        return out_append(c, p, n) ? 0 : -ENOMEM;
-    if (!ob_reserve(w, n))
-        return -ENOMEM;
-    memcpy(w->ob + w->olen, p, n);
-    w->olen += n;
-    if (w->olen < OB_SOFT)
-        return 0;
-    int rc = batch_flush(w, c); /* 1: blocked, the rest (and what follows) waits in c->out */
+    int rc = queue_out(conn_of_up(sc), p, n); /* 1: blocked, the rest waits in c->out */
     return rc < 0 ? rc : 0;
 }
 
@@ -1966,12 +1956,9 @@ static void up_event(struct worker *w, struct conn *c)
 {
     c->seen = w->tick;
     if (c->out) {
-        int rc = out_drain(c);
-        if (rc == -EAGAIN)
+        if (!drained(w, c))
             return;
-        if (rc < 0)
-            conn_close(w, c);
-        else if (c->flags & F_CLOSE)
+        if (c->flags & F_CLOSE)
             conn_finish(w, c);
         else
             conn_events(w, c);
@@ -1981,13 +1968,11 @@ static void up_event(struct worker *w, struct conn *c)
     struct sq_server_conn *sc = (struct sq_server_conn *)(void *)c;
     bool failed = false;
     for (;;) {
-        ssize_t n = conn_recv(c, w->rbuf, RBUF_SIZE);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        ssize_t n = read_in(w, c);
+        if (n < 0)
+            return; /* the client left (or TLS failed): the protocol's closed ran */
+        if (n == 0)
             break;
-        if (n <= 0) {
-            conn_close(w, c); /* the client left (or TLS failed): the protocol's closed runs */
-            return;
-        }
         if (u->ops->data(u->ud, sc, w->rbuf, (size_t)n) < 0) {
             failed = true;
             break;
