@@ -11,22 +11,14 @@
 
 #include "stats/hist.h"
 
-static const char *const errk_names[] = {
-#define SQ_ERRK_STR(name, str) str,
-    SQ_ERRK_LIST(SQ_ERRK_STR)
-#undef SQ_ERRK_STR
-};
+static const char *const errk_names[] = {SQ_ERRK_LIST(SQ_LIST_STR)};
 
 const char *sq_errk_name(enum sq_errk k)
 {
-    return (unsigned)k < SQ_ERRK_COUNT ? errk_names[k] : "?";
+    return SQ_NAME_AT(errk_names, k);
 }
 
-static const char *const phase_names[] = {
-#define SQ_PHASE_STR(name, str, k6) str,
-    SQ_PHASE_LIST(SQ_PHASE_STR)
-#undef SQ_PHASE_STR
-};
+static const char *const phase_names[] = {SQ_PHASE_LIST(SQ_LIST_STR)};
 static const char *const phase_metrics[] = {
 #define SQ_PHASE_K6(name, str, k6) k6,
     SQ_PHASE_LIST(SQ_PHASE_K6)
@@ -35,12 +27,12 @@ static const char *const phase_metrics[] = {
 
 const char *sq_phase_name(enum sq_phase p)
 {
-    return (unsigned)p < SQ_PHASE_COUNT ? phase_names[p] : "?";
+    return SQ_NAME_AT(phase_names, p);
 }
 
 const char *sq_phase_metric(enum sq_phase p)
 {
-    return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
+    return SQ_NAME_AT(phase_metrics, p);
 }
 
 /* The bus counters are all uint64_t: added and subtracted as an array. */
