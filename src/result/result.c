@@ -1,10 +1,11 @@
 /* result/result.c - the result model's names and its whole-result operations: error kinds and
- * phases by name, the WebSocket tallies, counters added and subtracted, per-step figures freed
- * and merged, a result disposed (result/result.h). The lossless merge of two results is
+ * phases by name, the WebSocket tallies, counters added and subtracted, per-step figures made,
+ * freed and merged, a result disposed (result/result.h). The lossless merge of two results is
  * merge.c's, the sampled exchanges' xsample.c's.
  */
 #include "result/result.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,25 @@ void sq_counters_sub(struct sq_counters *dst, const struct sq_counters *src)
     dst->script_delays -= src->script_delays;
     dst->script_hooks -= src->script_hooks;
     dst->script_skips -= src->script_skips;
+}
+
+int sq_step_stats_new(size_t n, struct sq_step_stats **out)
+{
+    struct sq_step_stats *s = calloc(n ? n : 1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    *out = s;
+    return 0;
+}
+
+int sq_step_stats_init(struct sq_step_stats *s, uint32_t nchecks)
+{
+    s->nchecks = nchecks;
+    s->check_pass = calloc(nchecks ? nchecks : 1, sizeof(uint64_t));
+    s->check_fail = calloc(nchecks ? nchecks : 1, sizeof(uint64_t));
+    if (!s->check_pass || !s->check_fail)
+        return -ENOMEM;
+    return sq_latency_hist_new(&s->dur);
 }
 
 void sq_step_stats_free(struct sq_step_stats *s, size_t n)
