@@ -46,7 +46,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/b64.h"
 #include "base/clock.h"
 #include "loop/loop.h"
 #include "net/egress.h"
@@ -55,6 +54,7 @@
 #include "proto/busurl.h"
 #include "sink/internal.h"
 #include "stats/hist.h"
+#include "stats/histjson.h"
 
 #define MAX_STREAMS  4096              /* one run's worth: the stamp's 12 worker bits */
 #define TABLE        (2 * MAX_STREAMS) /* open addressing, at most half full */
@@ -980,27 +980,6 @@ void sq_sink_free(struct sq_sink *s)
 
 /* ---- the result block ---- */
 
-static json_t *histogram(const struct sq_hist *h)
-{
-    unsigned char *blob = NULL;
-    size_t len = 0;
-    if (sq_hist_encode(h, &blob, &len) < 0)
-        return json_null();
-    char *b64 = malloc(sq_b64_encoded_len(len));
-    if (!b64) {
-        free(blob);
-        return json_null();
-    }
-    sq_b64_encode(blob, len, b64);
-    free(blob);
-    json_t *j =
-        json_pack("{s:s, s:I, s:I, s:i, s:s, s:s}", "unit", "us", "lowest_us", (json_int_t)1,
-                  "highest_us", (json_int_t)3600000000LL, "significant_figures", 3, "encoding",
-                  "HdrHistogram V2 compressed, base64", "data", b64);
-    free(b64);
-    return j;
-}
-
 static void run_text(uint64_t run, char *out)
 {
     struct sq_stamp st = {.run = run, .seq = 0, .ns = 0};
@@ -1122,7 +1101,7 @@ json_t *sq_sink_json(struct sq_sink *s)
             json_object_set_new(l, ps[k].key,
                                 json_integer(n ? (json_int_t)sq_hist_percentile(lat, ps[k].p) : 0));
         json_object_set_new(l, "max_us", json_integer(n ? (json_int_t)sq_hist_max(lat) : 0));
-        json_object_set_new(l, "histogram", histogram(lat));
+        json_object_set_new(l, "histogram", sq_hist_json(lat));
     }
     sq_hist_free(lat);
     double dur = (double)(sq_now_ns() - s->start_ns) / 1e9;
