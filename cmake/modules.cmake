@@ -54,7 +54,7 @@ set(SQ_USES_cli mcp daemon cluster store sink target face output engine result s
                 server http net stats proc loop base)
 
 set(SQ_EXT_base Threads::Threads m)
-set(SQ_EXT_stats ZLIB::ZLIB)
+set(SQ_EXT_stats ZLIB::ZLIB PkgConfig::JANSSON)
 set(SQ_EXT_net PkgConfig::OPENSSL)
 set(SQ_EXT_http ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD PkgConfig::NGHTTP2)
 set(SQ_EXT_server PkgConfig::NGHTTP2)

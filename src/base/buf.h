@@ -51,6 +51,12 @@ SQ_MUST_CHECK static inline int sq_buf_append(struct sq_buf *b, const void *s, s
     return 0;
 }
 
+/* Appends printf's text of fmt, cut to its first max - 1 bytes (max >= 1): the writers of a
+ * bounded line (the daemon's /metrics, the inbox's JSON). Returns 0, -EINVAL (a format error;
+ * nothing appended) or -ENOMEM (the buffer is unchanged then). */
+int sq_buf_printf(struct sq_buf *b, size_t max, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static inline void sq_buf_reset(struct sq_buf *b)
 {
     b->len = 0;

@@ -37,4 +37,11 @@ const char *sq_strerror(int err);
 #define SQ_LIKELY(x)                       __builtin_expect(!!(x), 1)
 #define SQ_UNLIKELY(x)                     __builtin_expect(!!(x), 0)
 
+/* An enum's names from its X-macro list, the one copy of the idiom for every list whose rows
+ * are X(NAME, "name", ...): `static const char *const names[] = {SQ_FOO_LIST(SQ_LIST_STR)};`,
+ * then SQ_NAME_AT(names, value), which is "?" for a value the list does not name. */
+#define SQ_LIST_STR(name, ...)   SQ__LIST_STR(__VA_ARGS__, )
+#define SQ__LIST_STR(str, ...)   str,
+#define SQ_NAME_AT(names, value) ((unsigned)(value) < SQ_ARRAY_LEN(names) ? (names)[value] : "?")
+
 #endif

@@ -6,13 +6,12 @@
 #include <stddef.h>
 #include <string.h>
 
-/* True when p[0, n) equals lit[0, lit_len) ignoring ASCII case; lit must be lowercase (header
- * names, codings, cookie attributes). */
-static inline bool sq_ieq(const char *p, size_t n, const char *lit, size_t lit_len)
+/* True when p[0, n) starts with lit[0, lit_len) ignoring ASCII case; lit must be lowercase. */
+static inline bool sq_ieq_prefix(const char *p, size_t n, const char *lit, size_t lit_len)
 {
-    if (n != lit_len)
+    if (n < lit_len)
         return false;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < lit_len; i++) {
         unsigned char c = (unsigned char)p[i];
         if (c >= 'A' && c <= 'Z')
             c = (unsigned char)(c + ('a' - 'A'));
@@ -20,6 +19,13 @@ static inline bool sq_ieq(const char *p, size_t n, const char *lit, size_t lit_l
             return false;
     }
     return true;
+}
+
+/* True when p[0, n) equals lit[0, lit_len) ignoring ASCII case; lit must be lowercase (header
+ * names, codings, cookie attributes). */
+static inline bool sq_ieq(const char *p, size_t n, const char *lit, size_t lit_len)
+{
+    return n == lit_len && sq_ieq_prefix(p, n, lit, lit_len);
 }
 
 /* The same against a NUL-terminated lowercase literal. */

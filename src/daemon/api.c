@@ -225,6 +225,16 @@ void sq_daemon__answer(struct sq_daemon *d, struct sq_daemon__pending *p, int st
 
 static bool is(const struct sq_server_req *r, const char *m);
 
+/* hold_for_ops could not hold the request: what it made is freed, the client answered 503. */
+static void hold_failed(char *body, struct sq_daemon__op *op, struct sq_daemon__pending *p,
+                        struct sq_daemon__out *o, struct sq_server_resp *resp, const char *why)
+{
+    free(body);
+    free(op);
+    sq_daemon__pending_free(p);
+    answer_error(o, resp, 503, "%s", why);
+}
+
 /* Holds req and hands it to the ops thread as op (which takes body). */
 static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
                          struct sq_server_resp *resp, struct sq_daemon__out *o,
@@ -243,10 +253,7 @@ static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
     if (p && cors)
         p->headers = strdup(cors);
     if (!p || !op || (req->body_len && !body) || (cors && !p->headers)) {
-        free(body);
-        free(op);
-        sq_daemon__pending_free(p);
-        answer_error(o, resp, 503, "out of memory");
+        hold_failed(body, op, p, o, resp, "out of memory");
         return;
     }
     p->d = d;
@@ -259,10 +266,7 @@ static void hold_for_ops(struct sq_daemon *d, const struct sq_server_req *req,
     }
     p->h = sq_server_hold(req, sq_daemon__pending_gone, p);
     if (!p->h) {
-        free(body);
-        free(op);
-        sq_daemon__pending_free(p);
-        answer_error(o, resp, 503, "cannot hold the request");
+        hold_failed(body, op, p, o, resp, "cannot hold the request");
         return;
     }
     o->held = true;
@@ -415,16 +419,25 @@ static json_t *live_json(struct sq_daemon *d, int64_t id)
     return j;
 }
 
+/* Run id from the store into *r. False when there is none (answered 404) or the store failed
+ * (answered 500 with its message). */
+static bool run_or_answer(struct sq_daemon *d, int64_t id, struct sq_store_run *r,
+                          struct sq_daemon__out *o, struct sq_server_resp *resp)
+{
+    char err[256];
+    int rc = sq_store_run_get(d->store, id, r, err, sizeof(err));
+    if (rc < 0)
+        answer_error(o, resp, rc == -ENOENT ? 404 : 500, "%s", rc == -ENOENT ? "no such run" : err);
+    return rc >= 0;
+}
+
 static void get_run(struct sq_daemon *d, int64_t id, struct sq_daemon__out *o,
                     struct sq_server_resp *resp)
 {
-    char err[256];
     struct sq_store_run r;
-    int rc = sq_store_run_get(d->store, id, &r, err, sizeof(err));
-    if (rc < 0) {
-        answer_error(o, resp, rc == -ENOENT ? 404 : 500, "%s", rc == -ENOENT ? "no such run" : err);
+    if (!run_or_answer(d, id, &r, o, resp))
         return;
-    }
+    char err[256];
     struct sq_store_result res = {0};
     bool has = r.has_result && sq_store_result_get(d->store, id, &res, err, sizeof(err)) == 0;
     json_t *env = sq_daemon__run_json(&r);
@@ -660,13 +673,9 @@ static void stop_run(struct sq_daemon *d, const struct sq_server_req *req, int64
         hold_for_ops(d, req, resp, o, OP_CANCEL, id, cors);
         return;
     }
-    char err[256];
     struct sq_store_run r;
-    int rc = sq_store_run_get(d->store, id, &r, err, sizeof(err));
-    if (rc < 0) {
-        answer_error(o, resp, rc == -ENOENT ? 404 : 500, "%s", rc == -ENOENT ? "no such run" : err);
+    if (!run_or_answer(d, id, &r, o, resp))
         return;
-    }
     answer_error(o, resp, 409, "run %lld is %s: there is nothing to stop", (long long)id,
                  sq_store_status_name(r.status));
     sq_store_run_dispose(&r);

@@ -69,15 +69,6 @@ static int fail(char *err, size_t len, int rc, const char *fmt, ...)
     return rc;
 }
 
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s);
-    char *p = malloc(n + 1);
-    if (p)
-        memcpy(p, s, n + 1);
-    return p;
-}
-
 /* The highest rate an executor reaches, per second. */
 static double peak_rate(const struct sq_exec *e)
 {
@@ -173,7 +164,7 @@ static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t
     if (file && (!json_is_string(file) || !json_string_length(file) ||
                  json_string_length(file) > 200 || strpbrk(json_string_value(file), "\r\n/")))
         return fail(err, len, -SQ_EUSAGE, "file: expects the plan's file name (no directory)");
-    r->plan_name = dupstr(file ? json_string_value(file) : PLAN_NAME_DEFAULT);
+    r->plan_name = strdup(file ? json_string_value(file) : PLAN_NAME_DEFAULT);
     if (!r->plan_name)
         return fail(err, len, -ENOMEM, "out of memory");
     struct sq_plan_error pe;
@@ -510,7 +501,7 @@ char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, 
 {
     bool keep = r->kind == SQ_STORE_QUICK ? r->qo.no_redact : r->plan->no_redact;
     if (keep)
-        return dupstr(text);
+        return strdup(text);
     json_t *copy = json_deep_copy(body);
     if (!copy)
         return NULL;
@@ -566,7 +557,7 @@ char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, 
     redact_strings(copy, sec, nsec, &changed, &oom);
     char *out = NULL;
     if (!oom && !changed)
-        out = dupstr(text);
+        out = strdup(text);
     else if (!oom && json_object_set_new(copy, "redacted", json_true()) == 0)
         out = json_dumps(copy, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(copy);

@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,20 +19,7 @@
 
 static const char *const class_names[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
 
-static int putf(struct sq_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int putf(struct sq_buf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return -EINVAL;
-    if ((size_t)n >= sizeof(tmp))
-        n = sizeof(tmp) - 1;
-    return sq_buf_append(b, tmp, (size_t)n);
-}
+#define PUT_MAX 512 /* the longest text one put may add: a longer one is cut there */
 
 void sq_daemon__prom_label(struct sq_buf *b, const char *s)
 {
@@ -54,7 +40,7 @@ void sq_daemon__prom_label(struct sq_buf *b, const char *s)
 
 static void family(struct sq_buf *b, const char *name, const char *type, const char *help)
 {
-    (void)putf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    (void)sq_buf_printf(b, PUT_MAX, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 struct snap {
@@ -66,12 +52,13 @@ struct snap {
 static void sample_u(struct sq_buf *b, const char *name, const struct snap *s, const char *extra,
                      uint64_t v)
 {
-    (void)putf(b, "%s{run=\"%" PRId64 "\"%s} %" PRIu64 "\n", name, s->l->id, extra ? extra : "", v);
+    (void)sq_buf_printf(b, PUT_MAX, "%s{run=\"%" PRId64 "\"%s} %" PRIu64 "\n", name, s->l->id,
+                        extra ? extra : "", v);
 }
 
 static void sample_d(struct sq_buf *b, const char *name, const struct snap *s, double v)
 {
-    (void)putf(b, "%s{run=\"%" PRId64 "\"} %.17g\n", name, s->l->id, v);
+    (void)sq_buf_printf(b, PUT_MAX, "%s{run=\"%" PRId64 "\"} %.17g\n", name, s->l->id, v);
 }
 
 /* A family of one unlabelled figure per run: the totals' uint64_t at offset off. */
@@ -91,13 +78,13 @@ static void runs_metrics(struct sq_buf *b, const struct snap *s, size_t n)
     family(b, "squall_run_info", "gauge",
            "A run the daemon is running or ran last (1), with its name, kind and target.");
     for (size_t i = 0; i < n; i++) {
-        (void)putf(b, "squall_run_info{run=\"%" PRId64 "\",kind=\"", s[i].l->id);
+        (void)sq_buf_printf(b, PUT_MAX, "squall_run_info{run=\"%" PRId64 "\",kind=\"", s[i].l->id);
         sq_daemon__prom_label(b, s[i].l->kind);
-        (void)putf(b, "\",name=\"");
+        (void)sq_buf_printf(b, PUT_MAX, "\",name=\"");
         sq_daemon__prom_label(b, s[i].l->name);
-        (void)putf(b, "\",target=\"");
+        (void)sq_buf_printf(b, PUT_MAX, "\",target=\"");
         sq_daemon__prom_label(b, s[i].l->target);
-        (void)putf(b, "\"} 1\n");
+        (void)sq_buf_printf(b, PUT_MAX, "\"} 1\n");
     }
     family(b, "squall_run_running", "gauge", "1 while the run goes, 0 once it has ended.");
     for (size_t i = 0; i < n; i++)
@@ -165,7 +152,8 @@ static void labelled(struct sq_buf *b, const char *name, const char *key,
                      const struct labelled *items, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        (void)putf(b, "%s{%s=\"%s\"} %" PRIu64 "\n", name, key, items[i].label, items[i].v);
+        (void)sq_buf_printf(b, PUT_MAX, "%s{%s=\"%s\"} %" PRIu64 "\n", name, key, items[i].label,
+                            items[i].v);
 }
 
 /* The server core's own counts: what it refused or closed before the API saw a request. */
@@ -174,7 +162,7 @@ static void server_metrics(struct sq_daemon *d, struct sq_buf *b)
     struct sq_server_counts sc;
     sq_server_counts(d->srv, &sc);
     family(b, "squall_daemon_api_connections_open", "gauge", "API connections open now.");
-    (void)putf(b, "squall_daemon_api_connections_open %" PRIu64 "\n", sc.open);
+    (void)sq_buf_printf(b, PUT_MAX, "squall_daemon_api_connections_open %" PRIu64 "\n", sc.open);
     family(b, "squall_daemon_api_connections_total", "counter",
            "API connections: accepted; refused at a cap with none to make room; evicted "
            "(closed to make room: the one waiting longest on its client).");
@@ -226,23 +214,23 @@ static void store_metrics(struct sq_daemon *d, struct sq_buf *b)
     if (sq_store_count(d->store, counts, err, sizeof(err)) == 0) {
         family(b, "squall_daemon_runs", "gauge", "Runs in the store, by status.");
         for (int i = 0; i < SQ_STORE_STATUS__COUNT; i++)
-            (void)putf(b, "squall_daemon_runs{status=\"%s\"} %" PRId64 "\n",
-                       sq_store_status_name((enum sq_store_status)i), counts[i]);
+            (void)sq_buf_printf(b, PUT_MAX, "squall_daemon_runs{status=\"%s\"} %" PRId64 "\n",
+                                sq_store_status_name((enum sq_store_status)i), counts[i]);
     }
     pthread_mutex_lock(&d->mu);
     size_t queued = d->q_len;
     pthread_mutex_unlock(&d->mu);
     family(b, "squall_daemon_queue_length", "gauge", "Runs waiting to start.");
-    (void)putf(b, "squall_daemon_queue_length %zu\n", queued);
+    (void)sq_buf_printf(b, PUT_MAX, "squall_daemon_queue_length %zu\n", queued);
     int64_t bytes;
     if (sq_store_size(d->store, &bytes, err, sizeof(err)) == 0) {
         family(b, "squall_daemon_store_bytes", "gauge", "Bytes the store takes on disk.");
-        (void)putf(b, "squall_daemon_store_bytes %" PRId64 "\n", bytes);
+        (void)sq_buf_printf(b, PUT_MAX, "squall_daemon_store_bytes %" PRId64 "\n", bytes);
     }
     family(b, "squall_daemon_store_checkpoints_total", "counter",
            "Times the store's write-ahead log was copied into the database.");
-    (void)putf(b, "squall_daemon_store_checkpoints_total %" PRId64 "\n",
-               sq_store_checkpoints(d->store));
+    (void)sq_buf_printf(b, PUT_MAX, "squall_daemon_store_checkpoints_total %" PRId64 "\n",
+                        sq_store_checkpoints(d->store));
 }
 
 int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
@@ -254,19 +242,22 @@ int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
     store_metrics(d, b);
     family(b, "squall_daemon_api_responses_total", "counter", "API answers, by status class.");
     for (int c = 1; c <= 6; c++)
-        (void)putf(b, "squall_daemon_api_responses_total{class=\"%s\"} %" PRIu64 "\n",
-                   class_names[c % 6], d->answers[c % 6]);
+        (void)sq_buf_printf(b, PUT_MAX,
+                            "squall_daemon_api_responses_total{class=\"%s\"} %" PRIu64 "\n",
+                            class_names[c % 6], d->answers[c % 6]);
     family(b, "squall_daemon_api_unauthorized_total", "counter",
            "API requests refused for a missing or wrong token.");
-    (void)putf(b, "squall_daemon_api_unauthorized_total %" PRIu64 "\n", d->unauthorized);
+    (void)sq_buf_printf(b, PUT_MAX, "squall_daemon_api_unauthorized_total %" PRIu64 "\n",
+                        d->unauthorized);
     if (d->srv)
         server_metrics(d, b);
     family(b, "squall_daemon_live_followers", "gauge", "Clients following a run's live events.");
-    (void)putf(b, "squall_daemon_live_followers %zu\n", d->nsubs);
+    (void)sq_buf_printf(b, PUT_MAX, "squall_daemon_live_followers %zu\n", d->nsubs);
     family(b, "squall_daemon_start_time_seconds", "gauge",
            "When the daemon started, seconds since the Unix epoch.");
-    (void)putf(b, "squall_daemon_start_time_seconds %.3f\n", (double)d->start_wall_ms / 1e3);
+    (void)sq_buf_printf(b, PUT_MAX, "squall_daemon_start_time_seconds %.3f\n",
+                        (double)d->start_wall_ms / 1e3);
     family(b, "squall_build_info", "gauge", "The squall build serving this API.");
-    (void)putf(b, "squall_build_info{version=\"%s\"} 1\n", SQ_VERSION);
+    (void)sq_buf_printf(b, PUT_MAX, "squall_build_info{version=\"%s\"} 1\n", SQ_VERSION);
     return sq_buf_reserve(b, 1);
 }

@@ -492,8 +492,3 @@ int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_c
     free(parts);
     return rc;
 }
-
-void sq_engine__xs_dispose(struct sq_xsamples *x)
-{
-    sq_xsamples_dispose(x); /* worker.h's name for result/'s */
-}

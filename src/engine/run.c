@@ -759,7 +759,7 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
             r->interrupted += w->interrupted;
             sq_hist_merge(r->iter_dur, w->iter_hist);
             for (size_t s = 0; s < f->nsteps; s++)
-                sq_engine__steps_merge_one(&r->steps[s], &w->steps[s], f->steps[s].ps->nchecks);
+                sq_step_stats_merge(&r->steps[s], &w->steps[s], f->steps[s].ps->nchecks);
         }
         for (size_t s = 0; s < f->nsteps; s++) /* HTTP requests only: http_req_duration */
             if (f->steps[s].ps->kind == SQ_STEP_REQUEST)

@@ -1703,7 +1703,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
             for (uint32_t i = 0; i < w->nconns; i++)
                 sq_flow_vu_dispose(&w->vus[i], w->flow);
         free(w->vus);
-        sq_engine__steps_free(w->steps, w->flow->nsteps);
+        sq_step_stats_free(w->steps, w->flow->nsteps);
         sq_hist_free(w->iter_hist);
         sq_flow_states_free(w->flow, w->states);
         sq_engine__flowbus_free(w->fbus);

@@ -414,19 +414,13 @@ static inline bool sq_engine__xc_head_done(struct sq_engine__conn *c, uint16_t s
  * -ENOMEM. The workers keep nothing of it. */
 SQ_MUST_CHECK int sq_engine__xs_merge(struct sq_engine__worker *ws, uint32_t n, uint32_t per_class,
                                       struct sq_xsamples *out);
-/* Frees what out holds. */
-void sq_engine__xs_dispose(struct sq_xsamples *x);
 /* The request ended: completed with status (error -1), or failed with an enum sq_errk. Hands
  * the exchange to the hook when the mode wants it. */
 void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, int error);
 
-/* Per-step figures for a flow: allocated, and freed with their histograms. */
+/* Per-step figures in a flow's shape (freed with sq_step_stats_free, added up with
+ * sq_step_stats_merge). Returns 0 or -ENOMEM; *out may then hold what was made. */
 SQ_MUST_CHECK int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out);
-void sq_engine__steps_free(struct sq_step_stats *s, size_t n);
-/* Adds one step's figures into another's (same step); histograms by status are allocated as
- * needed. */
-void sq_engine__steps_merge_one(struct sq_step_stats *d, const struct sq_step_stats *s,
-                                size_t nchecks);
 
 #define SQ_ENGINE_RBUF_SIZE (64 * 1024) /* a worker's read buffer (w->rbuf) */
 

@@ -3,37 +3,17 @@
 #include "face/busopts.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/text.h"
+#include "face/flags.h"
 #include "plan/tmpl.h"
 #include "proto/nats.h"
 
 /* ---- the configuration from the quick face's flags ---- */
-
-static int usage(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int usage(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -SQ_EUSAGE;
-}
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s);
-    char *d = malloc(n + 1);
-    if (d)
-        memcpy(d, s, n + 1);
-    return d;
-}
 
 /* A header name: a token (RFC 9110) for NATS, any UTF-8 without NUL for MQTT 5. */
 static bool header_name_ok(const char *s, size_t n, enum sq_bus_kind kind)
@@ -57,33 +37,34 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
     c->kind = u->kind;
     bool nats = u->kind == SQ_BUS_NATS;
     if (!u->target)
-        return usage(err, errlen, "the URL names no %s", nats ? "subject" : "topic");
+        return sq_flag_fail(err, errlen, "the URL names no %s", nats ? "subject" : "topic");
     if (nats && o->round_trip)
-        return usage(err, errlen, "--round-trip is for mqtt:// (NATS has --request)");
+        return sq_flag_fail(err, errlen, "--round-trip is for mqtt:// (NATS has --request)");
     if (!nats && (o->jetstream || o->request))
-        return usage(err, errlen, "%s is for nats:// URLs",
-                     o->jetstream ? "--jetstream" : "--request");
+        return sq_flag_fail(err, errlen, "%s is for nats:// URLs",
+                            o->jetstream ? "--jetstream" : "--request");
     if (o->jetstream && o->request)
-        return usage(err, errlen, "--jetstream and --request: pick one");
+        return sq_flag_fail(err, errlen, "--jetstream and --request: pick one");
     if (nats && o->qos >= 0)
-        return usage(err, errlen,
-                     "--qos is for mqtt:// URLs (NATS core has no QoS; see "
-                     "--jetstream)");
+        return sq_flag_fail(err, errlen,
+                            "--qos is for mqtt:// URLs (NATS core has no QoS; see "
+                            "--jetstream)");
     if (nats && (o->retain || o->mqtt_version || o->client_id || o->keepalive_ns))
-        return usage(err, errlen, "%s is for mqtt:// URLs",
-                     o->retain         ? "--retain"
-                     : o->mqtt_version ? "--mqtt-version"
-                     : o->client_id    ? "--client-id"
-                                       : "--keepalive");
+        return sq_flag_fail(err, errlen, "%s is for mqtt:// URLs",
+                            o->retain         ? "--retain"
+                            : o->mqtt_version ? "--mqtt-version"
+                            : o->client_id    ? "--client-id"
+                                              : "--keepalive");
     if (o->qos > 2)
-        return usage(err, errlen, "--qos: '%d' is not a QoS (0, 1 or 2)", o->qos);
+        return sq_flag_fail(err, errlen, "--qos: '%d' is not a QoS (0, 1 or 2)", o->qos);
     if (o->mqtt_version && o->mqtt_version != 3 && o->mqtt_version != 5)
-        return usage(err, errlen, "--mqtt-version: '%d' is not 3 (3.1.1) or 5", o->mqtt_version);
+        return sq_flag_fail(err, errlen, "--mqtt-version: '%d' is not 3 (3.1.1) or 5",
+                            o->mqtt_version);
     if (o->window > SQ_BUS_MAX_WINDOW)
-        return usage(err, errlen, "--window: at most %d messages out per connection",
-                     SQ_BUS_MAX_WINDOW);
+        return sq_flag_fail(err, errlen, "--window: at most %d messages out per connection",
+                            SQ_BUS_MAX_WINDOW);
     if (o->keepalive_ns < 0 || o->keepalive_ns > 65535LL * 1000000000LL)
-        return usage(err, errlen, "--keepalive: from 0 (off) to 65535s");
+        return sq_flag_fail(err, errlen, "--keepalive: from 0 (off) to 65535s");
     c->mode = o->jetstream    ? SQ_BUS_JETSTREAM
               : o->request    ? SQ_BUS_REQUEST
               : o->round_trip ? SQ_BUS_ROUND_TRIP
@@ -98,18 +79,18 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
     c->window = o->window ? (uint32_t)o->window
                 : fire    ? SQ_BUS_DEFAULT_WINDOW_FIRE
                           : SQ_BUS_DEFAULT_WINDOW_WAIT;
-    c->subject = dup_str(u->target);
+    c->subject = strdup(u->target);
     if (!c->subject)
         return -ENOMEM;
     c->subject_len = strlen(c->subject);
-    if (u->user && !(c->user = dup_str(u->user)))
+    if (u->user && !(c->user = strdup(u->user)))
         return -ENOMEM;
-    if (u->password && !(c->password = dup_str(u->password)))
+    if (u->password && !(c->password = strdup(u->password)))
         return -ENOMEM;
-    if (o->client_id && !(c->client_id = dup_str(o->client_id)))
+    if (o->client_id && !(c->client_id = strdup(o->client_id)))
         return -ENOMEM;
     if (!nats && u->password && !u->user)
-        return usage(err, errlen, "the URL has a password without a user name");
+        return sq_flag_fail(err, errlen, "the URL has a password without a user name");
     struct sq_tmpl_error te = {0};
     const char *pl = o->payload ? o->payload : SQ_BUS_DEFAULT_PAYLOAD;
     size_t plen = o->payload ? o->payload_len : strlen(SQ_BUS_DEFAULT_PAYLOAD);
@@ -117,22 +98,23 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
     if (rc == -ENOMEM)
         return rc;
     if (rc < 0)
-        return usage(err, errlen, "%s: at byte %zu: %s",
-                     o->payload_flag ? o->payload_flag : "--payload", te.offset + 1, te.msg);
+        return sq_flag_fail(err, errlen, "%s: at byte %zu: %s",
+                            o->payload_flag ? o->payload_flag : "--payload", te.offset + 1, te.msg);
     c->stamped = sq_tmpl_uses_stamp(c->payload);
     if (o->nheaders > SQ_BUS_MAX_HEADERS)
-        return usage(err, errlen, "-H: at most %d headers", SQ_BUS_MAX_HEADERS);
+        return sq_flag_fail(err, errlen, "-H: at most %d headers", SQ_BUS_MAX_HEADERS);
     if (o->nheaders && !nats && c->mqtt_version != 5)
-        return usage(err, errlen, "-H: MQTT 3.1.1 has no user properties (--mqtt-version 5)");
+        return sq_flag_fail(err, errlen,
+                            "-H: MQTT 3.1.1 has no user properties (--mqtt-version 5)");
     for (size_t i = 0; i < o->nheaders; i++) {
         const char *h = o->header_names[i], *v = o->header_values[i];
         if (!header_name_ok(h, strlen(h), u->kind))
-            return usage(err, errlen, "-H: '%s' is not a header name (%s)", h,
-                         nats ? "a token without ':' or blanks" : "UTF-8, not empty");
+            return sq_flag_fail(err, errlen, "-H: '%s' is not a header name (%s)", h,
+                                nats ? "a token without ':' or blanks" : "UTF-8, not empty");
         if (strpbrk(v, "\r\n"))
-            return usage(err, errlen, "-H: '%s': CR and LF are not allowed", h);
+            return sq_flag_fail(err, errlen, "-H: '%s': CR and LF are not allowed", h);
         struct sq_bus_header *bh = &c->headers[c->nheaders];
-        bh->name = dup_str(h);
+        bh->name = strdup(h);
         if (!bh->name)
             return -ENOMEM;
         rc = sq_tmpl_compile(v, strlen(v), SQ_TMPL_ESC_NONE, NULL, NULL, &bh->value, &te);
@@ -143,15 +125,15 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
         }
         c->nheaders++;
         if (rc < 0)
-            return usage(err, errlen, "-H: '%s': at byte %zu of the value: %s", h, te.offset + 1,
-                         te.msg);
+            return sq_flag_fail(err, errlen, "-H: '%s': at byte %zu of the value: %s", h,
+                                te.offset + 1, te.msg);
         if (sq_tmpl_uses_stamp(bh->value))
             c->stamped = true;
     }
     if (c->mode == SQ_BUS_ROUND_TRIP && !c->stamped)
-        return usage(err, errlen,
-                     "--round-trip matches each delivery to its publish by the "
-                     "stamp: put {{$stamp}} in --payload%s",
-                     c->mqtt_version == 5 ? " or in a -H user property" : "");
+        return sq_flag_fail(err, errlen,
+                            "--round-trip matches each delivery to its publish by the "
+                            "stamp: put {{$stamp}} in --payload%s",
+                            c->mqtt_version == 5 ? " or in a -H user property" : "");
     return 0;
 }

@@ -254,17 +254,25 @@ static bool loopback_ok(const struct sq_egress *e, enum sq_egress_kind kind)
 
 static const char *const mcp_rule = "cap: targets only on loopback";
 
+/* Why a run may not listen at where: a host name (quoted in quote) or an address. */
+static void refuse_listen(const struct sq_egress *e, const char *what, const char *quote,
+                          const char *where, char *why, size_t len)
+{
+    if (e->style == SQ_EGRESS_MCP)
+        snprintf(why, len, "%s: %s: would listen on %s%s%s; MCP runs may only listen on loopback",
+                 mcp_rule, what, quote, where, quote);
+    else
+        snprintf(why, len,
+                 "allow_hosts: %s: would listen on %s%s%s; a run of this daemon listens only on "
+                 "loopback or on an address allow_hosts names %s",
+                 what, quote, where, quote, e->list);
+}
+
 static int refuse_name(const struct sq_egress *e, const char *what, const char *name,
                        enum sq_egress_kind kind, char *why, size_t len)
 {
-    if (kind == SQ_EGRESS_LISTEN && e->style == SQ_EGRESS_MCP)
-        snprintf(why, len, "%s: %s: would listen on '%s'; MCP runs may only listen on loopback",
-                 mcp_rule, what, name);
-    else if (kind == SQ_EGRESS_LISTEN)
-        snprintf(why, len,
-                 "allow_hosts: %s: would listen on '%s'; a run of this daemon listens only on "
-                 "loopback or on an address allow_hosts names %s",
-                 what, name, e->list);
+    if (kind == SQ_EGRESS_LISTEN)
+        refuse_listen(e, what, "'", name, why, len);
     else if (e->style == SQ_EGRESS_MCP)
         snprintf(why, len,
                  "%s: %s: host '%s' is not 127.0.0.1, ::1 or localhost; MCP runs may only reach "
@@ -309,14 +317,8 @@ int sq_egress_check_addrs(const struct sq_egress *e, const char *what, const cha
         if (known && by_name) /* the set is full: a run of hundreds of addresses */
             snprintf(why, len, "%s: %s: '%s' has more addresses than a run may remember (%d)",
                      e->style == SQ_EGRESS_MCP ? mcp_rule : "allow_hosts", what, host, SEEN_MAX);
-        else if (kind == SQ_EGRESS_LISTEN && e->style == SQ_EGRESS_MCP)
-            snprintf(why, len, "%s: %s: would listen on %s; MCP runs may only listen on loopback",
-                     mcp_rule, what, at);
         else if (kind == SQ_EGRESS_LISTEN)
-            snprintf(why, len,
-                     "allow_hosts: %s: would listen on %s; a run of this daemon listens only on "
-                     "loopback or on an address allow_hosts names %s",
-                     what, at, e->list);
+            refuse_listen(e, what, "", at, why, len);
         else if (e->style == SQ_EGRESS_MCP)
             snprintf(why, len,
                      "%s: %s: '%s' connects to %s%s; MCP runs may only reach loopback unless the "

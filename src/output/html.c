@@ -51,11 +51,6 @@ static void esc(FILE *f, const char *s)
     sq_page__esc(f, s);
 }
 
-static void island_text(FILE *f, const char *s)
-{
-    sq_page__island_text(f, s);
-}
-
 /* ---- small table helpers ---- */
 
 /* A figure: right-aligned, kept on one line. */
@@ -919,13 +914,7 @@ static void page_tail(FILE *out, const json_t *doc, const char *island)
     fputs(" document, which is embedded in this file (the JSON in script#squall-data, under "
           "\"result\").</footer>\n",
           out);
-    fputs("<script type=\"application/json\" id=\"squall-data\">", out);
-    island_text(out, island);
-    fputs("</script>\n<script>\n", out);
-    fwrite(sq_uplot_js, 1, sq_uplot_js_len, out);
-    fputs("\n</script>\n<script>\n", out);
-    fwrite(sq_report_js, 1, sq_report_js_len, out);
-    fputs("</script>\n</body>\n</html>\n", out);
+    sq_page__scripts(out, island, sq_report_js, sq_report_js_len);
 }
 
 int sq_report_html(const json_t *doc, FILE *out)

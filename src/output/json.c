@@ -13,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/b64.h"
 #include "base/redact.h"
 #include "base/text.h"
 #include "result/verdict.h"
@@ -22,33 +21,13 @@
 #include "output/fmt.h"
 #include "output/json.h"
 #include "stats/hist.h"
+#include "stats/histjson.h"
 
 /* ---- figures: durations, histograms, percentiles ---- */
 
 static json_t *jdur_s(int64_t ns)
 {
     return json_real((double)ns / 1e9);
-}
-
-static json_t *histogram(const struct sq_hist *hist)
-{
-    unsigned char *blob = NULL;
-    size_t len = 0;
-    if (sq_hist_encode(hist, &blob, &len) < 0)
-        return json_null();
-    char *b64 = malloc(sq_b64_encoded_len(len)); /* includes the NUL */
-    if (!b64) {
-        free(blob);
-        return json_null();
-    }
-    sq_b64_encode(blob, len, b64);
-    free(blob);
-    json_t *h =
-        json_pack("{s:s, s:I, s:I, s:i, s:s, s:s}", "unit", "us", "lowest_us", (json_int_t)1,
-                  "highest_us", (json_int_t)3600000000LL, "significant_figures", 3, "encoding",
-                  "HdrHistogram V2 compressed, base64", "data", b64);
-    free(b64);
-    return h;
 }
 
 static const double default_pcts[] = {50, 90, 95, 99, 99.9};
@@ -76,7 +55,7 @@ static json_t *latency_block(const struct sq_hist *h, const char *from)
         (json_int_t)lf.min, "mean_us", lf.mean, "stdev_us", lf.stdev, "p50_us", (json_int_t)lf.p50,
         "p90_us", (json_int_t)lf.p90, "p95_us", (json_int_t)lf.p95, "p99_us", (json_int_t)lf.p99,
         "p99_9_us", (json_int_t)lf.p999, "max_us", (json_int_t)lf.max);
-    json_object_set_new(l, "histogram", histogram(h));
+    json_object_set_new(l, "histogram", sq_hist_json(h));
     return l;
 }
 

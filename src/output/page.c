@@ -75,18 +75,23 @@ void sq_page__head(FILE *f, const char *title)
     fputs("</style>\n</head>\n<body>\n", f);
 }
 
-int sq_page__tail(FILE *f, const json_t *data, const unsigned char *js, size_t len)
+void sq_page__scripts(FILE *f, const char *island, const unsigned char *js, size_t len)
 {
-    char *text = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (!text)
-        return -ENOMEM;
     fputs("<script type=\"application/json\" id=\"squall-data\">", f);
-    sq_page__island_text(f, text);
-    free(text);
+    sq_page__island_text(f, island);
     fputs("</script>\n<script>\n", f);
     fwrite(sq_uplot_js, 1, sq_uplot_js_len, f);
     fputs("\n</script>\n<script>\n", f);
     fwrite(js, 1, len, f);
     fputs("</script>\n</body>\n</html>\n", f);
+}
+
+int sq_page__tail(FILE *f, const json_t *data, const unsigned char *js, size_t len)
+{
+    char *text = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!text)
+        return -ENOMEM;
+    sq_page__scripts(f, text, js, len);
+    free(text);
     return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
 }

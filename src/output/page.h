@@ -27,8 +27,11 @@ void sq_page__island_text(FILE *f, const char *s);
 
 /* "<!DOCTYPE html> ... <title>TITLE</title><style>uPlot's and report.css</style></head><body>". */
 void sq_page__head(FILE *f, const char *title);
-/* The JSON island (script#squall-data) holding data, uPlot, the page's script and the closing
- * tags. Returns 0, -ENOMEM or -EIO. */
+/* The JSON island (script#squall-data) holding island (JSON text), uPlot, the page's script
+ * js[0, len) and the closing tags. */
+void sq_page__scripts(FILE *f, const char *island, const unsigned char *js, size_t len);
+/* sq_page__scripts with data's JSON text as the island, then the page flushed. Returns 0,
+ * -ENOMEM or -EIO. */
 SQ_MUST_CHECK int sq_page__tail(FILE *f, const json_t *data, const unsigned char *js, size_t len);
 
 #endif

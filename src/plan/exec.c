@@ -19,22 +19,18 @@
 #include "base/clock.h"
 #include "base/parse.h"
 
-static const char *const exec_names[] = {
-#define SQ_EXEC_STR(name, str) str,
-    SQ_EXEC_LIST(SQ_EXEC_STR)
-#undef SQ_EXEC_STR
-};
+static const char *const exec_names[] = {SQ_EXEC_LIST(SQ_LIST_STR)};
 
 const char *sq_exec_name(enum sq_exec_kind k)
 {
-    return (unsigned)k < SQ_EXEC__COUNT ? exec_names[k] : "?";
+    return SQ_NAME_AT(exec_names, k);
 }
 
 static const char *const pacing_names[] = {"normal", "high", "off", "coarse"};
 
 const char *sq_pacing_name(int p)
 {
-    return (unsigned)p < SQ_ARRAY_LEN(pacing_names) ? pacing_names[p] : "?";
+    return SQ_NAME_AT(pacing_names, p);
 }
 
 int sq_pacing_from_name(const char *name)

@@ -64,22 +64,10 @@ static int64_t max64(int64_t a, int64_t b)
 /* dst takes src's step shape: the same number of checks per step, empty figures. */
 static int steps_like(const struct sq_step_stats *src, size_t n, struct sq_step_stats **out)
 {
-    struct sq_step_stats *s = calloc(n ? n : 1, sizeof(*s));
-    if (!s)
-        return -ENOMEM;
-    *out = s;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t nc = src[i].nchecks;
-        s[i].nchecks = nc;
-        s[i].check_pass = calloc(nc ? nc : 1, sizeof(uint64_t));
-        s[i].check_fail = calloc(nc ? nc : 1, sizeof(uint64_t));
-        if (!s[i].check_pass || !s[i].check_fail)
-            return -ENOMEM;
-        int rc = sq_latency_hist_new(&s[i].dur);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    int rc = sq_step_stats_new(n, out);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = sq_step_stats_init(&(*out)[i], src[i].nchecks);
+    return rc;
 }
 
 static int scens_like(const struct sq_result *src, struct sq_result *dst)

@@ -1,32 +1,25 @@
 /* result/result.c - the result model's names and its whole-result operations: error kinds and
- * phases by name, the WebSocket tallies, counters added and subtracted, per-step figures freed
- * and merged, a result disposed (result/result.h). The lossless merge of two results is
+ * phases by name, the WebSocket tallies, counters added and subtracted, per-step figures made,
+ * freed and merged, a result disposed (result/result.h). The lossless merge of two results is
  * merge.c's, the sampled exchanges' xsample.c's.
  */
 #include "result/result.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "stats/hist.h"
 
-static const char *const errk_names[] = {
-#define SQ_ERRK_STR(name, str) str,
-    SQ_ERRK_LIST(SQ_ERRK_STR)
-#undef SQ_ERRK_STR
-};
+static const char *const errk_names[] = {SQ_ERRK_LIST(SQ_LIST_STR)};
 
 const char *sq_errk_name(enum sq_errk k)
 {
-    return (unsigned)k < SQ_ERRK_COUNT ? errk_names[k] : "?";
+    return SQ_NAME_AT(errk_names, k);
 }
 
-static const char *const phase_names[] = {
-#define SQ_PHASE_STR(name, str, k6) str,
-    SQ_PHASE_LIST(SQ_PHASE_STR)
-#undef SQ_PHASE_STR
-};
+static const char *const phase_names[] = {SQ_PHASE_LIST(SQ_LIST_STR)};
 static const char *const phase_metrics[] = {
 #define SQ_PHASE_K6(name, str, k6) k6,
     SQ_PHASE_LIST(SQ_PHASE_K6)
@@ -35,12 +28,12 @@ static const char *const phase_metrics[] = {
 
 const char *sq_phase_name(enum sq_phase p)
 {
-    return (unsigned)p < SQ_PHASE_COUNT ? phase_names[p] : "?";
+    return SQ_NAME_AT(phase_names, p);
 }
 
 const char *sq_phase_metric(enum sq_phase p)
 {
-    return (unsigned)p < SQ_PHASE_COUNT ? phase_metrics[p] : "?";
+    return SQ_NAME_AT(phase_metrics, p);
 }
 
 /* The bus counters are all uint64_t: added and subtracted as an array. */
@@ -162,6 +155,25 @@ void sq_counters_sub(struct sq_counters *dst, const struct sq_counters *src)
     dst->script_delays -= src->script_delays;
     dst->script_hooks -= src->script_hooks;
     dst->script_skips -= src->script_skips;
+}
+
+int sq_step_stats_new(size_t n, struct sq_step_stats **out)
+{
+    struct sq_step_stats *s = calloc(n ? n : 1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    *out = s;
+    return 0;
+}
+
+int sq_step_stats_init(struct sq_step_stats *s, uint32_t nchecks)
+{
+    s->nchecks = nchecks;
+    s->check_pass = calloc(nchecks ? nchecks : 1, sizeof(uint64_t));
+    s->check_fail = calloc(nchecks ? nchecks : 1, sizeof(uint64_t));
+    if (!s->check_pass || !s->check_fail)
+        return -ENOMEM;
+    return sq_latency_hist_new(&s->dur);
 }
 
 void sq_step_stats_free(struct sq_step_stats *s, size_t n)

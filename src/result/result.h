@@ -472,6 +472,12 @@ SQ_MUST_CHECK int sq_result_merge(struct sq_result *dst, const struct sq_result 
  * nothing. Returns 0 or -ENOMEM. */
 SQ_MUST_CHECK int sq_result_ws_add(struct sq_result *dst, const struct sq_ws_stats *s);
 
+/* n per-step figures, zeroed, in *out (an array of one when n is 0); each step then gets its
+ * shape from sq_step_stats_init. Returns 0 or -ENOMEM (*out untouched). */
+SQ_MUST_CHECK int sq_step_stats_new(size_t n, struct sq_step_stats **out);
+/* Gives a zeroed step its empty figures: nchecks check counts (pass and fail) and the duration
+ * histogram. Returns 0 or -ENOMEM; what it made is then sq_step_stats_free's to free. */
+SQ_MUST_CHECK int sq_step_stats_init(struct sq_step_stats *s, uint32_t nchecks);
 /* Frees n per-step figures (their histograms and check counts) and the array; NULL is a no-op. */
 void sq_step_stats_free(struct sq_step_stats *s, size_t n);
 

@@ -18,6 +18,7 @@
  */
 #include <string.h>
 
+#include "base/str.h"
 #include "script/internal.h"
 
 enum {
@@ -227,25 +228,11 @@ void sq_script__install_format(lua_State *L, struct sq_script *s, int wrk)
 
 /* ---- counting requests ---- */
 
-static bool ieq_prefix(const char *p, size_t n, const char *lit, size_t litn)
-{
-    if (n < litn)
-        return false;
-    for (size_t i = 0; i < litn; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c >= 'A' && c <= 'Z')
-            c = (unsigned char)(c + ('a' - 'A'));
-        if (c != (unsigned char)lit[i])
-            return false;
-    }
-    return true;
-}
-
 /* Does v[0, n) name the chunked coding (case-insensitively, anywhere in the list)? */
 static bool has_chunked(const char *v, size_t n)
 {
     for (size_t i = 0; i + 7 <= n; i++)
-        if (ieq_prefix(v + i, n - i, "chunked", 7))
+        if (sq_ieq_prefix(v + i, n - i, "chunked", 7))
             return true;
     return false;
 }
@@ -343,7 +330,7 @@ uint32_t sq_script_count_requests(const char *p, size_t len, const char **why, s
             if (ln == 0)
                 break;
             char c = (char)(l[0] | 0x20);
-            if (c == 'c' && ieq_prefix(l, ln, "content-length:", 15)) {
+            if (c == 'c' && sq_ieq_prefix(l, ln, "content-length:", 15)) {
                 size_t i = 15, v = 0, digits = 0;
                 while (i < ln && (l[i] == ' ' || l[i] == '\t'))
                     i++;
@@ -362,7 +349,7 @@ uint32_t sq_script_count_requests(const char *p, size_t len, const char **why, s
                     FAIL("conflicting Content-Length headers", l - p);
                 clen = v;
                 has_len = true;
-            } else if (c == 't' && ieq_prefix(l, ln, "transfer-encoding:", 18)) {
+            } else if (c == 't' && sq_ieq_prefix(l, ln, "transfer-encoding:", 18)) {
                 chunked = has_chunked(l + 18, ln - 18);
             }
         }

@@ -144,19 +144,9 @@ static int ctx_newindex(lua_State *L)
 
 void sq_script__install_ctx(lua_State *L, struct sq_script *s)
 {
-    luaL_newmetatable(L, SQ_SCRIPT_MT_CTX);
-    lua_createtable(L, 0, 3);
-    lua_pushcfunction(L, ctx_get);
-    lua_setfield(L, -2, "get");
-    lua_pushcfunction(L, ctx_set);
-    lua_setfield(L, -2, "set");
-    lua_pushcfunction(L, ctx_skip);
-    lua_setfield(L, -2, "skip");
-    lua_pushcclosure(L, ctx_index, 1);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, ctx_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pop(L, 1);
+    static const luaL_Reg methods[] = {
+        {"get", ctx_get}, {"set", ctx_set}, {"skip", ctx_skip}, {NULL, NULL}};
+    sq_script__object_mt(L, SQ_SCRIPT_MT_CTX, methods, ctx_index, ctx_newindex);
 
     struct ctx_ud *u = lua_newuserdata(L, sizeof(*u));
     u->s = s;

@@ -88,6 +88,10 @@ int sq_script__fail(struct sq_script *s, const char *fmt, ...)
  * stack as it found it. wrk is the index of the wrk table. */
 void sq_script__install_format(lua_State *L, struct sq_script *s, int wrk);
 void sq_script__install_net(lua_State *L, int wrk);
+/* Registers metatable mt for a userdata object: methods (up to a {NULL, NULL} row) in the table
+ * that index, a closure over it, consults; newindex for assignments. Pops what it pushed. */
+void sq_script__object_mt(lua_State *L, const char *mt, const luaL_Reg *methods,
+                          lua_CFunction index, lua_CFunction newindex);
 void sq_script__install_thread(lua_State *L);
 void sq_script__install_stats(lua_State *L);
 void sq_script__install_ctx(lua_State *L, struct sq_script *s); /* pushes the ctx object */

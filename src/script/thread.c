@@ -412,19 +412,28 @@ static int thread_newindex(lua_State *L)
     return 0;
 }
 
-void sq_script__install_thread(lua_State *L)
+void sq_script__object_mt(lua_State *L, const char *mt, const luaL_Reg *methods,
+                          lua_CFunction index, lua_CFunction newindex)
 {
-    luaL_newmetatable(L, SQ_SCRIPT_MT_THREAD);
-    lua_createtable(L, 0, 3);
-    lua_pushcfunction(L, thread_get);
-    lua_setfield(L, -2, "get");
-    lua_pushcfunction(L, thread_set);
-    lua_setfield(L, -2, "set");
-    lua_pushcfunction(L, thread_stop);
-    lua_setfield(L, -2, "stop");
-    lua_pushcclosure(L, thread_index, 1);
+    int n = 0;
+    while (methods[n].name)
+        n++;
+    luaL_newmetatable(L, mt);
+    lua_createtable(L, 0, n);
+    for (const luaL_Reg *m = methods; m->name; m++) {
+        lua_pushcfunction(L, m->func);
+        lua_setfield(L, -2, m->name);
+    }
+    lua_pushcclosure(L, index, 1);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, thread_newindex);
+    lua_pushcfunction(L, newindex);
     lua_setfield(L, -2, "__newindex");
     lua_pop(L, 1);
+}
+
+void sq_script__install_thread(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"get", thread_get}, {"set", thread_set}, {"stop", thread_stop}, {NULL, NULL}};
+    sq_script__object_mt(L, SQ_SCRIPT_MT_THREAD, methods, thread_index, thread_newindex);
 }

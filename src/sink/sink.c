@@ -46,7 +46,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/b64.h"
 #include "base/clock.h"
 #include "loop/loop.h"
 #include "net/egress.h"
@@ -55,6 +54,7 @@
 #include "proto/busurl.h"
 #include "sink/internal.h"
 #include "stats/hist.h"
+#include "stats/histjson.h"
 
 #define MAX_STREAMS  4096              /* one run's worth: the stamp's 12 worker bits */
 #define TABLE        (2 * MAX_STREAMS) /* open addressing, at most half full */
@@ -186,19 +186,26 @@ static uint32_t run_hash(uint64_t run)
     return (uint32_t)run & (TABLE - 1);
 }
 
+/* The ledger alone: takes st, which is in it, out of the arrival order. */
+static void list_out(struct sq_sink *s, struct stream *st)
+{
+    if (st->newer)
+        st->newer->older = st->older;
+    if (st->older)
+        st->older->newer = st->newer;
+    if (s->oldest == st)
+        s->oldest = st->newer;
+    if (s->newest == st)
+        s->newest = st->older;
+}
+
 /* The ledger alone: st arrived just now (the newest in arrival order). Under its shard's mutex. */
 static void touch(struct sq_sink *s, struct stream *st)
 {
     if (s->newest == st)
         return;
-    if (st->older || st->newer || s->oldest == st) { /* in the list: take it out */
-        if (st->newer)
-            st->newer->older = st->older;
-        if (st->older)
-            st->older->newer = st->newer;
-        if (s->oldest == st)
-            s->oldest = st->newer;
-    }
+    if (st->older || st->newer || s->oldest == st) /* in the list: take it out */
+        list_out(s, st);
     st->older = s->newest;
     st->newer = NULL;
     if (s->newest)
@@ -217,14 +224,7 @@ static bool evict_oldest(struct sq_sink *s, const struct stream *keep)
         v = v->newer;
     if (!v)
         return false;
-    if (v->newer)
-        v->newer->older = v->older;
-    if (v->older)
-        v->older->newer = v->newer;
-    if (s->oldest == v)
-        s->oldest = v->newer;
-    if (s->newest == v)
-        s->newest = v->older;
+    list_out(s, v);
     /* out of the table: linear probing's deletion, moving back the entries of the run after it
      * whose home is not between the hole and them */
     uint32_t i = run_hash(v->run);
@@ -484,21 +484,36 @@ static void record(void *ud, const struct sq_stamp *stamp)
     sq_hist_record(sh->second, lat / 1000);
 }
 
-/* One event: the shard's mutex is taken once around the finder and the counts (only the
- * once-a-second tick and the final read contend for it). */
-void sq_sink__event(struct sq_sink *s, int shard, const char *body, size_t len,
-                    const struct sq_sink_field *fields, size_t nfields)
+/* One event into r's shard: its stamps found and recorded, its counts. fold: the second's
+ * histogram is folded into the total when it grows large (for a caller no tick folds for). The
+ * shard's mutex is taken once around all of it (only the once-a-second tick and the final read
+ * contend for it). Returns the stamps found. */
+static size_t take_event(struct rec *r, const char *body, size_t len,
+                         const struct sq_sink_field *fields, size_t nfields, bool fold)
 {
-    struct shard *sh = &s->shards[shard];
-    struct rec r = {.s = s, .sh = sh, .now_real = sq_stamp_now_ns()};
+    struct sq_sink *s = r->s;
+    struct shard *sh = r->sh;
     pthread_mutex_lock(&sh->mu);
-    size_t n = sq_sink_find(s->finder, sh->scratch, body, len, fields, nfields, record, &r);
+    size_t n = sq_sink_find(s->finder, sh->scratch, body, len, fields, nfields, record, r);
     sh->events++;
     sh->bytes += len;
     if (n == 0)
         sh->unstamped++;
+    if (fold && sq_hist_total(sh->second) > (1 << 20)) {
+        sq_hist_merge(sh->total, sh->second);
+        sq_hist_reset(sh->second);
+    }
     pthread_mutex_unlock(&sh->mu);
     __atomic_store_n(&s->last_ns, sq_now_ns(), __ATOMIC_RELAXED);
+    return n;
+}
+
+/* One event from a source (HTTP, a bus subscription). */
+void sq_sink__event(struct sq_sink *s, int shard, const char *body, size_t len,
+                    const struct sq_sink_field *fields, size_t nfields)
+{
+    struct rec r = {.s = s, .sh = &s->shards[shard], .now_real = sq_stamp_now_ns()};
+    (void)take_event(&r, body, len, fields, nfields, false);
 }
 
 int sq_sink__bus_shard(const struct sq_sink *s)
@@ -980,27 +995,6 @@ void sq_sink_free(struct sq_sink *s)
 
 /* ---- the result block ---- */
 
-static json_t *histogram(const struct sq_hist *h)
-{
-    unsigned char *blob = NULL;
-    size_t len = 0;
-    if (sq_hist_encode(h, &blob, &len) < 0)
-        return json_null();
-    char *b64 = malloc(sq_b64_encoded_len(len));
-    if (!b64) {
-        free(blob);
-        return json_null();
-    }
-    sq_b64_encode(blob, len, b64);
-    free(blob);
-    json_t *j =
-        json_pack("{s:s, s:I, s:I, s:i, s:s, s:s}", "unit", "us", "lowest_us", (json_int_t)1,
-                  "highest_us", (json_int_t)3600000000LL, "significant_figures", 3, "encoding",
-                  "HdrHistogram V2 compressed, base64", "data", b64);
-    free(b64);
-    return j;
-}
-
 static void run_text(uint64_t run, char *out)
 {
     struct sq_stamp st = {.run = run, .seq = 0, .ns = 0};
@@ -1122,7 +1116,7 @@ json_t *sq_sink_json(struct sq_sink *s)
             json_object_set_new(l, ps[k].key,
                                 json_integer(n ? (json_int_t)sq_hist_percentile(lat, ps[k].p) : 0));
         json_object_set_new(l, "max_us", json_integer(n ? (json_int_t)sq_hist_max(lat) : 0));
-        json_object_set_new(l, "histogram", histogram(lat));
+        json_object_set_new(l, "histogram", sq_hist_json(lat));
     }
     sq_hist_free(lat);
     double dur = (double)(sq_now_ns() - s->start_ns) / 1e9;
@@ -1191,23 +1185,11 @@ size_t sq_sink_record(struct sq_sink *s, const char *body, size_t len,
                       const struct sq_sink_field *fields, size_t nfields, void *tag,
                       struct sq_sink_hit *hit)
 {
-    struct shard *sh = &s->shards[0];
     if (hit)
         memset(hit, 0, sizeof(*hit));
-    struct rec r = {.s = s, .sh = sh, .now_real = sq_stamp_now_ns(), .hit = hit, .tag = tag};
-    pthread_mutex_lock(&sh->mu);
-    size_t n = sq_sink_find(s->finder, sh->scratch, body, len, fields, nfields, record, &r);
-    sh->events++;
-    sh->bytes += len;
-    if (n == 0)
-        sh->unstamped++;
-    if (sq_hist_total(sh->second) > (1 << 20)) { /* no tick here: fold now and then */
-        sq_hist_merge(sh->total, sh->second);
-        sq_hist_reset(sh->second);
-    }
-    pthread_mutex_unlock(&sh->mu);
-    __atomic_store_n(&s->last_ns, sq_now_ns(), __ATOMIC_RELAXED);
-    return n;
+    struct rec r = {
+        .s = s, .sh = &s->shards[0], .now_real = sq_stamp_now_ns(), .hit = hit, .tag = tag};
+    return take_event(&r, body, len, fields, nfields, true); /* no tick here: fold now and then */
 }
 
 size_t sq_sink_streams(struct sq_sink *s,

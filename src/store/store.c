@@ -54,15 +54,11 @@
 
 /* ---- names ---- */
 
-static const char *const status_names[] = {
-#define SQ_STORE_STATUS_STR(name, str) str,
-    SQ_STORE_STATUS_LIST(SQ_STORE_STATUS_STR)
-#undef SQ_STORE_STATUS_STR
-};
+static const char *const status_names[] = {SQ_STORE_STATUS_LIST(SQ_LIST_STR)};
 
 const char *sq_store_status_name(enum sq_store_status st)
 {
-    return (unsigned)st < SQ_STORE_STATUS__COUNT ? status_names[st] : "?";
+    return SQ_NAME_AT(status_names, st);
 }
 
 int sq_store_status_parse(const char *s, enum sq_store_status *out)

@@ -21,7 +21,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,18 +120,7 @@ static int put_u64(struct sq_buf *b, uint64_t v)
     return sq_buf_append(b, t + sizeof(t) - n, n);
 }
 
-static int putf(struct sq_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int putf(struct sq_buf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return -EINVAL;
-    return sq_buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
-}
+#define PUT_MAX 256 /* the longest text one put may add: a longer one is cut there */
 
 /* ---- the per-path table ---- */
 
@@ -257,7 +245,7 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
     /* The head without seq (known under the lock): rendered here, outside it. */
     sq_buf_reset(s);
     int rc = put_str(s, ",\"time_ms\":");
-    rc |= putf(s, "%lld", (long long)now);
+    rc |= sq_buf_printf(s, PUT_MAX, "%lld", (long long)now);
     rc |= put_str(s, ",\"method\":\"");
     rc |= put_esc(s, req->method, req->method_len);
     rc |= put_str(s, "\",\"path\":\"");
@@ -290,7 +278,8 @@ static void capture(struct sq_inbox *b, const struct sq_server_req *req, struct 
         rc |= put_esc(s, h->value, h->value_len);
         rc |= put_str(s, "\"]");
     }
-    rc |= putf(s, "],\"body_len\":%zu,\"truncated\":%s", req->body_len, trunc ? "true" : "false");
+    rc |= sq_buf_printf(s, PUT_MAX, "],\"body_len\":%zu,\"truncated\":%s", req->body_len,
+                        trunc ? "true" : "false");
     if (rc)
         return;
 
@@ -401,9 +390,10 @@ int sq_inbox_list(struct sq_inbox *b, uint64_t since, const char *prefix, uint64
     }
     if (seq == b->next_seq && b->next_seq > 1)
         next = b->next_seq - 1 > since ? b->next_seq - 1 : since;
-    rc |= putf(s, "],\"next\":%llu,\"more\":%s,\"oldest\":%llu,\"evicted\":%llu}\n",
-               (unsigned long long)next, seq < b->next_seq ? "true" : "false",
-               (unsigned long long)oldest(b), (unsigned long long)b->evicted);
+    rc |=
+        sq_buf_printf(s, PUT_MAX, "],\"next\":%llu,\"more\":%s,\"oldest\":%llu,\"evicted\":%llu}\n",
+                      (unsigned long long)next, seq < b->next_seq ? "true" : "false",
+                      (unsigned long long)oldest(b), (unsigned long long)b->evicted);
     pthread_mutex_unlock(&b->mu);
     return rc ? -ENOMEM : 0;
 }
@@ -449,7 +439,7 @@ static void clear(struct sq_inbox *b, struct sq_buf *s, struct sq_server_resp *r
     b->cleared += n;
     pthread_mutex_unlock(&b->mu);
     sq_buf_reset(s);
-    if (putf(s, "{\"cleared\":%llu}\n", (unsigned long long)n) == 0) {
+    if (sq_buf_printf(s, PUT_MAX, "{\"cleared\":%llu}\n", (unsigned long long)n) == 0) {
         resp->content_type = "application/json";
         resp->body = s->p;
         resp->body_len = s->len;
@@ -483,8 +473,9 @@ static int put_latency(struct sq_buf *s, const struct sq_hist *h)
     int64_t n = h ? sq_hist_total(h) : 0;
     if (!n)
         return put_str(s, "null");
-    return putf(
-        s, "{\"count\":%lld,\"p50_us\":%lld,\"p90_us\":%lld,\"p99_us\":%lld,\"max_us\":%lld}",
+    return sq_buf_printf(
+        s, PUT_MAX,
+        "{\"count\":%lld,\"p50_us\":%lld,\"p90_us\":%lld,\"p99_us\":%lld,\"max_us\":%lld}",
         (long long)n, (long long)sq_hist_percentile(h, 50), (long long)sq_hist_percentile(h, 90),
         (long long)sq_hist_percentile(h, 99), (long long)sq_hist_max(h));
 }
@@ -505,33 +496,33 @@ static void stats(struct sq_inbox *b, struct sq_buf *s, struct sq_server_resp *r
         return;
     }
     pthread_mutex_lock(&b->mu);
-    int rc = putf(s,
-                  "{\"captured\":%llu,\"stored\":%llu,\"evicted\":%llu,\"truncated\":%llu,"
-                  "\"cleared\":%llu,\"next_seq\":%llu,\"max_captures\":%u,\"max_body\":%zu,",
-                  (unsigned long long)b->captured, (unsigned long long)b->stored,
-                  (unsigned long long)b->evicted, (unsigned long long)b->truncated,
-                  (unsigned long long)b->cleared, (unsigned long long)b->next_seq, b->cap,
-                  b->cfg.max_body);
+    int rc = sq_buf_printf(
+        s, PUT_MAX,
+        "{\"captured\":%llu,\"stored\":%llu,\"evicted\":%llu,\"truncated\":%llu,"
+        "\"cleared\":%llu,\"next_seq\":%llu,\"max_captures\":%u,\"max_body\":%zu,",
+        (unsigned long long)b->captured, (unsigned long long)b->stored,
+        (unsigned long long)b->evicted, (unsigned long long)b->truncated,
+        (unsigned long long)b->cleared, (unsigned long long)b->next_seq, b->cap, b->cfg.max_body);
     rc |= put_str(s, "\"stamp\":\"");
     rc |= put_esc(s, b->find ? b->find : "scan", strlen(b->find ? b->find : "scan"));
-    rc |= putf(s,
-               "\",\"stamped\":%llu,\"unmatched\":%llu,\"streams_evicted\":%llu,"
-               "\"ledger_bytes\":%llu,\"ledger_max_bytes\":%llu,\"streams\":[",
-               (unsigned long long)b->stamped, (unsigned long long)b->unmatched,
-               (unsigned long long)lc.evicted, (unsigned long long)lc.bytes,
-               (unsigned long long)lc.max_bytes);
+    rc |= sq_buf_printf(s, PUT_MAX,
+                        "\",\"stamped\":%llu,\"unmatched\":%llu,\"streams_evicted\":%llu,"
+                        "\"ledger_bytes\":%llu,\"ledger_max_bytes\":%llu,\"streams\":[",
+                        (unsigned long long)b->stamped, (unsigned long long)b->unmatched,
+                        (unsigned long long)lc.evicted, (unsigned long long)lc.bytes,
+                        (unsigned long long)lc.max_bytes);
     for (size_t i = 0; i < sl.n && !rc; i++) {
         const struct sq_sink_stream_counts *c = &sl.v[i];
         const struct path_stat *h = c->tag; /* the path the stream was first seen on */
         const char *path = h ? (h == &b->other ? "(other)" : h->path) : NULL;
         if (h)
             miss[h == &b->other ? nb : (size_t)(h - b->paths)] += c->missing;
-        rc |= putf(s,
-                   "%s{\"stream\":\"%s\",\"received\":%llu,\"duplicates\":%llu,"
-                   "\"out_of_order\":%llu,\"missing\":%llu,\"highest_seq\":%lld,\"path\":",
-                   i ? "," : "", c->run_text, (unsigned long long)c->delivered,
-                   (unsigned long long)c->duplicates, (unsigned long long)c->out_of_order,
-                   (unsigned long long)c->missing, (long long)c->highest);
+        rc |= sq_buf_printf(s, PUT_MAX,
+                            "%s{\"stream\":\"%s\",\"received\":%llu,\"duplicates\":%llu,"
+                            "\"out_of_order\":%llu,\"missing\":%llu,\"highest_seq\":%lld,\"path\":",
+                            i ? "," : "", c->run_text, (unsigned long long)c->delivered,
+                            (unsigned long long)c->duplicates, (unsigned long long)c->out_of_order,
+                            (unsigned long long)c->missing, (long long)c->highest);
         if (path) {
             rc |= put_str(s, "\"");
             rc |= put_esc(s, path, strlen(path));
@@ -549,14 +540,15 @@ static void stats(struct sq_inbox *b, struct sq_buf *s, struct sq_server_resp *r
             continue;
         rc |= put_str(s, first ? "\"" : ",\"");
         rc |= put_esc(s, name, strlen(name));
-        rc |= putf(s,
-                   "\":{\"count\":%llu,\"bytes\":%llu,\"first_ms\":%lld,\"last_ms\":%lld,"
-                   "\"stamped\":%llu,\"duplicates\":%llu,\"out_of_order\":%llu,\"missing\":%llu,"
-                   "\"latency\":",
-                   (unsigned long long)p->count, (unsigned long long)p->bytes,
-                   (long long)p->first_ms, (long long)p->last_ms, (unsigned long long)p->stamped,
-                   (unsigned long long)p->duplicates, (unsigned long long)p->out_of_order,
-                   (unsigned long long)miss[i]);
+        rc |= sq_buf_printf(
+            s, PUT_MAX,
+            "\":{\"count\":%llu,\"bytes\":%llu,\"first_ms\":%lld,\"last_ms\":%lld,"
+            "\"stamped\":%llu,\"duplicates\":%llu,\"out_of_order\":%llu,\"missing\":%llu,"
+            "\"latency\":",
+            (unsigned long long)p->count, (unsigned long long)p->bytes, (long long)p->first_ms,
+            (long long)p->last_ms, (unsigned long long)p->stamped,
+            (unsigned long long)p->duplicates, (unsigned long long)p->out_of_order,
+            (unsigned long long)miss[i]);
         rc |= put_latency(s, p->lat);
         rc |= put_str(s, "}");
         first = false;
