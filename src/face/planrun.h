@@ -53,7 +53,7 @@ struct sq_planrun_opts {
     uint64_t sample_responses;  /* --sample-responses N: exchanges kept per class (5; 0: none) */
     uint64_t seed;              /* --seed N: the random values' seed, over the plan's seed: */
     bool seed_set;
-    bool no_redact;             /* --no-redact (or the plan's redact: false): keep credentials */
+    bool no_redact; /* --no-redact (or the plan's redact: false): keep credentials */
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path;
     const char *csv_path, *hdr_path, *ndjson_path; /* --out csv=, hdr=, ndjson= */

@@ -203,7 +203,7 @@ struct sq_plan {
      * (the run draws one, or takes --seed, which wins over this) */
     uint64_t seed;
     bool seed_set;
-    bool no_redact;                /* redact: false: kept exchanges keep their credentials */
+    bool no_redact; /* redact: false: kept exchanges keep their credentials */
     /* The credentials the plan holds as fixed text, found when it loads: the fixed value of each
      * credential header (base/redact.h's names) and its part after the scheme word, auth.oauth2's
      * client secret, the password of a broker URL. Views into the plan; nsecrets of them. */
