@@ -21,12 +21,12 @@
  * idle and pacing VUs wait (CONNECTING) and its active ones finish; when no stream is left it is
  * closed and opened again for them.
  *
- * Bodies as over HTTP/1.1: the final head's content-encoding and content-type (http/h2.c reads
- * them as the fields arrive) decide, per response, whether DATA goes through the VU's decoder,
- * the SSE scanner or a flow step's capture buffer; a plain body with nothing to look at is only
- * counted. A flow step that reads headers (checks, extractors, a cookie jar) asks for the head's
- * fields (want_fields), kept in the VU's head as "name: value" lines. So checks, extractors and
- * cookies see what they see over HTTP/1.1. A body that fails to decode fails its request
+ * Bodies as over HTTP/1.1: the final head's content-encoding and content-type (http/h2client.c
+ * reads them as the fields arrive) decide, per response, whether DATA goes through the VU's
+ * decoder, the SSE scanner or a flow step's capture buffer; a plain body with nothing to look at is
+ * only counted. A flow step that reads headers (checks, extractors, a cookie jar) asks for the
+ * head's fields (want_fields), kept in the VU's head as "name: value" lines. So checks, extractors
+ * and cookies see what they see over HTTP/1.1. A body that fails to decode fails its request
  * (`decode`) and resets its stream; the connection goes on.
  */
 #include "engine/h2drv.h"
