@@ -264,7 +264,23 @@ async function main() {
     const again = await page.textContent('h1');
     check('the new run has the same name', again.includes('second'), again);
 
-    // 8. the Validate button says what is wrong, where
+    // 8. the New run tabs: only the chosen tab's form shows
+    await page.goto(base + '#/new');
+    await page.waitForSelector('#quick-form');
+    const shown = () => page.evaluate(() => ['quick-form', 'plan-form'].map((id) => {
+      const el = document.getElementById(id);
+      return el.getClientRects().length > 0 && getComputedStyle(el).display !== 'none';
+    }).join());
+    check('New run: the Quick tab shows the quick form only', (await shown()) === 'true,false',
+      await shown());
+    await page.click('#tab-plan');
+    check('New run: the Plan tab shows the plan form only', (await shown()) === 'false,true',
+      await shown());
+    await page.click('#tab-quick');
+    check('New run: back on Quick, the quick form only', (await shown()) === 'true,false',
+      await shown());
+
+    // 9. the Validate button says what is wrong, where
     await page.goto(base + '#/new');
     await page.click('#tab-plan');
     await page.fill('#plan-text', 'target: [unclosed');
@@ -273,7 +289,7 @@ async function main() {
     const vmsg = await page.textContent('#form-message');
     check('Validate shows the error', /plan/.test(vmsg) && vmsg.length > 10, vmsg);
 
-    // 9. the inbox page: stamped and unstamped webhooks appear live, per-path matching and
+    // 10. the inbox page: stamped and unstamped webhooks appear live, per-path matching and
     //    latency, the filter by path, the clear button
     await page.goto(base + '#/inbox');
     await page.waitForSelector('#inbox-live.dot:not(.off)', { timeout: 10000 });
@@ -347,7 +363,7 @@ async function main() {
     check('nothing fetched beyond the daemon', requests.length === 0, requests.join(' '));
     await page.close();
 
-    // 10. a daemon with a token: the page asks once, and keeps it for the tab
+    // 11. a daemon with a token: the page asks once, and keeps it for the tab
     const tok = path.join(tmp, 'token');
     fs.writeFileSync(tok, TOKEN + '\n');
     daemon2 = await startProc(['serve', '--listen', '127.0.0.1:0', '--data', path.join(tmp, 'd2'),
