@@ -280,7 +280,44 @@ async function main() {
     check('New run: back on Quick, the quick form only', (await shown()) === 'true,false',
       await shown());
 
-    // 9. the Validate button says what is wrong, where
+    // 9. every example the page shows validates through the daemon (POST /validate): the plan
+    //    box's example, and each quick field's (its placeholder, or the "e.g." in its label),
+    //    each beside the URL example, so an example that stops validating fails here.
+    await page.click('#tab-plan');
+    const examples = await page.evaluate(() => {
+      const out = [];
+      const plan = document.getElementById('plan-text').placeholder;
+      out.push({ what: 'the plan box\'s example', body: { plan, file: 'plan.yaml' } });
+      const url = document.getElementById('q-url').placeholder;
+      for (const el of document.querySelectorAll('#quick-form input, #quick-form textarea')) {
+        if (!el.id.startsWith('q-') || el.type === 'checkbox') continue;
+        const key = el.id.slice(2);
+        const eg = /\(e\.g\. ([^)]+)\)/.exec(el.closest('label')?.textContent || '');
+        const ex = eg ? eg[1] : el.placeholder;
+        if (!ex || ex === '(none)') continue;
+        const q = { url };
+        q[key] = key === 'header' ? [ex] : el.type === 'number' ? Number(ex) : ex;
+        out.push({ what: `the quick ${key} example ${JSON.stringify(ex)}`, body: { quick: q } });
+      }
+      return out;
+    });
+    check('the page shows a plan example and quick examples', examples.length >= 6,
+      examples.map((e) => e.what).join(' | '));
+    for (const ex of examples) {
+      const r = await fetch(base + 'validate', { method: 'POST', body: JSON.stringify(ex.body),
+        headers: { 'Content-Type': 'application/json' } });
+      const j = await r.json().catch(() => ({}));
+      check(`${ex.what} validates`, r.status === 200 && j.ok !== false,
+        `${r.status} ${JSON.stringify(j).slice(0, 300)}`);
+    }
+    // ...and the plan example through the page's own Validate button
+    await page.fill('#plan-text', await page.getAttribute('#plan-text', 'placeholder'));
+    await page.click('#validate-plan');
+    await page.waitForSelector('#form-message .note', { timeout: 10000 });
+    check('Validate on the plan example says OK', await page.$('#form-message .note.ok') !== null,
+      await page.textContent('#form-message'));
+
+    // 10. the Validate button says what is wrong, where
     await page.goto(base + '#/new');
     await page.click('#tab-plan');
     await page.fill('#plan-text', 'target: [unclosed');
@@ -289,7 +326,7 @@ async function main() {
     const vmsg = await page.textContent('#form-message');
     check('Validate shows the error', /plan/.test(vmsg) && vmsg.length > 10, vmsg);
 
-    // 10. the inbox page: stamped and unstamped webhooks appear live, per-path matching and
+    // 11. the inbox page: stamped and unstamped webhooks appear live, per-path matching and
     //    latency, the filter by path, the clear button
     await page.goto(base + '#/inbox');
     await page.waitForSelector('#inbox-live.dot:not(.off)', { timeout: 10000 });
@@ -363,7 +400,7 @@ async function main() {
     check('nothing fetched beyond the daemon', requests.length === 0, requests.join(' '));
     await page.close();
 
-    // 11. a daemon with a token: the page asks once, and keeps it for the tab
+    // 12. a daemon with a token: the page asks once, and keeps it for the tab
     const tok = path.join(tmp, 'token');
     fs.writeFileSync(tok, TOKEN + '\n');
     daemon2 = await startProc(['serve', '--listen', '127.0.0.1:0', '--data', path.join(tmp, 'd2'),

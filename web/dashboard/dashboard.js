@@ -431,7 +431,7 @@
     var plan = h('form', { class: 'run-form', id: 'plan-form', hidden: true });
     var pname = h('input', { type: 'text', id: 'plan-name', placeholder: 'optional (default: the plan\'s name)' });
     var text = h('textarea', { class: 'plan', id: 'plan-text', spellcheck: 'false',
-      placeholder: 'target: http://127.0.0.1:8080\nscenarios:\n  main:\n    executor: constant-vus\n    vus: 10\n    duration: 10s\n    flow:\n      - get: /fast' });
+      placeholder: 'target: http://127.0.0.1:8080\nscenarios:\n  main:\n    executor: constant-vus\n    vus: 10\n    duration: 10s\n    flow:\n      - request: { url: /fast }' });
     var file = h('input', { type: 'file', id: 'plan-file', accept: '.yaml,.yml,text/yaml' });
     var fileName = 'plan.yaml';
     file.addEventListener('change', function () {
