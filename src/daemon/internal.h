@@ -100,6 +100,10 @@ void sq_daemon__req_free(struct sq_daemon__req *rq);
 
 /* ---- live.c: the run in progress as the API sees it, SSE followers ---- */
 
+/* How the operator lets runs reach a host beyond loopback: named in the MCP cap's error and the
+ * MCP tools' descriptions (squall mcp names its own --allow-host). */
+#define SQ_DAEMON_ALLOW_SETTING "squall serve --allow-host HOST, or allow_hosts in PUT /config"
+
 #define SQ_DAEMON_NBUCKETS 15 /* Prometheus latency buckets, +Inf included */
 extern const double sq_daemon__buckets_s[SQ_DAEMON_NBUCKETS - 1];
 

@@ -352,6 +352,7 @@ static int sess_open(struct sq_daemon__mcp *x, struct sess **out)
     }
     pthread_mutex_unlock(&d->mu);
     s->cfg.store = d->store;
+    s->cfg.allow_setting = SQ_DAEMON_ALLOW_SETTING;
     s->cfg.host_ud = x;
     s->cfg.submit = submit;
     s->cfg.stop_run = stop;

@@ -112,7 +112,7 @@ static int make_egress(struct sq_daemon__req *r, const struct sq_daemon_config *
     struct sq_egress_opts o = {.style = mcp && c->nallow == 0 ? SQ_EGRESS_MCP : SQ_EGRESS_DAEMON,
                                .hosts = (const char *const *)c->allow_hosts,
                                .nhosts = c->nallow,
-                               .allow_hint = "the daemon's allow_hosts"};
+                               .allow_hint = SQ_DAEMON_ALLOW_SETTING};
     if (sq_egress_new(&o, &r->egress) < 0)
         return fail(err, len, -ENOMEM, "out of memory");
     return 0;

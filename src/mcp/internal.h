@@ -48,7 +48,7 @@ struct sq_mcp {
 };
 
 /* The tools' descriptors for tools/list (a new array). */
-json_t *sq_mcp__tools_list(void);
+json_t *sq_mcp__tools_list(const struct sq_mcp *m);
 
 /* Calls tool name with args (an object or NULL). Returns 0 with *result a CallToolResult (a tool
  * error is one too: isError true), or SQ_MCP_INVALID_PARAMS (an unknown tool, arguments that do

@@ -176,7 +176,7 @@ char *sq_mcp_handle(struct sq_mcp *m, const char *msg, size_t len)
     } else if (strcmp(meth, "ping") == 0) {
         out = result_resp(req.id, json_object());
     } else if (strcmp(meth, "tools/list") == 0) {
-        out = result_resp(req.id, json_pack("{s:o}", "tools", sq_mcp__tools_list()));
+        out = result_resp(req.id, json_pack("{s:o}", "tools", sq_mcp__tools_list(m)));
     } else if (strcmp(meth, "tools/call") == 0) {
         json_t *name = req.params ? json_object_get(req.params, "name") : NULL;
         json_t *args = req.params ? json_object_get(req.params, "arguments") : NULL;

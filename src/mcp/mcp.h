@@ -54,6 +54,9 @@ struct sq_mcp_config {
      * URLs (borrowed). */
     const char *allow_hosts[SQ_MCP_MAX_HOSTS];
     size_t nallow_hosts;
+    /* Optional: how the operator allows a host, named where the loopback cap is (the tools'
+     * descriptions, the cap's error). NULL: "squall mcp --allow-host HOST". */
+    const char *allow_setting;
     /* Optional: set non-zero (SIGINT) to end the run in progress early. */
     volatile int *stop;
     /* Optional: the run store (borrowed). list_runs, get_run and compare_runs read runs there,

@@ -44,18 +44,20 @@
 #include "target/inbox.h"
 #include "target/target.h"
 
+/* The caps, at the end of run_load_test's description; %s: how the operator allows a host. */
 #define CAPS_TEXT                                                                                  \
     "Safety caps (set by the operator, not changeable here): at most 400 VUs (connections x "      \
     "streams), at most 10,000 requests/s, at most 5 minutes per run (graceful stop included), "    \
-    "and only targets on loopback (127.0.0.1, ::1, localhost) unless the operator started "        \
-    "`squall mcp --allow-host HOST`. A call over a cap returns an error naming the cap and "       \
-    "sends nothing."
+    "and only targets on loopback (127.0.0.1, ::1, localhost) unless the operator allows the "     \
+    "host (%s). A call over a cap returns an error naming the cap and sends nothing."
+#define ALLOW_SETTING_MCP "squall mcp --allow-host HOST"
 
 /* ---- the tools' descriptors ---- */
 
 struct tool {
     const char *name, *title, *description, *schema;
     bool read_only;
+    bool caps; /* CAPS_TEXT follows the description */
 };
 
 static const struct tool tools[] = {
@@ -66,7 +68,8 @@ static const struct tool tools[] = {
      "\"duration\": \"2s\"}; a run of `requests` without `duration` is bounded by 5m) or "
      "`plan` (a squall plan's YAML text, k6-style scenarios; relative file paths are refused "
      "and script: is not allowed). Returns the summary text, the run id (for get_run) and the "
-     "result document (schema squall.result/1). " CAPS_TEXT,
+     "result document (schema squall.result/1); `name` names the run in the store (list_runs, "
+     "the daemon's dashboard). ",
      "{\"type\":\"object\",\"properties\":{"
      "\"quick\":{\"type\":\"object\",\"description\":\"The quick face's options by long flag "
      "name: url (required), connections, duration, requests, rate, method, header, body, "
@@ -86,16 +89,18 @@ static const struct tool tools[] = {
      "\"stages\":{\"type\":\"string\",\"description\":\"10s:100,30s:100 (VUs, or rates with "
      "rate)\"}},"
      "\"required\":[\"url\"]},"
-     "\"plan\":{\"type\":\"string\",\"description\":\"a plan's YAML text\"}},"
+     "\"plan\":{\"type\":\"string\",\"description\":\"a plan's YAML text\"},"
+     "\"name\":{\"type\":\"string\",\"maxLength\":200,\"description\":\"the run's name in "
+     "the store (default: mcp under the daemon, none under squall mcp --store)\"}},"
      "\"oneOf\":[{\"required\":[\"quick\"]},{\"required\":[\"plan\"]}]}",
-     false},
+     false, true},
     {"validate_plan", "Validate a plan",
      "Checks a squall plan (YAML text) without running it: its keys, executors, steps, "
      "templates and thresholds. Returns what the plan would run (target, scenarios, load "
      "shapes, steps) or the first mistake as FILE:LINE:COL: KEY: WHY.",
      "{\"type\":\"object\",\"properties\":{\"plan\":{\"type\":\"string\",\"description\":"
      "\"a plan's YAML text\"}},\"required\":[\"plan\"]}",
-     true},
+     true, false},
     {"start_target", "Start a test server",
      "Starts squall's built-in test server (squall target) in this process on 127.0.0.1 and "
      "a free port; returns its base URL. Endpoints: /fast, /ok, /bytes/N, /delay/MS, "
@@ -103,11 +108,11 @@ static const struct tool tools[] = {
      "(counts per endpoint), POST /stats/reset. At most 4 at once; stop_target stops one.",
      "{\"type\":\"object\",\"properties\":{\"threads\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":4,\"description\":\"worker threads (default 1)\"}}}",
-     false},
+     false, false},
     {"stop_target", "Stop a test server", "Stops a test server start_target started, by its port.",
      "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":65535}},\"required\":[\"port\"]}",
-     false},
+     false, false},
     {"inbox_start", "Start a webhook inbox",
      "Starts a webhook inbox (squall inbox) in this process on 127.0.0.1 and a free port: it "
      "captures every request sent to it (method, path, headers, body up to max_body, client "
@@ -125,7 +130,7 @@ static const struct tool tools[] = {
      "\"stamp_header\":{\"type\":\"string\",\"description\":\"find the event stamp "
      "({{$stamp}}) only in this header (default: the first stamp in the body, else in a "
      "header)\"}}}",
-     false},
+     false, false},
     {"inbox_read", "Read a webhook inbox",
      "Returns the captures of an inbox inbox_start started, oldest first: those after `since` "
      "(a sequence number; 0: from the oldest kept), whose path starts with `path`, at most "
@@ -137,49 +142,51 @@ static const struct tool tools[] = {
      "\"path\":{\"type\":\"string\"},"
      "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},"
      "\"required\":[\"port\"]}",
-     true},
+     true, false},
     {"inbox_stop", "Stop a webhook inbox", "Stops an inbox inbox_start started, by its port.",
      "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":65535}},\"required\":[\"port\"]}",
-     false},
+     false, false},
     {"list_runs", "List runs",
      "Lists load tests, newest first: id, kind, status, target URL, requests/s, p99, errors. "
      "From the run store when there is one (the daemon's, or squall mcp --store: the last 50), "
      "else the last 16 this session ran.",
-     "{\"type\":\"object\",\"properties\":{}}", true},
+     "{\"type\":\"object\",\"properties\":{}}", true, false},
     {"get_run", "Get a run's result",
      "Returns one run's summary text and result document (schema squall.result/1) by the id "
      "run_load_test returned.",
      "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":1}},"
      "\"required\":[\"id\"]}",
-     true},
+     true, false},
     {"compare_runs", "Compare two runs",
      "Compares two finished runs by id, a (the baseline) to b: requests/s, p50/p90/p99 latency "
      "(microseconds), errors, failed and completed requests, each with a, b, delta (b - a) and "
      "change (delta / a).",
      "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":1},"
      "\"b\":{\"type\":\"integer\",\"minimum\":1}},\"required\":[\"a\",\"b\"]}",
-     true},
+     true, false},
     {"stop_run", "Stop a run",
      "Stops a queued or running load test by id (the daemon's MCP endpoint only: there "
      "run_load_test queues runs, and a run stopped early answers its call with the result so "
      "far, status stopped).",
      "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":1}},"
      "\"required\":[\"id\"]}",
-     false},
+     false, false},
 };
 #define NTOOLS (sizeof(tools) / sizeof(tools[0]))
 
-json_t *sq_mcp__tools_list(void)
+json_t *sq_mcp__tools_list(const struct sq_mcp *m)
 {
+    const char *allow = m->cfg.allow_setting ? m->cfg.allow_setting : ALLOW_SETTING_MCP;
     json_t *a = json_array();
     for (size_t i = 0; a && i < NTOOLS; i++) {
         json_t *schema = json_loads(tools[i].schema, 0, NULL);
-        json_t *t =
-            json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b}}", "name", tools[i].name,
-                      "title", tools[i].title, "description", tools[i].description, "inputSchema",
-                      schema, "annotations", "title", tools[i].title, "readOnlyHint",
-                      tools[i].read_only, "destructiveHint", 0, "openWorldHint", 0);
+        json_t *desc = tools[i].caps ? json_sprintf("%s" CAPS_TEXT, tools[i].description, allow)
+                                     : json_string(tools[i].description);
+        json_t *t = json_pack("{s:s, s:s, s:o, s:o, s:{s:s, s:b, s:b, s:b}}", "name", tools[i].name,
+                              "title", tools[i].title, "description", desc, "inputSchema", schema,
+                              "annotations", "title", tools[i].title, "readOnlyHint",
+                              tools[i].read_only, "destructiveHint", 0, "openWorldHint", 0);
         if (!t || json_array_append_new(a, t) < 0) {
             json_decref(a);
             return NULL;
@@ -232,7 +239,8 @@ static void bad_args(char *err, size_t len, const char *tool, const char *why)
 /* ---- the caps ---- */
 
 /* The run's egress policy (net/egress.h): loopback, and the hosts the operator allowed
- * (--allow-host; the daemon's allow_hosts when the daemon hosts this server). The engine asks it
+ * (--allow-host; the daemon's allow_hosts when the daemon hosts this server: cfg.allow_setting
+ * names it in the error). The engine asks it
  * for every destination (the target, --connect-to and --resolve, the brokers of publish and
  * subscribe steps, auth.oauth2.token_url) before anything is looked up or sent, and again at
  * each connect(). */
@@ -241,7 +249,7 @@ static int new_egress(const struct sq_mcp *m, struct sq_egress **out)
     struct sq_egress_opts o = {.style = SQ_EGRESS_MCP,
                                .hosts = m->cfg.allow_hosts,
                                .nhosts = m->cfg.nallow_hosts,
-                               .allow_hint = m->cfg.submit ? "the daemon's allow_hosts" : NULL};
+                               .allow_hint = m->cfg.allow_setting};
     return sq_egress_new(&o, out);
 }
 
@@ -341,6 +349,7 @@ static int64_t record_run(struct sq_mcp *m, const char *kind, const char *url, j
     char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
     struct sq_store_new_run nr = {
         .kind = strcmp(kind, "plan") == 0 ? SQ_STORE_PLAN : SQ_STORE_QUICK,
+        .name = m->cur_args ? json_string_value(json_object_get(m->cur_args, "name")) : NULL,
         .target = url,
         .request = req ? req : "{}",
     };
@@ -623,9 +632,10 @@ static int run_load_test(struct sq_mcp *m, json_t *args, json_t **result, char *
     json_t *v;
     json_object_foreach(args, key, v)
     {
-        if (strcmp(key, "quick") != 0 && strcmp(key, "plan") != 0) {
+        if (strcmp(key, "quick") != 0 && strcmp(key, "plan") != 0 && strcmp(key, "name") != 0) {
             char why[160];
-            snprintf(why, sizeof(why), "unknown argument '%.60s' (give quick or plan)", key);
+            snprintf(why, sizeof(why), "unknown argument '%.60s' (give quick or plan, and name)",
+                     key);
             bad_args(err, len, "run_load_test", why);
             return SQ_MCP_INVALID_PARAMS;
         }
@@ -641,6 +651,13 @@ static int run_load_test(struct sq_mcp *m, json_t *args, json_t **result, char *
     if (plan &&
         (!json_is_string(plan) || strlen(json_string_value(plan)) != json_string_length(plan))) {
         bad_args(err, len, "run_load_test", "plan must be a string (YAML text, no NUL)");
+        return SQ_MCP_INVALID_PARAMS;
+    }
+    /* the daemon's POST /runs takes the same name (daemon/prep.c) */
+    json_t *name = json_object_get(args, "name");
+    if (name && (!json_is_string(name) || json_string_length(name) > 200 ||
+                 strlen(json_string_value(name)) != json_string_length(name))) {
+        bad_args(err, len, "run_load_test", "name must be a string (at most 200 bytes, no NUL)");
         return SQ_MCP_INVALID_PARAMS;
     }
     m->cur_args = args;

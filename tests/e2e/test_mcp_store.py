@@ -55,9 +55,11 @@ class McpStore(unittest.TestCase):
         store = os.path.join(self.tmp, "data")
         q = lambda path: {"quick": {"url": "http://%s:%d%s" % (HOST, self.tport, path),  # noqa: E731
                                     "connections": 2, "threads": 1, "requests": 200}}
+        # run 2 named as docs/mcp.md says (run_load_test's name): the store keeps it
         p, out = mcp(store, INIT, call(1, "run_load_test", q("/fast")),
-                     call(2, "run_load_test", q("/delay/10")))
+                     call(2, "run_load_test", dict(q("/delay/10"), name="slow one")))
         self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("error", out[2], out[2])
         ids = [out[i]["result"]["structuredContent"]["run_id"] for i in (1, 2)]
         self.assertEqual(ids, [1, 2])
 
@@ -68,6 +70,7 @@ class McpStore(unittest.TestCase):
         runs = listed["runs"] if isinstance(listed, dict) else listed
         self.assertEqual(sorted(x["id"] for x in runs), [1, 2])
         self.assertTrue(all(x["status"] == "finished" for x in runs), runs)
+        self.assertEqual({x["id"]: x["name"] for x in runs}, {1: "", 2: "slow one"})
 
         # a new session on the same store: list, get, compare
         p, out = mcp(store, INIT, call(1, "list_runs", {}), call(2, "get_run", {"id": 1}),

@@ -119,6 +119,10 @@ async function main() {
     const names = tools.map((t) => t.name);
     for (const n of ['run_load_test', 'list_runs', 'get_run', 'compare_runs', 'stop_run'])
       check(`tools/list has ${n}`, names.includes(n), names.join(','));
+    // the loopback cap names the daemon's own setting, not squall mcp's flag
+    const rltd = tools.find((t) => t.name === 'run_load_test')?.description || '';
+    check('run_load_test\'s description names squall serve --allow-host, not squall mcp\'s',
+      rltd.includes('squall serve --allow-host HOST') && !rltd.includes('squall mcp'), rltd);
 
     const stats = async () => (await fetch(`${tbase}/stats`)).json();
     const s0 = await stats();
@@ -148,10 +152,14 @@ async function main() {
     await resourceChecks(check, client, id1, got.structuredContent?.result);
     await promptChecks(check, client, id1, `${tbase}/fast`);
     const r2 = await client.callTool({ name: 'run_load_test', arguments: {
-      quick: { url: `${tbase}/delay/2`, connections: 2, duration: '1s', threads: 1 } } },
+      name: 'slow <one>', quick: { url: `${tbase}/delay/2`, connections: 2, duration: '1s', threads: 1 } } },
     undefined, { timeout: 60000 });
     const id2 = r2.structuredContent?.run_id;
     check('a second run', r2.isError !== true && id2 === id1 + 1, text(r2).slice(0, 200));
+    const names12 = await Promise.all([id1, id2].map(async (i) =>
+      (await (await fetch(`${base}/runs/${i}`)).json()).name));
+    check('a run is named mcp, or by run_load_test\'s name', names12[0] === 'mcp' &&
+      names12[1] === 'slow <one>', JSON.stringify(names12));
 
     // Progress over HTTP: a progress token (the SDK adds one for onprogress) and an Accept that
     // takes text/event-stream: the answer is an SSE stream, a notifications/progress each second.
@@ -236,7 +244,13 @@ async function main() {
     check('cap: max VUs', capped.isError === true && text(capped).includes('cap: max VUs 400'), text(capped));
     const far = await client.callTool({ name: 'run_load_test', arguments: {
       quick: { url: 'http://192.0.2.7/fast', duration: '1s' } } });
-    check('cap: loopback', far.isError === true && text(far).includes('loopback'), text(far));
+    check('cap: loopback, naming the daemon\'s setting', far.isError === true &&
+      text(far).includes('loopback') && text(far).includes('squall serve --allow-host HOST') &&
+      !text(far).includes('squall mcp'), text(far));
+    const badName = await client.callTool({ name: 'run_load_test', arguments: {
+      name: 7, quick: { url: `${tbase}/fast`, duration: '1s' } } }).catch((e) => e);
+    check('a name that is not a string is refused', badName instanceof Error &&
+      /name must be a string/.test(badName.message), String(badName?.message || JSON.stringify(badName)));
     const all = await (await fetch(`${base}/runs`)).json();
     check('no capped call reached the queue', (all.runs || []).length === 5, JSON.stringify(all).slice(0, 200));
 

@@ -119,6 +119,9 @@ async function sdkChecks() {
   const v = validators.run_load_test;
   check('schema: a quick call validates', v({ quick: { url: 'http://127.0.0.1:1/', connections: 4 } }));
   check('schema: a plan call validates', v({ plan: 'target: x' }));
+  check('schema: a named call validates', v({ name: 'smoke', quick: { url: 'x' } }));
+  check('description: the loopback cap names squall mcp --allow-host',
+    rlt.description.includes('squall mcp --allow-host HOST'), rlt.description);
   check('schema: both refused', !v({ quick: { url: 'x' }, plan: 'x' }));
   check('schema: 401 connections refused', !v({ quick: { url: 'x', connections: 401 } }));
   check('schema: stop_target needs a port', !validators.stop_target({}));
@@ -132,7 +135,7 @@ async function sdkChecks() {
 
   const t0 = Date.now();
   const progress = [];
-  const run = await client.callTool({ name: 'run_load_test', arguments: {
+  const run = await client.callTool({ name: 'run_load_test', arguments: { name: 'first',
     quick: { url: `${base}/fast`, connections: 4, duration: '2s', threads: 1 } } },
   undefined, { timeout: 60000, onprogress: (p) => progress.push(p) });
   const secs = (Date.now() - t0) / 1000;
