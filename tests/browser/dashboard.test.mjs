@@ -5,7 +5,9 @@
 // playwright-core (npm, installed into the build tree's npm/ folder on first use), and does
 // what a user would: start a run from the form against the target, watch the live chart update
 // at least three times, stop it, find it in the list, open it (the HTML report, in its frame),
-// start a second run and compare the two (percentile curves and the table of deltas); the inbox
+// start a second run and compare the two (percentile curves and the table of deltas); the New
+// run tabs (only the chosen tab's form shows); every example the page shows (the plan box's, each
+// quick field's) validates through POST /validate; the inbox
 // page: stamped and unstamped webhooks posted to the daemon appear live with their matching and
 // latency per path, the path filter, the clear button. Then a
 // daemon with a token: the page asks for it once and keeps it for the tab. Throughout: no
