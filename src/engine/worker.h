@@ -54,6 +54,8 @@ struct sq_engine__capture {
 #define SQ_ENGINE_CAPTURE_CAP (64u << 20)
 
 struct sq_engine__conn {
+    /* Laid out without holes: the pool holds one per VU (10,000 VUs: 10,000 of these), so each
+     * byte here is a byte per connection (bench/connmem.py prints them). */
     struct sq_engine__xport x; /* its own transport (engine/xport.h): socket, TLS, setup */
     struct sq_engine__worker *w;
     int64_t since_ns;           /* ACTIVE: intended send (open) or send (closed); HANDSHAKE over
@@ -63,6 +65,7 @@ struct sq_engine__conn {
     int64_t tmo_ns;             /* ACTIVE: this request's timeout */
     int64_t wdone_ns;           /* ACTIVE: the request's last byte was written (0: not yet) */
     int64_t fb_ns;              /* ACTIVE: the response's first byte arrived (0: not yet) */
+    int64_t rx_ns;              /* the kernel's receive time of the last read (w->rxts), 0: none */
     int64_t connect_ns, tls_ns; /* how long this connection's setup took */
     uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
     const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
@@ -76,11 +79,12 @@ struct sq_engine__conn {
     bool head;              /* ACTIVE: a HEAD request (its response has no body) */
     bool in_idle;           /* on the worker's idle stack (open model) */
     bool growing;           /* opened to grow the pool, not yet idle once (open model) */
-    int64_t rx_ns;          /* the kernel's receive time of the last read (w->rxts), 0: none */
     bool fresh;             /* no request has completed on this connection yet */
-    struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
     bool decoding;          /* the current response's body goes through dec */
     bool streaming;         /* the current response is a text/event-stream */
+    bool delayed;           /* wrk scripts: delay() was called for the request about to leave */
+    uint16_t url;           /* ACTIVE with --urls: the URL's index */
+    struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
     struct sq_decoder *dec; /* created on the first compressed response */
     struct sq_sse sse;
     int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
@@ -89,10 +93,8 @@ struct sq_engine__conn {
     /* ACTIVE over HTTP/2: the request for nghttp2 when it is not cfg->h2_request (a flow's
      * step, one of --urls); NULL otherwise */
     const struct sq_h2_req *h2req;
-    uint16_t url; /* ACTIVE with --urls: the URL's index */
     /* wrk scripts */
     struct sq_engine__capture *cap; /* response() is defined: the response kept for it */
-    bool delayed;                   /* delay() was called for the request about to leave */
     char *own;                      /* a request() string copied when its write was short;
                                        the quick face's templated request (cfg->body_tmpl) */
     size_t own_cap;
