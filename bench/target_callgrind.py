@@ -1,87 +1,91 @@
 #!/usr/bin/env python3
-"""bench/target_callgrind.py - instructions `squall target` spends per request, for an A/B of
-two builds (callgrind: the machine's load does not move it).
+"""bench/target_callgrind.py - instructions per request of `squall target`, two builds compared.
 
-  bench/target_callgrind.py --a OLD/squall --b NEW/squall [--requests 40000] [--rounds 2]
+Each arm runs `squall target -t 1` under `valgrind --tool=callgrind` (with bench/ab.py's
+epoll_pwait2 shim: valgrind 3.19 does not know that call), loads it with one squall client
+(--client, default B's binary) for -n N1 and then -n N2 requests on /fast, and stops it with
+SIGINT; the instructions per request are (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up and the end
+cancel. Rounds alternate the arms. Instruction counts do not move with the machine's load.
 
-Each round, for A then B: `valgrind --tool=callgrind squall target -t 1`, its counts dumped
-(callgrind_control) once it listens, then --requests requests from an unwatched client (squall
-URL -n N -c 8 -t 1, GET /fast, keep-alive), dumped again: the second dump is the serving alone.
-Prints Ir per request, and B against A.
+usage: bench/target_callgrind.py A_SQUALL B_SQUALL [--client SQUALL] [--h2] [--rounds 2]
+                                 [--counts 20000,100000]
 """
-
 import argparse
-import glob
 import os
 import re
+import signal
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
-import sqtest  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ab  # noqa: E402  (its shim)
 
 
-def total_ir(path):
-    with open(path) as f:
-        for line in f:
-            if line.startswith("totals:") or line.startswith("summary:"):
-                return int(line.split()[1])
-    raise RuntimeError("no totals in " + path)
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
-def one(squall, client, n, tmp, tag):
-    out = os.path.join(tmp, "%s.out" % tag)
-    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--quiet", "--callgrind-out-file=" + out,
-                          squall, "target", "--port", "0", "-t", "1", "-q"],
-                         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    line = p.stdout.readline().decode()
-    port = int(re.search(r":(\d+)$", line.strip()).group(1))
-    time.sleep(1)
-
-    def dump():
-        before = set(glob.glob(out + "*"))
-        subprocess.run(["callgrind_control", "-d", str(p.pid)], capture_output=True)
-        for _ in range(100):
-            new = sorted(set(glob.glob(out + "*")) - before)
-            if new:
-                time.sleep(0.3)
-                return new[-1]
-            time.sleep(0.1)
-        raise RuntimeError("no dump")
-
-    dump()
-    r = subprocess.run([client, "http://127.0.0.1:%d/fast" % port, "-n", str(n), "-c", "8",
-                        "-t", "1", "-q", "--json", "-"], capture_output=True, timeout=1200)
-    import json
-    done = json.loads(r.stdout)["requests"]["completed"]
-    ir = total_ir(dump())
-    sqtest.stop(p, timeout=60)
-    return ir / done
+def target_ir(target, client, n, h2, shim, tmp):
+    """Total instructions of one target run that served n requests."""
+    port = free_port()
+    out = os.path.join(tmp, "callgrind.%d" % n)
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, target,
+                          "target", "-t", "1", "-p", str(port), "-q"],
+                         env=dict(os.environ, LD_PRELOAD=shim), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        load = ["-c", "8", "--http2", "--streams", "16"] if h2 else ["-c", "64"]
+        subprocess.run([client, "http://127.0.0.1:%d/fast" % port, "-n", str(n), *load, "-t",
+                        "1", "-q", "--json", "/dev/null"], check=True, timeout=600)
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=120)
+    with open(out) as f:
+        m = re.search(r"^(?:summary|totals):\s*(\d+)", f.read(), re.M)
+    return int(m.group(1))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--a", required=True)
-    ap.add_argument("--b", required=True)
-    ap.add_argument("--requests", type=int, default=40000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--client")
+    ap.add_argument("--h2", action="store_true")
     ap.add_argument("--rounds", type=int, default=2)
-    a = ap.parse_args()
-    os.environ["SQUALL"] = os.path.abspath(a.b)
-    tmp = tempfile.mkdtemp(prefix="squall-cgt-")
-    res = {"A": [], "B": []}
-    for r in range(a.rounds):
-        for tag, bin_ in (("A", a.a), ("B", a.b)):
-            res[tag].append(one(os.path.abspath(bin_), os.path.abspath(a.b), a.requests, tmp,
-                                "%s%d" % (tag, r)))
-            print("round %d %s %.1f Ir/request" % (r + 1, tag, res[tag][-1]), file=sys.stderr)
-    for tag in ("A", "B"):
-        print("%s: %s Ir per request" % (tag, ", ".join("%.1f" % x for x in res[tag])))
-    import statistics
-    ma, mb = statistics.median(res["A"]), statistics.median(res["B"])
-    print("B vs A: %+.2f%%" % (100 * (mb / ma - 1)))
+    ap.add_argument("--counts", default="20000,100000")
+    args = ap.parse_args()
+    n1, n2 = (int(x) for x in args.counts.split(","))
+    client = args.client or args.b
+    tmp = tempfile.mkdtemp(prefix="squall-target-cg-")
+    shim = ab.build_shim(tmp)
+    per = {"A": [], "B": []}
+    for r in range(args.rounds):
+        order = (("A", args.a), ("B", args.b)) if r % 2 == 0 else (("B", args.b), ("A", args.a))
+        for name, binary in order:
+            lo = target_ir(binary, client, n1, args.h2, shim, tmp)
+            hi = target_ir(binary, client, n2, args.h2, shim, tmp)
+            per[name].append((hi - lo) / (n2 - n1))
+            print("round %d %s: %.1f instructions/request" % (r + 1, name, per[name][-1]),
+                  flush=True)
+    med = {k: statistics.median(v) for k, v in per.items()}
+    for k in ("A", "B"):
+        print("%s [%s]: %.1f (%.1f-%.1f) instructions/request" %
+              (k, args.a if k == "A" else args.b, med[k], min(per[k]), max(per[k])))
+    print("B vs A: %+.2f%%" % ((med["B"] / med["A"] - 1) * 100))
 
 
 if __name__ == "__main__":
