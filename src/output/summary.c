@@ -300,12 +300,20 @@ static void bodies(FILE *f, const json_t *doc)
 /* Per-phase timings: one line of p50 / p95 per phase that has any time in it. */
 /* True when no connection was opened after the start: the pool was opened before it and never
  * replaced, so the setup phases (dns, connecting, tls_handshaking) only carry the pool's own
- * setup, on each connection's first request. */
+ * setup, on each connection's first request. With --max-vus config.connections is the cap, not
+ * what was opened before the start: the pool's preallocated count is, and a pool that grew
+ * opened connections during the run. */
 static bool setup_before_start(const json_t *doc)
 {
     double opened, conns;
-    return sq_report__num(doc, "connections.opened", &opened) &&
-           sq_report__num(doc, "config.connections", &conns) && opened <= conns;
+    if (!sq_report__num(doc, "connections.opened", &opened))
+        return false;
+    if (json_is_object(json_object_get(doc, "pool"))) {
+        if (sq_report__numd(doc, "pool.grown", 0) > 0)
+            return false;
+        return sq_report__num(doc, "pool.preallocated", &conns) && opened <= conns;
+    }
+    return sq_report__num(doc, "config.connections", &conns) && opened <= conns;
 }
 
 static bool setup_phase(const char *name)
@@ -614,14 +622,19 @@ static void urls_section(FILE *f, const json_t *doc)
     static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
     size_t i;
     const json_t *e;
-    char g1[32], g2[32], d[3][D];
+    char g1[32], g2[32], g3[32], g4[32], d[3][D];
     fprintf(f, "\nURLs (%s)\n", sq_report__str(json_object_get(doc, "config"), "urls_file", "?"));
     json_array_foreach((json_t *)urls, i, e)
     {
         const json_t *lat = json_object_get(e, "latency");
-        fprintf(f, "  %-6s %s\n         %s req · %s failed ·", sq_report__str(e, "method", ""),
-                sq_report__str(e, "url", "?"), g(e, "requests", g1), g(e, "failed", g2));
         const json_t *st = json_object_get(e, "status");
+        /* failed as the steps and the Failed line count it: no response (the entry's `failed`)
+         * or a status >= 400 */
+        uint64_t transport = u64(e, "failed"), http = u64(st, "4xx") + u64(st, "5xx");
+        fprintf(f, "  %-6s %s\n         %s req · %s failed (%s transport, %s HTTP) ·",
+                sq_report__str(e, "method", ""), sq_report__str(e, "url", "?"),
+                g(e, "requests", g1), sq_fmt_group(transport + http, g2, sizeof(g2)),
+                sq_fmt_group(transport, g3, sizeof(g3)), sq_fmt_group(http, g4, sizeof(g4)));
         for (size_t k = 0; k < SQ_ARRAY_LEN(cls); k++)
             if (u64(st, cls[k]))
                 fprintf(f, " %s %s ·", cls[k], g(st, cls[k], g1));

@@ -308,9 +308,11 @@ class UrlList(Case):
         self.assertEqual(p.returncode, 0, p.stderr)
         out = p.stdout + p.stderr
         self.assertIn("\nURLs (%s)\n" % path, out)
-        self.assertIn("  POST   %s/echo\n         2 req · 0 failed · 2xx 2 · p50 " % self.base, out)
-        self.assertIn("  GET    %s/status/503\n         2 req · 0 failed · 5xx 2 · p50 "
-                      % self.base, out)
+        self.assertIn("  POST   %s/echo\n         2 req · 0 failed (0 transport, 0 HTTP) · 2xx 2 · "
+                      "p50 " % self.base, out)
+        # a URL that answers 503 every time fails every request, as an HTTP failure
+        self.assertIn("  GET    %s/status/503\n         2 req · 2 failed (0 transport, 2 HTTP) · "
+                      "5xx 2 · p50 " % self.base, out)
 
     def test_bodies_reach_the_server(self):
         # the target answers 413 to a body over 1 MiB: a line's @FILE body (2 MB) is sent, and

@@ -43,6 +43,9 @@ class Pool(sqtest.TargetCase):
         # the server saw no more connections than the pool's peak (+1: this /stats read)
         self.assertLessEqual(self.stats()["connections"], pool["peak"] + 1)
         self.assertIn("Pool", p.stderr)  # the summary's line (the summary goes to stderr)
+        # the pool grew during the run: the summary must not say no connection was set up then
+        self.assertIn("(grew by %d between" % pool["grown"], p.stderr)
+        self.assertNotIn("connection setup: none during the run", p.stderr)
 
     def test_report_shows_the_pool_and_the_pacing(self):
         with tempfile.TemporaryDirectory() as d:
