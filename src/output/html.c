@@ -467,6 +467,32 @@ static void figures(FILE *f, const json_t *doc, bool open)
     fputs("</table>\n</div>\n", f);
 }
 
+/* The responses with a status >= 400: "failures.http", or for an older document its 4xx and
+ * 5xx. */
+static double http_failures(const json_t *doc)
+{
+    double v;
+    if (sq_report__num(doc, "failures.http", &v))
+        return v;
+    return sq_report__numd(doc, "status.4xx", 0) + sq_report__numd(doc, "status.5xx", 0);
+}
+
+/* A plan's checks, passed and failed, summed over `checks`; false when it has none. */
+static bool check_counts(const json_t *doc, double *passed, double *failed)
+{
+    const json_t *checks = json_object_get(doc, "checks"), *e;
+    size_t i;
+    *passed = *failed = 0;
+    if (!json_is_array(checks) || !json_array_size(checks))
+        return false;
+    json_array_foreach((json_t *)checks, i, e)
+    {
+        *passed += sq_report__numd(e, "passed", 0);
+        *failed += sq_report__numd(e, "failed", 0);
+    }
+    return true;
+}
+
 static void accounting(FILE *f, const json_t *doc, bool open)
 {
     const json_t *rq = json_object_get(doc, "requests");
@@ -474,7 +500,18 @@ static void accounting(FILE *f, const json_t *doc, bool open)
     fputs("<div>\n<h3>Request accounting</h3>\n<table>\n", f);
     row(f, "Sent", num_text(rq, "sent", b));
     row(f, "Completed", num_text(rq, "completed", b));
-    row(f, "Failed", num_text(rq, "failed", b));
+    /* The three kinds of failure apart, as the terminal summary's Failed line words them: a
+     * request with no response, a response with a status >= 400 (completed, so not in the
+     * accounting below), a check that did not hold. */
+    row(f, "Failed: transport (no response)", num_text(rq, "failed", b));
+    row(f, "Failed: HTTP (status ≥ 400)", sq_fmt_group(sq_report__count(http_failures(doc)), b, D));
+    double cp, cf;
+    if (check_counts(doc, &cp, &cf)) {
+        char t[3 * D + 32], g1[D], g2[D];
+        snprintf(t, sizeof(t), "%s of %s", sq_fmt_group(sq_report__count(cf), g1, D),
+                 sq_fmt_group(sq_report__count(cp + cf), g2, D));
+        row(f, "Failed: checks", t);
+    }
     row(f, "In flight at the end", num_text(rq, "in_flight", b));
     row(f, "Dropped (due, not sent)", num_text(rq, "dropped", b));
     if (open || json_object_get(rq, "arrivals"))
@@ -488,11 +525,13 @@ static void accounting(FILE *f, const json_t *doc, bool open)
            failed = sq_report__numd(rq, "failed", 0), infl = sq_report__numd(rq, "in_flight", 0);
     double off = sent - done - failed - infl;
     if (off == 0)
-        fputs("<p class=\"meta\">sent = completed + failed + in flight: every request is "
-              "accounted for.</p>\n",
+        fputs("<p class=\"meta\">sent = completed + transport failures + in flight: every "
+              "request is accounted for (an HTTP failure is a completed request).</p>\n",
               f);
     else
-        fprintf(f, "<p class=\"meta bad\">sent − (completed + failed + in flight) = %.0f</p>\n",
+        fprintf(f,
+                "<p class=\"meta bad\">sent − (completed + transport failures + in flight) = "
+                "%.0f</p>\n",
                 off);
     fputs("</div>\n", f);
 }
@@ -802,6 +841,111 @@ static void optional_section(FILE *f, const json_t *doc, const char *key, const 
     fputs("</section>\n", f);
 }
 
+/* A step's latency percentile, from its duration_ms (k6's trend, in ms). */
+static void step_dur_cell(FILE *f, const json_t *du, const char *key)
+{
+    char b[D];
+    double v;
+    fputs("<td class=\"n\">", f);
+    if (sq_report__numd(du, "count", 0) > 0 && sq_report__num(du, key, &v))
+        esc(f, sq_fmt_dur_us(v * 1000, b, D));
+    else
+        fputs("—", f);
+    fputs("</td>", f);
+}
+
+static void count_cell(FILE *f, double v)
+{
+    char b[D];
+    fputs("<td class=\"n\">", f);
+    esc(f, sq_fmt_group(sq_report__count(v), b, D));
+    fputs("</td>", f);
+}
+
+/* A plan's steps, one row each in the document's order (the flow's): requests, the failures
+ * apart (transport: no response; HTTP: a status >= 400), p50 / p95 / p99 of its responses and
+ * its checks, each with what held and what did not. A `steps` that is not an array of objects
+ * is shown as it is. */
+static void steps_section(FILE *f, const json_t *doc)
+{
+    const json_t *steps = json_object_get(doc, "steps"), *e, *c;
+    if (!steps || json_is_null(steps))
+        return;
+    size_t i, j, nobj = 0;
+    json_array_foreach((json_t *)steps, i, e) nobj += json_is_object(e);
+    if (!json_is_array(steps) || !json_array_size(steps) || nobj != json_array_size(steps)) {
+        optional_section(f, doc, "steps", "Steps");
+        return;
+    }
+    /* the scenario column only when the steps span more than one */
+    const char *sc0 = sq_report__str(json_array_get(steps, 0), "scenario", "");
+    bool scenarios = false;
+    json_array_foreach((json_t *)steps, i, e) scenarios |=
+        strcmp(sq_report__str(e, "scenario", ""), sc0) != 0;
+    const json_t *checks = json_object_get(doc, "checks");
+    fputs("<section>\n<h2>Steps</h2>\n<table id=\"steps\">\n<tr>", f);
+    if (scenarios)
+        fputs("<th>scenario</th>", f);
+    fputs("<th>step</th><th>method</th><th class=\"n\">requests</th><th class=\"n\">failed</th>"
+          "<th class=\"n\">transport</th><th class=\"n\">HTTP</th><th class=\"n\">p50</th>"
+          "<th class=\"n\">p95</th><th class=\"n\">p99</th><th>checks</th></tr>\n",
+          f);
+    json_array_foreach((json_t *)steps, i, e)
+    {
+        if (i == GENERIC_MAX_ROWS)
+            break;
+        const char *sc = sq_report__str(e, "scenario", ""), *name = sq_report__str(e, "step", "?");
+        double failed = sq_report__numd(e, "failed", 0), errs = sq_report__numd(e, "errors", 0);
+        const json_t *du = json_object_get(e, "duration_ms");
+        fputs("<tr>", f);
+        if (scenarios) {
+            fputs("<td>", f);
+            esc(f, sc);
+            fputs("</td>", f);
+        }
+        fputs("<td>", f);
+        esc(f, name);
+        fputs("</td><td>", f);
+        esc(f, sq_report__str(e, "method", ""));
+        fputs("</td>", f);
+        count_cell(f, sq_report__numd(e, "requests", 0));
+        count_cell(f, failed);
+        count_cell(f, errs);
+        count_cell(f, failed > errs ? failed - errs : 0);
+        step_dur_cell(f, du, "med");
+        step_dur_cell(f, du, "p(95)");
+        step_dur_cell(f, du, "p(99)");
+        fputs("<td>", f);
+        size_t n = 0;
+        json_array_foreach((json_t *)checks, j, c)
+        {
+            if (!json_is_object(c) || strcmp(sq_report__str(c, "step", ""), name) != 0 ||
+                strcmp(sq_report__str(c, "scenario", ""), sc) != 0)
+                continue;
+            double cf = sq_report__numd(c, "failed", 0);
+            char g1[D], g2[D];
+            fprintf(f, "%s<span class=\"%s\">%s</span> ", n++ ? "<br>" : "",
+                    cf > 0 ? "bad" : "good", cf > 0 ? "✗" : "✓");
+            esc(f, sq_report__str(c, "check", "?"));
+            fputs(" · ", f);
+            esc(f, sq_fmt_group(sq_report__count(sq_report__numd(c, "passed", 0)), g1, D));
+            fputs(" passed, ", f);
+            esc(f, sq_fmt_group(sq_report__count(cf), g2, D));
+            fputs(" failed", f);
+        }
+        if (!n)
+            fputs("—", f);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+    if (json_array_size(steps) > GENERIC_MAX_ROWS)
+        fprintf(f, "<p class=\"meta\">%zu more steps are in the embedded data.</p>\n",
+                json_array_size(steps) - GENERIC_MAX_ROWS);
+    fputs("<p class=\"meta\">In the flow&#39;s order. failed = transport (no response) + HTTP "
+          "(a status ≥ 400); p50, p95 and p99 are of the step&#39;s responses.</p>\n</section>\n",
+          f);
+}
+
 /* The JSON island the page's script reads: the document under "result", the HdrHistogram
  * curves under "hdr" (null when they cannot be drawn: *hdr_why says why). NULL when out of
  * memory. */
@@ -901,7 +1045,6 @@ static void page_sections(FILE *out, const json_t *doc, bool open, bool plan,
                       "responses (dotted, right axis).");
     if (json_is_object(json_object_get(doc, "server")))
         optional_section(out, sq_report__get(doc, "server"), "processes", "Watched processes");
-    optional_section(out, doc, "steps", "Steps");
     optional_section(out, doc, "pool", "Connection pool (--max-vus)");
     optional_section(out, doc, "pacing", "Pacing (--pacing-precision)");
 }
@@ -954,6 +1097,7 @@ int sq_report_html(const json_t *doc, FILE *out)
     accounting(out, doc, open);
     resources(out, doc);
     fputs("</div>\n</section>\n", out);
+    steps_section(out, doc);
     page_sections(out, doc, open, plan, series_why, hdr_why);
     if (!plan) { /* not a plan: checks and thresholds, if any, come last */
         optional_section(out, doc, "checks", "Checks");

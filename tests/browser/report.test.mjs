@@ -212,7 +212,9 @@ async function main() {
       'scenarios:\n  s:\n    executor: constant-arrival-rate\n    rate: 40\n    duration: 3s\n' +
       '    preAllocatedVUs: 2\n' +
       '    flow:\n      - name: home\n        request: { url: /fast }\n' +
-      '        check: { status: 201 }\nthresholds:\n  checks: ["rate > 0.99"]\n');
+      '        check: { status: 201 }\n' +
+      '      - name: missing\n        request: { url: /status/404 }\n' +
+      '        check: { status: 404 }\nthresholds:\n  checks: ["rate > 0.99"]\n');
     const planHtml = path.join(ARTIFACTS, 'report-plan.html');
     const pr = squall(['run', planFile, '--html', planHtml, '-q']);
     check('plan run exits 99 (threshold crossed)', pr.code === 99, pr.err);
@@ -242,8 +244,8 @@ async function main() {
     hostile.abort_reason = evil;
     hostile.aborted = true;
     hostile.errors[evil] = 3;
-    hostile.steps = [{ name: evil, requests: 12 }];
-    hostile.checks = { [evil]: { passes: 1, fails: 0 } };
+    hostile.steps = [{ scenario: evil, step: evil, method: evil, requests: 12 }, { step: 'b' }];
+    hostile.checks = [{ scenario: evil, step: evil, check: evil, passed: 1, failed: 0 }];
     hostile.thresholds = [{ metric: 'latency p99', condition: '< 10ms', ok: true, note: evil }];
     const hJson = path.join(tmp, 'hostile.json'), hHtml = path.join(ARTIFACTS, 'report-hostile.html');
     fs.writeFileSync(hJson, JSON.stringify(hostile));
@@ -303,6 +305,39 @@ async function main() {
     const order = await pp.evaluate(() => [...document.querySelectorAll('h2')].map((h) => h.textContent));
     check('plan: thresholds and checks come before the summary',
       order.indexOf('Thresholds') === 0 && order.indexOf('Checks') === 1, order.join(','));
+    // the steps as a table in the flow's order, each step's failures apart and its checks
+    const stepRows = await pp.evaluate(() => [...document.querySelectorAll('#steps tr')].slice(1)
+      .map((tr) => [...tr.cells].map((td) => td.textContent)));
+    check('plan: the Steps section is a table of home then missing',
+      stepRows.map((r) => r[0]).join(',') === 'home,missing', JSON.stringify(stepRows));
+    const [home, missing] = stepRows.length === 2 ? stepRows : [[], []];
+    const n = (t) => Number(String(t).replace(/,/g, ''));
+    // step, method, requests, failed, transport, HTTP, p50, p95, p99, checks
+    check('plan: a step answered 404 every time shows every request as an HTTP failure',
+      n(missing[2]) > 0 && n(missing[3]) === n(missing[2]) && n(missing[4]) === 0 &&
+      n(missing[5]) === n(missing[2]), JSON.stringify(missing));
+    check('plan: a step answered 200 shows no failure', n(home[2]) > 0 && n(home[3]) === 0,
+      JSON.stringify(home));
+    check('plan: each step has its p50, p95 and p99',
+      [6, 7, 8].every((i) => /\d(µs|ms|s)$/.test(home[i] || '') && /\d(µs|ms|s)$/.test(missing[i] || '')),
+      JSON.stringify(stepRows));
+    check('plan: each step shows its checks',
+      /^✗ status 201 · 0 passed, [\d,]+ failed$/.test(home[9] || '') &&
+      /^✓ status 404 · [\d,]+ passed, 0 failed$/.test(missing[9] || ''), JSON.stringify(stepRows));
+    // request accounting: the three kinds of failure apart
+    const acct = await pp.evaluate(() => {
+      const h = [...document.querySelectorAll('h3')].find((x) => x.textContent === 'Request accounting');
+      const o = {};
+      if (h) for (const tr of h.nextElementSibling.rows) o[tr.cells[0].textContent] = tr.cells[1].textContent;
+      return o;
+    });
+    check('plan: request accounting shows the 404s as HTTP failures',
+      n(acct['Failed: transport (no response)']) === 0 &&
+      n(acct['Failed: HTTP (status ≥ 400)']) === n(missing[2]), JSON.stringify(acct));
+    const cf = String(acct['Failed: checks']).split(' of ');
+    check('plan: request accounting shows the failed checks (each home request failed its check)',
+      cf.length === 2 && n(cf[0]) === n(home[2]) && n(cf[1]) === n(home[2]) + n(missing[2]),
+      JSON.stringify(acct));
     const banner = await pp.evaluate(() => {
       const v = document.getElementById('verdict');
       return v ? [v.className, getComputedStyle(v).backgroundColor] : null;

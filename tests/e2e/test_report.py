@@ -160,14 +160,30 @@ class Html(unittest.TestCase):
         for h in ("Steps", "Checks", "Thresholds"):
             self.assertNotIn("<h2>%s</h2>" % h, html)
         doc = load_fixture()
-        doc["steps"] = [{"name": "login", "requests": 10}, {"name": "browse", "p99_us": 1200}]
-        doc["checks"] = {"status is 200": {"passes": 10, "fails": 0}}
+        doc["steps"] = [
+            {"scenario": "s", "step": "login", "method": "POST", "requests": 10, "failed": 3,
+             "errors": 1, "duration_ms": {"count": 9, "med": 0.5, "p(95)": 1.2, "p(99)": 2.0}},
+            {"scenario": "s", "step": "browse", "method": "GET", "requests": 0,
+             "duration_ms": {"count": 0}}]
+        doc["checks"] = [{"scenario": "s", "step": "login", "check": "status is 200",
+                          "passed": 7, "failed": 3}]
         doc["thresholds"] = [{"metric": "p99", "condition": "< 10ms", "ok": True}]
         html = self.render(doc)
         for h in ("Steps", "Checks", "Thresholds"):
             self.assertIn("<h2>%s</h2>" % h, html)
-        self.assertIn("<th>name</th><th>requests</th><th>p99_us</th>", html)
         self.assertIn("status is 200", html)
+        # the steps as a table, in the flow's order: requests, failed (transport, HTTP), p50 /
+        # p95 / p99, the step's checks; not the document's keys as columns
+        self.assertIn('<table id="steps">', html)
+        self.assertNotIn("<th>duration_ms</th>", html)
+        login = html.index("<tr><td>login</td><td>POST</td>")
+        self.assertLess(login, html.index("<tr><td>browse</td><td>GET</td>"))
+        self.assertIn('<td>login</td><td>POST</td><td class="n">10</td><td class="n">3</td>'
+                      '<td class="n">1</td><td class="n">2</td><td class="n">500µs</td>'
+                      '<td class="n">1.20ms</td><td class="n">2.00ms</td><td><span class="bad">'
+                      '✗</span> status is 200 · 7 passed, 3 failed</td>', html)
+        # request accounting: the check failures beside the transport and HTTP ones
+        self.assertIn("<tr><th>Failed: checks</th><td class=\"n\">3 of 10</td></tr>", html)
 
     def test_escapes_document_strings(self):
         doc = load_fixture()
