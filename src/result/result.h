@@ -211,7 +211,8 @@ struct sq_bus_counters {
     uint64_t duplicates; /* JetStream PubAcks saying "duplicate" (same Nats-Msg-Id) */
     uint64_t late;       /* replies or acks for a request no longer waiting (timed out) */
     uint64_t delivered;  /* round trip: deliveries matched to a publish of this run */
-    uint64_t foreign;    /* round trip: deliveries matching none (other publishers) */
+    uint64_t foreign;    /* round trip: deliveries of messages the connection did not publish (the
+                            other connections' copies, other publishers'): others_delivered */
     uint64_t stamped;    /* messages (or requests) that carried a {{$stamp}} */
 };
 
