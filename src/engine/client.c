@@ -4,9 +4,11 @@
  * A worker's busy share is (on a CPU + waiting for one) / wall time, from
  * /proc/thread-self/schedstat: a worker that is runnable but has no CPU is as much a bottleneck
  * as one that is computing, and only the kernel sees the difference. An open-loop worker
- * busy-waits before each arrival on purpose (engine/worker.c), so its share is reported but not
- * judged: the open loop's sign of saturation is falling behind its schedule, which each tick
- * measures as how overdue the next arrival is.
+ * busy-waits before each arrival on purpose (engine/worker.c), so its share alone is not judged:
+ * the open loop's signs of saturation are falling behind its schedule, which each tick measures
+ * as how overdue the next arrival is, and dropping arrivals while busy (a worker short of CPU
+ * reads responses late, its in-flight cap stays full, and dropping an arrival costs nothing, so
+ * it never falls behind).
  */
 #include "engine/client.h"
 
@@ -115,6 +117,12 @@ void sq_engine__clagg_begin(struct sq_engine__clagg *a, int64_t go)
         sq_watch_start(a->cfg->watch, go);
 }
 
+/* Open loop: dropped at least SQ_CLIENT_DROPS of these arrivals. */
+static bool dropping(uint64_t dropped, uint64_t arrivals)
+{
+    return dropped > 0 && (double)dropped >= SQ_CLIENT_DROPS * (double)arrivals;
+}
+
 void sq_engine__clagg_slot(struct sq_engine__clagg *a, uint32_t wi, const struct sq_engine__slot *s,
                            struct sq_second *late)
 {
@@ -137,6 +145,11 @@ void sq_engine__clagg_slot(struct sq_engine__clagg *a, uint32_t wi, const struct
         ws->lag_max_ns = s->lag_ns;
     if (s->behind_ns > ws->behind_max_ns)
         ws->behind_max_ns = s->behind_ns;
+    if (wall >= WHOLE_SECOND_NS && busy >= SQ_CLIENT_BUSY &&
+        dropping(s->c.dropped - ws->dropped, s->arrivals - ws->arrivals))
+        ws->busy_drop_seconds++;
+    ws->arrivals = s->arrivals;
+    ws->dropped = s->c.dropped;
     ws->wall_ns = s->end_ns - a->go;
     ws->cpu_ns = s->cpu_ns;
     ws->wait_ns = s->wait_ns;
@@ -254,8 +267,28 @@ void sq_client_judge(struct sq_client_stats *c, bool open)
             c->saturated = true;
             return;
         }
+        if (open && w->wall_ns >= JUDGE_MIN_NS && w->busy >= SQ_CLIENT_BUSY &&
+            dropping(w->dropped, w->arrivals)) {
+            double wall = (double)w->wall_ns;
+            snprintf(c->saturation, sizeof(c->saturation),
+                     "%s dropped %llu of its %llu arrivals while busy %.0f%% of the run (%.0f%% "
+                     "on a CPU, %.0f%% waiting for one)",
+                     who, (unsigned long long)w->dropped, (unsigned long long)w->arrivals,
+                     100 * w->busy, 100 * (double)w->cpu_ns / wall,
+                     100 * (double)w->wait_ns / wall);
+            c->saturated = true;
+            return;
+        }
+        if (open && w->busy_drop_seconds >= SQ_CLIENT_BUSY_SECS) {
+            snprintf(c->saturation, sizeof(c->saturation),
+                     "%s dropped arrivals in %u of its %u seconds while at least %.0f%% busy", who,
+                     w->busy_drop_seconds, w->seconds, 100 * SQ_CLIENT_BUSY);
+            c->saturated = true;
+            return;
+        }
         if (open)
-            continue; /* it busy-waits before each arrival on purpose: its share says nothing */
+            continue; /* it busy-waits before each arrival on purpose: busy alone says nothing;
+                         busy and dropping arrivals, it could not keep up (above) */
         if (w->wall_ns >= JUDGE_MIN_NS && w->busy >= SQ_CLIENT_BUSY) {
             double wall = (double)w->wall_ns;
             snprintf(c->saturation, sizeof(c->saturation),

@@ -232,11 +232,15 @@ uint32_t sq_run_workers(const struct sq_run_config *cfg);
 #define SQ_CLIENT_BUSY      0.95
 #define SQ_CLIENT_BUSY_SECS 3                    /* ... in this many whole seconds */
 #define SQ_CLIENT_BEHIND_NS (50 * 1000 * 1000LL) /* overdue arrivals at a tick */
+#define SQ_CLIENT_DROPS     0.01                 /* open loop: this share of arrivals dropped */
 
 /* Sets c->saturated and c->saturation from the workers' figures: closed loop, a worker busy at
  * least SQ_CLIENT_BUSY of the run (once it ran 200 ms) or in SQ_CLIENT_BUSY_SECS whole seconds;
- * open loop (whose workers busy-wait before each arrival on purpose), an arrival overdue by
- * SQ_CLIENT_BEHIND_NS at a tick. */
+ * open loop (whose workers busy-wait before each arrival on purpose, so busy alone says
+ * nothing), an arrival overdue by SQ_CLIENT_BEHIND_NS at a tick, or a worker that dropped at
+ * least SQ_CLIENT_DROPS of its arrivals while busy SQ_CLIENT_BUSY, over the run (once it ran
+ * 200 ms) or in SQ_CLIENT_BUSY_SECS whole seconds: a client short of CPU reads its responses
+ * late, its in-flight cap stays full, and it drops arrivals rather than falling behind. */
 void sq_client_judge(struct sq_client_stats *c, bool open);
 
 /* Runs to completion. Returns 0 (the result is filled in, even when every request failed), or a

@@ -1231,6 +1231,7 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     struct sq_engine__slot *s = &w->slots[w->wr % SQ_SLOTS];
     acct_check(w); /* the shard swap: the main thread adds up what this snapshot says */
     s->c = w->c;
+    s->arrivals = w->arrivals;
     s->active = w->open ? w->in_flight : w->active_vus;
     s->second = second;
     s->end_ns = now;

@@ -182,6 +182,7 @@ struct sq_engine__shared {
 struct sq_engine__slot {
     struct sq_hist *hist, *hist_unc;
     struct sq_counters c; /* the worker's cumulative counters when the slot closed */
+    uint64_t arrivals;    /* open loop: its arrivals due so far (c.dropped: those dropped) */
     uint64_t active;      /* active VUs (closed) or in flight (open) when it closed */
     uint32_t second;      /* 1-based: the second of the run this slot ends */
     int64_t end_ns;

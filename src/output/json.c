@@ -638,9 +638,15 @@ static json_t *bus_block(const struct sq_report_bus *b, const struct sq_result *
         json_object_set_new(j, "retain", json_boolean(b->retain));
         if (b->round_trip) {
             json_object_set_new(j, "delivered", json_integer((json_int_t)c->delivered));
+            /* deliveries of messages this connection did not publish: with -c N each message
+             * comes back to every connection, so mostly the other connections' (and any other
+             * publisher's). `foreign` is the older name, kept for the documents' readers. */
+            json_object_set_new(j, "others_delivered", json_integer((json_int_t)c->foreign));
             json_object_set_new(j, "foreign", json_integer((json_int_t)c->foreign));
         }
     }
+    if (j && !b->mqtt && strcmp(b->mode, "request") == 0) /* its `acks` are the replies */
+        json_object_set_new(j, "replies", json_integer((json_int_t)c->acks));
     return j;
 }
 

@@ -559,11 +559,26 @@ static void bus_lines(FILE *f, const json_t *doc)
             fprintf(f, " · QoS %.0f · MQTT %s", sq_report__numd(b, "qos", 0),
                     sq_report__str(b, "version", "?"));
         fprintf(f, " · window %s", g(b, "window", g1));
+        /* named for what they are: a request's acks are its replies, and a round trip's
+         * foreign deliveries are messages the connection did not publish (older documents
+         * have the old keys alone) */
+        bool request = strcmp(sq_report__str(b, "mode", ""), "request") == 0;
+        const char *others =
+            json_object_get(b, "others_delivered") ? "others_delivered" : "foreign";
         static const char *const order[] = {"acks",      "duplicates", "late",
                                             "delivered", "foreign",    "reconnects"};
-        for (size_t i = 0; i < SQ_ARRAY_LEN(order); i++)
-            if (sq_report__numd(b, order[i], 0) > 0)
-                fprintf(f, " · %s %s", g(b, order[i], g1), order[i]);
+        for (size_t i = 0; i < SQ_ARRAY_LEN(order); i++) {
+            const char *key = order[i], *label = order[i];
+            if (i == 0 && request) {
+                key = json_object_get(b, "replies") ? "replies" : "acks";
+                label = "replies";
+            } else if (i == 4) {
+                key = others;
+                label = "delivered of other connections' or publishers' messages";
+            }
+            if (sq_report__numd(b, key, 0) > 0)
+                fprintf(f, " · %s %s", g(b, key, g1), label);
+        }
         fputc('\n', f);
         const char *err = sq_report__str(b, "first_error", NULL);
         if (err)

@@ -211,7 +211,8 @@ struct sq_bus_counters {
     uint64_t duplicates; /* JetStream PubAcks saying "duplicate" (same Nats-Msg-Id) */
     uint64_t late;       /* replies or acks for a request no longer waiting (timed out) */
     uint64_t delivered;  /* round trip: deliveries matched to a publish of this run */
-    uint64_t foreign;    /* round trip: deliveries matching none (other publishers) */
+    uint64_t foreign;    /* round trip: deliveries of messages the connection did not publish (the
+                            other connections' copies, other publishers'): others_delivered */
     uint64_t stamped;    /* messages (or requests) that carried a {{$stamp}} */
 };
 
@@ -289,15 +290,18 @@ struct sq_scen_result {
 /* One worker thread's own cost over the run (from the common start to the worker's end). */
 struct sq_worker_stats {
     int64_t wall_ns;
-    int64_t cpu_ns;        /* on a CPU */
-    int64_t wait_ns;       /* runnable, waiting for a CPU (0 when the kernel does not say) */
-    int64_t poll_ns;       /* of cpu_ns, polling for responses before sleeping (worker.c) */
-    double busy;           /* (cpu + wait - poll) / wall (open loop: its busy-wait included) */
-    double busy_max;       /* the same for its busiest whole second */
-    uint32_t busy_seconds; /* whole seconds at or above SQ_CLIENT_BUSY */
-    uint32_t seconds;      /* whole seconds it ran */
-    int64_t lag_max_ns;    /* the latest its once-a-second tick ran */
-    int64_t behind_max_ns; /* open loop: the most an arrival was overdue at one of its ticks */
+    int64_t cpu_ns;             /* on a CPU */
+    int64_t wait_ns;            /* runnable, waiting for a CPU (0 when the kernel does not say) */
+    int64_t poll_ns;            /* of cpu_ns, polling for responses before sleeping (worker.c) */
+    double busy;                /* (cpu + wait - poll) / wall (open loop: its busy-wait included) */
+    double busy_max;            /* the same for its busiest whole second */
+    uint32_t busy_seconds;      /* whole seconds at or above SQ_CLIENT_BUSY */
+    uint32_t seconds;           /* whole seconds it ran */
+    int64_t lag_max_ns;         /* the latest its once-a-second tick ran */
+    int64_t behind_max_ns;      /* open loop: the most an arrival was overdue at one of its ticks */
+    uint64_t arrivals, dropped; /* open loop: its arrivals due, and those it dropped */
+    uint32_t busy_drop_seconds; /* open loop: whole seconds at or above SQ_CLIENT_BUSY in which it
+                                   dropped at least SQ_CLIENT_DROPS of its arrivals */
 };
 
 /* squall's own cost during a run: the process's CPU and RSS, each worker's share. */

@@ -191,6 +191,39 @@ class WatchTarget(unittest.TestCase):
             with open(html) as f:
                 self.assertIn("The client was saturated: worker 1 of 1", f.read())
 
+    def test_open_loop_dropping_while_busy_is_saturated(self):
+        """An open-loop client short of CPU reads its responses late, its in-flight cap stays
+        full and it drops arrivals (dropping costs nothing, so it never falls behind its
+        schedule): drops with a busy worker are the client's fault and the result says so. The
+        same drops with an idle worker, behind a slow server, are not (issue 27)."""
+        # A busy loop this test starts on the client's CPU: the worker waits for it (wait_s,
+        # busy) and its rate is far beyond what one worker sends on /fast even alone.
+        hog = subprocess.Popen(pinned(1, [PY, "-c", "while True: pass"]))
+        try:
+            p, doc = self.squall_pinned(self.base + "/fast", "-r", "200000", "-t", "1",
+                                        "-d", "2s")
+            # control: the server holds each request 100 ms with 8 in flight, so most of the
+            # 2,000 arrivals a second are dropped while the worker sleeps (beside the same hog)
+            q, ctl = self.squall_pinned(self.base + "/delay/100", "-r", "2000", "-c", "8",
+                                        "-t", "1", "-d", "2s")
+        finally:
+            hog.kill()
+            hog.wait()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r, w, c = doc["requests"], doc["client"]["workers"][0], doc["client"]
+        self.assertGreater(r["dropped"], 0.5 * r["arrivals"], r)
+        self.assertGreaterEqual(w["busy"], 0.95, w)
+        self.assertTrue(c["saturated"], (r, w))
+        self.assertRegex(c["saturation"], r"^the worker dropped \d+ of its \d+ arrivals while "
+                                          r"busy \d+% of the run \(")
+        self.assertIn("the client was saturated: the worker dropped", p.stderr)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        r, w, c = ctl["requests"], ctl["client"]["workers"][0], ctl["client"]
+        self.assertGreater(r["dropped"], 0.5 * r["arrivals"], r)
+        self.assertLess(w["busy"], 0.5, w)
+        self.assertFalse(c["saturated"], (c["saturation"], w))
+        self.assertNotIn("saturated", q.stderr)
+
     def test_watched_pid_exits_mid_run(self):
         sleeper = subprocess.Popen(["sleep", "0.8"])
         try:

@@ -277,6 +277,44 @@ class NatsLoad(Brokers):
         self.assertEqual(p.returncode, 1, p.stderr)  # nothing succeeded
         self.assertEqual(doc["errors"]["no_responders"], 50)
 
+    def test_request_reply_counts_replies(self):
+        """--request: each message completes on its reply, and the summary and the document
+        call them replies (not acks; the `acks` key stays, as docs/json-schema.md says)."""
+        nc = NatsClient(self.nats_port)
+        nc.subscribe("sqsvc.echo", 7)
+        stop = threading.Event()
+
+        def respond():  # the test's own responder: echoes each request to its reply inbox
+            try:
+                while not stop.is_set():
+                    line = nc._line()
+                    if line == b"PING":
+                        nc.sock.sendall(b"PONG\r\n")
+                    elif line.startswith(b"MSG "):
+                        parts = line.split()
+                        data = nc._take(int(parts[-1]))
+                        if len(parts) == 5:
+                            nc.sock.sendall(b"PUB %s %d\r\n%s\r\n" % (parts[3], len(data), data))
+            except OSError:
+                pass  # closed at the end
+
+        t = threading.Thread(target=respond, daemon=True)
+        t.start()
+        try:
+            p, doc = self.squall(self.nats_url + "/sqsvc.echo", "--request", "-n", "500")
+        finally:
+            stop.set()
+            nc.close()
+            t.join(timeout=5)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["nats"]["mode"], "request")
+        self.assertEqual(doc["requests"]["completed"], 500)
+        self.assertEqual((doc["nats"]["replies"], doc["nats"]["acks"]), (500, 500))
+        line = [x for x in p.stderr.splitlines() if x.startswith("NATS ")]
+        self.assertEqual(len(line), 1, p.stderr)
+        self.assertIn(" · 500 replies", line[0])
+        self.assertNotIn("acks", line[0])
+
     def test_quick_sink_counts_what_the_load_stamped(self):
         p, doc = self.squall(self.nats_url + "/sq.orders", "-r", "1000", "-d", "2s", "--payload",
                              '{"id":1,"t":"{{$stamp}}"}', "--sink", self.nats_url + "/sq.orders",
@@ -345,6 +383,21 @@ class MqttLoad(Brokers):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(doc["requests"]["completed"], 2000)
         self.assertEqual(doc["mqtt"]["delivered"], 2000)
+        # two connections on the topic: each also receives the other's messages (the broker
+        # fans out), counted as others_delivered (`foreign`, its older name, the same figure)
+        p, doc = self.squall(self.mqtt_url + "/sq/rt2", "--qos", "1", "--round-trip", "-n", "2000",
+                             "-c", "2", "--window", "16")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        m = doc["mqtt"]
+        self.assertEqual(m["delivered"], 2000)
+        self.assertGreater(m["others_delivered"], 0, m)
+        self.assertLessEqual(m["others_delivered"], 2000, m)
+        self.assertEqual(m["foreign"], m["others_delivered"])
+        line = [x for x in p.stderr.splitlines() if x.startswith("MQTT ")]
+        self.assertEqual(len(line), 1, p.stderr)
+        self.assertRegex(line[0], r" · [\d,]+ delivered of other connections' or publishers' "
+                                  r"messages")
+        self.assertNotIn("foreign", line[0])
 
 
 class SinkSources(Brokers):

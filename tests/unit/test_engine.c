@@ -998,6 +998,31 @@ static void client_judge(void **state)
     sq_client_judge(&c, true);
     assert_string_equal(c.saturation, "the open loop fell behind its schedule (worker 1 of 2 was "
                                       "120 ms late sending an arrival)");
+    /* open loop: busy and dropping arrivals is the client's fault; dropping while idle (a slow
+     * server behind the in-flight cap) or busy with no drops (the busy-wait) is not */
+    ws[0].behind_max_ns = 10 * SQ_NS_PER_MS;
+    ws[0].arrivals = 1000;
+    ws[0].dropped = 900;
+    sq_client_judge(&c, true);
+    assert_false(c.saturated);
+    ws[0].busy = 0.995;
+    ws[0].cpu_ns = 5 * SQ_NS_PER_S;
+    ws[0].wait_ns = 495 * SQ_NS_PER_S / 100;
+    sq_client_judge(&c, true);
+    assert_true(c.saturated);
+    assert_string_equal(c.saturation, "worker 1 of 2 dropped 900 of its 1000 arrivals while busy "
+                                      "100% of the run (50% on a CPU, 50% waiting for one)");
+    sq_client_judge(&c, false); /* no arrivals to drop in the closed loop: judged by busy */
+    assert_string_equal(
+        c.saturation, "worker 1 of 2 was busy 100% of the run (50% on a CPU, 50% waiting for one)");
+    ws[0].dropped = 9; /* under 1% of its arrivals */
+    sq_client_judge(&c, true);
+    assert_false(c.saturated);
+    ws[0].busy = 0.5;
+    ws[0].busy_drop_seconds = 3;
+    sq_client_judge(&c, true);
+    assert_string_equal(c.saturation, "worker 1 of 2 dropped arrivals in 3 of its 10 seconds "
+                                      "while at least 95% busy");
     /* too short a run to judge by its share */
     struct sq_worker_stats one = {
         .wall_ns = 100 * SQ_NS_PER_MS, .cpu_ns = 99 * SQ_NS_PER_MS, .busy = 0.99};
