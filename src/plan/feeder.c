@@ -548,7 +548,7 @@ static int parse_json(struct parser *p, struct sq_feeder **out)
                     goto fail;
                 }
                 struct pos kpos = HERE();
-                struct sq_str key, val;
+                struct sq_str key = {0}, val = {0};
                 NEXT();
                 if ((rc = json_string(p, &tok, base, &key)) < 0)
                     goto fail;

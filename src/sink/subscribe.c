@@ -85,13 +85,13 @@ static void conn_failed(struct sq_sink__bus *b, const char *what, int err)
 {
     if (b->cerr[0])
         return;
-    char addr[80], text[120];
+    char addr[80], text[sizeof(b->cerr)];
     sq_addr_format(&b->addr, addr, sizeof(addr));
     const char *at = strstr(what, "%s");
     snprintf(text, sizeof(text), "%.*s%s%s", at ? (int)(at - what) : (int)strlen(what), what,
              at ? addr : "", at ? at + 2 : "");
-    if (err)
-        snprintf(b->cerr, sizeof(b->cerr), "%s: %s", text, sq_strerror(err));
+    if (err) /* a reason longer than cerr is cut: it is a message, not data */
+        snprintf(b->cerr, sizeof(b->cerr), "%.100s: %.50s", text, sq_strerror(err));
     else
         snprintf(b->cerr, sizeof(b->cerr), "%s", text);
 }
