@@ -28,14 +28,8 @@ import time
 TIME = "/usr/bin/time"  # GNU time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from harness import free_port  # noqa: E402
 
 
 def wait_port(port, timeout=10.0):

@@ -23,14 +23,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ab  # noqa: E402  (its shim)
+from harness import free_port  # noqa: E402
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def target_ir(target, client, n, h2, shim, tmp):
