@@ -565,8 +565,9 @@ class AB(sqtest.TargetCase):
 
     def test_a_against_itself(self):
         """The same URL in both arms: not resolvable, the interval includes 0. A 95% interval
-        misses 0 now and then by chance, so a second, independent try is allowed."""
-        for attempt in range(2):
+        misses 0 now and then by chance (more often when other work drifts the machine's speed
+        within a round), so up to three independent tries are allowed."""
+        for attempt in range(3):
             doc = self.ab("--arm", f"A={self.base}/delay/1 -c 1 -t 1",
                           "--arm", f"B={self.base}/delay/1 -c 1 -t 1",
                           "--rounds", "6", "--duration", "250ms", "--cooldown", "0",
