@@ -14,8 +14,9 @@ way under a run.
   namespace) lists it.
 
 The mounts are made inside `unshare -m` (we run as root): nothing on the host's mount table
-changes, and the namespace goes with its last process. Every process is started here and
-stopped by its PID; traffic stays on 127.0.0.1.
+changes, and the namespace goes with its last process. Where no private mount namespace can
+be made (a chroot whose root is no mount point), the two store classes are skipped and say why.
+Every process is started here and stopped by its PID; traffic stays on 127.0.0.1.
 """
 
 import json
@@ -261,6 +262,22 @@ class NatsOutage(unittest.TestCase):
                                                                      c["incomplete"]))
 
 
+_mount_ns = None
+
+
+def need_mount_ns(test):
+    """Skips test where a private mount namespace cannot be made (`unshare -m` in a chroot whose
+    root is no mount point says "cannot change root filesystem propagation"): the store tests
+    mount a tmpfs or a read-only bind there, never in the host's mount table."""
+    global _mount_ns
+    if _mount_ns is None:
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
+                           capture_output=True, text=True, timeout=30)
+        _mount_ns = (p.returncode == 0, p.stderr.strip())
+    if not _mount_ns[0]:
+        test.skipTest("no private mount namespace here (unshare -m: %s)" % _mount_ns[1])
+
+
 def serve_on_tmpfs(mnt, size):
     """`squall serve` whose store is on a tmpfs of `size` mounted at mnt in a private mount
     namespace (unshare -m: the host's mount table never sees it). unshare and sh exec into
@@ -294,11 +311,17 @@ class StoreFull(unittest.TestCase):
     """The daemon's store fills up under a running run."""
 
     def setUp(self):
+        need_mount_ns(self)
         self.tmp = tempfile.mkdtemp(prefix="sq-full-")
         self.mnt = os.path.join(self.tmp, "mnt")
         os.mkdir(self.mnt)
         self.target, self.tport = sqtest.start_target("-t", "1")
-        self.serve, self.port = serve_on_tmpfs(self.mnt, "2m")
+        try:
+            self.serve, self.port = serve_on_tmpfs(self.mnt, "2m")
+        except BaseException:  # tearDown does not run after a failed setUp
+            sqtest.stop(self.target)
+            shutil.rmtree(self.tmp, True)
+            raise
         self.root = "/proc/%d/root%s" % (self.serve.pid, self.mnt)  # the tmpfs, from here
 
     def tearDown(self):
@@ -420,6 +443,7 @@ class ReadOnlyStore(unittest.TestCase):
     """`squall runs` on a store whose file system is mounted read-only."""
 
     def setUp(self):
+        need_mount_ns(self)
         self.tmp = tempfile.mkdtemp(prefix="sq-ro-")
         self.data = os.path.join(self.tmp, "data")
         self.target, self.tport = sqtest.start_target("-t", "1")
