@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -128,6 +129,69 @@ def stop(proc, timeout=10.0, kill=False):
     if proc.stdout:
         proc.stdout.close()
     return rc
+
+
+def free_port():
+    """A loopback port free now (the kernel's pick), for a server that takes its port as given."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, timeout=10.0):
+    """Returns once something accepts on port; raises if proc exits first or after timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("exited (%s) before listening" % proc.returncode)
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError("nothing listens on port %d" % port)
+
+
+def stop_proc(proc, sig=signal.SIGTERM):
+    """Sends sig to that process only and waits; SIGKILL after 10 s. For processes that are not
+    squall servers (nats-server, agents), where stop()'s error would hide the test's own."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Agent:
+    """One `squall agent` process on its own subject prefix; its log goes to a file the test can
+    read."""
+
+    def __init__(self, url, name, prefix, *extra):
+        self.log = tempfile.NamedTemporaryFile(prefix="sq-agent-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [squall_path(), "agent", "--nats", url, "--name", name, "--subject-prefix", prefix,
+             *extra], stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while "ready on" not in self.text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("agent %s did not come up: %s" % (name, self.text()))
+            time.sleep(0.01)
+
+    def text(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM):
+        """Stops it; returns what it logged (sanitizer reports included, under make test-asan)."""
+        stop_proc(self.proc, sig)
+        text = self.text()
+        self.log.close()
+        os.unlink(self.log.name)
+        return text
+
+    close = stop
 
 
 def http(port, method, path, body=None, headers=None, timeout=10.0, conn=None):

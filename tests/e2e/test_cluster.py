@@ -26,6 +26,10 @@ import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
+free_port = sqtest.free_port
+wait_port = sqtest.wait_port
+stop = sqtest.stop_proc
+Agent = sqtest.Agent
 
 HOST = "127.0.0.1"
 with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "result.schema.json")) as f:
@@ -45,63 +49,6 @@ def sanitized():
             data = f.read()
         _sanitized = b"__asan_init" in data or b"__tsan_init" in data
     return _sanitized
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("exited (%s) before listening" % proc.returncode)
-        try:
-            with socket.create_connection((HOST, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError("nothing listens on port %d" % port)
-
-
-def stop(proc, sig=signal.SIGTERM):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-class Agent:
-    """One `squall agent` process; its log goes to a file the test can read."""
-
-    def __init__(self, url, name, prefix, *extra):
-        self.log = tempfile.NamedTemporaryFile(prefix="sq-agent-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(
-            [sqtest.squall_path(), "agent", "--nats", url, "--name", name,
-             "--subject-prefix", prefix, *extra],
-            stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while "ready on" not in self.text():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("agent %s did not come up: %s" % (name, self.text()))
-            time.sleep(0.01)
-
-    def text(self):
-        with open(self.log.name) as f:
-            return f.read()
-
-    def stop(self, sig=signal.SIGTERM):
-        """Stops it; returns what it logged (sanitizer reports included, under make test-asan)."""
-        stop(self.proc, sig)
-        text = self.text()
-        self.log.close()
-        os.unlink(self.log.name)
-        return text
 
 
 class Recorder:

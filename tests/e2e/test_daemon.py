@@ -24,6 +24,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sqtest  # noqa: E402
+free_port = sqtest.free_port
 from openapi_check import OpenAPI  # noqa: E402
 
 HOST = sqtest.HOST
@@ -137,14 +138,6 @@ def sink_plan(port, sink_port, stamp="json:$.stamp", settle="1s", n=1):
             "      flow: [{request: {method: POST, url: /events,\n"
             "              body: '{\"id\":1,\"stamp\":\"{{$stamp}}\"}'}}]}\n"
             % (port, sink_port, stamp, settle, n))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind((HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def quick(port, **kw):

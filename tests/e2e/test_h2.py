@@ -18,6 +18,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sqtest  # noqa: E402
 from sqtest import http  # noqa: E402
+free_port = sqtest.free_port
 
 PATTERN = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 H2LOAD = shutil.which("h2load")
@@ -326,14 +327,6 @@ class H2TlsTest(unittest.TestCase):
                            text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("recv DATA frame <length=1000", p.stdout)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind((sqtest.HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 NGINX_CONF = """worker_processes 1;

@@ -22,6 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
+free_port = sqtest.free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TAX = os.path.join(HERE, "tax_server.py")
@@ -56,14 +57,6 @@ def sanitized():
     its start are several times slower: timing bounds widen)."""
     with open(sqtest.squall_path(), "rb") as f:
         return b"__asan_init" in f.read()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind((sqtest.HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_listen(port, proc, timeout=10):

@@ -30,6 +30,7 @@ import jsonschema
 
 import sqtest
 from sqtest import HOST
+free_port = sqtest.free_port
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
                            "result.schema.json")
@@ -38,14 +39,6 @@ with open(SCHEMA_PATH) as _f:
 
 NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind((HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_port(port, proc, timeout=10.0):

@@ -24,6 +24,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
+free_port = sqtest.free_port
 
 HOST = "127.0.0.1"
 
@@ -36,12 +37,6 @@ def live_path():
     if not os.path.exists(p):
         raise unittest.SkipTest("proto_live not built (set SQ_PROTO_LIVE)")
     return p
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, proc, timeout=10.0):

@@ -16,6 +16,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
+free_port = sqtest.free_port
 
 run = sqtest.run_squall
 run_json = sqtest.run_json
@@ -48,14 +49,6 @@ def decode_hist_total(b64):
         if v > 0:
             total += v
     return total
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class QuickFace(sqtest.TargetCase):

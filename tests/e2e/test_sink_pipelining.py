@@ -30,6 +30,7 @@ import unittest
 
 import sqtest
 from sqtest import HOST
+free_port = sqtest.free_port
 
 B32 = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford, lowercase
 B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -47,14 +48,6 @@ def enc(v, alphabet):
 
 def stamp(run, seq, ns):
     return "sq1.%s.%s.%s" % (enc(run, B32), enc(seq, B36), enc(ns, B36))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind((HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def post(port, body, chunked=False):

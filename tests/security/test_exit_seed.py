@@ -34,6 +34,10 @@ import unittest
 
 import sec  # noqa: F401  (puts tests/e2e on the path)
 import sqtest
+free_port = sqtest.free_port
+wait_port = sqtest.wait_port
+stop = sqtest.stop_proc
+Agent = sqtest.Agent
 
 HOST = "127.0.0.1"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,35 +50,6 @@ WHY = re.compile(r"squall: no request succeeded: ([\d,]+) failed: ([a-z_]+) ([\d
 
 def num(s):
     return int(s.replace(",", ""))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("exited (%s) before listening" % proc.returncode)
-        try:
-            with socket.create_connection((HOST, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError("nothing listens on port %d" % port)
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class Misbehave:
@@ -105,32 +80,6 @@ def plan_text(target, flow, seed=None, vus=2, duration="1s", extra=""):
     return ("target: %s\n%s%s"
             "scenarios:\n  s:\n%s    vus: %d\n    flow:\n%s"
             % (target, "seed: %d\n" % seed if seed is not None else "", extra, ex, vus, flow))
-
-
-class Agent:
-    """One `squall agent` process on its own subject prefix; its log in a file."""
-
-    def __init__(self, url, name, prefix):
-        self.log = tempfile.NamedTemporaryFile(prefix="sq-agent-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(
-            [sqtest.squall_path(), "agent", "--nats", url, "--name", name, "--subject-prefix",
-             prefix], stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while "ready on" not in self.text():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("agent %s did not come up: %s" % (name, self.text()))
-            time.sleep(0.01)
-
-    def text(self):
-        with open(self.log.name) as f:
-            return f.read()
-
-    def close(self):
-        stop(self.proc)
-        text = self.text()
-        self.log.close()
-        os.unlink(self.log.name)
-        return text
 
 
 class MuteNats:

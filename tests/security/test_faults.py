@@ -32,6 +32,10 @@ import unittest
 
 import sec  # noqa: F401  (puts tests/e2e on the path)
 import sqtest
+free_port = sqtest.free_port
+wait_port = sqtest.wait_port
+stop = sqtest.stop_proc
+Agent = sqtest.Agent
 
 import jsonschema  # Debian's python3-jsonschema
 
@@ -39,35 +43,6 @@ HOST = "127.0.0.1"
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 with open(os.path.join(ROOT, "docs", "result.schema.json")) as f:
     SCHEMA = json.load(f)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("exited (%s) before listening" % proc.returncode)
-        try:
-            with socket.create_connection((HOST, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError("nothing listens on port %d" % port)
-
-
-def stop(proc, sig=signal.SIGTERM):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class Nats:
@@ -91,31 +66,6 @@ class Nats:
     def close(self):
         if self.proc:
             stop(self.proc)
-
-
-class Agent:
-    def __init__(self, url, name, prefix):
-        self.log = tempfile.NamedTemporaryFile(prefix="sq-agent-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(
-            [sqtest.squall_path(), "agent", "--nats", url, "--name", name,
-             "--subject-prefix", prefix],
-            stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while "ready on" not in self.text():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("agent %s did not come up: %s" % (name, self.text()))
-            time.sleep(0.01)
-
-    def text(self):
-        with open(self.log.name) as f:
-            return f.read()
-
-    def stop(self):
-        stop(self.proc)
-        text = self.text()
-        self.log.close()
-        os.unlink(self.log.name)
-        return text
 
 
 class Controller:
