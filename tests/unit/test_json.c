@@ -21,15 +21,7 @@
 #include "base/err.h"
 #include "base/json.h"
 
-#include "guard.h"
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            print_error(__VA_ARGS__);                                                              \
-            fail_msg("check failed: %s", #cond);                                                   \
-        }                                                                                          \
-    } while (0)
+#include "guard.h" /* guard pages, CHECK */
 
 static const char *err_name(enum sq_json_err e)
 {
