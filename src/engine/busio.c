@@ -513,7 +513,7 @@ int sq_engine__bus_render(struct sq_engine__busdrv *d, struct sq_engine__conn *c
     struct sq_tmpl_ctx ctx = {
         .vu = sq_engine__vu_number(w, c->local),
         .iteration = d->vus[c->local].iter++,
-        .rng = &c->rng,
+        .rng = sq_engine__vu_rng(c),
         .stamp = &st,
     };
     m->seq = UINT64_MAX;

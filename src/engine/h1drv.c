@@ -189,8 +189,11 @@ static void h1_send(struct sq_engine__conn *c)
  * kept for checks and extractors when the VU's step needs it. */
 static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
 {
-    if (c->streaming && sq_sse_feed(&c->sse, data, len) && !c->first_event_ns)
-        c->first_event_ns = sq_now_ns();
+    if (c->streaming) {
+        struct sq_engine__vux *xv = sq_engine__vux(c);
+        if (sq_sse_feed(&xv->sse, data, len) && !xv->first_event_ns)
+            xv->first_event_ns = sq_now_ns();
+    }
     if (c->fv && c->fv->capture)
         sq_flow_vu_capture(c->fv, data, len);
     else if (c->cap) {
@@ -251,8 +254,8 @@ static int on_head(void *ud, const char *head, size_t len)
         c->decoding = true;
     }
     if (c->streaming) {
-        sq_sse_init(&c->sse);
-        c->first_event_ns = 0;
+        sq_sse_init(&sq_engine__vux(c)->sse);
+        sq_engine__vux(c)->first_event_ns = 0;
     }
     bool body = c->decoding || c->streaming || (v && v->capture) || (c->xc && c->xc->on);
     sq_h1_reader_on_body(&c->rd, body ? on_body : NULL, c);

@@ -138,8 +138,11 @@ static void t_recycle(struct h2conn *t)
 /* The decoded body of the current response, in pieces. */
 static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
 {
-    if (c->streaming && sq_sse_feed(&c->sse, data, len) && !c->first_event_ns)
-        c->first_event_ns = sq_now_ns();
+    if (c->streaming) {
+        struct sq_engine__vux *xv = sq_engine__vux(c);
+        if (sq_sse_feed(&xv->sse, data, len) && !xv->first_event_ns)
+            xv->first_event_ns = sq_now_ns();
+    }
     if (c->fv && c->fv->capture)
         sq_flow_vu_capture(c->fv, data, len);
     return 0;
@@ -184,8 +187,8 @@ static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
         c->decoding = true;
     }
     if (c->streaming) {
-        sq_sse_init(&c->sse);
-        c->first_event_ns = 0;
+        sq_sse_init(&sq_engine__vux(c)->sse);
+        sq_engine__vux(c)->first_event_ns = 0;
     }
 }
 

@@ -413,18 +413,19 @@ static void script_iter(struct sq_engine__conn *c, int64_t intended, int64_t now
     if (c->state == CONN_ACTIVE && c->woff < c->req_len) {
         /* A short write: the string lives only until the next request() call, so what is left
          * to write moves into the connection's own buffer. */
-        if (c->own_cap < len) {
-            char *p = realloc(c->own, len);
+        struct sq_engine__vux *x = sq_engine__vux(c);
+        if (x->own_cap < len) {
+            char *p = realloc(x->own, len);
             if (!p) {
                 conn_fail(c, SQ_ERRK_WRITE);
                 conn_replace(c);
                 return;
             }
-            c->own = p;
-            c->own_cap = len;
+            x->own = p;
+            x->own_cap = len;
         }
-        memcpy(c->own, req, len);
-        c->req = c->own;
+        memcpy(x->own, req, len);
+        c->req = x->own;
     }
 }
 
@@ -561,6 +562,7 @@ __attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64
 {
     struct sq_engine__worker *w = c->w;
     const struct sq_run_config *cfg = w->cfg;
+    struct sq_engine__vux *xv = sq_engine__vux(c);
     char stamp[SQ_STAMP_MAX];
     struct sq_str st = {stamp, 0};
     if (sq_tmpl_uses_stamp(cfg->body_tmpl)) {
@@ -569,8 +571,8 @@ __attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64
     }
     struct sq_tmpl_ctx x = {
         .vu = sq_engine__vu_number(w, c->local),
-        .iteration = c->body_iter++,
-        .rng = &c->rng,
+        .iteration = xv->body_iter++,
+        .rng = sq_engine__vu_rng(c),
         .stamp = &st,
     };
     sq_buf_reset(&w->body);
@@ -579,19 +581,19 @@ __attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64
                  ? -1
                  : snprintf(digits, sizeof(digits), "%zu", w->body.len);
     size_t head = cfg->request_len, n = head - 1 + (size_t)nd + w->body.len;
-    if (nd > 0 && c->own_cap < n) {
-        char *p = realloc(c->own, n);
+    if (nd > 0 && xv->own_cap < n) {
+        char *p = realloc(xv->own, n);
         if (p) {
-            c->own = p;
-            c->own_cap = n;
+            xv->own = p;
+            xv->own_cap = n;
         }
     }
-    if (SQ_UNLIKELY(nd <= 0 || c->own_cap < n)) { /* out of memory: this request fails */
+    if (SQ_UNLIKELY(nd <= 0 || xv->own_cap < n)) { /* out of memory: this request fails */
         conn_unsendable(c, intended, now);
         conn_replace(c);
         return;
     }
-    char *o = c->own;
+    char *o = xv->own;
     memcpy(o, cfg->request, cfg->body_cl);
     o += cfg->body_cl;
     memcpy(o, digits, (size_t)nd);
@@ -601,7 +603,7 @@ __attribute__((noinline)) static void body_send(struct sq_engine__conn *c, int64
     if (w->body.len)
         memcpy(o, w->body.p, w->body.len);
     w->c.rendered++;
-    conn_send(c, c->own, n, false, cfg->timeout_ns, intended, now, 1);
+    conn_send(c, xv->own, n, false, cfg->timeout_ns, intended, now, 1);
 }
 
 /* Starts one iteration: the quick face's static request (or its next URL), or a flow from its
@@ -958,8 +960,8 @@ static void record_phases(struct sq_engine__conn *c, int64_t now)
     int64_t dns = 0, conn = 0, tls = 0;
     if (c->fresh) {
         c->fresh = false;
-        conn = c->connect_ns;
-        tls = c->tls_ns;
+        conn = c->x.connect_ns;
+        tls = c->x.tls_ns;
         if (!w->dns_done) {
             w->dns_done = true; /* the one resolution of the run lands on its first request */
             dns = w->windex == 0 ? w->cfg->dns_ns : 0;
@@ -985,12 +987,13 @@ static void body_done(struct sq_engine__conn *c, int64_t now)
     }
     if (c->streaming) {
         w->c.sse_streams++;
-        w->c.sse_events += c->sse.events;
+        struct sq_engine__vux *xv = sq_engine__vux(c);
+        w->c.sse_events += xv->sse.events;
         if (!w->sse_first &&
             (sq_latency_hist_new(&w->sse_first) < 0 || sq_latency_hist_new(&w->sse_dur) < 0))
             return;
-        if (c->first_event_ns)
-            sq_hist_record(w->sse_first, (c->first_event_ns - c->since_ns) / SQ_NS_PER_US);
+        if (xv->first_event_ns)
+            sq_hist_record(w->sse_first, (xv->first_event_ns - c->since_ns) / SQ_NS_PER_US);
         sq_hist_record(w->sse_dur, (now - c->since_ns) / SQ_NS_PER_US);
     }
 }
@@ -1028,7 +1031,7 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
         sq_hist_record(u->latency, lat_us);
     }
     /* a response neither captured nor drawn for a sample costs nothing more */
-    if (SQ_UNLIKELY(c->xc != NULL) && (c->xc->on || c->xc->slot >= 0))
+    if (SQ_UNLIKELY(c->xc != NULL) && (c->xc->on || c->xc->pick > 0))
         sq_engine__xc_end(c, now, c->rd.status, -1);
     w->c.completed++;
     w->in_flight--;
@@ -1473,6 +1476,14 @@ uint64_t sq_engine__vu_number(const struct sq_engine__worker *w, uint32_t i)
     return w->vu_base + sq_seg_global(w->cfg->seg, w->first_vu - w->vu_base + i) + 1;
 }
 
+uint64_t *sq_engine__vu_rng(struct sq_engine__conn *c)
+{
+    struct sq_engine__vux *x = sq_engine__vux(c);
+    if (SQ_UNLIKELY(x->rng == 0))
+        x->rng = sq_tmpl_rng_init(c->w->run->seed, sq_engine__vu_number(c->w, c->local));
+    return &x->rng;
+}
+
 /* Plan runs: per-VU flow state, per-step figures, the iteration histogram, regex states. */
 static int flow_init(struct sq_engine__worker *w)
 {
@@ -1598,8 +1609,9 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     if (rc < 0)
         return rc;
     w->conns = calloc(w->nconns ? w->nconns : 1, sizeof(*w->conns));
+    w->vux = calloc(w->nconns ? w->nconns : 1, sizeof(*w->vux));
     w->rbuf = malloc(SQ_ENGINE_RBUF_SIZE);
-    if (!w->conns || !w->rbuf)
+    if (!w->conns || !w->vux || !w->rbuf)
         return -ENOMEM;
     for (int i = 0; i < SQ_SLOTS; i++) {
         rc = sq_latency_hist_new(&w->slots[i].hist);
@@ -1675,7 +1687,6 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         sq_engine__xport_init(&c->x);
         c->local = i;
         c->global = first + i;
-        c->rng = sq_tmpl_rng_init(run->seed, sq_engine__vu_number(w, i));
         c->state = CONN_CLOSED;
         if (ex->kind == SQ_EXEC_PER_VU_ITERATIONS)
             c->iters = ex->iterations;
@@ -1722,7 +1733,8 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
             sq_buf_dispose(&c->cap->fields);
             free(c->cap);
         }
-        free(c->own);
+        if (w->vux)
+            free(w->vux[i].own);
     }
     sq_buf_dispose(&w->body);
     free(w->script_err);
@@ -1733,6 +1745,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     sq_hist_free(w->sse_first);
     sq_hist_free(w->sse_dur);
     free(w->conns);
+    free(w->vux);
     free(w->rbuf);
     free(w->queue);
     free(w->idle);

@@ -56,19 +56,19 @@ struct sq_engine__capture {
 struct sq_engine__conn {
     /* Laid out without holes: the pool holds one per VU (10,000 VUs: 10,000 of these), so each
      * byte here is a byte per connection (bench/connmem.py prints them). */
-    struct sq_engine__xport x; /* its own transport (engine/xport.h): socket, TLS, setup */
+    struct sq_engine__xport x; /* its own transport (engine/xport.h): socket, TLS, setup; its
+                                  connect_ns and tls_ns: this connection's setup phases */
     struct sq_engine__worker *w;
-    int64_t since_ns;           /* ACTIVE: intended send (open) or send (closed); HANDSHAKE over
-                                   WebSocket: when the upgrade was written */
-    int64_t sent_ns;            /* ACTIVE: the actual send */
-    int64_t iter_ns;            /* paced VU: when its current iteration was scheduled to start */
-    int64_t tmo_ns;             /* ACTIVE: this request's timeout */
-    int64_t wdone_ns;           /* ACTIVE: the request's last byte was written (0: not yet) */
-    int64_t fb_ns;              /* ACTIVE: the response's first byte arrived (0: not yet) */
-    int64_t rx_ns;              /* the kernel's receive time of the last read (w->rxts), 0: none */
-    int64_t connect_ns, tls_ns; /* how long this connection's setup took */
-    uint64_t iters;             /* per-vu-iterations: iterations this VU may still start */
-    const char *req; /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
+    int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); HANDSHAKE over
+                         WebSocket: when the upgrade was written */
+    int64_t sent_ns;  /* ACTIVE: the actual send */
+    int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
+    int64_t tmo_ns;   /* ACTIVE: this request's timeout */
+    int64_t wdone_ns; /* ACTIVE: the request's last byte was written (0: not yet) */
+    int64_t fb_ns;    /* ACTIVE: the response's first byte arrived (0: not yet) */
+    int64_t rx_ns;    /* the kernel's receive time of the last read (w->rxts), 0: none */
+    uint64_t iters;   /* per-vu-iterations: iterations this VU may still start */
+    const char *req;  /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
     uint32_t req_len;
     uint32_t woff;    /* bytes of the request written so far */
     uint32_t pending; /* ACTIVE: responses still due (more than 1: a pipelined batch) */
@@ -86,8 +86,6 @@ struct sq_engine__conn {
     uint16_t url;           /* ACTIVE with --urls: the URL's index */
     struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
     struct sq_decoder *dec; /* created on the first compressed response */
-    struct sq_sse sse;
-    int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
     struct sq_timer timer;  /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
     /* ACTIVE over HTTP/2: the request for nghttp2 when it is not cfg->h2_request (a flow's
@@ -95,13 +93,23 @@ struct sq_engine__conn {
     const struct sq_h2_req *h2req;
     /* wrk scripts */
     struct sq_engine__capture *cap; /* response() is defined: the response kept for it */
-    char *own;                      /* a request() string copied when its write was short;
-                                       the quick face's templated request (cfg->body_tmpl) */
+    struct sq_engine__xc *xc;       /* the run captures exchanges (engine/capture.h); else NULL */
+};
+
+/* What only some runs or some responses need of a VU, beside the VU array rather than in it
+ * (w->vux[c->local], sq_engine__vux): the array is allocated zeroed for every run, and a page of
+ * it is touched only where a VU uses one of these, so a plain run's connections do not carry
+ * them (bench/connmem.py counts the bytes per connection). */
+struct sq_engine__vux {
+    struct sq_sse sse;      /* the current response is a text/event-stream (c->streaming) */
+    int64_t first_event_ns; /* streaming: when its first event completed (0: none yet) */
+    char *own;              /* a request() string copied when its write was short; the quick
+                               face's templated request (cfg->body_tmpl) */
     size_t own_cap;
     uint64_t body_iter; /* cfg->body_tmpl: this VU's requests so far ($iteration) */
     uint64_t rng;       /* the quick face's templates (body, WebSocket message, bus payload): this
-                           VU's random stream, sq_tmpl_rng_init(seed, its global VU number) */
-    struct sq_engine__xc *xc; /* the run captures exchanges (engine/capture.h); else NULL */
+                           VU's random stream, sq_tmpl_rng_init(seed, its global VU number), drawn
+                           at its first use (0: not yet; the stream is never 0) */
 };
 
 /* A VU's exchange capture buffer (capture.c): the response of the request in flight, as it
@@ -111,7 +119,8 @@ struct sq_engine__xc {
     bool in_body; /* the head is complete: what arrives now is body */
     bool head_cut;
     bool pooled;  /* buf is borrowed from the worker's sample pool (returned at the end) */
-    int32_t slot; /* sampled: the reservoir slot its status class drew at the head; -1 none */
+    int32_t pick; /* sampled: 1 + the reservoir slot its status class drew at the head; 0: none
+                     (zero, so that a VU never drawn never writes its record) */
     uint32_t head_len, body_len;
     uint64_t body_total;
     int64_t head_ns; /* when the head completed (its first byte: the reader's fb_ns) */
@@ -219,6 +228,7 @@ struct sq_engine__worker {
     uint64_t interrupted;
     struct sq_loop *loop;
     struct sq_engine__conn *conns;
+    struct sq_engine__vux *vux; /* nconns of them, zeroed (sq_engine__vux) */
     uint32_t nconns;
     bool open;           /* arrival-rate executor */
     bool ticking;        /* past the run's common start: publishing seconds */
@@ -359,6 +369,15 @@ struct sq_engine__worker {
  * or on an agent. */
 uint64_t sq_engine__vu_number(const struct sq_engine__worker *w, uint32_t i);
 
+/* c's record beside the VU array. */
+static inline struct sq_engine__vux *sq_engine__vux(const struct sq_engine__conn *c)
+{
+    return &c->w->vux[c->local];
+}
+
+/* c's random stream for the quick face's templates (drawn at its first use). */
+uint64_t *sq_engine__vu_rng(struct sq_engine__conn *c);
+
 /* The stamp of a new event of worker w, sent now: its sequence number in *seq (may be NULL),
  * the token in out (SQ_STAMP_MAX bytes). Returns the token's length. */
 size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out);
@@ -406,7 +425,7 @@ static inline bool sq_engine__xc_head_done(struct sq_engine__conn *c, uint16_t s
         uint32_t cls = (uint32_t)(status - 100) < 500 ? ((uint32_t)status * 41) >> 12 : 0;
         struct sq_engine__xres *r = &w->xs[cls];
         if (SQ_LIKELY(r->seen >= w->xs_per && r->seen + 1 != r->next)) {
-            r->seen++; /* xc->slot is -1 already: every end that drew one resets it */
+            r->seen++; /* xc->pick is 0 already: every end that drew one resets it */
             return true;
         }
     }

@@ -618,7 +618,7 @@ static int message(struct sq_engine__conn *c, const char **p, size_t *len)
     struct sq_tmpl_ctx x = {
         .vu = sq_engine__vu_number(w, c->local),
         .iteration = v->iteration++,
-        .rng = &c->rng, /* the VU's seeded stream; d->rng (the OS's) keeps the masks */
+        .rng = sq_engine__vu_rng(c), /* the VU's seeded stream; d->rng (the OS's) keeps the masks */
         .stamp = &st,
     };
     sq_buf_reset(&d->msg);

@@ -208,9 +208,7 @@ void sq_engine__xport_vu_step(struct sq_engine__conn *c, sq_engine__opened_fn op
         vu_backoff(c);
         return;
     }
-    c->connect_ns = c->x.connect_ns;
-    c->tls_ns = c->x.tls_ns;
-    opened(c, c->x.since_ns);
+    opened(c, c->x.since_ns); /* the setup's phases stay in c->x for its first request */
 }
 
 void sq_engine__xport_vu_failed(struct sq_engine__conn *c, int err)
@@ -336,8 +334,8 @@ void sq_engine__mux_open(struct sq_engine__mux *m, int64_t now)
         c->state = CONN_IDLE;
         c->fresh = first; /* the setup lands on one request of the connection, not on each */
         first = false;
-        c->connect_ns = m->x.connect_ns;
-        c->tls_ns = m->x.tls_ns;
+        c->x.connect_ns = m->x.connect_ns; /* the VU's own transport is unused under a mux: */
+        c->x.tls_ns = m->x.tls_ns;         /* it holds the shared setup's phases */
         sq_engine__vu_next(c, now);
     }
 }
