@@ -19,6 +19,7 @@
 #include "output/doc.h"
 #include "output/html.h"
 #include "output/json.h"
+#include "output/junit.h"
 #include "output/progress.h"
 #include "output/series.h"
 #include "output/summary.h"
@@ -484,12 +485,15 @@ int sq_cli_outputs_open(struct sq_cli_outputs *o)
         return rc;
     if (o->json_path && (rc = sq_cli_file_check(o->face, "--json", o->json_path)) != 0)
         return rc;
+    if (o->junit_path && (rc = sq_cli_file_check(o->face, "--junit", o->junit_path)) != 0)
+        return rc;
     return 0;
 }
 
 int sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc)
 {
-    bool json_stdout = o->json_path && strcmp(o->json_path, "-") == 0;
+    bool json_stdout = (o->json_path && strcmp(o->json_path, "-") == 0) ||
+                       (o->junit_path && strcmp(o->junit_path, "-") == 0);
     FILE *tf = json_stdout ? stderr : stdout;
     int failed = 0;
     struct sq_summary_opts so = {.color = sq_cli_color(tf)};
@@ -515,6 +519,18 @@ int sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc)
             sq_cli_file_discard(&hf);
             failed = -1;
         } else if (sq_cli_file_commit(&hf) < 0) {
+            failed = -1;
+        }
+    }
+    if (o->junit_path) {
+        struct sq_cli_file xf = {0};
+        if (sq_cli_file_open(o->face, "--junit", o->junit_path, &xf) != 0) {
+            failed = -1;
+        } else if (sq_report_junit(doc, xf.f) < 0) {
+            fprintf(stderr, "squall: --junit: write failed: %s\n", strerror(errno));
+            sq_cli_file_discard(&xf);
+            failed = -1;
+        } else if (sq_cli_file_commit(&xf) < 0) {
             failed = -1;
         }
     }

@@ -120,19 +120,20 @@ void sq_cli_file_discard(struct sq_cli_file *o);
 
 /* The end-of-run outputs both faces render from the result document. */
 struct sq_cli_outputs {
-    const char *face;      /* for messages: "squall", "squall run" */
-    const char *json_path; /* --json FILE, "-" for stdout; NULL: not asked */
-    const char *html_path; /* --html FILE; NULL: not asked */
-    bool quiet;            /* -q: no summary */
+    const char *face;       /* for messages: "squall", "squall run" */
+    const char *json_path;  /* --json FILE, "-" for stdout; NULL: not asked */
+    const char *html_path;  /* --html FILE; NULL: not asked */
+    const char *junit_path; /* --junit FILE, "-" for stdout; NULL: not asked */
+    bool quiet;             /* -q: no summary */
 };
 
-/* Checks --html and --json before the run (sq_cli_file_check), so a path that cannot be written
- * is refused before any load is sent. Returns 0, or SQ_EXIT_USAGE after printing why. */
+/* Checks --html, --json and --junit before the run (sq_cli_file_check), so a path that cannot be
+ * written is refused before any load is sent. Returns 0, or SQ_EXIT_USAGE after printing why. */
 int sq_cli_outputs_open(struct sq_cli_outputs *o);
 /* Renders doc to every output: the summary (stdout, or stderr when the JSON takes stdout;
- * coloured on a terminal unless NO_COLOR is set), the JSON and the HTML report, each file
- * written atomically. An output that fails gets one line on stderr; the others are still
- * written. Returns 0, or -1 when an output could not be written. */
+ * coloured on a terminal unless NO_COLOR is set), the JSON, the HTML report and the JUnit XML
+ * (output/junit.h), each file written atomically. An output that fails gets one line on stderr; the
+ * others are still written. Returns 0, or -1 when an output could not be written. */
 int sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc);
 
 /* The --out files of both load faces, written while the run goes: csv= and hdr= from the run's
