@@ -3,8 +3,9 @@
 goes (issue 28 §4: users `tail -f` them), while `--json` stays atomic (nothing under its name
 until the run ends).
 
-A 4 s run against `squall target` (4 connections on /delay/20: about 200 requests a second, so
-the NDJSON stays small); while it runs the test polls the named files until each holds a data
+A 4 s run against `squall target` at 5 requests a second (so few that the NDJSON stream's own
+buffer, a few KiB, would not fill before the end: only the flush each second shows its lines);
+while it runs the test polls the named files until each holds a data
 row, with the run's own end as the deadline (so a busy machine only makes it wait longer, and a
 file that fills only at the end fails). After the run each file is complete: the CSV's rows and
 the NDJSON's lines add up to the result's totals. Also: a symbolic link named as the file is
@@ -52,7 +53,7 @@ class OutStreamCase(TargetCase):
     def test_rows_show_while_the_run_goes(self):
         paths = {k: os.path.join(self.dir, "s." + k) for k in ("csv", "ndjson", "hdr")}
         js = os.path.join(self.dir, "r.json")
-        cmd = [squall_path(), self.base + "/delay/20", "-q", "-c", "4", "-t", "2", "-d", "4s",
+        cmd = [squall_path(), self.base + "/fast", "-q", "-r", "5", "-c", "2", "-t", "2", "-d", "4s",
                "--json", js] + [a for k, p in paths.items() for a in ("--out", f"{k}={p}")]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         seen = {}
