@@ -457,6 +457,8 @@ void sq_cli_file_discard(struct sq_cli_file *o)
     o->path = o->tmp = NULL;
 }
 
+#define NDJSON_BUF (1 << 20)
+
 int sq_cli_series_open(struct sq_cli_series *s, const char *face, const char *csv, const char *hdr,
                        const char *ndjson, double sample, struct sq_run_config *cfg)
 {
@@ -472,7 +474,11 @@ int sq_cli_series_open(struct sq_cli_series *s, const char *face, const char *cs
         if ((rc = sq_cli_file_stream(face, "--out ndjson", ndjson, &s->ndf)) != 0)
             return rc;
         s->nd.f = s->ndf.f;
-        setvbuf(s->nd.f, NULL, _IOFBF, 1 << 20);
+        /* a buffer of ours: given NULL, glibc's setvbuf ignores the size and keeps st_blksize
+         * (4 KiB: a write(2) every few dozen lines); without one, that is what we get. Not for
+         * standard output, which outlives the buffer (commit flushes it, never closes it). */
+        if (s->nd.f != stdout && (s->_ndbuf = malloc(NDJSON_BUF)) != NULL)
+            setvbuf(s->nd.f, s->_ndbuf, _IOFBF, NDJSON_BUF);
         if (!s->nd.scenario)
             s->nd.scenario = "default";
         cfg->on_samples = sq_ndjson_write;
@@ -529,6 +535,8 @@ void sq_cli_series_close(struct sq_cli_series *s, bool commit)
             sq_cli_file_discard(all[i]);
     }
     s->csv = s->hdr = s->nd.f = NULL;
+    free(s->_ndbuf); /* after its stream's fclose */
+    s->_ndbuf = NULL;
     sq_ndjson_dispose(&s->nd);
 }
 

@@ -153,6 +153,7 @@ struct sq_cli_series {
     bool hdr_failed;
     struct sq_ndjson nd; /* nd.f: the ndjson file; set labels before the run (output/ndjson.h) */
     struct sq_cli_file csvf, hdrf, ndf; /* each written as it goes (sq_cli_file_stream) */
+    char *_ndbuf; /* ndf's stdio buffer (glibc's setvbuf takes a size only with a buffer) */
 };
 
 /* Opens the files asked for (a NULL path: not asked), writes their headers and, for ndjson,
