@@ -73,7 +73,6 @@ class JUnitCase(TargetCase):
         xml, js = self.path("out.xml"), self.path("out.json")
         p, _ = run_squall("run", plan, "-q", "--junit", xml, "--json", js)
         self.assertEqual(p.returncode, 99, p.stderr)  # thresholds failed: exit as without --junit
-        self.xmllint(xml)
         root = ET.parse(xml).getroot()
         self.assertEqual(root.tag, "testsuites")
         self.assertEqual(root.get("name"), "squall: ci <&\"]]>' run")
@@ -111,6 +110,7 @@ class JUnitCase(TargetCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(xml) as f:
             self.assertEqual(r.stdout, f.read())
+        self.xmllint(xml)  # last: without xmllint the rest above still ran
 
     def test_all_pass(self):
         plan = self.plan("""\
@@ -120,13 +120,13 @@ class JUnitCase(TargetCase):
         xml = self.path("out.xml")
         p, _ = run_squall("run", plan, "-q", "--junit", xml)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.xmllint(xml)
         root = ET.parse(xml).getroot()
         self.assertEqual((root.get("tests"), root.get("failures")), ("4", "1"))  # one check failed
         th = root.find("testsuite[@name='thresholds']")
         self.assertEqual((th.get("tests"), th.get("failures")), ("2", "0"))
         self.assertRegex(th.findall("testcase")[1].findtext("system-out"),
                          r"^rate=0\.5, bound > 0\.1$")
+        self.xmllint(xml)
 
     def test_refused_before_the_run(self):
         plan = self.plan('http_req_duration: ["p(95) < 600000"]\n')
@@ -147,10 +147,10 @@ class JUnitCase(TargetCase):
         r, _ = run_squall("report", js, "--junit", xml)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, "")  # --junit alone: no summary
-        self.xmllint(xml)
         root = ET.parse(xml).getroot()
         self.assertEqual((root.get("tests"), root.get("failures")), ("0", "0"))
         self.assertEqual([s.get("tests") for s in root.findall("testsuite")], ["0", "0"])
+        self.xmllint(xml)
 
 
 if __name__ == "__main__":
