@@ -4,7 +4,8 @@
  * reads them. A refusal leaves no document and says why in one non-empty line (the CLI prints it
  * as one line). An accepted document passes sq_report_doc_check and is rendered both ways: the
  * terminal summary must succeed, and the HTML report must succeed (or run out of memory) with no
- * script element but its own three, whatever strings the document holds. ASan and UBSan watch
+ * script element but its own three, whatever strings the document holds; so must the JUnit XML,
+ * with no element of the document's making. ASan and UBSan watch
  * the number handling (counts from doubles, histogram decoding). Seeds: fuzz/corpus/result/, real
  * documents from `squall URL --json` and `squall run --json` runs plus a hostile one.
  */
@@ -18,6 +19,7 @@
 
 #include "output/doc.h"
 #include "output/html.h"
+#include "output/junit.h"
 #include "output/summary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -78,6 +80,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(count_ci(html, len, "</script") == 3);
     }
     free(html);
+
+    /* The JUnit XML: every string from the document escaped, so no markup of its own is added
+     * (one <testsuites> and its closing tag) */
+    char *xml = NULL;
+    out = open_memstream(&xml, &len);
+    CHECK(out != NULL);
+    rc = sq_report_junit(doc, out);
+    CHECK(fclose(out) == 0);
+    CHECK(rc == 0 || rc == -ENOMEM);
+    if (rc == 0) {
+        CHECK(count_ci(xml, len, "<testsuites") == 1);
+        CHECK(count_ci(xml, len, "</testsuites>") == 1);
+        CHECK(count_ci(xml, len, "<testsuite ") == 2);
+    }
+    free(xml);
     json_decref(doc);
     return 0;
 }

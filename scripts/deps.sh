@@ -35,8 +35,9 @@ browser=(chromium)
 # test: the browser tests drive Debian's Chromium (playwright-core and the MCP SDK come from npm
 # into build/npm on first use, with the npm above); tests/security runs each check that a
 # destination is refused inside `unshare -n` (util-linux) with `ip link set lo up` (iproute2),
-# watched by `strace -f -e trace=connect,bind`.
-test=("${browser[@]}" strace iproute2 util-linux)
+# watched by `strace -f -e trace=connect,bind`. e2e.test_junit validates --junit's XML with
+# xmllint --schema (libxml2-utils); junit.consumer reads it with npm's junit2json (build/npm).
+test=("${browser[@]}" strace iproute2 util-linux libxml2-utils)
 # npm fetches uPlot, which the build embeds into the HTML report. A node that came from elsewhere
 # (NodeSource's nodejs ships npm inside it and conflicts with Debian's npm) is kept as it is.
 command -v npm >/dev/null 2>&1 || build+=(nodejs npm)

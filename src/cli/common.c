@@ -2,6 +2,7 @@
 #include "cli/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include "output/doc.h"
 #include "output/html.h"
 #include "output/json.h"
+#include "output/junit.h"
 #include "output/progress.h"
 #include "output/series.h"
 #include "output/summary.h"
@@ -372,6 +374,45 @@ int sq_cli_file_open(const char *face, const char *flag, const char *path, struc
     return 0;
 }
 
+int sq_cli_file_stream(const char *face, const char *flag, const char *path,
+                       struct sq_cli_file *out)
+{
+    *out = (struct sq_cli_file){.flag = flag};
+    if (!path[0])
+        return sq_cli_usage_error(face, "%s: '' is not a file name", flag);
+    if (strcmp(path, "-") == 0) {
+        out->f = stdout;
+        return 0;
+    }
+    /* O_EXCL first, to know whether the file is squall's own (removed again when the run
+     * measures nothing); an existing one is truncated, as fopen "w" would. A link is followed
+     * (its target written), as the atomic writer does. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
+    bool made = fd >= 0;
+    if (fd < 0 && errno == EEXIST)
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+    if (fd < 0)
+        return file_refused(face, flag, path, errno);
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) { /* O_WRONLY refuses one; to be sure */
+        close(fd);
+        return file_refused(face, flag, path, EISDIR);
+    }
+    if (!(out->f = fdopen(fd, "w")) || !(out->path = strdup(path))) {
+        int e = errno ? errno : ENOMEM;
+        if (out->f)
+            fclose(out->f);
+        else
+            close(fd);
+        if (made)
+            unlink(path);
+        *out = (struct sq_cli_file){.flag = flag};
+        return file_refused(face, flag, path, e);
+    }
+    out->made = made;
+    return 0;
+}
+
 int sq_cli_file_commit(struct sq_cli_file *o)
 {
     if (!o->f)
@@ -407,6 +448,8 @@ void sq_cli_file_discard(struct sq_cli_file *o)
         fclose(o->f);
         if (o->tmp)
             unlink(o->tmp);
+        else if (o->made)
+            unlink(o->path); /* created by sq_cli_file_stream, holding nothing measured */
     }
     o->f = NULL;
     free(o->path);
@@ -414,41 +457,59 @@ void sq_cli_file_discard(struct sq_cli_file *o)
     o->path = o->tmp = NULL;
 }
 
+#define NDJSON_BUF (1 << 20)
+
 int sq_cli_series_open(struct sq_cli_series *s, const char *face, const char *csv, const char *hdr,
                        const char *ndjson, double sample, struct sq_run_config *cfg)
 {
     int rc;
     s->face = face;
-    if (csv && (rc = sq_cli_file_open(face, "--out csv", csv, &s->csvf)) != 0)
+    if (csv && (rc = sq_cli_file_stream(face, "--out csv", csv, &s->csvf)) != 0)
         return rc;
-    if (hdr && (rc = sq_cli_file_open(face, "--out hdr", hdr, &s->hdrf)) != 0)
+    if (hdr && (rc = sq_cli_file_stream(face, "--out hdr", hdr, &s->hdrf)) != 0)
         return rc;
     s->csv = s->csvf.f;
     s->hdr = s->hdrf.f;
     if (ndjson) {
-        if ((rc = sq_cli_file_open(face, "--out ndjson", ndjson, &s->ndf)) != 0)
+        if ((rc = sq_cli_file_stream(face, "--out ndjson", ndjson, &s->ndf)) != 0)
             return rc;
         s->nd.f = s->ndf.f;
-        setvbuf(s->nd.f, NULL, _IOFBF, 1 << 20);
+        /* a buffer of ours: given NULL, glibc's setvbuf ignores the size and keeps st_blksize
+         * (4 KiB: a write(2) every few dozen lines); without one, that is what we get. Not for
+         * standard output, which outlives the buffer (commit flushes it, never closes it). */
+        if (s->nd.f != stdout && (s->_ndbuf = malloc(NDJSON_BUF)) != NULL)
+            setvbuf(s->nd.f, s->_ndbuf, _IOFBF, NDJSON_BUF);
         if (!s->nd.scenario)
             s->nd.scenario = "default";
         cfg->on_samples = sq_ndjson_write;
         cfg->samples_ud = &s->nd;
         cfg->sample_fraction = sample > 0 ? sample : 1;
     }
-    if (s->csv)
+    if (s->csv) {
         sq_csv_header(s->csv);
-    if (s->hdr)
+        fflush(s->csv);
+    }
+    if (s->hdr) {
         sq_hdrlog_header(s->hdr, sq_wall_s());
+        fflush(s->hdr);
+    }
     return 0;
 }
 
 void sq_cli_series_tick(struct sq_cli_series *s, const struct sq_second *e, const struct sq_hist *h)
 {
-    if (s->csv)
+    if (s->csv) {
         sq_csv_row(s->csv, e);
+        fflush(s->csv); /* a reader tailing the file sees each second as it ends */
+    }
     if (s->hdr && !s->hdr_failed && sq_hdrlog_line(s->hdr, e, h) < 0)
         s->hdr_failed = true;
+    if (s->hdr)
+        fflush(s->hdr);
+    /* the writer thread fills nd.f's buffer; stdio locks the stream, so this flush from the
+     * main thread takes turns with its fwrite, and what it wrote so far is out within a second */
+    if (s->nd.f)
+        fflush(s->nd.f);
 }
 
 void sq_cli_series_report(struct sq_cli_series *s, const struct sq_result *res)
@@ -474,6 +535,8 @@ void sq_cli_series_close(struct sq_cli_series *s, bool commit)
             sq_cli_file_discard(all[i]);
     }
     s->csv = s->hdr = s->nd.f = NULL;
+    free(s->_ndbuf); /* after its stream's fclose */
+    s->_ndbuf = NULL;
     sq_ndjson_dispose(&s->nd);
 }
 
@@ -484,12 +547,15 @@ int sq_cli_outputs_open(struct sq_cli_outputs *o)
         return rc;
     if (o->json_path && (rc = sq_cli_file_check(o->face, "--json", o->json_path)) != 0)
         return rc;
+    if (o->junit_path && (rc = sq_cli_file_check(o->face, "--junit", o->junit_path)) != 0)
+        return rc;
     return 0;
 }
 
 int sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc)
 {
-    bool json_stdout = o->json_path && strcmp(o->json_path, "-") == 0;
+    bool json_stdout = (o->json_path && strcmp(o->json_path, "-") == 0) ||
+                       (o->junit_path && strcmp(o->junit_path, "-") == 0);
     FILE *tf = json_stdout ? stderr : stdout;
     int failed = 0;
     struct sq_summary_opts so = {.color = sq_cli_color(tf)};
@@ -515,6 +581,18 @@ int sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc)
             sq_cli_file_discard(&hf);
             failed = -1;
         } else if (sq_cli_file_commit(&hf) < 0) {
+            failed = -1;
+        }
+    }
+    if (o->junit_path) {
+        struct sq_cli_file xf = {0};
+        if (sq_cli_file_open(o->face, "--junit", o->junit_path, &xf) != 0) {
+            failed = -1;
+        } else if (sq_report_junit(doc, xf.f) < 0) {
+            fprintf(stderr, "squall: --junit: write failed: %s\n", strerror(errno));
+            sq_cli_file_discard(&xf);
+            failed = -1;
+        } else if (sq_cli_file_commit(&xf) < 0) {
             failed = -1;
         }
     }

@@ -103,6 +103,7 @@ struct sq_cli_file {
     char *path;       /* where it lands (a link resolved) */
     char *tmp;        /* the temporary file; NULL when written directly */
     FILE *f;
+    bool made; /* sq_cli_file_stream created it (discard removes it) */
 };
 
 /* Checks that path can be written (creates and removes a temporary file beside it) without
@@ -112,6 +113,13 @@ int sq_cli_file_check(const char *face, const char *flag, const char *path);
 /* Opens the temporary file (or path itself, directly). Returns 0, or SQ_EXIT_USAGE after
  * printing why. */
 int sq_cli_file_open(const char *face, const char *flag, const char *path, struct sq_cli_file *out);
+/* Opens path itself for a file written while the run goes (--out csv=, hdr=, ndjson=), so that a
+ * reader tailing it sees each second: created (0666 less the umask) or truncated, close-on-exec,
+ * a link followed; "-" is standard output. Returns 0, or SQ_EXIT_USAGE after printing
+ * "FACE: FLAG: cannot write 'PATH': why". Committing it flushes and closes it; discarding it
+ * removes it when this call created it. */
+int sq_cli_file_stream(const char *face, const char *flag, const char *path,
+                       struct sq_cli_file *out);
 /* Flushes, syncs and closes the file, then renames it over its name. Returns 0, or -errno after
  * printing "squall: FLAG: writing 'PATH': why" (the temporary file is removed). */
 int sq_cli_file_commit(struct sq_cli_file *o);
@@ -120,29 +128,32 @@ void sq_cli_file_discard(struct sq_cli_file *o);
 
 /* The end-of-run outputs both faces render from the result document. */
 struct sq_cli_outputs {
-    const char *face;      /* for messages: "squall", "squall run" */
-    const char *json_path; /* --json FILE, "-" for stdout; NULL: not asked */
-    const char *html_path; /* --html FILE; NULL: not asked */
-    bool quiet;            /* -q: no summary */
+    const char *face;       /* for messages: "squall", "squall run" */
+    const char *json_path;  /* --json FILE, "-" for stdout; NULL: not asked */
+    const char *html_path;  /* --html FILE; NULL: not asked */
+    const char *junit_path; /* --junit FILE, "-" for stdout; NULL: not asked */
+    bool quiet;             /* -q: no summary */
 };
 
-/* Checks --html and --json before the run (sq_cli_file_check), so a path that cannot be written
- * is refused before any load is sent. Returns 0, or SQ_EXIT_USAGE after printing why. */
+/* Checks --html, --json and --junit before the run (sq_cli_file_check), so a path that cannot be
+ * written is refused before any load is sent. Returns 0, or SQ_EXIT_USAGE after printing why. */
 int sq_cli_outputs_open(struct sq_cli_outputs *o);
 /* Renders doc to every output: the summary (stdout, or stderr when the JSON takes stdout;
- * coloured on a terminal unless NO_COLOR is set), the JSON and the HTML report, each file
- * written atomically. An output that fails gets one line on stderr; the others are still
- * written. Returns 0, or -1 when an output could not be written. */
+ * coloured on a terminal unless NO_COLOR is set), the JSON, the HTML report and the JUnit XML
+ * (output/junit.h), each file written atomically. An output that fails gets one line on stderr; the
+ * others are still written. Returns 0, or -1 when an output could not be written. */
 int sq_cli_render(const struct sq_cli_outputs *o, const json_t *doc);
 
-/* The --out files of both load faces, written while the run goes: csv= and hdr= from the run's
- * tick (main thread), ndjson= from the engine's writer thread. */
+/* The --out files of both load faces, written into the named file while the run goes (not
+ * atomically: users tail them): csv= and hdr= from the run's tick (main thread), ndjson= from the
+ * engine's writer thread; each flushed at every tick. */
 struct sq_cli_series {
     const char *face;
     FILE *csv, *hdr; /* csvf.f, hdrf.f */
     bool hdr_failed;
     struct sq_ndjson nd; /* nd.f: the ndjson file; set labels before the run (output/ndjson.h) */
-    struct sq_cli_file csvf, hdrf, ndf; /* each written atomically (sq_cli_file_open) */
+    struct sq_cli_file csvf, hdrf, ndf; /* each written as it goes (sq_cli_file_stream) */
+    char *_ndbuf; /* ndf's stdio buffer (glibc's setvbuf takes a size only with a buffer) */
 };
 
 /* Opens the files asked for (a NULL path: not asked), writes their headers and, for ndjson,
@@ -157,7 +168,8 @@ void sq_cli_series_tick(struct sq_cli_series *s, const struct sq_second *e,
 /* After the run: one line on stderr for what went wrong (an interval hdr could not encode, a
  * failed ndjson write, records the writer could not keep up with). */
 void sq_cli_series_report(struct sq_cli_series *s, const struct sq_result *res);
-/* Closes the files: commit renames each into place; !commit (nothing measured) removes them. */
+/* Closes the files: commit flushes and closes each; !commit (nothing measured) also removes
+ * those the run created (a file that was there before was truncated when the run began). */
 void sq_cli_series_close(struct sq_cli_series *s, bool commit);
 
 /* True when colour goes to f: a terminal, and NO_COLOR unset or empty. */

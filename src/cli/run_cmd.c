@@ -39,7 +39,10 @@ static const char run_usage[] =
     "      --connect-timeout D connect timeout (default 5s)\n"
     "      --json FILE         write the result document (- for stdout)\n"
     "      --html FILE         write a self-contained HTML report\n"
-    "      --out csv=FILE      write the per-second series as CSV while the run goes\n"
+    "      --junit FILE        write the thresholds and checks as JUnit XML, for CI (- for "
+    "stdout)\n"
+    "      --out csv=FILE      write the per-second series as CSV while the run goes (tail -f\n"
+    "                          shows each second; so do hdr= and ndjson=)\n"
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (scenario and step named)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
@@ -265,8 +268,11 @@ static int plan_prepare(struct plancmd *c)
     l->face = FACE;
     l->cfg = &c->run.cfg;
     l->d = &o->dist;
-    l->outs = (struct sq_cli_outputs){
-        .face = FACE, .json_path = o->json_path, .html_path = o->html_path, .quiet = o->quiet};
+    l->outs = (struct sq_cli_outputs){.face = FACE,
+                                      .json_path = o->json_path,
+                                      .html_path = o->html_path,
+                                      .junit_path = o->junit_path,
+                                      .quiet = o->quiet};
     if ((rc = sq_cli_load_open(l, o->csv_path, o->hdr_path, o->ndjson_path, o->sample)) != 0)
         return rc;
     if (l->out.nd.f && sq_ndjson_plan_labels(&l->out.nd, c->p) < 0) {

@@ -29,6 +29,7 @@ static const struct option longs[] = {
     {"connect-timeout", required_argument, NULL, 'C'},
     {"json", required_argument, NULL, 'j'},
     {"html", required_argument, NULL, 'H'},
+    {"junit", required_argument, NULL, 'J'},
     {"quiet", no_argument, NULL, 'q'},
     {"no-compression", no_argument, NULL, 'Z'},
     {"no-phases", no_argument, NULL, 'P'},
@@ -76,6 +77,9 @@ static int take(struct sq_planrun_opts *o, int ch, const char *flag, char *arg, 
         return 0;
     case 'H':
         o->html_path = arg;
+        return 0;
+    case 'J':
+        o->junit_path = arg;
         return 0;
     case 'q':
         o->quiet = true;
@@ -150,6 +154,9 @@ int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, char **argv, char
         return rc;
     if (o->sample && !o->ndjson_path)
         return sq_flag_fail(err, len, "--sample applies to --out ndjson=FILE");
+    if (o->json_path && o->junit_path && strcmp(o->json_path, "-") == 0 &&
+        strcmp(o->junit_path, "-") == 0)
+        return sq_flag_fail(err, len, "--junit -: standard output is taken by --json -");
     if (optind >= argc)
         return sq_flag_fail(err, len, "no plan file given");
     if (optind < argc - 1)

@@ -55,9 +55,9 @@ struct sq_planrun_opts {
     bool seed_set;
     bool no_redact; /* --no-redact (or the plan's redact: false): keep credentials */
     /* The CLI's own outputs and terminal. */
-    const char *json_path, *html_path;
-    const char *csv_path, *hdr_path, *ndjson_path; /* --out csv=, hdr=, ndjson= */
-    double sample;                                 /* --sample (with ndjson); 0: not given */
+    const char *json_path, *html_path, *junit_path; /* --junit: thresholds and checks, JUnit XML */
+    const char *csv_path, *hdr_path, *ndjson_path;  /* --out csv=, hdr=, ndjson= */
+    double sample;                                  /* --sample (with ndjson); 0: not given */
     bool quiet;
 };
 

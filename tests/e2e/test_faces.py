@@ -3,7 +3,8 @@ against `squall target` (both started and stopped here by PID), every load bound
 
 - SIGTERM, SIGINT, two SIGINTs within 10 ms, SIGINT then SIGINT 2 s later: each leaves a
   complete JSON (valid against docs/result.schema.json) and HTML, and exits 105;
-- SIGKILL leaves no partial file under the output's name (outputs are written atomically);
+- SIGKILL leaves no partial file under the name of a whole-run document (JSON, HTML: written
+  atomically), while a streamed --out file keeps what was written up to then;
 - exact status codes in the JSON and the summary, the all-error warning line;
 - a plan whose target is unreachable exits 1 (not 99);
 - --verbose / --http-debug print the exchanges; the messages a newcomer meets (did you mean...).
@@ -137,8 +138,13 @@ class Faces(sqtest.TargetCase):
         time.sleep(1.5)
         p.send_signal(signal.SIGKILL)
         p.communicate(timeout=10)
-        for name in ("r.json", "r.html", "s.csv"):
+        for name in ("r.json", "r.html"):
             self.assertFalse(os.path.exists(self.path(name)), name)
+        # the CSV is written into its name as the run goes (users tail it): what was flushed
+        # stays, its header first; no hidden temporary file is left beside it
+        with open(self.path("s.csv")) as f:
+            self.assertTrue(f.read().startswith("t_s,"))
+        self.assertEqual([n for n in os.listdir(self.tmp.name) if n.startswith(".")], [])
 
     def test_every_response_an_error(self):
         p, doc, _ = sqtest.run_json(self.base + "/status/503", "-n", "20", "-c", "2")

@@ -38,6 +38,7 @@
 #include "output/doc.h"
 #include "output/figures.h"
 #include "output/html.h"
+#include "output/junit.h"
 #include "output/json.h"
 #include "output/plan_json.h"
 #include "output/progress.h"
@@ -671,6 +672,81 @@ static void test_hostile_values(void **state)
     json_decref(doc);
 }
 
+/* ---- the JUnit XML ---- */
+
+static char *junit_of(const json_t *doc, size_t *len)
+{
+    struct capture c;
+    capture_start(&c);
+    assert_int_equal(sq_report_junit(doc, c.f), 0);
+    assert_int_equal(fclose(c.f), 0);
+    *len = c.len;
+    return c.buf;
+}
+
+static char *esc_of(const char *s)
+{
+    struct capture c;
+    capture_start(&c);
+    sq_report_xml_esc(c.f, s);
+    assert_int_equal(fclose(c.f), 0);
+    return c.buf;
+}
+
+/* The plan document's thresholds (one failed) and checks, against a golden file; a document of
+ * wrong types and hostile strings renders, escaped, and counts only what it can read. */
+static void test_junit(void **state)
+{
+    (void)state;
+    json_t *doc = load_doc("doc_plan.in.json");
+    size_t len;
+    char *x = junit_of(doc, &len);
+    golden("doc_plan.junit.xml", x, len);
+    free(x);
+    json_decref(doc);
+
+    static const struct {
+        const char *in, *out;
+    } esc[] = {
+        {"plain", "plain"},
+        {"<&\"']]>", "&lt;&amp;&quot;&apos;]]&gt;"},
+        {"a\tb\nc\rd", "a&#9;b&#10;c&#13;d"},
+        {"\x01\x1f\x7f", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
+        {"\xC2\x85", "\xEF\xBF\xBD"},                               /* C1 NEL */
+        {"\xEF\xBF\xBE|\xEF\xBF\xBF", "\xEF\xBF\xBD|\xEF\xBF\xBD"}, /* U+FFFE, U+FFFF */
+        {"\xff\xc3", "\xEF\xBF\xBD\xEF\xBF\xBD"},                   /* ill-formed, cut short */
+        {"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"},
+    };
+    for (size_t i = 0; i < sizeof(esc) / sizeof(esc[0]); i++) {
+        char *got = esc_of(esc[i].in);
+        assert_string_equal(got, esc[i].out);
+        free(got);
+    }
+
+    const char *text =
+        "{\"schema\": \"squall.result/1\", \"requests\": {}, \"latency\": {},"
+        " \"duration_s\": -1, \"run\": {\"name\": \"<x>\\u0001\", \"seed\": \"s\"},"
+        " \"aborted\": true, \"abort_reason\": \"a&b\","
+        " \"thresholds\": [null, 3, {\"metric\": \"checks\", \"expression\": \"no operator\","
+        " \"value\": 1e300, \"ok\": \"yes\"}, {\"metric\": [], \"expression\": \"p(9\\\"5) < 1\","
+        " \"ok\": true}],"
+        " \"checks\": [{\"scenario\": \"s\", \"step\": \"</testcase>\", \"check\": \"c\","
+        " \"passed\": -5, \"failed\": 1e30}, {\"passed\": 0, \"failed\": 0}]}";
+    char why[400];
+    assert_int_equal(read_text(text, &doc, why, sizeof(why)), 0);
+    x = junit_of(doc, &len);
+    assert_null(memchr(x, '\x01', len));
+    assert_null(strstr(x, "<x>"));
+    assert_null(strstr(x, "</testcase></testcase>"));
+    assert_non_null(strstr(x, "<testsuites name=\"squall: &lt;x&gt;\xEF\xBF\xBD\" tests=\"4\" "
+                              "failures=\"2\" errors=\"0\" skipped=\"1\" time=\"0.000\">"));
+    assert_non_null(strstr(x, "value=\"a&amp;b\""));
+    assert_non_null(strstr(x, "message=\"value 1e+300, bound no operator\""));
+    assert_non_null(strstr(x, "name=\"&lt;/testcase&gt;: c\""));
+    free(x);
+    json_decref(doc);
+}
+
 /* ---- the per-second writers ---- */
 
 static void test_series_writers(void **state)
@@ -832,6 +908,7 @@ int main(void)
         cmocka_unit_test(test_html_markup_once),
         cmocka_unit_test(test_reader_refusals),
         cmocka_unit_test(test_hostile_values),
+        cmocka_unit_test(test_junit),
         cmocka_unit_test(test_series_writers),
         cmocka_unit_test(test_latency_figures),
         cmocka_unit_test(test_nothing_succeeded),
