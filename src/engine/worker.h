@@ -330,6 +330,10 @@ struct sq_engine__worker {
     /* {{$stamp}}: this worker's stream (run id + windex) and its next sequence number */
     struct sq_stamp_enc stamp;
     uint64_t stamp_next;
+    /* Stamped events whose publish never completed (a bus load: failed, or still in flight at
+     * the end): their sequence numbers, in no order (sq_engine__unfinished) */
+    uint64_t *unfinished;
+    uint64_t nunfinished, capunfinished;
     /* cfg->body_tmpl: the rendered body (reused) */
     struct sq_buf body;
     /* a wrk-style script (cfg->script): this worker's state, the hooks it calls per request
@@ -362,6 +366,10 @@ uint64_t sq_engine__vu_number(const struct sq_engine__worker *w, uint32_t i);
 /* The stamp of a new event of worker w, sent now: its sequence number in *seq (may be NULL),
  * the token in out (SQ_STAMP_MAX bytes). Returns the token's length. */
 size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out);
+/* A stamped event whose publish did not complete (sequence number seq): kept for the result's
+ * `unfinished` (a sink beside the load counts it apart from lost). Out of memory: forgotten
+ * (then it counts as lost), never fatal. */
+void sq_engine__unfinished(struct sq_engine__worker *w, uint64_t seq);
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
 /* Which scenario a worker serves: its index, the worker's rank among that scenario's workers,

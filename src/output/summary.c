@@ -480,8 +480,8 @@ static void plan_sections(const struct out *o, const json_t *doc)
 }
 
 /* The first line of a run with a sink, the one that answers "did anything get lost?":
- * "sent 20,000 · delivered 20,000 · lost 0 · e2e p50 14 ms p99 36 ms", then what else the
- * sink saw. */
+ * "sent 20,000 · delivered 20,000 · lost 0 · e2e p50 14 ms p99 36 ms" (with "· unfinished N"
+ * after lost when some publishes never completed), then what else the sink saw. */
 static void sink_lines(FILE *f, const json_t *doc)
 {
     const json_t *s = json_object_get(doc, "sink");
@@ -493,6 +493,8 @@ static void sink_lines(FILE *f, const json_t *doc)
     if (sq_report__num(s, "sent", &sent))
         fprintf(f, "sent %s · ", sq_fmt_group(sq_report__count(sent), g1, sizeof(g1)));
     fprintf(f, "delivered %s · lost %s", g(s, "delivered", g2), g(s, "lost", g3));
+    if (sq_report__numd(s, "unfinished", 0) > 0) /* never finished sending: not lost */
+        fprintf(f, " · unfinished %s", g(s, "unfinished", g1));
     if (sq_report__numd(l, "count", 0) > 0)
         fprintf(f, " · e2e p50 %s p99 %s", dus(l, "p50_us", d[0]), dus(l, "p99_us", d[1]));
     fputc('\n', f);
