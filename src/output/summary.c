@@ -603,8 +603,13 @@ static void cluster(FILE *f, const json_t *doc)
     }
     fprintf(f, "%-12s %zu (run %s) · clocks known to within %.3f ms · start spread %.3f ms",
             "Agents", json_array_size(agents), sq_report__str(c, "run", "?"), unc, spread);
-    if (sq_report__numd(c, "lost", 0) > 0)
+    if (sq_report__numd(c, "lost", 0) > 0) {
+        const json_t *m = json_object_get(c, "merged_agents");
         fprintf(f, " · %.0f LOST", sq_report__numd(c, "lost", 0));
+        if (json_is_array(m)) /* every figure above is over these, none over a lost one */
+            fprintf(f, " · the totals are over %zu of %zu", json_array_size(m),
+                    json_array_size(agents));
+    }
     fputc('\n', f);
     const char *inc = sq_report__str(c, "incomplete", NULL);
     if (inc)
@@ -621,8 +626,15 @@ static void cluster(FILE *f, const json_t *doc)
             sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.sent", 0)), g1, sizeof(g1)),
             sq_report__numd(a, "clock.offset_ms", 0));
         double at;
-        if (json_is_true(json_object_get(a, "lost")) && sq_report__num(a, "lost_at_s", &at))
-            fprintf(f, " · LOST at %.1f s (its share is missing from %.0f s on)", at, floor(at));
+        if (json_is_true(json_object_get(a, "lost")) && sq_report__num(a, "lost_at_s", &at)) {
+            char g2[32], g3[32];
+            fprintf(f, " · LOST at %.1f s, not in the totals: last known %s completed, %s failed",
+                    at,
+                    sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.completed", 0)), g2,
+                                 sizeof(g2)),
+                    sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.failed", 0)), g3,
+                                 sizeof(g3)));
+        }
         const char *err = sq_report__str(a, "error", NULL);
         if (err)
             fprintf(f, " · %s", err);
