@@ -1898,6 +1898,8 @@ size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out)
 
 void sq_engine__unfinished(struct sq_engine__worker *w, uint64_t seq)
 {
+    if (w->nunfinished >= SQ_ENGINE_MAX_UNFINISHED)
+        return; /* a broker failing every publish for long: the rest count as lost */
     if (w->nunfinished == w->capunfinished) {
         uint64_t cap = w->capunfinished ? w->capunfinished * 2 : 64;
         uint64_t *v = realloc(w->unfinished, cap * sizeof(*v));

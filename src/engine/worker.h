@@ -367,8 +367,11 @@ uint64_t sq_engine__vu_number(const struct sq_engine__worker *w, uint32_t i);
  * the token in out (SQ_STAMP_MAX bytes). Returns the token's length. */
 size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out);
 /* A stamped event whose publish did not complete (sequence number seq): kept for the result's
- * `unfinished` (a sink beside the load counts it apart from lost). Out of memory: forgotten
- * (then it counts as lost), never fatal. */
+ * `unfinished` (a sink beside the load counts it apart from lost). Past
+ * SQ_ENGINE_MAX_UNFINISHED of a worker (8 MiB of them: only failures grow the list, e.g. a
+ * broker refusing every publish), or out of memory: forgotten (then it counts as lost if it
+ * never arrives), never fatal. */
+#define SQ_ENGINE_MAX_UNFINISHED (1u << 20)
 void sq_engine__unfinished(struct sq_engine__worker *w, uint64_t seq);
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
