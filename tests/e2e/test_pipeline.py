@@ -418,7 +418,9 @@ class MqttLoad(Brokers):
             self.assertLessEqual(s["unfinished_delivered"], s["unfinished"])
             self.assertEqual(sum(x["unfinished"] for x in s["streams"]), s["unfinished"])
             self.assertIn("unfinished %d" % s["unfinished"], p.stderr)
-            # an independent count: mosquitto_sub's distinct stamps (it subscribed first)
+            # an independent count: mosquitto_sub's distinct stamps (it subscribed first). It
+            # sees what the sink saw, and perhaps an unfinished publish the broker passed on
+            # after the sink stopped (its settle ends once every sent one is in), no more.
             stamp = re.compile(r"sq1\.[0-9a-z]+\.[0-9a-z]+\.[0-9a-z]+")
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
@@ -426,7 +428,9 @@ class MqttLoad(Brokers):
                 if len(seen) >= s["delivered"]:
                     break
                 time.sleep(0.1)
-            self.assertEqual(len(seen), s["delivered"])
+            late = s["unfinished"] - s["unfinished_delivered"]
+            self.assertGreaterEqual(len(seen), s["delivered"])
+            self.assertLessEqual(len(seen), s["delivered"] + late)
         finally:
             stop_proc(sub)
             reader.join(timeout=10)
