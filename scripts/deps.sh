@@ -16,6 +16,7 @@ build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev 
        libfyaml-dev libpcre2-dev libssl-dev openssl libnghttp2-dev libbrotli-dev libzstd-dev
        nginx-light nghttp2-client curl libluajit-5.1-dev wrk
        libwslay-dev nats-server mosquitto
+       mosquitto-clients               # mosquitto_sub: an independent count in test_pipeline
        libsqlite3-dev sqlite3 netbase  # the run store (sqlite3 opens it in test_store); netbase above
        python3-yaml                    # tests/e2e/test_deploy.py reads the Kubernetes manifests
        prometheus)                     # promtool checks the daemon's /metrics (test_daemon)

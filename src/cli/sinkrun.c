@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "sink/sink.h"
 
 int sq_cli_sink_plan_check(const struct sq_plan *p)
 {
@@ -38,7 +39,9 @@ int sq_cli_sink_begin(const char *face, const struct sq_sink_beside_opts *o, uin
 bool sq_cli_sink_end(struct sq_sink *s, const struct sq_result *res, json_t *doc,
                      volatile int *stop, char *why, size_t len)
 {
-    json_t *block = sq_sink_beside_end(s, res->run_id, res->stamped, res->nstreams, stop, why, len);
+    struct sq_sink_sent sent = {res->run_id, res->stamped, res->nstreams,
+                                (const uint64_t *const *)res->unfinished, res->nunfinished};
+    json_t *block = sq_sink_beside_end(s, &sent, stop, why, len);
     if (block && doc)
         json_object_set_new(doc, "sink", block);
     else

@@ -111,12 +111,12 @@ struct sq_cluster_agent {
     int64_t setup_ns;      /* opening its pools */
     int64_t start_late_ns; /* how late it started against the common start (its own clock) */
     bool finished;         /* its final result came */
-    bool lost;             /* no heartbeat for SQ_CLUSTER_LOSS_NS; its data up to then is kept */
-    double lost_at_s;      /* its last word, seconds after the common start */
-    uint32_t seconds;      /* interval messages received (each second once) */
-    uint32_t series;       /* seconds in its final result's series (what it sent, when finished) */
-    char error[320];       /* it could not run its share ("" if it could) */
-    struct sq_result res;  /* its own figures: the final result, or its seconds when lost */
+    bool lost; /* no heartbeat for SQ_CLUSTER_LOSS_NS; its data up to then is its own, apart */
+    double lost_at_s;     /* its last word, seconds after the common start */
+    uint32_t seconds;     /* interval messages received (each second once) */
+    uint32_t series;      /* seconds in its final result's series (what it sent, when finished) */
+    char error[320];      /* it could not run its share ("" if it could) */
+    struct sq_result res; /* its own figures: the final result, or its seconds when lost */
     /* internal */
     struct sq_cluster__agent *_in;
 };

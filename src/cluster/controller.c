@@ -24,9 +24,10 @@
  * run with what arrived: the agents still running are lost, and the report says why it is
  * incomplete.
  * Then the merge: each finished agent's final result (sq_result_merge: counts summed, histograms
- * merged bucket for bucket), each lost agent's seconds up to its loss, and the series second by
- * second: counts from each agent's own series, percentiles from the merged histograms of its
- * seconds. Nothing is averaged.
+ * merged bucket for bucket) and the series second by second: counts from each finished agent's
+ * own series, percentiles from the merged histograms of its seconds. Nothing is averaged. A lost
+ * agent's seconds up to its loss are its own result, shown apart (cluster.lost_agents), never
+ * merged: every figure of the merged result is over the same agents.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -895,17 +896,16 @@ static int lost_result(struct sq_cluster_agent *a)
     return 0;
 }
 
-/* The series: second by second, each agent's own counts (its final series, complete; or its
- * seconds, when lost) and the percentiles of that second's merged histograms (emit_live). */
+/* The series: second by second, the counts of the agents whose result came (their final series,
+ * complete; a lost agent's seconds are not merged, as in the totals) and the percentiles of that
+ * second's merged histograms (emit_live: those took a lost agent's seconds up to its loss, as
+ * the live view showed them; no histogram per agent and second is kept to take them out). */
 static int merge_series(struct ctl *c, struct sq_result *out)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < c->rep->n; i++) {
         struct sq_cluster_agent *a = &c->rep->agents[i];
         size_t k = a->_in->have_final ? a->_in->final.r.series.n : 0;
-        for (size_t s = 0; s < a->_in->niv; s++)
-            if (a->_in->ivs[s].have && s + 1 > k)
-                k = s + 1;
         if (k > n)
             n = k;
     }
@@ -919,12 +919,8 @@ static int merge_series(struct ctl *c, struct sq_result *out)
         struct sq_second *e = &out->series.v[s];
         for (uint32_t i = 0; i < c->rep->n; i++) {
             struct sq_cluster__agent *in = c->rep->agents[i]._in;
-            if (in->have_final) {
-                if (s < in->final.r.series.n)
-                    add_second(e, &in->final.r.series.v[s]);
-            } else if (s < in->niv && in->ivs[s].have) {
-                add_second(e, &in->ivs[s].s);
-            }
+            if (in->have_final && s < in->final.r.series.n)
+                add_second(e, &in->final.r.series.v[s]); /* a lost agent's are not merged */
         }
         if (s < c->emitted) {
             e->p50_us = c->pct[s].p50_us;
@@ -963,7 +959,8 @@ static void note_incomplete(struct ctl *c)
         const struct sq_cluster_agent *a = &c->rep->agents[i];
         if (a->lost && !c->rep->nats_gave_up)
             l += (size_t)snprintf(w + l, cap - l,
-                                  "%sagent %s was lost at %.1f s: its share after that is missing",
+                                  "%sagent %s was lost at %.1f s: its figures are not in the "
+                                  "totals (its last known ones: cluster.lost_agents)",
                                   l ? "; " : "", a->name, a->lost_at_s);
         else if (!a->lost && !a->finished && a->error[0])
             l += (size_t)snprintf(w + l, cap - l,
@@ -985,13 +982,17 @@ static int merge(struct ctl *c, struct sq_result *out)
         if (in->have_final) {
             /* the agent's own figures stay in the report: a merge of its result into nothing */
             rc = sq_result_merge(&a->res, &in->final.r);
+            if (rc == 0)
+                rc = sq_result_merge(out, &a->res);
         } else if (a->lost) {
+            /* Its last known figures, shown apart (cluster.lost_agents), never in the totals:
+             * its seconds carry counts and latency, not its status codes, connections or
+             * threads, so a merge of them would leave every other figure over fewer agents than
+             * the counts (253,237 completed beside `Status 200 191,966`). */
             rc = lost_result(a);
         } else {
             continue; /* refused or failed before it ran: it has no figures */
         }
-        if (rc == 0)
-            rc = sq_result_merge(out, &a->res);
         if (rc < 0)
             return fail(c, rc, "merging agent %s's result: %s", a->name, sq_strerror(rc));
     }
@@ -1122,6 +1123,32 @@ static json_t *cut_string(const char *text)
     return j ? j : json_string("?");
 }
 
+/* A lost agent's last known figures (its seconds up to its loss), apart from the totals. */
+static json_t *lost_agent_json(const struct sq_cluster_agent *a)
+{
+    const struct sq_result *r = &a->res;
+    json_t *errors = json_object();
+    for (int k = 0; k < SQ_ERRK_COUNT; k++)
+        if (r->c.errors[k])
+            json_object_set_new(errors, sq_errk_name((enum sq_errk)k),
+                                json_integer((json_int_t)r->c.errors[k]));
+    int64_t n = r->latency ? sq_hist_total(r->latency) : 0;
+    return json_pack(
+        "{s:s, s:f, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I}, "
+        "s:o, s:{s:I, s:I, s:I, s:I}}",
+        "name", a->name, "lost_at_s", a->lost_at_s, "seconds", (int)a->seconds, "requests", "sent",
+        (json_int_t)r->c.sent, "completed", (json_int_t)r->c.completed, "failed",
+        (json_int_t)r->c.failed, "dropped", (json_int_t)r->c.dropped, "in_flight",
+        (json_int_t)r->in_flight, "arrivals", (json_int_t)r->arrivals, "status", "1xx",
+        (json_int_t)r->c.status[1], "2xx", (json_int_t)r->c.status[2], "3xx",
+        (json_int_t)r->c.status[3], "4xx", (json_int_t)r->c.status[4], "5xx",
+        (json_int_t)r->c.status[5], "other", (json_int_t)r->c.status[0], "errors", errors,
+        "latency", "count", (json_int_t)n, "p50_us",
+        (json_int_t)(n ? sq_hist_percentile(r->latency, 50) : 0), "p99_us",
+        (json_int_t)(n ? sq_hist_percentile(r->latency, 99) : 0), "max_us",
+        (json_int_t)(n ? sq_hist_max(r->latency) : 0));
+}
+
 json_t *sq_cluster_report_json(const struct sq_cluster_report *rep)
 {
     json_t *agents = json_array();
@@ -1158,12 +1185,29 @@ json_t *sq_cluster_report_json(const struct sq_cluster_report *rep)
                 : json_null());
         json_array_append_new(agents, o);
     }
-    return json_pack("{s:s, s:i, s:i, s:f, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:f, s:f, s:i, s:f}}",
-                     "run", rep->run, "agents_asked", (int)rep->n, "lost", (int)rep->lost,
-                     "start_spread_ms", rep->start_spread_ms, "incomplete",
-                     rep->incomplete[0] ? cut_string(rep->incomplete) : json_null(), "agents",
-                     agents, "controller", "bytes_in", (json_int_t)rep->bytes_in, "bytes_out",
-                     (json_int_t)rep->bytes_out, "msgs_in", (json_int_t)rep->msgs_in, "msgs_out",
-                     (json_int_t)rep->msgs_out, "cpu_s", rep->cpu_s, "run_s", rep->run_s,
-                     "nats_outages", (int)rep->nats_outages, "nats_down_s", rep->nats_down_s);
+    json_t *merged = json_array(), *lost = json_array();
+    for (uint32_t i = 0; i < rep->n; i++) {
+        const struct sq_cluster_agent *a = &rep->agents[i];
+        if (a->finished)
+            json_array_append_new(merged, json_string(a->name));
+        else if (a->lost)
+            json_array_append_new(lost, lost_agent_json(a));
+    }
+    json_t *j =
+        json_pack("{s:s, s:i, s:i, s:f, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:f, s:f, s:i, s:f}}",
+                  "run", rep->run, "agents_asked", (int)rep->n, "lost", (int)rep->lost,
+                  "start_spread_ms", rep->start_spread_ms, "incomplete",
+                  rep->incomplete[0] ? cut_string(rep->incomplete) : json_null(), "agents", agents,
+                  "controller", "bytes_in", (json_int_t)rep->bytes_in, "bytes_out",
+                  (json_int_t)rep->bytes_out, "msgs_in", (json_int_t)rep->msgs_in, "msgs_out",
+                  (json_int_t)rep->msgs_out, "cpu_s", rep->cpu_s, "run_s", rep->run_s,
+                  "nats_outages", (int)rep->nats_outages, "nats_down_s", rep->nats_down_s);
+    if (j) {
+        json_object_set_new(j, "merged_agents", merged);
+        json_object_set_new(j, "lost_agents", lost);
+    } else {
+        json_decref(merged);
+        json_decref(lost);
+    }
+    return j;
 }

@@ -403,8 +403,9 @@ bool sq_daemon__req_sink_end(struct sq_daemon__req *r, const struct sq_result *r
     if (!r->sink)
         return false;
     char w[512];
-    json_t *block =
-        sq_sink_beside_end(r->sink, res->run_id, res->stamped, res->nstreams, stop, w, sizeof(w));
+    struct sq_sink_sent sent = {res->run_id, res->stamped, res->nstreams,
+                                (const uint64_t *const *)res->unfinished, res->nunfinished};
+    json_t *block = sq_sink_beside_end(r->sink, &sent, stop, w, sizeof(w));
     r->sink = NULL;
     if (block && doc)
         json_object_set_new(doc, "sink", block);

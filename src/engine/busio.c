@@ -475,6 +475,7 @@ void sq_engine__bus_open(struct sq_engine__busconn *b)
 void sq_engine__bus_complete(struct sq_engine__busconn *b, struct sq_engine__conn *c, size_t bytes)
 {
     int64_t now = b->now ? b->now : sq_now_ns();
+    sq_engine__busdrv_of(c->w)->vus[c->local].out = UINT64_MAX; /* its publish completed */
     c->rd.body.bytes = bytes;
     if (c->fb_ns == 0)
         c->fb_ns = now;
@@ -518,7 +519,11 @@ int sq_engine__bus_render(struct sq_engine__busdrv *d, struct sq_engine__conn *c
     };
     m->seq = UINT64_MAX;
     if (bus->stamped) {
+        struct sq_engine__busvu *v = &d->vus[c->local];
+        if (SQ_UNLIKELY(v->out != UINT64_MAX)) /* its last message never completed */
+            sq_engine__unfinished(w, v->out);
         st.len = sq_engine__stamp(w, &m->seq, stamp);
+        v->out = m->seq;
         w->c.bus.stamped++;
     }
     m->payload = d->payload;
@@ -566,7 +571,7 @@ static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_
     if (!d->conns || !d->vus)
         return -ENOMEM;
     for (uint32_t i = 0; i < w->nconns; i++)
-        d->vus[i].seq = UINT64_MAX;
+        d->vus[i].seq = d->vus[i].out = UINT64_MAX;
     if (sq_tmpl_static(bus->payload, &d->payload, &d->payload_len) && !d->payload)
         d->payload = "";
     for (uint32_t k = 0; k < nconn; k++) {
@@ -687,6 +692,11 @@ static void drv_sweep(struct sq_engine__worker *w, int64_t now)
 static void drv_close_all(struct sq_engine__worker *w)
 {
     struct sq_engine__busdrv *d = sq_engine__busdrv_of(w);
+    for (uint32_t i = 0; d && i < w->nconns; i++) /* stamped, never completed: unfinished */
+        if (d->vus[i].out != UINT64_MAX) {
+            sq_engine__unfinished(w, d->vus[i].out);
+            d->vus[i].out = UINT64_MAX;
+        }
     for (uint32_t k = 0; d && k < d->nconn; k++) {
         struct sq_engine__busconn *b = sq_engine__bus_at(d, k);
         if (sq_engine__bus_is_open(b) && b->out.len > b->out_off && !b->broken) {

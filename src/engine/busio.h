@@ -182,6 +182,9 @@ struct sq_engine__busvu {
     uint32_t gen;  /* moves at each send and close: an answer to an older one is late */
     uint64_t iter; /* messages so far ({{$iteration}}) */
     uint64_t seq;  /* MQTT round trip: the stamp of the publish out (UINT64_MAX: none) */
+    /* The stamp of its message not yet completed (UINT64_MAX: none): cleared when it completes;
+     * still set at its next message or at the end of the run, it is unfinished (worker.h). */
+    uint64_t out;
 };
 
 /* The per-worker state of a bus driver (w->proto). */

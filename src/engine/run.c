@@ -843,7 +843,9 @@ static int run_alloc(struct runctx *x)
     x->run.seed = cfg->seed_set ? cfg->seed : sq_run_new_seed();
     out->seed = x->run.seed;
     out->stamped = calloc(x->nw, sizeof(*out->stamped));
-    if (!out->stamped)
+    out->unfinished = calloc(x->nw, sizeof(*out->unfinished));
+    out->nunfinished = calloc(x->nw, sizeof(*out->nunfinished));
+    if (!out->stamped || !out->unfinished || !out->nunfinished)
         return oom(x);
     out->nstreams = x->nw;
     sq_engine__addrs_store(&x->run.addrs, cfg->addrs, cfg->naddrs);
@@ -967,6 +969,12 @@ static void merge_worker(struct runctx *x, uint32_t i)
     if (!out->bus_error[0] && w->live.bus_err_set)
         snprintf(out->bus_error, sizeof(out->bus_error), "%s", w->bus_err);
     out->stamped[i] = w->stamp_next;
+    if (w->nunfinished && out->unfinished) { /* handed over */
+        out->unfinished[i] = w->unfinished;
+        out->nunfinished[i] = w->nunfinished;
+        w->unfinished = NULL;
+        w->nunfinished = w->capunfinished = 0;
+    }
     for (size_t k = 0; k < SQ_STATUS_CODES; k++)
         out->status_codes[k] += w->codes[k];
     if (!out->first_connect_err)

@@ -1737,6 +1737,8 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
             free(w->vux[i].own);
     }
     sq_buf_dispose(&w->body);
+    free(w->unfinished);
+    w->unfinished = NULL;
     free(w->script_err);
     free(w->hook_ids);
     if (w->own_script)
@@ -1905,6 +1907,21 @@ size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out)
     if (seq)
         *seq = s;
     return sq_stamp_encode(&w->stamp, s, sq_stamp_now_ns(), out);
+}
+
+void sq_engine__unfinished(struct sq_engine__worker *w, uint64_t seq)
+{
+    if (w->nunfinished >= SQ_ENGINE_MAX_UNFINISHED)
+        return; /* a broker failing every publish for long: the rest count as lost */
+    if (w->nunfinished == w->capunfinished) {
+        uint64_t cap = w->capunfinished ? w->capunfinished * 2 : 64;
+        uint64_t *v = realloc(w->unfinished, cap * sizeof(*v));
+        if (!v)
+            return;
+        w->unfinished = v;
+        w->capunfinished = cap;
+    }
+    w->unfinished[w->nunfinished++] = seq;
 }
 
 bool sq_engine__past_end(struct sq_engine__worker *w)

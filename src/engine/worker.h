@@ -340,6 +340,10 @@ struct sq_engine__worker {
     /* {{$stamp}}: this worker's stream (run id + windex) and its next sequence number */
     struct sq_stamp_enc stamp;
     uint64_t stamp_next;
+    /* Stamped events whose publish never completed (a bus load: failed, or still in flight at
+     * the end): their sequence numbers, in no order (sq_engine__unfinished) */
+    uint64_t *unfinished;
+    uint64_t nunfinished, capunfinished;
     /* cfg->body_tmpl: the rendered body (reused) */
     struct sq_buf body;
     /* a wrk-style script (cfg->script): this worker's state, the hooks it calls per request
@@ -381,6 +385,13 @@ uint64_t *sq_engine__vu_rng(struct sq_engine__conn *c);
 /* The stamp of a new event of worker w, sent now: its sequence number in *seq (may be NULL),
  * the token in out (SQ_STAMP_MAX bytes). Returns the token's length. */
 size_t sq_engine__stamp(struct sq_engine__worker *w, uint64_t *seq, char *out);
+/* A stamped event whose publish did not complete (sequence number seq): kept for the result's
+ * `unfinished` (a sink beside the load counts it apart from lost). Past
+ * SQ_ENGINE_MAX_UNFINISHED of a worker (8 MiB of them: only failures grow the list, e.g. a
+ * broker refusing every publish), or out of memory: forgotten (then it counts as lost if it
+ * never arrives), never fatal. */
+#define SQ_ENGINE_MAX_UNFINISHED (1u << 20)
+void sq_engine__unfinished(struct sq_engine__worker *w, uint64_t seq);
 
 /* Allocates the worker's loop, connections, buffers and shard. Returns 0 or -errno. */
 /* Which scenario a worker serves: its index, the worker's rank among that scenario's workers,

@@ -480,8 +480,8 @@ static void plan_sections(const struct out *o, const json_t *doc)
 }
 
 /* The first line of a run with a sink, the one that answers "did anything get lost?":
- * "sent 20,000 · delivered 20,000 · lost 0 · e2e p50 14 ms p99 36 ms", then what else the
- * sink saw. */
+ * "sent 20,000 · delivered 20,000 · lost 0 · e2e p50 14 ms p99 36 ms" (with "· unfinished N"
+ * after lost when some publishes never completed), then what else the sink saw. */
 static void sink_lines(FILE *f, const json_t *doc)
 {
     const json_t *s = json_object_get(doc, "sink");
@@ -493,6 +493,8 @@ static void sink_lines(FILE *f, const json_t *doc)
     if (sq_report__num(s, "sent", &sent))
         fprintf(f, "sent %s · ", sq_fmt_group(sq_report__count(sent), g1, sizeof(g1)));
     fprintf(f, "delivered %s · lost %s", g(s, "delivered", g2), g(s, "lost", g3));
+    if (sq_report__numd(s, "unfinished", 0) > 0) /* never finished sending: not lost */
+        fprintf(f, " · unfinished %s", g(s, "unfinished", g1));
     if (sq_report__numd(l, "count", 0) > 0)
         fprintf(f, " · e2e p50 %s p99 %s", dus(l, "p50_us", d[0]), dus(l, "p99_us", d[1]));
     fputc('\n', f);
@@ -601,8 +603,13 @@ static void cluster(FILE *f, const json_t *doc)
     }
     fprintf(f, "%-12s %zu (run %s) · clocks known to within %.3f ms · start spread %.3f ms",
             "Agents", json_array_size(agents), sq_report__str(c, "run", "?"), unc, spread);
-    if (sq_report__numd(c, "lost", 0) > 0)
+    if (sq_report__numd(c, "lost", 0) > 0) {
+        const json_t *m = json_object_get(c, "merged_agents");
         fprintf(f, " · %.0f LOST", sq_report__numd(c, "lost", 0));
+        if (json_is_array(m)) /* every figure above is over these, none over a lost one */
+            fprintf(f, " · the totals are over %zu of %zu", json_array_size(m),
+                    json_array_size(agents));
+    }
     fputc('\n', f);
     const char *inc = sq_report__str(c, "incomplete", NULL);
     if (inc)
@@ -619,8 +626,15 @@ static void cluster(FILE *f, const json_t *doc)
             sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.sent", 0)), g1, sizeof(g1)),
             sq_report__numd(a, "clock.offset_ms", 0));
         double at;
-        if (json_is_true(json_object_get(a, "lost")) && sq_report__num(a, "lost_at_s", &at))
-            fprintf(f, " · LOST at %.1f s (its share is missing from %.0f s on)", at, floor(at));
+        if (json_is_true(json_object_get(a, "lost")) && sq_report__num(a, "lost_at_s", &at)) {
+            char g2[32], g3[32];
+            fprintf(f, " · LOST at %.1f s, not in the totals: last known %s completed, %s failed",
+                    at,
+                    sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.completed", 0)), g2,
+                                 sizeof(g2)),
+                    sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.failed", 0)), g3,
+                                 sizeof(g3)));
+        }
         const char *err = sq_report__str(a, "error", NULL);
         if (err)
             fprintf(f, " · %s", err);

@@ -248,6 +248,12 @@ void sq_result_dispose(struct sq_result *r)
     }
     sq_hist_free(r->sse_first_event);
     sq_hist_free(r->sse_duration);
+    for (uint32_t w = 0; r->unfinished && w < r->nstreams; w++)
+        free(r->unfinished[w]);
+    free(r->unfinished);
+    free(r->nunfinished);
+    r->unfinished = NULL;
+    r->nunfinished = NULL;
     free(r->stamped);
     r->stamped = NULL;
     r->nstreams = 0;

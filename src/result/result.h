@@ -435,6 +435,12 @@ struct sq_result {
     uint64_t seed;
     uint64_t *stamped; /* nstreams entries, owned */
     uint32_t nstreams;
+    /* Per stream (NULL: none at all), the stamped events whose publish never completed (a bus
+     * load: failed, or in flight at the end): unfinished[w] holds nunfinished[w] sequence
+     * numbers, in no order (owned). A sink beside the load counts them apart from lost, and
+     * its `sent` is stamped minus these. */
+    uint64_t **unfinished;
+    uint64_t *nunfinished;
     /* Event buses: the broker's first error message ("" if none), e.g. a NATS -ERR text. */
     char bus_error[256];
     struct sq_url_result *urls; /* --urls: one per URL, in the list's order (owned); else NULL */

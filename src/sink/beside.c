@@ -124,14 +124,14 @@ int sq_sink_beside_start(const struct sq_sink_beside_opts *o, uint64_t run_id, v
     return 0;
 }
 
-json_t *sq_sink_beside_end(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped,
-                           uint32_t nstreams, volatile int *stop, char *why, size_t len)
+json_t *sq_sink_beside_end(struct sq_sink *s, const struct sq_sink_sent *sent, volatile int *stop,
+                           char *why, size_t len)
 {
     if (len)
         why[0] = '\0';
     if (!s)
         return NULL;
-    sq_sink_expect(s, run_id, stamped, nstreams);
+    sq_sink_expect(s, sent);
     sq_sink_settle(s, SETTLE_MAX_NS, stop);
     sq_sink_stop(s);
     if (len && !sq_sink_unsubscribed(s, why, len))

@@ -15,6 +15,7 @@
 
 struct sq_plan;
 struct sq_sink;
+struct sq_sink_sent;
 struct sq_egress;
 
 /* What the faces say about the sink: URLs (http://HOST:PORT to listen on, nats://.../SUBJECT or
@@ -54,14 +55,14 @@ SQ_MUST_CHECK int sq_sink_beside_start(const struct sq_sink_beside_opts *o, uint
                                        volatile int *stop, struct sq_sink **out, bool *subscribed,
                                        char *err, size_t len);
 
-/* After the load: tells the sink what was stamped (stream run_id + w carried sequence numbers
- * 0 .. stamped[w] - 1), waits for what is still on its way (up to its settle time after the
+/* After the load: tells the sink what was stamped and what never finished (sq_sink_expect),
+ * waits for what is still on its way (up to its settle time after the
  * last arrival, stopping early once everything arrived, or at *stop), stops and frees it.
  * Returns its `sink` block (NULL: out of memory, or s NULL). When a broker source was never
  * subscribed (unreachable, refused: sq_sink_unsubscribed), the sink counted nothing that
  * crossed it and the run fails: why (len > 0) says so, and the block's `error` too; otherwise
  * why is "". */
-json_t *sq_sink_beside_end(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped,
-                           uint32_t nstreams, volatile int *stop, char *why, size_t len);
+json_t *sq_sink_beside_end(struct sq_sink *s, const struct sq_sink_sent *sent, volatile int *stop,
+                           char *why, size_t len);
 
 #endif

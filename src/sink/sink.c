@@ -80,8 +80,13 @@ struct stream {
     uint64_t run;
     struct block *dir[DIR_BLOCKS]; /* atomic pointers; UNTRACKED */
     uint64_t top;                  /* highest sequence number seen + 1 (atomic) */
-    uint64_t expected;             /* what the sender sent (has_expected) */
+    uint64_t expected;             /* what the sender stamped (has_expected) */
     int has_expected;              /* atomic */
+    /* Of those, the ones whose publish never completed (sq_sink_expect): sorted, distinct, below
+     * `expected`; nunf is stored (release) after unf, and read (acquire) before it. Never lost:
+     * missing() counts them apart. */
+    uint64_t *unf;
+    uint64_t nunf;
     /* the tick's own: `top` at the end of each of the last HISTORY seconds */
     uint64_t top_at[HISTORY];
     uint64_t lost_reported;
@@ -122,6 +127,7 @@ struct sq_sink {
     int64_t last_ns;     /* monotonic, the latest arrival (atomic) */
     uint64_t expected;   /* atomic */
     uint64_t run_expect; /* the run sq_sink_expect named */
+    int told;            /* atomic: sq_sink_expect ran */
     struct sq_sink_second *series;
     size_t nseries, capseries;
     uint64_t last[5];     /* the previous tick's cumulative counts */
@@ -172,6 +178,7 @@ static void stream_free(struct sq_sink *s, struct stream *st)
         free(b);
         uncharge(s, sizeof(*b));
     }
+    free(st->unf);
     free(st);
     uncharge(s, sizeof(*st));
 }
@@ -348,12 +355,52 @@ static uint64_t *page_of(struct sq_sink *s, struct stream *st, uint64_t seq)
  * missing ones are written there (*nlist counts them). */
 struct gaps {
     uint64_t missing, untracked;
+    /* the unfinished ones below limit (not in missing): missing, and arrived all the same */
+    uint64_t unf_missing, unf_arrived;
 };
+
+static bool is_unfinished(const uint64_t *unf, uint64_t n, uint64_t seq)
+{
+    uint64_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (unf[mid] == seq)
+            return true;
+        if (unf[mid] < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+/* Whether seq arrived: 1 yes, 0 no, -1 not tracked (the cap). */
+static int arrived(const struct stream *st, uint64_t seq)
+{
+    const struct block *b = __atomic_load_n(&st->dir[seq >> BLOCK_SHIFT], __ATOMIC_ACQUIRE);
+    if (!made(b))
+        return b == UNTRACKED ? -1 : 0;
+    const uint64_t *p =
+        __atomic_load_n(&b->pages[(seq >> PAGE_SHIFT) & (BLOCK_PAGES - 1)], __ATOMIC_ACQUIRE);
+    if (!made(p))
+        return p == UNTRACKED ? -1 : 0;
+    uint64_t i = seq & (PAGE_SEQS - 1);
+    return (__atomic_load_n(&p[i / 64], __ATOMIC_RELAXED) >> (i % 64)) & 1;
+}
+
+/* Lists q as missing unless it is unfinished (the first `max` only). */
+#define LIST(q)                                                                                    \
+    do {                                                                                           \
+        if (*nlist < max && !is_unfinished(unf, nunf, (q)))                                        \
+            list[(*nlist)++] = (q);                                                                \
+    } while (0)
 
 static struct gaps missing(const struct stream *st, uint64_t limit, uint64_t *list, uint32_t max,
                            uint32_t *nlist)
 {
-    struct gaps g = {0, 0};
+    struct gaps g = {0, 0, 0, 0};
+    uint64_t nunf = __atomic_load_n(&st->nunf, __ATOMIC_ACQUIRE);
+    const uint64_t *unf = st->unf;
     if (limit > MAX_SEQ)
         limit = MAX_SEQ;
     for (uint64_t base = 0; base < limit;) {
@@ -364,7 +411,7 @@ static struct gaps missing(const struct stream *st, uint64_t limit, uint64_t *li
                 g.untracked += bend - base;
             } else {
                 for (uint64_t q = base; list && *nlist < max && q < bend; q++)
-                    list[(*nlist)++] = q;
+                    LIST(q);
                 g.missing += bend - base;
             }
             base = bend;
@@ -380,7 +427,7 @@ static struct gaps missing(const struct stream *st, uint64_t limit, uint64_t *li
             }
             if (!p) {
                 for (uint64_t q = 0; list && *nlist < max && q < n; q++)
-                    list[(*nlist)++] = base + q;
+                    LIST(base + q);
                 g.missing += n;
                 continue;
             }
@@ -392,14 +439,25 @@ static struct gaps missing(const struct stream *st, uint64_t limit, uint64_t *li
                     continue;
                 g.missing += (uint64_t)__builtin_popcountll(clear);
                 while (list && clear && *nlist < max) {
-                    list[(*nlist)++] = base + w * 64 + (uint64_t)__builtin_ctzll(clear);
+                    LIST(base + w * 64 + (uint64_t)__builtin_ctzll(clear));
                     clear &= clear - 1;
                 }
             }
         }
     }
+    /* an event the sender never finished sending is not lost by the pipeline */
+    for (uint64_t k = 0; k < nunf && unf[k] < limit; k++) {
+        int a = arrived(st, unf[k]);
+        if (a == 0) {
+            g.missing--;
+            g.unf_missing++;
+        } else if (a == 1) {
+            g.unf_arrived++;
+        }
+    }
     return g;
 }
+#undef LIST
 
 /* ---- recording ---- */
 
@@ -876,21 +934,48 @@ uint16_t sq_sink_http_port(const struct sq_sink *s)
     return s->http_port;
 }
 
-void sq_sink_expect(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped, uint32_t n)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A stream's unfinished sequence numbers: sorted, distinct, below what it stamped. Out of
+ * memory: none (they count as lost then). */
+static void set_unfinished(struct stream *st, const uint64_t *seqs, uint64_t n)
+{
+    uint64_t *v = n ? malloc(n * sizeof(*v)) : NULL;
+    if (!v)
+        return;
+    memcpy(v, seqs, n * sizeof(*v));
+    qsort(v, n, sizeof(*v), cmp_u64);
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (v[i] < st->expected && (k == 0 || v[k - 1] != v[i]))
+            v[k++] = v[i];
+    free(st->unf);
+    st->unf = v;
+    __atomic_store_n(&st->nunf, k, __ATOMIC_RELEASE);
+}
+
+void sq_sink_expect(struct sq_sink *s, const struct sq_sink_sent *sent)
 {
     uint64_t sum = 0;
-    for (uint32_t w = 0; w < n; w++) {
+    for (uint32_t w = 0; w < sent->nstreams; w++) {
         bool over;
         /* the run's own streams: made even over the cap (their pages still obey it) */
-        struct stream *st = stream_of(s, run_id + w, NULL, true, &over);
+        struct stream *st = stream_of(s, sent->run_id + w, NULL, true, &over);
         if (!st)
             continue;
-        st->expected = stamped[w];
+        st->expected = sent->stamped[w];
+        if (sent->unfinished && sent->nunfinished && sent->nunfinished[w])
+            set_unfinished(st, sent->unfinished[w], sent->nunfinished[w]);
         __atomic_store_n(&st->has_expected, 1, __ATOMIC_RELEASE);
-        sum += stamped[w];
+        sum += sent->stamped[w] - __atomic_load_n(&st->nunf, __ATOMIC_RELAXED);
     }
-    s->run_expect = run_id;
+    s->run_expect = sent->run_id;
     __atomic_store_n(&s->expected, sum, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->told, 1, __ATOMIC_RELEASE);
 }
 
 void sq_sink_totals(struct sq_sink *s, struct sq_sink_totals *t)
@@ -912,9 +997,11 @@ void sq_sink_totals(struct sq_sink *s, struct sq_sink_totals *t)
     for (uint32_t i = 0; t->expected && i < TABLE; i++) {
         struct stream *st = __atomic_load_n(&s->streams[i], __ATOMIC_ACQUIRE);
         if (st && __atomic_load_n(&st->has_expected, __ATOMIC_ACQUIRE)) {
-            /* what is not tracked (the cap) cannot be waited for: it counts as in */
+            /* what is not tracked (the cap) cannot be waited for: it counts as in; so does
+             * what was never sent in full (unfinished: not in g.missing) */
             struct gaps g = missing(st, st->expected, NULL, 0, NULL);
-            t->expected_in += st->expected - g.missing;
+            t->expected_in +=
+                st->expected - __atomic_load_n(&st->nunf, __ATOMIC_RELAXED) - g.missing;
         }
     }
     t->last_arrival_ns = __atomic_load_n(&s->last_ns, __ATOMIC_RELAXED);
@@ -1036,8 +1123,8 @@ json_t *sq_sink_json(struct sq_sink *s)
     uint64_t *list = calloc(max ? max : 1, sizeof(*list));
     json_t *lost_list = json_array();
     json_t *streams = json_array();
-    uint64_t lost = 0, expected = 0;
-    bool all_expected = __atomic_load_n(&s->expected, __ATOMIC_ACQUIRE) != 0;
+    uint64_t lost = 0, expected = 0, stamped = 0, unfinished = 0, unf_delivered = 0;
+    bool all_expected = __atomic_load_n(&s->told, __ATOMIC_ACQUIRE) != 0;
     if (s->evict) /* the ledger alone frees what it evicts under this mutex */
         pthread_mutex_lock(&s->shards[0].mu);
     for (uint32_t i = 0; i < TABLE && list; i++) {
@@ -1050,11 +1137,16 @@ json_t *sq_sink_json(struct sq_sink *s)
         uint32_t before = nlist;
         struct gaps gp = missing(st, limit, list, max, &nlist);
         uint64_t m = gp.missing;
-        uint64_t got = limit - m - gp.untracked;
+        uint64_t got = limit - m - gp.unf_missing - gp.untracked;
         uint64_t beyond = top > limit ? top - limit : 0;
+        uint64_t nunf = has ? __atomic_load_n(&st->nunf, __ATOMIC_ACQUIRE) : 0;
         lost += m;
-        if (has)
-            expected += st->expected;
+        if (has) {
+            expected += st->expected - nunf;
+            stamped += st->expected;
+            unfinished += nunf;
+            unf_delivered += gp.unf_arrived;
+        }
         char run[32];
         run_text(st->run, run);
         for (uint32_t k = before; k < nlist; k++)
@@ -1063,7 +1155,13 @@ json_t *sq_sink_json(struct sq_sink *s)
         json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:o}", "stream", run, "delivered",
                               (json_int_t)got, "lost", (json_int_t)m, "highest_seq",
                               top ? (json_int_t)(top - 1) : (json_int_t)-1, "sent",
-                              has ? json_integer((json_int_t)st->expected) : json_null());
+                              has ? json_integer((json_int_t)(st->expected - nunf)) : json_null());
+        if (has) {
+            json_object_set_new(o, "stamped", json_integer((json_int_t)st->expected));
+            json_object_set_new(o, "unfinished", json_integer((json_int_t)nunf));
+            json_object_set_new(o, "unfinished_delivered",
+                                json_integer((json_int_t)gp.unf_arrived));
+        }
         if (beyond)
             json_object_set_new(o, "beyond_sent", json_integer((json_int_t)beyond));
         uint64_t oc = __atomic_load_n(&st->over_cap, __ATOMIC_RELAXED);
@@ -1135,6 +1233,11 @@ json_t *sq_sink_json(struct sq_sink *s)
         (json_int_t)__atomic_load_n(&s->used, __ATOMIC_RELAXED), "clock_skewed", (json_int_t)skew,
         "events", (json_int_t)ev, "bytes", (json_int_t)bytes, "duration_s", dur, "lost_seqs",
         lost_list, "latency", l, "streams", streams, "series", series);
+    if (j && all_expected) {
+        json_object_set_new(j, "stamped", json_integer((json_int_t)stamped));
+        json_object_set_new(j, "unfinished", json_integer((json_int_t)unfinished));
+        json_object_set_new(j, "unfinished_delivered", json_integer((json_int_t)unf_delivered));
+    }
     if (j && s->settle_stopped) /* events still on their way count as lost */
         json_object_set_new(j, "settle_stopped", json_true());
     char why[512];

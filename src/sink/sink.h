@@ -104,9 +104,20 @@ SQ_MUST_CHECK int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink
 uint16_t sq_sink_http_port(const struct sq_sink *s);
 
 /* What the sender says it sent (a run in the same process): stream run_id + w carried sequence
- * numbers 0 .. stamped[w] - 1. From then on those streams' losses count against these counts,
- * and the totals' `expected` is their sum. */
-void sq_sink_expect(struct sq_sink *s, uint64_t run_id, const uint64_t *stamped, uint32_t n);
+ * numbers 0 .. stamped[w] - 1, of which unfinished[w] (nunfinished[w] of them, in any order;
+ * both arrays may be NULL) never completed their publish (failed, or still in flight at the end
+ * of the load). An unfinished event is never lost: it is counted apart (`unfinished`, and
+ * `unfinished_delivered` when it arrived all the same), and `sent` is stamped minus unfinished. */
+struct sq_sink_sent {
+    uint64_t run_id;
+    const uint64_t *stamped;
+    uint32_t nstreams;
+    const uint64_t *const *unfinished;
+    const uint64_t *nunfinished;
+};
+/* From then on those streams' losses count against these counts, and the totals' `expected` is
+ * the sum of what was sent. */
+void sq_sink_expect(struct sq_sink *s, const struct sq_sink_sent *sent);
 
 /* Live totals (any thread). */
 struct sq_sink_totals {
@@ -114,8 +125,8 @@ struct sq_sink_totals {
     uint64_t over_cap;       /* stamps not tracked: past max_memory */
     uint64_t ledger_bytes;   /* what the ledger takes now (at most max_memory, but for
                                 sq_sink_expect's streams) */
-    uint64_t expected;       /* sq_sink_expect's sum, 0 before */
-    uint64_t expected_in;    /* delivered events of the expected streams below their counts */
+    uint64_t expected;       /* sq_sink_expect's sum of the events sent, 0 before */
+    uint64_t expected_in;    /* of those, the ones delivered (the untracked count as in) */
     int64_t last_arrival_ns; /* CLOCK_MONOTONIC of the latest event, 0: none yet */
     uint64_t reconnects;     /* broker connections opened again */
     bool connected;          /* every broker source is subscribed */

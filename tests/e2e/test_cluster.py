@@ -200,11 +200,31 @@ class Cluster(unittest.TestCase):
         """The document follows docs/result.schema.json, and the merged totals are the sums of
         the agents' own."""
         jsonschema.validate(doc, SCHEMA)
-        agents = doc["cluster"]["agents"]
+        c = doc["cluster"]
+        # the totals are over the agents whose result came, a lost one's figures apart
+        merged = [a for a in c["agents"] if a["finished"]]
+        self.assertEqual(c["merged_agents"], [a["name"] for a in merged])
+        self.assertEqual([a["name"] for a in c["lost_agents"]],
+                         [a["name"] for a in c["agents"] if a["lost"]])
         for k in ("sent", "completed", "failed", "dropped", "in_flight", "arrivals"):
             if k in doc["requests"]:
-                self.assertEqual(doc["requests"][k], sum(a["requests"][k] for a in agents), k)
-        self.assertEqual(doc["latency"]["count"], doc["requests"]["completed"])
+                self.assertEqual(doc["requests"][k], sum(a["requests"][k] for a in merged), k)
+        self.assert_consistent(doc)
+
+    def assert_consistent(self, doc):
+        """Every figure of the merged document is over the same agents: its statuses, exact
+        codes, latency count and per-second series all add up to its completed requests, and
+        its failures to its errors."""
+        r = doc["requests"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
+        self.assertEqual(sum(doc["status"].values()), r["completed"], doc["status"])
+        self.assertEqual(doc["latency"]["count"], r["completed"])
+        if "status_codes" in doc:
+            self.assertEqual(sum(doc["status_codes"].values()), r["completed"],
+                             doc["status_codes"])
+        self.assertEqual(sum(doc["errors"].values()), r["failed"], doc["errors"])
+        if doc.get("series"):
+            self.assertEqual(sum(e["completed"] for e in doc["series"]), r["completed"])
 
     # -- the split and the merge ---------------------------------------------------------
 
@@ -495,6 +515,17 @@ scenarios:
         # not its whole share (800)
         self.assertGreaterEqual(by["l2"]["requests"]["sent"], 50)
         self.assertLess(by["l2"]["requests"]["sent"], 400)
+        # its last known figures are shown apart, not in the totals
+        lost = {a["name"]: a for a in c["lost_agents"]}
+        self.assertEqual(list(lost), ["l2"])
+        self.assertEqual(lost["l2"]["requests"], by["l2"]["requests"])
+        self.assertEqual(lost["l2"]["lost_at_s"], by["l2"]["lost_at_s"])
+        self.assertEqual(sum(lost["l2"]["status"].values()), lost["l2"]["requests"]["completed"])
+        self.assertEqual(lost["l2"]["latency"]["count"], lost["l2"]["requests"]["completed"])
+        self.assertEqual(c["merged_agents"], ["l1", "l3"])
+        self.assertEqual(doc["requests"]["arrivals"], 1600)  # l1's and l3's whole shares
+        self.assertIn("the totals are over 2 of 3", err)
+        self.assertIn("not in the totals: last known", err)
         self.assert_sums(doc)
         self.assertIn("LOST", err)
         print("loss: detected %.2f s after the kill" % (t_lost - killed))
@@ -512,6 +543,8 @@ scenarios:
         self.assertEqual(rc, 0, err)
         self.assertEqual(doc["cluster"]["lost"], 1)
         self.assertIn("tolerated", err)
+        self.assertEqual(doc["cluster"]["merged_agents"], ["t2"])
+        self.assert_sums(doc)  # every figure over t2 alone
 
     # -- stopping --------------------------------------------------------------------------
 

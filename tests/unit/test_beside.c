@@ -84,7 +84,8 @@ static void test_url_rules(void **state)
     o = (struct sq_sink_beside_opts){.urls = {"http://127.0.0.1:9/"}, .nurls = 1, .mqtt_qos = -1};
     assert_int_equal(sq_sink_beside_start(&o, RUN, NULL, &s, &sub, err, sizeof(err)), -SQ_EUSAGE);
     assert_non_null(strstr(err, "'http://127.0.0.1:9/': http://HOST:PORT, without a path"));
-    assert_null(sq_sink_beside_end(NULL, RUN, NULL, 0, NULL, NULL, 0));
+    assert_null(
+        sq_sink_beside_end(NULL, &(struct sq_sink_sent){RUN, NULL, 0, NULL, NULL}, NULL, NULL, 0));
 }
 
 /* One POST with a stamp (run RUN, sequence seq) in its JSON body, answered before returning. */
@@ -129,7 +130,8 @@ static json_t *count(const char *settle, uint64_t sent, const uint64_t *skip, vo
             post(port, i);
     uint64_t stamped[1] = {sent};
     char why[256];
-    json_t *j = sq_sink_beside_end(s, RUN, stamped, 1, stop, why, sizeof(why));
+    json_t *j = sq_sink_beside_end(s, &(struct sq_sink_sent){RUN, stamped, 1, NULL, NULL}, stop,
+                                   why, sizeof(why));
     assert_string_equal(why, ""); /* an HTTP sink alone never fails its run */
     return j;
 }
@@ -196,7 +198,8 @@ static void test_unreachable_broker_fails_the_run(void **state)
     nanosleep(&ts, NULL);
     uint64_t stamped[1] = {5};
     char why[512];
-    json_t *b = sq_sink_beside_end(s, RUN, stamped, 1, &stop, why, sizeof(why));
+    json_t *b = sq_sink_beside_end(s, &(struct sq_sink_sent){RUN, stamped, 1, NULL, NULL}, &stop,
+                                   why, sizeof(why));
     assert_non_null(b);
     assert_non_null(strstr(why, url));
     assert_non_null(strstr(why, "never subscribed"));

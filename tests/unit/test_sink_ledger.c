@@ -291,6 +291,50 @@ static void test_sink_block_reports_the_cap(void **state)
     assert_non_null(strstr(err, "--max-memory"));
 }
 
+/* What the sender never finished sending (sq_sink_expect's unfinished) is never lost: of 10
+ * stamped, 5, 7 and 9 unfinished (7 twice, and 12, past what was stamped, ignored), 3, 5 and 7
+ * missing: lost is 3 alone (and lost_seqs lists it alone), sent 7, unfinished 3, 9 arrived all
+ * the same, and delivered = sent - lost + unfinished_delivered. */
+static void test_unfinished_are_never_lost(void **state)
+{
+    (void)state;
+    struct sq_sink_config cfg = {.http = "127.0.0.1:0", .settle_ns = 1};
+    struct sq_sink *s = NULL;
+    char err[256];
+    assert_int_equal(sq_sink_start(&cfg, &s, err, sizeof(err)), 0);
+    uint16_t port = sq_sink_http_port(s);
+    static const uint64_t arrive[] = {0, 1, 2, 4, 6, 8, 9};
+    for (size_t i = 0; i < sizeof(arrive) / sizeof(arrive[0]); i++)
+        post_stamp(port, 1 << 12, arrive[i]);
+    const uint64_t stamped[] = {10}, unf[] = {9, 7, 5, 7, 12}, nunf[] = {5};
+    const uint64_t *unfs[] = {unf};
+    struct sq_sink_sent sent = {1 << 12, stamped, 1, unfs, nunf};
+    sq_sink_expect(s, &sent);
+    struct sq_sink_totals t;
+    sq_sink_totals(s, &t);
+    assert_int_equal(t.expected, 7);
+    assert_int_equal(t.expected_in, 6); /* sent ones in: all but 3 */
+    sq_sink_stop(s);
+    json_t *j = sq_sink_json(s);
+    assert_non_null(j);
+    assert_int_equal(geti(j, "stamped"), 10);
+    assert_int_equal(geti(j, "sent"), 7);
+    assert_int_equal(geti(j, "unfinished"), 3);
+    assert_int_equal(geti(j, "unfinished_delivered"), 1);
+    assert_int_equal(geti(j, "lost"), 1);
+    assert_int_equal(geti(j, "delivered"), 7);
+    json_t *ls = json_object_get(j, "lost_seqs");
+    assert_int_equal(json_array_size(ls), 1);
+    assert_int_equal(geti(json_array_get(ls, 0), "seq"), 3);
+    json_t *st = json_array_get(json_object_get(j, "streams"), 0);
+    assert_int_equal(geti(st, "sent"), 7);
+    assert_int_equal(geti(st, "unfinished"), 3);
+    assert_int_equal(geti(st, "lost"), 1);
+    assert_int_equal(geti(st, "delivered"), 7);
+    json_decref(j);
+    sq_sink_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_stream_in_use_survives_a_flood),
         cmocka_unit_test(test_table_deletions_keep_lookups),
         cmocka_unit_test(test_sink_block_reports_the_cap),
+        cmocka_unit_test(test_unfinished_are_never_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
