@@ -513,9 +513,14 @@ static void accounting(FILE *f, const json_t *doc, bool open)
         row(f, "Failed: checks", t);
     }
     row(f, "In flight at the end", num_text(rq, "in_flight", b));
-    row(f, "Dropped (due, not sent)", num_text(rq, "dropped", b));
+    /* a plan's arrivals are iterations, each running its flow's requests */
+    bool iters = json_object_get(doc, "plan") != NULL;
+    row(f, iters ? "Dropped (iterations due, not started)" : "Dropped (due, not sent)",
+        num_text(rq, "dropped", b));
     if (open || json_object_get(rq, "arrivals"))
-        row(f, "Arrivals (due)", num_text(rq, "arrivals", b));
+        row(f,
+            iters ? "Arrivals (iterations due; each runs its flow's requests)" : "Arrivals (due)",
+            num_text(rq, "arrivals", b));
     if (json_is_object(json_object_get(doc, "connections"))) {
         row(f, "Connections opened", num_text(doc, "connections.opened", b));
         row(f, "Replaced after a server close", num_text(doc, "connections.closed_by_server", b));

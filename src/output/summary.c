@@ -936,11 +936,15 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
                 sq_report__str(doc, "abort_reason", "(no reason given)"), c_off(&o));
     fprintf(f, "\n%-12s %s sent · %s completed · %s in flight at the end", "Requests",
             g(rq, "sent", g1), g(rq, "completed", g2), g(rq, "in_flight", g3));
+    /* A plan's arrivals are iterations, each running its scenario's flow (so 80 due can send
+     * 160 requests): said so, or the two lines read as a contradiction. */
     if (open)
         fprintf(f,
-                "\n%-12s %s due · %s dropped (no connection free within the in-flight cap, or "
+                "\n%-12s %s %sdue · %s dropped (no connection free within the in-flight cap, or "
                 "still waiting at the end)",
-                "Arrivals", g(rq, "arrivals", g1), g(rq, "dropped", g2));
+                "Arrivals", g(rq, "arrivals", g1),
+                json_object_get(doc, "plan") ? "iterations (each runs its flow's requests) " : "",
+                g(rq, "dropped", g2));
     fputc('\n', f);
     if (open)
         pool_lines(f, doc);

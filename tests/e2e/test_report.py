@@ -94,6 +94,32 @@ class Summary(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
 
 
+class PlanArrivals(unittest.TestCase):
+    """An open-loop plan's arrivals are iterations, each running its flow's requests: 80 due
+    beside 160 sent must say so, in the summary and in the HTML report."""
+
+    def test_iterations_are_named(self):
+        doc = load_fixture()
+        doc["plan"] = {"file": "two-steps.yaml", "target": "http://127.0.0.1:8080"}
+        rq = doc["requests"]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.json")
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            out = run(path).stdout
+            self.assertIn("Arrivals     %s iterations (each runs its flow's requests) due · %s "
+                          "dropped" % (group(rq["arrivals"]), group(rq["dropped"])), out)
+            html_path = os.path.join(d, "r.html")
+            p = run(path, "--html", html_path)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(html_path, encoding="utf-8") as f:
+                page = f.read()
+            self.assertIn("Arrivals (iterations due; each runs its flow&#39;s requests)", page)
+            self.assertIn("Dropped (iterations due, not started)", page)
+        # a quick run's arrivals are requests: no such words
+        self.assertNotIn("iterations", run(FIXTURE).stdout.split("Arrivals", 1)[1].split("\n")[0])
+
+
 class Html(unittest.TestCase):
     def render(self, doc=None):
         with tempfile.TemporaryDirectory() as d:
