@@ -333,6 +333,8 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     cfg->streams = o->streams ? (uint32_t)o->streams : 1;
     rc = net_setup(r, o, nh2, err, len);
     if (rc == 0)
+        rc = sq_net_sources(&r->net, &o->net, r->vus, cfg, err, len);
+    if (rc == 0)
         rc = destinations(r, o, err, len);
     return rc;
 }
