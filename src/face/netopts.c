@@ -225,12 +225,13 @@ int sq_net_sources(struct sq_net *s, const struct sq_netopts *n, uint64_t conns,
 {
     char why[240];
     size_t nv = 0;
+    const char *what = n->source_what ? n->source_what : "--source-addrs";
     if (n->source_addrs) {
         int rc = sq_srcaddr_parse(n->source_addrs, &s->src, &nv, why, sizeof(why));
         if (rc == -ENOMEM)
             return rc;
         if (rc < 0)
-            return sq_flag_fail(err, len, "--source-addrs: %s", why);
+            return sq_flag_fail(err, len, "%s: %s", what, why);
     } else {
         if (!loopback_target(cfg))
             return 0;
@@ -261,7 +262,7 @@ int sq_net_sources(struct sq_net *s, const struct sq_netopts *n, uint64_t conns,
                                 (unsigned long long)conns, s->nsrc, s->src_names[i],
                                 sq_strerror(rc));
         if (rc < 0)
-            return sq_flag_fail(err, len, "--source-addrs: %s is not an address of this host (%s)",
+            return sq_flag_fail(err, len, "%s: %s is not an address of this host (%s)", what,
                                 s->src_names[i], sq_strerror(rc));
     }
     cfg->src_addrs = s->src;

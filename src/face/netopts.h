@@ -33,6 +33,7 @@ struct sq_netopts {
     int64_t dns_ttl_ns; /* 0: resolve once */
     struct sq_tls_client_opts tls;
     const char *source_addrs; /* --source-addrs LIST (net/srcaddr.h); NULL: none */
+    const char *source_what;  /* names it in messages; NULL: "--source-addrs" */
     double connect_rate;      /* --connect-rate N: connects per second at most; 0: no limit */
     /* Not a flag: the run's egress policy (net/egress.h), set by a face that has one (the
      * daemon, MCP) and borrowed for the run; NULL (the CLI): any destination. */

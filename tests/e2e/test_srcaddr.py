@@ -116,6 +116,50 @@ class SourceAddrs(sqtest.TargetCase):
         self.assertEqual(doc["config"]["connect_rate_per_s"], 1000)
         self.assertEqual(doc["requests"]["completed"], 20)
 
+    def plan_file(self, d, extra):
+        path = os.path.join(d, "plan.yaml")
+        with open(path, "w") as f:
+            f.write(f"target: {self.base}\n{extra}" + textwrap.dedent("""\
+                scenarios:
+                  s:
+                    executor: shared-iterations
+                    vus: 4
+                    iterations: 20
+                    flow:
+                      - request: { url: /fast }
+                """))
+        return path
+
+    def test_plan_keys(self):
+        # the plan's source_addrs and connect_rate; the flags win over them
+        with tempfile.TemporaryDirectory() as d:
+            plan = self.plan_file(d, "source_addrs: 127.0.0.6-127.0.0.7\nconnect_rate: 500\n")
+            p, doc, _ = run_json("run", plan)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(doc["config"]["source_addrs"], ["127.0.0.6", "127.0.0.7"])
+            self.assertEqual(doc["config"]["connect_rate_per_s"], 500)
+            p, doc, _ = run_json("run", plan, "--source-addrs", "127.0.0.9", "--connect-rate", "900")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(doc["config"]["source_addrs"], ["127.0.0.9"])
+            self.assertEqual(doc["config"]["connect_rate_per_s"], 900)
+
+    def test_plan_keys_refused_where_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            for extra, want in (
+                    ("source_addrs: 127.0.0.x\n", "plan.yaml:2:15: source_addrs: '127.0.0.x' is not"),
+                    ("source_addrs: 192.0.2.7\n",
+                     "plan.yaml:2:15: source_addrs: 192.0.2.7 is not an address of this host"),
+                    ("connect_rate: 0\n", "plan.yaml:2:15: connect_rate: expected connections per second")):
+                plan = self.plan_file(d, extra)
+                p, _ = run_squall("run", plan)
+                self.assertEqual(p.returncode, 2, (extra, p.stderr))
+                self.assertIn(want, p.stderr)
+            # validate reads the list too (and binds nothing)
+            plan = self.plan_file(d, "source_addrs: 127.0.0.x\n")
+            p, _ = run_squall("validate", plan)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("plan.yaml:2:15: source_addrs: '127.0.0.x' is not", p.stderr)
+
     def test_bad_lists_name_the_flag(self):
         for bad in ("127.0.0.x", "127.0.0.5-127.0.0.2", "127.0.0.0/33", "127.0.0.1,,127.0.0.2",
                     "::1-::2", "10.0.0.0/8"):
