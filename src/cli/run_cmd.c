@@ -110,8 +110,10 @@ static int validate_one(const char *path, bool named)
         return rc;
     }
     char err[512];
+    struct sq_netopts none = {0};
     if (sq_thresholds_check(p, err, sizeof(err)) < 0 ||
-        sq_plan_hooks_check(p, err, sizeof(err)) < 0) {
+        sq_plan_hooks_check(p, err, sizeof(err)) < 0 ||
+        sq_planrun_check_sources(p, &none, err, sizeof(err)) < 0) {
         fprintf(stderr, "squall: %s\n", err);
         sq_plan_free(p);
         return SQ_EXIT_USAGE;

@@ -508,7 +508,8 @@ static int wrk_config(struct wrk *w)
     struct sq_netopts nopts = {0};
     nopts.tls.insecure = true;
     char err[8192];
-    if ((rc = sq_net_setup(&w->net, &nopts, &w->url, NULL, cfg, err, sizeof(err))) < 0)
+    if ((rc = sq_net_setup(&w->net, &nopts, &w->url, NULL, cfg, err, sizeof(err))) < 0 ||
+        (rc = sq_net_sources(&w->net, &nopts, o->connections, cfg, err, sizeof(err))) < 0)
         return sq_cli_prep_error(FACE, rc, err);
     return 0;
 }
@@ -629,6 +630,9 @@ static void wrk_json(struct wrk *w)
         .request_bytes = w->cfg.request_len,
         .protocol = "http/1.1",
         .stamp_run = stamp_run,
+        .source_addrs = w->net.src_names,
+        .nsource_addrs = w->net.nsrc,
+        .source_auto = w->net.src_auto,
     };
     json_t *doc = sq_report_json_doc(&info, &w->res);
     if (!doc)

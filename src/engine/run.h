@@ -124,6 +124,15 @@ struct sq_run_config {
      * address itself (once per connection, never per request). NULL (a CLI run): no check, one
      * pointer test. Borrowed; sq_net_setup sets it from the face's options. */
     const struct sq_egress *egress;
+    /* Source addresses (net/srcaddr.h: --source-addrs, or 127.0.0.1, 127.0.0.2... spread by
+     * the face on loopback): connection g binds src_addrs[g % nsrc] before connect() when its
+     * family is the destination's (else the kernel picks, as with nsrc 0). Borrowed. */
+    const struct sq_addr *src_addrs;
+    uint32_t nsrc;
+    /* --connect-rate: connections opened per second at most, the run's workers together (each
+     * keeps its share: rate / workers), while the pool opens and when a connection is
+     * replaced; a connect waits its turn (CONN_QUEUED). 0: as fast as they come. */
+    double connect_rate;
     /* Plan runs: the scenarios, run concurrently (each with min(threads, its VUs) workers).
      * NULL for the quick face, which runs exec with the static request above. */
     const struct sq_run_scen *scens;

@@ -193,6 +193,11 @@ static void timer_cb(struct sq_loop *loop, struct sq_timer *t)
     if (c->state == CONN_BACKOFF) {
         c->state = CONN_CLOSED;
         conn_replace(c);
+    } else if (c->state == CONN_QUEUED) {
+        c->state = CONN_CLOSED;
+        c->w->pace_bypass = true; /* its turn has come (xport.c) */
+        conn_replace(c);
+        c->w->pace_bypass = false;
     } else if (c->state == CONN_PACING) {
         conn_next(c, sq_loop_now(loop)); /* it sees the pacing wait that ended */
     } else if (c->state == CONN_THINK) {
@@ -1103,7 +1108,7 @@ static bool pool_settled(const struct sq_engine__worker *w)
         return false;
     for (uint32_t i = 0; i < w->nconns; i++)
         if (w->conns[i].state == CONN_CONNECTING || w->conns[i].state == CONN_CLOSED ||
-            w->conns[i].state == CONN_HANDSHAKE)
+            w->conns[i].state == CONN_HANDSHAKE || w->conns[i].state == CONN_QUEUED)
             return false;
     return true;
 }
@@ -1773,6 +1778,8 @@ void *sq_engine__worker_main(void *arg)
      * every paced send. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     sq_engine__times_open(w);
+    if (w->cfg->connect_rate > 0) /* --connect-rate: this worker's share (xport.c) */
+        w->pace_ns = (int64_t)((double)w->run->nworkers * 1e9 / w->cfg->connect_rate);
     w->sending = true;
     if (setup(w)) {
         sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);

@@ -34,6 +34,7 @@ struct sq_engine__driver; /* engine/driver.h: the protocol seam */
 enum conn_state {
     CONN_CLOSED,
     CONN_BACKOFF,    /* waiting to reconnect after a failed connect */
+    CONN_QUEUED,     /* waiting for its turn to connect (--connect-rate, xport.c) */
     CONN_CONNECTING, /* non-blocking connect in progress */
     CONN_HANDSHAKE,  /* connected, TLS handshake in progress */
     CONN_IDLE,       /* open, no request in flight */
@@ -240,6 +241,10 @@ struct sq_engine__worker {
     uint64_t quota;      /* shared-iterations: iterations this worker may still start */
     uint32_t active_vus; /* ramping-vus: how many of this worker's VUs may run */
     uint64_t in_flight;
+    /* --connect-rate (xport.c): this worker's connects are pace_ns apart, the next one not
+     * before pace_next_ns; pace_bypass: the connect being made is one whose turn has come. */
+    int64_t pace_ns, pace_next_ns;
+    bool pace_bypass;
     /* open model */
     uint64_t next_arrival; /* global index of this worker's next arrival */
     uint64_t total_arrivals;

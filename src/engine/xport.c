@@ -9,6 +9,12 @@
  * once, here (a connect error with its errno, or a TLS error with its message), and leaves the
  * transport CLOSED; what the owner does then (a VU backs off alone, a shared connection with
  * all its VUs) is the owner's layer below.
+ *
+ * --connect-rate: before a connect starts, the owner asks for a turn (wait_turn): each worker
+ * hands out turns pace_ns apart (the run's rate split evenly among its workers), and a connect
+ * whose turn is later waits on its owner's timer (a VU: CONN_QUEUED; a shared connection:
+ * MX_QUEUED, its VUs CONN_QUEUED), then connects with pace_bypass set. A queued VU keeps the
+ * pool unsettled, so the run still starts only once every connection of the pool is open.
  */
 #include "engine/xport.h"
 
@@ -64,7 +70,15 @@ int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *
         sq_engine__connect_error(w, -EACCES);
         return -EACCES;
     }
-    int fd = sq_connect_start(a);
+    /* a source address (--source-addrs, or the loopback spread): the connection's number picks
+     * it, round-robin, when its family is the destination's */
+    const struct sq_addr *src = NULL;
+    if (SQ_UNLIKELY(w->cfg->nsrc != 0)) {
+        src = &w->cfg->src_addrs[global % w->cfg->nsrc];
+        if (src->ss.ss_family != a->ss.ss_family)
+            src = NULL;
+    }
+    int fd = sq_connect_from(a, src);
     if (fd < 0) {
         sq_engine__connect_error(w, fd);
         return fd;
@@ -180,6 +194,20 @@ ssize_t sq_engine__xport_write(struct sq_engine__xport *x, const char *p, size_t
     return (ssize_t)off;
 }
 
+/* ---- turns (--connect-rate) ---- */
+
+/* True when the connect must wait: t is armed for its turn. False: connect now (no rate, a
+ * turn that has come, or a timer that could not be armed). */
+static bool wait_turn(struct sq_engine__worker *w, struct sq_timer *t)
+{
+    if (SQ_LIKELY(w->pace_ns == 0) || w->pace_bypass)
+        return false;
+    int64_t now = sq_loop_now(w->loop);
+    int64_t turn = w->pace_next_ns > now ? w->pace_next_ns : now;
+    w->pace_next_ns = turn + w->pace_ns;
+    return turn > now && sq_timer_start(w->loop, t, turn) == 0;
+}
+
 /* ---- a VU's own transport ---- */
 
 static void vu_backoff(struct sq_engine__conn *c)
@@ -190,6 +218,10 @@ static void vu_backoff(struct sq_engine__conn *c)
 
 void sq_engine__xport_vu_connect(struct sq_engine__conn *c, sq_io_cb on_io)
 {
+    if (SQ_UNLIKELY(wait_turn(c->w, &c->timer))) {
+        c->state = CONN_QUEUED; /* worker.c's timer_cb connects it at its turn */
+        return;
+    }
     if (sq_engine__xport_open(&c->x, c->w, NULL, c->global, on_io) < 0) {
         vu_backoff(c);
         return;
@@ -248,9 +280,12 @@ static void mux_on_backoff(struct sq_loop *loop, struct sq_timer *t)
 {
     SQ_UNUSED(loop);
     struct sq_engine__mux *m = SQ_CONTAINER_OF(t, struct sq_engine__mux, timer);
+    bool turn = m->state == SQ_ENGINE__MX_QUEUED;
     m->state = SQ_ENGINE__MX_CLOSED;
     if (m->w->sending) {
+        m->w->pace_bypass = turn;
         sq_engine__mux_connect(m);
+        m->w->pace_bypass = false;
         return;
     }
     sq_engine__mux_waiting(m, CONN_CLOSED);
@@ -268,7 +303,8 @@ void sq_engine__mux_init(struct sq_engine__mux *m, struct sq_engine__worker *w, 
 /* VUs that wait for the connection to (re)open. */
 static bool waiting(const struct sq_engine__conn *c)
 {
-    return c->state == CONN_CONNECTING || c->state == CONN_BACKOFF || c->state == CONN_CLOSED;
+    return c->state == CONN_CONNECTING || c->state == CONN_BACKOFF || c->state == CONN_CLOSED ||
+           c->state == CONN_QUEUED;
 }
 
 void sq_engine__mux_waiting(struct sq_engine__mux *m, uint8_t vs)
@@ -298,6 +334,11 @@ void sq_engine__mux_retry(struct sq_engine__mux *m)
 
 void sq_engine__mux_connect(struct sq_engine__mux *m)
 {
+    if (SQ_UNLIKELY(wait_turn(m->w, &m->timer))) {
+        m->state = SQ_ENGINE__MX_QUEUED; /* mux_on_backoff connects it at its turn */
+        sq_engine__mux_waiting(m, CONN_QUEUED);
+        return;
+    }
     if (sq_engine__xport_open(&m->x, m->w, m->pin, m->global, m->on_io) < 0) {
         sq_engine__mux_retry(m);
         return;
@@ -362,6 +403,9 @@ void sq_engine__mux_join(struct sq_engine__mux *m, struct sq_engine__conn *c)
         return;
     case SQ_ENGINE__MX_BACKOFF:
         c->state = CONN_BACKOFF;
+        return;
+    case SQ_ENGINE__MX_QUEUED:
+        c->state = CONN_QUEUED;
         return;
     default:
         c->state = CONN_CONNECTING;

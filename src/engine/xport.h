@@ -163,6 +163,7 @@ enum sq_engine__mxstate {
     SQ_ENGINE__MX_CONNECTING, /* the transport sets up (TCP, TLS) */
     SQ_ENGINE__MX_HELLO,      /* the protocol's greeting (a broker's CONNECT/CONNACK...) */
     SQ_ENGINE__MX_OPEN,
+    SQ_ENGINE__MX_QUEUED, /* waiting for its turn to connect (--connect-rate): its timer */
 };
 
 struct sq_engine__mux {

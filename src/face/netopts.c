@@ -1,8 +1,11 @@
 /* face/netopts.c - see netopts.h. */
 #include "face/netopts.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -10,6 +13,7 @@
 #include "face/flags.h"
 #include "http/url.h"
 #include "net/sock.h"
+#include "net/srcaddr.h"
 
 #define NOFILE_HEADROOM 64
 
@@ -22,7 +26,12 @@ const char sq_netopts_usage[] =
     "      --cert FILE         https: client certificate (PEM), with --key\n"
     "      --key FILE          https: private key of --cert (PEM)\n"
     "      --tls-min V         https: lowest TLS version, 1.2 or 1.3 (default 1.2)\n"
-    "      --tls-max V         https: highest TLS version, 1.2 or 1.3 (default 1.3)\n";
+    "      --tls-max V         https: highest TLS version, 1.2 or 1.3 (default 1.3)\n"
+    "      --source-addrs LIST bind connections round-robin to these local addresses: ADDR,\n"
+    "                          A-B (IPv4 range) or ADDR/N (IPv4 block), comma-separated\n"
+    "                          (default: 127.0.0.1+ on loopback when one address's ports\n"
+    "                          would not do)\n"
+    "      --connect-rate N    open at most N connections per second (default: no limit)\n";
 
 int sq_netopts_flag(struct sq_netopts *n, int opt, const char *flag, const char *arg, char *err,
                     size_t len)
@@ -66,6 +75,27 @@ int sq_netopts_flag(struct sq_netopts *n, int opt, const char *flag, const char 
         else
             n->tls.max_version = arg;
         return 1;
+    case SQ_NETOPT_SOURCE_ADDRS: {
+        struct sq_addr *v = NULL;
+        size_t nv = 0;
+        int rc = sq_srcaddr_parse(arg, &v, &nv, why, sizeof(why));
+        free(v);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc < 0)
+            return sq_flag_fail(err, len, "%s: %s", flag, why);
+        n->source_addrs = arg;
+        return 1;
+    }
+    case SQ_NETOPT_CONNECT_RATE: {
+        char *end = NULL;
+        double v = strtod(arg, &end);
+        if (end == arg || *end || !isfinite(v) || v <= 0 || v > 1e9)
+            return sq_flag_fail(
+                err, len, "%s: '%s' is not a rate (connections per second, above 0)", flag, arg);
+        n->connect_rate = v;
+        return 1;
+    }
     default:
         return 0;
     }
@@ -126,6 +156,7 @@ int sq_net_setup(struct sq_net *s, const struct sq_netopts *n, const struct sq_u
                          .egress = n->egress,
                          .url = url};
     cfg->egress = n->egress;
+    cfg->connect_rate = s->connect_rate = n->connect_rate;
     if (strcmp(url->scheme, "https") == 0) {
         char why[SQ_TLS_ERRLEN];
         struct sq_tls_client_opts t = n->tls;
@@ -169,6 +200,74 @@ void sq_net_dispose(struct sq_net *s)
 {
     sq_tls_client_free(s->tls);
     s->tls = NULL;
+    if (s->src_names)
+        free(s->src_names[0]);
+    free(s->src_names);
+    free(s->src);
+    s->src_names = NULL;
+    s->src = NULL;
+    s->nsrc = 0;
+}
+
+/* Every target address IPv4 loopback (127.0.0.0/8). */
+static bool loopback_target(const struct sq_run_config *cfg)
+{
+    for (int i = 0; i < cfg->naddrs; i++) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)&cfg->addrs[i].ss;
+        if (s4->sin_family != AF_INET || (ntohl(s4->sin_addr.s_addr) >> 24) != 127)
+            return false;
+    }
+    return cfg->naddrs > 0;
+}
+
+int sq_net_sources(struct sq_net *s, const struct sq_netopts *n, uint64_t conns,
+                   struct sq_run_config *cfg, char *err, size_t len)
+{
+    char why[240];
+    size_t nv = 0;
+    const char *what = n->source_what ? n->source_what : "--source-addrs";
+    if (n->source_addrs) {
+        int rc = sq_srcaddr_parse(n->source_addrs, &s->src, &nv, why, sizeof(why));
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc < 0)
+            return sq_flag_fail(err, len, "%s: %s", what, why);
+    } else {
+        if (!loopback_target(cfg))
+            return 0;
+        uint32_t want = sq_srcaddr_auto_count(conns, sq_srcaddr_ports());
+        if (want < 2)
+            return 0;
+        if (!(s->src = calloc(want, sizeof(*s->src))))
+            return -ENOMEM;
+        sq_srcaddr_loopback(s->src, want);
+        nv = want;
+        s->src_auto = true;
+    }
+    s->nsrc = (uint32_t)nv;
+    s->src_names = calloc(nv, sizeof(*s->src_names));
+    char *names = calloc(nv, INET6_ADDRSTRLEN);
+    if (!s->src_names || !names) {
+        free(names);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        s->src_names[i] = names + i * INET6_ADDRSTRLEN;
+        sq_srcaddr_format(&s->src[i], s->src_names[i], INET6_ADDRSTRLEN);
+        int rc = sq_srcaddr_check(&s->src[i]);
+        if (rc < 0 && s->src_auto)
+            return sq_flag_fail(err, len,
+                                "%llu connections to loopback need %u source addresses, and %s "
+                                "cannot be bound (%s): name the ones to use with --source-addrs",
+                                (unsigned long long)conns, s->nsrc, s->src_names[i],
+                                sq_strerror(rc));
+        if (rc < 0)
+            return sq_flag_fail(err, len, "%s: %s is not an address of this host (%s)", what,
+                                s->src_names[i], sq_strerror(rc));
+    }
+    cfg->src_addrs = s->src;
+    cfg->nsrc = s->nsrc;
+    return 0;
 }
 
 int sq_net_raise_nofile(uint64_t n, const char *what, char *err, size_t len)

@@ -1,8 +1,10 @@
 /* face/netopts.h - the flags every load face shares for reaching the target: DNS overrides
- * (--resolve, --connect-to, --dns-ttl) and TLS (-k/--insecure, --cacert, --cert, --key,
- * --tls-min, --tls-max); and setting them up for a run: the target resolved into the run's
- * configuration and the TLS client made. One option table, one help text, one parser and one
- * set-up, so `squall URL`, `squall run PLAN` and the daemon cannot drift apart.
+ * (--resolve, --connect-to, --dns-ttl), TLS (-k/--insecure, --cacert, --cert, --key,
+ * --tls-min, --tls-max) and connection setup (--source-addrs, --connect-rate); and setting them
+ * up for a run: the target resolved into the run's configuration, the TLS client made, the
+ * source addresses checked (or spread over 127.0.0.1+ on loopback). One option table, one help
+ * text, one parser and one set-up, so `squall URL`, `squall run PLAN` and the daemon cannot drift
+ * apart.
  *
  * Nothing here prints: messages go into the caller's buffer, with the return codes of
  * face/flags.h (-SQ_EUSAGE names a flag; any other negative code is a failure to set up).
@@ -30,6 +32,9 @@ struct sq_netopts {
     size_t nresolve, nconnect_to;
     int64_t dns_ttl_ns; /* 0: resolve once */
     struct sq_tls_client_opts tls;
+    const char *source_addrs; /* --source-addrs LIST (net/srcaddr.h); NULL: none */
+    const char *source_what;  /* names it in messages; NULL: "--source-addrs" */
+    double connect_rate;      /* --connect-rate N: connects per second at most; 0: no limit */
     /* Not a flag: the run's egress policy (net/egress.h), set by a face that has one (the
      * daemon, MCP) and borrowed for the run; NULL (the CLI): any destination. */
     const struct sq_egress *egress;
@@ -45,6 +50,8 @@ enum {
     SQ_NETOPT_KEY,
     SQ_NETOPT_TLS_MIN,
     SQ_NETOPT_TLS_MAX,
+    SQ_NETOPT_SOURCE_ADDRS,
+    SQ_NETOPT_CONNECT_RATE,
 };
 
 /* The entries to put in a face's struct option table. */
@@ -57,6 +64,8 @@ enum {
         {"cert", required_argument, NULL, SQ_NETOPT_CERT},                                         \
         {"key", required_argument, NULL, SQ_NETOPT_KEY},                                           \
         {"tls-min", required_argument, NULL, SQ_NETOPT_TLS_MIN},                                   \
+        {"source-addrs", required_argument, NULL, SQ_NETOPT_SOURCE_ADDRS},                         \
+        {"connect-rate", required_argument, NULL, SQ_NETOPT_CONNECT_RATE},                         \
     {                                                                                              \
         "tls-max", required_argument, NULL, SQ_NETOPT_TLS_MAX                                      \
     }
@@ -88,6 +97,12 @@ struct sq_net {
     const struct sq_url *url;       /* borrowed */
     struct sq_tls_client *tls;      /* https: owned; NULL for http */
     char addr[80];                  /* the first address found, "127.0.0.1:8080" (the document's) */
+    /* The source addresses (sq_net_sources): owned; src_names[i] is src[i] as text */
+    struct sq_addr *src;
+    uint32_t nsrc;
+    bool src_auto; /* spread over 127.0.0.1+ by itself (a loopback target), not --source-addrs */
+    char **src_names;
+    double connect_rate; /* --connect-rate, 0: none */
 };
 
 /* Resolves url's host into cfg (addrs, naddrs, dns_ns, and the --dns-ttl re-resolution) through
@@ -101,6 +116,15 @@ SQ_MUST_CHECK int sq_net_setup(struct sq_net *s, const struct sq_netopts *n,
                                const struct sq_url *url, const char *alpn,
                                struct sq_run_config *cfg, char *err, size_t len);
 void sq_net_dispose(struct sq_net *s);
+
+/* After sq_net_setup, once the run's connection count is known: the source addresses into s and
+ * cfg (src_addrs, nsrc). --source-addrs: its list, each address bound once here to prove it is
+ * this host's; none, with every target address IPv4 loopback and more connections than one
+ * address keeps within half its ephemeral ports (net/srcaddr.h): 127.0.0.1, 127.0.0.2... as
+ * many as needed; else none. Returns 0, -SQ_EUSAGE ("--source-addrs: 10.9.9.9 is not an address
+ * of this host (Cannot assign requested address)") or -ENOMEM. */
+SQ_MUST_CHECK int sq_net_sources(struct sq_net *s, const struct sq_netopts *n, uint64_t conns,
+                                 struct sq_run_config *cfg, char *err, size_t len);
 
 /* Raises RLIMIT_NOFILE for n sockets plus headroom (files, the loop, listeners). Returns 0, or
  * -EMFILE with err saying "N WHAT need M open files but the limit is L; raise it (ulimit -n) or

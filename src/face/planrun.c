@@ -14,6 +14,7 @@
 #include "engine/flow.h"
 #include "face/hookcheck.h"
 #include "http/decode.h"
+#include "net/srcaddr.h"
 #include "stats/hist.h"
 
 void sq_planrun_opts_init(struct sq_planrun_opts *o)
@@ -184,6 +185,24 @@ static int no_memory(char *err, size_t len)
 
 /* What the plan must pass before anything is set up: its thresholds, its script (and whether
  * this runner takes one), its hooks, its target. */
+int sq_planrun_check_sources(const struct sq_plan *p, const struct sq_netopts *o, char *err,
+                             size_t len)
+{
+    if (!p->source_addrs || o->source_addrs)
+        return 0;
+    struct sq_addr *v = NULL;
+    size_t nv = 0;
+    char why[240];
+    int rc = sq_srcaddr_parse(p->source_addrs, &v, &nv, why, sizeof(why));
+    free(v);
+    if (rc == -ENOMEM)
+        return no_memory(err, len);
+    if (rc < 0)
+        return plan_fail(err, len, "%s:%u:%u: source_addrs: %s", p->file, p->source_addrs_loc.line,
+                         p->source_addrs_loc.col, why);
+    return 0;
+}
+
 static int plan_checks(struct sq_planrun *r, const struct sq_plan *p,
                        const struct sq_planrun_opts *o, char *err, size_t len)
 {
@@ -194,6 +213,9 @@ static int plan_checks(struct sq_planrun *r, const struct sq_plan *p,
         return plan_fail(err, len,
                          "%s:%u:%u: script: this runner runs no Lua from plans (no hooks here)",
                          p->file, p->script_loc.line, p->script_loc.col);
+    int src = sq_planrun_check_sources(p, &o->net, err, len);
+    if (src < 0)
+        return src;
     int hrc = sq_plan_hooks_check(p, why, sizeof(why)); /* the script loads, its hooks exist */
     if (hrc == -ENOMEM)
         return no_memory(err, len);
@@ -339,6 +361,21 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
                             "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");
     cfg->streams = o->streams ? (uint32_t)o->streams : 1;
     rc = net_setup(r, o, nh2, err, len);
+    if (rc == 0 && !o->net.connect_rate && p->connect_rate > 0)
+        cfg->connect_rate = r->net.connect_rate = p->connect_rate; /* the flag wins */
+    if (rc == 0) {
+        /* --source-addrs, else the plan's source_addrs (named by its position), else none or the
+         * loopback spread */
+        struct sq_netopts n = o->net;
+        char what[320];
+        if (!n.source_addrs && p->source_addrs) {
+            snprintf(what, sizeof(what), "%s:%u:%u: source_addrs", p->file,
+                     p->source_addrs_loc.line, p->source_addrs_loc.col);
+            n.source_addrs = p->source_addrs;
+            n.source_what = what;
+        }
+        rc = sq_net_sources(&r->net, &n, r->vus, cfg, err, len);
+    }
     if (rc == 0)
         rc = destinations(r, o, err, len);
     return rc;

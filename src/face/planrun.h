@@ -95,6 +95,12 @@ struct sq_planrun {
 /* The protocol scenario i runs, as the result names it: "http/1.1", "h2c" or "h2". */
 const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i);
 
+/* The plan's source_addrs (the syntax of --source-addrs, net/srcaddr.h), unless the flag (o's)
+ * replaces it: 0, or -SQ_EPARSE with err saying "FILE:LINE:COL: source_addrs: why", or -ENOMEM.
+ * sq_planrun_prepare calls it; `squall validate` too (no address is bound). */
+SQ_MUST_CHECK int sq_planrun_check_sources(const struct sq_plan *p, const struct sq_netopts *o,
+                                           char *err, size_t len);
+
 /* Prepares the run of plan p with the flags o, sending nothing: every destination (the target,
  * the brokers of publish and subscribe steps, auth.oauth2.token_url) resolved through
  * o->net.egress. A caller that only checks a plan stops here. Returns 0, -SQ_EPARSE (a threshold

@@ -1261,7 +1261,7 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     if (rc < 0)
         return rc;
     r->conns = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
-    return 0;
+    return sq_net_sources(&r->net, &o->net, r->conns, cfg, err, len);
 }
 
 /* A --urls line's @PATH body: PATH as written, taken from the list's directory when relative. */
@@ -1595,6 +1595,8 @@ static int configure(struct sq_quick_run *r, const struct sq_quick_opts *o,
         return rc;
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
     r->conns = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
+    if ((rc = sq_net_sources(&r->net, &o->net, r->conns, cfg, err, len)) < 0)
+        return rc;
     if (o->script && (rc = prepare_script(r, o, headers, nheaders, err, len)) < 0)
         return rc;
     return 0;

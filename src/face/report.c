@@ -98,6 +98,10 @@ json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
         .name = o->name,
         .percentiles = o->npercentiles ? o->percentiles : NULL,
         .npercentiles = o->npercentiles,
+        .source_addrs = r->net.src_names,
+        .nsource_addrs = r->net.nsrc,
+        .source_auto = r->net.src_auto,
+        .connect_rate = r->net.connect_rate,
     };
     if (r->is_bus) {
         info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : "PUBLISH";
@@ -141,6 +145,10 @@ json_t *sq_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
         .name = r->opts->name ? r->opts->name : r->plan->name,
         .percentiles = r->opts->npercentiles ? r->opts->percentiles : NULL,
         .npercentiles = r->opts->npercentiles,
+        .source_addrs = r->net.src_names,
+        .nsource_addrs = r->net.nsrc,
+        .source_auto = r->net.src_auto,
+        .connect_rate = r->net.connect_rate,
     };
     json_t *doc = sq_report_json_doc(&info, res);
     if (doc && sq_report_plan_sections(doc, r->plan, res, v) < 0) {

@@ -60,11 +60,24 @@ void sq_addr_format(const struct sq_addr *a, char *buf, size_t size)
 
 int sq_connect_start(const struct sq_addr *a)
 {
+    return sq_connect_from(a, NULL);
+}
+
+int sq_connect_from(const struct sq_addr *a, const struct sq_addr *src)
+{
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
     if (fd < 0)
         return -errno;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* The port stays the kernel's to pick at connect(), per 4-tuple: a bind() with port 0 alone
+     * would reserve a port for the address whatever the destination, and run out at ~28k. */
+    if (src && (setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one)) < 0 ||
+                bind(fd, (const struct sockaddr *)&src->ss, src->len) < 0)) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
     if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0 && errno != EINPROGRESS) {
         int err = -errno;
         close(fd);

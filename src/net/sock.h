@@ -26,6 +26,10 @@ void sq_addr_format(const struct sq_addr *a, char *buf, size_t size);
 /* Starts a non-blocking connect with TCP_NODELAY. Returns the fd (connect may be in progress:
  * wait for writability, then call sq_connect_result) or -errno. */
 SQ_MUST_CHECK int sq_connect_start(const struct sq_addr *a);
+/* The same from a local address (net/srcaddr.h): src (port 0, same family as a) is bound with
+ * IP_BIND_ADDRESS_NO_PORT first, so the kernel still picks the port per 4-tuple; NULL: the
+ * kernel picks the address too. -EADDRNOTAVAIL: src is not one of this host's addresses. */
+SQ_MUST_CHECK int sq_connect_from(const struct sq_addr *a, const struct sq_addr *src);
 /* 0 when the pending connect succeeded, else -errno (SO_ERROR). */
 int sq_connect_result(int fd);
 

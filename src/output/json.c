@@ -799,6 +799,15 @@ static json_t *config_block(const struct sq_report_info *info, const struct sq_r
         json_object_set_new(config, "protocol", json_string(info->protocol));
     if (config && info->streams)
         json_object_set_new(config, "streams", json_integer((json_int_t)info->streams));
+    if (config && info->nsource_addrs) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < info->nsource_addrs; i++)
+            json_array_append_new(a, json_string(info->source_addrs[i]));
+        json_object_set_new(config, "source_addrs", a);
+        json_object_set_new(config, "source_addrs_auto", json_boolean(info->source_auto));
+    }
+    if (config && info->connect_rate > 0)
+        json_object_set_new(config, "connect_rate_per_s", json_real(info->connect_rate));
     return config;
 }
 

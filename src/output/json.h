@@ -58,6 +58,13 @@ struct sq_report_info {
     /* The run id as its stamps write it (engine/run.h: sq_stamp_run_text), for the `stamps`
      * block of a run that stamped events; NULL: the block gives it as null. */
     const char *stamp_run;
+    /* The local addresses the connections were bound to, round-robin (--source-addrs, or
+     * 127.0.0.1+ spread by itself on loopback: source_auto): config.source_addrs; none: the
+     * kernel chose. connect_rate: --connect-rate (config.connect_rate_per_s), 0: none. */
+    char *const *source_addrs;
+    size_t nsource_addrs;
+    bool source_auto;
+    double connect_rate;
 };
 
 /* "2024-05-01T10:00:00.123+02:00": wall-clock ns since the epoch as ISO 8601 in the local time

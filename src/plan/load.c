@@ -753,9 +753,9 @@ static int collect_secrets(struct sq_plan *p)
 
 static int load_root(struct ld *L, const struct ynode *root)
 {
-    static const char *const keys[] = {"target",    "vars",       "defaults", "data",
-                                       "scenarios", "thresholds", "script",   "auth",
-                                       "sink",      "name",       "seed",     "redact"};
+    static const char *const keys[] = {
+        "target", "vars", "defaults", "data", "scenarios", "thresholds",   "script",
+        "auth",   "sink", "name",     "seed", "redact",    "source_addrs", "connect_rate"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_keys(L, root, "a mapping with target and scenarios", keys,
                                 SQ_ARRAY_LEN(keys));
@@ -812,6 +812,28 @@ static int load_root(struct ld *L, const struct ynode *root)
         if ((rc = sq_plan__get_bool(L, rd, &on)) < 0)
             return rc;
         p->no_redact = !on;
+        sq_plan__path_pop(L, m);
+    }
+    const struct ynode *sa = sq_plan__get(root, "source_addrs");
+    if (sa) {
+        /* the syntax is the face's to check (net/srcaddr.h), at this position */
+        size_t m = sq_plan__path_key(L, "source_addrs");
+        if ((rc = sq_plan__want_string(L, sa, "local addresses, like 127.0.0.2-127.0.0.5")) < 0)
+            return rc;
+        if (sa->len == 0 || strlen(sa->s) != sa->len)
+            return sq_plan__fail(L, sa, "the list is empty or holds a NUL byte");
+        if (!(p->source_addrs = strdup(sa->s)))
+            return -ENOMEM;
+        p->source_addrs_loc = sa->loc;
+        sq_plan__path_pop(L, m);
+    }
+    const struct ynode *cr = sq_plan__get(root, "connect_rate");
+    if (cr) {
+        size_t m = sq_plan__path_key(L, "connect_rate");
+        if ((rc = sq_plan__get_number(L, cr, 0, &p->connect_rate)) < 0)
+            return rc;
+        if (p->connect_rate <= 0 || p->connect_rate > 1e9)
+            return sq_plan__fail(L, cr, "expected connections per second, above 0 (at most 1e9)");
         sq_plan__path_pop(L, m);
     }
     const struct ynode *sc = sq_plan__get(root, "scenarios");
@@ -1022,6 +1044,7 @@ void sq_plan_free(struct sq_plan *p)
     free(p->name);
     free(p->file);
     free(p->script);
+    free(p->source_addrs);
     sq_plan__oauth2_free(p->oauth2);
     free(p);
 }

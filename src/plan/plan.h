@@ -204,6 +204,12 @@ struct sq_plan {
     uint64_t seed;
     bool seed_set;
     bool no_redact; /* redact: false: kept exchanges keep their credentials */
+    /* source_addrs: local addresses the connections bind, round-robin (the syntax of
+     * --source-addrs, net/srcaddr.h: checked by the face, at source_addrs_loc); connect_rate:
+     * connections opened per second at most (0: none). The flags win over both. */
+    char *source_addrs;
+    struct sq_loc source_addrs_loc;
+    double connect_rate;
     /* The credentials the plan holds as fixed text, found when it loads: the fixed value of each
      * credential header (base/redact.h's names) and its part after the scheme word, auth.oauth2's
      * client secret, the password of a broker URL. Views into the plan; nsecrets of them. */

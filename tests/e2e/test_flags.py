@@ -117,6 +117,9 @@ QUICK = [
            "comma-separated")),
     ([U, "--connect-to", "x"], quick("--connect-to: 'x' is not HOST:PORT:HOST2:PORT2")),
     ([U, "--connect-to", "a:0:b:1"], quick("--connect-to: 'a:0:b:1': a port must be 1-65535 (or empty)")),
+    ([U, "--source-addrs", "127.0.0.9-127.0.0.2"], quick("--source-addrs: '127.0.0.9-127.0.0.2' is a range that ends before it starts")),
+    ([U, "--source-addrs", "10.0.0.0/8"], quick("--source-addrs: more than 4096 addresses")),
+    ([U, "--connect-rate", "0"], quick("--connect-rate: '0' is not a rate (connections per second, above 0)")),
     ([U, "--dns-ttl", "0"], quick(f"--dns-ttl: '0' {DURATION}")),
     ([U, "--tls-min", "1.1"], quick("--tls-min: '1.1' is not a TLS version (1.2 or 1.3)")),
     ([U, "--tls-max", "x"], quick("--tls-max: 'x' is not a TLS version (1.2 or 1.3)")),
@@ -130,7 +133,7 @@ QUICK = [
     # flags and arguments
     ([U, "--frobnicate"], quick("unknown flag '--frobnicate'")),
     ([U, "-qZ"], quick("unknown flag '-Z'")),
-    ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to")),
+    ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to, --connect-rate")),
     ([U, "--timeout"], quick("--timeout needs a value")),
     ([U, "extra"], quick("one URL only; unexpected 'extra' (several: --urls FILE)")),
     (["-c", "4"], quick("no URL given")),

@@ -113,7 +113,7 @@ static void unknown_keys(void **state)
                "unknown key 'scenarioz' (did you mean 'scenarios'?)");
     expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
                "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
-               "thresholds, script, auth, sink, name, seed, redact)");
+               "thresholds, script, auth, sink, name, seed, redact, source_addrs, connect_rate)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",

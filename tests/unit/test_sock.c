@@ -20,7 +20,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "net/sock.h"
+#include "net/srcaddr.h"
+#include <stdlib.h>
 
 static struct sq_addr v4(const char *ip, uint16_t port)
 {
@@ -281,6 +284,120 @@ static void test_raise_nofile(void **state)
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 }
 
+/* --source-addrs lists: each case whole, with its NUL right before a guard page, and what it
+ * yields (the addresses joined by commas) or NULL for a refusal. */
+static void test_srcaddr_parse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"127.0.0.2", "127.0.0.2"},
+        {"127.0.0.2-127.0.0.5", "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5"},
+        {"127.0.0.0/30", "127.0.0.0,127.0.0.1,127.0.0.2,127.0.0.3"},
+        {"127.0.0.9/31,::1", "127.0.0.8,127.0.0.9,::1"},
+        {"10.0.0.1-10.0.0.1", "10.0.0.1"},
+        {"10.0.0.7/32", "10.0.0.7"},
+        {"127.0.0.255-127.0.1.0", "127.0.0.255,127.0.1.0"},
+        {"", NULL},
+        {",", NULL},
+        {"127.0.0.1,", NULL},
+        {"127.0.0.x", NULL},
+        {"127.0.0.5-127.0.0.2", NULL},
+        {"127.0.0.0/33", NULL},
+        {"127.0.0.0/", NULL},
+        {"127.0.0.0/3x", NULL},
+        {"::1-::2", NULL},
+        {"::1/127", NULL},
+        {"10.0.0.0/8", NULL}, /* 16M addresses: over SQ_SRCADDR_MAX */
+        {"-", NULL},
+        {"/", NULL},
+    };
+    struct guard g;
+    guard_init(&g, 256);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *in = guard_put(&g, cases[i].in, strlen(cases[i].in) + 1);
+        struct sq_addr *v = NULL;
+        size_t n = 0;
+        char why[240] = "", got[512] = "";
+        int rc = sq_srcaddr_parse(in, &v, &n, why, sizeof(why));
+        if (!cases[i].want) {
+            if (rc >= 0)
+                fail_msg("'%s' parsed", cases[i].in);
+            assert_true(why[0] != '\0');
+            continue;
+        }
+        if (rc < 0)
+            fail_msg("'%s': %s", cases[i].in, why);
+        for (size_t k = 0; k < n; k++) {
+            char one[64];
+            sq_srcaddr_format(&v[k], one, sizeof(one));
+            assert_int_equal(v[k].len, v[k].ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                                    : sizeof(struct sockaddr_in6));
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", k ? "," : "", one);
+        }
+        assert_string_equal(got, cases[i].want);
+        free(v);
+    }
+    guard_free(&g);
+}
+
+/* The loopback spread: one address up to half the ports, then one more per half; the addresses
+ * 127.0.0.1 up; and a bind check that knows which addresses are this host's. */
+static void test_srcaddr_auto(void **state)
+{
+    (void)state;
+    assert_int_equal(sq_srcaddr_auto_count(1, 28232), 1);
+    assert_int_equal(sq_srcaddr_auto_count(14116, 28232), 1);
+    assert_int_equal(sq_srcaddr_auto_count(14117, 28232), 2);
+    assert_int_equal(sq_srcaddr_auto_count(19000, 28232), 2);
+    assert_int_equal(sq_srcaddr_auto_count(100000, 28232), 8);
+    assert_int_equal(sq_srcaddr_auto_count(1000000, 28232), 71);
+    assert_int_equal(sq_srcaddr_auto_count(UINT64_MAX / 2, 28232), SQ_SRCADDR_MAX);
+    assert_true(sq_srcaddr_ports() > 0);
+    struct sq_addr a[3];
+    sq_srcaddr_loopback(a, 3);
+    char buf[64];
+    sq_srcaddr_format(&a[2], buf, sizeof(buf));
+    assert_string_equal(buf, "127.0.0.3");
+    assert_int_equal(sq_srcaddr_check(&a[2]), 0);
+    struct sq_addr *v = NULL;
+    size_t n = 0;
+    char why[240];
+    assert_int_equal(sq_srcaddr_parse("192.0.2.7", &v, &n, why, sizeof(why)), 0);
+    assert_int_equal(sq_srcaddr_check(&v[0]), -EADDRNOTAVAIL); /* TEST-NET-1: never local */
+    free(v);
+}
+
+/* A connection from 127.0.0.4 arrives from 127.0.0.4, its port picked at connect(). */
+static void test_connect_from(void **state)
+{
+    (void)state;
+    struct sq_addr lo;
+    const char *why = NULL;
+    assert_int_equal(sq_resolve("127.0.0.1", 0, &lo, 1, &why), 1);
+    int lfd = sq_listen(&lo, false, 8);
+    assert_true(lfd >= 0);
+    ((struct sockaddr_in *)&lo.ss)->sin_port = htons(sq_sock_port(lfd));
+    struct sq_addr four[4];
+    sq_srcaddr_loopback(four, 4);
+    int fd = sq_connect_from(&lo, &four[3]);
+    assert_true(fd >= 0);
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    struct sockaddr_in peer;
+    socklen_t plen = sizeof(peer);
+    int afd = accept(lfd, (struct sockaddr *)&peer, &plen);
+    assert_true(afd >= 0);
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+    assert_string_equal(ip, "127.0.0.4");
+    assert_true(ntohs(peer.sin_port) != 0);
+    close(afd);
+    close(fd);
+    close(lfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +405,8 @@ int main(void)
         cmocka_unit_test(test_resolve_order_and_max), cmocka_unit_test(test_resolve_failure),
         cmocka_unit_test(test_connect_loopback),      cmocka_unit_test(test_connect_refused),
         cmocka_unit_test(test_listen_reuseport),      cmocka_unit_test(test_raise_nofile),
+        cmocka_unit_test(test_srcaddr_parse),         cmocka_unit_test(test_srcaddr_auto),
+        cmocka_unit_test(test_connect_from),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
