@@ -3,6 +3,7 @@
 #define SQ_HTTP_URL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -26,6 +27,10 @@ struct sq_url {
  * storage (thread-local for the scheme message, valid until the next call on this thread) and
  * out->path is NULL, so sq_url_dispose(out) is always safe after the call. */
 SQ_MUST_CHECK int sq_url_parse(const char *s, struct sq_url *out, const char **errmsg);
+
+/* The index of the first space or control byte (<= 0x20, 0x7f) in s[0, n), or n when none. A
+ * URL holds none (sq_url_parse refuses it first, naming the character and "write it as %20"). */
+size_t sq_url_blank_at(const char *s, size_t n);
 
 /* Frees u->path; u may be parsed into again. */
 void sq_url_dispose(struct sq_url *u);

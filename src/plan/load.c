@@ -454,6 +454,14 @@ bool sq_plan__parse_origin(const char *s, size_t len, char *scheme, char *host, 
     return true;
 }
 
+size_t sq_plan__blank_at(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f)
+            return i;
+    return n;
+}
+
 static int load_target(struct ld *L, const struct ynode *n)
 {
     struct sq_tmpl *t = NULL;
@@ -466,6 +474,18 @@ static int load_target(struct ld *L, const struct ynode *n)
         return sq_plan__fail(L, n,
                              "the target is fixed text: only plan variables and $env.NAME may "
                              "appear in it");
+    }
+    size_t blank = sq_plan__blank_at(s, len);
+    if (blank < len) {
+        /* before the origin's own checks, which would blame the part the space lands in */
+        bool same = n->kind == Y_SCALAR && n->len == len && memcmp(n->s, s, len) == 0;
+        struct sq_loc at = same ? sq_plan__value_loc(L, n, blank) : n->loc;
+        sq_tmpl_free(t);
+        return sq_plan__fail_at(L, at,
+                                "the target may not contain %s: it is an origin like "
+                                "http://127.0.0.1:8080 (write a space as %%20, and paths in each "
+                                "step's url)",
+                                s[blank] == ' ' ? "a space" : "a control character");
     }
     bool ok = sq_plan__parse_origin(s, len, L->scheme, L->host, sizeof(L->host), &L->port);
     if (!ok) {

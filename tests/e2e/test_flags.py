@@ -138,6 +138,13 @@ QUICK = [
      quick("bad URL 'ftp://127.0.0.1/': unsupported URL scheme \"ftp\" (use http:// or https://)")),
     (["127.0.0.1:8080"],
      quick("bad URL '127.0.0.1:8080': no scheme (did you mean http://127.0.0.1:8080?)")),
+    # a space is named as one wherever it lands (after the port it read "port must be 1..65535")
+    (["http://127.0.0.1:1 a/b"],
+     quick("bad URL 'http://127.0.0.1:1 a/b': a URL may not contain a space (character 19): "
+           "write it as %20")),
+    (["http://127.0.0.1:1/a b"],
+     quick("bad URL 'http://127.0.0.1:1/a b': a URL may not contain a space (character 21): "
+           "write it as %20")),
 ]
 
 RUN = [
