@@ -131,6 +131,12 @@ QUICK = [
     ([U, "--frobnicate"], quick("unknown flag '--frobnicate'")),
     ([U, "-qZ"], quick("unknown flag '-Z'")),
     ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to")),
+    ([U, "--cpus", "1-x"], quick("--cpus: '1-x' is not a CPU list like 0-3 or 0,2-5 (numbers "
+                                 "and ranges, comma-separated)")),
+    ([U, "--cpus", ""], quick("--cpus: '' is not a CPU list like 0-3 or 0,2-5 (numbers and "
+                              "ranges, comma-separated)")),
+    ([U, "--cpus", "3-1"], quick("--cpus: '3-1': the range 3-1 runs backwards")),
+    ([U, "--cpus", "0,1024"], quick("--cpus: '0,1024': CPU 1024 is past the last one (1023)")),
     ([U, "--timeout"], quick("--timeout needs a value")),
     ([U, "extra"], quick("one URL only; unexpected 'extra' (several: --urls FILE)")),
     (["-c", "4"], quick("no URL given")),
