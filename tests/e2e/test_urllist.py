@@ -125,6 +125,27 @@ class VegetaTargets(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("<stdin>:3:1: a header line with no request line above it", p.stderr)
 
+    def test_the_example_runs(self):
+        # examples/vegeta-targets.txt, pointed at this server (its files copied beside it)
+        here = os.path.dirname(os.path.abspath(__file__))
+        ex = os.path.join(here, "..", "..", "examples")
+        with open(os.path.join(ex, "vegeta-targets.txt")) as f:
+            text = f.read().replace("http://127.0.0.1:8080", self.base)
+        os.mkdir(os.path.join(self.tmp.name, "data"))
+        with open(os.path.join(ex, "data", "products.json"), "rb") as f:
+            products = f.read()
+        with open(os.path.join(self.tmp.name, "data", "products.json"), "wb") as f:
+            f.write(products)
+        path = self.write("targets.txt", text)
+        p, doc, _ = sqtest.run_json("--urls", path, "-c", "1", "-n", "4", "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with Recorder.lock:
+            seen = {(m, p): (h, b) for m, p, h, b in Recorder.seen}
+        self.assertEqual(sorted(seen), [("DELETE", "/echo?id=7"), ("GET", "/fast"),
+                                        ("POST", "/echo"), ("PUT", "/echo?id=7")])
+        self.assertEqual(seen[("POST", "/echo")][0]["X-Request-Kind"], "create")
+        self.assertEqual(seen[("PUT", "/echo?id=7")][1], products)
+
     def test_refusals(self):
         cases = [
             (f"GET {self.base}/a\n\nX-Id: 1\n", "3:1: a header line with no request line above it "
