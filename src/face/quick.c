@@ -1296,7 +1296,8 @@ static int read_list_body(const struct sq_quick_opts *o, const struct sq_urllist
         return rc;
     }
     if (rc < 0) {
-        snprintf(err, len, "%s:%u: @%s: cannot read %s: %s", o->urls_path, e->line, e->body_file,
+        snprintf(err, len, "%s:%u: @%s: cannot read %s: %s",
+                 strcmp(o->urls_path, "-") == 0 ? "<stdin>" : o->urls_path, e->line, e->body_file,
                  path,
                  rc == -EISDIR       ? "it is a directory"
                  : rc == -SQ_ETOOBIG ? "larger than 64 MiB"

@@ -124,6 +124,12 @@ class VegetaTargets(unittest.TestCase):
                            text=True, timeout=60)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("<stdin>:3:1: a header line with no request line above it", p.stderr)
+        p = subprocess.run([sqtest.squall_path(), "--urls", "-", "-n", "1"],
+                           input=f"POST {self.base}/a\n@nope.json\n", capture_output=True,
+                           text=True, timeout=60, cwd=self.tmp.name)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("<stdin>:1: @nope.json: cannot read nope.json: No such file or directory",
+                      p.stderr)
 
     def test_the_example_runs(self):
         # examples/vegeta-targets.txt, pointed at this server (its files copied beside it)
