@@ -77,16 +77,6 @@ static const char *blank_msg(const char *s, size_t i)
     return buf;
 }
 
-size_t sq_url_blank_at(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 0x20 || c == 0x7f)
-            return i;
-    }
-    return n;
-}
-
 /* Copies the path (and query) from s[0,n) into a new string, percent-encoding bytes >= 0x80.
  * A path starting with '?' (or empty) gets a leading '/'. */
 static int copy_path(const char *s, size_t n, char **out, const char **errmsg)
@@ -127,7 +117,7 @@ int sq_url_parse(const char *s, struct sq_url *out, const char **errmsg)
         return fail(errmsg, "empty URL", -SQ_EPARSE);
     /* before anything else: a space would otherwise be blamed on the part it lands in (a port
      * of "8080 a" is not 1..65535, but the fix is %20) */
-    size_t sl = strlen(s), blank = sq_url_blank_at(s, sl);
+    size_t sl = strlen(s), blank = sq_blank_at(s, sl);
     if (blank < sl)
         return fail(errmsg, blank_msg(s, blank), -SQ_EPARSE);
 

@@ -3,7 +3,6 @@
 #define SQ_HTTP_URL_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -21,16 +20,13 @@ struct sq_url {
  * optional path, query and fragment (the fragment is dropped). host is a name or IPv4 address
  * (letters, digits, '-', '.', '_', '~') or a bracketed IPv6 literal (no zone id); port is
  * 1..65535. Bytes >= 0x80 in the path are percent-encoded; spaces and control bytes are
- * rejected. userinfo ("user@") is rejected.
+ * rejected, looked for first (base/text.h's sq_blank_at) and named with their character number
+ * and the fix ("write it as %20") wherever they land. userinfo ("user@") is rejected.
  * Returns 0; -SQ_ESCHEME for a scheme other than http/https; -SQ_EPARSE for anything else that
  * is wrong; -ENOMEM. On error *errmsg (if errmsg is not NULL) gets a one-line message in static
  * storage (thread-local for the scheme message, valid until the next call on this thread) and
  * out->path is NULL, so sq_url_dispose(out) is always safe after the call. */
 SQ_MUST_CHECK int sq_url_parse(const char *s, struct sq_url *out, const char **errmsg);
-
-/* The index of the first space or control byte (<= 0x20, 0x7f) in s[0, n), or n when none. A
- * URL holds none (sq_url_parse refuses it first, naming the character and "write it as %20"). */
-size_t sq_url_blank_at(const char *s, size_t n);
 
 /* Frees u->path; u may be parsed into again. */
 void sq_url_dispose(struct sq_url *u);

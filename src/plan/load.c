@@ -454,14 +454,6 @@ bool sq_plan__parse_origin(const char *s, size_t len, char *scheme, char *host, 
     return true;
 }
 
-size_t sq_plan__blank_at(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f)
-            return i;
-    return n;
-}
-
 static int load_target(struct ld *L, const struct ynode *n)
 {
     struct sq_tmpl *t = NULL;
@@ -475,7 +467,7 @@ static int load_target(struct ld *L, const struct ynode *n)
                              "the target is fixed text: only plan variables and $env.NAME may "
                              "appear in it");
     }
-    size_t blank = sq_plan__blank_at(s, len);
+    size_t blank = sq_blank_at(s, len);
     if (blank < len) {
         /* before the origin's own checks, which would blame the part the space lands in */
         bool same = n->kind == Y_SCALAR && n->len == len && memcmp(n->s, s, len) == 0;

@@ -525,7 +525,7 @@ static int load_url(struct ld *L, const struct ynode *n, struct sq_plan_request 
             return sq_plan__fail(L, n,
                                  "the scheme, host and port of a url are fixed text (templates go "
                                  "in the path)");
-        size_t blank = sq_plan__blank_at(s, olen);
+        size_t blank = sq_blank_at(s, olen);
         if (blank < olen)
             return sq_plan__fail_at(L, sq_plan__value_loc(L, n, blank),
                                     "a url cannot contain spaces or control characters (write "

@@ -171,8 +171,6 @@ struct rctx {
 
 /* The resolver sq_tmpl_compile() calls (ud: a struct rctx). */
 void sq_plan__resolve_name(void *ud, const char *name, size_t len, struct sq_tmpl_ref *out);
-/* The index of the first space or control byte in s[0, n), or n (URLs hold none). */
-size_t sq_plan__blank_at(const char *s, size_t n);
 /* Where byte off of scalar n's value is in the file (exact on one line without escapes). */
 struct sq_loc sq_plan__value_loc(const struct ld *L, const struct ynode *n, size_t off);
 /* Compiles src (from node n, whose value the offsets refer to when exact) into *out. */
