@@ -2,7 +2,8 @@
  * says "NAME:LINE:COL: why" on one line and leaves the list empty-or-valid; an accepted list has
  * 1..SQ_URLLIST_MAX entries on the first one's origin, each a URL that parses again to the same
  * origin and path, a method (when given) that the request builder takes, and at most one of a
- * literal body and an @PATH. */
+ * literal body and an @PATH, and at most SQ_URLLIST_MAX_HEADERS header lines (vegeta's format),
+ * each with which the request builder still takes the request. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,10 +42,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             again.port != e->u.port)
             abort();
         sq_url_dispose(&again);
+        if (e->nheaders > SQ_URLLIST_MAX_HEADERS || (e->nheaders && !e->headers))
+            abort();
         char *req = NULL;
         size_t len = 0;
-        if (sq_request_build(e->method ? e->method : "GET", e->u.path, e->u.authority, NULL, 0,
-                             e->body, e->body_len, &req, &len) != 0)
+        if (sq_request_build(e->method ? e->method : "GET", e->u.path, e->u.authority, e->headers,
+                             e->nheaders, e->body, e->body_len, &req, &len) != 0)
             abort();
         free(req);
     }

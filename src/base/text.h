@@ -13,6 +13,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The index of the first space or control byte (<= 0x20, or 0x7f) in s[0, n), or n when none:
+ * what no URL holds (http/url.c and the plan loader's target and url keys name it). */
+static inline size_t sq_blank_at(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f)
+            return i;
+    return n;
+}
+
 /* "0123456789abcdef" and "0123456789ABCDEF", for writing a nibble as a hex digit. */
 extern const char sq_hex_lower[17];
 extern const char sq_hex_upper[17];

@@ -4,10 +4,12 @@
  * the plan face does too is cli/loadrun.h's). The command runs parse -> prepare -> run -> render,
  * each phase a function of its own over one `struct quick`. */
 #include <errno.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/b64.h"
 #include "cli/cli.h"
@@ -59,13 +61,17 @@ static const char usage[] =
     "      --pacing D          closed loop: each connection starts a request at most every D\n"
     "      --graceful-stop D   let requests in flight at the end finish for up to D (default 0)\n"
     "  -t, --threads N         worker threads (default: online CPUs, at most -c)\n"
+    "      --cpus LIST         pin worker i to the i-th CPU of LIST, taskset's syntax (0-3,\n"
+    "                          0,2-5; round-robin; best effort: a refusal is a warning)\n"
     "  -m, --method M          request method (default GET; get, post... are upper-cased)\n"
     "  -H, --header 'K: V'     add a request header (repeatable)\n"
     "  -b, --body S|@FILE      request body: a string, or the contents of FILE\n"
     "  -s, --script FILE       a Lua script with wrk's API (docs/wrk.md); the arguments after\n"
     "                          the URL go to its init(args)\n"
-    "      --urls FILE         several URLs instead of one: a line each, [METHOD] URL\n"
-    "                          [BODY|@FILE], # comments; sent round-robin, one connection pool\n"
+    "      --urls FILE|-       several URLs instead of one (- reads them from stdin): a line\n"
+    "                          each, [METHOD] URL [BODY|@FILE], # comments, or vegeta's\n"
+    "                          targets (header lines and an @FILE line under METHOD URL);\n"
+    "                          sent round-robin, one connection pool\n"
     "                          (every URL on the first one's scheme, host and port), each URL's\n"
     "                          figures reported apart\n"
     "      --timeout D         per-request timeout (default 10s)\n"
@@ -242,6 +248,22 @@ static int quick_sink(struct quick *q)
     return sq_cli_sink_begin(FACE, &so, q->run.cfg.run_id, &q->load.sink);
 }
 
+/* --cpus is best effort: a CPU this process may not run on (offline, outside its cgroup's or
+ * taskset's set) leaves the workers given it unpinned; said before the run (the result's
+ * worker_cpus says -1 for them after it). */
+static void cpus_warn(const struct sq_quick_opts *o)
+{
+    cpu_set_t mine;
+    if (!o->ncpus || o->dist.agents || sched_getaffinity(0, sizeof(mine), &mine) != 0)
+        return;
+    for (uint32_t i = 0; i < o->ncpus; i++)
+        if (!CPU_ISSET(o->cpus[i], &mine))
+            fprintf(stderr,
+                    "squall: warning: --cpus: CPU %u is not available to this process (see "
+                    "taskset -p %d): the workers given it run unpinned\n",
+                    (unsigned)o->cpus[i], (int)getpid());
+}
+
 /* Everything before the first packet of load: the run set up (face/quick.h), the open-file
  * limit, the output files, the tick, --verbose's capture and the sink. Returns 0, or the exit
  * status after printing why. */
@@ -255,6 +277,15 @@ static int quick_prepare(struct quick *q)
         rc = sq_net_raise_nofile(q->run.conns, "connections", err, sizeof(err));
     if (rc < 0)
         return sq_cli_prep_error(FACE, rc, err);
+    /* a worker thread holds at least one connection: more threads than the pool would idle, so
+     * the engine runs fewer; say so rather than lower -t silently */
+    if (o->threads && o->threads > q->run.conns)
+        fprintf(stderr,
+                "squall: note: -t %llu lowered to %llu: each worker thread needs a connection of "
+                "its own and the run has %llu (raise -c for more threads)\n",
+                (unsigned long long)o->threads, (unsigned long long)q->run.conns,
+                (unsigned long long)q->run.conns);
+    cpus_warn(o);
     struct sq_run_config *cfg = &q->run.cfg;
     struct sq_cli_load *l = &q->load;
     l->face = FACE;

@@ -1076,6 +1076,9 @@ static int run_merge(struct runctx *x)
     out->spin_ns = x->run.spin_ns;
     out->threads = x->nw;
     out->connections = x->conns;
+    out->npinned = 0;
+    for (uint32_t i = 0; cfg->ncpus && i < x->started && i < SQ_RESULT_MAX_PINNED; i++)
+        out->worker_cpu[out->npinned++] = (int16_t)x->ws[i].cpu;
     out->aborted = x->run.abort != 0 || x->run.wind_ns != 0;
     out->tls = cfg->tls != NULL;
     return 0;

@@ -99,7 +99,11 @@ struct sq_run_config {
      * length in its place, then the body, written into the connection's own buffer. */
     const struct sq_tmpl *body_tmpl;
     size_t body_cl;
-    uint32_t threads;           /* workers; capped at the connections the executor needs */
+    uint32_t threads; /* workers; capped at the connections the executor needs */
+    /* --cpus: worker i pins itself to cpus[i % ncpus] when it starts (best effort: a refusal
+     * leaves it unpinned, and the result's worker_cpu says -1). ncpus 0: no pinning. */
+    const uint16_t *cpus;
+    uint32_t ncpus;
     struct sq_exec exec;        /* prepared with sq_exec_prepare() */
     int64_t timeout_ns;         /* per request, from its send */
     int64_t connect_timeout_ns; /* per connect attempt */

@@ -37,6 +37,8 @@
  */
 #include "engine/worker.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1774,6 +1776,16 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
 void *sq_engine__worker_main(void *arg)
 {
     struct sq_engine__worker *w = arg;
+    /* --cpus: pinned before anything is allocated, so its memory is touched first there */
+    w->cpu = -1;
+    if (w->cfg->ncpus) {
+        int c = w->cfg->cpus[w->windex % w->cfg->ncpus];
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(c, &set);
+        if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0)
+            w->cpu = c;
+    }
     /* Timers and waits as precise as the kernel allows: the default 50 µs slack would land in
      * every paced send. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);

@@ -211,6 +211,7 @@ struct sq_engine__worker {
     const struct sq_exec *ex;
     struct sq_engine__shared *run;
     uint32_t windex;      /* among every worker of the run */
+    int cpu;              /* --cpus: the CPU it pinned itself to, -1: none (or refused) */
     uint32_t sindex, snw; /* among the workers of its scenario, and how many those are */
     uint32_t scen;        /* its scenario (0 for the quick face) */
     uint32_t first_vu;    /* global number of its first VU - 1 (in a segment: vu_base + the

@@ -179,6 +179,49 @@ bool sq_flag_method_ok(const char *m)
     return true;
 }
 
+int sq_flag_cpus(const char *flag, const char *arg, uint16_t *out, size_t max, uint32_t *n,
+                 char *err, size_t len)
+{
+    static const char *const what = "is not a CPU list like 0-3 or 0,2-5 (numbers and ranges, "
+                                    "comma-separated)";
+    *n = 0;
+    const char *p = arg;
+    bool seen[SQ_FLAG_MAX_CPU] = {false};
+    for (;;) {
+        unsigned long lo, hi;
+        char *end;
+        if (*p < '0' || *p > '9')
+            return sq_flag_fail(err, len, "%s: '%s' %s", flag, arg, what);
+        lo = hi = strtoul(p, &end, 10);
+        p = end;
+        if (*p == '-') {
+            if (p[1] < '0' || p[1] > '9')
+                return sq_flag_fail(err, len, "%s: '%s' %s", flag, arg, what);
+            hi = strtoul(p + 1, &end, 10);
+            p = end;
+            if (hi < lo)
+                return sq_flag_fail(err, len, "%s: '%s': the range %lu-%lu runs backwards", flag,
+                                    arg, lo, hi);
+        }
+        if (hi >= SQ_FLAG_MAX_CPU)
+            return sq_flag_fail(err, len, "%s: '%s': CPU %lu is past the last one (%d)", flag, arg,
+                                hi, SQ_FLAG_MAX_CPU - 1);
+        for (unsigned long c = lo; c <= hi; c++) {
+            if (seen[c])
+                continue;
+            if (*n == max)
+                return sq_flag_fail(err, len, "%s: '%s': more than %zu CPUs", flag, arg, max);
+            seen[c] = true;
+            out[(*n)++] = (uint16_t)c;
+        }
+        if (*p == '\0')
+            return 0;
+        if (*p != ',')
+            return sq_flag_fail(err, len, "%s: '%s' %s", flag, arg, what);
+        p++;
+    }
+}
+
 uint32_t sq_flag_threads(uint64_t asked)
 {
     if (asked)

@@ -76,6 +76,13 @@ int sq_flag_sample_responses(const char *flag, const char *arg, uint64_t *out, c
  * both ask it. */
 bool sq_flag_method_ok(const char *m);
 
+/* --cpus LIST: CPU numbers as taskset writes them ("0,2-3": numbers and ranges, comma-separated,
+ * each below SQ_FLAG_MAX_CPU), in the order given, repeats dropped, at most max into out and
+ * their count into *n. Returns 0 or -SQ_EUSAGE ("--cpus: 'x': why"). */
+#define SQ_FLAG_MAX_CPU 1024
+int sq_flag_cpus(const char *flag, const char *arg, uint16_t *out, size_t max, uint32_t *n,
+                 char *err, size_t len);
+
 /* The worker threads of a run: asked, or the online CPUs when asked is 0. */
 uint32_t sq_flag_threads(uint64_t asked);
 

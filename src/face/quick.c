@@ -56,6 +56,7 @@ enum {
     OPT_SINK_STAMP,
     OPT_SINK_SETTLE,
     OPT_URLS,
+    OPT_CPUS,
     OPT_HTTP_DEBUG,
     OPT_SAMPLE_RESPONSES,
     OPT_NO_REDACT,
@@ -111,6 +112,7 @@ static const struct option longs[] = {
     {"sink-stamp", required_argument, NULL, OPT_SINK_STAMP},
     {"sink-settle", required_argument, NULL, OPT_SINK_SETTLE},
     {"urls", required_argument, NULL, OPT_URLS},
+    {"cpus", required_argument, NULL, OPT_CPUS},
     {"verbose", no_argument, NULL, 'v'},
     {"http-debug", optional_argument, NULL, OPT_HTTP_DEBUG},
     {"sample-responses", required_argument, NULL, OPT_SAMPLE_RESPONSES},
@@ -336,6 +338,9 @@ static int take_shape(struct sq_quick_opts *o, int opt, const char *flag, char *
         if (sq_parse_u64(arg, 1, 1024, 0, &o->threads) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a thread count (1..1024)", flag, arg);
         return 0;
+    case OPT_CPUS:
+        o->cpus_arg = arg;
+        return sq_flag_cpus(flag, arg, o->cpus, SQ_FLAG_MAX_CPU, &o->ncpus, err, len);
     default:
         return NOT_MINE;
     }
@@ -710,6 +715,7 @@ static const struct {
     {"sample", "writes no files"},
     {"quiet", "prints nothing"},
     {"urls", "reads no files"},
+    {"cpus", "pins no threads of the daemon"},
     {"script", "runs no script file"},
     {"sink", "runs no sink (squall sink runs one beside it)"},
     {"sink-stamp", "runs no sink"},
@@ -976,10 +982,11 @@ static void redact_setup(struct sq_quick_run *r, const struct sq_quick_opts *o)
     }
 }
 
-/* Reads -b @FILE. Returns 0, -errno (-EISDIR for a directory), -SQ_ETOOBIG or -ENOMEM. */
-static int read_body_file(const char *path, char **out, size_t *len)
+/* Reads -b @FILE, or the standard input when in (--urls -). Returns 0, -errno (-EISDIR for a
+ * directory), -SQ_ETOOBIG or -ENOMEM. */
+static int read_input(const char *path, bool in, char **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = in ? stdin : fopen(path, "rb");
     if (!f)
         return -errno;
     struct stat st;
@@ -1013,7 +1020,8 @@ static int read_body_file(const char *path, char **out, size_t *len)
             break;
         }
     }
-    fclose(f);
+    if (!in)
+        fclose(f);
     if (!buf)
         return -ENOMEM;
     if (rc < 0) {
@@ -1023,6 +1031,11 @@ static int read_body_file(const char *path, char **out, size_t *len)
     *out = buf;
     *len = n;
     return 0;
+}
+
+static int read_body_file(const char *path, char **out, size_t *len)
+{
+    return read_input(path, false, out, len);
 }
 
 /* The body: -b's text, or the file -b @FILE names. */
@@ -1252,6 +1265,8 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     if ((rc = build_exec(o, r->bus.window, &cfg->exec, err, len)) < 0)
         return rc;
     cfg->threads = sq_flag_threads(o->threads);
+    cfg->cpus = o->ncpus ? o->cpus : NULL;
+    cfg->ncpus = o->ncpus;
     /* the broker's address through the same DNS options (--resolve, --connect-to, --dns-ttl) */
     snprintf(r->url.scheme, sizeof(r->url.scheme), "%s", "http");
     snprintf(r->url.host, sizeof(r->url.host), "%s", r->bus_url.host);
@@ -1281,7 +1296,8 @@ static int read_list_body(const struct sq_quick_opts *o, const struct sq_urllist
         return rc;
     }
     if (rc < 0) {
-        snprintf(err, len, "%s:%u: @%s: cannot read %s: %s", o->urls_path, e->line, e->body_file,
+        snprintf(err, len, "%s:%u: @%s: cannot read %s: %s",
+                 strcmp(o->urls_path, "-") == 0 ? "<stdin>" : o->urls_path, e->line, e->body_file,
                  path,
                  rc == -EISDIR       ? "it is a directory"
                  : rc == -SQ_ETOOBIG ? "larger than 64 MiB"
@@ -1298,7 +1314,7 @@ static int prepare_urls(struct sq_quick_run *r, const struct sq_quick_opts *o,
 {
     char *text = NULL;
     size_t tlen = 0;
-    int rc = read_body_file(o->urls_path, &text, &tlen);
+    int rc = read_input(o->urls_path, strcmp(o->urls_path, "-") == 0, &text, &tlen);
     if (rc == -ENOMEM) {
         snprintf(err, len, "out of memory");
         return rc;
@@ -1306,7 +1322,9 @@ static int prepare_urls(struct sq_quick_run *r, const struct sq_quick_opts *o,
     if (rc < 0)
         return sq_flag_fail(err, len, "--urls: '%s': %s", o->urls_path,
                             rc == -EISDIR ? "it is a directory, not a file" : sq_strerror(rc));
-    rc = sq_urllist_parse(o->urls_path, text, tlen, &r->list, err, len);
+    /* --urls -: the standard input, named so in messages */
+    const char *name = strcmp(o->urls_path, "-") == 0 ? "<stdin>" : o->urls_path;
+    rc = sq_urllist_parse(name, text, tlen, &r->list, err, len);
     free(text);
     if (rc < 0)
         return rc;
@@ -1337,17 +1355,29 @@ static int prepare_urls(struct sq_quick_run *r, const struct sq_quick_opts *o,
             body = e->body;
             blen = e->body_len;
         }
-        rc = sq_request_build(q->method, e->u.path, e->u.authority, headers, nheaders, body, blen,
-                              &q->req, &q->req_len);
+        /* the run's headers, less those the line's own header lines set, then those */
+        struct sq_kv hs[SQ_QUICK_MAX_HEADERS + 1 + SQ_URLLIST_MAX_HEADERS];
+        size_t nh = 0;
+        for (size_t h = 0; h < nheaders; h++) {
+            bool mine = false;
+            for (size_t k = 0; k < e->nheaders && !mine; k++)
+                mine = strcasecmp(headers[h].name, e->headers[k].name) == 0;
+            if (!mine)
+                hs[nh++] = headers[h];
+        }
+        for (size_t k = 0; k < e->nheaders; k++)
+            hs[nh++] = e->headers[k];
+        rc = sq_request_build(q->method, e->u.path, e->u.authority, hs, nh, body, blen, &q->req,
+                              &q->req_len);
         if (rc == 0 && o->http2)
-            rc = sq_h2_req_init(&q->h2, q->method, e->u.scheme, e->u.authority, e->u.path, headers,
-                                nheaders, body, blen);
+            rc = sq_h2_req_init(&q->h2, q->method, e->u.scheme, e->u.authority, e->u.path, hs, nh,
+                                body, blen);
         if (rc == -ENOMEM) {
             snprintf(err, len, "out of memory");
             return rc;
         }
         if (rc < 0) {
-            snprintf(err, len, "%s:%u: cannot build the request: %s", o->urls_path, e->line,
+            snprintf(err, len, "%s:%u: cannot build the request: %s", name, e->line,
                      sq_strerror(rc));
             return -SQ_EPARSE;
         }
@@ -1583,6 +1613,8 @@ static int configure(struct sq_quick_run *r, const struct sq_quick_opts *o,
     if ((rc = build_exec(o, o->streams, &cfg->exec, err, len)) < 0)
         return rc;
     cfg->threads = sq_flag_threads(o->threads);
+    cfg->cpus = o->ncpus ? o->cpus : NULL;
+    cfg->ncpus = o->ncpus;
     /* Every watched process must exist now: refused before any load, never found out after. */
     if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
         return rc;

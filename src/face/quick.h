@@ -27,6 +27,7 @@
 #include "face/busopts.h"
 #include "base/buf.h"
 #include "face/distopts.h"
+#include "face/flags.h"
 #include "face/netopts.h"
 #include "engine/run.h"
 #include "face/urllist.h"
@@ -51,9 +52,12 @@ struct sq_quick_opts {
     bool body_literal;     /* from JSON: body_arg is the body even when it starts with '@' */
     struct sq_kv headers[SQ_QUICK_MAX_HEADERS]; /* -H, parsed (owned: sq_quick_opts_dispose) */
     size_t nheaders;
-    uint64_t connections; /* default 64 */
-    uint64_t threads;     /* 0: the online CPUs */
-    uint64_t requests;    /* -n; 0: a timed run */
+    uint64_t connections;           /* default 64 */
+    uint64_t threads;               /* 0: the online CPUs */
+    const char *cpus_arg;           /* --cpus LIST as given, or NULL */
+    uint16_t cpus[SQ_FLAG_MAX_CPU]; /* --cpus, parsed: worker i is pinned to cpus[i % ncpus] */
+    uint32_t ncpus;
+    uint64_t requests; /* -n; 0: a timed run */
     uint64_t max_in_flight;
     uint64_t max_vus;     /* --max-vus: the open loop's pool may grow to it (0: not given) */
     int precision;        /* --pacing-precision: enum sq_pacing (plan/exec.h); -1: not given */

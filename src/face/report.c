@@ -108,6 +108,8 @@ json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
         info.request_bytes = 0;
     }
     json_t *doc = sq_report_json_doc(&info, res);
+    if (doc && o->cpus_arg)
+        json_object_set_new(json_object_get(doc, "config"), "cpus", json_string(o->cpus_arg));
     if (doc && list) {
         json_object_set_new(json_object_get(doc, "config"), "urls_file", json_string(o->urls_path));
         json_object_set_new(doc, "urls", urls_block(r, res));

@@ -64,6 +64,9 @@ void sq_urllist_dispose(struct sq_urllist *l)
         free(e->url);
         free(e->body);
         free(e->body_file);
+        for (size_t h = 0; h < e->nheaders; h++)
+            sq_header_arg_dispose(&e->headers[h]);
+        free(e->headers);
         sq_url_dispose(&e->u);
     }
     free(l->v);
@@ -206,6 +209,71 @@ static int parse_line(const char *name, uint32_t lineno, const char *line, size_
     return 0;
 }
 
+static bool tchar(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* A vegeta header line: a token, ':', then a blank, the end, or a byte that is neither a digit
+ * nor '/' ("host:8080/x" is a URL without its scheme, "http://x" a URL). */
+static bool is_header_line(const char *line, size_t len)
+{
+    size_t i = 0;
+    while (i < len && tchar(line[i]))
+        i++;
+    if (i == 0 || i == len || line[i] != ':')
+        return false;
+    return i + 1 == len || !((line[i + 1] >= '0' && line[i + 1] <= '9') || line[i + 1] == '/');
+}
+
+/* A header line under entry e (line[0, len), starting at column col0). */
+static int add_header(const char *name, uint32_t lineno, const char *line, size_t len, size_t col0,
+                      struct sq_urllist_entry *e, char *err, size_t errlen)
+{
+    if (e->nheaders == SQ_URLLIST_MAX_HEADERS)
+        return fail(err, errlen, name, lineno, col0, "more than %d header lines under line %u",
+                    SQ_URLLIST_MAX_HEADERS, e->line);
+    if (!e->headers && !(e->headers = calloc(SQ_URLLIST_MAX_HEADERS, sizeof(*e->headers))))
+        return -ENOMEM;
+    char *copy = strndup(line, len);
+    if (!copy)
+        return -ENOMEM;
+    while (len && (blank(copy[len - 1]) || copy[len - 1] == '\r'))
+        copy[--len] = '\0';
+    int rc = sq_header_parse_arg(copy, &e->headers[e->nheaders]);
+    free(copy);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0) {
+        size_t at = (size_t)((const char *)memchr(line, ':', len) - line);
+        while (at < len &&
+               !(((unsigned char)line[at] < 0x20 && line[at] != '\t') || line[at] == 0x7f))
+            at++;
+        return fail(err, errlen, name, lineno, col0 + at,
+                    "a header value may not hold control characters (Name: value)");
+    }
+    e->nheaders++;
+    return 0;
+}
+
+/* An "@PATH" line under entry e: its body. */
+static int add_body_line(const char *name, uint32_t lineno, const char *line, size_t len,
+                         size_t col0, struct sq_urllist_entry *e, char *err, size_t errlen)
+{
+    if (e->body || e->body_file)
+        return fail(err, errlen, name, lineno, col0,
+                    "line %u already has a body: one body per request", e->line);
+    const char *end = line + len;
+    while (end > line + 1 && (blank(end[-1]) || end[-1] == '\r'))
+        end--;
+    if (end == line + 1)
+        return fail(err, errlen, name, lineno, col0,
+                    "'@' names no file (@PATH reads the body from PATH)");
+    e->body_file = strndup(line + 1, (size_t)(end - line - 1));
+    return e->body_file ? 0 : -ENOMEM;
+}
+
 int sq_urllist_parse(const char *name, const char *text, size_t len, struct sq_urllist *out,
                      char *err, size_t errlen)
 {
@@ -221,6 +289,7 @@ int sq_urllist_parse(const char *name, const char *text, size_t len, struct sq_u
     }
     uint32_t lineno = 0;
     size_t pos = 0;
+    struct sq_urllist_entry *open = NULL; /* the target that header and @PATH lines go to */
     while (pos < len) {
         lineno++;
         const char *line = text + pos;
@@ -235,9 +304,30 @@ int sq_urllist_parse(const char *name, const char *text, size_t len, struct sq_u
         size_t i = 0;
         while (i < ll && (blank(line[i]) || line[i] == '\r'))
             i++;
-        if (i == ll || line[i] == '#')
+        if (i == ll) {
+            open = NULL; /* a blank line ends a target */
             continue;
-        int rc = parse_line(name, lineno, line + i, ll - i, i + 1, out, err, errlen);
+        }
+        if (line[i] == '#')
+            continue;
+        int rc;
+        if (line[i] == '@' || is_header_line(line + i, ll - i)) {
+            bool body = line[i] == '@';
+            if (!open)
+                return fail(err, errlen, name, lineno, i + 1,
+                            "%s with no request line above it (%s go right under their METHOD "
+                            "URL line%s, with no blank line between)",
+                            body ? "a body line (@PATH)" : "a header line",
+                            body ? "@PATH lines" : "header lines",
+                            body ? ", after its headers" : ", before its @PATH line");
+            rc = body ? add_body_line(name, lineno, line + i, ll - i, i + 1, open, err, errlen)
+                      : add_header(name, lineno, line + i, ll - i, i + 1, open, err, errlen);
+            if (body)
+                open = NULL; /* the body ends the target */
+        } else {
+            rc = parse_line(name, lineno, line + i, ll - i, i + 1, out, err, errlen);
+            open = rc == 0 ? &out->v[out->n - 1] : NULL;
+        }
         if (rc == -ENOMEM)
             snprintf(err, errlen, "out of memory");
         if (rc < 0)

@@ -60,6 +60,23 @@ static const char *scheme_msg(const char *s, size_t n)
     return buf;
 }
 
+/* The message for a space or a control byte at s[i] (0-based) names the character and the fix;
+ * it lives in a per-thread buffer. */
+static const char *blank_msg(const char *s, size_t i)
+{
+    static _Thread_local char buf[128];
+    unsigned char c = (unsigned char)s[i];
+    if (c == ' ')
+        snprintf(buf, sizeof(buf),
+                 "a URL may not contain a space (character %zu): write it as %%20", i + 1);
+    else
+        snprintf(buf, sizeof(buf),
+                 "a URL may not contain control character 0x%02X (character %zu): "
+                 "percent-encode it (%%%02X)",
+                 c, i + 1, c);
+    return buf;
+}
+
 /* Copies the path (and query) from s[0,n) into a new string, percent-encoding bytes >= 0x80.
  * A path starting with '?' (or empty) gets a leading '/'. */
 static int copy_path(const char *s, size_t n, char **out, const char **errmsg)
@@ -98,6 +115,11 @@ int sq_url_parse(const char *s, struct sq_url *out, const char **errmsg)
     memset(out, 0, sizeof(*out));
     if (!s || !*s)
         return fail(errmsg, "empty URL", -SQ_EPARSE);
+    /* before anything else: a space would otherwise be blamed on the part it lands in (a port
+     * of "8080 a" is not 1..65535, but the fix is %20) */
+    size_t sl = strlen(s), blank = sq_blank_at(s, sl);
+    if (blank < sl)
+        return fail(errmsg, blank_msg(s, blank), -SQ_EPARSE);
 
     /* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) */
     const char *sep = strstr(s, "://");

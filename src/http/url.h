@@ -20,7 +20,8 @@ struct sq_url {
  * optional path, query and fragment (the fragment is dropped). host is a name or IPv4 address
  * (letters, digits, '-', '.', '_', '~') or a bracketed IPv6 literal (no zone id); port is
  * 1..65535. Bytes >= 0x80 in the path are percent-encoded; spaces and control bytes are
- * rejected. userinfo ("user@") is rejected.
+ * rejected, looked for first (base/text.h's sq_blank_at) and named with their character number
+ * and the fix ("write it as %20") wherever they land. userinfo ("user@") is rejected.
  * Returns 0; -SQ_ESCHEME for a scheme other than http/https; -SQ_EPARSE for anything else that
  * is wrong; -ENOMEM. On error *errmsg (if errmsg is not NULL) gets a one-line message in static
  * storage (thread-local for the scheme message, valid until the next call on this thread) and

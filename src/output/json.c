@@ -930,6 +930,12 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
     if (r->tls)
         json_object_set_new(root, "tls", tls_block(r));
     json_object_set_new(root, "threads", json_integer(r->threads));
+    if (r->npinned) { /* --cpus: each worker's CPU, -1 where the kernel refused */
+        json_t *a = json_array();
+        for (uint32_t i = 0; a && i < r->npinned; i++)
+            json_array_append_new(a, json_integer(r->worker_cpu[i]));
+        json_object_set_new(root, "worker_cpus", a);
+    }
     json_object_set_new(root, "environment", environment());
     if (r->samples_written || r->samples_lost)
         json_object_set_new(root, "samples",

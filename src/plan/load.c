@@ -467,6 +467,19 @@ static int load_target(struct ld *L, const struct ynode *n)
                              "the target is fixed text: only plan variables and $env.NAME may "
                              "appear in it");
     }
+    size_t blank = sq_blank_at(s, len);
+    if (blank < len) {
+        /* before the origin's own checks, which would blame the part the space lands in */
+        bool same = n->kind == Y_SCALAR && n->len == len && memcmp(n->s, s, len) == 0;
+        struct sq_loc at = same ? sq_plan__value_loc(L, n, blank) : n->loc;
+        const char *what = s[blank] == ' ' ? "a space" : "a control character";
+        sq_tmpl_free(t); /* s is its text */
+        return sq_plan__fail_at(L, at,
+                                "the target may not contain %s: it is an origin like "
+                                "http://127.0.0.1:8080 (write a space as %%20, and paths in each "
+                                "step's url)",
+                                what);
+    }
     bool ok = sq_plan__parse_origin(s, len, L->scheme, L->host, sizeof(L->host), &L->port);
     if (!ok) {
         char shown[120];

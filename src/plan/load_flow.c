@@ -525,6 +525,11 @@ static int load_url(struct ld *L, const struct ynode *n, struct sq_plan_request 
             return sq_plan__fail(L, n,
                                  "the scheme, host and port of a url are fixed text (templates go "
                                  "in the path)");
+        size_t blank = sq_blank_at(s, olen);
+        if (blank < olen)
+            return sq_plan__fail_at(L, sq_plan__value_loc(L, n, blank),
+                                    "a url cannot contain spaces or control characters (write "
+                                    "%%20)");
         if (!sq_plan__parse_origin(s, olen, scheme, host, sizeof(host), &port))
             return sq_plan__fail(L, n, "malformed URL '%.60s'", s);
         if (strcmp(scheme, L->scheme) || strcmp(host, L->host) || port != L->port)

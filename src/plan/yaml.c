@@ -200,6 +200,177 @@ static struct sq_loc mark_loc(const struct fy_mark *m)
     return loc;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Messages that name the fix                                                                 */
+
+/* Line lineno (1-based) of the plan's text: its first byte and length without the line end.
+ * False past the last line. */
+static bool src_line(const struct ld *L, uint32_t lineno, const char **p, size_t *n)
+{
+    const char *at = L->src, *end = L->src + L->src_len;
+    for (uint32_t i = 1; i < lineno; i++) {
+        const char *nl = memchr(at, '\n', (size_t)(end - at));
+        if (!nl)
+            return false;
+        at = nl + 1;
+    }
+    const char *nl = memchr(at, '\n', (size_t)(end - at));
+    size_t len = nl ? (size_t)(nl - at) : (size_t)(end - at);
+    if (len && at[len - 1] == '\r')
+        len--;
+    *p = at;
+    *n = len;
+    return at < end || lineno == 1;
+}
+
+static size_t indent_of(const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && p[i] == ' ')
+        i++;
+    return i;
+}
+
+/* A line with a key whose value is on the same line ("key: value", "- key: { a: 1 }"): the
+ * key's 0-based column and length. A value that opens a block on the next lines (|, >, an anchor
+ * or a tag alone) or a comment does not count. */
+static bool key_with_value(const char *p, size_t n, size_t *kcol, size_t *klen)
+{
+    size_t i = indent_of(p, n);
+    while (i + 1 < n && p[i] == '-' && p[i + 1] == ' ') { /* "- " items */
+        i += 2;
+        while (i < n && p[i] == ' ')
+            i++;
+    }
+    if (i == n || p[i] == '#')
+        return false;
+    size_t k = i;
+    while (i + 1 < n && !(p[i] == ':' && (p[i + 1] == ' ' || p[i + 1] == '\t')))
+        i++;
+    if (i + 1 >= n)
+        return false;
+    size_t v = i + 1;
+    while (v < n && (p[v] == ' ' || p[v] == '\t'))
+        v++;
+    if (v == n || p[v] == '#' || p[v] == '|' || p[v] == '>' || p[v] == '&' || p[v] == '!')
+        return false;
+    *kcol = k;
+    *klen = i - k;
+    return true;
+}
+
+/* A syntax error near line at that is a line indented deeper than the key before it, which has
+ * its value on its own line (libfyaml reports it on the line before, or as "invalid multiline
+ * plain key"): the message names the over-indented line, the key it outruns and the fix. Returns
+ * -SQ_EPARSE with the error set, or 0 when the text does not look like that. */
+static int over_indented(struct ld *L, uint32_t at, const char *why)
+{
+    for (uint32_t c = at < 2 ? 2 : at; c <= at + 1; c++) {
+        const char *cp, *pp = NULL;
+        size_t cn, pn = 0;
+        if (!src_line(L, c, &cp, &cn))
+            return 0;
+        size_t ci = indent_of(cp, cn);
+        if (ci == cn || cp[ci] == '#')
+            continue;
+        uint32_t pl = c - 1; /* the line before, blank lines and comments skipped */
+        for (; pl >= 1; pl--) {
+            if (!src_line(L, pl, &pp, &pn))
+                return 0;
+            size_t pi = indent_of(pp, pn);
+            if (pi < pn && pp[pi] != '#')
+                break;
+        }
+        size_t kcol, klen;
+        if (pl == 0 || !key_with_value(pp, pn, &kcol, &klen) || ci <= kcol)
+            continue;
+        size_t w = ci; /* what the over-indented line starts with, up to its ':' */
+        while (w < cn && w - ci < 40 && cp[w] != ':' && cp[w] != ' ')
+            w++;
+        return sq_plan__fail_at(
+            L, (struct sq_loc){c, (uint32_t)ci + 1},
+            "YAML syntax error: line %u is indented too far: '%.*s' at column %zu is deeper than "
+            "'%.*s' (line %u, column %zu), whose value is already on its line; line it up with "
+            "'%.*s' at column %zu, or give '%.*s' no value on its line to nest keys under it "
+            "(the YAML parser said: %s)",
+            c, (int)(w - ci), cp + ci, ci + 1, (int)(klen > 40 ? 40 : klen), pp + kcol, pl,
+            kcol + 1, (int)(klen > 40 ? 40 : klen), pp + kcol, kcol + 1,
+            (int)(klen > 40 ? 40 : klen), pp + kcol, why);
+    }
+    return 0;
+}
+
+/* A mapping whose key is itself a mapping, written "{{...": an unquoted template that YAML read
+ * as a flow mapping. Returns -SQ_EPARSE with a message that shows the value quoted, or 0 when
+ * the mapping m is not written that way. */
+static int unquoted_template(struct ld *L, struct sq_loc at)
+{
+    const char *p;
+    size_t n;
+    if (!src_line(L, at.line, &p, &n) || at.col == 0 || at.col + 1 > n)
+        return 0;
+    size_t b = at.col - 1;
+    if (p[b] != '{' || p[b + 1] != '{')
+        return 0;
+    bool flow = false; /* inside a flow mapping or list: the value ends at ',' '}' ']' */
+    for (size_t i = 0; i < b; i++)
+        flow |= p[i] == '{' || p[i] == '[';
+    const char *close = NULL;
+    for (size_t i = b + 2; i + 1 < n && !close; i++)
+        if (p[i] == '}' && p[i + 1] == '}')
+            close = p + i + 2;
+    size_t e = close ? (size_t)(close - p) : n;
+    while (e < n && !(flow && (p[e] == ',' || p[e] == '}' || p[e] == ']')) &&
+           !(p[e] == '#' && p[e - 1] == ' '))
+        e++;
+    while (e > b && (p[e - 1] == ' ' || p[e - 1] == '\t'))
+        e--;
+    size_t k = b; /* the key before it: "KEY: {{" */
+    while (k > 0 && p[k - 1] == ' ')
+        k--;
+    size_t ke = k, ks = k;
+    if (k > 0 && p[k - 1] == ':') {
+        ke = k - 1;
+        ks = ke;
+        while (ks > 0 && p[ks - 1] != ' ' && p[ks - 1] != '{' && p[ks - 1] != ',' &&
+               p[ks - 1] != '-')
+            ks--;
+    }
+    bool dq = !memchr(p + b, '"', e - b);
+    const char q = dq ? '"' : '\'';
+    if (ke > ks)
+        return sq_plan__fail_at(
+            L, at,
+            "'{{' here starts a YAML mapping, not a template: a value that begins with {{ must "
+            "be quoted: %.*s: %c%.*s%c",
+            (int)(ke - ks > 60 ? 60 : ke - ks), p + ks, q, (int)(e - b > 120 ? 120 : e - b), p + b,
+            q);
+    return sq_plan__fail_at(L, at,
+                            "'{{' here starts a YAML mapping, not a template: a value that "
+                            "begins with {{ must be quoted: %c%.*s%c",
+                            q, (int)(e - b > 120 ? 120 : e - b), p + b, q);
+}
+
+/* A syntax error on a line whose value starts with an unquoted "{{" ("url: {{x}}/a" is a flow
+ * mapping followed by text): the message shows the value quoted. Returns -SQ_EPARSE, or 0 when
+ * the line has no such value. */
+static int template_value(struct ld *L, uint32_t line)
+{
+    const char *p;
+    size_t n;
+    if (!src_line(L, line, &p, &n))
+        return 0;
+    for (size_t i = 1; i + 1 < n; i++)
+        if (p[i] == '{' && p[i + 1] == '{' && (p[i - 1] == ' ' || p[i - 1] == '\t')) {
+            size_t j = i - 1;
+            while (j > 0 && (p[j] == ' ' || p[j] == '\t'))
+                j--;
+            if (p[j] == ':' || p[j] == '-' || p[j] == ',' || p[j] == '[')
+                return unquoted_template(L, (struct sq_loc){line, (uint32_t)i + 1});
+        }
+    return 0;
+}
+
 static int stack_push(struct ld *L, struct ynode *n)
 {
     if (L->nstack == L->capstack) {
@@ -262,7 +433,12 @@ static int finish_map(struct ld *L, struct frame *f)
     for (size_t i = 0; rc == 0 && i < npairs; i++) {
         const struct ynode *k = it[2 * i], *v = it[2 * i + 1];
         if (k->kind != Y_SCALAR) {
-            rc = sq_plan__fail(L, k, "a mapping key must be a plain string");
+            rc = unquoted_template(L, m->loc);
+            if (rc == 0)
+                rc = sq_plan__fail(L, k,
+                                   "a mapping key must be a plain string, not a %s (quote it: "
+                                   "\"...\")",
+                                   k->kind == Y_MAP ? "mapping" : "list");
         } else if (is_merge_key(k)) {
             if (v->kind == Y_SEQ) {
                 for (size_t j = 0; rc == 0 && j < v->nitems; j++)
@@ -447,6 +623,11 @@ static int yaml_error(struct ld *L, struct fy_diag *diag)
             continue;
         struct sq_loc loc = {de->line > 0 ? (uint32_t)de->line : 1,
                              de->column > 0 ? (uint32_t)de->column : 1};
+        int rc = over_indented(L, loc.line, de->msg ? de->msg : "malformed YAML");
+        if (rc == 0)
+            rc = template_value(L, loc.line);
+        if (rc < 0)
+            return rc;
         return sq_plan__fail_at(L, loc, "YAML syntax error: %s",
                                 de->msg ? de->msg : "malformed YAML");
     }

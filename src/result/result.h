@@ -374,6 +374,8 @@ struct sq_xsamples {
     size_t n;
 };
 
+#define SQ_RESULT_MAX_PINNED 1024 /* workers whose CPU a result records (-t is at most 1024) */
+
 struct sq_result {
     struct sq_counters c;
     uint64_t in_flight; /* sent but neither completed nor failed when the run ended */
@@ -387,6 +389,10 @@ struct sq_result {
     int64_t duration_ns;                 /* from the common start to the last worker's end */
     int64_t spin_ns; /* open model: the busy-wait tail used before each arrival */
     uint32_t threads, connections;
+    /* --cpus: the CPU each of the first npinned workers pinned itself to, -1 where the kernel
+     * refused (the worker ran unpinned). npinned 0: no pinning asked. */
+    uint32_t npinned;
+    int16_t worker_cpu[SQ_RESULT_MAX_PINNED];
     /* Open model (h-pace): how the workers waited for arrivals, and the pool's growth (k6's
      * maxVUs). precision < 0: not an open-loop run. pace_tail_ns: the largest tail a worker
      * polled at the end; pace_wakes: timed waits for an arrival. Pool: connections opened before

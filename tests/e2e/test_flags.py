@@ -134,6 +134,12 @@ QUICK = [
     ([U, "--frobnicate"], quick("unknown flag '--frobnicate'")),
     ([U, "-qZ"], quick("unknown flag '-Z'")),
     ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to, --connect-rate")),
+    ([U, "--cpus", "1-x"], quick("--cpus: '1-x' is not a CPU list like 0-3 or 0,2-5 (numbers "
+                                 "and ranges, comma-separated)")),
+    ([U, "--cpus", ""], quick("--cpus: '' is not a CPU list like 0-3 or 0,2-5 (numbers and "
+                              "ranges, comma-separated)")),
+    ([U, "--cpus", "3-1"], quick("--cpus: '3-1': the range 3-1 runs backwards")),
+    ([U, "--cpus", "0,1024"], quick("--cpus: '0,1024': CPU 1024 is past the last one (1023)")),
     ([U, "--timeout"], quick("--timeout needs a value")),
     ([U, "extra"], quick("one URL only; unexpected 'extra' (several: --urls FILE)")),
     (["-c", "4"], quick("no URL given")),
@@ -141,6 +147,13 @@ QUICK = [
      quick("bad URL 'ftp://127.0.0.1/': unsupported URL scheme \"ftp\" (use http:// or https://)")),
     (["127.0.0.1:8080"],
      quick("bad URL '127.0.0.1:8080': no scheme (did you mean http://127.0.0.1:8080?)")),
+    # a space is named as one wherever it lands (after the port it read "port must be 1..65535")
+    (["http://127.0.0.1:1 a/b"],
+     quick("bad URL 'http://127.0.0.1:1 a/b': a URL may not contain a space (character 19): "
+           "write it as %20")),
+    (["http://127.0.0.1:1/a b"],
+     quick("bad URL 'http://127.0.0.1:1/a b': a URL may not contain a space (character 21): "
+           "write it as %20")),
 ]
 
 RUN = [

@@ -442,7 +442,32 @@ static void yaml_syntax(void **state)
     (void)state;
     expect_err("target: http://127.0.0.1:8080\nscenarios: [a,\n  b: c\n", "4:1", "",
                "YAML syntax error");
-    expect_err("target: http://127.0.0.1:8080\n  bad: indent\n", "1:9", "", "YAML syntax error");
+    /* a line indented too far is named itself (libfyaml blames the line before), with the
+     * key it outruns and the fix */
+    expect_err("target: http://127.0.0.1:8080\n  bad: indent\n", "2:3", "",
+               "YAML syntax error: line 2 is indented too far: 'bad' at column 3 is deeper than "
+               "'target' (line 1, column 1), whose value is already on its line; line it up with "
+               "'target' at column 1");
+    expect_err(HEAD "      - request: { url: /x }\n\n         check: { status: 200 }\n", "9:10", "",
+               "line 9 is indented too far: 'check' at column 10 is deeper than 'request' (line "
+               "7, column 9)");
+    /* an unquoted template is a flow mapping to YAML: the message shows it quoted */
+    expect_err(HEAD "      - request:\n          url: {{x}}\n", "8:16", "",
+               "'{{' here starts a YAML mapping, not a template: a value that begins with {{ "
+               "must be quoted: url: \"{{x}}\"");
+    expect_err(HEAD "      - request: { url: {{x}}, method: GET }\n", "7:25", "",
+               "must be quoted: url: \"{{x}}\"");
+    expect_err(HEAD "      - request:\n          url: {{x}}/a # c\n", "8:16", "",
+               "must be quoted: url: \"{{x}}/a\"");
+    expect_err("target: http://127.0.0.1:8080\n{a: 1}: 2\n", "2:1", "",
+               "a mapping key must be a plain string, not a mapping");
+    /* a space in a URL is named as a space, at its column, with the fix */
+    expect_err("target: http://127.0.0.1:8080 a/b\n" HEAD_REST "      - request: { url: /x }\n",
+               "1:30", "target", "the target may not contain a space");
+    expect_err(HEAD "      - request: { url: \"http://127.0.0.1:8080 a/b\" }\n", "7:47",
+               "scenarios.s.flow[0].request.url",
+               "cannot contain spaces or control characters "
+               "(write %20)");
     expect_err("a: *nowhere\n", "1:5", "", "unknown alias '*nowhere'");
     expect_err("a: 1\n---\nb: 2\n", "2:1", "", "a plan is one YAML document");
     expect_err("target: !foo x\n", "1:14", "", "unsupported tag '!foo'");

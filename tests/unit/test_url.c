@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "http/url.h"
 
 struct url_case {
@@ -135,6 +136,17 @@ static void test_url_messages(void **state)
     assert_non_null(strstr(msg, "port"));
     assert_int_equal(sq_url_parse("http:///x", &u, &msg), -SQ_EPARSE);
     assert_non_null(strstr(msg, "host"));
+    /* a space is named as a space wherever it lands (in the port it read "port must be
+     * 1..65535"), with the fix */
+    assert_int_equal(sq_url_parse("http://127.0.0.1:8080 a/b", &u, &msg), -SQ_EPARSE);
+    assert_string_equal(msg, "a URL may not contain a space (character 22): write it as %20");
+    assert_int_equal(sq_url_parse("http://127.0.0.1:8080/a b", &u, &msg), -SQ_EPARSE);
+    assert_string_equal(msg, "a URL may not contain a space (character 24): write it as %20");
+    assert_int_equal(sq_url_parse("http://h\t/", &u, &msg), -SQ_EPARSE);
+    assert_non_null(strstr(msg, "control character 0x09 (character 9)"));
+    assert_int_equal(sq_blank_at("a b", 3), 1);
+    assert_int_equal(sq_blank_at("a\x7f", 2), 1);
+    assert_int_equal(sq_blank_at("ab", 2), 2);
     /* errmsg may be NULL */
     assert_int_equal(sq_url_parse("ftp://x", &u, NULL), -SQ_ESCHEME);
     assert_int_equal(sq_url_parse(NULL, &u, NULL), -SQ_EPARSE);

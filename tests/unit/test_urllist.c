@@ -166,12 +166,74 @@ static void nul_byte_and_limits(void **state)
     sq_urllist_dispose(&l);
 }
 
+/* vegeta's format: header lines and an @PATH line under a request line, blank lines between
+ * targets; "host:8080/x" stays a URL without its scheme */
+static void vegeta_targets(void **state)
+{
+    (void)state;
+    char err[512];
+    struct sq_urllist l;
+    const char *text = "POST http://127.0.0.1:1/a\n"
+                       "Content-Type: application/json\n"
+                       "X-Empty:\n"
+                       "  X-Tabs:\t v \t\r\n"
+                       "# a comment keeps the target open\n"
+                       "@body.json\n"
+                       "\n"
+                       "GET http://127.0.0.1:1/b\n"
+                       "X-Id: 7\n"
+                       "\n"
+                       "http://127.0.0.1:1/c\n";
+    int rc = parse(text, &l, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("rc %d: %s", rc, err);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.v[0].nheaders, 3);
+    assert_string_equal(l.v[0].headers[0].name, "Content-Type");
+    assert_string_equal(l.v[0].headers[0].value, "application/json");
+    assert_string_equal(l.v[0].headers[1].name, "X-Empty");
+    assert_string_equal(l.v[0].headers[1].value, "");
+    assert_string_equal(l.v[0].headers[2].value, "v");
+    assert_string_equal(l.v[0].body_file, "body.json");
+    assert_int_equal(l.v[1].nheaders, 1);
+    assert_string_equal(l.v[1].headers[0].value, "7");
+    assert_null(l.v[1].body_file);
+    assert_int_equal(l.v[2].nheaders, 0);
+    assert_int_equal(l.v[2].line, 11);
+    sq_urllist_dispose(&l);
+
+    refused("localhost:8080/x\n", "u.txt:1:1: 'localhost:8080/x' is not a URL: it has no scheme "
+                                  "(did you mean http://localhost:8080/x?)");
+    refused("X-Id: 1\nhttp://127.0.0.1:1/\n",
+            "u.txt:1:1: a header line with no request line above it (header lines go right under "
+            "their METHOD URL line, before its @PATH line, with no blank line between)");
+    refused("http://127.0.0.1:1/\n\n@b\n",
+            "u.txt:3:1: a body line (@PATH) with no request line above it (@PATH lines go right "
+            "under their METHOD URL line, after its headers, with no blank line between)");
+    refused("PUT http://127.0.0.1:1/ x\n@b\n",
+            "u.txt:2:1: line 1 already has a body: one body per request");
+    refused("PUT http://127.0.0.1:1/\n@b\nX-A: 1\n",
+            "u.txt:3:1: a header line with no request line above it (header lines go right under "
+            "their METHOD URL line, before its @PATH line, with no blank line between)");
+    refused("PUT http://127.0.0.1:1/\nX-A: \x01\n",
+            "u.txt:2:6: a header value may not hold control characters (Name: value)");
+    /* SQ_URLLIST_MAX_HEADERS header lines are taken, one more is refused */
+    char big[4096];
+    size_t at = (size_t)snprintf(big, sizeof(big), "GET http://127.0.0.1:1/\n");
+    for (int i = 0; i < SQ_URLLIST_MAX_HEADERS; i++)
+        at += (size_t)snprintf(big + at, sizeof(big) - at, "X-%d: v\n", i);
+    assert_int_equal(parse(big, &l, err, sizeof(err)), 0);
+    assert_int_equal(l.v[0].nheaders, SQ_URLLIST_MAX_HEADERS);
+    sq_urllist_dispose(&l);
+    snprintf(big + at, sizeof(big) - at, "X-more: v\n");
+    refused(big, "u.txt:66:1: more than 64 header lines under line 1");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(lines_and_fields),
-        cmocka_unit_test(https_and_ipv6_origins),
-        cmocka_unit_test(refusals),
+        cmocka_unit_test(vegeta_targets),         cmocka_unit_test(lines_and_fields),
+        cmocka_unit_test(https_and_ipv6_origins), cmocka_unit_test(refusals),
         cmocka_unit_test(nul_byte_and_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
