@@ -1534,6 +1534,14 @@ static int prepare_url(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
                             u[0] == ':' || u[0] == '/' ? "127.0.0.1" : "",
                             u[0] == '/' ? ":8080" : "", u);
     }
+    if (rc == -SQ_ESCHEME) {
+        /* the quick face takes more schemes than sq_url_parse (HTTP's): name them all */
+        int sn = (int)(strstr(o->url, "://") - o->url);
+        return sq_flag_fail(err, len,
+                            "bad URL '%s': unsupported URL scheme \"%.*s\" (use http://, https://, "
+                            "ws://, wss://, nats:// or mqtt://; TLS to a broker is not supported)",
+                            o->url, sn > 16 ? 16 : sn, o->url);
+    }
     if (rc < 0)
         return sq_flag_fail(err, len, "bad URL '%s': %s", o->url, why ? why : sq_strerror(rc));
     return 0;
