@@ -201,5 +201,25 @@ class Redirects(sqtest.TargetCase):
         self.assertGreaterEqual(doc["connections"]["closed_by_server"], 4 * ITERS - 2)
 
 
+
+class TargetRedirects(sqtest.TargetCase):
+    """squall target's /redirect/N and /redirect/loop (docs/target.md)."""
+
+    def test_answers(self):
+        st, h, body = sqtest.http(self.port, "GET", "/redirect/3?status=308&to=/x&cookie=a=b")
+        self.assertEqual((st, body), (308, b""))
+        self.assertEqual(h["location"], "/redirect/2?status=308&to=/x&cookie=a=b")
+        self.assertEqual(h["set-cookie"], "a=b; Path=/")
+        st, h, _ = sqtest.http(self.port, "POST", "/redirect/1?to=http://h/y")
+        self.assertEqual((st, h["location"]), (302, "http://h/y"))
+        st, h, _ = sqtest.http(self.port, "GET", "/redirect/1")
+        self.assertEqual((st, h["location"]), (302, "/ok"))
+        st, h, _ = sqtest.http(self.port, "GET", "/redirect/loop?status=301")
+        self.assertEqual((st, h["location"]), (301, "/redirect/loop?status=301"))
+        for bad in ("/redirect/0", "/redirect/101", "/redirect/1?status=304", "/redirect/1?to=",
+                    "/redirect/1?cookie=novalue", "/redirect/1?cookie=a=b;c", "/redirect/x"):
+            self.assertEqual(sqtest.http(self.port, "GET", bad)[0], 400, bad)
+
+
 if __name__ == "__main__":
     sqtest.main()
