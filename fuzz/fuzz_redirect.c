@@ -31,6 +31,8 @@ static bool has_dot_segment(const char *p, size_t n)
     return false;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
