@@ -220,6 +220,7 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
     const struct sq_plan_request *r = &ps->req;
     st->head = strcmp(r->method, "HEAD") == 0;
     st->timeout_ns = r->timeout_ns;
+    st->max_redirects = r->max_redirects;
     st->follow = r->max_redirects > 0;
     const char *url = NULL, *body = NULL;
     size_t url_len = 0, body_len = 0;
@@ -830,6 +831,17 @@ void sq_flow_vu_keep_head(struct sq_flow_vu *v, const char *head, size_t len,
     }
     v->fields.len = nfields * sizeof(struct sq_resp_header);
     v->nfields = nfields;
+}
+
+void sq_flow_max_redirects(struct sq_flow *f, uint32_t n)
+{
+    for (size_t i = 0; i < f->nsteps; i++) {
+        struct sq_flow_step *st = &f->steps[i];
+        if (st->ps->kind != SQ_STEP_REQUEST || st->ps->req.redirects_set)
+            continue;
+        st->max_redirects = n;
+        st->follow = n > 0;
+    }
 }
 
 void sq_flow_store_cookies(const struct sq_flow *f, struct sq_flow_vu *v)

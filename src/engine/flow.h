@@ -43,7 +43,8 @@ struct sq_flow_step {
     uint32_t md_base;    /* first per-worker regex state of this step's extractors, then checks */
     int64_t timeout_ns;  /* 0: the run's */
     bool stamped;        /* its URL, a header or the body uses {{$stamp}} */
-    bool follow;         /* follows redirects (ps->req.max_redirects > 0) */
+    bool follow;         /* follows redirects (max_redirects > 0) */
+    uint32_t max_redirects; /* ps->req.max_redirects, or the run's (sq_flow_max_redirects) */
     /* publish and subscribe steps: the broker (an index into f->brokers) and the subject or
      * topic (owned) */
     int broker;
@@ -234,6 +235,10 @@ struct sq_flow_outcome {
     uint32_t extract_fail; /* extractors that found nothing */
     bool stop_iteration;   /* on_error: next_iteration and something failed */
 };
+
+/* `squall run --max-redirects n`: every request step that does not set its own `redirects`
+ * follows up to n (0: none). */
+void sq_flow_max_redirects(struct sq_flow *f, uint32_t n);
 
 /* Keeps the Location of a redirect for sq_flow_redirect: from a raw HTTP/1.1 head (its
  * "Location:" line, the first one), or a field's value as HTTP/2 gives it. Called only for a

@@ -812,7 +812,7 @@ static int flow_redirect(struct sq_engine__conn *c, const struct sq_flow_step *s
     if (!v->loc.len)
         return 0;
     enum sq_errk k = SQ_ERRK_REDIRECT_LIMIT;
-    if (v->hops < st->ps->req.max_redirects) {
+    if (v->hops < st->max_redirects) {
         sq_flow_store_cookies(w->flow, v);
         int rc = sq_flow_redirect(w->flow, v, c->req, c->req_len, c->rd.status);
         if (rc == SQ_REDIRECT_SAME) {

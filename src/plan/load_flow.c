@@ -714,6 +714,7 @@ static int load_timeout(struct ld *L, const struct ynode *n, struct sq_plan_requ
         if (rc < 0)
             return rc;
         r->max_redirects = (uint32_t)m;
+        r->redirects_set = true;
         sq_plan__path_pop(L, mark);
     }
     v = sq_plan__get(n, "timeout");

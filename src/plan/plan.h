@@ -59,6 +59,8 @@ struct sq_plan_request {
     /* redirects: how many 301/302/303/307/308 answers the step follows (the step's, else
      * defaults.max_redirects, else SQ_PLAN_MAX_REDIRECTS); 0: none, the 3xx is what checks see */
     uint32_t max_redirects;
+    bool redirects_set; /* the step set its own (`redirects:`): `squall run --max-redirects`
+                           leaves it */
 };
 
 #define SQ_PLAN_MAX_REDIRECTS 10 /* k6's maxRedirects */

@@ -150,6 +150,27 @@ class Redirects(sqtest.TargetCase):
         self.assertEqual(self.step(doc, "off")["requests"], ITERS)
         self.assertEqual(doc["errors"]["redirect_limit"], ITERS)  # "three" only; "off" is none
 
+    def test_max_redirects_flag_wins_over_defaults_not_over_a_step(self):
+        flow = """
+            - name: plain
+              request: { url: "/redirect/2" }
+              check: { status: 302 }
+            - name: own
+              request: { url: "/redirect/2", redirects: 2 }
+              check: { status: 200 }
+            """
+        doc = self.run_flow(flow, "--max-redirects", "1", defaults="{ max_redirects: 5 }")
+        for (step, check), (passed, failed) in self.checks(doc).items():
+            self.assertEqual((passed, failed), (ITERS, 0), (step, check))
+        self.assertEqual(doc["errors"]["redirect_limit"], ITERS)
+        self.reset()
+        doc = self.run_flow(flow, "--max-redirects", "0")
+        self.assertEqual(self.step(doc, "plain")["requests"], ITERS)
+        self.assertEqual(doc["errors"]["redirect_limit"], 0)  # 0 follows none: no error
+        p, _ = sqtest.run_squall("run", "nothing.yaml", "--max-redirects", "101")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("0..100", p.stderr)
+
     def test_offsite_is_not_followed(self):
         doc = self.run_flow(
             """
