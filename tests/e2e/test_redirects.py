@@ -4,14 +4,19 @@
 a 308 that keep a POST's body, a 302 that turns a POST into a GET, a loop stopped at the limit
 (`redirect_limit`), `redirects: 0` (the 3xx is what checks see), a Location on another origin
 (`redirect_offsite`), relative and absolute Locations, HTTP/2, a 3xx that closes its connection,
-and in every run squall's request count equal to the count the target kept. Every run is bounded
-by an iteration count.
+and in every run squall's request count equal to the count the target kept; then the same
+against nginx's `return 30x` (absolute Locations, a cookie on the 302, a 307 POST, a loop),
+counted by nginx's access log. Every run is bounded by an iteration count.
 """
 import json
 import os
+import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -240,6 +245,113 @@ class TargetRedirects(sqtest.TargetCase):
         for bad in ("/redirect/0", "/redirect/101", "/redirect/1?status=304", "/redirect/1?to=",
                     "/redirect/1?cookie=novalue", "/redirect/1?cookie=a=b;c", "/redirect/x"):
             self.assertEqual(sqtest.http(self.port, "GET", bad)[0], 400, bad)
+
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+
+NGINX_CONF = """worker_processes 1;
+master_process off;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    server {{
+        listen {host}:{port};
+        location = /old {{ add_header Set-Cookie "n=1; Path=/"; return 302 /new; }}
+        location = /abs {{ return 301 http://{host}:{port}/new; }}
+        location = /post {{ return 307 /echo; }}
+        location = /echo {{ return 200 "method=$request_method length=$content_length\\n"; }}
+        location = /new {{ return 200 "new cookie=$http_cookie\\n"; }}
+        location = /loop {{ return 302 /loop; }}
+    }}
+}}
+"""
+
+
+@unittest.skipUnless(NGINX, "nginx not installed")
+class NginxRedirects(unittest.TestCase):
+    """An independent server's redirects: nginx's `return 30x` (its Locations are absolute,
+    built from the Host and the listening port), started here as a non-daemon child and stopped
+    by its PID. Its access log counts the requests it saw."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="squall-nginx-redir-")
+        cls.port = sqtest.free_port()
+        conf = os.path.join(cls.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(d=cls.dir, host=sqtest.HOST, port=cls.port))
+        cls.proc = subprocess.Popen([NGINX, "-p", cls.dir, "-c", conf,
+                                     "-e", os.path.join(cls.dir, "error.log")],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((sqtest.HOST, cls.port), timeout=1).close()
+                break
+            except OSError:
+                if cls.proc.poll() is not None or time.monotonic() > deadline:
+                    err = cls.proc.stderr.read().decode(errors="replace")
+                    raise RuntimeError("nginx did not start: " + err)
+                time.sleep(0.05)
+
+    @classmethod
+    def tearDownClass(cls):
+        sqtest.stop_proc(cls.proc)
+        cls.proc.stderr.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def access_lines(self):
+        with open(os.path.join(self.dir, "access.log")) as f:
+            return sum(1 for _ in f)
+
+    def test_plan_against_nginx(self):
+        before = self.access_lines()
+        plan = os.path.join(self.dir, "plan.yaml")
+        with open(plan, "w") as f:
+            f.write(textwrap.dedent(f"""
+                target: http://{sqtest.HOST}:{self.port}
+                scenarios:
+                  s:
+                    executor: shared-iterations
+                    vus: 2
+                    iterations: {ITERS}
+                    cookies: true
+                    flow:
+                      - name: old
+                        request: {{ url: /old }}
+                        check: {{ status: 200, body_contains: "cookie=n=1" }}
+                      - name: abs
+                        request: {{ url: /abs }}
+                        check: {{ status: 200 }}
+                      - name: post
+                        request: {{ method: POST, url: /post, body: "12345" }}
+                        check: {{ body_contains: "method=POST length=5" }}
+                      - name: loop
+                        request: {{ url: /loop, redirects: 2 }}
+                        check: {{ status: 302 }}
+                """))
+        p, _ = sqtest.run_squall("run", plan, "--json", "-", "-q", timeout=60)
+        self.assertTrue(p.stdout.strip(), p.stderr)
+        doc = json.loads(p.stdout)
+        for c in doc["checks"]:
+            self.assertEqual((c["passed"], c["failed"]), (ITERS, 0), c)
+        self.assertEqual(doc["errors"]["redirect_limit"], ITERS)
+        self.assertEqual(doc["requests"]["sent"], (2 + 2 + 2 + 3) * ITERS)
+        # nginx writes its log line when a request ends: wait for the last ones
+        deadline = time.monotonic() + 5
+        while self.access_lines() - before < doc["requests"]["sent"] and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.access_lines() - before, doc["requests"]["sent"])
 
 
 if __name__ == "__main__":
