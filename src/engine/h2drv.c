@@ -196,7 +196,8 @@ static void cb_field(void *ud, struct sq_h2_stream *st, const char *name, size_t
     struct sq_flow_vu *v = c->fv;
     if (!v)
         return;
-    if (v->follow && name_len == 8 && memcmp(name, "location", 8) == 0)
+    if (v->follow && sq_redirect_status(st->status) && name_len == 8 &&
+        memcmp(name, "location", 8) == 0)
         sq_flow_vu_location_set(v, value, value_len); /* HTTP/2 names are lower-case */
     if (v->want_head)
         sq_flow_vu_field(v, name, name_len, value, value_len);
@@ -425,7 +426,8 @@ static void h2_send(struct sq_engine__conn *c)
         return;
     }
     struct sq_h2_stream *st = &h2_of(w)->st[c->local];
-    st->want_fields = SQ_UNLIKELY(c->fv != NULL) && (c->fv->want_head || c->fv->follow);
+    st->want_fields = SQ_UNLIKELY(c->fv != NULL) && c->fv->want_head;
+    st->want_location = SQ_UNLIKELY(c->fv != NULL) && c->fv->follow;
     if (SQ_UNLIKELY(c->fv != NULL))
         sq_buf_reset(&c->fv->loc);
     if (sq_h2_client_submit(&t->cl, c->h2req ? c->h2req : w->cfg->h2_request, st) < 0) {
