@@ -220,6 +220,8 @@ static int compile_step(struct sq_flow *f, struct sq_flow_step *st, char *err, s
     const struct sq_plan_request *r = &ps->req;
     st->head = strcmp(r->method, "HEAD") == 0;
     st->timeout_ns = r->timeout_ns;
+    st->max_redirects = r->max_redirects;
+    st->follow = r->max_redirects > 0;
     const char *url = NULL, *body = NULL;
     size_t url_len = 0, body_len = 0;
     bool dynamic = f->sc->cookies || ps->before; /* a before hook may change the body */
@@ -300,6 +302,8 @@ int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
     f->sc = sc;
     f->secure = strcmp(target->scheme, "https") == 0;
     snprintf(f->host, sizeof(f->host), "%s", target->authority);
+    snprintf(f->origin_host, sizeof(f->origin_host), "%s", target->host);
+    f->origin = (struct sq_redirect_origin){f->secure, f->origin_host, target->port};
     f->steps = calloc(sc->nsteps ? sc->nsteps : 1, sizeof(*f->steps));
     if (!f->steps) {
         free(f);
@@ -406,6 +410,8 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     sq_buf_dispose(&v->fields);
     sq_buf_dispose(&v->scratch);
     sq_buf_dispose(&v->val);
+    sq_buf_dispose(&v->loc);
+    sq_buf_dispose(&v->redir);
     sq_cookie_jar_free(v->jar);
     sq_h2_req_dispose(&v->h2);
     memset(v, 0, sizeof(*v));
@@ -418,6 +424,8 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
     v->iter_start_ns = now;
     v->think_until = 0;
     v->stamp_len = 0; /* a subscribe step waits for a stamp of its own iteration */
+    v->hops = 0;
+    v->redirect = false;
     if (v->jar)
         sq_cookie_jar_clear(v->jar); /* each iteration starts with an empty jar, as in k6 */
     const struct sq_plan *p = f->plan;
@@ -587,6 +595,7 @@ int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *s
 int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
                     const char **req, size_t *len, bool *rendered)
 {
+    v->jar_len = 0;
     if (st->req) {
         *req = st->req;
         *len = st->req_len;
@@ -671,6 +680,10 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
             o->len = at;
         else
             rc = sq_buf_append(o, "\r\n", 2);
+        if (n > 0 && rc == 0) {
+            v->jar_at = at;
+            v->jar_len = o->len - at;
+        }
     }
     if (rc == 0 && (st->content_length || (v->body_set && st->may_override))) {
         char cl[48];
@@ -820,6 +833,159 @@ void sq_flow_vu_keep_head(struct sq_flow_vu *v, const char *head, size_t len,
     v->nfields = nfields;
 }
 
+void sq_flow_max_redirects(struct sq_flow *f, uint32_t n)
+{
+    for (size_t i = 0; i < f->nsteps; i++) {
+        struct sq_flow_step *st = &f->steps[i];
+        if (st->ps->kind != SQ_STEP_REQUEST || st->ps->req.redirects_set)
+            continue;
+        st->max_redirects = n;
+        st->follow = n > 0;
+    }
+}
+
+void sq_flow_store_cookies(const struct sq_flow *f, struct sq_flow_vu *v)
+{
+    if (!v->jar)
+        return;
+    const struct sq_resp_header *hs = (const struct sq_resp_header *)(const void *)v->fields.p;
+    size_t nh = v->head.len ? v->nfields : 0;
+    for (size_t i = 0; i < nh; i++) {
+        if (hs[i].name_len == 10 && strncasecmp(hs[i].name, "set-cookie", 10) == 0) {
+            char pbuf[512];
+            size_t pl = v->path_len < sizeof(pbuf) ? v->path_len : sizeof(pbuf) - 1;
+            memcpy(pbuf, v->path ? v->path : "/", v->path ? pl : 1);
+            if (!v->path)
+                pl = 1;
+            const char *q = memchr(pbuf, '?', pl);
+            if (q)
+                pl = (size_t)(q - pbuf);
+            if (sq_cookie_jar_set(v->jar, f->host, strlen(f->host), pbuf, pl, hs[i].value,
+                                  hs[i].value_len, (int64_t)sq_wall_s()) < 0)
+                break;
+        }
+    }
+}
+
+void sq_flow_vu_location_set(struct sq_flow_vu *v, const char *value, size_t len)
+{
+    sq_buf_reset(&v->loc);
+    if (sq_buf_append(&v->loc, value, len) < 0)
+        sq_buf_reset(&v->loc);
+}
+
+void sq_flow_vu_location(struct sq_flow_vu *v, const char *head, size_t len)
+{
+    sq_buf_reset(&v->loc);
+    const char *p = memchr(head, '\n', len); /* past the status line */
+    const char *end = head + len;
+    while (p && p + 1 < end) {
+        const char *line = p + 1;
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t ll = nl ? (size_t)(nl - line) : (size_t)(end - line);
+        if (ll > 9 && strncasecmp(line, "location:", 9) == 0) {
+            const char *val = line + 9;
+            size_t vl = ll - 9;
+            if (vl && val[vl - 1] == '\r')
+                vl--;
+            sq_flow_vu_location_set(v, val, vl);
+            return;
+        }
+        p = nl;
+    }
+}
+
+/* Whether the header line l[0, n) is the field name (n counts up to the colon). */
+static bool line_is(const char *l, size_t n, const char *name)
+{
+    size_t k = strlen(name);
+    return n > k && l[k] == ':' && strncasecmp(l, name, k) == 0;
+}
+
+int sq_flow_redirect(const struct sq_flow *f, struct sq_flow_vu *v, const char *prev, size_t len,
+                     unsigned status)
+{
+    if (!v->loc.len)
+        return -SQ_EPARSE;
+    const char *sp = memchr(prev, ' ', len);
+    const char *eol = memchr(prev, '\n', len);
+    const char *hend = memmem(prev, len, "\r\n\r\n", 4);
+    if (!sp || !eol || !hend || sp > eol)
+        return -SQ_EPARSE;
+    const char *tgt = sp + 1;
+    const char *tsp = memchr(tgt, ' ', (size_t)(eol - tgt));
+    size_t tl = tsp ? (size_t)(tsp - tgt) : 0;
+    /* the new target, resolved against the old, into val (free at this point) */
+    int rc = sq_redirect_resolve(&f->origin, tgt, tl, v->loc.p, v->loc.len, &v->val);
+    if (rc != SQ_REDIRECT_SAME)
+        return rc;
+    bool keep = sq_redirect_keeps_method(status);
+    size_t ml = (size_t)(sp - prev);
+    bool head = ml == 4 && memcmp(prev, "HEAD", 4) == 0;
+    struct sq_buf *o = &v->redir;
+    sq_buf_reset(o);
+    if (keep || head)
+        rc = sq_buf_append(o, prev, ml + 1);
+    else
+        rc = sq_buf_append(o, "GET ", 4);
+    size_t url_at = o->len;
+    if (rc == 0)
+        rc = sq_buf_append(o, v->val.p, v->val.len);
+    size_t path_len = v->val.len;
+    if (rc == 0)
+        rc = sq_buf_append(o, " HTTP/1.1\r\n", 11);
+    /* the header lines but the jar's Cookie line, and without a body its framing and type */
+    const char *l = eol + 1;
+    while (rc == 0 && l < hend + 2) {
+        const char *nl = memchr(l, '\n', (size_t)(hend + 2 - l));
+        size_t ll = (size_t)(nl - l) + 1;
+        size_t at = (size_t)(l - prev);
+        bool jar_line = v->jar_len && at == v->jar_at;
+        bool framing = line_is(l, ll, "Content-Length") || line_is(l, ll, "Transfer-Encoding") ||
+                       line_is(l, ll, "Content-Type");
+        if (!jar_line && (keep || !framing))
+            rc = sq_buf_append(o, l, ll);
+        l = nl + 1;
+    }
+    v->jar_len = 0;
+    if (rc == 0 && v->jar) {
+        size_t at = o->len;
+        rc = sq_buf_append(o, "Cookie: ", 8);
+        char pbuf[512];
+        size_t pl = path_len < sizeof(pbuf) ? path_len : sizeof(pbuf) - 1;
+        memcpy(pbuf, v->val.p, pl);
+        const char *q = memchr(pbuf, '?', pl);
+        if (q)
+            pl = (size_t)(q - pbuf);
+        int n = rc == 0 ? sq_cookie_jar_header(v->jar, f->host, strlen(f->host), pbuf, pl,
+                                               f->secure, (int64_t)sq_wall_s(), o)
+                        : 0;
+        if (n < 0)
+            rc = n;
+        else if (n == 0)
+            o->len = at;
+        else if ((rc = sq_buf_append(o, "\r\n", 2)) == 0) {
+            v->jar_at = at;
+            v->jar_len = o->len - at;
+        }
+    }
+    if (rc == 0)
+        rc = sq_buf_append(o, "\r\n", 2);
+    size_t body_at = (size_t)(hend + 4 - prev);
+    if (rc == 0 && keep && body_at < len)
+        rc = sq_buf_append(o, hend + 4, len - body_at);
+    if (rc < 0) {
+        v->jar_len = 0;
+        return rc;
+    }
+    struct sq_buf t = v->req;
+    v->req = v->redir;
+    v->redir = t;
+    v->path = v->req.p + url_at;
+    v->path_len = path_len;
+    return SQ_REDIRECT_SAME;
+}
+
 void sq_flow_eval(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
                   void **states, int status, int64_t duration_us, uint64_t *pass, uint64_t *fail,
                   struct sq_flow_outcome *out)
@@ -839,23 +1005,7 @@ void sq_flow_eval(const struct sq_flow *f, const struct sq_flow_step *st, struct
         .body_truncated = v->body_truncated,
         .duration_us = duration_us,
     };
-    if (v->jar) {
-        for (size_t i = 0; i < nh; i++) {
-            if (hs[i].name_len == 10 && strncasecmp(hs[i].name, "set-cookie", 10) == 0) {
-                char pbuf[512];
-                size_t pl = v->path_len < sizeof(pbuf) ? v->path_len : sizeof(pbuf) - 1;
-                memcpy(pbuf, v->path ? v->path : "/", v->path ? pl : 1);
-                if (!v->path)
-                    pl = 1;
-                const char *q = memchr(pbuf, '?', pl);
-                if (q)
-                    pl = (size_t)(q - pbuf);
-                if (sq_cookie_jar_set(v->jar, f->host, strlen(f->host), pbuf, pl, hs[i].value,
-                                      hs[i].value_len, (int64_t)sq_wall_s()) < 0)
-                    break;
-            }
-        }
-    }
+    sq_flow_store_cookies(f, v);
     for (size_t k = 0; k < ps->nchecks; k++) {
         bool ok = sq_check_run(&ps->checks[k], &r,
                                states ? states[st->md_base + ps->nextract + k] : NULL, &v->scratch);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "http/redirect.h"
 #include "http/h2client.h"
 #include "net/sock.h"
 #include "plan/plan.h"
@@ -42,6 +43,8 @@ struct sq_flow_step {
     uint32_t md_base;    /* first per-worker regex state of this step's extractors, then checks */
     int64_t timeout_ns;  /* 0: the run's */
     bool stamped;        /* its URL, a header or the body uses {{$stamp}} */
+    bool follow;         /* follows redirects (max_redirects > 0) */
+    uint32_t max_redirects; /* ps->req.max_redirects, or the run's (sq_flow_max_redirects) */
     /* publish and subscribe steps: the broker (an index into f->brokers) and the subject or
      * topic (owned) */
     int broker;
@@ -77,6 +80,9 @@ struct sq_flow {
     struct sq_flow_broker *brokers; /* of the publish and subscribe steps */
     size_t nbrokers;
     bool h2; /* runs over HTTP/2 (sq_flow_use_h2) */
+    /* the origin a redirect may stay on: the target's (origin.host points at origin_host) */
+    struct sq_redirect_origin origin;
+    char origin_host[256];
     /* {{$oauth.token}}: the run's token source (engine/oauth.h), set by whoever runs the plan;
      * NULL renders it empty */
     const struct sq_tmpl_live *oauth;
@@ -113,6 +119,16 @@ struct sq_flow_vu {
     uint8_t stamp_len;
     uint64_t stamp_seq;
     struct sq_h2_req h2; /* HTTP/2 flows: the current rendered request (storage reused) */
+    /* Redirects (sq_flow_redirect): follow is the current step's; loc the Location of the
+     * current response when it is a redirect (a driver keeps it: sq_flow_vu_location*); hops
+     * the redirects the step has followed; redirect: v->req holds the next hop, not yet sent;
+     * redir the storage the next hop is built in (swapped with req); jar_at and jar_len the
+     * Cookie line the jar added to v->req (jar_len 0: none). */
+    bool follow;
+    bool redirect;
+    uint32_t hops;
+    struct sq_buf loc, redir;
+    size_t jar_at, jar_len;
 };
 
 /* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked
@@ -219,6 +235,28 @@ struct sq_flow_outcome {
     uint32_t extract_fail; /* extractors that found nothing */
     bool stop_iteration;   /* on_error: next_iteration and something failed */
 };
+
+/* `squall run --max-redirects n`: every request step that does not set its own `redirects`
+ * follows up to n (0: none). */
+void sq_flow_max_redirects(struct sq_flow *f, uint32_t n);
+
+/* Keeps the Location of a redirect for sq_flow_redirect: from a raw HTTP/1.1 head (its
+ * "Location:" line, the first one), or a field's value as HTTP/2 gives it. Called only for a
+ * redirect status of a step that follows them. Out of memory: no Location (the 3xx is final). */
+void sq_flow_vu_location(struct sq_flow_vu *v, const char *head, size_t len);
+void sq_flow_vu_location_set(struct sq_flow_vu *v, const char *value, size_t len);
+
+/* Stores the Set-Cookie fields of the response whose head v keeps (sq_flow_vu_keep_head) in the
+ * VU's jar, for the current request's path. */
+void sq_flow_store_cookies(const struct sq_flow *f, struct sq_flow_vu *v);
+
+/* The next hop of a redirect: the previous request prev[0, len) (HTTP/1.1 bytes, as sent)
+ * answered by status with the Location v->loc. On SQ_REDIRECT_SAME, v->req holds the next
+ * request (method and body as redirect.h says; the jar's cookies for its path) and v->path its
+ * target. Returns SQ_REDIRECT_SAME, SQ_REDIRECT_OFFSITE, -SQ_EPARSE (no usable Location) or
+ * -ENOMEM. */
+SQ_MUST_CHECK int sq_flow_redirect(const struct sq_flow *f, struct sq_flow_vu *v, const char *prev,
+                                   size_t len, unsigned status);
 
 /* Runs the step's checks (adding to pass/fail, one slot per check) and extractors, stores
  * cookies, for a completed response with status and duration. The head's fields and the body

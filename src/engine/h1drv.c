@@ -242,6 +242,12 @@ static int on_head(void *ud, const char *head, size_t len)
     struct sq_flow_vu *v = c->fv;
     if (SQ_UNLIKELY(c->xc != NULL) && !sq_engine__xc_head_done(c, c->rd.status))
         sq_engine__xc_head(c, c->rd.status, head, len);
+    /* a flow step that follows redirects: one compare on the parsed status for any other */
+    if (SQ_UNLIKELY(v != NULL) && v->follow) {
+        sq_buf_reset(&v->loc);
+        if (SQ_UNLIKELY(sq_redirect_status(c->rd.status)))
+            sq_flow_vu_location(v, head, len);
+    }
     uint8_t enc = c->rd.content_encoding;
     c->decoding = false;
     c->streaming = c->rd.event_stream;

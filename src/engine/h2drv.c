@@ -196,8 +196,14 @@ static void cb_field(void *ud, struct sq_h2_stream *st, const char *name, size_t
                      const char *value, size_t value_len)
 {
     struct sq_engine__conn *c = vu_of(ud, st);
-    if (c->fv)
-        sq_flow_vu_field(c->fv, name, name_len, value, value_len);
+    struct sq_flow_vu *v = c->fv;
+    if (!v)
+        return;
+    if (v->follow && sq_redirect_status(st->status) && name_len == 8 &&
+        memcmp(name, "location", 8) == 0)
+        sq_flow_vu_location_set(v, value, value_len); /* HTTP/2 names are lower-case */
+    if (v->want_head)
+        sq_flow_vu_field(v, name, name_len, value, value_len);
 }
 
 static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t len)
@@ -424,6 +430,9 @@ static void h2_send(struct sq_engine__conn *c)
     }
     struct sq_h2_stream *st = &h2_of(w)->st[c->local];
     st->want_fields = SQ_UNLIKELY(c->fv != NULL) && c->fv->want_head;
+    st->want_location = SQ_UNLIKELY(c->fv != NULL) && c->fv->follow;
+    if (SQ_UNLIKELY(c->fv != NULL))
+        sq_buf_reset(&c->fv->loc);
     if (sq_h2_client_submit(&t->cl, c->h2req ? c->h2req : w->cfg->h2_request, st) < 0) {
         /* stream ids ran out (2^30 requests), or no memory: start a fresh connection */
         t->m.draining = true;

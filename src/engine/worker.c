@@ -639,6 +639,27 @@ static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
     flow_step(c, intended, now);
 }
 
+/* The next hop of a redirect the VU's step follows (flow_complete built it into v->req): a
+ * request of its own, sent now, on this connection or the fresh one that replaced it. */
+static void redirect_send(struct sq_engine__conn *c, const struct sq_flow_step *st, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    v->redirect = false;
+    const char *req = v->req.p;
+    size_t len = v->req.len;
+    if (SQ_UNLIKELY(w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len, &c->h2req) < 0)) {
+        conn_unsendable(c, now, now);
+        conn_backoff(c);
+        return;
+    }
+    sq_buf_reset(&v->body);
+    sq_buf_reset(&v->head);
+    v->body_truncated = false;
+    conn_send(c, req, len, st->head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, now, now,
+              1);
+}
+
 /* Sends the request of the VU's current step, or starts its think time. */
 static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
@@ -673,6 +694,10 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         }
         flow_advance(c, now, false);
         conn_next(c, now);
+        return;
+    }
+    if (SQ_UNLIKELY(v->redirect)) {
+        redirect_send(c, st, now);
         return;
     }
     v->body_set = false;
@@ -718,6 +743,7 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     v->body_truncated = false;
     v->capture = ps->needs_body;
     v->want_head = ps->needs_headers || v->jar;
+    v->follow = st->follow;
     conn_send(c, req, len, st->head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, intended,
               now, 1);
 }
@@ -731,6 +757,8 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     if (!v->in_iter)
         return;
     v->think_until = 0;
+    v->hops = 0;
+    v->redirect = false;
     v->step++;
     if (!stop && v->step < w->flow->nsteps)
         return;
@@ -782,6 +810,33 @@ void sq_engine__flow_bus_done(struct sq_engine__conn *c, int kind, int64_t dur_u
     bus_step_end(c, kind, dur_us, true);
 }
 
+/* A redirect answered a step that follows them: its cookies are stored and the next hop built
+ * (-1: it goes out when the connection is next free, redirect_send), or it is what the step's
+ * checks see: 0 with no Location (a 3xx like any other), 1 with an error counted (the limit
+ * reached, or a Location off the target's origin). */
+static int flow_redirect(struct sq_engine__conn *c, const struct sq_flow_step *st)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    if (!v->loc.len)
+        return 0;
+    enum sq_errk k = SQ_ERRK_REDIRECT_LIMIT;
+    if (v->hops < st->max_redirects) {
+        sq_flow_store_cookies(w->flow, v);
+        int rc = sq_flow_redirect(w->flow, v, c->req, c->req_len, c->rd.status);
+        if (rc == SQ_REDIRECT_SAME) {
+            v->hops++;
+            v->redirect = true;
+            return -1;
+        }
+        if (rc == -ENOMEM)
+            return 0; /* no memory for the next hop: the 3xx is the step's answer */
+        k = SQ_ERRK_REDIRECT_OFFSITE;
+    }
+    w->c.errors[k]++; /* its own kind: the 3xx completed, it costs no request */
+    return 1;
+}
+
 /* A flow step's response is complete: per-step figures, checks, extractors, cookies. */
 static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us)
 {
@@ -810,6 +865,12 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
     }
     const struct sq_plan_step *ps = st->ps;
     bool stop = false;
+    if (SQ_UNLIKELY(sq_redirect_status(status)) && st->follow) {
+        int k = flow_redirect(c, st);
+        if (k < 0)
+            return; /* the next hop goes out when the connection is next free */
+        stop = k > 0 && ps->on_error == SQ_ON_ERROR_NEXT_ITERATION;
+    }
     if (ps->nchecks || ps->nextract || v->jar) {
         struct sq_flow_outcome o;
         uint64_t p0 = 0, f0 = 0;
@@ -827,7 +888,7 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
         w->c.checks_failed += f1 - f0;
         ss->extract_fail += o.extract_fail;
         w->c.errors[SQ_ERRK_EXTRACT] += o.extract_fail; /* its own kind: costs no request */
-        stop = o.stop_iteration;
+        stop = stop || o.stop_iteration;
     }
     if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * v->step + 1] >= 0) {
         struct sq_script_step_result res;

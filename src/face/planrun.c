@@ -21,7 +21,8 @@ void sq_planrun_opts_init(struct sq_planrun_opts *o)
 {
     *o = (struct sq_planrun_opts){.timeout_ns = 10 * SQ_NS_PER_S,
                                   .connect_timeout_ns = 5 * SQ_NS_PER_S,
-                                  .sample_responses = SQ_SAMPLE_RESPONSES_DEFAULT};
+                                  .sample_responses = SQ_SAMPLE_RESPONSES_DEFAULT,
+                                  .max_redirects = -1};
 }
 
 static const struct option longs[] = {
@@ -45,6 +46,7 @@ static const struct option longs[] = {
     {"sample-responses", required_argument, NULL, 'X'},
     {"seed", required_argument, NULL, 'E'},
     {"no-redact", no_argument, NULL, 'U'},
+    {"max-redirects", required_argument, NULL, 'M'},
     SQ_NETOPTS_LONG_OPTIONS,
     SQ_DISTOPTS_LONG_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -122,6 +124,14 @@ static int take(struct sq_planrun_opts *o, int ch, const char *flag, char *arg, 
     case 'U':
         o->no_redact = true;
         return 0;
+    case 'M': {
+        uint64_t n;
+        if (sq_parse_u64(arg, 0, SQ_PLAN_REDIRECTS_CAP, 0, &n) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a redirect count (0..%d)", flag, arg,
+                                SQ_PLAN_REDIRECTS_CAP);
+        o->max_redirects = (int64_t)n;
+        return 0;
+    }
     case 'h':
         return SQ_PLANRUN_HELP;
     default:
@@ -250,6 +260,8 @@ static int compile_scen(struct sq_planrun *r, const struct sq_plan *p,
     }
     if (rc == 0 && h2)
         rc = sq_flow_use_h2(f, why, sizeof(why));
+    if (rc == 0 && o->max_redirects >= 0)
+        sq_flow_max_redirects(f, (uint32_t)o->max_redirects);
     struct sq_run_scen *s = &r->scens[i];
     s->flow = f; /* freed by sq_planrun_dispose, whatever happens next */
     if (rc == -ENOMEM)

@@ -54,6 +54,9 @@ struct sq_planrun_opts {
     uint64_t seed;              /* --seed N: the random values' seed, over the plan's seed: */
     bool seed_set;
     bool no_redact; /* --no-redact (or the plan's redact: false): keep credentials */
+    /* --max-redirects N (0..100): over defaults.max_redirects, under a step's own redirects;
+     * -1: not given */
+    int64_t max_redirects;
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path, *junit_path; /* --junit: thresholds and checks, JUnit XML */
     const char *csv_path, *hdr_path, *ndjson_path;  /* --out csv=, hdr=, ndjson= */

@@ -16,6 +16,7 @@
 
 #include "http/decode.h"
 #include "http/h1.h"
+#include "http/redirect.h"
 
 #define OUT_INIT        (16 * 1024)
 #define OUT_SOFT        (64 * 1024) /* stop pulling frames once this much is queued */
@@ -254,7 +255,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     } else if (nlen == 12 && memcmp(name, "content-type", 12) == 0) {
         st->event_stream = sq_h1_is_event_stream(v, vlen);
     }
-    if (st->want_fields && c->_cb->on_field)
+    if ((st->want_fields || (SQ_UNLIKELY(st->want_location) && sq_redirect_status(st->status) &&
+                             nlen == 8 && memcmp(name, "location", 8) == 0)) &&
+        c->_cb->on_field)
         c->_cb->on_field(c->_ud, st, n, nlen, v, vlen);
     return 0;
 }

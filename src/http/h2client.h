@@ -64,6 +64,9 @@ struct sq_h2_stream {
     /* Set by the caller before a submit (a submit leaves it as it is): hand every field of the
      * final response head to on_field. */
     bool want_fields;
+    /* ... or only the location field of a redirect (http/redirect.h: 301, 302, 303, 307, 308):
+     * a head with another status costs one compare */
+    bool want_location;
     uint64_t rx_bytes; /* response header block + DATA payload bytes received */
 };
 
@@ -82,7 +85,8 @@ struct sq_h2_callbacks {
     void (*on_goaway)(void *ud, uint32_t error_code, int32_t last_stream_id);
     /* One field of st's final (non-1xx) response head, pseudo-headers left out, in the order
      * they came (name lower case, as HTTP/2 sends it; nghttp2 has checked both for bytes a field
-     * may not hold), for a stream with want_fields set; before on_headers. May be NULL. */
+     * may not hold), for a stream with want_fields set (or its location field, with
+     * want_location); before on_headers. May be NULL. */
     void (*on_field)(void *ud, struct sq_h2_stream *st, const char *name, size_t name_len,
                      const char *value, size_t value_len);
 };

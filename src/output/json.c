@@ -368,6 +368,12 @@ const char *sq_report_error_text(const struct sq_result *r, enum sq_errk k, int6
         return "an extractor found nothing";
     case SQ_ERRK_UNSOLICITED:
         return "bytes no request asked for (RFC 9112 6.3): the connection was replaced";
+    case SQ_ERRK_REDIRECT_LIMIT:
+        return "a step was redirected more times than it may follow (a loop, or past its "
+               "redirects): its checks saw the last 3xx";
+    case SQ_ERRK_REDIRECT_OFFSITE:
+        return "a redirect to another origin (scheme, host or port), or to no URL: not followed, "
+               "its checks saw the 3xx";
     default:
         return sq_errk_name(k);
     }

@@ -277,6 +277,8 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
     }
     if (r->timeout_ns)
         fprintf(out, "%stimeout %s\n", pad, fmt_dur(r->timeout_ns, d, sizeof(d)));
+    if (r->redirects_set)
+        fprintf(out, "%sredirects %u\n", pad, (unsigned)r->max_redirects);
     for (size_t k = 0; k < st->nextract; k++) {
         const struct sq_extractor *e = &st->extract[k];
         static const char *const kinds[] = {"json", "regex", "header"};
@@ -309,6 +311,8 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
     fprintf(out, "target %s\n", p->target ? p->target : "");
     if (p->default_timeout_ns)
         fprintf(out, "default timeout %s\n", fmt_dur(p->default_timeout_ns, d, sizeof(d)));
+    if (p->default_max_redirects != SQ_PLAN_MAX_REDIRECTS)
+        fprintf(out, "default max_redirects %u\n", (unsigned)p->default_max_redirects);
     if (p->seed_set)
         fprintf(out, "seed %llu (the random values replay it; --seed wins)\n",
                 (unsigned long long)p->seed);

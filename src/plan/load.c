@@ -506,11 +506,21 @@ static int load_target(struct ld *L, const struct ynode *n)
 
 static int load_defaults(struct ld *L, const struct ynode *n)
 {
-    static const char *const keys[] = {"headers", "timeout"};
-    int rc = sq_plan__want_keys(L, n, "a mapping (headers, timeout)", keys, SQ_ARRAY_LEN(keys));
+    static const char *const keys[] = {"headers", "timeout", "max_redirects"};
+    int rc = sq_plan__want_keys(L, n, "a mapping (headers, timeout, max_redirects)", keys,
+                                SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
-    const struct ynode *v = sq_plan__get(n, "timeout");
+    const struct ynode *v = sq_plan__get(n, "max_redirects");
+    if (v) {
+        size_t mark = sq_plan__path_key(L, "max_redirects");
+        uint64_t m;
+        if ((rc = sq_plan__get_u64(L, v, 0, SQ_PLAN_REDIRECTS_CAP, &m)) < 0)
+            return rc;
+        L->p->default_max_redirects = (uint32_t)m;
+        sq_plan__path_pop(L, mark);
+    }
+    v = sq_plan__get(n, "timeout");
     if (v) {
         size_t mark = sq_plan__path_key(L, "timeout");
         if ((rc = sq_plan__get_duration(L, v, &L->p->default_timeout_ns)) < 0)
@@ -897,6 +907,7 @@ static int load_mem(const char *name, const char *yaml, size_t len, const char *
         free(p);
         return -ENOMEM;
     }
+    p->default_max_redirects = SQ_PLAN_MAX_REDIRECTS;
     L->p = p;
     L->err = err;
     sq_plan__map_init(&L->anchors, false);

@@ -710,7 +710,19 @@ static int load_own_headers(struct ld *L, const struct ynode *n, struct sq_plan_
 static int load_timeout(struct ld *L, const struct ynode *n, struct sq_plan_request *r)
 {
     r->timeout_ns = L->p->default_timeout_ns;
-    const struct ynode *v = sq_plan__get(n, "timeout");
+    r->max_redirects = L->p->default_max_redirects;
+    const struct ynode *v = sq_plan__get(n, "redirects");
+    if (v) {
+        size_t mark = sq_plan__path_key(L, "redirects");
+        uint64_t m;
+        int rc = sq_plan__get_u64(L, v, 0, SQ_PLAN_REDIRECTS_CAP, &m);
+        if (rc < 0)
+            return rc;
+        r->max_redirects = (uint32_t)m;
+        r->redirects_set = true;
+        sq_plan__path_pop(L, mark);
+    }
+    v = sq_plan__get(n, "timeout");
     if (!v)
         return 0;
     size_t mark = sq_plan__path_key(L, "timeout");
@@ -724,8 +736,8 @@ static int load_timeout(struct ld *L, const struct ynode *n, struct sq_plan_requ
 static int load_request(struct ld *L, const struct ynode *n, struct sq_plan_request *r,
                         struct rctx *R)
 {
-    static const char *const keys[] = {"method", "url",  "headers", "body",
-                                       "json",   "form", "file",    "timeout"};
+    static const char *const keys[] = {"method", "url",  "headers", "body",     "json",
+                                       "form",   "file", "timeout", "redirects"};
     int rc = sq_plan__want_keys(L, n, "a mapping (method, url, headers, body...)", keys,
                                 SQ_ARRAY_LEN(keys));
     if (rc < 0)

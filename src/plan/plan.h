@@ -56,7 +56,15 @@ struct sq_plan_request {
      * application/x-www-form-urlencoded for form, NULL otherwise. */
     const char *content_type;
     int64_t timeout_ns; /* the step's, else the defaults', else 0 (the run's default) */
+    /* redirects: how many 301/302/303/307/308 answers the step follows (the step's, else
+     * defaults.max_redirects, else SQ_PLAN_MAX_REDIRECTS); 0: none, the 3xx is what checks see */
+    uint32_t max_redirects;
+    bool redirects_set; /* the step set its own (`redirects:`): `squall run --max-redirects`
+                           leaves it */
 };
+
+#define SQ_PLAN_MAX_REDIRECTS 10 /* k6's maxRedirects */
+#define SQ_PLAN_REDIRECTS_CAP 100
 
 enum sq_on_error { SQ_ON_ERROR_CONTINUE, SQ_ON_ERROR_NEXT_ITERATION };
 
@@ -194,7 +202,8 @@ struct sq_plan {
     size_t nscenarios;
     struct sq_plan_threshold *thresholds;
     size_t nthresholds;
-    int64_t default_timeout_ns; /* defaults.timeout; 0 when unset */
+    int64_t default_timeout_ns;     /* defaults.timeout; 0 when unset */
+    uint32_t default_max_redirects; /* defaults.max_redirects; SQ_PLAN_MAX_REDIRECTS unset */
     char *script; /* script: the Lua file of the steps' before/after hooks (a resolved path), or
                      NULL */
     struct sq_loc script_loc;

@@ -61,7 +61,8 @@ struct sq_fine_series {
     X(EXTRACT, "extract")                                                                          \
     X(UNSOLICITED, "unsolicited")                                                                  \
     X(UPGRADE, "upgrade")                                                                          \
-    SQ_ERRK_BUS_LIST(X)
+    SQ_ERRK_BUS_LIST(X)                                                                            \
+    SQ_ERRK_REDIRECT_LIST(X)
 
 /* The event buses' own kinds (engine/natsdrv.c, mqttdrv.c). no_responders: a NATS request or
  * JetStream publish that no one listens to (a 503 status); it fails its request. ack: the broker
@@ -74,6 +75,15 @@ struct sq_fine_series {
     X(NO_RESPONDERS, "no_responders")                                                              \
     X(ACK, "ack")                                                                                  \
     X(SERVER_ERROR, "server_error")
+
+/* A flow step's redirects (engine/flow.c): redirect_limit, a step answered by one more redirect
+ * than it may follow (a loop, or a chain past `redirects`); redirect_offsite, a redirect it
+ * cannot follow (a Location on another scheme, host or port, or no URL at all). Both cost no
+ * request: the 3xx is completed, it is what the step's checks see, and the step counts an
+ * error (its on_error applies). */
+#define SQ_ERRK_REDIRECT_LIST(X)                                                                   \
+    X(REDIRECT_LIMIT, "redirect_limit")                                                            \
+    X(REDIRECT_OFFSITE, "redirect_offsite")
 
 enum sq_errk {
 #define SQ_ERRK_ENUM(name, str) SQ_ERRK_##name,

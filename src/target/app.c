@@ -832,6 +832,76 @@ void sq_target__cookie(struct sq_target__app *a, const struct sq_server_req *req
     resp->delay_copy = true;
 }
 
+/* ---- redirects ---- */
+
+/* Visible ASCII: what a Location or a query value may hold here (no CR, LF, space). */
+static bool visible(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+            return false;
+    return true;
+}
+
+void sq_target__redirect(struct sq_target__app *a, const struct sq_server_req *req,
+                         struct sq_server_resp *resp, uint64_t n)
+{
+    struct slot *s = &a->slots[req->worker];
+    const char *q, *k, *v;
+    size_t qn, kl, vl, i = 0;
+    const char *to = "/ok", *cookie = NULL;
+    size_t to_len = 3, cookie_len = 0;
+    int status = 302;
+    query_of(req, &q, &qn);
+    while (query_next(q, qn, &i, &k, &kl, &v, &vl)) {
+        bool ok = vl != SIZE_MAX && visible(v, vl);
+        if (ok && kl == 6 && memcmp(k, "status", 6) == 0) {
+            uint64_t st = 0;
+            ok = sq_target_parse_u64(v, vl, 308, &st) &&
+                 (st == 301 || st == 302 || st == 303 || st == 307 || st == 308);
+            status = (int)st;
+        } else if (ok && kl == 2 && memcmp(k, "to", 2) == 0) {
+            to = v;
+            to_len = vl;
+            ok = vl > 0;
+        } else if (ok && kl == 6 && memcmp(k, "cookie", 6) == 0) {
+            const char *eq = memchr(v, '=', vl);
+            ok = eq && eq > v;
+            for (const char *c = v; ok && c < eq; c++)
+                ok = is_token_char((unsigned char)*c);
+            for (const char *c = eq ? eq + 1 : v; ok && c < v + vl; c++)
+                ok = is_cookie_octet((unsigned char)*c);
+            cookie = v;
+            cookie_len = vl;
+        }
+        if (!ok) {
+            resp->status = 400;
+            return;
+        }
+    }
+    char *o = s->buf;
+    size_t len = 0, cap = SCRATCH;
+    if (n == 0)
+        len = (size_t)snprintf(o, cap, "Location: /redirect/loop%s%.*s\r\n", qn ? "?" : "", (int)qn,
+                               q);
+    else if (n == 1)
+        len = (size_t)snprintf(o, cap, "Location: %.*s\r\n", (int)to_len, to);
+    else
+        len = (size_t)snprintf(o, cap, "Location: /redirect/%llu%s%.*s\r\n",
+                               (unsigned long long)(n - 1), qn ? "?" : "", (int)qn, q);
+    if (cookie && len < cap)
+        len += (size_t)snprintf(o + len, cap - len, "Set-Cookie: %.*s; Path=/\r\n", (int)cookie_len,
+                                cookie);
+    if (len >= cap) {
+        resp->status = 400; /* cannot happen: a request head is at most 8 KiB */
+        return;
+    }
+    resp->status = status;
+    resp->headers = o;
+    resp->headers_len = len;
+    resp->delay_copy = true;
+}
+
 /* ---- lifetime ---- */
 
 static void fill_random(void *p, size_t n)

@@ -46,6 +46,13 @@ int sq_target__app_oauth_client(struct sq_target__app *a, const char *id_secret)
 /* /stats/reset: the ordinal of token requests (fail_after counts from it) starts again. */
 void sq_target__oauth_reset(struct sq_target__app *a);
 /* /cookie/set?name=value[&name=value...] (echo false) or /cookie/echo (echo true). */
+/* /redirect/N (n = N, 1..SQ_TARGET_MAX_REDIRECTS) and /redirect/loop (n = 0): a redirect,
+ * ?status= (301, 302, 303, 307, 308; default 302), to /redirect/N-1 with the same query, at
+ * N = 1 to ?to= (default /ok), and for /redirect/loop to itself; ?cookie=NAME=VALUE adds a
+ * Set-Cookie. Anything malformed: 400. */
+void sq_target__redirect(struct sq_target__app *a, const struct sq_server_req *req,
+                         struct sq_server_resp *resp, uint64_t n);
+
 void sq_target__cookie(struct sq_target__app *a, const struct sq_server_req *req,
                        struct sq_server_resp *resp, bool echo);
 

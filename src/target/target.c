@@ -474,6 +474,15 @@ struct sq_target_route sq_target_route(const char *method, size_t method_len, co
             r.bad_arg = !sq_target_parse_u64(path + k, n - k, SQ_TARGET_MAX_BYTES, &r.arg);
         }
         break;
+    case 'r':
+        if (eq(path, n, "/redirect/loop")) {
+            r.ep = SQ_TARGET_EP_REDIRECT; /* arg 0: to itself */
+        } else if (prefix(path, n, "/redirect/", &k)) {
+            r.ep = SQ_TARGET_EP_REDIRECT;
+            r.bad_arg =
+                !sq_target_parse_u64(path + k, n - k, SQ_TARGET_MAX_REDIRECTS, &r.arg) || r.arg < 1;
+        }
+        break;
     case 'd':
         if (prefix(path, n, "/delay/", &k)) {
             r.ep = SQ_TARGET_EP_DELAY;
@@ -839,6 +848,9 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
         }
         case SQ_TARGET_EP_COOKIE:
             sq_target__cookie(t->app, req, resp, r.arg == 1);
+            break;
+        case SQ_TARGET_EP_REDIRECT:
+            sq_target__redirect(t->app, req, resp, r.arg);
             break;
         case SQ_TARGET_EP_WS:
             sq_target__ws(t->ws, req, resp);

@@ -25,13 +25,14 @@
 #include "base/err.h"
 #include "http/decode.h"
 
-#define SQ_TARGET_MAX_BYTES    (64ULL * 1024 * 1024) /* /bytes/N: N at most 64 MiB */
-#define SQ_TARGET_MAX_DELAY_MS 60000ULL              /* /delay/MS: at most 60 s */
-#define SQ_TARGET_ARRIVALS_CAP (4u << 20) /* arrival times kept per worker per window (32 MiB) */
-#define SQ_TARGET_MAX_STALL_NS (3600LL * 1000 * 1000 * 1000) /* a stall lasts at most 1 h */
-#define SQ_TARGET_MAX_JSON     (16ULL * 1024 * 1024)         /* /json/N: 2 <= N <= 16 MiB */
-#define SQ_TARGET_MAX_EVENTS   1000000ULL                    /* /sse?events=N */
-#define SQ_TARGET_MAX_INTERVAL 60000ULL                      /* /sse?interval=MS */
+#define SQ_TARGET_MAX_BYTES     (64ULL * 1024 * 1024) /* /bytes/N: N at most 64 MiB */
+#define SQ_TARGET_MAX_DELAY_MS  60000ULL              /* /delay/MS: at most 60 s */
+#define SQ_TARGET_MAX_REDIRECTS 100ULL                /* /redirect/N: a chain of at most 100 */
+#define SQ_TARGET_ARRIVALS_CAP  (4u << 20) /* arrival times kept per worker per window (32 MiB) */
+#define SQ_TARGET_MAX_STALL_NS  (3600LL * 1000 * 1000 * 1000) /* a stall lasts at most 1 h */
+#define SQ_TARGET_MAX_JSON      (16ULL * 1024 * 1024)         /* /json/N: 2 <= N <= 16 MiB */
+#define SQ_TARGET_MAX_EVENTS    1000000ULL                    /* /sse?events=N */
+#define SQ_TARGET_MAX_INTERVAL  60000ULL                      /* /sse?interval=MS */
 
 struct sq_target; /* opaque; sq_target_start creates it */
 struct sq_tls_server;
@@ -88,6 +89,7 @@ void sq_target_free(struct sq_target *t);
     X(ITEMS, "items")                                                                              \
     X(OAUTH, "oauth")                                                                              \
     X(COOKIE, "cookie")                                                                            \
+    X(REDIRECT, "redirect")                                                                        \
     X(STATS, "stats")                                                                              \
     X(WS, "ws")                                                                                    \
     X(WEBHOOK, "webhook")                                                                          \

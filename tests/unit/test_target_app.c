@@ -187,6 +187,19 @@ static void test_route_new(void **state)
     assert_int_equal(r.arg, 1);
     assert_int_equal(sq_target_route("GET", 3, "/cookie/", 8).ep, SQ_TARGET_EP_NOT_FOUND);
     assert_string_equal(sq_target_ep_name(SQ_TARGET_EP_COOKIE), "cookie");
+    r = sq_target_route("GET", 3, "/redirect/3?status=307", 22);
+    assert_int_equal(r.ep, SQ_TARGET_EP_REDIRECT);
+    assert_false(r.bad_arg);
+    assert_int_equal(r.arg, 3);
+    r = sq_target_route("GET", 3, "/redirect/loop?x", 16);
+    assert_int_equal(r.ep, SQ_TARGET_EP_REDIRECT);
+    assert_false(r.bad_arg);
+    assert_int_equal(r.arg, 0);
+    assert_true(sq_target_route("GET", 3, "/redirect/0", 11).bad_arg);
+    assert_true(sq_target_route("GET", 3, "/redirect/101", 13).bad_arg);
+    assert_false(sq_target_route("GET", 3, "/redirect/100", 13).bad_arg);
+    assert_true(sq_target_route("GET", 3, "/redirect/x", 11).bad_arg);
+    assert_string_equal(sq_target_ep_name(SQ_TARGET_EP_REDIRECT), "redirect");
 }
 
 /* ---- streamed answers, live ---- */
