@@ -28,6 +28,7 @@
 
 #include "base/buf.h"
 #include "daemon/daemon.h"
+#include "engine/control.h"
 #include "engine/run.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -182,8 +183,9 @@ struct sq_daemon__job {
     struct sq_daemon__job *next;
     int64_t id;
     struct sq_daemon__req *req;
-    volatile int stop;  /* the run's stop flag (cfg.stop): atomic stores and loads */
-    bool shutting_down; /* stopped because the daemon shuts down (under d->mu) */
+    volatile int stop;      /* the run's stop flag (cfg.stop): atomic stores and loads */
+    bool shutting_down;     /* stopped because the daemon shuts down (under d->mu) */
+    struct sq_run_ctl *ctl; /* the run's control (cfg.ctl) while it is the running job, or NULL */
 };
 
 /* A held API request waiting for the ops thread. gone() clears h. */
@@ -230,6 +232,12 @@ void sq_daemon__op_free(struct sq_daemon__op *op);
 void sq_daemon__op_wake(struct sq_daemon *d);
 /* API thread: stops run id if it is the one running (true), under d->mu. */
 bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id);
+/* API thread: changes run id if it is the one running (engine/control.h; POST /runs/{id}/control),
+ * under d->mu. Returns what sq_run_control returns, or -ENOENT when run id is not running;
+ * scenario NULL: every one the change fits. */
+int sq_daemon__control_running(struct sq_daemon *d, int64_t id, enum sq_control_kind kind,
+                               double value, const char *scenario, struct sq_ctl_state *st,
+                               char *why, size_t whylen);
 /* API thread: takes run id out of the queue (true when it was there). */
 bool sq_daemon__dequeue(struct sq_daemon *d, int64_t id);
 /* Ops thread: a run sq_daemon__dequeue took out is stored stopped and its followers told. */

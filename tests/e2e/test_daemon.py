@@ -10,6 +10,7 @@ target; both started and stopped by the test, by PID.
 
 import http.client as httpclient
 import json
+import math
 import os
 import re
 import shutil
@@ -686,6 +687,85 @@ class TestApi(DaemonCase):
         st, doc = self.c.call("DELETE", "/inbox/_inbox/captures")
         self.assertEqual(st, 200)
         self.assertGreaterEqual(doc["cleared"], 1)
+
+    def control(self, rid, body, want=200):
+        st, doc = self.c.post("/runs/%d/control" % rid, body)
+        self.assertEqual(st, want, doc)
+        return doc
+
+    def test_control_rate_pause_accounting(self):
+        """An open-loop run changed through POST /runs/{id}/control: the rate raised and lowered
+        twice, a pause and a resume. Accounting stays exact (sent + dropped = arrivals, the
+        target counted every request sent) and each change is in the result's controls, in
+        order, with rising times. Asserts no rate or timing: a busy machine passes it."""
+        sqtest.http(self.tport, "POST", "/stats/reset")
+        rid = self.c.start(quick(self.tport, rate=100, duration="5s", connections=4, threads=2),
+                           name="controlled")
+        # the run takes changes once its load has started: until then 409 (queued, setting up)
+        deadline = time.monotonic() + 30
+        while True:
+            st, doc = self.c.post("/runs/%d/control" % rid, {"rate": 300})
+            if st == 200:
+                break
+            self.assertEqual(st, 409, doc)
+            self.assertLess(time.monotonic(), deadline, doc)
+            time.sleep(0.05)
+        self.assertEqual((doc["kind"], doc["value"], doc["open"], doc["rate"], doc["paused"]),
+                         ("rate", 300, True, 300, False))
+        steps = [({"rate": 300}, "rate", 300)]
+        for body, kind, value in (({"rate": 40}, "rate", 40), ({"pause": True}, "pause", 0),
+                                  ({"resume": True}, "resume", 0), ({"rate": 400}, "rate", 400),
+                                  ({"rate": 60}, "rate", 60)):
+            time.sleep(0.3)
+            doc = self.control(rid, body)
+            self.assertEqual((doc["kind"], doc["value"]), (kind, value))
+            steps.append((body, kind, value))
+            if kind == "pause":
+                self.assertEqual((doc["paused"], doc["rate"]), (True, 0))
+                # refused while paused: a second pause; VUs of an open loop; bad bodies
+                self.control(rid, {"pause": True}, 400)
+                self.control(rid, {"vus": 3}, 400)
+                self.control(rid, {"rate": 0}, 400)
+                self.control(rid, {"rate": 5, "vus": 2}, 400)
+                self.control(rid, {"speed": 5}, 400)
+                self.control(rid, {"rate": 5, "scenario": "nope"}, 400)
+                self.control(rid, [1], 400)
+            if kind == "resume":
+                self.assertEqual((doc["paused"], doc["rate"]), (False, 40))
+        run = self.c.wait(rid)
+        self.assertEqual(run["status"], "finished", run)
+        self.control(rid, {"rate": 10}, 409)  # over: nothing to change
+        self.control(999999, {"rate": 10}, 404)
+        st, res = self.c.get("/runs/%d/result" % rid)
+        self.assertEqual(st, 200)
+        r = res["requests"]
+        self.assertGreater(r["sent"], 0, r)
+        self.assertEqual(r["sent"] + r["dropped"], r["arrivals"], r)
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
+        self.assertEqual(sqtest.json_get(self.tport, "/stats")["endpoints"]["fast"], r["sent"])
+        ctl = res["controls"]
+        self.assertEqual([(c["kind"], c["value"]) for c in ctl], [(k, v) for _, k, v in steps])
+        times = [c["t_s"] for c in ctl]
+        self.assertEqual(times, sorted(times))
+        self.assertTrue(all(b > a for a, b in zip(times, times[1:])), times)
+        self.assertTrue(all("scenario" not in c for c in ctl), ctl)
+        # The arrivals are the changed schedule's, exactly: 100/s up to the first change, then
+        # each piece's rate times its length (none while paused), rebased at each change on the
+        # arrivals expected then (engine/control.c, the same double arithmetic); the last
+        # piece's count is ceil(expected at the end).
+        c0, t0, per_ns, rate, first = 0.0, 0, 100 * (1.0 / 1e9), None, True
+        for c in ctl:
+            t = round(c["t_s"] * 1e9)
+            c0 = per_ns * float(t) if first else c0 + per_ns * float(t - t0)
+            t0, first = t, False
+            if c["kind"] == "rate":
+                rate = per_ns = c["value"] / 1e9
+            elif c["kind"] == "pause":
+                per_ns = 0.0
+            else:
+                per_ns = rate
+        expected = math.ceil(c0 + per_ns * float(5_000_000_000 - t0) - 1e-6)
+        self.assertEqual(r["arrivals"], expected, (r, ctl))
 
     def test_zz_coverage(self):
         """Runs last: every documented operation was exercised and validated."""
