@@ -686,60 +686,9 @@ static void stop_run(struct sq_daemon *d, const struct sq_server_req *req, int64
 static void control_run(struct sq_daemon *d, const struct sq_server_req *req, int64_t id,
                         struct sq_daemon__out *o, struct sq_server_resp *resp)
 {
-    json_error_t je;
-    json_t *j = json_loadb(req->body ? req->body : "", req->body_len, JSON_REJECT_DUPLICATES, &je);
-    if (!j || !json_is_object(j)) {
-        json_decref(j);
-        answer_error(o, resp, 400,
-                     "the body is not a JSON object: give one of {\"rate\": N}, "
-                     "{\"vus\": N}, {\"pause\": true}, {\"resume\": true}");
-        return;
-    }
-    static const char *const keys[] = {"rate", "vus", "pause", "resume"};
-    static const enum sq_control_kind kinds[] = {SQ_CONTROL_RATE, SQ_CONTROL_VUS, SQ_CONTROL_PAUSE,
-                                                 SQ_CONTROL_RESUME};
-    int which = -1, n = 0;
-    const char *key;
-    json_t *v;
-    const char *bad = NULL;
-    json_object_foreach(j, key, v)
-    {
-        int k = -1;
-        for (int i = 0; i < 4; i++)
-            if (strcmp(key, keys[i]) == 0)
-                k = i;
-        if (k >= 0) {
-            which = k;
-            n++;
-        } else if (strcmp(key, "scenario") != 0) {
-            bad = key;
-        }
-    }
-    json_t *sc = json_object_get(j, "scenario");
-    double value = 0;
-    const char *err = NULL;
-    if (bad)
-        err = "unknown key: give one of rate, vus, pause, resume (and scenario)";
-    else if (n != 1)
-        err = "give exactly one of rate, vus, pause, resume";
-    else if (sc && !json_is_string(sc))
-        err = "scenario: give a scenario's name";
-    else if (which <= 1 && !json_is_number(json_object_get(j, keys[which])))
-        err = which == 0 ? "rate: give arrivals per second (a number)" : "vus: give a number";
-    else if (which >= 2 && !json_is_true(json_object_get(j, keys[which])))
-        err = which == 2 ? "pause: give true" : "resume: give true";
-    if (err) {
-        json_decref(j);
-        answer_error(o, resp, 400, "%s", err);
-        return;
-    }
-    if (which <= 1)
-        value = json_number_value(json_object_get(j, keys[which]));
     char why[256] = "";
-    struct sq_ctl_state st = {0};
-    int rc = sq_daemon__control_running(d, id, kinds[which], value,
-                                        sc ? json_string_value(sc) : NULL, &st, why, sizeof(why));
-    json_decref(j);
+    json_t *a = NULL;
+    int rc = sq_daemon__control_running(d, id, req->body, req->body_len, &a, why, sizeof(why));
     if (rc == -ENOENT) {
         struct sq_store_run r;
         if (!run_or_answer(d, id, &r, o, resp))
@@ -753,11 +702,13 @@ static void control_run(struct sq_daemon *d, const struct sq_server_req *req, in
         answer_error(o, resp, rc == -SQ_EUSAGE ? 400 : rc == -ENOMEM ? 503 : 409, "%s", why);
         return;
     }
-    sq_daemon__log(d, "run %lld: %s %g at %.1f s", (long long)id, keys[which], value, st.t_s);
-    answer_json(o, resp, 200,
-                json_pack("{s:I, s:s, s:f, s:f, s:b, s:f, s:I, s:b}", "id", (json_int_t)id, "kind",
-                          keys[which], "value", value, "t_s", st.t_s, "open", st.open, "rate",
-                          st.rate, "vus", (json_int_t)st.vus, "paused", st.paused));
+    if (a) {
+        json_object_set_new(a, "id", json_integer((json_int_t)id));
+        char *line = json_dumps(a, JSON_COMPACT);
+        sq_daemon__log(d, "run %lld: control %s", (long long)id, line ? line : "");
+        free(line);
+    }
+    answer_json(o, resp, 200, a);
 }
 
 /* ---- the gate ---- */

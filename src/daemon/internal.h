@@ -232,12 +232,11 @@ void sq_daemon__op_free(struct sq_daemon__op *op);
 void sq_daemon__op_wake(struct sq_daemon *d);
 /* API thread: stops run id if it is the one running (true), under d->mu. */
 bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id);
-/* API thread: changes run id if it is the one running (engine/control.h; POST /runs/{id}/control),
- * under d->mu. Returns what sq_run_control returns, or -ENOENT when run id is not running;
- * scenario NULL: every one the change fits. */
-int sq_daemon__control_running(struct sq_daemon *d, int64_t id, enum sq_control_kind kind,
-                               double value, const char *scenario, struct sq_ctl_state *st,
-                               char *why, size_t whylen);
+/* API thread: changes run id if it is the one running (engine/control.h, sq_run_ctl_json: POST
+ * /runs/{id}/control), under d->mu. Returns what that returns, or -ENOENT when run id is not
+ * running; *answer as it gives it. */
+int sq_daemon__control_running(struct sq_daemon *d, int64_t id, const char *body, size_t len,
+                               json_t **answer, char *why, size_t whylen);
 /* API thread: takes run id out of the queue (true when it was there). */
 bool sq_daemon__dequeue(struct sq_daemon *d, int64_t id);
 /* Ops thread: a run sq_daemon__dequeue took out is stored stopped and its followers told. */

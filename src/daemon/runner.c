@@ -643,24 +643,18 @@ bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id)
     return hit;
 }
 
-int sq_daemon__control_running(struct sq_daemon *d, int64_t id, enum sq_control_kind kind,
-                               double value, const char *scenario, struct sq_ctl_state *st,
-                               char *why, size_t whylen)
+int sq_daemon__control_running(struct sq_daemon *d, int64_t id, const char *body, size_t len,
+                               json_t **answer, char *why, size_t whylen)
 {
     int rc = -ENOENT;
+    *answer = NULL;
     pthread_mutex_lock(&d->mu);
     struct sq_daemon__job *job = d->running;
     if (job && job->id == id && !job->ctl) {
         snprintf(why, whylen, "%s", "out of memory: this run cannot be changed");
         rc = -ENOMEM;
     } else if (job && job->id == id) {
-        int scen = scenario ? sq_run_ctl_scenario(job->ctl, scenario) : -1;
-        if (scenario && scen < 0) {
-            snprintf(why, whylen, "scenario: the run has no scenario named \"%.100s\"", scenario);
-            rc = -SQ_EUSAGE;
-        } else {
-            rc = sq_run_control(job->ctl, kind, value, scen, st, why, whylen);
-        }
+        rc = sq_run_ctl_json(job->ctl, body, len, answer, why, whylen);
     }
     pthread_mutex_unlock(&d->mu);
     return rc;

@@ -346,3 +346,81 @@ int sq_run_ctl_scenario(struct sq_run_ctl *c, const char *name)
     pthread_mutex_unlock(&c->mu);
     return hit;
 }
+
+json_t *sq_run_ctl_state_json(const struct sq_ctl_state *st)
+{
+    return json_pack("{s:f, s:b, s:f, s:I, s:b}", "t_s", st->t_s, "open", st->open, "rate",
+                     st->rate, "vus", (json_int_t)st->vus, "paused", st->paused);
+}
+
+int sq_run_ctl_json(struct sq_run_ctl *c, const char *body, size_t len, json_t **answer, char *why,
+                    size_t whylen)
+{
+    *answer = NULL;
+    json_error_t je;
+    json_t *j = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        say(why, whylen,
+            "the body is not a JSON object: give one of {\"rate\": N}, "
+            "{\"vus\": N}, {\"pause\": true}, {\"resume\": true}");
+        return -SQ_EUSAGE;
+    }
+    static const char *const keys[] = {"rate", "vus", "pause", "resume"};
+    int which = -1, n = 0;
+    const char *key, *bad = NULL;
+    json_t *v;
+    json_object_foreach(j, key, v)
+    {
+        int k = -1;
+        for (int i = 0; i < 4; i++)
+            if (strcmp(key, keys[i]) == 0)
+                k = i;
+        if (k >= 0) {
+            which = k;
+            n++;
+        } else if (strcmp(key, "scenario") != 0) {
+            bad = key;
+        }
+    }
+    json_t *sc = json_object_get(j, "scenario");
+    const char *err = NULL;
+    if (bad)
+        err = "unknown key: give one of rate, vus, pause, resume (and scenario)";
+    else if (n != 1)
+        err = "give exactly one of rate, vus, pause, resume";
+    else if (sc && !json_is_string(sc))
+        err = "scenario: give a scenario's name";
+    else if (which <= 1 && !json_is_number(json_object_get(j, keys[which])))
+        err = which == 0 ? "rate: give arrivals per second (a number)" : "vus: give a number";
+    else if (which >= 2 && !json_is_true(json_object_get(j, keys[which])))
+        err = which == 2 ? "pause: give true" : "resume: give true";
+    if (err) {
+        json_decref(j);
+        say(why, whylen, "%s", err);
+        return -SQ_EUSAGE;
+    }
+    double value = which <= 1 ? json_number_value(json_object_get(j, keys[which])) : 0;
+    int scen = -1;
+    if (sc && (scen = sq_run_ctl_scenario(c, json_string_value(sc))) < 0) {
+        say(why, whylen, "scenario: the run has no scenario named \"%.100s\"",
+            json_string_value(sc));
+        json_decref(j);
+        return -SQ_EUSAGE;
+    }
+    json_decref(j);
+    struct sq_ctl_state st = {0};
+    int rc = sq_run_control(c, (enum sq_control_kind)which, value, scen, &st, why, whylen);
+    if (rc < 0)
+        return rc;
+    json_t *a = sq_run_ctl_state_json(&st);
+    json_t *head = json_pack("{s:s, s:f}", "kind", keys[which], "value", value);
+    if (a && head) {
+        json_object_update(head, a);
+        *answer = head;
+        head = NULL;
+    }
+    json_decref(a);
+    json_decref(head);
+    return 0;
+}

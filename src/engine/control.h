@@ -23,6 +23,7 @@
 #ifndef SQ_ENGINE_CONTROL_H
 #define SQ_ENGINE_CONTROL_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,19 @@ struct sq_ctl_state {
  * -EAGAIN (no run is going, or it has not started or is ending) or -ENOSPC (too many changes). */
 SQ_MUST_CHECK int sq_run_control(struct sq_run_ctl *c, enum sq_control_kind kind, double value,
                                  int scen, struct sq_ctl_state *st, char *why, size_t whylen);
+
+/* Applies a change written as JSON, what POST /runs/{id}/control (docs/daemon.md) and a CLI run's
+ * --control endpoint (docs/quick.md) take: exactly one of {"rate": N}, {"vus": N},
+ * {"pause": true}, {"resume": true}, with an optional "scenario": NAME (a plan run's; absent:
+ * every scenario the change fits). Returns what sq_run_control returns (-SQ_EUSAGE also for a
+ * body that is not one change, why saying so); on success *answer is the scenario's state after
+ * it, {"kind", "value", "t_s", "open", "rate", "vus", "paused"} (the caller's; NULL when out of
+ * memory). */
+SQ_MUST_CHECK int sq_run_ctl_json(struct sq_run_ctl *c, const char *body, size_t len,
+                                  json_t **answer, char *why, size_t whylen);
+
+/* A scenario's state as the answers above give it: {"t_s", "open", "rate", "vus", "paused"}. */
+json_t *sq_run_ctl_state_json(const struct sq_ctl_state *st);
 
 /* The index of the scenario named name in the run going (a plan run), or -1 (no such scenario,
  * or no run going). */
