@@ -95,6 +95,8 @@ class TestControl(sqtest.TargetCase):
         self.assertEqual([(c["kind"], c["value"]) for c in ctl], want)
         times = [c["t_s"] for c in ctl]
         self.assertTrue(all(b > a for a, b in zip(times, times[1:])), times)
+        # the arrivals are the changed schedule's, exactly (engine/control.c)
+        self.assertEqual(r["arrivals"], sqtest.controlled_arrivals(ctl, 100, 5), (r, ctl))
 
     def test_closed_loop_vus(self):
         self.reset()

@@ -10,7 +10,6 @@ target; both started and stopped by the test, by PID.
 
 import http.client as httpclient
 import json
-import math
 import os
 import re
 import shutil
@@ -749,23 +748,8 @@ class TestApi(DaemonCase):
         self.assertEqual(times, sorted(times))
         self.assertTrue(all(b > a for a, b in zip(times, times[1:])), times)
         self.assertTrue(all("scenario" not in c for c in ctl), ctl)
-        # The arrivals are the changed schedule's, exactly: 100/s up to the first change, then
-        # each piece's rate times its length (none while paused), rebased at each change on the
-        # arrivals expected then (engine/control.c, the same double arithmetic); the last
-        # piece's count is ceil(expected at the end).
-        c0, t0, per_ns, rate, first = 0.0, 0, 100 * (1.0 / 1e9), None, True
-        for c in ctl:
-            t = round(c["t_s"] * 1e9)
-            c0 = per_ns * float(t) if first else c0 + per_ns * float(t - t0)
-            t0, first = t, False
-            if c["kind"] == "rate":
-                rate = per_ns = c["value"] / 1e9
-            elif c["kind"] == "pause":
-                per_ns = 0.0
-            else:
-                per_ns = rate
-        expected = math.ceil(c0 + per_ns * float(5_000_000_000 - t0) - 1e-6)
-        self.assertEqual(r["arrivals"], expected, (r, ctl))
+        # the arrivals are the changed schedule's, exactly (engine/control.c)
+        self.assertEqual(r["arrivals"], sqtest.controlled_arrivals(ctl, 100, 5), (r, ctl))
 
     def test_zz_coverage(self):
         """Runs last: every documented operation was exercised and validated."""
