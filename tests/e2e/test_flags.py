@@ -130,7 +130,7 @@ QUICK = [
     # flags and arguments
     ([U, "--frobnicate"], quick("unknown flag '--frobnicate'")),
     ([U, "-qZ"], quick("unknown flag '-Z'")),
-    ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to")),
+    ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to, --control")),
     ([U, "--timeout"], quick("--timeout needs a value")),
     ([U, "extra"], quick("one URL only; unexpected 'extra' (several: --urls FILE)")),
     (["-c", "4"], quick("no URL given")),
