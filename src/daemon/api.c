@@ -707,6 +707,7 @@ static void control_run(struct sq_daemon *d, const struct sq_server_req *req, in
         char *line = json_dumps(a, JSON_COMPACT);
         sq_daemon__log(d, "run %lld: control %s", (long long)id, line ? line : "");
         free(line);
+        sq_daemon__live_control(d, id, a);
     }
     answer_json(o, resp, 200, a);
 }

@@ -168,6 +168,9 @@ char *sq_daemon__event_status(int64_t run, enum sq_store_status st);
 /* API thread: GET /runs/{id}/live. Answers it (held and streamed), or fills resp. */
 void sq_daemon__live_follow(struct sq_daemon *d, const struct sq_server_req *req,
                             struct sq_server_resp *resp, int64_t id, const char *cors);
+/* API thread: a change made to running run id (POST /runs/{id}/control, its answer) sent to the
+ * run's followers as a "control" event and kept for later ones. */
+void sq_daemon__live_control(struct sq_daemon *d, int64_t id, const json_t *change);
 /* API thread, from the runner's posts. */
 void sq_daemon__live_begin(struct sq_daemon *d, struct sq_daemon__live *l);
 void sq_daemon__live_tick(struct sq_daemon *d, struct sq_daemon__live *l);
