@@ -13,6 +13,9 @@
 #include "base/clock.h"
 #include "engine/worker.h"
 
+#define SQ_CTL_LEAD_NS (50 * SQ_NS_PER_MS) /* an open loop's change takes effect this much later   \
+                                            */
+
 struct sq_run_ctl {
     pthread_mutex_t mu;
     struct sq_engine__shared *run; /* bound while a run goes */
@@ -302,7 +305,12 @@ int sq_run_control(struct sq_run_ctl *c, enum sq_control_kind kind, double value
             say(why, whylen, "%s", "");
     }
     if (rc == 0) {
-        int64_t now = sq_now_ns();
+        /* An open loop's change takes effect SQ_CTL_LEAD_NS from now: every worker sees the new
+         * generation before its loop's clock passes that time (short of the controlling thread
+         * stalling that long between this read and its release store), so none releases an
+         * arrival of the old schedule past the change and the count stays the schedule's. A
+         * closed loop's VUs change at once. */
+        int64_t now = sq_now_ns(), at = now;
         bool any = false;
         for (uint32_t i = from; i < to; i++) {
             if (!fits(c, i, kind, value, NULL, 0))
@@ -310,12 +318,16 @@ int sq_run_control(struct sq_run_ctl *c, enum sq_control_kind kind, double value
             if (!any)
                 first = i;
             any = true;
-            apply(&c->scens[i], now - go - c->scens[i].offset_ns, kind, value);
+            if (c->scens[i].open)
+                at = now + SQ_CTL_LEAD_NS;
         }
+        for (uint32_t i = from; i < to; i++)
+            if (fits(c, i, kind, value, NULL, 0))
+                apply(&c->scens[i], at - go - c->scens[i].offset_ns, kind, value);
         c->ev[c->nev++] = (struct sq_control_event){
-            .t_s = (double)(now - go) / 1e9, .kind = kind, .value = value, .scen = scen};
+            .t_s = (double)(at - go) / 1e9, .kind = kind, .value = value, .scen = scen};
         if (st)
-            state_of(c, first, now, st);
+            state_of(c, first, at, st);
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
