@@ -13,8 +13,9 @@
 #include "base/clock.h"
 #include "engine/worker.h"
 
-#define SQ_CTL_LEAD_NS (50 * SQ_NS_PER_MS) /* an open loop's change takes effect this much later   \
-                                            */
+#define SQ_CTL_LEAD_NS                                                                             \
+    (50 * SQ_NS_PER_MS) /* an open loop's change takes effect this much later                      \
+                         */
 
 struct sq_run_ctl {
     pthread_mutex_t mu;
@@ -107,6 +108,15 @@ int sq_engine__ctl_unbind(struct sq_run_ctl *c, struct sq_result *out)
         if (out->controls) {
             memcpy(out->controls, c->ev, c->nev * sizeof(*out->controls));
             out->ncontrols = c->nev;
+            /* in time order: an open loop's change takes effect SQ_CTL_LEAD_NS after it was
+             * made, a closed loop's at once (stable: changes at one time keep their order) */
+            struct sq_control_event *v = out->controls;
+            for (uint32_t i = 1; i < c->nev; i++)
+                for (uint32_t k = i; k > 0 && v[k - 1].t_s > v[k].t_s; k--) {
+                    struct sq_control_event t = v[k];
+                    v[k] = v[k - 1];
+                    v[k - 1] = t;
+                }
         } else {
             rc = -ENOMEM;
         }

@@ -116,6 +116,45 @@ class TestControl(sqtest.TargetCase):
         self.assertEqual([(c["kind"], c["value"]) for c in doc["controls"]],
                          [("vus", 1), ("pause", 0), ("resume", 0), ("vus", 4)])
 
+    def test_plan_scenarios(self):
+        """squall run PLAN --control: one change per scenario by name, one for every scenario it
+        fits; the events name their scenario and come in time order."""
+        self.reset()
+        fd, plan = tempfile.mkstemp(prefix="squall-control-", suffix=".yaml")
+        with os.fdopen(fd, "w") as f:
+            f.write("target: %s\n"
+                    "scenarios:\n"
+                    "  open: {executor: constant-arrival-rate, rate: 50, duration: 3s,\n"
+                    "         preAllocatedVUs: 4, flow: [{request: {url: /fast}}]}\n"
+                    "  closed: {executor: constant-vus, vus: 3, duration: 3s,\n"
+                    "           flow: [{request: {url: /fast}}]}\n" % self.base)
+        self.addCleanup(os.unlink, plan)
+        port = sqtest.free_port()
+        fd, path = tempfile.mkstemp(prefix="squall-control-", suffix=".json")
+        os.close(fd)
+        self.addCleanup(os.unlink, path)
+        proc = subprocess.Popen([sqtest.squall_path(), "run", plan, "--control", str(port),
+                                 "--json", path, "-q"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        self.addCleanup(sqtest.stop_proc, proc)
+        sqtest.wait_port(port, proc, timeout=30)
+        self.change_until_started(port, "rate=200")
+        self.assertEqual(self.control(port, "vus=1", "scenario=closed")["vus"], 1)
+        self.assertIn("open loop", self.control(port, "vus=1", "scenario=open", want=1))
+        self.assertIn("no scenario named", self.control(port, "pause", "scenario=x", want=1))
+        self.control(port, "pause")  # both
+        self.control(port, "resume", "scenario=open")
+        doc = self.finish(proc, path)
+        r = doc["requests"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
+        self.assertEqual(self.stats()["endpoints"]["fast"], r["sent"])
+        ctl = doc["controls"]
+        self.assertEqual(sorted((c["kind"], c.get("scenario")) for c in ctl),
+                         [("pause", None), ("rate", None), ("resume", "open"), ("vus", "closed")])
+        times = [c["t_s"] for c in ctl]
+        self.assertEqual(times, sorted(times))
+
     def test_gate(self):
         """Only a local, non-browser client that sends JSON (and the token, when set) gets in."""
         env = dict(os.environ, SQUALL_CONTROL_TOKEN="s3cret-token")
