@@ -100,12 +100,12 @@ class TestControl(sqtest.TargetCase):
 
     def test_closed_loop_vus(self):
         self.reset()
-        proc, port, path = self.start_run("-c", "4", "-t", "2", "-d", "3s")
+        proc, port, path = self.start_run("-c", "4", "-t", "2", "-d", "5s")
         st = self.change_until_started(port, "vus=1")
         self.assertEqual((st["open"], st["vus"]), (False, 1))
         self.assertIn("0 to 4", self.control(port, "vus=5", want=1))
         self.assertIn("closed loop", self.control(port, "rate=10", want=1))
-        time.sleep(0.3)
+        time.sleep(2.2)  # a whole second of the series runs 1 VU (the series' vus: at its end)
         self.assertEqual(self.control(port, "pause")["vus"], 0)
         time.sleep(0.3)
         self.assertEqual(self.control(port, "resume")["vus"], 1)
@@ -115,6 +115,8 @@ class TestControl(sqtest.TargetCase):
         self.assertEqual(self.stats()["endpoints"]["fast"], doc["requests"]["sent"])
         self.assertEqual([(c["kind"], c["value"]) for c in doc["controls"]],
                          [("vus", 1), ("pause", 0), ("resume", 0), ("vus", 4)])
+        # the workers took it: some second ended with 1 VU running (4 without the change)
+        self.assertIn(1, [s["vus"] for s in doc["series"]], doc["series"])
 
     def test_plan_scenarios(self):
         """squall run PLAN --control: one change per scenario by name, one for every scenario it
