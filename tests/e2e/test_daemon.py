@@ -403,6 +403,7 @@ class TestApi(DaemonCase):
             ({"quick": {"url": "http://127.0.0.1:1/", "rate": 5000000}}, 400, "max_rate"),
             ({"quick": {"url": "http://127.0.0.1:1/", "duration": "2h"}}, 400, "max_duration"),
             ({"quick": {"url": "http://127.0.0.1:1/", "script": "/tmp/x.lua"}}, 400, "script"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "control": "7070"}}, 400, "opens no listener"),
             ({"plan": PLAN_WITH_SCRIPT, "file": "h.yaml"}, 400, "h.yaml:2:9: script:"),
             ({"plan": sink_plan(1, 9, stamp="json:t"), "file": "s.yaml"}, 400,
              "s.yaml:3:3: sink: stamp: "),
