@@ -31,7 +31,7 @@ class TestControl(sqtest.TargetCase):
         self.addCleanup(os.unlink, path)
         proc = subprocess.Popen(
             [sqtest.squall_path(), self.base + "/fast", *args, "--control", str(port),
-             "--json", path, "-q"],
+             "--graceful-stop", "5s", "--json", path, "-q"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             env=env)
         self.addCleanup(sqtest.stop_proc, proc)
@@ -112,6 +112,7 @@ class TestControl(sqtest.TargetCase):
         self.assertEqual(self.control(port, "vus=4")["vus"], 4)
         doc = self.finish(proc, path)
         self.assert_accounting(doc)
+        self.assertEqual(doc["requests"]["in_flight"], 0)  # the graceful stop let them finish
         self.assertEqual(self.stats()["endpoints"]["fast"], doc["requests"]["sent"])
         self.assertEqual([(c["kind"], c["value"]) for c in doc["controls"]],
                          [("vus", 1), ("pause", 0), ("resume", 0), ("vus", 4)])

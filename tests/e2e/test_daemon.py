@@ -699,8 +699,8 @@ class TestApi(DaemonCase):
         target counted every request sent) and each change is in the result's controls, in
         order, with rising times. Asserts no rate or timing: a busy machine passes it."""
         sqtest.http(self.tport, "POST", "/stats/reset")
-        rid = self.c.start(quick(self.tport, rate=100, duration="5s", connections=4, threads=2),
-                           name="controlled")
+        rid = self.c.start(quick(self.tport, rate=100, duration="5s", connections=4, threads=2,
+                                 **{"graceful-stop": "5s"}), name="controlled")
         # the run takes changes once its load has started: until then 409 (queued, setting up)
         deadline = time.monotonic() + 30
         while True:
@@ -742,6 +742,7 @@ class TestApi(DaemonCase):
         self.assertGreater(r["sent"], 0, r)
         self.assertEqual(r["sent"] + r["dropped"], r["arrivals"], r)
         self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
+        self.assertEqual(r["in_flight"], 0, r)  # the graceful stop let them finish
         self.assertEqual(sqtest.json_get(self.tport, "/stats")["endpoints"]["fast"], r["sent"])
         ctl = res["controls"]
         self.assertEqual([(c["kind"], c["value"]) for c in ctl], [(k, v) for _, k, v in steps])
