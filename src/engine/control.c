@@ -211,7 +211,7 @@ static void push_seg(struct sq_engine__ctlscen *cs, int64_t t, double c0, double
     s->t0 = t;
     s->c0 = c0;
     s->r = r;
-    s->total = x <= 0 ? 0 : (uint64_t)ceil(r > 0 ? x - 1e-6 : x);
+    s->total = x <= 0 ? 0 : (uint64_t)ceil(x - 1e-6); /* float noise is no arrival (exec.c) */
     __atomic_store_n(&cs->nsegs, cs->nsegs + 1, __ATOMIC_RELEASE);
 }
 
