@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "cli/cli.h"
+#include "cli/control.h"
 #include "cli/sinkrun.h"
 #include "output/json.h"
 
@@ -61,7 +62,13 @@ int sq_cli_load_run(struct sq_cli_load *l, bool open, int64_t length_ns, sq_tick
             return rc;
         }
     } else {
+        struct sq_cli_control ctl;
+        if ((rc = sq_cli_control_start(&ctl, l->d, l->cfg)) != 0) {
+            sq_cli_load_abandon(l);
+            return rc;
+        }
         rc = sq_run(l->cfg, &l->res, &why);
+        sq_cli_control_stop(&ctl, l->cfg);
     }
     l->sig = sq_cli_signal_seen(&l->forced);
     sq_progress_finish(&l->progress);

@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "base/text.h"
 #include "cli/cli.h"
+#include "cli/control.h"
 #include "cli/inbox_cmd.h"
 #include "cli/mcp_cmd.h"
 #include "cli/wrk.h"
@@ -41,6 +42,8 @@ static const struct command {
     {"serve", "[flags]", "the daemon: HTTP API, run store, live dashboard (docs/daemon.md)",
      sq_cli_serve},
     {"runs", "list|show|compare|export", "the daemon's stored runs", sq_cli_runs},
+    {"control", "[HOST:]PORT [CHANGE]", "change a run started with --control: rate, VUs, pause",
+     sq_cli_control},
     {"agent", "--nats URL", "wait for distributed runs (squall agent --help)", sq_cli_agent},
     {"sink", "SOURCE... [flags]", "count stamped events where they arrive (docs/sink.md)",
      sq_cli_sink},

@@ -681,6 +681,37 @@ static void stop_run(struct sq_daemon *d, const struct sq_server_req *req, int64
     sq_store_run_dispose(&r);
 }
 
+/* POST /runs/{id}/control: {"rate": N} | {"vus": N} | {"pause": true} | {"resume": true}, with
+ * an optional "scenario" (engine/control.h). The running run's state after the change answers. */
+static void control_run(struct sq_daemon *d, const struct sq_server_req *req, int64_t id,
+                        struct sq_daemon__out *o, struct sq_server_resp *resp)
+{
+    char why[256] = "";
+    json_t *a = NULL;
+    int rc = sq_daemon__control_running(d, id, req->body, req->body_len, &a, why, sizeof(why));
+    if (rc == -ENOENT) {
+        struct sq_store_run r;
+        if (!run_or_answer(d, id, &r, o, resp))
+            return;
+        answer_error(o, resp, 409, "run %lld is %s: only a running run can be changed",
+                     (long long)id, sq_store_status_name(r.status));
+        sq_store_run_dispose(&r);
+        return;
+    }
+    if (rc < 0) {
+        answer_error(o, resp, rc == -SQ_EUSAGE ? 400 : rc == -ENOMEM ? 503 : 409, "%s", why);
+        return;
+    }
+    if (a) {
+        json_object_set_new(a, "id", json_integer((json_int_t)id));
+        char *line = json_dumps(a, JSON_COMPACT);
+        sq_daemon__log(d, "run %lld: control %s", (long long)id, line ? line : "");
+        free(line);
+        sq_daemon__live_control(d, id, a);
+    }
+    answer_json(o, resp, 200, a);
+}
+
 /* ---- the gate ---- */
 
 /* Constant time in the token's bytes: a wrong guess learns nothing from the timing but (at
@@ -852,6 +883,11 @@ static bool route_run(struct sq_daemon *d, const struct sq_server_req *req,
             method_not_allowed(o, resp, "POST");
         else
             stop_run(d, req, id, o, resp, cors);
+    } else if (SUB("control")) {
+        if (!is(req, "POST"))
+            method_not_allowed(o, resp, "POST");
+        else
+            control_run(d, req, id, o, resp);
     } else if (SUB("series") || SUB("result") || SUB("report")) {
         if (!get)
             method_not_allowed(o, resp, "GET, HEAD");

@@ -28,6 +28,7 @@
 
 #include "base/buf.h"
 #include "daemon/daemon.h"
+#include "engine/control.h"
 #include "engine/run.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -167,6 +168,9 @@ char *sq_daemon__event_status(int64_t run, enum sq_store_status st);
 /* API thread: GET /runs/{id}/live. Answers it (held and streamed), or fills resp. */
 void sq_daemon__live_follow(struct sq_daemon *d, const struct sq_server_req *req,
                             struct sq_server_resp *resp, int64_t id, const char *cors);
+/* API thread: a change made to running run id (POST /runs/{id}/control, its answer) sent to the
+ * run's followers as a "control" event and kept for later ones. */
+void sq_daemon__live_control(struct sq_daemon *d, int64_t id, const json_t *change);
 /* API thread, from the runner's posts. */
 void sq_daemon__live_begin(struct sq_daemon *d, struct sq_daemon__live *l);
 void sq_daemon__live_tick(struct sq_daemon *d, struct sq_daemon__live *l);
@@ -182,8 +186,9 @@ struct sq_daemon__job {
     struct sq_daemon__job *next;
     int64_t id;
     struct sq_daemon__req *req;
-    volatile int stop;  /* the run's stop flag (cfg.stop): atomic stores and loads */
-    bool shutting_down; /* stopped because the daemon shuts down (under d->mu) */
+    volatile int stop;      /* the run's stop flag (cfg.stop): atomic stores and loads */
+    bool shutting_down;     /* stopped because the daemon shuts down (under d->mu) */
+    struct sq_run_ctl *ctl; /* the run's control (cfg.ctl) while it is the running job, or NULL */
 };
 
 /* A held API request waiting for the ops thread. gone() clears h. */
@@ -230,6 +235,11 @@ void sq_daemon__op_free(struct sq_daemon__op *op);
 void sq_daemon__op_wake(struct sq_daemon *d);
 /* API thread: stops run id if it is the one running (true), under d->mu. */
 bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id);
+/* API thread: changes run id if it is the one running (engine/control.h, sq_run_ctl_json: POST
+ * /runs/{id}/control), under d->mu. Returns what that returns, or -ENOENT when run id is not
+ * running; *answer as it gives it. */
+int sq_daemon__control_running(struct sq_daemon *d, int64_t id, const char *body, size_t len,
+                               json_t **answer, char *why, size_t whylen);
 /* API thread: takes run id out of the queue (true when it was there). */
 bool sq_daemon__dequeue(struct sq_daemon *d, int64_t id);
 /* Ops thread: a run sq_daemon__dequeue took out is stored stopped and its followers told. */

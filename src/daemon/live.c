@@ -9,6 +9,7 @@
  *   event: status   data: {"run": 7, "status": "queued" | "running"}
  *   event: second   data: {"run": 7, "second": {a series entry of the result document},
  *                          "totals": {running totals}}           id: the second's index
+ *   event: control  data: {"run": 7, "control": {the change's answer: kind, value, t_s, state}}
  *   event: end      data: {"run": 7, "status": "finished", "reason": null, "result": {...}}
  * The totals ride in the store too (the series' extra JSON), so a replayed second reads exactly
  * like the live one.
@@ -389,6 +390,38 @@ void sq_daemon__live_tick(struct sq_daemon *d, struct sq_daemon__live *l)
             (void)sub_catch_up(d, s, l);
     }
     sq_daemon__mcp_tick(d, l);
+}
+
+void sq_daemon__live_control(struct sq_daemon *d, int64_t id, const json_t *change)
+{
+    struct sq_daemon__live *l = d->cur;
+    if (!l || l->id != id || !change)
+        return;
+    char *text = dump(json_pack("{s:I, s:O}", "run", (json_int_t)id, "control", (json_t *)change));
+    char *ev = text ? event("control", -1, text) : NULL;
+    free(text);
+    if (!ev)
+        return;
+    pthread_mutex_lock(&l->mu);
+    if (l->nev == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->ev, cap * sizeof(*v));
+        if (v) {
+            l->ev = v;
+            l->cap = cap;
+        }
+    }
+    if (l->nev < l->cap) {
+        l->ev[l->nev++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&l->mu);
+    free(ev);
+    for (struct sq_daemon__sub *s = d->subs, *next; s; s = next) {
+        next = s->next;
+        if (s->run == id)
+            (void)sub_catch_up(d, s, l);
+    }
 }
 
 void sq_daemon__live_end(struct sq_daemon *d, struct sq_daemon__live *l)

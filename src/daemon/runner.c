@@ -474,6 +474,7 @@ static void job_load(struct jobrun *r)
                        (long long)job->id);
     r->x.open = run_is_open(r->cfg);
     r->cfg->stop = &job->stop;
+    r->cfg->ctl = job->ctl;
     r->cfg->on_tick = on_tick;
     r->cfg->tick_ud = &r->x;
     const char *why = NULL;
@@ -602,6 +603,8 @@ static void *runner_main(void *arg)
         if (!d->q_head)
             d->q_tail = NULL;
         d->q_len--;
+        if (sq_run_ctl_new(&job->ctl) < 0)
+            job->ctl = NULL; /* the run goes without control */
         d->running = job;
         pthread_mutex_unlock(&d->mu);
 
@@ -610,6 +613,7 @@ static void *runner_main(void *arg)
         pthread_mutex_lock(&d->mu);
         d->running = NULL;
         pthread_mutex_unlock(&d->mu);
+        sq_run_ctl_free(job->ctl);
         struct sq_daemon__op *done = calloc(1, sizeof(*done));
         if (done) {
             done->kind = OP_MCP_DONE; /* the MCP calls waiting for it */
@@ -637,6 +641,23 @@ bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id)
     }
     pthread_mutex_unlock(&d->mu);
     return hit;
+}
+
+int sq_daemon__control_running(struct sq_daemon *d, int64_t id, const char *body, size_t len,
+                               json_t **answer, char *why, size_t whylen)
+{
+    int rc = -ENOENT;
+    *answer = NULL;
+    pthread_mutex_lock(&d->mu);
+    struct sq_daemon__job *job = d->running;
+    if (job && job->id == id && !job->ctl) {
+        snprintf(why, whylen, "%s", "out of memory: this run cannot be changed");
+        rc = -ENOMEM;
+    } else if (job && job->id == id) {
+        rc = sq_run_ctl_json(job->ctl, body, len, answer, why, whylen);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
 }
 
 bool sq_daemon__dequeue(struct sq_daemon *d, int64_t id)

@@ -1115,6 +1115,9 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
     rc = run_alloc(&x);
     if (rc == 0)
         rc = run_setup(&x);
+    bool bound = false;
+    if (rc == 0 && cfg->ctl && (rc = sq_engine__ctl_bind(cfg->ctl, &x.run)) == 0)
+        bound = true;
     if (rc == 0)
         rc = start_writer(&x);
     if (rc == 0) {
@@ -1122,9 +1125,14 @@ int sq_run(const struct sq_run_config *cfg, struct sq_result *out, const char **
         if (x.started == x.nw) /* every worker runs: watch them to the end */
             watch(x.ws, x.nw, &x.run, out, x.begin, &x.agg);
         rc = join_workers(&x, rc);
-        if (rc == 0)
-            rc = run_merge(&x);
     }
+    if (bound) { /* the workers are gone: the changes made go into the result */
+        int urc = sq_engine__ctl_unbind(cfg->ctl, rc == 0 ? out : NULL);
+        if (rc == 0)
+            rc = urc;
+    }
+    if (rc == 0)
+        rc = run_merge(&x);
     run_dispose(&x, rc);
     return rc;
 }

@@ -28,6 +28,7 @@ struct sq_egress;
 struct sq_bus_config;
 struct sq_capture;
 struct sq_script;
+struct sq_run_ctl;
 
 /* What the run's stop flag (struct sq_run_config.stop) asks. */
 enum {
@@ -204,6 +205,9 @@ struct sq_run_config {
     bool rate_samples;
     /* WebSocket (the quick face's ws:// and wss:// URLs; not with scens): NULL otherwise. */
     const struct sq_ws_run *ws;
+    /* Optional (engine/control.h): another thread changes the run through it while it goes
+     * (not with seg). Borrowed; NULL costs the workers one pointer test per loop turn. */
+    struct sq_run_ctl *ctl;
 };
 
 /* A stamp's run field is the run id with the worker (the stream) in its low bits: each worker

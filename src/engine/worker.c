@@ -1158,11 +1158,41 @@ static void ramp(struct sq_engine__worker *w, int64_t now)
 {
     uint32_t target = (uint32_t)sq_seg_share(w->cfg->seg, sq_exec_vus_at(w->ex, now - w->sched_ns));
     uint32_t mine = (uint32_t)sq_engine__share(target, w->snw, w->sindex);
+    if (SQ_UNLIKELY(w->ctl != NULL)) {
+        /* control (engine/control.h): paused, or a VU count set in place of the executor's */
+        int64_t v = __atomic_load_n(&w->ctl->vus, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&w->ctl->paused, __ATOMIC_RELAXED))
+            mine = 0;
+        else if (v >= 0)
+            mine = (uint32_t)sq_engine__share((uint64_t)v, w->snw, w->sindex);
+        else if (w->ex->kind != SQ_EXEC_RAMPING_VUS)
+            mine = w->nconns;
+        if (mine > w->nconns)
+            mine = w->nconns;
+    }
     uint32_t was = w->active_vus;
     w->active_vus = mine;
     for (uint32_t i = was; i < mine && i < w->nconns; i++)
         if (w->conns[i].state == CONN_IDLE)
             conn_next(&w->conns[i], now);
+}
+
+/* A change made through the run's control (engine/control.h) reached this worker: the open loop
+ * takes the changed schedule (its arrivals so far stay as they were), the closed loop sets its
+ * active VUs (parked ones finish their iteration, woken ones start the next at once). */
+static void ctl_apply(struct sq_engine__worker *w, int64_t now)
+{
+    struct sq_engine__ctlscen *cs = w->ctl;
+    w->ctl_gen = __atomic_load_n(&cs->gen, __ATOMIC_ACQUIRE);
+    if (w->open) {
+        uint32_t n = __atomic_load_n(&cs->nsegs, __ATOMIC_ACQUIRE);
+        if (n != 0) {
+            w->nsegs = n;
+            w->total_arrivals = cs->segs[n - 1].total;
+        }
+        return;
+    }
+    ramp(w, now);
 }
 
 static bool pool_settled(const struct sq_engine__worker *w)
@@ -1232,6 +1262,7 @@ static void start(struct sq_engine__worker *w)
             return;
     }
     int64_t now = sq_loop_update_now(w->loop);
+    w->ctl = w->run->ctl ? &w->run->ctl[w->scen] : NULL;
     if (w->open) {
         w->next_arrival = w->sindex;
         for (uint32_t i = 0; i < w->nconns; i++)
@@ -1276,7 +1307,14 @@ static bool iterations_done(const struct sq_engine__worker *w)
  * the last window cut at the schedule's end so that no arrival falls past the load. */
 static int64_t release_ns(const struct sq_engine__worker *w, uint64_t idx)
 {
-    int64_t off = sq_exec_arrival_ns(w->ex, sq_seg_global(w->cfg->seg, idx));
+    int64_t off;
+    if (SQ_UNLIKELY(w->nsegs != 0)) {
+        off = sq_engine__ctl_arrival_ns(w->ctl->segs, w->nsegs, w->ex, idx);
+        if (off == INT64_MAX)
+            return INT64_MAX; /* paused */
+    } else {
+        off = sq_exec_arrival_ns(w->ex, sq_seg_global(w->cfg->seg, idx));
+    }
     if (w->window_ns) {
         off = (off + w->window_ns - 1) / w->window_ns * w->window_ns;
         if (off > w->end_load_ns - w->sched_ns)
@@ -1439,6 +1477,9 @@ static void run_loop(struct sq_engine__worker *w)
             start(w);
             now = sq_loop_now(loop);
         }
+        if (SQ_UNLIKELY(w->ctl != NULL) && w->started && w->sending &&
+            __atomic_load_n(&w->ctl->gen, __ATOMIC_ACQUIRE) != w->ctl_gen)
+            ctl_apply(w, now);
         if (w->open && w->sending && w->started) {
             /* Every arrival that is due goes out now, at its own intended time. */
             while (w->next_arrival < w->total_arrivals) {

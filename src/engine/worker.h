@@ -10,6 +10,7 @@
 #include "base/assert.h"
 #include "base/buf.h"
 #include "engine/capture.h"
+#include "engine/control.h"
 #include "engine/run.h"
 #include "engine/xport.h"
 #include "http/h1.h"
@@ -169,6 +170,39 @@ void sq_engine__addrs_store(struct sq_engine__addrs *t, const struct sq_addr *a,
 /* Copies address idx % n into *out. */
 void sq_engine__addrs_load(const struct sq_engine__addrs *t, uint32_t idx, struct sq_addr *out);
 
+/* Control of a running run (engine/control.h), per scenario. The controlling thread appends to
+ * segs and then stores nsegs (release), sets vus and paused, and last bumps gen (release); a
+ * worker loads gen once per turn of its loop and, when it moved, the rest (acquire). Open loop:
+ * from segs[k].t0 on (ns after the scenario's start) arrivals come at rate r per ns, arrival i
+ * due at t0 + (i - c0) / r (none while r is 0); total is the schedule's arrivals after it. */
+struct sq_engine__ctlseg {
+    int64_t t0;
+    double c0, r;
+    uint64_t total;
+};
+struct sq_engine__ctlscen {
+    uint32_t gen, nsegs;
+    int64_t vus; /* closed loop: the VUs asked for; -1: the executor's */
+    int paused;
+    struct sq_engine__ctlseg segs[SQ_CTL_MAX_CHANGES];
+    /* the controlling thread's own */
+    const struct sq_exec *ex;
+    int64_t offset_ns;
+    double rate_ns; /* open loop: the rate set (per ns), what a resume goes on with; 0: none */
+    uint32_t peak;  /* closed loop: the VUs opened */
+    bool open;
+};
+
+/* When arrival i (global) is due under the changed schedule segs[0, n) (n > 0), ns after the
+ * scenario's start; INT64_MAX while paused. */
+int64_t sq_engine__ctl_arrival_ns(const struct sq_engine__ctlseg *segs, uint32_t n,
+                                  const struct sq_exec *ex, uint64_t i);
+struct sq_engine__shared;
+/* run.c: the run takes the control (before its workers start), and gives it back after they
+ * stopped, with the changes made into out->controls. */
+SQ_MUST_CHECK int sq_engine__ctl_bind(struct sq_run_ctl *c, struct sq_engine__shared *run);
+SQ_MUST_CHECK int sq_engine__ctl_unbind(struct sq_run_ctl *c, struct sq_result *out);
+
 /* What every worker shares with the run, read-only for workers except through atomics. */
 struct sq_engine__shared {
     struct sq_engine__addrs addrs; /* used when cfg->dns_ttl_ns > 0 */
@@ -180,6 +214,7 @@ struct sq_engine__shared {
     uint64_t run_id; /* what stamps carry (cfg->run_id, or drawn) */
     uint64_t seed;   /* the random values' seed (cfg->seed, or drawn) */
     int64_t spin_ns; /* busy-wait tail before an arrival (open model) */
+    struct sq_engine__ctlscen *ctl; /* per scenario (cfg->ctl), else NULL */
 };
 
 /* Interval shards: the worker records each second's latencies into its current slot, and at
@@ -246,6 +281,10 @@ struct sq_engine__worker {
      * before pace_next_ns; pace_bypass: the connect being made is one whose turn has come. */
     int64_t pace_ns, pace_next_ns;
     bool pace_bypass;
+    /* control (engine/control.h): the scenario's, the generation applied, the open loop's
+     * changed schedule (nsegs pieces of ctl->segs; 0: the executor's) */
+    struct sq_engine__ctlscen *ctl;
+    uint32_t ctl_gen, nsegs;
     /* open model */
     uint64_t next_arrival; /* global index of this worker's next arrival */
     uint64_t total_arrivals;

@@ -1,6 +1,7 @@
 /* face/distopts.c - see distopts.h. */
 #include "face/distopts.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,7 +20,9 @@ const char sq_distopts_usage[] =
     "      --subject-prefix P  the NATS subjects' prefix, as the agents' (default squall)\n"
     "      --segments SEQ      the execution segment sequence, e.g. 0,1/2,3/4,1 (default: even)\n"
     "      --nats-outage D     the NATS outage a run rides out (default 10s); longer, the result\n"
-    "                          has what arrived, marked incomplete, and the exit code is 1\n";
+    "                          has what arrived, marked incomplete, and the exit code is 1\n"
+    "      --control [HOST:]PORT  a control endpoint on loopback while the run goes: change its\n"
+    "                          rate or VUs, pause, resume (squall control; docs/quick.md)\n";
 
 bool sq_distopts_prefix_ok(const char *p)
 {
@@ -33,6 +36,37 @@ bool sq_distopts_prefix_ok(const char *p)
             return false;
     }
     return true;
+}
+
+/* --control's [HOST:]PORT: PORT alone (127.0.0.1), 127.x.y.z:PORT, localhost:PORT or
+ * [::1]:PORT. */
+static int control_addr(const char *arg, char *host, size_t hlen, uint16_t *port)
+{
+    const char *colon = strrchr(arg, ':');
+    const char *p = colon ? colon + 1 : arg;
+    uint64_t v;
+    if (sq_parse_u64(p, 0, 65535, 0, &v) < 0)
+        return -SQ_EUSAGE;
+    *port = (uint16_t)v;
+    size_t n = colon ? (size_t)(colon - arg) : 0;
+    if (!colon || (n == 9 && memcmp(arg, "localhost", 9) == 0)) {
+        snprintf(host, hlen, "%s", "127.0.0.1");
+        return 0;
+    }
+    if (n == 5 && memcmp(arg, "[::1]", 5) == 0) {
+        snprintf(host, hlen, "%s", "::1");
+        return 0;
+    }
+    struct in_addr a;
+    char buf[48];
+    if (n >= sizeof(buf))
+        return -SQ_EUSAGE;
+    memcpy(buf, arg, n);
+    buf[n] = 0;
+    if (inet_pton(AF_INET, buf, &a) != 1 || (ntohl(a.s_addr) >> 24) != 127)
+        return -SQ_EUSAGE;
+    snprintf(host, hlen, "%s", buf);
+    return 0;
 }
 
 int sq_distopts_flag(struct sq_distopts *d, int opt, const char *flag, const char *arg, char *err,
@@ -70,6 +104,14 @@ int sq_distopts_flag(struct sq_distopts *d, int opt, const char *flag, const cha
                                 flag, arg);
         d->prefix = arg;
         return 1;
+    case SQ_DISTOPT_CONTROL:
+        if (control_addr(arg, d->control_host, sizeof(d->control_host), &d->control_port) < 0)
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a loopback [HOST:]PORT: the control endpoint "
+                                "listens on loopback only (PORT, 127.0.0.1:PORT, [::1]:PORT)",
+                                flag, arg);
+        d->control = arg;
+        return 1;
     case SQ_DISTOPT_SEGMENTS: {
         struct sq_rat pt[SQ_SEG_MAX_PARTS + 1];
         uint32_t n;
@@ -86,6 +128,9 @@ int sq_distopts_flag(struct sq_distopts *d, int opt, const char *flag, const cha
 
 int sq_distopts_check(const struct sq_distopts *d, char *err, size_t len)
 {
+    if (d->agents && d->control)
+        return sq_flag_fail(err, len,
+                            "--control applies to a run on this machine, not on agents (--agents)");
     if (d->agents && !d->nats)
         return sq_flag_fail(err, len, "--agents needs --nats URL (the agents' NATS server)");
     if (!d->agents && (d->nats || d->agent_wait_ns || d->tolerate_loss || d->prefix ||

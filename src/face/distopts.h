@@ -23,6 +23,11 @@ struct sq_distopts {
     const char *prefix;     /* --subject-prefix P: the subjects' first tokens (default "squall") */
     const char *segments;   /* --segments SEQ: "0,1/2,3/4,1" (default: the even split) */
     int64_t nats_outage_ns; /* --nats-outage D: the NATS outage a run rides out (default 10 s) */
+    /* --control [HOST:]PORT: the run's control endpoint (a local run's; HOST a loopback
+     * address, 127.0.0.1 when left out; PORT 0: any free one), docs/quick.md; NULL: none */
+    const char *control;
+    char control_host[48];
+    uint16_t control_port;
 };
 
 /* getopt_long ids; above netopts' (1000...) and any face's own. */
@@ -34,6 +39,7 @@ enum {
     SQ_DISTOPT_PREFIX,
     SQ_DISTOPT_SEGMENTS,
     SQ_DISTOPT_NATS_OUTAGE,
+    SQ_DISTOPT_CONTROL,
 };
 
 /* The entries to put in a face's struct option table. */
@@ -44,6 +50,7 @@ enum {
         {"tolerate-agent-loss", no_argument, NULL, SQ_DISTOPT_TOLERATE},                           \
         {"subject-prefix", required_argument, NULL, SQ_DISTOPT_PREFIX},                            \
         {"segments", required_argument, NULL, SQ_DISTOPT_SEGMENTS},                                \
+        {"control", required_argument, NULL, SQ_DISTOPT_CONTROL},                                  \
     {                                                                                              \
         "nats-outage", required_argument, NULL, SQ_DISTOPT_NATS_OUTAGE                             \
     }

@@ -727,6 +727,7 @@ static const struct {
     {"subject-prefix", "cannot run on agents"},
     {"segments", "cannot run on agents"},
     {"nats-outage", "cannot run on agents"},
+    {"control", "opens no listener (POST /runs/{id}/control changes a daemon's run)"},
     {"verbose", "prints nothing"},
     {"http-debug", "prints nothing"},
 };

@@ -1032,6 +1032,8 @@ static void page_sections(FILE *out, const json_t *doc, bool open, bool plan,
                           const char *series_why, const char *hdr_why)
 {
     time_charts(out, doc, series_why);
+    /* changes made while it ran (engine/control.h): also marked on the charts over time */
+    optional_section(out, doc, "controls", "Changes made while it ran (control)");
     chart_or_note(out, "chart-hdr", "Latency distribution (percentiles)", hdr_why,
                   open
                       ? "HdrHistogram&#39;s percentile plot of the merged histogram: the x axis is "

@@ -616,6 +616,21 @@ json_t *sq_report_json_second(const struct sq_second *e, bool client, bool open)
 }
 
 /* The per-second series: one object per second of the run. */
+/* Changes made while the run went (engine/control.h). */
+static json_t *controls(const struct sq_result *r)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; a && i < r->ncontrols; i++) {
+        const struct sq_control_event *e = &r->controls[i];
+        json_t *o = json_pack("{s:f, s:s, s:f}", "t_s", e->t_s, "kind",
+                              sq_control_kind_name(e->kind), "value", e->value);
+        if (o && e->scen >= 0 && (uint32_t)e->scen < r->nscens && r->scens[e->scen].name)
+            json_object_set_new(o, "scenario", json_string(r->scens[e->scen].name));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
 static json_t *series(const struct sq_result *r)
 {
     json_t *a = json_array();
@@ -975,6 +990,8 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
     if (r->server.on)
         json_object_set_new(root, "server", server_block(r));
     json_object_set_new(root, "series", series(r));
+    if (r->ncontrols)
+        json_object_set_new(root, "controls", controls(r));
     json_object_set_new(root, "series_100ms", fine_series(r));
     if (r->xsamples.per_class)
         json_object_set_new(root, "sampled_exchanges", samples_block(r));

@@ -175,6 +175,19 @@ int64_t sq_exec_arrival_ns(const struct sq_exec *e, uint64_t i)
     return INT64_MAX;
 }
 
+double sq_exec_expected(const struct sq_exec *e, int64_t t_ns)
+{
+    for (uint32_t s = 0; s < e->nstages; s++) {
+        int64_t d = e->stages[s].duration_ns;
+        if (t_ns >= e->_t0[s] + d)
+            continue;
+        double k = t_ns > e->_t0[s] ? (double)(t_ns - e->_t0[s]) : 0;
+        double f = e->_from[s], g = e->_to[s];
+        return e->_cum[s] + f * k + (g - f) * k * k / (2 * (double)d);
+    }
+    return e->_cum[e->nstages];
+}
+
 static bool whole(double v)
 {
     return v >= 0 && v == floor(v) && v < 1e7;

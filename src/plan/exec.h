@@ -116,6 +116,10 @@ uint64_t sq_exec_total_arrivals(const struct sq_exec *e);
  * of each stage (linear ramps included). Returns INT64_MAX past the last stage. */
 int64_t sq_exec_arrival_ns(const struct sq_exec *e, uint64_t i);
 
+/* Arrival executors: the arrivals expected in [0, t_ns) (a real number: the rate curve integrated
+ * to t_ns; arrival i is due when it reaches i). The whole schedule's count past its end. */
+double sq_exec_expected(const struct sq_exec *e, int64_t t_ns);
+
 /* Parses "10s:100,30s:100,10s:0" into e->stages. Returns 0 or -SQ_EUSAGE with *why set. */
 SQ_MUST_CHECK int sq_exec_parse_stages(struct sq_exec *e, const char *s, const char **why);
 

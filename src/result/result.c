@@ -216,8 +216,17 @@ void sq_step_stats_merge(struct sq_step_stats *d, const struct sq_step_stats *s,
     }
 }
 
+const char *sq_control_kind_name(enum sq_control_kind k)
+{
+    static const char *const names[] = {"rate", "vus", "pause", "resume"};
+    return (unsigned)k < SQ_ARRAY_LEN(names) ? names[k] : "?";
+}
+
 void sq_result_dispose(struct sq_result *r)
 {
+    free(r->controls);
+    r->controls = NULL;
+    r->ncontrols = 0;
     sq_xsamples_dispose(&r->xsamples);
     free(r->series.v);
     r->series = (struct sq_series){0};

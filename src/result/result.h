@@ -385,6 +385,18 @@ struct sq_xsamples {
 };
 
 #define SQ_RESULT_MAX_PINNED 1024 /* workers whose CPU a result records (-t is at most 1024) */
+/* A change made to a running run (engine/control.h): when (s after the common start), what and
+ * to which value (rate: arrivals per second; vus: VUs; pause and resume: 0), and to which
+ * scenario (-1: every one it applied to). */
+enum sq_control_kind { SQ_CONTROL_RATE, SQ_CONTROL_VUS, SQ_CONTROL_PAUSE, SQ_CONTROL_RESUME };
+struct sq_control_event {
+    double t_s;
+    enum sq_control_kind kind;
+    double value;
+    int32_t scen;
+};
+/* "rate", "vus", "pause", "resume". */
+const char *sq_control_kind_name(enum sq_control_kind k);
 
 struct sq_result {
     struct sq_counters c;
@@ -471,6 +483,9 @@ struct sq_result {
     uint32_t script_stopped; /* workers that thread:stop() ended */
     struct sq_ws_stats *ws;  /* WebSocket runs: their own figures (owned); NULL otherwise */
     char upgrade_error[192]; /* the first failed WebSocket upgrade's reason ("" if none) */
+    /* Changes made while the run went (engine/control.h), in time order (owned); NULL: none. */
+    struct sq_control_event *controls;
+    uint32_t ncontrols;
 };
 
 /* Frees what r owns and leaves its pointers NULL and its counts 0 (so disposing twice is safe).

@@ -206,6 +206,39 @@ async function main() {
       /1 workers · 4 VUs/.test(hdr), hdr);
     await shot(page, 'dashboard-live.png');
 
+    // 2b. change it while it runs (POST /runs/{id}/control): VUs down, pause, resume; a rate
+    //     for a closed loop is refused with the API's reason. Each change comes back as a live
+    //     "control" event: a mark on the live charts and a line in the log.
+    const said = () => page.textContent('#control-state');
+    await page.fill('#control-vus', '2');
+    await page.click('#control-vus-set');
+    await page.waitForFunction(() => document.getElementById('control-state').textContent === '2 VUs',
+      null, { timeout: 10000 }).catch(() => {});
+    check('Set VUs: the run says 2 VUs', (await said()) === '2 VUs', await said());
+    await page.click('#control-pause');
+    await page.waitForFunction(() => document.getElementById('control-pause').textContent === 'Resume',
+      null, { timeout: 10000 }).catch(() => {});
+    check('Pause: the run says paused', (await said()) === 'paused', await said());
+    await page.click('#control-pause');
+    await page.waitForFunction(() => document.getElementById('control-pause').textContent === 'Pause',
+      null, { timeout: 10000 }).catch(() => {});
+    check('Resume: the run runs its 2 VUs again', (await said()) === '2 VUs', await said());
+    const known = problems.length; /* the refusal's 400 is logged by the browser: expected */
+    await page.fill('#control-rate', '100');
+    await page.click('#control-rate-set');
+    await page.waitForFunction(() => document.getElementById('control-state').className === 'bad',
+      null, { timeout: 10000 }).catch(() => {});
+    check('Set rate on a closed loop: the API\'s reason is shown', /closed loop/.test(await said()),
+      await said());
+    problems.push(...problems.splice(known).filter((m) => !/status of 400/.test(m)));
+    await page.waitForFunction(() => window.squallDash.liveMarks === 3, null, { timeout: 10000 })
+      .catch(() => {});
+    const marks = await page.evaluate(() => [window.squallDash.liveMarks,
+      document.querySelectorAll('#control-log li').length]);
+    check('the three changes are marked on the live charts and logged', marks[0] === 3 && marks[1] === 3,
+      JSON.stringify(marks));
+    await shot(page, 'dashboard-control.png');
+
     // 3. stop it
     await page.click('#stop-run');
     await page.waitForSelector('.badge[data-status="stopped"]', { timeout: 20000 });
@@ -227,6 +260,8 @@ async function main() {
     await frame.waitForFunction(() => window.squallReady === true, null, { timeout: 15000 });
     const ids = await frame.evaluate(() => (window.squallCharts || []).map((c) => c.id).sort().join(','));
     check('the report shows its charts', ids === 'chart-client,chart-fine,chart-hdr,chart-latency,chart-status,chart-throughput', ids);
+    const ctlN = await frame.evaluate(() => window.squallControls);
+    check('the report has the run\'s three changes', ctlN === 3, ctlN);
     const hdrPx = await chartPixels(frame, 'chart-hdr');
     check('the report\'s percentile plot is drawn', hdrPx && hdrPx.chromatic >= 20, JSON.stringify(hdrPx));
     const sandbox = await page.getAttribute('#report-frame', 'sandbox');

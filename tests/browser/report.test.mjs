@@ -247,9 +247,18 @@ async function main() {
     hostile.steps = [{ scenario: evil, step: evil, method: evil, requests: 12 }, { step: 'b' }];
     hostile.checks = [{ scenario: evil, step: evil, check: evil, passed: 1, failed: 0 }];
     hostile.thresholds = [{ metric: 'latency p99', condition: '< 10ms', ok: true, note: evil }];
+    hostile.controls = [{ t_s: 1, kind: evil, value: 1, scenario: evil }];
     const hJson = path.join(tmp, 'hostile.json'), hHtml = path.join(ARTIFACTS, 'report-hostile.html');
     fs.writeFileSync(hJson, JSON.stringify(hostile));
     check('hostile: squall report --html exits 0', squall(['report', hJson, '--html', hHtml]).code === 0);
+
+    // 5. The fixture changed while it ran (--control, POST /runs/{id}/control): its controls.
+    const controlled = JSON.parse(JSON.stringify(doc));
+    controlled.controls = [{ t_s: 2.5, kind: 'rate', value: 300 }, { t_s: 4, kind: 'pause', value: 0 },
+      { t_s: 5, kind: 'resume', value: 0 }];
+    const cJson = path.join(tmp, 'controlled.json'), cHtml = path.join(ARTIFACTS, 'report-controlled.html');
+    fs.writeFileSync(cJson, JSON.stringify(controlled));
+    check('controlled: squall report --html exits 0', squall(['report', cJson, '--html', cHtml]).code === 0);
 
     fs.mkdirSync(profile);
     ctx = await chromium.launchPersistentContext(profile, {
@@ -363,6 +372,16 @@ async function main() {
       sections: ['Steps', 'Checks', 'Thresholds'],
       text: ['Stopped early: </script><script>window.__pwned=1'],
     });
+    const cp = await checkReport(ctx, 'controlled', cHtml, {
+      charts: ['chart-throughput', 'chart-latency', 'chart-hdr', 'chart-status'],
+      hdrSeries: 3,
+      sections: ['Changes made while it ran (control)'],
+      screenshot: path.join(ARTIFACTS, 'report-controlled.png'),
+    });
+    const marked = await cp.evaluate(() => [window.squallControls,
+      window.squallCharts.filter((c) => c.marks).map((c) => c.id).sort().join(',')]);
+    check('controlled: the changes are marked on the charts over time', marked[0] === 3 &&
+      marked[1] === 'chart-latency,chart-throughput', JSON.stringify(marked));
     const pwned = await hp.evaluate(() => window.__pwned);
     check('hostile: no injected script or handler ran', pwned === undefined, pwned);
     const island = await hp.evaluate(() =>

@@ -6,6 +6,7 @@ the kernel picks (`--port 0`), read back from the one line `squall target` print
 
 import http.client as httpclient
 import json
+import math
 import os
 import re
 import select
@@ -320,6 +321,26 @@ class TargetCase(unittest.TestCase):
         self.assertEqual(doc["latency"]["count"], r["completed"])
         if doc["mode"] == "open-loop":
             self.assertEqual(r["arrivals"], r["sent"] + r["dropped"], r)
+
+
+def controlled_arrivals(controls, rate, length_s):
+    """The arrivals of an open loop at `rate`/s for length_s changed by the result's `controls`
+    (engine/control.c's schedule, with its double arithmetic): up to the first change the
+    executor's constant rate, then each piece's rate times its length (none while paused),
+    rebased at each change on the arrivals expected then; the count is ceil(expected at the
+    end), as for an unchanged run."""
+    c0, t0, per_ns, cur, first = 0.0, 0, rate * (1.0 / 1e9), None, True
+    for c in controls:
+        t = round(c["t_s"] * 1e9)
+        c0 = per_ns * float(t) if first else c0 + per_ns * float(t - t0)
+        t0, first = t, False
+        if c["kind"] == "rate":
+            cur = per_ns = c["value"] / 1e9
+        elif c["kind"] == "pause":
+            per_ns = 0.0
+        elif c["kind"] == "resume":
+            per_ns = cur if cur is not None else rate * (1.0 / 1e9)
+    return math.ceil(c0 + per_ns * float(round(length_s * 1e9) - t0) - 1e-6)
 
 
 def main():

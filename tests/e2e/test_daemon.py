@@ -403,6 +403,7 @@ class TestApi(DaemonCase):
             ({"quick": {"url": "http://127.0.0.1:1/", "rate": 5000000}}, 400, "max_rate"),
             ({"quick": {"url": "http://127.0.0.1:1/", "duration": "2h"}}, 400, "max_duration"),
             ({"quick": {"url": "http://127.0.0.1:1/", "script": "/tmp/x.lua"}}, 400, "script"),
+            ({"quick": {"url": "http://127.0.0.1:1/", "control": "7070"}}, 400, "opens no listener"),
             ({"plan": PLAN_WITH_SCRIPT, "file": "h.yaml"}, 400, "h.yaml:2:9: script:"),
             ({"plan": sink_plan(1, 9, stamp="json:t"), "file": "s.yaml"}, 400,
              "s.yaml:3:3: sink: stamp: "),
@@ -686,6 +687,71 @@ class TestApi(DaemonCase):
         st, doc = self.c.call("DELETE", "/inbox/_inbox/captures")
         self.assertEqual(st, 200)
         self.assertGreaterEqual(doc["cleared"], 1)
+
+    def control(self, rid, body, want=200):
+        st, doc = self.c.post("/runs/%d/control" % rid, body)
+        self.assertEqual(st, want, doc)
+        return doc
+
+    def test_control_rate_pause_accounting(self):
+        """An open-loop run changed through POST /runs/{id}/control: the rate raised and lowered
+        twice, a pause and a resume. Accounting stays exact (sent + dropped = arrivals, the
+        target counted every request sent) and each change is in the result's controls, in
+        order, with rising times. Asserts no rate or timing: a busy machine passes it."""
+        sqtest.http(self.tport, "POST", "/stats/reset")
+        rid = self.c.start(quick(self.tport, rate=100, duration="5s", connections=4, threads=2,
+                                 **{"graceful-stop": "5s"}), name="controlled")
+        # the run takes changes once its load has started: until then 409 (queued, setting up)
+        deadline = time.monotonic() + 30
+        while True:
+            st, doc = self.c.post("/runs/%d/control" % rid, {"rate": 300})
+            if st == 200:
+                break
+            self.assertEqual(st, 409, doc)
+            self.assertLess(time.monotonic(), deadline, doc)
+            time.sleep(0.05)
+        self.assertEqual((doc["kind"], doc["value"], doc["open"], doc["rate"], doc["paused"]),
+                         ("rate", 300, True, 300, False))
+        steps = [({"rate": 300}, "rate", 300)]
+        for body, kind, value in (({"rate": 40}, "rate", 40), ({"pause": True}, "pause", 0),
+                                  ({"resume": True}, "resume", 0), ({"rate": 400}, "rate", 400),
+                                  ({"rate": 60}, "rate", 60)):
+            time.sleep(0.3)
+            doc = self.control(rid, body)
+            self.assertEqual((doc["kind"], doc["value"]), (kind, value))
+            steps.append((body, kind, value))
+            if kind == "pause":
+                self.assertEqual((doc["paused"], doc["rate"]), (True, 0))
+                # refused while paused: a second pause; VUs of an open loop; bad bodies
+                self.control(rid, {"pause": True}, 400)
+                self.control(rid, {"vus": 3}, 400)
+                self.control(rid, {"rate": 0}, 400)
+                self.control(rid, {"rate": 5, "vus": 2}, 400)
+                self.control(rid, {"speed": 5}, 400)
+                self.control(rid, {"rate": 5, "scenario": "nope"}, 400)
+                self.control(rid, [1], 400)
+            if kind == "resume":
+                self.assertEqual((doc["paused"], doc["rate"]), (False, 40))
+        run = self.c.wait(rid)
+        self.assertEqual(run["status"], "finished", run)
+        self.control(rid, {"rate": 10}, 409)  # over: nothing to change
+        self.control(999999, {"rate": 10}, 404)
+        st, res = self.c.get("/runs/%d/result" % rid)
+        self.assertEqual(st, 200)
+        r = res["requests"]
+        self.assertGreater(r["sent"], 0, r)
+        self.assertEqual(r["sent"] + r["dropped"], r["arrivals"], r)
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"], r)
+        self.assertEqual(r["in_flight"], 0, r)  # the graceful stop let them finish
+        self.assertEqual(sqtest.json_get(self.tport, "/stats")["endpoints"]["fast"], r["sent"])
+        ctl = res["controls"]
+        self.assertEqual([(c["kind"], c["value"]) for c in ctl], [(k, v) for _, k, v in steps])
+        times = [c["t_s"] for c in ctl]
+        self.assertEqual(times, sorted(times))
+        self.assertTrue(all(b > a for a, b in zip(times, times[1:])), times)
+        self.assertTrue(all("scenario" not in c for c in ctl), ctl)
+        # the arrivals are the changed schedule's, exactly (engine/control.c)
+        self.assertEqual(r["arrivals"], sqtest.controlled_arrivals(ctl, 100, 5), (r, ctl))
 
     def test_zz_coverage(self):
         """Runs last: every documented operation was exercised and validated."""

@@ -133,7 +133,7 @@ QUICK = [
     # flags and arguments
     ([U, "--frobnicate"], quick("unknown flag '--frobnicate'")),
     ([U, "-qZ"], quick("unknown flag '-Z'")),
-    ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to, --connect-rate")),
+    ([U, "--co", "5"], quick("'--co' is ambiguous: --connections, --connect-timeout, --connect-to, --connect-rate, --control")),
     ([U, "--cpus", "1-x"], quick("--cpus: '1-x' is not a CPU list like 0-3 or 0,2-5 (numbers "
                                  "and ranges, comma-separated)")),
     ([U, "--cpus", ""], quick("--cpus: '' is not a CPU list like 0-3 or 0,2-5 (numbers and "

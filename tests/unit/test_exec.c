@@ -42,6 +42,33 @@ static void constant_rate_schedule(void **state)
     assert_int_equal(sq_exec_total_arrivals(&e), 11);
 }
 
+/* sq_exec_expected (a running run's control rebases on it, engine/control.c): the integral of
+ * the rate curve, the inverse of sq_exec_arrival_ns, the whole count past the end. */
+static void expected_count(void **state)
+{
+    (void)state;
+    struct sq_exec m = {.kind = SQ_EXEC_RAMPING_ARRIVAL_RATE, .vus = 8};
+    const char *why;
+    assert_int_equal(sq_exec_parse_stages(&m, "2s:100,3s:100,2s:0", &why), 0);
+    assert_int_equal(sq_exec_prepare(&m, &why), 0);
+    assert_true(fabs(sq_exec_expected(&m, 0)) < 1e-9);
+    assert_true(fabs(sq_exec_expected(&m, 1 * SQ_NS_PER_S) - 25) < 1e-6); /* 50 t^2 */
+    assert_true(fabs(sq_exec_expected(&m, 2 * SQ_NS_PER_S) - 100) < 1e-6);
+    assert_true(fabs(sq_exec_expected(&m, 3500 * SQ_NS_PER_MS) - 250) < 1e-6);
+    assert_true(fabs(sq_exec_expected(&m, 6 * SQ_NS_PER_S) - 475) < 1e-6); /* 400 + 75 */
+    assert_true(fabs(sq_exec_expected(&m, 60 * SQ_NS_PER_S) - 500) < 1e-6);
+    for (uint64_t i = 1; i < 500; i += 7) {
+        int64_t t = sq_exec_arrival_ns(&m, i);
+        assert_true(fabs(sq_exec_expected(&m, t) - (double)i) < 1e-3);
+    }
+    struct sq_exec c = {.kind = SQ_EXEC_CONSTANT_ARRIVAL_RATE,
+                        .vus = 4,
+                        .rate = 300,
+                        .duration_ns = 5 * SQ_NS_PER_S};
+    assert_int_equal(sq_exec_prepare(&c, &why), 0);
+    assert_true(fabs(sq_exec_expected(&c, 1234 * SQ_NS_PER_MS) - 370.2) < 1e-6);
+}
+
 static void ramp_schedule(void **state)
 {
     (void)state;
@@ -405,6 +432,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(constant_rate_schedule),
         cmocka_unit_test(ramp_schedule),
+        cmocka_unit_test(expected_count),
         cmocka_unit_test(shares_add_up),
         cmocka_unit_test(vu_ramps),
         cmocka_unit_test(validation),

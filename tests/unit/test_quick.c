@@ -457,8 +457,8 @@ static void argv_parses_again(void **state)
     sq_quick_opts_dispose(&o);
     const char *amb[] = {U, "--co", "5", NULL};
     assert_int_equal(parse_args(&o, amb, err, sizeof(err)), -SQ_EUSAGE);
-    assert_string_equal(
-        err, "'--co' is ambiguous: --connections, --connect-timeout, --connect-to, --connect-rate");
+    assert_string_equal(err, "'--co' is ambiguous: --connections, --connect-timeout, --connect-to, "
+                             "--connect-rate, --control");
     sq_quick_opts_dispose(&o);
     const char *good[] = {"-qc", "3", U, NULL};
     assert_int_equal(parse_args(&o, good, err, sizeof(err)), 0);

@@ -205,6 +205,27 @@
 
   /* The throughput and latency charts of the report, fed second by second. */
   function liveCharts(box) {
+    /* changes made while it runs (event: control): dashed marks, drawn on the canvas */
+    var marks = [];
+    function drawMarks(u) {
+      var ctx = u.ctx, b = u.bbox, r = window.devicePixelRatio || 1;
+      ctx.save();
+      ctx.strokeStyle = '#495057';
+      ctx.fillStyle = '#495057';
+      ctx.lineWidth = r;
+      ctx.setLineDash([4 * r, 3 * r]);
+      ctx.font = (11 * r) + 'px sans-serif';
+      marks.forEach(function (m, i) {
+        var x = u.valToPos(m.t_s, 'x', true);
+        if (!(x >= b.left && x <= b.left + b.width)) return;
+        ctx.beginPath();
+        ctx.moveTo(x, b.top);
+        ctx.lineTo(x, b.top + b.height);
+        ctx.stroke();
+        ctx.fillText(controlText(m), x + 3 * r, b.top + (12 + 12 * (i % 3)) * r);
+      });
+      ctx.restore();
+    }
     var tp = h('div', { class: 'chart', id: 'live-throughput' });
     var lt = h('div', { class: 'chart', id: 'live-latency' });
     box.appendChild(h('div', { class: 'grid2' },
@@ -212,6 +233,7 @@
       h('div', null, h('h3', { text: 'Latency (per second)' }), lt)));
     var d = { t: [], rps: [], err: [], vus: [], p50: [], p90: [], p99: [], max: [] };
     var u1 = chart(tp, {
+      hooks: { draw: [drawMarks] },
       scales: { x: { time: false }, y: { range: fromZero }, n: { range: fromZero } },
       series: [secs,
         { label: 'completed/s', stroke: C.rps, width: 2, fill: 'rgba(25,113,194,0.08)', scale: 'y',
@@ -222,6 +244,7 @@
         { scale: 'n', side: 1, label: 'errors / s · VUs', size: 60, grid: { show: false } }]
     }, [[], [], [], []]);
     var u2 = chart(lt, {
+      hooks: { draw: [drawMarks] },
       scales: { x: { time: false }, y: { range: fromZero } },
       series: [secs,
         { label: 'p50', stroke: C.p50, width: 2, value: function (u, v) { return fmtUs(v); } },
@@ -249,7 +272,65 @@
         u2.setData([d.t, d.p50, d.p90, d.p99, d.max]);
         probe.liveUpdates++;
       },
-      points: function () { return d.t.length; }
+      points: function () { return d.t.length; },
+      mark: function (c) {
+        if (!c || num(c.t_s) == null) return;
+        marks.push(c);
+        probe.liveMarks = marks.length;
+        u1.redraw(false, false);
+        u2.redraw(false, false);
+      }
+    };
+  }
+
+  /* "rate 300/s", "4 VUs", "pause", "resume" */
+  function controlText(c) {
+    var k = String(c.kind || '');
+    if (k === 'rate') return fmtNum(num(c.value)) + '/s';
+    if (k === 'vus') return fmtNum(num(c.value), 0) + ' VUs';
+    return k;
+  }
+
+  /* A running run's controls (POST /runs/{id}/control): the rate or the VUs, pause, resume. The
+   * API refuses what does not fit the run (a rate for a closed loop...) and says why. */
+  function controlPanel(id, box) {
+    var rate = h('input', { id: 'control-rate', type: 'number', min: '0', step: 'any', placeholder: 'arrivals/s', size: 8 });
+    var vus = h('input', { id: 'control-vus', type: 'number', min: '0', step: '1', placeholder: 'VUs', size: 6 });
+    var said = h('span', { id: 'control-state', class: 'muted' });
+    var log = h('ul', { id: 'control-log', class: 'muted mono' });
+    var paused = false;
+    var pause = h('button', { id: 'control-pause', onclick: function () {
+      send(paused ? { resume: true } : { pause: true });
+    } }, 'Pause');
+    function show(a) {
+      paused = !!a.paused;
+      pause.textContent = paused ? 'Resume' : 'Pause';
+      said.className = 'muted';
+      said.textContent = paused ? 'paused' : a.open ? 'rate ' + fmtNum(a.rate) + '/s' : fmtNum(a.vus, 0) + ' VUs';
+    }
+    function send(body) {
+      said.className = 'muted';
+      return api('/runs/' + id + '/control', { method: 'POST', json: body }).then(show).catch(function (e) {
+        said.className = 'bad';
+        said.textContent = e.message;
+      });
+    }
+    box.appendChild(h('div', { class: 'toolbar', id: 'control-panel' },
+      h('strong', { text: 'Control' }),
+      rate, h('button', { id: 'control-rate-set', onclick: function () {
+        if (rate.value !== '') send({ rate: Number(rate.value) });
+      } }, 'Set rate'),
+      vus, h('button', { id: 'control-vus-set', onclick: function () {
+        if (vus.value !== '') send({ vus: Number(vus.value) });
+      } }, 'Set VUs'),
+      pause, said));
+    box.appendChild(log);
+    return {
+      /* a change made (by this page or another client), from the live events */
+      seen: function (c) {
+        show(c);
+        log.appendChild(h('li', { text: fmtNum(c.t_s, 1) + ' s · ' + controlText(c) }));
+      }
     };
   }
 
@@ -551,6 +632,7 @@
       body.appendChild(h('p', { class: 'muted', id: 'live-note',
         text: r.status === 'queued' ? 'Waiting in the queue…' : 'Live: updated every second.' }));
       body.appendChild(h('p', { class: 'muted mono', id: 'counts-line' }));
+      var cp = controlPanel(id, body);
       lc = liveCharts(body);
       state.stop = follow(id, function (ev, d) {
         if (ev === 'status') {
@@ -565,6 +647,9 @@
           lastTotals = d.totals;
           if (d.totals) totalsTiles(tbox, d.totals, true);
           lc.draw();
+        } else if (ev === 'control') {
+          lc.mark(d.control);
+          cp.seen(d.control);
         } else if (ev === 'settle') {
           var sn = document.getElementById('live-note');
           if (sn) sn.textContent = 'Load done (' + fmtNum(d.stamped) + ' stamped): the sink waits for the events still on their way…';

@@ -40,13 +40,49 @@
   }
   function fromZero(u, min, max) { return [0, max > 0 ? max * 1.08 : 1]; }
 
-  function make(id, opts, data) {
+  /* Changes made while the run went (doc.controls: rate, vus, pause, resume): a dashed vertical
+   * line and a short label at each one's time, on every chart over time. Drawn on the canvas
+   * (fillText), never as markup. */
+  var controls = Array.isArray(doc.controls) ? doc.controls.filter(function (c) {
+    return c && typeof c === 'object' && num(c.t_s) != null;
+  }) : [];
+  window.squallControls = controls.length;
+  function controlLabel(c) {
+    var k = String(c.kind || '');
+    var v = k === 'rate' ? fmtNum(num(c.value)) + '/s' : k === 'vus' ? fmtNum(num(c.value)) + ' VUs' : '';
+    return (k === 'rate' || k === 'vus' ? v : k) + (c.scenario ? ' (' + String(c.scenario) + ')' : '');
+  }
+  function markControls(u) {
+    var ctx = u.ctx, b = u.bbox, r = window.devicePixelRatio || 1;
+    ctx.save();
+    ctx.strokeStyle = '#495057';
+    ctx.fillStyle = '#495057';
+    ctx.lineWidth = r;
+    ctx.setLineDash([4 * r, 3 * r]);
+    ctx.font = (11 * r) + 'px sans-serif';
+    controls.forEach(function (c, i) {
+      var x = u.valToPos(c.t_s, 'x', true);
+      if (!(x >= b.left && x <= b.left + b.width)) return;
+      ctx.beginPath();
+      ctx.moveTo(x, b.top);
+      ctx.lineTo(x, b.top + b.height);
+      ctx.stroke();
+      ctx.fillText(controlLabel(c), x + 3 * r, b.top + (12 + 12 * (i % 3)) * r);
+    });
+    ctx.restore();
+  }
+
+  function make(id, opts, data, marks) {
     var el = document.getElementById(id);
     if (!el) return;
+    if (marks && controls.length) {
+      opts.hooks = opts.hooks || {};
+      opts.hooks.draw = (opts.hooks.draw || []).concat([markControls]);
+    }
     opts.width = Math.max(320, el.clientWidth);
     opts.height = opts.height || 300;
     var u = new uPlot(opts, data, el);
-    charts.push({ id: id, plot: u });
+    charts.push({ id: id, plot: u, marks: !!(marks && controls.length) });
   }
 
   /* ---- over time: the per-second series (optional in the document) ---- */
@@ -85,7 +121,7 @@
           values: function (u, s) { return s.map(fmtNum); } },
         { scale: 'n', side: 1, label: open ? 'errors, dropped / s · in flight' : 'errors / s · VUs', size: 60,
           grid: { show: false }, values: function (u, s) { return s.map(fmtNum); } }]
-    }, [t, rps, col('errors'), col('dropped'), vus]);
+    }, [t, rps, col('errors'), col('dropped'), vus], true);
 
     make('chart-latency', {
       scales: { x: { time: false }, y: { range: fromZero } },
@@ -96,7 +132,7 @@
         { label: 'max', stroke: C.max, width: 1, dash: [4, 3],
           value: function (u, v) { return fmtUs(v); } }],
       axes: [xAxis, { label: 'latency', size: 70, values: function (u, s) { return s.map(fmtUs); } }]
-    }, [t, lat('p50_us'), lat('p90_us'), lat('p99_us'), lat('max_us')]);
+    }, [t, lat('p50_us'), lat('p90_us'), lat('p99_us'), lat('max_us')], true);
   }
 
   /* ---- every 100 ms: completions and the largest latency (a sub-second stall shows) ---- */
@@ -119,7 +155,7 @@
           values: function (u, s) { return s.map(fmtNum); } },
         { scale: 'l', side: 1, label: 'max latency', size: 70, grid: { show: false },
           values: function (u, s) { return s.map(fmtUs); } }]
-    }, [ft, fine.completed.map(num), fmax]);
+    }, [ft, fine.completed.map(num), fmax], true);
   }
 
   /* ---- a plan's steps over time: each request step's p99 and responses per second ---- */
@@ -148,7 +184,7 @@
         values: function (u, s) { return s.map(fmtUs); } },
         { scale: 'n', side: 1, label: 'responses / s', size: 60, grid: { show: false },
           values: function (u, s) { return s.map(fmtNum); } }]
-    }, sdata);
+    }, sdata, true);
   }
 
   /* ---- the watched processes (--watch) and squall itself, per second ---- */
@@ -178,7 +214,7 @@
     }, [t, rps, sub('server', function (o, r) {
       var c = (num(o.cpu_user_s) || 0) + (num(o.cpu_sys_s) || 0);
       return 100 * c / len(r);
-    })]);
+    })], true);
 
     make('chart-server-mem', {
       scales: { x: { time: false }, m: { range: fromZero }, n: { range: fromZero } },
@@ -192,7 +228,7 @@
           values: function (u, s) { return s.map(fmtNum); } }]
     }, [t, sub('server', function (o) { return num(o.rss_bytes) == null ? null : o.rss_bytes / 1e6; }),
       sub('server', function (o) { return num(o.threads); }),
-      sub('server', function (o) { return num(o.fds); })]);
+      sub('server', function (o) { return num(o.fds); })], true);
 
     make('chart-client', {
       scales: { x: { time: false }, p: { range: function (u, min, max) { return [0, Math.max(100, max * 1.08)]; } },
@@ -210,7 +246,7 @@
           values: function (u, s) { return s.map(function (v) { return fmtUs(v * 1000); }); } }]
     }, [t, sub('client', function (o) { return num(o.busy_max) == null ? null : 100 * o.busy_max; }),
       sub('client', function (o, r) { return num(o.cpu_s) == null ? null : 100 * o.cpu_s / len(r); }),
-      sub('client', function (o) { return num(o.loop_lag_ms); })]);
+      sub('client', function (o) { return num(o.loop_lag_ms); })], true);
   }
 
   /* ---- the latency distribution: HdrHistogram's percentile plot ---- */
