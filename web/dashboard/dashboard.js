@@ -552,7 +552,10 @@
         text: r.status === 'queued' ? 'Waiting in the queue…' : 'Live: updated every second.' }));
       body.appendChild(h('p', { class: 'muted mono', id: 'counts-line' }));
       lc = liveCharts(body);
+      var tabs = window.squallLive ? window.squallLive.mount(body) : null; /* live-tables.js */
       state.stop = follow(id, function (ev, d) {
+        if (tabs && ev === 'live') tabs.live(d);
+        if (tabs && ev === 'second') tabs.second(d.second, d.totals);
         if (ev === 'status') {
           var note = document.getElementById('live-note');
           if (note) note.textContent = d.status === 'queued' ? 'Waiting in the queue…' : 'Live: updated every second.';
