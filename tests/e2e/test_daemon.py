@@ -193,6 +193,8 @@ class TestApi(DaemonCase):
         self.assertIn("default-src 'none'", h["content-security-policy"])
         self.assertIn(b"uPlot", page)
         self.assertNotIn(b"<!--DASH_JS-->", page)
+        self.assertNotIn(b"<!--LIVE_JS-->", page)
+        self.assertIn(b"squallLive", page)  # live-tables.js, inlined
         self.assertNotIn(b"<script src", page)  # everything inline: nothing fetched
 
     def test_watch_the_target_live_and_stored(self):
