@@ -149,7 +149,7 @@ char *sq_daemon__event_live(struct sq_daemon__livetab *t, const struct sq_daemon
                           (json_int_t)rows_out, "thresholds", ths ? ths : json_array(),
                           "thresholds_left_out", (json_int_t)th_out);
     char *data =
-        o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
+        o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(o);
     if (!data)
         return NULL;
