@@ -7,7 +7,8 @@
 // user looks at while it runs: the step table's request counts grow between two reads, a click
 // on a header sorts it (both ways, then back to the plan's order), the failures panel shows the
 // 404 with its step, the failing threshold shows "fail" while the run is still running, the
-// latency chart's log scale and percentile choices apply. A screenshot of the panels
+// latency chart's log scale and percentile choices apply. Then a quick run (200 requests/s):
+// one row, its URL. A screenshot of the panels
 // (build/artifacts/dashboard-live-tables.png) and their boxes: visible, the table wide, the
 // failures and thresholds side by side. The load is bounded (2 VUs with a 20 ms think, 30 s at
 // most, stopped once checked) and goes to loopback only. No console error, nothing fetched from
@@ -266,6 +267,24 @@ async function main() {
     await api(base, 'POST', `/runs/${id}/stop`);
     await page.waitForSelector('.badge[data-status="stopped"]', { timeout: 30000 });
     check('the run stopped', true);
+
+    // 7. a quick run: one row, its URL; no failure, no threshold
+    const qr = await api(base, 'POST', '/runs', { quick: { url: `http://127.0.0.1:${target.port}/fast`,
+      connections: 1, threads: 1, duration: '20s', rate: 200 } });
+    check('the quick run is queued', qr.status === 201, JSON.stringify(qr.doc));
+    await page.goto(base + '#/run/' + qr.doc.id);
+    await page.waitForSelector('#live-tables', { timeout: 15000 });
+    await page.waitForFunction(() => window.squallLive.probe.updates >= 2, null, { timeout: 30000 });
+    const qrows = await tableRows(page);
+    check('a quick run has one row, its URL, with its requests',
+      qrows.length === 1 && qrows[0].key === `http://127.0.0.1:${target.port}/fast` && qrows[0].requests > 0,
+      JSON.stringify(qrows));
+    const none = await page.textContent('#live-failures li');
+    const qths = await page.textContent('#live-thresholds tbody');
+    check('no failure so far, no thresholds', /No failure so far/.test(none) && /no thresholds/.test(qths),
+      `${none} / ${qths}`);
+    await api(base, 'POST', `/runs/${qr.doc.id}/stop`);
+    await page.waitForSelector('.badge[data-status="stopped"]', { timeout: 30000 });
     check('no console error, no page error', problems.length === 0, problems.join(' | '));
     check('nothing fetched from anywhere but the daemon', requests.length === 0, requests.join(' '));
   } catch (e) {

@@ -274,6 +274,12 @@
   /* Builds the panels into box; returns what dashboard.js feeds: second(entry, totals) and
    * live(data) per event. */
   function mount(box) {
+    /* a fresh run page: its own counts, the plan's order, a linear scale */
+    probe.updates = probe.seconds = 0;
+    probe.sortKey = null;
+    probe.sortDir = 0;
+    probe.logScale = false;
+    probe.last = null;
     var wrap = h('section', { id: 'live-tables', class: 'live-tables' });
     var tb = h('div', { id: 'live-table-box' }), fb = h('div', { id: 'live-failures-box' }),
       thb = h('div', { id: 'live-thresholds-box' }), lb = h('div', { id: 'live-latency-box' });
