@@ -1,7 +1,8 @@
 /* daemon/dashboard.c - the dashboard page: web/dashboard/index.html with uPlot, the dashboard's
- * styles and its script inlined at its four markers, built once when the daemon starts. One
- * self-contained document, so the page needs nothing but the API (and, with a token, can be
- * served as the body of a 401: it asks for the token, then calls the API with it).
+ * styles and its scripts (dashboard.js, live-tables.js) inlined at its markers
+ * (in the page's order), built once when the daemon starts. One self-contained document, so the
+ * page needs nothing but the API (and, with a token, can be served as the body of a 401: it asks
+ * for the token, then calls the API with it).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,8 +26,10 @@ static const struct {
 } parts[] = {
     {"<!--UPLOT_CSS-->", sq_uplot_css, &sq_uplot_css_len},
     {"<!--DASH_CSS-->", sq_dash_css, &sq_dash_css_len},
+    {"<!--LIVE_CSS-->", sq_dash_live_css, &sq_dash_live_css_len},
     {"<!--UPLOT_JS-->", sq_uplot_js, &sq_uplot_js_len},
     {"<!--DASH_JS-->", sq_dash_js, &sq_dash_js_len},
+    {"<!--LIVE_JS-->", sq_dash_live_js, &sq_dash_live_js_len},
 };
 
 int sq_daemon__page(char **out, size_t *len)

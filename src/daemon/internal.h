@@ -89,6 +89,10 @@ bool sq_daemon__req_has_sink(const struct sq_daemon__req *rq);
  * "plan.yaml:L:C: sink: nats://...: never subscribed (...)". */
 bool sq_daemon__req_sink_end(struct sq_daemon__req *rq, const struct sq_result *res, json_t *doc,
                              volatile int *stop, char *why, size_t len);
+/* Plan runs: the plan and its running totals (as of the last sq_daemon__req_tick); NULL for a
+ * quick run. */
+const struct sq_plan *sq_daemon__req_plan(const struct sq_daemon__req *rq);
+const struct sq_live_totals *sq_daemon__req_live_totals(const struct sq_daemon__req *rq);
 /* The worker threads and the most VUs the set-up run uses. */
 void sq_daemon__req_shape(const struct sq_daemon__req *rq, uint32_t *workers, uint64_t *vus);
 /* The request as the store keeps it (the runs.request column, GET /runs/{id}, the dashboard's
@@ -134,7 +138,9 @@ struct sq_daemon__live {
     pthread_mutex_t mu; /* guards what follows */
     char **ev;          /* the events so far ("second" events), each owned */
     size_t nev, cap;
-    char *end_ev; /* the last event, once the run ended */
+    char *end_ev;      /* the last event, once the run ended */
+    char *live_ev;     /* the latest "live" event (livetab.c), replaced each second; owned */
+    uint64_t live_seq; /* how many were set (a follower sends the latest when it missed it) */
     enum sq_store_status status;
     struct sq_daemon__totals t;
 };
@@ -145,7 +151,8 @@ struct sq_daemon__sub {
     struct sq_daemon *d;
     struct sq_server_hold *h;
     int64_t run;
-    size_t next_ev; /* the next live event to send */
+    size_t next_ev;    /* the next live event to send */
+    uint64_t live_seq; /* the "live" event it has (struct sq_daemon__live's live_seq) */
 };
 
 SQ_MUST_CHECK int sq_daemon__live_new(int64_t id, struct sq_daemon__live **out);
@@ -179,6 +186,29 @@ void sq_daemon__live_end(struct sq_daemon *d, struct sq_daemon__live *l);
 void sq_daemon__live_cancelled(struct sq_daemon *d, int64_t id, enum sq_store_status st,
                                const char *reason);
 void sq_daemon__live_close_all(struct sq_daemon *d);
+
+/* ---- livetab.c: the live tables ("live" event) ---- */
+
+#define SQ_DAEMON_LIVE_ROWS       200 /* rows (steps) in one live event, at most */
+#define SQ_DAEMON_LIVE_THRESHOLDS 64  /* threshold expressions in one live event, at most */
+
+/* A run's per-step running histograms (runner thread). */
+struct sq_daemon__livetab {
+    struct sq_hist **h; /* per step (sq_result.step_series' order), made with its first data */
+    uint32_t n;
+};
+void sq_daemon__livetab_dispose(struct sq_daemon__livetab *t);
+struct sq_plan;
+struct sq_live_totals;
+struct sq_step_live;
+/* Renders the "live" event after a second: a plan run's rows from v[0..n) (each step's second
+ * histogram merged into t), its thresholds judged on lt; a quick run's (p NULL) one row from the
+ * totals tt and total (the run's histogram so far). len_s: the second's length. Returns the
+ * event's text (malloc'd) or NULL. */
+char *sq_daemon__event_live(struct sq_daemon__livetab *t, const struct sq_daemon__live *l,
+                            const struct sq_daemon__totals *tt, const struct sq_hist *total,
+                            const struct sq_plan *p, const struct sq_live_totals *lt,
+                            const struct sq_step_live *v, uint32_t n, double len_s);
 
 /* ---- runner.c: the queue, the runner and the ops thread ---- */
 

@@ -10,6 +10,8 @@
  *   event: second   data: {"run": 7, "second": {a series entry of the result document},
  *                          "totals": {running totals}}           id: the second's index
  *   event: control  data: {"run": 7, "control": {the change's answer: kind, value, t_s, state}}
+ *   event: live     data: {"run": 7, "t_s", "rows": [...], "thresholds": [...]} (livetab.c):
+ *                   not kept with the seconds; a follower gets the latest, after the seconds
  *   event: end      data: {"run": 7, "status": "finished", "reason": null, "result": {...}}
  * The totals ride in the store too (the series' extra JSON), so a replayed second reads exactly
  * like the live one.
@@ -51,6 +53,7 @@ void sq_daemon__live_free(struct sq_daemon__live *l)
         free(l->ev[i]);
     free(l->ev);
     free(l->end_ev);
+    free(l->live_ev);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }
@@ -209,6 +212,9 @@ static bool sub_catch_up(struct sq_daemon *d, struct sq_daemon__sub *s, struct s
     for (; s->next_ev < l->nev; s->next_ev++)
         if (sq_buf_append(&b, l->ev[s->next_ev], strlen(l->ev[s->next_ev])) < 0)
             break;
+    if (l->live_ev && s->live_seq != l->live_seq && s->next_ev == l->nev &&
+        sq_buf_append(&b, l->live_ev, strlen(l->live_ev)) == 0)
+        s->live_seq = l->live_seq; /* only the latest: the tables are the run so far */
     if (l->end_ev && s->next_ev == l->nev) {
         end = sq_buf_append(&b, l->end_ev, strlen(l->end_ev)) == 0;
     }
@@ -359,6 +365,9 @@ void sq_daemon__live_follow(struct sq_daemon *d, const struct sq_server_req *req
         for (; s->next_ev < l->nev; s->next_ev++)
             if (sq_buf_append(bp, l->ev[s->next_ev], strlen(l->ev[s->next_ev])) < 0)
                 break;
+        if (l->live_ev && s->next_ev == l->nev &&
+            sq_buf_append(bp, l->live_ev, strlen(l->live_ev)) == 0)
+            s->live_seq = l->live_seq;
         pthread_mutex_unlock(&l->mu);
     }
     resp->status = 200;
@@ -440,8 +449,10 @@ void sq_daemon__live_end(struct sq_daemon *d, struct sq_daemon__live *l)
         free(l->ev[i]);
     free(l->ev);
     free(l->end_ev);
+    free(l->live_ev);
     l->ev = NULL;
     l->end_ev = NULL;
+    l->live_ev = NULL;
     l->nev = l->cap = 0;
     pthread_mutex_unlock(&l->mu);
     if (d->last != l) {

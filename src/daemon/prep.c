@@ -365,6 +365,16 @@ bool sq_daemon__req_tick(struct sq_daemon__req *r, const struct sq_second *s,
     return true;
 }
 
+const struct sq_plan *sq_daemon__req_plan(const struct sq_daemon__req *r)
+{
+    return r->kind == SQ_STORE_PLAN ? r->plan : NULL;
+}
+
+const struct sq_live_totals *sq_daemon__req_live_totals(const struct sq_daemon__req *r)
+{
+    return r->watch_set ? &r->watch.t : NULL;
+}
+
 json_t *sq_daemon__req_doc(struct sq_daemon__req *r, struct sq_result *res)
 {
     if (r->kind == SQ_STORE_QUICK)

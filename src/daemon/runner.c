@@ -122,6 +122,12 @@ struct tick_ctx {
     char store_err[256]; /* the first write the store refused, and at which second */
     double store_at_s;
     const char *abort_why;
+    /* the live tables (livetab.c): a plan run renders them after the steps' callback, which
+     * follows on_tick; len_s is that second's length */
+    struct sq_daemon__livetab tab;
+    bool steps;
+    bool pending;
+    double len_s;
 };
 
 static void totals_latency(struct sq_daemon__totals *t, const struct sq_hist *h)
@@ -229,6 +235,18 @@ static void live_push(struct sq_daemon__live *l, char *ev, const struct sq_daemo
     free(ev);
 }
 
+/* ev (owned, may be NULL) as the live run's latest "live" event. */
+static void live_set_tables(struct sq_daemon__live *l, char *ev)
+{
+    if (!ev)
+        return;
+    pthread_mutex_lock(&l->mu);
+    free(l->live_ev);
+    l->live_ev = ev;
+    l->live_seq++;
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* Each second of the run, on the runner thread: the totals, the stored series, the live event
  * (rendered once, posted to the API thread), the abortOnFail thresholds. */
 static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h,
@@ -250,13 +268,33 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     free(entry);
     free(totals);
     live_push(x->l, ev, &x->t);
-    live_post(x->d, x->l, LIVE_TICK);
     x->idx++;
     const char *why = NULL;
     if (!x->abort_why && sq_daemon__req_tick(x->job->req, s, h, &why)) {
         x->abort_why = why ? why : "a threshold with abortOnFail failed";
         __atomic_store_n(&x->job->stop, 1, __ATOMIC_RELAXED);
     }
+    if (x->steps) { /* the tables and the wake-up come with the steps (on_tick_steps) */
+        x->pending = true;
+        x->len_s = s->len_s;
+        return;
+    }
+    live_set_tables(
+        x->l, sq_daemon__event_live(&x->tab, x->l, &x->t, x->total, NULL, NULL, NULL, 0, s->len_s));
+    live_post(x->d, x->l, LIVE_TICK);
+}
+
+/* A plan run's steps after each second (right after on_tick): the live tables, the wake-up. */
+static void on_tick_steps(void *ud, const struct sq_step_live *v, uint32_t n)
+{
+    struct tick_ctx *x = ud;
+    if (!x->pending)
+        return;
+    x->pending = false;
+    live_set_tables(x->l, sq_daemon__event_live(
+                              &x->tab, x->l, &x->t, x->total, sq_daemon__req_plan(x->job->req),
+                              sq_daemon__req_live_totals(x->job->req), v, n, x->len_s));
+    live_post(x->d, x->l, LIVE_TICK);
 }
 
 /* The totals at the end, from the result itself (exact: /metrics then equals the document). */
@@ -477,6 +515,10 @@ static void job_load(struct jobrun *r)
     r->cfg->ctl = job->ctl;
     r->cfg->on_tick = on_tick;
     r->cfg->tick_ud = &r->x;
+    if (sq_daemon__req_plan(job->req)) { /* the live tables' rows: the steps */
+        r->cfg->on_tick_steps = on_tick_steps;
+        r->x.steps = true;
+    }
     const char *why = NULL;
     r->rc = sq_run(r->cfg, &r->res, &why);
     if (r->rc < 0) {
@@ -582,6 +624,7 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
     job_finish(&r);
     free(r.text);
     sq_hist_free(r.x.total);
+    sq_daemon__livetab_dispose(&r.x.tab);
     sq_result_dispose(&r.res);
 }
 

@@ -136,6 +136,10 @@ struct agg {
     struct sq_hist **sh;
     uint32_t *step_base;
     uint32_t nsteps;
+    /* cfg->on_tick_steps: per worker, its steps' counts at its last consumed slot (wl[wi *
+     * wl_stride + k]), and every step's sum handed to the callback */
+    struct sq_step_live *wl, *lv;
+    uint32_t wl_stride;
     struct sq_counters *last;   /* per worker: cumulative counters of its last consumed slot */
     uint64_t *active;           /* per worker: active VUs or in flight at its last slot */
     struct sq_counters emitted; /* the sum of `last` when the previous entry was emitted */
@@ -223,6 +227,38 @@ static void step_late(struct agg *a, const struct sq_engine__worker *w,
     }
 }
 
+/* Every step as it stands (the workers' counts added up, statuses by code) with this second's
+ * histogram, to cfg->on_tick_steps. */
+static void steps_live(struct agg *a, const struct sq_engine__worker *ws, uint32_t n,
+                       const struct sq_run_config *cfg)
+{
+    memset(a->lv, 0, a->nsteps * sizeof(*a->lv));
+    for (uint32_t i = 0; i < n; i++) {
+        const struct sq_engine__worker *w = &ws[i];
+        for (size_t k = 0; w->flow && k < w->flow->nsteps; k++) {
+            const struct sq_step_live *x = &a->wl[(size_t)i * a->wl_stride + k];
+            struct sq_step_live *o = &a->lv[a->step_base[w->scen] + k];
+            o->reqs += x->reqs;
+            o->failed += x->failed;
+            o->errors += x->errors;
+            for (uint32_t b = 0; b < x->nstatus && b < SQ_STEP_STATUSES; b++) {
+                uint32_t j = 0;
+                while (j < o->nstatus && o->by_status[j].status != x->by_status[b].status)
+                    j++;
+                if (j == o->nstatus) {
+                    if (j == SQ_STEP_STATUSES)
+                        continue; /* the first statuses seen keep a row, as in the result */
+                    o->by_status[o->nstatus++].status = x->by_status[b].status;
+                }
+                o->by_status[j].n += x->by_status[b].n;
+            }
+        }
+    }
+    for (uint32_t g = 0; g < a->nsteps; g++)
+        a->lv[g].h = a->sh[g];
+    cfg->on_tick_steps(cfg->tick_ud, a->lv, a->nsteps);
+}
+
 /* This second's point of every step, from its merged histogram (then reset). */
 static void step_emit(struct agg *a, struct sq_result *out, double t_s)
 {
@@ -250,6 +286,9 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
 {
     uint32_t rd = w->rd;
     struct sq_engine__slot *s = &w->slots[rd % SQ_SLOTS];
+    if (s->step_live && a->wl) /* cumulative: the latest slot says it all, late or not */
+        memcpy(&a->wl[(size_t)wi * a->wl_stride], s->step_live,
+               w->flow->nsteps * sizeof(*s->step_live));
     sq_hist_merge(out->latency, s->hist);
     if (s->hist_unc)
         sq_hist_merge(out->latency_uncorrected, s->hist_unc);
@@ -350,6 +389,8 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
         sq_engine__clagg_emit(&a->cl, &e, sq_now_ns());
         if (series_push(&out->series, &e) == 0 && cfg->on_tick)
             cfg->on_tick(cfg->tick_ud, &e, a->h, out->open ? a->hu : NULL);
+        if (a->lv)
+            steps_live(a, ws, n, cfg);
         if (a->sh)
             step_emit(a, out, e.t_s);
         sq_hist_reset(a->h);
@@ -867,6 +908,14 @@ static int run_setup(struct runctx *x)
         rc = sq_latency_hist_new(&agg->hu);
     if (rc == 0 && cfg->scens)
         rc = steps_init(agg, cfg, x->out);
+    if (rc == 0 && cfg->scens && cfg->on_tick_steps && agg->nsteps) {
+        for (uint32_t i = 0; i < cfg->nscens; i++)
+            if (cfg->scens[i].flow->nsteps > agg->wl_stride)
+                agg->wl_stride = (uint32_t)cfg->scens[i].flow->nsteps;
+        agg->wl = calloc((size_t)x->nw * agg->wl_stride, sizeof(*agg->wl));
+        agg->lv = calloc(agg->nsteps, sizeof(*agg->lv));
+        rc = agg->wl && agg->lv ? 0 : -ENOMEM;
+    }
     if (rc < 0) {
         *x->why = "out of memory";
         return rc;
@@ -1099,6 +1148,8 @@ static void run_dispose(struct runctx *x, int rc)
         sq_hist_free(x->agg.sh[g]);
     free(x->agg.sh);
     free(x->agg.step_base);
+    free(x->agg.wl);
+    free(x->agg.lv);
     if (rc < 0)
         sq_result_dispose(x->out);
 }

@@ -47,6 +47,22 @@ enum {
 typedef void (*sq_tick_cb)(void *ud, const struct sq_second *s, const struct sq_hist *h,
                            const struct sq_hist *hu);
 
+/* One step of a plan run as it stands after a second (cfg->on_tick_steps): its requests,
+ * failures and statuses so far (cumulative: every worker's figures at its last published
+ * second), and that second's latencies. */
+struct sq_step_live {
+    uint64_t reqs, failed, errors; /* as struct sq_step_stats counts them */
+    uint32_t nstatus;
+    struct {
+        uint16_t status;
+        uint64_t n;
+    } by_status[SQ_STEP_STATUSES]; /* the first statuses seen */
+    const struct sq_hist *h;       /* this second's responses, µs (NULL: a think step) */
+};
+/* Called on the main thread right after on_tick (plan runs): v[g] for every step g of every
+ * scenario, in sq_result.step_series' order (borrowed, valid during the call). */
+typedef void (*sq_tick_steps_cb)(void *ud, const struct sq_step_live *v, uint32_t n);
+
 /* Called on the writer thread with a batch of records (borrowed for the call). */
 typedef void (*sq_samples_cb)(void *ud, const struct sq_sample *v, size_t n);
 
@@ -111,6 +127,9 @@ struct sq_run_config {
     volatile int *stop;         /* optional: SQ_STOP_GRACEFUL or SQ_STOP_NOW ends the run */
     sq_tick_cb on_tick;         /* optional: progress, interval logs */
     void *tick_ud;
+    /* optional, plan runs (tick_ud too): the steps so far, once a second (the daemon's live
+     * tables). Without it the workers copy nothing. */
+    sq_tick_steps_cb on_tick_steps;
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
     double sample_fraction; /* with on_samples: the share of requests recorded, (0, 1] */

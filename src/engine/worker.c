@@ -1351,6 +1351,18 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     s->poll_ns = w->idle_poll_ns;
     s->lag_ns = w->lag_ns;
     s->behind_ns = 0;
+    for (size_t k = 0; s->step_live && k < w->flow->nsteps; k++) {
+        const struct sq_step_stats *ss = &w->steps[k];
+        struct sq_step_live *o = &s->step_live[k];
+        o->reqs = ss->reqs;
+        o->failed = ss->failed;
+        o->errors = ss->errors;
+        o->nstatus = ss->nstatus;
+        for (uint32_t b = 0; b < ss->nstatus && b < SQ_STEP_STATUSES; b++) {
+            o->by_status[b].status = ss->by_status[b].status;
+            o->by_status[b].n = ss->by_status[b].n;
+        }
+    }
     if (w->open && w->sending && w->started && w->next_arrival < w->total_arrivals) {
         int64_t due = release_ns(w, w->next_arrival);
         s->behind_ns = now > due ? now - due : 0;
@@ -1774,6 +1786,9 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             for (size_t k = 0; k < w->flow->nsteps; k++)
                 if (!w->flow->steps[k].think && (rc = sq_engine__step_hist_new(&sh[k])) < 0)
                     return rc;
+            if (cfg->on_tick_steps && w->flow->nsteps &&
+                !(w->slots[i].step_live = calloc(w->flow->nsteps, sizeof(struct sq_step_live))))
+                return -ENOMEM;
         }
         w->step_h = w->slots[0].step_h;
     }
@@ -1868,6 +1883,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         for (size_t k = 0; w->slots[i].step_h && k < w->flow->nsteps; k++)
             sq_hist_free(w->slots[i].step_h[k]);
         free(w->slots[i].step_h);
+        free(w->slots[i].step_live);
     }
     free(w->fine);
     sq_engine__xc_dispose(w);

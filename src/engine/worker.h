@@ -231,8 +231,10 @@ struct sq_engine__slot {
     uint64_t active;      /* active VUs (closed) or in flight (open) when it closed */
     uint32_t second;      /* 1-based: the second of the run this slot ends */
     int64_t end_ns;
-    struct sq_hist **step_h; /* plan runs: per step of the flow, its responses' latency (NULL
-                                for think steps) */
+    struct sq_hist **step_h;        /* plan runs: per step of the flow, its responses' latency (NULL
+                                       for think steps) */
+    struct sq_step_live *step_live; /* cfg->on_tick_steps: per step, the worker's counts at the
+                                       slot's close (h unused); else NULL */
     /* The worker's own cost from the common start to end_ns (engine/client.c), and at this
      * tick: how late it ran, and (open loop) how overdue the next arrival was. */
     int64_t cpu_ns, wait_ns;

@@ -310,53 +310,65 @@ static double count_or_rate(const struct sq_th_expr *e, uint64_t n, double secs)
     return e->agg == SQ_TH_RATE ? (double)n / secs : (double)n;
 }
 
+/* e's value on the live totals t: false when it is not kept live (judged at the end), or, for
+ * checks, when nothing was judged yet. */
+static bool live_value(const struct sq_plan_threshold *th, const struct sq_th_expr *e,
+                       const struct sq_live_totals *t, double *out)
+{
+    double v = 0;
+    double secs = t->elapsed_s > 0 ? t->elapsed_s : 1;
+    if (th->sel.ntags > 0)
+        return false;
+    switch (th->metric) {
+    case SQ_METRIC_HTTP_REQ_DURATION:
+        v = trend_value(t->dur, e);
+        break;
+    case SQ_METRIC_HTTP_REQ_FAILED:
+        v = t->reqs ? (double)t->http_failed / (double)t->reqs : 0;
+        break;
+    case SQ_METRIC_CHECKS:
+        if (t->checks_passed + t->checks_failed == 0)
+            return false; /* nothing to judge yet */
+        v = (double)t->checks_passed / (double)(t->checks_passed + t->checks_failed);
+        break;
+    case SQ_METRIC_HTTP_REQS:
+        v = count_or_rate(e, t->reqs, secs);
+        break;
+    case SQ_METRIC_ITERATIONS:
+        v = count_or_rate(e, t->iterations, secs);
+        break;
+    case SQ_METRIC_DROPPED_ITERATIONS:
+        v = count_or_rate(e, t->dropped, secs);
+        break;
+    case SQ_METRIC_DATA_SENT:
+        v = count_or_rate(e, t->bytes_sent, secs);
+        break;
+    case SQ_METRIC_DATA_RECEIVED:
+        v = count_or_rate(e, t->bytes_received, secs);
+        break;
+        SQ_METRIC_PHASES(SQ_METRIC_CASE)
+    case SQ_METRIC_ITERATION_DURATION:
+    case SQ_METRIC_VUS:
+    case SQ_METRIC_VUS_MAX:
+    case SQ_METRIC__COUNT:
+        return false; /* not kept live: judged at the end */
+    }
+    *out = v;
+    return true;
+}
+
 bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_totals *t, char *why,
                                 size_t len)
 {
     for (size_t i = 0; i < p->nthresholds; i++) {
         const struct sq_plan_threshold *th = &p->thresholds[i];
-        const struct sq_metric_sel *s = &th->sel;
-        if (!th->abort_on_fail || s->ntags > 0 ||
-            t->elapsed_s * 1e9 < (double)th->delay_abort_eval_ns)
+        if (!th->abort_on_fail || t->elapsed_s * 1e9 < (double)th->delay_abort_eval_ns)
             continue;
         for (size_t k = 0; k < th->nexprs; k++) {
             const struct sq_th_expr *e = &th->exprs[k];
             double v = 0;
-            double secs = t->elapsed_s > 0 ? t->elapsed_s : 1;
-            switch (th->metric) {
-            case SQ_METRIC_HTTP_REQ_DURATION:
-                v = trend_value(t->dur, e);
-                break;
-            case SQ_METRIC_HTTP_REQ_FAILED:
-                v = t->reqs ? (double)t->http_failed / (double)t->reqs : 0;
-                break;
-            case SQ_METRIC_CHECKS:
-                if (t->checks_passed + t->checks_failed == 0)
-                    continue; /* nothing to judge yet */
-                v = (double)t->checks_passed / (double)(t->checks_passed + t->checks_failed);
-                break;
-            case SQ_METRIC_HTTP_REQS:
-                v = count_or_rate(e, t->reqs, secs);
-                break;
-            case SQ_METRIC_ITERATIONS:
-                v = count_or_rate(e, t->iterations, secs);
-                break;
-            case SQ_METRIC_DROPPED_ITERATIONS:
-                v = count_or_rate(e, t->dropped, secs);
-                break;
-            case SQ_METRIC_DATA_SENT:
-                v = count_or_rate(e, t->bytes_sent, secs);
-                break;
-            case SQ_METRIC_DATA_RECEIVED:
-                v = count_or_rate(e, t->bytes_received, secs);
-                break;
-                SQ_METRIC_PHASES(SQ_METRIC_CASE)
-            case SQ_METRIC_ITERATION_DURATION:
-            case SQ_METRIC_VUS:
-            case SQ_METRIC_VUS_MAX:
-            case SQ_METRIC__COUNT:
-                continue; /* not kept live: judged at the end */
-            }
+            if (!live_value(th, e, t, &v))
+                continue;
             if (!sq_th_expr_holds(e, v)) {
                 snprintf(why, len, "threshold %s: %s failed (value %.4g) with abortOnFail",
                          th->selector, e->text, v);
@@ -365,6 +377,22 @@ bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_to
         }
     }
     return false;
+}
+
+size_t sq_thresholds_live(const struct sq_plan *p, const struct sq_live_totals *t,
+                          struct sq_th_live *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->nthresholds; i++) {
+        const struct sq_plan_threshold *th = &p->thresholds[i];
+        for (size_t k = 0; k < th->nexprs && n < max; k++, n++) {
+            struct sq_th_live *o = &out[n];
+            *o = (struct sq_th_live){.th = th, .expr = &th->exprs[k]};
+            o->live = live_value(th, o->expr, t, &o->value);
+            o->ok = !o->live || sq_th_expr_holds(o->expr, o->value);
+        }
+    }
+    return n;
 }
 
 /* ---- the run's own verdict ---- */

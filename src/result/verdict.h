@@ -74,4 +74,17 @@ struct sq_live_totals {
 bool sq_thresholds_should_abort(const struct sq_plan *p, const struct sq_live_totals *t, char *why,
                                 size_t len);
 
+/* One threshold expression judged on the live totals. live false: it is judged at the end only
+ * (a tagged selector, a metric not kept live, checks before any was judged); ok is then true. */
+struct sq_th_live {
+    const struct sq_plan_threshold *th;
+    const struct sq_th_expr *expr;
+    double value;
+    bool ok, live;
+};
+/* Every expression of every threshold of p, in plan order, judged on t: at most max into out.
+ * Returns how many. */
+size_t sq_thresholds_live(const struct sq_plan *p, const struct sq_live_totals *t,
+                          struct sq_th_live *out, size_t max);
+
 #endif

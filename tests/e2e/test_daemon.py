@@ -193,6 +193,8 @@ class TestApi(DaemonCase):
         self.assertIn("default-src 'none'", h["content-security-policy"])
         self.assertIn(b"uPlot", page)
         self.assertNotIn(b"<!--DASH_JS-->", page)
+        self.assertNotIn(b"<!--LIVE_JS-->", page)
+        self.assertIn(b"squallLive", page)  # live-tables.js, inlined
         self.assertNotIn(b"<script src", page)  # everything inline: nothing fetched
 
     def test_watch_the_target_live_and_stored(self):
@@ -266,8 +268,9 @@ class TestApi(DaemonCase):
         self.assertEqual((st, h["content-type"]), (200, "text/event-stream"))
         self.assertTrue(body.endswith(b"\n\n"))
         again = sse(self.port, rid)
+        # (the "live" tables are not kept: a replay has the seconds and the end)
         self.assertEqual([e[0] for e in again if e[0] != "status"],
-                         [e[0] for e in events if e[0] != "status"])
+                         [e[0] for e in events if e[0] not in ("status", "live")])
         self.assertEqual(again[-1][1]["result"], doc)
         st, ser = self.c.get("/runs/%d/series" % rid)
         self.assertEqual(len(ser["series"]), len(doc["series"]))
@@ -759,6 +762,114 @@ class TestApi(DaemonCase):
         missing = self.oapi.operations() - done
         # checked by the browser test and the report route: the page
         self.assertEqual(missing, set(), "operations no test validated: %s" % sorted(missing))
+
+
+def live_plan(port, steps=None, duration="3s"):
+    """Two request steps (the target answers /nope with 404) and a think; three thresholds: one
+    fails on the running figures, one holds, one is tagged (judged at the end)."""
+    flow = steps or ("      - name: home\n        request: {url: /fast}\n"
+                     "      - name: missing\n        request: {url: /nope}\n")
+    return ("target: http://127.0.0.1:%d\n"
+            "thresholds:\n"
+            "  http_req_failed: [\"rate < 0.1\"]\n"
+            "  http_req_duration: [\"p(95) < 60000\"]\n"
+            "  \"http_req_duration{step:home}\": [\"p(99) < 60000\"]\n"
+            "scenarios:\n"
+            "  browse:\n"
+            "    executor: constant-vus\n    vus: 2\n    duration: %s\n"
+            "    flow:\n%s      - think: 20ms\n" % (port, duration, flow))
+
+
+class TestLiveTables(DaemonCase):
+    """The "live" event: the live tables of a run in progress (docs/daemon.md)."""
+
+    def plan_events(self, plan):
+        st, doc = self.c.post("/runs", {"plan": plan, "file": "live.yaml"})
+        self.assertEqual(st, 201, doc)
+        return doc["id"], sse(self.port, doc["id"])
+
+    def test_plan_rows_and_thresholds(self):
+        rid, events = self.plan_events(live_plan(self.tport))
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertGreaterEqual(len(lives), 2, [e[0] for e in events])
+        for d in lives:
+            self.assertEqual(d["run"], rid)
+            self.assertEqual([(r["scenario"], r["name"], r["method"], r["url"]) for r in d["rows"]],
+                             [("browse", "home", "GET", "/fast"),
+                              ("browse", "missing", "GET", "/nope")])
+            self.assertEqual(d["rows_left_out"], 0)
+            self.assertEqual(d["thresholds_left_out"], 0)
+        # counts so far: they grow, and each follows the second event before it
+        reqs = [d["rows"][0]["requests"] for d in lives]
+        self.assertEqual(reqs, sorted(reqs))
+        self.assertGreater(reqs[-1], reqs[0])
+        last = lives[-1]
+        home, missing = last["rows"]
+        self.assertEqual(missing["failed"], missing["requests"])
+        self.assertEqual(missing["status"], {"404": missing["responses"]})
+        self.assertEqual(home["failed"], 0)
+        self.assertEqual(list(home["status"]), ["200"])
+        for r in (home, missing):
+            self.assertGreater(r["rps"], 0)
+            self.assertLessEqual(r["p50_ms"], r["p95_ms"])
+            self.assertLessEqual(r["p95_ms"], r["p99_ms"])
+            self.assertLessEqual(r["p99_ms"], r["max_ms"])
+        # every live event follows its second: its elapsed time is that second's
+        seen = None
+        for name, d, _ in events:
+            if name == "second":
+                seen = d["second"]["t_s"]
+            elif name == "live":
+                self.assertAlmostEqual(d["t_s"], seen, places=6)
+        # the thresholds, judged on the running figures, before the end
+        ths = {(t["metric"], t["expr"]): t for t in lives[0]["thresholds"]}
+        self.assertEqual(list(ths), [("http_req_failed", "rate < 0.1"),
+                                     ("http_req_duration", "p(95) < 60000"),
+                                     ("http_req_duration{step:home}", "p(99) < 60000")])
+        failed = ths[("http_req_failed", "rate < 0.1")]
+        self.assertEqual((failed["live"], failed["ok"]), (True, False))
+        self.assertAlmostEqual(failed["value"], 0.5, delta=0.1)
+        held = ths[("http_req_duration", "p(95) < 60000")]
+        self.assertEqual((held["live"], held["ok"]), (True, True))
+        self.assertGreater(held["value"], 0)
+        tagged = ths[("http_req_duration{step:home}", "p(99) < 60000")]
+        self.assertEqual((tagged["live"], tagged["ok"], tagged["value"]), (False, True, None))
+        # the end agrees: the same verdicts, the same step counts (the document's are exact)
+        doc = events[-1][1]["result"]
+        self.assertTrue(doc["thresholds_failed"])
+        steps = {s["step"]: s for s in doc["steps"]}
+        self.assertLessEqual(missing["requests"], steps["missing"]["requests"])
+        self.assertGreater(missing["requests"], 0)
+        # a replay of the ended run has no live tables
+        self.assertNotIn("live", [e[0] for e in sse(self.port, rid)])
+
+    def test_rows_are_capped(self):
+        steps = "".join("      - name: %s\n        request: {url: /fast}\n"
+                        % ("home" if i == 0 else "s%d" % i) for i in range(205))
+        _, events = self.plan_events(live_plan(self.tport, steps=steps, duration="2s"))
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertTrue(lives, [e[0] for e in events])
+        self.assertEqual(len(lives[-1]["rows"]), 200)
+        self.assertEqual(lives[-1]["rows_left_out"], 5)
+        self.assertEqual(lives[-1]["rows"][-1]["name"], "s199")
+
+    def test_quick_run_one_row(self):
+        rid = self.c.start(quick(self.tport, duration="2s"))
+        events = sse(self.port, rid)
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertGreaterEqual(len(lives), 1, [e[0] for e in events])
+        totals = None
+        for name, d, _ in events:
+            if name == "second":
+                totals = d["totals"]
+            elif name == "live":
+                self.assertEqual(len(d["rows"]), 1)
+                r = d["rows"][0]
+                self.assertEqual(r["name"], "http://%s:%d/fast" % (HOST, self.tport))
+                self.assertEqual(r["requests"], totals["requests"])
+                self.assertEqual(r["responses"], totals["completed"])
+                self.assertEqual(r["status"], {"2xx": totals["status"]["2xx"]})
+                self.assertEqual(d["thresholds"], [])
 
 
 class TestCors(DaemonCase):

@@ -301,13 +301,17 @@ static void test_page(void **state)
     assert_int_equal(strlen(page), len);
     assert_null(strstr(page, "<!--UPLOT_JS-->"));
     assert_null(strstr(page, "<!--DASH_JS-->"));
+    assert_null(strstr(page, "<!--LIVE_JS-->"));
+    assert_null(strstr(page, "<!--LIVE_CSS-->"));
     assert_non_null(strstr(page, "uPlot"));
     assert_non_null(strstr(page, "squallDash"));
-    /* exactly the page's two scripts: nothing inlined may close one early */
+    assert_non_null(strstr(page, "squallLive"));
+    /* exactly the page's three scripts (uPlot, dashboard.js, live-tables.js): nothing inlined may
+     * close one early */
     size_t n = 0;
     for (const char *p = page; (p = strstr(p, "</script")); p++)
         n++;
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 3);
     free(page);
 }
 

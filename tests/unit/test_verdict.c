@@ -269,12 +269,59 @@ static void test_should_abort(void **state)
     sq_plan_free(p);
 }
 
+/* Every threshold judged on the live totals (the daemon's live event): plan order, one entry
+ * per expression, tagged ones and metrics not kept live "judged at the end" (live false, ok),
+ * checks before any was judged too; the cap on entries. */
+static void test_live(void **state)
+{
+    (void)state;
+    struct sq_plan *p = load("target: http://127.0.0.1:1\n"
+                             "scenarios:\n"
+                             "  a:\n"
+                             "    executor: per-vu-iterations\n"
+                             "    flow: [ { name: s, request: { url: / } } ]\n"
+                             "thresholds:\n"
+                             "  http_req_failed: [\"rate < 0.1\", \"rate < 0.9\"]\n"
+                             "  \"http_reqs{step:s}\": [\"count < 0\"]\n"
+                             "  iteration_duration: [\"max < 0\"]\n"
+                             "  checks: [\"rate > 0.9\"]\n"
+                             "  http_reqs: [\"rate > 100\"]\n");
+    struct sq_live_totals t = {0};
+    assert_int_equal(sq_hist_new(1, 3600LL * 1000 * 1000, 3, &t.dur), 0);
+    t.reqs = 10;
+    t.http_failed = 5;
+    t.elapsed_s = 2;
+    struct sq_th_live v[8];
+    assert_int_equal(sq_thresholds_live(p, &t, v, 8), 6);
+    assert_string_equal(v[0].th->selector, "http_req_failed");
+    assert_string_equal(v[0].expr->text, "rate < 0.1");
+    assert_true(v[0].live);
+    assert_false(v[0].ok);
+    assert_true(v[0].value > 0.49 && v[0].value < 0.51);
+    assert_string_equal(v[1].expr->text, "rate < 0.9");
+    assert_true(v[1].live && v[1].ok);
+    assert_string_equal(v[2].th->selector, "http_reqs{step:s}");
+    assert_false(v[2].live);
+    assert_true(v[2].ok);
+    assert_false(v[3].live); /* iteration_duration: at the end */
+    assert_false(v[4].live); /* checks: none judged yet */
+    assert_true(v[5].live);  /* http_reqs: 5 per second */
+    assert_false(v[5].ok);
+    assert_true(v[5].value > 4.99 && v[5].value < 5.01);
+    t.checks_passed = 1;
+    assert_int_equal(sq_thresholds_live(p, &t, v, 5), 5); /* the cap */
+    assert_true(v[4].live && v[4].ok);
+    sq_hist_free(t.dur);
+    sq_plan_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_scope),
         cmocka_unit_test(test_check_refuses),
         cmocka_unit_test(test_should_abort),
+        cmocka_unit_test(test_live),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -634,7 +634,10 @@
       body.appendChild(h('p', { class: 'muted mono', id: 'counts-line' }));
       var cp = controlPanel(id, body);
       lc = liveCharts(body);
+      var tabs = window.squallLive ? window.squallLive.mount(body) : null; /* live-tables.js */
       state.stop = follow(id, function (ev, d) {
+        if (tabs && ev === 'live') tabs.live(d);
+        if (tabs && ev === 'second') tabs.second(d.second, d.totals);
         if (ev === 'status') {
           var note = document.getElementById('live-note');
           if (note) note.textContent = d.status === 'queued' ? 'Waiting in the queue…' : 'Live: updated every second.';
