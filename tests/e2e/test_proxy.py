@@ -34,6 +34,15 @@ HOST = sqtest.HOST
 run_json = sqtest.run_json
 
 
+def validate(doc):
+    """The document follows docs/result.schema.json (Debian's python3-jsonschema)."""
+    import json
+    import jsonschema
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "result.schema.json")) as f:
+        jsonschema.validate(doc, json.load(f))
+
+
 def global_ipv4():
     """This machine's first global IPv4 address (not loopback), or None."""
     out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
@@ -144,6 +153,7 @@ class ProxyTest(unittest.TestCase):
                                                   "mode": "absolute-form", "auth": True})
         self.assertEqual(doc["config"]["address"], f"127.0.0.1:{self.proxy.port}")
         self.assertNotIn("pw0", p.stdout + p.stderr)  # never the password in a report
+        validate(doc)
         self.assertIn("Proxy", p.stderr)
 
     def test_https_connect_tunnel(self):
@@ -160,6 +170,7 @@ class ProxyTest(unittest.TestCase):
         self.assertEqual(doc["config"]["proxy"]["mode"], "connect")
         self.assertEqual(doc["tls"]["handshakes"], doc["connections"]["opened"])
         self.assertNotIn("pw1", p.stdout + p.stderr)
+        validate(doc)
 
     def test_407_without_credentials(self):
         self.proxy = Proxy([self.tport], auth=("sq", "pw2"))
@@ -173,6 +184,7 @@ class ProxyTest(unittest.TestCase):
         self.assertIn("the proxy answered CONNECT with 407", p.stderr)
         self.assertEqual(self.target_count(self.tport, True), 0)
         self.assertFalse(doc["config"]["proxy"]["auth"])
+        validate(doc)
 
     def test_connect_refused_port(self):
         # tinyproxy allows CONNECT only to its ConnectPort list: another port is a 403
