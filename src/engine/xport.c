@@ -100,7 +100,7 @@ int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *
     }
     x->tls = NULL;
     x->phase = SQ_ENGINE__XP_CONNECTING;
-    x->pgot = 0;
+    x->pgot = x->pstatus = 0;
     x->pmatch = 0;
     x->since_ns = sq_loop_now(w->loop);
     x->connect_ns = x->tls_ns = 0;
@@ -184,26 +184,33 @@ static int proxy_recv(struct sq_engine__xport *x, struct sq_engine__worker *w,
         return setup_failed(x, w, -errno);
     if (n == 0)
         return proxy_failed(x, w, "the proxy closed the connection before answering CONNECT");
-    static const char eoh[] = "\r\n\r\n";
+    static const char eoh[] = "\r\n\r\n", proto[] = "HTTP/1.";
     ssize_t i = 0;
     while (i < n && x->pmatch < 4) {
         char ch = buf[i++];
-        if (x->pgot < sizeof(x->phead))
-            x->phead[x->pgot] = ch;
+        uint16_t k = x->pgot; /* the status line, "HTTP/1.x NNN" then SP or CR, as it comes */
+        bool ok = k < 7     ? ch == proto[k]
+                  : k == 7  ? ch >= '0' && ch <= '9'
+                  : k == 8  ? ch == ' '
+                  : k < 12  ? ch >= '0' && ch <= '9'
+                  : k == 12 ? ch == ' ' || ch == '\r'
+                            : true;
+        if (!ok)
+            x->pstatus = SQ_ENGINE__XP_BADSTATUS;
+        else if (k >= 9 && k < 12 && x->pstatus != SQ_ENGINE__XP_BADSTATUS)
+            x->pstatus = (uint16_t)(x->pstatus * 10 + (ch - '0'));
         if (++x->pgot > PROXY_HEAD_MAX)
             return proxy_failed(x, w, "the proxy's answer to CONNECT is over 8 KiB");
         x->pmatch = ch == eoh[x->pmatch] ? (uint8_t)(x->pmatch + 1) : ch == '\r' ? 1 : 0;
     }
     if (x->pmatch < 4)
         return SQ_ENGINE__XP_WAIT;
-    const char *h = x->phead;
-    if (x->pgot < 13 || memcmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ' || h[9] < '1' || h[9] > '5' ||
-        h[10] < '0' || h[10] > '9' || h[11] < '0' || h[11] > '9')
+    if (x->pstatus == SQ_ENGINE__XP_BADSTATUS || x->pgot < 13 || x->pstatus < 100)
         return proxy_failed(x, w, "the proxy's answer to CONNECT is not an HTTP/1.x status line");
-    if (h[9] != '2') { /* a refusal (its body, if any, is left unread) */
+    if (x->pstatus / 100 != 2) { /* a refusal (its body, if any, is left unread) */
         char msg[96];
-        snprintf(msg, sizeof(msg), "the proxy answered CONNECT with %.3s%s", h + 9,
-                 memcmp(h + 9, "407", 3) == 0 ? " (proxy authentication required)" : "");
+        snprintf(msg, sizeof(msg), "the proxy answered CONNECT with %u%s", (unsigned)x->pstatus,
+                 x->pstatus == 407 ? " (proxy authentication required)" : "");
         return proxy_failed(x, w, msg);
     }
     if (i < n)

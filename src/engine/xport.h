@@ -57,6 +57,8 @@ enum sq_engine__xphase {
 /* What sq_engine__xport_step says (or a negative code: the setup failed). */
 enum { SQ_ENGINE__XP_WAIT = 0, SQ_ENGINE__XP_READY = 1 };
 
+#define SQ_ENGINE__XP_BADSTATUS 0xffffu
+
 struct sq_engine__xport {
     struct sq_io io;            /* the socket: fd -1 while closed; io.cb is the owner's */
     struct sq_tls_conn *tls;    /* from the handshake on; NULL: plain */
@@ -65,12 +67,14 @@ struct sq_engine__xport {
     int64_t connect_ns, tls_ns; /* the latest setup's phases: TCP connect, TLS handshake (0: none);
                                    a shared transport's VUs get copies (sq_engine__mux_open) */
     uint8_t phase;              /* enum sq_engine__xphase */
-    /* PROXY: the answer's first bytes (its status line), its length so far, and how much of
-     * the CRLF CRLF that ends it has been seen */
+    /* PROXY (in the padding after phase: the struct did not grow): how much of the CRLF CRLF
+     * that ends the proxy's answer has been seen, the answer's length so far, and its status
+     * as parsed byte by byte (SQ_ENGINE__XP_BADSTATUS once the status line is not HTTP/1.x
+     * NNN) */
     uint8_t pmatch;
     bool via_proxy; /* this connection goes to the run's proxy: CONNECT first */
     uint16_t pgot;
-    char phead[12];
+    uint16_t pstatus;
 };
 
 /* ---- the transport ---- */

@@ -241,6 +241,106 @@ class ProxyTest(unittest.TestCase):
         self.assertIn("--proxy: 'socks5' proxies are not supported", p.stderr)
 
 
+class FakeProxy:
+    """A CONNECT proxy of this test's own, for answers tinyproxy never gives: it reads the
+    CONNECT head, writes `answer` one byte at a time (the head split over many reads), and with
+    a 2xx relays both ways to the target."""
+
+    def __init__(self, answer, target_port):
+        import threading
+        self.answer, self.tport, self.heads = answer, target_port, []
+        self.s = socket.socket()
+        self.s.bind((HOST, 0))
+        self.s.listen(16)
+        self.port = self.s.getsockname()[1]
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def loop(self):
+        import threading
+        while True:
+            try:
+                c, _ = self.s.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, c):
+        import threading
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = c.recv(4096)
+            if not chunk:
+                c.close()
+                return
+            head += chunk
+        self.heads.append(head.decode("latin-1"))
+        for b in self.answer:
+            c.sendall(bytes([b]))
+            time.sleep(0.001)
+        if not self.answer.startswith(b"HTTP/1.1 2"):
+            c.close()
+            return
+        t = socket.create_connection((HOST, self.tport))
+
+        def pipe(a, b):
+            try:
+                while True:
+                    d = a.recv(65536)
+                    if not d:
+                        break
+                    b.sendall(d)
+            except OSError:
+                pass
+            for x in (a, b):
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        threading.Thread(target=pipe, args=(t, c), daemon=True).start()
+        pipe(c, t)
+
+    def close(self):
+        self.s.close()
+
+
+class FakeProxyTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tls, cls.tport = sqtest.start_target("-t", "1", "--tls")
+
+    @classmethod
+    def tearDownClass(cls):
+        sqtest.stop(cls.tls)
+
+    def test_answer_split_byte_by_byte(self):
+        fp = FakeProxy(b"HTTP/1.1 200\r\nX-A: b\r\n\r\n", self.tport)
+        try:
+            p, doc, _ = run_json(f"https://localhost:{self.tport}/fast", "-k", "-c", "2", "-n",
+                                 "20", "--proxy", f"http://a%3Ab:c@127.0.0.1:{fp.port}")
+            self.assertEqual(doc["requests"]["completed"], 20, p.stderr)
+            self.assertEqual(doc["errors"]["proxy"], 0)
+            self.assertIn(f"CONNECT localhost:{self.tport} HTTP/1.1\r\n", fp.heads[0])
+            self.assertIn(f"Host: localhost:{self.tport}\r\n", fp.heads[0])
+            # "a:b" percent-decoded in the user, then ":c": base64 of "a:b:c"
+            self.assertIn("Proxy-Authorization: Basic YTpiOmM=\r\n", fp.heads[0])
+        finally:
+            fp.close()
+
+    def test_garbage_answer(self):
+        for answer, why in ((b"SSH-2.0-x\r\n\r\n", "not an HTTP/1.x status line"),
+                            (b"HTTP/1.1 502 Bad Gateway\r\n\r\n", "answered CONNECT with 502")):
+            fp = FakeProxy(answer, self.tport)
+            try:
+                p, doc, _ = run_json(f"https://localhost:{self.tport}/fast", "-k", "-c", "1",
+                                     "-n", "3", "--proxy", f"http://127.0.0.1:{fp.port}")
+                self.assertGreater(doc["errors"]["proxy"], 0, p.stderr)
+                self.assertEqual(doc["requests"]["completed"], 0)
+                self.assertIn(why, p.stderr)
+            finally:
+                fp.close()
+
+
 class UnixSocketTest(unittest.TestCase):
     def test_target_and_client_on_a_unix_socket(self):
         d = tempfile.mkdtemp(prefix="squnix")
