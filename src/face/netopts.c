@@ -344,6 +344,8 @@ int sq_net_proxy_form(const struct sq_netopts *n, const struct sq_url *url, char
     return 0;
 }
 
+static int relookup(void *ud, struct sq_addr *out, int max);
+
 /* The run goes through an HTTP proxy: its address into cfg, the CONNECT (a tunnel) or the
  * absolute-form's parts (plain http) into s. */
 static int proxy_setup(struct sq_net *s, const struct sq_netopts *n, const struct sq_url *url,
@@ -380,6 +382,13 @@ static int proxy_setup(struct sq_net *s, const struct sq_netopts *n, const struc
     }
     cfg->dns_ns = sq_now_ns() - t0;
     cfg->naddrs = rc;
+    snprintf(s->proxy_host, sizeof(s->proxy_host), "%s", host);
+    s->proxy_port = port;
+    if (n->dns_ttl_ns) {
+        cfg->dns_ttl_ns = n->dns_ttl_ns;
+        cfg->resolve = relookup;
+        cfg->resolve_ud = s;
+    }
     bool v6 = strchr(host, ':') != NULL;
     snprintf(s->proxy_shown, sizeof(s->proxy_shown), "http://%s%s%s:%u", v6 ? "[" : "", host,
              v6 ? "]" : "", (unsigned)port);
@@ -451,6 +460,9 @@ static int relookup(void *ud, struct sq_addr *out, int max)
 {
     struct sq_net *s = ud;
     char why[600];
+    if (s->proxy_host[0]) /* through a proxy the connections go to it: its addresses again */
+        return sq_egress_lookup(s->egress, &s->dns, "the proxy", s->proxy_host, s->proxy_port,
+                                SQ_EGRESS_CONNECT, out, max, why, sizeof(why));
     return sq_egress_lookup(s->egress, &s->dns, "the target", s->url->host, s->url->port,
                             SQ_EGRESS_CONNECT, out, max, why, sizeof(why));
 }

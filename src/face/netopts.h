@@ -132,6 +132,8 @@ struct sq_net {
     bool proxy_has_auth;
     char *proxy_connect, *proxy_auth;
     char proxy_target[320];
+    char proxy_host[256]; /* what --dns-ttl looks up again through a proxy: the proxy */
+    uint16_t proxy_port;
 };
 
 /* Parses a proxy URL: "http://" (or no scheme), an optional "user:password@" (percent-decoded),

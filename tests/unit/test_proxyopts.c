@@ -143,6 +143,18 @@ static void test_tunnel(void **state)
     assert_int_equal(cfg->proxy_connect_len, strlen(cfg->proxy_connect));
     sq_net_dispose(&s);
 
+    /* --dns-ttl through a proxy looks the proxy up again, not the destination */
+    n.dns_ttl_ns = 1000000000;
+    assert_int_equal(setup(&n, &u, cfg, &s, err, sizeof(err)), 0);
+    assert_non_null(cfg->resolve);
+    struct sq_addr again[4];
+    assert_int_equal(cfg->resolve(cfg->resolve_ud, again, 4), 1);
+    char text[80];
+    sq_addr_format(&again[0], text, sizeof(text));
+    assert_string_equal(text, "127.0.0.7:3128");
+    sq_net_dispose(&s);
+    n.dns_ttl_ns = 0;
+
     /* plain http: absolute-form when the face does it, else a tunnel too */
     n.proxy_absolute = true;
     url(&u, "http", "10.1.2.3", 80);
