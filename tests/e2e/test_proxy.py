@@ -172,6 +172,21 @@ class ProxyTest(unittest.TestCase):
         self.assertNotIn("pw1", p.stdout + p.stderr)
         validate(doc)
 
+    def test_http2_and_websocket_tunnel(self):
+        # h2 over TLS, h2c with prior knowledge and a WebSocket: each through a CONNECT tunnel
+        self.proxy = Proxy([self.tport, self.pport])
+        url = self.proxy.url()
+        for args, tport in (((f"https://localhost:{self.tport}/fast", "-k", "--http2"), self.tport),
+                            ((f"http://{HOST}:{self.pport}/fast", "--http2"), self.pport),
+                            ((f"ws://{HOST}:{self.pport}/ws", "--message", "hi"), self.pport)):
+            p, doc, _ = run_json(*args, "-c", "1", "-n", "10", "--proxy", url)
+            self.assertIsNotNone(doc, p.stderr)
+            self.assertEqual(doc["requests"]["completed"], 10, (args, p.stderr))
+            self.assertEqual(doc["config"]["proxy"]["mode"], "connect")
+            tunnels = self.proxy.lines(rf"CONNECT [^ ]+:{tport} HTTP/1\.1")
+            self.assertGreaterEqual(len(tunnels), 1)
+        self.assertEqual(len(self.proxy.lines("CONNECT")), 3)
+
     def test_407_without_credentials(self):
         self.proxy = Proxy([self.tport], auth=("sq", "pw2"))
         self.reset(self.tport, True)
