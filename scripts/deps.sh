@@ -19,6 +19,7 @@ build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev 
        mosquitto-clients               # mosquitto_sub: an independent count in test_pipeline
        libsqlite3-dev sqlite3 netbase  # the run store (sqlite3 opens it in test_store); netbase above
        python3-yaml                    # tests/e2e/test_deploy.py reads the Kubernetes manifests
+       tinyproxy                       # a real HTTP proxy that logs what it forwards (test_proxy)
        prometheus)                     # promtool checks the daemon's /metrics (test_daemon)
 fuzz=(clang libclang-rt-14-dev)
 # bench: servers and peers (ab in apache2-utils, h2load in nghttp2-client, Locust from Debian),

@@ -224,6 +224,7 @@ static int quick_parse(struct quick *q)
 {
     char err[SQ_PREP_ERRLEN];
     sq_quick_opts_init(&q->o);
+    q->o.net.proxy_env = true; /* this process's HTTP(S)_PROXY: the CLI's own environment */
     q->typed = sq_cli_argv_copy(q->argc, q->argv);
     int rc = sq_quick_parse_argv(&q->o, q->argc, q->argv, err, sizeof(err));
     if (rc == SQ_QUICK_HELP)

@@ -230,6 +230,7 @@ static int plan_parse(struct plancmd *c)
 {
     char err[SQ_PREP_ERRLEN];
     sq_planrun_opts_init(&c->o);
+    c->o.net.proxy_env = true; /* this process's HTTP(S)_PROXY: the CLI's own environment */
     c->typed = sq_cli_argv_copy(c->argc + 1, c->argv - 1);
     int rc = sq_planrun_parse_argv(&c->o, c->argc, c->argv, err, sizeof(err));
     if (rc == SQ_PLANRUN_HELP)

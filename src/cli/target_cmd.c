@@ -2,6 +2,7 @@
  *
  * Prints exactly one line on stdout once every listener is bound (tests read the port from it):
  *     squall target listening on http://HOST:PORT     (https:// with --tls)
+ *     squall target listening on unix:PATH (http)     (--unix PATH; "(https)" with --tls)
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -25,6 +26,8 @@ static const char target_usage[] =
     "usage: squall target [flags]       the built-in HTTP/1.1 and h2c test server\n"
     "\n"
     "      --host ADDR         address to listen on (default 127.0.0.1)\n"
+    "      --unix PATH         listen on this Unix socket instead (mode 0600; a stale socket\n"
+    "                          there is replaced, any other file refused)\n"
     "  -p, --port N            port (default 8080; 0 picks a free one)\n"
     "  -t, --threads N         worker threads (default: online CPUs)\n"
     "      --stall DUR/PERIOD  once every PERIOD, hold every response for DUR (e.g. 500ms/2s;\n"
@@ -130,6 +133,7 @@ static bool parse_stall(const char *val, int64_t *dur, int64_t *period)
 /* What the phases of one `squall target` share. */
 struct targetcmd {
     const char *host;
+    const char *unix_path; /* --unix PATH, or NULL */
     uint64_t port, threads;
     bool quiet, tls;
     int64_t stall, stall_period; /* --stall DUR/PERIOD */
@@ -145,19 +149,13 @@ struct targetcmd {
 static const struct {
     const char *shrt, *lng;
 } value_flags[] = {
-    {NULL, "--cert"},
-    {NULL, "--key"},
-    {NULL, "--client-ca"},
-    {NULL, "--cert-out"},
-    {NULL, "--host"},
-    {"-p", "--port"},
-    {"-t", "--threads"},
-    {NULL, "--stall"},
-    {NULL, "--idle-timeout"},
-    {NULL, "--header-timeout"},
-    {NULL, "--request-timeout"},
-    {NULL, "--min-body-rate"},
-    {NULL, "--oauth-client"},
+    {NULL, "--cert"},           {NULL, "--key"},
+    {NULL, "--client-ca"},      {NULL, "--cert-out"},
+    {NULL, "--host"},           {NULL, "--unix"},
+    {"-p", "--port"},           {"-t", "--threads"},
+    {NULL, "--stall"},          {NULL, "--idle-timeout"},
+    {NULL, "--header-timeout"}, {NULL, "--request-timeout"},
+    {NULL, "--min-body-rate"},  {NULL, "--oauth-client"},
     {NULL, "--max-conns"},
 };
 
@@ -194,6 +192,10 @@ static int take_value(struct targetcmd *c, const char *flag, const char *val)
         if (!*val)
             return bad_value(flag, val, "an address (e.g. 127.0.0.1, ::1, 0.0.0.0)");
         c->host = val;
+    } else if (strcmp(flag, "--unix") == 0) {
+        if (!*val)
+            return bad_value(flag, val, "a socket path");
+        c->unix_path = val;
     } else if (strcmp(flag, "--port") == 0) {
         if (sq_parse_u64(val, 0, 65535, 0, &c->port) < 0)
             return bad_value(flag, val, "a port (0..65535; 0 picks a free one)");
@@ -286,6 +288,7 @@ static int target_start(struct targetcmd *c)
     sigaction(SIGPIPE, &sa, NULL);
     struct sq_target_config cfg = {.host = c->host,
                                    .port = (uint16_t)c->port,
+                                   .unix_path = c->unix_path,
                                    .threads = (int)c->threads,
                                    .stall_ns = c->stall,
                                    .stall_period_ns = c->stall_period,
@@ -298,6 +301,11 @@ static int target_start(struct targetcmd *c)
                                    .oauth_client = c->oauth_client};
     const char *why = NULL;
     int rc = sq_target_start(&cfg, &c->t, &why);
+    if (rc < 0 && c->unix_path) {
+        fprintf(stderr, "squall target: cannot listen on unix:%s: %s\n", c->unix_path,
+                why ? why : sq_strerror(rc));
+        return SQ_EXIT_FAIL;
+    }
     if (rc < 0) {
         fprintf(stderr, "squall target: cannot listen on %s:%u: %s\n", c->host, (unsigned)c->port,
                 why ? why : sq_strerror(rc));
@@ -305,7 +313,12 @@ static int target_start(struct targetcmd *c)
     }
     running = c->t;
     sq_cli_stop_signals(on_signal);
-    sq_cli_listening("target", c->ts ? "https" : "http", c->host, sq_target_port(c->t), "");
+    if (c->unix_path) {
+        printf("squall target listening on unix:%s (%s)\n", c->unix_path, c->ts ? "https" : "http");
+        fflush(stdout);
+    } else {
+        sq_cli_listening("target", c->ts ? "https" : "http", c->host, sq_target_port(c->t), "");
+    }
     return 0;
 }
 

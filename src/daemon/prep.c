@@ -534,15 +534,18 @@ char *sq_daemon__req_stored(const struct sq_daemon__req *r, const json_t *body, 
                 qs[nsec++] = (struct sq_str){v + w, vl - w};
         }
         json_t *q = json_object_get(copy, "quick"), *h = json_object_get(q, "header"), *e;
-        const json_t *u = json_object_get(q, "url");
-        size_t at, n;
-        if (json_is_string(u) &&
-            sq_redact_url_secret(json_string_value(u), json_string_length(u), &at, &n) && n) {
-            struct sq_buf b = {0};
-            oom |= sq_redact_url(json_string_value(u), json_string_length(u), &b) < 0 ||
-                   json_object_set_new(q, "url", json_stringn(b.p, b.len)) < 0;
-            sq_buf_dispose(&b);
-            changed = true;
+        static const char *const urls[] = {"url", "proxy"}; /* a proxy's user:password too */
+        for (size_t k = 0; k < sizeof(urls) / sizeof(urls[0]); k++) {
+            const json_t *u = json_object_get(q, urls[k]);
+            size_t at, n;
+            if (json_is_string(u) &&
+                sq_redact_url_secret(json_string_value(u), json_string_length(u), &at, &n) && n) {
+                struct sq_buf b = {0};
+                oom |= sq_redact_url(json_string_value(u), json_string_length(u), &b) < 0 ||
+                       json_object_set_new(q, urls[k], json_stringn(b.p, b.len)) < 0;
+                sq_buf_dispose(&b);
+                changed = true;
+            }
         }
         if (json_is_string(h)) {
             json_t *red = redact_header_line(json_string_value(h), &oom);

@@ -110,6 +110,9 @@ void sq_engine__xc_body(struct sq_engine__conn *c, const char *data, size_t len)
  * the first message kept for the summary and the watchdog. The driver closes the VU and backs
  * off. */
 void sq_engine__upgrade_error(struct sq_engine__worker *w, const char *msg);
+/* A proxy refused a connection's CONNECT (or answered it badly): counts a `proxy` error and
+ * keeps the first message for the summary. */
+void sq_engine__proxy_error(struct sq_engine__worker *w, const char *msg);
 /* True once the worker must stop: past its hard end (the load's end plus the graceful stop),
  * or the run was aborted. For a driver inside long work (decoding a large body): it abandons
  * the work, leaves the request in flight and stops watching that connection; the worker leaves

@@ -459,6 +459,7 @@ struct totals {
     const char *tls_msg; /* a worker's first TLS error, or NULL */
     const char *bus_msg; /* a worker's first broker error, or NULL */
     const char *up_msg;  /* a worker's first failed WebSocket upgrade, or NULL */
+    const char *px_msg;  /* a worker's first refused proxy CONNECT, or NULL */
 };
 
 static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
@@ -486,6 +487,9 @@ static void sum_live(struct sq_engine__worker *ws, uint32_t n, struct totals *t)
         t->errors += __atomic_load_n(&l->upgrade_errors, __ATOMIC_RELAXED);
         if (!t->up_msg && __atomic_load_n(&l->up_err_set, __ATOMIC_ACQUIRE))
             t->up_msg = ws[i].up_err;
+        t->errors += __atomic_load_n(&l->proxy_errors, __ATOMIC_RELAXED);
+        if (!t->px_msg && __atomic_load_n(&l->proxy_err_set, __ATOMIC_ACQUIRE))
+            t->px_msg = ws[i].proxy_err;
     }
 }
 
@@ -521,6 +525,10 @@ static void try_start(struct sq_engine__shared *run, struct sq_result *out, cons
                       const char *addr, int64_t begin, int64_t now, bool *readied, struct agg *agg)
 {
     const struct sq_run_config *cfg = run->cfg;
+    if (t->opened == 0 && t->px_msg) {
+        stop_run(run, out, "no connection could be made to %s: %s", addr, t->px_msg);
+        return;
+    }
     if (t->opened == 0 && t->up_msg) {
         stop_run(run, out, "no connection could be made to %s: %s", addr, t->up_msg);
         return;
@@ -569,6 +577,8 @@ static void stall_stop(struct sq_engine__shared *run, struct sq_result *out, con
         stop_run(run, out, "no progress for %s while the broker refuses: %s", secs, t->bus_msg);
     else if (t->up_msg)
         stop_run(run, out, "no progress for %s while upgrades fail: %s", secs, t->up_msg);
+    else if (t->px_msg)
+        stop_run(run, out, "no progress for %s while the proxy refuses: %s", secs, t->px_msg);
     else
         stop_run(run, out, "no progress for %s while connects fail: %s", secs,
                  sq_strerror(t->last_err));
@@ -1035,6 +1045,8 @@ static void merge_worker(struct runctx *x, uint32_t i)
     out->script_stopped += w->script_stopped;
     if (!out->upgrade_error[0] && w->live.up_err_set)
         snprintf(out->upgrade_error, sizeof(out->upgrade_error), "%s", w->up_err);
+    if (!out->proxy_error[0] && w->live.proxy_err_set)
+        snprintf(out->proxy_error, sizeof(out->proxy_error), "%s", w->proxy_err);
 }
 
 /* Joins the started workers, each folded into the result as it ends (and its driver's own

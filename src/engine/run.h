@@ -148,6 +148,13 @@ struct sq_run_config {
      * address itself (once per connection, never per request). NULL (a CLI run): no check, one
      * pointer test. Borrowed; sq_net_setup sets it from the face's options. */
     const struct sq_egress *egress;
+    /* Through an HTTP proxy (--proxy, HTTPS_PROXY...: face/netopts.c): addrs are the proxy's,
+     * and each connection to them first sends these bytes ("CONNECT host:port HTTP/1.1" and
+     * its head, Proxy-Authorization included) and reads the proxy's answer, a 2xx head, before
+     * TLS or the protocol's bytes (engine/xport.c). NULL: no tunnel (no proxy, or plain http
+     * in absolute-form, whose request carries the proxy's part itself). Borrowed. */
+    const char *proxy_connect;
+    size_t proxy_connect_len;
     /* Source addresses (net/srcaddr.h: --source-addrs, or 127.0.0.1, 127.0.0.2... spread by
      * the face on loopback): connection g binds src_addrs[g % nsrc] before connect() when its
      * family is the destination's (else the kernel picks, as with nsrc 0). Borrowed. */

@@ -276,6 +276,16 @@ void sq_engine__upgrade_error(struct sq_engine__worker *w, const char *msg)
     __atomic_store_n(&w->live.up_err_set, 1, __ATOMIC_RELEASE);
 }
 
+void sq_engine__proxy_error(struct sq_engine__worker *w, const char *msg)
+{
+    w->c.errors[SQ_ERRK_PROXY]++;
+    __atomic_store_n(&w->live.proxy_errors, w->c.errors[SQ_ERRK_PROXY], __ATOMIC_RELAXED);
+    if (w->live.proxy_err_set)
+        return;
+    snprintf(w->proxy_err, sizeof(w->proxy_err), "%s", msg);
+    __atomic_store_n(&w->live.proxy_err_set, 1, __ATOMIC_RELEASE);
+}
+
 void sq_engine__tls_done(struct sq_engine__worker *w, const struct sq_tls_conn *t)
 {
     w->c.tls_handshakes++;

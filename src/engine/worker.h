@@ -151,6 +151,8 @@ struct sq_engine__live {
     int bus_err_set;         /* bus_err (in the worker) is written: release store, once */
     uint64_t upgrade_errors; /* failed WebSocket upgrades */
     int up_err_set;          /* up_err (in the worker) is written: release store, once */
+    uint64_t proxy_errors;   /* refused or broken proxy CONNECTs */
+    int proxy_err_set;       /* proxy_err (in the worker) is written: release store, once */
     int ready;               /* every connection of the pool has connected or failed once */
     int script_failed;       /* a script hook raised: script_err is written (release store) */
     int done;                /* the worker has left its loop */
@@ -378,6 +380,8 @@ struct sq_engine__worker {
     char bus_err[160];           /* the broker's first error message (written once, then
                                     live.bus_err_set) */
     char up_err[192]; /* the first failed WebSocket upgrade (written once, then live.up_err_set) */
+    char proxy_err[160]; /* the first refused proxy CONNECT (written once, then
+                            live.proxy_err_set) */
     /* the protocol: its driver (HTTP/1.1, HTTP/2 when cfg->h2_request, WebSocket when cfg->ws)
      * and that driver's own per-worker state (h2drv.c: its connections; wsdrv.c: its VUs'
      * frame state; NULL for HTTP/1.1) */

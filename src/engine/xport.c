@@ -4,8 +4,9 @@
  * Nothing here runs per request: a connection pays it once when it opens. The request path
  * only crosses the inline sq_engine__xport_recv / _send of xport.h.
  *
- * The setup machine: CLOSED -> CONNECTING (sq_connect_start, EPOLLOUT) -> [HANDSHAKE (TLS,
- * EPOLLIN or EPOLLOUT as OpenSSL wants)] -> OPEN (EPOLLIN). Each failure on the way is counted
+ * The setup machine: CLOSED -> CONNECTING (sq_connect_start, EPOLLOUT) -> [PROXY (the CONNECT
+ * written, its answer read, EPOLLIN)] -> [HANDSHAKE (TLS, EPOLLIN or EPOLLOUT as OpenSSL
+ * wants)] -> OPEN (EPOLLIN). Each failure on the way is counted
  * once, here (a connect error with its errno, or a TLS error with its message), and leaves the
  * transport CLOSED; what the owner does then (a VU backs off alone, a shared connection with
  * all its VUs) is the owner's layer below.
@@ -18,12 +19,16 @@
  */
 #include "engine/xport.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "base/clock.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
 #include "net/egress.h"
 
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
+#define PROXY_HEAD_MAX    8192 /* the most of a proxy's answer to CONNECT read */
 #define BACKOFF_MAX_SHIFT 7
 
 /* ---- the transport ---- */
@@ -78,6 +83,9 @@ int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *
         if (src->ss.ss_family != a->ss.ss_family)
             src = NULL;
     }
+    /* a tunnel through the run's proxy: only to the run's own addresses (the proxy's), not to
+     * a flow's pinned broker or a wrk script's thread.addr */
+    x->via_proxy = w->cfg->proxy_connect && !pin && !w->addr;
     int fd = sq_connect_from(a, src);
     if (fd < 0) {
         sq_engine__connect_error(w, fd);
@@ -92,6 +100,8 @@ int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *
     }
     x->tls = NULL;
     x->phase = SQ_ENGINE__XP_CONNECTING;
+    x->pgot = x->pstatus = 0;
+    x->pmatch = 0;
     x->since_ns = sq_loop_now(w->loop);
     x->connect_ns = x->tls_ns = 0;
     return 0;
@@ -124,16 +134,18 @@ static int handshake(struct sq_engine__xport *x, struct sq_engine__worker *w)
     return ready(x, w, now);
 }
 
-int sq_engine__xport_step(struct sq_engine__xport *x, struct sq_engine__worker *w,
-                          struct sq_tls_client *tc)
+static int proxy_failed(struct sq_engine__xport *x, struct sq_engine__worker *w, const char *msg)
 {
-    if (SQ_UNLIKELY(x->phase == SQ_ENGINE__XP_HANDSHAKE))
-        return handshake(x, w);
-    int rc = sq_connect_result(x->io.fd);
-    if (rc < 0)
-        return setup_failed(x, w, rc);
+    sq_engine__proxy_error(w, msg);
+    return setup_failed(x, w, 0);
+}
+
+/* The TCP connect (or the tunnel through the proxy) is up: TLS next, or the protocol. */
+static int connected(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                     struct sq_tls_client *tc)
+{
     int64_t now = sq_now_ns();
-    x->connect_ns = now - x->since_ns;
+    x->connect_ns = now - x->since_ns; /* a tunnel's CONNECT round trip included */
     if (!tc)
         return ready(x, w, now);
     if (sq_tls_conn_client(tc, &w->tls_cache, x->io.fd, &x->tls) < 0)
@@ -143,6 +155,84 @@ int sq_engine__xport_step(struct sq_engine__xport *x, struct sq_engine__worker *
     return handshake(x, w);
 }
 
+/* Connected to the proxy: the CONNECT goes out whole (a fresh socket's buffer takes a few
+ * hundred bytes), then its answer is awaited. */
+static int proxy_send(struct sq_engine__xport *x, struct sq_engine__worker *w)
+{
+    const struct sq_run_config *cfg = w->cfg;
+    ssize_t n = send(x->io.fd, cfg->proxy_connect, cfg->proxy_connect_len, MSG_NOSIGNAL);
+    if (n < 0)
+        return setup_failed(x, w, -errno);
+    if ((size_t)n != cfg->proxy_connect_len)
+        return setup_failed(x, w, -EMSGSIZE);
+    if (sq_io_modify(w->loop, &x->io, EPOLLIN) < 0)
+        return setup_failed(x, w, -errno);
+    x->phase = SQ_ENGINE__XP_PROXY;
+    return SQ_ENGINE__XP_WAIT;
+}
+
+/* The proxy's answer: its head is read up to its blank line (nothing follows it: the server
+ * beyond says nothing before the client does), its status 2xx or the tunnel fails. */
+static int proxy_recv(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                      struct sq_tls_client *tc)
+{
+    char buf[1024];
+    ssize_t n = read(x->io.fd, buf, sizeof(buf));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return SQ_ENGINE__XP_WAIT;
+    if (n < 0)
+        return setup_failed(x, w, -errno);
+    if (n == 0)
+        return proxy_failed(x, w, "the proxy closed the connection before answering CONNECT");
+    static const char eoh[] = "\r\n\r\n", proto[] = "HTTP/1.";
+    ssize_t i = 0;
+    while (i < n && x->pmatch < 4) {
+        char ch = buf[i++];
+        uint16_t k = x->pgot; /* the status line, "HTTP/1.x NNN" then SP or CR, as it comes */
+        bool ok = k < 7     ? ch == proto[k]
+                  : k == 7  ? ch >= '0' && ch <= '9'
+                  : k == 8  ? ch == ' '
+                  : k < 12  ? ch >= '0' && ch <= '9'
+                  : k == 12 ? ch == ' ' || ch == '\r'
+                            : true;
+        if (!ok)
+            x->pstatus = SQ_ENGINE__XP_BADSTATUS;
+        else if (k >= 9 && k < 12 && x->pstatus != SQ_ENGINE__XP_BADSTATUS)
+            x->pstatus = (uint16_t)(x->pstatus * 10 + (ch - '0'));
+        if (++x->pgot > PROXY_HEAD_MAX)
+            return proxy_failed(x, w, "the proxy's answer to CONNECT is over 8 KiB");
+        x->pmatch = ch == eoh[x->pmatch] ? (uint8_t)(x->pmatch + 1) : ch == '\r' ? 1 : 0;
+    }
+    if (x->pmatch < 4)
+        return SQ_ENGINE__XP_WAIT;
+    if (x->pstatus == SQ_ENGINE__XP_BADSTATUS || x->pgot < 13 || x->pstatus < 100)
+        return proxy_failed(x, w, "the proxy's answer to CONNECT is not an HTTP/1.x status line");
+    if (x->pstatus / 100 != 2) { /* a refusal (its body, if any, is left unread) */
+        char msg[96];
+        snprintf(msg, sizeof(msg), "the proxy answered CONNECT with %u%s", (unsigned)x->pstatus,
+                 x->pstatus == 407 ? " (proxy authentication required)" : "");
+        return proxy_failed(x, w, msg);
+    }
+    if (i < n)
+        return proxy_failed(x, w, "the proxy sent bytes after its 2xx answer to CONNECT");
+    return connected(x, w, tc);
+}
+
+int sq_engine__xport_step(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                          struct sq_tls_client *tc)
+{
+    if (SQ_UNLIKELY(x->phase == SQ_ENGINE__XP_HANDSHAKE))
+        return handshake(x, w);
+    if (SQ_UNLIKELY(x->phase == SQ_ENGINE__XP_PROXY))
+        return proxy_recv(x, w, tc);
+    int rc = sq_connect_result(x->io.fd);
+    if (rc < 0)
+        return setup_failed(x, w, rc);
+    if (SQ_UNLIKELY(x->via_proxy))
+        return proxy_send(x, w);
+    return connected(x, w, tc);
+}
+
 bool sq_engine__xport_expired(struct sq_engine__xport *x, struct sq_engine__worker *w, int64_t now)
 {
     if (x->phase == SQ_ENGINE__XP_CLOSED || x->phase == SQ_ENGINE__XP_OPEN ||
@@ -150,6 +240,8 @@ bool sq_engine__xport_expired(struct sq_engine__xport *x, struct sq_engine__work
         return false;
     if (x->phase == SQ_ENGINE__XP_CONNECTING)
         setup_failed(x, w, -ETIMEDOUT);
+    else if (x->phase == SQ_ENGINE__XP_PROXY)
+        proxy_failed(x, w, "the proxy did not answer CONNECT within the connect timeout");
     else
         tls_failed(x, w, "handshake timed out");
     return true;

@@ -20,8 +20,10 @@
  * sq_engine__xport_step until it says READY (registered for EPOLLIN alone, the protocol's turn)
  * or fails (counted, closed: the owner backs off). What lands here later (other issues) has its
  * place in that one machine: a Unix socket is an address (sq_connect_start on an AF_UNIX
- * sq_addr), a proxy a phase between CONNECTING and HANDSHAKE (write CONNECT, read its answer;
- * docs/internals/engine.md, "The one transport").
+ * sq_addr), a proxy a phase between CONNECTING and HANDSHAKE (PROXY: write cfg->proxy_connect,
+ * read the proxy's answer, at most 8 KiB of head, within the connect timeout that already runs
+ * since the connect began; a non-2xx status is a `proxy` error; docs/internals/engine.md, "The
+ * one transport"). The CONNECT round trip is part of connect_ns.
  *
  * The read and write wrappers are inline: one predictable branch on x->tls, the plaintext path a
  * plain read() / send() (the HTTP/1.1 hot path pays nothing for the layering).
@@ -47,12 +49,15 @@ struct sq_engine__conn;
 enum sq_engine__xphase {
     SQ_ENGINE__XP_CLOSED,
     SQ_ENGINE__XP_CONNECTING, /* the non-blocking connect is out */
+    SQ_ENGINE__XP_PROXY,      /* connected to the proxy, its answer to CONNECT awaited */
     SQ_ENGINE__XP_HANDSHAKE,  /* connected, the TLS handshake in progress */
     SQ_ENGINE__XP_OPEN,       /* usable: the protocol's bytes may flow */
 };
 
 /* What sq_engine__xport_step says (or a negative code: the setup failed). */
 enum { SQ_ENGINE__XP_WAIT = 0, SQ_ENGINE__XP_READY = 1 };
+
+#define SQ_ENGINE__XP_BADSTATUS 0xffffu
 
 struct sq_engine__xport {
     struct sq_io io;            /* the socket: fd -1 while closed; io.cb is the owner's */
@@ -62,6 +67,14 @@ struct sq_engine__xport {
     int64_t connect_ns, tls_ns; /* the latest setup's phases: TCP connect, TLS handshake (0: none);
                                    a shared transport's VUs get copies (sq_engine__mux_open) */
     uint8_t phase;              /* enum sq_engine__xphase */
+    /* PROXY (in the padding after phase: the struct did not grow): how much of the CRLF CRLF
+     * that ends the proxy's answer has been seen, the answer's length so far, and its status
+     * as parsed byte by byte (SQ_ENGINE__XP_BADSTATUS once the status line is not HTTP/1.x
+     * NNN) */
+    uint8_t pmatch;
+    bool via_proxy; /* this connection goes to the run's proxy: CONNECT first */
+    uint16_t pgot;
+    uint16_t pstatus;
 };
 
 /* ---- the transport ---- */

@@ -667,6 +667,8 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
     int rc = sq_distopts_check(&o->dist, err, len);
     if (rc < 0)
         return rc;
+    /* plain http through a proxy: absolute-form requests (HTTP/2 and WebSocket tunnel) */
+    o->net.proxy_absolute = !o->http2 && !o->ws;
     return sq_netopts_check(&o->net, err, len);
 }
 
@@ -1118,13 +1120,40 @@ static int body_template(struct sq_quick_run *r, const struct sq_quick_opts *o, 
     return 0;
 }
 
+/* sq_request_build, or for plain http through a proxy its absolute-form: the request-target
+ * "http://authority/path" and the Proxy-Authorization header (face/netopts.h). */
+static int build_req(const struct sq_quick_run *r, const char *method, const char *path,
+                     const char *authority, const struct sq_kv *headers, size_t nheaders,
+                     const void *body, size_t body_len, char **out, size_t *out_len)
+{
+    if (!r->px_target[0])
+        return sq_request_build(method, path, authority, headers, nheaders, body, body_len, out,
+                                out_len);
+    size_t tl = strlen(r->px_target), pl = strlen(path);
+    char *target = malloc(tl + pl + 1);
+    struct sq_kv *hs = calloc(nheaders + 1, sizeof(*hs));
+    int rc = -ENOMEM;
+    if (target && hs) {
+        memcpy(target, r->px_target, tl);
+        memcpy(target + tl, path, pl + 1);
+        memcpy(hs, headers, nheaders * sizeof(*hs));
+        size_t nh = nheaders;
+        if (r->px_auth)
+            hs[nh++] = (struct sq_kv){.name = "Proxy-Authorization", .value = r->px_auth};
+        rc = sq_request_build(method, target, authority, hs, nh, body, body_len, out, out_len);
+    }
+    free(target);
+    free(hs);
+    return rc;
+}
+
 /* The head of a templated body's requests: serialised with a one-byte body, so it carries
  * "Content-Length: 1", whose digit the worker replaces with each body's length. */
 static int templated_head(struct sq_quick_run *r, const struct sq_quick_opts *o,
                           const struct sq_kv *headers, size_t nheaders, char *err, size_t len)
 {
-    int rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, nheaders, "x", 1,
-                              &r->req, &r->req_len);
+    int rc = build_req(r, o->method, r->url.path, r->url.authority, headers, nheaders, "x", 1,
+                       &r->req, &r->req_len);
     if (rc < 0)
         return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
     static const char cl[] = "\r\nContent-Length: 1\r\n";
@@ -1273,7 +1302,14 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     snprintf(r->url.host, sizeof(r->url.host), "%s", r->bus_url.host);
     r->url.port = r->bus_url.port;
     snprintf(r->url.authority, sizeof(r->url.authority), "%s:%u", r->bus_url.host, r->bus_url.port);
-    rc = sq_net_setup(&r->net, &o->net, &r->url, NULL, cfg, err, len);
+    if (o->net.proxy && o->net.proxy[0])
+        return sq_flag_fail(err, len,
+                            "--proxy: an HTTP proxy carries http, https, ws and wss "
+                            "runs, not a broker's");
+    struct sq_netopts bn = o->net;
+    bn.proxy_env = false; /* HTTP(S)_PROXY are for HTTP */
+    bn.proxy = NULL;
+    rc = sq_net_setup(&r->net, &bn, &r->url, NULL, cfg, err, len);
     if (rc < 0)
         return rc;
     r->conns = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
@@ -1368,8 +1404,8 @@ static int prepare_urls(struct sq_quick_run *r, const struct sq_quick_opts *o,
         }
         for (size_t k = 0; k < e->nheaders; k++)
             hs[nh++] = e->headers[k];
-        rc = sq_request_build(q->method, e->u.path, e->u.authority, hs, nh, body, blen, &q->req,
-                              &q->req_len);
+        rc = build_req(r, q->method, e->u.path, e->u.authority, hs, nh, body, blen, &q->req,
+                       &q->req_len);
         if (rc == 0 && o->http2)
             rc = sq_h2_req_init(&q->h2, q->method, e->u.scheme, e->u.authority, e->u.path, hs, nh,
                                 body, blen);
@@ -1583,8 +1619,8 @@ static int prepare_request(struct sq_quick_run *r, const struct sq_quick_opts *o
     }
     if (r->body_tmpl)
         return templated_head(r, o, headers, n, err, len);
-    rc = sq_request_build(o->method, r->url.path, r->url.authority, headers, n, r->body,
-                          r->body_len, &r->req, &r->req_len);
+    rc = build_req(r, o->method, r->url.path, r->url.authority, headers, n, r->body, r->body_len,
+                   &r->req, &r->req_len);
     if (rc < 0)
         return sq_flag_fail(err, len, "cannot build the request: %s", sq_strerror(rc));
     if (o->http2) {
@@ -1655,6 +1691,9 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
     int rc = prepare_url(r, o, err, len);
     if (rc < 0)
         return rc;
+    if (!o->ws && (rc = sq_net_proxy_form(&o->net, &r->url, r->px_target, sizeof(r->px_target),
+                                          &r->px_auth, err, len)) < 0)
+        return rc;
     struct sq_kv headers[SQ_QUICK_MAX_HEADERS + 1];
     size_t nheaders = 0;
     /* a WebSocket run sends messages, not requests: its upgrade is prepare_ws's */
@@ -1666,6 +1705,10 @@ int sq_quick_prepare(struct sq_quick_run *r, const struct sq_quick_opts *o, char
 
 void sq_quick_run_dispose(struct sq_quick_run *r)
 {
+    if (r->px_auth)
+        explicit_bzero(r->px_auth, strlen(r->px_auth));
+    free(r->px_auth);
+    r->px_auth = NULL;
     sq_bus_config_dispose(&r->bus);
     sq_bus_url_dispose(&r->bus_url);
     free(r->payload);

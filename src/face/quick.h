@@ -175,6 +175,10 @@ struct sq_quick_run {
     const char *accept_encoding; /* what the requests offer (NULL: nothing) */
     uint64_t conns;              /* connections the run may open: its open-file need */
     struct sq_net net;
+    /* plain http through a proxy (sq_net_proxy_form): the absolute-form prefix ("" when not)
+     * and the Proxy-Authorization value (owned; NULL: none) */
+    char px_target[320];
+    char *px_auth;
     /* nats:// and mqtt:// runs: the bus (cfg.bus points here), the broker URL split, the
      * payload as read (--payload @FILE), and the URL as sq_net_setup resolves it */
     bool is_bus;

@@ -102,6 +102,10 @@ json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
         .nsource_addrs = r->net.nsrc,
         .source_auto = r->net.src_auto,
         .connect_rate = r->net.connect_rate,
+        .proxy_url = r->net.proxy_shown,
+        .proxy_from = r->net.proxy_from,
+        .proxy_mode = r->net.proxy_mode,
+        .proxy_auth = r->net.proxy_has_auth,
     };
     if (r->is_bus) {
         info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : "PUBLISH";
@@ -151,6 +155,10 @@ json_t *sq_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
         .nsource_addrs = r->net.nsrc,
         .source_auto = r->net.src_auto,
         .connect_rate = r->net.connect_rate,
+        .proxy_url = r->net.proxy_shown,
+        .proxy_from = r->net.proxy_from,
+        .proxy_mode = r->net.proxy_mode,
+        .proxy_auth = r->net.proxy_has_auth,
     };
     json_t *doc = sq_report_json_doc(&info, res);
     if (doc && sq_report_plan_sections(doc, r->plan, res, v) < 0) {

@@ -12,6 +12,8 @@
  */
 #include "net/egress.h"
 
+#include <sys/socket.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -365,7 +367,12 @@ int sq_egress_lookup(const struct sq_egress *e, const struct sq_dns_opts *o, con
 
 int sq_egress_allows(const struct sq_egress *e, const struct sq_addr *a, enum sq_egress_kind kind)
 {
-    if (!e || open_connects(e, kind))
+    if (!e)
+        return 0;
+    if (a->ss.ss_family == AF_UNIX)
+        return -EACCES; /* a path on the host (a daemon's control socket...): never, with a policy
+                         */
+    if (open_connects(e, kind))
         return 0;
     struct ip ip;
     if (!ip_of(a, &ip))

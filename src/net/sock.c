@@ -9,7 +9,9 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/resource.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 int sq_resolve(const char *host, uint16_t port, struct sq_addr *out, int max, const char **why)
@@ -44,9 +46,26 @@ int sq_resolve(const char *host, uint16_t port, struct sq_addr *out, int max, co
     return n;
 }
 
+int sq_addr_unix(const char *path, struct sq_addr *out)
+{
+    struct sockaddr_un *un = (struct sockaddr_un *)&out->ss;
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(un->sun_path))
+        return -ENAMETOOLONG;
+    memset(out, 0, sizeof(*out));
+    un->sun_family = AF_UNIX;
+    memcpy(un->sun_path, path, n + 1);
+    out->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+    return 0;
+}
+
 void sq_addr_format(const struct sq_addr *a, char *buf, size_t size)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
+    if (a->ss.ss_family == AF_UNIX) {
+        snprintf(buf, size, "unix:%s", ((const struct sockaddr_un *)&a->ss)->sun_path);
+        return;
+    }
     if (a->ss.ss_family == AF_INET6) {
         const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&a->ss;
         inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
@@ -65,11 +84,16 @@ int sq_connect_start(const struct sq_addr *a)
 
 int sq_connect_from(const struct sq_addr *a, const struct sq_addr *src)
 {
-    int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+    bool un = a->ss.ss_family == AF_UNIX;
+    int fd =
+        socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, un ? 0 : IPPROTO_TCP);
     if (fd < 0)
         return -errno;
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (un)
+        src = NULL; /* no source address for a path */
+    else
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     /* The port stays the kernel's to pick at connect(), per 4-tuple: a bind() with port 0 alone
      * would reserve a port for the address whatever the destination, and run out at ~28k. */
     if (src && (setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one)) < 0 ||

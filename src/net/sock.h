@@ -20,10 +20,15 @@ struct sq_addr {
 SQ_MUST_CHECK int sq_resolve(const char *host, uint16_t port, struct sq_addr *out, int max,
                              const char **why);
 
-/* Formats an address as "127.0.0.1:8080" or "[::1]:8080". */
+/* A Unix domain socket's path as an address (AF_UNIX: --unix-socket, squall target --unix).
+ * Returns 0, or -ENAMETOOLONG for an empty path or one over sun_path's 107 bytes. */
+SQ_MUST_CHECK int sq_addr_unix(const char *path, struct sq_addr *out);
+
+/* Formats an address as "127.0.0.1:8080", "[::1]:8080" or "unix:/path". */
 void sq_addr_format(const struct sq_addr *a, char *buf, size_t size);
 
-/* Starts a non-blocking connect with TCP_NODELAY. Returns the fd (connect may be in progress:
+/* Starts a non-blocking connect with TCP_NODELAY (AF_UNIX: a stream socket to the path, no
+ * source address). Returns the fd (connect may be in progress:
  * wait for writability, then call sq_connect_result) or -errno. */
 SQ_MUST_CHECK int sq_connect_start(const struct sq_addr *a);
 /* The same from a local address (net/srcaddr.h): src (port 0, same family as a) is bound with

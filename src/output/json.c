@@ -350,6 +350,10 @@ const char *sq_report_error_text(const struct sq_result *r, enum sq_errk k, int6
         if (r->tls_error[0])
             return r->tls_error;
         return "a TLS failure";
+    case SQ_ERRK_PROXY:
+        if (r->proxy_error[0])
+            return r->proxy_error;
+        return "the proxy refused the tunnel (CONNECT)";
     case SQ_ERRK_TIMEOUT:
         snprintf(buf, len, "no complete response within the %gs timeout", (double)timeout_ns / 1e9);
         return buf;
@@ -829,6 +833,11 @@ static json_t *config_block(const struct sq_report_info *info, const struct sq_r
     }
     if (config && info->connect_rate > 0)
         json_object_set_new(config, "connect_rate_per_s", json_real(info->connect_rate));
+    if (config && info->proxy_url && info->proxy_url[0])
+        json_object_set_new(config, "proxy",
+                            json_pack("{s:s, s:s, s:s, s:b}", "url", info->proxy_url, "from",
+                                      info->proxy_from, "mode", info->proxy_mode, "auth",
+                                      info->proxy_auth));
     return config;
 }
 

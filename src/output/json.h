@@ -65,6 +65,11 @@ struct sq_report_info {
     size_t nsource_addrs;
     bool source_auto;
     double connect_rate;
+    /* The run's HTTP proxy (face/netopts.h): proxy_url NULL or "" none, else config.proxy {url
+     * (never its credentials), from (--proxy, HTTPS_PROXY...), mode (connect, absolute-form),
+     * auth (whether credentials were sent)}. */
+    const char *proxy_url, *proxy_from, *proxy_mode;
+    bool proxy_auth;
 };
 
 /* "2024-05-01T10:00:00.123+02:00": wall-clock ns since the epoch as ISO 8601 in the local time

@@ -213,6 +213,20 @@ static void latency(FILE *f, const json_t *doc, bool open)
                 g(l, "out_of_range", g1));
 }
 
+/* config.proxy: where the connections went first (its URL never carries credentials). */
+static void proxy_line(FILE *f, const json_t *doc)
+{
+    const char *url = sq_report__str(doc, "config.proxy.url", NULL);
+    if (!url)
+        return;
+    const char *mode = sq_report__str(doc, "config.proxy.mode", "");
+    const json_t *auth = sq_report__get(doc, "config.proxy.auth");
+    fprintf(f, "%-12s %s (%s) · %s%s\n", "Proxy", url,
+            sq_report__str(doc, "config.proxy.from", "?"),
+            strcmp(mode, "connect") == 0 ? "CONNECT tunnel" : "absolute-form requests",
+            json_is_true(auth) ? " · basic auth" : "");
+}
+
 /* https: "TLSv1.3 · TLS_AES_256_GCM_SHA384 · ALPN http/1.1 · 64 handshakes (0 resumed)". */
 static void tls(FILE *f, const json_t *t)
 {
@@ -970,6 +984,7 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     if (json_is_object(json_object_get(doc, "connections")))
         fprintf(f, "%-12s %s opened · %s replaced after the server closed them\n", "Connections",
                 g(doc, "connections.opened", g1), g(doc, "connections.closed_by_server", g2));
+    proxy_line(f, doc);
     tls(f, json_object_get(doc, "tls"));
     websocket(f, ws);
     server(f, doc);

@@ -48,7 +48,10 @@ struct sq_fine_series {
  * was in flight, or behind a complete response (RFC 9112 6.3): the connection is replaced, the
  * response before them stays completed. upgrade: a WebSocket upgrade that did not end in a valid
  * 101 (another status, a bad handshake, no answer within the connect timeout, a close): it costs
- * no request, the VU connects again after a backoff (sq_ws_stats.upgrade_failed says why). */
+ * no request, the VU connects again after a backoff (sq_ws_stats.upgrade_failed says why).
+ * proxy: the HTTP proxy refused the tunnel (a non-2xx answer to CONNECT: 407, 403, 502...), or
+ * its answer was bad, too large or late (the connect timeout); it costs no request, the
+ * connection backs off and tries again (sq_result.proxy_error keeps the first reason). */
 #define SQ_ERRK_LIST(X)                                                                            \
     X(CONNECT, "connect")                                                                          \
     X(TIMEOUT, "timeout")                                                                          \
@@ -61,6 +64,7 @@ struct sq_fine_series {
     X(EXTRACT, "extract")                                                                          \
     X(UNSOLICITED, "unsolicited")                                                                  \
     X(UPGRADE, "upgrade")                                                                          \
+    X(PROXY, "proxy")                                                                              \
     SQ_ERRK_BUS_LIST(X)                                                                            \
     SQ_ERRK_REDIRECT_LIST(X)
 
@@ -486,6 +490,7 @@ struct sq_result {
     /* Changes made while the run went (engine/control.h), in time order (owned); NULL: none. */
     struct sq_control_event *controls;
     uint32_t ncontrols;
+    char proxy_error[160];   /* the first refused or broken proxy CONNECT ("" if none) */
 };
 
 /* Frees what r owns and leaves its pointers NULL and its counts 0 (so disposing twice is safe).

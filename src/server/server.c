@@ -61,6 +61,7 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -73,6 +74,7 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -299,6 +301,8 @@ struct worker {
 
 struct sq_server {
     atomic_int stopping;
+    int ulfd;    /* a Unix socket's listener (cfg->unix_path), each worker a dup of it; -1 */
+    char *upath; /* its path, removed at the end (NULL: TCP) */
     _Alignas(64) atomic_uint open; /* connections open now; touched per connection, not request */
     _Alignas(64) int efd;
     int nworkers;
@@ -2809,7 +2813,9 @@ static int worker_new(struct sq_server *s, int idx, const struct sq_addr *a, int
         worker_free(w);
         return -ENOMEM;
     }
-    w->lfd = sq_listen(a, true, backlog);
+    w->lfd = s->ulfd >= 0 ? fcntl(s->ulfd, F_DUPFD_CLOEXEC, 0) : sq_listen(a, true, backlog);
+    if (w->lfd < 0 && s->ulfd >= 0)
+        w->lfd = -errno;
     if (w->lfd < 0) {
         rc = w->lfd;
         w->lfd = -1;
@@ -2869,6 +2875,46 @@ static int probe_port(const struct sq_addr *a)
     return rc;
 }
 
+/* The Unix socket listener at path: refuses to replace anything but a stale socket. */
+static int unix_listen(const char *path, int backlog, const char **why)
+{
+    struct sq_addr a;
+    if (sq_addr_unix(path, &a) < 0) {
+        *why = "the socket path is empty or longer than 107 bytes";
+        return -ENAMETOOLONG;
+    }
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            *why = "the path exists and is not a socket (not replaced)";
+            return -EEXIST;
+        }
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe < 0)
+            return -errno;
+        int live = connect(probe, (const struct sockaddr *)&a.ss, a.len) == 0;
+        close(probe);
+        if (live) {
+            *why = "a server already listens on that socket";
+            return -EADDRINUSE;
+        }
+        if (unlink(path) < 0)
+            return -errno; /* a stale socket: replaced */
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    mode_t old = umask(0177); /* the file is born 0600: no moment with wider rights */
+    int rc = bind(fd, (const struct sockaddr *)&a.ss, a.len);
+    umask(old);
+    if (rc < 0 || listen(fd, backlog) < 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
 int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, const char **why)
 {
     if (why)
@@ -2880,17 +2926,35 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
         return -EINVAL;
     struct sq_addr addr;
     const char *rwhy = NULL;
-    int rc = sq_resolve(cfg->host ? cfg->host : "127.0.0.1", cfg->port, &addr, 1, &rwhy);
-    if (rc < 0) {
-        if (why)
-            *why = rwhy;
-        return rc;
+    int rc, ulfd = -1;
+    int backlog = cfg->backlog > 0 ? cfg->backlog : 1024;
+    if (cfg->unix_path) {
+        if ((ulfd = unix_listen(cfg->unix_path, backlog, &rwhy)) < 0) {
+            if (why)
+                *why = rwhy;
+            return ulfd;
+        }
+        rc = sq_addr_unix(cfg->unix_path, &addr);
+    } else {
+        rc = sq_resolve(cfg->host ? cfg->host : "127.0.0.1", cfg->port, &addr, 1, &rwhy);
+        if (rc < 0) {
+            if (why)
+                *why = rwhy;
+            return rc;
+        }
+        if (cfg->port != 0 && (rc = probe_port(&addr)) < 0)
+            return rc;
     }
-    if (cfg->port != 0 && (rc = probe_port(&addr)) < 0)
-        return rc;
     struct sq_server *s = calloc(1, sizeof(*s));
-    if (!s)
+    if (!s || (cfg->unix_path && !(s->upath = strdup(cfg->unix_path)))) {
+        if (ulfd >= 0) {
+            close(ulfd);
+            unlink(cfg->unix_path);
+        }
+        free(s);
         return -ENOMEM;
+    }
+    s->ulfd = ulfd;
     s->handler = cfg->handler;
     s->on_head = cfg->on_head;
     s->ud = cfg->ud;
@@ -2905,7 +2969,8 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
             s->peer_salt = (uint64_t)sq_now_ns() * 0x9e3779b97f4a7c15ull; /* no entropy: still
                                                                              unknown outside */
         if ((rc = -pthread_mutex_init(&s->peer_mu, NULL)) < 0) {
-            free(s);
+            s->efd = -1;
+            sq_server_free(s);
             return rc;
         }
         s->peer_mu_init = true;
@@ -2965,12 +3030,11 @@ int sq_server_start(const struct sq_server_config *cfg, struct sq_server **out, 
         rc = s->efd < 0 ? -errno : -ENOMEM;
         goto fail;
     }
-    int backlog = cfg->backlog > 0 ? cfg->backlog : 1024;
     for (int i = 0; i < cfg->threads; i++) {
         if ((rc = worker_new(s, i, &addr, backlog, &s->w[i])) < 0)
             goto fail;
         s->nworkers = i + 1;
-        if (i == 0) {
+        if (i == 0 && s->ulfd < 0) {
             s->port = sq_sock_port(s->w[0]->lfd);
             set_port(&addr, s->port); /* the rest share the port the first one got */
         }
@@ -3045,6 +3109,11 @@ void sq_server_free(struct sq_server *s)
         close(s->efd);
     if (s->peer_mu_init)
         pthread_mutex_destroy(&s->peer_mu);
+    if (s->ulfd >= 0) {
+        close(s->ulfd);
+        unlink(s->upath);
+    }
+    free(s->upath);
     free(s->peers);
     free(s);
 }

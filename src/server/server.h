@@ -178,8 +178,13 @@ typedef void (*sq_server_head_fn)(void *ud, const struct sq_server_req *req,
 struct sq_server_config {
     const char *host; /* numeric address or name; NULL means 127.0.0.1 */
     uint16_t port;    /* 0: any free port (the first listener picks it, the rest share it) */
-    int threads;      /* >= 1 */
-    int backlog;      /* 0: 1024 */
+    /* Listen on this Unix domain socket path instead of host:port (NULL: TCP). The socket file
+     * is made mode 0600 (its owner only); a stale socket there (nothing listening) is replaced,
+     * anything else (a file, a live socket) is refused: -EEXIST, -EADDRINUSE. The workers
+     * share the one listener; the file is removed when the server is freed. */
+    const char *unix_path;
+    int threads; /* >= 1 */
+    int backlog; /* 0: 1024 */
     /* Read the clock once per request, as its head is parsed: req->arrival_ns. */
     bool stamp_arrivals;
     /* Optional: serve TLS on every connection (borrowed; must outlive the server). Each

@@ -954,6 +954,7 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     struct sq_server_config sc = {
         .host = cfg->host,
         .port = cfg->port,
+        .unix_path = cfg->unix_path,
         .threads = cfg->threads,
         .stamp_arrivals = true,
         .tls = cfg->tls,

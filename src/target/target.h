@@ -40,7 +40,10 @@ struct sq_tls_server;
 struct sq_target_config {
     const char *host; /* NULL: 127.0.0.1 */
     uint16_t port;    /* 0: any free port */
-    int threads;      /* >= 1 */
+    /* Listen on this Unix socket path instead (mode 0600; an existing file that is not a stale
+     * socket is refused: server/server.h). NULL: host:port. */
+    const char *unix_path;
+    int threads; /* >= 1 */
     /* Both > 0 (stall_ns < stall_period_ns, stall_ns <= SQ_TARGET_MAX_STALL_NS): hold responses
      * for stall_ns once every stall_period_ns. Both 0: no stall. Anything else: -EINVAL. */
     int64_t stall_ns;

@@ -207,6 +207,30 @@ def s_daemon_overrides(trace):
     return {"answers": out, "tport": tport}
 
 
+def s_daemon_proxy(trace):
+    """allow_hosts ["127.0.0.1"]: a proxy is no way around the policy. A run to a forbidden host
+    through a loopback proxy, a run to a loopback target through a forbidden proxy, and a Unix
+    socket (never, under a policy); then an allowed run through a loopback "proxy" (a listener
+    that counts the connections it gets: the run is let through and goes there)."""
+    lst = Listener()
+    proc, port = serve(trace, "--allow-host", "127.0.0.1")
+    out = []
+    try:
+        for q in ({"url": "http://%s/fast" % OFF, "proxy": "http://127.0.0.1:%d" % lst.port},
+                  {"url": "http://127.0.0.1:%d/fast" % lst.port, "proxy": "http://%s:3128" % OFF},
+                  {"url": "http://127.0.0.1:%d/fast" % lst.port, "unix-socket": "/run/x.sock"},
+                  {"url": "http://127.0.0.1:9/fast", "proxy": "http://127.0.0.1:%d" % lst.port}):
+            st, _, doc = post(port, "/runs", {"quick": dict(q, requests=1, connections=1,
+                                                              threads=1, timeout="1s")})
+            out.append((doc.get("error") or json.dumps(doc), st))
+            if st == 201:
+                wait_run(port, doc["id"])
+    finally:
+        end(proc)
+        lst.s.close()
+    return {"answers": out, "lport": lst.port, "accepted": lst.accepted}
+
+
 class Listener:
     """A TCP listener on loopback that counts the connections it accepts and closes them."""
 
@@ -297,7 +321,8 @@ def s_script(trace):
 
 
 SCENARIOS = {"mcp_subscribe": s_mcp_subscribe, "mcp_sink": s_mcp_sink,
-             "daemon_overrides": s_daemon_overrides, "oauth": s_oauth, "script": s_script}
+             "daemon_overrides": s_daemon_overrides, "oauth": s_oauth, "script": s_script,
+             "daemon_proxy": s_daemon_proxy}
 
 
 def inside(name):
@@ -411,6 +436,20 @@ class Egress(unittest.TestCase):
         self.assertEqual((good, s4), ("finished", 201))
         # the control: the allowed run's connects are in the trace
         self.assertIn(("connect", "127.0.0.1", res["tport"]), socks)
+
+    def test_daemon_allow_hosts_through_a_proxy(self):
+        res, socks = self.run_inside("daemon_proxy")
+        self.assert_no_forbidden(socks)
+        (dest, s1), (proxy, s2), (unix, s3), (good, s4) = res["answers"]
+        self.assertEqual((s1, s2, s3, s4), (403, 403, 403, 201), res["answers"])
+        self.assertIn("allow_hosts: the target (through the proxy): '%s' connects to %s:80, and "
+                      "%s is not in allow_hosts [127.0.0.1]" % (OFF, OFF, OFF), dest)
+        self.assertIn("allow_hosts: the proxy: '%s' connects to %s:3128" % (OFF, OFF), proxy)
+        self.assertIn("may not connect to a Unix socket", unix)
+        # the control: the allowed run went to the proxy, not to its target
+        self.assertIn(("connect", "127.0.0.1", res["lport"]), socks)
+        self.assertNotIn(("connect", "127.0.0.1", 9), socks)
+        self.assertGreater(res["accepted"], 0)
 
     def test_oauth_token_url_not_fetched_while_checking(self):
         res, socks = self.run_inside("oauth")

@@ -267,6 +267,56 @@ class Redaction(unittest.TestCase):
         finally:
             sqtest.stop(proc)
 
+    def test_proxy_password(self):
+        """A proxy URL's password (--proxy http://user:password@host) is a credential: the result
+        (config.proxy never has it; run.command redacts it), the report, the summary, and a
+        daemon's stored request and API answers do not hold it."""
+        pw = fresh("ProxyPassword")
+        closed = sqtest.free_port()  # nothing listens: the run fails to connect, and says so
+        proxy = "http://loader:%s@127.0.0.1:%d" % (pw, closed)
+        j, h = self.path("proxy.json"), self.path("proxy.html")
+        p, _ = sqtest.run_squall("http://%s:%d/fast" % (HOST, self.port), "-n", "2",
+                                 "--proxy", proxy, "--json", j, "--html", h)
+        with open(j) as f:
+            doc = f.read()
+        with open(h) as f:
+            html = f.read()
+        for what, text in (("json", doc), ("html", html), ("stdout", p.stdout),
+                           ("stderr", p.stderr)):
+            self.assertFalse(pw in text, "%s holds the proxy password" % what)
+        d = json.loads(doc)
+        self.assertEqual(d["config"]["proxy"]["url"], "http://127.0.0.1:%d" % closed)
+        self.assertIn("loader:[redacted]@", d["run"]["command"])
+        data = self.path("store-proxy")
+        proc, port = sqtest.start_serve("--data", data, "-t", "1")
+        try:
+            q = {"url": "http://%s:%d/fast" % (HOST, self.port), "requests": 2, "proxy": proxy}
+            st, _, raw = sqtest.http(port, "POST", "/runs", json.dumps({"quick": q}).encode(),
+                                     {"Content-Type": "application/json"})
+            self.assertEqual(st, 201, raw)
+            rid = json.loads(raw)["id"]
+            deadline = time.monotonic() + 60
+            while True:
+                run = sqtest.json_get(port, "/runs/%d" % rid)
+                if run["status"] not in ("queued", "running"):
+                    break
+                self.assertLess(time.monotonic(), deadline, run)
+                time.sleep(0.2)
+            self.assertEqual(run["request"]["quick"]["proxy"],
+                             "http://loader:[redacted]@127.0.0.1:%d" % closed)
+            self.assertNotIn(pw, json.dumps(run))
+        finally:
+            sqtest.stop(proc)
+        os.unlink(proc.log_path)
+        db = sqlite3.connect(os.path.join(data, "squall.db"))
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            for row in db.execute('SELECT * FROM "%s"' % table):
+                for cell in row:
+                    if isinstance(cell, bytes):
+                        cell = cell.decode("latin-1")
+                    self.assertNotIn(pw, str(cell), table)
+        db.close()
+
     def daemon_runs(self, keep):
         data = self.path("store-%s" % ("kept" if keep else "redacted"))
         proc, port = sqtest.start_serve("--data", data, "-t", "1")
