@@ -293,6 +293,10 @@ static int quick_prepare(struct quick *q)
     l->d = &o->dist;
     l->outs = (struct sq_cli_outputs){
         .face = FACE, .json_path = o->json_path, .html_path = o->html_path, .quiet = o->quiet};
+    l->push_url[SQ_PUSH_PROM_RW] = o->prom_rw_url;
+    l->push_url[SQ_PUSH_INFLUX] = o->influx_url;
+    l->run_name = o->name;
+    l->push_open = sq_exec_is_open(&cfg->exec);
     if ((rc = sq_cli_load_open(l, o->csv_path, o->hdr_path, o->ndjson_path, o->sample)) != 0)
         return rc;
     sq_cli_progress_init(&l->progress, sq_exec_is_open(&cfg->exec),

@@ -275,6 +275,10 @@ static int plan_prepare(struct plancmd *c)
                                       .html_path = o->html_path,
                                       .junit_path = o->junit_path,
                                       .quiet = o->quiet};
+    l->push_url[SQ_PUSH_PROM_RW] = o->prom_rw_url;
+    l->push_url[SQ_PUSH_INFLUX] = o->influx_url;
+    l->run_name = o->name;
+    l->push_open = c->run.open;
     if ((rc = sq_cli_load_open(l, o->csv_path, o->hdr_path, o->ndjson_path, o->sample)) != 0)
         return rc;
     if (l->out.nd.f && sq_ndjson_plan_labels(&l->out.nd, c->p) < 0) {
