@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "face/push.h"
+#include "net/egress.h"
 
 /* ---- a minimal protobuf reader ---- */
 
@@ -232,12 +233,36 @@ static void test_url_refusals(void **state)
     sq_push_free(p);
 }
 
+/* The destination passes the run's egress policy: an MCP run (loopback only) may not push to
+ * 10.1.2.3, and the refusal names the output; loopback passes. */
+static void test_egress_policy(void **state)
+{
+    (void)state;
+    struct sq_egress_opts o = {.style = SQ_EGRESS_MCP};
+    struct sq_egress *e = NULL;
+    assert_int_equal(sq_egress_new(&o, &e), 0);
+    struct sq_push_labels lab = {.run = "r", .run_id = "i"};
+    struct sq_push *p = NULL;
+    char why[640];
+    assert_int_equal(
+        sq_push_open(SQ_PUSH_INFLUX, "http://10.1.2.3:8086/db", &lab, e, &p, why, sizeof(why)),
+        -EACCES);
+    assert_null(p);
+    assert_non_null(strstr(why, "--out influxdb"));
+    assert_non_null(strstr(why, "10.1.2.3"));
+    assert_int_equal(
+        sq_push_open(SQ_PUSH_INFLUX, "http://127.0.0.1:1/db", &lab, e, &p, why, sizeof(why)), 0);
+    sq_push_free(p);
+    sq_egress_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prom_write_request),
         cmocka_unit_test(test_influx_lines),
         cmocka_unit_test(test_url_refusals),
+        cmocka_unit_test(test_egress_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
