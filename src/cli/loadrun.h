@@ -88,9 +88,10 @@ bool sq_cli_load_script_failed(const struct sq_cli_load *l);
  * that could not be written (written false) make a 0 into 1. */
 int sq_cli_load_status(const struct sq_cli_load *l, int status, bool written);
 
-/* The senders given at most 5 s to send what they hold, then one line on stderr each:
- * "squall: --out influxdb: 10 of 10 seconds sent, 0 failed, 0 dropped (URL)" (with the last error when one
- * failed). sq_cli_load_run calls it; idempotent. */
+/* The senders given at most 5 s to send what they hold, then one line on stderr each (with -q
+ * only when a second failed or was dropped): "squall: --out influxdb: 10 of 10 seconds sent, 0
+ * failed, 0 dropped (URL)", with the last error after it when there was one. sq_cli_load_run
+ * calls it, once. */
 void sq_cli_load_push_finish(struct sq_cli_load *l);
 
 /* Frees what the run gave back; files not committed are removed (nothing was measured). */
