@@ -48,7 +48,7 @@ struct sq_push {
     pthread_cond_t cv;
     struct sq_push_point q[QCAP];
     size_t head, n;
-    bool stop, started, finished;
+    bool stop, started;
     _Atomic int64_t stop_by_ns; /* monotonic; 0 until sq_push_finish */
     pthread_t th;
 
@@ -522,7 +522,6 @@ static void *sender(void *arg)
         else
             p->failed += k;
     }
-    p->finished = true;
     pthread_mutex_unlock(&p->mu);
     sq_buf_dispose(&raw);
     sq_buf_dispose(&body);
@@ -672,6 +671,10 @@ void sq_push_finish(struct sq_push *p, double deadline_s)
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->th, NULL);
     p->started = false;
+    pthread_mutex_lock(&p->mu);
+    p->dropped += p->n; /* a sender that gave up early (out of memory) left these */
+    p->n = 0;
+    pthread_mutex_unlock(&p->mu);
 }
 
 void sq_push_stats(const struct sq_push *p, struct sq_push_stats *out)
