@@ -44,7 +44,7 @@ test-tsan: deps-test
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DSQ_TSAN=ON $(WERROR) >/dev/null
 	@cmake --build $(BUILD_TSAN) -j$(JOBS)
 	@cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1 \
-		ctest --output-on-failure -j1 -R 'test_engine|test_wsdrv|test_server|test_store|test_daemon|test_cluster|e2e.test_quick|e2e.test_executors|e2e.test_plans|e2e.test_protocols|e2e.test_wrk|e2e.test_plan_scripts|e2e.test_ws$$|e2e.test_cluster|e2e.test_daemon|test_busdrv|test_nats|test_mqtt|test_stamp|e2e.test_pipeline|e2e.test_proto_live|e2e.test_sink'
+		ctest --output-on-failure -j1 -R 'test_engine|test_wsdrv|test_server|test_store|test_daemon|test_cluster|e2e.test_quick|e2e.test_executors|e2e.test_plans|e2e.test_protocols|e2e.test_wrk|e2e.test_plan_scripts|e2e.test_ws$$|e2e.test_cluster|e2e.test_daemon|test_busdrv|test_nats|test_mqtt|test_stamp|e2e.test_pipeline|e2e.test_proto_live|e2e.test_sink|e2e.test_push'
 
 # A packager's optimised build (-O3: gcc warns about more there), with warnings as errors so a
 # new one is fixed before it reaches a packager, then a smoke run of the binary it built.

@@ -19,7 +19,7 @@ build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev 
        mosquitto-clients               # mosquitto_sub: an independent count in test_pipeline
        libsqlite3-dev sqlite3 netbase  # the run store (sqlite3 opens it in test_store); netbase above
        python3-yaml                    # tests/e2e/test_deploy.py reads the Kubernetes manifests
-       tinyproxy                       # a real HTTP proxy that logs what it forwards (test_proxy)
+       libsnappy-dev                   # --out prometheus-rw compresses with snappy (optional at build)
        prometheus)                     # promtool checks the daemon's /metrics (test_daemon)
 fuzz=(clang libclang-rt-14-dev)
 # bench: servers and peers (ab in apache2-utils, h2load in nghttp2-client, Locust from Debian),
@@ -39,7 +39,10 @@ browser=(chromium)
 # destination is refused inside `unshare -n` (util-linux) with `ip link set lo up` (iproute2),
 # watched by `strace -f -e trace=connect,bind`. e2e.test_junit validates --junit's XML with
 # xmllint --schema (libxml2-utils); junit.consumer reads it with npm's junit2json (build/npm).
-test=("${browser[@]}" strace iproute2 util-linux libxml2-utils)
+# e2e.test_push streams --out prometheus-rw and --out influxdb into Debian's prometheus (above)
+# and influxd (InfluxDB 1.x, package influxdb) and reads the series back. e2e.test_proxy goes
+# through a real HTTP proxy that logs what it forwards (tinyproxy).
+test=("${browser[@]}" strace iproute2 util-linux libxml2-utils influxdb tinyproxy)
 # npm fetches uPlot, which the build embeds into the HTML report. A node that came from elsewhere
 # (NodeSource's nodejs ships npm inside it and conflicts with Debian's npm) is kept as it is.
 command -v npm >/dev/null 2>&1 || build+=(nodejs npm)

@@ -1,8 +1,11 @@
 /* cli/loadrun.c - see loadrun.h. */
 #include "cli/loadrun.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "cli/cli.h"
 #include "cli/control.h"
@@ -15,7 +18,24 @@ int sq_cli_load_open(struct sq_cli_load *l, const char *csv, const char *hdr, co
     int rc = sq_cli_outputs_open(&l->outs);
     if (rc == 0)
         rc = sq_cli_series_open(&l->out, l->face, csv, hdr, ndjson, sample, l->cfg);
-    return rc;
+    if (rc != 0)
+        return rc;
+    /* the run's id in the series: its start (ms since the epoch) and this process */
+    char id[64];
+    snprintf(id, sizeof(id), "%llx-%d", (unsigned long long)(sq_wall_s() * 1000), (int)getpid());
+    struct sq_push_labels lab = {.run = l->run_name, .run_id = id, .open = l->push_open};
+    for (int k = 0; k < 2; k++) {
+        if (!l->push_url[k])
+            continue;
+        char why[640];
+        int e = sq_push_open((enum sq_push_kind)k, l->push_url[k], &lab, l->cfg->egress,
+                             &l->push[k], why, sizeof(why));
+        if (e < 0) {
+            fprintf(stderr, "%s: %s\n", l->face, why);
+            return e == -SQ_EUSAGE || e == -ENOTSUP || e == -EACCES ? SQ_EXIT_USAGE : SQ_EXIT_FAIL;
+        }
+    }
+    return 0;
 }
 
 void sq_cli_load_tick(struct sq_cli_load *l, const struct sq_second *s, const struct sq_hist *h)
@@ -23,6 +43,28 @@ void sq_cli_load_tick(struct sq_cli_load *l, const struct sq_second *s, const st
     if (l->show)
         sq_progress_tick(&l->progress, s);
     sq_cli_series_tick(&l->out, s, h);
+    for (int k = 0; k < 2; k++)
+        sq_push_tick(l->push[k], s);
+}
+
+void sq_cli_load_push_finish(struct sq_cli_load *l)
+{
+    for (int k = 0; k < 2; k++) {
+        struct sq_push *p = l->push[k];
+        if (!p)
+            continue;
+        sq_push_finish(p, 5.0);
+        struct sq_push_stats st;
+        sq_push_stats(p, &st);
+        if (!l->show && !st.failed && !st.dropped)
+            continue;
+        fprintf(stderr,
+                "squall: --out %s: %llu of %llu seconds sent, %llu failed, %llu dropped (%s)%s%s\n",
+                sq_push_flag((enum sq_push_kind)k), (unsigned long long)st.sent,
+                (unsigned long long)st.points, (unsigned long long)st.failed,
+                (unsigned long long)st.dropped, sq_push_url(p), st.last_error[0] ? ": " : "",
+                st.last_error);
+    }
 }
 
 void sq_cli_load_abandon(struct sq_cli_load *l)
@@ -72,6 +114,7 @@ int sq_cli_load_run(struct sq_cli_load *l, bool open, int64_t length_ns, sq_tick
     }
     l->sig = sq_cli_signal_seen(&l->forced);
     sq_progress_finish(&l->progress);
+    sq_cli_load_push_finish(l);
     sq_cli_series_report(&l->out, &l->res);
     if (rc < 0) {
         sq_cli_signals_end();
@@ -104,6 +147,20 @@ json_t *sq_cli_load_doc(struct sq_cli_load *l, json_t *doc, int argc, char **typ
         fprintf(stderr, "squall: out of memory building the result\n");
         return NULL;
     }
+    if (l->push[0] || l->push[1]) {
+        json_t *o = json_object();
+        bool bad = !o;
+        for (int k = 0; !bad && k < 2; k++)
+            bad = l->push[k] && json_object_set_new(o, sq_push_flag((enum sq_push_kind)k),
+                                                    sq_push_json(l->push[k])) < 0;
+        if (bad)
+            json_decref(o);
+        if (bad || json_object_set_new(doc, "push", o) < 0) {
+            json_decref(doc);
+            fprintf(stderr, "squall: out of memory building the result\n");
+            return NULL;
+        }
+    }
     if (typed)
         sq_report_set_command(doc, argc, typed, redact);
     if (l->sig)
@@ -132,7 +189,11 @@ void sq_cli_load_dispose(struct sq_cli_load *l)
 {
     sq_cli_signals_end();
     sq_cli_series_close(&l->out, false); /* what was not committed: nothing measured */
-    sq_result_dispose(&l->res);          /* before rep: a distributed result borrows its strings */
+    for (int k = 0; k < 2; k++) {
+        sq_push_free(l->push[k]); /* a run that did not go: nothing queued, no wait */
+        l->push[k] = NULL;
+    }
+    sq_result_dispose(&l->res); /* before rep: a distributed result borrows its strings */
     sq_cluster_report_dispose(&l->rep);
     json_decref(l->job);
     l->job = NULL;

@@ -15,6 +15,7 @@
 #include "cli/dist.h"
 #include "cluster/cluster.h"
 #include "engine/run.h"
+#include "face/push.h"
 #include "output/progress.h"
 #include "sink/sink.h"
 
@@ -28,7 +29,13 @@ struct sq_cli_load {
     bool show;                   /* draw it: not -q */
     struct sq_cli_series out;    /* --out files */
     struct sq_sink *sink;        /* a sink beside the load (cli/sinkrun.h), or NULL */
-    json_t *job;                 /* what the agents run (owned; NULL: could not be built) */
+    /* --out prometheus-rw=URL and influxdb=URL (face/push.h), indexed by enum sq_push_kind;
+     * NULL: not asked. run_name: the series' run label (--name; NULL: "squall"). */
+    const char *push_url[2];
+    const char *run_name;
+    bool push_open;          /* the open model: the active count is in flight, not VUs */
+    struct sq_push *push[2]; /* the senders, started by sq_cli_load_open */
+    json_t *job;             /* what the agents run (owned; NULL: could not be built) */
     /* what the run gives back */
     struct sq_cli_dist dist;
     struct sq_cluster_report rep;
@@ -40,12 +47,14 @@ struct sq_cli_load {
 };
 
 /* Checks --json and --html and opens the --out files (sq_cli_outputs_open, sq_cli_series_open),
- * so a path that cannot be written is refused before any load is sent. Returns 0 or the exit
- * status after printing why. */
+ * so a path that cannot be written is refused before any load is sent, and starts the senders
+ * of push_url (their destination resolved through cfg->egress; no packet sent yet). Returns 0 or
+ * the exit status after printing why. */
 int sq_cli_load_open(struct sq_cli_load *l, const char *csv, const char *hdr, const char *ndjson,
                      double sample);
 
-/* One second of the run, from the face's tick: the progress line and the --out files. */
+/* One second of the run, from the face's tick: the progress line, the --out files and the
+ * senders' queues (never waits for the network). */
 void sq_cli_load_tick(struct sq_cli_load *l, const struct sq_second *s, const struct sq_hist *h);
 
 /* Runs cfg here (sq_run) or, with --agents, l->job on the agents (a NULL job fails: whoever
@@ -78,6 +87,12 @@ bool sq_cli_load_script_failed(const struct sq_cli_load *l);
 /* The exit status once the face's own is known: an agent's loss (cli/dist.h) and an output
  * that could not be written (written false) make a 0 into 1. */
 int sq_cli_load_status(const struct sq_cli_load *l, int status, bool written);
+
+/* The senders given at most 5 s to send what they hold, then one line on stderr each (with -q
+ * only when a second failed or was dropped): "squall: --out influxdb: 10 of 10 seconds sent, 0
+ * failed, 0 dropped (URL)", with the last error after it when there was one. sq_cli_load_run
+ * calls it, once. */
+void sq_cli_load_push_finish(struct sq_cli_load *l);
 
 /* Frees what the run gave back; files not committed are removed (nothing was measured). */
 void sq_cli_load_dispose(struct sq_cli_load *l);

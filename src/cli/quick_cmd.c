@@ -83,6 +83,10 @@ static const char usage[] =
     "                          shows each second; so do hdr= and ndjson=)\n"
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (from a writer thread)\n"
+    "      --out prometheus-rw=URL  stream the per-second series to Prometheus's remote-write\n"
+    "                          receiver (http://HOST:9090/api/v1/write) while the run goes\n"
+    "      --out influxdb=URL  the same to InfluxDB 1.x (http://HOST:8086/DB, line protocol);\n"
+    "                          a slow or dead receiver never slows the load (drops counted)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
     "      --name NAME         the run's name in the result and the report\n"
     "      --seed N            replay the random values ({{$randomUUID}}, {{$randomInt}} in -b,\n"
@@ -294,6 +298,10 @@ static int quick_prepare(struct quick *q)
     l->d = &o->dist;
     l->outs = (struct sq_cli_outputs){
         .face = FACE, .json_path = o->json_path, .html_path = o->html_path, .quiet = o->quiet};
+    l->push_url[SQ_PUSH_PROM_RW] = o->prom_rw_url;
+    l->push_url[SQ_PUSH_INFLUX] = o->influx_url;
+    l->run_name = o->name;
+    l->push_open = sq_exec_is_open(&cfg->exec);
     if ((rc = sq_cli_load_open(l, o->csv_path, o->hdr_path, o->ndjson_path, o->sample)) != 0)
         return rc;
     sq_cli_progress_init(&l->progress, sq_exec_is_open(&cfg->exec),

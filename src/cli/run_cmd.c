@@ -45,6 +45,10 @@ static const char run_usage[] =
     "                          shows each second; so do hdr= and ndjson=)\n"
     "      --out hdr=FILE      write HdrHistogram's interval log (one histogram a second)\n"
     "      --out ndjson=FILE   write one JSON line per request (scenario and step named)\n"
+    "      --out prometheus-rw=URL  stream the per-second series to Prometheus's remote-write\n"
+    "                          receiver (http://HOST:9090/api/v1/write) while the run goes\n"
+    "      --out influxdb=URL  the same to InfluxDB 1.x (http://HOST:8086/DB, line protocol);\n"
+    "                          a slow or dead receiver never slows the load (drops counted)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
     "      --http2             every scenario over HTTP/2 (h2c for http://, ALPN h2 for\n"
     "                          https://); a scenario may say `protocol: h2` on its own\n"
@@ -279,6 +283,10 @@ static int plan_prepare(struct plancmd *c)
                                       .html_path = o->html_path,
                                       .junit_path = o->junit_path,
                                       .quiet = o->quiet};
+    l->push_url[SQ_PUSH_PROM_RW] = o->prom_rw_url;
+    l->push_url[SQ_PUSH_INFLUX] = o->influx_url;
+    l->run_name = o->name;
+    l->push_open = c->run.open;
     if ((rc = sq_cli_load_open(l, o->csv_path, o->hdr_path, o->ndjson_path, o->sample)) != 0)
         return rc;
     if (l->out.nd.f && sq_ndjson_plan_labels(&l->out.nd, c->p) < 0) {

@@ -25,7 +25,8 @@ int sq_flag_fail(char *err, size_t len, const char *fmt, ...)
 }
 
 int sq_flag_out(const char *flag, const char *arg, const char **csv, const char **hdr,
-                const char **ndjson, char *err, size_t len)
+                const char **ndjson, const char **prom_rw, const char **influx, char *err,
+                size_t len)
 {
     if (strncmp(arg, "csv=", 4) == 0 && arg[4])
         *csv = arg + 4;
@@ -33,9 +34,15 @@ int sq_flag_out(const char *flag, const char *arg, const char **csv, const char 
         *hdr = arg + 4;
     else if (strncmp(arg, "ndjson=", 7) == 0 && arg[7])
         *ndjson = arg + 7;
+    else if (strncmp(arg, "prometheus-rw=", 14) == 0 && arg[14])
+        *prom_rw = arg + 14;
+    else if (strncmp(arg, "influxdb=", 9) == 0 && arg[9])
+        *influx = arg + 9;
     else
-        return sq_flag_fail(err, len, "%s: '%s' is not an output (csv=, hdr= or ndjson=FILE)", flag,
-                            arg);
+        return sq_flag_fail(err, len,
+                            "%s: '%s' is not an output (csv=, hdr=, ndjson=FILE, "
+                            "prometheus-rw= or influxdb=URL)",
+                            flag, arg);
     return 0;
 }
 

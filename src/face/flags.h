@@ -46,11 +46,13 @@ const char *sq_flag_name(const struct option *longs, int *li, int opt, char **ar
 int sq_flag_refused(const struct option *longs, int opt, const char *flag, char *err, size_t len);
 
 /* --out KIND=FILE, the per-run files both load faces write: csv= (the per-second series),
- * hdr= (HdrHistogram's interval log), ndjson= (one line per request). Sets the matching path
- * (borrowed from arg). Returns 0 or -SQ_EUSAGE ("--out: 'x' is not an output (csv=, hdr= or
- * ndjson=FILE)"). */
+ * hdr= (HdrHistogram's interval log), ndjson= (one line per request), and the series streamed
+ * while the run goes (face/push.h): prometheus-rw=URL (remote write), influxdb=URL (line
+ * protocol). Sets the matching path or URL (borrowed from arg). Returns 0 or -SQ_EUSAGE
+ * ("--out: 'x' is not an output (csv=, hdr=, ndjson=FILE, prometheus-rw= or influxdb=URL)"). */
 int sq_flag_out(const char *flag, const char *arg, const char **csv, const char **hdr,
-                const char **ndjson, char *err, size_t len);
+                const char **ndjson, const char **prom_rw, const char **influx, char *err,
+                size_t len);
 /* --sample F: the share of requests --out ndjson records, 0 < F <= 1. Returns 0 or -SQ_EUSAGE. */
 int sq_flag_sample(const char *flag, const char *arg, double *out, char *err, size_t len);
 

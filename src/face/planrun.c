@@ -101,7 +101,8 @@ static int take(struct sq_planrun_opts *o, int ch, const char *flag, char *arg, 
             return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
         return 0;
     case 'O':
-        return sq_flag_out(flag, arg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err, len);
+        return sq_flag_out(flag, arg, &o->csv_path, &o->hdr_path, &o->ndjson_path, &o->prom_rw_url,
+                           &o->influx_url, err, len);
     case 's':
         return sq_flag_sample(flag, arg, &o->sample, err, len);
     case 'N':

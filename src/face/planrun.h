@@ -60,6 +60,7 @@ struct sq_planrun_opts {
     /* The CLI's own outputs and terminal. */
     const char *json_path, *html_path, *junit_path; /* --junit: thresholds and checks, JUnit XML */
     const char *csv_path, *hdr_path, *ndjson_path;  /* --out csv=, hdr=, ndjson= */
+    const char *prom_rw_url, *influx_url;           /* --out prometheus-rw=, influxdb= */
     double sample;                                  /* --sample (with ndjson); 0: not given */
     bool quiet;
 };

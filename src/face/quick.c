@@ -440,7 +440,8 @@ static int take_output(struct sq_quick_opts *o, int opt, const char *flag, char 
         o->json_path = arg;
         return 0;
     case OPT_OUT:
-        return sq_flag_out(flag, arg, &o->csv_path, &o->hdr_path, &o->ndjson_path, err, len);
+        return sq_flag_out(flag, arg, &o->csv_path, &o->hdr_path, &o->ndjson_path, &o->prom_rw_url,
+                           &o->influx_url, err, len);
     case OPT_HTML:
         o->html_path = arg;
         return 0;

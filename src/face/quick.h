@@ -90,7 +90,8 @@ struct sq_quick_opts {
     const char *ws_subprotocol; /* --ws-subprotocol */
     /* The CLI's own outputs and terminal (refused from JSON: a daemon run writes no files). */
     const char *json_path, *html_path, *csv_path, *hdr_path, *ndjson_path;
-    double sample; /* --sample; 0: not given */
+    const char *prom_rw_url, *influx_url; /* --out prometheus-rw=URL, influxdb=URL */
+    double sample;                        /* --sample; 0: not given */
     bool quiet;
     /* Event buses (nats://, mqtt:// URLs; engine/busconf.h), refused with an http(s) URL */
     bool connections_set;    /* -c was given (a bus run defaults to 1 connection) */

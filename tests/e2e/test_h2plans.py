@@ -220,7 +220,7 @@ class PlanOverH2c(Case):
         self.refused(["run", path, "--sample", "0.5"],
                      "squall run: --sample applies to --out ndjson=FILE")
         self.refused(["run", path, "--out", "xml=a"],
-                     "squall run: --out: 'xml=a' is not an output (csv=, hdr= or ndjson=FILE)")
+                     "squall run: --out: 'xml=a' is not an output (csv=, hdr=, ndjson=FILE, prometheus-rw= or influxdb=URL)")
         self.refused(["run", path, "--out", "csv=" + self.path("no/such/dir.csv")],
                      "--out csv: cannot write")
 

@@ -1,0 +1,723 @@
+/* face/push.c - the per-second series streamed to Prometheus (remote write) and InfluxDB
+ * (line protocol) while a run goes (see push.h). */
+#include "face/push.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "http/url.h"
+#include "net/egress.h"
+#include "net/sock.h"
+
+#ifdef SQ_HAVE_SNAPPY
+#include <snappy-c.h>
+#endif
+
+#define QCAP       256               /* seconds queued at most (a dead receiver: 4 minutes) */
+#define BATCH      64                /* seconds per POST at most */
+#define TRIES      3                 /* a POST and two retries */
+#define POST_NS    (3 * SQ_NS_PER_S) /* each try: connect, send and answer within this */
+#define SLICE_MS   100               /* poll slices, so the end's deadline cuts a try short */
+#define ANSWER_MAX 4096              /* the answer's bytes read (its status line is enough) */
+#define BODY_MAX   (16u << 20)       /* a batch's encoding never comes near this */
+
+static const char *const class_names[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
+
+struct sq_push {
+    enum sq_push_kind kind;
+    char *url, *path, *run, *run_id;
+    char authority[300];
+    bool open_model;
+    struct sq_addr addr;
+    const struct sq_egress *egress;
+
+    /* the main thread's running totals */
+    struct sq_push_point tot;
+    double start_wall_s;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct sq_push_point q[QCAP];
+    size_t head, n;
+    bool stop, started;
+    _Atomic int64_t stop_by_ns; /* monotonic; 0 until sq_push_finish */
+    pthread_t th;
+
+    /* counts (under mu) */
+    uint64_t points, sent, failed, dropped, posts;
+    char last_error[160];
+};
+
+bool sq_push_available(enum sq_push_kind kind)
+{
+#ifdef SQ_HAVE_SNAPPY
+    (void)kind;
+    return true;
+#else
+    return kind != SQ_PUSH_PROM_RW;
+#endif
+}
+
+const char *sq_push_flag(enum sq_push_kind kind)
+{
+    return kind == SQ_PUSH_PROM_RW ? "prometheus-rw" : "influxdb";
+}
+
+/* ---- encoders ---- */
+
+static int put_varint(struct sq_buf *b, uint64_t v)
+{
+    unsigned char t[10];
+    size_t n = 0;
+    do {
+        t[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            t[n] |= 0x80;
+        n++;
+    } while (v);
+    return sq_buf_append(b, t, n);
+}
+
+/* A length-delimited field: tag, length, bytes. */
+static int put_bytes(struct sq_buf *b, unsigned field, const void *p, size_t n)
+{
+    int rc = put_varint(b, (uint64_t)field << 3 | 2);
+    if (rc == 0)
+        rc = put_varint(b, n);
+    if (rc == 0)
+        rc = sq_buf_append(b, p, n);
+    return rc;
+}
+
+static int put_label(struct sq_buf *ts, struct sq_buf *tmp, const char *name, const char *value)
+{
+    sq_buf_reset(tmp);
+    int rc = put_bytes(tmp, 1, name, strlen(name));
+    if (rc == 0)
+        rc = put_bytes(tmp, 2, value, strlen(value));
+    if (rc == 0)
+        rc = put_bytes(ts, 1, tmp->p, tmp->len);
+    return rc;
+}
+
+static int put_sample(struct sq_buf *ts, struct sq_buf *tmp, double v, int64_t ms)
+{
+    unsigned char d[9];
+    d[0] = 1 << 3 | 1; /* field 1, 64-bit */
+    uint64_t u;
+    memcpy(&u, &v, sizeof(u));
+    for (int i = 0; i < 8; i++)
+        d[1 + i] = (unsigned char)(u >> (8 * i));
+    sq_buf_reset(tmp);
+    int rc = sq_buf_append(tmp, d, sizeof(d));
+    if (rc == 0)
+        rc = put_varint(tmp, 2 << 3 | 0);
+    if (rc == 0)
+        rc = put_varint(tmp, (uint64_t)ms);
+    if (rc == 0)
+        rc = put_bytes(ts, 2, tmp->p, tmp->len);
+    return rc;
+}
+
+/* What a series takes from a point: false when the second has no value for it (no response
+ * completed: no latency). */
+typedef bool (*series_fn)(const struct sq_push_point *pt, int arg, double *v);
+
+static bool f_sent(const struct sq_push_point *pt, int a, double *v)
+{
+    (void)a;
+    *v = (double)pt->t_sent;
+    return true;
+}
+static bool f_completed(const struct sq_push_point *pt, int a, double *v)
+{
+    (void)a;
+    *v = (double)pt->t_completed;
+    return true;
+}
+static bool f_failed(const struct sq_push_point *pt, int a, double *v)
+{
+    (void)a;
+    *v = (double)pt->t_failed;
+    return true;
+}
+static bool f_dropped(const struct sq_push_point *pt, int a, double *v)
+{
+    (void)a;
+    *v = (double)pt->t_dropped;
+    return true;
+}
+static bool f_errors(const struct sq_push_point *pt, int a, double *v)
+{
+    (void)a;
+    *v = (double)pt->t_errors;
+    return true;
+}
+static bool f_bytes(const struct sq_push_point *pt, int a, double *v)
+{
+    (void)a;
+    *v = (double)pt->t_bytes;
+    return true;
+}
+static bool f_class(const struct sq_push_point *pt, int a, double *v)
+{
+    *v = (double)pt->t_status[a];
+    return true;
+}
+static bool f_rate(const struct sq_push_point *pt, int a, double *v)
+{
+    (void)a;
+    *v = pt->len_s > 0 ? (double)pt->completed / pt->len_s : 0;
+    return true;
+}
+static bool f_active(const struct sq_push_point *pt, int a, double *v)
+{
+    (void)a;
+    *v = (double)pt->active;
+    return true;
+}
+static bool f_lat(const struct sq_push_point *pt, int a, double *v)
+{
+    if (!pt->completed)
+        return false;
+    int64_t us = a == 0 ? pt->p50_us : a == 1 ? pt->p90_us : a == 2 ? pt->p99_us : pt->max_us;
+    *v = (double)us / 1e6;
+    return true;
+}
+
+struct series {
+    const char *name;
+    const char *label, *value; /* an extra label (class, quantile), or NULL */
+    series_fn fn;
+    int arg;
+};
+
+static int put_series(struct sq_buf *b, struct sq_buf *ts, struct sq_buf *tmp,
+                      const struct sq_push_labels *lab, const struct series *s,
+                      const struct sq_push_point *pt, size_t n)
+{
+    sq_buf_reset(ts);
+    /* labels sorted by name: __name__, class / quantile, run, run_id */
+    int rc = put_label(ts, tmp, "__name__", s->name);
+    if (rc == 0 && s->label)
+        rc = put_label(ts, tmp, s->label, s->value);
+    if (rc == 0)
+        rc = put_label(ts, tmp, "run", lab->run);
+    if (rc == 0)
+        rc = put_label(ts, tmp, "run_id", lab->run_id);
+    size_t any = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        double v;
+        if (s->fn(&pt[i], s->arg, &v)) {
+            rc = put_sample(ts, tmp, v, pt[i].ts_ms);
+            any++;
+        }
+    }
+    if (rc == 0 && any)
+        rc = put_bytes(b, 1, ts->p, ts->len);
+    return rc;
+}
+
+int sq_push_encode_prom(struct sq_buf *b, const struct sq_push_labels *lab,
+                        const struct sq_push_point *pt, size_t n)
+{
+    static const char *const q[4] = {"0.5", "0.9", "0.99", "1"};
+    struct series all[6 + 6 + 2 + 4] = {
+        {"squall_run_requests_total", NULL, NULL, f_sent, 0},
+        {"squall_run_completed_total", NULL, NULL, f_completed, 0},
+        {"squall_run_failed_total", NULL, NULL, f_failed, 0},
+        {"squall_run_dropped_total", NULL, NULL, f_dropped, 0},
+        {"squall_run_errors_total", NULL, NULL, f_errors, 0},
+        {"squall_run_received_bytes_total", NULL, NULL, f_bytes, 0},
+    };
+    size_t k = 6;
+    for (int c = 1; c <= 6; c++)
+        all[k++] = (struct series){"squall_run_responses_total", "class", class_names[c % 6],
+                                   f_class, c % 6};
+    all[k++] = (struct series){"squall_run_requests_per_second", NULL, NULL, f_rate, 0};
+    all[k++] = (struct series){lab->open ? "squall_run_in_flight" : "squall_run_vus", NULL, NULL,
+                               f_active, 0};
+    for (int i = 0; i < 4; i++)
+        all[k++] =
+            (struct series){"squall_run_interval_latency_seconds", "quantile", q[i], f_lat, i};
+    struct sq_buf ts = {0}, tmp = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < k; i++)
+        rc = put_series(b, &ts, &tmp, lab, &all[i], pt, n);
+    sq_buf_dispose(&ts);
+    sq_buf_dispose(&tmp);
+    return rc;
+}
+
+/* A tag value in line protocol: commas, equals signs and spaces escaped. */
+static int put_tag(struct sq_buf *b, const char *s)
+{
+    int rc = 0;
+    for (; rc == 0 && *s; s++) {
+        if (*s == ',' || *s == '=' || *s == ' ' || *s == '\\')
+            rc = sq_buf_append(b, "\\", 1);
+        if (rc == 0)
+            rc = sq_buf_append(b, (*s == '\n' || *s == '\r') ? " " : s, 1);
+    }
+    return rc;
+}
+
+int sq_push_encode_influx(struct sq_buf *b, const struct sq_push_labels *lab,
+                          const struct sq_push_point *pt, size_t n)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct sq_push_point *p = &pt[i];
+        rc = sq_buf_append(b, "squall_http_reqs,run=", 21);
+        if (rc == 0)
+            rc = put_tag(b, lab->run);
+        if (rc == 0)
+            rc = sq_buf_append(b, ",run_id=", 8);
+        if (rc == 0)
+            rc = put_tag(b, lab->run_id);
+        if (rc == 0)
+            rc = sq_buf_printf(b, 512,
+                               " count=%" PRIu64 "i,sent=%" PRIu64 "i,failed=%" PRIu64
+                               "i,dropped=%" PRIu64 "i,errors=%" PRIu64 "i,bytes=%" PRIu64
+                               "i,%s=%" PRIu64 "i,rate=%.3f",
+                               p->completed, p->sent, p->failed, p->dropped, p->errors,
+                               p->bytes_received, lab->open ? "in_flight" : "vus", p->active,
+                               p->len_s > 0 ? (double)p->completed / p->len_s : 0.0);
+        for (int c = 1; rc == 0 && c <= 6; c++)
+            rc = sq_buf_printf(b, 64, ",s%s=%" PRIu64 "i", class_names[c % 6], p->status[c % 6]);
+        if (rc == 0 && p->completed)
+            rc = sq_buf_printf(b, 256, ",p50_ms=%.3f,p90_ms=%.3f,p99_ms=%.3f,max_ms=%.3f",
+                               (double)p->p50_us / 1e3, (double)p->p90_us / 1e3,
+                               (double)p->p99_us / 1e3, (double)p->max_us / 1e3);
+        if (rc == 0)
+            rc = sq_buf_printf(b, 64, " %" PRId64 "\n", p->ts_ms);
+    }
+    return rc;
+}
+
+/* ---- the sender ---- */
+
+static void set_error(struct sq_push *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_error(struct sq_push *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&p->mu);
+    vsnprintf(p->last_error, sizeof(p->last_error), fmt, ap);
+    pthread_mutex_unlock(&p->mu);
+    va_end(ap);
+}
+
+/* Waits for events on fd until deadline (monotonic ns) or the end's deadline. 1: ready, 0: out
+ * of time, <0: -errno. */
+static int wait_fd(struct sq_push *p, int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t now = sq_now_ns(), stop_by = atomic_load(&p->stop_by_ns);
+        int64_t until = stop_by && stop_by < deadline ? stop_by : deadline;
+        if (now >= until)
+            return 0;
+        int64_t ms = (until - now) / SQ_NS_PER_MS + 1;
+        struct pollfd pf = {.fd = fd, .events = events};
+        int r = poll(&pf, 1, (int)(ms < SLICE_MS ? ms : SLICE_MS));
+        if (r > 0)
+            return 1;
+        if (r < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* One POST; 0 when the answer is 2xx, else -1 with last_error set. */
+static int post_once(struct sq_push *p, const char *head, size_t hlen, const char *body,
+                     size_t blen)
+{
+    int64_t deadline = sq_now_ns() + POST_NS;
+    if (p->egress && sq_egress_allows(p->egress, &p->addr, SQ_EGRESS_CONNECT) != 0) {
+        set_error(p, "refused by the egress policy");
+        return -1;
+    }
+    int fd = sq_connect_start(&p->addr);
+    if (fd < 0) {
+        set_error(p, "connect: %s", strerror(-fd));
+        return -1;
+    }
+    int rc = wait_fd(p, fd, POLLOUT, deadline);
+    if (rc < 0)
+        goto io_error;
+    if (rc == 0) {
+        set_error(p, "connect timed out");
+        close(fd);
+        return -1;
+    }
+    if ((rc = sq_connect_result(fd)) != 0) {
+        set_error(p, "connect: %s", strerror(-rc));
+        close(fd);
+        return -1;
+    }
+    const char *parts[2] = {head, body};
+    size_t lens[2] = {hlen, blen};
+    for (int i = 0; i < 2; i++) {
+        size_t off = 0;
+        while (off < lens[i]) {
+            ssize_t w = send(fd, parts[i] + off, lens[i] - off, MSG_NOSIGNAL);
+            if (w > 0) {
+                off += (size_t)w;
+                continue;
+            }
+            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                rc = -errno;
+                goto io_error;
+            }
+            if ((rc = wait_fd(p, fd, POLLOUT, deadline)) <= 0)
+                goto timed_out;
+        }
+    }
+    char ans[ANSWER_MAX + 1];
+    size_t got = 0;
+    while (got < ANSWER_MAX && !memmem(ans, got, "\r\n", 2)) {
+        ssize_t r = recv(fd, ans + got, ANSWER_MAX - got, 0);
+        if (r > 0) {
+            got += (size_t)r;
+            continue;
+        }
+        if (r == 0)
+            break;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            rc = -errno;
+            goto io_error;
+        }
+        if ((rc = wait_fd(p, fd, POLLIN, deadline)) <= 0)
+            goto timed_out;
+    }
+    close(fd);
+    ans[got] = '\0';
+    int status = 0;
+    if (sscanf(ans, "HTTP/1.%*d %d", &status) != 1) {
+        set_error(p, "no HTTP answer");
+        return -1;
+    }
+    if (status < 200 || status > 299) {
+        char *eol = strstr(ans, "\r\n");
+        if (eol)
+            *eol = '\0';
+        set_error(p, "answered '%.100s'", ans);
+        return -1;
+    }
+    return 0;
+timed_out:
+    close(fd);
+    if (rc < 0)
+        set_error(p, "I/O: %s", strerror(-rc));
+    else
+        set_error(p, "no answer within the deadline");
+    return -1;
+io_error:
+    close(fd);
+    set_error(p, "I/O: %s", strerror(-rc));
+    return -1;
+}
+
+/* Encodes a batch into body (and head); 0 or -ENOMEM. */
+static int encode(struct sq_push *p, const struct sq_push_point *pt, size_t n, struct sq_buf *raw,
+                  struct sq_buf *body, struct sq_buf *head)
+{
+    struct sq_push_labels lab = {.run = p->run, .run_id = p->run_id, .open = p->open_model};
+    sq_buf_reset(raw);
+    sq_buf_reset(body);
+    sq_buf_reset(head);
+    int rc;
+    const char *extra;
+    if (p->kind == SQ_PUSH_PROM_RW) {
+#ifdef SQ_HAVE_SNAPPY
+        if ((rc = sq_push_encode_prom(raw, &lab, pt, n)) < 0)
+            return rc;
+        size_t cap = snappy_max_compressed_length(raw->len);
+        if ((rc = sq_buf_reserve(body, cap)) < 0)
+            return rc;
+        size_t out = cap;
+        if (snappy_compress(raw->p, raw->len, body->p, &out) != SNAPPY_OK)
+            return -ENOMEM;
+        body->len = out;
+#else
+        return -ENOTSUP;
+#endif
+        extra = "Content-Encoding: snappy\r\nContent-Type: application/x-protobuf\r\n"
+                "X-Prometheus-Remote-Write-Version: 0.1.0\r\n";
+    } else {
+        if ((rc = sq_push_encode_influx(body, &lab, pt, n)) < 0)
+            return rc;
+        extra = "Content-Type: text/plain; charset=utf-8\r\n";
+    }
+    return sq_buf_printf(head, 2048,
+                         "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: squall\r\n%s"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                         p->path, p->authority, extra, body->len);
+}
+
+static void sleep_ms(struct sq_push *p, int ms)
+{
+    int64_t until = sq_now_ns() + (int64_t)ms * SQ_NS_PER_MS;
+    for (;;) {
+        int64_t now = sq_now_ns(), stop_by = atomic_load(&p->stop_by_ns);
+        if (now >= until || (stop_by && now >= stop_by))
+            return;
+        struct timespec ts = {0, 20 * SQ_NS_PER_MS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void *sender(void *arg)
+{
+    struct sq_push *p = arg;
+    struct sq_push_point *batch = malloc(sizeof(*batch) * BATCH);
+    struct sq_buf raw = {0}, body = {0}, head = {0};
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->n && !p->stop)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (!p->n)
+            break;
+        int64_t stop_by = atomic_load(&p->stop_by_ns);
+        if (!batch || (stop_by && sq_now_ns() >= stop_by)) {
+            p->dropped += p->n; /* out of time (or memory): what is left is dropped */
+            p->n = 0;
+            break;
+        }
+        size_t k = p->n < BATCH ? p->n : BATCH;
+        for (size_t i = 0; i < k; i++)
+            batch[i] = p->q[(p->head + i) % QCAP];
+        p->head = (p->head + k) % QCAP;
+        p->n -= k;
+        pthread_mutex_unlock(&p->mu);
+
+        bool ok = false;
+        int rc = encode(p, batch, k, &raw, &body, &head);
+        if (rc < 0)
+            set_error(p, "encoding: %s", strerror(-rc));
+        for (int t = 0; rc == 0 && t < TRIES && !ok; t++) {
+            stop_by = atomic_load(&p->stop_by_ns);
+            if (t && stop_by && sq_now_ns() >= stop_by)
+                break;
+            if (t)
+                sleep_ms(p, 250 << (t - 1));
+            pthread_mutex_lock(&p->mu);
+            p->posts++;
+            pthread_mutex_unlock(&p->mu);
+            ok = post_once(p, head.p, head.len, body.p, body.len) == 0;
+        }
+        pthread_mutex_lock(&p->mu);
+        if (ok)
+            p->sent += k;
+        else
+            p->failed += k;
+    }
+    pthread_mutex_unlock(&p->mu);
+    sq_buf_dispose(&raw);
+    sq_buf_dispose(&body);
+    sq_buf_dispose(&head);
+    free(batch);
+    return NULL;
+}
+
+/* ---- the main thread's side ---- */
+
+static int fail(char *why, size_t len, int rc, const char *fmt, const char *a, const char *b)
+{
+    snprintf(why, len, fmt, a, b);
+    return rc;
+}
+
+int sq_push_open(enum sq_push_kind kind, const char *url, const struct sq_push_labels *lab,
+                 const struct sq_egress *egress, struct sq_push **out, char *why, size_t len)
+{
+    const char *flag = sq_push_flag(kind);
+    if (!sq_push_available(kind))
+        return fail(why, len, -ENOTSUP,
+                    "--out %s: this squall was built without libsnappy, which Prometheus remote "
+                    "write needs (scripts/deps.sh installs it; then rebuild)%s",
+                    flag, "");
+    struct sq_url u;
+    const char *msg = NULL;
+    int rc = sq_url_parse(url, &u, &msg);
+    if (rc < 0)
+        return fail(why, len, -SQ_EUSAGE, "--out %s: '%s' is not an http:// URL", flag, url);
+    if (strcmp(u.scheme, "http") != 0) {
+        sq_url_dispose(&u);
+        return fail(why, len, -SQ_EUSAGE,
+                    "--out %s: '%s': only http:// is supported (put a TLS proxy in front for "
+                    "https)",
+                    flag, url);
+    }
+    struct sq_push *p = calloc(1, sizeof(*p));
+    if (!p) {
+        sq_url_dispose(&u);
+        return fail(why, len, -ENOMEM, "--out %s: %s", flag, "out of memory");
+    }
+    p->kind = kind;
+    p->egress = egress;
+    p->open_model = lab->open;
+    snprintf(p->authority, sizeof(p->authority), "%s", u.authority);
+    char what[64];
+    snprintf(what, sizeof(what), "--out %s", flag);
+    char ewhy[512] = "";
+    rc = sq_egress_lookup(egress, NULL, what, u.host, u.port, SQ_EGRESS_CONNECT, &p->addr, 1, ewhy,
+                          sizeof(ewhy));
+    if (rc < 0) {
+        sq_url_dispose(&u);
+        free(p);
+        /* a refusal names the destination itself; a lookup's failure does not */
+        if (rc == -EACCES)
+            return fail(why, len, rc, "%s%s", ewhy, "");
+        return fail(why, len, rc, "%s: %s", what, ewhy[0] ? ewhy : "cannot resolve it");
+    }
+    if (kind == SQ_PUSH_INFLUX) {
+        /* k6's form: the path names the database (http://host:8086/DB); "/" means "squall" */
+        const char *db = u.path[0] == '/' ? u.path + 1 : u.path;
+        size_t dn = strcspn(db, "?");
+        if (!dn)
+            db = "squall", dn = 6;
+        size_t n = dn + 64;
+        if ((p->path = malloc(n)) != NULL)
+            snprintf(p->path, n, "/write?db=%.*s&precision=ms", (int)dn, db);
+    } else {
+        p->path = strdup(u.path);
+    }
+    sq_url_dispose(&u);
+    p->url = strdup(url);
+    p->run = strdup(lab->run && lab->run[0] ? lab->run : "squall");
+    p->run_id = strdup(lab->run_id ? lab->run_id : "");
+    if (!p->path || !p->url || !p->run || !p->run_id) {
+        sq_push_free(p);
+        return fail(why, len, -ENOMEM, "--out %s: %s", flag, "out of memory");
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if ((rc = pthread_create(&p->th, NULL, sender, p)) != 0) {
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+        free(p->path);
+        free(p->url);
+        free(p->run);
+        free(p->run_id);
+        free(p);
+        return fail(why, len, -rc, "--out %s: cannot start its thread%s", flag, "");
+    }
+    p->started = true;
+    *out = p;
+    return 0;
+}
+
+void sq_push_tick(struct sq_push *p, const struct sq_second *s)
+{
+    if (!p)
+        return;
+    if (p->start_wall_s <= 0)
+        p->start_wall_s = sq_wall_s() - s->t_s;
+    struct sq_push_point *t = &p->tot;
+    t->ts_ms = (int64_t)((p->start_wall_s + s->t_s) * 1000.0);
+    t->len_s = s->len_s;
+    t->sent = s->sent;
+    t->completed = s->completed;
+    t->failed = s->failed;
+    t->dropped = s->dropped;
+    t->errors = s->errors;
+    t->bytes_received = s->bytes_received;
+    t->active = s->active;
+    t->p50_us = s->p50_us;
+    t->p90_us = s->p90_us;
+    t->p99_us = s->p99_us;
+    t->max_us = s->max_us;
+    t->t_sent += s->sent;
+    t->t_completed += s->completed;
+    t->t_failed += s->failed;
+    t->t_dropped += s->dropped;
+    t->t_errors += s->errors;
+    t->t_bytes += s->bytes_received;
+    for (int c = 0; c < 6; c++) {
+        t->status[c] = s->status[c];
+        t->t_status[c] += s->status[c];
+    }
+    pthread_mutex_lock(&p->mu);
+    p->points++;
+    if (p->n == QCAP || p->stop) {
+        p->dropped++;
+    } else {
+        p->q[(p->head + p->n) % QCAP] = *t;
+        p->n++;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+void sq_push_finish(struct sq_push *p, double deadline_s)
+{
+    if (!p || !p->started)
+        return;
+    atomic_store(&p->stop_by_ns, sq_now_ns() + (int64_t)(deadline_s * 1e9));
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->th, NULL);
+    p->started = false;
+    pthread_mutex_lock(&p->mu);
+    p->dropped += p->n; /* a sender that gave up early (out of memory) left these */
+    p->n = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void sq_push_stats(const struct sq_push *p, struct sq_push_stats *out)
+{
+    struct sq_push *m = (struct sq_push *)p; /* the lock only */
+    pthread_mutex_lock(&m->mu);
+    out->points = p->points;
+    out->sent = p->sent;
+    out->failed = p->failed;
+    out->dropped = p->dropped;
+    out->posts = p->posts;
+    snprintf(out->last_error, sizeof(out->last_error), "%s", p->last_error);
+    pthread_mutex_unlock(&m->mu);
+}
+
+const char *sq_push_url(const struct sq_push *p)
+{
+    return p->url;
+}
+
+json_t *sq_push_json(const struct sq_push *p)
+{
+    struct sq_push_stats s;
+    sq_push_stats(p, &s);
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s?}", "url", p->url, "points",
+                     (json_int_t)s.points, "sent", (json_int_t)s.sent, "failed",
+                     (json_int_t)s.failed, "dropped", (json_int_t)s.dropped, "posts",
+                     (json_int_t)s.posts, "last_error", s.last_error[0] ? s.last_error : NULL);
+}
+
+void sq_push_free(struct sq_push *p)
+{
+    if (!p)
+        return;
+    if (p->started)
+        sq_push_finish(p, 0);
+    if (p->url && p->path && p->run && p->run_id) {
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+    }
+    free(p->path);
+    free(p->url);
+    free(p->run);
+    free(p->run_id);
+    free(p);
+}

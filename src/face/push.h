@@ -1,0 +1,99 @@
+/* face/push.h - the per-second series streamed to a metrics store while a run goes:
+ * --out prometheus-rw=URL (Prometheus remote write 1.0: protobuf WriteRequest, snappy) and
+ * --out influxdb=URL (InfluxDB 1.x line protocol to /write).
+ *
+ * One sender thread per destination with a bounded queue of per-second points. The main thread
+ * enqueues from the run's tick and never waits: a full queue drops the point and counts it. The
+ * sender batches what is queued into one POST (HTTP/1.1 over plain TCP, one connection per
+ * POST, every step under a deadline), retries a failed POST a bounded number of times and then
+ * counts its points as failed. At the run's end sq_push_finish gives it a bounded time to send
+ * what is left; what is still queued then counts as dropped. A slow or dead receiver never slows
+ * the load: the workers never see it, the tick only copies a point under a short lock.
+ *
+ * The destination is resolved once, at open, through the run's egress policy (net/egress.h),
+ * and each connect() asks it again. */
+#ifndef SQ_FACE_PUSH_H
+#define SQ_FACE_PUSH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "result/result.h"
+
+struct sq_egress;
+
+enum sq_push_kind {
+    SQ_PUSH_PROM_RW, /* --out prometheus-rw=URL */
+    SQ_PUSH_INFLUX,  /* --out influxdb=URL */
+};
+
+/* One second as pushed: the interval's figures and the run's running totals at its end. */
+struct sq_push_point {
+    int64_t ts_ms; /* end of the interval, ms since the epoch */
+    double len_s;
+    uint64_t sent, completed, failed, dropped, errors, bytes_received, active;
+    int64_t p50_us, p90_us, p99_us, max_us;
+    uint64_t status[6];
+    /* running totals since the start */
+    uint64_t t_sent, t_completed, t_failed, t_dropped, t_errors, t_bytes;
+    uint64_t t_status[6];
+};
+
+/* The labels (tags) every series carries. Values are copied at open. */
+struct sq_push_labels {
+    const char *run;    /* the run's name (--name), or "squall" */
+    const char *run_id; /* unique per run */
+    bool open;          /* open model: `active` is requests in flight; closed: active VUs */
+};
+
+struct sq_push; /* opaque */
+
+/* Whether this build can push kind (prometheus-rw needs libsnappy at build time). */
+bool sq_push_available(enum sq_push_kind kind);
+const char *sq_push_flag(enum sq_push_kind kind); /* "prometheus-rw", "influxdb" */
+
+/* Checks and resolves url (http:// only) through egress (NULL: anything goes) and starts the
+ * sender. Returns 0 with *out set, or a negative error with why filled in (bad URL, refused by
+ * the policy, cannot resolve, not built in). No packet is sent to the destination here. */
+SQ_MUST_CHECK int sq_push_open(enum sq_push_kind kind, const char *url,
+                               const struct sq_push_labels *lab, const struct sq_egress *egress,
+                               struct sq_push **out, char *why, size_t len);
+
+/* One second of the run (main thread): adds it to the running totals and queues it. Never
+ * blocks on the network; a full queue counts a drop. The first call pins the run's start on the
+ * wall clock (now less s->t_s): the timestamps are the intervals' ends. */
+void sq_push_tick(struct sq_push *p, const struct sq_second *s);
+
+/* Lets the sender send what is queued for at most deadline_s seconds, then stops and joins it.
+ * Idempotent. */
+void sq_push_finish(struct sq_push *p, double deadline_s);
+
+struct sq_push_stats {
+    uint64_t points;      /* seconds handed to sq_push_tick */
+    uint64_t sent;        /* seconds the receiver accepted (2xx) */
+    uint64_t failed;      /* seconds whose POST failed after its retries */
+    uint64_t dropped;     /* seconds dropped: the queue was full, or still queued at the end */
+    uint64_t posts;       /* POSTs attempted (retries included) */
+    char last_error[160]; /* the last failure, "" for none */
+};
+void sq_push_stats(const struct sq_push *p, struct sq_push_stats *out);
+const char *sq_push_url(const struct sq_push *p); /* as given */
+void sq_push_free(struct sq_push *p);             /* finishes first when needed; NULL no-op */
+
+/* {"url":..., "points":n, "sent":n, "failed":n, "dropped":n, "posts":n, "last_error":...}, or
+ * NULL when out of memory. */
+json_t *sq_push_json(const struct sq_push *p);
+
+/* The encoders, exposed for the unit tests. Both append to b and return 0 or -ENOMEM. */
+/* The remote-write WriteRequest (uncompressed protobuf) for n points. */
+SQ_MUST_CHECK int sq_push_encode_prom(struct sq_buf *b, const struct sq_push_labels *lab,
+                                      const struct sq_push_point *pt, size_t n);
+/* Line protocol, one line per point, millisecond timestamps. */
+SQ_MUST_CHECK int sq_push_encode_influx(struct sq_buf *b, const struct sq_push_labels *lab,
+                                        const struct sq_push_point *pt, size_t n);
+
+#endif

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""End-to-end tests: the per-second series streamed while a run goes (issue 26 §5), against
+real receivers from Debian started here on loopback ports:
+
+- `--out prometheus-rw=URL`: Debian's `prometheus` with its remote-write receiver on; the series
+  read back through its HTTP API (/api/v1/query) must hold the run's totals: the last
+  squall_run_completed_total equals the result's requests.completed, and the 2xx responses too;
+- `--out influxdb=URL`: Debian's `influxd` (InfluxDB 1.x) with a generated configuration (its
+  directories in a temporary one, reporting off); SELECT sum("count") over the run's points
+  equals requests.completed.
+
+Both outputs in one run of each load face (`squall URL`, `squall run PLAN`) and in a distributed
+run (agents over a real nats-server). A receiver that is not there (a closed port) or that never
+answers (a listener that accepts and reads nothing) neither fails nor holds the run: it ends
+with exit 0, the load's figures intact, and every second counted as failed or dropped in the
+result's `push` block, within a bounded time after the load's end (the sender's 5 s flush
+deadline, with generous slack for a busy machine). A URL the output cannot use is refused
+before any load. Every server is started here and stopped by its PID; temporary directories are
+removed.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sqtest  # noqa: E402
+from sqtest import HOST, TargetCase, free_port, run_squall, stop_proc, wait_port  # noqa: E402
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+INFLUXD = shutil.which("influxd") or "/usr/bin/influxd"
+with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "result.schema.json")) as f:
+    SCHEMA = json.load(f)
+
+
+def get_json(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def wait_ready(url, proc, timeout=60):
+    """Returns once GET url answers 2xx; raises when proc exits first or after timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("exited (%s) before it was ready" % proc.returncode)
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if 200 <= r.status < 300:
+                    return
+        except OSError as e:
+            last = e
+        time.sleep(0.1)
+    raise RuntimeError("%s not ready within %ds: %s" % (url, timeout, last))
+
+
+class Receivers:
+    """A Prometheus and an influxd of our own, in one temporary directory."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sq-push-")
+        self.procs = []
+        try:
+            self._prometheus()
+            self._influxd()
+        except BaseException:
+            self.close()
+            raise
+
+    def _spawn(self, name, argv):
+        log = open(os.path.join(self.dir, name + ".log"), "w")
+        p = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+        self.procs.append(p)
+        return p
+
+    def _prometheus(self):
+        cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1h\n")  # nothing to scrape: writes come in
+        self.prom_port = free_port()
+        p = self._spawn("prometheus", [
+            PROMETHEUS, "--web.enable-remote-write-receiver",
+            "--storage.tsdb.path=" + os.path.join(self.dir, "tsdb"),
+            "--web.listen-address=%s:%d" % (HOST, self.prom_port), "--config.file=" + cfg])
+        self.prom = "http://%s:%d" % (HOST, self.prom_port)
+        wait_ready(self.prom + "/-/ready", p)
+
+    def _influxd(self):
+        d = self.dir
+        self.influx_port = free_port()
+        cfg = os.path.join(d, "influxdb.conf")
+        with open(cfg, "w") as f:
+            f.write('reporting-enabled = false\nbind-address = "%s:%d"\n'
+                    '[meta]\n  dir = "%s/meta"\n'
+                    '[data]\n  dir = "%s/data"\n  wal-dir = "%s/wal"\n'
+                    '[monitor]\n  store-enabled = false\n'
+                    '[http]\n  bind-address = "%s:%d"\n  log-enabled = false\n'
+                    % (HOST, free_port(), d, d, d, HOST, self.influx_port))
+        p = self._spawn("influxd", [INFLUXD, "-config", cfg])
+        self.influx = "http://%s:%d" % (HOST, self.influx_port)
+        wait_ready(self.influx + "/ping", p)
+        self.influx_query("CREATE DATABASE sq", method="POST")
+
+    def influx_query(self, q, method="GET", db=None):
+        args = {"q": q}
+        if db:
+            args["db"] = db
+        data = urllib.parse.urlencode(args)
+        if method == "POST":
+            req = urllib.request.Request(self.influx + "/query", data=data.encode(), method="POST")
+        else:
+            req = urllib.request.Request(self.influx + "/query?" + data)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def influx_sum(self, run, field="count"):
+        doc = self.influx_query('SELECT sum("%s") FROM squall_http_reqs WHERE "run" = \'%s\''
+                                % (field, run), db="sq")
+        series = doc["results"][0].get("series")
+        return series[0]["values"][0][1] if series else None
+
+    def prom_value(self, query):
+        """The instant query's one sample value (an int), or None when it has no series."""
+        doc = get_json(self.prom + "/api/v1/query?" + urllib.parse.urlencode({"query": query}))
+        res = doc["data"]["result"]
+        if not res:
+            return None
+        assert len(res) == 1, res
+        return int(float(res[0]["value"][1]))
+
+    def close(self):
+        for p in self.procs:
+            stop_proc(p)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@unittest.skipUnless(os.path.exists(PROMETHEUS) and os.path.exists(INFLUXD),
+                     "prometheus or influxd not installed (scripts/deps.sh test)")
+class Push(TargetCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        try:
+            cls.rx = Receivers()
+        except BaseException:
+            super().tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rx.close()
+        super().tearDownClass()
+
+    def outs(self):
+        return ["--out", "prometheus-rw=%s/api/v1/write" % self.rx.prom,
+                "--out", "influxdb=%s/sq" % self.rx.influx]
+
+    def check_pushed(self, doc, name, both=True):
+        """Every second reached each receiver, and what they hold adds up to the result."""
+        jsonschema.validate(doc, SCHEMA)
+        done = doc["requests"]["completed"]
+        self.assertGreater(done, 0)
+        kinds = ("prometheus-rw", "influxdb") if both else ("influxdb",)
+        for k in kinds:
+            b = doc["push"][k]
+            self.assertGreater(b["points"], 0, b)
+            self.assertEqual((b["sent"], b["failed"], b["dropped"]), (b["points"], 0, 0), b)
+            self.assertIsNone(b["last_error"])
+        self.assertEqual(self.rx.influx_sum(name), done)
+        self.assertEqual(self.rx.influx_sum(name, "sent"), doc["requests"]["sent"])
+        if both:
+            sel = '{run="%s"}' % name
+            self.assertEqual(self.rx.prom_value("squall_run_completed_total" + sel), done)
+            self.assertEqual(self.rx.prom_value("squall_run_requests_total" + sel),
+                             doc["requests"]["sent"])
+            self.assertEqual(
+                self.rx.prom_value('squall_run_responses_total{run="%s",class="2xx"}' % name),
+                doc["status"].get("2xx", 0))
+            # a latency quantile per second: present, in seconds, at most the run's max
+            doc_l = get_json(self.rx.prom + "/api/v1/query?" + urllib.parse.urlencode(
+                {"query": 'squall_run_interval_latency_seconds{run="%s",quantile="1"}' % name}))
+            self.assertEqual(len(doc_l["data"]["result"]), 1, doc_l)
+
+    def test_quick_face_both_receivers(self):
+        name = "quick-%d" % os.getpid()
+        p, doc, _ = sqtest.run_json(self.base + "/fast", "-q", "-r", "200", "-c", "2", "-t", "1",
+                                    "-d", "3s", "--name", name, *self.outs())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_pushed(doc, name)
+
+    def test_plan_face_both_receivers(self):
+        name = "plan-%d" % os.getpid()
+        plan = os.path.join(self.rx.dir, "plan.yaml")
+        with open(plan, "w") as f:
+            f.write("target: %s\nscenarios:\n  s:\n    executor: constant-arrival-rate\n"
+                    "    rate: 100\n    duration: 3s\n    preAllocatedVUs: 4\n"
+                    "    flow:\n      - request: { url: /fast }\n" % self.base)
+        p, doc, _ = sqtest.run_json("run", plan, "-q", "--name", name, *self.outs())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_pushed(doc, name)
+
+    @unittest.skipUnless(shutil.which("nats-server"), "nats-server not installed")
+    def test_distributed_run(self):
+        nport = free_port()
+        nats = subprocess.Popen(["nats-server", "-a", HOST, "-p", str(nport)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        agents = []
+        try:
+            wait_port(nport, nats)
+            url = "nats://%s:%d" % (HOST, nport)
+            agents = [sqtest.Agent(url, n, "push") for n in ("a1", "a2")]
+            name = "dist-%d" % os.getpid()
+            p, doc, _ = sqtest.run_json(self.base + "/fast", "-q", "-r", "200", "-c", "4",
+                                        "-t", "1", "-d", "3s", "--agents", "2", "--nats", url,
+                                        "--subject-prefix", "push", "--name", name, *self.outs())
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.check_pushed(doc, name)
+        finally:
+            for a in agents:
+                a.stop()
+            stop_proc(nats)
+
+    def dead_run(self, url):
+        name = "dead-%d-%d" % (os.getpid(), time.monotonic_ns())
+        p, doc, took = sqtest.run_json(self.base + "/fast", "-r", "200", "-c", "2", "-t", "1",
+                                       "-d", "3s", "--name", name, "--out", "influxdb=" + url)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        jsonschema.validate(doc, SCHEMA)
+        # the load's figures are whole: the same requests as without the output
+        self.assertGreater(doc["requests"]["completed"], 0)
+        self.assertEqual(doc["requests"]["failed"], 0)
+        b = doc["push"]["influxdb"]
+        self.assertGreater(b["points"], 0, b)
+        self.assertEqual(b["sent"], 0, b)
+        self.assertEqual(b["failed"] + b["dropped"], b["points"], b)
+        self.assertTrue(b["last_error"], b)
+        self.assertIn("squall: --out influxdb: 0 of %d seconds sent" % b["points"], p.stderr)
+        # bounded: the 3 s load, the 5 s flush deadline, and slack for a busy machine (a sender
+        # that waited for the receiver would hold the run far longer, or for ever)
+        self.assertLess(took, 40, took)
+        return b
+
+    def test_closed_port_neither_fails_nor_holds_the_run(self):
+        b = self.dead_run("http://%s:%d/sq" % (HOST, free_port()))
+        self.assertIn("connect", b["last_error"])
+
+    def test_silent_receiver_neither_fails_nor_holds_the_run(self):
+        with socket.socket() as ls:
+            ls.bind((HOST, 0))
+            ls.listen(64)  # accepts (the kernel's backlog) and never answers
+            b = self.dead_run("http://%s:%d/sq" % (HOST, ls.getsockname()[1]))
+        self.assertIn("no answer", b["last_error"])
+
+    def test_unusable_url_is_refused_before_any_load(self):
+        self.reset()
+        for out, rc, why in (
+                ("influxdb=https://%s:1/db" % HOST, 2, "only http:// is supported"),
+                ("prometheus-rw=ftp://x/", 2, "is not an http:// URL"),
+                ("influxdb=http://no-such-host.invalid/db", 1,
+                 "--out influxdb: cannot resolve 'no-such-host.invalid'")):
+            p, _ = run_squall(self.base + "/fast", "-d", "1s", "--out", out)
+            self.assertEqual(p.returncode, rc, (out, p.stderr))
+            self.assertIn(why, p.stderr)
+        self.assertEqual(self.stats()["requests"], 0)
+
+
+if __name__ == "__main__":
+    sqtest.main()

@@ -1,0 +1,268 @@
+/* tests/unit/test_push.c - the encoders of face/push.c: the remote-write WriteRequest read back
+ * by a protobuf walker of the test's own (every series' labels sorted by name, the running
+ * totals as samples, no latency sample for a second without a completion), and the InfluxDB
+ * line protocol byte for byte (tags escaped). The senders are e2e.test_push's, against real
+ * receivers. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "face/push.h"
+#include "net/egress.h"
+
+/* ---- a minimal protobuf reader ---- */
+
+struct rd {
+    const unsigned char *p, *end;
+};
+
+static uint64_t varint(struct rd *r)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        assert_true(r->p < r->end);
+        unsigned char b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+    fail_msg("varint too long");
+    return 0;
+}
+
+/* The next length-delimited field: its number, and a reader over its bytes. */
+static unsigned field_bytes(struct rd *r, struct rd *sub)
+{
+    uint64_t tag = varint(r);
+    assert_int_equal(tag & 7, 2);
+    uint64_t n = varint(r);
+    assert_true(n <= (uint64_t)(r->end - r->p));
+    sub->p = r->p;
+    sub->end = r->p + n;
+    r->p += n;
+    return (unsigned)(tag >> 3);
+}
+
+struct series_seen {
+    char name[64], extra[160], run[64], run_id[64];
+    size_t nsamples;
+    double v[8];
+    int64_t ts[8];
+};
+
+static void read_series(struct rd *ts, struct series_seen *s)
+{
+    memset(s, 0, sizeof(*s));
+    char prev[64] = "";
+    while (ts->p < ts->end) {
+        struct rd f;
+        unsigned num = field_bytes(ts, &f);
+        if (num == 1) { /* Label */
+            struct rd k, v;
+            assert_int_equal(field_bytes(&f, &k), 1);
+            assert_int_equal(field_bytes(&f, &v), 2);
+            char name[64], val[64];
+            snprintf(name, sizeof(name), "%.*s", (int)(k.end - k.p), (const char *)k.p);
+            snprintf(val, sizeof(val), "%.*s", (int)(v.end - v.p), (const char *)v.p);
+            assert_true(strcmp(prev, name) < 0); /* sorted by name, no duplicate */
+            snprintf(prev, sizeof(prev), "%s", name);
+            if (strcmp(name, "__name__") == 0)
+                snprintf(s->name, sizeof(s->name), "%s", val);
+            else if (strcmp(name, "run") == 0)
+                snprintf(s->run, sizeof(s->run), "%s", val);
+            else if (strcmp(name, "run_id") == 0)
+                snprintf(s->run_id, sizeof(s->run_id), "%s", val);
+            else
+                snprintf(s->extra, sizeof(s->extra), "%s=%s", name, val);
+        } else { /* Sample: double value = 1 (fixed64), int64 timestamp = 2 */
+            assert_int_equal(num, 2);
+            assert_true(s->nsamples < 8);
+            assert_int_equal(varint(&f), 1 << 3 | 1);
+            uint64_t u = 0;
+            assert_true(f.end - f.p >= 8);
+            for (int i = 0; i < 8; i++)
+                u |= (uint64_t)f.p[i] << (8 * i);
+            f.p += 8;
+            memcpy(&s->v[s->nsamples], &u, sizeof(double));
+            assert_int_equal(varint(&f), 2 << 3 | 0);
+            s->ts[s->nsamples] = (int64_t)varint(&f);
+            assert_true(f.p == f.end);
+            s->nsamples++;
+        }
+    }
+}
+
+static void two_points(struct sq_push_point pt[2])
+{
+    memset(pt, 0, 2 * sizeof(pt[0]));
+    pt[0] = (struct sq_push_point){.ts_ms = 1700000000123,
+                                   .len_s = 1,
+                                   .sent = 10,
+                                   .completed = 9,
+                                   .failed = 1,
+                                   .errors = 1,
+                                   .bytes_received = 900,
+                                   .active = 4,
+                                   .p50_us = 1500,
+                                   .p90_us = 2500,
+                                   .p99_us = 4000,
+                                   .max_us = 9000,
+                                   .t_sent = 10,
+                                   .t_completed = 9,
+                                   .t_failed = 1,
+                                   .t_errors = 1,
+                                   .t_bytes = 900};
+    pt[0].status[2] = pt[0].t_status[2] = 9;
+    /* a second in which nothing completed: no latency */
+    pt[1] = (struct sq_push_point){.ts_ms = 1700000001123,
+                                   .len_s = 0.5,
+                                   .sent = 2,
+                                   .active = 2,
+                                   .t_sent = 12,
+                                   .t_completed = 9,
+                                   .t_failed = 1,
+                                   .t_errors = 1,
+                                   .t_bytes = 900};
+    pt[1].t_status[2] = 9;
+}
+
+static void test_prom_write_request(void **state)
+{
+    (void)state;
+    struct sq_push_point pt[2];
+    two_points(pt);
+    struct sq_push_labels lab = {.run = "smoke", .run_id = "abc-1", .open = false};
+    struct sq_buf b = {0};
+    assert_int_equal(sq_push_encode_prom(&b, &lab, pt, 2), 0);
+    struct rd r = {(const unsigned char *)b.p, (const unsigned char *)b.p + b.len};
+    size_t nseries = 0, lat = 0;
+    bool completed = false, two_xx = false, vus = false;
+    while (r.p < r.end) {
+        struct rd ts;
+        assert_int_equal(field_bytes(&r, &ts), 1); /* WriteRequest.timeseries */
+        struct series_seen s;
+        read_series(&ts, &s);
+        nseries++;
+        assert_string_equal(s.run, "smoke");
+        assert_string_equal(s.run_id, "abc-1");
+        assert_int_equal(s.ts[0], 1700000000123);
+        if (strcmp(s.name, "squall_run_completed_total") == 0) {
+            completed = true;
+            assert_int_equal(s.nsamples, 2);
+            assert_true(s.v[0] == 9 && s.v[1] == 9);
+            assert_int_equal(s.ts[1], 1700000001123);
+        } else if (strcmp(s.name, "squall_run_responses_total") == 0 &&
+                   strcmp(s.extra, "class=2xx") == 0) {
+            two_xx = true;
+            assert_true(s.v[0] == 9);
+        } else if (strcmp(s.name, "squall_run_vus") == 0) {
+            vus = true;
+            assert_true(s.v[0] == 4 && s.v[1] == 2);
+        } else if (strcmp(s.name, "squall_run_interval_latency_seconds") == 0) {
+            lat++;
+            assert_int_equal(s.nsamples, 1); /* the second without a completion has none */
+            if (strcmp(s.extra, "quantile=0.5") == 0)
+                assert_true(s.v[0] == 0.0015);
+            if (strcmp(s.extra, "quantile=1") == 0)
+                assert_true(s.v[0] == 0.009);
+        } else {
+            assert_int_equal(s.nsamples, 2);
+        }
+        assert_true(strncmp(s.name, "squall_run_", 11) == 0);
+    }
+    assert_true(completed && two_xx && vus);
+    assert_int_equal(lat, 4);
+    assert_int_equal(nseries, 6 + 6 + 2 + 4);
+    /* the open model names its active count in_flight */
+    sq_buf_reset(&b);
+    lab.open = true;
+    assert_int_equal(sq_push_encode_prom(&b, &lab, pt, 2), 0);
+    assert_non_null(memmem(b.p, b.len, "squall_run_in_flight", 20));
+    assert_null(memmem(b.p, b.len, "squall_run_vus", 14));
+    sq_buf_dispose(&b);
+}
+
+static void test_influx_lines(void **state)
+{
+    (void)state;
+    struct sq_push_point pt[2];
+    two_points(pt);
+    struct sq_push_labels lab = {.run = "a b,c=d\\", .run_id = "x", .open = true};
+    struct sq_buf b = {0};
+    assert_int_equal(sq_push_encode_influx(&b, &lab, pt, 2), 0);
+    assert_int_equal(sq_buf_append(&b, "", 1), 0);
+    assert_string_equal(
+        b.p, "squall_http_reqs,run=a\\ b\\,c\\=d\\\\,run_id=x count=9i,sent=10i,failed=1i,"
+             "dropped=0i,errors=1i,bytes=900i,in_flight=4i,rate=9.000,s1xx=0i,s2xx=9i,s3xx=0i,"
+             "s4xx=0i,s5xx=0i,sother=0i,p50_ms=1.500,p90_ms=2.500,p99_ms=4.000,max_ms=9.000 "
+             "1700000000123\n"
+             "squall_http_reqs,run=a\\ b\\,c\\=d\\\\,run_id=x count=0i,sent=2i,failed=0i,"
+             "dropped=0i,errors=0i,bytes=0i,in_flight=2i,rate=0.000,s1xx=0i,s2xx=0i,s3xx=0i,"
+             "s4xx=0i,s5xx=0i,sother=0i 1700000001123\n");
+    sq_buf_dispose(&b);
+}
+
+static void test_url_refusals(void **state)
+{
+    (void)state;
+    struct sq_push_labels lab = {.run = "r", .run_id = "i"};
+    struct sq_push *p = NULL;
+    char why[640];
+    assert_int_equal(
+        sq_push_open(SQ_PUSH_INFLUX, "https://127.0.0.1/db", &lab, NULL, &p, why, sizeof(why)),
+        -SQ_EUSAGE);
+    assert_non_null(strstr(why, "--out influxdb: 'https://127.0.0.1/db': only http://"));
+    assert_int_equal(sq_push_open(SQ_PUSH_INFLUX, "not a url", &lab, NULL, &p, why, sizeof(why)),
+                     -SQ_EUSAGE);
+    assert_null(p);
+    /* a good one starts and, with nothing queued, finishes at once */
+    assert_int_equal(
+        sq_push_open(SQ_PUSH_INFLUX, "http://127.0.0.1:1/db", &lab, NULL, &p, why, sizeof(why)), 0);
+    assert_string_equal(sq_push_url(p), "http://127.0.0.1:1/db");
+    sq_push_finish(p, 5);
+    struct sq_push_stats st;
+    sq_push_stats(p, &st);
+    assert_int_equal(st.points + st.sent + st.failed + st.dropped + st.posts, 0);
+    sq_push_free(p);
+}
+
+/* The destination passes the run's egress policy: an MCP run (loopback only) may not push to
+ * 10.1.2.3, and the refusal names the output; loopback passes. */
+static void test_egress_policy(void **state)
+{
+    (void)state;
+    struct sq_egress_opts o = {.style = SQ_EGRESS_MCP};
+    struct sq_egress *e = NULL;
+    assert_int_equal(sq_egress_new(&o, &e), 0);
+    struct sq_push_labels lab = {.run = "r", .run_id = "i"};
+    struct sq_push *p = NULL;
+    char why[640];
+    assert_int_equal(
+        sq_push_open(SQ_PUSH_INFLUX, "http://10.1.2.3:8086/db", &lab, e, &p, why, sizeof(why)),
+        -EACCES);
+    assert_null(p);
+    assert_non_null(strstr(why, "--out influxdb"));
+    assert_non_null(strstr(why, "10.1.2.3"));
+    assert_int_equal(
+        sq_push_open(SQ_PUSH_INFLUX, "http://127.0.0.1:1/db", &lab, e, &p, why, sizeof(why)), 0);
+    sq_push_free(p);
+    sq_egress_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prom_write_request),
+        cmocka_unit_test(test_influx_lines),
+        cmocka_unit_test(test_url_refusals),
+        cmocka_unit_test(test_egress_policy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
