@@ -149,6 +149,14 @@ static int compile_bus_step(struct sq_flow *f, struct sq_flow_step *st, char *er
             snprintf(err, errlen, "out of memory");
         return rc;
     }
+    if (u.tls) {
+        snprintf(err, errlen,
+                 "step '%s': url '%s': a plan's steps do not reach a broker over TLS yet "
+                 "(nats://, mqtt://); the quick face does (squall tls://..., mqtts://...)",
+                 ps->name, ps->req.url_src);
+        sq_bus_url_dispose(&u);
+        return -SQ_EPARSE;
+    }
     st->subject = u.target;
     u.target = NULL;
     st->subject_len = strlen(st->subject);

@@ -573,6 +573,10 @@ int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_
                                    : "expected mqtt://HOST[:PORT]/TOPIC";
         rc = -SQ_EPARSE;
     }
+    if (rc == 0 && b->url.tls) {
+        why = "the sink does not subscribe over TLS yet (tls://, mqtts://); the load does";
+        rc = -SQ_EPARSE;
+    }
     if (rc == -SQ_EPARSE) {
         snprintf(err, len, "%s: '%s': %s", flag, url, why ? why : "not a URL");
         rc = -SQ_EUSAGE;

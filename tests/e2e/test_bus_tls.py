@@ -217,6 +217,10 @@ class BusTls(unittest.TestCase):
             self.assertIn("tls://", p.stderr)
         p, _ = sqtest.run_squall("mqtts://%s:1/a" % HOST, "--tls-first", "-n", "1")
         self.assertEqual(p.returncode, 2, p.stderr)
+        # the sink does not subscribe over TLS yet: said, not a plain connection to a TLS port
+        p, _ = sqtest.run_squall("sink", "--nats", "tls://%s:%d/a" % (HOST, self.nats_port))
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("does not subscribe over TLS yet", p.stderr)
 
 
 if __name__ == "__main__":
