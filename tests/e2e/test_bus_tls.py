@@ -18,8 +18,11 @@ import http.client as httpclient
 import json
 import os
 import shutil
+import socket
+import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -165,6 +168,51 @@ class BusTls(unittest.TestCase):
         self.assertEqual(doc["requests"]["completed"], 0)
         self.assertGreater(doc["errors"]["tls"], 0, p.stderr)
         self.assertIn("requires TLS: use tls://", json.dumps(doc) + p.stderr)
+
+    def test_nats_tls_first_shakes_hands_before_info(self):
+        # Debian's nats-server (2.9) predates handshake_first: this file's own server, TLS from
+        # the first byte, then INFO, CONNECT, PING/PONG and PUBs counted
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(os.path.join(self.dir, "server.pem"),
+                            os.path.join(self.dir, "server.key"))
+        lsock = socket.create_server((HOST, 0))
+        port = lsock.getsockname()[1]
+        got = {"pubs": 0, "connect": b""}
+
+        def serve():
+            try:
+                raw, _ = lsock.accept()
+                raw.settimeout(20)
+                with ctx.wrap_socket(raw, server_side=True) as s:
+                    s.sendall(b'INFO {"server_id":"t","version":"2.10.0","proto":1,'
+                              b'"max_payload":1048576,"headers":true,"tls_required":true}\r\n')
+                    f = s.makefile("rb")
+                    while True:
+                        line = f.readline()
+                        if not line:
+                            return
+                        if line.startswith(b"CONNECT "):
+                            got["connect"] = line
+                        elif line.startswith(b"PING"):
+                            s.sendall(b"PONG\r\n")
+                        elif line.startswith(b"PUB "):
+                            f.read(int(line.split()[-1]) + 2)
+                            got["pubs"] += 1
+            except OSError:
+                pass
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        try:
+            p, doc = self.squall("tls://%s:%d/first" % (HOST, port), "--tls-first", "-n", "300",
+                                 "--cacert", self.ca)
+        finally:
+            lsock.close()
+        t.join(20)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 300, p.stderr)
+        self.assertEqual(got["pubs"], 300)
+        self.assertIn(b'"tls_required":true', got["connect"])
 
     # ---- MQTT: TLS right after the TCP connect ----
 
