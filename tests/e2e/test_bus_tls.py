@@ -133,6 +133,7 @@ class BusTls(unittest.TestCase):
         r = doc["requests"]
         self.assertEqual((r["completed"], r["failed"]), (n, 0), p.stderr)
         self.assertEqual(self.in_msgs(mon) - before, n)  # the server's own count
+        self.assertGreaterEqual(doc["tls"]["handshakes"], 1)
         return doc
 
     # ---- NATS: INFO in the clear, then TLS on the same socket, then CONNECT ----
@@ -237,6 +238,7 @@ class BusTls(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         r = doc["requests"]
         self.assertEqual((r["completed"], r["failed"]), (n, 0), p.stderr)
+        self.assertGreaterEqual(doc["tls"]["handshakes"], 1)
         got = [l for l in out.splitlines() if l.startswith("x" * 16)]
         self.assertEqual(len(got), n, out[-2000:])  # what the broker delivered, counted by its subscriber
 
