@@ -244,8 +244,11 @@ static int quick_sink(struct quick *q)
     const struct sq_quick_opts *o = &q->o;
     if (!o->nsinks)
         return 0;
-    struct sq_sink_beside_opts so = {
-        .nurls = o->nsinks, .stamp = o->sink_stamp, .settle_ns = o->sink_settle_ns, .mqtt_qos = -1};
+    struct sq_sink_beside_opts so = {.nurls = o->nsinks,
+                                     .stamp = o->sink_stamp,
+                                     .settle_ns = o->sink_settle_ns,
+                                     .mqtt_qos = -1,
+                                     .tls = &o->net.tls};
     memcpy(so.urls, o->sinks, o->nsinks * sizeof(so.urls[0]));
     q->run.cfg.run_id = sq_run_new_id();
     return sq_cli_sink_begin(FACE, &so, q->run.cfg.run_id, &q->load.sink);

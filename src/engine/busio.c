@@ -412,19 +412,26 @@ static void b_event_end(struct sq_engine__busconn *b)
         b_flush(b);
 }
 
+static bool tls_buffered(const struct sq_engine__busconn *b)
+{
+    return SQ_UNLIKELY(b->m.x.tls != NULL) && sq_tls_buffered(b->m.x.tls);
+}
+
 static void b_read(struct sq_engine__busconn *b)
 {
     struct sq_engine__worker *w = b->m.w;
     b->busy++;
-    for (int i = 0;
-         i < READS_PER_EVENT && b->m.state >= SQ_ENGINE__MX_HELLO && !b->broken && !b->upgrade;
+    /* over TLS, records OpenSSL read ahead wake no poll: they are read before the event ends,
+     * past READS_PER_EVENT if need be (OpenSSL's buffer bounds them) */
+    for (int i = 0; (i < READS_PER_EVENT || tls_buffered(b)) && b->m.state >= SQ_ENGINE__MX_HELLO &&
+                    !b->broken && !b->upgrade;
          i++) {
         ssize_t n = sq_engine__xport_recv(&b->m.x, w->rbuf, SQ_ENGINE_RBUF_SIZE);
         if (n > 0) {
             w->c.bytes_received += (uint64_t)n;
             b->now = sq_now_ns();
             b_feed(b, w->rbuf, (size_t)n);
-            if (n < SQ_ENGINE_RBUF_SIZE)
+            if (n < SQ_ENGINE_RBUF_SIZE && !tls_buffered(b))
                 break;
             continue;
         }

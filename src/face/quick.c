@@ -516,6 +516,11 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     return take_bus(o, opt, flag, arg, err, len);
 }
 
+static bool tls_url(const char *u)
+{
+    return strncasecmp(u, "tls://", 6) == 0 || strncasecmp(u, "mqtts://", 8) == 0;
+}
+
 /* A bus URL's flags, and an http(s) URL's lack of them. */
 static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
 {
@@ -550,7 +555,9 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
                                 : strcmp(f, "-s") == 0 ? " (wrk scripts write HTTP requests)"
                                                        : "");
         /* the TLS flags: a broker over TLS takes them as https does */
-        bool tls = strncasecmp(o->url, "tls://", 6) == 0 || strncasecmp(o->url, "mqtts://", 8) == 0;
+        bool tls = tls_url(o->url);
+        for (size_t i = 0; i < o->nsinks; i++)
+            tls = tls || tls_url(o->sinks[i]); /* the sink's broker connection takes them too */
         f = tls                      ? NULL
             : o->net.tls.insecure    ? "-k"
             : o->net.tls.cacert      ? "--cacert"

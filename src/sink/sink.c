@@ -808,10 +808,6 @@ int sq_sink_check(const struct sq_sink_config *cfg, char *err, size_t len)
                          : "expected mqtt://HOST[:PORT]/TOPIC";
             urc = -SQ_EPARSE;
         }
-        if (urc == 0 && u.tls) {
-            why = "the sink does not subscribe over TLS yet (tls://, mqtts://); the load does";
-            urc = -SQ_EPARSE;
-        }
         if (urc == 0 && cfg->egress)
             urc = broker_checked(cfg, &u, k, err, len);
         sq_bus_url_dispose(&u);

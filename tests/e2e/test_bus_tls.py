@@ -267,10 +267,38 @@ class BusTls(unittest.TestCase):
             self.assertIn("tls://", p.stderr)
         p, _ = sqtest.run_squall("mqtts://%s:1/a" % HOST, "--tls-first", "-n", "1")
         self.assertEqual(p.returncode, 2, p.stderr)
-        # the sink does not subscribe over TLS yet: said, not a plain connection to a TLS port
-        p, _ = sqtest.run_squall("sink", "--nats", "tls://%s:%d/a" % (HOST, self.nats_port))
+        p, _ = sqtest.run_squall("sink", "--nats", "nats://%s:%d/a" % (HOST, self.nats_port),
+                                 "--cacert", self.ca)
         self.assertEqual(p.returncode, 2, p.stderr)
-        self.assertIn("does not subscribe over TLS yet", p.stderr)
+        self.assertIn("broker over TLS", p.stderr)
+
+    # ---- the sink's subscriptions over TLS ----
+
+    def test_sink_over_nats_mutual_tls_counts_every_publish(self):
+        url = "tls://%s:%d/sq.tls.orders" % (HOST, self.natsm_port)
+        p, doc = self.squall(url, "-n", "1000", "--payload", '{"t":"{{$stamp}}"}', "--cacert",
+                             self.ca, "--cert", self.cert, "--key", self.key, "--sink", url,
+                             "--sink-settle", "1s")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = doc["sink"]
+        self.assertEqual(doc["requests"]["completed"], 1000)
+        self.assertEqual((s["sent"], s["delivered"], s["lost"]), (1000, 1000, 0), p.stderr)
+
+    def test_sink_over_mqtts_counts_every_publish(self):
+        p, doc = self.squall("mqtts://%s:%d/sq/tls/o" % (HOST, self.mqm_port), "--qos", "1",
+                             "-n", "500", "--window", "16", "--payload", '{"t":"{{$stamp}}"}',
+                             "--cacert", self.ca, "--cert", self.cert, "--key", self.key,
+                             "--sink", "mqtts://%s:%d/sq/tls/#" % (HOST, self.mqm_port),
+                             "--sink-settle", "1s")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = doc["sink"]
+        self.assertEqual((s["sent"], s["delivered"], s["lost"]), (500, 500, 0), p.stderr)
+
+    def test_sink_cli_wrong_ca_says_why(self):
+        p, _ = sqtest.run_squall("sink", "--nats", "tls://%s:%d/a" % (HOST, self.nats_port),
+                                 "--cacert", self.other_ca, "-d", "1s", timeout=30)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("certificate verify failed", p.stderr)
 
 
 if __name__ == "__main__":
