@@ -175,6 +175,8 @@ int sq_bus_url_parse(const char *s, int flags, struct sq_bus_url *out, const cha
                 return fail(why, "not an IPv6 address between '[' and ']'");
         if (rb == h + 1)
             return fail(why, "empty IPv6 address");
+        if ((size_t)(rb - h - 1) >= sizeof(out->host))
+            return fail(why, "the IPv6 address is too long");
         memcpy(out->host, h + 1, (size_t)(rb - h - 1));
         out->host[rb - h - 1] = '\0';
         hend = rb + 1;

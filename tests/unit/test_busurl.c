@@ -51,6 +51,13 @@ static void other_schemes_are_refused(void **state)
     }
     struct sq_bus_url u;
     const char *why = NULL;
+    /* an IPv6 literal longer than the host buffer: refused, not copied past it (fuzz_busurl) */
+    char v6[400] = "mqtts://[";
+    memset(v6 + 9, 'f', 300);
+    strcpy(v6 + 309, "]/a");
+    assert_int_equal(sq_bus_url_parse(v6, 0, &u, &why), -SQ_EPARSE);
+    assert_string_equal(why, "the IPv6 address is too long");
+    sq_bus_url_dispose(&u);
     assert_int_equal(sq_bus_url_parse("amqp://h/a", 0, &u, &why), -SQ_EPARSE);
     assert_string_equal(why, "unsupported scheme 'amqp' (nats, tls, mqtt or mqtts)");
     sq_bus_url_dispose(&u);
