@@ -735,6 +735,14 @@ int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_
     return 0;
 }
 
+/* The URL's scheme as the user wrote it (any case folded): nats, tls, mqtt or mqtts. */
+static const char *scheme(const struct sq_sink__bus *b)
+{
+    if (b->kind == SQ_SINK_NATS)
+        return b->url.tls ? "tls" : "nats";
+    return b->url.tls ? "mqtts" : "mqtt";
+}
+
 void sq_sink__bus_counts(const struct sq_sink__bus *b, uint64_t *messages, uint64_t *reconnects,
                          bool *subscribed_now)
 {
@@ -746,9 +754,8 @@ void sq_sink__bus_counts(const struct sq_sink__bus *b, uint64_t *messages, uint6
 json_t *sq_sink__bus_json(const struct sq_sink__bus *b)
 {
     char url[320];
-    snprintf(url, sizeof(url), "%s://%s%s%s:%u", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
-             strchr(b->url.host, ':') ? "[" : "", b->url.host, strchr(b->url.host, ':') ? "]" : "",
-             b->url.port);
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u", scheme(b), strchr(b->url.host, ':') ? "[" : "",
+             b->url.host, strchr(b->url.host, ':') ? "]" : "", b->url.port);
     /* first_error: the broker's own, else, when the source is not subscribed now (or never was),
      * why its connection failed first */
     bool now = __atomic_load_n(&b->subscribed, __ATOMIC_RELAXED) != 0;
@@ -774,9 +781,8 @@ bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len)
     if (b->was_subscribed)
         return false;
     char url[320];
-    snprintf(url, sizeof(url), "%s://%s%s%s:%u/%s", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
-             strchr(b->url.host, ':') ? "[" : "", b->url.host, strchr(b->url.host, ':') ? "]" : "",
-             b->url.port, b->url.target);
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u/%s", scheme(b), strchr(b->url.host, ':') ? "[" : "",
+             b->url.host, strchr(b->url.host, ':') ? "]" : "", b->url.port, b->url.target);
     const char *first = b->err[0] ? b->err : b->cerr[0] ? b->cerr : "the broker did not answer";
     snprintf(why, len,
              "%s: never subscribed (%s): the sink counted nothing that crossed this broker", url,
