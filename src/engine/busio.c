@@ -437,6 +437,15 @@ static void b_read(struct sq_engine__busconn *b)
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             break;
+        if (n < 0 && errno == EPROTO && b->m.x.tls) {
+            /* an alert (TLS 1.3: a broker that wants a client certificate says so after the
+             * handshake) or a broken record: its message kept; counted as a `tls` error when
+             * it costs no message (during the greeting), else the messages out fail as tls */
+            bool open = sq_engine__bus_is_open(b);
+            sq_engine__tls_error(w, sq_tls_conn_error(b->m.x.tls), !open);
+            sq_engine__bus_fail(b, open ? SQ_ERRK_TLS : SQ_ERRK_CLOSED);
+            break;
+        }
         sq_engine__bus_fail(b, SQ_ERRK_CLOSED); /* end of stream, or a reset */
         break;
     }

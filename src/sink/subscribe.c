@@ -598,8 +598,10 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             }
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 break;
-            b->failed = true; /* end of stream, or a reset */
-            if (b->state != S_SUBSCRIBED)
+            b->failed = true;                       /* end of stream, or a reset */
+            if (n < 0 && errno == EPROTO && b->tls) /* an alert: certificate required... */
+                tls_failed(b, sq_tls_conn_error(b->tls));
+            else if (b->state != S_SUBSCRIBED)
                 conn_failed(b, "%s closed the connection before the subscription", 0);
         }
         if (!b->failed && b->out.len)

@@ -150,6 +150,9 @@ class BusTls(unittest.TestCase):
         p, doc = self.squall("tls://%s:%d/bus.tls" % (HOST, self.natsm_port), "-d", "1s",
                              "--cacert", self.ca)
         self.assertEqual(doc["requests"]["completed"], 0)
+        # TLS 1.3: the server's alert comes after the handshake, on the first read
+        self.assertGreater(doc["errors"]["tls"], 0, p.stderr)
+        self.assertIn("certificate", doc["tls"]["first_error"] or "", p.stderr)
         self.assertEqual(self.in_msgs(self.natsm_mon), before)
 
     def test_nats_insecure_skips_verification(self):
@@ -294,11 +297,41 @@ class BusTls(unittest.TestCase):
         s = doc["sink"]
         self.assertEqual((s["sent"], s["delivered"], s["lost"]), (500, 500, 0), p.stderr)
 
-    def test_sink_cli_wrong_ca_says_why(self):
+    # ---- a plan's publish and subscribe steps, and its sink section, over TLS ----
+
+    def test_plan_steps_and_sink_over_mutual_tls(self):
+        nats = "tls://%s:%d/sq.plan.tls" % (HOST, self.natsm_port)
+        mqtt = "mqtts://%s:%d/sq/plan/tls" % (HOST, self.mqm_port)
+        path = os.path.join(self.dir, "plan-%d.yaml" % os.getpid())
+        with open(path, "w") as f:
+            f.write("target: http://127.0.0.1:1\n"
+                    "sink:\n  nats: %s\n  settle: 1s\n"
+                    "scenarios:\n  events:\n    executor: per-vu-iterations\n    vus: 2\n"
+                    "    iterations: 50\n    flow:\n"
+                    "      - publish: { url: \"%s\", json: { t: \"{{$stamp}}\" } }\n"
+                    "      - subscribe: { url: \"%s\", timeout: 5s }\n"
+                    "      - publish: { url: \"%s\", qos: 1, json: { n: 1 } }\n"
+                    % (nats, nats, nats, mqtt))
+        before = self.in_msgs(self.natsm_mon)
+        p, doc = self.squall("run", path, "--cacert", self.ca, "--cert", self.cert, "--key",
+                             self.key)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # the steps' own counts (the requests block counts HTTP requests: none here)
+        self.assertEqual([(st["requests"], st["failed"]) for st in doc["steps"]],
+                         [(100, 0)] * 3, p.stderr)
+        self.assertEqual(self.in_msgs(self.natsm_mon) - before, 100)  # the NATS publishes
+        s = doc["sink"]
+        self.assertEqual((s["delivered"], s["lost"]), (100, 0), p.stderr)
+
+    def test_sink_cli_wrong_ca_or_no_certificate_says_why(self):
         p, _ = sqtest.run_squall("sink", "--nats", "tls://%s:%d/a" % (HOST, self.nats_port),
                                  "--cacert", self.other_ca, "-d", "1s", timeout=30)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("certificate verify failed", p.stderr)
+        p, _ = sqtest.run_squall("sink", "--mqtt", "mqtts://%s:%d/a" % (HOST, self.mqm_port),
+                                 "--cacert", self.ca, "-d", "1s", timeout=30)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("TLS with 127.0.0.1:%d" % self.mqm_port, p.stderr)
 
 
 if __name__ == "__main__":
