@@ -126,7 +126,8 @@ static const char usage[] =
     "  -h, --help              this help\n"
     "  -V, --version           print the version\n"
     "\n"
-    "nats:// and mqtt:// URLs (one connection unless -c; VUs = connections x window):\n"
+    "nats:// and mqtt:// URLs (one connection unless -c; VUs = connections x window); tls://\n"
+    "(NATS) and mqtts:// (MQTT, port 8883) over TLS, with -k, --cacert, --cert as for https:\n"
     "      --payload S|@FILE   the message (templates; default {{$stamp}})\n"
     "      --window N          messages out per connection (default 1,000 for NATS core and\n"
     "                          MQTT QoS 0, else 1)\n"
@@ -138,6 +139,8 @@ static const char usage[] =
     "      --retain            MQTT: publish retained\n"
     "      --keepalive D       MQTT: keep-alive (default 60s)\n"
     "      --client-id S       MQTT: client id prefix (the connection number is added)\n"
+    "      --tls-first         NATS over TLS (tls://): shake hands before the server's INFO\n"
+    "                          (a server with tls { handshake_first: true })\n"
     "      --sink URL          count the stamped events where they arrive, in this process:\n"
     "                          http://HOST:PORT to listen on, nats://.../SUBJECT or\n"
     "                          mqtt://.../TOPIC to subscribe to (repeatable, one of each)\n"
@@ -246,8 +249,11 @@ static int quick_sink(struct quick *q)
     const struct sq_quick_opts *o = &q->o;
     if (!o->nsinks)
         return 0;
-    struct sq_sink_beside_opts so = {
-        .nurls = o->nsinks, .stamp = o->sink_stamp, .settle_ns = o->sink_settle_ns, .mqtt_qos = -1};
+    struct sq_sink_beside_opts so = {.nurls = o->nsinks,
+                                     .stamp = o->sink_stamp,
+                                     .settle_ns = o->sink_settle_ns,
+                                     .mqtt_qos = -1,
+                                     .tls = &o->net.tls};
     memcpy(so.urls, o->sinks, o->nsinks * sizeof(so.urls[0]));
     q->run.cfg.run_id = sq_run_new_id();
     return sq_cli_sink_begin(FACE, &so, q->run.cfg.run_id, &q->load.sink);

@@ -255,6 +255,7 @@ static int plan_sink(struct plancmd *c)
     struct sq_sink_beside_opts so;
     char http[300];
     sq_sink_beside_plan_opts(c->p, &so, http, sizeof(http));
+    so.tls = &c->o.net.tls; /* a broker over TLS: the run's -k, --cacert, --cert */
     c->run.cfg.run_id = sq_run_new_id();
     return sq_cli_sink_begin(FACE, &so, c->run.cfg.run_id, &c->load.sink);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -16,6 +17,7 @@
 #include "cli/common.h"
 #include "cli/inbox_cmd.h"
 #include "face/flags.h"
+#include "net/tls.h"
 #include "output/fmt.h"
 #include "output/json.h"
 #include "sink/sink.h"
@@ -37,6 +39,12 @@ static const char usage[] =
     "      --mqtt URL          mqtt://HOST[:PORT]/FILTER: a subscription\n"
     "      --qos N             with --mqtt: the subscription's QoS (default 1)\n"
     "      --mqtt-version V    with --mqtt: 3 (3.1.1, the default) or 5\n"
+    "  tls://HOST[:PORT]/SUBJECT (--nats) and mqtts://HOST[:PORT]/FILTER (--mqtt, port 8883)\n"
+    "  subscribe over TLS:\n"
+    "  -k, --insecure          do not verify the broker's certificate\n"
+    "      --cacert FILE       trust the CAs in this PEM file (default: the system's)\n"
+    "      --cert FILE         client certificate (PEM), with --key\n"
+    "      --key FILE          private key of --cert (PEM)\n"
     "\n"
     "  -t, --threads N         HTTP worker threads (default 1)\n"
     "      --status N          the HTTP answer (default 202)\n"
@@ -76,6 +84,9 @@ enum {
     OPT_IDLE,
     OPT_JSON,
     OPT_HTML,
+    OPT_CACERT,
+    OPT_CERT,
+    OPT_KEY,
 };
 
 /* ---- the flags ---- */
@@ -83,8 +94,9 @@ enum {
 /* What the phases of one `squall sink` share. */
 struct sinkcmd {
     struct sq_sink_config cfg;
-    int64_t duration, idle; /* -d, --idle: when to stop (0: not asked) */
-    uint64_t count;         /* --count */
+    struct sq_tls_client_opts tls; /* -k, --cacert, --cert, --key: a broker over TLS */
+    int64_t duration, idle;        /* -d, --idle: when to stop (0: not asked) */
+    uint64_t count;                /* --count */
     const char *json_path, *html_path;
     bool quiet;
     struct sq_cli_outputs outs;
@@ -206,6 +218,18 @@ static int take_flag(struct sinkcmd *c, const struct option *longs, int opt, con
 static int take(void *ud, const struct option *longs, int opt, const char *flag)
 {
     struct sinkcmd *c = ud;
+    switch (opt) { /* a broker over TLS */
+    case 'k':
+        return (c->tls.insecure = true, 0);
+    case OPT_CACERT:
+        return (c->tls.cacert = optarg, 0);
+    case OPT_CERT:
+        return (c->tls.cert = optarg, 0);
+    case OPT_KEY:
+        return (c->tls.key = optarg, 0);
+    default:
+        break;
+    }
     int rc = take_source(&c->cfg, opt, flag, optarg);
     return rc == NOT_MINE ? take_flag(c, longs, opt, flag, optarg) : rc;
 }
@@ -223,6 +247,10 @@ static int sink_parse(struct sinkcmd *c, int argc, char **argv)
         {"mqtt", required_argument, NULL, OPT_MQTT},
         {"qos", required_argument, NULL, OPT_QOS},
         {"mqtt-version", required_argument, NULL, OPT_MQTT_VERSION},
+        {"insecure", no_argument, NULL, 'k'},
+        {"cacert", required_argument, NULL, OPT_CACERT},
+        {"cert", required_argument, NULL, OPT_CERT},
+        {"key", required_argument, NULL, OPT_KEY},
         {"threads", required_argument, NULL, 't'},
         {"status", required_argument, NULL, OPT_STATUS},
         {"stamp", required_argument, NULL, OPT_STAMP},
@@ -238,7 +266,8 @@ static int sink_parse(struct sinkcmd *c, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int rc = sq_cli_getopt(argc, argv, ":t:d:qh", longs, take, c);
+    c->cfg.tls = &c->tls;
+    int rc = sq_cli_getopt(argc, argv, ":t:d:qhk", longs, take, c);
     if (rc)
         return rc;
     if (optind < argc)
@@ -251,6 +280,13 @@ static int sink_parse(struct sinkcmd *c, int argc, char **argv)
         return sq_cli_usage_error(FACE, "--qos applies to --mqtt");
     if (cfg->mqtt_version && !cfg->mqtt)
         return sq_cli_usage_error(FACE, "--mqtt-version applies to --mqtt");
+    bool tls = (cfg->nats && strncasecmp(cfg->nats, "tls://", 6) == 0) ||
+               (cfg->mqtt && strncasecmp(cfg->mqtt, "mqtts://", 8) == 0);
+    if (!tls && (c->tls.insecure || c->tls.cacert || c->tls.cert || c->tls.key))
+        return sq_cli_usage_error(FACE, "-k, --cacert, --cert and --key are for a broker over "
+                                        "TLS: --nats tls://... or --mqtt mqtts://...");
+    if (!c->tls.cert != !c->tls.key)
+        return sq_cli_usage_error(FACE, "--cert and --key go together");
     if ((cfg->http_threads || cfg->http_status) && !cfg->http)
         return sq_cli_usage_error(FACE, "%s applies to --http",
                                   cfg->http_threads ? "--threads" : "--status");

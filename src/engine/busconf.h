@@ -67,6 +67,11 @@ struct sq_bus_config {
     uint16_t keepalive_s;  /* MQTT keep-alive; NATS answers the server's PINGs */
     char *user, *password; /* from the URL's userinfo (owned, NULL: none) */
     char *client_id;       /* MQTT client id prefix; the connection number is appended */
+    /* TLS (tls://, mqtts://): the run's TLS client (run.h's tls) shakes hands with the broker.
+     * MQTT, and NATS with tls_first, shake hands right after the TCP connect; NATS otherwise
+     * reads the server's plaintext INFO first and upgrades before its CONNECT. */
+    bool tls;
+    bool tls_first; /* NATS: TLS before INFO (the server's handshake_first) */
 };
 
 /* Frees what the configuration owns (templates, strings); c may be zeroed again. */

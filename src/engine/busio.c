@@ -186,6 +186,7 @@ static void b_teardown(struct sq_engine__busconn *b)
     sq_engine__ring_clear(&b->fifo);
     sq_engine__ring_clear(&b->pings);
     b->unpinged = 0;
+    b->upgrade = false;
     if (hello)
         ops_of(b)->reset(b);
 }
@@ -389,7 +390,9 @@ static void b_feed(struct sq_engine__busconn *b, const char *p, size_t n)
         sq_engine__bus_fail(b, SQ_ERRK_PARSE); /* a unit too large, or longer than its bytes */
 }
 
-/* The end of an event: a failure found inside it, or the writes it queued. */
+static void b_upgrade(struct sq_engine__busconn *b);
+
+/* The end of an event: a failure found inside it, a switch to TLS, or the writes it queued. */
 static void b_event_end(struct sq_engine__busconn *b)
 {
     if (--b->busy > 0)
@@ -400,26 +403,49 @@ static void b_event_end(struct sq_engine__busconn *b)
         b_down(b, k);
         return;
     }
+    if (SQ_UNLIKELY(b->upgrade)) {
+        b->upgrade = false;
+        b_upgrade(b);
+        return;
+    }
     if (b->dirty && b->m.state >= SQ_ENGINE__MX_HELLO)
         b_flush(b);
+}
+
+static bool tls_buffered(const struct sq_engine__busconn *b)
+{
+    return SQ_UNLIKELY(b->m.x.tls != NULL) && sq_tls_buffered(b->m.x.tls);
 }
 
 static void b_read(struct sq_engine__busconn *b)
 {
     struct sq_engine__worker *w = b->m.w;
     b->busy++;
-    for (int i = 0; i < READS_PER_EVENT && b->m.state >= SQ_ENGINE__MX_HELLO && !b->broken; i++) {
+    /* over TLS, records OpenSSL read ahead wake no poll: they are read before the event ends,
+     * past READS_PER_EVENT if need be (OpenSSL's buffer bounds them) */
+    for (int i = 0; (i < READS_PER_EVENT || tls_buffered(b)) && b->m.state >= SQ_ENGINE__MX_HELLO &&
+                    !b->broken && !b->upgrade;
+         i++) {
         ssize_t n = sq_engine__xport_recv(&b->m.x, w->rbuf, SQ_ENGINE_RBUF_SIZE);
         if (n > 0) {
             w->c.bytes_received += (uint64_t)n;
             b->now = sq_now_ns();
             b_feed(b, w->rbuf, (size_t)n);
-            if (n < SQ_ENGINE_RBUF_SIZE)
+            if (n < SQ_ENGINE_RBUF_SIZE && !tls_buffered(b))
                 break;
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             break;
+        if (n < 0 && errno == EPROTO && b->m.x.tls) {
+            /* an alert (TLS 1.3: a broker that wants a client certificate says so after the
+             * handshake) or a broken record: its message kept; counted as a `tls` error when
+             * it costs no message (during the greeting), else the messages out fail as tls */
+            bool open = sq_engine__bus_is_open(b);
+            sq_engine__tls_error(w, sq_tls_conn_error(b->m.x.tls), !open);
+            sq_engine__bus_fail(b, open ? SQ_ERRK_TLS : SQ_ERRK_CLOSED);
+            break;
+        }
         sq_engine__bus_fail(b, SQ_ERRK_CLOSED); /* end of stream, or a reset */
         break;
     }
@@ -439,10 +465,38 @@ static void b_connected(struct sq_engine__busconn *b)
     b_event_end(b);
 }
 
+void sq_engine__bus_starttls(struct sq_engine__busconn *b)
+{
+    b->upgrade = true;
+}
+
+/* The handshake of a connection that switched to TLS during its greeting is done or failed. */
+static void b_upgraded(struct sq_engine__busconn *b, int rc)
+{
+    if (rc == SQ_ENGINE__XP_READY)
+        b_connected(b); /* the greeting goes on, encrypted */
+    else if (rc < 0)
+        b_hello_failed(b); /* counted as a TLS error by the transport */
+}
+
+static void b_upgrade(struct sq_engine__busconn *b)
+{
+    if (!b->tls) {
+        sq_engine__tls_error(b->m.w, "the broker asked for TLS on a plain connection", true);
+        b_hello_failed(b);
+        return;
+    }
+    b_upgraded(b, sq_engine__xport_starttls(&b->m.x, b->m.w, b->tls));
+}
+
 static void b_on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 {
     SQ_UNUSED(loop);
     struct sq_engine__busconn *b = SQ_CONTAINER_OF(io, struct sq_engine__busconn, m.x.io);
+    if (SQ_UNLIKELY(b->m.x.phase == SQ_ENGINE__XP_HANDSHAKE && b->m.state == SQ_ENGINE__MX_HELLO)) {
+        b_upgraded(b, sq_engine__xport_step(&b->m.x, b->m.w, NULL));
+        return;
+    }
     if (SQ_UNLIKELY(b->m.state == SQ_ENGINE__MX_CONNECTING)) {
         if (sq_engine__mux_step(&b->m) == SQ_ENGINE__XP_READY)
             b_connected(b);
@@ -580,6 +634,9 @@ static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_
         if (first + n > w->nconns)
             n = first < w->nconns ? w->nconns - first : 0;
         sq_engine__mux_init(&b->m, w, first, n, first_global + k, b_on_io);
+        b->tls = bus->tls ? w->cfg->tls : NULL;
+        if (bus->kind == SQ_BUS_MQTT || bus->tls_first)
+            b->m.tc = b->tls; /* TLS right after the connect; NATS otherwise upgrades after INFO */
         b->ops = ops;
         b->max_unit = 1024 * 1024;
         sq_timer_init(&b->kick, b_on_kick);
@@ -645,6 +702,11 @@ void sq_engine__bus_sweep_one(struct sq_engine__busconn *b, int64_t now)
 {
     if (sq_engine__mux_sweep(&b->m, now))
         return;
+    if (b->m.state == SQ_ENGINE__MX_HELLO && b->m.x.phase == SQ_ENGINE__XP_HANDSHAKE) {
+        if (sq_engine__xport_expired(&b->m.x, b->m.w, now)) /* counted: handshake timed out */
+            b_hello_failed(b);
+        return;
+    }
     if (b->m.state == SQ_ENGINE__MX_HELLO && now - b->hello_ns >= b->m.w->cfg->connect_timeout_ns) {
         sq_engine__connect_error(b->m.w, -ETIMEDOUT); /* the broker never finished its greeting */
         b_hello_failed(b);

@@ -153,6 +153,11 @@ struct sq_engine__busconn {
     uint32_t unpinged;
     const char *ping; /* the protocol's ping (set before the first write) */
     uint8_t ping_len;
+    /* over TLS (tls://, mqtts://): the client to shake hands with; NULL: plain. m.tc holds it
+     * too when the handshake follows the connect (MQTT, NATS --tls-first) */
+    struct sq_tls_client *tls;
+    bool upgrade;  /* the protocol asked for TLS on the plaintext connection (NATS after INFO):
+                      it starts at the end of the event */
     bool was_open; /* opened before: the next open is a reconnect */
     bool dirty;    /* queued inside an event: write when it ends */
     int busy;      /* inside an event of this connection */
@@ -164,6 +169,13 @@ static inline bool sq_engine__bus_is_open(const struct sq_engine__busconn *b)
 {
     return b->m.state == SQ_ENGINE__MX_OPEN;
 }
+
+/* Inside a read: the protocol read what comes in the clear (NATS's INFO) and wants TLS now.
+ * At the end of the event the transport shakes hands with b->tls on the same socket
+ * (sq_engine__xport_starttls); once it is done, ops->hello runs again (the protocol's turn to
+ * write its greeting, now encrypted); a failure is counted as a TLS error and the connection
+ * retried. */
+void sq_engine__bus_starttls(struct sq_engine__busconn *b);
 
 /* Sets up a connection that carries no VUs (engine/flowbus.c: a flow's publish and subscribe
  * steps): it connects to addr when asked (sq_engine__bus_start), and reconnects only when asked

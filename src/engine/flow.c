@@ -16,6 +16,7 @@
 #include "http/url.h"
 #include "net/egress.h"
 #include "plan/cookie.h"
+#include "net/tls.h"
 #include "proto/busurl.h"
 
 #define UA_LINE     "User-Agent: squall/" SQ_VERSION "\r\n"
@@ -155,8 +156,9 @@ static int compile_bus_step(struct sq_flow *f, struct sq_flow_step *st, char *er
     size_t i = 0;
     for (; i < f->nbrokers; i++) {
         struct sq_flow_broker *b = &f->brokers[i];
-        if (b->kind == (int)u.kind && b->port == u.port && strcmp(b->host, u.host) == 0 &&
-            same_str(b->user, u.user) && same_str(b->password, u.password))
+        if (b->kind == (int)u.kind && b->tls == u.tls && b->port == u.port &&
+            strcmp(b->host, u.host) == 0 && same_str(b->user, u.user) &&
+            same_str(b->password, u.password))
             break;
     }
     if (i == f->nbrokers) {
@@ -169,6 +171,7 @@ static int compile_bus_step(struct sq_flow *f, struct sq_flow_step *st, char *er
         struct sq_flow_broker *b = &f->brokers[f->nbrokers++];
         memset(b, 0, sizeof(*b));
         b->kind = (int)u.kind;
+        b->tls = u.tls;
         snprintf(b->host, sizeof(b->host), "%s", u.host);
         b->port = u.port;
         b->user = dupz(u.user);
@@ -327,15 +330,28 @@ int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
     return 0;
 }
 
-int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egress *e, char *err, size_t errlen)
+int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egress *e,
+                            const struct sq_tls_client_opts *tls, char *err, size_t errlen)
 {
     for (size_t i = 0; i < f->nbrokers; i++) {
         struct sq_flow_broker *b = &f->brokers[i];
         bool v6 = strchr(b->host, ':') != NULL;
         char what[320], why[800];
         snprintf(what, sizeof(what), "the broker %s://%s%s%s:%u of a publish or subscribe step",
-                 b->kind == SQ_BUS_NATS ? "nats" : "mqtt", v6 ? "[" : "", b->host, v6 ? "]" : "",
-                 (unsigned)b->port);
+                 b->kind == SQ_BUS_NATS ? (b->tls ? "tls" : "nats") : (b->tls ? "mqtts" : "mqtt"),
+                 v6 ? "[" : "", b->host, v6 ? "]" : "", (unsigned)b->port);
+        if (b->tls && !b->tc) {
+            struct sq_tls_client_opts t = tls ? *tls : (struct sq_tls_client_opts){0};
+            t.host = b->host;
+            t.alpn = NULL;
+            char twhy[SQ_TLS_ERRLEN];
+            int trc = sq_tls_client_new(&t, &b->tc, twhy, sizeof(twhy));
+            if (trc < 0) {
+                snprintf(err, errlen, "%s: tls: %s", what + 4,
+                         trc == -EINVAL ? twhy : sq_strerror(trc));
+                return trc == -EINVAL ? -SQ_EUSAGE : trc;
+            }
+        }
         int rc = sq_egress_lookup(e, NULL, what, b->host, b->port, SQ_EGRESS_CONNECT, &b->addr, 1,
                                   why, sizeof(why));
         if (rc < 0) {
@@ -366,6 +382,7 @@ void sq_flow_free(struct sq_flow *f)
     free(f->steps);
     for (size_t i = 0; i < f->nbrokers; i++) {
         struct sq_flow_broker *b = &f->brokers[i];
+        sq_tls_client_free(b->tc);
         free(b->user);
         free(b->password);
         for (size_t k = 0; k < b->nsubs; k++)

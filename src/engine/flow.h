@@ -66,6 +66,10 @@ struct sq_flow_broker {
     /* Where it is: resolved once for the run, through its egress policy, by
      * sq_flow_resolve_brokers (before that, and after a failure, addr.len is 0). */
     struct sq_addr addr;
+    /* tls:// or mqtts://: the TLS client for it (owned; its host the broker's), built by
+     * sq_flow_resolve_brokers from the run's TLS flags. NULL: plain (or not built yet). */
+    bool tls;
+    struct sq_tls_client *tc;
 };
 
 struct sq_flow {
@@ -144,11 +148,15 @@ SQ_MUST_CHECK int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_
 void sq_flow_free(struct sq_flow *f);
 
 struct sq_egress;
+struct sq_tls_client_opts;
 /* Resolves the broker of each publish and subscribe step (its first address: workers connect
  * there, and nowhere else) through the run's egress policy e (NULL: any destination): the name
- * is checked before it is looked up, the address after. Returns 0, -SQ_ERESOLVE or -EACCES
- * (the policy's refusal, naming its rule), with err naming the broker. */
-SQ_MUST_CHECK int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egress *e, char *err,
+ * is checked before it is looked up, the address after. A broker over TLS gets its TLS client
+ * from tls (the run's -k, --cacert, --cert; NULL: the system's CAs) with its host. Returns 0,
+ * -SQ_ERESOLVE, -EACCES (the policy's refusal, naming its rule) or -SQ_EUSAGE (a TLS option
+ * that cannot be used: a CA file that does not load...), with err naming the broker. */
+SQ_MUST_CHECK int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egress *e,
+                                          const struct sq_tls_client_opts *tls, char *err,
                                           size_t errlen);
 
 /* Sets VU number vu (global, 1-based) up; its random values ($randomUUID, $randomInt, random

@@ -40,6 +40,8 @@ struct fbconn {
     struct sq_nats_limits nlim;
     struct sq_mqtt_limits mlim;
     bool got_info;
+    bool headers;     /* INFO: the server takes HPUB */
+    bool connected;   /* CONNECT queued */
     uint32_t subacks; /* MQTT SUBACKs still awaited */
     bool started;
 };
@@ -123,11 +125,13 @@ static void delivered(struct fbconn *fc, const char *p, size_t n, const struct s
 
 /* ---- NATS ---- */
 
+static int nats_connect(struct fbconn *fc);
+
 static int fb_hello(struct sq_engine__busconn *b)
 {
     struct fbconn *fc = fc_of(b);
-    if (fc->br->kind == SQ_BUS_NATS)
-        return 0; /* the server speaks first */
+    if (fc->br->kind == SQ_BUS_NATS) /* the server speaks first; after a switch to TLS: CONNECT */
+        return fc->got_info && !fc->connected ? nats_connect(fc) : 0;
     const struct sq_flow_broker *br = fc->br;
     char id[96];
     int idl =
@@ -156,8 +160,32 @@ static int nats_info(struct fbconn *fc, const struct sq_nats_event *ev)
     if (sq_nats_info_parse(ev->text, &info) < 0)
         return -SQ_EPARSE;
     fc->got_info = true;
+    fc->headers = info.headers;
+    const char *bad = !b->tls && info.tls_required
+                          ? "the NATS server requires TLS: use tls://HOST[:PORT]/SUBJECT"
+                      : b->tls && !b->m.x.tls && !info.tls_required && !info.tls_available
+                          ? "the NATS server offers no TLS (tls:// asks for it)"
+                          : NULL;
+    if (bad) {
+        sq_engine__tls_error(b->m.w, bad, true);
+        return -SQ_EPARSE;
+    }
+    if (b->tls && !b->m.x.tls) {
+        sq_engine__bus_starttls(b); /* CONNECT once the handshake is done (fb_hello) */
+        return 0;
+    }
+    return nats_connect(fc);
+}
+
+static int nats_connect(struct fbconn *fc)
+{
+    struct sq_engine__busconn *b = &fc->b;
+    fc->connected = true;
     /* echo: the same connection publishes and subscribes, and a flow may wait for its own */
-    struct sq_nats_connect_opts o = {.name = "squall-flow", .headers = info.headers, .echo = true};
+    struct sq_nats_connect_opts o = {.name = "squall-flow",
+                                     .headers = fc->headers,
+                                     .echo = true,
+                                     .tls_required = b->m.x.tls != NULL};
     if (fc->br->user && fc->br->password) {
         o.user = fc->br->user;
         o.pass = fc->br->password;
@@ -289,6 +317,7 @@ static void fb_reset(struct sq_engine__busconn *b)
 {
     struct fbconn *fc = fc_of(b);
     fc->got_info = false;
+    fc->connected = false;
     fc->subacks = 0;
 }
 
@@ -440,6 +469,9 @@ int sq_engine__flowbus_new(struct sq_engine__worker *w, struct sq_engine__flowbu
         if (fc->addr.len == 0)
             rc = -SQ_ERESOLVE;
         sq_engine__bus_init_side(&fc->b, w, &fb_ops, &fc->addr);
+        fc->b.tls = fc->br->tc; /* over TLS: MQTT shakes hands at once, NATS after INFO */
+        if (fc->br->kind == SQ_BUS_MQTT)
+            fc->b.m.tc = fc->br->tc;
         fc->b.ping = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING : "\xc0\x00"; /* PINGREQ */
         fc->b.ping_len = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING_LEN : 2;
         sq_nats_limits_init(&fc->nlim);

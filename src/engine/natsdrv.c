@@ -5,7 +5,9 @@
  * The connection layer (busio.c) owns sockets, batching, the VUs' states and generations, and
  * the rendering of a message; this file encodes it.
  *
- * Greeting: the server's INFO, then CONNECT (with "headers" and, for requests, "no_responders"
+ * Greeting: the server's INFO, then (over TLS: tls://) the switch to TLS on the same socket
+ * (busio.c's sq_engine__bus_starttls; with --tls-first the handshake came before INFO), then
+ * CONNECT (with "headers" and, for requests, "no_responders"
  * when INFO offers headers), the SUB of the connection's reply inbox when requests need one, and
  * a PING; its PONG opens the connection. The server's PINGs are answered at once.
  *
@@ -46,6 +48,7 @@ struct natsconn {
     struct sq_nats_limits lim;
     bool got_info;
     bool headers;   /* the server takes HPUB */
+    bool connected; /* CONNECT queued */
     char inbox[48]; /* "_INBOX.<16 hex>." */
     uint8_t inbox_len;
 };
@@ -57,16 +60,27 @@ static struct natsconn *nc_of(struct sq_engine__busconn *b)
 
 /* ---- the greeting ---- */
 
+static int send_connect(struct natsconn *nc);
+
 static int nats_hello(struct sq_engine__busconn *b)
 {
-    SQ_UNUSED(b);
-    return 0; /* the server speaks first (INFO) */
+    struct natsconn *nc = nc_of(b);
+    /* the server speaks first (INFO); after a switch to TLS the greeting goes on here */
+    return nc->got_info && !nc->connected ? send_connect(nc) : 0;
+}
+
+/* A TLS mismatch between the URL and the server's INFO: counted as a TLS failure, its message
+ * the run's; the connection is retried. */
+static int tls_mismatch(struct natsconn *nc, const char *msg)
+{
+    sq_engine__tls_error(nc->b.m.w, msg, true);
+    sq_engine__bus_note(&nc->b, msg, strlen(msg), false);
+    return -SQ_EPARSE;
 }
 
 static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
 {
     struct sq_engine__busconn *b = &nc->b;
-    const struct sq_bus_config *bus = b->m.w->cfg->bus;
     struct sq_nats_info info;
     if (nc->got_info)
         return 0; /* an update (cluster URLs): nothing for a load client */
@@ -81,11 +95,28 @@ static int on_info(struct natsconn *nc, const struct sq_nats_event *ev)
         b->max_unit = (size_t)mp + SQ_NATS_DEFAULT_MAX_LINE;
     }
     nc->headers = info.headers;
+    if (!b->tls && info.tls_required)
+        return tls_mismatch(nc, "the NATS server requires TLS: use tls://HOST[:PORT]/SUBJECT");
+    if (b->tls && !b->m.x.tls) {
+        if (!info.tls_required && !info.tls_available)
+            return tls_mismatch(nc, "the NATS server offers no TLS (tls:// asks for it)");
+        sq_engine__bus_starttls(b); /* CONNECT once the handshake is done (nats_hello) */
+        return 0;
+    }
+    return send_connect(nc);
+}
+
+static int send_connect(struct natsconn *nc)
+{
+    struct sq_engine__busconn *b = &nc->b;
+    const struct sq_bus_config *bus = b->m.w->cfg->bus;
+    nc->connected = true;
     struct sq_nats_connect_opts o = {
         .name = "squall",
         .lang = "c",
-        .headers = info.headers,
-        .no_responders = info.headers && bus->mode != SQ_BUS_PUBLISH,
+        .headers = nc->headers,
+        .no_responders = nc->headers && bus->mode != SQ_BUS_PUBLISH,
+        .tls_required = b->m.x.tls != NULL,
     };
     if (bus->user && bus->password) {
         o.user = bus->user;
@@ -302,6 +333,7 @@ static void nats_reset(struct sq_engine__busconn *b)
 {
     struct natsconn *nc = nc_of(b);
     nc->got_info = false;
+    nc->connected = false;
     sq_nats_limits_init(&nc->lim);
     b->max_unit = SQ_NATS_DEFAULT_MAX_PAYLOAD + SQ_NATS_DEFAULT_MAX_LINE;
 }

@@ -6,10 +6,11 @@
  *
  * The setup machine: CLOSED -> CONNECTING (sq_connect_start, EPOLLOUT) -> [PROXY (the CONNECT
  * written, its answer read, EPOLLIN)] -> [HANDSHAKE (TLS, EPOLLIN or EPOLLOUT as OpenSSL
- * wants)] -> OPEN (EPOLLIN). Each failure on the way is counted
- * once, here (a connect error with its errno, or a TLS error with its message), and leaves the
- * transport CLOSED; what the owner does then (a VU backs off alone, a shared connection with
- * all its VUs) is the owner's layer below.
+ * wants)] -> OPEN (EPOLLIN). A protocol that starts in the clear (NATS: INFO, then TLS) goes
+ * OPEN -> HANDSHAKE -> OPEN through sq_engine__xport_starttls. Each failure on the way is
+ * counted once, here (a connect error with its errno, or a TLS error with its message), and
+ * leaves the transport CLOSED; what the owner does then (a VU backs off alone, a shared
+ * connection with all its VUs) is the owner's layer below.
  *
  * --connect-rate: before a connect starts, the owner asks for a turn (wait_turn): each worker
  * hands out turns pace_ns apart (the run's rate split evenly among its workers), and a connect
@@ -231,6 +232,18 @@ int sq_engine__xport_step(struct sq_engine__xport *x, struct sq_engine__worker *
     if (SQ_UNLIKELY(x->via_proxy))
         return proxy_send(x, w);
     return connected(x, w, tc);
+}
+
+int sq_engine__xport_starttls(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                              struct sq_tls_client *tc)
+{
+    if (x->phase != SQ_ENGINE__XP_OPEN || x->tls)
+        return tls_failed(x, w, "TLS asked for on a connection that is not open and plain");
+    if (sq_tls_conn_client(tc, &w->tls_cache, x->io.fd, &x->tls) < 0)
+        return tls_failed(x, w, "out of memory for a TLS connection");
+    x->phase = SQ_ENGINE__XP_HANDSHAKE;
+    x->since_ns = sq_now_ns();
+    return handshake(x, w);
 }
 
 bool sq_engine__xport_expired(struct sq_engine__xport *x, struct sq_engine__worker *w, int64_t now)

@@ -5,9 +5,10 @@
  *  - the transport (struct sq_engine__xport): a socket from the connect to the close. It picks
  *    the address (a pinned one, a wrk script's thread.addr, or the run's addresses round robin,
  *    re-read when the run re-resolves them), asks the run's egress policy, connects without
- *    blocking, shakes hands when the driver hands it a TLS client, times both phases, and counts
- *    what fails (connect and TLS errors, handshakes). Its owner embeds it and owns its callback;
- *    a driver's protocol sees only sq_engine__xport_recv / _send.
+ *    blocking, shakes hands when the driver hands it a TLS client (right after the connect, or
+ *    later on an open plaintext connection: sq_engine__xport_starttls), times both phases, and
+ * counts what fails (connect and TLS errors, handshakes). Its owner embeds it and owns its
+ * callback; a driver's protocol sees only sq_engine__xport_recv / _send.
  *  - a VU's own transport (HTTP/1.1, WebSocket: struct sq_engine__conn embeds one): the VU
  *    mirrors the setup (CONN_CONNECTING, CONN_HANDSHAKE) and backs off alone when it fails.
  *  - a shared transport (struct sq_engine__mux: an HTTP/2 connection, a broker connection): one
@@ -106,6 +107,15 @@ int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *
  * connect or the handshake failed, counted (a TLS failure with its message), x is closed. */
 int sq_engine__xport_step(struct sq_engine__xport *x, struct sq_engine__worker *w,
                           struct sq_tls_client *tc);
+
+/* Upgrades an open plaintext transport to TLS (a protocol that starts in the clear and switches:
+ * NATS reads the server's INFO, then shakes hands before its CONNECT). x goes back to HANDSHAKE
+ * with tc's client on the same socket; its events go to sq_engine__xport_step again until READY
+ * (x->tls_ns timed, the handshake counted) or a failure (counted with its message, x closed).
+ * Returns what sq_engine__xport_step would. The owner must not have bytes of its own buffered
+ * past the point of the switch. */
+int sq_engine__xport_starttls(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                              struct sq_tls_client *tc);
 
 /* The sweep's part: a setup older than the connect timeout fails as a refused connect (or a
  * handshake that timed out), counted, x closed. True when it timed out here. */

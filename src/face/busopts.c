@@ -55,6 +55,11 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
                             : o->mqtt_version ? "--mqtt-version"
                             : o->client_id    ? "--client-id"
                                               : "--keepalive");
+    if (o->tls_first && !(nats && u->tls))
+        return sq_flag_fail(err, errlen, "--tls-first is for tls:// URLs (NATS over TLS)%s",
+                            nats ? "" : "; MQTT over TLS (mqtts://) always shakes hands first");
+    c->tls = u->tls;
+    c->tls_first = o->tls_first;
     if (o->qos > 2)
         return sq_flag_fail(err, errlen, "--qos: '%d' is not a QoS (0, 1 or 2)", o->qos);
     if (o->mqtt_version && o->mqtt_version != 3 && o->mqtt_version != 5)

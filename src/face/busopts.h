@@ -27,6 +27,7 @@ struct sq_bus_opts {
     bool jetstream, request, round_trip, retain;
     int64_t keepalive_ns;  /* --keepalive; 0: 60 s */
     const char *client_id; /* --client-id prefix */
+    bool tls_first;        /* --tls-first: NATS over TLS shakes hands before INFO */
 };
 
 /* The payload when --payload is not given: the stamp alone, so every message can be counted

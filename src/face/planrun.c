@@ -316,10 +316,11 @@ static int destinations(struct sq_planrun *r, const struct sq_planrun_opts *o, c
     char why[512];
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < p->nscenarios; i++) {
-        if ((rc = sq_flow_resolve_brokers((struct sq_flow *)r->scens[i].flow, o->net.egress, why,
-                                          sizeof(why))) < 0)
+        if ((rc = sq_flow_resolve_brokers((struct sq_flow *)r->scens[i].flow, o->net.egress,
+                                          &o->net.tls, why, sizeof(why))) < 0)
             snprintf(err, len,
-                     rc == -EACCES ? "%s: scenario '%s': %s" : "%s: scenario '%s': dns: %s",
+                     rc == -EACCES || rc == -SQ_EUSAGE ? "%s: scenario '%s': %s"
+                                                       : "%s: scenario '%s': dns: %s",
                      p->file, p->scenarios[i].name, why);
     }
     if (rc == 0 && p->oauth2) {

@@ -52,6 +52,7 @@ enum {
     OPT_RETAIN,
     OPT_KEEPALIVE,
     OPT_CLIENT_ID,
+    OPT_TLS_FIRST,
     OPT_SINK,
     OPT_SINK_STAMP,
     OPT_SINK_SETTLE,
@@ -108,6 +109,7 @@ static const struct option longs[] = {
     {"retain", no_argument, NULL, OPT_RETAIN},
     {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
     {"client-id", required_argument, NULL, OPT_CLIENT_ID},
+    {"tls-first", no_argument, NULL, OPT_TLS_FIRST},
     {"sink", required_argument, NULL, OPT_SINK},
     {"sink-stamp", required_argument, NULL, OPT_SINK_STAMP},
     {"sink-settle", required_argument, NULL, OPT_SINK_SETTLE},
@@ -254,6 +256,9 @@ static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *ar
             return sq_flag_fail(err, len, "%s: '%s' is not a client id prefix (1 to 64 bytes)",
                                 flag, arg);
         o->client_id = arg;
+        return 0;
+    case OPT_TLS_FIRST:
+        o->tls_first = true;
         return 0;
     case OPT_SINK:
         if (o->nsinks == SQ_ARRAY_LEN(o->sinks))
@@ -512,6 +517,11 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
     return take_bus(o, opt, flag, arg, err, len);
 }
 
+static bool tls_url(const char *u)
+{
+    return strncasecmp(u, "tls://", 6) == 0 || strncasecmp(u, "mqtts://", 8) == 0;
+}
+
 /* A bus URL's flags, and an http(s) URL's lack of them. */
 static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
 {
@@ -527,6 +537,7 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
                         : o->retain        ? "--retain"
                         : o->keepalive_ns  ? "--keepalive"
                         : o->client_id     ? "--client-id"
+                        : o->tls_first     ? "--tls-first"
                                            : NULL;
         if (f)
             return sq_flag_fail(err, len, "%s is for nats:// and mqtt:// URLs%s", f,
@@ -538,17 +549,29 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
                         : o->http2                 ? "--http2"
                         : o->streams > 1           ? "--streams"
                         : o->no_compression        ? "--no-compression"
-                        : o->net.tls.insecure      ? "-k"
-                        : o->net.tls.cacert        ? "--cacert"
-                        : o->net.tls.cert          ? "--cert"
                                                    : NULL;
         if (f)
             return sq_flag_fail(err, len, "%s is for http:// and https:// URLs%s", f,
-                                strcmp(f, "-b") == 0         ? " (a bus message is --payload)"
-                                : strcmp(f, "-s") == 0       ? " (wrk scripts write HTTP requests)"
-                                : f[1] == 'k' || f[2] == 'c' ? " (NATS and MQTT over TLS are not "
-                                                               "supported yet)"
-                                                             : "");
+                                strcmp(f, "-b") == 0   ? " (a bus message is --payload)"
+                                : strcmp(f, "-s") == 0 ? " (wrk scripts write HTTP requests)"
+                                                       : "");
+        /* the TLS flags: a broker over TLS takes them as https does */
+        bool tls = tls_url(o->url);
+        for (size_t i = 0; i < o->nsinks; i++)
+            tls = tls || tls_url(o->sinks[i]); /* the sink's broker connection takes them too */
+        f = tls                      ? NULL
+            : o->net.tls.insecure    ? "-k"
+            : o->net.tls.cacert      ? "--cacert"
+            : o->net.tls.cert        ? "--cert"
+            : o->net.tls.key         ? "--key"
+            : o->net.tls.min_version ? "--tls-min"
+            : o->net.tls.max_version ? "--tls-max"
+                                     : NULL;
+        if (f)
+            return sq_flag_fail(err, len,
+                                "%s is for a broker over TLS: tls://HOST[:PORT]/SUBJECT (NATS) or "
+                                "mqtts://HOST[:PORT]/TOPIC (MQTT)",
+                                f);
         if (!o->connections_set)
             o->connections = 1; /* one publisher, as nats bench and the MQTT tools start */
     }
@@ -1275,6 +1298,7 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
         .retain = o->retain,
         .keepalive_ns = o->keepalive_ns,
         .client_id = o->client_id,
+        .tls_first = o->tls_first,
     };
     rc = sq_bus_prepare(&r->bus, &r->bus_url, &bo, err, len);
     if (rc < 0)
@@ -1299,7 +1323,9 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     cfg->cpus = o->ncpus ? o->cpus : NULL;
     cfg->ncpus = o->ncpus;
     /* the broker's address through the same DNS options (--resolve, --connect-to, --dns-ttl) */
-    snprintf(r->url.scheme, sizeof(r->url.scheme), "%s", "http");
+    /* over TLS (tls://, mqtts://): the run's TLS client, built from -k, --cacert, --cert as for
+     * https, verifies the broker's certificate against the URL's host */
+    snprintf(r->url.scheme, sizeof(r->url.scheme), "%s", r->bus_url.tls ? "https" : "http");
     snprintf(r->url.host, sizeof(r->url.host), "%s", r->bus_url.host);
     r->url.port = r->bus_url.port;
     snprintf(r->url.authority, sizeof(r->url.authority), "%s:%u", r->bus_url.host, r->bus_url.port);
@@ -1577,7 +1603,7 @@ static int prepare_url(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
         int sn = (int)(strstr(o->url, "://") - o->url);
         return sq_flag_fail(err, len,
                             "bad URL '%s': unsupported URL scheme \"%.*s\" (use http://, https://, "
-                            "ws://, wss://, nats:// or mqtt://; TLS to a broker is not supported)",
+                            "ws://, wss://, nats://, tls:// (NATS over TLS), mqtt:// or mqtts://)",
                             o->url, sn > 16 ? 16 : sn, o->url);
     }
     if (rc < 0)

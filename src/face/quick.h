@@ -102,6 +102,7 @@ struct sq_quick_opts {
     bool jetstream, request_reply, round_trip, retain;
     int64_t keepalive_ns;  /* --keepalive */
     const char *client_id; /* --client-id */
+    bool tls_first;        /* --tls-first */
     /* --sink URL (the CLI runs a sink beside the load: http://HOST:PORT to listen on,
      * nats://.../SUBJECT or mqtt://.../TOPIC to subscribe to), --sink-stamp, --sink-settle;
      * refused from JSON (the daemon runs no sink) */

@@ -1,7 +1,11 @@
-/* proto/busurl.c - bus URLs (nats://, mqtt://) and MQTT topic checks (see busurl.h).
+/* proto/busurl.c - bus URLs (nats://, tls://, mqtt://, mqtts://) and MQTT topic checks (see
+ * busurl.h).
  *
  * The URL grammar is the http one's shape (RFC 3986 authority) with userinfo allowed, because
  * brokers take credentials there (nats://user:pass@host, mqtt://user:pass@host):
+ *
+ * scheme is nats or tls (NATS, plain or over TLS: the NATS clients' spelling), mqtt or mqtts
+ * (MQTT, plain or over TLS, default port 8883).
  *
  *     scheme "://" [ user [ ":" password ] "@" ] host [ ":" port ] [ "/" target ]
  *
@@ -25,18 +29,39 @@
 
 static _Thread_local char why_buf[160];
 
+/* The schemes: nats (plain), tls (NATS over TLS, as the NATS clients spell it), mqtt (plain),
+ * mqtts (MQTT over TLS). */
+static const struct {
+    const char *name;
+    uint8_t len;
+    enum sq_bus_kind kind;
+    bool tls;
+    uint16_t port;
+} schemes[] = {
+    {"nats", 4, SQ_BUS_NATS, false, 4222},
+    {"tls", 3, SQ_BUS_NATS, true, 4222},
+    {"mqtt", 4, SQ_BUS_MQTT, false, 1883},
+    {"mqtts", 5, SQ_BUS_MQTT, true, 8883},
+};
+
+static int scheme_of(const char *scheme, size_t len)
+{
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+        if (len == schemes[i].len && strncasecmp(scheme, schemes[i].name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
 uint16_t sq_bus_default_port(const char *scheme, size_t len)
 {
-    if (len == 4 && strncasecmp(scheme, "nats", 4) == 0)
-        return 4222;
-    if (len == 4 && strncasecmp(scheme, "mqtt", 4) == 0)
-        return 1883;
-    return 0;
+    int i = scheme_of(scheme, len);
+    return i < 0 ? 0 : schemes[i].port;
 }
 
 bool sq_bus_url_is_bus(const char *s)
 {
-    return strncasecmp(s, "nats://", 7) == 0 || strncasecmp(s, "mqtt://", 7) == 0;
+    const char *sep = strstr(s, "://");
+    return sep && sep - s <= 5 && scheme_of(s, (size_t)(sep - s)) >= 0;
 }
 
 /* Percent-decodes s[0, n) into a new NUL-terminated string. A '%' not followed by two hex digits
@@ -107,14 +132,15 @@ int sq_bus_url_parse(const char *s, int flags, struct sq_bus_url *out, const cha
     if (!sep)
         return fail(why, "expected nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC");
     size_t slen = (size_t)(sep - s);
-    uint16_t port = sq_bus_default_port(s, slen);
-    if (!port) {
-        snprintf(why_buf, sizeof(why_buf), "unsupported scheme '%.*s' (nats or mqtt)",
+    int si = scheme_of(s, slen);
+    if (si < 0) {
+        snprintf(why_buf, sizeof(why_buf), "unsupported scheme '%.*s' (nats, tls, mqtt or mqtts)",
                  (int)(slen > 16 ? 16 : slen), s);
         return fail(why, why_buf);
     }
-    out->kind = strncasecmp(s, "nats", 4) == 0 ? SQ_BUS_NATS : SQ_BUS_MQTT;
-    out->port = port;
+    out->kind = schemes[si].kind;
+    out->tls = schemes[si].tls;
+    out->port = schemes[si].port;
     const char *a = sep + 3;
     const char *end = a + strcspn(a, "/");
     /* userinfo: up to the last '@' of the authority */
@@ -149,6 +175,8 @@ int sq_bus_url_parse(const char *s, int flags, struct sq_bus_url *out, const cha
                 return fail(why, "not an IPv6 address between '[' and ']'");
         if (rb == h + 1)
             return fail(why, "empty IPv6 address");
+        if ((size_t)(rb - h - 1) >= sizeof(out->host))
+            return fail(why, "the IPv6 address is too long");
         memcpy(out->host, h + 1, (size_t)(rb - h - 1));
         out->host[rb - h - 1] = '\0';
         hend = rb + 1;

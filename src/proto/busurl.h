@@ -1,6 +1,6 @@
-/* proto/busurl.h - bus URLs: nats://[user[:pass]@]host[:port]/subject and
- * mqtt://[user[:pass]@]host[:port]/topic/with/levels, for the load (engine/busconf.h) and the sink
- * (sink/). The grammar is in busurl.c's opening comment. */
+/* proto/busurl.h - bus URLs: nats://[user[:pass]@]host[:port]/subject (tls:// for NATS over
+ * TLS) and mqtt://[user[:pass]@]host[:port]/topic/with/levels (mqtts:// over TLS), for the load
+ * (engine/busconf.h) and the sink (sink/). The grammar is in busurl.c's opening comment. */
 #ifndef SQ_PROTO_BUSURL_H
 #define SQ_PROTO_BUSURL_H
 
@@ -23,12 +23,14 @@ uint16_t sq_bus_default_port(const char *scheme, size_t len);
 struct sq_bus_url {
     enum sq_bus_kind kind;
     char host[256]; /* IPv6 without brackets */
-    uint16_t port;  /* explicit or 4222 / 1883 */
+    uint16_t port;  /* explicit or 4222 / 1883 / 8883 (mqtts) */
+    bool tls;       /* tls:// (NATS) or mqtts://: the connection runs TLS */
     char *user, *password;
     char *target; /* subject or topic, percent-decoded (NULL: none given) */
 };
 
-/* True when s starts with nats:// or mqtt:// (any case): a URL for sq_bus_url_parse. */
+/* True when s starts with nats://, tls://, mqtt:// or mqtts:// (any case): a URL for
+ * sq_bus_url_parse. */
 bool sq_bus_url_is_bus(const char *s);
 
 /* What a caller wants of the URL's target. */

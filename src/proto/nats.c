@@ -604,6 +604,8 @@ static int info_fn(void *ud, struct sq_str k, struct sq_str v)
         ok = json_bool(v, &o->auth_required);
     else if (key_is(k, "tls_required"))
         ok = json_bool(v, &o->tls_required);
+    else if (key_is(k, "tls_available"))
+        ok = json_bool(v, &o->tls_available);
     else if (key_is(k, "client_id"))
         ok = json_u64(v, &u) && ((o->client_id = u), true);
     return ok ? 0 : -SQ_EPARSE;
@@ -777,7 +779,7 @@ int sq_nats_encode_connect(char *buf, size_t cap, const struct sq_nats_connect_o
     w_lit(&w, "CONNECT {\"verbose\":");
     w_lit(&w, o->verbose ? "true" : "false");
     w_field_bool(&w, "pedantic", o->pedantic);
-    w_field_bool(&w, "tls_required", false);
+    w_field_bool(&w, "tls_required", o->tls_required);
     w_field_str(&w, "name", o->name);
     w_field_str(&w, "lang", o->lang ? o->lang : "c");
     w_field_str(&w, "version", o->version ? o->version : SQ_VERSION);

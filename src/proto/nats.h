@@ -107,6 +107,7 @@ struct sq_nats_info {
     bool jetstream;      /* JetStream enabled */
     bool auth_required;  /* CONNECT must carry credentials */
     bool tls_required;   /* the server wants TLS before anything else */
+    bool tls_available;  /* the server takes TLS without requiring it (allow_non_tls) */
     uint64_t client_id;  /* 0: absent */
 };
 
@@ -155,6 +156,7 @@ struct sq_nats_connect_opts {
     const char *user, *pass, *auth_token;
     bool verbose, pedantic, echo;
     bool headers, no_responders;
+    bool tls_required; /* the connection runs TLS */
 };
 
 /* One header field for HPUB. */

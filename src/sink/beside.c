@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -27,6 +28,7 @@ static void sink_config(const struct sq_sink_beside_opts *o, uint64_t run_id,
         .mqtt_qos = o->mqtt_qos,
         .mqtt_version = o->mqtt_version,
         .egress = o->egress,
+        .tls = o->tls,
     };
 }
 
@@ -89,9 +91,10 @@ int sq_sink_beside_start(const struct sq_sink_beside_opts *o, uint64_t run_id, v
     sink_config(o, run_id, &cfg);
     for (size_t i = 0; i < o->nurls; i++) {
         const char *u = o->urls[i];
-        const char **slot = strncmp(u, "http://", 7) == 0   ? &cfg.http
-                            : strncmp(u, "nats://", 7) == 0 ? &cfg.nats
-                                                            : &cfg.mqtt;
+        const char **slot = strncmp(u, "http://", 7) == 0 ? &cfg.http
+                            : strncmp(u, "nats://", 7) == 0 || strncasecmp(u, "tls://", 6) == 0
+                                ? &cfg.nats
+                                : &cfg.mqtt;
         if (*slot) {
             snprintf(err, len, "'%s': one sink of each kind (http, nats, mqtt)", u);
             return -SQ_EUSAGE;

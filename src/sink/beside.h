@@ -17,6 +17,7 @@ struct sq_plan;
 struct sq_sink;
 struct sq_sink_sent;
 struct sq_egress;
+struct sq_tls_client_opts;
 
 /* What the faces say about the sink: URLs (http://HOST:PORT to listen on, nats://.../SUBJECT or
  * mqtt://.../TOPIC to subscribe to), where the stamp is, the settle time, and for a bus source
@@ -32,6 +33,9 @@ struct sq_sink_beside_opts {
     /* The run's egress policy (net/egress.h; borrowed): where the sink may listen and which
      * brokers it may reach. NULL: anywhere (the CLI). */
     const struct sq_egress *egress;
+    /* A broker over TLS (tls://, mqtts://): the run's TLS flags (-k, --cacert, --cert; net/tls.h;
+     * borrowed). NULL: the system's CAs. */
+    const struct sq_tls_client_opts *tls;
 };
 
 /* A plan's sink: section as the options above (http_buf holds "http://HOST:PORT"; it must

@@ -42,6 +42,7 @@
 
 struct sq_sink;
 struct sq_egress;
+struct sq_tls_client_opts;
 
 /* One second of the sink: what arrived in it, and the latency of what was delivered in it. */
 struct sq_sink_second {
@@ -85,6 +86,10 @@ struct sq_sink_config {
      * listens, and the brokers are reached, only where it allows (checked by sq_sink_check on
      * the resolved addresses, and again at bind() and connect()). NULL: anywhere (the CLI). */
     const struct sq_egress *egress;
+    /* A broker over TLS (tls://, mqtts://): the CAs, -k, a client certificate (net/tls.h; its
+     * host and alpn are ignored: the URL's host is verified). NULL: the system's CAs, no client
+     * certificate. */
+    const struct sq_tls_client_opts *tls;
 };
 
 /* Checks a config without starting anything (flags, the find spec, the URLs; with an egress

@@ -27,6 +27,7 @@
 #include "loop/loop.h"
 #include "net/egress.h"
 #include "net/sock.h"
+#include "net/tls.h"
 #include "proto/busurl.h"
 #include "proto/mqtt.h"
 #include "proto/nats.h"
@@ -40,7 +41,7 @@
 #define MQTT_SUB_ID       1
 #define MAX_FIELDS        64
 
-enum { S_CLOSED, S_BACKOFF, S_CONNECTING, S_HELLO, S_SUBSCRIBED };
+enum { S_CLOSED, S_BACKOFF, S_CONNECTING, S_HANDSHAKE, S_HELLO, S_SUBSCRIBED };
 
 struct sq_sink__bus {
     struct sq_sink *sink;
@@ -57,9 +58,15 @@ struct sq_sink__bus {
     uint8_t state, backoff;
     bool was_subscribed;
     bool got_info;
-    bool failed;    /* inside a read: the connection broke */
+    bool failed; /* inside a read: the connection broke */
+    /* over TLS (tls://, mqtts://): the client (its host the URL's), the connection's state, the
+     * sessions to resume; upgrade: NATS read INFO in the clear and wants TLS now */
+    struct sq_tls_client *tc;
+    struct sq_tls_conn *tls;
+    struct sq_tls_sessions sessions;
+    bool upgrade, info_headers;
     char err[160];  /* the broker's first error (-ERR, a refused CONNACK or SUBACK) */
-    char cerr[160]; /* the first reason a connection failed (refused, no answer, closed) */
+    char cerr[256]; /* the first reason a connection failed (refused, no answer, closed) */
     struct sq_nats_limits nlim;
     struct sq_mqtt_limits mlim;
     uint64_t messages, reconnects, acks; /* atomic (read by other threads) */
@@ -99,6 +106,11 @@ static void conn_failed(struct sq_sink__bus *b, const char *what, int err)
 static void teardown(struct sq_sink__bus *b)
 {
     sq_timer_stop(b->loop, &b->timer);
+    if (b->tls) {
+        sq_tls_conn_free(b->tls);
+        b->tls = NULL;
+    }
+    b->upgrade = false;
     if (b->io.fd >= 0) {
         sq_io_stop(b->loop, &b->io);
         close(b->io.fd);
@@ -135,11 +147,46 @@ static int queue(struct sq_sink__bus *b, const void *p, size_t n)
     return sq_buf_append(&b->out, p, n);
 }
 
+/* read() and send(), through TLS when the connection runs it (-1 with errno either way). */
+static ssize_t b_recv(struct sq_sink__bus *b, void *p, size_t n)
+{
+    if (!b->tls)
+        return read(b->io.fd, p, n);
+    ssize_t r = sq_tls_read(b->tls, p, n);
+    if (r < 0) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+}
+
+static ssize_t b_send(struct sq_sink__bus *b, const void *p, size_t n)
+{
+    if (!b->tls)
+        return send(b->io.fd, p, n, MSG_NOSIGNAL);
+    ssize_t r = sq_tls_write(b->tls, p, n);
+    if (r < 0) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+}
+
+/* A TLS failure, as the first reason the connection failed: "TLS with 127.0.0.1:4222: ...". */
+static void tls_failed(struct sq_sink__bus *b, const char *msg)
+{
+    if (b->cerr[0])
+        return;
+    char addr[80];
+    sq_addr_format(&b->addr, addr, sizeof(addr));
+    snprintf(b->cerr, sizeof(b->cerr), "TLS with %.60s: %.180s", addr, msg);
+}
+
 static void flush(struct sq_sink__bus *b)
 {
     size_t off = 0;
     while (off < b->out.len) {
-        ssize_t n = send(b->io.fd, b->out.p + off, b->out.len - off, MSG_NOSIGNAL);
+        ssize_t n = b_send(b, b->out.p + off, b->out.len - off);
         if (n > 0) {
             off += (size_t)n;
             continue;
@@ -174,9 +221,10 @@ static void subscribed(struct sq_sink__bus *b)
 
 /* ---- NATS ---- */
 
+static int nats_connect(struct sq_sink__bus *b);
+
 static int nats_hello(struct sq_sink__bus *b, const struct sq_nats_event *ev)
 {
-    const struct sq_sink_config *cfg = b->cfg;
     struct sq_nats_info info;
     if (b->got_info)
         return 0;
@@ -185,7 +233,27 @@ static int nats_hello(struct sq_sink__bus *b, const struct sq_nats_event *ev)
     b->got_info = true;
     if (info.max_payload > 0 && info.max_payload <= SQ_NATS_MAX_PAYLOAD_LIMIT)
         b->nlim.max_payload = (uint32_t)info.max_payload;
-    struct sq_nats_connect_opts o = {.name = "squall-sink", .headers = info.headers};
+    b->info_headers = info.headers;
+    if (!b->tc && info.tls_required) {
+        tls_failed(b, "the NATS server requires TLS: use tls://HOST[:PORT]/SUBJECT");
+        return -SQ_EPARSE;
+    }
+    if (b->tc && !b->tls) {
+        if (!info.tls_required && !info.tls_available) {
+            tls_failed(b, "the NATS server offers no TLS (tls:// asks for it)");
+            return -SQ_EPARSE;
+        }
+        b->upgrade = true; /* TLS on this socket at the end of the read, then CONNECT */
+        return 0;
+    }
+    return nats_connect(b);
+}
+
+static int nats_connect(struct sq_sink__bus *b)
+{
+    const struct sq_sink_config *cfg = b->cfg;
+    struct sq_nats_connect_opts o = {
+        .name = "squall-sink", .headers = b->info_headers, .tls_required = b->tls != NULL};
     if (b->url.user && b->url.password) {
         o.user = b->url.user;
         o.pass = b->url.password;
@@ -444,10 +512,61 @@ static void feed(struct sq_sink__bus *b, const char *p, size_t n)
     }
 }
 
+/* The transport is usable (TCP, and TLS when the URL asks): the protocol's greeting. MQTT
+ * speaks first; NATS waits for INFO, or, after a switch to TLS, sends its CONNECT now. */
+static void greet(struct sq_sink__bus *b)
+{
+    b->state = S_HELLO;
+    b->since_ns = sq_loop_now(b->loop);
+    if (sq_io_modify(b->loop, &b->io, EPOLLIN) < 0 ||
+        (b->kind == SQ_SINK_MQTT && mqtt_hello(b) < 0) ||
+        (b->kind == SQ_SINK_NATS && b->got_info && nats_connect(b) < 0)) {
+        retry(b);
+        return;
+    }
+    flush(b);
+    if (b->failed) {
+        b->failed = false;
+        retry(b);
+    }
+}
+
+static void handshake(struct sq_sink__bus *b)
+{
+    int rc = sq_tls_handshake(b->tls);
+    if (rc == -EAGAIN) {
+        if (sq_io_modify(b->loop, &b->io, sq_tls_want_write(b->tls) ? EPOLLOUT : EPOLLIN) < 0)
+            retry(b);
+        return;
+    }
+    if (rc < 0) {
+        tls_failed(b, sq_tls_conn_error(b->tls));
+        retry(b);
+        return;
+    }
+    greet(b);
+}
+
+static void start_tls(struct sq_sink__bus *b)
+{
+    if (sq_tls_conn_client(b->tc, &b->sessions, b->io.fd, &b->tls) < 0) {
+        tls_failed(b, "out of memory for a TLS connection");
+        retry(b);
+        return;
+    }
+    b->state = S_HANDSHAKE;
+    b->since_ns = sq_loop_now(b->loop);
+    handshake(b);
+}
+
 static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
 {
     SQ_UNUSED(loop);
     struct sq_sink__bus *b = SQ_CONTAINER_OF(io, struct sq_sink__bus, io);
+    if (b->state == S_HANDSHAKE) {
+        handshake(b);
+        return;
+    }
     if (b->state == S_CONNECTING) {
         int crc = sq_connect_result(b->io.fd);
         if (crc < 0) {
@@ -455,18 +574,10 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             retry(b);
             return;
         }
-        b->state = S_HELLO;
-        b->since_ns = sq_loop_now(b->loop);
-        if (sq_io_modify(b->loop, &b->io, EPOLLIN) < 0 ||
-            (b->kind == SQ_SINK_MQTT && mqtt_hello(b) < 0)) {
-            retry(b);
-            return;
-        }
-        flush(b);
-        if (b->failed) {
-            b->failed = false;
-            retry(b);
-        }
+        if (b->tc && b->kind == SQ_SINK_MQTT)
+            start_tls(b); /* mqtts: TLS first; NATS reads INFO in the clear first */
+        else
+            greet(b);
         return;
     }
     b->failed = false;
@@ -474,18 +585,23 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
         flush(b);
     if (!b->failed && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
         static __thread char rbuf[64 * 1024];
-        for (int i = 0; i < 8 && !b->failed; i++) {
-            ssize_t n = read(b->io.fd, rbuf, sizeof(rbuf));
+        /* over TLS, records OpenSSL read ahead wake no poll: read them before returning */
+        bool more = false;
+        for (int i = 0; (i < 8 || more) && !b->failed && !b->upgrade; i++) {
+            ssize_t n = b_recv(b, rbuf, sizeof(rbuf));
+            more = b->tls && sq_tls_buffered(b->tls);
             if (n > 0) {
                 feed(b, rbuf, (size_t)n);
-                if ((size_t)n < sizeof(rbuf))
+                if ((size_t)n < sizeof(rbuf) && !more)
                     break;
                 continue;
             }
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 break;
-            b->failed = true; /* end of stream, or a reset */
-            if (b->state != S_SUBSCRIBED)
+            b->failed = true;                       /* end of stream, or a reset */
+            if (n < 0 && errno == EPROTO && b->tls) /* an alert: certificate required... */
+                tls_failed(b, sq_tls_conn_error(b->tls));
+            else if (b->state != S_SUBSCRIBED)
                 conn_failed(b, "%s closed the connection before the subscription", 0);
         }
         if (!b->failed && b->out.len)
@@ -494,6 +610,11 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
     if (b->failed) {
         b->failed = false;
         retry(b);
+        return;
+    }
+    if (b->upgrade) {
+        b->upgrade = false;
+        start_tls(b);
     }
 }
 
@@ -523,10 +644,12 @@ static void b_connect(struct sq_sink__bus *b)
 
 void sq_sink__bus_sweep(struct sq_sink__bus *b, int64_t now)
 {
-    if ((b->state == S_CONNECTING || b->state == S_HELLO) && now - b->since_ns > CONNECT_TIMEOUT) {
+    if ((b->state == S_CONNECTING || b->state == S_HANDSHAKE || b->state == S_HELLO) &&
+        now - b->since_ns > CONNECT_TIMEOUT) {
         conn_failed(b,
-                    b->state == S_CONNECTING ? "no answer from %s within 5s"
-                                             : "no subscription within 5s of connecting to %s",
+                    b->state == S_CONNECTING  ? "no answer from %s within 5s"
+                    : b->state == S_HANDSHAKE ? "no TLS handshake with %s within 5s"
+                                              : "no subscription within 5s of connecting to %s",
                     0);
         retry(b);
         return;
@@ -590,6 +713,21 @@ int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_
             rc = 0;
         }
     }
+    if (rc == 0 && b->url.tls) {
+        /* the CAs, -k and a client certificate as the caller's TLS flags say; the name checked
+         * is the URL's host */
+        struct sq_tls_client_opts t = cfg->tls ? *cfg->tls : (struct sq_tls_client_opts){0};
+        t.host = b->url.host;
+        t.alpn = NULL;
+        char twhy[SQ_TLS_ERRLEN];
+        rc = sq_tls_client_new(&t, &b->tc, twhy, sizeof(twhy));
+        if (rc == -EINVAL) {
+            snprintf(err, len, "%s: '%s': tls: %s", flag, url, twhy);
+            rc = -SQ_EUSAGE;
+        } else if (rc < 0) {
+            snprintf(err, len, "%s: tls: %s", flag, sq_strerror(rc));
+        }
+    }
     if (rc < 0) {
         sq_sink__bus_free(b);
         return rc;
@@ -597,6 +735,14 @@ int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_
     b->state = S_CLOSED; /* the first sweep connects */
     *out = b;
     return 0;
+}
+
+/* The URL's scheme as the user wrote it (any case folded): nats, tls, mqtt or mqtts. */
+static const char *scheme(const struct sq_sink__bus *b)
+{
+    if (b->kind == SQ_SINK_NATS)
+        return b->url.tls ? "tls" : "nats";
+    return b->url.tls ? "mqtts" : "mqtt";
 }
 
 void sq_sink__bus_counts(const struct sq_sink__bus *b, uint64_t *messages, uint64_t *reconnects,
@@ -610,9 +756,8 @@ void sq_sink__bus_counts(const struct sq_sink__bus *b, uint64_t *messages, uint6
 json_t *sq_sink__bus_json(const struct sq_sink__bus *b)
 {
     char url[320];
-    snprintf(url, sizeof(url), "%s://%s%s%s:%u", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
-             strchr(b->url.host, ':') ? "[" : "", b->url.host, strchr(b->url.host, ':') ? "]" : "",
-             b->url.port);
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u", scheme(b), strchr(b->url.host, ':') ? "[" : "",
+             b->url.host, strchr(b->url.host, ':') ? "]" : "", b->url.port);
     /* first_error: the broker's own, else, when the source is not subscribed now (or never was),
      * why its connection failed first */
     bool now = __atomic_load_n(&b->subscribed, __ATOMIC_RELAXED) != 0;
@@ -638,9 +783,8 @@ bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len)
     if (b->was_subscribed)
         return false;
     char url[320];
-    snprintf(url, sizeof(url), "%s://%s%s%s:%u/%s", b->kind == SQ_SINK_NATS ? "nats" : "mqtt",
-             strchr(b->url.host, ':') ? "[" : "", b->url.host, strchr(b->url.host, ':') ? "]" : "",
-             b->url.port, b->url.target);
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u/%s", scheme(b), strchr(b->url.host, ':') ? "[" : "",
+             b->url.host, strchr(b->url.host, ':') ? "]" : "", b->url.port, b->url.target);
     const char *first = b->err[0] ? b->err : b->cerr[0] ? b->cerr : "the broker did not answer";
     snprintf(why, len,
              "%s: never subscribed (%s): the sink counted nothing that crossed this broker", url,
@@ -657,5 +801,7 @@ void sq_sink__bus_free(struct sq_sink__bus *b)
     sq_buf_dispose(&b->out);
     sq_buf_dispose(&b->spill);
     sq_bus_url_dispose(&b->url);
+    sq_tls_client_free(b->tc);
+    sq_tls_sessions_dispose(&b->sessions);
     free(b);
 }

@@ -145,10 +145,10 @@ QUICK = [
     (["-c", "4"], quick("no URL given")),
     (["ftp://127.0.0.1/"],
      quick("bad URL 'ftp://127.0.0.1/': unsupported URL scheme \"ftp\" (use http://, https://, "
-           "ws://, wss://, nats:// or mqtt://; TLS to a broker is not supported)")),
-    ([U.replace("http", "mqtts")],
-     quick("bad URL '%s': unsupported URL scheme \"mqtts\" (use http://, https://, ws://, "
-           "wss://, nats:// or mqtt://; TLS to a broker is not supported)" % U.replace("http", "mqtts"))),
+           "ws://, wss://, nats://, tls:// (NATS over TLS), mqtt:// or mqtts://)")),
+    ([U.replace("http", "amqp")],
+     quick("bad URL '%s': unsupported URL scheme \"amqp\" (use http://, https://, ws://, "
+           "wss://, nats://, tls:// (NATS over TLS), mqtt:// or mqtts://)" % U.replace("http", "amqp"))),
     (["127.0.0.1:8080"],
      quick("bad URL '127.0.0.1:8080': no scheme (did you mean http://127.0.0.1:8080?)")),
     # a space is named as one wherever it lands (after the port it read "port must be 1..65535")
