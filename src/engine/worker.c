@@ -768,6 +768,9 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     w->in_iter--;
     w->c.iterations++;
     sq_hist_record(w->iter_hist, (now - v->iter_start_ns) / SQ_NS_PER_US);
+    const struct sq_run_scen *sc = &w->cfg->scens[w->scen];
+    if (SQ_UNLIKELY(sc->on_iter_end != NULL))
+        sc->on_iter_end(sc->iter_ud, v, stop);
 }
 
 /* A publish or subscribe step ended (flowbus.c): its figures, then the flow goes on. kind < 0:

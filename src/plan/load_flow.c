@@ -1510,6 +1510,43 @@ static bool scenario_name_ok(const char *s)
     return true;
 }
 
+/* setup: and teardown: (L->once): a flow, cookies and locals, run by one VU once; maxDuration
+ * bounds it (60s, k6's setupTimeout). */
+static int load_once(struct ld *L, const struct ynode *key, const struct ynode *n,
+                     struct sq_plan_scenario *sc)
+{
+    static const char *const keys[] = {"flow", "cookies", "locals", "maxDuration"};
+    int rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    struct sq_exec *e = &sc->exec;
+    memset(e, 0, sizeof(*e));
+    e->kind = SQ_EXEC_PER_VU_ITERATIONS;
+    e->vus = 1;
+    e->start_vus = 1;
+    e->iterations = 1;
+    e->max_duration_ns = 60 * SQ_NS_PER_S;
+    const struct ynode *v = sq_plan__get(n, "cookies");
+    if (v) {
+        size_t m = sq_plan__path_key(L, "cookies");
+        if ((rc = sq_plan__get_bool(L, v, &sc->cookies)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+    }
+    if ((v = sq_plan__get(n, "maxDuration"))) {
+        size_t m = sq_plan__path_key(L, "maxDuration");
+        if ((rc = sq_plan__get_duration(L, v, &e->max_duration_ns)) < 0)
+            return rc;
+        if (e->max_duration_ns <= 0)
+            return sq_plan__fail(L, v, "maxDuration must be longer than 0");
+        sq_plan__path_pop(L, m);
+    }
+    const char *why = NULL;
+    if (sq_exec_prepare(e, &why) < 0)
+        return sq_plan__fail(L, key, "%s", why ? why : "invalid settings");
+    return 0;
+}
+
 int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct ynode *n,
                            struct sq_plan_scenario *sc)
 {
@@ -1526,7 +1563,7 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
     size_t mark = sq_plan__path_key(L, key->s);
     if ((rc = sq_plan__want_map(L, n, "a scenario: a mapping with executor and flow")) < 0)
         return rc;
-    if ((rc = load_executor(L, key, n, sc)) < 0)
+    if ((rc = L->once ? load_once(L, key, n, sc) : load_executor(L, key, n, sc)) < 0)
         return rc;
     const struct ynode *flow = sq_plan__get(n, "flow");
     if (!flow)

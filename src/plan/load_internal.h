@@ -93,6 +93,7 @@ struct ld {
     struct sq_plan__map feeder_names;                   /* feeder -> index */
     struct sq_plan__map *feeder_cols; /* per feeder: column -> index (nfeeder_cols built) */
     size_t nfeeder_cols;
+    bool once; /* loading setup: or teardown: (sq_plan__load_scenario takes no executor) */
     /* the target origin, for absolute step URLs */
     char scheme[8];
     char host[256];

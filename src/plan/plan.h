@@ -200,6 +200,13 @@ struct sq_plan {
     size_t nfeeders;
     struct sq_plan_scenario *scenarios;
     size_t nscenarios;
+    /* setup: / teardown: flows run once, on one VU, before and after the scenarios (NULL:
+     * none); each a scenario named "setup" / "teardown" whose executor is per-vu-iterations,
+     * 1 VU, 1 iteration, maxDuration 60s. What setup extracts is the one row of the feeder
+     * feeders[setup_feeder] ("setup", per-vu, a column per setup variable): templates read it
+     * as {{setup.NAME}}; sq_feeder_set_row() fills it before the scenarios start. */
+    struct sq_plan_scenario *setup, *teardown;
+    int setup_feeder; /* -1: no setup */
     struct sq_plan_threshold *thresholds;
     size_t nthresholds;
     int64_t default_timeout_ns;     /* defaults.timeout; 0 when unset */
