@@ -782,9 +782,11 @@ static int load_once(struct ld *L, const struct ynode *root, const char *which,
     const struct ynode *n = sq_plan__get(root, which);
     if (!n)
         return 0;
+    size_t mark = sq_plan__path_key(L, which);
     int rc = sq_plan__want_map(L, n, "a mapping with flow (the steps run once)");
     if (rc < 0)
         return rc;
+    sq_plan__path_pop(L, mark); /* sq_plan__load_scenario names it again */
     if (!(*out = calloc(1, sizeof(**out))))
         return -ENOMEM;
     L->once = true;

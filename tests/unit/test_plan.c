@@ -111,9 +111,11 @@ static void unknown_keys(void **state)
                "scenarios.s.flow[0]", "unknown key 'chek' (did you mean 'check'?)");
     expect_err("target: http://127.0.0.1:8080\nscenarioz: {}\n", "2:1", "",
                "unknown key 'scenarioz' (did you mean 'scenarios'?)");
-    expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
-               "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
-               "thresholds, script, auth, sink, name, seed, redact, source_addrs, connect_rate)");
+    expect_err(
+        "target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
+        "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
+        "thresholds, script, auth, sink, name, seed, redact, source_addrs, connect_rate, setup, "
+        "teardown)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -125,6 +127,92 @@ static void unknown_keys(void **state)
                "unknown operator 'gte' (did you mean 'gt'?)");
     expect_err("target: http://127.0.0.1:8080\ntarget: x\n", "2:1", "",
                "duplicate key 'target' (first at line 1)");
+}
+
+/* setup: and teardown: (issue 26 §2): one VU, one iteration; setup's variables are the columns
+ * of the feeder "setup" ({{setup.NAME}}) for the scenarios and teardown, not for setup itself. */
+#define ONCE_SETUP                                                                                 \
+    "target: http://127.0.0.1:8080\n"                                                              \
+    "setup:\n"                                                                                     \
+    "  flow:\n"                                                                                    \
+    "    - request: { method: POST, url: /login }\n"                                               \
+    "      extract: { token: { json: $.token } }\n"
+
+static void setup_teardown(void **state)
+{
+    (void)state;
+    const char *ok = ONCE_SETUP "teardown:\n"
+                                "  maxDuration: 5s\n"
+                                "  flow:\n"
+                                "    - request: { url: '/x?t={{setup.token}}' }\n"
+                                "scenarios:\n"
+                                "  s:\n"
+                                "    executor: constant-vus\n"
+                                "    duration: 1s\n"
+                                "    flow:\n"
+                                "      - request: { url: '/items?t={{setup.token}}' }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e);
+    if (rc) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    assert_non_null(p->setup);
+    assert_non_null(p->teardown);
+    assert_string_equal(p->setup->name, "setup");
+    assert_int_equal(p->setup->exec.kind, SQ_EXEC_PER_VU_ITERATIONS);
+    assert_int_equal(p->setup->exec.vus, 1);
+    assert_int_equal(p->setup->exec.iterations, 1);
+    assert_int_equal(p->setup->exec.max_duration_ns, 60 * SQ_NS_PER_S);
+    assert_int_equal(p->teardown->exec.max_duration_ns, 5 * SQ_NS_PER_S);
+    assert_int_equal(p->setup->nvars, 1);
+    assert_string_equal(p->setup->vars[0], "token");
+    assert_true(p->setup_feeder >= 0);
+    struct sq_feeder *fd = p->feeders[p->setup_feeder].data;
+    assert_string_equal(p->feeders[p->setup_feeder].name, "setup");
+    assert_int_equal(fd->nrows, 1);
+    assert_int_equal(fd->ncolumns, 1);
+    assert_string_equal(fd->columns[0], "token");
+    assert_int_equal(fd->cells[0].len, 0);
+    /* the value setup extracted, as the run writes it before the scenarios start */
+    struct sq_str v = {"abc123", 6};
+    assert_int_equal(sq_feeder_set_row(fd, &v), 0);
+    assert_int_equal(fd->cells[0].len, 6);
+    assert_memory_equal(fd->cells[0].p, "abc123", 6);
+    assert_string_equal(fd->columns[0], "token");
+    uint64_t rng = 1;
+    assert_ptr_equal(sq_feeder_row(fd, SQ_FEED_PER_VU, 7, &rng), fd->cells);
+    sq_plan_free(p);
+    /* no executor: one VU runs it once */
+    expect_err(ONCE_SETUP "  executor: constant-vus\n" HEAD_REST "      - request: { url: /x }\n",
+               "6:3", "setup", "unknown key 'executor'");
+    expect_err("target: http://127.0.0.1:8080\nsetup: { }\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:1", "setup", "missing key 'flow'");
+    expect_err("target: http://127.0.0.1:8080\nsetup: [ ]\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:8", "setup", "expected a mapping with flow");
+    /* what setup extracts, by its name */
+    expect_err(ONCE_SETUP HEAD_REST "      - request: { url: '/x?{{setup.tokn}}' }\n", "11:31",
+               "scenarios.s.flow[0].request.url",
+               "feeder 'setup' has no column 'tokn' (did you mean 'token'?)");
+    /* setup cannot read its own values */
+    expect_err("target: http://127.0.0.1:8080\nsetup:\n  flow:\n"
+               "    - request: { url: '/x?{{setup.token}}' }\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "4:29", "setup.flow[0].request.url", "unknown name 'setup.token'");
+    /* a feeder of that name would hide them */
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "target: http://127.0.0.1:8080\ndata:\n  setup: { csv: %s/users.csv }\n"
+             "setup:\n  flow:\n    - request: { url: /login }\n" HEAD_REST
+             "      - request: { url: /x }\n",
+             tmpdir);
+    expect_err(yaml, "3:3", "data", "'setup' names setup:'s values");
+    expect_err(ONCE_SETUP "  maxDuration: 0s\n" HEAD_REST "      - request: { url: /x }\n", "6:16",
+               "setup.maxDuration", "maxDuration must be longer than 0");
 }
 
 /* seed: the random values' seed, a whole number in [0, 2^53 - 1]; absent: none (drawn) */
@@ -1343,29 +1431,18 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),
-        cmocka_unit_test(seed_key),
-        cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),
-        cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),
-        cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),
-        cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model),
-        cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),
-        cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),
-        cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),
-        cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),
-        cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),
-        cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),
-        cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),    cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),  cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),          cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
