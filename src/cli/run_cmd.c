@@ -5,6 +5,7 @@
  * parse -> prepare -> run -> render, each phase a function of its own over one struct plancmd. */
 #include <libgen.h>
 #include <limits.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +381,16 @@ static int plan_render(struct plancmd *c)
         return SQ_EXIT_FAIL;
     bool written = sq_cli_render(&l->outs, doc) == 0;
     json_decref(doc);
+    for (int i = 0; i < 2 && !c->o.quiet; i++) { /* counted apart from the scenarios above */
+        const struct sq_planrun_once *o = i ? &c->run.teardown : &c->run.setup;
+        if (o->ran)
+            fprintf(stderr,
+                    "%s: %" PRIu64 " request%s, %" PRIu64 " of %" PRIu64
+                    " checks passed, %s in %.3fs\n",
+                    i ? "teardown" : "setup", o->sent, o->sent == 1 ? "" : "s", o->checks_passed,
+                    o->checks_passed + o->checks_failed, o->ok ? "ok" : "FAILED",
+                    (double)o->duration_ns / 1e9);
+    }
     if (sq_cli_load_script_failed(l))
         return SQ_EXIT_FAIL;
     if (c->w.aborted)

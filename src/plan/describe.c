@@ -324,10 +324,12 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
             fputc('\n', out);
         }
     }
-    if (p->nfeeders) {
+    if (p->nfeeders > (p->setup_feeder >= 0)) {
         fprintf(out, "data\n");
         for (size_t i = 0; i < p->nfeeders; i++) {
             const struct sq_plan_feeder *f = &p->feeders[i];
+            if ((int)i == p->setup_feeder)
+                continue; /* setup's values: shown with setup */
             fprintf(out, "  %s: %s, %zu rows, %s; columns ", f->name, f->path,
                     f->data ? f->data->nrows : 0, feed_mode(f->mode));
             for (size_t c = 0; f->data && c < f->data->ncolumns; c++)
@@ -371,11 +373,23 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
         fprintf(out, "; retries after %s", fmt_dur(o->retry_ns, d, sizeof(d)));
         fprintf(out, " doubling to %s\n", fmt_dur(o->retry_max_ns, d, sizeof(d)));
     }
-    for (size_t i = 0; i < p->nscenarios; i++) {
-        const struct sq_plan_scenario *sc = &p->scenarios[i];
-        fprintf(out, "scenario %s\n  ", sc->name);
-        put_shape(out, &sc->exec);
-        fputc('\n', out);
+    for (size_t i = 0; i < p->nscenarios + 2; i++) {
+        const struct sq_plan_scenario *sc = i == 0               ? p->setup
+                                            : i <= p->nscenarios ? &p->scenarios[i - 1]
+                                                                 : p->teardown;
+        if (!sc)
+            continue;
+        if (sc == p->setup || sc == p->teardown) {
+            fprintf(out, "%s: once, on one VU, %s the scenarios (at most %s)\n", sc->name,
+                    sc == p->setup ? "before" : "after",
+                    fmt_dur(sc->exec.max_duration_ns, d, sizeof(d)));
+            if (sc == p->setup && sc->nvars)
+                fprintf(out, "  every VU reads its variables as {{setup.NAME}}\n");
+        } else {
+            fprintf(out, "scenario %s\n  ", sc->name);
+            put_shape(out, &sc->exec);
+            fputc('\n', out);
+        }
         if (sc->start_ns)
             fprintf(out, "  starts at %s\n", fmt_dur(sc->start_ns, d, sizeof(d)));
         if (sc->cookies)

@@ -20,6 +20,15 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
 
+SCHEMA = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "result.schema.json")
+
+
+def validate(doc):
+    import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+
+    with open(SCHEMA) as f:
+        jsonschema.validate(doc, json.load(f))
+
 SETUP = """
 setup:
   flow:
@@ -74,6 +83,7 @@ class SetupTeardown(sqtest.TargetCase):
         p, doc, _ = sqtest.run_json("run", path, "-q")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assert_accounting(doc)
+        validate(doc)
         st = self.stats()
         su, td = doc["setup"], doc["teardown"]
         self.assertTrue(su["ok"] and td["ok"], (su, td))
@@ -171,6 +181,7 @@ class SetupTeardown(sqtest.TargetCase):
         p, doc, _ = sqtest.run_json("run", path, "-q", timeout=60)
         self.assertEqual(p.returncode, 99, p.stderr)
         self.assertTrue(doc["aborted"], doc["abort_reason"])  # the threshold stopped it
+        validate(doc)
         st = self.stats()
         self.assertEqual(st["endpoints"]["echo"], 1, p.stderr)
         self.assertTrue(doc["teardown"]["ok"], doc["teardown"])
