@@ -321,6 +321,12 @@ static int plan_run(struct plancmd *c)
             fprintf(stderr, "squall: out of memory\n");
             return SQ_EXIT_FAIL;
         }
+        if (!c->run.setup.ok && *cfg->stop) {
+            sq_cli_load_abandon(&c->load);
+            fprintf(stderr,
+                    "squall: stopped by a signal during setup; the scenarios did not run\n");
+            return SQ_EXIT_SIGNAL;
+        }
         if (!c->run.setup.ok) {
             sq_cli_load_abandon(&c->load);
             fprintf(stderr, "squall: setup failed: %s; the scenarios did not run\n",
