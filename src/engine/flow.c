@@ -314,6 +314,7 @@ int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
     for (size_t i = 0; i < sc->nsteps; i++) {
         struct sq_flow_step *st = &f->steps[i];
         st->ps = &sc->steps[i];
+        st->cond = sc->steps[i].cond;
         st->md_base = md;
         md += (uint32_t)(st->ps->nextract + st->ps->nchecks);
         int rc = compile_step(f, st, err, errlen);
@@ -417,9 +418,27 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     memset(v, 0, sizeof(*v));
 }
 
+struct cond_ctx {
+    const struct sq_flow *f;
+    struct sq_flow_vu *v;
+};
+
+static int cond_render(void *ud, const struct sq_tmpl *t, struct sq_buf *out)
+{
+    struct cond_ctx *x = ud;
+    return sq_flow_render(x->f, x->v, t, out);
+}
+
+bool sq_flow_cond(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_flow_step *st)
+{
+    struct cond_ctx x = {f, v};
+    return sq_cond_eval(st->cond, v->last_status, cond_render, &x, &v->scratch, &v->val);
+}
+
 void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now)
 {
     v->step = 0;
+    v->last_status = 0;
     v->in_iter = true;
     v->iter_start_ns = now;
     v->think_until = 0;

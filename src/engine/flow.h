@@ -28,6 +28,7 @@ struct sq_h1_header;
 
 struct sq_flow_step {
     const struct sq_plan_step *ps;
+    const struct sq_cond *cond; /* ps->cond: `if:` (NULL: the step always runs) */
     bool think;
     bool ws;   /* a WebSocket step (ps->ws): wsdrv.c does it, nothing is rendered here */
     bool head; /* a HEAD request: no response body */
@@ -96,6 +97,7 @@ struct sq_flow_vu {
     bool want_head; /* capture the current response's head into head */
     uint64_t vu;    /* 1-based */
     uint64_t iteration;
+    int last_status; /* the status of the iteration's latest response (0: none yet): `if:` */
     int64_t iter_start_ns;
     int64_t think_until; /* the current think step's end (0: not thinking) */
     uint64_t rng;        /* xorshift64: the VU's random stream (sq_flow_vu_init) */
@@ -156,6 +158,9 @@ SQ_MUST_CHECK int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egr
 SQ_MUST_CHECK int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu,
                                   uint64_t seed);
 void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f);
+
+/* Whether step st's `if:` holds for VU v (its names rendered into v->scratch and v->val). */
+bool sq_flow_cond(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_flow_step *st);
 
 /* Starts an iteration: step 0, feeder rows picked. */
 void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now);

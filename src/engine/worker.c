@@ -660,12 +660,30 @@ static void redirect_send(struct sq_engine__conn *c, const struct sq_flow_step *
               1);
 }
 
+/* The current step is skipped (a before hook said so, or its `if:` does not hold): not sent,
+ * its checks not run: on to the next step, or (the iteration over) to the next iteration from
+ * the loop, so a flow that skips everything cannot recurse. */
+static void flow_skip(struct sq_engine__conn *c, int64_t now)
+{
+    flow_advance(c, now, false);
+    if (c->fv->in_iter) {
+        conn_next(c, now);
+    } else if (sq_timer_start(c->w->loop, &c->timer, now) == 0) {
+        c->state = CONN_PACING;
+    }
+}
+
 /* Sends the request of the VU's current step, or starts its think time. */
 static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     struct sq_flow_vu *v = c->fv;
     const struct sq_flow_step *st = &w->flow->steps[v->step];
+    if (SQ_UNLIKELY(st->cond != NULL) && !v->redirect && !v->think_until &&
+        !sq_flow_cond(w->flow, v, st)) {
+        flow_skip(c, now); /* `if:` does not hold: nothing sent, nothing counted */
+        return;
+    }
     if (st->broker >= 0) {
         /* publish / subscribe: on the worker's broker connection (flowbus.c); the VU waits */
         const struct sq_plan_step *ps = st->ps;
@@ -706,15 +724,8 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         if (!plan_hook(c, SQ_SCRIPT_BEFORE, 0, &res))
             return;
         if (res.skip) {
-            /* not sent, its checks not run: on to the next step, or (the iteration over) to the
-             * next iteration from the loop, so a flow that skips everything cannot recurse */
             w->c.script_skips++;
-            flow_advance(c, now, false);
-            if (v->in_iter) {
-                conn_next(c, now);
-            } else if (sq_timer_start(w->loop, &c->timer, now) == 0) {
-                c->state = CONN_PACING;
-            }
+            flow_skip(c, now);
             return;
         }
         if (res.has_body) {
@@ -848,6 +859,7 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
     const struct sq_flow_step *st = &w->flow->steps[v->step];
     struct sq_step_stats *ss = &w->steps[v->step];
     uint16_t status = c->rd.status;
+    v->last_status = status;
     ss->reqs++;
     sq_hist_record(ss->dur, lat_us);
     sq_hist_record(w->step_h[v->step], lat_us);

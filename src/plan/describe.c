@@ -247,6 +247,11 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
     if (st->kind == SQ_STEP_THINK) {
         fprintf(out, "    %zu. %s: think %s\n", i + 1, st->name,
                 fmt_dur(st->think_ns, d, sizeof(d)));
+        if (st->cond) {
+            fprintf(out, "%sif ", pad);
+            put_short(out, sq_cond_source(st->cond), strlen(sq_cond_source(st->cond)), 160);
+            fputc('\n', out);
+        }
         return;
     }
     const struct sq_plan_request *r = &st->req;
@@ -257,6 +262,11 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         put_url(out, r->url_src);
         if (step_static(sc, r))
             fprintf(out, "  (static)");
+        fputc('\n', out);
+    }
+    if (st->cond) {
+        fprintf(out, "%sif ", pad);
+        put_short(out, sq_cond_source(st->cond), strlen(sq_cond_source(st->cond)), 160);
         fputc('\n', out);
     }
     for (size_t h = 0; h < r->nheaders; h++) {

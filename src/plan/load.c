@@ -1086,6 +1086,7 @@ static void scenario_dispose(struct sq_plan_scenario *sc)
         free(st->name);
         free(st->before);
         free(st->after);
+        sq_cond_free(st->cond);
         request_dispose(&st->req);
         free(st->ws.subprotocol);
         for (size_t k = 0; k < st->nextract; k++) {

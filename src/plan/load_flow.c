@@ -1337,12 +1337,50 @@ static int check_ws_flow(struct ld *L, const struct ynode *flow, const struct sq
                          sc->steps[open_at].name);
 }
 
+/* An `if:` operand that names a value: compiled as the template "{{name}}" with the step's
+ * resolver, so it reads whatever a template there could. */
+static int cond_name(void *ud, const char *name, size_t len, struct sq_tmpl **out, char *msg,
+                     size_t msglen)
+{
+    struct rctx *R = ud;
+    char src[160];
+    if (len > sizeof(src) - 5) {
+        snprintf(msg, msglen, "name too long");
+        return -SQ_EPARSE;
+    }
+    int n = snprintf(src, sizeof(src), "{{%.*s}}", (int)len, name);
+    struct sq_tmpl_error te;
+    R->have_msg = false;
+    int rc = sq_tmpl_compile(src, (size_t)n, SQ_TMPL_ESC_NONE, sq_plan__resolve_name, R, out, &te);
+    if (rc < 0 && rc != -ENOMEM)
+        snprintf(msg, msglen, "%s", R->have_msg ? R->msg : te.msg);
+    return rc;
+}
+
+static int load_cond(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
+                     struct sq_plan_scenario *sc)
+{
+    int rc = sq_plan__want_string(L, n, "a condition, like \"status == 200\" or \"token != ''\"");
+    if (rc < 0)
+        return rc;
+    struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
+    char why[240];
+    size_t off = 0;
+    rc = sq_cond_parse(n->s, n->len, cond_name, &R, &st->cond, why, sizeof(why), &off);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0)
+        return sq_plan__fail_at(L, sq_plan__value_loc(L, n, off), "%s", why);
+    st->cond_loc = n->loc;
+    return 0;
+}
+
 static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
                      struct sq_plan_scenario *sc)
 {
-    static const char *const keys[] = {"name",  "request",  "think",    "extract",
-                                       "check", "on_error", "before",   "after",
-                                       "ws",    "publish",  "subscribe"};
+    static const char *const keys[] = {"name",  "request",  "think",     "extract",
+                                       "check", "on_error", "before",    "after",
+                                       "ws",    "publish",  "subscribe", "if"};
     int rc = sq_plan__want_keys(L, n,
                                 "a step: a mapping with request (or think, publish, "
                                 "subscribe, ws)",
@@ -1371,14 +1409,21 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
     }
     if (!st->name || sq_plan__map_add(&L->step_names, st->name, strlen(st->name), index, NULL) < 0)
         return -ENOMEM;
+    const struct ynode *cond = sq_plan__get(n, "if");
+    if (cond) {
+        size_t mark = sq_plan__path_key(L, "if");
+        if ((rc = load_cond(L, cond, st, sc)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
     const struct ynode *think = sq_plan__get(n, "think");
     if (think) {
         for (size_t i = 0; i < n->npairs; i++) {
             const char *k = n->pairs[i].key->s;
-            if (strcmp(k, "think") && strcmp(k, "name"))
+            if (strcmp(k, "think") && strcmp(k, "name") && strcmp(k, "if"))
                 return sq_plan__fail(
                     L, n->pairs[i].key,
-                    "a think step has only name and think ('%s' belongs to a request "
+                    "a think step has only name, if and think ('%s' belongs to a request "
                     "step)",
                     k);
         }
@@ -1394,9 +1439,9 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         for (size_t i = 0; i < n->npairs; i++) {
             const char *k = n->pairs[i].key->s;
             if (strcmp(k, "name") && strcmp(k, "on_error") && strcmp(k, "publish") &&
-                strcmp(k, "subscribe"))
+                strcmp(k, "subscribe") && strcmp(k, "if"))
                 return sq_plan__fail(L, n->pairs[i].key,
-                                     "a %s step has name, on_error and %s ('%s' belongs to a "
+                                     "a %s step has name, if, on_error and %s ('%s' belongs to a "
                                      "request step)",
                                      pub ? "publish" : "subscribe", pub ? "publish" : "subscribe",
                                      k);
@@ -1429,6 +1474,10 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
     size_t mark;
     if (wsn && req)
         return sq_plan__fail(L, wsn, "a step is a request or a ws step, not both");
+    if (wsn && st->cond)
+        return sq_plan__fail(L, sq_plan__get_key(n, "if"),
+                             "'if' does not apply to ws steps (a skipped connect or close would "
+                             "leave the WebSocket half done)");
     if (wsn) {
         st->kind = SQ_STEP_WS;
         mark = sq_plan__path_key(L, "ws");

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "plan/cond.h"
 #include "plan/eval.h"
 #include "plan/exec.h"
 #include "plan/feeder.h"
@@ -116,6 +117,10 @@ struct sq_plan_step {
     uint8_t qos;               /* PUBLISH, SUBSCRIBE over MQTT: 0..2 */
     bool needs_body;           /* a check, an extractor or an after hook reads the body */
     bool needs_headers;        /* a check, an extractor or an after hook reads headers */
+    /* if: the step runs only when it holds (plan/cond.h); NULL: always. A step it skips sends
+     * nothing and is not counted. */
+    struct sq_cond *cond;
+    struct sq_loc cond_loc;
     /* before: / after: the plan script's functions run around the request (NULL: none) */
     char *before, *after;
     struct sq_loc before_loc, after_loc;
