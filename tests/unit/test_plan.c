@@ -215,6 +215,72 @@ static void setup_teardown(void **state)
                "setup.maxDuration", "maxDuration must be longer than 0");
 }
 
+/* if: on a step: parse errors at their column, and what a condition says for given values */
+static int render_lit(void *ud, const struct sq_tmpl *t, struct sq_buf *out)
+{
+    (void)ud;
+    const char *text;
+    size_t n;
+    return sq_tmpl_static(t, &text, &n) ? sq_buf_append(out, text, n) : 0;
+}
+
+static bool holds(const char *yaml_cond)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof(yaml),
+             "target: http://127.0.0.1:8080\nvars: { env: prod, n: '5' }\n" HEAD_REST
+             "      - if: \"%s\"\n        request: { url: /x }\n",
+             yaml_cond);
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", yaml, strlen(yaml), &p, &e);
+    if (rc) {
+        char full[512];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    struct sq_buf a = {0}, b = {0};
+    bool r = sq_cond_eval(p->scenarios[0].steps[0].cond, 404, render_lit, NULL, &a, &b);
+    sq_buf_dispose(&a);
+    sq_buf_dispose(&b);
+    sq_plan_free(p);
+    return r;
+}
+
+static void step_if(void **state)
+{
+    (void)state;
+    assert_true(holds("status == 404"));
+    assert_false(holds("status != 404"));
+    assert_true(holds("status >= 400 && status < 500"));
+    assert_false(holds("status < 400"));
+    assert_true(holds("status == 200 || env == 'prod'"));
+    assert_false(holds("status == 200 || env == 'dev' && 1 == 1"));
+    assert_true(holds("n > 4 && n <= 5")); /* numbers compare as numbers */
+    assert_true(holds("n == 5.0"));
+    assert_true(holds("'10' > 9"));
+    assert_true(holds("'b' > 'abc'")); /* else as bytes */
+    assert_true(holds("env"));         /* a lone value: not empty, 0 or false */
+    assert_false(holds("0"));
+    assert_false(holds("'false'"));
+    assert_false(holds("''"));
+    /* errors name the column of what is wrong */
+    expect_err(HEAD "      - if: \"status = 200\"\n        request: { url: /x }\n", "7:21",
+               "scenarios.s.flow[0].if", "expected ==, !=, <, <=, > or >=");
+    expect_err(HEAD "      - if: \"tokn == 'x'\"\n        request: { url: /x }\n", "7:14",
+               "scenarios.s.flow[0].if", "unknown name 'tokn'");
+    expect_err(HEAD "      - if: \"status == 200 and 1\"\n        request: { url: /x }\n", "7:28",
+               "scenarios.s.flow[0].if", "expected &&, || or the end of the condition");
+    expect_err(HEAD "      - if: \"status == 'x\"\n        request: { url: /x }\n", "7:24",
+               "scenarios.s.flow[0].if", "unclosed string");
+    expect_err(HEAD "      - if: \"status ==\"\n        request: { url: /x }\n", "7:23",
+               "scenarios.s.flow[0].if", "expected a value");
+    expect_err(HEAD "      - if: [ 1 ]\n        request: { url: /x }\n", "7:13",
+               "scenarios.s.flow[0].if", "expected a condition");
+    expect_err(HEAD "      - ws: { connect: /ws }\n        if: \"1\"\n      - ws: { close: {} }\n",
+               "8:9", "scenarios.s.flow[0]", "'if' does not apply to ws steps");
+}
+
 /* seed: the random values' seed, a whole number in [0, 2^53 - 1]; absent: none (drawn) */
 static void seed_key(void **state)
 {
@@ -369,7 +435,7 @@ static void durations_and_executors(void **state)
     expect_err(HEAD "      - think: 100\n", "7:16", "scenarios.s.flow[0].think",
                "expected a duration like 500ms or 2s, got '100'");
     expect_err(HEAD "      - think: 1s\n        request: { url: /x }\n", "8:9",
-               "scenarios.s.flow[0]", "a think step has only name and think");
+               "scenarios.s.flow[0]", "a think step has only name, if and think");
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vu\n"
                "    duration: 1s\n    flow: [ { request: { url: /x } } ]\n",
                "4:15", "scenarios.s.executor",
@@ -1431,18 +1497,31 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),    cmocka_unit_test(seed_key),
-        cmocka_unit_test(setup_teardown),  cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),          cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),
+        cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),
+        cmocka_unit_test(step_if),
+        cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),
+        cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),
+        cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),
+        cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model),
+        cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),
+        cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),
+        cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),
+        cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),
+        cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),
+        cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),
+        cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
