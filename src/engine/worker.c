@@ -636,6 +636,14 @@ static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
     }
     sq_flow_vu_begin(c->fv, w->flow, intended);
     w->in_iter++;
+    if (SQ_UNLIKELY(c->fv->step >= w->flow->nsteps)) {
+        /* a flow that is one while: loop, which does not hold: the iteration ends at once */
+        c->fv->step = (uint32_t)w->flow->nsteps - 1;
+        flow_advance(c, now, true);
+        if (sq_timer_start(w->loop, &c->timer, now) == 0)
+            c->state = CONN_PACING;
+        return;
+    }
     flow_step(c, intended, now);
 }
 
@@ -770,7 +778,14 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     v->think_until = 0;
     v->hops = 0;
     v->redirect = false;
-    v->step++;
+    if (SQ_UNLIKELY(w->flow->nloops != 0) && !stop) {
+        if (!sq_flow_loops_after(w->flow, v)) { /* repeat: back to a loop's start, or on */
+            v->step++;
+            sq_flow_loops_enter(w->flow, v, 0);
+        }
+    } else {
+        v->step++;
+    }
     if (!stop && v->step < w->flow->nsteps)
         return;
     v->in_iter = false;

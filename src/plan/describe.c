@@ -413,8 +413,22 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
             fputc('\n', out);
         }
         fprintf(out, "  flow (%zu step%s)\n", sc->nsteps, sc->nsteps == 1 ? "" : "s");
-        for (size_t s = 0; s < sc->nsteps; s++)
+        for (size_t s = 0; s < sc->nsteps; s++) {
+            for (uint32_t l = 0; l < sc->nloops; l++) {
+                const struct sq_plan_loop *lp = &sc->loops[l];
+                if (lp->first != s)
+                    continue;
+                if (lp->cond) {
+                    fprintf(out, "    repeat steps %u-%u while ", lp->first + 1, lp->last + 1);
+                    put_short(out, sq_cond_source(lp->cond), strlen(sq_cond_source(lp->cond)), 160);
+                    fprintf(out, ", at most %llu times\n", (unsigned long long)lp->max);
+                } else {
+                    fprintf(out, "    repeat steps %u-%u %llu times\n", lp->first + 1, lp->last + 1,
+                            (unsigned long long)lp->count);
+                }
+            }
             put_step(out, sc, s);
+        }
     }
     if (p->nthresholds) {
         fprintf(out, "thresholds\n");

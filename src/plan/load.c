@@ -1100,6 +1100,9 @@ static void scenario_dispose(struct sq_plan_scenario *sc)
         free(st->checks);
     }
     free(sc->steps);
+    for (uint32_t j = 0; j < sc->nloops; j++)
+        sq_cond_free(sc->loops[j].cond);
+    free(sc->loops);
     for (uint32_t j = 0; j < sc->nvars; j++)
         free(sc->vars[j]);
     free(sc->vars);

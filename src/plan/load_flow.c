@@ -408,6 +408,15 @@ static int collect_slots(struct ld *L, const struct ynode *flow, struct sq_plan_
         const struct ynode *st = flow->items[i];
         if (st->kind != Y_MAP)
             continue; /* reported by the second pass */
+        const struct ynode *rp = sq_plan__get(st, "repeat");
+        const struct ynode *inner = rp && rp->kind == Y_MAP ? sq_plan__get(rp, "steps") : NULL;
+        if (inner && inner->kind == Y_SEQ) {
+            size_t mark = sq_plan__path_push(L, ".flow[%zu].repeat", i);
+            if ((rc = collect_slots(L, inner, sc)) < 0)
+                return rc;
+            sq_plan__path_pop(L, mark);
+            continue;
+        }
         const struct ynode *ex = sq_plan__get(st, "extract");
         if (!ex || ex->kind != Y_MAP)
             continue;
@@ -1559,6 +1568,122 @@ static bool scenario_name_ok(const char *s)
     return true;
 }
 
+/* How many steps and loops a flow (or a repeat's steps) holds once flattened; an item that is
+ * not a repeat counts as one step (load_step reports what is wrong with it). */
+static void count_flat(const struct ynode *seq, size_t *nsteps, size_t *nloops)
+{
+    for (size_t i = 0; i < seq->nitems; i++) {
+        const struct ynode *it = seq->items[i];
+        const struct ynode *rp = it->kind == Y_MAP ? sq_plan__get(it, "repeat") : NULL;
+        const struct ynode *inner = rp && rp->kind == Y_MAP ? sq_plan__get(rp, "steps") : NULL;
+        if (inner && inner->kind == Y_SEQ) {
+            (*nloops)++;
+            count_flat(inner, nsteps, nloops);
+        } else {
+            (*nsteps)++;
+        }
+    }
+}
+
+static int load_items(struct ld *L, const struct ynode *seq, const char *where,
+                      struct sq_plan_scenario *sc, int depth);
+
+/* One `repeat:` item: its loop in sc->loops (pre-order), then its steps. */
+static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_scenario *sc,
+                       int depth, bool last_of_parent)
+{
+    static const char *const keys[] = {"count", "while", "max", "steps"};
+    int rc;
+    if (item->npairs != 1)
+        for (size_t i = 0; i < item->npairs; i++)
+            if (strcmp(item->pairs[i].key->s, "repeat"))
+                return sq_plan__fail(L, item->pairs[i].key,
+                                     "a repeat item has only repeat ('%s' belongs to a step: put "
+                                     "it on a step inside repeat.steps)",
+                                     item->pairs[i].key->s);
+    const struct ynode *rp = sq_plan__get(item, "repeat");
+    const struct ynode *rkey = sq_plan__get_key(item, "repeat");
+    size_t mark = sq_plan__path_key(L, "repeat");
+    if ((rc = sq_plan__want_keys(L, rp, "a mapping with steps and count (or while and max)", keys,
+                                 SQ_ARRAY_LEN(keys))) < 0)
+        return rc;
+    if (depth >= SQ_PLAN_LOOP_DEPTH)
+        return sq_plan__fail(L, rkey, "repeat inside repeat goes %d deep at most",
+                             SQ_PLAN_LOOP_DEPTH);
+    const struct ynode *cnt = sq_plan__get(rp, "count"), *wh = sq_plan__get(rp, "while"),
+                       *mx = sq_plan__get(rp, "max"), *steps = sq_plan__get(rp, "steps");
+    if (!cnt == !wh)
+        return sq_plan__fail(
+            L, rp,
+            cnt ? "a repeat has count or while, not both"
+                : "missing key 'count' or 'while' (how many times, or while what)");
+    if (cnt && mx)
+        return sq_plan__fail(L, sq_plan__get_key(rp, "max"),
+                             "'max' caps a while loop; a count loop runs count times");
+    if (wh && !mx)
+        return sq_plan__fail(L, rp, "missing key 'max' (a while loop needs a cap)");
+    if (wh && last_of_parent)
+        return sq_plan__fail(L, rkey,
+                             "a while loop cannot end its enclosing repeat's steps (add a step "
+                             "after it)");
+    if (!steps)
+        return sq_plan__fail(L, rp, "missing key 'steps' (the steps to repeat)");
+    uint32_t li = sc->nloops++;
+    struct sq_plan_loop *lp = &sc->loops[li];
+    lp->loc = rkey->loc;
+    lp->first = (uint32_t)sc->nsteps;
+    if (cnt) {
+        size_t m = sq_plan__path_key(L, "count");
+        if ((rc = sq_plan__get_u64(L, cnt, 1, SQ_PLAN_LOOP_MAX, &lp->count)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+    } else {
+        size_t m = sq_plan__path_key(L, "max");
+        if ((rc = sq_plan__get_u64(L, mx, 1, SQ_PLAN_LOOP_MAX, &lp->max)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+        m = sq_plan__path_key(L, "while");
+        struct sq_plan_step tmp = {0};
+        rc = load_cond(L, wh, &tmp, sc);
+        lp->cond = tmp.cond;
+        if (rc < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+    }
+    if (steps->kind != Y_SEQ)
+        return sq_plan__fail(L, steps, "expected a list of steps, got %s",
+                             sq_plan__kind_name(steps));
+    if (steps->nitems == 0)
+        return sq_plan__fail(L, steps, "a repeat needs at least one step");
+    /* loads into sc->loops[li]'s place: the array does not move (sized by count_flat) */
+    if ((rc = load_items(L, steps, ".steps", sc, depth + 1)) < 0)
+        return rc;
+    sc->loops[li].last = (uint32_t)sc->nsteps - 1;
+    sq_plan__path_pop(L, mark);
+    return 0;
+}
+
+/* The items of a flow or a repeat's steps, flattened into sc->steps. */
+static int load_items(struct ld *L, const struct ynode *seq, const char *where,
+                      struct sq_plan_scenario *sc, int depth)
+{
+    int rc;
+    for (size_t i = 0; i < seq->nitems; i++) {
+        const struct ynode *it = seq->items[i];
+        size_t m = sq_plan__path_push(L, "%s[%zu]", where, i);
+        if (it->kind == Y_MAP && sq_plan__get(it, "repeat")) {
+            if ((rc = load_repeat(L, it, sc, depth, depth > 0 && i + 1 == seq->nitems)) < 0)
+                return rc;
+        } else {
+            size_t k = sc->nsteps++;
+            if ((rc = load_step(L, it, k, &sc->steps[k], sc)) < 0)
+                return rc;
+        }
+        sq_plan__path_pop(L, m);
+    }
+    return 0;
+}
+
 /* setup: and teardown: (L->once): a flow, cookies and locals, run by one VU once; maxDuration
  * bounds it (60s, k6's setupTimeout). */
 static int load_once(struct ld *L, const struct ynode *key, const struct ynode *n,
@@ -1628,18 +1753,20 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
     const struct ynode *locals = sq_plan__get(n, "locals");
     if (locals && (rc = collect_locals(L, locals, sc)) < 0)
         return rc;
-    sc->steps = calloc(flow->nitems, sizeof(*sc->steps));
+    size_t nflat = 0, nloops = 0;
+    count_flat(flow, &nflat, &nloops);
+    sc->steps = calloc(nflat, sizeof(*sc->steps));
+    if (nloops && !(sc->loops = calloc(nloops, sizeof(*sc->loops))))
+        return -ENOMEM;
     if (!sc->steps)
         return -ENOMEM;
+    if ((rc = load_items(L, flow, ".flow", sc, 0)) < 0)
+        return rc;
     bool any_request = false;
-    for (size_t i = 0; i < flow->nitems; i++) {
-        size_t m3 = sq_plan__path_push(L, ".flow[%zu]", i);
-        sc->nsteps = i + 1;
-        if ((rc = load_step(L, flow->items[i], i, &sc->steps[i], sc)) < 0)
-            return rc;
+    for (size_t i = 0; i < sc->nsteps; i++)
         any_request = any_request || sc->steps[i].kind != SQ_STEP_THINK;
-        sq_plan__path_pop(L, m3);
-    }
+    if (sc->nloops && sc->ws)
+        return sq_plan__fail(L, flow, "repeat: does not apply to a flow with ws steps");
     if (!any_request)
         return sq_plan__fail(L, flow,
                              "a flow needs at least one request, publish, subscribe or ws step");

@@ -126,6 +126,20 @@ struct sq_plan_step {
     struct sq_loc before_loc, after_loc;
 };
 
+/* repeat: (docs/plans.md, Loops): steps first..last (indices into the flat step list,
+ * inclusive) run count times, or while cond holds and at most max times. A scenario's loops are
+ * in pre-order (an outer loop before the loops inside it, first ascending). */
+struct sq_plan_loop {
+    uint32_t first, last;
+    uint64_t count;       /* count: N; 0 for a while: loop */
+    struct sq_cond *cond; /* while: (NULL for count:) */
+    uint64_t max;         /* while: the cap */
+    struct sq_loc loc;
+};
+
+#define SQ_PLAN_LOOP_MAX   1000000 /* count and max at most */
+#define SQ_PLAN_LOOP_DEPTH 8       /* repeat inside repeat */
+
 struct sq_plan_scenario {
     char *name;
     struct sq_loc loc;
@@ -139,6 +153,8 @@ struct sq_plan_scenario {
     bool cookies; /* per-VU cookie jar */
     bool h2;      /* protocol: h2 (HTTP/2 streams; h2c for http://, ALPN h2 for https://) */
     bool ws;      /* a flow with WebSocket steps */
+    struct sq_plan_loop *loops; /* repeat: blocks, in pre-order */
+    uint32_t nloops;
 };
 
 struct sq_plan_feeder {
