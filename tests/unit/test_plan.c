@@ -281,6 +281,71 @@ static void step_if(void **state)
                "8:9", "scenarios.s.flow[0]", "'if' does not apply to ws steps");
 }
 
+/* repeat: flattened into the steps, each loop's bounds in pre-order; its errors */
+static void step_repeat(void **state)
+{
+    (void)state;
+    const char *ok = HEAD "      - request: { url: /a }\n"
+                          "      - repeat:\n"
+                          "          count: 3\n"
+                          "          steps:\n"
+                          "            - request: { url: /b }\n"
+                          "            - repeat:\n"
+                          "                while: \"status == 200\"\n"
+                          "                max: 9\n"
+                          "                steps:\n"
+                          "                  - request: { url: /c }\n"
+                          "                    extract: { n: { json: $.n } }\n"
+                          "            - request: { url: '/d?{{n}}' }\n"
+                          "      - request: { url: /e }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e);
+    if (rc) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_int_equal(sc->nsteps, 5);
+    assert_int_equal(sc->nloops, 2);
+    assert_int_equal(sc->loops[0].first, 1);
+    assert_int_equal(sc->loops[0].last, 3);
+    assert_int_equal(sc->loops[0].count, 3);
+    assert_null(sc->loops[0].cond);
+    assert_int_equal(sc->loops[1].first, 2);
+    assert_int_equal(sc->loops[1].last, 2);
+    assert_int_equal(sc->loops[1].max, 9);
+    assert_non_null(sc->loops[1].cond);
+    assert_string_equal(sc->steps[4].name, "step 5");
+    assert_int_equal(sc->nvars, 1); /* an extract inside a repeat is a variable of the flow */
+    sq_plan_free(p);
+    expect_err(HEAD
+               "      - repeat: { count: 2, while: \"1\", steps: [ { request: { url: /x } } ] }\n",
+               "7:17", "scenarios.s.flow[0].repeat", "a repeat has count or while, not both");
+    expect_err(HEAD "      - repeat: { while: \"1\", steps: [ { request: { url: /x } } ] }\n",
+               "7:17", "scenarios.s.flow[0].repeat",
+               "missing key 'max' (a while loop needs a cap)");
+    expect_err(HEAD "      - repeat: { count: 0, steps: [ { request: { url: /x } } ] }\n", "7:26",
+               "scenarios.s.flow[0].repeat.count", "");
+    expect_err(HEAD "      - repeat: { count: 2, steps: [ ] }\n", "7:36",
+               "scenarios.s.flow[0].repeat", "a repeat needs at least one step");
+    expect_err(HEAD "      - repeat: { count: 2 }\n", "7:17", "scenarios.s.flow[0].repeat",
+               "missing key 'steps'");
+    expect_err(HEAD "      - repeat: { count: 2, steps: [ { request: { url: /x } } ] }\n"
+                    "        name: r\n",
+               "8:9", "scenarios.s.flow[0]", "a repeat item has only repeat");
+    expect_err(HEAD "      - repeat: { count: 2, steps: [ { request: { url: /x }, chek: 1 } ] }\n",
+               "7:62", "scenarios.s.flow[0].repeat.steps[0]", "unknown key 'chek'");
+    expect_err(HEAD
+               "      - repeat: { count: 2, steps: [ { request: { url: /x } },\n"
+               "          { repeat: { while: \"1\", max: 2, steps: [ { think: 1s } ] } } ] }\n",
+               "8:13", "scenarios.s.flow[0].repeat.steps[1].repeat",
+               "a while loop cannot end its enclosing repeat's steps");
+    expect_err(HEAD "      - repeat: { while: \"status = 1\", max: 2, steps: [ { think: 1s } ] }\n",
+               "7:34", "scenarios.s.flow[0].repeat.while", "expected ==, !=");
+}
+
 /* seed: the random values' seed, a whole number in [0, 2^53 - 1]; absent: none (drawn) */
 static void seed_key(void **state)
 {
@@ -1497,31 +1562,19 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),
-        cmocka_unit_test(seed_key),
-        cmocka_unit_test(setup_teardown),
-        cmocka_unit_test(step_if),
-        cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),
-        cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),
-        cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),
-        cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model),
-        cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),
-        cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),
-        cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),
-        cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),
-        cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),
-        cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),
-        cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),    cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),  cmocka_unit_test(step_if),
+        cmocka_unit_test(step_repeat),     cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),          cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""End-to-end test of `if:` on a step (docs/plans.md, Conditions) against `squall target`: a
+"""End-to-end tests of `if:` on a step and of `repeat:` (docs/plans.md, Conditions and Loops)
+against `squall target`. if: a
 first step answers 200 or 201 at random, the next steps run only on one of them (on the last
 status), on a variable the flow extracted, and on a value setup: extracted; a step whose
 condition never holds sends nothing. The target's per-endpoint counts must equal what the
-conditions allow, and squall's request count the target's. Bounded by an iteration count.
+conditions allow, and squall's request count the target's. repeat: count loops nested with a
+while loop (stopped by its condition, and by its cap), a while that never holds (nothing sent):
+the target's per-endpoint counts equal the loops' arithmetic. Bounded by iteration counts.
 """
 import json
 import os
@@ -18,7 +21,7 @@ import sqtest  # noqa: E402
 VUS, ITERS = 3, 10
 
 
-class StepIf(sqtest.TargetCase):
+class FlowLogic(sqtest.TargetCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.reset()
@@ -78,6 +81,64 @@ class StepIf(sqtest.TargetCase):
         self.assertEqual(steps["on200"]["requests"], ep["ok"])
         self.assertEqual(steps["never"]["requests"], 0)
         self.assertEqual(st["requests"], 1 + doc["requests"]["sent"])
+
+
+    def run_plan(self, flow):
+        text = f"target: {self.base}\n" + textwrap.dedent(
+            f"""
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                vus: {VUS}
+                iterations: {ITERS}
+                flow:
+            """
+        )
+        text += textwrap.indent(textwrap.dedent(flow).strip() + "\n", "      ")
+        path = os.path.join(self.tmp.name, "plan.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        p, doc, _ = sqtest.run_json("run", path, "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        st = self.stats()
+        self.assertEqual(st["requests"], doc["requests"]["sent"])
+        return doc, st["endpoints"]
+
+    def test_repeat(self):
+        doc, ep = self.run_plan(
+            """
+            - request: { url: /ok }
+            - repeat:
+                count: 3
+                steps:
+                  - request: { url: /fast }
+                  - repeat:                        # the cap stops it: 4 passes
+                      while: "status < 400"
+                      max: 4
+                      steps:
+                        - request: { url: /echo }
+                  - repeat:                        # its condition stops it after 1 pass
+                      while: "status != 404"
+                      max: 50
+                      steps:
+                        - request: { url: /status/404 }
+                  - request: { url: "/bytes/1" }
+            - repeat:                              # never holds: nothing sent
+                while: "status == 999"
+                max: 5
+                steps:
+                  - request: { url: /json/10 }
+            """
+        )
+        n = VUS * ITERS
+        self.assertEqual(ep["ok"], n)
+        self.assertEqual(ep["fast"], 3 * n)
+        self.assertEqual(ep["echo"], 3 * 4 * n)
+        self.assertEqual(ep["status"], 3 * n)
+        self.assertEqual(ep["bytes"], 3 * n)
+        self.assertEqual(ep["json"], 0)
+        self.assertEqual(doc["requests"]["sent"], n * (1 + 3 * (1 + 4 + 1 + 1)))
 
 
 if __name__ == "__main__":
