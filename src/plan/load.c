@@ -1087,6 +1087,7 @@ static void scenario_dispose(struct sq_plan_scenario *sc)
         free(st->before);
         free(st->after);
         sq_cond_free(st->cond);
+        free(st->group);
         request_dispose(&st->req);
         free(st->ws.subprotocol);
         for (size_t k = 0; k < st->nextract; k++) {

@@ -410,6 +410,8 @@ static int collect_slots(struct ld *L, const struct ynode *flow, struct sq_plan_
             continue; /* reported by the second pass */
         const struct ynode *rp = sq_plan__get(st, "repeat");
         const struct ynode *inner = rp && rp->kind == Y_MAP ? sq_plan__get(rp, "steps") : NULL;
+        if (sq_plan__get(st, "group"))
+            inner = sq_plan__get(st, "steps");
         if (inner && inner->kind == Y_SEQ) {
             size_t mark = sq_plan__path_push(L, ".flow[%zu].repeat", i);
             if ((rc = collect_slots(L, inner, sc)) < 0)
@@ -1576,7 +1578,11 @@ static void count_flat(const struct ynode *seq, size_t *nsteps, size_t *nloops)
         const struct ynode *it = seq->items[i];
         const struct ynode *rp = it->kind == Y_MAP ? sq_plan__get(it, "repeat") : NULL;
         const struct ynode *inner = rp && rp->kind == Y_MAP ? sq_plan__get(rp, "steps") : NULL;
-        if (inner && inner->kind == Y_SEQ) {
+        const struct ynode *gs =
+            it->kind == Y_MAP && sq_plan__get(it, "group") ? sq_plan__get(it, "steps") : NULL;
+        if (gs && gs->kind == Y_SEQ) {
+            count_flat(gs, nsteps, nloops);
+        } else if (inner && inner->kind == Y_SEQ) {
             (*nloops)++;
             count_flat(inner, nsteps, nloops);
         } else {
@@ -1586,7 +1592,7 @@ static void count_flat(const struct ynode *seq, size_t *nsteps, size_t *nloops)
 }
 
 static int load_items(struct ld *L, const struct ynode *seq, const char *where,
-                      struct sq_plan_scenario *sc, int depth);
+                      struct sq_plan_scenario *sc, int depth, bool ends_loop);
 
 /* One `repeat:` item: its loop in sc->loops (pre-order), then its steps. */
 static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_scenario *sc,
@@ -1656,28 +1662,68 @@ static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_sc
     if (steps->nitems == 0)
         return sq_plan__fail(L, steps, "a repeat needs at least one step");
     /* loads into sc->loops[li]'s place: the array does not move (sized by count_flat) */
-    if ((rc = load_items(L, steps, ".steps", sc, depth + 1)) < 0)
+    if ((rc = load_items(L, steps, ".steps", sc, depth + 1, true)) < 0)
         return rc;
     sc->loops[li].last = (uint32_t)sc->nsteps - 1;
     sq_plan__path_pop(L, mark);
     return 0;
 }
 
-/* The items of a flow or a repeat's steps, flattened into sc->steps. */
+/* One `group:` item: its steps, each tagged with the group's path. */
+static int load_group(struct ld *L, const struct ynode *item, struct sq_plan_scenario *sc,
+                      int depth, bool ends_loop)
+{
+    static const char *const keys[] = {"group", "steps"};
+    int rc = sq_plan__check_keys(L, item, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    const struct ynode *g = sq_plan__get(item, "group"), *steps = sq_plan__get(item, "steps");
+    size_t mark = sq_plan__path_key(L, "group");
+    if ((rc = sq_plan__want_string(L, g, "a group name")) < 0)
+        return rc;
+    if (g->len == 0 || strlen(g->s) != g->len || strstr(g->s, "::"))
+        return sq_plan__fail(L, g, "a group name is not empty and holds no NUL byte or '::'");
+    if (depth >= SQ_PLAN_LOOP_DEPTH)
+        return sq_plan__fail(L, g, "groups and repeats nest %d deep at most", SQ_PLAN_LOOP_DEPTH);
+    sq_plan__path_pop(L, mark);
+    if (!steps)
+        return sq_plan__fail(L, item, "missing key 'steps' (the group's steps)");
+    if (steps->kind != Y_SEQ)
+        return sq_plan__fail(L, steps, "expected a list of steps, got %s",
+                             sq_plan__kind_name(steps));
+    if (steps->nitems == 0)
+        return sq_plan__fail(L, steps, "a group needs at least one step");
+    size_t had = strlen(L->group);
+    if (had + 2 + g->len >= sizeof(L->group))
+        return sq_plan__fail(L, g, "the group path is longer than %zu bytes", sizeof(L->group) - 1);
+    snprintf(L->group + had, sizeof(L->group) - had, "%s%s", had ? "::" : "", g->s);
+    rc = load_items(L, steps, ".steps", sc, depth + 1, ends_loop);
+    L->group[had] = '\0';
+    return rc;
+}
+
+/* The items of a flow, a repeat's or a group's steps, flattened into sc->steps; ends_loop: the
+ * list's last item ends an enclosing repeat's steps. */
 static int load_items(struct ld *L, const struct ynode *seq, const char *where,
-                      struct sq_plan_scenario *sc, int depth)
+                      struct sq_plan_scenario *sc, int depth, bool ends_loop)
 {
     int rc;
     for (size_t i = 0; i < seq->nitems; i++) {
         const struct ynode *it = seq->items[i];
+        bool last = ends_loop && i + 1 == seq->nitems;
         size_t m = sq_plan__path_push(L, "%s[%zu]", where, i);
-        if (it->kind == Y_MAP && sq_plan__get(it, "repeat")) {
-            if ((rc = load_repeat(L, it, sc, depth, depth > 0 && i + 1 == seq->nitems)) < 0)
+        if (it->kind == Y_MAP && sq_plan__get(it, "group")) {
+            if ((rc = load_group(L, it, sc, depth, last)) < 0)
+                return rc;
+        } else if (it->kind == Y_MAP && sq_plan__get(it, "repeat")) {
+            if ((rc = load_repeat(L, it, sc, depth, last)) < 0)
                 return rc;
         } else {
             size_t k = sc->nsteps++;
             if ((rc = load_step(L, it, k, &sc->steps[k], sc)) < 0)
                 return rc;
+            if (L->group[0] && !(sc->steps[k].group = strdup(L->group)))
+                return -ENOMEM;
         }
         sq_plan__path_pop(L, m);
     }
@@ -1760,7 +1806,8 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
         return -ENOMEM;
     if (!sc->steps)
         return -ENOMEM;
-    if ((rc = load_items(L, flow, ".flow", sc, 0)) < 0)
+    L->group[0] = '\0';
+    if ((rc = load_items(L, flow, ".flow", sc, 0, false)) < 0)
         return rc;
     bool any_request = false;
     for (size_t i = 0; i < sc->nsteps; i++)

@@ -117,6 +117,9 @@ struct sq_plan_step {
     uint8_t qos;               /* PUBLISH, SUBSCRIBE over MQTT: 0..2 */
     bool needs_body;           /* a check, an extractor or an after hook reads the body */
     bool needs_headers;        /* a check, an extractor or an after hook reads headers */
+    /* group: the groups around the step, outer first, joined by "::" ("checkout::pay"), as
+     * k6 names them; NULL outside any group. Owned. */
+    char *group;
     /* if: the step runs only when it holds (plan/cond.h); NULL: always. A step it skips sends
      * nothing and is not counted. */
     struct sq_cond *cond;
