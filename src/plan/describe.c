@@ -269,6 +269,11 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         put_short(out, sq_cond_source(st->cond), strlen(sq_cond_source(st->cond)), 160);
         fputc('\n', out);
     }
+    if (st->group) {
+        fprintf(out, "%sgroup ", pad);
+        put_short(out, st->group, strlen(st->group), 160);
+        fputc('\n', out);
+    }
     for (size_t h = 0; h < r->nheaders; h++) {
         const char *name = r->headers[h].name;
         fprintf(out, "%sheader %s: ", pad, name);

@@ -6,7 +6,9 @@ status), on a variable the flow extracted, and on a value setup: extracted; a st
 condition never holds sends nothing. The target's per-endpoint counts must equal what the
 conditions allow, and squall's request count the target's. repeat: count loops nested with a
 while loop (stopped by its condition, and by its cap), a while that never holds (nothing sent):
-the target's per-endpoint counts equal the loops' arithmetic. Bounded by iteration counts.
+the target's per-endpoint counts equal the loops' arithmetic. group: nested groups whose
+figures (result `groups`, each step's `group`, the summary) add up to what the target counted
+on their endpoints. Bounded by iteration counts.
 """
 import json
 import os
@@ -17,6 +19,15 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sqtest  # noqa: E402
+
+SCHEMA = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "result.schema.json")
+
+
+def validate(doc):
+    import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+
+    with open(SCHEMA) as f:
+        jsonschema.validate(doc, json.load(f))
 
 VUS, ITERS = 3, 10
 
@@ -139,6 +150,46 @@ class FlowLogic(sqtest.TargetCase):
         self.assertEqual(ep["bytes"], 3 * n)
         self.assertEqual(ep["json"], 0)
         self.assertEqual(doc["requests"]["sent"], n * (1 + 3 * (1 + 4 + 1 + 1)))
+
+
+    def test_groups(self):
+        doc, ep = self.run_plan(
+            """
+            - request: { url: /ok }
+            - group: checkout
+              steps:
+                - name: cart
+                  request: { url: /fast }
+                  check: { status: 200 }
+                - group: pay
+                  steps:
+                    - name: card
+                      request: { url: /status/402 }
+                    - repeat:
+                        count: 2
+                        steps:
+                          - name: receipt
+                            request: { url: /echo }
+            - name: out
+              request: { url: /bytes/2 }
+            """
+        )
+        validate(doc)
+        n = VUS * ITERS
+        groups = {g["group"]: g for g in doc["groups"]}
+        self.assertEqual(set(groups), {"checkout", "checkout::pay"})
+        self.assertEqual(groups["checkout"]["requests"], ep["fast"] + ep["status"] + ep["echo"])
+        self.assertEqual(groups["checkout::pay"]["requests"], ep["status"] + ep["echo"])
+        self.assertEqual(groups["checkout::pay"]["requests"], 3 * n)
+        self.assertEqual(groups["checkout::pay"]["failed"], n)  # the 402s
+        self.assertEqual(groups["checkout"]["checks_passed"], n)
+        self.assertEqual(groups["checkout"]["duration_ms"]["count"], 4 * n)
+        steps = {s["step"]: s.get("group") for s in doc["steps"]}
+        self.assertEqual(steps, {"step 1": None, "cart": "checkout", "card": "checkout::pay",
+                                 "receipt": "checkout::pay", "out": None})
+        # and in the summary
+        p, _ = sqtest.run_squall("run", os.path.join(self.tmp.name, "plan.yaml"), timeout=60)
+        self.assertIn("\nGroups\n  checkout ", p.stderr + p.stdout)
 
 
 if __name__ == "__main__":

@@ -346,6 +346,46 @@ static void step_repeat(void **state)
                "7:34", "scenarios.s.flow[0].repeat.while", "expected ==, !=");
 }
 
+/* group: its steps carry the path of the groups around them; its errors */
+static void step_group(void **state)
+{
+    (void)state;
+    const char *ok =
+        HEAD "      - request: { url: /a }\n"
+             "      - group: checkout\n"
+             "        steps:\n"
+             "          - request: { url: /b }\n"
+             "          - group: pay\n"
+             "            steps:\n"
+             "              - repeat: { count: 2, steps: [ { request: { url: /c } } ] }\n"
+             "      - request: { url: /d }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e);
+    if (rc) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_int_equal(sc->nsteps, 4);
+    assert_null(sc->steps[0].group);
+    assert_string_equal(sc->steps[1].group, "checkout");
+    assert_string_equal(sc->steps[2].group, "checkout::pay");
+    assert_null(sc->steps[3].group);
+    assert_int_equal(sc->nloops, 1);
+    assert_int_equal(sc->loops[0].first, 2);
+    sq_plan_free(p);
+    expect_err(HEAD "      - group: g\n", "7:9", "scenarios.s.flow[0]", "missing key 'steps'");
+    expect_err(HEAD "      - group: 'a::b'\n        steps: [ { request: { url: /x } } ]\n", "7:17",
+               "scenarios.s.flow[0].group", "holds no NUL byte or '::'");
+    expect_err(HEAD
+               "      - group: g\n        steps: [ { request: { url: /x } } ]\n        if: \"1\"\n",
+               "9:9", "scenarios.s.flow[0]", "unknown key 'if'");
+    expect_err(HEAD "      - group: g\n        steps: [ ]\n", "8:16", "scenarios.s.flow[0]",
+               "a group needs at least one step");
+}
+
 /* seed: the random values' seed, a whole number in [0, 2^53 - 1]; absent: none (drawn) */
 static void seed_key(void **state)
 {
@@ -1562,19 +1602,33 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),    cmocka_unit_test(seed_key),
-        cmocka_unit_test(setup_teardown),  cmocka_unit_test(step_if),
-        cmocka_unit_test(step_repeat),     cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),          cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),
+        cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),
+        cmocka_unit_test(step_if),
+        cmocka_unit_test(step_repeat),
+        cmocka_unit_test(step_group),
+        cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),
+        cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),
+        cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),
+        cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model),
+        cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),
+        cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),
+        cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),
+        cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),
+        cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),
+        cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),
+        cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
