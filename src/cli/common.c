@@ -161,6 +161,16 @@ volatile int *sq_cli_signals_begin(void)
     return &stop_flag;
 }
 
+volatile int *sq_cli_signals_again(void)
+{
+    stop_flag = 0; /* a signal seen stays seen (sq_cli_signal_seen); the next one stops now */
+    if (sig_first) {
+        sig_t0_s = 0;
+        sig_t0_ns = 0;
+    }
+    return &stop_flag;
+}
+
 void sq_cli_signals_end(void)
 {
     signal(SIGINT, SIG_DFL);

@@ -69,6 +69,9 @@ char **sq_cli_argv_copy(int argc, char **argv);
  * so the run ends at once, still with its outputs. The face may set the flag itself (an
  * abortOnFail threshold). end puts the default actions back. */
 volatile int *sq_cli_signals_begin(void);
+/* After a run that a signal or an abortOnFail threshold stopped: the stop flag cleared for the
+ * plan's teardown:, which a further signal stops at once. */
+volatile int *sq_cli_signals_again(void);
 void sq_cli_signals_end(void);
 
 /* A server face (target, inbox, agent) stops on SIGINT and SIGTERM: handler for both (it may

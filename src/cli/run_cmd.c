@@ -5,6 +5,7 @@
  * parse -> prepare -> run -> render, each phase a function of its own over one struct plancmd. */
 #include <libgen.h>
 #include <limits.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,7 @@ static int plan_sink(struct plancmd *c)
 static int plan_prepare(struct plancmd *c)
 {
     char err[SQ_PREP_ERRLEN];
+    c->o.run_once = !c->o.dist.agents; /* setup: and teardown: run here, not on agents */
     const struct sq_planrun_opts *o = &c->o;
     int rc = sq_planrun_prepare(&c->run, c->p, o, err, sizeof(err));
     c->prepared = true;
@@ -322,7 +324,33 @@ static int plan_run(struct plancmd *c)
     if (c->o.dist.agents) /* the plan on agents: validated above, before anything is sent */
         c->load.job = plan_job(c->argc, c->argv, c->o.plan, cfg->seed);
     int64_t length_ns = (int64_t)(c->run.length_s * 1e9) + (c->o.dist.agents ? plan_grace(cfg) : 0);
-    int rc = sq_cli_load_run(&c->load, c->run.open, length_ns, on_tick, c);
+    int rc = 0;
+    if (c->p->setup) { /* once, before the scenarios: what it extracts, every VU reads */
+        if (sq_planrun_once(&c->run, false, cfg->stop) < 0) {
+            sq_cli_load_abandon(&c->load);
+            fprintf(stderr, "squall: out of memory\n");
+            return SQ_EXIT_FAIL;
+        }
+        if (!c->run.setup.ok && *cfg->stop) {
+            sq_cli_load_abandon(&c->load);
+            fprintf(stderr,
+                    "squall: stopped by a signal during setup; the scenarios did not run\n");
+            return SQ_EXIT_SIGNAL;
+        }
+        if (!c->run.setup.ok) {
+            sq_cli_load_abandon(&c->load);
+            fprintf(stderr, "squall: setup failed: %s; the scenarios did not run\n",
+                    c->run.setup.why);
+            return SQ_EXIT_FAIL;
+        }
+    }
+    rc = sq_cli_load_run(&c->load, c->run.open, length_ns, on_tick, c);
+    if (c->p->teardown) { /* after the scenarios, even when a signal or a threshold stopped them */
+        if (sq_planrun_once(&c->run, true, sq_cli_signals_again()) < 0)
+            fprintf(stderr, "squall: teardown: out of memory\n");
+        else if (!c->run.teardown.ok)
+            fprintf(stderr, "squall: teardown failed: %s\n", c->run.teardown.why);
+    }
     if (rc)
         return rc;
     if (sq_planrun_finish(&c->run, &c->w, &c->load.res, &c->verdicts) < 0) {
@@ -369,6 +397,16 @@ static int plan_render(struct plancmd *c)
         return SQ_EXIT_FAIL;
     bool written = sq_cli_render(&l->outs, doc) == 0;
     json_decref(doc);
+    for (int i = 0; i < 2 && !c->o.quiet; i++) { /* counted apart from the scenarios above */
+        const struct sq_planrun_once *o = i ? &c->run.teardown : &c->run.setup;
+        if (o->ran)
+            fprintf(stderr,
+                    "%s: %" PRIu64 " request%s, %" PRIu64 " of %" PRIu64
+                    " checks passed, %s in %.3fs\n",
+                    i ? "teardown" : "setup", o->sent, o->sent == 1 ? "" : "s", o->checks_passed,
+                    o->checks_passed + o->checks_failed, o->ok ? "ok" : "FAILED",
+                    (double)o->duration_ns / 1e9);
+    }
     if (sq_cli_load_script_failed(l))
         return SQ_EXIT_FAIL;
     if (c->w.aborted)

@@ -303,6 +303,7 @@ int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
     f->accept_encoding = accept_encoding;
     f->plan = p;
     f->sc = sc;
+    f->nloops = sc->nloops;
     f->secure = strcmp(target->scheme, "https") == 0;
     snprintf(f->host, sizeof(f->host), "%s", target->authority);
     snprintf(f->origin_host, sizeof(f->origin_host), "%s", target->host);
@@ -317,6 +318,7 @@ int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
     for (size_t i = 0; i < sc->nsteps; i++) {
         struct sq_flow_step *st = &f->steps[i];
         st->ps = &sc->steps[i];
+        st->cond = sc->steps[i].cond;
         st->md_base = md;
         md += (uint32_t)(st->ps->nextract + st->ps->nchecks);
         int rc = compile_step(f, st, err, errlen);
@@ -405,6 +407,8 @@ int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu, 
     v->rows = calloc(nf ? nf : 1, sizeof(*v->rows));
     if (!v->vars || !v->var_views || !v->rows)
         return -ENOMEM;
+    if (f->nloops && !(v->loop_n = calloc(f->nloops, sizeof(*v->loop_n))))
+        return -ENOMEM;
     if (f->sc->cookies) {
         int rc = sq_cookie_jar_new(&v->jar);
         if (rc < 0)
@@ -421,6 +425,7 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     free(v->vars);
     free(v->var_views);
     free(v->rows);
+    free(v->loop_n);
     sq_buf_dispose(&v->req);
     sq_buf_dispose(&v->body);
     sq_buf_dispose(&v->head);
@@ -434,9 +439,63 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     memset(v, 0, sizeof(*v));
 }
 
+struct cond_ctx {
+    const struct sq_flow *f;
+    struct sq_flow_vu *v;
+};
+
+static int cond_render(void *ud, const struct sq_tmpl *t, struct sq_buf *out)
+{
+    struct cond_ctx *x = ud;
+    return sq_flow_render(x->f, x->v, t, out);
+}
+
+bool sq_flow_cond(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_flow_step *st)
+{
+    struct cond_ctx x = {f, v};
+    return sq_cond_eval(st->cond, v->last_status, cond_render, &x, &v->scratch, &v->val);
+}
+
+static bool loop_while(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_plan_loop *lp)
+{
+    struct cond_ctx x = {f, v};
+    return sq_cond_eval(lp->cond, v->last_status, cond_render, &x, &v->scratch, &v->val);
+}
+
+void sq_flow_loops_enter(const struct sq_flow *f, struct sq_flow_vu *v, uint32_t from)
+{
+    const struct sq_plan_loop *loops = f->sc->loops;
+    for (uint32_t l = from; l < f->nloops; l++) {
+        if (loops[l].first != v->step)
+            continue; /* pre-order: the loops after it start at or after it */
+        v->loop_n[l] = 0;
+        if (loops[l].cond && !loop_while(f, v, &loops[l]))
+            v->step = loops[l].last + 1; /* the loader keeps a while off its parent's end */
+    }
+}
+
+bool sq_flow_loops_after(const struct sq_flow *f, struct sq_flow_vu *v)
+{
+    const struct sq_plan_loop *loops = f->sc->loops;
+    for (uint32_t l = f->nloops; l-- > 0;) { /* inner loops before the outer ones */
+        const struct sq_plan_loop *lp = &loops[l];
+        if (lp->last != v->step)
+            continue;
+        uint64_t n = ++v->loop_n[l];
+        bool again = lp->cond ? n < lp->max && loop_while(f, v, lp) : n < lp->count;
+        if (again) {
+            v->step = lp->first;
+            sq_flow_loops_enter(f, v, l + 1);
+            return true;
+        }
+    }
+    return false;
+}
+
 void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now)
 {
     v->step = 0;
+    v->last_status = 0;
     v->in_iter = true;
     v->iter_start_ns = now;
     v->think_until = 0;
@@ -448,6 +507,8 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
     const struct sq_plan *p = f->plan;
     for (size_t i = 0; i < p->nfeeders; i++)
         v->rows[i] = sq_feeder_row(p->feeders[i].data, p->feeders[i].mode, v->vu, &v->rng);
+    if (SQ_UNLIKELY(f->nloops != 0)) /* after the rows: a while: may read them */
+        sq_flow_loops_enter(f, v, 0);
 }
 
 /* the token in use, and the one requests may still carry after a refresh */

@@ -28,6 +28,7 @@ struct sq_h1_header;
 
 struct sq_flow_step {
     const struct sq_plan_step *ps;
+    const struct sq_cond *cond; /* ps->cond: `if:` (NULL: the step always runs) */
     bool think;
     bool ws;   /* a WebSocket step (ps->ws): wsdrv.c does it, nothing is rendered here */
     bool head; /* a HEAD request: no response body */
@@ -77,6 +78,7 @@ struct sq_flow {
     const struct sq_plan_scenario *sc;
     struct sq_flow_step *steps;
     size_t nsteps;
+    uint32_t nloops;             /* sc->nloops: repeat: blocks (0: flow_advance's plain path) */
     char host[300];              /* the Host header value, also the cookie host */
     bool secure;                 /* https target (cookies marked Secure are sent) */
     const char *accept_encoding; /* offered on every request without its own, or NULL */
@@ -100,6 +102,8 @@ struct sq_flow_vu {
     bool want_head; /* capture the current response's head into head */
     uint64_t vu;    /* 1-based */
     uint64_t iteration;
+    int last_status;  /* the status of the iteration's latest response (0: none yet): `if:` */
+    uint64_t *loop_n; /* per repeat: block of the flow, the passes done (NULL: none) */
     int64_t iter_start_ns;
     int64_t think_until; /* the current think step's end (0: not thinking) */
     uint64_t rng;        /* xorshift64: the VU's random stream (sq_flow_vu_init) */
@@ -165,7 +169,19 @@ SQ_MUST_CHECK int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f,
                                   uint64_t seed);
 void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f);
 
-/* Starts an iteration: step 0, feeder rows picked. */
+/* Whether step st's `if:` holds for VU v (its names rendered into v->scratch and v->val). */
+bool sq_flow_cond(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_flow_step *st);
+
+/* repeat: blocks (f->nloops > 0). sq_flow_loops_enter: the loops that start at v->step, reached
+ * from before them (in pre-order from loop `from`): their passes reset, a while: tested, and a
+ * loop whose while does not hold jumped over (v->step may then be f->nsteps: the flow is
+ * done). sq_flow_loops_after: step v->step has just ended; the innermost loop ending there
+ * that goes again sends v->step back to its first step (and enters the loops that start there
+ * inside it): true; none: false (the caller moves on). */
+void sq_flow_loops_enter(const struct sq_flow *f, struct sq_flow_vu *v, uint32_t from);
+bool sq_flow_loops_after(const struct sq_flow *f, struct sq_flow_vu *v);
+
+/* Starts an iteration: step 0 (or past the loops that do not run there), feeder rows picked. */
 void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now);
 /* The credentials an exchange of VU v (NULL: none in particular) may carry, for redacting it
  * when it is kept (base/redact.h): the plan's fixed ones (struct sq_plan.secrets), the cells of

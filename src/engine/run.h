@@ -22,6 +22,7 @@
 #include "result/result.h"
 
 struct sq_hist;
+struct sq_flow_vu;
 struct sq_h2_req;
 struct sq_tls_client;
 struct sq_egress;
@@ -93,6 +94,11 @@ struct sq_run_scen {
     const struct sq_flow *flow;
     bool h2; /* over HTTP/2 (`protocol: h2`, --http2): its VUs are stream slots, `streams` of
                 them per connection (the run's streams, at least 1); the flow sq_flow_use_h2'd */
+    /* Optional: called on the worker's thread when one of its VUs ends an iteration (not when
+     * one is interrupted), with that VU's state (its variables); stopped: it ended early
+     * (on_error: next_iteration). The setup: flow hands its values over this way (face/). */
+    void (*on_iter_end)(void *ud, const struct sq_flow_vu *v, bool stopped);
+    void *iter_ud;
 };
 
 /* One URL of the quick face's --urls list: its request serialised once (and prepared for

@@ -646,6 +646,14 @@ static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
     }
     sq_flow_vu_begin(c->fv, w->flow, intended);
     w->in_iter++;
+    if (SQ_UNLIKELY(c->fv->step >= w->flow->nsteps)) {
+        /* a flow that is one while: loop, which does not hold: the iteration ends at once */
+        c->fv->step = (uint32_t)w->flow->nsteps - 1;
+        flow_advance(c, now, true);
+        if (sq_timer_start(w->loop, &c->timer, now) == 0)
+            c->state = CONN_PACING;
+        return;
+    }
     flow_step(c, intended, now);
 }
 
@@ -670,12 +678,30 @@ static void redirect_send(struct sq_engine__conn *c, const struct sq_flow_step *
               1);
 }
 
+/* The current step is skipped (a before hook said so, or its `if:` does not hold): not sent,
+ * its checks not run: on to the next step, or (the iteration over) to the next iteration from
+ * the loop, so a flow that skips everything cannot recurse. */
+static void flow_skip(struct sq_engine__conn *c, int64_t now)
+{
+    flow_advance(c, now, false);
+    if (c->fv->in_iter) {
+        conn_next(c, now);
+    } else if (sq_timer_start(c->w->loop, &c->timer, now) == 0) {
+        c->state = CONN_PACING;
+    }
+}
+
 /* Sends the request of the VU's current step, or starts its think time. */
 static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
     struct sq_engine__worker *w = c->w;
     struct sq_flow_vu *v = c->fv;
     const struct sq_flow_step *st = &w->flow->steps[v->step];
+    if (SQ_UNLIKELY(st->cond != NULL) && !v->redirect && !v->think_until &&
+        !sq_flow_cond(w->flow, v, st)) {
+        flow_skip(c, now); /* `if:` does not hold: nothing sent, nothing counted */
+        return;
+    }
     if (st->broker >= 0) {
         /* publish / subscribe: on the worker's broker connection (flowbus.c); the VU waits */
         const struct sq_plan_step *ps = st->ps;
@@ -716,15 +742,8 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         if (!plan_hook(c, SQ_SCRIPT_BEFORE, 0, &res))
             return;
         if (res.skip) {
-            /* not sent, its checks not run: on to the next step, or (the iteration over) to the
-             * next iteration from the loop, so a flow that skips everything cannot recurse */
             w->c.script_skips++;
-            flow_advance(c, now, false);
-            if (v->in_iter) {
-                conn_next(c, now);
-            } else if (sq_timer_start(w->loop, &c->timer, now) == 0) {
-                c->state = CONN_PACING;
-            }
+            flow_skip(c, now);
             return;
         }
         if (res.has_body) {
@@ -769,7 +788,14 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     v->think_until = 0;
     v->hops = 0;
     v->redirect = false;
-    v->step++;
+    if (SQ_UNLIKELY(w->flow->nloops != 0) && !stop) {
+        if (!sq_flow_loops_after(w->flow, v)) { /* repeat: back to a loop's start, or on */
+            v->step++;
+            sq_flow_loops_enter(w->flow, v, 0);
+        }
+    } else {
+        v->step++;
+    }
     if (!stop && v->step < w->flow->nsteps)
         return;
     v->in_iter = false;
@@ -778,6 +804,9 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     w->in_iter--;
     w->c.iterations++;
     sq_hist_record(w->iter_hist, (now - v->iter_start_ns) / SQ_NS_PER_US);
+    const struct sq_run_scen *sc = &w->cfg->scens[w->scen];
+    if (SQ_UNLIKELY(sc->on_iter_end != NULL))
+        sc->on_iter_end(sc->iter_ud, v, stop);
 }
 
 /* A publish or subscribe step ended (flowbus.c): its figures, then the flow goes on. kind < 0:
@@ -855,6 +884,7 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
     const struct sq_flow_step *st = &w->flow->steps[v->step];
     struct sq_step_stats *ss = &w->steps[v->step];
     uint16_t status = c->rd.status;
+    v->last_status = status;
     ss->reqs++;
     sq_hist_record(ss->dur, lat_us);
     sq_hist_record(w->step_h[v->step], lat_us);

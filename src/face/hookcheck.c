@@ -2,6 +2,7 @@
 #include "face/hookcheck.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "script/script.h"
@@ -16,8 +17,14 @@ int sq_plan_hooks_check(const struct sq_plan *p, char *err, size_t errlen)
         return rc;
     if (rc < 0)
         return -SQ_EPARSE;
-    for (size_t i = 0; rc == 0 && i < p->nscenarios; i++) {
-        const struct sq_plan_scenario *sc = &p->scenarios[i];
+    /* the scenarios, then setup: and teardown: */
+    for (size_t i = 0; rc == 0 && i < p->nscenarios + 2; i++) {
+        const struct sq_plan_scenario *sc = i < p->nscenarios    ? &p->scenarios[i]
+                                            : i == p->nscenarios ? p->setup
+                                                                 : p->teardown;
+        bool once = i >= p->nscenarios;
+        if (!sc)
+            continue;
         for (size_t j = 0; rc == 0 && j < sc->nsteps; j++) {
             const struct sq_plan_step *st = &sc->steps[j];
             const char *fn[2] = {st->before, st->after};
@@ -28,10 +35,9 @@ int sq_plan_hooks_check(const struct sq_plan *p, char *err, size_t errlen)
                     continue;
                 if (rc == -ENOMEM)
                     break;
-                snprintf(err, errlen,
-                         "%s:%u:%u: scenarios.%s.flow[%zu].%s: '%s' is not a function of %s",
-                         p->file, loc[k]->line, loc[k]->col, sc->name, j, k ? "after" : "before",
-                         fn[k], p->script);
+                snprintf(err, errlen, "%s:%u:%u: %s%s.flow[%zu].%s: '%s' is not a function of %s",
+                         p->file, loc[k]->line, loc[k]->col, once ? "" : "scenarios.", sc->name, j,
+                         k ? "after" : "before", fn[k], p->script);
                 rc = -SQ_EPARSE;
             }
         }

@@ -2,6 +2,7 @@
 #include "face/planrun.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -282,6 +283,31 @@ static int compile_scen(struct sq_planrun *r, const struct sq_plan *p,
     return 0;
 }
 
+/* setup: or teardown: compiled like a scenario (over HTTP/2 when every scenario is). */
+static int compile_once(struct sq_planrun *r, const struct sq_plan_scenario *sc,
+                        const struct sq_planrun_opts *o, bool h2, struct sq_run_scen *s, char *err,
+                        size_t len)
+{
+    char why[512];
+    struct sq_flow *f = NULL;
+    int rc = sq_flow_compile(r->plan, sc, &r->url, r->accept_encoding, &f, why, sizeof(why));
+    h2 = h2 && !sc->ws;
+    if (rc == 0 && h2)
+        rc = sq_flow_use_h2(f, why, sizeof(why));
+    if (rc == 0 && o->max_redirects >= 0)
+        sq_flow_max_redirects(f, (uint32_t)o->max_redirects);
+    s->flow = f;
+    if (rc == -ENOMEM)
+        return no_memory(err, len);
+    if (rc < 0)
+        return plan_fail(err, len, "%s: %s: %s", r->plan->file, sc->name, why);
+    s->name = sc->name;
+    s->exec = sc->exec;
+    s->h2 = h2;
+    r->vus += 1;
+    return 0;
+}
+
 /* DNS and TLS for the target: https gets ALPN h2 for HTTP/2 scenarios (required: a server that
  * does not pick it fails the handshake), none for HTTP/1.1 ones; a plan with both gets a client
  * of each. */
@@ -323,6 +349,11 @@ static int destinations(struct sq_planrun *r, const struct sq_planrun_opts *o, c
                                                        : "%s: scenario '%s': dns: %s",
                      p->file, p->scenarios[i].name, why);
     }
+    for (size_t i = 0; rc == 0 && i < 2; i++)
+        if (r->once[i].flow && (rc = sq_flow_resolve_brokers((struct sq_flow *)r->once[i].flow,
+                                                             o->net.egress, why, sizeof(why))) < 0)
+            snprintf(err, len, rc == -EACCES ? "%s: %s: %s" : "%s: %s: dns: %s", p->file,
+                     r->once[i].name, why);
     if (rc == 0 && p->oauth2) {
         rc = sq_oauth_new(p->oauth2, p->target, &o->net.tls, o->net.egress, &r->oauth, err, len);
         if (rc < 0)
@@ -331,6 +362,9 @@ static int destinations(struct sq_planrun *r, const struct sq_planrun_opts *o, c
                        : -EPROTO;
         for (size_t i = 0; i < p->nscenarios; i++)
             ((struct sq_flow *)r->scens[i].flow)->oauth = sq_oauth_live(r->oauth);
+        for (size_t i = 0; i < 2; i++)
+            if (r->once[i].flow)
+                ((struct sq_flow *)r->once[i].flow)->oauth = sq_oauth_live(r->oauth);
     }
     return rc;
 }
@@ -352,6 +386,18 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     for (size_t i = 0; i < p->nscenarios; i++)
         if ((rc = compile_scen(r, p, o, i, &nh2, err, len)) < 0)
             return rc;
+    if ((p->setup || p->teardown) && !o->run_once)
+        return plan_fail(err, len,
+                         "%s:%u:%u: %s: setup: and teardown: run with `squall run` on one "
+                         "machine (not on agents, nor from the daemon or MCP yet)",
+                         p->file, (p->setup ? p->setup : p->teardown)->loc.line,
+                         (p->setup ? p->setup : p->teardown)->loc.col,
+                         p->setup ? "setup" : "teardown");
+    bool all_h2 = nh2 == p->nscenarios && nh2 > 0;
+    if (p->setup && (rc = compile_once(r, p->setup, o, all_h2, &r->once[0], err, len)) < 0)
+        return rc;
+    if (p->teardown && (rc = compile_once(r, p->teardown, o, all_h2, &r->once[1], err, len)) < 0)
+        return rc;
     struct sq_run_config *cfg = &r->cfg;
     cfg->timeout_ns = p->default_timeout_ns ? p->default_timeout_ns : o->timeout_ns;
     cfg->connect_timeout_ns = o->connect_timeout_ns;
@@ -418,6 +464,10 @@ void sq_planrun_dispose(struct sq_planrun *r)
             sq_flow_free((struct sq_flow *)r->scens[i].flow);
     free(r->scens);
     r->scens = NULL;
+    for (size_t i = 0; i < 2; i++) {
+        sq_flow_free((struct sq_flow *)r->once[i].flow);
+        r->once[i].flow = NULL;
+    }
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
     sq_tls_client_free(r->tls_h2);
@@ -470,4 +520,100 @@ int sq_planrun_finish(const struct sq_planrun *r, const struct sq_planrun_watch 
         snprintf(res->abort_reason, sizeof(res->abort_reason), "%.159s", w->why);
     }
     return sq_thresholds_eval(r->plan, res, v);
+}
+
+/* The setup VU's variables when its iteration ends (its worker's thread; the main thread reads
+ * them after sq_run has joined it). */
+struct once_keep {
+    struct sq_buf *vals;
+    uint32_t n;
+    bool ended, stopped;
+    bool nomem;
+};
+
+static void once_end(void *ud, const struct sq_flow_vu *v, bool stopped)
+{
+    struct once_keep *k = ud;
+    k->ended = true;
+    k->stopped = stopped;
+    for (uint32_t i = 0; i < k->n; i++) {
+        k->vals[i].len = 0;
+        if (v->vars[i].len && sq_buf_append(&k->vals[i], v->vars[i].p, v->vars[i].len) < 0)
+            k->nomem = true;
+    }
+}
+
+int sq_planrun_once(struct sq_planrun *r, bool teardown, volatile int *stop)
+{
+    const struct sq_plan *p = r->plan;
+    const struct sq_plan_scenario *sc = teardown ? p->teardown : p->setup;
+    struct sq_planrun_once *o = teardown ? &r->teardown : &r->setup;
+    struct sq_run_scen scen = r->once[teardown];
+    if (!sc || !scen.flow)
+        return 0;
+    struct once_keep k = {.n = teardown ? 0 : sc->nvars};
+    if (k.n && !(k.vals = calloc(k.n, sizeof(*k.vals))))
+        return -ENOMEM;
+    if (!teardown) {
+        scen.on_iter_end = once_end;
+        scen.iter_ud = &k;
+    }
+    struct sq_run_config cfg = r->cfg;
+    cfg.scens = &scen;
+    cfg.nscens = 1;
+    cfg.stop = stop;
+    cfg.on_tick = NULL;
+    cfg.tick_ud = NULL;
+    cfg.on_samples = NULL;
+    cfg.watch = NULL;
+    cfg.capture = NULL;
+    cfg.sample_per_class = 0;
+    cfg.seg = NULL;
+    cfg.start_at = NULL;
+    cfg.on_ready = NULL;
+    cfg.rate_samples = false;
+    struct sq_result res;
+    memset(&res, 0, sizeof(res));
+    const char *why = NULL;
+    int rc = sq_run(&cfg, &res, &why);
+    *o = (struct sq_planrun_once){.ran = true};
+    if (rc < 0) {
+        snprintf(o->why, sizeof(o->why), "%s: %s", why ? why : "run", sq_strerror(rc));
+    } else {
+        o->sent = res.c.sent;
+        o->completed = res.c.completed;
+        o->failed = res.c.failed;
+        o->http_failed = res.c.http_failed;
+        o->checks_passed = res.c.checks_passed;
+        o->checks_failed = res.c.checks_failed;
+        o->iterations = res.c.iterations;
+        o->duration_ns = res.duration_ns;
+        if (k.nomem)
+            rc = -ENOMEM;
+        else if (o->iterations == 0)
+            snprintf(o->why, sizeof(o->why), "its flow did not complete%s",
+                     res.aborted ? " (stopped)" : "");
+        else if (o->failed)
+            snprintf(o->why, sizeof(o->why), "%" PRIu64 " of its %" PRIu64 " requests failed",
+                     o->failed, o->sent);
+        else if (o->checks_failed)
+            snprintf(o->why, sizeof(o->why), "%" PRIu64 " of its %" PRIu64 " checks failed",
+                     o->checks_failed, o->checks_failed + o->checks_passed);
+        else if (k.stopped)
+            snprintf(o->why, sizeof(o->why), "it stopped early (on_error: next_iteration)");
+        else
+            o->ok = true;
+    }
+    if (rc == 0 && o->ok && !teardown) {
+        struct sq_str *vals = calloc(k.n ? k.n : 1, sizeof(*vals));
+        for (uint32_t i = 0; vals && i < k.n; i++)
+            vals[i] = (struct sq_str){k.vals[i].p, k.vals[i].len};
+        rc = vals ? sq_feeder_set_row(p->feeders[p->setup_feeder].data, vals) : -ENOMEM;
+        free(vals);
+    }
+    for (uint32_t i = 0; i < k.n; i++)
+        sq_buf_dispose(&k.vals[i]);
+    free(k.vals);
+    sq_result_dispose(&res);
+    return rc == -ENOMEM ? rc : 0;
 }

@@ -44,6 +44,9 @@ struct sq_planrun_opts {
     /* Refuse a plan with script: (a daemon that runs plans its clients send: their Lua could
      * use io and os). Not a flag; false from sq_planrun_opts_init. */
     bool refuse_scripts;
+    /* the caller runs the plan's setup: and teardown: (sq_planrun_once); without it a plan
+     * that has them is refused (the daemon, MCP and agents do not run them yet) */
+    bool run_once;
     struct sq_netopts net;
     struct sq_distopts dist; /* --agents N --nats URL...: a run on agents */
     const char *name;        /* --name: the run's name (over the plan's name:) */
@@ -80,6 +83,17 @@ SQ_MUST_CHECK int sq_planrun_parse_argv(struct sq_planrun_opts *o, int argc, cha
 /* A prepared plan run: cfg is ready for sq_run() once the caller adds its own parts (stop,
  * on_tick). cfg points into the struct, so it must stay where it is while the run goes; the
  * plan and the options are borrowed and must outlive it. */
+/* What a setup: or teardown: flow did (sq_planrun_once): its requests are counted here, apart
+ * from the scenarios'. */
+struct sq_planrun_once {
+    bool ran;
+    bool ok;       /* its iteration completed, every request was answered, every check passed */
+    uint64_t sent; /* requests */
+    uint64_t completed, failed, http_failed, checks_passed, checks_failed, iterations;
+    int64_t duration_ns;
+    char why[256]; /* !ok: what went wrong */
+};
+
 struct sq_planrun {
     const struct sq_plan *plan;
     const struct sq_planrun_opts *opts;
@@ -94,7 +108,16 @@ struct sq_planrun {
     struct sq_tls_client *tls_h2; /* https plans mixing protocols: the h2 scenarios' client */
     struct sq_oauth *oauth;       /* the plan's auth.oauth2 token source, or NULL */
     struct sq_watch *watch;       /* the processes --watch names (cfg.watch), or NULL */
+    struct sq_run_scen once[2];   /* setup:, teardown: (flow NULL: none; flows owned) */
+    struct sq_planrun_once setup, teardown;
 };
+
+/* Runs the plan's setup: (teardown false) or teardown: flow on its own: one VU, one iteration,
+ * the run's configuration without its tick, outputs or watch, stopped by *stop. After a setup
+ * that completed, every VU of the scenarios and teardown reads its variables as
+ * {{setup.NAME}}. Fills r->setup or r->teardown. Returns 0 (nothing to run, or it ran: see its
+ * ok), or -ENOMEM. */
+SQ_MUST_CHECK int sq_planrun_once(struct sq_planrun *r, bool teardown, volatile int *stop);
 
 /* The protocol scenario i runs, as the result names it: "http/1.1", "h2c" or "h2". */
 const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i);

@@ -179,6 +179,20 @@ json_t *sq_planrun_doc(const struct sq_planrun *r, const struct sq_result *res,
                             json_pack("{s:s, s:{s:I}, s:I, s:s?}", "file", r->plan->script, "calls",
                                       "hooks", (json_int_t)res->c.script_hooks, "skipped_steps",
                                       (json_int_t)res->c.script_skips, "error", res->script_error));
+    for (int i = 0; doc && i < 2; i++) {
+        const struct sq_planrun_once *o = i ? &r->teardown : &r->setup;
+        if (!(i ? r->plan->teardown : r->plan->setup))
+            continue;
+        json_object_set_new(
+            doc, i ? "teardown" : "setup",
+            json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s?}", "ran", o->ran,
+                      "ok", o->ok, "requests", (json_int_t)o->sent, "completed",
+                      (json_int_t)o->completed, "failed", (json_int_t)o->failed, "http_failed",
+                      (json_int_t)o->http_failed, "checks_passed", (json_int_t)o->checks_passed,
+                      "checks_failed", (json_int_t)o->checks_failed, "iterations",
+                      (json_int_t)o->iterations, "duration_s", (double)o->duration_ns / 1e9,
+                      "error", o->ran && !o->ok ? o->why : NULL));
+    }
     if (doc && r->oauth) {
         struct sq_oauth_stats st;
         sq_oauth_stats(r->oauth, &st);

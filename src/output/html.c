@@ -1105,6 +1105,7 @@ int sq_report_html(const json_t *doc, FILE *out)
     resources(out, doc);
     fputs("</div>\n</section>\n", out);
     steps_section(out, doc);
+    optional_section(out, doc, "groups", "Groups"); /* group: blocks, their steps added up */
     page_sections(out, doc, open, plan, series_why, hdr_why);
     if (!plan) { /* not a plan: checks and thresholds, if any, come last */
         optional_section(out, doc, "checks", "Checks");

@@ -97,6 +97,8 @@ static void add_step(struct plan_acc *a, const struct sq_plan_scenario *sc, size
     json_t *last = json_array_get(a->steps, json_array_size(a->steps) - 1);
     if (r->step_series && g < r->nstep_series)
         json_object_set_new(last, "series", step_series(&r->step_series[g]));
+    if (ps->group)
+        json_object_set_new(last, "group", json_string(ps->group));
     if (ws) { /* which WebSocket operation (docs/json-schema.md) */
         static const char *const ops[] = {"connect", "send", "receive", "close"};
         json_object_set_new(last, "ws", json_string(ops[ps->ws.op]));
@@ -135,6 +137,63 @@ static void add_scenario(struct plan_acc *a, const struct sq_plan *p, uint32_t i
     for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++)
         if (sc->steps[k].kind != SQ_STEP_THINK)
             add_step(a, sc, k, &sr->steps[k], base + k);
+}
+
+/* Whether a step of group path g belongs to group name (itself or a group inside it). */
+static bool in_group(const char *g, const char *name)
+{
+    size_t n = strlen(name);
+    return g && strncmp(g, name, n) == 0 && (g[n] == '\0' || (g[n] == ':' && g[n + 1] == ':'));
+}
+
+/* One "groups" entry per group of scenario i (each enclosing group too), in order of first
+ * appearance: its steps' figures added up, their durations merged. */
+static int add_groups(json_t *groups, const struct sq_plan_scenario *sc,
+                      const struct sq_scen_result *sr)
+{
+    size_t n = sr->nsteps < sc->nsteps ? sr->nsteps : sc->nsteps;
+    for (size_t k = 0; k < n; k++) {
+        const char *g = sc->steps[k].group;
+        /* each prefix of g ending at "::" or at its end, first seen at step k */
+        for (size_t end = 0; g && end <= strlen(g); end++) {
+            if (g[end] != '\0' && !(g[end] == ':' && g[end + 1] == ':'))
+                continue;
+            char name[256];
+            snprintf(name, sizeof(name), "%.*s", (int)end, g);
+            bool seen = false;
+            for (size_t j = 0; j < k && !seen; j++)
+                seen = in_group(sc->steps[j].group, name);
+            if (seen)
+                continue;
+            struct sq_hist *h = NULL;
+            if (sq_latency_hist_new(&h) < 0)
+                return -ENOMEM;
+            uint64_t reqs = 0, failed = 0, errors = 0, cpass = 0, cfail = 0;
+            size_t nsteps = 0;
+            for (size_t j = k; j < n; j++) {
+                if (!in_group(sc->steps[j].group, name))
+                    continue;
+                const struct sq_step_stats *ss = &sr->steps[j];
+                nsteps++;
+                reqs += ss->reqs;
+                failed += ss->failed;
+                errors += ss->errors;
+                sq_hist_merge(h, ss->dur);
+                for (uint32_t c = 0; c < ss->nchecks; c++) {
+                    cpass += ss->check_pass[c];
+                    cfail += ss->check_fail[c];
+                }
+            }
+            json_array_append_new(
+                groups, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "scenario",
+                                  sc->name, "group", name, "steps", (json_int_t)nsteps, "requests",
+                                  (json_int_t)reqs, "failed", (json_int_t)failed, "errors",
+                                  (json_int_t)errors, "checks_passed", (json_int_t)cpass,
+                                  "checks_failed", (json_int_t)cfail, "duration_ms", trend(h)));
+            sq_hist_free(h);
+        }
+    }
+    return 0;
 }
 
 /* The thresholds' verdicts, one entry each. */
@@ -228,6 +287,18 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
     json_object_set_new(doc, "scenarios", a.scen);
     json_object_set_new(doc, "steps", a.steps);
     json_object_set_new(doc, "checks", a.checks);
+    json_t *groups = json_array();
+    for (uint32_t i = 0; groups && i < r->nscens && i < p->nscenarios; i++)
+        if (add_groups(groups, &p->scenarios[i], &r->scens[i]) < 0) {
+            json_decref(groups);
+            groups = NULL;
+        }
+    if (!groups)
+        return -ENOMEM;
+    if (json_array_size(groups))
+        json_object_set_new(doc, "groups", groups);
+    else
+        json_decref(groups);
     json_object_set_new(doc, "thresholds", ths);
     json_object_set_new(doc, "metrics", metrics);
     json_object_set_new(doc, "thresholds_failed", json_boolean(v && v->failed));

@@ -464,6 +464,23 @@ static void plan_sections(const struct out *o, const json_t *doc)
                 fprintf(f, " · no response\n");
         }
     }
+    const json_t *groups = json_object_get(doc, "groups");
+    if (json_is_array(groups) && json_array_size(groups)) {
+        fprintf(f, "\nGroups\n");
+        json_array_foreach((json_t *)groups, i, e)
+        {
+            const json_t *du = json_object_get(e, "duration_ms");
+            fprintf(f, "  %-31s %10s req · %s failed", sq_report__str(e, "group", "?"),
+                    g(e, "requests", g1), g(e, "failed", g2));
+            if (sq_report__numd(du, "count", 0) > 0)
+                fprintf(f, " · p50 %s · p95 %s · max %s\n",
+                        sq_fmt_dur_us(sq_report__numd(du, "med", 0) * 1000, d[0], D),
+                        sq_fmt_dur_us(sq_report__numd(du, "p(95)", 0) * 1000, d[1], D),
+                        sq_fmt_dur_us(sq_report__numd(du, "max", 0) * 1000, d[2], D));
+            else
+                fprintf(f, " · no response\n");
+        }
+    }
     if (json_is_array(checks) && json_array_size(checks)) {
         fprintf(f, "\nChecks\n");
         json_array_foreach((json_t *)checks, i, e)

@@ -247,6 +247,11 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
     if (st->kind == SQ_STEP_THINK) {
         fprintf(out, "    %zu. %s: think %s\n", i + 1, st->name,
                 fmt_dur(st->think_ns, d, sizeof(d)));
+        if (st->cond) {
+            fprintf(out, "%sif ", pad);
+            put_short(out, sq_cond_source(st->cond), strlen(sq_cond_source(st->cond)), 160);
+            fputc('\n', out);
+        }
         return;
     }
     const struct sq_plan_request *r = &st->req;
@@ -257,6 +262,16 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         put_url(out, r->url_src);
         if (step_static(sc, r))
             fprintf(out, "  (static)");
+        fputc('\n', out);
+    }
+    if (st->cond) {
+        fprintf(out, "%sif ", pad);
+        put_short(out, sq_cond_source(st->cond), strlen(sq_cond_source(st->cond)), 160);
+        fputc('\n', out);
+    }
+    if (st->group) {
+        fprintf(out, "%sgroup ", pad);
+        put_short(out, st->group, strlen(st->group), 160);
         fputc('\n', out);
     }
     for (size_t h = 0; h < r->nheaders; h++) {
@@ -324,10 +339,12 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
             fputc('\n', out);
         }
     }
-    if (p->nfeeders) {
+    if (p->nfeeders > (p->setup_feeder >= 0)) {
         fprintf(out, "data\n");
         for (size_t i = 0; i < p->nfeeders; i++) {
             const struct sq_plan_feeder *f = &p->feeders[i];
+            if ((int)i == p->setup_feeder)
+                continue; /* setup's values: shown with setup */
             fprintf(out, "  %s: %s, %zu rows, %s; columns ", f->name, f->path,
                     f->data ? f->data->nrows : 0, feed_mode(f->mode));
             for (size_t c = 0; f->data && c < f->data->ncolumns; c++)
@@ -371,11 +388,23 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
         fprintf(out, "; retries after %s", fmt_dur(o->retry_ns, d, sizeof(d)));
         fprintf(out, " doubling to %s\n", fmt_dur(o->retry_max_ns, d, sizeof(d)));
     }
-    for (size_t i = 0; i < p->nscenarios; i++) {
-        const struct sq_plan_scenario *sc = &p->scenarios[i];
-        fprintf(out, "scenario %s\n  ", sc->name);
-        put_shape(out, &sc->exec);
-        fputc('\n', out);
+    for (size_t i = 0; i < p->nscenarios + 2; i++) {
+        const struct sq_plan_scenario *sc = i == 0               ? p->setup
+                                            : i <= p->nscenarios ? &p->scenarios[i - 1]
+                                                                 : p->teardown;
+        if (!sc)
+            continue;
+        if (sc == p->setup || sc == p->teardown) {
+            fprintf(out, "%s: once, on one VU, %s the scenarios (at most %s)\n", sc->name,
+                    sc == p->setup ? "before" : "after",
+                    fmt_dur(sc->exec.max_duration_ns, d, sizeof(d)));
+            if (sc == p->setup && sc->nvars)
+                fprintf(out, "  every VU reads its variables as {{setup.NAME}}\n");
+        } else {
+            fprintf(out, "scenario %s\n  ", sc->name);
+            put_shape(out, &sc->exec);
+            fputc('\n', out);
+        }
         if (sc->start_ns)
             fprintf(out, "  starts at %s\n", fmt_dur(sc->start_ns, d, sizeof(d)));
         if (sc->cookies)
@@ -389,8 +418,22 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
             fputc('\n', out);
         }
         fprintf(out, "  flow (%zu step%s)\n", sc->nsteps, sc->nsteps == 1 ? "" : "s");
-        for (size_t s = 0; s < sc->nsteps; s++)
+        for (size_t s = 0; s < sc->nsteps; s++) {
+            for (uint32_t l = 0; l < sc->nloops; l++) {
+                const struct sq_plan_loop *lp = &sc->loops[l];
+                if (lp->first != s)
+                    continue;
+                if (lp->cond) {
+                    fprintf(out, "    repeat steps %u-%u while ", lp->first + 1, lp->last + 1);
+                    put_short(out, sq_cond_source(lp->cond), strlen(sq_cond_source(lp->cond)), 160);
+                    fprintf(out, ", at most %llu times\n", (unsigned long long)lp->max);
+                } else {
+                    fprintf(out, "    repeat steps %u-%u %llu times\n", lp->first + 1, lp->last + 1,
+                            (unsigned long long)lp->count);
+                }
+            }
             put_step(out, sc, s);
+        }
     }
     if (p->nthresholds) {
         fprintf(out, "thresholds\n");

@@ -855,3 +855,60 @@ const struct sq_str *sq_feeder_row(struct sq_feeder *f, enum sq_feed_mode mode, 
     }
     return f->cells + i * f->ncolumns;
 }
+
+/* One block: the column names (NUL-terminated) then the cells' bytes; columns and cells are
+ * re-pointed into it. */
+static int row_text(struct sq_feeder *f, char *const *names, const struct sq_str *vals)
+{
+    size_t need = 1;
+    for (size_t k = 0; k < f->ncolumns; k++)
+        need += strlen(names[k]) + 1 + (vals ? vals[k].len : 0);
+    char *t = malloc(need), *at = t;
+    if (!t)
+        return -ENOMEM;
+    char **cols = malloc(f->ncolumns * sizeof(*cols));
+    if (!cols) {
+        free(t);
+        return -ENOMEM;
+    }
+    for (size_t k = 0; k < f->ncolumns; k++) {
+        size_t n = strlen(names[k]) + 1;
+        memcpy(at, names[k], n);
+        cols[k] = at;
+        at += n;
+    }
+    for (size_t k = 0; k < f->ncolumns; k++) {
+        size_t n = vals ? vals[k].len : 0;
+        if (n)
+            memcpy(at, vals[k].p, n);
+        f->cells[k] = (struct sq_str){at, n};
+        at += n;
+    }
+    *at = '\0';
+    free(f->columns);
+    free(f->text);
+    f->columns = cols;
+    f->text = t;
+    return 0;
+}
+
+int sq_feeder_new_row(char *const *columns, size_t ncolumns, struct sq_feeder **out)
+{
+    struct sq_feeder *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    f->ncolumns = ncolumns;
+    f->nrows = 1;
+    f->cells = calloc(ncolumns ? ncolumns : 1, sizeof(*f->cells));
+    if (!f->cells || row_text(f, columns, NULL) < 0) {
+        sq_feeder_free(f);
+        return -ENOMEM;
+    }
+    *out = f;
+    return 0;
+}
+
+int sq_feeder_set_row(struct sq_feeder *f, const struct sq_str *vals)
+{
+    return row_text(f, f->columns, vals);
+}

@@ -36,6 +36,12 @@ SQ_MUST_CHECK int sq_feeder_load_csv(const char *path, struct sq_feeder **out, c
 SQ_MUST_CHECK int sq_feeder_load_json(const char *path, struct sq_feeder **out, char *err,
                                       size_t errlen);
 void sq_feeder_free(struct sq_feeder *f);
+/* A feeder of one row with these columns (copied), every cell empty: the setup: flow's values
+ * (plan/plan.h), filled by sq_feeder_set_row before any worker reads it. 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_feeder_new_row(char *const *columns, size_t ncolumns, struct sq_feeder **out);
+/* Replaces row 0's cells with copies of vals (ncolumns of them). Not thread-safe: called before
+ * the run that reads it starts. 0 or -ENOMEM (the row is then left as it was). */
+SQ_MUST_CHECK int sq_feeder_set_row(struct sq_feeder *f, const struct sq_str *vals);
 /* The column's index, or -1. */
 int sq_feeder_column(const struct sq_feeder *f, const char *name, size_t len);
 /* The row to use for one iteration of VU vu (1-based); rng: the VU's xorshift64 state. */

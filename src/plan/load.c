@@ -774,11 +774,75 @@ static int collect_secrets(struct sq_plan *p)
     return rc;
 }
 
+/* setup: or teardown: (the key `which` of root), when the plan has it: a flow one VU runs once
+ * (sq_plan__load_scenario without an executor). */
+static int load_once(struct ld *L, const struct ynode *root, const char *which,
+                     struct sq_plan_scenario **out)
+{
+    const struct ynode *n = sq_plan__get(root, which);
+    if (!n)
+        return 0;
+    size_t mark = sq_plan__path_key(L, which);
+    int rc = sq_plan__want_map(L, n, "a mapping with flow (the steps run once)");
+    if (rc < 0)
+        return rc;
+    sq_plan__path_pop(L, mark); /* sq_plan__load_scenario names it again */
+    if (!(*out = calloc(1, sizeof(**out))))
+        return -ENOMEM;
+    L->once = true;
+    rc = sq_plan__load_scenario(L, sq_plan__get_key(root, which), n, *out);
+    L->once = false;
+    return rc;
+}
+
+/* The feeder "setup" whose columns are the setup flow's variables: {{setup.NAME}} in the
+ * scenarios and teardown reads what setup extracted (one row, filled before they start). */
+static int setup_feeder(struct ld *L, const struct ynode *root)
+{
+    struct sq_plan *p = L->p;
+    const struct sq_plan_scenario *su = p->setup;
+    for (size_t i = 0; i < p->nfeeders; i++)
+        if (!strcmp(p->feeders[i].name, "setup")) {
+            const struct ynode *data = sq_plan__get(root, "data");
+            size_t mark = sq_plan__path_key(L, "data");
+            int rc = sq_plan__fail(L, sq_plan__get_key(data, "setup"),
+                                   "'setup' names setup:'s values ({{setup.NAME}}) in a plan with "
+                                   "setup: (rename this feeder)");
+            sq_plan__path_pop(L, mark);
+            return rc;
+        }
+    struct sq_plan_feeder *fs = realloc(p->feeders, (p->nfeeders + 1) * sizeof(*fs));
+    if (!fs)
+        return -ENOMEM;
+    p->feeders = fs;
+    struct sq_plan__map *cols = realloc(L->feeder_cols, (p->nfeeders + 1) * sizeof(*cols));
+    if (!cols)
+        return -ENOMEM;
+    L->feeder_cols = cols;
+    size_t i = p->nfeeders;
+    memset(&fs[i], 0, sizeof(fs[i]));
+    memset(&cols[i], 0, sizeof(cols[i]));
+    sq_plan__map_init(&cols[i], false);
+    fs[i].mode = SQ_FEED_PER_VU;
+    p->nfeeders = i + 1;
+    L->nfeeder_cols = i + 1;
+    if (!(fs[i].name = strdup("setup")) || sq_feeder_new_row(su->vars, su->nvars, &fs[i].data) < 0)
+        return -ENOMEM;
+    p->setup_feeder = (int)i;
+    if (sq_plan__map_add(&L->feeder_names, "setup", 5, i, NULL) < 0)
+        return -ENOMEM;
+    for (uint32_t c = 0; c < su->nvars; c++)
+        if (sq_plan__map_add(&cols[i], su->vars[c], strlen(su->vars[c]), c, NULL) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
 static int load_root(struct ld *L, const struct ynode *root)
 {
-    static const char *const keys[] = {
-        "target", "vars", "defaults", "data", "scenarios", "thresholds",   "script",
-        "auth",   "sink", "name",     "seed", "redact",    "source_addrs", "connect_rate"};
+    static const char *const keys[] = {"target",       "vars",         "defaults", "data",
+                                       "scenarios",    "thresholds",   "script",   "auth",
+                                       "sink",         "name",         "seed",     "redact",
+                                       "source_addrs", "connect_rate", "setup",    "teardown"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_keys(L, root, "a mapping with target and scenarios", keys,
                                 SQ_ARRAY_LEN(keys));
@@ -859,6 +923,10 @@ static int load_root(struct ld *L, const struct ynode *root)
             return sq_plan__fail(L, cr, "expected connections per second, above 0 (at most 1e9)");
         sq_plan__path_pop(L, m);
     }
+    if ((rc = load_once(L, root, "setup", &p->setup)) < 0)
+        return rc;
+    if (p->setup && (rc = setup_feeder(L, root)) < 0)
+        return rc;
     const struct ynode *sc = sq_plan__get(root, "scenarios");
     size_t mark = sq_plan__path_key(L, "scenarios");
     if ((rc = sq_plan__want_map(L, sc, "a mapping of scenario names to scenarios")) < 0)
@@ -875,6 +943,8 @@ static int load_root(struct ld *L, const struct ynode *root)
             return rc;
     }
     sq_plan__path_pop(L, mark);
+    if ((rc = load_once(L, root, "teardown", &p->teardown)) < 0)
+        return rc;
     const struct ynode *th = sq_plan__get(root, "thresholds");
     if (th) {
         mark = sq_plan__path_key(L, "thresholds");
@@ -908,6 +978,7 @@ static int load_mem(const char *name, const char *yaml, size_t len, const char *
         return -ENOMEM;
     }
     p->default_max_redirects = SQ_PLAN_MAX_REDIRECTS;
+    p->setup_feeder = -1;
     L->p = p;
     L->err = err;
     sq_plan__map_init(&L->anchors, false);
@@ -1006,6 +1077,39 @@ static void request_dispose(struct sq_plan_request *r)
     free(r->body_file);
 }
 
+static void scenario_dispose(struct sq_plan_scenario *sc)
+{
+    if (!sc)
+        return;
+    for (size_t j = 0; j < sc->nsteps; j++) {
+        struct sq_plan_step *st = &sc->steps[j];
+        free(st->name);
+        free(st->before);
+        free(st->after);
+        sq_cond_free(st->cond);
+        free(st->group);
+        request_dispose(&st->req);
+        free(st->ws.subprotocol);
+        for (size_t k = 0; k < st->nextract; k++) {
+            sq_extractor_dispose(&st->extract[k]);
+            free(st->extract_src[k]);
+        }
+        free(st->extract);
+        free(st->extract_src);
+        for (size_t k = 0; k < st->nchecks; k++)
+            sq_check_dispose(&st->checks[k]);
+        free(st->checks);
+    }
+    free(sc->steps);
+    for (uint32_t j = 0; j < sc->nloops; j++)
+        sq_cond_free(sc->loops[j].cond);
+    free(sc->loops);
+    for (uint32_t j = 0; j < sc->nvars; j++)
+        free(sc->vars[j]);
+    free(sc->vars);
+    free(sc->name);
+}
+
 void sq_plan_free(struct sq_plan *p)
 {
     if (!p)
@@ -1020,32 +1124,13 @@ void sq_plan_free(struct sq_plan *p)
         free(p->sink->queue);
         free(p->sink);
     }
-    for (size_t i = 0; i < p->nscenarios; i++) {
-        struct sq_plan_scenario *sc = &p->scenarios[i];
-        for (size_t j = 0; j < sc->nsteps; j++) {
-            struct sq_plan_step *st = &sc->steps[j];
-            free(st->name);
-            free(st->before);
-            free(st->after);
-            request_dispose(&st->req);
-            free(st->ws.subprotocol);
-            for (size_t k = 0; k < st->nextract; k++) {
-                sq_extractor_dispose(&st->extract[k]);
-                free(st->extract_src[k]);
-            }
-            free(st->extract);
-            free(st->extract_src);
-            for (size_t k = 0; k < st->nchecks; k++)
-                sq_check_dispose(&st->checks[k]);
-            free(st->checks);
-        }
-        free(sc->steps);
-        for (uint32_t j = 0; j < sc->nvars; j++)
-            free(sc->vars[j]);
-        free(sc->vars);
-        free(sc->name);
-    }
+    for (size_t i = 0; i < p->nscenarios; i++)
+        scenario_dispose(&p->scenarios[i]);
     free(p->scenarios);
+    scenario_dispose(p->setup);
+    free(p->setup);
+    scenario_dispose(p->teardown);
+    free(p->teardown);
     for (size_t i = 0; i < p->nfeeders; i++) {
         free(p->feeders[i].name);
         free(p->feeders[i].path);

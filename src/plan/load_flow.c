@@ -408,6 +408,17 @@ static int collect_slots(struct ld *L, const struct ynode *flow, struct sq_plan_
         const struct ynode *st = flow->items[i];
         if (st->kind != Y_MAP)
             continue; /* reported by the second pass */
+        const struct ynode *rp = sq_plan__get(st, "repeat");
+        const struct ynode *inner = rp && rp->kind == Y_MAP ? sq_plan__get(rp, "steps") : NULL;
+        if (sq_plan__get(st, "group"))
+            inner = sq_plan__get(st, "steps");
+        if (inner && inner->kind == Y_SEQ) {
+            size_t mark = sq_plan__path_push(L, ".flow[%zu].repeat", i);
+            if ((rc = collect_slots(L, inner, sc)) < 0)
+                return rc;
+            sq_plan__path_pop(L, mark);
+            continue;
+        }
         const struct ynode *ex = sq_plan__get(st, "extract");
         if (!ex || ex->kind != Y_MAP)
             continue;
@@ -1340,12 +1351,50 @@ static int check_ws_flow(struct ld *L, const struct ynode *flow, const struct sq
                          sc->steps[open_at].name);
 }
 
+/* An `if:` operand that names a value: compiled as the template "{{name}}" with the step's
+ * resolver, so it reads whatever a template there could. */
+static int cond_name(void *ud, const char *name, size_t len, struct sq_tmpl **out, char *msg,
+                     size_t msglen)
+{
+    struct rctx *R = ud;
+    char src[160];
+    if (len > sizeof(src) - 5) {
+        snprintf(msg, msglen, "name too long");
+        return -SQ_EPARSE;
+    }
+    int n = snprintf(src, sizeof(src), "{{%.*s}}", (int)len, name);
+    struct sq_tmpl_error te;
+    R->have_msg = false;
+    int rc = sq_tmpl_compile(src, (size_t)n, SQ_TMPL_ESC_NONE, sq_plan__resolve_name, R, out, &te);
+    if (rc < 0 && rc != -ENOMEM)
+        snprintf(msg, msglen, "%s", R->have_msg ? R->msg : te.msg);
+    return rc;
+}
+
+static int load_cond(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
+                     struct sq_plan_scenario *sc)
+{
+    int rc = sq_plan__want_string(L, n, "a condition, like \"status == 200\" or \"token != ''\"");
+    if (rc < 0)
+        return rc;
+    struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
+    char why[240];
+    size_t off = 0;
+    rc = sq_cond_parse(n->s, n->len, cond_name, &R, &st->cond, why, sizeof(why), &off);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0)
+        return sq_plan__fail_at(L, sq_plan__value_loc(L, n, off), "%s", why);
+    st->cond_loc = n->loc;
+    return 0;
+}
+
 static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
                      struct sq_plan_scenario *sc)
 {
-    static const char *const keys[] = {"name",  "request",  "think",    "extract",
-                                       "check", "on_error", "before",   "after",
-                                       "ws",    "publish",  "subscribe"};
+    static const char *const keys[] = {"name",  "request",  "think",     "extract",
+                                       "check", "on_error", "before",    "after",
+                                       "ws",    "publish",  "subscribe", "if"};
     int rc = sq_plan__want_keys(L, n,
                                 "a step: a mapping with request (or think, publish, "
                                 "subscribe, ws)",
@@ -1374,14 +1423,21 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
     }
     if (!st->name || sq_plan__map_add(&L->step_names, st->name, strlen(st->name), index, NULL) < 0)
         return -ENOMEM;
+    const struct ynode *cond = sq_plan__get(n, "if");
+    if (cond) {
+        size_t mark = sq_plan__path_key(L, "if");
+        if ((rc = load_cond(L, cond, st, sc)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
     const struct ynode *think = sq_plan__get(n, "think");
     if (think) {
         for (size_t i = 0; i < n->npairs; i++) {
             const char *k = n->pairs[i].key->s;
-            if (strcmp(k, "think") && strcmp(k, "name"))
+            if (strcmp(k, "think") && strcmp(k, "name") && strcmp(k, "if"))
                 return sq_plan__fail(
                     L, n->pairs[i].key,
-                    "a think step has only name and think ('%s' belongs to a request "
+                    "a think step has only name, if and think ('%s' belongs to a request "
                     "step)",
                     k);
         }
@@ -1397,9 +1453,9 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
         for (size_t i = 0; i < n->npairs; i++) {
             const char *k = n->pairs[i].key->s;
             if (strcmp(k, "name") && strcmp(k, "on_error") && strcmp(k, "publish") &&
-                strcmp(k, "subscribe"))
+                strcmp(k, "subscribe") && strcmp(k, "if"))
                 return sq_plan__fail(L, n->pairs[i].key,
-                                     "a %s step has name, on_error and %s ('%s' belongs to a "
+                                     "a %s step has name, if, on_error and %s ('%s' belongs to a "
                                      "request step)",
                                      pub ? "publish" : "subscribe", pub ? "publish" : "subscribe",
                                      k);
@@ -1432,6 +1488,10 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
     size_t mark;
     if (wsn && req)
         return sq_plan__fail(L, wsn, "a step is a request or a ws step, not both");
+    if (wsn && st->cond)
+        return sq_plan__fail(L, sq_plan__get_key(n, "if"),
+                             "'if' does not apply to ws steps (a skipped connect or close would "
+                             "leave the WebSocket half done)");
     if (wsn) {
         st->kind = SQ_STEP_WS;
         mark = sq_plan__path_key(L, "ws");
@@ -1513,6 +1573,203 @@ static bool scenario_name_ok(const char *s)
     return true;
 }
 
+/* How many steps and loops a flow (or a repeat's steps) holds once flattened; an item that is
+ * not a repeat counts as one step (load_step reports what is wrong with it). */
+static void count_flat(const struct ynode *seq, size_t *nsteps, size_t *nloops)
+{
+    for (size_t i = 0; i < seq->nitems; i++) {
+        const struct ynode *it = seq->items[i];
+        const struct ynode *rp = it->kind == Y_MAP ? sq_plan__get(it, "repeat") : NULL;
+        const struct ynode *inner = rp && rp->kind == Y_MAP ? sq_plan__get(rp, "steps") : NULL;
+        const struct ynode *gs =
+            it->kind == Y_MAP && sq_plan__get(it, "group") ? sq_plan__get(it, "steps") : NULL;
+        if (gs && gs->kind == Y_SEQ) {
+            count_flat(gs, nsteps, nloops);
+        } else if (inner && inner->kind == Y_SEQ) {
+            (*nloops)++;
+            count_flat(inner, nsteps, nloops);
+        } else {
+            (*nsteps)++;
+        }
+    }
+}
+
+static int load_items(struct ld *L, const struct ynode *seq, const char *where,
+                      struct sq_plan_scenario *sc, int depth, bool ends_loop);
+
+/* One `repeat:` item: its loop in sc->loops (pre-order), then its steps. */
+static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_scenario *sc,
+                       int depth, bool last_of_parent)
+{
+    static const char *const keys[] = {"count", "while", "max", "steps"};
+    int rc;
+    if (item->npairs != 1)
+        for (size_t i = 0; i < item->npairs; i++)
+            if (strcmp(item->pairs[i].key->s, "repeat"))
+                return sq_plan__fail(L, item->pairs[i].key,
+                                     "a repeat item has only repeat ('%s' belongs to a step: put "
+                                     "it on a step inside repeat.steps)",
+                                     item->pairs[i].key->s);
+    const struct ynode *rp = sq_plan__get(item, "repeat");
+    const struct ynode *rkey = sq_plan__get_key(item, "repeat");
+    size_t mark = sq_plan__path_key(L, "repeat");
+    if ((rc = sq_plan__want_keys(L, rp, "a mapping with steps and count (or while and max)", keys,
+                                 SQ_ARRAY_LEN(keys))) < 0)
+        return rc;
+    if (depth >= SQ_PLAN_LOOP_DEPTH)
+        return sq_plan__fail(L, rkey, "repeat inside repeat goes %d deep at most",
+                             SQ_PLAN_LOOP_DEPTH);
+    const struct ynode *cnt = sq_plan__get(rp, "count"), *wh = sq_plan__get(rp, "while"),
+                       *mx = sq_plan__get(rp, "max"), *steps = sq_plan__get(rp, "steps");
+    if (!cnt == !wh)
+        return sq_plan__fail(
+            L, rp,
+            cnt ? "a repeat has count or while, not both"
+                : "missing key 'count' or 'while' (how many times, or while what)");
+    if (cnt && mx)
+        return sq_plan__fail(L, sq_plan__get_key(rp, "max"),
+                             "'max' caps a while loop; a count loop runs count times");
+    if (wh && !mx)
+        return sq_plan__fail(L, rp, "missing key 'max' (a while loop needs a cap)");
+    if (wh && last_of_parent)
+        return sq_plan__fail(L, rkey,
+                             "a while loop cannot end its enclosing repeat's steps (add a step "
+                             "after it)");
+    if (!steps)
+        return sq_plan__fail(L, rp, "missing key 'steps' (the steps to repeat)");
+    uint32_t li = sc->nloops++;
+    struct sq_plan_loop *lp = &sc->loops[li];
+    lp->loc = rkey->loc;
+    lp->first = (uint32_t)sc->nsteps;
+    if (cnt) {
+        size_t m = sq_plan__path_key(L, "count");
+        if ((rc = sq_plan__get_u64(L, cnt, 1, SQ_PLAN_LOOP_MAX, &lp->count)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+    } else {
+        size_t m = sq_plan__path_key(L, "max");
+        if ((rc = sq_plan__get_u64(L, mx, 1, SQ_PLAN_LOOP_MAX, &lp->max)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+        m = sq_plan__path_key(L, "while");
+        struct sq_plan_step tmp = {0};
+        rc = load_cond(L, wh, &tmp, sc);
+        lp->cond = tmp.cond;
+        if (rc < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+    }
+    if (steps->kind != Y_SEQ)
+        return sq_plan__fail(L, steps, "expected a list of steps, got %s",
+                             sq_plan__kind_name(steps));
+    if (steps->nitems == 0)
+        return sq_plan__fail(L, steps, "a repeat needs at least one step");
+    /* loads into sc->loops[li]'s place: the array does not move (sized by count_flat) */
+    if ((rc = load_items(L, steps, ".steps", sc, depth + 1, true)) < 0)
+        return rc;
+    sc->loops[li].last = (uint32_t)sc->nsteps - 1;
+    sq_plan__path_pop(L, mark);
+    return 0;
+}
+
+/* One `group:` item: its steps, each tagged with the group's path. */
+static int load_group(struct ld *L, const struct ynode *item, struct sq_plan_scenario *sc,
+                      int depth, bool ends_loop)
+{
+    static const char *const keys[] = {"group", "steps"};
+    int rc = sq_plan__check_keys(L, item, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    const struct ynode *g = sq_plan__get(item, "group"), *steps = sq_plan__get(item, "steps");
+    size_t mark = sq_plan__path_key(L, "group");
+    if ((rc = sq_plan__want_string(L, g, "a group name")) < 0)
+        return rc;
+    if (g->len == 0 || strlen(g->s) != g->len || strstr(g->s, "::"))
+        return sq_plan__fail(L, g, "a group name is not empty and holds no NUL byte or '::'");
+    if (depth >= SQ_PLAN_LOOP_DEPTH)
+        return sq_plan__fail(L, g, "groups and repeats nest %d deep at most", SQ_PLAN_LOOP_DEPTH);
+    sq_plan__path_pop(L, mark);
+    if (!steps)
+        return sq_plan__fail(L, item, "missing key 'steps' (the group's steps)");
+    if (steps->kind != Y_SEQ)
+        return sq_plan__fail(L, steps, "expected a list of steps, got %s",
+                             sq_plan__kind_name(steps));
+    if (steps->nitems == 0)
+        return sq_plan__fail(L, steps, "a group needs at least one step");
+    size_t had = strlen(L->group);
+    if (had + 2 + g->len >= sizeof(L->group))
+        return sq_plan__fail(L, g, "the group path is longer than %zu bytes", sizeof(L->group) - 1);
+    snprintf(L->group + had, sizeof(L->group) - had, "%s%s", had ? "::" : "", g->s);
+    rc = load_items(L, steps, ".steps", sc, depth + 1, ends_loop);
+    L->group[had] = '\0';
+    return rc;
+}
+
+/* The items of a flow, a repeat's or a group's steps, flattened into sc->steps; ends_loop: the
+ * list's last item ends an enclosing repeat's steps. */
+static int load_items(struct ld *L, const struct ynode *seq, const char *where,
+                      struct sq_plan_scenario *sc, int depth, bool ends_loop)
+{
+    int rc;
+    for (size_t i = 0; i < seq->nitems; i++) {
+        const struct ynode *it = seq->items[i];
+        bool last = ends_loop && i + 1 == seq->nitems;
+        size_t m = sq_plan__path_push(L, "%s[%zu]", where, i);
+        if (it->kind == Y_MAP && sq_plan__get(it, "group")) {
+            if ((rc = load_group(L, it, sc, depth, last)) < 0)
+                return rc;
+        } else if (it->kind == Y_MAP && sq_plan__get(it, "repeat")) {
+            if ((rc = load_repeat(L, it, sc, depth, last)) < 0)
+                return rc;
+        } else {
+            size_t k = sc->nsteps++;
+            if ((rc = load_step(L, it, k, &sc->steps[k], sc)) < 0)
+                return rc;
+            if (L->group[0] && !(sc->steps[k].group = strdup(L->group)))
+                return -ENOMEM;
+        }
+        sq_plan__path_pop(L, m);
+    }
+    return 0;
+}
+
+/* setup: and teardown: (L->once): a flow, cookies and locals, run by one VU once; maxDuration
+ * bounds it (60s, k6's setupTimeout). */
+static int load_once(struct ld *L, const struct ynode *key, const struct ynode *n,
+                     struct sq_plan_scenario *sc)
+{
+    static const char *const keys[] = {"flow", "cookies", "locals", "maxDuration"};
+    int rc = sq_plan__check_keys(L, n, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    struct sq_exec *e = &sc->exec;
+    memset(e, 0, sizeof(*e));
+    e->kind = SQ_EXEC_PER_VU_ITERATIONS;
+    e->vus = 1;
+    e->start_vus = 1;
+    e->iterations = 1;
+    e->max_duration_ns = 60 * SQ_NS_PER_S;
+    const struct ynode *v = sq_plan__get(n, "cookies");
+    if (v) {
+        size_t m = sq_plan__path_key(L, "cookies");
+        if ((rc = sq_plan__get_bool(L, v, &sc->cookies)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+    }
+    if ((v = sq_plan__get(n, "maxDuration"))) {
+        size_t m = sq_plan__path_key(L, "maxDuration");
+        if ((rc = sq_plan__get_duration(L, v, &e->max_duration_ns)) < 0)
+            return rc;
+        if (e->max_duration_ns <= 0)
+            return sq_plan__fail(L, v, "maxDuration must be longer than 0");
+        sq_plan__path_pop(L, m);
+    }
+    const char *why = NULL;
+    if (sq_exec_prepare(e, &why) < 0)
+        return sq_plan__fail(L, key, "%s", why ? why : "invalid settings");
+    return 0;
+}
+
 int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct ynode *n,
                            struct sq_plan_scenario *sc)
 {
@@ -1529,7 +1786,7 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
     size_t mark = sq_plan__path_key(L, key->s);
     if ((rc = sq_plan__want_map(L, n, "a scenario: a mapping with executor and flow")) < 0)
         return rc;
-    if ((rc = load_executor(L, key, n, sc)) < 0)
+    if ((rc = L->once ? load_once(L, key, n, sc) : load_executor(L, key, n, sc)) < 0)
         return rc;
     const struct ynode *flow = sq_plan__get(n, "flow");
     if (!flow)
@@ -1545,18 +1802,21 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
     const struct ynode *locals = sq_plan__get(n, "locals");
     if (locals && (rc = collect_locals(L, locals, sc)) < 0)
         return rc;
-    sc->steps = calloc(flow->nitems, sizeof(*sc->steps));
+    size_t nflat = 0, nloops = 0;
+    count_flat(flow, &nflat, &nloops);
+    sc->steps = calloc(nflat, sizeof(*sc->steps));
+    if (nloops && !(sc->loops = calloc(nloops, sizeof(*sc->loops))))
+        return -ENOMEM;
     if (!sc->steps)
         return -ENOMEM;
+    L->group[0] = '\0';
+    if ((rc = load_items(L, flow, ".flow", sc, 0, false)) < 0)
+        return rc;
     bool any_request = false;
-    for (size_t i = 0; i < flow->nitems; i++) {
-        size_t m3 = sq_plan__path_push(L, ".flow[%zu]", i);
-        sc->nsteps = i + 1;
-        if ((rc = load_step(L, flow->items[i], i, &sc->steps[i], sc)) < 0)
-            return rc;
+    for (size_t i = 0; i < sc->nsteps; i++)
         any_request = any_request || sc->steps[i].kind != SQ_STEP_THINK;
-        sq_plan__path_pop(L, m3);
-    }
+    if (sc->nloops && sc->ws)
+        return sq_plan__fail(L, flow, "repeat: does not apply to a flow with ws steps");
     if (!any_request)
         return sq_plan__fail(L, flow,
                              "a flow needs at least one request, publish, subscribe or ws step");

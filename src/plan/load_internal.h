@@ -93,6 +93,8 @@ struct ld {
     struct sq_plan__map feeder_names;                   /* feeder -> index */
     struct sq_plan__map *feeder_cols; /* per feeder: column -> index (nfeeder_cols built) */
     size_t nfeeder_cols;
+    bool once;       /* loading setup: or teardown: (sq_plan__load_scenario takes no executor) */
+    char group[256]; /* the group: path of the steps being loaded ("" outside any) */
     /* the target origin, for absolute step URLs */
     char scheme[8];
     char host[256];

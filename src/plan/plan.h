@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "plan/cond.h"
 #include "plan/eval.h"
 #include "plan/exec.h"
 #include "plan/feeder.h"
@@ -116,10 +117,31 @@ struct sq_plan_step {
     uint8_t qos;               /* PUBLISH, SUBSCRIBE over MQTT: 0..2 */
     bool needs_body;           /* a check, an extractor or an after hook reads the body */
     bool needs_headers;        /* a check, an extractor or an after hook reads headers */
+    /* group: the groups around the step, outer first, joined by "::" ("checkout::pay"), as
+     * k6 names them; NULL outside any group. Owned. */
+    char *group;
+    /* if: the step runs only when it holds (plan/cond.h); NULL: always. A step it skips sends
+     * nothing and is not counted. */
+    struct sq_cond *cond;
+    struct sq_loc cond_loc;
     /* before: / after: the plan script's functions run around the request (NULL: none) */
     char *before, *after;
     struct sq_loc before_loc, after_loc;
 };
+
+/* repeat: (docs/plans.md, Loops): steps first..last (indices into the flat step list,
+ * inclusive) run count times, or while cond holds and at most max times. A scenario's loops are
+ * in pre-order (an outer loop before the loops inside it, first ascending). */
+struct sq_plan_loop {
+    uint32_t first, last;
+    uint64_t count;       /* count: N; 0 for a while: loop */
+    struct sq_cond *cond; /* while: (NULL for count:) */
+    uint64_t max;         /* while: the cap */
+    struct sq_loc loc;
+};
+
+#define SQ_PLAN_LOOP_MAX   1000000 /* count and max at most */
+#define SQ_PLAN_LOOP_DEPTH 8       /* repeat inside repeat */
 
 struct sq_plan_scenario {
     char *name;
@@ -134,6 +156,8 @@ struct sq_plan_scenario {
     bool cookies; /* per-VU cookie jar */
     bool h2;      /* protocol: h2 (HTTP/2 streams; h2c for http://, ALPN h2 for https://) */
     bool ws;      /* a flow with WebSocket steps */
+    struct sq_plan_loop *loops; /* repeat: blocks, in pre-order */
+    uint32_t nloops;
 };
 
 struct sq_plan_feeder {
@@ -200,6 +224,13 @@ struct sq_plan {
     size_t nfeeders;
     struct sq_plan_scenario *scenarios;
     size_t nscenarios;
+    /* setup: / teardown: flows run once, on one VU, before and after the scenarios (NULL:
+     * none); each a scenario named "setup" / "teardown" whose executor is per-vu-iterations,
+     * 1 VU, 1 iteration, maxDuration 60s. What setup extracts is the one row of the feeder
+     * feeders[setup_feeder] ("setup", per-vu, a column per setup variable): templates read it
+     * as {{setup.NAME}}; sq_feeder_set_row() fills it before the scenarios start. */
+    struct sq_plan_scenario *setup, *teardown;
+    int setup_feeder; /* -1: no setup */
     struct sq_plan_threshold *thresholds;
     size_t nthresholds;
     int64_t default_timeout_ns;     /* defaults.timeout; 0 when unset */

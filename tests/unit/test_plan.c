@@ -111,9 +111,11 @@ static void unknown_keys(void **state)
                "scenarios.s.flow[0]", "unknown key 'chek' (did you mean 'check'?)");
     expect_err("target: http://127.0.0.1:8080\nscenarioz: {}\n", "2:1", "",
                "unknown key 'scenarioz' (did you mean 'scenarios'?)");
-    expect_err("target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
-               "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
-               "thresholds, script, auth, sink, name, seed, redact, source_addrs, connect_rate)");
+    expect_err(
+        "target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
+        "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
+        "thresholds, script, auth, sink, name, seed, redact, source_addrs, connect_rate, setup, "
+        "teardown)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -125,6 +127,263 @@ static void unknown_keys(void **state)
                "unknown operator 'gte' (did you mean 'gt'?)");
     expect_err("target: http://127.0.0.1:8080\ntarget: x\n", "2:1", "",
                "duplicate key 'target' (first at line 1)");
+}
+
+/* setup: and teardown: (issue 26 §2): one VU, one iteration; setup's variables are the columns
+ * of the feeder "setup" ({{setup.NAME}}) for the scenarios and teardown, not for setup itself. */
+#define ONCE_SETUP                                                                                 \
+    "target: http://127.0.0.1:8080\n"                                                              \
+    "setup:\n"                                                                                     \
+    "  flow:\n"                                                                                    \
+    "    - request: { method: POST, url: /login }\n"                                               \
+    "      extract: { token: { json: $.token } }\n"
+
+static void setup_teardown(void **state)
+{
+    (void)state;
+    const char *ok = ONCE_SETUP "teardown:\n"
+                                "  maxDuration: 5s\n"
+                                "  flow:\n"
+                                "    - request: { url: '/x?t={{setup.token}}' }\n"
+                                "scenarios:\n"
+                                "  s:\n"
+                                "    executor: constant-vus\n"
+                                "    duration: 1s\n"
+                                "    flow:\n"
+                                "      - request: { url: '/items?t={{setup.token}}' }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e);
+    if (rc) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    assert_non_null(p->setup);
+    assert_non_null(p->teardown);
+    assert_string_equal(p->setup->name, "setup");
+    assert_int_equal(p->setup->exec.kind, SQ_EXEC_PER_VU_ITERATIONS);
+    assert_int_equal(p->setup->exec.vus, 1);
+    assert_int_equal(p->setup->exec.iterations, 1);
+    assert_int_equal(p->setup->exec.max_duration_ns, 60 * SQ_NS_PER_S);
+    assert_int_equal(p->teardown->exec.max_duration_ns, 5 * SQ_NS_PER_S);
+    assert_int_equal(p->setup->nvars, 1);
+    assert_string_equal(p->setup->vars[0], "token");
+    assert_true(p->setup_feeder >= 0);
+    struct sq_feeder *fd = p->feeders[p->setup_feeder].data;
+    assert_string_equal(p->feeders[p->setup_feeder].name, "setup");
+    assert_int_equal(fd->nrows, 1);
+    assert_int_equal(fd->ncolumns, 1);
+    assert_string_equal(fd->columns[0], "token");
+    assert_int_equal(fd->cells[0].len, 0);
+    /* the value setup extracted, as the run writes it before the scenarios start */
+    struct sq_str v = {"abc123", 6};
+    assert_int_equal(sq_feeder_set_row(fd, &v), 0);
+    assert_int_equal(fd->cells[0].len, 6);
+    assert_memory_equal(fd->cells[0].p, "abc123", 6);
+    assert_string_equal(fd->columns[0], "token");
+    uint64_t rng = 1;
+    assert_ptr_equal(sq_feeder_row(fd, SQ_FEED_PER_VU, 7, &rng), fd->cells);
+    sq_plan_free(p);
+    /* no executor: one VU runs it once */
+    expect_err(ONCE_SETUP "  executor: constant-vus\n" HEAD_REST "      - request: { url: /x }\n",
+               "6:3", "setup", "unknown key 'executor'");
+    expect_err("target: http://127.0.0.1:8080\nsetup: { }\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:1", "setup", "missing key 'flow'");
+    expect_err("target: http://127.0.0.1:8080\nsetup: [ ]\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "2:8", "setup", "expected a mapping with flow");
+    /* what setup extracts, by its name */
+    expect_err(ONCE_SETUP HEAD_REST "      - request: { url: '/x?{{setup.tokn}}' }\n", "11:31",
+               "scenarios.s.flow[0].request.url",
+               "feeder 'setup' has no column 'tokn' (did you mean 'token'?)");
+    /* setup cannot read its own values */
+    expect_err("target: http://127.0.0.1:8080\nsetup:\n  flow:\n"
+               "    - request: { url: '/x?{{setup.token}}' }\n" HEAD_REST
+               "      - request: { url: /x }\n",
+               "4:29", "setup.flow[0].request.url", "unknown name 'setup.token'");
+    /* a feeder of that name would hide them */
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "target: http://127.0.0.1:8080\ndata:\n  setup: { csv: %s/users.csv }\n"
+             "setup:\n  flow:\n    - request: { url: /login }\n" HEAD_REST
+             "      - request: { url: /x }\n",
+             tmpdir);
+    expect_err(yaml, "3:3", "data", "'setup' names setup:'s values");
+    expect_err(ONCE_SETUP "  maxDuration: 0s\n" HEAD_REST "      - request: { url: /x }\n", "6:16",
+               "setup.maxDuration", "maxDuration must be longer than 0");
+}
+
+/* if: on a step: parse errors at their column, and what a condition says for given values */
+static int render_lit(void *ud, const struct sq_tmpl *t, struct sq_buf *out)
+{
+    (void)ud;
+    const char *text;
+    size_t n;
+    return sq_tmpl_static(t, &text, &n) ? sq_buf_append(out, text, n) : 0;
+}
+
+static bool holds(const char *yaml_cond)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof(yaml),
+             "target: http://127.0.0.1:8080\nvars: { env: prod, n: '5' }\n" HEAD_REST
+             "      - if: \"%s\"\n        request: { url: /x }\n",
+             yaml_cond);
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", yaml, strlen(yaml), &p, &e);
+    if (rc) {
+        char full[512];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    struct sq_buf a = {0}, b = {0};
+    bool r = sq_cond_eval(p->scenarios[0].steps[0].cond, 404, render_lit, NULL, &a, &b);
+    sq_buf_dispose(&a);
+    sq_buf_dispose(&b);
+    sq_plan_free(p);
+    return r;
+}
+
+static void step_if(void **state)
+{
+    (void)state;
+    assert_true(holds("status == 404"));
+    assert_false(holds("status != 404"));
+    assert_true(holds("status >= 400 && status < 500"));
+    assert_false(holds("status < 400"));
+    assert_true(holds("status == 200 || env == 'prod'"));
+    assert_false(holds("status == 200 || env == 'dev' && 1 == 1"));
+    assert_true(holds("n > 4 && n <= 5")); /* numbers compare as numbers */
+    assert_true(holds("n == 5.0"));
+    assert_true(holds("'10' > 9"));
+    assert_true(holds("'b' > 'abc'")); /* else as bytes */
+    assert_true(holds("env"));         /* a lone value: not empty, 0 or false */
+    assert_false(holds("0"));
+    assert_false(holds("'false'"));
+    assert_false(holds("''"));
+    /* errors name the column of what is wrong */
+    expect_err(HEAD "      - if: \"status = 200\"\n        request: { url: /x }\n", "7:21",
+               "scenarios.s.flow[0].if", "expected ==, !=, <, <=, > or >=");
+    expect_err(HEAD "      - if: \"tokn == 'x'\"\n        request: { url: /x }\n", "7:14",
+               "scenarios.s.flow[0].if", "unknown name 'tokn'");
+    expect_err(HEAD "      - if: \"status == 200 and 1\"\n        request: { url: /x }\n", "7:28",
+               "scenarios.s.flow[0].if", "expected &&, || or the end of the condition");
+    expect_err(HEAD "      - if: \"status == 'x\"\n        request: { url: /x }\n", "7:24",
+               "scenarios.s.flow[0].if", "unclosed string");
+    expect_err(HEAD "      - if: \"status ==\"\n        request: { url: /x }\n", "7:23",
+               "scenarios.s.flow[0].if", "expected a value");
+    expect_err(HEAD "      - if: [ 1 ]\n        request: { url: /x }\n", "7:13",
+               "scenarios.s.flow[0].if", "expected a condition");
+    expect_err(HEAD "      - ws: { connect: /ws }\n        if: \"1\"\n      - ws: { close: {} }\n",
+               "8:9", "scenarios.s.flow[0]", "'if' does not apply to ws steps");
+}
+
+/* repeat: flattened into the steps, each loop's bounds in pre-order; its errors */
+static void step_repeat(void **state)
+{
+    (void)state;
+    const char *ok = HEAD "      - request: { url: /a }\n"
+                          "      - repeat:\n"
+                          "          count: 3\n"
+                          "          steps:\n"
+                          "            - request: { url: /b }\n"
+                          "            - repeat:\n"
+                          "                while: \"status == 200\"\n"
+                          "                max: 9\n"
+                          "                steps:\n"
+                          "                  - request: { url: /c }\n"
+                          "                    extract: { n: { json: $.n } }\n"
+                          "            - request: { url: '/d?{{n}}' }\n"
+                          "      - request: { url: /e }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e);
+    if (rc) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_int_equal(sc->nsteps, 5);
+    assert_int_equal(sc->nloops, 2);
+    assert_int_equal(sc->loops[0].first, 1);
+    assert_int_equal(sc->loops[0].last, 3);
+    assert_int_equal(sc->loops[0].count, 3);
+    assert_null(sc->loops[0].cond);
+    assert_int_equal(sc->loops[1].first, 2);
+    assert_int_equal(sc->loops[1].last, 2);
+    assert_int_equal(sc->loops[1].max, 9);
+    assert_non_null(sc->loops[1].cond);
+    assert_string_equal(sc->steps[4].name, "step 5");
+    assert_int_equal(sc->nvars, 1); /* an extract inside a repeat is a variable of the flow */
+    sq_plan_free(p);
+    expect_err(HEAD
+               "      - repeat: { count: 2, while: \"1\", steps: [ { request: { url: /x } } ] }\n",
+               "7:17", "scenarios.s.flow[0].repeat", "a repeat has count or while, not both");
+    expect_err(HEAD "      - repeat: { while: \"1\", steps: [ { request: { url: /x } } ] }\n",
+               "7:17", "scenarios.s.flow[0].repeat",
+               "missing key 'max' (a while loop needs a cap)");
+    expect_err(HEAD "      - repeat: { count: 0, steps: [ { request: { url: /x } } ] }\n", "7:26",
+               "scenarios.s.flow[0].repeat.count", "");
+    expect_err(HEAD "      - repeat: { count: 2, steps: [ ] }\n", "7:36",
+               "scenarios.s.flow[0].repeat", "a repeat needs at least one step");
+    expect_err(HEAD "      - repeat: { count: 2 }\n", "7:17", "scenarios.s.flow[0].repeat",
+               "missing key 'steps'");
+    expect_err(HEAD "      - repeat: { count: 2, steps: [ { request: { url: /x } } ] }\n"
+                    "        name: r\n",
+               "8:9", "scenarios.s.flow[0]", "a repeat item has only repeat");
+    expect_err(HEAD "      - repeat: { count: 2, steps: [ { request: { url: /x }, chek: 1 } ] }\n",
+               "7:62", "scenarios.s.flow[0].repeat.steps[0]", "unknown key 'chek'");
+    expect_err(HEAD
+               "      - repeat: { count: 2, steps: [ { request: { url: /x } },\n"
+               "          { repeat: { while: \"1\", max: 2, steps: [ { think: 1s } ] } } ] }\n",
+               "8:13", "scenarios.s.flow[0].repeat.steps[1].repeat",
+               "a while loop cannot end its enclosing repeat's steps");
+    expect_err(HEAD "      - repeat: { while: \"status = 1\", max: 2, steps: [ { think: 1s } ] }\n",
+               "7:34", "scenarios.s.flow[0].repeat.while", "expected ==, !=");
+}
+
+/* group: its steps carry the path of the groups around them; its errors */
+static void step_group(void **state)
+{
+    (void)state;
+    const char *ok =
+        HEAD "      - request: { url: /a }\n"
+             "      - group: checkout\n"
+             "        steps:\n"
+             "          - request: { url: /b }\n"
+             "          - group: pay\n"
+             "            steps:\n"
+             "              - repeat: { count: 2, steps: [ { request: { url: /c } } ] }\n"
+             "      - request: { url: /d }\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e);
+    if (rc) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_int_equal(sc->nsteps, 4);
+    assert_null(sc->steps[0].group);
+    assert_string_equal(sc->steps[1].group, "checkout");
+    assert_string_equal(sc->steps[2].group, "checkout::pay");
+    assert_null(sc->steps[3].group);
+    assert_int_equal(sc->nloops, 1);
+    assert_int_equal(sc->loops[0].first, 2);
+    sq_plan_free(p);
+    expect_err(HEAD "      - group: g\n", "7:9", "scenarios.s.flow[0]", "missing key 'steps'");
+    expect_err(HEAD "      - group: 'a::b'\n        steps: [ { request: { url: /x } } ]\n", "7:17",
+               "scenarios.s.flow[0].group", "holds no NUL byte or '::'");
+    expect_err(HEAD
+               "      - group: g\n        steps: [ { request: { url: /x } } ]\n        if: \"1\"\n",
+               "9:9", "scenarios.s.flow[0]", "unknown key 'if'");
+    expect_err(HEAD "      - group: g\n        steps: [ ]\n", "8:16", "scenarios.s.flow[0]",
+               "a group needs at least one step");
 }
 
 /* seed: the random values' seed, a whole number in [0, 2^53 - 1]; absent: none (drawn) */
@@ -281,7 +540,7 @@ static void durations_and_executors(void **state)
     expect_err(HEAD "      - think: 100\n", "7:16", "scenarios.s.flow[0].think",
                "expected a duration like 500ms or 2s, got '100'");
     expect_err(HEAD "      - think: 1s\n        request: { url: /x }\n", "8:9",
-               "scenarios.s.flow[0]", "a think step has only name and think");
+               "scenarios.s.flow[0]", "a think step has only name, if and think");
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vu\n"
                "    duration: 1s\n    flow: [ { request: { url: /x } } ]\n",
                "4:15", "scenarios.s.executor",
@@ -1345,6 +1604,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unknown_keys),
         cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),
+        cmocka_unit_test(step_if),
+        cmocka_unit_test(step_repeat),
+        cmocka_unit_test(step_group),
         cmocka_unit_test(wrong_types),
         cmocka_unit_test(missing_keys),
         cmocka_unit_test(durations_and_executors),
