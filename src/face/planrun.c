@@ -350,10 +350,11 @@ static int destinations(struct sq_planrun *r, const struct sq_planrun_opts *o, c
                      p->file, p->scenarios[i].name, why);
     }
     for (size_t i = 0; rc == 0 && i < 2; i++)
-        if (r->once[i].flow && (rc = sq_flow_resolve_brokers((struct sq_flow *)r->once[i].flow,
-                                                             o->net.egress, why, sizeof(why))) < 0)
-            snprintf(err, len, rc == -EACCES ? "%s: %s: %s" : "%s: %s: dns: %s", p->file,
-                     r->once[i].name, why);
+        if (r->once[i].flow &&
+            (rc = sq_flow_resolve_brokers((struct sq_flow *)r->once[i].flow, o->net.egress,
+                                          &o->net.tls, why, sizeof(why))) < 0)
+            snprintf(err, len, rc == -EACCES || rc == -SQ_EUSAGE ? "%s: %s: %s" : "%s: %s: dns: %s",
+                     p->file, r->once[i].name, why);
     if (rc == 0 && p->oauth2) {
         rc = sq_oauth_new(p->oauth2, p->target, &o->net.tls, o->net.egress, &r->oauth, err, len);
         if (rc < 0)
