@@ -130,7 +130,11 @@ struct sq_cluster_report {
     /* "" when the result covers the whole run; else why not (an agent lost, NATS away past the
      * outage window, an agent whose run failed): what arrived is in the result all the same */
     char incomplete[1024];
-    bool nats_gave_up;     /* NATS stayed away past the outage window (exit 1, whatever else) */
+    bool nats_gave_up; /* NATS stayed away past the outage window (exit 1, whatever else) */
+    /* No agent's final result came (NATS away past the window, every agent lost): the totals are
+     * then every lost agent's last known figures, all from their seconds alike (what arrived),
+     * rather than nothing; else they are the finished agents' results alone. */
+    bool totals_last_known;
     uint32_t nats_outages; /* times the connection to NATS was lost and came back */
     double nats_down_s;    /* how long it was away, in all */
     /* the control plane's cost: bytes and messages through the controller's connection, its CPU

@@ -906,6 +906,9 @@ static int merge_series(struct ctl *c, struct sq_result *out)
     for (uint32_t i = 0; i < c->rep->n; i++) {
         struct sq_cluster_agent *a = &c->rep->agents[i];
         size_t k = a->_in->have_final ? a->_in->final.r.series.n : 0;
+        for (size_t s = 0; c->rep->totals_last_known && s < a->_in->niv; s++)
+            if (a->_in->ivs[s].have && s + 1 > k)
+                k = s + 1;
         if (k > n)
             n = k;
     }
@@ -920,7 +923,9 @@ static int merge_series(struct ctl *c, struct sq_result *out)
         for (uint32_t i = 0; i < c->rep->n; i++) {
             struct sq_cluster__agent *in = c->rep->agents[i]._in;
             if (in->have_final && s < in->final.r.series.n)
-                add_second(e, &in->final.r.series.v[s]); /* a lost agent's are not merged */
+                add_second(e, &in->final.r.series.v[s]); /* a lost agent's are not merged, */
+            else if (c->rep->totals_last_known && s < in->niv && in->ivs[s].have)
+                add_second(e, &in->ivs[s].s); /* unless no agent's result came at all */
         }
         if (s < c->emitted) {
             e->p50_us = c->pct[s].p50_us;
@@ -976,6 +981,13 @@ static int merge(struct ctl *c, struct sq_result *out)
     int rc = sq_latency_hist_new(&out->latency);
     if (rc < 0)
         return fail(c, rc, "out of memory");
+    /* No final result at all (NATS gone past the window): what arrived, every lost agent's
+     * seconds alike, is the result, rather than an empty one; the figures are then all of one
+     * kind (its seconds' counts and latency), over the same agents. */
+    bool any_final = false;
+    for (uint32_t i = 0; i < c->rep->n; i++)
+        any_final = any_final || c->rep->agents[i]._in->have_final;
+    c->rep->totals_last_known = !any_final && c->rep->lost > 0;
     for (uint32_t i = 0; i < c->rep->n; i++) {
         struct sq_cluster_agent *a = &c->rep->agents[i];
         struct sq_cluster__agent *in = a->_in;
@@ -990,6 +1002,8 @@ static int merge(struct ctl *c, struct sq_result *out)
              * threads, so a merge of them would leave every other figure over fewer agents than
              * the counts (253,237 completed beside `Status 200 191,966`). */
             rc = lost_result(a);
+            if (rc == 0 && c->rep->totals_last_known)
+                rc = sq_result_merge(out, &a->res);
         } else {
             continue; /* refused or failed before it ran: it has no figures */
         }
@@ -1188,9 +1202,9 @@ json_t *sq_cluster_report_json(const struct sq_cluster_report *rep)
     json_t *merged = json_array(), *lost = json_array();
     for (uint32_t i = 0; i < rep->n; i++) {
         const struct sq_cluster_agent *a = &rep->agents[i];
-        if (a->finished)
+        if (a->finished || (a->lost && rep->totals_last_known))
             json_array_append_new(merged, json_string(a->name));
-        else if (a->lost)
+        if (!a->finished && a->lost)
             json_array_append_new(lost, lost_agent_json(a));
     }
     json_t *j =
@@ -1203,6 +1217,7 @@ json_t *sq_cluster_report_json(const struct sq_cluster_report *rep)
                   (json_int_t)rep->msgs_out, "cpu_s", rep->cpu_s, "run_s", rep->run_s,
                   "nats_outages", (int)rep->nats_outages, "nats_down_s", rep->nats_down_s);
     if (j) {
+        json_object_set_new(j, "totals_last_known", json_boolean(rep->totals_last_known));
         json_object_set_new(j, "merged_agents", merged);
         json_object_set_new(j, "lost_agents", lost);
     } else {

@@ -637,7 +637,9 @@ static void cluster(FILE *f, const json_t *doc)
     if (sq_report__numd(c, "lost", 0) > 0) {
         const json_t *m = json_object_get(c, "merged_agents");
         fprintf(f, " · %.0f LOST", sq_report__numd(c, "lost", 0));
-        if (json_is_array(m)) /* every figure above is over these, none over a lost one */
+        if (json_is_true(json_object_get(c, "totals_last_known")))
+            fputs(" · no agent's result came: the totals are their last known figures", f);
+        else if (json_is_array(m)) /* every figure above is over these, none over a lost one */
             fprintf(f, " · the totals are over %zu of %zu", json_array_size(m),
                     json_array_size(agents));
     }
@@ -659,8 +661,9 @@ static void cluster(FILE *f, const json_t *doc)
         double at;
         if (json_is_true(json_object_get(a, "lost")) && sq_report__num(a, "lost_at_s", &at)) {
             char g2[32], g3[32];
-            fprintf(f, " · LOST at %.1f s, not in the totals: last known %s completed, %s failed",
-                    at,
+            fprintf(f, " · LOST at %.1f s, %s: last known %s completed, %s failed", at,
+                    json_is_true(json_object_get(c, "totals_last_known")) ? "in the totals"
+                                                                          : "not in the totals",
                     sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.completed", 0)), g2,
                                  sizeof(g2)),
                     sq_fmt_group(sq_report__count(sq_report__numd(a, "requests.failed", 0)), g3,

@@ -193,6 +193,10 @@ class NatsOutage(unittest.TestCase):
         self.assertIn("the result is incomplete", err)
         self.assertIn("Incomplete", err)  # the summary says so too
         self.assertEqual(c["lost"], 2)
+        # no agent's result came: the totals are both agents' last known figures, one kind alike
+        self.assertTrue(c["totals_last_known"])
+        self.assertEqual(len(c["merged_agents"]), 2)
+        self.assertIn("the totals are their last known figures", err)
         # what arrived: about the first 2 s of both agents, whole seconds
         r = doc["requests"]
         self.assertGreater(r["completed"], 0)
