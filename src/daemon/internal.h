@@ -191,6 +191,7 @@ void sq_daemon__live_close_all(struct sq_daemon *d);
 
 #define SQ_DAEMON_LIVE_ROWS       200 /* rows (steps) in one live event, at most */
 #define SQ_DAEMON_LIVE_THRESHOLDS 64  /* threshold expressions in one live event, at most */
+#define SQ_DAEMON_LIVE_CHECKS     200 /* checks in one live event, at most */
 
 /* A run's per-step running histograms (runner thread). */
 struct sq_daemon__livetab {

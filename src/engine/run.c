@@ -252,6 +252,12 @@ static void steps_live(struct agg *a, const struct sq_engine__worker *ws, uint32
                 }
                 o->by_status[j].n += x->by_status[b].n;
             }
+            if (x->nchecks > o->nchecks)
+                o->nchecks = x->nchecks;
+            for (uint32_t ck = 0; ck < x->nchecks && ck < SQ_STEP_LIVE_CHECKS; ck++) {
+                o->checks[ck].pass += x->checks[ck].pass;
+                o->checks[ck].fail += x->checks[ck].fail;
+            }
         }
     }
     for (uint32_t g = 0; g < a->nsteps; g++)

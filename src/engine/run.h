@@ -47,6 +47,7 @@ enum {
 typedef void (*sq_tick_cb)(void *ud, const struct sq_second *s, const struct sq_hist *h,
                            const struct sq_hist *hu);
 
+#define SQ_STEP_LIVE_CHECKS 16
 /* One step of a plan run as it stands after a second (cfg->on_tick_steps): its requests,
  * failures and statuses so far (cumulative: every worker's figures at its last published
  * second), and that second's latencies. */
@@ -58,6 +59,12 @@ struct sq_step_live {
         uint64_t n;
     } by_status[SQ_STEP_STATUSES]; /* the first statuses seen */
     const struct sq_hist *h;       /* this second's responses, µs (NULL: a think step) */
+    /* the step's checks so far, passed and failed: its first SQ_STEP_LIVE_CHECKS (nchecks is
+     * how many the step has; those past the cap are not carried) */
+    uint32_t nchecks;
+    struct {
+        uint64_t pass, fail;
+    } checks[SQ_STEP_LIVE_CHECKS];
 };
 /* Called on the main thread right after on_tick (plan runs): v[g] for every step g of every
  * scenario, in sq_result.step_series' order (borrowed, valid during the call). */

@@ -1372,6 +1372,11 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
             o->by_status[b].status = ss->by_status[b].status;
             o->by_status[b].n = ss->by_status[b].n;
         }
+        o->nchecks = ss->nchecks;
+        for (uint32_t ck = 0; ck < ss->nchecks && ck < SQ_STEP_LIVE_CHECKS; ck++) {
+            o->checks[ck].pass = ss->check_pass[ck];
+            o->checks[ck].fail = ss->check_fail[ck];
+        }
     }
     if (w->open && w->sending && w->started && w->next_arrival < w->total_arrivals) {
         int64_t due = release_ns(w, w->next_arrival);

@@ -7,6 +7,7 @@
 // user looks at while it runs: the step table's request counts grow between two reads, a click
 // on a header sorts it (both ways, then back to the plan's order), the failures panel shows the
 // 404 with its step, the failing threshold shows "fail" while the run is still running, the
+// checks panel shows each check's passes and failures with its verdict (growing), the
 // latency chart's log scale and percentile choices apply. Then a quick run (200 requests/s):
 // one row, its URL. A screenshot of the panels
 // (build/artifacts/dashboard-live-tables.png) and their boxes: visible, the table wide, the
@@ -129,8 +130,10 @@ scenarios:
     flow:
       - name: home
         request: {url: /fast}
+        check: {status: 200}
       - name: missing
         request: {url: /nope}
+        check: {status: 200}
       - think: 20ms
 `;
 }
@@ -235,6 +238,21 @@ async function main() {
     const failNow = await page.textContent('#live-thresholds tr[data-ok="fail"] td.n');
     check('the failing threshold shows its current figure (about 0.5)', Math.abs(Number(failNow) - 0.5) < 0.1, failNow);
 
+    // 4b. the checks, live: each with its passes and failures so far and a verdict
+    const cks = await page.$$eval('#live-checks tbody tr', (trs) => trs.map((tr) => ({
+      key: tr.getAttribute('data-check'), ok: tr.getAttribute('data-ok'),
+      n: Array.from(tr.querySelectorAll('td.n')).map((td) => Number(td.textContent.replace(/,/g, ''))),
+    })));
+    check('the checks panel has each check: the passing one pass, the failing one fail',
+      cks.length === 2 && cks[0].key === 'browse / home status 200' && cks[0].ok === 'pass' &&
+      cks[0].n[0] > 0 && cks[0].n[1] === 0 && cks[1].key === 'browse / missing status 200' &&
+      cks[1].ok === 'fail' && cks[1].n[0] === 0 && cks[1].n[1] > 0, JSON.stringify(cks));
+    const ck0 = cks[0].n[0];
+    await page.waitForFunction((n) => window.squallLive.probe.updates >= n + 1,
+      await page.evaluate(() => window.squallLive.probe.updates), { timeout: 20000 });
+    const ck1 = await page.textContent('#live-checks tr[data-ok="pass"] td.n');
+    check('the passes grow while the run goes', Number(ck1.replace(/,/g, '')) > ck0, `${ck0} -> ${ck1}`);
+
     // 5. the latency chart: log scale, percentile lines
     const before = await page.evaluate(() => window.squallLive.probe.chart.scales.y.distr);
     await page.check('#lat-log');
@@ -281,6 +299,8 @@ async function main() {
       JSON.stringify(qrows));
     const none = await page.textContent('#live-failures li');
     const qths = await page.textContent('#live-thresholds tbody');
+    const qcks = await page.textContent('#live-checks tbody');
+    check('a quick run has no checks', /no checks/.test(qcks), qcks);
     check('no failure so far, no thresholds', /No failure so far/.test(none) && /no thresholds/.test(qths),
       `${none} / ${qths}`);
     await api(base, 'POST', `/runs/${qr.doc.id}/stop`);

@@ -853,6 +853,50 @@ class TestLiveTables(DaemonCase):
         self.assertEqual(lives[-1]["rows_left_out"], 5)
         self.assertEqual(lives[-1]["rows"][-1]["name"], "s199")
 
+    def test_checks_live(self):
+        steps = ("      - name: home\n        request: {url: /fast}\n"
+                 "        check: {status: 200}\n"
+                 "      - name: missing\n        request: {url: /nope}\n"
+                 "        check: {status: 200, duration: {lt: 60s}}\n")
+        _, events = self.plan_events(live_plan(self.tport, steps=steps))
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertGreaterEqual(len(lives), 2, [e[0] for e in events])
+        for d in lives:
+            self.assertEqual([(c["scenario"], c["step"], c["check"]) for c in d["checks"]],
+                             [("browse", "home", "status 200"),
+                              ("browse", "missing", "status 200"),
+                              ("browse", "missing", d["checks"][2]["check"])])
+            self.assertEqual(d["checks_left_out"], 0)
+        last = {(c["step"], c["check"]): c for c in lives[-1]["checks"]}
+        home = last[("home", "status 200")]
+        self.assertEqual(home["failed"], 0)
+        self.assertGreater(home["passed"], 0)
+        miss = last[("missing", "status 200")]
+        self.assertEqual(miss["passed"], 0)
+        self.assertGreater(miss["failed"], 0)
+        dur = [c for k, c in last.items() if k[0] == "missing" and k[1] != "status 200"][0]
+        self.assertEqual(dur["failed"], 0)
+        self.assertEqual(dur["passed"], miss["failed"])
+        # they grow, and never pass what the document counts at the end
+        seen = [d["checks"][0]["passed"] for d in lives]
+        self.assertEqual(seen, sorted(seen))
+        doc = events[-1][1]["result"]
+        end = {(c["step"], c["check"]): c for c in doc["checks"]}
+        for k, c in last.items():
+            self.assertLessEqual(c["passed"], end[k]["passed"])
+            self.assertLessEqual(c["failed"], end[k]["failed"])
+
+    def test_checks_are_capped(self):
+        steps = "".join("      - name: %s\n        request: {url: /fast}\n"
+                        "        check: {status: [200, 201]}\n"
+                        % ("home" if i == 0 else "s%d" % i) for i in range(205))
+        _, events = self.plan_events(live_plan(self.tport, steps=steps, duration="2s"))
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertTrue(lives, [e[0] for e in events])
+        self.assertEqual(len(lives[-1]["checks"]), 200)
+        self.assertEqual(lives[-1]["checks_left_out"], 5)
+        self.assertEqual(lives[-1]["checks"][-1]["step"], "s199")
+
     def test_quick_run_one_row(self):
         rid = self.c.start(quick(self.tport, duration="2s"))
         events = sse(self.port, rid)
@@ -870,6 +914,7 @@ class TestLiveTables(DaemonCase):
                 self.assertEqual(r["responses"], totals["completed"])
                 self.assertEqual(r["status"], {"2xx": totals["status"]["2xx"]})
                 self.assertEqual(d["thresholds"], [])
+                self.assertEqual((d["checks"], d["checks_left_out"]), ([], 0))
 
 
 class TestCors(DaemonCase):

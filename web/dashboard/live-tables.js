@@ -1,7 +1,8 @@
 /* web/dashboard/live-tables.js - what a run in progress shows besides its charts: the live
  * table (one row per plan step, or the quick run's URL: requests, req/s, failures, p50/p95/p99,
  * max; sortable by a click on a header), the failures seen so far (by status and error kind),
- * the thresholds judged on the running figures (pass/fail), and a latency chart with a log
+ * the thresholds judged on the running figures (pass/fail), each check's passes and failures
+ * so far (pass/fail), and a latency chart with a log
  * scale and the percentile lines the user picks. It reads the daemon's "live" and "second"
  * events (docs/daemon.md); dashboard.js hands them over (window.squallLive.mount).
  *
@@ -207,6 +208,32 @@
     };
   }
 
+  /* Each check of the plan's steps: passes and failures so far, fail when any failed. */
+  function checks(box) {
+    var tbody = h('tbody'), note = h('p', { class: 'muted', id: 'live-checks-note' });
+    box.appendChild(h('table', { id: 'live-checks', class: 'live-table' },
+      h('thead', null, h('tr', null, h('th', { text: 'step' }), h('th', { text: 'check' }),
+        h('th', { class: 'n', text: 'passed' }), h('th', { class: 'n', text: 'failed' }),
+        h('th', { text: 'verdict' }))), tbody));
+    box.appendChild(note);
+    return {
+      set: function (list, left) {
+        tbody.textContent = '';
+        (list || []).forEach(function (c) {
+          var st = c.failed > 0 ? 'fail' : 'pass';
+          var step = (c.scenario ? c.scenario + ' / ' : '') + c.step;
+          tbody.appendChild(h('tr', { 'data-check': step + ' ' + c.check, 'data-ok': st },
+            h('td', { text: step }), h('td', { class: 'mono', text: c.check }),
+            h('td', { class: 'n', text: fmtNum(c.passed, 0) }),
+            h('td', { class: 'n' + (c.failed > 0 ? ' bad' : ''), text: fmtNum(c.failed, 0) }),
+            h('td', null, h('span', { class: 'badge ' + st, text: st }))));
+        });
+        if (!list || !list.length) tbody.appendChild(h('tr', null, h('td', { colspan: '5', class: 'muted', text: 'This run has no checks.' })));
+        note.textContent = left ? left + ' more checks are not shown (every check is in the report)' : '';
+      }
+    };
+  }
+
   /* Latency per second: a log scale option and the percentile lines the user picks. */
   var PCTS = [['p50_us', 'p50', '#2f9e44', true], ['p90_us', 'p90', '#1971c2', true],
     ['p99_us', 'p99', '#e8590c', true], ['max_us', 'max', '#c92a2a', false]];
@@ -282,17 +309,19 @@
     probe.last = null;
     var wrap = h('section', { id: 'live-tables', class: 'live-tables' });
     var tb = h('div', { id: 'live-table-box' }), fb = h('div', { id: 'live-failures-box' }),
-      thb = h('div', { id: 'live-thresholds-box' }), lb = h('div', { id: 'live-latency-box' });
+      thb = h('div', { id: 'live-thresholds-box' }), ckb = h('div', { id: 'live-checks-box' }), lb = h('div', { id: 'live-latency-box' });
     wrap.appendChild(h('h2', { text: 'Steps (live)' }));
     wrap.appendChild(tb);
     wrap.appendChild(h('div', { class: 'grid2' },
       h('div', null, h('h2', { text: 'Failures' }), fb),
-      h('div', null, h('h2', { text: 'Thresholds' }), thb)));
+      h('div', null, h('h2', { text: 'Thresholds' }), thb),
+      h('div', null, h('h2', { text: 'Checks' }), ckb)));
     wrap.appendChild(h('h2', { text: 'Latency percentiles' }));
     wrap.appendChild(lb);
     box.appendChild(wrap);
-    var t = table(tb), f = failures(fb), th = thresholds(thb), lc = latChart(lb);
+    var t = table(tb), f = failures(fb), th = thresholds(thb), ck = checks(ckb), lc = latChart(lb);
     th.set([], 0);
+    ck.set([], 0);
     f.rows([]);
     return {
       second: function (s, totals) {
@@ -303,6 +332,7 @@
         t.set(d);
         f.rows(d.rows);
         th.set(d.thresholds, d.thresholds_left_out);
+        ck.set(d.checks, d.checks_left_out);
         probe.updates++;
         probe.last = d;
       }
