@@ -197,8 +197,14 @@ void sq_daemon__live_close_all(struct sq_daemon *d);
 struct sq_daemon__livetab {
     struct sq_hist **h; /* per step (sq_result.step_series' order), made with its first data */
     uint32_t n;
+    /* per sampled-exchange class (result.h: 4xx, 5xx, the error kinds), the first failure
+     * sample a worker handed over (cfg->on_xsample_live), as the result's sampled_exchanges
+     * write one; NULL: none yet */
+    json_t *xs[SQ_XS_CLASSES];
 };
 void sq_daemon__livetab_dispose(struct sq_daemon__livetab *t);
+/* Keeps x (borrowed) as its class's failure sample when the class has none yet. */
+void sq_daemon__livetab_sample(struct sq_daemon__livetab *t, const struct sq_xsample *x);
 struct sq_plan;
 struct sq_live_totals;
 struct sq_step_live;

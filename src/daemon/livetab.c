@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "daemon/internal.h"
+#include "output/json.h"
 #include "stats/hist.h"
 #include "plan/plan.h"
 #include "result/verdict.h"
@@ -30,7 +31,27 @@ void sq_daemon__livetab_dispose(struct sq_daemon__livetab *t)
     for (uint32_t g = 0; t->h && g < t->n; g++)
         sq_hist_free(t->h[g]);
     free(t->h);
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++)
+        json_decref(t->xs[k]);
     *t = (struct sq_daemon__livetab){0};
+}
+
+void sq_daemon__livetab_sample(struct sq_daemon__livetab *t, const struct sq_xsample *x)
+{
+    if (x->cls < SQ_XS_CLASSES && !t->xs[x->cls])
+        t->xs[x->cls] = sq_report_json_sample(x);
+}
+
+/* The failure samples so far, one per class in class order: {class, kind, sample}. */
+static json_t *samples_json(const struct sq_daemon__livetab *t)
+{
+    json_t *a = json_array();
+    for (uint32_t k = 0; a && k < SQ_XS_CLASSES; k++)
+        if (t->xs[k])
+            json_array_append_new(
+                a, json_pack("{s:s, s:s, s:O}", "class", sq_report_sample_class(k), "kind",
+                             k < SQ_XS_STATUS_CLASSES ? "status" : "error", "sample", t->xs[k]));
+    return a;
 }
 
 static double ms(int64_t us)
@@ -178,11 +199,13 @@ char *sq_daemon__event_live(struct sq_daemon__livetab *t, const struct sq_daemon
     json_t *rows = p ? plan_rows(t, p, v, n, len_s, &rows_out) : quick_rows(l, tt, total);
     json_t *ths = p && lt ? thresholds_json(p, lt, &th_out) : json_array();
     json_t *cks = p ? checks_json(p, v, n, &ck_out) : json_array();
-    json_t *o = json_pack("{s:I, s:f, s:o, s:I, s:o, s:I, s:o, s:I}", "run", (json_int_t)l->id,
-                          "t_s", tt->elapsed_s, "rows", rows ? rows : json_array(), "rows_left_out",
-                          (json_int_t)rows_out, "thresholds", ths ? ths : json_array(),
-                          "thresholds_left_out", (json_int_t)th_out, "checks",
-                          cks ? cks : json_array(), "checks_left_out", (json_int_t)ck_out);
+    json_t *xs = samples_json(t);
+    json_t *o =
+        json_pack("{s:I, s:f, s:o, s:I, s:o, s:I, s:o, s:I, s:o}", "run", (json_int_t)l->id, "t_s",
+                  tt->elapsed_s, "rows", rows ? rows : json_array(), "rows_left_out",
+                  (json_int_t)rows_out, "thresholds", ths ? ths : json_array(),
+                  "thresholds_left_out", (json_int_t)th_out, "checks", cks ? cks : json_array(),
+                  "checks_left_out", (json_int_t)ck_out, "failure_samples", xs ? xs : json_array());
     char *data =
         o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(o);

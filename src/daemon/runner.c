@@ -297,6 +297,14 @@ static void on_tick_steps(void *ud, const struct sq_step_live *v, uint32_t n)
     live_post(x->d, x->l, LIVE_TICK);
 }
 
+/* A failure's first sampled exchange of a worker (before on_tick): kept for the live event,
+ * the first of each class. */
+static void on_xsample_live(void *ud, const struct sq_xsample *x)
+{
+    struct tick_ctx *c = ud;
+    sq_daemon__livetab_sample(&c->tab, x);
+}
+
 /* The totals at the end, from the result itself (exact: /metrics then equals the document). */
 static void final_totals(struct sq_daemon__totals *t, const struct sq_result *res)
 {
@@ -515,6 +523,8 @@ static void job_load(struct jobrun *r)
     r->cfg->ctl = job->ctl;
     r->cfg->on_tick = on_tick;
     r->cfg->tick_ud = &r->x;
+    if (r->cfg->sample_per_class) /* the failures panel's samples */
+        r->cfg->on_xsample_live = on_xsample_live;
     if (sq_daemon__req_plan(job->req)) { /* the live tables' rows: the steps */
         r->cfg->on_tick_steps = on_tick_steps;
         r->x.steps = true;

@@ -393,6 +393,8 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
             e.max_us = sq_hist_max(a->h);
         }
         sq_engine__clagg_emit(&a->cl, &e, sq_now_ns());
+        if (cfg->on_xsample_live)
+            sq_engine__xs_live_take(ws, n, cfg);
         if (series_push(&out->series, &e) == 0 && cfg->on_tick)
             cfg->on_tick(cfg->tick_ud, &e, a->h, out->open ? a->hu : NULL);
         if (a->lv)

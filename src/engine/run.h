@@ -70,6 +70,10 @@ struct sq_step_live {
  * scenario, in sq_result.step_series' order (borrowed, valid during the call). */
 typedef void (*sq_tick_steps_cb)(void *ud, const struct sq_step_live *v, uint32_t n);
 
+/* Called on the main thread with a sampled exchange (cfg->on_xsample_live). */
+struct sq_xsample;
+typedef void (*sq_xsample_live_cb)(void *ud, const struct sq_xsample *x);
+
 /* Called on the writer thread with a batch of records (borrowed for the call). */
 typedef void (*sq_samples_cb)(void *ud, const struct sq_sample *v, size_t n);
 
@@ -218,6 +222,11 @@ struct sq_run_config {
     /* Sampled exchanges (--sample-responses): at most this many kept per class (the result's
      * struct sq_xsamples, result/result.h; engine/capture.c draws them); 0: none, nothing paid. */
     uint32_t sample_per_class;
+    /* Optional, with sample_per_class (tick_ud too): the failures' first sampled exchanges, live
+     * (the daemon's failures panel). Called on the main thread before on_tick with each one a
+     * worker handed over: its first of a failure class (4xx, 5xx, an error kind), redacted as
+     * the reservoir's (borrowed for the call). At most one per class per worker, ever. */
+    sq_xsample_live_cb on_xsample_live;
     /* Credentials in what the two above keep (base/redact.h): redacted when an exchange is
      * captured, before any hook or writer sees it, unless no_redact (--no-redact, a plan's
      * `redact: false`). Credential fields by name; secrets (borrowed, nsecrets of them: values

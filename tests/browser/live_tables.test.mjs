@@ -6,7 +6,7 @@
 // headless Chromium (playwright-core, as dashboard.test.mjs) and checks what a Locust or k6
 // user looks at while it runs: the step table's request counts grow between two reads, a click
 // on a header sorts it (both ways, then back to the plan's order), the failures panel shows the
-// 404 with its step, the failing threshold shows "fail" while the run is still running, the
+// 404 with its step and its sampled exchange (redacted, markup kept as text), the failing threshold shows "fail" while the run is still running, the
 // checks panel shows each check's passes and failures with its verdict (growing), the
 // latency chart's log scale and percentile choices apply. Then a quick run (200 requests/s):
 // one row, its URL. A screenshot of the panels
@@ -116,6 +116,8 @@ function watch(page, problems, requests, base) {
 }
 
 
+const SECRET = 'tok-live-7c1e9a';
+
 function plan(port) {
   return `target: http://127.0.0.1:${port}
 thresholds:
@@ -132,7 +134,9 @@ scenarios:
         request: {url: /fast}
         check: {status: 200}
       - name: missing
-        request: {url: /nope}
+        request:
+          url: /nope
+          headers: {Authorization: "Bearer ${SECRET}", X-Probe: "<img src=x onerror=window.__pwned=1>"}
         check: {status: 200}
       - think: 20ms
 `;
@@ -225,6 +229,26 @@ async function main() {
     const f404 = await page.textContent('#live-failures li[data-kind="status 404"]').catch(() => null);
     check('the failures panel shows HTTP 404 with its count and step',
       f404 !== null && /HTTP 404/.test(f404) && /\d/.test(f404) && f404.includes('browse / missing'), f404);
+
+    // 3b. the 404's sampled exchange, while the run goes: request, response head; redacted,
+    // and its text shown as text (a header holding markup stays text)
+    const smp = await page.$eval('#live-failures li[data-kind="status 404"] details[data-sample="4xx"]', (d) => {
+      d.open = true;
+      return { pre: d.querySelector('pre').textContent, summary: d.querySelector('summary').textContent,
+        imgs: document.querySelectorAll('#live-failures img').length, pwned: window.__pwned === 1 };
+    }).catch((e) => ({ error: String(e) }));
+    check('the 404 shows its sampled exchange while the run goes (request line, response head)',
+      smp.pre && smp.pre.startsWith('GET /nope HTTP/1.1') && /HTTP\/1\.1 404/.test(smp.pre) &&
+      /HTTP 404/.test(smp.summary), JSON.stringify(smp));
+    check('the sample is redacted (no credential on the page)',
+      smp.pre && /Authorization:/.test(smp.pre) && !smp.pre.includes(SECRET) &&
+      !(await page.content()).includes(SECRET), smp.pre);
+    check('markup in the exchange stays text (no element, no script ran)',
+      smp.pre && smp.pre.includes('<img src=x onerror=') && smp.imgs === 0 && !smp.pwned, JSON.stringify(smp));
+    await page.waitForFunction((n) => window.squallLive.probe.updates >= n + 1,
+      await page.evaluate(() => window.squallLive.probe.updates), { timeout: 20000 });
+    check('an opened sample stays open across updates', await page.$eval(
+      '#live-failures details[data-sample="4xx"]', (d) => d.open).catch(() => false));
 
     // 4. thresholds, before the run ends
     const ths = await page.$$eval('#live-thresholds tbody tr', (trs) =>

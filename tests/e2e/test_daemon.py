@@ -886,6 +886,48 @@ class TestLiveTables(DaemonCase):
             self.assertLessEqual(c["passed"], end[k]["passed"])
             self.assertLessEqual(c["failed"], end[k]["failed"])
 
+    def test_failure_samples_live(self):
+        secret = "s3cr3t-live-token-9f2"
+        steps = ("      - name: home\n        request: {url: /fast}\n"
+                 "      - name: missing\n        request: {url: /nope,\n"
+                 "          headers: {Authorization: \"Bearer %s\", X-Api-Key: %s}}\n"
+                 "      - name: broken\n        request: {url: /status/503}\n"
+                 "      - name: slow\n        request: {url: /delay/1500, timeout: 200ms}\n"
+                 % (secret, secret))
+        _, events = self.plan_events(live_plan(self.tport, steps=steps))
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertGreaterEqual(len(lives), 2, [e[0] for e in events])
+        # before the end: a 4xx, a 5xx and a timeout, each with one exchange
+        running = lives[-2]
+        by = {f["class"]: f for f in running["failure_samples"]}
+        self.assertEqual(sorted(by), ["4xx", "5xx", "timeout"], running["failure_samples"])
+        self.assertEqual(by["4xx"]["kind"], "status")
+        self.assertEqual(by["timeout"]["kind"], "error")
+        s4 = by["4xx"]["sample"]
+        self.assertEqual(s4["status"], 404)
+        self.assertIsNone(s4["error"])
+        self.assertTrue(s4["request"]["text"].startswith("GET /nope HTTP/1.1\r\n"), s4)
+        self.assertTrue(s4["response"]["head"].startswith("HTTP/1.1 404"), s4)
+        s5 = by["5xx"]["sample"]
+        self.assertEqual(s5["status"], 503)
+        self.assertTrue(s5["request"]["text"].startswith("GET /status/503 HTTP/1.1\r\n"), s5)
+        st = by["timeout"]["sample"]
+        self.assertEqual((st["status"], st["error"]), (None, "timeout"))
+        self.assertTrue(st["request"]["text"].startswith("GET /delay/1500 HTTP/1.1\r\n"), st)
+        # redacted as the result's sampled exchanges: no secret in any event
+        for name, d, _ in events:
+            self.assertNotIn(secret, json.dumps(d), name)
+        self.assertIn("Authorization:", s4["request"]["text"])
+        # one per class: the first kept stays the same from second to second
+        for d in lives[lives.index(running):]:
+            later = {f["class"]: f for f in d["failure_samples"]}
+            self.assertEqual(later["4xx"], by["4xx"])
+        # none for a run without failures
+        rid2 = self.c.start(quick(self.tport, duration="2s"))
+        clean = [e[1] for e in sse(self.port, rid2) if e[0] == "live"]
+        self.assertTrue(clean)
+        self.assertEqual([d["failure_samples"] for d in clean], [[]] * len(clean))
+
     def test_checks_are_capped(self):
         steps = "".join("      - name: %s\n        request: {url: /fast}\n"
                         "        check: {status: [200, 201]}\n"

@@ -1,6 +1,7 @@
 /* web/dashboard/live-tables.js - what a run in progress shows besides its charts: the live
  * table (one row per plan step, or the quick run's URL: requests, req/s, failures, p50/p95/p99,
- * max; sortable by a click on a header), the failures seen so far (by status and error kind),
+ * max; sortable by a click on a header), the failures seen so far (by status and error kind,
+ * each status class and error kind with its first sampled exchange, redacted by the engine),
  * the thresholds judged on the running figures (pass/fail), each check's passes and failures
  * so far (pass/fail), and a latency chart with a log
  * scale and the percentile lines the user picks. It reads the daemon's "live" and "second"
@@ -142,9 +143,27 @@
     var list = h('ul', { id: 'live-failures', class: 'live-list' });
     box.appendChild(list);
     box.appendChild(h('p', { class: 'muted', id: 'live-failures-note' },
-      'Sampled exchanges (request, response head and body start; a few per status class and ' +
-      'error kind, ', h('code', { text: 'sample_responses' }), ') are in the run\'s report once it ends.'));
-    var rows = [], totals = null;
+      'One sampled exchange per status class and error kind shows as soon as one exists ' +
+      '(request, response head and body start, credentials redacted); the run\'s report keeps a few ' +
+      'per class (', h('code', { text: 'sample_responses' }), ').'));
+    var rows = [], totals = null, samples = {}, open = {};
+    /* a class's exchange, folded: the request, the response head, the body's start */
+    function sampleBox(kind, cls) {
+      var f = samples[cls];
+      if (!f || !f.sample) return null;
+      var x = f.sample, req = x.request || {}, resp = x.response || {};
+      var text = (req.text || '') + (req.cut ? '\n[… request cut]' : '');
+      if (resp.head) text += '\n' + resp.head + (resp.head_cut ? '\n[… head cut]' : '');
+      else text += '\n[no response' + (x.error ? ': ' + x.error : '') + ']';
+      if (resp.body) text += '\n' + resp.body + (resp.body_cut ? '\n[… ' + fmtNum(resp.body_bytes, 0) + ' bytes in all]' : '');
+      var d = h('details', { class: 'live-sample', 'data-sample': cls },
+        h('summary', { text: 'sampled exchange (' + cls + (x.status ? ', HTTP ' + x.status : '') +
+          (isNum(x.t_s) ? ', at ' + fmtNum(x.t_s, 1) + ' s' : '') + ')' }),
+        h('pre', { class: 'mono', text: text }));
+      if (open[kind]) d.open = true;
+      d.addEventListener('toggle', function () { open[kind] = d.open; });
+      return d;
+    }
     function render() {
       var by = {}, order = [];
       rows.forEach(function (r) {
@@ -158,11 +177,19 @@
         });
       });
       list.textContent = '';
+      /* a status class's exchange goes under its own code, else the class's first code */
+      var home = {};
       order.sort().forEach(function (code) {
+        var cls = /^\d+$/.test(code) ? code.charAt(0) + 'xx' : code, f = samples[cls];
+        if (!home[cls] || (f && f.sample && String(f.sample.status) === code)) home[cls] = code;
+      });
+      order.forEach(function (code) {
+        var cls = /^\d+$/.test(code) ? code.charAt(0) + 'xx' : code;
         list.appendChild(h('li', { 'data-kind': 'status ' + code },
           h('span', { class: 'badge fail', text: 'HTTP ' + code }), ' ',
           h('span', { class: 'count', text: fmtNum(by[code].n, 0) }),
-          h('span', { class: 'muted', text: ' · ' + by[code].from.join(', ') })));
+          h('span', { class: 'muted', text: ' · ' + by[code].from.join(', ') }),
+          home[cls] === code ? sampleBox('status ' + code, cls) : null));
       });
       var ek = (totals && totals.errors_by_kind) || {};
       Object.keys(ek).forEach(function (k) {
@@ -170,12 +197,18 @@
         list.appendChild(h('li', { 'data-kind': 'error ' + k },
           h('span', { class: 'badge fail', text: k }), ' ',
           h('span', { class: 'count', text: fmtNum(ek[k], 0) }),
-          h('span', { class: 'muted', text: ' · no response' })));
+          h('span', { class: 'muted', text: ' · no response' }),
+          sampleBox('error ' + k, k)));
       });
       if (!list.children.length) list.appendChild(h('li', { class: 'muted', 'data-kind': 'none', text: 'No failure so far.' }));
     }
     return {
-      rows: function (r) { rows = r || []; render(); },
+      rows: function (r, xs) {
+        rows = r || [];
+        samples = {};
+        (xs || []).forEach(function (f) { samples[f['class']] = f; });
+        render();
+      },
       totals: function (t) { totals = t; render(); }
     };
   }
@@ -330,7 +363,7 @@
       },
       live: function (d) {
         t.set(d);
-        f.rows(d.rows);
+        f.rows(d.rows, d.failure_samples);
         th.set(d.thresholds, d.thresholds_left_out);
         ck.set(d.checks, d.checks_left_out);
         probe.updates++;
