@@ -74,6 +74,16 @@ typedef void (*sq_tick_steps_cb)(void *ud, const struct sq_step_live *v, uint32_
 struct sq_xsample;
 typedef void (*sq_xsample_live_cb)(void *ud, const struct sq_xsample *x);
 
+/* Called on the main thread right before on_tick (cfg->on_tick_fine): that second's 100 ms
+ * bins (the series_100ms figures: completed, failed, the largest latency), every worker's added
+ * up: v[0..n) of bin_ns each from t0_s seconds after the start, cut at the second's end
+ * (borrowed for the call). n is 0 once the workers' bins are wider than SQ_LIVE_FINE_MAX_NS
+ * (past 20 minutes: engine/worker.c folds them) or for a second past the bins' span. */
+#define SQ_LIVE_FINE        10                   /* bins a second, at most: 1 s / SQ_FINE_BIN_NS */
+#define SQ_LIVE_FINE_MAX_NS (2 * SQ_FINE_BIN_NS) /* the widest bin handed over live */
+typedef void (*sq_tick_fine_cb)(void *ud, const struct sq_fine_bin *v, uint32_t n, int64_t bin_ns,
+                                double t0_s);
+
 /* Called on the writer thread with a batch of records (borrowed for the call). */
 typedef void (*sq_samples_cb)(void *ud, const struct sq_sample *v, size_t n);
 
@@ -141,6 +151,9 @@ struct sq_run_config {
     /* optional, plan runs (tick_ud too): the steps so far, once a second (the daemon's live
      * tables). Without it the workers copy nothing. */
     sq_tick_steps_cb on_tick_steps;
+    /* optional (tick_ud too): the second's 100 ms bins, once a second (the daemon's 100 ms
+     * view). Without it the workers copy nothing. */
+    sq_tick_fine_cb on_tick_fine;
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
     double sample_fraction; /* with on_samples: the share of requests recorded, (0, 1] */

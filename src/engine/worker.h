@@ -251,6 +251,11 @@ struct sq_engine__slot {
     int64_t cpu_ns, wait_ns;
     int64_t poll_ns; /* of cpu_ns, polling for responses (wait_io): not judged busy */
     int64_t lag_ns, behind_ns;
+    /* cfg->on_tick_fine: the 100 ms bins of the second the slot ends (copied from w->fine when
+     * it closes: bins before it are final), nfine of them of fine_ns each; 0: none */
+    struct sq_fine_bin fine[SQ_LIVE_FINE];
+    uint32_t nfine;
+    int64_t fine_ns;
 };
 
 struct sq_engine__worker {

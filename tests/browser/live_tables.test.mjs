@@ -8,7 +8,8 @@
 // on a header sorts it (both ways, then back to the plan's order), the failures panel shows the
 // 404 with its step and its sampled exchange (redacted, markup kept as text), the failing threshold shows "fail" while the run is still running, the
 // checks panel shows each check's passes and failures with its verdict (growing), the
-// latency chart's log scale and percentile choices apply. Then a quick run (200 requests/s):
+// latency chart's log scale and percentile choices apply, and its "100 ms" view shows the
+// running run's 100 ms bins (ten points a second, growing). Then a quick run (200 requests/s):
 // one row, its URL. A screenshot of the panels
 // (build/artifacts/dashboard-live-tables.png) and their boxes: visible, the table wide, the
 // failures and thresholds side by side. The load is bounded (2 VUs with a 20 ms think, 30 s at
@@ -292,6 +293,26 @@ async function main() {
     check('the chosen percentiles show, p99 not', ch.shown === 'second:true,p50:true,p90:true,p99:false,max:false',
       ch.shown);
     check('the chart has the seconds so far', ch.points >= 3, ch.points);
+
+    // 5b. the 100 ms view while the run goes: ten points a second, the largest latency and the
+    // responses, and it keeps growing; off again: the seconds and the chosen percentiles
+    await page.check('#lat-fine');
+    const f0 = await page.evaluate(() => {
+      const u = window.squallLive.probe.chart;
+      return { labels: u.series.map((s) => s.label).join(','), points: u.data[0].length,
+        seconds: window.squallLive.probe.seconds, step: u.data[0][11] - u.data[0][10],
+        resp: u.data[2].reduce((a, v) => a + (v || 0), 0), pctOff: document.getElementById('lat-p50').disabled };
+    });
+    check('"100 ms" shows ten points a second (the largest latency, the responses)',
+      f0.labels === 'time,max,responses / 100 ms' && f0.points >= 10 * (f0.seconds - 1) &&
+      Math.abs(f0.step - 0.1) < 1e-6 && f0.resp > 0 && f0.pctOff, JSON.stringify(f0));
+    await page.waitForFunction((n) => window.squallLive.probe.chart.data[0].length >= n + 10,
+      f0.points, { timeout: 20000 });
+    check('the 100 ms view grows while the run goes', true);
+    await page.uncheck('#lat-fine');
+    const back = await page.evaluate(() => window.squallLive.probe.chart.series.map((s) => s.label + ':' + s.show).join(','));
+    check('off again: the seconds with the chosen percentiles',
+      back === 'second:true,p50:true,p90:true,p99:false,max:false', back);
 
     // 6. the screenshot and the panels' boxes
     const box = async (sel) => page.locator(sel).boundingBox();

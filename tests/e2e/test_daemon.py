@@ -928,6 +928,37 @@ class TestLiveTables(DaemonCase):
         self.assertTrue(clean)
         self.assertEqual([d["failure_samples"] for d in clean], [[]] * len(clean))
 
+    def test_fine_bins_live(self):
+        # two workers, a stall-free bounded load: each second's 100 ms bins ride in its event
+        rid = self.c.start(quick(self.tport, duration="3s", rate=300, connections=4, threads=2))
+        events = sse(self.port, rid)
+        secs = [d for name, d, _ in events if name == "second"]
+        self.assertGreaterEqual(len(secs), 3, [e[0] for e in events])
+        fines = [d["fine"] for d in secs if "fine" in d]
+        self.assertEqual(len(fines), len(secs))
+        doc = events[-1][1]["result"]
+        ref = doc["series_100ms"]
+        self.assertEqual(ref["bin_s"], 0.1)
+        for d, f in zip(secs, fines):
+            self.assertEqual(f["bin_s"], 0.1)
+            self.assertEqual(f["t0_s"], int(f["t0_s"]))
+            self.assertLess(f["t0_s"], d["second"]["t_s"])
+            n = len(f["completed"])
+            self.assertTrue(1 <= n <= 10, f)
+            self.assertEqual(len(f["failed"]), n)
+            self.assertEqual(len(f["max_us"]), n)
+        # every whole second's bins are final when it goes out: the document has the same ones
+        for f in fines[:-1]:
+            i = int(round(f["t0_s"] * 10))
+            self.assertEqual(len(f["completed"]), 10, f)
+            self.assertEqual(f["completed"], ref["completed"][i:i + 10], f["t0_s"])
+            self.assertEqual(f["failed"], ref["failed"][i:i + 10], f["t0_s"])
+            self.assertEqual(f["max_us"], ref["max_us"][i:i + 10], f["t0_s"])
+        self.assertGreater(sum(sum(f["completed"]) for f in fines), 0)
+        # a replay of the ended run has none (its result has series_100ms)
+        self.assertNotIn("fine", json.dumps([d for name, d, _ in sse(self.port, rid)
+                                             if name == "second"]))
+
     def test_checks_are_capped(self):
         steps = "".join("      - name: %s\n        request: {url: /fast}\n"
                         "        check: {status: [200, 201]}\n"

@@ -3,8 +3,8 @@
  * max; sortable by a click on a header), the failures seen so far (by status and error kind,
  * each status class and error kind with its first sampled exchange, redacted by the engine),
  * the thresholds judged on the running figures (pass/fail), each check's passes and failures
- * so far (pass/fail), and a latency chart with a log
- * scale and the percentile lines the user picks. It reads the daemon's "live" and "second"
+ * so far (pass/fail), and a latency chart with a log scale, the percentile lines the user
+ * picks and a 100 ms view (the second events' bins). It reads the daemon's "live" and "second"
  * events (docs/daemon.md); dashboard.js hands them over (window.squallLive.mount).
  *
  * Every value from the daemon goes into text nodes, never markup. window.squallLive.probe is
@@ -13,7 +13,7 @@
 (function () {
   'use strict';
 
-  var probe = { updates: 0, seconds: 0, sortKey: null, sortDir: 0, logScale: false };
+  var probe = { updates: 0, seconds: 0, sortKey: null, sortDir: 0, logScale: false, fine: false, fineBins: 0 };
 
   function h(tag, attrs) {
     var el = document.createElement(tag);
@@ -267,65 +267,101 @@
     };
   }
 
-  /* Latency per second: a log scale option and the percentile lines the user picks. */
+  /* Latency per second: a log scale option and the percentile lines the user picks; or, with
+   * "100 ms", every 100 ms bin so far (the largest latency in it, and the responses it
+   * completed on a right-hand axis: a stall shorter than a second shows as a gap). */
   var PCTS = [['p50_us', 'p50', '#2f9e44', true], ['p90_us', 'p90', '#1971c2', true],
     ['p99_us', 'p99', '#e8590c', true], ['max_us', 'max', '#c92a2a', false]];
   function latChart(box) {
     var el = h('div', { class: 'chart', id: 'live-latency-opts' });
     var d = [[]].concat(PCTS.map(function () { return []; }));
+    var fd = [[], [], []]; /* the 100 ms bins: end of the bin (s), largest latency (µs), responses */
     var shown = PCTS.map(function (p) { return p[3]; });
     var u = null;
     var log = h('input', { type: 'checkbox', id: 'lat-log' });
+    var fine = h('input', { type: 'checkbox', id: 'lat-fine' });
     var ctl = h('div', { class: 'toolbar', id: 'lat-controls' },
-      h('label', { class: 'check' }, log, 'log scale'));
+      h('label', { class: 'check' }, log, 'log scale'),
+      h('label', { class: 'check', title: 'every 100 ms: the largest latency and the responses completed' }, fine, '100 ms'));
+    var pcbs = [];
     PCTS.forEach(function (p, i) {
       var cb = h('input', { type: 'checkbox', id: 'lat-' + p[1], 'data-pct': p[1] });
       cb.checked = shown[i];
       cb.addEventListener('change', function () {
         shown[i] = cb.checked;
-        if (u) u.setSeries(i + 1, { show: cb.checked });
+        if (u && !probe.fine) u.setSeries(i + 1, { show: cb.checked });
       });
+      pcbs.push(cb);
       ctl.appendChild(h('label', { class: 'check' }, cb, p[1]));
     });
-    ctl.appendChild(h('span', { class: 'muted', id: 'lat-fine-note',
-      text: '1 s per point live; the 100 ms view (stalls) is in the report once the run ends' }));
+    var note = h('span', { class: 'muted', id: 'lat-fine-note' });
+    ctl.appendChild(note);
     box.appendChild(ctl);
     box.appendChild(el);
-    /* a log scale has no zero: a second under a microsecond sits at 1 µs */
+    function noteText() {
+      note.textContent = !probe.fine ? '1 s per point' :
+        fd[0].length ? '100 ms per point: the largest latency (a gap: nothing completed) and the responses completed' :
+        'no 100 ms bins yet (past 20 minutes of a run they are in the report only)';
+    }
+    /* a log scale has no zero: a point under a microsecond sits at 1 µs */
+    function floor1(a) { return a.map(function (v) { return v == null ? null : Math.max(v, 1); }); }
     function view() {
+      if (probe.fine) return [fd[0], probe.logScale ? floor1(fd[1]) : fd[1], fd[2]];
       if (!probe.logScale) return d;
-      return [d[0]].concat(d.slice(1).map(function (a) {
-        return a.map(function (v) { return v == null ? null : Math.max(v, 1); });
-      }));
+      return [d[0]].concat(d.slice(1).map(floor1));
     }
     function make() {
       if (u) u.destroy();
       var y = probe.logScale ? { distr: 3, log: 10 } :
         { range: function (uu, min, max) { return [0, max > 0 ? max * 1.08 : 1]; } };
-      u = new uPlot({
-        width: Math.max(320, el.clientWidth || 600), height: 240,
-        scales: { x: { time: false }, y: y },
-        series: [{ label: 'second' }].concat(PCTS.map(function (p, i) {
+      var series, axes, scales = { x: { time: false }, y: y };
+      var yAxis = { label: probe.logScale ? 'latency (log)' : 'latency', size: 70,
+        values: function (uu, s) { return s.map(fmtUs); } };
+      if (probe.fine) {
+        scales.n = { range: function (uu, min, max) { return [0, max > 0 ? max * 1.08 : 1]; } };
+        series = [{ label: 'time' },
+          { label: 'max', stroke: '#c92a2a', width: 1, spanGaps: false,
+            value: function (uu, v) { return fmtUs(v); } },
+          { label: 'responses / 100 ms', stroke: '#1971c2', width: 1, scale: 'n',
+            value: function (uu, v) { return fmtNum(v, 0); } }];
+        axes = [{ label: 'seconds into the run (100 ms per point)' }, yAxis,
+          { scale: 'n', side: 1, label: 'responses', size: 60, grid: { show: false },
+            values: function (uu, s) { return s.map(function (v) { return fmtNum(v, 0); }); } }];
+      } else {
+        series = [{ label: 'second' }].concat(PCTS.map(function (p, i) {
           return { label: p[1], stroke: p[2], width: p[0] === 'max_us' ? 1 : 2, show: shown[i],
             value: function (uu, v) { return fmtUs(v); } };
-        })),
-        axes: [{ label: 'seconds into the run' },
-          { label: probe.logScale ? 'latency (log)' : 'latency', size: 70,
-            values: function (uu, s) { return s.map(fmtUs); } }]
-      }, view(), el);
+        }));
+        axes = [{ label: 'seconds into the run' }, yAxis];
+      }
+      u = new uPlot({ width: Math.max(320, el.clientWidth || 600), height: 240, scales: scales,
+        series: series, axes: axes }, view(), el);
       probe.chart = u;
+      pcbs.forEach(function (cb) { cb.disabled = probe.fine; });
+      noteText();
     }
     log.addEventListener('change', function () { probe.logScale = log.checked; make(); });
+    fine.addEventListener('change', function () { probe.fine = fine.checked; make(); });
     make();
     return {
-      add: function (s) {
+      add: function (s, f) {
         var gap = !s.completed;
         d[0].push(isNum(s.t_s) ? s.t_s : d[0].length + 1);
         PCTS.forEach(function (p, i) {
           var v = gap ? null : s[p[0]];
           d[i + 1].push(isNum(v) ? v : null);
         });
+        if (f && isNum(f.bin_s) && isNum(f.t0_s) && Array.isArray(f.completed)) {
+          f.completed.forEach(function (n, k) {
+            fd[0].push(+(f.t0_s + (k + 1) * f.bin_s).toFixed(3));
+            var mx = f.max_us && f.max_us[k];
+            fd[1].push(n > 0 && isNum(mx) ? mx : null);
+            fd[2].push(isNum(n) ? n : 0);
+          });
+          probe.fineBins = fd[0].length;
+        }
         u.setData(view());
+        if (probe.fine) noteText();
         probe.seconds++;
       }
     };
@@ -339,6 +375,8 @@
     probe.sortKey = null;
     probe.sortDir = 0;
     probe.logScale = false;
+    probe.fine = false;
+    probe.fineBins = 0;
     probe.last = null;
     var wrap = h('section', { id: 'live-tables', class: 'live-tables' });
     var tb = h('div', { id: 'live-table-box' }), fb = h('div', { id: 'live-failures-box' }),
@@ -357,8 +395,8 @@
     ck.set([], 0);
     f.rows([]);
     return {
-      second: function (s, totals) {
-        if (s) lc.add(s);
+      second: function (s, totals, fine) {
+        if (s) lc.add(s, fine);
         if (totals) f.totals(totals);
       },
       live: function (d) {
