@@ -1379,6 +1379,8 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
         }
     }
     s->nfine = 0;
+    if (w->cfg->on_tick_fine && now >= w->fine_next)
+        sq_engine__fine_advance(w, now); /* past the bins' span: folded even with no completion */
     if (w->cfg->on_tick_fine && w->fine_ns <= SQ_LIVE_FINE_MAX_NS && second > 0) {
         /* the second's bins: [second - 1, second) s at the bins' width now (200 ms bins: 5) */
         uint32_t per = (uint32_t)(SQ_NS_PER_S / w->fine_ns);
