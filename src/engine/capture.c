@@ -414,7 +414,7 @@ __attribute__((noinline)) static void xs_keep(struct sq_engine__conn *c, int64_t
             x.body_len = SQ_SAMPLE_BODY_MAX;
     }
     secrets_dispose(&sec);
-    if (w->xs_live && (cls == 4 || cls == 5 || cls >= SQ_XS_STATUS_CLASSES))
+    if (w->xs_live && (cls == 4 || cls == 5 || cls >= SQ_XS_STATUS_CLASSES)) /* 4xx, 5xx, errors */
         xs_live_put(w, cls, &x);
     if (r->n < w->xs_per) /* filling: whatever slot it drew, the next free one */
         slot = (int32_t)r->n++;

@@ -216,7 +216,7 @@ static int step_push(struct sq_step_series *s, const struct sq_step_point *p)
     return 0;
 }
 
-_Static_assert(SQ_LIVE_FINE *SQ_FINE_BIN_NS == SQ_NS_PER_S, "SQ_LIVE_FINE: bins a second");
+_Static_assert(SQ_NS_PER_S / SQ_FINE_BIN_NS == SQ_LIVE_FINE, "SQ_LIVE_FINE: bins a second");
 
 static void fine_add(struct sq_fine_bin *d, const struct sq_fine_bin *b)
 {
