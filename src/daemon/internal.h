@@ -158,10 +158,13 @@ struct sq_daemon__sub {
 SQ_MUST_CHECK int sq_daemon__live_new(int64_t id, struct sq_daemon__live **out);
 void sq_daemon__live_free(struct sq_daemon__live *l);
 /* Renders one "second" event: the second's series entry (second_json: the result document's
- * shape, sq_daemon__second_json) and the totals after it. idx numbers it (the SSE id). Returns
- * malloc'd text or NULL. */
+ * shape, sq_daemon__second_json), the totals after it, and (fine_json, a live run's, else NULL)
+ * its 100 ms bins. idx numbers it (the SSE id). Returns malloc'd text or NULL. */
 char *sq_daemon__event_second(int64_t run, int64_t idx, const char *second_json,
-                              const char *totals_json);
+                              const char *totals_json, const char *fine_json);
+/* A second's 100 ms bins (cfg->on_tick_fine) as the event's "fine" object (malloc'd JSON text:
+ * bin_s, t0_s, completed, failed, max_us, as the result's series_100ms), or NULL. */
+char *sq_daemon__fine_json(const struct sq_fine_bin *v, uint32_t n, int64_t bin_ns, double t0_s);
 /* One second as the result document's series entry (output/json.h), as JSON text (malloc'd). */
 char *sq_daemon__second_json(const struct sq_second *s, bool client, bool open);
 /* The totals as JSON text (malloc'd), as they ride in events and the store's series extra. */
@@ -191,13 +194,20 @@ void sq_daemon__live_close_all(struct sq_daemon *d);
 
 #define SQ_DAEMON_LIVE_ROWS       200 /* rows (steps) in one live event, at most */
 #define SQ_DAEMON_LIVE_THRESHOLDS 64  /* threshold expressions in one live event, at most */
+#define SQ_DAEMON_LIVE_CHECKS     200 /* checks in one live event, at most */
 
 /* A run's per-step running histograms (runner thread). */
 struct sq_daemon__livetab {
     struct sq_hist **h; /* per step (sq_result.step_series' order), made with its first data */
     uint32_t n;
+    /* per sampled-exchange class (result.h: 4xx, 5xx, the error kinds), the first failure
+     * sample a worker handed over (cfg->on_xsample_live), as the result's sampled_exchanges
+     * write one; NULL: none yet */
+    json_t *xs[SQ_XS_CLASSES];
 };
 void sq_daemon__livetab_dispose(struct sq_daemon__livetab *t);
+/* Keeps x (borrowed) as its class's failure sample when the class has none yet. */
+void sq_daemon__livetab_sample(struct sq_daemon__livetab *t, const struct sq_xsample *x);
 struct sq_plan;
 struct sq_live_totals;
 struct sq_step_live;

@@ -109,17 +109,37 @@ char *sq_daemon__second_json(const struct sq_second *s, bool client, bool open)
     return dump(sq_report_json_second(s, client, open));
 }
 
+char *sq_daemon__fine_json(const struct sq_fine_bin *v, uint32_t n, int64_t bin_ns, double t0_s)
+{
+    if (!n)
+        return NULL;
+    json_t *done = json_array(), *failed = json_array(), *mx = json_array();
+    for (uint32_t i = 0; done && failed && mx && i < n; i++) {
+        json_array_append_new(done, json_integer(v[i].completed));
+        json_array_append_new(failed, json_integer(v[i].failed));
+        json_array_append_new(mx, json_integer(v[i].max_us));
+    }
+    json_t *o = json_pack("{s:f, s:f, s:o, s:o, s:o}", "bin_s", (double)bin_ns / 1e9, "t0_s", t0_s,
+                          "completed", done, "failed", failed, "max_us", mx);
+    char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))
+                  : NULL; /* 0.1, not 0.10000000000000001 */
+    json_decref(o);
+    return txt;
+}
+
 char *sq_daemon__event_second(int64_t run, int64_t idx, const char *second_json,
-                              const char *totals_json)
+                              const char *totals_json, const char *fine_json)
 {
     if (!second_json)
         return NULL;
-    size_t n = strlen(second_json) + strlen(totals_json ? totals_json : "null") + 64;
+    size_t n = strlen(second_json) + strlen(totals_json ? totals_json : "null") +
+               (fine_json ? strlen(fine_json) : 0) + 64;
     char *data = malloc(n);
     char *ev = NULL;
     if (data) {
-        snprintf(data, n, "{\"run\":%lld,\"second\":%s,\"totals\":%s}", (long long)run, second_json,
-                 totals_json ? totals_json : "null");
+        snprintf(data, n, "{\"run\":%lld,\"second\":%s,\"totals\":%s%s%s}", (long long)run,
+                 second_json, totals_json ? totals_json : "null", fine_json ? ",\"fine\":" : "",
+                 fine_json ? fine_json : "");
         ev = event("second", idx, data);
     }
     free(data);
@@ -271,7 +291,7 @@ static void replay(struct sq_daemon *d, const struct sq_store_run *r, struct sq_
         json_decref(ex);
         if (!entry)
             entry = sq_daemon__second_json(&s, false, false);
-        char *ev = sq_daemon__event_second(r->id, x->idx, entry, totals);
+        char *ev = sq_daemon__event_second(r->id, x->idx, entry, totals, NULL);
         free(entry);
         free(totals);
         if (ev && sq_buf_append(b, ev, strlen(ev)) < 0)

@@ -5,10 +5,13 @@
  * here into a running histogram: the percentiles are the run's so far, the rate that second's),
  * or one row for a quick run's URL (the run's totals); and, for a plan, every threshold judged on
  * the running totals (sq_thresholds_live). Bounded: at most SQ_DAEMON_LIVE_ROWS rows and
- * SQ_DAEMON_LIVE_THRESHOLDS expressions (the counts left out ride along).
+ * SQ_DAEMON_LIVE_THRESHOLDS expressions (the counts left out ride along). Each check of a
+ * plan's steps with its passes and failures so far (the workers' counts, handed over with the
+ * steps' once a second: no more work per request), at most SQ_DAEMON_LIVE_CHECKS.
  *
  *   event: live   data: {"run": 7, "t_s": 12.0, "rows": [...], "rows_left_out": 0,
- *                        "thresholds": [...], "thresholds_left_out": 0}
+ *                        "thresholds": [...], "thresholds_left_out": 0,
+ *                        "checks": [...], "checks_left_out": 0}
  *
  * The event is not kept with the seconds: a follower gets the latest one (docs/daemon.md).
  */
@@ -18,6 +21,7 @@
 #include <string.h>
 
 #include "daemon/internal.h"
+#include "output/json.h"
 #include "stats/hist.h"
 #include "plan/plan.h"
 #include "result/verdict.h"
@@ -27,7 +31,27 @@ void sq_daemon__livetab_dispose(struct sq_daemon__livetab *t)
     for (uint32_t g = 0; t->h && g < t->n; g++)
         sq_hist_free(t->h[g]);
     free(t->h);
+    for (uint32_t k = 0; k < SQ_XS_CLASSES; k++)
+        json_decref(t->xs[k]);
     *t = (struct sq_daemon__livetab){0};
+}
+
+void sq_daemon__livetab_sample(struct sq_daemon__livetab *t, const struct sq_xsample *x)
+{
+    if (x->cls < SQ_XS_CLASSES && !t->xs[x->cls])
+        t->xs[x->cls] = sq_report_json_sample(x);
+}
+
+/* The failure samples so far, one per class in class order: {class, kind, sample}. */
+static json_t *samples_json(const struct sq_daemon__livetab *t)
+{
+    json_t *a = json_array();
+    for (uint32_t k = 0; a && k < SQ_XS_CLASSES; k++)
+        if (t->xs[k])
+            json_array_append_new(
+                a, json_pack("{s:s, s:s, s:O}", "class", sq_report_sample_class(k), "kind",
+                             k < SQ_XS_STATUS_CLASSES ? "status" : "error", "sample", t->xs[k]));
+    return a;
 }
 
 static double ms(int64_t us)
@@ -112,6 +136,36 @@ static json_t *plan_rows(struct sq_daemon__livetab *t, const struct sq_plan *p,
     return rows;
 }
 
+/* Every check of every step so far (passed, failed), in the plan's order: at most
+ * SQ_DAEMON_LIVE_CHECKS, and a step's first SQ_STEP_LIVE_CHECKS (the engine carries no more);
+ * the others are counted in *left_out. */
+static json_t *checks_json(const struct sq_plan *p, const struct sq_step_live *v, uint32_t n,
+                           uint64_t *left_out)
+{
+    json_t *a = json_array();
+    uint32_t g = 0;
+    for (size_t i = 0; a && i < p->nscenarios; i++) {
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        for (size_t k = 0; k < sc->nsteps; k++, g++) {
+            const struct sq_plan_step *ps = &sc->steps[k];
+            for (size_t c = 0; c < ps->nchecks; c++) {
+                if (g >= n || c >= SQ_STEP_LIVE_CHECKS ||
+                    json_array_size(a) >= SQ_DAEMON_LIVE_CHECKS) {
+                    (*left_out)++;
+                    continue;
+                }
+                const struct sq_step_live *x = &v[g];
+                json_array_append_new(a,
+                                      json_pack("{s:s, s:s, s:s, s:I, s:I}", "scenario", sc->name,
+                                                "step", ps->name, "check", ps->checks[c].name,
+                                                "passed", (json_int_t)x->checks[c].pass, "failed",
+                                                (json_int_t)x->checks[c].fail));
+            }
+        }
+    }
+    return a;
+}
+
 /* A quick run's one row: its URL, from the run's totals. */
 static json_t *quick_rows(const struct sq_daemon__live *l, const struct sq_daemon__totals *tt,
                           const struct sq_hist *total)
@@ -141,13 +195,17 @@ char *sq_daemon__event_live(struct sq_daemon__livetab *t, const struct sq_daemon
         t->h = calloc(n, sizeof(*t->h));
         t->n = t->h ? n : 0;
     }
-    uint64_t rows_out = 0, th_out = 0;
+    uint64_t rows_out = 0, th_out = 0, ck_out = 0;
     json_t *rows = p ? plan_rows(t, p, v, n, len_s, &rows_out) : quick_rows(l, tt, total);
     json_t *ths = p && lt ? thresholds_json(p, lt, &th_out) : json_array();
-    json_t *o = json_pack("{s:I, s:f, s:o, s:I, s:o, s:I}", "run", (json_int_t)l->id, "t_s",
-                          tt->elapsed_s, "rows", rows ? rows : json_array(), "rows_left_out",
-                          (json_int_t)rows_out, "thresholds", ths ? ths : json_array(),
-                          "thresholds_left_out", (json_int_t)th_out);
+    json_t *cks = p ? checks_json(p, v, n, &ck_out) : json_array();
+    json_t *xs = samples_json(t);
+    json_t *o =
+        json_pack("{s:I, s:f, s:o, s:I, s:o, s:I, s:o, s:I, s:o}", "run", (json_int_t)l->id, "t_s",
+                  tt->elapsed_s, "rows", rows ? rows : json_array(), "rows_left_out",
+                  (json_int_t)rows_out, "thresholds", ths ? ths : json_array(),
+                  "thresholds_left_out", (json_int_t)th_out, "checks", cks ? cks : json_array(),
+                  "checks_left_out", (json_int_t)ck_out, "failure_samples", xs ? xs : json_array());
     char *data =
         o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(o);

@@ -128,6 +128,7 @@ struct tick_ctx {
     bool steps;
     bool pending;
     double len_s;
+    char *fine; /* the second's 100 ms bins (on_tick_fine, just before on_tick), or NULL */
 };
 
 static void totals_latency(struct sq_daemon__totals *t, const struct sq_hist *h)
@@ -264,7 +265,9 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
         snprintf(extra, xl, "{\"totals\":%s,\"second\":%s}", totals, entry);
     store_second(x, s, extra);
     free(extra);
-    char *ev = sq_daemon__event_second(x->job->id, x->idx, entry, totals);
+    char *ev = sq_daemon__event_second(x->job->id, x->idx, entry, totals, x->fine);
+    free(x->fine); /* the second's 100 ms bins go with this event only */
+    x->fine = NULL;
     free(entry);
     free(totals);
     live_push(x->l, ev, &x->t);
@@ -295,6 +298,23 @@ static void on_tick_steps(void *ud, const struct sq_step_live *v, uint32_t n)
                               &x->tab, x->l, &x->t, x->total, sq_daemon__req_plan(x->job->req),
                               sq_daemon__req_live_totals(x->job->req), v, n, x->len_s));
     live_post(x->d, x->l, LIVE_TICK);
+}
+
+/* A second's 100 ms bins, right before its on_tick: they ride in its "second" event. */
+static void on_tick_fine(void *ud, const struct sq_fine_bin *v, uint32_t n, int64_t bin_ns,
+                         double t0_s)
+{
+    struct tick_ctx *x = ud;
+    free(x->fine);
+    x->fine = sq_daemon__fine_json(v, n, bin_ns, t0_s);
+}
+
+/* A failure's first sampled exchange of a worker (before on_tick): kept for the live event,
+ * the first of each class. */
+static void on_xsample_live(void *ud, const struct sq_xsample *x)
+{
+    struct tick_ctx *c = ud;
+    sq_daemon__livetab_sample(&c->tab, x);
 }
 
 /* The totals at the end, from the result itself (exact: /metrics then equals the document). */
@@ -515,6 +535,9 @@ static void job_load(struct jobrun *r)
     r->cfg->ctl = job->ctl;
     r->cfg->on_tick = on_tick;
     r->cfg->tick_ud = &r->x;
+    r->cfg->on_tick_fine = on_tick_fine; /* the latency chart's 100 ms view */
+    if (r->cfg->sample_per_class)        /* the failures panel's samples */
+        r->cfg->on_xsample_live = on_xsample_live;
     if (sq_daemon__req_plan(job->req)) { /* the live tables' rows: the steps */
         r->cfg->on_tick_steps = on_tick_steps;
         r->x.steps = true;
@@ -625,6 +648,7 @@ static void run_job(struct sq_daemon *d, struct sq_daemon__job *job)
     free(r.text);
     sq_hist_free(r.x.total);
     sq_daemon__livetab_dispose(&r.x.tab);
+    free(r.x.fine);
     sq_result_dispose(&r.res);
 }
 

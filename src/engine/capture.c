@@ -69,6 +69,8 @@ int sq_engine__xc_init(struct sq_engine__worker *w)
             w->xs_free[i] = i;
         w->xs_nfree = pool;
         w->xs_rng = 0xD1B54A32D192ED03ull * (w->windex + 1);
+        if (w->cfg->on_xsample_live && !(w->xs_live = calloc(SQ_XS_CLASSES, sizeof(*w->xs_live))))
+            return -ENOMEM;
     }
     return 0;
 }
@@ -85,6 +87,11 @@ void sq_engine__xc_dispose(struct sq_engine__worker *w)
             sq_xsample_clear(&w->xs[k].slot[i]);
         free(w->xs[k].slot);
     }
+    for (uint32_t k = 0; w->xs_live && k < SQ_XS_CLASSES; k++)
+        if (w->xs_live[k].state == 1) /* written, never taken: the workers have ended */
+            sq_xsample_clear(&w->xs_live[k].x);
+    free(w->xs_live);
+    w->xs_live = NULL;
     free(w->xs);
     free(w->xs_pool);
     free(w->xs_free);
@@ -322,6 +329,42 @@ static char *keep_copy(const struct secrets *s, const char *p, size_t n, unsigne
     return sq_redact_dup(p, n, flags, s->v, s->n, out_len);
 }
 
+/* cfg->on_xsample_live: a copy of x for the main thread when this worker has handed out no
+ * exchange of class cls yet (the first 4xx, 5xx or error of each kind it draws: its reservoir
+ * takes the first ones it sees). A copy of a few KiB once per class per worker, on the drawn
+ * exchange's path; out of memory: none this time (the next drawn one tries again). */
+static void xs_live_put(struct sq_engine__worker *w, uint32_t cls, const struct sq_xsample *x)
+{
+    struct sq_engine__xlive *l = &w->xs_live[cls];
+    if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != 0)
+        return;
+    struct sq_xsample c = *x;
+    c.req = x->req ? dup_bytes(x->req, x->req_len) : NULL;
+    c.head = x->head ? dup_bytes(x->head, x->head_len) : NULL;
+    c.body = x->body ? dup_bytes(x->body, x->body_len) : NULL;
+    if ((x->req && !c.req) || (x->head && !c.head) || (x->body && !c.body)) {
+        sq_xsample_clear(&c);
+        return;
+    }
+    l->x = c;
+    __atomic_store_n(&l->state, 1, __ATOMIC_RELEASE);
+}
+
+void sq_engine__xs_live_take(struct sq_engine__worker *ws, uint32_t n,
+                             const struct sq_run_config *cfg)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct sq_engine__xlive *v = ws[i].xs_live;
+        for (uint32_t k = 0; v && k < SQ_XS_CLASSES; k++) {
+            if (__atomic_load_n(&v[k].state, __ATOMIC_ACQUIRE) != 1)
+                continue;
+            cfg->on_xsample_live(cfg->tick_ud, &v[k].x);
+            sq_xsample_clear(&v[k].x);
+            __atomic_store_n(&v[k].state, 2, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 /* Keeps the exchange in slot of class cls (what the slot held goes). Out of memory: the slot
  * is left empty of this one (the sample is a sample). */
 __attribute__((noinline)) static void xs_keep(struct sq_engine__conn *c, int64_t now, uint32_t cls,
@@ -371,6 +414,8 @@ __attribute__((noinline)) static void xs_keep(struct sq_engine__conn *c, int64_t
             x.body_len = SQ_SAMPLE_BODY_MAX;
     }
     secrets_dispose(&sec);
+    if (w->xs_live && (cls == 4 || cls == 5 || cls >= SQ_XS_STATUS_CLASSES)) /* 4xx, 5xx, errors */
+        xs_live_put(w, cls, &x);
     if (r->n < w->xs_per) /* filling: whatever slot it drew, the next free one */
         slot = (int32_t)r->n++;
     else

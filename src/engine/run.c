@@ -140,6 +140,11 @@ struct agg {
      * wl_stride + k]), and every step's sum handed to the callback */
     struct sq_step_live *wl, *lv;
     uint32_t wl_stride;
+    /* cfg->on_tick_fine: this second's 100 ms bins, the workers' added up at the widest width
+     * any of them had (nfine of fine_ns each) */
+    struct sq_fine_bin fine[SQ_LIVE_FINE];
+    uint32_t nfine;
+    int64_t fine_ns;
     struct sq_counters *last;   /* per worker: cumulative counters of its last consumed slot */
     uint64_t *active;           /* per worker: active VUs or in flight at its last slot */
     struct sq_counters emitted; /* the sum of `last` when the previous entry was emitted */
@@ -211,6 +216,50 @@ static int step_push(struct sq_step_series *s, const struct sq_step_point *p)
     return 0;
 }
 
+_Static_assert(SQ_NS_PER_S / SQ_FINE_BIN_NS == SQ_LIVE_FINE, "SQ_LIVE_FINE: bins a second");
+
+static void fine_add(struct sq_fine_bin *d, const struct sq_fine_bin *b)
+{
+    d->completed += b->completed;
+    d->failed += b->failed;
+    if (b->max_us > d->max_us)
+        d->max_us = b->max_us;
+}
+
+/* A slot's 100 ms bins into the second's: the narrower of the two folded to the wider (a
+ * worker past the 10 minutes folds its bins before another does). */
+static void fine_slot(struct agg *a, const struct sq_engine__slot *s)
+{
+    if (!s->nfine)
+        return;
+    if (!a->nfine || s->fine_ns > a->fine_ns) {
+        struct sq_fine_bin was[SQ_LIVE_FINE];
+        uint32_t nwas = a->nfine;
+        int64_t wide = a->fine_ns;
+        memcpy(was, a->fine, sizeof(was));
+        memset(a->fine, 0, sizeof(a->fine));
+        a->nfine = s->nfine;
+        a->fine_ns = s->fine_ns;
+        for (uint32_t k = 0; k < nwas; k++)
+            fine_add(&a->fine[k / (uint32_t)(a->fine_ns / wide)], &was[k]);
+    }
+    uint32_t r = (uint32_t)(a->fine_ns / s->fine_ns);
+    for (uint32_t k = 0; k < s->nfine && k / r < a->nfine; k++)
+        fine_add(&a->fine[k / r], &s->fine[k]);
+}
+
+/* The second's 100 ms bins to cfg->on_tick_fine, cut at its end (t_s), then cleared. */
+static void fine_emit(struct agg *a, const struct sq_run_config *cfg, const struct sq_second *e)
+{
+    double t0 = (double)(a->cur - 1);
+    uint32_t n = a->nfine;
+    while (n > 0 && t0 + (double)(n - 1) * (double)a->fine_ns / 1e9 >= e->t_s)
+        n--;
+    cfg->on_tick_fine(cfg->tick_ud, a->fine, n, a->nfine ? a->fine_ns : SQ_FINE_BIN_NS, t0);
+    memset(a->fine, 0, sizeof(a->fine));
+    a->nfine = 0;
+}
+
 /* A slot of a second already emitted: its steps' responses join that second's points (their
  * percentiles stay the whole second's without the sliver, as in the run's series). */
 static void step_late(struct agg *a, const struct sq_engine__worker *w,
@@ -251,6 +300,12 @@ static void steps_live(struct agg *a, const struct sq_engine__worker *ws, uint32
                     o->by_status[o->nstatus++].status = x->by_status[b].status;
                 }
                 o->by_status[j].n += x->by_status[b].n;
+            }
+            if (x->nchecks > o->nchecks)
+                o->nchecks = x->nchecks;
+            for (uint32_t ck = 0; ck < x->nchecks && ck < SQ_STEP_LIVE_CHECKS; ck++) {
+                o->checks[ck].pass += x->checks[ck].pass;
+                o->checks[ck].fail += x->checks[ck].fail;
             }
         }
     }
@@ -320,6 +375,7 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
                 sq_hist_merge(a->sh[a->step_base[w->scen] + k], s->step_h[k]);
         a->last[wi] = s->c;
         a->active[wi] = s->active;
+        fine_slot(a, s);
         sq_engine__clagg_slot(&a->cl, wi, s, NULL);
         if (s->end_ns > *end)
             *end = s->end_ns;
@@ -387,6 +443,10 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
             e.max_us = sq_hist_max(a->h);
         }
         sq_engine__clagg_emit(&a->cl, &e, sq_now_ns());
+        if (cfg->on_xsample_live)
+            sq_engine__xs_live_take(ws, n, cfg);
+        if (cfg->on_tick_fine)
+            fine_emit(a, cfg, &e);
         if (series_push(&out->series, &e) == 0 && cfg->on_tick)
             cfg->on_tick(cfg->tick_ud, &e, a->h, out->open ? a->hu : NULL);
         if (a->lv)

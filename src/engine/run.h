@@ -48,6 +48,7 @@ enum {
 typedef void (*sq_tick_cb)(void *ud, const struct sq_second *s, const struct sq_hist *h,
                            const struct sq_hist *hu);
 
+#define SQ_STEP_LIVE_CHECKS 16
 /* One step of a plan run as it stands after a second (cfg->on_tick_steps): its requests,
  * failures and statuses so far (cumulative: every worker's figures at its last published
  * second), and that second's latencies. */
@@ -59,10 +60,30 @@ struct sq_step_live {
         uint64_t n;
     } by_status[SQ_STEP_STATUSES]; /* the first statuses seen */
     const struct sq_hist *h;       /* this second's responses, µs (NULL: a think step) */
+    /* the step's checks so far, passed and failed: its first SQ_STEP_LIVE_CHECKS (nchecks is
+     * how many the step has; those past the cap are not carried) */
+    uint32_t nchecks;
+    struct {
+        uint64_t pass, fail;
+    } checks[SQ_STEP_LIVE_CHECKS];
 };
 /* Called on the main thread right after on_tick (plan runs): v[g] for every step g of every
  * scenario, in sq_result.step_series' order (borrowed, valid during the call). */
 typedef void (*sq_tick_steps_cb)(void *ud, const struct sq_step_live *v, uint32_t n);
+
+/* Called on the main thread with a sampled exchange (cfg->on_xsample_live). */
+struct sq_xsample;
+typedef void (*sq_xsample_live_cb)(void *ud, const struct sq_xsample *x);
+
+/* Called on the main thread right before on_tick (cfg->on_tick_fine): that second's 100 ms
+ * bins (the series_100ms figures: completed, failed, the largest latency), every worker's added
+ * up: v[0..n) of bin_ns each from t0_s seconds after the start, cut at the second's end
+ * (borrowed for the call). n is 0 once the workers' bins are wider than SQ_LIVE_FINE_MAX_NS
+ * (past 20 minutes: engine/worker.c folds them) or for a second past the bins' span. */
+#define SQ_LIVE_FINE        10                   /* bins a second, at most: 1 s / SQ_FINE_BIN_NS */
+#define SQ_LIVE_FINE_MAX_NS (2 * SQ_FINE_BIN_NS) /* the widest bin handed over live */
+typedef void (*sq_tick_fine_cb)(void *ud, const struct sq_fine_bin *v, uint32_t n, int64_t bin_ns,
+                                double t0_s);
 
 /* Called on the writer thread with a batch of records (borrowed for the call). */
 typedef void (*sq_samples_cb)(void *ud, const struct sq_sample *v, size_t n);
@@ -136,6 +157,9 @@ struct sq_run_config {
     /* optional, plan runs (tick_ud too): the steps so far, once a second (the daemon's live
      * tables). Without it the workers copy nothing. */
     sq_tick_steps_cb on_tick_steps;
+    /* optional (tick_ud too): the second's 100 ms bins, once a second (the daemon's 100 ms
+     * view). Without it the workers copy nothing. */
+    sq_tick_fine_cb on_tick_fine;
     sq_samples_cb on_samples; /* optional: per-request records */
     void *samples_ud;
     double sample_fraction; /* with on_samples: the share of requests recorded, (0, 1] */
@@ -217,6 +241,11 @@ struct sq_run_config {
     /* Sampled exchanges (--sample-responses): at most this many kept per class (the result's
      * struct sq_xsamples, result/result.h; engine/capture.c draws them); 0: none, nothing paid. */
     uint32_t sample_per_class;
+    /* Optional, with sample_per_class (tick_ud too): the failures' first sampled exchanges, live
+     * (the daemon's failures panel). Called on the main thread before on_tick with each one a
+     * worker handed over: its first of a failure class (4xx, 5xx, an error kind), redacted as
+     * the reservoir's (borrowed for the call). At most one per class per worker, ever. */
+    sq_xsample_live_cb on_xsample_live;
     /* Credentials in what the two above keep (base/redact.h): redacted when an exchange is
      * captured, before any hook or writer sees it, unless no_redact (--no-redact, a plan's
      * `redact: false`). Credential fields by name; secrets (borrowed, nsecrets of them: values

@@ -1402,6 +1402,24 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
             o->by_status[b].status = ss->by_status[b].status;
             o->by_status[b].n = ss->by_status[b].n;
         }
+        o->nchecks = ss->nchecks;
+        for (uint32_t ck = 0; ck < ss->nchecks && ck < SQ_STEP_LIVE_CHECKS; ck++) {
+            o->checks[ck].pass = ss->check_pass[ck];
+            o->checks[ck].fail = ss->check_fail[ck];
+        }
+    }
+    s->nfine = 0;
+    if (w->cfg->on_tick_fine && now >= w->fine_next)
+        sq_engine__fine_advance(w, now); /* past the bins' span: folded even with no completion */
+    if (w->cfg->on_tick_fine && w->fine_ns <= SQ_LIVE_FINE_MAX_NS && second > 0) {
+        /* the second's bins: [second - 1, second) s at the bins' width now (200 ms bins: 5) */
+        uint32_t per = (uint32_t)(SQ_NS_PER_S / w->fine_ns);
+        uint64_t first = (uint64_t)(second - 1) * per;
+        if (first + per <= SQ_FINE_BINS) {
+            memcpy(s->fine, &w->fine[first], per * sizeof(*s->fine));
+            s->nfine = per;
+            s->fine_ns = w->fine_ns;
+        }
     }
     if (w->open && w->sending && w->started && w->next_arrival < w->total_arrivals) {
         int64_t due = release_ns(w, w->next_arrival);

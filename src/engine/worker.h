@@ -138,6 +138,15 @@ struct sq_engine__xres {
     struct sq_xsample *slot; /* per_class of them */
 };
 
+/* A worker's first sampled exchange of a failure class, for cfg->on_xsample_live (capture.c):
+ * state 0 empty, 1 written by the worker (release), 2 taken by the main thread (the worker
+ * never writes it again). The worker writes x only while the state is 0; the main thread reads
+ * and frees it only once it loaded 1 (acquire). */
+struct sq_engine__xlive {
+    uint32_t state;
+    struct sq_xsample x;
+};
+
 /* What a worker publishes for the run's watchdog: written by the worker with relaxed atomic
  * stores at each sweep (10 per second), read by the main thread with relaxed loads. */
 struct sq_engine__live {
@@ -242,6 +251,11 @@ struct sq_engine__slot {
     int64_t cpu_ns, wait_ns;
     int64_t poll_ns; /* of cpu_ns, polling for responses (wait_io): not judged busy */
     int64_t lag_ns, behind_ns;
+    /* cfg->on_tick_fine: the 100 ms bins of the second the slot ends (copied from w->fine when
+     * it closes: bins before it are final), nfine of them of fine_ns each; 0: none */
+    struct sq_fine_bin fine[SQ_LIVE_FINE];
+    uint32_t nfine;
+    int64_t fine_ns;
 };
 
 struct sq_engine__worker {
@@ -350,6 +364,7 @@ struct sq_engine__worker {
     char *xs_pool;
     uint32_t *xs_free, xs_nfree;
     uint64_t xs_rng;
+    struct sq_engine__xlive *xs_live; /* cfg->on_xsample_live: per class; else NULL */
     int first_connect_err;
     struct sq_engine__slot slots[SQ_SLOTS];
     uint32_t wr, rd; /* slots published / consumed */
@@ -471,6 +486,11 @@ static inline struct sq_fine_bin *sq_engine__fine_bin(struct sq_engine__worker *
 }
 
 /* ---- capture.c: exchanges for the run's hook (engine/capture.h) ---- */
+
+/* On the main thread (cfg->on_xsample_live): hands each failure class's sample a worker has
+ * written since the last call to the callback, frees it and marks it taken. */
+void sq_engine__xs_live_take(struct sq_engine__worker *ws, uint32_t n,
+                             const struct sq_run_config *cfg);
 
 /* Allocates the VUs' capture buffers when the run captures. Returns 0 or -ENOMEM. */
 SQ_MUST_CHECK int sq_engine__xc_init(struct sq_engine__worker *w);

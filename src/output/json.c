@@ -279,6 +279,11 @@ static json_t *one_sample(const struct sq_xsample *x)
         x->h2 ? "h2" : "http/1.1", "request", req, "response", resp);
 }
 
+json_t *sq_report_json_sample(const struct sq_xsample *x)
+{
+    return one_sample(x);
+}
+
 /* The sampled exchanges (--sample-responses): per class seen, how many were seen and those kept. */
 static json_t *samples_block(const struct sq_result *r)
 {

@@ -111,6 +111,10 @@ json_t *sq_report_json_second(const struct sq_second *e, bool client, bool open)
 /* A sampled-exchange class's name (result/result.h): "1xx".."5xx", "other", or the error
  * kind's name. */
 const char *sq_report_sample_class(uint32_t cls);
+/* One sampled exchange as an entry of "sampled_exchanges" writes it (t_s, status, error,
+ * timings, request, response), or NULL when out of memory. */
+struct sq_xsample;
+json_t *sq_report_json_sample(const struct sq_xsample *x);
 
 /* The document of `squall sink` alone: schema, version, mode "sink", its duration, the
  * environment and the sink block (taken: the document owns it). NULL when out of memory. */

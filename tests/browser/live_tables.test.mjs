@@ -6,8 +6,10 @@
 // headless Chromium (playwright-core, as dashboard.test.mjs) and checks what a Locust or k6
 // user looks at while it runs: the step table's request counts grow between two reads, a click
 // on a header sorts it (both ways, then back to the plan's order), the failures panel shows the
-// 404 with its step, the failing threshold shows "fail" while the run is still running, the
-// latency chart's log scale and percentile choices apply. Then a quick run (200 requests/s):
+// 404 with its step and its sampled exchange (redacted, markup kept as text), the failing threshold shows "fail" while the run is still running, the
+// checks panel shows each check's passes and failures with its verdict (growing), the
+// latency chart's log scale and percentile choices apply, and its "100 ms" view shows the
+// running run's 100 ms bins (ten points a second, growing). Then a quick run (200 requests/s):
 // one row, its URL. A screenshot of the panels
 // (build/artifacts/dashboard-live-tables.png) and their boxes: visible, the table wide, the
 // failures and thresholds side by side. The load is bounded (2 VUs with a 20 ms think, 30 s at
@@ -115,6 +117,8 @@ function watch(page, problems, requests, base) {
 }
 
 
+const SECRET = 'tok-live-7c1e9a';
+
 function plan(port) {
   return `target: http://127.0.0.1:${port}
 thresholds:
@@ -129,8 +133,12 @@ scenarios:
     flow:
       - name: home
         request: {url: /fast}
+        check: {status: 200}
       - name: missing
-        request: {url: /nope}
+        request:
+          url: /nope
+          headers: {Authorization: "Bearer ${SECRET}", X-Probe: "<img src=x onerror=window.__pwned=1>"}
+        check: {status: 200}
       - think: 20ms
 `;
 }
@@ -223,6 +231,26 @@ async function main() {
     check('the failures panel shows HTTP 404 with its count and step',
       f404 !== null && /HTTP 404/.test(f404) && /\d/.test(f404) && f404.includes('browse / missing'), f404);
 
+    // 3b. the 404's sampled exchange, while the run goes: request, response head; redacted,
+    // and its text shown as text (a header holding markup stays text)
+    const smp = await page.$eval('#live-failures li[data-kind="status 404"] details[data-sample="4xx"]', (d) => {
+      d.open = true;
+      return { pre: d.querySelector('pre').textContent, summary: d.querySelector('summary').textContent,
+        imgs: document.querySelectorAll('#live-failures img').length, pwned: window.__pwned === 1 };
+    }).catch((e) => ({ error: String(e) }));
+    check('the 404 shows its sampled exchange while the run goes (request line, response head)',
+      smp.pre && smp.pre.startsWith('GET /nope HTTP/1.1') && /HTTP\/1\.1 404/.test(smp.pre) &&
+      /HTTP 404/.test(smp.summary), JSON.stringify(smp));
+    check('the sample is redacted (no credential on the page)',
+      smp.pre && /Authorization:/.test(smp.pre) && !smp.pre.includes(SECRET) &&
+      !(await page.content()).includes(SECRET), smp.pre);
+    check('markup in the exchange stays text (no element, no script ran)',
+      smp.pre && smp.pre.includes('<img src=x onerror=') && smp.imgs === 0 && !smp.pwned, JSON.stringify(smp));
+    await page.waitForFunction((n) => window.squallLive.probe.updates >= n + 1,
+      await page.evaluate(() => window.squallLive.probe.updates), { timeout: 20000 });
+    check('an opened sample stays open across updates', await page.$eval(
+      '#live-failures details[data-sample="4xx"]', (d) => d.open).catch(() => false));
+
     // 4. thresholds, before the run ends
     const ths = await page.$$eval('#live-thresholds tbody tr', (trs) =>
       trs.map((tr) => tr.getAttribute('data-threshold') + '=' + tr.getAttribute('data-ok')));
@@ -234,6 +262,21 @@ async function main() {
       ths.includes('http_req_duration{step:home} p(99) < 60000=end'), ths.join(' | '));
     const failNow = await page.textContent('#live-thresholds tr[data-ok="fail"] td.n');
     check('the failing threshold shows its current figure (about 0.5)', Math.abs(Number(failNow) - 0.5) < 0.1, failNow);
+
+    // 4b. the checks, live: each with its passes and failures so far and a verdict
+    const cks = await page.$$eval('#live-checks tbody tr', (trs) => trs.map((tr) => ({
+      key: tr.getAttribute('data-check'), ok: tr.getAttribute('data-ok'),
+      n: Array.from(tr.querySelectorAll('td.n')).map((td) => Number(td.textContent.replace(/,/g, ''))),
+    })));
+    check('the checks panel has each check: the passing one pass, the failing one fail',
+      cks.length === 2 && cks[0].key === 'browse / home status 200' && cks[0].ok === 'pass' &&
+      cks[0].n[0] > 0 && cks[0].n[1] === 0 && cks[1].key === 'browse / missing status 200' &&
+      cks[1].ok === 'fail' && cks[1].n[0] === 0 && cks[1].n[1] > 0, JSON.stringify(cks));
+    const ck0 = cks[0].n[0];
+    await page.waitForFunction((n) => window.squallLive.probe.updates >= n + 1,
+      await page.evaluate(() => window.squallLive.probe.updates), { timeout: 20000 });
+    const ck1 = await page.textContent('#live-checks tr[data-ok="pass"] td.n');
+    check('the passes grow while the run goes', Number(ck1.replace(/,/g, '')) > ck0, `${ck0} -> ${ck1}`);
 
     // 5. the latency chart: log scale, percentile lines
     const before = await page.evaluate(() => window.squallLive.probe.chart.scales.y.distr);
@@ -250,6 +293,26 @@ async function main() {
     check('the chosen percentiles show, p99 not', ch.shown === 'second:true,p50:true,p90:true,p99:false,max:false',
       ch.shown);
     check('the chart has the seconds so far', ch.points >= 3, ch.points);
+
+    // 5b. the 100 ms view while the run goes: ten points a second, the largest latency and the
+    // responses, and it keeps growing; off again: the seconds and the chosen percentiles
+    await page.check('#lat-fine');
+    const f0 = await page.evaluate(() => {
+      const u = window.squallLive.probe.chart;
+      return { labels: u.series.map((s) => s.label).join(','), points: u.data[0].length,
+        seconds: window.squallLive.probe.seconds, step: u.data[0][11] - u.data[0][10],
+        resp: u.data[2].reduce((a, v) => a + (v || 0), 0), pctOff: document.getElementById('lat-p50').disabled };
+    });
+    check('"100 ms" shows ten points a second (the largest latency, the responses)',
+      f0.labels === 'time,max,responses / 100 ms' && f0.points >= 10 * (f0.seconds - 1) &&
+      Math.abs(f0.step - 0.1) < 1e-6 && f0.resp > 0 && f0.pctOff, JSON.stringify(f0));
+    await page.waitForFunction((n) => window.squallLive.probe.chart.data[0].length >= n + 10,
+      f0.points, { timeout: 20000 });
+    check('the 100 ms view grows while the run goes', true);
+    await page.uncheck('#lat-fine');
+    const back = await page.evaluate(() => window.squallLive.probe.chart.series.map((s) => s.label + ':' + s.show).join(','));
+    check('off again: the seconds with the chosen percentiles',
+      back === 'second:true,p50:true,p90:true,p99:false,max:false', back);
 
     // 6. the screenshot and the panels' boxes
     const box = async (sel) => page.locator(sel).boundingBox();
@@ -281,6 +344,8 @@ async function main() {
       JSON.stringify(qrows));
     const none = await page.textContent('#live-failures li');
     const qths = await page.textContent('#live-thresholds tbody');
+    const qcks = await page.textContent('#live-checks tbody');
+    check('a quick run has no checks', /no checks/.test(qcks), qcks);
     check('no failure so far, no thresholds', /No failure so far/.test(none) && /no thresholds/.test(qths),
       `${none} / ${qths}`);
     await api(base, 'POST', `/runs/${qr.doc.id}/stop`);

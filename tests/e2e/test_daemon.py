@@ -853,6 +853,123 @@ class TestLiveTables(DaemonCase):
         self.assertEqual(lives[-1]["rows_left_out"], 5)
         self.assertEqual(lives[-1]["rows"][-1]["name"], "s199")
 
+    def test_checks_live(self):
+        steps = ("      - name: home\n        request: {url: /fast}\n"
+                 "        check: {status: 200}\n"
+                 "      - name: missing\n        request: {url: /nope}\n"
+                 "        check: {status: 200, duration: {lt: 60s}}\n")
+        _, events = self.plan_events(live_plan(self.tport, steps=steps))
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertGreaterEqual(len(lives), 2, [e[0] for e in events])
+        for d in lives:
+            self.assertEqual([(c["scenario"], c["step"], c["check"]) for c in d["checks"]],
+                             [("browse", "home", "status 200"),
+                              ("browse", "missing", "status 200"),
+                              ("browse", "missing", d["checks"][2]["check"])])
+            self.assertEqual(d["checks_left_out"], 0)
+        last = {(c["step"], c["check"]): c for c in lives[-1]["checks"]}
+        home = last[("home", "status 200")]
+        self.assertEqual(home["failed"], 0)
+        self.assertGreater(home["passed"], 0)
+        miss = last[("missing", "status 200")]
+        self.assertEqual(miss["passed"], 0)
+        self.assertGreater(miss["failed"], 0)
+        dur = [c for k, c in last.items() if k[0] == "missing" and k[1] != "status 200"][0]
+        self.assertEqual(dur["failed"], 0)
+        self.assertEqual(dur["passed"], miss["failed"])
+        # they grow, and never pass what the document counts at the end
+        seen = [d["checks"][0]["passed"] for d in lives]
+        self.assertEqual(seen, sorted(seen))
+        doc = events[-1][1]["result"]
+        end = {(c["step"], c["check"]): c for c in doc["checks"]}
+        for k, c in last.items():
+            self.assertLessEqual(c["passed"], end[k]["passed"])
+            self.assertLessEqual(c["failed"], end[k]["failed"])
+
+    def test_failure_samples_live(self):
+        secret = "s3cr3t-live-token-9f2"
+        steps = ("      - name: home\n        request: {url: /fast}\n"
+                 "      - name: missing\n        request: {url: /nope,\n"
+                 "          headers: {Authorization: \"Bearer %s\", X-Api-Key: %s}}\n"
+                 "      - name: broken\n        request: {url: /status/503}\n"
+                 "      - name: slow\n        request: {url: /delay/1500, timeout: 200ms}\n"
+                 % (secret, secret))
+        _, events = self.plan_events(live_plan(self.tport, steps=steps))
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertGreaterEqual(len(lives), 2, [e[0] for e in events])
+        # before the end: a 4xx, a 5xx and a timeout, each with one exchange
+        running = lives[-2]
+        by = {f["class"]: f for f in running["failure_samples"]}
+        self.assertEqual(sorted(by), ["4xx", "5xx", "timeout"], running["failure_samples"])
+        self.assertEqual(by["4xx"]["kind"], "status")
+        self.assertEqual(by["timeout"]["kind"], "error")
+        s4 = by["4xx"]["sample"]
+        self.assertEqual(s4["status"], 404)
+        self.assertIsNone(s4["error"])
+        self.assertTrue(s4["request"]["text"].startswith("GET /nope HTTP/1.1\r\n"), s4)
+        self.assertTrue(s4["response"]["head"].startswith("HTTP/1.1 404"), s4)
+        s5 = by["5xx"]["sample"]
+        self.assertEqual(s5["status"], 503)
+        self.assertTrue(s5["request"]["text"].startswith("GET /status/503 HTTP/1.1\r\n"), s5)
+        st = by["timeout"]["sample"]
+        self.assertEqual((st["status"], st["error"]), (None, "timeout"))
+        self.assertTrue(st["request"]["text"].startswith("GET /delay/1500 HTTP/1.1\r\n"), st)
+        # redacted as the result's sampled exchanges: no secret in any event
+        for name, d, _ in events:
+            self.assertNotIn(secret, json.dumps(d), name)
+        self.assertIn("Authorization:", s4["request"]["text"])
+        # one per class: the first kept stays the same from second to second
+        for d in lives[lives.index(running):]:
+            later = {f["class"]: f for f in d["failure_samples"]}
+            self.assertEqual(later["4xx"], by["4xx"])
+        # none for a run without failures
+        rid2 = self.c.start(quick(self.tport, duration="2s"))
+        clean = [e[1] for e in sse(self.port, rid2) if e[0] == "live"]
+        self.assertTrue(clean)
+        self.assertEqual([d["failure_samples"] for d in clean], [[]] * len(clean))
+
+    def test_fine_bins_live(self):
+        # two workers, a stall-free bounded load: each second's 100 ms bins ride in its event
+        rid = self.c.start(quick(self.tport, duration="3s", rate=300, connections=4, threads=2))
+        events = sse(self.port, rid)
+        secs = [d for name, d, _ in events if name == "second"]
+        self.assertGreaterEqual(len(secs), 3, [e[0] for e in events])
+        fines = [d["fine"] for d in secs if "fine" in d]
+        self.assertEqual(len(fines), len(secs))
+        doc = events[-1][1]["result"]
+        ref = doc["series_100ms"]
+        self.assertEqual(ref["bin_s"], 0.1)
+        for d, f in zip(secs, fines):
+            self.assertEqual(f["bin_s"], 0.1)
+            self.assertEqual(f["t0_s"], int(f["t0_s"]))
+            self.assertLess(f["t0_s"], d["second"]["t_s"])
+            n = len(f["completed"])
+            self.assertTrue(1 <= n <= 10, f)
+            self.assertEqual(len(f["failed"]), n)
+            self.assertEqual(len(f["max_us"]), n)
+        # every whole second's bins are final when it goes out: the document has the same ones
+        for f in fines[:-1]:
+            i = int(round(f["t0_s"] * 10))
+            self.assertEqual(len(f["completed"]), 10, f)
+            self.assertEqual(f["completed"], ref["completed"][i:i + 10], f["t0_s"])
+            self.assertEqual(f["failed"], ref["failed"][i:i + 10], f["t0_s"])
+            self.assertEqual(f["max_us"], ref["max_us"][i:i + 10], f["t0_s"])
+        self.assertGreater(sum(sum(f["completed"]) for f in fines), 0)
+        # a replay of the ended run has none (its result has series_100ms)
+        self.assertNotIn("fine", json.dumps([d for name, d, _ in sse(self.port, rid)
+                                             if name == "second"]))
+
+    def test_checks_are_capped(self):
+        steps = "".join("      - name: %s\n        request: {url: /fast}\n"
+                        "        check: {status: [200, 201]}\n"
+                        % ("home" if i == 0 else "s%d" % i) for i in range(205))
+        _, events = self.plan_events(live_plan(self.tport, steps=steps, duration="2s"))
+        lives = [e[1] for e in events if e[0] == "live"]
+        self.assertTrue(lives, [e[0] for e in events])
+        self.assertEqual(len(lives[-1]["checks"]), 200)
+        self.assertEqual(lives[-1]["checks_left_out"], 5)
+        self.assertEqual(lives[-1]["checks"][-1]["step"], "s199")
+
     def test_quick_run_one_row(self):
         rid = self.c.start(quick(self.tport, duration="2s"))
         events = sse(self.port, rid)
@@ -870,6 +987,7 @@ class TestLiveTables(DaemonCase):
                 self.assertEqual(r["responses"], totals["completed"])
                 self.assertEqual(r["status"], {"2xx": totals["status"]["2xx"]})
                 self.assertEqual(d["thresholds"], [])
+                self.assertEqual((d["checks"], d["checks_left_out"]), ([], 0))
 
 
 class TestCors(DaemonCase):

@@ -170,14 +170,24 @@ static void test_events(void **state)
                           .active = 4};
     char *entry = sq_daemon__second_json(&s, false, false);
     assert_non_null(entry);
-    char *ev = sq_daemon__event_second(7, 1, entry, "{\"x\":1}");
-    free(entry);
+    char *ev = sq_daemon__event_second(7, 1, entry, "{\"x\":1}", NULL);
     assert_non_null(ev);
     assert_string_equal(
         ev, "id: 1\nevent: second\ndata: {\"run\":7,\"second\":{\"t_s\":2.0,\"len_s\":1.0,"
             "\"requests\":10,\"completed\":8,\"failed\":1,\"dropped\":0,\"errors\":1,\"rps\":8.0,"
             "\"bytes_received\":0,\"p50_us\":5,\"p90_us\":6,\"p99_us\":7,\"max_us\":9,\"vus\":4},"
             "\"totals\":{\"x\":1}}\n\n");
+    free(ev);
+    /* a live second carries its 100 ms bins */
+    struct sq_fine_bin fb[2] = {{.completed = 3, .failed = 1, .max_us = 70}, {.completed = 0}};
+    assert_null(sq_daemon__fine_json(fb, 0, SQ_FINE_BIN_NS, 1.0));
+    char *fine = sq_daemon__fine_json(fb, 2, SQ_FINE_BIN_NS, 1.0);
+    assert_string_equal(fine, "{\"bin_s\":0.1,\"t0_s\":1.0,\"completed\":[3,0],"
+                              "\"failed\":[1,0],\"max_us\":[70,0]}");
+    ev = sq_daemon__event_second(7, 1, entry, "{\"x\":1}", fine);
+    free(fine);
+    free(entry);
+    assert_non_null(strstr(ev, "\"totals\":{\"x\":1},\"fine\":{\"bin_s\":"));
     free(ev);
     ev = sq_daemon__event_end(7, SQ_STORE_FINISHED, NULL, "{\"schema\":1}", 12);
     assert_string_equal(ev, "event: end\ndata: {\"run\":7,\"status\":\"finished\",\"reason\":null,"

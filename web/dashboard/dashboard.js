@@ -637,7 +637,7 @@
       var tabs = window.squallLive ? window.squallLive.mount(body) : null; /* live-tables.js */
       state.stop = follow(id, function (ev, d) {
         if (tabs && ev === 'live') tabs.live(d);
-        if (tabs && ev === 'second') tabs.second(d.second, d.totals);
+        if (tabs && ev === 'second') tabs.second(d.second, d.totals, d.fine);
         if (ev === 'status') {
           var note = document.getElementById('live-note');
           if (note) note.textContent = d.status === 'queued' ? 'Waiting in the queue…' : 'Live: updated every second.';
