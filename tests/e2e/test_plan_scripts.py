@@ -277,6 +277,13 @@ class ScriptPlans(sqtest.TargetCase):
         -- an absolute URL on the target's origin, and a method that changes the framing
         function absolute(ctx) ctx.url = ctx:get("origin") .. "/echo?abs=1" end
         function head(ctx) ctx.method = "HEAD" end
+        -- redirects the step follows start from the hook's request (a 307 keeps all of it)
+        function redirected(ctx)
+          ctx.method = "PUT"
+          ctx.url = "/redirect/2?status=307&to=/echo"
+          ctx:set_header("X-Hook", "hop")
+          ctx.body = "kept"
+        end
         """)
 
     def test_hook_changes_method_url_headers_body(self):
@@ -310,18 +317,22 @@ class ScriptPlans(sqtest.TargetCase):
                             before: head
                             request: {{ url: /echo }}
                             check: {{ status: 200 }}
+                          - name: redirected
+                            before: redirected
+                            request: {{ url: /fast, redirects: 5 }}
+                            check: {{ body_contains: ['"method":"PUT"', '"hop"]', '"4"]],"body":"kept"'] }}
                     """)
                 p, doc, _ = self.run_plan(path, args=args)
                 self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
                 st = self.stats()
                 # nothing went where the plan said: every request went where the hooks did
                 self.assertEqual(st["endpoints"].get("fast", 0), 0, st)
-                self.assertEqual(st["endpoints"]["echo"], 18, st)
+                self.assertEqual(st["endpoints"]["echo"], 24, st)
                 self.assertEqual(doc["requests"]["failed"], 0, doc["errors"])
                 checks = {c["check"]: c for c in doc["checks"]}
                 self.assertTrue(all(c["failed"] == 0 and c["passed"] == 6
                                     for c in checks.values()), checks)
-                self.assertEqual(doc["script"]["calls"]["hooks"], 24)
+                self.assertEqual(doc["script"]["calls"]["hooks"], 30)
 
     def test_hook_request_changes_refused(self):
         cases = {
