@@ -20,3 +20,11 @@ function skip_if_logged_in(ctx)
       ctx:skip()
    end
 end
+
+-- before the echo: rewrite the request itself (squall target's /echo answers with what arrived)
+function rewrite(ctx)
+   ctx.method = "PUT"
+   ctx.url = "/echo?user=" .. (ctx:get("user") or "none")
+   ctx:set_header("X-Session", ctx:get("token") or "none")  -- replaces the plan's X-Session
+   ctx.body = "rewritten by a hook"
+end

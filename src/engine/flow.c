@@ -434,6 +434,7 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     sq_buf_dispose(&v->val);
     sq_buf_dispose(&v->loc);
     sq_buf_dispose(&v->redir);
+    sq_buf_dispose(&v->target);
     sq_cookie_jar_free(v->jar);
     sq_h2_req_dispose(&v->h2);
     memset(v, 0, sizeof(*v));
@@ -670,6 +671,60 @@ int sq_flow_publish_render(const struct sq_flow *f, const struct sq_flow_step *s
     return 0;
 }
 
+/* Whether the field line l (up to its CRLF) has the name of one of the lines in hs. */
+static bool field_named_in(const char *l, size_t ll, struct sq_str hs)
+{
+    const char *colon = memchr(l, ':', ll);
+    if (!colon)
+        return false;
+    size_t n = (size_t)(colon - l);
+    for (size_t at = 0; at < hs.len;) {
+        const char *h = hs.p + at;
+        const char *eol = memchr(h, '\n', hs.len - at);
+        size_t hl = eol ? (size_t)(eol - h) + 1 : hs.len - at;
+        const char *hc = memchr(h, ':', hl);
+        if (hc && (size_t)(hc - h) == n && strncasecmp(h, l, n) == 0)
+            return true;
+        at += hl;
+    }
+    return false;
+}
+
+/* A before hook's fields (hs: "Name: value\r\n" lines): the field lines of o from `from` on
+ * that have one of their names are dropped, then hs is appended. Cold: hooks that set headers. */
+static int override_fields(struct sq_buf *o, size_t from, struct sq_str hs)
+{
+    size_t w = from;
+    for (size_t at = from; at < o->len;) {
+        const char *l = o->p + at;
+        const char *eol = memchr(l, '\n', o->len - at);
+        size_t ll = eol ? (size_t)(eol - l) + 1 : o->len - at;
+        if (!field_named_in(l, ll, hs)) {
+            if (w != at)
+                memmove(o->p + w, l, ll);
+            w += ll;
+        }
+        at += ll;
+    }
+    o->len = w;
+    return sq_buf_append(o, hs.p, hs.len);
+}
+
+int sq_flow_hook_url(const struct sq_flow *f, struct sq_flow_vu *v, const char *url, size_t len,
+                     const char **why)
+{
+    int rc = sq_redirect_resolve(&f->origin, "/", 1, url, len, &v->target);
+    if (rc == SQ_REDIRECT_SAME && v->target.len && v->target.p[0] == '/')
+        return 0;
+    *why = rc == SQ_REDIRECT_OFFSITE ? "another origin than the target's (a hook's URL stays on "
+                                       "the target: a path, or a URL with its scheme, host and "
+                                       "port)"
+           : rc == -ENOMEM           ? "not enough memory"
+                                     : "not a URL";
+    sq_buf_reset(&v->target);
+    return -1;
+}
+
 int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, struct sq_flow_vu *v,
                     const char **req, size_t *len, bool *rendered)
 {
@@ -697,9 +752,21 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
         rc = sq_buf_append(&v->scratch, v->body_in.p, v->body_in.len);
     else if (r->body)
         rc = sq_tmpl_render(r->body, &ctx, &v->scratch);
-    if (rc == 0)
+    if (rc == 0 && SQ_UNLIKELY(v->ovr) && v->ovr_method.len) {
+        rc = sq_buf_append(o, v->ovr_method.p, v->ovr_method.len);
+        if (rc == 0)
+            rc = sq_buf_append(o, " ", 1);
+    } else if (rc == 0) {
         rc = sq_buf_append(o, st->method_sp, strlen(st->method_sp));
+    }
     size_t url_at = o->len;
+    if (rc == 0 && SQ_UNLIKELY(v->ovr) && v->ovr_url) {
+        /* the hook's URL, checked and encoded already (sq_flow_hook_url) */
+        rc = sq_buf_append(o, v->target.p, v->target.len);
+        if (rc < 0)
+            return rc;
+        goto target_done;
+    }
     if (rc == 0)
         rc = sq_tmpl_render(r->url, &ctx, o);
     if (rc < 0)
@@ -719,6 +786,7 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
     }
     if (rc == 0)
         rc = encode_target(o, url_at);
+target_done:;
     size_t path_len = o->len - url_at;
     if (path_len == 0 && rc == 0) {
         rc = sq_buf_append(o, "/", 1);
@@ -739,6 +807,8 @@ int sq_flow_request(const struct sq_flow *f, const struct sq_flow_step *st, stru
         if (rc == 0)
             rc = sq_buf_append(o, "\r\n", 2);
     }
+    if (rc == 0 && SQ_UNLIKELY(v->ovr) && v->ovr_hdrs.len)
+        rc = override_fields(o, url_at + path_len + 11, v->ovr_hdrs);
     if (rc == 0 && v->jar) {
         size_t at = o->len;
         rc = sq_buf_append(o, "Cookie: ", 8);

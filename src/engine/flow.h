@@ -94,6 +94,15 @@ struct sq_flow {
     const struct sq_tmpl_live *oauth;
 };
 
+/* ctx.url = url[0, len) in a before hook of v's current step: a path ("/a?b") or an absolute
+ * URL on f's origin (scheme, host and port as the target's), made into the request-target to
+ * send (dot segments removed, bytes a request line cannot carry percent-encoded), kept in
+ * v->target. Returns 0, or -1 with *why (static text): another origin, a malformed URL, or no
+ * memory. */
+struct sq_flow_vu;
+int sq_flow_hook_url(const struct sq_flow *f, struct sq_flow_vu *v, const char *url, size_t len,
+                     const char **why);
+
 /* The state of one VU. */
 struct sq_flow_vu {
     uint32_t step;
@@ -113,7 +122,16 @@ struct sq_flow_vu {
     bool body_truncated;
     bool body_set;         /* a before hook set the body of the request about to be rendered */
     struct sq_str body_in; /* ... that body (borrowed until the request is rendered) */
-    const char *path;      /* the current request's target, inside req (or the static request) */
+    /* A before hook's other changes to that request (ovr false: none, the plan's request):
+     * ovr_method the method ({NULL, 0}: the plan's), ovr_hdrs "Name: value\r\n" lines that
+     * replace the plan's fields of their names or add to them ({NULL, 0}: none), both borrowed
+     * until the request is rendered; ovr_url: target holds the request-target to send
+     * (origin-form, encoded: sq_flow_hook_url). */
+    bool ovr;
+    bool ovr_url;
+    struct sq_str ovr_method, ovr_hdrs;
+    struct sq_buf target;
+    const char *path; /* the current request's target, inside req (or the static request) */
     size_t path_len;
     struct sq_buf *vars; /* nvars */
     struct sq_str *var_views;

@@ -507,7 +507,13 @@ static int hook_set(void *vu, const char *name, size_t len, const char *val, siz
     return -ENOENT;
 }
 
-static const struct sq_script_vars hook_vars = {.get = hook_get, .set = hook_set};
+static int hook_url(void *vu, const char *url, size_t len, const char **why)
+{
+    struct sq_engine__conn *c = vu;
+    return sq_flow_hook_url(c->w->flow, c->fv, url, len, why);
+}
+
+static const struct sq_script_vars hook_vars = {.get = hook_get, .set = hook_set, .url = hook_url};
 
 /* Runs the current step's before or after hook. False when it raised: the run stops. */
 static bool plan_hook(struct sq_engine__conn *c, enum sq_script_when when, int status,
@@ -674,8 +680,9 @@ static void redirect_send(struct sq_engine__conn *c, const struct sq_flow_step *
     sq_buf_reset(&v->body);
     sq_buf_reset(&v->head);
     v->body_truncated = false;
-    conn_send(c, req, len, st->head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, now, now,
-              1);
+    /* the hop's own method: a before hook may have made the step's a HEAD, or another */
+    bool head = len >= 5 && memcmp(req, "HEAD ", 5) == 0;
+    conn_send(c, req, len, head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, now, now, 1);
 }
 
 /* The current step is skipped (a before hook said so, or its `if:` does not hold): not sent,
@@ -737,6 +744,8 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         return;
     }
     v->body_set = false;
+    v->ovr = false;
+    bool head = st->head;
     if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * v->step] >= 0) {
         struct sq_script_step_result res;
         if (!plan_hook(c, SQ_SCRIPT_BEFORE, 0, &res))
@@ -749,6 +758,14 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
         if (res.has_body) {
             v->body_set = true;
             v->body_in = (struct sq_str){res.body, res.body_len};
+        }
+        if (SQ_UNLIKELY(res.method || res.headers || res.has_url)) {
+            v->ovr = true;
+            v->ovr_url = res.has_url;
+            v->ovr_method = (struct sq_str){res.method, res.method_len};
+            v->ovr_hdrs = (struct sq_str){res.headers, res.headers_len};
+            if (res.method)
+                head = res.method_len == 4 && memcmp(res.method, "HEAD", 4) == 0;
         }
     }
     const char *req = "";
@@ -773,7 +790,7 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     v->capture = ps->needs_body;
     v->want_head = ps->needs_headers || v->jar;
     v->follow = st->follow;
-    conn_send(c, req, len, st->head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, intended,
+    conn_send(c, req, len, head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, intended,
               now, 1);
 }
 

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 #include "script/internal.h"
 
@@ -71,6 +72,98 @@ static int ctx_skip(lua_State *L)
     return 0;
 }
 
+/* RFC 9110 5.6.2 tchar: what a method or a field name is made of. */
+static bool is_tchar(unsigned char ch)
+{
+    if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))
+        return true;
+    return ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+static bool is_token(const char *p, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!is_tchar((unsigned char)p[i]))
+            return false;
+    return true;
+}
+
+/* A field value a hook may send: no CR, LF, NUL or other control but tab (no header
+ * injection, nothing HTTP/2 refuses). Returns the first bad byte's offset, or n. */
+static size_t bad_value_at(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return i;
+    }
+    return n;
+}
+
+/* Fields the engine owns (framing, the origin, the connection): a hook may not set them. */
+static bool reserved_field(const char *p, size_t n)
+{
+    static const char *const names[] = {
+        "host",       "content-length",   "transfer-encoding", "connection",
+        "keep-alive", "proxy-connection", "upgrade",           "te"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i]) == n && strncasecmp(names[i], p, n) == 0)
+            return true;
+    return false;
+}
+
+/* ctx:set_header(name, value): adds the field, or replaces the plan's (and an earlier
+ * set_header's) of that name, for the request about to be sent. */
+static int ctx_set_header(lua_State *L)
+{
+    struct sq_script__call *c = check_call(L);
+    struct sq_script *s = ((struct ctx_ud *)lua_touserdata(L, 1))->s;
+    if (c->when != SQ_SCRIPT_BEFORE)
+        return luaL_error(L, "ctx:set_header() is only allowed in a before hook");
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return luaL_error(L, "ctx:set_header: the name is a %s, not a string", luaL_typename(L, 2));
+    int t = lua_type(L, 3);
+    if (t != LUA_TSTRING && t != LUA_TNUMBER)
+        return luaL_error(L, "ctx:set_header: the value is a %s, not a string or a number",
+                          luaL_typename(L, 3));
+    size_t n, vl;
+    const char *name = lua_tolstring(L, 2, &n);
+    const char *val = lua_tolstring(L, 3, &vl);
+    if (!is_token(name, n) || n > 256)
+        return luaL_error(L,
+                          "ctx:set_header: '%s' is not a header name (letters, digits and "
+                          "!#$%%&'*+-.^_`|~, up to 256)",
+                          name);
+    if (reserved_field(name, n))
+        return luaL_error(L, "ctx:set_header: %s is set by squall, not by a hook", name);
+    size_t bad = bad_value_at(val, vl);
+    if (bad < vl)
+        return luaL_error(L,
+                          "ctx:set_header('%s'): the value has a control character (byte "
+                          "%d at offset %d): CR, LF and NUL cannot go in a header",
+                          name, (int)(unsigned char)val[bad], (int)bad);
+    /* drop an earlier line of that name, then add this one */
+    struct sq_buf *h = &s->hook_hdrs;
+    for (size_t at = 0; at < h->len;) {
+        const char *line = h->p + at;
+        const char *eol = memchr(line, '\n', h->len - at);
+        size_t ll = (size_t)(eol - line) + 1;
+        const char *colon = memchr(line, ':', ll);
+        if (colon && (size_t)(colon - line) == n && strncasecmp(line, name, n) == 0) {
+            memmove(h->p + at, h->p + at + ll, h->len - at - ll);
+            h->len -= ll;
+            break;
+        }
+        at += ll;
+    }
+    if (sq_buf_append(h, name, n) < 0 || sq_buf_append(h, ": ", 2) < 0 ||
+        sq_buf_append(h, val, vl) < 0 || sq_buf_append(h, "\r\n", 2) < 0)
+        return luaL_error(L, "ctx:set_header: not enough memory");
+    return 0;
+}
+
 static int ctx_index(lua_State *L)
 {
     struct sq_script__call *c = check_call(L);
@@ -100,6 +193,13 @@ static int ctx_index(lua_State *L)
         } else {
             lua_pushnil(L);
         }
+    } else if (strcmp(k, "method") == 0 || strcmp(k, "url") == 0) {
+        struct sq_script *s = ((struct ctx_ud *)lua_touserdata(L, 1))->s;
+        const struct sq_buf *b = k[0] == 'm' ? &s->hook_method : &s->hook_url;
+        if (c->when == SQ_SCRIPT_BEFORE && b->len)
+            lua_pushlstring(L, b->p, b->len);
+        else
+            lua_pushnil(L);
     } else if (strcmp(k, "body") == 0) {
         const struct sq_buf *b = &((struct ctx_ud *)lua_touserdata(L, 1))->s->hook_body;
         if (c->when == SQ_SCRIPT_AFTER && st && st->body)
@@ -115,13 +215,50 @@ static int ctx_index(lua_State *L)
     return 1;
 }
 
+/* ctx.method = m, ctx.url = u (k names which) in a before hook. */
+static int set_request(lua_State *L, struct sq_script__call *c, struct sq_script *s, const char *k)
+{
+    if (c->when != SQ_SCRIPT_BEFORE)
+        return luaL_error(L, "ctx.%s can only be set in a before hook", k);
+    if (lua_type(L, 3) != LUA_TSTRING)
+        return luaL_error(L, "ctx.%s must be a string, not a %s", k, luaL_typename(L, 3));
+    size_t n;
+    const char *p = lua_tolstring(L, 3, &n);
+    struct sq_buf *b = k[0] == 'm' ? &s->hook_method : &s->hook_url;
+    if (k[0] == 'm') {
+        if (!is_token(p, n) || n > 64)
+            return luaL_error(L,
+                              "ctx.method: '%s' is not an HTTP method (a token: letters, "
+                              "digits and !#$%%&'*+-.^_`|~, up to 64)",
+                              p);
+    } else {
+        if (n == 0 || n > 8192)
+            return luaL_error(L, "ctx.url: %s", n ? "longer than 8192 bytes" : "empty");
+        size_t bad = bad_value_at(p, n);
+        if (bad < n || memchr(p, ' ', n))
+            return luaL_error(L, "ctx.url: '%s' has a space or a control character", p);
+        const char *why = "this step cannot change its URL";
+        if (!c->vars || !c->vars->url || c->vars->url(c->vu, p, n, &why) < 0)
+            return luaL_error(L, "ctx.url: '%s': %s", p, why);
+        c->res->has_url = true;
+    }
+    sq_buf_reset(b);
+    if (sq_buf_append(b, p, n) < 0)
+        return luaL_error(L, "ctx.%s: not enough memory", k);
+    return 0;
+}
+
 static int ctx_newindex(lua_State *L)
 {
     struct sq_script__call *c = check_call(L);
     struct sq_script *s = ((struct ctx_ud *)lua_touserdata(L, 1))->s;
     const char *k = lua_tostring(L, 2);
+    if (k && (strcmp(k, "method") == 0 || strcmp(k, "url") == 0))
+        return set_request(L, c, s, k);
     if (!k || strcmp(k, "body") != 0)
-        return luaL_error(L, "cannot set ctx.%s (only ctx.body, in a before hook)",
+        return luaL_error(L,
+                          "cannot set ctx.%s (only ctx.body, ctx.method and ctx.url, in a "
+                          "before hook)",
                           k ? k : luaL_typename(L, 2));
     if (c->when != SQ_SCRIPT_BEFORE)
         return luaL_error(L, "ctx.body can only be set in a before hook");
@@ -144,8 +281,11 @@ static int ctx_newindex(lua_State *L)
 
 void sq_script__install_ctx(lua_State *L, struct sq_script *s)
 {
-    static const luaL_Reg methods[] = {
-        {"get", ctx_get}, {"set", ctx_set}, {"skip", ctx_skip}, {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"get", ctx_get},
+                                       {"set", ctx_set},
+                                       {"skip", ctx_skip},
+                                       {"set_header", ctx_set_header},
+                                       {NULL, NULL}};
     sq_script__object_mt(L, SQ_SCRIPT_MT_CTX, methods, ctx_index, ctx_newindex);
 
     struct ctx_ud *u = lua_newuserdata(L, sizeof(*u));

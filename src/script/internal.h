@@ -78,6 +78,9 @@ struct sq_script {
     /* plan hooks */
     struct sq_script__call *call;
     struct sq_buf hook_body; /* the body a before hook set (ctx.body = ...) */
+    /* a before hook's request changes (ctx.method, ctx.url, ctx:set_header): the method and
+     * the URL as the hook gave them, the headers as "Name: value\r\n" lines (one per name) */
+    struct sq_buf hook_method, hook_url, hook_hdrs;
 };
 
 /* Sets s->err to the formatted message. Returns -SQ_ESCRIPT. */

@@ -408,6 +408,9 @@ void sq_script_free(struct sq_script *s)
     sq_buf_dispose(&s->fmt);
     sq_buf_dispose(&s->xfer);
     sq_buf_dispose(&s->hook_body);
+    sq_buf_dispose(&s->hook_method);
+    sq_buf_dispose(&s->hook_url);
+    sq_buf_dispose(&s->hook_hdrs);
     free(s);
 }
 
@@ -828,6 +831,9 @@ int sq_script_hook_call(struct sq_script *s, int hook, enum sq_script_when when,
 {
     *res = (struct sq_script_step_result){0};
     sq_buf_reset(&s->hook_body);
+    sq_buf_reset(&s->hook_method);
+    sq_buf_reset(&s->hook_url);
+    sq_buf_reset(&s->hook_hdrs);
     struct sq_script__call call = {when, step, vars, vu, res};
     s->call = &call;
     struct op op = {.fn = op_hook, .u.hook = hook};
@@ -843,6 +849,14 @@ int sq_script_hook_call(struct sq_script *s, int hook, enum sq_script_when when,
     if (res->has_body) {
         res->body = s->hook_body.p ? s->hook_body.p : "";
         res->body_len = s->hook_body.len;
+    }
+    if (s->hook_method.len) {
+        res->method = s->hook_method.p;
+        res->method_len = s->hook_method.len;
+    }
+    if (s->hook_hdrs.len) {
+        res->headers = s->hook_hdrs.p;
+        res->headers_len = s->hook_hdrs.len;
     }
     return 0;
 }

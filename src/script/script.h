@@ -196,6 +196,9 @@ SQ_MUST_CHECK int sq_script_done(struct sq_script *main, const struct sq_script_
  *     before hooks only:
  *         ctx:skip()                         the step is not sent (its checks do not run)
  *         ctx.body = "..."                   the request body to send instead of the plan's
+ *         ctx.method = "PUT"                 the method to send (an HTTP token)
+ *         ctx.url = "/path?q"                the URL: a path, or an absolute URL on the origin
+ *         ctx:set_header(name, value)        adds a header, or replaces the plan's of that name
  *     after hooks only:
  *         ctx.status                         the response status (0 when the request failed)
  *         ctx.headers                        a table name -> value (built when read)
@@ -212,6 +215,11 @@ struct sq_script_vars {
      * (no variable of that name in this scenario: the hook gets a Lua error naming it) or
      * -ENOMEM. */
     int (*set)(void *vu, const char *name, size_t len, const char *val, size_t val_len);
+    /* ctx.url = url[0, len) in a before hook: the engine checks it (a path, or an absolute URL
+     * on the run's origin) and keeps the request-target it makes of it for the request about
+     * to be sent. Returns 0, or -1 with *why (static text) set: the hook gets a Lua error
+     * saying why. NULL: ctx.url cannot be set (a Lua error). */
+    int (*url)(void *vu, const char *url, size_t len, const char **why);
 };
 
 enum sq_script_when { SQ_SCRIPT_BEFORE, SQ_SCRIPT_AFTER };
@@ -235,6 +243,15 @@ struct sq_script_step_result {
     bool has_body;    /* before: ctx.body was set; body/body_len valid until the next call on s */
     const char *body; /* that body */
     size_t body_len;
+    /* before, each valid until the next call on s; NULL when the hook did not set it:
+     * method: ctx.method, a token (checked); headers: ctx:set_header's, "Name: value\r\n"
+     * lines, one per name (checked: token names, values without CR, LF, NUL or other controls
+     * but tab; never Host, Content-Length, Transfer-Encoding or a connection header) */
+    const char *method;
+    size_t method_len;
+    const char *headers;
+    size_t headers_len;
+    bool has_url; /* ctx.url was set: vars->url accepted it (the engine keeps the target) */
 };
 
 /* Finds the global function fn for later calls (at plan load, once per state: a hook handle

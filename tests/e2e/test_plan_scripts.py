@@ -46,13 +46,13 @@ class ScriptPlans(sqtest.TargetCase):
             f.write(f"target: {self.base}\n" + textwrap.dedent(body).lstrip())
         return path
 
-    def run_plan(self, path, timeout=60, env_secret=SECRET):
+    def run_plan(self, path, timeout=60, env_secret=SECRET, args=()):
         out = os.path.join(self.tmp.name, "out.json")
         env = dict(os.environ, SECRET=env_secret)
         import subprocess
 
-        p = subprocess.run([sqtest.squall_path(), "run", path, "--json", out], capture_output=True,
-                           text=True, timeout=timeout, env=env)
+        p = subprocess.run([sqtest.squall_path(), "run", path, "--json", out, *args],
+                           capture_output=True, text=True, timeout=timeout, env=env)
         text = ""
         if os.path.exists(out):
             with open(out) as f:
@@ -246,6 +246,130 @@ class ScriptPlans(sqtest.TargetCase):
         self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
         # iteration 0 sent x=none (and set x), iteration 1 sent x=seen: the check passed once
         self.assertEqual((doc["checks"][0]["passed"], doc["checks"][0]["failed"]), (1, 1))
+
+    REQUEST_HOOKS = textwrap.dedent("""\
+        -- a before hook that rewrites the whole request; the after hook checks what /echo saw
+        function change(ctx)
+          ctx.method = "PUT"
+          ctx.url = "/echo?via=hook&it=" .. ctx.iteration
+          ctx:set_header("X-Hook", "yes")
+          ctx:set_header("x-plan", "replaced")     -- replaces the plan's X-Plan (any case)
+          ctx:set_header("X-Hook", "yes-again")    -- a later call replaces an earlier one
+          ctx.body = "hook-body"
+          if ctx.method ~= "PUT" or ctx.url ~= "/echo?via=hook&it=" .. ctx.iteration then
+            error("ctx.method / ctx.url do not read back")
+          end
+        end
+        function verify(ctx)
+          local b = ctx.body:lower()
+          local function has(s)
+            if not b:find(s:lower(), 1, true) then error("no " .. s .. " in " .. ctx.body) end
+          end
+          has('"method":"PUT"')
+          has('"path":"/echo?via=hook&it=' .. ctx.iteration .. '"')
+          has('["x-hook","yes-again"]')
+          has('["x-plan","replaced"]')
+          has('"body":"hook-body"')
+          if b:find("plan-value", 1, true) or b:find('"yes"', 1, true) then
+            error("a replaced header was sent: " .. ctx.body)
+          end
+        end
+        -- an absolute URL on the target's origin, and a method that changes the framing
+        function absolute(ctx) ctx.url = ctx:get("origin") .. "/echo?abs=1" end
+        function head(ctx) ctx.method = "HEAD" end
+        -- redirects the step follows start from the hook's request (a 307 keeps all of it)
+        function redirected(ctx)
+          ctx.method = "PUT"
+          ctx.url = "/redirect/2?status=307&to=/echo"
+          ctx:set_header("X-Hook", "hop")
+          ctx.body = "kept"
+        end
+        """)
+
+    def test_hook_changes_method_url_headers_body(self):
+        with open(os.path.join(self.tmp.name, "req.lua"), "w") as f:
+            f.write(self.REQUEST_HOOKS)
+        for args in ((), ("--http2",)):
+            with self.subTest(args=args):
+                self.reset()
+                path = self.plan(f"""
+                    script: req.lua
+                    vars: {{ origin: "{self.base}" }}
+                    scenarios:
+                      s:
+                        executor: per-vu-iterations
+                        vus: 2
+                        iterations: 3
+                        flow:
+                          - name: changed
+                            before: change
+                            after: verify
+                            request:
+                              method: GET
+                              url: /fast
+                              headers: {{ X-Plan: plan-value }}
+                            check: {{ status: 200 }}
+                          - name: absolute
+                            before: absolute
+                            request: {{ url: /fast }}
+                            check: {{ body_contains: '"path":"/echo?abs=1"' }}
+                          - name: head
+                            before: head
+                            request: {{ url: /echo }}
+                            check: {{ status: 200 }}
+                          - name: redirected
+                            before: redirected
+                            request: {{ url: /fast, redirects: 5 }}
+                            check: {{ body_contains: ['"method":"PUT"', '"hop"]', '"4"]],"body":"kept"'] }}
+                    """)
+                p, doc, _ = self.run_plan(path, args=args)
+                self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
+                st = self.stats()
+                # nothing went where the plan said: every request went where the hooks did
+                self.assertEqual(st["endpoints"].get("fast", 0), 0, st)
+                self.assertEqual(st["endpoints"]["echo"], 24, st)
+                self.assertEqual(doc["requests"]["failed"], 0, doc["errors"])
+                checks = {c["check"]: c for c in doc["checks"]}
+                self.assertTrue(all(c["failed"] == 0 and c["passed"] == 6
+                                    for c in checks.values()), checks)
+                self.assertEqual(doc["script"]["calls"]["hooks"], 30)
+
+    def test_hook_request_changes_refused(self):
+        cases = {
+            "ctx.method = 'GE T'": "ctx.method: 'GE T' is not an HTTP method",
+            "ctx.method = 'GET\\r\\nX: y'": "is not an HTTP method",
+            "ctx:set_header('X-A', 'v\\r\\nX-Injected: 1')":
+                "ctx:set_header('X-A'): the value has a control character (byte 13",
+            "ctx:set_header('X-A', 'v\\0')": "the value has a control character (byte 0",
+            "ctx:set_header('X A', 'v')": "'X A' is not a header name",
+            "ctx:set_header('Host', 'evil.example')": "Host is set by squall, not by a hook",
+            "ctx:set_header('content-length', '1')": "content-length is set by squall",
+            "ctx.url = 'http://evil.example/x'": "another origin than the target's",
+            "ctx.url = 'https://127.0.0.1:%d/x'" % self.port: "another origin than the target's",
+            "ctx.url = '/a\\r\\nX: y'": "has a space or a control character",
+        }
+        for line, want in cases.items():
+            with self.subTest(line=line):
+                self.reset()
+                with open(os.path.join(self.tmp.name, "bad.lua"), "w") as f:
+                    f.write("function bad(ctx)\n  " + line + "\nend\n")
+                path = self.plan("""
+                    script: bad.lua
+                    scenarios:
+                      s:
+                        executor: shared-iterations
+                        iterations: 3
+                        flow:
+                          - request: { url: /echo }
+                            before: bad
+                    """)
+                p, doc, _ = self.run_plan(path)
+                # refused in the hook, before anything is sent: the run stops with the reason
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(want, p.stderr)
+                self.assertIn("bad.lua:2", doc["script"]["error"])
+                self.assertEqual(doc["requests"]["sent"], 0)
+                self.assertEqual(self.stats()["endpoints"].get("echo", 0), 0)
 
     def test_hook_errors(self):
         bad = os.path.join(self.tmp.name, "bad.lua")

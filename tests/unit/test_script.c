@@ -1051,7 +1051,98 @@ static int vu_set(void *vu, const char *name, size_t len, const char *val, size_
     return 0;
 }
 
-static const struct sq_script_vars vars = {vu_get, vu_set};
+/* The engine's check of ctx.url, faked: a path is taken, anything else is another origin. */
+static int vu_url(void *vu, const char *url, size_t len, const char **why)
+{
+    (void)vu;
+    if (len && url[0] == '/')
+        return 0;
+    *why = "another origin than the target's";
+    return -1;
+}
+
+static const struct sq_script_vars vars = {vu_get, vu_set, vu_url};
+
+/* A before hook changes the request's method, URL and headers; what it may not send is refused
+ * with a Lua error naming the reason (the run stops with it), and nothing of it is kept. */
+static void test_plan_hooks_request(void **state)
+{
+    (void)state;
+    struct sq_script *s = load_str(
+        "function all(c)\n"
+        "  c.method = 'PATCH'; c.url = '/x?y=1'\n"
+        "  c:set_header('X-A', 'one'); c:set_header('X-B', 2); c:set_header('x-a', 'three')\n"
+        "  assert(c.method == 'PATCH' and c.url == '/x?y=1')\n"
+        "end\n"
+        "function none(c) assert(c.method == nil and c.url == nil) end\n"
+        "function bad_method(c) c.method = 'GE T' end\n"
+        "function crlf_method(c) c.method = 'GET\\r\\nX: y' end\n"
+        "function crlf_value(c) c:set_header('X-A', 'v\\r\\nX-Injected: 1') end\n"
+        "function nul_value(c) c:set_header('X-A', 'v\\0w') end\n"
+        "function lf_name(c) c:set_header('X-A\\nB', 'v') end\n"
+        "function host(c) c:set_header('HOST', 'evil.example') end\n"
+        "function te(c) c:set_header('Transfer-Encoding', 'chunked') end\n"
+        "function offsite(c) c.url = 'http://evil.example/' end\n"
+        "function space_url(c) c.url = '/a b' end\n"
+        "function after_method(c) c.method = 'PUT' end\n"
+        "function after_header(c) c:set_header('X-A', 'v') end\n"
+        "function table_url(c) c.url = {} end\n");
+    struct fake_vu vu = {.names = {"user"}};
+    struct sq_script_step st = {.name = "s", .vu = 1};
+    struct sq_script_step_result res;
+    int h;
+    assert_int_equal(sq_script_hook_find(s, "all", &h), 0);
+    assert_int_equal(sq_script_hook_call(s, h, SQ_SCRIPT_BEFORE, &st, &vars, &vu, &res), 0);
+    assert_int_equal(res.method_len, 5);
+    assert_memory_equal(res.method, "PATCH", 5);
+    assert_true(res.has_url);
+    const char *want = "X-B: 2\r\nx-a: three\r\n";
+    assert_int_equal(res.headers_len, strlen(want));
+    assert_memory_equal(res.headers, want, res.headers_len);
+    /* the next call starts from nothing */
+    assert_int_equal(sq_script_hook_find(s, "none", &h), 0);
+    assert_int_equal(sq_script_hook_call(s, h, SQ_SCRIPT_BEFORE, &st, &vars, &vu, &res), 0);
+    assert_null(res.method);
+    assert_null(res.headers);
+    assert_false(res.has_url);
+
+    static const struct {
+        const char *fn;
+        enum sq_script_when when;
+        const char *msg;
+    } bad[] = {
+        {"bad_method", SQ_SCRIPT_BEFORE, "ctx.method: 'GE T' is not an HTTP method"},
+        {"crlf_method", SQ_SCRIPT_BEFORE, "is not an HTTP method"},
+        {"crlf_value", SQ_SCRIPT_BEFORE,
+         "ctx:set_header('X-A'): the value has a control character (byte 13 at offset 1)"},
+        {"nul_value", SQ_SCRIPT_BEFORE, "the value has a control character (byte 0 at offset 1)"},
+        {"lf_name", SQ_SCRIPT_BEFORE, "is not a header name"},
+        {"host", SQ_SCRIPT_BEFORE, "HOST is set by squall, not by a hook"},
+        {"te", SQ_SCRIPT_BEFORE, "Transfer-Encoding is set by squall"},
+        {"offsite", SQ_SCRIPT_BEFORE,
+         "ctx.url: 'http://evil.example/': another origin than the target's"},
+        {"space_url", SQ_SCRIPT_BEFORE, "ctx.url: '/a b' has a space or a control character"},
+        {"after_method", SQ_SCRIPT_AFTER, "ctx.method can only be set in a before hook"},
+        {"after_header", SQ_SCRIPT_AFTER, "ctx:set_header() is only allowed in a before hook"},
+        {"table_url", SQ_SCRIPT_BEFORE, "ctx.url must be a string, not a table"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(sq_script_hook_find(s, bad[i].fn, &h), 0);
+        assert_int_equal(sq_script_hook_call(s, h, bad[i].when, &st, &vars, &vu, &res),
+                         -SQ_ESCRIPT);
+        contains(sq_script_error(s), bad[i].msg);
+        assert_null(res.method);
+        assert_null(res.headers);
+        assert_false(res.has_url);
+    }
+    /* without the engine's URL check, ctx.url cannot be set */
+    static const struct sq_script_vars no_url = {vu_get, vu_set, NULL};
+    assert_int_equal(sq_script_hook_find(s, "all", &h), 0);
+    assert_int_equal(sq_script_hook_call(s, h, SQ_SCRIPT_BEFORE, &st, &no_url, &vu, &res),
+                     -SQ_ESCRIPT);
+    contains(sq_script_error(s), "this step cannot change its URL");
+    sq_script_free(s);
+}
 
 static void test_plan_hooks(void **state)
 {
@@ -1243,6 +1334,7 @@ int main(void)
         cmocka_unit_test(test_count_requests),
         cmocka_unit_test(test_done_with_histograms),
         cmocka_unit_test(test_plan_hooks),
+        cmocka_unit_test(test_plan_hooks_request),
         cmocka_unit_test(test_hot_path_allocates_nothing),
         cmocka_unit_test(test_fixture_hooks),
     };
