@@ -71,6 +71,7 @@ static struct sq_report_bus report_bus(const struct sq_bus_config *b)
         .version = b->mqtt_version == 5 ? "5.0" : "3.1.1",
         .retain = b->retain,
         .round_trip = b->mode == SQ_BUS_ROUND_TRIP,
+        .idle = b->idle,
     };
 }
 
