@@ -1334,6 +1334,10 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     cfg->threads = sq_flag_threads(o->threads);
     cfg->cpus = o->ncpus ? o->cpus : NULL;
     cfg->ncpus = o->ncpus;
+    /* --watch: the broker's CPU and RSS beside the load (refused now if it does not exist) */
+    if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
+        return rc;
+    cfg->watch = r->watch;
     /* the broker's address through the same DNS options (--resolve, --connect-to, --dns-ttl) */
     /* over TLS (tls://, mqtts://): the run's TLS client, built from -k, --cacert, --cert as for
      * https, verifies the broker's certificate against the URL's host */

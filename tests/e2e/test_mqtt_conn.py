@@ -5,7 +5,8 @@ here on a free loopback port and stopped by PID:
   - 200 connections at --connect-rate 400 held for 3 s with a 1 s keep-alive: mosquitto's own
     $SYS/broker/clients/connected (read by mosquitto_sub) sees them all connected during the
     run; squall's mqtt.connect counts 200 CONNACKs, no refusal, keep-alive PINGREQs answered;
-    nothing is published.
+    nothing is published. --watch on the broker puts its RSS and descriptors (one a connection)
+    in the result (a bus run watches as an HTTP one does).
   - a broker that refuses anonymous clients (allow_anonymous false): the CONNACK refusals are
     counted by reason (not_authorized, return code 5) and the run exits 1 with the broker's word.
 
@@ -62,7 +63,7 @@ class IdleConnections(unittest.TestCase):
                               stderr=subprocess.DEVNULL)
         self.addCleanup(stop_proc, mq)
         sqtest.wait_port(port, mq)
-        return port
+        return port, mq
 
     def squall(self, *args):
         p, doc, _ = sqtest.run_json(*args, timeout=60)
@@ -71,7 +72,7 @@ class IdleConnections(unittest.TestCase):
         return p, doc
 
     def test_idle_connections_held_and_kept_alive(self):
-        port = self.broker("allow_anonymous true\nsys_interval 1\n")
+        port, mq = self.broker("allow_anonymous true\nsys_interval 1\n")
         # the broker's own count of connected clients, every second
         sub = subprocess.Popen([MOSQUITTO_SUB, "-h", HOST, "-p", str(port), "-t",
                                 "$SYS/broker/clients/connected"],
@@ -87,7 +88,8 @@ class IdleConnections(unittest.TestCase):
         t = threading.Thread(target=read, daemon=True)
         t.start()
         p, doc = self.squall("mqtt://%s:%d/sq/idle" % (HOST, port), "--idle", "-c", "200",
-                             "--connect-rate", "400", "-d", "3s", "--keepalive", "1s")
+                             "--connect-rate", "400", "-d", "3s", "--keepalive", "1s",
+                             "--watch", str(mq.pid))
         stop_proc(sub)
         t.join(5)
         sub.stdout.close()
@@ -113,9 +115,12 @@ class IdleConnections(unittest.TestCase):
         self.assertTrue(seen, "no $SYS/broker/clients/connected message")
         self.assertGreaterEqual(max(seen), 200, seen)
         self.assertIn("200 CONNACKs", p.stderr)
+        # --watch on a bus run: the broker's side (its descriptors: one a connection)
+        self.assertGreaterEqual(doc["server"]["fds_max"], 200)
+        self.assertGreater(doc["server"]["rss_peak_bytes"], 0)
 
     def test_refused_connect_counted_by_reason(self):
-        port = self.broker("allow_anonymous false\n")
+        port, _ = self.broker("allow_anonymous false\n")
         p, doc = self.squall("mqtt://%s:%d/sq/idle" % (HOST, port), "--idle", "-c", "2",
                              "-d", "1s")
         self.assertEqual(p.returncode, 1, p.stderr)
