@@ -109,7 +109,7 @@ json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
         .proxy_auth = r->net.proxy_has_auth,
     };
     if (r->is_bus) {
-        info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : "PUBLISH";
+        info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : r->bus.idle ? "CONNECT" : "PUBLISH";
         info.request_bytes = 0;
     }
     json_t *doc = sq_report_json_doc(&info, res);
