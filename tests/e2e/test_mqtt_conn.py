@@ -8,7 +8,7 @@ here on a free loopback port and stopped by PID:
     nothing is published. --watch on the broker puts its RSS and descriptors (one a connection)
     in the result (a bus run watches as an HTTP one does).
   - a broker that refuses anonymous clients (allow_anonymous false): the CONNACK refusals are
-    counted by reason (not_authorized, return code 5) and the run exits 1 with the broker's word.
+    counted by reason (not_authorized: 3.1.1's return code 5, 5.0's 0x87) and the run exits 1 with the broker's word.
 
 Runs in about 10 s; every load is bounded by -c and -d.
 """
@@ -131,6 +131,14 @@ class IdleConnections(unittest.TestCase):
         self.assertIn("reason 0x05", doc["mqtt"]["first_error"])
         self.assertIn("no request succeeded: mqtt: CONNACK refused", p.stderr)
         self.assertIn("not_authorized", p.stderr)
+        # MQTT 5: reason code 0x87, counted as the same reason
+        p, doc = self.squall("mqtt://%s:%d/sq/idle" % (HOST, port), "--idle", "-c", "2",
+                             "-d", "1s", "--mqtt-version", "5")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        c = doc["mqtt"]["connect"]
+        self.assertGreaterEqual(c["refused_by"]["not_authorized"], 2)
+        self.assertEqual(c["refused_by"]["not_authorized"], c["refused"])
+        self.assertIn("reason 0x87", doc["mqtt"]["first_error"])
 
     def test_idle_refuses_publish_flags(self):
         for extra in (["--qos", "1"], ["--round-trip"], ["-r", "10"], ["-n", "5"]):
