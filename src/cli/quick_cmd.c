@@ -135,6 +135,8 @@ static const char usage[] =
     "      --request           NATS: request/reply (latency = reply)\n"
     "      --qos N             MQTT: QoS 0, 1 or 2 (latency = PINGRESP, PUBACK, PUBCOMP)\n"
     "      --round-trip        MQTT: subscribe to the topic; latency = publish to delivery\n"
+    "      --idle              MQTT: connect and hold -c connections, keep-alive pings only;\n"
+    "                          CONNECT->CONNACK latency and refusals in the result\n"
     "      --mqtt-version V    MQTT: 3 (3.1.1, default) or 5\n"
     "      --retain            MQTT: publish retained\n"
     "      --keepalive D       MQTT: keep-alive (default 60s)\n"

@@ -68,6 +68,15 @@ static const struct field counter_fields[] = {
     CF(bus.delivered),
     CF(bus.foreign),
     CF(bus.stamped),
+    CF(bus.connacks),
+    CF(bus.keepalive_pings),
+    CF(bus.pingresps),
+    CF(bus.refused[0]),
+    CF(bus.refused[1]),
+    CF(bus.refused[2]),
+    CF(bus.refused[3]),
+    CF(bus.refused[4]),
+    CF(bus.refused[5]),
 };
 #undef CF
 
@@ -624,6 +633,7 @@ json_t *sq_wire_result(const struct sq_result *r)
     }
     json_object_set_new(o, "phases", ph);
     ok &= put_hist(o, "sse_first", r->sse_first_event);
+    ok &= put_hist(o, "bus_connect", r->bus_connect);
     ok &= put_hist(o, "sse_dur", r->sse_duration);
     json_t *sc = json_array();
     for (uint32_t i = 0; i < r->nscens; i++) {
@@ -837,6 +847,8 @@ static int read_result(const json_t *j, struct sq_wire_res *w)
         rc = sq_wire_hist_read(json_object_get(j, "latency_unc"), &r->latency_uncorrected);
     if (rc == 0)
         rc = sq_wire_hist_read(json_object_get(j, "sse_first"), &r->sse_first_event);
+    if (rc == 0)
+        rc = sq_wire_hist_read(json_object_get(j, "bus_connect"), &r->bus_connect);
     if (rc == 0)
         rc = sq_wire_hist_read(json_object_get(j, "sse_dur"), &r->sse_duration);
     const json_t *ph = json_object_get(j, "phases");

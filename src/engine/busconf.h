@@ -63,6 +63,10 @@ struct sq_bus_config {
     uint8_t qos;          /* MQTT 0..2 */
     uint8_t mqtt_version; /* 4 (3.1.1) or 5 */
     bool retain;
+    /* MQTT --idle: connect and hold. Each connection does CONNECT / CONNACK, then only keeps
+     * alive (PINGREQ / PINGRESP); its VU never publishes. The CONNACKs' latency and refusals are
+     * the result (mqtt.connect). */
+    bool idle;
     bool stamped;          /* some template uses {{$stamp}} */
     uint16_t keepalive_s;  /* MQTT keep-alive; NATS answers the server's PINGs */
     char *user, *password; /* from the URL's userinfo (owned, NULL: none) */

@@ -634,6 +634,7 @@ static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_
         if (first + n > w->nconns)
             n = first < w->nconns ? w->nconns - first : 0;
         sq_engine__mux_init(&b->m, w, first, n, first_global + k, b_on_io);
+        b->m.hold = bus->idle; /* --idle: the VUs never publish */
         b->tls = bus->tls ? w->cfg->tls : NULL;
         if (bus->kind == SQ_BUS_MQTT || bus->tls_first)
             b->m.tc = b->tls; /* TLS right after the connect; NATS otherwise upgrades after INFO */

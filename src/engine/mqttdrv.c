@@ -34,6 +34,7 @@
 #include "engine/driver.h"
 #include "engine/worker.h"
 #include "proto/mqtt.h"
+#include "stats/hist.h"
 
 #define SUB_ID 65535
 
@@ -41,6 +42,7 @@ struct mqttconn {
     struct sq_engine__busconn b; /* first: busio.c allocates and casts */
     struct sq_mqtt_limits lim;
     uint8_t stage;                /* 0: CONNECT out, 1: SUBSCRIBE out */
+    int64_t connect_ns;           /* when the CONNECT was queued (the CONNACK's latency) */
     uint32_t g;                   /* generations per slot in the packet-id space: 65534 / n */
     struct sq_engine__seqmap map; /* round trip: stamp sequence number -> slot */
 };
@@ -134,6 +136,7 @@ static int mqtt_hello(struct sq_engine__busconn *b)
     if (n < 0)
         return n;
     mc->stage = 0;
+    mc->connect_ns = sq_now_ns();
     sq_engine__bus_commit(b, (size_t)n);
     return 0;
 }
@@ -146,15 +149,47 @@ static void refused(struct sq_engine__busconn *b, const char *what, uint8_t reas
     sq_engine__bus_fail(b, SQ_ERRK_SERVER_ERROR);
 }
 
+/* The result's slot of a CONNACK refusal (result.h: refused): the 3.1.1 return code, or the
+ * 5.0 reason code that says the same. */
+static unsigned refusal_slot(uint8_t reason)
+{
+    switch (reason) {
+    case 1:
+    case 0x84: /* unsupported protocol version */
+        return 1;
+    case 2:
+    case 0x85: /* client identifier not valid */
+        return 2;
+    case 3:
+    case 0x88: /* server unavailable */
+        return 3;
+    case 4:
+    case 0x86: /* bad user name or password */
+        return 4;
+    case 5:
+    case 0x87: /* not authorized */
+        return 5;
+    default:
+        return 0;
+    }
+}
+
 static int on_connack(struct mqttconn *mc, const struct sq_mqtt_packet *pk)
 {
     struct sq_engine__busconn *b = &mc->b;
     const struct sq_bus_config *bus = b->m.w->cfg->bus;
     if (sq_engine__bus_is_open(b) || mc->stage != 0)
         return -SQ_EPARSE;
+    struct sq_engine__worker *w = b->m.w;
     if (pk->reason != 0) {
+        w->c.bus.refused[refusal_slot(pk->reason)]++;
         refused(b, "CONNACK refused the connection", pk->reason);
         return 0;
+    }
+    w->c.bus.connacks++;
+    if (w->connack || sq_latency_hist_new(&w->connack) == 0) {
+        int64_t now = b->now ? b->now : sq_now_ns();
+        sq_hist_record(w->connack, (now - mc->connect_ns) / SQ_NS_PER_US);
     }
     b->m.usable = b->m.n;
     if (bus->mqtt_version == SQ_MQTT_V5 && (pk->props.has & SQ_MQTT_HAS_RECEIVE_MAX) &&
@@ -265,6 +300,7 @@ static int mqtt_unit(struct sq_engine__busconn *b, const char *p, size_t n, size
             w->c.bus.foreign++;
         break;
     case SQ_MQTT_PINGRESP:
+        w->c.bus.pingresps++;
         sq_engine__bus_batch_complete(b);
         break;
     case SQ_MQTT_DISCONNECT:
@@ -358,6 +394,8 @@ static void mqtt_tick(struct sq_engine__busconn *b, int64_t now)
         return;
     if (sq_engine__bus_keepalive(b) < 0)
         sq_engine__bus_fail(b, SQ_ERRK_WRITE);
+    else
+        b->m.w->c.bus.keepalive_pings++;
 }
 
 static void mqtt_reset(struct sq_engine__busconn *b)

@@ -1161,6 +1161,13 @@ static int merge_hists(struct runctx *x)
             sq_hist_merge(out->phase[k], x->ws[i].phase[k]);
     }
     for (uint32_t i = 0; i < x->started; i++) {
+        if (!x->ws[i].connack)
+            continue;
+        if (!out->bus_connect && sq_latency_hist_new(&out->bus_connect) < 0)
+            return oom(x);
+        sq_hist_merge(out->bus_connect, x->ws[i].connack);
+    }
+    for (uint32_t i = 0; i < x->started; i++) {
         if (!x->ws[i].sse_first)
             continue;
         if ((!out->sse_first_event && sq_latency_hist_new(&out->sse_first_event) < 0) ||

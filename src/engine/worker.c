@@ -1020,7 +1020,7 @@ static void conn_next(struct sq_engine__conn *c, int64_t now)
         c->growing = false;
         w->ngrowing--;
     }
-    if (!w->started)
+    if (!w->started || SQ_UNLIKELY(w->hold))
         return;
     if (c->fv && c->fv->in_iter) {
         flow_step(c, now, now);
@@ -1723,6 +1723,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->offset_ns = sc ? sc->start_ns : 0;
     w->flow = sc ? sc->flow : NULL;
     w->open = sq_exec_is_open(ex);
+    w->hold = cfg->bus && cfg->bus->idle;
     w->req = cfg->request;
     w->req_len = cfg->request_len;
     w->req_n = 1;
@@ -1944,6 +1945,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         sq_script_free(w->script);
     sq_hist_free(w->rate);
     sq_hist_free(w->sse_first);
+    sq_hist_free(w->connack);
     sq_hist_free(w->sse_dur);
     free(w->conns);
     free(w->vux);

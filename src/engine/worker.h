@@ -278,8 +278,9 @@ struct sq_engine__worker {
     struct sq_hist *iter_hist;             /* iteration_duration */
     struct sq_hist *phase[SQ_PHASE_COUNT]; /* per-phase timings, when the run records them */
     struct sq_hist *sse_first, *sse_dur;   /* streams: created with the first one */
-    void **states;                         /* regex match data */
-    uint64_t in_iter;                      /* VUs inside an iteration */
+    struct sq_hist *connack; /* MQTT: CONNECT to CONNACK, µs (the first one makes it) */
+    void **states;           /* regex match data */
+    uint64_t in_iter;        /* VUs inside an iteration */
     uint64_t interrupted;
     struct sq_loop *loop;
     struct sq_engine__conn *conns;
@@ -289,6 +290,7 @@ struct sq_engine__worker {
     bool ticking;        /* past the run's common start: publishing seconds */
     bool dns_done;       /* the run's resolution time has been recorded (worker 0) */
     bool started;        /* past its scenario's start */
+    bool hold;           /* an idle bus run (MQTT --idle): VUs never send */
     bool sending;        /* still starting iterations */
     bool leave;          /* leave the loop */
     bool over;           /* a driver found the run over (sq_engine__past_end): leave at once */

@@ -482,7 +482,8 @@ void sq_engine__mux_open(struct sq_engine__mux *m, int64_t now)
         first = false;
         c->x.connect_ns = m->x.connect_ns; /* the VU's own transport is unused under a mux: */
         c->x.tls_ns = m->x.tls_ns;         /* it holds the shared setup's phases */
-        sq_engine__vu_next(c, now);
+        if (!m->hold)
+            sq_engine__vu_next(c, now);
     }
 }
 
@@ -500,7 +501,8 @@ void sq_engine__mux_join(struct sq_engine__mux *m, struct sq_engine__conn *c)
         }
         c->state = CONN_IDLE;
         c->fresh = false;
-        sq_engine__vu_next(c, sq_loop_now(c->w->loop));
+        if (!m->hold)
+            sq_engine__vu_next(c, sq_loop_now(c->w->loop));
         return;
     case SQ_ENGINE__MX_CONNECTING:
     case SQ_ENGINE__MX_HELLO:

@@ -203,6 +203,7 @@ struct sq_engine__mux {
     uint8_t state;             /* enum sq_engine__mxstate */
     uint8_t backoff;
     bool draining; /* open, but takes no new work (HTTP/2 GOAWAY): joining VUs wait */
+    bool hold;     /* an idle bus run (--idle): open VUs stay idle, the connection only held */
 };
 
 /* Sets up a closed connection carrying VUs [first, first + n) of w (n may be 0: a flow's side

@@ -38,6 +38,13 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
     bool nats = u->kind == SQ_BUS_NATS;
     if (!u->target)
         return sq_flag_fail(err, errlen, "the URL names no %s", nats ? "subject" : "topic");
+    if (nats && o->idle)
+        return sq_flag_fail(err, errlen, "--idle is for mqtt:// URLs");
+    if (o->idle &&
+        (o->round_trip || o->qos >= 0 || o->retain || o->window > 1 || o->payload || o->nheaders))
+        return sq_flag_fail(err, errlen,
+                            "--idle publishes nothing: no --round-trip, --qos, --retain, --window, "
+                            "--payload or -H");
     if (nats && o->round_trip)
         return sq_flag_fail(err, errlen, "--round-trip is for mqtt:// (NATS has --request)");
     if (!nats && (o->jetstream || o->request))
@@ -77,11 +84,13 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
     c->qos = o->qos > 0 ? (uint8_t)o->qos : 0;
     c->mqtt_version = o->mqtt_version == 5 ? 5 : 4;
     c->retain = o->retain;
+    c->idle = o->idle;
     c->keepalive_s = o->keepalive_ns ? (uint16_t)(o->keepalive_ns / 1000000000LL) : 60;
     if (o->keepalive_ns && c->keepalive_s == 0)
         c->keepalive_s = 1;
     bool fire = c->mode == SQ_BUS_PUBLISH && c->qos == 0;
     c->window = o->window ? (uint32_t)o->window
+                : o->idle ? 1 /* -c N: N connections */
                 : fire    ? SQ_BUS_DEFAULT_WINDOW_FIRE
                           : SQ_BUS_DEFAULT_WINDOW_WAIT;
     c->subject = strdup(u->target);

@@ -25,6 +25,7 @@ struct sq_bus_opts {
     int qos;          /* --qos; -1: not given (0) */
     int mqtt_version; /* --mqtt-version 3 (3.1.1) or 5; 0: 3.1.1 */
     bool jetstream, request, round_trip, retain;
+    bool idle;             /* --idle (MQTT): connect and hold, no publish */
     int64_t keepalive_ns;  /* --keepalive; 0: 60 s */
     const char *client_id; /* --client-id prefix */
     bool tls_first;        /* --tls-first: NATS over TLS shakes hands before INFO */

@@ -49,6 +49,7 @@ enum {
     OPT_JETSTREAM,
     OPT_REQUEST,
     OPT_ROUND_TRIP,
+    OPT_IDLE,
     OPT_RETAIN,
     OPT_KEEPALIVE,
     OPT_CLIENT_ID,
@@ -106,6 +107,7 @@ static const struct option longs[] = {
     {"jetstream", no_argument, NULL, OPT_JETSTREAM},
     {"request", no_argument, NULL, OPT_REQUEST},
     {"round-trip", no_argument, NULL, OPT_ROUND_TRIP},
+    {"idle", no_argument, NULL, OPT_IDLE},
     {"retain", no_argument, NULL, OPT_RETAIN},
     {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
     {"client-id", required_argument, NULL, OPT_CLIENT_ID},
@@ -245,6 +247,9 @@ static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *ar
         return 0;
     case OPT_ROUND_TRIP:
         o->round_trip = true;
+        return 0;
+    case OPT_IDLE:
+        o->idle = true;
         return 0;
     case OPT_RETAIN:
         o->retain = true;
@@ -534,6 +539,7 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
                         : o->jetstream     ? "--jetstream"
                         : o->request_reply ? "--request"
                         : o->round_trip    ? "--round-trip"
+                        : o->idle          ? "--idle"
                         : o->retain        ? "--retain"
                         : o->keepalive_ns  ? "--keepalive"
                         : o->client_id     ? "--client-id"
@@ -1295,6 +1301,7 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
         .jetstream = o->jetstream,
         .request = o->request_reply,
         .round_trip = o->round_trip,
+        .idle = o->idle,
         .retain = o->retain,
         .keepalive_ns = o->keepalive_ns,
         .client_id = o->client_id,
@@ -1303,6 +1310,11 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     rc = sq_bus_prepare(&r->bus, &r->bus_url, &bo, err, len);
     if (rc < 0)
         return rc;
+    if (o->idle && (o->rate_set || o->requests || o->stages))
+        return sq_flag_fail(err, len, "--idle holds -c connections for -d: no %s",
+                            o->rate_set   ? "--rate"
+                            : o->requests ? "-n"
+                                          : "--stages");
     uint64_t vus = o->connections * r->bus.window;
     if (vus > 1000000)
         return sq_flag_fail(err, len, "-c x --window: at most 1000000 VUs");
@@ -1322,6 +1334,10 @@ static int prepare_bus(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
     cfg->threads = sq_flag_threads(o->threads);
     cfg->cpus = o->ncpus ? o->cpus : NULL;
     cfg->ncpus = o->ncpus;
+    /* --watch: the broker's CPU and RSS beside the load (refused now if it does not exist) */
+    if ((rc = sq_watch_opts_build(&o->watch, &r->watch, err, len)) < 0)
+        return rc;
+    cfg->watch = r->watch;
     /* the broker's address through the same DNS options (--resolve, --connect-to, --dns-ttl) */
     /* over TLS (tls://, mqtts://): the run's TLS client, built from -k, --cacert, --cert as for
      * https, verifies the broker's certificate against the URL's host */

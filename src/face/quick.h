@@ -100,6 +100,7 @@ struct sq_quick_opts {
     int qos;                 /* --qos; -1: not given */
     int mqtt_version;        /* --mqtt-version: 3 or 5; 0: not given */
     bool jetstream, request_reply, round_trip, retain;
+    bool idle;             /* --idle (mqtt://): connect and hold */
     int64_t keepalive_ns;  /* --keepalive */
     const char *client_id; /* --client-id */
     bool tls_first;        /* --tls-first */

@@ -71,6 +71,7 @@ static struct sq_report_bus report_bus(const struct sq_bus_config *b)
         .version = b->mqtt_version == 5 ? "5.0" : "3.1.1",
         .retain = b->retain,
         .round_trip = b->mode == SQ_BUS_ROUND_TRIP,
+        .idle = b->idle,
     };
 }
 
@@ -108,7 +109,7 @@ json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
         .proxy_auth = r->net.proxy_has_auth,
     };
     if (r->is_bus) {
-        info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : "PUBLISH";
+        info.method = r->bus.kind == SQ_BUS_NATS ? "PUB" : r->bus.idle ? "CONNECT" : "PUBLISH";
         info.request_bytes = 0;
     }
     json_t *doc = sq_report_json_doc(&info, res);

@@ -432,6 +432,11 @@ const char *sq_report_why_failed(const struct sq_result *r, int64_t timeout_ns, 
         buf[0] = '\0';
     uint64_t failed = sq_result_failed_units(r);
     bool said_tls = false;
+    if (r->c.sent == 0 && r->bus_error[0]) {
+        /* MQTT --idle: no CONNECT accepted; the broker's refusal says why */
+        add(buf, len, &used, "%s", r->bus_error);
+        return buf;
+    }
     if (r->aborted && r->abort_reason[0]) {
         /* the run gave up (no connection could be made...): its reason says it best */
         add(buf, len, &used, "%s", r->abort_reason);
@@ -651,6 +656,30 @@ static json_t *series(const struct sq_result *r)
 /* The `nats` / `mqtt` block of a bus run. */
 /* ---- buses, stamps, the client, the watched server, WebSocket ---- */
 
+/* mqtt.connect: the greetings (CONNECT to CONNACK) and the keep-alive of an MQTT run. */
+static json_t *mqtt_connect_block(const struct sq_result *r)
+{
+    const struct sq_bus_counters *c = &r->c.bus;
+    struct sq_latency_figures f = {0};
+    if (r->bus_connect) /* none without a CONNACK that accepted */
+        sq_report_latency_figures(r->bus_connect, &f);
+    static const char *const why[6] = {"other",       "unsupported_version", "client_id_rejected",
+                                       "unavailable", "bad_credentials",     "not_authorized"};
+    json_t *by = json_object();
+    uint64_t refused = 0;
+    for (int i = 0; by && i < 6; i++) {
+        refused += c->refused[i];
+        json_object_set_new(by, why[i], json_integer((json_int_t)c->refused[i]));
+    }
+    uint64_t pings = c->pings + c->keepalive_pings;
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o*, s:{s:I, s:I, s:I}}", "connacks",
+                     (json_int_t)c->connacks, "p50_us", (json_int_t)f.p50, "p99_us",
+                     (json_int_t)f.p99, "max_us", (json_int_t)f.max, "refused", (json_int_t)refused,
+                     "refused_by", by, "keepalive", "pings", (json_int_t)c->keepalive_pings,
+                     "pingresps", (json_int_t)c->pingresps, "unanswered",
+                     (json_int_t)(pings > c->pingresps ? pings - c->pingresps : 0));
+}
+
 static json_t *bus_block(const struct sq_report_bus *b, const struct sq_result *r)
 {
     const struct sq_bus_counters *c = &r->c.bus;
@@ -666,6 +695,10 @@ static json_t *bus_block(const struct sq_report_bus *b, const struct sq_result *
         json_object_set_new(j, "qos", json_integer(b->qos));
         json_object_set_new(j, "version", json_string(b->version));
         json_object_set_new(j, "retain", json_boolean(b->retain));
+        json_object_set_new(j, "idle", json_boolean(b->idle));
+        json_t *cn = mqtt_connect_block(r);
+        if (cn)
+            json_object_set_new(j, "connect", cn);
         if (b->round_trip) {
             json_object_set_new(j, "delivered", json_integer((json_int_t)c->delivered));
             /* deliveries of messages this connection did not publish: with -c N each message

@@ -35,6 +35,7 @@ struct sq_report_bus {
     const char *version; /* "5.0" or "3.1.1" */
     bool retain;
     bool round_trip; /* the block counts deliveries (delivered, foreign) */
+    bool idle;       /* --idle: connect and hold, no publish */
 };
 
 /* What was asked for, as the user said it. */

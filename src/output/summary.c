@@ -582,7 +582,7 @@ static void sink_lines(FILE *f, const json_t *doc)
 static void bus_lines(FILE *f, const json_t *doc)
 {
     static const char *const kinds[] = {"nats", "mqtt"};
-    char g1[32];
+    char g1[32], g2[32], g3[32];
     for (size_t k = 0; k < SQ_ARRAY_LEN(kinds); k++) {
         const json_t *b = json_object_get(doc, kinds[k]);
         if (!json_is_object(b))
@@ -613,6 +613,25 @@ static void bus_lines(FILE *f, const json_t *doc)
                 fprintf(f, " · %s %s", g(b, key, g1), label);
         }
         fputc('\n', f);
+        const json_t *cn = json_object_get(b, "connect");
+        if (json_is_object(cn) &&
+            sq_report__numd(cn, "connacks", 0) + sq_report__numd(cn, "refused", 0) > 0) {
+            char d[3][32];
+            fprintf(f, "%-12s %s CONNACKs · p50 %s · p99 %s · max %s · %s refused", "Connect",
+                    g(cn, "connacks", g1), dus(cn, "p50_us", d[0]), dus(cn, "p99_us", d[1]),
+                    dus(cn, "max_us", d[2]), g(cn, "refused", g2));
+            const json_t *by = json_object_get(cn, "refused_by");
+            const char *why;
+            const json_t *v;
+            json_object_foreach((json_t *)by, why, v)
+            {
+                if (json_is_integer(v) && json_integer_value(v) > 0)
+                    fprintf(f, " · %lld %s", (long long)json_integer_value(v), why);
+            }
+            fprintf(f, "\n%-12s %s keep-alive pings · %s PINGRESPs · %s unanswered\n", "Keep-alive",
+                    g(cn, "keepalive.pings", g1), g(cn, "keepalive.pingresps", g2),
+                    g(cn, "keepalive.unanswered", g3));
+        }
         const char *err = sq_report__str(b, "first_error", NULL);
         if (err)
             fprintf(f, "%-12s %s\n", "Broker said", err);

@@ -142,6 +142,8 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
     if (rc == 0)
         rc = hist_add(&dst->sse_first_event, src->sse_first_event);
     if (rc == 0)
+        rc = hist_add(&dst->bus_connect, src->bus_connect);
+    if (rc == 0)
         rc = hist_add(&dst->sse_duration, src->sse_duration);
     if (rc == 0)
         rc = sq_result_ws_add(dst, src->ws);

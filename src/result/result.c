@@ -257,6 +257,8 @@ void sq_result_dispose(struct sq_result *r)
     }
     sq_hist_free(r->sse_first_event);
     sq_hist_free(r->sse_duration);
+    sq_hist_free(r->bus_connect);
+    r->bus_connect = NULL;
     for (uint32_t w = 0; r->unfinished && w < r->nstreams; w++)
         free(r->unfinished[w]);
     free(r->unfinished);

@@ -228,6 +228,13 @@ struct sq_bus_counters {
     uint64_t foreign;    /* round trip: deliveries of messages the connection did not publish (the
                             other connections' copies, other publishers'): others_delivered */
     uint64_t stamped;    /* messages (or requests) that carried a {{$stamp}} */
+    /* MQTT greeting and keep-alive (the result's mqtt.connect) */
+    uint64_t connacks;        /* CONNACKs that accepted the connection */
+    uint64_t keepalive_pings; /* PINGREQs sent to keep an idle connection alive */
+    uint64_t pingresps;       /* PINGRESPs received (to either kind of PINGREQ) */
+    /* CONNACK refusals by reason: [1..5] the 3.1.1 return codes (5.0's equivalents 0x84,
+     * 0x85, 0x88, 0x86, 0x87 counted there too), [0] any other code */
+    uint64_t refused[6];
 };
 
 /* One shard of counters. Each worker owns one; the run merges them at the end. */
@@ -439,6 +446,7 @@ struct sq_result {
     int64_t dns_ns;                         /* the run's first resolution of the target */
     uint64_t dns_lookups;                   /* resolutions during the run (--dns-ttl) */
     struct sq_hist *sse_first_event;        /* streams: from the send to the first event, µs */
+    struct sq_hist *bus_connect;            /* MQTT: CONNECT written to CONNACK accepting, µs */
     struct sq_hist *sse_duration;           /* streams: from the send to the end of the stream */
     struct sq_scen_result *scens;           /* plan runs: one per scenario */
     uint32_t nscens;
@@ -490,7 +498,7 @@ struct sq_result {
     /* Changes made while the run went (engine/control.h), in time order (owned); NULL: none. */
     struct sq_control_event *controls;
     uint32_t ncontrols;
-    char proxy_error[160];   /* the first refused or broken proxy CONNECT ("" if none) */
+    char proxy_error[160]; /* the first refused or broken proxy CONNECT ("" if none) */
 };
 
 /* Frees what r owns and leaves its pointers NULL and its counts 0 (so disposing twice is safe).

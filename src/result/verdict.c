@@ -412,6 +412,8 @@ bool sq_result_succeeded(const struct sq_result *r)
 {
     if (r->c.completed)
         return true;
+    if (r->c.sent == 0 && r->c.bus.connacks > 0) /* MQTT --idle: it only connects and holds */
+        return true;
     uint64_t ends, errors;
     step_totals(r, &ends, &errors);
     if (ends > errors) /* a step that completed: only publish / subscribe ones are left */
