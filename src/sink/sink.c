@@ -107,6 +107,9 @@ struct shard {
 
 struct sq_sink {
     struct sq_sink_config cfg;
+    /* cfg.http points here: the caller's string (a beside-the-load sink builds it in a buffer
+     * of its own frame) need not outlive sq_sink_start, and sq_sink_json reads it at the end */
+    char http[SQ_SINK_HTTP_MAX];
     bool settle_stopped; /* *stop cut sq_sink_settle's wait short */
     struct sq_sink_finder *finder;
     struct stream *streams[TABLE]; /* atomic pointers */
@@ -842,6 +845,16 @@ int sq_sink_start(const struct sq_sink_config *cfg, struct sq_sink **out, char *
     if (!s)
         return -ENOMEM;
     s->cfg = *cfg;
+    if (cfg->http) {
+        if (strlen(cfg->http) >= sizeof(s->http)) {
+            free(s);
+            snprintf(err, len, "--http: '%.40s...' is longer than %d bytes", cfg->http,
+                     SQ_SINK_HTTP_MAX - 1);
+            return -SQ_EUSAGE;
+        }
+        strcpy(s->http, cfg->http);
+        s->cfg.http = s->http;
+    }
     if (!s->cfg.settle_ns)
         s->cfg.settle_ns = SQ_SINK_DEFAULT_SETTLE_NS;
     if (!s->cfg.list_lost)

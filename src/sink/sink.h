@@ -55,6 +55,7 @@ typedef void (*sq_sink_tick_cb)(void *ud, const struct sq_sink_second *s);
 
 #define SQ_SINK_DEFAULT_SETTLE_NS (2LL * 1000000000LL)
 #define SQ_SINK_DEFAULT_LIST_LOST 20
+#define SQ_SINK_HTTP_MAX          300 /* the longest HOST:PORT to listen on, its NUL included */
 /* The ledger's memory (streams, blocks, pages of the bitmaps) by default: 64 MiB tracks 2^29
  * sequence numbers, ~537 million events. */
 #define SQ_SINK_DEFAULT_MAX_MEMORY (64ull << 20)
