@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,40 +134,12 @@ static int put_sample(struct sq_buf *ts, struct sq_buf *tmp, double v, int64_t m
  * completed: no latency). */
 typedef bool (*series_fn)(const struct sq_push_point *pt, int arg, double *v);
 
-static bool f_sent(const struct sq_push_point *pt, int a, double *v)
+/* A running total: arg is its offset in the point (offsetof(struct sq_push_point, t_...)). */
+static bool f_total(const struct sq_push_point *pt, int a, double *v)
 {
-    (void)a;
-    *v = (double)pt->t_sent;
-    return true;
-}
-static bool f_completed(const struct sq_push_point *pt, int a, double *v)
-{
-    (void)a;
-    *v = (double)pt->t_completed;
-    return true;
-}
-static bool f_failed(const struct sq_push_point *pt, int a, double *v)
-{
-    (void)a;
-    *v = (double)pt->t_failed;
-    return true;
-}
-static bool f_dropped(const struct sq_push_point *pt, int a, double *v)
-{
-    (void)a;
-    *v = (double)pt->t_dropped;
-    return true;
-}
-static bool f_errors(const struct sq_push_point *pt, int a, double *v)
-{
-    (void)a;
-    *v = (double)pt->t_errors;
-    return true;
-}
-static bool f_bytes(const struct sq_push_point *pt, int a, double *v)
-{
-    (void)a;
-    *v = (double)pt->t_bytes;
+    uint64_t u;
+    memcpy(&u, (const char *)pt + a, sizeof(u));
+    *v = (double)u;
     return true;
 }
 static bool f_class(const struct sq_push_point *pt, int a, double *v)
@@ -233,12 +206,18 @@ int sq_push_encode_prom(struct sq_buf *b, const struct sq_push_labels *lab,
 {
     static const char *const q[4] = {"0.5", "0.9", "0.99", "1"};
     struct series all[6 + 6 + 2 + 4] = {
-        {"squall_run_requests_total", NULL, NULL, f_sent, 0},
-        {"squall_run_completed_total", NULL, NULL, f_completed, 0},
-        {"squall_run_failed_total", NULL, NULL, f_failed, 0},
-        {"squall_run_dropped_total", NULL, NULL, f_dropped, 0},
-        {"squall_run_errors_total", NULL, NULL, f_errors, 0},
-        {"squall_run_received_bytes_total", NULL, NULL, f_bytes, 0},
+        {"squall_run_requests_total", NULL, NULL, f_total,
+         (int)offsetof(struct sq_push_point, t_sent)},
+        {"squall_run_completed_total", NULL, NULL, f_total,
+         (int)offsetof(struct sq_push_point, t_completed)},
+        {"squall_run_failed_total", NULL, NULL, f_total,
+         (int)offsetof(struct sq_push_point, t_failed)},
+        {"squall_run_dropped_total", NULL, NULL, f_total,
+         (int)offsetof(struct sq_push_point, t_dropped)},
+        {"squall_run_errors_total", NULL, NULL, f_total,
+         (int)offsetof(struct sq_push_point, t_errors)},
+        {"squall_run_received_bytes_total", NULL, NULL, f_total,
+         (int)offsetof(struct sq_push_point, t_bytes)},
     };
     size_t k = 6;
     for (int c = 1; c <= 6; c++)
