@@ -20,6 +20,7 @@
 #include "net/sock.h"
 
 #ifdef SQ_HAVE_SNAPPY
+#include <dlfcn.h>
 #include <snappy-c.h>
 #endif
 
@@ -57,6 +58,35 @@ struct sq_push {
     uint64_t points, sent, failed, dropped, posts;
     char last_error[160];
 };
+
+#ifdef SQ_HAVE_SNAPPY
+/* libsnappy is C++: linked in, it brings libstdc++ and libgcc_s into every run, about 1 MB of
+ * resident library pages (their relocations and static constructors) that a run without
+ * --out prometheus-rw never uses (bench/connmem.py's base). So it is loaded when that output is
+ * opened, and only its two C entry points are looked up (snappy-c.h gives their types). */
+static struct {
+    pthread_once_t once;
+    snappy_status (*compress)(const char *, size_t, char *, size_t *);
+    size_t (*max_len)(size_t);
+    char why[200];
+} snappy = {.once = PTHREAD_ONCE_INIT};
+
+static void snappy_load(void)
+{
+    void *h = dlopen("libsnappy.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(snappy.why, sizeof snappy.why, "%s", e ? e : "libsnappy.so.1 not found");
+        return;
+    }
+    *(void **)&snappy.compress = dlsym(h, "snappy_compress");
+    *(void **)&snappy.max_len = dlsym(h, "snappy_max_compressed_length");
+    if (!snappy.compress || !snappy.max_len) {
+        snappy.compress = NULL;
+        snprintf(snappy.why, sizeof snappy.why, "libsnappy.so.1 lacks snappy_compress");
+    }
+}
+#endif
 
 bool sq_push_available(enum sq_push_kind kind)
 {
@@ -421,11 +451,11 @@ static int encode(struct sq_push *p, const struct sq_push_point *pt, size_t n, s
 #ifdef SQ_HAVE_SNAPPY
         if ((rc = sq_push_encode_prom(raw, &lab, pt, n)) < 0)
             return rc;
-        size_t cap = snappy_max_compressed_length(raw->len);
+        size_t cap = snappy.max_len(raw->len);
         if ((rc = sq_buf_reserve(body, cap)) < 0)
             return rc;
         size_t out = cap;
-        if (snappy_compress(raw->p, raw->len, body->p, &out) != SNAPPY_OK)
+        if (snappy.compress(raw->p, raw->len, body->p, &out) != SNAPPY_OK)
             return -ENOMEM;
         body->len = out;
 #else
@@ -526,6 +556,16 @@ int sq_push_open(enum sq_push_kind kind, const char *url, const struct sq_push_l
                     "--out %s: this squall was built without libsnappy, which Prometheus remote "
                     "write needs (scripts/deps.sh installs it; then rebuild)%s",
                     flag, "");
+#ifdef SQ_HAVE_SNAPPY
+    if (kind == SQ_PUSH_PROM_RW) {
+        pthread_once(&snappy.once, snappy_load);
+        if (!snappy.compress)
+            return fail(why, len, -ENOTSUP,
+                        "--out %s: libsnappy could not be loaded (%s); Debian's libsnappy1v5 "
+                        "provides it",
+                        flag, snappy.why);
+    }
+#endif
     struct sq_url u;
     const char *msg = NULL;
     int rc = sq_url_parse(url, &u, &msg);

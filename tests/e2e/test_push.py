@@ -276,5 +276,38 @@ class Push(TargetCase):
         self.assertEqual(self.stats()["requests"], 0)
 
 
+class Footprint(TargetCase):
+    """libsnappy is C++ and brings libstdc++ (about 1 MB of resident library pages, the base of
+    bench/connmem.py's bytes): it is loaded only when --out prometheus-rw is opened."""
+
+    def mapped(self, *args):
+        """The shared objects mapped by a running `squall ARGS` (its /proc/PID/maps, read once
+        the target has seen its first request: the outputs are open by then)."""
+        self.reset()
+        proc = subprocess.Popen([sqtest.squall_path(), *args], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while self.stats()["requests"] == 0 and time.monotonic() < deadline:
+                self.assertIsNone(proc.poll(), "squall ended before its first request")
+                time.sleep(0.05)
+            with open("/proc/%d/maps" % proc.pid) as f:
+                maps = f.read()
+        finally:
+            stop_proc(proc)
+        return {os.path.basename(line.split()[-1]) for line in maps.splitlines()
+                if line.split()[-1].startswith("/")}
+
+    def test_plain_run_maps_no_cxx_runtime(self):
+        libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s")
+        self.assertTrue(any(n.startswith("libc.so") for n in libs), libs)
+        self.assertFalse([n for n in libs if "stdc++" in n or "snappy" in n], libs)
+
+    def test_prometheus_output_loads_snappy(self):
+        dead = "prometheus-rw=http://%s:%d/api/v1/write" % (HOST, free_port())
+        libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s", "--out", dead)
+        self.assertTrue([n for n in libs if "snappy" in n], libs)
+
+
 if __name__ == "__main__":
     sqtest.main()
