@@ -57,6 +57,9 @@ enum {
     OPT_SINK,
     OPT_SINK_STAMP,
     OPT_SINK_SETTLE,
+    OPT_SUBSCRIBERS,
+    OPT_QUEUE,
+    OPT_SUBSCRIBE_ONLY,
     OPT_URLS,
     OPT_CPUS,
     OPT_HTTP_DEBUG,
@@ -115,6 +118,9 @@ static const struct option longs[] = {
     {"sink", required_argument, NULL, OPT_SINK},
     {"sink-stamp", required_argument, NULL, OPT_SINK_STAMP},
     {"sink-settle", required_argument, NULL, OPT_SINK_SETTLE},
+    {"subscribers", required_argument, NULL, OPT_SUBSCRIBERS},
+    {"queue", required_argument, NULL, OPT_QUEUE},
+    {"subscribe-only", no_argument, NULL, OPT_SUBSCRIBE_ONLY},
     {"urls", required_argument, NULL, OPT_URLS},
     {"cpus", required_argument, NULL, OPT_CPUS},
     {"verbose", no_argument, NULL, 'v'},
@@ -281,6 +287,25 @@ static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *ar
         return 0;
     case OPT_SINK_SETTLE:
         return duration_flag(flag, arg, false, &o->sink_settle_ns, err, len);
+    case OPT_SUBSCRIBERS: {
+        uint64_t n;
+        if (sq_parse_u64(arg, 1, 100000, 1, &n) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a subscriber count (1..100000)", flag,
+                                arg);
+        o->subscribers = (uint32_t)n;
+        return 0;
+    }
+    case OPT_QUEUE:
+        if (!arg[0] || strlen(arg) > 128 || strpbrk(arg, " \t/+#*>"))
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a group name (1 to 128 bytes, no blank, '/', "
+                                "'+', '#', '*' or '>')",
+                                flag, arg);
+        o->sub_group = arg;
+        return 0;
+    case OPT_SUBSCRIBE_ONLY:
+        o->subscribe_only = true;
+        return 0;
     default:
         return sq_flag_refused(longs, opt, flag, err, len);
     }
@@ -544,6 +569,7 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
                         : o->keepalive_ns  ? "--keepalive"
                         : o->client_id     ? "--client-id"
                         : o->tls_first     ? "--tls-first"
+                        : o->subscribers   ? "--subscribers"
                                            : NULL;
         if (f)
             return sq_flag_fail(err, len, "%s is for nats:// and mqtt:// URLs%s", f,
@@ -581,6 +607,15 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
         if (!o->connections_set)
             o->connections = 1; /* one publisher, as nats bench and the MQTT tools start */
     }
+    if ((o->sub_group || o->subscribe_only) && !o->subscribers)
+        return sq_flag_fail(err, len, "%s applies to --subscribers N",
+                            o->sub_group ? "--queue" : "--subscribe-only");
+    if (o->subscribers && (o->jetstream || o->request_reply || o->round_trip || o->idle))
+        return sq_flag_fail(err, len, "--subscribers: the load must publish (not %s)",
+                            o->jetstream       ? "--jetstream"
+                            : o->request_reply ? "--request"
+                            : o->round_trip    ? "--round-trip"
+                                               : "--idle");
     if ((o->sink_stamp || o->sink_settle_ns) && !o->nsinks)
         return sq_flag_fail(err, len, "%s applies to --sink",
                             o->sink_stamp ? "--sink-stamp" : "--sink-settle");
@@ -694,6 +729,10 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             "--agents");
     if (o->dist.agents && o->script)
         return sq_flag_fail(err, len, "-s: a script runs on this machine only; not with --agents");
+    if (o->dist.agents && o->subscribers)
+        return sq_flag_fail(err, len,
+                            "--subscribers: the subscribers run on this machine only; not with "
+                            "--agents");
     int rc = sq_distopts_check(&o->dist, err, len);
     if (rc < 0)
         return rc;
@@ -752,6 +791,9 @@ static const struct {
     {"sink", "runs no sink (squall sink runs one beside it)"},
     {"sink-stamp", "runs no sink"},
     {"sink-settle", "runs no sink"},
+    {"subscribers", "runs no subscribers (the CLI does)"},
+    {"queue", "runs no subscribers"},
+    {"subscribe-only", "runs no subscribers"},
     {"agents", "cannot run on agents"},
     {"nats", "cannot run on agents"},
     {"agent-wait", "cannot run on agents"},

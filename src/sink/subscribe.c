@@ -71,6 +71,9 @@ struct sq_sink__bus {
     struct sq_mqtt_limits mlim;
     uint64_t messages, reconnects, acks; /* atomic (read by other threads) */
     int subscribed;                      /* atomic */
+    /* set: messages go here, not to the sink's ledger (sink/subs.c's subscribers) */
+    sq_sink__msg_cb on_msg;
+    void *msg_ud;
 };
 
 static void b_connect(struct sq_sink__bus *b);
@@ -323,7 +326,10 @@ static void nats_message(struct sq_sink__bus *b, const struct sq_nats_event *ev)
             return; /* a JetStream heartbeat or flow-control message, not an event */
     }
     __atomic_add_fetch(&b->messages, 1, __ATOMIC_RELAXED);
-    sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), ev->payload.p, ev->payload.len, f, nf);
+    if (b->on_msg)
+        b->on_msg(b->msg_ud, ev->payload.p, ev->payload.len);
+    else
+        sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), ev->payload.p, ev->payload.len, f, nf);
     if (b->cfg->nats_stream && ev->reply.len) {
         char buf[512];
         int n = sq_nats_encode_pub(buf, sizeof(buf), ev->reply, (struct sq_str){"", 0}, "", 0);
@@ -368,9 +374,12 @@ static int nats_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *ne
 
 static int mqtt_hello(struct sq_sink__bus *b)
 {
+    /* unique in this process too: many subscribers (sink/subs.c) connect at once */
+    static unsigned nth;
     char id[96];
-    int idl = snprintf(id, sizeof(id), "squall-sink-%d-%llx", (int)getpid(),
-                       (unsigned long long)(sq_now_ns() & 0xffffffffffull));
+    int idl = snprintf(id, sizeof(id), "squall-sink-%d-%llx-%u", (int)getpid(),
+                       (unsigned long long)(sq_now_ns() & 0xffffffffffull),
+                       __atomic_add_fetch(&nth, 1, __ATOMIC_RELAXED));
     struct sq_mqtt_connect c = {
         .version = b->mlim.version,
         .clean_start = true,
@@ -441,7 +450,11 @@ static int mqtt_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *ne
                 f[nf++] = (struct sq_sink_field){up.name.p, up.value.p, up.name.len, up.value.len};
         }
         __atomic_add_fetch(&b->messages, 1, __ATOMIC_RELAXED);
-        sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), pk.payload.p, pk.payload.len, f, nf);
+        if (b->on_msg)
+            b->on_msg(b->msg_ud, pk.payload.p, pk.payload.len);
+        else
+            sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), pk.payload.p, pk.payload.len, f,
+                           nf);
         break;
     }
     case SQ_MQTT_PUBREL:
@@ -790,6 +803,12 @@ bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len)
              "%s: never subscribed (%s): the sink counted nothing that crossed this broker", url,
              first);
     return true;
+}
+
+void sq_sink__bus_on_message(struct sq_sink__bus *b, sq_sink__msg_cb cb, void *ud)
+{
+    b->on_msg = cb;
+    b->msg_ud = ud;
 }
 
 void sq_sink__bus_free(struct sq_sink__bus *b)
