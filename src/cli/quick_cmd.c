@@ -20,6 +20,7 @@
 #include "cli/wrk.h"
 #include "base/clock.h"
 #include "sink/subs.h"
+#include "stats/hist.h"
 #include "face/flags.h"
 #include "face/quick.h"
 #include "face/report.h"
@@ -300,15 +301,21 @@ static int quick_subs(struct quick *q)
 }
 
 /* --subscribe-only: no load; the subscribers count for the run's length (or until a signal). */
-static void subscribe_only(struct quick *q)
+static int subscribe_only(struct quick *q)
 {
     struct sq_run_config *cfg = &q->run.cfg;
-    int64_t end = sq_now_ns() + sq_exec_length_ns(&cfg->exec);
+    int64_t start = sq_now_ns(), end = start + sq_exec_length_ns(&cfg->exec);
     while (sq_now_ns() < end && !*cfg->stop) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     q->load.sig = sq_cli_signal_seen(&q->load.forced);
+    /* the document's load part: nothing sent, over the time the subscribers listened */
+    struct sq_result *res = &q->load.res;
+    res->duration_ns = sq_now_ns() - start;
+    res->run_id = cfg->run_id;
+    res->seed = cfg->seed;
+    return sq_latency_hist_new(&res->latency) < 0 ? SQ_EXIT_FAIL : 0;
 }
 
 /* --cpus is best effort: a CPU this process may not run on (offline, outside its cgroup's or
@@ -396,8 +403,7 @@ static int quick_run(struct quick *q)
     if (q->subs)
         sq_subs_go(q->subs);
     if (q->o.subscribe_only) {
-        subscribe_only(q);
-        return 0;
+        return subscribe_only(q);
     }
     int rc = sq_cli_load_run(&q->load, sq_exec_is_open(&cfg->exec),
                              sq_exec_length_ns(&cfg->exec) + cfg->exec.graceful_stop_ns, on_tick,
