@@ -156,7 +156,10 @@ static const char usage[] =
     "                          publishers: per-subscriber msgs/s, spread, lag, e2e latency\n"
     "      --queue NAME        the subscribers share the messages: a NATS queue group, an MQTT\n"
     "                          shared subscription ($share/NAME/TOPIC)\n"
-    "      --subscribe-only    no publisher: subscribe for -d and count what others publish\n";
+    "      --subscribe-only    no publisher: subscribe for -d and count what others publish\n"
+    "      --stream NAME       NATS: the subscribers are JetStream pull consumers on NAME (with\n"
+    "                          --queue, one durable consumer NAME they share); acked each\n"
+    "      --batch N           their fetch size (default 100)\n";
 
 void sq_cli_usage(FILE *f)
 {
@@ -281,6 +284,8 @@ static int quick_subs(struct quick *q)
                               .n = o->subscribers,
                               .threads = (uint32_t)(o->threads ? o->threads : q->run.cfg.threads),
                               .group = o->sub_group,
+                              .stream = o->sub_stream,
+                              .batch = (uint32_t)o->sub_batch,
                               .mqtt_qos = o->qos < 0 ? 1 : o->qos,
                               .mqtt_version = o->mqtt_version,
                               .egress = q->run.cfg.egress,

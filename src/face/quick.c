@@ -60,6 +60,8 @@ enum {
     OPT_SUBSCRIBERS,
     OPT_QUEUE,
     OPT_SUBSCRIBE_ONLY,
+    OPT_STREAM,
+    OPT_BATCH,
     OPT_URLS,
     OPT_CPUS,
     OPT_HTTP_DEBUG,
@@ -121,6 +123,8 @@ static const struct option longs[] = {
     {"subscribers", required_argument, NULL, OPT_SUBSCRIBERS},
     {"queue", required_argument, NULL, OPT_QUEUE},
     {"subscribe-only", no_argument, NULL, OPT_SUBSCRIBE_ONLY},
+    {"stream", required_argument, NULL, OPT_STREAM},
+    {"batch", required_argument, NULL, OPT_BATCH},
     {"urls", required_argument, NULL, OPT_URLS},
     {"cpus", required_argument, NULL, OPT_CPUS},
     {"verbose", no_argument, NULL, 'v'},
@@ -305,6 +309,18 @@ static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *ar
         return 0;
     case OPT_SUBSCRIBE_ONLY:
         o->subscribe_only = true;
+        return 0;
+    case OPT_STREAM:
+        if (!arg[0] || strlen(arg) > 128 || strpbrk(arg, " \t./*>"))
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a stream name (1 to 128 bytes, no blank, '.', "
+                                "'/', '*' or '>')",
+                                flag, arg);
+        o->sub_stream = arg;
+        return 0;
+    case OPT_BATCH:
+        if (sq_parse_u64(arg, 1, 10000, 1, &o->sub_batch) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a fetch size (1..10000)", flag, arg);
         return 0;
     default:
         return sq_flag_refused(longs, opt, flag, err, len);
@@ -610,12 +626,16 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
     if ((o->sub_group || o->subscribe_only) && !o->subscribers)
         return sq_flag_fail(err, len, "%s applies to --subscribers N",
                             o->sub_group ? "--queue" : "--subscribe-only");
-    if (o->subscribers && (o->jetstream || o->request_reply || o->round_trip || o->idle))
+    if ((o->sub_stream || o->sub_batch) && !o->subscribers)
+        return sq_flag_fail(err, len, "%s applies to --subscribers N",
+                            o->sub_stream ? "--stream" : "--batch");
+    if (o->sub_batch && !o->sub_stream)
+        return sq_flag_fail(err, len, "--batch applies to --stream (JetStream pull consumers)");
+    if (o->subscribers && (o->request_reply || o->round_trip || o->idle))
         return sq_flag_fail(err, len, "--subscribers: the load must publish (not %s)",
-                            o->jetstream       ? "--jetstream"
-                            : o->request_reply ? "--request"
-                            : o->round_trip    ? "--round-trip"
-                                               : "--idle");
+                            o->request_reply ? "--request"
+                            : o->round_trip  ? "--round-trip"
+                                             : "--idle");
     if ((o->sink_stamp || o->sink_settle_ns) && !o->nsinks)
         return sq_flag_fail(err, len, "%s applies to --sink",
                             o->sink_stamp ? "--sink-stamp" : "--sink-settle");
@@ -794,6 +814,8 @@ static const struct {
     {"subscribers", "runs no subscribers (the CLI does)"},
     {"queue", "runs no subscribers"},
     {"subscribe-only", "runs no subscribers"},
+    {"stream", "runs no subscribers"},
+    {"batch", "runs no subscribers"},
     {"agents", "cannot run on agents"},
     {"nats", "cannot run on agents"},
     {"agent-wait", "cannot run on agents"},

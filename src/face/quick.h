@@ -118,6 +118,8 @@ struct sq_quick_opts {
     uint32_t subscribers;
     const char *sub_group;
     bool subscribe_only;
+    const char *sub_stream;    /* --stream: JetStream pull consumers on it */
+    uint64_t sub_batch;        /* --batch: their fetch size; 0: 100 */
     bool verbose;              /* -v: the first exchange of each status and error kind */
     bool http_debug;           /* --http-debug: every exchange (a few requests only) */
     bool http_debug_force;     /* --http-debug=force: whatever the count */

@@ -610,6 +610,15 @@ static void subs_lines(FILE *f, const json_t *doc)
     if (sq_report__numd(s, "reconnects", 0) > 0)
         fprintf(f, " · %s reconnects", g(s, "reconnects", g3));
     fputc('\n', f);
+    const json_t *js = json_object_get(s, "jetstream");
+    if (json_is_object(js))
+        fprintf(f,
+                "%-12s JetStream pull on %s · %s%s · batch %s · %s fetches · %s acks · %s "
+                "redelivered\n",
+                "", sq_report__str(js, "stream", "?"),
+                sq_report__str(js, "durable", NULL) ? "durable " : "ephemeral consumer each",
+                sq_report__str(js, "durable", ""), g(js, "batch", g1), g(js, "fetches", g2),
+                g(js, "acks", g3), g(js, "redelivered", d[0]));
     const json_t *l = json_object_get(s, "latency");
     if (sq_report__numd(l, "count", 0) > 0)
         fprintf(f, "%-12s e2e p50 %s · p90 %s · p99 %s · p99.9 %s · max %s (from the stamp)\n", "",

@@ -45,6 +45,9 @@ void sq_sink__bus_free(struct sq_sink__bus *b);
  * sink/subs.c's subscribers, made with s NULL. Set before the first sweep. */
 typedef void (*sq_sink__msg_cb)(void *ud, const char *payload, size_t len);
 void sq_sink__bus_on_message(struct sq_sink__bus *b, sq_sink__msg_cb cb, void *ud);
+/* A JetStream consumer's counts: acks sent, fetches (pull), messages delivered more than once. */
+void sq_sink__bus_js_counts(const struct sq_sink__bus *b, uint64_t *acks, uint64_t *fetches,
+                            uint64_t *redelivered);
 
 /* The sink's latency block ({"measured_from": "stamp_send_time", "count", "min_us", ...,
  * "histogram"}) for lat, a latency histogram (stats/hist.h); NULL when out of memory. */

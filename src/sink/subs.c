@@ -48,6 +48,7 @@ struct sq_subs {
     char *url_buf;
     bool nats;
     char *group, *subject, *shown_url;
+    char *stream;           /* JetStream pull consumers (NULL: core / MQTT subscriptions) */
     char subscription[320]; /* the filter as subscribed: "$share/GROUP/TOPIC" when shared */
     uint32_t n, nthreads;
     struct sub *subs;
@@ -124,6 +125,7 @@ void sq_subs_free(struct sq_subs *s)
     free(s->threads);
     free(s->url_buf);
     free(s->group);
+    free(s->stream);
     free(s->subject);
     free(s->shown_url);
     free(s);
@@ -190,6 +192,15 @@ int sq_subs_start(const struct sq_subs_opts *o, struct sq_subs **out, char *err,
     s->shown_url = strdup(shown);
     s->subject = strdup(u.target);
     s->group = o->group ? strdup(o->group) : NULL;
+    if (o->stream && !nats) {
+        snprintf(err, len, "--stream: JetStream consumers are NATS's (the URL is MQTT)");
+        free(s->shown_url);
+        free(s->subject);
+        free(s->group);
+        free(s);
+        sq_bus_url_dispose(&u);
+        return -SQ_EUSAGE;
+    }
     if (o->group && !nats)
         snprintf(s->subscription, sizeof(s->subscription), "$share/%s/%s", o->group, u.target);
     else
@@ -203,7 +214,15 @@ int sq_subs_start(const struct sq_subs_opts *o, struct sq_subs **out, char *err,
         s->cfg.mqtt_version = o->mqtt_version;
         s->cfg.egress = o->egress;
         s->cfg.tls = o->tls;
-        if (nats) {
+        if (nats && o->stream) {
+            s->cfg.nats = s->url_buf;
+            s->cfg.nats_stream = s->stream = strdup(o->stream);
+            s->cfg.nats_durable = s->group; /* shared by the group; NULL: ephemeral each */
+            s->cfg.nats_pull = true;
+            s->cfg.nats_batch = o->batch ? o->batch : 100;
+            if (!s->stream)
+                rc = -ENOMEM;
+        } else if (nats) {
             s->cfg.nats = s->url_buf;
             s->cfg.nats_queue = s->group;
         } else {
@@ -333,6 +352,7 @@ json_t *sq_subs_json(const struct sq_subs *s)
     double window = (double)((s->end_ns ? s->end_ns : sq_now_ns()) - s->go_ns) / 1e9;
     json_t *per = json_array();
     uint64_t total = 0, bytes = 0, min = UINT64_MAX, max = 0, reconnects = 0;
+    uint64_t acks = 0, fetches = 0, redelivered = 0;
     uint32_t subscribed = 0;
     double sum = 0, sumsq = 0, rate_min = INFINITY, rate_max = 0;
     for (uint32_t i = 0; i < s->n; i++) {
@@ -358,6 +378,15 @@ json_t *sq_subs_json(const struct sq_subs *s)
         json_t *o =
             json_pack("{s:I, s:I, s:I, s:f, s:I}", "id", (json_int_t)i, "messages", (json_int_t)m,
                       "bytes", (json_int_t)by, "msgs_per_s", rate, "reconnects", (json_int_t)r);
+        if (o && s->stream) {
+            uint64_t a, fe, rd;
+            sq_sink__bus_js_counts(u->b, &a, &fe, &rd);
+            acks += a;
+            fetches += fe;
+            redelivered += rd;
+            json_object_set_new(o, "acks", json_integer((json_int_t)a));
+            json_object_set_new(o, "redelivered", json_integer((json_int_t)rd));
+        }
         if (o && s->published_known && !s->group)
             json_object_set_new(o, "lag", json_integer((json_int_t)s->published - (json_int_t)m));
         json_array_append_new(per, o);
@@ -395,6 +424,13 @@ json_t *sq_subs_json(const struct sq_subs *s)
         json_object_set_new(j, "clock_skewed", json_integer((json_int_t)skew));
         json_object_set_new(j, "latency", sq_sink__latency_json(lat));
     }
+    if (j && s->stream)
+        json_object_set_new(
+            j, "jetstream",
+            json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I}", "stream", s->stream, "consumer",
+                      "pull", "durable", s->group ? json_string(s->group) : json_null(), "batch",
+                      (json_int_t)s->cfg.nats_batch, "fetches", (json_int_t)fetches, "acks",
+                      (json_int_t)acks, "redelivered", (json_int_t)redelivered));
     sq_hist_free(lat);
     return j;
 }

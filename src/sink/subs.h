@@ -31,8 +31,13 @@ struct sq_subs_opts {
     uint32_t n;        /* subscribers, 1..SQ_SUBS_MAX */
     uint32_t threads;  /* 0: 1; more than n: n */
     const char *group; /* NATS queue group / MQTT shared subscription group; NULL: fan-out */
-    int mqtt_qos;      /* the subscription's QoS; -1: 1 */
-    int mqtt_version;  /* 0 or 3: 3.1.1; 5 */
+    /* NATS: JetStream pull consumers on this stream instead of core subscriptions (NULL: none):
+     * each subscriber its own ephemeral consumer (fan-out), or with group one durable consumer
+     * of that name they all fetch from; fetches of batch messages (0: 100), each one acked */
+    const char *stream;
+    uint32_t batch;
+    int mqtt_qos;                         /* the subscription's QoS; -1: 1 */
+    int mqtt_version;                     /* 0 or 3: 3.1.1; 5 */
     const struct sq_egress *egress;       /* borrowed; NULL: anywhere */
     const struct sq_tls_client_opts *tls; /* borrowed; NULL: the system's CAs */
 };

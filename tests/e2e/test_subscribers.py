@@ -51,13 +51,33 @@ def nats_publish(port, subject, n):
                 return
 
 
+def js_request(port, subject, body):
+    """One JetStream API request; returns the answer (raises on an error in it)."""
+    payload = json.dumps(body).encode()
+    with socket.create_connection((HOST, port), timeout=10) as s:
+        f = s.makefile("rb")
+        f.readline()  # INFO
+        s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _INBOX.sqt 1\r\n'
+                  b"PUB %s _INBOX.sqt %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
+        while True:
+            line = f.readline()
+            if not line:
+                raise ConnectionError("NATS closed the connection")
+            if line.startswith(b"MSG "):
+                doc = json.loads(f.read(int(line.split()[-1]) + 2))
+                if "error" in doc:
+                    raise RuntimeError(doc["error"])
+                return doc
+
+
 class Subscribers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="sq-subs-")
         cls.nats_port, cls.nats_mon = sqtest.free_port(), sqtest.free_port()
         cls.nats = subprocess.Popen(
-            [NATS, "-a", HOST, "-p", str(cls.nats_port), "-m", str(cls.nats_mon)],
+            [NATS, "-a", HOST, "-p", str(cls.nats_port), "-m", str(cls.nats_mon), "-js", "-sd",
+             os.path.join(cls.dir, "js")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cls.mq_port = sqtest.free_port()
         conf = os.path.join(cls.dir, "mosquitto.conf")
@@ -74,6 +94,12 @@ class Subscribers(unittest.TestCase):
             cls.tearDownClass()
             raise
         cls.nats_url = "nats://%s:%d" % (HOST, cls.nats_port)
+        try:
+            js_request(cls.nats_port, "$JS.API.STREAM.CREATE.SUBS",
+                       {"name": "SUBS", "subjects": ["subs.js.>"], "storage": "memory"})
+        except Exception:
+            cls.tearDownClass()
+            raise
         cls.mqtt_url = "mqtt://%s:%d" % (HOST, cls.mq_port)
 
     @classmethod
@@ -188,12 +214,47 @@ class Subscribers(unittest.TestCase):
         self.assertEqual(s["unstamped"], 1500)  # a foreign publisher's messages: not timed
         self.assertEqual(s["latency"]["count"], 0)
 
+    def test_jetstream_pull_fan_out(self):
+        before = self.mon("/jsz?streams=1")
+        p, doc = self.squall(self.nats_url + "/subs.js.fan", "-c", "2", "-n", "2000",
+                             "--jetstream", "--window", "16", "--subscribers", "3",
+                             "--stream", "SUBS", "--batch", "64")
+        # every publish stored (its PubAck), then fetched and acked by each of the 3 consumers
+        self.assertEqual(doc["requests"]["completed"], 2000)
+        s = doc["subscribers"]
+        self.check_fan_out(s, 3, 2000)
+        js = s["jetstream"]
+        self.assertEqual((js["stream"], js["consumer"], js["durable"], js["batch"]),
+                         ("SUBS", "pull", None, 64))
+        self.assertEqual((js["acks"], js["redelivered"]), (6000, 0))
+        self.assertEqual([x["acks"] for x in s["per_subscriber"]], [2000] * 3)
+        self.assertGreaterEqual(js["fetches"], 3 * (2000 // 64))
+        after = self.mon("/jsz?streams=1")
+        self.assertEqual(after["messages"] - before["messages"], 2000)  # the server's count
+        self.assertIn("JetStream pull on SUBS · ephemeral consumer each · batch 64", p.stderr)
+
+    def test_jetstream_pull_durable_shared(self):
+        _, doc = self.squall(self.nats_url + "/subs.js.grp", "-c", "2", "-n", "2000",
+                             "--subscribers", "3", "--stream", "SUBS", "--queue", "workers")
+        s = doc["subscribers"]
+        self.assertEqual(s["jetstream"]["durable"], "workers")
+        # one durable consumer, fetched from by three: each message once, acked once
+        self.assertEqual(sum(x["messages"] for x in s["per_subscriber"]), 2000)
+        self.assertEqual((s["received"], s["lag"]), (2000, 0))
+        self.assertEqual((s["jetstream"]["acks"], s["jetstream"]["redelivered"]), (2000, 0))
+        info = js_request(self.nats_port, "$JS.API.CONSUMER.INFO.SUBS.workers", {})
+        self.assertEqual(info["ack_floor"]["consumer_seq"], 2000)  # the server saw every ack
+        self.assertEqual(info["num_ack_pending"], 0)
+
     def test_refusals(self):
         for args, word in (
             (["http://127.0.0.1:1/", "--subscribers", "2"], "--subscribers"),
             ([self.nats_url + "/x", "--queue", "g"], "--queue applies to --subscribers"),
             ([self.nats_url + "/x", "--subscribers", "2", "--request"], "must publish"),
             ([self.nats_url + "/x", "--subscribers", "0"], "subscriber count"),
+            ([self.nats_url + "/x", "--stream", "S"], "--stream applies to --subscribers"),
+            ([self.nats_url + "/x", "--subscribers", "2", "--batch", "5"], "--batch applies"),
+            ([self.mqtt_url + "/x", "--subscribers", "2", "--stream", "S"], "NATS"),
         ):
             with self.subTest(args=args):
                 p, _ = sqtest.run_squall(*args, timeout=30)
