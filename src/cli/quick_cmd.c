@@ -159,7 +159,8 @@ static const char usage[] =
     "      --subscribe-only    no publisher: subscribe for -d and count what others publish\n"
     "      --stream NAME       NATS: the subscribers are JetStream pull consumers on NAME (with\n"
     "                          --queue, one durable consumer NAME they share); acked each\n"
-    "      --batch N           their fetch size (default 100)\n";
+    "      --batch N           their fetch size (default 100)\n"
+    "      --push              push consumers instead (with --queue: one deliver group)\n";
 
 void sq_cli_usage(FILE *f)
 {
@@ -286,6 +287,7 @@ static int quick_subs(struct quick *q)
                               .group = o->sub_group,
                               .stream = o->sub_stream,
                               .batch = (uint32_t)o->sub_batch,
+                              .push = o->sub_push,
                               .mqtt_qos = o->qos < 0 ? 1 : o->qos,
                               .mqtt_version = o->mqtt_version,
                               .egress = q->run.cfg.egress,

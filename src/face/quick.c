@@ -62,6 +62,7 @@ enum {
     OPT_SUBSCRIBE_ONLY,
     OPT_STREAM,
     OPT_BATCH,
+    OPT_PUSH,
     OPT_URLS,
     OPT_CPUS,
     OPT_HTTP_DEBUG,
@@ -125,6 +126,7 @@ static const struct option longs[] = {
     {"subscribe-only", no_argument, NULL, OPT_SUBSCRIBE_ONLY},
     {"stream", required_argument, NULL, OPT_STREAM},
     {"batch", required_argument, NULL, OPT_BATCH},
+    {"push", no_argument, NULL, OPT_PUSH},
     {"urls", required_argument, NULL, OPT_URLS},
     {"cpus", required_argument, NULL, OPT_CPUS},
     {"verbose", no_argument, NULL, 'v'},
@@ -321,6 +323,9 @@ static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *ar
     case OPT_BATCH:
         if (sq_parse_u64(arg, 1, 10000, 1, &o->sub_batch) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a fetch size (1..10000)", flag, arg);
+        return 0;
+    case OPT_PUSH:
+        o->sub_push = true;
         return 0;
     default:
         return sq_flag_refused(longs, opt, flag, err, len);
@@ -629,8 +634,11 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
     if ((o->sub_stream || o->sub_batch) && !o->subscribers)
         return sq_flag_fail(err, len, "%s applies to --subscribers N",
                             o->sub_stream ? "--stream" : "--batch");
-    if (o->sub_batch && !o->sub_stream)
-        return sq_flag_fail(err, len, "--batch applies to --stream (JetStream pull consumers)");
+    if ((o->sub_batch || o->sub_push) && !o->sub_stream)
+        return sq_flag_fail(err, len, "%s applies to --stream (JetStream consumers)",
+                            o->sub_batch ? "--batch" : "--push");
+    if (o->sub_batch && o->sub_push)
+        return sq_flag_fail(err, len, "--batch is a pull consumer's fetch size (not with --push)");
     if (o->subscribers && (o->request_reply || o->round_trip || o->idle))
         return sq_flag_fail(err, len, "--subscribers: the load must publish (not %s)",
                             o->request_reply ? "--request"
@@ -816,6 +824,7 @@ static const struct {
     {"subscribe-only", "runs no subscribers"},
     {"stream", "runs no subscribers"},
     {"batch", "runs no subscribers"},
+    {"push", "runs no subscribers"},
     {"agents", "cannot run on agents"},
     {"nats", "cannot run on agents"},
     {"agent-wait", "cannot run on agents"},

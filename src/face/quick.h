@@ -120,6 +120,7 @@ struct sq_quick_opts {
     bool subscribe_only;
     const char *sub_stream;    /* --stream: JetStream pull consumers on it */
     uint64_t sub_batch;        /* --batch: their fetch size; 0: 100 */
+    bool sub_push;             /* --push: push consumers instead */
     bool verbose;              /* -v: the first exchange of each status and error kind */
     bool http_debug;           /* --http-debug: every exchange (a few requests only) */
     bool http_debug_force;     /* --http-debug=force: whatever the count */

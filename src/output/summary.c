@@ -613,9 +613,9 @@ static void subs_lines(FILE *f, const json_t *doc)
     const json_t *js = json_object_get(s, "jetstream");
     if (json_is_object(js))
         fprintf(f,
-                "%-12s JetStream pull on %s · %s%s · batch %s · %s fetches · %s acks · %s "
+                "%-12s JetStream %s on %s · %s%s · batch %s · %s fetches · %s acks · %s "
                 "redelivered\n",
-                "", sq_report__str(js, "stream", "?"),
+                "", sq_report__str(js, "consumer", "?"), sq_report__str(js, "stream", "?"),
                 sq_report__str(js, "durable", NULL) ? "durable " : "ephemeral consumer each",
                 sq_report__str(js, "durable", ""), g(js, "batch", g1), g(js, "fetches", g2),
                 g(js, "acks", g3), g(js, "redelivered", d[0]));

@@ -74,6 +74,9 @@ struct sq_sink_config {
      * one of this connection's own when NULL; fetches of nats_batch messages (0: 100). */
     bool nats_pull;
     uint32_t nats_batch;
+    /* Or a push consumer of the same kind (deliver subject this connection's own inbox; with
+     * nats_durable, one deliver group of that name). */
+    bool nats_push;
     const char *mqtt;   /* mqtt://[user:pass@]host[:port]/filter, NULL: none */
     int mqtt_qos;       /* -1: 1 */
     int mqtt_version;   /* 0 or 3: 3.1.1; 5 */

@@ -218,8 +218,9 @@ int sq_subs_start(const struct sq_subs_opts *o, struct sq_subs **out, char *err,
             s->cfg.nats = s->url_buf;
             s->cfg.nats_stream = s->stream = strdup(o->stream);
             s->cfg.nats_durable = s->group; /* shared by the group; NULL: ephemeral each */
-            s->cfg.nats_pull = true;
-            s->cfg.nats_batch = o->batch ? o->batch : 100;
+            s->cfg.nats_pull = !o->push;
+            s->cfg.nats_push = o->push;
+            s->cfg.nats_batch = o->push ? 0 : o->batch ? o->batch : 100;
             if (!s->stream)
                 rc = -ENOMEM;
         } else if (nats) {
@@ -425,12 +426,13 @@ json_t *sq_subs_json(const struct sq_subs *s)
         json_object_set_new(j, "latency", sq_sink__latency_json(lat));
     }
     if (j && s->stream)
-        json_object_set_new(
-            j, "jetstream",
-            json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I}", "stream", s->stream, "consumer",
-                      "pull", "durable", s->group ? json_string(s->group) : json_null(), "batch",
-                      (json_int_t)s->cfg.nats_batch, "fetches", (json_int_t)fetches, "acks",
-                      (json_int_t)acks, "redelivered", (json_int_t)redelivered));
+        json_object_set_new(j, "jetstream",
+                            json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I}", "stream", s->stream,
+                                      "consumer", s->cfg.nats_push ? "push" : "pull", "durable",
+                                      s->group ? json_string(s->group) : json_null(), "batch",
+                                      (json_int_t)s->cfg.nats_batch, "fetches", (json_int_t)fetches,
+                                      "acks", (json_int_t)acks, "redelivered",
+                                      (json_int_t)redelivered));
     sq_hist_free(lat);
     return j;
 }

@@ -36,8 +36,9 @@ struct sq_subs_opts {
      * of that name they all fetch from; fetches of batch messages (0: 100), each one acked */
     const char *stream;
     uint32_t batch;
-    int mqtt_qos;                         /* the subscription's QoS; -1: 1 */
-    int mqtt_version;                     /* 0 or 3: 3.1.1; 5 */
+    bool push;        /* with stream: push consumers (a deliver group with group) instead of pull */
+    int mqtt_qos;     /* the subscription's QoS; -1: 1 */
+    int mqtt_version; /* 0 or 3: 3.1.1; 5 */
     const struct sq_egress *egress;       /* borrowed; NULL: anywhere */
     const struct sq_tls_client_opts *tls; /* borrowed; NULL: the system's CAs */
 };

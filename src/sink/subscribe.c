@@ -74,8 +74,9 @@ struct sq_sink__bus {
     /* set: messages go here, not to the sink's ledger (sink/subs.c's subscribers) */
     sq_sink__msg_cb on_msg;
     void *msg_ud;
-    /* a JetStream pull consumer (cfg->nats_pull): this connection's inbox prefix (its API
-     * answers and the fetched messages), the consumer's name once created, the fetch's count */
+    /* a JetStream pull or push consumer of the subscribers' (cfg->nats_pull, nats_push): this
+     * connection's inbox prefix (its API answers and the messages), the consumer's name once
+     * created, the fetch's count */
     char inbox[48];
     char consumer[128];
     uint32_t in_batch;
@@ -231,7 +232,7 @@ static void subscribed(struct sq_sink__bus *b)
 /* ---- NATS ---- */
 
 static int nats_connect(struct sq_sink__bus *b);
-static int pull_create(struct sq_sink__bus *b);
+static int js_create(struct sq_sink__bus *b);
 
 static int nats_hello(struct sq_sink__bus *b, const struct sq_nats_event *ev)
 {
@@ -275,8 +276,8 @@ static int nats_connect(struct sq_sink__bus *b)
     if (n < 0 || queue(b, buf, (size_t)n) < 0)
         return -ENOMEM;
     struct sq_str subj = {b->url.target, strlen(b->url.target)};
-    if (cfg->nats_pull)
-        return pull_create(b);
+    if (cfg->nats_pull || cfg->nats_push)
+        return js_create(b);
     if (cfg->nats_stream) {
         char deliver[512], api[512], body[1024];
         snprintf(deliver, sizeof(deliver), "_INBOX.squall.%s.%s", cfg->nats_stream,
@@ -312,40 +313,52 @@ static int nats_connect(struct sq_sink__bus *b)
 
 /* ---- a JetStream pull consumer (sink/subs.c's subscribers) ---- */
 
-/* SUBs of the connection's inbox ("<inbox>.d" the fetched messages, "<inbox>.api" the API's
- * answers), then the consumer's create: durable when cfg->nats_durable names one (whoever names
- * the same one shares its messages), else ephemeral (the server drops it 10 s after this
- * connection goes). Explicit acks, deliver policy "new": what is published from now on. */
-static int pull_create(struct sq_sink__bus *b)
+/* A JetStream consumer of the subscribers' (cfg->nats_pull or nats_push): the SUBs of the
+ * connection's inbox ("<inbox>.d" the messages, "<inbox>.api" the API's answers), then the
+ * consumer's create. Durable when cfg->nats_durable names one (whoever names the same one shares
+ * its messages: a push consumer's then go to a deliver group of that name), else ephemeral, one
+ * per connection (the server drops it 10 s after the connection goes). Explicit acks, deliver
+ * policy "new": what is published from now on. */
+static int js_create(struct sq_sink__bus *b)
 {
     const struct sq_sink_config *cfg = b->cfg;
-    char d[64], api[64], subj[512], body[1024], buf[2048];
-    int dl = snprintf(d, sizeof(d), "%s.d", b->inbox);
+    char d[192], api[64], subj[512], body[1024], buf[2048], deliver[256] = "";
+    bool shared_push = cfg->nats_push && cfg->nats_durable;
+    int dl = shared_push ? snprintf(d, sizeof(d), "_INBOX.squall.push.%s.%s", cfg->nats_stream,
+                                    cfg->nats_durable)
+                         : snprintf(d, sizeof(d), "%s.d", b->inbox);
     int al = snprintf(api, sizeof(api), "%s.api", b->inbox);
+    if (dl < 0 || (size_t)dl >= sizeof(d))
+        return -SQ_ETOOBIG;
+    const char *grp = shared_push ? cfg->nats_durable : "";
     int n = sq_nats_encode_sub(buf, sizeof(buf), (struct sq_str){d, (size_t)dl},
-                               (struct sq_str){"", 0}, SID_DATA);
+                               (struct sq_str){grp, strlen(grp)}, SID_DATA);
     if (n < 0 || queue(b, buf, (size_t)n) < 0)
         return -ENOMEM;
     n = sq_nats_encode_sub(buf, sizeof(buf), (struct sq_str){api, (size_t)al},
                            (struct sq_str){"", 0}, SID_API);
     if (n < 0 || queue(b, buf, (size_t)n) < 0)
         return -ENOMEM;
+    if (cfg->nats_push)
+        snprintf(deliver, sizeof(deliver), "\"deliver_subject\":\"%s\",%s%s%s", d,
+                 shared_push ? "\"deliver_group\":\"" : "", shared_push ? grp : "",
+                 shared_push ? "\"," : "");
     int bl;
     if (cfg->nats_durable) {
         snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s", cfg->nats_stream,
                  cfg->nats_durable);
         bl = snprintf(body, sizeof(body),
-                      "{\"stream_name\":\"%s\",\"config\":{\"durable_name\":\"%s\","
+                      "{\"stream_name\":\"%s\",\"config\":{\"durable_name\":\"%s\",%s"
                       "\"ack_policy\":\"explicit\",\"deliver_policy\":\"new\","
                       "\"max_ack_pending\":100000,\"filter_subject\":\"%s\"}}",
-                      cfg->nats_stream, cfg->nats_durable, b->url.target);
+                      cfg->nats_stream, cfg->nats_durable, deliver, b->url.target);
     } else {
         snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.CREATE.%s", cfg->nats_stream);
         bl = snprintf(body, sizeof(body),
-                      "{\"stream_name\":\"%s\",\"config\":{\"ack_policy\":\"explicit\","
+                      "{\"stream_name\":\"%s\",\"config\":{%s\"ack_policy\":\"explicit\","
                       "\"deliver_policy\":\"new\",\"max_ack_pending\":100000,"
                       "\"inactive_threshold\":10000000000,\"filter_subject\":\"%s\"}}",
-                      cfg->nats_stream, b->url.target);
+                      cfg->nats_stream, deliver, b->url.target);
     }
     if (bl < 0 || (size_t)bl >= sizeof(body))
         return -SQ_ETOOBIG;
@@ -427,14 +440,12 @@ static void nats_message(struct sq_sink__bus *b, const struct sq_nats_event *ev)
     }
     if (ev->sid_num != SID_DATA)
         return;
-    if (b->cfg->nats_pull) {
-        if (ev->op == SQ_NATS_OP_HMSG && ev->status >= 400) {
-            pull_fetch(b); /* 404 no messages, 408 expired, 409 the server ended it */
-            return;
-        }
-        if (delivered_count(ev->reply) > 1)
-            __atomic_add_fetch(&b->redelivered, 1, __ATOMIC_RELAXED);
+    if (b->cfg->nats_pull && ev->op == SQ_NATS_OP_HMSG && ev->status >= 400) {
+        pull_fetch(b); /* 404 no messages, 408 expired, 409 the server ended it */
+        return;
     }
+    if ((b->cfg->nats_pull || b->cfg->nats_push) && delivered_count(ev->reply) > 1)
+        __atomic_add_fetch(&b->redelivered, 1, __ATOMIC_RELAXED);
     struct sq_sink_field f[MAX_FIELDS];
     size_t nf = 0;
     if (ev->op == SQ_NATS_OP_HMSG) {
@@ -476,7 +487,7 @@ static int nats_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *ne
             return -ENOMEM;
         break;
     case SQ_NATS_OP_PONG:
-        if (!b->cfg->nats_stream && !b->cfg->nats_pull)
+        if (!b->cfg->nats_stream)
             subscribed(b);
         break;
     case SQ_NATS_OP_MSG:

@@ -246,6 +246,25 @@ class Subscribers(unittest.TestCase):
         self.assertEqual(info["ack_floor"]["consumer_seq"], 2000)  # the server saw every ack
         self.assertEqual(info["num_ack_pending"], 0)
 
+    def test_jetstream_push(self):
+        # fan-out: an ephemeral push consumer per subscriber, each delivering every message
+        p, doc = self.squall(self.nats_url + "/subs.js.push", "-c", "2", "-n", "2000",
+                             "--subscribers", "3", "--stream", "SUBS", "--push")
+        s = doc["subscribers"]
+        self.check_fan_out(s, 3, 2000)
+        self.assertEqual((s["jetstream"]["consumer"], s["jetstream"]["acks"]), ("push", 6000))
+        self.assertIn("JetStream push on SUBS", p.stderr)
+        # one durable push consumer delivering to a deliver group of three: each message once
+        _, doc = self.squall(self.nats_url + "/subs.js.pushgrp", "-c", "2", "-n", "2000",
+                             "--subscribers", "3", "--stream", "SUBS", "--push",
+                             "--queue", "pushers")
+        s = doc["subscribers"]
+        self.assertEqual(sum(x["messages"] for x in s["per_subscriber"]), 2000)
+        self.assertEqual((s["received"], s["lag"], s["jetstream"]["acks"]), (2000, 0, 2000))
+        info = js_request(self.nats_port, "$JS.API.CONSUMER.INFO.SUBS.pushers", {})
+        self.assertEqual(info["config"]["deliver_group"], "pushers")
+        self.assertEqual(info["ack_floor"]["consumer_seq"], 2000)
+
     def test_refusals(self):
         for args, word in (
             (["http://127.0.0.1:1/", "--subscribers", "2"], "--subscribers"),
@@ -255,6 +274,7 @@ class Subscribers(unittest.TestCase):
             ([self.nats_url + "/x", "--stream", "S"], "--stream applies to --subscribers"),
             ([self.nats_url + "/x", "--subscribers", "2", "--batch", "5"], "--batch applies"),
             ([self.mqtt_url + "/x", "--subscribers", "2", "--stream", "S"], "NATS"),
+            ([self.nats_url + "/x", "--subscribers", "2", "--push"], "--push applies"),
         ):
             with self.subTest(args=args):
                 p, _ = sqtest.run_squall(*args, timeout=30)
