@@ -281,9 +281,14 @@ static int quick_subs(struct quick *q)
     const struct sq_quick_opts *o = &q->o;
     if (!o->subscribers)
         return 0;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     struct sq_subs_opts so = {.url = o->url,
                               .n = o->subscribers,
-                              .threads = (uint32_t)(o->threads ? o->threads : q->run.cfg.threads),
+                              /* -t as given (the publishers may run fewer: one per
+                               * connection); else one per CPU, at most one per subscriber */
+                              .threads = (uint32_t)(o->threads ? o->threads
+                                                    : ncpu > 0 ? ncpu
+                                                               : 1),
                               .group = o->sub_group,
                               .stream = o->sub_stream,
                               .batch = (uint32_t)o->sub_batch,
