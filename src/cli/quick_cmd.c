@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/b64.h"
@@ -17,6 +18,9 @@
 #include "cli/loadrun.h"
 #include "cli/sinkrun.h"
 #include "cli/wrk.h"
+#include "base/clock.h"
+#include "sink/subs.h"
+#include "stats/hist.h"
 #include "face/flags.h"
 #include "face/quick.h"
 #include "face/report.h"
@@ -147,7 +151,16 @@ static const char usage[] =
     "                          http://HOST:PORT to listen on, nats://.../SUBJECT or\n"
     "                          mqtt://.../TOPIC to subscribe to (repeatable, one of each)\n"
     "      --sink-stamp WHERE  where the sink finds the stamp (squall sink --stamp)\n"
-    "      --sink-settle D     how long the sink waits for stragglers (default 2s)\n";
+    "      --sink-settle D     how long the sink waits for stragglers (default 2s)\n"
+    "      --subscribers N     N subscriber connections to the load's subject/topic beside the\n"
+    "                          publishers: per-subscriber msgs/s, spread, lag, e2e latency\n"
+    "      --queue NAME        the subscribers share the messages: a NATS queue group, an MQTT\n"
+    "                          shared subscription ($share/NAME/TOPIC)\n"
+    "      --subscribe-only    no publisher: subscribe for -d and count what others publish\n"
+    "      --stream NAME       NATS: the subscribers are JetStream pull consumers on NAME (with\n"
+    "                          --queue, one durable consumer NAME they share); acked each\n"
+    "      --batch N           their fetch size (default 100)\n"
+    "      --push              push consumers instead (with --queue: one deliver group)\n";
 
 void sq_cli_usage(FILE *f)
 {
@@ -176,6 +189,7 @@ struct quick {
     bool prepared;           /* run, load and cap hold what prepare set up */
     struct sq_cli_load load; /* the outputs, the tick, the sink, the result */
     struct sq_cli_capture cap;
+    struct sq_subs *subs; /* --subscribers (sink/subs.h), or NULL */
 };
 
 /* Everything the run's tick feeds, on the main thread. */
@@ -261,6 +275,61 @@ static int quick_sink(struct quick *q)
     return sq_cli_sink_begin(FACE, &so, q->run.cfg.run_id, &q->load.sink);
 }
 
+/* --subscribers: started, and subscribed (up to 5 s), before the first publish. */
+static int quick_subs(struct quick *q)
+{
+    const struct sq_quick_opts *o = &q->o;
+    if (!o->subscribers)
+        return 0;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    struct sq_subs_opts so = {.url = o->url,
+                              .n = o->subscribers,
+                              /* -t as given (the publishers may run fewer: one per
+                               * connection); else one per CPU, at most one per subscriber */
+                              .threads = (uint32_t)(o->threads ? o->threads
+                                                    : ncpu > 0 ? ncpu
+                                                               : 1),
+                              .group = o->sub_group,
+                              .stream = o->sub_stream,
+                              .batch = (uint32_t)o->sub_batch,
+                              .push = o->sub_push,
+                              .mqtt_qos = o->qos < 0 ? 1 : o->qos,
+                              .mqtt_version = o->mqtt_version,
+                              .egress = q->run.cfg.egress,
+                              .tls = &o->net.tls};
+    char err[512] = "";
+    int rc = sq_subs_start(&so, &q->subs, err, sizeof(err));
+    if (rc == -SQ_EUSAGE)
+        return sq_cli_usage_error(FACE, "%s", err);
+    if (rc < 0) {
+        sq_cli_error(FACE, "%s", err);
+        return SQ_EXIT_FAIL;
+    }
+    uint32_t k = sq_subs_wait(q->subs, 5 * SQ_NS_PER_S, NULL);
+    if (k < o->subscribers)
+        fprintf(stderr, "%s: --subscribers: %u of %u subscribed after 5s; the load starts anyway\n",
+                FACE, k, o->subscribers);
+    return 0;
+}
+
+/* --subscribe-only: no load; the subscribers count for the run's length (or until a signal). */
+static int subscribe_only(struct quick *q)
+{
+    struct sq_run_config *cfg = &q->run.cfg;
+    int64_t start = sq_now_ns(), end = start + sq_exec_length_ns(&cfg->exec);
+    while (sq_now_ns() < end && !*cfg->stop) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    q->load.sig = sq_cli_signal_seen(&q->load.forced);
+    /* the document's load part: nothing sent, over the time the subscribers listened */
+    struct sq_result *res = &q->load.res;
+    res->duration_ns = sq_now_ns() - start;
+    res->run_id = cfg->run_id;
+    res->seed = cfg->seed;
+    return sq_latency_hist_new(&res->latency) < 0 ? SQ_EXIT_FAIL : 0;
+}
+
 /* --cpus is best effort: a CPU this process may not run on (offline, outside its cgroup's or
  * taskset's set) leaves the workers given it unpinned; said before the run (the result's
  * worker_cpus says -1 for them after it). */
@@ -330,7 +399,9 @@ static int quick_prepare(struct quick *q)
             return SQ_EXIT_FAIL;
         cfg->capture = &q->cap.cfg;
     }
-    return quick_sink(q);
+    if ((rc = quick_sink(q)) != 0)
+        return rc;
+    return quick_subs(q);
 }
 
 /* The run, here or on agents, until it ends or a signal stops it. Returns 0 when it took place,
@@ -341,6 +412,11 @@ static int quick_run(struct quick *q)
     cfg->stop = sq_cli_signals_begin();
     if (q->o.dist.agents) /* the same run on agents: the arguments (and a -b @FILE's bytes) */
         q->load.job = quick_job(q->argc, q->argv, &q->o, &q->run);
+    if (q->subs)
+        sq_subs_go(q->subs);
+    if (q->o.subscribe_only) {
+        return subscribe_only(q);
+    }
     int rc = sq_cli_load_run(&q->load, sq_exec_is_open(&cfg->exec),
                              sq_exec_length_ns(&cfg->exec) + cfg->exec.graceful_stop_ns, on_tick,
                              &q->load);
@@ -362,6 +438,15 @@ static int quick_render(struct quick *q)
         sq_cli_load_doc(l, sq_quick_doc(&q->run, &l->res), q->argc, q->typed, !o->no_redact);
     if (!doc)
         return SQ_EXIT_FAIL;
+    uint64_t received = 0;
+    if (q->subs) { /* the last messages (quiet for 1 s at most), then the block */
+        sq_subs_finish(q->subs, o->subscribe_only ? UINT64_MAX : l->res.c.completed, SQ_NS_PER_S,
+                       q->run.cfg.stop);
+        json_t *b = sq_subs_json(q->subs);
+        received = b ? (uint64_t)json_integer_value(json_object_get(b, "received")) : 0;
+        if (b)
+            json_object_set_new(doc, "subscribers", b);
+    }
     if (o->script)
         json_object_set_new(doc, "script",
                             sq_cli_script_json(o->script, q->run.wrk.hooks, &l->res));
@@ -376,7 +461,12 @@ static int quick_render(struct quick *q)
         return SQ_EXIT_FAIL;
     }
     fflush(stdout);
-    int status = sq_cli_run_status(&l->res, l->sig, q->run.cfg.timeout_ns);
+    int status = o->subscribe_only ? (l->sig ? SQ_EXIT_SIGNAL : SQ_EXIT_OK)
+                                   : sq_cli_run_status(&l->res, l->sig, q->run.cfg.timeout_ns);
+    if (o->subscribe_only && !l->sig && !received) {
+        fprintf(stderr, "squall: --subscribe-only: the subscribers received nothing\n");
+        status = SQ_EXIT_FAIL;
+    }
     if (!l->sig && l->sink_failed) { /* the sink counted nothing that crossed its broker */
         fprintf(stderr, "squall: --sink: %s\n", l->sink_why);
         status = SQ_EXIT_FAIL;
@@ -386,6 +476,7 @@ static int quick_render(struct quick *q)
 
 static void quick_dispose(struct quick *q)
 {
+    sq_subs_free(q->subs);
     if (q->prepared) {
         sq_cli_load_dispose(&q->load);
         sq_cli_capture_dispose(&q->cap);

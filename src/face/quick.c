@@ -57,6 +57,12 @@ enum {
     OPT_SINK,
     OPT_SINK_STAMP,
     OPT_SINK_SETTLE,
+    OPT_SUBSCRIBERS,
+    OPT_QUEUE,
+    OPT_SUBSCRIBE_ONLY,
+    OPT_STREAM,
+    OPT_BATCH,
+    OPT_PUSH,
     OPT_URLS,
     OPT_CPUS,
     OPT_HTTP_DEBUG,
@@ -115,6 +121,12 @@ static const struct option longs[] = {
     {"sink", required_argument, NULL, OPT_SINK},
     {"sink-stamp", required_argument, NULL, OPT_SINK_STAMP},
     {"sink-settle", required_argument, NULL, OPT_SINK_SETTLE},
+    {"subscribers", required_argument, NULL, OPT_SUBSCRIBERS},
+    {"queue", required_argument, NULL, OPT_QUEUE},
+    {"subscribe-only", no_argument, NULL, OPT_SUBSCRIBE_ONLY},
+    {"stream", required_argument, NULL, OPT_STREAM},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"push", no_argument, NULL, OPT_PUSH},
     {"urls", required_argument, NULL, OPT_URLS},
     {"cpus", required_argument, NULL, OPT_CPUS},
     {"verbose", no_argument, NULL, 'v'},
@@ -281,6 +293,40 @@ static int take_bus(struct sq_quick_opts *o, int opt, const char *flag, char *ar
         return 0;
     case OPT_SINK_SETTLE:
         return duration_flag(flag, arg, false, &o->sink_settle_ns, err, len);
+    case OPT_SUBSCRIBERS: {
+        uint64_t n;
+        if (sq_parse_u64(arg, 1, 100000, 1, &n) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a subscriber count (1..100000)", flag,
+                                arg);
+        o->subscribers = (uint32_t)n;
+        return 0;
+    }
+    case OPT_QUEUE:
+        if (!arg[0] || strlen(arg) > 128 || strpbrk(arg, " \t/+#*>"))
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a group name (1 to 128 bytes, no blank, '/', "
+                                "'+', '#', '*' or '>')",
+                                flag, arg);
+        o->sub_group = arg;
+        return 0;
+    case OPT_SUBSCRIBE_ONLY:
+        o->subscribe_only = true;
+        return 0;
+    case OPT_STREAM:
+        if (!arg[0] || strlen(arg) > 128 || strpbrk(arg, " \t./*>"))
+            return sq_flag_fail(err, len,
+                                "%s: '%s' is not a stream name (1 to 128 bytes, no blank, '.', "
+                                "'/', '*' or '>')",
+                                flag, arg);
+        o->sub_stream = arg;
+        return 0;
+    case OPT_BATCH:
+        if (sq_parse_u64(arg, 1, 10000, 1, &o->sub_batch) < 0)
+            return sq_flag_fail(err, len, "%s: '%s' is not a fetch size (1..10000)", flag, arg);
+        return 0;
+    case OPT_PUSH:
+        o->sub_push = true;
+        return 0;
     default:
         return sq_flag_refused(longs, opt, flag, err, len);
     }
@@ -544,6 +590,7 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
                         : o->keepalive_ns  ? "--keepalive"
                         : o->client_id     ? "--client-id"
                         : o->tls_first     ? "--tls-first"
+                        : o->subscribers   ? "--subscribers"
                                            : NULL;
         if (f)
             return sq_flag_fail(err, len, "%s is for nats:// and mqtt:// URLs%s", f,
@@ -581,6 +628,22 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
         if (!o->connections_set)
             o->connections = 1; /* one publisher, as nats bench and the MQTT tools start */
     }
+    if ((o->sub_group || o->subscribe_only) && !o->subscribers)
+        return sq_flag_fail(err, len, "%s applies to --subscribers N",
+                            o->sub_group ? "--queue" : "--subscribe-only");
+    if ((o->sub_stream || o->sub_batch) && !o->subscribers)
+        return sq_flag_fail(err, len, "%s applies to --subscribers N",
+                            o->sub_stream ? "--stream" : "--batch");
+    if ((o->sub_batch || o->sub_push) && !o->sub_stream)
+        return sq_flag_fail(err, len, "%s applies to --stream (JetStream consumers)",
+                            o->sub_batch ? "--batch" : "--push");
+    if (o->sub_batch && o->sub_push)
+        return sq_flag_fail(err, len, "--batch is a pull consumer's fetch size (not with --push)");
+    if (o->subscribers && (o->request_reply || o->round_trip || o->idle))
+        return sq_flag_fail(err, len, "--subscribers: the load must publish (not %s)",
+                            o->request_reply ? "--request"
+                            : o->round_trip  ? "--round-trip"
+                                             : "--idle");
     if ((o->sink_stamp || o->sink_settle_ns) && !o->nsinks)
         return sq_flag_fail(err, len, "%s applies to --sink",
                             o->sink_stamp ? "--sink-stamp" : "--sink-settle");
@@ -694,6 +757,10 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             "--agents");
     if (o->dist.agents && o->script)
         return sq_flag_fail(err, len, "-s: a script runs on this machine only; not with --agents");
+    if (o->dist.agents && o->subscribers)
+        return sq_flag_fail(err, len,
+                            "--subscribers: the subscribers run on this machine only; not with "
+                            "--agents");
     int rc = sq_distopts_check(&o->dist, err, len);
     if (rc < 0)
         return rc;
@@ -752,6 +819,12 @@ static const struct {
     {"sink", "runs no sink (squall sink runs one beside it)"},
     {"sink-stamp", "runs no sink"},
     {"sink-settle", "runs no sink"},
+    {"subscribers", "runs no subscribers (the CLI does)"},
+    {"queue", "runs no subscribers"},
+    {"subscribe-only", "runs no subscribers"},
+    {"stream", "runs no subscribers"},
+    {"batch", "runs no subscribers"},
+    {"push", "runs no subscribers"},
     {"agents", "cannot run on agents"},
     {"nats", "cannot run on agents"},
     {"agent-wait", "cannot run on agents"},

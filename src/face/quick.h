@@ -111,6 +111,16 @@ struct sq_quick_opts {
     size_t nsinks;
     const char *sink_stamp;
     int64_t sink_settle_ns;
+    /* --subscribers N (nats:// and mqtt:// publish loads; sink/subs.h): N subscriber
+     * connections beside the publishers; --queue NAME makes them a NATS queue group or an MQTT
+     * shared subscription; --subscribe-only runs no publisher (an external one publishes).
+     * Refused from JSON (the CLI runs them) */
+    uint32_t subscribers;
+    const char *sub_group;
+    bool subscribe_only;
+    const char *sub_stream;    /* --stream: JetStream pull consumers on it */
+    uint64_t sub_batch;        /* --batch: their fetch size; 0: 100 */
+    bool sub_push;             /* --push: push consumers instead */
     bool verbose;              /* -v: the first exchange of each status and error kind */
     bool http_debug;           /* --http-debug: every exchange (a few requests only) */
     bool http_debug_force;     /* --http-debug=force: whatever the count */

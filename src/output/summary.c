@@ -578,6 +578,54 @@ static void sink_lines(FILE *f, const json_t *doc)
                 dus(l, "p99_9_us", g2), dus(l, "max_us", g3));
 }
 
+/* The subscribers beside a publish load (the quick face's --subscribers):
+ * "Subscribers 4 × nats t.a (fan out) · received 80,000 of 80,000 · lag 0 · 970,982.6 msg/s"
+ * then the spread between them and the end-to-end latency from the stamp. */
+static void subs_lines(FILE *f, const json_t *doc)
+{
+    const json_t *s = json_object_get(doc, "subscribers");
+    if (!json_is_object(s))
+        return;
+    char g1[32], g2[32], g3[32], d[2][D];
+    const char *mode = sq_report__str(s, "mode", "?");
+    fprintf(f, "%-12s %s × %s %s (%s%s%s) · received %s", "Subscribers", g(s, "count", g1),
+            sq_report__str(s, "kind", "?"), sq_report__str(s, "subscription", "?"),
+            strcmp(mode, "fan_out") == 0 ? "fan out"
+            : strcmp(mode, "queue") == 0 ? "queue group "
+                                         : "shared subscription ",
+            strcmp(mode, "fan_out") == 0 ? "" : sq_report__str(s, "group", "?"), "",
+            g(s, "received", g2));
+    double x;
+    if (sq_report__num(s, "expected", &x))
+        fprintf(f, " of %s · lag %s", g(s, "expected", g3), g(s, "lag", g1));
+    fprintf(f, " · %s msg/s\n",
+            sq_fmt_group((uint64_t)(sq_report__numd(s, "msgs_per_s", 0) + 0.5), g2, sizeof(g2)));
+    const json_t *sp = json_object_get(s, "spread");
+    fprintf(f, "%-12s per subscriber min %s · max %s · stddev %.1f · ", "", g(sp, "min", g1),
+            g(sp, "max", g2), sq_report__numd(sp, "stddev", 0));
+    fprintf(
+        f, "%s – %s msg/s",
+        sq_fmt_group((uint64_t)(sq_report__numd(sp, "msgs_per_s_min", 0) + 0.5), g1, sizeof(g1)),
+        sq_fmt_group((uint64_t)(sq_report__numd(sp, "msgs_per_s_max", 0) + 0.5), g2, sizeof(g2)));
+    if (sq_report__numd(s, "reconnects", 0) > 0)
+        fprintf(f, " · %s reconnects", g(s, "reconnects", g3));
+    fputc('\n', f);
+    const json_t *js = json_object_get(s, "jetstream");
+    if (json_is_object(js))
+        fprintf(f,
+                "%-12s JetStream %s on %s · %s%s · batch %s · %s fetches · %s acks · %s "
+                "redelivered\n",
+                "", sq_report__str(js, "consumer", "?"), sq_report__str(js, "stream", "?"),
+                sq_report__str(js, "durable", NULL) ? "durable " : "ephemeral consumer each",
+                sq_report__str(js, "durable", ""), g(js, "batch", g1), g(js, "fetches", g2),
+                g(js, "acks", g3), g(js, "redelivered", d[0]));
+    const json_t *l = json_object_get(s, "latency");
+    if (sq_report__numd(l, "count", 0) > 0)
+        fprintf(f, "%-12s e2e p50 %s · p90 %s · p99 %s · p99.9 %s · max %s (from the stamp)\n", "",
+                dus(l, "p50_us", d[0]), dus(l, "p90_us", d[1]), dus(l, "p99_us", g1),
+                dus(l, "p99_9_us", g2), dus(l, "max_us", g3));
+}
+
 /* A bus run's own figures: "NATS        jetstream · 3,000 acks · 0 duplicates · 1 reconnect". */
 static void bus_lines(FILE *f, const json_t *doc)
 {
@@ -1014,9 +1062,10 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     bool messages = strcmp(sq_report__str(doc, "config.protocol", ""), "websocket") == 0;
     bool bus = json_is_object(json_object_get(doc, "nats")) ||
                json_is_object(json_object_get(doc, "mqtt"));
-    if (bus)
+    if (bus) {
         bus_lines(f, doc);
-    else if (!messages)
+        subs_lines(f, doc);
+    } else if (!messages)
         status_line(f, doc);
     errors_lines(&o, doc);
     sample_lines(f, doc);

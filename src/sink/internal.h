@@ -11,6 +11,7 @@
 
 struct sq_loop;
 struct sq_sink__bus;
+struct sq_hist;
 
 /* One event from a source: its stamps are found (the sink's finder) and recorded in shard
  * `shard` (the caller's thread's own). */
@@ -39,5 +40,17 @@ bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len);
 /* What the source is, for the result ("nats", the URL without credentials, the subject). */
 json_t *sq_sink__bus_json(const struct sq_sink__bus *b);
 void sq_sink__bus_free(struct sq_sink__bus *b);
+
+/* A subscription whose messages go to cb (on the loop's thread) instead of sq_sink__event:
+ * sink/subs.c's subscribers, made with s NULL. Set before the first sweep. */
+typedef void (*sq_sink__msg_cb)(void *ud, const char *payload, size_t len);
+void sq_sink__bus_on_message(struct sq_sink__bus *b, sq_sink__msg_cb cb, void *ud);
+/* A JetStream consumer's counts: acks sent, fetches (pull), messages delivered more than once. */
+void sq_sink__bus_js_counts(const struct sq_sink__bus *b, uint64_t *acks, uint64_t *fetches,
+                            uint64_t *redelivered);
+
+/* The sink's latency block ({"measured_from": "stamp_send_time", "count", "min_us", ...,
+ * "histogram"}) for lat, a latency histogram (stats/hist.h); NULL when out of memory. */
+json_t *sq_sink__latency_json(const struct sq_hist *lat);
 
 #endif

@@ -1108,6 +1108,28 @@ static void run_text(uint64_t run, char *out)
     strcpy(out, a);
 }
 
+json_t *sq_sink__latency_json(const struct sq_hist *lat)
+{
+    json_t *l = json_object();
+    if (!l)
+        return NULL;
+    int64_t n = sq_hist_total(lat);
+    json_object_set_new(l, "measured_from", json_string("stamp_send_time"));
+    json_object_set_new(l, "count", json_integer((json_int_t)n));
+    json_object_set_new(l, "min_us", json_integer(n ? (json_int_t)sq_hist_min(lat) : 0));
+    json_object_set_new(l, "mean_us", json_real(n ? sq_hist_mean(lat) : 0));
+    static const struct {
+        const char *key;
+        double p;
+    } ps[] = {{"p50_us", 50}, {"p90_us", 90}, {"p95_us", 95}, {"p99_us", 99}, {"p99_9_us", 99.9}};
+    for (size_t k = 0; k < sizeof(ps) / sizeof(ps[0]); k++)
+        json_object_set_new(l, ps[k].key,
+                            json_integer(n ? (json_int_t)sq_hist_percentile(lat, ps[k].p) : 0));
+    json_object_set_new(l, "max_us", json_integer(n ? (json_int_t)sq_hist_max(lat) : 0));
+    json_object_set_new(l, "histogram", sq_hist_json(lat));
+    return l;
+}
+
 json_t *sq_sink_json(struct sq_sink *s)
 {
     uint64_t delivered = 0, dup = 0, ooo = 0, unst = 0, foreign = 0, oor = 0, over = 0, skew = 0,
@@ -1211,24 +1233,7 @@ json_t *sq_sink_json(struct sq_sink *s)
     }
     for (int i = 0; i < s->nbus; i++)
         json_array_append_new(sources, sq_sink__bus_json(s->bus[i]));
-    json_t *l = json_object();
-    {
-        int64_t n = sq_hist_total(lat);
-        json_object_set_new(l, "measured_from", json_string("stamp_send_time"));
-        json_object_set_new(l, "count", json_integer((json_int_t)n));
-        json_object_set_new(l, "min_us", json_integer(n ? (json_int_t)sq_hist_min(lat) : 0));
-        json_object_set_new(l, "mean_us", json_real(n ? sq_hist_mean(lat) : 0));
-        static const struct {
-            const char *key;
-            double p;
-        } ps[] = {
-            {"p50_us", 50}, {"p90_us", 90}, {"p95_us", 95}, {"p99_us", 99}, {"p99_9_us", 99.9}};
-        for (size_t k = 0; k < sizeof(ps) / sizeof(ps[0]); k++)
-            json_object_set_new(l, ps[k].key,
-                                json_integer(n ? (json_int_t)sq_hist_percentile(lat, ps[k].p) : 0));
-        json_object_set_new(l, "max_us", json_integer(n ? (json_int_t)sq_hist_max(lat) : 0));
-        json_object_set_new(l, "histogram", sq_hist_json(lat));
-    }
+    json_t *l = sq_sink__latency_json(lat);
     sq_hist_free(lat);
     double dur = (double)(sq_now_ns() - s->start_ns) / 1e9;
     if (s->nseries)

@@ -69,9 +69,17 @@ struct sq_sink_config {
     const char *nats; /* nats://[user:pass@]host[:port]/subject, NULL: none */
     const char *nats_queue;
     const char *nats_stream, *nats_durable; /* JetStream durable push consumer (both or none) */
-    const char *mqtt;                       /* mqtt://[user:pass@]host[:port]/filter, NULL: none */
-    int mqtt_qos;                           /* -1: 1 */
-    int mqtt_version;                       /* 0 or 3: 3.1.1; 5 */
+    /* With nats_stream: a JetStream pull consumer instead (sink/subs.c's subscribers; `squall
+     * sink` does not set it): durable nats_durable shared by whoever names it, or an ephemeral
+     * one of this connection's own when NULL; fetches of nats_batch messages (0: 100). */
+    bool nats_pull;
+    uint32_t nats_batch;
+    /* Or a push consumer of the same kind (deliver subject this connection's own inbox; with
+     * nats_durable, one deliver group of that name). */
+    bool nats_push;
+    const char *mqtt;   /* mqtt://[user:pass@]host[:port]/filter, NULL: none */
+    int mqtt_qos;       /* -1: 1 */
+    int mqtt_version;   /* 0 or 3: 3.1.1; 5 */
     const char *find;   /* "scan" (NULL), "all", "header:NAME", "json:PATH", "regex:RE" */
     int64_t settle_ns;  /* 0: SQ_SINK_DEFAULT_SETTLE_NS */
     uint32_t list_lost; /* 0: SQ_SINK_DEFAULT_LIST_LOST */

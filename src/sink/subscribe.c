@@ -71,6 +71,16 @@ struct sq_sink__bus {
     struct sq_mqtt_limits mlim;
     uint64_t messages, reconnects, acks; /* atomic (read by other threads) */
     int subscribed;                      /* atomic */
+    /* set: messages go here, not to the sink's ledger (sink/subs.c's subscribers) */
+    sq_sink__msg_cb on_msg;
+    void *msg_ud;
+    /* a JetStream pull or push consumer of the subscribers' (cfg->nats_pull, nats_push): this
+     * connection's inbox prefix (its API answers and the messages), the consumer's name once
+     * created, the fetch's count */
+    char inbox[48];
+    char consumer[128];
+    uint32_t in_batch;
+    uint64_t fetches, redelivered; /* atomic */
 };
 
 static void b_connect(struct sq_sink__bus *b);
@@ -222,6 +232,7 @@ static void subscribed(struct sq_sink__bus *b)
 /* ---- NATS ---- */
 
 static int nats_connect(struct sq_sink__bus *b);
+static int js_create(struct sq_sink__bus *b);
 
 static int nats_hello(struct sq_sink__bus *b, const struct sq_nats_event *ev)
 {
@@ -265,6 +276,8 @@ static int nats_connect(struct sq_sink__bus *b)
     if (n < 0 || queue(b, buf, (size_t)n) < 0)
         return -ENOMEM;
     struct sq_str subj = {b->url.target, strlen(b->url.target)};
+    if (cfg->nats_pull || cfg->nats_push)
+        return js_create(b);
     if (cfg->nats_stream) {
         char deliver[512], api[512], body[1024];
         snprintf(deliver, sizeof(deliver), "_INBOX.squall.%s.%s", cfg->nats_stream,
@@ -298,6 +311,107 @@ static int nats_connect(struct sq_sink__bus *b)
     return 0; /* subscribed at the PONG */
 }
 
+/* ---- a JetStream pull consumer (sink/subs.c's subscribers) ---- */
+
+/* A JetStream consumer of the subscribers' (cfg->nats_pull or nats_push): the SUBs of the
+ * connection's inbox ("<inbox>.d" the messages, "<inbox>.api" the API's answers), then the
+ * consumer's create. Durable when cfg->nats_durable names one (whoever names the same one shares
+ * its messages: a push consumer's then go to a deliver group of that name), else ephemeral, one
+ * per connection (the server drops it 10 s after the connection goes). Explicit acks, deliver
+ * policy "new": what is published from now on. */
+static int js_create(struct sq_sink__bus *b)
+{
+    const struct sq_sink_config *cfg = b->cfg;
+    char d[192], api[64], subj[512], body[1024], buf[2048], deliver[256] = "";
+    bool shared_push = cfg->nats_push && cfg->nats_durable;
+    int dl = shared_push ? snprintf(d, sizeof(d), "_INBOX.squall.push.%s.%s", cfg->nats_stream,
+                                    cfg->nats_durable)
+                         : snprintf(d, sizeof(d), "%s.d", b->inbox);
+    int al = snprintf(api, sizeof(api), "%s.api", b->inbox);
+    if (dl < 0 || (size_t)dl >= sizeof(d))
+        return -SQ_ETOOBIG;
+    const char *grp = shared_push ? cfg->nats_durable : "";
+    int n = sq_nats_encode_sub(buf, sizeof(buf), (struct sq_str){d, (size_t)dl},
+                               (struct sq_str){grp, strlen(grp)}, SID_DATA);
+    if (n < 0 || queue(b, buf, (size_t)n) < 0)
+        return -ENOMEM;
+    n = sq_nats_encode_sub(buf, sizeof(buf), (struct sq_str){api, (size_t)al},
+                           (struct sq_str){"", 0}, SID_API);
+    if (n < 0 || queue(b, buf, (size_t)n) < 0)
+        return -ENOMEM;
+    if (cfg->nats_push)
+        snprintf(deliver, sizeof(deliver), "\"deliver_subject\":\"%s\",%s%s%s", d,
+                 shared_push ? "\"deliver_group\":\"" : "", shared_push ? grp : "",
+                 shared_push ? "\"," : "");
+    int bl;
+    if (cfg->nats_durable) {
+        snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s", cfg->nats_stream,
+                 cfg->nats_durable);
+        bl = snprintf(body, sizeof(body),
+                      "{\"stream_name\":\"%s\",\"config\":{\"durable_name\":\"%s\",%s"
+                      "\"ack_policy\":\"explicit\",\"deliver_policy\":\"new\","
+                      "\"max_ack_pending\":100000,\"filter_subject\":\"%s\"}}",
+                      cfg->nats_stream, cfg->nats_durable, deliver, b->url.target);
+    } else {
+        snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.CREATE.%s", cfg->nats_stream);
+        bl = snprintf(body, sizeof(body),
+                      "{\"stream_name\":\"%s\",\"config\":{%s\"ack_policy\":\"explicit\","
+                      "\"deliver_policy\":\"new\",\"max_ack_pending\":100000,"
+                      "\"inactive_threshold\":10000000000,\"filter_subject\":\"%s\"}}",
+                      cfg->nats_stream, deliver, b->url.target);
+    }
+    if (bl < 0 || (size_t)bl >= sizeof(body))
+        return -SQ_ETOOBIG;
+    n = sq_nats_encode_pub(buf, sizeof(buf), (struct sq_str){subj, strlen(subj)},
+                           (struct sq_str){api, (size_t)al}, body, (size_t)bl);
+    if (n < 0 || queue(b, buf, (size_t)n) < 0)
+        return -ENOMEM;
+    return 0; /* subscribed when the API answers (nats_message) */
+}
+
+/* The next fetch: nats_batch messages, or whatever came within 1 s (then a 408 status ends it
+ * and the next one goes out). */
+static void pull_fetch(struct sq_sink__bus *b)
+{
+    const struct sq_sink_config *cfg = b->cfg;
+    char subj[512], d[64], body[96], buf[1024];
+    snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", cfg->nats_stream, b->consumer);
+    int dl = snprintf(d, sizeof(d), "%s.d", b->inbox);
+    int bl = snprintf(body, sizeof(body), "{\"batch\":%u,\"expires\":1000000000}",
+                      cfg->nats_batch ? cfg->nats_batch : 100);
+    int n = sq_nats_encode_pub(buf, sizeof(buf), (struct sq_str){subj, strlen(subj)},
+                               (struct sq_str){d, (size_t)dl}, body, (size_t)bl);
+    if (n < 0 || queue(b, buf, (size_t)n) < 0) {
+        b->failed = true;
+        return;
+    }
+    b->in_batch = 0;
+    __atomic_add_fetch(&b->fetches, 1, __ATOMIC_RELAXED);
+}
+
+/* The delivery count in a JetStream ack subject: $JS.ACK.<stream>.<consumer>.<delivered>...
+ * (9 tokens), or with a domain and an account hash before the stream (12 or more). */
+static uint64_t delivered_count(struct sq_str reply)
+{
+    size_t tok = 0, start = 0, ntok = 1;
+    for (size_t i = 0; i < reply.len; i++)
+        ntok += reply.p[i] == '.';
+    size_t want = ntok >= 12 ? 6 : 4;
+    uint64_t v = 0;
+    for (size_t i = 0; i <= reply.len; i++) {
+        if (i < reply.len && reply.p[i] != '.')
+            continue;
+        if (tok == want) {
+            for (size_t k = start; k < i && reply.p[k] >= '0' && reply.p[k] <= '9'; k++)
+                v = v * 10 + (uint64_t)(reply.p[k] - '0');
+            return v;
+        }
+        tok++;
+        start = i + 1;
+    }
+    return 0;
+}
+
 static void nats_message(struct sq_sink__bus *b, const struct sq_nats_event *ev)
 {
     if (ev->sid_num == SID_API) {
@@ -307,11 +421,31 @@ static void nats_message(struct sq_sink__bus *b, const struct sq_nats_event *ev)
             b->failed = true; /* retried after a backoff */
             return;
         }
+        if (b->cfg->nats_pull) {
+            struct sq_str name;
+            if (sq_nats_json_get(ev->payload, "name", &name) != 1 || name.len < 3 ||
+                name.len - 2 >= sizeof(b->consumer)) {
+                note(b, ev->payload.p, ev->payload.len);
+                b->failed = true;
+                return;
+            }
+            memcpy(b->consumer, name.p + 1, name.len - 2); /* without its quotes */
+            b->consumer[name.len - 2] = '\0';
+            subscribed(b);
+            pull_fetch(b);
+            return;
+        }
         subscribed(b);
         return;
     }
     if (ev->sid_num != SID_DATA)
         return;
+    if (b->cfg->nats_pull && ev->op == SQ_NATS_OP_HMSG && ev->status >= 400) {
+        pull_fetch(b); /* 404 no messages, 408 expired, 409 the server ended it */
+        return;
+    }
+    if ((b->cfg->nats_pull || b->cfg->nats_push) && delivered_count(ev->reply) > 1)
+        __atomic_add_fetch(&b->redelivered, 1, __ATOMIC_RELAXED);
     struct sq_sink_field f[MAX_FIELDS];
     size_t nf = 0;
     if (ev->op == SQ_NATS_OP_HMSG) {
@@ -323,13 +457,18 @@ static void nats_message(struct sq_sink__bus *b, const struct sq_nats_event *ev)
             return; /* a JetStream heartbeat or flow-control message, not an event */
     }
     __atomic_add_fetch(&b->messages, 1, __ATOMIC_RELAXED);
-    sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), ev->payload.p, ev->payload.len, f, nf);
+    if (b->on_msg)
+        b->on_msg(b->msg_ud, ev->payload.p, ev->payload.len);
+    else
+        sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), ev->payload.p, ev->payload.len, f, nf);
     if (b->cfg->nats_stream && ev->reply.len) {
         char buf[512];
         int n = sq_nats_encode_pub(buf, sizeof(buf), ev->reply, (struct sq_str){"", 0}, "", 0);
         if (n > 0 && queue(b, buf, (size_t)n) == 0)
             __atomic_add_fetch(&b->acks, 1, __ATOMIC_RELAXED);
     }
+    if (b->cfg->nats_pull && ++b->in_batch >= (b->cfg->nats_batch ? b->cfg->nats_batch : 100))
+        pull_fetch(b);
 }
 
 static int nats_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *need)
@@ -368,9 +507,12 @@ static int nats_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *ne
 
 static int mqtt_hello(struct sq_sink__bus *b)
 {
+    /* unique in this process too: many subscribers (sink/subs.c) connect at once */
+    static unsigned nth;
     char id[96];
-    int idl = snprintf(id, sizeof(id), "squall-sink-%d-%llx", (int)getpid(),
-                       (unsigned long long)(sq_now_ns() & 0xffffffffffull));
+    int idl = snprintf(id, sizeof(id), "squall-sink-%d-%llx-%u", (int)getpid(),
+                       (unsigned long long)(sq_now_ns() & 0xffffffffffull),
+                       __atomic_add_fetch(&nth, 1, __ATOMIC_RELAXED));
     struct sq_mqtt_connect c = {
         .version = b->mlim.version,
         .clean_start = true,
@@ -441,7 +583,11 @@ static int mqtt_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *ne
                 f[nf++] = (struct sq_sink_field){up.name.p, up.value.p, up.name.len, up.value.len};
         }
         __atomic_add_fetch(&b->messages, 1, __ATOMIC_RELAXED);
-        sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), pk.payload.p, pk.payload.len, f, nf);
+        if (b->on_msg)
+            b->on_msg(b->msg_ud, pk.payload.p, pk.payload.len);
+        else
+            sq_sink__event(b->sink, sq_sink__bus_shard(b->sink), pk.payload.p, pk.payload.len, f,
+                           nf);
         break;
     }
     case SQ_MQTT_PUBREL:
@@ -732,6 +878,9 @@ int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_
         sq_sink__bus_free(b);
         return rc;
     }
+    static unsigned nth_inbox;
+    snprintf(b->inbox, sizeof(b->inbox), "_INBOX.squall.%d.%u", (int)getpid(),
+             __atomic_add_fetch(&nth_inbox, 1, __ATOMIC_RELAXED));
     b->state = S_CLOSED; /* the first sweep connects */
     *out = b;
     return 0;
@@ -790,6 +939,20 @@ bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len)
              "%s: never subscribed (%s): the sink counted nothing that crossed this broker", url,
              first);
     return true;
+}
+
+void sq_sink__bus_js_counts(const struct sq_sink__bus *b, uint64_t *acks, uint64_t *fetches,
+                            uint64_t *redelivered)
+{
+    *acks = __atomic_load_n(&b->acks, __ATOMIC_RELAXED);
+    *fetches = __atomic_load_n(&b->fetches, __ATOMIC_RELAXED);
+    *redelivered = __atomic_load_n(&b->redelivered, __ATOMIC_RELAXED);
+}
+
+void sq_sink__bus_on_message(struct sq_sink__bus *b, sq_sink__msg_cb cb, void *ud)
+{
+    b->on_msg = cb;
+    b->msg_ud = ud;
 }
 
 void sq_sink__bus_free(struct sq_sink__bus *b)
