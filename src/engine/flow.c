@@ -440,6 +440,37 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     memset(v, 0, sizeof(*v));
 }
 
+void sq_flow_vu_lane(struct sq_flow_vu *lane, const struct sq_flow_vu *v)
+{
+    lane->vu = v->vu;
+    lane->iteration = v->iteration;
+    lane->iter_start_ns = v->iter_start_ns;
+    lane->last_status = v->last_status;
+    lane->vars = v->vars;
+    lane->var_views = v->var_views;
+    lane->rows = v->rows;
+    lane->jar = v->jar;
+    lane->loop_n = v->loop_n;
+    lane->stamp_fn = v->stamp_fn;
+    lane->stamp_ud = v->stamp_ud;
+    if (!lane->rng)
+        lane->rng = v->rng ^ ((uintptr_t)lane * 0x9E3779B97F4A7C15ull) ^ 1;
+    lane->think_until = 0;
+    lane->hops = 0;
+    lane->redirect = false;
+    lane->stamp_len = 0;
+}
+
+void sq_flow_vu_lane_dispose(struct sq_flow_vu *lane, const struct sq_flow *f)
+{
+    lane->vars = NULL; /* the VU's, not the lane's */
+    lane->var_views = NULL;
+    lane->rows = NULL;
+    lane->jar = NULL;
+    lane->loop_n = NULL;
+    sq_flow_vu_dispose(lane, f);
+}
+
 struct cond_ctx {
     const struct sq_flow *f;
     struct sq_flow_vu *v;
@@ -853,6 +884,13 @@ target_done:;
 
 int sq_flow_use_h2(struct sq_flow *f, char *err, size_t errlen)
 {
+    if (f->sc->batch_max) {
+        snprintf(err, errlen,
+                 "a batch: runs over HTTP/1.1 only for now (scenario '%s' is HTTP/2: drop "
+                 "protocol: h2 or --http2)",
+                 f->sc->name);
+        return -SQ_EUSAGE;
+    }
     f->h2 = true;
     for (size_t i = 0; i < f->nsteps; i++) {
         struct sq_flow_step *st = &f->steps[i];
