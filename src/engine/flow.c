@@ -884,13 +884,6 @@ target_done:;
 
 int sq_flow_use_h2(struct sq_flow *f, char *err, size_t errlen)
 {
-    if (f->sc->batch_max) {
-        snprintf(err, errlen,
-                 "a batch: runs over HTTP/1.1 only for now (scenario '%s' is HTTP/2: drop "
-                 "protocol: h2 or --http2)",
-                 f->sc->name);
-        return -SQ_EUSAGE;
-    }
     f->h2 = true;
     for (size_t i = 0; i < f->nsteps; i++) {
         struct sq_flow_step *st = &f->steps[i];

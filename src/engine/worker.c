@@ -751,7 +751,9 @@ static void lane_send(struct sq_engine__conn *l, int64_t now)
     const char *req = "";
     size_t len = 0;
     bool rendered = false;
-    if (SQ_UNLIKELY(sq_flow_request(w->flow, st, lv, &req, &len, &rendered) < 0)) {
+    if (SQ_UNLIKELY(
+            sq_flow_request(w->flow, st, lv, &req, &len, &rendered) < 0 ||
+            (w->flow->h2 && sq_flow_h2_request(w->flow, st, lv, req, len, &l->h2req) < 0))) {
         conn_unsendable(l, now, now); /* counted sent and failed: the batch goes on */
         conn_backoff(l);
         return;
@@ -1967,7 +1969,10 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         return rc;
     if (w->flow && w->flow->sc->batch_max) {
         const struct sq_plan_scenario *fsc = w->flow->sc;
-        w->lanes_per = fsc->batch_max < fsc->batch_conns ? fsc->batch_max : fsc->batch_conns;
+        /* HTTP/1.1: up to batchConnections connections; HTTP/2: a stream per request */
+        w->lanes_per = fsc->batch_max < fsc->batch_conns || w->drv != &sq_engine__h1_driver
+                           ? fsc->batch_max
+                           : fsc->batch_conns;
         w->lane0 = w->ncap;
         w->nlanes = w->ncap * w->lanes_per;
     }

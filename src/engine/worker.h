@@ -290,7 +290,7 @@ struct sq_engine__worker {
     uint32_t lane0, nlanes, lanes_per;
     struct sq_flow_vu *lane_fv;
     struct sq_engine__conn *lane_cur; /* the lane whose answer ends a batch, while it does */
-    uint64_t in_iter; /* VUs inside an iteration */
+    uint64_t in_iter;                 /* VUs inside an iteration */
     uint64_t interrupted;
     struct sq_loop *loop;
     struct sq_engine__conn *conns;

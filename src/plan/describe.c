@@ -432,6 +432,13 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
                             (unsigned long long)lp->count);
                 }
             }
+            if (sc->steps[s].batch)
+                fprintf(out, "    batch: steps %zu-%zu at once (%u connection%s over HTTP/1.1)\n",
+                        s + 1, s + sc->steps[s].batch,
+                        sc->batch_max < sc->batch_conns ? sc->batch_max : sc->batch_conns,
+                        (sc->batch_max < sc->batch_conns ? sc->batch_max : sc->batch_conns) == 1
+                            ? ""
+                            : "s");
             put_step(out, sc, s);
         }
     }

@@ -172,21 +172,70 @@ class Batch(unittest.TestCase):
         for i in range(1, 6):
             self.assertEqual(self.srv.counts[f"/slow/{i}"], 2 * ITERS)
 
-    def test_h2_refused(self):
-        p, doc, _ = self.run_plan("""
+
+
+class BatchTarget(sqtest.TargetCase):
+    """Against `squall target`, over HTTP/1.1 and HTTP/2 (h2c: the same port). A batch's first
+    request is a /delay/5000, its second a /json/64: both extract their Content-Length into the
+    same variable, so the one answered last sets it. Sent at once, the /json is answered while
+    the /delay waits, and the variable ends as the /delay's "0"; sent one after the other it
+    could only end as "64". The step after the batch counts which (an `if:` on it), and the
+    target's counts equal squall's."""
+
+    def run_plan(self, proto):
+        self.reset()
+        text = f"target: {self.base}\n" + textwrap.dedent(f"""
             scenarios:
               s:
                 executor: per-vu-iterations
                 vus: 1
-                iterations: 1
-                protocol: h2
+                iterations: 2
+                {proto}
                 flow:
                   - batch:
-                      - request: { url: /slow/1 }
+                      - name: slow
+                        request: {{ url: /delay/5000, timeout: 60s }}
+                        extract: {{ len: {{ header: Content-Length }} }}
+                      - name: quick
+                        request: {{ url: /json/64 }}
+                        extract: {{ len: {{ header: Content-Length }} }}
+                      - name: third
+                        request: {{ url: /fast }}
+                  - name: concurrent
+                    if: "len == 0"
+                    request: {{ url: /ok }}
+                  - name: sequential
+                    if: "len != 0"
+                    request: {{ url: /echo }}
             """)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("HTTP/1.1 only", p.stderr)
-        self.assertEqual(sum(self.srv.counts.values()), 0)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plan.yaml")
+            with open(path, "w") as f:
+                f.write(text)
+            p, doc, _ = sqtest.run_json("run", path, "-q", timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_accounting(doc)
+        st = self.stats()
+        ep = st["endpoints"]
+        self.assertEqual(ep["ok"], 2, ep)   # the /json was answered before the /delay
+        self.assertEqual(ep["echo"], 0, ep)
+        self.assertEqual(ep["delay"], 2, ep)
+        self.assertEqual(ep["json"], 2, ep)
+        self.assertEqual(ep["fast"], 2, ep)
+        r = doc["requests"]
+        self.assertEqual(r["completed"], 8, r)
+        self.assertEqual(r["failed"], 0, r)
+        self.assertEqual(st["requests"] - ep["stats"], r["completed"], st)
+        return st
+
+    def test_h1(self):
+        self.run_plan("")
+
+    def test_h2(self):
+        st = self.run_plan("protocol: h2")
+        # every request of the batch went as a stream on the VU's one connection
+        self.assertEqual(st["h2"]["connections"], 1, st["h2"])
+        self.assertEqual(st["h2"]["streams"], 8, st["h2"])
 
 
 if __name__ == "__main__":
