@@ -1937,8 +1937,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     /* The open model's pool grows from preAllocatedVUs to maxVUs on HTTP/1.1 (one VU, one
      * connection); elsewhere maxVUs only caps what is in flight. */
     uint64_t pre = sq_exec_is_open(ex) ? sq_seg_share(cfg->seg, ex->vus) : vus;
-    if (pre >= vus || per != 1 || w->drv != &sq_engine__h1_driver ||
-        (w->flow && w->flow->sc->batch_max)) /* a batch's lanes follow the pool: no growing */
+    if (pre >= vus || per != 1 || w->drv != &sq_engine__h1_driver)
         vus = pre;
     uint32_t total = (uint32_t)((vus + per - 1) / per);
     uint32_t nconn = (uint32_t)sq_engine__share(total, n, si), first_conn = 0;

@@ -8,8 +8,8 @@ the plan's checks and the test count as failures. Each response carries an id th
 request extracts and the step after the batch sends back, so extractors of a batch apply. A
 batch wider than batchConnections never has more requests in flight than that (the server
 counts the most at once), and every request squall counts is one the server counted, per path.
-Over HTTP/2 a batch is refused with its message (not yet supported). Bounded by iteration
-counts.
+Against `squall target`, over HTTP/1.1 and HTTP/2, the order of the answers shows the same
+(BatchTarget). Bounded by iteration counts.
 """
 import http.server
 import json
