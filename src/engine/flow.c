@@ -453,8 +453,6 @@ void sq_flow_vu_lane(struct sq_flow_vu *lane, const struct sq_flow_vu *v)
     lane->loop_n = v->loop_n;
     lane->stamp_fn = v->stamp_fn;
     lane->stamp_ud = v->stamp_ud;
-    if (!lane->rng)
-        lane->rng = v->rng ^ ((uintptr_t)lane * 0x9E3779B97F4A7C15ull) ^ 1;
     lane->think_until = 0;
     lane->hops = 0;
     lane->redirect = false;

@@ -197,7 +197,8 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f);
 /* A batch's lane (engine/worker.c): a second VU state that sends one request of VU v's batch
  * on a connection of its own. It renders with v's variables, feeder rows and cookie jar (it
  * borrows them: an extractor of a batch's request sets v's variable) into buffers of its own.
- * sq_flow_vu_lane brings lane up to date with v before each request (lane zeroed at first);
+ * Its random values come from its own stream (lane->rng, set once by its owner). sq_flow_vu_lane
+ * brings lane up to date with v before each request (lane zeroed at first);
  * sq_flow_vu_lane_dispose frees what is the lane's own. */
 void sq_flow_vu_lane(struct sq_flow_vu *lane, const struct sq_flow_vu *v);
 void sq_flow_vu_lane_dispose(struct sq_flow_vu *lane, const struct sq_flow *f);

@@ -2079,6 +2079,9 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         c->lane = true;
         sq_timer_init(&c->timer, timer_cb);
         c->fv = &w->lane_fv[k];
+        c->fv->rng = sq_tmpl_rng_init(
+            w->run->seed, SQ_TMPL_STREAM_LANE + sq_engine__vu_number(w, k / w->lanes_per) * 64 +
+                              k % w->lanes_per);
     }
     if ((rc = sq_engine__xc_init(w)) < 0)
         return rc;
