@@ -36,14 +36,15 @@ int sq_engine__xc_init(struct sq_engine__worker *w)
     w->xs_per = w->cfg->sample_per_class;
     if (!w->capture && !w->xs_per)
         return 0;
-    uint32_t n = w->nconns ? w->nconns : 1;
+    /* the VUs, then a batch's lanes (worker.h: they follow the pool, lane0 == nconns here) */
+    uint32_t all = w->nconns + w->nlanes, n = all ? all : 1;
     w->xcs = calloc(n, sizeof(*w->xcs));
     if (!w->xcs)
         return -ENOMEM;
     /* Only the pointers are written here: a record's page is touched when its VU is captured,
      * drawn or fails (a zeroed record means none of these), so sampling alone costs 8 bytes per
      * VU, not 48 (bench/connmem.py). */
-    for (uint32_t i = 0; i < w->nconns; i++)
+    for (uint32_t i = 0; i < all; i++)
         w->conns[i].xc = &w->xcs[i];
     if (w->capture) {
         w->xc_seen = calloc((SEEN_BITS + 7) / 8, 1);
@@ -78,7 +79,7 @@ int sq_engine__xc_init(struct sq_engine__worker *w)
 void sq_engine__xc_dispose(struct sq_engine__worker *w)
 {
     if (w->xcs && w->capture)
-        for (uint32_t i = 0; i < (w->nconns ? w->nconns : 1); i++)
+        for (uint32_t i = 0; i < (w->nconns + w->nlanes ? w->nconns + w->nlanes : 1); i++)
             free(w->xcs[i].buf);
     free(w->xcs);
     free(w->xc_seen);

@@ -7,7 +7,9 @@
  * (worker.h) whatever the protocol: the driver moves it between the states of enum conn_state
  * and calls back into the worker (the sq_engine__vu_* functions below) when a request
  * completes, fails or the VU is free for its next one. docs/internals/engine.md, "How to add a
- * protocol", says what each side owes the other.
+ * protocol", says what each side owes the other. A flow with a batch adds lanes (worker.h:
+ * conns[lane0, lane0 + nlanes), c->lane): connections that are not VUs, which a driver sets up,
+ * sweeps and closes as it does its VUs; the callbacks below are the same for them.
  *
  * Why a table and not a switch: the only entry point a request crosses in the steady state is
  * `send` (connect, close and sweep are per connection or per 100 ms), and an indirect call that

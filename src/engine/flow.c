@@ -440,6 +440,35 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     memset(v, 0, sizeof(*v));
 }
 
+void sq_flow_vu_lane(struct sq_flow_vu *lane, const struct sq_flow_vu *v)
+{
+    lane->vu = v->vu;
+    lane->iteration = v->iteration;
+    lane->iter_start_ns = v->iter_start_ns;
+    lane->last_status = v->last_status;
+    lane->vars = v->vars;
+    lane->var_views = v->var_views;
+    lane->rows = v->rows;
+    lane->jar = v->jar;
+    lane->loop_n = v->loop_n;
+    lane->stamp_fn = v->stamp_fn;
+    lane->stamp_ud = v->stamp_ud;
+    lane->think_until = 0;
+    lane->hops = 0;
+    lane->redirect = false;
+    lane->stamp_len = 0;
+}
+
+void sq_flow_vu_lane_dispose(struct sq_flow_vu *lane, const struct sq_flow *f)
+{
+    lane->vars = NULL; /* the VU's, not the lane's */
+    lane->var_views = NULL;
+    lane->rows = NULL;
+    lane->jar = NULL;
+    lane->loop_n = NULL;
+    sq_flow_vu_dispose(lane, f);
+}
+
 struct cond_ctx {
     const struct sq_flow *f;
     struct sq_flow_vu *v;

@@ -155,6 +155,13 @@ struct sq_flow_vu {
     uint32_t hops;
     struct sq_buf loc, redir;
     size_t jar_at, jar_len;
+    /* A batch (struct sq_plan_step.batch) the VU is in: the next request of it to send
+     * (batch_next), the step after its last (batch_end), the requests not yet answered
+     * (batch_left; 0: no batch out), whether one of them asked to end the iteration, and when
+     * it was sent. */
+    uint32_t batch_next, batch_end, batch_left;
+    bool batch_stop;
+    int64_t batch_ns;
 };
 
 /* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked
@@ -186,6 +193,15 @@ SQ_MUST_CHECK int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egr
 SQ_MUST_CHECK int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu,
                                   uint64_t seed);
 void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f);
+
+/* A batch's lane (engine/worker.c): a second VU state that sends one request of VU v's batch
+ * on a connection of its own. It renders with v's variables, feeder rows and cookie jar (it
+ * borrows them: an extractor of a batch's request sets v's variable) into buffers of its own.
+ * Its random values come from its own stream (lane->rng, set once by its owner). sq_flow_vu_lane
+ * brings lane up to date with v before each request (lane zeroed at first);
+ * sq_flow_vu_lane_dispose frees what is the lane's own. */
+void sq_flow_vu_lane(struct sq_flow_vu *lane, const struct sq_flow_vu *v);
+void sq_flow_vu_lane_dispose(struct sq_flow_vu *lane, const struct sq_flow *f);
 
 /* Whether step st's `if:` holds for VU v (its names rendered into v->scratch and v->val). */
 bool sq_flow_cond(const struct sq_flow *f, struct sq_flow_vu *v, const struct sq_flow_step *st);

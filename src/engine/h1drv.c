@@ -483,11 +483,15 @@ static void h1_sweep(struct sq_engine__worker *w, int64_t now)
 {
     for (uint32_t i = 0; i < w->nconns; i++)
         sq_engine__xport_vu_sweep(&w->conns[i], now);
+    for (uint32_t i = w->lane0; i < w->lane0 + w->nlanes; i++)
+        sq_engine__xport_vu_sweep(&w->conns[i], now);
 }
 
 static void h1_close_all(struct sq_engine__worker *w)
 {
     for (uint32_t i = 0; i < w->nconns; i++)
+        sq_engine__xport_close(&w->conns[i].x, w->loop);
+    for (uint32_t i = w->lane0; i < w->lane0 + w->nlanes; i++)
         sq_engine__xport_close(&w->conns[i].x, w->loop);
 }
 
@@ -496,6 +500,8 @@ static int h1_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_g
     SQ_UNUSED(nconn);
     SQ_UNUSED(first_global);
     for (uint32_t i = 0; i < w->nconns; i++)
+        reader_init(&w->conns[i]);
+    for (uint32_t i = w->lane0; i < w->lane0 + w->nlanes; i++)
         reader_init(&w->conns[i]);
     return 0;
 }
@@ -506,11 +512,17 @@ void sq_engine__h1_decoders_free(struct sq_engine__worker *w)
         sq_decoder_free(w->conns[i].dec);
         w->conns[i].dec = NULL;
     }
+    for (uint32_t i = w->lane0; w->conns && i < w->lane0 + w->nlanes; i++) {
+        sq_decoder_free(w->conns[i].dec);
+        w->conns[i].dec = NULL;
+    }
 }
 
 static void h1_dispose(struct sq_engine__worker *w)
 {
     for (uint32_t i = 0; w->conns && i < w->nconns; i++)
+        sq_h1_reader_dispose(&w->conns[i].rd);
+    for (uint32_t i = w->lane0; w->conns && i < w->lane0 + w->nlanes; i++)
         sq_h1_reader_dispose(&w->conns[i].rd);
     sq_engine__h1_decoders_free(w);
 }

@@ -75,6 +75,8 @@ static inline struct sq_engine__h2 *h2_of(const struct sq_engine__worker *w)
 static struct h2conn *conn_of(const struct sq_engine__conn *c)
 {
     struct sq_engine__h2 *h = h2_of(c->w);
+    if (SQ_UNLIKELY(c->lane)) /* a batch's lane: a stream on its VU's connection */
+        return &h->t[(c->local - c->w->lane0) / c->w->lanes_per / h->streams];
     return &h->t[c->local / h->streams];
 }
 
@@ -265,8 +267,8 @@ static void cb_goaway(void *ud, uint32_t error_code, int32_t last_stream_id)
     struct h2conn *t = ud;
     struct sq_engine__worker *w = t->m.w;
     t->m.draining = true;
-    for (uint32_t i = t->m.first; i < t->m.first + t->m.n; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
+    for (uint32_t j = 0; j < t->m.n + t->m.ln; j++) {
+        struct sq_engine__conn *c = &w->conns[sq_engine__mux_at(&t->m, j)];
         if (c->state == CONN_IDLE || c->state == CONN_PACING) {
             sq_timer_stop(w->loop, &c->timer); /* a paced VU resumes its cadence afterwards */
             c->state = CONN_CONNECTING;
@@ -339,7 +341,7 @@ static bool t_flush(struct h2conn *t)
 static void t_open(struct h2conn *t)
 {
     struct sq_engine__worker *w = t->m.w;
-    struct sq_h2_opts o = {.max_streams = t->m.n, .want_body = true};
+    struct sq_h2_opts o = {.max_streams = t->m.n + t->m.ln, .want_body = true};
     if (sq_h2_client_init(&t->cl, &o, &callbacks, t) < 0) {
         sq_engine__connect_error(w, -ENOMEM);
         t_teardown(t);
@@ -483,7 +485,9 @@ static int h2_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_g
     h->streams = w->cfg->streams ? w->cfg->streams : 1;
     h->nt = nconn;
     h->t = calloc(nconn ? nconn : 1, sizeof(*h->t));
-    h->st = calloc(w->nconns ? w->nconns : 1, sizeof(*h->st));
+    /* one per VU and per batch lane (worker.h: the lanes follow the pool) */
+    uint32_t nst = w->nlanes ? w->lane0 + w->nlanes : w->nconns;
+    h->st = calloc(nst ? nst : 1, sizeof(*h->st));
     if (!h->t || !h->st)
         return -ENOMEM;
     /* a plan mixing protocols: its h2 scenarios have their own client (ALPN h2) */
@@ -492,6 +496,10 @@ static int h2_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_g
         struct h2conn *t = &h->t[k];
         sq_engine__mux_init(&t->m, w, k * h->streams, h->streams, first_global + k, t_on_io);
         t->m.tc = tc;
+        if (w->nlanes) { /* its VUs' batch lanes are streams of it too */
+            t->m.lfirst = w->lane0 + k * h->streams * w->lanes_per;
+            t->m.ln = h->streams * w->lanes_per;
+        }
     }
     return 0;
 }

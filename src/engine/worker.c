@@ -73,6 +73,8 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now);
 static bool plan_hook(struct sq_engine__conn *c, enum sq_script_when when, int status,
                       struct sq_script_step_result *res);
 static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop);
+static void lane_done(struct sq_engine__conn *l, int64_t now, bool stop);
+static void lane_next(struct sq_engine__conn *l, int64_t now);
 
 /* The accounting invariants of the opening comment; empty where asserts are compiled out. */
 static inline void acct_check(const struct sq_engine__worker *w)
@@ -176,7 +178,11 @@ static void conn_fail(struct sq_engine__conn *c, enum sq_errk k)
             plan_hook(c, SQ_SCRIPT_AFTER, 0, &res);
         }
         const struct sq_plan_step *ps = w->flow->steps[c->fv->step].ps;
-        flow_advance(c, sq_now_ns(), ps->on_error == SQ_ON_ERROR_NEXT_ITERATION);
+        bool stop = ps->on_error == SQ_ON_ERROR_NEXT_ITERATION;
+        if (SQ_UNLIKELY(c->lane))
+            lane_done(c, sq_now_ns(), stop); /* the batch goes on (the lane is replaced) */
+        else
+            flow_advance(c, sq_now_ns(), stop);
     }
 }
 
@@ -233,7 +239,11 @@ static void conn_backoff(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
     if (!w->sending) {
-        if (c->fv && c->fv->in_iter) {
+        if (SQ_UNLIKELY(c->lane)) {
+            /* its request is given up unsent (nothing counted); the VU's batch is then left
+             * unfinished, and its iteration is counted interrupted at the end */
+            c->fv->in_iter = false;
+        } else if (c->fv && c->fv->in_iter) {
             c->fv->in_iter = false;
             w->in_iter--;
             w->interrupted++;
@@ -698,6 +708,139 @@ static void flow_skip(struct sq_engine__conn *c, int64_t now)
     }
 }
 
+/* ---- batches (docs/plans.md, Parallel requests) ----
+ *
+ * A VU at the first request of a batch sends none itself: it hands the batch's requests to its
+ * lanes (connections of its own, worker.h), each lane one request at a time, and waits
+ * (CONN_BATCH). A lane sends a request as a VU sends a step's (the same accounting: counted
+ * sent in conn_send, then completed or failed exactly once; the same per-step figures, checks,
+ * extractors and redirects), and takes the batch's next request when it is answered. When the
+ * last one is answered or failed the VU goes on past the batch. */
+
+static struct sq_engine__conn *lane_parent(const struct sq_engine__conn *l)
+{
+    struct sq_engine__worker *w = l->w;
+    return &w->conns[(l->local - w->lane0) / w->lanes_per];
+}
+
+/* The lane takes the VU's next request of its batch (false: none is left). It is sent when the
+ * lane is next free (lane_next), on this connection or the one that replaces it. */
+static bool lane_take(struct sq_engine__conn *l)
+{
+    struct sq_flow_vu *v = lane_parent(l)->fv, *lv = l->fv;
+    if (v->batch_next >= v->batch_end)
+        return false;
+    sq_flow_vu_lane(lv, v);
+    lv->step = v->batch_next++;
+    lv->in_iter = true;
+    return true;
+}
+
+/* Sends the lane's request (or the next hop of its redirect). */
+static void lane_send(struct sq_engine__conn *l, int64_t now)
+{
+    struct sq_engine__worker *w = l->w;
+    struct sq_flow_vu *lv = l->fv;
+    const struct sq_flow_step *st = &w->flow->steps[lv->step];
+    if (SQ_UNLIKELY(lv->redirect)) {
+        redirect_send(l, st, now);
+        return;
+    }
+    lv->body_set = false;
+    lv->ovr = false;
+    const char *req = "";
+    size_t len = 0;
+    bool rendered = false;
+    if (SQ_UNLIKELY(
+            sq_flow_request(w->flow, st, lv, &req, &len, &rendered) < 0 ||
+            (w->flow->h2 && sq_flow_h2_request(w->flow, st, lv, req, len, &l->h2req) < 0))) {
+        conn_unsendable(l, now, now); /* counted sent and failed: the batch goes on */
+        conn_backoff(l);
+        return;
+    }
+    if (rendered)
+        w->c.rendered++;
+    const struct sq_plan_step *ps = st->ps;
+    sq_buf_reset(&lv->body);
+    sq_buf_reset(&lv->head);
+    lv->body_truncated = false;
+    lv->capture = ps->needs_body;
+    lv->want_head = ps->needs_headers || lv->jar;
+    lv->follow = st->follow;
+    conn_send(l, req, len, st->head, st->timeout_ns ? st->timeout_ns : w->cfg->timeout_ns, now, now,
+              1);
+}
+
+/* The lane is open and free (connected, or its response done): its request goes out, if it
+ * has one. */
+static void lane_next(struct sq_engine__conn *l, int64_t now)
+{
+    if (l->fv->in_iter && (l->w->sending || lane_parent(l)->fv->in_iter))
+        lane_send(l, now);
+}
+
+/* The VU's batch is over: the flow goes on past its last request. */
+static void batch_finish(struct sq_engine__conn *c, int64_t now)
+{
+    struct sq_flow_vu *v = c->fv;
+    if (!v->in_iter)
+        return;
+    v->step = v->batch_end - 1; /* a repeat: ending at the batch's last request sees it end */
+    flow_advance(c, now, v->batch_stop);
+    if (c->state == CONN_BATCH) {
+        conn_next(c, now);
+    }
+    /* else its own connection broke meanwhile: the one that replaces it goes on (or, the
+     * iteration over, the VU waits for its next turn as any replaced VU does) */
+}
+
+/* The lane's request was answered (or failed: stop when its on_error ends the iteration). */
+static void lane_done(struct sq_engine__conn *l, int64_t now, bool stop)
+{
+    struct sq_engine__conn *c = lane_parent(l);
+    struct sq_flow_vu *v = c->fv, *lv = l->fv;
+    lv->in_iter = false;
+    if (!v->batch_left)
+        return;
+    if (lv->last_status)
+        v->last_status = lv->last_status;
+    v->batch_stop = v->batch_stop || stop;
+    lane_take(l); /* sent when the lane is free: its driver calls back (or it is replaced) */
+    if (--v->batch_left == 0) {
+        /* the VU may start its next batch from here: l is still inside its own completion (or
+         * failure), so it is left to what follows that (its driver's next, or its
+         * replacement), never sent on from inside it */
+        struct sq_engine__conn *was = l->w->lane_cur;
+        l->w->lane_cur = l;
+        batch_finish(c, now);
+        l->w->lane_cur = was;
+    }
+}
+
+/* The VU reaches the first request of a batch: each lane takes one of its requests. */
+static void batch_begin(struct sq_engine__conn *c, const struct sq_flow_step *st, int64_t now)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    c->state = CONN_BATCH;
+    if (v->batch_left)
+        return; /* its own connection was replaced while the batch is out: it waits on */
+    v->batch_next = v->step;
+    v->batch_end = v->step + st->ps->batch;
+    v->batch_left = st->ps->batch;
+    v->batch_stop = false;
+    v->batch_ns = now;
+    for (uint32_t k = 0; k < w->lanes_per; k++) {
+        struct sq_engine__conn *l = &w->conns[w->lane0 + c->local * w->lanes_per + k];
+        if (l->fv->in_iter || !lane_take(l) || l == w->lane_cur)
+            continue;
+        if (l->state == CONN_IDLE)
+            lane_send(l, now);
+        else if (l->state == CONN_CLOSED)
+            conn_connect(l); /* lane_next sends it once connected */
+    }
+}
+
 /* Sends the request of the VU's current step, or starts its think time. */
 static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
 {
@@ -724,6 +867,10 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
             if (sq_timer_start(w->loop, &c->timer, now + BACKOFF_MIN_NS) == 0)
                 c->state = CONN_PACING;
         }
+        return;
+    }
+    if (SQ_UNLIKELY(st->ps->batch != 0) && !v->redirect) {
+        batch_begin(c, st, now);
         return;
     }
     if (st->think) {
@@ -951,7 +1098,10 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
         struct sq_script_step_result res;
         plan_hook(c, SQ_SCRIPT_AFTER, status, &res);
     }
-    flow_advance(c, now, stop);
+    if (SQ_UNLIKELY(c->lane))
+        lane_done(c, now, stop);
+    else
+        flow_advance(c, now, stop);
 }
 
 static void idle_push(struct sq_engine__conn *c)
@@ -1019,6 +1169,10 @@ static void conn_next(struct sq_engine__conn *c, int64_t now)
     if (c->growing) {
         c->growing = false;
         w->ngrowing--;
+    }
+    if (SQ_UNLIKELY(c->lane)) {
+        lane_next(c, now);
+        return;
     }
     if (!w->started || SQ_UNLIKELY(w->hold))
         return;
@@ -1199,6 +1353,13 @@ static void sweep(struct sq_engine__worker *w, int64_t now)
         } else if (SQ_UNLIKELY(c->state == CONN_WAIT) && now - c->sent_ns >= c->tmo_ns) {
             bus_step_fail(c, SQ_ERRK_TIMEOUT);
             conn_next(c, now);
+        }
+    }
+    for (uint32_t i = w->lane0; i < w->lane0 + w->nlanes; i++) {
+        struct sq_engine__conn *c = &w->conns[i];
+        if (c->state == CONN_ACTIVE && now - c->sent_ns >= c->tmo_ns) {
+            conn_fail(c, SQ_ERRK_TIMEOUT);
+            conn_replace(c);
         }
     }
     w->drv->sweep(w, now);
@@ -1805,8 +1966,18 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     int rc = sq_loop_new(&w->loop);
     if (rc < 0)
         return rc;
-    w->conns = calloc(w->nconns ? w->nconns : 1, sizeof(*w->conns));
-    w->vux = calloc(w->nconns ? w->nconns : 1, sizeof(*w->vux));
+    if (w->flow && w->flow->sc->batch_max) {
+        const struct sq_plan_scenario *fsc = w->flow->sc;
+        /* HTTP/1.1: up to batchConnections connections; HTTP/2: a stream per request */
+        w->lanes_per = fsc->batch_max < fsc->batch_conns || w->drv != &sq_engine__h1_driver
+                           ? fsc->batch_max
+                           : fsc->batch_conns;
+        w->lane0 = w->ncap;
+        w->nlanes = w->ncap * w->lanes_per;
+    }
+    uint32_t nall = w->ncap + w->nlanes;
+    w->conns = calloc(nall ? nall : 1, sizeof(*w->conns));
+    w->vux = calloc(nall ? nall : 1, sizeof(*w->vux));
     w->rbuf = malloc(SQ_ENGINE_RBUF_SIZE);
     if (!w->conns || !w->vux || !w->rbuf)
         return -ENOMEM;
@@ -1896,6 +2067,22 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         if ((w->shooks & SQ_SCRIPT_RESPONSE) && !(c->cap = calloc(1, sizeof(*c->cap))))
             return -ENOMEM;
     }
+    if (w->nlanes && !(w->lane_fv = calloc(w->nlanes, sizeof(*w->lane_fv))))
+        return -ENOMEM;
+    for (uint32_t k = 0; k < w->nlanes; k++) {
+        struct sq_engine__conn *c = &w->conns[w->lane0 + k];
+        c->w = w;
+        sq_engine__xport_init(&c->x);
+        c->local = w->lane0 + k;
+        c->global = first + k / w->lanes_per; /* its VU's address */
+        c->state = CONN_CLOSED;
+        c->lane = true;
+        sq_timer_init(&c->timer, timer_cb);
+        c->fv = &w->lane_fv[k];
+        c->fv->rng = sq_tmpl_rng_init(
+            w->run->seed, SQ_TMPL_STREAM_LANE + sq_engine__vu_number(w, k / w->lanes_per) * 64 +
+                              k % w->lanes_per);
+    }
     if ((rc = sq_engine__xc_init(w)) < 0)
         return rc;
     rc = w->drv->init(w, nconn, first_conn);
@@ -1915,6 +2102,9 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
             for (uint32_t i = 0; i < w->nconns; i++)
                 sq_flow_vu_dispose(&w->vus[i], w->flow);
         free(w->vus);
+        for (uint32_t k = 0; w->lane_fv && k < w->nlanes; k++)
+            sq_flow_vu_lane_dispose(&w->lane_fv[k], w->flow);
+        free(w->lane_fv);
         sq_step_stats_free(w->steps, w->flow->nsteps);
         sq_hist_free(w->iter_hist);
         sq_flow_states_free(w->flow, w->states);
@@ -2021,6 +2211,12 @@ void *sq_engine__worker_main(void *arg)
             c->fv->in_iter = false;
             w->interrupted++;
         }
+    }
+    for (uint32_t i = w->lane0; i < w->lane0 + w->nlanes; i++) {
+        struct sq_engine__conn *c = &w->conns[i];
+        sq_timer_stop(w->loop, &c->timer);
+        c->state = CONN_CLOSED;
+        c->fv->in_iter = false; /* its VU's iteration is the one counted interrupted */
     }
     w->c.dropped += w->qlen;
     w->qlen = 0;

@@ -44,6 +44,7 @@ enum conn_state {
     CONN_THINK,      /* open, a flow's think step (plan runs) */
     CONN_WAIT,       /* open, a flow's publish or subscribe step is out (engine/flowbus.c) */
     CONN_DELAY,      /* open, waiting out a wrk script's delay() before its next request */
+    CONN_BATCH,      /* open, a flow's batch is out on the VU's lanes (worker.c) */
 };
 
 /* A wrk script with response(): the response kept for it (the head with its fields, and the
@@ -85,6 +86,7 @@ struct sq_engine__conn {
     bool decoding;          /* the current response's body goes through dec */
     bool streaming;         /* the current response is a text/event-stream */
     bool delayed;           /* wrk scripts: delay() was called for the request about to leave */
+    bool lane;              /* a batch's lane: a connection of a VU's, not a VU (worker.c) */
     uint16_t url;           /* ACTIVE with --urls: the URL's index */
     struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
     struct sq_decoder *dec; /* created on the first compressed response */
@@ -280,7 +282,15 @@ struct sq_engine__worker {
     struct sq_hist *sse_first, *sse_dur;   /* streams: created with the first one */
     struct sq_hist *connack; /* MQTT: CONNECT to CONNACK, µs (the first one makes it) */
     void **states;           /* regex match data */
-    uint64_t in_iter;        /* VUs inside an iteration */
+    /* A flow with a batch: each VU i has lanes_per connections of its own beside its VU
+     * connection, conns[lane0 + i * lanes_per + k] (lane0: past the pool, ncap), which send the
+     * batch's requests; nlanes in all, their flow states lane_fv[k - lane0]. 0: none. Drivers
+     * treat a lane as any connection: they set up, sweep and close [lane0, lane0 + nlanes) as
+     * they do [0, nconns). */
+    uint32_t lane0, nlanes, lanes_per;
+    struct sq_flow_vu *lane_fv;
+    struct sq_engine__conn *lane_cur; /* the lane whose answer ends a batch, while it does */
+    uint64_t in_iter;                 /* VUs inside an iteration */
     uint64_t interrupted;
     struct sq_loop *loop;
     struct sq_engine__conn *conns;

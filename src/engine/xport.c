@@ -415,9 +415,11 @@ static bool waiting(const struct sq_engine__conn *c)
 void sq_engine__mux_waiting(struct sq_engine__mux *m, uint8_t vs)
 {
     struct sq_engine__conn *v = m->w->conns;
-    for (uint32_t i = m->first; i < m->first + m->n; i++)
+    for (uint32_t j = 0; j < m->n + m->ln; j++) {
+        uint32_t i = sq_engine__mux_at(m, j);
         if (waiting(&v[i]))
             v[i].state = vs;
+    }
 }
 
 void sq_engine__mux_retry(struct sq_engine__mux *m)
@@ -469,11 +471,11 @@ void sq_engine__mux_open(struct sq_engine__mux *m, int64_t now)
     m->state = SQ_ENGINE__MX_OPEN;
     m->draining = false;
     bool first = true;
-    for (uint32_t i = m->first; i < m->first + m->n; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
+    for (uint32_t j = 0; j < m->n + m->ln; j++) {
+        struct sq_engine__conn *c = &w->conns[sq_engine__mux_at(m, j)];
         if (c->state != CONN_CONNECTING && c->state != CONN_BACKOFF)
             continue;
-        if (i - m->first >= m->usable) {
+        if (j < m->n && j >= m->usable) {
             c->state = CONN_BACKOFF; /* past what the peer takes at once: parked */
             continue;
         }
@@ -495,7 +497,7 @@ void sq_engine__mux_join(struct sq_engine__mux *m, struct sq_engine__conn *c)
             c->state = CONN_CONNECTING; /* waits for the next connection */
             return;
         }
-        if (c->local - m->first >= m->usable) {
+        if (!c->lane && c->local - m->first >= m->usable) {
             c->state = CONN_BACKOFF; /* parked (sq_engine__mux_open) */
             return;
         }
@@ -534,8 +536,8 @@ void sq_engine__mux_down(struct sq_engine__mux *m, enum sq_errk kind)
     struct sq_engine__worker *w = m->w;
     if (kind == SQ_ERRK_CLOSED)
         w->c.conns_closed_by_server++;
-    for (uint32_t i = m->first; i < m->first + m->n; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
+    for (uint32_t j = 0; j < m->n + m->ln; j++) {
+        struct sq_engine__conn *c = &w->conns[sq_engine__mux_at(m, j)];
         if (c->state == CONN_ACTIVE) {
             sq_engine__vu_fail(c, kind);
         } else {
@@ -544,9 +546,11 @@ void sq_engine__mux_down(struct sq_engine__mux *m, enum sq_errk kind)
         }
     }
     /* the first VU reopens the connection, the others join it */
-    for (uint32_t i = m->first; i < m->first + m->n; i++)
-        if (w->conns[i].state == CONN_CLOSED)
-            sq_engine__vu_replace(&w->conns[i]);
+    for (uint32_t j = 0; j < m->n + m->ln; j++) {
+        struct sq_engine__conn *c = &w->conns[sq_engine__mux_at(m, j)];
+        if (c->state == CONN_CLOSED)
+            sq_engine__vu_replace(c);
+    }
 }
 
 bool sq_engine__mux_sweep(struct sq_engine__mux *m, int64_t now)

@@ -197,6 +197,8 @@ struct sq_engine__mux {
     sq_io_cb on_io;            /* the owner's callback for every event of x */
     struct sq_timer timer;     /* reconnect backoff */
     uint32_t first, n;         /* its VUs: w->conns[first, first + n) */
+    uint32_t lfirst, ln;       /* and their batch lanes (worker.h): w->conns[lfirst, lfirst + ln)
+                                  (ln 0: none), after the VUs in every loop over them */
     uint32_t usable;           /* the first `usable` of them may work (a broker's Receive
                                   Maximum parks the rest: CONN_BACKOFF); n unless lowered */
     uint32_t global;           /* connection number in the run: picks the address */
@@ -205,6 +207,12 @@ struct sq_engine__mux {
     bool draining; /* open, but takes no new work (HTTP/2 GOAWAY): joining VUs wait */
     bool hold;     /* an idle bus run (--idle): open VUs stay idle, the connection only held */
 };
+
+/* The i-th of the connections m carries (i < n + ln): its VUs, then their batch lanes. */
+static inline uint32_t sq_engine__mux_at(const struct sq_engine__mux *m, uint32_t i)
+{
+    return i < m->n ? m->first + i : m->lfirst + (i - m->n);
+}
 
 /* Sets up a closed connection carrying VUs [first, first + n) of w (n may be 0: a flow's side
  * connection). */

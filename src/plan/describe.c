@@ -432,6 +432,14 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
                             (unsigned long long)lp->count);
                 }
             }
+            if (sc->steps[s].batch) {
+                uint32_t nc = sc->batch_max < sc->batch_conns ? sc->batch_max : sc->batch_conns;
+                fprintf(out, "    batch: steps %zu-%zu at once", s + 1, s + sc->steps[s].batch);
+                if (sc->h2)
+                    fprintf(out, " (streams of the VU's connection)\n");
+                else
+                    fprintf(out, " (on %u connection%s of the VU's)\n", nc, nc == 1 ? "" : "s");
+            }
             put_step(out, sc, s);
         }
     }

@@ -71,8 +71,9 @@ static const struct {
     [SQ_EXEC_SHARED_ITERATIONS] = {F(VUS) | F(ITERATIONS) | F(MAX_DURATION) | F(PACING), 0},
 };
 
-static const char *const scenario_common[] = {"executor", "flow",   "startTime", "gracefulStop",
-                                              "cookies",  "locals", "protocol"};
+static const char *const scenario_common[] = {
+    "executor", "flow",   "startTime", "gracefulStop",
+    "cookies",  "locals", "protocol",  "batchConnections"};
 
 static int load_stages(struct ld *L, const struct ynode *n, struct sq_exec *e, bool vus)
 {
@@ -412,6 +413,8 @@ static int collect_slots(struct ld *L, const struct ynode *flow, struct sq_plan_
         const struct ynode *inner = rp && rp->kind == Y_MAP ? sq_plan__get(rp, "steps") : NULL;
         if (sq_plan__get(st, "group"))
             inner = sq_plan__get(st, "steps");
+        if (sq_plan__get(st, "batch"))
+            inner = sq_plan__get(st, "batch");
         if (inner && inner->kind == Y_SEQ) {
             size_t mark = sq_plan__path_push(L, ".flow[%zu].repeat", i);
             if ((rc = collect_slots(L, inner, sc)) < 0)
@@ -1583,6 +1586,8 @@ static void count_flat(const struct ynode *seq, size_t *nsteps, size_t *nloops)
         const struct ynode *inner = rp && rp->kind == Y_MAP ? sq_plan__get(rp, "steps") : NULL;
         const struct ynode *gs =
             it->kind == Y_MAP && sq_plan__get(it, "group") ? sq_plan__get(it, "steps") : NULL;
+        if (it->kind == Y_MAP && sq_plan__get(it, "batch"))
+            gs = sq_plan__get(it, "batch");
         if (gs && gs->kind == Y_SEQ) {
             count_flat(gs, nsteps, nloops);
         } else if (inner && inner->kind == Y_SEQ) {
@@ -1705,6 +1710,62 @@ static int load_group(struct ld *L, const struct ynode *item, struct sq_plan_sce
     return rc;
 }
 
+/* One `batch:` item: its requests, flattened into sc->steps like any other step; the first one
+ * holds how many there are (struct sq_plan_step.batch). */
+static int load_batch(struct ld *L, const struct ynode *item, struct sq_plan_scenario *sc)
+{
+    static const char *const keys[] = {"batch"};
+    int rc = sq_plan__check_keys(L, item, keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    const struct ynode *b = sq_plan__get(item, "batch");
+    size_t mark = sq_plan__path_key(L, "batch");
+    if (b->kind != Y_SEQ)
+        return sq_plan__fail(L, b, "expected a list of request steps, got %s",
+                             sq_plan__kind_name(b));
+    if (b->nitems == 0)
+        return sq_plan__fail(L, b, "a batch needs at least one request step");
+    if (b->nitems > SQ_PLAN_BATCH_MAX)
+        return sq_plan__fail(L, b->items[SQ_PLAN_BATCH_MAX],
+                             "a batch holds %d requests at most (this is request %d)",
+                             SQ_PLAN_BATCH_MAX, SQ_PLAN_BATCH_MAX + 1);
+    size_t first = sc->nsteps;
+    for (size_t i = 0; i < b->nitems; i++) {
+        const struct ynode *it = b->items[i];
+        size_t m = sq_plan__path_push(L, "[%zu]", i);
+        if (it->kind == Y_MAP &&
+            (sq_plan__get(it, "batch") || sq_plan__get(it, "group") || sq_plan__get(it, "repeat")))
+            return sq_plan__fail(L, it,
+                                 "a batch holds request steps only (no batch, group or repeat "
+                                 "inside it: put the batch inside them instead)");
+        size_t k = sc->nsteps++;
+        struct sq_plan_step *st = &sc->steps[k];
+        if ((rc = load_step(L, it, k, st, sc)) < 0)
+            return rc;
+        if (L->group[0] && !(st->group = strdup(L->group)))
+            return -ENOMEM;
+        if (st->kind != SQ_STEP_REQUEST)
+            return sq_plan__fail(L, it,
+                                 "a batch holds request steps only (think, publish, subscribe "
+                                 "and ws steps go before or after it)");
+        if (st->cond)
+            return sq_plan__fail(L, sq_plan__get_key(it, "if"),
+                                 "'if' does not apply inside a batch: every request of a batch "
+                                 "is sent (move the request out of the batch)");
+        if (st->before || st->after)
+            return sq_plan__fail(L, sq_plan__get_key(it, st->before ? "before" : "after"),
+                                 "before and after hooks do not run inside a batch (move the "
+                                 "request out of the batch to hook it)");
+        st->in_batch = true;
+        sq_plan__path_pop(L, m);
+    }
+    sc->steps[first].batch = (uint32_t)b->nitems;
+    if (b->nitems > sc->batch_max)
+        sc->batch_max = (uint32_t)b->nitems;
+    sq_plan__path_pop(L, mark);
+    return 0;
+}
+
 /* The items of a flow, a repeat's or a group's steps, flattened into sc->steps; ends_loop: the
  * list's last item ends an enclosing repeat's steps. */
 static int load_items(struct ld *L, const struct ynode *seq, const char *where,
@@ -1720,6 +1781,9 @@ static int load_items(struct ld *L, const struct ynode *seq, const char *where,
                 return rc;
         } else if (it->kind == Y_MAP && sq_plan__get(it, "repeat")) {
             if ((rc = load_repeat(L, it, sc, depth, last)) < 0)
+                return rc;
+        } else if (it->kind == Y_MAP && sq_plan__get(it, "batch")) {
+            if ((rc = load_batch(L, it, sc)) < 0)
                 return rc;
         } else {
             size_t k = sc->nsteps++;
@@ -1812,6 +1876,16 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
     L->group[0] = '\0';
     if ((rc = load_items(L, flow, ".flow", sc, 0, false)) < 0)
         return rc;
+    sc->batch_conns = SQ_PLAN_BATCH_CONNS;
+    const struct ynode *bc = sq_plan__get(n, "batchConnections");
+    if (bc) {
+        uint64_t v = 0;
+        size_t m = sq_plan__path_key(L, "batchConnections");
+        if ((rc = sq_plan__get_u64(L, bc, 1, SQ_PLAN_BATCH_CONNMAX, &v)) < 0)
+            return rc;
+        sc->batch_conns = (uint32_t)v;
+        sq_plan__path_pop(L, m);
+    }
     bool any_request = false;
     for (size_t i = 0; i < sc->nsteps; i++)
         any_request = any_request || sc->steps[i].kind != SQ_STEP_THINK;

@@ -127,6 +127,12 @@ struct sq_plan_step {
     /* before: / after: the plan script's functions run around the request (NULL: none) */
     char *before, *after;
     struct sq_loc before_loc, after_loc;
+    /* batch: (docs/plans.md, Parallel requests): the first request of a batch holds how many
+     * requests the batch has (this step and the batch - 1 after it), 0 elsewhere; in_batch is
+     * set on every request of a batch. A batch's requests go out at once and the flow goes on
+     * when all of them are answered or failed. */
+    uint32_t batch;
+    bool in_batch;
 };
 
 /* repeat: (docs/plans.md, Loops): steps first..last (indices into the flat step list,
@@ -140,8 +146,11 @@ struct sq_plan_loop {
     struct sq_loc loc;
 };
 
-#define SQ_PLAN_LOOP_MAX   1000000 /* count and max at most */
-#define SQ_PLAN_LOOP_DEPTH 8       /* repeat inside repeat */
+#define SQ_PLAN_BATCH_MAX     32 /* requests in one batch: at most */
+#define SQ_PLAN_BATCH_CONNS   6  /* batchConnections: its default (as browsers open per host) */
+#define SQ_PLAN_BATCH_CONNMAX 32 /* batchConnections: at most */
+#define SQ_PLAN_LOOP_MAX      1000000 /* count and max at most */
+#define SQ_PLAN_LOOP_DEPTH    8       /* repeat inside repeat */
 
 struct sq_plan_scenario {
     char *name;
@@ -158,6 +167,8 @@ struct sq_plan_scenario {
     bool ws;      /* a flow with WebSocket steps */
     struct sq_plan_loop *loops; /* repeat: blocks, in pre-order */
     uint32_t nloops;
+    uint32_t batch_max;   /* the most requests of any batch: in the flow (0: no batch) */
+    uint32_t batch_conns; /* batchConnections: a VU's connections for a batch, beside its own */
 };
 
 struct sq_plan_feeder {

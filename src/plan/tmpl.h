@@ -127,6 +127,8 @@ uint64_t sq_tmpl_rng_init(uint64_t seed, uint64_t stream);
 
 /* Lua states' streams (sq_tmpl_rng_init's stream): SQ_TMPL_STREAM_LUA + the state's number. */
 #define SQ_TMPL_STREAM_LUA (1ull << 62)
+/* A batch's lanes (engine/worker.c): SQ_TMPL_STREAM_LANE + the VU's number * 64 + the lane's. */
+#define SQ_TMPL_STREAM_LANE (1ull << 61)
 
 /* Appends the rendered text to out. Returns 0 or -ENOMEM. Generators ($randomUUID,
  * $randomInt, $timestamp) are evaluated at each occurrence. */

@@ -386,6 +386,71 @@ static void step_group(void **state)
                "a group needs at least one step");
 }
 
+/* batch: its requests flattened in place, the first holding how many; batchConnections; errors */
+static void step_batch(void **state)
+{
+    (void)state;
+    const char *ok = HEAD "      - request: { url: /a }\n"
+                          "      - group: g\n"
+                          "        steps:\n"
+                          "          - batch:\n"
+                          "              - name: b1\n"
+                          "                request: { url: /b }\n"
+                          "                extract: { id: { header: X-Id } }\n"
+                          "              - request: { url: /c }\n"
+                          "              - request: { url: /d }\n"
+                          "      - request: { url: \"/e/{{id}}\" }\n"
+                          "    batchConnections: 2\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    int rc = sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e);
+    if (rc) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_int_equal(sc->nsteps, 5);
+    assert_int_equal(sc->steps[0].batch, 0);
+    assert_false(sc->steps[0].in_batch);
+    assert_int_equal(sc->steps[1].batch, 3);
+    assert_true(sc->steps[1].in_batch && sc->steps[2].in_batch && sc->steps[3].in_batch);
+    assert_int_equal(sc->steps[2].batch, 0);
+    assert_false(sc->steps[4].in_batch);
+    assert_string_equal(sc->steps[1].name, "b1");
+    assert_string_equal(sc->steps[3].group, "g");
+    assert_int_equal(sc->batch_max, 3);
+    assert_int_equal(sc->batch_conns, 2);
+    sq_plan_free(p);
+    const char *plain = HEAD "      - request: { url: /a }\n";
+    rc = sq_plan_load_string("p.yaml", plain, strlen(plain), &p, &e);
+    assert_int_equal(rc, 0);
+    assert_int_equal(p->scenarios[0].batch_max, 0);
+    assert_int_equal(p->scenarios[0].batch_conns, SQ_PLAN_BATCH_CONNS);
+    sq_plan_free(p);
+    expect_err(HEAD "      - batch: [ ]\n", "7:16", "scenarios.s.flow[0].batch",
+               "a batch needs at least one request step");
+    expect_err(HEAD "      - batch: { request: { url: /x } }\n", "7:16",
+               "scenarios.s.flow[0].batch", "expected a list of request steps");
+    expect_err(HEAD "      - batch: [ { request: { url: /x } } ]\n        name: b\n", "8:9",
+               "scenarios.s.flow[0]", "unknown key 'name'");
+    expect_err(HEAD "      - batch: [ { think: 1s } ]\n", "7:18", "scenarios.s.flow[0].batch[0]",
+               "a batch holds request steps only");
+    expect_err(HEAD "      - batch: [ { batch: [ { request: { url: /x } } ] } ]\n", "7:18",
+               "scenarios.s.flow[0].batch[0]", "no batch, group or repeat inside it");
+    expect_err(HEAD "      - batch: [ { request: { url: /x }, if: \"status == 200\" } ]\n", "7:42",
+               "scenarios.s.flow[0].batch[0]", "'if' does not apply inside a batch");
+    expect_err(HEAD "      - batch: [ { request: { url: /x }, chek: 1 } ]\n", "7:42",
+               "scenarios.s.flow[0].batch[0]", "unknown key 'chek'");
+    char big[4096];
+    size_t n = (size_t)snprintf(big, sizeof(big), "%s      - batch:\n", HEAD);
+    for (int i = 0; i <= SQ_PLAN_BATCH_MAX; i++)
+        n += (size_t)snprintf(big + n, sizeof(big) - n, "          - request: { url: /x }\n");
+    expect_err(big, "40:13", "scenarios.s.flow[0].batch", "a batch holds 32 requests at most");
+    expect_err(HEAD "      - request: { url: /x }\n    batchConnections: 0\n", "8:23",
+               "scenarios.s.batchConnections", "");
+}
+
 /* seed: the random values' seed, a whole number in [0, 2^53 - 1]; absent: none (drawn) */
 static void seed_key(void **state)
 {
@@ -1602,33 +1667,20 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),
-        cmocka_unit_test(seed_key),
-        cmocka_unit_test(setup_teardown),
-        cmocka_unit_test(step_if),
-        cmocka_unit_test(step_repeat),
-        cmocka_unit_test(step_group),
-        cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),
-        cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),
-        cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),
-        cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model),
-        cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),
-        cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),
-        cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),
-        cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),
-        cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),
-        cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),
-        cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),    cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),  cmocka_unit_test(step_if),
+        cmocka_unit_test(step_repeat),     cmocka_unit_test(step_group),
+        cmocka_unit_test(step_batch),      cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),          cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
