@@ -195,6 +195,10 @@ struct sq_engine__mux {
     const struct sq_addr *pin; /* a fixed address (a flow's broker); NULL: the run's */
     struct sq_tls_client *tc;  /* the handshake's client; NULL: plain */
     sq_io_cb on_io;            /* the owner's callback for every event of x */
+    /* The owner's own connect (HTTP/3: a UDP socket and a QUIC handshake, h3drv.c): it opens x
+     * (registered, its phase HANDSHAKE, since_ns set) or returns a negative code it counted.
+     * NULL: sq_engine__xport_open (TCP, and TLS after it). */
+    int (*open)(struct sq_engine__mux *m);
     struct sq_timer timer;     /* reconnect backoff */
     uint32_t first, n;         /* its VUs: w->conns[first, first + n) */
     uint32_t usable;           /* the first `usable` of them may work (a broker's Receive

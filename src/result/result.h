@@ -66,7 +66,20 @@ struct sq_fine_series {
     X(UPGRADE, "upgrade")                                                                          \
     X(PROXY, "proxy")                                                                              \
     SQ_ERRK_BUS_LIST(X)                                                                            \
-    SQ_ERRK_REDIRECT_LIST(X)
+    SQ_ERRK_REDIRECT_LIST(X)                                                                       \
+    SQ_ERRK_QUIC_LIST(X)
+
+/* HTTP/3's own kinds (engine/h3drv.c). quic_handshake: a QUIC handshake failed or timed out (no
+ * request lost: the connection backs off and retries). quic_idle_timeout: the connection heard
+ * nothing for its idle timeout. quic_closed: the server closed the connection (CONNECTION_CLOSE,
+ * a stateless reset, an ICMP unreachable) or broke the protocol. quic_stream_reset: the server
+ * reset a request's stream, or ended it without a response. The connection-wide ones fail the
+ * requests out on it (one count each); with none out they count once. */
+#define SQ_ERRK_QUIC_LIST(X)                                                                       \
+    X(QUIC_HANDSHAKE, "quic_handshake")                                                            \
+    X(QUIC_IDLE, "quic_idle_timeout")                                                              \
+    X(QUIC_CLOSED, "quic_closed")                                                                  \
+    X(QUIC_STREAM_RESET, "quic_stream_reset")
 
 /* The event buses' own kinds (engine/natsdrv.c, mqttdrv.c). no_responders: a NATS request or
  * JetStream publish that no one listens to (a 503 status); it fails its request. ack: the broker
