@@ -137,7 +137,8 @@ static enum sq_errk kind_of(uint8_t fail)
 
 /* The QUIC connection ended (q.fail says why). Before the handshake completed it is a failed
  * setup (counted once, the VUs wait through a backoff); after, every request out fails with its
- * kind (or, with none out, the kind counts once) and the VUs ask for a connection again. */
+ * kind (a connection with none out costs nothing: the server's close is counted as such) and
+ * the VUs ask for a connection again. */
 static void t_fail(struct h3conn *t)
 {
     struct sq_engine__worker *w = t->m.w;
@@ -148,11 +149,8 @@ static void t_fail(struct h3conn *t)
         sq_engine__mux_retry(&t->m);
         return;
     }
-    bool active = false;
-    for (uint32_t i = t->m.first; i < t->m.first + t->m.n; i++)
-        active |= w->conns[i].state == CONN_ACTIVE;
-    if (!active)
-        sq_engine__conn_error(w, kind);
+    if (kind == SQ_ERRK_QUIC_CLOSED)
+        w->c.conns_closed_by_server++;
     t_teardown(t);
     sq_engine__mux_down(&t->m, kind);
 }

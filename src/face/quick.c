@@ -1735,7 +1735,8 @@ static int configure(struct sq_quick_run *r, const struct sq_quick_opts *o,
 #ifdef SQ_HAVE_H3
     if (o->http3) {
         if (strcmp(r->url.scheme, "https") != 0)
-            return sq_flag_fail(err, len, "--http3: HTTP/3 is over QUIC's TLS: give an https:// URL");
+            return sq_flag_fail(err, len,
+                                "--http3: HTTP/3 is over QUIC's TLS: give an https:// URL");
         char why[256];
         struct sq_quic_client_opts qo = {.insecure = o->net.tls.insecure,
                                          .cacert = o->net.tls.cacert,

@@ -74,7 +74,7 @@ struct sq_fine_series {
  * nothing for its idle timeout. quic_closed: the server closed the connection (CONNECTION_CLOSE,
  * a stateless reset, an ICMP unreachable) or broke the protocol. quic_stream_reset: the server
  * reset a request's stream, or ended it without a response. The connection-wide ones fail the
- * requests out on it (one count each); with none out they count once. */
+ * requests out on it (one count each); a connection with none out costs nothing. */
 #define SQ_ERRK_QUIC_LIST(X)                                                                       \
     X(QUIC_HANDSHAKE, "quic_handshake")                                                            \
     X(QUIC_IDLE, "quic_idle_timeout")                                                              \
