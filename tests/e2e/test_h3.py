@@ -7,6 +7,7 @@ Skipped (not failed), with the reason, when this squall was built without HTTP/3
 nghttp3 or GnuTLS at build time) or gtlsserver is not installed. The flag checks run either way:
 a build without HTTP/3 must say so for --http3, with the usage exit code.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -100,7 +101,17 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         with open(self.log.name, errors="replace") as f:
             return f.read().count("[:path: %s]" % path)
 
+    def assert_schema(self, doc):
+        try:
+            import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+        except ImportError:
+            self.skipTest("python3-jsonschema not installed")
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "docs", "result.schema.json")) as f:
+            jsonschema.validate(doc, json.load(f))
+
     def check_clean(self, doc, n):
+        self.assert_schema(doc)
         r = doc["requests"]
         self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
         self.assertEqual((r["sent"], r["completed"], r["failed"], r["in_flight"]), (n, n, 0, 0))
