@@ -116,6 +116,7 @@ struct sq_run_scen {
     const struct sq_flow *flow;
     bool h2; /* over HTTP/2 (`protocol: h2`, --http2): its VUs are stream slots, `streams` of
                 them per connection (the run's streams, at least 1); the flow sq_flow_use_h2'd */
+    bool h3; /* with h2: over HTTP/3 (`protocol: h3`, --http3), QUIC with cfg->h3's settings */
     /* Optional: called on the worker's thread when one of its VUs ends an iteration (not when
      * one is interrupted), with that VU's state (its variables); stopped: it ended early
      * (on_error: next_iteration). The setup: flow hands its values over this way (face/). */

@@ -1757,7 +1757,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     const struct sq_bus_config *bus = sc ? NULL : cfg->bus;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
 #ifdef SQ_HAVE_H3
-    if (h2 && !sc && cfg->h3)
+    if (h2 && cfg->h3 && (sc ? sc->h3 : true))
         w->drv = &sq_engine__h3_driver; /* HTTP/3: the HTTP/2 request over QUIC */
 #endif
     if ((cfg->ws && !sc) || (sc && sc->flow->sc->ws))

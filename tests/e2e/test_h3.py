@@ -139,6 +139,39 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         self.check_clean(doc, n)
         self.assertEqual(self.served("/f.bin"), n)
 
+    def plan(self, protocol_line):
+        path = os.path.join(self.dir, "plan-%d.yaml" % self.port)
+        with open(path, "w") as f:
+            f.write("target: https://127.0.0.1:%d\n"
+                    "scenarios:\n"
+                    "  api:\n"
+                    "    executor: shared-iterations\n"
+                    "%s"
+                    "    vus: 4\n"
+                    "    iterations: 60\n"
+                    "    flow:\n"
+                    "      - request: { url: /f.bin }\n"
+                    "        check: { status: 200 }\n" % (self.port, protocol_line))
+        return path
+
+    def check_plan(self, doc):
+        self.check_clean(doc, 60)
+        self.assertEqual(doc["config"]["protocol"], "h3")
+        self.assertEqual([s["protocol"] for s in doc["scenarios"]], ["h3"])
+        self.assertEqual([(c["passed"], c["failed"]) for c in doc["checks"]], [(60, 0)])
+        self.assertEqual(self.served("/f.bin"), 60)
+
+    def test_plan_protocol_h3(self):
+        p, doc, _ = sqtest.run_json("run", self.plan("    protocol: h3\n"), "-k", "--streams", "2",
+                                    timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.check_plan(doc)
+
+    def test_run_http3_flag(self):
+        p, doc, _ = sqtest.run_json("run", self.plan(""), "--http3", "-k", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.check_plan(doc)
+
     def test_untrusted_certificate_fails_the_handshake(self):
         p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/f.bin" % self.port, "--http3",
                                     "-n", "1", "-d", "2s", timeout=120)
