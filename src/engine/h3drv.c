@@ -144,6 +144,8 @@ static void t_fail(struct h3conn *t)
     struct sq_engine__worker *w = t->m.w;
     enum sq_errk kind = kind_of(t->q.fail);
     if (t->m.state != SQ_ENGINE__MX_OPEN) {
+        char why[128];
+        sq_engine__tls_error(w, sq_quic_conn_why(&t->q, why, sizeof(why)), false);
         sq_engine__conn_error(w, SQ_ERRK_QUIC_HANDSHAKE);
         t_teardown(t);
         sq_engine__mux_retry(&t->m);

@@ -312,6 +312,7 @@ void sq_quic_conn_free(struct sq_quic_conn *q, struct sq_quic_buf *b)
 /* An error from ngtcp2 (rv < 0): why the connection ends. */
 static int failed(struct sq_quic_conn *q, int rv)
 {
+    q->liberr = rv;
     if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING) {
         q->fail = SQ_QUIC_CLOSED;
         q->closing = true;
@@ -344,6 +345,8 @@ int sq_quic_conn_read(struct sq_quic_conn *q, struct sq_quic_buf *b, int64_t now
             if (errno == EAGAIN || errno == EINTR)
                 return 0;
             if (errno == ECONNREFUSED) /* ICMP: nothing listens there */
+                q->refused = true;
+            if (errno == ECONNREFUSED)
                 return failed(q, q->handshake_done ? NGTCP2_ERR_DRAINING : NGTCP2_ERR_CRYPTO);
             q->fail = SQ_QUIC_ERROR;
             return -1;
@@ -484,6 +487,24 @@ void sq_quic_conn_shutdown_read(struct sq_quic_conn *q, int64_t sid, uint64_t ap
 void sq_quic_conn_shutdown_write(struct sq_quic_conn *q, int64_t sid, uint64_t app_error)
 {
     (void)ngtcp2_conn_shutdown_stream_write(q->conn, sid, app_error);
+}
+
+const char *sq_quic_conn_why(const struct sq_quic_conn *q, char *buf, size_t len)
+{
+    if (q->refused)
+        return "nothing answered on that UDP port (ICMP port unreachable)";
+    if (q->tls && !q->handshake_done && gnutls_session_get_verify_cert_status(q->tls) != 0)
+        return "the server's certificate is not trusted (--cacert names a CA, -k skips the check)";
+    uint8_t alert = q->conn ? ngtcp2_conn_get_tls_alert(q->conn) : 0;
+    if (alert) {
+        const char *a = gnutls_alert_get_strname((gnutls_alert_description_t)alert);
+        snprintf(buf, len, "TLS alert %s", a ? a : "(unknown)");
+        return buf;
+    }
+    if (q->liberr == NGTCP2_ERR_HANDSHAKE_TIMEOUT)
+        return "QUIC handshake timed out";
+    snprintf(buf, len, "QUIC: %s", q->liberr ? ngtcp2_strerror(q->liberr) : "connection failed");
+    return buf;
 }
 
 const char *sq_quic_conn_cipher(const struct sq_quic_conn *q)

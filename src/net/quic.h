@@ -100,6 +100,8 @@ struct sq_quic_conn {
     uint8_t fail;        /* enum sq_quic_fail */
     bool handshake_done; /* 1-RTT keys in place */
     bool closing;        /* no CONNECTION_CLOSE is due (the peer closed, or idle) */
+    bool refused;        /* an ICMP unreachable came back (nothing listens there) */
+    int liberr;          /* ngtcp2's error that ended it, or 0 */
     uint64_t datagrams_sent, datagrams_received;
     uint64_t bytes_sent, bytes_received; /* UDP payload bytes */
 };
@@ -132,6 +134,9 @@ void sq_quic_conn_consumed(struct sq_quic_conn *q, int64_t sid, size_t n);
 void sq_quic_conn_shutdown(struct sq_quic_conn *q, int64_t sid, uint64_t app_error);
 void sq_quic_conn_shutdown_read(struct sq_quic_conn *q, int64_t sid, uint64_t app_error);
 void sq_quic_conn_shutdown_write(struct sq_quic_conn *q, int64_t sid, uint64_t app_error);
+/* Why the connection ended, in words for the summary (a failed handshake: an untrusted
+ * certificate, nothing listening, a TLS alert, ngtcp2's error); buf is used when needed. */
+const char *sq_quic_conn_why(const struct sq_quic_conn *q, char *buf, size_t len);
 /* The negotiated cipher's name (static), once the handshake completed. */
 const char *sq_quic_conn_cipher(const struct sq_quic_conn *q);
 /* The congestion window and smoothed RTT now (ngtcp2's connection stats). */
