@@ -58,6 +58,7 @@ struct h3conn {
 };
 
 struct sq_engine__h3 {
+    struct sq_quic_stats qs; /* the figures of the connections that ended */
     struct h3conn *t;
     uint32_t nt;
     uint32_t streams;
@@ -111,6 +112,19 @@ static void t_teardown(struct h3conn *t)
         t->client = false;
     }
     if (t->quic) {
+        if (t->q.handshake_done) { /* its figures, before they go */
+            uint64_t cwnd;
+            int64_t srtt;
+            sq_quic_conn_stat(&t->q, &cwnd, &srtt);
+            h->qs.connections++;
+            h->qs.datagrams_sent += t->q.datagrams_sent;
+            h->qs.datagrams_received += t->q.datagrams_received;
+            h->qs.cwnd_sum += cwnd;
+            if (cwnd > h->qs.cwnd_max)
+                h->qs.cwnd_max = cwnd;
+            if (srtt > h->qs.srtt_max_ns)
+                h->qs.srtt_max_ns = srtt;
+        }
         sq_quic_conn_free(&t->q, h->buf);
         t->quic = false;
     }
@@ -737,6 +751,22 @@ static void h3_dispose(struct sq_engine__worker *w)
     w->proto = NULL;
 }
 
+/* The QUIC figures into the run's result (after close_all: every connection's are in). */
+static int h3_result(struct sq_engine__worker *w, struct sq_result *out)
+{
+    const struct sq_quic_stats *s = &h3_of(w)->qs;
+    struct sq_quic_stats *d = &out->quic;
+    d->connections += s->connections;
+    d->datagrams_sent += s->datagrams_sent;
+    d->datagrams_received += s->datagrams_received;
+    d->cwnd_sum += s->cwnd_sum;
+    if (s->cwnd_max > d->cwnd_max)
+        d->cwnd_max = s->cwnd_max;
+    if (s->srtt_max_ns > d->srtt_max_ns)
+        d->srtt_max_ns = s->srtt_max_ns;
+    return 0;
+}
+
 const struct sq_engine__driver sq_engine__h3_driver = {
     .name = "h3",
     .init = h3_init,
@@ -746,6 +776,7 @@ const struct sq_engine__driver sq_engine__h3_driver = {
     .close = h3_close,
     .sweep = h3_sweep,
     .close_all = h3_close_all,
+    .result = h3_result,
 };
 
 #endif

@@ -199,6 +199,15 @@ struct sq_ws_tally {
     uint64_t other;
 };
 
+/* What an HTTP/3 run adds to the result (the document's `quic` block): ngtcp2's statistics of each
+ * QUIC connection, read as it ended (or at the run's end for those still open). */
+struct sq_quic_stats {
+    uint64_t connections; /* QUIC connections whose figures are in (0: no `quic` block) */
+    uint64_t datagrams_sent, datagrams_received;
+    uint64_t cwnd_sum, cwnd_max; /* congestion window at each connection's end, bytes */
+    int64_t srtt_max_ns;         /* the largest smoothed RTT at a connection's end */
+};
+
 /* What a WebSocket run adds to the result (the document's `ws` block). Payload bytes; the wire
  * bytes, frames and upgrades included, are the run's bytes. */
 struct sq_ws_stats {
@@ -505,9 +514,10 @@ struct sq_result {
     /* wrk-style scripts: the first error a hook raised during the run, with its Lua traceback
      * (owned; the run was stopped by it), or NULL */
     char *script_error;
-    uint32_t script_stopped; /* workers that thread:stop() ended */
-    struct sq_ws_stats *ws;  /* WebSocket runs: their own figures (owned); NULL otherwise */
-    char upgrade_error[192]; /* the first failed WebSocket upgrade's reason ("" if none) */
+    uint32_t script_stopped;   /* workers that thread:stop() ended */
+    struct sq_ws_stats *ws;    /* WebSocket runs: their own figures (owned); NULL otherwise */
+    struct sq_quic_stats quic; /* HTTP/3 runs (engine/h3drv.c); zero otherwise */
+    char upgrade_error[192];   /* the first failed WebSocket upgrade's reason ("" if none) */
     /* Changes made while the run went (engine/control.h), in time order (owned); NULL: none. */
     struct sq_control_event *controls;
     uint32_t ncontrols;

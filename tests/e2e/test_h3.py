@@ -129,6 +129,11 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         self.assertEqual(self.served("/f.bin"), n)
         # every body whole: what the file holds, once per completed request
         self.assertEqual(doc["bodies"]["decoded_bytes"], self.SIZE * n, doc["bodies"])
+        # ngtcp2's figures of the two connections, read as they closed at the run's end
+        q = doc["quic"]
+        self.assertEqual(q["connections"], 2, q)
+        self.assertGreater(q["datagrams_received"], 0)
+        self.assertGreater(q["cwnd_bytes"]["max"], 0)
 
     def test_cacert_verifies_the_server(self):
         n = 20
@@ -178,6 +183,7 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         self.assertIsNotNone(doc, p.stderr)
         self.assertEqual(doc["requests"]["completed"], 0)
         self.assertGreater(doc["errors"]["quic_handshake"], 0, doc["errors"])
+        self.assertIn("not trusted", p.stderr)
         self.assertEqual(self.served("/f.bin"), 0)
 
 
