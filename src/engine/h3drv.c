@@ -212,7 +212,8 @@ static int submit(struct h3conn *t, struct sq_engine__conn *c)
     return 0;
 }
 
-/* The server allows more streams: the waiting requests go, in VU order. */
+/* The server allows more streams: the waiting requests go, in VU order. On a connection that
+ * takes no new stream (GOAWAY) they fail as `closed` and wait for the next connection. */
 static void retry_pending(struct h3conn *t)
 {
     struct sq_engine__worker *w = t->m.w;
@@ -223,9 +224,15 @@ static void retry_pending(struct h3conn *t)
             continue;
         h->pend[i] = false;
         t->pending--;
-        if (w->conns[i].state != CONN_ACTIVE || !usable(t))
+        struct sq_engine__conn *c = &w->conns[i];
+        if (c->state != CONN_ACTIVE)
             continue;
-        if (submit(t, &w->conns[i]) == 1)
+        if (!usable(t)) {
+            sq_engine__vu_fail(c, SQ_ERRK_CLOSED);
+            sq_engine__vu_replace(c);
+            continue;
+        }
+        if (submit(t, c) == 1)
             break; /* still no room */
         t->dirty = true;
     }
@@ -551,7 +558,7 @@ static void t_end(struct h3conn *t, int64_t now)
         sq_engine__mux_open(&t->m, now);
         t->busy--;
     }
-    if (t->more && t->pending) {
+    if ((t->more || t->m.draining) && t->pending) {
         t->busy++;
         retry_pending(t);
         t->busy--;
