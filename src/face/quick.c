@@ -539,6 +539,12 @@ static bool tls_url(const char *u)
     return strncasecmp(u, "tls://", 6) == 0 || strncasecmp(u, "mqtts://", 8) == 0;
 }
 
+/* The flag that asked for the HTTP/2 request path: --http3 rides on it. */
+static const char *h2flag(const struct sq_quick_opts *o)
+{
+    return o->http3 ? "--http3" : "--http2";
+}
+
 /* A bus URL's flags, and an http(s) URL's lack of them. */
 static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
 {
@@ -564,7 +570,7 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
         const char *f = o->body_arg                ? "-b"
                         : o->script                ? "-s"
                         : strcmp(o->method, "GET") ? "-m"
-                        : o->http2                 ? "--http2"
+                        : o->http2                 ? h2flag(o)
                         : o->streams > 1           ? "--streams"
                         : o->no_compression        ? "--no-compression"
                                                    : NULL;
@@ -633,7 +639,7 @@ static int check_ws(struct sq_quick_opts *o, char *err, size_t len)
     if (strcmp(o->method, "GET") != 0)
         return sq_flag_fail(err, len, "-m: a ws:// run opens with GET (the upgrade)");
     if (o->http2)
-        return sq_flag_fail(err, len, "--http2: WebSocket runs over HTTP/1.1 (RFC 6455)");
+        return sq_flag_fail(err, len, "%s: WebSocket runs over HTTP/1.1 (RFC 6455)", h2flag(o));
     return 0;
 }
 
@@ -667,7 +673,7 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
         return sq_flag_fail(err, len, "--pacing-precision applies to the open loop (-r)");
     if (o->max_vus && (o->http2 || o->ws))
         return sq_flag_fail(err, len, "--max-vus: the pool grows on HTTP/1.1 only; drop %s",
-                            o->http2 ? "--http2" : "it for a ws:// URL");
+                            o->http2 ? h2flag(o) : "it for a ws:// URL");
     if (o->streams && !o->http2)
         return sq_flag_fail(err, len, "--streams applies to --http2 and --http3");
     bool proxied = o->net.proxy && o->net.proxy[0];
@@ -1154,7 +1160,7 @@ static int body_template(struct sq_quick_run *r, const struct sq_quick_opts *o, 
         return 0;
     }
     r->body_tmpl = t;
-    const char *why = o->urls_path ? "--urls" : o->http2 ? "--http2" : o->script ? "-s" : NULL;
+    const char *why = o->urls_path ? "--urls" : o->http2 ? h2flag(o) : o->script ? "-s" : NULL;
     if (why)
         return sq_flag_fail(err, len,
                             "%s: a body with {{...}} is rendered per request over HTTP/1.1 for "
