@@ -129,6 +129,11 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         self.assertEqual(self.served("/f.bin"), n)
         # every body whole: what the file holds, once per completed request
         self.assertEqual(doc["bodies"]["decoded_bytes"], self.SIZE * n, doc["bodies"])
+        # the QUIC handshake is the setup's TLS phase (on each connection's first request); UDP
+        # has no connect
+        self.assertGreater(doc["phases"]["tls_handshaking"]["max_us"], 0, doc["phases"])
+        self.assertEqual(doc["phases"]["connecting"]["max_us"], 0, doc["phases"])
+        self.assertEqual(doc["tls"]["handshakes"], 2)
         # ngtcp2's figures of the two connections, read as they closed at the run's end
         q = doc["quic"]
         self.assertEqual(q["connections"], 2, q)
