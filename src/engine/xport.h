@@ -195,10 +195,6 @@ struct sq_engine__mux {
     const struct sq_addr *pin; /* a fixed address (a flow's broker); NULL: the run's */
     struct sq_tls_client *tc;  /* the handshake's client; NULL: plain */
     sq_io_cb on_io;            /* the owner's callback for every event of x */
-    /* The owner's own connect (HTTP/3: a UDP socket and a QUIC handshake, h3drv.c): it opens x
-     * (registered, its phase HANDSHAKE, since_ns set) or returns a negative code it counted.
-     * NULL: sq_engine__xport_open (TCP, and TLS after it). */
-    int (*open)(struct sq_engine__mux *m);
     struct sq_timer timer;     /* reconnect backoff */
     uint32_t first, n;         /* its VUs: w->conns[first, first + n) */
     uint32_t usable;           /* the first `usable` of them may work (a broker's Receive
@@ -208,6 +204,10 @@ struct sq_engine__mux {
     uint8_t backoff;
     bool draining; /* open, but takes no new work (HTTP/2 GOAWAY): joining VUs wait */
     bool hold;     /* an idle bus run (--idle): open VUs stay idle, the connection only held */
+    /* The owner's own connect (HTTP/3: a UDP socket and a QUIC handshake, h3drv.c): it opens x
+     * (registered, its phase HANDSHAKE, since_ns set) or returns a negative code it counted.
+     * NULL: sq_engine__xport_open (TCP, and TLS after it). */
+    int (*open)(struct sq_engine__mux *m);
 };
 
 /* Sets up a closed connection carrying VUs [first, first + n) of w (n may be 0: a flow's side
