@@ -20,6 +20,8 @@ build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev 
        libsqlite3-dev sqlite3 netbase  # the run store (sqlite3 opens it in test_store); netbase above
        python3-yaml                    # tests/e2e/test_deploy.py reads the Kubernetes manifests
        libsnappy-dev                   # --out prometheus-rw compresses with snappy (optional at build)
+       libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev  # --http3 (optional at build)
+       ngtcp2-server                   # gtlsserver: the HTTP/3 peer of e2e.test_h3
        prometheus)                     # promtool checks the daemon's /metrics (test_daemon)
 fuzz=(clang libclang-rt-14-dev)
 # bench: servers and peers (ab in apache2-utils, h2load in nghttp2-client, Locust from Debian),

@@ -98,6 +98,7 @@ static const char usage[] =
     "                          OS, printed on the summary's Seed line and in the JSON\n"
     "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
     "      --http2             HTTP/2: h2c with prior knowledge for http:// (RFC 9113 3.3)\n"
+    "      --http3             HTTP/3 over QUIC (https:// only; UDP to the URL's port)\n"
     "      --streams N         with --http2: concurrent streams per connection (default 1);\n"
     "                          VUs = connections x streams, each stream slot one VU\n"
     "      --no-compression    do not send Accept-Encoding (default: gzip, deflate, br, zstd;\n"

@@ -65,6 +65,9 @@ struct sq_engine__driver {
 
 extern const struct sq_engine__driver sq_engine__h1_driver; /* h1drv.c */
 extern const struct sq_engine__driver sq_engine__h2_driver; /* h2drv.c */
+#ifdef SQ_HAVE_H3
+extern const struct sq_engine__driver sq_engine__h3_driver; /* h3drv.c: QUIC (net/quic.h) */
+#endif
 extern const struct sq_engine__driver sq_engine__ws_driver; /* wsdrv.c */
 /* busio.c: NATS and MQTT, one skeleton around the protocol's ops (natsdrv.c, mqttdrv.c) */
 extern const struct sq_engine__driver sq_engine__bus_driver;

@@ -25,6 +25,7 @@ struct sq_hist;
 struct sq_flow_vu;
 struct sq_h2_req;
 struct sq_tls_client;
+struct sq_quic_client;
 struct sq_egress;
 struct sq_bus_config;
 struct sq_capture;
@@ -115,6 +116,7 @@ struct sq_run_scen {
     const struct sq_flow *flow;
     bool h2; /* over HTTP/2 (`protocol: h2`, --http2): its VUs are stream slots, `streams` of
                 them per connection (the run's streams, at least 1); the flow sq_flow_use_h2'd */
+    bool h3; /* with h2: over HTTP/3 (`protocol: h3`, --http3), QUIC with cfg->h3's settings */
     /* Optional: called on the worker's thread when one of its VUs ends an iteration (not when
      * one is interrupted), with that VU's state (its variables); stopped: it ended early
      * (on_error: next_iteration). The setup: flow hands its values over this way (face/). */
@@ -204,6 +206,10 @@ struct sq_run_config {
      * (sq_run_connections). */
     const struct sq_h2_req *h2_request;
     uint32_t streams;
+    /* HTTP/3 (--http3, with h2_request: the same prepared request, its fields handed to nghttp3):
+     * QUIC to the run's addresses over UDP with these TLS settings (net/quic.h), `streams` VUs
+     * per connection as over HTTP/2 (engine/h3drv.c). NULL: not HTTP/3. Borrowed. */
+    const struct sq_quic_client *h3;
     /* Event buses (engine/busconf.h: NATS or MQTT, the quick face's nats:// and mqtt:// URLs; not
      * with scens): what to publish and how; NULL for HTTP. The executor's VUs are then window
      * slots: each connection carries bus->window of them (sq_run_connections). */

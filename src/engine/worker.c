@@ -1917,6 +1917,10 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     bool h2 = sc ? sc->h2 : cfg->h2_request != NULL;
     const struct sq_bus_config *bus = sc ? NULL : cfg->bus;
     w->drv = h2 ? &sq_engine__h2_driver : &sq_engine__h1_driver;
+#ifdef SQ_HAVE_H3
+    if (h2 && cfg->h3 && (sc ? sc->h3 : true))
+        w->drv = &sq_engine__h3_driver; /* HTTP/3: the HTTP/2 request over QUIC */
+#endif
     if ((cfg->ws && !sc) || (sc && sc->flow->sc->ws))
         w->drv = &sq_engine__ws_driver; /* plans: HTTP/1.1 steps go through it to h1drv */
     uint32_t per = h2 && cfg->streams ? cfg->streams : 1;

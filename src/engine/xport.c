@@ -446,7 +446,8 @@ void sq_engine__mux_connect(struct sq_engine__mux *m)
         sq_engine__mux_waiting(m, CONN_QUEUED);
         return;
     }
-    if (sq_engine__xport_open(&m->x, m->w, m->pin, m->global, m->on_io) < 0) {
+    if ((m->open ? m->open(m) : sq_engine__xport_open(&m->x, m->w, m->pin, m->global, m->on_io)) <
+        0) {
         sq_engine__mux_retry(m);
         return;
     }

@@ -206,6 +206,10 @@ struct sq_engine__mux {
     uint8_t backoff;
     bool draining; /* open, but takes no new work (HTTP/2 GOAWAY): joining VUs wait */
     bool hold;     /* an idle bus run (--idle): open VUs stay idle, the connection only held */
+    /* The owner's own connect (HTTP/3: a UDP socket and a QUIC handshake, h3drv.c): it opens x
+     * (registered, its phase HANDSHAKE, since_ns set) or returns a negative code it counted.
+     * NULL: sq_engine__xport_open (TCP, and TLS after it). */
+    int (*open)(struct sq_engine__mux *m);
 };
 
 /* The i-th of the connections m carries (i < n + ln): its VUs, then their batch lanes. */

@@ -15,6 +15,7 @@
 #include "engine/flow.h"
 #include "face/hookcheck.h"
 #include "http/decode.h"
+#include "net/quic.h"
 #include "net/srcaddr.h"
 #include "stats/hist.h"
 
@@ -37,6 +38,7 @@ static const struct option longs[] = {
     {"no-compression", no_argument, NULL, 'Z'},
     {"no-phases", no_argument, NULL, 'P'},
     {"http2", no_argument, NULL, '2'},
+    {"http3", no_argument, NULL, '3'},
     {"streams", required_argument, NULL, 'S'},
     {"out", required_argument, NULL, 'O'},
     {"sample", required_argument, NULL, 's'},
@@ -97,6 +99,15 @@ static int take(struct sq_planrun_opts *o, int ch, const char *flag, char *arg, 
     case '2':
         o->http2 = true;
         return 0;
+    case '3':
+#ifdef SQ_HAVE_H3
+        o->http3 = true;
+        return 0;
+#else
+        return sq_flag_fail(err, len,
+                            "--http3: this build of squall has no HTTP/3 (it was built without "
+                            "ngtcp2, nghttp3 and GnuTLS; scripts/deps.sh installs them)");
+#endif
     case 'S':
         if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
@@ -254,10 +265,12 @@ static int compile_scen(struct sq_planrun *r, const struct sq_plan *p,
     /* WebSocket steps upgrade an HTTP/1.1 connection: --http2 leaves their scenario on it,
      * and `protocol: h2` beside them is refused */
     bool ws = p->scenarios[i].ws;
-    bool h2 = (o->http2 && !ws) || p->scenarios[i].h2;
+    bool h3 = (o->http3 && !ws) || p->scenarios[i].h3;
+    bool h2 = (o->http2 && !ws) || p->scenarios[i].h2 || h3;
     if (rc == 0 && h2 && ws) {
         snprintf(why, sizeof(why),
-                 "protocol: h2 cannot carry WebSocket steps (their upgrade needs HTTP/1.1)");
+                 "protocol: %s cannot carry WebSocket steps (their upgrade needs HTTP/1.1)",
+                 h3 ? "h3" : "h2");
         rc = -SQ_EPARSE;
     }
     if (rc == 0 && h2)
@@ -274,6 +287,8 @@ static int compile_scen(struct sq_planrun *r, const struct sq_plan *p,
     s->exec = p->scenarios[i].exec;
     s->start_ns = p->scenarios[i].start_ns;
     s->h2 = h2;
+    s->h3 = h3;
+    r->nh3 += h3;
     *nh2 += h2;
     r->vus += sq_exec_max_vus(&s->exec);
     double l = (double)(s->start_ns + sq_exec_length_ns(&s->exec)) / 1e9;
@@ -304,6 +319,7 @@ static int compile_once(struct sq_planrun *r, const struct sq_plan_scenario *sc,
     s->name = sc->name;
     s->exec = sc->exec;
     s->h2 = h2;
+    s->h3 = h2 && r->nh3 == r->plan->nscenarios; /* over HTTP/3 when every scenario is */
     r->vus += 1;
     return 0;
 }
@@ -330,6 +346,33 @@ static int net_setup(struct sq_planrun *r, const struct sq_planrun_opts *o, size
         cfg->tls_h2 = r->tls_h2;
     }
     return rc;
+}
+
+/* HTTP/3 scenarios: QUIC's TLS settings (the same -k and --cacert). */
+static int quic_setup(struct sq_planrun *r, const struct sq_planrun_opts *o, char *err, size_t len)
+{
+#ifdef SQ_HAVE_H3
+    if (strcmp(r->url.scheme, "https") != 0)
+        return sq_flag_fail(err, len,
+                            "HTTP/3 (protocol: h3, --http3) is over QUIC's TLS: the "
+                            "plan's base URL must be https://");
+    char why[256];
+    struct sq_quic_client_opts qo = {.insecure = o->net.tls.insecure,
+                                     .cacert = o->net.tls.cacert,
+                                     .host = r->url.host,
+                                     .alpn = "h3"};
+    int rc = sq_quic_client_new(&qo, &r->quic, why, sizeof(why));
+    if (rc == -EINVAL)
+        return sq_flag_fail(err, len, "%s", why);
+    if (rc < 0)
+        return sq_flag_fail(err, len, "quic: %s", sq_strerror(rc));
+    r->cfg.h3 = r->quic;
+    return 0;
+#else
+    SQ_UNUSED(r);
+    SQ_UNUSED(o);
+    return sq_flag_fail(err, len, "HTTP/3: this build of squall has no HTTP/3");
+#endif
 }
 
 /* Every other destination of the run, through the same policy as the target: the brokers of
@@ -422,6 +465,8 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
                             "--streams applies to HTTP/2 scenarios (--http2, or protocol: h2)");
     cfg->streams = o->streams ? (uint32_t)o->streams : 1;
     rc = net_setup(r, o, nh2, err, len);
+    if (rc == 0 && r->nh3)
+        rc = quic_setup(r, o, err, len);
     if (rc == 0 && !o->net.connect_rate && p->connect_rate > 0)
         cfg->connect_rate = r->net.connect_rate = p->connect_rate; /* the flag wins */
     if (rc == 0) {
@@ -455,6 +500,8 @@ const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i)
 {
     if (!r->scens || !r->scens[i].h2)
         return "http/1.1";
+    if (r->scens[i].h3)
+        return "h3";
     return r->net.tls ? "h2" : "h2c";
 }
 
@@ -473,6 +520,10 @@ void sq_planrun_dispose(struct sq_planrun *r)
     sq_net_dispose(&r->net);
     sq_tls_client_free(r->tls_h2);
     r->tls_h2 = NULL;
+#ifdef SQ_HAVE_H3
+    sq_quic_client_free(r->quic);
+    r->quic = NULL;
+#endif
     sq_watch_free(r->watch);
     r->watch = NULL;
     sq_oauth_free(r->oauth);

@@ -40,6 +40,7 @@ struct sq_planrun_opts {
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_compression, no_phases;
     bool http2;       /* --http2: every scenario over HTTP/2 (else each says, `protocol: h2`) */
+    bool http3;       /* --http3: every scenario over HTTP/3 (else `protocol: h3`) */
     uint64_t streams; /* --streams: HTTP/2 streams (VUs) per connection; 1 unless given */
     /* Refuse a plan with script: (a daemon that runs plans its clients send: their Lua could
      * use io and os). Not a flag; false from sq_planrun_opts_init. */
@@ -106,6 +107,8 @@ struct sq_planrun {
     double length_s;             /* the longest scenario's end, its start time included */
     struct sq_net net;
     struct sq_tls_client *tls_h2; /* https plans mixing protocols: the h2 scenarios' client */
+    struct sq_quic_client *quic;  /* plans with HTTP/3 scenarios: QUIC's TLS (net/quic.h) */
+    size_t nh3;                   /* how many scenarios are over HTTP/3 */
     struct sq_oauth *oauth;       /* the plan's auth.oauth2 token source, or NULL */
     struct sq_watch *watch;       /* the processes --watch names (cfg.watch), or NULL */
     struct sq_run_scen once[2];   /* setup:, teardown: (flow NULL: none; flows owned) */

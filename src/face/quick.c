@@ -21,6 +21,7 @@
 #include "base/text.h"
 #include "face/flags.h"
 #include "http/decode.h"
+#include "net/quic.h"
 #include "plan/exec.h"
 #include "plan/tmpl.h"
 
@@ -40,6 +41,7 @@ enum {
     OPT_NO_PHASES,
     OPT_NO_COMPRESSION,
     OPT_HTTP2,
+    OPT_HTTP3,
     OPT_STREAMS,
     /* event buses */
     OPT_PAYLOAD,
@@ -105,6 +107,7 @@ static const struct option longs[] = {
     {"no-phases", no_argument, NULL, OPT_NO_PHASES},
     {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
     {"http2", no_argument, NULL, OPT_HTTP2},
+    {"http3", no_argument, NULL, OPT_HTTP3},
     {"streams", required_argument, NULL, OPT_STREAMS},
     {"payload", required_argument, NULL, OPT_PAYLOAD},
     {"window", required_argument, NULL, OPT_WINDOW},
@@ -447,6 +450,15 @@ static int take_request(struct sq_quick_opts *o, int opt, const char *flag, char
     case OPT_HTTP2:
         o->http2 = true;
         return 0;
+    case OPT_HTTP3:
+#ifdef SQ_HAVE_H3
+        o->http3 = o->http2 = true; /* HTTP/3 sends the HTTP/2 request (engine/h3drv.c) */
+        return 0;
+#else
+        return sq_flag_fail(err, len,
+                            "--http3: this build of squall has no HTTP/3 (it was built without "
+                            "ngtcp2, nghttp3 and GnuTLS; scripts/deps.sh installs them)");
+#endif
     case OPT_STREAMS:
         if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
@@ -573,6 +585,12 @@ static bool tls_url(const char *u)
     return strncasecmp(u, "tls://", 6) == 0 || strncasecmp(u, "mqtts://", 8) == 0;
 }
 
+/* The flag that asked for the HTTP/2 request path: --http3 rides on it. */
+static const char *h2flag(const struct sq_quick_opts *o)
+{
+    return o->http3 ? "--http3" : "--http2";
+}
+
 /* A bus URL's flags, and an http(s) URL's lack of them. */
 static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
 {
@@ -599,7 +617,7 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
         const char *f = o->body_arg                ? "-b"
                         : o->script                ? "-s"
                         : strcmp(o->method, "GET") ? "-m"
-                        : o->http2                 ? "--http2"
+                        : o->http2                 ? h2flag(o)
                         : o->streams > 1           ? "--streams"
                         : o->no_compression        ? "--no-compression"
                                                    : NULL;
@@ -684,7 +702,7 @@ static int check_ws(struct sq_quick_opts *o, char *err, size_t len)
     if (strcmp(o->method, "GET") != 0)
         return sq_flag_fail(err, len, "-m: a ws:// run opens with GET (the upgrade)");
     if (o->http2)
-        return sq_flag_fail(err, len, "--http2: WebSocket runs over HTTP/1.1 (RFC 6455)");
+        return sq_flag_fail(err, len, "%s: WebSocket runs over HTTP/1.1 (RFC 6455)", h2flag(o));
     return 0;
 }
 
@@ -718,9 +736,16 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
         return sq_flag_fail(err, len, "--pacing-precision applies to the open loop (-r)");
     if (o->max_vus && (o->http2 || o->ws))
         return sq_flag_fail(err, len, "--max-vus: the pool grows on HTTP/1.1 only; drop %s",
-                            o->http2 ? "--http2" : "it for a ws:// URL");
+                            o->http2 ? h2flag(o) : "it for a ws:// URL");
     if (o->streams && !o->http2)
-        return sq_flag_fail(err, len, "--streams applies to --http2");
+        return sq_flag_fail(err, len, "--streams applies to --http2 and --http3");
+    bool proxied = o->net.proxy && o->net.proxy[0];
+    if (o->http3 && (o->urls_path || o->script || proxied || o->net.unix_socket))
+        return sq_flag_fail(err, len, "--http3: not with %s",
+                            o->urls_path ? "--urls"
+                            : o->script  ? "-s"
+                            : proxied    ? "--proxy"
+                                         : "--unix-socket");
     if (o->http_debug && !o->http_debug_force &&
         (!o->requests || o->requests > SQ_QUICK_HTTP_DEBUG_MAX))
         return sq_flag_fail(err, len,
@@ -1208,7 +1233,7 @@ static int body_template(struct sq_quick_run *r, const struct sq_quick_opts *o, 
         return 0;
     }
     r->body_tmpl = t;
-    const char *why = o->urls_path ? "--urls" : o->http2 ? "--http2" : o->script ? "-s" : NULL;
+    const char *why = o->urls_path ? "--urls" : o->http2 ? h2flag(o) : o->script ? "-s" : NULL;
     if (why)
         return sq_flag_fail(err, len,
                             "%s: a body with {{...}} is rendered per request over HTTP/1.1 for "
@@ -1786,6 +1811,24 @@ static int configure(struct sq_quick_run *r, const struct sq_quick_opts *o,
     rc = sq_net_setup(&r->net, &o->net, &r->url, o->http2 ? "h2" : NULL, cfg, err, len);
     if (rc < 0)
         return rc;
+#ifdef SQ_HAVE_H3
+    if (o->http3) {
+        if (strcmp(r->url.scheme, "https") != 0)
+            return sq_flag_fail(err, len,
+                                "--http3: HTTP/3 is over QUIC's TLS: give an https:// URL");
+        char why[256];
+        struct sq_quic_client_opts qo = {.insecure = o->net.tls.insecure,
+                                         .cacert = o->net.tls.cacert,
+                                         .host = r->url.host,
+                                         .alpn = "h3"};
+        rc = sq_quic_client_new(&qo, &r->quic, why, sizeof(why));
+        if (rc == -EINVAL)
+            return sq_flag_fail(err, len, "%s", why);
+        if (rc < 0)
+            return sq_flag_fail(err, len, "quic: %s", sq_strerror(rc));
+        cfg->h3 = r->quic;
+    }
+#endif
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
     r->conns = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
     if ((rc = sq_net_sources(&r->net, &o->net, r->conns, cfg, err, len)) < 0)
@@ -1851,6 +1894,10 @@ void sq_quick_run_dispose(struct sq_quick_run *r)
     r->req = r->body = NULL;
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
+#ifdef SQ_HAVE_H3
+    sq_quic_client_free(r->quic);
+    r->quic = NULL;
+#endif
     sq_watch_free(r->watch);
     r->watch = NULL;
     sq_wrk_script_close(&r->wrk);
@@ -1864,5 +1911,7 @@ const char *sq_quick_protocol(const struct sq_quick_run *r)
         return "websocket";
     if (!r->opts->http2)
         return "http/1.1";
+    if (r->opts->http3)
+        return "h3";
     return r->net.tls ? "h2" : "h2c";
 }

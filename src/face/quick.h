@@ -73,6 +73,7 @@ struct sq_quick_opts {
     int64_t timeout_ns;         /* default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
+    bool http3; /* --http3: HTTP/3 over QUIC (http2 is set with it: the same prepared request) */
     struct sq_netopts net;      /* DNS and TLS */
     struct sq_distopts dist;    /* --agents N --nats URL...: a run on agents (the CLI only) */
     struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (face/watchopt.h) */
@@ -185,6 +186,7 @@ struct sq_quick_run {
     char *body, *req; /* the body and the serialised HTTP/1.1 request (owned) */
     size_t body_len, req_len;
     struct sq_h2_req h2req;      /* --http2: the request for nghttp2 */
+    struct sq_quic_client *quic; /* --http3: QUIC's TLS settings (net/quic.h) */
     const char *accept_encoding; /* what the requests offer (NULL: nothing) */
     uint64_t conns;              /* connections the run may open: its open-file need */
     struct sq_net net;

@@ -1022,6 +1022,16 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         json_object_set_new(root, "sse", sse_block(r, secs));
     if (r->ws)
         json_object_set_new(root, "ws", ws_block(r, secs));
+    if (r->quic.connections) {
+        const struct sq_quic_stats *q = &r->quic;
+        json_object_set_new(
+            root, "quic",
+            json_pack("{s:I, s:I, s:I, s:{s:f, s:I}, s:f}", "connections",
+                      (json_int_t)q->connections, "datagrams_sent", (json_int_t)q->datagrams_sent,
+                      "datagrams_received", (json_int_t)q->datagrams_received, "cwnd_bytes", "mean",
+                      (double)q->cwnd_sum / (double)q->connections, "max", (json_int_t)q->cwnd_max,
+                      "smoothed_rtt_ms_max", (double)q->srtt_max_ns / 1e6));
+    }
     json_object_set_new(root, "dns",
                         json_pack("{s:f, s:I}", "first_lookup_us", (double)r->dns_ns / 1e3,
                                   "lookups_during_run", (json_int_t)r->dns_lookups));

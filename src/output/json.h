@@ -48,8 +48,8 @@ struct sq_report_info {
     int64_t timeout_ns, connect_timeout_ns;
     size_t request_bytes;            /* size of one serialised request */
     const char *accept_encoding;     /* what the requests offered (NULL: --no-compression) */
-    const char *protocol;            /* "http/1.1" or "h2c" (--http2); NULL: not said */
-    uint32_t streams;                /* HTTP/2: streams per connection; 0: not HTTP/2 */
+    const char *protocol;            /* "http/1.1", "h2c", "h2" or "h3"...; NULL: not said */
+    uint32_t streams;                /* HTTP/2, HTTP/3: streams per connection; 0: not them */
     const struct sq_report_bus *bus; /* nats:// and mqtt:// runs; NULL: HTTP */
     const char *name;                /* --name, a plan's name:; NULL: none */
     /* --percentiles: the latency percentiles "latency.percentiles" lists; NULL: the default

@@ -410,7 +410,7 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
         if (sc->cookies)
             fprintf(out, "  cookies: a jar per VU\n");
         if (sc->h2)
-            fprintf(out, "  protocol: h2\n");
+            fprintf(out, "  protocol: %s\n", sc->h3 ? "h3" : "h2");
         if (sc->nvars) {
             fprintf(out, "  variables:");
             for (uint32_t v = 0; v < sc->nvars; v++)

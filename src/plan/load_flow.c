@@ -297,11 +297,20 @@ static int load_executor(struct ld *L, const struct ynode *key, const struct yno
         } else if (!strcmp(name, "cookies")) {
             rc = sq_plan__get_bool(L, v, &sc->cookies);
         } else if (!strcmp(name, "protocol")) {
-            rc = sq_plan__want_string(L, v, "a protocol: http/1.1 or h2");
+            rc = sq_plan__want_string(L, v, "a protocol: http/1.1, h2 or h3");
             if (rc == 0 && !strcmp(v->s, "h2"))
                 sc->h2 = true;
+            else if (rc == 0 && !strcmp(v->s, "h3"))
+#ifdef SQ_HAVE_H3
+                sc->h2 = sc->h3 = true; /* the HTTP/2 requests, over QUIC (engine/h3drv.c) */
+#else
+                rc = sq_plan__fail(L, v,
+                                   "protocol: h3: this build of squall has no HTTP/3 (it was "
+                                   "built without ngtcp2, nghttp3 and GnuTLS; scripts/deps.sh "
+                                   "installs them)");
+#endif
             else if (rc == 0 && strcmp(v->s, "http/1.1") != 0)
-                rc = sq_plan__fail(L, v, "'%s' is not a protocol: http/1.1 (the default) or h2",
+                rc = sq_plan__fail(L, v, "'%s' is not a protocol: http/1.1 (the default), h2 or h3",
                                    v->s);
         }
         if (rc < 0)

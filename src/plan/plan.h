@@ -164,6 +164,7 @@ struct sq_plan_scenario {
     uint32_t nvars;
     bool cookies; /* per-VU cookie jar */
     bool h2;      /* protocol: h2 (HTTP/2 streams; h2c for http://, ALPN h2 for https://) */
+    bool h3;      /* protocol: h3 (HTTP/3 over QUIC, h2 set too: the same requests) */
     bool ws;      /* a flow with WebSocket steps */
     struct sq_plan_loop *loops; /* repeat: blocks, in pre-order */
     uint32_t nloops;

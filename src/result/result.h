@@ -66,7 +66,20 @@ struct sq_fine_series {
     X(UPGRADE, "upgrade")                                                                          \
     X(PROXY, "proxy")                                                                              \
     SQ_ERRK_BUS_LIST(X)                                                                            \
-    SQ_ERRK_REDIRECT_LIST(X)
+    SQ_ERRK_REDIRECT_LIST(X)                                                                       \
+    SQ_ERRK_QUIC_LIST(X)
+
+/* HTTP/3's own kinds (engine/h3drv.c). quic_handshake: a QUIC handshake failed or timed out (no
+ * request lost: the connection backs off and retries). quic_idle_timeout: the connection heard
+ * nothing for its idle timeout. quic_closed: the server closed the connection (CONNECTION_CLOSE,
+ * a stateless reset, an ICMP unreachable) or broke the protocol. quic_stream_reset: the server
+ * reset a request's stream, or ended it without a response. The connection-wide ones fail the
+ * requests out on it (one count each); a connection with none out costs nothing. */
+#define SQ_ERRK_QUIC_LIST(X)                                                                       \
+    X(QUIC_HANDSHAKE, "quic_handshake")                                                            \
+    X(QUIC_IDLE, "quic_idle_timeout")                                                              \
+    X(QUIC_CLOSED, "quic_closed")                                                                  \
+    X(QUIC_STREAM_RESET, "quic_stream_reset")
 
 /* The event buses' own kinds (engine/natsdrv.c, mqttdrv.c). no_responders: a NATS request or
  * JetStream publish that no one listens to (a 503 status); it fails its request. ack: the broker
@@ -184,6 +197,15 @@ struct sq_ws_tally {
     } row[SQ_WS_KEYS];
     uint32_t n;
     uint64_t other;
+};
+
+/* What an HTTP/3 run adds to the result (the document's `quic` block): ngtcp2's statistics of each
+ * QUIC connection, read as it ended (or at the run's end for those still open). */
+struct sq_quic_stats {
+    uint64_t connections; /* QUIC connections whose figures are in (0: no `quic` block) */
+    uint64_t datagrams_sent, datagrams_received;
+    uint64_t cwnd_sum, cwnd_max; /* congestion window at each connection's end, bytes */
+    int64_t srtt_max_ns;         /* the largest smoothed RTT at a connection's end */
 };
 
 /* What a WebSocket run adds to the result (the document's `ws` block). Payload bytes; the wire
@@ -492,9 +514,10 @@ struct sq_result {
     /* wrk-style scripts: the first error a hook raised during the run, with its Lua traceback
      * (owned; the run was stopped by it), or NULL */
     char *script_error;
-    uint32_t script_stopped; /* workers that thread:stop() ended */
-    struct sq_ws_stats *ws;  /* WebSocket runs: their own figures (owned); NULL otherwise */
-    char upgrade_error[192]; /* the first failed WebSocket upgrade's reason ("" if none) */
+    uint32_t script_stopped;   /* workers that thread:stop() ended */
+    struct sq_ws_stats *ws;    /* WebSocket runs: their own figures (owned); NULL otherwise */
+    struct sq_quic_stats quic; /* HTTP/3 runs (engine/h3drv.c); zero otherwise */
+    char upgrade_error[192];   /* the first failed WebSocket upgrade's reason ("" if none) */
     /* Changes made while the run went (engine/control.h), in time order (owned); NULL: none. */
     struct sq_control_event *controls;
     uint32_t ncontrols;

@@ -105,7 +105,7 @@ QUICK = [
     ([U, "--sample", "0.5"], quick("--sample applies to --out ndjson=FILE")),
     # HTTP/2
     ([U, "--http2", "--streams", "0"], quick("--streams: '0' is not a stream count (1..1000)")),
-    ([U, "--streams", "2"], quick("--streams applies to --http2")),
+    ([U, "--streams", "2"], quick("--streams applies to --http2 and --http3")),
     ([U, "--http2", "-c", "600000", "--streams", "2"],
      quick("-c x --streams: at most 1000000 VUs")),
     ([U, "--http2=yes"], quick("--http2 takes no value")),

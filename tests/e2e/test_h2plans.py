@@ -158,12 +158,12 @@ class PlanOverH2c(Case):
             scenarios:
               s:
                 executor: shared-iterations
-                protocol: h3
+                protocol: h4
                 flow: [ { request: { url: /fast } } ]
             """)
         for face in ("run", "validate"):
-            self.refused([face, path], path + ":5:15: scenarios.s.protocol: 'h3' is not a "
-                         "protocol: http/1.1 (the default) or h2")
+            self.refused([face, path], path + ":5:15: scenarios.s.protocol: 'h4' is not a "
+                         "protocol: http/1.1 (the default), h2 or h3")
 
     def test_websocket_steps_stay_on_http11(self):
         ws = """

@@ -249,7 +249,7 @@ static const struct {
      "--header: 'no colon' is not a header: expected 'Name: value'"},
     {"{\"url\": \"" U "\", \"header\": \"X: a\\r\\nY: b\"}",
      "--header: 'X: a\r\nY: b' is not a header: CR and LF are not allowed (one header per -H)"},
-    {"{\"url\": \"" U "\", \"streams\": 2}", "--streams applies to --http2"},
+    {"{\"url\": \"" U "\", \"streams\": 2}", "--streams applies to --http2 and --http3"},
     {"{\"url\": \"" U "\", \"max-in-flight\": 5}", "--max-in-flight applies to the open loop (-r)"},
     {"{\"url\": \"" U "\", \"http2\": true, \"connections\": 600000, \"streams\": 2}",
      "-c x --streams: at most 1000000 VUs"},

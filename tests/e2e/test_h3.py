@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""End-to-end tests of squall's HTTP/3 client (--http3) against an independent peer: Debian's
+ngtcp2-server (gtlsserver, by ngtcp2's authors) serving a directory over QUIC with a certificate
+made here. Every load is bounded by -n, on loopback.
+
+Skipped (not failed), with the reason, when this squall was built without HTTP/3 (no ngtcp2,
+nghttp3 or GnuTLS at build time) or gtlsserver is not installed. The flag checks run either way:
+a build without HTTP/3 must say so for --http3, with the usage exit code.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sqtest  # noqa: E402
+
+GTLSSERVER = shutil.which("gtlsserver") or (
+    "/usr/sbin/gtlsserver" if os.path.exists("/usr/sbin/gtlsserver") else None)
+OPENSSL = shutil.which("openssl")
+NO_H3 = "this build of squall has no HTTP/3"
+
+
+def build_has_h3():
+    p, _ = sqtest.run_squall("https://127.0.0.1:1/", "--http3", "--bogus-flag-for-probe")
+    return NO_H3 not in p.stderr
+
+
+HAS_H3 = build_has_h3()
+
+
+class H3FlagTest(unittest.TestCase):
+    def test_without_h3_the_flag_says_so(self):
+        p, _ = sqtest.run_squall("https://127.0.0.1:1/", "--http3", "-n", "1")
+        if HAS_H3:
+            # built with HTTP/3: the flag is taken (nothing listens there: no request succeeds)
+            self.assertNotIn(NO_H3, p.stderr)
+            self.assertNotEqual(p.returncode, 2, p.stderr)
+        else:
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(NO_H3, p.stderr)
+
+    @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+    def test_http3_needs_https(self):
+        p, _ = sqtest.run_squall("http://127.0.0.1:1/", "--http3", "-n", "1")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("give an https:// URL", p.stderr)
+
+
+@unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+@unittest.skipUnless(GTLSSERVER, "gtlsserver (Debian's ngtcp2-server) not installed")
+@unittest.skipUnless(OPENSSL, "openssl not installed (the test makes its certificate)")
+class H3AgainstGtlsserverTest(unittest.TestCase):
+    SIZE = 1000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="sq-h3-")
+        cls.www = os.path.join(cls.dir, "www")
+        os.mkdir(cls.www)
+        cls.body = os.urandom(cls.SIZE)
+        with open(os.path.join(cls.www, "f.bin"), "wb") as f:
+            f.write(cls.body)
+        cls.key = os.path.join(cls.dir, "key.pem")
+        cls.cert = os.path.join(cls.dir, "cert.pem")
+        subprocess.run([OPENSSL, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        cls.key, "-out", cls.cert, "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       check=True, capture_output=True, timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def setUp(self):
+        self.port = sqtest.free_port()
+        self.log = open(os.path.join(self.dir, "server-%d.log" % self.port), "w+")
+        # gtlsserver prints each request's head (":path: /f.bin") on stdout: its own count
+        self.srv = subprocess.Popen([GTLSSERVER, "-d", self.www, "127.0.0.1", str(self.port),
+                                     self.key, self.cert], stdout=self.log,
+                                    stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # it prints "Using document root" once bound
+            self.log.flush()
+            with open(self.log.name) as f:
+                if "document root" in f.read():
+                    break
+            self.assertIsNone(self.srv.poll(), "gtlsserver exited")
+            time.sleep(0.05)
+
+    def tearDown(self):
+        sqtest.stop(self.srv)
+        self.log.close()
+
+    def served(self, path):
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            return f.read().count("[:path: %s]" % path)
+
+    def assert_schema(self, doc):
+        try:
+            import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+        except ImportError:
+            self.skipTest("python3-jsonschema not installed")
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "docs", "result.schema.json")) as f:
+            jsonschema.validate(doc, json.load(f))
+
+    def check_clean(self, doc, n):
+        self.assert_schema(doc)
+        r = doc["requests"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual((r["sent"], r["completed"], r["failed"], r["in_flight"]), (n, n, 0, 0))
+        self.assertEqual(doc["status_codes"], {"200": n})
+        self.assertEqual(sum(doc["errors"].values()), 0, doc["errors"])
+
+    def test_requests_equal_what_the_server_answered(self):
+        n = 200
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/f.bin" % self.port, "--http3", "-k",
+                                    "-n", str(n), "-c", "2", "--streams", "4", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.check_clean(doc, n)
+        self.assertEqual(doc["config"]["protocol"], "h3")
+        self.assertEqual(doc["tls"]["alpn"], "h3")
+        self.assertEqual(self.served("/f.bin"), n)
+        # every body whole: what the file holds, once per completed request
+        self.assertEqual(doc["bodies"]["decoded_bytes"], self.SIZE * n, doc["bodies"])
+        # the QUIC handshake is the setup's TLS phase (on each connection's first request); UDP
+        # has no connect
+        self.assertGreater(doc["phases"]["tls_handshaking"]["max_us"], 0, doc["phases"])
+        self.assertEqual(doc["phases"]["connecting"]["max_us"], 0, doc["phases"])
+        self.assertEqual(doc["tls"]["handshakes"], 2)
+        # ngtcp2's figures of the two connections, read as they closed at the run's end
+        q = doc["quic"]
+        self.assertEqual(q["connections"], 2, q)
+        self.assertGreater(q["datagrams_received"], 0)
+        self.assertGreater(q["cwnd_bytes"]["max"], 0)
+
+    def test_cacert_verifies_the_server(self):
+        n = 20
+        p, doc, _ = sqtest.run_json("https://localhost:%d/f.bin" % self.port, "--http3",
+                                    "--resolve", "localhost:%d:127.0.0.1" % self.port,
+                                    "--cacert", self.cert, "-n", str(n), timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.check_clean(doc, n)
+        self.assertEqual(self.served("/f.bin"), n)
+
+    def plan(self, protocol_line):
+        path = os.path.join(self.dir, "plan-%d.yaml" % self.port)
+        with open(path, "w") as f:
+            f.write("target: https://127.0.0.1:%d\n"
+                    "scenarios:\n"
+                    "  api:\n"
+                    "    executor: shared-iterations\n"
+                    "%s"
+                    "    vus: 4\n"
+                    "    iterations: 60\n"
+                    "    flow:\n"
+                    "      - request: { url: /f.bin }\n"
+                    "        check: { status: 200 }\n" % (self.port, protocol_line))
+        return path
+
+    def check_plan(self, doc):
+        self.check_clean(doc, 60)
+        self.assertEqual(doc["config"]["protocol"], "h3")
+        self.assertEqual([s["protocol"] for s in doc["scenarios"]], ["h3"])
+        self.assertEqual([(c["passed"], c["failed"]) for c in doc["checks"]], [(60, 0)])
+        self.assertEqual(self.served("/f.bin"), 60)
+
+    def test_plan_protocol_h3(self):
+        p, doc, _ = sqtest.run_json("run", self.plan("    protocol: h3\n"), "-k", "--streams", "2",
+                                    timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.check_plan(doc)
+
+    def test_run_http3_flag(self):
+        p, doc, _ = sqtest.run_json("run", self.plan(""), "--http3", "-k", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.check_plan(doc)
+
+    def test_untrusted_certificate_fails_the_handshake(self):
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/f.bin" % self.port, "--http3",
+                                    "-n", "1", "-d", "2s", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 0)
+        self.assertGreater(doc["errors"]["quic_handshake"], 0, doc["errors"])
+        self.assertIn("not trusted", p.stderr)
+        self.assertEqual(self.served("/f.bin"), 0)
+
+
+if __name__ == "__main__":
+    sqtest.main()
