@@ -1002,9 +1002,10 @@ static void conn_close(struct h3conn *c, bool quietly)
     conn_free(c);
 }
 
-/* Writes what c has to send. Returns 0, or -1 when c must close. */
+/* Writes what c has to send. Returns the datagrams sent, or -1 when c must close. */
 static int conn_write(struct h3conn *c)
 {
+    int sent = 0;
     struct sq_h3srv *s = c->s;
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
@@ -1051,10 +1052,11 @@ static int conn_write(struct h3conn *c)
         if (ndata >= 0 && c->h && nghttp3_conn_add_write_offset(c->h, sid, (uint64_t)ndata) != 0)
             return -1;
         if (n == 0)
-            return 0;
+            return sent;
         send_pkt(s, c, s->pkt, (size_t)n);
+        sent++;
     }
-    return 0;
+    return sent;
 }
 
 static int conn_new(struct sq_h3srv *s, const ngtcp2_pkt_hd *hd, const struct sockaddr *from,
@@ -1121,7 +1123,6 @@ static int conn_new(struct sq_h3srv *s, const ngtcp2_pkt_hd *hd, const struct so
         return -1;
     gnutls_session_set_ptr(c->tls, &c->ref);
     ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
-    BUMP(s->n_conns);
     return 0;
 }
 
@@ -1142,6 +1143,7 @@ static void on_datagram(struct sq_h3srv *s, uint8_t *p, size_t n, const struct s
             s->pkt, sizeof(s->pkt), r, vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, sv, 1);
         if (k > 0 && !s->detached)
             (void)sendto(s->fd, s->pkt, (size_t)k, MSG_DONTWAIT, from, fromlen);
+        BUMP(s->n_dropped); /* answered, but no connection */
         return;
     }
     if (rv != 0) {
@@ -1149,6 +1151,7 @@ static void on_datagram(struct sq_h3srv *s, uint8_t *p, size_t n, const struct s
         return;
     }
     struct h3conn *c = cid_find(s, vc.dcid, vc.dcidlen);
+    bool fresh = !c;
     if (!c) {
         ngtcp2_pkt_hd hd;
         if (ngtcp2_accept(&hd, p, n) != 0) {
@@ -1174,6 +1177,8 @@ static void on_datagram(struct sq_h3srv *s, uint8_t *p, size_t n, const struct s
     ngtcp2_pkt_info pi = {0};
     rv = ngtcp2_conn_read_pkt(c->q, &c->path, &pi, p, n, now_ts());
     if (rv != 0) {
+        if (fresh)
+            BUMP(s->n_dropped);
         if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_DROP_CONN) {
             conn_close(c, true);
             return;
@@ -1187,8 +1192,17 @@ static void on_datagram(struct sq_h3srv *s, uint8_t *p, size_t n, const struct s
         conn_close(c, false);
         return;
     }
-    if (conn_write(c) < 0)
+    int sent = conn_write(c);
+    if (sent < 0) {
         conn_close(c, false);
+    } else if (fresh && sent > 0) {
+        BUMP(s->n_conns);
+    } else if (fresh) {
+        /* an Initial that took no decryption (forged, or garbage in an Initial's shape): a real
+         * ClientHello is always answered, so nothing is kept for this one */
+        conn_close(c, true);
+        BUMP(s->n_dropped);
+    }
 }
 
 /* Runs c's timers due at now. Returns 0, or -1 when c was freed. */

@@ -45,12 +45,15 @@ struct sq_h3srv_config {
 };
 
 struct sq_h3srv_counts {
-    uint64_t conns;    /* QUIC connections accepted (an Initial that made one) */
+    uint64_t conns;    /* QUIC connections accepted (an Initial that was answered) */
     uint64_t requests; /* requests handed to the handler */
     uint64_t streams;  /* request streams the client opened */
     uint64_t refused;  /* Initials dropped: max_conns reached */
-    uint64_t dropped;  /* datagrams dropped: not QUIC, no such connection, not acceptable */
-    uint64_t open;     /* connections open now (a gauge) */
+    /* datagrams that made no connection and belonged to none: not QUIC, an unknown connection,
+     * an Initial that did not decrypt, a version this server does not speak (answered with
+     * Version Negotiation) */
+    uint64_t dropped;
+    uint64_t open; /* connections open now (a gauge) */
 };
 
 /* True when this build has HTTP/3. */
