@@ -65,6 +65,13 @@ void sq_h3srv_feed(struct sq_h3srv *s, const uint8_t *p, size_t n, uint16_t port
     SQ_UNUSED(port);
 }
 
+void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
+{
+    SQ_UNUSED(s);
+    SQ_UNUSED(p);
+    SQ_UNUSED(n);
+}
+
 #else
 
 #include <ctype.h>
@@ -516,9 +523,12 @@ static int dispatch(struct h3stream *st)
                 (struct sq_h1_header){.name = nm, .name_len = nl, .value = v, .value_len = vl};
         }
     }
-    if (!has_host && authority && nh < SQ_ARRAY_LEN(hdr))
-        hdr[nh++] = (struct sq_h1_header){
+    if (!has_host && authority && nh < SQ_ARRAY_LEN(hdr)) { /* a leading host, as over h2 */
+        memmove(hdr + 1, hdr, nh * sizeof(*hdr));
+        hdr[0] = (struct sq_h1_header){
             .name = "host", .name_len = 4, .value = authority, .value_len = authority_len};
+        nh++;
+    }
     if (st->too_big) {
         resp.status = st->too_big;
         resp.content_type = "application/json";
@@ -673,8 +683,10 @@ static int h_recv_data(nghttp3_conn *h, int64_t id, const uint8_t *data, size_t 
     SQ_UNUSED(h);
     struct h3conn *c = cud;
     struct h3stream *st = sud;
-    ngtcp2_conn_extend_max_stream_offset(c->q, id, len);
-    ngtcp2_conn_extend_max_offset(c->q, len);
+    if (c->q) { /* NULL only in the fuzzer's request path */
+        ngtcp2_conn_extend_max_stream_offset(c->q, id, len);
+        ngtcp2_conn_extend_max_offset(c->q, len);
+    }
     if (!st || st->too_big || !len)
         return 0;
     int g = grow(&st->body, &st->body_cap, st->body_len + len, SQ_SERVER_MAX_BODY);
@@ -697,8 +709,10 @@ static int h_deferred_consume(nghttp3_conn *h, int64_t id, size_t n, void *cud, 
     SQ_UNUSED(h);
     SQ_UNUSED(sud);
     struct h3conn *c = cud;
-    ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
-    ngtcp2_conn_extend_max_offset(c->q, n);
+    if (c->q) {
+        ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
+        ngtcp2_conn_extend_max_offset(c->q, n);
+    }
     return 0;
 }
 
@@ -741,7 +755,7 @@ static int h_stream_close(nghttp3_conn *h, int64_t id, uint64_t code, void *cud,
         stream_unlink(c, st);
         stream_free(st);
     }
-    if (ngtcp2_is_bidi_stream(id) && !ngtcp2_conn_is_local_stream(c->q, id))
+    if (c->q && ngtcp2_is_bidi_stream(id) && !ngtcp2_conn_is_local_stream(c->q, id))
         ngtcp2_conn_extend_max_streams_bidi(c->q, 1);
     return 0;
 }
@@ -751,7 +765,8 @@ static int h_stop_sending(nghttp3_conn *h, int64_t id, uint64_t code, void *cud,
     SQ_UNUSED(h);
     SQ_UNUSED(sud);
     struct h3conn *c = cud;
-    ngtcp2_conn_shutdown_stream_read(c->q, id, code);
+    if (c->q)
+        ngtcp2_conn_shutdown_stream_read(c->q, id, code);
     return 0;
 }
 
@@ -760,7 +775,8 @@ static int h_reset_stream(nghttp3_conn *h, int64_t id, uint64_t code, void *cud,
     SQ_UNUSED(h);
     SQ_UNUSED(sud);
     struct h3conn *c = cud;
-    ngtcp2_conn_shutdown_stream_write(c->q, id, code);
+    if (c->q)
+        ngtcp2_conn_shutdown_stream_write(c->q, id, code);
     return 0;
 }
 
@@ -1482,6 +1498,91 @@ void sq_h3srv_feed(struct sq_h3srv *s, const uint8_t *p, size_t n, uint16_t port
     memcpy(s->rbuf, p, n);
     on_datagram(s, s->rbuf, n, (struct sockaddr *)&from, sizeof(from));
     (void)run_timers(s);
+}
+
+/* The request path without QUIC: a bare nghttp3 server session whose streams take the input
+ * (see h3srv.h). */
+void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
+{
+    struct h3conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    c->s = s;
+    nghttp3_callbacks cb = {
+        .acked_stream_data = h_acked,
+        .stream_close = h_stream_close,
+        .recv_data = h_recv_data,
+        .deferred_consume = h_deferred_consume,
+        .begin_headers = h_begin_headers,
+        .recv_header = h_recv_header,
+        .stop_sending = h_stop_sending,
+        .end_stream = h_end_stream,
+        .reset_stream = h_reset_stream,
+    };
+    nghttp3_settings set;
+    nghttp3_settings_default(&set);
+    set.qpack_max_dtable_capacity = 4096;
+    set.qpack_blocked_streams = 100;
+    if (nghttp3_conn_server_new(&c->h, &cb, &set, NULL, c) != 0) {
+        free(c);
+        return;
+    }
+    nghttp3_conn_set_max_client_streams_bidi(c->h, SQ_H3SRV_MAX_STREAMS);
+    if (nghttp3_conn_bind_control_stream(c->h, 3) != 0 ||
+        nghttp3_conn_bind_qpack_streams(c->h, 7, 11) != 0)
+        goto out;
+    /* the client's control stream: its type and an empty SETTINGS frame */
+    static const uint8_t ctrl[] = {0x00, 0x04, 0x00};
+    if (nghttp3_conn_read_stream(c->h, 2, ctrl, sizeof(ctrl), 0) < 0)
+        goto out;
+    /* the input: pieces "stream selector, length, bytes" onto request streams 0, 4, 8, 12 and
+     * the client's QPACK streams; the last piece of a request stream ends it */
+    size_t i = 0;
+    while (i + 2 <= n) {
+        uint8_t sel = p[i], len = p[i + 1];
+        i += 2;
+        size_t k = len < n - i ? len : n - i;
+        int64_t ids[] = {0, 4, 8, 12, 6, 10};
+        int64_t id = ids[(sel & 0x7f) % SQ_ARRAY_LEN(ids)];
+        int fin = (sel & 0x80) && ngtcp2_is_bidi_stream(id);
+        if (nghttp3_conn_read_stream(c->h, id, p + i, k, fin) < 0)
+            goto out;
+        i += k;
+        /* answers: due ones now, paced pieces now, everything pulled and acknowledged */
+        for (struct h3stream *st = c->streams; st; st = st->next) {
+            if (st->due_ns && !st->submitted && submit(st) < 0)
+                goto out;
+            if (st->submitted && st->pace_fn && pace_run(st, INT64_MAX / 4) < 0)
+                st->pace_fn = NULL;
+        }
+        for (int r = 0; r < 256; r++) {
+            int64_t sid = -1;
+            int f = 0;
+            nghttp3_vec vec[16];
+            nghttp3_ssize nv = nghttp3_conn_writev_stream(c->h, &sid, &f, vec, 16);
+            if (nv < 0)
+                goto out;
+            if (sid < 0)
+                break;
+            size_t tot = 0;
+            for (nghttp3_ssize v = 0; v < nv; v++)
+                tot += vec[v].len;
+            if (nghttp3_conn_add_write_offset(c->h, sid, tot) != 0 ||
+                nghttp3_conn_add_ack_offset(c->h, sid, tot) != 0)
+                goto out;
+            if (!tot && !f)
+                break;
+        }
+    }
+out:
+    nghttp3_conn_del(c->h);
+    c->h = NULL;
+    while (c->streams) {
+        struct h3stream *st = c->streams;
+        c->streams = st->next;
+        stream_free(st);
+    }
+    free(c);
 }
 
 #endif

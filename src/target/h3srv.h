@@ -76,5 +76,9 @@ SQ_MUST_CHECK int sq_h3srv_new_detached(const struct sq_h3srv_config *cfg, struc
 /* Handles one datagram from 127.0.0.1:port as the thread would (answers are built and dropped),
  * then runs the timers due at now. */
 void sq_h3srv_feed(struct sq_h3srv *s, const uint8_t *p, size_t n, uint16_t port);
+/* The HTTP/3 request path alone (no QUIC, no TLS): a fresh nghttp3 server session is fed p as
+ * pieces (a stream selector byte, a length byte, the bytes) on request and QPACK streams; every
+ * complete request goes to the handler and its answer is pulled out and acknowledged. */
+void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n);
 
 #endif
