@@ -849,7 +849,8 @@ static int q_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *ud)
 static int q_handshake_completed(ngtcp2_conn *q, void *ud)
 {
     SQ_UNUSED(q);
-    return setup_h3(ud) < 0 ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
+    struct h3conn *c = ud;
+    return !c->h && setup_h3(c) < 0 ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
 }
 
 static int q_recv_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t off,
@@ -858,7 +859,7 @@ static int q_recv_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64
     SQ_UNUSED(off);
     SQ_UNUSED(sud);
     struct h3conn *c = ud;
-    if (!c->h)
+    if (!c->h && setup_h3(c) < 0) /* 1-RTT data processed before the handshake's end */
         return NGTCP2_ERR_CALLBACK_FAILURE;
     nghttp3_ssize n =
         nghttp3_conn_read_stream(c->h, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
