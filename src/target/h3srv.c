@@ -1147,6 +1147,10 @@ static void on_datagram(struct sq_h3srv *s, uint8_t *p, size_t n, const struct s
                         socklen_t fromlen)
 {
     ngtcp2_version_cid vc;
+    if (n == 0) { /* ngtcp2_pkt_decode_version_cid asserts on an empty packet */
+        BUMP(s->n_dropped);
+        return;
+    }
     int rv = ngtcp2_pkt_decode_version_cid(&vc, p, n, SCID_LEN);
     if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
         if (n < 1200) { /* answer only what could be an Initial: no amplification */
