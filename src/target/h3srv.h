@@ -27,7 +27,7 @@
 
 struct sq_h3srv; /* opaque */
 
-#define SQ_H3SRV_MAX_CONNS_DEFAULT 4096 /* when max_conns is 0 */
+#define SQ_H3SRV_MAX_CONNS_DEFAULT 1024 /* when max_conns is 0 (about 180 KiB each) */
 #define SQ_H3SRV_MAX_STREAMS       100  /* concurrent request streams per connection */
 
 struct sq_h3srv_config {
