@@ -56,7 +56,10 @@ def rss_kib(pid):
 @unittest.skipUnless(H3, "this squall build has no HTTP/3 (scripts/deps.sh installs the libraries)")
 @unittest.skipUnless(GTLSCLIENT, "gtlsclient (ngtcp2-client) not installed")
 @unittest.skipUnless(OPENSSL, "openssl not installed (the test makes its certificate with it)")
-class H3TargetTest(unittest.TestCase):
+class H3Case(unittest.TestCase):
+    """A class's own `squall target --http3` with a certificate made here, and gtlsclient."""
+    target_extra = ()
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="sq_h3_")
@@ -68,7 +71,7 @@ class H3TargetTest(unittest.TestCase):
                         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                        check=True, capture_output=True, timeout=60)
         cls.proc, cls.port = sqtest.start_target("-t", "1", "-q", "--http3", "--cert", cls.cert,
-                                                 "--key", cls.key)
+                                                 "--key", cls.key, *cls.target_extra)
 
     @classmethod
     def tearDownClass(cls):
@@ -127,8 +130,8 @@ class H3TargetTest(unittest.TestCase):
                 return st
             time.sleep(0.05)
 
-    # ---- the tests ----
 
+class H3TargetTest(H3Case):
     def test_fetch_bytes_and_counts(self):
         self.reset()
         got = self.fetch(["/bytes/100000", "/bytes/1", "/bytes/3000000", "/fast", "/json/300"])
@@ -249,6 +252,30 @@ class H3TargetTest(unittest.TestCase):
         self.assertLessEqual(h3["dropped"], sent, h3)
         grown = rss_kib(self.proc.pid) - before
         self.assertLess(grown, 64 * 1024, "RSS grew by %d KiB" % grown)
+
+
+class H3CapTest(H3Case):
+    """--max-conns 1: a second client's Initials are dropped (counted) while the first holds the
+    one place; QUIC's retransmission brings it in once the first has gone."""
+    target_extra = ("--max-conns", "1")
+
+    def test_cap(self):
+        self.reset()
+        out_a, argv_a = self.gtls(["/delay/3000", "/bytes/1000"])
+        a = subprocess.Popen(argv_a, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while self.stats()["h3"]["open"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            got_b = self.fetch(["/bytes/2000"], timeout=90)
+        finally:
+            _, err = a.communicate(timeout=60)
+        self.assertEqual(a.returncode, 0, err.decode(errors="replace")[-2000:])
+        self.assertEqual(self.read_dir(out_a)["1000"], pattern(1000))
+        self.assertEqual(got_b["2000"], pattern(2000))
+        st = self.wait_open_zero()
+        self.assertEqual((st["h3"]["connections"], st["h3"]["requests"]), (2, 3), st["h3"])
+        self.assertGreater(st["h3"]["refused"], 0, st["h3"])
 
 
 if __name__ == "__main__":
