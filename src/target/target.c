@@ -524,6 +524,8 @@ struct sq_target {
     struct sq_target__app *app;
     struct sq_target__ws *ws; /* /ws and /webhook */
     struct sq_h3srv *h3;      /* --http3: its thread is worker slot `threads` */
+    /* the same, for the workers (/stats): stored (release) once it runs, after they started */
+    struct sq_h3srv *_Atomic h3_live;
     int threads;
     int slots;                  /* per-worker state: threads, plus one for the HTTP/3 thread */
     char alt_svc[48];           /* "Alt-Svc: h3=\":PORT\"\r\n" with --http3, else "" */
@@ -645,8 +647,9 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
     uint64_t h2c = sub0(sc.h2_conns, atomic_load_explicit(&t->h2_base[0], memory_order_relaxed));
     uint64_t h2s = sub0(sc.h2_streams, atomic_load_explicit(&t->h2_base[1], memory_order_relaxed));
     struct sq_h3srv_counts h3 = {0};
-    if (t->h3)
-        sq_h3srv_counts(t->h3, &h3);
+    struct sq_h3srv *h3s = atomic_load_explicit(&t->h3_live, memory_order_acquire);
+    if (h3s)
+        sq_h3srv_counts(h3s, &h3);
     struct sq_target_gaps g;
     uint64_t dropped;
     char *o = scratch_get(&t->scr[req->worker], STATS_CAP);
@@ -691,7 +694,7 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         (unsigned long long)v[SQ_TARGET_C_OAUTH_TOKENS],
         (unsigned long long)v[SQ_TARGET_C_OAUTH_REFUSED],
         (unsigned long long)v[SQ_TARGET_C_ITEMS_EXPIRED], (unsigned long long)h2c,
-        (unsigned long long)h2s, t->h3 ? "true" : "false",
+        (unsigned long long)h2s, h3s ? "true" : "false",
         (unsigned long long)sub0(h3.conns,
                                  atomic_load_explicit(&t->h3_base[0], memory_order_relaxed)),
         (unsigned long long)sub0(h3.requests,
@@ -912,9 +915,10 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
             sq_server_counts(req->server, &sc);
             atomic_store_explicit(&t->h2_base[0], sc.h2_conns, memory_order_relaxed);
             atomic_store_explicit(&t->h2_base[1], sc.h2_streams, memory_order_relaxed);
-            if (t->h3) {
+            struct sq_h3srv *h3s = atomic_load_explicit(&t->h3_live, memory_order_acquire);
+            if (h3s) {
                 struct sq_h3srv_counts h3;
-                sq_h3srv_counts(t->h3, &h3);
+                sq_h3srv_counts(h3s, &h3);
                 atomic_store_explicit(&t->h3_base[0], h3.conns, memory_order_relaxed);
                 atomic_store_explicit(&t->h3_base[1], h3.requests, memory_order_relaxed);
                 atomic_store_explicit(&t->h3_base[2], h3.streams, memory_order_relaxed);
@@ -1046,6 +1050,7 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
             return rc;
         }
         int n = snprintf(t->alt_svc, sizeof(t->alt_svc), "Alt-Svc: h3=\":%u\"\r\n", (unsigned)port);
+        atomic_store_explicit(&t->h3_live, t->h3, memory_order_release);
         atomic_store_explicit(&t->alt_svc_len, (size_t)n, memory_order_release);
     }
     *out = t;
