@@ -104,6 +104,8 @@ void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
 #define MAX_PENDING   (1024 * 1024) /* a paced answer's bytes not yet acknowledged */
 #define STREAM_WINDOW (256 * 1024)
 #define CONN_WINDOW   (1024 * 1024)
+#define CONN_BODY_MAX (4 * 1024 * 1024) /* request bodies held at once per connection; more: 413   \
+                                         */
 
 static const char PRIORITY[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:"
                                "+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-CCM:-GROUP-ALL:"
@@ -173,6 +175,7 @@ struct h3conn {
     ngtcp2_path path;
     struct h3stream *streams;
     uint32_t nstreams;
+    size_t body_bytes; /* request body buffers of its streams (capacity), at most CONN_BODY_MAX */
     int ncids;
     struct cidref *own[16]; /* every ID of this connection in the map */
     bool dead;
@@ -288,10 +291,19 @@ static void chunks_free(struct chunk *k)
     }
 }
 
+/* Frees st's request body (the handler has had it, or it is refused). */
+static void body_drop(struct h3stream *st)
+{
+    st->c->body_bytes -= st->body_cap;
+    free(st->body);
+    st->body = NULL;
+    st->body_len = st->body_cap = 0;
+}
+
 static void stream_free(struct h3stream *st)
 {
+    body_drop(st);
     free(st->head);
-    free(st->body);
     free(st->ctype);
     free(st->xhead);
     chunks_free(st->first);
@@ -580,6 +592,7 @@ static int dispatch(struct h3stream *st)
     } else {
         if (chunk_add(st, resp.body, resp.body_len) < 0)
             goto oom;
+        body_drop(st); /* after the copy: an answer may point into the request */
         if (resp.fill && resp.fill_len && resp.fill_total) {
             st->fill = resp.fill;
             st->fill_len = resp.fill_len;
@@ -689,14 +702,17 @@ static int h_recv_data(nghttp3_conn *h, int64_t id, const uint8_t *data, size_t 
     }
     if (!st || st->too_big || !len)
         return 0;
-    int g = grow(&st->body, &st->body_cap, st->body_len + len, SQ_SERVER_MAX_BODY);
+    size_t cap0 = st->body_cap;
+    /* the connection's budget: what its other streams hold leaves this one less */
+    size_t room = CONN_BODY_MAX - (c->body_bytes - cap0);
+    int g = grow(&st->body, &st->body_cap, st->body_len + len,
+                 room < SQ_SERVER_MAX_BODY ? room : SQ_SERVER_MAX_BODY);
+    c->body_bytes += st->body_cap - cap0;
     if (g == -2)
         return NGHTTP3_ERR_CALLBACK_FAILURE;
     if (g < 0) {
         st->too_big = 413;
-        free(st->body);
-        st->body = NULL;
-        st->body_len = st->body_cap = 0;
+        body_drop(st);
         return 0;
     }
     memcpy(st->body + st->body_len, data, len);
