@@ -21,7 +21,6 @@ build=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcmocka-dev 
        python3-yaml                    # tests/e2e/test_deploy.py reads the Kubernetes manifests
        libsnappy-dev                   # --out prometheus-rw compresses with snappy (optional at build)
        libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev  # --http3 (optional at build)
-       ngtcp2-server                   # gtlsserver: the HTTP/3 peer of e2e.test_h3
        prometheus)                     # promtool checks the daemon's /metrics (test_daemon)
 fuzz=(clang libclang-rt-14-dev)
 # bench: servers and peers (ab in apache2-utils, h2load in nghttp2-client, Locust from Debian),
@@ -44,7 +43,8 @@ browser=(chromium)
 # e2e.test_push streams --out prometheus-rw and --out influxdb into Debian's prometheus (above)
 # and influxd (InfluxDB 1.x, package influxdb) and reads the series back. e2e.test_proxy goes
 # through a real HTTP proxy that logs what it forwards (tinyproxy).
-test=("${browser[@]}" strace iproute2 util-linux libxml2-utils influxdb tinyproxy)
+test=("${browser[@]}" strace iproute2 util-linux libxml2-utils influxdb tinyproxy
+      ngtcp2-client ngtcp2-server)     # HTTP/3 peers: e2e.test_target_h3 drives gtlsclient
 # npm fetches uPlot, which the build embeds into the HTML report. A node that came from elsewhere
 # (NodeSource's nodejs ships npm inside it and conflicts with Debian's npm) is kept as it is.
 command -v npm >/dev/null 2>&1 || build+=(nodejs npm)

@@ -18,6 +18,7 @@
 #include "net/sock.h"
 #include "net/tls.h"
 #include "server/server.h"
+#include "target/h3srv.h"
 #include "target/target.h"
 
 #define MAX_THREADS 1024
@@ -38,6 +39,8 @@ static const char target_usage[] =
     "      --key FILE          PEM private key of --cert\n"
     "      --client-ca FILE    require client certificates signed by these CAs (implies --tls)\n"
     "      --cert-out FILE     write the certificate in use as PEM (for a client's --cacert)\n"
+    "      --http3             also serve HTTP/3 (QUIC) on UDP at the same port number, with\n"
+    "                          the same certificate (implies --tls); TCP answers carry Alt-Svc\n"
     "      --idle-timeout D    close a connection that moves no byte for D (default 60s;\n"
     "                          0: never; a bare number is seconds)\n"
     "      --header-timeout D  answer 408 and close when a request head (or a TLS handshake)\n"
@@ -135,7 +138,7 @@ struct targetcmd {
     const char *host;
     const char *unix_path; /* --unix PATH, or NULL */
     uint64_t port, threads;
-    bool quiet, tls;
+    bool quiet, tls, http3;
     int64_t stall, stall_period; /* --stall DUR/PERIOD */
     int64_t idle_timeout, header_timeout, request_timeout;
     uint64_t max_conns, min_body_rate;
@@ -249,6 +252,10 @@ static int target_parse(struct targetcmd *c, int argc, char **argv)
             c->tls = true;
             continue;
         }
+        if (strcmp(a, "--http3") == 0) {
+            c->http3 = c->tls = true;
+            continue;
+        }
         int m = 0, rc;
         size_t f;
         for (f = 0; f < SQ_ARRAY_LEN(value_flags) && m == 0; f++)
@@ -267,6 +274,19 @@ static int target_parse(struct targetcmd *c, int argc, char **argv)
     if ((c->topts.cert == NULL) != (c->topts.key == NULL))
         return sq_cli_usage_error(FACE, "%s",
                                   c->topts.cert ? "--cert needs --key" : "--key needs --cert");
+    if (c->http3 && !sq_h3srv_available()) {
+        fprintf(stderr,
+                "%s: --http3: this build has no HTTP/3 (libngtcp2, "
+                "libngtcp2_crypto_gnutls, libnghttp3 and gnutls were not found when it "
+                "was built; scripts/deps.sh installs them)\n",
+                FACE);
+        return SQ_EXIT_USAGE;
+    }
+    if (c->http3 && c->unix_path)
+        return sq_cli_usage_error(FACE, "--http3 listens on UDP: not with --unix");
+    if (c->http3 && c->topts.client_ca)
+        return sq_cli_usage_error(FACE, "--http3 does not check client certificates: not with "
+                                        "--client-ca");
     return 0;
 }
 
@@ -299,8 +319,18 @@ static int target_start(struct targetcmd *c)
                                    .min_body_rate = (uint32_t)c->min_body_rate,
                                    .max_conns = (uint32_t)c->max_conns,
                                    .oauth_client = c->oauth_client};
+    char *cert_pem = NULL, *key_pem = NULL;
+    if (c->http3 && sq_tls_server_pem(c->ts, &cert_pem, &key_pem) < 0) {
+        fprintf(stderr, "squall target: --http3: out of memory\n");
+        return SQ_EXIT_FAIL;
+    }
+    cfg.http3 = c->http3;
+    cfg.h3_cert_pem = cert_pem;
+    cfg.h3_key_pem = key_pem;
     const char *why = NULL;
     int rc = sq_target_start(&cfg, &c->t, &why);
+    free(cert_pem);
+    sq_tls_pem_free(key_pem);
     if (rc < 0 && c->unix_path) {
         fprintf(stderr, "squall target: cannot listen on unix:%s: %s\n", c->unix_path,
                 why ? why : sq_strerror(rc));

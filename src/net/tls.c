@@ -590,6 +590,56 @@ fail:
     return rc;
 }
 
+static char *bio_text(BIO *b)
+{
+    char *p = NULL;
+    long n = BIO_get_mem_data(b, &p);
+    char *out = n > 0 ? malloc((size_t)n + 1) : NULL;
+    if (out) {
+        memcpy(out, p, (size_t)n);
+        out[n] = 0;
+    }
+    return out;
+}
+
+int sq_tls_server_pem(const struct sq_tls_server *s, char **cert, char **key)
+{
+    *cert = *key = NULL;
+    X509 *x = SSL_CTX_get0_certificate(s->ctx);
+    EVP_PKEY *k = SSL_CTX_get0_privatekey(s->ctx);
+    BIO *bc = BIO_new(BIO_s_mem()), *bk = BIO_new(BIO_s_mem());
+    int rc = -ENOMEM;
+    if (x && k && bc && bk && PEM_write_bio_X509(bc, x) == 1 &&
+        PEM_write_bio_PrivateKey(bk, k, NULL, NULL, 0, NULL, NULL) == 1) {
+        *cert = bio_text(bc);
+        *key = bio_text(bk);
+        if (*cert && *key) {
+            rc = 0;
+        } else {
+            free(*cert);
+            sq_tls_pem_free(*key);
+            *cert = *key = NULL;
+        }
+    }
+    BIO_free(bc);
+    if (bk) {
+        char *p = NULL;
+        long n = BIO_get_mem_data(bk, &p);
+        if (n > 0)
+            OPENSSL_cleanse(p, (size_t)n);
+        BIO_free(bk);
+    }
+    return rc;
+}
+
+void sq_tls_pem_free(char *pem)
+{
+    if (pem) {
+        OPENSSL_cleanse(pem, strlen(pem));
+        free(pem);
+    }
+}
+
 void sq_tls_server_free(struct sq_tls_server *s)
 {
     if (!s)

@@ -97,6 +97,11 @@ struct sq_tls_server; /* opaque; shared read-only by every server worker */
 SQ_MUST_CHECK int sq_tls_server_new(const struct sq_tls_server_opts *o, struct sq_tls_server **out,
                                     char *errbuf, size_t errlen);
 void sq_tls_server_free(struct sq_tls_server *s); /* NULL is a no-op */
+/* The certificate and private key in use (the files' or the generated ones), each as PEM text in
+ * a fresh NUL-terminated allocation (free both; the key's is wiped by sq_tls_pem_free). For a
+ * second TLS stack beside this one (the target's HTTP/3). Returns 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_tls_server_pem(const struct sq_tls_server *s, char **cert, char **key);
+void sq_tls_pem_free(char *pem);
 
 /* ---- connections ---- */
 

@@ -55,8 +55,9 @@ struct sq_server_req {
     size_t method_len;
     const char *path; /* the request-target as sent (query included) */
     size_t path_len;
-    int minor_version;                  /* HTTP/1.<minor>; 0 for HTTP/2 */
-    bool h2;                            /* the request came over HTTP/2 (a stream) */
+    int minor_version; /* HTTP/1.<minor>; 0 for HTTP/2 */
+    bool h2;           /* the request came over HTTP/2 (a stream) */
+    bool h3;           /* the request came over HTTP/3 (squall target --http3: target/h3srv.h) */
     const struct sq_h1_header *headers; /* spans into the server's buffers */
     size_t num_headers;
     const char *body; /* decoded (de-chunked) body, or NULL when empty */

@@ -33,6 +33,7 @@
 #include "server/server.h"
 #include "stats/hist.h"
 #include "target/app.h"
+#include "target/h3srv.h"
 #include "target/wsep.h"
 
 #define BLOCK_SIZE   (64 * 1024)
@@ -522,7 +523,14 @@ struct sq_target {
     struct arrivals *arr; /* one per worker */
     struct sq_target__app *app;
     struct sq_target__ws *ws; /* /ws and /webhook */
+    struct sq_h3srv *h3;      /* --http3: its thread is worker slot `threads` */
+    /* the same, for the workers (/stats): stored (release) once it runs, after they started */
+    struct sq_h3srv *_Atomic h3_live;
     int threads;
+    int slots;                  /* per-worker state: threads, plus one for the HTTP/3 thread */
+    char alt_svc[48];           /* "Alt-Svc: h3=\":PORT\"\r\n" with --http3, else "" */
+    _Atomic size_t alt_svc_len; /* stored (release) once alt_svc is written */
+    struct scratch *hdr;        /* per worker: Alt-Svc joined with a handler's own header lines */
     int64_t start_ns;
     int64_t stall_ns, stall_period_ns; /* 0: no stall */
     /* as configured, for /stats' "limits" */
@@ -530,6 +538,7 @@ struct sq_target {
     uint32_t min_body_rate, max_conns;
     _Atomic int64_t reset_ns;
     _Atomic uint64_t h2_base[2]; /* h2 connections and streams at the last reset */
+    _Atomic uint64_t h3_base[3]; /* h3 connections, requests and streams at the last reset */
 };
 
 static char *scratch_get(struct scratch *s, size_t need)
@@ -557,7 +566,7 @@ static void server_extra(const struct sq_server *srv, uint64_t extra[SQ_TARGET_N
 /* Summarises the arrivals since the last reset. Returns 0 or -ENOMEM. */
 static int arrivals_read(struct sq_target *t, struct sq_target_gaps *g, uint64_t *dropped)
 {
-    int nw = t->threads;
+    int nw = t->slots;
     struct sq_target_run *runs = calloc((size_t)nw, sizeof(*runs));
     uint64_t *base = calloc((size_t)nw, sizeof(*base));
     int64_t *buf = NULL;
@@ -606,7 +615,7 @@ out:
 
 static void arrivals_reset(struct sq_target *t)
 {
-    for (int w = 0; w < t->threads; w++) {
+    for (int w = 0; w < t->slots; w++) {
         struct arrivals *a = &t->arr[w];
         atomic_store_explicit(&a->dropped_base,
                               atomic_load_explicit(&a->dropped, memory_order_relaxed),
@@ -637,6 +646,10 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
     sq_server_counts(req->server, &sc);
     uint64_t h2c = sub0(sc.h2_conns, atomic_load_explicit(&t->h2_base[0], memory_order_relaxed));
     uint64_t h2s = sub0(sc.h2_streams, atomic_load_explicit(&t->h2_base[1], memory_order_relaxed));
+    struct sq_h3srv_counts h3 = {0};
+    struct sq_h3srv *h3s = atomic_load_explicit(&t->h3_live, memory_order_acquire);
+    if (h3s)
+        sq_h3srv_counts(h3s, &h3);
     struct sq_target_gaps g;
     uint64_t dropped;
     char *o = scratch_get(&t->scr[req->worker], STATS_CAP);
@@ -664,7 +677,9 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         "\"max\":%.3f,\"mean\":%.3f}},\"arrivals_dropped\":%llu,"
         "\"auth\":{\"logins\":%llu,\"items_ok\":%llu,\"items_unauthorized\":%llu},"
         "\"oauth\":{\"tokens\":%llu,\"refused\":%llu,\"expired\":%llu},"
-        "\"h2\":{\"connections\":%llu,\"streams\":%llu}",
+        "\"h2\":{\"connections\":%llu,\"streams\":%llu},"
+        "\"h3\":{\"enabled\":%s,\"connections\":%llu,\"requests\":%llu,\"streams\":%llu,"
+        "\"open\":%llu,\"refused\":%llu,\"dropped\":%llu}",
         (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
         (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_SMUGGLING],
         (unsigned long long)v[SQ_TARGET_C_ACCEPTED], (unsigned long long)sc.open,
@@ -679,7 +694,15 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         (unsigned long long)v[SQ_TARGET_C_OAUTH_TOKENS],
         (unsigned long long)v[SQ_TARGET_C_OAUTH_REFUSED],
         (unsigned long long)v[SQ_TARGET_C_ITEMS_EXPIRED], (unsigned long long)h2c,
-        (unsigned long long)h2s);
+        (unsigned long long)h2s, h3s ? "true" : "false",
+        (unsigned long long)sub0(h3.conns,
+                                 atomic_load_explicit(&t->h3_base[0], memory_order_relaxed)),
+        (unsigned long long)sub0(h3.requests,
+                                 atomic_load_explicit(&t->h3_base[1], memory_order_relaxed)),
+        (unsigned long long)sub0(h3.streams,
+                                 atomic_load_explicit(&t->h3_base[2], memory_order_relaxed)),
+        (unsigned long long)h3.open, (unsigned long long)h3.refused,
+        (unsigned long long)h3.dropped);
     /* open WebSocket connections: raw sums (a gauge; a reset does not zero it) */
     uint64_t ws_up = sq_target_counters_sum(t->cnt, SQ_TARGET_C_WS_UPGRADES),
              ws_end = sq_target_counters_sum(t->cnt, SQ_TARGET_C_WS_ENDED);
@@ -750,7 +773,8 @@ static void answer_echo(struct sq_target *t, const struct sq_server_req *req,
     put_lit(o, &len, ",\"path\":");
     put_json_str(o, &len, req->path, req->path_len);
     put_lit(o, &len,
-            req->h2                   ? ",\"version\":\"HTTP/2\",\"headers\":["
+            req->h3                   ? ",\"version\":\"HTTP/3\",\"headers\":["
+            : req->h2                 ? ",\"version\":\"HTTP/2\",\"headers\":["
             : req->minor_version == 0 ? ",\"version\":\"HTTP/1.0\",\"headers\":["
                                       : ",\"version\":\"HTTP/1.1\",\"headers\":[");
     for (size_t i = 0; i < req->num_headers; i++) {
@@ -782,6 +806,25 @@ static int64_t stall_delay(const struct sq_target *t, int64_t delay_ns)
     int64_t at = sq_now_ns() + delay_ns - t->start_ns; /* when it would leave, since start */
     int64_t phase = at % t->stall_period_ns;
     return phase < t->stall_ns ? delay_ns + (t->stall_ns - phase) : delay_ns;
+}
+
+/* Puts the Alt-Svc line before the handler's own header lines (the worker's hdr buffer: the
+ * server copies or renders them before the handler's caller returns). */
+static void add_alt_svc(struct sq_target *t, int worker, struct sq_server_resp *resp)
+{
+    size_t n = atomic_load_explicit(&t->alt_svc_len, memory_order_acquire);
+    if (!resp->headers_len) {
+        resp->headers = t->alt_svc;
+        resp->headers_len = n;
+        return;
+    }
+    char *o = scratch_get(&t->hdr[worker], n + resp->headers_len);
+    if (!o)
+        return; /* out of memory: no Alt-Svc on this one */
+    memcpy(o, t->alt_svc, n);
+    memcpy(o + n, resp->headers, resp->headers_len);
+    resp->headers = o;
+    resp->headers_len += n;
 }
 
 static void handle(void *ud, const struct sq_server_req *req, struct sq_server_resp *resp)
@@ -872,6 +915,14 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
             sq_server_counts(req->server, &sc);
             atomic_store_explicit(&t->h2_base[0], sc.h2_conns, memory_order_relaxed);
             atomic_store_explicit(&t->h2_base[1], sc.h2_streams, memory_order_relaxed);
+            struct sq_h3srv *h3s = atomic_load_explicit(&t->h3_live, memory_order_acquire);
+            if (h3s) {
+                struct sq_h3srv_counts h3;
+                sq_h3srv_counts(h3s, &h3);
+                atomic_store_explicit(&t->h3_base[0], h3.conns, memory_order_relaxed);
+                atomic_store_explicit(&t->h3_base[1], h3.requests, memory_order_relaxed);
+                atomic_store_explicit(&t->h3_base[2], h3.streams, memory_order_relaxed);
+            }
             arrivals_reset(t);
             sq_target__oauth_reset(t->app);
             atomic_store_explicit(&t->reset_ns, sq_now_ns(), memory_order_relaxed);
@@ -887,6 +938,8 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
     }
     if (t->stall_ns && ep != SQ_TARGET_EP_STATS)
         resp->delay_ns = stall_delay(t, resp->delay_ns);
+    if (atomic_load_explicit(&t->alt_svc_len, memory_order_relaxed) && !req->h3 && !resp->upgrade)
+        add_alt_svc(t, req->worker, resp);
     sq_target_counters_bump(t->cnt, req->worker, ep);
 }
 
@@ -907,11 +960,14 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     size_t cap = 1;
     while (cap < want)
         cap <<= 1;
+    if (cfg->http3 && (!cfg->tls || cfg->unix_path))
+        return -EINVAL;
     pthread_once(&block_once, block_fill);
     struct sq_target *t = calloc(1, sizeof(*t));
     if (!t)
         return -ENOMEM;
     t->threads = cfg->threads;
+    int slots = t->slots = cfg->threads + (cfg->http3 ? 1 : 0);
     t->start_ns = sq_now_ns();
     t->stall_ns = cfg->stall_ns;
     t->stall_period_ns = cfg->stall_period_ns;
@@ -921,26 +977,29 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
     t->min_body_rate = cfg->min_body_rate;
     t->max_conns = cfg->max_conns;
     atomic_store(&t->reset_ns, t->start_ns);
-    t->cnt = sq_target_counters_new(cfg->threads);
-    if (sq_target__app_new(cfg->threads, &t->app) < 0) {
+    t->cnt = sq_target_counters_new(slots);
+    if (sq_target__app_new(slots, &t->app) < 0) {
         t->app = NULL;
     } else if (cfg->oauth_client && sq_target__app_oauth_client(t->app, cfg->oauth_client) < 0) {
         sq_target__app_free(t->app);
         t->app = NULL;
     }
-    t->scr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct scratch));
+    t->scr = aligned_alloc(64, (size_t)slots * sizeof(struct scratch));
     if (t->scr) /* zeroed at once: sq_target_free walks it */
-        memset(t->scr, 0, (size_t)cfg->threads * sizeof(struct scratch));
-    t->arr = aligned_alloc(64, (size_t)cfg->threads * sizeof(struct arrivals));
+        memset(t->scr, 0, (size_t)slots * sizeof(struct scratch));
+    t->arr = aligned_alloc(64, (size_t)slots * sizeof(struct arrivals));
     if (t->arr)
-        memset(t->arr, 0, (size_t)cfg->threads * sizeof(struct arrivals));
-    if (t->cnt && sq_target__ws_new(cfg->threads, t->cnt, &t->ws) < 0)
+        memset(t->arr, 0, (size_t)slots * sizeof(struct arrivals));
+    t->hdr = aligned_alloc(64, (size_t)slots * sizeof(struct scratch));
+    if (t->hdr)
+        memset(t->hdr, 0, (size_t)slots * sizeof(struct scratch));
+    if (t->cnt && sq_target__ws_new(slots, t->cnt, &t->ws) < 0)
         t->ws = NULL;
-    if (!t->cnt || !t->scr || !t->arr || !t->app || !t->ws) {
+    if (!t->cnt || !t->scr || !t->arr || !t->app || !t->ws || !t->hdr) {
         sq_target_free(t);
         return -ENOMEM;
     }
-    for (int w = 0; w < cfg->threads; w++) {
+    for (int w = 0; w < slots; w++) {
         size_t len = cap * sizeof(int64_t);
         void *m = ring_map(len);
         if (!m) {
@@ -971,6 +1030,29 @@ int sq_target_start(const struct sq_target_config *cfg, struct sq_target **out, 
         sq_target_free(t);
         return rc;
     }
+    if (cfg->http3) {
+        uint16_t port = sq_server_port(t->srv);
+        struct sq_h3srv_config hc = {.host = cfg->host,
+                                     .port = port,
+                                     .cert_pem = cfg->h3_cert_pem,
+                                     .key_pem = cfg->h3_key_pem,
+                                     .handler = handle,
+                                     .ud = t,
+                                     .worker = cfg->threads,
+                                     .server = t->srv,
+                                     .max_conns = cfg->max_conns,
+                                     .idle_timeout_ns = cfg->idle_timeout_ns,
+                                     .handshake_timeout_ns = cfg->header_timeout_ns};
+        rc = sq_h3srv_start(&hc, &t->h3, why);
+        if (rc < 0) {
+            t->h3 = NULL;
+            sq_target_free(t);
+            return rc;
+        }
+        int n = snprintf(t->alt_svc, sizeof(t->alt_svc), "Alt-Svc: h3=\":%u\"\r\n", (unsigned)port);
+        atomic_store_explicit(&t->h3_live, t->h3, memory_order_release);
+        atomic_store_explicit(&t->alt_svc_len, (size_t)n, memory_order_release);
+    }
     *out = t;
     return 0;
 }
@@ -982,6 +1064,8 @@ uint16_t sq_target_port(const struct sq_target *t)
 
 void sq_target_stop(struct sq_target *t)
 {
+    if (t->h3)
+        sq_h3srv_stop(t->h3);
     if (t->srv)
         sq_server_stop(t->srv);
 }
@@ -996,13 +1080,18 @@ void sq_target_free(struct sq_target *t)
 {
     if (!t)
         return;
+    sq_h3srv_free(t->h3); /* its thread calls the handler: before anything it uses goes */
     sq_server_free(t->srv);
     if (t->scr)
-        for (int i = 0; i < t->threads; i++)
+        for (int i = 0; i < t->slots; i++)
             free(t->scr[i].p);
     free(t->scr);
+    if (t->hdr)
+        for (int i = 0; i < t->slots; i++)
+            free(t->hdr[i].p);
+    free(t->hdr);
     if (t->arr)
-        for (int i = 0; i < t->threads; i++)
+        for (int i = 0; i < t->slots; i++)
             if (t->arr[i].ts)
                 munmap((void *)t->arr[i].ts, t->arr[i].map_len);
     free(t->arr);

@@ -63,6 +63,11 @@ struct sq_target_config {
     uint32_t max_conns;
     /* POST /oauth/token accepts only this client, "ID:SECRET" (NULL: any id with a secret). */
     const char *oauth_client;
+    /* Serve HTTP/3 too, on UDP at the same port number (target/h3srv.h), with this certificate
+     * and key (PEM text, borrowed for the call); TCP responses then carry Alt-Svc. Needs tls
+     * and no unix_path (-EINVAL); -ENOTSUP (*why set) in a build without HTTP/3. */
+    bool http3;
+    const char *h3_cert_pem, *h3_key_pem;
 };
 
 /* Binds and starts the workers. Returns 0, -errno, -SQ_ERESOLVE (*why set) or -EINVAL. */

@@ -489,6 +489,23 @@ static void test_no_sigpipe(void **state)
 }
 
 /* Not TLS on the other end: the message says so. */
+/* The certificate and key in use come out as PEM (the target's HTTP/3 hands them to GnuTLS). */
+static void test_server_pem(void **state)
+{
+    (void)state;
+    struct sq_tls_server *s = server(&(struct sq_tls_server_opts){0});
+    char *cert = NULL, *key = NULL;
+    assert_int_equal(sq_tls_server_pem(s, &cert, &key), 0);
+    assert_non_null(strstr(cert, "-----BEGIN CERTIFICATE-----\n"));
+    assert_non_null(strstr(cert, "-----END CERTIFICATE-----\n"));
+    assert_non_null(strstr(key, "-----BEGIN PRIVATE KEY-----\n"));
+    assert_non_null(strstr(key, "-----END PRIVATE KEY-----\n"));
+    free(cert);
+    sq_tls_pem_free(key);
+    sq_tls_pem_free(NULL);
+    sq_tls_server_free(s);
+}
+
 static void test_not_tls(void **state)
 {
     (void)state;
@@ -538,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_write_eagain_moved_buffer),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_not_tls),
+        cmocka_unit_test(test_server_pem),
         cmocka_unit_test(test_no_sigpipe),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
