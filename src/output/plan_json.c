@@ -142,8 +142,7 @@ static void add_scenario(struct plan_acc *a, const struct sq_plan *p, uint32_t i
 /* Whether a step of group path g belongs to group name (itself or a group inside it). */
 static bool in_group(const char *g, const char *name)
 {
-    size_t n = strlen(name);
-    return g && strncmp(g, name, n) == 0 && (g[n] == '\0' || (g[n] == ':' && g[n + 1] == ':'));
+    return sq_plan_in_group(g, name, strlen(name));
 }
 
 /* One "groups" entry per group of scenario i (each enclosing group too), in order of first

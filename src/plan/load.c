@@ -1110,6 +1110,12 @@ static void scenario_dispose(struct sq_plan_scenario *sc)
     free(sc->name);
 }
 
+bool sq_plan_in_group(const char *group, const char *name, size_t len)
+{
+    return group && len > 0 && strncmp(group, name, len) == 0 &&
+           (group[len] == '\0' || (group[len] == ':' && group[len + 1] == ':'));
+}
+
 void sq_plan_free(struct sq_plan *p)
 {
     if (!p)

@@ -285,6 +285,11 @@ SQ_MUST_CHECK int sq_plan_load_text(const char *name, const char *text, size_t l
                                     struct sq_plan_error *err);
 void sq_plan_free(struct sq_plan *p);
 
+/* Whether a step of group path `group` ("checkout::pay", NULL outside any group) belongs to the
+ * group whose path is name[0, len): that group itself or a group inside it. One rule for the
+ * result's `groups` figures and the threshold tag `group:`. */
+bool sq_plan_in_group(const char *group, const char *name, size_t len);
+
 /* "plan.yaml:12:7: scenarios.shoppers.flow[0].request: unknown key 'metod' (did you mean
  * 'method'?)" into buf. */
 void sq_plan_error_format(const struct sq_plan_error *e, char *buf, size_t len);

@@ -453,7 +453,7 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
     for (size_t t = 0; t < sel->ntags; t++) {
         const char *k = sel->tags[t].key, *v = sel->tags[t].value;
         size_t kl = sel->tags[t].key_len, vl = sel->tags[t].value_len;
-        static const char *const tags[] = {"scenario", "step", "method", "status"};
+        static const char *const tags[] = {"scenario", "step", "method", "status", "group"};
         int tag = -1;
         for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
             if (strlen(tags[i]) == kl && !memcmp(tags[i], k, kl))
@@ -464,7 +464,7 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
             for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
                 sq_suggest_try(&s, tags[i]);
             return sq_plan__fail(
-                L, key, "unknown tag '%.*s'%s (tags: scenario, step, method, status)",
+                L, key, "unknown tag '%.*s'%s (tags: scenario, step, method, status, group)",
                 (int)(kl > 40 ? 40 : kl), k, sq_suggest_tail(&s, tail, sizeof(tail)));
         }
         bool ok = false;
@@ -486,6 +486,14 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
             if (!ok)
                 return sq_plan__fail(L, key, "method:%.*s: expected an upper-case method like GET",
                                      (int)(vl > 30 ? 30 : vl), v);
+        } else if (tag == 4) { /* a group path as the result shows it: "checkout::pay" */
+            for (size_t i = 0; !ok && i < p->nscenarios; i++)
+                for (size_t j = 0; !ok && j < p->scenarios[i].nsteps; j++) {
+                    const char *g = p->scenarios[i].steps[j].group;
+                    ok = sq_plan_in_group(g, v, vl);
+                    if (g)
+                        sq_suggest_try(&s, g);
+                }
         } else {
             ok = vl == 3 && isdigit((unsigned char)v[0]) && isdigit((unsigned char)v[1]) &&
                  isdigit((unsigned char)v[2]);
@@ -495,7 +503,10 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
         }
         if (!ok)
             return sq_plan__fail(L, key, "no %s named '%.*s' in the plan%s",
-                                 tag == 0 ? "scenario" : "step", (int)(vl > 60 ? 60 : vl), v,
+                                 tag == 0   ? "scenario"
+                                 : tag == 1 ? "step"
+                                            : "group",
+                                 (int)(vl > 60 ? 60 : vl), v,
                                  sq_suggest_tail(&s, tail, sizeof(tail)));
     }
     return 0;

@@ -41,6 +41,9 @@ static bool step_matches(const struct sq_metric_sel *s, const struct sq_plan_ste
     const char *v = tag(s, "step", &l);
     if (v && !span_eq(v, l, ps->name))
         return false;
+    v = tag(s, "group", &l);
+    if (v && !sq_plan_in_group(ps->group, v, l))
+        return false;
     v = tag(s, "method", &l);
     if (v && ps->kind == SQ_STEP_WS) /* a WebSocket step's method tag is WS */
         return span_eq(v, l, "WS");
@@ -198,7 +201,8 @@ static void gather(const struct sq_plan *p, const struct sq_result *r,
         break;
     }
     size_t l;
-    const bool by_step = tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l);
+    const bool by_step =
+        tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l) || tag(s, "group", &l);
     const int want_status = status_filter(s);
     for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
         const struct sq_scen_result *sr = &r->scens[i];
@@ -289,7 +293,8 @@ int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len)
             why = "phase timings are kept for the whole run: this metric takes no tags";
             break;
         case SQ_MS_SCENARIO:
-            if (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l))
+            if (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l) ||
+                tag(s, "group", &l))
                 why = "this metric is kept per scenario: the only tag it takes is scenario";
             break;
         case SQ_MS_STEP:

@@ -686,6 +686,14 @@ static void thresholds(void **state)
                "thresholds.http_reqs{scenario:t}", "no scenario named 't' in the plan");
     expect_err(TH_HEAD "  \"http_reqs{stp:login}\": [\"count > 1\"]\n", "10:4",
                "thresholds.http_reqs{stp:login}", "unknown tag 'stp' (did you mean 'step'?)");
+    expect_err(TH_HEAD "  \"http_reqs{group:checkout}\": [\"count > 1\"]\n", "10:4",
+               "thresholds.http_reqs{group:checkout}", "no group named 'checkout' in the plan");
+    expect_err(HEAD "      - group: checkout\n"
+                    "        steps: [ { group: pay, steps: [ { request: { url: /p } } ] } ]\n"
+                    "thresholds:\n"
+                    "  \"http_reqs{group:checkout::py}\": [\"count > 1\"]\n",
+               "10:4", "thresholds.http_reqs{group:checkout::py}",
+               "no group named 'checkout::py' in the plan (did you mean 'checkout::pay'?)");
     expect_err(TH_HEAD "  checks: [\"p(95) < 200\"]\n", "10:13", "thresholds.checks[0]",
                "'p(95)' does not apply to checks (a rate: rate)");
     expect_err(TH_HEAD "  vus: [\"avg < 2\"]\n", "10:10", "thresholds.vus[0]",
