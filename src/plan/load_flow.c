@@ -1392,9 +1392,9 @@ static int load_cond(struct ld *L, const struct ynode *n, struct sq_plan_step *s
 static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
                      struct sq_plan_scenario *sc)
 {
-    static const char *const keys[] = {"name",  "request",  "think",     "extract",
-                                       "check", "on_error", "before",    "after",
-                                       "ws",    "publish",  "subscribe", "if"};
+    static const char *const keys[] = {"name",      "request", "think", "extract", "check",
+                                       "on_error",  "before",  "after", "ws",      "publish",
+                                       "subscribe", "if",      "metric"};
     int rc = sq_plan__want_keys(L, n,
                                 "a step: a mapping with request (or think, publish, "
                                 "subscribe, ws)",
@@ -1522,6 +1522,16 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
     if (v) {
         mark = sq_plan__path_key(L, "check");
         if ((rc = load_checks(L, v, st)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    v = sq_plan__get(n, "metric");
+    if (v) {
+        mark = sq_plan__path_key(L, "metric");
+        if (st->kind != SQ_STEP_REQUEST)
+            return sq_plan__fail(L, v, "metric: adds at a request step's response, not a ws step");
+        struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
+        if ((rc = sq_plan__load_step_metrics(L, v, st, &R)) < 0)
             return rc;
         sq_plan__path_pop(L, mark);
     }

@@ -101,6 +101,31 @@ struct sq_plan_ws {
     char *subprotocol;   /* CONNECT: Sec-WebSocket-Protocol to offer, or NULL */
 };
 
+/* metrics: the plan's own metrics (docs/plans.md, "Custom metrics"), k6's four kinds. */
+#define SQ_PLAN_METRICS_MAX 32 /* declared per plan */
+#define SQ_STEP_METRICS_MAX 4  /* metric: entries per step */
+#define SQ_METRIC_NAME_MAX  64 /* a name's bytes */
+
+struct sq_plan_metric {
+    char *name; /* [A-Za-z_][A-Za-z0-9_]*, no built-in metric's name */
+    enum sq_metric_kind kind;
+    struct sq_loc loc;
+};
+
+/* Where a step's metric: sample comes from, once per response of the step. */
+enum sq_step_metric_src {
+    SQ_SMS_NUMBER, /* add: 2.5 (a rate: non-zero passes) */
+    SQ_SMS_TMPL,   /* add: "{{total}}": rendered, then read as a number */
+    SQ_SMS_CHECKS, /* from: checks: 1 when every check of the step held, else 0 */
+};
+
+struct sq_step_metric {
+    uint32_t metric; /* index into plan->metrics */
+    enum sq_step_metric_src src;
+    double value;        /* NUMBER */
+    struct sq_tmpl *tmp; /* TMPL: owned */
+};
+
 struct sq_plan_step {
     enum sq_step_kind kind;
     char *name; /* given, or "step N" (1-based) when the step has none; unique in the flow */
@@ -127,6 +152,9 @@ struct sq_plan_step {
     /* before: / after: the plan script's functions run around the request (NULL: none) */
     char *before, *after;
     struct sq_loc before_loc, after_loc;
+    /* metric: samples of the plan's own metrics, taken at each response (NULL: none) */
+    struct sq_step_metric *metrics;
+    uint32_t nmetrics;
 };
 
 /* repeat: (docs/plans.md, Loops): steps first..last (indices into the flat step list,
@@ -174,6 +202,7 @@ struct sq_plan_threshold {
     char *selector;           /* as written: "http_req_duration{step:login}" */
     struct sq_metric_sel sel; /* spans into selector */
     enum sq_metric metric;    /* sel's metric, from the registry (plan/metrics.h) */
+    int custom;               /* >= 0: sel names plan->metrics[custom] (metric is then unused) */
     struct sq_th_expr *exprs;
     size_t nexprs;
     bool abort_on_fail;
@@ -230,7 +259,9 @@ struct sq_plan {
      * feeders[setup_feeder] ("setup", per-vu, a column per setup variable): templates read it
      * as {{setup.NAME}}; sq_feeder_set_row() fills it before the scenarios start. */
     struct sq_plan_scenario *setup, *teardown;
-    int setup_feeder; /* -1: no setup */
+    int setup_feeder;               /* -1: no setup */
+    struct sq_plan_metric *metrics; /* metrics: declared in the plan, in order */
+    size_t nmetrics;
     struct sq_plan_threshold *thresholds;
     size_t nthresholds;
     int64_t default_timeout_ns;     /* defaults.timeout; 0 when unset */

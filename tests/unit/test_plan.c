@@ -115,7 +115,7 @@ static void unknown_keys(void **state)
         "target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
         "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
         "thresholds, script, auth, sink, name, seed, redact, source_addrs, connect_rate, setup, "
-        "teardown)");
+        "teardown, metrics)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -702,6 +702,86 @@ static void thresholds(void **state)
                "thresholds.http_reqs[0].abortOnFail", "expected true or false");
     expect_err(TH_HEAD "  http_reqs: [{ abortOnFail: true }]\n", "10:15", "thresholds.http_reqs[0]",
                "missing key 'threshold'");
+}
+
+/* metrics: declared once, added by steps, named by thresholds: each mistake at its line:col */
+#define MT_HEAD                                                                                    \
+    "target: http://127.0.0.1:8080\n"                                                              \
+    "metrics: { orders: counter, cart: trend, ok_rate: rate, depth: gauge }\n"                     \
+    "scenarios:\n"                                                                                 \
+    "  s:\n"                                                                                       \
+    "    executor: constant-vus\n"                                                                 \
+    "    duration: 1s\n"                                                                           \
+    "    flow:\n"
+
+static void custom_metrics(void **state)
+{
+    (void)state;
+    const char *ok = MT_HEAD "      - name: buy\n"
+                             "        request: { url: /b }\n"
+                             "        extract: { total: { header: X-Total } }\n"
+                             "        check: { status: 200 }\n"
+                             "        metric:\n"
+                             "          - { name: orders }\n"
+                             "          - { name: cart, add: \"{{total}}\" }\n"
+                             "          - { name: ok_rate, from: checks }\n"
+                             "          - { name: depth, add: -2.5 }\n"
+                             "thresholds:\n"
+                             "  orders: [\"count > 1\", \"rate > 0\"]\n"
+                             "  \"cart{step:buy}\": [\"p(95) < 50\"]\n"
+                             "  ok_rate: [\"rate > 0.9\"]\n"
+                             "  depth: [\"value < 3\"]\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    if (sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e) != 0) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    assert_int_equal(p->nmetrics, 4);
+    assert_string_equal(p->metrics[1].name, "cart");
+    assert_int_equal(p->metrics[1].kind, SQ_MK_TREND);
+    const struct sq_plan_step *st = &p->scenarios[0].steps[0];
+    assert_int_equal(st->nmetrics, 4);
+    assert_int_equal(st->metrics[0].src, SQ_SMS_NUMBER);
+    assert_true(st->metrics[0].value == 1);
+    assert_int_equal(st->metrics[1].src, SQ_SMS_TMPL);
+    assert_int_equal(st->metrics[2].src, SQ_SMS_CHECKS);
+    assert_true(st->metrics[3].value == -2.5);
+    assert_int_equal(p->thresholds[0].custom, 0);
+    assert_int_equal(p->thresholds[1].custom, 1);
+    sq_plan_free(p);
+
+    expect_err("target: http://127.0.0.1:8080\nmetrics: { orders: countr }\n" HEAD_REST
+               "      - request: { url: /b }\n",
+               "2:20", "metrics.orders", "unknown metric kind 'countr' (did you mean 'counter'?)");
+    expect_err("target: http://127.0.0.1:8080\nmetrics: { http_reqs: counter }\n" HEAD_REST
+               "      - request: { url: /b }\n",
+               "2:12", "metrics.http_reqs", "'http_reqs' is a built-in metric");
+    expect_err("target: http://127.0.0.1:8080\nmetrics: { 9x: counter }\n" HEAD_REST
+               "      - request: { url: /b }\n",
+               "2:12", "metrics.9x", "a metric name is letters, digits and '_'");
+    expect_err(MT_HEAD "      - request: { url: /b }\n        metric: { name: ordrs }\n", "9:25",
+               "scenarios.s.flow[0].metric.name",
+               "no metric named 'ordrs' under metrics: (did you mean 'orders'?)");
+    expect_err(MT_HEAD "      - request: { url: /b }\n        metric: { name: orders, add: x }\n",
+               "9:38", "scenarios.s.flow[0].metric.add", "expected a number, true/false");
+    expect_err(MT_HEAD
+               "      - request: { url: /b }\n        metric: { name: ok_rate, from: checks }\n",
+               "9:40", "scenarios.s.flow[0].metric.from", "from: checks needs a check:");
+    expect_err(MT_HEAD "      - request: { url: /b }\n        metric: [ { name: orders, add: 1, "
+                       "from: checks } ]\n",
+               "9:43", "scenarios.s.flow[0].metric[0]", "takes add or from, not both");
+    expect_err(MT_HEAD
+               "      - request: { url: /b }\n        metric: { name: cart, add: \"{{nope}}\" }\n",
+               "9:39", "scenarios.s.flow[0].metric.add", "unknown name 'nope'");
+    expect_err(MT_HEAD "      - think: 1s\n        metric: { name: orders }\n", "9:9",
+               "scenarios.s.flow[0]", "a think step has only name, if and think");
+    expect_err(MT_HEAD "      - request: { url: /b }\nthresholds:\n  cart: [\"count > 1\"]\n",
+               "10:11", "thresholds.cart[0]",
+               "'count' does not apply to cart (a trend: avg, min, max");
+    expect_err(MT_HEAD "      - request: { url: /b }\nthresholds:\n  ordrs: [\"count > 1\"]\n",
+               "10:3", "thresholds.ordrs", "unknown metric 'ordrs' (did you mean 'orders'?)");
 }
 
 static void yaml_syntax(void **state)
@@ -1610,33 +1690,20 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),
-        cmocka_unit_test(seed_key),
-        cmocka_unit_test(setup_teardown),
-        cmocka_unit_test(step_if),
-        cmocka_unit_test(step_repeat),
-        cmocka_unit_test(step_group),
-        cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),
-        cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),
-        cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),
-        cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model),
-        cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),
-        cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),
-        cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),
-        cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),
-        cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),
-        cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),
-        cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),    cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),  cmocka_unit_test(step_if),
+        cmocka_unit_test(step_repeat),     cmocka_unit_test(step_group),
+        cmocka_unit_test(custom_metrics),  cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),          cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""End-to-end tests of a plan's own metrics (docs/plans.md, Custom metrics) against `squall
+target`: a counter added at each response of two steps, a trend from a value the flow
+extracted, a rate from a step's checks, a gauge; every figure equals what the target counted
+on the endpoints of the steps that add to it, thresholds on them (with tags) hold or fail the
+run with 99 as they should, and a threshold on a metric the plan does not declare is refused
+before any request. Bounded by iteration counts.
+"""
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import sqtest  # noqa: E402
+
+SCHEMA = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "result.schema.json")
+
+VUS, ITERS = 3, 10
+
+
+def validate(doc):
+    import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+
+    with open(SCHEMA) as f:
+        jsonschema.validate(doc, json.load(f))
+
+
+class CustomMetrics(sqtest.TargetCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "plan.yaml")
+        self.reset()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def plan(self, thresholds):
+        text = f"target: {self.base}\n" + textwrap.dedent(
+            f"""
+            metrics:
+              orders: counter
+              cart_value: trend
+              in_stock: rate
+              queue_depth: gauge
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                vus: {VUS}
+                iterations: {ITERS}
+                flow:
+                  - name: coin                  # 200 or 201 at random: the check holds on 200
+                    request: {{ url: "/status/{{{{$randomInt(200,201)}}}}" }}
+                    check: {{ status: 200 }}
+                    metric:
+                      - {{ name: in_stock, from: checks }}
+                      - {{ name: orders }}
+                  - name: size
+                    request: {{ url: /bytes/7 }}
+                    extract: {{ n: {{ header: Content-Length }} }}
+                  - name: pay
+                    request: {{ url: /ok }}
+                    metric:
+                      - {{ name: cart_value, add: "{{{{n}}}}" }}
+                      - {{ name: queue_depth, add: 3 }}
+                      - {{ name: orders, add: 2 }}
+            """
+        )
+        text += "thresholds:\n" + textwrap.indent(textwrap.dedent(thresholds).strip() + "\n", "  ")
+        with open(self.path, "w") as f:
+            f.write(text)
+
+    def test_figures_equal_the_target_counts(self):
+        n = VUS * ITERS
+        self.plan(
+            f"""
+            orders: ["count == {3 * n}"]
+            "orders{{step:pay}}": ["count == {2 * n}"]
+            cart_value: ["min >= 7", "max < 7.1", "p(95) < 8"]
+            "in_stock{{scenario:s}}": ["rate >= 0", "rate <= 1"]
+            queue_depth: ["value == 3"]
+            """
+        )
+        p, doc, _ = sqtest.run_json("run", self.path, "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        validate(doc)
+        self.assert_accounting(doc)
+        st = self.stats()
+        ep = st["endpoints"]
+        self.assertEqual(st["requests"], doc["requests"]["sent"])
+        self.assertEqual(ep["status"], n)
+        cm = doc["custom_metrics"]
+        # a sample per response of the steps that add: as many as the target answered there
+        self.assertEqual(cm["orders"]["count"], ep["status"] + 2 * ep["ok"])
+        self.assertEqual(cm["orders"]["samples"], ep["status"] + ep["ok"])
+        self.assertEqual(cm["cart_value"]["count"], ep["ok"])
+        self.assertAlmostEqual(cm["cart_value"]["max"], 7.0, delta=0.01)
+        self.assertEqual(cm["in_stock"]["passes"] + cm["in_stock"]["fails"], ep["status"])
+        checks = {c["step"]: c for c in doc["checks"]}
+        self.assertEqual(cm["in_stock"]["passes"], checks["coin"]["passed"])
+        self.assertEqual(cm["queue_depth"]["value"], 3)
+        self.assertTrue(all(t["ok"] for t in doc["thresholds"]), doc["thresholds"])
+        got = {(t["metric"], t["expression"]): t["value"] for t in doc["thresholds"]}
+        self.assertEqual(got[("orders{step:pay}", "count == %d" % (2 * n))], 2 * ep["ok"])
+        # and in the summary
+        p, _ = sqtest.run_squall("run", self.path, timeout=60)
+        self.assertIn("\nCustom metrics\n  orders ", p.stderr + p.stdout)
+
+    def test_a_threshold_that_does_not_hold(self):
+        n = VUS * ITERS
+        self.plan(f'"orders{{step:coin}}": ["count > {n}"]\nqueue_depth: ["value < 3"]')
+        p, doc, _ = sqtest.run_json("run", self.path, "-q")
+        self.assertEqual(p.returncode, 99, p.stderr)
+        self.assertTrue(doc["thresholds_failed"])
+        verdicts = {t["metric"]: t for t in doc["thresholds"]}
+        self.assertEqual(verdicts["orders{step:coin}"]["value"], self.stats()["endpoints"]["status"])
+        self.assertFalse(verdicts["orders{step:coin}"]["ok"])
+        self.assertFalse(verdicts["queue_depth"]["ok"])
+
+    def test_an_undeclared_metric_is_refused(self):
+        self.plan('ordrs: ["count > 1"]')
+        p, _ = sqtest.run_squall("run", self.path, "-q", timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("unknown metric 'ordrs' (did you mean 'orders'?)", p.stderr)
+        self.assertIn("plan.yaml:", p.stderr)
+        self.assertEqual(self.stats()["requests"], 0)
+
+
+if __name__ == "__main__":
+    sqtest.main()
