@@ -15,7 +15,7 @@ int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out)
     for (size_t i = 0; rc == 0 && i < f->nsteps; i++) {
         rc = sq_step_stats_init(&(*out)[i], (uint32_t)f->steps[i].ps->nchecks);
         if (rc == 0)
-            rc = sq_step_stats_metrics(&(*out)[i], f->steps[i].ps->nmetrics);
+            rc = sq_step_stats_metrics(&(*out)[i], sq_plan_step_nslots(f->plan, f->steps[i].ps));
     }
     return rc;
 }
@@ -53,13 +53,18 @@ void sq_engine__step_metrics(const struct sq_flow *f, struct sq_flow_vu *v,
                 continue;
             }
         }
-        mv->n++;
-        mv->nonzero += x != 0;
-        mv->sum += x;
-        mv->last = x;
-        mv->last_ns = now;
-        /* trends: milliseconds kept in µs, as request durations are (negative: not recorded) */
-        if (x >= 0 && x < 9.2e15)
-            sq_hist_record(mv->h, (int64_t)llround(x * 1000.0));
+        sq_engine__mval_add(mv, x, now);
     }
+}
+
+void sq_engine__mval_add(struct sq_step_mval *mv, double x, int64_t now)
+{
+    mv->n++;
+    mv->nonzero += x != 0;
+    mv->sum += x;
+    mv->last = x;
+    mv->last_ns = now;
+    /* trends: milliseconds kept in µs, as request durations are (negative: not recorded) */
+    if (x >= 0 && x < 9.2e15)
+        sq_hist_record(mv->h, (int64_t)llround(x * 1000.0));
 }

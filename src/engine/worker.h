@@ -531,6 +531,8 @@ struct sq_plan_step;
 /* A step's metric: samples at one of its responses (held: every check of the step held), into
  * the worker's own figures ss: no lock, no allocation (a templated value renders into the VU's
  * val buffer). Only called for a step with metric: entries. */
+/* One sample into a slot (a finite x; now: monotonic ns). */
+void sq_engine__mval_add(struct sq_step_mval *mv, double x, int64_t now);
 void sq_engine__step_metrics(const struct sq_flow *f, struct sq_flow_vu *v,
                              const struct sq_plan_step *ps, struct sq_step_stats *ss, bool held,
                              int64_t now);

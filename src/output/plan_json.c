@@ -275,9 +275,9 @@ static json_t *custom_metrics_json(const struct sq_plan *p, const struct sq_resu
             for (size_t k = 0; k < r->scens[i].nsteps && k < p->scenarios[i].nsteps; k++) {
                 const struct sq_plan_step *ps = &p->scenarios[i].steps[k];
                 const struct sq_step_stats *ss = &r->scens[i].steps[k];
-                for (uint32_t j = 0; j < ps->nmetrics && j < ss->nmvals; j++) {
+                for (uint32_t j = 0; j < ss->nmvals; j++) {
                     const struct sq_step_mval *mv = &ss->mvals[j];
-                    if (ps->metrics[j].metric != m)
+                    if (sq_plan_slot_metric(ps, j) != m)
                         continue;
                     n += mv->n;
                     nonzero += mv->nonzero;

@@ -316,6 +316,19 @@ SQ_MUST_CHECK int sq_plan_load_text(const char *name, const char *text, size_t l
                                     struct sq_plan_error *err);
 void sq_plan_free(struct sq_plan *p);
 
+/* The samples of a step's metrics are kept per slot (result/result.h, struct sq_step_mval): one
+ * per metric: entry of the step, then, for a step with a before: or after: hook, one per metric
+ * of the plan for what the hook adds (ctx:metric). How many slots a step has, and the plan
+ * metric slot j counts for: */
+static inline uint32_t sq_plan_step_nslots(const struct sq_plan *p, const struct sq_plan_step *ps)
+{
+    return ps->nmetrics + (ps->before || ps->after ? (uint32_t)p->nmetrics : 0);
+}
+static inline uint32_t sq_plan_slot_metric(const struct sq_plan_step *ps, uint32_t j)
+{
+    return j < ps->nmetrics ? ps->metrics[j].metric : j - ps->nmetrics;
+}
+
 /* Whether a step of group path `group` ("checkout::pay", NULL outside any group) belongs to the
  * group whose path is name[0, len): that group itself or a group inside it. One rule for the
  * result's `groups` figures and the threshold tag `group:`. */

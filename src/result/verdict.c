@@ -107,11 +107,11 @@ static void gather_custom(const struct sq_plan *p, const struct sq_result *r,
         for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++) {
             const struct sq_plan_step *ps = &sc->steps[k];
             const struct sq_step_stats *ss = &sr->steps[k];
-            if (!ps->nmetrics || !step_matches(s, ps))
+            if (!ss->nmvals || !step_matches(s, ps))
                 continue;
-            for (uint32_t j = 0; j < ps->nmetrics && j < ss->nmvals; j++) {
+            for (uint32_t j = 0; j < ss->nmvals; j++) {
                 const struct sq_step_mval *mv = &ss->mvals[j];
-                if (ps->metrics[j].metric != (uint32_t)th->custom || !mv->n)
+                if (sq_plan_slot_metric(ps, j) != (uint32_t)th->custom || !mv->n)
                     continue;
                 a->sum += mv->sum;
                 a->num += mv->nonzero;

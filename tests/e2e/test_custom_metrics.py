@@ -119,6 +119,62 @@ class CustomMetrics(sqtest.TargetCase):
         self.assertFalse(verdicts["orders{step:coin}"]["ok"])
         self.assertFalse(verdicts["queue_depth"]["ok"])
 
+    def test_from_a_hook(self):
+        """ctx:metric in an after hook: a sample per call, beside the step's metric: entries;
+        a metric the plan does not declare is a Lua error that stops the run."""
+        n = VUS * ITERS
+        with open(os.path.join(self.tmp.name, "hooks.lua"), "w") as f:
+            f.write(textwrap.dedent(
+                """
+                function after_ok(ctx)
+                  ctx:metric("orders", 5)
+                  ctx:metric("in_stock", ctx.status == 200)
+                  ctx:metric("cart_value", 2.5)
+                end
+                function bad(ctx)
+                  ctx:metric("nope", 1)
+                end
+                """))
+        text = f"target: {self.base}\nscript: hooks.lua\n" + textwrap.dedent(
+            f"""
+            metrics: {{ orders: counter, in_stock: rate, cart_value: trend }}
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                vus: {VUS}
+                iterations: {ITERS}
+                flow:
+                  - name: ok
+                    request: {{ url: /ok }}
+                    metric: {{ name: orders }}
+                    after: after_ok
+            thresholds:
+              orders: ["count == {6 * n}"]
+              "orders{{step:ok}}": ["count == {6 * n}"]
+              in_stock: ["rate == 1"]
+              cart_value: ["min >= 2.5", "max < 2.51"]
+            """
+        )
+        with open(self.path, "w") as f:
+            f.write(text)
+        p, doc, _ = sqtest.run_json("run", self.path, "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        validate(doc)
+        ok = self.stats()["endpoints"]["ok"]
+        self.assertEqual(ok, n)
+        cm = doc["custom_metrics"]
+        self.assertEqual(cm["orders"]["count"], 6 * ok)
+        self.assertEqual(cm["orders"]["samples"], 2 * ok)
+        self.assertEqual(cm["in_stock"]["passes"], ok)
+        self.assertEqual(cm["cart_value"]["count"], ok)
+        self.assertTrue(all(t["ok"] for t in doc["thresholds"]), doc["thresholds"])
+        # an undeclared name: a Lua error naming it
+        with open(self.path, "w") as f:
+            f.write(text.replace("after: after_ok", "after: bad"))
+        p, _ = sqtest.run_squall("run", self.path, "-q", timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no metric 'nope'", p.stderr)
+
     def test_an_undeclared_metric_is_refused(self):
         self.plan('ordrs: ["count > 1"]')
         p, _ = sqtest.run_squall("run", self.path, "-q", timeout=60)
