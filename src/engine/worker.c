@@ -947,7 +947,6 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
             return; /* the next hop goes out when the connection is next free */
         stop = k > 0 && ps->on_error == SQ_ON_ERROR_NEXT_ITERATION;
     }
-    bool held = true; /* every check of the step held (metric: from: checks) */
     if (ps->nchecks || ps->nextract || v->jar) {
         struct sq_flow_outcome o;
         uint64_t p0 = 0, f0 = 0;
@@ -963,13 +962,15 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
         }
         w->c.checks_passed += p1 - p0;
         w->c.checks_failed += f1 - f0;
-        held = f1 == f0;
         ss->extract_fail += o.extract_fail;
         w->c.errors[SQ_ERRK_EXTRACT] += o.extract_fail; /* its own kind: costs no request */
         stop = stop || o.stop_iteration;
+        /* metric: samples, after the checks (from: checks: whether every one held) */
+        if (SQ_UNLIKELY(ps->nmetrics != 0))
+            sq_engine__step_metrics(w->flow, v, ps, ss, f1 == f0, now);
+    } else if (SQ_UNLIKELY(ps->nmetrics != 0)) {
+        sq_engine__step_metrics(w->flow, v, ps, ss, true, now);
     }
-    if (SQ_UNLIKELY(ps->nmetrics != 0))
-        sq_engine__step_metrics(w->flow, v, ps, ss, held, now);
     if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * v->step + 1] >= 0) {
         struct sq_script_step_result res;
         plan_hook(c, SQ_SCRIPT_AFTER, status, &res);
