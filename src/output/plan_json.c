@@ -99,6 +99,12 @@ static void add_step(struct plan_acc *a, const struct sq_plan_scenario *sc, size
         json_object_set_new(last, "series", step_series(&r->step_series[g]));
     if (ps->group)
         json_object_set_new(last, "group", json_string(ps->group));
+    if (ps->ntags) {
+        json_t *tags = json_object();
+        for (uint32_t t = 0; tags && t < ps->ntags; t++)
+            json_object_set_new(tags, ps->tags[t].key, json_string(ps->tags[t].value));
+        json_object_set_new(last, "tags", tags);
+    }
     if (ws) { /* which WebSocket operation (docs/json-schema.md) */
         static const char *const ops[] = {"connect", "send", "receive", "close"};
         json_object_set_new(last, "ws", json_string(ops[ps->ws.op]));

@@ -1106,6 +1106,11 @@ static void scenario_dispose(struct sq_plan_scenario *sc)
         for (size_t k = 0; k < st->nchecks; k++)
             sq_check_dispose(&st->checks[k]);
         free(st->checks);
+        for (uint32_t k = 0; k < st->ntags; k++) {
+            free(st->tags[k].key);
+            free(st->tags[k].value);
+        }
+        free(st->tags);
         for (uint32_t k = 0; k < st->nmetrics; k++)
             sq_tmpl_free(st->metrics[k].tmp);
         free(st->metrics);

@@ -95,6 +95,9 @@ struct ld {
     size_t nfeeder_cols;
     bool once;       /* loading setup: or teardown: (sq_plan__load_scenario takes no executor) */
     char group[256]; /* the group: path of the steps being loaded ("" outside any) */
+    /* the tags: of the scenario and the groups around the steps being loaded, outer first */
+    const struct ynode *tagnodes[SQ_PLAN_LOOP_DEPTH + 2];
+    int ntagnodes;
     /* the target origin, for absolute step URLs */
     char scheme[8];
     char host[256];

@@ -112,6 +112,15 @@ struct sq_plan_metric {
     struct sq_loc loc;
 };
 
+/* tags: a step's user tags, its groups' and its scenario's merged (an inner one wins), which
+ * thresholds select its requests by ("http_req_duration{page:home}"). */
+#define SQ_PLAN_TAGS_MAX 8  /* per step, merged */
+#define SQ_PLAN_TAG_LEN  64 /* a key's or a value's bytes */
+
+struct sq_plan_tag {
+    char *key, *value; /* owned */
+};
+
 /* Where a step's metric: sample comes from, once per response of the step. */
 enum sq_step_metric_src {
     SQ_SMS_NUMBER, /* add: 2.5 (a rate: non-zero passes) */
@@ -152,6 +161,8 @@ struct sq_plan_step {
     /* before: / after: the plan script's functions run around the request (NULL: none) */
     char *before, *after;
     struct sq_loc before_loc, after_loc;
+    struct sq_plan_tag *tags; /* tags: (merged, see above); NULL: none */
+    uint32_t ntags;
     /* metric: samples of the plan's own metrics, taken at each response (NULL: none) */
     struct sq_step_metric *metrics;
     uint32_t nmetrics;

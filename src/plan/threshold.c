@@ -434,6 +434,22 @@ static const char *agg_name(const struct sq_th_expr *e, char *buf, size_t len)
 
 static int custom_find(const struct sq_plan *p, const char *s, size_t len);
 
+/* Whether a step of the plan carries the user tag k[0, kl) (with the value v[0, vl) unless v is
+ * NULL). */
+static bool user_tag_known(const struct sq_plan *p, const char *k, size_t kl, const char *v,
+                           size_t vl)
+{
+    for (size_t i = 0; i < p->nscenarios; i++)
+        for (size_t j = 0; j < p->scenarios[i].nsteps; j++) {
+            const struct sq_plan_step *st = &p->scenarios[i].steps[j];
+            for (uint32_t t = 0; t < st->ntags; t++)
+                if (strlen(st->tags[t].key) == kl && !memcmp(st->tags[t].key, k, kl) &&
+                    (!v || (strlen(st->tags[t].value) == vl && !memcmp(st->tags[t].value, v, vl))))
+                    return true;
+        }
+    return false;
+}
+
 /* Checks the selector's metric and tags against the plan; *metric is the metric, or *custom
  * the plan's own metric it names (else -1). */
 static int check_selector(struct ld *L, const struct ynode *key, const struct sq_metric_sel *sel,
@@ -464,13 +480,35 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
         for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
             if (strlen(tags[i]) == kl && !memcmp(tags[i], k, kl))
                 tag = (int)i;
+        if (tag < 0 && user_tag_known(p, k, kl, v, vl)) /* a user tag a step carries */
+            continue;
+        if (tag < 0 && user_tag_known(p, k, kl, NULL, 0)) {
+            struct sq_suggest s;
+            sq_suggest_init(&s, v, vl);
+            for (size_t i = 0; i < p->nscenarios; i++)
+                for (size_t j = 0; j < p->scenarios[i].nsteps; j++) {
+                    const struct sq_plan_step *st = &p->scenarios[i].steps[j];
+                    for (uint32_t t2 = 0; t2 < st->ntags; t2++)
+                        if (strlen(st->tags[t2].key) == kl && !memcmp(st->tags[t2].key, k, kl))
+                            sq_suggest_try(&s, st->tags[t2].value);
+                }
+            return sq_plan__fail(L, key, "no step has the tag %.*s:%.*s in the plan%s",
+                                 (int)(kl > 40 ? 40 : kl), k, (int)(vl > 60 ? 60 : vl), v,
+                                 sq_suggest_tail(&s, tail, sizeof(tail)));
+        }
         if (tag < 0) {
             struct sq_suggest s;
             sq_suggest_init(&s, k, kl);
             for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
                 sq_suggest_try(&s, tags[i]);
+            for (size_t i = 0; i < p->nscenarios; i++)
+                for (size_t j = 0; j < p->scenarios[i].nsteps; j++)
+                    for (uint32_t t2 = 0; t2 < p->scenarios[i].steps[j].ntags; t2++)
+                        sq_suggest_try(&s, p->scenarios[i].steps[j].tags[t2].key);
             return sq_plan__fail(
-                L, key, "unknown tag '%.*s'%s (tags: scenario, step, method, status, group)",
+                L, key,
+                "unknown tag '%.*s'%s (tags: scenario, step, method, status, group, and the tags: "
+                "the plan's steps carry)",
                 (int)(kl > 40 ? 40 : kl), k, sq_suggest_tail(&s, tail, sizeof(tail)));
         }
         bool ok = false;

@@ -35,8 +35,45 @@ static bool scen_matches(const struct sq_metric_sel *s, const char *name)
     return !v || span_eq(v, l, name);
 }
 
+/* Whether the selector's key is one of the built-in tags. */
+static bool builtin_tag(const char *k, size_t kl)
+{
+    static const char *const names[] = {"scenario", "step", "method", "status", "group"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (span_eq(k, kl, names[i]))
+            return true;
+    return false;
+}
+
+/* Whether the selector has a user tag (one a plan's tags: gave its steps). */
+static bool has_user_tag(const struct sq_metric_sel *s)
+{
+    for (size_t i = 0; i < s->ntags; i++)
+        if (!builtin_tag(s->tags[i].key, s->tags[i].key_len))
+            return true;
+    return false;
+}
+
+/* Whether step ps carries every user tag of the selector, each with its value. */
+static bool user_tags_match(const struct sq_metric_sel *s, const struct sq_plan_step *ps)
+{
+    for (size_t i = 0; i < s->ntags; i++) {
+        if (builtin_tag(s->tags[i].key, s->tags[i].key_len))
+            continue;
+        bool ok = false;
+        for (uint32_t t = 0; !ok && t < ps->ntags; t++)
+            ok = span_eq(s->tags[i].key, s->tags[i].key_len, ps->tags[t].key) &&
+                 span_eq(s->tags[i].value, s->tags[i].value_len, ps->tags[t].value);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
 static bool step_matches(const struct sq_metric_sel *s, const struct sq_plan_step *ps)
 {
+    if (!user_tags_match(s, ps))
+        return false;
     size_t l;
     const char *v = tag(s, "step", &l);
     if (v && !span_eq(v, l, ps->name))
@@ -258,8 +295,8 @@ static void gather(const struct sq_plan *p, const struct sq_result *r,
         break;
     }
     size_t l;
-    const bool by_step =
-        tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l) || tag(s, "group", &l);
+    const bool by_step = tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l) ||
+                         tag(s, "group", &l) || has_user_tag(s);
     const int want_status = status_filter(s);
     for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
         const struct sq_scen_result *sr = &r->scens[i];
@@ -362,7 +399,7 @@ int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len)
                 break;
             case SQ_MS_SCENARIO:
                 if (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l) ||
-                    tag(s, "group", &l))
+                    tag(s, "group", &l) || has_user_tag(s))
                     why = "this metric is kept per scenario: the only tag it takes is scenario";
                 break;
             case SQ_MS_STEP:

@@ -175,6 +175,62 @@ class CustomMetrics(sqtest.TargetCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("no metric 'nope'", p.stderr)
 
+    def test_user_tags(self):
+        """tags: on a scenario, a group and steps select the steps' requests (an inner tag of a
+        name wins); each tagged threshold's figure equals what the target counted on the
+        endpoints of the steps that carry the tag."""
+        n = VUS * ITERS
+        text = f"target: {self.base}\n" + textwrap.dedent(
+            f"""
+            metrics: {{ orders: counter }}
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                vus: {VUS}
+                iterations: {ITERS}
+                tags: {{ team: shop, page: none }}
+                flow:
+                  - request: {{ url: /ok }}
+                    tags: {{ page: home }}
+                  - group: buy
+                    tags: {{ flow: checkout }}
+                    steps:
+                      - request: {{ url: /echo }}
+                        tags: {{ page: cart }}
+                        metric: {{ name: orders }}
+                      - request: {{ url: /status/402 }}
+            thresholds:
+              "http_reqs{{page:home}}": ["count == {n}"]
+              "http_reqs{{team:shop}}": ["count == {3 * n}"]
+              "http_reqs{{flow:checkout,page:none}}": ["count == {n}"]
+              "http_req_failed{{flow:checkout}}": ["rate == 0.5"]
+              "orders{{page:cart}}": ["count == {n}"]
+              "orders{{page:home}}": ["count == 0"]
+            """
+        )
+        with open(self.path, "w") as f:
+            f.write(text)
+        p, doc, _ = sqtest.run_json("run", self.path, "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        validate(doc)
+        ep = self.stats()["endpoints"]
+        got = {t["metric"]: t["value"] for t in doc["thresholds"]}
+        self.assertTrue(all(t["ok"] for t in doc["thresholds"]), doc["thresholds"])
+        self.assertEqual(got["http_reqs{page:home}"], ep["ok"])
+        self.assertEqual(got["http_reqs{team:shop}"], ep["ok"] + ep["echo"] + ep["status"])
+        self.assertEqual(got["http_reqs{flow:checkout,page:none}"], ep["status"])
+        self.assertEqual(got["orders{page:cart}"], ep["echo"])
+        tags = [s.get("tags") for s in doc["steps"]]
+        self.assertEqual(tags, [{"team": "shop", "page": "home"},
+                                {"team": "shop", "page": "cart", "flow": "checkout"},
+                                {"team": "shop", "page": "none", "flow": "checkout"}])
+        # a tag value no step carries: refused at its line:col, with a suggestion
+        with open(self.path, "w") as f:
+            f.write(text.replace('"http_reqs{page:home}"', '"http_reqs{page:hom}"'))
+        p, _ = sqtest.run_squall("run", self.path, "-q", timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("no step has the tag page:hom in the plan (did you mean 'home'?)", p.stderr)
+
     def test_an_undeclared_metric_is_refused(self):
         self.plan('ordrs: ["count > 1"]')
         p, _ = sqtest.run_squall("run", self.path, "-q", timeout=60)

@@ -784,6 +784,59 @@ static void custom_metrics(void **state)
                "10:3", "thresholds.ordrs", "unknown metric 'ordrs' (did you mean 'orders'?)");
 }
 
+/* tags: on a scenario, a group and a step, merged per step; each mistake at its line:col */
+static void user_tags(void **state)
+{
+    (void)state;
+    const char *ok = "target: http://127.0.0.1:8080\n"
+                     "scenarios:\n"
+                     "  s:\n"
+                     "    executor: constant-vus\n"
+                     "    duration: 1s\n"
+                     "    tags: { team: a, page: none }\n"
+                     "    flow:\n"
+                     "      - request: { url: /a }\n"
+                     "      - group: g\n"
+                     "        tags: { page: g, flow: 1 }\n"
+                     "        steps:\n"
+                     "          - request: { url: /b }\n"
+                     "            tags: { page: b }\n"
+                     "thresholds:\n"
+                     "  \"http_reqs{page:b,team:a}\": [\"count > 1\"]\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    if (sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e) != 0) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_int_equal(sc->steps[0].ntags, 2);
+    assert_string_equal(sc->steps[0].tags[1].value, "none");
+    assert_int_equal(sc->steps[1].ntags, 3);
+    assert_string_equal(sc->steps[1].tags[0].key, "team");
+    assert_string_equal(sc->steps[1].tags[1].key, "page");
+    assert_string_equal(sc->steps[1].tags[1].value, "b"); /* the step's wins */
+    assert_string_equal(sc->steps[1].tags[2].value, "1");
+    sq_plan_free(p);
+
+    expect_err(HEAD "      - request: { url: /a }\n        tags: { status: x }\n", "8:17",
+               "scenarios.s.flow[0].tags.status", "'status' is a built-in tag");
+    expect_err(HEAD "      - request: { url: /a }\n        tags: { page: [a] }\n", "8:23",
+               "scenarios.s.flow[0].tags.page", "a tag value");
+    expect_err(HEAD "      - request: { url: /a }\n"
+                    "        tags: { a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1 }\n",
+               "8:15", "scenarios.s.flow[0].tags", "at most 8 tags");
+    expect_err(HEAD "      - request: { url: /a }\n        tags: { page: home }\n"
+                    "thresholds:\n  \"http_reqs{page:hme}\": [\"count > 1\"]\n",
+               "10:4", "thresholds.http_reqs{page:hme}",
+               "no step has the tag page:hme in the plan (did you mean 'home'?)");
+    expect_err(HEAD "      - request: { url: /a }\n        tags: { page: home }\n"
+                    "thresholds:\n  \"http_reqs{pag:home}\": [\"count > 1\"]\n",
+               "10:4", "thresholds.http_reqs{pag:home}",
+               "unknown tag 'pag' (did you mean 'page'?)");
+}
+
 static void yaml_syntax(void **state)
 {
     (void)state;
@@ -1690,20 +1743,35 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),    cmocka_unit_test(seed_key),
-        cmocka_unit_test(setup_teardown),  cmocka_unit_test(step_if),
-        cmocka_unit_test(step_repeat),     cmocka_unit_test(step_group),
-        cmocka_unit_test(custom_metrics),  cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),          cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),
+        cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),
+        cmocka_unit_test(step_if),
+        cmocka_unit_test(step_repeat),
+        cmocka_unit_test(step_group),
+        cmocka_unit_test(custom_metrics),
+        cmocka_unit_test(user_tags),
+        cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),
+        cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),
+        cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),
+        cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model),
+        cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),
+        cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),
+        cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),
+        cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),
+        cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),
+        cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),
+        cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
