@@ -238,6 +238,15 @@ class CustomMetrics(sqtest.TargetCase):
         self.assertIn("unknown metric 'ordrs' (did you mean 'orders'?)", p.stderr)
         self.assertIn("plan.yaml:", p.stderr)
         self.assertEqual(self.stats()["requests"], 0)
+        # a distributed run would lose the agents' samples: refused before anything starts
+        self.reset()
+        self.plan('orders: ["count > 1"]')
+        p, _ = sqtest.run_squall("run", self.path, "-q", "--agents", "2", "--nats",
+                                 "nats://127.0.0.1:1", timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("plan.yaml:4:3: metrics: the plan's own metrics are kept on one machine",
+                      p.stderr)
+        self.assertEqual(self.stats()["requests"], 0)
 
 
 if __name__ == "__main__":
