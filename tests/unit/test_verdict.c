@@ -303,6 +303,100 @@ static void test_group_tag(void **state)
     sq_plan_free(p);
 }
 
+/* The plan's own metrics: each kind from the steps' slots its tags select; a gauge is its
+ * latest sample over every step; a status tag is refused; none is judged live. */
+static void test_custom(void **state)
+{
+    (void)state;
+    struct sq_plan *p = load("target: http://127.0.0.1:1\n"
+                             "metrics: { n: counter, ok: rate, depth: gauge, t: trend }\n"
+                             "scenarios:\n"
+                             "  a:\n"
+                             "    executor: per-vu-iterations\n"
+                             "    flow:\n"
+                             "      - name: x\n"
+                             "        request: { url: /x }\n"
+                             "        tags: { page: home }\n"
+                             "        metric: [ { name: n, add: 2 }, { name: depth, add: 1 } ]\n"
+                             "      - name: y\n"
+                             "        request: { url: /y }\n"
+                             "        metric: [ { name: n }, { name: ok }, { name: depth },\n"
+                             "                  { name: t } ]\n"
+                             "thresholds:\n"
+                             "  n: [\"count == 5\", \"rate == 2.5\"]\n"
+                             "  \"n{page:home}\": [\"count == 4\"]\n"
+                             "  ok: [\"rate == 0.5\"]\n"
+                             "  depth: [\"value == 7\"]\n"
+                             "  \"t{step:y}\": [\"max < 13\", \"min > 11\"]\n"
+                             "  \"t{step:x}\": [\"p(95) < 1\"]\n");
+    struct sq_result r;
+    memset(&r, 0, sizeof(r));
+    r.duration_ns = 2 * SQ_NS_PER_S;
+    r.nscens = 1;
+    r.scens = calloc(1, sizeof(*r.scens));
+    struct sq_scen_result *a = &r.scens[0];
+    a->nsteps = 2;
+    a->steps = calloc(2, sizeof(*a->steps));
+    for (size_t k = 0; k < 2; k++) {
+        a->steps[k].dur = EMPTY_HIST;
+        assert_int_equal(sq_step_stats_metrics(&a->steps[k], k ? 4 : 2), 0);
+    }
+    /* x: n 2 + 2, depth 1 then 3 (at 10 and 30) */
+    a->steps[0].mvals[0] =
+        (struct sq_step_mval){.n = 2, .nonzero = 2, .sum = 4, .h = a->steps[0].mvals[0].h};
+    a->steps[0].mvals[1] = (struct sq_step_mval){
+        .n = 2, .nonzero = 2, .sum = 4, .last = 3, .last_ns = 30, .h = a->steps[0].mvals[1].h};
+    /* y: n 1, ok 1 of 2, depth 7 at 40 (the latest), t 12 ms */
+    a->steps[1].mvals[0] =
+        (struct sq_step_mval){.n = 1, .nonzero = 1, .sum = 1, .h = a->steps[1].mvals[0].h};
+    a->steps[1].mvals[1] =
+        (struct sq_step_mval){.n = 2, .nonzero = 1, .sum = 1, .h = a->steps[1].mvals[1].h};
+    a->steps[1].mvals[2] = (struct sq_step_mval){
+        .n = 1, .nonzero = 1, .sum = 7, .last = 7, .last_ns = 40, .h = a->steps[1].mvals[2].h};
+    a->steps[1].mvals[3].n = 1;
+    assert_true(sq_hist_record(a->steps[1].mvals[3].h, 12000));
+    a->latency = EMPTY_HIST;
+    a->iter_dur = EMPTY_HIST;
+    struct sq_th_verdicts v;
+    assert_int_equal(sq_thresholds_eval(p, &r, &v), 0);
+    assert_int_equal(v.n, 8);
+    for (size_t i = 0; i < v.n; i++)
+        if (!v.v[i].ok)
+            fail_msg("verdict %zu: %s: %s is %g", i, v.v[i].th->selector, v.v[i].expr->text,
+                     v.v[i].value);
+    assert_true(v.v[7].no_data); /* x takes no t sample */
+    sq_th_verdicts_dispose(&v);
+    char err[256];
+    assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), 0);
+    struct sq_live_totals t = {.elapsed_s = 1, .reqs = 5};
+    struct sq_th_live lv[16];
+    size_t nl = sq_thresholds_live(p, &t, lv, 16);
+    for (size_t i = 0; i < nl; i++)
+        assert_false(lv[i].live);
+    for (size_t k = 0; k < 2; k++) {
+        for (uint32_t j = 0; j < a->steps[k].nmvals; j++)
+            sq_hist_free(a->steps[k].mvals[j].h);
+        free(a->steps[k].mvals);
+        a->steps[k].nmvals = 0;
+    }
+    dispose(&r);
+    sq_plan_free(p);
+
+    p = load("target: http://127.0.0.1:1\n"
+             "metrics: { n: counter }\n"
+             "scenarios:\n"
+             "  a:\n"
+             "    executor: per-vu-iterations\n"
+             "    flow: [ { request: { url: / }, metric: { name: n } } ]\n"
+             "thresholds:\n"
+             "  \"n{status:200}\": [\"count > 1\"]\n");
+    assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), -SQ_EUSAGE);
+    assert_string_equal(err, "t.yaml:8:4: thresholds: 'n{status:200}': the plan's own metrics are "
+                             "kept per step, not per status: the tags they take are scenario, "
+                             "step, group and method");
+    sq_plan_free(p);
+}
+
 /* abortOnFail: judged on the live totals once past delayAbortEval; tagged thresholds and
  * metrics that are not kept live wait for the end; checks with none run yet are not judged. */
 static void test_should_abort(void **state)
@@ -396,9 +490,9 @@ static void test_live(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_scope), cmocka_unit_test(test_check_refuses),
-        cmocka_unit_test(test_group_tag),   cmocka_unit_test(test_should_abort),
-        cmocka_unit_test(test_live),
+        cmocka_unit_test(test_every_scope),  cmocka_unit_test(test_check_refuses),
+        cmocka_unit_test(test_group_tag),    cmocka_unit_test(test_custom),
+        cmocka_unit_test(test_should_abort), cmocka_unit_test(test_live),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
