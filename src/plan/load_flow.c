@@ -1656,6 +1656,11 @@ static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_sc
                              "after it)");
     if (!steps)
         return sq_plan__fail(L, rp, "missing key 'steps' (the steps to repeat)");
+    /* before the loop takes its place: count_flat sized sc->loops by the repeats whose steps
+     * are a list, so one that is not has none */
+    if (steps->kind != Y_SEQ)
+        return sq_plan__fail(L, steps, "expected a list of steps, got %s",
+                             sq_plan__kind_name(steps));
     uint32_t li = sc->nloops++;
     struct sq_plan_loop *lp = &sc->loops[li];
     lp->loc = rkey->loc;
@@ -1678,9 +1683,6 @@ static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_sc
             return rc;
         sq_plan__path_pop(L, m);
     }
-    if (steps->kind != Y_SEQ)
-        return sq_plan__fail(L, steps, "expected a list of steps, got %s",
-                             sq_plan__kind_name(steps));
     if (steps->nitems == 0)
         return sq_plan__fail(L, steps, "a repeat needs at least one step");
     /* loads into sc->loops[li]'s place: the array does not move (sized by count_flat) */

@@ -704,6 +704,16 @@ static void thresholds(void **state)
                "missing key 'threshold'");
 }
 
+static void repeat_steps_not_a_list(void **state)
+{
+    (void)state;
+    /* a repeat whose steps are not a list, beside one that is (fuzz_plan found it writing past
+     * the loops array sized for the valid one) */
+    expect_err(HEAD "      - repeat: { count: 2, steps: [ { request: { url: /a } } ] }\n"
+                    "      - repeat: { count: 2, steps: x }\n",
+               "8:36", "scenarios.s.flow[1].repeat", "expected a list of steps, got a scalar");
+}
+
 /* metrics: declared once, added by steps, named by thresholds: each mistake at its line:col */
 #define MT_HEAD                                                                                    \
     "target: http://127.0.0.1:8080\n"                                                              \
@@ -1749,6 +1759,7 @@ int main(void)
         cmocka_unit_test(step_if),
         cmocka_unit_test(step_repeat),
         cmocka_unit_test(step_group),
+        cmocka_unit_test(repeat_steps_not_a_list),
         cmocka_unit_test(custom_metrics),
         cmocka_unit_test(user_tags),
         cmocka_unit_test(wrong_types),
