@@ -523,7 +523,26 @@ static int hook_url(void *vu, const char *url, size_t len, const char **why)
     return sq_flow_hook_url(c->w->flow, c->fv, url, len, why);
 }
 
-static const struct sq_script_vars hook_vars = {.get = hook_get, .set = hook_set, .url = hook_url};
+/* ctx:metric: into the step's slot for that plan metric (plan.h, sq_plan_step_nslots). */
+static int hook_metric(void *vu, const char *name, size_t len, double x)
+{
+    struct sq_engine__conn *c = vu;
+    struct sq_engine__worker *w = c->w;
+    const struct sq_plan *p = w->flow->plan;
+    const struct sq_plan_step *ps = w->flow->steps[c->fv->step].ps;
+    struct sq_step_stats *ss = &w->steps[c->fv->step];
+    for (size_t m = 0; m < p->nmetrics; m++)
+        if (strlen(p->metrics[m].name) == len && memcmp(p->metrics[m].name, name, len) == 0) {
+            uint32_t slot = ps->nmetrics + (uint32_t)m;
+            if (slot < ss->nmvals)
+                sq_engine__mval_add(&ss->mvals[slot], x, sq_now_ns());
+            return 0;
+        }
+    return -ENOENT;
+}
+
+static const struct sq_script_vars hook_vars = {
+    .get = hook_get, .set = hook_set, .url = hook_url, .metric = hook_metric};
 
 /* Runs the current step's before or after hook. False when it raised: the run stops. */
 static bool plan_hook(struct sq_engine__conn *c, enum sq_script_when when, int status,
@@ -1093,6 +1112,11 @@ static void flow_complete(struct sq_engine__conn *c, int64_t now, int64_t lat_us
         ss->extract_fail += o.extract_fail;
         w->c.errors[SQ_ERRK_EXTRACT] += o.extract_fail; /* its own kind: costs no request */
         stop = stop || o.stop_iteration;
+        /* metric: samples, after the checks (from: checks: whether every one held) */
+        if (SQ_UNLIKELY(ps->nmetrics != 0))
+            sq_engine__step_metrics(w->flow, v, ps, ss, f1 == f0, now);
+    } else if (SQ_UNLIKELY(ps->nmetrics != 0)) {
+        sq_engine__step_metrics(w->flow, v, ps, ss, true, now);
     }
     if (SQ_UNLIKELY(w->hook_ids != NULL) && w->hook_ids[2 * v->step + 1] >= 0) {
         struct sq_script_step_result res;

@@ -537,6 +537,15 @@ void sq_engine__xc_end(struct sq_engine__conn *c, int64_t now, uint16_t status, 
 /* Per-step figures in a flow's shape (freed with sq_step_stats_free, added up with
  * sq_step_stats_merge). Returns 0 or -ENOMEM; *out may then hold what was made. */
 SQ_MUST_CHECK int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out);
+struct sq_plan_step;
+/* A step's metric: samples at one of its responses (held: every check of the step held), into
+ * the worker's own figures ss: no lock, no allocation (a templated value renders into the VU's
+ * val buffer). Only called for a step with metric: entries. */
+/* One sample into a slot (a finite x; now: monotonic ns). */
+void sq_engine__mval_add(struct sq_step_mval *mv, double x, int64_t now);
+void sq_engine__step_metrics(const struct sq_flow *f, struct sq_flow_vu *v,
+                             const struct sq_plan_step *ps, struct sq_step_stats *ss, bool held,
+                             int64_t now);
 
 #define SQ_ENGINE_RBUF_SIZE (64 * 1024) /* a worker's read buffer (w->rbuf) */
 

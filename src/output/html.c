@@ -1106,6 +1106,7 @@ int sq_report_html(const json_t *doc, FILE *out)
     fputs("</div>\n</section>\n", out);
     steps_section(out, doc);
     optional_section(out, doc, "groups", "Groups"); /* group: blocks, their steps added up */
+    optional_section(out, doc, "custom_metrics", "Custom metrics"); /* the plan's metrics: */
     page_sections(out, doc, open, plan, series_why, hdr_why);
     if (!plan) { /* not a plan: checks and thresholds, if any, come last */
         optional_section(out, doc, "checks", "Checks");

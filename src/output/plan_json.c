@@ -99,6 +99,12 @@ static void add_step(struct plan_acc *a, const struct sq_plan_scenario *sc, size
         json_object_set_new(last, "series", step_series(&r->step_series[g]));
     if (ps->group)
         json_object_set_new(last, "group", json_string(ps->group));
+    if (ps->ntags) {
+        json_t *tags = json_object();
+        for (uint32_t t = 0; tags && t < ps->ntags; t++)
+            json_object_set_new(tags, ps->tags[t].key, json_string(ps->tags[t].value));
+        json_object_set_new(last, "tags", tags);
+    }
     if (ws) { /* which WebSocket operation (docs/json-schema.md) */
         static const char *const ops[] = {"connect", "send", "receive", "close"};
         json_object_set_new(last, "ws", json_string(ops[ps->ws.op]));
@@ -142,8 +148,7 @@ static void add_scenario(struct plan_acc *a, const struct sq_plan *p, uint32_t i
 /* Whether a step of group path g belongs to group name (itself or a group inside it). */
 static bool in_group(const char *g, const char *name)
 {
-    size_t n = strlen(name);
-    return g && strncmp(g, name, n) == 0 && (g[n] == '\0' || (g[n] == ':' && g[n + 1] == ':'));
+    return sq_plan_in_group(g, name, strlen(name));
 }
 
 /* One "groups" entry per group of scenario i (each enclosing group too), in order of first
@@ -259,6 +264,71 @@ static json_t *metrics_json(const struct plan_acc *a, double secs)
     return metrics;
 }
 
+/* The plan's own metrics (metrics:), each from the samples of every metric: entry naming it. */
+static json_t *custom_metrics_json(const struct sq_plan *p, const struct sq_result *r, double secs)
+{
+    json_t *out = json_object();
+    for (size_t m = 0; out && m < p->nmetrics; m++) {
+        uint64_t n = 0, nonzero = 0, bad = 0;
+        double sum = 0, last = 0;
+        int64_t last_ns = 0;
+        struct sq_hist *h = NULL;
+        if (sq_latency_hist_new(&h) < 0) {
+            json_decref(out);
+            return NULL;
+        }
+        for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++)
+            for (size_t k = 0; k < r->scens[i].nsteps && k < p->scenarios[i].nsteps; k++) {
+                const struct sq_plan_step *ps = &p->scenarios[i].steps[k];
+                const struct sq_step_stats *ss = &r->scens[i].steps[k];
+                for (uint32_t j = 0; j < ss->nmvals; j++) {
+                    const struct sq_step_mval *mv = &ss->mvals[j];
+                    if (sq_plan_slot_metric(ps, j) != m)
+                        continue;
+                    n += mv->n;
+                    nonzero += mv->nonzero;
+                    bad += mv->bad;
+                    sum += mv->sum;
+                    if (mv->n && mv->last_ns >= last_ns) {
+                        last = mv->last;
+                        last_ns = mv->last_ns;
+                    }
+                    sq_hist_merge(h, mv->h);
+                }
+            }
+        json_t *val = NULL;
+        switch (p->metrics[m].kind) {
+        case SQ_MK_COUNTER:
+            val = json_pack("{s:s, s:f, s:f}", "kind", "counter", "count", sum, "rate",
+                            secs > 0 ? sum / secs : 0);
+            break;
+        case SQ_MK_RATE:
+            val = rate(nonzero, n);
+            if (val)
+                json_object_set_new(val, "kind", json_string("rate"));
+            break;
+        case SQ_MK_GAUGE:
+            val = json_pack("{s:s, s:o}", "kind", "gauge", "value",
+                            n ? json_real(last) : json_null());
+            break;
+        case SQ_MK_TREND:
+            val = trend(h);
+            if (val)
+                json_object_set_new(val, "kind", json_string("trend"));
+            break;
+        }
+        sq_hist_free(h);
+        if (!val) {
+            json_decref(out);
+            return NULL;
+        }
+        json_object_set_new(val, "samples", json_integer((json_int_t)n));
+        json_object_set_new(val, "not_a_number", json_integer((json_int_t)bad));
+        json_object_set_new(out, p->metrics[m].name, val);
+    }
+    return out;
+}
+
 int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct sq_result *r,
                             const struct sq_th_verdicts *v)
 {
@@ -299,6 +369,12 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
         json_object_set_new(doc, "groups", groups);
     else
         json_decref(groups);
+    if (p->nmetrics) {
+        json_t *cm = custom_metrics_json(p, r, secs);
+        if (!cm)
+            return -ENOMEM;
+        json_object_set_new(doc, "custom_metrics", cm);
+    }
     json_object_set_new(doc, "thresholds", ths);
     json_object_set_new(doc, "metrics", metrics);
     json_object_set_new(doc, "thresholds_failed", json_boolean(v && v->failed));

@@ -481,6 +481,31 @@ static void plan_sections(const struct out *o, const json_t *doc)
                 fprintf(f, " · no response\n");
         }
     }
+    const json_t *cm = json_object_get(doc, "custom_metrics");
+    if (json_is_object(cm) && json_object_size(cm)) {
+        fprintf(f, "\nCustom metrics\n");
+        const char *name;
+        json_object_foreach((json_t *)cm, name, e)
+        {
+            const char *kind = sq_report__str(e, "kind", "?");
+            fprintf(f, "  %-24s %-7s ", name, kind);
+            if (!strcmp(kind, "counter"))
+                fprintf(f, "%g (%.4g/s)\n", sq_report__numd(e, "count", 0),
+                        sq_report__numd(e, "rate", 0));
+            else if (!strcmp(kind, "rate"))
+                fprintf(f, "%.2f%% (%s of %s)\n", 100 * sq_report__numd(e, "rate", 0),
+                        g(e, "passes", g1), g(e, "samples", g2));
+            else if (!strcmp(kind, "gauge") && json_is_number(json_object_get(e, "value")))
+                fprintf(f, "%g\n", sq_report__numd(e, "value", 0));
+            else if (!strcmp(kind, "trend") && sq_report__numd(e, "count", 0) > 0)
+                fprintf(f, "avg %g · p50 %g · p95 %g · max %g (%s samples)\n",
+                        sq_report__numd(e, "avg", 0), sq_report__numd(e, "med", 0),
+                        sq_report__numd(e, "p(95)", 0), sq_report__numd(e, "max", 0),
+                        g(e, "samples", g1));
+            else
+                fprintf(f, "no sample\n");
+        }
+    }
     if (json_is_array(checks) && json_array_size(checks)) {
         fprintf(f, "\nChecks\n");
         json_array_foreach((json_t *)checks, i, e)

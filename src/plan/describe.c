@@ -274,6 +274,12 @@ static void put_step(FILE *out, const struct sq_plan_scenario *sc, size_t i)
         put_short(out, st->group, strlen(st->group), 160);
         fputc('\n', out);
     }
+    if (st->ntags) {
+        fprintf(out, "%stags", pad);
+        for (uint32_t t = 0; t < st->ntags; t++)
+            fprintf(out, "%s %s:%s", t ? "," : "", st->tags[t].key, st->tags[t].value);
+        fputc('\n', out);
+    }
     for (size_t h = 0; h < r->nheaders; h++) {
         const char *name = r->headers[h].name;
         fprintf(out, "%sheader %s: ", pad, name);
@@ -442,6 +448,13 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
             }
             put_step(out, sc, s);
         }
+    }
+    if (p->nmetrics) {
+        static const char *const kinds[] = {"counter", "rate", "gauge", "trend"};
+        fprintf(out, "metrics\n");
+        for (size_t i = 0; i < p->nmetrics; i++)
+            fprintf(out, "  %s %s\n", p->metrics[i].name,
+                    (unsigned)p->metrics[i].kind < 4 ? kinds[p->metrics[i].kind] : "?");
     }
     if (p->nthresholds) {
         fprintf(out, "thresholds\n");

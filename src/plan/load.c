@@ -839,10 +839,10 @@ static int setup_feeder(struct ld *L, const struct ynode *root)
 
 static int load_root(struct ld *L, const struct ynode *root)
 {
-    static const char *const keys[] = {"target",       "vars",         "defaults", "data",
-                                       "scenarios",    "thresholds",   "script",   "auth",
-                                       "sink",         "name",         "seed",     "redact",
-                                       "source_addrs", "connect_rate", "setup",    "teardown"};
+    static const char *const keys[] = {
+        "target",       "vars",         "defaults", "data",     "scenarios", "thresholds",
+        "script",       "auth",         "sink",     "name",     "seed",      "redact",
+        "source_addrs", "connect_rate", "setup",    "teardown", "metrics"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_keys(L, root, "a mapping with target and scenarios", keys,
                                 SQ_ARRAY_LEN(keys));
@@ -921,6 +921,13 @@ static int load_root(struct ld *L, const struct ynode *root)
             return rc;
         if (p->connect_rate <= 0 || p->connect_rate > 1e9)
             return sq_plan__fail(L, cr, "expected connections per second, above 0 (at most 1e9)");
+        sq_plan__path_pop(L, m);
+    }
+    const struct ynode *mt = sq_plan__get(root, "metrics"); /* before the steps that add to them */
+    if (mt) {
+        size_t m = sq_plan__path_key(L, "metrics");
+        if ((rc = sq_plan__load_metrics(L, mt)) < 0)
+            return rc;
         sq_plan__path_pop(L, m);
     }
     if ((rc = load_once(L, root, "setup", &p->setup)) < 0)
@@ -1099,6 +1106,14 @@ static void scenario_dispose(struct sq_plan_scenario *sc)
         for (size_t k = 0; k < st->nchecks; k++)
             sq_check_dispose(&st->checks[k]);
         free(st->checks);
+        for (uint32_t k = 0; k < st->ntags; k++) {
+            free(st->tags[k].key);
+            free(st->tags[k].value);
+        }
+        free(st->tags);
+        for (uint32_t k = 0; k < st->nmetrics; k++)
+            sq_tmpl_free(st->metrics[k].tmp);
+        free(st->metrics);
     }
     free(sc->steps);
     for (uint32_t j = 0; j < sc->nloops; j++)
@@ -1108,6 +1123,12 @@ static void scenario_dispose(struct sq_plan_scenario *sc)
         free(sc->vars[j]);
     free(sc->vars);
     free(sc->name);
+}
+
+bool sq_plan_in_group(const char *group, const char *name, size_t len)
+{
+    return group && len > 0 && strncmp(group, name, len) == 0 &&
+           (group[len] == '\0' || (group[len] == ':' && group[len + 1] == ':'));
 }
 
 void sq_plan_free(struct sq_plan *p)
@@ -1127,6 +1148,9 @@ void sq_plan_free(struct sq_plan *p)
     for (size_t i = 0; i < p->nscenarios; i++)
         scenario_dispose(&p->scenarios[i]);
     free(p->scenarios);
+    for (size_t i = 0; i < p->nmetrics; i++)
+        free(p->metrics[i].name);
+    free(p->metrics);
     scenario_dispose(p->setup);
     free(p->setup);
     scenario_dispose(p->teardown);

@@ -71,9 +71,9 @@ static const struct {
     [SQ_EXEC_SHARED_ITERATIONS] = {F(VUS) | F(ITERATIONS) | F(MAX_DURATION) | F(PACING), 0},
 };
 
-static const char *const scenario_common[] = {
-    "executor", "flow",   "startTime", "gracefulStop",
-    "cookies",  "locals", "protocol",  "batchConnections"};
+static const char *const scenario_common[] = {"executor", "flow",   "startTime", "gracefulStop",
+                                              "cookies",  "locals", "protocol",  "batchConnections",
+                                              "tags"};
 
 static int load_stages(struct ld *L, const struct ynode *n, struct sq_exec *e, bool vus)
 {
@@ -1401,12 +1401,14 @@ static int load_cond(struct ld *L, const struct ynode *n, struct sq_plan_step *s
     return 0;
 }
 
+static int check_tags(struct ld *L, const struct ynode *n);
+
 static int load_step(struct ld *L, const struct ynode *n, size_t index, struct sq_plan_step *st,
                      struct sq_plan_scenario *sc)
 {
-    static const char *const keys[] = {"name",  "request",  "think",     "extract",
-                                       "check", "on_error", "before",    "after",
-                                       "ws",    "publish",  "subscribe", "if"};
+    static const char *const keys[] = {"name",      "request", "think",  "extract", "check",
+                                       "on_error",  "before",  "after",  "ws",      "publish",
+                                       "subscribe", "if",      "metric", "tags"};
     int rc = sq_plan__want_keys(L, n,
                                 "a step: a mapping with request (or think, publish, "
                                 "subscribe, ws)",
@@ -1537,6 +1539,23 @@ static int load_step(struct ld *L, const struct ynode *n, size_t index, struct s
             return rc;
         sq_plan__path_pop(L, mark);
     }
+    v = sq_plan__get(n, "tags");
+    if (v) {
+        mark = sq_plan__path_key(L, "tags");
+        if ((rc = check_tags(L, v)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    v = sq_plan__get(n, "metric");
+    if (v) {
+        mark = sq_plan__path_key(L, "metric");
+        if (st->kind != SQ_STEP_REQUEST)
+            return sq_plan__fail(L, v, "metric: adds at a request step's response, not a ws step");
+        struct rctx R = {.L = L, .nvars = L->p->nvars, .sc = sc};
+        if ((rc = sq_plan__load_step_metrics(L, v, st, &R)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
     static const char *const hook_keys[] = {"before", "after"};
     for (int h = 0; h < 2; h++) {
         v = sq_plan__get(n, hook_keys[h]);
@@ -1651,6 +1670,11 @@ static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_sc
                              "after it)");
     if (!steps)
         return sq_plan__fail(L, rp, "missing key 'steps' (the steps to repeat)");
+    /* before the loop takes its place: count_flat sized sc->loops by the repeats whose steps
+     * are a list, so one that is not has none */
+    if (steps->kind != Y_SEQ)
+        return sq_plan__fail(L, steps, "expected a list of steps, got %s",
+                             sq_plan__kind_name(steps));
     uint32_t li = sc->nloops++;
     struct sq_plan_loop *lp = &sc->loops[li];
     lp->loc = rkey->loc;
@@ -1673,9 +1697,6 @@ static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_sc
             return rc;
         sq_plan__path_pop(L, m);
     }
-    if (steps->kind != Y_SEQ)
-        return sq_plan__fail(L, steps, "expected a list of steps, got %s",
-                             sq_plan__kind_name(steps));
     if (steps->nitems == 0)
         return sq_plan__fail(L, steps, "a repeat needs at least one step");
     /* loads into sc->loops[li]'s place: the array does not move (sized by count_flat) */
@@ -1686,14 +1707,89 @@ static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_sc
     return 0;
 }
 
+/* A tags: mapping (of a step, a group or a scenario): NAME: VALUE, a name not one of the
+ * built-in tags, both short. */
+static int check_tags(struct ld *L, const struct ynode *n)
+{
+    static const char *const builtin[] = {"scenario", "step", "group", "method",
+                                          "status",   "name", "url"};
+    int rc = sq_plan__want_map(L, n, "a mapping of tag names to values");
+    if (rc < 0)
+        return rc;
+    if (n->npairs > SQ_PLAN_TAGS_MAX)
+        return sq_plan__fail(L, n, "at most %d tags", SQ_PLAN_TAGS_MAX);
+    for (size_t i = 0; i < n->npairs; i++) {
+        const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
+        size_t m = sq_plan__path_key(L, k->s);
+        if (!sq_plan__is_ident(k->s) || k->len > SQ_PLAN_TAG_LEN)
+            return sq_plan__fail(L, k,
+                                 "a tag name is letters, digits and '_', not starting with a "
+                                 "digit, %d bytes at most",
+                                 SQ_PLAN_TAG_LEN);
+        for (size_t j = 0; j < SQ_ARRAY_LEN(builtin); j++)
+            if (!strcmp(k->s, builtin[j]))
+                return sq_plan__fail(L, k, "'%s' is a built-in tag: choose another name", k->s);
+        if ((rc = sq_plan__want_scalar(L, v, "a tag value")) < 0)
+            return rc;
+        if (v->len == 0 || v->len > SQ_PLAN_TAG_LEN || strlen(v->s) != v->len)
+            return sq_plan__fail(L, v, "a tag value is 1 to %d bytes, no NUL byte",
+                                 SQ_PLAN_TAG_LEN);
+        sq_plan__path_pop(L, m);
+    }
+    return 0;
+}
+
+/* Step st's tags: those of L->tagnodes (outer first), then its own (own: NULL for none), a
+ * later one of a name replacing the earlier. */
+static int step_tags(struct ld *L, struct sq_plan_step *st, const struct ynode *own,
+                     const struct ynode *at)
+{
+    const struct ynode *nodes[SQ_PLAN_LOOP_DEPTH + 3];
+    int nn = 0;
+    for (int i = 0; i < L->ntagnodes; i++)
+        nodes[nn++] = L->tagnodes[i];
+    if (own)
+        nodes[nn++] = own;
+    for (int i = 0; i < nn; i++)
+        for (size_t j = 0; j < nodes[i]->npairs; j++) {
+            const char *k = nodes[i]->pairs[j].key->s, *v = nodes[i]->pairs[j].val->s;
+            uint32_t t = 0;
+            while (t < st->ntags && strcmp(st->tags[t].key, k))
+                t++;
+            if (t == st->ntags) {
+                if (t == SQ_PLAN_TAGS_MAX)
+                    return sq_plan__fail(L, at,
+                                         "more than %d tags on this step (its groups' and "
+                                         "scenario's included)",
+                                         SQ_PLAN_TAGS_MAX);
+                if (!st->tags && !(st->tags = calloc(SQ_PLAN_TAGS_MAX, sizeof(*st->tags))))
+                    return -ENOMEM;
+                if (!(st->tags[t].key = strdup(k)))
+                    return -ENOMEM;
+                st->ntags++;
+            }
+            free(st->tags[t].value);
+            if (!(st->tags[t].value = strdup(v)))
+                return -ENOMEM;
+        }
+    return 0;
+}
+
 /* One `group:` item: its steps, each tagged with the group's path. */
 static int load_group(struct ld *L, const struct ynode *item, struct sq_plan_scenario *sc,
                       int depth, bool ends_loop)
 {
-    static const char *const keys[] = {"group", "steps"};
+    static const char *const keys[] = {"group", "steps", "tags"};
     int rc = sq_plan__check_keys(L, item, keys, SQ_ARRAY_LEN(keys));
     if (rc < 0)
         return rc;
+    const struct ynode *tags = sq_plan__get(item, "tags");
+    if (tags) {
+        size_t m = sq_plan__path_key(L, "tags");
+        if ((rc = check_tags(L, tags)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m);
+    }
     const struct ynode *g = sq_plan__get(item, "group"), *steps = sq_plan__get(item, "steps");
     size_t mark = sq_plan__path_key(L, "group");
     if ((rc = sq_plan__want_string(L, g, "a group name")) < 0)
@@ -1714,7 +1810,11 @@ static int load_group(struct ld *L, const struct ynode *item, struct sq_plan_sce
     if (had + 2 + g->len >= sizeof(L->group))
         return sq_plan__fail(L, g, "the group path is longer than %zu bytes", sizeof(L->group) - 1);
     snprintf(L->group + had, sizeof(L->group) - had, "%s%s", had ? "::" : "", g->s);
+    if (tags)
+        L->tagnodes[L->ntagnodes++] = tags;
     rc = load_items(L, steps, ".steps", sc, depth + 1, ends_loop);
+    if (tags)
+        L->ntagnodes--;
     L->group[had] = '\0';
     return rc;
 }
@@ -1800,6 +1900,9 @@ static int load_items(struct ld *L, const struct ynode *seq, const char *where,
                 return rc;
             if (L->group[0] && !(sc->steps[k].group = strdup(L->group)))
                 return -ENOMEM;
+            if (it->kind == Y_MAP &&
+                (rc = step_tags(L, &sc->steps[k], sq_plan__get(it, "tags"), it)) < 0)
+                return rc;
         }
         sq_plan__path_pop(L, m);
     }
@@ -1883,6 +1986,15 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
     if (!sc->steps)
         return -ENOMEM;
     L->group[0] = '\0';
+    L->ntagnodes = 0;
+    const struct ynode *tags = sq_plan__get(n, "tags");
+    if (tags) {
+        size_t m3 = sq_plan__path_key(L, "tags");
+        if ((rc = check_tags(L, tags)) < 0)
+            return rc;
+        sq_plan__path_pop(L, m3);
+        L->tagnodes[L->ntagnodes++] = tags;
+    }
     if ((rc = load_items(L, flow, ".flow", sc, 0, false)) < 0)
         return rc;
     sc->batch_conns = SQ_PLAN_BATCH_CONNS;
@@ -1895,6 +2007,7 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
         sc->batch_conns = (uint32_t)v;
         sq_plan__path_pop(L, m);
     }
+    L->ntagnodes = 0;
     bool any_request = false;
     for (size_t i = 0; i < sc->nsteps; i++)
         any_request = any_request || sc->steps[i].kind != SQ_STEP_THINK;

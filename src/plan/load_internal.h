@@ -95,6 +95,9 @@ struct ld {
     size_t nfeeder_cols;
     bool once;       /* loading setup: or teardown: (sq_plan__load_scenario takes no executor) */
     char group[256]; /* the group: path of the steps being loaded ("" outside any) */
+    /* the tags: of the scenario and the groups around the steps being loaded, outer first */
+    const struct ynode *tagnodes[SQ_PLAN_LOOP_DEPTH + 2];
+    int ntagnodes;
     /* the target origin, for absolute step URLs */
     char scheme[8];
     char host[256];
@@ -208,6 +211,11 @@ bool sq_plan__parse_origin(const char *s, size_t len, char *scheme, char *host, 
 int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct ynode *n,
                            struct sq_plan_scenario *sc);
 int sq_plan__load_thresholds(struct ld *L, const struct ynode *n);
+/* metrics: the plan's own metrics, NAME: counter | gauge | rate | trend (threshold.c). */
+int sq_plan__load_metrics(struct ld *L, const struct ynode *n);
+/* A step's metric: (one mapping or a list of them) into st->metrics (threshold.c). */
+int sq_plan__load_step_metrics(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
+                               struct rctx *R);
 
 /* ---- code the plan hands to (load_hooks.c) ---- */
 

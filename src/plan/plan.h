@@ -101,6 +101,40 @@ struct sq_plan_ws {
     char *subprotocol;   /* CONNECT: Sec-WebSocket-Protocol to offer, or NULL */
 };
 
+/* metrics: the plan's own metrics (docs/plans.md, "Custom metrics"), k6's four kinds. */
+#define SQ_PLAN_METRICS_MAX 32 /* declared per plan */
+#define SQ_STEP_METRICS_MAX 4  /* metric: entries per step */
+#define SQ_METRIC_NAME_MAX  64 /* a name's bytes */
+
+struct sq_plan_metric {
+    char *name; /* [A-Za-z_][A-Za-z0-9_]*, no built-in metric's name */
+    enum sq_metric_kind kind;
+    struct sq_loc loc;
+};
+
+/* tags: a step's user tags, its groups' and its scenario's merged (an inner one wins), which
+ * thresholds select its requests by ("http_req_duration{page:home}"). */
+#define SQ_PLAN_TAGS_MAX 8  /* per step, merged */
+#define SQ_PLAN_TAG_LEN  64 /* a key's or a value's bytes */
+
+struct sq_plan_tag {
+    char *key, *value; /* owned */
+};
+
+/* Where a step's metric: sample comes from, once per response of the step. */
+enum sq_step_metric_src {
+    SQ_SMS_NUMBER, /* add: 2.5 (a rate: non-zero passes) */
+    SQ_SMS_TMPL,   /* add: "{{total}}": rendered, then read as a number */
+    SQ_SMS_CHECKS, /* from: checks: 1 when every check of the step held, else 0 */
+};
+
+struct sq_step_metric {
+    uint32_t metric; /* index into plan->metrics */
+    enum sq_step_metric_src src;
+    double value;        /* NUMBER */
+    struct sq_tmpl *tmp; /* TMPL: owned */
+};
+
 struct sq_plan_step {
     enum sq_step_kind kind;
     char *name; /* given, or "step N" (1-based) when the step has none; unique in the flow */
@@ -133,6 +167,11 @@ struct sq_plan_step {
      * when all of them are answered or failed. */
     uint32_t batch;
     bool in_batch;
+    struct sq_plan_tag *tags; /* tags: (merged, see above); NULL: none */
+    uint32_t ntags;
+    /* metric: samples of the plan's own metrics, taken at each response (NULL: none) */
+    struct sq_step_metric *metrics;
+    uint32_t nmetrics;
 };
 
 /* repeat: (docs/plans.md, Loops): steps first..last (indices into the flat step list,
@@ -186,6 +225,7 @@ struct sq_plan_threshold {
     char *selector;           /* as written: "http_req_duration{step:login}" */
     struct sq_metric_sel sel; /* spans into selector */
     enum sq_metric metric;    /* sel's metric, from the registry (plan/metrics.h) */
+    int custom;               /* >= 0: sel names plan->metrics[custom] (metric is then unused) */
     struct sq_th_expr *exprs;
     size_t nexprs;
     bool abort_on_fail;
@@ -242,7 +282,9 @@ struct sq_plan {
      * feeders[setup_feeder] ("setup", per-vu, a column per setup variable): templates read it
      * as {{setup.NAME}}; sq_feeder_set_row() fills it before the scenarios start. */
     struct sq_plan_scenario *setup, *teardown;
-    int setup_feeder; /* -1: no setup */
+    int setup_feeder;               /* -1: no setup */
+    struct sq_plan_metric *metrics; /* metrics: declared in the plan, in order */
+    size_t nmetrics;
     struct sq_plan_threshold *thresholds;
     size_t nthresholds;
     int64_t default_timeout_ns;     /* defaults.timeout; 0 when unset */
@@ -296,6 +338,24 @@ SQ_MUST_CHECK int sq_plan_load_text(const char *name, const char *text, size_t l
                                     const char *base_dir, struct sq_plan **out,
                                     struct sq_plan_error *err);
 void sq_plan_free(struct sq_plan *p);
+
+/* The samples of a step's metrics are kept per slot (result/result.h, struct sq_step_mval): one
+ * per metric: entry of the step, then, for a step with a before: or after: hook, one per metric
+ * of the plan for what the hook adds (ctx:metric). How many slots a step has, and the plan
+ * metric slot j counts for: */
+static inline uint32_t sq_plan_step_nslots(const struct sq_plan *p, const struct sq_plan_step *ps)
+{
+    return ps->nmetrics + (ps->before || ps->after ? (uint32_t)p->nmetrics : 0);
+}
+static inline uint32_t sq_plan_slot_metric(const struct sq_plan_step *ps, uint32_t j)
+{
+    return j < ps->nmetrics ? ps->metrics[j].metric : j - ps->nmetrics;
+}
+
+/* Whether a step of group path `group` ("checkout::pay", NULL outside any group) belongs to the
+ * group whose path is name[0, len): that group itself or a group inside it. One rule for the
+ * result's `groups` figures and the threshold tag `group:`. */
+bool sq_plan_in_group(const char *group, const char *name, size_t len);
 
 /* "plan.yaml:12:7: scenarios.shoppers.flow[0].request: unknown key 'metod' (did you mean
  * 'method'?)" into buf. */

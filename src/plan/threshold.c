@@ -432,39 +432,83 @@ static const char *agg_name(const struct sq_th_expr *e, char *buf, size_t len)
     return (unsigned)e->agg < SQ_ARRAY_LEN(names) ? names[e->agg] : "?";
 }
 
-/* Checks the selector's metric and tags against the plan; *metric is the metric. */
+static int custom_find(const struct sq_plan *p, const char *s, size_t len);
+
+/* Whether a step of the plan carries the user tag k[0, kl) (with the value v[0, vl) unless v is
+ * NULL). */
+static bool user_tag_known(const struct sq_plan *p, const char *k, size_t kl, const char *v,
+                           size_t vl)
+{
+    for (size_t i = 0; i < p->nscenarios; i++)
+        for (size_t j = 0; j < p->scenarios[i].nsteps; j++) {
+            const struct sq_plan_step *st = &p->scenarios[i].steps[j];
+            for (uint32_t t = 0; t < st->ntags; t++)
+                if (strlen(st->tags[t].key) == kl && !memcmp(st->tags[t].key, k, kl) &&
+                    (!v || (strlen(st->tags[t].value) == vl && !memcmp(st->tags[t].value, v, vl))))
+                    return true;
+        }
+    return false;
+}
+
+/* Checks the selector's metric and tags against the plan; *metric is the metric, or *custom
+ * the plan's own metric it names (else -1). */
 static int check_selector(struct ld *L, const struct ynode *key, const struct sq_metric_sel *sel,
-                          enum sq_metric *metric)
+                          enum sq_metric *metric, int *custom)
 {
     char tail[96];
     int found = sq_metric_find(sel->metric, sel->metric_len);
-    if (found < 0) {
+    *custom = found < 0 ? custom_find(L->p, sel->metric, sel->metric_len) : -1;
+    if (found < 0 && *custom < 0) {
         struct sq_suggest s;
         sq_suggest_init(&s, sel->metric, sel->metric_len);
         for (int i = 0; i < SQ_METRIC__COUNT; i++)
             sq_suggest_try(&s, sq_metric_name((enum sq_metric)i));
+        for (size_t i = 0; i < L->p->nmetrics; i++)
+            sq_suggest_try(&s, L->p->metrics[i].name);
         return sq_plan__fail(L, key, "unknown metric '%.*s'%s",
                              (int)(sel->metric_len > 60 ? 60 : sel->metric_len), sel->metric,
                              s.best ? sq_suggest_tail(&s, tail, sizeof(tail))
                                     : " (see docs/plans.md for the metric names)");
     }
-    *metric = (enum sq_metric)found;
+    *metric = found >= 0 ? (enum sq_metric)found : SQ_METRIC_HTTP_REQS;
     const struct sq_plan *p = L->p;
     for (size_t t = 0; t < sel->ntags; t++) {
         const char *k = sel->tags[t].key, *v = sel->tags[t].value;
         size_t kl = sel->tags[t].key_len, vl = sel->tags[t].value_len;
-        static const char *const tags[] = {"scenario", "step", "method", "status"};
+        static const char *const tags[] = {"scenario", "step", "method", "status", "group"};
         int tag = -1;
         for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
             if (strlen(tags[i]) == kl && !memcmp(tags[i], k, kl))
                 tag = (int)i;
+        if (tag < 0 && user_tag_known(p, k, kl, v, vl)) /* a user tag a step carries */
+            continue;
+        if (tag < 0 && user_tag_known(p, k, kl, NULL, 0)) {
+            struct sq_suggest s;
+            sq_suggest_init(&s, v, vl);
+            for (size_t i = 0; i < p->nscenarios; i++)
+                for (size_t j = 0; j < p->scenarios[i].nsteps; j++) {
+                    const struct sq_plan_step *st = &p->scenarios[i].steps[j];
+                    for (uint32_t t2 = 0; t2 < st->ntags; t2++)
+                        if (strlen(st->tags[t2].key) == kl && !memcmp(st->tags[t2].key, k, kl))
+                            sq_suggest_try(&s, st->tags[t2].value);
+                }
+            return sq_plan__fail(L, key, "no step has the tag %.*s:%.*s in the plan%s",
+                                 (int)(kl > 40 ? 40 : kl), k, (int)(vl > 60 ? 60 : vl), v,
+                                 sq_suggest_tail(&s, tail, sizeof(tail)));
+        }
         if (tag < 0) {
             struct sq_suggest s;
             sq_suggest_init(&s, k, kl);
             for (size_t i = 0; i < SQ_ARRAY_LEN(tags); i++)
                 sq_suggest_try(&s, tags[i]);
+            for (size_t i = 0; i < p->nscenarios; i++)
+                for (size_t j = 0; j < p->scenarios[i].nsteps; j++)
+                    for (uint32_t t2 = 0; t2 < p->scenarios[i].steps[j].ntags; t2++)
+                        sq_suggest_try(&s, p->scenarios[i].steps[j].tags[t2].key);
             return sq_plan__fail(
-                L, key, "unknown tag '%.*s'%s (tags: scenario, step, method, status)",
+                L, key,
+                "unknown tag '%.*s'%s (tags: scenario, step, method, status, group, and the tags: "
+                "the plan's steps carry)",
                 (int)(kl > 40 ? 40 : kl), k, sq_suggest_tail(&s, tail, sizeof(tail)));
         }
         bool ok = false;
@@ -486,6 +530,14 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
             if (!ok)
                 return sq_plan__fail(L, key, "method:%.*s: expected an upper-case method like GET",
                                      (int)(vl > 30 ? 30 : vl), v);
+        } else if (tag == 4) { /* a group path as the result shows it: "checkout::pay" */
+            for (size_t i = 0; !ok && i < p->nscenarios; i++)
+                for (size_t j = 0; !ok && j < p->scenarios[i].nsteps; j++) {
+                    const char *g = p->scenarios[i].steps[j].group;
+                    ok = sq_plan_in_group(g, v, vl);
+                    if (g)
+                        sq_suggest_try(&s, g);
+                }
         } else {
             ok = vl == 3 && isdigit((unsigned char)v[0]) && isdigit((unsigned char)v[1]) &&
                  isdigit((unsigned char)v[2]);
@@ -495,14 +547,17 @@ static int check_selector(struct ld *L, const struct ynode *key, const struct sq
         }
         if (!ok)
             return sq_plan__fail(L, key, "no %s named '%.*s' in the plan%s",
-                                 tag == 0 ? "scenario" : "step", (int)(vl > 60 ? 60 : vl), v,
+                                 tag == 0   ? "scenario"
+                                 : tag == 1 ? "step"
+                                            : "group",
+                                 (int)(vl > 60 ? 60 : vl), v,
                                  sq_suggest_tail(&s, tail, sizeof(tail)));
     }
     return 0;
 }
 
 static struct sq_plan_threshold *new_threshold(struct sq_plan *p, const char *selector,
-                                               enum sq_metric metric, struct sq_loc loc,
+                                               enum sq_metric metric, int custom, struct sq_loc loc,
                                                size_t *cap)
 {
     if (p->nthresholds == *cap) {
@@ -520,6 +575,7 @@ static struct sq_plan_threshold *new_threshold(struct sq_plan *p, const char *se
         return NULL;
     p->nthresholds++;
     t->metric = metric;
+    t->custom = custom;
     t->loc = loc;
     char err[8];
     if (sq_metric_sel_parse(t->selector, strlen(t->selector), &t->sel, err, sizeof(err)) < 0)
@@ -540,7 +596,7 @@ static int add_expr(struct sq_plan_threshold *t, const struct sq_th_expr *e)
     return 0;
 }
 
-static int check_expr(struct ld *L, const struct ynode *n, enum sq_metric metric,
+static int check_expr(struct ld *L, const struct ynode *n, enum sq_metric_kind kind,
                       const struct sq_metric_sel *sel, struct sq_th_expr *e)
 {
     int rc = sq_plan__want_string(L, n, "an expression like \"p(95) < 200\"");
@@ -552,11 +608,10 @@ static int check_expr(struct ld *L, const struct ynode *n, enum sq_metric metric
         return rc;
     if (rc < 0)
         return sq_plan__fail(L, n, "%s", err[0] ? err : "malformed threshold expression");
-    if (!sq_metric_agg_fits(sq_metric_kind(metric), e->agg)) {
+    if (!sq_metric_agg_fits(kind, e->agg)) {
         char an[32];
         return sq_plan__fail(L, n, "'%s' does not apply to %.*s (%s)", agg_name(e, an, sizeof(an)),
-                             (int)sel->metric_len, sel->metric,
-                             sq_metric_kind_aggs(sq_metric_kind(metric)));
+                             (int)sel->metric_len, sel->metric, sq_metric_kind_aggs(kind));
     }
     return 0;
 }
@@ -587,8 +642,11 @@ int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
         if (sq_metric_sel_parse(k->s, k->len, &sel, err, sizeof(err)) < 0)
             return sq_plan__fail(L, k, "%s", err[0] ? err : "malformed metric selector");
         enum sq_metric metric = SQ_METRIC_HTTP_REQ_DURATION;
-        if ((rc = check_selector(L, k, &sel, &metric)) < 0)
+        int custom = -1;
+        if ((rc = check_selector(L, k, &sel, &metric, &custom)) < 0)
             return rc;
+        const enum sq_metric_kind kind =
+            custom >= 0 ? p->metrics[custom].kind : sq_metric_kind(metric);
         size_t cnt = v->kind == Y_SEQ ? v->nitems : 1;
         if (cnt == 0)
             return sq_plan__fail(L, v, "expected at least one expression like \"p(95) < 200\"");
@@ -604,10 +662,10 @@ int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
                 if (!th)
                     return sq_plan__fail(L, it, "missing key 'threshold' (the expression)");
                 size_t m3 = sq_plan__path_key(L, "threshold");
-                if ((rc = check_expr(L, th, metric, &sel, &e)) < 0)
+                if ((rc = check_expr(L, th, kind, &sel, &e)) < 0)
                     return rc;
                 sq_plan__path_pop(L, m3);
-                struct sq_plan_threshold *t = new_threshold(p, k->s, metric, it->loc, &cap);
+                struct sq_plan_threshold *t = new_threshold(p, k->s, metric, custom, it->loc, &cap);
                 if (!t || add_expr(t, &e) < 0)
                     return -ENOMEM;
                 const struct ynode *x = sq_plan__get(it, "abortOnFail");
@@ -625,10 +683,10 @@ int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
                     sq_plan__path_pop(L, m3);
                 }
             } else {
-                if ((rc = check_expr(L, it, metric, &sel, &e)) < 0)
+                if ((rc = check_expr(L, it, kind, &sel, &e)) < 0)
                     return rc;
                 if (!plain) {
-                    plain = new_threshold(p, k->s, metric, k->loc, &cap);
+                    plain = new_threshold(p, k->s, metric, custom, k->loc, &cap);
                     if (!plain)
                         return -ENOMEM;
                 }
@@ -637,6 +695,160 @@ int sq_plan__load_thresholds(struct ld *L, const struct ynode *n)
             }
             sq_plan__path_pop(L, m2);
         }
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The plan's own metrics and the steps that add to them                                      */
+
+int sq_plan__load_metrics(struct ld *L, const struct ynode *n)
+{
+    static const char *const kinds[] = {"counter", "rate", "gauge", "trend"};
+    static const enum sq_metric_kind kv[] = {SQ_MK_COUNTER, SQ_MK_RATE, SQ_MK_GAUGE, SQ_MK_TREND};
+    struct sq_plan *p = L->p;
+    int rc = sq_plan__want_map(L, n,
+                               "a mapping of metric names to kinds (counter, gauge, rate, "
+                               "trend)");
+    if (rc < 0)
+        return rc;
+    if (n->npairs > SQ_PLAN_METRICS_MAX)
+        return sq_plan__fail(L, n, "at most %d metrics", SQ_PLAN_METRICS_MAX);
+    p->metrics = calloc(n->npairs ? n->npairs : 1, sizeof(*p->metrics));
+    if (!p->metrics)
+        return -ENOMEM;
+    for (size_t i = 0; i < n->npairs; i++) {
+        const struct ynode *k = n->pairs[i].key, *v = n->pairs[i].val;
+        size_t mark = sq_plan__path_key(L, k->s);
+        if (!sq_plan__is_ident(k->s) || k->len > SQ_METRIC_NAME_MAX)
+            return sq_plan__fail(L, k,
+                                 "a metric name is letters, digits and '_', not starting with a "
+                                 "digit, %d bytes at most",
+                                 SQ_METRIC_NAME_MAX);
+        if (sq_metric_find(k->s, k->len) >= 0)
+            return sq_plan__fail(L, k, "'%s' is a built-in metric: choose another name", k->s);
+        if ((rc = sq_plan__want_string(L, v, "counter, gauge, rate or trend")) < 0)
+            return rc;
+        int kind = -1;
+        for (size_t j = 0; j < SQ_ARRAY_LEN(kinds); j++)
+            if (!strcmp(v->s, kinds[j]))
+                kind = (int)j;
+        if (kind < 0) {
+            struct sq_suggest s;
+            char tail[96];
+            sq_suggest_init(&s, v->s, v->len);
+            for (size_t j = 0; j < SQ_ARRAY_LEN(kinds); j++)
+                sq_suggest_try(&s, kinds[j]);
+            return sq_plan__fail(L, v,
+                                 "unknown metric kind '%.40s'%s (counter, gauge, rate, trend)",
+                                 v->s, sq_suggest_tail(&s, tail, sizeof(tail)));
+        }
+        struct sq_plan_metric *m = &p->metrics[p->nmetrics];
+        m->name = strdup(k->s);
+        if (!m->name)
+            return -ENOMEM;
+        p->nmetrics++;
+        m->kind = kv[kind];
+        m->loc = k->loc;
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
+/* The plan's metric named s[0, len), or -1. */
+static int custom_find(const struct sq_plan *p, const char *s, size_t len)
+{
+    for (size_t i = 0; i < p->nmetrics; i++)
+        if (strlen(p->metrics[i].name) == len && !memcmp(p->metrics[i].name, s, len))
+            return (int)i;
+    return -1;
+}
+
+static int load_step_metric(struct ld *L, const struct ynode *n, struct sq_step_metric *out,
+                            const struct sq_plan_step *st, struct rctx *R)
+{
+    static const char *const keys[] = {"name", "add", "from"};
+    int rc = sq_plan__want_keys(L, n, "a mapping with name and add (or from: checks)", keys,
+                                SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    const struct ynode *name = sq_plan__get(n, "name");
+    if (!name)
+        return sq_plan__fail(L, n, "missing key 'name' (a metric declared under metrics:)");
+    size_t mark = sq_plan__path_key(L, "name");
+    if ((rc = sq_plan__want_string(L, name, "a metric name")) < 0)
+        return rc;
+    int m = custom_find(L->p, name->s, name->len);
+    if (m < 0) {
+        struct sq_suggest s;
+        char tail[96];
+        sq_suggest_init(&s, name->s, name->len);
+        for (size_t i = 0; i < L->p->nmetrics; i++)
+            sq_suggest_try(&s, L->p->metrics[i].name);
+        return sq_plan__fail(L, name, "no metric named '%.60s' under metrics:%s", name->s,
+                             sq_suggest_tail(&s, tail, sizeof(tail)));
+    }
+    sq_plan__path_pop(L, mark);
+    out->metric = (uint32_t)m;
+    const struct ynode *add = sq_plan__get(n, "add"), *from = sq_plan__get(n, "from");
+    if (add && from)
+        return sq_plan__fail(L, sq_plan__get_key(n, "from"),
+                             "a metric: entry takes add or from, not both");
+    if (from) {
+        mark = sq_plan__path_key(L, "from");
+        if ((rc = sq_plan__want_string(L, from, "checks")) < 0)
+            return rc;
+        if (strcmp(from->s, "checks"))
+            return sq_plan__fail(L, from,
+                                 "expected checks (1 when every check of the step held, "
+                                 "else 0), got '%.40s'",
+                                 from->s);
+        if (!st->nchecks)
+            return sq_plan__fail(L, from, "from: checks needs a check: on this step");
+        out->src = SQ_SMS_CHECKS;
+        sq_plan__path_pop(L, mark);
+        return 0;
+    }
+    out->src = SQ_SMS_NUMBER;
+    out->value = 1;
+    if (!add)
+        return 0;
+    mark = sq_plan__path_key(L, "add");
+    if (add->kind == Y_SCALAR && strstr(add->s, "{{")) {
+        if ((rc = sq_plan__compile_scalar(L, add, SQ_TMPL_ESC_NONE, R, &out->tmp)) < 0)
+            return rc;
+        out->src = SQ_SMS_TMPL;
+    } else if (add->kind == Y_SCALAR && (sq_plan__is_true(add->s) || sq_plan__is_false(add->s))) {
+        out->value = sq_plan__is_true(add->s) ? 1 : 0;
+    } else {
+        char num[64];
+        if (add->kind != Y_SCALAR || sq_plan__yaml_number(add, num, sizeof(num)) != 1)
+            return sq_plan__fail(L, add,
+                                 "expected a number, true/false, or a template like "
+                                 "\"{{total}}\"");
+        out->value = strtod(num, NULL);
+    }
+    sq_plan__path_pop(L, mark);
+    return 0;
+}
+
+int sq_plan__load_step_metrics(struct ld *L, const struct ynode *n, struct sq_plan_step *st,
+                               struct rctx *R)
+{
+    size_t cnt = n->kind == Y_SEQ ? n->nitems : 1;
+    if (cnt == 0 || cnt > SQ_STEP_METRICS_MAX)
+        return sq_plan__fail(L, n, "expected 1 to %d metric: entries", SQ_STEP_METRICS_MAX);
+    st->metrics = calloc(cnt, sizeof(*st->metrics));
+    if (!st->metrics)
+        return -ENOMEM;
+    for (size_t i = 0; i < cnt; i++) {
+        const struct ynode *it = n->kind == Y_SEQ ? n->items[i] : n;
+        size_t mark = n->kind == Y_SEQ ? sq_plan__path_push(L, "[%zu]", i) : L->path_len;
+        st->nmetrics = (uint32_t)i + 1;
+        int rc = load_step_metric(L, it, &st->metrics[i], st, R);
+        if (rc < 0)
+            return rc;
         sq_plan__path_pop(L, mark);
     }
     return 0;

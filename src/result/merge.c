@@ -65,8 +65,11 @@ static int64_t max64(int64_t a, int64_t b)
 static int steps_like(const struct sq_step_stats *src, size_t n, struct sq_step_stats **out)
 {
     int rc = sq_step_stats_new(n, out);
-    for (size_t i = 0; rc == 0 && i < n; i++)
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = sq_step_stats_init(&(*out)[i], src[i].nchecks);
+        if (rc == 0)
+            rc = sq_step_stats_metrics(&(*out)[i], src[i].nmvals);
+    }
     return rc;
 }
 

@@ -176,11 +176,30 @@ int sq_step_stats_init(struct sq_step_stats *s, uint32_t nchecks)
     return sq_latency_hist_new(&s->dur);
 }
 
+int sq_step_stats_metrics(struct sq_step_stats *s, uint32_t n)
+{
+    if (!n)
+        return 0;
+    s->mvals = calloc(n, sizeof(*s->mvals));
+    if (!s->mvals)
+        return -ENOMEM;
+    s->nmvals = n;
+    for (uint32_t k = 0; k < n; k++) {
+        int rc = sq_latency_hist_new(&s->mvals[k].h);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 void sq_step_stats_free(struct sq_step_stats *s, size_t n)
 {
     if (!s)
         return;
     for (size_t i = 0; i < n; i++) {
+        for (uint32_t k = 0; k < s[i].nmvals; k++)
+            sq_hist_free(s[i].mvals[k].h);
+        free(s[i].mvals);
         free(s[i].check_pass);
         free(s[i].check_fail);
         sq_hist_free(s[i].dur);
@@ -197,6 +216,19 @@ void sq_step_stats_merge(struct sq_step_stats *d, const struct sq_step_stats *s,
     d->errors += s->errors;
     d->extract_fail += s->extract_fail;
     sq_hist_merge(d->dur, s->dur);
+    for (uint32_t k = 0; k < s->nmvals && k < d->nmvals; k++) {
+        struct sq_step_mval *dm = &d->mvals[k];
+        const struct sq_step_mval *sm = &s->mvals[k];
+        dm->n += sm->n;
+        dm->nonzero += sm->nonzero;
+        dm->bad += sm->bad;
+        dm->sum += sm->sum;
+        if (sm->n && sm->last_ns >= dm->last_ns) {
+            dm->last = sm->last;
+            dm->last_ns = sm->last_ns;
+        }
+        sq_hist_merge(dm->h, sm->h);
+    }
     for (size_t k = 0; k < nchecks; k++) {
         d->check_pass[k] += s->check_pass[k];
         d->check_fail[k] += s->check_fail[k];

@@ -292,6 +292,19 @@ struct sq_counters {
 
 /* Per-step figures of a plan run, merged across the scenario's workers. */
 #define SQ_STEP_STATUSES 8
+/* One metric: entry of a plan step (plan/plan.h, struct sq_step_metric): its samples, taken at
+ * the step's responses on one worker, then merged. Which of the fields counts depends on the
+ * metric's kind: counter sum, rate nonzero / n, gauge last, trend h. */
+struct sq_step_mval {
+    uint64_t n;        /* samples taken */
+    uint64_t nonzero;  /* of them, not 0 (a rate's passes) */
+    uint64_t bad;      /* templated values that did not read as a number: no sample */
+    double sum;        /* their sum */
+    double last;       /* the latest sample ... */
+    int64_t last_ns;   /* ... taken at this monotonic time (0: none) */
+    struct sq_hist *h; /* every sample, in µs (the value read as milliseconds) */
+};
+
 struct sq_step_stats {
     uint64_t reqs;         /* requests sent on this step (completed + failed) */
     uint64_t failed;       /* http_req_failed: an error, or a status >= 400 */
@@ -306,6 +319,8 @@ struct sq_step_stats {
     uint32_t nstatus;
     uint64_t *check_pass, *check_fail; /* per check of the step */
     uint32_t nchecks;                  /* their length */
+    struct sq_step_mval *mvals;        /* per metric: entry of the step; NULL when none */
+    uint32_t nmvals;
 };
 
 /* One second of one step of a plan run: its responses and their latency percentiles. */
@@ -555,6 +570,8 @@ SQ_MUST_CHECK int sq_step_stats_new(size_t n, struct sq_step_stats **out);
 /* Gives a zeroed step its empty figures: nchecks check counts (pass and fail) and the duration
  * histogram. Returns 0 or -ENOMEM; what it made is then sq_step_stats_free's to free. */
 SQ_MUST_CHECK int sq_step_stats_init(struct sq_step_stats *s, uint32_t nchecks);
+/* Gives a step's figures room for its n metric: entries (none when n is 0). 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_step_stats_metrics(struct sq_step_stats *s, uint32_t n);
 /* Frees n per-step figures (their histograms and check counts) and the array; NULL is a no-op. */
 void sq_step_stats_free(struct sq_step_stats *s, size_t n);
 

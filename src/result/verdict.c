@@ -35,11 +35,51 @@ static bool scen_matches(const struct sq_metric_sel *s, const char *name)
     return !v || span_eq(v, l, name);
 }
 
+/* Whether the selector's key is one of the built-in tags. */
+static bool builtin_tag(const char *k, size_t kl)
+{
+    static const char *const names[] = {"scenario", "step", "method", "status", "group"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (span_eq(k, kl, names[i]))
+            return true;
+    return false;
+}
+
+/* Whether the selector has a user tag (one a plan's tags: gave its steps). */
+static bool has_user_tag(const struct sq_metric_sel *s)
+{
+    for (size_t i = 0; i < s->ntags; i++)
+        if (!builtin_tag(s->tags[i].key, s->tags[i].key_len))
+            return true;
+    return false;
+}
+
+/* Whether step ps carries every user tag of the selector, each with its value. */
+static bool user_tags_match(const struct sq_metric_sel *s, const struct sq_plan_step *ps)
+{
+    for (size_t i = 0; i < s->ntags; i++) {
+        if (builtin_tag(s->tags[i].key, s->tags[i].key_len))
+            continue;
+        bool ok = false;
+        for (uint32_t t = 0; !ok && t < ps->ntags; t++)
+            ok = span_eq(s->tags[i].key, s->tags[i].key_len, ps->tags[t].key) &&
+                 span_eq(s->tags[i].value, s->tags[i].value_len, ps->tags[t].value);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
 static bool step_matches(const struct sq_metric_sel *s, const struct sq_plan_step *ps)
 {
+    if (!user_tags_match(s, ps))
+        return false;
     size_t l;
     const char *v = tag(s, "step", &l);
     if (v && !span_eq(v, l, ps->name))
+        return false;
+    v = tag(s, "group", &l);
+    if (v && !sq_plan_in_group(ps->group, v, l))
         return false;
     v = tag(s, "method", &l);
     if (v && ps->kind == SQ_STEP_WS) /* a WebSocket step's method tag is WS */
@@ -85,7 +125,64 @@ static double trend_value(const struct sq_hist *h, const struct sq_th_expr *e)
 struct acc {
     uint64_t num, den; /* counters and gauges: num; rates: num / den */
     struct sq_hist *h; /* trends */
+    double sum;        /* the plan's own counters: their sum */
+    double last;       /* ... gauges: the latest sample, */
+    int64_t last_ns;   /* taken then (0: none) */
 };
+
+/* A threshold on one of the plan's own metrics: the samples of every metric: entry naming it,
+ * in the steps its tags select. */
+static void gather_custom(const struct sq_plan *p, const struct sq_result *r,
+                          const struct sq_plan_threshold *th, struct acc *a)
+{
+    const struct sq_metric_sel *s = &th->sel;
+    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
+        const struct sq_scen_result *sr = &r->scens[i];
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        if (!scen_matches(s, sc->name))
+            continue;
+        for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++) {
+            const struct sq_plan_step *ps = &sc->steps[k];
+            const struct sq_step_stats *ss = &sr->steps[k];
+            if (!ss->nmvals || !step_matches(s, ps))
+                continue;
+            for (uint32_t j = 0; j < ss->nmvals; j++) {
+                const struct sq_step_mval *mv = &ss->mvals[j];
+                if (sq_plan_slot_metric(ps, j) != (uint32_t)th->custom || !mv->n)
+                    continue;
+                a->sum += mv->sum;
+                a->num += mv->nonzero;
+                a->den += mv->n;
+                if (mv->last_ns >= a->last_ns) {
+                    a->last = mv->last;
+                    a->last_ns = mv->last_ns;
+                }
+                sq_hist_merge(a->h, mv->h);
+            }
+        }
+    }
+}
+
+/* One expression's value on a plan's own metric. */
+static double custom_value(enum sq_metric_kind k, const struct acc *a, const struct sq_th_expr *e,
+                           double secs, bool *no_data)
+{
+    switch (k) {
+    case SQ_MK_TREND:
+        *no_data = sq_hist_total(a->h) == 0;
+        return trend_value(a->h, e);
+    case SQ_MK_RATE:
+        *no_data = a->den == 0;
+        return a->den ? (double)a->num / (double)a->den : 0;
+    case SQ_MK_GAUGE:
+        *no_data = a->den == 0;
+        return a->last;
+    case SQ_MK_COUNTER:
+        break;
+    }
+    *no_data = false;
+    return e->agg == SQ_TH_RATE ? a->sum / secs : a->sum;
+}
 
 /* The engine's phase behind a whole-run metric (its histogram is r->phase[k]), or -1. */
 static int phase_of(enum sq_metric m)
@@ -198,7 +295,8 @@ static void gather(const struct sq_plan *p, const struct sq_result *r,
         break;
     }
     size_t l;
-    const bool by_step = tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l);
+    const bool by_step = tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l) ||
+                         tag(s, "group", &l) || has_user_tag(s);
     const int want_status = status_filter(s);
     for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
         const struct sq_scen_result *sr = &r->scens[i];
@@ -250,16 +348,22 @@ int sq_thresholds_eval(const struct sq_plan *p, const struct sq_result *r,
     const double secs = r->duration_ns > 0 ? (double)r->duration_ns / 1e9 : 1;
     for (size_t i = 0; i < p->nthresholds; i++) {
         const struct sq_plan_threshold *th = &p->thresholds[i];
-        struct acc a = {0, 0, NULL};
+        struct acc a = {0};
         int rc = sq_latency_hist_new(&a.h);
         if (rc < 0)
             return rc;
-        gather(p, r, th, &a);
+        const bool custom = th->custom >= 0 && (size_t)th->custom < p->nmetrics;
+        if (custom)
+            gather_custom(p, r, th, &a);
+        else
+            gather(p, r, th, &a);
         for (size_t k = 0; k < th->nexprs; k++) {
             struct sq_th_verdict *v = &out->v[out->n++];
             v->th = th;
             v->expr = &th->exprs[k];
-            v->value = value_of(th->metric, &a, v->expr, secs, &v->no_data);
+            v->value =
+                custom ? custom_value(p->metrics[th->custom].kind, &a, v->expr, secs, &v->no_data)
+                       : value_of(th->metric, &a, v->expr, secs, &v->no_data);
             v->ok = sq_th_expr_holds(v->expr, v->value);
             if (!v->ok)
                 out->failed = true;
@@ -284,17 +388,23 @@ int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len)
             continue;
         const char *why = NULL;
         size_t l;
-        switch (sq_metric_scope(th->metric)) {
-        case SQ_MS_RUN:
-            why = "phase timings are kept for the whole run: this metric takes no tags";
-            break;
-        case SQ_MS_SCENARIO:
-            if (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l))
-                why = "this metric is kept per scenario: the only tag it takes is scenario";
-            break;
-        case SQ_MS_STEP:
-            break;
-        }
+        if (th->custom >= 0) {
+            if (tag(s, "status", &l))
+                why = "the plan's own metrics are kept per step, not per status: the tags they "
+                      "take are scenario, step, group and method";
+        } else
+            switch (sq_metric_scope(th->metric)) {
+            case SQ_MS_RUN:
+                why = "phase timings are kept for the whole run: this metric takes no tags";
+                break;
+            case SQ_MS_SCENARIO:
+                if (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l) ||
+                    tag(s, "group", &l) || has_user_tag(s))
+                    why = "this metric is kept per scenario: the only tag it takes is scenario";
+                break;
+            case SQ_MS_STEP:
+                break;
+            }
         if (why) {
             snprintf(err, len, "%s:%u:%u: thresholds: '%s': %s", p->file, th->loc.line, th->loc.col,
                      th->selector, why);
@@ -317,7 +427,7 @@ static bool live_value(const struct sq_plan_threshold *th, const struct sq_th_ex
 {
     double v = 0;
     double secs = t->elapsed_s > 0 ? t->elapsed_s : 1;
-    if (th->sel.ntags > 0)
+    if (th->sel.ntags > 0 || th->custom >= 0) /* the plan's own metrics: judged at the end */
         return false;
     switch (th->metric) {
     case SQ_METRIC_HTTP_REQ_DURATION:

@@ -5,7 +5,7 @@
  * one metric table (plan/metrics.h).
  *
  * Metric values follow k6: time metrics in milliseconds, rates as fractions, counters as counts
- * (rate: per second of the run). Tags select steps (step, method, status) and scenarios
+ * (rate: per second of the run). Tags select steps (step, method, status, group) and scenarios
  * (scenario); status selects the step's per-status histograms and counts. A metric with no
  * sample evaluates as 0 (k6's behaviour) and is flagged no_data so the summary can say so.
  */
@@ -56,8 +56,8 @@ SQ_MUST_CHECK int sq_thresholds_eval(const struct sq_plan *p, const struct sq_re
 void sq_th_verdicts_dispose(struct sq_th_verdicts *v);
 
 /* Refuses thresholds the engine cannot evaluate: tags on the per-phase metrics (kept for the whole
- * run) and step/method/status tags on per-scenario metrics (iterations, data, VUs). Returns 0, or
- * -SQ_EUSAGE with err as "file:line:col: thresholds: 'selector': why". */
+ * run) and step/method/status/group tags on per-scenario metrics (iterations, data, VUs). Returns
+ * 0, or -SQ_EUSAGE with err as "file:line:col: thresholds: 'selector': why". */
 SQ_MUST_CHECK int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len);
 
 /* Cumulative figures of a run so far, for abortOnFail thresholds (evaluated each second on the

@@ -63,6 +63,33 @@ static int ctx_set(lua_State *L)
     return 0;
 }
 
+/* ctx:metric(name[, value]): a sample of one of the plan's metrics (value: a number or a
+ * boolean; 1 when left out). */
+static int ctx_metric(lua_State *L)
+{
+    struct sq_script__call *c = check_call(L);
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return luaL_error(L, "ctx:metric: the name is a %s, not a string", luaL_typename(L, 2));
+    size_t n;
+    const char *name = lua_tolstring(L, 2, &n);
+    double x = 1;
+    int t = lua_type(L, 3);
+    if (t == LUA_TNUMBER)
+        x = lua_tonumber(L, 3);
+    else if (t == LUA_TBOOLEAN)
+        x = lua_toboolean(L, 3) ? 1 : 0;
+    else if (t != LUA_TNONE && t != LUA_TNIL)
+        return luaL_error(L, "ctx:metric('%s'): the value is a %s, not a number or a boolean", name,
+                          lua_typename(L, t));
+    if (x != x || x - x != 0) /* NaN or an infinity */
+        return luaL_error(L, "ctx:metric('%s'): the value is not a finite number", name);
+    if (!c->vars || !c->vars->metric)
+        return luaL_error(L, "ctx:metric('%s'): this step takes no metrics", name);
+    if (c->vars->metric(c->vu, name, n, x) < 0)
+        return luaL_error(L, "ctx:metric: no metric '%s' under the plan's metrics:", name);
+    return 0;
+}
+
 static int ctx_skip(lua_State *L)
 {
     struct sq_script__call *c = check_call(L);
@@ -284,6 +311,7 @@ void sq_script__install_ctx(lua_State *L, struct sq_script *s)
     static const luaL_Reg methods[] = {{"get", ctx_get},
                                        {"set", ctx_set},
                                        {"skip", ctx_skip},
+                                       {"metric", ctx_metric},
                                        {"set_header", ctx_set_header},
                                        {NULL, NULL}};
     sq_script__object_mt(L, SQ_SCRIPT_MT_CTX, methods, ctx_index, ctx_newindex);

@@ -220,6 +220,10 @@ struct sq_script_vars {
      * to be sent. Returns 0, or -1 with *why (static text) set: the hook gets a Lua error
      * saying why. NULL: ctx.url cannot be set (a Lua error). */
     int (*url)(void *vu, const char *url, size_t len, const char **why);
+    /* ctx:metric(name, value): one sample of the plan's metric name[0, len) (a finite value).
+     * Returns 0, or -ENOENT (the plan declares no such metric: the hook gets a Lua error). NULL:
+     * ctx:metric is an error. */
+    int (*metric)(void *vu, const char *name, size_t len, double value);
 };
 
 enum sq_script_when { SQ_SCRIPT_BEFORE, SQ_SCRIPT_AFTER };

@@ -191,6 +191,71 @@ class FlowLogic(sqtest.TargetCase):
         p, _ = sqtest.run_squall("run", os.path.join(self.tmp.name, "plan.yaml"), timeout=60)
         self.assertIn("\nGroups\n  checkout ", p.stderr + p.stdout)
 
+    def test_group_thresholds(self):
+        """The group tag selects a group's requests (its inner groups' too): each threshold's
+        figure equals what the target counted on the group's endpoints; a threshold that does
+        not hold fails the run with 99."""
+        flow = """
+            - request: { url: /ok }
+            - group: checkout
+              steps:
+                - request: { url: /fast }
+                - group: pay
+                  steps:
+                    - request: { url: /status/402 }
+                    - request: { url: /echo }
+            """
+        n = VUS * ITERS
+        base = f"target: {self.base}\n" + textwrap.dedent(
+            f"""
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                vus: {VUS}
+                iterations: {ITERS}
+                flow:
+            """
+        ) + textwrap.indent(textwrap.dedent(flow).strip() + "\n", "      ")
+        passing = base + textwrap.dedent(
+            f"""
+            thresholds:
+              "http_reqs{{group:checkout}}": ["count == {3 * n}"]
+              "http_reqs{{group:checkout::pay}}": ["count == {2 * n}"]
+              "http_req_failed{{group:checkout::pay}}": ["rate == 0.5"]
+              "http_reqs{{group:checkout,status:402}}": ["count == {n}"]
+            """
+        )
+        path = os.path.join(self.tmp.name, "plan.yaml")
+        with open(path, "w") as f:
+            f.write(passing)
+        p, doc, _ = sqtest.run_json("run", path, "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        validate(doc)
+        ep = self.stats()["endpoints"]
+        got = {t["metric"]: t for t in doc["thresholds"]}
+        self.assertTrue(all(t["ok"] for t in doc["thresholds"]), doc["thresholds"])
+        self.assertEqual(got["http_reqs{group:checkout}"]["value"],
+                         ep["fast"] + ep["status"] + ep["echo"])
+        self.assertEqual(got["http_reqs{group:checkout::pay}"]["value"], ep["status"] + ep["echo"])
+        self.assertEqual(got["http_reqs{group:checkout,status:402}"]["value"], ep["status"])
+        # one that does not hold: the group's 402s make its failure rate 1/3
+        self.reset()
+        with open(path, "w") as f:
+            f.write(base + 'thresholds:\n  "http_req_failed{group:checkout}": ["rate < 0.3"]\n')
+        p, doc, _ = sqtest.run_json("run", path, "-q")
+        self.assertEqual(p.returncode, 99, p.stderr)
+        self.assertTrue(doc["thresholds_failed"])
+        self.assertAlmostEqual(doc["thresholds"][0]["value"], 1 / 3, places=6)
+        # a group not in the plan: refused before any request, naming its line:col
+        self.reset()
+        with open(path, "w") as f:
+            f.write(base + 'thresholds:\n  "http_reqs{group:checkout::py}": ["count > 0"]\n')
+        p, _ = sqtest.run_squall("run", path, "-q", timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("no group named 'checkout::py' in the plan (did you mean 'checkout::pay'?)",
+                      p.stderr)
+        self.assertEqual(self.stats()["requests"], 0)
+
 
 if __name__ == "__main__":
     sqtest.main()

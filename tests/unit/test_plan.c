@@ -115,7 +115,7 @@ static void unknown_keys(void **state)
         "target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
         "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
         "thresholds, script, auth, sink, name, seed, redact, source_addrs, connect_rate, setup, "
-        "teardown)");
+        "teardown, metrics)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -751,6 +751,14 @@ static void thresholds(void **state)
                "thresholds.http_reqs{scenario:t}", "no scenario named 't' in the plan");
     expect_err(TH_HEAD "  \"http_reqs{stp:login}\": [\"count > 1\"]\n", "10:4",
                "thresholds.http_reqs{stp:login}", "unknown tag 'stp' (did you mean 'step'?)");
+    expect_err(TH_HEAD "  \"http_reqs{group:checkout}\": [\"count > 1\"]\n", "10:4",
+               "thresholds.http_reqs{group:checkout}", "no group named 'checkout' in the plan");
+    expect_err(HEAD "      - group: checkout\n"
+                    "        steps: [ { group: pay, steps: [ { request: { url: /p } } ] } ]\n"
+                    "thresholds:\n"
+                    "  \"http_reqs{group:checkout::py}\": [\"count > 1\"]\n",
+               "10:4", "thresholds.http_reqs{group:checkout::py}",
+               "no group named 'checkout::py' in the plan (did you mean 'checkout::pay'?)");
     expect_err(TH_HEAD "  checks: [\"p(95) < 200\"]\n", "10:13", "thresholds.checks[0]",
                "'p(95)' does not apply to checks (a rate: rate)");
     expect_err(TH_HEAD "  vus: [\"avg < 2\"]\n", "10:10", "thresholds.vus[0]",
@@ -759,6 +767,149 @@ static void thresholds(void **state)
                "thresholds.http_reqs[0].abortOnFail", "expected true or false");
     expect_err(TH_HEAD "  http_reqs: [{ abortOnFail: true }]\n", "10:15", "thresholds.http_reqs[0]",
                "missing key 'threshold'");
+}
+
+static void repeat_steps_not_a_list(void **state)
+{
+    (void)state;
+    /* a repeat whose steps are not a list, beside one that is (fuzz_plan found it writing past
+     * the loops array sized for the valid one) */
+    expect_err(HEAD "      - repeat: { count: 2, steps: [ { request: { url: /a } } ] }\n"
+                    "      - repeat: { count: 2, steps: x }\n",
+               "8:36", "scenarios.s.flow[1].repeat", "expected a list of steps, got a scalar");
+}
+
+/* metrics: declared once, added by steps, named by thresholds: each mistake at its line:col */
+#define MT_HEAD                                                                                    \
+    "target: http://127.0.0.1:8080\n"                                                              \
+    "metrics: { orders: counter, cart: trend, ok_rate: rate, depth: gauge }\n"                     \
+    "scenarios:\n"                                                                                 \
+    "  s:\n"                                                                                       \
+    "    executor: constant-vus\n"                                                                 \
+    "    duration: 1s\n"                                                                           \
+    "    flow:\n"
+
+static void custom_metrics(void **state)
+{
+    (void)state;
+    const char *ok = MT_HEAD "      - name: buy\n"
+                             "        request: { url: /b }\n"
+                             "        extract: { total: { header: X-Total } }\n"
+                             "        check: { status: 200 }\n"
+                             "        metric:\n"
+                             "          - { name: orders }\n"
+                             "          - { name: cart, add: \"{{total}}\" }\n"
+                             "          - { name: ok_rate, from: checks }\n"
+                             "          - { name: depth, add: -2.5 }\n"
+                             "thresholds:\n"
+                             "  orders: [\"count > 1\", \"rate > 0\"]\n"
+                             "  \"cart{step:buy}\": [\"p(95) < 50\"]\n"
+                             "  ok_rate: [\"rate > 0.9\"]\n"
+                             "  depth: [\"value < 3\"]\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    if (sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e) != 0) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    assert_int_equal(p->nmetrics, 4);
+    assert_string_equal(p->metrics[1].name, "cart");
+    assert_int_equal(p->metrics[1].kind, SQ_MK_TREND);
+    const struct sq_plan_step *st = &p->scenarios[0].steps[0];
+    assert_int_equal(st->nmetrics, 4);
+    assert_int_equal(st->metrics[0].src, SQ_SMS_NUMBER);
+    assert_true(st->metrics[0].value == 1);
+    assert_int_equal(st->metrics[1].src, SQ_SMS_TMPL);
+    assert_int_equal(st->metrics[2].src, SQ_SMS_CHECKS);
+    assert_true(st->metrics[3].value == -2.5);
+    assert_int_equal(p->thresholds[0].custom, 0);
+    assert_int_equal(p->thresholds[1].custom, 1);
+    sq_plan_free(p);
+
+    expect_err("target: http://127.0.0.1:8080\nmetrics: { orders: countr }\n" HEAD_REST
+               "      - request: { url: /b }\n",
+               "2:20", "metrics.orders", "unknown metric kind 'countr' (did you mean 'counter'?)");
+    expect_err("target: http://127.0.0.1:8080\nmetrics: { http_reqs: counter }\n" HEAD_REST
+               "      - request: { url: /b }\n",
+               "2:12", "metrics.http_reqs", "'http_reqs' is a built-in metric");
+    expect_err("target: http://127.0.0.1:8080\nmetrics: { 9x: counter }\n" HEAD_REST
+               "      - request: { url: /b }\n",
+               "2:12", "metrics.9x", "a metric name is letters, digits and '_'");
+    expect_err(MT_HEAD "      - request: { url: /b }\n        metric: { name: ordrs }\n", "9:25",
+               "scenarios.s.flow[0].metric.name",
+               "no metric named 'ordrs' under metrics: (did you mean 'orders'?)");
+    expect_err(MT_HEAD "      - request: { url: /b }\n        metric: { name: orders, add: x }\n",
+               "9:38", "scenarios.s.flow[0].metric.add", "expected a number, true/false");
+    expect_err(MT_HEAD
+               "      - request: { url: /b }\n        metric: { name: ok_rate, from: checks }\n",
+               "9:40", "scenarios.s.flow[0].metric.from", "from: checks needs a check:");
+    expect_err(MT_HEAD "      - request: { url: /b }\n        metric: [ { name: orders, add: 1, "
+                       "from: checks } ]\n",
+               "9:43", "scenarios.s.flow[0].metric[0]", "takes add or from, not both");
+    expect_err(MT_HEAD
+               "      - request: { url: /b }\n        metric: { name: cart, add: \"{{nope}}\" }\n",
+               "9:39", "scenarios.s.flow[0].metric.add", "unknown name 'nope'");
+    expect_err(MT_HEAD "      - think: 1s\n        metric: { name: orders }\n", "9:9",
+               "scenarios.s.flow[0]", "a think step has only name, if and think");
+    expect_err(MT_HEAD "      - request: { url: /b }\nthresholds:\n  cart: [\"count > 1\"]\n",
+               "10:11", "thresholds.cart[0]",
+               "'count' does not apply to cart (a trend: avg, min, max");
+    expect_err(MT_HEAD "      - request: { url: /b }\nthresholds:\n  ordrs: [\"count > 1\"]\n",
+               "10:3", "thresholds.ordrs", "unknown metric 'ordrs' (did you mean 'orders'?)");
+}
+
+/* tags: on a scenario, a group and a step, merged per step; each mistake at its line:col */
+static void user_tags(void **state)
+{
+    (void)state;
+    const char *ok = "target: http://127.0.0.1:8080\n"
+                     "scenarios:\n"
+                     "  s:\n"
+                     "    executor: constant-vus\n"
+                     "    duration: 1s\n"
+                     "    tags: { team: a, page: none }\n"
+                     "    flow:\n"
+                     "      - request: { url: /a }\n"
+                     "      - group: g\n"
+                     "        tags: { page: g, flow: 1 }\n"
+                     "        steps:\n"
+                     "          - request: { url: /b }\n"
+                     "            tags: { page: b }\n"
+                     "thresholds:\n"
+                     "  \"http_reqs{page:b,team:a}\": [\"count > 1\"]\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    if (sq_plan_load_string("p.yaml", ok, strlen(ok), &p, &e) != 0) {
+        char full[1024];
+        sq_plan_error_format(&e, full, sizeof(full));
+        fail_msg("%s", full);
+    }
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_int_equal(sc->steps[0].ntags, 2);
+    assert_string_equal(sc->steps[0].tags[1].value, "none");
+    assert_int_equal(sc->steps[1].ntags, 3);
+    assert_string_equal(sc->steps[1].tags[0].key, "team");
+    assert_string_equal(sc->steps[1].tags[1].key, "page");
+    assert_string_equal(sc->steps[1].tags[1].value, "b"); /* the step's wins */
+    assert_string_equal(sc->steps[1].tags[2].value, "1");
+    sq_plan_free(p);
+
+    expect_err(HEAD "      - request: { url: /a }\n        tags: { status: x }\n", "8:17",
+               "scenarios.s.flow[0].tags.status", "'status' is a built-in tag");
+    expect_err(HEAD "      - request: { url: /a }\n        tags: { page: [a] }\n", "8:23",
+               "scenarios.s.flow[0].tags.page", "a tag value");
+    expect_err(HEAD "      - request: { url: /a }\n"
+                    "        tags: { a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1 }\n",
+               "8:15", "scenarios.s.flow[0].tags", "at most 8 tags");
+    expect_err(HEAD "      - request: { url: /a }\n        tags: { page: home }\n"
+                    "thresholds:\n  \"http_reqs{page:hme}\": [\"count > 1\"]\n",
+               "10:4", "thresholds.http_reqs{page:hme}",
+               "no step has the tag page:hme in the plan (did you mean 'home'?)");
+    expect_err(HEAD "      - request: { url: /a }\n        tags: { page: home }\n"
+                    "thresholds:\n  \"http_reqs{pag:home}\": [\"count > 1\"]\n",
+               "10:4", "thresholds.http_reqs{pag:home}",
+               "unknown tag 'pag' (did you mean 'page'?)");
 }
 
 static void yaml_syntax(void **state)
@@ -1667,20 +1818,37 @@ static void hooks_and_auth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(unknown_keys),    cmocka_unit_test(seed_key),
-        cmocka_unit_test(setup_teardown),  cmocka_unit_test(step_if),
-        cmocka_unit_test(step_repeat),     cmocka_unit_test(step_group),
-        cmocka_unit_test(step_batch),      cmocka_unit_test(wrong_types),
-        cmocka_unit_test(missing_keys),    cmocka_unit_test(durations_and_executors),
-        cmocka_unit_test(templates),       cmocka_unit_test(evaluators),
-        cmocka_unit_test(thresholds),      cmocka_unit_test(yaml_syntax),
-        cmocka_unit_test(full_plan_model), cmocka_unit_test(error_format),
-        cmocka_unit_test(yaml_features),   cmocka_unit_test(examples_load),
-        cmocka_unit_test(many_keys),       cmocka_unit_test(many_anchors),
-        cmocka_unit_test(large_merges),    cmocka_unit_test(many_names),
-        cmocka_unit_test(limits),          cmocka_unit_test(directories),
-        cmocka_unit_test(string_map),      cmocka_unit_test(hooks_and_auth),
-        cmocka_unit_test(sink_section),    cmocka_unit_test(ws_steps),
+        cmocka_unit_test(unknown_keys),
+        cmocka_unit_test(seed_key),
+        cmocka_unit_test(setup_teardown),
+        cmocka_unit_test(step_if),
+        cmocka_unit_test(step_repeat),
+        cmocka_unit_test(step_group),
+        cmocka_unit_test(repeat_steps_not_a_list),
+        cmocka_unit_test(custom_metrics),
+        cmocka_unit_test(user_tags),
+        cmocka_unit_test(step_batch),
+        cmocka_unit_test(wrong_types),
+        cmocka_unit_test(missing_keys),
+        cmocka_unit_test(durations_and_executors),
+        cmocka_unit_test(templates),
+        cmocka_unit_test(evaluators),
+        cmocka_unit_test(thresholds),
+        cmocka_unit_test(yaml_syntax),
+        cmocka_unit_test(full_plan_model),
+        cmocka_unit_test(error_format),
+        cmocka_unit_test(yaml_features),
+        cmocka_unit_test(examples_load),
+        cmocka_unit_test(many_keys),
+        cmocka_unit_test(many_anchors),
+        cmocka_unit_test(large_merges),
+        cmocka_unit_test(many_names),
+        cmocka_unit_test(limits),
+        cmocka_unit_test(directories),
+        cmocka_unit_test(string_map),
+        cmocka_unit_test(hooks_and_auth),
+        cmocka_unit_test(sink_section),
+        cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1061,7 +1061,58 @@ static int vu_url(void *vu, const char *url, size_t len, const char **why)
     return -1;
 }
 
-static const struct sq_script_vars vars = {vu_get, vu_set, vu_url};
+/* ctx:metric, faked: "orders" is the plan's one metric; its samples are added up here. */
+static double metric_sum;
+static int metric_n;
+static int vu_metric(void *vu, const char *name, size_t len, double x)
+{
+    (void)vu;
+    if (len != 6 || memcmp(name, "orders", 6))
+        return -ENOENT;
+    metric_sum += x;
+    metric_n++;
+    return 0;
+}
+
+static const struct sq_script_vars vars = {vu_get, vu_set, vu_url, vu_metric};
+
+/* ctx:metric hands each sample to the engine; a name it does not know, a value that is not a
+ * number or a boolean, and a step without metrics raise naming the reason. */
+static void test_plan_hooks_metric(void **state)
+{
+    (void)state;
+    struct sq_script *s = load_str("function ok(c) c:metric('orders', 2.5); c:metric('orders');\n"
+                                   "  c:metric('orders', false); c:metric('orders', true) end\n"
+                                   "function unknown(c) c:metric('ordrs', 1) end\n"
+                                   "function str(c) c:metric('orders', 'a') end\n"
+                                   "function inf(c) c:metric('orders', math.huge) end\n");
+    struct fake_vu vu = {.names = {"user"}};
+    struct sq_script_step st = {.name = "s", .vu = 1};
+    struct sq_script_step_result res;
+    int h;
+    metric_sum = 0;
+    metric_n = 0;
+    assert_int_equal(sq_script_hook_find(s, "ok", &h), 0);
+    assert_int_equal(sq_script_hook_call(s, h, SQ_SCRIPT_AFTER, &st, &vars, &vu, &res), 0);
+    assert_int_equal(metric_n, 4);
+    assert_true(metric_sum == 4.5);
+    static const struct {
+        const char *fn, *msg;
+    } bad[] = {{"unknown", "ctx:metric: no metric 'ordrs' under the plan's metrics:"},
+               {"str", "ctx:metric('orders'): the value is a string, not a number or a boolean"},
+               {"inf", "ctx:metric('orders'): the value is not a finite number"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(sq_script_hook_find(s, bad[i].fn, &h), 0);
+        assert_true(sq_script_hook_call(s, h, SQ_SCRIPT_AFTER, &st, &vars, &vu, &res) < 0);
+        contains(sq_script_error(s), bad[i].msg);
+    }
+    static const struct sq_script_vars none = {vu_get, vu_set, vu_url, NULL};
+    assert_int_equal(sq_script_hook_find(s, "ok", &h), 0);
+    assert_true(sq_script_hook_call(s, h, SQ_SCRIPT_AFTER, &st, &none, &vu, &res) < 0);
+    contains(sq_script_error(s), "this step takes no metrics");
+    assert_int_equal(metric_n, 4);
+    sq_script_free(s);
+}
 
 /* A before hook changes the request's method, URL and headers; what it may not send is refused
  * with a Lua error naming the reason (the run stops with it), and nothing of it is kept. */
@@ -1136,7 +1187,7 @@ static void test_plan_hooks_request(void **state)
         assert_false(res.has_url);
     }
     /* without the engine's URL check, ctx.url cannot be set */
-    static const struct sq_script_vars no_url = {vu_get, vu_set, NULL};
+    static const struct sq_script_vars no_url = {vu_get, vu_set, NULL, NULL};
     assert_int_equal(sq_script_hook_find(s, "all", &h), 0);
     assert_int_equal(sq_script_hook_call(s, h, SQ_SCRIPT_BEFORE, &st, &no_url, &vu, &res),
                      -SQ_ESCRIPT);
@@ -1335,6 +1386,7 @@ int main(void)
         cmocka_unit_test(test_done_with_histograms),
         cmocka_unit_test(test_plan_hooks),
         cmocka_unit_test(test_plan_hooks_request),
+        cmocka_unit_test(test_plan_hooks_metric),
         cmocka_unit_test(test_hot_path_allocates_nothing),
         cmocka_unit_test(test_fixture_hooks),
     };

@@ -225,6 +225,178 @@ static void test_check_refuses(void **state)
     }
 }
 
+/* The group tag: a group's path selects its steps and those of the groups inside it, as the
+ * result's `groups` figures add them up; per-scenario metrics refuse it. */
+static void test_group_tag(void **state)
+{
+    (void)state;
+    struct sq_plan *p = load("target: http://127.0.0.1:1\n"
+                             "scenarios:\n"
+                             "  a:\n"
+                             "    executor: per-vu-iterations\n"
+                             "    flow:\n"
+                             "      - request: { url: /home }\n"
+                             "      - group: checkout\n"
+                             "        steps:\n"
+                             "          - request: { url: /cart }\n"
+                             "          - group: pay\n"
+                             "            steps: [ { request: { url: /pay } } ]\n"
+                             "thresholds:\n"
+                             "  \"http_req_duration{group:checkout}\": [\"max < 25\"]\n"
+                             "  \"http_req_duration{group:checkout::pay}\": [\"min > 25\"]\n"
+                             "  \"http_reqs{group:checkout}\": [\"count == 3\"]\n"
+                             "  \"http_reqs{group:checkout::pay,status:500}\": [\"count == 1\"]\n"
+                             "  \"http_req_failed{group:checkout::pay}\": [\"rate == 0\"]\n");
+    struct sq_result r;
+    memset(&r, 0, sizeof(r));
+    r.duration_ns = SQ_NS_PER_S;
+    r.nscens = 1;
+    r.scens = calloc(1, sizeof(*r.scens));
+    assert_non_null(r.scens);
+    struct sq_scen_result *a = &r.scens[0];
+    a->nsteps = 3;
+    a->steps = calloc(3, sizeof(*a->steps));
+    static const int64_t ms[] = {10, 20, 30};
+    for (size_t k = 0; k < 3; k++) {
+        a->steps[k].dur = HIST(ms[k] * 1000, ms[k] * 1000 + 1000);
+        a->steps[k].reqs = 2;
+        a->steps[k].nstatus = 2;
+        a->steps[k].by_status[0].status = 200;
+        a->steps[k].by_status[0].n = 1;
+        a->steps[k].by_status[0].h = HIST(ms[k] * 1000);
+        a->steps[k].by_status[1].status = 500;
+        a->steps[k].by_status[1].n = 1;
+        a->steps[k].by_status[1].h = HIST(ms[k] * 1000 + 1000);
+        a->steps[k].failed = 1;
+    }
+    a->latency = HIST(10000);
+    a->iter_dur = HIST(1);
+    struct sq_th_verdicts v;
+    assert_int_equal(sq_thresholds_eval(p, &r, &v), 0);
+    assert_int_equal(v.n, 5);
+    /* checkout: /cart and /pay, 20..31 ms: max 31 fails; checkout::pay: /pay only */
+    assert_false(v.v[0].ok);
+    assert_true(v.v[0].value > 30.9 && v.v[0].value < 31.1);
+    assert_true(v.v[1].ok);
+    assert_true(v.v[1].value > 29.9 && v.v[1].value < 30.1);
+    assert_false(v.v[2].ok);
+    assert_true(v.v[2].value == 4.0);
+    assert_true(v.v[3].ok);
+    assert_false(v.v[4].ok);
+    assert_true(v.v[4].value == 0.5);
+    sq_th_verdicts_dispose(&v);
+    char err[256] = "";
+    assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), 0);
+    dispose(&r);
+    sq_plan_free(p);
+
+    p = load("target: http://127.0.0.1:1\n"
+             "scenarios:\n"
+             "  a:\n"
+             "    executor: per-vu-iterations\n"
+             "    flow: [ { group: g, steps: [ { request: { url: / } } ] } ]\n"
+             "thresholds:\n"
+             "  \"iterations{group:g}\": [\"count > 1\"]\n");
+    assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), -SQ_EUSAGE);
+    assert_string_equal(err, "t.yaml:7:4: thresholds: 'iterations{group:g}': this metric is kept "
+                             "per scenario: the only tag it takes is scenario");
+    sq_plan_free(p);
+}
+
+/* The plan's own metrics: each kind from the steps' slots its tags select; a gauge is its
+ * latest sample over every step; a status tag is refused; none is judged live. */
+static void test_custom(void **state)
+{
+    (void)state;
+    struct sq_plan *p = load("target: http://127.0.0.1:1\n"
+                             "metrics: { n: counter, ok: rate, depth: gauge, t: trend }\n"
+                             "scenarios:\n"
+                             "  a:\n"
+                             "    executor: per-vu-iterations\n"
+                             "    flow:\n"
+                             "      - name: x\n"
+                             "        request: { url: /x }\n"
+                             "        tags: { page: home }\n"
+                             "        metric: [ { name: n, add: 2 }, { name: depth, add: 1 } ]\n"
+                             "      - name: y\n"
+                             "        request: { url: /y }\n"
+                             "        metric: [ { name: n }, { name: ok }, { name: depth },\n"
+                             "                  { name: t } ]\n"
+                             "thresholds:\n"
+                             "  n: [\"count == 5\", \"rate == 2.5\"]\n"
+                             "  \"n{page:home}\": [\"count == 4\"]\n"
+                             "  ok: [\"rate == 0.5\"]\n"
+                             "  depth: [\"value == 7\"]\n"
+                             "  \"t{step:y}\": [\"max < 13\", \"min > 11\"]\n"
+                             "  \"t{step:x}\": [\"p(95) < 1\"]\n");
+    struct sq_result r;
+    memset(&r, 0, sizeof(r));
+    r.duration_ns = 2 * SQ_NS_PER_S;
+    r.nscens = 1;
+    r.scens = calloc(1, sizeof(*r.scens));
+    struct sq_scen_result *a = &r.scens[0];
+    a->nsteps = 2;
+    a->steps = calloc(2, sizeof(*a->steps));
+    for (size_t k = 0; k < 2; k++) {
+        a->steps[k].dur = EMPTY_HIST;
+        assert_int_equal(sq_step_stats_metrics(&a->steps[k], k ? 4 : 2), 0);
+    }
+    /* x: n 2 + 2, depth 1 then 3 (at 10 and 30) */
+    a->steps[0].mvals[0] =
+        (struct sq_step_mval){.n = 2, .nonzero = 2, .sum = 4, .h = a->steps[0].mvals[0].h};
+    a->steps[0].mvals[1] = (struct sq_step_mval){
+        .n = 2, .nonzero = 2, .sum = 4, .last = 3, .last_ns = 30, .h = a->steps[0].mvals[1].h};
+    /* y: n 1, ok 1 of 2, depth 7 at 40 (the latest), t 12 ms */
+    a->steps[1].mvals[0] =
+        (struct sq_step_mval){.n = 1, .nonzero = 1, .sum = 1, .h = a->steps[1].mvals[0].h};
+    a->steps[1].mvals[1] =
+        (struct sq_step_mval){.n = 2, .nonzero = 1, .sum = 1, .h = a->steps[1].mvals[1].h};
+    a->steps[1].mvals[2] = (struct sq_step_mval){
+        .n = 1, .nonzero = 1, .sum = 7, .last = 7, .last_ns = 40, .h = a->steps[1].mvals[2].h};
+    a->steps[1].mvals[3].n = 1;
+    assert_true(sq_hist_record(a->steps[1].mvals[3].h, 12000));
+    a->latency = EMPTY_HIST;
+    a->iter_dur = EMPTY_HIST;
+    struct sq_th_verdicts v;
+    assert_int_equal(sq_thresholds_eval(p, &r, &v), 0);
+    assert_int_equal(v.n, 8);
+    for (size_t i = 0; i < v.n; i++)
+        if (!v.v[i].ok)
+            fail_msg("verdict %zu: %s: %s is %g", i, v.v[i].th->selector, v.v[i].expr->text,
+                     v.v[i].value);
+    assert_true(v.v[7].no_data); /* x takes no t sample */
+    sq_th_verdicts_dispose(&v);
+    char err[256];
+    assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), 0);
+    struct sq_live_totals t = {.elapsed_s = 1, .reqs = 5};
+    struct sq_th_live lv[16];
+    size_t nl = sq_thresholds_live(p, &t, lv, 16);
+    for (size_t i = 0; i < nl; i++)
+        assert_false(lv[i].live);
+    for (size_t k = 0; k < 2; k++) {
+        for (uint32_t j = 0; j < a->steps[k].nmvals; j++)
+            sq_hist_free(a->steps[k].mvals[j].h);
+        free(a->steps[k].mvals);
+        a->steps[k].nmvals = 0;
+    }
+    dispose(&r);
+    sq_plan_free(p);
+
+    p = load("target: http://127.0.0.1:1\n"
+             "metrics: { n: counter }\n"
+             "scenarios:\n"
+             "  a:\n"
+             "    executor: per-vu-iterations\n"
+             "    flow: [ { request: { url: / }, metric: { name: n } } ]\n"
+             "thresholds:\n"
+             "  \"n{status:200}\": [\"count > 1\"]\n");
+    assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), -SQ_EUSAGE);
+    assert_string_equal(err, "t.yaml:8:4: thresholds: 'n{status:200}': the plan's own metrics are "
+                             "kept per step, not per status: the tags they take are scenario, "
+                             "step, group and method");
+    sq_plan_free(p);
+}
+
 /* abortOnFail: judged on the live totals once past delayAbortEval; tagged thresholds and
  * metrics that are not kept live wait for the end; checks with none run yet are not judged. */
 static void test_should_abort(void **state)
@@ -318,10 +490,9 @@ static void test_live(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_scope),
-        cmocka_unit_test(test_check_refuses),
-        cmocka_unit_test(test_should_abort),
-        cmocka_unit_test(test_live),
+        cmocka_unit_test(test_every_scope),  cmocka_unit_test(test_check_refuses),
+        cmocka_unit_test(test_group_tag),    cmocka_unit_test(test_custom),
+        cmocka_unit_test(test_should_abort), cmocka_unit_test(test_live),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
