@@ -1853,6 +1853,8 @@ static int load_batch(struct ld *L, const struct ynode *item, struct sq_plan_sce
             return rc;
         if (L->group[0] && !(st->group = strdup(L->group)))
             return -ENOMEM;
+        if (it->kind == Y_MAP && (rc = step_tags(L, st, sq_plan__get(it, "tags"), it)) < 0)
+            return rc;
         if (st->kind != SQ_STEP_REQUEST)
             return sq_plan__fail(L, it,
                                  "a batch holds request steps only (think, publish, subscribe "

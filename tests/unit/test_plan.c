@@ -876,6 +876,9 @@ static void user_tags(void **state)
                      "        steps:\n"
                      "          - request: { url: /b }\n"
                      "            tags: { page: b }\n"
+                     "      - batch:\n"
+                     "          - request: { url: /c }\n"
+                     "            tags: { page: c }\n"
                      "thresholds:\n"
                      "  \"http_reqs{page:b,team:a}\": [\"count > 1\"]\n";
     struct sq_plan *p = NULL;
@@ -893,6 +896,9 @@ static void user_tags(void **state)
     assert_string_equal(sc->steps[1].tags[1].key, "page");
     assert_string_equal(sc->steps[1].tags[1].value, "b"); /* the step's wins */
     assert_string_equal(sc->steps[1].tags[2].value, "1");
+    assert_true(sc->steps[2].in_batch); /* a batch's requests carry their tags too */
+    assert_int_equal(sc->steps[2].ntags, 2);
+    assert_string_equal(sc->steps[2].tags[1].value, "c");
     sq_plan_free(p);
 
     expect_err(HEAD "      - request: { url: /a }\n        tags: { status: x }\n", "8:17",
