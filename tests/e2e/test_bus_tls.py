@@ -218,6 +218,136 @@ class BusTls(unittest.TestCase):
         self.assertEqual(got["pubs"], 300)
         self.assertIn(b'"tls_required":true', got["connect"])
 
+    # ---- distributed runs: the agents' and the controller's NATS connection over TLS ----
+
+    def connz_tls(self, mon):
+        """{client name: tls_version} of the server's connections (its monitoring port)."""
+        c = httpclient.HTTPConnection(HOST, mon, timeout=10)
+        c.request("GET", "/connz?limit=1000")
+        doc = json.loads(c.getresponse().read())
+        c.close()
+        return {x.get("name", ""): x.get("tls_version", "") for x in doc.get("connections") or []}
+
+    def distributed_run(self, port, mon, prefix, agent_args, ctl_args):
+        """Two agents and a controller over tls://, against `squall target`: the merged count is
+        the target's, and the server says each agent's connection runs TLS."""
+        target, tport = sqtest.start_target("-t", "1")
+        url = "tls://%s:%d" % (HOST, port)
+        agents = []
+        try:
+            for name in ("tls-a1", "tls-a2"):
+                agents.append(sqtest.Agent(url, name, prefix, *agent_args))
+            conns = self.connz_tls(mon)
+            for name in ("tls-a1", "tls-a2"):
+                self.assertTrue(conns.get("squall-agent " + name, "").startswith("1."), conns)
+            sqtest.http(tport, "POST", "/stats/reset")
+            p, doc, _ = sqtest.run_json(
+                "http://%s:%d/fast" % (HOST, tport), "-r", "200", "-d", "2s", "-c", "4", "-t",
+                "1", "--agents", "2", "--nats", url, "--subject-prefix", prefix, *ctl_args,
+                timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            r = doc["requests"]
+            self.assertEqual(r["arrivals"], 400)
+            self.assertEqual(doc["cluster"]["merged_agents"], ["tls-a1", "tls-a2"])
+            st = sqtest.json_get(tport, "/stats")
+            self.assertGreater(r["completed"], 0)
+            self.assertEqual(st["arrivals"]["count"], r["completed"] + r["failed"], (st, r))
+            self.assertEqual(r["sent"], r["completed"])
+        finally:
+            for a in agents:
+                log = a.stop()
+                self.assertNotIn("Sanitizer", log)
+            sqtest.stop(target)
+
+    def test_distributed_run_over_tls(self):
+        self.distributed_run(self.nats_port, self.nats_mon, "dtls", ["--cacert", self.ca],
+                             ["--nats-cacert", self.ca])
+
+    def test_distributed_run_over_mutual_tls(self):
+        self.distributed_run(self.natsm_port, self.natsm_mon, "dmtls",
+                             ["--cacert", self.ca, "--cert", self.cert, "--key", self.key],
+                             ["--nats-cacert", self.ca, "--nats-cert", self.cert, "--nats-key",
+                              self.key])
+
+    def run_agent(self, *args):
+        return subprocess.run([sqtest.squall_path(), "agent", "--once", *args],
+                              capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+
+    def test_distributed_tls_refusals_say_why(self):
+        url, murl = ("tls://%s:%d" % (HOST, self.nats_port),
+                     "tls://%s:%d" % (HOST, self.natsm_port))
+        # a certificate that does not verify: the agent and the controller stop, exit 1
+        p = self.run_agent("--nats", url, "--cacert", self.other_ca)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("certificate verify failed", p.stderr)
+        p, _ = sqtest.run_squall("http://%s:1/" % HOST, "-n", "1", "--agents", "1", "--nats",
+                                 url, "--nats-cacert", self.other_ca)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("certificate verify failed", p.stderr)
+        # mutual TLS without a client certificate: the server's alert, named
+        p = self.run_agent("--nats", murl, "--cacert", self.ca)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("certificate", p.stderr)
+        # nats:// on a server that requires TLS
+        p = self.run_agent("--nats", "nats://%s:%d" % (HOST, self.nats_port))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("requires TLS: use tls://", p.stderr)
+        # TLS flags with a plain URL, a certificate without its key: bad flags (2)
+        p = self.run_agent("--nats", "nats://%s:%d" % (HOST, self.nats_port), "-k")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        p = self.run_agent("--nats", url, "--cert", self.cert)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        p, _ = sqtest.run_squall("http://%s:1/" % HOST, "-n", "1", "--agents", "1", "--nats",
+                                 "nats://%s:%d" % (HOST, self.nats_port), "--nats-cacert",
+                                 self.ca)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("tls://", p.stderr)
+
+    def test_agent_tls_first_shakes_hands_before_info(self):
+        # as test_nats_tls_first_...: this file's own server, TLS from the first byte
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(os.path.join(self.dir, "server.pem"),
+                            os.path.join(self.dir, "server.key"))
+        lsock = socket.create_server((HOST, 0))
+        port = lsock.getsockname()[1]
+        got = {"connect": b"", "subs": 0}
+
+        def serve():
+            try:
+                raw, _ = lsock.accept()
+                raw.settimeout(20)
+                with ctx.wrap_socket(raw, server_side=True) as s:
+                    s.sendall(b'INFO {"server_id":"t","version":"2.10.0","proto":1,'
+                              b'"max_payload":1048576,"headers":true,"tls_required":true}\r\n')
+                    f = s.makefile("rb")
+                    while True:
+                        line = f.readline()
+                        if not line:
+                            return
+                        if line.startswith(b"CONNECT "):
+                            got["connect"] = line
+                        elif line.startswith(b"SUB "):
+                            got["subs"] += 1
+                        elif line.startswith(b"PING"):
+                            s.sendall(b"PONG\r\n")
+            except OSError:
+                pass
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        agent = None
+        try:
+            agent = sqtest.Agent("tls://%s:%d" % (HOST, port), "first", "dfirst", "--tls-first",
+                                 "--cacert", self.ca)
+        finally:
+            if agent:
+                agent.stop()
+            lsock.close()
+        t.join(20)
+        self.assertIn(b'"tls_required":true', got["connect"])
+        self.assertEqual(got["subs"], 2)  # discover and its own subject
+
     # ---- MQTT: TLS right after the TCP connect ----
 
     def mqtt_counted(self, port, *tls_args, n=500, sub_args=()):
