@@ -142,6 +142,8 @@ static int write_all(struct sq_ctlbus *b, struct iovec *iov, int n)
         return -EPIPE;
     if (b->tls)
         return write_tls(b, iov, n);
+    if (b->tc) /* over TLS nothing goes in the clear: a publisher waits for the handshake */
+        return -EPIPE;
     while (n > 0) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t w = sendmsg(b->fd, &mh, MSG_NOSIGNAL);
