@@ -18,6 +18,7 @@ import http.client as httpclient
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -268,6 +269,72 @@ class BusTls(unittest.TestCase):
                              ["--cacert", self.ca, "--cert", self.cert, "--key", self.key],
                              ["--nats-cacert", self.ca, "--nats-cert", self.cert, "--nats-key",
                               self.key])
+
+    def test_distributed_run_rides_out_a_tls_server_restart(self):
+        """The TLS server SIGKILLed mid-run and started again on its port: the agents and the
+        controller redial with a new handshake, and every request the target served is counted
+        once."""
+        port, mon = free_port(), free_port()
+        conf = os.path.join(self.dir, "nats-outage.conf")
+        with open(conf, "w") as f:
+            f.write('listen: "%s:%d"\nhttp: "%s:%d"\ntls {\n  cert_file: "%s"\n  key_file: "%s"\n'
+                    '  timeout: 5\n}\n' % (HOST, port, HOST, mon,
+                                           os.path.join(self.dir, "server.pem"),
+                                           os.path.join(self.dir, "server.key")))
+
+        def start_nats():
+            p = subprocess.Popen([NATS, "-c", conf], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            sqtest.wait_port(port, p)
+            return p
+
+        nats = start_nats()
+        target, tport = sqtest.start_target("-t", "1")
+        url = "tls://%s:%d" % (HOST, port)
+        agents, ctl = [], None
+        try:
+            agents = [sqtest.Agent(url, n, "dout", "--cacert", self.ca) for n in ("o1", "o2")]
+            sqtest.http(tport, "POST", "/stats/reset")
+            ctl = subprocess.Popen(
+                [sqtest.squall_path(), "http://%s:%d/fast" % (HOST, tport), "-r", "200", "-d",
+                 "5s", "-c", "4", "-t", "1", "--agents", "2", "--nats", url, "--subject-prefix",
+                 "dout", "--nats-cacert", self.ca, "--json", "-"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                text=True)
+            lines = []
+            reader = threading.Thread(target=lambda: lines.extend(ctl.stderr), daemon=True)
+            reader.start()
+            deadline = time.monotonic() + 20
+            while not any("agents start in" in l for l in lines):
+                self.assertLess(time.monotonic(), deadline, "".join(lines))
+                time.sleep(0.02)
+            time.sleep(2.0)  # into the run
+            sqtest.stop_proc(nats, signal.SIGKILL)
+            time.sleep(1.5)
+            nats = start_nats()  # the same port, a new TLS server process
+            out, _ = ctl.communicate(timeout=60)
+            reader.join(10)
+            err = "".join(lines)
+            self.assertEqual(ctl.returncode, 0, err)
+            doc = json.loads(out)
+            c, r = doc["cluster"], doc["requests"]
+            self.assertIsNone(c["incomplete"], err)
+            self.assertGreaterEqual(c["controller"]["nats_outages"], 1, c["controller"])
+            served = sqtest.json_get(tport, "/stats")["arrivals"]["count"]
+            self.assertEqual((r["sent"], r["completed"]), (served, served), r)
+            for a in c["agents"]:
+                self.assertEqual(a["seconds_missing"], 0, a)
+            conns = self.connz_tls(mon)  # back over TLS, both agents
+            for name in ("o1", "o2"):
+                self.assertTrue(conns.get("squall-agent " + name, "").startswith("1."), conns)
+        finally:
+            if ctl and ctl.poll() is None:
+                sqtest.stop_proc(ctl)
+            logs = [a.stop() for a in agents]
+            sqtest.stop(target)
+            sqtest.stop_proc(nats)
+        for log in logs:
+            self.assertIn("NATS is back", log)
 
     def run_agent(self, *args):
         return subprocess.run([sqtest.squall_path(), "agent", "--once", *args],
