@@ -7,7 +7,8 @@ nothing the brokers use (the wrong CA).
 Peers, started and stopped here by PID on free loopback ports:
   - nats-server with tls { cert_file, key_file } (and ca_file, verify: true for mTLS) and its
     monitoring port: the server sends INFO in the clear with tls_required, squall switches the
-    same socket to TLS before CONNECT; /varz in_msgs is the server's own count of what arrived.
+    same socket to TLS before CONNECT; /varz in_msgs is the server's own count of what arrived,
+    /connz the TLS version of each client (a distributed run's agents, by name).
   - mosquitto with two TLS listeners (cafile/certfile/keyfile; the second with
     require_certificate true): mosquitto_sub --cafile, an independent subscriber, counts what
     the broker delivered.
@@ -273,11 +274,13 @@ class BusTls(unittest.TestCase):
     def test_distributed_run_rides_out_a_tls_server_restart(self):
         """The TLS server SIGKILLed mid-run and started again on its port: the agents and the
         controller redial with a new handshake, and every request the target served is counted
-        once."""
+        once. The server wants a user and password too: the URL's, in CONNECT over TLS (and
+        redacted in the agent's log)."""
         port, mon = free_port(), free_port()
         conf = os.path.join(self.dir, "nats-outage.conf")
         with open(conf, "w") as f:
-            f.write('listen: "%s:%d"\nhttp: "%s:%d"\ntls {\n  cert_file: "%s"\n  key_file: "%s"\n'
+            f.write('listen: "%s:%d"\nhttp: "%s:%d"\n'
+                    'authorization { user: ctl, password: s3cr3t }\ntls {\n  cert_file: "%s"\n  key_file: "%s"\n'
                     '  timeout: 5\n}\n' % (HOST, port, HOST, mon,
                                            os.path.join(self.dir, "server.pem"),
                                            os.path.join(self.dir, "server.key")))
@@ -290,7 +293,7 @@ class BusTls(unittest.TestCase):
 
         nats = start_nats()
         target, tport = sqtest.start_target("-t", "1")
-        url = "tls://%s:%d" % (HOST, port)
+        url = "tls://ctl:s3cr3t@%s:%d" % (HOST, port)
         agents, ctl = [], None
         try:
             agents = [sqtest.Agent(url, n, "dout", "--cacert", self.ca) for n in ("o1", "o2")]
@@ -335,6 +338,8 @@ class BusTls(unittest.TestCase):
             sqtest.stop_proc(nats)
         for log in logs:
             self.assertIn("NATS is back", log)
+            self.assertIn("ready on tls://ctl:[redacted]@", log)
+            self.assertNotIn("s3cr3t", log)
 
     def run_agent(self, *args):
         return subprocess.run([sqtest.squall_path(), "agent", "--once", *args],
