@@ -17,7 +17,8 @@
     X(SQ_ESCHEME, "unsupported URL scheme")                                                        \
     X(SQ_EDECODE, "corrupt encoded data")                                                          \
     X(SQ_ERANGE, "value out of range")                                                             \
-    X(SQ_ESCRIPT, "script error")
+    X(SQ_ESCRIPT, "script error")                                                                  \
+    X(SQ_ETLS, "TLS failure")
 
 enum sq_err {
     SQ_E__BASE = 10000,

@@ -35,7 +35,16 @@ static const char usage[] =
     "  squall run PLAN --agents N --nats URL) gives it its execution segment of a run, runs it\n"
     "  and streams the figures back; then it waits for the next run.\n"
     "\n"
-    "      --nats URL          the NATS server (nats://host:4222; user:pass@ or token@ allowed)\n"
+    "      --nats URL          the NATS server (nats://host:4222; user:pass@ or token@ allowed;\n"
+    "                          tls://host:4222 for NATS over TLS)\n"
+    "      --cacert FILE       tls://: the CAs that sign the server's certificate (default: the\n"
+    "                          system's)\n"
+    "      --cert FILE, --key FILE  tls://: a client certificate and its key (mutual TLS)\n"
+    "  -k, --insecure          tls://: do not verify the server's certificate\n"
+    "      --tls-first         tls://: shake hands before the server's INFO (a server with\n"
+    "                          tls { handshake_first: true })\n"
+    "                          (--nats-cacert, --nats-cert, --nats-key, --nats-insecure and\n"
+    "                          --nats-tls-first, the controller's spellings, work too)\n"
     "      --name NAME         the agent's name in results (default: HOST-PID)\n"
     "      --labels K=V[,K=V]  labels shown with its results (region=eu,rack=3)\n"
     "      --subject-prefix P  the NATS subjects' prefix, as the controller's (default squall)\n"
@@ -43,7 +52,8 @@ static const char usage[] =
     "  -q, --quiet             no log lines\n"
     "  -h, --help              this help\n"
     "\n"
-    "exit status: 0 stopped (SIGINT, SIGTERM) or --once done, 2 bad flags\n";
+    "exit status: 0 stopped (SIGINT, SIGTERM) or --once done, 1 the first connection's TLS\n"
+    "failed (a certificate that does not verify), 2 bad flags\n";
 
 static volatile int quit;
 
@@ -275,7 +285,8 @@ enum { OPT_NATS = 256, OPT_NAME, OPT_LABELS, OPT_PREFIX, OPT_ONCE, OPT_SKEW, OPT
 /* What the phases of one `squall agent` share. */
 struct agentcmd {
     bool quiet;
-    json_t *labels; /* --labels (owned) */
+    struct sq_distopts tls; /* --nats and the NATS TLS flags, in the controller's form */
+    json_t *labels;         /* --labels (owned) */
     struct sq_agent_config cfg;
 };
 
@@ -286,8 +297,18 @@ static int take_flag(void *ud, const struct option *longs, int ch, const char *f
     struct agentcmd *a = ud;
     switch (ch) {
     case OPT_NATS:
-        a->cfg.nats_url = optarg;
+        a->cfg.nats_url = a->tls.nats = optarg;
         return 0;
+    case SQ_DISTOPT_NATS_CACERT:
+    case SQ_DISTOPT_NATS_CERT:
+    case SQ_DISTOPT_NATS_KEY:
+    case SQ_DISTOPT_NATS_INSECURE:
+    case SQ_DISTOPT_NATS_TLS_FIRST: {
+        char why[256];
+        if (sq_distopts_flag(&a->tls, ch, flag, optarg, why, sizeof(why)) < 0)
+            return sq_cli_usage_error(FACE, "%s", why);
+        return 0;
+    }
     case OPT_NAME:
         a->cfg.name = optarg;
         if (!optarg[0] || strlen(optarg) > 100 || strpbrk(optarg, "\r\n\""))
@@ -325,6 +346,9 @@ static int take_flag(void *ud, const struct option *longs, int ch, const char *f
         a->cfg.proto = (int)v;
         return 0;
     }
+    case 'k':
+        a->tls.nats_insecure = true;
+        return 0;
     case 'q':
         a->quiet = true;
         return 0;
@@ -349,15 +373,27 @@ static int agent_parse(struct agentcmd *a, int argc, char **argv)
         /* for tests only (docs/distributed.md): a skewed clock, another protocol number */
         {"x-clock-skew", required_argument, NULL, OPT_SKEW},
         {"x-proto", required_argument, NULL, OPT_PROTO},
+        /* NATS over TLS: the agent's own spellings, and the controller's */
+        {"cacert", required_argument, NULL, SQ_DISTOPT_NATS_CACERT},
+        {"cert", required_argument, NULL, SQ_DISTOPT_NATS_CERT},
+        {"key", required_argument, NULL, SQ_DISTOPT_NATS_KEY},
+        {"insecure", no_argument, NULL, SQ_DISTOPT_NATS_INSECURE},
+        {"tls-first", no_argument, NULL, SQ_DISTOPT_NATS_TLS_FIRST},
+        SQ_DISTOPTS_TLS_LONG_OPTIONS,
         {0, 0, 0, 0},
     };
-    int rc = sq_cli_getopt(argc, argv, ":qh", longs, take_flag, a);
+    int rc = sq_cli_getopt(argc, argv, ":qhk", longs, take_flag, a);
     if (rc)
         return rc;
     if (optind < argc)
         return sq_cli_usage_error(FACE, "unexpected '%s'", argv[optind]);
     if (!a->cfg.nats_url)
         return sq_cli_usage_error(FACE, "--nats URL is needed (nats://host:4222)");
+    char why[256];
+    if (sq_distopts_tls_check(&a->tls, why, sizeof(why)) < 0)
+        return sq_cli_usage_error(FACE, "%s", why);
+    a->cfg.nats_tls = sq_distopts_tls(&a->tls);
+    a->cfg.nats_tls_first = a->tls.nats_tls_first;
     return 0;
 }
 
@@ -373,7 +409,10 @@ static int agent_run(struct agentcmd *a)
     if (r == -SQ_EUSAGE)
         return sq_cli_usage_error(FACE, "--nats: %s", err);
     if (r < 0) {
-        fprintf(stderr, "squall agent: %s\n", err);
+        fprintf(stderr, "squall agent: %s%s\n", err,
+                r == -SQ_ETLS && strstr(err, "verify")
+                    ? " (--cacert FILE: the CAs to trust; -k: verify nothing)"
+                    : "");
         return SQ_EXIT_FAIL;
     }
     return SQ_EXIT_OK;

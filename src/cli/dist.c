@@ -54,6 +54,8 @@ int sq_cli_dist_run(const struct sq_cli_dist *x, struct sq_result *res,
                sq_seg_parse_sequence(x->d->segments, pt, SQ_SEG_MAX_PARTS + 1, &np, &why) == 0;
     struct sq_cluster_config cfg = {
         .nats_url = x->d->nats,
+        .nats_tls = sq_distopts_tls(x->d),
+        .nats_tls_first = x->d->nats_tls_first,
         .prefix = x->d->prefix,
         .agents = (uint32_t)x->d->agents,
         .wait_ns = x->d->agent_wait_ns,
@@ -74,7 +76,13 @@ int sq_cli_dist_run(const struct sq_cli_dist *x, struct sq_result *res,
     if (rc < 0) {
         if (x->progress && x->progress->tty)
             fputs("\r\033[K", stderr);
-        fprintf(stderr, "squall: %s\n", err);
+        if (rc == -SQ_EUSAGE) /* the URL, or a TLS file that does not load: nothing was sent */
+            return sq_cli_usage_error("squall", "--nats: %s", err);
+        fprintf(stderr, "squall: %s%s\n", err,
+                rc == -SQ_ETLS && strstr(err, "verify")
+                    ? " (--nats-cacert FILE: the CAs to trust; --nats-insecure: verify "
+                      "nothing)"
+                    : "");
         return SQ_EXIT_FAIL;
     }
     return 0;

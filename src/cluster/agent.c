@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/redact.h"
 #include "cluster/cluster.h"
 #include "cluster/internal.h"
 #include "cluster/wire.h"
@@ -600,7 +601,8 @@ static int connect_bus(struct agent *a, char *err, size_t len)
 {
     char cname[200];
     snprintf(cname, sizeof(cname), "squall-agent %s", a->name);
-    int rc = sq_ctlbus_connect(a->cfg->nats_url, cname, 5 * SQ_NS_PER_S, &a->bus, err, len);
+    int rc = sq_ctlbus_connect(a->cfg->nats_url, cname, &a->cfg->nats_tls, a->cfg->nats_tls_first,
+                               5 * SQ_NS_PER_S, &a->bus, err, len);
     if (rc < 0)
         return rc;
     rc = sq_ctlbus_sub(a->bus, a->discover, &a->sid_discover);
@@ -701,7 +703,9 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
             char why[512];
             int rc = a->bus ? sq_ctlbus_reconnect(a->bus, DIAL_NS, why, sizeof(why))
                             : connect_bus(a, why, sizeof(why));
-            if (rc == -SQ_EUSAGE) {
+            /* a URL or TLS option it cannot use; or, at the first dial, TLS that fails (a
+             * certificate that does not verify will not verify on the next try either) */
+            if (rc == -SQ_EUSAGE || (rc == -SQ_ETLS && !a->bus)) {
                 snprintf(err, len, "%s", why);
                 result = rc;
                 break;
@@ -738,7 +742,11 @@ int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len)
             backoff = 500 * SQ_NS_PER_MS;
             /* the controller gets as long as it would have had to speak */
             a->last_ctl = now;
-            logf_(a, "agent %s (%s) ready on %s", a->name, a->id, cfg->nats_url);
+            /* the URL's password or token stays out of the log */
+            size_t at = 0, n = 0;
+            bool secret = sq_redact_url_secret(cfg->nats_url, strlen(cfg->nats_url), &at, &n);
+            logf_(a, "agent %s (%s) ready on %.*s%s%s", a->name, a->id, (int)(secret ? at : 0),
+                  cfg->nats_url, secret ? SQ_REDACTED : "", cfg->nats_url + (secret ? at + n : 0));
         }
         struct sq_ctlbus_msg m;
         int rc = sq_ctlbus_next(a->bus, POLL_NS, &m);

@@ -18,6 +18,7 @@
 
 #include "base/err.h"
 #include "engine/run.h"
+#include "net/tls.h"
 #include "plan/exec.h"
 
 #define SQ_CLUSTER_PREFIX "squall" /* the subjects' first token unless configured */
@@ -56,7 +57,11 @@ SQ_MUST_CHECK int sq_clock_estimate(const struct sq_clock_sample *s, size_t n,
 /* ---- the agent (`squall agent`) ---- */
 
 struct sq_agent_config {
-    const char *nats_url;
+    const char *nats_url; /* nats://, or tls:// with nats_tls and nats_tls_first */
+    /* NATS over TLS (a tls:// URL): the CAs, -k, a client certificate (host and alpn are the
+     * connection's own); zero: the system's CAs. nats_tls_first: the handshake before INFO. */
+    struct sq_tls_client_opts nats_tls;
+    bool nats_tls_first;
     const char *prefix;   /* NULL: SQ_CLUSTER_PREFIX */
     const char *name;     /* shown in results; NULL: host-pid */
     const json_t *labels; /* an object of strings (--labels), borrowed; NULL: none */
@@ -79,13 +84,17 @@ struct sq_agent_config {
 /* Serves until quit is set (or after one run with once). Reconnects to NATS when the connection
  * is lost; a run in progress goes on, its seconds and its result kept until they can be sent (up
  * to the run's outage window: past it the run is stopped and its result dropped). Returns 0, or
- * a negative code with err saying why when it cannot even start (a URL it cannot read). */
+ * a negative code with err saying why when it cannot even start: -SQ_EUSAGE (a URL or a TLS
+ * option it cannot use), -SQ_ETLS (the first connection's TLS failed: a certificate that does
+ * not verify, TLS one side requires and the other does not offer). */
 SQ_MUST_CHECK int sq_agent_serve(const struct sq_agent_config *cfg, char *err, size_t len);
 
 /* ---- the controller (`squall run ... --agents N --nats URL`) ---- */
 
 struct sq_cluster_config {
     const char *nats_url;
+    struct sq_tls_client_opts nats_tls; /* as the agent's */
+    bool nats_tls_first;
     const char *prefix; /* NULL: SQ_CLUSTER_PREFIX */
     uint32_t agents;
     int64_t wait_ns;               /* how long to look for idle agents (default 10 s) */

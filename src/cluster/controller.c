@@ -1054,7 +1054,8 @@ int sq_cluster_run(const struct sq_cluster_config *cfg, struct sq_result *out,
     int rc;
     char cname[64];
     snprintf(cname, sizeof(cname), "squall-controller %s", rep->run);
-    rc = sq_ctlbus_connect(cfg->nats_url, cname, 5 * SQ_NS_PER_S, &c.bus, err, len);
+    rc = sq_ctlbus_connect(cfg->nats_url, cname, &cfg->nats_tls, cfg->nats_tls_first,
+                           5 * SQ_NS_PER_S, &c.bus, err, len);
     if (rc < 0)
         goto out;
     rc = sq_ctlbus_sub(c.bus, c.self, NULL);

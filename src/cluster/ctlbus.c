@@ -11,6 +11,15 @@
  * stuck server can hold a publisher: a run's tick callback publishes, and must not hang a run.
  * A failed or timed-out write marks the connection broken; every later call fails at once, until
  * sq_ctlbus_reconnect dials the same server again and renews the subscriptions.
+ *
+ * TLS (a tls:// URL) is net/tls.c's, on the same socket: the server's INFO is read in the clear
+ * and the handshake follows (what nats-server's tls { } block expects), or, with tls_first, the
+ * handshake comes right after the TCP connect (tls { handshake_first: true }); CONNECT and
+ * everything after it go encrypted. The socket is then non-blocking: a read is ppoll, then
+ * sq_tls_read (-EAGAIN: a partial record, poll again), and records OpenSSL read ahead are taken
+ * before polling; a write that finds the socket full polls for writability up to the same 5 s
+ * the plain socket's send timeout gives. One SSL object must not be driven by two threads at
+ * once, so over TLS the read takes the write mutex around sq_tls_read (never across a wait).
  */
 #include "cluster/ctlbus.h"
 
@@ -27,6 +36,7 @@
 
 #include "base/clock.h"
 #include "net/sock.h"
+#include "net/tls.h"
 #include "proto/nats.h"
 
 #define SEND_TIMEOUT_S 5
@@ -55,6 +65,11 @@ struct sq_ctlbus {
     int broken; /* atomic: a write failed or the connection ended */
     char err[256];
     uint64_t bytes_out, bytes_in, msgs_out, msgs_in;
+    /* TLS (tls://): the client context (its host the URL's), the connection's state (under
+     * wlock; NULL on a plain connection or before the handshake) */
+    struct sq_tls_client *tc;
+    struct sq_tls_conn *tls;
+    bool tls_first;
 };
 
 void sq_ctlbus_msg_dispose(struct sq_ctlbus_msg *m)
@@ -76,10 +91,58 @@ static int64_t left_ns(int64_t deadline)
     return l > 0 ? l : 0;
 }
 
+/* Waits until t's socket can go on (the direction the last -EAGAIN wanted), deadline at most.
+ * Returns 1, 0 on timeout, or -errno. */
+static int tls_wait(int fd, const struct sq_tls_conn *t, int64_t deadline)
+{
+    for (;;) {
+        int64_t l = left_ns(deadline);
+        struct timespec ts = {.tv_sec = l / SQ_NS_PER_S, .tv_nsec = l % SQ_NS_PER_S};
+        struct pollfd pfd = {.fd = fd, .events = sq_tls_want_write(t) ? POLLOUT : POLLIN};
+        int r = ppoll(&pfd, 1, &ts, NULL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        return r < 0 ? -errno : r > 0;
+    }
+}
+
+/* Writes iov whole through TLS, under the caller's lock: each piece whole (an -EAGAIN'd write
+ * is retried with the same bytes), within SEND_TIMEOUT_S as the plain socket's send timeout. */
+static int write_tls(struct sq_ctlbus *b, const struct iovec *iov, int n)
+{
+    int64_t deadline = sq_now_ns() + SEND_TIMEOUT_S * SQ_NS_PER_S;
+    for (int i = 0; i < n; i++) {
+        for (;;) {
+            ssize_t w = sq_tls_write(b->tls, iov[i].iov_base, iov[i].iov_len);
+            if (w >= 0) {
+                b->bytes_out += (uint64_t)w;
+                break;
+            }
+            int rc = (int)w;
+            if (rc == -EAGAIN) {
+                rc = tls_wait(b->fd, b->tls, deadline);
+                if (rc > 0)
+                    continue;
+                rc = rc == 0 ? -ETIMEDOUT : rc;
+                set_err(b, "writing to the NATS server: %s", strerror(-rc));
+            } else {
+                set_err(b, "writing to the NATS server: TLS: %s", sq_tls_conn_error(b->tls));
+            }
+            __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* Writes iov whole, under the caller's lock. */
 static int write_all(struct sq_ctlbus *b, struct iovec *iov, int n)
 {
     if (__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE))
+        return -EPIPE;
+    if (b->tls)
+        return write_tls(b, iov, n);
+    if (b->tc) /* over TLS nothing goes in the clear: a publisher waits for the handshake */
         return -EPIPE;
     while (n > 0) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -116,6 +179,34 @@ static int write_str(struct sq_ctlbus *b, const char *s, size_t len)
     return rc;
 }
 
+/* fill() over TLS: records OpenSSL already holds first, then poll and read (-EAGAIN: a partial
+ * record, or one with no data: poll again). The SSL object is read under wlock. */
+static int fill_tls(struct sq_ctlbus *b, int64_t deadline)
+{
+    for (;;) {
+        pthread_mutex_lock(&b->wlock);
+        ssize_t n = sq_tls_read(b->tls, b->rbuf + b->rlen, b->rcap - b->rlen);
+        if (n < 0 && n != -EAGAIN)
+            set_err(b, "reading from the NATS server: TLS: %s", sq_tls_conn_error(b->tls));
+        pthread_mutex_unlock(&b->wlock);
+        if (n > 0) {
+            b->rlen += (size_t)n;
+            b->bytes_in += (uint64_t)n;
+            return 1;
+        }
+        if (n == 0 || n != -EAGAIN) {
+            if (n == 0)
+                set_err(b, "%s", "the NATS server closed the connection");
+            __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
+            /* -EPROTO: TLS itself failed (an alert: the server wants a client certificate) */
+            return n == 0 ? -ECONNRESET : n == -EPROTO ? -SQ_ETLS : (int)n;
+        }
+        int r = tls_wait(b->fd, b->tls, deadline);
+        if (r <= 0)
+            return r;
+    }
+}
+
 /* Reads what the socket has, waiting until deadline at most. 1: bytes came, 0: timeout, < 0: the
  * connection is gone. */
 static int fill(struct sq_ctlbus *b, int64_t deadline)
@@ -135,6 +226,8 @@ static int fill(struct sq_ctlbus *b, int64_t deadline)
         set_err(b, "%s", "the NATS server sent an operation over the read buffer");
         return -SQ_ETOOBIG;
     }
+    if (b->tls)
+        return fill_tls(b, deadline);
     for (;;) {
         int64_t l = left_ns(deadline);
         struct timespec ts = {.tv_sec = l / SQ_NS_PER_S, .tv_nsec = l % SQ_NS_PER_S};
@@ -386,6 +479,7 @@ void sq_ctlbus_counts(struct sq_ctlbus *b, uint64_t *bytes_out, uint64_t *bytes_
 struct url_parts {
     char host[256], user[128], pass[128];
     uint16_t port;
+    bool tls; /* tls:// */
 };
 
 static int parse_url(const char *url, struct url_parts *u, char *err, size_t len)
@@ -395,8 +489,12 @@ static int parse_url(const char *url, struct url_parts *u, char *err, size_t len
     const char *p = url;
     if (strncmp(p, "nats://", 7) == 0) {
         p += 7;
+    } else if (strncmp(p, "tls://", 6) == 0) {
+        p += 6;
+        u->tls = true;
     } else if (strstr(p, "://")) {
-        snprintf(err, len, "'%s': the control connection speaks nats:// only (no TLS)", url);
+        snprintf(err, len, "'%s': the control connection speaks nats:// or tls:// (NATS over TLS)",
+                 url);
         return -SQ_EUSAGE;
     }
     const char *at = strrchr(p, '@');
@@ -440,11 +538,13 @@ static int parse_url(const char *url, struct url_parts *u, char *err, size_t len
     }
     return 0;
 bad:
-    snprintf(err, len, "'%s' is not a NATS URL (nats://host:4222)", url);
+    snprintf(err, len, "'%s' is not a NATS URL (nats://host:4222, tls://host:4222)", url);
     return -SQ_EUSAGE;
 }
 
-static int connect_addr(const struct sq_addr *a, int64_t deadline)
+/* Connects to a within deadline. The socket is blocking with a send timeout for a plain
+ * connection, non-blocking for TLS (net/tls.c's calls never block). */
+static int connect_addr(const struct sq_addr *a, bool tls, int64_t deadline)
 {
     int fd = sq_connect_start(a);
     if (fd < 0)
@@ -463,6 +563,8 @@ static int connect_addr(const struct sq_addr *a, int64_t deadline)
         }
         break;
     }
+    if (tls)
+        return fd;
     int fl = fcntl(fd, F_GETFL);
     struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
     if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ||
@@ -474,7 +576,46 @@ static int connect_addr(const struct sq_addr *a, int64_t deadline)
     return fd;
 }
 
-/* Reads the server's INFO and sends CONNECT, then a PING whose PONG says it took it. */
+/* The TLS handshake on b->fd, within deadline. Returns 0, or -SQ_ETLS / -ETIMEDOUT / -errno with
+ * err saying why. */
+static int tls_start(struct sq_ctlbus *b, const struct url_parts *u, int64_t deadline, char *err,
+                     size_t len)
+{
+    struct sq_tls_conn *t;
+    if (sq_tls_conn_client(b->tc, NULL, b->fd, &t) < 0)
+        return -ENOMEM;
+    for (;;) {
+        int rc = sq_tls_handshake(t);
+        if (rc == 0)
+            break;
+        if (rc == -EAGAIN) {
+            rc = tls_wait(b->fd, t, deadline);
+            if (rc > 0)
+                continue;
+            if (rc == 0)
+                snprintf(err, len, "TLS with the NATS server at %s:%u: no handshake in time%s",
+                         u->host, u->port,
+                         b->tls_first ? " (does the server have tls { handshake_first: true }?)"
+                                      : "");
+            else
+                snprintf(err, len, "TLS with the NATS server at %s:%u: %s", u->host, u->port,
+                         strerror(-rc));
+            sq_tls_conn_free(t);
+            return rc == 0 ? -ETIMEDOUT : rc;
+        }
+        snprintf(err, len, "TLS with the NATS server at %s:%u: %s", u->host, u->port,
+                 sq_tls_conn_error(t));
+        sq_tls_conn_free(t);
+        return -SQ_ETLS;
+    }
+    pthread_mutex_lock(&b->wlock);
+    b->tls = t;
+    pthread_mutex_unlock(&b->wlock);
+    return 0;
+}
+
+/* Reads the server's INFO (over TLS already with tls_first), shakes hands for TLS after it when
+ * the URL asks, and sends CONNECT, then a PING whose PONG says it took it. */
 static int handshake(struct sq_ctlbus *b, const struct url_parts *u, const char *name,
                      int64_t deadline, char *err, size_t len)
 {
@@ -486,7 +627,11 @@ static int handshake(struct sq_ctlbus *b, const struct url_parts *u, const char 
             break;
         int rc = fill(b, deadline);
         if (rc <= 0) {
-            snprintf(err, len, "no INFO from the NATS server: %s", rc == 0 ? "timed out" : b->err);
+            snprintf(err, len, "no INFO from the NATS server: %s%s", rc == 0 ? "timed out" : b->err,
+                     rc == 0 && b->tc && !b->tls_first
+                         ? " (a server with tls { handshake_first: true } wants the handshake "
+                           "first: --tls-first)"
+                         : "");
             return rc == 0 ? -ETIMEDOUT : rc;
         }
     }
@@ -495,17 +640,30 @@ static int handshake(struct sq_ctlbus *b, const struct url_parts *u, const char 
         snprintf(err, len, "%s:%u does not speak NATS (no INFO line)", u->host, u->port);
         return -SQ_EPARSE;
     }
-    if (info.tls_required) {
-        snprintf(err, len,
-                 "the NATS server at %s:%u requires TLS; the control connection does "
-                 "not speak it",
-                 u->host, u->port);
-        return -EPROTO;
+    if (!b->tc && info.tls_required) {
+        snprintf(err, len, "the NATS server at %s:%u requires TLS: use tls://%s:%u", u->host,
+                 u->port, u->host, u->port);
+        return -SQ_ETLS;
+    }
+    if (b->tc && !b->tls && !info.tls_required && !info.tls_available) {
+        snprintf(err, len, "the NATS server at %s:%u offers no TLS (tls:// asks for it)", u->host,
+                 u->port);
+        return -SQ_ETLS;
     }
     if (info.max_payload > 0 && info.max_payload <= SQ_NATS_MAX_PAYLOAD_LIMIT)
         b->lim.max_payload = (uint32_t)info.max_payload;
     memmove(b->rbuf, b->rbuf + n, b->rlen - (size_t)n);
     b->rlen -= (size_t)n;
+    if (b->tc && !b->tls) {
+        if (b->rlen) { /* the server said more than INFO before our ClientHello */
+            snprintf(err, len, "%s:%u sent more than INFO before the TLS handshake", u->host,
+                     u->port);
+            return -SQ_EPARSE;
+        }
+        int rc = tls_start(b, u, deadline, err, len);
+        if (rc < 0)
+            return rc;
+    }
     bool token = u->user[0] && !u->pass[0];
     struct sq_nats_connect_opts o = {
         .name = name,
@@ -514,6 +672,7 @@ static int handshake(struct sq_ctlbus *b, const struct url_parts *u, const char 
         .pass = u->pass[0] ? u->pass : NULL,
         .auth_token = token ? u->user : NULL,
         .echo = true,
+        .tls_required = b->tls != NULL,
     };
     char line[1024];
     n = sq_nats_encode_connect(line, sizeof(line), &o);
@@ -546,7 +705,7 @@ static int dial(struct sq_ctlbus *b, int64_t deadline, char *err, size_t len)
     int fd = -1;
     rc = -ECONNREFUSED;
     for (int i = 0; i < na && fd < 0; i++) {
-        rc = connect_addr(&addrs[i], deadline);
+        rc = connect_addr(&addrs[i], b->tc != NULL, deadline);
         if (rc >= 0)
             fd = rc;
     }
@@ -556,6 +715,8 @@ static int dial(struct sq_ctlbus *b, int64_t deadline, char *err, size_t len)
         return rc;
     }
     pthread_mutex_lock(&b->wlock);
+    sq_tls_conn_free(b->tls); /* the old connection's, if any */
+    b->tls = NULL;
     if (b->fd >= 0)
         close(b->fd);
     b->fd = fd;
@@ -564,19 +725,26 @@ static int dial(struct sq_ctlbus *b, int64_t deadline, char *err, size_t len)
     __atomic_store_n(&b->broken, 0, __ATOMIC_RELEASE);
     b->err[0] = '\0';
     pthread_mutex_unlock(&b->wlock);
-    rc = handshake(b, &u, b->name, deadline, err, len);
+    rc = b->tls_first ? tls_start(b, &u, deadline, err, len) : 0;
+    if (rc == 0)
+        rc = handshake(b, &u, b->name, deadline, err, len);
     if (rc < 0)
         __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
     return rc;
 }
 
-int sq_ctlbus_connect(const char *url, const char *name, int64_t timeout_ns, struct sq_ctlbus **out,
-                      char *err, size_t len)
+int sq_ctlbus_connect(const char *url, const char *name, const struct sq_tls_client_opts *tls,
+                      bool tls_first, int64_t timeout_ns, struct sq_ctlbus **out, char *err,
+                      size_t len)
 {
     struct url_parts u;
     int rc = parse_url(url, &u, err, len);
     if (rc < 0)
         return rc;
+    if (tls_first && !u.tls) {
+        snprintf(err, len, "'%s': the TLS handshake first is for a tls:// URL", url);
+        return -SQ_EUSAGE;
+    }
     struct sq_ctlbus *b = calloc(1, sizeof(*b));
     if (!b)
         return -ENOMEM;
@@ -588,6 +756,21 @@ int sq_ctlbus_connect(const char *url, const char *name, int64_t timeout_ns, str
     if (!b->url || !b->name) {
         sq_ctlbus_close(b);
         return -ENOMEM;
+    }
+    if (u.tls) {
+        /* the CAs, -k and a client certificate as the caller says; the name checked is the
+         * URL's host (an IP address against the certificate's IP subjectAltNames) */
+        struct sq_tls_client_opts t = tls ? *tls : (struct sq_tls_client_opts){0};
+        t.host = u.host;
+        t.alpn = NULL;
+        char twhy[SQ_TLS_ERRLEN];
+        rc = sq_tls_client_new(&t, &b->tc, twhy, sizeof(twhy));
+        if (rc < 0) {
+            snprintf(err, len, "%s", rc == -EINVAL ? twhy : sq_strerror(rc));
+            sq_ctlbus_close(b);
+            return rc == -EINVAL ? -SQ_EUSAGE : rc;
+        }
+        b->tls_first = tls_first;
     }
     rc = dial(b, sq_now_ns() + timeout_ns, err, len);
     if (rc < 0) {
@@ -621,6 +804,10 @@ void sq_ctlbus_close(struct sq_ctlbus *b)
 {
     if (!b)
         return;
+    if (b->tls)
+        sq_tls_shutdown(b->tls);
+    sq_tls_conn_free(b->tls);
+    sq_tls_client_free(b->tc);
     if (b->fd >= 0)
         close(b->fd);
     for (size_t i = 0; i < b->qlen; i++)

@@ -14,8 +14,11 @@
  * object). What was published while the connection was down is not kept here: NATS itself keeps
  * nothing for a subscriber that is away either (cluster/agent.c keeps and resends its seconds).
  *
- * Not here: TLS to the server, JetStream. Credentials in the URL (nats://user:pass@host:port or
- * nats://token@host:port) are sent in CONNECT.
+ * TLS: a tls:// URL runs net/tls.c's client on the same socket, after the server's INFO (or
+ * before it, tls_first: a server with tls { handshake_first: true }); the server's certificate is
+ * verified against the URL's host with the options given (CAs, -k, a client certificate).
+ * Credentials in the URL (nats://user:pass@host:port or nats://token@host:port, tls:// alike) are
+ * sent in CONNECT. Not here: NKeys/JWT, JetStream.
  */
 #ifndef SQ_CLUSTER_CTLBUS_H
 #define SQ_CLUSTER_CTLBUS_H
@@ -25,6 +28,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "net/tls.h"
 
 struct sq_ctlbus;
 
@@ -38,13 +42,19 @@ struct sq_ctlbus_msg {
 };
 void sq_ctlbus_msg_dispose(struct sq_ctlbus_msg *m);
 
-/* Connects to url ("nats://host:4222", "host:port", "nats://user:pass@host", "[::1]:4222"; the
- * port defaults to 4222), reads INFO, sends CONNECT (name names the client in the server's
- * monitoring) and waits for the PONG of a PING, all within timeout_ns. Returns 0, -SQ_EUSAGE (a
- * URL it cannot read), -SQ_ERESOLVE, -errno or -SQ_EPARSE (the server is not a NATS server), with
- * err saying which and why. */
-SQ_MUST_CHECK int sq_ctlbus_connect(const char *url, const char *name, int64_t timeout_ns,
-                                    struct sq_ctlbus **out, char *err, size_t len);
+/* Connects to url ("nats://host:4222", "host:port", "nats://user:pass@host", "[::1]:4222",
+ * "tls://host:4222"; the port defaults to 4222), reads INFO, sends CONNECT (name names the client
+ * in the server's monitoring) and waits for the PONG of a PING, all within timeout_ns. tls (NULL:
+ * the system's CAs, no client certificate; its host and alpn are ignored) and tls_first apply to
+ * a tls:// URL (tls_first with another is -SQ_EUSAGE). Returns 0, -SQ_EUSAGE (a URL it cannot
+ * read, a TLS option that does not load), -SQ_ERESOLVE, -SQ_ETLS (the handshake failed: a
+ * certificate that does not verify, an alert; or TLS that one side requires and the other does
+ * not offer), -errno or -SQ_EPARSE (the server is not a NATS server), with err saying which and
+ * why. */
+SQ_MUST_CHECK int sq_ctlbus_connect(const char *url, const char *name,
+                                    const struct sq_tls_client_opts *tls, bool tls_first,
+                                    int64_t timeout_ns, struct sq_ctlbus **out, char *err,
+                                    size_t len);
 void sq_ctlbus_close(struct sq_ctlbus *b); /* NULL is a no-op */
 
 /* The reading thread only: connects again to the URL sq_ctlbus_connect was given (the old

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/clock.h"
 #include "base/parse.h"
@@ -13,7 +14,14 @@
 const char sq_distopts_usage[] =
     "      --agents N          run on N agents (squall agent) found over NATS instead of here;\n"
     "                          each runs its execution segment of the load (docs/distributed.md)\n"
-    "      --nats URL          with --agents: the NATS server (nats://host:4222)\n"
+    "      --nats URL          with --agents: the NATS server (nats://host:4222; tls://host:4222\n"
+    "                          for NATS over TLS)\n"
+    "      --nats-cacert FILE  tls://: the CAs that sign the NATS server's certificate\n"
+    "                          (default: the system's)\n"
+    "      --nats-cert FILE, --nats-key FILE  tls://: a client certificate (mutual TLS)\n"
+    "      --nats-insecure     tls://: do not verify the NATS server's certificate\n"
+    "      --nats-tls-first    tls://: shake hands before the server's INFO (a server with\n"
+    "                          tls { handshake_first: true })\n"
     "      --agent-wait D      how long to look for idle agents (default 10s)\n"
     "      --tolerate-agent-loss  exit 0 when an agent is lost mid-run (its data up to the loss\n"
     "                          is kept either way)\n"
@@ -112,6 +120,21 @@ int sq_distopts_flag(struct sq_distopts *d, int opt, const char *flag, const cha
                                 flag, arg);
         d->control = arg;
         return 1;
+    case SQ_DISTOPT_NATS_CACERT:
+    case SQ_DISTOPT_NATS_CERT:
+    case SQ_DISTOPT_NATS_KEY:
+        if (!arg[0])
+            return sq_flag_fail(err, len, "%s: '' is not a file", flag);
+        *(opt == SQ_DISTOPT_NATS_CACERT ? &d->nats_cacert
+          : opt == SQ_DISTOPT_NATS_CERT ? &d->nats_cert
+                                        : &d->nats_key) = arg;
+        return 1;
+    case SQ_DISTOPT_NATS_INSECURE:
+        d->nats_insecure = true;
+        return 1;
+    case SQ_DISTOPT_NATS_TLS_FIRST:
+        d->nats_tls_first = true;
+        return 1;
     case SQ_DISTOPT_SEGMENTS: {
         struct sq_rat pt[SQ_SEG_MAX_PARTS + 1];
         uint32_t n;
@@ -126,6 +149,40 @@ int sq_distopts_flag(struct sq_distopts *d, int opt, const char *flag, const cha
     }
 }
 
+/* The first NATS TLS flag given, or NULL. */
+static const char *tls_flag(const struct sq_distopts *d)
+{
+    return d->nats_cacert      ? "--nats-cacert"
+           : d->nats_cert      ? "--nats-cert"
+           : d->nats_key       ? "--nats-key"
+           : d->nats_insecure  ? "--nats-insecure"
+           : d->nats_tls_first ? "--nats-tls-first"
+                               : NULL;
+}
+
+int sq_distopts_tls_check(const struct sq_distopts *d, char *err, size_t len)
+{
+    const char *f = tls_flag(d);
+    if (!f)
+        return 0;
+    if (!d->nats || strncasecmp(d->nats, "tls://", 6) != 0)
+        return sq_flag_fail(err, len, "%s is for NATS over TLS: a tls://HOST[:PORT] --nats URL", f);
+    if (!d->nats_cert != !d->nats_key)
+        return sq_flag_fail(err, len, "%s needs %s (a client certificate and its key)",
+                            d->nats_cert ? "--nats-cert" : "--nats-key",
+                            d->nats_cert ? "--nats-key" : "--nats-cert");
+    return 0; /* the files are read at the connect (the agents parse these flags too, as part of
+                 the job, where the controller's paths need not exist) */
+}
+
+struct sq_tls_client_opts sq_distopts_tls(const struct sq_distopts *d)
+{
+    return (struct sq_tls_client_opts){.insecure = d->nats_insecure,
+                                       .cacert = d->nats_cacert,
+                                       .cert = d->nats_cert,
+                                       .key = d->nats_key};
+}
+
 int sq_distopts_check(const struct sq_distopts *d, char *err, size_t len)
 {
     if (d->agents && d->control)
@@ -134,15 +191,19 @@ int sq_distopts_check(const struct sq_distopts *d, char *err, size_t len)
     if (d->agents && !d->nats)
         return sq_flag_fail(err, len, "--agents needs --nats URL (the agents' NATS server)");
     if (!d->agents && (d->nats || d->agent_wait_ns || d->tolerate_loss || d->prefix ||
-                       d->segments || d->nats_outage_ns)) {
+                       d->segments || d->nats_outage_ns || tls_flag(d))) {
         const char *f = d->nats             ? "--nats"
                         : d->agent_wait_ns  ? "--agent-wait"
                         : d->tolerate_loss  ? "--tolerate-agent-loss"
                         : d->prefix         ? "--subject-prefix"
                         : d->nats_outage_ns ? "--nats-outage"
-                                            : "--segments";
+                        : d->segments       ? "--segments"
+                                            : tls_flag(d);
         return sq_flag_fail(err, len, "%s applies to a run on agents (--agents N)", f);
     }
+    int rc = sq_distopts_tls_check(d, err, len);
+    if (rc < 0)
+        return rc;
     if (d->segments) {
         struct sq_rat pt[SQ_SEG_MAX_PARTS + 1];
         uint32_t n = 0;

@@ -7,7 +7,8 @@ nothing the brokers use (the wrong CA).
 Peers, started and stopped here by PID on free loopback ports:
   - nats-server with tls { cert_file, key_file } (and ca_file, verify: true for mTLS) and its
     monitoring port: the server sends INFO in the clear with tls_required, squall switches the
-    same socket to TLS before CONNECT; /varz in_msgs is the server's own count of what arrived.
+    same socket to TLS before CONNECT; /varz in_msgs is the server's own count of what arrived,
+    /connz the TLS version of each client (a distributed run's agents, by name).
   - mosquitto with two TLS listeners (cafile/certfile/keyfile; the second with
     require_certificate true): mosquitto_sub --cafile, an independent subscriber, counts what
     the broker delivered.
@@ -18,6 +19,7 @@ import http.client as httpclient
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -217,6 +219,206 @@ class BusTls(unittest.TestCase):
         self.assertEqual(doc["requests"]["completed"], 300, p.stderr)
         self.assertEqual(got["pubs"], 300)
         self.assertIn(b'"tls_required":true', got["connect"])
+
+    # ---- distributed runs: the agents' and the controller's NATS connection over TLS ----
+
+    def connz_tls(self, mon):
+        """{client name: tls_version} of the server's connections (its monitoring port)."""
+        c = httpclient.HTTPConnection(HOST, mon, timeout=10)
+        c.request("GET", "/connz?limit=1000")
+        doc = json.loads(c.getresponse().read())
+        c.close()
+        return {x.get("name", ""): x.get("tls_version", "") for x in doc.get("connections") or []}
+
+    def distributed_run(self, port, mon, prefix, agent_args, ctl_args):
+        """Two agents and a controller over tls://, against `squall target`: the merged count is
+        the target's, and the server says each agent's connection runs TLS."""
+        target, tport = sqtest.start_target("-t", "1")
+        url = "tls://%s:%d" % (HOST, port)
+        agents = []
+        try:
+            for name in ("tls-a1", "tls-a2"):
+                agents.append(sqtest.Agent(url, name, prefix, *agent_args))
+            conns = self.connz_tls(mon)
+            for name in ("tls-a1", "tls-a2"):
+                self.assertTrue(conns.get("squall-agent " + name, "").startswith("1."), conns)
+            sqtest.http(tport, "POST", "/stats/reset")
+            p, doc, _ = sqtest.run_json(
+                "http://%s:%d/fast" % (HOST, tport), "-r", "200", "-d", "2s", "-c", "4", "-t",
+                "1", "--agents", "2", "--nats", url, "--subject-prefix", prefix, *ctl_args,
+                timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            r = doc["requests"]
+            self.assertEqual(r["arrivals"], 400)
+            self.assertEqual(doc["cluster"]["merged_agents"], ["tls-a1", "tls-a2"])
+            st = sqtest.json_get(tport, "/stats")
+            self.assertGreater(r["completed"], 0)
+            self.assertEqual(st["arrivals"]["count"], r["completed"] + r["failed"], (st, r))
+            self.assertEqual(r["sent"], r["completed"])
+        finally:
+            for a in agents:
+                log = a.stop()
+                self.assertNotIn("Sanitizer", log)
+            sqtest.stop(target)
+
+    def test_distributed_run_over_tls(self):
+        self.distributed_run(self.nats_port, self.nats_mon, "dtls", ["--cacert", self.ca],
+                             ["--nats-cacert", self.ca])
+
+    def test_distributed_run_over_mutual_tls(self):
+        self.distributed_run(self.natsm_port, self.natsm_mon, "dmtls",
+                             ["--cacert", self.ca, "--cert", self.cert, "--key", self.key],
+                             ["--nats-cacert", self.ca, "--nats-cert", self.cert, "--nats-key",
+                              self.key])
+
+    def test_distributed_run_rides_out_a_tls_server_restart(self):
+        """The TLS server SIGKILLed mid-run and started again on its port: the agents and the
+        controller redial with a new handshake, and every request the target served is counted
+        once. The server wants a user and password too: the URL's, in CONNECT over TLS (and
+        redacted in the agent's log)."""
+        port, mon = free_port(), free_port()
+        conf = os.path.join(self.dir, "nats-outage.conf")
+        with open(conf, "w") as f:
+            f.write('listen: "%s:%d"\nhttp: "%s:%d"\n'
+                    'authorization { user: ctl, password: s3cr3t }\ntls {\n  cert_file: "%s"\n  key_file: "%s"\n'
+                    '  timeout: 5\n}\n' % (HOST, port, HOST, mon,
+                                           os.path.join(self.dir, "server.pem"),
+                                           os.path.join(self.dir, "server.key")))
+
+        def start_nats():
+            p = subprocess.Popen([NATS, "-c", conf], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            sqtest.wait_port(port, p)
+            return p
+
+        nats = start_nats()
+        target, tport = sqtest.start_target("-t", "1")
+        url = "tls://ctl:s3cr3t@%s:%d" % (HOST, port)
+        agents, ctl = [], None
+        try:
+            agents = [sqtest.Agent(url, n, "dout", "--cacert", self.ca) for n in ("o1", "o2")]
+            sqtest.http(tport, "POST", "/stats/reset")
+            ctl = subprocess.Popen(
+                [sqtest.squall_path(), "http://%s:%d/fast" % (HOST, tport), "-r", "200", "-d",
+                 "5s", "-c", "4", "-t", "1", "--agents", "2", "--nats", url, "--subject-prefix",
+                 "dout", "--nats-cacert", self.ca, "--json", "-"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                text=True)
+            lines = []
+            reader = threading.Thread(target=lambda: lines.extend(ctl.stderr), daemon=True)
+            reader.start()
+            deadline = time.monotonic() + 20
+            while not any("agents start in" in l for l in lines):
+                self.assertLess(time.monotonic(), deadline, "".join(lines))
+                time.sleep(0.02)
+            time.sleep(2.0)  # into the run
+            sqtest.stop_proc(nats, signal.SIGKILL)
+            time.sleep(1.5)
+            nats = start_nats()  # the same port, a new TLS server process
+            out, _ = ctl.communicate(timeout=60)
+            reader.join(10)
+            err = "".join(lines)
+            self.assertEqual(ctl.returncode, 0, err)
+            doc = json.loads(out)
+            c, r = doc["cluster"], doc["requests"]
+            self.assertIsNone(c["incomplete"], err)
+            self.assertGreaterEqual(c["controller"]["nats_outages"], 1, c["controller"])
+            served = sqtest.json_get(tport, "/stats")["arrivals"]["count"]
+            self.assertEqual((r["sent"], r["completed"]), (served, served), r)
+            for a in c["agents"]:
+                self.assertEqual(a["seconds_missing"], 0, a)
+            conns = self.connz_tls(mon)  # back over TLS, both agents
+            for name in ("o1", "o2"):
+                self.assertTrue(conns.get("squall-agent " + name, "").startswith("1."), conns)
+        finally:
+            if ctl and ctl.poll() is None:
+                sqtest.stop_proc(ctl)
+            logs = [a.stop() for a in agents]
+            sqtest.stop(target)
+            sqtest.stop_proc(nats)
+        for log in logs:
+            self.assertIn("NATS is back", log)
+            self.assertIn("ready on tls://ctl:[redacted]@", log)
+            self.assertNotIn("s3cr3t", log)
+
+    def run_agent(self, *args):
+        return subprocess.run([sqtest.squall_path(), "agent", "--once", *args],
+                              capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+
+    def test_distributed_tls_refusals_say_why(self):
+        url, murl = ("tls://%s:%d" % (HOST, self.nats_port),
+                     "tls://%s:%d" % (HOST, self.natsm_port))
+        # a certificate that does not verify: the agent and the controller stop, exit 1
+        p = self.run_agent("--nats", url, "--cacert", self.other_ca)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("certificate verify failed", p.stderr)
+        p, _ = sqtest.run_squall("http://%s:1/" % HOST, "-n", "1", "--agents", "1", "--nats",
+                                 url, "--nats-cacert", self.other_ca)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("certificate verify failed", p.stderr)
+        # mutual TLS without a client certificate: the server's alert, named
+        p = self.run_agent("--nats", murl, "--cacert", self.ca)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("certificate", p.stderr)
+        # nats:// on a server that requires TLS
+        p = self.run_agent("--nats", "nats://%s:%d" % (HOST, self.nats_port))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("requires TLS: use tls://", p.stderr)
+        # TLS flags with a plain URL, a certificate without its key: bad flags (2)
+        p = self.run_agent("--nats", "nats://%s:%d" % (HOST, self.nats_port), "-k")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        p = self.run_agent("--nats", url, "--cert", self.cert)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        p, _ = sqtest.run_squall("http://%s:1/" % HOST, "-n", "1", "--agents", "1", "--nats",
+                                 "nats://%s:%d" % (HOST, self.nats_port), "--nats-cacert",
+                                 self.ca)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("tls://", p.stderr)
+
+    def test_agent_tls_first_shakes_hands_before_info(self):
+        # as test_nats_tls_first_...: this file's own server, TLS from the first byte
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(os.path.join(self.dir, "server.pem"),
+                            os.path.join(self.dir, "server.key"))
+        lsock = socket.create_server((HOST, 0))
+        port = lsock.getsockname()[1]
+        got = {"connect": b"", "subs": 0}
+
+        def serve():
+            try:
+                raw, _ = lsock.accept()
+                raw.settimeout(20)
+                with ctx.wrap_socket(raw, server_side=True) as s:
+                    s.sendall(b'INFO {"server_id":"t","version":"2.10.0","proto":1,'
+                              b'"max_payload":1048576,"headers":true,"tls_required":true}\r\n')
+                    f = s.makefile("rb")
+                    while True:
+                        line = f.readline()
+                        if not line:
+                            return
+                        if line.startswith(b"CONNECT "):
+                            got["connect"] = line
+                        elif line.startswith(b"SUB "):
+                            got["subs"] += 1
+                        elif line.startswith(b"PING"):
+                            s.sendall(b"PONG\r\n")
+            except OSError:
+                pass
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        agent = None
+        try:
+            agent = sqtest.Agent("tls://%s:%d" % (HOST, port), "first", "dfirst", "--tls-first",
+                                 "--cacert", self.ca)
+        finally:
+            if agent:
+                agent.stop()
+            lsock.close()
+        t.join(20)
+        self.assertIn(b'"tls_required":true', got["connect"])
+        self.assertEqual(got["subs"], 2)  # discover and its own subject
 
     # ---- MQTT: TLS right after the TCP connect ----
 

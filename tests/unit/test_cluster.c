@@ -649,7 +649,7 @@ static int spawn_nats(void)
         char url[64], err[256];
         snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
         struct sq_ctlbus *b;
-        if (sq_ctlbus_connect(url, "probe", SQ_NS_PER_S, &b, err, sizeof(err)) == 0) {
+        if (sq_ctlbus_connect(url, "probe", NULL, false, SQ_NS_PER_S, &b, err, sizeof(err)) == 0) {
             sq_ctlbus_close(b);
             return 0;
         }
@@ -698,8 +698,10 @@ static void bus_against_nats_server(void **state)
     char url[64], err[256];
     snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
     struct sq_ctlbus *a, *b;
-    assert_int_equal(sq_ctlbus_connect(url, "a", SQ_NS_PER_S, &a, err, sizeof(err)), 0);
-    assert_int_equal(sq_ctlbus_connect(url, "b", SQ_NS_PER_S, &b, err, sizeof(err)), 0);
+    assert_int_equal(sq_ctlbus_connect(url, "a", NULL, false, SQ_NS_PER_S, &a, err, sizeof(err)),
+                     0);
+    assert_int_equal(sq_ctlbus_connect(url, "b", NULL, false, SQ_NS_PER_S, &b, err, sizeof(err)),
+                     0);
     assert_int_equal(sq_ctlbus_max_payload(a), 65536);
     uint64_t sid;
     assert_int_equal(sq_ctlbus_sub(b, "t.x", &sid), 0);
@@ -763,13 +765,14 @@ static void bus_against_nats_server(void **state)
     sq_ctlbus_close(a);
     sq_ctlbus_close(b);
     /* what is not a NATS URL, and nothing listening */
-    assert_int_equal(sq_ctlbus_connect("http://x", "c", SQ_NS_PER_S, &a, err, sizeof(err)),
-                     -SQ_EUSAGE);
     assert_int_equal(
-        sq_ctlbus_connect("nats://127.0.0.1:99999", "c", SQ_NS_PER_S, &a, err, sizeof(err)),
+        sq_ctlbus_connect("http://x", "c", NULL, false, SQ_NS_PER_S, &a, err, sizeof(err)),
         -SQ_EUSAGE);
-    assert_true(sq_ctlbus_connect("nats://127.0.0.1:1", "c", SQ_NS_PER_S, &a, err, sizeof(err)) <
-                0);
+    assert_int_equal(sq_ctlbus_connect("nats://127.0.0.1:99999", "c", NULL, false, SQ_NS_PER_S, &a,
+                                       err, sizeof(err)),
+                     -SQ_EUSAGE);
+    assert_true(sq_ctlbus_connect("nats://127.0.0.1:1", "c", NULL, false, SQ_NS_PER_S, &a, err,
+                                  sizeof(err)) < 0);
     assert_non_null(strstr(err, "cannot connect"));
 }
 
@@ -784,8 +787,10 @@ static void bus_reconnects_after_a_restart(void **state)
     char url[64], err[256];
     snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
     struct sq_ctlbus *a, *b;
-    assert_int_equal(sq_ctlbus_connect(url, "a", SQ_NS_PER_S, &a, err, sizeof(err)), 0);
-    assert_int_equal(sq_ctlbus_connect(url, "b", SQ_NS_PER_S, &b, err, sizeof(err)), 0);
+    assert_int_equal(sq_ctlbus_connect(url, "a", NULL, false, SQ_NS_PER_S, &a, err, sizeof(err)),
+                     0);
+    assert_int_equal(sq_ctlbus_connect(url, "b", NULL, false, SQ_NS_PER_S, &b, err, sizeof(err)),
+                     0);
     uint64_t sid;
     assert_int_equal(sq_ctlbus_sub(b, "t.r", &sid), 0);
     assert_int_equal(sq_ctlbus_sync(b, SQ_NS_PER_S), 0);
