@@ -355,11 +355,40 @@ class OtherFaces(sqtest.TargetCase):
                     f.write(plan_text(self.base))
                 p, doc, _ = sqtest.run_json("run", path, "-q", "-t", "1", "--agents", "2",
                                             "--nats", url, "--subject-prefix", "setup")
-            self.assertEqual(p.returncode, 0, p.stderr)
-            # both agents ran VUs with setup's token (3 VUs: 2 + 1), neither ran setup
-            self.assertEqual(sorted(a["requests"]["sent"] for a in doc["cluster"]["agents"]),
-                             [4, 8])
-            self.assert_once(doc)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                # both agents ran VUs with setup's token (3 VUs: 2 + 1), neither ran setup
+                self.assertEqual(sorted(a["requests"]["sent"]
+                                        for a in doc["cluster"]["agents"]), [4, 8])
+                self.assert_once(doc)
+                # an abortOnFail threshold on the merged figures stops the agents: the
+                # controller's teardown still runs, once
+                self.reset()
+                with open(path, "w") as f:
+                    f.write(plan_text(self.base, """
+                        use:
+                          executor: constant-vus
+                          vus: 2
+                          duration: 30s
+                          flow:
+                            - request:
+                                url: "/status/500?t={{setup.token}}"
+                            - think: 5ms
+                        """, extra=textwrap.dedent("""
+                        thresholds:
+                          http_req_failed:
+                            - threshold: "rate < 0.5"
+                              abortOnFail: true
+                        """)))
+                p, doc, _ = sqtest.run_json("run", path, "-q", "-t", "1", "--agents", "2",
+                                            "--nats", url, "--subject-prefix", "setup",
+                                            timeout=90)
+            self.assertEqual(p.returncode, 99, p.stderr)
+            self.assertTrue(doc["aborted"], doc.get("abort_reason"))
+            st = self.stats()
+            self.assertEqual((st["auth"]["logins"], st["endpoints"]["echo"]), (1, 1))
+            self.assertTrue(doc["teardown"]["ok"], doc["teardown"])
+            self.assertEqual(st["requests"] - st["endpoints"]["stats"],
+                             1 + doc["requests"]["sent"] + 1)
         finally:
             for a in agents:
                 log = a.stop()
