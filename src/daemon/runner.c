@@ -549,9 +549,8 @@ static void job_load(struct jobrun *r)
     if (orc < 0) {
         if (orc == -1 && __atomic_load_n(&job->stop, __ATOMIC_RELAXED)) {
             r->st = SQ_STORE_STOPPED;
-            snprintf(r->why_buf, sizeof(r->why_buf),
-                     "stopped during setup; the scenarios did "
-                     "not run");
+            snprintf(r->why_buf, sizeof(r->why_buf), "%s",
+                     "stopped during setup; the scenarios did not run");
         } else if (orc == -1) {
             size_t n = strlen(r->why_buf);
             snprintf(r->why_buf + n, sizeof(r->why_buf) - n, "; the scenarios did not run");
