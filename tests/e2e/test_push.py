@@ -447,5 +447,105 @@ class TokenHeader(TargetCase):
         self.assertEqual(auth["/write"], "Token tok-i")
         self.assertEqual(auth["/api/v1/write"], "Bearer tok-p")
 
+
+@unittest.skipUnless(os.path.exists(PROMETHEUS) and shutil.which("openssl"),
+                     "prometheus or openssl not installed (scripts/deps.sh test)")
+class PromAuthTls(TargetCase):
+    """--out prometheus-rw=https://user:password@... against a real Prometheus serving HTTPS with
+    basic auth (its --web.config.file): the series arrive, read back through its API with the
+    same credentials."""
+
+    PASSWORD = "rw-p@ss"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="sq-push-prom-")
+        cls.proc = None
+        try:
+            cls._start()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _start(cls):
+        import base64
+        import ssl
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                import crypt  # bcrypt through libcrypt, for Prometheus's basic_auth_users
+            except ImportError:  # gone from Python 3.13
+                raise unittest.SkipTest("no crypt module to hash the basic-auth password")
+        d = cls.dir
+        cls.cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cls.cert,
+                        "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        web = os.path.join(d, "web.yml")
+        with open(web, "w") as f:
+            f.write("tls_server_config:\n  cert_file: %s\n  key_file: %s\n"
+                    "basic_auth_users:\n  sq: '%s'\n"
+                    % (cls.cert, key,
+                       crypt.crypt(cls.PASSWORD, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2 ** 4))))
+        cfg = os.path.join(d, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1h\n")
+        cls.port = free_port()
+        log = open(os.path.join(d, "prometheus.log"), "w")
+        cls.proc = subprocess.Popen([
+            PROMETHEUS, "--web.enable-remote-write-receiver", "--web.config.file=" + web,
+            "--storage.tsdb.path=" + os.path.join(d, "tsdb"),
+            "--web.listen-address=%s:%d" % (HOST, cls.port), "--config.file=" + cfg],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+        cls.ctx = ssl.create_default_context(cafile=cls.cert)
+        cls.auth = "Basic " + base64.b64encode(("sq:" + cls.PASSWORD).encode()).decode()
+        cls.base_url = "https://%s:%d" % (HOST, cls.port)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                cls.get("/-/ready")
+                break
+            except OSError:
+                if cls.proc.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    @classmethod
+    def get(cls, path):
+        req = urllib.request.Request(cls.base_url + path, headers={"Authorization": cls.auth})
+        with urllib.request.urlopen(req, timeout=10, context=cls.ctx) as r:
+            return r.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.proc:
+            stop_proc(cls.proc)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def test_series_arrive_with_credentials_over_https(self):
+        name = "prom-tls-%d" % os.getpid()
+        url = "prometheus-rw=https://sq:%s@%s:%d/api/v1/write" % (
+            urllib.parse.quote(self.PASSWORD, safe=""), HOST, self.port)
+        env = dict(os.environ, SSL_CERT_FILE=self.cert)
+        p = subprocess.run([sqtest.squall_path(), self.base + "/fast", "-q", "-r", "100", "-c",
+                            "2", "-t", "1", "-d", "2s", "--name", name, "--out", url,
+                            "--json", "-"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("p@ss", p.stdout + p.stderr)
+        self.assertNotIn("p%40ss", p.stdout + p.stderr)
+        doc = json.loads(p.stdout)
+        b = doc["push"]["prometheus-rw"]
+        self.assertEqual((b["sent"], b["failed"], b["dropped"]), (b["points"], 0, 0), b)
+        q = urllib.parse.urlencode({"query": 'squall_run_completed_total{run="%s"}' % name})
+        res = json.loads(self.get("/api/v1/query?" + q))["data"]["result"]
+        self.assertEqual(int(float(res[0]["value"][1])), doc["requests"]["completed"])
+
 if __name__ == "__main__":
     sqtest.main()
