@@ -307,7 +307,7 @@ class InfluxAuthTls(TargetCase):
                         "-days", "1", "-subj", "/CN=localhost",
                         "-addext", "subjectAltName=IP:127.0.0.1"],
                        check=True, capture_output=True)
-        cls.port = free_port()
+        cls.rx_port = free_port()
         cfg = os.path.join(d, "influxdb.conf")
         with open(cfg, "w") as f:
             f.write('reporting-enabled = false\nbind-address = "%s:%d"\n'
@@ -317,7 +317,7 @@ class InfluxAuthTls(TargetCase):
                     '[http]\n  bind-address = "%s:%d"\n  log-enabled = false\n'
                     '  auth-enabled = true\n  https-enabled = true\n'
                     '  https-certificate = "%s"\n  https-private-key = "%s"\n'
-                    % (HOST, free_port(), d, d, d, HOST, cls.port, cls.cert, key))
+                    % (HOST, free_port(), d, d, d, HOST, cls.rx_port, cls.cert, key))
         log = open(os.path.join(d, "influxd.log"), "w")
         p = subprocess.Popen([INFLUXD, "-config", cfg], stdout=log, stderr=log,
                              stdin=subprocess.DEVNULL)
@@ -325,7 +325,7 @@ class InfluxAuthTls(TargetCase):
         cls.procs.append(p)
         import ssl
         cls.ctx = ssl.create_default_context(cafile=cls.cert)
-        cls.base_url = "https://%s:%d" % (HOST, cls.port)
+        cls.base_url = "https://%s:%d" % (HOST, cls.rx_port)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -373,7 +373,7 @@ class InfluxAuthTls(TargetCase):
 
     def run_to(self, password, name):
         url = "influxdb=https://sq:%s@%s:%d/sq" % (urllib.parse.quote(password, safe=""), HOST,
-                                                   self.port)
+                                                   self.rx_port)
         env = dict(os.environ, SSL_CERT_FILE=self.cert)  # OpenSSL's default trust, this CA
         p = subprocess.run([sqtest.squall_path(), self.base + "/fast", "-q", "-r", "100", "-c",
                             "2", "-t", "1", "-d", "2s", "--name", name, "--out", url,
@@ -390,7 +390,7 @@ class InfluxAuthTls(TargetCase):
         b = doc["push"]["influxdb"]
         self.assertGreater(b["points"], 0, b)
         self.assertEqual((b["sent"], b["failed"], b["dropped"]), (b["points"], 0, 0), b)
-        self.assertEqual(b["url"], "https://%s:%d/sq" % (HOST, self.port))
+        self.assertEqual(b["url"], "https://%s:%d/sq" % (HOST, self.rx_port))
         res = self.query('SELECT sum("count") FROM squall_http_reqs WHERE "run" = \'%s\''
                          % name, db="sq")
         self.assertEqual(res["results"][0]["series"][0]["values"][0][1],
@@ -461,7 +461,7 @@ class PromAuthTls(TargetCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.dir = tempfile.mkdtemp(prefix="sq-push-prom-")
-        cls.proc = None
+        cls.rx_proc = None
         try:
             cls._start()
         except BaseException:
@@ -495,24 +495,24 @@ class PromAuthTls(TargetCase):
         cfg = os.path.join(d, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write("global:\n  scrape_interval: 1h\n")
-        cls.port = free_port()
+        cls.rx_port = free_port()
         log = open(os.path.join(d, "prometheus.log"), "w")
-        cls.proc = subprocess.Popen([
+        cls.rx_proc = subprocess.Popen([
             PROMETHEUS, "--web.enable-remote-write-receiver", "--web.config.file=" + web,
             "--storage.tsdb.path=" + os.path.join(d, "tsdb"),
-            "--web.listen-address=%s:%d" % (HOST, cls.port), "--config.file=" + cfg],
+            "--web.listen-address=%s:%d" % (HOST, cls.rx_port), "--config.file=" + cfg],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
         cls.ctx = ssl.create_default_context(cafile=cls.cert)
         cls.auth = "Basic " + base64.b64encode(("sq:" + cls.PASSWORD).encode()).decode()
-        cls.base_url = "https://%s:%d" % (HOST, cls.port)
+        cls.base_url = "https://%s:%d" % (HOST, cls.rx_port)
         deadline = time.monotonic() + 60
         while True:
             try:
                 cls.get("/-/ready")
                 break
             except OSError:
-                if cls.proc.poll() is not None or time.monotonic() > deadline:
+                if cls.rx_proc.poll() is not None or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
 
@@ -524,15 +524,15 @@ class PromAuthTls(TargetCase):
 
     @classmethod
     def tearDownClass(cls):
-        if cls.proc:
-            stop_proc(cls.proc)
+        if cls.rx_proc:
+            stop_proc(cls.rx_proc)
         shutil.rmtree(cls.dir, ignore_errors=True)
         super().tearDownClass()
 
     def test_series_arrive_with_credentials_over_https(self):
         name = "prom-tls-%d" % os.getpid()
         url = "prometheus-rw=https://sq:%s@%s:%d/api/v1/write" % (
-            urllib.parse.quote(self.PASSWORD, safe=""), HOST, self.port)
+            urllib.parse.quote(self.PASSWORD, safe=""), HOST, self.rx_port)
         env = dict(os.environ, SSL_CERT_FILE=self.cert)
         p = subprocess.run([sqtest.squall_path(), self.base + "/fast", "-q", "-r", "100", "-c",
                             "2", "-t", "1", "-d", "2s", "--name", name, "--out", url,
