@@ -212,6 +212,9 @@ static int prepare_plan(struct job *k, const struct sq_seg *seg, char *err, size
     int rc = sq_planrun_parse_argv(&k->po, k->argc, k->argv, err, errlen);
     if (rc != 0)
         return rc > 0 ? -SQ_EUSAGE : rc;
+    /* setup: and teardown: ran (or will run) once on the controller: setup's values came */
+    const json_t *setup = json_object_get(k->j, "setup");
+    k->po.once_elsewhere = json_is_object(setup);
     struct sq_plan_error perr;
     memset(&perr, 0, sizeof(perr));
     rc = sq_plan_load_text(name, json_string_value(ptext), json_string_length(ptext), dir, &k->p,
@@ -222,6 +225,8 @@ static int prepare_plan(struct job *k, const struct sq_seg *seg, char *err, size
     }
     rc = sq_planrun_prepare(&k->pr, k->p, &k->po, err, errlen);
     k->pr_set = true;
+    if (rc == 0 && setup) /* every VU of this agent reads {{setup.NAME}} */
+        rc = sq_planrun_setup_from_json(&k->pr, setup, err, errlen);
     if (rc == 0)
         rc = sq_net_raise_nofile(sq_seg_share(seg, k->pr.vus), "VUs", err, errlen);
     if (rc == 0) /* auth.oauth2: this agent's own first token */

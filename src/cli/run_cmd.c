@@ -48,7 +48,8 @@ static const char run_usage[] =
     "      --out ndjson=FILE   write one JSON line per request (scenario and step named)\n"
     "      --out prometheus-rw=URL  stream the per-second series to Prometheus's remote-write\n"
     "                          receiver (http://HOST:9090/api/v1/write) while the run goes\n"
-    "      --out influxdb=URL  the same to InfluxDB 1.x (http://HOST:8086/DB, line protocol);\n"
+    "      --out influxdb=URL  the same to InfluxDB 1.x (http://HOST:8086/DB, line protocol;\n"
+    "                          https:// and user:password@ too, tokens from the environment);\n"
     "                          a slow or dead receiver never slows the load (drops counted)\n"
     "      --sample F          with --out ndjson: record this share of requests (0 < F <= 1)\n"
     "      --http2             every scenario over HTTP/2 (h2c for http://, ALPN h2 for\n"
@@ -270,13 +271,15 @@ static int plan_sink(struct plancmd *c)
 static int plan_prepare(struct plancmd *c)
 {
     char err[SQ_PREP_ERRLEN];
-    c->o.run_once = !c->o.dist.agents; /* setup: and teardown: run here, not on agents */
+    c->o.run_once = true; /* setup: and teardown: run here, on agents' runs too (the controller) */
     const struct sq_planrun_opts *o = &c->o;
     int rc = sq_planrun_prepare(&c->run, c->p, o, err, sizeof(err));
     c->prepared = true;
     if (rc == 0 && !o->dist.agents) /* on agents, each raises its own */
         rc = sq_net_raise_nofile(c->run.vus, "VUs", err, sizeof(err));
-    if (rc == 0 && !o->dist.agents) /* auth.oauth2's first token (each agent fetches its own) */
+    /* auth.oauth2's first token (each agent fetches its own; the controller's setup: and
+     * teardown: need one here) */
+    if (rc == 0 && (!o->dist.agents || c->p->setup || c->p->teardown))
         rc = sq_planrun_begin(&c->run, err, sizeof(err));
     if (rc < 0)
         return sq_cli_prep_error(FACE, rc, err);
@@ -347,7 +350,19 @@ static int plan_run(struct plancmd *c)
             return SQ_EXIT_FAIL;
         }
     }
-    rc = sq_cli_load_run(&c->load, c->run.open, length_ns, on_tick, c);
+    if (c->load.job && (c->p->setup || c->p->teardown)) {
+        /* the agents run the scenarios alone: setup's values go with the job (an empty object
+         * for a plan with teardown only: it tells the agent the controller runs them) */
+        char why[300];
+        json_t *vals = sq_planrun_setup_json(&c->run, why, sizeof(why));
+        if (!vals || json_object_set_new(c->load.job, "setup", vals) < 0) {
+            fprintf(stderr, "squall: %s\n", vals ? "out of memory" : why);
+            sq_cli_load_abandon(&c->load);
+            rc = SQ_EXIT_FAIL;
+        }
+    }
+    if (rc == 0)
+        rc = sq_cli_load_run(&c->load, c->run.open, length_ns, on_tick, c);
     if (c->p->teardown) { /* after the scenarios, even when a signal or a threshold stopped them */
         if (sq_planrun_once(&c->run, true, sq_cli_signals_again()) < 0)
             fprintf(stderr, "squall: teardown: out of memory\n");

@@ -73,6 +73,12 @@ SQ_MUST_CHECK int sq_daemon__req_setup(struct sq_daemon__req *rq, struct sq_run_
  * stops the run; *why says which). */
 bool sq_daemon__req_tick(struct sq_daemon__req *rq, const struct sq_second *s,
                          const struct sq_hist *h, const char **why);
+/* A plan's setup: (teardown false) or teardown: flow, once, on the runner (face/planrun.h's
+ * sq_planrun_once), stopped by *stop. Returns 0 when there is none or it went well; -1 when it
+ * did not (why: "setup failed: 1 of its 1 checks failed"), or -ENOMEM. Its figures go into the
+ * document's setup / teardown block. */
+SQ_MUST_CHECK int sq_daemon__req_once(struct sq_daemon__req *rq, bool teardown, volatile int *stop,
+                                      char *why, size_t len);
 /* After sq_run: the squall.result/1 document, exactly what the CLI writes with --json for the
  * same run (NULL when out of memory). */
 json_t *sq_daemon__req_doc(struct sq_daemon__req *rq, struct sq_result *res);
@@ -226,9 +232,10 @@ struct sq_daemon__job {
     struct sq_daemon__job *next;
     int64_t id;
     struct sq_daemon__req *req;
-    volatile int stop;      /* the run's stop flag (cfg.stop): atomic stores and loads */
-    bool shutting_down;     /* stopped because the daemon shuts down (under d->mu) */
-    struct sq_run_ctl *ctl; /* the run's control (cfg.ctl) while it is the running job, or NULL */
+    volatile int stop;       /* the run's stop flag (cfg.stop): atomic stores and loads */
+    volatile int stop_again; /* a stop asked again: the plan's teardown: stops at once */
+    bool shutting_down;      /* stopped because the daemon shuts down (under d->mu) */
+    struct sq_run_ctl *ctl;  /* the run's control (cfg.ctl) while it is the running job, or NULL */
 };
 
 /* A held API request waiting for the ops thread. gone() clears h. */

@@ -193,6 +193,7 @@ static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t
     r->po.net.egress = r->egress;
     r->po.plan = r->plan_name;
     r->po.refuse_scripts = true;
+    r->po.run_once = true; /* setup: and teardown: on the runner (sq_daemon__req_once) */
     r->po.threads = cfg->threads;
     if (cfg->timeout_ns)
         r->po.timeout_ns = cfg->timeout_ns;
@@ -354,6 +355,21 @@ int sq_daemon__req_setup(struct sq_daemon__req *r, struct sq_run_config **cfg, c
             r->pr.cfg.run_id = r->sink_run_id = sq_run_new_id();
     }
     return sq_net_raise_nofile(need, r->kind == SQ_STORE_QUICK ? "connections" : "VUs", err, len);
+}
+
+int sq_daemon__req_once(struct sq_daemon__req *r, bool teardown, volatile int *stop, char *why,
+                        size_t len)
+{
+    if (r->kind != SQ_STORE_PLAN || !(teardown ? r->plan->teardown : r->plan->setup))
+        return 0;
+    /* its own seconds are not the run's: no tick, no live event, no stored second */
+    int rc = sq_planrun_once(&r->pr, teardown, stop);
+    if (rc < 0)
+        return fail(why, len, rc, "%s: out of memory", teardown ? "teardown" : "setup");
+    const struct sq_planrun_once *o = teardown ? &r->pr.teardown : &r->pr.setup;
+    if (o->ok)
+        return 0;
+    return fail(why, len, -1, "%s failed: %s", teardown ? "teardown" : "setup", o->why);
 }
 
 bool sq_daemon__req_tick(struct sq_daemon__req *r, const struct sq_second *s,

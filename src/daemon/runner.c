@@ -542,8 +542,30 @@ static void job_load(struct jobrun *r)
         r->cfg->on_tick_steps = on_tick_steps;
         r->x.steps = true;
     }
+    /* a plan's setup: once before the load (what it extracts, every VU reads); a setup that
+     * fails or is stopped ends the run before the scenarios, and no teardown runs (squall run's
+     * rule) */
+    int orc = sq_daemon__req_once(job->req, false, &job->stop, r->why_buf, sizeof(r->why_buf));
+    if (orc < 0) {
+        if (orc == -1 && __atomic_load_n(&job->stop, __ATOMIC_RELAXED)) {
+            r->st = SQ_STORE_STOPPED;
+            snprintf(r->why_buf, sizeof(r->why_buf), "%s",
+                     "stopped during setup; the scenarios did not run");
+        } else if (orc == -1) {
+            size_t n = strlen(r->why_buf);
+            snprintf(r->why_buf + n, sizeof(r->why_buf) - n, "; the scenarios did not run");
+        }
+        r->rc = orc == -1 ? -EPROTO : orc;
+        r->reason = r->why_buf;
+        return;
+    }
     const char *why = NULL;
     r->rc = sq_run(r->cfg, &r->res, &why);
+    /* the plan's teardown: once after the load, also when a stop or an abortOnFail threshold
+     * ended it; a second stop ends the teardown at once */
+    char td_why[320];
+    if (sq_daemon__req_once(job->req, true, &job->stop_again, td_why, sizeof(td_why)) < 0)
+        sq_daemon__log(d, "run %lld: %s", (long long)job->id, td_why);
     if (r->rc < 0) {
         snprintf(r->why_buf, sizeof(r->why_buf), "%s: %s", why ? why : "the run could not start",
                  sq_strerror(r->rc));
@@ -703,6 +725,8 @@ bool sq_daemon__stop_running(struct sq_daemon *d, int64_t id)
     bool hit = false;
     pthread_mutex_lock(&d->mu);
     if (d->running && d->running->id == id) {
+        if (__atomic_load_n(&d->running->stop, __ATOMIC_RELAXED)) /* asked again */
+            __atomic_store_n(&d->running->stop_again, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&d->running->stop, 1, __ATOMIC_RELAXED);
         hit = true;
     }

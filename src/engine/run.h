@@ -131,6 +131,16 @@ struct sq_run_url {
     size_t request_len;
     bool head;                  /* a HEAD request: its responses carry no body */
     const struct sq_h2_req *h2; /* HTTP/2 runs: the same request for nghttp2; else NULL */
+    uint16_t origin;            /* with sq_run_config.origins: the origin it is sent to */
+};
+
+/* --urls on several hosts (plain HTTP/1.1): each connection belongs to one origin for its
+ * whole life (connection g to origins[g % norigins], round-robin over that origin's addresses)
+ * and sends only that origin's URLs, so a connection never carries a request for another host
+ * and the pools stay apart. */
+struct sq_run_origin {
+    struct sq_addr addrs[SQ_MAX_ADDRS];
+    int naddrs;
 };
 
 struct sq_run_config {
@@ -241,6 +251,10 @@ struct sq_run_config {
      * for each request it starts); request above is the first one's. NULL: one request. */
     const struct sq_run_url *urls;
     uint32_t nurls;
+    /* Optional, with urls: their origins when there are several (each with a URL at least);
+     * norigins 0: every connection goes to addrs. Not with --dns-ttl, a proxy or TLS. */
+    const struct sq_run_origin *origins;
+    uint32_t norigins;
     /* Optional: exchanges (request and response heads, the start of each body) handed to a
      * per-worker hook (engine/capture.h: --verbose, --http-debug). NULL costs nothing. */
     const struct sq_capture *capture;

@@ -361,6 +361,9 @@ static void url_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
     struct sq_engine__worker *w = c->w;
     const struct sq_run_config *cfg = w->cfg;
     uint32_t u = w->url_next;
+    if (SQ_UNLIKELY(cfg->norigins != 0)) /* the next URL of the connection's origin */
+        while (cfg->urls[u].origin != c->global % cfg->norigins)
+            u = u + 1 == cfg->nurls ? 0 : u + 1;
     w->url_next = u + 1 == cfg->nurls ? 0 : u + 1;
     const struct sq_run_url *ru = &cfg->urls[u];
     c->url = (uint16_t)u;

@@ -41,7 +41,11 @@ const struct sq_addr *sq_engine__xport_addr(const struct sq_engine__worker *w,
     if (pin)
         return pin;
     if (SQ_UNLIKELY(w->addr != NULL))
-        return w->addr; /* a wrk script's thread.addr */
+        return w->addr;                       /* a wrk script's thread.addr */
+    if (SQ_UNLIKELY(w->cfg->norigins != 0)) { /* --urls on several hosts: the connection's own */
+        const struct sq_run_origin *o = &w->cfg->origins[global % w->cfg->norigins];
+        return &o->addrs[(global / w->cfg->norigins) % (uint32_t)o->naddrs];
+    }
     if (w->cfg->dns_ttl_ns > 0) {
         sq_engine__addrs_load(&w->run->addrs, global, tmp);
         return tmp;

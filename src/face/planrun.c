@@ -435,17 +435,19 @@ int sq_planrun_prepare(struct sq_planrun *r, const struct sq_plan *p,
     for (size_t i = 0; i < p->nscenarios; i++)
         if ((rc = compile_scen(r, p, o, i, &nh2, err, len)) < 0)
             return rc;
-    if ((p->setup || p->teardown) && !o->run_once)
+    if ((p->setup || p->teardown) && !o->run_once && !o->once_elsewhere)
         return plan_fail(err, len,
-                         "%s:%u:%u: %s: setup: and teardown: run with `squall run` on one "
-                         "machine (not on agents, nor from the daemon or MCP yet)",
+                         "%s:%u:%u: %s: runs once, on the controller: this job came without "
+                         "setup's values (a controller older than this agent?)",
                          p->file, (p->setup ? p->setup : p->teardown)->loc.line,
                          (p->setup ? p->setup : p->teardown)->loc.col,
                          p->setup ? "setup" : "teardown");
     bool all_h2 = nh2 == p->nscenarios && nh2 > 0;
-    if (p->setup && (rc = compile_once(r, p->setup, o, all_h2, &r->once[0], err, len)) < 0)
+    bool here = !o->once_elsewhere; /* an agent's controller runs them */
+    if (here && p->setup && (rc = compile_once(r, p->setup, o, all_h2, &r->once[0], err, len)) < 0)
         return rc;
-    if (p->teardown && (rc = compile_once(r, p->teardown, o, all_h2, &r->once[1], err, len)) < 0)
+    if (here && p->teardown &&
+        (rc = compile_once(r, p->teardown, o, all_h2, &r->once[1], err, len)) < 0)
         return rc;
     struct sq_run_config *cfg = &r->cfg;
     cfg->timeout_ns = p->default_timeout_ns ? p->default_timeout_ns : o->timeout_ns;
@@ -619,8 +621,12 @@ int sq_planrun_once(struct sq_planrun *r, bool teardown, volatile int *stop)
     cfg.scens = &scen;
     cfg.nscens = 1;
     cfg.stop = stop;
-    cfg.on_tick = NULL;
-    cfg.tick_ud = NULL;
+    cfg.on_tick = NULL; /* none of the run's callbacks: they are the scenarios' (a daemon's */
+    cfg.tick_ud = NULL; /* live tables, its control) */
+    cfg.on_tick_steps = NULL;
+    cfg.on_tick_fine = NULL;
+    cfg.on_xsample_live = NULL;
+    cfg.ctl = NULL;
     cfg.on_samples = NULL;
     cfg.watch = NULL;
     cfg.capture = NULL;
@@ -673,4 +679,58 @@ int sq_planrun_once(struct sq_planrun *r, bool teardown, volatile int *stop)
     free(k.vals);
     sq_result_dispose(&res);
     return rc == -ENOMEM ? rc : 0;
+}
+
+json_t *sq_planrun_setup_json(const struct sq_planrun *r, char *err, size_t len)
+{
+    const struct sq_plan *p = r->plan;
+    json_t *o = json_object();
+    if (!o || !p->setup || p->setup_feeder < 0) {
+        if (!o)
+            snprintf(err, len, "out of memory");
+        return o;
+    }
+    const struct sq_feeder *f = p->feeders[p->setup_feeder].data;
+    for (size_t i = 0; i < f->ncolumns; i++) {
+        const struct sq_str *c = &f->cells[i];
+        json_t *v = json_stringn(c->len ? c->p : "", c->len);
+        if (!v) {
+            snprintf(err, len, "setup.%s: its value is not UTF-8 text (it cannot be sent)",
+                     f->columns[i]);
+            json_decref(o);
+            return NULL;
+        }
+        if (json_object_set_new(o, f->columns[i], v) < 0) {
+            snprintf(err, len, "out of memory");
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+int sq_planrun_setup_from_json(struct sq_planrun *r, const json_t *vals, char *err, size_t len)
+{
+    const struct sq_plan *p = r->plan;
+    if (!p->setup || p->setup_feeder < 0)
+        return 0;
+    struct sq_feeder *f = p->feeders[p->setup_feeder].data;
+    if (!json_is_object(vals))
+        return plan_fail(err, len, "%s: setup: its values did not come with the job", p->file);
+    struct sq_str *v = calloc(f->ncolumns ? f->ncolumns : 1, sizeof(*v));
+    if (!v)
+        return no_memory(err, len);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < f->ncolumns; i++) {
+        const json_t *s = json_object_get(vals, f->columns[i]);
+        if (!json_is_string(s))
+            rc = plan_fail(err, len, "%s: setup.%s: its value did not come with the job", p->file,
+                           f->columns[i]);
+        else
+            v[i] = (struct sq_str){json_string_value(s), json_string_length(s)};
+    }
+    if (rc == 0 && sq_feeder_set_row(f, v) < 0)
+        rc = no_memory(err, len);
+    free(v);
+    return rc;
 }

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "face/distopts.h"
 #include "face/netopts.h"
 #include "engine/oauth.h"
@@ -45,9 +47,12 @@ struct sq_planrun_opts {
     /* Refuse a plan with script: (a daemon that runs plans its clients send: their Lua could
      * use io and os). Not a flag; false from sq_planrun_opts_init. */
     bool refuse_scripts;
-    /* the caller runs the plan's setup: and teardown: (sq_planrun_once); without it a plan
-     * that has them is refused (the daemon, MCP and agents do not run them yet) */
+    /* the caller runs the plan's setup: and teardown: (sq_planrun_once); without it (or
+     * once_elsewhere) a plan that has them is refused */
     bool run_once;
+    /* they run elsewhere (an agent: its controller runs them once for the whole test and sends
+     * setup's values, sq_planrun_setup_from_json): not compiled here, nothing refused */
+    bool once_elsewhere;
     struct sq_netopts net;
     struct sq_distopts dist; /* --agents N --nats URL...: a run on agents */
     const char *name;        /* --name: the run's name (over the plan's name:) */
@@ -121,6 +126,17 @@ struct sq_planrun {
  * {{setup.NAME}}. Fills r->setup or r->teardown. Returns 0 (nothing to run, or it ran: see its
  * ok), or -ENOMEM. */
 SQ_MUST_CHECK int sq_planrun_once(struct sq_planrun *r, bool teardown, volatile int *stop);
+
+/* After a setup that completed (here or elsewhere): its values as a JSON object {NAME: value}
+ * (what a controller sends its agents), or NULL (out of memory, or a value that is not UTF-8:
+ * err says which). A plan without setup: an empty object. */
+json_t *sq_planrun_setup_json(const struct sq_planrun *r, char *err, size_t len);
+
+/* On an agent (once_elsewhere): setup's values from its controller, every one of the plan's
+ * setup variables a string in vals; every VU then reads them as {{setup.NAME}}. Returns 0,
+ * -SQ_EPARSE (err names the missing or malformed value) or -ENOMEM. */
+SQ_MUST_CHECK int sq_planrun_setup_from_json(struct sq_planrun *r, const json_t *vals, char *err,
+                                             size_t len);
 
 /* The protocol scenario i runs, as the result names it: "http/1.1", "h2c" or "h2". */
 const char *sq_planrun_protocol(const struct sq_planrun *r, size_t i);

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,10 @@
 
 #include "base/clock.h"
 #include "http/url.h"
+#include "base/b64.h"
+#include "base/redact.h"
 #include "net/egress.h"
+#include "net/tls.h"
 #include "net/sock.h"
 
 #ifdef SQ_HAVE_SNAPPY
@@ -36,8 +40,10 @@ static const char *const class_names[6] = {"other", "1xx", "2xx", "3xx", "4xx", 
 
 struct sq_push {
     enum sq_push_kind kind;
-    char *url, *path, *run, *run_id;
+    char *url, *path, *run, *run_id; /* url: as given, less its password */
     char authority[300];
+    char *auth;                /* the Authorization value (owned, wiped), or NULL */
+    struct sq_tls_client *tls; /* https: the client (the system's CAs, or SSL_CERT_FILE) */
     bool open_model;
     struct sq_addr addr;
     const struct sq_egress *egress;
@@ -347,6 +353,56 @@ static int wait_fd(struct sq_push *p, int fd, short events, int64_t deadline)
     }
 }
 
+/* The TLS handshake of an https receiver on a connected fd, within the deadline. 0, or -1 with
+ * last_error set. */
+static int tls_open(struct sq_push *p, int fd, struct sq_tls_conn **tc, int64_t deadline)
+{
+    if (sq_tls_conn_client(p->tls, NULL, fd, tc) < 0) {
+        set_error(p, "tls: out of memory");
+        return -1;
+    }
+    for (;;) {
+        int rc = sq_tls_handshake(*tc);
+        if (rc == 0)
+            return 0;
+        if (rc != -EAGAIN) {
+            const char *e = sq_tls_conn_error(*tc);
+            set_error(p, "tls: %s", e && e[0] ? e : strerror(-rc));
+            return -1;
+        }
+        if ((rc = wait_fd(p, fd, sq_tls_want_write(*tc) ? POLLOUT : POLLIN, deadline)) <= 0) {
+            set_error(p, "tls: %s", rc < 0 ? strerror(-rc) : "no handshake within the deadline");
+            return -1;
+        }
+    }
+}
+
+/* Sends buf[0, n) whole (over TLS when tc). 0, or -1 with last_error set. */
+static int send_all(struct sq_push *p, int fd, struct sq_tls_conn *tc, const char *buf, size_t n,
+                    int64_t deadline)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w =
+            tc ? sq_tls_write(tc, buf + off, n - off) : send(fd, buf + off, n - off, MSG_NOSIGNAL);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        int err = tc ? (int)-w : errno;
+        if (w < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+            set_error(p, "I/O: %s", strerror(err));
+            return -1;
+        }
+        int rc = wait_fd(p, fd, POLLOUT, deadline);
+        if (rc <= 0) {
+            set_error(p, "%s", rc < 0 ? strerror(-rc) : "no answer within the deadline");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* One POST; 0 when the answer is 2xx, else -1 with last_error set. */
 static int post_once(struct sq_push *p, const char *head, size_t hlen, const char *body,
                      size_t blen)
@@ -361,80 +417,66 @@ static int post_once(struct sq_push *p, const char *head, size_t hlen, const cha
         set_error(p, "connect: %s", strerror(-fd));
         return -1;
     }
+    struct sq_tls_conn *tc = NULL;
+    int ret = -1;
     int rc = wait_fd(p, fd, POLLOUT, deadline);
-    if (rc < 0)
-        goto io_error;
-    if (rc == 0) {
-        set_error(p, "connect timed out");
-        close(fd);
-        return -1;
+    if (rc <= 0) {
+        set_error(p, "connect: %s", rc < 0 ? strerror(-rc) : "timed out");
+        goto out;
     }
     if ((rc = sq_connect_result(fd)) != 0) {
         set_error(p, "connect: %s", strerror(-rc));
-        close(fd);
-        return -1;
+        goto out;
     }
-    const char *parts[2] = {head, body};
-    size_t lens[2] = {hlen, blen};
-    for (int i = 0; i < 2; i++) {
-        size_t off = 0;
-        while (off < lens[i]) {
-            ssize_t w = send(fd, parts[i] + off, lens[i] - off, MSG_NOSIGNAL);
-            if (w > 0) {
-                off += (size_t)w;
-                continue;
-            }
-            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                rc = -errno;
-                goto io_error;
-            }
-            if ((rc = wait_fd(p, fd, POLLOUT, deadline)) <= 0)
-                goto timed_out;
-        }
-    }
-    char ans[ANSWER_MAX + 1];
+    if (p->tls && tls_open(p, fd, &tc, deadline) < 0)
+        goto out;
+    if (send_all(p, fd, tc, head, hlen, deadline) < 0 ||
+        send_all(p, fd, tc, body, blen, deadline) < 0)
+        goto out;
+    /* a TLS record's plaintext fits: sq_tls_read returns at most one record */
+    static_assert(ANSWER_MAX < SQ_TLS_RECORD_MAX, "a record fits the answer's buffer");
+    char ans[SQ_TLS_RECORD_MAX + 1];
     size_t got = 0;
     while (got < ANSWER_MAX && !memmem(ans, got, "\r\n", 2)) {
-        ssize_t r = recv(fd, ans + got, ANSWER_MAX - got, 0);
+        ssize_t r = tc ? sq_tls_read(tc, ans + got, sizeof(ans) - 1 - got)
+                       : recv(fd, ans + got, ANSWER_MAX - got, 0);
         if (r > 0) {
             got += (size_t)r;
             continue;
         }
         if (r == 0)
             break;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            rc = -errno;
-            goto io_error;
+        int err = tc ? (int)-r : errno;
+        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+            const char *e = tc ? sq_tls_conn_error(tc) : NULL;
+            set_error(p, "I/O: %s", e && e[0] ? e : strerror(err));
+            goto out;
         }
-        if ((rc = wait_fd(p, fd, POLLIN, deadline)) <= 0)
-            goto timed_out;
+        if ((rc = wait_fd(p, fd, POLLIN, deadline)) <= 0) {
+            set_error(p, "%s", rc < 0 ? strerror(-rc) : "no answer within the deadline");
+            goto out;
+        }
     }
-    close(fd);
     ans[got] = '\0';
     int status = 0;
     if (sscanf(ans, "HTTP/1.%*d %d", &status) != 1) {
         set_error(p, "no HTTP answer");
-        return -1;
+        goto out;
     }
     if (status < 200 || status > 299) {
         char *eol = strstr(ans, "\r\n");
         if (eol)
             *eol = '\0';
         set_error(p, "answered '%.100s'", ans);
-        return -1;
+        goto out;
     }
-    return 0;
-timed_out:
+    ret = 0;
+out:
+    if (tc)
+        sq_tls_shutdown(tc);
+    sq_tls_conn_free(tc);
     close(fd);
-    if (rc < 0)
-        set_error(p, "I/O: %s", strerror(-rc));
-    else
-        set_error(p, "no answer within the deadline");
-    return -1;
-io_error:
-    close(fd);
-    set_error(p, "I/O: %s", strerror(-rc));
-    return -1;
+    return ret;
 }
 
 /* Encodes a batch into body (and head); 0 or -ENOMEM. */
@@ -468,10 +510,11 @@ static int encode(struct sq_push *p, const struct sq_push_point *pt, size_t n, s
             return rc;
         extra = "Content-Type: text/plain; charset=utf-8\r\n";
     }
-    return sq_buf_printf(head, 2048,
-                         "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: squall\r\n%s"
+    return sq_buf_printf(head, 4096,
+                         "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: squall\r\n%s%s%s%s"
                          "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                         p->path, p->authority, extra, body->len);
+                         p->path, p->authority, extra, p->auth ? "Authorization: " : "",
+                         p->auth ? p->auth : "", p->auth ? "\r\n" : "", body->len);
 }
 
 static void sleep_ms(struct sq_push *p, int ms)
@@ -547,7 +590,91 @@ static int fail(char *why, size_t len, int rc, const char *fmt, const char *a, c
     return rc;
 }
 
-int sq_push_open(enum sq_push_kind kind, const char *url, const struct sq_push_labels *lab,
+/* A hex digit's value, or -1. */
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* url's "user:password@" (as written, between "://" and the authority's first '/', '?' or
+ * '#'), taken out: *clean is url without it (malloc'd), *cred "user:password" percent-decoded
+ * (malloc'd; NULL: none). 0 or -ENOMEM; -EINVAL for a bad %-escape. */
+static int split_userinfo(const char *url, char **clean, char **cred)
+{
+    *clean = *cred = NULL;
+    const char *sep = strstr(url, "://");
+    const char *host = sep ? sep + 3 : url;
+    size_t alen = strcspn(host, "/?#");
+    const char *at = memchr(host, '@', alen);
+    if (!at) {
+        *clean = strdup(url);
+        return *clean ? 0 : -ENOMEM;
+    }
+    /* the last '@' of the authority ends the userinfo */
+    while (memchr(at + 1, '@', alen - (size_t)(at + 1 - host)))
+        at = memchr(at + 1, '@', alen - (size_t)(at + 1 - host));
+    size_t pre = (size_t)(host - url), ul = (size_t)(at - host);
+    *clean = malloc(strlen(url) + 1);
+    *cred = malloc(ul + 1);
+    if (!*clean || !*cred) {
+        free(*clean);
+        free(*cred);
+        *clean = *cred = NULL;
+        return -ENOMEM;
+    }
+    memcpy(*clean, url, pre);
+    strcpy(*clean + pre, at + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < ul; i++) {
+        if (host[i] != '%') {
+            (*cred)[o++] = host[i];
+            continue;
+        }
+        int hi = i + 2 < ul ? hexval(host[i + 1]) : -1, lo = hi >= 0 ? hexval(host[i + 2]) : -1;
+        if (lo < 0) {
+            explicit_bzero(*cred, ul);
+            free(*cred);
+            free(*clean);
+            *clean = *cred = NULL;
+            return -EINVAL;
+        }
+        (*cred)[o++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    (*cred)[o] = '\0';
+    return 0;
+}
+
+/* The Authorization value: the environment's token for this kind (InfluxDB's "Token T", a
+ * bearer token for remote write), else the URL's user:password as Basic; NULL when neither, or
+ * out of memory (*oom). */
+static char *auth_value(enum sq_push_kind kind, const char *cred, bool *oom)
+{
+    const char *env =
+        kind == SQ_PUSH_INFLUX ? "SQUALL_INFLUXDB_TOKEN" : "SQUALL_PROMETHEUS_RW_TOKEN";
+    const char *tok = getenv(env);
+    char *v = NULL;
+    if (tok && tok[0]) {
+        size_t n = strlen(tok) + 16;
+        if ((v = malloc(n)) != NULL)
+            snprintf(v, n, "%s %s", kind == SQ_PUSH_INFLUX ? "Token" : "Bearer", tok);
+    } else if (cred) {
+        size_t n = sq_b64_encoded_len(strlen(cred)) + 8;
+        if ((v = malloc(n)) != NULL) {
+            memcpy(v, "Basic ", 6);
+            sq_b64_encode(cred, strlen(cred), v + 6);
+        }
+    } else {
+        return NULL;
+    }
+    *oom = !v;
+    return v;
+}
+
+int sq_push_open(enum sq_push_kind kind, const char *given, const struct sq_push_labels *lab,
                  const struct sq_egress *egress, struct sq_push **out, char *why, size_t len)
 {
     const char *flag = sq_push_flag(kind);
@@ -566,23 +693,58 @@ int sq_push_open(enum sq_push_kind kind, const char *url, const struct sq_push_l
                         flag, snappy.why);
     }
 #endif
+    /* the credentials out of the URL before it is parsed (a URL with userinfo is refused) */
+    char *url = NULL, *cred = NULL;
+    int rc = split_userinfo(given, &url, &cred);
+    if (rc == -ENOMEM)
+        return fail(why, len, rc, "--out %s: %s", flag, "out of memory");
+    if (rc < 0)
+        return fail(why, len, -SQ_EUSAGE, "--out %s: '%s': a bad %%-escape in its user:password",
+                    flag, "URL");
+    bool oom = false;
+    char *auth = auth_value(kind, cred, &oom);
+    if (cred) {
+        explicit_bzero(cred, strlen(cred));
+        free(cred);
+    }
     struct sq_url u;
     const char *msg = NULL;
-    int rc = sq_url_parse(url, &u, &msg);
-    if (rc < 0)
-        return fail(why, len, -SQ_EUSAGE, "--out %s: '%s' is not an http:// URL", flag, url);
-    if (strcmp(u.scheme, "http") != 0) {
-        sq_url_dispose(&u);
-        return fail(why, len, -SQ_EUSAGE,
-                    "--out %s: '%s': only http:// is supported (put a TLS proxy in front for "
-                    "https)",
-                    flag, url);
+    rc = oom ? -ENOMEM : sq_url_parse(url, &u, &msg);
+    struct sq_tls_client *tls = NULL;
+    if (rc == 0 && strcmp(u.scheme, "https") == 0) {
+        /* the system's CAs (OpenSSL's default paths: SSL_CERT_FILE, SSL_CERT_DIR), the name
+         * checked; the run's own TLS flags are the target's */
+        char terr[256];
+        struct sq_tls_client_opts to = {.host = u.host};
+        if ((rc = sq_tls_client_new(&to, &tls, terr, sizeof(terr))) < 0) {
+            sq_url_dispose(&u);
+            snprintf(why, len, "--out %s: tls: %s", flag, terr);
+            rc = rc == -EINVAL ? -SQ_EUSAGE : rc;
+        }
+    } else if (rc < 0) {
+        snprintf(why, len,
+                 oom ? "--out %s: out of memory" : "--out %s: '%s' is not an http(s):// URL", flag,
+                 url); /* as given, less its password */
+        rc = oom ? -ENOMEM : -SQ_EUSAGE;
+    }
+    if (rc < 0) {
+        free(url);
+        if (auth)
+            explicit_bzero(auth, strlen(auth));
+        free(auth);
+        return rc;
     }
     struct sq_push *p = calloc(1, sizeof(*p));
     if (!p) {
         sq_url_dispose(&u);
+        sq_tls_client_free(tls);
+        free(auth);
+        free(url);
         return fail(why, len, -ENOMEM, "--out %s: %s", flag, "out of memory");
     }
+    p->auth = auth;
+    p->tls = tls;
+    p->url = url; /* less its password: what the result shows */
     p->kind = kind;
     p->egress = egress;
     p->open_model = lab->open;
@@ -594,7 +756,7 @@ int sq_push_open(enum sq_push_kind kind, const char *url, const struct sq_push_l
                           sizeof(ewhy));
     if (rc < 0) {
         sq_url_dispose(&u);
-        free(p);
+        sq_push_free(p);
         /* a refusal names the destination itself; a lookup's failure does not */
         if (rc == -EACCES)
             return fail(why, len, rc, "%s%s", ewhy, "");
@@ -613,7 +775,6 @@ int sq_push_open(enum sq_push_kind kind, const char *url, const struct sq_push_l
         p->path = strdup(u.path);
     }
     sq_url_dispose(&u);
-    p->url = strdup(url);
     p->run = strdup(lab->run && lab->run[0] ? lab->run : "squall");
     p->run_id = strdup(lab->run_id ? lab->run_id : "");
     if (!p->path || !p->url || !p->run || !p->run_id) {
@@ -625,11 +786,10 @@ int sq_push_open(enum sq_push_kind kind, const char *url, const struct sq_push_l
     if ((rc = pthread_create(&p->th, NULL, sender, p)) != 0) {
         pthread_cond_destroy(&p->cv);
         pthread_mutex_destroy(&p->mu);
-        free(p->path);
+        free(p->path); /* then sq_push_free leaves the lock alone: it is gone already */
         free(p->url);
-        free(p->run);
-        free(p->run_id);
-        free(p);
+        p->url = p->path = NULL;
+        sq_push_free(p);
         return fail(why, len, -rc, "--out %s: cannot start its thread%s", flag, "");
     }
     p->started = true;
@@ -738,5 +898,9 @@ void sq_push_free(struct sq_push *p)
     free(p->url);
     free(p->run);
     free(p->run_id);
+    if (p->auth)
+        explicit_bzero(p->auth, strlen(p->auth));
+    free(p->auth);
+    sq_tls_client_free(p->tls);
     free(p);
 }

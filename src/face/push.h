@@ -4,8 +4,8 @@
  *
  * One sender thread per destination with a bounded queue of per-second points. The main thread
  * enqueues from the run's tick and never waits: a full queue drops the point and counts it. The
- * sender batches what is queued into one POST (HTTP/1.1 over plain TCP, one connection per
- * POST, every step under a deadline), retries a failed POST a bounded number of times and then
+ * sender batches what is queued into one POST (HTTP/1.1 over TCP, or TLS for https://, one
+ * connection per POST, every step under a deadline), retries a failed POST a bounded number of times and then
  * counts its points as failed. At the run's end sq_push_finish gives it a bounded time to send
  * what is left; what is still queued then counts as dropped. A slow or dead receiver never slows
  * the load: the workers never see it, the tick only copies a point under a short lock.
@@ -56,9 +56,13 @@ struct sq_push; /* opaque */
 bool sq_push_available(enum sq_push_kind kind);
 const char *sq_push_flag(enum sq_push_kind kind); /* "prometheus-rw", "influxdb" */
 
-/* Checks and resolves url (http:// only) through egress (NULL: anything goes) and starts the
- * sender. Returns 0 with *out set, or a negative error with why filled in (bad URL, refused by
- * the policy, cannot resolve, not built in). No packet is sent to the destination here. */
+/* Checks and resolves url (http:// or https://) through egress (NULL: anything goes) and starts
+ * the sender. A "user:password@" in url (%-escaped) is taken out and sent as HTTP Basic on
+ * every POST, unless the environment's token for kind is set (SQUALL_INFLUXDB_TOKEN: "Token T";
+ * SQUALL_PROMETHEUS_RW_TOKEN: "Bearer T"); https checks the receiver against OpenSSL's default
+ * CAs (SSL_CERT_FILE...) and the URL's host. Returns 0 with *out set, or a negative error with
+ * why filled in (bad URL, refused by the policy, cannot resolve, not built in), which never
+ * holds the password. No packet is sent to the destination here. */
 SQ_MUST_CHECK int sq_push_open(enum sq_push_kind kind, const char *url,
                                const struct sq_push_labels *lab, const struct sq_egress *egress,
                                struct sq_push **out, char *why, size_t len);
@@ -81,7 +85,7 @@ struct sq_push_stats {
     char last_error[160]; /* the last failure, "" for none */
 };
 void sq_push_stats(const struct sq_push *p, struct sq_push_stats *out);
-const char *sq_push_url(const struct sq_push *p); /* as given */
+const char *sq_push_url(const struct sq_push *p); /* as given, less its password */
 void sq_push_free(struct sq_push *p);             /* finishes first when needed; NULL no-op */
 
 /* {"url":..., "points":n, "sent":n, "failed":n, "dropped":n, "posts":n, "last_error":...}, or

@@ -1490,6 +1490,86 @@ static int read_list_body(const struct sq_quick_opts *o, const struct sq_urllist
     return 0;
 }
 
+/* --urls: the list's origins (scheme, host and port) in the order they first appear, each URL's
+ * origin; one origin leaves cfg.origins unset. */
+static int list_origins(struct sq_quick_run *r, char *err, size_t len)
+{
+    size_t n = r->nurls;
+    r->ofirst = calloc(n, sizeof(*r->ofirst));
+    if (!r->ofirst) {
+        snprintf(err, len, "out of memory");
+        return -ENOMEM;
+    }
+    r->norigins = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct sq_url *u = &r->list.v[i].u;
+        uint32_t k = 0;
+        for (; k < r->norigins; k++) {
+            const struct sq_url *f = &r->list.v[r->ofirst[k]].u;
+            if (f->port == u->port && strcmp(f->host, u->host) == 0 &&
+                strcmp(f->scheme, u->scheme) == 0)
+                break;
+        }
+        if (k == r->norigins)
+            r->ofirst[r->norigins++] = i;
+        r->run_urls[i].origin = (uint16_t)k;
+    }
+    return 0;
+}
+
+/* --urls on several hosts, after origin 0's set-up (r->net, into cfg): every other origin looked
+ * up through the same policy, overrides and DNS flags, its addresses its connections'. Plain
+ * HTTP/1.1 only, and at least a connection per host. */
+static int origins_setup(struct sq_quick_run *r, const struct sq_quick_opts *o, char *err,
+                         size_t len)
+{
+    struct sq_run_config *cfg = &r->cfg;
+    const char *no = o->http2                ? "--http2"
+                     : o->net.dns_ttl_ns > 0 ? "--dns-ttl"
+                     : r->net.proxy_shown[0] ? "a proxy"
+                     : o->net.unix_socket    ? "--unix-socket"
+                     : o->script             ? "-s"
+                                             : NULL;
+    if (no)
+        return sq_flag_fail(err, len,
+                            "--urls: the list names %u hosts; several hosts in one run are not "
+                            "supported with %s (run one host at a time)",
+                            r->norigins, no);
+    if (r->conns < r->norigins)
+        return sq_flag_fail(err, len,
+                            "--urls: the list names %u hosts, and each connection goes to one: "
+                            "give -c %u or more (the pool is %llu)",
+                            r->norigins, r->norigins, (unsigned long long)r->conns);
+    r->origins = calloc(r->norigins, sizeof(*r->origins));
+    r->onets = calloc(r->norigins, sizeof(*r->onets));
+    if (!r->origins || !r->onets) {
+        snprintf(err, len, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(r->origins[0].addrs, cfg->addrs, sizeof(cfg->addrs));
+    r->origins[0].naddrs = cfg->naddrs;
+    for (uint32_t k = 1; k < r->norigins; k++) {
+        struct sq_run_config tmp;
+        memset(&tmp, 0, sizeof(tmp));
+        int rc =
+            sq_net_setup(&r->onets[k], &o->net, &r->list.v[r->ofirst[k]].u, NULL, &tmp, err, len);
+        if (rc < 0)
+            return rc;
+        memcpy(r->origins[k].addrs, tmp.addrs, sizeof(tmp.addrs));
+        r->origins[k].naddrs = tmp.naddrs;
+    }
+    cfg->origins = r->origins;
+    cfg->norigins = r->norigins;
+    return 0;
+}
+
+uint64_t sq_quick_origin_conns(const struct sq_quick_run *r, uint32_t k)
+{
+    if (r->norigins <= 1)
+        return r->conns;
+    return r->conns / r->norigins + (k < r->conns % r->norigins);
+}
+
 /* --urls: reads and parses the list, and serialises each line's request (and its HTTP/2 form)
  * with the run's headers; r->url becomes the first line's URL (the pool's origin). */
 static int prepare_urls(struct sq_quick_run *r, const struct sq_quick_opts *o,
@@ -1569,7 +1649,7 @@ static int prepare_urls(struct sq_quick_run *r, const struct sq_quick_opts *o,
                                              .head = strcmp(q->method, "HEAD") == 0,
                                              .h2 = o->http2 ? &q->h2 : NULL};
     }
-    return 0;
+    return list_origins(r, err, len);
 }
 
 /* -s: the wrk table starts from the URL and the -H headers (with the quick face's
@@ -1836,6 +1916,8 @@ static int configure(struct sq_quick_run *r, const struct sq_quick_opts *o,
 #endif
     /* The pool is the executor's largest VU count (a --stages ramp may exceed -c). */
     r->conns = sq_run_connections(cfg, sq_exec_max_vus(&cfg->exec));
+    if (r->norigins > 1 && (rc = origins_setup(r, o, err, len)) < 0)
+        return rc;
     if ((rc = sq_net_sources(&r->net, &o->net, r->conns, cfg, err, len)) < 0)
         return rc;
     if (o->script && (rc = prepare_script(r, o, headers, nheaders, err, len)) < 0)
@@ -1903,6 +1985,15 @@ void sq_quick_run_dispose(struct sq_quick_run *r)
     sq_quic_client_free(r->quic);
     r->quic = NULL;
 #endif
+    for (uint32_t k = 1; r->onets && k < r->norigins; k++)
+        sq_net_dispose(&r->onets[k]);
+    free(r->onets);
+    free(r->origins);
+    free(r->ofirst);
+    r->onets = NULL;
+    r->origins = NULL;
+    r->ofirst = NULL;
+    r->norigins = 0;
     sq_watch_free(r->watch);
     r->watch = NULL;
     sq_wrk_script_close(&r->wrk);

@@ -216,9 +216,20 @@ struct sq_quick_run {
     struct sq_quick_url *urls;
     struct sq_run_url *run_urls;
     size_t nurls;
+    /* --urls on several hosts (cfg.origins): each origin's addresses, the set-up of origins 1..
+     * (origin 0's is net; onets[0] unused), the line of the URL that named each first, and
+     * norigins (1: one host, cfg.origins unset) */
+    struct sq_run_origin *origins;
+    struct sq_net *onets;
+    size_t *ofirst;
+    uint32_t norigins;
     /* cfg.secrets: the -H credential headers' values, each whole and after its scheme word */
     struct sq_str secrets[2 * SQ_QUICK_MAX_HEADERS];
 };
+
+/* --urls on several hosts: the connections of origin k (those numbered k mod norigins); one
+ * host: every connection. */
+uint64_t sq_quick_origin_conns(const struct sq_quick_run *r, uint32_t k);
 
 /* Prepares the run o describes. Returns 0, -SQ_EUSAGE (a bad URL, a -b @FILE that cannot be
  * read, a load shape the executor refuses, a TLS file, a --urls file that cannot be read: err

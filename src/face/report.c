@@ -10,6 +10,7 @@
 #include "output/figures.h"
 #include "output/json.h"
 #include "output/plan_json.h"
+#include "stats/hist.h"
 
 /* --urls: each URL's figures, in the list's order. */
 static json_t *urls_block(const struct sq_quick_run *r, const struct sq_result *res)
@@ -32,6 +33,73 @@ static json_t *urls_block(const struct sq_quick_run *r, const struct sq_result *
                          (json_int_t)lf.p50, "p90_us", (json_int_t)lf.p90, "p95_us",
                          (json_int_t)lf.p95, "p99_us", (json_int_t)lf.p99, "p99_9_us",
                          (json_int_t)lf.p999, "max_us", (json_int_t)lf.max));
+        if (r->norigins > 1) { /* several hosts: which one it went to (the hosts block's) */
+            const struct sq_url *o = &r->list.v[r->ofirst[r->run_urls[i].origin]].u;
+            char name[320];
+            snprintf(name, sizeof(name), "%s://%s", o->scheme, o->authority);
+            json_object_set_new(json_array_get(a, i), "host", json_string(name));
+        }
+    }
+    return a;
+}
+
+/* One entry's figures: requests, completed, failed, status classes, latency (h may be NULL). */
+static json_t *figures_json(uint64_t sent, uint64_t completed, uint64_t failed,
+                            const uint64_t status[6], const struct sq_hist *h)
+{
+    struct sq_latency_figures lf;
+    sq_report_latency_figures(h, &lf);
+    return json_pack("{s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, "
+                     "s:{s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}}",
+                     "requests", (json_int_t)sent, "completed", (json_int_t)completed, "failed",
+                     (json_int_t)failed, "status", "1xx", (json_int_t)status[1], "2xx",
+                     (json_int_t)status[2], "3xx", (json_int_t)status[3], "4xx",
+                     (json_int_t)status[4], "5xx", (json_int_t)status[5], "other",
+                     (json_int_t)status[0], "latency", "count", (json_int_t)lf.count, "mean_us",
+                     lf.mean, "p50_us", (json_int_t)lf.p50, "p90_us", (json_int_t)lf.p90, "p95_us",
+                     (json_int_t)lf.p95, "p99_us", (json_int_t)lf.p99, "p99_9_us",
+                     (json_int_t)lf.p999, "max_us", (json_int_t)lf.max);
+}
+
+/* --urls on several hosts: each host's figures, its URLs' summed (their histograms merged), and
+ * its share of the connections. NULL when out of memory. */
+static json_t *hosts_block(const struct sq_quick_run *r, const struct sq_result *res)
+{
+    json_t *a = json_array();
+    for (uint32_t k = 0; a && k < r->norigins; k++) {
+        struct sq_hist *h = NULL;
+        if (sq_latency_hist_new(&h) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+        uint64_t sent = 0, completed = 0, failed = 0, status[6] = {0};
+        uint32_t nurls = 0;
+        for (uint32_t i = 0; i < res->nurls && i < r->nurls; i++) {
+            const struct sq_url_result *u = &res->urls[i];
+            if (r->run_urls[i].origin != k)
+                continue;
+            nurls++;
+            sent += u->sent;
+            completed += u->completed;
+            failed += u->failed;
+            for (int c = 0; c < 6; c++)
+                status[c] += u->status[c];
+            if (u->latency)
+                sq_hist_merge(h, u->latency);
+        }
+        const struct sq_url *u0 = &r->list.v[r->ofirst[k]].u;
+        char name[320];
+        snprintf(name, sizeof(name), "%s://%s", u0->scheme, u0->authority);
+        json_t *e = figures_json(sent, completed, failed, status, h);
+        sq_hist_free(h);
+        if (!e || json_object_set_new(e, "host", json_string(name)) < 0 ||
+            json_object_set_new(e, "urls", json_integer(nurls)) < 0 ||
+            json_object_set_new(e, "connections",
+                                json_integer((json_int_t)sq_quick_origin_conns(r, k))) < 0 ||
+            json_array_append_new(a, e) < 0) {
+            json_decref(a);
+            return NULL;
+        }
     }
     return a;
 }
@@ -118,6 +186,8 @@ json_t *sq_quick_doc(const struct sq_quick_run *r, const struct sq_result *res)
     if (doc && list) {
         json_object_set_new(json_object_get(doc, "config"), "urls_file", json_string(o->urls_path));
         json_object_set_new(doc, "urls", urls_block(r, res));
+        if (r->norigins > 1)
+            json_object_set_new(doc, "hosts", hosts_block(r, res));
     }
     if (doc && !o->no_redact) /* a broker URL's password: nats://user:[redacted]@host */
         sq_report_redact_url(json_object_get(doc, "config"), "url");

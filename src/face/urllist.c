@@ -102,7 +102,8 @@ static int first_fields(const char *name, uint32_t lineno, const char *line, siz
     return (int)nf;
 }
 
-/* Every URL of a list shares the first one's origin (one connection pool). Returns 0 or
+/* Every URL of a list has the first one's scheme; http:// URLs may name several hosts (each
+ * connection then goes to one of them), https:// ones one host (one TLS client). Returns 0 or
  * -SQ_EPARSE naming the line and column (col) of url, whose parsed form is u. */
 static int same_origin(const struct sq_urllist *out, const struct sq_url *u, const char *url,
                        const char *name, uint32_t lineno, size_t col, char *err, size_t errlen)
@@ -110,13 +111,17 @@ static int same_origin(const struct sq_urllist *out, const struct sq_url *u, con
     if (out->n == 0)
         return 0;
     const struct sq_url *u0 = &out->v[0].u;
-    if (strcmp(u0->scheme, u->scheme) == 0 && strcmp(u0->host, u->host) == 0 && u0->port == u->port)
+    bool same = strcmp(u0->host, u->host) == 0 && u0->port == u->port;
+    if (strcmp(u0->scheme, u->scheme) == 0 && (same || strcmp(u->scheme, "http") == 0))
         return 0;
     return fail(err, errlen, name, lineno, col,
-                "'%s' is on %s://%s:%u, not on %s://%s:%u like line %u: every URL of a "
-                "run shares one connection pool (one scheme, host and port); run the "
-                "other origin separately",
-                url, u->scheme, u->host, u->port, u0->scheme, u0->host, u0->port, out->v[0].line);
+                "'%s' is on %s://%s:%u, not on %s://%s:%u like line %u: %s; run the other "
+                "origin separately",
+                url, u->scheme, u->host, u->port, u0->scheme, u0->host, u0->port, out->v[0].line,
+                strcmp(u0->scheme, u->scheme) != 0
+                    ? "every URL of a run has one scheme"
+                    : "https:// URLs of a run share one host and port (http:// ones may name "
+                      "several)");
 }
 
 /* The entry's body from the rest of the line, b..end (not empty, not a lone '@'): @PATH names

@@ -28,9 +28,10 @@
  * scheme); one with no request line above it, after a blank line or after the @PATH line, is
  * refused, as is a second body. At most SQ_URLLIST_MAX_HEADERS header lines per request.
  *
- * Every URL must name the same scheme, host and port as the first one: the run has one
- * connection pool, and a request on a connection goes to that connection's origin. At most
- * SQ_URLLIST_MAX lines carry a request.
+ * Every URL must name the first one's scheme; https:// URLs its host and port too (one TLS
+ * client). http:// URLs may name several hosts: face/quick.c then gives each connection one
+ * origin (a request on a connection goes to that connection's origin). At most SQ_URLLIST_MAX
+ * lines carry a request.
  *
  * The parser reads text only (no file is opened), so it can be fuzzed (fuzz/fuzz_urllist.c);
  * face/quick.c reads the list and the @PATH bodies.

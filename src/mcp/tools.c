@@ -557,6 +557,7 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     struct sq_planrun_opts o;
     sq_planrun_opts_init(&o);
     o.refuse_scripts = true; /* Lua could use io and os */
+    o.run_once = true;       /* setup: and teardown: here, or on the daemon's runner */
     o.quiet = true;
     struct sq_planrun run;
     bool prepared = false, watching = false;
@@ -603,8 +604,23 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     progress_init(&tk.pg, m, end);
     run.cfg.on_tick = plan_tick;
     run.cfg.tick_ud = &tk;
+    if (p->setup) { /* once, before the scenarios: what it extracts, every VU reads */
+        if (sq_planrun_once(&run, false, run.cfg.stop) < 0)
+            goto done;
+        if (!run.setup.ok) {
+            out =
+                tool_error("%s: %s; the scenarios did not run",
+                           *run.cfg.stop ? "stopped during setup" : "setup failed", run.setup.why);
+            goto done;
+        }
+    }
     const char *why = NULL;
     rc = sq_run(&run.cfg, &res, &why);
+    if (p->teardown) { /* after the scenarios, also when a stop or a threshold ended them */
+        volatile int td_stop = 0;
+        if (sq_planrun_once(&run, true, &td_stop) < 0)
+            goto done;
+    }
     if (rc < 0) {
         out = tool_error("the run failed: %s: %s", why ? why : "run", sq_strerror(rc));
         goto done;

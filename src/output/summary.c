@@ -801,6 +801,36 @@ static void urls_section(FILE *f, const json_t *doc)
     }
 }
 
+/* --urls on several hosts: each host's figures (the document's `hosts`). */
+static void hosts_section(FILE *f, const json_t *doc)
+{
+    const json_t *hosts = json_object_get(doc, "hosts");
+    if (!json_is_array(hosts) || !json_array_size(hosts))
+        return;
+    static const char *const cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+    size_t i;
+    const json_t *e;
+    char g1[32], g2[32], g3[32], d[4][D];
+    fprintf(f, "\nHosts (each connection goes to one)\n");
+    json_array_foreach((json_t *)hosts, i, e)
+    {
+        const json_t *lat = json_object_get(e, "latency");
+        const json_t *st = json_object_get(e, "status");
+        uint64_t transport = u64(e, "failed"), http = u64(st, "4xx") + u64(st, "5xx");
+        fprintf(f, "  %s · %s connections · %s URLs\n         %s req · %s failed ·",
+                sq_report__str(e, "host", "?"), g(e, "connections", g1), g(e, "urls", g2),
+                g(e, "requests", g3), sq_fmt_group(transport + http, g1, sizeof(g1)));
+        for (size_t k = 0; k < SQ_ARRAY_LEN(cls); k++)
+            if (u64(st, cls[k]))
+                fprintf(f, " %s %s ·", cls[k], g(st, cls[k], g2));
+        if (sq_report__numd(lat, "count", 0) > 0)
+            fprintf(f, " p50 %s · p95 %s · p99 %s · max %s\n", dus(lat, "p50_us", d[0]),
+                    dus(lat, "p95_us", d[1]), dus(lat, "p99_us", d[2]), dus(lat, "max_us", d[3]));
+        else
+            fprintf(f, " no response\n");
+    }
+}
+
 /* ---- failures, errors, samples, the verdict ---- */
 
 /* The failures of each kind, apart: with no response (transport) and with a status >= 400 (HTTP),
@@ -1111,6 +1141,7 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     scripting(f, doc);
     plan_sections(&o, doc);
     urls_section(f, doc);
+    hosts_section(f, doc);
 
     struct sq_hist *h;
     if (sq_report__hist(json_object_get(doc, "latency"), &h) == 0) {

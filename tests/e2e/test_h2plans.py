@@ -334,10 +334,11 @@ class UrlList(Case):
                      "squall: --urls: '%s': No such file or directory" % self.path("none.txt"))
         bad = self.write("bad.txt", f"""
             {self.base}/a
-            http://127.0.0.1:1/b
+            https://127.0.0.1:1/b
             """)
-        self.refused(["--urls", bad], bad + ":2:1: 'http://127.0.0.1:1/b' is on "
-                     "http://127.0.0.1:1, not on http://127.0.0.1:%d like line 1" % self.port)
+        self.refused(["--urls", bad], bad + ":2:1: 'https://127.0.0.1:1/b' is on "
+                     "https://127.0.0.1:1, not on http://127.0.0.1:%d like line 1: every URL of a "
+                     "run has one scheme" % self.port)
         low = self.write("low.txt", f"post {self.base}/a\n")
         self.refused(["--urls", low], low + ":1:1: 'post' is not a method: methods are "
                      "case-sensitive (did you mean 'POST'?)")

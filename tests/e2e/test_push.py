@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -266,8 +267,8 @@ class Push(TargetCase):
     def test_unusable_url_is_refused_before_any_load(self):
         self.reset()
         for out, rc, why in (
-                ("influxdb=https://%s:1/db" % HOST, 2, "only http:// is supported"),
-                ("prometheus-rw=ftp://x/", 2, "is not an http:// URL"),
+                ("influxdb=http://u:%%zz@%s:1/db" % HOST, 2, "a bad %-escape in its user:password"),
+                ("prometheus-rw=ftp://x/", 2, "is not an http(s):// URL"),
                 ("influxdb=http://no-such-host.invalid/db", 1,
                  "--out influxdb: cannot resolve 'no-such-host.invalid'")):
             p, _ = run_squall(self.base + "/fast", "-d", "1s", "--out", out)
@@ -308,6 +309,276 @@ class Footprint(TargetCase):
         libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s", "--out", dead)
         self.assertTrue([n for n in libs if "snappy" in n], libs)
 
+
+@unittest.skipUnless(os.path.exists(INFLUXD) and shutil.which("openssl"),
+                     "influxd or openssl not installed (scripts/deps.sh test)")
+class InfluxAuthTls(TargetCase):
+    """--out influxdb=https://user:password@... against a real influxd with HTTPS and auth on:
+    the points arrive (queried back with the same credentials), a wrong password fails every
+    POST with the server's 401 and never the load, and the password appears nowhere in the
+    result."""
+
+    PASSWORD = "s@cret:pw"  # written %-escaped in the URL
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="sq-push-tls-")
+        cls.procs = []
+        try:
+            cls._start()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _start(cls):
+        d = cls.dir
+        cls.cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cls.cert,
+                        "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        cls.rx_port = free_port()
+        cfg = os.path.join(d, "influxdb.conf")
+        with open(cfg, "w") as f:
+            f.write('reporting-enabled = false\nbind-address = "%s:%d"\n'
+                    '[meta]\n  dir = "%s/meta"\n'
+                    '[data]\n  dir = "%s/data"\n  wal-dir = "%s/wal"\n'
+                    '[monitor]\n  store-enabled = false\n'
+                    '[http]\n  bind-address = "%s:%d"\n  log-enabled = false\n'
+                    '  auth-enabled = true\n  https-enabled = true\n'
+                    '  https-certificate = "%s"\n  https-private-key = "%s"\n'
+                    % (HOST, free_port(), d, d, d, HOST, cls.rx_port, cls.cert, key))
+        log = open(os.path.join(d, "influxd.log"), "w")
+        p = subprocess.Popen([INFLUXD, "-config", cfg], stdout=log, stderr=log,
+                             stdin=subprocess.DEVNULL)
+        log.close()
+        cls.procs.append(p)
+        import ssl
+        cls.ctx = ssl.create_default_context(cafile=cls.cert)
+        cls.base_url = "https://%s:%d" % (HOST, cls.rx_port)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(cls.base_url + "/ping", timeout=2,
+                                            context=cls.ctx) as r:
+                    if r.status < 300:
+                        break
+            except OSError:
+                if p.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        # the first user may be made without credentials; everything after needs them
+        cls.query("CREATE USER sq WITH PASSWORD '%s' WITH ALL PRIVILEGES"
+                  % cls.PASSWORD.replace("'", "\\'"), auth=False)
+        deadline = time.monotonic() + 10
+        while True:  # the new user takes a moment to count
+            try:
+                cls.query("CREATE DATABASE sq")
+                break
+            except urllib.error.HTTPError as e:
+                if e.code != 401 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    @classmethod
+    def query(cls, q, db=None, auth=True):
+        args = {"q": q}
+        if db:
+            args["db"] = db
+        req = urllib.request.Request(cls.base_url + "/query",
+                                     data=urllib.parse.urlencode(args).encode(), method="POST")
+        if auth:  # HTTP Basic, as squall sends it
+            import base64
+            req.add_header("Authorization", "Basic " + base64.b64encode(
+                ("sq:" + cls.PASSWORD).encode()).decode())
+        with urllib.request.urlopen(req, timeout=10, context=cls.ctx) as r:
+            return json.loads(r.read())
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in cls.procs:
+            stop_proc(p)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def run_to(self, password, name):
+        url = "influxdb=https://sq:%s@%s:%d/sq" % (urllib.parse.quote(password, safe=""), HOST,
+                                                   self.rx_port)
+        env = dict(os.environ, SSL_CERT_FILE=self.cert)  # OpenSSL's default trust, this CA
+        p = subprocess.run([sqtest.squall_path(), self.base + "/fast", "-q", "-r", "100", "-c",
+                            "2", "-t", "1", "-d", "2s", "--name", name, "--out", url,
+                            "--json", "-"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertNotIn(password, p.stdout + p.stderr)
+        self.assertNotIn(urllib.parse.quote(password, safe=""), p.stdout + p.stderr)
+        return p, json.loads(p.stdout)
+
+    def test_points_arrive_with_credentials_over_https(self):
+        name = "tls-%d" % os.getpid()
+        p, doc = self.run_to(self.PASSWORD, name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        jsonschema.validate(doc, SCHEMA)
+        b = doc["push"]["influxdb"]
+        self.assertGreater(b["points"], 0, b)
+        self.assertEqual((b["sent"], b["failed"], b["dropped"]), (b["points"], 0, 0), b)
+        self.assertEqual(b["url"], "https://%s:%d/sq" % (HOST, self.rx_port))
+        res = self.query('SELECT sum("count") FROM squall_http_reqs WHERE "run" = \'%s\''
+                         % name, db="sq")
+        self.assertEqual(res["results"][0]["series"][0]["values"][0][1],
+                         doc["requests"]["completed"])
+
+    def test_wrong_password_fails_the_push_not_the_run(self):
+        p, doc = self.run_to("wrong", "bad-%d" % os.getpid())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        b = doc["push"]["influxdb"]
+        self.assertEqual((b["sent"], b["failed"]), (0, b["points"]), b)
+        self.assertIn("401", b["last_error"])
+        self.assertGreater(doc["requests"]["completed"], 0)
+
+
+class TokenHeader(TargetCase):
+    """SQUALL_INFLUXDB_TOKEN and SQUALL_PROMETHEUS_RW_TOKEN become each output's Authorization
+    header (InfluxDB 2.x's "Token T", a bearer token for remote write), over the URL's own
+    user:password; seen by a receiver in this process that records every POST's headers."""
+
+    def test_tokens_from_the_environment(self):
+        import http.server
+        import threading
+        seen = []
+
+        class Rec(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                seen.append((self.path, self.headers.get("Authorization")))
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        srv = http.server.ThreadingHTTPServer((HOST, 0), Rec)
+        th = threading.Thread(target=srv.serve_forever, daemon=True)
+        th.start()
+        try:
+            port = srv.server_address[1]
+            env = dict(os.environ, SQUALL_INFLUXDB_TOKEN="tok-i",
+                       SQUALL_PROMETHEUS_RW_TOKEN="tok-p")
+            outs = ["--out", "influxdb=http://u:pw@%s:%d/sq" % (HOST, port),
+                    "--out", "prometheus-rw=http://%s:%d/api/v1/write" % (HOST, port)]
+            p = subprocess.run([sqtest.squall_path(), self.base + "/fast", "-q", "-n", "50", "-c",
+                                "1", "-t", "1", *outs, "--json", "-"], capture_output=True,
+                               text=True, timeout=60, env=env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        finally:
+            srv.shutdown()
+            srv.server_close()
+        self.assertNotIn("tok-", p.stdout + p.stderr)
+        auth = {path.split("?")[0]: a for path, a in seen}
+        self.assertEqual(auth["/write"], "Token tok-i")
+        self.assertEqual(auth["/api/v1/write"], "Bearer tok-p")
+
+
+@unittest.skipUnless(os.path.exists(PROMETHEUS) and shutil.which("openssl"),
+                     "prometheus or openssl not installed (scripts/deps.sh test)")
+class PromAuthTls(TargetCase):
+    """--out prometheus-rw=https://user:password@... against a real Prometheus serving HTTPS with
+    basic auth (its --web.config.file): the series arrive, read back through its API with the
+    same credentials."""
+
+    PASSWORD = "rw-p@ss"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="sq-push-prom-")
+        cls.rx_proc = None
+        try:
+            cls._start()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _start(cls):
+        import base64
+        import ssl
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                import crypt  # bcrypt through libcrypt, for Prometheus's basic_auth_users
+            except ImportError:  # gone from Python 3.13
+                raise unittest.SkipTest("no crypt module to hash the basic-auth password")
+        d = cls.dir
+        cls.cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cls.cert,
+                        "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        web = os.path.join(d, "web.yml")
+        with open(web, "w") as f:
+            f.write("tls_server_config:\n  cert_file: %s\n  key_file: %s\n"
+                    "basic_auth_users:\n  sq: '%s'\n"
+                    % (cls.cert, key,
+                       crypt.crypt(cls.PASSWORD, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2 ** 4))))
+        cfg = os.path.join(d, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1h\n")
+        cls.rx_port = free_port()
+        log = open(os.path.join(d, "prometheus.log"), "w")
+        cls.rx_proc = subprocess.Popen([
+            PROMETHEUS, "--web.enable-remote-write-receiver", "--web.config.file=" + web,
+            "--storage.tsdb.path=" + os.path.join(d, "tsdb"),
+            "--web.listen-address=%s:%d" % (HOST, cls.rx_port), "--config.file=" + cfg],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+        cls.ctx = ssl.create_default_context(cafile=cls.cert)
+        cls.auth = "Basic " + base64.b64encode(("sq:" + cls.PASSWORD).encode()).decode()
+        cls.base_url = "https://%s:%d" % (HOST, cls.rx_port)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                cls.get("/-/ready")
+                break
+            except OSError:
+                if cls.rx_proc.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    @classmethod
+    def get(cls, path):
+        req = urllib.request.Request(cls.base_url + path, headers={"Authorization": cls.auth})
+        with urllib.request.urlopen(req, timeout=10, context=cls.ctx) as r:
+            return r.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.rx_proc:
+            stop_proc(cls.rx_proc)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def test_series_arrive_with_credentials_over_https(self):
+        name = "prom-tls-%d" % os.getpid()
+        url = "prometheus-rw=https://sq:%s@%s:%d/api/v1/write" % (
+            urllib.parse.quote(self.PASSWORD, safe=""), HOST, self.rx_port)
+        env = dict(os.environ, SSL_CERT_FILE=self.cert)
+        p = subprocess.run([sqtest.squall_path(), self.base + "/fast", "-q", "-r", "100", "-c",
+                            "2", "-t", "1", "-d", "2s", "--name", name, "--out", url,
+                            "--json", "-"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("p@ss", p.stdout + p.stderr)
+        self.assertNotIn("p%40ss", p.stdout + p.stderr)
+        doc = json.loads(p.stdout)
+        b = doc["push"]["prometheus-rw"]
+        self.assertEqual((b["sent"], b["failed"], b["dropped"]), (b["points"], 0, 0), b)
+        q = urllib.parse.urlencode({"query": 'squall_run_completed_total{run="%s"}' % name})
+        res = json.loads(self.get("/api/v1/query?" + q))["data"]["result"]
+        self.assertEqual(int(float(res[0]["value"][1])), doc["requests"]["completed"])
 
 if __name__ == "__main__":
     sqtest.main()

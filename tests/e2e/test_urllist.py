@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""End-to-end tests of `--urls` in vegeta's target format and from the standard input, and of
-the quick face's small flags around it (-t above -c, --cpus).
+"""End-to-end tests of `--urls` in vegeta's target format and from the standard input, on
+several hosts in one run, and of the quick face's small flags around it (-t above -c, --cpus).
 
 Requests go to a recording HTTP/1.1 server in this process (so each request's method, headers
 and body are seen as they arrived) or to `squall target`, both on ephemeral loopback ports. Every
@@ -244,6 +244,107 @@ class SmallFlags(sqtest.TargetCase):
                       p.stderr)
         self.assertEqual(doc["worker_cpus"], [-1])
         self.assertEqual(doc["requests"]["completed"], 50)
+
+
+
+class SeveralHosts(unittest.TestCase):
+    """A --urls list mixing two `squall target`s (two ports) in one run: each host's figures apart
+    in the JSON's `hosts` and the summary, equal to what that target counted, and each
+    connection kept to one host (each target saw only its own URLs and its share of the pool)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.t1, cls.p1 = sqtest.start_target("-t", "1")
+        cls.t2, cls.p2 = sqtest.start_target("-t", "1")
+
+    @classmethod
+    def tearDownClass(cls):
+        sqtest.stop(cls.t1)
+        sqtest.stop(cls.t2)
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        for port in (self.p1, self.p2):
+            sqtest.http(port, "POST", "/stats/reset")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def stats(self, port):
+        return sqtest.json_get(port, "/stats")
+
+    def run_list(self, text, *args):
+        path = os.path.join(self.tmp.name, "hosts.txt")
+        with open(path, "w") as f:
+            f.write(text)
+        return sqtest.run_json("--urls", path, *args)
+
+    def test_each_host_apart(self):
+        h1, h2 = "http://127.0.0.1:%d" % self.p1, "http://127.0.0.1:%d" % self.p2
+        # vegeta's format: a header under a target, blank lines between targets
+        p, doc, _ = self.run_list(
+            f"GET {h1}/fast\n\nGET {h2}/ok\nX-Kind: ok\n\nPOST {h2}/echo\n", "-c", "5",
+            "-n", "600", "-t", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s1, s2 = self.stats(self.p1), self.stats(self.p2)
+        hosts = {h["host"]: h for h in doc["hosts"]}
+        self.assertEqual(list(hosts), [h1, h2])
+        # every request counted where it arrived, and nowhere else
+        self.assertEqual(hosts[h1]["requests"], s1["requests"] - s1["endpoints"]["stats"])
+        self.assertEqual(hosts[h2]["requests"], s2["requests"] - s2["endpoints"]["stats"])
+        self.assertEqual(s1["endpoints"]["fast"], hosts[h1]["completed"])
+        self.assertEqual((s1["endpoints"]["ok"], s1["endpoints"]["echo"]), (0, 0))
+        self.assertEqual(s2["endpoints"]["fast"], 0)
+        self.assertEqual(s2["endpoints"]["ok"] + s2["endpoints"]["echo"],
+                         hosts[h2]["completed"])
+        self.assertEqual(hosts[h1]["requests"] + hosts[h2]["requests"], 600)
+        self.assertEqual(hosts[h1]["status"]["2xx"] + hosts[h2]["status"]["2xx"],
+                         doc["status"]["2xx"])
+        # the pool apart: connection g to host g mod 2 (5 connections: 3 and 2)
+        self.assertEqual((hosts[h1]["connections"], hosts[h2]["connections"]), (3, 2))
+        self.assertEqual((hosts[h1]["urls"], hosts[h2]["urls"]), (1, 2))
+        # (less the connection that read /stats)
+        self.assertEqual(s1["connections"] - 1, 3)
+        self.assertEqual(s2["connections"] - 1, 2)
+        for h in hosts.values():
+            self.assertEqual(h["latency"]["count"], h["completed"])
+            self.assertGreater(h["latency"]["p99_us"], 0)
+        self.assertEqual([u["host"] for u in doc["urls"]], [h1, h2, h2])
+        self.assertIn("Hosts (each connection goes to one)", p.stderr)
+        self.assertIn(h1 + " · 3 connections · 1 URLs", p.stderr)
+        import jsonschema  # Debian's python3-jsonschema (scripts/deps.sh)
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs",
+                               "result.schema.json")) as f:
+            jsonschema.validate(doc, json.load(f))
+
+    def test_the_example_runs(self):
+        ex = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "several-hosts.txt")
+        with open(ex) as f:
+            text = f.read().replace(":8080/", ":%d/" % self.p1).replace(":8081/", ":%d/" % self.p2)
+        p, doc, _ = self.run_list(text, "-c", "4", "-n", "40", "-t", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([h["urls"] for h in doc["hosts"]], [1, 2])
+        self.assertEqual(sum(h["requests"] for h in doc["hosts"]), 40)
+        self.assertEqual(doc["status"]["2xx"], 40)
+
+    def test_refusals(self):
+        h1, h2 = "http://127.0.0.1:%d" % self.p1, "http://127.0.0.1:%d" % self.p2
+        text = f"{h1}/fast\n{h2}/fast\n"
+        for args, want in [
+            (("-c", "1"), "--urls: the list names 2 hosts, and each connection goes to one: "
+                          "give -c 2 or more"),
+            (("-c", "2", "--http2"), "several hosts in one run are not supported with --http2"),
+        ]:
+            p, _, _ = self.run_list(text, "-n", "10", *args)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(want, p.stderr)
+        p, _, _ = self.run_list(f"https://127.0.0.1:{self.p1}/a\nhttps://127.0.0.1:{self.p2}/b\n",
+                                "-n", "1")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("https:// URLs of a run share one host and port", p.stderr)
+        for port in (self.p1, self.p2):
+            st = self.stats(port)
+            self.assertEqual(st["requests"] - st["endpoints"]["stats"], 0)
 
 
 if __name__ == "__main__":

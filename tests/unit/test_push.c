@@ -216,9 +216,13 @@ static void test_url_refusals(void **state)
     struct sq_push *p = NULL;
     char why[640];
     assert_int_equal(
-        sq_push_open(SQ_PUSH_INFLUX, "https://127.0.0.1/db", &lab, NULL, &p, why, sizeof(why)),
+        sq_push_open(SQ_PUSH_INFLUX, "ftp://127.0.0.1/db", &lab, NULL, &p, why, sizeof(why)),
         -SQ_EUSAGE);
-    assert_non_null(strstr(why, "--out influxdb: 'https://127.0.0.1/db': only http://"));
+    assert_non_null(strstr(why, "--out influxdb: 'ftp://127.0.0.1/db' is not an http(s):// URL"));
+    assert_int_equal(
+        sq_push_open(SQ_PUSH_INFLUX, "http://a:%g0@127.0.0.1/db", &lab, NULL, &p, why, sizeof(why)),
+        -SQ_EUSAGE);
+    assert_non_null(strstr(why, "a bad %-escape"));
     assert_int_equal(sq_push_open(SQ_PUSH_INFLUX, "not a url", &lab, NULL, &p, why, sizeof(why)),
                      -SQ_EUSAGE);
     assert_null(p);
@@ -230,6 +234,13 @@ static void test_url_refusals(void **state)
     struct sq_push_stats st;
     sq_push_stats(p, &st);
     assert_int_equal(st.points + st.sent + st.failed + st.dropped + st.posts, 0);
+    sq_push_free(p);
+    /* https, and a user:password (%-escaped) that the URL as shown leaves out */
+    p = NULL;
+    assert_int_equal(sq_push_open(SQ_PUSH_INFLUX, "https://u:p%40ss@127.0.0.1:1/db", &lab, NULL, &p,
+                                  why, sizeof(why)),
+                     0);
+    assert_string_equal(sq_push_url(p), "https://127.0.0.1:1/db");
     sq_push_free(p);
 }
 

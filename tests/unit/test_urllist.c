@@ -80,6 +80,14 @@ static void https_and_ipv6_origins(void **state)
     assert_int_equal(parse("http://[::1]:9000/a\nhttp://[::1]:9000/b\n", &l, err, sizeof(err)), 0);
     assert_int_equal(l.n, 2);
     sq_urllist_dispose(&l);
+    /* http:// URLs may name several hosts (each connection goes to one) */
+    assert_int_equal(
+        parse("http://127.0.0.1:1/a\nPOST http://127.0.0.1:2/b\nhttp://localhost:1/c\n", &l, err,
+              sizeof(err)),
+        0);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.v[1].u.port, 2);
+    sq_urllist_dispose(&l);
 }
 
 /* text is refused with exactly want. */
@@ -109,14 +117,14 @@ static void refusals(void **state)
     refused("post http://127.0.0.1:1/a\n",
             "u.txt:1:1: 'post' is not a method: methods are case-sensitive (did you mean "
             "'POST'?)");
-    refused("http://127.0.0.1:1/a\nhttp://127.0.0.1:2/b\n",
-            "u.txt:2:1: 'http://127.0.0.1:2/b' is on http://127.0.0.1:2, not on "
-            "http://127.0.0.1:1 like line 1: every URL of a run shares one connection pool (one "
-            "scheme, host and port); run the other origin separately");
+    refused("https://127.0.0.1:1/a\nhttps://127.0.0.1:2/b\n",
+            "u.txt:2:1: 'https://127.0.0.1:2/b' is on https://127.0.0.1:2, not on "
+            "https://127.0.0.1:1 like line 1: https:// URLs of a run share one host and port "
+            "(http:// ones may name several); run the other origin separately");
     refused("http://127.0.0.1:1/a\nGET https://127.0.0.1:1/b\n",
             "u.txt:2:5: 'https://127.0.0.1:1/b' is on https://127.0.0.1:1, not on "
-            "http://127.0.0.1:1 like line 1: every URL of a run shares one connection pool (one "
-            "scheme, host and port); run the other origin separately");
+            "http://127.0.0.1:1 like line 1: every URL of a run has one scheme; run the other "
+            "origin separately");
     refused("POST http://127.0.0.1:1/a @\n",
             "u.txt:1:27: '@' names no file (@PATH reads the body from PATH)");
 }
