@@ -8,6 +8,9 @@ listener and a `protocol websockets` one, started here on free loopback ports, s
     a 20 KB payload: mosquitto writes a WebSocket frame of at most 4 KiB, so each delivery spans
     several frames and squall reassembles the packet;
   - --idle: the connections are held with keep-alive PINGREQs answered through the frames;
+  - the sink subscribed over WebSocket (--sink mqtt+ws://...) counts every event a QoS 1 load
+    published on the TCP listener;
+  - a plan's publish and subscribe steps over mqtt+ws:// (examples/mqtt-websocket.yaml's shape);
   - the upgrade refused (a path on the plain MQTT listener: not HTTP) is counted and noted.
 
 Runs in about 10 s; every load is bounded by -n or -d.
@@ -148,6 +151,31 @@ class MqttOverWebSocket(unittest.TestCase):
         self.assertGreaterEqual(c["keepalive"]["pings"], 20)
         self.assertGreaterEqual(c["keepalive"]["pingresps"], 20)
         self.assertEqual(doc["connections"]["opened"], 20)
+
+    def test_sink_over_websocket(self):
+        p, doc = self.squall("mqtt://%s:%d/sq/ws/sink" % (HOST, self.port), "--qos", "1",
+                             "-n", "2000", "--sink", self.url("sq/ws/sink"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sk = doc["sink"]
+        self.assertEqual(sk["sent"], 2000)
+        self.assertEqual(sk["delivered"], 2000)
+        self.assertEqual(sk["lost"], 0)
+        self.assertIn("mqtt+ws://", p.stderr)
+
+    def test_plan_steps_over_websocket(self):
+        plan = os.path.join(self.dir, "plan.yaml")
+        u = self.url("sq/ws/plan")
+        with open(plan, "w") as f:
+            f.write("target: http://%s:1\nscenarios:\n  s:\n    executor: shared-iterations\n"
+                    "    vus: 4\n    iterations: 100\n    flow:\n"
+                    "      - publish: { url: \"%s\", json: { t: \"{{$stamp}}\" }, qos: 1 }\n"
+                    "      - subscribe: { url: \"%s\", timeout: 5s }\n" % (HOST, u, u))
+        p, doc = self.squall("run", plan)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        steps = {s["method"]: s for s in doc["steps"]}
+        self.assertEqual(steps["PUB"]["requests"], 100, steps)
+        self.assertEqual(steps["SUB"]["requests"], 100, steps)
+        self.assertEqual(steps["SUB"]["failed"], 0, steps)
 
     def test_upgrade_refused(self):
         # the plain MQTT listener does not speak HTTP: it closes on the GET
