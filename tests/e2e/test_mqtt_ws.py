@@ -11,6 +11,8 @@ listener and a `protocol websockets` one, started here on free loopback ports, s
   - the sink subscribed over WebSocket (--sink mqtt+ws://...) counts every event a QoS 1 load
     published on the TCP listener;
   - a plan's publish and subscribe steps over mqtt+ws:// (examples/mqtt-websocket.yaml's shape);
+  - mqtt+wss:// against a TLS websockets listener with a self-signed certificate (--cacert),
+    and the verification failure without it;
   - the upgrade refused (a path on the plain MQTT listener: not HTTP) is counted and noted.
 
 Runs in about 10 s; every load is bounded by -n or -d.
@@ -49,8 +51,8 @@ def stop_proc(proc):
             proc.wait()
 
 
-@unittest.skipUnless(os.path.exists(MOSQUITTO) and MOSQUITTO_SUB,
-                     "needs mosquitto and mosquitto_sub (scripts/deps.sh)")
+@unittest.skipUnless(os.path.exists(MOSQUITTO) and MOSQUITTO_SUB and shutil.which("openssl"),
+                     "needs mosquitto, mosquitto_sub and openssl (scripts/deps.sh)")
 class MqttOverWebSocket(unittest.TestCase):
 
     @classmethod
@@ -61,16 +63,29 @@ class MqttOverWebSocket(unittest.TestCase):
         cls.wsport = sqtest.free_port()
         while cls.wsport == cls.port:
             cls.wsport = sqtest.free_port()
+        cls.wssport = sqtest.free_port()
+        while cls.wssport in (cls.port, cls.wsport):
+            cls.wssport = sqtest.free_port()
+        # a self-signed certificate for the TLS WebSocket listener (mqtt+wss://)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-keyout", "k.pem",
+                        "-out", "c.pem", "-subj", "/CN=%s" % HOST, "-addext",
+                        "subjectAltName=IP:%s" % HOST], cwd=cls.dir, check=True,
+                       capture_output=True)
+        for f in ("k.pem", "c.pem"):
+            os.chmod(os.path.join(cls.dir, f), 0o644)
         conf = os.path.join(cls.dir, "mosquitto.conf")
         with open(conf, "w") as f:
             f.write("persistence false\nlog_dest none\nallow_anonymous true\n"
                     "listener %d %s\nlistener %d %s\nprotocol websockets\n"
-                    % (cls.port, HOST, cls.wsport, HOST))
+                    "listener %d %s\nprotocol websockets\ncertfile %s/c.pem\nkeyfile %s/k.pem\n"
+                    % (cls.port, HOST, cls.wsport, HOST, cls.wssport, HOST, cls.dir, cls.dir))
         os.chmod(conf, 0o644)
         cls.mq = subprocess.Popen([MOSQUITTO, "-c", conf], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         sqtest.wait_port(cls.port, cls.mq)
         sqtest.wait_port(cls.wsport, cls.mq)
+        sqtest.wait_port(cls.wssport, cls.mq)
 
     @classmethod
     def tearDownClass(cls):
@@ -176,6 +191,22 @@ class MqttOverWebSocket(unittest.TestCase):
         self.assertEqual(steps["PUB"]["requests"], 100, steps)
         self.assertEqual(steps["SUB"]["requests"], 100, steps)
         self.assertEqual(steps["SUB"]["failed"], 0, steps)
+
+    def test_over_tls(self):
+        u = "mqtt+wss://%s:%d/mqtt?topic=sq/ws/tls" % (HOST, self.wssport)
+        sub, lines, t = self.subscriber("sq/ws/tls", 1)
+        p, doc = self.squall(u, "--cacert", os.path.join(self.dir, "c.pem"), "--qos", "1",
+                             "-n", "1000")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 1000)
+        self.wait_count(lines, 1000)
+        stop_proc(sub)
+        t.join(5)
+        self.assertEqual(len(lines), 1000)
+        # the certificate checked: without its CA the handshake fails
+        p, doc = self.squall(u, "--qos", "1", "-n", "10", "-d", "2s")
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("certificate verify failed", p.stderr)
 
     def test_upgrade_refused(self):
         # the plain MQTT listener does not speak HTTP: it closes on the GET
