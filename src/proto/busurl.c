@@ -149,7 +149,7 @@ int sq_bus_url_parse(const char *s, int flags, struct sq_bus_url *out, const cha
     out->port = schemes[si].port;
     bool ws = schemes[si].ws;
     const char *a = sep + 3;
-    const char *end = a + strcspn(a, "/");
+    const char *end = a + strcspn(a, ws ? "/?" : "/"); /* mqtt+ws://h?topic=t: no path */
     /* userinfo: up to the last '@' of the authority */
     const char *at = NULL;
     for (const char *p = a; p < end; p++)
