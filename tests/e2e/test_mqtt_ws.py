@@ -141,6 +141,8 @@ class MqttOverWebSocket(unittest.TestCase):
             t.join(5)
             self.assertEqual(len(lines), n, "qos %d: mosquitto_sub saw %d" % (qos, len(lines)))
             m = doc["mqtt"]
+            self.assertEqual(m["transport"], "websocket")
+            self.assertEqual(m["websocket_path"], "/mqtt")
             self.assertEqual(m["connect"]["connacks"], 2)
             if qos:
                 self.assertEqual(m["acks"], n)
