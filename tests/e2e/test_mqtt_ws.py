@@ -106,6 +106,7 @@ class MqttOverWebSocket(unittest.TestCase):
         sub = subprocess.Popen([MOSQUITTO_SUB, "-h", HOST, "-p", str(self.port), "-t", topic,
                                 "-q", str(qos), "-i", "sq-ws-%s" % topic.replace("/", "-")],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(sub.stdout.close)  # cleanups run last first: after the stop below
         self.addCleanup(stop_proc, sub)
         lines = []
 
