@@ -1,7 +1,8 @@
-/* fuzz_busurl.c - bus URLs (nats://, tls://, mqtt://, mqtts://). Checks: a parsed URL has a
- * kind, a host and a port; TLS only for tls:// and mqtts://; sq_bus_url_is_bus agrees with the
- * parser on the scheme; a refusal says why; a publish's topic passes the MQTT check; nothing
- * leaks (dispose after any result). */
+/* fuzz_busurl.c - bus URLs (nats://, tls://, mqtt://, mqtts://, mqtt+ws://, mqtt+wss://).
+ * Checks: a parsed URL has a kind, a host and a port; TLS only for tls://, mqtts:// and
+ * mqtt+wss://; a WebSocket path (starting with '/') only for mqtt+ws(s)://; sq_bus_url_is_bus
+ * agrees with the parser on the scheme; a refusal says why; a publish's topic passes the MQTT
+ * check; nothing leaks (dispose after any result). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,8 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (!sq_bus_url_is_bus(s))
             abort();
-        bool tls_scheme = strncasecmp(s, "tls://", 6) == 0 || strncasecmp(s, "mqtts://", 8) == 0;
+        bool tls_scheme = strncasecmp(s, "tls://", 6) == 0 || strncasecmp(s, "mqtts://", 8) == 0 ||
+                          strncasecmp(s, "mqtt+wss://", 11) == 0;
         if (u.tls != tls_scheme)
+            abort();
+        /* a WebSocket path exactly for mqtt+ws(s)://, starting with '/' */
+        bool ws_scheme = strncasecmp(s, "mqtt+ws", 7) == 0;
+        if (!u.ws_path != !ws_scheme || (u.ws_path && u.ws_path[0] != '/'))
             abort();
         if ((flags & SQ_BUS_URL_TARGET) && !u.target)
             abort();

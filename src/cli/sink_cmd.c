@@ -39,8 +39,9 @@ static const char usage[] =
     "      --mqtt URL          mqtt://HOST[:PORT]/FILTER: a subscription\n"
     "      --qos N             with --mqtt: the subscription's QoS (default 1)\n"
     "      --mqtt-version V    with --mqtt: 3 (3.1.1, the default) or 5\n"
-    "  tls://HOST[:PORT]/SUBJECT (--nats) and mqtts://HOST[:PORT]/FILTER (--mqtt, port 8883)\n"
-    "  subscribe over TLS:\n"
+    "  mqtt+ws://HOST[:PORT][/PATH]?topic=FILTER (--mqtt) subscribes over WebSocket;\n"
+    "  tls://HOST[:PORT]/SUBJECT (--nats), mqtts://HOST[:PORT]/FILTER (--mqtt, port 8883) and\n"
+    "  mqtt+wss:// subscribe over TLS:\n"
     "  -k, --insecure          do not verify the broker's certificate\n"
     "      --cacert FILE       trust the CAs in this PEM file (default: the system's)\n"
     "      --cert FILE         client certificate (PEM), with --key\n"
@@ -281,7 +282,8 @@ static int sink_parse(struct sinkcmd *c, int argc, char **argv)
     if (cfg->mqtt_version && !cfg->mqtt)
         return sq_cli_usage_error(FACE, "--mqtt-version applies to --mqtt");
     bool tls = (cfg->nats && strncasecmp(cfg->nats, "tls://", 6) == 0) ||
-               (cfg->mqtt && strncasecmp(cfg->mqtt, "mqtts://", 8) == 0);
+               (cfg->mqtt && (strncasecmp(cfg->mqtt, "mqtts://", 8) == 0 ||
+                              strncasecmp(cfg->mqtt, "mqtt+wss://", 11) == 0));
     if (!tls && (c->tls.insecure || c->tls.cacert || c->tls.cert || c->tls.key))
         return sq_cli_usage_error(FACE, "-k, --cacert, --cert and --key are for a broker over "
                                         "TLS: --nats tls://... or --mqtt mqtts://...");

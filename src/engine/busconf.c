@@ -24,6 +24,8 @@ void sq_bus_config_dispose(struct sq_bus_config *c)
     free(c->user);
     free(c->password);
     free(c->client_id);
+    free(c->ws_path);
+    free(c->ws_host);
     memset(c, 0, sizeof(*c));
 }
 

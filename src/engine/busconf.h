@@ -76,6 +76,10 @@ struct sq_bus_config {
      * reads the server's plaintext INFO first and upgrades before its CONNECT. */
     bool tls;
     bool tls_first; /* NATS: TLS before INFO (the server's handshake_first) */
+    /* MQTT over WebSocket (mqtt+ws://, mqtt+wss://): once TCP (and TLS) is up, an HTTP/1.1
+     * upgrade to `ws_path` with subprotocol mqtt, Host `ws_host`; then every MQTT byte rides
+     * binary frames (engine/busws.c). NULL: MQTT straight on the socket. Owned. */
+    char *ws_path, *ws_host;
 };
 
 /* Frees what the configuration owns (templates, strings); c may be zeroed again. */

@@ -27,6 +27,7 @@
 
 #include "base/clock.h"
 #include "engine/busconf.h"
+#include "engine/busws.h"
 #include "engine/driver.h"
 #include "engine/worker.h"
 #include "plan/tmpl.h"
@@ -187,6 +188,8 @@ static void b_teardown(struct sq_engine__busconn *b)
     sq_engine__ring_clear(&b->pings);
     b->unpinged = 0;
     b->upgrade = false;
+    if (SQ_UNLIKELY(b->ws != NULL))
+        sq_engine__busws_reset(b);
     if (hello)
         ops_of(b)->reset(b);
 }
@@ -198,6 +201,7 @@ static void b_dispose(struct sq_engine__busconn *b)
     sq_spill_dispose(&b->spill);
     sq_engine__ring_dispose(&b->fifo);
     sq_engine__ring_dispose(&b->pings);
+    sq_engine__busws_free(b);
 }
 
 /* The greeting failed (a refusal, a timeout, the connection closed): like a failed connect, it
@@ -341,25 +345,33 @@ static void b_flush(struct sq_engine__busconn *b)
         w->c.bus.pings++;
     }
     bool blocked = false;
-    if (b->out_off < b->out.len) {
-        ssize_t n = sq_engine__xport_write(&b->m.x, b->out.p + b->out_off, b->out.len - b->out_off,
-                                           &blocked);
+    struct sq_buf *o = &b->out;
+    size_t *off = &b->out_off;
+    if (SQ_UNLIKELY(b->ws != NULL)) { /* MQTT over WebSocket: the bytes go out framed */
+        if (sq_engine__busws_wrap(b) < 0) {
+            sq_engine__bus_fail(b, SQ_ERRK_WRITE);
+            return;
+        }
+        o = sq_engine__busws_wire(b, &off);
+    }
+    if (*off < o->len) {
+        ssize_t n = sq_engine__xport_write(&b->m.x, o->p + *off, o->len - *off, &blocked);
         if (n < 0) {
             sq_engine__bus_fail(b, SQ_ERRK_WRITE);
             return;
         }
         w->c.bytes_sent += (uint64_t)n;
         w->c.bus.flushes += n > 0;
-        b->out_off += (size_t)n;
+        *off += (size_t)n;
     }
     b->wrote_ns = sq_loop_now(w->loop);
     if (!blocked) {
-        b->out.len = 0;
-        b->out_off = 0;
-    } else if (b->out_off > b->out.cap / 2) {
-        memmove(b->out.p, b->out.p + b->out_off, b->out.len - b->out_off);
-        b->out.len -= b->out_off;
-        b->out_off = 0;
+        o->len = 0;
+        *off = 0;
+    } else if (*off > o->cap / 2) {
+        memmove(o->p, o->p + *off, o->len - *off);
+        o->len -= *off;
+        *off = 0;
     }
     if (sq_io_modify(w->loop, &b->m.x.io, blocked ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
         sq_engine__bus_fail(b, SQ_ERRK_WRITE);
@@ -369,7 +381,7 @@ static void b_flush(struct sq_engine__busconn *b)
 
 /* Hands one unit to the protocol (base/spill.h's callback). A protocol error marks the
  * connection broken; once it is broken the read stops. */
-static int b_unit(void *ud, const char *p, size_t n, size_t *need)
+int sq_engine__bus_unit(void *ud, const char *p, size_t n, size_t *need)
 {
     struct sq_engine__busconn *b = ud;
     if (b->broken || b->m.state < SQ_ENGINE__MX_HELLO)
@@ -385,7 +397,7 @@ static int b_unit(void *ud, const char *p, size_t n, size_t *need)
 /* Feeds one read's bytes (see the read invariant at the top). */
 static void b_feed(struct sq_engine__busconn *b, const char *p, size_t n)
 {
-    int rc = sq_spill_feed(&b->spill, b->max_unit + 4096, p, n, b_unit, b);
+    int rc = sq_spill_feed(&b->spill, b->max_unit + 4096, p, n, sq_engine__bus_unit, b);
     if (rc < 0 && !b->broken && b->m.state >= SQ_ENGINE__MX_HELLO)
         sq_engine__bus_fail(b, SQ_ERRK_PARSE); /* a unit too large, or longer than its bytes */
 }
@@ -430,7 +442,10 @@ static void b_read(struct sq_engine__busconn *b)
         if (n > 0) {
             w->c.bytes_received += (uint64_t)n;
             b->now = sq_now_ns();
-            b_feed(b, w->rbuf, (size_t)n);
+            if (SQ_UNLIKELY(b->ws != NULL))
+                sq_engine__busws_feed(b, w->rbuf, (size_t)n);
+            else
+                b_feed(b, w->rbuf, (size_t)n);
             if (n < SQ_ENGINE_RBUF_SIZE && !tls_buffered(b))
                 break;
             continue;
@@ -459,7 +474,8 @@ static void b_connected(struct sq_engine__busconn *b)
     b->m.state = SQ_ENGINE__MX_HELLO;
     b->hello_ns = b->m.x.since_ns;
     b->busy++;
-    int rc = ops_of(b)->hello(b);
+    /* over WebSocket the upgrade goes first; the protocol's hello follows its 101 (busws.c) */
+    int rc = SQ_UNLIKELY(b->ws != NULL) ? sq_engine__busws_upgrade(b) : ops_of(b)->hello(b);
     if (rc < 0 && !b->broken)
         b->broken = 1 + SQ_ERRK_CONNECT;
     b_event_end(b);
@@ -641,6 +657,8 @@ static int drv_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_
         b->ops = ops;
         b->max_unit = 1024 * 1024;
         sq_timer_init(&b->kick, b_on_kick);
+        if (bus->ws_path && sq_engine__busws_attach(b, bus->ws_path, bus->ws_host) < 0)
+            return -ENOMEM;
     }
     return ops->init ? ops->init(w) : 0;
 }
@@ -699,6 +717,18 @@ static void drv_close(struct sq_engine__conn *c)
         d->ops->release(sq_engine__bus_of(c), c);
 }
 
+/* Bytes queued and not yet written (framed or not). */
+static bool b_pending(struct sq_engine__busconn *b)
+{
+    if (b->out.len > b->out_off)
+        return true;
+    if (SQ_LIKELY(b->ws == NULL))
+        return false;
+    size_t *off;
+    struct sq_buf *o = sq_engine__busws_wire(b, &off);
+    return o->len > *off;
+}
+
 void sq_engine__bus_sweep_one(struct sq_engine__busconn *b, int64_t now)
 {
     if (sq_engine__mux_sweep(&b->m, now))
@@ -714,8 +744,7 @@ void sq_engine__bus_sweep_one(struct sq_engine__busconn *b, int64_t now)
     } else if (sq_engine__bus_is_open(b)) {
         if (b->ops->tick)
             b->ops->tick(b, now);
-        if (sq_engine__bus_is_open(b) && b->out.len > b->out_off && !b->busy &&
-            !(b->m.x.io.events & EPOLLOUT))
+        if (sq_engine__bus_is_open(b) && b_pending(b) && !b->busy && !(b->m.x.io.events & EPOLLOUT))
             b_flush(b);
     }
 }
@@ -762,18 +791,21 @@ static void drv_close_all(struct sq_engine__worker *w)
         }
     for (uint32_t k = 0; d && k < d->nconn; k++) {
         struct sq_engine__busconn *b = sq_engine__bus_at(d, k);
-        if (sq_engine__bus_is_open(b) && b->out.len > b->out_off && !b->broken) {
+        struct sq_buf *o = &b->out;
+        size_t *off = &b->out_off;
+        if (b->ws && sq_engine__busws_wrap(b) == 0)
+            o = sq_engine__busws_wire(b, &off);
+        if (sq_engine__bus_is_open(b) && o->len > *off && !b->broken) {
             int fd = b->m.x.io.fd, fl = fcntl(fd, F_GETFL);
             struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
             if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
                 setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0) {
-                while (b->out_off < b->out.len) {
-                    ssize_t n = sq_engine__xport_send(&b->m.x, b->out.p + b->out_off,
-                                                      b->out.len - b->out_off);
+                while (*off < o->len) {
+                    ssize_t n = sq_engine__xport_send(&b->m.x, o->p + *off, o->len - *off);
                     if (n <= 0)
                         break;
                     w->c.bytes_sent += (uint64_t)n;
-                    b->out_off += (size_t)n;
+                    *off += (size_t)n;
                 }
             }
         }

@@ -156,6 +156,7 @@ struct sq_engine__busconn {
     /* over TLS (tls://, mqtts://): the client to shake hands with; NULL: plain. m.tc holds it
      * too when the handshake follows the connect (MQTT, NATS --tls-first) */
     struct sq_tls_client *tls;
+    struct sq_engine__busws *ws; /* MQTT over WebSocket (engine/busws.h); NULL: on the socket */
     bool upgrade;  /* the protocol asked for TLS on the plaintext connection (NATS after INFO):
                       it starts at the end of the event */
     bool was_open; /* opened before: the next open is a reconnect */
@@ -163,6 +164,9 @@ struct sq_engine__busconn {
     int busy;      /* inside an event of this connection */
     int broken;    /* a failure found while busy: 1 + enum sq_errk; 0 none */
 };
+
+/* One unit read, handed to the protocol (busws.c feeds the payload of frames through it). */
+int sq_engine__bus_unit(void *ud, const char *p, size_t n, size_t *need);
 
 /* Open: it takes messages. */
 static inline bool sq_engine__bus_is_open(const struct sq_engine__busconn *b)

@@ -158,7 +158,7 @@ static int compile_bus_step(struct sq_flow *f, struct sq_flow_step *st, char *er
         struct sq_flow_broker *b = &f->brokers[i];
         if (b->kind == (int)u.kind && b->tls == u.tls && b->port == u.port &&
             strcmp(b->host, u.host) == 0 && same_str(b->user, u.user) &&
-            same_str(b->password, u.password))
+            same_str(b->password, u.password) && same_str(b->ws_path, u.ws_path))
             break;
     }
     if (i == f->nbrokers) {
@@ -176,7 +176,16 @@ static int compile_bus_step(struct sq_flow *f, struct sq_flow_step *st, char *er
         b->port = u.port;
         b->user = dupz(u.user);
         b->password = dupz(u.password);
-        if ((u.user && !b->user) || (u.password && !b->password)) {
+        b->ws_path = dupz(u.ws_path);
+        if (u.ws_path) {
+            char host[300];
+            bool v6 = strchr(u.host, ':') != NULL;
+            snprintf(host, sizeof(host), "%s%s%s:%u", v6 ? "[" : "", u.host, v6 ? "]" : "",
+                     (unsigned)u.port);
+            b->ws_host = strdup(host);
+        }
+        if ((u.user && !b->user) || (u.password && !b->password) ||
+            (u.ws_path && (!b->ws_path || !b->ws_host))) {
             sq_bus_url_dispose(&u);
             return -ENOMEM;
         }
@@ -340,7 +349,9 @@ int sq_flow_resolve_brokers(struct sq_flow *f, const struct sq_egress *e,
         bool v6 = strchr(b->host, ':') != NULL;
         char what[320], why[800];
         snprintf(what, sizeof(what), "the broker %s://%s%s%s:%u of a publish or subscribe step",
-                 b->kind == SQ_BUS_NATS ? (b->tls ? "tls" : "nats") : (b->tls ? "mqtts" : "mqtt"),
+                 b->kind == SQ_BUS_NATS ? (b->tls ? "tls" : "nats")
+                 : b->ws_path           ? (b->tls ? "mqtt+wss" : "mqtt+ws")
+                                        : (b->tls ? "mqtts" : "mqtt"),
                  v6 ? "[" : "", b->host, v6 ? "]" : "", (unsigned)b->port);
         if (b->tls && !b->tc) {
             struct sq_tls_client_opts t = tls ? *tls : (struct sq_tls_client_opts){0};
@@ -387,6 +398,8 @@ void sq_flow_free(struct sq_flow *f)
         sq_tls_client_free(b->tc);
         free(b->user);
         free(b->password);
+        free(b->ws_path);
+        free(b->ws_host);
         for (size_t k = 0; k < b->nsubs; k++)
             free(b->subs[k]);
         free(b->subs);

@@ -71,6 +71,9 @@ struct sq_flow_broker {
      * sq_flow_resolve_brokers from the run's TLS flags. NULL: plain (or not built yet). */
     bool tls;
     struct sq_tls_client *tc;
+    /* mqtt+ws://, mqtt+wss://: the WebSocket request's path and Host (engine/busws.h); NULL:
+     * MQTT on the socket */
+    char *ws_path, *ws_host;
 };
 
 struct sq_flow {

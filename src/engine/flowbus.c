@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "engine/busconf.h"
 #include "engine/busio.h"
+#include "engine/busws.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
 #include "engine/worker.h"
@@ -472,6 +473,8 @@ int sq_engine__flowbus_new(struct sq_engine__worker *w, struct sq_engine__flowbu
         fc->b.tls = fc->br->tc; /* over TLS: MQTT shakes hands at once, NATS after INFO */
         if (fc->br->kind == SQ_BUS_MQTT)
             fc->b.m.tc = fc->br->tc;
+        if (rc == 0 && fc->br->ws_path)
+            rc = sq_engine__busws_attach(&fc->b, fc->br->ws_path, fc->br->ws_host);
         fc->b.ping = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING : "\xc0\x00"; /* PINGREQ */
         fc->b.ping_len = fc->br->kind == SQ_BUS_NATS ? SQ_NATS_PING_LEN : 2;
         sq_nats_limits_init(&fc->nlim);

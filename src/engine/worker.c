@@ -49,6 +49,7 @@
 #include "base/assert.h"
 #include "base/clock.h"
 #include "engine/busconf.h"
+#include "engine/busws.h"
 #include "engine/client.h"
 #include "engine/driver.h"
 #include "engine/flow.h"
@@ -2167,6 +2168,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
     sq_hist_free(w->rate);
     sq_hist_free(w->sse_first);
     sq_hist_free(w->connack);
+    sq_engine__busws_ctx_free(w);
     sq_hist_free(w->sse_dur);
     free(w->conns);
     free(w->vux);

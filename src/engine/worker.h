@@ -26,6 +26,7 @@ struct sq_flow;
 struct sq_flow_vu;
 struct sq_decoder;
 struct sq_engine__driver; /* engine/driver.h: the protocol seam */
+struct sq_ws_ctx;
 
 /* One VU of a worker (worker.c). Over HTTP/1.1 (h1drv.c) and WebSocket (wsdrv.c) it is also a
  * connection: its transport (x), reader and all. Over HTTP/2 (h2drv.c) and a bus it is one slot
@@ -281,6 +282,7 @@ struct sq_engine__worker {
     struct sq_hist *phase[SQ_PHASE_COUNT]; /* per-phase timings, when the run records them */
     struct sq_hist *sse_first, *sse_dur;   /* streams: created with the first one */
     struct sq_hist *connack; /* MQTT: CONNECT to CONNACK, µs (the first one makes it) */
+    struct sq_ws_ctx *busws; /* MQTT over WebSocket: the frame context (busws.c, made on use) */
     void **states;           /* regex match data */
     /* A flow with a batch: each VU i has lanes_per connections of its own beside its VU
      * connection, conns[lane0 + i * lanes_per + k] (lane0: past the pool, ncap), which send the

@@ -103,6 +103,14 @@ int sq_bus_prepare(struct sq_bus_config *c, const struct sq_bus_url *u, const st
         return -ENOMEM;
     if (o->client_id && !(c->client_id = strdup(o->client_id)))
         return -ENOMEM;
+    if (u->ws_path) {
+        char host[300];
+        bool v6 = strchr(u->host, ':') != NULL;
+        snprintf(host, sizeof(host), "%s%s%s:%u", v6 ? "[" : "", u->host, v6 ? "]" : "",
+                 (unsigned)u->port);
+        if (!(c->ws_path = strdup(u->ws_path)) || !(c->ws_host = strdup(host)))
+            return -ENOMEM;
+    }
     if (!nats && u->password && !u->user)
         return sq_flag_fail(err, errlen, "the URL has a password without a user name");
     struct sq_tmpl_error te = {0};

@@ -582,7 +582,8 @@ static int take(struct sq_quick_opts *o, int opt, const char *flag, char *arg, c
 
 static bool tls_url(const char *u)
 {
-    return strncasecmp(u, "tls://", 6) == 0 || strncasecmp(u, "mqtts://", 8) == 0;
+    return strncasecmp(u, "tls://", 6) == 0 || strncasecmp(u, "mqtts://", 8) == 0 ||
+           strncasecmp(u, "mqtt+wss://", 11) == 0;
 }
 
 /* The flag that asked for the HTTP/2 request path: --http3 rides on it. */
@@ -641,7 +642,8 @@ static int check_bus(struct sq_quick_opts *o, char *err, size_t len)
         if (f)
             return sq_flag_fail(err, len,
                                 "%s is for a broker over TLS: tls://HOST[:PORT]/SUBJECT (NATS) or "
-                                "mqtts://HOST[:PORT]/TOPIC (MQTT)",
+                                "mqtts://HOST[:PORT]/TOPIC (MQTT) or "
+                                "mqtt+wss://HOST[:PORT]/PATH?topic=TOPIC",
                                 f);
         if (!o->connections_set)
             o->connections = 1; /* one publisher, as nats bench and the MQTT tools start */
@@ -1802,7 +1804,8 @@ static int prepare_url(struct sq_quick_run *r, const struct sq_quick_opts *o, ch
         int sn = (int)(strstr(o->url, "://") - o->url);
         return sq_flag_fail(err, len,
                             "bad URL '%s': unsupported URL scheme \"%.*s\" (use http://, https://, "
-                            "ws://, wss://, nats://, tls:// (NATS over TLS), mqtt:// or mqtts://)",
+                            "ws://, wss://, nats://, tls:// (NATS over TLS), mqtt://, mqtts://, "
+                            "mqtt+ws:// or mqtt+wss:// (MQTT over WebSocket))",
                             o->url, sn > 16 ? 16 : sn, o->url);
     }
     if (rc < 0)

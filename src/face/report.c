@@ -140,6 +140,7 @@ static struct sq_report_bus report_bus(const struct sq_bus_config *b)
         .retain = b->retain,
         .round_trip = b->mode == SQ_BUS_ROUND_TRIP,
         .idle = b->idle,
+        .websocket = b->ws_path,
     };
 }
 

@@ -696,6 +696,9 @@ static json_t *bus_block(const struct sq_report_bus *b, const struct sq_result *
         json_object_set_new(j, "version", json_string(b->version));
         json_object_set_new(j, "retain", json_boolean(b->retain));
         json_object_set_new(j, "idle", json_boolean(b->idle));
+        json_object_set_new(j, "transport", json_string(b->websocket ? "websocket" : "tcp"));
+        if (b->websocket)
+            json_object_set_new(j, "websocket_path", json_string(b->websocket));
         json_t *cn = mqtt_connect_block(r);
         if (cn)
             json_object_set_new(j, "connect", cn);

@@ -34,8 +34,9 @@ struct sq_report_bus {
     int qos;
     const char *version; /* "5.0" or "3.1.1" */
     bool retain;
-    bool round_trip; /* the block counts deliveries (delivered, foreign) */
-    bool idle;       /* --idle: connect and hold, no publish */
+    bool round_trip;       /* the block counts deliveries (delivered, foreign) */
+    bool idle;             /* --idle: connect and hold, no publish */
+    const char *websocket; /* mqtt+ws(s)://: the WebSocket path MQTT rides; NULL: TCP */
 };
 
 /* What was asked for, as the user said it. */

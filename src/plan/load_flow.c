@@ -1143,11 +1143,14 @@ static int load_bus_step(struct ld *L, const struct ynode *n, struct sq_plan_ste
     if ((rc = sq_plan__want_string(L, v, "a broker URL")) < 0)
         return rc;
     if (strncasecmp(v->s, "nats://", 7) != 0 && strncasecmp(v->s, "mqtt://", 7) != 0 &&
-        strncasecmp(v->s, "tls://", 6) != 0 && strncasecmp(v->s, "mqtts://", 8) != 0)
-        return sq_plan__fail(L, v,
-                             "expected nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC "
-                             "(tls:// and mqtts:// over TLS), got '%.60s'",
-                             v->s);
+        strncasecmp(v->s, "tls://", 6) != 0 && strncasecmp(v->s, "mqtts://", 8) != 0 &&
+        strncasecmp(v->s, "mqtt+ws://", 10) != 0 && strncasecmp(v->s, "mqtt+wss://", 11) != 0)
+        return sq_plan__fail(
+            L, v,
+            "expected nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC "
+            "(tls:// and mqtts:// over TLS; mqtt+ws://HOST[:PORT]/PATH?topic=TOPIC "
+            "and mqtt+wss:// over WebSocket), got '%.60s'",
+            v->s);
     r->url_src = strdup(v->s);
     r->method = strdup(publish ? "PUB" : "SUB");
     if (!r->url_src || !r->method || sq_tmpl_new_literal(v->s, v->len, &r->url) < 0)
@@ -1174,9 +1177,11 @@ static int load_bus_step(struct ld *L, const struct ynode *n, struct sq_plan_ste
         if (strcmp(v->s, "0") && strcmp(v->s, "1") && strcmp(v->s, "2"))
             return sq_plan__fail(L, v, "expected a QoS of 0, 1 or 2, got '%.20s'", v->s);
         if (strncasecmp(r->url_src, "mqtt://", 7) != 0 &&
-            strncasecmp(r->url_src, "mqtts://", 8) != 0)
+            strncasecmp(r->url_src, "mqtts://", 8) != 0 &&
+            strncasecmp(r->url_src, "mqtt+ws://", 10) != 0 &&
+            strncasecmp(r->url_src, "mqtt+wss://", 11) != 0)
             return sq_plan__fail(L, v,
-                                 "qos is for mqtt:// and mqtts:// URLs (NATS core has no QoS)");
+                                 "qos is for mqtt://, mqtts:// and mqtt+ws(s):// URLs (NATS core has no QoS)");
         st->qos = (uint8_t)(v->s[0] - '0');
         sq_plan__path_pop(L, mark);
     }

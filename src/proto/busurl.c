@@ -5,7 +5,12 @@
  * brokers take credentials there (nats://user:pass@host, mqtt://user:pass@host):
  *
  * scheme is nats or tls (NATS, plain or over TLS: the NATS clients' spelling), mqtt or mqtts
- * (MQTT, plain or over TLS, default port 8883).
+ * (MQTT, plain or over TLS, default port 8883), mqtt+ws or mqtt+wss (MQTT over WebSocket, plain or
+ * over TLS, default port 80 / 443). The WebSocket schemes are not ws:// and wss:// because those
+ * already run the WebSocket load (engine/wsdrv.c) with its own messages; here the path is the
+ * WebSocket request's (default /mqtt, as brokers serve it) and the topic comes in `?topic=`:
+ *
+ *     mqtt+ws "://" [ userinfo "@" ] host [ ":" port ] [ "/" path ] [ "?topic=" topic ]
  *
  *     scheme "://" [ user [ ":" password ] "@" ] host [ ":" port ] [ "/" target ]
  *
@@ -30,18 +35,18 @@
 static _Thread_local char why_buf[160];
 
 /* The schemes: nats (plain), tls (NATS over TLS, as the NATS clients spell it), mqtt (plain),
- * mqtts (MQTT over TLS). */
+ * mqtts (MQTT over TLS), mqtt+ws and mqtt+wss (MQTT carried in WebSocket binary frames, plain or
+ * over TLS). */
 static const struct {
     const char *name;
     uint8_t len;
     enum sq_bus_kind kind;
-    bool tls;
+    bool tls, ws;
     uint16_t port;
 } schemes[] = {
-    {"nats", 4, SQ_BUS_NATS, false, 4222},
-    {"tls", 3, SQ_BUS_NATS, true, 4222},
-    {"mqtt", 4, SQ_BUS_MQTT, false, 1883},
-    {"mqtts", 5, SQ_BUS_MQTT, true, 8883},
+    {"nats", 4, SQ_BUS_NATS, false, false, 4222}, {"tls", 3, SQ_BUS_NATS, true, false, 4222},
+    {"mqtt", 4, SQ_BUS_MQTT, false, false, 1883}, {"mqtts", 5, SQ_BUS_MQTT, true, false, 8883},
+    {"mqtt+ws", 7, SQ_BUS_MQTT, false, true, 80}, {"mqtt+wss", 8, SQ_BUS_MQTT, true, true, 443},
 };
 
 static int scheme_of(const char *scheme, size_t len)
@@ -61,7 +66,7 @@ uint16_t sq_bus_default_port(const char *scheme, size_t len)
 bool sq_bus_url_is_bus(const char *s)
 {
     const char *sep = strstr(s, "://");
-    return sep && sep - s <= 5 && scheme_of(s, (size_t)(sep - s)) >= 0;
+    return sep && sep - s <= 8 && scheme_of(s, (size_t)(sep - s)) >= 0;
 }
 
 /* Percent-decodes s[0, n) into a new NUL-terminated string. A '%' not followed by two hex digits
@@ -134,15 +139,17 @@ int sq_bus_url_parse(const char *s, int flags, struct sq_bus_url *out, const cha
     size_t slen = (size_t)(sep - s);
     int si = scheme_of(s, slen);
     if (si < 0) {
-        snprintf(why_buf, sizeof(why_buf), "unsupported scheme '%.*s' (nats, tls, mqtt or mqtts)",
+        snprintf(why_buf, sizeof(why_buf),
+                 "unsupported scheme '%.*s' (nats, tls, mqtt, mqtts, mqtt+ws or mqtt+wss)",
                  (int)(slen > 16 ? 16 : slen), s);
         return fail(why, why_buf);
     }
     out->kind = schemes[si].kind;
     out->tls = schemes[si].tls;
     out->port = schemes[si].port;
+    bool ws = schemes[si].ws;
     const char *a = sep + 3;
-    const char *end = a + strcspn(a, "/");
+    const char *end = a + strcspn(a, ws ? "/?" : "/"); /* mqtt+ws://h?topic=t: no path */
     /* userinfo: up to the last '@' of the authority */
     const char *at = NULL;
     for (const char *p = a; p < end; p++)
@@ -210,7 +217,30 @@ int sq_bus_url_parse(const char *s, int flags, struct sq_bus_url *out, const cha
             return fail(why, "the port is not a number from 1 to 65535");
         out->port = (uint16_t)v;
     }
-    if (*end == '/' && end[1]) {
+    if (ws) {
+        /* the path is the WebSocket request's (default /mqtt); the topic is ?topic= */
+        const char *q = strstr(end, "?topic=");
+        size_t plen = q ? (size_t)(q - end) : strlen(end);
+        if (plen == 0 || (plen == 1 && *end == '/')) {
+            out->ws_path = strdup("/mqtt");
+        } else if (*end == '/') {
+            for (size_t i = 0; i < plen; i++)
+                if ((unsigned char)end[i] <= 0x20 || end[i] == 0x7f || end[i] == '?' ||
+                    end[i] == '#')
+                    return fail(why, "the WebSocket path has a blank, a control character, '?' "
+                                     "or '#' (the topic goes in ?topic=)");
+            out->ws_path = strndup(end, plen);
+        } else {
+            return fail(why, "expected '/PATH' or '?topic=' after the host");
+        }
+        if (!out->ws_path)
+            return -ENOMEM;
+        if (q && q[7]) {
+            out->target = pct_decode(q + 7, strlen(q + 7), &bad);
+            if (!out->target)
+                return bad ? fail(why, "the topic has a bad %-escape") : -ENOMEM;
+        }
+    } else if (*end == '/' && end[1]) {
         out->target = pct_decode(end + 1, strlen(end + 1), &bad);
         if (!out->target)
             return bad ? fail(why, "the subject or topic has a bad %-escape") : -ENOMEM;
@@ -219,7 +249,8 @@ int sq_bus_url_parse(const char *s, int flags, struct sq_bus_url *out, const cha
     if (!out->target) {
         if (need_target)
             return fail(why, out->kind == SQ_BUS_NATS ? "no subject: nats://HOST[:PORT]/SUBJECT"
-                                                      : "no topic: mqtt://HOST[:PORT]/TOPIC");
+                             : ws ? "no topic: mqtt+ws://HOST[:PORT][/PATH]?topic=TOPIC"
+                                  : "no topic: mqtt://HOST[:PORT]/TOPIC");
         return 0;
     }
     size_t tl = strlen(out->target);
@@ -243,5 +274,6 @@ void sq_bus_url_dispose(struct sq_bus_url *u)
     free(u->user);
     free(u->password);
     free(u->target);
-    u->user = u->password = u->target = NULL;
+    free(u->ws_path);
+    u->user = u->password = u->target = u->ws_path = NULL;
 }

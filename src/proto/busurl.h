@@ -26,11 +26,12 @@ struct sq_bus_url {
     uint16_t port;  /* explicit or 4222 / 1883 / 8883 (mqtts) */
     bool tls;       /* tls:// (NATS) or mqtts://: the connection runs TLS */
     char *user, *password;
-    char *target; /* subject or topic, percent-decoded (NULL: none given) */
+    char *target;  /* subject or topic, percent-decoded (NULL: none given) */
+    char *ws_path; /* mqtt+ws://, mqtt+wss://: the WebSocket request's path (NULL: plain TCP) */
 };
 
-/* True when s starts with nats://, tls://, mqtt:// or mqtts:// (any case): a URL for
- * sq_bus_url_parse. */
+/* True when s starts with nats://, tls://, mqtt://, mqtts://, mqtt+ws:// or mqtt+wss:// (any case):
+ * a URL for sq_bus_url_parse. */
 bool sq_bus_url_is_bus(const char *s);
 
 /* What a caller wants of the URL's target. */

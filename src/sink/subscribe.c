@@ -31,7 +31,9 @@
 #include "proto/busurl.h"
 #include "proto/mqtt.h"
 #include "proto/nats.h"
+#include "proto/ws.h"
 #include "sink/internal.h"
+#include "http/h1.h"
 
 #define BACKOFF_MIN_NS    (10 * SQ_NS_PER_MS)
 #define BACKOFF_MAX_SHIFT 7
@@ -41,7 +43,19 @@
 #define MQTT_SUB_ID       1
 #define MAX_FIELDS        64
 
-enum { S_CLOSED, S_BACKOFF, S_CONNECTING, S_HANDSHAKE, S_HELLO, S_SUBSCRIBED };
+enum { S_CLOSED, S_BACKOFF, S_CONNECTING, S_HANDSHAKE, S_UPGRADE, S_HELLO, S_SUBSCRIBED };
+
+/* mqtt+ws://, mqtt+wss://: the WebSocket under the MQTT connection (as engine/busws.c does for
+ * the load): the upgrade (subprotocol mqtt) before CONNECT, every packet written in a masked
+ * binary frame, and the payload of binary frames read fed to the same packet reader. */
+struct sinkws {
+    struct sq_ws_ctx ctx;
+    struct sq_ws_conn wc;
+    struct sq_ws_handshake hs;
+    struct sq_h1_reader rd;
+    uint64_t rng;
+    bool open;
+};
 
 struct sq_sink__bus {
     struct sq_sink *sink;
@@ -81,6 +95,7 @@ struct sq_sink__bus {
     char consumer[128];
     uint32_t in_batch;
     uint64_t fetches, redelivered; /* atomic */
+    struct sinkws *ws;             /* NULL: MQTT (or NATS) on the socket */
 };
 
 static void b_connect(struct sq_sink__bus *b);
@@ -130,6 +145,12 @@ static void teardown(struct sq_sink__bus *b)
     sq_buf_reset(&b->spill);
     b->need = 0;
     b->got_info = false;
+    if (b->ws) {
+        if (b->ws->open)
+            sq_ws_conn_dispose(&b->ws->ctx, &b->ws->wc);
+        b->ws->open = false;
+        sq_h1_reader_dispose(&b->ws->rd);
+    }
     __atomic_store_n(&b->subscribed, 0, __ATOMIC_RELAXED);
     b->state = S_CLOSED;
 }
@@ -154,7 +175,17 @@ static void on_timer(struct sq_loop *loop, struct sq_timer *t)
 
 static int queue(struct sq_sink__bus *b, const void *p, size_t n)
 {
-    return sq_buf_append(&b->out, p, n);
+    if (!b->ws || !b->ws->open)
+        return sq_buf_append(&b->out, p, n);
+    size_t need = sq_ws_frame_len(n);
+    if (sq_buf_reserve(&b->out, need) < 0)
+        return -ENOMEM;
+    int k = sq_ws_encode_frame(&b->ws->ctx, &b->ws->wc, (uint8_t *)b->out.p + b->out.len, need,
+                               SQ_WS_BINARY, true, p, n);
+    if (k < 0)
+        return k;
+    b->out.len += (size_t)k;
+    return 0;
 }
 
 /* read() and send(), through TLS when the connection runs it (-1 with errno either way). */
@@ -604,6 +635,119 @@ static int mqtt_unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *ne
     return rc;
 }
 
+/* ---- MQTT over WebSocket ---- */
+
+static void feed(struct sq_sink__bus *b, const char *p, size_t n);
+static void greet(struct sq_sink__bus *b);
+
+static const struct sq_h1_limits up_limits = {.max_head_bytes = 16 * 1024, .max_headers = 64};
+
+static int ws_fields(void *ud, const char *head, size_t len, const struct sq_h1_header *fields,
+                     size_t nfields)
+{
+    SQ_UNUSED(head);
+    SQ_UNUSED(len);
+    struct sinkws *w = ud;
+    if (w->rd.status != 101)
+        return 0;
+    for (size_t i = 0; i < nfields; i++)
+        if (sq_ws_handshake_field(&w->hs, (struct sq_str){fields[i].name, fields[i].name_len},
+                                  (struct sq_str){fields[i].value, fields[i].value_len}) < 0)
+            return -SQ_EPARSE;
+    return 0;
+}
+
+static void upgrade(struct sq_sink__bus *b)
+{
+    struct sinkws *w = b->ws;
+    b->state = S_UPGRADE;
+    b->since_ns = sq_loop_now(b->loop);
+    sq_h1_reader_init(&w->rd, &up_limits);
+    sq_h1_reader_start(&w->rd, false);
+    sq_h1_reader_on_fields(&w->rd, ws_fields, w);
+    sq_ws_handshake_init(&w->hs, &w->rng, (struct sq_str){"mqtt", 4});
+    char host[300], req[1024];
+    bool v6 = strchr(b->url.host, ':') != NULL;
+    snprintf(host, sizeof(host), "%s%s%s:%u", v6 ? "[" : "", b->url.host, v6 ? "]" : "",
+             (unsigned)b->url.port);
+    int n = sq_ws_encode_upgrade(req, sizeof(req), &w->hs, (struct sq_str){host, strlen(host)},
+                                 (struct sq_str){b->url.ws_path, strlen(b->url.ws_path)},
+                                 (struct sq_str){"", 0});
+    if (sq_io_modify(b->loop, &b->io, EPOLLIN) < 0 || n < 0 ||
+        sq_buf_append(&b->out, req, (size_t)n) < 0) {
+        retry(b);
+        return;
+    }
+    flush(b);
+    if (b->failed) {
+        b->failed = false;
+        retry(b);
+    }
+}
+
+static int ws_event(void *ud, const struct sq_ws_event *ev)
+{
+    struct sq_sink__bus *b = ud;
+    if (ev->type == SQ_WS_EV_DATA) {
+        if (ev->opcode != SQ_WS_BINARY)
+            return -SQ_EPARSE;
+        feed(b, (const char *)ev->data, ev->len);
+        return b->failed ? -EPROTO : 0;
+    }
+    if (ev->type == SQ_WS_EV_PING) {
+        size_t need = sq_ws_frame_len(ev->len);
+        if (sq_buf_reserve(&b->out, need) < 0)
+            return -ENOMEM;
+        int k = sq_ws_encode_frame(&b->ws->ctx, &b->ws->wc, (uint8_t *)b->out.p + b->out.len, need,
+                                   SQ_WS_PONG, true, ev->data, ev->len);
+        if (k < 0)
+            return k;
+        b->out.len += (size_t)k;
+        return 0;
+    }
+    if (ev->type == SQ_WS_EV_CLOSE)
+        return 1;
+    return 0;
+}
+
+static void feed_ws(struct sq_sink__bus *b, const char *p, size_t n)
+{
+    struct sinkws *w = b->ws;
+    if (!w->open) {
+        size_t used = 0;
+        int rc = sq_h1_reader_feed(&w->rd, p, n, &used);
+        if (rc == 0)
+            return;
+        if (rc < 0 || w->rd.status != 101 || sq_ws_handshake_finish(&w->hs, 101) < 0) {
+            char m[160];
+            if (rc >= 0 && w->rd.status != 101)
+                snprintf(m, sizeof(m), "mqtt+ws: %%s answered the upgrade with status %u",
+                         (unsigned)w->rd.status);
+            else
+                snprintf(m, sizeof(m), "mqtt+ws: %%s: %.100s",
+                         w->hs.why ? w->hs.why : "the answer to the upgrade is not HTTP/1.1");
+            conn_failed(b, m, 0);
+            b->failed = true;
+            return;
+        }
+        sq_h1_reader_dispose(&w->rd);
+        sq_ws_conn_init(&w->wc, sq_ws_rand(&w->rng), UINT64_MAX);
+        w->open = true;
+        greet(b); /* CONNECT, now framed */
+        if (b->state != S_HELLO) {
+            b->failed = true;
+            return;
+        }
+        p += used;
+        n -= used;
+        if (!n)
+            return;
+    }
+    int rc = sq_ws_feed(&w->ctx, &w->wc, p, n, ws_event, b);
+    if (rc != 0)
+        b->failed = true;
+}
+
 /* ---- I/O ---- */
 
 static int unit(struct sq_sink__bus *b, const char *p, size_t n, size_t *need)
@@ -662,6 +806,10 @@ static void feed(struct sq_sink__bus *b, const char *p, size_t n)
  * speaks first; NATS waits for INFO, or, after a switch to TLS, sends its CONNECT now. */
 static void greet(struct sq_sink__bus *b)
 {
+    if (b->ws && !b->ws->open) {
+        upgrade(b);
+        return;
+    }
     b->state = S_HELLO;
     b->since_ns = sq_loop_now(b->loop);
     if (sq_io_modify(b->loop, &b->io, EPOLLIN) < 0 ||
@@ -737,7 +885,10 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev)
             ssize_t n = b_recv(b, rbuf, sizeof(rbuf));
             more = b->tls && sq_tls_buffered(b->tls);
             if (n > 0) {
-                feed(b, rbuf, (size_t)n);
+                if (b->ws)
+                    feed_ws(b, rbuf, (size_t)n);
+                else
+                    feed(b, rbuf, (size_t)n);
                 if ((size_t)n < sizeof(rbuf) && !more)
                     break;
                 continue;
@@ -790,12 +941,14 @@ static void b_connect(struct sq_sink__bus *b)
 
 void sq_sink__bus_sweep(struct sq_sink__bus *b, int64_t now)
 {
-    if ((b->state == S_CONNECTING || b->state == S_HANDSHAKE || b->state == S_HELLO) &&
+    if ((b->state == S_CONNECTING || b->state == S_HANDSHAKE || b->state == S_UPGRADE ||
+         b->state == S_HELLO) &&
         now - b->since_ns > CONNECT_TIMEOUT) {
         conn_failed(b,
                     b->state == S_CONNECTING  ? "no answer from %s within 5s"
                     : b->state == S_HANDSHAKE ? "no TLS handshake with %s within 5s"
-                                              : "no subscription within 5s of connecting to %s",
+                    : b->state == S_UPGRADE ? "no answer to the WebSocket upgrade from %s within 5s"
+                                            : "no subscription within 5s of connecting to %s",
                     0);
         retry(b);
         return;
@@ -859,6 +1012,16 @@ int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_
             rc = 0;
         }
     }
+    if (rc == 0 && b->url.ws_path) {
+        b->ws = calloc(1, sizeof(*b->ws));
+        if (!b->ws || sq_ws_ctx_init(&b->ws->ctx) < 0) {
+            free(b->ws);
+            b->ws = NULL;
+            rc = -ENOMEM;
+        } else {
+            b->ws->rng = (uint64_t)sq_now_ns() ^ (uint64_t)(uintptr_t)b;
+        }
+    }
     if (rc == 0 && b->url.tls) {
         /* the CAs, -k and a client certificate as the caller's TLS flags say; the name checked
          * is the URL's host */
@@ -886,11 +1049,14 @@ int sq_sink__bus_new(struct sq_sink *s, struct sq_loop *loop, enum sq_sink__bus_
     return 0;
 }
 
-/* The URL's scheme as the user wrote it (any case folded): nats, tls, mqtt or mqtts. */
+/* The URL's scheme as the user wrote it (any case folded): nats, tls, mqtt, mqtts, mqtt+ws or
+ * mqtt+wss. */
 static const char *scheme(const struct sq_sink__bus *b)
 {
     if (b->kind == SQ_SINK_NATS)
         return b->url.tls ? "tls" : "nats";
+    if (b->url.ws_path)
+        return b->url.tls ? "mqtt+wss" : "mqtt+ws";
     return b->url.tls ? "mqtts" : "mqtt";
 }
 
@@ -905,8 +1071,9 @@ void sq_sink__bus_counts(const struct sq_sink__bus *b, uint64_t *messages, uint6
 json_t *sq_sink__bus_json(const struct sq_sink__bus *b)
 {
     char url[320];
-    snprintf(url, sizeof(url), "%s://%s%s%s:%u", scheme(b), strchr(b->url.host, ':') ? "[" : "",
-             b->url.host, strchr(b->url.host, ':') ? "]" : "", b->url.port);
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u%s", scheme(b), strchr(b->url.host, ':') ? "[" : "",
+             b->url.host, strchr(b->url.host, ':') ? "]" : "", b->url.port,
+             b->url.ws_path ? b->url.ws_path : "");
     /* first_error: the broker's own, else, when the source is not subscribed now (or never was),
      * why its connection failed first */
     bool now = __atomic_load_n(&b->subscribed, __ATOMIC_RELAXED) != 0;
@@ -932,8 +1099,10 @@ bool sq_sink__bus_never(const struct sq_sink__bus *b, char *why, size_t len)
     if (b->was_subscribed)
         return false;
     char url[320];
-    snprintf(url, sizeof(url), "%s://%s%s%s:%u/%s", scheme(b), strchr(b->url.host, ':') ? "[" : "",
-             b->url.host, strchr(b->url.host, ':') ? "]" : "", b->url.port, b->url.target);
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u%s%s", scheme(b), strchr(b->url.host, ':') ? "[" : "",
+             b->url.host, strchr(b->url.host, ':') ? "]" : "", b->url.port,
+             b->url.ws_path ? b->url.ws_path : "", b->url.ws_path ? "?topic=" : "/");
+    snprintf(url + strlen(url), sizeof(url) - strlen(url), "%s", b->url.target);
     const char *first = b->err[0] ? b->err : b->cerr[0] ? b->cerr : "the broker did not answer";
     snprintf(why, len,
              "%s: never subscribed (%s): the sink counted nothing that crossed this broker", url,
@@ -966,5 +1135,10 @@ void sq_sink__bus_free(struct sq_sink__bus *b)
     sq_bus_url_dispose(&b->url);
     sq_tls_client_free(b->tc);
     sq_tls_sessions_dispose(&b->sessions);
+    if (b->ws) {
+        sq_h1_reader_dispose(&b->ws->rd);
+        sq_ws_ctx_dispose(&b->ws->ctx);
+        free(b->ws);
+    }
     free(b);
 }

@@ -145,10 +145,12 @@ QUICK = [
     (["-c", "4"], quick("no URL given")),
     (["ftp://127.0.0.1/"],
      quick("bad URL 'ftp://127.0.0.1/': unsupported URL scheme \"ftp\" (use http://, https://, "
-           "ws://, wss://, nats://, tls:// (NATS over TLS), mqtt:// or mqtts://)")),
+           "ws://, wss://, nats://, tls:// (NATS over TLS), mqtt://, mqtts://, mqtt+ws:// or "
+           "mqtt+wss:// (MQTT over WebSocket))")),
     ([U.replace("http", "amqp")],
      quick("bad URL '%s': unsupported URL scheme \"amqp\" (use http://, https://, ws://, "
-           "wss://, nats://, tls:// (NATS over TLS), mqtt:// or mqtts://)" % U.replace("http", "amqp"))),
+           "wss://, nats://, tls:// (NATS over TLS), mqtt://, mqtts://, mqtt+ws:// or "
+           "mqtt+wss:// (MQTT over WebSocket))" % U.replace("http", "amqp"))),
     (["127.0.0.1:8080"],
      quick("bad URL '127.0.0.1:8080': no scheme (did you mean http://127.0.0.1:8080?)")),
     # a space is named as one wherever it lands (after the port it read "port must be 1..65535")

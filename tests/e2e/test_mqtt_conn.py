@@ -96,6 +96,8 @@ class IdleConnections(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         m = doc["mqtt"]
         self.assertTrue(m["idle"])
+        self.assertEqual(m["transport"], "tcp")
+        self.assertNotIn("websocket_path", m)
         c = m["connect"]
         self.assertEqual(c["connacks"], 200)
         self.assertEqual(c["refused"], 0)

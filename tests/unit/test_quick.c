@@ -320,7 +320,8 @@ static const struct {
 } refused_later[] = {
     {"{\"url\": \"ftp://127.0.0.1/\"}",
      "bad URL 'ftp://127.0.0.1/': unsupported URL scheme \"ftp\" (use http://, https://, ws://, "
-     "wss://, nats://, tls:// (NATS over TLS), mqtt:// or mqtts://)",
+     "wss://, nats://, tls:// (NATS over TLS), mqtt://, mqtts://, mqtt+ws:// or mqtt+wss:// "
+     "(MQTT over WebSocket))",
      -SQ_EUSAGE},
     {"{\"url\": \"127.0.0.1:8080\"}",
      "bad URL '127.0.0.1:8080': no scheme (did you mean http://127.0.0.1:8080?)", -SQ_EUSAGE},
