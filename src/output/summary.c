@@ -1062,11 +1062,11 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     bool messages = strcmp(sq_report__str(doc, "config.protocol", ""), "websocket") == 0;
     bool bus = json_is_object(json_object_get(doc, "nats")) ||
                json_is_object(json_object_get(doc, "mqtt"));
-    if (bus) {
+    if (bus)
         bus_lines(f, doc);
-        subs_lines(f, doc);
-    } else if (!messages)
+    else if (!messages)
         status_line(f, doc);
+    subs_lines(f, doc); /* a plan's subscribers: beside requests as well as publishes */
     errors_lines(&o, doc);
     sample_lines(f, doc);
     if (json_is_object(json_object_get(doc, "connections")))
