@@ -444,6 +444,8 @@ static int quick_render(struct quick *q)
                        q->run.cfg.stop);
         json_t *b = sq_subs_json(q->subs);
         received = b ? (uint64_t)json_integer_value(json_object_get(b, "received")) : 0;
+        if (b && o->subscribe_only) /* no publisher: the summary shows the subscribers alone */
+            json_object_set_new(b, "subscribe_only", json_true());
         if (b)
             json_object_set_new(doc, "subscribers", b);
     }

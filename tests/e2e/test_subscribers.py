@@ -214,6 +214,15 @@ class Subscribers(unittest.TestCase):
         self.assertIsNone(s["lag"])
         self.assertEqual(s["unstamped"], 1500)  # a foreign publisher's messages: not timed
         self.assertEqual(s["latency"]["count"], 0)
+        self.assertIs(s["subscribe_only"], True)
+        # the summary has what a run without a publisher has: no requests, window or latency
+        lines = [x for x in p.stderr.splitlines() if x.strip()]
+        self.assertRegex(lines[0], r"^squall --subscribe-only nats://127\.0\.0\.1:\d+/subs\.ext"
+                                   r" · 3 subscribers · \d+\.\d\ds$")
+        self.assertRegex(lines[1], r"^Subscribers  3 × nats subs\.ext \(fan out\) · received "
+                                   r"1,500 · [\d,]+ msg/s$")
+        self.assertRegex(lines[2], r"^ +per subscriber min 500 · max 500 · stddev 0\.0 · ")
+        self.assertEqual(len(lines), 3, p.stderr)
 
     def test_jetstream_pull_fan_out(self):
         before = self.mon("/jsz?streams=1")
@@ -301,6 +310,7 @@ class Subscribers(unittest.TestCase):
         s = doc["subscribers"]
         self.check_fan_out(s, 3, 1500)
         self.assertEqual(s["threads"], 2)
+        self.assertNotIn("subscribe_only", s)
         self.assertEqual(after["in_msgs"] - before["in_msgs"], 1500)
         self.assertEqual(after["out_msgs"] - before["out_msgs"], 4500)
         self.assertIn("Subscribers  3 × nats subs.plan (fan out) · received 4,500 of 4,500 · "
