@@ -197,6 +197,7 @@ struct plancmd {
     struct sq_planrun_watch w; /* abortOnFail thresholds on the running totals */
     struct sq_th_verdicts verdicts;
     struct sq_subs *subs; /* the plan's subscribers: (sink/subs.h), or NULL */
+    bool subs_none;       /* none of them ever subscribed: the run fails, as a dead sink does */
 };
 
 /* The main thread's per-second work: progress, --out files, and abortOnFail thresholds on the
@@ -487,6 +488,13 @@ static int plan_status(const struct plancmd *c)
         fprintf(stderr, "squall: sink: %s\n", c->load.sink_why);
         return SQ_EXIT_FAIL;
     }
+    if (c->subs_none) { /* what they would have counted is not known: not a pass */
+        fprintf(stderr,
+                "squall: subscribers: none of the %u subscribed to %s (the broker was not there "
+                "or refused them)\n",
+                (unsigned)c->p->subscribers->count, c->p->subscribers->url);
+        return SQ_EXIT_FAIL;
+    }
     if (c->verdicts.failed || c->w.aborted) {
         fprintf(stderr, "squall: thresholds crossed\n");
         return SQ_EXIT_THRESHOLDS;
@@ -505,6 +513,7 @@ static int plan_render(struct plancmd *c)
     if (c->subs) { /* the last messages (quiet for 1 s at most), then the block */
         sq_subs_finish(c->subs, plan_published(c->p, &l->res), SQ_NS_PER_S, c->run.cfg.stop);
         json_t *b = sq_subs_json(c->subs);
+        c->subs_none = b && json_integer_value(json_object_get(b, "subscribed")) == 0;
         if (b)
             json_object_set_new(doc, "subscribers", b);
     }

@@ -354,6 +354,28 @@ class Subscribers(unittest.TestCase):
         jsonschema.validate(doc, SCHEMA)
         self.check_fan_out(doc["subscribers"], 2, 600)
 
+    def test_subscribers_that_never_subscribe_fail_the_run(self):
+        # what they would have counted is not known: exit 1, as a sink that never subscribed
+        p, doc, _ = sqtest.run_json(self.nats_url + "/subs.none", "-n", "100", "--subscribers",
+                                    "2", "--stream", "NO_SUCH_STREAM", timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 100)
+        self.assertEqual(doc["subscribers"]["subscribed"], 0)
+        self.assertIn("--subscribers: none of the 2 subscribed", p.stderr)
+        dead = "nats://%s:%d/subs.none" % (HOST, sqtest.free_port())
+        _, p, doc = self.run_plan("""\
+            target: http://127.0.0.1:1
+            subscribers: { url: '%s', count: 2 }
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                flow:
+                  - publish: { url: '%s/subs.none' }
+            """ % (dead, self.nats_url))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(doc["subscribers"]["subscribed"], 0)
+        self.assertIn("subscribers: none of the 2 subscribed to %s" % dead, p.stderr)
+
     def test_plan_refusals(self):
         flow = ("scenarios:\n  s:\n    executor: per-vu-iterations\n    flow:\n"
                 "      - publish: { url: %s/x }\n" % self.nats_url)
