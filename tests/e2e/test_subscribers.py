@@ -399,6 +399,15 @@ class Subscribers(unittest.TestCase):
                     p, _ = sqtest.run_squall(cmd, path, timeout=30)
                     self.assertEqual(p.returncode, 2, p.stderr)
                     self.assertIn("plan.yaml:%s: %s" % (where, word), p.stderr)
+        # the subscribers run here: not with --agents (refused before any agent is looked for)
+        with open(path, "w") as f:
+            f.write("target: http://127.0.0.1:1\nsubscribers: {url: '%s/x'}\n" % self.nats_url
+                    + flow)
+        p, _ = sqtest.run_squall("run", path, "--agents", "1", "--nats", self.nats_url,
+                                 "--agent-wait", "1s", timeout=30)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("plan.yaml:2:14: subscribers: the subscribers run on this machine only",
+                      p.stderr)
 
     def test_refusals(self):
         for args, word in (
