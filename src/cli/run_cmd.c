@@ -198,6 +198,7 @@ struct plancmd {
     struct sq_th_verdicts verdicts;
     struct sq_subs *subs; /* the plan's subscribers: (sink/subs.h), or NULL */
     bool subs_none;       /* none of them ever subscribed: the run fails, as a dead sink does */
+    char subs_where[512]; /* then where, without credentials: "nats://HOST:PORT SUBJECT" */
 };
 
 /* The main thread's per-second work: progress, --out files, and abortOnFail thresholds on the
@@ -492,7 +493,7 @@ static int plan_status(const struct plancmd *c)
         fprintf(stderr,
                 "squall: subscribers: none of the %u subscribed to %s (the broker was not there "
                 "or refused them)\n",
-                (unsigned)c->p->subscribers->count, c->p->subscribers->url);
+                (unsigned)c->p->subscribers->count, c->subs_where);
         return SQ_EXIT_FAIL;
     }
     if (c->verdicts.failed || c->w.aborted) {
@@ -514,6 +515,10 @@ static int plan_render(struct plancmd *c)
         sq_subs_finish(c->subs, plan_published(c->p, &l->res), SQ_NS_PER_S, c->run.cfg.stop);
         json_t *b = sq_subs_json(c->subs);
         c->subs_none = b && json_integer_value(json_object_get(b, "subscribed")) == 0;
+        if (c->subs_none) /* the block's URL: the section's without its credentials */
+            snprintf(c->subs_where, sizeof(c->subs_where), "%s %s",
+                     json_string_value(json_object_get(b, "url")),
+                     json_string_value(json_object_get(b, "subscription")));
         if (b)
             json_object_set_new(doc, "subscribers", b);
     }
