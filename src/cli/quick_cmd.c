@@ -441,12 +441,15 @@ static int quick_render(struct quick *q)
         sq_cli_load_doc(l, sq_quick_doc(&q->run, &l->res), q->argc, q->typed, !o->no_redact);
     if (!doc)
         return SQ_EXIT_FAIL;
-    uint64_t received = 0;
+    uint64_t received = 0, subscribed = 0;
     if (q->subs) { /* the last messages (quiet for 1 s at most), then the block */
         sq_subs_finish(q->subs, o->subscribe_only ? UINT64_MAX : l->res.c.completed, SQ_NS_PER_S,
                        q->run.cfg.stop);
         json_t *b = sq_subs_json(q->subs);
         received = b ? (uint64_t)json_integer_value(json_object_get(b, "received")) : 0;
+        subscribed = b ? (uint64_t)json_integer_value(json_object_get(b, "subscribed")) : 0;
+        if (b && o->subscribe_only) /* no publisher: the summary shows the subscribers alone */
+            json_object_set_new(b, "subscribe_only", json_true());
         if (b)
             json_object_set_new(doc, "subscribers", b);
     }
@@ -468,6 +471,13 @@ static int quick_render(struct quick *q)
                                    : sq_cli_run_status(&l->res, l->sig, q->run.cfg.timeout_ns);
     if (o->subscribe_only && !l->sig && !received) {
         fprintf(stderr, "squall: --subscribe-only: the subscribers received nothing\n");
+        status = SQ_EXIT_FAIL;
+    } else if (q->subs && !l->sig && !subscribed && status == SQ_EXIT_OK) {
+        /* what they would have counted is not known: not a pass, as a dead sink is not */
+        fprintf(stderr,
+                "squall: --subscribers: none of the %u subscribed (the broker was not there or "
+                "refused them)\n",
+                o->subscribers);
         status = SQ_EXIT_FAIL;
     }
     if (!l->sig && l->sink_failed) { /* the sink counted nothing that crossed its broker */

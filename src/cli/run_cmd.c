@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "base/clock.h"
 #include "base/file.h"
 #include "cli/common.h"
 #include "cli/loadrun.h"
@@ -26,6 +29,7 @@
 #include "output/plan_json.h"
 #include "output/progress.h"
 #include "plan/plan.h"
+#include "sink/subs.h"
 
 #define FACE "squall run"
 
@@ -107,6 +111,8 @@ static int load(const char *path, struct sq_plan **p)
     return 0;
 }
 
+static int plan_subs_check(const struct sq_plan *p);
+
 /* Validates one plan: prints what it would run and "plan OK", or why not. Returns the exit
  * status for it alone. */
 static int validate_one(const char *path, bool named)
@@ -117,7 +123,7 @@ static int validate_one(const char *path, bool named)
     int rc = load(path, &p);
     if (rc)
         return rc;
-    if ((rc = sq_cli_sink_plan_check(p)) != 0) {
+    if ((rc = sq_cli_sink_plan_check(p)) != 0 || (rc = plan_subs_check(p)) != 0) {
         sq_plan_free(p);
         return rc;
     }
@@ -194,6 +200,9 @@ struct plancmd {
     struct sq_cli_load load;   /* the outputs, the tick, the sink, the result */
     struct sq_planrun_watch w; /* abortOnFail thresholds on the running totals */
     struct sq_th_verdicts verdicts;
+    struct sq_subs *subs; /* the plan's subscribers: (sink/subs.h), or NULL */
+    bool subs_none;       /* none of them ever subscribed: the run fails, as a dead sink does */
+    char subs_where[512]; /* then where, without credentials: "nats://HOST:PORT SUBJECT" */
 };
 
 /* The main thread's per-second work: progress, --out files, and abortOnFail thresholds on the
@@ -249,6 +258,8 @@ static int plan_parse(struct plancmd *c)
     rc = load(c->o.plan, &c->p);
     if (rc == 0)
         rc = sq_cli_sink_plan_check(c->p);
+    if (rc == 0)
+        rc = plan_subs_check(c->p);
     return rc;
 }
 
@@ -263,6 +274,100 @@ static int plan_sink(struct plancmd *c)
     so.tls = &c->o.net.tls; /* a broker over TLS: the run's -k, --cacert, --cert */
     c->run.cfg.run_id = sq_run_new_id();
     return sq_cli_sink_begin(FACE, &so, c->run.cfg.run_id, &c->load.sink);
+}
+
+/* A plan's subscribers: section as sink/subs.h's options (threads: the section's, else -t,
+ * else one per CPU). */
+static struct sq_subs_opts plan_subs_opts(const struct sq_plan_subscribers *ps, uint32_t threads)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    return (struct sq_subs_opts){.url = ps->url,
+                                 .n = ps->count,
+                                 .threads = ps->threads ? ps->threads
+                                            : threads   ? threads
+                                            : ncpu > 0  ? (uint32_t)ncpu
+                                                        : 1,
+                                 .group = ps->queue,
+                                 .stream = ps->stream,
+                                 .batch = ps->batch,
+                                 .push = ps->push,
+                                 .mqtt_qos = ps->qos < 0 ? 1 : ps->qos};
+}
+
+/* sink/subs.c's words name the quick face's flags ("--queue: ..."); here they are the section's
+ * keys: "FILE:LINE:COL: subscribers: queue: ...". */
+static int plan_subs_refuse(const struct sq_plan *p, const char *why)
+{
+    const char *w = strncmp(why, "--", 2) == 0 ? why + 2 : why;
+    bool url = strncmp(w, "subscribers: ", 13) == 0; /* the flag's words on its URL */
+    fprintf(stderr, "squall: %s:%u:%u: subscribers: %s%s\n", p->file ? p->file : "plan",
+            (unsigned)p->subscribers->loc.line, (unsigned)p->subscribers->loc.col,
+            url ? "url: " : "", url ? w + 13 : w);
+    return SQ_EXIT_USAGE;
+}
+
+/* Checks a plan's subscribers: section as the subscribers will (the URL, the group's name),
+ * without connecting. Returns 0, or SQ_EXIT_USAGE after printing why. */
+static int plan_subs_check(const struct sq_plan *p)
+{
+    if (!p->subscribers)
+        return 0;
+    struct sq_subs_opts so = plan_subs_opts(p->subscribers, 1);
+    char err[512] = "";
+    return sq_subs_check(&so, err, sizeof(err)) < 0 ? plan_subs_refuse(p, err) : 0;
+}
+
+/* A plan's subscribers: section: started, and subscribed (up to 5 s), before the first
+ * publish. */
+static int plan_subs(struct plancmd *c)
+{
+    const struct sq_plan_subscribers *ps = c->p->subscribers;
+    if (!ps)
+        return 0;
+    if (c->o.dist.agents)
+        return plan_subs_refuse(c->p, "the subscribers run on this machine only; not with "
+                                      "--agents");
+    struct sq_subs_opts so = plan_subs_opts(ps, (uint32_t)c->o.threads);
+    so.egress = c->run.cfg.egress;
+    so.tls = &c->o.net.tls; /* a broker over TLS: the run's -k, --cacert, --cert */
+    char err[512] = "";
+    int rc = sq_subs_start(&so, &c->subs, err, sizeof(err));
+    if (rc == -SQ_EUSAGE)
+        return plan_subs_refuse(c->p, err);
+    if (rc < 0) {
+        sq_cli_error(FACE, "subscribers: %s", strncmp(err, "--", 2) == 0 ? err + 2 : err);
+        return SQ_EXIT_FAIL;
+    }
+    uint32_t k = sq_subs_wait(c->subs, 5 * SQ_NS_PER_S, NULL);
+    if (k < ps->count)
+        fprintf(stderr, "%s: subscribers: %u of %u subscribed after 5s; the load starts anyway\n",
+                FACE, k, ps->count);
+    return 0;
+}
+
+/* What the plan's publish steps to the subscribers' URL completed (each of them, when none is
+ * written as that URL: a wildcard subscription); UINT64_MAX when the plan publishes nothing. */
+static uint64_t plan_published(const struct sq_plan *p, const struct sq_result *res)
+{
+    uint64_t same = 0, all = 0;
+    bool any_same = false, any = false;
+    for (uint32_t i = 0; i < res->nscens && i < p->nscenarios; i++) {
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        const struct sq_scen_result *sr = &res->scens[i];
+        for (size_t k = 0; k < sc->nsteps && k < sr->nsteps; k++) {
+            if (sc->steps[k].kind != SQ_STEP_PUBLISH)
+                continue;
+            uint64_t done = sr->steps[k].reqs - sr->steps[k].failed;
+            any = true;
+            all += done;
+            if (sc->steps[k].req.url_src &&
+                strcasecmp(sc->steps[k].req.url_src, p->subscribers->url) == 0) {
+                any_same = true;
+                same += done;
+            }
+        }
+    }
+    return any_same ? same : any ? all : UINT64_MAX;
 }
 
 /* Everything before the first packet of load: the run set up (face/planrun.h), the open-file
@@ -308,7 +413,9 @@ static int plan_prepare(struct plancmd *c)
         return SQ_EXIT_FAIL;
     c->run.cfg.on_tick = on_tick;
     c->run.cfg.tick_ud = c;
-    return plan_sink(c);
+    if ((rc = plan_sink(c)) != 0)
+        return rc;
+    return plan_subs(c);
 }
 
 /* The longest graceful stop of the plan's scenarios: the agents' controller waits for it. */
@@ -361,6 +468,8 @@ static int plan_run(struct plancmd *c)
             rc = SQ_EXIT_FAIL;
         }
     }
+    if (rc == 0 && c->subs)
+        sq_subs_go(c->subs);
     if (rc == 0)
         rc = sq_cli_load_run(&c->load, c->run.open, length_ns, on_tick, c);
     if (c->p->teardown) { /* after the scenarios, even when a signal or a threshold stopped them */
@@ -398,6 +507,13 @@ static int plan_status(const struct plancmd *c)
         fprintf(stderr, "squall: sink: %s\n", c->load.sink_why);
         return SQ_EXIT_FAIL;
     }
+    if (c->subs_none) { /* what they would have counted is not known: not a pass */
+        fprintf(stderr,
+                "squall: subscribers: none of the %u subscribed to %s (the broker was not there "
+                "or refused them)\n",
+                (unsigned)c->p->subscribers->count, c->subs_where);
+        return SQ_EXIT_FAIL;
+    }
     if (c->verdicts.failed || c->w.aborted) {
         fprintf(stderr, "squall: thresholds crossed\n");
         return SQ_EXIT_THRESHOLDS;
@@ -413,6 +529,17 @@ static int plan_render(struct plancmd *c)
                                   c->typed, !c->o.no_redact && !c->p->no_redact);
     if (!doc)
         return SQ_EXIT_FAIL;
+    if (c->subs) { /* the last messages (quiet for 1 s at most), then the block */
+        sq_subs_finish(c->subs, plan_published(c->p, &l->res), SQ_NS_PER_S, c->run.cfg.stop);
+        json_t *b = sq_subs_json(c->subs);
+        c->subs_none = b && json_integer_value(json_object_get(b, "subscribed")) == 0;
+        if (c->subs_none) /* the block's URL: the section's without its credentials */
+            snprintf(c->subs_where, sizeof(c->subs_where), "%s %s",
+                     json_string_value(json_object_get(b, "url")),
+                     json_string_value(json_object_get(b, "subscription")));
+        if (b)
+            json_object_set_new(doc, "subscribers", b);
+    }
     bool written = sq_cli_render(&l->outs, doc) == 0;
     json_decref(doc);
     for (int i = 0; i < 2 && !c->o.quiet; i++) { /* counted apart from the scenarios above */
@@ -434,6 +561,7 @@ static int plan_render(struct plancmd *c)
 
 static void plan_dispose(struct plancmd *c)
 {
+    sq_subs_free(c->subs);
     if (c->prepared) {
         sq_cli_load_dispose(&c->load);
         sq_planrun_watch_dispose(&c->w);

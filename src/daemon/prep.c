@@ -185,6 +185,11 @@ static int plan_parse(struct sq_daemon__req *r, const json_t *body, const json_t
         return fail(err, len, -SQ_EPARSE,
                     "%s:%u:%u: script: the daemon runs no Lua from plans (no hooks here)",
                     r->plan_name, r->plan->script_loc.line, r->plan->script_loc.col);
+    /* subscribers: run in `squall run` only (as the quick face's --subscribers in the CLI) */
+    if (r->plan->subscribers)
+        return fail(err, len, -SQ_EPARSE,
+                    "%s:%u:%u: subscribers: the daemon runs no subscribers (squall run does)",
+                    r->plan_name, r->plan->subscribers->loc.line, r->plan->subscribers->loc.col);
     /* A sink: section is checked as the sink will check it (URLs, the stamp spec), on
      * /validate too; it listens or subscribes only when the run's turn comes. */
     if ((rc = sq_sink_beside_plan_check(r->plan, r->plan_name, r->egress, err, len)) < 0)

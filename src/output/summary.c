@@ -1060,6 +1060,22 @@ static void scripting(FILE *f, const json_t *doc)
 
 /* ---- the summary ---- */
 
+/* --subscribe-only: no publisher ran, so no request, window or latency of its own to show; what
+ * was subscribed to, for how long, and what the subscribers counted:
+ * "squall --subscribe-only nats://127.0.0.1:4222/t.a · 4 subscribers · 2.00s" */
+static int subscribe_only(FILE *f, const json_t *doc)
+{
+    const json_t *s = json_object_get(doc, "subscribers");
+    char g1[32];
+    const char *name = sq_report__str(doc, "run.name", NULL);
+    fprintf(f, "squall %s%s%s--subscribe-only %s/%s · %s subscriber%s · %.2fs\n\n", name ? "[" : "",
+            name ? name : "", name ? "] " : "", sq_report__str(s, "url", "?"),
+            sq_report__str(s, "subscription", "?"), g(s, "count", g1),
+            sq_report__numd(s, "count", 0) == 1 ? "" : "s", sq_report__numd(doc, "duration_s", 0));
+    subs_lines(f, doc);
+    return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
+}
+
 int sq_report_summary(const json_t *doc, FILE *f)
 {
     return sq_report_summary_opts(doc, f, NULL);
@@ -1080,6 +1096,8 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     const json_t *rq = json_object_get(doc, "requests");
     char g1[32], g2[32], g3[32], d0[D], d1[D];
 
+    if (json_is_true(sq_report__get(doc, "subscribers.subscribe_only")))
+        return subscribe_only(f, doc);
     all_errors_warning(&o, doc);
     if (json_is_true(sq_report__get(doc, "client.saturated")))
         fprintf(f,
@@ -1117,11 +1135,11 @@ int sq_report_summary_opts(const json_t *doc, FILE *f, const struct sq_summary_o
     bool messages = strcmp(sq_report__str(doc, "config.protocol", ""), "websocket") == 0;
     bool bus = json_is_object(json_object_get(doc, "nats")) ||
                json_is_object(json_object_get(doc, "mqtt"));
-    if (bus) {
+    if (bus)
         bus_lines(f, doc);
-        subs_lines(f, doc);
-    } else if (!messages)
+    else if (!messages)
         status_line(f, doc);
+    subs_lines(f, doc); /* a plan's subscribers: beside requests as well as publishes */
     errors_lines(&o, doc);
     sample_lines(f, doc);
     if (json_is_object(json_object_get(doc, "connections")))

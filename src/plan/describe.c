@@ -373,6 +373,15 @@ void sq_plan_describe(const struct sq_plan *p, FILE *out)
             fprintf(out, ", settle %s", fmt_dur(k->settle_ns, d, sizeof(d)));
         fputc('\n', out);
     }
+    if (p->subscribers) {
+        const struct sq_plan_subscribers *k = p->subscribers;
+        fprintf(out, "subscribers %u × %s", (unsigned)k->count, k->url);
+        if (k->queue)
+            fprintf(out, ", queue %s", k->queue);
+        if (k->stream)
+            fprintf(out, ", stream %s (%s)", k->stream, k->push ? "push" : "pull");
+        fputc('\n', out);
+    }
     if (p->script)
         fprintf(out, "script %s\n", p->script);
     if (p->oauth2) {

@@ -721,6 +721,96 @@ static int load_sink(struct ld *L, const struct ynode *n)
     return 0;
 }
 
+/* subscribers: {url: URL, count: N, threads: N, queue: G, stream: S, batch: N, push: BOOL,
+ * qos: N}, the quick face's --subscribers and its flags as keys. What only the broker's side
+ * can say (the URL in full, a group's name) is checked when the subscribers start. */
+static int load_subscribers(struct ld *L, const struct ynode *n)
+{
+    static const char *const keys[] = {"url",    "count", "threads", "queue",
+                                       "stream", "batch", "push",    "qos"};
+    int rc = sq_plan__want_keys(L, n, "a mapping (url, count; queue, stream, batch, push, qos)",
+                                keys, SQ_ARRAY_LEN(keys));
+    if (rc < 0)
+        return rc;
+    struct sq_plan_subscribers *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    L->p->subscribers = s;
+    s->loc = n->loc;
+    s->qos = -1;
+    s->count = 1;
+    const struct ynode *v = sq_plan__get(n, "url");
+    if (!v)
+        return sq_plan__fail(L, n,
+                             "missing key 'url' (nats://HOST[:PORT]/SUBJECT or "
+                             "mqtt://HOST[:PORT]/TOPIC)");
+    size_t mark = sq_plan__path_key(L, "url");
+    if ((rc = sq_plan__want_string(L, v, "a broker URL")) < 0)
+        return rc;
+    bool mqtt = strncasecmp(v->s, "mqtt://", 7) == 0 || strncasecmp(v->s, "mqtts://", 8) == 0;
+    if (!mqtt && strncasecmp(v->s, "nats://", 7) != 0 && strncasecmp(v->s, "tls://", 6) != 0)
+        return sq_plan__fail(L, v,
+                             "expected nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC "
+                             "(tls:// and mqtts:// over TLS), got '%.60s'",
+                             v->s);
+    if (!(s->url = strdup(v->s)))
+        return -ENOMEM;
+    sq_plan__path_pop(L, mark);
+    static const char *const strs[] = {"queue", "stream"};
+    char **dst[] = {&s->queue, &s->stream};
+    for (size_t i = 0; i < SQ_ARRAY_LEN(strs); i++) {
+        if (!(v = sq_plan__get(n, strs[i])))
+            continue;
+        mark = sq_plan__path_key(L, strs[i]);
+        if ((rc = sq_plan__want_string(L, v, i ? "a stream name" : "a group name")) < 0)
+            return rc;
+        if (i == 1 && mqtt)
+            return sq_plan__fail(L, v, "stream: JetStream consumers are NATS's (the URL is MQTT)");
+        if (!(*dst[i] = strdup(v->s)))
+            return -ENOMEM;
+        sq_plan__path_pop(L, mark);
+    }
+    static const char *const nums[] = {"count", "threads", "batch"};
+    uint32_t *ndst[] = {&s->count, &s->threads, &s->batch};
+    for (size_t i = 0; i < SQ_ARRAY_LEN(nums); i++) {
+        if (!(v = sq_plan__get(n, nums[i])))
+            continue;
+        mark = sq_plan__path_key(L, nums[i]);
+        uint64_t u;
+        if ((rc = sq_plan__get_u64(L, v, 1, i == 0 ? SQ_PLAN_SUBSCRIBERS_MAX : 100000, &u)) < 0)
+            return rc;
+        if (i == 2 && !s->stream)
+            return sq_plan__fail(L, v,
+                                 "batch is a JetStream pull consumer's fetch size (give "
+                                 "stream)");
+        *ndst[i] = (uint32_t)u;
+        sq_plan__path_pop(L, mark);
+    }
+    if ((v = sq_plan__get(n, "push"))) {
+        mark = sq_plan__path_key(L, "push");
+        if ((rc = sq_plan__get_bool(L, v, &s->push)) < 0)
+            return rc;
+        if (s->push && !s->stream)
+            return sq_plan__fail(L, v, "push makes JetStream consumers push ones (give stream)");
+        if (s->push && s->batch)
+            return sq_plan__fail(L, v, "batch is a pull consumer's fetch size (not with push)");
+        sq_plan__path_pop(L, mark);
+    }
+    if ((v = sq_plan__get(n, "qos"))) {
+        mark = sq_plan__path_key(L, "qos");
+        if ((rc = sq_plan__want_scalar(L, v, "0, 1 or 2")) < 0)
+            return rc;
+        if (strcmp(v->s, "0") && strcmp(v->s, "1") && strcmp(v->s, "2"))
+            return sq_plan__fail(L, v, "expected a QoS of 0, 1 or 2, got '%.20s'", v->s);
+        if (!mqtt)
+            return sq_plan__fail(L, v,
+                                 "qos is for mqtt:// and mqtts:// URLs (NATS core has no QoS)");
+        s->qos = v->s[0] - '0';
+        sq_plan__path_pop(L, mark);
+    }
+    return 0;
+}
+
 static int add_secret(struct sq_plan *p, const char *s, size_t len, size_t *cap)
 {
     if (len < SQ_REDACT_MIN)
@@ -842,7 +932,7 @@ static int load_root(struct ld *L, const struct ynode *root)
     static const char *const keys[] = {
         "target",       "vars",         "defaults", "data",     "scenarios", "thresholds",
         "script",       "auth",         "sink",     "name",     "seed",      "redact",
-        "source_addrs", "connect_rate", "setup",    "teardown", "metrics"};
+        "source_addrs", "connect_rate", "setup",    "teardown", "metrics",   "subscribers"};
     struct sq_plan *p = L->p;
     int rc = sq_plan__want_keys(L, root, "a mapping with target and scenarios", keys,
                                 SQ_ARRAY_LEN(keys));
@@ -963,6 +1053,13 @@ static int load_root(struct ld *L, const struct ynode *root)
     if (sk) {
         mark = sq_plan__path_key(L, "sink");
         if ((rc = load_sink(L, sk)) < 0)
+            return rc;
+        sq_plan__path_pop(L, mark);
+    }
+    const struct ynode *su = sq_plan__get(root, "subscribers");
+    if (su) {
+        mark = sq_plan__path_key(L, "subscribers");
+        if ((rc = load_subscribers(L, su)) < 0)
             return rc;
         sq_plan__path_pop(L, mark);
     }
@@ -1144,6 +1241,12 @@ void sq_plan_free(struct sq_plan *p)
         free(p->sink->durable);
         free(p->sink->queue);
         free(p->sink);
+    }
+    if (p->subscribers) {
+        free(p->subscribers->url);
+        free(p->subscribers->queue);
+        free(p->subscribers->stream);
+        free(p->subscribers);
     }
     for (size_t i = 0; i < p->nscenarios; i++)
         scenario_dispose(&p->scenarios[i]);

@@ -249,6 +249,22 @@ struct sq_plan_sink {
     struct sq_loc loc;
 };
 
+/* subscribers: N subscriber connections to a subject or topic the plan's publish steps publish
+ * to, counted beside the load in one process (sink/subs.h; the quick face's --subscribers).
+ * Strings owned; the URL as written (checked in full when the subscribers start). */
+struct sq_plan_subscribers {
+    char *url;        /* nats://.../SUBJECT, tls://..., mqtt://.../TOPIC or mqtts://... */
+    uint32_t count;   /* 1..SQ_PLAN_SUBSCRIBERS_MAX */
+    uint32_t threads; /* 0: one per CPU, at most one per subscriber */
+    char *queue;      /* NATS queue group / MQTT shared subscription; NULL: fan-out */
+    char *stream;     /* NATS: JetStream consumers on this stream; NULL: core subscriptions */
+    uint32_t batch;   /* with stream, pull: the fetch size (0: the default) */
+    bool push;        /* with stream: push consumers */
+    int qos;          /* mqtt: -1 default (1) */
+    struct sq_loc loc;
+};
+#define SQ_PLAN_SUBSCRIBERS_MAX 100000
+
 /* auth.oauth2: one access token for the whole run from the client-credentials grant (RFC 6749
  * 4.4), fetched before the start and refreshed while it runs (engine/oauth.h). */
 struct sq_plan_oauth2 {
@@ -266,10 +282,11 @@ struct sq_plan_oauth2 {
 };
 
 struct sq_plan {
-    char *file;                /* the path it was loaded from */
-    struct sq_plan_sink *sink; /* NULL: none */
-    char *target;              /* base URL ("http://127.0.0.1:8080"), required */
-    char *name;                /* the run's name (name:); NULL when unset */
+    char *file;                              /* the path it was loaded from */
+    struct sq_plan_sink *sink;               /* NULL: none */
+    struct sq_plan_subscribers *subscribers; /* NULL: none */
+    char *target;                            /* base URL ("http://127.0.0.1:8080"), required */
+    char *name;                              /* the run's name (name:); NULL when unset */
     struct sq_plan_var *vars;
     size_t nvars;
     struct sq_plan_feeder *feeders;

@@ -152,9 +152,8 @@ static int sub_url(struct sq_subs *s, const struct sq_subs_opts *o, bool mqtt)
     return 0;
 }
 
-int sq_subs_start(const struct sq_subs_opts *o, struct sq_subs **out, char *err, size_t len)
+int sq_subs_check(const struct sq_subs_opts *o, char *err, size_t len)
 {
-    *out = NULL;
     if (o->n < 1 || o->n > SQ_SUBS_MAX) {
         snprintf(err, len, "--subscribers: %u is not a subscriber count (1..%u)", o->n,
                  SQ_SUBS_MAX);
@@ -167,13 +166,33 @@ int sq_subs_start(const struct sq_subs_opts *o, struct sq_subs **out, char *err,
         return -SQ_EUSAGE;
     }
     bool nats = u.kind == SQ_BUS_NATS;
+    sq_bus_url_dispose(&u);
     if (o->group && (!o->group[0] || strchr(o->group, '/') || strchr(o->group, ' ') ||
                      strchr(o->group, '+') || strchr(o->group, '#'))) {
         snprintf(err, len, "--queue: '%s' is not a group name (no '/', '+', '#' or blank)",
                  o->group);
-        sq_bus_url_dispose(&u);
         return -SQ_EUSAGE;
     }
+    if (o->stream && !nats) {
+        snprintf(err, len, "--stream: JetStream consumers are NATS's (the URL is MQTT)");
+        return -SQ_EUSAGE;
+    }
+    return 0;
+}
+
+int sq_subs_start(const struct sq_subs_opts *o, struct sq_subs **out, char *err, size_t len)
+{
+    *out = NULL;
+    int rc = sq_subs_check(o, err, len);
+    if (rc < 0)
+        return rc;
+    struct sq_bus_url u;
+    const char *why = NULL;
+    if (sq_bus_url_parse(o->url, SQ_BUS_URL_TARGET | SQ_BUS_URL_FILTER, &u, &why) < 0) {
+        snprintf(err, len, "--subscribers: '%s': %s", o->url, why ? why : "not a bus URL");
+        return -SQ_EUSAGE;
+    }
+    bool nats = u.kind == SQ_BUS_NATS;
     struct sq_subs *s = calloc(1, sizeof(*s));
     if (!s) {
         sq_bus_url_dispose(&u);
@@ -192,21 +211,12 @@ int sq_subs_start(const struct sq_subs_opts *o, struct sq_subs **out, char *err,
     s->shown_url = strdup(shown);
     s->subject = strdup(u.target);
     s->group = o->group ? strdup(o->group) : NULL;
-    if (o->stream && !nats) {
-        snprintf(err, len, "--stream: JetStream consumers are NATS's (the URL is MQTT)");
-        free(s->shown_url);
-        free(s->subject);
-        free(s->group);
-        free(s);
-        sq_bus_url_dispose(&u);
-        return -SQ_EUSAGE;
-    }
     if (o->group && !nats)
         snprintf(s->subscription, sizeof(s->subscription), "$share/%s/%s", o->group, u.target);
     else
         snprintf(s->subscription, sizeof(s->subscription), "%s", u.target);
     sq_bus_url_dispose(&u);
-    int rc = !s->shown_url || !s->subject || (o->group && !s->group) ? -ENOMEM : 0;
+    rc = !s->shown_url || !s->subject || (o->group && !s->group) ? -ENOMEM : 0;
     if (rc == 0)
         rc = sub_url(s, o, !nats);
     if (rc == 0) {

@@ -43,6 +43,11 @@ struct sq_subs_opts {
     const struct sq_tls_client_opts *tls; /* borrowed; NULL: the system's CAs */
 };
 
+/* Checks o as sq_subs_start will (the count, the URL, the group's name, a stream on NATS)
+ * without resolving or connecting. Returns 0 or -SQ_EUSAGE (err names what is wrong, by the
+ * quick face's flags: "--queue: ..."). */
+SQ_MUST_CHECK int sq_subs_check(const struct sq_subs_opts *o, char *err, size_t len);
+
 /* Checks o, resolves the broker and starts the threads (the connections are made at once and
  * retried after a backoff while the broker is not there). Returns 0 with *out set, -SQ_EUSAGE
  * (err names what is wrong), -EACCES (the egress policy), -SQ_ERESOLVE or -ENOMEM. */

@@ -525,6 +525,50 @@ class BusTls(unittest.TestCase):
         s = doc["sink"]
         self.assertEqual((s["delivered"], s["lost"]), (100, 0), p.stderr)
 
+    # ---- subscribers (--subscribers N, a plan's subscribers:) over TLS ----
+
+    def varz(self, mon):
+        c = httpclient.HTTPConnection(HOST, mon, timeout=10)
+        c.request("GET", "/varz")
+        doc = json.loads(c.getresponse().read())
+        c.close()
+        return doc["in_msgs"], doc["out_msgs"]
+
+    def test_subscribers_over_nats_mutual_tls(self):
+        # each subscriber its own TLS connection with the client certificate; each gets all
+        url = "tls://%s:%d/sq.subs.tls" % (HOST, self.natsm_port)
+        in0, out0 = self.varz(self.natsm_mon)
+        p, doc = self.squall(url, "-n", "1000", "--cacert", self.ca, "--cert", self.cert,
+                             "--key", self.key, "--subscribers", "3")
+        in1, out1 = self.varz(self.natsm_mon)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = doc["subscribers"]
+        self.assertEqual(s["url"], "tls://%s:%d" % (HOST, self.natsm_port))
+        self.assertEqual((s["subscribed"], s["published"]), (3, 1000))
+        self.assertEqual([x["messages"] for x in s["per_subscriber"]], [1000] * 3)
+        self.assertEqual((s["received"], s["lag"], s["reconnects"]), (3000, 0, 0))
+        self.assertEqual((in1 - in0, out1 - out0), (1000, 3000))  # the server's own count
+
+    def test_plan_subscribers_over_tls(self):
+        # a plan's subscribers: on tls:// and mqtts:// take squall run's --cacert / --cert / --key
+        for url, qos in (("tls://%s:%d/sq.plan.subs" % (HOST, self.natsm_port), ""),
+                         ("mqtts://%s:%d/sq/plan/subs" % (HOST, self.mqm_port), ", qos: 1")):
+            with self.subTest(url=url):
+                path = os.path.join(self.dir, "plan-subs-%d.yaml" % os.getpid())
+                with open(path, "w") as f:
+                    f.write("target: http://127.0.0.1:1\n"
+                            "subscribers: { url: \"%s\", count: 2%s }\n"
+                            "scenarios:\n  events:\n    executor: shared-iterations\n"
+                            "    vus: 2\n    iterations: 400\n    flow:\n"
+                            "      - publish: { url: \"%s\"%s }\n" % (url, qos, url, qos))
+                p, doc = self.squall("run", path, "--cacert", self.ca, "--cert", self.cert,
+                                     "--key", self.key)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                s = doc["subscribers"]
+                self.assertEqual(s["published"], 400, p.stderr)
+                self.assertEqual([x["messages"] for x in s["per_subscriber"]], [400] * 2)
+                self.assertEqual((s["received"], s["lag"]), (800, 0))
+
     def test_sink_cli_wrong_ca_or_no_certificate_says_why(self):
         p, _ = sqtest.run_squall("sink", "--nats", "tls://%s:%d/a" % (HOST, self.nats_port),
                                  "--cacert", self.other_ca, "-d", "1s", timeout=30)

@@ -454,6 +454,14 @@ class TestApi(DaemonCase):
         self.assertEqual(st, 200)
         self.assertTrue(doc["ok"], doc)
         self.assertIn("sink http 127.0.0.1:9", doc["description"])
+        # a plan's subscribers: run under squall run only: refused by name and place
+        st, doc = self.c.post("/validate", {"plan": "target: http://127.0.0.1:1\n"
+                                            "subscribers: {url: 'nats://127.0.0.1:1/a'}\n"
+                                            "scenarios:\n  a: {executor: per-vu-iterations,\n"
+                                            "      flow: [{request: {url: /}}]}\n"})
+        self.assertEqual(st, 200)
+        self.assertFalse(doc["ok"])
+        self.assertIn("plan.yaml:2:14: subscribers: the daemon runs no subscribers", doc["error"])
         st, doc = self.c.post("/validate", b"[1]")
         self.assertEqual(st, 400)
         self.assertIn("object", doc["error"])

@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import textwrap
 import threading
 import time
 import unittest
@@ -213,6 +214,15 @@ class Subscribers(unittest.TestCase):
         self.assertIsNone(s["lag"])
         self.assertEqual(s["unstamped"], 1500)  # a foreign publisher's messages: not timed
         self.assertEqual(s["latency"]["count"], 0)
+        self.assertIs(s["subscribe_only"], True)
+        # the summary has what a run without a publisher has: no requests, window or latency
+        lines = [x for x in p.stderr.splitlines() if x.strip()]
+        self.assertRegex(lines[0], r"^squall --subscribe-only nats://127\.0\.0\.1:\d+/subs\.ext"
+                                   r" · 3 subscribers · \d+\.\d\ds$")
+        self.assertRegex(lines[1], r"^Subscribers  3 × nats subs\.ext \(fan out\) · received "
+                                   r"1,500 · [\d,]+ msg/s$")
+        self.assertRegex(lines[2], r"^ +per subscriber min 500 · max 500 · stddev 0\.0 · ")
+        self.assertEqual(len(lines), 3, p.stderr)
 
     def test_jetstream_pull_fan_out(self):
         before = self.mon("/jsz?streams=1")
@@ -264,6 +274,141 @@ class Subscribers(unittest.TestCase):
         info = js_request(self.nats_port, "$JS.API.CONSUMER.INFO.SUBS.pushers", {})
         self.assertEqual(info["config"]["deliver_group"], "pushers")
         self.assertEqual(info["ack_floor"]["consumer_seq"], 2000)
+
+    def run_plan(self, text, *args):
+        """Writes text as a plan and runs it (--json -); returns (process, document)."""
+        d = tempfile.mkdtemp(prefix="sq-subs-plan-", dir=self.dir)
+        path = os.path.join(d, "plan.yaml")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text))
+        p, doc, _ = sqtest.run_json("run", path, *args, timeout=120)
+        return path, p, doc
+
+    def test_plan_nats_fan_out(self):
+        # a plan's publish steps publish 1,500; its subscribers: section's 3 each get them all
+        before = self.mon("/varz")
+        path, p, doc = self.run_plan("""\
+            target: http://127.0.0.1:1
+            subscribers:
+              url: %s/subs.plan
+              count: 3
+              threads: 2
+            scenarios:
+              orders:
+                executor: shared-iterations
+                vus: 2
+                iterations: 1500
+                flow:
+                  - publish:
+                      url: %s/subs.plan
+                      json: { t: "{{$stamp}}", kind: order }
+            """ % (self.nats_url, self.nats_url))
+        after = self.mon("/varz")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        jsonschema.validate(doc, SCHEMA)
+        self.assertEqual((doc["steps"][0]["requests"], doc["steps"][0]["failed"]), (1500, 0))
+        s = doc["subscribers"]
+        self.check_fan_out(s, 3, 1500)
+        self.assertEqual(s["threads"], 2)
+        self.assertNotIn("subscribe_only", s)
+        self.assertEqual(after["in_msgs"] - before["in_msgs"], 1500)
+        self.assertEqual(after["out_msgs"] - before["out_msgs"], 4500)
+        self.assertIn("Subscribers  3 × nats subs.plan (fan out) · received 4,500 of 4,500 · "
+                      "lag 0", p.stderr)
+        pv, _ = sqtest.run_squall("validate", path)
+        self.assertEqual(pv.returncode, 0, pv.stderr)
+        self.assertIn("subscribers 3 × %s/subs.plan" % self.nats_url, pv.stdout)
+
+    def test_plan_queue_group_and_mqtt(self):
+        # a NATS queue group shares the plan's publishes: each once over the group
+        _, p, doc = self.run_plan("""\
+            target: http://127.0.0.1:1
+            subscribers: { url: '%s/subs.planq', count: 4, queue: workers }
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                vus: 2
+                iterations: 500
+                flow:
+                  - publish: { url: '%s/subs.planq' }
+            """ % (self.nats_url, self.nats_url))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        jsonschema.validate(doc, SCHEMA)
+        s = doc["subscribers"]
+        self.assertEqual((s["mode"], s["group"], s["published"]), ("queue", "workers", 1000))
+        self.assertEqual(sum(x["messages"] for x in s["per_subscriber"]), 1000)
+        self.assertEqual((s["received"], s["expected"], s["lag"]), (1000, 1000, 0))
+        # MQTT at QoS 1 both ways: each of 2 subscribers gets every publish
+        _, p, doc = self.run_plan("""\
+            target: http://127.0.0.1:1
+            subscribers: { url: '%s/subs/plan', count: 2, qos: 1 }
+            scenarios:
+              s:
+                executor: shared-iterations
+                vus: 2
+                iterations: 600
+                flow:
+                  - publish: { url: '%s/subs/plan', qos: 1 }
+            """ % (self.mqtt_url, self.mqtt_url))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        jsonschema.validate(doc, SCHEMA)
+        self.check_fan_out(doc["subscribers"], 2, 600)
+
+    def test_subscribers_that_never_subscribe_fail_the_run(self):
+        # what they would have counted is not known: exit 1, as a sink that never subscribed
+        p, doc, _ = sqtest.run_json(self.nats_url + "/subs.none", "-n", "100", "--subscribers",
+                                    "2", "--stream", "NO_SUCH_STREAM", timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(doc["requests"]["completed"], 100)
+        self.assertEqual(doc["subscribers"]["subscribed"], 0)
+        self.assertIn("--subscribers: none of the 2 subscribed", p.stderr)
+        dead = "nats://%s:%d/subs.none" % (HOST, sqtest.free_port())
+        _, p, doc = self.run_plan("""\
+            target: http://127.0.0.1:1
+            subscribers: { url: '%s', count: 2 }
+            scenarios:
+              s:
+                executor: per-vu-iterations
+                flow:
+                  - publish: { url: '%s/subs.none' }
+            """ % (dead, self.nats_url))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(doc["subscribers"]["subscribed"], 0)
+        self.assertIn("subscribers: none of the 2 subscribed to %s subs.none" % dead[:-10],
+                      p.stderr)
+
+    def test_plan_refusals(self):
+        flow = ("scenarios:\n  s:\n    executor: per-vu-iterations\n    flow:\n"
+                "      - publish: { url: %s/x }\n" % self.nats_url)
+        for section, where, word in (
+            ("subscribers:\n  url: %s/x\n  cout: 2\n" % self.nats_url, "4:3",
+             "subscribers: unknown key 'cout' (did you mean 'count'?)"),
+            ("subscribers:\n  url: %s/\n" % self.nats_url, "3:3", "subscribers: url: '%s/': " % self.nats_url),
+            ("subscribers:\n  url: %s/x\n  queue: 'a b'\n" % self.nats_url, "3:3",
+             "subscribers: queue: 'a b' is not a group name"),
+            ("subscribers:\n  url: %s/x\n  count: 0\n" % self.nats_url, "4:10",
+             "subscribers.count: expected a whole number from 1 to 100000"),
+            ("subscribers:\n  url: %s/x\n  stream: S\n" % self.mqtt_url, "4:11",
+             "subscribers.stream: stream: JetStream consumers are NATS's"),
+        ):
+            d = tempfile.mkdtemp(prefix="sq-subs-bad-", dir=self.dir)
+            path = os.path.join(d, "plan.yaml")
+            with open(path, "w") as f:
+                f.write("target: http://127.0.0.1:1\n" + section + flow)
+            for cmd in ("run", "validate"):
+                with self.subTest(section=section, cmd=cmd):
+                    p, _ = sqtest.run_squall(cmd, path, timeout=30)
+                    self.assertEqual(p.returncode, 2, p.stderr)
+                    self.assertIn("plan.yaml:%s: %s" % (where, word), p.stderr)
+        # the subscribers run here: not with --agents (refused before any agent is looked for)
+        with open(path, "w") as f:
+            f.write("target: http://127.0.0.1:1\nsubscribers: {url: '%s/x'}\n" % self.nats_url
+                    + flow)
+        p, _ = sqtest.run_squall("run", path, "--agents", "1", "--nats", self.nats_url,
+                                 "--agent-wait", "1s", timeout=30)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("plan.yaml:2:14: subscribers: the subscribers run on this machine only",
+                      p.stderr)
 
     def test_refusals(self):
         for args, word in (

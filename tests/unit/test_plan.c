@@ -115,7 +115,7 @@ static void unknown_keys(void **state)
         "target: http://127.0.0.1:8080\nzzzzzz: 1\n", "2:1", "",
         "unknown key 'zzzzzz' (expected one of: target, vars, defaults, data, scenarios, "
         "thresholds, script, auth, sink, name, seed, redact, source_addrs, connect_rate, setup, "
-        "teardown, metrics)");
+        "teardown, metrics, subscribers)");
     /* an executor's key on another executor */
     expect_err("target: http://127.0.0.1:8080\nscenarios:\n  s:\n    executor: constant-vus\n"
                "    duration: 1s\n    rate: 5\n",
@@ -1733,6 +1733,77 @@ static void sink_section(void **state)
                "2:7", "sink", "a mapping");
 }
 
+/* subscribers: the quick face's --subscribers and its flags as keys: they load as written, and
+ * a bad key, count, QoS or a key that applies to another kind of consumer is refused at its
+ * place. */
+static void subscribers_section(void **state)
+{
+    (void)state;
+    static const char ok[] =
+        "target: http://127.0.0.1:8080\n"
+        "subscribers:\n"
+        "  url: nats://127.0.0.1:4222/orders\n"
+        "  count: 8\n"
+        "  threads: 2\n"
+        "  queue: workers\n"
+        "  stream: ORDERS\n"
+        "  batch: 50\n" HEAD_REST "      - publish: { url: nats://127.0.0.1:4222/orders }\n";
+    struct text t = {0};
+    put(&t, "%s", ok);
+    struct sq_plan *p = load_ok(&t);
+    assert_non_null(p->subscribers);
+    assert_string_equal(p->subscribers->url, "nats://127.0.0.1:4222/orders");
+    assert_int_equal(p->subscribers->count, 8);
+    assert_int_equal(p->subscribers->threads, 2);
+    assert_string_equal(p->subscribers->queue, "workers");
+    assert_string_equal(p->subscribers->stream, "ORDERS");
+    assert_int_equal(p->subscribers->batch, 50);
+    assert_false(p->subscribers->push);
+    assert_int_equal(p->subscribers->qos, -1);
+    assert_int_equal(p->subscribers->loc.line, 3);
+    sq_plan_free(p);
+    free(t.p);
+    /* the defaults: one subscriber, fan-out, core subscriptions; MQTT takes a QoS */
+    t = (struct text){0};
+    put(&t, "target: http://127.0.0.1:8080\nsubscribers: {url: 'mqtt://127.0.0.1:1883/a', qos: "
+            "2}\n" HEAD_REST "      - publish: { url: mqtt://127.0.0.1:1883/a }\n");
+    p = load_ok(&t);
+    assert_int_equal(p->subscribers->count, 1);
+    assert_int_equal(p->subscribers->qos, 2);
+    assert_null(p->subscribers->queue);
+    assert_null(p->subscribers->stream);
+    sq_plan_free(p);
+    free(t.p);
+
+#define SUBS(x)                                                                                    \
+    "target: http://127.0.0.1:8080\nsubscribers: " x "\n" HEAD_REST                                \
+    "      - publish: { url: nats://127.0.0.1:4222/a }\n"
+    expect_err(SUBS("{count: 2}"), "2:14", "subscribers", "missing key 'url'");
+    expect_err(SUBS("{url: 'http://x/a'}"), "2:21", "subscribers.url",
+               "expected nats://HOST[:PORT]/SUBJECT or mqtt://HOST[:PORT]/TOPIC");
+    expect_err(SUBS("{url: 'nats://h/a', count: 0}"), "2:41", "subscribers.count",
+               "expected a whole number from 1 to 100000, got '0'");
+    expect_err(SUBS("{url: 'nats://h/a', count: 100001}"), "2:41", "subscribers.count",
+               "expected a whole number from 1 to 100000");
+    expect_err(SUBS("{url: 'nats://h/a', cont: 2}"), "2:34", "subscribers",
+               "unknown key 'cont' (did you mean 'count'?)");
+    expect_err(SUBS("{url: 'nats://h/a', qos: 1}"), "2:39", "subscribers.qos",
+               "qos is for mqtt:// and mqtts:// URLs");
+    expect_err(SUBS("{url: 'mqtt://h/a', qos: 3}"), "2:39", "subscribers.qos",
+               "expected a QoS of 0, 1 or 2, got '3'");
+    expect_err(SUBS("{url: 'mqtt://h/a', stream: S}"), "2:42", "subscribers.stream",
+               "JetStream consumers are NATS's");
+    expect_err(SUBS("{url: 'nats://h/a', batch: 10}"), "2:41", "subscribers.batch",
+               "batch is a JetStream pull consumer's fetch size");
+    expect_err(SUBS("{url: 'nats://h/a', push: true}"), "2:40", "subscribers.push",
+               "push makes JetStream consumers push ones");
+    expect_err(SUBS("{url: 'nats://h/a', stream: S, batch: 5, push: true}"), "2:61",
+               "subscribers.push", "not with push");
+    expect_err(SUBS("{url: 'nats://h/a', push: maybe}"), "2:40", "subscribers.push", "");
+    expect_err(SUBS("[nats]"), "2:14", "subscribers", "a mapping");
+#undef SUBS
+}
+
 static void hooks_and_auth(void **state)
 {
     (void)state;
@@ -1854,6 +1925,7 @@ int main(void)
         cmocka_unit_test(string_map),
         cmocka_unit_test(hooks_and_auth),
         cmocka_unit_test(sink_section),
+        cmocka_unit_test(subscribers_section),
         cmocka_unit_test(ws_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
