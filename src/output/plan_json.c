@@ -315,6 +315,10 @@ static json_t *custom_metrics_json(const struct sq_plan *p, const struct sq_resu
             val = trend(h);
             if (val)
                 json_object_set_new(val, "kind", json_string("trend"));
+            /* avg exact, as k6's (and as thresholds judge it): the samples' sum over their
+             * count, not the histogram's bucket midpoints */
+            if (val && n && sq_hist_total(h))
+                json_object_set_new(val, "avg", json_real(sum / (double)n));
             break;
         }
         sq_hist_free(h);

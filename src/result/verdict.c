@@ -170,6 +170,10 @@ static double custom_value(enum sq_metric_kind k, const struct acc *a, const str
     switch (k) {
     case SQ_MK_TREND:
         *no_data = sq_hist_total(a->h) == 0;
+        /* avg exact, as k6's: the samples' sum over their count (the histogram's mean is its
+         * buckets' midpoints: 5 read back as 5.002) */
+        if (e->agg == SQ_TH_AVG)
+            return a->den ? a->sum / (double)a->den : 0;
         return trend_value(a->h, e);
     case SQ_MK_RATE:
         *no_data = a->den == 0;

@@ -327,7 +327,7 @@ static void test_custom(void **state)
                              "  \"n{page:home}\": [\"count == 4\"]\n"
                              "  ok: [\"rate == 0.5\"]\n"
                              "  depth: [\"value == 7\"]\n"
-                             "  \"t{step:y}\": [\"max < 13\", \"min > 11\"]\n"
+                             "  \"t{step:y}\": [\"max < 13\", \"min > 11\", \"avg == 12\"]\n"
                              "  \"t{step:x}\": [\"p(95) < 1\"]\n");
     struct sq_result r;
     memset(&r, 0, sizeof(r));
@@ -354,17 +354,18 @@ static void test_custom(void **state)
     a->steps[1].mvals[2] = (struct sq_step_mval){
         .n = 1, .nonzero = 1, .sum = 7, .last = 7, .last_ns = 40, .h = a->steps[1].mvals[2].h};
     a->steps[1].mvals[3].n = 1;
+    a->steps[1].mvals[3].sum = 12; /* avg is the exact mean: the histogram's would be 12.004 */
     assert_true(sq_hist_record(a->steps[1].mvals[3].h, 12000));
     a->latency = EMPTY_HIST;
     a->iter_dur = EMPTY_HIST;
     struct sq_th_verdicts v;
     assert_int_equal(sq_thresholds_eval(p, &r, &v), 0);
-    assert_int_equal(v.n, 8);
+    assert_int_equal(v.n, 9);
     for (size_t i = 0; i < v.n; i++)
         if (!v.v[i].ok)
             fail_msg("verdict %zu: %s: %s is %g", i, v.v[i].th->selector, v.v[i].expr->text,
                      v.v[i].value);
-    assert_true(v.v[7].no_data); /* x takes no t sample */
+    assert_true(v.v[8].no_data); /* x takes no t sample */
     sq_th_verdicts_dispose(&v);
     char err[256];
     assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), 0);
