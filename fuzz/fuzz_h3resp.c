@@ -19,6 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #include <nghttp3/nghttp3.h>
 
+#include "base/h3lib.h"
+
 #define SLOTS 2
 
 struct slot {
@@ -142,6 +144,9 @@ static const int64_t STREAMS[] = {0, 4, 3, 7, 11};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    char why[256];
+    if (sq_h3lib_load(why, sizeof(why)) < 0) /* the libraries, as --http3 loads them */
+        abort();
     static struct ctx x;
     memset(&x, 0, sizeof(x));
     struct sq_h2_req get, post;

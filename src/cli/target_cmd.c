@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/h3lib.h"
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -294,6 +295,13 @@ static int target_parse(struct targetcmd *c, int argc, char **argv)
  * exit status after printing why. */
 static int target_start(struct targetcmd *c)
 {
+#ifdef SQ_HAVE_H3
+    char h3why[512];
+    if (c->http3 && sq_h3lib_load(h3why, sizeof(h3why)) < 0) {
+        fprintf(stderr, "squall target: --http3: %s\n", h3why);
+        return SQ_EXIT_FAIL;
+    }
+#endif
     uint64_t have = 0;
     (void)sq_raise_nofile(65536, &have); /* best effort: many connections need many fds */
     if (c->tls) {

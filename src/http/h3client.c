@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "base/h3lib.h"
 #include "http/decode.h"
 #include "http/h1.h"
 #include "http/redirect.h"

@@ -40,6 +40,10 @@ int sq_quic_client_new(const struct sq_quic_client_opts *o, struct sq_quic_clien
     *out = NULL;
     if (errlen)
         errbuf[0] = 0;
+    /* the first HTTP/3 call of a run (the quick face, a plan's, the daemon's): the libraries
+     * are loaded here, never in a run without HTTP/3 */
+    if (sq_h3lib_load(errbuf, errlen) < 0)
+        return -EINVAL;
     struct sq_quic_client *c = calloc(1, sizeof(*c));
     if (!c || gnutls_certificate_allocate_credentials(&c->cred) != GNUTLS_E_SUCCESS) {
         free(c);
@@ -176,29 +180,37 @@ static int extend_streams_cb(ngtcp2_conn *conn, uint64_t max, void *ud)
     return APP(ud)->app->more_streams(APP(ud)->ud) < 0 ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
 }
 
+/* ngtcp2_crypto's callbacks are set by fill_callbacks: the library is loaded at run time
+ * (base/h3lib.h), so its functions are no constants. */
 static const ngtcp2_callbacks callbacks = {
-    .client_initial = ngtcp2_crypto_client_initial_cb,
-    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
     .handshake_completed = handshake_cb,
-    .encrypt = ngtcp2_crypto_encrypt_cb,
-    .decrypt = ngtcp2_crypto_decrypt_cb,
-    .hp_mask = ngtcp2_crypto_hp_mask_cb,
     .recv_stream_data = recv_data_cb,
     .acked_stream_data_offset = acked_cb,
     .stream_close = close_cb,
-    .recv_retry = ngtcp2_crypto_recv_retry_cb,
     .extend_max_local_streams_bidi = extend_streams_cb,
     .rand = rand_cb,
     .get_new_connection_id = new_cid_cb,
-    .update_key = ngtcp2_crypto_update_key_cb,
     .stream_reset = reset_cb,
     .extend_max_stream_data = extend_data_cb,
-    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
     .stream_stop_sending = stop_cb,
-    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
 };
+
+/* callbacks with ngtcp2_crypto's callbacks filled in. */
+static void fill_callbacks(ngtcp2_callbacks *cb)
+{
+    *cb = callbacks;
+    cb->client_initial = ngtcp2_crypto_client_initial_cb;
+    cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+    cb->encrypt = ngtcp2_crypto_encrypt_cb;
+    cb->decrypt = ngtcp2_crypto_decrypt_cb;
+    cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
+    cb->recv_retry = ngtcp2_crypto_recv_retry_cb;
+    cb->update_key = ngtcp2_crypto_update_key_cb;
+    cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+    cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+    cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+    cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+}
 
 /* ---- the connection ---- */
 
@@ -267,9 +279,11 @@ int sq_quic_conn_open(struct sq_quic_conn *q, const struct sq_quic_client *c,
     p.max_idle_timeout = 30 * NGTCP2_SECONDS;
     p.max_udp_payload_size = SQ_QUIC_RX_MAX;
     ngtcp2_path path = path_of(q);
+    ngtcp2_callbacks cb;
+    fill_callbacks(&cb);
     int rc = -ENOMEM;
-    if (ngtcp2_conn_client_new(&q->conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &callbacks, &s,
-                               &p, NULL, q) != 0) {
+    if (ngtcp2_conn_client_new(&q->conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &s, &p,
+                               NULL, q) != 0) {
         q->conn = NULL;
         goto fail;
     }

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 
 #include "base/err.h"
+#include "base/h3lib.h" /* after the libraries' headers: their functions, loaded */
 #include "net/sock.h"
 
 #define SQ_QUIC_BATCH   16
@@ -53,7 +54,8 @@ struct sq_quic_client_opts {
 };
 struct sq_quic_client;
 
-/* Returns 0, -EINVAL (errbuf says why: "--cacert: ...") or -ENOMEM. */
+/* Loads the QUIC libraries first (base/h3lib.h). Returns 0, -EINVAL (errbuf says why:
+ * "--cacert: ...", or a library that could not be loaded) or -ENOMEM. */
 SQ_MUST_CHECK int sq_quic_client_new(const struct sq_quic_client_opts *o,
                                      struct sq_quic_client **out, char *errbuf, size_t errlen);
 void sq_quic_client_free(struct sq_quic_client *c);

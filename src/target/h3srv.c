@@ -95,6 +95,7 @@ void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
 #include "base/clock.h"
+#include "base/h3lib.h"
 
 #define SCID_LEN      18
 #define MAX_UDP       65527
@@ -104,8 +105,9 @@ void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
 #define MAX_PENDING   (1024 * 1024) /* a paced answer's bytes not yet acknowledged */
 #define STREAM_WINDOW (256 * 1024)
 #define CONN_WINDOW   (1024 * 1024)
-#define CONN_BODY_MAX (4 * 1024 * 1024) /* request bodies held at once per connection; more: 413   \
-                                         */
+#define CONN_BODY_MAX                                                                              \
+    (4 * 1024 * 1024) /* request bodies held at once per connection; more: 413                     \
+                       */
 
 static const char PRIORITY[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:"
                                "+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-CCM:-GROUP-ALL:"
@@ -955,28 +957,36 @@ static int q_extend_max_stream_data(ngtcp2_conn *q, int64_t id, uint64_t max, vo
     return 0;
 }
 
+/* ngtcp2_crypto's callbacks are set by fill_qcb: the library is loaded at run time
+ * (base/h3lib.h), so its functions are no constants. */
 static const ngtcp2_callbacks QCB = {
-    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
-    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
     .handshake_completed = q_handshake_completed,
-    .encrypt = ngtcp2_crypto_encrypt_cb,
-    .decrypt = ngtcp2_crypto_decrypt_cb,
-    .hp_mask = ngtcp2_crypto_hp_mask_cb,
     .recv_stream_data = q_recv_stream_data,
     .acked_stream_data_offset = q_acked,
     .stream_close = q_stream_close,
     .rand = q_rand,
     .get_new_connection_id = q_new_cid,
     .remove_connection_id = q_remove_cid,
-    .update_key = ngtcp2_crypto_update_key_cb,
     .stream_reset = q_stream_reset,
     .extend_max_remote_streams_bidi = q_extend_max_remote_bidi,
     .extend_max_stream_data = q_extend_max_stream_data,
-    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
 };
+
+/* QCB with ngtcp2_crypto's callbacks filled in. */
+static void fill_qcb(ngtcp2_callbacks *cb)
+{
+    *cb = QCB;
+    cb->recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
+    cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+    cb->encrypt = ngtcp2_crypto_encrypt_cb;
+    cb->decrypt = ngtcp2_crypto_decrypt_cb;
+    cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
+    cb->update_key = ngtcp2_crypto_update_key_cb;
+    cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+    cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+    cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+    cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+}
 
 /* ---- connections ---- */
 
@@ -1135,7 +1145,9 @@ static int conn_new(struct sq_h3srv *s, const ngtcp2_pkt_hd *hd, const struct so
     if (ngtcp2_crypto_generate_stateless_reset_token(p.stateless_reset_token, s->secret,
                                                      sizeof(s->secret), &scid) != 0)
         return -1;
-    if (ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &c->path, hd->version, &QCB, &set, &p, NULL,
+    ngtcp2_callbacks cb;
+    fill_qcb(&cb);
+    if (ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &c->path, hd->version, &cb, &set, &p, NULL,
                                c) != 0) {
         c->q = NULL;
         return -1;
@@ -1371,6 +1383,12 @@ static int creds(struct sq_h3srv *s, const struct sq_h3srv_config *cfg, const ch
 
 static int common_new(const struct sq_h3srv_config *cfg, struct sq_h3srv **out, const char **why)
 {
+    /* the libraries are loaded with the first server (target_cmd.c said why when they fail) */
+    char buf[256];
+    if (sq_h3lib_load(buf, sizeof(buf)) < 0) {
+        *why = "the QUIC libraries (GnuTLS, ngtcp2, nghttp3) could not be loaded";
+        return -ENOENT;
+    }
     struct sq_h3srv *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;

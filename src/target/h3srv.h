@@ -58,8 +58,9 @@ struct sq_h3srv_counts {
 
 /* True when this build has HTTP/3. */
 bool sq_h3srv_available(void);
-/* Binds the UDP socket and starts the thread. Returns 0, -ENOTSUP (no HTTP/3 in this build),
- * -EINVAL (*why: the certificate or key), -SQ_ERESOLVE or -errno. */
+/* Loads the QUIC libraries (base/h3lib.h), binds the UDP socket and starts the thread. Returns
+ * 0, -ENOTSUP (no HTTP/3 in this build), -ENOENT (the libraries could not be loaded), -EINVAL
+ * (*why: the certificate or key), -SQ_ERESOLVE or -errno. */
 SQ_MUST_CHECK int sq_h3srv_start(const struct sq_h3srv_config *cfg, struct sq_h3srv **out,
                                  const char **why);
 /* Asks the thread to close every connection and exit. Async-signal-safe; idempotent. */

@@ -70,6 +70,27 @@ class H3FlagTest(unittest.TestCase):
                 self.assertEqual(p.returncode, 2, (name, p.stderr))
                 self.assertIn("protocol: h3 cannot carry a batch", p.stderr)
 
+    @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+    def test_missing_library_is_named(self):
+        """The QUIC libraries are loaded when --http3 is used (base/h3lib.c): one that cannot be
+        loaded (here an empty file found first through LD_LIBRARY_PATH) fails the setup with its
+        name, before anything is sent; a run without HTTP/3 does not load it at all."""
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "libnghttp3.so.3"), "w").close()
+            env = dict(os.environ, LD_LIBRARY_PATH=d)
+            p = subprocess.run([sqtest.squall_path(), "https://127.0.0.1:1/", "--http3", "-n",
+                                "1"], capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("libnghttp3.so.3 could not be loaded", p.stderr)
+            p = subprocess.run([sqtest.squall_path(), "target", "--http3", "-p", "0", "-t", "1"],
+                               capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("--http3: HTTP/3: libnghttp3.so.3 could not be loaded", p.stderr)
+            p = subprocess.run([sqtest.squall_path(), "http://127.0.0.1:1/", "-n", "1"],
+                               capture_output=True, text=True, timeout=60, env=env)
+            self.assertNotIn("libnghttp3", p.stderr)
+            self.assertNotIn("error while loading", p.stderr)
+
 
 @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
 @unittest.skipUnless(GTLSSERVER, "gtlsserver (Debian's ngtcp2-server) not installed")

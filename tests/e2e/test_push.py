@@ -304,6 +304,18 @@ class Footprint(TargetCase):
         self.assertTrue(any(n.startswith("libc.so") for n in libs), libs)
         self.assertFalse([n for n in libs if "stdc++" in n or "snappy" in n], libs)
 
+    def test_plain_run_maps_no_quic_libraries(self):
+        """GnuTLS (with p11-kit, nettle, gmp...), ngtcp2 and nghttp3 are HTTP/3's: loaded only
+        by --http3 (base/h3lib.c), not by a plain run nor by a plain target."""
+        quic = ("libgnutls", "libngtcp2", "libnghttp3", "libp11-kit")
+        libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s")
+        self.assertTrue(any(n.startswith("libc.so") for n in libs), libs)
+        self.assertFalse([n for n in libs if n.startswith(quic)], libs)
+        with open("/proc/%d/maps" % self.proc.pid) as f:
+            target = {os.path.basename(line.split()[-1]) for line in f
+                      if line.split()[-1].startswith("/")}
+        self.assertFalse([n for n in target if n.startswith(quic)], target)
+
     def test_prometheus_output_loads_snappy(self):
         dead = "prometheus-rw=http://%s:%d/api/v1/write" % (HOST, free_port())
         libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s", "--out", dead)

@@ -152,6 +152,34 @@ class H3TargetTest(H3Case):
         self.assertEqual(st["requests"], 5)  # the /stats reads over TCP do not count themselves
         self.assertEqual(st["h2"]["streams"], 0)
 
+    def test_quic_libraries_loaded_by_http3(self):
+        """The QUIC libraries are loaded (base/h3lib.c) by the target's --http3 and by a client's
+        --http3 run, which then loads as it did when they were linked in."""
+        want = ("libgnutls", "libngtcp2.", "libngtcp2_crypto_gnutls", "libnghttp3")
+
+        def libs(pid):
+            with open("/proc/%d/maps" % pid) as f:
+                return {os.path.basename(line.split()[-1]) for line in f
+                        if line.split()[-1].startswith("/")}
+
+        for w in want:
+            self.assertTrue([n for n in libs(self.proc.pid) if n.startswith(w)], w)
+        self.reset()
+        proc = subprocess.Popen([sqtest.squall_path(), "https://127.0.0.1:%d/fast" % self.port,
+                                 "--http3", "--cacert", self.cert, "-c", "1", "-t", "1", "-d",
+                                 "20s"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while self.stats()["h3"]["requests"] == 0 and time.monotonic() < deadline:
+                self.assertIsNone(proc.poll(), "squall --http3 ended before its first request")
+                time.sleep(0.05)
+            self.assertGreater(self.stats()["h3"]["requests"], 0)
+            got = libs(proc.pid)
+        finally:
+            sqtest.stop(proc)
+        for w in want:
+            self.assertTrue([n for n in got if n.startswith(w)], (w, got))
+
     def test_delay_status_and_sse(self):
         self.reset()
         got = self.fetch(["/delay/200", "/status/404", "/sse?events=3&interval=50"])
