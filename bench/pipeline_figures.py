@@ -134,17 +134,24 @@ class Servers:
     def mon(self, path):
         return "http://%s:%d%s" % (HOST, self.nmon, path)
 
-    def mqtt_published(self, prev=None):
-        """mosquitto's $SYS/broker/publish/messages/received, once it differs from prev."""
-        deadline = time.monotonic() + 5
-        while True:
+    def mqtt_published(self):
+        """mosquitto's $SYS/broker/publish/messages/received once settled: $SYS is published
+        every second (sys_interval 1), so a read may be one taken mid-run; two reads 1.1 s apart
+        that agree are after the last update."""
+        def read():
             out = subprocess.run(["mosquitto_sub", "-h", HOST, "-p", str(self.mqtt), "-t",
                                   "$SYS/broker/publish/messages/received", "-C", "1", "-W", "3"],
                                  capture_output=True, text=True).stdout.strip()
-            v = int(out or 0)
-            if v != prev or time.monotonic() > deadline:
-                return v
-            time.sleep(0.3)
+            return int(out or 0)
+        time.sleep(1.1)
+        v = read()
+        for _ in range(10):
+            time.sleep(1.1)
+            w = read()
+            if w == v:
+                break
+            v = w
+        return v
 
     def stop(self):
         for p in self.procs:
@@ -179,7 +186,7 @@ def bench_mqtt_pub(a, srv, rounds, count, size):
             doc = json.loads(out)
             if "schema" in doc:
                 doc = {"sent": doc["requests"]["completed"], "seconds": doc["duration_s"]}
-            now = srv.mqtt_published(seen)
+            now = srv.mqtt_published()
             got, seen = now - seen, now
             rate = doc["sent"] / doc["seconds"]
             res[n].append((rate, cpu / doc["sent"] * 1e6, got == doc["sent"]))
