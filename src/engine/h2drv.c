@@ -137,8 +137,8 @@ static void t_recycle(struct h2conn *t)
 
 /* ---- bodies: decoded, scanned for events, captured for a flow (as h1drv.c does) ---- */
 
-/* The decoded body of the current response, in pieces. */
-static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
+/* The decoded body of the current response, in pieces (h3drv.c's too). */
+int sq_engine__mux_deliver(struct sq_engine__conn *c, const char *data, size_t len)
 {
     if (c->streaming) {
         struct sq_engine__vux *xv = sq_engine__vux(c);
@@ -150,41 +150,39 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
     return 0;
 }
 
-static int on_decoded(void *ud, const char *data, size_t len)
+int sq_engine__mux_on_decoded(void *ud, const char *data, size_t len)
 {
     struct sq_engine__conn *c = ud;
     /* a decompression bomb must not hold the worker past the run's end (h1drv.c's rule) */
-    return sq_engine__h1_decode_over(c) ? -ETIMEDOUT : deliver(c, data, len);
+    return sq_engine__h1_decode_over(c) ? -ETIMEDOUT : sq_engine__mux_deliver(c, data, len);
 }
 
 /* A body that cannot be decoded (or no memory to try): the request fails, its stream is reset
- * (h2_close), the VU goes on on the same connection. */
-static void body_failed(struct sq_engine__conn *c)
+ * (the driver's close), the VU goes on on the same connection. */
+void sq_engine__mux_body_failed(struct sq_engine__conn *c)
 {
     sq_engine__vu_fail(c, SQ_ERRK_DECODE);
     sq_engine__vu_replace(c);
 }
 
-/* The final head of c's response is in: what its body goes through. */
-static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
+bool sq_engine__mux_head(struct sq_engine__conn *c, int64_t now, int status, bool want_fields,
+                         bool event_stream, uint8_t coding, const char *proto)
 {
-    struct h2conn *t = ud;
-    struct sq_engine__conn *c = vu_of(t, st);
     if (c->fb_ns == 0)
-        c->fb_ns = sq_loop_now(t->m.w->loop);
+        c->fb_ns = now;
     if (SQ_UNLIKELY(c->xc != NULL) && !sq_engine__xc_head_done(c, (uint16_t)status)) {
         char line[32];
-        int n = snprintf(line, sizeof(line), "HTTP/2 %d\r\n\r\n", status);
+        int n = snprintf(line, sizeof(line), "%s %d\r\n\r\n", proto, status);
         sq_engine__xc_head(c, (uint16_t)status, line, (size_t)n);
     }
-    if (SQ_UNLIKELY(c->fv != NULL) && st->want_fields)
+    if (SQ_UNLIKELY(c->fv != NULL) && want_fields)
         sq_flow_vu_fields_done(c->fv);
-    c->streaming = st->event_stream;
-    if (SQ_UNLIKELY(st->coding != SQ_CODING_NONE && st->coding != SQ_CODING_OTHER)) {
+    c->streaming = event_stream;
+    if (SQ_UNLIKELY(coding != SQ_CODING_NONE && coding != SQ_CODING_OTHER)) {
         if ((!c->dec && sq_decoder_new(0, &c->dec) < 0) ||
-            sq_decoder_reset(c->dec, (enum sq_coding)st->coding) < 0) {
-            body_failed(c);
-            return;
+            sq_decoder_reset(c->dec, (enum sq_coding)coding) < 0) {
+            sq_engine__mux_body_failed(c);
+            return false;
         }
         c->decoding = true;
     }
@@ -192,20 +190,35 @@ static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
         sq_sse_init(&sq_engine__vux(c)->sse);
         sq_engine__vux(c)->first_event_ns = 0;
     }
+    return true;
+}
+
+void sq_engine__mux_field(struct sq_engine__conn *c, int status, const char *name, size_t name_len,
+                          const char *value, size_t value_len)
+{
+    struct sq_flow_vu *v = c->fv;
+    if (!v)
+        return;
+    if (v->follow && sq_redirect_status(status) && name_len == 8 &&
+        memcmp(name, "location", 8) == 0)
+        sq_flow_vu_location_set(v, value, value_len); /* HTTP/2 and 3 names are lower-case */
+    if (v->want_head)
+        sq_flow_vu_field(v, name, name_len, value, value_len);
+}
+
+/* The final head of c's response is in: what its body goes through. */
+static void cb_headers(void *ud, struct sq_h2_stream *st, int status)
+{
+    struct h2conn *t = ud;
+    struct sq_engine__conn *c = vu_of(t, st);
+    sq_engine__mux_head(c, sq_loop_now(t->m.w->loop), status, st->want_fields, st->event_stream,
+                        st->coding, "HTTP/2");
 }
 
 static void cb_field(void *ud, struct sq_h2_stream *st, const char *name, size_t name_len,
                      const char *value, size_t value_len)
 {
-    struct sq_engine__conn *c = vu_of(ud, st);
-    struct sq_flow_vu *v = c->fv;
-    if (!v)
-        return;
-    if (v->follow && sq_redirect_status(st->status) && name_len == 8 &&
-        memcmp(name, "location", 8) == 0)
-        sq_flow_vu_location_set(v, value, value_len); /* HTTP/2 names are lower-case */
-    if (v->want_head)
-        sq_flow_vu_field(v, name, name_len, value, value_len);
+    sq_engine__mux_field(vu_of(ud, st), st->status, name, name_len, value, value_len);
 }
 
 static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t len)
@@ -217,8 +230,8 @@ static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t 
         sq_engine__xc_body(c, data, len);
     if (SQ_LIKELY(!c->decoding && !c->streaming && !(c->fv && c->fv->capture)))
         return; /* framing only */
-    int rc =
-        c->decoding ? sq_decoder_feed(c->dec, data, len, on_decoded, c) : deliver(c, data, len);
+    int rc = c->decoding ? sq_decoder_feed(c->dec, data, len, sq_engine__mux_on_decoded, c)
+                         : sq_engine__mux_deliver(c, data, len);
     if (SQ_LIKELY(rc == 0))
         return;
     if (rc == -ETIMEDOUT) {
@@ -229,7 +242,7 @@ static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t 
         c->decoding = c->streaming = false;
         return;
     }
-    body_failed(c);
+    sq_engine__mux_body_failed(c);
 }
 
 static void cb_close(void *ud, struct sq_h2_stream *st, uint32_t error_code)
@@ -241,7 +254,7 @@ static void cb_close(void *ud, struct sq_h2_stream *st, uint32_t error_code)
     int64_t now = t->now ? t->now : sq_now_ns();
     if (error_code == SQ_H2_NO_ERROR && st->status) {
         if (SQ_UNLIKELY(c->decoding) && sq_decoder_finish(c->dec) < 0) {
-            body_failed(c); /* the encoded stream was cut short */
+            sq_engine__mux_body_failed(c); /* the encoded stream was cut short */
             return;
         }
         struct sq_h1_reader *rd = &c->rd;

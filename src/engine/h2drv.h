@@ -19,6 +19,28 @@
 #ifndef SQ_ENGINE_H2DRV_H
 #define SQ_ENGINE_H2DRV_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "engine/driver.h"
+
+/* A response's head and body pieces, as the multiplexed drivers (h2drv.c, h3drv.c) handle them
+ * alike once their library has parsed them. */
+struct sq_engine__conn;
+/* The final head is in (now: the loop's time, the first byte's if none yet): the exchange
+ * capture's head line ("HTTP/2 200"), the flow's fields done, what the body goes through (an
+ * SSE scanner, a decoder for coding). false: no decoder could be made, the request failed. */
+bool sq_engine__mux_head(struct sq_engine__conn *c, int64_t now, int status, bool want_fields,
+                         bool event_stream, uint8_t coding, const char *proto);
+/* One field of the final head, for the flow (a redirect's location, extractors and checks). */
+void sq_engine__mux_field(struct sq_engine__conn *c, int status, const char *name, size_t name_len,
+                          const char *value, size_t value_len);
+/* A piece of the decoded body: the SSE scanner, the flow's capture. 0. */
+int sq_engine__mux_deliver(struct sq_engine__conn *c, const char *data, size_t len);
+/* The decoder's callback (ud: the VU): -ETIMEDOUT past the run's end (h1drv.c's rule). */
+int sq_engine__mux_on_decoded(void *ud, const char *data, size_t len);
+/* A body that cannot be decoded: the request fails (decode), the VU goes on. */
+void sq_engine__mux_body_failed(struct sq_engine__conn *c);
 
 #endif

@@ -30,6 +30,7 @@
 #include "base/clock.h"
 #include "engine/flow.h"
 #include "engine/h1drv.h"
+#include "engine/h2drv.h"
 #include "engine/worker.h"
 #include "engine/xport.h"
 #include "http/decode.h"
@@ -238,32 +239,7 @@ static void retry_pending(struct h3conn *t)
     }
 }
 
-/* ---- bodies: as h2drv.c ---- */
-
-static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
-{
-    if (c->streaming) {
-        struct sq_engine__vux *xv = sq_engine__vux(c);
-        if (sq_sse_feed(&xv->sse, data, len) && !xv->first_event_ns)
-            xv->first_event_ns = sq_now_ns();
-    }
-    if (c->fv && c->fv->capture)
-        sq_flow_vu_capture(c->fv, data, len);
-    return 0;
-}
-
-static int on_decoded(void *ud, const char *data, size_t len)
-{
-    struct sq_engine__conn *c = ud;
-    return sq_engine__h1_decode_over(c) ? -ETIMEDOUT : deliver(c, data, len);
-}
-
-/* A body that cannot be decoded: the request fails, its stream is cancelled (h3_close). */
-static void body_failed(struct sq_engine__conn *c)
-{
-    sq_engine__vu_fail(c, SQ_ERRK_DECODE);
-    sq_engine__vu_replace(c);
-}
+/* ---- bodies and heads: as h2drv.c's (sq_engine__mux_*) ---- */
 
 static void cb_headers(void *ud, struct sq_h3_stream *st, int status)
 {
@@ -271,42 +247,16 @@ static void cb_headers(void *ud, struct sq_h3_stream *st, int status)
     struct sq_engine__conn *c = vu_of(t, st);
     if (c->state != CONN_ACTIVE)
         return;
-    if (c->fb_ns == 0)
-        c->fb_ns = sq_loop_now(t->m.w->loop);
-    if (SQ_UNLIKELY(c->xc != NULL) && !sq_engine__xc_head_done(c, (uint16_t)status)) {
-        char line[32];
-        int n = snprintf(line, sizeof(line), "HTTP/3 %d\r\n\r\n", status);
-        sq_engine__xc_head(c, (uint16_t)status, line, (size_t)n);
-    }
-    if (SQ_UNLIKELY(c->fv != NULL) && st->want_fields)
-        sq_flow_vu_fields_done(c->fv);
-    c->streaming = st->event_stream;
-    if (SQ_UNLIKELY(st->coding != SQ_CODING_NONE && st->coding != SQ_CODING_OTHER)) {
-        if ((!c->dec && sq_decoder_new(0, &c->dec) < 0) ||
-            sq_decoder_reset(c->dec, (enum sq_coding)st->coding) < 0) {
-            body_failed(c);
-            return;
-        }
-        c->decoding = true;
-    }
-    if (c->streaming) {
-        sq_sse_init(&sq_engine__vux(c)->sse);
-        sq_engine__vux(c)->first_event_ns = 0;
-    }
+    sq_engine__mux_head(c, sq_loop_now(t->m.w->loop), status, st->want_fields, st->event_stream,
+                        st->coding, "HTTP/3");
 }
 
 static void cb_field(void *ud, struct sq_h3_stream *st, const char *name, size_t name_len,
                      const char *value, size_t value_len)
 {
     struct sq_engine__conn *c = vu_of(ud, st);
-    struct sq_flow_vu *v = c->fv;
-    if (!v || c->state != CONN_ACTIVE)
-        return;
-    if (v->follow && sq_redirect_status(st->status) && name_len == 8 &&
-        memcmp(name, "location", 8) == 0)
-        sq_flow_vu_location_set(v, value, value_len);
-    if (v->want_head)
-        sq_flow_vu_field(v, name, name_len, value, value_len);
+    if (c->state == CONN_ACTIVE)
+        sq_engine__mux_field(c, st->status, name, name_len, value, value_len);
 }
 
 static void cb_data(void *ud, struct sq_h3_stream *st, const char *data, size_t len)
@@ -320,8 +270,8 @@ static void cb_data(void *ud, struct sq_h3_stream *st, const char *data, size_t 
         sq_engine__xc_body(c, data, len);
     if (SQ_LIKELY(!c->decoding && !c->streaming && !(c->fv && c->fv->capture)))
         return;
-    int rc =
-        c->decoding ? sq_decoder_feed(c->dec, data, len, on_decoded, c) : deliver(c, data, len);
+    int rc = c->decoding ? sq_decoder_feed(c->dec, data, len, sq_engine__mux_on_decoded, c)
+                         : sq_engine__mux_deliver(c, data, len);
     if (SQ_LIKELY(rc == 0))
         return;
     if (rc == -ETIMEDOUT) { /* abandoned at the run's end: stays in flight, stream cancelled */
@@ -331,7 +281,7 @@ static void cb_data(void *ud, struct sq_h3_stream *st, const char *data, size_t 
         c->decoding = c->streaming = false;
         return;
     }
-    body_failed(c);
+    sq_engine__mux_body_failed(c);
 }
 
 static void cb_end(void *ud, struct sq_h3_stream *st)
@@ -342,7 +292,7 @@ static void cb_end(void *ud, struct sq_h3_stream *st)
         return;
     int64_t now = t->now ? t->now : sq_now_ns();
     if (SQ_UNLIKELY(c->decoding) && sq_decoder_finish(c->dec) < 0) {
-        body_failed(c);
+        sq_engine__mux_body_failed(c);
         return;
     }
     struct sq_h1_reader *rd = &c->rd;
