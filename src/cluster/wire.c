@@ -8,6 +8,7 @@
 #include "cluster/wire.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "base/b64.h"
+#include "base/clock.h"
 #include "stats/hist.h"
 
 struct field {
@@ -319,6 +321,80 @@ static json_t *opt_str(const char *s)
     return s ? json_string(s) : json_null();
 }
 
+/* A double that JSON can carry: a number, or "inf", "-inf", "nan" (a sample read as 1e999). */
+static json_t *real_json(double v)
+{
+    if (isfinite(v))
+        return json_real(v);
+    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+static bool real_read(const json_t *v, double *out)
+{
+    if (!v)
+        return true; /* absent: zero */
+    if (json_is_number(v)) {
+        *out = json_number_value(v);
+        return true;
+    }
+    const char *s = json_string_value(v);
+    if (!s)
+        return false;
+    if (!strcmp(s, "inf"))
+        *out = INFINITY;
+    else if (!strcmp(s, "-inf"))
+        *out = -INFINITY;
+    else if (!strcmp(s, "nan"))
+        *out = NAN;
+    else
+        return false;
+    return true;
+}
+
+/* One metric: entry's samples (struct sq_step_mval). The latest sample's time travels as its age
+ * at encoding ("age", ns), since monotonic clocks of two machines do not compare; the reader
+ * turns it back into a time on its own clock, so the merge's newest gauge value stays the newest
+ * (to within the message's transit). */
+static json_t *mval_json(const struct sq_step_mval *mv, int64_t now, bool *ok)
+{
+    json_t *o = json_object();
+    put_u64(o, "n", mv->n);
+    put_u64(o, "nonzero", mv->nonzero);
+    put_u64(o, "bad", mv->bad);
+    json_object_set_new(o, "sum", real_json(mv->sum));
+    if (mv->n && mv->last_ns) {
+        json_object_set_new(o, "last", real_json(mv->last));
+        int64_t age = now - mv->last_ns;
+        json_object_set_new(o, "age", json_integer(age > 0 ? age : 0));
+    }
+    *ok &= put_hist(o, "h", mv->h);
+    return o;
+}
+
+static int read_mval(const json_t *j, struct sq_step_mval *mv, int64_t now)
+{
+    int64_t age = -1;
+    if (!json_is_object(j) || !get_u64(j, "n", &mv->n) || !get_u64(j, "nonzero", &mv->nonzero) ||
+        !get_u64(j, "bad", &mv->bad) || !real_read(json_object_get(j, "sum"), &mv->sum) ||
+        !real_read(json_object_get(j, "last"), &mv->last) || !get_i64(j, "age", &age) ||
+        mv->nonzero > mv->n)
+        return -SQ_EPARSE;
+    if (json_object_get(j, "age")) {
+        if (age < 0 || !mv->n)
+            return -SQ_EPARSE;
+        mv->last_ns = now - age > 0 ? now - age : 1; /* 0 means no sample */
+    }
+    struct sq_hist *h = NULL;
+    int rc = sq_wire_hist_read(json_object_get(j, "h"), &h);
+    if (rc < 0)
+        return rc;
+    if (h) {
+        sq_hist_free(mv->h);
+        mv->h = h;
+    }
+    return 0;
+}
+
 static json_t *step_json(const struct sq_step_stats *st, bool *ok)
 {
     json_t *o = json_object(), *bs = json_array(), *pass = json_array(), *fail = json_array();
@@ -340,6 +416,13 @@ static json_t *step_json(const struct sq_step_stats *st, bool *ok)
     json_object_set_new(o, "statuses", bs);
     json_object_set_new(o, "pass", pass);
     json_object_set_new(o, "fail", fail);
+    if (st->nmvals) {
+        json_t *ms = json_array();
+        int64_t now = sq_now_ns();
+        for (uint32_t k = 0; k < st->nmvals; k++)
+            json_array_append_new(ms, mval_json(&st->mvals[k], now, ok));
+        json_object_set_new(o, "metrics", ms);
+    }
     return o;
 }
 
@@ -753,7 +836,16 @@ static int read_step(const json_t *j, struct sq_step_stats *st)
         st->check_pass[k] = (uint64_t)json_integer_value(p);
         st->check_fail[k] = (uint64_t)json_integer_value(f);
     }
-    return 0;
+    const json_t *ms = json_object_get(j, "metrics");
+    if (!ms)
+        return 0;
+    if (!json_is_array(ms) || json_array_size(ms) > UINT32_MAX)
+        return -SQ_EPARSE;
+    rc = sq_step_stats_metrics(st, (uint32_t)json_array_size(ms));
+    int64_t now = sq_now_ns();
+    for (size_t k = 0; rc == 0 && k < json_array_size(ms); k++)
+        rc = read_mval(json_array_get(ms, k), &st->mvals[k], now);
+    return rc;
 }
 
 static int read_scen(struct sq_wire_res *w, const json_t *j, struct sq_scen_result *s)

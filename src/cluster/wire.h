@@ -21,7 +21,8 @@ struct sq_hist;
 
 /* The cluster protocol. A controller and an agent work together only when both speak the same
  * number; it changes whenever a message changes meaning. */
-#define SQ_CLUSTER_PROTO 2
+/* 3: a plan step's own-metric samples travel with the result; an agent of 2 would drop them. */
+#define SQ_CLUSTER_PROTO 3
 
 /* A histogram as base64 of its compressed encoding (NULL when out of memory); and back: 0,
  * -SQ_EPARSE (not a string, not base64), -SQ_EDECODE (not a histogram), or -ENOMEM. A JSON null

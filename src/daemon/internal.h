@@ -147,6 +147,9 @@ struct sq_daemon__live {
     char *end_ev;      /* the last event, once the run ended */
     char *live_ev;     /* the latest "live" event (livetab.c), replaced each second; owned */
     uint64_t live_seq; /* how many were set (a follower sends the latest when it missed it) */
+    /* a plan run's own metrics as /metrics sample lines (runner.c, each second; NULL: none):
+     * squall_run_custom_value and squall_run_custom_samples_total, owned */
+    char *cm_value, *cm_samples;
     enum sq_store_status status;
     struct sq_daemon__totals t;
 };

@@ -54,6 +54,8 @@ void sq_daemon__live_free(struct sq_daemon__live *l)
     free(l->ev);
     free(l->end_ev);
     free(l->live_ev);
+    free(l->cm_value);
+    free(l->cm_samples);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }

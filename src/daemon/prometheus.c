@@ -47,6 +47,7 @@ struct snap {
     struct sq_daemon__live *l;
     struct sq_daemon__totals t;
     bool running;
+    char *cm_value, *cm_samples; /* copies of the live's (NULL: none) */
 };
 
 static void sample_u(struct sq_buf *b, const char *name, const struct snap *s, const char *extra,
@@ -199,6 +200,8 @@ static size_t snapshots(struct sq_daemon *d, struct snap s[2])
         pthread_mutex_lock(&l->mu);
         s[n].t = l->t;
         s[n].running = !l->t.ended;
+        s[n].cm_value = l->cm_value ? strdup(l->cm_value) : NULL;
+        s[n].cm_samples = l->cm_samples ? strdup(l->cm_samples) : NULL;
         pthread_mutex_unlock(&l->mu);
         s[n].l = l;
         n++;
@@ -239,6 +242,26 @@ int sq_daemon__metrics(struct sq_daemon *d, struct sq_buf *b)
     size_t n = snapshots(d, s);
     if (n)
         runs_metrics(b, s, n);
+    bool custom = false;
+    for (size_t i = 0; i < n; i++)
+        custom |= s[i].cm_samples != NULL;
+    if (custom) {
+        family(b, "squall_run_custom_value", "gauge",
+               "A plan's own metric so far: a counter's sum, a rate's share of non-zero samples, a "
+               "gauge's latest sample, a trend's mean.");
+        for (size_t i = 0; i < n; i++)
+            if (s[i].cm_value && sq_buf_append(b, s[i].cm_value, strlen(s[i].cm_value)) < 0)
+                break;
+        family(b, "squall_run_custom_samples_total", "counter",
+               "Samples a plan's own metric has taken.");
+        for (size_t i = 0; i < n; i++)
+            if (s[i].cm_samples && sq_buf_append(b, s[i].cm_samples, strlen(s[i].cm_samples)) < 0)
+                break;
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(s[i].cm_value);
+        free(s[i].cm_samples);
+    }
     store_metrics(d, b);
     family(b, "squall_daemon_api_responses_total", "counter", "API answers, by status class.");
     for (int c = 1; c <= 6; c++)

@@ -13,6 +13,7 @@
  * parses), writes the store durably (create, cancel, delete) and prunes after each run.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "daemon/internal.h"
 #include "result/verdict.h"
 #include "plan/exec.h"
+#include "plan/plan.h"
 #include "output/json.h"
 #include "stats/hist.h"
 
@@ -287,6 +289,88 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     live_post(x->d, x->l, LIVE_TICK);
 }
 
+static const char *const kind_names[] = {"counter", "rate", "gauge", "trend"};
+
+static void prom_double(struct sq_buf *b, double v)
+{
+    if (isnan(v))
+        (void)sq_buf_printf(b, 8, "NaN\n");
+    else if (isinf(v))
+        (void)sq_buf_printf(b, 8, "%s\n", v > 0 ? "+Inf" : "-Inf");
+    else
+        (void)sq_buf_printf(b, 32, "%.17g\n", v);
+}
+
+/* A plan's own metrics so far as /metrics sample lines (docs/daemon.md): every step's slots that
+ * count for each metric (its first SQ_STEP_LIVE_METRICS) added up as the result adds them. The
+ * value: a counter's sum, a rate's share of non-zero samples, a gauge's latest sample, a trend's
+ * mean (its percentiles need the histograms, which stay with the workers until the end). */
+static void custom_lines(struct sq_daemon__live *l, const struct sq_plan *p,
+                         const struct sq_step_live *v, uint32_t n)
+{
+    struct agg {
+        uint64_t n, nonzero;
+        double sum, last;
+        int64_t last_ns;
+    } *m = calloc(p->nmetrics, sizeof(*m));
+    if (!m)
+        return;
+    uint32_t g = 0;
+    for (size_t i = 0; i < p->nscenarios; i++) {
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        for (size_t k = 0; k < sc->nsteps && g < n; k++, g++) {
+            const struct sq_step_live *x = &v[g];
+            for (uint32_t j = 0; j < x->nmvals && j < SQ_STEP_LIVE_METRICS; j++) {
+                uint32_t mi = sq_plan_slot_metric(&sc->steps[k], j);
+                if (mi >= p->nmetrics)
+                    continue;
+                struct agg *a = &m[mi];
+                a->n += x->mvals[j].n;
+                a->nonzero += x->mvals[j].nonzero;
+                a->sum += x->mvals[j].sum;
+                if (x->mvals[j].n && x->mvals[j].last_ns >= a->last_ns) {
+                    a->last = x->mvals[j].last;
+                    a->last_ns = x->mvals[j].last_ns;
+                }
+            }
+        }
+    }
+    struct sq_buf val = {0}, smp = {0};
+    for (size_t i = 0; i < p->nmetrics; i++) {
+        const struct agg *a = &m[i];
+        enum sq_metric_kind kind = p->metrics[i].kind;
+        (void)sq_buf_printf(&smp, 512,
+                            "squall_run_custom_samples_total{run=\"%" PRId64 "\",metric=\"", l->id);
+        sq_daemon__prom_label(&smp, p->metrics[i].name);
+        (void)sq_buf_printf(&smp, 32, "\"} %" PRIu64 "\n", a->n);
+        if (kind != SQ_MK_COUNTER && !a->n)
+            continue; /* no value yet */
+        (void)sq_buf_printf(&val, 512, "squall_run_custom_value{run=\"%" PRId64 "\",metric=\"",
+                            l->id);
+        sq_daemon__prom_label(&val, p->metrics[i].name);
+        (void)sq_buf_printf(&val, 32, "\",kind=\"%s\"} ", kind_names[kind]);
+        prom_double(&val, kind == SQ_MK_COUNTER ? a->sum
+                          : kind == SQ_MK_RATE  ? (double)a->nonzero / (double)a->n
+                          : kind == SQ_MK_GAUGE ? a->last
+                                                : a->sum / (double)a->n);
+    }
+    free(m);
+    char *vs = NULL, *ss = NULL;
+    if (sq_buf_append(&val, "", 1) == 0 && sq_buf_append(&smp, "", 1) == 0) {
+        vs = val.p;
+        ss = smp.p;
+    } else {
+        free(val.p);
+        free(smp.p);
+    }
+    pthread_mutex_lock(&l->mu);
+    free(l->cm_value);
+    free(l->cm_samples);
+    l->cm_value = vs;
+    l->cm_samples = ss;
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* A plan run's steps after each second (right after on_tick): the live tables, the wake-up. */
 static void on_tick_steps(void *ud, const struct sq_step_live *v, uint32_t n)
 {
@@ -294,6 +378,9 @@ static void on_tick_steps(void *ud, const struct sq_step_live *v, uint32_t n)
     if (!x->pending)
         return;
     x->pending = false;
+    const struct sq_plan *p = sq_daemon__req_plan(x->job->req);
+    if (p && p->nmetrics)
+        custom_lines(x->l, p, v, n);
     live_set_tables(x->l, sq_daemon__event_live(
                               &x->tab, x->l, &x->t, x->total, sq_daemon__req_plan(x->job->req),
                               sq_daemon__req_live_totals(x->job->req), v, n, x->len_s));

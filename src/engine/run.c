@@ -307,6 +307,17 @@ static void steps_live(struct agg *a, const struct sq_engine__worker *ws, uint32
                 o->checks[ck].pass += x->checks[ck].pass;
                 o->checks[ck].fail += x->checks[ck].fail;
             }
+            if (x->nmvals > o->nmvals)
+                o->nmvals = x->nmvals;
+            for (uint32_t j = 0; j < x->nmvals && j < SQ_STEP_LIVE_METRICS; j++) {
+                o->mvals[j].n += x->mvals[j].n;
+                o->mvals[j].nonzero += x->mvals[j].nonzero;
+                o->mvals[j].sum += x->mvals[j].sum;
+                if (x->mvals[j].n && x->mvals[j].last_ns >= o->mvals[j].last_ns) {
+                    o->mvals[j].last = x->mvals[j].last;
+                    o->mvals[j].last_ns = x->mvals[j].last_ns;
+                }
+            }
         }
     }
     for (uint32_t g = 0; g < a->nsteps; g++)

@@ -49,7 +49,8 @@ enum {
 typedef void (*sq_tick_cb)(void *ud, const struct sq_second *s, const struct sq_hist *h,
                            const struct sq_hist *hu);
 
-#define SQ_STEP_LIVE_CHECKS 16
+#define SQ_STEP_LIVE_CHECKS  16
+#define SQ_STEP_LIVE_METRICS 8
 /* One step of a plan run as it stands after a second (cfg->on_tick_steps): its requests,
  * failures and statuses so far (cumulative: every worker's figures at its last published
  * second), and that second's latencies. */
@@ -67,6 +68,14 @@ struct sq_step_live {
     struct {
         uint64_t pass, fail;
     } checks[SQ_STEP_LIVE_CHECKS];
+    /* the step's own-metric samples so far (struct sq_step_mval without the histogram): its
+     * first SQ_STEP_LIVE_METRICS slots (nmvals is how many the step has) */
+    uint32_t nmvals;
+    struct {
+        uint64_t n, nonzero;
+        double sum, last;
+        int64_t last_ns;
+    } mvals[SQ_STEP_LIVE_METRICS];
 };
 /* Called on the main thread right after on_tick (plan runs): v[g] for every step g of every
  * scenario, in sq_result.step_series' order (borrowed, valid during the call). */

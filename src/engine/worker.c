@@ -1613,6 +1613,15 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
             o->checks[ck].pass = ss->check_pass[ck];
             o->checks[ck].fail = ss->check_fail[ck];
         }
+        o->nmvals = ss->nmvals;
+        for (uint32_t j = 0; j < ss->nmvals && j < SQ_STEP_LIVE_METRICS; j++) {
+            const struct sq_step_mval *mv = &ss->mvals[j];
+            o->mvals[j].n = mv->n;
+            o->mvals[j].nonzero = mv->nonzero;
+            o->mvals[j].sum = mv->sum;
+            o->mvals[j].last = mv->last;
+            o->mvals[j].last_ns = mv->last_ns;
+        }
     }
     s->nfine = 0;
     if (w->cfg->on_tick_fine && now >= w->fine_next)

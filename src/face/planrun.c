@@ -232,11 +232,6 @@ static int plan_checks(struct sq_planrun *r, const struct sq_plan *p,
     char why[512];
     if (sq_thresholds_check(p, why, sizeof(why)) < 0)
         return plan_fail(err, len, "%s", why);
-    if (p->nmetrics && o->dist.agents) /* the agents' step figures travel without them */
-        return plan_fail(err, len,
-                         "%s:%u:%u: metrics: the plan's own metrics are kept on one machine: "
-                         "`squall run` without --agents",
-                         p->file, p->metrics[0].loc.line, p->metrics[0].loc.col);
     if (p->script && o->refuse_scripts)
         return plan_fail(err, len,
                          "%s:%u:%u: script: this runner runs no Lua from plans (no hooks here)",

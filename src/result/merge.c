@@ -100,7 +100,7 @@ static int merge_scen(struct sq_scen_result *d, const struct sq_scen_result *s)
     if (d->nsteps != s->nsteps)
         return -EINVAL;
     for (size_t k = 0; k < s->nsteps; k++)
-        if (d->steps[k].nchecks != s->steps[k].nchecks)
+        if (d->steps[k].nchecks != s->steps[k].nchecks || d->steps[k].nmvals != s->steps[k].nmvals)
             return -EINVAL;
     if (!d->name)
         d->name = s->name;

@@ -525,6 +525,45 @@ class TestApi(DaemonCase):
         self.assertGreaterEqual(m[("squall_daemon_runs", (("status", "finished"),))], 1)
         self.assertEqual(m[("squall_build_info", (("version", doc["squall_version"]),))], 1)
 
+    def test_custom_metrics_promtool(self):
+        """A plan's own metrics in /metrics: one value per metric (by kind) and its samples;
+        once the run ended, the document's figures."""
+        plan = ("target: http://127.0.0.1:%d\n"
+                "metrics: {orders: counter, ok: rate, depth: gauge, cart: trend, unused: trend}\n"
+                "scenarios:\n  s:\n    executor: per-vu-iterations\n    vus: 2\n"
+                "    iterations: 15\n    flow:\n"
+                "      - request: {url: /fast}\n        check: {status: 200}\n"
+                "        metric:\n          - {name: orders, add: 2}\n"
+                "          - {name: ok, from: checks}\n          - {name: depth, add: 3}\n"
+                "          - {name: cart, add: 7}\n"
+                "      - think: 50ms\n" % self.tport)
+        st, doc = self.c.post("/runs", {"plan": plan, "file": "cm.yaml"})
+        self.assertEqual(st, 201, doc)
+        rid = doc["id"]
+        doc = self.c.wait(rid)["result"]
+        cm = doc["custom_metrics"]
+        self.assertEqual(cm["orders"]["count"], 60)
+        st, h, text = self.c.get("/metrics", raw=True)
+        self.promtool(text)
+        m = self.parse_metrics(text.decode())
+        r = str(rid)
+
+        def val(name, kind):
+            return m[("squall_run_custom_value", (("kind", kind), ("metric", name), ("run", r)))]
+
+        self.assertEqual(val("orders", "counter"), cm["orders"]["count"])
+        self.assertEqual(val("ok", "rate"), cm["ok"]["rate"])
+        self.assertEqual(val("depth", "gauge"), 3)
+        self.assertEqual(val("cart", "trend"), cm["cart"]["avg"])
+        for name in ("orders", "ok", "depth", "cart"):
+            self.assertEqual(m[("squall_run_custom_samples_total", (("metric", name), ("run", r)))],
+                             30)
+        # no sample yet: its samples (0), no value
+        self.assertEqual(m[("squall_run_custom_samples_total", (("metric", "unused"), ("run", r)))],
+                         0)
+        self.assertNotIn(("squall_run_custom_value", (("kind", "trend"), ("metric", "unused"),
+                                                      ("run", r))), m)
+
     @staticmethod
     def parse_metrics(text):
         out = {}

@@ -213,6 +213,20 @@ static void make_result(struct sq_result *r, int64_t scale, const char *const *n
             }
         }
     }
+    /* the plan's own metrics on one step: a trend with samples, a counter whose sum overflowed */
+    struct sq_step_stats *ms = &r->scens[1].steps[0];
+    assert_int_equal(sq_step_stats_metrics(ms, 2), 0);
+    ms->mvals[0] = (struct sq_step_mval){.n = 20,
+                                         .nonzero = 19,
+                                         .bad = 2,
+                                         .sum = 12.5,
+                                         .last = 0.75,
+                                         .last_ns = sq_now_ns() - SQ_NS_PER_S,
+                                         .h = ms->mvals[0].h};
+    fill_hist(ms->mvals[0].h, 20, scale);
+    ms->mvals[1].n = ms->mvals[1].nonzero = 1;
+    ms->mvals[1].sum = ms->mvals[1].last = INFINITY;
+    ms->mvals[1].last_ns = sq_now_ns();
     r->series.n = r->series.cap = 3;
     r->series.v = calloc(3, sizeof(*r->series.v));
     for (size_t i = 0; i < 3; i++)
@@ -267,6 +281,19 @@ static void result_round_trip(void **state)
     assert_int_equal(w.r.series.n, 3);
     assert_int_equal(w.r.series.v[2].sent, 14);
     assert_null(w.r.script_error);
+    /* a step's metric samples: every figure, the latest sample's time on this clock */
+    assert_int_equal(w.r.scens[0].steps[0].nmvals, 0);
+    const struct sq_step_stats *mb = &w.r.scens[1].steps[0], *ma = &r.scens[1].steps[0];
+    assert_int_equal(mb->nmvals, 2);
+    assert_int_equal(mb->mvals[0].n, 20);
+    assert_int_equal(mb->mvals[0].nonzero, 19);
+    assert_int_equal(mb->mvals[0].bad, 2);
+    assert_true(mb->mvals[0].sum == 12.5 && mb->mvals[0].last == 0.75);
+    assert_true(mb->mvals[0].last_ns >= ma->mvals[0].last_ns &&
+                mb->mvals[0].last_ns < mb->mvals[1].last_ns); /* the order kept */
+    assert_hist_equal(mb->mvals[0].h, ma->mvals[0].h);
+    assert_true(isinf(mb->mvals[1].sum) && mb->mvals[1].sum > 0 && isinf(mb->mvals[1].last));
+    assert_int_equal(sq_hist_total(mb->mvals[1].h), 0);
     sq_wire_res_dispose(&w);
     /* a WebSocket run's own figures: counts, tallies by key, histograms */
     r.ws = calloc(1, sizeof(*r.ws));
@@ -420,6 +447,9 @@ static void xsamples_over_the_wire(void **state)
         {"\"body\":\"b2s=\"", "\"body\":\"b2s\"", -SQ_EPARSE},  /* not base64 */
         {"\"h2\":false", "\"h2\":1", -SQ_EPARSE},
         {"\"class\":\"timeout\"", "\"class\":\"from-the-future\"", 0},
+        {"\"sum\":12.5", "\"sum\":\"12.5\"", -SQ_EPARSE}, /* a metric's figures */
+        {"\"nonzero\":19", "\"nonzero\":21", -SQ_EPARSE},
+        {"\"sum\":\"inf\"", "\"sum\":\"-inf\"", 0},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *at = strstr(text, bad[i].from);
@@ -434,7 +464,9 @@ static void xsamples_over_the_wire(void **state)
         assert_non_null(back);
         char err[128];
         assert_int_equal(sq_wire_result_read(back, &w, err, sizeof(err)), bad[i].rc);
-        if (bad[i].rc == 0) {
+        if (bad[i].rc == 0 && strstr(bad[i].to, "inf"))
+            assert_true(w.r.scens[1].steps[0].mvals[1].sum < 0);
+        else if (bad[i].rc == 0) {
             assert_int_equal(w.r.xsamples.n, 3);
             assert_int_equal(w.r.xsamples.seen[SQ_XS_STATUS_CLASSES + SQ_ERRK_TIMEOUT], 0);
         }
