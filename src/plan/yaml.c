@@ -9,7 +9,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <libfyaml.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include "base/clock.h"
 #include "base/parse.h"
 #include "base/text.h"
+#include "plan/fyaml.h"
 #include "plan/load_internal.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -879,6 +879,9 @@ static int build_tree(struct ld *L, struct ynode **root)
 
 int sq_plan__yaml_tree(struct ld *L, struct ynode **root)
 {
+    char why[320];
+    if (sq_fyaml_load(why, sizeof(why)) < 0) /* plan/fyaml.h */
+        return sq_plan__fail_at(L, (struct sq_loc){1, 1}, "%s", why);
     int rc = check_text(L);
     return rc < 0 ? rc : build_tree(L, root);
 }

@@ -8,10 +8,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include <lauxlib.h>
-#include <lua.h>
-
 #include "base/buf.h"
+#include "script/luajit.h"
 #include "script/script.h"
 
 /* Fixed slots at the bottom of every state's stack, pushed once when the state is built. Every

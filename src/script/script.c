@@ -23,8 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <lualib.h>
-
 #include "script/internal.h"
 
 /* ---- errors ---- */
@@ -301,6 +299,9 @@ static int create(const char *chunk, const char *shown, const char *src, size_t 
                   const struct sq_script_target *t, struct sq_script **out, char *err,
                   size_t errlen)
 {
+    int lr = sq_luajit_load(err, errlen); /* script/luajit.h: every state is built here */
+    if (lr < 0)
+        return lr;
     struct sq_script *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;

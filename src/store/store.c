@@ -44,9 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "base/clock.h"
+#include "store/sqlite.h"
 
 /* 'Sqll' (0x53716c6c) in the database header (PRAGMA application_id): a squall store. */
 #define APP_ID      1399942252
@@ -968,6 +967,10 @@ static int setup(struct sq_store *s, const struct sq_store_opts *o, char *err, s
 int sq_store_open(const char *path, const struct sq_store_opts *o, struct sq_store **out, char *err,
                   size_t errlen)
 {
+    /* libsqlite3 is loaded here, the store's one way in (store/sqlite.h). */
+    int lr = sq_sqlite_load(err, errlen);
+    if (lr < 0)
+        return lr;
     struct sq_store *s = calloc(1, sizeof(*s));
     if (!s) {
         say(err, errlen, "out of memory");

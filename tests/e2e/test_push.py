@@ -316,6 +316,34 @@ class Footprint(TargetCase):
                       if line.split()[-1].startswith("/")}
         self.assertFalse([n for n in target if n.startswith(quic)], target)
 
+    def test_plain_run_maps_no_store_yaml_or_lua(self):
+        """libsqlite3 (the run store), libfyaml (plans) and LuaJIT (scripts) are loaded only
+        where they are used (base/dynlib.h), not by a plain run."""
+        lazy = ("libsqlite3", "libfyaml", "libluajit")
+        libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s")
+        self.assertTrue(any(n.startswith("libc.so") for n in libs), libs)
+        self.assertFalse([n for n in libs if n.startswith(lazy)], libs)
+
+    def test_plan_run_loads_fyaml(self):
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "plan.yaml")
+            with open(plan, "w") as f:
+                f.write("target: %s\nscenarios:\n  s:\n    executor: constant-vus\n"
+                        "    vus: 1\n    duration: 20s\n    flow:\n"
+                        "      - request: { url: /fast }\n" % self.base)
+            libs = self.mapped("run", plan)
+        self.assertTrue([n for n in libs if n.startswith("libfyaml")], libs)
+        self.assertFalse([n for n in libs if n.startswith("libluajit")], libs)
+
+    def test_script_run_loads_luajit(self):
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "s.lua")
+            with open(script, "w") as f:
+                f.write("request = function() return wrk.format() end\n")
+            libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s",
+                               "-s", script)
+        self.assertTrue([n for n in libs if n.startswith("libluajit")], libs)
+
     def test_prometheus_output_loads_snappy(self):
         dead = "prometheus-rw=http://%s:%d/api/v1/write" % (HOST, free_port())
         libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s", "--out", dead)
