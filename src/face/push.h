@@ -5,10 +5,10 @@
  * One sender thread per destination with a bounded queue of per-second points. The main thread
  * enqueues from the run's tick and never waits: a full queue drops the point and counts it. The
  * sender batches what is queued into one POST (HTTP/1.1 over TCP, or TLS for https://, one
- * connection per POST, every step under a deadline), retries a failed POST a bounded number of times and then
- * counts its points as failed. At the run's end sq_push_finish gives it a bounded time to send
- * what is left; what is still queued then counts as dropped. A slow or dead receiver never slows
- * the load: the workers never see it, the tick only copies a point under a short lock.
+ * connection per POST, every step under a deadline), retries a failed POST a bounded number of
+ * times and then counts its points as failed. At the run's end sq_push_finish gives it a bounded
+ * time to send what is left; what is still queued then counts as dropped. A slow or dead receiver
+ * never slows the load: the workers never see it, the tick only copies a point under a short lock.
  *
  * The destination is resolved once, at open, through the run's egress policy (net/egress.h),
  * and each connect() asks it again. */

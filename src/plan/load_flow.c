@@ -1180,8 +1180,8 @@ static int load_bus_step(struct ld *L, const struct ynode *n, struct sq_plan_ste
             strncasecmp(r->url_src, "mqtts://", 8) != 0 &&
             strncasecmp(r->url_src, "mqtt+ws://", 10) != 0 &&
             strncasecmp(r->url_src, "mqtt+wss://", 11) != 0)
-            return sq_plan__fail(L, v,
-                                 "qos is for mqtt://, mqtts:// and mqtt+ws(s):// URLs (NATS core has no QoS)");
+            return sq_plan__fail(
+                L, v, "qos is for mqtt://, mqtts:// and mqtt+ws(s):// URLs (NATS core has no QoS)");
         st->qos = (uint8_t)(v->s[0] - '0');
         sq_plan__path_pop(L, mark);
     }
