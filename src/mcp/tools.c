@@ -568,6 +568,12 @@ static json_t *run_plan(struct sq_mcp *m, const char *text)
     json_t *out = load_plan(text, &p);
     if (out)
         goto done;
+    if (p->subscribers) { /* as the daemon's runner: they start under `squall run` only */
+        out = tool_error("plan.yaml:%u:%u: subscribers: MCP runs no subscribers (squall run "
+                         "does); nothing was run",
+                         p->subscribers->loc.line, p->subscribers->loc.col);
+        goto done;
+    }
     if (new_egress(m, &egress) < 0)
         goto done;
     o.net.egress = egress;

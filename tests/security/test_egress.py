@@ -145,6 +145,31 @@ def s_mcp_subscribe(trace):
     return {"answers": [tool_text(answers[1])]}
 
 
+def s_mcp_new_paths(trace):
+    """`squall mcp` over stdio: the paths that reach out added in issues 26, 27 and 30, each to
+    a host off loopback: an HTTP/3 plan (QUIC over UDP), a plan's subscribers: section, a batch,
+    setup: and a push receiver given as --out. Traced for UDP sends too."""
+    plans = (
+        plan("https://%s:8443" % OFF, "      - request: { url: / }\n",).replace(
+            "executor:", "protocol: h3\n    executor:", 1),
+        plan("http://127.0.0.1:9", "      - request: { url: / }\n",
+             "subscribers:\n  url: nats://%s:4222/x\n  count: 2\n" % OFF),
+        plan("http://127.0.0.1:9",
+             "      - batch:\n          - request: { url: 'http://%s:80/a' }\n"
+             "          - request: { url: /b }\n" % OFF),
+        plan("http://127.0.0.1:9", "      - request: { url: / }\n",
+             "setup:\n  flow:\n    - request: { url: 'http://%s:80/login' }\n" % OFF),
+    )
+    msgs = [INIT] + [call(i + 1, "run_load_test", {"plan": p}) for i, p in enumerate(plans)]
+    text = "".join(json.dumps(m) + "\n" for m in msgs)
+    proc = traced(trace, [sqtest.squall_path(), "mcp"], calls="connect,bind,sendto,sendmsg,sendmmsg",
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(text, timeout=120)
+    LOGS.append(err)
+    answers = {r.get("id"): r for r in map(json.loads, out.splitlines())}
+    return {"answers": [tool_text(answers[i + 1]) for i in range(len(plans))]}
+
+
 def s_mcp_sink(trace):
     """POST /mcp of a daemon: sink: sections with a NATS and an MQTT broker off loopback, and an
     HTTP source on every interface; the same HTTP source sent to POST /runs."""
@@ -322,7 +347,7 @@ def s_script(trace):
 
 SCENARIOS = {"mcp_subscribe": s_mcp_subscribe, "mcp_sink": s_mcp_sink,
              "daemon_overrides": s_daemon_overrides, "oauth": s_oauth, "script": s_script,
-             "daemon_proxy": s_daemon_proxy}
+             "daemon_proxy": s_daemon_proxy, "mcp_new_paths": s_mcp_new_paths}
 
 
 def inside(name):
@@ -404,6 +429,21 @@ class Egress(unittest.TestCase):
         self.assertIn(MCP_RULE, text)
         self.assertIn("nothing was run", text)
         self.assertEqual(socks, [], "the refused plan opened nothing")
+
+    def test_mcp_new_paths_off_loopback(self):
+        # HTTP/3 (UDP: sendto/sendmsg traced too), subscribers, a batch's request and setup's,
+        # each to a host off loopback: refused by the MCP cap, nothing sent anywhere off it
+        res, socks = self.run_inside("mcp_new_paths")
+        self.assert_no_forbidden(socks)
+        self.assertNotIn(OFF, res["trace"], "a packet was addressed off loopback")
+        for i, (text, is_err) in enumerate(res["answers"]):
+            self.assertTrue(is_err, (i, text[:600]))
+            # subscribers: are refused whatever their broker (before this, the section was
+            # silently left out of the run); a request off the plan's origin by the one-origin
+            # rule; the others by the loopback cap
+            self.assertIn({1: "MCP runs no subscribers", 2: "is not on the target",
+                           3: "is not on the target"}.get(i, MCP_RULE),
+                          text)
 
     def test_mcp_sink_brokers_and_listener(self):
         res, socks = self.run_inside("mcp_sink")
