@@ -36,4 +36,15 @@ int sq_h3lib_load(char *why, size_t len)
     return sq_dynlib_load(&libs, why, len);
 }
 
+void sq_h3lib_crypto_callbacks(ngtcp2_callbacks *cb)
+{
+    cb->recv_crypto_data = sq_h3lib.ngtcp2_crypto_recv_crypto_data_cb;
+    cb->encrypt = sq_h3lib.ngtcp2_crypto_encrypt_cb;
+    cb->decrypt = sq_h3lib.ngtcp2_crypto_decrypt_cb;
+    cb->hp_mask = sq_h3lib.ngtcp2_crypto_hp_mask_cb;
+    cb->update_key = sq_h3lib.ngtcp2_crypto_update_key_cb;
+    cb->delete_crypto_aead_ctx = sq_h3lib.ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+    cb->delete_crypto_cipher_ctx = sq_h3lib.ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+}
+
 #endif

@@ -139,6 +139,11 @@ extern struct sq_h3lib sq_h3lib;
  * -ENOENT with why naming the library or function that is missing. */
 SQ_MUST_CHECK int sq_h3lib_load(char *why, size_t len);
 
+/* Sets in cb the ngtcp2_crypto callbacks a client and a server share (the packets' protection,
+ * the handshake's crypto data, key updates); each side adds its own Initial's (and the client
+ * its Retry's). After sq_h3lib_load returned 0. */
+void sq_h3lib_crypto_callbacks(ngtcp2_callbacks *cb);
+
 #ifndef SQ_H3LIB_IMPL
 #define gnutls_alert_get_strname                 (sq_h3lib.gnutls_alert_get_strname)
 #define gnutls_alpn_set_protocols                (sq_h3lib.gnutls_alpn_set_protocols)

@@ -199,15 +199,9 @@ static const ngtcp2_callbacks callbacks = {
 static void fill_callbacks(ngtcp2_callbacks *cb)
 {
     *cb = callbacks;
+    sq_h3lib_crypto_callbacks(cb);
     cb->client_initial = ngtcp2_crypto_client_initial_cb;
-    cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
-    cb->encrypt = ngtcp2_crypto_encrypt_cb;
-    cb->decrypt = ngtcp2_crypto_decrypt_cb;
-    cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
     cb->recv_retry = ngtcp2_crypto_recv_retry_cb;
-    cb->update_key = ngtcp2_crypto_update_key_cb;
-    cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
-    cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
     cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
     cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
 }
