@@ -798,9 +798,11 @@ static int h_reset_stream(nghttp3_conn *h, int64_t id, uint64_t code, void *cud,
     return 0;
 }
 
-static int setup_h3(struct h3conn *c)
+/* c's nghttp3 server session, with the settings and limits every connection has (the fuzzer's
+ * request path too); its streams are not bound yet. 0 or -1. */
+static int h3_session_new(struct h3conn *c)
 {
-    nghttp3_callbacks cb = {
+    static const nghttp3_callbacks cb = {
         .acked_stream_data = h_acked,
         .stream_close = h_stream_close,
         .recv_data = h_recv_data,
@@ -819,6 +821,13 @@ static int setup_h3(struct h3conn *c)
     if (nghttp3_conn_server_new(&c->h, &cb, &set, NULL, c) != 0)
         return -1;
     nghttp3_conn_set_max_client_streams_bidi(c->h, SQ_H3SRV_MAX_STREAMS);
+    return 0;
+}
+
+static int setup_h3(struct h3conn *c)
+{
+    if (h3_session_new(c) < 0)
+        return -1;
     int64_t ctrl, enc, dec;
     if (ngtcp2_conn_open_uni_stream(c->q, &ctrl, NULL) != 0 ||
         nghttp3_conn_bind_control_stream(c->h, ctrl) != 0 ||
@@ -1541,26 +1550,10 @@ void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
     if (!c)
         return;
     c->s = s;
-    nghttp3_callbacks cb = {
-        .acked_stream_data = h_acked,
-        .stream_close = h_stream_close,
-        .recv_data = h_recv_data,
-        .deferred_consume = h_deferred_consume,
-        .begin_headers = h_begin_headers,
-        .recv_header = h_recv_header,
-        .stop_sending = h_stop_sending,
-        .end_stream = h_end_stream,
-        .reset_stream = h_reset_stream,
-    };
-    nghttp3_settings set;
-    nghttp3_settings_default(&set);
-    set.qpack_max_dtable_capacity = 4096;
-    set.qpack_blocked_streams = 100;
-    if (nghttp3_conn_server_new(&c->h, &cb, &set, NULL, c) != 0) {
+    if (h3_session_new(c) < 0) {
         free(c);
         return;
     }
-    nghttp3_conn_set_max_client_streams_bidi(c->h, SQ_H3SRV_MAX_STREAMS);
     if (nghttp3_conn_bind_control_stream(c->h, 3) != 0 ||
         nghttp3_conn_bind_qpack_streams(c->h, 7, 11) != 0)
         goto out;
