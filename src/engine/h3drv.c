@@ -3,10 +3,11 @@
  *
  * A connection (struct h3conn) is a shared transport (engine/xport.h's sq_engine__mux: its VUs,
  * their states, its backoff) whose own connect (m.open) makes a connected UDP socket and starts
- * the QUIC handshake; its VUs are a contiguous range of w->conns, each VU's request stream is
- * h->st[vu index], so the callbacks find their VU by pointer arithmetic and nothing of ours is
- * allocated per request. Requests are the HTTP/2 ones (cfg->h2_request, or a flow's c->h2req):
- * the same prepared field array goes to nghttp3.
+ * the QUIC handshake; its VUs are a contiguous range of w->conns (and their batch lanes another, as
+ * in h2drv.c: a batch's requests are streams of the VU's connection), each VU's or lane's request
+ * stream is h->st[its index], so the callbacks find their VU by pointer arithmetic and nothing of
+ * ours is allocated per request. Requests are the HTTP/2 ones (cfg->h2_request, or a flow's
+ * c->h2req): the same prepared field array goes to nghttp3.
  *
  * Writes are batched per connection as in h2drv.c: while the connection is inside its own event
  * (a read, a timer) a VU that submits marks it dirty and the event's end writes every packet due
@@ -63,8 +64,8 @@ struct sq_engine__h3 {
     struct h3conn *t;
     uint32_t nt;
     uint32_t streams;
-    struct sq_h3_stream *st; /* one per VU, same index as w->conns */
-    bool *pend;              /* one per VU: its request waits for a stream id */
+    struct sq_h3_stream *st; /* one per VU and per batch lane, same index as w->conns */
+    bool *pend;              /* one per VU and lane: its request waits for a stream id */
     struct sq_quic_buf *buf; /* the worker's packet buffers */
 };
 
@@ -81,6 +82,8 @@ static inline struct sq_engine__h3 *h3_of(const struct sq_engine__worker *w)
 static struct h3conn *conn_of(const struct sq_engine__conn *c)
 {
     struct sq_engine__h3 *h = h3_of(c->w);
+    if (SQ_UNLIKELY(c->lane)) /* a batch's lane: a stream on its VU's connection */
+        return &h->t[(c->local - c->w->lane0) / c->w->lanes_per / h->streams];
     return &h->t[c->local / h->streams];
 }
 
@@ -130,7 +133,8 @@ static void t_teardown(struct h3conn *t)
         t->quic = false;
     }
     sq_engine__mux_close(&t->m);
-    for (uint32_t i = t->m.first; i < t->m.first + t->m.n; i++) {
+    for (uint32_t j = 0; j < t->m.n + t->m.ln; j++) {
+        uint32_t i = sq_engine__mux_at(&t->m, j);
         h->st[i].id = -1;
         h->pend[i] = false;
     }
@@ -220,7 +224,8 @@ static void retry_pending(struct h3conn *t)
     struct sq_engine__worker *w = t->m.w;
     struct sq_engine__h3 *h = h3_of(w);
     t->more = false;
-    for (uint32_t i = t->m.first; t->pending && i < t->m.first + t->m.n; i++) {
+    for (uint32_t j = 0; t->pending && j < t->m.n + t->m.ln; j++) {
+        uint32_t i = sq_engine__mux_at(&t->m, j);
         if (!h->pend[i])
             continue;
         h->pend[i] = false;
@@ -337,8 +342,8 @@ static void cb_goaway(void *ud)
     struct h3conn *t = ud;
     struct sq_engine__worker *w = t->m.w;
     t->m.draining = true;
-    for (uint32_t i = t->m.first; i < t->m.first + t->m.n; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
+    for (uint32_t j = 0; j < t->m.n + t->m.ln; j++) {
+        struct sq_engine__conn *c = &w->conns[sq_engine__mux_at(&t->m, j)];
         if (c->state == CONN_IDLE || c->state == CONN_PACING) {
             sq_timer_stop(w->loop, &c->timer);
             c->state = CONN_CONNECTING;
@@ -672,18 +677,24 @@ static int h3_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_g
     h->streams = w->cfg->streams ? w->cfg->streams : 1;
     h->nt = nconn;
     h->t = calloc(nconn ? nconn : 1, sizeof(*h->t));
-    h->st = calloc(w->nconns ? w->nconns : 1, sizeof(*h->st));
-    h->pend = calloc(w->nconns ? w->nconns : 1, sizeof(*h->pend));
+    /* one per VU and per batch lane (worker.h: the lanes follow the pool) */
+    uint32_t nst = w->nlanes ? w->lane0 + w->nlanes : w->nconns;
+    h->st = calloc(nst ? nst : 1, sizeof(*h->st));
+    h->pend = calloc(nst ? nst : 1, sizeof(*h->pend));
     h->buf = malloc(sizeof(*h->buf));
     if (!h->t || !h->st || !h->pend || !h->buf)
         return -ENOMEM;
-    for (uint32_t i = 0; i < w->nconns; i++)
+    for (uint32_t i = 0; i < nst; i++)
         h->st[i].id = -1;
     for (uint32_t k = 0; k < nconn; k++) {
         struct h3conn *t = &h->t[k];
         sq_engine__mux_init(&t->m, w, k * h->streams, h->streams, first_global + k, t_on_io);
         t->m.open = t_open;
         sq_timer_init(&t->timer, t_on_timer);
+        if (w->nlanes) { /* its VUs' batch lanes are streams of it too (as over HTTP/2) */
+            t->m.lfirst = w->lane0 + k * h->streams * w->lanes_per;
+            t->m.ln = h->streams * w->lanes_per;
+        }
     }
     return 0;
 }

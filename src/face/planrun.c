@@ -273,14 +273,6 @@ static int compile_scen(struct sq_planrun *r, const struct sq_plan *p,
                  h3 ? "h3" : "h2");
         rc = -SQ_EPARSE;
     }
-    if (rc == 0 && h3 && p->scenarios[i].batch_max) {
-        /* a batch's lanes are HTTP/2 streams or HTTP/1.1 connections; engine/h3drv.c carries
-         * a VU's own requests only */
-        snprintf(why, sizeof(why),
-                 "protocol: h3 cannot carry a batch: yet (its requests go as streams over h2, "
-                 "as connections over http/1.1)");
-        rc = -SQ_EPARSE;
-    }
     if (rc == 0 && h2)
         rc = sq_flow_use_h2(f, why, sizeof(why));
     if (rc == 0 && o->max_redirects >= 0)

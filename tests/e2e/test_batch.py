@@ -8,7 +8,7 @@ the plan's checks and the test count as failures. Each response carries an id th
 request extracts and the step after the batch sends back, so extractors of a batch apply. A
 batch wider than batchConnections never has more requests in flight than that (the server
 counts the most at once), and every request squall counts is one the server counted, per path.
-Against `squall target`, over HTTP/1.1 and HTTP/2, the order of the answers shows the same
+Against `squall target`, over HTTP/1.1, HTTP/2 and HTTP/3, the order of the answers shows the same
 (BatchTarget). Bounded by iteration counts.
 """
 import http.server
@@ -182,7 +182,7 @@ class BatchTarget(sqtest.TargetCase):
     could only end as "64". The step after the batch counts which (an `if:` on it), and the
     target's counts equal squall's."""
 
-    def run_plan(self, proto):
+    def run_plan(self, proto, *extra):
         self.reset()
         text = f"target: {self.base}\n" + textwrap.dedent(f"""
             scenarios:
@@ -212,7 +212,7 @@ class BatchTarget(sqtest.TargetCase):
             path = os.path.join(d, "plan.yaml")
             with open(path, "w") as f:
                 f.write(text)
-            p, doc, _ = sqtest.run_json("run", path, "-q", timeout=120)
+            p, doc, _ = sqtest.run_json("run", path, "-q", *extra, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assert_accounting(doc)
         st = self.stats()
@@ -226,16 +226,79 @@ class BatchTarget(sqtest.TargetCase):
         self.assertEqual(r["completed"], 8, r)
         self.assertEqual(r["failed"], 0, r)
         self.assertEqual(st["requests"] - ep["stats"], r["completed"], st)
-        return st
+        return st, doc
 
     def test_h1(self):
         self.run_plan("")
 
     def test_h2(self):
-        st = self.run_plan("protocol: h2")
+        st, _ = self.run_plan("protocol: h2")
         # every request of the batch went as a stream on the VU's one connection
         self.assertEqual(st["h2"]["connections"], 1, st["h2"])
         self.assertEqual(st["h2"]["streams"], 8, st["h2"])
+
+
+def build_has_h3():
+    p, _ = sqtest.run_squall("https://127.0.0.1:1/", "--http3", "--bogus-flag-for-probe")
+    return "this build of squall has no HTTP/3" not in p.stderr
+
+
+@unittest.skipUnless(build_has_h3(), "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+class BatchTargetH3(BatchTarget):
+    """The same plan over HTTP/3 against `squall target --tls --http3` (its self-signed
+    certificate: -k): every request of the batch a stream of the VU's one QUIC connection, the
+    /json answered while the /delay waits on the same connection, and the target's h3 block
+    counting what squall completed. /stats is read over TCP (TLS), outside the h3 counts."""
+
+    target_args = ("-t", "1", "--tls", "--http3")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.base = f"https://{sqtest.HOST}:{cls.port}"
+
+    def https(self, method, path):
+        import http.client
+        import ssl
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        conn = http.client.HTTPSConnection(sqtest.HOST, self.port, context=ctx, timeout=30)
+        try:
+            conn.request(method, path)
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    def reset(self):
+        self.assertEqual(self.https("POST", "/stats/reset")[0], 200)
+
+    def stats(self):
+        status, body = self.https("GET", "/stats")
+        self.assertEqual(status, 200)
+        return json.loads(body)
+
+    def check_h3(self, st, doc):
+        h3 = st["h3"]
+        # 2 iterations of 3 batch requests and 1 after: all 8 streams of one QUIC connection
+        self.assertEqual((h3["connections"], h3["requests"], h3["streams"]), (1, 8, 8), h3)
+        self.assertEqual(st["h2"]["streams"], 0, st["h2"])
+        self.assertEqual(doc["quic"]["connections"], 1, doc["quic"])
+
+    def test_h1(self):
+        pass  # the HTTP/1.1 and HTTP/2 runs are BatchTarget's
+
+    def test_h2(self):
+        pass
+
+    def test_h3_protocol(self):
+        st, doc = self.run_plan("protocol: h3", "-k")
+        self.check_h3(st, doc)
+
+    def test_h3_flag(self):
+        st, doc = self.run_plan("", "-k", "--http3")
+        self.check_h3(st, doc)
 
 
 if __name__ == "__main__":

@@ -51,26 +51,6 @@ class H3FlagTest(unittest.TestCase):
         self.assertIn("give an https:// URL", p.stderr)
 
     @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
-    def test_batch_over_h3_is_refused(self):
-        # a batch's lanes are h2 streams or h1 connections; over h3 they were not carried (the
-        # run crashed): refused before any packet, for `run --http3` and `protocol: h3`
-        plan = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "batch.yaml")
-        with open(plan) as f:
-            text = f.read()
-        text = "\n".join("target: https://127.0.0.1:1" if l.startswith("target:") else l
-                         for l in text.splitlines())
-        with tempfile.TemporaryDirectory() as d:
-            for name, body, extra in (
-                    ("flag.yaml", text, ["--http3"]),
-                    ("proto.yaml", text.replace("executor:", "protocol: h3\n    executor:", 1), [])):
-                path = os.path.join(d, name)
-                with open(path, "w") as f:
-                    f.write(body)
-                p, _ = sqtest.run_squall("run", path, "-k", *extra)
-                self.assertEqual(p.returncode, 2, (name, p.stderr))
-                self.assertIn("protocol: h3 cannot carry a batch", p.stderr)
-
-    @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
     def test_missing_library_is_named(self):
         """The QUIC libraries are loaded when --http3 is used (base/h3lib.c): one that cannot be
         loaded (here an empty file found first through LD_LIBRARY_PATH) fails the setup with its
