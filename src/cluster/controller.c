@@ -1191,6 +1191,12 @@ json_t *sq_cluster_report_json(const struct sq_cluster_report *rep)
                       (json_int_t)r->c.completed, "failed", (json_int_t)r->c.failed, "dropped",
                       (json_int_t)r->c.dropped, "in_flight", (json_int_t)r->in_flight, "arrivals",
                       (json_int_t)r->arrivals));
+        if (r->quic.connections) /* an HTTP/3 run: its own QUIC counts (merged: `quic`) */
+            json_object_set_new(o, "quic",
+                                json_pack("{s:I, s:I, s:I}", "connections",
+                                          (json_int_t)r->quic.connections, "datagrams_sent",
+                                          (json_int_t)r->quic.datagrams_sent, "datagrams_received",
+                                          (json_int_t)r->quic.datagrams_received));
         json_object_set_new(o, "error", a->error[0] ? cut_string(a->error) : json_null());
         /* its seconds that never came live (they are in its result all the same) */
         json_object_set_new(

@@ -438,6 +438,33 @@ static const struct field ws_fields[] = {
 };
 #undef WF
 
+/* An HTTP/3 run's QUIC figures (struct sq_quic_stats), named as in the struct: the controller
+ * merges them (sq_result_merge) into the document's `quic` block. */
+static json_t *quic_json(const struct sq_quic_stats *q)
+{
+    json_t *o = json_object();
+    put_u64(o, "connections", q->connections);
+    put_u64(o, "datagrams_sent", q->datagrams_sent);
+    put_u64(o, "datagrams_received", q->datagrams_received);
+    put_u64(o, "cwnd_sum", q->cwnd_sum);
+    put_u64(o, "cwnd_max", q->cwnd_max);
+    json_object_set_new(o, "srtt_max_ns", json_integer((json_int_t)q->srtt_max_ns));
+    return o;
+}
+
+static int quic_read(const json_t *j, struct sq_quic_stats *q)
+{
+    if (!j || json_is_null(j))
+        return 0;
+    if (!json_is_object(j) || !get_u64(j, "connections", &q->connections) ||
+        !get_u64(j, "datagrams_sent", &q->datagrams_sent) ||
+        !get_u64(j, "datagrams_received", &q->datagrams_received) ||
+        !get_u64(j, "cwnd_sum", &q->cwnd_sum) || !get_u64(j, "cwnd_max", &q->cwnd_max) ||
+        !get_i64(j, "srtt_max_ns", &q->srtt_max_ns) || q->srtt_max_ns < 0)
+        return -SQ_EPARSE;
+    return 0;
+}
+
 static json_t *tally_json(const struct sq_ws_tally *t)
 {
     json_t *o = json_object(), *rows = json_array();
@@ -751,6 +778,8 @@ json_t *sq_wire_result(const struct sq_result *r)
     json_object_set_new(o, "tls_error", json_string(r->tls_error));
     if (r->ws)
         json_object_set_new(o, "ws", ws_json(r->ws, &ok));
+    if (r->quic.connections)
+        json_object_set_new(o, "quic", quic_json(&r->quic));
     json_object_set_new(o, "script_error", opt_str(r->script_error));
     put_u64(o, "script_stopped", r->script_stopped);
     json_t *series = json_array();
@@ -950,6 +979,8 @@ static int read_result(const json_t *j, struct sq_wire_res *w)
         rc = sq_wire_hist_read(json_object_get(ph, sq_phase_name((enum sq_phase)k)), &r->phase[k]);
     if (rc == 0)
         rc = ws_read(json_object_get(j, "ws"), r);
+    if (rc == 0)
+        rc = quic_read(json_object_get(j, "quic"), &r->quic);
     if (rc == 0)
         rc = keep_str(w, json_object_get(j, "tls_version"), &r->tls_version);
     if (rc == 0)

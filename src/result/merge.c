@@ -184,6 +184,15 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
     }
     if (!dst->tls_error[0] && src->tls_error[0])
         snprintf(dst->tls_error, sizeof(dst->tls_error), "%s", src->tls_error);
+    /* QUIC (the `quic` block): counts and the window's sum summed (its mean stays weighted by
+     * connections), the maxima the larger */
+    dst->quic.connections += src->quic.connections;
+    dst->quic.datagrams_sent += src->quic.datagrams_sent;
+    dst->quic.datagrams_received += src->quic.datagrams_received;
+    dst->quic.cwnd_sum += src->quic.cwnd_sum;
+    if (src->quic.cwnd_max > dst->quic.cwnd_max)
+        dst->quic.cwnd_max = src->quic.cwnd_max;
+    dst->quic.srtt_max_ns = max64(dst->quic.srtt_max_ns, src->quic.srtt_max_ns);
     dst->script_stopped += src->script_stopped;
     if (!dst->script_error && src->script_error && !(dst->script_error = strdup(src->script_error)))
         return -ENOMEM;

@@ -553,7 +553,9 @@ void sq_counters_sub(struct sq_counters *dst, const struct sq_counters *src);
  * counters, in-flight and arrivals summed; every histogram merged bucket for bucket (created in
  * dst when only src has it); scenarios and their steps matched by index (both results come from
  * the same plan; dst takes src's shape when it has none); threads, connections and VUs summed;
- * setup, duration and the DNS time the longest; aborted if either was, with the first reason.
+ * setup, duration and the DNS time the longest; aborted if either was, with the first reason;
+ * the QUIC figures summed (the congestion window's sum too, so its mean is weighted by
+ * connections), their maxima the larger.
  * Strings (scenario names, TLS names) are borrowed from src when dst has none. The per-second
  * series is left alone: a second's percentiles need that second's histograms (cluster/ merges
  * them from the interval stream). Returns 0, -EINVAL (scenarios or steps that do not match) or

@@ -650,5 +650,81 @@ thresholds:
         self.assertIn("nats://", p.stderr)
 
 
+def build_has_h3():
+    p, _ = sqtest.run_squall("https://127.0.0.1:1/", "--http3", "--bogus-flag-for-probe")
+    return "this build of squall has no HTTP/3" not in p.stderr
+
+
+@unittest.skipUnless(shutil.which("nats-server"), "nats-server not installed (scripts/deps.sh)")
+@unittest.skipUnless(build_has_h3(), "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+class ClusterH3(unittest.TestCase):
+    """An HTTP/3 run on two agents against `squall target --tls --http3` (its self-signed
+    certificate: -k): the merged `quic` block is the agents' added up (their own counts in
+    cluster.agents[].quic), and the requests completed are what the target counted over h3."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.nats_port = free_port()
+        cls.nats = subprocess.Popen(["nats-server", "-a", HOST, "-p", str(cls.nats_port)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(cls.nats_port, cls.nats)
+        cls.url = "nats://%s:%d" % (HOST, cls.nats_port)
+        cls.target, cls.port = sqtest.start_target("-t", "1", "--tls", "--http3")
+
+    @classmethod
+    def tearDownClass(cls):
+        sqtest.stop(cls.target)
+        stop(cls.nats)
+
+    def https(self, method, path):
+        import http.client
+        import ssl
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        conn = http.client.HTTPSConnection(HOST, self.port, context=ctx, timeout=30)
+        try:
+            conn.request(method, path)
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    def test_quic_block_merged(self):
+        agents = [Agent(self.url, n, "h3") for n in ("q1", "q2")]
+        try:
+            self.assertEqual(self.https("POST", "/stats/reset")[0], 200)
+            p, took = sqtest.run_squall(
+                "https://%s:%d/fast" % (HOST, self.port), "--http3", "-k", "-c", "2",
+                "--streams", "2", "-t", "1", "-n", "400", "--agents", "2", "--nats", self.url,
+                "--subject-prefix", "h3", "--json", "-", timeout=120)
+        finally:
+            logs = [a.stop() for a in agents]
+        for log in logs:
+            self.assertNotIn("Sanitizer", log)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        jsonschema.validate(doc, SCHEMA)
+        r = doc["requests"]
+        self.assertEqual((r["sent"], r["completed"], r["failed"]), (400, 400, 0), r)
+        mine = [a["quic"] for a in doc["cluster"]["agents"]]
+        self.assertEqual(len(mine), 2)
+        q = doc["quic"]
+        for k in ("connections", "datagrams_sent", "datagrams_received"):
+            self.assertEqual(q[k], sum(m[k] for m in mine), (k, q, mine))
+        self.assertEqual(q["connections"], 2)  # one QUIC connection per agent (-c 2 split)
+        self.assertGreaterEqual(q["cwnd_bytes"]["max"], q["cwnd_bytes"]["mean"])
+        # each agent's connection is closed at its run's end; the target counted every request
+        st = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            st = json.loads(self.https("GET", "/stats")[1])
+            if st["h3"]["requests"] >= 400:
+                break
+            time.sleep(0.05)
+        self.assertEqual(st["h3"]["requests"], r["completed"], st["h3"])
+        self.assertEqual(st["h3"]["connections"], 2, st["h3"])
+
+
 if __name__ == "__main__":
     sqtest.main()

@@ -340,6 +340,35 @@ static void result_round_trip(void **state)
     assert_int_equal(merged.script_stopped, 4);
     sq_result_dispose(&merged);
     sq_wire_res_dispose(&w);
+    /* an HTTP/3 run's QUIC figures come back, and merge: counts summed, maxima the larger */
+    r.quic = (struct sq_quic_stats){.connections = 3,
+                                    .datagrams_sent = 410,
+                                    .datagrams_received = 520,
+                                    .cwnd_sum = 3 * 12000,
+                                    .cwnd_max = 15000,
+                                    .srtt_max_ns = 250000};
+    through_wire(&r, &w);
+    assert_int_equal(w.r.quic.connections, 3);
+    assert_int_equal(w.r.quic.datagrams_sent, 410);
+    assert_int_equal(w.r.quic.datagrams_received, 520);
+    assert_int_equal(w.r.quic.cwnd_sum, 36000);
+    assert_int_equal(w.r.quic.cwnd_max, 15000);
+    assert_int_equal(w.r.quic.srtt_max_ns, 250000);
+    struct sq_result qm = {.quic = {.connections = 1,
+                                    .datagrams_sent = 10,
+                                    .datagrams_received = 20,
+                                    .cwnd_sum = 40000,
+                                    .cwnd_max = 40000,
+                                    .srtt_max_ns = 100000}};
+    assert_int_equal(sq_result_merge(&qm, &w.r), 0);
+    assert_int_equal(qm.quic.connections, 4);
+    assert_int_equal(qm.quic.datagrams_sent, 420);
+    assert_int_equal(qm.quic.datagrams_received, 540);
+    assert_int_equal(qm.quic.cwnd_sum, 76000); /* mean 19000: weighted by connections */
+    assert_int_equal(qm.quic.cwnd_max, 40000);
+    assert_int_equal(qm.quic.srtt_max_ns, 250000);
+    sq_result_dispose(&qm);
+    sq_wire_res_dispose(&w);
     sq_result_dispose(&r);
 }
 
