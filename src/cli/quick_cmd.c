@@ -371,6 +371,11 @@ static int quick_prepare(struct quick *q)
                 (unsigned long long)o->threads, (unsigned long long)q->run.conns,
                 (unsigned long long)q->run.conns);
     cpus_warn(o);
+    if (q->run.h3_proxy_env)
+        fprintf(stderr,
+                "squall: note: --http3: %s is not used: an HTTP proxy cannot carry QUIC (UDP); "
+                "the requests go straight to the target\n",
+                q->run.h3_proxy_env);
     struct sq_run_config *cfg = &q->run.cfg;
     struct sq_cli_load *l = &q->load;
     l->face = FACE;

@@ -388,6 +388,11 @@ static int plan_prepare(struct plancmd *c)
         rc = sq_planrun_begin(&c->run, err, sizeof(err));
     if (rc < 0)
         return sq_cli_prep_error(FACE, rc, err);
+    if (c->run.h3_proxy_env)
+        fprintf(stderr,
+                "squall: note: HTTP/3: %s is not used: an HTTP proxy cannot carry QUIC "
+                "(UDP); the requests go straight to the target\n",
+                c->run.h3_proxy_env);
     struct sq_cli_load *l = &c->load;
     l->face = FACE;
     l->cfg = &c->run.cfg;

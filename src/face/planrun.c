@@ -332,7 +332,35 @@ static int net_setup(struct sq_planrun *r, const struct sq_planrun_opts *o, size
 {
     struct sq_run_config *cfg = &r->cfg;
     bool all_h2 = nh2 == r->plan->nscenarios && nh2 > 0;
-    int rc = sq_net_setup(&r->net, &o->net, &r->url, all_h2 ? "h2" : NULL, cfg, err, len);
+    /* HTTP/3 goes over QUIC (UDP), which an HTTP proxy cannot carry: --proxy is refused; the
+     * environment's HTTP(S)_PROXY is not used when every scenario is over h3 (the CLI says so:
+     * r->h3_proxy_env), and refused beside scenarios that would take it (they share the
+     * run's addresses: the proxy's, or the target's) */
+    struct sq_netopts nopts = o->net;
+    if (r->nh3 && nopts.unix_socket)
+        return sq_flag_fail(err, len,
+                            "--unix-socket: HTTP/3 (protocol: h3, --http3) runs over UDP to the "
+                            "target's host and port, not over a Unix socket");
+    if (r->nh3 && nopts.proxy && nopts.proxy[0])
+        return sq_flag_fail(err, len,
+                            "--proxy: HTTP/3 (protocol: h3, --http3) is over QUIC (UDP), which an "
+                            "HTTP proxy cannot carry (CONNECT-UDP / MASQUE is not supported): "
+                            "drop --proxy, or run the scenarios over h2 or http/1.1");
+    if (r->nh3 && nopts.proxy_env && !nopts.proxy) {
+        const char *from = NULL;
+        if (sq_proxy_from_env(r->url.scheme, r->url.host, r->url.port, &from)) {
+            if (r->nh3 != r->plan->nscenarios)
+                return sq_flag_fail(err, len,
+                                    "%s is set for the target, but HTTP/3 scenarios (protocol: "
+                                    "h3) cannot go through an HTTP proxy and the plan's others "
+                                    "would: list the target's host in NO_PROXY, or run the "
+                                    "h3 scenarios apart",
+                                    from);
+            r->h3_proxy_env = from;
+        }
+        nopts.proxy_env = false;
+    }
+    int rc = sq_net_setup(&r->net, &nopts, &r->url, all_h2 ? "h2" : NULL, cfg, err, len);
     if (rc == 0 && nh2 && !all_h2 && r->net.tls) {
         char tls_why[SQ_TLS_ERRLEN];
         struct sq_tls_client_opts t = o->net.tls;

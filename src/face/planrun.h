@@ -105,6 +105,8 @@ struct sq_planrun {
     const struct sq_planrun_opts *opts;
     struct sq_run_config cfg;
     struct sq_url url;           /* the plan's target */
+    const char *h3_proxy_env;    /* every scenario over h3: the proxy variable set for the target
+                                    and not used (HTTPS_PROXY, ...: a note), or NULL */
     struct sq_run_scen *scens;   /* one per scenario, each with its compiled flow (owned) */
     const char *accept_encoding; /* offered on requests without their own (NULL: none) */
     uint64_t vus;                /* the VUs of every scenario at their peak: the open-file need */

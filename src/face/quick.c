@@ -741,13 +741,22 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             o->http2 ? h2flag(o) : "it for a ws:// URL");
     if (o->streams && !o->http2)
         return sq_flag_fail(err, len, "--streams applies to --http2 and --http3");
-    bool proxied = o->net.proxy && o->net.proxy[0];
-    if (o->http3 && (o->urls_path || o->script || proxied || o->net.unix_socket))
-        return sq_flag_fail(err, len, "--http3: not with %s",
-                            o->urls_path ? "--urls"
-                            : o->script  ? "-s"
-                            : proxied    ? "--proxy"
-                                         : "--unix-socket");
+    /* --http3 with --urls is a URL list's requests over QUIC (one https:// origin, as for
+     * --http2); the rest cannot be carried: refused before anything is sent */
+    if (o->http3 && o->net.proxy && o->net.proxy[0])
+        return sq_flag_fail(err, len,
+                            "--http3 and --proxy: an HTTP proxy cannot carry QUIC (HTTP/3 is over "
+                            "UDP; CONNECT-UDP / MASQUE is not supported): drop --proxy, or drop "
+                            "--http3 to go through the proxy over HTTP/1.1 or --http2");
+    if (o->http3 && o->script)
+        return sq_flag_fail(err, len,
+                            "--http3 and -s: a wrk script's requests are HTTP/1.1 bytes "
+                            "(request() returns them as sent): drop --http3, or write the load "
+                            "as a plan (squall run --http3, docs/plans.md)");
+    if (o->http3 && o->net.unix_socket)
+        return sq_flag_fail(err, len,
+                            "--http3 and --unix-socket: QUIC runs over UDP to the URL's host and "
+                            "port, not over a Unix socket: drop one");
     if (o->http_debug && !o->http_debug_force &&
         (!o->requests || o->requests > SQ_QUICK_HTTP_DEBUG_MAX))
         return sq_flag_fail(err, len,
@@ -1895,8 +1904,17 @@ static int configure(struct sq_quick_run *r, const struct sq_quick_opts *o,
     cfg->watch = r->watch;
     cfg->sample_per_class = (uint32_t)o->sample_responses;
     redact_setup(r, o);
+    /* --http3: the environment's HTTP(S)_PROXY cannot carry QUIC, so it is not used (the CLI
+     * says so: r->h3_proxy_env); --proxy was refused with the flags */
+    struct sq_netopts nopts = o->net;
+    if (o->http3 && nopts.proxy_env && !nopts.proxy) {
+        const char *from = NULL;
+        if (sq_proxy_from_env(r->url.scheme, r->url.host, r->url.port, &from))
+            r->h3_proxy_env = from;
+        nopts.proxy_env = false;
+    }
     /* ALPN h2 is required: a server that does not pick it fails the handshake. */
-    rc = sq_net_setup(&r->net, &o->net, &r->url, o->http2 ? "h2" : NULL, cfg, err, len);
+    rc = sq_net_setup(&r->net, &nopts, &r->url, o->http2 ? "h2" : NULL, cfg, err, len);
     if (rc < 0)
         return rc;
 #ifdef SQ_HAVE_H3

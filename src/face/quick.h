@@ -187,6 +187,8 @@ struct sq_quick_run {
     size_t body_len, req_len;
     struct sq_h2_req h2req;      /* --http2: the request for nghttp2 */
     struct sq_quic_client *quic; /* --http3: QUIC's TLS settings (net/quic.h) */
+    const char *h3_proxy_env;    /* --http3: the proxy variable set for the URL and not used
+                                    (HTTPS_PROXY, ...: a note), or NULL */
     const char *accept_encoding; /* what the requests offer (NULL: nothing) */
     uint64_t conns;              /* connections the run may open: its open-file need */
     struct sq_net net;

@@ -213,5 +213,134 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         self.assertEqual(self.served("/f.bin"), 0)
 
 
+@unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+class H3FacesAgainstTarget(unittest.TestCase):
+    """--http3 with the quick face's other ways in, against `squall target --tls --http3` (its
+    self-signed certificate: -k): a URL list goes over QUIC; a proxy, from --proxy or the
+    environment, cannot carry QUIC: --proxy is refused before anything is sent (exit 2), the
+    environment's HTTPS_PROXY is not used (a note says so) and the requests reach the target;
+    a wrk script (-s) is refused (exit 2). The environment's proxy is never taken for a loopback
+    host, so those runs name the target sq.test (--resolve to 127.0.0.1); the proxy is a
+    port where nothing listens, so a request that went to it would fail."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.target, cls.port = sqtest.start_target("-t", "1", "--tls", "--http3")
+        cls.dir = tempfile.mkdtemp(prefix="sq_h3f_")
+        cls.dead = "http://127.0.0.1:%d" % sqtest.free_port()
+
+    @classmethod
+    def tearDownClass(cls):
+        sqtest.stop(cls.target)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def https(self, method, path):
+        import http.client
+        import ssl
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=30)
+        try:
+            conn.request(method, path)
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    def reset(self):
+        self.assertEqual(self.https("POST", "/stats/reset")[0], 200)
+
+    def stats(self):
+        return json.loads(self.https("GET", "/stats")[1])
+
+    def squall(self, *args, env=None):
+        e = dict(os.environ)
+        for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY",
+                  "no_proxy"):
+            e.pop(k, None)
+        e.update(env or {})
+        p = subprocess.run([sqtest.squall_path(), *args], capture_output=True, text=True,
+                           timeout=120, env=e)
+        return p
+
+    def test_urls_over_h3(self):
+        self.reset()
+        lst = os.path.join(self.dir, "urls.txt")
+        with open(lst, "w") as f:
+            f.write("https://127.0.0.1:%d/fast\n" % self.port)
+            f.write("POST https://127.0.0.1:%d/echo {\"a\": 1}\n" % self.port)
+        out = os.path.join(self.dir, "urls.json")
+        p = self.squall("--urls", lst, "--http3", "-k", "-c", "2", "--streams", "2", "-n", "40",
+                        "-q", "--json", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            doc = json.load(f)
+        r = doc["requests"]
+        self.assertEqual((r["sent"], r["completed"], r["failed"]), (40, 40, 0), r)
+        urls = {u["url"].split(" ")[-1].rsplit("/", 1)[-1]: u["completed"] for u in doc["urls"]}
+        self.assertEqual(sum(urls.values()), 40, doc["urls"])
+        st = self.stats()
+        self.assertEqual(st["h3"]["requests"], 40, st["h3"])
+        self.assertEqual(st["h3"]["connections"], 2, st["h3"])
+        self.assertEqual((st["endpoints"]["fast"], st["endpoints"]["echo"]),
+                         (urls["fast"], urls["echo"]), (st["endpoints"], urls))
+        self.assertEqual(doc["quic"]["connections"], 2, doc["quic"])
+
+    def test_env_proxy_not_used(self):
+        self.reset()
+        resolve = "sq.test:%d:127.0.0.1" % self.port
+        env = {"HTTPS_PROXY": self.dead}
+        p = self.squall("https://sq.test:%d/fast" % self.port, "--resolve", resolve, "--http3",
+                        "-k", "-n", "10", "-q", env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("--http3: HTTPS_PROXY is not used: an HTTP proxy cannot carry QUIC",
+                      p.stderr)
+        plan = os.path.join(self.dir, "plan.yaml")
+        with open(plan, "w") as f:
+            f.write("target: https://sq.test:%d\nscenarios:\n  s:\n    protocol: h3\n"
+                    "    executor: per-vu-iterations\n    vus: 1\n    iterations: 5\n"
+                    "    flow:\n      - request: { url: /fast }\n" % self.port)
+        p = self.squall("run", plan, "--resolve", resolve, "-k", "-q", env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("HTTP/3: HTTPS_PROXY is not used", p.stderr)
+        self.assertEqual(self.stats()["h3"]["requests"], 15)
+        # without --http3 the same run takes the proxy (and fails: nothing listens there)
+        p = self.squall("https://sq.test:%d/fast" % self.port, "--resolve", resolve, "-k", "-n",
+                        "1", "-q", env=env)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        # a plan with an h3 scenario beside one that would take the proxy: refused
+        with open(plan, "a") as f:
+            f.write("  t:\n    executor: per-vu-iterations\n    vus: 1\n    iterations: 1\n"
+                    "    flow:\n      - request: { url: /fast }\n")
+        p = self.squall("run", plan, "--resolve", resolve, "-k", "-q", env=env)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("HTTPS_PROXY is set for the target, but HTTP/3 scenarios", p.stderr)
+        self.assertEqual(self.stats()["h3"]["requests"], 15)
+
+    def test_refused_before_the_run(self):
+        self.reset()
+        url = "https://127.0.0.1:%d/fast" % self.port
+        p = self.squall(url, "--http3", "-k", "-n", "1", "--proxy", self.dead)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--http3 and --proxy: an HTTP proxy cannot carry QUIC", p.stderr)
+        script = os.path.join(self.dir, "s.lua")
+        with open(script, "w") as f:
+            f.write("request = function() return wrk.format() end\n")
+        p = self.squall(url, "--http3", "-k", "-n", "1", "-s", script)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--http3 and -s: a wrk script's requests are HTTP/1.1 bytes", p.stderr)
+        plan = os.path.join(self.dir, "p.yaml")
+        with open(plan, "w") as f:
+            f.write("target: https://127.0.0.1:%d\nscenarios:\n  s:\n    executor: "
+                    "per-vu-iterations\n    vus: 1\n    iterations: 1\n    flow:\n"
+                    "      - request: { url: /fast }\n" % self.port)
+        p = self.squall("run", plan, "--http3", "-k", "--proxy", self.dead)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--proxy: HTTP/3 (protocol: h3, --http3) is over QUIC (UDP)", p.stderr)
+        st = self.stats()
+        self.assertEqual((st["h3"]["requests"], st["h3"]["connections"]), (0, 0), st["h3"])
+
+
 if __name__ == "__main__":
     sqtest.main()
