@@ -63,6 +63,7 @@
     X(NGTCP2, ngtcp2_conn_get_conn_stat_versioned)                                                 \
     X(NGTCP2, ngtcp2_conn_get_expiry)                                                              \
     X(NGTCP2, ngtcp2_conn_get_max_data_left)                                                       \
+    X(NGTCP2, ngtcp2_conn_get_stream_loss_count)                                                   \
     X(NGTCP2, ngtcp2_conn_get_tls_alert)                                                           \
     X(NGTCP2, ngtcp2_conn_handle_expiry)                                                           \
     X(NGTCP2, ngtcp2_conn_is_in_closing_period)                                                    \
@@ -176,6 +177,7 @@ void sq_h3lib_crypto_callbacks(ngtcp2_callbacks *cb);
 #define ngtcp2_conn_get_conn_stat_versioned      (sq_h3lib.ngtcp2_conn_get_conn_stat_versioned)
 #define ngtcp2_conn_get_expiry                   (sq_h3lib.ngtcp2_conn_get_expiry)
 #define ngtcp2_conn_get_max_data_left            (sq_h3lib.ngtcp2_conn_get_max_data_left)
+#define ngtcp2_conn_get_stream_loss_count        (sq_h3lib.ngtcp2_conn_get_stream_loss_count)
 #define ngtcp2_conn_get_tls_alert                (sq_h3lib.ngtcp2_conn_get_tls_alert)
 #define ngtcp2_conn_handle_expiry                (sq_h3lib.ngtcp2_conn_handle_expiry)
 #define ngtcp2_conn_is_in_closing_period         (sq_h3lib.ngtcp2_conn_is_in_closing_period)

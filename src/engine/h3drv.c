@@ -128,6 +128,16 @@ static void t_teardown(struct h3conn *t)
                 h->qs.cwnd_max = cwnd;
             if (srtt > h->qs.srtt_max_ns)
                 h->qs.srtt_max_ns = srtt;
+            h->qs.packets_lost += t->q.packets_lost;
+            h->qs.pto_count += t->q.pto_count;
+            h->qs.send_calls += t->q.send_calls;
+            h->qs.recv_calls += t->q.recv_calls;
+            h->qs.gso_sends += t->q.gso_sends;
+            h->qs.gso |= t->q.gso_sends > 0;
+            if (!h->qs.rcvbuf_min || t->q.rcvbuf < h->qs.rcvbuf_min)
+                h->qs.rcvbuf_min = t->q.rcvbuf;
+            if (!h->qs.sndbuf_min || t->q.sndbuf < h->qs.sndbuf_min)
+                h->qs.sndbuf_min = t->q.sndbuf;
         }
         sq_quic_conn_free(&t->q, h->buf);
         t->quic = false;
@@ -732,6 +742,18 @@ static int h3_result(struct sq_engine__worker *w, struct sq_result *out)
         d->cwnd_max = s->cwnd_max;
     if (s->srtt_max_ns > d->srtt_max_ns)
         d->srtt_max_ns = s->srtt_max_ns;
+    d->packets_lost += s->packets_lost;
+    d->pto_count += s->pto_count;
+    d->send_calls += s->send_calls;
+    d->recv_calls += s->recv_calls;
+    d->gso_sends += s->gso_sends;
+    d->gso |= s->gso;
+    if (s->rcvbuf_min && (!d->rcvbuf_min || s->rcvbuf_min < d->rcvbuf_min))
+        d->rcvbuf_min = s->rcvbuf_min;
+    if (s->sndbuf_min && (!d->sndbuf_min || s->sndbuf_min < d->sndbuf_min))
+        d->sndbuf_min = s->sndbuf_min;
+    d->batch = (uint8_t)sq_quic_client_batch(w->cfg->h3);
+    d->buf_asked = SQ_QUIC_SOCK_BUF;
     return 0;
 }
 

@@ -8,6 +8,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdatomic.h>
 #include <gnutls/crypto.h>
 #include <gnutls/x509.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
@@ -16,14 +19,41 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SOCK_BUF (4 << 20) /* asked for each way; the kernel caps it at its rmem/wmem_max */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103 /* linux/udp.h; glibc's netinet/udp.h has it since 2.29 */
+#endif
 
 struct sq_quic_client {
     gnutls_certificate_credentials_t cred;
     char *host; /* NULL: an IP literal (no SNI) or none */
     char *alpn;
     bool verify;
+    uint8_t batch; /* enum sq_quic_batch */
 };
+
+/* UDP GSO in this process: 0 not probed yet, 1 offered, -1 not (the probe said so, or a GSO send
+ * was refused). Workers race to probe; each finds the same answer. */
+static _Atomic int gso_state;
+
+/* Asks the kernel once whether it knows UDP_SEGMENT (Linux 4.18 and later). */
+static bool gso_offered(int fd)
+{
+    int st = atomic_load_explicit(&gso_state, memory_order_relaxed);
+    if (st == 0) {
+        int v = 0;
+        socklen_t l = sizeof(v);
+        st = getsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &v, &l) == 0 ? 1 : -1;
+        int expect = 0;
+        (void)atomic_compare_exchange_strong(&gso_state, &expect, st);
+        st = atomic_load_explicit(&gso_state, memory_order_relaxed);
+    }
+    return st > 0;
+}
+
+int sq_quic_client_batch(const struct sq_quic_client *c)
+{
+    return c->batch;
+}
 
 /* TLS 1.3 only, without the middlebox compatibility mode (RFC 9001 8.4). */
 static const char PRIORITY[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE";
@@ -45,11 +75,23 @@ int sq_quic_client_new(const struct sq_quic_client_opts *o, struct sq_quic_clien
     if (sq_h3lib_load(errbuf, errlen) < 0)
         return -EINVAL;
     struct sq_quic_client *c = calloc(1, sizeof(*c));
-    if (!c || gnutls_certificate_allocate_credentials(&c->cred) != GNUTLS_E_SUCCESS) {
+    if (!c)
+        return -ENOMEM;
+    c->verify = !o->insecure;
+    const char *b = getenv("SQUALL_UDP_BATCH");
+    c->batch = !b || !*b || strcmp(b, "on") == 0 ? SQ_QUIC_BATCH_ON
+               : strcmp(b, "nogso") == 0         ? SQ_QUIC_BATCH_NOGSO
+               : strcmp(b, "off") == 0           ? SQ_QUIC_BATCH_OFF
+                                                 : 255;
+    if (c->batch == 255) {
+        snprintf(errbuf, errlen, "SQUALL_UDP_BATCH: '%s': on, nogso or off", b);
+        free(c);
+        return -EINVAL;
+    }
+    if (gnutls_certificate_allocate_credentials(&c->cred) != GNUTLS_E_SUCCESS) {
         free(c);
         return -ENOMEM;
     }
-    c->verify = !o->insecure;
     if (c->verify) {
         int rc = o->cacert ? gnutls_certificate_set_x509_trust_file(c->cred, o->cacert,
                                                                     GNUTLS_X509_FMT_PEM)
@@ -138,8 +180,9 @@ static int acked_cb(ngtcp2_conn *conn, int64_t sid, uint64_t off, uint64_t len, 
 static int close_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t code, void *ud,
                     void *sud)
 {
-    (void)conn;
     (void)sud;
+    /* the stream is still known to ngtcp2 inside this callback: its lost packets, before they go */
+    APP(ud)->packets_lost += ngtcp2_conn_get_stream_loss_count(conn, sid);
     bool has = (flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET) != 0;
     return APP(ud)->app->stream_close(APP(ud)->ud, sid, has, code) < 0 ? NGTCP2_ERR_CALLBACK_FAILURE
                                                                        : 0;
@@ -240,13 +283,22 @@ int sq_quic_conn_open(struct sq_quic_conn *q, const struct sq_quic_client *c,
                       const struct sq_addr *to, const struct sq_quic_app *app, void *ud,
                       int64_t now)
 {
-    *q = (struct sq_quic_conn){.app = app, .ud = ud, .fd = -1};
+    *q = (struct sq_quic_conn){.app = app, .ud = ud, .fd = -1, .batch = c->batch};
     int fd = socket(to->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
     if (fd < 0)
         return -errno;
-    int sz = SOCK_BUF;
+    /* asked for each way; the kernel caps it at net.core.rmem_max / wmem_max and reports double
+     * what it keeps (its bookkeeping): what getsockopt says is what the result reports */
+    int sz = SQ_QUIC_SOCK_BUF;
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    socklen_t sl = sizeof(q->rcvbuf);
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &q->rcvbuf, &sl) < 0)
+        q->rcvbuf = 0;
+    sl = sizeof(q->sndbuf);
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &q->sndbuf, &sl) < 0)
+        q->sndbuf = 0;
+    q->gso = c->batch == SQ_QUIC_BATCH_ON && gso_offered(fd);
     q->local_len = sizeof(q->local);
     if (connect(fd, (const struct sockaddr *)&to->ss, to->len) < 0 ||
         getsockname(fd, (struct sockaddr *)&q->local, &q->local_len) < 0) {
@@ -307,9 +359,9 @@ void sq_quic_conn_free(struct sq_quic_conn *q, struct sq_quic_buf *b)
         ngtcp2_path path = path_of(q);
         ngtcp2_pkt_info pi = {0};
         ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-            q->conn, &path, &pi, b->tx[0], SQ_QUIC_PKT_MAX, &q->ccerr, (ngtcp2_tstamp)0);
+            q->conn, &path, &pi, b->tx, SQ_QUIC_PKT_MAX, &q->ccerr, (ngtcp2_tstamp)0);
         if (n > 0)
-            (void)send(q->fd, b->tx[0], (size_t)n, MSG_DONTWAIT);
+            (void)send(q->fd, b->tx, (size_t)n, MSG_DONTWAIT);
     }
     ngtcp2_conn_del(q->conn);
     gnutls_deinit(q->tls);
@@ -340,24 +392,41 @@ static int failed(struct sq_quic_conn *q, int rv)
     return -1;
 }
 
+/* A receive that failed (not EAGAIN): -1 with q->fail. */
+static int recv_failed(struct sq_quic_conn *q)
+{
+    if (errno == ECONNREFUSED) { /* ICMP: nothing listens there */
+        q->refused = true;
+        return failed(q, q->handshake_done ? NGTCP2_ERR_DRAINING : NGTCP2_ERR_CRYPTO);
+    }
+    q->fail = SQ_QUIC_ERROR;
+    return -1;
+}
+
 int sq_quic_conn_read(struct sq_quic_conn *q, struct sq_quic_buf *b, int64_t now)
 {
     ngtcp2_path path = path_of(q);
+    /* batching off: one recv() per datagram */
+    int max = q->batch == SQ_QUIC_BATCH_OFF ? 1 : SQ_QUIC_BATCH;
     for (;;) {
-        for (int i = 0; i < SQ_QUIC_BATCH; i++) {
-            b->rxv[i] = (struct iovec){b->rx[i], SQ_QUIC_RX_MAX};
-            b->rxm[i].msg_hdr = (struct msghdr){.msg_iov = &b->rxv[i], .msg_iovlen = 1};
+        int n;
+        q->recv_calls++;
+        if (max == 1) {
+            ssize_t r = recv(q->fd, b->rx[0], SQ_QUIC_RX_MAX, MSG_DONTWAIT);
+            if (r >= 0)
+                b->rxm[0].msg_len = (unsigned)r;
+            n = r < 0 ? -1 : 1;
+        } else {
+            for (int i = 0; i < max; i++) {
+                b->rxv[i] = (struct iovec){b->rx[i], SQ_QUIC_RX_MAX};
+                b->rxm[i].msg_hdr = (struct msghdr){.msg_iov = &b->rxv[i], .msg_iovlen = 1};
+            }
+            n = recvmmsg(q->fd, b->rxm, (unsigned)max, MSG_DONTWAIT, NULL);
         }
-        int n = recvmmsg(q->fd, b->rxm, SQ_QUIC_BATCH, MSG_DONTWAIT, NULL);
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 return 0;
-            if (errno == ECONNREFUSED) /* ICMP: nothing listens there */
-                q->refused = true;
-            if (errno == ECONNREFUSED)
-                return failed(q, q->handshake_done ? NGTCP2_ERR_DRAINING : NGTCP2_ERR_CRYPTO);
-            q->fail = SQ_QUIC_ERROR;
-            return -1;
+            return recv_failed(q);
         }
         for (int i = 0; i < n; i++) {
             q->datagrams_received++;
@@ -368,28 +437,101 @@ int sq_quic_conn_read(struct sq_quic_conn *q, struct sq_quic_buf *b, int64_t now
             if (rv != 0)
                 return failed(q, rv);
         }
-        if (n < SQ_QUIC_BATCH)
+        if (n < max)
             return 0;
     }
 }
 
+/* The messages for packets [p, n) of b->tx (starting at byte off): with GSO a run of packets of
+ * one length, the last possibly shorter, is one message with UDP_SEGMENT; without, one message
+ * per packet. Returns the message count. */
+static int build(struct sq_quic_buf *b, int p, int n, size_t off, bool gso)
+{
+    int m = 0;
+    while (p < n) {
+        size_t seg = b->txlen[p], len = seg;
+        int k = 1;
+        if (gso)
+            while (p + k < n && b->txlen[p + k] <= seg) {
+                len += b->txlen[p + k];
+                if (b->txlen[p + k++] < seg)
+                    break; /* a shorter one ends the run */
+            }
+        b->txv[m] = (struct iovec){b->tx + off, len};
+        b->txm[m].msg_hdr = (struct msghdr){.msg_iov = &b->txv[m], .msg_iovlen = 1};
+        if (k > 1) {
+            struct msghdr *h = &b->txm[m].msg_hdr;
+            h->msg_control = b->txc[m].b;
+            h->msg_controllen = sizeof(b->txc[m].b);
+            struct cmsghdr *c = CMSG_FIRSTHDR(h);
+            c->cmsg_level = IPPROTO_UDP; /* SOL_UDP */
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t s16 = (uint16_t)seg;
+            memcpy(CMSG_DATA(c), &s16, sizeof(s16));
+        }
+        b->txn[m++] = (uint8_t)k;
+        off += len;
+        p += k;
+    }
+    return m;
+}
+
+/* Sends the n packets of b->tx: sendmmsg (with GSO where offered), or one send() each. A GSO
+ * message the kernel refuses turns GSO off for good and what is left goes again without it. */
 static int flush(struct sq_quic_conn *q, struct sq_quic_buf *b, int n)
 {
-    int off = 0;
-    while (off < n) {
-        int k = sendmmsg(q->fd, b->txm + off, (unsigned)(n - off), MSG_DONTWAIT);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == ENOBUFS)
-                return 0; /* dropped: QUIC retransmits what was lost */
-            q->fail = errno == ECONNREFUSED ? SQ_QUIC_CLOSED : SQ_QUIC_ERROR;
-            return -1;
+    if (q->batch == SQ_QUIC_BATCH_OFF) {
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            q->send_calls++;
+            ssize_t r = send(q->fd, b->tx + off, b->txlen[i], MSG_DONTWAIT);
+            off += b->txlen[i];
+            if (r < 0) {
+                if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR)
+                    continue; /* dropped: QUIC retransmits what was lost */
+                q->fail = errno == ECONNREFUSED ? SQ_QUIC_CLOSED : SQ_QUIC_ERROR;
+                return -1;
+            }
+            q->datagrams_sent++;
+            q->bytes_sent += (uint64_t)r;
         }
-        for (int i = off; i < off + k; i++)
-            q->bytes_sent += b->txv[i].iov_len;
-        off += k;
-        q->datagrams_sent += (uint64_t)k;
+        return 0;
+    }
+    int p = 0; /* the first packet not sent yet */
+    size_t off = 0;
+    while (p < n) {
+        int m = build(b, p, n, off, q->gso);
+        int k = 0;
+        while (k < m) {
+            q->send_calls++;
+            int r = sendmmsg(q->fd, b->txm + k, (unsigned)(m - k), MSG_DONTWAIT);
+            if (r < 0) {
+                if (errno == EINTR)
+                    continue;
+                if ((errno == EIO || errno == EINVAL) && b->txn[k] > 1) {
+                    /* the kernel or the route has no GSO after all */
+                    atomic_store(&gso_state, -1);
+                    q->gso = false;
+                    break;
+                }
+                if (errno == EAGAIN || errno == ENOBUFS) {
+                    k = m; /* dropped: QUIC retransmits what was lost */
+                    p = n;
+                    break;
+                }
+                q->fail = errno == ECONNREFUSED ? SQ_QUIC_CLOSED : SQ_QUIC_ERROR;
+                return -1;
+            }
+            for (int i = k; i < k + r; i++) {
+                q->bytes_sent += b->txv[i].iov_len;
+                q->datagrams_sent += b->txn[i];
+                q->gso_sends += b->txn[i] > 1;
+                p += b->txn[i];
+                off += b->txv[i].iov_len;
+            }
+            k += r;
+        }
     }
     return 0;
 }
@@ -399,6 +541,7 @@ int sq_quic_conn_write(struct sq_quic_conn *q, struct sq_quic_buf *b, int64_t no
     ngtcp2_path path = path_of(q);
     ngtcp2_pkt_info pi = {0};
     int np = 0;
+    size_t off = 0; /* where packet np goes in b->tx */
     for (;;) {
         int64_t sid = -1;
         bool fin = false;
@@ -414,7 +557,7 @@ int sq_quic_conn_write(struct sq_quic_conn *q, struct sq_quic_buf *b, int64_t no
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize taken = -1;
         ngtcp2_ssize w =
-            ngtcp2_conn_writev_stream(q->conn, &path, &pi, b->tx[np], SQ_QUIC_PKT_MAX, &taken,
+            ngtcp2_conn_writev_stream(q->conn, &path, &pi, b->tx + off, SQ_QUIC_PKT_MAX, &taken,
                                       flags, sid, vec, (size_t)nv, (ngtcp2_tstamp)now);
         if (w < 0) {
             if (w == NGTCP2_ERR_STREAM_DATA_BLOCKED || w == NGTCP2_ERR_STREAM_SHUT_WR) {
@@ -436,12 +579,13 @@ int sq_quic_conn_write(struct sq_quic_conn *q, struct sq_quic_buf *b, int64_t no
         }
         if (w == 0)
             break;
-        b->txv[np] = (struct iovec){b->tx[np], (size_t)w};
-        b->txm[np].msg_hdr = (struct msghdr){.msg_iov = &b->txv[np], .msg_iovlen = 1};
-        if (++np == SQ_QUIC_BATCH) {
+        b->txlen[np] = (uint16_t)w;
+        off += (size_t)w;
+        if (++np == SQ_QUIC_TX_BATCH) {
             if (flush(q, b, np) < 0)
                 return -1;
             np = 0;
+            off = 0;
         }
     }
     if (np && flush(q, b, np) < 0)
@@ -458,7 +602,15 @@ int64_t sq_quic_conn_expiry(const struct sq_quic_conn *q)
 
 int sq_quic_conn_timeout(struct sq_quic_conn *q, int64_t now)
 {
+    /* pto_count counts the PTOs in a row (an ACK sets it back to 0): each rise here is one that
+     * fired */
+    ngtcp2_conn_stat cs;
+    ngtcp2_conn_get_conn_stat(q->conn, &cs);
+    size_t pto = cs.pto_count;
     int rv = ngtcp2_conn_handle_expiry(q->conn, (ngtcp2_tstamp)now);
+    ngtcp2_conn_get_conn_stat(q->conn, &cs);
+    if (cs.pto_count > pto)
+        q->pto_count += cs.pto_count - pto;
     return rv == 0 ? 0 : failed(q, rv);
 }
 

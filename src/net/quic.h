@@ -10,8 +10,16 @@
  * callbacks, and the write loop pulls the application's stream data through `pull`.
  *
  * Datagrams move in batches: recvmmsg reads up to SQ_QUIC_BATCH at once, and the write loop
- * fills up to SQ_QUIC_BATCH packets before one sendmmsg. The buffers are a struct sq_quic_buf
- * per thread (a worker's), shared by its connections: nothing is allocated per packet.
+ * fills up to SQ_QUIC_TX_BATCH packets, back to back in one buffer, before one sendmmsg. Where the
+ * kernel offers UDP GSO (UDP_SEGMENT, probed once per process) a run of packets of one size (the
+ * last may be shorter) leaves as one message the kernel cuts into datagrams; a GSO send the
+ * kernel refuses (EIO: no checksum offload on the route, EINVAL) turns GSO off for the process
+ * and the packets go again without it. Each connection has its own connected socket, so one
+ * sendmmsg carries one connection's packets. SQUALL_UDP_BATCH=off in the environment (read by
+ * sq_quic_client_new) sends one send() per datagram and reads one recv() per datagram, for
+ * measuring what batching saves; SQUALL_UDP_BATCH=nogso keeps sendmmsg/recvmmsg without GSO.
+ * The buffers are a struct sq_quic_buf per thread (a worker's), shared by its connections:
+ * nothing is allocated per packet.
  */
 #ifndef SQ_NET_QUIC_H
 #define SQ_NET_QUIC_H
@@ -30,8 +38,9 @@
 #include "base/h3lib.h" /* after the libraries' headers: their functions, loaded */
 #include "net/sock.h"
 
-#define SQ_QUIC_BATCH   16
-#define SQ_QUIC_PKT_MAX 1452 /* what one packet we send holds at most */
+#define SQ_QUIC_BATCH    16   /* datagrams one recvmmsg reads at most */
+#define SQ_QUIC_TX_BATCH 32   /* packets one write fills before a send (GSO: at most 64) */
+#define SQ_QUIC_PKT_MAX  1452 /* what one packet we send holds at most */
 #define SQ_QUIC_RX_MAX                                                                             \
     2048 /* what one datagram we read holds at most (the transport                                 \
             parameter max_udp_payload_size says so to the server) */
@@ -51,6 +60,13 @@ struct sq_quic_client_opts {
     const char *cacert; /* PEM file of trusted CAs; NULL: the system's store */
     const char *host;   /* SNI and the name checked (not sent when an IP literal) */
     const char *alpn;   /* one protocol, "h3" */
+};
+
+/* How datagrams move (SQUALL_UDP_BATCH: "off", "nogso"; unset or "on": SQ_QUIC_BATCH_ON). */
+enum sq_quic_batch {
+    SQ_QUIC_BATCH_ON,    /* recvmmsg, sendmmsg, and GSO where the kernel offers it */
+    SQ_QUIC_BATCH_NOGSO, /* recvmmsg and sendmmsg, no GSO */
+    SQ_QUIC_BATCH_OFF,   /* one recv() and one send() per datagram */
 };
 struct sq_quic_client;
 
@@ -81,12 +97,19 @@ struct sq_quic_app {
     void (*pull_blocked)(void *ud, int64_t sid, bool shut);
 };
 
-/* A thread's packet buffers. */
+/* A thread's packet buffers: the packets of one write lie back to back in tx (GSO sends a run
+ * of them as one buffer). */
 struct sq_quic_buf {
-    uint8_t tx[SQ_QUIC_BATCH][SQ_QUIC_PKT_MAX];
+    uint8_t tx[SQ_QUIC_TX_BATCH * SQ_QUIC_PKT_MAX];
+    uint16_t txlen[SQ_QUIC_TX_BATCH]; /* each packet's length */
     uint8_t rx[SQ_QUIC_BATCH][SQ_QUIC_RX_MAX];
-    struct iovec txv[SQ_QUIC_BATCH], rxv[SQ_QUIC_BATCH];
-    struct mmsghdr txm[SQ_QUIC_BATCH], rxm[SQ_QUIC_BATCH];
+    struct iovec txv[SQ_QUIC_TX_BATCH], rxv[SQ_QUIC_BATCH];
+    struct mmsghdr txm[SQ_QUIC_TX_BATCH], rxm[SQ_QUIC_BATCH];
+    uint8_t txn[SQ_QUIC_TX_BATCH]; /* each message's packet count */
+    union {                        /* each message's UDP_SEGMENT control message */
+        struct cmsghdr h;
+        uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
+    } txc[SQ_QUIC_TX_BATCH];
 };
 
 struct sq_quic_conn {
@@ -103,9 +126,16 @@ struct sq_quic_conn {
     bool handshake_done; /* 1-RTT keys in place */
     bool closing;        /* no CONNECTION_CLOSE is due (the peer closed, or idle) */
     bool refused;        /* an ICMP unreachable came back (nothing listens there) */
+    bool gso;            /* this socket sends with UDP_SEGMENT (the probe said yes) */
+    uint8_t batch;       /* enum sq_quic_batch: the client's */
     int liberr;          /* ngtcp2's error that ended it, or 0 */
     uint64_t datagrams_sent, datagrams_received;
     uint64_t bytes_sent, bytes_received; /* UDP payload bytes */
+    uint64_t send_calls, recv_calls;     /* the syscalls that moved them (EAGAIN's included) */
+    uint64_t gso_sends;                  /* messages sent as several datagrams (UDP_SEGMENT) */
+    uint64_t packets_lost;               /* request streams' lost packets, summed as each closed */
+    uint64_t pto_count;                  /* probe timeouts that fired */
+    int rcvbuf, sndbuf;                  /* the socket's buffers as the kernel granted them */
 };
 
 /* Creates the socket (connected to `to`, non-blocking, its buffers sized) and the connection,
@@ -143,6 +173,10 @@ const char *sq_quic_conn_why(const struct sq_quic_conn *q, char *buf, size_t len
 const char *sq_quic_conn_cipher(const struct sq_quic_conn *q);
 /* The congestion window and smoothed RTT now (ngtcp2's connection stats). */
 void sq_quic_conn_stat(struct sq_quic_conn *q, uint64_t *cwnd, int64_t *srtt_ns);
+/* The client's batching mode (enum sq_quic_batch). */
+int sq_quic_client_batch(const struct sq_quic_client *c);
+/* The socket buffer size asked for each way (bytes). */
+#define SQ_QUIC_SOCK_BUF (4 << 20)
 
 #endif
 #endif

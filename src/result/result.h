@@ -206,6 +206,13 @@ struct sq_quic_stats {
     uint64_t datagrams_sent, datagrams_received;
     uint64_t cwnd_sum, cwnd_max; /* congestion window at each connection's end, bytes */
     int64_t srtt_max_ns;         /* the largest smoothed RTT at a connection's end */
+    uint64_t packets_lost;       /* request streams' packets ngtcp2 declared lost */
+    uint64_t pto_count;          /* probe timeouts that fired */
+    uint64_t send_calls, recv_calls, gso_sends; /* the UDP syscalls; GSO messages */
+    int64_t rcvbuf_min, sndbuf_min;             /* the smallest buffers granted (0: none yet) */
+    int64_t buf_asked;                          /* what was asked for each way */
+    uint8_t batch;                              /* enum sq_quic_batch (net/quic.h) */
+    bool gso;                                   /* some connection sent with UDP GSO */
 };
 
 /* What a WebSocket run adds to the result (the document's `ws` block). Payload bytes; the wire

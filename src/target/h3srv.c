@@ -97,9 +97,13 @@ void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
 #include "base/clock.h"
 #include "base/h3lib.h"
 
-#define SCID_LEN      18
-#define MAX_UDP       65527
-#define MAX_PKT       1452          /* what one datagram we send holds at most */
+#define SCID_LEN 18
+#define MAX_UDP  65527
+#define MAX_PKT  1452 /* what one datagram we send holds at most */
+#define GSO_MAX  32   /* packets one GSO send carries at most (the kernel: 64) */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103 /* linux/udp.h */
+#endif
 #define RECV_BATCH    64            /* datagrams read per wakeup before the timers run */
 #define MAP_BUCKETS   8192          /* connection IDs (a power of two) */
 #define MAX_PENDING   (1024 * 1024) /* a paced answer's bytes not yet acknowledged */
@@ -201,6 +205,10 @@ struct sq_h3srv {
     struct cidref *map[MAP_BUCKETS];
     uint8_t pkt[MAX_PKT];
     uint8_t rbuf[MAX_UDP];
+    bool gso;                        /* send runs of packets with UDP_SEGMENT (probed; env) */
+    uint8_t gbuf[GSO_MAX * MAX_PKT]; /* one connection's run of packets, back to back */
+    size_t goff, gseg;               /* its bytes, and the length of each but the last */
+    int gn;                          /* its packets */
     _Atomic uint64_t n_conns, n_requests, n_streams, n_refused, n_dropped, n_open;
 };
 
@@ -1048,8 +1056,66 @@ static void conn_close(struct h3conn *c, bool quietly)
     conn_free(c);
 }
 
-/* Writes what c has to send. Returns the datagrams sent, or -1 when c must close. */
-static int conn_write(struct h3conn *c)
+/* Sends c's run of packets in s->gbuf: one sendmsg with UDP_SEGMENT when there are several. A
+ * GSO send the kernel refuses (EIO, EINVAL) turns GSO off and the run goes one by one. */
+static void gso_flush(struct sq_h3srv *s, const struct h3conn *c)
+{
+    if (s->gn > 1 && !s->detached) {
+        struct iovec iov = {s->gbuf, s->goff};
+        union {
+            struct cmsghdr h;
+            uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
+        } cm;
+        memset(&cm, 0, sizeof(cm));
+        struct msghdr m = {.msg_name = (void *)&c->remote,
+                           .msg_namelen = c->remote_len,
+                           .msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = cm.b,
+                           .msg_controllen = sizeof(cm.b)};
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = IPPROTO_UDP;
+        h->cmsg_type = UDP_SEGMENT;
+        h->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t seg = (uint16_t)s->gseg;
+        memcpy(CMSG_DATA(h), &seg, sizeof(seg));
+        if (sendmsg(s->fd, &m, MSG_DONTWAIT) >= 0 || (errno != EIO && errno != EINVAL)) {
+            s->gn = 0;
+            s->goff = 0;
+            return; /* sent, or dropped (a full socket): QUIC's loss recovery sends it again */
+        }
+        s->gso = false;
+    }
+    for (size_t off = 0; s->gn > 0; s->gn--) { /* one by one: GSO off, or a single packet */
+        size_t n = s->gn > 1 ? s->gseg : s->goff - off;
+        send_pkt(s, c, s->gbuf + off, n);
+        off += n;
+    }
+    s->goff = 0;
+}
+
+/* Adds the packet in s->pkt (n bytes) to c's run, sending the run first when the packet cannot
+ * join it (longer than the run's packets, or the run full) and after it when it is shorter (a
+ * shorter one ends a run: the kernel's rule). Without GSO, sends it at once. */
+static void gso_add(struct sq_h3srv *s, const struct h3conn *c, size_t n)
+{
+    if (!s->gso) {
+        send_pkt(s, c, s->pkt, n);
+        return;
+    }
+    if (s->gn && (n > s->gseg || s->gn == GSO_MAX))
+        gso_flush(s, c);
+    if (!s->gn)
+        s->gseg = n;
+    memcpy(s->gbuf + s->goff, s->pkt, n);
+    s->goff += n;
+    s->gn++;
+    if (n < s->gseg)
+        gso_flush(s, c);
+}
+
+/* conn_write's loop: its packets go through gso_add. */
+static int conn_write_run(struct h3conn *c)
 {
     int sent = 0;
     struct sq_h3srv *s = c->s;
@@ -1099,9 +1165,18 @@ static int conn_write(struct h3conn *c)
             return -1;
         if (n == 0)
             return sent;
-        send_pkt(s, c, s->pkt, (size_t)n);
+        gso_add(s, c, (size_t)n);
         sent++;
     }
+    return sent;
+}
+
+/* Writes what c has to send, its last run of packets included. Returns the datagrams sent, or -1
+ * when c must close. */
+static int conn_write(struct h3conn *c)
+{
+    int sent = conn_write_run(c);
+    gso_flush(c->s, c);
     return sent;
 }
 
@@ -1444,6 +1519,13 @@ int sq_h3srv_start(const struct sq_h3srv_config *cfg, struct sq_h3srv **out, con
     int buf = 4 << 20;
     (void)setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
     (void)setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    /* UDP GSO where the kernel knows it (Linux 4.18 on), unless SQUALL_UDP_BATCH says off or
+     * nogso (docs/target.md) */
+    const char *ub = getenv("SQUALL_UDP_BATCH");
+    int gv = 0;
+    socklen_t gl = sizeof(gv);
+    s->gso = (!ub || (strcmp(ub, "off") != 0 && strcmp(ub, "nogso") != 0)) &&
+             getsockopt(s->fd, IPPROTO_UDP, UDP_SEGMENT, &gv, &gl) == 0;
     s->local_len = sizeof(s->local);
     if (getsockname(s->fd, (struct sockaddr *)&s->local, &s->local_len) < 0) {
         rc = -errno;

@@ -22,6 +22,19 @@ import sqtest  # noqa: E402
 GTLSSERVER = shutil.which("gtlsserver") or (
     "/usr/sbin/gtlsserver" if os.path.exists("/usr/sbin/gtlsserver") else None)
 OPENSSL = shutil.which("openssl")
+STRACE = shutil.which("strace")
+
+
+def strace_works():
+    """strace present and allowed to trace here (a container may forbid ptrace)."""
+    if not STRACE:
+        return False
+    try:
+        return subprocess.run([STRACE, "-o", os.devnull, "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
 NO_H3 = "this build of squall has no HTTP/3"
 
 
@@ -160,6 +173,122 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         self.assertEqual(q["connections"], 2, q)
         self.assertGreater(q["datagrams_received"], 0)
         self.assertGreater(q["cwnd_bytes"]["max"], 0)
+
+    def run_mode(self, mode, *args, port=None, strace_out=None, timeout=120):
+        """squall with SQUALL_UDP_BATCH=mode (None: unset), --json -; optionally under strace."""
+        env = dict(os.environ)
+        env.pop("SQUALL_UDP_BATCH", None)
+        if mode is not None:
+            env["SQUALL_UDP_BATCH"] = mode
+        argv = [sqtest.squall_path(), "https://127.0.0.1:%d/f.bin" % (port or self.port),
+                "--http3", "-k", *args, "--json", "-"]
+        if strace_out:
+            argv = [STRACE, "-f", "-o", strace_out, "-e",
+                    "trace=sendmmsg,sendmsg,sendto,recvmmsg,recvmsg,recvfrom", *argv]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        doc = json.loads(p.stdout) if p.stdout.strip() else None
+        self.assertIsNotNone(doc, p.stderr)
+        return doc
+
+    def test_batching_on_nogso_and_off_count_the_same(self):
+        """The three UDP modes give the same exact counts, equal to gtlsserver's; batching shows
+        in the syscalls (fewer than the datagrams), off in one syscall per datagram. POSTs with a
+        body so that squall has full-sized packets to send (GSO's matter)."""
+        n, body = 120, os.path.join(self.dir, "body.bin")
+        with open(body, "wb") as f:
+            f.write(os.urandom(20000))
+        seen = 0
+        for mode in (None, "nogso", "off"):
+            doc = self.run_mode(mode, "-n", str(n), "-c", "2", "--streams", "4", "-m", "POST",
+                                "-b", "@" + body)
+            self.check_clean(doc, n)
+            seen += n
+            self.assertEqual(self.served("/f.bin"), seen, mode)
+            q, u = doc["quic"], doc["quic"]["udp"]
+            self.assertEqual(u["batching"], mode or "on")
+            self.assertGreaterEqual(u["rcvbuf_bytes"], 1)  # what the kernel granted, reported
+            self.assertEqual(u["buffer_requested_bytes"], 4 << 20)
+            if mode == "off":
+                self.assertEqual((u["gso"], u["gso_sends"]), (False, 0), u)
+                self.assertEqual(u["send_calls"], q["datagrams_sent"], q)
+                self.assertGreaterEqual(u["recv_calls"], q["datagrams_received"], q)
+                continue
+            # every body of 20000 bytes is several full packets: one write sends them
+            self.assertLess(u["send_calls"], q["datagrams_sent"], q)
+            if mode == "nogso":
+                self.assertEqual((u["gso"], u["gso_sends"]), (False, 0), u)
+            elif u["gso"]:  # the kernel offered GSO (Linux 4.18 on): some sends used it
+                self.assertGreater(u["gso_sends"], 0, u)
+
+    @unittest.skipUnless(strace_works(), "strace not installed or not allowed to trace")
+    def test_strace_shows_fewer_syscalls_than_datagrams(self):
+        """From outside: strace counts the UDP send and receive calls; with batching they are
+        fewer than the datagrams the result counts, and they are what the result says."""
+        n = 60
+        trace = os.path.join(self.dir, "strace-%d.txt" % self.port)
+        body = os.path.join(self.dir, "body-s.bin")
+        with open(body, "wb") as f:
+            f.write(os.urandom(20000))
+        doc = self.run_mode(None, "-n", str(n), "-c", "2", "--streams", "4", "-m", "POST",
+                            "-b", "@" + body, strace_out=trace, timeout=180)
+        self.check_clean(doc, n)
+        with open(trace) as f:
+            lines = f.read().splitlines()
+        calls = {k: sum(1 for ln in lines if (" %s(" % k) in ln or ln.startswith(k + "("))
+                 for k in ("sendmmsg", "recvmmsg", "sendto", "recvfrom")}
+        q, u = doc["quic"], doc["quic"]["udp"]
+        self.assertEqual(calls["sendmmsg"], u["send_calls"], calls)
+        self.assertEqual(calls["recvmmsg"], u["recv_calls"], calls)
+        self.assertLess(calls["sendmmsg"] + calls["recvmmsg"],
+                        q["datagrams_sent"] + q["datagrams_received"], (calls, q))
+
+    def test_bad_batch_switch_is_refused(self):
+        env = dict(os.environ, SQUALL_UDP_BATCH="sometimes")
+        p = subprocess.run([sqtest.squall_path(), "https://127.0.0.1:%d/f.bin" % self.port,
+                            "--http3", "-k", "-n", "1"], capture_output=True, text=True,
+                           timeout=60, env=env)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("SQUALL_UDP_BATCH: 'sometimes'", p.stderr)
+        self.assertEqual(self.served("/f.bin"), 0)
+
+    def test_lossy_server_counts_lost_packets(self):
+        """gtlsserver drops 10% of what it receives and of what it sends (its own loss knob):
+        squall declares some of its request packets lost (POST bodies of 20000 bytes: many
+        packets) and sends them again, with batching on and off, and every request is still
+        counted once, equal to what the server answered."""
+        port = sqtest.free_port()
+        log = open(os.path.join(self.dir, "lossy-%d.log" % port), "w+")
+        srv = subprocess.Popen([GTLSSERVER, "-d", self.www, "--tx-loss=0.1", "--rx-loss=0.1",
+                                "127.0.0.1", str(port), self.key, self.cert], stdout=log,
+                               stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                log.flush()
+                with open(log.name) as f:
+                    if "document root" in f.read():
+                        break
+                time.sleep(0.05)
+            body = os.path.join(self.dir, "body-l.bin")
+            with open(body, "wb") as f:  # 14 packets each: losses among them are sure
+                f.write(os.urandom(20000))
+            n, seen = 100, 0
+            for mode in (None, "off"):
+                doc = self.run_mode(mode, "-n", str(n), "-c", "2", "--streams", "4", "-m", "POST",
+                                    "-b", "@" + body, port=port, timeout=180)
+                r = doc["requests"]
+                self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+                self.assertEqual((r["sent"], r["completed"]), (n, n), (doc["errors"], r))
+                seen += n
+                log.flush()
+                with open(log.name, errors="replace") as f:
+                    self.assertEqual(f.read().count("[:path: /f.bin]"), seen, mode)
+                q = doc["quic"]
+                self.assertGreater(q["packets_lost"], 0, q)
+                self.assertGreaterEqual(q["pto_count"], 0, q)
+        finally:
+            sqtest.stop(srv)
+            log.close()
 
     def test_cacert_verifies_the_server(self):
         n = 20

@@ -306,5 +306,61 @@ class H3CapTest(H3Case):
         self.assertGreater(st["h3"]["refused"], 0, st["h3"])
 
 
+class H3SquallClientTest(H3Case):
+    """squall's own client against the target, with UDP batching on, without GSO and off
+    (SQUALL_UDP_BATCH): the same exact counts on both sides, every byte whole. The target sends
+    with GSO here (where the kernel offers it), so each response of 50000 bytes leaves as runs of
+    packets the kernel cuts up."""
+
+    def run_client(self, mode, n):
+        env = dict(os.environ, SQUALL_UDP_BATCH=mode)
+        p = subprocess.run([sqtest.squall_path(), "https://127.0.0.1:%d/bytes/50000" % self.port,
+                            "--http3", "--cacert", self.cert, "-n", str(n), "-c", "2",
+                            "--streams", "4", "--json", "-"], capture_output=True, text=True,
+                           timeout=180, env=env)
+        self.assertTrue(p.stdout.strip(), p.stderr)
+        return json.loads(p.stdout)
+
+    def test_batching_modes_count_what_the_target_counts(self):
+        n = 60
+        for mode in ("on", "nogso", "off"):
+            self.reset()
+            doc = self.run_client(mode, n)
+            r = doc["requests"]
+            self.assertEqual((r["sent"], r["completed"], r["failed"], r["in_flight"]),
+                             (n, n, 0, 0), (mode, doc["errors"]))
+            self.assertEqual(doc["bodies"]["decoded_bytes"], 50000 * n, mode)
+            self.assertEqual(doc["quic"]["udp"]["batching"], mode)
+            st = self.wait_open_zero()
+            self.assertEqual((st["h3"]["connections"], st["h3"]["requests"]), (2, n),
+                             (mode, st["h3"]))
+            self.assertEqual(st["endpoints"]["bytes"], n, (mode, st["endpoints"]))
+
+
+class H3TargetWithoutGsoTest(H3Case):
+    """The target started with SQUALL_UDP_BATCH=off sends one datagram per sendto (the path a
+    kernel without GSO takes): a lossy fetch still gets every byte."""
+
+    @classmethod
+    def setUpClass(cls):
+        old = os.environ.get("SQUALL_UDP_BATCH")
+        os.environ["SQUALL_UDP_BATCH"] = "off"
+        try:
+            super().setUpClass()
+        finally:
+            if old is None:
+                del os.environ["SQUALL_UDP_BATCH"]
+            else:
+                os.environ["SQUALL_UDP_BATCH"] = old
+
+    def test_lossy_fetch_without_gso(self):
+        self.reset()
+        got = self.fetch(["/bytes/300000"], extra=("--rx-loss=0.1", "--tx-loss=0.1"),
+                         timeout=120)
+        self.assertEqual(got["300000"], pattern(300000))
+        st = self.wait_open_zero()
+        self.assertEqual((st["h3"]["connections"], st["h3"]["requests"]), (1, 1), st["h3"])
+
+
 if __name__ == "__main__":
     sqtest.main()
