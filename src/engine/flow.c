@@ -18,6 +18,7 @@
 #include "plan/cookie.h"
 #include "net/tls.h"
 #include "proto/busurl.h"
+#include "stats/hist.h"
 
 #define UA_LINE     "User-Agent: squall/" SQ_VERSION "\r\n"
 #define MAX_HEADERS 128
@@ -422,6 +423,8 @@ int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu, 
         return -ENOMEM;
     if (f->nloops && !(v->loop_n = calloc(f->nloops, sizeof(*v->loop_n))))
         return -ENOMEM;
+    if (f->sc->ngroups && !(v->gstart = calloc(f->sc->ngroups, sizeof(*v->gstart))))
+        return -ENOMEM;
     if (f->sc->cookies) {
         int rc = sq_cookie_jar_new(&v->jar);
         if (rc < 0)
@@ -439,6 +442,7 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     free(v->var_views);
     free(v->rows);
     free(v->loop_n);
+    free(v->gstart);
     sq_buf_dispose(&v->req);
     sq_buf_dispose(&v->body);
     sq_buf_dispose(&v->head);
@@ -552,6 +556,22 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
         v->rows[i] = sq_feeder_row(p->feeders[i].data, p->feeders[i].mode, v->vu, &v->rng);
     if (SQ_UNLIKELY(f->nloops != 0)) /* after the rows: a while: may read them */
         sq_flow_loops_enter(f, v, 0);
+}
+
+void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t next, int64_t now,
+                         struct sq_hist **gdur)
+{
+    const struct sq_plan_step *ps = next < f->nsteps ? f->steps[next].ps : NULL;
+    uint64_t in = ps ? ps->gmask : 0, first = ps ? ps->gfirst : 0;
+    uint64_t left = v->gopen & (~in | first);
+    for (uint64_t m = left; m; m &= m - 1) {
+        int g = __builtin_ctzll(m);
+        sq_hist_record(gdur[g], (now - v->gstart[g]) / SQ_NS_PER_US);
+    }
+    v->gopen &= ~left;
+    for (uint64_t m = in & ~v->gopen; m; m &= m - 1)
+        v->gstart[__builtin_ctzll(m)] = now;
+    v->gopen |= in;
 }
 
 /* the token in use, and the one requests may still carry after a refresh */

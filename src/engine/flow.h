@@ -165,6 +165,11 @@ struct sq_flow_vu {
     uint32_t batch_next, batch_end, batch_left;
     bool batch_stop;
     int64_t batch_ns;
+    uint32_t batch_first; /* the batch's first request (its batch_duration is kept there) */
+    /* group_duration: the scenario's groups the VU is inside (bit g: groups[g]) and when it
+     * entered each (gstart: one per group, NULL for a scenario without groups) */
+    uint64_t gopen;
+    int64_t *gstart;
 };
 
 /* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked
@@ -220,6 +225,14 @@ bool sq_flow_loops_after(const struct sq_flow *f, struct sq_flow_vu *v);
 
 /* Starts an iteration: step 0 (or past the loops that do not run there), feeder rows picked. */
 void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now);
+
+/* group_duration (a scenario with groups only): the VU goes on to step `next` (f->nsteps: its
+ * iteration is over) at now. Each group it leaves, or enters again at that group's first step (a
+ * repeat), records the time since it entered into gdur[g] (µs); each group it enters starts its
+ * clock. */
+struct sq_hist;
+void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t next, int64_t now,
+                         struct sq_hist **gdur);
 /* The credentials an exchange of VU v (NULL: none in particular) may carry, for redacting it
  * when it is kept (base/redact.h): the plan's fixed ones (struct sq_plan.secrets), the cells of
  * v's current feeder rows in columns marked secret, the values of the cookies in v's jar, and

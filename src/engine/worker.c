@@ -685,6 +685,10 @@ static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
     }
     sq_flow_vu_begin(c->fv, w->flow, intended);
     w->in_iter++;
+    if (SQ_UNLIKELY(w->gdur != NULL)) {
+        c->fv->gopen = 0; /* an iteration cut short leaves its groups unrecorded */
+        sq_flow_groups_move(w->flow, c->fv, c->fv->step, now, w->gdur);
+    }
     if (SQ_UNLIKELY(c->fv->step >= w->flow->nsteps)) {
         /* a flow that is one while: loop, which does not hold: the iteration ends at once */
         c->fv->step = (uint32_t)w->flow->nsteps - 1;
@@ -808,6 +812,9 @@ static void batch_finish(struct sq_engine__conn *c, int64_t now)
     struct sq_flow_vu *v = c->fv;
     if (!v->in_iter)
         return;
+    struct sq_hist *bd = c->w->steps[v->batch_first].batch_dur;
+    if (bd) /* batch_duration: from the batch's send to its last answer */
+        sq_hist_record(bd, (now - v->batch_ns) / SQ_NS_PER_US);
     v->step = v->batch_end - 1; /* a repeat: ending at the batch's last request sees it end */
     flow_advance(c, now, v->batch_stop);
     if (c->state == CONN_BATCH) {
@@ -849,6 +856,7 @@ static void batch_begin(struct sq_engine__conn *c, const struct sq_flow_step *st
     if (v->batch_left)
         return; /* its own connection was replaced while the batch is out: it waits on */
     v->batch_next = v->step;
+    v->batch_first = v->step;
     v->batch_end = v->step + st->ps->batch;
     v->batch_left = st->ps->batch;
     v->batch_stop = false;
@@ -983,6 +991,8 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     } else {
         v->step++;
     }
+    if (SQ_UNLIKELY(w->gdur != NULL))
+        sq_flow_groups_move(w->flow, v, stop ? w->flow->nsteps : v->step, now, w->gdur);
     if (!stop && v->step < w->flow->nsteps)
         return;
     v->in_iter = false;
@@ -1895,6 +1905,8 @@ static int flow_init(struct sq_engine__worker *w)
     int rc = sq_engine__steps_new(f, &w->steps);
     if (rc == 0)
         rc = sq_latency_hist_new(&w->iter_hist);
+    if (rc == 0 && f->sc->ngroups)
+        rc = sq_group_hists_new(f->sc->ngroups, &w->gdur);
     if (rc < 0)
         return rc;
     w->states = sq_flow_states_new(f);
@@ -2148,6 +2160,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         free(w->lane_fv);
         sq_step_stats_free(w->steps, w->flow->nsteps);
         sq_hist_free(w->iter_hist);
+        sq_group_hists_free(w->gdur, w->flow->sc->ngroups);
         sq_flow_states_free(w->flow, w->states);
         sq_engine__flowbus_free(w->fbus);
     }

@@ -1953,6 +1953,39 @@ static int load_once(struct ld *L, const struct ynode *key, const struct ynode *
     return 0;
 }
 
+/* The scenario's group paths (each enclosing group too), in order of first appearance, and
+ * each step's gmask / gfirst bits over them (group_duration, engine/worker.c). */
+static int index_groups(struct ld *L, const struct ynode *flow, struct sq_plan_scenario *sc)
+{
+    for (size_t k = 0; k < sc->nsteps; k++) {
+        struct sq_plan_step *st = &sc->steps[k];
+        const char *g = st->group;
+        for (size_t end = 0; g && end <= strlen(g); end++) {
+            if (g[end] != '\0' && !(g[end] == ':' && g[end + 1] == ':'))
+                continue;
+            uint32_t i = 0;
+            while (i < sc->ngroups &&
+                   !(strlen(sc->groups[i]) == end && memcmp(sc->groups[i], g, end) == 0))
+                i++;
+            if (i == sc->ngroups) {
+                if (sc->ngroups == SQ_PLAN_GROUPS_MAX)
+                    return sq_plan__fail(L, flow, "a scenario holds %d groups at most",
+                                         SQ_PLAN_GROUPS_MAX);
+                char **v = realloc(sc->groups, (sc->ngroups + 1) * sizeof(*v));
+                if (!v)
+                    return -ENOMEM;
+                sc->groups = v;
+                if (!(v[i] = strndup(g, end)))
+                    return -ENOMEM;
+                sc->ngroups++;
+                st->gfirst |= 1ull << i;
+            }
+            st->gmask |= 1ull << i;
+        }
+    }
+    return 0;
+}
+
 int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct ynode *n,
                            struct sq_plan_scenario *sc)
 {
@@ -2003,6 +2036,8 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
         L->tagnodes[L->ntagnodes++] = tags;
     }
     if ((rc = load_items(L, flow, ".flow", sc, 0, false)) < 0)
+        return rc;
+    if ((rc = index_groups(L, flow, sc)) < 0)
         return rc;
     sc->batch_conns = SQ_PLAN_BATCH_CONNS;
     const struct ynode *bc = sq_plan__get(n, "batchConnections");
