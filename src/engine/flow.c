@@ -314,6 +314,7 @@ int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
     f->plan = p;
     f->sc = sc;
     f->nloops = sc->nloops;
+    f->extra = sc->nloops + sc->ngroups;
     f->secure = strcmp(target->scheme, "https") == 0;
     snprintf(f->host, sizeof(f->host), "%s", target->authority);
     snprintf(f->origin_host, sizeof(f->origin_host), "%s", target->host);
@@ -554,8 +555,17 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
     const struct sq_plan *p = f->plan;
     for (size_t i = 0; i < p->nfeeders; i++)
         v->rows[i] = sq_feeder_row(p->feeders[i].data, p->feeders[i].mode, v->vu, &v->rng);
-    if (SQ_UNLIKELY(f->nloops != 0)) /* after the rows: a while: may read them */
-        sq_flow_loops_enter(f, v, 0);
+    if (SQ_UNLIKELY(f->extra != 0)) {
+        if (f->nloops) /* after the rows: a while: may read them */
+            sq_flow_loops_enter(f, v, 0);
+        if (v->gstart) {
+            /* the groups around the first step start their clocks at the iteration's start (an
+             * arrival-rate iteration's intended start, as its first request's duration); one
+             * an earlier iteration left open (cut short) is forgotten, nothing recorded */
+            v->gopen = 0;
+            sq_flow_groups_move(f, v, v->step, now, NULL);
+        }
+    }
 }
 
 void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t next, int64_t now,

@@ -81,7 +81,10 @@ struct sq_flow {
     const struct sq_plan_scenario *sc;
     struct sq_flow_step *steps;
     size_t nsteps;
-    uint32_t nloops;             /* sc->nloops: repeat: blocks (0: flow_advance's plain path) */
+    uint32_t nloops; /* sc->nloops: repeat: blocks (0: flow_advance's plain path) */
+    /* nloops + the scenario's groups (group_duration): 0 takes the plain paths of
+     * sq_flow_vu_begin and the worker's flow_advance, so a flow with neither pays one test */
+    uint32_t extra;
     char host[300];              /* the Host header value, also the cookie host */
     bool secure;                 /* https target (cookies marked Secure are sent) */
     const char *accept_encoding; /* offered on every request without its own, or NULL */
@@ -229,7 +232,7 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
 /* group_duration (a scenario with groups only): the VU goes on to step `next` (f->nsteps: its
  * iteration is over) at now. Each group it leaves, or enters again at that group's first step (a
  * repeat), records the time since it entered into gdur[g] (µs); each group it enters starts its
- * clock. */
+ * clock. sq_flow_vu_begin calls it for the iteration's first step (gdur NULL: none is open). */
 struct sq_hist;
 void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t next, int64_t now,
                          struct sq_hist **gdur);

@@ -685,10 +685,6 @@ static void iter_begin(struct sq_engine__conn *c, int64_t intended, int64_t now)
     }
     sq_flow_vu_begin(c->fv, w->flow, intended);
     w->in_iter++;
-    if (SQ_UNLIKELY(w->gdur != NULL)) {
-        c->fv->gopen = 0; /* an iteration cut short leaves its groups unrecorded */
-        sq_flow_groups_move(w->flow, c->fv, c->fv->step, now, w->gdur);
-    }
     if (SQ_UNLIKELY(c->fv->step >= w->flow->nsteps)) {
         /* a flow that is one while: loop, which does not hold: the iteration ends at once */
         c->fv->step = (uint32_t)w->flow->nsteps - 1;
@@ -972,6 +968,26 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
               now, 1);
 }
 
+/* flow_advance's step for a flow with repeat: blocks or groups: back to a loop's start or on,
+ * then the groups the VU leaves record their passes (group_duration). Kept out of line so that
+ * flow_advance stays as small as before for the plain flow. */
+__attribute__((noinline)) static void advance_extra(struct sq_engine__conn *c, int64_t now,
+                                                    bool stop)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    if (w->flow->nloops != 0 && !stop) {
+        if (!sq_flow_loops_after(w->flow, v)) {
+            v->step++;
+            sq_flow_loops_enter(w->flow, v, 0);
+        }
+    } else {
+        v->step++;
+    }
+    if (w->gdur != NULL)
+        sq_flow_groups_move(w->flow, v, stop ? w->flow->nsteps : v->step, now, w->gdur);
+}
+
 /* Moves the VU past its current step (or, with stop, past the whole iteration). At the end of
  * the flow the iteration is counted and the VU is free for the next one. */
 static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
@@ -983,16 +999,10 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     v->think_until = 0;
     v->hops = 0;
     v->redirect = false;
-    if (SQ_UNLIKELY(w->flow->nloops != 0) && !stop) {
-        if (!sq_flow_loops_after(w->flow, v)) { /* repeat: back to a loop's start, or on */
-            v->step++;
-            sq_flow_loops_enter(w->flow, v, 0);
-        }
-    } else {
+    if (SQ_UNLIKELY(w->flow->extra != 0))
+        advance_extra(c, now, stop); /* repeat: blocks, groups */
+    else
         v->step++;
-    }
-    if (SQ_UNLIKELY(w->gdur != NULL))
-        sq_flow_groups_move(w->flow, v, stop ? w->flow->nsteps : v->step, now, w->gdur);
     if (!stop && v->step < w->flow->nsteps)
         return;
     v->in_iter = false;
