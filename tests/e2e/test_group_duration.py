@@ -108,6 +108,16 @@ class GroupDuration(sqtest.TargetCase):
         out = p.stderr + p.stdout
         self.assertIn("group_duration", out)
         self.assertIn("batch_duration", out)
+        # and in the HTML report
+        saved, html = os.path.join(self.tmp.name, "r.json"), os.path.join(self.tmp.name, "r.html")
+        with open(saved, "w") as f:
+            json.dump(doc, f)
+        p, _ = sqtest.run_squall("report", saved, "--html", html, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(html) as f:
+            page = f.read()
+        self.assertIn("batch_duration p50", page)
+        self.assertIn("group_duration_ms", page)
 
     def test_no_groups_no_figures(self):
         self.write(flow="- request: { url: /ok }\n")
