@@ -532,6 +532,7 @@ bool sq_flow_loops_after(const struct sq_flow *f, struct sq_flow_vu *v)
         uint64_t n = ++v->loop_n[l];
         bool again = lp->cond ? n < lp->max && loop_while(f, v, lp) : n < lp->count;
         if (again) {
+            v->gagain |= lp->gin; /* group_duration: each group inside ends a pass */
             v->step = lp->first;
             sq_flow_loops_enter(f, v, l + 1);
             return true;
@@ -572,8 +573,9 @@ void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t n
                          struct sq_hist **gdur)
 {
     const struct sq_plan_step *ps = next < f->nsteps ? f->steps[next].ps : NULL;
-    uint64_t in = ps ? ps->gmask : 0, first = ps ? ps->gfirst : 0;
-    uint64_t left = v->gopen & (~in | first);
+    uint64_t in = ps ? ps->gmask : 0;
+    uint64_t left = v->gopen & (~in | v->gagain);
+    v->gagain = 0;
     for (uint64_t m = left; m; m &= m - 1) {
         int g = __builtin_ctzll(m);
         sq_hist_record(gdur[g], (now - v->gstart[g]) / SQ_NS_PER_US);

@@ -173,6 +173,7 @@ struct sq_flow_vu {
      * entered each (gstart: one per group, NULL for a scenario without groups) */
     uint64_t gopen;
     int64_t *gstart;
+    uint64_t gagain; /* the groups inside the repeat that just went back for another turn */
 };
 
 /* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked
@@ -230,9 +231,10 @@ bool sq_flow_loops_after(const struct sq_flow *f, struct sq_flow_vu *v);
 void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now);
 
 /* group_duration (a scenario with groups only): the VU goes on to step `next` (f->nsteps: its
- * iteration is over) at now. Each group it leaves, or enters again at that group's first step (a
- * repeat), records the time since it entered into gdur[g] (µs); each group it enters starts its
- * clock. sq_flow_vu_begin calls it for the iteration's first step (gdur NULL: none is open). */
+ * iteration is over) at now. Each group it leaves, or starts again (inside a repeat that went back
+ * for another turn: v->gagain), records the time since it entered into gdur[g] (µs); each group it
+ * enters starts its clock. sq_flow_vu_begin calls it for the iteration's first step (gdur NULL:
+ * none is open). */
 struct sq_hist;
 void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t next, int64_t now,
                          struct sq_hist **gdur);

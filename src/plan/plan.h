@@ -172,9 +172,9 @@ struct sq_plan_step {
     /* metric: samples of the plan's own metrics, taken at each response (NULL: none) */
     struct sq_step_metric *metrics;
     uint32_t nmetrics;
-    /* group_duration (docs/plans.md, Groups): bit g of gmask is set when the step is inside the
-     * scenario's groups[g], of gfirst when it is that group's first step. 0 outside groups. */
-    uint64_t gmask, gfirst;
+    /* group_duration (docs/plans.md, Groups): bit g is set when the step is inside the
+     * scenario's groups[g]; 0 outside groups. */
+    uint64_t gmask;
 };
 
 /* repeat: (docs/plans.md, Loops): steps first..last (indices into the flat step list,
@@ -186,6 +186,8 @@ struct sq_plan_loop {
     struct sq_cond *cond; /* while: (NULL for count:) */
     uint64_t max;         /* while: the cap */
     struct sq_loc loc;
+    uint32_t gdepth; /* how many groups are around the repeat */
+    uint64_t gin;    /* bit g: the scenario's groups[g] is inside the repeat (a pass per turn) */
 };
 
 #define SQ_PLAN_BATCH_MAX     32 /* requests in one batch: at most */

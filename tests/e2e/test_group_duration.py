@@ -119,6 +119,29 @@ class GroupDuration(sqtest.TargetCase):
         self.assertIn("batch_duration p50", page)
         self.assertIn("group_duration_ms", page)
 
+    def test_repeats(self):
+        """A repeat inside a group is one pass of the group; a group inside a repeat is one pass
+        per turn, even when the group and the repeat start at the same step."""
+        self.write(flow="""
+            - group: outer
+              steps:
+                - repeat:
+                    count: 3
+                    steps:
+                      - group: inner
+                        steps:
+                          - request: { url: /delay/5 }
+            """)
+        p, doc, _ = sqtest.run_json("run", self.path, "-q")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        n = VUS * ITERS
+        self.assertEqual(self.stats()["endpoints"]["delay"], 3 * n)
+        groups = {g["group"]: g["group_duration_ms"] for g in doc["groups"]}
+        self.assertEqual(groups["outer"]["count"], n)
+        self.assertEqual(groups["outer::inner"]["count"], 3 * n)
+        self.assertGreaterEqual(groups["outer"]["min"], 15)
+        self.assertGreaterEqual(groups["outer::inner"]["min"], 5)
+
     def test_no_groups_no_figures(self):
         self.write(flow="- request: { url: /ok }\n")
         p, doc, _ = sqtest.run_json("run", self.path, "-q")

@@ -1334,7 +1334,8 @@ static void yaml_features(void **state)
 
 /* Every plan under examples/ loads (they are documentation a user copies). */
 /* group_duration: a scenario's group paths (each enclosing group too) in order of first
- * appearance, and each step's bits over them: inside (gmask) and first step of (gfirst). */
+ * appearance, each step's bits over them (gmask), and the groups inside each repeat (gin: a
+ * repeat inside a group that starts where the group does is not around it). */
 static void group_index(void **state)
 {
     (void)state;
@@ -1363,16 +1364,37 @@ static void group_index(void **state)
     assert_string_equal(sc->groups[0], "checkout");
     assert_string_equal(sc->groups[1], "checkout::pay");
     assert_int_equal(sc->nsteps, 6);
-    static const uint64_t mask[] = {0, 3, 3, 1, 0, 0}, first[] = {0, 3, 0, 0, 0, 0};
-    for (size_t k = 0; k < 6; k++) {
+    static const uint64_t mask[] = {0, 3, 3, 1, 0, 0};
+    for (size_t k = 0; k < 6; k++)
         assert_int_equal(sc->steps[k].gmask, mask[k]);
-        assert_int_equal(sc->steps[k].gfirst, first[k]);
-    }
     assert_int_equal(p->nthresholds, 4);
     assert_int_equal(p->thresholds[0].metric, SQ_METRIC_GROUP_DURATION);
     assert_int_equal(p->thresholds[0].sel.ntags, 1);
     assert_int_equal(p->thresholds[3].metric, SQ_METRIC_BATCH_DURATION);
     assert_int_equal(sc->steps[4].batch, 2);
+    sq_plan_free(p);
+
+    static const char loops[] =
+        HEAD "      - group: a\n"
+             "        steps:\n"
+             "          - repeat:\n"
+             "              count: 2\n"
+             "              steps: [ { group: b, steps: [ { request: { url: /b } } ] } ]\n"
+             "      - repeat:\n"
+             "          count: 2\n"
+             "          steps: [ { group: c, steps: [ { request: { url: /c } } ] } ]\n";
+    if (sq_plan_load_string("inline.yaml", loops, sizeof(loops) - 1, &p, &e) != 0) {
+        char b[800];
+        sq_plan_error_format(&e, b, sizeof(b));
+        fail_msg("%s", b);
+    }
+    sc = &p->scenarios[0];
+    assert_int_equal(sc->ngroups, 3); /* a, a::b, c */
+    assert_int_equal(sc->nloops, 2);
+    assert_int_equal(sc->loops[0].gdepth, 1);
+    assert_int_equal(sc->loops[0].gin, 2); /* a::b only: a is around the repeat */
+    assert_int_equal(sc->loops[1].gdepth, 0);
+    assert_int_equal(sc->loops[1].gin, 4); /* c */
     sq_plan_free(p);
 }
 
