@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "base/text.h"
 #include "engine/oauth.h"
@@ -576,6 +577,9 @@ void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t n
     uint64_t in = ps ? ps->gmask : 0;
     uint64_t left = v->gopen & (~in | v->gagain);
     v->gagain = 0;
+    /* only a flow with groups gets here, and only sq_flow_vu_begin passes no histograms, with
+     * nothing open */
+    SQ_ASSERT(v->gstart != NULL && (gdur != NULL || left == 0));
     for (uint64_t m = left; m; m &= m - 1) {
         int g = __builtin_ctzll(m);
         sq_hist_record(gdur[g], (now - v->gstart[g]) / SQ_NS_PER_US);
