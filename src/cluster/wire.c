@@ -17,6 +17,7 @@
 
 #include "base/b64.h"
 #include "base/clock.h"
+#include "plan/plan.h"
 #include "stats/hist.h"
 
 struct field {
@@ -403,6 +404,8 @@ static json_t *step_json(const struct sq_step_stats *st, bool *ok)
     put_u64(o, "errors", st->errors);
     put_u64(o, "extract_fail", st->extract_fail);
     *ok &= put_hist(o, "dur", st->dur);
+    if (st->batch_dur)
+        *ok &= put_hist(o, "batch_dur", st->batch_dur);
     for (uint32_t i = 0; i < st->nstatus; i++) {
         json_t *h = sq_wire_hist(st->by_status[i].h);
         *ok &= h != NULL;
@@ -753,6 +756,15 @@ json_t *sq_wire_result(const struct sq_result *r)
         json_object_set_new(so, "c", counters(&s->c));
         ok &= put_hist(so, "latency", s->latency);
         ok &= put_hist(so, "iter_dur", s->iter_dur);
+        if (s->ngroups) { /* group_duration, one per group of the scenario */
+            json_t *gs = json_array();
+            for (uint32_t g = 0; gs && g < s->ngroups; g++) {
+                json_t *h = sq_wire_hist(s->group_dur[g]);
+                ok &= h != NULL;
+                json_array_append_new(gs, h ? h : json_null());
+            }
+            json_object_set_new(so, "groups", gs);
+        }
         put_u64(so, "vus_max", s->vus_max);
         put_u64(so, "interrupted", s->interrupted);
         for (size_t k = 0; k < s->nsteps; k++)
@@ -829,6 +841,8 @@ static int read_step(const json_t *j, struct sq_step_stats *st)
     int rc = sq_wire_hist_read(json_object_get(j, "dur"), &st->dur);
     if (rc == 0 && !st->dur)
         rc = sq_latency_hist_new(&st->dur);
+    if (rc == 0) /* a batch's first request: its batch_duration */
+        rc = sq_wire_hist_read(json_object_get(j, "batch_dur"), &st->batch_dur);
     if (rc < 0)
         return rc;
     const json_t *bs = json_object_get(j, "statuses"), *pass = json_object_get(j, "pass"),
@@ -895,6 +909,21 @@ static int read_scen(struct sq_wire_res *w, const json_t *j, struct sq_scen_resu
         rc = sq_latency_hist_new(&s->latency);
     if (rc == 0 && !s->iter_dur)
         rc = sq_latency_hist_new(&s->iter_dur);
+    const json_t *gs = json_object_get(j, "groups");
+    if (rc == 0 && gs) {
+        if (!json_is_array(gs) || json_array_size(gs) > SQ_PLAN_GROUPS_MAX)
+            return -SQ_EPARSE;
+        uint32_t ng = (uint32_t)json_array_size(gs);
+        if ((rc = sq_group_hists_new(ng, &s->group_dur)) == 0)
+            s->ngroups = ng;
+        for (uint32_t g = 0; rc == 0 && g < ng; g++) {
+            struct sq_hist *h = NULL;
+            if ((rc = sq_wire_hist_read(json_array_get(gs, g), &h)) == 0 && h) {
+                sq_hist_free(s->group_dur[g]);
+                s->group_dur[g] = h;
+            }
+        }
+    }
     if (rc < 0)
         return rc;
     const json_t *steps = json_object_get(j, "steps");

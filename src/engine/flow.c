@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "base/text.h"
 #include "engine/oauth.h"
@@ -18,6 +19,7 @@
 #include "plan/cookie.h"
 #include "net/tls.h"
 #include "proto/busurl.h"
+#include "stats/hist.h"
 
 #define UA_LINE     "User-Agent: squall/" SQ_VERSION "\r\n"
 #define MAX_HEADERS 128
@@ -313,6 +315,7 @@ int sq_flow_compile(const struct sq_plan *p, const struct sq_plan_scenario *sc,
     f->plan = p;
     f->sc = sc;
     f->nloops = sc->nloops;
+    f->extra = sc->nloops + sc->ngroups;
     f->secure = strcmp(target->scheme, "https") == 0;
     snprintf(f->host, sizeof(f->host), "%s", target->authority);
     snprintf(f->origin_host, sizeof(f->origin_host), "%s", target->host);
@@ -422,6 +425,8 @@ int sq_flow_vu_init(struct sq_flow_vu *v, const struct sq_flow *f, uint64_t vu, 
         return -ENOMEM;
     if (f->nloops && !(v->loop_n = calloc(f->nloops, sizeof(*v->loop_n))))
         return -ENOMEM;
+    if (f->sc->ngroups && !(v->gstart = calloc(f->sc->ngroups, sizeof(*v->gstart))))
+        return -ENOMEM;
     if (f->sc->cookies) {
         int rc = sq_cookie_jar_new(&v->jar);
         if (rc < 0)
@@ -439,6 +444,7 @@ void sq_flow_vu_dispose(struct sq_flow_vu *v, const struct sq_flow *f)
     free(v->var_views);
     free(v->rows);
     free(v->loop_n);
+    free(v->gstart);
     sq_buf_dispose(&v->req);
     sq_buf_dispose(&v->body);
     sq_buf_dispose(&v->head);
@@ -527,6 +533,7 @@ bool sq_flow_loops_after(const struct sq_flow *f, struct sq_flow_vu *v)
         uint64_t n = ++v->loop_n[l];
         bool again = lp->cond ? n < lp->max && loop_while(f, v, lp) : n < lp->count;
         if (again) {
+            v->gagain |= lp->gin; /* group_duration: each group inside ends a pass */
             v->step = lp->first;
             sq_flow_loops_enter(f, v, l + 1);
             return true;
@@ -550,8 +557,37 @@ void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now
     const struct sq_plan *p = f->plan;
     for (size_t i = 0; i < p->nfeeders; i++)
         v->rows[i] = sq_feeder_row(p->feeders[i].data, p->feeders[i].mode, v->vu, &v->rng);
-    if (SQ_UNLIKELY(f->nloops != 0)) /* after the rows: a while: may read them */
-        sq_flow_loops_enter(f, v, 0);
+    if (SQ_UNLIKELY(f->extra != 0)) {
+        if (f->nloops) /* after the rows: a while: may read them */
+            sq_flow_loops_enter(f, v, 0);
+        if (v->gstart) {
+            /* the groups around the first step start their clocks at the iteration's start (an
+             * arrival-rate iteration's intended start, as its first request's duration); one
+             * an earlier iteration left open (cut short) is forgotten, nothing recorded */
+            v->gopen = 0;
+            sq_flow_groups_move(f, v, v->step, now, NULL);
+        }
+    }
+}
+
+void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t next, int64_t now,
+                         struct sq_hist **gdur)
+{
+    const struct sq_plan_step *ps = next < f->nsteps ? f->steps[next].ps : NULL;
+    uint64_t in = ps ? ps->gmask : 0;
+    uint64_t left = v->gopen & (~in | v->gagain);
+    v->gagain = 0;
+    /* only a flow with groups gets here, and only sq_flow_vu_begin passes no histograms, with
+     * nothing open */
+    SQ_ASSERT(v->gstart != NULL && (gdur != NULL || left == 0));
+    for (uint64_t m = left; m; m &= m - 1) {
+        int g = __builtin_ctzll(m);
+        sq_hist_record(gdur[g], (now - v->gstart[g]) / SQ_NS_PER_US);
+    }
+    v->gopen &= ~left;
+    for (uint64_t m = in & ~v->gopen; m; m &= m - 1)
+        v->gstart[__builtin_ctzll(m)] = now;
+    v->gopen |= in;
 }
 
 /* the token in use, and the one requests may still carry after a refresh */

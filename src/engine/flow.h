@@ -81,7 +81,10 @@ struct sq_flow {
     const struct sq_plan_scenario *sc;
     struct sq_flow_step *steps;
     size_t nsteps;
-    uint32_t nloops;             /* sc->nloops: repeat: blocks (0: flow_advance's plain path) */
+    uint32_t nloops; /* sc->nloops: repeat: blocks (0: flow_advance's plain path) */
+    /* nloops + the scenario's groups (group_duration): 0 takes the plain paths of
+     * sq_flow_vu_begin and the worker's flow_advance, so a flow with neither pays one test */
+    uint32_t extra;
     char host[300];              /* the Host header value, also the cookie host */
     bool secure;                 /* https target (cookies marked Secure are sent) */
     const char *accept_encoding; /* offered on every request without its own, or NULL */
@@ -165,6 +168,12 @@ struct sq_flow_vu {
     uint32_t batch_next, batch_end, batch_left;
     bool batch_stop;
     int64_t batch_ns;
+    uint32_t batch_first; /* the batch's first request (its batch_duration is kept there) */
+    /* group_duration: the scenario's groups the VU is inside (bit g: groups[g]) and when it
+     * entered each (gstart: one per group, NULL for a scenario without groups) */
+    uint64_t gopen;
+    int64_t *gstart;
+    uint64_t gagain; /* the groups inside the repeat that just went back for another turn */
 };
 
 /* The most body bytes a VU keeps for checks and extractors; beyond, the body is marked
@@ -220,6 +229,15 @@ bool sq_flow_loops_after(const struct sq_flow *f, struct sq_flow_vu *v);
 
 /* Starts an iteration: step 0 (or past the loops that do not run there), feeder rows picked. */
 void sq_flow_vu_begin(struct sq_flow_vu *v, const struct sq_flow *f, int64_t now);
+
+/* group_duration (a scenario with groups only): the VU goes on to step `next` (f->nsteps: its
+ * iteration is over) at now. Each group it leaves, or starts again (inside a repeat that went back
+ * for another turn: v->gagain), records the time since it entered into gdur[g] (µs); each group it
+ * enters starts its clock. sq_flow_vu_begin calls it for the iteration's first step (gdur NULL:
+ * none is open). */
+struct sq_hist;
+void sq_flow_groups_move(const struct sq_flow *f, struct sq_flow_vu *v, size_t next, int64_t now,
+                         struct sq_hist **gdur);
 /* The credentials an exchange of VU v (NULL: none in particular) may carry, for redacting it
  * when it is kept (base/redact.h): the plan's fixed ones (struct sq_plan.secrets), the cells of
  * v's current feeder rows in columns marked secret, the values of the cookies in v's jar, and

@@ -871,6 +871,8 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
             rc = sq_latency_hist_new(&r->iter_dur);
         if (rc == 0)
             rc = sq_engine__steps_new(f, &r->steps);
+        if (rc == 0 && (rc = sq_group_hists_new(f->sc->ngroups, &r->group_dur)) == 0)
+            r->ngroups = f->sc->ngroups;
         if (rc < 0)
             return rc;
         for (uint32_t k = 0; k < nw; k++) {
@@ -880,6 +882,8 @@ static int merge_scens(const struct sq_run_config *cfg, struct sq_engine__worker
             sq_counters_add(&r->c, &w->c);
             r->interrupted += w->interrupted;
             sq_hist_merge(r->iter_dur, w->iter_hist);
+            for (uint32_t g = 0; w->gdur && g < r->ngroups; g++)
+                sq_hist_merge(r->group_dur[g], w->gdur[g]);
             for (size_t s = 0; s < f->nsteps; s++)
                 sq_step_stats_merge(&r->steps[s], &w->steps[s], f->steps[s].ps->nchecks);
         }

@@ -16,6 +16,8 @@ int sq_engine__steps_new(const struct sq_flow *f, struct sq_step_stats **out)
         rc = sq_step_stats_init(&(*out)[i], (uint32_t)f->steps[i].ps->nchecks);
         if (rc == 0)
             rc = sq_step_stats_metrics(&(*out)[i], sq_plan_step_nslots(f->plan, f->steps[i].ps));
+        if (rc == 0 && f->steps[i].ps->batch)
+            rc = sq_latency_hist_new(&(*out)[i].batch_dur);
     }
     return rc;
 }

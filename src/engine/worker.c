@@ -808,6 +808,9 @@ static void batch_finish(struct sq_engine__conn *c, int64_t now)
     struct sq_flow_vu *v = c->fv;
     if (!v->in_iter)
         return;
+    struct sq_hist *bd = c->w->steps[v->batch_first].batch_dur;
+    if (bd) /* batch_duration: from the batch's send to its last answer */
+        sq_hist_record(bd, (now - v->batch_ns) / SQ_NS_PER_US);
     v->step = v->batch_end - 1; /* a repeat: ending at the batch's last request sees it end */
     flow_advance(c, now, v->batch_stop);
     if (c->state == CONN_BATCH) {
@@ -849,6 +852,7 @@ static void batch_begin(struct sq_engine__conn *c, const struct sq_flow_step *st
     if (v->batch_left)
         return; /* its own connection was replaced while the batch is out: it waits on */
     v->batch_next = v->step;
+    v->batch_first = v->step;
     v->batch_end = v->step + st->ps->batch;
     v->batch_left = st->ps->batch;
     v->batch_stop = false;
@@ -964,6 +968,26 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
               now, 1);
 }
 
+/* flow_advance's step for a flow with repeat: blocks or groups: back to a loop's start or on,
+ * then the groups the VU leaves record their passes (group_duration). Kept out of line so that
+ * flow_advance stays as small as before for the plain flow. */
+__attribute__((noinline)) static void advance_extra(struct sq_engine__conn *c, int64_t now,
+                                                    bool stop)
+{
+    struct sq_engine__worker *w = c->w;
+    struct sq_flow_vu *v = c->fv;
+    if (w->flow->nloops != 0 && !stop) {
+        if (!sq_flow_loops_after(w->flow, v)) {
+            v->step++;
+            sq_flow_loops_enter(w->flow, v, 0);
+        }
+    } else {
+        v->step++;
+    }
+    if (w->gdur != NULL)
+        sq_flow_groups_move(w->flow, v, stop ? w->flow->nsteps : v->step, now, w->gdur);
+}
+
 /* Moves the VU past its current step (or, with stop, past the whole iteration). At the end of
  * the flow the iteration is counted and the VU is free for the next one. */
 static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
@@ -975,14 +999,10 @@ static void flow_advance(struct sq_engine__conn *c, int64_t now, bool stop)
     v->think_until = 0;
     v->hops = 0;
     v->redirect = false;
-    if (SQ_UNLIKELY(w->flow->nloops != 0) && !stop) {
-        if (!sq_flow_loops_after(w->flow, v)) { /* repeat: back to a loop's start, or on */
-            v->step++;
-            sq_flow_loops_enter(w->flow, v, 0);
-        }
-    } else {
+    if (SQ_UNLIKELY(w->flow->extra != 0))
+        advance_extra(c, now, stop); /* repeat: blocks, groups */
+    else
         v->step++;
-    }
     if (!stop && v->step < w->flow->nsteps)
         return;
     v->in_iter = false;
@@ -1895,6 +1915,8 @@ static int flow_init(struct sq_engine__worker *w)
     int rc = sq_engine__steps_new(f, &w->steps);
     if (rc == 0)
         rc = sq_latency_hist_new(&w->iter_hist);
+    if (rc == 0 && f->sc->ngroups)
+        rc = sq_group_hists_new(f->sc->ngroups, &w->gdur);
     if (rc < 0)
         return rc;
     w->states = sq_flow_states_new(f);
@@ -2148,6 +2170,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         free(w->lane_fv);
         sq_step_stats_free(w->steps, w->flow->nsteps);
         sq_hist_free(w->iter_hist);
+        sq_group_hists_free(w->gdur, w->flow->sc->ngroups);
         sq_flow_states_free(w->flow, w->states);
         sq_engine__flowbus_free(w->fbus);
     }

@@ -276,9 +276,10 @@ struct sq_engine__worker {
     int64_t offset_ns;    /* the scenario's start time after the run's start */
     /* plan runs */
     const struct sq_flow *flow;
-    struct sq_flow_vu *vus;                /* one per connection */
-    struct sq_step_stats *steps;           /* one per step of the flow */
-    struct sq_hist *iter_hist;             /* iteration_duration */
+    struct sq_flow_vu *vus;      /* one per connection */
+    struct sq_step_stats *steps; /* one per step of the flow */
+    struct sq_hist *iter_hist;   /* iteration_duration */
+    struct sq_hist **gdur;       /* group_duration per group of the scenario (NULL: it has none) */
     struct sq_hist *phase[SQ_PHASE_COUNT]; /* per-phase timings, when the run records them */
     struct sq_hist *sse_first, *sse_dur;   /* streams: created with the first one */
     struct sq_hist *connack; /* MQTT: CONNECT to CONNACK, µs (the first one makes it) */

@@ -546,6 +546,8 @@ void sq_planrun_dispose(struct sq_planrun *r)
         sq_flow_free((struct sq_flow *)r->once[i].flow);
         r->once[i].flow = NULL;
     }
+    sq_step_stats_free(r->once_metrics, 1);
+    r->once_metrics = NULL;
     sq_url_dispose(&r->url);
     sq_net_dispose(&r->net);
     sq_tls_client_free(r->tls_h2);
@@ -601,6 +603,12 @@ int sq_planrun_finish(const struct sq_planrun *r, const struct sq_planrun_watch 
         res->aborted = true;
         snprintf(res->abort_reason, sizeof(res->abort_reason), "%.159s", w->why);
     }
+    if (r->once_metrics && !res->once) { /* setup: and teardown:'s samples count too */
+        int rc = sq_once_metrics_new(r->once_metrics->nmvals, &res->once);
+        if (rc < 0)
+            return rc;
+        sq_step_stats_merge(res->once, r->once_metrics, 0);
+    }
     return sq_thresholds_eval(r->plan, res, v);
 }
 
@@ -623,6 +631,29 @@ static void once_end(void *ud, const struct sq_flow_vu *v, bool stopped)
         if (v->vars[i].len && sq_buf_append(&k->vals[i], v->vars[i].p, v->vars[i].len) < 0)
             k->nomem = true;
     }
+}
+
+/* What the once flow sc's steps added to the plan's own metrics, into r->once_metrics (by plan
+ * metric). 0 or -ENOMEM. */
+static int once_metrics_add(struct sq_planrun *r, const struct sq_plan_scenario *sc,
+                            const struct sq_result *res)
+{
+    const struct sq_plan *p = r->plan;
+    if (!p->nmetrics || !res->nscens)
+        return 0;
+    if (!r->once_metrics) {
+        int rc = sq_once_metrics_new((uint32_t)p->nmetrics, &r->once_metrics);
+        if (rc < 0)
+            return rc;
+    }
+    const struct sq_scen_result *sr = &res->scens[0];
+    for (size_t k = 0; k < sr->nsteps && k < sc->nsteps; k++)
+        for (uint32_t j = 0; j < sr->steps[k].nmvals; j++) {
+            uint32_t m = sq_plan_slot_metric(&sc->steps[k], j);
+            if (m < r->once_metrics->nmvals)
+                sq_step_mval_merge(&r->once_metrics->mvals[m], &sr->steps[k].mvals[j]);
+        }
+    return 0;
 }
 
 int sq_planrun_once(struct sq_planrun *r, bool teardown, volatile int *stop)
@@ -666,6 +697,7 @@ int sq_planrun_once(struct sq_planrun *r, bool teardown, volatile int *stop)
     if (rc < 0) {
         snprintf(o->why, sizeof(o->why), "%s: %s", why ? why : "run", sq_strerror(rc));
     } else {
+        rc = once_metrics_add(r, sc, &res);
         o->sent = res.c.sent;
         o->completed = res.c.completed;
         o->failed = res.c.failed;

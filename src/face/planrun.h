@@ -120,6 +120,9 @@ struct sq_planrun {
     struct sq_watch *watch;       /* the processes --watch names (cfg.watch), or NULL */
     struct sq_run_scen once[2];   /* setup:, teardown: (flow NULL: none; flows owned) */
     struct sq_planrun_once setup, teardown;
+    /* the samples setup: and teardown: steps added to the plan's own metrics (metric:), one slot
+     * per plan metric; sq_planrun_finish adds them to the result (sq_result.once). NULL: none */
+    struct sq_step_stats *once_metrics;
 };
 
 /* Runs the plan's setup: (teardown false) or teardown: flow on its own: one VU, one iteration,

@@ -910,6 +910,15 @@ static void steps_section(FILE *f, const json_t *doc)
         }
         fputs("<td>", f);
         esc(f, name);
+        const json_t *bd = json_object_get(e, "batch_duration_ms"); /* a batch's first request */
+        if (sq_report__numd(bd, "count", 0) > 0) {
+            char b1[D], b2[D];
+            fputs("<br><small>batch_duration p50 ", f);
+            esc(f, sq_fmt_dur_us(sq_report__numd(bd, "med", 0) * 1000, b1, D));
+            fputs(" · p95 ", f);
+            esc(f, sq_fmt_dur_us(sq_report__numd(bd, "p(95)", 0) * 1000, b2, D));
+            fputs("</small>", f);
+        }
         fputs("</td><td>", f);
         esc(f, sq_report__str(e, "method", ""));
         fputs("</td>", f);

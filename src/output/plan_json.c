@@ -63,6 +63,7 @@ static json_t *step_series(const struct sq_step_series *ss)
 struct plan_acc {
     const struct sq_result *r;
     struct sq_hist *all, *iters; /* every request's duration, every iteration's */
+    struct sq_hist *gdur, *bdur; /* every group's and batch's duration (NULL: none in the plan) */
     uint64_t reqs, failed, cpass, ctotal, vus;
     struct sq_counters tot;
     json_t *scen, *steps, *checks;
@@ -97,6 +98,11 @@ static void add_step(struct plan_acc *a, const struct sq_plan_scenario *sc, size
     json_t *last = json_array_get(a->steps, json_array_size(a->steps) - 1);
     if (r->step_series && g < r->nstep_series)
         json_object_set_new(last, "series", step_series(&r->step_series[g]));
+    if (ss->batch_dur) { /* a batch's first request: the batch's own duration */
+        json_object_set_new(last, "batch_duration_ms", trend(ss->batch_dur));
+        if (a->bdur || sq_latency_hist_new(&a->bdur) == 0)
+            sq_hist_merge(a->bdur, ss->batch_dur);
+    }
     if (ps->group)
         json_object_set_new(last, "group", json_string(ps->group));
     if (ps->ntags) {
@@ -129,6 +135,9 @@ static void add_scenario(struct plan_acc *a, const struct sq_plan *p, uint32_t i
     sq_hist_merge(a->all, sr->latency);
     sq_hist_merge(a->iters, sr->iter_dur);
     a->vus += sr->vus_max;
+    for (uint32_t g = 0; g < sr->ngroups; g++)
+        if (a->gdur || sq_latency_hist_new(&a->gdur) == 0)
+            sq_hist_merge(a->gdur, sr->group_dur[g]);
     a->tot.iterations += sr->c.iterations;
     a->tot.dropped += sr->c.dropped;
     a->tot.bytes_sent += sr->c.bytes_sent;
@@ -189,13 +198,16 @@ static int add_groups(json_t *groups, const struct sq_plan_scenario *sc,
                     cfail += ss->check_fail[c];
                 }
             }
-            json_array_append_new(
-                groups, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "scenario",
+            json_t *e = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "scenario",
                                   sc->name, "group", name, "steps", (json_int_t)nsteps, "requests",
                                   (json_int_t)reqs, "failed", (json_int_t)failed, "errors",
                                   (json_int_t)errors, "checks_passed", (json_int_t)cpass,
-                                  "checks_failed", (json_int_t)cfail, "duration_ms", trend(h)));
+                                  "checks_failed", (json_int_t)cfail, "duration_ms", trend(h));
             sq_hist_free(h);
+            for (uint32_t gi = 0; e && gi < sr->ngroups && gi < sc->ngroups; gi++)
+                if (strcmp(sc->groups[gi], name) == 0) /* the group's own wall time */
+                    json_object_set_new(e, "group_duration_ms", trend(sr->group_dur[gi]));
+            json_array_append_new(groups, e);
         }
     }
     return 0;
@@ -254,6 +266,14 @@ static json_t *metrics_json(const struct plan_acc *a, double secs)
             break;
         case SQ_METRIC_VUS: /* a live gauge: the document has vus_max */
             break;
+        case SQ_METRIC_GROUP_DURATION: /* only for a plan with groups */
+            if (a->gdur)
+                val = trend(a->gdur);
+            break;
+        case SQ_METRIC_BATCH_DURATION: /* only for a plan with batches */
+            if (a->bdur)
+                val = trend(a->bdur);
+            break;
             SQ_METRIC_PHASES(SQ_METRIC_CASE) /* under "phases" (output/json.c) */
         case SQ_METRIC__COUNT:
             break;
@@ -262,6 +282,16 @@ static json_t *metrics_json(const struct plan_acc *a, double secs)
             json_object_set_new(metrics, sq_metric_name((enum sq_metric)m), val);
     }
     return metrics;
+}
+
+/* How many step figures custom_metrics_json reads for scenario i: its steps, or for i past the
+ * last scenario the one slot set of setup: and teardown: (result.h, sq_result.once). */
+static size_t once_or_steps(const struct sq_plan *p, const struct sq_result *r, uint32_t i)
+{
+    if (i < r->nscens && i < p->nscenarios)
+        return r->scens[i].nsteps < p->scenarios[i].nsteps ? r->scens[i].nsteps
+                                                           : p->scenarios[i].nsteps;
+    return i == r->nscens && r->once ? 1 : 0;
 }
 
 /* The plan's own metrics (metrics:), each from the samples of every metric: entry naming it. */
@@ -277,13 +307,14 @@ static json_t *custom_metrics_json(const struct sq_plan *p, const struct sq_resu
             json_decref(out);
             return NULL;
         }
-        for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++)
-            for (size_t k = 0; k < r->scens[i].nsteps && k < p->scenarios[i].nsteps; k++) {
-                const struct sq_plan_step *ps = &p->scenarios[i].steps[k];
-                const struct sq_step_stats *ss = &r->scens[i].steps[k];
+        for (uint32_t i = 0; i <= r->nscens && i <= p->nscenarios; i++)
+            for (size_t k = 0; k < once_or_steps(p, r, i); k++) {
+                /* the scenarios' steps, then (i == nscens) setup: and teardown:'s samples */
+                const struct sq_step_stats *ss = i < r->nscens ? &r->scens[i].steps[k] : r->once;
                 for (uint32_t j = 0; j < ss->nmvals; j++) {
                     const struct sq_step_mval *mv = &ss->mvals[j];
-                    if (sq_plan_slot_metric(ps, j) != m)
+                    if ((i < r->nscens ? sq_plan_slot_metric(&p->scenarios[i].steps[k], j) : j) !=
+                        m)
                         continue;
                     n += mv->n;
                     nonzero += mv->nonzero;
@@ -355,6 +386,8 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
     }
     sq_hist_free(a.all);
     sq_hist_free(a.iters);
+    sq_hist_free(a.gdur);
+    sq_hist_free(a.bdur);
     json_object_set_new(doc, "plan", json_pack("{s:s, s:s}", "file", p->file, "target", p->target));
     if (p->name)
         json_object_set_new(json_object_get(doc, "plan"), "name", json_string(p->name));
@@ -389,6 +422,8 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
 fail:
     sq_hist_free(a.all);
     sq_hist_free(a.iters);
+    sq_hist_free(a.gdur);
+    sq_hist_free(a.bdur);
     json_decref(a.scen);
     json_decref(a.steps);
     json_decref(a.checks);

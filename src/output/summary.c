@@ -434,6 +434,20 @@ static void client(FILE *f, const json_t *doc, bool open)
 }
 
 /* Plan runs: per-step figures, checks and thresholds (k6's ✓/✗). */
+/* A built-in trend under a step's or a group's line (batch_duration, group_duration): its
+ * percentiles over its samples (what one is: "batch", "pass"); nothing when it has none. */
+static void trend_line(FILE *f, const char *name, const json_t *t, const char *what)
+{
+    double n = sq_report__numd(t, "count", 0);
+    if (!(n > 0))
+        return;
+    char d[3][32];
+    fprintf(f, "    %-28s %10.0f %s%s · p50 %s · p95 %s · max %s\n", name, n, what,
+            n == 1 ? "" : "es", sq_fmt_dur_us(sq_report__numd(t, "med", 0) * 1000, d[0], 32),
+            sq_fmt_dur_us(sq_report__numd(t, "p(95)", 0) * 1000, d[1], 32),
+            sq_fmt_dur_us(sq_report__numd(t, "max", 0) * 1000, d[2], 32));
+}
+
 static void plan_sections(const struct out *o, const json_t *doc)
 {
     FILE *f = o->f;
@@ -462,6 +476,7 @@ static void plan_sections(const struct out *o, const json_t *doc)
                         sq_fmt_dur_us(sq_report__numd(du, "max", 0) * 1000, d[2], D));
             else
                 fprintf(f, " · no response\n");
+            trend_line(f, "batch_duration", json_object_get(e, "batch_duration_ms"), "batch");
         }
     }
     const json_t *groups = json_object_get(doc, "groups");
@@ -479,6 +494,7 @@ static void plan_sections(const struct out *o, const json_t *doc)
                         sq_fmt_dur_us(sq_report__numd(du, "max", 0) * 1000, d[2], D));
             else
                 fprintf(f, " · no response\n");
+            trend_line(f, "group_duration", json_object_get(e, "group_duration_ms"), "pass");
         }
     }
     const json_t *cm = json_object_get(doc, "custom_metrics");

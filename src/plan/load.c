@@ -1216,6 +1216,9 @@ static void scenario_dispose(struct sq_plan_scenario *sc)
     for (uint32_t j = 0; j < sc->nloops; j++)
         sq_cond_free(sc->loops[j].cond);
     free(sc->loops);
+    for (uint32_t j = 0; j < sc->ngroups; j++)
+        free(sc->groups[j]);
+    free(sc->groups);
     for (uint32_t j = 0; j < sc->nvars; j++)
         free(sc->vars[j]);
     free(sc->vars);

@@ -19,6 +19,15 @@
 #include "base/text.h"
 #include "plan/load_internal.h"
 
+/* How many groups a group path names ("": 0, "a": 1, "a::b": 2). */
+static uint32_t group_depth(const char *path)
+{
+    uint32_t n = path[0] != '\0';
+    for (const char *p = path; (p = strstr(p, "::")) != NULL; p += 2)
+        n++;
+    return n;
+}
+
 #define MAX_FILE_BODY  (64u << 20) /* a `file:` body */
 #define MAX_VUS        1000000
 #define MAX_ITERATIONS 1000000000000ull
@@ -1684,6 +1693,7 @@ static int load_repeat(struct ld *L, const struct ynode *item, struct sq_plan_sc
     struct sq_plan_loop *lp = &sc->loops[li];
     lp->loc = rkey->loc;
     lp->first = (uint32_t)sc->nsteps;
+    lp->gdepth = group_depth(L->group);
     if (cnt) {
         size_t m = sq_plan__path_key(L, "count");
         if ((rc = sq_plan__get_u64(L, cnt, 1, SQ_PLAN_LOOP_MAX, &lp->count)) < 0)
@@ -1953,6 +1963,48 @@ static int load_once(struct ld *L, const struct ynode *key, const struct ynode *
     return 0;
 }
 
+/* The scenario's group paths (each enclosing group too), in order of first appearance, each
+ * step's gmask over them, and each repeat's groups inside it (group_duration, engine/flow.c): a
+ * group deeper than the repeat whose first step is in the repeat's range is in its body. */
+static int index_groups(struct ld *L, const struct ynode *flow, struct sq_plan_scenario *sc)
+{
+    uint32_t first[SQ_PLAN_GROUPS_MAX];
+    for (size_t k = 0; k < sc->nsteps; k++) {
+        struct sq_plan_step *st = &sc->steps[k];
+        const char *g = st->group;
+        for (size_t end = 0; g && end <= strlen(g); end++) {
+            if (g[end] != '\0' && !(g[end] == ':' && g[end + 1] == ':'))
+                continue;
+            uint32_t i = 0;
+            while (i < sc->ngroups &&
+                   !(strlen(sc->groups[i]) == end && memcmp(sc->groups[i], g, end) == 0))
+                i++;
+            if (i == sc->ngroups) {
+                if (sc->ngroups == SQ_PLAN_GROUPS_MAX)
+                    return sq_plan__fail(L, flow, "a scenario holds %d groups at most",
+                                         SQ_PLAN_GROUPS_MAX);
+                char **v = realloc(sc->groups, (sc->ngroups + 1) * sizeof(*v));
+                if (!v)
+                    return -ENOMEM;
+                sc->groups = v;
+                if (!(v[i] = strndup(g, end)))
+                    return -ENOMEM;
+                sc->ngroups++;
+                first[i] = (uint32_t)k;
+            }
+            st->gmask |= 1ull << i;
+        }
+    }
+    for (uint32_t l = 0; l < sc->nloops; l++) {
+        struct sq_plan_loop *lp = &sc->loops[l];
+        for (uint32_t g = 0; g < sc->ngroups; g++)
+            if (group_depth(sc->groups[g]) > lp->gdepth && first[g] >= lp->first &&
+                first[g] <= lp->last)
+                lp->gin |= 1ull << g;
+    }
+    return 0;
+}
+
 int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct ynode *n,
                            struct sq_plan_scenario *sc)
 {
@@ -2003,6 +2055,8 @@ int sq_plan__load_scenario(struct ld *L, const struct ynode *key, const struct y
         L->tagnodes[L->ntagnodes++] = tags;
     }
     if ((rc = load_items(L, flow, ".flow", sc, 0, false)) < 0)
+        return rc;
+    if ((rc = index_groups(L, flow, sc)) < 0)
         return rc;
     sc->batch_conns = SQ_PLAN_BATCH_CONNS;
     const struct ynode *bc = sq_plan__get(n, "batchConnections");

@@ -30,6 +30,7 @@ enum sq_metric_scope {
     SQ_MS_STEP,     /* per step and status: the tags scenario, step, method, status */
     SQ_MS_SCENARIO, /* per scenario: the tag scenario only */
     SQ_MS_RUN,      /* the request phases, kept for the whole run: no tag */
+    SQ_MS_GROUP,    /* per scenario and group: the tags scenario and group */
 };
 
 /* X(id, name, kind, scope), in the order messages list them. The request phases are a list of
@@ -55,7 +56,9 @@ enum sq_metric_scope {
     X(DATA_SENT, "data_sent", COUNTER, SCENARIO)                                                   \
     X(DATA_RECEIVED, "data_received", COUNTER, SCENARIO)                                           \
     X(VUS, "vus", GAUGE, SCENARIO)                                                                 \
-    X(VUS_MAX, "vus_max", GAUGE, SCENARIO)
+    X(VUS_MAX, "vus_max", GAUGE, SCENARIO)                                                         \
+    X(GROUP_DURATION, "group_duration", TREND, GROUP)                                              \
+    X(BATCH_DURATION, "batch_duration", TREND, STEP)
 
 /* A case label per metric of a list: `switch (m) { SQ_METRIC_PHASES(SQ_METRIC_CASE) ... }`. */
 #define SQ_METRIC_CASE(id, name, kind, scope) case SQ_METRIC_##id:

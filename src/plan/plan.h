@@ -172,6 +172,9 @@ struct sq_plan_step {
     /* metric: samples of the plan's own metrics, taken at each response (NULL: none) */
     struct sq_step_metric *metrics;
     uint32_t nmetrics;
+    /* group_duration (docs/plans.md, Groups): bit g is set when the step is inside the
+     * scenario's groups[g]; 0 outside groups. */
+    uint64_t gmask;
 };
 
 /* repeat: (docs/plans.md, Loops): steps first..last (indices into the flat step list,
@@ -183,6 +186,8 @@ struct sq_plan_loop {
     struct sq_cond *cond; /* while: (NULL for count:) */
     uint64_t max;         /* while: the cap */
     struct sq_loc loc;
+    uint32_t gdepth; /* how many groups are around the repeat */
+    uint64_t gin;    /* bit g: the scenario's groups[g] is inside the repeat (a pass per turn) */
 };
 
 #define SQ_PLAN_BATCH_MAX     32 /* requests in one batch: at most */
@@ -209,7 +214,12 @@ struct sq_plan_scenario {
     uint32_t nloops;
     uint32_t batch_max;   /* the most requests of any batch: in the flow (0: no batch) */
     uint32_t batch_conns; /* batchConnections: a VU's connections for a batch, beside its own */
+    /* The scenario's group paths, each enclosing group too, in order of first appearance (the
+     * result's `groups` order): group_duration is kept per entry (owned; NULL: no group). */
+    char **groups;
+    uint32_t ngroups; /* at most SQ_PLAN_GROUPS_MAX */
 };
+#define SQ_PLAN_GROUPS_MAX 64 /* group paths in one scenario (its steps' gmask bits) */
 
 struct sq_plan_feeder {
     char *name;

@@ -69,6 +69,8 @@ static int steps_like(const struct sq_step_stats *src, size_t n, struct sq_step_
         rc = sq_step_stats_init(&(*out)[i], src[i].nchecks);
         if (rc == 0)
             rc = sq_step_stats_metrics(&(*out)[i], src[i].nmvals);
+        if (rc == 0 && src[i].batch_dur)
+            rc = sq_latency_hist_new(&(*out)[i].batch_dur);
     }
     return rc;
 }
@@ -89,6 +91,8 @@ static int scens_like(const struct sq_result *src, struct sq_result *dst)
             rc = sq_latency_hist_new(&d->iter_dur);
         if (rc == 0)
             rc = steps_like(s->steps, s->nsteps, &d->steps);
+        if (rc == 0 && (rc = sq_group_hists_new(s->ngroups, &d->group_dur)) == 0)
+            d->ngroups = s->ngroups;
         if (rc < 0)
             return rc;
     }
@@ -107,9 +111,16 @@ static int merge_scen(struct sq_scen_result *d, const struct sq_scen_result *s)
     sq_counters_add(&d->c, &s->c);
     d->interrupted += s->interrupted;
     d->vus_max += s->vus_max;
+    if (d->ngroups != s->ngroups)
+        return -EINVAL;
     int rc = hist_add(&d->latency, s->latency);
     if (rc == 0)
         rc = hist_add(&d->iter_dur, s->iter_dur);
+    for (uint32_t g = 0; rc == 0 && g < s->ngroups; g++)
+        rc = hist_add(&d->group_dur[g], s->group_dur[g]);
+    for (size_t k = 0; rc == 0 && k < s->nsteps; k++)
+        if (!d->steps[k].batch_dur && s->steps[k].batch_dur)
+            rc = sq_latency_hist_new(&d->steps[k].batch_dur);
     if (rc < 0)
         return rc;
     for (size_t k = 0; k < s->nsteps; k++)
@@ -119,6 +130,16 @@ static int merge_scen(struct sq_scen_result *d, const struct sq_scen_result *s)
 
 int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
 {
+    if (src->once) { /* setup: and teardown: samples of the plan's own metrics */
+        if (!dst->once) {
+            int rc = sq_once_metrics_new(src->once->nmvals, &dst->once);
+            if (rc < 0)
+                return rc;
+        }
+        if (dst->once->nmvals != src->once->nmvals)
+            return -EINVAL;
+        sq_step_stats_merge(dst->once, src->once, 0);
+    }
     if (dst->nscens == 0 && src->nscens) {
         int rc = scens_like(src, dst);
         if (rc < 0)

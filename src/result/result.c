@@ -192,6 +192,30 @@ int sq_step_stats_metrics(struct sq_step_stats *s, uint32_t n)
     return 0;
 }
 
+int sq_group_hists_new(uint32_t n, struct sq_hist ***out)
+{
+    *out = NULL;
+    if (!n)
+        return 0;
+    struct sq_hist **h = calloc(n, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    for (uint32_t g = 0; g < n; g++)
+        if (sq_latency_hist_new(&h[g]) < 0) {
+            sq_group_hists_free(h, n);
+            return -ENOMEM;
+        }
+    *out = h;
+    return 0;
+}
+
+void sq_group_hists_free(struct sq_hist **h, uint32_t n)
+{
+    for (uint32_t g = 0; h && g < n; g++)
+        sq_hist_free(h[g]);
+    free(h);
+}
+
 void sq_step_stats_free(struct sq_step_stats *s, size_t n)
 {
     if (!s)
@@ -203,10 +227,38 @@ void sq_step_stats_free(struct sq_step_stats *s, size_t n)
         free(s[i].check_pass);
         free(s[i].check_fail);
         sq_hist_free(s[i].dur);
+        sq_hist_free(s[i].batch_dur);
         for (uint32_t k = 0; k < s[i].nstatus; k++)
             sq_hist_free(s[i].by_status[k].h);
     }
     free(s);
+}
+
+void sq_step_mval_merge(struct sq_step_mval *dm, const struct sq_step_mval *sm)
+{
+    dm->n += sm->n;
+    dm->nonzero += sm->nonzero;
+    dm->bad += sm->bad;
+    dm->sum += sm->sum;
+    if (sm->n && sm->last_ns >= dm->last_ns) {
+        dm->last = sm->last;
+        dm->last_ns = sm->last_ns;
+    }
+    sq_hist_merge(dm->h, sm->h);
+}
+
+int sq_once_metrics_new(uint32_t n, struct sq_step_stats **out)
+{
+    int rc = sq_step_stats_new(1, out);
+    if (rc == 0)
+        rc = sq_step_stats_init(*out, 0);
+    if (rc == 0)
+        rc = sq_step_stats_metrics(*out, n);
+    if (rc < 0) {
+        sq_step_stats_free(*out, 1);
+        *out = NULL;
+    }
+    return rc;
 }
 
 void sq_step_stats_merge(struct sq_step_stats *d, const struct sq_step_stats *s, size_t nchecks)
@@ -216,19 +268,10 @@ void sq_step_stats_merge(struct sq_step_stats *d, const struct sq_step_stats *s,
     d->errors += s->errors;
     d->extract_fail += s->extract_fail;
     sq_hist_merge(d->dur, s->dur);
-    for (uint32_t k = 0; k < s->nmvals && k < d->nmvals; k++) {
-        struct sq_step_mval *dm = &d->mvals[k];
-        const struct sq_step_mval *sm = &s->mvals[k];
-        dm->n += sm->n;
-        dm->nonzero += sm->nonzero;
-        dm->bad += sm->bad;
-        dm->sum += sm->sum;
-        if (sm->n && sm->last_ns >= dm->last_ns) {
-            dm->last = sm->last;
-            dm->last_ns = sm->last_ns;
-        }
-        sq_hist_merge(dm->h, sm->h);
-    }
+    if (d->batch_dur && s->batch_dur)
+        sq_hist_merge(d->batch_dur, s->batch_dur);
+    for (uint32_t k = 0; k < s->nmvals && k < d->nmvals; k++)
+        sq_step_mval_merge(&d->mvals[k], &s->mvals[k]);
     for (size_t k = 0; k < nchecks; k++) {
         d->check_pass[k] += s->check_pass[k];
         d->check_fail[k] += s->check_fail[k];
@@ -274,10 +317,13 @@ void sq_result_dispose(struct sq_result *r)
     for (uint32_t i = 0; i < r->nscens; i++) {
         sq_hist_free(r->scens[i].latency);
         sq_hist_free(r->scens[i].iter_dur);
+        sq_group_hists_free(r->scens[i].group_dur, r->scens[i].ngroups);
         sq_step_stats_free(r->scens[i].steps, r->scens[i].nsteps);
     }
     free(r->scens);
     r->scens = NULL;
+    sq_step_stats_free(r->once, 1);
+    r->once = NULL;
     for (uint32_t u = 0; r->urls && u < r->nurls; u++)
         sq_hist_free(r->urls[u].latency);
     free(r->urls);

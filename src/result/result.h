@@ -328,6 +328,9 @@ struct sq_step_stats {
     uint32_t nchecks;                  /* their length */
     struct sq_step_mval *mvals;        /* per metric: entry of the step; NULL when none */
     uint32_t nmvals;
+    /* batch_duration, µs: the first request of a batch (plan.h, sq_plan_step.batch) keeps its
+     * batch's, from the send to the last answer; NULL on every other step */
+    struct sq_hist *batch_dur;
 };
 
 /* One second of one step of a plan run: its responses and their latency percentiles. */
@@ -346,6 +349,10 @@ struct sq_scen_result {
     struct sq_counters c;     /* this scenario's workers only */
     struct sq_hist *latency;  /* every request of the scenario */
     struct sq_hist *iter_dur; /* iteration_duration, µs */
+    /* group_duration, µs: one per group of the scenario (plan.h, sq_plan_scenario.groups), each
+     * the time from entering the group to leaving it; NULL when the scenario has none */
+    struct sq_hist **group_dur;
+    uint32_t ngroups;
     struct sq_step_stats *steps;
     size_t nsteps;
     uint32_t vus_max;
@@ -544,6 +551,9 @@ struct sq_result {
     struct sq_control_event *controls;
     uint32_t ncontrols;
     char proxy_error[160]; /* the first refused or broken proxy CONNECT ("" if none) */
+    /* Plan runs: the samples setup: and teardown: steps added to the plan's own metrics, one slot
+     * per plan metric (once->mvals[m] for plan->metrics[m]; owned; NULL: none) */
+    struct sq_step_stats *once;
 };
 
 /* Frees what r owns and leaves its pointers NULL and its counts 0 (so disposing twice is safe).
@@ -581,6 +591,17 @@ SQ_MUST_CHECK int sq_step_stats_new(size_t n, struct sq_step_stats **out);
 SQ_MUST_CHECK int sq_step_stats_init(struct sq_step_stats *s, uint32_t nchecks);
 /* Gives a step's figures room for its n metric: entries (none when n is 0). 0 or -ENOMEM. */
 SQ_MUST_CHECK int sq_step_stats_metrics(struct sq_step_stats *s, uint32_t n);
+/* n empty group_duration histograms in *out (an array), or NULL when n is 0. 0 or -ENOMEM. */
+SQ_MUST_CHECK int sq_group_hists_new(uint32_t n, struct sq_hist ***out);
+void sq_group_hists_free(struct sq_hist **h, uint32_t n); /* NULL is a no-op */
+
+/* d += s for one metric: entry's samples (counts and sums added, the later last sample kept,
+ * histograms merged). */
+void sq_step_mval_merge(struct sq_step_mval *d, const struct sq_step_mval *s);
+/* One step's figures with n metric slots and nothing else (sq_result.once): 0 or -ENOMEM (*out
+ * NULL). Freed with sq_step_stats_free(s, 1). */
+SQ_MUST_CHECK int sq_once_metrics_new(uint32_t n, struct sq_step_stats **out);
+
 /* Frees n per-step figures (their histograms and check counts) and the array; NULL is a no-op. */
 void sq_step_stats_free(struct sq_step_stats *s, size_t n);
 

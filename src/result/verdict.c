@@ -161,6 +161,20 @@ static void gather_custom(const struct sq_plan *p, const struct sq_result *r,
             }
         }
     }
+    /* what setup: and teardown: added: no scenario, step, group or method of the run's */
+    if (r->once && !s->ntags && (uint32_t)th->custom < r->once->nmvals) {
+        const struct sq_step_mval *mv = &r->once->mvals[th->custom];
+        if (mv->n) {
+            a->sum += mv->sum;
+            a->num += mv->nonzero;
+            a->den += mv->n;
+            if (mv->last_ns >= a->last_ns) {
+                a->last = mv->last;
+                a->last_ns = mv->last_ns;
+            }
+            sq_hist_merge(a->h, mv->h);
+        }
+    }
 }
 
 /* One expression's value on a plan's own metric. */
@@ -232,7 +246,12 @@ static void add_step(enum sq_metric m, const struct sq_plan_step *ps,
         a->num += failed;
         a->den += reqs;
         return;
+    case SQ_METRIC_BATCH_DURATION: /* kept by a batch's first request; no status of its own */
+        if (ss->batch_dur && status < 0)
+            sq_hist_merge(a->h, ss->batch_dur);
+        return;
         SQ_METRIC_PHASES(SQ_METRIC_CASE)
+    case SQ_METRIC_GROUP_DURATION:
     case SQ_METRIC_ITERATIONS:
     case SQ_METRIC_ITERATION_DURATION:
     case SQ_METRIC_DROPPED_ITERATIONS:
@@ -272,9 +291,29 @@ static void add_scenario(enum sq_metric m, const struct sq_scen_result *sr, stru
     case SQ_METRIC_HTTP_REQ_DURATION:
     case SQ_METRIC_HTTP_REQ_FAILED:
     case SQ_METRIC_CHECKS:
+    case SQ_METRIC_BATCH_DURATION:
+    case SQ_METRIC_GROUP_DURATION:
         SQ_METRIC_PHASES(SQ_METRIC_CASE)
     case SQ_METRIC__COUNT:
-        return; /* kept per step, or for the whole run */
+        return; /* kept per step, per group, or for the whole run */
+    }
+}
+
+/* group_duration: the durations of every group of the selected scenarios, or with a group tag
+ * of the group of that path alone (k6 tags a group's duration with its own group only). */
+static void gather_groups(const struct sq_plan *p, const struct sq_result *r,
+                          const struct sq_metric_sel *s, struct acc *a)
+{
+    size_t l;
+    const char *want = tag(s, "group", &l);
+    for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
+        const struct sq_scen_result *sr = &r->scens[i];
+        const struct sq_plan_scenario *sc = &p->scenarios[i];
+        if (!scen_matches(s, sc->name))
+            continue;
+        for (uint32_t g = 0; g < sr->ngroups && g < sc->ngroups; g++)
+            if (!want || span_eq(want, l, sc->groups[g]))
+                sq_hist_merge(a->h, sr->group_dur[g]);
     }
 }
 
@@ -294,6 +333,9 @@ static void gather(const struct sq_plan *p, const struct sq_result *r,
             sq_hist_merge(a->h, r->phase[k]);
         return;
     }
+    case SQ_MS_GROUP:
+        gather_groups(p, r, s, a);
+        return;
     case SQ_MS_SCENARIO:
     case SQ_MS_STEP:
         break;
@@ -406,7 +448,16 @@ int sq_thresholds_check(const struct sq_plan *p, char *err, size_t len)
                     tag(s, "group", &l) || has_user_tag(s))
                     why = "this metric is kept per scenario: the only tag it takes is scenario";
                 break;
+            case SQ_MS_GROUP:
+                if (tag(s, "step", &l) || tag(s, "method", &l) || tag(s, "status", &l) ||
+                    has_user_tag(s))
+                    why = "group_duration is kept per group: the tags it takes are scenario and "
+                          "group";
+                break;
             case SQ_MS_STEP:
+                if (th->metric == SQ_METRIC_BATCH_DURATION && tag(s, "status", &l))
+                    why = "batch_duration is kept per batch, not per status: the tags it takes "
+                          "are scenario, step (the batch's first request), group and method";
                 break;
             }
         if (why) {
@@ -464,6 +515,8 @@ static bool live_value(const struct sq_plan_threshold *th, const struct sq_th_ex
     case SQ_METRIC_ITERATION_DURATION:
     case SQ_METRIC_VUS:
     case SQ_METRIC_VUS_MAX:
+    case SQ_METRIC_GROUP_DURATION:
+    case SQ_METRIC_BATCH_DURATION:
     case SQ_METRIC__COUNT:
         return false; /* not kept live: judged at the end */
     }

@@ -414,6 +414,50 @@ scenarios:
                     self.assertIn("hooks.lua:4: attempt to index local 't'", p.stderr)
                     self.assertIn("hooks.lua:4", doc["script"]["error"])
 
+    def test_group_and_batch_durations_merged(self):
+        # group_duration per group and a batch's batch_duration come from every agent and merge
+        # like any trend; a setup: step's metric: sample (the controller runs setup) counts too
+        self.start_agents("groups", ["g1", "g2"])
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "plan.yaml")
+            with open(plan, "w") as f:
+                f.write("target: %s\n" % self.base + """
+metrics:
+  calls: counter
+setup:
+  flow:
+    - request: { url: /fast }
+      metric: { name: calls, add: 5 }
+scenarios:
+  s:
+    executor: per-vu-iterations
+    vus: 4
+    iterations: 3
+    flow:
+      - group: checkout
+        steps:
+          - request: { url: /delay/5 }
+            metric: { name: calls }
+          - request: { url: /delay/5 }
+      - batch:
+          - name: first
+            request: { url: /delay/2 }
+          - request: { url: /delay/6 }
+thresholds:
+  "group_duration{group:checkout}": ["min >= 10"]
+  "batch_duration{step:first}": ["min >= 6"]
+  calls: ["count == 17"]
+""")
+            p, doc, _ = self.run_ctl("groups", "run", plan, "-t", "1", "--agents", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(all(t["ok"] and not t["no_data"] for t in doc["thresholds"]),
+                        doc["thresholds"])
+        self.assertEqual(doc["groups"][0]["group_duration_ms"]["count"], 12)
+        self.assertEqual(doc["metrics"]["group_duration"]["count"], 12)
+        self.assertEqual(doc["metrics"]["batch_duration"]["count"], 12)
+        self.assertEqual(doc["custom_metrics"]["calls"]["count"], 17)
+        self.assert_sums(doc)
+
     def test_websocket_on_agents(self):
         # a WebSocket run's own figures (upgrades, messages, bytes, close codes, the upgrade
         # histogram) come back from every agent and add up to what the target saw

@@ -213,6 +213,13 @@ static void make_result(struct sq_result *r, int64_t scale, const char *const *n
             }
         }
     }
+    /* group_duration: scenario 1 has two groups; batch_duration: its first step starts a batch */
+    assert_int_equal(sq_group_hists_new(2, &r->scens[1].group_dur), 0);
+    r->scens[1].ngroups = 2;
+    fill_hist(r->scens[1].group_dur[0], 30, scale * 2);
+    fill_hist(r->scens[1].group_dur[1], 10, scale);
+    assert_int_equal(sq_latency_hist_new(&r->scens[1].steps[0].batch_dur), 0);
+    fill_hist(r->scens[1].steps[0].batch_dur, 20, scale * 4);
     /* the plan's own metrics on one step: a trend with samples, a counter whose sum overflowed */
     struct sq_step_stats *ms = &r->scens[1].steps[0];
     assert_int_equal(sq_step_stats_metrics(ms, 2), 0);
@@ -294,6 +301,24 @@ static void result_round_trip(void **state)
     assert_hist_equal(mb->mvals[0].h, ma->mvals[0].h);
     assert_true(isinf(mb->mvals[1].sum) && mb->mvals[1].sum > 0 && isinf(mb->mvals[1].last));
     assert_int_equal(sq_hist_total(mb->mvals[1].h), 0);
+    /* group_duration per group and a batch's batch_duration come back bucket for bucket, and
+     * merge as the other trends do (a distributed run's agents) */
+    assert_int_equal(w.r.scens[0].ngroups, 0);
+    assert_null(w.r.scens[0].group_dur);
+    assert_int_equal(w.r.scens[1].ngroups, 2);
+    assert_hist_equal(w.r.scens[1].group_dur[0], r.scens[1].group_dur[0]);
+    assert_hist_equal(w.r.scens[1].group_dur[1], r.scens[1].group_dur[1]);
+    assert_hist_equal(w.r.scens[1].steps[0].batch_dur, r.scens[1].steps[0].batch_dur);
+    assert_null(w.r.scens[1].steps[1].batch_dur);
+    struct sq_result gm = {0};
+    assert_int_equal(sq_result_merge(&gm, &w.r), 0);
+    assert_int_equal(sq_result_merge(&gm, &w.r), 0);
+    assert_int_equal(gm.scens[1].ngroups, 2);
+    assert_int_equal(sq_hist_total(gm.scens[1].group_dur[0]),
+                     2 * sq_hist_total(r.scens[1].group_dur[0]));
+    assert_int_equal(sq_hist_total(gm.scens[1].steps[0].batch_dur),
+                     2 * sq_hist_total(r.scens[1].steps[0].batch_dur));
+    sq_result_dispose(&gm);
     sq_wire_res_dispose(&w);
     /* a WebSocket run's own figures: counts, tallies by key, histograms */
     r.ws = calloc(1, sizeof(*r.ws));

@@ -759,6 +759,22 @@ static void thresholds(void **state)
                     "  \"http_reqs{group:checkout::py}\": [\"count > 1\"]\n",
                "10:4", "thresholds.http_reqs{group:checkout::py}",
                "no group named 'checkout::py' in the plan (did you mean 'checkout::pay'?)");
+    /* group_duration takes a group's path as the result shows it, and a trend's aggregations */
+    expect_err(HEAD "      - group: checkout\n"
+                    "        steps: [ { group: pay, steps: [ { request: { url: /p } } ] } ]\n"
+                    "thresholds:\n"
+                    "  \"group_duration{group:chekout}\": [\"p(95) < 300\"]\n",
+               "10:4", "thresholds.group_duration{group:chekout}",
+               "no group named 'chekout' in the plan");
+    expect_err(HEAD "      - group: checkout\n"
+                    "        steps: [ { request: { url: /p } } ]\n"
+                    "thresholds:\n"
+                    "  group_duration: [\"count > 1\"]\n",
+               "10:21", "thresholds.group_duration[0]",
+               "'count' does not apply to group_duration (a trend: avg, min, max, med or p(N))");
+    expect_err(TH_HEAD "  batch_duration: [\"rate > 1\"]\n", "10:21",
+               "thresholds.batch_duration[0]",
+               "'rate' does not apply to batch_duration (a trend: avg, min, max, med or p(N))");
     expect_err(TH_HEAD "  checks: [\"p(95) < 200\"]\n", "10:13", "thresholds.checks[0]",
                "'p(95)' does not apply to checks (a rate: rate)");
     expect_err(TH_HEAD "  vus: [\"avg < 2\"]\n", "10:10", "thresholds.vus[0]",
@@ -1317,6 +1333,71 @@ static void yaml_features(void **state)
 }
 
 /* Every plan under examples/ loads (they are documentation a user copies). */
+/* group_duration: a scenario's group paths (each enclosing group too) in order of first
+ * appearance, each step's bits over them (gmask), and the groups inside each repeat (gin: a
+ * repeat inside a group that starts where the group does is not around it). */
+static void group_index(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        HEAD "      - request: { url: /a }\n"
+             "      - group: checkout\n"
+             "        steps:\n"
+             "          - group: pay\n"
+             "            steps: [ { request: { url: /p } }, { request: { url: /q } } ]\n"
+             "          - request: { url: /c }\n"
+             "      - batch: [ { request: { url: /x } }, { request: { url: /y } } ]\n"
+             "thresholds:\n"
+             "  \"group_duration{group:checkout::pay}\": [\"p(95) < 300\"]\n"
+             "  \"group_duration{scenario:s,group:checkout}\": [\"max < 900\"]\n"
+             "  group_duration: [\"avg < 500\"]\n"
+             "  \"batch_duration{step:step 5}\": [\"p(99) < 300\"]\n";
+    struct sq_plan *p = NULL;
+    struct sq_plan_error e;
+    if (sq_plan_load_string("inline.yaml", yaml, sizeof(yaml) - 1, &p, &e) != 0) {
+        char b[800];
+        sq_plan_error_format(&e, b, sizeof(b));
+        fail_msg("%s", b);
+    }
+    const struct sq_plan_scenario *sc = &p->scenarios[0];
+    assert_int_equal(sc->ngroups, 2);
+    assert_string_equal(sc->groups[0], "checkout");
+    assert_string_equal(sc->groups[1], "checkout::pay");
+    assert_int_equal(sc->nsteps, 6);
+    static const uint64_t mask[] = {0, 3, 3, 1, 0, 0};
+    for (size_t k = 0; k < 6; k++)
+        assert_int_equal(sc->steps[k].gmask, mask[k]);
+    assert_int_equal(p->nthresholds, 4);
+    assert_int_equal(p->thresholds[0].metric, SQ_METRIC_GROUP_DURATION);
+    assert_int_equal(p->thresholds[0].sel.ntags, 1);
+    assert_int_equal(p->thresholds[3].metric, SQ_METRIC_BATCH_DURATION);
+    assert_int_equal(sc->steps[4].batch, 2);
+    sq_plan_free(p);
+
+    static const char loops[] =
+        HEAD "      - group: a\n"
+             "        steps:\n"
+             "          - repeat:\n"
+             "              count: 2\n"
+             "              steps: [ { group: b, steps: [ { request: { url: /b } } ] } ]\n"
+             "      - repeat:\n"
+             "          count: 2\n"
+             "          steps: [ { group: c, steps: [ { request: { url: /c } } ] } ]\n";
+    if (sq_plan_load_string("inline.yaml", loops, sizeof(loops) - 1, &p, &e) != 0) {
+        char b[800];
+        sq_plan_error_format(&e, b, sizeof(b));
+        fail_msg("%s", b);
+    }
+    sc = &p->scenarios[0];
+    assert_int_equal(sc->ngroups, 3); /* a, a::b, c */
+    assert_int_equal(sc->nloops, 2);
+    assert_int_equal(sc->loops[0].gdepth, 1);
+    assert_int_equal(sc->loops[0].gin, 2); /* a::b only: a is around the repeat */
+    assert_int_equal(sc->loops[1].gdepth, 0);
+    assert_int_equal(sc->loops[1].gin, 4); /* c */
+    sq_plan_free(p);
+}
+
 static void examples_load(void **state)
 {
     (void)state;
@@ -1911,6 +1992,7 @@ int main(void)
         cmocka_unit_test(templates),
         cmocka_unit_test(evaluators),
         cmocka_unit_test(thresholds),
+        cmocka_unit_test(group_index),
         cmocka_unit_test(yaml_syntax),
         cmocka_unit_test(full_plan_model),
         cmocka_unit_test(error_format),

@@ -386,6 +386,14 @@ static void test_metric_registry(void **state)
     assert_int_equal(sq_metric_kind(SQ_METRIC_ITERATION_DURATION), SQ_MK_TREND);
     assert_int_equal(sq_metric_scope(SQ_METRIC_HTTP_REQ_DURATION), SQ_MS_STEP);
     assert_int_equal(sq_metric_scope(SQ_METRIC_DATA_SENT), SQ_MS_SCENARIO);
+    /* the built-in trends of groups and batches: group_duration per group, batch_duration per
+     * step (a batch's first request) */
+    assert_int_equal(sq_metric_find("group_duration", 14), SQ_METRIC_GROUP_DURATION);
+    assert_int_equal(sq_metric_kind(SQ_METRIC_GROUP_DURATION), SQ_MK_TREND);
+    assert_int_equal(sq_metric_scope(SQ_METRIC_GROUP_DURATION), SQ_MS_GROUP);
+    assert_int_equal(sq_metric_find("batch_duration", 14), SQ_METRIC_BATCH_DURATION);
+    assert_int_equal(sq_metric_kind(SQ_METRIC_BATCH_DURATION), SQ_MK_TREND);
+    assert_int_equal(sq_metric_scope(SQ_METRIC_BATCH_DURATION), SQ_MS_STEP);
     assert_true(sq_metric_agg_fits(SQ_MK_COUNTER, SQ_TH_COUNT));
     assert_true(sq_metric_agg_fits(SQ_MK_COUNTER, SQ_TH_RATE));
     assert_false(sq_metric_agg_fits(SQ_MK_COUNTER, SQ_TH_PCT));

@@ -143,13 +143,100 @@ static void dispose(struct sq_result *r)
             for (uint32_t b = 0; b < s->steps[k].nstatus; b++)
                 sq_hist_free(s->steps[k].by_status[b].h);
         }
+        for (size_t k = 0; k < s->nsteps; k++)
+            sq_hist_free(s->steps[k].batch_dur);
         free(s->steps);
         sq_hist_free(s->latency);
         sq_hist_free(s->iter_dur);
+        sq_group_hists_free(s->group_dur, s->ngroups);
     }
     free(r->scens);
     for (int k = 0; k < SQ_PHASE_COUNT; k++)
         sq_hist_free(r->phase[k]);
+}
+
+/* group_duration: {group:PATH} takes that group's own passes (not those of the groups inside
+ * it, as k6 tags a group's duration with its own group), no tag every group's; batch_duration is
+ * kept by the batch's first request and selected by its step tag. Tags they cannot take are
+ * refused. */
+static void test_group_duration(void **state)
+{
+    (void)state;
+    struct sq_plan *p = load("target: http://127.0.0.1:1\n"
+                             "scenarios:\n"
+                             "  a:\n"
+                             "    executor: per-vu-iterations\n"
+                             "    flow:\n"
+                             "      - group: checkout\n"
+                             "        steps:\n"
+                             "          - request: { url: /cart }\n"
+                             "          - group: pay\n"
+                             "            steps: [ { request: { url: /pay } } ]\n"
+                             "      - batch: [ { name: css, request: { url: /c } },\n"
+                             "                 { name: js, request: { url: /j } } ]\n"
+                             "thresholds:\n"
+                             "  \"group_duration{group:checkout}\": [\"min >= 40\", \"max < 45\"]\n"
+                             "  \"group_duration{group:checkout::pay}\": [\"max < 25\"]\n"
+                             "  group_duration: [\"min < 25\", \"max >= 40\"]\n"
+                             "  \"batch_duration{step:css}\": [\"p(50) >= 30\"]\n"
+                             "  \"batch_duration{step:js}\": [\"max < 1\"]\n");
+    struct sq_result r;
+    memset(&r, 0, sizeof(r));
+    r.duration_ns = SQ_NS_PER_S;
+    r.nscens = 1;
+    r.scens = calloc(1, sizeof(*r.scens));
+    assert_non_null(r.scens);
+    struct sq_scen_result *a = &r.scens[0];
+    a->nsteps = 4;
+    a->steps = calloc(4, sizeof(*a->steps));
+    for (size_t k = 0; k < 4; k++)
+        a->steps[k].dur = EMPTY_HIST;
+    a->steps[2].batch_dur = HIST(30000, 31000);
+    a->latency = EMPTY_HIST;
+    a->iter_dur = EMPTY_HIST;
+    a->ngroups = 2;
+    a->group_dur = calloc(2, sizeof(*a->group_dur));
+    a->group_dur[0] = HIST(40000, 41000, 42000); /* checkout */
+    a->group_dur[1] = HIST(20000, 21000);        /* checkout::pay */
+    struct sq_th_verdicts v;
+    assert_int_equal(sq_thresholds_eval(p, &r, &v), 0);
+    assert_int_equal(v.n, 7);
+    for (size_t i = 0; i < 6; i++)
+        assert_true(v.v[i].ok && !v.v[i].no_data);
+    assert_true(v.v[0].value >= 39.9 && v.v[0].value < 40.1);
+    assert_true(v.v[2].value > 20.9 && v.v[2].value < 21.1);  /* pay alone */
+    assert_true(v.v[3].value >= 19.9 && v.v[3].value < 20.1); /* every group: min of pay */
+    assert_true(v.v[4].value > 41.9 && v.v[4].value < 42.1);  /* ... max of checkout */
+    assert_true(v.v[6].ok && v.v[6].no_data);                 /* js keeps no batch figure */
+    assert_false(v.failed);
+    sq_th_verdicts_dispose(&v);
+    char err[256] = "";
+    assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), 0);
+    dispose(&r);
+    sq_plan_free(p);
+
+    static const char *const refused[] = {"group_duration{step:x}", "group_duration{method:GET}",
+                                          "group_duration{status:200}",
+                                          "batch_duration{status:200}"};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof(yaml),
+                 "target: http://127.0.0.1:1\n"
+                 "scenarios:\n"
+                 "  a:\n"
+                 "    executor: per-vu-iterations\n"
+                 "    flow:\n"
+                 "      - group: g\n"
+                 "        steps: [ { name: x, request: { url: / } } ]\n"
+                 "thresholds:\n"
+                 "  \"%s\": [\"max < 1\"]\n",
+                 refused[i]);
+        p = load(yaml);
+        assert_int_equal(sq_thresholds_check(p, err, sizeof(err)), -SQ_EUSAGE);
+        assert_non_null(strstr(err, i < 3 ? "group_duration is kept per group"
+                                          : "batch_duration is kept per batch"));
+        sq_plan_free(p);
+    }
 }
 
 static void test_every_scope(void **state)
@@ -491,9 +578,10 @@ static void test_live(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_scope),  cmocka_unit_test(test_check_refuses),
-        cmocka_unit_test(test_group_tag),    cmocka_unit_test(test_custom),
-        cmocka_unit_test(test_should_abort), cmocka_unit_test(test_live),
+        cmocka_unit_test(test_every_scope), cmocka_unit_test(test_check_refuses),
+        cmocka_unit_test(test_group_tag),   cmocka_unit_test(test_group_duration),
+        cmocka_unit_test(test_custom),      cmocka_unit_test(test_should_abort),
+        cmocka_unit_test(test_live),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
