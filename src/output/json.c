@@ -1029,11 +1029,13 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         const struct sq_quic_stats *q = &r->quic;
         json_object_set_new(
             root, "quic",
-            json_pack("{s:I, s:I, s:I, s:{s:f, s:I}, s:f}", "connections",
+            json_pack("{s:I, s:I, s:I, s:{s:f, s:I}, s:f, s:I, s:I, s:I}", "connections",
                       (json_int_t)q->connections, "datagrams_sent", (json_int_t)q->datagrams_sent,
                       "datagrams_received", (json_int_t)q->datagrams_received, "cwnd_bytes", "mean",
                       (double)q->cwnd_sum / (double)q->connections, "max", (json_int_t)q->cwnd_max,
-                      "smoothed_rtt_ms_max", (double)q->srtt_max_ns / 1e6));
+                      "smoothed_rtt_ms_max", (double)q->srtt_max_ns / 1e6, "resumed",
+                      (json_int_t)q->resumed, "early_data_accepted", (json_int_t)q->early_accepted,
+                      "early_data_rejected", (json_int_t)q->early_rejected));
     }
     json_object_set_new(root, "dns",
                         json_pack("{s:f, s:I}", "first_lookup_us", (double)r->dns_ns / 1e3,

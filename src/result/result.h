@@ -70,13 +70,16 @@ struct sq_fine_series {
     SQ_ERRK_QUIC_LIST(X)
 
 /* HTTP/3's own kinds (engine/h3drv.c). quic_handshake: a QUIC handshake failed or timed out (no
- * request lost: the connection backs off and retries). quic_idle_timeout: the connection heard
+ * request lost: the connection backs off and retries). quic_version_negotiation: the server
+ * answered the first Initial with Version Negotiation (it speaks no QUIC v1; counted as the
+ * handshake's failure is, no request lost). quic_idle_timeout: the connection heard
  * nothing for its idle timeout. quic_closed: the server closed the connection (CONNECTION_CLOSE,
  * a stateless reset, an ICMP unreachable) or broke the protocol. quic_stream_reset: the server
  * reset a request's stream, or ended it without a response. The connection-wide ones fail the
  * requests out on it (one count each); a connection with none out costs nothing. */
 #define SQ_ERRK_QUIC_LIST(X)                                                                       \
     X(QUIC_HANDSHAKE, "quic_handshake")                                                            \
+    X(QUIC_VERSION, "quic_version_negotiation")                                                    \
     X(QUIC_IDLE, "quic_idle_timeout")                                                              \
     X(QUIC_CLOSED, "quic_closed")                                                                  \
     X(QUIC_STREAM_RESET, "quic_stream_reset")
@@ -206,6 +209,9 @@ struct sq_quic_stats {
     uint64_t datagrams_sent, datagrams_received;
     uint64_t cwnd_sum, cwnd_max; /* congestion window at each connection's end, bytes */
     int64_t srtt_max_ns;         /* the largest smoothed RTT at a connection's end */
+    /* --h3-0rtt: handshakes that resumed a session, and those that sent early data (0-RTT)
+     * which the server accepted or rejected (a rejected request was sent again, counted once) */
+    uint64_t resumed, early_accepted, early_rejected;
 };
 
 /* What a WebSocket run adds to the result (the document's `ws` block). Payload bytes; the wire

@@ -306,5 +306,69 @@ class H3CapTest(H3Case):
         self.assertGreater(st["h3"]["refused"], 0, st["h3"])
 
 
+class H3ZeroRttTest(H3Case):
+    """0-RTT: the target issues session tickets and takes early data. Its QUIC idle timeout is
+    short (1 s) so that a paced client's connections end between requests and new ones resume
+    (the churn). Counted in /stats' h3 block: resumed, early_data."""
+    target_extra = ("--idle-timeout", "1s")
+
+    def test_gtlsclient_second_run_is_0rtt(self):
+        """gtlsclient keeps the ticket and transport parameters in files; its second run sends
+        its request in 0-RTT packets and the target accepts them."""
+        self.reset()
+        sess = os.path.join(self.dir, "sess.pem")
+        tp = os.path.join(self.dir, "tp.pem")
+        files = ("--session-file=" + sess, "--tp-file=" + tp)
+        self.assertEqual(self.fetch(["/bytes/100"], extra=files)["100"], pattern(100))
+        self.assertTrue(os.path.getsize(sess) > 0 and os.path.getsize(tp) > 0)
+        self.wait_open_zero()
+        out, argv = self.gtls(["/bytes/200"], files)
+        argv.remove("-q")  # its log says which packets carried the request
+        p = subprocess.run(argv, capture_output=True, timeout=60)
+        log = (p.stdout + p.stderr).decode(errors="replace")
+        self.assertEqual(p.returncode, 0, log[-2000:])
+        self.assertNotIn("Early data was rejected", log)
+        self.assertRegex(log, r"frm tx \d+ 0RTT STREAM\(0x0b\) id=0x0 ")  # the request, early
+        self.assertEqual(self.read_dir(out)["200"], pattern(200))
+        h3 = self.wait_open_zero()["h3"]
+        self.assertEqual((h3["connections"], h3["requests"], h3["resumed"], h3["early_data"]),
+                         (2, 2, 1, 1), h3)
+
+    def test_squall_client_resumes_with_0rtt(self):
+        """squall's --h3-0rtt against the target: the connections after the first resume and
+        their early data is accepted; both sides count the same requests and resumptions."""
+        self.reset()
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/fast" % self.port, "--http3",
+                                    "--h3-0rtt", "--cacert", self.cert, "-t", "1", "-c", "1",
+                                    "-r", "0.5", "-d", "5s", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual((r["failed"], r["in_flight"]), (0, 0), doc["errors"])
+        self.assertGreater(q["resumed"], 0, q)
+        self.assertGreater(q["early_data_accepted"], 0, q)
+        self.assertEqual(q["early_data_rejected"], 0, q)
+        st = self.wait_open_zero()
+        h3 = st["h3"]
+        self.assertEqual(h3["requests"], r["completed"], h3)
+        self.assertEqual(st["endpoints"]["fast"], r["completed"])
+        # the server's side of the same handshakes (a connection the run's end cut off in its
+        # handshake is the server's only)
+        self.assertGreaterEqual(h3["connections"], q["connections"], (h3, q))
+        self.assertEqual((h3["resumed"], h3["early_data"]),
+                         (q["resumed"], q["early_data_accepted"]), (h3, q))
+
+    def test_without_the_flag_nothing_resumes(self):
+        self.reset()
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/fast" % self.port, "--http3",
+                                    "--cacert", self.cert, "-t", "1", "-c", "1", "-r", "0.5",
+                                    "-d", "3s", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        q = doc["quic"]
+        self.assertGreater(q["connections"], 1, q)  # the churn happened
+        self.assertEqual((q["resumed"], q["early_data_accepted"]), (0, 0), q)
+        self.assertEqual(self.wait_open_zero()["h3"]["resumed"], 0)
+
+
 if __name__ == "__main__":
     sqtest.main()
