@@ -598,6 +598,8 @@ const char *sq_quic_conn_why(const struct sq_quic_conn *q, char *buf, size_t len
 {
     if (q->refused)
         return "nothing answered on that UDP port (ICMP port unreachable)";
+    if (q->liberr == NGTCP2_ERR_RECV_VERSION_NEGOTIATION)
+        return "the server answered with Version Negotiation: it does not speak QUIC v1";
     if (q->tls && !q->handshake_done && gnutls_session_get_verify_cert_status(q->tls) != 0)
         return "the server's certificate is not trusted (--cacert names a CA, -k skips the check)";
     uint8_t alert = q->conn ? ngtcp2_conn_get_tls_alert(q->conn) : 0;
@@ -608,8 +610,7 @@ const char *sq_quic_conn_why(const struct sq_quic_conn *q, char *buf, size_t len
     }
     if (q->liberr == NGTCP2_ERR_HANDSHAKE_TIMEOUT)
         return "QUIC handshake timed out";
-    if (q->liberr == NGTCP2_ERR_RECV_VERSION_NEGOTIATION)
-        return "the server answered with Version Negotiation: it does not speak QUIC v1";
+
     snprintf(buf, len, "QUIC: %s", q->liberr ? ngtcp2_strerror(q->liberr) : "connection failed");
     return buf;
 }
