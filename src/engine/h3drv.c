@@ -184,11 +184,23 @@ static void t_fail(struct h3conn *t)
     }
     if (t->early && (kind == SQ_ERRK_QUIC_HANDSHAKE || kind == SQ_ERRK_QUIC_VERSION)) {
         /* 0-RTT: the VUs were opened before the handshake, which failed. The failure is the
-         * setup's (no request); the requests out on it are lost as `closed`. */
+         * setup's (no request); the requests out on it are lost as `closed`, and the
+         * connection backs off as a failed handshake does (not a tight reconnect loop). */
         char why[128];
         sq_engine__tls_error(w, sq_quic_conn_why(&t->q, why, sizeof(why)), false);
         sq_engine__conn_error(w, kind);
-        kind = SQ_ERRK_CLOSED;
+        for (uint32_t j = 0; j < t->m.n + t->m.ln; j++) {
+            struct sq_engine__conn *c = &w->conns[sq_engine__mux_at(&t->m, j)];
+            if (c->state == CONN_ACTIVE) {
+                sq_engine__vu_fail(c, SQ_ERRK_CLOSED);
+            } else {
+                sq_timer_stop(w->loop, &c->timer);
+                c->state = CONN_CLOSED; /* waits out the backoff with the rest */
+            }
+        }
+        t_teardown(t);
+        sq_engine__mux_retry(&t->m);
+        return;
     }
     if (kind == SQ_ERRK_QUIC_CLOSED)
         w->c.conns_closed_by_server++;
@@ -552,9 +564,11 @@ static void t_early_go(struct h3conn *t, int64_t now)
 {
     t->early_open = false;
     t->m.x.phase = SQ_ENGINE__XP_OPEN;
+    uint8_t backoff = t->m.backoff; /* kept until the handshake completes */
     t->busy++;
     sq_engine__mux_open(&t->m, now);
     t->busy--;
+    t->m.backoff = backoff;
 }
 
 static void t_end(struct h3conn *t, int64_t now)
@@ -566,6 +580,7 @@ static void t_end(struct h3conn *t, int64_t now)
         t_early_go(t, now);
     if (t->confirmed) { /* an early connection's handshake: counted, nothing to time */
         t->confirmed = t->early = false;
+        t->m.backoff = 0;
         w->c.tls_handshakes++;
         if (sq_quic_conn_resumed(&t->q))
             h3_of(w)->qs.resumed++;
@@ -690,9 +705,15 @@ static int t_open(struct sq_engine__mux *m)
     m->x.tls_ns = 0;
     if (t->q.early && t_open_early(t) < 0)
         t->q.early = false; /* no memory for it: the HTTP/3 session waits for the handshake */
-    t_write(t);             /* the Initial (with 0-RTT, the HTTP/3 control streams as early data) */
-    if (t->quic && t->early_open && sq_timer_start(w->loop, &t->timer, now) < 0)
+    if (t->early_open) {
+        /* 0-RTT: the first flight waits for the VUs' requests (h3_connect right after this
+         * returns, else this timer): ngtcp2 paces what follows the Initial, and on loopback the
+         * handshake would complete before a later 0-RTT packet could leave */
+        if (sq_timer_start(w->loop, &t->timer, now) == 0)
+            return 0;
         t->early_open = false;
+    }
+    t_write(t); /* the Initial */
     return t->quic ? 0 : -EPROTO;
 }
 

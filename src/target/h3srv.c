@@ -204,7 +204,7 @@ struct sq_h3srv {
     uint8_t pkt[MAX_PKT];
     uint8_t rbuf[MAX_UDP];
     _Atomic uint64_t n_conns, n_requests, n_streams, n_refused, n_dropped, n_open;
-    _Atomic uint64_t n_resumed, n_early;
+    _Atomic uint64_t n_resumed, n_early, n_early_streams;
     /* 0-RTT: the session tickets' key (random per server), GnuTLS's anti-replay check and the
      * ClientHellos it has seen inside its window (see seen_add) */
     uint8_t ticket_key[64];
@@ -902,10 +902,11 @@ static int q_handshake_completed(ngtcp2_conn *q, void *ud)
 static int q_recv_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t off,
                               const uint8_t *data, size_t len, void *ud, void *sud)
 {
-    SQ_UNUSED(off);
     SQ_UNUSED(sud);
     struct h3conn *c = ud;
-    if (!c->h && setup_h3(c) < 0) /* 1-RTT data processed before the handshake's end */
+    if ((flags & NGTCP2_STREAM_DATA_FLAG_EARLY) && off == 0 && (id & 3) == 0)
+        BUMP(c->s->n_early_streams); /* a request stream begun in 0-RTT */
+    if (!c->h && setup_h3(c) < 0)    /* 1-RTT data processed before the handshake's end */
         return NGTCP2_ERR_CALLBACK_FAILURE;
     nghttp3_ssize n =
         nghttp3_conn_read_stream(c->h, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
@@ -1563,6 +1564,7 @@ void sq_h3srv_counts(const struct sq_h3srv *s, struct sq_h3srv_counts *out)
         .open = atomic_load_explicit(&s->n_open, memory_order_relaxed),
         .resumed = atomic_load_explicit(&s->n_resumed, memory_order_relaxed),
         .early = atomic_load_explicit(&s->n_early, memory_order_relaxed),
+        .early_streams = atomic_load_explicit(&s->n_early_streams, memory_order_relaxed),
     };
 }
 

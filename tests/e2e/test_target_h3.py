@@ -358,6 +358,73 @@ class H3ZeroRttTest(H3Case):
         self.assertEqual((h3["resumed"], h3["early_data"]),
                          (q["resumed"], q["early_data_accepted"]), (h3, q))
 
+    def stats_of(self, port):
+        ctx = ssl.create_default_context(cafile=self.cert)
+        conn = __import__("http.client").client.HTTPSConnection("127.0.0.1", port, context=ctx,
+                                                                timeout=30)
+        try:
+            conn.request("GET", "/stats")
+            return json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+
+    def test_requests_waiting_go_as_early_data(self):
+        """A request whose connection went (here: /delay outlasts the 1 s idle timeout, so each
+        request fails as quic_idle_timeout) waits for the next connection, which resumes: the
+        request leaves in its first flight, in 0-RTT packets (the target counts request
+        streams begun in 0-RTT)."""
+        self.reset()
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/delay/1500" % self.port, "--http3",
+                                    "--h3-0rtt", "--cacert", self.cert, "-t", "1", "-c", "1",
+                                    "-d", "4s", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual(r["failed"], doc["errors"]["quic_idle_timeout"], doc["errors"])
+        self.assertGreater(q["early_data_accepted"], 0, q)
+        h3 = self.wait_open_zero()["h3"]
+        self.assertEqual(h3["requests"], r["sent"], (h3, r))  # each reached it, once
+        self.assertGreater(h3["early_requests"], 0, h3)
+        self.assertEqual(h3["early_data"], q["early_data_accepted"], (h3, q))
+
+    def test_rejected_early_data_is_sent_again_once(self):
+        """A target restarted on the same port draws a new ticket key: the client's next
+        connection offers a ticket it cannot read, its early data is rejected and its requests
+        are sent again after the handshake, each still one request."""
+        args = ("-t", "1", "-q", "--http3", "--cert", self.cert, "--key", self.key,
+                "--idle-timeout", "1s")
+        first, port = sqtest.start_target(*args)
+        second = None
+        out = os.path.join(self.dir, "rejected.json")
+        client = subprocess.Popen([sqtest.squall_path(), "https://127.0.0.1:%d/fast" % port,
+                                   "--http3", "--h3-0rtt", "--cacert", self.cert, "-t", "1",
+                                   "-c", "1", "-r", "1", "-d", "5s", "--json", out, "-q"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            time.sleep(1.5)  # between the second and the third request
+            before = self.stats_of(port)["h3"]["requests"]
+            sqtest.stop(first)
+            second, _ = sqtest.start_target(*args, "--port", str(port))
+            _, err = client.communicate(timeout=120)
+            h3 = self.stats_of(port)["h3"]
+        finally:
+            if client.poll() is None:
+                client.kill()
+            sqtest.stop(first)
+            if second:
+                sqtest.stop(second)
+        with open(out) as f:
+            doc = json.load(f)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual(r["sent"] + r["dropped"], r["arrivals"], r)  # no request twice
+        self.assertGreaterEqual(q["early_data_rejected"], 1, (q, err))
+        # the new target resumes only sessions of its own tickets (given after the rejection)
+        self.assertLessEqual(h3["early_data"], q["early_data_accepted"], (h3, q))
+        # what the two targets counted: every completed request, none twice
+        self.assertGreaterEqual(before + h3["requests"], r["completed"], (before, h3, r))
+        self.assertLessEqual(before + h3["requests"], r["sent"], (before, h3, r))
+
     def test_without_the_flag_nothing_resumes(self):
         self.reset()
         p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/fast" % self.port, "--http3",
