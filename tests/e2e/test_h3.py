@@ -54,6 +54,12 @@ class H3FlagTest(unittest.TestCase):
         self.assertIn("give an https:// URL", p.stderr)
 
     @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+    def test_h3_0rtt_needs_http3(self):
+        p, _ = sqtest.run_squall("https://127.0.0.1:1/", "--h3-0rtt", "-n", "1")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--h3-0rtt: resumes HTTP/3 sessions; add --http3", p.stderr)
+
+    @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
     def test_batch_over_h3_is_refused(self):
         # a batch's lanes are h2 streams or h1 connections; over h3 they were not carried (the
         # run crashed): refused before any packet, for `run --http3` and `protocol: h3`
@@ -271,6 +277,32 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         self.log.flush()
         with open(self.log.name, errors="replace") as f:
             self.assertIn("type=0RTT", f.read())  # the server's own log: early packets read
+
+    def test_run_h3_0rtt_flag(self):
+        """`squall run --http3 --h3-0rtt`: a plan's HTTP/3 connections resume with 0-RTT."""
+        sqtest.stop(self.srv)
+        self.log.close()
+        self.start_server("--timeout=1s")
+        path = os.path.join(self.dir, "plan-0rtt-%d.yaml" % self.port)
+        with open(path, "w") as f:
+            f.write("target: https://127.0.0.1:%d\n"
+                    "scenarios:\n"
+                    "  api:\n"
+                    "    executor: constant-arrival-rate\n"
+                    "    rate: 1\n"
+                    "    timeUnit: 2s\n"
+                    "    duration: 5s\n"
+                    "    preAllocatedVUs: 1\n"
+                    "    flow:\n"
+                    "      - request: { url: /f.bin }\n" % self.port)
+        p, doc, _ = sqtest.run_json("run", path, "--http3", "--h3-0rtt", "-k", "-t", "1",
+                                    timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.assert_schema(doc)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual((r["failed"], r["in_flight"]), (0, 0), doc["errors"])
+        self.assertEqual(self.served("/f.bin"), r["completed"])
+        self.assertGreater(q["early_data_accepted"], 0, q)
 
     def test_cacert_verifies_the_server(self):
         n = 20
