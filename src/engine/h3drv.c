@@ -19,8 +19,11 @@
  *
  * 0-RTT (--h3-0rtt): the worker keeps the latest session ticket its connections received
  * (h->ticket, with the server's transport parameters). A connection opened while it holds one
- * resumes: the HTTP/3 session is made and the VUs opened at once (t_open_early), so their first
- * requests leave in the first flight as early data; the setup's phases are 0. When the handshake
+ * resumes: the HTTP/3 session is made (t_open_early) and the first flight held back until the
+ * VUs are open (h3_connect right after the mux's connect, else a timer due at once: t_early_go),
+ * so the requests waiting for it leave with the Initial as early data (ngtcp2 paces what follows
+ * the Initial: a later 0-RTT packet would come after the handshake on loopback); the setup's
+ * phases are 0. When the handshake
  * completes, the server accepted the early data or rejected it: then the HTTP/3 session is made
  * again on fresh streams and every request that was out is sent again (pend + retry_pending),
  * still one request each in the accounting.
