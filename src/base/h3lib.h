@@ -34,6 +34,11 @@
 #define SQ_H3LIB_SYMS(X)                                                                           \
     X(GNUTLS, gnutls_alert_get_strname)                                                            \
     X(GNUTLS, gnutls_alpn_set_protocols)                                                           \
+    X(GNUTLS, gnutls_anti_replay_deinit)                                                           \
+    X(GNUTLS, gnutls_anti_replay_enable)                                                           \
+    X(GNUTLS, gnutls_anti_replay_init)                                                             \
+    X(GNUTLS, gnutls_anti_replay_set_add_function)                                                 \
+    X(GNUTLS, gnutls_anti_replay_set_ptr)                                                          \
     X(GNUTLS, gnutls_certificate_allocate_credentials)                                             \
     X(GNUTLS, gnutls_certificate_free_credentials)                                                 \
     X(GNUTLS, gnutls_certificate_set_x509_key_mem)                                                 \
@@ -43,20 +48,30 @@
     X(GNUTLS, gnutls_cipher_get_name)                                                              \
     X(GNUTLS, gnutls_credentials_set)                                                              \
     X(GNUTLS, gnutls_deinit)                                                                       \
+    X(GNUTLS, gnutls_handshake_set_hook_function)                                                  \
     X(GNUTLS, gnutls_init)                                                                         \
     X(GNUTLS, gnutls_priority_deinit)                                                              \
     X(GNUTLS, gnutls_priority_init)                                                                \
     X(GNUTLS, gnutls_priority_set)                                                                 \
     X(GNUTLS, gnutls_priority_set_direct)                                                          \
+    X(GNUTLS, gnutls_record_set_max_early_data_size)                                               \
     X(GNUTLS, gnutls_rnd)                                                                          \
     X(GNUTLS, gnutls_server_name_set)                                                              \
+    X(GNUTLS, gnutls_session_get_data)                                                             \
+    X(GNUTLS, gnutls_session_get_flags)                                                            \
+    X(GNUTLS, gnutls_session_get_ptr)                                                              \
     X(GNUTLS, gnutls_session_get_verify_cert_status)                                               \
+    X(GNUTLS, gnutls_session_is_resumed)                                                           \
+    X(GNUTLS, gnutls_session_set_data)                                                             \
     X(GNUTLS, gnutls_session_set_ptr)                                                              \
     X(GNUTLS, gnutls_session_set_verify_cert)                                                      \
+    X(GNUTLS, gnutls_session_ticket_enable_server)                                                 \
+    X(GNUTLS, gnutls_session_ticket_send)                                                          \
     X(GNUTLS, gnutls_strerror)                                                                     \
     X(NGTCP2, ngtcp2_accept)                                                                       \
     X(NGTCP2, ngtcp2_conn_client_new_versioned)                                                    \
     X(NGTCP2, ngtcp2_conn_del)                                                                     \
+    X(NGTCP2, ngtcp2_conn_early_data_rejected)                                                     \
     X(NGTCP2, ngtcp2_conn_extend_max_offset)                                                       \
     X(NGTCP2, ngtcp2_conn_extend_max_stream_offset)                                                \
     X(NGTCP2, ngtcp2_conn_extend_max_streams_bidi)                                                 \
@@ -64,6 +79,7 @@
     X(NGTCP2, ngtcp2_conn_get_expiry)                                                              \
     X(NGTCP2, ngtcp2_conn_get_max_data_left)                                                       \
     X(NGTCP2, ngtcp2_conn_get_stream_loss_count)                                                   \
+    X(NGTCP2, ngtcp2_conn_get_remote_transport_params)                                             \
     X(NGTCP2, ngtcp2_conn_get_tls_alert)                                                           \
     X(NGTCP2, ngtcp2_conn_handle_expiry)                                                           \
     X(NGTCP2, ngtcp2_conn_is_in_closing_period)                                                    \
@@ -73,6 +89,7 @@
     X(NGTCP2, ngtcp2_conn_open_uni_stream)                                                         \
     X(NGTCP2, ngtcp2_conn_read_pkt_versioned)                                                      \
     X(NGTCP2, ngtcp2_conn_server_new_versioned)                                                    \
+    X(NGTCP2, ngtcp2_conn_set_early_remote_transport_params_versioned)                             \
     X(NGTCP2, ngtcp2_conn_set_tls_native_handle)                                                   \
     X(NGTCP2, ngtcp2_conn_shutdown_stream)                                                         \
     X(NGTCP2, ngtcp2_conn_shutdown_stream_read)                                                    \
@@ -148,6 +165,11 @@ void sq_h3lib_crypto_callbacks(ngtcp2_callbacks *cb);
 #ifndef SQ_H3LIB_IMPL
 #define gnutls_alert_get_strname                 (sq_h3lib.gnutls_alert_get_strname)
 #define gnutls_alpn_set_protocols                (sq_h3lib.gnutls_alpn_set_protocols)
+#define gnutls_anti_replay_deinit                (sq_h3lib.gnutls_anti_replay_deinit)
+#define gnutls_anti_replay_enable                (sq_h3lib.gnutls_anti_replay_enable)
+#define gnutls_anti_replay_init                  (sq_h3lib.gnutls_anti_replay_init)
+#define gnutls_anti_replay_set_add_function      (sq_h3lib.gnutls_anti_replay_set_add_function)
+#define gnutls_anti_replay_set_ptr               (sq_h3lib.gnutls_anti_replay_set_ptr)
 #define gnutls_certificate_allocate_credentials  (sq_h3lib.gnutls_certificate_allocate_credentials)
 #define gnutls_certificate_free_credentials      (sq_h3lib.gnutls_certificate_free_credentials)
 #define gnutls_certificate_set_x509_key_mem      (sq_h3lib.gnutls_certificate_set_x509_key_mem)
@@ -157,20 +179,30 @@ void sq_h3lib_crypto_callbacks(ngtcp2_callbacks *cb);
 #define gnutls_cipher_get_name                   (sq_h3lib.gnutls_cipher_get_name)
 #define gnutls_credentials_set                   (sq_h3lib.gnutls_credentials_set)
 #define gnutls_deinit                            (sq_h3lib.gnutls_deinit)
+#define gnutls_handshake_set_hook_function       (sq_h3lib.gnutls_handshake_set_hook_function)
 #define gnutls_init                              (sq_h3lib.gnutls_init)
 #define gnutls_priority_deinit                   (sq_h3lib.gnutls_priority_deinit)
 #define gnutls_priority_init                     (sq_h3lib.gnutls_priority_init)
 #define gnutls_priority_set                      (sq_h3lib.gnutls_priority_set)
 #define gnutls_priority_set_direct               (sq_h3lib.gnutls_priority_set_direct)
+#define gnutls_record_set_max_early_data_size    (sq_h3lib.gnutls_record_set_max_early_data_size)
 #define gnutls_rnd                               (sq_h3lib.gnutls_rnd)
 #define gnutls_server_name_set                   (sq_h3lib.gnutls_server_name_set)
+#define gnutls_session_get_data                  (sq_h3lib.gnutls_session_get_data)
+#define gnutls_session_get_flags                 (sq_h3lib.gnutls_session_get_flags)
+#define gnutls_session_get_ptr                   (sq_h3lib.gnutls_session_get_ptr)
 #define gnutls_session_get_verify_cert_status    (sq_h3lib.gnutls_session_get_verify_cert_status)
+#define gnutls_session_is_resumed                (sq_h3lib.gnutls_session_is_resumed)
+#define gnutls_session_set_data                  (sq_h3lib.gnutls_session_set_data)
 #define gnutls_session_set_ptr                   (sq_h3lib.gnutls_session_set_ptr)
 #define gnutls_session_set_verify_cert           (sq_h3lib.gnutls_session_set_verify_cert)
+#define gnutls_session_ticket_enable_server      (sq_h3lib.gnutls_session_ticket_enable_server)
+#define gnutls_session_ticket_send               (sq_h3lib.gnutls_session_ticket_send)
 #define gnutls_strerror                          (sq_h3lib.gnutls_strerror)
 #define ngtcp2_accept                            (sq_h3lib.ngtcp2_accept)
 #define ngtcp2_conn_client_new_versioned         (sq_h3lib.ngtcp2_conn_client_new_versioned)
 #define ngtcp2_conn_del                          (sq_h3lib.ngtcp2_conn_del)
+#define ngtcp2_conn_early_data_rejected          (sq_h3lib.ngtcp2_conn_early_data_rejected)
 #define ngtcp2_conn_extend_max_offset            (sq_h3lib.ngtcp2_conn_extend_max_offset)
 #define ngtcp2_conn_extend_max_stream_offset     (sq_h3lib.ngtcp2_conn_extend_max_stream_offset)
 #define ngtcp2_conn_extend_max_streams_bidi      (sq_h3lib.ngtcp2_conn_extend_max_streams_bidi)
@@ -178,6 +210,7 @@ void sq_h3lib_crypto_callbacks(ngtcp2_callbacks *cb);
 #define ngtcp2_conn_get_expiry                   (sq_h3lib.ngtcp2_conn_get_expiry)
 #define ngtcp2_conn_get_max_data_left            (sq_h3lib.ngtcp2_conn_get_max_data_left)
 #define ngtcp2_conn_get_stream_loss_count        (sq_h3lib.ngtcp2_conn_get_stream_loss_count)
+#define ngtcp2_conn_get_remote_transport_params  (sq_h3lib.ngtcp2_conn_get_remote_transport_params)
 #define ngtcp2_conn_get_tls_alert                (sq_h3lib.ngtcp2_conn_get_tls_alert)
 #define ngtcp2_conn_handle_expiry                (sq_h3lib.ngtcp2_conn_handle_expiry)
 #define ngtcp2_conn_is_in_closing_period         (sq_h3lib.ngtcp2_conn_is_in_closing_period)
@@ -187,11 +220,13 @@ void sq_h3lib_crypto_callbacks(ngtcp2_callbacks *cb);
 #define ngtcp2_conn_open_uni_stream              (sq_h3lib.ngtcp2_conn_open_uni_stream)
 #define ngtcp2_conn_read_pkt_versioned           (sq_h3lib.ngtcp2_conn_read_pkt_versioned)
 #define ngtcp2_conn_server_new_versioned         (sq_h3lib.ngtcp2_conn_server_new_versioned)
-#define ngtcp2_conn_set_tls_native_handle        (sq_h3lib.ngtcp2_conn_set_tls_native_handle)
-#define ngtcp2_conn_shutdown_stream              (sq_h3lib.ngtcp2_conn_shutdown_stream)
-#define ngtcp2_conn_shutdown_stream_read         (sq_h3lib.ngtcp2_conn_shutdown_stream_read)
-#define ngtcp2_conn_shutdown_stream_write        (sq_h3lib.ngtcp2_conn_shutdown_stream_write)
-#define ngtcp2_conn_update_pkt_tx_time           (sq_h3lib.ngtcp2_conn_update_pkt_tx_time)
+#define ngtcp2_conn_set_early_remote_transport_params_versioned                                    \
+    (sq_h3lib.ngtcp2_conn_set_early_remote_transport_params_versioned)
+#define ngtcp2_conn_set_tls_native_handle (sq_h3lib.ngtcp2_conn_set_tls_native_handle)
+#define ngtcp2_conn_shutdown_stream       (sq_h3lib.ngtcp2_conn_shutdown_stream)
+#define ngtcp2_conn_shutdown_stream_read  (sq_h3lib.ngtcp2_conn_shutdown_stream_read)
+#define ngtcp2_conn_shutdown_stream_write (sq_h3lib.ngtcp2_conn_shutdown_stream_write)
+#define ngtcp2_conn_update_pkt_tx_time    (sq_h3lib.ngtcp2_conn_update_pkt_tx_time)
 #define ngtcp2_conn_write_connection_close_versioned                                               \
     (sq_h3lib.ngtcp2_conn_write_connection_close_versioned)
 #define ngtcp2_conn_writev_stream_versioned   (sq_h3lib.ngtcp2_conn_writev_stream_versioned)

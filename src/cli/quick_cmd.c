@@ -100,6 +100,8 @@ static const char usage[] =
     "      --percentiles LIST  the latency percentiles reported (default 50,90,95,99,99.9)\n"
     "      --http2             HTTP/2: h2c with prior knowledge for http:// (RFC 9113 3.3)\n"
     "      --http3             HTTP/3 over QUIC (https:// only; UDP to the URL's port)\n"
+    "      --h3-0rtt           with --http3: keep the server's session ticket; later\n"
+    "                          connections resume with 0-RTT (first request as early data)\n"
     "      --streams N         with --http2: concurrent streams per connection (default 1);\n"
     "                          VUs = connections x streams, each stream slot one VU\n"
     "      --no-compression    do not send Accept-Encoding (default: gzip, deflate, br, zstd;\n"

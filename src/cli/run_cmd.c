@@ -60,6 +60,8 @@ static const char run_usage[] =
     "                          https://); a scenario may say `protocol: h2` on its own\n"
     "      --http3             every scenario over HTTP/3 (QUIC; an https:// base URL); a\n"
     "                          scenario may say `protocol: h3` on its own\n"
+    "      --h3-0rtt           HTTP/3 scenarios: keep the server's session ticket; later\n"
+    "                          connections resume with 0-RTT (first request as early data)\n"
     "      --streams N         HTTP/2 and HTTP/3 scenarios: streams (VUs) per connection\n"
     "                          (default 1)\n"
     "      --no-compression    do not offer Accept-Encoding (compressed bodies are still decoded)\n"

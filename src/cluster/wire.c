@@ -452,6 +452,19 @@ static json_t *quic_json(const struct sq_quic_stats *q)
     put_u64(o, "cwnd_sum", q->cwnd_sum);
     put_u64(o, "cwnd_max", q->cwnd_max);
     json_object_set_new(o, "srtt_max_ns", json_integer((json_int_t)q->srtt_max_ns));
+    put_u64(o, "resumed", q->resumed);
+    put_u64(o, "early_accepted", q->early_accepted);
+    put_u64(o, "early_rejected", q->early_rejected);
+    put_u64(o, "packets_lost", q->packets_lost);
+    put_u64(o, "pto_count", q->pto_count);
+    put_u64(o, "send_calls", q->send_calls);
+    put_u64(o, "recv_calls", q->recv_calls);
+    put_u64(o, "gso_sends", q->gso_sends);
+    json_object_set_new(o, "rcvbuf_min", json_integer((json_int_t)q->rcvbuf_min));
+    json_object_set_new(o, "sndbuf_min", json_integer((json_int_t)q->sndbuf_min));
+    json_object_set_new(o, "buf_asked", json_integer((json_int_t)q->buf_asked));
+    put_u64(o, "batch", q->batch);
+    json_object_set_new(o, "gso", json_boolean(q->gso));
     return o;
 }
 
@@ -465,6 +478,22 @@ static int quic_read(const json_t *j, struct sq_quic_stats *q)
         !get_u64(j, "cwnd_sum", &q->cwnd_sum) || !get_u64(j, "cwnd_max", &q->cwnd_max) ||
         !get_i64(j, "srtt_max_ns", &q->srtt_max_ns) || q->srtt_max_ns < 0)
         return -SQ_EPARSE;
+    /* the figures added after the first (0-RTT, losses, UDP): absent (zero) in an older agent's */
+    uint64_t batch = 0;
+    if (!get_u64(j, "resumed", &q->resumed) || !get_u64(j, "early_accepted", &q->early_accepted) ||
+        !get_u64(j, "early_rejected", &q->early_rejected) ||
+        !get_u64(j, "packets_lost", &q->packets_lost) || !get_u64(j, "pto_count", &q->pto_count) ||
+        !get_u64(j, "send_calls", &q->send_calls) || !get_u64(j, "recv_calls", &q->recv_calls) ||
+        !get_u64(j, "gso_sends", &q->gso_sends) || !get_i64(j, "rcvbuf_min", &q->rcvbuf_min) ||
+        !get_i64(j, "sndbuf_min", &q->sndbuf_min) || !get_i64(j, "buf_asked", &q->buf_asked) ||
+        !get_u64(j, "batch", &batch) || batch > 2 || q->rcvbuf_min < 0 || q->sndbuf_min < 0 ||
+        q->buf_asked < 0)
+        return -SQ_EPARSE;
+    q->batch = (uint8_t)batch;
+    const json_t *g = json_object_get(j, "gso");
+    if (g && !json_is_boolean(g))
+        return -SQ_EPARSE;
+    q->gso = g && json_is_true(g);
     return 0;
 }
 

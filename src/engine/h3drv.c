@@ -17,6 +17,17 @@
  * The handshake is the connection's setup: HANDSHAKE from the first Initial until ngtcp2 says the
  * handshake completed, timed as the TLS phase (there is no TCP connect: connecting is 0). A
  * request whose stream the server's stream limit holds back waits (pend) until MAX_STREAMS.
+ *
+ * 0-RTT (--h3-0rtt): the worker keeps the latest session ticket its connections received
+ * (h->ticket, with the server's transport parameters). A connection opened while it holds one
+ * resumes: the HTTP/3 session is made (t_open_early) and the first flight held back until the
+ * VUs are open (h3_connect right after the mux's connect, else a timer due at once: t_early_go),
+ * so the requests waiting for it leave with the Initial as early data (ngtcp2 paces what follows
+ * the Initial: a later 0-RTT packet would come after the handshake on loopback); the setup's
+ * phases are 0. When the handshake
+ * completes, the server accepted the early data or rejected it: then the HTTP/3 session is made
+ * again on fresh streams and every request that was out is sent again (pend + retry_pending),
+ * still one request each in the accounting.
  */
 #include "engine/h3drv.h"
 
@@ -52,6 +63,9 @@ struct h3conn {
     struct sq_timer timer;   /* ngtcp2's expiry */
     bool quic, client;
     bool opened;      /* the handshake completed inside this event: open the VUs at its end */
+    bool early;       /* opened with 0-RTT: the handshake is not yet complete */
+    bool early_open;  /* ... and its VUs are still to be opened (at the next event's end) */
+    bool confirmed;   /* an early connection's handshake completed inside this event */
     bool dirty;       /* something to write at the end of the event */
     bool more;        /* the server allowed more streams: retry the pending requests */
     int busy;         /* inside an event */
@@ -64,9 +78,10 @@ struct sq_engine__h3 {
     struct h3conn *t;
     uint32_t nt;
     uint32_t streams;
-    struct sq_h3_stream *st; /* one per VU and per batch lane, same index as w->conns */
-    bool *pend;              /* one per VU and lane: its request waits for a stream id */
-    struct sq_quic_buf *buf; /* the worker's packet buffers */
+    struct sq_h3_stream *st;      /* one per VU and per batch lane, same index as w->conns */
+    bool *pend;                   /* one per VU and lane: its request waits for a stream id */
+    struct sq_quic_buf *buf;      /* the worker's packet buffers */
+    struct sq_quic_ticket ticket; /* --h3-0rtt: the session the next connection resumes */
 };
 
 static const struct sq_quic_app quic_app;
@@ -116,6 +131,8 @@ static void t_teardown(struct h3conn *t)
         t->client = false;
     }
     if (t->quic) {
+        if (t->q.ticket_new && sq_quic_client_zero_rtt(w->cfg->h3))
+            (void)sq_quic_conn_ticket(&t->q, &h->ticket);
         if (t->q.handshake_done) { /* its figures, before they go */
             uint64_t cwnd;
             int64_t srtt;
@@ -149,7 +166,7 @@ static void t_teardown(struct h3conn *t)
         h->pend[i] = false;
     }
     t->pending = 0;
-    t->dirty = t->opened = t->more = false;
+    t->dirty = t->opened = t->more = t->early = t->early_open = t->confirmed = false;
 }
 
 static enum sq_errk kind_of(uint8_t fail)
@@ -157,6 +174,8 @@ static enum sq_errk kind_of(uint8_t fail)
     switch (fail) {
     case SQ_QUIC_HANDSHAKE:
         return SQ_ERRK_QUIC_HANDSHAKE;
+    case SQ_QUIC_VERSION:
+        return SQ_ERRK_QUIC_VERSION;
     case SQ_QUIC_IDLE:
         return SQ_ERRK_QUIC_IDLE;
     default:
@@ -175,7 +194,27 @@ static void t_fail(struct h3conn *t)
     if (t->m.state != SQ_ENGINE__MX_OPEN) {
         char why[128];
         sq_engine__tls_error(w, sq_quic_conn_why(&t->q, why, sizeof(why)), false);
-        sq_engine__conn_error(w, SQ_ERRK_QUIC_HANDSHAKE);
+        sq_engine__conn_error(w, kind == SQ_ERRK_QUIC_VERSION ? kind : SQ_ERRK_QUIC_HANDSHAKE);
+        t_teardown(t);
+        sq_engine__mux_retry(&t->m);
+        return;
+    }
+    if (t->early && (kind == SQ_ERRK_QUIC_HANDSHAKE || kind == SQ_ERRK_QUIC_VERSION)) {
+        /* 0-RTT: the VUs were opened before the handshake, which failed. The failure is the
+         * setup's (no request); the requests out on it are lost as `closed`, and the
+         * connection backs off as a failed handshake does (not a tight reconnect loop). */
+        char why[128];
+        sq_engine__tls_error(w, sq_quic_conn_why(&t->q, why, sizeof(why)), false);
+        sq_engine__conn_error(w, kind);
+        for (uint32_t j = 0; j < t->m.n + t->m.ln; j++) {
+            struct sq_engine__conn *c = &w->conns[sq_engine__mux_at(&t->m, j)];
+            if (c->state == CONN_ACTIVE) {
+                sq_engine__vu_fail(c, SQ_ERRK_CLOSED);
+            } else {
+                sq_timer_stop(w->loop, &c->timer);
+                c->state = CONN_CLOSED; /* waits out the backoff with the rest */
+            }
+        }
         t_teardown(t);
         sq_engine__mux_retry(&t->m);
         return;
@@ -374,16 +413,48 @@ static const struct sq_h3_callbacks h3_callbacks = {
 
 /* ---- QUIC's callbacks ---- */
 
+/* The early data was rejected: the connection forgot its streams, so the HTTP/3 session is made
+ * again on new ones, and every request that was out waits to be sent again (retry_pending at
+ * the event's end). */
+static int early_rejected(struct h3conn *t)
+{
+    struct sq_engine__h3 *h = h3_of(t->m.w);
+    sq_h3_client_dispose(&t->cl);
+    for (uint32_t i = t->m.first; i < t->m.first + t->m.n; i++) {
+        if (h->st[i].id < 0)
+            continue;
+        h->st[i].id = -1;
+        if (!h->pend[i]) {
+            h->pend[i] = true;
+            t->pending++;
+        }
+    }
+    t->more = true;
+    return 0;
+}
+
 static int q_handshake(void *ud)
 {
     struct h3conn *t = ud;
+    if (t->early) {
+        t->confirmed = true;
+        struct sq_engine__h3 *h = h3_of(t->m.w);
+        t->client = false; /* no stream callback reaches the requests while ngtcp2 forgets */
+        if (sq_quic_conn_early_accepted(&t->q)) {
+            t->client = true;
+            h->qs.early_accepted++;
+            return 0;
+        }
+        h->qs.early_rejected++;
+        early_rejected(t);
+    }
     int64_t ctrl, qenc, qdec;
     if (sq_quic_conn_open_uni(&t->q, &ctrl) < 0 || sq_quic_conn_open_uni(&t->q, &qenc) < 0 ||
         sq_quic_conn_open_uni(&t->q, &qdec) < 0 ||
         sq_h3_client_init(&t->cl, &h3_callbacks, t, ctrl, qenc, qdec) < 0)
         return -1;
     t->client = true;
-    t->opened = true;
+    t->opened = !t->early;
     return 0;
 }
 
@@ -505,15 +576,46 @@ static void t_write(struct h3conn *t)
 
 /* The end of an event: open the VUs after a handshake, retry held requests, recycle a drained
  * connection, write. */
+/* 0-RTT: the VUs of a connection opened with early data are opened now, before its handshake
+ * completes: their requests go as early data. */
+static void t_early_go(struct h3conn *t, int64_t now)
+{
+    t->early_open = false;
+    t->m.x.phase = SQ_ENGINE__XP_OPEN;
+    uint8_t backoff = t->m.backoff; /* kept until the handshake completes */
+    t->busy++;
+    sq_engine__mux_open(&t->m, now);
+    t->busy--;
+    t->m.backoff = backoff;
+}
+
 static void t_end(struct h3conn *t, int64_t now)
 {
     struct sq_engine__worker *w = t->m.w;
+    if (t->q.ticket_new && sq_quic_client_zero_rtt(w->cfg->h3))
+        (void)sq_quic_conn_ticket(&t->q, &h3_of(w)->ticket);
+    if (t->early_open) /* a connect from inside the mux (a retry, a recycle) */
+        t_early_go(t, now);
+    if (t->confirmed) { /* an early connection's handshake: counted, nothing to time */
+        t->confirmed = t->early = false;
+        t->m.backoff = 0;
+        w->c.tls_handshakes++;
+        if (sq_quic_conn_resumed(&t->q))
+            h3_of(w)->qs.resumed++;
+        if (!w->tls_version) {
+            w->tls_version = "TLSv1.3";
+            w->tls_cipher = sq_quic_conn_cipher(&t->q);
+            w->tls_alpn = "h3";
+        }
+    }
     if (t->opened) {
         t->opened = false;
         t->m.x.tls_ns = now - t->m.x.since_ns; /* the handshake: the setup's TLS phase */
         t->m.x.connect_ns = 0;
         t->m.x.phase = SQ_ENGINE__XP_OPEN;
         w->c.tls_handshakes++;
+        if (sq_quic_conn_resumed(&t->q))
+            h3_of(w)->qs.resumed++;
         if (!w->tls_version) {
             w->tls_version = "TLSv1.3";
             w->tls_cipher = sq_quic_conn_cipher(&t->q);
@@ -571,6 +673,22 @@ static void t_on_timer(struct sq_loop *loop, struct sq_timer *tm)
     t_end(t, now);
 }
 
+/* A resumed session: the HTTP/3 session on the streams the remembered transport parameters
+ * allow, made before the first flight. The VUs are opened at the end of the connection's next
+ * event (a timer due at once: the mux is not ours to move inside m.open), before the handshake
+ * completes: their requests go as early data. */
+static int t_open_early(struct h3conn *t)
+{
+    int64_t ctrl, qenc, qdec;
+    if (sq_quic_conn_open_uni(&t->q, &ctrl) < 0 || sq_quic_conn_open_uni(&t->q, &qenc) < 0 ||
+        sq_quic_conn_open_uni(&t->q, &qdec) < 0 ||
+        sq_h3_client_init(&t->cl, &h3_callbacks, t, ctrl, qenc, qdec) < 0)
+        return -1;
+    t->client = true;
+    t->early = t->early_open = true;
+    return 0;
+}
+
 /* m.open: a UDP socket to the connection's address and the QUIC handshake's first flight. */
 static int t_open(struct sq_engine__mux *m)
 {
@@ -584,7 +702,9 @@ static int t_open(struct sq_engine__mux *m)
         return -EACCES;
     }
     int64_t now = sq_now_ns();
-    int rc = sq_quic_conn_open(&t->q, w->cfg->h3, a, &quic_app, t, now);
+    struct sq_engine__h3 *h = h3_of(w);
+    int rc = sq_quic_conn_open(&t->q, w->cfg->h3, a, &quic_app, t,
+                               sq_quic_client_zero_rtt(w->cfg->h3) ? &h->ticket : NULL, now);
     if (rc < 0) {
         sq_engine__connect_error(w, rc);
         return rc;
@@ -601,6 +721,16 @@ static int t_open(struct sq_engine__mux *m)
     m->x.since_ns = now;
     m->x.connect_ns = 0;
     m->x.tls_ns = 0;
+    if (t->q.early && t_open_early(t) < 0)
+        t->q.early = false; /* no memory for it: the HTTP/3 session waits for the handshake */
+    if (t->early_open) {
+        /* 0-RTT: the first flight waits for the VUs' requests (h3_connect right after this
+         * returns, else this timer): ngtcp2 paces what follows the Initial, and on loopback the
+         * handshake would complete before a later 0-RTT packet could leave */
+        if (sq_timer_start(w->loop, &t->timer, now) == 0)
+            return 0;
+        t->early_open = false;
+    }
     t_write(t); /* the Initial */
     return t->quic ? 0 : -EPROTO;
 }
@@ -609,7 +739,13 @@ static int t_open(struct sq_engine__mux *m)
 
 static void h3_connect(struct sq_engine__conn *c)
 {
-    sq_engine__mux_join(&conn_of(c)->m, c);
+    struct h3conn *t = conn_of(c);
+    sq_engine__mux_join(&t->m, c);
+    if (t->early_open && t->m.state == SQ_ENGINE__MX_CONNECTING) {
+        /* the join connected with 0-RTT: the VUs open now, and what they send leaves at once */
+        t_early_go(t, sq_now_ns());
+        t_kick(t);
+    }
 }
 
 static void h3_send(struct sq_engine__conn *c)
@@ -725,6 +861,7 @@ static void h3_dispose(struct sq_engine__worker *w)
     free(h->st);
     free(h->pend);
     free(h->buf);
+    sq_quic_ticket_dispose(&h->ticket);
     free(h);
     w->proto = NULL;
 }
@@ -732,28 +869,10 @@ static void h3_dispose(struct sq_engine__worker *w)
 /* The QUIC figures into the run's result (after close_all: every connection's are in). */
 static int h3_result(struct sq_engine__worker *w, struct sq_result *out)
 {
-    const struct sq_quic_stats *s = &h3_of(w)->qs;
-    struct sq_quic_stats *d = &out->quic;
-    d->connections += s->connections;
-    d->datagrams_sent += s->datagrams_sent;
-    d->datagrams_received += s->datagrams_received;
-    d->cwnd_sum += s->cwnd_sum;
-    if (s->cwnd_max > d->cwnd_max)
-        d->cwnd_max = s->cwnd_max;
-    if (s->srtt_max_ns > d->srtt_max_ns)
-        d->srtt_max_ns = s->srtt_max_ns;
-    d->packets_lost += s->packets_lost;
-    d->pto_count += s->pto_count;
-    d->send_calls += s->send_calls;
-    d->recv_calls += s->recv_calls;
-    d->gso_sends += s->gso_sends;
-    d->gso |= s->gso;
-    if (s->rcvbuf_min && (!d->rcvbuf_min || s->rcvbuf_min < d->rcvbuf_min))
-        d->rcvbuf_min = s->rcvbuf_min;
-    if (s->sndbuf_min && (!d->sndbuf_min || s->sndbuf_min < d->sndbuf_min))
-        d->sndbuf_min = s->sndbuf_min;
-    d->batch = (uint8_t)sq_quic_client_batch(w->cfg->h3);
-    d->buf_asked = SQ_QUIC_SOCK_BUF;
+    struct sq_quic_stats s = h3_of(w)->qs;
+    s.batch = (uint8_t)sq_quic_client_batch(w->cfg->h3);
+    s.buf_asked = SQ_QUIC_SOCK_BUF;
+    sq_result_quic_add(&out->quic, &s);
     return 0;
 }
 

@@ -39,6 +39,7 @@ static const struct option longs[] = {
     {"no-phases", no_argument, NULL, 'P'},
     {"http2", no_argument, NULL, '2'},
     {"http3", no_argument, NULL, '3'},
+    {"h3-0rtt", no_argument, NULL, '0'},
     {"streams", required_argument, NULL, 'S'},
     {"out", required_argument, NULL, 'O'},
     {"sample", required_argument, NULL, 's'},
@@ -108,6 +109,9 @@ static int take(struct sq_planrun_opts *o, int ch, const char *flag, char *arg, 
                             "--http3: this build of squall has no HTTP/3 (it was built without "
                             "ngtcp2, nghttp3 and GnuTLS; scripts/deps.sh installs them)");
 #endif
+    case '0':
+        o->h3_0rtt = true;
+        return 0;
     case 'S':
         if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
@@ -388,7 +392,8 @@ static int quic_setup(struct sq_planrun *r, const struct sq_planrun_opts *o, cha
     struct sq_quic_client_opts qo = {.insecure = o->net.tls.insecure,
                                      .cacert = o->net.tls.cacert,
                                      .host = r->url.host,
-                                     .alpn = "h3"};
+                                     .alpn = "h3",
+                                     .zero_rtt = o->h3_0rtt};
     int rc = sq_quic_client_new(&qo, &r->quic, why, sizeof(why));
     if (rc == -EINVAL)
         return sq_flag_fail(err, len, "%s", why);

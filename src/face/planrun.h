@@ -43,6 +43,7 @@ struct sq_planrun_opts {
     bool no_compression, no_phases;
     bool http2;       /* --http2: every scenario over HTTP/2 (else each says, `protocol: h2`) */
     bool http3;       /* --http3: every scenario over HTTP/3 (else `protocol: h3`) */
+    bool h3_0rtt;     /* --h3-0rtt: HTTP/3 connections resume with 0-RTT */
     uint64_t streams; /* --streams: HTTP/2 streams (VUs) per connection; 1 unless given */
     /* Refuse a plan with script: (a daemon that runs plans its clients send: their Lua could
      * use io and os). Not a flag; false from sq_planrun_opts_init. */

@@ -42,6 +42,7 @@ enum {
     OPT_NO_COMPRESSION,
     OPT_HTTP2,
     OPT_HTTP3,
+    OPT_H3_0RTT,
     OPT_STREAMS,
     /* event buses */
     OPT_PAYLOAD,
@@ -108,6 +109,7 @@ static const struct option longs[] = {
     {"no-compression", no_argument, NULL, OPT_NO_COMPRESSION},
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"http3", no_argument, NULL, OPT_HTTP3},
+    {"h3-0rtt", no_argument, NULL, OPT_H3_0RTT},
     {"streams", required_argument, NULL, OPT_STREAMS},
     {"payload", required_argument, NULL, OPT_PAYLOAD},
     {"window", required_argument, NULL, OPT_WINDOW},
@@ -459,6 +461,9 @@ static int take_request(struct sq_quick_opts *o, int opt, const char *flag, char
                             "--http3: this build of squall has no HTTP/3 (it was built without "
                             "ngtcp2, nghttp3 and GnuTLS; scripts/deps.sh installs them)");
 #endif
+    case OPT_H3_0RTT:
+        o->h3_0rtt = true;
+        return 0;
     case OPT_STREAMS:
         if (sq_parse_u64(arg, 1, 1000, 1, &o->streams) < 0)
             return sq_flag_fail(err, len, "%s: '%s' is not a stream count (1..1000)", flag, arg);
@@ -741,6 +746,8 @@ static int check_together(struct sq_quick_opts *o, char *err, size_t len)
                             o->http2 ? h2flag(o) : "it for a ws:// URL");
     if (o->streams && !o->http2)
         return sq_flag_fail(err, len, "--streams applies to --http2 and --http3");
+    if (o->h3_0rtt && !o->http3)
+        return sq_flag_fail(err, len, "--h3-0rtt: resumes HTTP/3 sessions; add --http3");
     /* --http3 with --urls is a URL list's requests over QUIC (one https:// origin, as for
      * --http2); the rest cannot be carried: refused before anything is sent */
     if (o->http3 && o->net.proxy && o->net.proxy[0])
@@ -1926,7 +1933,8 @@ static int configure(struct sq_quick_run *r, const struct sq_quick_opts *o,
         struct sq_quic_client_opts qo = {.insecure = o->net.tls.insecure,
                                          .cacert = o->net.tls.cacert,
                                          .host = r->url.host,
-                                         .alpn = "h3"};
+                                         .alpn = "h3",
+                                         .zero_rtt = o->h3_0rtt};
         rc = sq_quic_client_new(&qo, &r->quic, why, sizeof(why));
         if (rc == -EINVAL)
             return sq_flag_fail(err, len, "%s", why);

@@ -73,7 +73,8 @@ struct sq_quick_opts {
     int64_t timeout_ns;         /* default 10 s */
     int64_t connect_timeout_ns; /* default 5 s */
     bool no_phases, no_compression, http2;
-    bool http3; /* --http3: HTTP/3 over QUIC (http2 is set with it: the same prepared request) */
+    bool http3;   /* --http3: HTTP/3 over QUIC (http2 is set with it: the same prepared request) */
+    bool h3_0rtt; /* --h3-0rtt: later connections resume the session with 0-RTT */
     struct sq_netopts net;      /* DNS and TLS */
     struct sq_distopts dist;    /* --agents N --nats URL...: a run on agents (the CLI only) */
     struct sq_watch_opts watch; /* --watch PID, --watch-name NAME (face/watchopt.h) */

@@ -29,6 +29,7 @@ struct sq_quic_client {
     char *alpn;
     bool verify;
     uint8_t batch; /* enum sq_quic_batch */
+    bool zero_rtt;
 };
 
 /* UDP GSO in this process: 0 not probed yet, 1 offered, -1 not (the probe said so, or a GSO send
@@ -92,6 +93,7 @@ int sq_quic_client_new(const struct sq_quic_client_opts *o, struct sq_quic_clien
         free(c);
         return -ENOMEM;
     }
+    c->zero_rtt = o->zero_rtt;
     if (c->verify) {
         int rc = o->cacert ? gnutls_certificate_set_x509_trust_file(c->cred, o->cacert,
                                                                     GNUTLS_X509_FMT_PEM)
@@ -111,6 +113,17 @@ int sq_quic_client_new(const struct sq_quic_client_opts *o, struct sq_quic_clien
     }
     *out = c;
     return 0;
+}
+
+bool sq_quic_client_zero_rtt(const struct sq_quic_client *c)
+{
+    return c->zero_rtt;
+}
+
+void sq_quic_ticket_dispose(struct sq_quic_ticket *t)
+{
+    free(t->data);
+    *t = (struct sq_quic_ticket){0};
 }
 
 void sq_quic_client_free(struct sq_quic_client *c)
@@ -259,9 +272,24 @@ static ngtcp2_path path_of(struct sq_quic_conn *q)
     };
 }
 
+/* GnuTLS's hook after a NewSessionTicket arrived: the session can be resumed from now on. */
+static int ticket_hook(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming,
+                       const gnutls_datum_t *msg)
+{
+    (void)msg;
+    if (htype == GNUTLS_HANDSHAKE_NEW_SESSION_TICKET && when == GNUTLS_HOOK_POST && incoming) {
+        ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
+        ((struct sq_quic_conn *)ref->user_data)->ticket_new = true;
+    }
+    return 0;
+}
+
 static int tls_setup(struct sq_quic_conn *q, const struct sq_quic_client *c)
 {
-    if (gnutls_init(&q->tls, GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA) != GNUTLS_E_SUCCESS) {
+    unsigned flags = GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA;
+    if (c->zero_rtt)
+        flags |= GNUTLS_ENABLE_EARLY_DATA;
+    if (gnutls_init(&q->tls, flags) != GNUTLS_E_SUCCESS) {
         q->tls = NULL;
         return -ENOMEM;
     }
@@ -276,12 +304,73 @@ static int tls_setup(struct sq_quic_conn *q, const struct sq_quic_client *c)
         gnutls_session_set_verify_cert(q->tls, c->host, 0);
     q->ref = (ngtcp2_crypto_conn_ref){.get_conn = get_conn, .user_data = q};
     gnutls_session_set_ptr(q->tls, &q->ref);
+    if (c->zero_rtt)
+        gnutls_handshake_set_hook_function(q->tls, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET,
+                                           GNUTLS_HOOK_POST, ticket_hook);
     return 0;
+}
+
+/* The remembered transport parameters early data goes by (ngtcp2.h lists the fields that
+ * count; the rest, pointers among them, stay at their defaults). */
+static void early_params(ngtcp2_conn *conn, const ngtcp2_transport_params *r)
+{
+    ngtcp2_transport_params p;
+    ngtcp2_transport_params_default(&p);
+    p.initial_max_streams_bidi = r->initial_max_streams_bidi;
+    p.initial_max_streams_uni = r->initial_max_streams_uni;
+    p.initial_max_stream_data_bidi_local = r->initial_max_stream_data_bidi_local;
+    p.initial_max_stream_data_bidi_remote = r->initial_max_stream_data_bidi_remote;
+    p.initial_max_stream_data_uni = r->initial_max_stream_data_uni;
+    p.initial_max_data = r->initial_max_data;
+    p.active_connection_id_limit = r->active_connection_id_limit;
+    p.max_idle_timeout = r->max_idle_timeout;
+    p.max_udp_payload_size = r->max_udp_payload_size;
+    p.disable_active_migration = r->disable_active_migration;
+    p.max_datagram_frame_size = r->max_datagram_frame_size;
+    ngtcp2_conn_set_early_remote_transport_params(conn, &p);
+}
+
+int sq_quic_conn_ticket(struct sq_quic_conn *q, struct sq_quic_ticket *t)
+{
+    q->ticket_new = false;
+    size_t n = t->cap;
+    int rc = gnutls_session_get_data(q->tls, t->data, &n);
+    if (rc == GNUTLS_E_SHORT_MEMORY_BUFFER && n <= 65536) {
+        uint8_t *d = malloc(n);
+        if (!d)
+            return -ENOMEM;
+        rc = gnutls_session_get_data(q->tls, d, &n);
+        if (rc != GNUTLS_E_SUCCESS) {
+            free(d);
+            return -EPROTO;
+        }
+        free(t->data);
+        t->data = d;
+        t->cap = n;
+    } else if (rc != GNUTLS_E_SUCCESS || !t->data) {
+        return -EPROTO;
+    }
+    t->len = n;
+    t->tp = *ngtcp2_conn_get_remote_transport_params(q->conn);
+    return 0;
+}
+
+bool sq_quic_conn_early_accepted(struct sq_quic_conn *q)
+{
+    if (gnutls_session_get_flags(q->tls) & GNUTLS_SFLAGS_EARLY_DATA)
+        return true;
+    (void)ngtcp2_conn_early_data_rejected(q->conn);
+    return false;
+}
+
+bool sq_quic_conn_resumed(const struct sq_quic_conn *q)
+{
+    return gnutls_session_is_resumed(q->tls) != 0;
 }
 
 int sq_quic_conn_open(struct sq_quic_conn *q, const struct sq_quic_client *c,
                       const struct sq_addr *to, const struct sq_quic_app *app, void *ud,
-                      int64_t now)
+                      const struct sq_quic_ticket *resume, int64_t now)
 {
     *q = (struct sq_quic_conn){.app = app, .ud = ud, .fd = -1, .batch = c->batch};
     int fd = socket(to->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
@@ -337,6 +426,12 @@ int sq_quic_conn_open(struct sq_quic_conn *q, const struct sq_quic_client *c,
     if (rc < 0)
         goto fail;
     ngtcp2_conn_set_tls_native_handle(q->conn, q->tls);
+    /* a ticket GnuTLS refuses (expired, another server's) is a full handshake, not an error */
+    if (resume && resume->len &&
+        gnutls_session_set_data(q->tls, resume->data, resume->len) == GNUTLS_E_SUCCESS) {
+        early_params(q->conn, &resume->tp);
+        q->early = true;
+    }
     return 0;
 fail:
     if (q->conn)
@@ -379,11 +474,13 @@ static int failed(struct sq_quic_conn *q, int rv)
     } else if (rv == NGTCP2_ERR_IDLE_CLOSE) {
         q->fail = SQ_QUIC_IDLE;
         q->closing = true;
+    } else if (rv == NGTCP2_ERR_RECV_VERSION_NEGOTIATION) {
+        q->fail = SQ_QUIC_VERSION; /* nothing to close: no connection was made */
+        q->closing = true;
     } else if (!q->handshake_done || rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT ||
-               rv == NGTCP2_ERR_CRYPTO || rv == NGTCP2_ERR_RECV_VERSION_NEGOTIATION) {
+               rv == NGTCP2_ERR_CRYPTO) {
         q->fail = SQ_QUIC_HANDSHAKE;
-        q->closing =
-            rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT || rv == NGTCP2_ERR_RECV_VERSION_NEGOTIATION;
+        q->closing = rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT;
         ngtcp2_connection_close_error_set_transport_error_liberr(&q->ccerr, rv, NULL, 0);
     } else {
         q->fail = SQ_QUIC_ERROR;
@@ -547,7 +644,7 @@ int sq_quic_conn_write(struct sq_quic_conn *q, struct sq_quic_buf *b, int64_t no
         bool fin = false;
         ngtcp2_vec vec[16];
         int nv = 0;
-        if (q->handshake_done && ngtcp2_conn_get_max_data_left(q->conn)) {
+        if ((q->handshake_done || q->early) && ngtcp2_conn_get_max_data_left(q->conn)) {
             nv = q->app->pull(q->ud, &sid, &fin, vec, 16);
             if (nv < 0) {
                 q->fail = SQ_QUIC_ERROR;
@@ -653,6 +750,8 @@ const char *sq_quic_conn_why(const struct sq_quic_conn *q, char *buf, size_t len
 {
     if (q->refused)
         return "nothing answered on that UDP port (ICMP port unreachable)";
+    if (q->liberr == NGTCP2_ERR_RECV_VERSION_NEGOTIATION)
+        return "the server answered with Version Negotiation: it does not speak QUIC v1";
     if (q->tls && !q->handshake_done && gnutls_session_get_verify_cert_status(q->tls) != 0)
         return "the server's certificate is not trusted (--cacert names a CA, -k skips the check)";
     uint8_t alert = q->conn ? ngtcp2_conn_get_tls_alert(q->conn) : 0;
@@ -663,6 +762,7 @@ const char *sq_quic_conn_why(const struct sq_quic_conn *q, char *buf, size_t len
     }
     if (q->liberr == NGTCP2_ERR_HANDSHAKE_TIMEOUT)
         return "QUIC handshake timed out";
+
     snprintf(buf, len, "QUIC: %s", q->liberr ? ngtcp2_strerror(q->liberr) : "connection failed");
     return buf;
 }

@@ -48,7 +48,8 @@
 /* Why a connection ended (q->fail). */
 enum sq_quic_fail {
     SQ_QUIC_OK,
-    SQ_QUIC_HANDSHAKE, /* the handshake failed or timed out (TLS, version negotiation) */
+    SQ_QUIC_HANDSHAKE, /* the handshake failed or timed out (TLS) */
+    SQ_QUIC_VERSION,   /* the server answered with Version Negotiation: it speaks no QUIC v1 */
     SQ_QUIC_IDLE,      /* the idle timeout passed with nothing heard */
     SQ_QUIC_CLOSED,    /* the server closed the connection (CONNECTION_CLOSE, stateless reset) */
     SQ_QUIC_ERROR,     /* a protocol error, the application's, or the socket's */
@@ -60,6 +61,7 @@ struct sq_quic_client_opts {
     const char *cacert; /* PEM file of trusted CAs; NULL: the system's store */
     const char *host;   /* SNI and the name checked (not sent when an IP literal) */
     const char *alpn;   /* one protocol, "h3" */
+    bool zero_rtt;      /* keep the server's session tickets, resume with 0-RTT (--h3-0rtt) */
 };
 
 /* How datagrams move (SQUALL_UDP_BATCH: "off", "nogso"; unset or "on": SQ_QUIC_BATCH_ON). */
@@ -70,11 +72,23 @@ enum sq_quic_batch {
 };
 struct sq_quic_client;
 
+/* A session to resume (0-RTT): the server's ticket (GnuTLS's session data) and the transport
+ * parameters it gave with it (the limits early data must respect: RFC 9000 7.4.1). Kept in
+ * memory by whoever opens connections (a worker), never parsed by squall: GnuTLS reads it. */
+struct sq_quic_ticket {
+    uint8_t *data; /* NULL: none */
+    size_t len, cap;
+    ngtcp2_transport_params tp;
+};
+void sq_quic_ticket_dispose(struct sq_quic_ticket *t);
+
 /* Loads the QUIC libraries first (base/h3lib.h). Returns 0, -EINVAL (errbuf says why:
  * "--cacert: ...", or a library that could not be loaded) or -ENOMEM. */
 SQ_MUST_CHECK int sq_quic_client_new(const struct sq_quic_client_opts *o,
                                      struct sq_quic_client **out, char *errbuf, size_t errlen);
 void sq_quic_client_free(struct sq_quic_client *c);
+/* Whether the run's connections resume with 0-RTT (opts.zero_rtt). */
+bool sq_quic_client_zero_rtt(const struct sq_quic_client *c);
 
 /* What the connection calls up (ud: sq_quic_conn_open's). A callback returning < 0 ends the
  * connection (SQ_QUIC_ERROR). */
@@ -128,6 +142,8 @@ struct sq_quic_conn {
     bool refused;        /* an ICMP unreachable came back (nothing listens there) */
     bool gso;            /* this socket sends with UDP_SEGMENT (the probe said yes) */
     uint8_t batch;       /* enum sq_quic_batch: the client's */
+    bool early;          /* resumed a session: streams opened now go as 0-RTT early data */
+    bool ticket_new;     /* the server sent a session ticket (sq_quic_conn_ticket takes it) */
     int liberr;          /* ngtcp2's error that ended it, or 0 */
     uint64_t datagrams_sent, datagrams_received;
     uint64_t bytes_sent, bytes_received; /* UDP payload bytes */
@@ -140,11 +156,22 @@ struct sq_quic_conn {
 
 /* Creates the socket (connected to `to`, non-blocking, its buffers sized) and the connection,
  * and starts the handshake (the first flight leaves with the caller's sq_quic_conn_write).
+ * resume (NULL, or empty: none): a session to resume; when GnuTLS takes it, q->early is set
+ * and the streams opened before the handshake completes carry their data as 0-RTT.
  * Returns 0 or a negative errno (the socket) / -ENOMEM / -EPROTO (TLS setup); on failure
  * nothing is left open. q->fd is the caller's to register; sq_quic_conn_free does not close it. */
 SQ_MUST_CHECK int sq_quic_conn_open(struct sq_quic_conn *q, const struct sq_quic_client *c,
                                     const struct sq_addr *to, const struct sq_quic_app *app,
-                                    void *ud, int64_t now);
+                                    void *ud, const struct sq_quic_ticket *resume, int64_t now);
+/* Once the handshake completed on a connection with q->early: whether the server took the
+ * early data. When it did not, the connection forgets its streams (ngtcp2's
+ * early_data_rejected) and returns false: the caller opens them again and re-sends. */
+bool sq_quic_conn_early_accepted(struct sq_quic_conn *q);
+/* Whether the handshake resumed a session. */
+bool sq_quic_conn_resumed(const struct sq_quic_conn *q);
+/* After q->ticket_new: copies the session and the server's transport parameters into *t
+ * (replacing what it held). Returns 0 or -ENOMEM / -EPROTO (t unchanged). */
+int sq_quic_conn_ticket(struct sq_quic_conn *q, struct sq_quic_ticket *t);
 /* Sends our CONNECTION_CLOSE when one is due, then frees the connection (not the socket). */
 void sq_quic_conn_free(struct sq_quic_conn *q, struct sq_quic_buf *b);
 /* Reads every datagram waiting and feeds them in. Returns 0, or -1 with q->fail set. */

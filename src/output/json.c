@@ -1030,13 +1030,15 @@ json_t *sq_report_json_doc(const struct sq_report_info *info, const struct sq_re
         static const char *const batch[] = {"on", "nogso", "off"};
         json_object_set_new(
             root, "quic",
-            json_pack("{s:I, s:I, s:I, s:{s:f, s:I}, s:f, s:I, s:I, s:{s:s, s:b, s:I, s:I, s:I, "
-                      "s:I, s:I, s:I}}",
+            json_pack("{s:I, s:I, s:I, s:{s:f, s:I}, s:f, s:I, s:I, s:I, s:I, s:I, s:{s:s, s:b, "
+                      "s:I, s:I, s:I, s:I, s:I, s:I}}",
                       "connections", (json_int_t)q->connections, "datagrams_sent",
                       (json_int_t)q->datagrams_sent, "datagrams_received",
                       (json_int_t)q->datagrams_received, "cwnd_bytes", "mean",
                       (double)q->cwnd_sum / (double)q->connections, "max", (json_int_t)q->cwnd_max,
-                      "smoothed_rtt_ms_max", (double)q->srtt_max_ns / 1e6, "packets_lost",
+                      "smoothed_rtt_ms_max", (double)q->srtt_max_ns / 1e6, "resumed",
+                      (json_int_t)q->resumed, "early_data_accepted", (json_int_t)q->early_accepted,
+                      "early_data_rejected", (json_int_t)q->early_rejected, "packets_lost",
                       (json_int_t)q->packets_lost, "pto_count", (json_int_t)q->pto_count, "udp",
                       "batching", batch[q->batch < 3 ? q->batch : 0], "gso", (int)q->gso,
                       "send_calls", (json_int_t)q->send_calls, "recv_calls",

@@ -205,17 +205,39 @@ int sq_result_merge(struct sq_result *dst, const struct sq_result *src)
     }
     if (!dst->tls_error[0] && src->tls_error[0])
         snprintf(dst->tls_error, sizeof(dst->tls_error), "%s", src->tls_error);
-    /* QUIC (the `quic` block): counts and the window's sum summed (its mean stays weighted by
-     * connections), the maxima the larger */
-    dst->quic.connections += src->quic.connections;
-    dst->quic.datagrams_sent += src->quic.datagrams_sent;
-    dst->quic.datagrams_received += src->quic.datagrams_received;
-    dst->quic.cwnd_sum += src->quic.cwnd_sum;
-    if (src->quic.cwnd_max > dst->quic.cwnd_max)
-        dst->quic.cwnd_max = src->quic.cwnd_max;
-    dst->quic.srtt_max_ns = max64(dst->quic.srtt_max_ns, src->quic.srtt_max_ns);
+    sq_result_quic_add(&dst->quic, &src->quic);
     dst->script_stopped += src->script_stopped;
     if (!dst->script_error && src->script_error && !(dst->script_error = strdup(src->script_error)))
         return -ENOMEM;
     return 0;
+}
+
+void sq_result_quic_add(struct sq_quic_stats *d, const struct sq_quic_stats *s)
+{
+    if (!s->connections && !s->send_calls && !s->recv_calls)
+        return;
+    if (!d->connections && !d->send_calls && !d->recv_calls) {
+        d->batch = s->batch;
+        d->buf_asked = s->buf_asked;
+    }
+    d->connections += s->connections;
+    d->datagrams_sent += s->datagrams_sent;
+    d->datagrams_received += s->datagrams_received;
+    d->resumed += s->resumed;
+    d->early_accepted += s->early_accepted;
+    d->early_rejected += s->early_rejected;
+    d->cwnd_sum += s->cwnd_sum;
+    if (s->cwnd_max > d->cwnd_max)
+        d->cwnd_max = s->cwnd_max;
+    d->srtt_max_ns = max64(d->srtt_max_ns, s->srtt_max_ns);
+    d->packets_lost += s->packets_lost;
+    d->pto_count += s->pto_count;
+    d->send_calls += s->send_calls;
+    d->recv_calls += s->recv_calls;
+    d->gso_sends += s->gso_sends;
+    d->gso |= s->gso;
+    if (s->rcvbuf_min && (!d->rcvbuf_min || s->rcvbuf_min < d->rcvbuf_min))
+        d->rcvbuf_min = s->rcvbuf_min;
+    if (s->sndbuf_min && (!d->sndbuf_min || s->sndbuf_min < d->sndbuf_min))
+        d->sndbuf_min = s->sndbuf_min;
 }

@@ -70,13 +70,16 @@ struct sq_fine_series {
     SQ_ERRK_QUIC_LIST(X)
 
 /* HTTP/3's own kinds (engine/h3drv.c). quic_handshake: a QUIC handshake failed or timed out (no
- * request lost: the connection backs off and retries). quic_idle_timeout: the connection heard
+ * request lost: the connection backs off and retries). quic_version_negotiation: the server
+ * answered the first Initial with Version Negotiation (it speaks no QUIC v1; counted as the
+ * handshake's failure is, no request lost). quic_idle_timeout: the connection heard
  * nothing for its idle timeout. quic_closed: the server closed the connection (CONNECTION_CLOSE,
  * a stateless reset, an ICMP unreachable) or broke the protocol. quic_stream_reset: the server
  * reset a request's stream, or ended it without a response. The connection-wide ones fail the
  * requests out on it (one count each); a connection with none out costs nothing. */
 #define SQ_ERRK_QUIC_LIST(X)                                                                       \
     X(QUIC_HANDSHAKE, "quic_handshake")                                                            \
+    X(QUIC_VERSION, "quic_version_negotiation")                                                    \
     X(QUIC_IDLE, "quic_idle_timeout")                                                              \
     X(QUIC_CLOSED, "quic_closed")                                                                  \
     X(QUIC_STREAM_RESET, "quic_stream_reset")
@@ -213,6 +216,9 @@ struct sq_quic_stats {
     int64_t buf_asked;                          /* what was asked for each way */
     uint8_t batch;                              /* enum sq_quic_batch (net/quic.h) */
     bool gso;                                   /* some connection sent with UDP GSO */
+    /* --h3-0rtt: handshakes that resumed a session, and those that sent early data (0-RTT)
+     * which the server accepted or rejected (a rejected request was sent again, counted once) */
+    uint64_t resumed, early_accepted, early_rejected;
 };
 
 /* What a WebSocket run adds to the result (the document's `ws` block). Payload bytes; the wire
@@ -578,6 +584,11 @@ void sq_counters_sub(struct sq_counters *dst, const struct sq_counters *src);
  * them from the interval stream). Returns 0, -EINVAL (scenarios or steps that do not match) or
  * -ENOMEM (dst may then be partly merged; dispose it). */
 SQ_MUST_CHECK int sq_result_merge(struct sq_result *dst, const struct sq_result *src);
+
+/* Adds src's QUIC figures into dst's: counts summed, the window's sum summed (its mean stays
+ * weighted by connections), maxima the larger, the smallest granted buffers the smaller; the
+ * batching mode and the buffer asked for are the first non-empty side's. */
+void sq_result_quic_add(struct sq_quic_stats *dst, const struct sq_quic_stats *src);
 /* A WebSocket run's own figures into dst->ws (made when missing): counts summed, tallies by key,
  * histograms bucket for bucket (a worker's, engine/wsdrv.c; another result's, above). s NULL:
  * nothing. Returns 0 or -ENOMEM. */

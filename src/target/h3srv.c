@@ -86,6 +86,7 @@ void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gnutls/gnutls.h>
@@ -109,6 +110,7 @@ void sq_h3srv_fuzz_request(struct sq_h3srv *s, const uint8_t *p, size_t n)
 #define MAX_PENDING   (1024 * 1024) /* a paced answer's bytes not yet acknowledged */
 #define STREAM_WINDOW (256 * 1024)
 #define CONN_WINDOW   (1024 * 1024)
+#define SEEN_SLOTS    4096 /* ClientHellos with early data remembered for the anti-replay check */
 #define CONN_BODY_MAX                                                                              \
     (4 * 1024 * 1024) /* request bodies held at once per connection; more: 413                     \
                        */
@@ -210,6 +212,15 @@ struct sq_h3srv {
     size_t goff, gseg;               /* its bytes, and the length of each but the last */
     int gn;                          /* its packets */
     _Atomic uint64_t n_conns, n_requests, n_streams, n_refused, n_dropped, n_open;
+    _Atomic uint64_t n_resumed, n_early, n_early_streams;
+    /* 0-RTT: the session tickets' key (random per server), GnuTLS's anti-replay check and the
+     * ClientHellos it has seen inside its window (see seen_add) */
+    uint8_t ticket_key[64];
+    gnutls_anti_replay_t ar;
+    struct seen {
+        uint64_t h;
+        time_t exp;
+    } seen[SEEN_SLOTS];
 };
 
 #define BUMP(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -881,20 +892,29 @@ static int q_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *ud)
     return 0;
 }
 
+/* The handshake completed: counted when it resumed a session (and when its early data was
+ * taken), and a session ticket goes out for the client's next connection. */
 static int q_handshake_completed(ngtcp2_conn *q, void *ud)
 {
     SQ_UNUSED(q);
     struct h3conn *c = ud;
+    if (gnutls_session_is_resumed(c->tls))
+        BUMP(c->s->n_resumed);
+    if (gnutls_session_get_flags(c->tls) & GNUTLS_SFLAGS_EARLY_DATA)
+        BUMP(c->s->n_early);
+    if (gnutls_session_ticket_send(c->tls, 1, 0) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
     return !c->h && setup_h3(c) < 0 ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
 }
 
 static int q_recv_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t off,
                               const uint8_t *data, size_t len, void *ud, void *sud)
 {
-    SQ_UNUSED(off);
     SQ_UNUSED(sud);
     struct h3conn *c = ud;
-    if (!c->h && setup_h3(c) < 0) /* 1-RTT data processed before the handshake's end */
+    if ((flags & NGTCP2_STREAM_DATA_FLAG_EARLY) && off == 0 && (id & 3) == 0)
+        BUMP(c->s->n_early_streams); /* a request stream begun in 0-RTT */
+    if (!c->h && setup_h3(c) < 0)    /* 1-RTT data processed before the handshake's end */
         return NGTCP2_ERR_CALLBACK_FAILURE;
     nghttp3_ssize n =
         nghttp3_conn_read_stream(c->h, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
@@ -1232,7 +1252,7 @@ static int conn_new(struct sq_h3srv *s, const ngtcp2_pkt_hd *hd, const struct so
     }
     if (cid_add(c, scid.data, scid.datalen) < 0 || cid_add(c, hd->dcid.data, hd->dcid.datalen) < 0)
         return -1;
-    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET |
+    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_AUTO_SEND_TICKET |
                                  GNUTLS_NO_END_OF_EARLY_DATA) != 0) {
         c->tls = NULL;
         return -1;
@@ -1244,6 +1264,12 @@ static int conn_new(struct sq_h3srv *s, const ngtcp2_pkt_hd *hd, const struct so
         gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, s->cred) != 0 ||
         gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0)
         return -1;
+    /* session tickets and 0-RTT (RFC 9001 4.6.1: max_early_data_size is 0xffffffff in QUIC) */
+    gnutls_datum_t key = {s->ticket_key, sizeof(s->ticket_key)};
+    if (gnutls_session_ticket_enable_server(c->tls, &key) != 0 ||
+        gnutls_record_set_max_early_data_size(c->tls, 0xffffffffu) != 0)
+        return -1;
+    gnutls_anti_replay_enable(c->tls, s->ar);
     gnutls_session_set_ptr(c->tls, &c->ref);
     ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
     return 0;
@@ -1434,6 +1460,25 @@ static void *loop_main(void *arg)
 
 /* ---- setup ---- */
 
+/* GnuTLS's anti-replay store (called on the server's thread for each ClientHello that carries
+ * early data inside the window): a key seen before and not expired is a replay, and its early
+ * data is refused (the handshake goes on in 1-RTT). The table is bounded: a slot taken by
+ * another live key is overwritten, so under more than SEEN_SLOTS 0-RTT handshakes per window
+ * (10 s) a replay can slip through; a load target accepts that, never the memory. */
+static int seen_add(void *ud, time_t exp, const gnutls_datum_t *key, const gnutls_datum_t *data)
+{
+    SQ_UNUSED(data);
+    struct sq_h3srv *s = ud;
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned i = 0; i < key->size; i++)
+        h = (h ^ key->data[i]) * 1099511628211ull;
+    struct seen *e = &s->seen[h % SEEN_SLOTS];
+    if (e->h == h && e->exp >= time(NULL))
+        return GNUTLS_E_DB_ENTRY_EXISTS;
+    *e = (struct seen){h, exp};
+    return 0;
+}
+
 static int creds(struct sq_h3srv *s, const struct sq_h3srv_config *cfg, const char **why)
 {
     if (gnutls_certificate_allocate_credentials(&s->cred) != 0) {
@@ -1456,6 +1501,13 @@ static int creds(struct sq_h3srv *s, const struct sq_h3srv_config *cfg, const ch
         *why = "GnuTLS refuses the TLS 1.3 priority string";
         return -EINVAL;
     }
+    rand_bytes(s->ticket_key, sizeof(s->ticket_key));
+    if (gnutls_anti_replay_init(&s->ar) != 0) {
+        s->ar = NULL;
+        return -ENOMEM;
+    }
+    gnutls_anti_replay_set_add_function(s->ar, seen_add);
+    gnutls_anti_replay_set_ptr(s->ar, s);
     return 0;
 }
 
@@ -1578,6 +1630,8 @@ void sq_h3srv_free(struct sq_h3srv *s)
         gnutls_priority_deinit(s->prio);
     if (s->cred)
         gnutls_certificate_free_credentials(s->cred);
+    if (s->ar)
+        gnutls_anti_replay_deinit(s->ar);
     free(s);
 }
 
@@ -1590,6 +1644,9 @@ void sq_h3srv_counts(const struct sq_h3srv *s, struct sq_h3srv_counts *out)
         .refused = atomic_load_explicit(&s->n_refused, memory_order_relaxed),
         .dropped = atomic_load_explicit(&s->n_dropped, memory_order_relaxed),
         .open = atomic_load_explicit(&s->n_open, memory_order_relaxed),
+        .resumed = atomic_load_explicit(&s->n_resumed, memory_order_relaxed),
+        .early = atomic_load_explicit(&s->n_early, memory_order_relaxed),
+        .early_streams = atomic_load_explicit(&s->n_early_streams, memory_order_relaxed),
     };
 }
 

@@ -53,7 +53,10 @@ struct sq_h3srv_counts {
      * an Initial that did not decrypt, a version this server does not speak (answered with
      * Version Negotiation) */
     uint64_t dropped;
-    uint64_t open; /* connections open now (a gauge) */
+    uint64_t open;          /* connections open now (a gauge) */
+    uint64_t resumed;       /* handshakes that resumed a session (a ticket this server issued) */
+    uint64_t early;         /* of those, the ones whose 0-RTT early data was accepted */
+    uint64_t early_streams; /* request streams whose first bytes came in 0-RTT packets */
 };
 
 /* True when this build has HTTP/3. */

@@ -538,7 +538,8 @@ struct sq_target {
     uint32_t min_body_rate, max_conns;
     _Atomic int64_t reset_ns;
     _Atomic uint64_t h2_base[2]; /* h2 connections and streams at the last reset */
-    _Atomic uint64_t h3_base[3]; /* h3 connections, requests and streams at the last reset */
+    _Atomic uint64_t
+        h3_base[6]; /* h3 connections, requests, streams, resumed, 0-RTT, 0-RTT streams at reset */
 };
 
 static char *scratch_get(struct scratch *s, size_t need)
@@ -679,7 +680,8 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
         "\"oauth\":{\"tokens\":%llu,\"refused\":%llu,\"expired\":%llu},"
         "\"h2\":{\"connections\":%llu,\"streams\":%llu},"
         "\"h3\":{\"enabled\":%s,\"connections\":%llu,\"requests\":%llu,\"streams\":%llu,"
-        "\"open\":%llu,\"refused\":%llu,\"dropped\":%llu}",
+        "\"open\":%llu,\"refused\":%llu,\"dropped\":%llu,\"resumed\":%llu,\"early_data\":%llu,"
+        "\"early_requests\":%llu}",
         (unsigned long long)v[SQ_TARGET_C_400], (unsigned long long)v[SQ_TARGET_C_413],
         (unsigned long long)v[SQ_TARGET_C_431], (unsigned long long)v[SQ_TARGET_C_SMUGGLING],
         (unsigned long long)v[SQ_TARGET_C_ACCEPTED], (unsigned long long)sc.open,
@@ -701,8 +703,13 @@ static void answer_stats(struct sq_target *t, const struct sq_server_req *req,
                                  atomic_load_explicit(&t->h3_base[1], memory_order_relaxed)),
         (unsigned long long)sub0(h3.streams,
                                  atomic_load_explicit(&t->h3_base[2], memory_order_relaxed)),
-        (unsigned long long)h3.open, (unsigned long long)h3.refused,
-        (unsigned long long)h3.dropped);
+        (unsigned long long)h3.open, (unsigned long long)h3.refused, (unsigned long long)h3.dropped,
+        (unsigned long long)sub0(h3.resumed,
+                                 atomic_load_explicit(&t->h3_base[3], memory_order_relaxed)),
+        (unsigned long long)sub0(h3.early,
+                                 atomic_load_explicit(&t->h3_base[4], memory_order_relaxed)),
+        (unsigned long long)sub0(h3.early_streams,
+                                 atomic_load_explicit(&t->h3_base[5], memory_order_relaxed)));
     /* open WebSocket connections: raw sums (a gauge; a reset does not zero it) */
     uint64_t ws_up = sq_target_counters_sum(t->cnt, SQ_TARGET_C_WS_UPGRADES),
              ws_end = sq_target_counters_sum(t->cnt, SQ_TARGET_C_WS_ENDED);
@@ -922,6 +929,9 @@ static void handle(void *ud, const struct sq_server_req *req, struct sq_server_r
                 atomic_store_explicit(&t->h3_base[0], h3.conns, memory_order_relaxed);
                 atomic_store_explicit(&t->h3_base[1], h3.requests, memory_order_relaxed);
                 atomic_store_explicit(&t->h3_base[2], h3.streams, memory_order_relaxed);
+                atomic_store_explicit(&t->h3_base[3], h3.resumed, memory_order_relaxed);
+                atomic_store_explicit(&t->h3_base[4], h3.early, memory_order_relaxed);
+                atomic_store_explicit(&t->h3_base[5], h3.early_streams, memory_order_relaxed);
             }
             arrivals_reset(t);
             sq_target__oauth_reset(t->app);

@@ -10,9 +10,12 @@ a build without HTTP/3 must say so for --http3, with the usage exit code.
 import json
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -64,6 +67,12 @@ class H3FlagTest(unittest.TestCase):
         self.assertIn("give an https:// URL", p.stderr)
 
     @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+    def test_h3_0rtt_needs_http3(self):
+        p, _ = sqtest.run_squall("https://127.0.0.1:1/", "--h3-0rtt", "-n", "1")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--h3-0rtt: resumes HTTP/3 sessions; add --http3", p.stderr)
+
+    @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
     def test_missing_library_is_named(self):
         """The QUIC libraries are loaded when --http3 is used (base/h3lib.c): one that cannot be
         loaded (here an empty file found first through LD_LIBRARY_PATH) fails the setup with its
@@ -83,6 +92,66 @@ class H3FlagTest(unittest.TestCase):
                                capture_output=True, text=True, timeout=60, env=env)
             self.assertNotIn("libnghttp3", p.stderr)
             self.assertNotIn("error while loading", p.stderr)
+
+
+class VersionNegotiator:
+    """A UDP responder that speaks no QUIC v1: each long-header datagram is answered with a
+    Version Negotiation packet (RFC 9000 17.2.1) listing one version nobody speaks (a reserved
+    0x?a?a?a?a one, RFC 9000 15). Counts what it answered."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.answered = 0
+        self.done = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.done:
+            try:
+                pkt, peer = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            if len(pkt) < 7 or not pkt[0] & 0x80:
+                continue
+            dlen = pkt[5]
+            dcid = pkt[6:6 + dlen]
+            slen = pkt[6 + dlen]
+            scid = pkt[7 + dlen:7 + dlen + slen]
+            # the client's source ID is our destination ID and the other way round
+            vn = (bytes([0x80 | 0x2a]) + b"\0\0\0\0" + bytes([len(scid)]) + scid +
+                  bytes([len(dcid)]) + dcid + struct.pack(">I", 0x1a2a3a4a))
+            self.sock.sendto(vn, peer)
+            self.answered += 1
+
+    def close(self):
+        self.done = True
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+@unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
+class H3VersionNegotiationTest(unittest.TestCase):
+    def test_version_negotiation_is_its_own_kind(self):
+        """A server that answers with Version Negotiation: counted as quic_version_negotiation
+        (not quic_handshake), no request lost, the summary says why."""
+        vn = VersionNegotiator()
+        try:
+            p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/" % vn.port, "--http3", "-k",
+                                        "-t", "1", "-c", "1", "-d", "1s", timeout=60)
+        finally:
+            vn.close()
+        self.assertIsNotNone(doc, p.stderr)
+        self.assertGreater(vn.answered, 0)
+        e, r = doc["errors"], doc["requests"]
+        self.assertGreater(e["quic_version_negotiation"], 0, e)
+        self.assertEqual(e["quic_handshake"], 0, e)
+        self.assertEqual((r["completed"], r["failed"]), (0, 0), r)
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertIn("Version Negotiation", json.dumps(doc.get("error_messages")) + p.stderr)
 
 
 @unittest.skipUnless(HAS_H3, "squall was built without HTTP/3 (ngtcp2, nghttp3, GnuTLS)")
@@ -111,11 +180,14 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def setUp(self):
+        self.start_server()
+
+    def start_server(self, *extra):
         self.port = sqtest.free_port()
         self.log = open(os.path.join(self.dir, "server-%d.log" % self.port), "w+")
         # gtlsserver prints each request's head (":path: /f.bin") on stdout: its own count
-        self.srv = subprocess.Popen([GTLSSERVER, "-d", self.www, "127.0.0.1", str(self.port),
-                                     self.key, self.cert], stdout=self.log,
+        self.srv = subprocess.Popen([GTLSSERVER, "-d", self.www, *extra, "127.0.0.1",
+                                     str(self.port), self.key, self.cert], stdout=self.log,
                                     stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # it prints "Using document root" once bound
@@ -289,6 +361,56 @@ class H3AgainstGtlsserverTest(unittest.TestCase):
         finally:
             sqtest.stop(srv)
             log.close()
+    def test_0rtt_resumption(self):
+        """--h3-0rtt: gtlsserver (its idle timeout 1 s: a paced client's connections end between
+        requests, new ones are made) issues tickets and accepts 0-RTT; the connections after the
+        first resume with early data, and what it served equals what squall completed."""
+        sqtest.stop(self.srv)
+        self.log.close()
+        self.start_server("--timeout=1s")
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/f.bin" % self.port, "--http3",
+                                    "--h3-0rtt", "-k", "-t", "1", "-c", "1", "-r", "0.5", "-d",
+                                    "5s", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.assert_schema(doc)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual((r["failed"], r["in_flight"]), (0, 0), doc["errors"])
+        self.assertGreater(r["completed"], 0)
+        self.assertEqual(self.served("/f.bin"), r["completed"])
+        self.assertGreater(q["connections"], 1, q)
+        self.assertGreater(q["resumed"], 0, q)
+        self.assertGreater(q["early_data_accepted"], 0, q)
+        self.assertEqual(q["early_data_rejected"], 0, q)
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            self.assertIn("type=0RTT", f.read())  # the server's own log: early packets read
+
+    def test_run_h3_0rtt_flag(self):
+        """`squall run --http3 --h3-0rtt`: a plan's HTTP/3 connections resume with 0-RTT."""
+        sqtest.stop(self.srv)
+        self.log.close()
+        self.start_server("--timeout=1s")
+        path = os.path.join(self.dir, "plan-0rtt-%d.yaml" % self.port)
+        with open(path, "w") as f:
+            f.write("target: https://127.0.0.1:%d\n"
+                    "scenarios:\n"
+                    "  api:\n"
+                    "    executor: constant-arrival-rate\n"
+                    "    rate: 1\n"
+                    "    timeUnit: 2s\n"
+                    "    duration: 5s\n"
+                    "    preAllocatedVUs: 1\n"
+                    "    flow:\n"
+                    "      - request: { url: /f.bin }\n" % self.port)
+        p, doc, _ = sqtest.run_json("run", path, "--http3", "--h3-0rtt", "-k", "-t", "1",
+                                    timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        self.assert_schema(doc)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual((r["failed"], r["in_flight"]), (0, 0), doc["errors"])
+        self.assertEqual(self.served("/f.bin"), r["completed"])
+        self.assertGreater(q["early_data_accepted"], 0, q)
 
     def test_cacert_verifies_the_server(self):
         n = 20

@@ -360,6 +360,135 @@ class H3TargetWithoutGsoTest(H3Case):
         self.assertEqual(got["300000"], pattern(300000))
         st = self.wait_open_zero()
         self.assertEqual((st["h3"]["connections"], st["h3"]["requests"]), (1, 1), st["h3"])
+class H3ZeroRttTest(H3Case):
+    """0-RTT: the target issues session tickets and takes early data. Its QUIC idle timeout is
+    short (1 s) so that a paced client's connections end between requests and new ones resume
+    (the churn). Counted in /stats' h3 block: resumed, early_data."""
+    target_extra = ("--idle-timeout", "1s")
+
+    def test_gtlsclient_second_run_is_0rtt(self):
+        """gtlsclient keeps the ticket and transport parameters in files; its second run sends
+        its request in 0-RTT packets and the target accepts them."""
+        self.reset()
+        sess = os.path.join(self.dir, "sess.pem")
+        tp = os.path.join(self.dir, "tp.pem")
+        files = ("--session-file=" + sess, "--tp-file=" + tp)
+        self.assertEqual(self.fetch(["/bytes/100"], extra=files)["100"], pattern(100))
+        self.assertTrue(os.path.getsize(sess) > 0 and os.path.getsize(tp) > 0)
+        self.wait_open_zero()
+        out, argv = self.gtls(["/bytes/200"], files)
+        argv.remove("-q")  # its log says which packets carried the request
+        p = subprocess.run(argv, capture_output=True, timeout=60)
+        log = (p.stdout + p.stderr).decode(errors="replace")
+        self.assertEqual(p.returncode, 0, log[-2000:])
+        self.assertNotIn("Early data was rejected", log)
+        self.assertRegex(log, r"frm tx \d+ 0RTT STREAM\(0x0b\) id=0x0 ")  # the request, early
+        self.assertEqual(self.read_dir(out)["200"], pattern(200))
+        h3 = self.wait_open_zero()["h3"]
+        self.assertEqual((h3["connections"], h3["requests"], h3["resumed"], h3["early_data"]),
+                         (2, 2, 1, 1), h3)
+
+    def test_squall_client_resumes_with_0rtt(self):
+        """squall's --h3-0rtt against the target: the connections after the first resume and
+        their early data is accepted; both sides count the same requests and resumptions."""
+        self.reset()
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/fast" % self.port, "--http3",
+                                    "--h3-0rtt", "--cacert", self.cert, "-t", "1", "-c", "1",
+                                    "-r", "0.5", "-d", "5s", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual((r["failed"], r["in_flight"]), (0, 0), doc["errors"])
+        self.assertGreater(q["resumed"], 0, q)
+        self.assertGreater(q["early_data_accepted"], 0, q)
+        self.assertEqual(q["early_data_rejected"], 0, q)
+        st = self.wait_open_zero()
+        h3 = st["h3"]
+        self.assertEqual(h3["requests"], r["completed"], h3)
+        self.assertEqual(st["endpoints"]["fast"], r["completed"])
+        # the server's side of the same handshakes (a connection the run's end cut off in its
+        # handshake is the server's only)
+        self.assertGreaterEqual(h3["connections"], q["connections"], (h3, q))
+        self.assertEqual((h3["resumed"], h3["early_data"]),
+                         (q["resumed"], q["early_data_accepted"]), (h3, q))
+
+    def stats_of(self, port):
+        ctx = ssl.create_default_context(cafile=self.cert)
+        conn = __import__("http.client").client.HTTPSConnection("127.0.0.1", port, context=ctx,
+                                                                timeout=30)
+        try:
+            conn.request("GET", "/stats")
+            return json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+
+    def test_requests_waiting_go_as_early_data(self):
+        """A request whose connection went (here: /delay outlasts the 1 s idle timeout, so each
+        request fails as quic_idle_timeout) waits for the next connection, which resumes: the
+        request leaves in its first flight, in 0-RTT packets (the target counts request
+        streams begun in 0-RTT)."""
+        self.reset()
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/delay/1500" % self.port, "--http3",
+                                    "--h3-0rtt", "--cacert", self.cert, "-t", "1", "-c", "1",
+                                    "-d", "4s", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual(r["failed"], doc["errors"]["quic_idle_timeout"], doc["errors"])
+        self.assertGreater(q["early_data_accepted"], 0, q)
+        h3 = self.wait_open_zero()["h3"]
+        self.assertEqual(h3["requests"], r["sent"], (h3, r))  # each reached it, once
+        self.assertGreater(h3["early_requests"], 0, h3)
+        self.assertEqual(h3["early_data"], q["early_data_accepted"], (h3, q))
+
+    def test_rejected_early_data_is_sent_again_once(self):
+        """A target restarted on the same port draws a new ticket key: the client's next
+        connection offers a ticket it cannot read, its early data is rejected and its requests
+        are sent again after the handshake, each still one request."""
+        args = ("-t", "1", "-q", "--http3", "--cert", self.cert, "--key", self.key,
+                "--idle-timeout", "1s")
+        first, port = sqtest.start_target(*args)
+        second = None
+        out = os.path.join(self.dir, "rejected.json")
+        client = subprocess.Popen([sqtest.squall_path(), "https://127.0.0.1:%d/fast" % port,
+                                   "--http3", "--h3-0rtt", "--cacert", self.cert, "-t", "1",
+                                   "-c", "1", "-r", "1", "-d", "5s", "--json", out, "-q"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            time.sleep(1.5)  # between the second and the third request
+            before = self.stats_of(port)["h3"]["requests"]
+            sqtest.stop(first)
+            second, _ = sqtest.start_target(*args, "--port", str(port))
+            _, err = client.communicate(timeout=120)
+            h3 = self.stats_of(port)["h3"]
+        finally:
+            if client.poll() is None:
+                client.kill()
+            sqtest.stop(first)
+            if second:
+                sqtest.stop(second)
+        with open(out) as f:
+            doc = json.load(f)
+        r, q = doc["requests"], doc["quic"]
+        self.assertEqual(r["sent"], r["completed"] + r["failed"] + r["in_flight"])
+        self.assertEqual(r["sent"] + r["dropped"], r["arrivals"], r)  # no request twice
+        self.assertGreaterEqual(q["early_data_rejected"], 1, (q, err))
+        # the new target resumes only sessions of its own tickets (given after the rejection)
+        self.assertLessEqual(h3["early_data"], q["early_data_accepted"], (h3, q))
+        # what the two targets counted: every completed request, none twice
+        self.assertGreaterEqual(before + h3["requests"], r["completed"], (before, h3, r))
+        self.assertLessEqual(before + h3["requests"], r["sent"], (before, h3, r))
+
+    def test_without_the_flag_nothing_resumes(self):
+        self.reset()
+        p, doc, _ = sqtest.run_json("https://127.0.0.1:%d/fast" % self.port, "--http3",
+                                    "--cacert", self.cert, "-t", "1", "-c", "1", "-r", "0.5",
+                                    "-d", "3s", timeout=120)
+        self.assertIsNotNone(doc, p.stderr)
+        q = doc["quic"]
+        self.assertGreater(q["connections"], 1, q)  # the churn happened
+        self.assertEqual((q["resumed"], q["early_data_accepted"]), (0, 0), q)
+        self.assertEqual(self.wait_open_zero()["h3"]["resumed"], 0)
 
 
 if __name__ == "__main__":
