@@ -5,8 +5,8 @@
 Starts nats-server (JetStream, a temporary store) and mosquitto (a temporary config, $SYS every
 second) on free loopback ports, broker on CPU 0 and every client on CPU 1 (taskset), and runs:
 
-  nats-pub   bench/nats_floor.py (its own nats-server, same pinning): the Python floor, squall's
-             nats:// load, cnats
+  nats-pub   bench/nats_floor.py (its own nats-server, same pinning): the Python floor, the same
+             with squall's PING window, squall's nats:// load on one connection and on two, cnats
   mqtt-pub   QoS 0 publish: bench/mqtt_pub_floor.c (bare socket) vs squall mqtt:// --qos 0; the
              count held against mosquitto's $SYS/broker/publish/messages/received delta
   fanout     cnats publishes COUNT core messages; N subscribers on N connections count them:
@@ -364,7 +364,8 @@ def main():
         print("\n### NATS core publish (bench/nats_floor.py)\n", flush=True)
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "nats_floor.py"), "--build",
                         a.build, "--rounds", str(rounds), "--count", str(pub_n * 2), "--sizes",
-                        "16", "--arms", "python,squall-cli,libnats"], check=True)
+                        "16", "--arms", "python,python-window,squall-cli,squall-cli-2c,libnats"],
+                       check=True)
     with tempfile.TemporaryDirectory(prefix="squall-figures-") as tmp:
         a.tmp = tmp
         srv = Servers(tmp)

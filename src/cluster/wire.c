@@ -65,6 +65,7 @@ static const struct field counter_fields[] = {
     CF(bus.reconnects),
     CF(bus.flushes),
     CF(bus.pings),
+    CF(bus.drained),
     CF(bus.acks),
     CF(bus.duplicates),
     CF(bus.late),

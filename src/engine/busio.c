@@ -442,10 +442,15 @@ static void b_read(struct sq_engine__busconn *b)
         if (n > 0) {
             w->c.bytes_received += (uint64_t)n;
             b->now = sq_now_ns();
+            uint32_t out = b->pings.len, answered = b->answered;
             if (SQ_UNLIKELY(b->ws != NULL))
                 sq_engine__busws_feed(b, w->rbuf, (size_t)n);
             else
                 b_feed(b, w->rbuf, (size_t)n);
+            /* every ping out before this read answered in it: the broker had read all there
+             * was and waits for the next write (the pings of the messages the answers freed
+             * are newer) */
+            w->c.bus.drained += out > 0 && b->answered - answered >= out;
             if (n < SQ_ENGINE_RBUF_SIZE && !tls_buffered(b))
                 break;
             continue;

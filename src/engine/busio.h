@@ -151,7 +151,8 @@ struct sq_engine__busconn {
      * flight with how many of them it closes (0: a keep-alive's), those queued since the last */
     struct sq_engine__ring fifo, pings;
     uint32_t unpinged;
-    const char *ping; /* the protocol's ping (set before the first write) */
+    uint32_t answered; /* pings answered so far (wraps; reads compare before and after) */
+    const char *ping;  /* the protocol's ping (set before the first write) */
     uint8_t ping_len;
     /* over TLS (tls://, mqtts://): the client to shake hands with; NULL: plain. m.tc holds it
      * too when the handshake follows the connect (MQTT, NATS --tls-first) */
@@ -262,7 +263,10 @@ static inline int sq_engine__bus_batch_add(struct sq_engine__busconn *b, uint32_
  * closes (the caller pops them; 0: a keep-alive's, or no ping out). */
 static inline uint64_t sq_engine__bus_batch_take(struct sq_engine__busconn *b)
 {
-    return b->pings.len ? sq_engine__ring_pop(&b->pings) : 0;
+    if (!b->pings.len)
+        return 0;
+    b->answered++;
+    return sq_engine__ring_pop(&b->pings);
 }
 /* A keep-alive: a ping that closes no message. Returns 0 or -ENOMEM. */
 SQ_MUST_CHECK int sq_engine__bus_keepalive(struct sq_engine__busconn *b);

@@ -683,14 +683,15 @@ static json_t *mqtt_connect_block(const struct sq_result *r)
 static json_t *bus_block(const struct sq_report_bus *b, const struct sq_result *r)
 {
     const struct sq_bus_counters *c = &r->c.bus;
-    json_t *j = json_pack(
-        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "mode", b->mode,
-        b->mqtt ? "topic" : "subject", b->subject, "window", (json_int_t)b->window, "latency_means",
-        b->latency_means, "stamped", (json_int_t)c->stamped, "acks", (json_int_t)c->acks,
-        "duplicates", (json_int_t)c->duplicates, "late", (json_int_t)c->late, "pings",
-        (json_int_t)c->pings, "writes", (json_int_t)c->flushes, "reconnects",
-        (json_int_t)c->reconnects, "server_errors", (json_int_t)r->c.errors[SQ_ERRK_SERVER_ERROR],
-        "first_error", r->bus_error[0] ? json_string(r->bus_error) : json_null());
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+                          "mode", b->mode, b->mqtt ? "topic" : "subject", b->subject, "window",
+                          (json_int_t)b->window, "latency_means", b->latency_means, "stamped",
+                          (json_int_t)c->stamped, "acks", (json_int_t)c->acks, "duplicates",
+                          (json_int_t)c->duplicates, "late", (json_int_t)c->late, "pings",
+                          (json_int_t)c->pings, "drained", (json_int_t)c->drained, "writes",
+                          (json_int_t)c->flushes, "reconnects", (json_int_t)c->reconnects,
+                          "server_errors", (json_int_t)r->c.errors[SQ_ERRK_SERVER_ERROR],
+                          "first_error", r->bus_error[0] ? json_string(r->bus_error) : json_null());
     if (j && b->mqtt) {
         json_object_set_new(j, "qos", json_integer(b->qos));
         json_object_set_new(j, "version", json_string(b->version));

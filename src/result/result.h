@@ -256,6 +256,8 @@ struct sq_bus_counters {
     uint64_t reconnects; /* connections opened again after an open one was lost */
     uint64_t flushes;    /* writes that carried messages */
     uint64_t pings;      /* NATS PINGs / MQTT PINGREQs sent to close a window of publishes */
+    uint64_t drained;    /* reads that answered every ping (either kind) out when they began:
+                            the broker had read all there was and waited for more */
     uint64_t acks;       /* JetStream PubAcks, MQTT PUBACKs / PUBCOMPs, NATS replies */
     uint64_t duplicates; /* JetStream PubAcks saying "duplicate" (same Nats-Msg-Id) */
     uint64_t late;       /* replies or acks for a request no longer waiting (timed out) */

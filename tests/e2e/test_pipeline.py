@@ -249,6 +249,10 @@ class NatsLoad(Brokers):
         self.assertEqual(r["failed"], 0)
         self.assertEqual(after - before, 20000)  # the server's own count, exactly
         self.assertEqual(doc["nats"]["mode"], "publish")
+        # the reads whose answers covered every ping out: at least the last one (it answers
+        # all that were left), at most one per ping
+        self.assertGreaterEqual(doc["nats"]["drained"], 1)
+        self.assertLessEqual(doc["nats"]["drained"], doc["nats"]["pings"])
 
     def test_jetstream_publish_waits_for_each_puback(self):
         nc = NatsClient(self.nats_port)
