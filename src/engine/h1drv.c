@@ -107,10 +107,13 @@ static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
 }
 
 /* The time a response's bytes arrived: the kernel's stamp when there is one and it lies between
- * the request's send and now (a stamp outside that is a clock offset gone wrong), else now. */
-static inline int64_t rx_time(const struct sq_engine__conn *c, int64_t now)
+ * the request's send and now (a stamp outside that is a clock offset gone wrong), else now.
+ * c->rx_ns is read only with w->rxts: without it the same bytes are a paced VU's iter_ns. */
+static inline int64_t rx_time(const struct sq_engine__worker *w, const struct sq_engine__conn *c,
+                              int64_t now)
 {
-    return c->rx_ns && c->rx_ns < now && c->rx_ns >= c->sent_ns ? c->rx_ns : now;
+    return SQ_UNLIKELY(w->rxts) && c->rx_ns && c->rx_ns < now && c->rx_ns >= c->sent_ns ? c->rx_ns
+                                                                                        : now;
 }
 
 static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
@@ -388,7 +391,7 @@ static void conn_read(struct sq_engine__conn *c)
             return;
         }
         if (c->fb_ns == 0)
-            c->fb_ns = rx_time(c, sq_loop_now(w->loop));
+            c->fb_ns = rx_time(w, c, sq_loop_now(w->loop));
         if (SQ_UNLIKELY(c->xc != NULL) && c->xc->on)
             sq_engine__xc_raw(c, w->rbuf, (size_t)n);
         const char *p = w->rbuf;
@@ -417,7 +420,7 @@ static void conn_read(struct sq_engine__conn *c)
             return;
         }
         int64_t now = sq_now_ns();
-        sq_engine__vu_complete(c, rx_time(c, now));
+        sq_engine__vu_complete(c, rx_time(w, c, now));
         if (SQ_UNLIKELY(c->state == CONN_ACTIVE)) {
             /* A pipelined batch (a wrk script's request()): its next response follows on this
              * connection, maybe in the same read. */

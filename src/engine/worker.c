@@ -1997,6 +1997,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->rxts = sq_exec_is_open(ex) &&
               (w->precision == SQ_PACING_NORMAL || w->precision == SQ_PACING_COARSE) &&
               w->drv == &sq_engine__h1_driver && !sc && !cfg->tls && !cfg->script;
+    SQ_ASSERT_MSG(!(w->rxts && ex->pacing_ns), "c->rx_ns and c->iter_ns share their bytes");
     w->spin_ns = w->precision == SQ_PACING_HIGH     ? run->spin_ns
                  : w->precision == SQ_PACING_NORMAL ? run->spin_ns / 4
                                                     : 0;

@@ -66,11 +66,15 @@ struct sq_engine__conn {
     int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); HANDSHAKE over
                          WebSocket: when the upgrade was written */
     int64_t sent_ns;  /* ACTIVE: the actual send */
-    int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
+    /* One or the other, never both in one worker: pacing is refused with arrival rates
+     * (plan/exec.c, the quick face's flags) and w->rxts is set only for them (worker.c). */
+    union {
+        int64_t iter_ns; /* paced VU: when its current iteration was scheduled to start */
+        int64_t rx_ns;   /* w->rxts: the kernel's receive time of the last read, 0: none */
+    };
     int64_t tmo_ns;   /* ACTIVE: this request's timeout */
     int64_t wdone_ns; /* ACTIVE: the request's last byte was written (0: not yet) */
     int64_t fb_ns;    /* ACTIVE: the response's first byte arrived (0: not yet) */
-    int64_t rx_ns;    /* the kernel's receive time of the last read (w->rxts), 0: none */
     uint64_t iters;   /* per-vu-iterations: iterations this VU may still start */
     const char *req;  /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
     uint32_t req_len;
