@@ -45,6 +45,7 @@
 #include "loop/loop.h"
 #include "net/sock.h"
 #include "net/tls.h"
+#include "script/script.h"
 
 #define RBUF_SIZE SQ_ENGINE_RBUF_SIZE
 
@@ -65,7 +66,7 @@ static void on_io(struct sq_loop *loop, struct sq_io *io, uint32_t ev);
 static void reader_init(struct sq_engine__conn *c)
 {
     sq_h1_reader_init(&c->rd, &h1_limits);
-    if (SQ_UNLIKELY(c->cap != NULL))
+    if (SQ_UNLIKELY(c->w->shooks & SQ_SCRIPT_RESPONSE) && sq_engine__vux(c)->cap)
         sq_h1_reader_on_fields(&c->rd, on_script_fields, c); /* a wrk script's response() */
     else
         sq_h1_reader_on_head(&c->rd, on_head, c);
@@ -106,10 +107,13 @@ static inline ssize_t conn_recv(struct sq_engine__conn *c, void *buf, size_t n)
 }
 
 /* The time a response's bytes arrived: the kernel's stamp when there is one and it lies between
- * the request's send and now (a stamp outside that is a clock offset gone wrong), else now. */
-static inline int64_t rx_time(const struct sq_engine__conn *c, int64_t now)
+ * the request's send and now (a stamp outside that is a clock offset gone wrong), else now.
+ * c->rx_ns is read only with w->rxts: without it the same bytes are a paced VU's iter_ns. */
+static inline int64_t rx_time(const struct sq_engine__worker *w, const struct sq_engine__conn *c,
+                              int64_t now)
 {
-    return c->rx_ns && c->rx_ns < now && c->rx_ns >= c->sent_ns ? c->rx_ns : now;
+    return SQ_UNLIKELY(w->rxts) && c->rx_ns && c->rx_ns < now && c->rx_ns >= c->sent_ns ? c->rx_ns
+                                                                                        : now;
 }
 
 static inline ssize_t conn_sendb(struct sq_engine__conn *c, const void *buf, size_t n)
@@ -196,11 +200,12 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
     }
     if (c->fv && c->fv->capture)
         sq_flow_vu_capture(c->fv, data, len);
-    else if (c->cap) {
+    else if (SQ_UNLIKELY(c->w->shooks & SQ_SCRIPT_RESPONSE) && sq_engine__vux(c)->cap) {
         /* a wrk script's response(): the body, up to the cap */
-        size_t room = SQ_ENGINE_CAPTURE_CAP - c->cap->body.len;
+        struct sq_engine__capture *k = sq_engine__vux(c)->cap;
+        size_t room = SQ_ENGINE_CAPTURE_CAP - k->body.len;
         size_t n = len > room ? room : len;
-        if (n && sq_buf_append(&c->cap->body, data, n) < 0)
+        if (n && sq_buf_append(&k->body, data, n) < 0)
             return -ENOMEM;
     }
     if (SQ_UNLIKELY(c->xc != NULL) && c->xc->on)
@@ -216,7 +221,8 @@ static int deliver(struct sq_engine__conn *c, const char *data, size_t len)
 
 bool sq_engine__h1_decode_over(struct sq_engine__conn *c)
 {
-    return SQ_UNLIKELY(sq_decoder_total(c->dec) >= DECODE_CHECK_AFTER || c->w->over) &&
+    return SQ_UNLIKELY(sq_decoder_total(sq_engine__vux(c)->dec) >= DECODE_CHECK_AFTER ||
+                       c->w->over) &&
            sq_engine__past_end(c->w);
 }
 
@@ -230,7 +236,7 @@ static int on_body(void *ud, const char *data, size_t len)
 {
     struct sq_engine__conn *c = ud;
     if (c->decoding)
-        return sq_decoder_feed(c->dec, data, len, on_decoded, c);
+        return sq_decoder_feed(sq_engine__vux(c)->dec, data, len, on_decoded, c);
     return deliver(c, data, len);
 }
 
@@ -252,9 +258,10 @@ static int on_head(void *ud, const char *head, size_t len)
     c->decoding = false;
     c->streaming = c->rd.event_stream;
     if (enc != SQ_CODING_NONE && enc != SQ_CODING_OTHER) {
-        if (!c->dec && sq_decoder_new(0, &c->dec) < 0)
+        struct sq_engine__vux *xv = sq_engine__vux(c);
+        if (!xv->dec && sq_decoder_new(0, &xv->dec) < 0)
             return -ENOMEM;
-        int rc = sq_decoder_reset(c->dec, (enum sq_coding)enc);
+        int rc = sq_decoder_reset(xv->dec, (enum sq_coding)enc);
         if (rc < 0)
             return rc;
         c->decoding = true;
@@ -284,7 +291,7 @@ static int on_script_fields(void *ud, const char *head, size_t len,
                             const struct sq_h1_header *fields, size_t nfields)
 {
     struct sq_engine__conn *c = ud;
-    struct sq_engine__capture *k = c->cap;
+    struct sq_engine__capture *k = sq_engine__vux(c)->cap;
     sq_buf_reset(&k->head);
     sq_buf_reset(&k->body);
     k->nfields = 0;
@@ -353,7 +360,7 @@ static void read_end(struct sq_engine__conn *c, ssize_t n)
     }
     /* End of stream or a reset. A response delimited by the close is complete now. */
     if (c->state == CONN_ACTIVE && n == 0 && sq_h1_reader_eof(&c->rd) == 1 &&
-        !(c->decoding && sq_decoder_finish(c->dec) < 0)) {
+        !(c->decoding && sq_decoder_finish(sq_engine__vux(c)->dec) < 0)) {
         sq_engine__vu_complete(c, sq_now_ns());
         w->c.conns_closed_by_server++;
         sq_engine__vu_close(c);
@@ -384,7 +391,7 @@ static void conn_read(struct sq_engine__conn *c)
             return;
         }
         if (c->fb_ns == 0)
-            c->fb_ns = rx_time(c, sq_loop_now(w->loop));
+            c->fb_ns = rx_time(w, c, sq_loop_now(w->loop));
         if (SQ_UNLIKELY(c->xc != NULL) && c->xc->on)
             sq_engine__xc_raw(c, w->rbuf, (size_t)n);
         const char *p = w->rbuf;
@@ -398,7 +405,7 @@ static void conn_read(struct sq_engine__conn *c)
                 return;
             continue;
         }
-        if (rc > 0 && c->decoding && sq_decoder_finish(c->dec) < 0)
+        if (rc > 0 && c->decoding && sq_decoder_finish(sq_engine__vux(c)->dec) < 0)
             rc = -SQ_EDECODE; /* the encoded stream was cut short */
         if (rc < 0) {
             if (SQ_UNLIKELY(rc == -ETIMEDOUT)) {
@@ -413,7 +420,7 @@ static void conn_read(struct sq_engine__conn *c)
             return;
         }
         int64_t now = sq_now_ns();
-        sq_engine__vu_complete(c, rx_time(c, now));
+        sq_engine__vu_complete(c, rx_time(w, c, now));
         if (SQ_UNLIKELY(c->state == CONN_ACTIVE)) {
             /* A pipelined batch (a wrk script's request()): its next response follows on this
              * connection, maybe in the same read. */
@@ -506,16 +513,22 @@ static int h1_init(struct sq_engine__worker *w, uint32_t nconn, uint32_t first_g
     return 0;
 }
 
+/* Only the records that hold a decoder are written: a write to every VU's record would make
+ * the whole side array resident at the run's end (its peak RSS: bench/connmem.py). */
+static void decoder_free(struct sq_engine__vux *xv)
+{
+    if (xv->dec) {
+        sq_decoder_free(xv->dec);
+        xv->dec = NULL;
+    }
+}
+
 void sq_engine__h1_decoders_free(struct sq_engine__worker *w)
 {
-    for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
-        sq_decoder_free(w->conns[i].dec);
-        w->conns[i].dec = NULL;
-    }
-    for (uint32_t i = w->lane0; w->conns && i < w->lane0 + w->nlanes; i++) {
-        sq_decoder_free(w->conns[i].dec);
-        w->conns[i].dec = NULL;
-    }
+    for (uint32_t i = 0; w->vux && i < w->nconns; i++)
+        decoder_free(&w->vux[i]);
+    for (uint32_t i = w->lane0; w->vux && i < w->lane0 + w->nlanes; i++)
+        decoder_free(&w->vux[i]);
 }
 
 static void h1_dispose(struct sq_engine__worker *w)

@@ -179,8 +179,9 @@ bool sq_engine__mux_head(struct sq_engine__conn *c, int64_t now, int status, boo
         sq_flow_vu_fields_done(c->fv);
     c->streaming = event_stream;
     if (SQ_UNLIKELY(coding != SQ_CODING_NONE && coding != SQ_CODING_OTHER)) {
-        if ((!c->dec && sq_decoder_new(0, &c->dec) < 0) ||
-            sq_decoder_reset(c->dec, (enum sq_coding)coding) < 0) {
+        struct sq_engine__vux *xv = sq_engine__vux(c);
+        if ((!xv->dec && sq_decoder_new(0, &xv->dec) < 0) ||
+            sq_decoder_reset(xv->dec, (enum sq_coding)coding) < 0) {
             sq_engine__mux_body_failed(c);
             return false;
         }
@@ -230,8 +231,9 @@ static void cb_data(void *ud, struct sq_h2_stream *st, const char *data, size_t 
         sq_engine__xc_body(c, data, len);
     if (SQ_LIKELY(!c->decoding && !c->streaming && !(c->fv && c->fv->capture)))
         return; /* framing only */
-    int rc = c->decoding ? sq_decoder_feed(c->dec, data, len, sq_engine__mux_on_decoded, c)
-                         : sq_engine__mux_deliver(c, data, len);
+    int rc = c->decoding
+                 ? sq_decoder_feed(sq_engine__vux(c)->dec, data, len, sq_engine__mux_on_decoded, c)
+                 : sq_engine__mux_deliver(c, data, len);
     if (SQ_LIKELY(rc == 0))
         return;
     if (rc == -ETIMEDOUT) {
@@ -253,7 +255,7 @@ static void cb_close(void *ud, struct sq_h2_stream *st, uint32_t error_code)
         return;
     int64_t now = t->now ? t->now : sq_now_ns();
     if (error_code == SQ_H2_NO_ERROR && st->status) {
-        if (SQ_UNLIKELY(c->decoding) && sq_decoder_finish(c->dec) < 0) {
+        if (SQ_UNLIKELY(c->decoding) && sq_decoder_finish(sq_engine__vux(c)->dec) < 0) {
             sq_engine__mux_body_failed(c); /* the encoded stream was cut short */
             return;
         }
@@ -448,7 +450,9 @@ static void h2_send(struct sq_engine__conn *c)
     st->want_location = SQ_UNLIKELY(c->fv != NULL) && c->fv->follow;
     if (SQ_UNLIKELY(c->fv != NULL))
         sq_buf_reset(&c->fv->loc);
-    if (sq_h2_client_submit(&t->cl, c->h2req ? c->h2req : w->cfg->h2_request, st) < 0) {
+    if (sq_h2_client_submit(
+            &t->cl, sq_engine__vux(c)->h2req ? sq_engine__vux(c)->h2req : w->cfg->h2_request, st) <
+        0) {
         /* stream ids ran out (2^30 requests), or no memory: start a fresh connection */
         t->m.draining = true;
         sq_engine__vu_fail(c, SQ_ERRK_WRITE);

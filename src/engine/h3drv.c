@@ -7,7 +7,7 @@
  * in h2drv.c: a batch's requests are streams of the VU's connection), each VU's or lane's request
  * stream is h->st[its index], so the callbacks find their VU by pointer arithmetic and nothing of
  * ours is allocated per request. Requests are the HTTP/2 ones (cfg->h2_request, or a flow's
- * c->h2req): the same prepared field array goes to nghttp3.
+ * sq_engine__vux(c)->h2req): the same prepared field array goes to nghttp3.
  *
  * Writes are batched per connection as in h2drv.c: while the connection is inside its own event
  * (a read, a timer) a VU that submits marks it dirty and the event's end writes every packet due
@@ -255,8 +255,10 @@ static int submit(struct h3conn *t, struct sq_engine__conn *c)
         t->pending++;
         return 1;
     }
-    if (rc < 0 ||
-        sq_h3_client_submit(&t->cl, sid, c->h2req ? c->h2req : w->cfg->h2_request, st) < 0) {
+    if (rc < 0 || sq_h3_client_submit(&t->cl, sid,
+                                      sq_engine__vux(c)->h2req ? sq_engine__vux(c)->h2req
+                                                               : w->cfg->h2_request,
+                                      st) < 0) {
         if (rc == 0)
             sq_quic_conn_shutdown(&t->q, sid, SQ_H3_INTERNAL_ERROR);
         sq_engine__vu_fail(c, SQ_ERRK_WRITE);
@@ -324,8 +326,9 @@ static void cb_data(void *ud, struct sq_h3_stream *st, const char *data, size_t 
         sq_engine__xc_body(c, data, len);
     if (SQ_LIKELY(!c->decoding && !c->streaming && !(c->fv && c->fv->capture)))
         return;
-    int rc = c->decoding ? sq_decoder_feed(c->dec, data, len, sq_engine__mux_on_decoded, c)
-                         : sq_engine__mux_deliver(c, data, len);
+    int rc = c->decoding
+                 ? sq_decoder_feed(sq_engine__vux(c)->dec, data, len, sq_engine__mux_on_decoded, c)
+                 : sq_engine__mux_deliver(c, data, len);
     if (SQ_LIKELY(rc == 0))
         return;
     if (rc == -ETIMEDOUT) { /* abandoned at the run's end: stays in flight, stream cancelled */
@@ -345,7 +348,7 @@ static void cb_end(void *ud, struct sq_h3_stream *st)
     if (c->state != CONN_ACTIVE)
         return;
     int64_t now = t->now ? t->now : sq_now_ns();
-    if (SQ_UNLIKELY(c->decoding) && sq_decoder_finish(c->dec) < 0) {
+    if (SQ_UNLIKELY(c->decoding) && sq_decoder_finish(sq_engine__vux(c)->dec) < 0) {
         sq_engine__mux_body_failed(c);
         return;
     }

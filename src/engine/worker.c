@@ -368,7 +368,7 @@ static void url_send(struct sq_engine__conn *c, int64_t intended, int64_t now)
     w->url_next = u + 1 == cfg->nurls ? 0 : u + 1;
     const struct sq_run_url *ru = &cfg->urls[u];
     c->url = (uint16_t)u;
-    c->h2req = ru->h2;
+    sq_engine__vux(c)->h2req = ru->h2;
     w->ustats[u].sent++;
     conn_send(c, ru->request, ru->request_len, ru->head, cfg->timeout_ns, intended, now, 1);
 }
@@ -464,7 +464,9 @@ static void script_iter(struct sq_engine__conn *c, int64_t intended, int64_t now
 static void script_response(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
-    struct sq_engine__capture *k = c->cap;
+    struct sq_engine__capture *k = sq_engine__vux(c)->cap;
+    if (!k)
+        return; /* a lane of a flow's batch: no wrk script there */
     w->c.script_responses++;
     int rc = sq_script_response(w->script, c->rd.status,
                                 (const struct sq_resp_header *)(const void *)k->fields.p,
@@ -705,7 +707,8 @@ static void redirect_send(struct sq_engine__conn *c, const struct sq_flow_step *
     v->redirect = false;
     const char *req = v->req.p;
     size_t len = v->req.len;
-    if (SQ_UNLIKELY(w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len, &c->h2req) < 0)) {
+    if (SQ_UNLIKELY(w->flow->h2 &&
+                    sq_flow_h2_request(w->flow, st, v, req, len, &sq_engine__vux(c)->h2req) < 0)) {
         conn_unsendable(c, now, now);
         conn_backoff(c);
         return;
@@ -774,9 +777,9 @@ static void lane_send(struct sq_engine__conn *l, int64_t now)
     const char *req = "";
     size_t len = 0;
     bool rendered = false;
-    if (SQ_UNLIKELY(
-            sq_flow_request(w->flow, st, lv, &req, &len, &rendered) < 0 ||
-            (w->flow->h2 && sq_flow_h2_request(w->flow, st, lv, req, len, &l->h2req) < 0))) {
+    if (SQ_UNLIKELY(sq_flow_request(w->flow, st, lv, &req, &len, &rendered) < 0 ||
+                    (w->flow->h2 && sq_flow_h2_request(w->flow, st, lv, req, len,
+                                                       &sq_engine__vux(l)->h2req) < 0))) {
         conn_unsendable(l, now, now); /* counted sent and failed: the batch goes on */
         conn_backoff(l);
         return;
@@ -947,7 +950,8 @@ static void flow_step(struct sq_engine__conn *c, int64_t intended, int64_t now)
     bool rendered = false;
     if (SQ_LIKELY(!st->ws) &&
         SQ_UNLIKELY(sq_flow_request(w->flow, st, v, &req, &len, &rendered) < 0 ||
-                    (w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len, &c->h2req) < 0))) {
+                    (w->flow->h2 && sq_flow_h2_request(w->flow, st, v, req, len,
+                                                       &sq_engine__vux(c)->h2req) < 0))) {
         /* The request cannot be written (no memory; over HTTP/2, a rendered field HTTP/2
          * cannot carry): the step fails with it, and the VU goes on after a backoff, so a step
          * that never renders cannot spin. */
@@ -1308,7 +1312,7 @@ static void body_done(struct sq_engine__conn *c, int64_t now)
     struct sq_engine__worker *w = c->w;
     if (c->decoding) {
         w->c.compressed++;
-        w->c.body_bytes += sq_decoder_total(c->dec);
+        w->c.body_bytes += sq_decoder_total(sq_engine__vux(c)->dec);
     } else {
         w->c.body_bytes += c->rd.body.bytes;
     }
@@ -1363,7 +1367,7 @@ static void conn_complete(struct sq_engine__conn *c, int64_t now)
     w->c.completed++;
     w->in_flight--;
     acct_check(w);
-    if (SQ_UNLIKELY(c->cap != NULL))
+    if (SQ_UNLIKELY(w->shooks & SQ_SCRIPT_RESPONSE))
         script_response(c);
     if (SQ_UNLIKELY(--c->pending != 0))
         return; /* a pipelined batch: the next response is due on this connection */
@@ -2015,6 +2019,7 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
     w->rxts = sq_exec_is_open(ex) &&
               (w->precision == SQ_PACING_NORMAL || w->precision == SQ_PACING_COARSE) &&
               w->drv == &sq_engine__h1_driver && !sc && !cfg->tls && !cfg->script;
+    SQ_ASSERT_MSG(!(w->rxts && ex->pacing_ns), "c->rx_ns and c->iter_ns share their bytes");
     w->spin_ns = w->precision == SQ_PACING_HIGH     ? run->spin_ns
                  : w->precision == SQ_PACING_NORMAL ? run->spin_ns / 4
                                                     : 0;
@@ -2127,7 +2132,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
         sq_timer_init(&c->timer, timer_cb);
         if (w->flow)
             c->fv = &w->vus[i];
-        if ((w->shooks & SQ_SCRIPT_RESPONSE) && !(c->cap = calloc(1, sizeof(*c->cap))))
+        struct sq_engine__vux *xv = &w->vux[i];
+        if ((w->shooks & SQ_SCRIPT_RESPONSE) && !(xv->cap = calloc(1, sizeof(*xv->cap))))
             return -ENOMEM;
     }
     if (w->nlanes && !(w->lane_fv = calloc(w->nlanes, sizeof(*w->lane_fv))))
@@ -2180,12 +2186,12 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
         sq_hist_free(w->ustats[u].latency);
     free(w->ustats);
     for (uint32_t i = 0; w->conns && i < w->nconns; i++) {
-        struct sq_engine__conn *c = &w->conns[i];
-        if (c->cap) {
-            sq_buf_dispose(&c->cap->head);
-            sq_buf_dispose(&c->cap->body);
-            sq_buf_dispose(&c->cap->fields);
-            free(c->cap);
+        struct sq_engine__capture *k = w->vux ? w->vux[i].cap : NULL;
+        if (k) {
+            sq_buf_dispose(&k->head);
+            sq_buf_dispose(&k->body);
+            sq_buf_dispose(&k->fields);
+            free(k);
         }
         if (w->vux)
             free(w->vux[i].own);

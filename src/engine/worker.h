@@ -66,11 +66,15 @@ struct sq_engine__conn {
     int64_t since_ns; /* ACTIVE: intended send (open) or send (closed); HANDSHAKE over
                          WebSocket: when the upgrade was written */
     int64_t sent_ns;  /* ACTIVE: the actual send */
-    int64_t iter_ns;  /* paced VU: when its current iteration was scheduled to start */
+    /* One or the other, never both in one worker: pacing is refused with arrival rates
+     * (plan/exec.c, the quick face's flags) and w->rxts is set only for them (worker.c). */
+    union {
+        int64_t iter_ns; /* paced VU: when its current iteration was scheduled to start */
+        int64_t rx_ns;   /* w->rxts: the kernel's receive time of the last read, 0: none */
+    };
     int64_t tmo_ns;   /* ACTIVE: this request's timeout */
     int64_t wdone_ns; /* ACTIVE: the request's last byte was written (0: not yet) */
     int64_t fb_ns;    /* ACTIVE: the response's first byte arrived (0: not yet) */
-    int64_t rx_ns;    /* the kernel's receive time of the last read (w->rxts), 0: none */
     uint64_t iters;   /* per-vu-iterations: iterations this VU may still start */
     const char *req;  /* ACTIVE: the request being sent (shared static bytes, or the VU's) */
     uint32_t req_len;
@@ -80,25 +84,19 @@ struct sq_engine__conn {
     uint32_t global;  /* global connection number, picks the address */
     uint8_t state;
     uint8_t backoff;
-    bool head;              /* ACTIVE: a HEAD request (its response has no body) */
-    bool in_idle;           /* on the worker's idle stack (open model) */
-    bool growing;           /* opened to grow the pool, not yet idle once (open model) */
-    bool fresh;             /* no request has completed on this connection yet */
-    bool decoding;          /* the current response's body goes through dec */
-    bool streaming;         /* the current response is a text/event-stream */
-    bool delayed;           /* wrk scripts: delay() was called for the request about to leave */
-    bool lane;              /* a batch's lane: a connection of a VU's, not a VU (worker.c) */
-    uint16_t url;           /* ACTIVE with --urls: the URL's index */
-    struct sq_flow_vu *fv;  /* plan runs: the VU's flow state, else NULL */
-    struct sq_decoder *dec; /* created on the first compressed response */
-    struct sq_timer timer;  /* reconnect backoff, or pacing */
+    bool head;             /* ACTIVE: a HEAD request (its response has no body) */
+    bool in_idle;          /* on the worker's idle stack (open model) */
+    bool growing;          /* opened to grow the pool, not yet idle once (open model) */
+    bool fresh;            /* no request has completed on this connection yet */
+    bool decoding;         /* the current response's body goes through dec */
+    bool streaming;        /* the current response is a text/event-stream */
+    bool delayed;          /* wrk scripts: delay() was called for the request about to leave */
+    bool lane;             /* a batch's lane: a connection of a VU's, not a VU (worker.c) */
+    uint16_t url;          /* ACTIVE with --urls: the URL's index */
+    struct sq_flow_vu *fv; /* plan runs: the VU's flow state, else NULL */
+    struct sq_timer timer; /* reconnect backoff, or pacing */
     struct sq_h1_reader rd;
-    /* ACTIVE over HTTP/2: the request for nghttp2 when it is not cfg->h2_request (a flow's
-     * step, one of --urls); NULL otherwise */
-    const struct sq_h2_req *h2req;
-    /* wrk scripts */
-    struct sq_engine__capture *cap; /* response() is defined: the response kept for it */
-    struct sq_engine__xc *xc;       /* the run captures exchanges (engine/capture.h); else NULL */
+    struct sq_engine__xc *xc; /* the run captures exchanges (engine/capture.h); else NULL */
 };
 
 /* What only some runs or some responses need of a VU, beside the VU array rather than in it
@@ -115,6 +113,13 @@ struct sq_engine__vux {
     uint64_t rng;       /* the quick face's templates (body, WebSocket message, bus payload): this
                            VU's random stream, sq_tmpl_rng_init(seed, its global VU number), drawn
                            at its first use (0: not yet; the stream is never 0) */
+    struct sq_decoder *dec; /* created on the first compressed response (c->decoding) */
+    /* ACTIVE over HTTP/2 or 3: the request for nghttp2 when it is not cfg->h2_request (a flow's
+     * step, one of --urls); NULL otherwise */
+    const struct sq_h2_req *h2req;
+    /* wrk scripts whose response() is defined (w->shooks & SQ_SCRIPT_RESPONSE): the response
+     * kept for it */
+    struct sq_engine__capture *cap;
 };
 
 /* A VU's exchange capture buffer (capture.c): the response of the request in flight, as it

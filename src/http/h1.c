@@ -943,20 +943,23 @@ void sq_h1_reader_dispose(struct sq_h1_reader *r)
 void sq_h1_reader_on_body(struct sq_h1_reader *r, sq_h1_data_cb cb, void *ud)
 {
     r->_on_data = cb;
-    r->_ud = ud;
+    if (cb)
+        r->_ud = ud;
 }
 
 void sq_h1_reader_on_head(struct sq_h1_reader *r, sq_h1_head_cb cb, void *ud)
 {
     r->_on_head.head = cb;
-    r->_head_ud = ud;
+    if (cb)
+        r->_ud = ud;
     r->_fields = 0;
 }
 
 void sq_h1_reader_on_fields(struct sq_h1_reader *r, sq_h1_fields_cb cb, void *ud)
 {
     r->_on_head.fields = cb;
-    r->_head_ud = ud;
+    if (cb)
+        r->_ud = ud;
     r->_fields = cb != NULL;
 }
 
@@ -1075,9 +1078,9 @@ static inline int on_head(struct sq_h1_reader *r, const struct sq_h1_response *h
     sq_h1_body_init(&r->body, mode, length);
     r->_state = R_BODY;
     if (with_fields)
-        return r->_on_head.fields(r->_head_ud, head, head_len, h->headers, h->num_headers);
+        return r->_on_head.fields(r->_ud, head, head_len, h->headers, h->num_headers);
     if (r->_on_head.head)
-        return r->_on_head.head(r->_head_ud, head, head_len);
+        return r->_on_head.head(r->_ud, head, head_len);
     return 0;
 }
 

@@ -213,12 +213,11 @@ struct sq_h1_reader {
     uint32_t _spill_len;
     uint32_t _max_head;
     sq_h1_data_cb _on_data;
-    void *_ud;
     union {
         sq_h1_head_cb head;
         sq_h1_fields_cb fields;
     } _on_head;
-    void *_head_ud;
+    void *_ud; /* both callbacks' (one per reader: a VU's reader is a byte per VU) */
     struct sq_h1__spill *_spill;
 };
 
@@ -226,7 +225,10 @@ struct sq_h1_reader {
 void sq_h1_reader_init(struct sq_h1_reader *r, const struct sq_h1_limits *lim);
 /* Frees the spill buffer; r may be initialised again. */
 void sq_h1_reader_dispose(struct sq_h1_reader *r);
-/* Sets a callback for decoded body bytes of later responses (NULL: framing only, the default).
+/* The callbacks below share one ud, the last one given with a callback that is not NULL (a
+ * setter given cb NULL leaves it as it was): a caller that sets both passes the same ud.
+ *
+ * Sets a callback for decoded body bytes of later responses (NULL: framing only, the default).
  * Interim responses and heads never reach it. */
 void sq_h1_reader_on_body(struct sq_h1_reader *r, sq_h1_data_cb cb, void *ud);
 /* Sets a callback for the complete head of each later final response (NULL: none, the

@@ -29,7 +29,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <zlib.h>
 
 #include "base/assert.h"
@@ -288,12 +290,34 @@ static int32_t last_index(const struct sq_hist *h)
     return last < h->cfg.counts_len ? last : h->cfg.counts_len - 1;
 }
 
+/* Zeroes bytes at p. The whole pages inside go back to the kernel (MADV_DONTNEED on this
+ * private anonymous memory: they read as zero when next touched, and are resident again only
+ * if written), the partial pages at either end are cleared by hand. Fewer than RELEASE_PAGES
+ * whole pages, or a madvise that fails (another page size), are cleared by hand too. */
+#define RELEASE_PAGE  4096u
+#define RELEASE_PAGES 2u
+static void clear_release(void *p, size_t bytes)
+{
+    uintptr_t a = (uintptr_t)p, e = a + bytes;
+    uintptr_t pa = (a + RELEASE_PAGE - 1) & ~(uintptr_t)(RELEASE_PAGE - 1);
+    uintptr_t pe = e & ~(uintptr_t)(RELEASE_PAGE - 1);
+    if (pe >= pa + RELEASE_PAGES * RELEASE_PAGE &&
+        madvise((void *)pa, pe - pa, MADV_DONTNEED) == 0) {
+        memset(p, 0, pa - a);
+        memset((void *)pe, 0, e - pe);
+        return;
+    }
+    memset(p, 0, bytes);
+}
+
 void sq_hist_reset(struct sq_hist *h)
 {
     /* Only the counts up to the last one in use: none lies past index_of(max_raw) (the
      * invariants above), and the pages past it were never written, so a histogram reset every
-     * second does not make its whole array resident (bench/connmem.py). */
-    memset(h->counts, 0, (size_t)(last_index(h) + 1) * sizeof(int64_t));
+     * second does not make its whole array resident (bench/connmem.py). The whole pages among
+     * them are handed back rather than written: a worker's four per-second slots then hold only
+     * the pages of the seconds not yet merged, not each one's widest second so far. */
+    clear_release(h->counts, (size_t)(last_index(h) + 1) * sizeof(int64_t));
     h->total = 0;
     h->oor = 0;
     h->min_raw = INT64_MAX;

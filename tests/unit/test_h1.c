@@ -1084,7 +1084,7 @@ struct rd_got {
 /* What the head callback saw for the response in progress. */
 struct head_seen {
     const struct sq_h1_reader *r;
-    const struct sink *s;
+    struct sink *s;
     int calls;
     uint8_t ce;
     bool es;
@@ -1093,6 +1093,12 @@ struct head_seen {
     size_t head_len;
     int fail; /* != 0: return this */
 };
+
+/* The reader's callbacks share one ud: the body goes to the head_seen's sink. */
+static int head_sink_cb(void *ud, const char *p, size_t n)
+{
+    return sink_cb(((struct head_seen *)ud)->s, p, n);
+}
 
 static int head_cb(void *ud, const char *head, size_t len)
 {
@@ -1201,7 +1207,7 @@ static void run_reader(const struct rd_case *c, const char *in, size_t len, size
     memset(o, 0, sizeof(*o));
     s.len = 0;
     sq_h1_reader_init(&r, &lim);
-    sq_h1_reader_on_body(&r, sink_cb, &s);
+    sq_h1_reader_on_body(&r, head_sink_cb, &h);
     sq_h1_reader_on_head(&r, head_cb, &h);
     sq_h1_reader_start(&r, c->head_req);
     char *scratch = malloc(len + 1);
@@ -1562,7 +1568,7 @@ static void test_reader_head_callback(void **state)
     struct head_seen h = {.r = &r, .s = &s};
     size_t used;
     sq_h1_reader_init(&r, NULL);
-    sq_h1_reader_on_body(&r, sink_cb, &s);
+    sq_h1_reader_on_body(&r, head_sink_cb, &h);
     sq_h1_reader_on_head(&r, head_cb, &h);
 
     /* whole: the callback sees the caller's buffer, just past the interim head */
