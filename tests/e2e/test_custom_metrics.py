@@ -310,6 +310,7 @@ class CustomMetrics(sqtest.TargetCase):
         self.assertEqual(cm["in_stock"]["passes"] + cm["in_stock"]["fails"], ep["status"])
         self.assertEqual(cm["in_stock"]["passes"], checks["coin"]["passed"])
         self.assertEqual(cm["queue_depth"]["value"], 3)
+        self.assert_series(doc, ep)
         self.assertTrue(all(t["ok"] for t in doc["thresholds"]), doc["thresholds"])
 
 
