@@ -977,8 +977,8 @@ static int merge_series(struct ctl *c, struct sq_result *out)
         struct sq_msecond *me = nm ? &out->mseries[s * nm] : NULL;
         if (me && s > 0) /* a gauge's latest sample so far carries over */
             for (uint32_t k = 0; k < nm; k++) {
-                me[k].last = me[k - nm].last;
-                me[k].last_ns = me[k - nm].last_ns;
+                me[k].last = (me - nm)[k].last;
+                me[k].last_ns = (me - nm)[k].last_ns;
             }
         for (uint32_t i = 0; i < c->rep->n; i++) {
             struct sq_cluster__agent *in = c->rep->agents[i]._in;

@@ -285,6 +285,35 @@ class Push(TargetCase):
         self.check_custom(doc, name, rows)
 
     @unittest.skipUnless(shutil.which("nats-server"), "nats-server not installed")
+    def test_plan_metrics_distributed(self):
+        """Two agents: their seconds' plan metrics reach the controller, whose csv and pushes
+        carry every agent's."""
+        self.reset()
+        nport = free_port()
+        nats = subprocess.Popen(["nats-server", "-a", HOST, "-p", str(nport)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        agents = []
+        try:
+            wait_port(nport, nats)
+            url = "nats://%s:%d" % (HOST, nport)
+            agents = [sqtest.Agent(url, n, "pushm") for n in ("m1", "m2")]
+            name = "custom-dist-%d" % os.getpid()
+            csv_path = os.path.join(self.rx.dir, "custom-dist.csv")
+            p, doc, _ = sqtest.run_json("run", self.custom_plan(), "-q", "--agents", "2",
+                                        "--nats", url, "--subject-prefix", "pushm", "--name",
+                                        name, "--out", "csv=" + csv_path, *self.outs())
+            self.assertEqual(p.returncode, 0, p.stderr)
+        finally:
+            for a in agents:
+                a.stop()
+            stop_proc(nats)
+        jsonschema.validate(doc, SCHEMA)
+        import csv
+        with open(csv_path) as f:
+            rows = list(csv.DictReader(f))
+        self.check_custom(doc, name, rows)
+
+    @unittest.skipUnless(shutil.which("nats-server"), "nats-server not installed")
     def test_distributed_run(self):
         nport = free_port()
         nats = subprocess.Popen(["nats-server", "-a", HOST, "-p", str(nport)],
