@@ -356,8 +356,8 @@ static int put_tag(struct sq_buf *b, const char *s)
 }
 
 /* A plan metric's second: squall_custom,run=..,run_id=..,metric=NAME,kind=KIND and its fields
- * (counter count, a float; rate passes, total, rate; gauge value; trend samples, avg). A gauge without a
- * sample yet writes no line. */
+ * (counter count, a float; rate passes, total, rate; gauge value; trend samples, avg: a field's
+ * type is fixed per measurement). A gauge without a sample yet writes no line. */
 static int influx_custom(struct sq_buf *b, const struct sq_push_labels *lab,
                          const struct sq_push_metric *mt, const struct sq_push_mval *v,
                          int64_t ts_ms)
