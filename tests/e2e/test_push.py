@@ -211,6 +211,11 @@ class Push(TargetCase):
         p, doc, _ = sqtest.run_json("run", plan, "-q", "--name", name, *self.outs())
         self.assertEqual(p.returncode, 0, p.stderr)
         self.check_pushed(doc, name)
+        # a plan without metrics: none in its series, none pushed
+        self.assertFalse(any("custom_metrics" in s for s in doc["series"]))
+        d = self.rx.influx_query('SELECT count(*) FROM squall_custom WHERE "run" = \'%s\'' % name,
+                                 db="sq")
+        self.assertIsNone(d["results"][0].get("series"))
 
     def custom_plan(self, extra=""):
         plan = os.path.join(self.rx.dir, "plan-custom.yaml")
