@@ -3,11 +3,12 @@
  *
  * A message comes from the network: any bytes are parsed as JSON and read as a second (counts
  * and base64 histograms) and as a whole result (counters, histograms, scenarios, steps, checks,
- * the series). A refusal must say why; an accepted result must encode again and read back to the
- * same counters, and merge into an empty result (result/merge.c) without a sanitizer report; its
- * sampled exchanges merge as the controller merges them (sq_xs_merge).
- * The same bytes are also read as a result part's header. Seeds: fuzz/corpus/cluster_wire/, a
- * second and a final result written by real agents, and hostile shapes.
+ * the series, the plan's metrics per second). A refusal must say why; an accepted result must
+ * encode again and read back to the same counters, and merge into an empty result (result/merge.c)
+ * without a sanitizer report; its sampled exchanges merge as the controller merges them
+ * (sq_xs_merge). The same bytes are also read as a result part's header. Seeds:
+ * fuzz/corpus/cluster_wire/, a second and a final result written by real agents, and hostile
+ * shapes.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 
 #include "cluster/internal.h"
 #include "cluster/wire.h"
+#include "plan/plan.h"
 #include "stats/hist.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -45,6 +47,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(err[0] && !h && !hu);
     sq_hist_free(h);
     sq_hist_free(hu);
+    /* the second's plan metrics: none, or at most SQ_PLAN_METRICS_MAX, rates within their n */
+    struct sq_msecond *m = NULL;
+    uint32_t nm = 0;
+    if (sq_wire_msecond_read(j, &m, &nm) == 0) {
+        CHECK((m == NULL) == (nm == 0) && nm <= SQ_PLAN_METRICS_MAX);
+        for (uint32_t k = 0; k < nm; k++)
+            CHECK(m[k].nonzero <= m[k].n);
+    } else {
+        CHECK(!m && !nm);
+    }
+    free(m);
 
     const json_t *r = json_object_get(j, "result");
     struct sq_wire_res w;
@@ -56,7 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (again) {
             struct sq_wire_res back;
             if (sq_wire_result_read(again, &back, err, sizeof(err)) == 0)
-                CHECK(memcmp(&back.r.c, &w.r.c, sizeof(w.r.c)) == 0 && back.r.nscens == w.r.nscens);
+                CHECK(memcmp(&back.r.c, &w.r.c, sizeof(w.r.c)) == 0 &&
+                      back.r.nscens == w.r.nscens && back.r.nmetrics == w.r.nmetrics);
             sq_wire_res_dispose(&back);
             json_decref(again);
         }

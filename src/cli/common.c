@@ -496,7 +496,7 @@ int sq_cli_series_open(struct sq_cli_series *s, const char *face, const char *cs
         cfg->sample_fraction = sample > 0 ? sample : 1;
     }
     if (s->csv) {
-        sq_csv_header(s->csv);
+        sq_csv_header(s->csv, s->metrics, s->nmetrics);
         fflush(s->csv);
     }
     if (s->hdr) {
@@ -509,7 +509,7 @@ int sq_cli_series_open(struct sq_cli_series *s, const char *face, const char *cs
 void sq_cli_series_tick(struct sq_cli_series *s, const struct sq_second *e, const struct sq_hist *h)
 {
     if (s->csv) {
-        sq_csv_row(s->csv, e);
+        sq_csv_row(s->csv, e, s->metrics, s->nmetrics);
         fflush(s->csv); /* a reader tailing the file sees each second as it ends */
     }
     if (s->hdr && !s->hdr_failed && sq_hdrlog_line(s->hdr, e, h) < 0)

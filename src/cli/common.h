@@ -157,6 +157,8 @@ struct sq_cli_series {
     struct sq_ndjson nd; /* nd.f: the ndjson file; set labels before the run (output/ndjson.h) */
     struct sq_cli_file csvf, hdrf, ndf; /* each written as it goes (sq_cli_file_stream) */
     char *_ndbuf; /* ndf's stdio buffer (glibc's setvbuf takes a size only with a buffer) */
+    const struct sq_plan_metric *metrics; /* the plan's own metrics: csv columns (or NULL) */
+    uint32_t nmetrics;
 };
 
 /* Opens the files asked for (a NULL path: not asked), writes their headers and, for ndjson,

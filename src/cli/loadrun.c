@@ -11,11 +11,14 @@
 #include "cli/control.h"
 #include "cli/sinkrun.h"
 #include "output/json.h"
+#include "plan/plan.h"
 
 int sq_cli_load_open(struct sq_cli_load *l, const char *csv, const char *hdr, const char *ndjson,
                      double sample)
 {
     int rc = sq_cli_outputs_open(&l->outs);
+    l->out.metrics = l->metrics;
+    l->out.nmetrics = l->nmetrics;
     if (rc == 0)
         rc = sq_cli_series_open(&l->out, l->face, csv, hdr, ndjson, sample, l->cfg);
     if (rc != 0)
@@ -23,7 +26,12 @@ int sq_cli_load_open(struct sq_cli_load *l, const char *csv, const char *hdr, co
     /* the run's id in the series: its start (ms since the epoch) and this process */
     char id[64];
     snprintf(id, sizeof(id), "%llx-%d", (unsigned long long)(sq_wall_s() * 1000), (int)getpid());
-    struct sq_push_labels lab = {.run = l->run_name, .run_id = id, .open = l->push_open};
+    struct sq_push_metric pm[SQ_PLAN_METRICS_MAX];
+    uint32_t nm = l->nmetrics < SQ_PLAN_METRICS_MAX ? l->nmetrics : SQ_PLAN_METRICS_MAX;
+    for (uint32_t m = 0; m < nm; m++)
+        pm[m] = (struct sq_push_metric){l->metrics[m].name, (int)l->metrics[m].kind};
+    struct sq_push_labels lab = {
+        .run = l->run_name, .run_id = id, .open = l->push_open, .metrics = pm, .nmetrics = nm};
     for (int k = 0; k < 2; k++) {
         if (!l->push_url[k])
             continue;

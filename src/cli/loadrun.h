@@ -33,7 +33,11 @@ struct sq_cli_load {
      * NULL: not asked. run_name: the series' run label (--name; NULL: "squall"). */
     const char *push_url[2];
     const char *run_name;
-    bool push_open;          /* the open model: the active count is in flight, not VUs */
+    bool push_open; /* the open model: the active count is in flight, not VUs */
+    /* plan runs: the plan's own metrics (metrics:), written each second by --out csv, influxdb
+     * and prometheus-rw beside the run's series; NULL and 0: none */
+    const struct sq_plan_metric *metrics;
+    uint32_t nmetrics;
     struct sq_push *push[2]; /* the senders, started by sq_cli_load_open */
     json_t *job;             /* what the agents run (owned; NULL: could not be built) */
     /* what the run gives back */

@@ -408,6 +408,8 @@ static int plan_prepare(struct plancmd *c)
     l->push_url[SQ_PUSH_INFLUX] = o->influx_url;
     l->run_name = o->name;
     l->push_open = c->run.open;
+    l->metrics = c->p->metrics;
+    l->nmetrics = (uint32_t)c->p->nmetrics;
     if ((rc = sq_cli_load_open(l, o->csv_path, o->hdr_path, o->ndjson_path, o->sample)) != 0)
         return rc;
     if (l->out.nd.f && sq_ndjson_plan_labels(&l->out.nd, c->p) < 0) {

@@ -43,6 +43,7 @@
 #include "cluster/cluster.h"
 #include "cluster/internal.h"
 #include "cluster/wire.h"
+#include "plan/plan.h"
 #include "stats/hist.h"
 
 #define POLL_NS       (20 * SQ_NS_PER_MS)
@@ -61,6 +62,7 @@ enum cstate { C_ASSIGNED, C_ACCEPTED, C_READY, C_RUNNING, C_DONE, C_LOST };
 struct iv {
     bool have;
     struct sq_second s;
+    struct sq_msecond *m; /* the plan's metrics of the second (s.nm of them; owned), or NULL */
 };
 
 /* A second not yet emitted: every agent's histograms of it, merged as they arrive. */
@@ -90,6 +92,10 @@ struct cand {
 };
 
 struct ctl {
+    /* the plan's metrics: as many as the agents' seconds carried (at most
+     * SQ_PLAN_METRICS_MAX), and the second emit_live is putting together */
+    uint32_t nm;
+    struct sq_msecond mlive[SQ_PLAN_METRICS_MAX];
     const struct sq_cluster_config *cfg;
     struct sq_cluster_report *rep;
     struct sq_ctlbus *bus;
@@ -280,6 +286,19 @@ static void on_iv(struct ctl *c, struct sq_cluster_agent *a, const json_t *o)
         event(c, "agent %s: %s", a->name, err);
         return;
     }
+    struct sq_msecond *m;
+    uint32_t nm;
+    if (sq_wire_msecond_read(o, &m, &nm) < 0) {
+        event(c, "agent %s: a second's metrics are malformed", a->name);
+        sq_hist_free(h);
+        sq_hist_free(hu);
+        return;
+    }
+    slot->m = m;
+    slot->s.m = m;
+    slot->s.nm = nm;
+    if (nm > c->nm)
+        c->nm = nm;
     slot->have = true;
     a->seconds++;
     struct sq_cluster__agent *in = a->_in;
@@ -438,6 +457,20 @@ static int pump(struct ctl *c, int64_t wait_ns)
 
 /* ---- the live seconds ---- */
 
+/* d[0, nm) += s's metrics (the sums; the latest sample the later one). */
+static void add_msecond(struct sq_msecond *d, uint32_t nm, const struct sq_second *s)
+{
+    for (uint32_t i = 0; s->m && i < nm && i < s->nm; i++) {
+        d[i].n += s->m[i].n;
+        d[i].nonzero += s->m[i].nonzero;
+        d[i].sum += s->m[i].sum;
+        if (s->m[i].last_ns > d[i].last_ns) {
+            d[i].last = s->m[i].last;
+            d[i].last_ns = s->m[i].last_ns;
+        }
+    }
+}
+
 static void add_second(struct sq_second *d, const struct sq_second *s)
 {
     if (s->t_s > d->t_s)
@@ -489,10 +522,19 @@ static void emit_live(struct ctl *c)
         if (!any)
             return;
         struct sq_second e = {0};
+        if (c->nm) { /* a gauge's value stays the latest so far in a second without a sample */
+            for (uint32_t k = 0; k < c->nm; k++)
+                c->mlive[k] =
+                    (struct sq_msecond){.last = c->mlive[k].last, .last_ns = c->mlive[k].last_ns};
+            e.m = c->mlive;
+            e.nm = c->nm;
+        }
         for (uint32_t i = 0; i < c->rep->n; i++) {
             struct sq_cluster__agent *in = c->rep->agents[i]._in;
-            if (s <= in->niv && in->ivs[s - 1].have)
+            if (s <= in->niv && in->ivs[s - 1].have) {
                 add_second(&e, &in->ivs[s - 1].s);
+                add_msecond(c->mlive, c->nm, &in->ivs[s - 1].s);
+            }
         }
         struct pend *p = pend_at(c, s);
         if (!p)
@@ -507,6 +549,8 @@ static void emit_live(struct ctl *c)
             c->npct = n;
         }
         c->pct[s - 1] = e;
+        c->pct[s - 1].m = NULL; /* the live figures are reused: merge_series sums its own */
+        c->pct[s - 1].nm = 0;
         c->emitted = s;
         if (c->cfg->on_tick)
             c->cfg->on_tick(c->cfg->tick_ud, &e, p->h, c->cfg->open ? p->hu : NULL);
@@ -918,14 +962,38 @@ static int merge_series(struct ctl *c, struct sq_result *out)
     if (!out->series.v)
         return -ENOMEM;
     out->series.n = out->series.cap = n;
+    /* the plan's metrics: as many as the agents' results (or seconds) carried */
+    uint32_t nm = c->nm;
+    for (uint32_t i = 0; i < c->rep->n; i++)
+        if (c->rep->agents[i]._in->have_final && c->rep->agents[i]._in->final.r.nmetrics > nm)
+            nm = c->rep->agents[i]._in->final.r.nmetrics;
+    if (nm) {
+        if (!(out->mseries = calloc(n * nm, sizeof(*out->mseries))))
+            return -ENOMEM;
+        out->nmetrics = nm;
+    }
     for (size_t s = 0; s < n; s++) {
         struct sq_second *e = &out->series.v[s];
+        struct sq_msecond *me = nm ? &out->mseries[s * nm] : NULL;
+        if (me && s > 0) /* a gauge's latest sample so far carries over */
+            for (uint32_t k = 0; k < nm; k++) {
+                me[k].last = (me - nm)[k].last;
+                me[k].last_ns = (me - nm)[k].last_ns;
+            }
         for (uint32_t i = 0; i < c->rep->n; i++) {
             struct sq_cluster__agent *in = c->rep->agents[i]._in;
-            if (in->have_final && s < in->final.r.series.n)
-                add_second(e, &in->final.r.series.v[s]); /* a lost agent's are not merged, */
-            else if (c->rep->totals_last_known && s < in->niv && in->ivs[s].have)
+            const struct sq_result *fr = &in->final.r;
+            if (in->have_final && s < fr->series.n) {
+                add_second(e, &fr->series.v[s]); /* a lost agent's are not merged, */
+                if (me && fr->mseries) {
+                    struct sq_second fs = {.m = &fr->mseries[s * fr->nmetrics], .nm = fr->nmetrics};
+                    add_msecond(me, nm, &fs);
+                }
+            } else if (c->rep->totals_last_known && s < in->niv && in->ivs[s].have) {
                 add_second(e, &in->ivs[s].s); /* unless no agent's result came at all */
+                if (me)
+                    add_msecond(me, nm, &in->ivs[s].s);
+            }
         }
         if (s < c->emitted) {
             e->p50_us = c->pct[s].p50_us;
@@ -1116,6 +1184,8 @@ void sq_cluster_report_dispose(struct sq_cluster_report *rep)
         sq_result_dispose(&a->res);
         if (!in)
             continue;
+        for (size_t s = 0; in->ivs && s < in->niv; s++)
+            free(in->ivs[s].m);
         free(in->ivs);
         sq_hist_free(in->lat);
         sq_hist_free(in->lat_u);

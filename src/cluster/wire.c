@@ -7,6 +7,8 @@
  */
 #include "cluster/wire.h"
 
+#include "plan/plan.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -246,6 +248,70 @@ static bool put_hist(json_t *o, const char *key, const struct sq_hist *h)
     return true;
 }
 
+static json_t *real_json(double v);
+static bool real_read(const json_t *v, double *out);
+
+/* The plan's metrics of a second: "m": [[n, nonzero, sum, last, age], ...], age: how long ago
+ * (ns) the latest sample was taken, -1 for none (monotonic clocks differ between machines: the
+ * reader takes it from its own now, as the result's samples do). */
+static bool put_msecond(json_t *o, const struct sq_msecond *m, uint32_t nm)
+{
+    json_t *a = json_array();
+    int64_t now = sq_now_ns();
+    for (uint32_t i = 0; a && i < nm; i++)
+        if (json_array_append_new(
+                a,
+                json_pack("[I, I, o, o, I]", (json_int_t)m[i].n, (json_int_t)m[i].nonzero,
+                          real_json(m[i].sum), real_json(m[i].last),
+                          (json_int_t)(m[i].last_ns ? (now > m[i].last_ns ? now - m[i].last_ns : 0)
+                                                    : -1))) < 0) {
+            json_decref(a);
+            return false;
+        }
+    return a && json_object_set_new(o, "m", a) == 0;
+}
+
+int sq_wire_msecond_read(const json_t *j, struct sq_msecond **out, uint32_t *nm)
+{
+    *out = NULL;
+    *nm = 0;
+    const json_t *a = json_object_get(j, "m");
+    if (!a)
+        return 0;
+    if (!json_is_array(a) || json_array_size(a) > SQ_PLAN_METRICS_MAX)
+        return -SQ_EPARSE;
+    size_t n = json_array_size(a);
+    if (!n)
+        return 0;
+    struct sq_msecond *m = calloc(n, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    int64_t now = sq_now_ns();
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(a, i);
+        const json_t *f[5];
+        bool ok = json_is_array(e) && json_array_size(e) == 5;
+        for (size_t k = 0; ok && k < 5; k++)
+            f[k] = json_array_get(e, k);
+        ok = ok && json_is_integer(f[0]) && json_integer_value(f[0]) >= 0 &&
+             json_is_integer(f[1]) && json_integer_value(f[1]) >= 0 &&
+             json_integer_value(f[1]) <= json_integer_value(f[0]) && json_is_integer(f[4]) &&
+             real_read(f[2], &m[i].sum) && real_read(f[3], &m[i].last);
+        if (!ok) {
+            free(m);
+            return -SQ_EPARSE;
+        }
+        m[i].n = (uint64_t)json_integer_value(f[0]);
+        m[i].nonzero = (uint64_t)json_integer_value(f[1]);
+        json_int_t age = json_integer_value(f[4]);
+        if (age >= 0)
+            m[i].last_ns = now - age > 0 ? now - age : 1; /* 0 means no sample */
+    }
+    *out = m;
+    *nm = (uint32_t)n;
+    return 0;
+}
+
 json_t *sq_wire_second(const struct sq_second *s, const struct sq_hist *h, const struct sq_hist *hu)
 {
     json_t *o = json_object();
@@ -266,6 +332,10 @@ json_t *sq_wire_second(const struct sq_second *s, const struct sq_hist *h, const
         put_u64(ek, sq_errk_name((enum sq_errk)k), s->errk[k]);
     json_object_set_new(o, "status", st);
     json_object_set_new(o, "errk", ek);
+    if (s->m && s->nm && !put_msecond(o, s->m, s->nm)) {
+        json_decref(o);
+        return NULL;
+    }
     if ((h && !put_hist(o, "h", h)) || (hu && !put_hist(o, "hu", hu))) {
         json_decref(o);
         return NULL;
@@ -826,7 +896,12 @@ json_t *sq_wire_result(const struct sq_result *r)
     put_u64(o, "script_stopped", r->script_stopped);
     json_t *series = json_array();
     for (size_t i = 0; i < r->series.n; i++) {
-        json_t *e = sq_wire_second(&r->series.v[i], NULL, NULL);
+        struct sq_second se = r->series.v[i];
+        if (r->nmetrics && r->mseries) {
+            se.m = &r->mseries[i * r->nmetrics];
+            se.nm = r->nmetrics;
+        }
+        json_t *e = sq_wire_second(&se, NULL, NULL);
         ok &= e != NULL;
         if (e)
             json_array_append_new(series, e);
@@ -1082,6 +1157,22 @@ static int read_result(const json_t *j, struct sq_wire_res *w)
             if (rc < 0)
                 return rc;
             r->series.n++;
+            /* the plan's metrics of the second, as many in every second as in the first */
+            struct sq_msecond *m;
+            uint32_t nm;
+            if ((rc = sq_wire_msecond_read(json_array_get(series, i), &m, &nm)) < 0)
+                return rc;
+            if (i == 0 && nm) {
+                if (!(r->mseries = calloc(n * nm, sizeof(*r->mseries)))) {
+                    free(m);
+                    return -ENOMEM;
+                }
+                r->nmetrics = nm;
+            }
+            if (m && r->mseries)
+                memcpy(&r->mseries[i * r->nmetrics], m,
+                       (nm < r->nmetrics ? nm : r->nmetrics) * sizeof(*m));
+            free(m);
         }
     }
     return 0;

@@ -21,8 +21,10 @@ struct sq_hist;
 
 /* The cluster protocol. A controller and an agent work together only when both speak the same
  * number; it changes whenever a message changes meaning. */
-/* 3: a plan step's own-metric samples travel with the result; an agent of 2 would drop them. */
-#define SQ_CLUSTER_PROTO 3
+/* 3: a plan step's own-metric samples travel with the result; an agent of 2 would drop them.
+ * 4: the plan's metrics per second travel in each second and the result's series ("m"); an agent
+ * of 3 would leave them out. */
+#define SQ_CLUSTER_PROTO 4
 
 /* A histogram as base64 of its compressed encoding (NULL when out of memory); and back: 0,
  * -SQ_EPARSE (not a string, not base64), -SQ_EDECODE (not a histogram), or -ENOMEM. A JSON null
@@ -39,6 +41,11 @@ json_t *sq_wire_second(const struct sq_second *s, const struct sq_hist *h,
  * when absent; the caller frees them). Returns 0 or a negative code with err set. */
 SQ_MUST_CHECK int sq_wire_second_read(const json_t *j, struct sq_second *s, struct sq_hist **h,
                                       struct sq_hist **hu, char *err, size_t len);
+
+/* A second's plan metrics ("m": s->m[0, s->nm) as [n, nonzero, sum, last, last_ns] each; none
+ * without) read back: *out (the caller frees it) and *nm, NULL and 0 when the second has none.
+ * At most SQ_PLAN_METRICS_MAX (plan/plan.h). Returns 0, -SQ_EPARSE or -ENOMEM. */
+SQ_MUST_CHECK int sq_wire_msecond_read(const json_t *j, struct sq_msecond **out, uint32_t *nm);
 
 /* A whole result (r's series included, without histograms: each second's figures only). */
 json_t *sq_wire_result(const struct sq_result *r);

@@ -174,8 +174,11 @@ char *sq_daemon__event_second(int64_t run, int64_t idx, const char *second_json,
 /* A second's 100 ms bins (cfg->on_tick_fine) as the event's "fine" object (malloc'd JSON text:
  * bin_s, t0_s, completed, failed, max_us, as the result's series_100ms), or NULL. */
 char *sq_daemon__fine_json(const struct sq_fine_bin *v, uint32_t n, int64_t bin_ns, double t0_s);
-/* One second as the result document's series entry (output/json.h), as JSON text (malloc'd). */
-char *sq_daemon__second_json(const struct sq_second *s, bool client, bool open);
+/* One second as the result document's series entry (output/json.h), as JSON text (malloc'd);
+ * with p (a plan run's plan, else NULL) and the second's metrics (s->m), their custom_metrics. */
+struct sq_plan;
+char *sq_daemon__second_json(const struct sq_second *s, bool client, bool open,
+                             const struct sq_plan *p);
 /* The totals as JSON text (malloc'd), as they ride in events and the store's series extra. */
 char *sq_daemon__totals_json(const struct sq_daemon__totals *t);
 /* The last event: {"run", "status", "reason", "result"}; doc may be NULL. */

@@ -23,6 +23,7 @@
 
 #include "daemon/internal.h"
 #include "output/json.h"
+#include "output/plan_json.h"
 
 const double sq_daemon__buckets_s[SQ_DAEMON_NBUCKETS - 1] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
@@ -106,9 +107,19 @@ static char *event(const char *name, int64_t idx, const char *data)
     return s;
 }
 
-char *sq_daemon__second_json(const struct sq_second *s, bool client, bool open)
+char *sq_daemon__second_json(const struct sq_second *s, bool client, bool open,
+                             const struct sq_plan *p)
 {
-    return dump(sq_report_json_second(s, client, open));
+    json_t *o = sq_report_json_second(s, client, open);
+    if (o && p && s->m && s->nm) {
+        json_t *m = sq_report_json_msecond(p, s->m, s->nm);
+        if (!m) {
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, "custom_metrics", m);
+    }
+    return dump(o);
 }
 
 char *sq_daemon__fine_json(const struct sq_fine_bin *v, uint32_t n, int64_t bin_ns, double t0_s)
@@ -292,7 +303,7 @@ static void replay(struct sq_daemon *d, const struct sq_store_run *r, struct sq_
             entry = json_dumps(json_object_get(ex, "second"), JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(ex);
         if (!entry)
-            entry = sq_daemon__second_json(&s, false, false);
+            entry = sq_daemon__second_json(&s, false, false, NULL);
         char *ev = sq_daemon__event_second(r->id, x->idx, entry, totals, NULL);
         free(entry);
         free(totals);

@@ -260,7 +260,7 @@ static void on_tick(void *ud, const struct sq_second *s, const struct sq_hist *h
     totals_add(x, s, h);
     char *totals = sq_daemon__totals_json(&x->t);
     /* the client block rides in every second (its figures are valid once the run ends well) */
-    char *entry = sq_daemon__second_json(s, true, x->open);
+    char *entry = sq_daemon__second_json(s, true, x->open, sq_daemon__req_plan(x->job->req));
     size_t xl = (totals ? strlen(totals) : 0) + (entry ? strlen(entry) : 0) + 32;
     char *extra = totals && entry ? malloc(xl) : NULL;
     if (extra)

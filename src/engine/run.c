@@ -145,6 +145,12 @@ struct agg {
     struct sq_fine_bin fine[SQ_LIVE_FINE];
     uint32_t nfine;
     int64_t fine_ns;
+    /* plan runs with metrics: declared (nm of them): per worker, its samples so far at its last
+     * consumed slot (mlast[wi * nm + m]); their sum when the previous entry was emitted; and a
+     * second's figures being put together */
+    struct sq_msecond *mlast, *memitted, *mnow;
+    uint32_t nm;
+    size_t mcap;                /* seconds out->mseries has room for */
     struct sq_counters *last;   /* per worker: cumulative counters of its last consumed slot */
     uint64_t *active;           /* per worker: active VUs or in flight at its last slot */
     struct sq_counters emitted; /* the sum of `last` when the previous entry was emitted */
@@ -193,6 +199,74 @@ static int series_push(struct sq_series *s, const struct sq_second *e)
     }
     s->v[s->n++] = *e;
     return 0;
+}
+
+/* d += now - then, for the figures that add up (n, nonzero, sum); the latest sample is now's
+ * when it is later than d's. */
+static void mdelta(struct sq_msecond *d, const struct sq_msecond *now,
+                   const struct sq_msecond *then)
+{
+    d->n += now->n - then->n;
+    d->nonzero += now->nonzero - then->nonzero;
+    d->sum += now->sum - then->sum;
+    if (now->last_ns > d->last_ns) {
+        d->last = now->last;
+        d->last_ns = now->last_ns;
+    }
+}
+
+/* Every worker's samples so far, added up, in a->mnow. */
+static void msum_last(struct agg *a, uint32_t nw)
+{
+    memset(a->mnow, 0, a->nm * sizeof(*a->mnow));
+    for (uint32_t i = 0; i < nw; i++)
+        for (uint32_t m = 0; m < a->nm; m++) {
+            const struct sq_msecond *x = &a->mlast[(size_t)i * a->nm + m];
+            struct sq_msecond *o = &a->mnow[m];
+            o->n += x->n;
+            o->nonzero += x->nonzero;
+            o->sum += x->sum;
+            if (x->last_ns > o->last_ns) {
+                o->last = x->last;
+                o->last_ns = x->last_ns;
+            }
+        }
+}
+
+/* Room in out->mseries for the entry of out->series.n - 1 (the one just pushed). */
+static int mseries_room(struct agg *a, struct sq_result *out)
+{
+    if (out->series.n <= a->mcap)
+        return 0;
+    size_t cap = a->mcap ? a->mcap * 2 : 64;
+    struct sq_msecond *v = realloc(out->mseries, cap * a->nm * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    out->mseries = v;
+    a->mcap = cap;
+    return 0;
+}
+
+/* The plan's metrics in the second just pushed (what every worker took since the previous
+ * one) into out->mseries, and e pointed at them. Out of memory: the run goes on without the
+ * metrics' series (out->nmetrics 0). */
+static void metrics_emit(struct agg *a, uint32_t nw, struct sq_result *out, struct sq_second *e)
+{
+    if (mseries_room(a, out) < 0) {
+        free(out->mseries);
+        out->mseries = NULL;
+        out->nmetrics = a->nm = 0;
+        return;
+    }
+    struct sq_msecond *me = &out->mseries[(out->series.n - 1) * a->nm];
+    msum_last(a, nw);
+    for (uint32_t m = 0; m < a->nm; m++) {
+        me[m] = (struct sq_msecond){.last = a->memitted[m].last, .last_ns = a->memitted[m].last_ns};
+        mdelta(&me[m], &a->mnow[m], &a->memitted[m]);
+        a->memitted[m] = a->mnow[m];
+    }
+    e->m = me;
+    e->nm = a->nm;
 }
 
 static void sum_last(const struct agg *a, uint32_t n, struct sq_counters *out)
@@ -364,6 +438,21 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
          * the last entry ends where the run does and the entries' lengths still add up. */
         struct sq_second *e = &out->series.v[out->series.n - 1];
         fill_deltas(e, &s->c, &a->last[wi]);
+        if (s->mcum && a->nm && out->series.n <= a->mcap) {
+            struct sq_msecond *me = &out->mseries[(out->series.n - 1) * a->nm];
+            for (uint32_t m = 0; m < a->nm; m++) {
+                struct sq_msecond *l = &a->mlast[(size_t)wi * a->nm + m];
+                mdelta(&me[m], &s->mcum[m], l);
+                a->memitted[m].n += s->mcum[m].n - l->n;
+                a->memitted[m].nonzero += s->mcum[m].nonzero - l->nonzero;
+                a->memitted[m].sum += s->mcum[m].sum - l->sum;
+                if (s->mcum[m].last_ns > a->memitted[m].last_ns) {
+                    a->memitted[m].last = s->mcum[m].last;
+                    a->memitted[m].last_ns = s->mcum[m].last_ns;
+                }
+                *l = s->mcum[m];
+            }
+        }
         sq_counters_sub(&a->emitted, &a->last[wi]);
         sq_counters_add(&a->emitted, &s->c);
         a->last[wi] = s->c;
@@ -385,6 +474,8 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
             if (s->step_h[k])
                 sq_hist_merge(a->sh[a->step_base[w->scen] + k], s->step_h[k]);
         a->last[wi] = s->c;
+        if (s->mcum && a->nm)
+            memcpy(&a->mlast[(size_t)wi * a->nm], s->mcum, a->nm * sizeof(*s->mcum));
         a->active[wi] = s->active;
         fine_slot(a, s);
         sq_engine__clagg_slot(&a->cl, wi, s, NULL);
@@ -458,8 +549,13 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
             sq_engine__xs_live_take(ws, n, cfg);
         if (cfg->on_tick_fine)
             fine_emit(a, cfg, &e);
-        if (series_push(&out->series, &e) == 0 && cfg->on_tick)
-            cfg->on_tick(cfg->tick_ud, &e, a->h, out->open ? a->hu : NULL);
+        if (series_push(&out->series, &e) == 0) {
+            struct sq_second te = e;
+            if (a->nm)
+                metrics_emit(a, n, out, &te);
+            if (cfg->on_tick)
+                cfg->on_tick(cfg->tick_ud, &te, a->h, out->open ? a->hu : NULL);
+        }
         if (a->lv)
             steps_live(a, ws, n, cfg);
         if (a->sh)
@@ -993,6 +1089,14 @@ static int run_setup(struct runctx *x)
         rc = sq_latency_hist_new(&agg->hu);
     if (rc == 0 && cfg->scens)
         rc = steps_init(agg, cfg, x->out);
+    if (rc == 0 && cfg->scens && cfg->nscens && cfg->scens[0].flow->plan->nmetrics) {
+        agg->nm = (uint32_t)cfg->scens[0].flow->plan->nmetrics;
+        agg->mlast = calloc((size_t)x->nw * agg->nm, sizeof(*agg->mlast));
+        agg->memitted = calloc(agg->nm, sizeof(*agg->memitted));
+        agg->mnow = calloc(agg->nm, sizeof(*agg->mnow));
+        x->out->nmetrics = agg->nm;
+        rc = agg->mlast && agg->memitted && agg->mnow ? 0 : -ENOMEM;
+    }
     if (rc == 0 && cfg->scens && cfg->on_tick_steps && agg->nsteps) {
         for (uint32_t i = 0; i < cfg->nscens; i++)
             if (cfg->scens[i].flow->nsteps > agg->wl_stride)
@@ -1244,6 +1348,9 @@ static void run_dispose(struct runctx *x, int rc)
     free(x->agg.step_base);
     free(x->agg.wl);
     free(x->agg.lv);
+    free(x->agg.mlast);
+    free(x->agg.memitted);
+    free(x->agg.mnow);
     if (rc < 0)
         sq_result_dispose(x->out);
 }

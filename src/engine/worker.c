@@ -1593,6 +1593,30 @@ static int64_t release_ns(const struct sq_engine__worker *w, uint64_t idx)
     return w->sched_ns + off;
 }
 
+/* The worker's samples of each plan metric so far (cumulative), every step's slots for it added
+ * up: what the per-second series of the plan's metrics is the difference of. */
+static void metrics_cum(const struct sq_engine__worker *w, struct sq_msecond *out)
+{
+    memset(out, 0, w->flow->plan->nmetrics * sizeof(*out));
+    for (size_t k = 0; k < w->flow->nsteps; k++) {
+        const struct sq_step_stats *ss = &w->steps[k];
+        for (uint32_t j = 0; j < ss->nmvals; j++) {
+            const struct sq_step_mval *mv = &ss->mvals[j];
+            uint32_t m = sq_plan_slot_metric(w->flow->steps[k].ps, j);
+            if (!mv->n || m >= w->flow->plan->nmetrics)
+                continue;
+            struct sq_msecond *o = &out[m];
+            o->n += mv->n;
+            o->nonzero += mv->nonzero;
+            o->sum += mv->sum;
+            if (mv->last_ns >= o->last_ns) {
+                o->last = mv->last;
+                o->last_ns = mv->last_ns;
+            }
+        }
+    }
+}
+
 /* Closes the current slot as second `second` and moves to the next one. Returns false (and keeps
  * recording into the same slot) when the main thread has not yet freed a slot, unless wait is
  * set: then it waits for one (only at the very end). */
@@ -1647,6 +1671,8 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
             o->mvals[j].last_ns = mv->last_ns;
         }
     }
+    if (s->mcum)
+        metrics_cum(w, s->mcum);
     s->nfine = 0;
     if (w->cfg->on_tick_fine && now >= w->fine_next)
         sq_engine__fine_advance(w, now); /* past the bins' span: folded even with no completion */
@@ -2104,6 +2130,9 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
             if (cfg->on_tick_steps && w->flow->nsteps &&
                 !(w->slots[i].step_live = calloc(w->flow->nsteps, sizeof(struct sq_step_live))))
                 return -ENOMEM;
+            if (w->flow->plan->nmetrics &&
+                !(w->slots[i].mcum = calloc(w->flow->plan->nmetrics, sizeof(struct sq_msecond))))
+                return -ENOMEM;
         }
         w->step_h = w->slots[0].step_h;
     }
@@ -2222,6 +2251,7 @@ void sq_engine__worker_dispose(struct sq_engine__worker *w)
             sq_hist_free(w->slots[i].step_h[k]);
         free(w->slots[i].step_h);
         free(w->slots[i].step_live);
+        free(w->slots[i].mcum);
     }
     free(w->fine);
     sq_engine__xc_dispose(w);

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "plan/metrics.h"
+#include "plan/plan.h"
 #include "http/url.h"
 #include "base/b64.h"
 #include "base/redact.h"
@@ -47,6 +49,12 @@ struct sq_push {
     bool open_model;
     struct sq_addr addr;
     const struct sq_egress *egress;
+
+    /* the plan's metrics (names owned), and per queue entry their figures (mq[i * nmetrics],
+     * NULL without metrics) */
+    struct sq_push_metric *metrics;
+    uint32_t nmetrics;
+    struct sq_push_mval *mq, *mtot;
 
     /* the main thread's running totals */
     struct sq_push_point tot;
@@ -204,6 +212,36 @@ static bool f_lat(const struct sq_push_point *pt, int a, double *v)
     return true;
 }
 
+/* A plan metric's figure: arg is its index * 4 + what (0 the running count of a counter, 1 the
+ * running samples, 2 the running passes, 3 the gauge's value or the trend's average in the
+ * second). None without the metric's point or, for 3, without a value. */
+static bool f_custom(const struct sq_push_point *pt, int a, double *v)
+{
+    if (!pt->m)
+        return false;
+    const struct sq_push_mval *m = &pt->m[a / 4];
+    switch (a % 4) {
+    case 0:
+        *v = m->t_sum;
+        return true;
+    case 1:
+        *v = (double)m->t_n;
+        return true;
+    case 2:
+        *v = (double)m->t_nonzero;
+        return true;
+    default:
+        if (m->has_last) { /* a gauge */
+            *v = m->last;
+            return true;
+        }
+        if (!m->n)
+            return false;
+        *v = m->sum / (double)m->n;
+        return true;
+    }
+}
+
 struct series {
     const char *name;
     const char *label, *value; /* an extra label (class, quantile), or NULL */
@@ -269,6 +307,36 @@ int sq_push_encode_prom(struct sq_buf *b, const struct sq_push_labels *lab,
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < k; i++)
         rc = put_series(b, &ts, &tmp, lab, &all[i], pt, n);
+    /* the plan's metrics: squall_custom_NAME_total (a counter's sum so far), _samples_total and
+     * _passes_total (a rate's), NAME (a gauge's latest value), _avg and _samples_total (a
+     * trend's average in the second, its samples so far) */
+    for (uint32_t m = 0; rc == 0 && m < lab->nmetrics; m++) {
+        static const char *const suf[4] = {"_total", "_samples_total", "_passes_total", ""};
+        bool want[4] = {false};
+        switch (lab->metrics[m].kind) {
+        case SQ_MK_COUNTER:
+            want[0] = true;
+            break;
+        case SQ_MK_RATE:
+            want[1] = want[2] = true;
+            break;
+        case SQ_MK_GAUGE:
+            want[3] = true;
+            break;
+        case SQ_MK_TREND:
+            want[1] = want[3] = true;
+            break;
+        }
+        for (int w = 0; rc == 0 && w < 4; w++) {
+            if (!want[w])
+                continue;
+            char name[SQ_METRIC_NAME_MAX + 40];
+            snprintf(name, sizeof(name), "squall_custom_%s%s", lab->metrics[m].name,
+                     w == 3 && lab->metrics[m].kind == SQ_MK_TREND ? "_avg" : suf[w]);
+            struct series cs = {name, NULL, NULL, f_custom, (int)m * 4 + w};
+            rc = put_series(b, &ts, &tmp, lab, &cs, pt, n);
+        }
+    }
     sq_buf_dispose(&ts);
     sq_buf_dispose(&tmp);
     return rc;
@@ -284,6 +352,54 @@ static int put_tag(struct sq_buf *b, const char *s)
         if (rc == 0)
             rc = sq_buf_append(b, (*s == '\n' || *s == '\r') ? " " : s, 1);
     }
+    return rc;
+}
+
+/* A plan metric's second: squall_custom,run=..,run_id=..,metric=NAME,kind=KIND and its fields
+ * (counter count, a float; rate passes, total, rate; gauge value; trend samples, avg: a field's
+ * type is fixed per measurement). A gauge without a sample yet writes no line. */
+static int influx_custom(struct sq_buf *b, const struct sq_push_labels *lab,
+                         const struct sq_push_metric *mt, const struct sq_push_mval *v,
+                         int64_t ts_ms)
+{
+    static const char *const kinds[] = {"counter", "rate", "gauge", "trend"};
+    if (mt->kind == SQ_MK_GAUGE && !v->has_last)
+        return 0;
+    int rc = sq_buf_append(b, "squall_custom,run=", 18);
+    if (rc == 0)
+        rc = put_tag(b, lab->run);
+    if (rc == 0)
+        rc = sq_buf_append(b, ",run_id=", 8);
+    if (rc == 0)
+        rc = put_tag(b, lab->run_id);
+    if (rc == 0)
+        rc = sq_buf_append(b, ",metric=", 8);
+    if (rc == 0)
+        rc = put_tag(b, mt->name);
+    if (rc == 0)
+        rc = sq_buf_printf(b, 32, ",kind=%s ", kinds[mt->kind & 3]);
+    if (rc < 0)
+        return rc;
+    switch (mt->kind) {
+    case SQ_MK_COUNTER:
+        rc = sq_buf_printf(b, 64, "count=%.15g", v->sum);
+        break;
+    case SQ_MK_RATE:
+        rc = sq_buf_printf(b, 96, "passes=%" PRIu64 "i,total=%" PRIu64 "i", v->nonzero, v->n);
+        if (rc == 0 && v->n)
+            rc = sq_buf_printf(b, 64, ",rate=%.6f", (double)v->nonzero / (double)v->n);
+        break;
+    case SQ_MK_GAUGE:
+        rc = sq_buf_printf(b, 64, "value=%.15g", v->last);
+        break;
+    default:
+        rc = sq_buf_printf(b, 64, "samples=%" PRIu64 "i", v->n);
+        if (rc == 0 && v->n)
+            rc = sq_buf_printf(b, 64, ",avg=%.15g", v->sum / (double)v->n);
+        break;
+    }
+    if (rc == 0)
+        rc = sq_buf_printf(b, 64, " %" PRId64 "\n", ts_ms);
     return rc;
 }
 
@@ -316,6 +432,8 @@ int sq_push_encode_influx(struct sq_buf *b, const struct sq_push_labels *lab,
                                (double)p->p99_us / 1e3, (double)p->max_us / 1e3);
         if (rc == 0)
             rc = sq_buf_printf(b, 64, " %" PRId64 "\n", p->ts_ms);
+        for (uint32_t m = 0; rc == 0 && p->m && m < lab->nmetrics; m++)
+            rc = influx_custom(b, lab, &lab->metrics[m], &p->m[m], p->ts_ms);
     }
     return rc;
 }
@@ -483,7 +601,11 @@ out:
 static int encode(struct sq_push *p, const struct sq_push_point *pt, size_t n, struct sq_buf *raw,
                   struct sq_buf *body, struct sq_buf *head)
 {
-    struct sq_push_labels lab = {.run = p->run, .run_id = p->run_id, .open = p->open_model};
+    struct sq_push_labels lab = {.run = p->run,
+                                 .run_id = p->run_id,
+                                 .open = p->open_model,
+                                 .metrics = p->metrics,
+                                 .nmetrics = p->nmetrics};
     sq_buf_reset(raw);
     sq_buf_reset(body);
     sq_buf_reset(head);
@@ -533,6 +655,8 @@ static void *sender(void *arg)
 {
     struct sq_push *p = arg;
     struct sq_push_point *batch = malloc(sizeof(*batch) * BATCH);
+    struct sq_push_mval *bm =
+        p->nmetrics ? malloc(sizeof(*bm) * BATCH * p->nmetrics) : NULL; /* batch[i].m */
     struct sq_buf raw = {0}, body = {0}, head = {0};
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -541,14 +665,21 @@ static void *sender(void *arg)
         if (!p->n)
             break;
         int64_t stop_by = atomic_load(&p->stop_by_ns);
-        if (!batch || (stop_by && sq_now_ns() >= stop_by)) {
+        if (!batch || (p->nmetrics && !bm) || (stop_by && sq_now_ns() >= stop_by)) {
             p->dropped += p->n; /* out of time (or memory): what is left is dropped */
             p->n = 0;
             break;
         }
         size_t k = p->n < BATCH ? p->n : BATCH;
-        for (size_t i = 0; i < k; i++)
-            batch[i] = p->q[(p->head + i) % QCAP];
+        for (size_t i = 0; i < k; i++) {
+            size_t at = (p->head + i) % QCAP;
+            batch[i] = p->q[at];
+            batch[i].m = NULL;
+            if (p->nmetrics) {
+                memcpy(&bm[i * p->nmetrics], &p->mq[at * p->nmetrics], p->nmetrics * sizeof(*bm));
+                batch[i].m = &bm[i * p->nmetrics];
+            }
+        }
         p->head = (p->head + k) % QCAP;
         p->n -= k;
         pthread_mutex_unlock(&p->mu);
@@ -579,6 +710,7 @@ static void *sender(void *arg)
     sq_buf_dispose(&body);
     sq_buf_dispose(&head);
     free(batch);
+    free(bm);
     return NULL;
 }
 
@@ -777,7 +909,19 @@ int sq_push_open(enum sq_push_kind kind, const char *given, const struct sq_push
     sq_url_dispose(&u);
     p->run = strdup(lab->run && lab->run[0] ? lab->run : "squall");
     p->run_id = strdup(lab->run_id ? lab->run_id : "");
-    if (!p->path || !p->url || !p->run || !p->run_id) {
+    bool moom = false;
+    if (lab->nmetrics) {
+        p->metrics = calloc(lab->nmetrics, sizeof(*p->metrics));
+        p->mq = calloc((size_t)QCAP * lab->nmetrics, sizeof(*p->mq));
+        p->mtot = calloc(lab->nmetrics, sizeof(*p->mtot));
+        moom = !p->metrics || !p->mq || !p->mtot;
+        for (uint32_t m = 0; !moom && m < lab->nmetrics; m++) {
+            p->metrics[m].kind = lab->metrics[m].kind;
+            moom = !(p->metrics[m].name = strdup(lab->metrics[m].name));
+            p->nmetrics = m + 1;
+        }
+    }
+    if (!p->path || !p->url || !p->run || !p->run_id || moom) {
         sq_push_free(p);
         return fail(why, len, -ENOMEM, "--out %s: %s", flag, "out of memory");
     }
@@ -827,11 +971,33 @@ void sq_push_tick(struct sq_push *p, const struct sq_second *s)
         t->status[c] = s->status[c];
         t->t_status[c] += s->status[c];
     }
+    for (uint32_t m = 0; m < p->nmetrics; m++) {
+        struct sq_push_mval *v = &p->mtot[m];
+        if (s->m && m < s->nm) { /* none: a second without the plan's figures counts 0 */
+            const struct sq_msecond *x = &s->m[m];
+            v->n = x->n;
+            v->nonzero = x->nonzero;
+            v->sum = x->sum;
+            v->t_n += x->n;
+            v->t_nonzero += x->nonzero;
+            v->t_sum += x->sum;
+            if (x->last_ns && p->metrics[m].kind == SQ_MK_GAUGE) {
+                v->last = x->last;
+                v->has_last = true;
+            }
+        } else {
+            v->n = v->nonzero = 0;
+            v->sum = 0;
+        }
+    }
     pthread_mutex_lock(&p->mu);
     p->points++;
     if (p->n == QCAP || p->stop) {
         p->dropped++;
     } else {
+        if (p->nmetrics)
+            memcpy(&p->mq[((p->head + p->n) % QCAP) * p->nmetrics], p->mtot,
+                   p->nmetrics * sizeof(*p->mtot));
         p->q[(p->head + p->n) % QCAP] = *t;
         p->n++;
         pthread_cond_signal(&p->cv);
@@ -898,6 +1064,11 @@ void sq_push_free(struct sq_push *p)
     free(p->url);
     free(p->run);
     free(p->run_id);
+    for (uint32_t m = 0; p->metrics && m < p->nmetrics; m++)
+        free((char *)p->metrics[m].name);
+    free(p->metrics);
+    free(p->mq);
+    free(p->mtot);
     if (p->auth)
         explicit_bzero(p->auth, strlen(p->auth));
     free(p->auth);

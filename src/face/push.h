@@ -41,6 +41,25 @@ struct sq_push_point {
     /* running totals since the start */
     uint64_t t_sent, t_completed, t_failed, t_dropped, t_errors, t_bytes;
     uint64_t t_status[6];
+    /* the plan's metrics (labels' nmetrics of them, their order), or NULL */
+    const struct sq_push_mval *m;
+};
+
+/* One of a plan's own metrics (plan `metrics:`) in one second as pushed: the second's figures
+ * (struct sq_msecond) and the run's running totals at its end. */
+struct sq_push_mval {
+    uint64_t n, nonzero; /* samples in the second, of them not 0 */
+    double sum;          /* their sum */
+    double last;         /* a gauge's latest sample so far (has_last) */
+    bool has_last;
+    uint64_t t_n, t_nonzero; /* since the start */
+    double t_sum;
+};
+
+/* A plan metric's name and kind (enum sq_metric_kind, plan/metrics.h). */
+struct sq_push_metric {
+    const char *name;
+    int kind;
 };
 
 /* The labels (tags) every series carries. Values are copied at open. */
@@ -48,6 +67,9 @@ struct sq_push_labels {
     const char *run;    /* the run's name (--name), or "squall" */
     const char *run_id; /* unique per run */
     bool open;          /* open model: `active` is requests in flight; closed: active VUs */
+    /* a plan's own metrics, pushed each second beside the run's series (none: 0) */
+    const struct sq_push_metric *metrics;
+    uint32_t nmetrics;
 };
 
 struct sq_push; /* opaque */

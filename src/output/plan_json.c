@@ -364,6 +364,52 @@ static json_t *custom_metrics_json(const struct sq_plan *p, const struct sq_resu
     return out;
 }
 
+json_t *sq_report_json_msecond(const struct sq_plan *p, const struct sq_msecond *m, uint32_t nm)
+{
+    json_t *out = json_object();
+    for (uint32_t i = 0; out && i < nm && i < p->nmetrics; i++) {
+        const struct sq_msecond *x = &m[i];
+        json_t *val = NULL;
+        switch (p->metrics[i].kind) {
+        case SQ_MK_COUNTER:
+            val = json_pack("{s:f}", "count", x->sum);
+            break;
+        case SQ_MK_RATE:
+            val = json_pack("{s:I, s:I, s:o}", "passes", (json_int_t)x->nonzero, "total",
+                            (json_int_t)x->n, "rate",
+                            x->n ? json_real((double)x->nonzero / (double)x->n) : json_null());
+            break;
+        case SQ_MK_GAUGE:
+            val = json_pack("{s:o}", "value", x->last_ns ? json_real(x->last) : json_null());
+            break;
+        case SQ_MK_TREND:
+            val = json_pack("{s:I, s:o}", "count", (json_int_t)x->n, "avg",
+                            x->n ? json_real(x->sum / (double)x->n) : json_null());
+            break;
+        }
+        if (!val) {
+            json_decref(out);
+            return NULL;
+        }
+        json_object_set_new(out, p->metrics[i].name, val);
+    }
+    return out;
+}
+
+/* Each entry of the document's per-second "series" gets its second's "custom_metrics". */
+static int series_metrics(json_t *doc, const struct sq_plan *p, const struct sq_result *r)
+{
+    json_t *series = json_object_get(doc, "series");
+    size_t n = json_array_size(series);
+    for (size_t i = 0; i < n && i < r->series.n; i++) {
+        json_t *o = sq_report_json_msecond(p, &r->mseries[i * r->nmetrics], r->nmetrics);
+        if (!o)
+            return -ENOMEM;
+        json_object_set_new(json_array_get(series, i), "custom_metrics", o);
+    }
+    return 0;
+}
+
 int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct sq_result *r,
                             const struct sq_th_verdicts *v)
 {
@@ -411,6 +457,8 @@ int sq_report_plan_sections(json_t *doc, const struct sq_plan *p, const struct s
         if (!cm)
             return -ENOMEM;
         json_object_set_new(doc, "custom_metrics", cm);
+        if (r->nmetrics == p->nmetrics && r->mseries && series_metrics(doc, p, r) < 0)
+            return -ENOMEM;
     }
     json_object_set_new(doc, "thresholds", ths);
     json_object_set_new(doc, "metrics", metrics);

@@ -3,6 +3,7 @@
 #ifndef SQ_OUTPUT_SERIES_H
 #define SQ_OUTPUT_SERIES_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "base/err.h"
@@ -10,9 +11,13 @@
 
 struct sq_hist;
 
-/* --out csv=FILE: the per-second series, one row per second. */
-void sq_csv_header(FILE *f);
-void sq_csv_row(FILE *f, const struct sq_second *s);
+/* --out csv=FILE: the per-second series, one row per second. A plan's own metrics (m[0, nm),
+ * NULL and 0: none) add columns after vus: a counter NAME (its increment in the second), a rate
+ * NAME_passes and NAME_total, a gauge NAME (its latest sample; empty before one), a trend
+ * NAME_count and NAME_avg (empty without a sample). */
+struct sq_plan_metric;
+void sq_csv_header(FILE *f, const struct sq_plan_metric *m, uint32_t nm);
+void sq_csv_row(FILE *f, const struct sq_second *s, const struct sq_plan_metric *m, uint32_t nm);
 
 /* --out hdr=FILE: HdrHistogram's interval log (format version 1.2), one line per second with
  * the second's histogram in the V2 compressed encoding, base64. start_wall_s is the run's start

@@ -305,6 +305,9 @@ void sq_result_dispose(struct sq_result *r)
     sq_xsamples_dispose(&r->xsamples);
     free(r->series.v);
     r->series = (struct sq_series){0};
+    free(r->mseries);
+    r->mseries = NULL;
+    r->nmetrics = 0;
     free(r->fine.v);
     r->fine = (struct sq_fine_series){0};
     for (uint32_t g = 0; g < r->nstep_series; g++)

@@ -160,6 +160,22 @@ struct sq_second {
     uint64_t errk[SQ_ERRK_COUNT]; /* errors by kind (errors is their sum) */
     struct sq_client_second client;
     struct sq_watch_tick server; /* the watched processes (cfg->watch); server.on false without */
+    /* The plan's own metrics in this second (nm of them, the plan's metrics: order), handed to
+     * the run's on_tick only (borrowed for the call); NULL and 0 in sq_result.series, whose
+     * entries' values are in sq_result.mseries. */
+    const struct sq_msecond *m;
+    uint32_t nm;
+};
+
+/* One second of one of the plan's own metrics (plan `metrics:`): every worker's samples taken in
+ * the second added up. A counter's increment is sum, a rate's passes nonzero of n, a trend's
+ * average sum / n; a gauge's value is the latest sample of the run so far (has_last). */
+struct sq_msecond {
+    uint64_t n;       /* samples taken in the second */
+    uint64_t nonzero; /* of them, not 0 */
+    double sum;       /* their sum */
+    double last;      /* the latest sample of the run up to the second's end ... */
+    int64_t last_ns;  /* ... taken at this monotonic time (0: none yet) */
 };
 
 struct sq_series {
@@ -521,6 +537,10 @@ struct sq_result {
      * steps included, which stay empty), its responses and latency per second. */
     struct sq_step_series *step_series;
     uint32_t nstep_series;
+    /* Plan runs with metrics: declared: per second of `series` (same index), each metric's
+     * figures: mseries[i * nmetrics + m] (owned; NULL and 0 without metrics). */
+    struct sq_msecond *mseries;
+    uint32_t nmetrics;
     /* https: what the first connection negotiated (static strings; NULL for plain http or when
      * no handshake completed), and the first TLS error's message ("" if none). */
     bool tls; /* the run used TLS (https) */

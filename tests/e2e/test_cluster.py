@@ -661,7 +661,7 @@ thresholds:
                                "--agent-wait", "1500ms")
         self.assertEqual(p.returncode, 1)
         self.assertIn("agent v1 is squall", p.stderr)
-        self.assertIn("cluster protocol 3", p.stderr)
+        self.assertIn("cluster protocol 4", p.stderr)
         self.assertIn("cluster protocol 1", p.stderr)
 
     def test_plan_checked_before_anything_is_sent(self):

@@ -103,12 +103,33 @@ class CustomMetrics(sqtest.TargetCase):
         checks = {c["step"]: c for c in doc["checks"]}
         self.assertEqual(cm["in_stock"]["passes"], checks["coin"]["passed"])
         self.assertEqual(cm["queue_depth"]["value"], 3)
+        self.assert_series(doc, ep)
         self.assertTrue(all(t["ok"] for t in doc["thresholds"]), doc["thresholds"])
         got = {(t["metric"], t["expression"]): t["value"] for t in doc["thresholds"]}
         self.assertEqual(got[("orders{step:pay}", "count == %d" % (2 * n))], 2 * ep["ok"])
         # and in the summary
         p, _ = sqtest.run_squall("run", self.path, timeout=60)
         self.assertIn("\nCustom metrics\n  orders ", p.stderr + p.stdout)
+
+    def assert_series(self, doc, ep):
+        """The per-second series carries every declared metric in every second, and its
+        seconds add up to the run's figures and to what the target counted."""
+        cm = doc["custom_metrics"]
+        per = [s["custom_metrics"] for s in doc["series"]]
+        self.assertTrue(per)
+        for m in per:
+            self.assertEqual(sorted(m), sorted(cm))
+        self.assertEqual(sum(m["orders"]["count"] for m in per), cm["orders"]["count"])
+        self.assertEqual(sum(m["orders"]["count"] for m in per), ep["status"] + 2 * ep["ok"])
+        self.assertEqual(sum(m["cart_value"]["count"] for m in per), ep["ok"])
+        for m in per:
+            if m["cart_value"]["count"]:
+                self.assertEqual(m["cart_value"]["avg"], 7)
+            else:
+                self.assertIsNone(m["cart_value"]["avg"])
+        self.assertEqual(sum(m["in_stock"]["passes"] for m in per), cm["in_stock"]["passes"])
+        self.assertEqual(sum(m["in_stock"]["total"] for m in per), ep["status"])
+        self.assertEqual(per[-1]["queue_depth"]["value"], 3)
 
     def test_a_threshold_that_does_not_hold(self):
         n = VUS * ITERS
@@ -289,6 +310,7 @@ class CustomMetrics(sqtest.TargetCase):
         self.assertEqual(cm["in_stock"]["passes"] + cm["in_stock"]["fails"], ep["status"])
         self.assertEqual(cm["in_stock"]["passes"], checks["coin"]["passed"])
         self.assertEqual(cm["queue_depth"]["value"], 3)
+        self.assert_series(doc, ep)
         self.assertTrue(all(t["ok"] for t in doc["thresholds"]), doc["thresholds"])
 
 

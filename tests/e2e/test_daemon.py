@@ -563,6 +563,15 @@ class TestApi(DaemonCase):
                          0)
         self.assertNotIn(("squall_run_custom_value", (("kind", "trend"), ("metric", "unused"),
                                                       ("run", r))), m)
+        # each second's figures ride in its live "second" event (replayed from the store once
+        # the run ended), and add up to the document's
+        secs = [e[1]["second"]["custom_metrics"] for e in sse(self.port, rid) if e[0] == "second"]
+        self.assertEqual(len(secs), len(doc["series"]))
+        self.assertEqual(sum(x["orders"]["count"] for x in secs), cm["orders"]["count"])
+        self.assertEqual(sum(x["ok"]["total"] for x in secs), 30)
+        self.assertEqual(sum(x["cart"]["count"] for x in secs), 30)
+        self.assertEqual(secs[-1]["depth"]["value"], 3)
+        self.assertEqual([x["unused"] for x in secs], [{"count": 0, "avg": None}] * len(secs))
 
     @staticmethod
     def parse_metrics(text):

@@ -211,6 +211,112 @@ class Push(TargetCase):
         p, doc, _ = sqtest.run_json("run", plan, "-q", "--name", name, *self.outs())
         self.assertEqual(p.returncode, 0, p.stderr)
         self.check_pushed(doc, name)
+        # a plan without metrics: none in its series, none pushed
+        self.assertFalse(any("custom_metrics" in s for s in doc["series"]))
+        d = self.rx.influx_query('SELECT count(*) FROM squall_custom WHERE "run" = \'%s\'' % name,
+                                 db="sq")
+        self.assertIsNone(d["results"][0].get("series"))
+
+    def custom_plan(self, extra=""):
+        plan = os.path.join(self.rx.dir, "plan-custom.yaml")
+        with open(plan, "w") as f:
+            f.write("target: %s\nmetrics: { orders: counter, in_stock: rate, depth: gauge, "
+                    "cart: trend }\nscenarios:\n  s:\n    executor: constant-arrival-rate\n"
+                    "    rate: 50\n    duration: 3s\n    preAllocatedVUs: 4\n"
+                    "    flow:\n      - request: { url: /ok }\n        metric:\n"
+                    "          - { name: orders, add: 2 }\n          - { name: in_stock }\n"
+                    "          - { name: depth, add: 3 }\n"
+                    "          - { name: cart, add: 7 }\n%s" % (self.base, extra))
+        return plan
+
+    def check_custom(self, doc, name, rows):
+        """The plan's own metrics reached both receivers, each second's, and what they hold
+        equals what --out csv wrote for those seconds (rows), which adds up to the document's
+        figures and to what the target answered, less a last sliver of a second that joins the
+        entry before it after that second went out (the live outputs never see it; the
+        document's series does)."""
+        for k in ("prometheus-rw", "influxdb"):
+            b = doc["push"][k]
+            self.assertEqual((b["sent"], b["failed"], b["dropped"]), (b["points"], 0, 0), b)
+        self.assertEqual(len(rows), len(doc["series"]))
+        ok = self.stats()["endpoints"]["ok"]
+        cm = doc["custom_metrics"]
+        self.assertEqual(cm["orders"]["count"], 2 * ok)
+        orders = sum(float(r["orders"]) for r in rows)
+        passes = sum(int(r["in_stock_passes"]) for r in rows)
+        carts = sum(int(r["cart_count"]) for r in rows)
+        self.assertEqual(sum(int(r["in_stock_total"]) for r in rows), passes)
+        self.assertEqual(carts, passes)
+        self.assertEqual(orders, 2 * passes)
+        last = doc["series"][-1]["custom_metrics"]["in_stock"]["total"]
+        self.assertTrue(ok - last <= passes <= ok, (passes, ok, last))
+        self.assertTrue(all(float(r["cart_avg"]) == 7 for r in rows if int(r["cart_count"])))
+        self.assertEqual(float(rows[-1]["depth"]), 3)
+        q = 'SELECT sum("%s") FROM squall_custom WHERE "run" = \'%s\' AND "metric" = \'%s\''
+
+        def isum(field, metric):
+            d = self.rx.influx_query(q % (field, name, metric), db="sq")
+            series = d["results"][0].get("series")
+            return series[0]["values"][0][1] if series else None
+        self.assertEqual(isum("count", "orders"), orders)
+        self.assertEqual(isum("passes", "in_stock"), passes)
+        self.assertEqual(isum("total", "in_stock"), passes)
+        self.assertEqual(isum("samples", "cart"), carts)
+        d = self.rx.influx_query(
+            'SELECT last("value") FROM squall_custom WHERE "run" = \'%s\' AND '
+            '"metric" = \'depth\'' % name, db="sq")
+        self.assertEqual(d["results"][0]["series"][0]["values"][0][1], 3)
+        sel = '{run="%s"}' % name
+        self.assertEqual(self.rx.prom_value("squall_custom_orders_total" + sel), orders)
+        self.assertEqual(self.rx.prom_value("squall_custom_in_stock_passes_total" + sel), passes)
+        self.assertEqual(self.rx.prom_value("squall_custom_in_stock_samples_total" + sel), passes)
+        self.assertEqual(self.rx.prom_value("squall_custom_cart_samples_total" + sel), carts)
+        self.assertEqual(self.rx.prom_value("squall_custom_depth" + sel), 3)
+        self.assertEqual(self.rx.prom_value("squall_custom_cart_avg" + sel), 7)
+
+    def test_plan_metrics_both_receivers_and_csv(self):
+        """A plan's own metrics each second: to Prometheus and InfluxDB (read back), and in
+        --out csv's columns."""
+        self.reset()
+        name = "custom-%d" % os.getpid()
+        csv_path = os.path.join(self.rx.dir, "custom.csv")
+        p, doc, _ = sqtest.run_json("run", self.custom_plan(), "-q", "--name", name,
+                                    "--out", "csv=" + csv_path, *self.outs())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        jsonschema.validate(doc, SCHEMA)
+        import csv
+        with open(csv_path) as f:
+            rows = list(csv.DictReader(f))
+        self.check_custom(doc, name, rows)
+
+    @unittest.skipUnless(shutil.which("nats-server"), "nats-server not installed")
+    def test_plan_metrics_distributed(self):
+        """Two agents: their seconds' plan metrics reach the controller, whose csv and pushes
+        carry every agent's."""
+        self.reset()
+        nport = free_port()
+        nats = subprocess.Popen(["nats-server", "-a", HOST, "-p", str(nport)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        agents = []
+        try:
+            wait_port(nport, nats)
+            url = "nats://%s:%d" % (HOST, nport)
+            agents = [sqtest.Agent(url, n, "pushm") for n in ("m1", "m2")]
+            name = "custom-dist-%d" % os.getpid()
+            csv_path = os.path.join(self.rx.dir, "custom-dist.csv")
+            p, doc, _ = sqtest.run_json("run", self.custom_plan(), "-q", "--agents", "2",
+                                        "--nats", url, "--subject-prefix", "pushm", "--name",
+                                        name, "--out", "csv=" + csv_path, *self.outs())
+            self.assertEqual(p.returncode, 0, p.stderr)
+        finally:
+            for a in agents:
+                a.stop()
+            stop_proc(nats)
+        jsonschema.validate(doc, SCHEMA)
+        import csv
+        with open(csv_path) as f:
+            rows = list(csv.DictReader(f))
+        self.check_custom(doc, name, rows)
 
     @unittest.skipUnless(shutil.which("nats-server"), "nats-server not installed")
     def test_distributed_run(self):

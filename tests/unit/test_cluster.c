@@ -152,6 +152,62 @@ static void second_round_trip(void **state)
     sq_hist_free(hu);
 }
 
+/* A second's plan metrics travel with it, and with a result's series: counts and sums as they
+ * were, the latest sample's time by its age (the reader's clock: within the trip's time); a
+ * second without them reads as none; hostile arrays are refused. */
+static void msecond_round_trip(void **state)
+{
+    (void)state;
+    int64_t now = sq_now_ns();
+    struct sq_msecond m[2] = {{.n = 5, .nonzero = 4, .sum = 12.5, .last = 3, .last_ns = now - 1000},
+                              {0}};
+    struct sq_second s = {.t_s = 1, .len_s = 1, .sent = 5, .m = m, .nm = 2};
+    json_t *j = sq_wire_second(&s, NULL, NULL);
+    assert_non_null(j);
+    struct sq_msecond *back;
+    uint32_t nm;
+    assert_int_equal(sq_wire_msecond_read(j, &back, &nm), 0);
+    assert_int_equal(nm, 2);
+    assert_int_equal(back[0].n, 5);
+    assert_int_equal(back[0].nonzero, 4);
+    assert_true(back[0].sum == 12.5 && back[0].last == 3);
+    assert_true(back[0].last_ns > 0 && back[0].last_ns <= sq_now_ns() - 1000);
+    assert_int_equal(back[1].n, 0);
+    assert_int_equal(back[1].last_ns, 0);
+    free(back);
+    json_object_set_new(j, "m",
+                        json_pack("[[I, I, f, f, I]]", (json_int_t)1, (json_int_t)2, 1.0, 1.0,
+                                  (json_int_t)-1)); /* more passes than samples */
+    assert_int_equal(sq_wire_msecond_read(j, &back, &nm), -SQ_EPARSE);
+    json_object_set_new(j, "m", json_string("x"));
+    assert_int_equal(sq_wire_msecond_read(j, &back, &nm), -SQ_EPARSE);
+    json_object_del(j, "m");
+    assert_int_equal(sq_wire_msecond_read(j, &back, &nm), 0);
+    assert_null(back);
+    assert_int_equal(nm, 0);
+    json_decref(j);
+    /* in a result's series */
+    struct sq_result r = {0};
+    struct sq_second sv[2] = {{.t_s = 1, .len_s = 1}, {.t_s = 2, .len_s = 1}};
+    struct sq_msecond ms[4] = {{.n = 1, .sum = 2}, {.n = 2, .nonzero = 1}, {.n = 3, .sum = 6}, {0}};
+    r.series = (struct sq_series){.v = sv, .n = 2, .cap = 2};
+    r.mseries = ms;
+    r.nmetrics = 2;
+    json_t *jr = sq_wire_result(&r);
+    assert_non_null(jr);
+    struct sq_wire_res w;
+    char err[128];
+    assert_int_equal(sq_wire_result_read(jr, &w, err, sizeof(err)), 0);
+    assert_int_equal(w.r.nmetrics, 2);
+    assert_int_equal(w.r.series.n, 2);
+    assert_int_equal(w.r.mseries[1].n, 2);
+    assert_int_equal(w.r.mseries[1].nonzero, 1);
+    assert_int_equal(w.r.mseries[2].n, 3);
+    assert_true(w.r.mseries[2].sum == 6);
+    sq_wire_res_dispose(&w);
+    json_decref(jr);
+}
+
 /* A result like a plan run's: two scenarios with steps, statuses and checks. */
 static void make_result(struct sq_result *r, int64_t scale, const char *const *names)
 {
@@ -912,6 +968,7 @@ int main(void)
         cmocka_unit_test(clock_offset),
         cmocka_unit_test(counters_all_named),
         cmocka_unit_test(second_round_trip),
+        cmocka_unit_test(msecond_round_trip),
         cmocka_unit_test(result_round_trip),
         cmocka_unit_test(merge_is_lossless),
         cmocka_unit_test(xsamples_over_the_wire),

@@ -168,7 +168,7 @@ static void test_events(void **state)
                           .p99_us = 7,
                           .max_us = 9,
                           .active = 4};
-    char *entry = sq_daemon__second_json(&s, false, false);
+    char *entry = sq_daemon__second_json(&s, false, false, NULL);
     assert_non_null(entry);
     char *ev = sq_daemon__event_second(7, 1, entry, "{\"x\":1}", NULL);
     assert_non_null(ev);

@@ -762,7 +762,7 @@ static void test_series_writers(void **state)
     capture_start(&tty);
     struct sq_progress p = {.f = prog.f, .every_s = 2, .length_s = 2.25};
     struct sq_progress pt = {.f = tty.f, .tty = true, .color = true, .length_s = 2.25, .open = 1};
-    sq_csv_header(csv.f);
+    sq_csv_header(csv.f, NULL, 0);
     sq_hdrlog_header(hdr.f, 1767225600.125); /* 2026-01-01T00:00:00.125Z */
     for (size_t i = 0; i < r.series.n; i++) {
         struct sq_second *s = &r.series.v[i];
@@ -771,7 +771,7 @@ static void test_series_writers(void **state)
             s->errors = 5;
         }
         struct sq_hist *h = hist_of((int)s->completed, 200 + (int64_t)i * 10);
-        sq_csv_row(csv.f, s);
+        sq_csv_row(csv.f, s, NULL, 0);
         assert_int_equal(sq_hdrlog_line(hdr.f, s, h), 0);
         sq_progress_tick(&p, s);
         sq_progress_tick(&pt, s);

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "face/push.h"
+#include "plan/metrics.h"
 #include "net/egress.h"
 
 /* ---- a minimal protobuf reader ---- */
@@ -209,6 +210,60 @@ static void test_influx_lines(void **state)
     sq_buf_dispose(&b);
 }
 
+/* A plan's own metrics: a line each per second (a gauge's only once it has a value), the tag
+ * metric= escaped like the run's, the fields by kind; and their remote-write series by name. */
+static void test_custom_metrics(void **state)
+{
+    (void)state;
+    struct sq_push_point pt[2];
+    two_points(pt);
+    struct sq_push_metric ms[4] = {{"orders", SQ_MK_COUNTER},
+                                   {"ok", SQ_MK_RATE},
+                                   {"depth", SQ_MK_GAUGE},
+                                   {"cart", SQ_MK_TREND}};
+    struct sq_push_mval v[2][4] = {
+        {{.n = 2, .sum = 4.5, .t_n = 2, .t_sum = 4.5},
+         {.n = 4, .nonzero = 3, .t_n = 4, .t_nonzero = 3},
+         {0},
+         {.n = 2, .sum = 15, .t_n = 2, .t_sum = 15}},
+        {{.t_n = 2, .t_sum = 4.5},
+         {.t_n = 4, .t_nonzero = 3},
+         {.n = 1, .sum = 3, .last = 3, .has_last = true, .t_n = 1, .t_sum = 3},
+         {.t_n = 2, .t_sum = 15}},
+    };
+    pt[0].m = v[0];
+    pt[1].m = v[1];
+    struct sq_push_labels lab = {
+        .run = "r", .run_id = "x", .open = true, .metrics = ms, .nmetrics = 4};
+    struct sq_buf b = {0};
+    assert_int_equal(sq_push_encode_influx(&b, &lab, pt, 2), 0);
+    assert_int_equal(sq_buf_append(&b, "", 1), 0);
+    assert_non_null(strstr(b.p, "1700000000123\n"
+                                "squall_custom,run=r,run_id=x,metric=orders,kind=counter count=4.5 "
+                                "1700000000123\n"
+                                "squall_custom,run=r,run_id=x,metric=ok,kind=rate passes=3i,"
+                                "total=4i,rate=0.750000 1700000000123\n"
+                                "squall_custom,run=r,run_id=x,metric=cart,kind=trend samples=2i,"
+                                "avg=7.5 1700000000123\n"));
+    assert_non_null(strstr(b.p, "squall_custom,run=r,run_id=x,metric=orders,kind=counter count=0 "
+                                "1700000001123\n"
+                                "squall_custom,run=r,run_id=x,metric=ok,kind=rate passes=0i,"
+                                "total=0i 1700000001123\n"
+                                "squall_custom,run=r,run_id=x,metric=depth,kind=gauge value=3 "
+                                "1700000001123\n"
+                                "squall_custom,run=r,run_id=x,metric=cart,kind=trend samples=0i "
+                                "1700000001123\n"));
+    sq_buf_reset(&b);
+    assert_int_equal(sq_push_encode_prom(&b, &lab, pt, 2), 0);
+    static const char *const names[] = {
+        "squall_custom_orders_total",       "squall_custom_ok_samples_total",
+        "squall_custom_ok_passes_total",    "squall_custom_depth",
+        "squall_custom_cart_samples_total", "squall_custom_cart_avg"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        assert_non_null(memmem(b.p, b.len, names[i], strlen(names[i])));
+    sq_buf_dispose(&b);
+}
+
 static void test_url_refusals(void **state)
 {
     (void)state;
@@ -270,9 +325,8 @@ static void test_egress_policy(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_prom_write_request),
-        cmocka_unit_test(test_influx_lines),
-        cmocka_unit_test(test_url_refusals),
+        cmocka_unit_test(test_prom_write_request), cmocka_unit_test(test_influx_lines),
+        cmocka_unit_test(test_custom_metrics),     cmocka_unit_test(test_url_refusals),
         cmocka_unit_test(test_egress_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
