@@ -139,7 +139,11 @@ static void opened(struct sq_engine__conn *c, int64_t now)
 
 static void h1_connect(struct sq_engine__conn *c)
 {
-    sq_engine__xport_vu_connect(c, on_io);
+    /* HTTP speaks first: the handshake's last ACK rides on the request; in the clear, the
+     * first request goes out whole, so TCP_NODELAY waits for a second write (TLS writes its
+     * Finished and the request back to back: Nagle would hold the request) */
+    unsigned opts = SQ_CONNECT_SMART_ACK | (c->w->cfg->tls ? 0 : SQ_CONNECT_LAZY_NODELAY);
+    sq_engine__xport_vu_connect(c, on_io, opts);
 }
 
 /* ---- write ---- */
@@ -156,6 +160,7 @@ static void conn_write(struct sq_engine__conn *c)
 {
     struct sq_engine__worker *w = c->w;
     size_t len = c->req_len;
+    sq_engine__xport_nagle(&c->x);
     ssize_t n = conn_sendb(c, c->req + c->woff, len - c->woff);
     if (n > 0) {
         w->c.bytes_sent += (uint64_t)n;

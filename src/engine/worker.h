@@ -322,6 +322,12 @@ struct sq_engine__worker {
      * before pace_next_ns; pace_bypass: the connect being made is one whose turn has come. */
     int64_t pace_ns, pace_next_ns;
     bool pace_bypass;
+    /* eager connects (xport.c, a VU's own transport): connects whose zero-length probe found
+     * them not yet up in a row (probing stops at PROBE_MISSES but for one connect in 64), a
+     * count of connects, and whether an eager open is running now (no second one inside it) */
+    uint8_t probe_misses;
+    bool eager;
+    uint32_t probe_tick;
     /* control (engine/control.h): the scenario's, the generation applied, the open loop's
      * changed schedule (nsegs pieces of ctl->segs; 0: the executor's) */
     struct sq_engine__ctlscen *ctl;

@@ -594,7 +594,7 @@ static void ws_connect(struct sq_engine__conn *c)
         return;
     }
     v->phase = PH_NONE;
-    sq_engine__xport_vu_connect(c, on_io);
+    sq_engine__xport_vu_connect(c, on_io, 0);
 }
 
 /* The message of this send: the run's static bytes, or its template rendered for this VU. */

@@ -68,8 +68,21 @@ static int tls_failed(struct sq_engine__xport *x, struct sq_engine__worker *w, c
     return setup_failed(x, w, 0);
 }
 
-int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *w,
-                          const struct sq_addr *pin, uint32_t global, sq_io_cb on_io)
+/* Probe after the connect (SQ_CONNECT_PROBE)? While probes find connections up (loopback, a
+ * near peer), every connect probes; after PROBE_MISSES misses in a row one connect in 64 does,
+ * so a far peer pays a probe for 1/64 of its connects. */
+#define PROBE_MISSES 4
+
+static bool probe_now(struct sq_engine__worker *w)
+{
+    return w->probe_misses < PROBE_MISSES || (++w->probe_tick & 63) == 0;
+}
+
+/* eager: the owner steps the transport at once when it is up (x->up), so it is registered for
+ * EPOLLIN from the start; otherwise for EPOLLOUT, whose event steps it. */
+static int open_as(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                   const struct sq_addr *pin, uint32_t global, sq_io_cb on_io, bool eager,
+                   unsigned opts)
 {
     struct sq_addr tmp;
     const struct sq_addr *a = sq_engine__xport_addr(w, pin, global, &tmp);
@@ -91,12 +104,19 @@ int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *
     /* a tunnel through the run's proxy: only to the run's own addresses (the proxy's), not to
      * a flow's pinned broker or a wrk script's thread.addr */
     x->via_proxy = w->cfg->proxy_connect && !pin && !w->addr;
-    int fd = sq_connect_from(a, src);
+    if (x->via_proxy || a->ss.ss_family == AF_UNIX)
+        opts &= ~(unsigned)SQ_CONNECT_LAZY_NODELAY; /* the CONNECT is a write of its own */
+    bool probe = eager && probe_now(w), up = false;
+    int fd = sq_connect_ex(a, src, opts | (probe ? SQ_CONNECT_PROBE : 0), &up);
     if (fd < 0) {
         sq_engine__connect_error(w, fd);
         return fd;
     }
-    int rc = sq_io_start(w->loop, &x->io, fd, EPOLLOUT, on_io);
+    if (probe)
+        w->probe_misses = up ? 0 : (uint8_t)(w->probe_misses + (w->probe_misses < PROBE_MISSES));
+    x->up = up;
+    x->nagle = opts & SQ_CONNECT_LAZY_NODELAY ? 1 : 0;
+    int rc = sq_io_start(w->loop, &x->io, fd, up && eager ? EPOLLIN : EPOLLOUT, on_io);
     if (rc < 0) {
         close(fd);
         x->io.fd = -1;
@@ -110,6 +130,12 @@ int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *
     x->since_ns = sq_loop_now(w->loop);
     x->connect_ns = x->tls_ns = 0;
     return 0;
+}
+
+int sq_engine__xport_open(struct sq_engine__xport *x, struct sq_engine__worker *w,
+                          const struct sq_addr *pin, uint32_t global, sq_io_cb on_io)
+{
+    return open_as(x, w, pin, global, on_io, false, 0);
 }
 
 /* The transport is usable: only reads wake it from now on (a driver registers EPOLLOUT after a
@@ -230,7 +256,8 @@ int sq_engine__xport_step(struct sq_engine__xport *x, struct sq_engine__worker *
         return handshake(x, w);
     if (SQ_UNLIKELY(x->phase == SQ_ENGINE__XP_PROXY))
         return proxy_recv(x, w, tc);
-    int rc = sq_connect_result(x->io.fd);
+    int rc = x->up ? 0 : sq_connect_result(x->io.fd);
+    x->up = false;
     if (rc < 0)
         return setup_failed(x, w, rc);
     if (SQ_UNLIKELY(x->via_proxy))
@@ -268,13 +295,11 @@ void sq_engine__xport_close(struct sq_engine__xport *x, struct sq_loop *loop)
 {
     if (x->io.fd < 0)
         return;
-    sq_io_stop(loop, &x->io);
     if (x->tls) {
         sq_tls_conn_free(x->tls);
         x->tls = NULL;
     }
-    close(x->io.fd);
-    x->io.fd = -1;
+    sq_io_close(loop, &x->io); /* the socket is this transport's alone: no EPOLL_CTL_DEL */
     x->phase = SQ_ENGINE__XP_CLOSED;
 }
 
@@ -325,17 +350,26 @@ static void vu_backoff(struct sq_engine__conn *c)
     sq_engine__vu_backoff(c);
 }
 
-void sq_engine__xport_vu_connect(struct sq_engine__conn *c, sq_io_cb on_io)
+void sq_engine__xport_vu_connect(struct sq_engine__conn *c, sq_io_cb on_io, unsigned opts)
 {
     if (SQ_UNLIKELY(wait_turn(c->w, &c->timer))) {
         c->state = CONN_QUEUED; /* worker.c's timer_cb connects it at its turn */
         return;
     }
-    if (sq_engine__xport_open(&c->x, c->w, NULL, c->global, on_io) < 0) {
+    struct sq_engine__worker *w = c->w;
+    bool eager = !w->eager; /* not inside another eager open: the depth stays one */
+    if (open_as(&c->x, w, NULL, c->global, on_io, eager, opts) < 0) {
         vu_backoff(c);
         return;
     }
     c->state = CONN_CONNECTING;
+    if (eager && c->x.up) {
+        /* Up already (loopback): the step the EPOLLOUT event would have made, now, without
+         * the wait, the SO_ERROR read and the EPOLL_CTL_MOD to EPOLLIN. */
+        w->eager = true;
+        on_io(w->loop, &c->x.io, EPOLLOUT);
+        w->eager = false;
+    }
 }
 
 void sq_engine__xport_vu_step(struct sq_engine__conn *c, sq_engine__opened_fn opened)

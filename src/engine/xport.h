@@ -73,7 +73,11 @@ struct sq_engine__xport {
      * as parsed byte by byte (SQ_ENGINE__XP_BADSTATUS once the status line is not HTTP/1.x
      * NNN) */
     uint8_t pmatch;
-    bool via_proxy; /* this connection goes to the run's proxy: CONNECT first */
+    uint8_t via_proxy : 1; /* this connection goes to the run's proxy: CONNECT first */
+    uint8_t up : 1;        /* CONNECTING: established already (sq_connect_ex): no SO_ERROR read */
+    /* SQ_CONNECT_LAZY_NODELAY: 1, no write yet; 2, one write made; 0, TCP_NODELAY is set (or
+     * was never put off). The owner calls sq_engine__xport_nagle before each write. */
+    uint8_t nagle : 2;
     uint16_t pgot;
     uint16_t pstatus;
 };
@@ -149,6 +153,22 @@ static inline ssize_t sq_engine__xport_send(struct sq_engine__xport *x, const vo
     return send(x->io.fd, buf, n, MSG_NOSIGNAL);
 }
 
+/* Before a write on a transport opened with SQ_CONNECT_LAZY_NODELAY: the first write goes out
+ * whole on an idle connection, where Nagle holds nothing back; any later one (the rest of a
+ * short write, the next request) may follow unacknowledged bytes, so TCP_NODELAY is set then,
+ * once per connection. */
+static inline void sq_engine__xport_nagle(struct sq_engine__xport *x)
+{
+    if (SQ_LIKELY(x->nagle == 0))
+        return;
+    if (x->nagle == 1) {
+        x->nagle = 2;
+        return;
+    }
+    (void)sq_sock_nodelay(x->io.fd); /* if it fails, Nagle's delay is the worst that follows */
+    x->nagle = 0;
+}
+
 /* Writes what the socket takes of p[0, len) (a batch: HTTP/2's frames, a broker's messages).
  * Returns the bytes written (len; fewer when the socket filled up: *full is set, and the owner
  * registers EPOLLOUT), or -1 with errno on a failure (EPROTO: TLS, its message in x->tls). */
@@ -160,7 +180,7 @@ ssize_t sq_engine__xport_write(struct sq_engine__xport *x, const char *p, size_t
 typedef void (*sq_engine__opened_fn)(struct sq_engine__conn *c, int64_t now);
 
 /* Starts the VU's connect (CONN_CONNECTING); on failure the VU backs off. */
-void sq_engine__xport_vu_connect(struct sq_engine__conn *c, sq_io_cb on_io);
+void sq_engine__xport_vu_connect(struct sq_engine__conn *c, sq_io_cb on_io, unsigned opts);
 /* The driver's callback saw an event of a VU whose transport sets up (c->x.phase below OPEN):
  * a step of it (CONN_HANDSHAKE while TLS shakes hands); once usable the VU carries the setup's
  * phases and `opened` runs; on failure the VU backs off. */

@@ -71,14 +71,27 @@ int sq_io_modify(struct sq_loop *l, struct sq_io *io, uint32_t events)
     return 0;
 }
 
-void sq_io_stop(struct sq_loop *l, struct sq_io *io)
+/* Drops the events of this round that are still due to io. */
+static void forget(struct sq_loop *l, struct sq_io *io)
 {
-    /* Closing the fd would unregister it too, but only once every duplicate is closed. */
-    epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
     for (int i = l->cur; i < l->nready; i++)
         if (l->ready[i].data.ptr == io)
             l->ready[i].data.ptr = NULL;
     io->events = 0;
+}
+
+void sq_io_stop(struct sq_loop *l, struct sq_io *io)
+{
+    /* Closing the fd would unregister it too, but only once every duplicate is closed. */
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+    forget(l, io);
+}
+
+void sq_io_close(struct sq_loop *l, struct sq_io *io)
+{
+    forget(l, io);
+    close(io->fd);
+    io->fd = -1;
 }
 
 void sq_timer_init(struct sq_timer *t, sq_timer_cb cb)

@@ -46,6 +46,12 @@ SQ_MUST_CHECK int sq_io_modify(struct sq_loop *l, struct sq_io *io, uint32_t eve
 /* Unregisters io (does not close the fd). Events already fetched for io in this round are
  * dropped, so its callback does not run again after this returns. */
 void sq_io_stop(struct sq_loop *l, struct sq_io *io);
+/* sq_io_stop and close(io->fd) in one system call: closing the last descriptor of a socket
+ * takes it out of the epoll set, so the EPOLL_CTL_DEL is left out. Only for a descriptor that
+ * was never duplicated (dup, or fork without an exec): a copy would keep the registration alive
+ * and its events would reach io. Events already fetched for io are dropped, as sq_io_stop does;
+ * io->fd becomes -1. */
+void sq_io_close(struct sq_loop *l, struct sq_io *io);
 
 void sq_timer_init(struct sq_timer *t, sq_timer_cb cb);
 /* Arms (or re-arms) t to fire at due_ns. O(log n), no allocation once the heap has grown. */

@@ -84,16 +84,27 @@ int sq_connect_start(const struct sq_addr *a)
 
 int sq_connect_from(const struct sq_addr *a, const struct sq_addr *src)
 {
+    bool up;
+    return sq_connect_ex(a, src, 0, &up);
+}
+
+int sq_connect_ex(const struct sq_addr *a, const struct sq_addr *src, unsigned opts, bool *up)
+{
     bool un = a->ss.ss_family == AF_UNIX;
+    *up = false;
     int fd =
         socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, un ? 0 : IPPROTO_TCP);
     if (fd < 0)
         return -errno;
-    int one = 1;
-    if (un)
+    int one = 1, zero = 0;
+    if (un) {
         src = NULL; /* no source address for a path */
-    else
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    } else {
+        if (!(opts & SQ_CONNECT_LAZY_NODELAY))
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (opts & SQ_CONNECT_SMART_ACK)
+            setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof(zero));
+    }
     /* The port stays the kernel's to pick at connect(), per 4-tuple: a bind() with port 0 alone
      * would reserve a port for the address whatever the destination, and run out at ~28k. */
     if (src && (setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one)) < 0 ||
@@ -102,12 +113,33 @@ int sq_connect_from(const struct sq_addr *a, const struct sq_addr *src)
         close(fd);
         return err;
     }
-    if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0 && errno != EINPROGRESS) {
+    if (connect(fd, (const struct sockaddr *)&a->ss, a->len) == 0) {
+        *up = true;
+        return fd;
+    }
+    if (errno != EINPROGRESS) {
         int err = -errno;
         close(fd);
         return err;
     }
+    if (opts & SQ_CONNECT_PROBE) {
+        /* TCP answers a send on a connecting socket with EAGAIN, on a failed one with the
+         * connect's error, and takes zero bytes from an established one. */
+        if (send(fd, "", 0, MSG_NOSIGNAL | MSG_DONTWAIT) == 0) {
+            *up = true;
+        } else if (errno != EAGAIN) {
+            int err = -errno;
+            close(fd);
+            return err;
+        }
+    }
     return fd;
+}
+
+int sq_sock_nodelay(int fd)
+{
+    int one = 1;
+    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ? -errno : 0;
 }
 
 int sq_connect_result(int fd)

@@ -35,6 +35,30 @@ SQ_MUST_CHECK int sq_connect_start(const struct sq_addr *a);
  * IP_BIND_ADDRESS_NO_PORT first, so the kernel still picks the port per 4-tuple; NULL: the
  * kernel picks the address too. -EADDRNOTAVAIL: src is not one of this host's addresses. */
 SQ_MUST_CHECK int sq_connect_from(const struct sq_addr *a, const struct sq_addr *src);
+/* Options of sq_connect_ex. */
+enum {
+    /* No TCP_NODELAY at the connect: the caller sets it (sq_sock_nodelay) before the first write
+     * that Nagle could hold back (one that follows unacknowledged data). A connection that
+     * writes one request whole and closes never needs it. */
+    SQ_CONNECT_LAZY_NODELAY = 1u << 0,
+    /* The client speaks first (HTTP, TLS): TCP_QUICKACK off before the connect, so the
+     * handshake's last ACK rides on the first bytes sent instead of a segment of its own
+     * (HAProxy's tcp-smart-connect). Never for a protocol whose server speaks first: its
+     * greeting would wait for the delayed ACK. */
+    SQ_CONNECT_SMART_ACK = 1u << 1,
+    /* After an in-progress connect, one zero-length send() asks whether it is established
+     * already (on loopback the handshake completes within connect()): *up says so, and the
+     * caller may skip the wait for writability and SO_ERROR. */
+    SQ_CONNECT_PROBE = 1u << 2,
+};
+/* sq_connect_from with options. *up: the connection is established already (connect() returned
+ * 0, or SQ_CONNECT_PROBE found it so); false: wait for writability, then sq_connect_result. A
+ * connect the probe finds failed returns its -errno (the socket closed), as a failed connect()
+ * does. */
+SQ_MUST_CHECK int sq_connect_ex(const struct sq_addr *a, const struct sq_addr *src, unsigned opts,
+                                bool *up);
+/* Sets TCP_NODELAY (after SQ_CONNECT_LAZY_NODELAY). Returns 0 or -errno. */
+int sq_sock_nodelay(int fd);
 /* 0 when the pending connect succeeded, else -errno (SO_ERROR). */
 int sq_connect_result(int fd);
 

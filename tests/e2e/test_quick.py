@@ -7,8 +7,10 @@ its PID.
 import base64
 import json
 import os
+import shutil
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -234,6 +236,52 @@ class QuickFace(sqtest.TargetCase):
         self.assertEqual(doc["connections"]["closed_by_server"], 300)
         self.assertGreaterEqual(doc["connections"]["opened"], 300)
         self.assertEqual(self.served("fast"), 300)
+
+    @unittest.skipUnless(shutil.which("strace"), "strace is not installed")
+    def test_churn_system_calls(self):
+        """A new connection per request costs no SO_ERROR read, no EPOLL_CTL_MOD or _DEL and
+        at most one setsockopt (TCP_QUICKACK; TCP_NODELAY waits for a second write); keep-alive
+        connections still get TCP_NODELAY, once each. Counted under strace, not timed."""
+        self.reset()
+        n = 200
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "strace.txt")
+            cmd = ["strace", "-f", "-c", "-o", log, "-e",
+                   "trace=getsockopt,setsockopt,epoll_ctl,connect",
+                   sqtest.squall_path(), self.base + "/fast", "-n", str(n), "-c", "4", "-t", "1",
+                   "-H", "Connection: close", "--json", "-"]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            doc = json.loads(p.stdout)
+            calls = {}
+            with open(log) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 5 and parts[-1] in (
+                            "getsockopt", "setsockopt", "epoll_ctl", "connect"):
+                        calls[parts[-1]] = int(parts[3])
+        self.assert_accounting(doc)
+        self.assertEqual(doc["requests"]["completed"], n)
+        self.assertEqual(self.served("fast"), n)
+        conns = doc["connections"]["opened"]
+        self.assertGreaterEqual(calls.get("connect", 0), n)
+        # the probe finds loopback connections up: no SO_ERROR read (a few may miss on a busy
+        # machine), one EPOLL_CTL_ADD per connection and nothing else
+        self.assertLess(calls.get("getsockopt", 0), n // 4, calls)
+        self.assertLessEqual(calls.get("epoll_ctl", 0), conns + 16, calls)
+        self.assertLessEqual(calls.get("setsockopt", 0), conns + 16, calls)
+
+        # keep-alive: TCP_QUICKACK at the connect, TCP_NODELAY before the second request
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "strace.txt")
+            cmd = ["strace", "-f", "-o", log, "-e", "trace=setsockopt",
+                   sqtest.squall_path(), self.base + "/fast", "-n", "40", "-c", "4", "-t", "1"]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(log) as f:
+                text = f.read()
+        self.assertEqual(text.count("TCP_NODELAY"), 4, text)
+        self.assertEqual(text.count("TCP_QUICKACK"), 4, text)
 
     def test_timeout(self):
         p, doc, took = run_json(self.base + "/delay/3000", "-n", "4", "-c", "2", "-t", "1",

@@ -144,6 +144,46 @@ static void stop_drops_pending_events(void **state)
     sq_loop_free(l);
 }
 
+static int closes;
+
+static void on_close_other(struct sq_loop *l, struct sq_io *io, uint32_t ev)
+{
+    (void)ev;
+    closes++;
+    struct sq_io *other = io == &P.a ? &P.b : &P.a;
+    sq_io_close(l, other); /* its event of this round must not be delivered */
+}
+
+/* sq_io_close: the descriptor is closed and out of the epoll set without an EPOLL_CTL_DEL (a new
+ * socket that gets its number registers afresh), and its pending events are dropped. */
+static void close_drops_pending_events(void **state)
+{
+    (void)state;
+    struct sq_loop *l;
+    assert_int_equal(sq_loop_new(&l), 0);
+    int sa[2], sb[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sa), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sb), 0);
+    assert_int_equal(write(sa[1], "x", 1), 1);
+    assert_int_equal(write(sb[1], "x", 1), 1);
+    closes = 0;
+    assert_int_equal(sq_io_start(l, &P.a, sa[0], EPOLLIN, on_close_other), 0);
+    assert_int_equal(sq_io_start(l, &P.b, sb[0], EPOLLIN, on_close_other), 0);
+    sq_loop_run_once(l, 100 * SQ_NS_PER_MS);
+    assert_int_equal(closes, 1);
+    struct sq_io *gone = P.a.fd < 0 ? &P.a : &P.b;
+    assert_int_equal(gone->fd, -1);
+    int again[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, again), 0);
+    assert_int_equal(sq_io_start(l, gone, again[0], EPOLLIN, on_close_other), 0);
+    sq_io_close(l, gone);
+    close(again[1]);
+    sq_io_close(l, P.a.fd >= 0 ? &P.a : &P.b);
+    close(sa[1]);
+    close(sb[1]);
+    sq_loop_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -151,6 +191,7 @@ int main(void)
         cmocka_unit_test(timers_sorted),
         cmocka_unit_test(timer_waits),
         cmocka_unit_test(stop_drops_pending_events),
+        cmocka_unit_test(close_drops_pending_events),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

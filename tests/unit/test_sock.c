@@ -398,6 +398,72 @@ static void test_connect_from(void **state)
     close(lfd);
 }
 
+static int nodelay_of(int fd)
+{
+    int on = -1;
+    socklen_t len = sizeof(on);
+    assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len), 0);
+    return on;
+}
+
+/* The probe finds a loopback connection up at once (the handshake completes inside connect()):
+ * no wait for writability, no SO_ERROR; TCP_NODELAY waits for sq_sock_nodelay; bytes flow. */
+static void test_connect_probe(void **state)
+{
+    (void)state;
+    struct sq_addr a = v4("127.0.0.1", 0);
+    int lfd = sq_listen(&a, false, 16);
+    assert_true(lfd >= 0);
+    a = v4("127.0.0.1", sq_sock_port(lfd));
+    bool up = false;
+    int fd = sq_connect_ex(&a, NULL,
+                           SQ_CONNECT_PROBE | SQ_CONNECT_LAZY_NODELAY | SQ_CONNECT_SMART_ACK, &up);
+    assert_true(fd >= 0);
+    assert_true(up);
+    assert_int_equal(nodelay_of(fd), 0);
+    assert_int_equal(send(fd, "ping", 4, MSG_NOSIGNAL), 4);
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    int afd = accept(lfd, NULL, NULL);
+    assert_true(afd >= 0);
+    char buf[8];
+    p = (struct pollfd){.fd = afd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    assert_int_equal(recv(afd, buf, sizeof(buf), 0), 4);
+    assert_int_equal(sq_sock_nodelay(fd), 0);
+    assert_int_not_equal(nodelay_of(fd), 0);
+    close(afd);
+    close(fd);
+
+    /* without the options: TCP_NODELAY at once, and up only if connect() said so */
+    fd = sq_connect_ex(&a, NULL, 0, &up);
+    assert_true(fd >= 0);
+    assert_int_not_equal(nodelay_of(fd), 0);
+    if (!up) {
+        wait_writable(fd);
+        assert_int_equal(sq_connect_result(fd), 0);
+    }
+    close(fd);
+    close(lfd);
+
+    /* a refused connect: the probe returns the connect's error, the socket closed */
+    int hold = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(hold >= 0);
+    a = v4("127.0.0.1", 0);
+    assert_int_equal(bind(hold, (const struct sockaddr *)&a.ss, a.len), 0);
+    a = v4("127.0.0.1", sq_sock_port(hold));
+    fd = sq_connect_ex(&a, NULL, SQ_CONNECT_PROBE, &up);
+    if (fd >= 0) { /* not refused yet when probed (never seen on loopback) */
+        assert_false(up);
+        wait_writable(fd);
+        assert_int_equal(sq_connect_result(fd), -ECONNREFUSED);
+        close(fd);
+    } else {
+        assert_int_equal(fd, -ECONNREFUSED);
+    }
+    close(hold);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,7 +472,7 @@ int main(void)
         cmocka_unit_test(test_connect_loopback),      cmocka_unit_test(test_connect_refused),
         cmocka_unit_test(test_listen_reuseport),      cmocka_unit_test(test_raise_nofile),
         cmocka_unit_test(test_srcaddr_parse),         cmocka_unit_test(test_srcaddr_auto),
-        cmocka_unit_test(test_connect_from),
+        cmocka_unit_test(test_connect_from),          cmocka_unit_test(test_connect_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
