@@ -121,6 +121,20 @@ static void t_kick(struct h3conn *t)
 }
 
 /* Frees the QUIC connection (sending its CONNECTION_CLOSE when due) and closes the socket. */
+
+/* A completed handshake, full or resumed: counted, and the run's TLS names from the first. */
+static void handshake_counted(struct sq_engine__worker *w, struct h3conn *t)
+{
+    w->c.tls_handshakes++;
+    if (sq_quic_conn_resumed(&t->q))
+        h3_of(w)->qs.resumed++;
+    if (!w->tls_version) {
+        w->tls_version = "TLSv1.3";
+        w->tls_cipher = sq_quic_conn_cipher(&t->q);
+        w->tls_alpn = "h3";
+    }
+}
+
 static void t_teardown(struct h3conn *t)
 {
     struct sq_engine__worker *w = t->m.w;
@@ -602,28 +616,14 @@ static void t_end(struct h3conn *t, int64_t now)
     if (t->confirmed) { /* an early connection's handshake: counted, nothing to time */
         t->confirmed = t->early = false;
         t->m.backoff = 0;
-        w->c.tls_handshakes++;
-        if (sq_quic_conn_resumed(&t->q))
-            h3_of(w)->qs.resumed++;
-        if (!w->tls_version) {
-            w->tls_version = "TLSv1.3";
-            w->tls_cipher = sq_quic_conn_cipher(&t->q);
-            w->tls_alpn = "h3";
-        }
+        handshake_counted(w, t);
     }
     if (t->opened) {
         t->opened = false;
         t->m.x.tls_ns = now - t->m.x.since_ns; /* the handshake: the setup's TLS phase */
         t->m.x.connect_ns = 0;
         t->m.x.phase = SQ_ENGINE__XP_OPEN;
-        w->c.tls_handshakes++;
-        if (sq_quic_conn_resumed(&t->q))
-            h3_of(w)->qs.resumed++;
-        if (!w->tls_version) {
-            w->tls_version = "TLSv1.3";
-            w->tls_cipher = sq_quic_conn_cipher(&t->q);
-            w->tls_alpn = "h3";
-        }
+        handshake_counted(w, t);
         t->busy++;
         sq_engine__mux_open(&t->m, now);
         t->busy--;

@@ -130,6 +130,19 @@ struct acc {
     int64_t last_ns;   /* taken then (0: none) */
 };
 
+/* One step's (or setup's and teardown's) samples of a plan metric into the threshold's sum. */
+static void mval_add(struct acc *a, const struct sq_step_mval *mv)
+{
+    a->sum += mv->sum;
+    a->num += mv->nonzero;
+    a->den += mv->n;
+    if (mv->last_ns >= a->last_ns) {
+        a->last = mv->last;
+        a->last_ns = mv->last_ns;
+    }
+    sq_hist_merge(a->h, mv->h);
+}
+
 /* A threshold on one of the plan's own metrics: the samples of every metric: entry naming it,
  * in the steps its tags select. */
 static void gather_custom(const struct sq_plan *p, const struct sq_result *r,
@@ -150,14 +163,7 @@ static void gather_custom(const struct sq_plan *p, const struct sq_result *r,
                 const struct sq_step_mval *mv = &ss->mvals[j];
                 if (sq_plan_slot_metric(ps, j) != (uint32_t)th->custom || !mv->n)
                     continue;
-                a->sum += mv->sum;
-                a->num += mv->nonzero;
-                a->den += mv->n;
-                if (mv->last_ns >= a->last_ns) {
-                    a->last = mv->last;
-                    a->last_ns = mv->last_ns;
-                }
-                sq_hist_merge(a->h, mv->h);
+                mval_add(a, mv);
             }
         }
     }
@@ -165,14 +171,7 @@ static void gather_custom(const struct sq_plan *p, const struct sq_result *r,
     if (r->once && !s->ntags && (uint32_t)th->custom < r->once->nmvals) {
         const struct sq_step_mval *mv = &r->once->mvals[th->custom];
         if (mv->n) {
-            a->sum += mv->sum;
-            a->num += mv->nonzero;
-            a->den += mv->n;
-            if (mv->last_ns >= a->last_ns) {
-                a->last = mv->last;
-                a->last_ns = mv->last_ns;
-            }
-            sq_hist_merge(a->h, mv->h);
+            mval_add(a, mv);
         }
     }
 }
