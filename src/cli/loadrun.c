@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -10,8 +12,17 @@
 #include "cli/cli.h"
 #include "cli/control.h"
 #include "cli/sinkrun.h"
+#include "engine/flow.h"
 #include "output/json.h"
 #include "plan/plan.h"
+
+static void tagsets_free(uint32_t *step_set, struct sq_push_tagset *sets, uint32_t n)
+{
+    for (uint32_t j = 0; sets && j < n; j++)
+        free((void *)sets[j].keys);
+    free(sets);
+    free(step_set);
+}
 
 int sq_cli_load_open(struct sq_cli_load *l, const char *csv, const char *hdr, const char *ndjson,
                      double sample)
@@ -29,9 +40,56 @@ int sq_cli_load_open(struct sq_cli_load *l, const char *csv, const char *hdr, co
     struct sq_push_metric pm[SQ_PLAN_METRICS_MAX];
     uint32_t nm = l->nmetrics < SQ_PLAN_METRICS_MAX ? l->nmetrics : SQ_PLAN_METRICS_MAX;
     for (uint32_t m = 0; m < nm; m++)
-        pm[m] = (struct sq_push_metric){l->metrics[m].name, (int)l->metrics[m].kind};
+        pm[m] =
+            (struct sq_push_metric){.name = l->metrics[m].name, .kind = (int)l->metrics[m].kind};
     struct sq_push_labels lab = {
         .run = l->run_name, .run_id = id, .open = l->push_open, .metrics = pm, .nmetrics = nm};
+    /* the metrics split by the steps' tags (identical tag sets pushed as one); a distributed
+     * run's seconds carry per-metric sums only, pushed untagged */
+    uint32_t *step_set = NULL;
+    struct sq_push_tagset *sets = NULL;
+    uint32_t nsteps = 0, nsets = 0;
+    for (uint32_t i = 0; nm && !l->d->agents && l->cfg->scens && i < l->cfg->nscens; i++)
+        nsteps += (uint32_t)l->cfg->scens[i].flow->nsteps;
+    if (nsteps) {
+        step_set = calloc(nsteps, sizeof(*step_set));
+        sets = calloc(nsteps, sizeof(*sets));
+        if (!step_set || !sets)
+            nsteps = 0; /* out of memory: untagged */
+    }
+    for (uint32_t i = 0, g = 0; nsteps && i < l->cfg->nscens; i++) {
+        const struct sq_flow *f = l->cfg->scens[i].flow;
+        for (size_t k = 0; k < f->nsteps; k++, g++) {
+            const struct sq_plan_step *ps = f->steps[k].ps;
+            uint32_t j = 0;
+            for (; j < nsets; j++) {
+                const struct sq_push_tagset *t = &sets[j];
+                bool same = t->n == ps->ntags;
+                for (uint32_t x = 0; same && x < t->n; x++)
+                    same = strcmp(t->keys[x], ps->tags[x].key) == 0 &&
+                           strcmp(t->vals[x], ps->tags[x].value) == 0;
+                if (same)
+                    break;
+            }
+            if (j == nsets) {
+                sets[nsets] = (struct sq_push_tagset){0};
+                const char **kv = ps->ntags ? calloc(2 * (size_t)ps->ntags, sizeof(*kv)) : NULL;
+                if (kv) {
+                    for (uint32_t x = 0; x < ps->ntags; x++) {
+                        kv[x] = ps->tags[x].key;
+                        kv[ps->ntags + x] = ps->tags[x].value;
+                    }
+                    sets[nsets] = (struct sq_push_tagset){ps->ntags, kv, kv + ps->ntags};
+                }
+                nsets++;
+            }
+            step_set[g] = j;
+        }
+    }
+    lab.step_set = step_set;
+    lab.nsteps = nsteps;
+    lab.sets = sets;
+    lab.nsets = nsteps ? nsets : 0;
     for (int k = 0; k < 2; k++) {
         if (!l->push_url[k])
             continue;
@@ -39,10 +97,12 @@ int sq_cli_load_open(struct sq_cli_load *l, const char *csv, const char *hdr, co
         int e = sq_push_open((enum sq_push_kind)k, l->push_url[k], &lab, l->cfg->egress,
                              &l->push[k], why, sizeof(why));
         if (e < 0) {
+            tagsets_free(step_set, sets, nsets);
             fprintf(stderr, "%s: %s\n", l->face, why);
             return e == -SQ_EUSAGE || e == -ENOTSUP || e == -EACCES ? SQ_EXIT_USAGE : SQ_EXIT_FAIL;
         }
     }
+    tagsets_free(step_set, sets, nsets); /* sq_push_open copied them */
     return 0;
 }
 

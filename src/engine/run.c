@@ -150,6 +150,11 @@ struct agg {
      * second's figures being put together */
     struct sq_msecond *mlast, *memitted, *mnow;
     uint32_t nm;
+    /* the same per step of every scenario (g, step_base's numbering): per worker its steps' at
+     * its last consumed slot (mslast[(wi * nsteps + g) * nm + m]), their sum when the previous
+     * entry was emitted (msemitted[g * nm + m]), and the second's figures handed to on_tick
+     * (msec, in sq_second.ms); NULL without metrics: */
+    struct sq_msecond *mslast, *msemitted, *msec;
     size_t mcap;                /* seconds out->mseries has room for */
     struct sq_counters *last;   /* per worker: cumulative counters of its last consumed slot */
     uint64_t *active;           /* per worker: active VUs or in flight at its last slot */
@@ -267,6 +272,53 @@ static void metrics_emit(struct agg *a, uint32_t nw, struct sq_result *out, stru
     }
     e->m = me;
     e->nm = a->nm;
+    if (!a->msec)
+        return;
+    /* each step's: every worker's so far less what was emitted */
+    size_t per = (size_t)a->nsteps * a->nm;
+    for (size_t x = 0; x < per; x++)
+        a->msec[x] =
+            (struct sq_msecond){.last = a->msemitted[x].last, .last_ns = a->msemitted[x].last_ns};
+    for (uint32_t i = 0; i < nw; i++)
+        for (size_t x = 0; x < per; x++)
+            mdelta(&a->msec[x], &a->mslast[i * per + x], &(struct sq_msecond){0});
+    for (size_t x = 0; x < per; x++) {
+        struct sq_msecond now = a->msec[x];
+        a->msec[x].n -= a->msemitted[x].n;
+        a->msec[x].nonzero -= a->msemitted[x].nonzero;
+        a->msec[x].sum -= a->msemitted[x].sum;
+        a->msemitted[x] = now;
+    }
+    e->ms = a->msec;
+    e->nms = a->nsteps;
+}
+
+/* Worker wi's steps' samples so far (its slot's mcum past the per-metric ones) into
+ * a->mslast; late: a slot of a second already emitted, whose difference also moves the
+ * emitted baseline (as metrics' late samples do). */
+static void mstep_take(struct agg *a, const struct sq_engine__worker *w, uint32_t wi,
+                       const struct sq_msecond *mcum, bool late)
+{
+    if (!a->mslast)
+        return;
+    size_t per = (size_t)a->nsteps * a->nm;
+    for (size_t k = 0; k < w->flow->nsteps; k++)
+        for (uint32_t m = 0; m < a->nm; m++) {
+            size_t x = (size_t)(a->step_base[w->scen] + k) * a->nm + m;
+            const struct sq_msecond *c = &mcum[a->nm + k * a->nm + m];
+            struct sq_msecond *l = &a->mslast[wi * per + x];
+            if (late) {
+                struct sq_msecond *d = &a->msemitted[x];
+                d->n += c->n - l->n;
+                d->nonzero += c->nonzero - l->nonzero;
+                d->sum += c->sum - l->sum;
+                if (c->last_ns > d->last_ns) {
+                    d->last = c->last;
+                    d->last_ns = c->last_ns;
+                }
+            }
+            *l = *c;
+        }
 }
 
 static void sum_last(const struct agg *a, uint32_t n, struct sq_counters *out)
@@ -452,6 +504,7 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
                 }
                 *l = s->mcum[m];
             }
+            mstep_take(a, w, wi, s->mcum, true);
         }
         sq_counters_sub(&a->emitted, &a->last[wi]);
         sq_counters_add(&a->emitted, &s->c);
@@ -476,6 +529,8 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
         a->last[wi] = s->c;
         if (s->mcum && a->nm)
             memcpy(&a->mlast[(size_t)wi * a->nm], s->mcum, a->nm * sizeof(*s->mcum));
+        if (s->mcum && a->nm)
+            mstep_take(a, w, wi, s->mcum, false);
         a->active[wi] = s->active;
         fine_slot(a, s);
         sq_engine__clagg_slot(&a->cl, wi, s, NULL);
@@ -1096,6 +1151,13 @@ static int run_setup(struct runctx *x)
         agg->mnow = calloc(agg->nm, sizeof(*agg->mnow));
         x->out->nmetrics = agg->nm;
         rc = agg->mlast && agg->memitted && agg->mnow ? 0 : -ENOMEM;
+        if (rc == 0 && agg->nsteps && agg->step_base) {
+            size_t per = (size_t)agg->nsteps * agg->nm;
+            agg->mslast = calloc((size_t)x->nw * per, sizeof(*agg->mslast));
+            agg->msemitted = calloc(per, sizeof(*agg->msemitted));
+            agg->msec = calloc(per, sizeof(*agg->msec));
+            rc = agg->mslast && agg->msemitted && agg->msec ? 0 : -ENOMEM;
+        }
     }
     if (rc == 0 && cfg->scens && cfg->on_tick_steps && agg->nsteps) {
         for (uint32_t i = 0; i < cfg->nscens; i++)
@@ -1351,6 +1413,9 @@ static void run_dispose(struct runctx *x, int rc)
     free(x->agg.mlast);
     free(x->agg.memitted);
     free(x->agg.mnow);
+    free(x->agg.mslast);
+    free(x->agg.msemitted);
+    free(x->agg.msec);
     if (rc < 0)
         sq_result_dispose(x->out);
 }

@@ -1593,11 +1593,24 @@ static int64_t release_ns(const struct sq_engine__worker *w, uint64_t idx)
     return w->sched_ns + off;
 }
 
+static void mcum_add(struct sq_msecond *o, const struct sq_step_mval *mv)
+{
+    o->n += mv->n;
+    o->nonzero += mv->nonzero;
+    o->sum += mv->sum;
+    if (mv->last_ns >= o->last_ns) {
+        o->last = mv->last;
+        o->last_ns = mv->last_ns;
+    }
+}
+
 /* The worker's samples of each plan metric so far (cumulative), every step's slots for it added
- * up: what the per-second series of the plan's metrics is the difference of. */
+ * up: what the per-second series of the plan's metrics is the difference of; then each step's
+ * own (out[nm + k * nm + m]), what the streamed outputs split by the steps' tags. */
 static void metrics_cum(const struct sq_engine__worker *w, struct sq_msecond *out)
 {
-    memset(out, 0, w->flow->plan->nmetrics * sizeof(*out));
+    size_t nm = w->flow->plan->nmetrics;
+    memset(out, 0, nm * (1 + w->flow->nsteps) * sizeof(*out));
     for (size_t k = 0; k < w->flow->nsteps; k++) {
         const struct sq_step_stats *ss = &w->steps[k];
         for (uint32_t j = 0; j < ss->nmvals; j++) {
@@ -1605,14 +1618,8 @@ static void metrics_cum(const struct sq_engine__worker *w, struct sq_msecond *ou
             uint32_t m = sq_plan_slot_metric(w->flow->steps[k].ps, j);
             if (!mv->n || m >= w->flow->plan->nmetrics)
                 continue;
-            struct sq_msecond *o = &out[m];
-            o->n += mv->n;
-            o->nonzero += mv->nonzero;
-            o->sum += mv->sum;
-            if (mv->last_ns >= o->last_ns) {
-                o->last = mv->last;
-                o->last_ns = mv->last_ns;
-            }
+            mcum_add(&out[m], mv);
+            mcum_add(&out[nm + k * nm + m], mv);
         }
     }
 }
@@ -2131,7 +2138,8 @@ int sq_engine__worker_init(struct sq_engine__worker *w, struct sq_engine__shared
                 !(w->slots[i].step_live = calloc(w->flow->nsteps, sizeof(struct sq_step_live))))
                 return -ENOMEM;
             if (w->flow->plan->nmetrics &&
-                !(w->slots[i].mcum = calloc(w->flow->plan->nmetrics, sizeof(struct sq_msecond))))
+                !(w->slots[i].mcum = calloc(w->flow->plan->nmetrics * (1 + w->flow->nsteps),
+                                            sizeof(struct sq_msecond))))
                 return -ENOMEM;
         }
         w->step_h = w->slots[0].step_h;

@@ -254,9 +254,11 @@ struct sq_engine__slot {
                                        for think steps) */
     struct sq_step_live *step_live; /* cfg->on_tick_steps: per step, the worker's counts at the
                                        slot's close (h unused); else NULL */
-    struct sq_msecond *mcum; /* plan runs with metrics: declared: per plan metric, the worker's
-                                samples so far at the slot's close (every step's slots for
-                                it added up); else NULL */
+    struct sq_msecond *mcum; /* plan runs with metrics: declared (nm of them): per plan metric,
+                                the worker's samples so far at the slot's close (every step's
+                                slots for it added up), mcum[0, nm); then per step k of the
+                                flow, its own, mcum[nm + k * nm + m] (the streamed outputs'
+                                tags); else NULL */
     /* The worker's own cost from the common start to end_ns (engine/client.c), and at this
      * tick: how late it ran, and (open loop) how overdue the next arrival was. */
     int64_t cpu_ns, wait_ns;

@@ -55,6 +55,10 @@ struct sq_push {
     struct sq_push_metric *metrics;
     uint32_t nmetrics;
     struct sq_push_mval *mq, *mtot;
+    /* split by tags (nsets > 0): metrics[u] is plan metric u / nsets with tag set u % nsets,
+     * step g's samples go to set step_set[g] (nsteps of them); nplan: the plan's metrics */
+    uint32_t *step_set;
+    uint32_t nsteps, nsets, nplan;
 
     /* the main thread's running totals */
     struct sq_push_point tot;
@@ -249,19 +253,59 @@ struct series {
     int arg;
 };
 
-static int put_series(struct sq_buf *b, struct sq_buf *ts, struct sq_buf *tmp,
-                      const struct sq_push_labels *lab, const struct series *s,
-                      const struct sq_push_point *pt, size_t n)
+struct lpair {
+    const char *k, *v;
+};
+
+static int lpair_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct lpair *)a)->k, ((const struct lpair *)b)->k);
+}
+
+void sq_push_prom_label_name(const char *key, char *out, size_t len)
+{
+    static const char *const builtin[] = {"run", "run_id", "metric", "kind", "class", "quantile"};
+    size_t o = 0;
+    bool taken = false;
+    for (size_t i = 0; i < sizeof(builtin) / sizeof(*builtin); i++)
+        taken |= strcmp(key, builtin[i]) == 0;
+    if (taken || key[0] == '_' || (key[0] >= '0' && key[0] <= '9') || !key[0])
+        o = (size_t)snprintf(out, len, "tag_");
+    for (const char *c = key; *c && o + 1 < len; c++) {
+        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9');
+        out[o++] = ok ? *c : '_';
+    }
+    out[o < len ? o : len - 1] = '\0';
+}
+
+static int put_series_tags(struct sq_buf *b, struct sq_buf *ts, struct sq_buf *tmp,
+                           const struct sq_push_labels *lab, const struct series *s,
+                           const struct sq_push_point *pt, size_t n,
+                           const struct sq_push_metric *mt)
 {
     sq_buf_reset(ts);
-    /* labels sorted by name: __name__, class / quantile, run, run_id */
+    /* labels sorted by name: __name__, then the rest (class / quantile, run, run_id, tags) */
+    struct lpair lp[3 + SQ_PLAN_TAGS_MAX];
+    char kbuf[SQ_PLAN_TAGS_MAX][SQ_PLAN_TAG_LEN + 8]; /* the sanitized keys (not moved by qsort) */
+    size_t nl = 0;
+    if (s->label)
+        lp[nl++] = (struct lpair){.k = s->label, .v = s->value};
+    lp[nl++] = (struct lpair){.k = "run", .v = lab->run};
+    lp[nl++] = (struct lpair){.k = "run_id", .v = lab->run_id};
+    for (uint32_t i = 0; mt && i < mt->ntags && i < SQ_PLAN_TAGS_MAX; i++) {
+        if (!mt->tv[i][0])
+            continue; /* an empty value is no label */
+        sq_push_prom_label_name(mt->tk[i], kbuf[i], sizeof(kbuf[i]));
+        bool dup = false; /* two keys that sanitize alike: the first is kept */
+        for (size_t j = 0; j < nl; j++)
+            dup |= strcmp(lp[j].k, kbuf[i]) == 0;
+        if (!dup)
+            lp[nl++] = (struct lpair){.k = kbuf[i], .v = mt->tv[i]};
+    }
+    qsort(lp, nl, sizeof(*lp), lpair_cmp);
     int rc = put_label(ts, tmp, "__name__", s->name);
-    if (rc == 0 && s->label)
-        rc = put_label(ts, tmp, s->label, s->value);
-    if (rc == 0)
-        rc = put_label(ts, tmp, "run", lab->run);
-    if (rc == 0)
-        rc = put_label(ts, tmp, "run_id", lab->run_id);
+    for (size_t i = 0; rc == 0 && i < nl; i++)
+        rc = put_label(ts, tmp, lp[i].k, lp[i].v);
     size_t any = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         double v;
@@ -273,6 +317,13 @@ static int put_series(struct sq_buf *b, struct sq_buf *ts, struct sq_buf *tmp,
     if (rc == 0 && any)
         rc = put_bytes(b, 1, ts->p, ts->len);
     return rc;
+}
+
+static int put_series(struct sq_buf *b, struct sq_buf *ts, struct sq_buf *tmp,
+                      const struct sq_push_labels *lab, const struct series *s,
+                      const struct sq_push_point *pt, size_t n)
+{
+    return put_series_tags(b, ts, tmp, lab, s, pt, n, NULL);
 }
 
 int sq_push_encode_prom(struct sq_buf *b, const struct sq_push_labels *lab,
@@ -334,7 +385,7 @@ int sq_push_encode_prom(struct sq_buf *b, const struct sq_push_labels *lab,
             snprintf(name, sizeof(name), "squall_custom_%s%s", lab->metrics[m].name,
                      w == 3 && lab->metrics[m].kind == SQ_MK_TREND ? "_avg" : suf[w]);
             struct series cs = {name, NULL, NULL, f_custom, (int)m * 4 + w};
-            rc = put_series(b, &ts, &tmp, lab, &cs, pt, n);
+            rc = put_series_tags(b, &ts, &tmp, lab, &cs, pt, n, &lab->metrics[m]);
         }
     }
     sq_buf_dispose(&ts);
@@ -377,7 +428,24 @@ static int influx_custom(struct sq_buf *b, const struct sq_push_labels *lab,
     if (rc == 0)
         rc = put_tag(b, mt->name);
     if (rc == 0)
-        rc = sq_buf_printf(b, 32, ",kind=%s ", kinds[mt->kind & 3]);
+        rc = sq_buf_printf(b, 32, ",kind=%s", kinds[mt->kind & 3]);
+    for (uint32_t i = 0; rc == 0 && i < mt->ntags; i++) {
+        if (!mt->tk[i][0] || !mt->tv[i][0])
+            continue; /* line protocol has no empty tag */
+        static const char *const builtin[] = {"run", "run_id", "metric", "kind"};
+        bool taken = false;
+        for (size_t j = 0; j < sizeof(builtin) / sizeof(*builtin); j++)
+            taken |= strcmp(mt->tk[i], builtin[j]) == 0;
+        rc = sq_buf_append(b, taken ? ",tag_" : ",", taken ? 5 : 1);
+        if (rc == 0)
+            rc = put_tag(b, mt->tk[i]);
+        if (rc == 0)
+            rc = sq_buf_append(b, "=", 1);
+        if (rc == 0)
+            rc = put_tag(b, mt->tv[i]);
+    }
+    if (rc == 0)
+        rc = sq_buf_append(b, " ", 1);
     if (rc < 0)
         return rc;
     switch (mt->kind) {
@@ -911,14 +979,39 @@ int sq_push_open(enum sq_push_kind kind, const char *given, const struct sq_push
     p->run_id = strdup(lab->run_id ? lab->run_id : "");
     bool moom = false;
     if (lab->nmetrics) {
-        p->metrics = calloc(lab->nmetrics, sizeof(*p->metrics));
-        p->mq = calloc((size_t)QCAP * lab->nmetrics, sizeof(*p->mq));
-        p->mtot = calloc(lab->nmetrics, sizeof(*p->mtot));
+        /* split by the steps' tags: one unit per (metric, tag set) */
+        uint32_t nsets = lab->nsets && lab->nsteps && lab->step_set ? lab->nsets : 0;
+        uint32_t nu = lab->nmetrics * (nsets ? nsets : 1);
+        p->metrics = calloc(nu, sizeof(*p->metrics));
+        p->mq = calloc((size_t)QCAP * nu, sizeof(*p->mq));
+        p->mtot = calloc(nu, sizeof(*p->mtot));
         moom = !p->metrics || !p->mq || !p->mtot;
-        for (uint32_t m = 0; !moom && m < lab->nmetrics; m++) {
-            p->metrics[m].kind = lab->metrics[m].kind;
-            moom = !(p->metrics[m].name = strdup(lab->metrics[m].name));
-            p->nmetrics = m + 1;
+        if (!moom && nsets) {
+            moom = !(p->step_set = calloc(lab->nsteps, sizeof(*p->step_set)));
+            for (uint32_t g = 0; !moom && g < lab->nsteps; g++)
+                p->step_set[g] = lab->step_set[g] < nsets ? lab->step_set[g] : 0;
+            p->nsteps = lab->nsteps;
+            p->nsets = nsets;
+        }
+        p->nplan = lab->nmetrics;
+        for (uint32_t ui = 0; !moom && ui < nu; ui++) {
+            const struct sq_push_metric *pm = &lab->metrics[nsets ? ui / nsets : ui];
+            struct sq_push_metric *x = &p->metrics[ui];
+            x->kind = pm->kind;
+            moom = !(x->name = strdup(pm->name));
+            p->nmetrics = ui + 1;
+            const struct sq_push_tagset *ts = nsets ? &lab->sets[ui % nsets] : NULL;
+            if (moom || !ts || !ts->n)
+                continue;
+            x->tk = calloc(ts->n, sizeof(*x->tk));
+            x->tv = calloc(ts->n, sizeof(*x->tv));
+            moom = !x->tk || !x->tv;
+            for (uint32_t i = 0; !moom && i < ts->n; i++) {
+                x->tk[i] = strdup(ts->keys[i]);
+                x->tv[i] = strdup(ts->vals[i]);
+                x->ntags = i + 1;
+                moom = !x->tk[i] || !x->tv[i];
+            }
         }
     }
     if (!p->path || !p->url || !p->run || !p->run_id || moom) {
@@ -971,17 +1064,37 @@ void sq_push_tick(struct sq_push *p, const struct sq_second *s)
         t->status[c] = s->status[c];
         t->t_status[c] += s->status[c];
     }
-    for (uint32_t m = 0; m < p->nmetrics; m++) {
-        struct sq_push_mval *v = &p->mtot[m];
-        if (s->m && m < s->nm) { /* none: a second without the plan's figures counts 0 */
-            const struct sq_msecond *x = &s->m[m];
+    for (uint32_t u = 0; u < p->nmetrics; u++) {
+        struct sq_push_mval *v = &p->mtot[u];
+        uint32_t m = p->nsets ? u / p->nsets : u;
+        struct sq_msecond tx = {0};
+        const struct sq_msecond *x = NULL;
+        if (p->nsets && s->ms && s->nms == p->nsteps && s->nm == p->nplan) {
+            /* the steps of this unit's tag set, added up */
+            for (uint32_t g = 0; g < p->nsteps; g++) {
+                if (p->step_set[g] != u % p->nsets)
+                    continue;
+                const struct sq_msecond *y = &s->ms[(size_t)g * s->nm + m];
+                tx.n += y->n;
+                tx.nonzero += y->nonzero;
+                tx.sum += y->sum;
+                if (y->last_ns > tx.last_ns) {
+                    tx.last = y->last;
+                    tx.last_ns = y->last_ns;
+                }
+            }
+            x = &tx;
+        } else if (s->m && m < s->nm && (!p->nsets || u % p->nsets == 0)) {
+            x = &s->m[m]; /* no step figures: the whole metric in its first set */
+        }
+        if (x) { /* none: a second without the plan's figures counts 0 */
             v->n = x->n;
             v->nonzero = x->nonzero;
             v->sum = x->sum;
             v->t_n += x->n;
             v->t_nonzero += x->nonzero;
             v->t_sum += x->sum;
-            if (x->last_ns && p->metrics[m].kind == SQ_MK_GAUGE) {
+            if (x->last_ns && p->metrics[u].kind == SQ_MK_GAUGE) {
                 v->last = x->last;
                 v->has_last = true;
             }
@@ -1064,8 +1177,16 @@ void sq_push_free(struct sq_push *p)
     free(p->url);
     free(p->run);
     free(p->run_id);
-    for (uint32_t m = 0; p->metrics && m < p->nmetrics; m++)
+    for (uint32_t m = 0; p->metrics && m < p->nmetrics; m++) {
         free((char *)p->metrics[m].name);
+        for (uint32_t i = 0; i < p->metrics[m].ntags; i++) {
+            free(p->metrics[m].tk[i]);
+            free(p->metrics[m].tv[i]);
+        }
+        free(p->metrics[m].tk);
+        free(p->metrics[m].tv);
+    }
+    free(p->step_set);
     free(p->metrics);
     free(p->mq);
     free(p->mtot);

@@ -56,10 +56,21 @@ struct sq_push_mval {
     double t_sum;
 };
 
-/* A plan metric's name and kind (enum sq_metric_kind, plan/metrics.h). */
+/* A plan metric's name and kind (enum sq_metric_kind, plan/metrics.h), and the user tags of
+ * the steps whose samples it carries (ntags of them, tk[i]=tv[i]; none: 0): influx tags,
+ * Prometheus labels (a key sanitized to [a-zA-Z_][a-zA-Z0-9_]*, and "tag_" before one that
+ * is a built-in label's name: run, run_id, metric, kind, class, quantile). */
 struct sq_push_metric {
     const char *name;
     int kind;
+    uint32_t ntags;
+    char **tk, **tv;
+};
+
+/* One set of user tags (a step's, merged with its group's and scenario's). */
+struct sq_push_tagset {
+    uint32_t n;
+    const char *const *keys, *const *vals;
 };
 
 /* The labels (tags) every series carries. Values are copied at open. */
@@ -70,6 +81,13 @@ struct sq_push_labels {
     /* a plan's own metrics, pushed each second beside the run's series (none: 0) */
     const struct sq_push_metric *metrics;
     uint32_t nmetrics;
+    /* the metrics split by the steps' tags: step g (sq_second.ms's numbering, nsteps of them)
+     * has tag set sets[step_set[g]] (nsets distinct ones); each metric is then pushed once per
+     * set with its tags, from the steps of that set. nsets 0: one series per metric */
+    const uint32_t *step_set;
+    uint32_t nsteps;
+    const struct sq_push_tagset *sets;
+    uint32_t nsets;
 };
 
 struct sq_push; /* opaque */
@@ -113,6 +131,11 @@ void sq_push_free(struct sq_push *p);             /* finishes first when needed;
 /* {"url":..., "points":n, "sent":n, "failed":n, "dropped":n, "posts":n, "last_error":...}, or
  * NULL when out of memory. */
 json_t *sq_push_json(const struct sq_push *p);
+
+/* A user tag's key as a Prometheus label name into out (len bytes): [a-zA-Z_][a-zA-Z0-9_]*,
+ * any other byte as '_', "tag_" before one that starts with a digit or '_' or is a built-in
+ * label (run, run_id, metric, kind, class, quantile). */
+void sq_push_prom_label_name(const char *key, char *out, size_t len);
 
 /* The encoders, exposed for the unit tests. Both append to b and return 0 or -ENOMEM. */
 /* The remote-write WriteRequest (uncompressed protobuf) for n points. */

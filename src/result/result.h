@@ -165,6 +165,11 @@ struct sq_second {
      * entries' values are in sq_result.mseries. */
     const struct sq_msecond *m;
     uint32_t nm;
+    /* the same per step of every scenario (nms of them, sq_result.step_series' order):
+     * ms[g * nm + m], what --out influxdb and prometheus-rw split by the steps' tags; on_tick
+     * only, NULL where not known (a distributed run's controller) */
+    const struct sq_msecond *ms;
+    uint32_t nms;
 };
 
 /* One second of one of the plan's own metrics (plan `metrics:`): every worker's samples taken in

@@ -289,6 +289,54 @@ class Push(TargetCase):
             rows = list(csv.DictReader(f))
         self.check_custom(doc, name, rows)
 
+    def test_plan_metrics_split_by_tags(self):
+        """Two steps with different user tags (merged with their scenario's) add to one counter:
+        InfluxDB and Prometheus hold one series per tag set, with the tags as influx tags and
+        Prometheus labels (a value with a space and a comma escaped in line protocol), and each
+        series' sum is that step's samples: at most what the target answered on the step's path
+        and at least that less the last second (a last sliver the live outputs never see); the
+        series add up to what --out csv (per metric) wrote."""
+        self.reset()
+        name = "tags-%d" % os.getpid()
+        csv_path = os.path.join(self.rx.dir, "tags.csv")
+        plan = os.path.join(self.rx.dir, "plan-tags.yaml")
+        with open(plan, "w") as f:
+            f.write("target: %s\nmetrics: { orders: counter }\nscenarios:\n  s:\n"
+                    "    executor: constant-arrival-rate\n    rate: 40\n    duration: 3s\n"
+                    "    preAllocatedVUs: 4\n    tags: { team: web }\n    flow:\n"
+                    "      - request: { url: /ok }\n        tags: { page: \"home, main\" }\n"
+                    "        metric: { name: orders, add: 1 }\n"
+                    "      - request: { url: /fast }\n        tags: { page: cart }\n"
+                    "        metric: { name: orders, add: 3 }\n" % self.base)
+        p, doc, _ = sqtest.run_json("run", plan, "-q", "--name", name,
+                                    "--out", "csv=" + csv_path, *self.outs())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        jsonschema.validate(doc, SCHEMA)
+        for k in ("prometheus-rw", "influxdb"):
+            b = doc["push"][k]
+            self.assertEqual((b["sent"], b["failed"], b["dropped"]), (b["points"], 0, 0), b)
+        import csv
+        with open(csv_path) as f:
+            total = sum(float(r["orders"]) for r in csv.DictReader(f))
+        eps = self.stats()["endpoints"]
+        ok, fast = eps["ok"], eps["fast"]
+        self.assertEqual(doc["custom_metrics"]["orders"]["count"], ok + 3 * fast)
+        slack = doc["series"][-1]["custom_metrics"]["orders"]["count"]
+        d = self.rx.influx_query('SELECT sum("count") FROM squall_custom WHERE "run" = \'%s\' '
+                                 'GROUP BY "page", "team"' % name, db="sq")
+        got = {(x["tags"]["page"], x["tags"]["team"]): x["values"][0][1]
+               for x in d["results"][0]["series"]}
+        self.assertEqual(set(got), {("home, main", "web"), ("cart", "web")}, got)
+        home, cart = got[("home, main", "web")], got[("cart", "web")]
+        self.assertTrue(ok - slack <= home <= ok, (home, ok, slack))
+        self.assertTrue(3 * fast - slack <= cart <= 3 * fast, (cart, fast, slack))
+        self.assertEqual(home + cart, total)
+        sel = 'squall_custom_orders_total{run="%s",team="web",page="%s"}'
+        self.assertEqual(self.rx.prom_value(sel % (name, "home, main")), home)
+        self.assertEqual(self.rx.prom_value(sel % (name, "cart")), cart)
+        self.assertEqual(self.rx.prom_value('count(squall_custom_orders_total{run="%s"})' % name),
+                         2)
+
     @unittest.skipUnless(shutil.which("nats-server"), "nats-server not installed")
     def test_plan_metrics_distributed(self):
         """Two agents: their seconds' plan metrics reach the controller, whose csv and pushes

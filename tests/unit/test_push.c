@@ -217,10 +217,10 @@ static void test_custom_metrics(void **state)
     (void)state;
     struct sq_push_point pt[2];
     two_points(pt);
-    struct sq_push_metric ms[4] = {{"orders", SQ_MK_COUNTER},
-                                   {"ok", SQ_MK_RATE},
-                                   {"depth", SQ_MK_GAUGE},
-                                   {"cart", SQ_MK_TREND}};
+    struct sq_push_metric ms[4] = {{.name = "orders", .kind = SQ_MK_COUNTER},
+                                   {.name = "ok", .kind = SQ_MK_RATE},
+                                   {.name = "depth", .kind = SQ_MK_GAUGE},
+                                   {.name = "cart", .kind = SQ_MK_TREND}};
     struct sq_push_mval v[2][4] = {
         {{.n = 2, .sum = 4.5, .t_n = 2, .t_sum = 4.5},
          {.n = 4, .nonzero = 3, .t_n = 4, .t_nonzero = 3},
@@ -261,6 +261,68 @@ static void test_custom_metrics(void **state)
         "squall_custom_cart_samples_total", "squall_custom_cart_avg"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         assert_non_null(memmem(b.p, b.len, names[i], strlen(names[i])));
+    sq_buf_dispose(&b);
+}
+
+/* A metric split by the steps' tags: each unit's user tags after the built-in ones, keys and
+ * values escaped for line protocol, a key that is a built-in's prefixed with tag_, an empty
+ * value left out; in remote write the keys sanitized to label names and sorted. */
+static void test_custom_tags(void **state)
+{
+    (void)state;
+    struct sq_push_point pt[2];
+    two_points(pt);
+    char k0[] = "page kind", k1[] = "run", k2[] = "empty", k3[] = "9lives";
+    char v0[] = "a,b=c d\\e", v1[] = "mine", v2[] = "", v3[] = "x";
+    char *tk[4] = {k0, k1, k2, k3};
+    char *tv[4] = {v0, v1, v2, v3};
+    struct sq_push_metric ms[2] = {
+        {.name = "orders", .kind = SQ_MK_COUNTER, .ntags = 4, .tk = tk, .tv = tv},
+        {.name = "orders", .kind = SQ_MK_COUNTER}};
+    struct sq_push_mval v[2] = {{.n = 2, .sum = 2, .t_n = 2, .t_sum = 2},
+                                {.n = 1, .sum = 1, .t_n = 1, .t_sum = 1}};
+    pt[0].m = v;
+    struct sq_push_labels lab = {
+        .run = "r", .run_id = "x", .open = true, .metrics = ms, .nmetrics = 2};
+    struct sq_buf b = {0};
+    assert_int_equal(sq_push_encode_influx(&b, &lab, pt, 1), 0);
+    assert_int_equal(sq_buf_append(&b, "", 1), 0);
+    assert_non_null(strstr(b.p, "squall_custom,run=r,run_id=x,metric=orders,kind=counter,"
+                                "page\\ kind=a\\,b\\=c\\ d\\\\e,tag_run=mine,9lives=x "
+                                "count=2 1700000000123\n"
+                                "squall_custom,run=r,run_id=x,metric=orders,kind=counter count=1 "
+                                "1700000000123\n"));
+    char name[80];
+    sq_push_prom_label_name("page kind", name, sizeof(name));
+    assert_string_equal(name, "page_kind");
+    sq_push_prom_label_name("run_id", name, sizeof(name));
+    assert_string_equal(name, "tag_run_id");
+    sq_push_prom_label_name("9lives", name, sizeof(name));
+    assert_string_equal(name, "tag_9lives");
+    sq_push_prom_label_name("__name__", name, sizeof(name));
+    assert_string_equal(name, "tag___name__");
+    sq_push_prom_label_name("a.b-c", name, sizeof(name));
+    assert_string_equal(name, "a_b_c");
+    sq_buf_reset(&b);
+    assert_int_equal(sq_push_encode_prom(&b, &lab, pt, 1), 0);
+    /* the tagged series: labels in order __name__, page_kind, run, run_id, tag_9lives, tag_run
+     * (each a Label: field 1 name, field 2 value) */
+    static const char seq[][12] = {"__name__", "page_kind",  "run",
+                                   "run_id",   "tag_9lives", "tag_run"};
+    const char *at = memmem(b.p, b.len, "page_kind", 9);
+    assert_non_null(at);
+    const char *from = memmem(b.p, b.len, "squall_custom_orders_total", 26);
+    assert_non_null(from);
+    size_t last = 0;
+    for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+        const char *q = memmem(from, b.len - (size_t)(from - b.p), seq[i], strlen(seq[i]));
+        assert_non_null(q);
+        if (i > 1) /* __name__'s value precedes the rest */
+            assert_true((size_t)(q - b.p) > last);
+        last = (size_t)(q - b.p);
+    }
+    assert_non_null(memmem(b.p, b.len, "a,b=c d\\e", 9)); /* values as they are */
+    assert_null(memmem(b.p, b.len, "empty", 5));
     sq_buf_dispose(&b);
 }
 
@@ -326,8 +388,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prom_write_request), cmocka_unit_test(test_influx_lines),
-        cmocka_unit_test(test_custom_metrics),     cmocka_unit_test(test_url_refusals),
-        cmocka_unit_test(test_egress_policy),
+        cmocka_unit_test(test_custom_metrics),     cmocka_unit_test(test_custom_tags),
+        cmocka_unit_test(test_url_refusals),       cmocka_unit_test(test_egress_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
