@@ -10,6 +10,8 @@ modes against each other. Figures, not pass/fail.
                                                           its top symbols by DSO printed)
   python3 bench/h3.py --arms h3,h3-nogso,h3-off         (the client's UDP batching compared)
   python3 bench/h3.py --arms h3,h3-nogso,h3-off --path /ok --body-bytes 16384  (uploads: GSO)
+  python3 bench/h3.py --arms h3,gtlsclient --streams 100  (Debian's ngtcp2 client as a load, at
+                                                          the concurrency it takes: 100 streams)
 
 Each round runs the three arms one after the other (the order rotates each round), each a
 closed loop for --duration: h1 over TLS with conns x streams connections (one request in flight
@@ -53,7 +55,37 @@ def served(port):
     return s["requests"]
 
 
+def run_gtlsclient(a, port):
+    """Debian's ngtcp2 client (gtlsclient) as a load: --conns processes, each one QUIC connection
+    opening --gtls-requests request streams of --path (as many at once as the target allows:
+    100 per connection), pinned like squall. It times nothing per request: req/s is its requests
+    over the wall time of the slowest process, CPU its user + system time (rusage)."""
+    url = "https://127.0.0.1:%d%s" % (port, a.path)
+    pin = ["taskset", "-c", str(a.client_cpu)] if a.client_cpu is not None else []
+    cmd = [*pin, "gtlsclient", "-q", "--no-quic-dump", "--no-http-dump",
+           "--exit-on-all-streams-close", "-n", str(a.gtls_requests), "127.0.0.1", str(port), url]
+    before = served(port)
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(a.conns)]
+    cpu = 0.0
+    for p in procs:
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        cpu += ru.ru_utime + ru.ru_stime
+        if p.returncode != 0:
+            raise RuntimeError("gtlsclient: exit %d" % p.returncode)
+    secs = time.monotonic() - t0
+    after = served(port)
+    done = after - before - 1
+    return {"calls_per_req": None, "rps": done / secs, "cpu_per_1k_ms": cpu * 1e6 / max(done, 1),
+            "p50_ms": float("nan"), "p99_ms": float("nan"), "completed": done,
+            "sent": a.gtls_requests * a.conns, "server_saw": done}
+
+
 def run_arm(a, arm, port):
+    if arm == "gtlsclient":
+        return run_gtlsclient(a, port)
     url = "https://127.0.0.1:%d%s" % (port, a.path)
     cmd = [a.squall, url, "-k", "-t", "1", "-d", "%gs" % a.duration, "-q"]
     if a.body_file:
@@ -106,7 +138,9 @@ def main():
     ap.add_argument("--body-bytes", type=int, default=0,
                     help="POST a body of this many bytes to --path (uploads: the client's GSO)")
     ap.add_argument("--arms", default="h1,h2,h3",
-                    help="comma-separated: h1, h2, h3, h3-nogso, h3-off")
+                    help="comma-separated: h1, h2, h3, h3-nogso, h3-off, gtlsclient")
+    ap.add_argument("--gtls-requests", type=int, default=100000,
+                    help="gtlsclient arm: request streams per connection (default 100000)")
     a = ap.parse_args()
     a.body_file = None
     if a.body_bytes:
@@ -150,7 +184,8 @@ def main():
         names = {"h1": "HTTP/1.1 over TLS", "h2": "HTTP/2 over TLS",
                  "h3": "HTTP/3 (QUIC), batching on (GSO + mmsg)",
                  "h3-nogso": "HTTP/3, sendmmsg/recvmmsg without GSO",
-                 "h3-off": "HTTP/3, batching off (one send/recv per datagram)"}
+                 "h3-off": "HTTP/3, batching off (one send/recv per datagram)",
+                 "gtlsclient": "ngtcp2's gtlsclient (HTTP/3, up to 100 streams a connection)"}
         for arm in arms:
             xs = res[arm]
             calls = [x["calls_per_req"] for x in xs if x["calls_per_req"] is not None]
