@@ -180,6 +180,8 @@ def main():
         print("|---|---:|---:|---:|---:|---:|")
 
         def fmt(v, f="%.0f"):
+            if any(x != x for x in v):  # NaN: a figure the arm does not have (gtlsclient's p50)
+                return "-"
             return "%s (%s..%s)" % (f % statistics.median(v), f % min(v), f % max(v))
         names = {"h1": "HTTP/1.1 over TLS", "h2": "HTTP/2 over TLS",
                  "h3": "HTTP/3 (QUIC), batching on (GSO + mmsg)",
