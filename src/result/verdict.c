@@ -303,7 +303,7 @@ static void add_scenario(enum sq_metric m, const struct sq_scen_result *sr, stru
 static void gather_groups(const struct sq_plan *p, const struct sq_result *r,
                           const struct sq_metric_sel *s, struct acc *a)
 {
-    size_t l;
+    size_t l = 0;
     const char *want = tag(s, "group", &l);
     for (uint32_t i = 0; i < r->nscens && i < p->nscenarios; i++) {
         const struct sq_scen_result *sr = &r->scens[i];
