@@ -74,10 +74,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sq_wire_res_dispose(&back);
             json_decref(again);
         }
-        struct sq_result m = {0};
-        (void)sq_result_merge(&m, &w.r);
-        (void)sq_result_merge(&m, &w.r);
-        sq_result_dispose(&m);
+        struct sq_result merged = {0};
+        (void)sq_result_merge(&merged, &w.r);
+        (void)sq_result_merge(&merged, &w.r);
+        sq_result_dispose(&merged);
         /* the sampled exchanges as the controller merges them (they move out of w) */
         struct sq_result xm = {0};
         if (sq_xs_merge(&w.r.xsamples, 1, &xm.xsamples) == 0)
