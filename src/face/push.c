@@ -406,6 +406,21 @@ static int put_tag(struct sq_buf *b, const char *s)
     return rc;
 }
 
+/* A line's measurement and the run's tags: "NAME,run=..,run_id=..". */
+static int put_line_head(struct sq_buf *b, const char *name, const struct sq_push_labels *lab)
+{
+    int rc = sq_buf_append(b, name, strlen(name));
+    if (rc == 0)
+        rc = sq_buf_append(b, ",run=", 5);
+    if (rc == 0)
+        rc = put_tag(b, lab->run);
+    if (rc == 0)
+        rc = sq_buf_append(b, ",run_id=", 8);
+    if (rc == 0)
+        rc = put_tag(b, lab->run_id);
+    return rc;
+}
+
 /* A plan metric's second: squall_custom,run=..,run_id=..,metric=NAME,kind=KIND and its fields
  * (counter count, a float; rate passes, total, rate; gauge value; trend samples, avg: a field's
  * type is fixed per measurement). A gauge without a sample yet writes no line. */
@@ -416,13 +431,7 @@ static int influx_custom(struct sq_buf *b, const struct sq_push_labels *lab,
     static const char *const kinds[] = {"counter", "rate", "gauge", "trend"};
     if (mt->kind == SQ_MK_GAUGE && !v->has_last)
         return 0;
-    int rc = sq_buf_append(b, "squall_custom,run=", 18);
-    if (rc == 0)
-        rc = put_tag(b, lab->run);
-    if (rc == 0)
-        rc = sq_buf_append(b, ",run_id=", 8);
-    if (rc == 0)
-        rc = put_tag(b, lab->run_id);
+    int rc = put_line_head(b, "squall_custom", lab);
     if (rc == 0)
         rc = sq_buf_append(b, ",metric=", 8);
     if (rc == 0)
@@ -477,13 +486,7 @@ int sq_push_encode_influx(struct sq_buf *b, const struct sq_push_labels *lab,
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const struct sq_push_point *p = &pt[i];
-        rc = sq_buf_append(b, "squall_http_reqs,run=", 21);
-        if (rc == 0)
-            rc = put_tag(b, lab->run);
-        if (rc == 0)
-            rc = sq_buf_append(b, ",run_id=", 8);
-        if (rc == 0)
-            rc = put_tag(b, lab->run_id);
+        rc = put_line_head(b, "squall_http_reqs", lab);
         if (rc == 0)
             rc = sq_buf_printf(b, 512,
                                " count=%" PRIu64 "i,sent=%" PRIu64 "i,failed=%" PRIu64
