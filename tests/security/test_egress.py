@@ -345,9 +345,41 @@ def s_script(trace):
     return {"answers": out, "paths": paths, "extra_trace": extra}
 
 
+def s_h3_env_proxy(trace):
+    """An HTTP/3 run with HTTPS_PROXY set to a host off loopback (squall once sent its QUIC
+    datagrams to the proxy's port): the quick face and a plan, to `squall target --tls --http3`
+    named sq.test (an environment proxy is never taken for a loopback name). Traced for UDP
+    sends too."""
+    target, port = sqtest.start_target("-t", "1", "--tls", "--http3")
+    env = dict(os.environ, HTTPS_PROXY="http://%s:3128" % OFF)
+    resolve = "sq.test:%d:127.0.0.1" % port
+    d = tempfile.mkdtemp(prefix="squall-egress-h3-")
+    path = os.path.join(d, "plan.yaml")
+    with open(path, "w") as f:
+        f.write(plan("https://sq.test:%d" % port, "      - request: { url: /fast }\n").replace(
+            "executor:", "protocol: h3\n    executor:", 1))
+    out = []
+    try:
+        for i, cmd in enumerate((["https://sq.test:%d/fast" % port, "--http3", "-n", "5"],
+                                 ["run", path])):
+            p = traced(trace + ".%d" % i, [sqtest.squall_path(), *cmd, "--resolve", resolve,
+                                           "-k", "-q", "--json", "-"],
+                       calls="connect,bind,sendto,sendmsg,sendmmsg", env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            so, se = p.communicate(timeout=120)
+            LOGS.append(se)
+            doc = json.loads(so) if so.strip() else {}
+            out.append([p.returncode, doc.get("requests", {}).get("completed"), se[-600:]])
+    finally:
+        sqtest.stop(target)
+        shutil.rmtree(d, ignore_errors=True)
+    return {"answers": out}
+
+
 SCENARIOS = {"mcp_subscribe": s_mcp_subscribe, "mcp_sink": s_mcp_sink,
              "daemon_overrides": s_daemon_overrides, "oauth": s_oauth, "script": s_script,
-             "daemon_proxy": s_daemon_proxy, "mcp_new_paths": s_mcp_new_paths}
+             "daemon_proxy": s_daemon_proxy, "mcp_new_paths": s_mcp_new_paths,
+             "h3_env_proxy": s_h3_env_proxy}
 
 
 def inside(name):
@@ -444,6 +476,17 @@ class Egress(unittest.TestCase):
             self.assertIn({1: "MCP runs no subscribers", 2: "is not on the target",
                            3: "is not on the target"}.get(i, MCP_RULE),
                           text)
+
+    def test_h3_env_proxy_not_a_destination(self):
+        res, socks = self.run_inside("h3_env_proxy")
+        self.assert_no_forbidden(socks)
+        self.assertNotIn(OFF, res["trace"], "a packet was addressed to the proxy off loopback")
+        for rc, completed, err in res["answers"]:
+            self.assertEqual(rc, 0, err)
+            self.assertGreater(completed, 0, err)
+            self.assertIn("HTTPS_PROXY is not used", err)
+        # the datagrams went to the target: UDP sends to 127.0.0.1 are in the trace
+        self.assertRegex(res["trace"], r"send(?:to|msg|mmsg)\(")
 
     def test_mcp_sink_brokers_and_listener(self):
         res, socks = self.run_inside("mcp_sink")
