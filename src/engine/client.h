@@ -28,9 +28,9 @@ void sq_engine__times_close(struct sq_engine__worker *w);
  * maxima; and the process's own baseline. */
 struct sq_engine__clagg {
     uint32_t n;
-    int64_t *end, *cpu, *wait, *poll; /* per worker: at its last consumed slot */
-    struct sq_worker_stats *ws;       /* per worker: the run's figures so far */
-    double busy_max;                  /* the second being assembled */
+    int64_t *end, *cpu, *wait, *poll, *sleep; /* per worker: at its last consumed slot */
+    struct sq_worker_stats *ws;               /* per worker: the run's figures so far */
+    double busy_max;                          /* the second being assembled */
     int64_t lag_max, behind_max;
     int64_t ru_user0, ru_sys0, ru_prev; /* getrusage at the start; user + sys at the last entry */
     uint64_t rss_peak;

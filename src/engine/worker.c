@@ -1650,6 +1650,7 @@ static bool publish_slot(struct sq_engine__worker *w, uint32_t second, int64_t n
     s->cpu_ns -= w->cpu0_ns;
     s->wait_ns -= w->wait0_ns;
     s->poll_ns = w->idle_poll_ns;
+    s->sleep_ns = sq_loop_blocked_ns(w->loop) + w->deaf_ns - w->sleep0_ns;
     s->lag_ns = w->lag_ns;
     s->behind_ns = 0;
     for (size_t k = 0; s->step_live && k < w->flow->nsteps; k++) {
@@ -1877,10 +1878,12 @@ static void run_loop(struct sq_engine__worker *w)
              * timed by the kernel's stamp. */
             int64_t at = next_due - w->spin_ns;
             struct timespec ts = {.tv_sec = at / SQ_NS_PER_S, .tv_nsec = at % SQ_NS_PER_S};
+            int64_t before = sq_now_ns();
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
                 ;
             w->deaf_sleeps++;
             now = sq_loop_update_now(loop);
+            w->deaf_ns += now - before;
             learn_wake(w, now - at);
             w->rt_off = rt_offset();
             wait = 0;
@@ -2289,6 +2292,7 @@ void *sq_engine__worker_main(void *arg)
     w->sending = true;
     if (setup(w)) {
         sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);
+        w->sleep0_ns = sq_loop_blocked_ns(w->loop) + w->deaf_ns;
         w->start_ns = __atomic_load_n(&w->run->go_ns, __ATOMIC_ACQUIRE);
         w->next_tick_ns = w->start_ns + SQ_NS_PER_S;
         w->fine_i = 0;
@@ -2307,6 +2311,7 @@ void *sq_engine__worker_main(void *arg)
         if (w->end_ns < go)
             w->end_ns = go;
         sq_engine__times(w, &w->cpu0_ns, &w->wait0_ns);
+        w->sleep0_ns = sq_loop_blocked_ns(w->loop) + w->deaf_ns;
     }
     w->sending = false;
     w->drv->close_all(w);

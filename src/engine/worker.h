@@ -262,7 +262,8 @@ struct sq_engine__slot {
     /* The worker's own cost from the common start to end_ns (engine/client.c), and at this
      * tick: how late it ran, and (open loop) how overdue the next arrival was. */
     int64_t cpu_ns, wait_ns;
-    int64_t poll_ns; /* of cpu_ns, polling for responses (wait_io): not judged busy */
+    int64_t poll_ns;  /* of cpu_ns, polling for responses (wait_io): not judged busy */
+    int64_t sleep_ns; /* in waits that could block: the loop's and the deaf sleeps */
     int64_t lag_ns, behind_ns;
     /* cfg->on_tick_fine: the 100 ms bins of the second the slot ends (copied from w->fine when
      * it closes: bins before it are final), nfine of them of fine_ns each; 0: none */
@@ -368,6 +369,7 @@ struct sq_engine__worker {
     bool rxts;
     int64_t rt_off;
     uint64_t deaf_sleeps;
+    int64_t deaf_ns; /* their length, cumulative */
     /* Idle polling (worker.c wait_io): the recent waits' length (ns, a moving average), and
      * the waits that polled first, those an event (a response, a timer) ended while polling,
      * those that slept. */
@@ -414,7 +416,7 @@ struct sq_engine__worker {
      * common start; the largest tick lateness since the last slot */
     int sched_fd;
     bool sched_open;
-    int64_t cpu0_ns, wait0_ns, lag_ns;
+    int64_t cpu0_ns, wait0_ns, sleep0_ns, lag_ns;
     struct sq_engine__live live;
     /* --urls: per-URL figures (cfg->nurls of them, histograms included), and the next URL */
     struct sq_url_result *ustats;

@@ -20,7 +20,8 @@ struct sq_loop {
     int64_t now;
     struct sq_timer **heap;
     uint32_t nheap, capheap;
-    int nready, cur; /* events of the round being dispatched */
+    int nready, cur;    /* events of the round being dispatched */
+    int64_t blocked_ns; /* time spent in waits that could block (a timeout other than 0) */
     struct epoll_event ready[SQ_LOOP_EVENTS];
 };
 
@@ -178,6 +179,11 @@ void sq_timer_stop(struct sq_loop *l, struct sq_timer *t)
         sift_down(l, i);
 }
 
+int64_t sq_loop_blocked_ns(const struct sq_loop *l)
+{
+    return l->blocked_ns;
+}
+
 int64_t sq_loop_now(const struct sq_loop *l)
 {
     return l->now;
@@ -236,8 +242,11 @@ int sq_loop_run_once(struct sq_loop *l, int64_t max_wait_ns)
         ts.tv_nsec = wait % SQ_NS_PER_S;
         tsp = &ts;
     }
+    int64_t before = wait != 0 ? sq_now_ns() : 0;
     int n = epoll_wait_ns(l->epfd, l->ready, tsp, wait);
-    sq_loop_update_now(l);
+    int64_t after = sq_loop_update_now(l);
+    if (wait != 0)
+        l->blocked_ns += after - before;
     if (n < 0) {
         if (errno != EINTR)
             return -errno;

@@ -67,6 +67,10 @@ static inline bool sq_timer_active(const struct sq_timer *t)
  * -errno when epoll_wait failed for a reason other than EINTR. */
 int sq_loop_run_once(struct sq_loop *l, int64_t max_wait_ns);
 
+/* The time spent in sq_loop_run_once's waits that could block (a timeout other than 0), from
+ * the call before to the clock read after: asleep, and waking (engine/client.c). */
+int64_t sq_loop_blocked_ns(const struct sq_loop *l);
+
 /* The time taken right after the last wait returned: one clock read per round. */
 int64_t sq_loop_now(const struct sq_loop *l);
 /* Reads the clock again and stores it as the loop's time. */

@@ -741,6 +741,7 @@ static json_t *client_block(const struct sq_result *r)
                               (json_int_t)w->busy_seconds, "loop_lag_max_ms", ns_ms(w->lag_max_ns));
         if (o) {
             json_object_set_new(o, "poll_s", ns_s(w->poll_ns));
+            json_object_set_new(o, "off_s", ns_s(w->off_ns));
             if (r->open)
                 json_object_set_new(o, "behind_max_ms", ns_ms(w->behind_max_ns));
         }

@@ -394,7 +394,10 @@ struct sq_worker_stats {
     int64_t cpu_ns;             /* on a CPU */
     int64_t wait_ns;            /* runnable, waiting for a CPU (0 when the kernel does not say) */
     int64_t poll_ns;            /* of cpu_ns, polling for responses before sleeping (worker.c) */
-    double busy;                /* (cpu + wait - poll) / wall (open loop: its busy-wait included) */
+    int64_t off_ns;             /* neither on a CPU, nor waiting for one, nor asleep by choice:
+                                   hypervisor steal, interrupts (engine/client.c off_ns) */
+    double busy;                /* (cpu + wait - poll + off) / wall (open loop: its busy-wait
+                                   included) */
     double busy_max;            /* the same for its busiest whole second */
     uint32_t busy_seconds;      /* whole seconds at or above SQ_CLIENT_BUSY */
     uint32_t seconds;           /* whole seconds it ran */

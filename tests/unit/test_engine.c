@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "engine/client.h"
 #include "engine/flow.h"
 #include "engine/run.h"
 #include "engine/worker.h"
@@ -1037,9 +1038,63 @@ static void client_judge(void **state)
                         "the worker was busy 99% of the run (99% on a CPU, 0% waiting for one)");
 }
 
+/* A worker whose vCPU the host took (steal, interrupts: in neither its CPU clock nor its wait
+ * for a CPU) was not idle: the time it did not sleep by its own choice counts busy. */
+static void client_busy_counts_time_taken(void **state)
+{
+    (void)state;
+    struct sq_run_config cfg = {0};
+    struct sq_engine__clagg a;
+    assert_int_equal(sq_engine__clagg_init(&a, 1, &cfg), 0);
+    int64_t go = 1000 * SQ_NS_PER_S;
+    sq_engine__clagg_begin(&a, go);
+    /* second 1: 45% on a CPU, 48% waiting for one, never asleep: 7% taken by the host */
+    struct sq_engine__slot s = {.end_ns = go + SQ_NS_PER_S,
+                                .cpu_ns = 450 * SQ_NS_PER_MS,
+                                .wait_ns = 480 * SQ_NS_PER_MS,
+                                .arrivals = 1000,
+                                .c = {.dropped = 600}};
+    sq_engine__clagg_slot(&a, 0, &s, NULL);
+    assert_int_equal(a.ws[0].seconds, 1);
+    assert_int_equal(a.ws[0].busy_seconds, 1);
+    assert_true(a.ws[0].busy_max > 0.999 && a.ws[0].busy_max < 1.001);
+    assert_int_equal(a.ws[0].off_ns, 70 * SQ_NS_PER_MS);
+    /* second 2: 10% on a CPU, 5% waiting, 80% asleep in its waits: 5% taken, 20% busy */
+    s.end_ns += SQ_NS_PER_S;
+    s.cpu_ns += 100 * SQ_NS_PER_MS;
+    s.wait_ns += 50 * SQ_NS_PER_MS;
+    s.sleep_ns += 800 * SQ_NS_PER_MS;
+    s.arrivals += 1000;
+    s.c.dropped += 600;
+    sq_engine__clagg_slot(&a, 0, &s, NULL);
+    assert_int_equal(a.ws[0].seconds, 2);
+    assert_int_equal(a.ws[0].busy_seconds, 1);
+    assert_int_equal(a.ws[0].busy_drop_seconds, 1);
+    assert_int_equal(a.ws[0].off_ns, 120 * SQ_NS_PER_MS);
+    /* a wake-up counted in both the wait and the sleep never makes the taken time negative,
+     * nor hides the time taken in earlier seconds */
+    s.end_ns += SQ_NS_PER_S;
+    s.cpu_ns += 100 * SQ_NS_PER_MS;
+    s.wait_ns += 300 * SQ_NS_PER_MS;
+    s.sleep_ns += 900 * SQ_NS_PER_MS;
+    sq_engine__clagg_slot(&a, 0, &s, NULL);
+    assert_int_equal(a.ws[0].off_ns, 120 * SQ_NS_PER_MS);
+    struct sq_client_stats c = {.valid = true, .workers = a.ws, .nworkers = 1};
+    a.ws[0].busy = 0.97;
+    a.ws[0].wall_ns = SQ_NS_PER_S;
+    a.ws[0].cpu_ns = 450 * SQ_NS_PER_MS;
+    a.ws[0].wait_ns = 460 * SQ_NS_PER_MS;
+    a.ws[0].off_ns = 60 * SQ_NS_PER_MS;
+    sq_client_judge(&c, false);
+    assert_string_equal(c.saturation, "the worker was busy 97% of the run (45% on a CPU, 46% "
+                                      "waiting for one, 6% taken from it)");
+    sq_engine__clagg_dispose(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(client_busy_counts_time_taken),
         cmocka_unit_test(no_allocation_per_request),
         cmocka_unit_test(shares_add_up),
         cmocka_unit_test(segments_split_the_run),
