@@ -24,6 +24,7 @@ The server runs on CPU 0 and the client on CPU 1 when there are two CPUs or more
 
     python3 bench/churn.py                 # plain, 3 rounds of 4 s, counts
     python3 bench/churn.py --tls           # and the TLS arms
+    python3 bench/churn.py --base OLD/squall   # and another build's arm, alternated with these
 """
 import argparse
 import json
@@ -103,10 +104,14 @@ def timed(cmd, timeout):
     return ru.ru_utime + ru.ru_stime, time.monotonic() - t0
 
 
+BASE = None  # --base: another squall build, an arm of its own ("base")
+
+
 def plain_cmd(arm, url, conns, dur=None, n=None):
-    if arm == "squall":
+    if arm in ("squall", "base"):
         x = ["-n", str(n)] if n else ["-d", f"{dur}s"]
-        return [SQUALL, url, "-c", str(conns), "-t", "1", "-H", CLOSE, *x]
+        return [SQUALL if arm == "squall" else BASE, url, "-c", str(conns), "-t", "1", "-H", CLOSE,
+                *x]
     return ["wrk", "-t1", f"-c{conns}", f"-d{dur or 1}s", "-H", CLOSE, url]
 
 
@@ -120,8 +125,8 @@ def counted(arm, url, port, conns, tool, lengths):
     pts = []
     for ln in lengths:
         reset(port, False)
-        n = ln if arm == "squall" else None
-        dur = None if arm == "squall" else ln
+        n = ln if arm != "wrk" else None
+        dur = None if arm != "wrk" else ln
         base = plain_cmd(arm, url, conns, dur=dur, n=n)
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "out")
@@ -152,7 +157,7 @@ def fmt(v, prec=1):
 
 def plain(args, port):
     url = f"http://127.0.0.1:{port}/fast"
-    arms = ["squall", "wrk"]
+    arms = ["squall", "wrk"] + (["base"] if BASE else [])
     res = {a: {"served": [], "cpu": [], "segs": []} for a in arms}
     for r in range(args.rounds):
         for k in range(len(arms)):
@@ -171,8 +176,8 @@ def plain(args, port):
     counts = {}
     if not args.no_counts:
         for arm in arms:
-            sl = (2000, 6000) if arm == "squall" else (1, 3)
-            cl = (1000, 3000) if arm == "squall" else (1, 3)
+            sl = (2000, 6000) if arm != "wrk" else (1, 3)
+            cl = (1000, 3000) if arm != "wrk" else (1, 3)
             counts[arm] = (counted(arm, url, port, args.conns, "strace", sl),
                            counted(arm, url, port, args.conns, "callgrind", cl))
     print(f"\n### Churn, plain HTTP: /fast, `{CLOSE}`, c={args.conns}, {args.duration} s, "
@@ -188,6 +193,11 @@ def plain(args, port):
     rc = [a / b for a, b in zip(res["squall"]["cpu"], res["wrk"]["cpu"])]
     print(f"\nsquall/wrk per round: served {', '.join(f'{x:.2f}' for x in rs)}; "
           f"CPU per request {', '.join(f'{x:.2f}' for x in rc)}")
+    if BASE:
+        rs = [a / b for a, b in zip(res["squall"]["served"], res["base"]["served"])]
+        rc = [a / b for a, b in zip(res["squall"]["cpu"], res["base"]["cpu"])]
+        print(f"squall/base per round: served {', '.join(f'{x:.2f}' for x in rs)}; "
+              f"CPU per request {', '.join(f'{x:.2f}' for x in rc)}")
 
 
 def tls(args, port):
@@ -231,7 +241,12 @@ def main():
     ap.add_argument("--tls-requests", type=int, default=5000, help="h2load's -n (default 5000)")
     ap.add_argument("--no-counts", action="store_true", help="skip strace and callgrind")
     ap.add_argument("--no-netns", action="store_true", help="stay in this network namespace")
+    ap.add_argument("--base", metavar="SQUALL",
+                    help="another squall build as a third plain arm, alternated with the others "
+                         "(before/after in one run)")
     args = ap.parse_args()
+    global BASE
+    BASE = args.base and os.path.abspath(args.base)
     if (not os.environ.get("CHURN_NETNS") and not args.no_netns and os.geteuid() == 0
             and shutil.which("unshare") and shutil.which("nstat")):
         env = dict(os.environ, CHURN_NETNS="1")

@@ -448,9 +448,14 @@ static void conn_read(struct sq_engine__conn *c)
             return;
         }
         if (!c->rd.keep_alive) {
+            /* The server closes (it has or will have sent its FIN): ours goes out as from a
+             * close(), but the socket is kept for the replacement's connect when TCP is done
+             * with it (on loopback, at once): no close(), socket() or EPOLL_CTL_ADD. */
             w->c.conns_closed_by_server++;
+            sq_engine__xport_park(&c->x, w);
             sq_engine__vu_close(c);
             sq_engine__vu_replace(c);
+            sq_engine__xport_unpark(w);
             return;
         }
         sq_engine__vu_next(c, now);

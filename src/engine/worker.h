@@ -331,6 +331,10 @@ struct sq_engine__worker {
     uint8_t probe_misses;
     bool eager;
     uint32_t probe_tick;
+    /* a socket sq_engine__xport_park kept for spare_x's next connect; spare_x NULL: none (it
+     * never outlives the call that parked it: sq_engine__xport_unpark) */
+    struct sq_engine__xport *spare_x;
+    int spare_fd;
     /* control (engine/control.h): the scenario's, the generation applied, the open loop's
      * changed schedule (nsegs pieces of ctl->segs; 0: the executor's) */
     struct sq_engine__ctlscen *ctl;

@@ -73,6 +73,8 @@ static int tls_failed(struct sq_engine__xport *x, struct sq_engine__worker *w, c
  * so a far peer pays a probe for 1/64 of its connects. */
 #define PROBE_MISSES 4
 
+enum { XP_FAM_TCP4 = 1, XP_FAM_TCP6 = 2 }; /* x->fam */
+
 static bool probe_now(struct sq_engine__worker *w)
 {
     return w->probe_misses < PROBE_MISSES || (++w->probe_tick & 63) == 0;
@@ -106,8 +108,18 @@ static int open_as(struct sq_engine__xport *x, struct sq_engine__worker *w,
     x->via_proxy = w->cfg->proxy_connect && !pin && !w->addr;
     if (x->via_proxy || a->ss.ss_family == AF_UNIX)
         opts &= ~(unsigned)SQ_CONNECT_LAZY_NODELAY; /* the CONNECT is a write of its own */
+    /* the socket of x's last connection, when it was kept (sq_engine__xport_park): it is
+     * still in the epoll set, for this io */
+    int spare = -1;
+    uint8_t fam = a->ss.ss_family == AF_INET    ? XP_FAM_TCP4
+                  : a->ss.ss_family == AF_INET6 ? XP_FAM_TCP6
+                                                : 0;
+    if (SQ_UNLIKELY(w->spare_x == x) && !src && !x->via_proxy && fam == x->fam) {
+        spare = w->spare_fd;
+        w->spare_x = NULL;
+    }
     bool probe = eager && probe_now(w), up = false;
-    int fd = sq_connect_ex(a, src, opts | (probe ? SQ_CONNECT_PROBE : 0), &up);
+    int fd = sq_connect_on(spare, a, src, opts | (probe ? SQ_CONNECT_PROBE : 0), &up);
     if (fd < 0) {
         sq_engine__connect_error(w, fd);
         return fd;
@@ -116,7 +128,10 @@ static int open_as(struct sq_engine__xport *x, struct sq_engine__worker *w,
         w->probe_misses = up ? 0 : (uint8_t)(w->probe_misses + (w->probe_misses < PROBE_MISSES));
     x->up = up;
     x->nagle = opts & SQ_CONNECT_LAZY_NODELAY ? 1 : 0;
-    int rc = sq_io_start(w->loop, &x->io, fd, up && eager ? EPOLLIN : EPOLLOUT, on_io);
+    x->fam = fam;
+    uint32_t events = up && eager ? EPOLLIN : EPOLLOUT;
+    int rc = spare >= 0 ? sq_io_unpark(w->loop, &x->io, fd, events, on_io)
+                        : sq_io_start(w->loop, &x->io, fd, events, on_io);
     if (rc < 0) {
         close(fd);
         x->io.fd = -1;
@@ -301,6 +316,35 @@ void sq_engine__xport_close(struct sq_engine__xport *x, struct sq_loop *loop)
     }
     sq_io_close(loop, &x->io); /* the socket is this transport's alone: no EPOLL_CTL_DEL */
     x->phase = SQ_ENGINE__XP_CLOSED;
+}
+
+void sq_engine__xport_park(struct sq_engine__xport *x, struct sq_engine__worker *w)
+{
+    /* not through a proxy or from a chosen source address (open_as would not take it) */
+    if (x->io.fd < 0 || w->spare_x != NULL || x->via_proxy || x->fam == 0 || w->cfg->nsrc != 0) {
+        sq_engine__xport_close(x, w->loop);
+        return;
+    }
+    if (x->tls) {
+        sq_tls_conn_free(x->tls);
+        x->tls = NULL;
+    }
+    x->phase = SQ_ENGINE__XP_CLOSED;
+    int fd = sq_io_park(w->loop, &x->io);
+    if (!sq_sock_recycle(fd)) {
+        close(fd); /* its registration goes with it */
+        return;
+    }
+    w->spare_x = x;
+    w->spare_fd = fd;
+}
+
+void sq_engine__xport_unpark(struct sq_engine__worker *w)
+{
+    if (w->spare_x) {
+        close(w->spare_fd);
+        w->spare_x = NULL;
+    }
 }
 
 ssize_t sq_engine__xport_write(struct sq_engine__xport *x, const char *p, size_t len, bool *full)

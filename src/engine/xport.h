@@ -78,6 +78,7 @@ struct sq_engine__xport {
     /* SQ_CONNECT_LAZY_NODELAY: 1, no write yet; 2, one write made; 0, TCP_NODELAY is set (or
      * was never put off). The owner calls sq_engine__xport_nagle before each write. */
     uint8_t nagle : 2;
+    uint8_t fam : 2; /* the socket's family: XP_FAM_TCP4, XP_FAM_TCP6, 0 another (AF_UNIX) */
     uint16_t pgot;
     uint16_t pstatus;
 };
@@ -127,6 +128,13 @@ bool sq_engine__xport_expired(struct sq_engine__xport *x, struct sq_engine__work
 
 /* Closes the socket and the TLS state; no callback runs. A closed x is left alone. */
 void sq_engine__xport_close(struct sq_engine__xport *x, struct sq_loop *loop);
+/* sq_engine__xport_close for a connection the server has closed (its last response said
+ * Connection: close), keeping the socket for x's next connect (net/sock.h sq_sock_recycle: the
+ * server sees the same FIN as from a close()); when the socket cannot be kept, a plain close.
+ * The kept socket stays in the loop's epoll set: the caller reconnects x at once and then calls
+ * sq_engine__xport_unpark, which closes it if that connect did not take it. */
+void sq_engine__xport_park(struct sq_engine__xport *x, struct sq_engine__worker *w);
+void sq_engine__xport_unpark(struct sq_engine__worker *w);
 
 static inline ssize_t sq_engine__tls_errno(ssize_t r)
 {

@@ -88,6 +88,23 @@ void sq_io_stop(struct sq_loop *l, struct sq_io *io)
     forget(l, io);
 }
 
+int sq_io_park(struct sq_loop *l, struct sq_io *io)
+{
+    uint32_t events = io->events;
+    forget(l, io);
+    io->events = events; /* still registered */
+    int fd = io->fd;
+    io->fd = -1;
+    return fd;
+}
+
+int sq_io_unpark(struct sq_loop *l, struct sq_io *io, int fd, uint32_t events, sq_io_cb cb)
+{
+    io->fd = fd;
+    io->cb = cb;
+    return sq_io_modify(l, io, events);
+}
+
 void sq_io_close(struct sq_loop *l, struct sq_io *io)
 {
     forget(l, io);

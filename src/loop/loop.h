@@ -52,6 +52,15 @@ void sq_io_stop(struct sq_loop *l, struct sq_io *io);
  * and its events would reach io. Events already fetched for io are dropped, as sq_io_stop does;
  * io->fd becomes -1. */
 void sq_io_close(struct sq_loop *l, struct sq_io *io);
+/* Takes io's fd out of io (io->fd becomes -1) and returns it, its registration left in place
+ * (io->events kept): for a socket that connects again in place (net/sock.h sq_sock_recycle).
+ * Events already fetched for io are dropped. Before the loop waits again, the fd goes back to
+ * the same io (sq_io_unpark) or is closed: a parked socket's events would reach io. */
+int sq_io_park(struct sq_loop *l, struct sq_io *io);
+/* Gives io the fd sq_io_park took from it, with events and cb (one EPOLL_CTL_MOD when the
+ * events differ from those registered). Returns 0 or -errno. */
+SQ_MUST_CHECK int sq_io_unpark(struct sq_loop *l, struct sq_io *io, int fd, uint32_t events,
+                               sq_io_cb cb);
 
 void sq_timer_init(struct sq_timer *t, sq_timer_cb cb);
 /* Arms (or re-arms) t to fire at due_ns. O(log n), no allocation once the heap has grown. */

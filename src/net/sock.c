@@ -90,10 +90,19 @@ int sq_connect_from(const struct sq_addr *a, const struct sq_addr *src)
 
 int sq_connect_ex(const struct sq_addr *a, const struct sq_addr *src, unsigned opts, bool *up)
 {
+    return sq_connect_on(-1, a, src, opts, up);
+}
+
+int sq_connect_on(int fd, const struct sq_addr *a, const struct sq_addr *src, unsigned opts,
+                  bool *up)
+{
     bool un = a->ss.ss_family == AF_UNIX;
     *up = false;
-    int fd =
-        socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, un ? 0 : IPPROTO_TCP);
+    if (fd >= 0)
+        src = NULL; /* a recycled socket: a source address would be bound already */
+    else
+        fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    un ? 0 : IPPROTO_TCP);
     if (fd < 0)
         return -errno;
     int one = 1, zero = 0;
@@ -134,6 +143,22 @@ int sq_connect_ex(const struct sq_addr *a, const struct sq_addr *src, unsigned o
         }
     }
     return fd;
+}
+
+bool sq_sock_recycle(int fd)
+{
+    /* Our FIN, as close() would send it; on loopback the peer's ACK of it is processed before
+     * shutdown() returns. */
+    if (shutdown(fd, SHUT_WR) < 0)
+        return false;
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || len < 1 ||
+        ti.tcpi_state != TCP_CLOSE)
+        return false; /* not over yet (LAST_ACK, FIN_WAIT): close() lets TCP finish it */
+    /* Both FINs sent and acknowledged: the disconnect sends nothing (no RST in CLOSE) */
+    struct sockaddr un = {.sa_family = AF_UNSPEC};
+    return connect(fd, &un, sizeof(un)) == 0;
 }
 
 int sq_sock_nodelay(int fd)

@@ -57,6 +57,19 @@ enum {
  * does. */
 SQ_MUST_CHECK int sq_connect_ex(const struct sq_addr *a, const struct sq_addr *src, unsigned opts,
                                 bool *up);
+/* sq_connect_ex on fd when fd >= 0: a socket sq_sock_recycle made ready to connect again (src
+ * is ignored), closed on failure as a new one would be; fd -1: a new socket. */
+SQ_MUST_CHECK int sq_connect_on(int fd, const struct sq_addr *a, const struct sq_addr *src,
+                                unsigned opts, bool *up);
+/* Ends a TCP connection whose peer has closed its side (its FIN read or queued) so that the
+ * socket can connect again: shutdown(SHUT_WR) sends the FIN close() would send, and only when
+ * TCP is then in CLOSE (the peer's ACK of that FIN processed already, as on loopback, where it
+ * is processed before shutdown() returns) does connect(AF_UNSPEC) dissolve the association: in
+ * CLOSE it sends nothing. What the peer sees is the close() it would have seen; the socket keeps
+ * its descriptor, its file and its epoll registration, which a close() and a socket() would
+ * have freed and made anew. true: fd may go to sq_connect_on; false: the caller closes fd (its
+ * FIN is out; TCP ends the connection as after a close()). Not for AF_UNIX (false). */
+SQ_MUST_CHECK bool sq_sock_recycle(int fd);
 /* Sets TCP_NODELAY (after SQ_CONNECT_LAZY_NODELAY). Returns 0 or -errno. */
 int sq_sock_nodelay(int fd);
 /* 0 when the pending connect succeeded, else -errno (SO_ERROR). */

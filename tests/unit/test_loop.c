@@ -184,6 +184,57 @@ static void close_drops_pending_events(void **state)
     sq_loop_free(l);
 }
 
+static int parks, parked_fd = -1;
+
+static void on_park_other(struct sq_loop *l, struct sq_io *io, uint32_t ev)
+{
+    (void)ev;
+    parks++;
+    struct sq_io *other = io == &P.a ? &P.b : &P.a;
+    parked_fd = sq_io_park(l, other); /* its event of this round must not be delivered */
+}
+
+static void on_count(struct sq_loop *l, struct sq_io *io, uint32_t ev)
+{
+    (void)l;
+    (void)io;
+    (void)ev;
+    parks += 100;
+}
+
+/* sq_io_park: the fd leaves the io (its events of this round dropped) but stays registered;
+ * sq_io_unpark gives it back with new events, and they reach the same io. */
+static void park_keeps_registration(void **state)
+{
+    (void)state;
+    struct sq_loop *l;
+    assert_int_equal(sq_loop_new(&l), 0);
+    int sa[2], sb[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sa), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sb), 0);
+    assert_int_equal(write(sa[1], "x", 1), 1);
+    assert_int_equal(write(sb[1], "x", 1), 1);
+    parks = 0;
+    assert_int_equal(sq_io_start(l, &P.a, sa[0], EPOLLIN, on_park_other), 0);
+    assert_int_equal(sq_io_start(l, &P.b, sb[0], EPOLLIN, on_park_other), 0);
+    sq_loop_run_once(l, 100 * SQ_NS_PER_MS);
+    assert_int_equal(parks, 1);
+    struct sq_io *parked = P.a.fd < 0 ? &P.a : &P.b, *live = parked == &P.a ? &P.b : &P.a;
+    assert_true(parked_fd == sa[0] || parked_fd == sb[0]);
+    assert_int_equal(parked->events, EPOLLIN); /* still registered */
+    sq_io_stop(l, live);
+    /* back with EPOLLIN|EPOLLOUT: a socket pair is writable, so the io runs at once */
+    assert_int_equal(sq_io_unpark(l, parked, parked_fd, EPOLLIN | EPOLLOUT, on_count), 0);
+    assert_int_equal(parked->fd, parked_fd);
+    assert_int_equal(sq_loop_run_once(l, 100 * SQ_NS_PER_MS), 1);
+    assert_int_equal(parks, 101);
+    sq_io_close(l, parked);
+    for (int i = 0; i < 2; i++)
+        close(i ? sa[1] : sb[1]);
+    close(live->fd);
+    sq_loop_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -192,6 +243,7 @@ int main(void)
         cmocka_unit_test(timer_waits),
         cmocka_unit_test(stop_drops_pending_events),
         cmocka_unit_test(close_drops_pending_events),
+        cmocka_unit_test(park_keeps_registration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

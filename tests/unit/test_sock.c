@@ -464,6 +464,76 @@ static void test_connect_probe(void **state)
     close(hold);
 }
 
+/* Accepts the pending connection on lfd (5 s at most). */
+static int accept_one(int lfd)
+{
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    int afd = accept(lfd, NULL, NULL);
+    assert_true(afd >= 0);
+    return afd;
+}
+
+/* What the server reads after its last byte: 0 (our FIN), or -errno (a reset). */
+static int server_reads_end(int afd)
+{
+    char buf[8];
+    struct pollfd p = {.fd = afd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    ssize_t n = recv(afd, buf, sizeof(buf), 0);
+    return n < 0 ? -errno : (int)n;
+}
+
+/* sq_sock_recycle after the server closed: the server reads our FIN (not a reset), and the same
+ * descriptor connects again and carries bytes. Before the server closed, or on a Unix socket,
+ * it says no, and the server still sees a FIN. */
+static void test_sock_recycle(void **state)
+{
+    (void)state;
+    struct sq_addr a = v4("127.0.0.1", 0);
+    int lfd = sq_listen(&a, false, 16);
+    assert_true(lfd >= 0);
+    a = v4("127.0.0.1", sq_sock_port(lfd));
+    bool up = false;
+    int fd = sq_connect_ex(&a, NULL, SQ_CONNECT_PROBE | SQ_CONNECT_SMART_ACK, &up);
+    assert_true(fd >= 0);
+    int afd = accept_one(lfd);
+    /* the server answers and closes its side, as `Connection: close` does */
+    assert_int_equal(send(afd, "resp", 4, MSG_NOSIGNAL), 4);
+    assert_int_equal(shutdown(afd, SHUT_WR), 0);
+    char buf[8];
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    assert_int_equal(recv(fd, buf, sizeof(buf), 0), 4);
+    assert_true(sq_sock_recycle(fd)); /* loopback: the ACK of our FIN is in before it returns */
+    assert_int_equal(server_reads_end(afd), 0);
+    close(afd);
+    int again = sq_connect_on(fd, &a, NULL, SQ_CONNECT_PROBE | SQ_CONNECT_SMART_ACK, &up);
+    assert_int_equal(again, fd);
+    if (!up)
+        wait_writable(fd);
+    afd = accept_one(lfd);
+    assert_int_equal(send(fd, "ping", 4, MSG_NOSIGNAL), 4);
+    p = (struct pollfd){.fd = afd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    assert_int_equal(recv(afd, buf, sizeof(buf), 0), 4);
+
+    /* the server has not closed: our FIN goes out, TCP is not done (FIN_WAIT2), no recycling */
+    assert_false(sq_sock_recycle(fd));
+    close(fd);
+    assert_int_equal(server_reads_end(afd), 0);
+    close(afd);
+    close(lfd);
+
+    /* a Unix stream socket has no TCP_INFO: no */
+    int sp[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+    assert_int_equal(shutdown(sp[1], SHUT_WR), 0);
+    assert_false(sq_sock_recycle(sp[0]));
+    close(sp[0]);
+    close(sp[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_listen_reuseport),      cmocka_unit_test(test_raise_nofile),
         cmocka_unit_test(test_srcaddr_parse),         cmocka_unit_test(test_srcaddr_auto),
         cmocka_unit_test(test_connect_from),          cmocka_unit_test(test_connect_probe),
+        cmocka_unit_test(test_sock_recycle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
