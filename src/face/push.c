@@ -1041,10 +1041,20 @@ void sq_push_tick(struct sq_push *p, const struct sq_second *s)
 {
     if (!p)
         return;
+    double now = sq_wall_s();
     if (p->start_wall_s <= 0)
-        p->start_wall_s = sq_wall_s() - s->t_s;
+        p->start_wall_s = now - s->t_s;
     struct sq_push_point *t = &p->tot;
-    t->ts_ms = (int64_t)((p->start_wall_s + s->t_s) * 1000.0);
+    int64_t ts = (int64_t)((p->start_wall_s + s->t_s) * 1000.0), now_ms = (int64_t)(now * 1000.0);
+    /* Never ahead of the clock: a start guessed from a late first second put every point
+     * after it in the future, where a query at "now" (Prometheus's instant query) did not see
+     * the last one. And increasing: remote write refuses a sample older than its series'
+     * latest. */
+    if (ts > now_ms)
+        ts = now_ms;
+    if (p->tot.ts_ms && ts <= p->tot.ts_ms)
+        ts = p->tot.ts_ms + 1;
+    t->ts_ms = ts;
     t->len_s = s->len_s;
     t->sent = s->sent;
     t->completed = s->completed;
@@ -1119,6 +1129,12 @@ void sq_push_tick(struct sq_push *p, const struct sq_second *s)
         pthread_cond_signal(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
+}
+
+void sq_push_set_start(struct sq_push *p, double wall_s)
+{
+    if (p && wall_s > 0)
+        p->start_wall_s = wall_s;
 }
 
 void sq_push_finish(struct sq_push *p, double deadline_s)
