@@ -397,6 +397,9 @@ struct rx {
     int lfd;
     char body[16384];
     size_t n;
+    /* 401 to the first POST, then hold every later one without an answer (its fd kept) */
+    bool deny_then_hold;
+    int conns, held[8], nheld;
 };
 
 /* Accepts POSTs until the listener is shut down: each body appended, each answered 204. */
@@ -427,9 +430,16 @@ static void *rx_main(void *arg)
             x->n += k;
             x->body[x->n] = 0;
         }
+        if (x->deny_then_hold && x->conns++ > 0 && x->nheld < 8) {
+            x->held[x->nheld++] = fd;
+            continue;
+        }
         static const char ok[] =
             "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-        if (write(fd, ok, sizeof(ok) - 1) < 0) {
+        static const char no[] = "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n"
+                                 "Connection: close\r\n\r\n";
+        const char *a = x->deny_then_hold ? no : ok;
+        if (write(fd, a, strlen(a)) < 0) {
             /* the sender counts it failed; the test's counts say so */
         }
         close(fd);
@@ -510,13 +520,55 @@ static void test_timestamps_not_ahead(void **state)
     assert_int_equal(ts[1], (int64_t)((start + 2.5) * 1000.0));
 }
 
+/* A receiver that answers the first try 401 and the retry never: the end's deadline (2 s) cuts
+ * the retry short, and the result still says 401 (the receiver's answer), not the deadline
+ * (which a slow receiver on a busy machine made the last error, and e2e.test_push's wrong
+ * password case read no 401). */
+static void test_end_deadline_keeps_the_answer(void **state)
+{
+    (void)state;
+    struct rx x = {.lfd = socket(AF_INET, SOCK_STREAM, 0), .deny_then_hold = true};
+    assert_true(x.lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    socklen_t al = sizeof(a);
+    assert_int_equal(getsockname(x.lfd, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(listen(x.lfd, 16), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, rx_main, &x), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/db", (unsigned)ntohs(a.sin_port));
+    struct sq_push_labels lab = {.run = "r", .run_id = "i"};
+    struct sq_push *p = NULL;
+    char why[640];
+    assert_int_equal(sq_push_open(SQ_PUSH_INFLUX, url, &lab, NULL, &p, why, sizeof(why)), 0);
+    struct sq_second s = {.t_s = 1, .len_s = 1, .sent = 1, .completed = 1};
+    sq_push_tick(p, &s);
+    sq_push_finish(p, 2);
+    struct sq_push_stats st;
+    sq_push_stats(p, &st);
+    assert_int_equal(st.failed, 1);
+    assert_true(st.posts >= 2);
+    assert_string_equal(st.last_error, "answered 'HTTP/1.1 401 Unauthorized'");
+    sq_push_free(p);
+    shutdown(x.lfd, SHUT_RDWR);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    close(x.lfd);
+    for (int i = 0; i < x.nheld; i++)
+        close(x.held[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_prom_write_request),   cmocka_unit_test(test_influx_lines),
-        cmocka_unit_test(test_custom_metrics),       cmocka_unit_test(test_custom_tags),
-        cmocka_unit_test(test_url_refusals),         cmocka_unit_test(test_egress_policy),
+        cmocka_unit_test(test_prom_write_request),
+        cmocka_unit_test(test_influx_lines),
+        cmocka_unit_test(test_custom_metrics),
+        cmocka_unit_test(test_custom_tags),
+        cmocka_unit_test(test_url_refusals),
+        cmocka_unit_test(test_egress_policy),
         cmocka_unit_test(test_timestamps_not_ahead),
+        cmocka_unit_test(test_end_deadline_keeps_the_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
