@@ -111,8 +111,12 @@ void sq_cli_load_tick(struct sq_cli_load *l, const struct sq_second *s, const st
     if (l->show)
         sq_progress_tick(&l->progress, s);
     sq_cli_series_tick(&l->out, s, h);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
+        /* the engine's start (set before its first second; a distributed run's controller
+         * leaves it 0 until the end: then the push guesses it) */
+        sq_push_set_start(l->push[k], (double)l->res.wall_start_ns / 1e9);
         sq_push_tick(l->push[k], s);
+    }
 }
 
 void sq_cli_load_push_finish(struct sq_cli_load *l)

@@ -485,9 +485,11 @@ static void consume(struct agg *a, struct sq_engine__worker *w, uint32_t wi, str
     if (s->hist_unc)
         sq_hist_merge(out->latency_uncorrected, s->hist_unc);
     if (s->second < a->cur && out->series.n > 0) {
-        /* A slot of a second already emitted (the last sliver of a run): its counts join that
-         * entry, the baseline moves with them, and the entry now ends where the slot did, so
-         * the last entry ends where the run does and the entries' lengths still add up. */
+        /* A slot of a second already emitted (a last sliver of a run that came after its
+         * second went out: aggregate's wait for the seal keeps this from happening, this is
+         * the safety net): its counts join that entry, the baseline moves with them, and the
+         * entry now ends where the slot did, so the last entry ends where the run does and the
+         * entries' lengths still add up. */
         struct sq_second *e = &out->series.v[out->series.n - 1];
         fill_deltas(e, &s->c, &a->last[wi]);
         if (s->mcum && a->nm && out->series.n <= a->mcap) {
@@ -554,12 +556,19 @@ static void aggregate(struct agg *a, struct sq_engine__worker *ws, uint32_t n,
         bool any = false;
         for (uint32_t i = 0; i < n; i++) {
             struct sq_engine__worker *w = &ws[i];
+            /* done first: a worker marks itself done after its last slot is out */
+            int done = __atomic_load_n(&w->live.done, __ATOMIC_ACQUIRE);
             uint32_t wr = __atomic_load_n(&w->wr, __ATOMIC_ACQUIRE);
             if (wr != w->rd) {
                 any = true;
-                continue; /* a slot is waiting: for this second or a later one */
+                /* a slot is waiting, for this second or a later one; a worker still running
+                 * may yet end inside this second's fold window and send its last sliver as
+                 * this second: the second waits until it is sealed (SQ_FOLD_NS) */
+                if (!done && __atomic_load_n(&w->live.sealed, __ATOMIC_ACQUIRE) < a->cur)
+                    return;
+                continue;
             }
-            if (!__atomic_load_n(&w->live.done, __ATOMIC_ACQUIRE))
+            if (!done)
                 return; /* still inside this second */
         }
         if (!any) {

@@ -1713,8 +1713,13 @@ static void tick(struct sq_engine__worker *w, int64_t now)
     int64_t lag = now - w->next_tick_ns;
     if (lag > w->lag_ns)
         w->lag_ns = lag; /* the largest since the last slot went out */
+    /* past this tick its end cannot fold into the second before (run.c: aggregate) */
+    if (second > 1)
+        __atomic_store_n(&w->live.sealed, second - 1, __ATOMIC_RELEASE);
     if (publish_slot(w, second, now, false)) {
         w->next_tick_ns = w->start_ns + (int64_t)(second + 1) * SQ_NS_PER_S;
+        w->seal_second = second;
+        w->seal_ns = w->start_ns + (int64_t)second * SQ_NS_PER_S + SQ_FOLD_NS;
         w->lag_ns = 0;
     } else
         w->next_tick_ns += 10 * SQ_NS_PER_MS; /* the main thread is behind: try again soon */
@@ -1867,6 +1872,8 @@ static void run_loop(struct sq_engine__worker *w)
             until = next_ramp;
         if (w->next_tick_ns < until)
             until = w->next_tick_ns;
+        if (w->seal_ns < until)
+            until = w->seal_ns;
         if (!w->started && w->start_ns + w->offset_ns < until)
             until = w->start_ns + w->offset_ns;
         int64_t wait;
@@ -1915,6 +1922,11 @@ static void run_loop(struct sq_engine__worker *w)
         }
         if (now >= w->next_tick_ns)
             tick(w, now);
+        if (now >= w->seal_ns) {
+            /* its end (w->end_ns, read after this) is past the tick's fold window */
+            __atomic_store_n(&w->live.sealed, w->seal_second, __ATOMIC_RELEASE);
+            w->seal_ns = INT64_MAX;
+        }
     }
 }
 
@@ -2298,6 +2310,7 @@ void *sq_engine__worker_main(void *arg)
         w->fine_i = 0;
         w->fine_next = w->start_ns + w->fine_ns;
         w->end_load_ns = w->hard_end_ns = INT64_MAX;
+        w->seal_ns = INT64_MAX;
         w->ticking = true;
         run_loop(w);
     }
@@ -2342,7 +2355,7 @@ void *sq_engine__worker_main(void *arg)
          * duration (run.c: consume). */
         int64_t into = w->end_ns - w->start_ns;
         uint32_t second = (uint32_t)((into + SQ_NS_PER_S - 1) / SQ_NS_PER_S);
-        if (second > 1 && into - (int64_t)(second - 1) * SQ_NS_PER_S < SQ_NS_PER_S / 10)
+        if (second > 1 && into - (int64_t)(second - 1) * SQ_NS_PER_S < SQ_FOLD_NS)
             second--;
         publish_slot(w, second ? second : 1, w->end_ns, true);
     }

@@ -173,6 +173,9 @@ struct sq_engine__live {
     int ready;               /* every connection of the pool has connected or failed once */
     int script_failed;       /* a script hook raised: script_err is written (release store) */
     int done;                /* the worker has left its loop */
+    /* no slot for a second <= sealed will come any more (release store, worker only): see
+     * SQ_FOLD_NS */
+    uint32_t sealed;
 };
 
 /* The target's addresses when the run re-resolves them: a seqlock the main thread writes and
@@ -242,6 +245,13 @@ struct sq_engine__shared {
  * slot wr % SQ_SLOTS. Single producer, single consumer: wr is written by the worker, rd by the
  * main thread, each with release and read with acquire. No lock, no copy of a histogram. */
 #define SQ_SLOTS 4
+
+/* A worker that ends less than this after a tick folds its last sliver into the second that
+ * tick closed (worker.c, the run's end), so the main thread holds that second back from
+ * cfg->on_tick until each worker still running has sealed it (live.sealed): it has seen its
+ * clock pass the tick plus this, so its end can no longer fold into it. Without the wait the
+ * sliver reached the result's series but never the streams fed by on_tick. */
+#define SQ_FOLD_NS (SQ_NS_PER_S / 10)
 
 struct sq_engine__slot {
     struct sq_hist *hist, *hist_unc;
@@ -412,8 +422,10 @@ struct sq_engine__worker {
     uint64_t rng, sample_below; /* xorshift64 state; record when rng < sample_below */
     uint64_t samples_lost;
     int64_t next_tick_ns;
-    int64_t start_ns; /* the run's common start */
-    int64_t sched_ns; /* its scenario's start: the executor's time zero */
+    int64_t seal_ns;      /* when second seal_second is sealed (INT64_MAX: none pending) */
+    uint32_t seal_second; /* the latest second published by a tick */
+    int64_t start_ns;     /* the run's common start */
+    int64_t sched_ns;     /* its scenario's start: the executor's time zero */
     int64_t end_load_ns, hard_end_ns, end_ns, ready_ns;
     /* its own cost (read at each tick only): /proc/thread-self/schedstat, kept open (when the
      * kernel does not offer it, the thread's CPU clock is read instead); the readings at the

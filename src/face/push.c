@@ -523,6 +523,20 @@ static void set_error(struct sq_push *p, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A try that ran out of time: what. One cut short by the end's deadline (the run is over, the
+ * receiver merely slow) keeps the failure before it, the receiver's own answer in the case that
+ * matters (a wrong password's 401 behind a slow TLS handshake); it says what only when there
+ * was none. */
+static void set_timeout(struct sq_push *p, const char *what)
+{
+    int64_t stop_by = atomic_load(&p->stop_by_ns);
+    pthread_mutex_lock(&p->mu);
+    bool keep = stop_by && sq_now_ns() >= stop_by && p->last_error[0];
+    pthread_mutex_unlock(&p->mu);
+    if (!keep)
+        set_error(p, "%s", what);
+}
+
 /* Waits for events on fd until deadline (monotonic ns) or the end's deadline. 1: ready, 0: out
  * of time, <0: -errno. */
 static int wait_fd(struct sq_push *p, int fd, short events, int64_t deadline)
@@ -559,8 +573,12 @@ static int tls_open(struct sq_push *p, int fd, struct sq_tls_conn **tc, int64_t 
             set_error(p, "tls: %s", e && e[0] ? e : strerror(-rc));
             return -1;
         }
-        if ((rc = wait_fd(p, fd, sq_tls_want_write(*tc) ? POLLOUT : POLLIN, deadline)) <= 0) {
-            set_error(p, "tls: %s", rc < 0 ? strerror(-rc) : "no handshake within the deadline");
+        if ((rc = wait_fd(p, fd, sq_tls_want_write(*tc) ? POLLOUT : POLLIN, deadline)) < 0) {
+            set_error(p, "tls: %s", strerror(-rc));
+            return -1;
+        }
+        if (rc == 0) {
+            set_timeout(p, "tls: no handshake within the deadline");
             return -1;
         }
     }
@@ -584,10 +602,12 @@ static int send_all(struct sq_push *p, int fd, struct sq_tls_conn *tc, const cha
             return -1;
         }
         int rc = wait_fd(p, fd, POLLOUT, deadline);
-        if (rc <= 0) {
-            set_error(p, "%s", rc < 0 ? strerror(-rc) : "no answer within the deadline");
+        if (rc < 0)
+            set_error(p, "%s", strerror(-rc));
+        else if (rc == 0)
+            set_timeout(p, "no answer within the deadline");
+        if (rc <= 0)
             return -1;
-        }
     }
     return 0;
 }
@@ -609,10 +629,12 @@ static int post_once(struct sq_push *p, const char *head, size_t hlen, const cha
     struct sq_tls_conn *tc = NULL;
     int ret = -1;
     int rc = wait_fd(p, fd, POLLOUT, deadline);
-    if (rc <= 0) {
-        set_error(p, "connect: %s", rc < 0 ? strerror(-rc) : "timed out");
+    if (rc < 0)
+        set_error(p, "connect: %s", strerror(-rc));
+    else if (rc == 0)
+        set_timeout(p, "connect: timed out");
+    if (rc <= 0)
         goto out;
-    }
     if ((rc = sq_connect_result(fd)) != 0) {
         set_error(p, "connect: %s", strerror(-rc));
         goto out;
@@ -641,10 +663,12 @@ static int post_once(struct sq_push *p, const char *head, size_t hlen, const cha
             set_error(p, "I/O: %s", e && e[0] ? e : strerror(err));
             goto out;
         }
-        if ((rc = wait_fd(p, fd, POLLIN, deadline)) <= 0) {
-            set_error(p, "%s", rc < 0 ? strerror(-rc) : "no answer within the deadline");
+        if ((rc = wait_fd(p, fd, POLLIN, deadline)) < 0)
+            set_error(p, "%s", strerror(-rc));
+        else if (rc == 0)
+            set_timeout(p, "no answer within the deadline");
+        if (rc <= 0)
             goto out;
-        }
     }
     ans[got] = '\0';
     int status = 0;
@@ -765,6 +789,9 @@ static void *sender(void *arg)
                 break;
             if (t)
                 sleep_ms(p, 250 << (t - 1));
+            stop_by = atomic_load(&p->stop_by_ns);
+            if (t && stop_by && sq_now_ns() >= stop_by)
+                break; /* the end's deadline came in the pause: no try that cannot finish */
             pthread_mutex_lock(&p->mu);
             p->posts++;
             pthread_mutex_unlock(&p->mu);
@@ -1041,10 +1068,20 @@ void sq_push_tick(struct sq_push *p, const struct sq_second *s)
 {
     if (!p)
         return;
+    double now = sq_wall_s();
     if (p->start_wall_s <= 0)
-        p->start_wall_s = sq_wall_s() - s->t_s;
+        p->start_wall_s = now - s->t_s;
     struct sq_push_point *t = &p->tot;
-    t->ts_ms = (int64_t)((p->start_wall_s + s->t_s) * 1000.0);
+    int64_t ts = (int64_t)((p->start_wall_s + s->t_s) * 1000.0), now_ms = (int64_t)(now * 1000.0);
+    /* Never ahead of the clock: a start guessed from a late first second put every point
+     * after it in the future, where a query at "now" (Prometheus's instant query) did not see
+     * the last one. And increasing: remote write refuses a sample older than its series'
+     * latest. */
+    if (ts > now_ms)
+        ts = now_ms;
+    if (p->tot.ts_ms && ts <= p->tot.ts_ms)
+        ts = p->tot.ts_ms + 1;
+    t->ts_ms = ts;
     t->len_s = s->len_s;
     t->sent = s->sent;
     t->completed = s->completed;
@@ -1119,6 +1156,12 @@ void sq_push_tick(struct sq_push *p, const struct sq_second *s)
         pthread_cond_signal(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
+}
+
+void sq_push_set_start(struct sq_push *p, double wall_s)
+{
+    if (p && wall_s > 0)
+        p->start_wall_s = wall_s;
 }
 
 void sq_push_finish(struct sq_push *p, double deadline_s)

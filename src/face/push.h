@@ -108,9 +108,15 @@ SQ_MUST_CHECK int sq_push_open(enum sq_push_kind kind, const char *url,
                                struct sq_push **out, char *why, size_t len);
 
 /* One second of the run (main thread): adds it to the running totals and queues it. Never
- * blocks on the network; a full queue counts a drop. The first call pins the run's start on the
- * wall clock (now less s->t_s): the timestamps are the intervals' ends. */
+ * blocks on the network; a full queue counts a drop. The timestamps are the intervals' ends
+ * from the run's start on the wall clock: sq_push_set_start's, else the first call's now less
+ * s->t_s; each at most the wall clock's now (a receiver queried right after the run sees every
+ * point) and each after the one before. */
 void sq_push_tick(struct sq_push *p, const struct sq_second *s);
+
+/* The run's common start on the wall clock (seconds since the epoch; <= 0: unknown), for the
+ * timestamps of the seconds ticked after it. NULL p: a no-op. */
+void sq_push_set_start(struct sq_push *p, double wall_s);
 
 /* Lets the sender send what is queued for at most deadline_s seconds, then stops and joins it.
  * Idempotent. */

@@ -1,9 +1,13 @@
 /* tests/unit/test_push.c - the encoders of face/push.c: the remote-write WriteRequest read back
  * by a protobuf walker of the test's own (every series' labels sorted by name, the running
  * totals as samples, no latency sample for a second without a completion), and the InfluxDB
- * line protocol byte for byte (tags escaped). The senders are e2e.test_push's, against real
- * receivers. */
+ * line protocol byte for byte (tags escaped); the points' timestamps, read by a receiver of the
+ * test's own on loopback (never ahead of the wall clock, each after the one before). The
+ * senders are otherwise e2e.test_push's, against real receivers. */
 #include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,9 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/clock.h"
 #include "face/push.h"
 #include "plan/metrics.h"
 #include "net/egress.h"
@@ -384,12 +391,184 @@ static void test_egress_policy(void **state)
     sq_egress_free(e);
 }
 
+/* ---- the timestamps, through a receiver of the test's own ---- */
+
+struct rx {
+    int lfd;
+    char body[16384];
+    size_t n;
+    /* 401 to the first POST, then hold every later one without an answer (its fd kept) */
+    bool deny_then_hold;
+    int conns, held[8], nheld;
+};
+
+/* Accepts POSTs until the listener is shut down: each body appended, each answered 204. */
+static void *rx_main(void *arg)
+{
+    struct rx *x = arg;
+    for (;;) {
+        int fd = accept(x->lfd, NULL, NULL);
+        if (fd < 0)
+            return NULL;
+        char buf[8192];
+        size_t got = 0, need = SIZE_MAX;
+        while (got < need && got < sizeof(buf) - 1) {
+            ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+            buf[got] = 0;
+            const char *eoh = strstr(buf, "\r\n\r\n");
+            const char *cl = strstr(buf, "Content-Length: ");
+            if (eoh && cl && need == SIZE_MAX)
+                need = (size_t)(eoh + 4 - buf) + strtoul(cl + 16, NULL, 10);
+        }
+        const char *eoh = strstr(buf, "\r\n\r\n");
+        if (eoh && got - (size_t)(eoh + 4 - buf) < sizeof(x->body) - x->n) {
+            size_t k = got - (size_t)(eoh + 4 - buf);
+            memcpy(x->body + x->n, eoh + 4, k);
+            x->n += k;
+            x->body[x->n] = 0;
+        }
+        if (x->deny_then_hold && x->conns++ > 0 && x->nheld < 8) {
+            x->held[x->nheld++] = fd;
+            continue;
+        }
+        static const char ok[] =
+            "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        static const char no[] = "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n"
+                                 "Connection: close\r\n\r\n";
+        const char *a = x->deny_then_hold ? no : ok;
+        if (write(fd, a, strlen(a)) < 0) {
+            /* the sender counts it failed; the test's counts say so */
+        }
+        close(fd);
+    }
+}
+
+/* The http_reqs lines' timestamps (the last field of each), in order. */
+static size_t reqs_ts(const char *body, int64_t *ts, size_t max)
+{
+    size_t n = 0;
+    for (const char *l = body; *l && n < max;) {
+        const char *e = strchr(l, '\n');
+        if (!e)
+            break;
+        if (strncmp(l, "squall_http_reqs,", 17) == 0) {
+            const char *sp = e;
+            while (sp > l && sp[-1] != ' ')
+                sp--;
+            ts[n++] = strtoll(sp, NULL, 10);
+        }
+        l = e + 1;
+    }
+    return n;
+}
+
+static void push_two(double start_wall_s, const double t_s[2], int64_t ts[2], double *now_s)
+{
+    struct rx x = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
+    assert_true(x.lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    socklen_t al = sizeof(a);
+    assert_int_equal(getsockname(x.lfd, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(listen(x.lfd, 16), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, rx_main, &x), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/db", (unsigned)ntohs(a.sin_port));
+    struct sq_push_labels lab = {.run = "r", .run_id = "i"};
+    struct sq_push *p = NULL;
+    char why[640];
+    assert_int_equal(sq_push_open(SQ_PUSH_INFLUX, url, &lab, NULL, &p, why, sizeof(why)), 0);
+    sq_push_set_start(p, start_wall_s);
+    for (int i = 0; i < 2; i++) {
+        struct sq_second s = {.t_s = t_s[i], .len_s = 1, .sent = 10, .completed = 10};
+        sq_push_tick(p, &s);
+    }
+    *now_s = sq_wall_s();
+    sq_push_finish(p, 5);
+    struct sq_push_stats st;
+    sq_push_stats(p, &st);
+    assert_int_equal(st.sent, 2);
+    sq_push_free(p);
+    shutdown(x.lfd, SHUT_RDWR);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    close(x.lfd);
+    assert_int_equal(reqs_ts(x.body, ts, 2), 2);
+}
+
+/* A first second handed over late (the main thread was busy) used to pin the run's start that
+ * much late, and every point after it was stamped in the future: the second one here, 3 s into
+ * a run whose start was guessed from a first second 1 s in, got now + 2 s, and Prometheus's
+ * instant query right after the run did not see it. Now each is at most the clock's now (a
+ * millisecond more for two in the same millisecond) and after the one before; with the run's start
+ * known (sq_push_set_start) each is that start plus its t_s. */
+static void test_timestamps_not_ahead(void **state)
+{
+    (void)state;
+    int64_t ts[2];
+    double now;
+    push_two(0, (const double[2]){1.0, 3.0}, ts, &now);
+    assert_true(ts[0] < ts[1]);
+    /* was about now + 2000; now + 1 where both came in the same millisecond */
+    assert_true(ts[1] <= (int64_t)(now * 1000.0) + 1);
+    double start = sq_wall_s() - 10;
+    push_two(start, (const double[2]){1.0, 2.5}, ts, &now);
+    assert_int_equal(ts[0], (int64_t)((start + 1.0) * 1000.0));
+    assert_int_equal(ts[1], (int64_t)((start + 2.5) * 1000.0));
+}
+
+/* A receiver that answers the first try 401 and the retry never: the end's deadline (2 s) cuts
+ * the retry short, and the result still says 401 (the receiver's answer), not the deadline
+ * (which a slow receiver on a busy machine made the last error, and e2e.test_push's wrong
+ * password case read no 401). */
+static void test_end_deadline_keeps_the_answer(void **state)
+{
+    (void)state;
+    struct rx x = {.lfd = socket(AF_INET, SOCK_STREAM, 0), .deny_then_hold = true};
+    assert_true(x.lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(x.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    socklen_t al = sizeof(a);
+    assert_int_equal(getsockname(x.lfd, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(listen(x.lfd, 16), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, rx_main, &x), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/db", (unsigned)ntohs(a.sin_port));
+    struct sq_push_labels lab = {.run = "r", .run_id = "i"};
+    struct sq_push *p = NULL;
+    char why[640];
+    assert_int_equal(sq_push_open(SQ_PUSH_INFLUX, url, &lab, NULL, &p, why, sizeof(why)), 0);
+    struct sq_second s = {.t_s = 1, .len_s = 1, .sent = 1, .completed = 1};
+    sq_push_tick(p, &s);
+    sq_push_finish(p, 2);
+    struct sq_push_stats st;
+    sq_push_stats(p, &st);
+    assert_int_equal(st.failed, 1);
+    assert_true(st.posts >= 2);
+    assert_string_equal(st.last_error, "answered 'HTTP/1.1 401 Unauthorized'");
+    sq_push_free(p);
+    shutdown(x.lfd, SHUT_RDWR);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    close(x.lfd);
+    for (int i = 0; i < x.nheld; i++)
+        close(x.held[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_prom_write_request), cmocka_unit_test(test_influx_lines),
-        cmocka_unit_test(test_custom_metrics),     cmocka_unit_test(test_custom_tags),
-        cmocka_unit_test(test_url_refusals),       cmocka_unit_test(test_egress_policy),
+        cmocka_unit_test(test_prom_write_request),
+        cmocka_unit_test(test_influx_lines),
+        cmocka_unit_test(test_custom_metrics),
+        cmocka_unit_test(test_custom_tags),
+        cmocka_unit_test(test_url_refusals),
+        cmocka_unit_test(test_egress_policy),
+        cmocka_unit_test(test_timestamps_not_ahead),
+        cmocka_unit_test(test_end_deadline_keeps_the_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
