@@ -285,33 +285,43 @@ static int set_client_suites(SSL_CTX *ctx)
     return 0;
 }
 
-/* Adds sess (its reference) to the cache, dropping the oldest when full. */
+/* Drops entry i of the cache (not its reference). */
+static void sessions_remove(struct sq_tls_sessions *s, unsigned i)
+{
+    memmove(&s->_v[i], &s->_v[i + 1], (s->_n - i - 1) * sizeof(s->_v[0]));
+    memmove(&s->_c[i], &s->_c[i + 1], (s->_n - i - 1) * sizeof(s->_c[0]));
+    s->_n--;
+}
 
-/* Adds sess (its reference) to the cache, dropping the oldest when full. */
-static void sessions_push(struct sq_tls_sessions *s, SSL_SESSION *sess)
+/* Adds sess (its reference), issued to a connection of ctx, dropping the oldest when full. */
+static void sessions_push(struct sq_tls_sessions *s, SSL_SESSION *sess, const SSL_CTX *ctx)
 {
     if (s->_n == SQ_TLS_SESSIONS) {
         SSL_SESSION_free(s->_v[0]);
-        memmove(&s->_v[0], &s->_v[1], (SQ_TLS_SESSIONS - 1) * sizeof(s->_v[0]));
-        s->_n--;
+        sessions_remove(s, 0);
     }
+    s->_c[s->_n] = ctx;
     s->_v[s->_n++] = sess;
 }
 
-/* The newest resumable session, or NULL; *taken says whether it left the cache (a TLS 1.3
- * ticket: the caller then owns that reference). Spent sessions found on the way are freed. */
-static SSL_SESSION *sessions_take(struct sq_tls_sessions *s, bool *taken)
+/* The newest resumable session issued under ctx, or NULL; *taken says whether it left the cache
+ * (a TLS 1.3 ticket: the caller then owns that reference). Spent sessions of ctx found on the way
+ * are freed. A session is only offered by the context it came from: one resumed elsewhere would
+ * skip that context's certificate and name checks (a worker may reach several hosts). */
+static SSL_SESSION *sessions_take(struct sq_tls_sessions *s, const SSL_CTX *ctx, bool *taken)
 {
     *taken = false;
-    while (s->_n > 0) {
-        SSL_SESSION *sess = s->_v[s->_n - 1];
+    for (unsigned i = s->_n; i-- > 0;) {
+        if (s->_c[i] != ctx)
+            continue;
+        SSL_SESSION *sess = s->_v[i];
         if (!SSL_SESSION_is_resumable(sess)) {
             SSL_SESSION_free(sess);
-            s->_n--;
+            sessions_remove(s, i);
             continue;
         }
         if (SSL_SESSION_get_protocol_version(sess) >= TLS1_3_VERSION) {
-            s->_n--;
+            sessions_remove(s, i);
             *taken = true;
         }
         return sess;
@@ -324,7 +334,7 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
     struct sq_tls_conn *t = SSL_get_ex_data(ssl, ex_index_once());
     if (!t || !t->cache)
         return 0;
-    sessions_push(t->cache, sess);
+    sessions_push(t->cache, sess, SSL_get_SSL_CTX(ssl));
     return 1; /* the cache keeps the reference */
 }
 
@@ -759,7 +769,7 @@ int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, i
         return -ENOMEM;
     }
     bool taken;
-    SSL_SESSION *sess = cache ? sessions_take(cache, &taken) : NULL;
+    SSL_SESSION *sess = cache ? sessions_take(cache, c->ctx, &taken) : NULL;
     if (sess) {
         SSL_set_session(t->ssl, sess); /* holds its own reference; a failure costs the resumption */
         if (taken)

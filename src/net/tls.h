@@ -63,11 +63,14 @@ void sq_tls_client_free(struct sq_tls_client *c); /* NULL is a no-op */
  * servers gave this thread's connections, and offers the newest on the next connection. A
  * TLS 1.3 ticket is used once (OpenSSL's client spends it: RFC 8446 C.4), so it leaves the cache
  * when offered and each resumed connection brings a fresh one; a TLS 1.2 session stays and is
- * offered again. Zero-initialised storage is an empty cache; sq_tls_sessions_dispose frees what
- * it holds. Not thread-safe: one per thread. */
+ * offered again. A session is offered only by the client context whose connection got it (a
+ * thread may reach several hosts, each with its own context and checks). Zero-initialised storage
+ * is an empty cache; sq_tls_sessions_dispose frees what it holds. Not thread-safe: one per
+ * thread. */
 #define SQ_TLS_SESSIONS 64
 struct sq_tls_sessions {
-    void *_v[SQ_TLS_SESSIONS]; /* SSL_SESSION *, oldest first */
+    void *_v[SQ_TLS_SESSIONS];       /* SSL_SESSION *, oldest first */
+    const void *_c[SQ_TLS_SESSIONS]; /* the SSL_CTX whose connection got each */
     unsigned _n;
 };
 void sq_tls_sessions_dispose(struct sq_tls_sessions *s);

@@ -566,6 +566,40 @@ static void test_client_suite_order(void **state)
     sq_tls_server_free(sv);
 }
 
+/* A thread's cache serves several client contexts (hosts): a session is offered only by the
+ * context that got it, so a context with other checks still verifies the server. */
+static void test_sessions_per_context(void **state)
+{
+    (void)state;
+    struct sq_tls_server *sv = server(&(struct sq_tls_server_opts){.cert_out = certfile});
+    struct sq_tls_client *cl =
+        client(&(struct sq_tls_client_opts){.cacert = certfile, .host = "localhost"});
+    struct sq_tls_client *strict = client(&(struct sq_tls_client_opts){.host = "localhost"});
+    struct sq_tls_sessions cache = {0};
+    struct pair p;
+    pair_open(&p, cl, &cache, sv);
+    pair_handshake(&p);
+    assert_int_equal(p.crc, 0);
+    pair_exchange(&p);
+    pair_close(&p);
+    assert_int_equal(sq_tls_sessions_count(&cache), 1);
+    pair_open(&p, strict, &cache, sv); /* trusts no CA of this server: must not resume */
+    pair_handshake(&p);
+    assert_int_equal(p.crc, -EPROTO);
+    assert_non_null(strstr(sq_tls_conn_error(p.c), "certificate verify failed"));
+    pair_close(&p);
+    assert_int_equal(sq_tls_sessions_count(&cache), 1); /* still cl's */
+    pair_open(&p, cl, &cache, sv);
+    pair_handshake(&p);
+    assert_int_equal(p.crc, 0);
+    assert_true(sq_tls_resumed(p.c));
+    pair_close(&p);
+    sq_tls_sessions_dispose(&cache);
+    sq_tls_client_free(strict);
+    sq_tls_client_free(cl);
+    sq_tls_server_free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -581,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_server_pem),
         cmocka_unit_test(test_no_sigpipe),
         cmocka_unit_test(test_client_suite_order),
+        cmocka_unit_test(test_sessions_per_context),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
