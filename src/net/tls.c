@@ -69,7 +69,8 @@ struct sq_tls_conn {
     const struct sq_tls_client *client; /* NULL on the server side */
     struct sq_tls_sessions *cache;
     bool want_write;
-    bool failed; /* a fatal error: no close_notify */
+    bool failed; /* a fatal error: no close_notify, and the SSL is not kept for reuse */
+    bool shut;   /* close_notify sent (or tried) */
     int vdepth;  /* the first certificate that failed verification: depth, or -1 */
     char vsubj[96];
     char err[SQ_TLS_ERRLEN];
@@ -285,6 +286,7 @@ static int set_client_suites(SSL_CTX *ctx)
     return 0;
 }
 
+/* Adds sess (its reference) to the cache, dropping the oldest when full. */
 /* Drops entry i of the cache (not its reference). */
 static void sessions_remove(struct sq_tls_sessions *s, unsigned i)
 {
@@ -338,6 +340,37 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
     return 1; /* the cache keeps the reference */
 }
 
+/* Keeps the SSL of a finished client connection for the next one: reset by SSL_clear (the
+ * handshake state, keys and buffers' contents go; the settings copied from the context and the
+ * read buffer stay), with no session and no connection pointer. False: not kept (the caller
+ * frees it). */
+static bool spare_put(struct sq_tls_sessions *s, SSL *ssl)
+{
+    if (s->_nspare == SQ_TLS_SPARES)
+        return false;
+    SSL_set_ex_data(ssl, ex_index_once(), NULL);
+    if (SSL_clear(ssl) != 1) {
+        ERR_clear_error();
+        return false;
+    }
+    SSL_set_session(ssl, NULL); /* the ticket is the cache's (or spent), not this object's */
+    s->_spare[s->_nspare++] = ssl;
+    return true;
+}
+
+/* A spare SSL of ctx, or NULL. Spares of another context (a worker reaching several hosts) are
+ * freed on the way. */
+static SSL *spare_take(struct sq_tls_sessions *s, SSL_CTX *ctx)
+{
+    while (s->_nspare > 0) {
+        SSL *ssl = s->_spare[--s->_nspare];
+        if (SSL_get_SSL_CTX(ssl) == ctx)
+            return ssl;
+        SSL_free(ssl);
+    }
+    return NULL;
+}
+
 void sq_tls_sessions_dispose(struct sq_tls_sessions *s)
 {
     if (!s)
@@ -345,11 +378,19 @@ void sq_tls_sessions_dispose(struct sq_tls_sessions *s)
     for (unsigned i = 0; i < s->_n; i++)
         SSL_SESSION_free(s->_v[i]);
     s->_n = 0;
+    for (unsigned i = 0; i < s->_nspare; i++)
+        SSL_free(s->_spare[i]);
+    s->_nspare = 0;
 }
 
 unsigned sq_tls_sessions_count(const struct sq_tls_sessions *s)
 {
     return s->_n;
+}
+
+unsigned sq_tls_sessions_spares(const struct sq_tls_sessions *s)
+{
+    return s->_nspare;
 }
 
 int sq_tls_client_new(const struct sq_tls_client_opts *o, struct sq_tls_client **out, char *errbuf,
@@ -734,13 +775,16 @@ static int set_socket(SSL *ssl, int fd)
     return 1;
 }
 
-static int conn_new(SSL_CTX *ctx, int fd, struct sq_tls_conn **out)
+/* A connection on fd with ssl (a spare, owned from here on) or a new SSL of ctx. */
+static int conn_new(SSL_CTX *ctx, SSL *ssl, int fd, struct sq_tls_conn **out)
 {
     struct sq_tls_conn *t = calloc(1, sizeof(*t));
-    if (!t)
+    if (!t) {
+        SSL_free(ssl);
         return -ENOMEM;
+    }
     t->vdepth = -1;
-    t->ssl = SSL_new(ctx);
+    t->ssl = ssl ? ssl : SSL_new(ctx);
     if (!t->ssl || set_socket(t->ssl, fd) != 1 ||
         SSL_set_ex_data(t->ssl, ex_index_once(), t) != 1) {
         ERR_clear_error();
@@ -755,7 +799,7 @@ int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, i
                        struct sq_tls_conn **out)
 {
     struct sq_tls_conn *t;
-    int rc = conn_new(c->ctx, fd, &t);
+    int rc = conn_new(c->ctx, cache ? spare_take(cache, c->ctx) : NULL, fd, &t);
     if (rc < 0)
         return rc;
     t->client = c;
@@ -783,7 +827,7 @@ int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, i
 int sq_tls_conn_server(struct sq_tls_server *s, int fd, struct sq_tls_conn **out)
 {
     struct sq_tls_conn *t;
-    int rc = conn_new(s->ctx, fd, &t);
+    int rc = conn_new(s->ctx, NULL, fd, &t);
     if (rc < 0)
         return rc;
     t->alpn = &s->alpn;
@@ -801,6 +845,11 @@ void sq_tls_conn_free(struct sq_tls_conn *t)
      * not spoil a session: a fatal TLS error has already marked it where it applies. */
     if (t->ssl)
         SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    /* A client connection that completed its handshake and met no TLS error leaves its object
+     * for the thread's next connection (SSL_clear, as h2load does); anything else is freed. */
+    if (t->client && t->cache && t->ssl && !t->failed && SSL_is_init_finished(t->ssl) &&
+        spare_put(t->cache, t->ssl))
+        t->ssl = NULL;
     SSL_free(t->ssl);
     free(t);
 }
@@ -951,11 +1000,11 @@ bool sq_tls_buffered(const struct sq_tls_conn *t)
 
 void sq_tls_shutdown(struct sq_tls_conn *t)
 {
-    if (t->failed || !SSL_is_init_finished(t->ssl))
+    if (t->failed || t->shut || !SSL_is_init_finished(t->ssl))
         return;
     SSL_shutdown(t->ssl); /* one try: the close_notify goes out unless the socket is full */
     ERR_clear_error();
-    t->failed = true; /* once */
+    t->shut = true; /* once */
 }
 
 const char *sq_tls_conn_error(const struct sq_tls_conn *t)
