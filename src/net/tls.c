@@ -1,10 +1,11 @@
 /* net/tls.c - TLS on non-blocking sockets with OpenSSL 3 (see tls.h, docs/internals/net.md).
  *
  * Shape: one SSL_CTX per context, built once and shared read-only; one SSL per connection with a
- * plain socket BIO on the caller's fd. Read-ahead stays off, so OpenSSL reads the socket one
- * record at a time and never holds ciphertext the poller cannot see. Writes are all-or-nothing
- * (no partial-write mode) with moving buffers allowed, which is what lets a caller retry an
- * EAGAIN'd write from a copy of the same bytes.
+ * plain socket BIO on the caller's fd (a client's SSL is reset and kept in its thread's cache
+ * when the connection ends cleanly, for the next connection of the same context). Read-ahead stays
+ * off, so OpenSSL reads the socket one record at a time and never holds ciphertext the poller
+ * cannot see. Writes are all-or-nothing (no partial-write mode) with moving buffers allowed, which
+ * is what lets a caller retry an EAGAIN'd write from a copy of the same bytes.
  *
  * Resumption (client): the context keeps no session cache of its own; a new-session callback
  * puts each session a server issues into the connection's sq_tls_sessions (one per worker
