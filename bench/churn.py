@@ -18,6 +18,10 @@ wall time, start-up included: noisy) and client CPU per handshake for
 squall (reconnects resume: TLS 1.3 tickets), h2load --h1 (one handshake per request) and
 `openssl s_time` -new (full handshakes) and -reuse (resumed), one
 connection at a time as s_time works. Handshakes are the target's accepted connections.
+Once per arm, outside the timed rounds, for squall and h2load (unless --no-counts):
+  ins/hs   user-space instructions per handshake (callgrind, the difference of -n 500 and
+           -n 1,500 over the difference of the target's accepted connections), with the
+           suite negotiated and, for squall, the share of handshakes resumed (its JSON result)
 
 Arms alternate: round r starts at arm r mod the number of arms. Medians with min-max spread.
 The server runs on CPU 0 and the client on CPU 1 when there are two CPUs or more.
@@ -25,6 +29,7 @@ The server runs on CPU 0 and the client on CPU 1 when there are two CPUs or more
     python3 bench/churn.py                 # plain, 3 rounds of 4 s, counts
     python3 bench/churn.py --tls           # and the TLS arms
     python3 bench/churn.py --base OLD/squall   # and another build's arm, alternated with these
+    python3 bench/churn.py --tls-only --rounds 1 --duration 2   # the TLS arms alone
 """
 import argparse
 import json
@@ -224,12 +229,55 @@ def tls(args, port):
             res[arm]["cpu"].append(cpu * 1e6 / max(n, 1))
             print(f"round {r + 1} {arm}: {n} connections, {cpu * 1e6 / max(n, 1):.1f} µs "
                   f"CPU/handshake", flush=True)
+    counts = {} if args.no_counts else tls_counts(args, port, url)
     print(f"\n### Churn over TLS: /fast, `{CLOSE}`, c={args.conns} (s_time: one at a time), "
           f"{args.duration} s, {args.rounds} rounds (median, min–max)\n")
-    print("| client | handshakes/s | client CPU µs/handshake |")
-    print("|---|---:|---:|")
+    print("| client | handshakes/s | client CPU µs/handshake | user instr/handshake | suite |")
+    print("|---|---:|---:|---:|---|")
     for arm in names:
-        print(f"| {arm} | {fmt(res[arm]['hs'], 0)} | {fmt(res[arm]['cpu'])} |")
+        c = counts.get(arm)
+        print(f"| {arm} | {fmt(res[arm]['hs'], 0)} | {fmt(res[arm]['cpu'])} | "
+              f"{f'{c[0]:,.0f}' if c else '-'} | {c[1] if c else '-'} |")
+    if "squall (resumed)" in counts:
+        print(f"\nsquall's callgrind runs: {counts['squall (resumed)'][2]}")
+
+
+def tls_counts(args, port, url):
+    """User-space instructions per handshake (callgrind, the difference of two run lengths over
+    the difference of the target's accepted connections): {arm: (instr, suite, note)}."""
+    out = {}
+    for arm in ("squall (resumed)", "h2load --h1"):
+        if arm.startswith("h2load") and not shutil.which("h2load"):
+            continue
+        pts = []
+        for n in (500, 1500):
+            with tempfile.TemporaryDirectory() as d:
+                res = os.path.join(d, "res.json")
+                if arm.startswith("squall"):
+                    base = [SQUALL, url, "-k", "-c", str(args.conns), "-t", "1", "-H", CLOSE,
+                            "-n", str(n), "--json", res]
+                else:
+                    base = ["h2load", "--h1", "-c", str(args.conns), "-t", "1", "-n", str(n),
+                            "-H", CLOSE, url]
+                reset(port, True)
+                p = subprocess.run(["valgrind", "--tool=callgrind",
+                                    f"--callgrind-out-file={os.path.join(d, 'cg')}", *base],
+                                   capture_output=True, text=True, timeout=600)
+                count = int(re.search(r"Collected : (\d+)", p.stderr).group(1))
+                hs = served(port, True, what=None) - 1  # the reset's own connection
+                if arm.startswith("squall"):
+                    with open(res) as f:
+                        t = json.load(f)["tls"]
+                    suite = t["cipher"]
+                    note = f"{t['resumed']:,} of {t['handshakes']:,} handshakes resumed (-n {n})"
+                else:
+                    m = re.search(r"Cipher: (\S+)", p.stdout)
+                    suite, note = (m.group(1) if m else "?"), ""
+            pts.append((hs, count))
+        (n1, c1), (n2, c2) = pts
+        out[arm] = ((c2 - c1) / (n2 - n1), suite, note)
+        print(f"{arm}: {out[arm][0]:,.0f} user instructions per handshake ({suite})", flush=True)
+    return out
 
 
 def main():
@@ -238,6 +286,7 @@ def main():
     ap.add_argument("--duration", type=int, default=4)
     ap.add_argument("--conns", type=int, default=16)
     ap.add_argument("--tls", action="store_true", help="also the TLS arms")
+    ap.add_argument("--tls-only", action="store_true", help="only the TLS arms")
     ap.add_argument("--tls-requests", type=int, default=5000, help="h2load's -n (default 5000)")
     ap.add_argument("--no-counts", action="store_true", help="skip strace and callgrind")
     ap.add_argument("--no-netns", action="store_true", help="stay in this network namespace")
@@ -252,12 +301,14 @@ def main():
         env = dict(os.environ, CHURN_NETNS="1")
         sh = f"ip link set lo up && exec {sys.executable} {' '.join(map(repr, sys.argv))}"
         os.execvpe("unshare", ["unshare", "-n", "sh", "-c", sh], env)
-    for tool in ["wrk"] + ([] if args.no_counts else ["strace", "valgrind"]):
+    tools = ([] if args.tls_only else ["wrk"]) + ([] if args.no_counts else ["strace", "valgrind"])
+    for tool in tools:
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed")
     print(f"squall {SQUALL}; private network namespace: {bool(os.environ.get('CHURN_NETNS'))}; "
           f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-    for want_tls in [False] + ([True] if args.tls else []):
+    for want_tls in ([] if args.tls_only else [False]) + ([True] if args.tls or args.tls_only
+                                                             else []):
         port = free_port()
         cmd = pin(0) + [SQUALL, "target", "-t", "1", "-p", str(port), "-q"]
         srv = subprocess.Popen(cmd + (["--tls"] if want_tls else []),

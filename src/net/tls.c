@@ -1,10 +1,11 @@
 /* net/tls.c - TLS on non-blocking sockets with OpenSSL 3 (see tls.h, docs/internals/net.md).
  *
  * Shape: one SSL_CTX per context, built once and shared read-only; one SSL per connection with a
- * plain socket BIO on the caller's fd. Read-ahead stays off, so OpenSSL reads the socket one
- * record at a time and never holds ciphertext the poller cannot see. Writes are all-or-nothing
- * (no partial-write mode) with moving buffers allowed, which is what lets a caller retry an
- * EAGAIN'd write from a copy of the same bytes.
+ * plain socket BIO on the caller's fd (a client's SSL is reset and kept in its thread's cache
+ * when the connection ends cleanly, for the next connection of the same context). Read-ahead stays
+ * off, so OpenSSL reads the socket one record at a time and never holds ciphertext the poller
+ * cannot see. Writes are all-or-nothing (no partial-write mode) with moving buffers allowed, which
+ * is what lets a caller retry an EAGAIN'd write from a copy of the same bytes.
  *
  * Resumption (client): the context keeps no session cache of its own; a new-session callback
  * puts each session a server issues into the connection's sq_tls_sessions (one per worker
@@ -69,7 +70,8 @@ struct sq_tls_conn {
     const struct sq_tls_client *client; /* NULL on the server side */
     struct sq_tls_sessions *cache;
     bool want_write;
-    bool failed; /* a fatal error: no close_notify */
+    bool failed; /* a fatal error: no close_notify, and the SSL is not kept for reuse */
+    bool shut;   /* close_notify sent (or tried) */
     int vdepth;  /* the first certificate that failed verification: depth, or -1 */
     char vsubj[96];
     char err[SQ_TLS_ERRLEN];
@@ -263,31 +265,68 @@ static void set_common(SSL_CTX *ctx)
 
 /* ---- client ---- */
 
+/* A browser's suites in a browser's order (Chrome's): AES-128-GCM first (the server picks from
+ * the client's order unless it prefers its own). OpenSSL's default puts AES-256-GCM first, whose
+ * SHA-384 key schedule costs a resumed TLS 1.3 handshake ~100k more instructions (of ~2.3M,
+ * X25519 included), and offers 27 TLS 1.2 suites (DHE and CBC-SHA-2 ones that browsers dropped),
+ * which cost ~35k more to build into each ClientHello. A load generator should look like the
+ * clients the server meets, and a server that browsers reach accepts this list. */
+#define CLIENT_SUITES_13                                                                           \
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+#define CLIENT_SUITES_12                                                                           \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"     \
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"       \
+    "ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES256-SHA:AES128-GCM-SHA256:AES256-GCM-SHA384:AES128-SHA:"    \
+    "AES256-SHA"
+
+static int set_client_suites(SSL_CTX *ctx)
+{
+    if (SSL_CTX_set_cipher_list(ctx, CLIENT_SUITES_12) != 1 ||
+        SSL_CTX_set_ciphersuites(ctx, CLIENT_SUITES_13) != 1) {
+        ERR_clear_error();
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 /* Adds sess (its reference) to the cache, dropping the oldest when full. */
-static void sessions_push(struct sq_tls_sessions *s, SSL_SESSION *sess)
+/* Drops entry i of the cache (not its reference). */
+static void sessions_remove(struct sq_tls_sessions *s, unsigned i)
+{
+    memmove(&s->_v[i], &s->_v[i + 1], (s->_n - i - 1) * sizeof(s->_v[0]));
+    memmove(&s->_c[i], &s->_c[i + 1], (s->_n - i - 1) * sizeof(s->_c[0]));
+    s->_n--;
+}
+
+/* Adds sess (its reference), issued to a connection of ctx, dropping the oldest when full. */
+static void sessions_push(struct sq_tls_sessions *s, SSL_SESSION *sess, const SSL_CTX *ctx)
 {
     if (s->_n == SQ_TLS_SESSIONS) {
         SSL_SESSION_free(s->_v[0]);
-        memmove(&s->_v[0], &s->_v[1], (SQ_TLS_SESSIONS - 1) * sizeof(s->_v[0]));
-        s->_n--;
+        sessions_remove(s, 0);
     }
+    s->_c[s->_n] = ctx;
     s->_v[s->_n++] = sess;
 }
 
-/* The newest resumable session, or NULL; *taken says whether it left the cache (a TLS 1.3
- * ticket: the caller then owns that reference). Spent sessions found on the way are freed. */
-static SSL_SESSION *sessions_take(struct sq_tls_sessions *s, bool *taken)
+/* The newest resumable session issued under ctx, or NULL; *taken says whether it left the cache
+ * (a TLS 1.3 ticket: the caller then owns that reference). Spent sessions of ctx found on the way
+ * are freed. A session is only offered by the context it came from: one resumed elsewhere would
+ * skip that context's certificate and name checks (a worker may reach several hosts). */
+static SSL_SESSION *sessions_take(struct sq_tls_sessions *s, const SSL_CTX *ctx, bool *taken)
 {
     *taken = false;
-    while (s->_n > 0) {
-        SSL_SESSION *sess = s->_v[s->_n - 1];
+    for (unsigned i = s->_n; i-- > 0;) {
+        if (s->_c[i] != ctx)
+            continue;
+        SSL_SESSION *sess = s->_v[i];
         if (!SSL_SESSION_is_resumable(sess)) {
             SSL_SESSION_free(sess);
-            s->_n--;
+            sessions_remove(s, i);
             continue;
         }
         if (SSL_SESSION_get_protocol_version(sess) >= TLS1_3_VERSION) {
-            s->_n--;
+            sessions_remove(s, i);
             *taken = true;
         }
         return sess;
@@ -300,8 +339,39 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
     struct sq_tls_conn *t = SSL_get_ex_data(ssl, ex_index_once());
     if (!t || !t->cache)
         return 0;
-    sessions_push(t->cache, sess);
+    sessions_push(t->cache, sess, SSL_get_SSL_CTX(ssl));
     return 1; /* the cache keeps the reference */
+}
+
+/* Keeps the SSL of a finished client connection for the next one: reset by SSL_clear (the
+ * handshake state, keys and buffers' contents go; the settings copied from the context and the
+ * read buffer stay), with no session and no connection pointer. False: not kept (the caller
+ * frees it). */
+static bool spare_put(struct sq_tls_sessions *s, SSL *ssl)
+{
+    if (s->_nspare == SQ_TLS_SPARES)
+        return false;
+    SSL_set_ex_data(ssl, ex_index_once(), NULL);
+    if (SSL_clear(ssl) != 1) {
+        ERR_clear_error();
+        return false;
+    }
+    SSL_set_session(ssl, NULL); /* the ticket is the cache's (or spent), not this object's */
+    s->_spare[s->_nspare++] = ssl;
+    return true;
+}
+
+/* A spare SSL of ctx, or NULL. Spares of another context (a worker reaching several hosts) are
+ * freed on the way. */
+static SSL *spare_take(struct sq_tls_sessions *s, SSL_CTX *ctx)
+{
+    while (s->_nspare > 0) {
+        SSL *ssl = s->_spare[--s->_nspare];
+        if (SSL_get_SSL_CTX(ssl) == ctx)
+            return ssl;
+        SSL_free(ssl);
+    }
+    return NULL;
 }
 
 void sq_tls_sessions_dispose(struct sq_tls_sessions *s)
@@ -311,11 +381,19 @@ void sq_tls_sessions_dispose(struct sq_tls_sessions *s)
     for (unsigned i = 0; i < s->_n; i++)
         SSL_SESSION_free(s->_v[i]);
     s->_n = 0;
+    for (unsigned i = 0; i < s->_nspare; i++)
+        SSL_free(s->_spare[i]);
+    s->_nspare = 0;
 }
 
 unsigned sq_tls_sessions_count(const struct sq_tls_sessions *s)
 {
     return s->_n;
+}
+
+unsigned sq_tls_sessions_spares(const struct sq_tls_sessions *s)
+{
+    return s->_nspare;
 }
 
 int sq_tls_client_new(const struct sq_tls_client_opts *o, struct sq_tls_client **out, char *errbuf,
@@ -338,6 +416,8 @@ int sq_tls_client_new(const struct sq_tls_client_opts *o, struct sq_tls_client *
     }
     set_common(c->ctx);
     if ((rc = set_versions(c->ctx, o->min_version, o->max_version, errbuf, errlen)) < 0)
+        goto fail;
+    if ((rc = set_client_suites(c->ctx)) < 0)
         goto fail;
     rc = -EINVAL;
     char tmp[128];
@@ -698,13 +778,16 @@ static int set_socket(SSL *ssl, int fd)
     return 1;
 }
 
-static int conn_new(SSL_CTX *ctx, int fd, struct sq_tls_conn **out)
+/* A connection on fd with ssl (a spare, owned from here on) or a new SSL of ctx. */
+static int conn_new(SSL_CTX *ctx, SSL *ssl, int fd, struct sq_tls_conn **out)
 {
     struct sq_tls_conn *t = calloc(1, sizeof(*t));
-    if (!t)
+    if (!t) {
+        SSL_free(ssl);
         return -ENOMEM;
+    }
     t->vdepth = -1;
-    t->ssl = SSL_new(ctx);
+    t->ssl = ssl ? ssl : SSL_new(ctx);
     if (!t->ssl || set_socket(t->ssl, fd) != 1 ||
         SSL_set_ex_data(t->ssl, ex_index_once(), t) != 1) {
         ERR_clear_error();
@@ -719,7 +802,7 @@ int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, i
                        struct sq_tls_conn **out)
 {
     struct sq_tls_conn *t;
-    int rc = conn_new(c->ctx, fd, &t);
+    int rc = conn_new(c->ctx, cache ? spare_take(cache, c->ctx) : NULL, fd, &t);
     if (rc < 0)
         return rc;
     t->client = c;
@@ -733,7 +816,7 @@ int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, i
         return -ENOMEM;
     }
     bool taken;
-    SSL_SESSION *sess = cache ? sessions_take(cache, &taken) : NULL;
+    SSL_SESSION *sess = cache ? sessions_take(cache, c->ctx, &taken) : NULL;
     if (sess) {
         SSL_set_session(t->ssl, sess); /* holds its own reference; a failure costs the resumption */
         if (taken)
@@ -747,7 +830,7 @@ int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, i
 int sq_tls_conn_server(struct sq_tls_server *s, int fd, struct sq_tls_conn **out)
 {
     struct sq_tls_conn *t;
-    int rc = conn_new(s->ctx, fd, &t);
+    int rc = conn_new(s->ctx, NULL, fd, &t);
     if (rc < 0)
         return rc;
     t->alpn = &s->alpn;
@@ -765,6 +848,11 @@ void sq_tls_conn_free(struct sq_tls_conn *t)
      * not spoil a session: a fatal TLS error has already marked it where it applies. */
     if (t->ssl)
         SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    /* A client connection that completed its handshake and met no TLS error leaves its object
+     * for the thread's next connection (SSL_clear, as h2load does); anything else is freed. */
+    if (t->client && t->cache && t->ssl && !t->failed && SSL_is_init_finished(t->ssl) &&
+        spare_put(t->cache, t->ssl))
+        t->ssl = NULL;
     SSL_free(t->ssl);
     free(t);
 }
@@ -915,11 +1003,11 @@ bool sq_tls_buffered(const struct sq_tls_conn *t)
 
 void sq_tls_shutdown(struct sq_tls_conn *t)
 {
-    if (t->failed || !SSL_is_init_finished(t->ssl))
+    if (t->failed || t->shut || !SSL_is_init_finished(t->ssl))
         return;
     SSL_shutdown(t->ssl); /* one try: the close_notify goes out unless the socket is full */
     ERR_clear_error();
-    t->failed = true; /* once */
+    t->shut = true; /* once */
 }
 
 const char *sq_tls_conn_error(const struct sq_tls_conn *t)

@@ -63,16 +63,30 @@ void sq_tls_client_free(struct sq_tls_client *c); /* NULL is a no-op */
  * servers gave this thread's connections, and offers the newest on the next connection. A
  * TLS 1.3 ticket is used once (OpenSSL's client spends it: RFC 8446 C.4), so it leaves the cache
  * when offered and each resumed connection brings a fresh one; a TLS 1.2 session stays and is
- * offered again. Zero-initialised storage is an empty cache; sq_tls_sessions_dispose frees what
- * it holds. Not thread-safe: one per thread. */
+ * offered again. A session is offered only by the client context whose connection got it (a
+ * thread may reach several hosts, each with its own context and checks). Zero-initialised storage
+ * is an empty cache; sq_tls_sessions_dispose frees what it holds. Not thread-safe: one per
+ * thread.
+ *
+ * It also keeps up to SQ_TLS_SPARES connection objects of closed connections, reset (no keys,
+ * no session, no socket) for the thread's next connection on the same client context: a
+ * connection whose handshake completed and that ended without a TLS error leaves its SSL here
+ * instead of freeing it, which spares the next connection an SSL_new and an SSL_free (the
+ * copy of the context's settings, and the read buffer). */
 #define SQ_TLS_SESSIONS 64
+#define SQ_TLS_SPARES   4
 struct sq_tls_sessions {
-    void *_v[SQ_TLS_SESSIONS]; /* SSL_SESSION *, oldest first */
+    void *_v[SQ_TLS_SESSIONS];       /* SSL_SESSION *, oldest first */
+    const void *_c[SQ_TLS_SESSIONS]; /* the SSL_CTX whose connection got each */
     unsigned _n;
+    void *_spare[SQ_TLS_SPARES]; /* SSL *, cleared */
+    unsigned _nspare;
 };
 void sq_tls_sessions_dispose(struct sq_tls_sessions *s);
 /* Sessions held now (for tests). */
 unsigned sq_tls_sessions_count(const struct sq_tls_sessions *s);
+/* Spare connection objects held now (for tests). */
+unsigned sq_tls_sessions_spares(const struct sq_tls_sessions *s);
 
 /* ---- server ---- */
 
@@ -108,8 +122,9 @@ void sq_tls_pem_free(char *pem);
 struct sq_tls_conn; /* opaque; owned by the thread that drives it */
 
 /* A client connection on a connected non-blocking fd; cache (may be NULL) supplies a session to
- * resume and receives the new ones. The fd stays the caller's (never closed here).
- * Returns 0 or -ENOMEM. */
+ * resume and receives the new ones, and a spare connection object if it holds one of c (the
+ * connection then takes its object back to cache when freed). The fd stays the caller's (never
+ * closed here). Returns 0 or -ENOMEM. */
 SQ_MUST_CHECK int sq_tls_conn_client(struct sq_tls_client *c, struct sq_tls_sessions *cache, int fd,
                                      struct sq_tls_conn **out);
 /* A server connection on an accepted non-blocking fd. Returns 0 or -ENOMEM. */

@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -159,6 +160,8 @@ class GeneratedCertTest(TlsCase):
         # once each: the worker keeps one per connection).
         self.assertGreaterEqual(t["resumed"], t["handshakes"] - 4, t)
         self.assertEqual(doc["errors"]["tls"], 0)
+        # The client offers AES-128-GCM first (a browser's order); the target follows it.
+        self.assertEqual(t["cipher"], "TLS_AES_128_GCM_SHA256")
         self.check_accounting(doc)
 
     def test_tls12(self):
@@ -167,6 +170,7 @@ class GeneratedCertTest(TlsCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(doc["tls"]["version"], "TLSv1.2")
         self.assertGreater(doc["tls"]["resumed"], 0)
+        self.assertEqual(doc["tls"]["cipher"], "ECDHE-ECDSA-AES128-GCM-SHA256")
         p, doc, _ = run_json(self.url(), "-n", "10", "-c", "1", "-k", "--tls-min", "1.3")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(doc["tls"]["version"], "TLSv1.3")
@@ -281,6 +285,47 @@ class ClientCertTest(TlsCase):
             self.assertEqual(p.returncode, 0, p.stderr)
         finally:
             sqtest.stop(proc)
+
+
+@unittest.skipUnless(have_openssl(), "needs the openssl command")
+class OpenSSLServerTest(TlsCase):
+    """`openssl s_server` (another program on OpenSSL's defaults, which follow the client's
+    order): squall negotiates AES-128-GCM first, in TLS 1.3 and 1.2, and resumes."""
+
+    def test_suite_order_and_resumption(self):
+        d = tempfile.mkdtemp(prefix="sq_tls_")
+        try:
+            openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "k.pem", "-out",
+                    "c.pem", "-subj", "/CN=localhost", "-days", "1", cwd=d)
+            port = sqtest.free_port()
+            srv = subprocess.Popen(["openssl", "s_server", "-accept", "%s:%d" % (HOST, port),
+                                    "-cert", "c.pem", "-key", "k.pem", "-www", "-quiet",
+                                    "-naccept", "1000"],
+                                   cwd=d, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+            try:
+                url = "https://%s:%d/" % (HOST, port)
+                for _ in range(100):
+                    try:
+                        socket.create_connection((HOST, port), timeout=1).close()
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+                for extra, version, cipher in (((), "TLSv1.3", "TLS_AES_128_GCM_SHA256"),
+                                               (("--tls-max", "1.2"), "TLSv1.2",
+                                                "ECDHE-RSA-AES128-GCM-SHA256")):
+                    # s_server -www answers and closes: every request is a new connection.
+                    p, doc, _ = run_json(url, "-n", "20", "-c", "1", "-k", *extra)
+                    self.assertEqual(p.returncode, 0, p.stderr)
+                    t = doc["tls"]
+                    self.assertEqual((t["version"], t["cipher"]), (version, cipher), t)
+                    self.assertEqual(doc["requests"]["completed"], 20)
+                    self.assertGreaterEqual(t["handshakes"], 20, t)
+                    self.assertGreater(t["resumed"], 0, t)
+            finally:
+                sqtest.stop_proc(srv)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class FlagTest(unittest.TestCase):

@@ -1,6 +1,7 @@
 /* tests/unit/test_tls.c - net/tls: client and server objects over a non-blocking socketpair:
  * handshakes, verification messages, hostname checks, resumption, ALPN, client certificates,
- * EAGAIN'd writes retried from a moved copy, and option errors. */
+ * EAGAIN'd writes retried from a moved copy, option errors, the client's suite order, and the
+ * connection objects a thread keeps for its next connections. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -543,6 +544,119 @@ static int teardown(void **state)
     return sh("rm -rf '%s'", tmpdir) == 0 ? 0 : -1;
 }
 
+/* The client offers AES-128-GCM first (a browser's order), so a server that follows the client's
+ * order (OpenSSL's default) negotiates it, in TLS 1.3 and 1.2. */
+static void test_client_suite_order(void **state)
+{
+    (void)state;
+    struct sq_tls_server *sv = server(&(struct sq_tls_server_opts){0});
+    static const char *const maxv[] = {"1.3", "1.2"};
+    static const char *const want[] = {"TLS_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"};
+    for (int v = 0; v < 2; v++) {
+        struct sq_tls_client *cl =
+            client(&(struct sq_tls_client_opts){.insecure = true, .max_version = maxv[v]});
+        struct pair p;
+        pair_open(&p, cl, NULL, sv);
+        pair_handshake(&p);
+        assert_int_equal(p.crc, 0);
+        assert_string_equal(sq_tls_cipher(p.c), want[v]);
+        assert_string_equal(sq_tls_cipher(p.s), want[v]);
+        pair_close(&p);
+        sq_tls_client_free(cl);
+    }
+    sq_tls_server_free(sv);
+}
+
+/* A thread's cache serves several client contexts (hosts): a session is offered only by the
+ * context that got it, so a context with other checks still verifies the server. */
+static void test_sessions_per_context(void **state)
+{
+    (void)state;
+    struct sq_tls_server *sv = server(&(struct sq_tls_server_opts){.cert_out = certfile});
+    struct sq_tls_client *cl =
+        client(&(struct sq_tls_client_opts){.cacert = certfile, .host = "localhost"});
+    struct sq_tls_client *strict = client(&(struct sq_tls_client_opts){.host = "localhost"});
+    struct sq_tls_sessions cache = {0};
+    struct pair p;
+    pair_open(&p, cl, &cache, sv);
+    pair_handshake(&p);
+    assert_int_equal(p.crc, 0);
+    pair_exchange(&p);
+    pair_close(&p);
+    assert_int_equal(sq_tls_sessions_count(&cache), 1);
+    pair_open(&p, strict, &cache, sv); /* trusts no CA of this server: must not resume */
+    pair_handshake(&p);
+    assert_int_equal(p.crc, -EPROTO);
+    assert_non_null(strstr(sq_tls_conn_error(p.c), "certificate verify failed"));
+    pair_close(&p);
+    assert_int_equal(sq_tls_sessions_count(&cache), 1); /* still cl's */
+    pair_open(&p, cl, &cache, sv);
+    pair_handshake(&p);
+    assert_int_equal(p.crc, 0);
+    assert_true(sq_tls_resumed(p.c));
+    pair_close(&p);
+    sq_tls_sessions_dispose(&cache);
+    sq_tls_client_free(strict);
+    sq_tls_client_free(cl);
+    sq_tls_server_free(sv);
+}
+
+/* A finished client connection leaves its SSL in the thread's cache; the next connection of the
+ * same context takes it, resumes, verifies and exchanges as a fresh one; a failed connection
+ * leaves nothing; another context's spare is not used. */
+static void test_spare_connections(void **state)
+{
+    (void)state;
+    struct sq_tls_server *sv = server(&(struct sq_tls_server_opts){.cert_out = certfile});
+    struct sq_tls_client *cl = client(&(struct sq_tls_client_opts){
+        .cacert = certfile, .host = "localhost", .alpn = "h2,http/1.1"});
+    struct sq_tls_client *strict = client(&(struct sq_tls_client_opts){.host = "localhost"});
+    struct sq_tls_sessions cache = {0};
+    struct pair p;
+    for (int i = 0; i < 4; i++) {
+        pair_open(&p, cl, &cache, sv);
+        assert_int_equal(sq_tls_sessions_spares(&cache), 0); /* taken (after the first) */
+        pair_handshake(&p);
+        assert_int_equal(p.crc, 0);
+        assert_int_equal(p.src, 0);
+        assert_int_equal(sq_tls_resumed(p.c), i > 0);
+        assert_string_equal(sq_tls_alpn(p.c), "http/1.1");
+        pair_exchange(&p);
+        pair_close(&p);
+        assert_int_equal(sq_tls_sessions_spares(&cache), 1);
+    }
+    /* Another context (one that trusts no CA): the spare is not used, and its failure keeps
+     * nothing. */
+    pair_open(&p, strict, &cache, sv);
+    assert_int_equal(sq_tls_sessions_spares(&cache), 0);
+    pair_handshake(&p);
+    assert_int_equal(p.crc, -EPROTO);
+    assert_non_null(strstr(sq_tls_conn_error(p.c), "certificate verify failed"));
+    pair_close(&p);
+    assert_int_equal(sq_tls_sessions_spares(&cache), 0);
+    /* A connection closed mid-handshake keeps nothing either. */
+    pair_open(&p, cl, &cache, sv);
+    assert_int_equal(sq_tls_handshake(p.c), -EAGAIN);
+    pair_close(&p);
+    assert_int_equal(sq_tls_sessions_spares(&cache), 0);
+    /* Connections open together: each closed one leaves a spare, up to SQ_TLS_SPARES. */
+    enum { K = SQ_TLS_SPARES + 2 };
+    struct pair q[K];
+    for (int i = 0; i < K; i++) {
+        pair_open(&q[i], cl, &cache, sv);
+        pair_handshake(&q[i]);
+        assert_int_equal(q[i].crc, 0);
+    }
+    for (int i = 0; i < K; i++)
+        pair_close(&q[i]);
+    assert_int_equal(sq_tls_sessions_spares(&cache), SQ_TLS_SPARES);
+    sq_tls_sessions_dispose(&cache);
+    assert_int_equal(sq_tls_sessions_spares(&cache), 0);
+    sq_tls_client_free(strict);
+    sq_tls_client_free(cl);
+    sq_tls_server_free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -557,6 +671,9 @@ int main(void)
         cmocka_unit_test(test_not_tls),
         cmocka_unit_test(test_server_pem),
         cmocka_unit_test(test_no_sigpipe),
+        cmocka_unit_test(test_client_suite_order),
+        cmocka_unit_test(test_sessions_per_context),
+        cmocka_unit_test(test_spare_connections),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
