@@ -55,7 +55,7 @@ set(SQ_USES_cli mcp daemon cluster store sink target face output engine result s
 
 set(SQ_EXT_base Threads::Threads m)
 set(SQ_EXT_stats ZLIB::ZLIB PkgConfig::JANSSON)
-set(SQ_EXT_net PkgConfig::OPENSSL)
+# net/ loads OpenSSL itself (net/tls.c; CMakeLists.txt adds its headers).
 set(SQ_EXT_http ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD PkgConfig::NGHTTP2)
 set(SQ_EXT_server PkgConfig::NGHTTP2)
 # plan/ loads libfyaml itself (plan/fyaml.c; CMakeLists.txt adds its headers).
@@ -70,5 +70,5 @@ set(SQ_EXT_mcp PkgConfig::JANSSON)
 # store/ loads libsqlite3 itself (store/sqlite.c; CMakeLists.txt adds its headers).
 set(SQ_EXT_daemon PkgConfig::JANSSON)
 # script/ loads LuaJIT itself (script/luajit.c; CMakeLists.txt adds its headers).
-set(SQ_EXT_proto wslay PkgConfig::OPENSSL)
+set(SQ_EXT_proto wslay)
 set(SQ_EXT_cluster PkgConfig::JANSSON)

@@ -23,11 +23,14 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "base/dynlib.h"
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -37,6 +40,283 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+
+/* OpenSSL is not linked: it is opened (base/dynlib.h) by sq_tls_client_new and
+ * sq_tls_server_new, the only ways to a TLS object, so a run without TLS maps neither libssl nor
+ * libcrypto (1.7 MB of resident pages and 23,000 relocations at start, docs/benchmarks.md).
+ * X(library, function): every OpenSSL function this file calls (`nm -u` on tls.c.o; the
+ * macros of the headers expand to these, and calls through them go through the table). */
+#define OSSL_SYMS(X)                                                                               \
+    X(CRYPTO, BIO_clear_flags)                                                                     \
+    X(CRYPTO, BIO_ctrl)                                                                            \
+    X(CRYPTO, BIO_free)                                                                            \
+    X(CRYPTO, BIO_int_ctrl)                                                                        \
+    X(CRYPTO, BIO_meth_free)                                                                       \
+    X(CRYPTO, BIO_meth_get_create)                                                                 \
+    X(CRYPTO, BIO_meth_get_ctrl)                                                                   \
+    X(CRYPTO, BIO_meth_get_destroy)                                                                \
+    X(CRYPTO, BIO_meth_get_puts)                                                                   \
+    X(CRYPTO, BIO_meth_get_read)                                                                   \
+    X(CRYPTO, BIO_meth_new)                                                                        \
+    X(CRYPTO, BIO_meth_set_create)                                                                 \
+    X(CRYPTO, BIO_meth_set_ctrl)                                                                   \
+    X(CRYPTO, BIO_meth_set_destroy)                                                                \
+    X(CRYPTO, BIO_meth_set_puts)                                                                   \
+    X(CRYPTO, BIO_meth_set_read)                                                                   \
+    X(CRYPTO, BIO_meth_set_write)                                                                  \
+    X(CRYPTO, BIO_new)                                                                             \
+    X(CRYPTO, BIO_s_mem)                                                                           \
+    X(CRYPTO, BIO_s_socket)                                                                        \
+    X(CRYPTO, BIO_set_flags)                                                                       \
+    X(CRYPTO, BIO_sock_should_retry)                                                               \
+    X(CRYPTO, BN_free)                                                                             \
+    X(CRYPTO, BN_new)                                                                              \
+    X(CRYPTO, BN_rand)                                                                             \
+    X(CRYPTO, BN_to_ASN1_INTEGER)                                                                  \
+    X(CRYPTO, CRYPTO_get_ex_new_index)                                                             \
+    X(CRYPTO, ERR_clear_error)                                                                     \
+    X(CRYPTO, ERR_error_string_n)                                                                  \
+    X(CRYPTO, ERR_peek_error)                                                                      \
+    X(CRYPTO, ERR_reason_error_string)                                                             \
+    X(CRYPTO, EVP_PKEY_Q_keygen)                                                                   \
+    X(CRYPTO, EVP_PKEY_free)                                                                       \
+    X(CRYPTO, EVP_sha256)                                                                          \
+    X(CRYPTO, OPENSSL_cleanse)                                                                     \
+    X(CRYPTO, OPENSSL_sk_pop_free)                                                                 \
+    X(CRYPTO, PEM_write_X509)                                                                      \
+    X(CRYPTO, PEM_write_bio_PrivateKey)                                                            \
+    X(CRYPTO, PEM_write_bio_X509)                                                                  \
+    X(SSL, SSL_CIPHER_get_name)                                                                    \
+    X(SSL, SSL_CTX_check_private_key)                                                              \
+    X(SSL, SSL_CTX_ctrl)                                                                           \
+    X(SSL, SSL_CTX_free)                                                                           \
+    X(SSL, SSL_CTX_get0_certificate)                                                               \
+    X(SSL, SSL_CTX_get0_param)                                                                     \
+    X(SSL, SSL_CTX_get0_privatekey)                                                                \
+    X(SSL, SSL_CTX_load_verify_locations)                                                          \
+    X(SSL, SSL_CTX_new)                                                                            \
+    X(SSL, SSL_CTX_sess_set_new_cb)                                                                \
+    X(SSL, SSL_CTX_set_alpn_protos)                                                                \
+    X(SSL, SSL_CTX_set_alpn_select_cb)                                                             \
+    X(SSL, SSL_CTX_set_cipher_list)                                                                \
+    X(SSL, SSL_CTX_set_ciphersuites)                                                               \
+    X(SSL, SSL_CTX_set_client_CA_list)                                                             \
+    X(SSL, SSL_CTX_set_default_verify_paths)                                                       \
+    X(SSL, SSL_CTX_set_num_tickets)                                                                \
+    X(SSL, SSL_CTX_set_options)                                                                    \
+    X(SSL, SSL_CTX_set_session_id_context)                                                         \
+    X(SSL, SSL_CTX_set_verify)                                                                     \
+    X(SSL, SSL_CTX_use_PrivateKey)                                                                 \
+    X(SSL, SSL_CTX_use_PrivateKey_file)                                                            \
+    X(SSL, SSL_CTX_use_certificate)                                                                \
+    X(SSL, SSL_CTX_use_certificate_chain_file)                                                     \
+    X(SSL, SSL_SESSION_free)                                                                       \
+    X(SSL, SSL_SESSION_get_protocol_version)                                                       \
+    X(SSL, SSL_SESSION_is_resumable)                                                               \
+    X(SSL, SSL_clear)                                                                              \
+    X(SSL, SSL_ctrl)                                                                               \
+    X(SSL, SSL_do_handshake)                                                                       \
+    X(SSL, SSL_free)                                                                               \
+    X(SSL, SSL_get0_alpn_selected)                                                                 \
+    X(SSL, SSL_get_SSL_CTX)                                                                        \
+    X(SSL, SSL_get_current_cipher)                                                                 \
+    X(SSL, SSL_get_error)                                                                          \
+    X(SSL, SSL_get_ex_data)                                                                        \
+    X(SSL, SSL_get_ex_data_X509_STORE_CTX_idx)                                                     \
+    X(SSL, SSL_get_verify_result)                                                                  \
+    X(SSL, SSL_get_version)                                                                        \
+    X(SSL, SSL_has_pending)                                                                        \
+    X(SSL, SSL_is_init_finished)                                                                   \
+    X(SSL, SSL_load_client_CA_file)                                                                \
+    X(SSL, SSL_new)                                                                                \
+    X(SSL, SSL_pending)                                                                            \
+    X(SSL, SSL_read)                                                                               \
+    X(SSL, SSL_select_next_proto)                                                                  \
+    X(SSL, SSL_session_reused)                                                                     \
+    X(SSL, SSL_set_accept_state)                                                                   \
+    X(SSL, SSL_set_bio)                                                                            \
+    X(SSL, SSL_set_connect_state)                                                                  \
+    X(SSL, SSL_set_ex_data)                                                                        \
+    X(SSL, SSL_set_read_ahead)                                                                     \
+    X(SSL, SSL_set_session)                                                                        \
+    X(SSL, SSL_set_shutdown)                                                                       \
+    X(SSL, SSL_shutdown)                                                                           \
+    X(SSL, SSL_write)                                                                              \
+    X(SSL, TLS_client_method)                                                                      \
+    X(SSL, TLS_server_method)                                                                      \
+    X(CRYPTO, X509V3_EXT_conf_nid)                                                                 \
+    X(CRYPTO, X509V3_set_ctx)                                                                      \
+    X(CRYPTO, X509_EXTENSION_free)                                                                 \
+    X(CRYPTO, X509_NAME_add_entry_by_txt)                                                          \
+    X(CRYPTO, X509_NAME_free)                                                                      \
+    X(CRYPTO, X509_NAME_print_ex)                                                                  \
+    X(CRYPTO, X509_STORE_CTX_get_current_cert)                                                     \
+    X(CRYPTO, X509_STORE_CTX_get_error_depth)                                                      \
+    X(CRYPTO, X509_STORE_CTX_get_ex_data)                                                          \
+    X(CRYPTO, X509_VERIFY_PARAM_set1_host)                                                         \
+    X(CRYPTO, X509_VERIFY_PARAM_set1_ip_asc)                                                       \
+    X(CRYPTO, X509_VERIFY_PARAM_set_hostflags)                                                     \
+    X(CRYPTO, X509_add_ext)                                                                        \
+    X(CRYPTO, X509_free)                                                                           \
+    X(CRYPTO, X509_get_serialNumber)                                                               \
+    X(CRYPTO, X509_get_subject_name)                                                               \
+    X(CRYPTO, X509_getm_notAfter)                                                                  \
+    X(CRYPTO, X509_getm_notBefore)                                                                 \
+    X(CRYPTO, X509_gmtime_adj)                                                                     \
+    X(CRYPTO, X509_new)                                                                            \
+    X(CRYPTO, X509_set_issuer_name)                                                                \
+    X(CRYPTO, X509_set_pubkey)                                                                     \
+    X(CRYPTO, X509_set_version)                                                                    \
+    X(CRYPTO, X509_sign)                                                                           \
+    X(CRYPTO, X509_verify_cert_error_string)
+enum { LIB_CRYPTO, LIB_SSL, NLIBS };
+static const char *const sonames[NLIBS] = {SQ_SONAME_CRYPTO, SQ_SONAME_SSL}; /* CMakeLists.txt */
+
+static struct {
+#define OSSL_FIELD(lib, sym) __typeof__(sym) *sym;
+    OSSL_SYMS(OSSL_FIELD)
+#undef OSSL_FIELD
+} ossl;
+
+static const struct sq_dynlib_sym ossl_syms[] = {
+#define OSSL_ENTRY(lib, sym) {LIB_##lib, #sym, offsetof(__typeof__(ossl), sym)},
+    OSSL_SYMS(OSSL_ENTRY)
+#undef OSSL_ENTRY
+};
+
+static struct sq_dynlib ossl_libs = {
+    .what = "TLS",
+    .hint = "scripts/deps.sh installs libssl-dev",
+    .sonames = sonames,
+    .nlibs = NLIBS,
+    .syms = ossl_syms,
+    .nsyms = sizeof(ossl_syms) / sizeof(ossl_syms[0]),
+    .table = &ossl,
+    .table_size = sizeof(ossl),
+};
+
+#define BIO_clear_flags                    (ossl.BIO_clear_flags)
+#define BIO_ctrl                           (ossl.BIO_ctrl)
+#define BIO_free                           (ossl.BIO_free)
+#define BIO_int_ctrl                       (ossl.BIO_int_ctrl)
+#define BIO_meth_free                      (ossl.BIO_meth_free)
+#define BIO_meth_get_create                (ossl.BIO_meth_get_create)
+#define BIO_meth_get_ctrl                  (ossl.BIO_meth_get_ctrl)
+#define BIO_meth_get_destroy               (ossl.BIO_meth_get_destroy)
+#define BIO_meth_get_puts                  (ossl.BIO_meth_get_puts)
+#define BIO_meth_get_read                  (ossl.BIO_meth_get_read)
+#define BIO_meth_new                       (ossl.BIO_meth_new)
+#define BIO_meth_set_create                (ossl.BIO_meth_set_create)
+#define BIO_meth_set_ctrl                  (ossl.BIO_meth_set_ctrl)
+#define BIO_meth_set_destroy               (ossl.BIO_meth_set_destroy)
+#define BIO_meth_set_puts                  (ossl.BIO_meth_set_puts)
+#define BIO_meth_set_read                  (ossl.BIO_meth_set_read)
+#define BIO_meth_set_write                 (ossl.BIO_meth_set_write)
+#define BIO_new                            (ossl.BIO_new)
+#define BIO_s_mem                          (ossl.BIO_s_mem)
+#define BIO_s_socket                       (ossl.BIO_s_socket)
+#define BIO_set_flags                      (ossl.BIO_set_flags)
+#define BIO_sock_should_retry              (ossl.BIO_sock_should_retry)
+#define BN_free                            (ossl.BN_free)
+#define BN_new                             (ossl.BN_new)
+#define BN_rand                            (ossl.BN_rand)
+#define BN_to_ASN1_INTEGER                 (ossl.BN_to_ASN1_INTEGER)
+#define CRYPTO_get_ex_new_index            (ossl.CRYPTO_get_ex_new_index)
+#define ERR_clear_error                    (ossl.ERR_clear_error)
+#define ERR_error_string_n                 (ossl.ERR_error_string_n)
+#define ERR_peek_error                     (ossl.ERR_peek_error)
+#define ERR_reason_error_string            (ossl.ERR_reason_error_string)
+#define EVP_PKEY_Q_keygen                  (ossl.EVP_PKEY_Q_keygen)
+#define EVP_PKEY_free                      (ossl.EVP_PKEY_free)
+#define EVP_sha256                         (ossl.EVP_sha256)
+#define OPENSSL_cleanse                    (ossl.OPENSSL_cleanse)
+#define OPENSSL_sk_pop_free                (ossl.OPENSSL_sk_pop_free)
+#define PEM_write_X509                     (ossl.PEM_write_X509)
+#define PEM_write_bio_PrivateKey           (ossl.PEM_write_bio_PrivateKey)
+#define PEM_write_bio_X509                 (ossl.PEM_write_bio_X509)
+#define SSL_CIPHER_get_name                (ossl.SSL_CIPHER_get_name)
+#define SSL_CTX_check_private_key          (ossl.SSL_CTX_check_private_key)
+#define SSL_CTX_ctrl                       (ossl.SSL_CTX_ctrl)
+#define SSL_CTX_free                       (ossl.SSL_CTX_free)
+#define SSL_CTX_get0_certificate           (ossl.SSL_CTX_get0_certificate)
+#define SSL_CTX_get0_param                 (ossl.SSL_CTX_get0_param)
+#define SSL_CTX_get0_privatekey            (ossl.SSL_CTX_get0_privatekey)
+#define SSL_CTX_load_verify_locations      (ossl.SSL_CTX_load_verify_locations)
+#define SSL_CTX_new                        (ossl.SSL_CTX_new)
+#define SSL_CTX_sess_set_new_cb            (ossl.SSL_CTX_sess_set_new_cb)
+#define SSL_CTX_set_alpn_protos            (ossl.SSL_CTX_set_alpn_protos)
+#define SSL_CTX_set_alpn_select_cb         (ossl.SSL_CTX_set_alpn_select_cb)
+#define SSL_CTX_set_cipher_list            (ossl.SSL_CTX_set_cipher_list)
+#define SSL_CTX_set_ciphersuites           (ossl.SSL_CTX_set_ciphersuites)
+#define SSL_CTX_set_client_CA_list         (ossl.SSL_CTX_set_client_CA_list)
+#define SSL_CTX_set_default_verify_paths   (ossl.SSL_CTX_set_default_verify_paths)
+#define SSL_CTX_set_num_tickets            (ossl.SSL_CTX_set_num_tickets)
+#define SSL_CTX_set_options                (ossl.SSL_CTX_set_options)
+#define SSL_CTX_set_session_id_context     (ossl.SSL_CTX_set_session_id_context)
+#define SSL_CTX_set_verify                 (ossl.SSL_CTX_set_verify)
+#define SSL_CTX_use_PrivateKey             (ossl.SSL_CTX_use_PrivateKey)
+#define SSL_CTX_use_PrivateKey_file        (ossl.SSL_CTX_use_PrivateKey_file)
+#define SSL_CTX_use_certificate            (ossl.SSL_CTX_use_certificate)
+#define SSL_CTX_use_certificate_chain_file (ossl.SSL_CTX_use_certificate_chain_file)
+#define SSL_SESSION_free                   (ossl.SSL_SESSION_free)
+#define SSL_SESSION_get_protocol_version   (ossl.SSL_SESSION_get_protocol_version)
+#define SSL_SESSION_is_resumable           (ossl.SSL_SESSION_is_resumable)
+#define SSL_clear                          (ossl.SSL_clear)
+#define SSL_ctrl                           (ossl.SSL_ctrl)
+#define SSL_do_handshake                   (ossl.SSL_do_handshake)
+#define SSL_free                           (ossl.SSL_free)
+#define SSL_get0_alpn_selected             (ossl.SSL_get0_alpn_selected)
+#define SSL_get_SSL_CTX                    (ossl.SSL_get_SSL_CTX)
+#define SSL_get_current_cipher             (ossl.SSL_get_current_cipher)
+#define SSL_get_error                      (ossl.SSL_get_error)
+#define SSL_get_ex_data                    (ossl.SSL_get_ex_data)
+#define SSL_get_ex_data_X509_STORE_CTX_idx (ossl.SSL_get_ex_data_X509_STORE_CTX_idx)
+#define SSL_get_verify_result              (ossl.SSL_get_verify_result)
+#define SSL_get_version                    (ossl.SSL_get_version)
+#define SSL_has_pending                    (ossl.SSL_has_pending)
+#define SSL_is_init_finished               (ossl.SSL_is_init_finished)
+#define SSL_load_client_CA_file            (ossl.SSL_load_client_CA_file)
+#define SSL_new                            (ossl.SSL_new)
+#define SSL_pending                        (ossl.SSL_pending)
+#define SSL_read                           (ossl.SSL_read)
+#define SSL_select_next_proto              (ossl.SSL_select_next_proto)
+#define SSL_session_reused                 (ossl.SSL_session_reused)
+#define SSL_set_accept_state               (ossl.SSL_set_accept_state)
+#define SSL_set_bio                        (ossl.SSL_set_bio)
+#define SSL_set_connect_state              (ossl.SSL_set_connect_state)
+#define SSL_set_ex_data                    (ossl.SSL_set_ex_data)
+#define SSL_set_read_ahead                 (ossl.SSL_set_read_ahead)
+#define SSL_set_session                    (ossl.SSL_set_session)
+#define SSL_set_shutdown                   (ossl.SSL_set_shutdown)
+#define SSL_shutdown                       (ossl.SSL_shutdown)
+#define SSL_write                          (ossl.SSL_write)
+#define TLS_client_method                  (ossl.TLS_client_method)
+#define TLS_server_method                  (ossl.TLS_server_method)
+#define X509V3_EXT_conf_nid                (ossl.X509V3_EXT_conf_nid)
+#define X509V3_set_ctx                     (ossl.X509V3_set_ctx)
+#define X509_EXTENSION_free                (ossl.X509_EXTENSION_free)
+#define X509_NAME_add_entry_by_txt         (ossl.X509_NAME_add_entry_by_txt)
+#define X509_NAME_free                     (ossl.X509_NAME_free)
+#define X509_NAME_print_ex                 (ossl.X509_NAME_print_ex)
+#define X509_STORE_CTX_get_current_cert    (ossl.X509_STORE_CTX_get_current_cert)
+#define X509_STORE_CTX_get_error_depth     (ossl.X509_STORE_CTX_get_error_depth)
+#define X509_STORE_CTX_get_ex_data         (ossl.X509_STORE_CTX_get_ex_data)
+#define X509_VERIFY_PARAM_set1_host        (ossl.X509_VERIFY_PARAM_set1_host)
+#define X509_VERIFY_PARAM_set1_ip_asc      (ossl.X509_VERIFY_PARAM_set1_ip_asc)
+#define X509_VERIFY_PARAM_set_hostflags    (ossl.X509_VERIFY_PARAM_set_hostflags)
+#define X509_add_ext                       (ossl.X509_add_ext)
+#define X509_free                          (ossl.X509_free)
+#define X509_get_serialNumber              (ossl.X509_get_serialNumber)
+#define X509_get_subject_name              (ossl.X509_get_subject_name)
+#define X509_getm_notAfter                 (ossl.X509_getm_notAfter)
+#define X509_getm_notBefore                (ossl.X509_getm_notBefore)
+#define X509_gmtime_adj                    (ossl.X509_gmtime_adj)
+#define X509_new                           (ossl.X509_new)
+#define X509_set_issuer_name               (ossl.X509_set_issuer_name)
+#define X509_set_pubkey                    (ossl.X509_set_pubkey)
+#define X509_set_version                   (ossl.X509_set_version)
+#define X509_sign                          (ossl.X509_sign)
+#define X509_verify_cert_error_string      (ossl.X509_verify_cert_error_string)
 
 #define MAX_PROTOS 8
 
@@ -400,6 +680,8 @@ int sq_tls_client_new(const struct sq_tls_client_opts *o, struct sq_tls_client *
                       size_t errlen)
 {
     msg(errbuf, errlen, "%s", "");
+    if (sq_dynlib_load(&ossl_libs, errbuf, errlen) < 0)
+        return -ENOENT;
     ex_index_once();
     struct sq_tls_client *c = calloc(1, sizeof(*c));
     if (!c)
@@ -576,6 +858,8 @@ int sq_tls_server_new(const struct sq_tls_server_opts *o, struct sq_tls_server *
                       size_t errlen)
 {
     msg(errbuf, errlen, "%s", "");
+    if (sq_dynlib_load(&ossl_libs, errbuf, errlen) < 0)
+        return -ENOENT;
     ex_index_once();
     struct sq_tls_server *s = calloc(1, sizeof(*s));
     if (!s)

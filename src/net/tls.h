@@ -54,7 +54,9 @@ struct sq_tls_client_opts {
 struct sq_tls_client; /* opaque; shared read-only by every worker */
 
 /* Builds a client context. Returns 0, -EINVAL (bad option: errbuf names it, e.g. "--cacert:
- * cannot load 'x.pem': no such file"), or -ENOMEM. errbuf always ends in a NUL. */
+ * cannot load 'x.pem': no such file"), -ENOENT (libssl or libcrypto could not be opened: the
+ * first context of a process opens them, base/dynlib.h; errbuf says which), or -ENOMEM. errbuf
+ * always ends in a NUL. */
 SQ_MUST_CHECK int sq_tls_client_new(const struct sq_tls_client_opts *o, struct sq_tls_client **out,
                                     char *errbuf, size_t errlen);
 void sq_tls_client_free(struct sq_tls_client *c); /* NULL is a no-op */
@@ -107,7 +109,7 @@ struct sq_tls_server_opts {
 struct sq_tls_server; /* opaque; shared read-only by every server worker */
 
 /* Builds a server context (generating the certificate if asked). Returns 0, -EINVAL with errbuf
- * naming the cause, or -ENOMEM. */
+ * naming the cause, -ENOENT (OpenSSL could not be opened, as for the client), or -ENOMEM. */
 SQ_MUST_CHECK int sq_tls_server_new(const struct sq_tls_server_opts *o, struct sq_tls_server **out,
                                     char *errbuf, size_t errlen);
 void sq_tls_server_free(struct sq_tls_server *s); /* NULL is a no-op */

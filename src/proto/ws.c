@@ -22,12 +22,12 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wslay/wslay.h>
 
 #include "base/b64.h"
+#include "base/sha1.h"
 #include "base/str.h"
 #include "proto/text.h"
 
@@ -36,12 +36,12 @@
 void sq_ws_accept_for_key(const char *key, size_t len, char out[SQ_WS_ACCEPT_LEN + 1])
 {
     unsigned char in[64 + sizeof(SQ_WS_GUID)];
-    unsigned char md[SHA_DIGEST_LENGTH];
+    uint8_t md[SQ_SHA1_LEN];
     if (len > 64)
         len = 64; /* keys are 24 bytes; a longer one cannot match anyway */
     memcpy(in, key, len);
     memcpy(in + len, SQ_WS_GUID, sizeof(SQ_WS_GUID) - 1);
-    SHA1(in, len + sizeof(SQ_WS_GUID) - 1, md);
+    sq_sha1(in, len + sizeof(SQ_WS_GUID) - 1, md);
     sq_b64_encode(md, sizeof(md), out);
 }
 

@@ -513,6 +513,39 @@ class Footprint(TargetCase):
         self.assertTrue(any(n.startswith("libc.so") for n in libs), libs)
         self.assertFalse([n for n in libs if n.startswith(lazy)], libs)
 
+    def test_plain_run_maps_no_openssl(self):
+        """libssl and libcrypto (1.7 MB of resident pages and most of the start's relocations)
+        are TLS's: net/tls.c opens them with the first TLS context, so neither a plain run nor a
+        plain target maps them (WebSocket's SHA-1 is base/sha1.c's)."""
+        ossl = ("libssl", "libcrypto")
+        libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s")
+        self.assertTrue(any(n.startswith("libc.so") for n in libs), libs)
+        self.assertFalse([n for n in libs if n.startswith(ossl)], libs)
+        with open("/proc/%d/maps" % self.proc.pid) as f:
+            target = {os.path.basename(line.split()[-1]) for line in f
+                      if line.split()[-1].startswith("/")}
+        self.assertFalse([n for n in target if n.startswith(ossl)], target)
+
+    def test_https_run_loads_openssl(self):
+        """An https:// run opens them (and works: every request answered over TLS)."""
+        port = free_port()
+        target = subprocess.Popen([sqtest.squall_path(), "target", "-q", "--tls", "-p",
+                                   str(port), "-t", "1"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            wait_port(port, target)
+            p, out, _ = sqtest.run_json("https://%s:%d/fast" % (HOST, port), "-k", "-c", "1",
+                                        "-t", "1", "-n", "20")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(out["requests"]["completed"], 20)
+            self.assertEqual(out["tls"]["handshakes"], 1, out["tls"])
+            with open("/proc/%d/maps" % target.pid) as f:
+                maps = f.read()
+        finally:
+            stop_proc(target)
+        self.assertIn("libssl", maps)
+        self.assertIn("libcrypto", maps)
+
     def test_plan_run_loads_fyaml(self):
         with tempfile.TemporaryDirectory() as d:
             plan = os.path.join(d, "plan.yaml")
