@@ -56,12 +56,13 @@ set(SQ_USES_cli mcp daemon cluster store sink target face output engine result s
 set(SQ_EXT_base Threads::Threads m)
 set(SQ_EXT_stats ZLIB::ZLIB PkgConfig::JANSSON)
 # net/ loads OpenSSL itself (net/tls.c; CMakeLists.txt adds its headers).
-set(SQ_EXT_http ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD PkgConfig::NGHTTP2)
+# http/ loads brotli and zstd itself (http/codecs.c; CMakeLists.txt adds their headers).
+set(SQ_EXT_http ZLIB::ZLIB PkgConfig::NGHTTP2)
 set(SQ_EXT_server PkgConfig::NGHTTP2)
 # plan/ loads libfyaml itself (plan/fyaml.c; CMakeLists.txt adds its headers).
 set(SQ_EXT_plan PkgConfig::PCRE2 PkgConfig::JANSSON)
 set(SQ_EXT_output PkgConfig::JANSSON)
-set(SQ_EXT_target ZLIB::ZLIB PkgConfig::BROTLI PkgConfig::ZSTD)
+set(SQ_EXT_target ZLIB::ZLIB)
 set(SQ_EXT_engine PkgConfig::JANSSON)
 set(SQ_EXT_face PkgConfig::JANSSON)
 set(SQ_EXT_cli PkgConfig::JANSSON)

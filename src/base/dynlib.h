@@ -1,7 +1,8 @@
 /* base/dynlib.h - a set of shared libraries opened with dlopen the first time a module needs
  * them, so a run that never uses them does not map them (their pages, relocations and
  * constructors). Users: base/h3lib.c (GnuTLS, ngtcp2, nghttp3), store/sqlite.c (libsqlite3),
- * plan/fyaml.c (libfyaml), script/luajit.c (LuaJIT), net/tls.c (libcrypto, libssl).
+ * plan/fyaml.c (libfyaml), script/luajit.c (LuaJIT), net/tls.c (libcrypto, libssl),
+ * http/codecs.c (brotli, zstd).
  *
  * A user lists the functions it calls in an X-macro, X(library index, function), declares a
  * struct with a `__typeof__(function) *function;` field for each, and after the struct

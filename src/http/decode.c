@@ -18,21 +18,17 @@
  * both are seen; a valid zlib header (CM 8, CINFO <= 7, FCHECK) selects the zlib wrapper, any
  * other pair raw deflate.
  */
-#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_createDCtx_advanced: custom allocator (exported) */
-
 #include "http/decode.h"
 
-#include <brotli/decode.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
-#include <zstd.h>
-#include <zstd_errors.h>
 
 #include "base/str.h"
+#include "http/codecs.h"
 
 #define POOL_SLOTS      16
 #define POOL_KEEP       (1u << 20) /* bytes of freed blocks kept for reuse */
@@ -257,6 +253,8 @@ static int br_setup(struct sq_decoder *d)
 {
     if (d->br && !d->br_dirty)
         return 0;
+    if (!d->br && sq_codecs_load(NULL, 0) < 0) /* the first br response of this decoder */
+        return -ENOENT;
     if (d->br)
         BrotliDecoderDestroyInstance(d->br); /* no reset call: recreated from the pool */
     d->br = BrotliDecoderCreateInstance(pool_alloc, pool_free, d);
@@ -270,6 +268,8 @@ static int zs_setup(struct sq_decoder *d)
         ZSTD_DCtx_reset(d->zs, ZSTD_reset_session_only); /* keeps windowLogMax and buffers */
         return 0;
     }
+    if (sq_codecs_load(NULL, 0) < 0) /* the first zstd response of this decoder */
+        return -ENOENT;
     ZSTD_customMem mem = {pool_alloc, pool_free, d};
     d->zs = ZSTD_createDCtx_advanced(mem);
     if (!d->zs)

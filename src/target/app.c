@@ -21,7 +21,6 @@
  */
 #include "target/app.h"
 
-#include <brotli/encode.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,12 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
-#include <zstd.h>
 
 #include "base/b64.h"
 #include "base/clock.h"
 #include "base/str.h"
 #include "base/text.h"
+#include "http/codecs.h"
 #include "target/target.h"
 
 #define JSON_SLOTS     64
@@ -214,9 +213,12 @@ void sq_target_json_fill(char *out, size_t n)
     out[n - 1] = ']';
 }
 
-/* Compresses in[0, n) into a new entry, or NULL when out of memory. */
+/* Compresses in[0, n) into a new entry, or NULL when out of memory (or, for br and zstd, when
+ * their libraries cannot be opened: http/codecs.h). */
 static struct jentry *compress_entry(const char *in, uint64_t n, enum sq_coding c)
 {
+    if ((c == SQ_CODING_BR || c == SQ_CODING_ZSTD) && sq_codecs_load(NULL, 0) < 0)
+        return NULL;
     size_t cap;
     switch (c) {
     case SQ_CODING_GZIP:

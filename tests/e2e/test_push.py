@@ -526,6 +526,20 @@ class Footprint(TargetCase):
                       if line.split()[-1].startswith("/")}
         self.assertFalse([n for n in target if n.startswith(ossl)], target)
 
+    def test_plain_run_maps_no_brotli_or_zstd(self):
+        """br and zstd (http/codecs.c) are opened when a body first needs one: a plain run does
+        not map them (gzip and deflate are zlib's, linked)."""
+        codecs = ("libbrotli", "libzstd")
+        libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s")
+        self.assertTrue(any(n.startswith("libc.so") for n in libs), libs)
+        self.assertFalse([n for n in libs if n.startswith(codecs)], libs)
+
+    def test_encoded_responses_load_brotli_and_zstd(self):
+        for coding, lib in (("br", "libbrotlidec"), ("zstd", "libzstd")):
+            libs = self.mapped(self.base + "/json/5000", "-H", "Accept-Encoding: " + coding,
+                               "-c", "1", "-t", "1", "-d", "20s")
+            self.assertTrue([n for n in libs if n.startswith(lib)], (coding, libs))
+
     def test_https_run_loads_openssl(self):
         """An https:// run opens them (and works: every request answered over TLS)."""
         port = free_port()
