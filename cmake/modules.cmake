@@ -60,7 +60,7 @@ set(SQ_EXT_stats ZLIB::ZLIB PkgConfig::JANSSON)
 set(SQ_EXT_http ZLIB::ZLIB PkgConfig::NGHTTP2)
 set(SQ_EXT_server PkgConfig::NGHTTP2)
 # plan/ loads libfyaml itself (plan/fyaml.c; CMakeLists.txt adds its headers).
-set(SQ_EXT_plan PkgConfig::PCRE2 PkgConfig::JANSSON)
+set(SQ_EXT_plan PkgConfig::JANSSON) # and PCRE2, loaded by plan/eval.c (CMakeLists.txt)
 set(SQ_EXT_output PkgConfig::JANSSON)
 set(SQ_EXT_target ZLIB::ZLIB)
 set(SQ_EXT_engine PkgConfig::JANSSON)

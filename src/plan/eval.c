@@ -10,12 +10,66 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "plan/eval.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "base/dynlib.h"
+
+/* PCRE2 is opened by the first regex compiled (regex_compile: every regex extractor and check
+ * is built there), not linked, so a run without one does not map it (base/dynlib.h; 80 KB
+ * resident in a plain run, docs/benchmarks.md round 6). Every pcre2 function this file calls
+ * goes through the table; the header's names (pcre2_compile...) are macros for these. Frees
+ * are called only on what was compiled (the table is empty until then). */
+#define PCRE2_SYMS(X)                                                                              \
+    X(pcre2_code_free_8)                                                                           \
+    X(pcre2_compile_8)                                                                             \
+    X(pcre2_get_error_message_8)                                                                   \
+    X(pcre2_get_ovector_count_8)                                                                   \
+    X(pcre2_get_ovector_pointer_8)                                                                 \
+    X(pcre2_jit_compile_8)                                                                         \
+    X(pcre2_match_8)                                                                               \
+    X(pcre2_match_data_create_from_pattern_8)                                                      \
+    X(pcre2_match_data_free_8)
+
+static struct {
+#define PCRE2_FIELD(sym) __typeof__(sym) *sym;
+    PCRE2_SYMS(PCRE2_FIELD)
+#undef PCRE2_FIELD
+} pcre2;
+
+static const struct sq_dynlib_sym pcre2_syms[] = {
+#define PCRE2_ENTRY(sym) {0, #sym, offsetof(__typeof__(pcre2), sym)},
+    PCRE2_SYMS(PCRE2_ENTRY)
+#undef PCRE2_ENTRY
+};
+
+static const char *const pcre2_sonames[] = {SQ_SONAME_PCRE2}; /* CMakeLists.txt's */
+
+static struct sq_dynlib pcre2_libs = {
+    .what = "regex",
+    .hint = "scripts/deps.sh installs libpcre2-8-0",
+    .sonames = pcre2_sonames,
+    .nlibs = 1,
+    .syms = pcre2_syms,
+    .nsyms = sizeof(pcre2_syms) / sizeof(pcre2_syms[0]),
+    .table = &pcre2,
+    .table_size = sizeof(pcre2),
+};
+
+#define pcre2_code_free_8                      (pcre2.pcre2_code_free_8)
+#define pcre2_compile_8                        (pcre2.pcre2_compile_8)
+#define pcre2_get_error_message_8              (pcre2.pcre2_get_error_message_8)
+#define pcre2_get_ovector_count_8              (pcre2.pcre2_get_ovector_count_8)
+#define pcre2_get_ovector_pointer_8            (pcre2.pcre2_get_ovector_pointer_8)
+#define pcre2_jit_compile_8                    (pcre2.pcre2_jit_compile_8)
+#define pcre2_match_8                          (pcre2.pcre2_match_8)
+#define pcre2_match_data_create_from_pattern_8 (pcre2.pcre2_match_data_create_from_pattern_8)
+#define pcre2_match_data_free_8                (pcre2.pcre2_match_data_free_8)
 
 #define NAME_TEXT_MAX 48 /* bytes of a text or pattern quoted in a check's name */
 
@@ -80,6 +134,8 @@ static bool header_name_ok(const char *s)
 static int regex_compile(const char *pattern, void **re_out, void **md_out, char *err,
                          size_t errlen)
 {
+    if (sq_dynlib_load(&pcre2_libs, err, errlen) < 0)
+        return -ENOENT;
     int code;
     PCRE2_SIZE off;
     pcre2_code *re =
@@ -152,8 +208,10 @@ int sq_extractor_init_header(struct sq_extractor *e, const char *name, char *err
 void sq_extractor_dispose(struct sq_extractor *e)
 {
     sq_jpath_free(e->path);
-    pcre2_match_data_free(e->md);
-    pcre2_code_free(e->re);
+    if (e->re) { /* compiled: PCRE2 is open */
+        pcre2_match_data_free(e->md);
+        pcre2_code_free(e->re);
+    }
     free(e->header);
     extractor_clear(e, e->kind);
 }
@@ -217,7 +275,8 @@ void *sq_extractor_clone_state(const struct sq_extractor *e)
 
 void sq_extractor_free_state(void *md)
 {
-    pcre2_match_data_free(md);
+    if (md) /* made from a compiled regex: PCRE2 is open */
+        pcre2_match_data_free(md);
 }
 
 /* ---- check names ---- */
@@ -495,8 +554,10 @@ void sq_check_dispose(struct sq_check *c)
     free(c->text);
     free(c->header);
     sq_jpath_free(c->path);
-    pcre2_match_data_free(c->md);
-    pcre2_code_free(c->re);
+    if (c->re) { /* compiled: PCRE2 is open */
+        pcre2_match_data_free(c->md);
+        pcre2_code_free(c->re);
+    }
     check_clear(c, c->kind);
 }
 

@@ -570,6 +570,21 @@ class Footprint(TargetCase):
             libs = self.mapped("run", plan)
         self.assertTrue([n for n in libs if n.startswith("libfyaml")], libs)
         self.assertFalse([n for n in libs if n.startswith("libluajit")], libs)
+        self.assertFalse([n for n in libs if n.startswith("libpcre2")], libs)  # no regex in it
+
+    def test_plan_with_a_regex_loads_pcre2(self):
+        """PCRE2 is opened by the first regex compiled (plan/eval.c), not by a plain run."""
+        self.assertFalse([n for n in self.mapped(self.base + "/fast", "-c", "1", "-t", "1",
+                                                 "-d", "20s") if n.startswith("libpcre2")])
+        with tempfile.TemporaryDirectory() as d:
+            plan = os.path.join(d, "plan.yaml")
+            with open(plan, "w") as f:
+                f.write("target: %s\nscenarios:\n  s:\n    executor: constant-vus\n"
+                        "    vus: 1\n    duration: 20s\n    flow:\n"
+                        "      - request: { url: /fast }\n"
+                        "        extract: { v: { regex: \"(.)\" } }\n" % self.base)
+            libs = self.mapped("run", plan)
+        self.assertTrue([n for n in libs if n.startswith("libpcre2")], libs)
 
     def test_script_run_loads_luajit(self):
         with tempfile.TemporaryDirectory() as d:
