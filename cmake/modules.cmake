@@ -71,5 +71,5 @@ set(SQ_EXT_mcp PkgConfig::JANSSON)
 # store/ loads libsqlite3 itself (store/sqlite.c; CMakeLists.txt adds its headers).
 set(SQ_EXT_daemon PkgConfig::JANSSON)
 # script/ loads LuaJIT itself (script/luajit.c; CMakeLists.txt adds its headers).
-set(SQ_EXT_proto wslay)
+# proto/ loads wslay itself (proto/ws.c; CMakeLists.txt adds its headers).
 set(SQ_EXT_cluster PkgConfig::JANSSON)

@@ -27,9 +27,49 @@
 #include <wslay/wslay.h>
 
 #include "base/b64.h"
+#include "base/dynlib.h"
 #include "base/sha1.h"
 #include "base/str.h"
 #include "proto/text.h"
+
+/* wslay is opened by the first frame context made (ctx_new: every context is made there), not
+ * linked, so a run without WebSocket does not map it (base/dynlib.h; docs/benchmarks.md round
+ * 6). Its four functions go through this table; a context exists only once it is open. */
+#define WSLAY_SYMS(X)                                                                              \
+    X(wslay_frame_context_free)                                                                    \
+    X(wslay_frame_context_init)                                                                    \
+    X(wslay_frame_recv)                                                                            \
+    X(wslay_frame_send)
+
+static struct {
+#define WSLAY_FIELD(sym) __typeof__(sym) *sym;
+    WSLAY_SYMS(WSLAY_FIELD)
+#undef WSLAY_FIELD
+} wslay;
+
+static const struct sq_dynlib_sym wslay_syms[] = {
+#define WSLAY_ENTRY(sym) {0, #sym, offsetof(__typeof__(wslay), sym)},
+    WSLAY_SYMS(WSLAY_ENTRY)
+#undef WSLAY_ENTRY
+};
+
+static const char *const wslay_sonames[] = {SQ_SONAME_WSLAY}; /* CMakeLists.txt's */
+
+static struct sq_dynlib wslay_libs = {
+    .what = "WebSocket",
+    .hint = "scripts/deps.sh installs libwslay1",
+    .sonames = wslay_sonames,
+    .nlibs = 1,
+    .syms = wslay_syms,
+    .nsyms = sizeof(wslay_syms) / sizeof(wslay_syms[0]),
+    .table = &wslay,
+    .table_size = sizeof(wslay),
+};
+
+#define wslay_frame_context_free (wslay.wslay_frame_context_free)
+#define wslay_frame_context_init (wslay.wslay_frame_context_init)
+#define wslay_frame_recv         (wslay.wslay_frame_recv)
+#define wslay_frame_send         (wslay.wslay_frame_send)
 
 /* ---- handshake (RFC 6455 section 4) ---- */
 
@@ -244,7 +284,8 @@ static const struct wslay_frame_callbacks callbacks = {on_send, on_recv, on_genm
 static struct wslay_frame_context *ctx_new(struct sq_ws_ctx *w)
 {
     wslay_frame_context_ptr fc;
-    if (wslay_frame_context_init(&fc, &callbacks, w) != 0)
+    if (sq_dynlib_load(&wslay_libs, NULL, 0) < 0 ||
+        wslay_frame_context_init(&fc, &callbacks, w) != 0)
         return NULL;
     w->contexts_created++;
     return fc;

@@ -540,6 +540,15 @@ class Footprint(TargetCase):
                                "-c", "1", "-t", "1", "-d", "20s")
             self.assertTrue([n for n in libs if n.startswith(lib)], (coding, libs))
 
+    def test_websocket_run_loads_wslay(self):
+        """wslay is opened by the first WebSocket frame context (proto/ws.c), not by a plain
+        run."""
+        libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s")
+        self.assertFalse([n for n in libs if n.startswith("libwslay")], libs)
+        ws = "ws" + self.base[len("http"):] + "/ws"
+        libs = self.mapped(ws, "--message", "hello", "-c", "1", "-t", "1", "-d", "20s")
+        self.assertTrue([n for n in libs if n.startswith("libwslay")], libs)
+
     def test_https_run_loads_openssl(self):
         """An https:// run opens them (and works: every request answered over TLS)."""
         port = free_port()
