@@ -57,8 +57,7 @@ set(SQ_EXT_base Threads::Threads m)
 set(SQ_EXT_stats ZLIB::ZLIB PkgConfig::JANSSON)
 # net/ loads OpenSSL itself (net/tls.c; CMakeLists.txt adds its headers).
 # http/ loads brotli and zstd itself (http/codecs.c; CMakeLists.txt adds their headers).
-set(SQ_EXT_http ZLIB::ZLIB PkgConfig::NGHTTP2)
-set(SQ_EXT_server PkgConfig::NGHTTP2)
+set(SQ_EXT_http ZLIB::ZLIB) # and nghttp2, loaded by http/nghttp2lib.c (CMakeLists.txt)
 # plan/ loads libfyaml itself (plan/fyaml.c; CMakeLists.txt adds its headers).
 set(SQ_EXT_plan PkgConfig::JANSSON) # and PCRE2, loaded by plan/eval.c (CMakeLists.txt)
 set(SQ_EXT_output PkgConfig::JANSSON)

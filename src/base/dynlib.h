@@ -2,7 +2,8 @@
  * them, so a run that never uses them does not map them (their pages, relocations and
  * constructors). Users: base/h3lib.c (GnuTLS, ngtcp2, nghttp3), store/sqlite.c (libsqlite3),
  * plan/fyaml.c (libfyaml), script/luajit.c (LuaJIT), net/tls.c (libcrypto, libssl),
- * http/codecs.c (brotli, zstd), plan/eval.c (PCRE2), proto/ws.c (wslay).
+ * http/codecs.c (brotli, zstd), http/nghttp2lib.c (nghttp2), plan/eval.c (PCRE2), proto/ws.c
+ * (wslay).
  *
  * A user lists the functions it calls in an X-macro, X(library index, function), declares a
  * struct with a `__typeof__(function) *function;` field for each, and after the struct

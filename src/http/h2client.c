@@ -16,6 +16,7 @@
 
 #include "http/decode.h"
 #include "http/h1.h"
+#include "http/nghttp2lib.h"
 #include "http/redirect.h"
 
 #define OUT_INIT        (16 * 1024)
@@ -345,6 +346,8 @@ int sq_h2_client_init(struct sq_h2_client *c, const struct sq_h2_opts *opts,
     if (conn_window > SQ_H2_MAX_WINDOW)
         conn_window = SQ_H2_MAX_WINDOW;
 
+    if (sq_nghttp2_load(NULL, 0) < 0) /* the process's first HTTP/2 session */
+        return -ENOENT;
     nghttp2_session_callbacks *cbs;
     if (nghttp2_session_callbacks_new(&cbs) != 0)
         return -ENOMEM;
@@ -384,7 +387,8 @@ int sq_h2_client_init(struct sq_h2_client *c, const struct sq_h2_opts *opts,
 
 void sq_h2_client_dispose(struct sq_h2_client *c)
 {
-    nghttp2_session_del(c->_s); /* runs no stream-close callback */
+    if (c->_s)                      /* a session: nghttp2 is open */
+        nghttp2_session_del(c->_s); /* runs no stream-close callback */
     free(c->_out);
     c->_s = NULL;
     c->_out = NULL;

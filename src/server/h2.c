@@ -35,6 +35,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "http/nghttp2lib.h"
 #include "loop/loop.h"
 
 #define HBUF_INLINE   256               /* request fields kept in the stream itself */
@@ -577,7 +578,7 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t error_code, void *u
 
 static void setup(void)
 {
-    if (nghttp2_session_callbacks_new(&callbacks) != 0) {
+    if (sq_nghttp2_load(NULL, 0) < 0 || nghttp2_session_callbacks_new(&callbacks) != 0) {
         callbacks = NULL;
         return;
     }

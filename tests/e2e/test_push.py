@@ -549,6 +549,29 @@ class Footprint(TargetCase):
         libs = self.mapped(ws, "--message", "hello", "-c", "1", "-t", "1", "-d", "20s")
         self.assertTrue([n for n in libs if n.startswith("libwslay")], libs)
 
+    def test_http2_run_loads_nghttp2(self):
+        """nghttp2 is opened by the first HTTP/2 session (http/nghttp2lib.c), client's or
+        target's: neither a plain run nor a target that served only HTTP/1.1 maps it."""
+        libs = self.mapped(self.base + "/fast", "-c", "1", "-t", "1", "-d", "20s")
+        self.assertFalse([n for n in libs if n.startswith("libnghttp2")], libs)
+        port = free_port()
+        target = subprocess.Popen([sqtest.squall_path(), "target", "-q", "-p", str(port), "-t",
+                                   "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_port(port, target)
+            url = "http://%s:%d/fast" % (HOST, port)
+            p, out, _ = sqtest.run_json(url, "-c", "1", "-t", "1", "-n", "5")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open("/proc/%d/maps" % target.pid) as f:
+                self.assertNotIn("libnghttp2", f.read())
+            p, out, _ = sqtest.run_json(url, "--http2", "-c", "1", "-t", "1", "-n", "5")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(out["requests"]["completed"], 5)
+            with open("/proc/%d/maps" % target.pid) as f:
+                self.assertIn("libnghttp2", f.read())
+        finally:
+            stop_proc(target)
+
     def test_https_run_loads_openssl(self):
         """An https:// run opens them (and works: every request answered over TLS)."""
         port = free_port()
