@@ -213,6 +213,10 @@ class BusTls(unittest.TestCase):
             p, doc = self.squall("tls://%s:%d/first" % (HOST, port), "--tls-first", "-n", "300",
                                  "--cacert", self.ca)
         finally:
+            try:
+                lsock.shutdown(socket.SHUT_RDWR)  # wakes accept() before the descriptor goes
+            except OSError:
+                pass
             lsock.close()
         t.join(20)
         self.assertEqual(p.returncode, 0, p.stderr)

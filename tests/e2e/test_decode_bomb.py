@@ -84,6 +84,10 @@ class BombServer:
 
     def close(self):
         self.stopping = True
+        try:
+            self.ls.shutdown(socket.SHUT_RDWR)  # wakes accept() before the descriptor goes
+        except OSError:
+            pass
         self.ls.close()
 
 

@@ -96,6 +96,11 @@ class Misbehaving:
 
     def close(self):
         self.stopping = True
+        try:
+            self.ls.shutdown(socket.SHUT_RDWR)  # wakes accept() before the descriptor goes
+        except OSError:
+            pass
+        self.thread.join(timeout=10)
         self.ls.close()
         with self.lock:
             for s in self.conns:

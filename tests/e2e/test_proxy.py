@@ -316,6 +316,10 @@ class FakeProxy:
         pipe(c, t)
 
     def close(self):
+        try:
+            self.s.shutdown(socket.SHUT_RDWR)  # wakes accept() before the descriptor goes
+        except OSError:
+            pass
         self.s.close()
 
 
